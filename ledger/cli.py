@@ -1,0 +1,136 @@
+"""The ledger's commands: init, key, sign, verify (files against an envelope).
+
+Each command parses its options, builds library objects, calls one library function and renders
+the result. Heavy modules are imported inside the commands so ``trajledger --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .clikit import Context, Group, emit_json, ok, pass_ctx, progress, warn
+
+__all__ = ["COMMANDS"]
+
+
+@click.command()
+@click.option("--origin", help="Log origin (a unique name, no spaces); default: trajledger/<host>/<random>.")
+@click.option("--store", default="objects", show_default=True, help="Blob store: a directory relative to the ledger, or a URI such as s3://bucket/prefix.")
+@pass_ctx
+def init(ctx: Context, origin: str | None, store: str) -> None:
+    """Create a ledger in the ledger directory (--ledger, default ./.trajledger)."""
+    from .home import Ledger
+
+    ledger = Ledger.init(ctx.home, origin=origin, store=store, passphrase=_ask)
+    click.echo(f"created ledger {ledger.root} (origin {ledger.config.origin})")
+
+
+def _ask(name: str) -> bytes | None:
+    from .clikit import ask_passphrase
+
+    return ask_passphrase(name, confirm=True)
+
+
+@click.group(cls=Group)
+def key() -> None:
+    """Create, list and export signing keys (kept in <ledger>/keys)."""
+
+
+@key.command("new")
+@click.argument("name")
+@click.option("--alg", type=click.Choice(["ed25519", "p256"]), default="ed25519", show_default=True, help="Signature algorithm.")
+@click.option("--no-encrypt", is_flag=True, help="Write the private key unencrypted (demos and tests only).")
+@pass_ctx
+def key_new(ctx: Context, name: str, alg: str, no_encrypt: bool) -> None:
+    """Create key NAME: an encrypted PKCS#8 private key (mode 0600) and its public key.
+
+    The passphrase comes from TRAJLEDGER_PASSPHRASE, or is asked for on a terminal.
+    """
+    from .keys import KeyStore
+
+    store = KeyStore(ctx.home / "keys", passphrase=_ask)
+    if no_encrypt:
+        warn(f"key {name} is written unencrypted; use it for demos and tests only")
+    signer = store.create(name, "ecdsa-p256" if alg == "p256" else "ed25519", encrypt=not no_encrypt)
+    click.echo(f"{name} {signer.public.algorithm} {signer.keyid}")
+    ok(f"key {name} written to {store.directory}")
+
+
+@key.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def key_list(ctx: Context, as_json: bool) -> None:
+    """List keys: name, algorithm, keyid, whether the private key is encrypted."""
+    keys = ctx.keystore().list()
+    if as_json:
+        emit_json(
+            [
+                {"name": k.name, "algorithm": k.algorithm, "keyid": k.keyid, "encrypted": k.encrypted}
+                for k in keys
+            ]
+        )
+        return
+    for k in keys:
+        click.echo(f"{k.name}\t{k.algorithm}\t{k.keyid}\t{'encrypted' if k.encrypted else 'PLAIN'}")
+
+
+@key.command("export")
+@click.argument("name")
+@pass_ctx
+def key_export(ctx: Context, name: str) -> None:
+    """Print the public key of NAME as PEM (share this; never the .key file)."""
+    click.echo(ctx.keystore().public(name).to_pem().decode("ascii"), nl=False)
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--key", "key_name", required=True, help="Name of the signing key.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Where to write the DSSE envelope.")
+@click.option("--name", help="Subject name; default: the first path's name.")
+@pass_ctx
+def sign(ctx: Context, paths: tuple[Path, ...], key_name: str, out: Path, name: str | None) -> None:
+    """Sign files and directories into a DSSE envelope (in-toto statement + manifest).
+
+    Directories are expanded: every file is listed by its path relative to the directory, with
+    its size and SHA-256. Verify with 'trajledger verify PATH... --envelope FILE --pubkey PEM'.
+    """
+    from ._fs import write_file_atomic
+    from .files import collect_files, manifest_for
+    from .signing import files_predicate, sign_statement
+
+    signer = ctx.keystore().signer(key_name)
+    files = collect_files(paths)
+    with progress(len(files), "hashing", quiet=ctx.quiet) as advance:
+        manifest = manifest_for(files, on_done=lambda _d: advance(1))
+    subject = name or (paths[0].resolve().name or "files")
+    ptype, predicate = files_predicate(manifest)
+    envelope = sign_statement([(subject, manifest.digest)], ptype, predicate, [signer])
+    write_file_atomic(out, envelope.to_bytes() + b"\n")
+    click.echo(manifest.digest)
+    ok(f"{len(manifest.files)} file(s), {manifest.total_size} bytes signed by {key_name} into {out}")
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--envelope", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The DSSE envelope written by 'trajledger sign'.")
+@click.option("--pubkey", required=True, multiple=True, type=click.Path(dir_okay=False, path_type=Path), help="Trusted public key PEM (repeatable).")
+@click.option("--threshold", default=1, show_default=True, type=click.IntRange(min=1), help="Distinct trusted keys that must have signed.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_ctx
+def verify(ctx: Context, paths: tuple[Path, ...], envelope: Path, pubkey: tuple[Path, ...], threshold: int, as_json: bool) -> None:
+    """Verify files against a signed envelope: signature, then every file's name, size and hash.
+
+    Exits 0 when all match, 1 naming each missing, extra or changed file.
+    """
+    from .verify_files import verify_files
+
+    result = verify_files(paths, envelope, pubkey, threshold=threshold, on_progress=None if ctx.quiet else progress)
+    if as_json:
+        emit_json(result.to_json())
+    result.raise_if_failed()
+    ok(f"{result.subject}: {result.file_count} file(s) match, signed by {', '.join(result.signers)}")
+
+
+COMMANDS = [init, key, sign, verify]

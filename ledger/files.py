@@ -1,0 +1,102 @@
+"""Turn paths on disk into manifest entries.
+
+Scope: expand the PATH arguments of ``sign``, ``verify`` and ``attest`` into a map of
+manifest-relative POSIX names to files: a file argument contributes its base name, a directory
+contributes everything below it, relative to itself (so ``sign model/`` and
+``verify model-copy/`` agree). Symbolic links and special files are refused, never followed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from verify.digest import FileDigest, hash_files
+from verify.errors import FormatError
+from verify.manifest import FileEntry, Manifest, check_path
+
+from .errors import LedgerError
+
+__all__ = ["collect_files", "manifest_for", "media_type_for"]
+
+_MEDIA_TYPES = {
+    ".parquet": "application/vnd.apache.parquet",
+    ".arrow": "application/vnd.apache.arrow.file",
+    ".json": "application/json",
+    ".jsonl": "application/jsonl",
+    ".toml": "application/toml",
+    ".txt": "text/plain",
+    ".md": "text/markdown",
+    ".py": "text/x-python",
+    ".npz": "application/x-npz",
+    ".safetensors": "application/vnd.safetensors",
+}
+
+
+def media_type_for(name: str) -> str:
+    """A media type from the file extension; ``application/octet-stream`` otherwise."""
+    return _MEDIA_TYPES.get(os.path.splitext(name)[1].lower(), "application/octet-stream")
+
+
+def collect_files(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Path]:
+    """Map manifest names to files for the given arguments.
+
+    Raises:
+        LedgerError: a path is missing, a link, a special file, or two arguments give the same
+            name.
+    """
+    out: dict[str, Path] = {}
+
+    def add(name: str, path: Path) -> None:
+        try:
+            check_path(name, f"file name {name!r}")
+        except FormatError as e:
+            raise LedgerError(str(e)) from e
+        if name in out:
+            raise LedgerError(f"{path}: name {name!r} is also given by {out[name]}; sign them separately")
+        out[name] = path
+
+    for arg in paths:
+        p = Path(arg)
+        try:
+            st = p.lstat()
+        except FileNotFoundError as e:
+            raise LedgerError(f"{p}: no such file or directory") from e
+        if stat.S_ISLNK(st.st_mode):
+            raise LedgerError(f"{p}: is a symbolic link; give its target instead")
+        if stat.S_ISREG(st.st_mode):
+            add(p.name, p)
+        elif stat.S_ISDIR(st.st_mode):
+            for dirpath, dirnames, filenames in os.walk(p):
+                dirnames.sort()
+                for d in list(dirnames):
+                    if os.path.islink(os.path.join(dirpath, d)):
+                        raise LedgerError(f"{os.path.join(dirpath, d)}: is a symbolic link; links are not signed")
+                for f in sorted(filenames):
+                    fp = Path(dirpath) / f
+                    fst = fp.lstat()
+                    if not stat.S_ISREG(fst.st_mode):
+                        kind = "a symbolic link" if stat.S_ISLNK(fst.st_mode) else "not a regular file"
+                        raise LedgerError(f"{fp}: is {kind}; only regular files are signed")
+                    add(fp.relative_to(p).as_posix(), fp)
+        else:
+            raise LedgerError(f"{p}: is not a regular file or directory")
+    if not out:
+        raise LedgerError("no files to sign: the paths given hold no regular files")
+    return out
+
+
+def manifest_for(
+    files: dict[str, Path], *, on_done: Callable[[FileDigest], None] | None = None
+) -> Manifest:
+    """Hash the files in parallel (streaming) and build their manifest."""
+    names = sorted(files)
+    try:
+        digests = list(hash_files([files[n] for n in names], on_done=on_done))
+    except OSError as e:
+        raise LedgerError(f"{e.filename}: cannot read: {e.strerror}") from e
+    return Manifest.from_files(
+        [FileEntry(n, d.size, d.sha256, media_type_for(n)) for n, d in zip(names, digests, strict=True)]
+    )

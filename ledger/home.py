@@ -1,0 +1,156 @@
+"""The ledger home directory and its settings.
+
+Layout::
+
+    <home>/ledger.toml     settings (origin, store location)
+    <home>/keys/           signing keys (NAME.key encrypted PKCS#8, mode 0600; NAME.pub)
+    <home>/objects/        the object store (unless ledger.toml points elsewhere)
+    <home>/log/            the transparency log (C2SP tlog-tiles layout)
+
+Scope: create and open a home, read and write ``ledger.toml``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._fs import write_file_atomic
+from .errors import LedgerError
+from .keys import KeyStore
+from .store import ObjectStore
+
+__all__ = ["FORMAT_VERSION", "Ledger", "LedgerConfig"]
+
+FORMAT_VERSION = 1
+CONFIG_NAME = "ledger.toml"
+
+
+def _toml_str(value: str) -> str:
+    out = value.replace("\\", "\\\\").replace('"', '\\"')
+    out = "".join(c if c >= " " else f"\\u{ord(c):04x}" for c in out)
+    return f'"{out}"'
+
+
+def default_origin() -> str:
+    """A unique log origin: ``trajledger/<host>/<8 random hex>`` (no spaces, no '+')."""
+    host = "".join(c for c in socket.gethostname() if c.isalnum() or c in ".-")[:40] or "host"
+    return f"trajledger/{host}/{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True)
+class LedgerConfig:
+    """Settings from ``ledger.toml``."""
+
+    origin: str
+    store: str = "objects"
+    format: int = FORMAT_VERSION
+
+    def to_toml(self) -> bytes:
+        """The TOML text of these settings."""
+        return (
+            "# trajledger ledger settings\n[ledger]\n"
+            f"format = {self.format}\n"
+            f"origin = {_toml_str(self.origin)}\n"
+            f"# where blobs live: a directory relative to this file, or a URI (s3://bucket/prefix)\n"
+            f"store = {_toml_str(self.store)}\n"
+        ).encode("utf-8")
+
+    @classmethod
+    def from_toml(cls, data: bytes, where: Path) -> LedgerConfig:
+        """Parse and check ``ledger.toml``.
+
+        Raises:
+            LedgerError: not TOML, missing or ill-typed settings, an unknown format version.
+        """
+        try:
+            doc: dict[str, Any] = tomllib.loads(data.decode("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise LedgerError(f"{where}: not valid TOML: {e}") from e
+        section = doc.get("ledger")
+        if not isinstance(section, dict):
+            raise LedgerError(f"{where}: no [ledger] section")
+        fmt = section.get("format")
+        if fmt != FORMAT_VERSION:
+            raise LedgerError(f"{where}: format {fmt!r}, this trajledger reads format {FORMAT_VERSION}")
+        origin = section.get("origin")
+        store = section.get("store", "objects")
+        if not isinstance(origin, str) or not origin or any(c.isspace() or c == "+" for c in origin):
+            raise LedgerError(f"{where}: origin must be a non-empty string without spaces or '+'")
+        if not isinstance(store, str) or not store:
+            raise LedgerError(f"{where}: store must be a non-empty string")
+        return cls(origin, store, fmt)
+
+
+class Ledger:
+    """An open ledger home. Use `init` to create one and `open` to use it."""
+
+    def __init__(self, root: Path, config: LedgerConfig, keys: KeyStore) -> None:
+        """Use `Ledger.open` or `Ledger.init`."""
+        self.root = root
+        self.config = config
+        self.keys = keys
+        self._store: ObjectStore | None = None
+
+    @property
+    def store(self) -> ObjectStore:
+        """The object store."""
+        if self._store is None:
+            loc = self.config.store
+            self._store = ObjectStore(loc if "://" in loc else self.root / loc)
+        return self._store
+
+    @property
+    def log_dir(self) -> Path:
+        """Where the log lives."""
+        return self.root / "log"
+
+    @classmethod
+    def init(
+        cls,
+        root: Path,
+        *,
+        origin: str | None = None,
+        store: str = "objects",
+        passphrase: Callable[[str], bytes | None] | None = None,
+    ) -> Ledger:
+        """Create a ledger home. Refuses to touch an existing one.
+
+        Raises:
+            LedgerError: ``root`` already holds a ledger, or the origin is invalid.
+        """
+        if (root / CONFIG_NAME).exists():
+            raise LedgerError(f"{root}: a ledger already exists here")
+        config = LedgerConfig(origin or default_origin(), store)
+        LedgerConfig.from_toml(config.to_toml(), root / CONFIG_NAME)  # validate the origin
+        root.mkdir(parents=True, exist_ok=True)
+        write_file_atomic(root / CONFIG_NAME, config.to_toml())
+        ledger = cls(root, config, KeyStore(root / "keys", passphrase))
+        if "://" not in store:
+            (root / store).mkdir(parents=True, exist_ok=True)
+        return ledger
+
+    @classmethod
+    def open(
+        cls, root: Path, *, passphrase: Callable[[str], bytes | None] | None = None
+    ) -> Ledger:
+        """Open an existing ledger home.
+
+        Raises:
+            LedgerError: there is none at ``root`` or its settings are invalid.
+        """
+        path = root / CONFIG_NAME
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError as e:
+            raise LedgerError(
+                f"{root}: no ledger here; run 'trajledger init' or pass --ledger DIR"
+            ) from e
+        except OSError as e:
+            raise LedgerError(f"{path}: cannot read: {e.strerror}") from e
+        return cls(root, LedgerConfig.from_toml(data, path), KeyStore(root / "keys", passphrase))

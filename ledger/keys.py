@@ -1,0 +1,218 @@
+"""Signing keys: create, store encrypted at rest, load, and sign.
+
+Scope: private keys in a key directory (``<ledger>/keys`` by default): ``NAME.key`` is an
+encrypted PKCS#8 PEM written with mode 0600, ``NAME.pub`` the public key PEM. The passphrase
+comes from ``TRAJLEDGER_PASSPHRASE`` or is asked for. Keys written with ``encrypt=False`` are
+for demos and tests only.
+Non-scope: verification (``verify.keys.PublicKey``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+
+from verify.keys import ALGORITHMS, PublicKey
+
+from ._fs import write_file_atomic
+from .errors import KeyError_
+
+__all__ = ["KeyInfo", "KeyStore", "Signer", "PASSPHRASE_ENV"]
+
+PASSPHRASE_ENV = "TRAJLEDGER_PASSPHRASE"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+_PrivateKey = ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey
+
+
+@dataclass(frozen=True)
+class Signer:
+    """A private key able to sign, with its public half and name."""
+
+    name: str
+    public: PublicKey
+    _key: _PrivateKey = field(repr=False, compare=False)
+
+    @property
+    def keyid(self) -> str:
+        """The keyid of the public key."""
+        return self.public.keyid
+
+    def sign(self, data: bytes) -> bytes:
+        """Sign ``data``: raw Ed25519, or DER ECDSA over SHA-256."""
+        if isinstance(self._key, ed25519.Ed25519PrivateKey):
+            return self._key.sign(data)
+        return self._key.sign(data, ec.ECDSA(hashes.SHA256()))
+
+    @classmethod
+    def generate(cls, name: str, algorithm: str = "ed25519") -> Signer:
+        """Make a new key in memory."""
+        key: _PrivateKey
+        if algorithm == "ed25519":
+            key = ed25519.Ed25519PrivateKey.generate()
+        elif algorithm == "ecdsa-p256":
+            key = ec.generate_private_key(ec.SECP256R1())
+        else:
+            raise KeyError_(f"key {name}: unknown algorithm {algorithm!r}, want one of {ALGORITHMS}")
+        return cls._from_private(name, key)
+
+    @classmethod
+    def _from_private(cls, name: str, key: _PrivateKey) -> Signer:
+        pem = key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        return cls(name, PublicKey.from_pem(pem), key)
+
+    def private_pem(self, passphrase: bytes | None) -> bytes:
+        """The private key as PKCS#8 PEM, encrypted when a passphrase is given."""
+        enc: serialization.KeySerializationEncryption = (
+            serialization.BestAvailableEncryption(passphrase)
+            if passphrase
+            else serialization.NoEncryption()
+        )
+        return self._key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc)
+
+    def raw_ed25519_private(self) -> bytes:
+        """The 32-byte Ed25519 seed (for signed-note keys)."""
+        if not isinstance(self._key, ed25519.Ed25519PrivateKey):
+            raise KeyError_(f"key {self.name}: is {self.public.algorithm}, want ed25519")
+        return self._key.private_bytes(
+            serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()
+        )
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """What `KeyStore.list` reports about one key."""
+
+    name: str
+    algorithm: str
+    keyid: str
+    encrypted: bool
+    public_path: Path
+
+
+def check_key_name(name: str) -> str:
+    """Refuse names that are not safe file names.
+
+    Raises:
+        KeyError_: the name has path separators, starts with a dot, or is too long.
+    """
+    if not _NAME.fullmatch(name):
+        raise KeyError_(
+            f"key name {name!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a "
+            "letter or digit"
+        )
+    return name
+
+
+class KeyStore:
+    """Keys in one directory: ``NAME.key`` (private, 0600) and ``NAME.pub``."""
+
+    def __init__(
+        self, directory: Path, passphrase: Callable[[str], bytes | None] | None = None
+    ) -> None:
+        """Open a key directory.
+
+        Args:
+            directory: where keys live (created on first write, mode 0700).
+            passphrase: called with a key name when a passphrase is needed and
+                ``TRAJLEDGER_PASSPHRASE`` is unset; returns it, or None for none.
+        """
+        self.directory = directory
+        self._ask = passphrase
+
+    def _passphrase(self, name: str) -> bytes | None:
+        env = os.environ.get(PASSPHRASE_ENV)
+        if env:
+            return env.encode("utf-8")
+        return self._ask(name) if self._ask else None
+
+    def create(self, name: str, algorithm: str = "ed25519", *, encrypt: bool = True) -> Signer:
+        """Generate a key and write it; refuses to overwrite an existing key.
+
+        Raises:
+            KeyError_: bad name or algorithm, the key exists, or no passphrase for encryption.
+        """
+        check_key_name(name)
+        priv_path = self.directory / f"{name}.key"
+        if priv_path.exists() or (self.directory / f"{name}.pub").exists():
+            raise KeyError_(f"key {name}: already exists in {self.directory}; pick another name")
+        signer = Signer.generate(name, algorithm)
+        passphrase = self._passphrase(name) if encrypt else None
+        if encrypt and not passphrase:
+            raise KeyError_(
+                f"key {name}: no passphrase; set {PASSPHRASE_ENV} or pass --no-encrypt for a demo key"
+            )
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_file_atomic(priv_path, signer.private_pem(passphrase), mode=0o600)
+        write_file_atomic(self.directory / f"{name}.pub", signer.public.to_pem(), mode=0o644)
+        return signer
+
+    def public(self, name: str) -> PublicKey:
+        """Load a public key by name.
+
+        Raises:
+            KeyError_: unknown key, or an unreadable / invalid public key file.
+        """
+        check_key_name(name)
+        path = self.directory / f"{name}.pub"
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError as e:
+            raise KeyError_(f"key {name}: not found in {self.directory}; see 'trajledger key list'") from e
+        except OSError as e:
+            raise KeyError_(f"key {name}: cannot read {path}: {e.strerror}") from e
+        try:
+            return PublicKey.from_pem(data, f"key {name} ({path})")
+        except ValueError as e:
+            raise KeyError_(str(e)) from e
+
+    def signer(self, name: str) -> Signer:
+        """Load a private key, decrypting it.
+
+        Raises:
+            KeyError_: unknown key, wrong or missing passphrase, corrupt or truncated file,
+                an algorithm other than Ed25519 / P-256.
+        """
+        check_key_name(name)
+        path = self.directory / f"{name}.key"
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError as e:
+            raise KeyError_(f"key {name}: no private key in {self.directory}; create it with 'trajledger key new {name}'") from e
+        except OSError as e:
+            raise KeyError_(f"key {name}: cannot read {path}: {e.strerror}") from e
+        encrypted = b"ENCRYPTED" in data.split(b"\n", 1)[0]
+        passphrase = self._passphrase(name) if encrypted else None
+        if encrypted and not passphrase:
+            raise KeyError_(f"key {name}: is encrypted; set {PASSPHRASE_ENV} or run in a terminal")
+        try:
+            key = serialization.load_pem_private_key(data, password=passphrase)
+        except (ValueError, TypeError) as e:
+            why = "wrong passphrase or corrupt key file" if encrypted else "corrupt or truncated key file"
+            raise KeyError_(f"key {name}: cannot load {path}: {why}") from e
+        if not isinstance(key, ed25519.Ed25519PrivateKey) and not (
+            isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1)
+        ):
+            raise KeyError_(f"key {name}: unsupported algorithm, want Ed25519 or ECDSA P-256")
+        return Signer._from_private(name, key)
+
+    def list(self) -> list[KeyInfo]:
+        """Every key with a public half in the directory, sorted by name."""
+        out = []
+        if not self.directory.is_dir():
+            return out
+        for pub in sorted(self.directory.glob("*.pub")):
+            name = pub.stem
+            key = self.public(name)
+            priv = self.directory / f"{name}.key"
+            encrypted = priv.exists() and b"ENCRYPTED" in priv.read_bytes()[:64]
+            out.append(KeyInfo(name, key.algorithm, key.keyid, encrypted, pub))
+        return out

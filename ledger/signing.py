@@ -1,0 +1,65 @@
+"""Make signed statements: in-toto Statement v1 in a DSSE envelope.
+
+Scope: serialise a statement (RFC 8785 via the ``rfc8785`` package, so floats in predicates are
+canonical too), sign PAE(payloadType, payload) with one or several keys, and the ``files``
+predicate used by ``sign`` and ``attest``.
+Non-scope: verification, which lives in ``verify/`` and is the only reader of these bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import rfc8785
+
+from verify import predicates
+from verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature, pae
+from verify.manifest import Manifest
+from verify.statement import STATEMENT_TYPE
+
+from .keys import Signer
+
+__all__ = ["canonical_json", "files_predicate", "sign_statement", "statement_bytes"]
+
+
+def canonical_json(value: Any) -> bytes:
+    """RFC 8785 bytes of ``value`` (refuses NaN and infinities)."""
+    return bytes(rfc8785.dumps(value))
+
+
+def statement_bytes(
+    subjects: Sequence[tuple[str, str]], predicate_type: str, predicate: dict[str, Any]
+) -> bytes:
+    """The canonical bytes of a Statement with ``(name, "sha256:<hex>")`` subjects."""
+    return canonical_json(
+        {
+            "_type": STATEMENT_TYPE,
+            "subject": [
+                {"name": name, "digest": {"sha256": digest.removeprefix("sha256:")}}
+                for name, digest in subjects
+            ],
+            "predicateType": predicate_type,
+            "predicate": predicate,
+        }
+    )
+
+
+def sign_statement(
+    subjects: Sequence[tuple[str, str]],
+    predicate_type: str,
+    predicate: dict[str, Any],
+    signers: Sequence[Signer],
+) -> Envelope:
+    """Build a statement and sign it with every signer (co-signing)."""
+    if not signers:
+        raise ValueError("sign_statement needs at least one signer")
+    payload = statement_bytes(subjects, predicate_type, predicate)
+    message = pae(INTOTO_PAYLOAD_TYPE, payload)
+    sigs = tuple(Signature(s.keyid, s.sign(message)) for s in signers)
+    return Envelope(payload, INTOTO_PAYLOAD_TYPE, sigs)
+
+
+def files_predicate(manifest: Manifest, **extra: Any) -> tuple[str, dict[str, Any]]:
+    """The ``files/v1`` predicate: the manifest inline, so one envelope verifies a tree alone."""
+    return predicates.FILES, {"manifest": manifest.to_json(), **extra}

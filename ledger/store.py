@@ -1,0 +1,274 @@
+"""Content-addressed object store.
+
+Scope: blobs named by the SHA-256 of their bytes, at ``objects/sha256/<2 hex>/<2 hex>/<64 hex>``,
+written once. Local directories are written durably with the OS (temp file in the same
+directory, fsync, rename, directory fsync). Any other location (``s3://``, ``gs://``, ...) goes
+through ``pyarrow.fs``, imported only then.
+Non-scope: what the blobs mean. Reading verified bytes is the caller's request
+(`ObjectStore.get_verified`), because hashing a large blob twice is a real cost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from verify.digest import CHUNK, DIGEST_PREFIX, FileDigest, digest_bytes, parse_digest, verify_bytes
+
+from ._fs import TMP_PREFIX, fsync_dir
+from .errors import StoreError
+
+__all__ = ["ObjectStore"]
+
+
+class ObjectStore:
+    """A write-once blob store under one root (a local directory or a pyarrow.fs URI)."""
+
+    def __init__(self, root: str | Path, *, durable: bool = True) -> None:
+        """Open a store. Nothing is created until the first write.
+
+        Args:
+            root: a local directory, or a URI pyarrow.fs understands (``s3://bucket/prefix``).
+            durable: fsync each write (turn off only for throwaway stores).
+        """
+        self.durable = durable
+        root_s = str(root)
+        self._fs: Any = None
+        if "://" in root_s and not root_s.startswith("file://"):
+            import pyarrow.fs as pafs
+
+            self._fs, self._prefix = pafs.FileSystem.from_uri(root_s)
+            self.root = Path(self._prefix)
+        else:
+            self.root = Path(root_s.removeprefix("file://"))
+            self._prefix = str(self.root)
+
+    @classmethod
+    def with_filesystem(cls, fs: Any, prefix: str) -> ObjectStore:
+        """A store on an explicit ``pyarrow.fs.FileSystem`` (tests use the mock filesystem)."""
+        store = cls.__new__(cls)
+        store.durable = True
+        store._fs = fs
+        store._prefix = prefix.rstrip("/")
+        store.root = Path(store._prefix)
+        return store
+
+    def _rel(self, digest: str) -> str:
+        h = parse_digest(digest, "object digest")
+        return f"sha256/{h[:2]}/{h[2:4]}/{h}"
+
+    def path_of(self, digest: str) -> Path:
+        """Local path of a blob (local stores only)."""
+        if self._fs is not None:
+            raise StoreError("path_of: the store is not on a local disk")
+        return self.root / self._rel(digest)
+
+    def _remote(self, digest: str) -> str:
+        return f"{self._prefix}/{self._rel(digest)}"
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def put_bytes(self, data: bytes) -> str:
+        """Store ``data``; returns its digest. Storing the same bytes twice is a no-op."""
+        digest = digest_bytes(data)
+        if self.exists(digest):
+            return digest
+        if self._fs is None:
+            final = self.path_of(digest)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=final.parent)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    if self.durable:
+                        f.flush()
+                        os.fsync(f.fileno())
+                os.chmod(tmp, 0o444)
+                os.replace(tmp, final)
+            except BaseException:
+                _unlink(tmp)
+                raise
+            if self.durable:
+                fsync_dir(final.parent)
+        else:
+            self._remote_put(digest, [data])
+        return digest
+
+    def put_file(self, path: str | os.PathLike[str]) -> FileDigest:
+        """Copy a file into the store, hashing while copying (one read of the source).
+
+        Raises:
+            StoreError: the source cannot be read or the store cannot be written.
+        """
+        try:
+            src = open(path, "rb")  # noqa: SIM115 - closed below
+        except OSError as e:
+            raise StoreError(f"{path}: cannot read: {e.strerror}") from e
+        with src:
+            return self.put_stream(src, name=str(path))
+
+    def put_stream(self, stream: IO[bytes], *, name: str = "stream") -> FileDigest:
+        """Store everything read from ``stream``; constant memory."""
+        h = hashlib.sha256()
+        size = 0
+        if self._fs is None:
+            tmpdir = self.root / "sha256"
+            tmpdir.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=tmpdir)
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    while chunk := stream.read(CHUNK):
+                        h.update(chunk)
+                        out.write(chunk)
+                        size += len(chunk)
+                    if self.durable:
+                        out.flush()
+                        os.fsync(out.fileno())
+                digest = DIGEST_PREFIX + h.hexdigest()
+                final = self.path_of(digest)
+                if final.exists():
+                    _unlink(tmp)
+                else:
+                    final.parent.mkdir(parents=True, exist_ok=True)
+                    os.chmod(tmp, 0o444)
+                    os.replace(tmp, final)
+                    if self.durable:
+                        fsync_dir(final.parent)
+            except OSError as e:
+                _unlink(tmp)
+                raise StoreError(f"{name}: cannot store: {e.strerror or e}") from e
+            return FileDigest(Path(name), size, h.hexdigest())
+        import uuid
+
+        tmp = f"{self._prefix}/sha256/{TMP_PREFIX}{uuid.uuid4().hex}"
+        try:
+            self._fs.create_dir(f"{self._prefix}/sha256", recursive=True)
+            with self._fs.open_output_stream(tmp) as out:
+                while chunk := stream.read(CHUNK):
+                    h.update(chunk)
+                    out.write(chunk)
+                    size += len(chunk)
+            digest = DIGEST_PREFIX + h.hexdigest()
+            if self.exists(digest):
+                self._fs.delete_file(tmp)
+            else:
+                final = self._remote(digest)
+                self._fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
+                self._fs.move(tmp, final)
+        except OSError as e:
+            raise StoreError(f"{name}: cannot store in {self._prefix}: {e}") from e
+        return FileDigest(Path(name), size, h.hexdigest())
+
+    def _remote_put(self, digest: str, chunks: list[bytes]) -> None:
+        import uuid
+
+        final = self._remote(digest)
+        tmp = f"{self._prefix}/sha256/{TMP_PREFIX}{uuid.uuid4().hex}"
+        try:
+            self._fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
+            with self._fs.open_output_stream(tmp) as out:
+                for c in chunks:
+                    out.write(c)
+            self._fs.move(tmp, final)
+        except OSError as e:
+            raise StoreError(f"object {digest}: cannot write to {self._prefix}: {e}") from e
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def exists(self, digest: str) -> bool:
+        """True when the blob is present."""
+        if self._fs is None:
+            return self.path_of(digest).is_file()
+        import pyarrow.fs as pafs
+
+        info = self._fs.get_file_info(self._remote(digest))
+        return bool(info.type == pafs.FileType.File)
+
+    def get(self, digest: str) -> bytes:
+        """The blob's bytes, unchecked.
+
+        Raises:
+            StoreError: absent or unreadable.
+        """
+        try:
+            if self._fs is None:
+                return self.path_of(digest).read_bytes()
+            with self._fs.open_input_stream(self._remote(digest)) as f:
+                return bytes(f.read())
+        except FileNotFoundError as e:
+            raise StoreError(f"object {digest}: not in the store") from e
+        except OSError as e:
+            raise StoreError(f"object {digest}: cannot read: {e}") from e
+
+    def get_verified(self, digest: str) -> bytes:
+        """The blob's bytes after checking they hash to ``digest``.
+
+        Raises:
+            StoreError: absent or unreadable.
+            DigestMismatchError: the stored bytes were altered.
+        """
+        data = self.get(digest)
+        verify_bytes(data, digest, f"object {digest[:19]}…")
+        return data
+
+    def iter_digests(self) -> Iterator[str]:
+        """Every stored digest, in no particular order (temp files skipped)."""
+        if self._fs is None:
+            base = self.root / "sha256"
+            if not base.is_dir():
+                return
+            for dirpath, _dirs, files in os.walk(base):
+                for f in files:
+                    if len(f) == 64 and not f.startswith(TMP_PREFIX):
+                        yield DIGEST_PREFIX + f
+            return
+        import pyarrow.fs as pafs
+
+        sel = pafs.FileSelector(f"{self._prefix}/sha256", recursive=True, allow_not_found=True)
+        for info in self._fs.get_file_info(sel):
+            name = info.base_name
+            if info.type == pafs.FileType.File and len(name) == 64 and TMP_PREFIX not in name:
+                yield DIGEST_PREFIX + name
+
+    def delete(self, digest: str) -> bool:
+        """Remove a blob (erasure). Returns False when it was already absent."""
+        try:
+            if self._fs is None:
+                self.path_of(digest).unlink()
+                if self.durable:
+                    fsync_dir(self.path_of(digest).parent)
+            else:
+                self._fs.delete_file(self._remote(digest))
+        except FileNotFoundError:
+            return False
+        return True
+
+    def drop_temp_files(self) -> int:
+        """Remove temp files left by a crash; returns how many."""
+        n = 0
+        if self._fs is None and (self.root / "sha256").is_dir():
+            for dirpath, _dirs, files in os.walk(self.root / "sha256"):
+                for f in files:
+                    if f.startswith(TMP_PREFIX):
+                        _unlink(os.path.join(dirpath, f))
+                        n += 1
+        return n
+
+    def copy_to(self, digest: str, dest: Path) -> None:
+        """Copy a blob to a local file (for exports and checkouts)."""
+        if self._fs is None:
+            shutil.copyfile(self.path_of(digest), dest)
+        else:
+            dest.write_bytes(self.get(digest))
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

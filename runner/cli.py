@@ -1,0 +1,37 @@
+"""The ``trajledger`` command: composes the commands of each package.
+
+Start-up imports only click and the command modules; each command imports what it needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ledger import cli as ledger_cli
+from ledger.clikit import Context, Group, default_home
+
+__all__ = ["main"]
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--ledger", "home", type=click.Path(file_okay=False, path_type=Path), envvar="TRAJLEDGER_HOME", default=None, help="Ledger directory [env TRAJLEDGER_HOME; default ./.trajledger].")
+@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks for internal errors.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
+@click.version_option(package_name="trajledger", prog_name="trajledger")
+@click.pass_context
+def main(ctx: click.Context, home: Path | None, verbose: bool, quiet: bool) -> None:
+    """trajledger: a provenance ledger for RL rollouts.
+
+    Sign and verify datasets, record rollouts in a tamper-evident log, train only on approved
+    data, and prove what made a checkpoint.
+
+    Exit codes: 0 ok, 1 verification failed or data refused, 2 usage, 3 operational problem,
+    4 internal bug.
+    """
+    ctx.obj = Context(home or default_home(), verbose, quiet)
+
+
+for _command in ledger_cli.COMMANDS:
+    main.add_command(_command)

@@ -1,0 +1,42 @@
+"""trajledger's verifier: the formats and checks a third party needs, and nothing else.
+
+Layer map (imports run one way: runner -> ledger -> verify):
+
+- ``errors``     the exception hierarchy (imports nothing)
+- ``digest``     ``sha256:<hex>`` digests, parallel streaming file hashing
+- ``keys``       public keys (Ed25519, ECDSA P-256) and keyids
+- ``dsse``       DSSE envelopes and PAE
+- ``statement``  in-toto Statement v1
+- ``manifest``   artifact manifests (names and sizes bound)
+- ``predicates`` every predicate type URI
+- ``merkle``     RFC 6962 hashing, inclusion and consistency proofs
+- ``tiles``      C2SP tlog-tiles layout and a storage-independent tile reader
+- ``note``       C2SP signed notes; ``checkpoint`` C2SP checkpoints; ``tlog_proof`` offline proofs
+
+Depends on the standard library and ``cryptography`` only. Copy this directory into any venv
+with ``cryptography`` installed and it works.
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    ConsistencyError,
+    DigestMismatchError,
+    FormatError,
+    PolicyError,
+    ProofError,
+    ProvenanceError,
+    SignatureError,
+    VerificationError,
+)
+
+__all__ = [
+    "ConsistencyError",
+    "DigestMismatchError",
+    "FormatError",
+    "PolicyError",
+    "ProofError",
+    "ProvenanceError",
+    "SignatureError",
+    "VerificationError",
+]

@@ -1,0 +1,78 @@
+"""RFC 8785 (JCS) canonical JSON for the value types trajledger signs structurally.
+
+Scope: objects, arrays, strings, booleans, null and integers within +-(2**53 - 1). Object keys
+sort by their UTF-16 code units, strings escape as RFC 8785 section 3.2.2.2 requires (the same
+escapes as ECMAScript JSON.stringify), output is UTF-8 with no whitespace.
+Non-scope: floating-point numbers. Their canonical form needs the ECMAScript number
+serialisation; the ledger writes such documents with the ``rfc8785`` package, and nothing the
+verifier re-canonicalises may contain a float (a property test checks both agree).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .errors import FormatError
+
+__all__ = ["canonical_bytes", "MAX_SAFE_INTEGER"]
+
+MAX_SAFE_INTEGER = 2**53 - 1
+
+
+def _key(s: str) -> bytes:
+    return s.encode("utf-16-be")
+
+
+def _write(value: Any, out: list[str], path: str) -> None:
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, int):
+        if abs(value) > MAX_SAFE_INTEGER:
+            raise FormatError(f"{path}: integer {value} exceeds 2^53-1; encode it as a string")
+        out.append(str(value))
+    elif isinstance(value, str):
+        # json.dumps with ensure_ascii=False escapes exactly ", \, and U+0000..U+001F, using
+        # \b \t \n \f \r and lowercase \u00XX otherwise: the RFC 8785 escapes.
+        out.append(json.dumps(value, ensure_ascii=False))
+    elif isinstance(value, list | tuple):
+        out.append("[")
+        for i, item in enumerate(value):
+            if i:
+                out.append(",")
+            _write(item, out, f"{path}[{i}]")
+        out.append("]")
+    elif isinstance(value, dict):
+        out.append("{")
+        for i, k in enumerate(sorted(value, key=_key)):
+            if not isinstance(k, str):
+                raise FormatError(f"{path}: object key {k!r} is not a string")
+            if i:
+                out.append(",")
+            out.append(json.dumps(k, ensure_ascii=False))
+            out.append(":")
+            _write(value[k], out, f"{path}.{k}")
+        out.append("}")
+    else:
+        raise FormatError(
+            f"{path}: {type(value).__name__} cannot be canonicalised here (only int, str, bool, "
+            "null, list, object)"
+        )
+
+
+def canonical_bytes(value: Any, what: str = "document") -> bytes:
+    """Return the RFC 8785 canonical UTF-8 bytes of ``value``.
+
+    Raises:
+        FormatError: a float, an integer beyond 2^53-1, a non-string key, or a lone surrogate.
+    """
+    out: list[str] = []
+    _write(value, out, what)
+    try:
+        return "".join(out).encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise FormatError(f"{what}: contains a lone surrogate, not valid Unicode") from e

@@ -1,0 +1,87 @@
+"""Strict JSON reading for hostile input.
+
+Scope: decode UTF-8 JSON bytes into Python values, refusing what a lenient parser accepts:
+duplicate object keys (two readers could disagree on which one wins), NaN and Infinity (not
+JSON), a byte-order mark, invalid UTF-8 and non-object top levels where an object is required.
+Non-scope: canonicalisation. The verifier never re-serialises; it checks signatures over the
+exact bytes it was given.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .errors import FormatError
+
+__all__ = ["loads_strict", "load_object"]
+
+
+def _no_duplicates(what: str):  # type: ignore[no-untyped-def]
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise FormatError(f"{what}: duplicate JSON key {key!r}")
+            out[key] = value
+        return out
+
+    return hook
+
+
+def _no_constant(what: str):  # type: ignore[no-untyped-def]
+    def hook(name: str) -> Any:
+        raise FormatError(f"{what}: {name} is not valid JSON")
+
+    return hook
+
+
+def loads_strict(data: bytes | str, what: str = "JSON document") -> Any:
+    """Parse JSON strictly.
+
+    Args:
+        data: the document, UTF-8 bytes or text.
+        what: names the document in error messages.
+
+    Returns:
+        The decoded value.
+
+    Raises:
+        FormatError: invalid UTF-8, a BOM, malformed JSON, duplicate keys, NaN or Infinity.
+    """
+    if isinstance(data, bytes):
+        if data.startswith(b"\xef\xbb\xbf"):
+            raise FormatError(f"{what}: starts with a UTF-8 byte-order mark")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise FormatError(f"{what}: not valid UTF-8 at byte {e.start}") from e
+    else:
+        text = data
+    try:
+        return json.loads(
+            text, object_pairs_hook=_no_duplicates(what), parse_constant=_no_constant(what)
+        )
+    except json.JSONDecodeError as e:
+        raise FormatError(f"{what}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from e
+    except RecursionError as e:
+        raise FormatError(f"{what}: nested too deeply") from e
+
+
+def load_object(data: bytes | str, what: str = "JSON document") -> dict[str, Any]:
+    """Parse strict JSON whose top level must be an object.
+
+    Args:
+        data: the document.
+        what: names the document in error messages.
+
+    Returns:
+        The decoded object.
+
+    Raises:
+        FormatError: as `loads_strict`, or when the top level is not an object.
+    """
+    value = loads_strict(data, what)
+    if not isinstance(value, dict):
+        raise FormatError(f"{what}: top level is {type(value).__name__}, want an object")
+    return value

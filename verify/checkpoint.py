@@ -1,0 +1,289 @@
+"""Transparency-log checkpoints: parsing, signature and cosignature checks, consistency.
+
+Scope: the c2sp.org/tlog-checkpoint note text (origin, tree size, root hash, optional extension
+lines), verifying a signed checkpoint against the log's key, verifying witness cosignatures
+(c2sp.org/tlog-cosignature v1, Ed25519), and judging two checkpoints of one log: a rollback
+(smaller size), a fork (same size, other root) or a failed consistency proof is a
+`ConsistencyError` carrying both checkpoints and the proof.
+
+Non-scope: the note format itself (``verify.note``), Merkle proof arithmetic (``verify.merkle``),
+fetching checkpoints or proofs, and trust policy (which witnesses, how many): callers pass the
+keys and thresholds they trust.
+
+Spec: c2sp.org/tlog-checkpoint, c2sp.org/tlog-cosignature, c2sp.org/signed-note.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .errors import ConsistencyError, FormatError, PolicyError, ProofError, SignatureError
+from .merkle import EMPTY_ROOT, HASH_SIZE, verify_consistency
+from .note import (
+    _b64decode_strict,
+    _check_text_bytes,
+    _cosignature_v1_message,
+    _verified_signatures,
+    Note,
+    Verifier,
+    verify_note,
+)
+
+__all__ = [
+    "Checkpoint",
+    "verify_checkpoint",
+    "cosignature_message",
+    "verify_cosignatures",
+    "check_consistent",
+]
+
+_MAX_SIZE = (1 << 64) - 1
+_DECIMAL = re.compile(r"0|[1-9][0-9]*")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The signed statement of a log: its origin, its size and the root at that size.
+
+    Attributes:
+        origin: the log's identity, the first line.
+        size: number of entries in the tree.
+        root: the 32-byte RFC 6962 root hash at ``size``.
+        extensions: optional further lines, opaque.
+    """
+
+    origin: str
+    size: int
+    root: bytes
+    extensions: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Check that the checkpoint can be written as a valid note text.
+
+        Raises:
+            FormatError: empty origin, a field holding a newline or control character, a size
+                outside ``[0, 2**64)``, a root that is not 32 bytes, or an empty extension line.
+        """
+        if not self.origin:
+            raise FormatError("checkpoint origin is empty")
+        for what, line in [("origin", self.origin), *(("extension", e) for e in self.extensions)]:
+            if not line:
+                raise FormatError(f"checkpoint {what} line is empty")
+            if any(c < " " for c in line):
+                raise FormatError(f"checkpoint {what} line {line!r} holds a control character")
+        if isinstance(self.size, bool) or not 0 <= self.size <= _MAX_SIZE:
+            raise FormatError(f"checkpoint size {self.size}, want 0..2**64-1")
+        if len(self.root) != HASH_SIZE:
+            raise FormatError(f"checkpoint root has {len(self.root)} bytes, want {HASH_SIZE}")
+
+    @classmethod
+    def from_text(cls, body: bytes) -> Checkpoint:
+        """Parse a checkpoint note text strictly.
+
+        Args:
+            body: the note text, including its final newline (``Note.text``).
+
+        Returns:
+            The checkpoint.
+
+        Raises:
+            FormatError: not UTF-8, a control character, no final newline, fewer than three
+                lines, an empty line, a size with a sign, leading zeros or other characters, or
+                a root that is not canonical base64 of 32 bytes.
+        """
+        text = _check_text_bytes(body, "checkpoint")
+        if not text.endswith("\n"):
+            raise FormatError("checkpoint text does not end in a newline")
+        lines = text[:-1].split("\n")
+        if len(lines) < 3:
+            raise FormatError(f"checkpoint has {len(lines)} lines, want at least 3")
+        origin, size_text, root_text, *extensions = lines
+        if not _DECIMAL.fullmatch(size_text):
+            raise FormatError(
+                f"checkpoint size {size_text!r} is not a decimal without sign or leading zeros"
+            )
+        root = _b64decode_strict(root_text, "checkpoint root")
+        return cls(origin=origin, size=int(size_text), root=root, extensions=tuple(extensions))
+
+    def to_text(self) -> bytes:
+        """Return the note text of this checkpoint, final newline included."""
+        lines = [self.origin, str(self.size), base64.b64encode(self.root).decode(), *self.extensions]
+        return ("\n".join(lines) + "\n").encode()
+
+
+def verify_checkpoint(
+    note_bytes: bytes, log_verifier: Verifier, *, origin: str | None = None
+) -> Checkpoint:
+    """Verify a signed checkpoint by the log's key and return it.
+
+    Steps:
+        1. Parse the signed note.
+        2. Verify it carries a valid signature by ``log_verifier`` (other signatures are
+           ignored unless they are by that key and fail).
+        3. Parse the checkpoint text.
+        4. Require the origin to equal the log key's name, and ``origin`` when given.
+
+    Args:
+        note_bytes: the signed checkpoint as served.
+        log_verifier: the log's public key.
+        origin: the origin the caller expects, if it knows one.
+
+    Returns:
+        The verified checkpoint.
+
+    Raises:
+        FormatError: the note or its checkpoint text is malformed.
+        SignatureError: no valid signature by the log's key, or the origin differs from the
+            key's name.
+        PolicyError: the origin differs from the expected ``origin``.
+    """
+    # (1)
+    note = Note.from_bytes(note_bytes)
+    # (2)
+    verify_note(note, [log_verifier])
+    # (3)
+    cp = Checkpoint.from_text(note.text)
+    # (4)
+    if cp.origin != log_verifier.name:
+        raise SignatureError(
+            f"checkpoint origin {cp.origin!r} does not match log key name {log_verifier.name!r}"
+        )
+    if origin is not None and cp.origin != origin:
+        raise PolicyError(f"checkpoint origin {cp.origin!r}, want {origin!r}")
+    return cp
+
+
+def cosignature_message(body: bytes, timestamp: int) -> bytes:
+    """Return the message a tlog-cosignature v1 (Ed25519) witness signs.
+
+    Args:
+        body: the checkpoint note text, including its final newline.
+        timestamp: POSIX seconds, 0..2**63-1.
+
+    Returns:
+        ``"cosignature/v1\\ntime <timestamp>\\n" || body``.
+
+    Raises:
+        ValueError: the timestamp is out of range.
+    """
+    if not 0 <= timestamp <= (1 << 63) - 1:
+        raise ValueError(f"cosignature timestamp {timestamp}, want 0..2**63-1")
+    return _cosignature_v1_message(body, timestamp)
+
+
+def verify_cosignatures(
+    note_bytes: bytes,
+    witnesses: Sequence[Verifier],
+    *,
+    threshold: int = 1,
+    not_after: int | None = None,
+) -> dict[str, int | None]:
+    """Verify witness cosignatures on a checkpoint and count them against a threshold.
+
+    Steps:
+        1. Parse the note and its checkpoint text (cosignatures only sign checkpoints).
+        2. Verify the signatures by the given witness keys; a failing one rejects the note.
+        3. When ``not_after`` is given, refuse cosignatures timestamped after it.
+        4. Require at least ``threshold`` distinct witnesses.
+
+    This does not check the log's own signature: call `verify_checkpoint` as well.
+
+    Args:
+        note_bytes: the signed checkpoint with its cosignature lines.
+        witnesses: the trusted witness keys (usually cosignature/v1, type 0x04).
+        threshold: the number of distinct witness names required, at least 1.
+        not_after: latest acceptable cosignature time (POSIX seconds), e.g. now plus skew.
+
+    Returns:
+        Each witness name that verified, with its cosignature timestamp (None for keys of a
+        type without one).
+
+    Raises:
+        ValueError: ``threshold`` is below 1.
+        FormatError: the note or checkpoint is malformed.
+        SignatureError: a witness cosignature fails, is from the future, or fewer than
+            ``threshold`` witnesses cosigned.
+    """
+    if threshold < 1:
+        raise ValueError(f"cosignature threshold {threshold}, want >= 1")
+    # (1)
+    note = Note.from_bytes(note_bytes)
+    Checkpoint.from_text(note.text)
+    # (2)
+    found: dict[str, int | None] = {}
+    for sig, w in _verified_signatures(note, witnesses):
+        ts = w.cosignature_timestamp(sig.signature)
+        # (3)
+        if not_after is not None and ts is not None and ts > not_after:
+            raise SignatureError(
+                f"cosignature by {w.name} is timestamped {ts}, want at most {not_after}"
+            )
+        found.setdefault(w.name, ts)
+    # (4)
+    if len(found) < threshold:
+        raise SignatureError(
+            f"checkpoint has {len(found)} valid witness cosignatures, want at least {threshold}"
+        )
+    return found
+
+
+def check_consistent(old: Checkpoint, new: Checkpoint, proof: Sequence[bytes]) -> None:
+    """Check that ``new`` is an append-only extension of ``old`` (both already verified).
+
+    Steps:
+        1. Require the same origin.
+        2. Refuse a rollback: ``new.size < old.size``.
+        3. Same size: refuse a fork (different roots); the proof must be empty.
+        4. From an empty tree: ``old.root`` must be the empty root; the proof must be empty.
+        5. Otherwise verify the consistency proof between the two roots.
+
+    Args:
+        old: the checkpoint seen earlier.
+        new: the checkpoint seen now.
+        proof: the consistency proof from ``old.size`` to ``new.size``.
+
+    Raises:
+        ConsistencyError: the checkpoints cannot both be honest, or the proof fails; it carries
+            ``old``, ``new`` and ``proof``.
+    """
+
+    def fail(message: str) -> ConsistencyError:
+        return ConsistencyError(message, old=old, new=new, proof=list(proof))
+
+    # (1)
+    if old.origin != new.origin:
+        raise fail(f"checkpoints are of different logs: {old.origin!r} and {new.origin!r}")
+    # (2)
+    if new.size < old.size:
+        raise fail(
+            f"checkpoint rollback for {new.origin}: size {new.size} is smaller than the "
+            f"{old.size} seen before"
+        )
+    # (3)
+    if new.size == old.size:
+        if new.root != old.root:
+            raise fail(
+                f"checkpoint fork for {new.origin}: two roots at size {new.size}: "
+                f"{old.root.hex()} and {new.root.hex()}"
+            )
+        if proof:
+            raise fail(f"consistency proof for equal sizes {new.size} has {len(proof)} hashes, want 0")
+        return
+    # (4)
+    if old.size == 0:
+        if old.root != EMPTY_ROOT:
+            raise fail(
+                f"checkpoint of size 0 for {old.origin} has root {old.root.hex()}, "
+                f"want {EMPTY_ROOT.hex()}"
+            )
+        if proof:
+            raise fail(f"consistency proof from size 0 has {len(proof)} hashes, want 0")
+        return
+    # (5)
+    try:
+        verify_consistency(old.size, new.size, proof, old.root, new.root)
+    except ProofError as e:
+        raise fail(f"checkpoints of {new.origin} are not consistent: {e}") from e

@@ -1,0 +1,142 @@
+"""Content digests: the identity of every blob and artifact.
+
+Scope: the ``sha256:<64 lowercase hex>`` digest string, hashing bytes and files, and hashing many
+files in parallel with constant memory. hashlib releases the GIL while it hashes buffers larger
+than 2 KiB, so threads use every core without copying data between processes.
+Non-scope: storage. Callers hand in bytes or paths.
+Spec: schemas/SPEC.md section "Digests".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import DigestMismatchError, FormatError
+
+__all__ = [
+    "DIGEST_PREFIX",
+    "FileDigest",
+    "digest_bytes",
+    "hash_file",
+    "hash_files",
+    "parse_digest",
+    "sha256_hex",
+    "verify_bytes",
+]
+
+DIGEST_PREFIX = "sha256:"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+CHUNK = 1 << 20
+
+
+def sha256_hex(data: bytes) -> str:
+    """Return the lowercase hex SHA-256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def digest_bytes(data: bytes) -> str:
+    """Return the digest string ``sha256:<hex>`` of ``data``."""
+    return DIGEST_PREFIX + hashlib.sha256(data).hexdigest()
+
+
+def parse_digest(value: object, what: str = "digest") -> str:
+    """Check a digest string and return its 64 hex characters.
+
+    Args:
+        value: a candidate ``sha256:<64 lowercase hex>`` string.
+        what: names the value in error messages.
+
+    Returns:
+        The hex part.
+
+    Raises:
+        FormatError: any other algorithm, case or length.
+    """
+    if not isinstance(value, str) or not value.startswith(DIGEST_PREFIX):
+        raise FormatError(f"{what}: {value!r} is not of the form sha256:<64 lowercase hex>")
+    hexpart = value[len(DIGEST_PREFIX) :]
+    if not _HEX64.fullmatch(hexpart):
+        raise FormatError(f"{what}: {value!r} is not of the form sha256:<64 lowercase hex>")
+    return hexpart
+
+
+def verify_bytes(data: bytes, expected: str, subject: str) -> None:
+    """Check that ``data`` hashes to the digest string ``expected``.
+
+    Raises:
+        FormatError: ``expected`` is not a digest string.
+        DigestMismatchError: the bytes hash to something else.
+    """
+    parse_digest(expected, f"expected digest of {subject}")
+    observed = digest_bytes(data)
+    if observed != expected:
+        raise DigestMismatchError(
+            f"{subject}: content hashes to {observed}, want {expected}",
+            subject=subject,
+            expected=expected,
+            observed=observed,
+        )
+
+
+@dataclass(frozen=True)
+class FileDigest:
+    """The size and SHA-256 of one file, as read from disk."""
+
+    path: Path
+    size: int
+    sha256: str
+
+    @property
+    def digest(self) -> str:
+        """The ``sha256:<hex>`` string."""
+        return DIGEST_PREFIX + self.sha256
+
+
+def hash_file(path: str | os.PathLike[str]) -> FileDigest:
+    """Hash one file in 1 MiB chunks (constant memory).
+
+    Raises:
+        OSError: the file cannot be read. Callers map this to an operational error.
+    """
+    h = hashlib.sha256()
+    size = 0
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            n = f.readinto(buf)
+            if not n:
+                break
+            h.update(view[:n])
+            size += n
+    return FileDigest(Path(path), size, h.hexdigest())
+
+
+def hash_files(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    workers: int | None = None,
+    on_done: Callable[[FileDigest], None] | None = None,
+) -> Iterator[FileDigest]:
+    """Hash many files on a thread pool, yielding results in input order.
+
+    Args:
+        paths: files to hash.
+        workers: threads to use; default one per core (at least 2).
+        on_done: called with each result as it is yielded (for progress bars).
+
+    Yields:
+        One `FileDigest` per path, in the order given.
+    """
+    n = workers or max(2, os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        for result in pool.map(hash_file, paths):
+            if on_done is not None:
+                on_done(result)
+            yield result

@@ -1,0 +1,236 @@
+"""DSSE envelopes: parsing, the pre-authentication encoding, and signature verification.
+
+Scope: the DSSE v1 JSON envelope (github.com/secure-systems-lab/dsse, protocol.md and
+envelope.md) with one or several signatures, verified against Ed25519 / ECDSA P-256 keys.
+Non-scope: what the payload means (statement.py) and signing (ledger/signing.py).
+Spec: schemas/SPEC.md section "DSSE envelope".
+
+The signature covers PAE(payloadType, payload) over the exact payload bytes; the payload is
+never re-serialised. Known answer:
+``PAE("http://example.com/HelloWorld", b"hello world") ==
+b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ._json import load_object
+from .errors import FormatError, SignatureError
+from .keys import PublicKey
+
+__all__ = [
+    "INTOTO_PAYLOAD_TYPE",
+    "MAX_ENVELOPE_BYTES",
+    "Envelope",
+    "Signature",
+    "b64decode",
+    "b64encode",
+    "pae",
+    "verify_envelope",
+]
+
+INTOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
+MAX_ENVELOPE_BYTES = 64 << 20
+"""Envelopes larger than this are refused before parsing (64 MiB)."""
+
+_B64_STD = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_B64_URL = re.compile(r"[A-Za-z0-9_-]*={0,2}")
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """Return the DSSE v1 pre-authentication encoding of a payload.
+
+    ``"DSSEv1" SP LEN(type) SP type SP LEN(body) SP body``, lengths in decimal ASCII bytes.
+    """
+    type_bytes = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %b %d %b" % (len(type_bytes), type_bytes, len(payload), payload)
+
+
+def b64encode(data: bytes) -> str:
+    """Standard base64 with padding, as DSSE writers emit it."""
+    return base64.b64encode(data).decode("ascii")
+
+
+def b64decode(value: object, what: str) -> bytes:
+    """Decode standard or URL-safe base64 (not a mix of both); padding optional.
+
+    Raises:
+        FormatError: not a string, characters outside one alphabet, or bad length.
+    """
+    if not isinstance(value, str):
+        raise FormatError(f"{what}: is {type(value).__name__}, want a base64 string")
+    if _B64_STD.fullmatch(value):
+        alt = None
+    elif _B64_URL.fullmatch(value):
+        alt = b"-_"
+    else:
+        raise FormatError(f"{what}: is not valid base64")
+    unpadded = value.rstrip("=")
+    if len(unpadded) % 4 == 1 or (value != unpadded and len(value) % 4 != 0):
+        raise FormatError(f"{what}: is not valid base64 (bad length or padding)")
+    padded = unpadded + "=" * (-len(unpadded) % 4)
+    try:
+        out = base64.b64decode(padded, altchars=alt, validate=True)
+    except binascii.Error as e:
+        raise FormatError(f"{what}: is not valid base64 ({e})") from e
+    # Refuse non-canonical encodings (non-zero trailing bits): one byte string, one encoding.
+    if base64.b64encode(out, altchars=alt).decode("ascii").rstrip("=") != unpadded:
+        raise FormatError(f"{what}: is not canonical base64 (non-zero padding bits)")
+    return out
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One DSSE signature: the signer's keyid (may be empty) and the raw signature bytes."""
+
+    keyid: str
+    sig: bytes
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """A parsed DSSE envelope. Build with `from_bytes`, or directly when signing.
+
+    Attributes:
+        payload: the exact signed payload bytes.
+        payload_type: the payloadType string.
+        signatures: one or more signatures.
+    """
+
+    payload: bytes
+    payload_type: str
+    signatures: tuple[Signature, ...]
+
+    @classmethod
+    def from_bytes(cls, data: bytes, what: str = "envelope") -> Envelope:
+        """Parse an envelope strictly.
+
+        Refuses: oversize input, invalid UTF-8, malformed JSON, duplicate keys, unknown or
+        missing fields, non-string fields, bad base64, an empty signature list.
+
+        Raises:
+            FormatError: with one line naming the problem.
+        """
+        if len(data) > MAX_ENVELOPE_BYTES:
+            raise FormatError(f"{what}: {len(data)} bytes, more than {MAX_ENVELOPE_BYTES}")
+        obj = load_object(data, what)
+        unknown = set(obj) - {"payload", "payloadType", "signatures"}
+        if unknown:
+            raise FormatError(f"{what}: unknown field(s) {', '.join(sorted(unknown))}")
+        for name in ("payload", "payloadType", "signatures"):
+            if name not in obj:
+                raise FormatError(f"{what}: missing field {name!r}")
+        payload_type = obj["payloadType"]
+        if not isinstance(payload_type, str) or not payload_type:
+            raise FormatError(f"{what}: payloadType must be a non-empty string")
+        payload = b64decode(obj["payload"], f"{what}: payload")
+        raw_sigs = obj["signatures"]
+        if not isinstance(raw_sigs, list) or not raw_sigs:
+            raise FormatError(f"{what}: signatures must be a non-empty list")
+        sigs = []
+        for i, raw in enumerate(raw_sigs):
+            if not isinstance(raw, dict):
+                raise FormatError(f"{what}: signature {i} is not an object")
+            extra = set(raw) - {"keyid", "sig"}
+            if extra:
+                raise FormatError(f"{what}: signature {i} has unknown field(s) {sorted(extra)}")
+            keyid = raw.get("keyid", "")
+            if not isinstance(keyid, str):
+                raise FormatError(f"{what}: signature {i} keyid must be a string")
+            if "sig" not in raw:
+                raise FormatError(f"{what}: signature {i} has no 'sig'")
+            sig = b64decode(raw["sig"], f"{what}: signature {i}")
+            if not sig:
+                raise FormatError(f"{what}: signature {i} is empty")
+            sigs.append(Signature(keyid, sig))
+        return cls(payload, payload_type, tuple(sigs))
+
+    def to_bytes(self) -> bytes:
+        """Serialise as compact JSON with standard padded base64 (the form written to disk)."""
+        obj = {
+            "payload": b64encode(self.payload),
+            "payloadType": self.payload_type,
+            "signatures": [
+                ({"keyid": s.keyid} if s.keyid else {}) | {"sig": b64encode(s.sig)}
+                for s in self.signatures
+            ],
+        }
+        return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode("ascii")
+
+
+def verify_envelope(
+    envelope: Envelope,
+    keys: Iterable[PublicKey],
+    *,
+    threshold: int = 1,
+    payload_type: str = INTOTO_PAYLOAD_TYPE,
+    what: str = "envelope",
+) -> tuple[PublicKey, ...]:
+    """Verify an envelope's signatures, then its payloadType.
+
+    Steps:
+        1. Check preconditions: at least one trusted key, threshold >= 1.
+        2. For each signature, pick the trusted key(s) it may be from: the key whose keyid it
+           names, else every trusted key (the keyid is an unauthenticated hint, and other DSSE
+           implementations compute it differently). Signatures by keys outside the trusted set
+           are ignored, so co-signers outside this policy are allowed.
+        3. Verify the signature over PAE(payloadType, payload), the exact bytes received.
+        4. Count distinct keys that verified; fewer than ``threshold`` fails.
+        5. Only then check payloadType against the expected one.
+
+    Args:
+        envelope: the parsed envelope.
+        keys: the trusted public keys.
+        threshold: how many distinct trusted keys must have signed.
+        payload_type: the payloadType the caller expects.
+        what: names the envelope in error messages.
+
+    Returns:
+        The keys whose signatures verified, in the order of ``keys``.
+
+    Raises:
+        SignatureError: fewer than ``threshold`` distinct trusted keys signed validly.
+        FormatError: the signatures hold but the payloadType is not the expected one.
+        ValueError: a precondition does not hold (a caller bug).
+    """
+    trusted = {k.keyid: k for k in keys}
+    # (1)
+    if not trusted:
+        raise ValueError("verify_envelope needs at least one trusted key")
+    if threshold < 1:
+        raise ValueError(f"threshold must be at least 1, got {threshold}")
+    message = pae(envelope.payload_type, envelope.payload)
+    verified: set[str] = set()
+    bad_named: list[str] = []
+    for sig in envelope.signatures:
+        # (2)
+        candidates = [trusted[sig.keyid]] if sig.keyid in trusted else list(trusted.values())
+        # (3)
+        ok = [k for k in candidates if k.keyid not in verified and k.verify(sig.sig, message)]
+        if ok:
+            verified.add(ok[0].keyid)
+        elif sig.keyid in trusted:
+            bad_named.append(sig.keyid)
+    # (4)
+    if len(verified) < threshold:
+        if bad_named:
+            detail = f"invalid signature by key {bad_named[0][:16]}"
+        elif not verified:
+            detail = "no signature by a trusted key"
+        else:
+            detail = "too few signatures by trusted keys"
+        raise SignatureError(
+            f"{what}: {detail}: {len(verified)} of {threshold} required signature(s) verified"
+        )
+    # (5)
+    if envelope.payload_type != payload_type:
+        raise FormatError(
+            f"{what}: payloadType is {envelope.payload_type!r}, want {payload_type!r}"
+        )
+    return tuple(k for k in trusted.values() if k.keyid in verified)

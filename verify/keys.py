@@ -1,0 +1,130 @@
+"""Public keys and key identifiers.
+
+Scope: load a public key (PEM or DER SubjectPublicKeyInfo), name it by its keyid, and check a
+signature with it. Only Ed25519 and ECDSA P-256 with SHA-256 are accepted; anything else is
+refused when the key is loaded, so a verifier can never be handed a weaker algorithm.
+Non-scope: private keys (ledger/keys.py holds those).
+Spec: schemas/SPEC.md section "Key identifiers": keyid = lowercase hex SHA-256 of the DER
+SubjectPublicKeyInfo.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+
+from .errors import FormatError
+
+__all__ = ["ALGORITHMS", "PublicKey", "keyid_of_spki"]
+
+ALGORITHMS = ("ed25519", "ecdsa-p256")
+"""Signature algorithms trajledger accepts, by the name used in key listings and policies."""
+
+_PublicKeyType = ed25519.Ed25519PublicKey | ec.EllipticCurvePublicKey
+
+
+def keyid_of_spki(spki_der: bytes) -> str:
+    """Return the keyid (lowercase hex SHA-256) of a DER SubjectPublicKeyInfo."""
+    return hashlib.sha256(spki_der).hexdigest()
+
+
+@dataclass(frozen=True)
+class PublicKey:
+    """A verified-usable public key: Ed25519 or ECDSA P-256.
+
+    Build with `from_pem` or `from_der`; an instance always holds a supported key.
+
+    Attributes:
+        spki_der: the DER SubjectPublicKeyInfo.
+        algorithm: one of `ALGORITHMS`.
+        keyid: lowercase hex SHA-256 of ``spki_der``.
+    """
+
+    spki_der: bytes
+    algorithm: str
+    keyid: str
+    _key: _PublicKeyType = field(repr=False, compare=False)
+
+    @classmethod
+    def from_pem(cls, data: bytes, what: str = "public key") -> PublicKey:
+        """Load a PEM ``PUBLIC KEY``.
+
+        Raises:
+            FormatError: not a PEM public key, truncated, or an unsupported algorithm.
+        """
+        try:
+            key = serialization.load_pem_public_key(data)
+        except (ValueError, UnsupportedAlgorithm, TypeError) as e:
+            raise FormatError(f"{what}: not a valid PEM public key ({_reason(e)})") from e
+        return cls._from_key(key, what)
+
+    @classmethod
+    def from_der(cls, data: bytes, what: str = "public key") -> PublicKey:
+        """Load a DER SubjectPublicKeyInfo.
+
+        Raises:
+            FormatError: not a DER public key, or an unsupported algorithm.
+        """
+        try:
+            key = serialization.load_der_public_key(data)
+        except (ValueError, UnsupportedAlgorithm, TypeError) as e:
+            raise FormatError(f"{what}: not a valid DER public key ({_reason(e)})") from e
+        return cls._from_key(key, what)
+
+    @classmethod
+    def _from_key(cls, key: object, what: str) -> PublicKey:
+        if isinstance(key, ed25519.Ed25519PublicKey):
+            algorithm = "ed25519"
+        elif isinstance(key, ec.EllipticCurvePublicKey) and isinstance(key.curve, ec.SECP256R1):
+            algorithm = "ecdsa-p256"
+        else:
+            name = type(key).__name__.removeprefix("_").replace("PublicKey", "")
+            if isinstance(key, ec.EllipticCurvePublicKey):
+                name = f"ECDSA {key.curve.name}"
+            raise FormatError(
+                f"{what}: unsupported key algorithm {name}, want Ed25519 or ECDSA P-256"
+            )
+        spki = key.public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        return cls(spki, algorithm, keyid_of_spki(spki), key)
+
+    def to_pem(self) -> bytes:
+        """Return the key as a PEM ``PUBLIC KEY``."""
+        return self._key.public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+
+    def raw_ed25519(self) -> bytes:
+        """Return the 32 raw bytes of an Ed25519 key (for signed-note verifier keys).
+
+        Raises:
+            FormatError: the key is not Ed25519.
+        """
+        if not isinstance(self._key, ed25519.Ed25519PublicKey):
+            raise FormatError(f"key {self.keyid[:16]}: is {self.algorithm}, want ed25519")
+        return self._key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+    def verify(self, signature: bytes, data: bytes) -> bool:
+        """Check ``signature`` over ``data``; ECDSA signatures are DER, SHA-256.
+
+        Returns:
+            True when the signature is valid, False otherwise (never raises for a bad one).
+        """
+        try:
+            if isinstance(self._key, ed25519.Ed25519PublicKey):
+                self._key.verify(signature, data)
+            else:
+                self._key.verify(signature, data, ec.ECDSA(hashes.SHA256()))
+        except (InvalidSignature, ValueError):
+            return False
+        return True
+
+
+def _reason(e: Exception) -> str:
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return text[:120]

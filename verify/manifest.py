@@ -1,0 +1,280 @@
+"""Artifact manifests: the list of blobs an artifact is made of, with names and sizes bound.
+
+Scope: parse a manifest, compute its identity, and compare it with files on disk or bytes in
+hand. A manifest is RFC 8785 JSON::
+
+    {"files": [{"digest": {"sha256": <hex>}, "mediaType": <str>, "path": <str>, "size": <int>}],
+     "mediaType": "application/vnd.trajledger.manifest.v1+json"}
+
+``files`` sorted by ``path`` (relative POSIX, no ``.``/``..``/empty segments, unique). The
+artifact's identity is ``sha256:`` of those canonical bytes.
+Non-scope: where the bytes live (ledger object store, an exported bundle, a directory).
+Spec: schemas/SPEC.md section "Manifest".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._jcs import MAX_SAFE_INTEGER, canonical_bytes
+from .digest import DIGEST_PREFIX, FileDigest, hash_files
+from .errors import DigestMismatchError, FormatError
+
+__all__ = [
+    "MANIFEST_MEDIA_TYPE",
+    "FileEntry",
+    "Manifest",
+    "TreeDiff",
+    "check_path",
+    "diff_tree",
+    "manifest_from_statement",
+]
+
+MANIFEST_MEDIA_TYPE = "application/vnd.trajledger.manifest.v1+json"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+MAX_FILES = 1_000_000
+
+
+def check_path(path: object, what: str = "path") -> str:
+    """Check a manifest path: relative POSIX, no empty, ``.`` or ``..`` segment, no NUL or ``\\``.
+
+    Raises:
+        FormatError: the path could escape its root or is ambiguous.
+    """
+    if not isinstance(path, str) or not path:
+        raise FormatError(f"{what}: must be a non-empty string")
+    if path.startswith("/") or "\\" in path or "\x00" in path:
+        raise FormatError(f"{what}: {path!r} must be a relative POSIX path")
+    if any(seg in ("", ".", "..") for seg in path.split("/")):
+        raise FormatError(f"{what}: {path!r} has an empty, '.' or '..' segment")
+    return path
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One blob of an artifact."""
+
+    path: str
+    size: int
+    sha256: str
+    media_type: str = "application/octet-stream"
+
+    @property
+    def digest(self) -> str:
+        """The blob's ``sha256:<hex>`` digest string."""
+        return DIGEST_PREFIX + self.sha256
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as a JSON object."""
+        return {
+            "digest": {"sha256": self.sha256},
+            "mediaType": self.media_type,
+            "path": self.path,
+            "size": self.size,
+        }
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A validated manifest. Build with `from_files` (writer) or `from_json` (reader)."""
+
+    files: tuple[FileEntry, ...]
+
+    @classmethod
+    def from_files(cls, files: list[FileEntry]) -> Manifest:
+        """Build a manifest, sorting by path and refusing duplicates and unsafe paths."""
+        return cls.from_json(
+            {"mediaType": MANIFEST_MEDIA_TYPE, "files": [f.to_json() for f in files]},
+            sort=True,
+        )
+
+    @classmethod
+    def from_json(cls, obj: object, what: str = "manifest", *, sort: bool = False) -> Manifest:
+        """Validate a parsed manifest object.
+
+        Raises:
+            FormatError: wrong mediaType, unknown fields, bad paths, sizes or digests, paths
+                unsorted or duplicated.
+        """
+        if not isinstance(obj, dict):
+            raise FormatError(f"{what}: must be an object")
+        if obj.get("mediaType") != MANIFEST_MEDIA_TYPE:
+            raise FormatError(
+                f"{what}: mediaType is {obj.get('mediaType')!r}, want {MANIFEST_MEDIA_TYPE!r}"
+            )
+        if set(obj) != {"mediaType", "files"}:
+            raise FormatError(f"{what}: fields are {sorted(obj)}, want ['files', 'mediaType']")
+        raw = obj["files"]
+        if not isinstance(raw, list):
+            raise FormatError(f"{what}: files must be a list")
+        if len(raw) > MAX_FILES:
+            raise FormatError(f"{what}: {len(raw)} files, more than {MAX_FILES}")
+        entries = []
+        for i, f in enumerate(raw):
+            w = f"{what}: file {i}"
+            if not isinstance(f, dict) or set(f) != {"digest", "mediaType", "path", "size"}:
+                raise FormatError(f"{w}: want exactly digest, mediaType, path, size")
+            path = check_path(f["path"], f"{w} path")
+            size = f["size"]
+            if type(size) is not int or not 0 <= size <= MAX_SAFE_INTEGER:
+                raise FormatError(f"{w} ({path}): size {size!r} is not an integer in [0, 2^53)")
+            d = f["digest"]
+            if not isinstance(d, dict) or set(d) != {"sha256"} or not isinstance(d["sha256"], str):
+                raise FormatError(f"{w} ({path}): digest must be {{'sha256': <hex>}}")
+            if not _HEX64.fullmatch(d["sha256"]):
+                raise FormatError(f"{w} ({path}): sha256 is not 64 lowercase hex")
+            if not isinstance(f["mediaType"], str) or not f["mediaType"]:
+                raise FormatError(f"{w} ({path}): mediaType must be a non-empty string")
+            entries.append(FileEntry(path, size, d["sha256"], f["mediaType"]))
+        if sort:
+            entries.sort(key=lambda e: e.path)
+        paths = [e.path for e in entries]
+        for a, b in zip(paths, paths[1:], strict=False):
+            if a == b:
+                raise FormatError(f"{what}: path {a!r} appears twice")
+            if a > b:
+                raise FormatError(f"{what}: paths not sorted ({a!r} before {b!r})")
+        dirs = {p.rsplit("/", 1)[0] for p in paths if "/" in p}
+        prefixes = {"/".join(d.split("/")[: i + 1]) for d in dirs for i in range(d.count("/") + 1)}
+        clash = prefixes & set(paths)
+        if clash:
+            raise FormatError(f"{what}: {sorted(clash)[0]!r} is both a file and a directory")
+        return cls(tuple(entries))
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest as a JSON object."""
+        return {"files": [f.to_json() for f in self.files], "mediaType": MANIFEST_MEDIA_TYPE}
+
+    def canonical_bytes(self) -> bytes:
+        """The RFC 8785 bytes whose SHA-256 is the artifact's identity."""
+        return canonical_bytes(self.to_json(), "manifest")
+
+    @property
+    def digest(self) -> str:
+        """The artifact digest: ``sha256:`` of `canonical_bytes`."""
+        from .digest import digest_bytes
+
+        return digest_bytes(self.canonical_bytes())
+
+    @property
+    def total_size(self) -> int:
+        """Sum of all file sizes."""
+        return sum(f.size for f in self.files)
+
+    def by_path(self) -> Mapping[str, FileEntry]:
+        """Entries keyed by path."""
+        return {f.path: f for f in self.files}
+
+
+@dataclass(frozen=True)
+class TreeDiff:
+    """How a directory differs from a manifest. Empty lists mean it matches."""
+
+    missing: tuple[str, ...]
+    extra: tuple[str, ...]
+    changed: tuple[tuple[str, str], ...]
+    """(path, reason) pairs: size or digest observed vs expected."""
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is missing, extra or changed."""
+        return not (self.missing or self.extra or self.changed)
+
+    def problems(self) -> list[str]:
+        """One readable line per problem."""
+        return (
+            [f"{p}: missing" for p in self.missing]
+            + [f"{p}: extra file, not in the manifest" for p in self.extra]
+            + [f"{p}: {why}" for p, why in self.changed]
+        )
+
+    def raise_if_failed(self, what: str = "files") -> None:
+        """Raise `DigestMismatchError` listing every problem, one per line."""
+        if not self.ok:
+            lines = self.problems()
+            raise DigestMismatchError(
+                f"{what}: {len(lines)} problem(s)\n" + "\n".join(lines), subject=what
+            )
+
+
+def diff_tree(
+    manifest: Manifest,
+    files: Mapping[str, Path],
+    *,
+    workers: int | None = None,
+    on_done: Any = None,
+) -> TreeDiff:
+    """Compare files on disk with a manifest: sizes first (cheap), then hashes in parallel.
+
+    Args:
+        manifest: what the signer listed.
+        files: the files present, by manifest-relative path.
+        workers: hashing threads.
+        on_done: progress callback receiving each `FileDigest`.
+
+    Returns:
+        The differences (hashing only files whose size already matches).
+    """
+    want = manifest.by_path()
+    missing = sorted(set(want) - set(files))
+    extra = sorted(set(files) - set(want))
+    changed: list[tuple[str, str]] = []
+    to_hash: list[str] = []
+    for path in sorted(set(want) & set(files)):
+        try:
+            size = os.stat(files[path]).st_size
+        except OSError:
+            missing.append(path)
+            continue
+        if size != want[path].size:
+            changed.append((path, f"size {size}, want {want[path].size}"))
+        else:
+            to_hash.append(path)
+    results: list[FileDigest] = list(
+        hash_files([files[p] for p in to_hash], workers=workers, on_done=on_done)
+    )
+    for path, got in zip(to_hash, results, strict=True):
+        exp = want[path]
+        if got.size != exp.size:
+            changed.append((path, f"size {got.size}, want {exp.size}"))
+        elif got.sha256 != exp.sha256:
+            changed.append((path, f"content hashes to sha256:{got.sha256}, want {exp.digest}"))
+    changed.sort()
+    return TreeDiff(tuple(sorted(missing)), tuple(extra), tuple(changed))
+
+
+def manifest_from_statement(statement: Any, what: str = "statement") -> Manifest:
+    """Extract the inline manifest of an artifact statement and bind it to a subject.
+
+    Steps:
+        1. The predicate must carry a ``manifest`` object; validate it.
+        2. Its canonical bytes must hash to the digest of a subject of the statement.
+
+    Args:
+        statement: a `verify.statement.Statement` (already signature-verified).
+        what: names the statement in error messages.
+
+    Raises:
+        FormatError: no or invalid manifest.
+        DigestMismatchError: the manifest is not what the statement's subject names.
+    """
+    # (1)
+    raw = statement.predicate.get("manifest")
+    if raw is None:
+        raise FormatError(f"{what}: predicate has no manifest")
+    manifest = Manifest.from_json(raw, f"{what}: manifest")
+    # (2)
+    digest = manifest.digest
+    if all(s.digest != digest for s in statement.subjects):
+        raise DigestMismatchError(
+            f"{what}: manifest hashes to {digest}, which no subject names "
+            f"(subjects: {', '.join(s.digest for s in statement.subjects)})",
+            subject=what,
+            observed=digest,
+        )
+    return manifest

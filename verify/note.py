@@ -1,0 +1,454 @@
+"""C2SP signed notes: parsing, verifier keys and signature verification.
+
+Scope: the signed-note text format (a text, a blank line, signature lines
+``— <name> <base64(key ID || signature)>``), verifier keys (``<name>+<8 hex key ID>+<base64(type
+|| public key)>``), key IDs, Ed25519 note signatures (type 0x01) and timestamped Ed25519 witness
+cosignatures (type 0x04, c2sp.org/tlog-cosignature v1), and `verify_note`, which checks a note
+against known keys the way Go's ``golang.org/x/mod/sumdb/note.Open`` does.
+
+Non-scope: the meaning of the text (``verify.checkpoint`` parses checkpoints), signing keys and
+signing (the ledger holds keys and appends lines made with `format_signature_line`), ECDSA
+(type 0x02), ML-DSA and other signature types: verifier keys of those types are refused.
+
+Spec: c2sp.org/signed-note, c2sp.org/tlog-cosignature (Ed25519 signed message).
+
+Parsing is strict: valid UTF-8 without control characters other than newline; the text ends in
+a newline and is separated from the signatures by the last blank line; every line after it is a
+signature line with the em dash U+2014, a valid key name (non-empty, no Unicode space, no '+'),
+one space and canonical standard base64 of at least 5 bytes; at most 100 signatures.
+`Note.from_bytes` only parses: the text must be ignored until `verify_note` accepted it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from .errors import FormatError, SignatureError
+
+__all__ = [
+    "ALG_ED25519",
+    "ALG_COSIGNATURE_V1",
+    "MAX_SIGNATURES",
+    "Note",
+    "NoteSignature",
+    "Verifier",
+    "key_hash",
+    "verifier_from_vkey",
+    "vkey_string",
+    "format_signature_line",
+    "verify_note",
+]
+
+ALG_ED25519 = 0x01
+"""Signature type of plain Ed25519 note signatures."""
+
+ALG_COSIGNATURE_V1 = 0x04
+"""Signature type of timestamped Ed25519 witness cosignatures (tlog-cosignature v1)."""
+
+MAX_SIGNATURES = 100
+"""Most signature lines a note may carry (Go's limit; the spec requires accepting 16)."""
+
+_EM_DASH_PREFIX = "\u2014 ".encode()
+_KEY_HASH_SIZE = 4
+_ED25519_KEY_SIZE = 32
+_ED25519_SIG_SIZE = 64
+_MAX_TIMESTAMP = (1 << 63) - 1
+_U64 = struct.Struct(">Q")
+# Unicode spaces: Python's str.isspace() covers the White_Space property Go's unicode.IsSpace tests.
+_HEX8 = re.compile(r"[0-9a-fA-F]{8}")
+
+
+def _check_name(name: str, what: str) -> None:
+    if not name or "+" in name or any(c.isspace() for c in name):
+        raise FormatError(f"{what}: key name {name!r} must be non-empty, without spaces or '+'")
+
+
+def _b64decode_strict(text: str, what: str) -> bytes:
+    """Decode standard base64 with padding, refusing any other spelling of the same bytes."""
+    try:
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError) as e:
+        raise FormatError(f"{what}: {text!r} is not standard base64") from e
+    if base64.b64encode(raw).decode("ascii") != text:
+        raise FormatError(f"{what}: {text!r} is not canonical standard base64")
+    return raw
+
+
+def _check_text_bytes(data: bytes, what: str) -> str:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FormatError(f"{what}: not valid UTF-8 at byte {e.start}") from e
+    for i, c in enumerate(text):
+        if c < " " and c != "\n":
+            raise FormatError(
+                f"{what}: control character U+{ord(c):04X} at character {i}, want only newline"
+            )
+    return text
+
+
+def key_hash(name: str, alg: int, pub: bytes) -> bytes:
+    """Return the 4-byte key ID ``SHA-256(name || 0x0A || alg || pub)[:4]``.
+
+    Args:
+        name: the key name.
+        alg: the signature type byte (0x01 Ed25519, 0x04 cosignature v1).
+        pub: the encoded public key.
+
+    Returns:
+        The key ID, big-endian as it appears in signatures.
+    """
+    return hashlib.sha256(name.encode() + b"\n" + bytes([alg]) + pub).digest()[:_KEY_HASH_SIZE]
+
+
+@dataclass(frozen=True)
+class NoteSignature:
+    """One signature line of a note, parsed but not verified.
+
+    Attributes:
+        name: the key name.
+        key_hash: the 4-byte key ID.
+        signature: the signature bytes after the key ID.
+    """
+
+    name: str
+    key_hash: bytes
+    signature: bytes
+
+    def __post_init__(self) -> None:
+        """Refuse a signature line that could not be written back.
+
+        Raises:
+            FormatError: bad name, a key ID that is not 4 bytes, or an empty signature.
+        """
+        _check_name(self.name, "note signature")
+        if len(self.key_hash) != _KEY_HASH_SIZE:
+            raise FormatError(
+                f"note signature by {self.name}: key ID has {len(self.key_hash)} bytes, want 4"
+            )
+        if not self.signature:
+            raise FormatError(f"note signature by {self.name}: signature is empty")
+
+    def to_line(self) -> bytes:
+        """Return the signature line, newline included."""
+        return format_signature_line(self.name, self.key_hash, self.signature)
+
+
+@dataclass(frozen=True)
+class Note:
+    """A signed note: its text and its (unverified) signatures.
+
+    Build it with `Note.from_bytes`; `to_bytes` gives back the exact input.
+
+    Attributes:
+        text: the signed message, including its final newline but not the blank line.
+        signatures: the signature lines, in order.
+    """
+
+    text: bytes
+    signatures: tuple[NoteSignature, ...]
+
+    def __post_init__(self) -> None:
+        """Check the invariants of a note.
+
+        Raises:
+            FormatError: the text is not valid UTF-8, has control characters or does not end in
+                a newline; no signatures or more than 100.
+        """
+        _check_text_bytes(self.text, "note text")
+        if not self.text.endswith(b"\n"):
+            raise FormatError("note text does not end in a newline")
+        if not self.signatures:
+            raise FormatError("note has no signature lines, want at least 1")
+        if len(self.signatures) > MAX_SIGNATURES:
+            raise FormatError(
+                f"note has {len(self.signatures)} signature lines, want at most {MAX_SIGNATURES}"
+            )
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Note:
+        """Parse a signed note strictly, without verifying any signature.
+
+        Args:
+            data: the note as stored or received.
+
+        Returns:
+            The parsed note.
+
+        Raises:
+            FormatError: the bytes are not a well-formed signed note.
+        """
+        _check_text_bytes(data, "signed note")
+        split = data.rfind(b"\n\n")
+        if split < 0:
+            raise FormatError("signed note has no blank line before its signatures")
+        text, block = data[: split + 1], data[split + 2 :]
+        if not block:
+            raise FormatError("signed note has no signature lines after its blank line")
+        if not block.endswith(b"\n"):
+            raise FormatError("signed note does not end in a newline")
+        lines = block[:-1].split(b"\n")
+        if len(lines) > MAX_SIGNATURES:
+            raise FormatError(
+                f"signed note has {len(lines)} signature lines, want at most {MAX_SIGNATURES}"
+            )
+        sigs = tuple(_parse_signature_line(line, i) for i, line in enumerate(lines))
+        return cls(text=text, signatures=sigs)
+
+    def to_bytes(self) -> bytes:
+        """Return the note in its wire form: text, blank line, signature lines."""
+        return self.text + b"\n" + b"".join(s.to_line() for s in self.signatures)
+
+
+def _parse_signature_line(line: bytes, i: int) -> NoteSignature:
+    what = f"signature line {i + 1}"
+    if not line.startswith(_EM_DASH_PREFIX):
+        raise FormatError(f"{what}: does not start with an em dash (U+2014) and a space")
+    rest = line[len(_EM_DASH_PREFIX) :].decode("utf-8")
+    name, sep, b64 = rest.partition(" ")
+    if not sep:
+        raise FormatError(f"{what}: no space between key name and signature")
+    _check_name(name, what)
+    raw = _b64decode_strict(b64, what)
+    if len(raw) < _KEY_HASH_SIZE + 1:
+        raise FormatError(f"{what}: signature has {len(raw)} bytes, want at least 5")
+    return NoteSignature(name=name, key_hash=raw[:_KEY_HASH_SIZE], signature=raw[_KEY_HASH_SIZE:])
+
+
+def format_signature_line(name: str, key_hash: bytes, sig: bytes) -> bytes:
+    """Return one note signature line: ``— <name> <base64(key_hash || sig)>`` and a newline.
+
+    Args:
+        name: the key name.
+        key_hash: the 4-byte key ID.
+        sig: the signature over the note text.
+
+    Returns:
+        The UTF-8 line, newline included.
+
+    Raises:
+        FormatError: invalid name, a key ID that is not 4 bytes, or an empty signature.
+    """
+    _check_name(name, "signature line")
+    if len(key_hash) != _KEY_HASH_SIZE or not sig:
+        raise FormatError(
+            f"signature line for {name}: key ID has {len(key_hash)} bytes and signature "
+            f"{len(sig)}, want 4 and at least 1"
+        )
+    b64 = base64.b64encode(key_hash + sig)
+    return _EM_DASH_PREFIX + name.encode() + b" " + b64 + b"\n"
+
+
+def _cosignature_v1_message(body: bytes, timestamp: int) -> bytes:
+    # One definition, shared with verify.checkpoint.cosignature_message.
+    return b"cosignature/v1\ntime " + str(timestamp).encode() + b"\n" + body
+
+
+@dataclass(frozen=True)
+class Verifier:
+    """A public key that can verify note signatures of one type under one name.
+
+    Build it from a verifier key string with `verifier_from_vkey` (or `Verifier.from_vkey`).
+
+    Attributes:
+        name: the key name.
+        alg: the signature type byte (`ALG_ED25519` or `ALG_COSIGNATURE_V1`).
+        public_key: the 32-byte Ed25519 public key.
+    """
+
+    name: str
+    alg: int
+    public_key: bytes
+
+    def __post_init__(self) -> None:
+        """Check name, type and key size.
+
+        Raises:
+            FormatError: invalid name, unsupported type or a key that is not 32 bytes.
+        """
+        _check_name(self.name, "verifier key")
+        if self.alg not in (ALG_ED25519, ALG_COSIGNATURE_V1):
+            raise FormatError(
+                f"verifier key {self.name}: signature type 0x{self.alg:02x} is not supported, "
+                f"want 0x01 (Ed25519) or 0x04 (cosignature/v1)"
+            )
+        if len(self.public_key) != _ED25519_KEY_SIZE:
+            raise FormatError(
+                f"verifier key {self.name}: public key has {len(self.public_key)} bytes, want 32"
+            )
+
+    @classmethod
+    def from_vkey(cls, vkey: str) -> Verifier:
+        """Parse a verifier key string; see `verifier_from_vkey`."""
+        return verifier_from_vkey(vkey)
+
+    @property
+    def key_hash(self) -> bytes:
+        """The 4-byte key ID that signature lines by this key carry."""
+        return key_hash(self.name, self.alg, self.public_key)
+
+    @property
+    def vkey(self) -> str:
+        """The verifier key string of this key."""
+        return vkey_string(self.name, self.public_key, self.alg)
+
+    def cosignature_timestamp(self, sig: bytes) -> int | None:
+        """Return the timestamp of a cosignature/v1 signature, None for other types.
+
+        Args:
+            sig: the signature bytes after the key ID.
+
+        Returns:
+            The POSIX timestamp, or None when this is not a cosignature key or ``sig`` is not
+            72 bytes.
+        """
+        if self.alg != ALG_COSIGNATURE_V1 or len(sig) != 8 + _ED25519_SIG_SIZE:
+            return None
+        return int(_U64.unpack_from(sig)[0])
+
+    def verify(self, msg: bytes, sig: bytes) -> bool:
+        """Check a signature over a note text.
+
+        For type 0x04 the signature is ``u64 timestamp || Ed25519 signature`` over
+        ``"cosignature/v1\\ntime <timestamp>\\n" || msg``, with the timestamp at most 2**63 - 1.
+
+        Args:
+            msg: the note text, including its final newline.
+            sig: the signature bytes after the key ID.
+
+        Returns:
+            True if the signature is valid.
+        """
+        if self.alg == ALG_COSIGNATURE_V1:
+            timestamp = self.cosignature_timestamp(sig)
+            if timestamp is None or timestamp > _MAX_TIMESTAMP:
+                return False
+            msg, sig = _cosignature_v1_message(msg, timestamp), sig[8:]
+        if len(sig) != _ED25519_SIG_SIZE:
+            return False
+        try:
+            Ed25519PublicKey.from_public_bytes(self.public_key).verify(sig, msg)
+        except InvalidSignature:
+            return False
+        return True
+
+
+def verifier_from_vkey(vkey: str) -> Verifier:
+    """Parse a verifier key ``<name>+<8 hex key ID>+<base64(type || public key)>``.
+
+    Args:
+        vkey: the verifier key string.
+
+    Returns:
+        The verifier.
+
+    Raises:
+        FormatError: malformed string, unsupported type, wrong key size, or a key ID that does
+            not match the name and key.
+    """
+    name, sep1, rest = vkey.partition("+")
+    hash_hex, sep2, key_b64 = rest.partition("+")
+    if not (sep1 and sep2) or not _HEX8.fullmatch(hash_hex):
+        raise FormatError(f"verifier key {vkey!r}: want <name>+<8 hex digits>+<base64 key>")
+    _check_name(name, "verifier key")
+    key = _b64decode_strict(key_b64, f"verifier key {name}")
+    if len(key) < 2:
+        raise FormatError(f"verifier key {name}: key data has {len(key)} bytes, want 33")
+    verifier = Verifier(name=name, alg=key[0], public_key=key[1:])
+    if verifier.key_hash != bytes.fromhex(hash_hex):
+        raise FormatError(
+            f"verifier key {name}: key ID {hash_hex.lower()} does not match the key, "
+            f"want {verifier.key_hash.hex()}"
+        )
+    return verifier
+
+
+def vkey_string(name: str, ed25519_public_bytes: bytes, alg: int = ALG_ED25519) -> str:
+    """Return the verifier key string for an Ed25519 public key.
+
+    Args:
+        name: the key name.
+        ed25519_public_bytes: the 32-byte raw public key.
+        alg: `ALG_ED25519` for a log key, `ALG_COSIGNATURE_V1` for a witness key.
+
+    Returns:
+        ``<name>+<key ID hex>+<base64(alg || key)>``.
+
+    Raises:
+        FormatError: invalid name, unsupported type or a key that is not 32 bytes.
+    """
+    Verifier(name=name, alg=alg, public_key=ed25519_public_bytes)
+    kh = key_hash(name, alg, ed25519_public_bytes)
+    return f"{name}+{kh.hex()}+{base64.b64encode(bytes([alg]) + ed25519_public_bytes).decode()}"
+
+
+def _verified_signatures(
+    note: Note, verifiers: Sequence[Verifier]
+) -> list[tuple[NoteSignature, Verifier]]:
+    """Steps 2 and 3 of `verify_note`: the signature lines by known keys, all verified."""
+    known: dict[tuple[str, bytes], Verifier] = {}
+    for v in verifiers:
+        other = known.setdefault((v.name, v.key_hash), v)
+        if other != v:
+            raise SignatureError(
+                f"ambiguous verifier keys: two keys named {v.name} with key ID {v.key_hash.hex()}"
+            )
+    out: list[tuple[NoteSignature, Verifier]] = []
+    for i, sig in enumerate(note.signatures):
+        v = known.get((sig.name, sig.key_hash))
+        if v is None:
+            continue
+        if not v.verify(note.text, sig.signature):
+            raise SignatureError(
+                f"note signature line {i + 1} by {sig.name}+{sig.key_hash.hex()} does not verify"
+            )
+        out.append((sig, v))
+    return out
+
+
+def verify_note(note: Note | bytes, verifiers: Sequence[Verifier]) -> list[str]:
+    """Verify a note's signatures by the known keys.
+
+    Steps:
+        1. Parse the note if bytes were given.
+        2. Index the known keys by (name, key ID); two different keys under one index are
+           refused as ambiguous.
+        3. For each signature line: skip it if no known key has its name and key ID (the spec
+           requires ignoring unknown keys); otherwise verify it and reject the whole note if it
+           fails. Every line of a known key is checked, also repeats (Go checks only the first).
+        4. Require at least one verified signature.
+
+    Args:
+        note: the note, parsed or as bytes.
+        verifiers: the known keys.
+
+    Returns:
+        The names of the known keys whose signatures verified, in signature order, each once.
+
+    Raises:
+        FormatError: ``note`` bytes do not parse.
+        SignatureError: ambiguous keys, a signature by a known key that fails, or no signature
+            by any known key.
+    """
+    # (1)
+    if isinstance(note, bytes):
+        note = Note.from_bytes(note)
+    # (2) and (3)
+    verified: list[str] = []
+    for _sig, v in _verified_signatures(note, verifiers):
+        if v.name not in verified:
+            verified.append(v.name)
+    # (4)
+    if not verified:
+        wanted = ", ".join(f"{v.name}+{v.key_hash.hex()}" for v in verifiers) or "none"
+        raise SignatureError(f"note has no signature by a known key, want one of: {wanted}")
+    return verified

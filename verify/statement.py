@@ -1,0 +1,169 @@
+"""in-toto Statement v1: strict parsing and the checks a verifier makes on it.
+
+Scope: the Statement layer of the in-toto attestation framework
+(github.com/in-toto/attestation, spec/v1/statement.md): ``_type``, ``subject``,
+``predicateType``, ``predicate``. trajledger requires a name and a ``sha256`` digest on every
+subject.
+Non-scope: signatures (dsse.py) and predicate contents (each kind's own checks).
+Spec: schemas/SPEC.md section "Statement".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ._json import load_object
+from .dsse import INTOTO_PAYLOAD_TYPE, Envelope, verify_envelope
+from .errors import DigestMismatchError, FormatError, PolicyError
+from .keys import PublicKey
+
+__all__ = [
+    "STATEMENT_TYPE",
+    "Statement",
+    "Subject",
+    "VerifiedStatement",
+    "verify_statement",
+]
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One statement subject: a name and its SHA-256 (64 lowercase hex)."""
+
+    name: str
+    sha256: str
+
+    @property
+    def digest(self) -> str:
+        """The ``sha256:<hex>`` digest string."""
+        return "sha256:" + self.sha256
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A parsed in-toto Statement v1. Build with `from_bytes`.
+
+    Attributes:
+        subjects: at least one subject, names unique.
+        predicate_type: the predicateType URI.
+        predicate: the predicate object (parsed, never re-serialised for verification).
+    """
+
+    subjects: tuple[Subject, ...]
+    predicate_type: str
+    predicate: dict[str, Any]
+
+    @classmethod
+    def from_bytes(cls, payload: bytes, what: str = "statement") -> Statement:
+        """Parse a statement strictly.
+
+        Raises:
+            FormatError: malformed JSON, duplicate keys, wrong ``_type``, missing or ill-typed
+                fields, a subject without a name or a ``sha256`` digest, duplicate subject names.
+        """
+        obj = load_object(payload, what)
+        if obj.get("_type") != STATEMENT_TYPE:
+            raise FormatError(f"{what}: _type is {obj.get('_type')!r}, want {STATEMENT_TYPE!r}")
+        unknown = set(obj) - {"_type", "subject", "predicateType", "predicate"}
+        if unknown:
+            raise FormatError(f"{what}: unknown field(s) {', '.join(sorted(unknown))}")
+        raw_subjects = obj.get("subject")
+        if not isinstance(raw_subjects, list) or not raw_subjects:
+            raise FormatError(f"{what}: subject must be a non-empty list")
+        subjects: list[Subject] = []
+        seen: set[str] = set()
+        for i, raw in enumerate(raw_subjects):
+            if not isinstance(raw, dict):
+                raise FormatError(f"{what}: subject {i} is not an object")
+            name = raw.get("name")
+            if not isinstance(name, str) or not name:
+                raise FormatError(f"{what}: subject {i} has no name")
+            if name in seen:
+                raise FormatError(f"{what}: subject name {name!r} appears twice")
+            seen.add(name)
+            digest = raw.get("digest")
+            if not isinstance(digest, dict) or not isinstance(digest.get("sha256"), str):
+                raise FormatError(f"{what}: subject {name!r} has no sha256 digest")
+            if not _HEX64.fullmatch(digest["sha256"]):
+                raise FormatError(
+                    f"{what}: subject {name!r} sha256 {digest['sha256']!r} is not 64 lowercase hex"
+                )
+            subjects.append(Subject(name, digest["sha256"]))
+        predicate_type = obj.get("predicateType")
+        if not isinstance(predicate_type, str) or not predicate_type:
+            raise FormatError(f"{what}: predicateType must be a non-empty string")
+        predicate = obj.get("predicate", {})
+        if not isinstance(predicate, dict):
+            raise FormatError(f"{what}: predicate must be an object")
+        return cls(tuple(subjects), predicate_type, predicate)
+
+    def subject(self, digest: str) -> Subject:
+        """Return the subject whose digest is ``digest``.
+
+        Raises:
+            DigestMismatchError: no subject has that digest.
+        """
+        for s in self.subjects:
+            if s.digest == digest:
+                return s
+        names = ", ".join(s.digest for s in self.subjects)
+        raise DigestMismatchError(
+            f"statement: no subject has digest {digest} (subjects: {names})",
+            subject="statement",
+            expected=digest,
+        )
+
+
+@dataclass(frozen=True)
+class VerifiedStatement:
+    """A statement whose envelope verified, with the keys that signed it."""
+
+    statement: Statement
+    signers: tuple[PublicKey, ...]
+
+
+def verify_statement(
+    envelope: Envelope,
+    keys: Iterable[PublicKey],
+    *,
+    allowed_predicate_types: Collection[str],
+    threshold: int = 1,
+    subject_digest: str | None = None,
+    what: str = "envelope",
+) -> VerifiedStatement:
+    """Verify a signed statement in the order DESIGN §3 fixes.
+
+    Steps:
+        1. Verify the signatures over the exact payload bytes (threshold of trusted keys).
+        2. Check payloadType is the in-toto type (done by `verify_envelope` after 1).
+        3. Parse the payload as a Statement.
+        4. Check predicateType against the allow-list.
+        5. When ``subject_digest`` is given, check a subject carries it.
+
+    Raises:
+        SignatureError: step 1.
+        FormatError: steps 2 and 3.
+        PolicyError: step 4.
+        DigestMismatchError: step 5.
+    """
+    # (1) (2)
+    signers = verify_envelope(
+        envelope, keys, threshold=threshold, payload_type=INTOTO_PAYLOAD_TYPE, what=what
+    )
+    # (3)
+    statement = Statement.from_bytes(envelope.payload, f"{what}: statement")
+    # (4)
+    if statement.predicate_type not in allowed_predicate_types:
+        raise PolicyError(
+            f"{what}: predicateType {statement.predicate_type!r} is not allowed here"
+        )
+    # (5)
+    if subject_digest is not None:
+        statement.subject(subject_digest)
+    return VerifiedStatement(statement, signers)
