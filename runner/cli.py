@@ -12,6 +12,8 @@ import click
 from ledger import cli as ledger_cli
 from ledger.clikit import Context, Group, default_home
 
+from .quickstart import quickstart
+
 __all__ = ["main"]
 
 
@@ -35,3 +37,4 @@ def main(ctx: click.Context, home: Path | None, verbose: bool, quiet: bool) -> N
 
 for _command in ledger_cli.COMMANDS:
     main.add_command(_command)
+main.add_command(quickstart)
