@@ -23,21 +23,21 @@ from dataclasses import dataclass
 from .errors import ConsistencyError, FormatError, PolicyError, ProofError, SignatureError
 from .merkle import EMPTY_ROOT, HASH_SIZE, verify_consistency
 from .note import (
+    Note,
+    Verifier,
     _b64decode_strict,
     _check_text_bytes,
     _cosignature_v1_message,
     _verified_signatures,
-    Note,
-    Verifier,
     verify_note,
 )
 
 __all__ = [
     "Checkpoint",
-    "verify_checkpoint",
-    "cosignature_message",
-    "verify_cosignatures",
     "check_consistent",
+    "cosignature_message",
+    "verify_checkpoint",
+    "verify_cosignatures",
 ]
 
 _MAX_SIZE = (1 << 64) - 1
@@ -110,7 +110,12 @@ class Checkpoint:
 
     def to_text(self) -> bytes:
         """Return the note text of this checkpoint, final newline included."""
-        lines = [self.origin, str(self.size), base64.b64encode(self.root).decode(), *self.extensions]
+        lines = [
+            self.origin,
+            str(self.size),
+            base64.b64encode(self.root).decode(),
+            *self.extensions,
+        ]
         return ("\n".join(lines) + "\n").encode()
 
 
@@ -157,14 +162,14 @@ def verify_checkpoint(
 
 
 def cosignature_message(body: bytes, timestamp: int) -> bytes:
-    """Return the message a tlog-cosignature v1 (Ed25519) witness signs.
+    r"""Return the message a tlog-cosignature v1 (Ed25519) witness signs.
 
     Args:
         body: the checkpoint note text, including its final newline.
         timestamp: POSIX seconds, 0..2**63-1.
 
     Returns:
-        ``"cosignature/v1\\ntime <timestamp>\\n" || body``.
+        ``"cosignature/v1\ntime <timestamp>\n" || body``.
 
     Raises:
         ValueError: the timestamp is out of range.
@@ -270,7 +275,9 @@ def check_consistent(old: Checkpoint, new: Checkpoint, proof: Sequence[bytes]) -
                 f"{old.root.hex()} and {new.root.hex()}"
             )
         if proof:
-            raise fail(f"consistency proof for equal sizes {new.size} has {len(proof)} hashes, want 0")
+            raise fail(
+                f"consistency proof for equal sizes {new.size} has {len(proof)} hashes, want 0"
+            )
         return
     # (4)
     if old.size == 0:

@@ -23,17 +23,17 @@ from collections.abc import Sequence
 from .errors import FormatError, ProofError
 
 __all__ = [
-    "HASH_SIZE",
     "EMPTY_ROOT",
+    "HASH_SIZE",
     "LEAF_PREFIX",
     "NODE_PREFIX",
     "leaf_hash",
     "node_hash",
-    "root_from_leaf_hashes",
-    "root_from_inclusion_proof",
-    "verify_inclusion",
     "root_from_consistency_proof",
+    "root_from_inclusion_proof",
+    "root_from_leaf_hashes",
     "verify_consistency",
+    "verify_inclusion",
 ]
 
 HASH_SIZE = 32
@@ -163,7 +163,9 @@ def root_from_inclusion_proof(
     """
     what = f"inclusion proof for leaf {index} (size {size})"
     if index < 0 or index >= size:
-        raise ProofError(f"{what}: leaf index {index} is outside the tree, want 0 <= index < {size}")
+        raise ProofError(
+            f"{what}: leaf index {index} is outside the tree, want 0 <= index < {size}"
+        )
     if len(leaf_hash) != HASH_SIZE:
         raise ProofError(f"{what}: leaf hash has {len(leaf_hash)} bytes, want {HASH_SIZE}")
     inner, border = _decompose_inclusion(index, size)
@@ -228,7 +230,9 @@ def root_from_consistency_proof(
     """
     what = f"consistency proof from size {size1} to size {size2}"
     if size1 < 0 or size2 < size1:
-        raise ProofError(f"{what}: size2 {size2} is smaller than size1 {size1}, want size1 <= size2")
+        raise ProofError(
+            f"{what}: size2 {size2} is smaller than size1 {size1}, want size1 <= size2"
+        )
     if size1 == 0:
         raise ProofError(f"{what}: a proof from the empty tree is meaningless, want size1 > 0")
     if size1 == size2:

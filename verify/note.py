@@ -35,17 +35,17 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from .errors import FormatError, SignatureError
 
 __all__ = [
-    "ALG_ED25519",
     "ALG_COSIGNATURE_V1",
+    "ALG_ED25519",
     "MAX_SIGNATURES",
     "Note",
     "NoteSignature",
     "Verifier",
+    "format_signature_line",
     "key_hash",
     "verifier_from_vkey",
-    "vkey_string",
-    "format_signature_line",
     "verify_note",
+    "vkey_string",
 ]
 
 ALG_ED25519 = 0x01
@@ -316,10 +316,10 @@ class Verifier:
         return int(_U64.unpack_from(sig)[0])
 
     def verify(self, msg: bytes, sig: bytes) -> bool:
-        """Check a signature over a note text.
+        r"""Check a signature over a note text.
 
         For type 0x04 the signature is ``u64 timestamp || Ed25519 signature`` over
-        ``"cosignature/v1\\ntime <timestamp>\\n" || msg``, with the timestamp at most 2**63 - 1.
+        ``"cosignature/v1\ntime <timestamp>\n" || msg``, with the timestamp at most 2**63 - 1.
 
         Args:
             msg: the note text, including its final newline.
@@ -404,14 +404,14 @@ def _verified_signatures(
             )
     out: list[tuple[NoteSignature, Verifier]] = []
     for i, sig in enumerate(note.signatures):
-        v = known.get((sig.name, sig.key_hash))
-        if v is None:
+        match = known.get((sig.name, sig.key_hash))
+        if match is None:
             continue
-        if not v.verify(note.text, sig.signature):
+        if not match.verify(note.text, sig.signature):
             raise SignatureError(
                 f"note signature line {i + 1} by {sig.name}+{sig.key_hash.hex()} does not verify"
             )
-        out.append((sig, v))
+        out.append((sig, match))
     return out
 
 

@@ -30,16 +30,16 @@ from .merkle import EMPTY_ROOT, HASH_SIZE
 from .merkle import node_hash as _hash_children
 
 __all__ = [
+    "MAX_ENTRY_SIZE",
     "TILE_HEIGHT",
     "TILE_WIDTH",
-    "MAX_ENTRY_SIZE",
-    "tile_path",
-    "entries_path",
-    "tile_width",
-    "parse_tile",
-    "parse_entry_bundle",
-    "format_entry_bundle",
     "TileReader",
+    "entries_path",
+    "format_entry_bundle",
+    "parse_entry_bundle",
+    "parse_tile",
+    "tile_path",
+    "tile_width",
 ]
 
 TILE_HEIGHT = 8
@@ -236,9 +236,7 @@ class TileReader:
         size: the tree size the reader serves.
     """
 
-    def __init__(
-        self, fetch: Callable[[str], bytes], size: int, *, cache_tiles: int = 64
-    ) -> None:
+    def __init__(self, fetch: Callable[[str], bytes], size: int, *, cache_tiles: int = 64) -> None:
         """Create a reader.
 
         Args:
@@ -290,6 +288,7 @@ class TileReader:
                 return parse_tile(data, w)
             return parse_entry_bundle(data, width=w)
 
+        stored = width
         try:
             data = self._fetch(path(width))
         except FileNotFoundError:
@@ -297,13 +296,12 @@ class TileReader:
                 raise
             # tlog-tiles lets a log drop a partial tile once the full one exists; a full tile
             # starts with the same hashes (or entries) as every partial version of it.
-            data = self._fetch(path(TILE_WIDTH))
-            items = parse(data, TILE_WIDTH)[:width]
-        else:
-            try:
-                items = parse(data, width)
-            except FormatError as e:
-                raise FormatError(f"{path(width)}: {e}") from e
+            stored = TILE_WIDTH
+            data = self._fetch(path(stored))
+        try:
+            items = parse(data, stored)[:width]
+        except FormatError as e:
+            raise FormatError(f"{path(stored)}: {e}") from e
         self._remember(key, items)
         return items
 
@@ -312,7 +310,8 @@ class TileReader:
     def _check_range(self, what: str, start: int, end: int) -> None:
         if not 0 <= start <= end <= self.size:
             raise ProofError(
-                f"{what} [{start}, {end}) is outside the tree, want 0 <= start <= end <= {self.size}"
+                f"{what} [{start}, {end}) is outside the tree of size {self.size}, "
+                f"want 0 <= start <= end <= {self.size}"
             )
 
     def leaf_hashes(self, start: int, end: int) -> list[bytes]:
