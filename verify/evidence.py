@@ -1,0 +1,136 @@
+"""Where a verifier reads evidence from: a ledger directory or an exported bundle.
+
+Scope: a small read-only protocol, `Evidence`, over the things lineage verification needs (the
+signed checkpoint, log entries with their indices, inclusion proofs, blobs by digest), and its
+implementation over a ledger directory on local disk (stdlib only: tiles, entry bundles and the
+object store are plain files). The bundle implementation is in ``verify.bundle``.
+Non-scope: deciding anything. Every byte returned here is checked by the caller against a
+signature, a digest or a Merkle proof before it is believed.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+from .checkpoint import Checkpoint
+from .digest import parse_digest
+from .errors import FormatError
+from .note import Note
+from .tiles import TileReader
+
+__all__ = ["Evidence", "LedgerDirEvidence"]
+
+MAX_BLOB_READ = 1 << 34
+"""A verifier never reads a blob larger than this into memory (16 GiB)."""
+
+
+class Evidence(Protocol):
+    """Read-only access to a log and its blobs; nothing returned is trusted yet."""
+
+    def checkpoint_note(self) -> bytes:
+        """The newest signed checkpoint note (unverified)."""
+        ...
+
+    def entries(self) -> Iterator[tuple[int, bytes]]:
+        """Every available ``(index, entry bytes)``, in index order (a bundle holds a subset)."""
+        ...
+
+    def inclusion_proof(self, index: int, size: int) -> list[bytes]:
+        """An inclusion proof of entry ``index`` in the tree of ``size``."""
+        ...
+
+    def blob(self, digest: str) -> bytes | None:
+        """The bytes stored under ``digest``, or None when absent (erased or not exported)."""
+        ...
+
+    def has_blob(self, digest: str) -> bool:
+        """True when a blob is present (without reading it)."""
+        ...
+
+    def blob_path(self, digest: str) -> Path | None:
+        """A local file holding the blob, for streaming hashes; None when absent."""
+        ...
+
+
+class LedgerDirEvidence:
+    """Evidence read straight from a ledger directory (``ledger.toml``, ``log/``, objects)."""
+
+    def __init__(self, root: Path) -> None:
+        """Open a ledger directory for reading.
+
+        Raises:
+            FormatError: no readable checkpoint, or the store is not a local directory.
+        """
+        self.root = root
+        self.log_dir = root / "log"
+        store = "objects"
+        cfg = root / "ledger.toml"
+        if cfg.is_file():
+            try:
+                doc = tomllib.loads(cfg.read_text("utf-8"))
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+                raise FormatError(f"{cfg}: not valid TOML: {e}") from e
+            store = str(doc.get("ledger", {}).get("store", "objects"))
+        if "://" in store:
+            raise FormatError(
+                f"{cfg}: the store is {store}; the standalone verifier reads local ledgers only "
+                "(export a bundle, or verify through trajledger)"
+            )
+        self.objects = root / store
+        self._note = self._read(self.log_dir / "checkpoint", "log checkpoint")
+        try:
+            note = Note.from_bytes(self._note)
+            self.size = Checkpoint.from_text(note.text).size
+        except FormatError as e:
+            raise FormatError(f"{self.log_dir / 'checkpoint'}: {e}") from e
+        self._tiles = TileReader(self._fetch, self.size, cache_tiles=256)
+
+    @staticmethod
+    def _read(path: Path, what: str) -> bytes:
+        try:
+            return path.read_bytes()
+        except FileNotFoundError as e:
+            raise FormatError(f"{what} {path}: missing") from e
+        except OSError as e:
+            raise FormatError(f"{what} {path}: cannot read: {e.strerror}") from e
+
+    def _fetch(self, rel: str) -> bytes:
+        return (self.log_dir / rel).read_bytes()
+
+    def checkpoint_note(self) -> bytes:
+        """The log's ``checkpoint`` file."""
+        return self._note
+
+    def entries(self) -> Iterator[tuple[int, bytes]]:
+        """Every entry of the checkpoint's tree, read bundle by bundle."""
+        step = 256
+        for start in range(0, self.size, step):
+            end = min(start + step, self.size)
+            for i, e in enumerate(self._tiles.entries(start, end)):
+                yield start + i, e
+
+    def inclusion_proof(self, index: int, size: int) -> list[bytes]:
+        """A proof built from the hash tiles."""
+        return self._tiles.inclusion_proof(index, size)
+
+    def blob_path(self, digest: str) -> Path | None:
+        """Path of a blob in the object store, when present."""
+        h = parse_digest(digest, "blob digest")
+        path = self.objects / "sha256" / h[:2] / h[2:4] / h
+        return path if path.is_file() else None
+
+    def has_blob(self, digest: str) -> bool:
+        """True when the blob file exists."""
+        return self.blob_path(digest) is not None
+
+    def blob(self, digest: str) -> bytes | None:
+        """The blob's bytes, or None when absent."""
+        path = self.blob_path(digest)
+        if path is None:
+            return None
+        if path.stat().st_size > MAX_BLOB_READ:
+            raise FormatError(f"blob {digest}: larger than {MAX_BLOB_READ} bytes")
+        return path.read_bytes()

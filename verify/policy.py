@@ -1,0 +1,276 @@
+"""Trust policy: who may produce, approve, train, run the log and witness it, and how many.
+
+Scope: parse a policy from TOML (the file a user edits) or from its JSON form (the predicate of a
+``trust-policy`` artifact in the log, with every key inline so it verifies alone), and answer the
+questions a verifier asks: which keys hold a role, how many must sign, which predicate types are
+allowed, how old an approval may be.
+Non-scope: applying the policy to evidence (``verify.lineage``) and policy history (a new policy
+takes effect only when the threshold of the current policy's approvers signed it; see
+`check_successor`).
+Spec: keys/README.md (the TOML form, with a full example) and
+``schemas/trust-policy.v1.schema.json`` (the JSON form).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import predicates
+from .errors import FormatError, PolicyError
+from .keys import PublicKey
+from .note import Verifier, verifier_from_vkey
+
+__all__ = [
+    "KEY_ROLES",
+    "POLICY_FORMAT",
+    "ROLES",
+    "Identity",
+    "Role",
+    "TrustPolicy",
+    "check_successor",
+    "parse_duration",
+]
+
+POLICY_FORMAT = 1
+KEY_ROLES = ("producer", "approver", "trainer")
+NOTE_ROLES = ("log", "witness")
+ROLES = KEY_ROLES + NOTE_ROLES
+_DURATION = re.compile(r"(\d+)([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_TOP_KEYS = {"format", "name", "serial", "max_approval_age", "allowed_predicate_types", "roles"}
+
+
+def parse_duration(value: object, what: str = "duration") -> int:
+    """Seconds in ``"30d"``, ``"12h"``, ``"90m"``, ``"2w"`` or a non-negative integer of seconds.
+
+    Raises:
+        FormatError: anything else.
+    """
+    if type(value) is int and value >= 0:
+        return value
+    if isinstance(value, str):
+        m = _DURATION.fullmatch(value.strip())
+        if m:
+            return int(m.group(1)) * _UNITS[m.group(2)]
+    raise FormatError(f"{what}: {value!r} is not a duration such as '30d', '12h' or seconds")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A Sigstore identity: OIDC issuer and certificate subject (SAN)."""
+
+    issuer: str
+    subject: str
+
+
+@dataclass(frozen=True)
+class Role:
+    """A role: the keys (or identities, or note verifier keys) that hold it, and a threshold."""
+
+    name: str
+    threshold: int
+    keys: tuple[PublicKey, ...] = ()
+    identities: tuple[Identity, ...] = ()
+    vkeys: tuple[str, ...] = ()
+
+    @property
+    def keyids(self) -> frozenset[str]:
+        """Keyids of the role's keys."""
+        return frozenset(k.keyid for k in self.keys)
+
+    def note_verifiers(self) -> list[Verifier]:
+        """Signed-note verifiers for the log and witness roles."""
+        return [verifier_from_vkey(v) for v in self.vkeys]
+
+
+@dataclass(frozen=True)
+class TrustPolicy:
+    """A validated trust policy. Build with `from_toml` or `from_json`."""
+
+    name: str
+    serial: int
+    roles: Mapping[str, Role]
+    allowed_predicate_types: frozenset[str]
+    max_approval_age: int
+    source: Mapping[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+    def role(self, name: str) -> Role:
+        """The role named ``name`` (every role exists; an unset one has no keys)."""
+        return self.roles[name]
+
+    def holds(self, role: str, keyid: str) -> bool:
+        """True when the key ``keyid`` holds ``role``."""
+        return keyid in self.roles[role].keyids
+
+    def to_json(self) -> dict[str, Any]:
+        """The self-contained JSON form (keys inline as PEM), for the trust-policy predicate."""
+        roles: dict[str, Any] = {}
+        for name, r in self.roles.items():
+            entry: dict[str, Any] = {"threshold": r.threshold}
+            if name in KEY_ROLES:
+                entry["keys"] = [k.to_pem().decode("ascii") for k in r.keys]
+                entry["identities"] = [{"issuer": i.issuer, "subject": i.subject} for i in r.identities]
+            else:
+                entry["vkeys"] = list(r.vkeys)
+            roles[name] = entry
+        return {
+            "format": POLICY_FORMAT,
+            "name": self.name,
+            "serial": self.serial,
+            "max_approval_age": self.max_approval_age,
+            "allowed_predicate_types": sorted(self.allowed_predicate_types),
+            "roles": roles,
+        }
+
+    @classmethod
+    def from_toml(cls, data: bytes, base_dir: Path | None = None, what: str = "policy") -> TrustPolicy:
+        """Parse the TOML form; key file paths resolve relative to ``base_dir``.
+
+        Raises:
+            FormatError: not TOML, unknown fields, bad keys, thresholds or durations.
+        """
+        try:
+            doc = tomllib.loads(data.decode("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise FormatError(f"{what}: not valid TOML: {e}") from e
+        return cls._from_doc(doc, base_dir, what)
+
+    @classmethod
+    def from_json(cls, obj: object, what: str = "policy") -> TrustPolicy:
+        """Parse the JSON form (keys inline only; no file references).
+
+        Raises:
+            FormatError: as `from_toml`.
+        """
+        if not isinstance(obj, dict):
+            raise FormatError(f"{what}: must be an object")
+        return cls._from_doc(obj, None, what)
+
+    @classmethod
+    def _from_doc(cls, doc: dict[str, Any], base_dir: Path | None, what: str) -> TrustPolicy:
+        unknown = set(doc) - _TOP_KEYS
+        if unknown:
+            raise FormatError(f"{what}: unknown setting(s) {', '.join(sorted(unknown))}")
+        if doc.get("format", POLICY_FORMAT) != POLICY_FORMAT:
+            raise FormatError(f"{what}: format {doc.get('format')!r}, want {POLICY_FORMAT}")
+        name = doc.get("name", "policy")
+        if not isinstance(name, str) or not name:
+            raise FormatError(f"{what}: name must be a non-empty string")
+        serial = doc.get("serial", 1)
+        if type(serial) is not int or serial < 1:
+            raise FormatError(f"{what}: serial must be a positive integer, got {serial!r}")
+        max_age = parse_duration(doc.get("max_approval_age", "90d"), f"{what}: max_approval_age")
+        allowed_raw = doc.get("allowed_predicate_types", sorted(predicates.ALL))
+        if not isinstance(allowed_raw, list) or not all(isinstance(t, str) for t in allowed_raw):
+            raise FormatError(f"{what}: allowed_predicate_types must be a list of URIs")
+        raw_roles = doc.get("roles", {})
+        if not isinstance(raw_roles, dict):
+            raise FormatError(f"{what}: roles must be a table")
+        extra = set(raw_roles) - set(ROLES)
+        if extra:
+            raise FormatError(f"{what}: unknown role(s) {', '.join(sorted(extra))}; roles are {', '.join(ROLES)}")
+        roles = {r: _parse_role(r, raw_roles.get(r, {}), base_dir, f"{what}: role {r}") for r in ROLES}
+        policy = cls(name, serial, roles, frozenset(allowed_raw), max_age, doc)
+        # Approvers must be independent of the keys whose work they approve: one stolen key
+        # must not both produce (or train) and approve.
+        approver_ids = roles["approver"].keyids
+        for r in ("producer", "trainer"):
+            both = approver_ids & roles[r].keyids
+            if both:
+                raise FormatError(
+                    f"{what}: key {sorted(both)[0][:16]} holds both approver and {r}; "
+                    "approvers need keys of their own"
+                )
+        return policy
+
+
+def _parse_role(name: str, raw: object, base_dir: Path | None, what: str) -> Role:
+    if not isinstance(raw, dict):
+        raise FormatError(f"{what}: must be a table")
+    allowed = {"threshold", "keys", "identities"} if name in KEY_ROLES else {"threshold", "vkeys"}
+    unknown = set(raw) - allowed
+    if unknown:
+        raise FormatError(f"{what}: unknown field(s) {', '.join(sorted(unknown))}")
+    keys: list[PublicKey] = []
+    identities: list[Identity] = []
+    vkeys: list[str] = []
+    if name in KEY_ROLES:
+        for i, spec in enumerate(_list(raw.get("keys", []), f"{what}: keys")):
+            keys.append(_load_key(spec, base_dir, f"{what}: key {i}"))
+        for i, ident in enumerate(_list(raw.get("identities", []), f"{what}: identities")):
+            if not isinstance(ident, dict) or set(ident) != {"issuer", "subject"}:
+                raise FormatError(f"{what}: identity {i} must have exactly issuer and subject")
+            if not all(isinstance(v, str) and v for v in ident.values()):
+                raise FormatError(f"{what}: identity {i} issuer and subject must be non-empty strings")
+            identities.append(Identity(ident["issuer"], ident["subject"]))
+        if len({k.keyid for k in keys}) != len(keys):
+            raise FormatError(f"{what}: the same key is listed twice")
+        members = len(keys) + len(identities)
+    else:
+        for i, v in enumerate(_list(raw.get("vkeys", []), f"{what}: vkeys")):
+            if not isinstance(v, str):
+                raise FormatError(f"{what}: vkey {i} must be a string")
+            verifier_from_vkey(v)  # refuses malformed keys now, not at verification time
+            vkeys.append(v)
+        members = len(vkeys)
+    default_threshold = 1 if members and name != "witness" else 0
+    threshold = raw.get("threshold", default_threshold)
+    if type(threshold) is not int or threshold < 0:
+        raise FormatError(f"{what}: threshold must be a non-negative integer, got {threshold!r}")
+    if threshold > members:
+        raise FormatError(f"{what}: threshold {threshold} but only {members} member(s)")
+    if threshold == 0 and name != "witness" and members:
+        raise FormatError(f"{what}: threshold 0 would accept anything; use at least 1")
+    return Role(name, threshold, tuple(keys), tuple(identities), tuple(vkeys))
+
+
+def _list(value: object, what: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise FormatError(f"{what}: must be a list")
+    return value
+
+
+def _load_key(spec: object, base_dir: Path | None, what: str) -> PublicKey:
+    if not isinstance(spec, str) or not spec:
+        raise FormatError(f"{what}: must be a PEM string or a path to a PEM file")
+    if spec.lstrip().startswith("-----BEGIN"):
+        return PublicKey.from_pem(spec.encode("ascii"), what)
+    if base_dir is None:
+        raise FormatError(f"{what}: {spec!r}: keys must be inline PEM in the JSON form")
+    path = (base_dir / spec) if not Path(spec).is_absolute() else Path(spec)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise FormatError(f"{what}: cannot read key file {path}: {e.strerror}") from e
+    return PublicKey.from_pem(data, f"{what} ({path})")
+
+
+def check_successor(current: TrustPolicy, new: TrustPolicy, signer_keyids: frozenset[str]) -> None:
+    """Check that ``new`` may replace ``current``.
+
+    Steps:
+        1. ``new.serial`` must be greater than ``current.serial`` (no rollback, no replay).
+        2. At least ``current``'s approver threshold of ``current``'s approvers signed ``new``.
+
+    Raises:
+        PolicyError: either step fails.
+    """
+    # (1)
+    if new.serial <= current.serial:
+        raise PolicyError(
+            f"policy {new.name!r}: serial {new.serial} does not follow serial {current.serial}"
+        )
+    # (2)
+    approvers = current.role("approver")
+    got = len(signer_keyids & approvers.keyids)
+    if approvers.threshold == 0 or got < approvers.threshold:
+        raise PolicyError(
+            f"policy {new.name!r} serial {new.serial}: signed by {got} of the current policy's "
+            f"approvers, want {max(approvers.threshold, 1)}"
+        )
