@@ -50,6 +50,7 @@ def key_new(ctx: Context, name: str, alg: str, no_encrypt: bool) -> None:
     """
     from .keys import KeyStore
 
+    ctx.ledger()  # refuse a mistyped --ledger instead of creating a stray key directory
     store = KeyStore(ctx.home / "keys", passphrase=_ask)
     if no_encrypt:
         warn(f"key {name} is written unencrypted; use it for demos and tests only")

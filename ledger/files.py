@@ -69,7 +69,7 @@ def collect_files(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Path]:
         if stat.S_ISREG(st.st_mode):
             add(p.name, p)
         elif stat.S_ISDIR(st.st_mode):
-            for dirpath, dirnames, filenames in os.walk(p):
+            for dirpath, dirnames, filenames in os.walk(p, onerror=_refuse_unreadable):
                 dirnames.sort()
                 for d in list(dirnames):
                     if os.path.islink(os.path.join(dirpath, d)):
@@ -86,6 +86,11 @@ def collect_files(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Path]:
     if not out:
         raise LedgerError("no files to sign: the paths given hold no regular files")
     return out
+
+
+def _refuse_unreadable(e: OSError) -> None:
+    # os.walk skips unreadable directories by default: their files would silently go unsigned.
+    raise LedgerError(f"{e.filename}: cannot list: {e.strerror}") from e
 
 
 def manifest_for(

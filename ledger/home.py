@@ -33,7 +33,8 @@ CONFIG_NAME = "ledger.toml"
 
 def _toml_str(value: str) -> str:
     out = value.replace("\\", "\\\\").replace('"', '\\"')
-    out = "".join(c if c >= " " else f"\\u{ord(c):04x}" for c in out)
+    # TOML forbids raw control characters, DEL (U+007F) included, in basic strings.
+    out = "".join(c if " " <= c != "\x7f" else f"\\u{ord(c):04x}" for c in out)
     return f'"{out}"'
 
 

@@ -206,7 +206,7 @@ class KeyStore:
 
     def list(self) -> list[KeyInfo]:
         """Every key with a public half in the directory, sorted by name."""
-        out = []
+        out: list[KeyInfo] = []
         if not self.directory.is_dir():
             return out
         for pub in sorted(self.directory.glob("*.pub")):

@@ -74,15 +74,20 @@ class ObjectStore:
     # -- writing -------------------------------------------------------------------------------
 
     def put_bytes(self, data: bytes) -> str:
-        """Store ``data``; returns its digest. Storing the same bytes twice is a no-op."""
+        """Store ``data``; returns its digest. Storing the same bytes twice is a no-op.
+
+        Raises:
+            StoreError: the store cannot be written (no temp file is left behind).
+        """
         digest = digest_bytes(data)
         if self.exists(digest):
             return digest
         if self._fs is None:
             final = self.path_of(digest)
-            final.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=final.parent)
+            tmp = ""
             try:
+                final.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=final.parent)
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
                     if self.durable:
@@ -90,11 +95,14 @@ class ObjectStore:
                         os.fsync(f.fileno())
                 os.chmod(tmp, 0o444)
                 os.replace(tmp, final)
-            except BaseException:
-                _unlink(tmp)
+                if self.durable:
+                    fsync_dir(final.parent)
+            except BaseException as e:
+                if tmp:
+                    _unlink(tmp)
+                if isinstance(e, OSError):
+                    raise StoreError(f"object {digest}: cannot write: {e.strerror or e}") from e
                 raise
-            if self.durable:
-                fsync_dir(final.parent)
         else:
             self._remote_put(digest, [data])
         return digest
@@ -157,10 +165,14 @@ class ObjectStore:
             if self.exists(digest):
                 self._fs.delete_file(tmp)
             else:
-                final = self._remote(digest)
-                self._fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
-                self._fs.move(tmp, final)
+                target = self._remote(digest)
+                self._fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+                self._fs.move(tmp, target)
         except OSError as e:
+            try:
+                self._fs.delete_file(tmp)
+            except OSError:
+                pass  # the temp object was never created, or the store is unreachable
             raise StoreError(f"{name}: cannot store in {self._prefix}: {e}") from e
         return FileDigest(Path(name), size, h.hexdigest())
 

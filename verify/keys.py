@@ -59,7 +59,7 @@ class PublicKey:
         try:
             key = serialization.load_pem_public_key(data)
         except (ValueError, UnsupportedAlgorithm, TypeError) as e:
-            raise FormatError(f"{what}: not a valid PEM public key ({_reason(e)})") from e
+            raise FormatError(f"{what}: not a valid PEM public key (truncated, corrupt or not PEM)") from e
         return cls._from_key(key, what)
 
     @classmethod
@@ -72,7 +72,7 @@ class PublicKey:
         try:
             key = serialization.load_der_public_key(data)
         except (ValueError, UnsupportedAlgorithm, TypeError) as e:
-            raise FormatError(f"{what}: not a valid DER public key ({_reason(e)})") from e
+            raise FormatError(f"{what}: not a valid DER public key (truncated, corrupt or not DER)") from e
         return cls._from_key(key, what)
 
     @classmethod
@@ -124,7 +124,3 @@ class PublicKey:
             return False
         return True
 
-
-def _reason(e: Exception) -> str:
-    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    return text[:120]

@@ -1,0 +1,526 @@
+"""End to end: ``trajledger init / key / sign / verify`` through click's CliRunner.
+
+Each refusal asserts the exit code (DESIGN §8: 1 verification failed, 2 usage, 3 operational,
+4 internal bug), the exact stderr, and that no traceback escaped.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+from ledger.files import collect_files, manifest_for
+from ledger.keys import KeyStore
+from ledger.signing import statement_bytes
+from runner.cli import main
+from verify import predicates
+from verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature, pae
+from verify.statement import STATEMENT_TYPE
+
+TREE = {
+    "README.txt": "rollouts for the e2e test\n",
+    "shards/part-0.jsonl": '{"episode_id": "0-0", "return": 1}\n',
+    "shards/part-1.jsonl": '{"episode_id": "1-0", "return": 0}\n',
+    "shards/nested/deep/weights.bin": 4096,
+}
+TREE_BYTES = sum(v if isinstance(v, int) else len(v.encode()) for v in TREE.values())
+
+
+def run(runner: CliRunner, home: Path, *args: str | Path) -> Result:
+    return runner.invoke(main, ["--ledger", str(home), *map(str, args)], prog_name="trajledger")
+
+
+def expect(result: Result, code: int, stderr: str, stdout: str | None = None) -> None:
+    """Exit code, exact stderr, and no escaped exception or traceback."""
+    assert result.stderr == stderr, result.output
+    assert result.exit_code == code, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    if stdout is not None:
+        assert result.stdout == stdout
+
+
+@dataclass
+class Signed:
+    home: Path
+    data: Path
+    envelope: Path
+    pubkey: Path
+    keyid: str
+    digest: str
+
+    def verify(self, runner: CliRunner, *extra: str | Path, envelope: Path | None = None,
+               pubkey: Path | None = None, data: Path | None = None) -> Result:
+        return run(runner, self.home, "verify", data or self.data, "--envelope",
+                   envelope or self.envelope, "--pubkey", pubkey or self.pubkey, *extra)
+
+    def resign(self, statement: bytes, payload_type: str = INTOTO_PAYLOAD_TYPE) -> Envelope:
+        signer = KeyStore(self.home / "keys").signer("alice")
+        sig = Signature(signer.keyid, signer.sign(pae(payload_type, statement)))
+        return Envelope(statement, payload_type, (sig,))
+
+    def write(self, name: str, content: bytes | dict[str, Any] | Envelope) -> Path:
+        path = self.envelope.parent / name
+        if isinstance(content, Envelope):
+            content = content.to_bytes()
+        elif isinstance(content, dict):
+            content = json.dumps(content).encode()
+        path.write_bytes(content)
+        return path
+
+    def envelope_json(self) -> dict[str, Any]:
+        return json.loads(self.envelope.read_bytes())  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def signed(runner: CliRunner, tmp_path: Path, make_tree: Callable[..., Path],
+           passphrase: str) -> Signed:
+    home = tmp_path / "home"
+    assert run(runner, home, "init", "--origin", "test/e2e").exit_code == 0
+    made = run(runner, home, "key", "new", "alice")
+    assert made.exit_code == 0, made.output
+    keyid = made.stdout.split()[2]
+    data = make_tree(TREE, tmp_path / "data")
+    envelope = tmp_path / "out" / "data.dsse.json"
+    envelope.parent.mkdir()
+    signing = run(runner, home, "sign", data, "--key", "alice", "--out", envelope)
+    assert signing.exit_code == 0, signing.output
+    pubkey = tmp_path / "out" / "alice.pub"
+    pubkey.write_text(run(runner, home, "key", "export", "alice").stdout)
+    return Signed(home, data, envelope, pubkey, keyid, signing.stdout.strip())
+
+
+# -- the full path --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("alg", "algorithm"), [("ed25519", "ed25519"), ("p256", "ecdsa-p256")])
+def test_full_path(runner: CliRunner, tmp_path: Path, make_tree: Callable[..., Path],
+                   passphrase: str, alg: str, algorithm: str) -> None:
+    home = tmp_path / "home"
+    r = run(runner, home, "init", "--origin", "test/e2e")
+    expect(r, 0, "", f"created ledger {home} (origin test/e2e)\n")
+
+    r = run(runner, home, "key", "new", "alice", "--alg", alg)
+    keyid = KeyStore(home / "keys").public("alice").keyid
+    expect(r, 0, f"OK: key alice written to {home / 'keys'}\n", f"alice {algorithm} {keyid}\n")
+    priv = home / "keys" / "alice.key"
+    assert stat.S_IMODE(priv.stat().st_mode) == 0o600
+    assert priv.read_bytes().startswith(b"-----BEGIN ENCRYPTED PRIVATE KEY-----\n")
+
+    r = run(runner, home, "key", "list")
+    expect(r, 0, "", f"alice\t{algorithm}\t{keyid}\tencrypted\n")
+
+    data = make_tree(TREE, tmp_path / "data")
+    env = tmp_path / "data.dsse.json"
+    r = run(runner, home, "sign", data, "--key", "alice", "--out", env)
+    digest = manifest_for(collect_files([data])).digest
+    expect(r, 0, f"OK: 4 file(s), {TREE_BYTES} bytes signed by alice into {env}\n", digest + "\n")
+
+    # The envelope holds an in-toto statement naming the tree and its manifest inline.
+    obj = json.loads(env.read_bytes())
+    assert obj["payloadType"] == INTOTO_PAYLOAD_TYPE
+    assert [s["keyid"] for s in obj["signatures"]] == [keyid]
+    statement = json.loads(base64.b64decode(obj["payload"]))
+    assert statement["_type"] == STATEMENT_TYPE
+    assert statement["predicateType"] == predicates.FILES
+    assert statement["subject"] == [{"name": "data", "digest": {"sha256": digest[7:]}}]
+    assert [f["path"] for f in statement["predicate"]["manifest"]["files"]] == sorted(TREE)
+
+    pub = tmp_path / "alice.pub"
+    r = run(runner, home, "key", "export", "alice")
+    expect(r, 0, "")
+    pub.write_text(r.stdout)
+    assert r.stdout.startswith("-----BEGIN PUBLIC KEY-----\n")
+
+    # A copy elsewhere, under another name, verifies: names are relative to the directory.
+    copy = make_tree(TREE, tmp_path / "elsewhere" / "copy")
+    for target in (data, copy):
+        r = run(runner, home, "verify", target, "--envelope", env, "--pubkey", pub)
+        expect(r, 0, f"OK: data: 4 file(s) match, signed by {keyid[:16]}\n", "")
+
+    r = run(runner, home, "verify", data, "--envelope", env, "--pubkey", pub, "--json")
+    expect(r, 0, f"OK: data: 4 file(s) match, signed by {keyid[:16]}\n")
+    assert json.loads(r.stdout) == {
+        "subject": "data", "signers": [keyid[:16]], "files": 4, "ok": True,
+        "missing": [], "extra": [], "changed": [],
+    }
+
+
+def test_verify_needs_no_ledger(signed: Signed, runner: CliRunner, tmp_path: Path) -> None:
+    r = run(runner, tmp_path / "no-ledger-here", "verify", signed.data, "--envelope",
+            signed.envelope, "--pubkey", signed.pubkey)
+    expect(r, 0, f"OK: data: 4 file(s) match, signed by {signed.keyid[:16]}\n")
+
+
+def test_co_signed_threshold_two(signed: Signed, runner: CliRunner) -> None:
+    r = run(runner, signed.home, "key", "new", "bob", "--alg", "p256")
+    assert r.exit_code == 0, r.output
+    keys = KeyStore(signed.home / "keys")
+    payload = Envelope.from_bytes(signed.envelope.read_bytes()).payload
+    message = pae(INTOTO_PAYLOAD_TYPE, payload)
+    both = Envelope(payload, INTOTO_PAYLOAD_TYPE, tuple(
+        Signature(s.keyid, s.sign(message)) for s in (keys.signer("alice"), keys.signer("bob"))
+    ))
+    env = signed.write("both.json", both)
+    bob_pub = signed.write("bob.pub", keys.public("bob").to_pem())
+    r = signed.verify(runner, "--pubkey", bob_pub, "--threshold", "2", envelope=env)
+    expect(r, 0, f"OK: data: 4 file(s) match, signed by {signed.keyid[:16]}, "
+                 f"{keys.public('bob').keyid[:16]}\n")
+    r = signed.verify(runner, "--pubkey", bob_pub, "--threshold", "2")
+    expect(r, 1, f"FAIL: envelope {signed.envelope}: too few signatures by trusted keys: "
+                 "1 of 2 required signature(s) verified\n")
+
+
+# -- the envelope is bad: exit 1 ------------------------------------------------------------------
+
+
+def test_malformed_json_envelope(signed: Signed, runner: CliRunner) -> None:
+    env = signed.write("bad.json", b'{"payload":')
+    expect(signed.verify(runner, envelope=env), 1,
+           f"FAIL: envelope {env}: malformed JSON at line 1 column 12: Expecting value\n")
+
+
+def test_duplicate_json_keys(signed: Signed, runner: CliRunner) -> None:
+    text = signed.envelope.read_bytes()
+    env = signed.write("dup.json", text.replace(b'{"payload"', b'{"payload":"","payload"', 1))
+    expect(signed.verify(runner, envelope=env), 1,
+           f"FAIL: envelope {env}: duplicate JSON key 'payload'\n")
+
+
+def test_wrong_payload_type_even_when_validly_signed(signed: Signed, runner: CliRunner) -> None:
+    payload = Envelope.from_bytes(signed.envelope.read_bytes()).payload
+    env = signed.write("ptype.json", signed.resign(payload, "application/json"))
+    expect(signed.verify(runner, envelope=env), 1,
+           f"FAIL: envelope {env}: payloadType is 'application/json', "
+           "want 'application/vnd.in-toto+json'\n")
+
+
+def test_payload_type_changed_without_resigning(signed: Signed, runner: CliRunner) -> None:
+    obj = signed.envelope_json() | {"payloadType": "application/json"}
+    env = signed.write("ptype2.json", obj)
+    expect(signed.verify(runner, envelope=env), 1,
+           f"FAIL: envelope {env}: invalid signature by key {signed.keyid[:16]}: "
+           "0 of 1 required signature(s) verified\n")
+
+
+@pytest.mark.parametrize(("field", "what"), [("payload", "payload"), ("sig", "signature 0")])
+def test_bad_base64(signed: Signed, runner: CliRunner, field: str, what: str) -> None:
+    obj = signed.envelope_json()
+    if field == "payload":
+        obj["payload"] = "!!" + obj["payload"][2:]
+    else:
+        obj["signatures"][0]["sig"] = "*" + obj["signatures"][0]["sig"][1:]
+    env = signed.write("b64.json", obj)
+    expect(signed.verify(runner, envelope=env), 1,
+           f"FAIL: envelope {env}: {what}: is not valid base64\n")
+
+
+def test_tampered_payload(signed: Signed, runner: CliRunner) -> None:
+    obj = signed.envelope_json()
+    payload = base64.b64decode(obj["payload"]).replace(b'"name":"data"', b'"name":"atad"')
+    obj["payload"] = base64.b64encode(payload).decode()
+    env = signed.write("tampered.json", obj)
+    expect(signed.verify(runner, envelope=env), 1,
+           f"FAIL: envelope {env}: invalid signature by key {signed.keyid[:16]}: "
+           "0 of 1 required signature(s) verified\n")
+
+
+def test_signed_by_an_untrusted_key(signed: Signed, runner: CliRunner) -> None:
+    assert run(runner, signed.home, "key", "new", "mallory").exit_code == 0
+    other = signed.write("mallory.pub", KeyStore(signed.home / "keys").public("mallory").to_pem())
+    expect(signed.verify(runner, pubkey=other), 1,
+           f"FAIL: envelope {signed.envelope}: no signature by a trusted key: "
+           "0 of 1 required signature(s) verified\n")
+
+
+def test_predicate_type_not_allowed(signed: Signed, runner: CliRunner) -> None:
+    statement = json.loads(Envelope.from_bytes(signed.envelope.read_bytes()).payload)
+    subjects = [(s["name"], "sha256:" + s["digest"]["sha256"]) for s in statement["subject"]]
+    payload = statement_bytes(subjects, predicates.APPROVAL, statement["predicate"])
+    env = signed.write("approval.json", signed.resign(payload))
+    expect(signed.verify(runner, envelope=env), 1,
+           f"FAIL: envelope {env}: predicateType '{predicates.APPROVAL}' is not allowed here\n")
+
+
+def test_manifest_not_bound_to_subject(signed: Signed, runner: CliRunner) -> None:
+    statement = json.loads(Envelope.from_bytes(signed.envelope.read_bytes()).payload)
+    other = "sha256:" + hashlib.sha256(b"another artifact").hexdigest()
+    payload = statement_bytes([("data", other)], predicates.FILES, statement["predicate"])
+    env = signed.write("unbound.json", signed.resign(payload))
+    expect(signed.verify(runner, envelope=env), 1,
+           f"FAIL: envelope {env}: manifest hashes to {signed.digest}, which no subject names "
+           f"(subjects: {other})\n")
+
+
+# -- the files differ: exit 1, one FAIL line each -------------------------------------------------
+
+
+def test_changed_file_same_size(signed: Signed, runner: CliRunner) -> None:
+    path = signed.data / "shards/part-0.jsonl"
+    new = path.read_bytes().replace(b"1}", b"9}")
+    path.write_bytes(new)
+    want = manifest_for(collect_files([signed.data])).digest  # sanity: the tree did change
+    assert want != signed.digest
+    old = hashlib.sha256(TREE["shards/part-0.jsonl"].encode()).hexdigest()
+    expect(signed.verify(runner), 1,
+           f"FAIL: shards/part-0.jsonl: content hashes to sha256:{hashlib.sha256(new).hexdigest()}"
+           f", want sha256:{old}\n")
+
+
+def test_changed_file_size(signed: Signed, runner: CliRunner) -> None:
+    with open(signed.data / "README.txt", "ab") as f:
+        f.write(b"!")
+    expect(signed.verify(runner), 1, "FAIL: README.txt: size 27, want 26\n")
+
+
+def test_missing_file(signed: Signed, runner: CliRunner) -> None:
+    (signed.data / "shards/nested/deep/weights.bin").unlink()
+    expect(signed.verify(runner), 1, "FAIL: shards/nested/deep/weights.bin: missing\n")
+
+
+def test_extra_file(signed: Signed, runner: CliRunner) -> None:
+    (signed.data / "shards" / "part-2.jsonl").write_text("{}\n")
+    expect(signed.verify(runner), 1,
+           "FAIL: shards/part-2.jsonl: extra file, not in the manifest\n")
+
+
+def test_missing_extra_and_changed_together(signed: Signed, runner: CliRunner) -> None:
+    (signed.data / "shards/part-1.jsonl").unlink()
+    (signed.data / "new.txt").write_text("n")
+    (signed.data / "README.txt").write_text("x")
+    r = signed.verify(runner, "--json")
+    expect(r, 1, "FAIL: shards/part-1.jsonl: missing\n"
+                 "FAIL: new.txt: extra file, not in the manifest\n"
+                 "FAIL: README.txt: size 1, want 26\n")
+    assert json.loads(r.stdout) | {"signers": []} == {
+        "subject": "data", "signers": [], "files": 4, "ok": False,
+        "missing": ["shards/part-1.jsonl"], "extra": ["new.txt"],
+        "changed": [{"path": "README.txt", "reason": "size 1, want 26"}],
+    }
+
+
+# -- operational problems: exit 3 -----------------------------------------------------------------
+
+
+def _pem_public(key: Any) -> bytes:
+    return key.public_key().public_bytes(  # type: ignore[no-any-return]
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+@pytest.mark.parametrize(
+    ("make", "name"),
+    [
+        (lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048), "RSA"),
+        (lambda: ec.generate_private_key(ec.SECP384R1()), "ECDSA secp384r1"),
+    ],
+    ids=["rsa", "p384"],
+)
+def test_unknown_algorithm_public_key(signed: Signed, runner: CliRunner,
+                                      make: Callable[[], Any], name: str) -> None:
+    pub = signed.write("odd.pub", _pem_public(make()))
+    expect(signed.verify(runner, pubkey=pub), 3,
+           f"FAIL: public key {pub}: unsupported key algorithm {name}, "
+           "want Ed25519 or ECDSA P-256\n")
+
+
+def test_truncated_public_key(signed: Signed, runner: CliRunner) -> None:
+    pub = signed.write("trunc.pub", signed.pubkey.read_bytes()[:60])
+    r = signed.verify(runner, pubkey=pub)
+    expect(r, 3, f"FAIL: public key {pub}: not a valid PEM public key (truncated, corrupt or not PEM)\n")
+
+
+def test_truncated_private_key(signed: Signed, runner: CliRunner, tmp_path: Path) -> None:
+    key = signed.home / "keys" / "alice.key"
+    key.write_bytes(key.read_bytes()[:100])
+    out = tmp_path / "never.json"
+    expect(run(runner, signed.home, "sign", signed.data, "--key", "alice", "--out", out), 3,
+           f"FAIL: key alice: cannot load {key}: wrong passphrase or corrupt key file\n", "")
+    assert not out.exists()
+
+
+def test_wrong_passphrase(signed: Signed, runner: CliRunner, tmp_path: Path,
+                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE", "guess")
+    out = tmp_path / "never.json"
+    expect(run(runner, signed.home, "sign", signed.data, "--key", "alice", "--out", out), 3,
+           f"FAIL: key alice: cannot load {signed.home / 'keys' / 'alice.key'}: "
+           "wrong passphrase or corrupt key file\n", "")
+    assert not out.exists()
+
+
+def test_no_passphrase_and_no_terminal(signed: Signed, runner: CliRunner, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRAJLEDGER_PASSPHRASE")
+    expect(run(runner, signed.home, "sign", signed.data, "--key", "alice", "--out",
+               tmp_path / "x.json"), 3,
+           "FAIL: key alice: is encrypted; set TRAJLEDGER_PASSPHRASE or run in a terminal\n")
+    expect(run(runner, signed.home, "key", "new", "carol"), 3,
+           "FAIL: key carol: no passphrase; set TRAJLEDGER_PASSPHRASE or pass --no-encrypt "
+           "for a demo key\n")
+    assert not (signed.home / "keys" / "carol.key").exists()
+
+
+def test_missing_data_path(signed: Signed, runner: CliRunner, tmp_path: Path) -> None:
+    gone = tmp_path / "gone"
+    expect(signed.verify(runner, data=gone), 3, f"FAIL: {gone}: no such file or directory\n")
+    expect(run(runner, signed.home, "sign", gone, "--key", "alice", "--out", tmp_path / "o"), 3,
+           f"FAIL: {gone}: no such file or directory\n")
+
+
+def test_missing_envelope(signed: Signed, runner: CliRunner, tmp_path: Path) -> None:
+    env = tmp_path / "nope.json"
+    expect(signed.verify(runner, envelope=env), 3, f"FAIL: envelope {env}: no such file\n")
+
+
+def test_missing_public_key_file(signed: Signed, runner: CliRunner, tmp_path: Path) -> None:
+    pub = tmp_path / "nope.pub"
+    expect(signed.verify(runner, pubkey=pub), 3, f"FAIL: public key {pub}: no such file\n")
+
+
+def test_symlink_in_tree(signed: Signed, runner: CliRunner, tmp_path: Path) -> None:
+    link = signed.data / "shards" / "link.jsonl"
+    link.symlink_to("part-0.jsonl")
+    msg = f"FAIL: {link}: is a symbolic link; only regular files are signed\n"
+    expect(signed.verify(runner), 3, msg)
+    out = tmp_path / "o.json"
+    expect(run(runner, signed.home, "sign", signed.data, "--key", "alice", "--out", out), 3, msg)
+    assert not out.exists()
+
+
+def test_unknown_key_name(signed: Signed, runner: CliRunner, tmp_path: Path) -> None:
+    keys = signed.home / "keys"
+    expect(run(runner, signed.home, "sign", signed.data, "--key", "bob", "--out",
+               tmp_path / "o.json"), 3,
+           f"FAIL: key bob: no private key in {keys}; create it with 'trajledger key new bob'\n")
+    expect(run(runner, signed.home, "key", "export", "bob"), 3,
+           f"FAIL: key bob: not found in {keys}; see 'trajledger key list'\n", "")
+
+
+def test_key_new_over_existing_name(signed: Signed, runner: CliRunner) -> None:
+    before = (signed.home / "keys" / "alice.key").read_bytes()
+    expect(run(runner, signed.home, "key", "new", "alice"), 3,
+           f"FAIL: key alice: already exists in {signed.home / 'keys'}; pick another name\n", "")
+    assert (signed.home / "keys" / "alice.key").read_bytes() == before
+
+
+def test_key_new_needs_a_ledger(runner: CliRunner, tmp_path: Path, passphrase: str) -> None:
+    typo = tmp_path / "hoem"
+    expect(run(runner, typo, "key", "new", "alice"), 3,
+           f"FAIL: {typo}: no ledger here; run 'trajledger init' or pass --ledger DIR\n", "")
+    assert not typo.exists()
+
+
+def test_init_over_existing_ledger(home: Path, runner: CliRunner) -> None:
+    before = (home / "ledger.toml").read_bytes()
+    expect(run(runner, home, "init"), 3, f"FAIL: {home}: a ledger already exists here\n", "")
+    assert (home / "ledger.toml").read_bytes() == before
+
+
+# -- keys at rest ---------------------------------------------------------------------------------
+
+
+def test_private_key_is_0600_and_encrypted(signed: Signed, passphrase: str) -> None:
+    key = signed.home / "keys" / "alice.key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    data = key.read_bytes()
+    assert data.startswith(b"-----BEGIN ENCRYPTED PRIVATE KEY-----\n")
+    with pytest.raises(TypeError, match="encrypted"):
+        serialization.load_pem_private_key(data, password=None)
+    serialization.load_pem_private_key(data, password=passphrase.encode())
+
+
+def test_no_encrypt_warns_and_writes_a_plain_key(home: Path, runner: CliRunner) -> None:
+    r = run(runner, home, "key", "new", "demo", "--no-encrypt")
+    expect(r, 0, "WARNING: key demo is written unencrypted; use it for demos and tests only\n"
+                 f"OK: key demo written to {home / 'keys'}\n")
+    key = home / "keys" / "demo.key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert key.read_bytes().startswith(b"-----BEGIN PRIVATE KEY-----\n")
+    r = run(runner, home, "key", "list", "--json")
+    expect(r, 0, "")
+    assert [(k["name"], k["encrypted"]) for k in json.loads(r.stdout)] == [("demo", False)]
+
+
+# -- usage errors: exit 2 -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["verify", "x"], "Error: Missing option '--envelope'."),
+        (["sign", "--key", "k", "--out", "o"], "Error: Missing argument 'PATHS...'."),
+        (["key", "new", "k", "--alg", "rsa"],
+         "Error: Invalid value for '--alg': 'rsa' is not one of 'ed25519', 'p256'."),
+        (["verify", "x", "--envelope", "e", "--pubkey", "p", "--threshold", "0"],
+         "Error: Invalid value for '--threshold': 0 is not in the range x>=1."),
+        (["frobnicate"], "Error: No such command 'frobnicate'."),
+    ],
+    ids=["missing-option", "missing-argument", "bad-choice", "bad-range", "unknown-command"],
+)
+def test_usage_errors(home: Path, runner: CliRunner, args: list[str], error: str) -> None:
+    r = run(runner, home, *args)
+    assert r.exit_code == 2, r.output
+    assert r.stderr.splitlines()[0].startswith("Usage: trajledger")
+    assert r.stderr.splitlines()[-1] == error
+    assert "Traceback" not in r.output and r.stdout == ""
+
+
+# -- internal bugs: exit 4 ------------------------------------------------------------------------
+
+
+BUG = ("BUG: RuntimeError: boom\nThis is a bug in trajledger; please report it"
+       " (rerun with --verbose for the traceback)\n")
+
+
+def _boom(*_a: object, **_k: object) -> None:
+    raise RuntimeError("boom")
+
+
+def test_internal_bug_in_sign(signed: Signed, runner: CliRunner, tmp_path: Path,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("ledger.files.manifest_for", _boom)
+    out = tmp_path / "o.json"
+    expect(run(runner, signed.home, "sign", signed.data, "--key", "alice", "--out", out), 4, BUG)
+    assert not out.exists()
+
+
+def test_internal_bug_in_verify(signed: Signed, runner: CliRunner,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("ledger.verify_files.verify_files", _boom)
+    expect(signed.verify(runner), 4, BUG)
+
+
+def test_internal_bug_traceback_only_with_verbose(signed: Signed, runner: CliRunner,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("ledger.verify_files.verify_files", _boom)
+    r = runner.invoke(main, ["--verbose", "--ledger", str(signed.home), "verify",
+                             str(signed.data), "--envelope", str(signed.envelope),
+                             "--pubkey", str(signed.pubkey)])
+    assert r.exit_code == 4
+    assert r.stderr.startswith("Traceback (most recent call last):\n")
+    assert 'raise RuntimeError("boom")' in r.stderr
+    assert r.stderr.endswith(
+        "BUG: RuntimeError: boom\nThis is a bug in trajledger; please report it\n"
+    )
+
+
+def test_expected_errors_have_no_traceback_even_with_verbose(signed: Signed,
+                                                             runner: CliRunner) -> None:
+    os.unlink(signed.data / "README.txt")
+    r = runner.invoke(main, ["--verbose", "--ledger", str(signed.home), "verify",
+                             str(signed.data), "--envelope", str(signed.envelope),
+                             "--pubkey", str(signed.pubkey)])
+    expect(r, 1, "FAIL: README.txt: missing\n")

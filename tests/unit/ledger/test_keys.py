@@ -1,0 +1,230 @@
+"""KeyStore and Signer: files on disk, encryption at rest, loading, and refusals."""
+
+from __future__ import annotations
+
+import hashlib
+import stat
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+from ledger.errors import KeyError_
+from ledger.keys import KeyStore, Signer
+from verify.keys import PublicKey
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> KeyStore:
+    return KeyStore(tmp_path / "keys")
+
+
+def test_create_writes_encrypted_private_key_0600_and_public_key(
+    keys: KeyStore, passphrase: str
+) -> None:
+    signer = keys.create("alice")
+
+    priv, pub = keys.directory / "alice.key", keys.directory / "alice.pub"
+    assert _mode(priv) == 0o600
+    assert _mode(pub) == 0o644
+    assert _mode(keys.directory) == 0o700
+    assert priv.read_bytes().startswith(b"-----BEGIN ENCRYPTED PRIVATE KEY-----\n")
+    with pytest.raises(TypeError, match="encrypted"):
+        serialization.load_pem_private_key(priv.read_bytes(), password=None)
+    loaded = serialization.load_pem_private_key(priv.read_bytes(), passphrase.encode())
+    assert (
+        loaded.public_key().public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        == signer.public.spki_der
+    )
+    assert pub.read_bytes() == signer.public.to_pem()
+
+
+def test_keyid_is_sha256_of_spki_der(keys: KeyStore, passphrase: str) -> None:
+    signer = keys.create("alice")
+    spki = serialization.load_pem_public_key(
+        (keys.directory / "alice.pub").read_bytes()
+    ).public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    assert signer.keyid == hashlib.sha256(spki).hexdigest()
+    assert keys.public("alice").keyid == signer.keyid
+
+
+@pytest.mark.parametrize(("algorithm", "raw_len"), [("ed25519", 64), ("ecdsa-p256", None)])
+def test_loaded_signer_signs_for_its_public_key(
+    keys: KeyStore, passphrase: str, algorithm: str, raw_len: int | None
+) -> None:
+    made = keys.create("k", algorithm)
+    signer = keys.signer("k")
+    assert signer.public.algorithm == algorithm
+    assert signer.keyid == made.keyid
+    sig = signer.sign(b"message")
+    if raw_len is not None:
+        assert len(sig) == raw_len
+    assert keys.public("k").verify(sig, b"message")
+    assert not keys.public("k").verify(sig, b"messagE")
+
+
+def test_passphrase_callback_is_used_when_env_unset(keys: KeyStore, tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    def ask(name: str) -> bytes:
+        asked.append(name)
+        return b"from-prompt"
+
+    store = KeyStore(keys.directory, passphrase=ask)
+    store.create("bob")
+    assert store.signer("bob").name == "bob"
+    assert asked == ["bob", "bob"]
+    with pytest.raises(KeyError_, match=r"^key bob: cannot load .*: wrong passphrase or corrupt"):
+        KeyStore(keys.directory, passphrase=lambda _n: b"other").signer("bob")
+
+
+def test_wrong_passphrase(keys: KeyStore, passphrase: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    keys.create("alice")
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE", "not the passphrase")
+    with pytest.raises(
+        KeyError_,
+        match=r"^key alice: cannot load .*alice\.key: wrong passphrase or corrupt key file$",
+    ):
+        keys.signer("alice")
+
+
+def test_encrypted_key_without_passphrase_is_refused(
+    keys: KeyStore, passphrase: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys.create("alice")
+    monkeypatch.delenv("TRAJLEDGER_PASSPHRASE")
+    with pytest.raises(KeyError_, match=r"^key alice: is encrypted; set TRAJLEDGER_PASSPHRASE"):
+        keys.signer("alice")
+
+
+def test_create_without_passphrase_refuses_and_writes_nothing(keys: KeyStore) -> None:
+    with pytest.raises(KeyError_, match=r"^key alice: no passphrase; set TRAJLEDGER_PASSPHRASE"):
+        keys.create("alice")
+    assert not (keys.directory / "alice.key").exists()
+    assert not (keys.directory / "alice.pub").exists()
+
+
+def test_unencrypted_key(keys: KeyStore) -> None:
+    keys.create("demo", encrypt=False)
+    data = (keys.directory / "demo.key").read_bytes()
+    assert data.startswith(b"-----BEGIN PRIVATE KEY-----\n")
+    assert _mode(keys.directory / "demo.key") == 0o600
+    assert keys.signer("demo").public.algorithm == "ed25519"
+
+
+def test_create_refuses_existing_name_and_keeps_the_old_key(
+    keys: KeyStore, passphrase: str
+) -> None:
+    keys.create("alice")
+    before = (keys.directory / "alice.key").read_bytes()
+    with pytest.raises(KeyError_, match=r"^key alice: already exists in .*; pick another name$"):
+        keys.create("alice")
+    assert (keys.directory / "alice.key").read_bytes() == before
+
+
+def test_create_refuses_when_only_the_public_half_exists(keys: KeyStore, passphrase: str) -> None:
+    keys.directory.mkdir()
+    (keys.directory / "alice.pub").write_bytes(b"x")
+    with pytest.raises(KeyError_, match="already exists"):
+        keys.create("alice")
+
+
+@pytest.mark.parametrize("name", ["", "../evil", "a/b", ".hidden", "-dash", "x" * 65, "sp ace"])
+def test_unsafe_key_names_are_refused(keys: KeyStore, passphrase: str, name: str) -> None:
+    with pytest.raises(KeyError_, match=r"^key name .*: use 1-64 letters"):
+        keys.create(name)
+    with pytest.raises(KeyError_, match=r"^key name"):
+        keys.signer(name)
+    assert not keys.directory.exists()
+
+
+def test_unknown_algorithm(keys: KeyStore, passphrase: str) -> None:
+    with pytest.raises(KeyError_, match=r"^key k: unknown algorithm 'rsa', want one of"):
+        keys.create("k", "rsa")
+
+
+def test_unknown_key(keys: KeyStore) -> None:
+    with pytest.raises(
+        KeyError_, match=r"^key nobody: not found in .*; see 'trajledger key list'$"
+    ):
+        keys.public("nobody")
+    with pytest.raises(
+        KeyError_, match=r"^key nobody: no private key in .*trajledger key new nobody'$"
+    ):
+        keys.signer("nobody")
+
+
+@pytest.mark.parametrize("encrypt", [True, False])
+def test_truncated_private_key(keys: KeyStore, passphrase: str, encrypt: bool) -> None:
+    keys.create("alice", encrypt=encrypt)
+    path = keys.directory / "alice.key"
+    path.write_bytes(path.read_bytes()[:100])
+    why = "wrong passphrase or corrupt key file" if encrypt else "corrupt or truncated key file"
+    with pytest.raises(KeyError_, match=f"^key alice: cannot load .*: {why}$"):
+        keys.signer("alice")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048),
+        lambda: ec.generate_private_key(ec.SECP384R1()),
+    ],
+    ids=["rsa", "p384"],
+)
+def test_private_key_of_unsupported_algorithm(keys: KeyStore, make: object) -> None:
+    key = make()  # type: ignore[operator]
+    keys.directory.mkdir()
+    (keys.directory / "odd.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    with pytest.raises(
+        KeyError_, match=r"^key odd: unsupported algorithm, want Ed25519 or ECDSA P-256$"
+    ):
+        keys.signer("odd")
+
+
+def test_corrupt_public_key(keys: KeyStore, passphrase: str) -> None:
+    keys.create("alice")
+    (keys.directory / "alice.pub").write_bytes(b"-----BEGIN PUBLIC KEY-----\nAAAA\n")
+    with pytest.raises(KeyError_, match=r"^key alice \(.*alice\.pub\): not a valid PEM public key"):
+        keys.public("alice")
+
+
+def test_list(keys: KeyStore, passphrase: str) -> None:
+    assert keys.list() == []
+    b = keys.create("bob", "ecdsa-p256")
+    a = keys.create("alice", encrypt=False)
+    listed = keys.list()
+    assert [(k.name, k.algorithm, k.keyid, k.encrypted) for k in listed] == [
+        ("alice", "ed25519", a.keyid, False),
+        ("bob", "ecdsa-p256", b.keyid, True),
+    ]
+    assert listed[0].public_path == keys.directory / "alice.pub"
+
+
+def test_generate_in_memory_and_raw_seed() -> None:
+    ed = Signer.generate("n")
+    assert len(ed.raw_ed25519_private()) == 32
+    p256 = Signer.generate("p", "ecdsa-p256")
+    with pytest.raises(KeyError_, match=r"^key p: is ecdsa-p256, want ed25519$"):
+        p256.raw_ed25519_private()
+    assert PublicKey.from_pem(p256.public.to_pem()).keyid == p256.keyid
+
+
+def test_private_pem_round_trip() -> None:
+    s = Signer.generate("n")
+    pem = s.private_pem(b"pw")
+    assert b"ENCRYPTED" in pem.split(b"\n", 1)[0]
+    assert b"ENCRYPTED" not in s.private_pem(None)

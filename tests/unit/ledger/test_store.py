@@ -1,0 +1,252 @@
+"""ObjectStore: the same contract on a local directory and through pyarrow.fs.
+
+The pyarrow backend runs on ``pyarrow.fs._MockFileSystem`` (in memory) when the installed
+pyarrow has it, else on a ``SubTreeFileSystem`` over a temporary ``LocalFileSystem``; either way
+every call goes through the pyarrow code path of the store, not the local one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger._fs import TMP_PREFIX
+from ledger.errors import StoreError
+from ledger.store import ObjectStore
+from verify.errors import DigestMismatchError, FormatError
+
+pafs = pytest.importorskip("pyarrow.fs")
+
+HELLO = b"hello"
+HELLO_HEX = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"  # sha256("hello")
+HELLO_DIGEST = "sha256:" + HELLO_HEX
+ABSENT = "sha256:" + "0" * 64
+
+
+def _pyarrow_fs(tmp_path: Path) -> Any:
+    mock = getattr(pafs, "_MockFileSystem", None)
+    if mock is not None:
+        return mock()
+    root = tmp_path / "pafs"
+    root.mkdir()
+    return pafs.SubTreeFileSystem(str(root), pafs.LocalFileSystem())
+
+
+class Backend:
+    """A store plus raw access to where its blobs live, to tamper and inspect."""
+
+    def __init__(self, kind: str, tmp_path: Path) -> None:
+        self.kind = kind
+        if kind == "local":
+            self.fs = None
+            self.store = ObjectStore(tmp_path / "objects")
+        else:
+            self.fs = _pyarrow_fs(tmp_path)
+            self.store = ObjectStore.with_filesystem(self.fs, "bucket/objects/")
+
+    def location(self, digest: str) -> str:
+        h = digest.removeprefix("sha256:")
+        rel = f"sha256/{h[:2]}/{h[2:4]}/{h}"
+        return str(self.store.root / rel) if self.fs is None else f"bucket/objects/{rel}"
+
+    def overwrite(self, digest: str, data: bytes) -> None:
+        if self.fs is None:
+            path = Path(self.location(digest))
+            path.chmod(0o644)
+            path.write_bytes(data)
+        else:
+            with self.fs.open_output_stream(self.location(digest)) as out:
+                out.write(data)
+
+    def all_files(self) -> list[str]:
+        if self.fs is None:
+            return sorted(
+                str(Path(d, f).relative_to(self.store.root))
+                for d, _dirs, files in os.walk(self.store.root)
+                for f in files
+            )
+        sel = pafs.FileSelector("bucket/objects", recursive=True, allow_not_found=True)
+        return sorted(
+            i.path.removeprefix("bucket/objects/")
+            for i in self.fs.get_file_info(sel)
+            if i.type == pafs.FileType.File
+        )
+
+
+@pytest.fixture(params=["local", "pyarrow"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    return Backend(request.param, tmp_path)
+
+
+def test_put_get_round_trip_and_layout(backend: Backend) -> None:
+    store = backend.store
+    assert not store.exists(HELLO_DIGEST)
+    assert store.put_bytes(HELLO) == HELLO_DIGEST
+    assert store.exists(HELLO_DIGEST)
+    assert store.get(HELLO_DIGEST) == HELLO
+    assert store.get_verified(HELLO_DIGEST) == HELLO
+    assert backend.all_files() == [f"sha256/2c/f2/{HELLO_HEX}"]
+
+
+def test_put_is_idempotent(backend: Backend) -> None:
+    store = backend.store
+    store.put_bytes(HELLO)
+    assert store.put_bytes(HELLO) == HELLO_DIGEST
+    assert store.put_stream(io.BytesIO(HELLO)).sha256 == HELLO_HEX
+    assert backend.all_files() == [f"sha256/2c/f2/{HELLO_HEX}"]
+
+
+def test_put_stream_larger_than_one_chunk(backend: Backend) -> None:
+    data = os.urandom((1 << 20) * 2 + 12345)
+    fd = backend.store.put_stream(io.BytesIO(data), name="big.bin")
+    assert fd.size == len(data)
+    assert fd.sha256 == hashlib.sha256(data).hexdigest()
+    assert str(fd.path) == "big.bin"
+    assert backend.store.get_verified(fd.digest) == data
+    assert backend.all_files() == [f"sha256/{fd.sha256[:2]}/{fd.sha256[2:4]}/{fd.sha256}"]
+
+
+def test_put_file(backend: Backend, tmp_path: Path) -> None:
+    src = tmp_path / "src.bin"
+    src.write_bytes(HELLO)
+    fd = backend.store.put_file(src)
+    assert (fd.digest, fd.size) == (HELLO_DIGEST, 5)
+    assert backend.store.get(HELLO_DIGEST) == HELLO
+
+
+def test_put_file_missing_source(backend: Backend, tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match=r"nope\.bin: cannot read: No such file or directory$"):
+        backend.store.put_file(tmp_path / "nope.bin")
+
+
+def test_get_absent(backend: Backend) -> None:
+    with pytest.raises(StoreError, match=f"^object {ABSENT}: not in the store$"):
+        backend.store.get(ABSENT)
+    with pytest.raises(StoreError, match="not in the store"):
+        backend.store.get_verified(ABSENT)
+
+
+def test_get_verified_detects_altered_bytes(backend: Backend) -> None:
+    backend.store.put_bytes(HELLO)
+    backend.overwrite(HELLO_DIGEST, b"HELLO")
+    assert backend.store.get(HELLO_DIGEST) == b"HELLO"  # unchecked read: the caller's choice
+    want = hashlib.sha256(b"HELLO").hexdigest()
+    with pytest.raises(
+        DigestMismatchError, match=f"content hashes to sha256:{want}, want {HELLO_DIGEST}$"
+    ) as info:
+        backend.store.get_verified(HELLO_DIGEST)
+    assert info.value.expected == HELLO_DIGEST
+    assert info.value.observed == "sha256:" + want
+
+
+@pytest.mark.parametrize(
+    "bad", ["2cf24dba", "sha256:" + HELLO_HEX.upper(), "sha512:" + HELLO_HEX, "sha256:" + "0" * 63]
+)
+def test_malformed_digest_is_refused(backend: Backend, bad: str) -> None:
+    for call in (backend.store.exists, backend.store.get, backend.store.delete):
+        with pytest.raises(FormatError, match="is not of the form sha256:<64 lowercase hex>"):
+            call(bad)
+
+
+def test_iter_digests(backend: Backend) -> None:
+    assert list(backend.store.iter_digests()) == []
+    digests = {backend.store.put_bytes(bytes([i]) * i) for i in range(5)}
+    assert set(backend.store.iter_digests()) == digests
+
+
+def test_delete(backend: Backend) -> None:
+    backend.store.put_bytes(HELLO)
+    assert backend.store.delete(HELLO_DIGEST) is True
+    assert not backend.store.exists(HELLO_DIGEST)
+    assert backend.store.delete(HELLO_DIGEST) is False
+    assert list(backend.store.iter_digests()) == []
+
+
+def test_copy_to(backend: Backend, tmp_path: Path) -> None:
+    backend.store.put_bytes(HELLO)
+    dest = tmp_path / "out.bin"
+    backend.store.copy_to(HELLO_DIGEST, dest)
+    assert dest.read_bytes() == HELLO
+
+
+def test_no_temp_files_remain(backend: Backend) -> None:
+    backend.store.put_bytes(HELLO)
+    backend.store.put_stream(io.BytesIO(b"stream"))
+    backend.store.put_stream(io.BytesIO(HELLO))  # duplicate: its temp file must go
+    assert not [f for f in backend.all_files() if TMP_PREFIX in f]
+
+
+# -- local only -----------------------------------------------------------------------------------
+
+
+def test_local_blobs_are_read_only(tmp_path: Path) -> None:
+    store = ObjectStore(tmp_path / "objects")
+    store.put_bytes(HELLO)
+    fd = store.put_stream(io.BytesIO(b"other"))
+    for digest in (HELLO_DIGEST, fd.digest):
+        assert stat.S_IMODE(store.path_of(digest).stat().st_mode) == 0o444
+
+
+def test_local_second_put_does_not_rewrite(tmp_path: Path) -> None:
+    store = ObjectStore(tmp_path / "objects")
+    store.put_bytes(HELLO)
+    inode = store.path_of(HELLO_DIGEST).stat().st_ino
+    store.put_bytes(HELLO)
+    store.put_stream(io.BytesIO(HELLO))
+    assert store.path_of(HELLO_DIGEST).stat().st_ino == inode
+
+
+def test_local_file_uri_is_a_local_store(tmp_path: Path) -> None:
+    store = ObjectStore(f"file://{tmp_path}/objects")
+    store.put_bytes(HELLO)
+    assert store.path_of(HELLO_DIGEST) == tmp_path / "objects" / "sha256/2c/f2" / HELLO_HEX
+    assert store.path_of(HELLO_DIGEST).is_file()
+
+
+def test_drop_temp_files_and_iter_skips_them(tmp_path: Path) -> None:
+    store = ObjectStore(tmp_path / "objects")
+    store.put_bytes(HELLO)
+    stray = store.path_of(HELLO_DIGEST).parent / f"{TMP_PREFIX}{'a' * 59}"
+    stray.write_bytes(b"partial")
+    assert list(store.iter_digests()) == [HELLO_DIGEST]
+    assert store.drop_temp_files() == 1
+    assert not stray.exists()
+    assert store.drop_temp_files() == 0
+
+
+def _fail_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fsync(_fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+@pytest.mark.parametrize(
+    "put",
+    [lambda s: s.put_bytes(HELLO), lambda s: s.put_stream(io.BytesIO(HELLO), name="hello")],
+    ids=["put_bytes", "put_stream"],
+)
+def test_local_write_failure_is_a_store_error_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, put: Callable[[ObjectStore], object]
+) -> None:
+    store = ObjectStore(tmp_path / "objects")
+    _fail_fsync(monkeypatch)
+    with pytest.raises(StoreError, match="No space left on device"):
+        put(store)
+    monkeypatch.undo()
+    assert not store.exists(HELLO_DIGEST)
+    leftovers = [f for _d, _s, files in os.walk(store.root) for f in files]
+    assert leftovers == []
+
+
+def test_path_of_refused_off_disk(tmp_path: Path) -> None:
+    store = ObjectStore.with_filesystem(_pyarrow_fs(tmp_path), "bucket")
+    with pytest.raises(StoreError, match=r"^path_of: the store is not on a local disk$"):
+        store.path_of(HELLO_DIGEST)

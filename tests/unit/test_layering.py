@@ -1,0 +1,355 @@
+"""The layers of DESIGN §1, enforced on the source.
+
+- ``verify/`` imports the standard library, ``cryptography`` and itself; ``zstandard`` only in a
+  module that reads bundles (its name contains ``bundle``); ``sigstore`` only lazily (inside a
+  function) and in one adapter module at most. Never ``ledger`` or ``runner``.
+- ``ledger/`` never imports ``runner``.
+- Start-up modules (``runner/cli.py``, ``ledger/cli.py``, ``ledger/clikit.py``) and everything they
+  import at module level load no heavy package; checked statically on the import graph and by
+  importing ``runner.cli`` in a fresh interpreter.
+- ``verify/`` copied alone into a new venv holding only ``cryptography`` imports and verifies a
+  signed tree (slow: it installs cryptography from PyPI or pip's cache).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ("verify", "ledger", "runner")
+STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
+HEAVY = frozenset(
+    {"pyarrow", "lancedb", "gymnasium", "sigstore", "pydantic", "numpy", "pandas", "polars",
+     "torch"}
+)
+STARTUP = ("runner.cli", "ledger.cli", "ledger.clikit")
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import in a module: the absolute module name it loads and where it is."""
+
+    module: str  # absolute dotted name ("" when a relative import escapes the top package)
+    file: str
+    line: int
+    top_level: bool  # runs when the module is imported (not inside a def or TYPE_CHECKING)
+
+    @property
+    def root(self) -> str:
+        return self.module.split(".")[0]
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.module or '<relative import above the package>'}"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(source: str, module: str, file: str, *, is_package: bool = False) -> list[Import]:
+    """Every import in ``source``, resolved to absolute names.
+
+    Also counts ``importlib.import_module("x")`` and ``__import__("x")`` with a literal name.
+    """
+    package = module if is_package else module.rpartition(".")[0]
+    found: list[Import] = []
+
+    def resolve(level: int, name: str | None) -> str:
+        if level == 0:
+            return name or ""
+        base = package.split(".")
+        if level - 1 >= len(base):
+            return ""
+        base = base[: len(base) - (level - 1)]
+        return ".".join(base + ([name] if name else []))
+
+    def visit(node: ast.AST, top: bool) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            top = False
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.orelse:
+                visit(child, top)
+            for child in node.body:
+                visit(child, False)
+            return
+        if isinstance(node, ast.Import):
+            found.extend(Import(a.name, file, node.lineno, top) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = resolve(node.level, node.module)
+            found.append(Import(base, file, node.lineno, top))
+            if base:
+                # ``from pkg import name`` may load the submodule pkg.name.
+                found.extend(Import(f"{base}.{a.name}", file, node.lineno, top)
+                             for a in node.names if a.name != "*")
+        elif isinstance(node, ast.Call) and _literal_import_call(node):
+            found.append(Import(node.args[0].value, file, node.lineno, top))  # type: ignore[attr-defined]
+        for child in ast.iter_child_nodes(node):
+            visit(child, top)
+
+    visit(ast.parse(source, file), True)
+    return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _literal_import_call(node: ast.Call) -> bool:
+    f = node.func
+    named = (isinstance(f, ast.Name) and f.id == "__import__") or (
+        isinstance(f, ast.Attribute) and f.attr == "import_module"
+    )
+    return named and bool(node.args) and isinstance(node.args[0], ast.Constant) and isinstance(
+        node.args[0].value, str
+    )
+
+
+def project_files() -> Iterator[Path]:
+    for pkg in PACKAGES:
+        yield from sorted(p for p in (REPO / pkg).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def all_imports(path: Path) -> list[Import]:
+    return imports_of(path.read_text("utf-8"), module_name(path), str(path.relative_to(REPO)),
+                      is_package=path.name == "__init__.py")
+
+
+# -- the rules, as functions the self-tests below can feed -----------------------------------------
+
+
+def verify_violations(imports: list[Import], file: str) -> list[str]:
+    """Imports a ``verify/`` module may not make."""
+    bad = []
+    for imp in imports:
+        root = imp.root
+        if root in STDLIB or root in ("cryptography", "verify"):
+            continue
+        if root == "zstandard" and "bundle" in Path(file).stem:
+            continue
+        if root == "sigstore" and not imp.top_level:
+            continue  # counted separately: one lazy adapter at most
+        bad.append(str(imp))
+    return bad
+
+
+def ledger_violations(imports: list[Import]) -> list[str]:
+    return [str(i) for i in imports if i.root in ("runner", "")]
+
+
+def test_verify_imports_only_stdlib_and_cryptography() -> None:
+    files = [p for p in project_files() if p.parts[len(REPO.parts)] == "verify"]
+    assert len(files) >= 5, "verify/ modules not found"
+    bad: list[str] = []
+    sigstore_users: set[str] = set()
+    for path in files:
+        imports = all_imports(path)
+        bad += verify_violations(imports, str(path))
+        sigstore_users |= {i.file for i in imports if i.root == "sigstore"}
+    assert bad == [], "verify/ may import only the stdlib and cryptography:\n" + "\n".join(bad)
+    assert len(sigstore_users) <= 1, f"sigstore used by several verify modules: {sigstore_users}"
+
+
+def test_ledger_never_imports_runner() -> None:
+    bad: list[str] = []
+    for path in project_files():
+        if path.parts[len(REPO.parts)] == "ledger":
+            bad += ledger_violations(all_imports(path))
+    assert bad == [], "ledger/ imports runner/ (layers run runner -> ledger -> verify):\n" + (
+        "\n".join(bad)
+    )
+
+
+def _local_file(module: str) -> Path | None:
+    base = REPO.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def startup_closure(roots: tuple[str, ...]) -> dict[str, list[str]]:
+    """Every module loaded at import time from ``roots``, with the chain that loads it."""
+    chains: dict[str, list[str]] = {}
+    todo = [(r, [r]) for r in roots]
+    while todo:
+        module, chain = todo.pop()
+        if module in chains:
+            continue
+        chains[module] = chain
+        parts = module.split(".")
+        parents = [".".join(parts[:i]) for i in range(1, len(parts))]
+        todo += [(p, [*chain, p]) for p in parents if p not in chains]
+        path = _local_file(module)
+        if path is None:
+            continue
+        for imp in all_imports(path):
+            if imp.top_level and imp.module and imp.module not in chains:
+                if imp.root in PACKAGES and _local_file(imp.module) is None:
+                    continue  # ``from pkg import name`` where name is not a module
+                todo.append((imp.module, [*chain, f"{imp.module} ({imp.file}:{imp.line})"]))
+    return chains
+
+
+def test_startup_modules_import_nothing_heavy_at_top_level() -> None:
+    chains = startup_closure(STARTUP)
+    assert "ledger.clikit" in chains and "click" in chains
+    heavy = {m: " -> ".join(c) for m, c in chains.items() if m.split(".")[0] in HEAVY}
+    assert heavy == {}, "heavy modules imported at start-up:\n" + "\n".join(heavy.values())
+
+
+def test_importing_the_cli_loads_nothing_heavy() -> None:
+    code = "import json, sys, runner.cli; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         check=True, timeout=60)
+    loaded = {m.split(".")[0] for m in json.loads(out.stdout)}
+    assert "click" in loaded and "runner" in loaded
+    assert loaded & HEAVY == set()
+
+
+# -- the checker itself must catch what it is for --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "module", "violation"),
+    [
+        ("import numpy", "verify.x", "numpy"),
+        ("from ledger.keys import KeyStore", "verify.x", "ledger.keys"),
+        ("from ..runner import cli", "verify.x", ""),  # escapes the verify package
+        ("import pydantic.main", "verify.x", "pydantic.main"),
+        ("import importlib\nimportlib.import_module('pyarrow')", "verify.x", "pyarrow"),
+        ("import zstandard", "verify.digest", "zstandard"),
+        ("import sigstore", "verify.sig", "sigstore"),
+    ],
+)
+def test_checker_catches_verify_violations(source: str, module: str, violation: str) -> None:
+    imports = imports_of(source, module, f"{module.replace('.', '/')}.py")
+    bad = verify_violations(imports, f"{module.replace('.', '/')}.py")
+    assert any(b.endswith(f": {violation or '<relative import above the package>'}") for b in bad)
+
+
+@pytest.mark.parametrize(
+    ("source", "file"),
+    [
+        ("from . import dsse\nfrom .errors import FormatError\nimport hashlib", "verify/x.py"),
+        ("from cryptography.hazmat.primitives import hashes", "verify/x.py"),
+        ("import zstandard", "verify/bundle.py"),
+        ("def f():\n    import sigstore\n", "verify/sigstore_adapter.py"),
+    ],
+)
+def test_checker_allows_what_verify_may_use(source: str, file: str) -> None:
+    assert verify_violations(imports_of(source, module_name(REPO / file), file), file) == []
+
+
+def test_checker_separates_lazy_and_type_checking_imports() -> None:
+    source = textwrap.dedent(
+        """
+        from typing import TYPE_CHECKING
+        import click
+        if TYPE_CHECKING:
+            import pyarrow
+        def command():
+            import lancedb
+        """
+    )
+    top = {i.module for i in imports_of(source, "ledger.cli", "ledger/cli.py") if i.top_level}
+    assert top == {"typing", "typing.TYPE_CHECKING", "click"}
+    assert ledger_violations(imports_of("from runner import cli", "ledger.x", "f")) != []
+    assert ledger_violations(imports_of("from ...x import y", "ledger.x", "f")) != []
+
+
+# -- verify/ alone, in a venv with only cryptography ----------------------------------------------
+
+_THIRD_PARTY_CHECK = """
+import importlib, importlib.util, json, pathlib, sys
+present = [m for m in ("ledger", "runner", "click", "pyarrow", "pydantic", "rfc8785")
+           if importlib.util.find_spec(m) is not None]
+assert not present, f"not a clean venv: {present}"
+import verify, verify.dsse, verify.statement, verify.manifest
+for m in sys.argv[1].split(","):
+    importlib.import_module(m)
+from verify import predicates
+from verify.dsse import Envelope
+from verify.keys import PublicKey
+from verify.manifest import diff_tree, manifest_from_statement
+from verify.statement import verify_statement
+work = pathlib.Path(sys.argv[2])
+key = PublicKey.from_pem((work / "key.pub").read_bytes())
+envelope = Envelope.from_bytes((work / "envelope.json").read_bytes())
+verified = verify_statement(envelope, [key], allowed_predicate_types={predicates.FILES})
+manifest = manifest_from_statement(verified.statement)
+data = work / "data"
+files = {p.relative_to(data).as_posix(): p for p in data.rglob("*") if p.is_file()}
+diff = diff_tree(manifest, files)
+assert diff.ok, diff.problems()
+(data / "a.txt").write_text("changed")
+assert not diff_tree(manifest, files).ok
+print("verified", len(manifest.files), "files")
+"""
+
+_NETWORK_TROUBLE = ("Could not find a version", "No matching distribution", "NewConnectionError",
+                    "Failed to establish a new connection", "Temporary failure in name resolution",
+                    "Network is unreachable", "ProxyError", "ConnectTimeout", "ReadTimeout")
+
+
+@pytest.mark.slow
+def test_verify_alone_in_a_venv_with_only_cryptography(tmp_path: Path) -> None:
+    from ledger.files import collect_files, manifest_for
+    from ledger.keys import Signer
+    from ledger.signing import files_predicate, sign_statement
+
+    # A tree signed by the write side, to be checked by the copied verify/ alone.
+    work = tmp_path / "work"
+    (work / "data" / "sub").mkdir(parents=True)
+    (work / "data" / "a.txt").write_text("a")
+    (work / "data" / "sub" / "b.bin").write_bytes(os.urandom(3000))
+    signer = Signer.generate("t", "ecdsa-p256")
+    manifest = manifest_for(collect_files([work / "data"]))
+    ptype, predicate = files_predicate(manifest)
+    envelope = sign_statement([("data", manifest.digest)], ptype, predicate, [signer])
+    (work / "envelope.json").write_bytes(envelope.to_bytes())
+    (work / "key.pub").write_bytes(signer.public.to_pem())
+
+    venv_dir = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv_dir)], check=True, timeout=120)
+    python = venv_dir / "bin" / "python"
+    crypto = f"cryptography=={importlib.metadata.version('cryptography')}"
+    pip = subprocess.run(
+        [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", crypto],
+        capture_output=True, text=True, timeout=600,
+    )
+    if pip.returncode != 0:
+        if any(s in pip.stdout + pip.stderr for s in _NETWORK_TROUBLE):
+            pytest.skip(f"pip cannot install {crypto} (no network?): {pip.stderr.strip()[-300:]}")
+        pytest.fail(f"pip install {crypto} failed:\n{pip.stdout}\n{pip.stderr}")
+    listed = subprocess.run([str(python), "-m", "pip", "list", "--format=json"],
+                            capture_output=True, text=True, check=True, timeout=120)
+    installed = {d["name"].lower() for d in json.loads(listed.stdout)}
+    assert installed <= {"cryptography", "cffi", "pycparser", "pip", "setuptools", "wheel"}
+
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "verify", src / "verify", ignore=shutil.ignore_patterns("__pycache__"))
+    modules = sorted(module_name(REPO / p.relative_to(src)) for p in (src / "verify").rglob("*.py"))
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    run = subprocess.run(
+        [str(python), "-s", "-c", _THIRD_PARTY_CHECK, ",".join(modules), str(work)],
+        cwd=src, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "verified 2 files\n"
