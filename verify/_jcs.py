@@ -15,13 +15,14 @@ from typing import Any
 
 from .errors import FormatError
 
-__all__ = ["canonical_bytes", "MAX_SAFE_INTEGER"]
+__all__ = ["MAX_SAFE_INTEGER", "canonical_bytes"]
 
 MAX_SAFE_INTEGER = 2**53 - 1
 
 
 def _key(s: str) -> bytes:
-    return s.encode("utf-16-be")
+    # surrogatepass: a lone surrogate still sorts; it is refused when the output is encoded.
+    return s.encode("utf-16-be", "surrogatepass")
 
 
 def _write(value: Any, out: list[str], path: str) -> None:
@@ -47,10 +48,11 @@ def _write(value: Any, out: list[str], path: str) -> None:
             _write(item, out, f"{path}[{i}]")
         out.append("]")
     elif isinstance(value, dict):
-        out.append("{")
-        for i, k in enumerate(sorted(value, key=_key)):
+        for k in value:
             if not isinstance(k, str):
                 raise FormatError(f"{path}: object key {k!r} is not a string")
+        out.append("{")
+        for i, k in enumerate(sorted(value, key=_key)):
             if i:
                 out.append(",")
             out.append(json.dumps(k, ensure_ascii=False))

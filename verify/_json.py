@@ -10,11 +10,12 @@ exact bytes it was given.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from .errors import FormatError
 
-__all__ = ["loads_strict", "load_object"]
+__all__ = ["load_object", "loads_strict"]
 
 
 def _no_duplicates(what: str):  # type: ignore[no-untyped-def]
@@ -36,6 +37,17 @@ def _no_constant(what: str):  # type: ignore[no-untyped-def]
     return hook
 
 
+def _finite_float(what: str):  # type: ignore[no-untyped-def]
+    def hook(text: str) -> float:
+        value = float(text)
+        # json turns 1e400 into inf: refuse it as it refuses the Infinity literal.
+        if value in (float("inf"), float("-inf")):
+            raise FormatError(f"{what}: number {text[:40]} overflows to infinity")
+        return value
+
+    return hook
+
+
 def loads_strict(data: bytes | str, what: str = "JSON document") -> Any:
     """Parse JSON strictly.
 
@@ -47,7 +59,8 @@ def loads_strict(data: bytes | str, what: str = "JSON document") -> Any:
         The decoded value.
 
     Raises:
-        FormatError: invalid UTF-8, a BOM, malformed JSON, duplicate keys, NaN or Infinity.
+        FormatError: invalid UTF-8, a BOM, malformed JSON, duplicate keys, NaN or Infinity
+            (also a number that overflows to it), an integer too long to convert.
     """
     if isinstance(data, bytes):
         if data.startswith(b"\xef\xbb\xbf"):
@@ -60,10 +73,22 @@ def loads_strict(data: bytes | str, what: str = "JSON document") -> Any:
         text = data
     try:
         return json.loads(
-            text, object_pairs_hook=_no_duplicates(what), parse_constant=_no_constant(what)
+            text,
+            object_pairs_hook=_no_duplicates(what),
+            parse_constant=_no_constant(what),
+            parse_float=_finite_float(what),
         )
+    except FormatError:
+        raise
     except json.JSONDecodeError as e:
-        raise FormatError(f"{what}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from e
+        raise FormatError(
+            f"{what}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}"
+        ) from e
+    except ValueError as e:
+        # int() refuses more than sys.get_int_max_str_digits() digits with a bare ValueError.
+        raise FormatError(
+            f"{what}: a number has more than {sys.get_int_max_str_digits()} digits"
+        ) from e
     except RecursionError as e:
         raise FormatError(f"{what}: nested too deeply") from e
 

@@ -129,6 +129,11 @@ class Envelope:
         payload_type = obj["payloadType"]
         if not isinstance(payload_type, str) or not payload_type:
             raise FormatError(f"{what}: payloadType must be a non-empty string")
+        try:
+            payload_type.encode("utf-8")
+        except UnicodeEncodeError as e:
+            # A "\ud800" escape parses as JSON but has no UTF-8 form, so PAE cannot encode it.
+            raise FormatError(f"{what}: payloadType contains a lone surrogate") from e
         payload = b64decode(obj["payload"], f"{what}: payload")
         raw_sigs = obj["signatures"]
         if not isinstance(raw_sigs, list) or not raw_sigs:
@@ -176,10 +181,11 @@ def verify_envelope(
 
     Steps:
         1. Check preconditions: at least one trusted key, threshold >= 1.
-        2. For each signature, pick the trusted key(s) it may be from: the key whose keyid it
-           names, else every trusted key (the keyid is an unauthenticated hint, and other DSSE
-           implementations compute it differently). Signatures by keys outside the trusted set
-           are ignored, so co-signers outside this policy are allowed.
+        2. For each signature, pick the trusted key(s) it may be from. The keyid is an
+           unauthenticated hint that, as the DSSE protocol allows, only narrows the keys tried:
+           a keyid naming a trusted key selects that key; an empty keyid selects every trusted
+           key; any other keyid selects none, so the signature is ignored (co-signers outside
+           the policy are allowed, and an edited keyid can never make a signature count).
         3. Verify the signature over PAE(payloadType, payload), the exact bytes received.
         4. Count distinct keys that verified; fewer than ``threshold`` fails.
         5. Only then check payloadType against the expected one.
@@ -210,9 +216,16 @@ def verify_envelope(
     bad_named: list[str] = []
     for sig in envelope.signatures:
         # (2)
-        candidates = [trusted[sig.keyid]] if sig.keyid in trusted else list(trusted.values())
+        if sig.keyid:
+            candidates = [trusted[sig.keyid]] if sig.keyid in trusted else []
+        else:
+            candidates = list(trusted.values())
+        # A second signature by a key already counted adds nothing, and is not "invalid".
+        candidates = [k for k in candidates if k.keyid not in verified]
+        if not candidates:
+            continue
         # (3)
-        ok = [k for k in candidates if k.keyid not in verified and k.verify(sig.sig, message)]
+        ok = [k for k in candidates if k.verify(sig.sig, message)]
         if ok:
             verified.add(ok[0].keyid)
         elif sig.keyid in trusted:

@@ -1,0 +1,99 @@
+"""Digest strings and file hashing."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from verify.digest import (
+    CHUNK,
+    DIGEST_PREFIX,
+    digest_bytes,
+    hash_file,
+    hash_files,
+    parse_digest,
+    sha256_hex,
+    verify_bytes,
+)
+from verify.errors import DigestMismatchError, FormatError
+
+# FIPS 180-2 known answers.
+EMPTY = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+ABC = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+def test_known_answers() -> None:
+    assert sha256_hex(b"") == EMPTY
+    assert digest_bytes(b"abc") == "sha256:" + ABC
+    assert DIGEST_PREFIX == "sha256:"
+
+
+def test_parse_digest() -> None:
+    assert parse_digest("sha256:" + ABC) == ABC
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        ABC,
+        "sha256:" + ABC.upper(),
+        "SHA256:" + ABC,
+        "sha256:" + ABC[:-1],
+        "sha256:" + ABC + "0",
+        "sha512:" + ABC,
+        "sha256: " + ABC,
+        "sha256:" + ABC[:-1] + "g",
+        "sha256:" + ABC + "\n",
+        None,
+        b"sha256:" + ABC.encode(),
+    ],
+)
+def test_parse_digest_refuses(value: object) -> None:
+    with pytest.raises(FormatError, match=r"^d: .* is not of the form sha256:<64 lowercase hex>$"):
+        parse_digest(value, "d")
+
+
+def test_verify_bytes() -> None:
+    verify_bytes(b"abc", "sha256:" + ABC, "blob")
+    with pytest.raises(
+        DigestMismatchError, match=rf"^blob: content hashes to sha256:{EMPTY}, want sha256:{ABC}$"
+    ) as e:
+        verify_bytes(b"", "sha256:" + ABC, "blob")
+    assert (e.value.subject, e.value.expected, e.value.observed) == (
+        "blob", "sha256:" + ABC, "sha256:" + EMPTY
+    )
+    with pytest.raises(FormatError, match=r"expected digest of blob"):
+        verify_bytes(b"abc", ABC, "blob")
+
+
+@pytest.mark.parametrize("size", [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 7])
+def test_hash_file(tmp_path: Path, size: int) -> None:
+    data = bytes(i % 251 for i in range(size))
+    p = tmp_path / "f"
+    p.write_bytes(data)
+    got = hash_file(p)
+    assert (got.size, got.sha256) == (size, hashlib.sha256(data).hexdigest())
+    assert got.digest == "sha256:" + got.sha256
+    assert got.path == p
+
+
+def test_hash_file_missing(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        hash_file(tmp_path / "nope")
+
+
+def test_hash_files_keeps_input_order_and_reports_progress(tmp_path: Path) -> None:
+    paths = []
+    for i in range(20):
+        p = tmp_path / f"f{i}"
+        p.write_bytes(b"x" * (i * 1000))
+        paths.append(p)
+    done = []
+    got = list(hash_files(reversed(paths), workers=4, on_done=done.append))
+    assert [g.path for g in got] == list(reversed(paths))
+    assert done == got
+    assert [g.sha256 for g in got] == [
+        hashlib.sha256(b"x" * (i * 1000)).hexdigest() for i in reversed(range(20))
+    ]
