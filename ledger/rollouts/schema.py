@@ -116,9 +116,7 @@ STEP_INPUT_REQUIRED: Final = ("episode_id", "step", "reward", "terminated", "tru
 FLOAT_STEP_COLUMNS: Final = tuple(
     f.name for f in STEP_SCHEMA if pa.types.is_floating(f.type) or f.type == VECTOR_TYPE
 )
-FLOAT_EPISODE_COLUMNS: Final = tuple(
-    f.name for f in EPISODE_SCHEMA if pa.types.is_floating(f.type)
-)
+FLOAT_EPISODE_COLUMNS: Final = tuple(f.name for f in EPISODE_SCHEMA if pa.types.is_floating(f.type))
 
 
 def parquet_float_paths(schema: pa.Schema) -> tuple[list[str], list[str]]:

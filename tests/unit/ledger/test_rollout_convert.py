@@ -1,0 +1,832 @@
+"""Rollout inputs and writing: normalisation, derived episodes, readers, Parquet output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+import pytest
+
+from ledger.rollouts.convert import (
+    RolloutChunk,
+    derive_episodes,
+    detect_format,
+    iter_rollout_chunks,
+    iter_step_batches,
+    normalise_episodes,
+    normalise_steps,
+    rows_to_episodes,
+    rows_to_table,
+)
+from ledger.rollouts.parquet_io import write_steps_parquet
+from ledger.rollouts.schema import EPISODE_ATTR_SCHEMA, EPISODE_SCHEMA, STEP_SCHEMA
+from ledger.rollouts.validate import RolloutValidationError, validate_episodes, validate_steps
+
+
+def classic(lengths: list[int], dim: int = 3, **overrides: Any) -> pa.Table:
+    """The minimal classic form: int episode ids, fixed-size float32 vectors."""
+    ids = np.repeat(np.arange(len(lengths)), lengths)
+    step = np.concatenate([np.arange(n) for n in lengths])
+    last = np.concatenate([np.arange(n) == n - 1 for n in lengths])
+    n = len(step)
+    rng = np.random.default_rng(0)
+    cols: dict[str, Any] = {
+        "episode_id": pa.array(ids, pa.int64()),
+        "step": pa.array(step),
+        "obs": pa.FixedSizeListArray.from_arrays(
+            pa.array(rng.standard_normal(n * dim).astype(np.float32)), dim
+        ),
+        "action": pa.array(rng.integers(0, 4, n)),
+        "reward": pa.array(rng.standard_normal(n)),
+        "terminated": pa.array(last),
+        "truncated": pa.array(np.zeros(n, bool)),
+    }
+    cols.update(overrides)
+    return pa.table(cols)
+
+
+def write_jsonl(path: Path, records: list[Any]) -> Path:
+    path.write_text(
+        "\n".join(r if isinstance(r, str) else json.dumps(r) for r in records) + "\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+CHAT = {
+    "episode_id": "ep-1",
+    "task_id": "math-7",
+    "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "2+2?", "timestamp": "2024-05-01T12:00:00Z"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "function": {"name": "calc", "arguments": "2+2"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "4"},
+        {"role": "assistant", "content": "4", "logprob": -0.25},
+    ],
+    "reward": 1.0,
+    "judge_scores": {"correct": 1.0, "style": 0.5},
+    "usage": {"prompt_tokens": 30, "completion_tokens": 2},
+    "cost_usd": 0.002,
+    "latency_ms": 120.5,
+    "language": "en",
+    "task_type": "math",
+    "model_id": "m-1",
+    "seed": 7,
+}
+
+
+# --- normalisation ---------------------------------------------------------------------------
+
+
+def test_normalise_minimal_classic_form() -> None:
+    table = normalise_steps(classic([2, 3]))
+    assert table.schema == STEP_SCHEMA
+    assert table["episode_id"].to_pylist() == ["0", "0", "1", "1", "1"]
+    assert table["is_first"].to_pylist() == [True, False, True, False, False]
+    assert table["is_last"].to_pylist() == [False, True, False, False, True]
+    assert table["obs"].type == pa.list_(pa.float32())
+    assert len(table["obs"][0].as_py()) == 3
+    assert [a[0] for a in table["action"].to_pylist()] == classic([2, 3])["action"].to_pylist()
+    assert table["content"].null_count == 5
+    assert validate_steps(table).ok
+
+
+def test_normalise_keeps_scalar_nulls_as_null_vectors() -> None:
+    table = normalise_steps(classic([3], action=pa.array([1.5, None, 2.0])))
+    assert table["action"].to_pylist() == [[1.5], None, [2.0]]
+
+
+def test_normalise_is_identity_on_schema_tables() -> None:
+    once = normalise_steps(classic([4]))
+    assert normalise_steps(once).equals(once)
+
+
+def test_normalise_derives_is_first_across_chunks() -> None:
+    table = classic([2, 2])
+    chunked = pa.Table.from_batches(table.to_batches(max_chunksize=1))
+    out = normalise_steps(chunked)
+    assert out["is_first"].to_pylist() == [True, False, True, False]
+
+
+def test_normalise_reports_obs_beyond_float32() -> None:
+    obs = pa.array([[1.0], [1e300], [2.0]], pa.list_(pa.float64()))
+    with pytest.raises(
+        RolloutValidationError, match=r"row 1, column 'obs': holds a value beyond the float32 range"
+    ):
+        normalise_steps(classic([3], obs=obs))
+
+
+def test_normalise_missing_required_column() -> None:
+    with pytest.raises(
+        RolloutValidationError, match=r"column 'truncated': missing required column"
+    ):
+        normalise_steps(classic([2]).drop_columns(["truncated"]))
+
+
+def test_normalise_unknown_column() -> None:
+    table = classic([2]).append_column("next_obs", pa.array([1.0, 2.0]))
+    with pytest.raises(RolloutValidationError, match=r"column 'next_obs': unknown column"):
+        normalise_steps(table)
+
+
+def test_normalise_wrong_type() -> None:
+    table = classic([2], step=pa.array([0.0, 1.0]))
+    with pytest.raises(RolloutValidationError, match=r"column 'step': type double, want int64"):
+        normalise_steps(table)
+
+
+def test_normalise_unconvertible_values() -> None:
+    table = classic([2], step=pa.array([0, 2**64 - 1], pa.uint64()))
+    with pytest.raises(
+        RolloutValidationError, match=r"column 'step': cannot convert uint64 to int64"
+    ):
+        normalise_steps(table)
+
+
+def test_normalise_nested_obs_refused() -> None:
+    obs = pa.array([[[1.0]], [[2.0]]])
+    with pytest.raises(
+        RolloutValidationError,
+        match=r"column 'obs': type list<item: list<item: double>>, want a list",
+    ):
+        normalise_steps(classic([2], obs=obs))
+
+
+def test_normalise_reports_a_bad_column_type_once_per_stream() -> None:
+    table = pa.Table.from_batches(classic([6], step=pa.array([0.0, 1, 2, 3, 4, 5])).to_batches(2))
+    with pytest.raises(RolloutValidationError, match=r"steps: 1 problem ") as info:
+        normalise_steps(table)
+    assert str(info.value.problems[0]) == "column 'step': type double, want int64"
+
+
+def test_normalise_binary_strings_must_be_utf8() -> None:
+    content = pa.array([b"ok", b"\xc3\x28"], pa.binary())
+    table = classic([2]).append_column("content", content)
+    with pytest.raises(
+        RolloutValidationError, match=r"row 1, column 'content': value is not valid UTF-8"
+    ):
+        normalise_steps(table)
+    good = classic([2]).append_column("content", pa.array([b"ok", "é".encode()], pa.binary()))
+    assert normalise_steps(good)["content"].to_pylist() == ["ok", "é"]
+
+
+def test_normalise_timestamps_to_utc_microseconds() -> None:
+    ts = pa.array([1_500, 2_000_999], pa.timestamp("ns"))
+    out = normalise_steps(classic([2]).append_column("timestamp", ts))
+    assert out["timestamp"].type == pa.timestamp("us", tz="UTC")
+    assert out["timestamp"].cast(pa.int64()).to_pylist() == [1, 2000]
+
+
+# --- derived episodes ------------------------------------------------------------------------
+
+
+def test_derive_episodes() -> None:
+    table = classic(
+        [2, 3],
+        truncated=pa.array([False, False, False, False, True]),
+        terminated=pa.array([False, True, False, False, False]),
+    )
+    rewards = table["reward"].to_pylist()
+    eps = derive_episodes(table)
+    assert eps.schema == EPISODE_SCHEMA
+    assert eps["episode_id"].to_pylist() == ["0", "1"]
+    assert eps["num_steps"].to_pylist() == [2, 3]
+    assert eps["return"].to_pylist() == pytest.approx([sum(rewards[:2]), sum(rewards[2:])])
+    assert eps["termination_reason"].to_pylist() == ["terminated", "truncated"]
+    assert eps["invalid"].to_pylist() == [False, False]
+    assert eps["cost_usd"].to_pylist() == [None, None]
+    assert validate_episodes(eps, steps=normalise_steps(table)).ok
+
+
+def test_derive_episodes_merges_attributes() -> None:
+    attrs = rows_to_episodes(
+        [
+            {
+                "episode_id": 1,
+                "seed": 42,
+                "task_id": "t1",
+                "judge_scores": {"acc": 0.5},
+                "termination_reason": "success",
+            },
+        ]
+    )
+    eps = derive_episodes(classic([1, 2]), attrs)
+    assert eps["seed"].to_pylist() == [None, 42]
+    assert eps["task_id"].to_pylist() == [None, "t1"]
+    assert eps["judge_scores"].to_pylist() == [None, [("acc", 0.5)]]
+    assert eps["termination_reason"].to_pylist() == ["terminated", "success"]
+
+
+def test_derive_episodes_refuses_a_wrong_given_return() -> None:
+    attrs = rows_to_episodes([{"episode_id": 0, "return": 123.0}])
+    with pytest.raises(
+        RolloutValidationError, match=r"row 0, column 'return': episode '0': given return 123.0"
+    ):
+        derive_episodes(classic([2]), attrs)
+
+
+def test_derive_episodes_attributes_without_steps() -> None:
+    attrs = rows_to_episodes([{"episode_id": "ghost"}])
+    with pytest.raises(
+        RolloutValidationError, match=r"episode 'ghost' has attributes but no steps"
+    ):
+        derive_episodes(classic([2]), attrs)
+
+
+def test_derive_episodes_sums_step_costs() -> None:
+    rows = [
+        {
+            "episode_id": "a",
+            "step": 0,
+            "reward": 0.0,
+            "terminated": False,
+            "truncated": False,
+            "cost_usd": 0.25,
+        },
+        {
+            "episode_id": "a",
+            "step": 1,
+            "reward": 1.0,
+            "terminated": True,
+            "truncated": False,
+            "cost_usd": 0.5,
+        },
+    ]
+    eps = derive_episodes(rows_to_table(rows))
+    assert eps["cost_usd"].to_pylist() == [0.75]
+    assert eps["return"].to_pylist() == [1.0]
+
+
+def test_normalise_episodes_accepts_structs() -> None:
+    table = pa.Table.from_pylist([{"episode_id": "a", "judge_scores": {"x": 1, "y": None}}])
+    out = normalise_episodes(table)
+    assert out.schema == EPISODE_ATTR_SCHEMA
+    assert out["judge_scores"].to_pylist() == [[("x", 1.0)]]
+
+
+def test_normalise_episodes_unknown_column() -> None:
+    with pytest.raises(RolloutValidationError, match=r"column 'score': unknown column"):
+        normalise_episodes(pa.table({"episode_id": ["a"], "score": [1.0]}))
+
+
+# --- Python rows -----------------------------------------------------------------------------
+
+
+def test_rows_to_table() -> None:
+    rows = [
+        {
+            "episode_id": 3,
+            "step": 0,
+            "obs": np.array([1.0, 2.0]),
+            "action": 1,
+            "reward": 0.5,
+            "terminated": False,
+            "truncated": False,
+        },
+        {
+            "episode_id": 3,
+            "step": 1,
+            "obs": [3, 4],
+            "action": (0.5,),
+            "reward": 1,
+            "terminated": True,
+            "truncated": False,
+            "latency_ms": 3,
+        },
+    ]
+    table = rows_to_table(rows)
+    assert table.schema == STEP_SCHEMA
+    assert table["obs"].to_pylist() == [[1.0, 2.0], [3.0, 4.0]]
+    assert table["action"].to_pylist() == [[1.0], [0.5]]
+    assert table["episode_id"].to_pylist() == ["3", "3"]
+    assert validate_steps(table).ok
+
+
+def test_rows_to_table_names_bad_row_and_column() -> None:
+    rows = [
+        {"episode_id": "a", "step": 0, "reward": 1.0, "terminated": False, "truncated": False},
+        {"episode_id": "a", "step": 1, "reward": "high", "terminated": True, "truncated": False},
+    ]
+    with pytest.raises(
+        RolloutValidationError, match=r"row 1, column 'reward': 'high' is not a valid double value"
+    ):
+        rows_to_table(rows)
+
+
+def test_rows_to_table_unknown_key() -> None:
+    rows = [
+        {
+            "episode_id": "a",
+            "step": 0,
+            "reward": 1.0,
+            "terminated": True,
+            "truncated": False,
+            "info": {},
+        }
+    ]
+    with pytest.raises(RolloutValidationError, match=r"row 0, column 'info': unknown step field"):
+        rows_to_table(rows)
+
+
+def test_rows_to_table_refuses_2d_observations() -> None:
+    rows = [
+        {
+            "episode_id": "a",
+            "step": 0,
+            "obs": np.zeros((2, 2)),
+            "reward": 1.0,
+            "terminated": True,
+            "truncated": False,
+        }
+    ]
+    with pytest.raises(
+        RolloutValidationError, match=r"row 0, column 'obs': a 2-d array, want a flat vector"
+    ):
+        rows_to_table(rows)
+
+
+def test_rows_to_table_empty() -> None:
+    assert rows_to_table([]).schema == STEP_SCHEMA
+
+
+# --- formats ---------------------------------------------------------------------------------
+
+
+def test_detect_formats(tmp_path: Path) -> None:
+    table = classic([2])
+    pq.write_table(table, tmp_path / "a.parquet")
+    with ipc.new_file(tmp_path / "a.arrow", table.schema) as w:
+        w.write_table(table)
+    with ipc.new_stream(tmp_path / "a.arrows", table.schema) as w:
+        w.write_table(table)
+    write_jsonl(tmp_path / "chat.jsonl", [CHAT])
+    write_jsonl(tmp_path / "trl.jsonl", ["", {"prompt": "p", "completion": "c", "reward": 1}])
+    write_jsonl(tmp_path / "verl.jsonl", [{"input": "p", "output": "c", "score": 1, "step": 3}])
+    assert [
+        detect_format(tmp_path / n)
+        for n in ("a.parquet", "a.arrow", "a.arrows", "chat.jsonl", "trl.jsonl", "verl.jsonl")
+    ] == ["parquet", "arrow", "arrow-stream", "chat-jsonl", "trl-jsonl", "verl-jsonl"]
+
+
+def test_detect_unknown_jsonl(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "x.jsonl", [{"text": "hello"}])
+    with pytest.raises(
+        RolloutValidationError, match=r"line 1: cannot tell the format from keys \['text'\]"
+    ):
+        detect_format(path)
+
+
+def test_detect_empty_file(tmp_path: Path) -> None:
+    (tmp_path / "e.jsonl").write_bytes(b"\n\n")
+    with pytest.raises(RolloutValidationError, match=r"file is empty"):
+        detect_format(tmp_path / "e.jsonl")
+
+
+def test_detect_garbage(tmp_path: Path) -> None:
+    (tmp_path / "g.bin").write_bytes(b"\x00\x01garbage")
+    with pytest.raises(
+        RolloutValidationError, match=r"line 1: not Parquet, Arrow IPC, or JSON lines"
+    ):
+        detect_format(tmp_path / "g.bin")
+
+
+@pytest.mark.parametrize("kind", ["parquet", "arrow", "arrow-stream"])
+def test_arrow_inputs_stream_in_bounded_batches(tmp_path: Path, kind: str) -> None:
+    table = classic([5, 7, 9])
+    path = tmp_path / "in"
+    if kind == "parquet":
+        pq.write_table(table, path, row_group_size=8)
+    else:
+        opener = ipc.new_file if kind == "arrow" else ipc.new_stream
+        with opener(path, table.schema) as w:
+            w.write_table(table, max_chunksize=10)
+    batches = list(iter_step_batches(path, batch_rows=4))
+    assert max(b.num_rows for b in batches) <= 4
+    assert sum(b.num_rows for b in batches) == 21
+    assert normalise_steps(pa.Table.from_batches(batches)).equals(normalise_steps(table))
+
+
+def test_chat_jsonl_mapping(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "c.jsonl", [CHAT])
+    [chunk] = list(iter_rollout_chunks(path))
+    steps = pa.Table.from_batches([chunk.steps])
+    assert steps.schema == STEP_SCHEMA
+    assert steps["role"].to_pylist() == ["system", "user", "assistant", "tool", "assistant"]
+    assert steps["step"].to_pylist() == [0, 1, 2, 3, 4]
+    assert steps["reward"].to_pylist() == [0.0, 0.0, 0.0, 0.0, 1.0]
+    assert steps["terminated"].to_pylist() == [False] * 4 + [True]
+    assert steps["is_last"].to_pylist() == [False] * 4 + [True]
+    assert json.loads(steps["tool_calls"][2].as_py())[0]["id"] == "c1"
+    assert json.loads(steps["tool_results"][3].as_py()) == {"tool_call_id": "c1"}
+    assert steps["prompt_tokens"].to_pylist() == [None] * 4 + [30]
+    assert steps["latency_ms"].to_pylist() == [None] * 4 + [120.5]
+    assert steps["model_id"].to_pylist() == [None, None, "m-1", None, "m-1"]
+    assert steps["action_logprob"].to_pylist()[4] == -0.25
+    assert str(steps["timestamp"][1].as_py()) == "2024-05-01 12:00:00+00:00"
+    assert validate_steps(steps).ok
+    eps = chunk.episodes
+    assert eps is not None
+    assert eps.schema == EPISODE_ATTR_SCHEMA
+    row = eps.to_pylist()[0]
+    assert (row["episode_id"], row["task_id"], row["seed"], row["cost_usd"]) == (
+        "ep-1",
+        "math-7",
+        7,
+        0.002,
+    )
+    assert row["judge_scores"] == [("correct", 1.0), ("style", 0.5)]
+
+
+def test_chat_jsonl_per_message_rewards_and_truncation(tmp_path: Path) -> None:
+    rec = {
+        "task_id": "t",
+        "messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
+        "rewards": [0.25, 0.5],
+        "termination_reason": "length",
+    }
+    path = write_jsonl(tmp_path / "c.jsonl", [rec])
+    [chunk] = list(iter_rollout_chunks(path))
+    assert chunk.steps.column("reward").to_pylist() == [0.25, 0.5]
+    assert chunk.steps.column("truncated").to_pylist() == [False, True]
+    assert chunk.steps.column("terminated").to_pylist() == [False, False]
+    assert chunk.steps.column("episode_id").to_pylist() == ["line-1", "line-1"]
+
+
+def test_trl_jsonl_mapping(tmp_path: Path) -> None:
+    recs = [
+        {"prompt": "Say hi", "completion": "hi", "reward": 0.5, "step": 10},
+        {
+            "prompt": [{"role": "user", "content": "x"}],
+            "completion": [{"role": "assistant", "content": "y"}],
+            "rewards": {"format": 1.0, "accuracy": 0.25},
+            "advantage": 0.1,
+        },
+    ]
+    path = write_jsonl(tmp_path / "t.jsonl", recs)
+    [chunk] = list(iter_rollout_chunks(path))
+    steps = chunk.steps
+    assert steps.column("role").to_pylist() == ["user", "assistant", "user", "assistant"]
+    assert steps.column("reward").to_pylist() == [0.0, 0.5, 0.0, 1.25]
+    assert chunk.episodes is not None
+    eps = chunk.episodes.to_pylist()
+    assert eps[0]["policy_version"] == "10"
+    assert eps[1]["judge_scores"] == [("format", 1.0), ("accuracy", 0.25)]
+
+
+def test_verl_jsonl_mapping(tmp_path: Path) -> None:
+    recs = [{"input": "q", "output": "a", "score": 1.0, "step": 2, "gts": "a", "acc": True}]
+    path = write_jsonl(tmp_path / "v.jsonl", recs)
+    [chunk] = list(iter_rollout_chunks(path))
+    assert chunk.steps.column("content").to_pylist() == ["q", "a"]
+    assert chunk.steps.column("reward").to_pylist() == [0.0, 1.0]
+    assert chunk.episodes is not None
+    assert chunk.episodes.to_pylist()[0]["judge_scores"] == [("acc", 1.0)]
+    assert chunk.episodes.to_pylist()[0]["policy_version"] == "2"
+
+
+def test_jsonl_chunks_are_bounded(tmp_path: Path) -> None:
+    recs = [{"prompt": f"p{i}", "completion": "c", "reward": 1} for i in range(10)]
+    path = write_jsonl(tmp_path / "t.jsonl", recs)
+    chunks = list(iter_rollout_chunks(path, batch_rows=4))
+    assert [c.steps.num_rows for c in chunks] == [4, 4, 4, 4, 4]
+
+
+def expect_line_problem(tmp_path: Path, lines: list[Any], pattern: str) -> RolloutValidationError:
+    path = write_jsonl(tmp_path / "bad.jsonl", lines)
+    with pytest.raises(RolloutValidationError, match=pattern) as info:
+        list(iter_rollout_chunks(path, "chat-jsonl"))
+    return info.value
+
+
+def test_jsonl_invalid_json(tmp_path: Path) -> None:
+    expect_line_problem(
+        tmp_path, [CHAT, '{"messages": [}'], r"line 2: not valid JSON: Expecting value"
+    )
+
+
+def test_jsonl_not_an_object(tmp_path: Path) -> None:
+    expect_line_problem(tmp_path, ["[1, 2]"], r"line 1: JSON array, want an object")
+
+
+def test_jsonl_invalid_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(json.dumps(CHAT).encode() + b"\n" + b'{"messages": "\xff"}\n')
+    with pytest.raises(RolloutValidationError, match=r"line 2: not valid UTF-8"):
+        list(iter_rollout_chunks(path, "chat-jsonl"))
+
+
+def test_jsonl_duplicate_key(tmp_path: Path) -> None:
+    expect_line_problem(
+        tmp_path,
+        ['{"reward": 1, "reward": 2, "messages": []}'],
+        r"line 1: not valid JSON: duplicate key 'reward'",
+    )
+
+
+def test_jsonl_nan(tmp_path: Path) -> None:
+    expect_line_problem(
+        tmp_path,
+        ['{"reward": NaN, "messages": [{"role": "user"}]}'],
+        r"line 1: not valid JSON: NaN is not valid JSON",
+    )
+
+
+def test_jsonl_missing_reward(tmp_path: Path) -> None:
+    rec = dict(CHAT)
+    del rec["reward"]
+    expect_line_problem(tmp_path, [rec], r"line 1, column 'reward': missing, want reward")
+
+
+def test_jsonl_unknown_field(tmp_path: Path) -> None:
+    expect_line_problem(
+        tmp_path, [dict(CHAT, metadata={})], r"line 1, column 'metadata': unknown field"
+    )
+
+
+def test_jsonl_unknown_message_field(tmp_path: Path) -> None:
+    rec = dict(CHAT, messages=[{"role": "user", "content": "x", "mood": "happy"}])
+    expect_line_problem(
+        tmp_path, [rec], r"line 1, column 'messages\[0\].mood': unknown message field"
+    )
+
+
+def test_jsonl_mistyped_field(tmp_path: Path) -> None:
+    expect_line_problem(
+        tmp_path, [dict(CHAT, seed="abc")], r"line 1, column 'seed': string, want an integer"
+    )
+
+
+def test_jsonl_message_without_role(tmp_path: Path) -> None:
+    rec = dict(CHAT, messages=[{"content": "x"}])
+    expect_line_problem(
+        tmp_path, [rec], r"line 1, column 'messages\[0\].role': null, want a string"
+    )
+
+
+def test_jsonl_rewards_length_mismatch(tmp_path: Path) -> None:
+    rec = {"messages": [{"role": "user", "content": "a"}], "rewards": [1, 2]}
+    expect_line_problem(tmp_path, [rec], r"line 1, column 'rewards': 2 rewards for 1 messages")
+
+
+def test_jsonl_two_kinds_of_reward(tmp_path: Path) -> None:
+    rec = dict(CHAT, rewards=[0] * 5)
+    expect_line_problem(tmp_path, [rec], r"line 1, column 'reward': give one of reward, rewards")
+
+
+def test_jsonl_empty_messages(tmp_path: Path) -> None:
+    expect_line_problem(
+        tmp_path, [dict(CHAT, messages=[])], r"line 1, column 'messages': empty list"
+    )
+
+
+def test_jsonl_repeated_episode_id(tmp_path: Path) -> None:
+    expect_line_problem(
+        tmp_path,
+        [CHAT, "", CHAT],
+        r"line 3, column 'episode_id': episode 'ep-1' already given on line 1",
+    )
+
+
+def test_jsonl_bad_timestamp(tmp_path: Path) -> None:
+    rec = dict(CHAT, messages=[{"role": "user", "content": "x", "timestamp": "yesterday"}])
+    expect_line_problem(
+        tmp_path,
+        [rec],
+        r"line 1, column 'messages\[0\].timestamp': 'yesterday' is not an ISO 8601 time",
+    )
+
+
+def test_jsonl_tool_calls_string_not_json(tmp_path: Path) -> None:
+    rec = dict(CHAT, messages=[{"role": "assistant", "tool_calls": "call calc"}])
+    expect_line_problem(
+        tmp_path, [rec], r"line 1, column 'messages\[0\].tool_calls': string is not JSON text"
+    )
+
+
+def test_jsonl_collects_every_bad_line(tmp_path: Path) -> None:
+    lines = [
+        CHAT,
+        "{oops",
+        dict(CHAT, episode_id="x", seed=1.5),
+        "",
+        dict(CHAT, episode_id="y", rewards=[1]),
+    ]
+    err = expect_line_problem(tmp_path, lines, r"3 problems")
+    assert [p.line for p in err.problems] == [2, 3, 5]
+
+
+def test_jsonl_good_lines_are_still_yielded(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "c.jsonl", [CHAT, "{oops"])
+    got: list[RolloutChunk] = []
+    with pytest.raises(RolloutValidationError, match=r"line 2"):
+        for chunk in iter_rollout_chunks(path):
+            got.append(chunk)
+    assert got and got[0].steps.num_rows == 5
+
+
+def test_unknown_format_name(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "c.jsonl", [CHAT])
+    with pytest.raises(RolloutValidationError, match=r"format 'csv' is unknown"):
+        list(iter_rollout_chunks(path, "csv"))
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+
+def test_write_round_trip(tmp_path: Path) -> None:
+    table = classic([3, 4, 5])
+    stats = write_steps_parquet(table.to_batches(max_chunksize=5), tmp_path / "steps.parquet")
+    written = pq.read_table(tmp_path / "steps.parquet")
+    assert written.equals(normalise_steps(table))
+    assert written.schema.metadata[b"trajledger.rollout.schema"] == b"steps/1"
+    eps = pq.read_table(tmp_path / "episodes.parquet")
+    assert eps.equals(derive_episodes(table))
+    returns = eps["return"].to_numpy()
+    assert (stats.num_steps, stats.num_episodes) == (12, 3)
+    assert stats.mean_episode_length == 4.0
+    assert stats.return_mean == pytest.approx(returns.mean())
+    assert stats.return_std == pytest.approx(returns.std())
+    assert (stats.return_min, stats.return_max) == (returns.min(), returns.max())
+    assert stats.reward_sum == pytest.approx(sum(table["reward"].to_pylist()))
+    assert stats.success_count is None and stats.success_rate is None
+    assert stats.total_cost_usd is None
+    assert stats.steps_bytes == (tmp_path / "steps.parquet").stat().st_size
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["episodes.parquet", "steps.parquet"]
+
+
+def test_write_uses_zstd_and_byte_stream_split(tmp_path: Path) -> None:
+    write_steps_parquet([classic([3])], tmp_path / "steps.parquet")
+    meta = pq.ParquetFile(tmp_path / "steps.parquet").metadata.row_group(0)
+    cols = {meta.column(i).path_in_schema: meta.column(i) for i in range(meta.num_columns)}
+    for path in ("reward", "obs.list.element", "action.list.element", "cost_usd"):
+        assert "BYTE_STREAM_SPLIT" in cols[path].encodings, path
+    assert "BYTE_STREAM_SPLIT" not in cols["episode_id"].encodings
+    assert {c.compression for c in cols.values()} == {"ZSTD"}
+    eps = pq.ParquetFile(tmp_path / "episodes.parquet").metadata.row_group(0)
+    enc = {eps.column(i).path_in_schema: eps.column(i).encodings for i in range(eps.num_columns)}
+    assert "BYTE_STREAM_SPLIT" in enc["return"]
+    assert "BYTE_STREAM_SPLIT" in enc["judge_scores.key_value.value"]
+
+
+def test_write_cuts_row_groups_independently_of_batches(tmp_path: Path) -> None:
+    table = classic([10, 10, 5])
+    stats = []
+    for name, size in (("a", 3), ("b", 7)):
+        (tmp_path / name).mkdir()
+        batches = table.to_batches(max_chunksize=size)
+        stats.append(
+            write_steps_parquet(batches, tmp_path / name / "steps.parquet", row_group_rows=8)
+        )
+    a, b = stats
+    meta = pq.ParquetFile(a.steps_path).metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [8, 8, 8, 1]
+    assert a.steps_path.read_bytes() == b.steps_path.read_bytes()
+    assert a.episodes_path.read_bytes() == b.episodes_path.read_bytes()
+
+
+def test_write_episode_spanning_batches(tmp_path: Path) -> None:
+    table = classic([7, 2])
+    stats = write_steps_parquet(table.to_batches(max_chunksize=2), tmp_path / "steps.parquet")
+    eps = pq.read_table(stats.episodes_path)
+    assert eps["num_steps"].to_pylist() == [7, 2]
+    assert eps.equals(derive_episodes(table))
+
+
+def test_write_refuses_invalid_input_and_leaves_nothing(tmp_path: Path) -> None:
+    table = normalise_steps(classic([3, 3]))
+    rewards = table["reward"].to_pylist()
+    rewards[4] = float("nan")
+    table = table.set_column(6, STEP_SCHEMA.field("reward"), pa.array(rewards))
+    step = table["step"].to_pylist()
+    step[2] = 5
+    table = table.set_column(1, STEP_SCHEMA.field("step"), pa.array(step))
+    with pytest.raises(RolloutValidationError, match=r"steps.parquet: 2 problems") as info:
+        write_steps_parquet(table.to_batches(max_chunksize=2), tmp_path / "steps.parquet")
+    assert [(p.row, p.column) for p in info.value.problems] == [(2, "step"), (4, "reward")]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_refuses_gap_across_batch_boundary(tmp_path: Path) -> None:
+    table = classic([4], step=pa.array([0, 1, 3, 4]))
+    with pytest.raises(
+        RolloutValidationError, match=r"row 2, column 'step': episode '0': step 3 follows step 1"
+    ):
+        write_steps_parquet(table.to_batches(max_chunksize=2), tmp_path / "steps.parquet")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_refuses_unfinished_last_episode(tmp_path: Path) -> None:
+    table = classic([2, 3], terminated=pa.array([False, True, False, False, False]))
+    with pytest.raises(
+        RolloutValidationError, match=r"row 4, column 'terminated': episode '1' has no final step"
+    ):
+        write_steps_parquet(table.to_batches(max_chunksize=2), tmp_path / "steps.parquet")
+
+
+def test_write_refuses_empty_input(tmp_path: Path) -> None:
+    with pytest.raises(RolloutValidationError, match=r"the input holds no steps"):
+        write_steps_parquet([], tmp_path / "steps.parquet")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_refuses_same_path_for_both_tables(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"is the step file"):
+        write_steps_parquet(
+            [classic([1])], tmp_path / "x.parquet", episodes_path=tmp_path / "x.parquet"
+        )
+
+
+def test_write_reports_bad_jsonl_lines_with_table_problems(tmp_path: Path) -> None:
+    path = write_jsonl(
+        tmp_path / "in.jsonl", [CHAT, "{oops", dict(CHAT, episode_id="n", reward=1e400)]
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(RolloutValidationError, match=r"line 2: not valid JSON") as info:
+        write_steps_parquet(iter_rollout_chunks(path), out / "steps.parquet")
+    assert len(info.value.problems) == 2
+    assert list(out.iterdir()) == []
+
+
+def test_write_chat_rollouts_with_stats(tmp_path: Path) -> None:
+    recs = [
+        dict(CHAT, episode_id="a", termination_reason="success", seed=3),
+        dict(CHAT, episode_id="b", termination_reason="failure", reward=0.0, seed=1, invalid=True),
+        dict(CHAT, episode_id="c", seed=3, cost_usd=0.5),
+    ]
+    path = write_jsonl(tmp_path / "in.jsonl", recs)
+    stats = write_steps_parquet(iter_rollout_chunks(path, batch_rows=6), tmp_path / "steps.parquet")
+    assert (stats.num_steps, stats.num_episodes) == (15, 3)
+    assert stats.seeds == (1, 3)
+    assert (stats.success_count, stats.success_rate) == (1, 1 / 3)
+    assert stats.num_invalid == 1
+    assert stats.total_cost_usd == pytest.approx(0.504)
+    assert stats.reward_sum == 2.0
+    eps = pq.read_table(stats.episodes_path)
+    assert eps["termination_reason"].to_pylist() == ["success", "failure", "terminated"]
+    assert eps["task_id"].to_pylist() == ["math-7"] * 3
+    assert validate_episodes(eps, steps=pq.read_table(stats.steps_path)).ok
+    summary = stats.summary()
+    assert summary["seeds"] == ["1", "3"]
+    json.dumps(summary, allow_nan=False)
+
+
+def test_write_parquet_input_with_episode_file(tmp_path: Path) -> None:
+    pq.write_table(classic([2, 2]), tmp_path / "in.parquet")
+    pq.write_table(pa.table({"episode_id": [0, 1], "seed": [11, 12]}), tmp_path / "eps.parquet")
+    out = tmp_path / "out"
+    out.mkdir()
+    chunks = iter_rollout_chunks(tmp_path / "in.parquet", episodes=tmp_path / "eps.parquet")
+    stats = write_steps_parquet(chunks, out / "steps.parquet")
+    assert stats.seeds == (11, 12)
+
+
+def test_write_refuses_oversized_field(tmp_path: Path) -> None:
+    rec = dict(CHAT, messages=[{"role": "user", "content": "x" * 50}])
+    path = write_jsonl(tmp_path / "in.jsonl", [rec])
+    with pytest.raises(
+        RolloutValidationError,
+        match=r"row 0, column 'content': value has 50 bytes, over the limit of 10",
+    ):
+        write_steps_parquet(
+            iter_rollout_chunks(path), tmp_path / "steps.parquet", max_field_bytes=10
+        )
+
+
+class _Boom(Exception):
+    pass
+
+
+def test_write_passes_input_errors_through_and_leaves_nothing(tmp_path: Path) -> None:
+    def batches() -> Any:
+        yield from classic([3]).to_batches()
+        raise _Boom("disk went away")
+
+    with pytest.raises(_Boom, match="disk went away"):
+        write_steps_parquet(batches(), tmp_path / "steps.parquet")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_refuses_other_input_types(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"input item is a dict, want a pyarrow RecordBatch"):
+        write_steps_parquet([{"episode_id": "a"}], tmp_path / "steps.parquet")  # type: ignore[list-item]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_accepts_tables_and_many_batches(tmp_path: Path) -> None:
+    table = classic([40, 60])
+    stats = write_steps_parquet(
+        [table.slice(0, 30), *table.slice(30).to_batches(max_chunksize=7)],
+        tmp_path / "steps.parquet",
+    )
+    assert stats.num_steps == 100
+    assert pq.read_table(stats.steps_path).equals(normalise_steps(table))

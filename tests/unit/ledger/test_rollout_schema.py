@@ -1,0 +1,232 @@
+"""Schema v1 of rollouts: the Arrow schemas, and the documents in schemas/ that describe them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import ledger.rollouts as rollouts
+from ledger.rollouts.convert import normalise_steps, rows_to_table
+from ledger.rollouts.schema import (
+    EPISODE_ATTR_SCHEMA,
+    EPISODE_SCHEMA,
+    FLOAT_STEP_COLUMNS,
+    ROLLOUT_SCHEMA_VERSION,
+    SCHEMA_VERSION_KEY,
+    STEP_INPUT_REQUIRED,
+    STEP_SCHEMA,
+    parquet_float_paths,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+SCHEMAS = ROOT / "schemas"
+
+STRING, INT64, BOOL, FLOAT64 = pa.string(), pa.int64(), pa.bool_(), pa.float64()
+VECTOR = pa.list_(pa.float32())
+
+EXPECTED_STEPS = {
+    "episode_id": STRING, "step": INT64, "is_first": BOOL, "is_last": BOOL,
+    "terminated": BOOL, "truncated": BOOL, "reward": FLOAT64, "obs": VECTOR, "action": VECTOR,
+    "action_logprob": FLOAT64, "timestamp": pa.timestamp("us", tz="UTC"), "latency_ms": FLOAT64,
+    "role": STRING, "content": STRING, "tool_calls": STRING, "tool_results": STRING,
+    "prompt_tokens": INT64, "completion_tokens": INT64, "model_id": STRING, "cost_usd": FLOAT64,
+    "safety_interventions": pa.int32(),
+}  # fmt: skip
+EXPECTED_EPISODES = {
+    "episode_id": STRING, "task_id": STRING, "env_version": STRING, "policy_version": STRING,
+    "seed": INT64, "return": FLOAT64, "num_steps": INT64, "termination_reason": STRING,
+    "judge_scores": pa.map_(STRING, FLOAT64), "cost_usd": FLOAT64, "language": STRING,
+    "task_type": STRING, "invalid": BOOL,
+}  # fmt: skip
+
+
+def test_version() -> None:
+    assert ROLLOUT_SCHEMA_VERSION == "1"
+    assert STEP_SCHEMA.metadata[SCHEMA_VERSION_KEY] == b"steps/1"
+    assert EPISODE_SCHEMA.metadata[SCHEMA_VERSION_KEY] == b"episodes/1"
+
+
+def test_step_columns_and_types() -> None:
+    assert {f.name: f.type for f in STEP_SCHEMA} == EXPECTED_STEPS
+    required = [f.name for f in STEP_SCHEMA if not f.nullable]
+    assert required == ["episode_id", "step", "is_first", "is_last", "terminated", "truncated",
+                        "reward"]  # fmt: skip
+    assert set(STEP_INPUT_REQUIRED) <= set(required)
+
+
+def test_episode_columns_and_types() -> None:
+    assert {f.name: f.type for f in EPISODE_SCHEMA} == EXPECTED_EPISODES
+    required = [f.name for f in EPISODE_SCHEMA if not f.nullable]
+    assert required == ["episode_id", "return", "num_steps", "termination_reason", "invalid"]
+    assert all(f.nullable for f in EPISODE_ATTR_SCHEMA)
+    assert EPISODE_ATTR_SCHEMA.names == EPISODE_SCHEMA.names
+
+
+def test_float_columns() -> None:
+    assert FLOAT_STEP_COLUMNS == ("reward", "obs", "action", "action_logprob", "latency_ms",
+                                  "cost_usd")  # fmt: skip
+    floats, others = parquet_float_paths(EPISODE_SCHEMA)
+    assert floats == ["return", "judge_scores.key_value.value", "cost_usd"]
+    assert "judge_scores.key_value.key" in others
+    floats, _ = parquet_float_paths(STEP_SCHEMA)
+    assert "obs.list.element" in floats and "reward" in floats
+
+
+@pytest.mark.parametrize("schema", [STEP_SCHEMA, EPISODE_SCHEMA], ids=["steps", "episodes"])
+def test_markdown_documents_every_column(schema: pa.Schema) -> None:
+    text = (SCHEMAS / "rollout.v1.md").read_text(encoding="utf-8")
+    section = text.split("## Step table")[1].split("## Episode table")
+    body = section[0] if schema is STEP_SCHEMA else section[1].split("## Validity")[0]
+    rows = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"^\| `(\w+)` \| ([^|]+) \| (?:yes|no) \|", body, re.M)
+    }
+    assert list(rows) == schema.names
+    for field in schema:
+        documented = rows[field.name].replace("\\", "").strip()
+        assert documented.removesuffix(" (JSON)") == DOC_TYPES[str(field.type)], field.name
+
+
+DOC_TYPES = {
+    "string": "string", "int64": "int64", "int32": "int32", "bool": "bool", "double": "float64",
+    "list<item: float>": "list<float32>", "timestamp[us, tz=UTC]": "timestamp[us, UTC]",
+    "map<string, double>": "map<string, float64>",
+}  # fmt: skip
+
+
+def _load(name: str) -> dict[str, Any]:
+    doc = json.loads((SCHEMAS / name).read_text(encoding="utf-8"))
+    assert doc["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    return doc  # type: ignore[no-any-return]
+
+
+JSON_TYPES = {"string": STRING, "boolean": BOOL}
+
+
+@pytest.mark.parametrize(
+    ("name", "schema"),
+    [
+        ("rollout-steps.v1.schema.json", STEP_SCHEMA),
+        ("rollout-episodes.v1.schema.json", EPISODE_SCHEMA),
+    ],
+)
+def test_json_schema_mirrors_arrow_schema(name: str, schema: pa.Schema) -> None:
+    doc = _load(name)
+    assert doc["additionalProperties"] is False
+    assert list(doc["properties"]) == schema.names
+    assert doc["required"] == [f.name for f in schema if not f.nullable]
+    for field in schema:
+        prop = doc["properties"][field.name]
+        types = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
+        assert ("null" in types) == field.nullable, field.name
+        main = next(t for t in types if t != "null")
+        t = field.type
+        expected = (
+            "integer" if pa.types.is_integer(t) else "number" if pa.types.is_floating(t)
+            else "array" if pa.types.is_list(t) else "object" if pa.types.is_map(t)
+            else "boolean" if pa.types.is_boolean(t) else "string"
+        )  # fmt: skip
+        assert main == expected, field.name
+        assert prop["description"]
+
+
+def _conforms(value: Any, schema: dict[str, Any]) -> list[str]:
+    """The subset of JSON Schema 2020-12 these documents use."""
+    errors: list[str] = []
+    types = schema.get("type")
+    if types is not None:
+        types = types if isinstance(types, list) else [types]
+        checks = {
+            "null": value is None, "boolean": isinstance(value, bool),
+            "integer": isinstance(value, int) and not isinstance(value, bool),
+            "number": isinstance(value, int | float) and not isinstance(value, bool),
+            "string": isinstance(value, str), "array": isinstance(value, list),
+            "object": isinstance(value, dict),
+        }  # fmt: skip
+        if not any(checks[t] for t in types):
+            return [f"{value!r} is not {types}"]
+    if isinstance(value, int | float) and "minimum" in schema and value < schema["minimum"]:
+        errors.append(f"{value} < {schema['minimum']}")
+    if isinstance(value, list) and "items" in schema:
+        for v in value:
+            errors += _conforms(v, schema["items"])
+    if isinstance(value, dict):
+        for key in schema.get("required", []):
+            if key not in value:
+                errors.append(f"missing {key}")
+        props = schema.get("properties", {})
+        for key, v in value.items():
+            if key in props:
+                errors += [f"{key}: {e}" for e in _conforms(v, props[key])]
+            elif schema.get("additionalProperties") is False:
+                errors.append(f"unknown {key}")
+            elif isinstance(schema.get("additionalProperties"), dict):
+                errors += _conforms(v, schema["additionalProperties"])
+    return errors
+
+
+def _json_row(row: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k, v in row.items():
+        if isinstance(v, dt.datetime):
+            v = v.isoformat()
+        elif k == "judge_scores" and v is not None:
+            v = dict(v)
+        out[k] = v
+    return out
+
+
+def test_written_rows_conform_to_json_schemas() -> None:
+    from ledger.rollouts.convert import derive_episodes, rows_to_episodes
+
+    rows = [
+        {"episode_id": "a", "step": 0, "role": "user", "content": "hi", "reward": 0.0,
+         "terminated": False, "truncated": False,
+         "timestamp": dt.datetime(2024, 1, 1, tzinfo=dt.UTC)},
+        {"episode_id": "a", "step": 1, "role": "assistant", "content": "yo", "reward": 1.0,
+         "terminated": True, "truncated": False, "prompt_tokens": 3, "completion_tokens": 1,
+         "cost_usd": 0.01, "tool_calls": "[]", "safety_interventions": 0},
+    ]  # fmt: skip
+    steps = rows_to_table(rows)
+    step_doc = _load("rollout-steps.v1.schema.json")
+    for row in steps.to_pylist():
+        assert _conforms(_json_row(row), step_doc) == []
+    eps = derive_episodes(steps, rows_to_episodes([{"episode_id": "a", "judge_scores": {"j": 1}}]))
+    ep_doc = _load("rollout-episodes.v1.schema.json")
+    for row in eps.to_pylist():
+        assert _conforms(_json_row(row), ep_doc) == []
+    assert _conforms({"episode_id": "a"}, step_doc)  # the checker does reject
+
+
+def test_classic_rows_conform_to_json_schema() -> None:
+    table = normalise_steps(pa.table({
+        "episode_id": [1, 1], "step": [0, 1], "obs": [[0.5], [1.5]], "action": [0, 1],
+        "reward": [0.0, 1.0], "terminated": [False, True], "truncated": [False, False],
+    }))  # fmt: skip
+    doc = _load("rollout-steps.v1.schema.json")
+    for row in table.to_pylist():
+        assert _conforms(_json_row(row), doc) == []
+
+
+def test_package_exports_resolve() -> None:
+    for name in rollouts.__all__:
+        assert getattr(rollouts, name) is not None
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        rollouts.nope  # noqa: B018
+
+
+def test_package_import_does_not_load_pyarrow() -> None:
+    code = (
+        "import sys, ledger.rollouts as r; assert 'pyarrow' not in sys.modules, 'eager'; "
+        "r.STEP_SCHEMA; assert 'pyarrow' in sys.modules"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

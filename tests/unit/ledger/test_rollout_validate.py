@@ -1,0 +1,504 @@
+"""Validation of rollout tables: one test per kind of bad input, asserting row and column."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from ledger.rollouts.convert import normalise_steps
+from ledger.rollouts.schema import EPISODE_SCHEMA, STEP_SCHEMA
+from ledger.rollouts.validate import (
+    MAX_LISTED_PROBLEMS,
+    ROWS_PER_KIND,
+    EpisodeStreamValidator,
+    Problem,
+    RolloutValidationError,
+    StepStreamValidator,
+    ValidationReport,
+    validate_episodes,
+    validate_steps,
+)
+
+
+def steps(lengths: list[int], **overrides: list[Any]) -> pa.Table:
+    """A valid classic step table: episode i ("e0", "e1", ...) has lengths[i] steps."""
+    ids = [f"e{i}" for i, n in enumerate(lengths) for _ in range(n)]
+    step = [s for n in lengths for s in range(n)]
+    last = [s == n - 1 for n in lengths for s in range(n)]
+    cols: dict[str, list[Any]] = {
+        "episode_id": ids,
+        "step": step,
+        "obs": [[float(s), 0.5] for s in step],
+        "action": [[1.0] for _ in step],
+        "reward": [1.0] * len(step),
+        "terminated": last,
+        "truncated": [False] * len(step),
+    }
+    cols.update(overrides)
+    return normalise_steps(pa.table(cols))
+
+
+def replace(table: pa.Table, name: str, values: list[Any]) -> pa.Table:
+    i = table.schema.get_field_index(name)
+    return table.set_column(i, table.schema.field(i), pa.array(values, table.schema.field(i).type))
+
+
+def only(report: ValidationReport) -> Problem:
+    assert len(report.problems) == 1, report.problems
+    return report.problems[0]
+
+
+def episodes(n: int = 2, **overrides: list[Any]) -> pa.Table:
+    cols: dict[str, list[Any]] = {
+        "episode_id": [f"e{i}" for i in range(n)],
+        "task_id": ["t"] * n,
+        "env_version": [None] * n,
+        "policy_version": [None] * n,
+        "seed": list(range(n)),
+        "return": [3.0] * n,
+        "num_steps": [3] * n,
+        "termination_reason": ["terminated"] * n,
+        "judge_scores": [[("acc", 1.0)]] * n,
+        "cost_usd": [0.1] * n,
+        "language": ["en"] * n,
+        "task_type": [None] * n,
+        "invalid": [False] * n,
+    }
+    cols.update(overrides)
+    return pa.Table.from_pydict(cols, schema=EPISODE_SCHEMA)
+
+
+# --- valid input -----------------------------------------------------------------------------
+
+
+def test_valid_steps_pass() -> None:
+    report = validate_steps(steps([3, 1, 4]))
+    assert report.ok
+    report.raise_if_failed()
+
+
+def test_valid_episodes_pass_and_match_their_steps() -> None:
+    report = validate_episodes(episodes(2), steps=steps([3, 3]))
+    assert report.ok, report.problems
+
+
+def test_missing_optional_columns_count_as_null() -> None:
+    table = steps([2]).drop_columns(["obs", "content", "timestamp"])
+    assert validate_steps(table).ok
+
+
+# --- schema ----------------------------------------------------------------------------------
+
+
+def test_missing_required_column() -> None:
+    p = only(validate_steps(steps([2]).drop_columns(["reward"])))
+    assert (p.row, p.column, p.message) == (None, "reward", "missing required column")
+
+
+def test_wrong_type() -> None:
+    table = steps([2])
+    table = table.set_column(1, "step", table["step"].cast(pa.int32()))
+    p = only(validate_steps(table))
+    assert (p.column, p.message) == ("step", "type int32, want int64")
+
+
+def test_unknown_column() -> None:
+    table = steps([2]).append_column("next_obs", pa.array([1, 2]))
+    p = only(validate_steps(table))
+    assert p.column == "next_obs"
+    assert p.message.startswith("unknown column")
+
+
+def test_repeated_column() -> None:
+    table = steps([2])
+    table = table.append_column("reward", table["reward"])
+    p = only(validate_steps(table))
+    assert (p.column, p.message) == ("reward", "column appears 2 times, want once")
+
+
+def test_null_in_required_column() -> None:
+    table = replace(steps([3]), "terminated", [False, None, True])
+    p = only(validate_steps(table))
+    assert (p.row, p.column) == (1, "terminated")
+    assert p.message == "null, want a value (the column is required)"
+
+
+# --- rewards and numbers ---------------------------------------------------------------------
+
+
+def test_nan_reward() -> None:
+    p = only(validate_steps(replace(steps([3]), "reward", [0.0, float("nan"), 1.0])))
+    assert (p.row, p.column, p.message) == (1, "reward", "reward is nan, want a finite number")
+
+
+def test_infinite_reward() -> None:
+    p = only(validate_steps(replace(steps([2, 2]), "reward", [0.0, 0.0, 0.0, -float("inf")])))
+    assert (p.row, p.column, p.message) == (3, "reward", "reward is -inf, want a finite number")
+
+
+def test_negative_cost() -> None:
+    p = only(validate_steps(replace(steps([2]), "cost_usd", [None, -0.5])))
+    assert (p.row, p.column, p.message) == (
+        1,
+        "cost_usd",
+        "cost_usd is -0.5, want a finite number >= 0",
+    )
+
+
+def test_negative_token_count() -> None:
+    p = only(validate_steps(replace(steps([2]), "completion_tokens", [3, -1])))
+    assert (p.row, p.column, p.message) == (
+        1,
+        "completion_tokens",
+        "completion_tokens is -1, want >= 0",
+    )
+
+
+def test_infinite_logprob() -> None:
+    p = only(validate_steps(replace(steps([2]), "action_logprob", [-0.1, -float("inf")])))
+    assert (p.row, p.column) == (1, "action_logprob")
+
+
+# --- episode structure -----------------------------------------------------------------------
+
+
+def test_episode_without_final_step() -> None:
+    table = steps([2, 3], terminated=[False, False, False, False, True])
+    table = replace(table, "is_last", [False] * 4 + [True])
+    p = only(validate_steps(table))
+    assert (p.row, p.column) == (1, "terminated")
+    assert p.message == (
+        "episode 'e0' has no final step: its last step 1 is neither terminated nor truncated"
+    )
+
+
+def test_last_episode_without_final_step() -> None:
+    table = steps([2, 2], terminated=[False, True, False, False])
+    p = only(validate_steps(table))
+    assert (p.row, p.column) == (3, "terminated")
+    assert "episode 'e1' has no final step: its last step 1" in p.message
+
+
+def test_episode_that_continues_after_its_final_step() -> None:
+    table = steps([4], terminated=[False, True, False, True])
+    p = only(validate_steps(table))
+    assert (p.row, p.column) == (1, "terminated")
+    assert p.message == "episode 'e0' ends at step 1 (terminated) but continues at row 2"
+
+
+def test_truncated_counts_as_final() -> None:
+    table = steps([2], terminated=[False, False], truncated=[False, True])
+    assert validate_steps(table).ok
+
+
+def test_step_gap() -> None:
+    table = replace(steps([4]), "step", [0, 1, 3, 4])
+    p = only(validate_steps(table))
+    assert (p.row, p.column, p.message) == (
+        2,
+        "step",
+        "episode 'e0': step 3 follows step 1; step 2 is missing",
+    )
+
+
+def test_step_gap_of_several() -> None:
+    table = replace(steps([3]), "step", [0, 1, 5])
+    p = only(validate_steps(table))
+    assert p.message == "episode 'e0': step 5 follows step 1; steps 2..4 are missing"
+
+
+def test_step_repeat() -> None:
+    table = replace(steps([3]), "step", [0, 1, 1])
+    p = only(validate_steps(table))
+    assert (p.row, p.column) == (2, "step")
+    assert p.message == "episode 'e0': step 1 follows step 1, want 2 (a repeat or a step back)"
+
+
+def test_episode_not_starting_at_zero() -> None:
+    table = replace(steps([2, 2]), "step", [0, 1, 1, 2])
+    p = only(validate_steps(table))
+    assert (p.row, p.column, p.message) == (2, "step", "episode 'e1' starts at step 1, want 0")
+
+
+def test_episode_in_two_runs() -> None:
+    table = steps([2, 1, 2], episode_id=["a", "a", "b", "a", "a"])
+    p = only(validate_steps(table))
+    assert (p.row, p.column) == (3, "episode_id")
+    assert (
+        p.message == "episode 'a' appears again after other episodes; its steps must be contiguous"
+    )
+
+
+def test_is_first_inconsistent() -> None:
+    table = replace(steps([3]), "is_first", [True, True, False])
+    p = only(validate_steps(table))
+    assert (p.row, p.column) == (1, "is_first")
+    assert p.message.startswith("is_first is True, want False")
+
+
+def test_is_last_inconsistent() -> None:
+    table = replace(steps([3]), "is_last", [False, True, True])
+    p = only(validate_steps(table))
+    assert (p.row, p.column) == (1, "is_last")
+    assert p.message.startswith("is_last is True, want False")
+
+
+# --- strings and sizes -----------------------------------------------------------------------
+
+
+def invalid_utf8_strings() -> pa.Array:
+    raw = pa.array([b"fine", b"\xff\xfebad"], pa.binary())
+    return pa.Array.from_buffers(pa.string(), 2, raw.buffers())
+
+
+def test_invalid_utf8() -> None:
+    table = steps([2])
+    i = table.schema.get_field_index("content")
+    table = table.set_column(i, table.schema.field(i), invalid_utf8_strings())
+    p = only(validate_steps(table))
+    assert (p.row, p.column, p.message) == (1, "content", "value is not valid UTF-8")
+
+
+def test_oversized_string() -> None:
+    table = replace(steps([2]), "content", ["short", "x" * 101])
+    p = only(validate_steps(table, max_field_bytes=100))
+    assert (p.row, p.column) == (1, "content")
+    assert p.message == "value has 101 bytes, over the limit of 100"
+
+
+def test_oversized_vector() -> None:
+    table = replace(steps([2]), "obs", [[0.0] * 25, [0.0] * 26])
+    p = only(validate_steps(table, max_field_bytes=100))
+    assert (p.row, p.column) == (1, "obs")
+    assert p.message == "vector of 26 float32 (104 bytes) is over the limit of 100 bytes"
+
+
+def test_tool_calls_not_json() -> None:
+    table = replace(steps([2]), "tool_calls", ['[{"name": "f"}]', "{name: f}"])
+    p = only(validate_steps(table))
+    assert (p.row, p.column) == (1, "tool_calls")
+    assert p.message.startswith("value is not valid JSON: Expecting property name")
+
+
+# --- episode table ---------------------------------------------------------------------------
+
+
+def test_duplicate_episode_id_in_episode_table() -> None:
+    table = episodes(3, episode_id=["a", "b", "a"])
+    p = only(validate_episodes(table))
+    assert (p.row, p.column, p.message) == (
+        2,
+        "episode_id",
+        "episode 'a' is listed again (first at row 0)",
+    )
+
+
+def test_episode_nan_return() -> None:
+    p = only(validate_episodes(episodes(2, **{"return": [1.0, float("nan")]})))
+    assert (p.row, p.column, p.message) == (1, "return", "return is nan, want a finite number")
+
+
+def test_episode_zero_steps() -> None:
+    p = only(validate_episodes(episodes(2, num_steps=[3, 0])))
+    assert (p.row, p.column, p.message) == (1, "num_steps", "num_steps is 0, want >= 1")
+
+
+def test_judge_score_not_finite() -> None:
+    scores = [[("acc", 1.0)], [("acc", 0.5), ("style", float("inf"))]]
+    p = only(validate_episodes(episodes(2, judge_scores=scores)))
+    assert (p.row, p.column) == (1, "judge_scores")
+    assert "holds a non-finite score" in p.message
+
+
+def test_judge_score_repeated_key() -> None:
+    scores = [[("acc", 1.0), ("acc", 0.0)], [("acc", 0.5)]]
+    p = only(validate_episodes(episodes(2, judge_scores=scores)))
+    assert (p.row, p.column) == (0, "judge_scores")
+    assert "repeats a key" in p.message
+
+
+def test_episode_table_wrong_type() -> None:
+    table = episodes(1)
+    table = table.set_column(4, "seed", table["seed"].cast(pa.string()))
+    p = only(validate_episodes(table))
+    assert (p.column, p.message) == ("seed", "type string, want int64")
+
+
+def test_episode_num_steps_disagrees_with_steps() -> None:
+    p = only(validate_episodes(episodes(2, **{"return": [3.0, 2.0]}), steps=steps([3, 2])))
+    assert (p.row, p.column) == (1, "num_steps")
+    assert p.message == "num_steps is 3, the steps of episode 'e1' number 2"
+
+
+def test_episode_return_disagrees_with_steps() -> None:
+    p = only(validate_episodes(episodes(2, **{"return": [3.0, 2.5]}), steps=steps([3, 3])))
+    assert (p.row, p.column) == (1, "return")
+    assert p.message == "return is 2.5, the rewards of episode 'e1' sum to 3.0"
+
+
+def test_episode_without_steps() -> None:
+    p = only(
+        validate_episodes(episodes(2, episode_id=["e0", "zz"], num_steps=[3, 3]), steps=steps([3]))
+    )
+    assert (p.row, p.column, p.message) == (1, "episode_id", "episode 'zz' has no steps")
+
+
+def test_steps_without_episode_row() -> None:
+    p = only(validate_episodes(episodes(1), steps=steps([3, 3])))
+    assert (p.row, p.column, p.message) == (None, "episode_id", "episode 'e1' has steps but no row")
+
+
+# --- streaming -------------------------------------------------------------------------------
+
+
+def test_stream_checks_cross_batch_boundaries() -> None:
+    # A gap whose two sides fall in different batches, and an episode left open in batch 1
+    # but closed in batch 2, and one left open at the end of the stream.
+    table = replace(steps([3, 3]), "step", [0, 1, 2, 0, 2, 3])
+    table = replace(table, "terminated", [False, False, True, False, False, False])
+    table = replace(table, "is_last", [False, False, True, False, False, False])
+    v = StepStreamValidator()
+    v.feed(table.slice(0, 4).to_batches()[0])
+    v.feed(table.slice(4).to_batches()[0])
+    report = v.finish()
+    assert [(p.row, p.column) for p in report.problems] == [(4, "step"), (5, "terminated")]
+    assert report.problems[0].message == "episode 'e1': step 2 follows step 0; step 1 is missing"
+
+
+def test_stream_reports_episode_open_at_batch_end() -> None:
+    table = steps([2, 2], terminated=[False, False, False, True])
+    table = replace(table, "is_last", [False, False, False, True])
+    v = StepStreamValidator()
+    for b in (table.slice(0, 2), table.slice(2)):
+        v.feed(b.to_batches()[0])
+    p = only(v.finish())
+    assert (p.row, p.column) == (1, "terminated")
+    assert "episode 'e0' has no final step" in p.message
+
+
+def test_stream_reports_termination_before_boundary() -> None:
+    table = steps([4], terminated=[False, True, False, True])
+    table = replace(table, "is_last", [False, True, False, True])
+    v = StepStreamValidator()
+    for b in (table.slice(0, 2), table.slice(2)):
+        v.feed(b.to_batches()[0])
+    p = only(v.finish())
+    assert (p.row, p.message) == (
+        1,
+        "episode 'e0' ends at step 1 (terminated) but continues at row 2",
+    )
+
+
+def test_stream_reports_duplicate_across_batches() -> None:
+    table = steps([1, 1, 1], episode_id=["a", "b", "a"])
+    v = StepStreamValidator()
+    for i in range(3):
+        v.feed(table.slice(i, 1).to_batches()[0])
+    p = only(v.finish())
+    assert (p.row, p.column) == (2, "episode_id")
+
+
+def test_episode_stream_duplicate_across_batches() -> None:
+    table = episodes(2, episode_id=["a", "a"])
+    v = EpisodeStreamValidator()
+    v.feed(table.slice(0, 1).to_batches()[0])
+    v.feed(table.slice(1, 1).to_batches()[0])
+    p = only(v.finish())
+    assert (p.row, p.message) == (1, "episode 'a' is listed again (first at row 0)")
+
+
+# --- reporting -------------------------------------------------------------------------------
+
+
+def test_every_problem_is_reported() -> None:
+    table = replace(steps([3]), "reward", [float("nan"), 1.0, 1.0])
+    table = replace(table, "step", [0, 2, 3])
+    table = replace(table, "content", ["a", "b", "x" * 200])
+    report = validate_steps(table, max_field_bytes=100)
+    assert {(p.row, p.column) for p in report.problems} == {
+        (0, "reward"),
+        (1, "step"),
+        (2, "content"),
+    }
+
+
+def test_rows_listed_per_kind_are_capped() -> None:
+    n = ROWS_PER_KIND + 30
+    table = steps([n], reward=[float("nan")] * n)
+    report = validate_steps(table)
+    assert len(report.problems) == ROWS_PER_KIND + 1
+    assert [p.row for p in report.problems[:-1]] == list(range(ROWS_PER_KIND))
+    summary = report.problems[-1]
+    assert (summary.row, summary.column) == (None, "reward")
+    assert summary.message.startswith(
+        "30 more like 'reward is nan, want a finite number' not listed"
+    )
+
+
+def test_error_lists_one_line_per_problem() -> None:
+    table = replace(steps([3]), "reward", [float("nan"), 1.0, float("inf")])
+    with pytest.raises(RolloutValidationError, match=r"steps: 2 problems") as info:
+        validate_steps(table).raise_if_failed()
+    assert str(info.value).splitlines() == [
+        "steps: 2 problems (rollout schema v1)",
+        "  row 0, column 'reward': reward is nan, want a finite number",
+        "  row 2, column 'reward': reward is inf, want a finite number",
+    ]
+    assert len(info.value.problems) == 2
+
+
+def test_error_listing_is_capped() -> None:
+    problems = [Problem(i, "reward", "bad") for i in range(MAX_LISTED_PROBLEMS + 7)]
+    err = RolloutValidationError("x", problems)
+    lines = str(err).splitlines()
+    assert len(lines) == MAX_LISTED_PROBLEMS + 2
+    assert lines[-1] == "  ... and 7 more problems"
+
+
+def test_error_is_a_format_error() -> None:
+    from verify.errors import FormatError
+
+    assert issubclass(RolloutValidationError, FormatError)
+    assert issubclass(RolloutValidationError, ValueError)
+
+
+def test_problem_renders_line_numbers() -> None:
+    assert str(Problem(None, "messages[0].role", "null, want a string", line=7)) == (
+        "line 7, column 'messages[0].role': null, want a string"
+    )
+
+
+def test_validation_is_vectorised_over_a_million_steps() -> None:
+    # Not a benchmark: guards against an accidental per-row Python loop (which would take
+    # tens of seconds here). 1000 episodes of 1000 steps.
+    import time
+
+    n = 1_000_000
+    step = np.tile(np.arange(1000), 1000)
+    table = pa.table(
+        {
+            "episode_id": np.repeat(np.arange(1000), 1000),
+            "step": step,
+            "reward": np.ones(n),
+            "terminated": step == 999,
+            "truncated": np.zeros(n, bool),
+        }
+    )
+    table = normalise_steps(table)
+    start = time.perf_counter()
+    assert validate_steps(table).ok
+    assert time.perf_counter() - start < 5.0
+
+
+def test_report_is_frozen() -> None:
+    report = ValidationReport("steps")
+    with pytest.raises(AttributeError):
+        report.problems = ()  # type: ignore[misc]
+
+
+def test_schema_names_match_step_schema() -> None:
+    assert re.fullmatch(r"steps/1", STEP_SCHEMA.metadata[b"trajledger.rollout.schema"].decode())
