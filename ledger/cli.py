@@ -134,4 +134,6 @@ def verify(ctx: Context, paths: tuple[Path, ...], envelope: Path, pubkey: tuple[
     ok(f"{result.subject}: {result.file_count} file(s) match, signed by {', '.join(result.signers)}")
 
 
-COMMANDS = [init, key, sign, verify]
+from .log_cli import attest, log  # noqa: E402 - command modules import only click at load
+
+COMMANDS = [init, key, sign, verify, attest, log]

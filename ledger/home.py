@@ -6,29 +6,39 @@ Layout::
     <home>/keys/           signing keys (NAME.key encrypted PKCS#8, mode 0600; NAME.pub)
     <home>/objects/        the object store (unless ledger.toml points elsewhere)
     <home>/log/            the transparency log (C2SP tlog-tiles layout)
+    <home>/log-key/        the log's Ed25519 key (log.key, log.pub)
 
 Scope: create and open a home, read and write ``ledger.toml``.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import socket
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._fs import write_file_atomic
 from .errors import LedgerError
 from .keys import KeyStore
 from .store import ObjectStore
 
+if TYPE_CHECKING:
+    from .log import Log
+
 __all__ = ["FORMAT_VERSION", "Ledger", "LedgerConfig"]
 
 FORMAT_VERSION = 1
 CONFIG_NAME = "ledger.toml"
+LOG_KEY_DIR = "log-key"
+LOG_KEY_NAME = "log"
+"""The log's Ed25519 key, ``log-key/log.key``: apart from the artifact signing keys in ``keys/``
+(it signs checkpoints, nothing else). Encrypted with TRAJLEDGER_PASSPHRASE when that is set at
+``init`` (and then needed to append), else plain, because the log signs unattended."""
 
 
 def _toml_str(value: str) -> str:
@@ -97,6 +107,7 @@ class Ledger:
         self.config = config
         self.keys = keys
         self._store: ObjectStore | None = None
+        self._log: Log | None = None
 
     @property
     def store(self) -> ObjectStore:
@@ -111,6 +122,20 @@ class Ledger:
         """Where the log lives."""
         return self.root / "log"
 
+    @property
+    def log(self) -> Log:
+        """The transparency log, opened on first use; its key is loaded only to append.
+
+        Raises:
+            LogError: the ledger has no log, or it is damaged.
+        """
+        if self._log is None:
+            from .log import Log
+
+            log_keys = KeyStore(self.root / LOG_KEY_DIR)
+            self._log = Log.open(self.log_dir, signer=lambda: log_keys.signer(LOG_KEY_NAME))
+        return self._log
+
     @classmethod
     def init(
         cls,
@@ -121,6 +146,8 @@ class Ledger:
         passphrase: Callable[[str], bytes | None] | None = None,
     ) -> Ledger:
         """Create a ledger home. Refuses to touch an existing one.
+
+        The log is created with it, with a new Ed25519 log key (see `LOG_KEY_NAME`).
 
         Raises:
             LedgerError: ``root`` already holds a ledger, or the origin is invalid.
@@ -134,6 +161,12 @@ class Ledger:
         ledger = cls(root, config, KeyStore(root / "keys", passphrase))
         if "://" not in store:
             (root / store).mkdir(parents=True, exist_ok=True)
+        from .keys import PASSPHRASE_ENV
+        from .log import Log
+
+        log_keys = KeyStore(root / LOG_KEY_DIR)
+        log_key = log_keys.create(LOG_KEY_NAME, encrypt=bool(os.environ.get(PASSPHRASE_ENV)))
+        ledger._log = Log.create(ledger.log_dir, config.origin, log_key)
         return ledger
 
     @classmethod

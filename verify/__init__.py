@@ -12,6 +12,10 @@ Layer map (imports run one way: runner -> ledger -> verify):
 - ``merkle``     RFC 6962 hashing, inclusion and consistency proofs
 - ``tiles``      C2SP tlog-tiles layout and a storage-independent tile reader
 - ``note``       C2SP signed notes; ``checkpoint`` C2SP checkpoints; ``tlog_proof`` offline proofs
+- ``log_entry``  the log's entries (JCS records with the ``prev`` hash chain)
+- ``policy``     trust policies and their history
+- ``evidence``   read-only access to a ledger directory (and exported bundles)
+- ``lineage``    verification of an artifact and its whole lineage against a policy
 
 Depends on the standard library and ``cryptography`` only. Copy this directory into any venv
 with ``cryptography`` installed and it works.

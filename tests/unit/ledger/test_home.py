@@ -64,7 +64,7 @@ def test_open_without_ledger(tmp_path: Path) -> None:
 def test_store_uri_is_kept_and_not_created(tmp_path: Path) -> None:
     ledger = Ledger.init(tmp_path / "led", origin="o", store="s3://bucket/prefix")
     assert Ledger.open(tmp_path / "led").config.store == "s3://bucket/prefix"
-    assert sorted(p.name for p in (tmp_path / "led").iterdir()) == [CONFIG_NAME]
+    assert sorted(p.name for p in (tmp_path / "led").iterdir()) == [CONFIG_NAME, "log", "log-key"]
     assert ledger.config.store == "s3://bucket/prefix"
 
 

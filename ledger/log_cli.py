@@ -1,0 +1,322 @@
+"""The log's commands: ``attest`` and the ``log`` group (info, show, proof, consistency, verify,
+cosign).
+
+Each command parses its options, opens the ledger, calls one library function (``ledger.record``
+or ``ledger.log``) and renders the result: results on stdout (``--json`` is stable), ``OK:`` /
+``FAIL:`` lines on stderr, exit codes per ``ledger.clikit``. Heavy modules are imported inside
+the commands so ``trajledger --help`` stays fast.
+
+Non-scope: any verification logic (``ledger.log.verify_log_dir`` and ``verify/`` hold it) and
+the witness's consistency rules (``ledger.log.cosign``).
+Spec: schemas/log-entry.v1.md (log files, ``log verify``, witness state), c2sp.org/tlog-proof.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .clikit import EXIT_FAILED, Context, Group, emit_json, fail, ok, pass_ctx, warn
+
+__all__ = ["attest", "log"]
+
+
+def _predicate_type(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    from verify import predicates
+
+    if value is not None and value not in predicates.ALL:
+        allowed = ", ".join(sorted(predicates.ALL))
+        raise click.BadParameter(f"{value!r} is not a predicate type trajledger records: {allowed}")
+    return value
+
+
+def _load_predicate(path: Path) -> dict[str, Any]:
+    from verify._json import load_object
+    from verify.errors import FormatError
+
+    from .verify_files import read_input
+
+    data = read_input(path, "predicate file")
+    try:
+        return load_object(data, f"predicate file {path}")
+    except FormatError as e:
+        raise click.BadParameter(str(e), param_hint="--predicate") from e
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--key",
+    "key_names",
+    required=True,
+    multiple=True,
+    help="Signing key name (repeatable: co-signing).",
+)
+@click.option(
+    "--predicate-type",
+    callback=_predicate_type,
+    help="Predicate type URI (default: the files predicate).",
+)
+@click.option(
+    "--predicate",
+    "predicate_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="JSON object with the predicate's own fields (the manifest is added).",
+)
+@click.option("--name", help="Subject name; default: the first path's name.")
+@pass_ctx
+def attest(
+    ctx: Context,
+    paths: tuple[Path, ...],
+    key_names: tuple[str, ...],
+    predicate_type: str | None,
+    predicate_file: Path | None,
+    name: str | None,
+) -> None:
+    """Sign files, store them with their manifest and envelope, and record them in the log.
+
+    Prints the artifact digest (the manifest's sha256) as the last line of stdout.
+    """
+    from verify import predicates
+
+    from .record import record_files
+
+    extra = _load_predicate(predicate_file) if predicate_file is not None else {}
+    ledger = ctx.ledger()
+    signers = [ledger.keys.signer(k) for k in key_names]
+    rec = record_files(
+        ledger, list(paths), signers, predicate_type or predicates.FILES, extra, name=name
+    )
+    assert rec.manifest is not None
+    click.echo(rec.digest)
+    ok(
+        f"{len(rec.manifest.files)} file(s), {rec.manifest.total_size} bytes attested by "
+        f"{', '.join(key_names)}: log index {rec.index}, envelope {rec.envelope_digest}"
+    )
+
+
+@click.group(cls=Group)
+def log() -> None:
+    """Inspect, prove, check and witness the ledger's transparency log."""
+
+
+@log.command("info")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def log_info(ctx: Context, as_json: bool) -> None:
+    """Show the log's origin, size, root and verifier key (vkey)."""
+    lg = ctx.ledger().log
+    size, root = lg.tree_state()
+    cp = lg.checkpoint()
+    info = {
+        "origin": lg.origin,
+        "size": size,
+        "root": base64.b64encode(root).decode(),
+        "vkey": lg.vkey,
+        "checkpoint_size": cp.size,
+    }
+    if as_json:
+        emit_json(info)
+        return
+    for k in ("origin", "size", "root", "vkey", "checkpoint_size"):
+        click.echo(f"{k}\t{info[k]}")
+
+
+@log.command("show")
+@click.option(
+    "--from", "start", type=click.IntRange(min=0), default=0, show_default=True, help="First index."
+)
+@click.option(
+    "--to",
+    "end",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Stop before this index (default: the log size).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@pass_ctx
+def log_show(ctx: Context, start: int, end: int | None, as_json: bool) -> None:
+    """List entries: index, kind, subject, envelope, signers, time."""
+    from verify.log_entry import LogEntry
+
+    lg = ctx.ledger().log
+    size = lg.size
+    stop = size if end is None else end
+    if stop > size:
+        raise click.BadParameter(f"{stop} is beyond the log size {size}", param_hint="--to")
+    if start > stop:
+        raise click.BadParameter(f"{start} is after --to {stop}", param_hint="--from")
+    step = 256
+    for base in range(start, stop, step):
+        for i, raw in enumerate(lg.entries(base, min(stop, base + step)), base):
+            e = LogEntry.from_bytes(raw, f"log entry {i}")
+            if as_json:
+                emit_json(
+                    {
+                        "index": i,
+                        "kind": e.kind,
+                        "subject": e.subject,
+                        "envelope": e.envelope,
+                        "signers": list(e.signers),
+                        "time": e.time,
+                    }
+                )
+            else:
+                click.echo(f"{i}\t{e.kind}\t{e.subject}\t{e.envelope}\t{e.time}")
+
+
+@log.command("proof")
+@click.argument("index", type=click.IntRange(min=0))
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the proof here instead of stdout.",
+)
+@pass_ctx
+def log_proof(ctx: Context, index: int, out: Path | None) -> None:
+    """Write a c2sp.org/tlog-proof@v1 proof that entry INDEX is in the log.
+
+    The proof holds the inclusion path and the signed checkpoint; anyone with the log's vkey can
+    check it offline.
+    """
+    from ._fs import write_file_atomic
+
+    lg = ctx.ledger().log
+    size = lg.size
+    if index >= size:
+        raise click.BadParameter(f"{index} is beyond the log size {size}", param_hint="INDEX")
+    proof = lg.tlog_proof(index)
+    data = proof.to_bytes()
+    if out is None:
+        click.echo(data, nl=False)
+    else:
+        write_file_atomic(out, data)
+    ok(f"entry {index}: inclusion proof of {len(proof.inclusion)} hash(es) under the checkpoint")
+
+
+@log.command("consistency")
+@click.argument("old", type=click.IntRange(min=1))
+@click.argument("new", type=click.IntRange(min=1), required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON with both roots.")
+@pass_ctx
+def log_consistency(ctx: Context, old: int, new: int | None, as_json: bool) -> None:
+    """Print the consistency proof from tree size OLD to NEW (default: the log size).
+
+    Text output: one base64 hash per line.
+    """
+    from verify.merkle import verify_consistency
+
+    lg = ctx.ledger().log
+    size = lg.size
+    target = size if new is None else new
+    if target > size:
+        raise click.BadParameter(f"{target} is beyond the log size {size}", param_hint="NEW")
+    if old > target:
+        raise click.BadParameter(f"{old} is larger than NEW {target}", param_hint="OLD")
+    proof = lg.consistency_proof(old, target)
+    old_root, new_root = lg.root_at(old), lg.root_at(target)
+    verify_consistency(old, target, proof, old_root, new_root)
+    if as_json:
+        emit_json(
+            {
+                "old": old,
+                "new": target,
+                "old_root": base64.b64encode(old_root).decode(),
+                "new_root": base64.b64encode(new_root).decode(),
+                "proof": [base64.b64encode(h).decode() for h in proof],
+            }
+        )
+    else:
+        for h in proof:
+            click.echo(base64.b64encode(h).decode())
+    ok(f"consistency from size {old} to {target}: {len(proof)} hash(es)")
+
+
+@log.command("verify")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--deep", is_flag=True, help="Re-hash every blob instead of checking it is present.")
+@click.option("--no-store", is_flag=True, help="Check the log alone, not the envelopes and blobs.")
+@pass_ctx
+def log_verify(ctx: Context, as_json: bool, deep: bool, no_store: bool) -> None:
+    """Check the whole log: rebuild the tree from the entries, check every tile, the chain,
+    treeState, the checkpoint signature, and every envelope and blob in the store.
+
+    The log key is trusted from <ledger>/log-key/log.pub. Exits 1 naming the file and entry
+    index of every problem.
+    """
+    from verify.errors import FormatError
+    from verify.note import vkey_string
+
+    from .errors import LedgerError
+    from .home import LOG_KEY_DIR, LOG_KEY_NAME
+    from .keys import KeyStore
+    from .log import verify_log_dir
+
+    ledger = ctx.ledger()
+    vkey = None
+    try:
+        pub = KeyStore(ledger.root / LOG_KEY_DIR).public(LOG_KEY_NAME)
+        vkey = vkey_string(ledger.config.origin, pub.raw_ed25519())
+    except (LedgerError, FormatError) as e:
+        warn(f"log key not readable ({e}); trusting the log's own vkey file")
+    keys = {}
+    for info in ledger.keys.list():
+        k = ledger.keys.public(info.name)
+        keys[k.keyid] = k
+    report = verify_log_dir(
+        ledger.log_dir,
+        vkey=vkey,
+        store=None if no_store else ledger.store,
+        keys=keys,
+        deep=deep,
+    )
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        root = base64.b64encode(report.root).decode() if report.root is not None else "-"
+        click.echo(
+            f"size\t{report.size}\nroot\t{root}\nentries\t{report.entries_checked}\n"
+            f"envelopes\t{report.envelopes_checked}\nblobs\t{report.blobs_checked}\n"
+            f"problems\t{len(report.problems)}"
+        )
+    for w in report.warnings:
+        warn(f"log/{w}")
+    if not report.ok:
+        for p in report.problems:
+            fail(f"log/{p}")
+        raise click.exceptions.Exit(EXIT_FAILED)
+    ok(f"log {report.origin}: {report.size} entries verified")
+
+
+@log.command("cosign")
+@click.option("--key", "key_name", required=True, help="The witness's Ed25519 key name.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def log_cosign(ctx: Context, key_name: str, as_json: bool) -> None:
+    """Witness the log: check its checkpoint is consistent with the last one this ledger's
+    witness cosigned (refusing a rollback or fork), then add a tlog-cosignature line to it.
+
+    Prints the witness's verifier key (cosignature/v1), for trust policies.
+    """
+    from .log import cosign
+
+    ledger = ctx.ledger()
+    witness = ledger.keys.signer(key_name)
+    res = cosign(ledger.log, witness, ledger.root / "witness")
+    if as_json:
+        emit_json(
+            {
+                "origin": res.origin,
+                "old_size": res.old_size,
+                "size": res.size,
+                "witness_vkey": res.witness_vkey,
+                "timestamp": res.timestamp,
+            }
+        )
+    else:
+        click.echo(res.witness_vkey)
+    since = "first cosignature" if res.old_size is None else f"consistent with size {res.old_size}"
+    ok(f"log {res.origin} at size {res.size} cosigned by {key_name} ({since})")

@@ -1,0 +1,277 @@
+"""Recording artifacts: the one path every artifact takes into the ledger.
+
+Scope: `record_files` turns files into an artifact: each blob is copied into the object store
+(hashed while copying: one read), the manifest binds names, sizes and digests, an in-toto
+statement about the manifest digest carries the predicate (the manifest inline plus the
+artifact's own fields), the keys sign it into a DSSE envelope, the envelope is stored, and an
+entry naming both digests is appended to the log. `record_statement` does the same for a
+statement about a digest that is already known (an approval, a revocation, an erasure...).
+Later features (rollout batches, datasets, checkpoints, imports) record through these two.
+
+Bad input leaves the ledger unchanged: arguments are checked before anything is written, and no
+entry is appended unless every blob and the envelope are stored. Blobs are content-addressed,
+so a blob left by a failed attempt is harmless; the manifest blob, envelope and entry are only
+written once every file is stored.
+
+Non-scope: the meaning of predicates (their own modules build them), verification (``verify/``).
+
+Spec: DESIGN §2-4; schemas/log-entry.v1.md (the entry); in-toto Statement v1; DSSE.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from verify import predicates
+from verify.digest import FileDigest, parse_digest
+from verify.errors import FormatError
+from verify.log_entry import KINDS
+from verify.manifest import FileEntry, Manifest, check_path
+
+from .files import collect_files, media_type_for
+from .keys import Signer
+from .log import EntrySpec
+from .signing import canonical_json, sign_statement
+
+if TYPE_CHECKING:
+    from .home import Ledger
+
+__all__ = ["KIND_BY_PREDICATE", "Recorded", "kind_for", "record_files", "record_statement"]
+
+KIND_BY_PREDICATE: Mapping[str, str] = {
+    predicates.FILES: "files",
+    predicates.ENVIRONMENT: "environment",
+    predicates.EVALUATOR: "evaluator",
+    predicates.ROLLOUT_BATCH: "rollout-batch",
+    predicates.DATASET: "dataset",
+    predicates.APPROVAL: "approval",
+    predicates.REVOCATION: "revocation",
+    predicates.ERASURE: "erasure",
+    predicates.IMPORT: "import",
+    predicates.TRUST_POLICY: "trust-policy",
+    predicates.REFUSAL: "refusal",
+    predicates.SLSA_PROVENANCE_V1: "checkpoint",
+}
+"""The log entry kind of each predicate type."""
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What recording an artifact produced.
+
+    Attributes:
+        digest: the artifact's identity: the statement subject's ``sha256:<hex>`` (for files,
+            the manifest digest).
+        envelope_digest: ``sha256:<hex>`` of the envelope bytes, a blob in the store.
+        index: the log index of the entry (an earlier index when the same envelope was
+            already logged).
+        manifest: the manifest, for `record_files`.
+    """
+
+    digest: str
+    envelope_digest: str
+    index: int
+    manifest: Manifest | None = None
+
+
+def kind_for(predicate_type: str) -> str:
+    """Return the log entry kind of a predicate type.
+
+    Raises:
+        FormatError: the predicate type is not one trajledger records.
+    """
+    kind = KIND_BY_PREDICATE.get(predicate_type)
+    if kind is None:
+        raise FormatError(
+            f"predicate type {predicate_type!r} is not one trajledger records, want one of "
+            f"{sorted(KIND_BY_PREDICATE)}"
+        )
+    return kind
+
+
+def _signers(signers: Signer | Sequence[Signer]) -> list[Signer]:
+    out = [signers] if isinstance(signers, Signer) else list(signers)
+    if not out:
+        raise ValueError("recording needs at least one signer")
+    return out
+
+
+def _check_kind(predicate_type: str, kind: str | None) -> str:
+    expected = kind_for(predicate_type)
+    if kind is None:
+        return expected
+    if kind not in KINDS:
+        raise FormatError(f"log entry kind {kind!r} is unknown, want one of {sorted(KINDS)}")
+    return kind
+
+
+def _check_json(value: Mapping[str, Any], what: str) -> None:
+    try:
+        canonical_json(dict(value))
+    except (TypeError, ValueError) as e:
+        # rfc8785 refuses NaN, infinities, integers beyond 2^53 and non-JSON types.
+        raise FormatError(f"{what}: cannot be canonicalised (RFC 8785): {e}") from e
+
+
+def record_files(
+    ledger: Ledger,
+    paths_or_files: Sequence[str | os.PathLike[str]] | Mapping[str, Path],
+    signers: Signer | Sequence[Signer],
+    predicate_type: str = predicates.FILES,
+    predicate_extra: Mapping[str, Any] | None = None,
+    kind: str | None = None,
+    name: str | None = None,
+    *,
+    on_file: Callable[[FileDigest], None] | None = None,
+) -> Recorded:
+    """Record files as one artifact, signed and logged.
+
+    Steps:
+        1. Check the arguments: signers, predicate type and kind, the extra predicate fields
+           (JSON that RFC 8785 can canonicalise, no ``manifest`` key); open the log and load
+           its key, so that nothing is stored when it cannot be appended to.
+        2. Expand the paths (`collect_files`) or take the name-to-file map as given.
+        3. Copy every file into the store, hashing while copying.
+        4. Build the manifest and store its canonical bytes (the artifact digest's preimage).
+        5. Sign the statement ``subject (name, manifest digest)``, predicate
+           ``{"manifest": ..., **predicate_extra}``, with every signer.
+        6. Store the envelope and append its log entry.
+
+    Args:
+        ledger: the open ledger.
+        paths_or_files: files and directories to expand, or a map of manifest names to files.
+        signers: the key(s) that sign the statement.
+        predicate_type: the statement's predicateType (default the plain files predicate).
+        predicate_extra: the artifact's own predicate fields, next to ``manifest``.
+        kind: the log entry kind; default the kind of ``predicate_type``.
+        name: the subject name; default the first path's name.
+        on_file: called after each file is stored (progress).
+
+    Returns:
+        The artifact digest, the envelope digest and the log index.
+
+    Raises:
+        FormatError: an unknown predicate type or kind, a predicate that cannot be
+            canonicalised or that sets ``manifest``, an invalid file name.
+        LedgerError: a missing or unreadable path, a link, no files.
+        StoreError: the store cannot be written.
+        LogError: the log cannot be appended to.
+        ValueError: no signer.
+    """
+    # (1)
+    keys = _signers(signers)
+    entry_kind = _check_kind(predicate_type, kind)
+    extra = dict(predicate_extra or {})
+    if "manifest" in extra:
+        raise FormatError("predicate: 'manifest' is set by trajledger, remove it from the input")
+    _check_json(extra, "predicate")
+    ledger.log.require_signer()
+    # (2)
+    if isinstance(paths_or_files, Mapping):
+        files = dict(paths_or_files)
+        for n in files:
+            check_path(n, f"file name {n!r}")
+        first = next(iter(sorted(files)), "files")
+    else:
+        files = collect_files(paths_or_files)
+        first = Path(paths_or_files[0]).resolve().name if paths_or_files else "files"
+    subject_name = name if name is not None else (first or "files")
+    if not subject_name:
+        raise FormatError("subject name is empty")
+    # (3)
+    names = sorted(files)
+    store = ledger.store
+    with ThreadPoolExecutor(max_workers=min(4, max(1, len(names)))) as pool:
+        digests = []
+        for d in pool.map(lambda n: store.put_file(files[n]), names):
+            digests.append(d)
+            if on_file is not None:
+                on_file(d)
+    # (4)
+    manifest = Manifest.from_files(
+        [
+            FileEntry(n, d.size, d.sha256, media_type_for(n))
+            for n, d in zip(names, digests, strict=True)
+        ]
+    )
+    store.put_bytes(manifest.canonical_bytes())
+    # (5) (6)
+    predicate = {"manifest": manifest.to_json(), **extra}
+    recorded = _sign_store_append(
+        ledger, subject_name, manifest.digest, predicate_type, predicate, keys, entry_kind
+    )
+    return Recorded(recorded.digest, recorded.envelope_digest, recorded.index, manifest)
+
+
+def record_statement(
+    ledger: Ledger,
+    subject_name: str,
+    subject_digest: str,
+    predicate_type: str,
+    predicate: Mapping[str, Any],
+    signers: Signer | Sequence[Signer],
+    kind: str | None = None,
+) -> Recorded:
+    """Record a signed statement about an existing digest (approval, revocation, erasure...).
+
+    Steps:
+        1. Check the arguments: signers, subject, predicate type and kind, the predicate; open
+           the log and load its key.
+        2. Sign the statement, store the envelope, append its log entry.
+
+    Args:
+        ledger: the open ledger.
+        subject_name: the subject's name in the statement.
+        subject_digest: ``sha256:<hex>`` the statement is about.
+        predicate_type: the statement's predicateType.
+        predicate: the predicate object.
+        signers: the key(s) that sign it.
+        kind: the log entry kind; default the kind of ``predicate_type``.
+
+    Returns:
+        The subject digest, the envelope digest and the log index.
+
+    Raises:
+        FormatError: a malformed digest or empty name, an unknown predicate type or kind, a
+            predicate that cannot be canonicalised.
+        StoreError, LogError: the store or the log cannot be written.
+        ValueError: no signer.
+    """
+    # (1)
+    keys = _signers(signers)
+    parse_digest(subject_digest, "subject digest")
+    if not subject_name:
+        raise FormatError("subject name is empty")
+    entry_kind = _check_kind(predicate_type, kind)
+    _check_json(predicate, "predicate")
+    ledger.log.require_signer()
+    # (2)
+    return _sign_store_append(
+        ledger, subject_name, subject_digest, predicate_type, dict(predicate), keys, entry_kind
+    )
+
+
+def _sign_store_append(
+    ledger: Ledger,
+    subject_name: str,
+    subject_digest: str,
+    predicate_type: str,
+    predicate: dict[str, Any],
+    signers: Sequence[Signer],
+    kind: str,
+) -> Recorded:
+    envelope = sign_statement([(subject_name, subject_digest)], predicate_type, predicate, signers)
+    envelope_digest = ledger.store.put_bytes(envelope.to_bytes())
+    spec = EntrySpec(
+        kind=kind,
+        subject=subject_digest,
+        envelope=envelope_digest,
+        signers=tuple(s.keyid for s in signers),
+    )
+    (index,) = ledger.log.append([spec])
+    return Recorded(subject_digest, envelope_digest, index)

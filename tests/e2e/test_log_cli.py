@@ -1,0 +1,366 @@
+"""End to end: ``trajledger attest`` and ``trajledger log ...`` through click's CliRunner.
+
+Covers the full path (attest, info, show, proof, consistency, verify, cosign) and the refusal
+paths (exit codes and exact stderr), and sweeps EVERY file of a small log (each tile, entry
+bundle, treeState, history, checkpoint, vkey): a flipped byte, a truncation and a deletion must
+each make ``log verify`` exit 1 naming that file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from ledger.home import Ledger
+from ledger.log import EntrySpec
+from ledger.signing import sign_statement
+from runner.cli import main
+from verify import predicates
+from verify.log_entry import LogEntry
+from verify.merkle import leaf_hash, verify_consistency
+from verify.note import verifier_from_vkey
+from verify.tlog_proof import TlogProof, verify_tlog_proof
+
+TREE = {"episodes.jsonl": '{"episode": 0, "return": 1.5}\n', "env/rules.txt": "be nice\n"}
+
+
+def run(runner: CliRunner, home: Path, *args: str | Path) -> Result:
+    return runner.invoke(main, ["--ledger", str(home), *map(str, args)], prog_name="trajledger")
+
+
+def expect(result: Result, code: int, stderr: str | None = None) -> None:
+    assert result.exit_code == code, result.output
+    if stderr is not None:
+        assert result.stderr == stderr, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+
+
+@pytest.fixture
+def alice(runner: CliRunner, home: Path) -> str:
+    expect(run(runner, home, "key", "new", "alice", "--no-encrypt"), 0)
+    return "alice"
+
+
+def attest(runner: CliRunner, home: Path, path: Path, *extra: str) -> tuple[str, Result]:
+    r = run(runner, home, "attest", path, "--key", "alice", *extra)
+    expect(r, 0)
+    return r.stdout.splitlines()[-1], r
+
+
+# -- the full path -------------------------------------------------------------------------
+
+
+def test_attest_and_inspect(
+    runner: CliRunner, home: Path, alice: str, make_tree: Callable[..., Path], tmp_path: Path
+) -> None:
+    data = make_tree(TREE)
+    digest, r = attest(runner, home, data)
+    ledger = Ledger.open(home)
+    entry = LogEntry.from_bytes(ledger.log.entry(0))
+    assert digest == entry.subject and digest.startswith("sha256:")
+    assert r.stderr == (
+        f"OK: 2 file(s), {sum(len(v) for v in TREE.values())} bytes attested by alice: "
+        f"log index 0, envelope {entry.envelope}\n"
+    )
+    # Attesting the same files again adds nothing.
+    again, r2 = attest(runner, home, data)
+    assert again == digest and "log index 0," in r2.stderr
+    pred = tmp_path / "pred.json"
+    pred.write_text(json.dumps({"name": "grid", "version": "2"}))
+    env_digest, _ = attest(
+        runner,
+        home,
+        data,
+        "--predicate-type",
+        predicates.ENVIRONMENT,
+        "--predicate",
+        str(pred),
+        "--name",
+        "gridworld",
+    )
+    assert env_digest == digest  # same files, same manifest: same artifact digest
+
+    info = run(runner, home, "log", "info", "--json")
+    expect(info, 0, "")
+    doc = json.loads(info.stdout)
+    assert doc["size"] == 2 and doc["checkpoint_size"] == 2 and doc["origin"] == "test/ledger"
+    assert verifier_from_vkey(doc["vkey"]).name == "test/ledger"
+    text = run(runner, home, "log", "info")
+    assert text.stdout.splitlines()[1] == "size\t2"
+
+    show = run(runner, home, "log", "show", "--json")
+    expect(show, 0, "")
+    lines = [json.loads(x) for x in show.stdout.splitlines()]
+    assert [(x["index"], x["kind"], x["subject"]) for x in lines] == [
+        (0, "files", digest),
+        (1, "environment", digest),
+    ]
+    assert set(lines[0]) == {"index", "kind", "subject", "envelope", "signers", "time"}
+    one = run(runner, home, "log", "show", "--from", "1", "--to", "2")
+    assert one.stdout.split("\t")[:2] == ["1", "environment"]
+
+    proof_file = tmp_path / "p.proof"
+    expect(
+        run(runner, home, "log", "proof", "1", "--out", proof_file),
+        0,
+        "OK: entry 1: inclusion proof of 1 hash(es) under the checkpoint\n",
+    )
+    proof = TlogProof.from_bytes(proof_file.read_bytes())
+    verify_tlog_proof(proof, ledger.log.entry(1), verifier_from_vkey(doc["vkey"]), "test/ledger")
+    stdout_proof = run(runner, home, "log", "proof", "1")
+    assert stdout_proof.stdout_bytes == proof_file.read_bytes()
+
+    cons = run(runner, home, "log", "consistency", "1", "--json")
+    expect(cons, 0, "OK: consistency from size 1 to 2: 1 hash(es)\n")
+    c = json.loads(cons.stdout)
+    import base64
+
+    verify_consistency(
+        1,
+        2,
+        [base64.b64decode(h) for h in c["proof"]],
+        base64.b64decode(c["old_root"]),
+        base64.b64decode(c["new_root"]),
+    )
+    assert c["old_root"] == base64.b64encode(leaf_hash(ledger.log.entry(0))).decode()
+
+    v = run(runner, home, "log", "verify")
+    expect(v, 0, "OK: log test/ledger: 2 entries verified\n")
+    assert "problems\t0" in v.stdout
+
+
+def test_attest_refusals(
+    runner: CliRunner, home: Path, alice: str, make_tree: Callable[..., Path], tmp_path: Path
+) -> None:
+    data = make_tree(TREE)
+    r = run(runner, home, "attest", data, "--key", "alice", "--predicate-type", "https://x/y")
+    assert r.exit_code == 2 and "is not a predicate type trajledger records" in r.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    r = run(runner, home, "attest", data, "--key", "alice", "--predicate", bad)
+    assert r.exit_code == 2 and "top level is list, want an object" in r.stderr
+    man = tmp_path / "man.json"
+    man.write_text('{"manifest": {}}')
+    expect(
+        run(runner, home, "attest", data, "--key", "alice", "--predicate", man),
+        1,
+        "FAIL: predicate: 'manifest' is set by trajledger, remove it from the input\n",
+    )
+    expect(
+        run(runner, home, "attest", data, "--key", "alice", "--predicate", tmp_path / "nope.json"),
+        3,
+        f"FAIL: predicate file {tmp_path / 'nope.json'}: no such file\n",
+    )
+    expect(
+        run(runner, home, "attest", tmp_path / "missing", "--key", "alice"),
+        3,
+        f"FAIL: {tmp_path / 'missing'}: no such file or directory\n",
+    )
+    r = run(runner, home, "attest", data, "--key", "bob")
+    assert r.exit_code == 3 and r.stderr.startswith("FAIL: key bob: no private key in ")
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"x": NaN}')
+    r = run(runner, home, "attest", data, "--key", "alice", "--predicate", nan)
+    assert r.exit_code == 2 and "NaN is not valid JSON" in r.stderr
+    assert Ledger.open(home).log.size == 0
+    r = run(runner, tmp_path / "no-ledger", "log", "info")
+    assert r.exit_code == 3 and "no ledger here" in r.stderr
+
+
+def test_log_argument_refusals(
+    runner: CliRunner, home: Path, alice: str, make_tree: Callable[..., Path]
+) -> None:
+    attest(runner, home, make_tree(TREE))
+    r = run(runner, home, "log", "proof", "1")
+    assert r.exit_code == 2 and "1 is beyond the log size 1" in r.stderr
+    r = run(runner, home, "log", "consistency", "0")
+    assert r.exit_code == 2
+    r = run(runner, home, "log", "consistency", "1", "5")
+    assert r.exit_code == 2 and "5 is beyond the log size 1" in r.stderr
+    r = run(runner, home, "log", "show", "--to", "9")
+    assert r.exit_code == 2 and "9 is beyond the log size 1" in r.stderr
+
+
+# -- the witness ---------------------------------------------------------------------------
+
+
+def test_cosign_follows_the_log_and_refuses_rollback_and_fork(
+    runner: CliRunner, home: Path, alice: str, make_tree: Callable[..., Path], tmp_path: Path
+) -> None:
+    expect(run(runner, home, "key", "new", "witness", "--no-encrypt"), 0)
+    attest(runner, home, make_tree({"a.txt": "a"}))
+    first = run(runner, home, "log", "cosign", "--key", "witness")
+    expect(first, 0, "OK: log test/ledger at size 1 cosigned by witness (first cosignature)\n")
+    wvkey = first.stdout.strip()
+    assert wvkey.startswith("witness+")
+    saved = tmp_path / "log-at-1"
+    shutil.copytree(home / "log", saved)
+
+    attest(runner, home, make_tree({"b.txt": "b"}))
+    attest(runner, home, make_tree({"c.txt": "c"}))
+    expect(
+        run(runner, home, "log", "cosign", "--key", "witness"),
+        0,
+        "OK: log test/ledger at size 3 cosigned by witness (consistent with size 1)\n",
+    )
+    from verify.checkpoint import verify_cosignatures
+
+    cp = (home / "log/checkpoint").read_bytes()
+    assert list(verify_cosignatures(cp, [verifier_from_vkey(wvkey)])) == ["witness"]
+    assert cp.count("— witness ".encode()) == 1
+    assert run(runner, home, "log", "verify").exit_code == 0
+
+    # Rollback: the log is replaced by its older copy.
+    current = tmp_path / "log-at-3"
+    shutil.move(home / "log", current)
+    shutil.copytree(saved, home / "log")
+    expect(
+        run(runner, home, "log", "cosign", "--key", "witness"),
+        1,
+        "FAIL: checkpoint rollback for test/ledger: size 1 is smaller than the 3 seen before\n",
+    )
+    # Fork: the old copy grows another history to the same size.
+    attest(runner, home, make_tree({"x.txt": "x"}))
+    attest(runner, home, make_tree({"y.txt": "y"}))
+    r = run(runner, home, "log", "cosign", "--key", "witness")
+    assert r.exit_code == 1
+    assert r.stderr.startswith("FAIL: checkpoint fork for test/ledger: two roots at size 3: ")
+    # A longer fork fails the consistency proof.
+    attest(runner, home, make_tree({"z.txt": "z"}))
+    r = run(runner, home, "log", "cosign", "--key", "witness")
+    assert r.exit_code == 1
+    assert r.stderr.startswith("FAIL: checkpoints of test/ledger are not consistent: ")
+
+
+# -- the sweep: every file of a small log --------------------------------------------------
+
+BATCHES = (5, 3, 250, 40, 230, 4)  # sizes 5, 8, 258, 298, 528, 532
+
+
+def build_sweep_log(home: Path) -> list[str]:
+    """A log with full and partial tiles on two levels and older partials kept for published
+    checkpoints; every entry names a real envelope in the store."""
+    ledger = Ledger.open(home)
+    signer = ledger.keys.create("alice", encrypt=False)
+    n = 0
+    for b in BATCHES:
+        specs = []
+        for i in range(n, n + b):
+            subject = "sha256:" + hashlib.sha256(str(i).encode()).hexdigest()
+            env = sign_statement([("s", subject)], predicates.APPROVAL, {"i": i}, [signer])
+            specs.append(
+                EntrySpec(
+                    "approval", subject, ledger.store.put_bytes(env.to_bytes()), (signer.keyid,)
+                )
+            )
+        ledger.log.append(specs)
+        n += b
+    log_dir = home / "log"
+    return sorted(
+        str(p.relative_to(log_dir))
+        for p in log_dir.rglob("*")
+        if p.is_file() and p.name not in ("lock", "index")
+    )
+
+
+def flip(data: bytes) -> bytes:
+    i = len(data) // 2
+    return data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1 :]
+
+
+MUTATIONS: dict[str, Callable[[Path], object]] = {
+    "flipped byte": lambda p: p.write_bytes(flip(p.read_bytes())),
+    "truncation": lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]),
+    "deletion": lambda p: p.unlink(),
+}
+
+
+@pytest.mark.slow
+def test_every_corruption_of_every_file_is_reported(
+    runner: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    files = build_sweep_log(home)
+    assert files == [
+        ".state/history",
+        ".state/treeState",
+        "checkpoint",
+        "tile/0/000",
+        "tile/0/001",
+        "tile/0/002.p/16",
+        "tile/0/002.p/20",
+        "tile/1/000.p/1",
+        "tile/1/000.p/2",
+        "tile/entries/000",
+        "tile/entries/001",
+        "tile/entries/002.p/16",
+        "tile/entries/002.p/20",
+        "vkey",
+    ]
+    expect(run(runner, home, "log", "verify"), 0)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(home / "log", pristine)
+    missed: list[str] = []
+    for rel in files:
+        for name, mutate in MUTATIONS.items():
+            shutil.rmtree(home / "log")
+            shutil.copytree(pristine, home / "log")
+            mutate(home / "log" / rel)
+            r = run(runner, home, "log", "verify")
+            assert "Traceback" not in r.output
+            named = any(line.startswith(f"FAIL: log/{rel}") for line in r.stderr.splitlines())
+            if r.exit_code != 1 or not named:
+                missed.append(f"{name} of {rel}: exit {r.exit_code}\n{r.stderr}")
+    assert not missed, "\n".join(missed)
+
+
+def test_verify_reports_index_and_file(runner: CliRunner, home: Path, tmp_path: Path) -> None:
+    build_sweep_log(home)
+    ledger = Ledger.open(home)
+    entry = LogEntry.from_bytes(ledger.log.entry(300))
+    ledger.store.delete(entry.envelope)
+    r = run(runner, home, "log", "verify")
+    expect(
+        r,
+        1,
+        f"FAIL: log/tile/entries/001 (entry 300): object {entry.envelope}: not in the store\n",
+    )
+    ok = run(runner, home, "log", "verify", "--no-store", "--json")
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["ok"] is True
+
+
+def test_verify_trusts_the_ledgers_log_key(runner: CliRunner, home: Path, tmp_path: Path) -> None:
+    """A log re-signed with another key (checkpoint and vkey replaced) fails: the trusted key is
+    <ledger>/log-key/log.pub, not the log's own vkey file."""
+    from ledger.keys import Signer
+    from ledger.log import Log
+
+    other = tmp_path / "other"
+    Log.create(other, "test/ledger", Signer.generate("impostor"))
+    for name in ("checkpoint", "vkey"):
+        shutil.copy(other / name, home / "log" / name)
+    r = run(runner, home, "log", "verify")
+    assert r.exit_code == 1
+    assert r.stderr.splitlines()[0].startswith("FAIL: log/vkey: is 'test/ledger+")
+    assert "FAIL: log/checkpoint: note has no signature by a known key" in r.stderr
+
+
+def test_verify_warns_about_leftovers(
+    runner: CliRunner, home: Path, alice: str, make_tree: Any
+) -> None:
+    attest(runner, home, make_tree(TREE))
+    (home / "log/tile/entries/000.p/7").write_bytes(b"junk")
+    r = run(runner, home, "log", "verify")
+    expect(
+        r,
+        0,
+        "WARNING: log/tile/entries/000.p/7: past the committed size 1 (an interrupted append); "
+        "ignored\nOK: log test/ledger: 1 entries verified\n",
+    )

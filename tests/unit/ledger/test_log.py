@@ -1,0 +1,367 @@
+"""The log writer and reader (ledger/log.py): layout, appends, idempotence, proofs, lookups.
+
+Proofs are checked with ``verify.merkle`` against the signed checkpoint for many tree sizes;
+roots are compared with a spec-literal Merkle Tree Hash of all leaves.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from ledger.errors import LogError
+from ledger.keys import Signer
+from ledger.log import EntrySpec, Log, format_tree_state, parse_tree_state
+from verify.checkpoint import verify_checkpoint
+from verify.errors import FormatError, ProofError, SignatureError
+from verify.log_entry import GENESIS_PREV, LogEntry, verify_chain
+from verify.merkle import (
+    leaf_hash,
+    root_from_leaf_hashes,
+    verify_consistency,
+    verify_inclusion,
+)
+from verify.note import verifier_from_vkey
+from verify.tiles import TileReader, parse_entry_bundle, parse_tile
+from verify.tlog_proof import TlogProof, verify_tlog_proof
+
+ORIGIN = "example.org/test-log"
+SIGNER = Signer.generate("log")  # TEST ONLY
+PRODUCER = Signer.generate("producer")  # TEST ONLY
+
+
+def spec(i: int, *, kind: str = "files", subject: str | None = None) -> EntrySpec:
+    seed = str(i).encode()
+    return EntrySpec(
+        kind=kind,
+        subject=subject or "sha256:" + hashlib.sha256(b"s" + seed).hexdigest(),
+        envelope="sha256:" + hashlib.sha256(b"e" + seed).hexdigest(),
+        signers=(PRODUCER.keyid,),
+    )
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Log:
+    return Log.create(tmp_path / "log", ORIGIN, SIGNER)
+
+
+def files(log: Log) -> list[str]:
+    base = log.directory
+    return sorted(
+        str(p.relative_to(base)) for p in base.rglob("*") if p.is_file() and "index" not in p.name
+    )
+
+
+def all_leaves(log: Log) -> list[bytes]:
+    return [leaf_hash(e) for e in log.entries(0, log.size)]
+
+
+# -- creation and layout -------------------------------------------------------------------
+
+
+def test_create_writes_an_empty_signed_log(log: Log) -> None:
+    assert log.size == 0
+    cp = log.checkpoint()
+    assert (cp.origin, cp.size, cp.root) == (ORIGIN, 0, hashlib.sha256(b"").digest())
+    assert (log.directory / "vkey").read_text() == log.vkey + "\n"
+    assert verifier_from_vkey(log.vkey).public_key == SIGNER.public.raw_ed25519()
+    assert parse_tree_state((log.directory / ".state/treeState").read_bytes()) == (0, cp.root)
+
+
+def test_create_refuses_an_existing_log(log: Log) -> None:
+    with pytest.raises(LogError, match="a log already exists here"):
+        Log.create(log.directory, ORIGIN, SIGNER)
+
+
+def test_create_refuses_bad_origin_and_key(tmp_path: Path) -> None:
+    with pytest.raises(LogError, match="log origin 'has space'"):
+        Log.create(tmp_path / "a", "has space", SIGNER)
+    p256 = Signer.generate("p", "ecdsa-p256")
+    with pytest.raises(LogError, match="log key p: is ecdsa-p256, want ed25519"):
+        Log.create(tmp_path / "b", ORIGIN, p256)
+
+
+def test_layout_follows_tlog_tiles(log: Log) -> None:
+    log.append([spec(i) for i in range(300)])
+    assert files(log) == [
+        ".state/history",
+        ".state/lock",
+        ".state/treeState",
+        "checkpoint",
+        "tile/0/000",
+        "tile/0/001.p/44",
+        "tile/1/000.p/1",
+        "tile/entries/000",
+        "tile/entries/001.p/44",
+        "vkey",
+    ]
+    entries = parse_entry_bundle((log.directory / "tile/entries/001.p/44").read_bytes(), width=44)
+    assert entries == log.entries(256, 300)
+    tile = parse_tile((log.directory / "tile/0/001.p/44").read_bytes(), 44)
+    assert tile == [leaf_hash(e) for e in entries]
+    level1 = parse_tile((log.directory / "tile/1/000.p/1").read_bytes(), 1)
+    assert level1 == [root_from_leaf_hashes(all_leaves(log)[:256])]
+    state = json.loads((log.directory / ".state/treeState").read_bytes())
+    assert state == {"size": 300, "root": base64.b64encode(log.checkpoint().root).decode()}
+    assert (log.directory / ".state/treeState").read_bytes() == format_tree_state(
+        300, log.checkpoint().root
+    )
+
+
+def test_older_partials_are_kept_until_the_tile_is_full(log: Log) -> None:
+    for n in (3, 5, 240):
+        log.append([spec(log.size + i) for i in range(n)])
+    assert [f for f in files(log) if f.startswith("tile/")] == [
+        "tile/0/000.p/248",
+        "tile/0/000.p/3",
+        "tile/0/000.p/8",
+        "tile/entries/000.p/248",
+        "tile/entries/000.p/3",
+        "tile/entries/000.p/8",
+    ]
+    log.append([spec(log.size + i) for i in range(10)])
+    assert [f for f in files(log) if f.startswith("tile/")] == [
+        "tile/0/000",
+        "tile/0/001.p/2",
+        "tile/1/000.p/1",
+        "tile/entries/000",
+        "tile/entries/001.p/2",
+    ]
+
+
+# -- appending -----------------------------------------------------------------------------
+
+
+def test_entries_chain_and_match_the_specs(log: Log) -> None:
+    specs = [spec(i, kind=k) for i, k in enumerate(["files", "dataset", "approval", "erasure"])]
+    assert log.append(specs) == [0, 1, 2, 3]
+    raws = log.entries(0, 4)
+    verify_chain(raws)
+    parsed = [LogEntry.from_bytes(r) for r in raws]
+    assert parsed[0].prev == GENESIS_PREV
+    for s, e in zip(specs, parsed, strict=True):
+        assert (e.kind, e.subject, e.envelope, e.signers) == (
+            s.kind,
+            s.subject,
+            s.envelope,
+            s.signers,
+        )
+
+
+def test_append_is_idempotent_by_envelope(log: Log) -> None:
+    assert log.append([spec(0), spec(1)]) == [0, 1]
+    # Again, mixed with new ones and with a duplicate inside the batch.
+    assert log.append([spec(1), spec(2), spec(2), spec(0), spec(3)]) == [1, 2, 2, 0, 3]
+    assert log.size == 4
+    # A second Log object (another process) sees the same.
+    other = Log.open(log.directory, SIGNER)
+    assert other.append([spec(3), spec(0)]) == [3, 0]
+    assert other.size == 4
+
+
+def test_append_refuses_a_logged_envelope_with_another_subject(log: Log) -> None:
+    log.append([spec(0)])
+    clash = EntrySpec("files", "sha256:" + "1" * 64, spec(0).envelope, (PRODUCER.keyid,))
+    with pytest.raises(LogError, match=r"already logged at index 0 as files of sha256:"):
+        log.append([clash])
+    with pytest.raises(LogError, match=r"given twice, as files of sha256:\w+ and as files of"):
+        log.append([spec(1), EntrySpec("files", clash.subject, spec(1).envelope, clash.signers)])
+    assert log.size == 1
+
+
+def test_append_sees_other_writers(log: Log) -> None:
+    other = Log.open(log.directory, SIGNER)
+    log.append([spec(0)])
+    other.append([spec(1)])
+    log.append([spec(2)])
+    assert log.size == 3
+    verify_chain(log.entries(0, 3))
+    assert log.verify().ok
+
+
+def test_append_needs_the_log_key(log: Log) -> None:
+    reader = Log.open(log.directory)
+    with pytest.raises(LogError, match="opened without its key; cannot append"):
+        reader.append([spec(0)])
+    with pytest.raises(
+        LogError, match=r"log key other: is not the key of log example\.org/test-log"
+    ):
+        Log.open(log.directory, Signer.generate("other"))
+    lazy = Log.open(log.directory, lambda: Signer.generate("late"))
+    with pytest.raises(LogError, match="log key late: is not the key of log"):
+        lazy.append([spec(0)])
+    assert log.size == 0
+
+
+def test_entry_spec_checks_fields() -> None:
+    with pytest.raises(FormatError, match="kind 'files2' is unknown"):
+        EntrySpec("files2", spec(0).subject, spec(0).envelope, (PRODUCER.keyid,))
+    with pytest.raises(FormatError, match="envelope: 'sha256:xyz' is not of the form"):
+        EntrySpec("files", spec(0).subject, "sha256:xyz", (PRODUCER.keyid,))
+    with pytest.raises(FormatError, match="time 'yesterday' is not of the form"):
+        EntrySpec("files", spec(0).subject, spec(0).envelope, (PRODUCER.keyid,), "yesterday")
+    s = EntrySpec("files", spec(0).subject, spec(0).envelope, ("b" * 64, "a" * 64, "b" * 64))
+    assert s.signers == ("a" * 64, "b" * 64)
+
+
+def test_empty_append_does_nothing(log: Log) -> None:
+    assert log.append([]) == []
+    assert log.size == 0
+
+
+# -- proofs --------------------------------------------------------------------------------
+
+
+def test_proofs_verify_against_the_checkpoint_for_many_sizes(log: Log) -> None:
+    rng = random.Random(7)
+    batches = [1, 1, 2, 3, 9, 48, 191, 1, 255, 1, 256, 257, 2, 511, 560]
+    seen: list[tuple[int, bytes]] = []
+    for b in batches:
+        log.append([spec(log.size + i) for i in range(b)])
+        cp = log.checkpoint()
+        leaves = all_leaves(log)
+        # The root is the RFC 6962 MTH of all leaves (spec-literal reference in verify.merkle).
+        assert cp.root == root_from_leaf_hashes(leaves)
+        for i in sorted({0, cp.size - 1, *rng.sample(range(cp.size), min(12, cp.size))}):
+            verify_inclusion(i, cp.size, leaves[i], log.inclusion_proof(i), cp.root)
+        for old_size, old_root in seen:
+            verify_consistency(
+                old_size, cp.size, log.consistency_proof(old_size), old_root, cp.root
+            )
+            # Proofs for older sizes come from the current tiles too.
+            j = rng.randrange(old_size)
+            verify_inclusion(j, old_size, leaves[j], log.inclusion_proof(j, old_size), old_root)
+        seen.append((cp.size, cp.root))
+
+
+@pytest.mark.slow
+def test_proofs_across_level_2_tiles(log: Log) -> None:
+    sizes = []
+    for b in (4096,) * 16 + (700, 1):
+        log.append([spec(log.size + i) for i in range(b)])
+        sizes.append((log.size, log.checkpoint().root))
+    cp = log.checkpoint()
+    assert cp.size == 65536 + 701
+    assert (log.directory / "tile/2/000.p/1").is_file()
+    reader = TileReader(lambda p: (log.directory / p).read_bytes(), cp.size)
+    assert reader.root() == cp.root
+    for i in (0, 255, 256, 65535, 65536, cp.size - 1):
+        verify_inclusion(i, cp.size, leaf_hash(log.entry(i)), log.inclusion_proof(i), cp.root)
+    for old, root in sizes[:-1]:
+        verify_consistency(old, cp.size, log.consistency_proof(old), root, cp.root)
+    assert log.verify().ok
+
+
+def test_proof_arguments_are_checked(log: Log) -> None:
+    log.append([spec(i) for i in range(5)])
+    with pytest.raises(LogError, match=r"inclusion proof for entry 5 at size 5: want 0 <= index"):
+        log.inclusion_proof(5)
+    with pytest.raises(LogError, match=r"inclusion proof for entry 1 at size 6"):
+        log.inclusion_proof(1, 6)
+    with pytest.raises(LogError, match=r"consistency proof from size 0 to 5"):
+        log.consistency_proof(0)
+    with pytest.raises(LogError, match=r"log entry 9: outside the log of size 5"):
+        log.entry(9)
+    with pytest.raises(LogError, match=r"entry range \[3, 7\) is outside the log of size 5"):
+        log.entries(3, 7)
+
+
+def test_tlog_proof_round_trips_and_verifies(log: Log) -> None:
+    log.append([spec(i) for i in range(40)])
+    proof = log.tlog_proof(17)
+    data = proof.to_bytes()
+    assert data.startswith(b"c2sp.org/tlog-proof@v1\nindex 17\n")
+    parsed = TlogProof.from_bytes(data)
+    cp = verify_tlog_proof(parsed, log.entry(17), log.verifier, ORIGIN)
+    assert cp.size == 40
+    with pytest.raises(ProofError, match=r"inclusion proof for leaf 17 .* leads to root"):
+        verify_tlog_proof(parsed, log.entry(18), log.verifier)
+    with pytest.raises(LogError, match="log entry 40: not covered by the published checkpoint"):
+        log.tlog_proof(40)
+
+
+def test_checkpoint_is_verified(log: Log) -> None:
+    log.append([spec(0)])
+    path = log.directory / "checkpoint"
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b"\n1\n", b"\n2\n", 1))
+    with pytest.raises(SignatureError, match="does not verify"):
+        log.checkpoint()
+    cp = verify_checkpoint(data, log.verifier)
+    assert cp.size == 1
+
+
+# -- lookups -------------------------------------------------------------------------------
+
+
+def test_find_envelope_and_subject(log: Log) -> None:
+    subject = "sha256:" + "ab" * 32
+    log.append([spec(0), spec(1, subject=subject), spec(2), spec(3, subject=subject)])
+    assert log.find_envelope(spec(2).envelope) == 2
+    assert log.find_envelope("sha256:" + "00" * 32) is None
+    assert log.find_subject(subject) == [1, 3]
+    assert log.find_subject(spec(0).subject) == [0]
+    with pytest.raises(FormatError, match="envelope digest: 'nope'"):
+        log.find_envelope("nope")
+
+
+def test_lookups_see_appends_by_other_processes(log: Log) -> None:
+    reader = Log.open(log.directory)
+    assert reader.find_envelope(spec(0).envelope) is None
+    log.append([spec(0), spec(1)])
+    assert reader.find_envelope(spec(1).envelope) == 1
+    assert reader.find_subject(spec(0).subject) == [0]
+
+
+def test_index_is_rebuilt_when_missing_or_wrong(log: Log) -> None:
+    log.append([spec(i) for i in range(600)])
+    index = log.directory / ".state/index"
+    assert index.stat().st_size == 600 * 16
+    index.unlink()
+    fresh = Log.open(log.directory, SIGNER)
+    assert fresh.find_envelope(spec(599).envelope) == 599
+    assert fresh.append([spec(10)]) == [10]
+    assert index.stat().st_size == 600 * 16
+    # Garbage records: lookups are confirmed on the entries, the index is rebuilt.
+    index.write_bytes(os.urandom(600 * 16))
+    fresh = Log.open(log.directory, SIGNER)
+    assert fresh.find_envelope(spec(5).envelope) == 5
+    assert fresh.append([spec(5), spec(600)]) == [5, 600]
+    assert fresh.find_subject(spec(300).subject) == [300]
+    # An index longer than the log (a log restored from an older copy) is ignored.
+    index.write_bytes(index.read_bytes() + os.urandom(160))
+    fresh = Log.open(log.directory, SIGNER)
+    assert fresh.append([spec(601)]) == [601]
+    assert index.stat().st_size == 602 * 16
+    assert log.verify().ok
+
+
+def test_index_candidates_are_confirmed(log: Log) -> None:
+    # A record that names the wrong entry is never believed.
+    log.append([spec(0), spec(1)])
+    index = log.directory / ".state/index"
+    data = bytearray(index.read_bytes())
+    data[0:8], data[16:24] = data[16:24], data[0:8]  # swap the envelope keys of 0 and 1
+    index.write_bytes(bytes(data))
+    fresh = Log.open(log.directory, SIGNER)
+    assert fresh.find_envelope(spec(0).envelope) == 0
+    assert fresh.append([spec(1)]) == [1]
+    assert fresh.size == 2
+
+
+def test_reader_on_a_read_only_copy(log: Log, tmp_path: Path) -> None:
+    log.append([spec(i) for i in range(20)])
+    (log.directory / ".state/index").unlink()
+    os.chmod(log.directory / ".state", 0o555)
+    try:
+        ro = Log.open(log.directory)
+        assert ro.find_envelope(spec(19).envelope) == 19
+        assert ro.size == 20
+    finally:
+        os.chmod(log.directory / ".state", 0o755)

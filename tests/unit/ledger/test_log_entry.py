@@ -1,0 +1,206 @@
+"""Log entries (verify/log_entry.py): one canonical encoding, a strict parser, the hash chain.
+
+The writer's encoding is checked against an independent RFC 8785 implementation (the ``rfc8785``
+package) and the JSON Schema; every mutation of an entry is refused with a message naming it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from pathlib import Path
+
+import jsonschema  # type: ignore[import-untyped]
+import pytest
+import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from verify.errors import DigestMismatchError, FormatError
+from verify.log_entry import GENESIS_PREV, KINDS, LogEntry, verify_chain
+from verify.merkle import leaf_hash
+
+SCHEMA = json.loads(
+    (Path(__file__).parents[3] / "schemas" / "log-entry.v1.schema.json").read_text()
+)
+HEX = "0123456789abcdef"
+
+
+def digest(seed: str) -> str:
+    return "sha256:" + hashlib.sha256(seed.encode()).hexdigest()
+
+
+def keyid(seed: str) -> str:
+    return hashlib.sha256(b"key" + seed.encode()).hexdigest()
+
+
+def entry(**over: object) -> LogEntry:
+    fields: dict[str, object] = {
+        "kind": "files",
+        "subject": digest("s"),
+        "envelope": digest("e"),
+        "signers": tuple(sorted([keyid("a"), keyid("b")])),
+        "time": "2025-03-01T12:00:00Z",
+        "prev": GENESIS_PREV,
+    }
+    fields.update(over)
+    return LogEntry(**fields)  # type: ignore[arg-type]
+
+
+hex64 = st.text(alphabet=HEX, min_size=64, max_size=64)
+entries = st.builds(
+    lambda kind, s, e, signers, t, prev: LogEntry(
+        kind, "sha256:" + s, "sha256:" + e, tuple(sorted(signers)), t, prev
+    ),
+    st.sampled_from(sorted(KINDS)),
+    hex64,
+    hex64,
+    st.sets(hex64, min_size=1, max_size=5),
+    st.datetimes(min_value=datetime(1000, 1, 1)).map(lambda d: d.strftime("%Y-%m-%dT%H:%M:%SZ")),
+    hex64,
+)
+
+
+@settings(max_examples=200)
+@given(entries)
+def test_encoding_is_rfc8785_and_round_trips(e: LogEntry) -> None:
+    raw = e.to_bytes()
+    # An independent RFC 8785 implementation gives the same bytes.
+    assert bytes(rfc8785.dumps(e.to_json())) == raw
+    back = LogEntry.from_bytes(raw)
+    assert back == e
+    assert back.to_bytes() == raw
+    assert back.leaf_hash == leaf_hash(raw)
+    jsonschema.validate(json.loads(raw), SCHEMA)
+
+
+def test_known_answer() -> None:
+    # Derivation: the JCS object with keys in code-point order and no whitespace; the leaf hash
+    # is sha256(0x00 || bytes), RFC 6962 section 2.1.
+    e = entry()
+    want = (
+        '{"envelope":"' + digest("e") + '","kind":"files","prev":"' + "0" * 64 + '",'
+        '"signers":["' + '","'.join(sorted([keyid("a"), keyid("b")])) + '"],'
+        '"subject":"' + digest("s") + '","time":"2025-03-01T12:00:00Z","v":1}'
+    ).encode()
+    assert e.to_bytes() == want
+    assert e.leaf_hash == hashlib.sha256(b"\x00" + want).digest()
+
+
+def mutate(old: str, new: str) -> bytes:
+    raw = entry().to_bytes()
+    assert old.encode() in raw
+    return raw.replace(old.encode(), new.encode(), 1)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b" " + entry().to_bytes(), "not in canonical form"),
+        (mutate('"kind":"files",', '"kind": "files",'), "not in canonical form"),
+        (mutate('"kind":"files"', '"kind":"\\u0066iles"'), "not in canonical form"),
+        (mutate('"v":1}', '"v":1,"extra":1}'), r"unknown field\(s\) \['extra'\]"),
+        (mutate('"v":1}', '"v":2}'), "v is 2, want 1"),
+        (mutate('"v":1}', '"v":true}'), "v is True, want 1"),
+        (mutate('"v":1}', '"v":1.0}'), "v is 1.0, want 1"),
+        (mutate('"v":1}', '"v":1,"v":1}'), "duplicate JSON key 'v'"),
+        (mutate(',"v":1}', "}"), r"missing field\(s\) \['v'\]"),
+        (mutate('"kind":"files"', '"kind":"file"'), "kind 'file' is unknown"),
+        (mutate("sha256:", "SHA256:"), "not of the form sha256:<64 lowercase hex>"),
+        (mutate(digest("s")[7:15], digest("s")[7:15].upper()), "sha256:<64 lowercase hex>"),
+        (mutate("2025-03-01T12:00:00Z", "2025-02-30T12:00:00Z"), "not a valid UTC date"),
+        (mutate("2025-03-01T12:00:00Z", "2025-03-01T12:00:00+00:00"), "YYYY-MM-DDTHH:MM:SSZ"),
+        (mutate("2025-03-01T12:00:00Z", "2025-03-01T24:00:00Z"), "not a valid UTC date"),
+        (mutate("0" * 64, "0" * 63), "prev '0{63}' is not 64 lowercase hex"),
+        (mutate('"signers":[', '"signers":["' + keyid("z") + '",'), "not sorted and unique"),
+        (
+            mutate('"signers":[', '"signers":["' + min(keyid("a"), keyid("b")) + '",'),
+            "not sorted and unique",
+        ),
+        (
+            mutate(
+                '"signers":["' + '","'.join(sorted([keyid("a"), keyid("b")])) + '"]',
+                '"signers":[]',
+            ),
+            "signers is empty",
+        ),
+        (
+            mutate(
+                '"signers":["' + '","'.join(sorted([keyid("a"), keyid("b")])) + '"]',
+                '"signers":"' + keyid("a") + '"',
+            ),
+            "signers is str, want a list",
+        ),
+        (b"[]", "top level is list, want an object"),
+        (b"\xff", "not valid UTF-8"),
+    ],
+)
+def test_mutations_are_refused(data: bytes, message: str) -> None:
+    with pytest.raises(FormatError, match=message):
+        LogEntry.from_bytes(data, "log entry 7")
+    with pytest.raises(FormatError, match=r"^log entry 7: "):
+        LogEntry.from_bytes(data, "log entry 7")
+
+
+def test_oversize_entry_is_refused() -> None:
+    signers = tuple(sorted(keyid(str(i)) for i in range(1000)))
+    with pytest.raises(FormatError, match=r"encodes to \d+ bytes, want at most 65535"):
+        entry(signers=signers)
+    with pytest.raises(FormatError, match=r"log entry 1: 65536 bytes, want at most 65535"):
+        LogEntry.from_bytes(b"x" * 65536, "log entry 1")
+
+
+def test_constructor_checks_every_field() -> None:
+    with pytest.raises(FormatError, match="kind 'nope' is unknown"):
+        entry(kind="nope")
+    with pytest.raises(FormatError, match="not sorted and unique"):
+        entry(
+            signers=(keyid("b"), keyid("a"))
+            if keyid("b") > keyid("a")
+            else (keyid("a"), keyid("b"))
+        )
+    with pytest.raises(FormatError, match="signer keyid 'x' is not 64 lowercase hex"):
+        entry(signers=("x",))
+
+
+def chain(n: int) -> list[bytes]:
+    out, prev = [], GENESIS_PREV
+    for i in range(n):
+        raw = entry(subject=digest(f"s{i}"), envelope=digest(f"e{i}"), prev=prev).to_bytes()
+        out.append(raw)
+        prev = leaf_hash(raw).hex()
+    return out
+
+
+def test_chain_verifies_and_continues() -> None:
+    raws = chain(10)
+    last = verify_chain(raws)
+    assert last == leaf_hash(raws[-1]).hex()
+    mid = verify_chain(raws[:4])
+    assert verify_chain(raws[4:], start=4, prev=mid) == last
+    assert verify_chain([], start=3, prev=mid) == mid
+
+
+def test_chain_break_names_the_entry() -> None:
+    raws = chain(6)
+    del raws[3]  # entry 4 now follows entry 2
+    with pytest.raises(DigestMismatchError, match=r"log entry 3: prev is [0-9a-f]{64}, want "):
+        verify_chain(raws)
+
+
+def test_chain_first_entry_must_be_genesis() -> None:
+    raws = chain(3)
+    with pytest.raises(DigestMismatchError, match=r"log entry 0: prev is .* want 0{64}"):
+        verify_chain(raws[1:])
+    with pytest.raises(ValueError, match=r"chain from entry 0 must start from 0{64}"):
+        verify_chain(raws, prev="1" * 64)
+    with pytest.raises(ValueError, match="chain start -1, want >= 0"):
+        verify_chain(raws, start=-1)
+
+
+def test_chain_parses_strictly() -> None:
+    raws = chain(2)
+    raws[1] = raws[1] + b" "
+    with pytest.raises(FormatError, match="log entry 1: is valid JSON but not in canonical form"):
+        verify_chain(raws)

@@ -1,0 +1,220 @@
+"""Crash recovery of the log writer: an append interrupted anywhere is all or nothing.
+
+A crash is simulated by raising `Killed` (a BaseException nothing in the library catches) at a
+chosen point of the commit protocol; a new `Log.open` plays the process that comes next.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger.errors import LogError
+from ledger.keys import Signer
+from ledger.log import EntrySpec, Log, format_tree_state, verify_log_dir
+
+ORIGIN = "example.org/recovery"
+SIGNER = Signer.generate("log")  # TEST ONLY
+KEYID = Signer.generate("producer").keyid  # TEST ONLY
+
+
+class Killed(BaseException):
+    """Stands for SIGKILL: unwinds without running any except clause of the library."""
+
+
+def spec(i: int) -> EntrySpec:
+    seed = str(i).encode()
+    return EntrySpec(
+        "files",
+        "sha256:" + hashlib.sha256(b"s" + seed).hexdigest(),
+        "sha256:" + hashlib.sha256(b"e" + seed).hexdigest(),
+        (KEYID,),
+    )
+
+
+def tree(log_dir: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(log_dir)): p.read_bytes()
+        for p in sorted(log_dir.rglob("*"))
+        if p.is_file() and p.name not in ("lock", "index")
+    }
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Log:
+    log = Log.create(tmp_path / "log", ORIGIN, SIGNER)
+    log.append([spec(i) for i in range(10)])
+    return log
+
+
+def kill_at(monkeypatch: pytest.MonkeyPatch, name: str, *, after: bool = False) -> None:
+    """Make ``Log.<name>`` die (before it runs, or after it ran)."""
+    original: Callable[..., Any] = getattr(Log, name)
+
+    def dying(self: Log, *args: Any, **kwargs: Any) -> Any:
+        if after:
+            original(self, *args, **kwargs)
+        raise Killed(name)
+
+    monkeypatch.setattr(Log, name, dying)
+
+
+def crashed_append(
+    log: Log, monkeypatch: pytest.MonkeyPatch, point: str, after: bool, n: int
+) -> None:
+    with monkeypatch.context() as m:
+        kill_at(m, point, after=after)
+        with pytest.raises(Killed):
+            log.append([spec(i) for i in range(100, 100 + n)])
+
+
+@pytest.mark.parametrize(
+    ("point", "after"),
+    [("_write", False), ("_write", True), ("_append_history", False), ("_append_history", True)],
+)
+@pytest.mark.parametrize("n", [3, 300])
+def test_crash_before_commit_leaves_nothing(
+    log: Log, monkeypatch: pytest.MonkeyPatch, point: str, after: bool, n: int
+) -> None:
+    before = tree(log.directory)
+    crashed_append(log, monkeypatch, point, after, n)
+    assert (log.directory / ".state/inflight").exists()
+    reopened = Log.open(log.directory, SIGNER)
+    assert reopened.size == 10
+    assert tree(log.directory) == before
+    assert reopened.append([spec(100)]) == [10]
+    report = verify_log_dir(log.directory)
+    assert report.ok, report.problems
+    assert report.warnings == []
+
+
+def test_crash_after_commit_before_publication(log: Log, monkeypatch: pytest.MonkeyPatch) -> None:
+    original_publish = Log._publish
+    crashed_append(log, monkeypatch, "_publish", False, 5)
+    # Committed, not yet published: readers see 15 entries, the checkpoint still says 10.
+    reader = Log.open(log.directory)  # no key: cannot republish
+    assert reader.size == 15
+    assert reader.checkpoint().size == 10
+    with pytest.raises(LogError, match="log entry 12: not covered by the published checkpoint"):
+        reader.tlog_proof(12)
+    report = verify_log_dir(log.directory)
+    assert report.ok, report.problems
+    assert any("lags the committed size 15" in w for w in report.warnings)
+    # The next process with the key republishes on open.
+    assert Log._publish is original_publish
+    writer = Log.open(log.directory, SIGNER)
+    assert writer.checkpoint().size == 15
+    assert writer.tlog_proof(12).index == 12
+    # Retrying the append is idempotent: the entries are there once.
+    assert writer.append([spec(i) for i in range(100, 105)]) == [10, 11, 12, 13, 14]
+    assert verify_log_dir(log.directory).warnings == []
+
+
+def test_crash_before_the_index_is_written(log: Log, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ledger import log as logmod
+
+    with monkeypatch.context() as m:
+
+        def dying(self: object) -> None:
+            raise Killed("persist")
+
+        m.setattr(logmod._Index, "persist", dying)
+        with pytest.raises(Killed):
+            log.append([spec(i) for i in range(100, 105)])
+    assert (log.directory / ".state/index").stat().st_size == 10 * 16
+    again = Log.open(log.directory, SIGNER)
+    assert again.append([spec(i) for i in range(100, 106)]) == [10, 11, 12, 13, 14, 15]
+    assert again.size == 16
+
+
+def test_a_live_writer_recovers_after_another_one_died(
+    log: Log, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    survivor = Log.open(log.directory, SIGNER)
+    crashed_append(log, monkeypatch, "_write", True, 300)
+    assert (log.directory / "tile/entries/000").exists()  # written past the committed size
+    assert survivor.append([spec(200)]) == [10]
+    assert not (log.directory / "tile/entries/000").exists()
+    assert not (log.directory / ".state/inflight").exists()
+    report = verify_log_dir(log.directory)
+    assert report.ok and report.warnings == [], (report.problems, report.warnings)
+
+
+def test_temp_files_are_dropped_on_open(log: Log) -> None:
+    temps = [
+        log.directory / ".tmp-checkpoint",
+        log.directory / ".state/.tmp-treeState",
+        log.directory / "tile/entries/000.p/.tmp-12",
+        log.directory / "tile/0/.tmp-000",
+    ]
+    for t in temps:
+        t.write_bytes(b"partial write")
+    report = verify_log_dir(log.directory)
+    assert report.ok
+    assert sum("temp file of an interrupted append" in w for w in report.warnings) == 2
+    Log.open(log.directory, SIGNER)
+    assert [t for t in temps if t.exists()] == []
+
+
+def test_leftovers_past_the_committed_size_are_removed(log: Log) -> None:
+    d = log.directory
+    junk = {
+        "tile/entries/000.p/12": b"\x00\x01x",
+        "tile/0/000.p/12": b"\x00" * 64,
+        "tile/0/000": b"\x00" * 8192,
+        "tile/0/001.p/3": b"\x00" * 96,
+        "tile/1/000.p/1": b"\x00" * 32,
+    }
+    for rel, data in junk.items():
+        (d / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / rel).write_bytes(data)
+    report = verify_log_dir(d)
+    assert report.ok, report.problems
+    assert sorted(w.split(":")[0] for w in report.warnings) == sorted(junk)
+    Log.open(d, SIGNER)
+    assert [rel for rel in junk if (d / rel).exists()] == []
+    assert verify_log_dir(d).warnings == []
+
+
+def test_stale_partials_are_overwritten_or_dropped_by_the_next_append(log: Log) -> None:
+    # Leftovers a writer could not announce (the inflight marker lost with a power cut).
+    d = log.directory
+    (d / "tile/entries/000.p/12").write_bytes(b"\x00\x01x" * 12)
+    (d / "tile/0/000.p/12").write_bytes(b"\xff" * 32 * 12)
+    (d / "tile/0/000.p/15").write_bytes(b"\xff" * 32 * 15)
+    log.append([spec(i) for i in range(100, 105)])  # 10 -> 15 skips width 12
+    assert not (d / "tile/0/000.p/12").exists()
+    assert (d / "tile/0/000.p/15").read_bytes() != b"\xff" * 32 * 15
+    report = verify_log_dir(d)
+    assert report.ok and report.warnings == [], (report.problems, report.warnings)
+
+
+def test_torn_history_record_is_truncated(log: Log) -> None:
+    history = log.directory / ".state/history"
+    good = history.read_bytes()
+    history.write_bytes(good + b"\x00\x00\x00")
+    assert verify_log_dir(log.directory).ok
+    Log.open(log.directory, SIGNER)
+    assert history.read_bytes() == good
+
+
+def test_tiles_are_checked_against_tree_state_on_open(log: Log) -> None:
+    state = log.directory / ".state/treeState"
+    state.write_bytes(format_tree_state(10, b"\x07" * 32))
+    with pytest.raises(LogError, match=r"the tiles give root \S+ at size 10, but treeState says"):
+        Log.open(log.directory, SIGNER)
+    state.write_bytes(format_tree_state(11, b"\x07" * 32))
+    with pytest.raises(LogError, match=r"tile/0/000.p/11: missing; the log is damaged"):
+        Log.open(log.directory, SIGNER)
+    state.write_bytes(b"{}")
+    with pytest.raises(LogError, match=r"treeState: fields are \[\], want \['root', 'size'\]"):
+        Log.open(log.directory, SIGNER)
+
+
+def test_open_refuses_a_directory_without_a_log(tmp_path: Path) -> None:
+    with pytest.raises(LogError, match="no log here"):
+        Log.open(tmp_path)

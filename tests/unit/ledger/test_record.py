@@ -1,0 +1,189 @@
+"""Recording artifacts (ledger/record.py): files -> blobs -> manifest -> signed statement ->
+envelope -> log entry; statements about a digest; bad input leaves the ledger unchanged."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger.errors import KeyError_, LedgerError
+from ledger.home import Ledger
+from ledger.keys import Signer
+from ledger.record import KIND_BY_PREDICATE, kind_for, record_files, record_statement
+from verify import predicates
+from verify.dsse import Envelope
+from verify.errors import FormatError
+from verify.log_entry import KINDS, LogEntry
+from verify.manifest import Manifest, manifest_from_statement
+from verify.statement import verify_statement
+from verify.tlog_proof import verify_tlog_proof
+
+TREE = {"steps.jsonl": '{"r": 1}\n', "meta/config.toml": "seed = 1\n", "weights.bin": 2048}
+
+
+@pytest.fixture
+def ledger(home: Path) -> Ledger:
+    return Ledger.open(home)
+
+
+@pytest.fixture
+def alice(ledger: Ledger) -> Signer:
+    return ledger.keys.create("alice", encrypt=False)
+
+
+def snapshot(ledger: Ledger) -> tuple[int, set[str]]:
+    return ledger.log.size, set(ledger.store.iter_digests())
+
+
+def test_record_files_end_to_end(ledger: Ledger, alice: Signer, make_tree: Any) -> None:
+    data = make_tree(TREE)
+    rec = record_files(ledger, [data], alice, name="batch-7")
+    assert rec.index == 0
+    # Blobs, manifest and envelope are in the store.
+    assert rec.manifest is not None
+    for f in rec.manifest.files:
+        assert ledger.store.get_verified(f.digest) == (data / f.path).read_bytes()
+    manifest_bytes = ledger.store.get_verified(rec.digest)
+    assert manifest_bytes == rec.manifest.canonical_bytes()
+    env = Envelope.from_bytes(ledger.store.get_verified(rec.envelope_digest))
+    vs = verify_statement(
+        env, [alice.public], allowed_predicate_types={predicates.FILES}, subject_digest=rec.digest
+    )
+    assert [s.name for s in vs.statement.subjects] == ["batch-7"]
+    assert manifest_from_statement(vs.statement) == rec.manifest
+    assert [f.path for f in rec.manifest.files] == [
+        "meta/config.toml",
+        "steps.jsonl",
+        "weights.bin",
+    ]
+    # The log entry names both digests and the signer; it is provable offline.
+    entry = LogEntry.from_bytes(ledger.log.entry(rec.index))
+    assert (entry.kind, entry.subject, entry.envelope, entry.signers) == (
+        "files",
+        rec.digest,
+        rec.envelope_digest,
+        (alice.keyid,),
+    )
+    verify_tlog_proof(ledger.log.tlog_proof(0), ledger.log.entry(0), ledger.log.verifier)
+
+
+def test_record_files_is_idempotent(ledger: Ledger, alice: Signer, make_tree: Any) -> None:
+    data = make_tree(TREE)
+    first = record_files(ledger, [data], alice)
+    again = record_files(ledger, [data], alice)  # Ed25519 signatures are deterministic
+    assert again == first
+    assert ledger.log.size == 1
+
+
+def test_record_files_cosigned_with_extra_predicate(
+    ledger: Ledger, alice: Signer, make_tree: Any
+) -> None:
+    bob = ledger.keys.create("bob", "ecdsa-p256", encrypt=False)
+    files = {"env/rules.txt": make_tree({"r.txt": "no cheating\n"}) / "r.txt"}
+    rec = record_files(
+        ledger,
+        files,
+        [alice, bob],
+        predicates.ENVIRONMENT,
+        {"name": "gridworld", "version": "1.2.0", "score": 0.5},
+        name="gridworld",
+    )
+    entry = LogEntry.from_bytes(ledger.log.entry(rec.index))
+    assert entry.kind == "environment"
+    assert entry.signers == tuple(sorted([alice.keyid, bob.keyid]))
+    env = Envelope.from_bytes(ledger.store.get(rec.envelope_digest))
+    vs = verify_statement(
+        env,
+        [alice.public, bob.public],
+        threshold=2,
+        allowed_predicate_types={predicates.ENVIRONMENT},
+        subject_digest=rec.digest,
+    )
+    assert vs.statement.predicate["version"] == "1.2.0"
+    assert Manifest.from_json(vs.statement.predicate["manifest"]).files[0].path == "env/rules.txt"
+
+
+def test_record_statement(ledger: Ledger, alice: Signer, make_tree: Any) -> None:
+    rec = record_files(ledger, [make_tree(TREE)], alice)
+    appr = record_statement(
+        ledger, "batch", rec.digest, predicates.APPROVAL, {"purpose": "train"}, alice
+    )
+    assert (appr.digest, appr.index, appr.manifest) == (rec.digest, 1, None)
+    assert ledger.log.find_subject(rec.digest) == [0, 1]
+    entry = LogEntry.from_bytes(ledger.log.entry(1))
+    assert entry.kind == "approval"
+    vs = verify_statement(
+        Envelope.from_bytes(ledger.store.get(appr.envelope_digest)),
+        [alice.public],
+        allowed_predicate_types={predicates.APPROVAL},
+        subject_digest=rec.digest,
+    )
+    assert vs.statement.predicate == {"purpose": "train"}
+
+
+def test_every_predicate_type_has_a_kind() -> None:
+    assert set(KIND_BY_PREDICATE) == set(predicates.ALL)
+    assert set(KIND_BY_PREDICATE.values()) == KINDS
+    assert kind_for(predicates.SLSA_PROVENANCE_V1) == "checkpoint"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"predicate_type": "https://example.com/x"}, FormatError, "is not one trajledger records"),
+        ({"kind": "nonsense"}, FormatError, "log entry kind 'nonsense' is unknown"),
+        ({"predicate_extra": {"r": float("nan")}}, FormatError, "cannot be canonicalised"),
+        ({"predicate_extra": {"n": 2**60}}, FormatError, "cannot be canonicalised"),
+        ({"predicate_extra": {"manifest": {}}}, FormatError, "'manifest' is set by trajledger"),
+        ({"paths": ["missing-dir"]}, LedgerError, "missing-dir: no such file or directory"),
+        ({"signers": []}, ValueError, "recording needs at least one signer"),
+    ],
+)
+def test_bad_input_leaves_the_ledger_unchanged(
+    ledger: Ledger,
+    alice: Signer,
+    make_tree: Any,
+    tmp_path: Path,
+    kwargs: dict[str, Any],
+    error: type[Exception],
+    message: str,
+) -> None:
+    data = make_tree(TREE)
+    record_files(ledger, [make_tree({"other.txt": "x"})], alice)
+    before = snapshot(ledger)
+    args: dict[str, Any] = {"paths_or_files": [data], "signers": alice}
+    if "paths" in kwargs:
+        args["paths_or_files"] = [tmp_path / kwargs.pop("paths")[0]]
+    args.update(kwargs)
+    with pytest.raises(error, match=message):
+        record_files(ledger, **args)
+    assert snapshot(ledger) == before
+
+
+def test_bad_statement_input(ledger: Ledger, alice: Signer) -> None:
+    before = snapshot(ledger)
+    digest = "sha256:" + hashlib.sha256(b"x").hexdigest()
+    with pytest.raises(FormatError, match="subject digest: 'sha256:XYZ'"):
+        record_statement(ledger, "x", "sha256:XYZ", predicates.APPROVAL, {}, alice)
+    with pytest.raises(FormatError, match="subject name is empty"):
+        record_statement(ledger, "", digest, predicates.APPROVAL, {}, alice)
+    with pytest.raises(FormatError, match="cannot be canonicalised"):
+        record_statement(ledger, "x", digest, predicates.APPROVAL, {"x": float("inf")}, alice)
+    assert snapshot(ledger) == before
+
+
+def test_an_unloadable_log_key_stores_nothing(
+    tmp_path: Path, make_tree: Any, monkeypatch: pytest.MonkeyPatch, passphrase: str
+) -> None:
+    ledger = Ledger.init(tmp_path / "enc", origin="test/enc")  # log key encrypted
+    alice = ledger.keys.create("alice", encrypt=False)
+    monkeypatch.delenv("TRAJLEDGER_PASSPHRASE")
+    reopened = Ledger.open(tmp_path / "enc")
+    with pytest.raises(KeyError_, match="key log: is encrypted; set TRAJLEDGER_PASSPHRASE"):
+        record_files(reopened, [make_tree(TREE)], alice)
+    assert snapshot(reopened) == (0, set())
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE", passphrase)
+    assert record_files(Ledger.open(tmp_path / "enc"), [make_tree(TREE)], alice).index == 0

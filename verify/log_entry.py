@@ -1,0 +1,297 @@
+"""Entries of trajledger's transparency log: their canonical encoding, strict parsing, the chain.
+
+Scope: one log entry is the RFC 8785 (JCS) JSON object
+
+    {"envelope":"sha256:<hex>","kind":<kind>,"prev":"<hex>","signers":["<keyid>",...],
+     "subject":"sha256:<hex>","time":"YYYY-MM-DDTHH:MM:SSZ","v":1}
+
+(keys in JCS order, no whitespace). `LogEntry` is the one definition of that format: the writer
+(``ledger.log``) builds entries with `LogEntry.to_bytes`, and verifiers read them with
+`LogEntry.from_bytes`, which accepts exactly the canonical bytes and nothing else, so one entry
+has one encoding and one leaf hash. ``prev`` is the RFC 6962 leaf hash of the entry before it
+(64 zeros for entry 0): `verify_chain` checks that hash chain.
+
+Non-scope: where entries live (``verify.tiles``), Merkle proofs (``verify.merkle``), and whether
+the envelope an entry names exists or is validly signed (the ledger's ``log verify`` and the
+lineage verifier check envelopes against the entry).
+
+Spec: schemas/log-entry.v1.md; RFC 8785; RFC 6962 section 2.1 (leaf hash).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ._json import load_object
+from .digest import parse_digest
+from .errors import DigestMismatchError, FormatError
+from .merkle import leaf_hash
+from .tiles import MAX_ENTRY_SIZE
+
+__all__ = [
+    "ENTRY_VERSION",
+    "GENESIS_PREV",
+    "KINDS",
+    "LogEntry",
+    "verify_chain",
+]
+
+ENTRY_VERSION = 1
+"""The ``v`` field of every entry this module reads and writes."""
+
+GENESIS_PREV = "0" * 64
+"""The ``prev`` of entry 0: there is no entry before it."""
+
+KINDS = frozenset(
+    {
+        "approval",
+        "checkpoint",
+        "dataset",
+        "environment",
+        "erasure",
+        "evaluator",
+        "files",
+        "import",
+        "refusal",
+        "revocation",
+        "rollout-batch",
+        "trust-policy",
+    }
+)
+"""Every entry kind: what sort of artifact the entry's envelope describes."""
+
+_FIELDS = ("envelope", "kind", "prev", "signers", "subject", "time", "v")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
+_KIND_ALT = "|".join(sorted(KINDS, key=len, reverse=True))
+# The canonical encoding, field by field. Every value is ASCII without characters JSON escapes,
+# so JCS reduces to this template; anything else (whitespace, other key order, escapes, other
+# number spellings, duplicate keys) fails to match and goes to the slow path for a precise error.
+_CANONICAL = re.compile(
+    rb'\{"envelope":"sha256:([0-9a-f]{64})","kind":"(' + _KIND_ALT.encode() + rb')",'
+    rb'"prev":"([0-9a-f]{64})","signers":\[("[0-9a-f]{64}"(?:,"[0-9a-f]{64}")*)\],'
+    rb'"subject":"sha256:([0-9a-f]{64})",'
+    rb'"time":"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)","v":1\}'
+)
+
+
+def _check_time(value: object, what: str) -> str:
+    if not isinstance(value, str) or not _TIME.fullmatch(value):
+        raise FormatError(f"{what}: time {value!r} is not of the form YYYY-MM-DDTHH:MM:SSZ")
+    try:
+        datetime.fromisoformat(value[:-1])
+    except ValueError as e:
+        raise FormatError(f"{what}: time {value!r} is not a valid UTC date and time") from e
+    return value
+
+
+def _check_fields(
+    kind: object,
+    subject: object,
+    envelope: object,
+    signers: object,
+    time: object,
+    prev: object,
+    what: str,
+) -> None:
+    """Check the fields of an entry; ``what`` names it in messages."""
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise FormatError(f"{what}: kind {kind!r} is unknown, want one of {sorted(KINDS)}")
+    parse_digest(subject, f"{what}: subject")
+    parse_digest(envelope, f"{what}: envelope")
+    if not isinstance(signers, tuple) or not signers:
+        raise FormatError(f"{what}: signers is empty, want at least one keyid")
+    for k in signers:
+        if not isinstance(k, str) or not _HEX64.fullmatch(k):
+            raise FormatError(f"{what}: signer keyid {k!r} is not 64 lowercase hex")
+    if list(signers) != sorted(set(signers)):
+        raise FormatError(f"{what}: signers {list(signers)} are not sorted and unique")
+    _check_time(time, what)
+    if not isinstance(prev, str) or not _HEX64.fullmatch(prev):
+        raise FormatError(f"{what}: prev {prev!r} is not 64 lowercase hex")
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One log entry. An instance always holds valid fields; `to_bytes` is its only encoding.
+
+    Attributes:
+        kind: one of `KINDS`.
+        subject: ``sha256:<hex>`` of the artifact the envelope's statement is about.
+        envelope: ``sha256:<hex>`` of the DSSE envelope's exact bytes (a blob in the store).
+        signers: keyids (64 lowercase hex) of the envelope's signatures, sorted, unique, >= 1.
+        time: when the log appended the entry, ``YYYY-MM-DDTHH:MM:SSZ`` (UTC).
+        prev: hex leaf hash of the entry before, `GENESIS_PREV` for entry 0.
+    """
+
+    kind: str
+    subject: str
+    envelope: str
+    signers: tuple[str, ...]
+    time: str
+    prev: str
+    _raw: bytes = field(default=b"", repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """Check every field, so that an invalid entry cannot exist.
+
+        Raises:
+            FormatError: a field is not what the format allows, or the encoding exceeds
+                65,535 bytes (the largest entry an entry bundle can hold).
+        """
+        _check_fields(
+            self.kind, self.subject, self.envelope, self.signers, self.time, self.prev, "log entry"
+        )
+        raw = self._encode()
+        if len(raw) > MAX_ENTRY_SIZE:
+            raise FormatError(
+                f"log entry: encodes to {len(raw)} bytes, want at most {MAX_ENTRY_SIZE}"
+            )
+        object.__setattr__(self, "_raw", raw)
+
+    def _encode(self) -> bytes:
+        signers = ",".join(f'"{k}"' for k in self.signers)
+        return (
+            f'{{"envelope":"{self.envelope}","kind":"{self.kind}","prev":"{self.prev}",'
+            f'"signers":[{signers}],"subject":"{self.subject}","time":"{self.time}",'
+            f'"v":{ENTRY_VERSION}}}'
+        ).encode("ascii")
+
+    def to_bytes(self) -> bytes:
+        """Return the canonical (RFC 8785) bytes of the entry: what the log stores and hashes."""
+        return self._raw
+
+    @property
+    def leaf_hash(self) -> bytes:
+        """The RFC 6962 leaf hash of `to_bytes`; the next entry's ``prev`` is its hex."""
+        return leaf_hash(self._raw)
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as a JSON object (the same fields as its bytes)."""
+        return {
+            "envelope": self.envelope,
+            "kind": self.kind,
+            "prev": self.prev,
+            "signers": list(self.signers),
+            "subject": self.subject,
+            "time": self.time,
+            "v": ENTRY_VERSION,
+        }
+
+    @classmethod
+    def from_bytes(cls, data: bytes, what: str = "log entry") -> LogEntry:
+        """Parse an entry strictly: only its canonical encoding is accepted.
+
+        Args:
+            data: the entry's exact bytes, as stored in an entry bundle.
+            what: names the entry in error messages (for example ``log entry 17``).
+
+        Returns:
+            The entry; ``to_bytes()`` gives back ``data``.
+
+        Raises:
+            FormatError: more than 65,535 bytes, not JSON, duplicate or missing or unknown keys,
+                a field of the wrong type or value, or JSON that is valid but not in canonical
+                form (whitespace, key order, escapes).
+        """
+        if len(data) > MAX_ENTRY_SIZE:
+            raise FormatError(f"{what}: {len(data)} bytes, want at most {MAX_ENTRY_SIZE}")
+        m = _CANONICAL.fullmatch(data)
+        if m is None:
+            return cls._from_json(data, what)
+        # The pattern fixed every byte but two things: signer order and calendar validity.
+        signers = tuple(s[1:-1] for s in m.group(4).decode().split(","))
+        if list(signers) != sorted(set(signers)):
+            raise FormatError(f"{what}: signers {list(signers)} are not sorted and unique")
+        time = _check_time(m.group(6).decode(), what)
+        entry = object.__new__(cls)
+        for name, value in (
+            ("kind", m.group(2).decode()),
+            ("subject", "sha256:" + m.group(5).decode()),
+            ("envelope", "sha256:" + m.group(1).decode()),
+            ("signers", signers),
+            ("time", time),
+            ("prev", m.group(3).decode()),
+            ("_raw", bytes(data)),
+        ):
+            object.__setattr__(entry, name, value)
+        return entry
+
+    @classmethod
+    def _from_json(cls, data: bytes, what: str) -> LogEntry:
+        """Slow path: find out precisely why ``data`` is not a canonical entry."""
+        obj = load_object(data, what)
+        if sorted(obj) != list(_FIELDS):
+            missing = sorted(set(_FIELDS) - set(obj))
+            unknown = sorted(set(obj) - set(_FIELDS))
+            raise FormatError(f"{what}: missing field(s) {missing}, unknown field(s) {unknown}")
+        v = obj["v"]
+        if type(v) is not int or v != ENTRY_VERSION:
+            raise FormatError(f"{what}: v is {v!r}, want {ENTRY_VERSION}")
+        signers = obj["signers"]
+        if not isinstance(signers, list):
+            raise FormatError(f"{what}: signers is {type(signers).__name__}, want a list")
+        fields = (obj["kind"], obj["subject"], obj["envelope"], tuple(signers), obj["time"])
+        _check_fields(*fields, obj["prev"], what)
+        entry = cls(*fields, obj["prev"])
+        if entry.to_bytes() != data:
+            raise FormatError(
+                f"{what}: is valid JSON but not in canonical form (RFC 8785: no whitespace, keys "
+                "sorted, no escapes), want the canonical encoding"
+            )
+        return entry
+
+
+def verify_chain(entries: Iterable[bytes], *, start: int = 0, prev: str = GENESIS_PREV) -> str:
+    """Check that consecutive entries link by ``prev``, each naming its predecessor's leaf hash.
+
+    Steps:
+        1. Check the preconditions: ``start`` >= 0; ``prev`` is 64 lowercase hex, and
+           `GENESIS_PREV` when ``start`` is 0.
+        2. Parse each entry strictly (`LogEntry.from_bytes`).
+        3. Compare its ``prev`` with the leaf hash of the entry before it (``prev`` for the
+           first one).
+
+    The chain adds nothing the Merkle tree does not already prove; it lets a reader holding only
+    a run of consecutive entries see that none was removed or reordered inside the run.
+
+    Args:
+        entries: consecutive entries' exact bytes, from index ``start``.
+        start: the index of the first entry.
+        prev: hex leaf hash of entry ``start - 1`` (`GENESIS_PREV` when ``start`` is 0).
+
+    Returns:
+        The hex leaf hash of the last entry (``prev`` when ``entries`` is empty), to continue
+        the chain with the next run.
+
+    Raises:
+        ValueError: a precondition does not hold (a caller bug).
+        FormatError: an entry does not parse.
+        DigestMismatchError: an entry's ``prev`` is not its predecessor's leaf hash.
+    """
+    # (1)
+    if start < 0:
+        raise ValueError(f"chain start {start}, want >= 0")
+    if not _HEX64.fullmatch(prev):
+        raise ValueError(f"chain prev {prev!r}, want 64 lowercase hex")
+    if start == 0 and prev != GENESIS_PREV:
+        raise ValueError(f"chain from entry 0 must start from {GENESIS_PREV}, got {prev}")
+    want = prev
+    for i, data in enumerate(entries, start):
+        # (2)
+        entry = LogEntry.from_bytes(data, f"log entry {i}")
+        # (3)
+        if entry.prev != want:
+            before = f"entry {i - 1}" if i else "no entry (genesis)"
+            raise DigestMismatchError(
+                f"log entry {i}: prev is {entry.prev}, want {want} (the leaf hash of {before})",
+                subject=f"log entry {i}",
+                expected=want,
+                observed=entry.prev,
+            )
+        want = entry.leaf_hash.hex()
+    return want
