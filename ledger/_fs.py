@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -37,10 +38,8 @@ def write_file_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bo
                 os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     if durable:
         fsync_dir(path.parent)

@@ -1,4 +1,6 @@
-"""The ledger's commands: init, key, sign, verify (files against an envelope).
+"""The ledger's commands: init, key, sign, attest, log.
+
+``trajledger verify`` (files against an envelope, or a lineage) is composed in ``runner``.
 
 Each command parses its options, builds library objects, calls one library function and renders
 the result. Heavy modules are imported inside the commands so ``trajledger --help`` stays fast.
@@ -11,13 +13,21 @@ from pathlib import Path
 import click
 
 from .clikit import Context, Group, emit_json, ok, pass_ctx, progress, warn
+from .log_cli import attest, log
 
 __all__ = ["COMMANDS"]
 
 
 @click.command()
-@click.option("--origin", help="Log origin (a unique name, no spaces); default: trajledger/<host>/<random>.")
-@click.option("--store", default="objects", show_default=True, help="Blob store: a directory relative to the ledger, or a URI such as s3://bucket/prefix.")
+@click.option(
+    "--origin", help="Log origin (a unique name, no spaces); default: trajledger/<host>/<random>."
+)
+@click.option(
+    "--store",
+    default="objects",
+    show_default=True,
+    help="Blob store: a directory relative to the ledger, or a URI such as s3://bucket/prefix.",
+)
 @pass_ctx
 def init(ctx: Context, origin: str | None, store: str) -> None:
     """Create a ledger in the ledger directory (--ledger, default ./.trajledger)."""
@@ -40,8 +50,16 @@ def key() -> None:
 
 @key.command("new")
 @click.argument("name")
-@click.option("--alg", type=click.Choice(["ed25519", "p256"]), default="ed25519", show_default=True, help="Signature algorithm.")
-@click.option("--no-encrypt", is_flag=True, help="Write the private key unencrypted (demos and tests only).")
+@click.option(
+    "--alg",
+    type=click.Choice(["ed25519", "p256"]),
+    default="ed25519",
+    show_default=True,
+    help="Signature algorithm.",
+)
+@click.option(
+    "--no-encrypt", is_flag=True, help="Write the private key unencrypted (demos and tests only)."
+)
 @pass_ctx
 def key_new(ctx: Context, name: str, alg: str, no_encrypt: bool) -> None:
     """Create key NAME: an encrypted PKCS#8 private key (mode 0600) and its public key.
@@ -54,7 +72,9 @@ def key_new(ctx: Context, name: str, alg: str, no_encrypt: bool) -> None:
     store = KeyStore(ctx.home / "keys", passphrase=_ask)
     if no_encrypt:
         warn(f"key {name} is written unencrypted; use it for demos and tests only")
-    signer = store.create(name, "ecdsa-p256" if alg == "p256" else "ed25519", encrypt=not no_encrypt)
+    signer = store.create(
+        name, "ecdsa-p256" if alg == "p256" else "ed25519", encrypt=not no_encrypt
+    )
     click.echo(f"{name} {signer.public.algorithm} {signer.keyid}")
     ok(f"key {name} written to {store.directory}")
 
@@ -68,7 +88,12 @@ def key_list(ctx: Context, as_json: bool) -> None:
     if as_json:
         emit_json(
             [
-                {"name": k.name, "algorithm": k.algorithm, "keyid": k.keyid, "encrypted": k.encrypted}
+                {
+                    "name": k.name,
+                    "algorithm": k.algorithm,
+                    "keyid": k.keyid,
+                    "encrypted": k.encrypted,
+                }
                 for k in keys
             ]
         )
@@ -88,7 +113,12 @@ def key_export(ctx: Context, name: str) -> None:
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--key", "key_name", required=True, help="Name of the signing key.")
-@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Where to write the DSSE envelope.")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write the DSSE envelope.",
+)
 @click.option("--name", help="Subject name; default: the first path's name.")
 @pass_ctx
 def sign(ctx: Context, paths: tuple[Path, ...], key_name: str, out: Path, name: str | None) -> None:
@@ -110,30 +140,9 @@ def sign(ctx: Context, paths: tuple[Path, ...], key_name: str, out: Path, name: 
     envelope = sign_statement([(subject, manifest.digest)], ptype, predicate, [signer])
     write_file_atomic(out, envelope.to_bytes() + b"\n")
     click.echo(manifest.digest)
-    ok(f"{len(manifest.files)} file(s), {manifest.total_size} bytes signed by {key_name} into {out}")
+    ok(
+        f"{len(manifest.files)} file(s), {manifest.total_size} bytes signed by {key_name} into {out}"
+    )
 
 
-@click.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--envelope", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The DSSE envelope written by 'trajledger sign'.")
-@click.option("--pubkey", required=True, multiple=True, type=click.Path(dir_okay=False, path_type=Path), help="Trusted public key PEM (repeatable).")
-@click.option("--threshold", default=1, show_default=True, type=click.IntRange(min=1), help="Distinct trusted keys that must have signed.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@pass_ctx
-def verify(ctx: Context, paths: tuple[Path, ...], envelope: Path, pubkey: tuple[Path, ...], threshold: int, as_json: bool) -> None:
-    """Verify files against a signed envelope: signature, then every file's name, size and hash.
-
-    Exits 0 when all match, 1 naming each missing, extra or changed file.
-    """
-    from .verify_files import verify_files
-
-    result = verify_files(paths, envelope, pubkey, threshold=threshold, on_progress=None if ctx.quiet else progress)
-    if as_json:
-        emit_json(result.to_json())
-    result.raise_if_failed()
-    ok(f"{result.subject}: {result.file_count} file(s) match, signed by {', '.join(result.signers)}")
-
-
-from .log_cli import attest, log  # noqa: E402 - command modules import only click at load
-
-COMMANDS = [init, key, sign, verify, attest, log]
+COMMANDS = [init, key, sign, attest, log]

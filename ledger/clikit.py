@@ -138,7 +138,7 @@ class Group(click.Group):
             where = f"{e.filename}: " if e.filename else ""
             fail(f"{where}{e.strerror or e}")
             raise click.exceptions.Exit(EXIT_OPERATIONAL) from e
-        except Exception as e:  # noqa: BLE001 - the one place that turns bugs into exit 4
+        except Exception as e:
             verbose = bool(ctx.find_object(Context) and ctx.find_object(Context).verbose)  # type: ignore[union-attr]
             if verbose:
                 traceback.print_exc()

@@ -55,7 +55,9 @@ def collect_files(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Path]:
         except FormatError as e:
             raise LedgerError(str(e)) from e
         if name in out:
-            raise LedgerError(f"{path}: name {name!r} is also given by {out[name]}; sign them separately")
+            raise LedgerError(
+                f"{path}: name {name!r} is also given by {out[name]}; sign them separately"
+            )
         out[name] = path
 
     for arg in paths:
@@ -73,12 +75,16 @@ def collect_files(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Path]:
                 dirnames.sort()
                 for d in list(dirnames):
                     if os.path.islink(os.path.join(dirpath, d)):
-                        raise LedgerError(f"{os.path.join(dirpath, d)}: is a symbolic link; links are not signed")
+                        raise LedgerError(
+                            f"{os.path.join(dirpath, d)}: is a symbolic link; links are not signed"
+                        )
                 for f in sorted(filenames):
                     fp = Path(dirpath) / f
                     fst = fp.lstat()
                     if not stat.S_ISREG(fst.st_mode):
-                        kind = "a symbolic link" if stat.S_ISLNK(fst.st_mode) else "not a regular file"
+                        kind = (
+                            "a symbolic link" if stat.S_ISLNK(fst.st_mode) else "not a regular file"
+                        )
                         raise LedgerError(f"{fp}: is {kind}; only regular files are signed")
                     add(fp.relative_to(p).as_posix(), fp)
         else:
@@ -103,5 +109,8 @@ def manifest_for(
     except OSError as e:
         raise LedgerError(f"{e.filename}: cannot read: {e.strerror}") from e
     return Manifest.from_files(
-        [FileEntry(n, d.size, d.sha256, media_type_for(n)) for n, d in zip(names, digests, strict=True)]
+        [
+            FileEntry(n, d.size, d.sha256, media_type_for(n))
+            for n, d in zip(names, digests, strict=True)
+        ]
     )

@@ -70,7 +70,7 @@ class LedgerConfig:
             f"origin = {_toml_str(self.origin)}\n"
             f"# where blobs live: a directory relative to this file, or a URI (s3://bucket/prefix)\n"
             f"store = {_toml_str(self.store)}\n"
-        ).encode("utf-8")
+        ).encode()
 
     @classmethod
     def from_toml(cls, data: bytes, where: Path) -> LedgerConfig:
@@ -88,10 +88,16 @@ class LedgerConfig:
             raise LedgerError(f"{where}: no [ledger] section")
         fmt = section.get("format")
         if fmt != FORMAT_VERSION:
-            raise LedgerError(f"{where}: format {fmt!r}, this trajledger reads format {FORMAT_VERSION}")
+            raise LedgerError(
+                f"{where}: format {fmt!r}, this trajledger reads format {FORMAT_VERSION}"
+            )
         origin = section.get("origin")
         store = section.get("store", "objects")
-        if not isinstance(origin, str) or not origin or any(c.isspace() or c == "+" for c in origin):
+        if (
+            not isinstance(origin, str)
+            or not origin
+            or any(c.isspace() or c == "+" for c in origin)
+        ):
             raise LedgerError(f"{where}: origin must be a non-empty string without spaces or '+'")
         if not isinstance(store, str) or not store:
             raise LedgerError(f"{where}: store must be a non-empty string")
@@ -170,9 +176,7 @@ class Ledger:
         return ledger
 
     @classmethod
-    def open(
-        cls, root: Path, *, passphrase: Callable[[str], bytes | None] | None = None
-    ) -> Ledger:
+    def open(cls, root: Path, *, passphrase: Callable[[str], bytes | None] | None = None) -> Ledger:
         """Open an existing ledger home.
 
         Raises:

@@ -23,7 +23,7 @@ from verify.keys import ALGORITHMS, PublicKey
 from ._fs import write_file_atomic
 from .errors import KeyError_
 
-__all__ = ["KeyInfo", "KeyStore", "Signer", "PASSPHRASE_ENV"]
+__all__ = ["PASSPHRASE_ENV", "KeyInfo", "KeyStore", "Signer"]
 
 PASSPHRASE_ENV = "TRAJLEDGER_PASSPHRASE"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -59,7 +59,9 @@ class Signer:
         elif algorithm == "ecdsa-p256":
             key = ec.generate_private_key(ec.SECP256R1())
         else:
-            raise KeyError_(f"key {name}: unknown algorithm {algorithm!r}, want one of {ALGORITHMS}")
+            raise KeyError_(
+                f"key {name}: unknown algorithm {algorithm!r}, want one of {ALGORITHMS}"
+            )
         return cls._from_private(name, key)
 
     @classmethod
@@ -76,14 +78,18 @@ class Signer:
             if passphrase
             else serialization.NoEncryption()
         )
-        return self._key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc)
+        return self._key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc
+        )
 
     def raw_ed25519_private(self) -> bytes:
         """The 32-byte Ed25519 seed (for signed-note keys)."""
         if not isinstance(self._key, ed25519.Ed25519PrivateKey):
             raise KeyError_(f"key {self.name}: is {self.public.algorithm}, want ed25519")
         return self._key.private_bytes(
-            serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()
+            serialization.Encoding.Raw,
+            serialization.PrivateFormat.Raw,
+            serialization.NoEncryption(),
         )
 
 
@@ -166,7 +172,9 @@ class KeyStore:
         try:
             data = path.read_bytes()
         except FileNotFoundError as e:
-            raise KeyError_(f"key {name}: not found in {self.directory}; see 'trajledger key list'") from e
+            raise KeyError_(
+                f"key {name}: not found in {self.directory}; see 'trajledger key list'"
+            ) from e
         except OSError as e:
             raise KeyError_(f"key {name}: cannot read {path}: {e.strerror}") from e
         try:
@@ -186,7 +194,9 @@ class KeyStore:
         try:
             data = path.read_bytes()
         except FileNotFoundError as e:
-            raise KeyError_(f"key {name}: no private key in {self.directory}; create it with 'trajledger key new {name}'") from e
+            raise KeyError_(
+                f"key {name}: no private key in {self.directory}; create it with 'trajledger key new {name}'"
+            ) from e
         except OSError as e:
             raise KeyError_(f"key {name}: cannot read {path}: {e.strerror}") from e
         encrypted = b"ENCRYPTED" in data.split(b"\n", 1)[0]
@@ -196,7 +206,11 @@ class KeyStore:
         try:
             key = serialization.load_pem_private_key(data, password=passphrase)
         except (ValueError, TypeError) as e:
-            why = "wrong passphrase or corrupt key file" if encrypted else "corrupt or truncated key file"
+            why = (
+                "wrong passphrase or corrupt key file"
+                if encrypted
+                else "corrupt or truncated key file"
+            )
             raise KeyError_(f"key {name}: cannot load {path}: {why}") from e
         if not isinstance(key, ed25519.Ed25519PrivateKey) and not (
             isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1)

@@ -136,7 +136,9 @@ class ApprovalPredicate(_Model):
     approved_at: str = Field(alias="approvedAt")
     expires: str
     note: str | None = None
-    validation_report: str | None = Field(default=None, alias="validationReport", pattern=DIGEST_PATTERN)
+    validation_report: str | None = Field(
+        default=None, alias="validationReport", pattern=DIGEST_PATTERN
+    )
 
 
 class RevocationPredicate(_Model):

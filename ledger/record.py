@@ -128,6 +128,7 @@ def record_files(
     name: str | None = None,
     *,
     on_file: Callable[[FileDigest], None] | None = None,
+    inline_manifest: bool = True,
 ) -> Recorded:
     """Record files as one artifact, signed and logged.
 
@@ -151,6 +152,9 @@ def record_files(
         kind: the log entry kind; default the kind of ``predicate_type``.
         name: the subject name; default the first path's name.
         on_file: called after each file is stored (progress).
+        inline_manifest: put the manifest in the predicate (so the envelope verifies files on
+            its own). Off for standard predicates such as SLSA provenance, which must keep
+            their own shape; the manifest blob in the store binds the files either way.
 
     Returns:
         The artifact digest, the envelope digest and the log index.
@@ -201,7 +205,7 @@ def record_files(
     )
     store.put_bytes(manifest.canonical_bytes())
     # (5) (6)
-    predicate = {"manifest": manifest.to_json(), **extra}
+    predicate = {"manifest": manifest.to_json(), **extra} if inline_manifest else extra
     recorded = _sign_store_append(
         ledger, subject_name, manifest.digest, predicate_type, predicate, keys, entry_kind
     )

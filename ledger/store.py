@@ -10,6 +10,7 @@ Non-scope: what the blobs mean. Reading verified bytes is the caller's request
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -234,7 +235,7 @@ class ObjectStore:
             base = self.root / "sha256"
             if not base.is_dir():
                 return
-            for dirpath, _dirs, files in os.walk(base):
+            for _dirpath, _dirs, files in os.walk(base):
                 for f in files:
                     if len(f) == 64 and not f.startswith(TMP_PREFIX):
                         yield DIGEST_PREFIX + f
@@ -280,7 +281,5 @@ class ObjectStore:
 
 
 def _unlink(path: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass

@@ -21,7 +21,7 @@ from verify.statement import verify_statement
 from .errors import KeyError_, LedgerError
 from .files import collect_files
 
-__all__ = ["FilesResult", "read_input", "load_pubkey_file", "verify_files"]
+__all__ = ["FilesResult", "load_pubkey_file", "read_input", "verify_files"]
 
 
 def read_input(path: Path, what: str) -> bytes:
@@ -85,9 +85,14 @@ def verify_files(
         FormatError, SignatureError, PolicyError, DigestMismatchError: verification (exit 1).
     """
     keys = [load_pubkey_file(p) for p in pubkey_paths]
-    envelope = Envelope.from_bytes(read_input(envelope_path, "envelope"), f"envelope {envelope_path}")
+    envelope = Envelope.from_bytes(
+        read_input(envelope_path, "envelope"), f"envelope {envelope_path}"
+    )
     verified = verify_statement(
-        envelope, keys, allowed_predicate_types={predicates.FILES}, threshold=threshold,
+        envelope,
+        keys,
+        allowed_predicate_types={predicates.FILES},
+        threshold=threshold,
         what=f"envelope {envelope_path}",
     )
     manifest = manifest_from_statement(verified.statement, f"envelope {envelope_path}")
@@ -98,4 +103,6 @@ def verify_files(
         with on_progress(len(files), "verifying") as advance:
             diff = diff_tree(manifest, files, on_done=lambda _d: advance(1))
     subject = verified.statement.subjects[0].name
-    return FilesResult(subject, tuple(k.keyid[:16] for k in verified.signers), len(manifest.files), diff)
+    return FilesResult(
+        subject, tuple(k.keyid[:16] for k in verified.signers), len(manifest.files), diff
+    )

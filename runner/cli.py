@@ -9,16 +9,25 @@ from pathlib import Path
 
 import click
 
+from ledger import artifact_cli
 from ledger import cli as ledger_cli
 from ledger.clikit import Context, Group, default_home
 
+from . import commands as runner_commands
 from .quickstart import quickstart
 
 __all__ = ["main"]
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--ledger", "home", type=click.Path(file_okay=False, path_type=Path), envvar="TRAJLEDGER_HOME", default=None, help="Ledger directory [env TRAJLEDGER_HOME; default ./.trajledger].")
+@click.option(
+    "--ledger",
+    "home",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="TRAJLEDGER_HOME",
+    default=None,
+    help="Ledger directory [env TRAJLEDGER_HOME; default ./.trajledger].",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks for internal errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @click.version_option(package_name="trajledger", prog_name="trajledger")
@@ -35,6 +44,6 @@ def main(ctx: click.Context, home: Path | None, verbose: bool, quiet: bool) -> N
     ctx.obj = Context(home or default_home(), verbose, quiet)
 
 
-for _command in ledger_cli.COMMANDS:
+for _command in [*ledger_cli.COMMANDS, *artifact_cli.COMMANDS, *runner_commands.COMMANDS]:
     main.add_command(_command)
 main.add_command(quickstart)

@@ -1,14 +1,20 @@
 """``trajledger quickstart DIR``: the README's main job, end to end on the embedded defaults.
 
-It runs every step a new user would type, through the same library calls the commands use, and
-narrates them. Keys are encrypted when ``TRAJLEDGER_PASSPHRASE`` is set; otherwise they are demo
-keys written in the clear, with a warning. Its last stdout line is the final artifact's digest.
+It runs, through the same library calls the commands use, what a team does in its first hour:
+a ledger and keys for a vendor, two approvers and a trainer; a trust policy (2-of-2 approvals)
+recorded in the log; an environment and an evaluator registered; random CartPole rollouts
+recorded, approved and trained on; the checkpoint's own rollouts recorded; a second iteration;
+the final checkpoint's lineage verified and printed; then the refusals a runner must make (an
+unapproved dataset, a tampered batch, a holdout split). Keys are encrypted when
+``TRAJLEDGER_PASSPHRASE`` is set; otherwise they are demo keys written in the clear, with a
+warning. The last stdout line is the final checkpoint's digest.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -16,74 +22,255 @@ from ledger.clikit import Context, pass_ctx, warn
 
 __all__ = ["quickstart"]
 
+POLICY_TEMPLATE = """\
+# Trust policy of the quickstart ledger (see keys/README.md for every setting).
+name = "quickstart"
+serial = 1
+max_approval_age = "90d"
+
+[roles.producer]          # who may record environments, evaluators, rollouts, datasets
+keys = ["keys/vendor.pub"]
+threshold = 1
+
+[roles.approver]          # who approves data for training: both must agree
+keys = ["keys/approver-a.pub", "keys/approver-b.pub"]
+threshold = 2
+
+[roles.trainer]           # who may record checkpoints
+keys = ["keys/trainer.pub"]
+threshold = 1
+
+[roles.log]               # the log whose signed checkpoints are trusted
+vkeys = ["{vkey}"]
+threshold = 1
+"""
+
 
 def _step(text: str) -> None:
-    click.echo(click.style(f"==> {text}", bold=True), err=True)
+    click.echo(click.style(f"\n==> {text}", bold=True), err=True)
+
+
+def _say(text: str) -> None:
+    click.echo(f"    {text}", err=True)
 
 
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--episodes",
+    default=100,
+    show_default=True,
+    type=click.IntRange(min=10),
+    help="Random CartPole episodes to start from.",
+)
 @pass_ctx
-def quickstart(ctx: Context, directory: Path) -> None:
-    """Create a demo ledger in DIRECTORY and walk through signing, logging and verification."""
+def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
+    """Build a demo ledger in DIRECTORY: keys, policy, rollouts, approvals, two training
+    iterations, verification, lineage and refusals. Prints the final checkpoint's digest."""
+    from ledger.artifacts import (
+        create_dataset,
+        record_batch,
+        register_environment,
+        register_evaluator,
+    )
     from ledger.errors import LedgerError
-    from ledger.files import collect_files, manifest_for
     from ledger.home import Ledger
     from ledger.keys import PASSPHRASE_ENV
-    from ledger.signing import files_predicate, sign_statement
-    from verify import predicates
-    from verify.dsse import Envelope
-    from verify.errors import VerificationError
-    from verify.manifest import diff_tree, manifest_from_statement
-    from verify.statement import verify_statement
+    from ledger.status import approve, record_policy
+    from verify.policy import TrustPolicy
 
-    if (directory / "ledger.toml").exists():
-        raise LedgerError(f"{directory}: already holds a ledger; pick a new directory")
+    from .admission import DataRefusedError, admit
+    from .rollouts import run_policy
+    from .train import rollout, train
+    from .verification import verify_ref
+
+    if directory.exists() and any(directory.iterdir()):
+        raise LedgerError(f"{directory}: exists and is not empty; pick a new directory")
     encrypt = bool(os.environ.get(PASSPHRASE_ENV))
     if not encrypt:
         warn(f"{PASSPHRASE_ENV} is not set: the demo keys are written unencrypted (demo only)")
 
-    _step(f"creating a ledger in {directory}")
-    ledger = Ledger.init(directory, origin="trajledger.quickstart/demo")
-    vendor = ledger.keys.create("vendor", encrypt=encrypt)
-    click.echo(f"key vendor {vendor.keyid}")
+    _step(f"a ledger in {directory}, keys for a vendor, two approvers and a trainer")
+    ledger = Ledger.init(directory, origin=f"trajledger.quickstart/{os.urandom(4).hex()}")
+    keys = {
+        n: ledger.keys.create(n, encrypt=encrypt)
+        for n in ("vendor", "approver-a", "approver-b", "trainer")
+    }
+    for n, k in keys.items():
+        _say(f"{n:11} {k.public.algorithm} {k.keyid[:16]}…")
 
-    _step("writing a small dataset and signing it as the vendor")
-    data = directory / "dataset"
-    (data / "shards").mkdir(parents=True, exist_ok=True)
-    for i in range(3):
-        (data / "shards" / f"part-{i}.jsonl").write_text(
-            "".join(f'{{"episode_id": "{i}-{j}", "return": {j}}}\n' for j in range(100))
+    _step("the trust policy: producer vendor, approvals 2-of-2, trainer, this log's key")
+    policy_path = directory / "policy.toml"
+    policy_path.write_text(POLICY_TEMPLATE.format(vkey=ledger.log.vkey))
+    record_policy(ledger, policy_path, [keys["approver-a"], keys["approver-b"]])
+    policy = TrustPolicy.from_toml(policy_path.read_bytes(), directory)
+    _say(f"{policy_path} recorded in the log, signed by both approvers")
+
+    _step("environment and evaluator registered")
+    register_environment(
+        ledger, "cartpole", "1", keys["vendor"], gymnasium_id="CartPole-v1", source="gymnasium"
+    )
+    register_evaluator(ledger, "episode-return", "1", "deterministic", keys["vendor"])
+    _say("cartpole@1 (CartPole-v1), episode-return@1 (deterministic)")
+
+    _step(f"{episodes} random CartPole episodes recorded by the vendor")
+    random_run = run_policy(None, "CartPole-v1", episodes, 0, policy_version="random")
+    batch_random = record_batch(
+        ledger,
+        random_run.steps,
+        episodes=random_run.episodes,
+        env="cartpole@1",
+        evaluator="episode-return@1",
+        policy="random",
+        signer=keys["vendor"],
+        name="cartpole-random",
+    )
+    _say(f"batch {batch_random.recorded.digest[:23]}…  mean return {random_run.mean_return:.1f}")
+
+    _step("iteration 1: dataset, approvals 2-of-2, training")
+    ds1 = create_dataset(
+        ledger, "cartpole", "1", "train", [batch_random.recorded.digest], keys["vendor"]
+    )
+    for a in ("approver-a", "approver-b"):
+        approve(ledger, "cartpole@1", keys[a], expires="30d", note="quickstart")
+    ckpt1 = train(
+        ledger, "cartpole@1", "bc", keys["trainer"], policy, seed=0, name="cartpole-bc", version="1"
+    )
+    _say(f"dataset {ds1.recorded.digest[:23]}…, checkpoint {ckpt1.digest[:23]}…")
+
+    _step("rollouts of checkpoint 1, recorded with the checkpoint as their policy")
+    batch_ckpt1, mean1 = rollout(
+        ledger, ckpt1.digest, "cartpole@1", max(10, episodes // 2), keys["vendor"], seed=1000
+    )
+    _say(f"batch {batch_ckpt1.recorded.digest[:23]}…  mean return {mean1:.1f}")
+
+    _step("iteration 2: both batches, approvals, training with checkpoint 1 as parent")
+    create_dataset(
+        ledger,
+        "cartpole",
+        "2",
+        "train",
+        [batch_random.recorded.digest, batch_ckpt1.recorded.digest],
+        keys["vendor"],
+    )
+    for a in ("approver-a", "approver-b"):
+        approve(ledger, "cartpole@2", keys[a], expires="30d", note="quickstart")
+    ckpt2 = train(
+        ledger,
+        "cartpole@2",
+        "bc",
+        keys["trainer"],
+        policy,
+        seed=0,
+        name="cartpole-bc",
+        version="2",
+        parent=ckpt1.digest,
+    )
+    eval2 = run_policy(
+        _policy_of(ledger, ckpt2.digest), "CartPole-v1", 20, 50_000, policy_version="eval"
+    )
+    _say(
+        f"checkpoint {ckpt2.digest[:23]}…  mean return {eval2.mean_return:.1f} (random: {random_run.mean_return:.1f})"
+    )
+
+    _step("verifying the final checkpoint's whole lineage (signatures, log, approvals, data)")
+    report = verify_ref(ledger, ckpt2.digest, policy)
+    click.echo("\n".join(report.render()))
+    n, failed = report.count()
+    if failed:
+        raise LedgerError(
+            f"quickstart: the fresh ledger does not verify ({failed} of {n} checks failed); please report"
         )
-    (data / "README.txt").write_text("demo rollouts\n")
-    files = collect_files([data])
-    manifest = manifest_for(files)
-    ptype, predicate = files_predicate(manifest)
-    envelope = sign_statement([("dataset", manifest.digest)], ptype, predicate, [vendor])
-    env_path = directory / "dataset.intoto.json"
-    env_path.write_bytes(envelope.to_bytes() + b"\n")
-    click.echo(f"signed {len(manifest.files)} files: {manifest.digest}")
+    _say(f"{n} checks passed")
 
-    _step("verifying the dataset as a buyer would, with only the vendor's public key")
-    parsed = Envelope.from_bytes(env_path.read_bytes())
-    verified = verify_statement(parsed, [ledger.keys.public("vendor")], allowed_predicate_types={predicates.FILES})
-    signed = manifest_from_statement(verified.statement)
-    diff = diff_tree(signed, collect_files([data]))
-    diff.raise_if_failed("dataset")
-    click.echo("OK: every file matches and the vendor's signature holds")
+    _step("refusals: the runner will not train on these")
+    extra = run_policy(None, "CartPole-v1", 10, 7000, policy_version="random")
+    unapproved = record_batch(
+        ledger,
+        extra.steps,
+        episodes=extra.episodes,
+        env="cartpole@1",
+        policy="random",
+        signer=keys["vendor"],
+        name="cartpole-unapproved",
+    )
+    create_dataset(
+        ledger, "cartpole-unapproved", "1", "train", [unapproved.recorded.digest], keys["vendor"]
+    )
+    _refused(
+        "an unapproved dataset",
+        lambda: train(ledger, "cartpole-unapproved@1", "bc", keys["trainer"], policy),
+        DataRefusedError,
+    )
 
-    _step("tampering with one shard: verification must fail")
-    shard = data / "shards" / "part-1.jsonl"
-    original = shard.read_bytes()
-    shard.write_bytes(original.replace(b'"return": 7', b'"return": 70'))
-    diff = diff_tree(signed, collect_files([data]))
+    held = run_policy(None, "CartPole-v1", 10, 8000, policy_version="random")
+    holdout = record_batch(
+        ledger,
+        held.steps,
+        episodes=held.episodes,
+        env="cartpole@1",
+        policy="random",
+        signer=keys["vendor"],
+        name="cartpole-holdout",
+    )
+    create_dataset(
+        ledger, "cartpole-holdout", "1", "holdout", [holdout.recorded.digest], keys["vendor"]
+    )
+    for a in ("approver-a", "approver-b"):
+        approve(ledger, "cartpole-holdout@1", keys[a])
+    _refused(
+        "a holdout split",
+        lambda: admit(ledger, "cartpole-holdout@1", policy, remember_checkpoint=False),
+        DataRefusedError,
+    )
+
+    steps_blob = _blob_of(ledger, batch_ckpt1.recorded.digest, "steps.parquet")
+    original = steps_blob.read_bytes()
+    os.chmod(steps_blob, 0o644)
+    tampered = bytearray(original)
+    tampered[len(tampered) // 2] ^= 0x01
+    steps_blob.write_bytes(bytes(tampered))
     try:
-        diff.raise_if_failed("dataset")
-        raise VerificationError("tampered dataset was accepted")  # pragma: no cover - a bug
-    except VerificationError as e:
-        if "tampered dataset was accepted" in str(e):
-            raise
-        click.echo(f"refused as expected: {diff.problems()[0]}")
-    shard.write_bytes(original)
+        _refused(
+            "a tampered batch (one bit flipped in the store)",
+            lambda: admit(ledger, "cartpole@2", policy, remember_checkpoint=False),
+            DataRefusedError,
+        )
+    finally:
+        steps_blob.write_bytes(original)
+        os.chmod(steps_blob, 0o444)
+    _say("(the flipped bit is restored, so the demo ledger stays sound)")
 
-    click.echo(manifest.digest)
+    _step("done")
+    _say(f"ledger: {directory}   policy: {policy_path}")
+    _say(f"try: trajledger --ledger {directory} verify {ckpt2.digest[:19]} --policy {policy_path}")
+    _say(f"     trajledger --ledger {directory} log info")
+    click.echo(ckpt2.digest)
+
+
+def _refused(what: str, action: Any, error: type[Exception]) -> None:
+    try:
+        action()
+    except error as e:
+        lines = str(e).splitlines()
+        _say(f"refused {what}: {len(lines) - 1} problem(s), for example:")
+        for line in lines[1:4]:
+            _say(f"  - {line}")
+        return
+    from ledger.errors import LedgerError
+
+    raise LedgerError(f"quickstart: {what} was not refused; please report")
+
+
+def _policy_of(ledger: Any, digest: str) -> Any:
+    from .train import checkpoint_files
+    from .trainers import load_policy
+
+    _item, files = checkpoint_files(ledger, digest)
+    return load_policy(files)
+
+
+def _blob_of(ledger: Any, artifact: str, path: str) -> Path:
+    from ledger.artifacts import batch_files
+
+    return Path(ledger.store.path_of(batch_files(ledger, artifact)[path]))

@@ -11,14 +11,14 @@ attributes where a caller may want it.
 from __future__ import annotations
 
 __all__ = [
-    "ProvenanceError",
-    "FormatError",
-    "VerificationError",
-    "SignatureError",
-    "DigestMismatchError",
-    "ProofError",
     "ConsistencyError",
+    "DigestMismatchError",
+    "FormatError",
     "PolicyError",
+    "ProofError",
+    "ProvenanceError",
+    "SignatureError",
+    "VerificationError",
 ]
 
 

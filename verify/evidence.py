@@ -42,6 +42,10 @@ class Evidence(Protocol):
         """An inclusion proof of entry ``index`` in the tree of ``size``."""
         ...
 
+    def consistency_proof(self, old_size: int, new_size: int) -> list[bytes]:
+        """A consistency proof between two tree sizes (FileNotFoundError when not available)."""
+        ...
+
     def blob(self, digest: str) -> bytes | None:
         """The bytes stored under ``digest``, or None when absent (erased or not exported)."""
         ...
@@ -115,6 +119,10 @@ class LedgerDirEvidence:
     def inclusion_proof(self, index: int, size: int) -> list[bytes]:
         """A proof built from the hash tiles."""
         return self._tiles.inclusion_proof(index, size)
+
+    def consistency_proof(self, old_size: int, new_size: int) -> list[bytes]:
+        """A consistency proof built from the hash tiles."""
+        return self._tiles.consistency_proof(old_size, new_size)
 
     def blob_path(self, digest: str) -> Path | None:
         """Path of a blob in the object store, when present."""

@@ -59,7 +59,9 @@ class PublicKey:
         try:
             key = serialization.load_pem_public_key(data)
         except (ValueError, UnsupportedAlgorithm, TypeError) as e:
-            raise FormatError(f"{what}: not a valid PEM public key (truncated, corrupt or not PEM)") from e
+            raise FormatError(
+                f"{what}: not a valid PEM public key (truncated, corrupt or not PEM)"
+            ) from e
         return cls._from_key(key, what)
 
     @classmethod
@@ -72,7 +74,9 @@ class PublicKey:
         try:
             key = serialization.load_der_public_key(data)
         except (ValueError, UnsupportedAlgorithm, TypeError) as e:
-            raise FormatError(f"{what}: not a valid DER public key (truncated, corrupt or not DER)") from e
+            raise FormatError(
+                f"{what}: not a valid DER public key (truncated, corrupt or not DER)"
+            ) from e
         return cls._from_key(key, what)
 
     @classmethod
@@ -123,4 +127,3 @@ class PublicKey:
         except (InvalidSignature, ValueError):
             return False
         return True
-

@@ -14,6 +14,7 @@ Spec: schemas/SPEC.md section "Manifest".
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Mapping
@@ -134,7 +135,7 @@ class Manifest:
         if sort:
             entries.sort(key=lambda e: e.path)
         paths = [e.path for e in entries]
-        for a, b in zip(paths, paths[1:], strict=False):
+        for a, b in itertools.pairwise(paths):
             if a == b:
                 raise FormatError(f"{what}: path {a!r} appears twice")
             if a > b:

@@ -33,7 +33,10 @@ __all__ = [
     "Role",
     "TrustPolicy",
     "check_successor",
+    "follow_history",
     "parse_duration",
+    "policy_digest",
+    "policy_from_record",
 ]
 
 POLICY_FORMAT = 1
@@ -115,7 +118,9 @@ class TrustPolicy:
             entry: dict[str, Any] = {"threshold": r.threshold}
             if name in KEY_ROLES:
                 entry["keys"] = [k.to_pem().decode("ascii") for k in r.keys]
-                entry["identities"] = [{"issuer": i.issuer, "subject": i.subject} for i in r.identities]
+                entry["identities"] = [
+                    {"issuer": i.issuer, "subject": i.subject} for i in r.identities
+                ]
             else:
                 entry["vkeys"] = list(r.vkeys)
             roles[name] = entry
@@ -129,7 +134,9 @@ class TrustPolicy:
         }
 
     @classmethod
-    def from_toml(cls, data: bytes, base_dir: Path | None = None, what: str = "policy") -> TrustPolicy:
+    def from_toml(
+        cls, data: bytes, base_dir: Path | None = None, what: str = "policy"
+    ) -> TrustPolicy:
         """Parse the TOML form; key file paths resolve relative to ``base_dir``.
 
         Raises:
@@ -174,8 +181,12 @@ class TrustPolicy:
             raise FormatError(f"{what}: roles must be a table")
         extra = set(raw_roles) - set(ROLES)
         if extra:
-            raise FormatError(f"{what}: unknown role(s) {', '.join(sorted(extra))}; roles are {', '.join(ROLES)}")
-        roles = {r: _parse_role(r, raw_roles.get(r, {}), base_dir, f"{what}: role {r}") for r in ROLES}
+            raise FormatError(
+                f"{what}: unknown role(s) {', '.join(sorted(extra))}; roles are {', '.join(ROLES)}"
+            )
+        roles = {
+            r: _parse_role(r, raw_roles.get(r, {}), base_dir, f"{what}: role {r}") for r in ROLES
+        }
         policy = cls(name, serial, roles, frozenset(allowed_raw), max_age, doc)
         # Approvers must be independent of the keys whose work they approve: one stolen key
         # must not both produce (or train) and approve.
@@ -207,7 +218,9 @@ def _parse_role(name: str, raw: object, base_dir: Path | None, what: str) -> Rol
             if not isinstance(ident, dict) or set(ident) != {"issuer", "subject"}:
                 raise FormatError(f"{what}: identity {i} must have exactly issuer and subject")
             if not all(isinstance(v, str) and v for v in ident.values()):
-                raise FormatError(f"{what}: identity {i} issuer and subject must be non-empty strings")
+                raise FormatError(
+                    f"{what}: identity {i} issuer and subject must be non-empty strings"
+                )
             identities.append(Identity(ident["issuer"], ident["subject"]))
         if len({k.keyid for k in keys}) != len(keys):
             raise FormatError(f"{what}: the same key is listed twice")
@@ -274,3 +287,125 @@ def check_successor(current: TrustPolicy, new: TrustPolicy, signer_keyids: froze
             f"policy {new.name!r} serial {new.serial}: signed by {got} of the current policy's "
             f"approvers, want {max(approvers.threshold, 1)}"
         )
+
+
+def policy_digest(policy: TrustPolicy) -> str:
+    """The identity of a policy: ``sha256:`` of the RFC 8785 bytes of its JSON form."""
+    from ._jcs import canonical_bytes
+    from .digest import digest_bytes
+
+    return digest_bytes(canonical_bytes(policy.to_json(), "policy"))
+
+
+def policy_from_record(
+    envelope_bytes: bytes, subject: str, signers_of: TrustPolicy, what: str
+) -> tuple[TrustPolicy, frozenset[str]]:
+    """Verify a trust-policy record against the approvers of ``signers_of`` and parse it.
+
+    Steps:
+        1. The envelope is signed by the approver threshold of ``signers_of``.
+        2. Its predicate type is trust-policy and its subject is ``subject``.
+        3. The predicate's ``policy`` parses, and its digest is ``subject``.
+
+    Returns:
+        The policy and the keyids of the approvers that signed it.
+
+    Raises:
+        SignatureError, FormatError, PolicyError, DigestMismatchError: a step fails.
+    """
+    from .dsse import Envelope
+    from .errors import DigestMismatchError
+    from .statement import verify_statement
+
+    approvers = signers_of.role("approver")
+    if not approvers.keys:
+        raise PolicyError(f"{what}: the policy that must approve it has no approver keys")
+    # (1) (2)
+    verified = verify_statement(
+        Envelope.from_bytes(envelope_bytes, what),
+        approvers.keys,
+        allowed_predicate_types={predicates.TRUST_POLICY},
+        threshold=max(approvers.threshold, 1),
+        subject_digest=subject,
+        what=what,
+    )
+    # (3)
+    policy = TrustPolicy.from_json(verified.statement.predicate.get("policy"), f"{what}: policy")
+    digest = policy_digest(policy)
+    if digest != subject:
+        raise DigestMismatchError(
+            f"{what}: policy hashes to {digest}, want {subject}",
+            subject=what,
+            expected=subject,
+            observed=digest,
+        )
+    return policy, frozenset(k.keyid for k in verified.signers)
+
+
+def follow_history(
+    trusted: TrustPolicy | None, records: list[tuple[int, str, bytes]]
+) -> tuple[TrustPolicy | None, list[str]]:
+    """Find the policy in force by following the log's trust-policy records.
+
+    Steps:
+        1. Choose the start. With a ``trusted`` policy: the first record whose subject is that
+           policy's digest (later records may replace it); if no record is, ``trusted`` is in
+           force as given. With none: the first record, which must be signed by the approver
+           threshold of the policy it contains (trust on first use of this ledger).
+        2. Each later record takes effect only when `check_successor` accepts it (higher
+           serial, signed by the current approvers' threshold); others are reported and ignored.
+
+    Args:
+        trusted: the policy the verifier holds, or None to start from the log's first policy.
+        records: ``(log index, subject digest, envelope bytes)`` of trust-policy records in
+            log order.
+
+    Returns:
+        The policy in force (None when there is none) and one note per record examined.
+    """
+    from .errors import ProvenanceError
+
+    notes: list[str] = []
+    current = trusted
+    start = 0
+    # (1)
+    if trusted is not None:
+        digest = policy_digest(trusted)
+        hits = [n for n, r in enumerate(records) if r[1] == digest]
+        if not hits:
+            return trusted, [
+                f"policy {trusted.name!r} serial {trusted.serial}: used as given (not recorded in the log)"
+            ]
+        start = hits[0] + 1
+        notes.append(
+            f"policy {trusted.name!r} serial {trusted.serial}: recorded at log index {records[hits[0]][0]}"
+        )
+    elif records:
+        index, subject, env = records[0]
+        try:
+            from .dsse import Envelope
+            from .statement import Statement
+
+            body = Statement.from_bytes(Envelope.from_bytes(env).payload).predicate.get("policy")
+            genesis = TrustPolicy.from_json(body, f"policy at log index {index}")
+            current, _ = policy_from_record(env, subject, genesis, f"policy at log index {index}")
+            notes.append(
+                f"policy {current.name!r} serial {current.serial}: first policy, log index {index}"
+            )
+        except ProvenanceError as e:
+            notes.append(f"policy at log index {index}: not valid as a first policy: {e}")
+            return None, notes
+        start = 1
+    # (2)
+    for index, subject, env in records[start:]:
+        assert current is not None
+        what = f"policy at log index {index}"
+        try:
+            new, signers = policy_from_record(env, subject, current, what)
+            check_successor(current, new, signers)
+        except ProvenanceError as e:
+            notes.append(f"{what}: ignored: {e}")
+            continue
+        current = new
+        notes.append(f"policy {new.name!r} serial {new.serial}: in force from log index {index}")
+    return current, notes

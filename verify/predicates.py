@@ -7,6 +7,7 @@ Scope: names only. Each project predicate is versioned in its URI and has a JSON
 from __future__ import annotations
 
 __all__ = [
+    "ALL",
     "APPROVAL",
     "CHECKPOINT",
     "DATASET",
@@ -21,7 +22,6 @@ __all__ = [
     "ROLLOUT_BATCH",
     "SLSA_PROVENANCE_V1",
     "TRUST_POLICY",
-    "ALL",
 ]
 
 PROJECT_PREFIX = "https://trajledger.dev/attestation/"

@@ -160,9 +160,7 @@ def verify_statement(
     statement = Statement.from_bytes(envelope.payload, f"{what}: statement")
     # (4)
     if statement.predicate_type not in allowed_predicate_types:
-        raise PolicyError(
-            f"{what}: predicateType {statement.predicate_type!r} is not allowed here"
-        )
+        raise PolicyError(f"{what}: predicateType {statement.predicate_type!r} is not allowed here")
     # (5)
     if subject_digest is not None:
         statement.subject(subject_digest)

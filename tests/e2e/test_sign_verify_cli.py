@@ -460,7 +460,7 @@ def test_no_encrypt_warns_and_writes_a_plain_key(home: Path, runner: CliRunner) 
 @pytest.mark.parametrize(
     ("args", "error"),
     [
-        (["verify", "x"], "Error: Missing option '--envelope'."),
+        (["verify", "x", "y"], "Error: give one REF to verify (or PATH... with --envelope)"),
         (["sign", "--key", "k", "--out", "o"], "Error: Missing argument 'PATHS...'."),
         (["key", "new", "k", "--alg", "rsa"],
          "Error: Invalid value for '--alg': 'rsa' is not one of 'ed25519', 'p256'."),

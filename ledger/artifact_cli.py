@@ -1,0 +1,339 @@
+"""Commands for the artifacts RL teams record: env, evaluator, record, dataset, show, validate.
+
+Each command parses, calls one function of ``ledger.artifacts`` (or the catalog), and renders.
+Heavy modules (pyarrow, pydantic, gymnasium) load inside the commands.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .clikit import Context, Group, emit_json, ok, pass_ctx, warn
+
+__all__ = ["COMMANDS"]
+
+
+def _signer(ctx: Context, key: str) -> Any:
+    return ctx.ledger().keys.signer(key)
+
+
+@click.group(cls=Group)
+def env() -> None:
+    """Register environment versions (code, config, rules)."""
+
+
+@env.command("register")
+@click.argument("name")
+@click.option(
+    "--version", "version", required=True, help="Version string; NAME@VERSION is immutable."
+)
+@click.option(
+    "--file",
+    "files",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Environment code/config files or directories (repeatable).",
+)
+@click.option("--source", help="Where the environment comes from (URL, package, commit).")
+@click.option("--gym-id", help="Gymnasium id, e.g. CartPole-v1.")
+@click.option(
+    "--rules",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Deterministic rules file; its digest is recorded.",
+)
+@click.option("--key", required=True, help="Signing key (a producer).")
+@pass_ctx
+def env_register(
+    ctx: Context,
+    name: str,
+    version: str,
+    files: tuple[Path, ...],
+    source: str | None,
+    gym_id: str | None,
+    rules: Path | None,
+    key: str,
+) -> None:
+    """Record environment NAME at --version; prints its digest."""
+    from .artifacts import register_environment
+
+    ledger = ctx.ledger()
+    rec = register_environment(
+        ledger,
+        name,
+        version,
+        _signer(ctx, key),
+        files=files,
+        source=source,
+        gymnasium_id=gym_id,
+        rules=rules,
+    )
+    ok(f"environment {name}@{version} recorded at log index {rec.index}")
+    click.echo(rec.digest)
+
+
+@click.group(cls=Group)
+def evaluator() -> None:
+    """Register evaluator versions (deterministic checks, LLM judges, human raters)."""
+
+
+@evaluator.command("register")
+@click.argument("name")
+@click.option(
+    "--version", "version", required=True, help="Version string; NAME@VERSION is immutable."
+)
+@click.option(
+    "--kind",
+    required=True,
+    type=click.Choice(["deterministic", "llm-judge", "human"]),
+    help="What kind of evaluator.",
+)
+@click.option("--model", "model_id", help="Judge model id (required for llm-judge).")
+@click.option(
+    "--rubric",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Rubric file; recorded with its digest.",
+)
+@click.option(
+    "--prompt",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Judge prompt file; recorded with its digest.",
+)
+@click.option(
+    "--file",
+    "files",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Other evaluator files (repeatable).",
+)
+@click.option("--key", required=True, help="Signing key (a producer).")
+@pass_ctx
+def evaluator_register(
+    ctx: Context,
+    name: str,
+    version: str,
+    kind: str,
+    model_id: str | None,
+    rubric: Path | None,
+    prompt: Path | None,
+    files: tuple[Path, ...],
+    key: str,
+) -> None:
+    """Record evaluator NAME at --version; prints its digest."""
+    from .artifacts import register_evaluator
+
+    rec = register_evaluator(
+        ctx.ledger(),
+        name,
+        version,
+        kind,
+        _signer(ctx, key),
+        model_id=model_id,
+        rubric=rubric,
+        prompt=prompt,
+        files=files,
+    )
+    ok(f"evaluator {name}@{version} recorded at log index {rec.index}")
+    click.echo(rec.digest)
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--env", "env_ref", required=True, help="Registered environment, NAME@VERSION or digest."
+)
+@click.option(
+    "--policy",
+    required=True,
+    help="Policy / model version that generated the rollouts (a checkpoint digest links lineage).",
+)
+@click.option("--evaluator", "evaluator_ref", help="Registered evaluator, NAME@VERSION or digest.")
+@click.option(
+    "--episodes",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Episode table (Parquet) to use instead of deriving it.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(
+        ["parquet", "arrow", "arrow-stream", "chat-jsonl", "trl-jsonl", "verl-jsonl"]
+    ),
+    help="Input format (default: detected).",
+)
+@click.option("--name", help="Batch name (default: rollouts-<env>-<policy>).")
+@click.option("--consent", help="Consent basis of the data.")
+@click.option("--licence", help="Licence of the data.")
+@click.option("--retention", help="Retention rule, e.g. 365d.")
+@click.option("--key", required=True, help="Signing key (a producer).")
+@pass_ctx
+def record(
+    ctx: Context,
+    paths: tuple[Path, ...],
+    env_ref: str,
+    policy: str,
+    evaluator_ref: str | None,
+    episodes: Path | None,
+    fmt: str | None,
+    name: str | None,
+    consent: str | None,
+    licence: str | None,
+    retention: str | None,
+    key: str,
+) -> None:
+    """Record rollout files as one batch; the batch digest is the last stdout line.
+
+    Inputs: Parquet/Arrow in the rollout schema (or the minimal episode_id, step, obs, action,
+    reward, terminated, truncated), chat-style JSONL, TRL or verl dumps. Inputs are streamed and
+    validated completely; on any problem nothing is recorded and every problem is listed.
+    """
+    from .artifacts import record_batch
+
+    ledger = ctx.ledger()
+    signer = _signer(ctx, key)
+    total = sum(p.stat().st_size for p in paths if p.is_file())
+    show = not ctx.quiet and sys.stderr.isatty()
+    bar = click.progressbar(length=total, label="recording", file=sys.stderr) if show else None
+    seen = [0]
+
+    def advance(rows: int) -> None:
+        seen[0] += rows
+        if bar is not None:
+            bar.label = f"recording ({seen[0]:,} steps)"
+            bar.render_progress()
+
+    try:
+        result = record_batch(
+            ledger,
+            list(paths),
+            env=env_ref,
+            policy=policy,
+            signer=signer,
+            evaluator=evaluator_ref,
+            episodes=episodes,
+            fmt=fmt,
+            name=name,
+            consent=consent,
+            licence=licence,
+            retention=retention,
+            on_chunk=advance,
+        )
+    finally:
+        if bar is not None:
+            bar.finish()
+            bar.render_finish()
+    s = result.stats
+    ok(
+        f"batch of {s.get('num_episodes')} episode(s), {s.get('num_steps')} step(s) recorded at log index {result.recorded.index}"
+    )
+    click.echo(result.recorded.digest)
+
+
+@click.group(cls=Group)
+def dataset() -> None:
+    """Create datasets: named, versioned sets of batches with a split."""
+
+
+@dataset.command("create")
+@click.argument("name")
+@click.option(
+    "--version", "version", required=True, help="Version string; NAME@VERSION is immutable."
+)
+@click.option(
+    "--split",
+    required=True,
+    type=click.Choice(["train", "holdout", "regression"]),
+    help="train data may be trained on; holdout and regression never.",
+)
+@click.option(
+    "--batch",
+    "batches",
+    multiple=True,
+    required=True,
+    help="Member batch (digest or prefix); repeatable.",
+)
+@click.option("--purpose", default="train", show_default=True, help="Purpose approvals must name.")
+@click.option("--key", required=True, help="Signing key (a producer).")
+@pass_ctx
+def dataset_create(
+    ctx: Context,
+    name: str,
+    version: str,
+    split: str,
+    batches: tuple[str, ...],
+    purpose: str,
+    key: str,
+) -> None:
+    """Record dataset NAME at --version; prints its digest.
+
+    Refuses a batch already in a dataset of another split; reports exact duplicate episodes.
+    """
+    from .artifacts import create_dataset
+
+    result = create_dataset(
+        ctx.ledger(), name, version, split, batches, _signer(ctx, key), purpose=purpose
+    )
+    for d in result.duplicate_episodes[:20]:
+        warn(d)
+    if len(result.duplicate_episodes) > 20:
+        warn(f"... and {len(result.duplicate_episodes) - 20} more duplicate episodes")
+    ok(
+        f"dataset {name}@{version} ({split}, {len(result.batches)} batch(es)) recorded at log index {result.recorded.index}"
+    )
+    click.echo(result.recorded.digest)
+
+
+@click.command()
+@click.argument("ref")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def show(ctx: Context, ref: str, as_json: bool) -> None:
+    """Show a recorded artifact: NAME@VERSION, a digest, or a unique digest prefix."""
+    from .show import describe
+
+    info = describe(ctx.ledger(), ref)
+    if as_json:
+        emit_json(info)
+        return
+    click.echo(f"{info['kind']} {info['ref']}")
+    click.echo(f"  digest      {info['digest']}")
+    click.echo(f"  log index   {info['index']}")
+    click.echo(f"  envelope    {info['envelope']}")
+    click.echo(f"  signers     {', '.join(info['signers'])}")
+    click.echo(f"  predicate   {info['predicateType']}")
+    for k, v in info["predicate"].items():
+        if k != "manifest":
+            click.echo(f"    {k}: {v}")
+    for f in info.get("files", []):
+        click.echo(f"  file        {f['path']}  {f['size']} bytes  {f['digest']}")
+    for s in info.get("status", []):
+        click.echo(f"  status      {s}")
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(
+        ["parquet", "arrow", "arrow-stream", "chat-jsonl", "trl-jsonl", "verl-jsonl"]
+    ),
+    help="Input format (default: detected).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the problems as JSON.")
+@pass_ctx
+def validate(ctx: Context, paths: tuple[Path, ...], fmt: str | None, as_json: bool) -> None:
+    """Validate rollout files against the schema without recording; lists every problem."""
+    from .validate_files import validate_files
+
+    report = validate_files(list(paths), fmt)
+    if as_json:
+        emit_json(report.to_json())
+    report.raise_if_failed()
+    ok(f"{len(paths)} file(s): {report.num_steps} step(s), {report.num_episodes} episode(s) valid")
+
+
+COMMANDS = [env, evaluator, record, dataset, show, validate]

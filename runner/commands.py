@@ -1,0 +1,404 @@
+"""The runner's commands: policy, approve, revoke, erase, admit, train, rollout, verify.
+
+Each parses its options, calls one library function and renders the result; heavy modules load
+inside the commands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ledger.clikit import Context, Group, emit_json, ok, pass_ctx
+
+__all__ = ["COMMANDS"]
+
+POLICY_OPTION = click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Trust policy TOML (default: the ledger's policy in force).",
+)
+
+
+def _policy(ctx: Context, ledger: Any, policy_file: Path | None) -> Any:
+    from .admission import load_policy
+
+    policy, notes = load_policy(ledger, policy_file)
+    if ctx.verbose:
+        for n in notes:
+            click.echo(f"policy: {n}", err=True)
+    return policy
+
+
+@click.group(cls=Group)
+def policy() -> None:
+    """Check, record and show trust policies."""
+
+
+@policy.command("check")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the parsed policy as JSON.")
+def policy_check(file: Path, as_json: bool) -> None:
+    """Parse and check a trust policy file; print its roles."""
+    from ledger.verify_files import read_input
+    from verify.policy import ROLES, TrustPolicy, policy_digest
+
+    p = TrustPolicy.from_toml(read_input(file, "policy"), file.parent, f"policy {file}")
+    if as_json:
+        emit_json(p.to_json() | {"digest": policy_digest(p)})
+        return
+    click.echo(f"policy {p.name} serial {p.serial} ({policy_digest(p)})")
+    for r in ROLES:
+        role = p.role(r)
+        members = (
+            [k.keyid[:16] for k in role.keys]
+            + [f"{i.issuer} {i.subject}" for i in role.identities]
+            + [v.split("+")[0] for v in role.vkeys]
+        )
+        click.echo(
+            f"  {r:9} threshold {role.threshold} of {len(members)}: {', '.join(members) or '-'}"
+        )
+    click.echo(
+        f"  max approval age {p.max_approval_age}s; {len(p.allowed_predicate_types)} predicate type(s) allowed"
+    )
+    ok(f"policy {file}")
+
+
+@policy.command("set")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--key",
+    "keys",
+    multiple=True,
+    required=True,
+    help="Approver key signing the policy (repeat up to the threshold).",
+)
+@pass_ctx
+def policy_set(ctx: Context, file: Path, keys: tuple[str, ...]) -> None:
+    """Record FILE as the policy in force (signed by the current approvers' threshold)."""
+    from ledger.status import record_policy
+
+    ledger = ctx.ledger()
+    rec = record_policy(ledger, file, [ledger.keys.signer(k) for k in keys])
+    ok(f"policy {file} recorded at log index {rec.index}")
+    click.echo(rec.digest)
+
+
+@policy.command("show")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def policy_show(ctx: Context, as_json: bool) -> None:
+    """Show the ledger's policy in force and its history."""
+    from ledger._policy_state import current_policy
+    from ledger.errors import LedgerError
+
+    found = current_policy(ctx.ledger())
+    if found is None:
+        raise LedgerError(
+            "no trust policy recorded; record one with 'trajledger policy set FILE --key ...'"
+        )
+    notes, p = found
+    if as_json:
+        emit_json({"policy": p.to_json(), "history": notes})
+        return
+    for n in notes:
+        click.echo(n)
+
+
+@click.command()
+@click.argument("ref")
+@click.option("--key", required=True, help="Approver key.")
+@click.option(
+    "--purpose", default="train", show_default=True, help="What the data is approved for."
+)
+@click.option(
+    "--expires",
+    default="30d",
+    show_default=True,
+    help="How long the approval lasts (e.g. 30d, 12h).",
+)
+@click.option("--note", help="Free text kept with the approval.")
+@pass_ctx
+def approve(ctx: Context, ref: str, key: str, purpose: str, expires: str, note: str | None) -> None:
+    """Approve a dataset or batch for a purpose, until an expiry."""
+    from ledger.status import approve as do_approve
+
+    ledger = ctx.ledger()
+    rec = do_approve(
+        ledger, ref, ledger.keys.signer(key), purpose=purpose, expires=expires, note=note
+    )
+    ok(f"{ref} approved for {purpose!r} by {key} for {expires} (log index {rec.index})")
+    click.echo(rec.envelope_digest)
+
+
+@click.command()
+@click.argument("ref")
+@click.option("--key", required=True, help="Producer or approver key.")
+@click.option("--reason", required=True, help="Why it must no longer be used.")
+@pass_ctx
+def revoke(ctx: Context, ref: str, key: str, reason: str) -> None:
+    """Revoke an artifact: its lineage fails verification from now on; see 'trajledger impact'."""
+    from ledger.status import revoke as do_revoke
+
+    ledger = ctx.ledger()
+    rec = do_revoke(ledger, ref, ledger.keys.signer(key), reason=reason)
+    ok(f"{ref} revoked (log index {rec.index})")
+    click.echo(rec.envelope_digest)
+
+
+@click.command()
+@click.argument("ref")
+@click.option("--key", required=True, help="Producer or approver key.")
+@click.option(
+    "--reason",
+    required=True,
+    type=click.Choice(["retention", "consent", "legal"]),
+    help="Why the data is erased.",
+)
+@pass_ctx
+def erase(ctx: Context, ref: str, key: str, reason: str) -> None:
+    """Erase an artifact's data: blobs deleted, digests and signed records kept."""
+    from ledger.status import erase as do_erase
+
+    ledger = ctx.ledger()
+    rec, deleted = do_erase(ledger, ref, ledger.keys.signer(key), reason=reason)
+    ok(f"{ref} erased ({reason}): {deleted} blob(s) deleted, record at log index {rec.index}")
+    click.echo(rec.envelope_digest)
+
+
+@click.command()
+@click.argument("dataset")
+@POLICY_OPTION
+@click.option("--purpose", help="Purpose to check approvals for (default: the dataset's).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_ctx
+def admit(
+    ctx: Context, dataset: str, policy_file: Path | None, purpose: str | None, as_json: bool
+) -> None:
+    """Dry run of the admission gate: would the runner train on DATASET? Lists every failure."""
+    from .admission import DataRefusedError
+    from .admission import admit as do_admit
+
+    ledger = ctx.ledger()
+    p = _policy(ctx, ledger, policy_file)
+    try:
+        result = do_admit(ledger, dataset, p, purpose=purpose, remember_checkpoint=False)
+    except DataRefusedError as e:
+        if as_json:
+            emit_json({"admitted": False, "report": e.report.to_json()})
+        raise
+    if as_json:
+        emit_json({"admitted": True, "report": result.report.to_json()})
+    else:
+        click.echo("\n".join(result.report.render()))
+    ok(f"dataset {dataset}: admitted ({len(result.batches)} batch(es))")
+
+
+@click.command()
+@click.option("--dataset", required=True, help="Dataset to train on (NAME@VERSION or digest).")
+@click.option(
+    "--trainer",
+    "trainer_name",
+    default="bc",
+    show_default=True,
+    help="Trainer plug-in (entry point group trajledger.trainers).",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Trainer config (JSON or TOML).",
+)
+@click.option("--seed", default=0, show_default=True, type=int, help="Training seed.")
+@click.option("--parent", help="Parent checkpoint (recorded in the provenance).")
+@click.option("--name", help="Checkpoint name (default <dataset>-<trainer>).")
+@click.option("--version", "version", help="Checkpoint version (default seed<N>-<random>).")
+@POLICY_OPTION
+@click.option("--key", required=True, help="Trainer key.")
+@pass_ctx
+def train(
+    ctx: Context,
+    dataset: str,
+    trainer_name: str,
+    config_file: Path | None,
+    seed: int,
+    parent: str | None,
+    name: str | None,
+    version: str | None,
+    policy_file: Path | None,
+    key: str,
+) -> None:
+    """Admit DATASET, train on its verified bytes, record the checkpoint; prints its digest.
+
+    A refused run exits 1, trains nothing, and appends a refusal record saying why.
+    """
+    from .train import train as do_train
+
+    ledger = ctx.ledger()
+    p = _policy(ctx, ledger, policy_file)
+    config = _read_config(config_file) if config_file else {}
+    out = do_train(
+        ledger,
+        dataset,
+        trainer_name,
+        ledger.keys.signer(key),
+        p,
+        config=config,
+        seed=seed,
+        name=name,
+        version=version,
+        parent=parent,
+    )
+    metrics = ", ".join(f"{k}={v:.4g}" for k, v in sorted(out.metrics.items()))
+    ok(f"checkpoint recorded at log index {out.index} ({metrics})")
+    click.echo(out.digest)
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    import tomllib
+
+    from ledger.verify_files import read_input
+    from verify._json import load_object
+    from verify.errors import FormatError
+
+    data = read_input(path, "config")
+    if path.suffix == ".toml":
+        try:
+            return tomllib.loads(data.decode("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise FormatError(f"config {path}: not valid TOML: {e}") from e
+    return load_object(data, f"config {path}")
+
+
+@click.command()
+@click.option(
+    "--checkpoint", required=True, help="Checkpoint whose policy plays (NAME@VERSION or digest)."
+)
+@click.option(
+    "--env",
+    "env",
+    required=True,
+    help="Registered environment (NAME@VERSION) or the Gymnasium id it names.",
+)
+@click.option(
+    "--episodes",
+    default=10,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Episodes to play.",
+)
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the first episode.")
+@click.option("--max-steps", type=click.IntRange(min=1), help="Cut episodes at this many steps.")
+@click.option("--key", required=True, help="Producer key recording the rollouts.")
+@pass_ctx
+def rollout(
+    ctx: Context,
+    checkpoint: str,
+    env: str,
+    episodes: int,
+    seed: int,
+    max_steps: int | None,
+    key: str,
+) -> None:
+    """Run a checkpoint's policy in Gymnasium and record the rollouts (policy = the checkpoint)."""
+    from .train import rollout as do_rollout
+
+    ledger = ctx.ledger()
+    batch, mean = do_rollout(
+        ledger, checkpoint, env, episodes, ledger.keys.signer(key), seed=seed, max_steps=max_steps
+    )
+    ok(
+        f"{episodes} episode(s) recorded at log index {batch.recorded.index}, mean return {mean:.1f}"
+    )
+    click.echo(batch.recorded.digest)
+
+
+@click.command()
+@click.argument("targets", nargs=-1, required=True)
+@click.option(
+    "--envelope",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Files mode: the envelope from 'trajledger sign'.",
+)
+@click.option(
+    "--pubkey",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Files mode: trusted public key PEM (repeatable).",
+)
+@click.option(
+    "--threshold",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Files mode: distinct keys that must have signed.",
+)
+@POLICY_OPTION
+@click.option(
+    "--deep",
+    is_flag=True,
+    help="Re-hash every data blob (default: check presence; manifests and envelopes are always hashed).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_ctx
+def verify(
+    ctx: Context,
+    targets: tuple[str, ...],
+    envelope: Path | None,
+    pubkey: tuple[Path, ...],
+    threshold: int,
+    policy_file: Path | None,
+    deep: bool,
+    as_json: bool,
+) -> None:
+    """Verify an artifact's whole lineage, or files against an envelope.
+
+    \b
+    trajledger verify REF [--policy F]            lineage of a recorded artifact
+    trajledger verify PATH... --envelope E --pubkey K   files signed by 'trajledger sign'
+
+    Exits 0 when everything holds, 1 naming each failure.
+    """
+    if envelope is not None:
+        from ledger.verify_files import verify_files
+
+        if not pubkey:
+            raise click.UsageError("files mode needs --pubkey")
+        result = verify_files([Path(t) for t in targets], envelope, pubkey, threshold=threshold)
+        if as_json:
+            emit_json(result.to_json())
+        result.raise_if_failed()
+        ok(
+            f"{result.subject}: {result.file_count} file(s) match, signed by {', '.join(result.signers)}"
+        )
+        return
+    if len(targets) != 1:
+        raise click.UsageError("give one REF to verify (or PATH... with --envelope)")
+    from .verification import verify_ref
+
+    ledger = ctx.ledger()
+    p = _policy(ctx, ledger, policy_file)
+    report = verify_ref(ledger, targets[0], p, deep=deep)
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        click.echo("\n".join(report.render()))
+    report_raise(report, targets[0])
+
+
+def report_raise(report: Any, subject: str) -> None:
+    """OK line, or a VerificationError listing every failure."""
+    from verify.errors import VerificationError
+
+    n, failed = report.count()
+    if failed:
+        raise VerificationError(
+            f"{subject}: {failed} of {n} checks failed\n" + "\n".join(report.failures())
+        )
+    ok(f"{subject}: {n} checks passed")
+
+
+COMMANDS = [policy, approve, revoke, erase, admit, train, rollout, verify]

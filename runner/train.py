@@ -1,0 +1,336 @@
+"""Train on admitted data only, and record the checkpoint with its SLSA provenance.
+
+Scope: `train` runs the admission gate, hands the verified Arrow tables (the bytes the gate
+hashed, never re-read) to a trainer plug-in, records the checkpoint files as a ``checkpoint``
+artifact whose predicate is SLSA Provenance v1, signed by a trainer key and logged. A refused
+run trains nothing and appends a signed ``refusal`` record saying why.
+`rollout` plays a checkpoint's policy in Gymnasium and records the episodes as a batch whose
+policy version is the checkpoint's digest, so lineage spans training iterations.
+Non-scope: the rules (``runner.admission``), the algorithms (``runner.trainers``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import importlib.metadata
+import inspect
+import platform
+import tempfile
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from verify import predicates
+from verify.errors import PolicyError
+
+from .admission import Admission, DataRefusedError, admit
+
+if TYPE_CHECKING:
+    from ledger.home import Ledger
+    from ledger.keys import Signer
+    from verify.policy import TrustPolicy
+
+__all__ = ["BUILDER_ID", "BUILD_TYPE", "TrainOutcome", "dependency_lock_digest", "rollout", "train"]
+
+BUILD_TYPE = "https://trajledger.dev/build/train/v1"
+BUILDER_ID = "https://trajledger.dev/runner/v1"
+
+
+@dataclass(frozen=True)
+class TrainOutcome:
+    """A recorded checkpoint."""
+
+    digest: str
+    index: int
+    metrics: dict[str, float]
+    admission: Admission
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def dependency_lock_digest() -> str:
+    """sha256 of the sorted ``name==version`` lines of every installed distribution."""
+    lines = sorted(
+        {
+            f"{d.metadata['Name'].lower()}=={d.version}"
+            for d in importlib.metadata.distributions()
+            if d.metadata["Name"]
+        }
+    )
+    return "sha256:" + hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def trainer_code_digest(trainer: object) -> str:
+    """sha256 of the trainer's source file (the code that turned data into weights)."""
+    try:
+        source = inspect.getsourcefile(type(trainer))
+        data = Path(source).read_bytes() if source else repr(type(trainer)).encode()
+    except (OSError, TypeError):
+        data = repr(type(trainer)).encode()
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _dep(name: str, digest: str, role: str, **annotations: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "digest": {"sha256": digest.removeprefix("sha256:")},
+        "annotations": {"role": role, **annotations},
+    }
+
+
+def train(
+    ledger: Ledger,
+    dataset_ref: str,
+    trainer_name: str,
+    signer: Signer,
+    policy: TrustPolicy,
+    *,
+    config: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    name: str | None = None,
+    version: str | None = None,
+    parent: str | None = None,
+) -> TrainOutcome:
+    """Admit a dataset, train on its verified bytes, record the checkpoint.
+
+    Steps:
+        1. Check the signer holds the trainer role, and load the trainer (before any data).
+        2. Admit the dataset. On refusal: record a signed refusal and re-raise.
+        3. Train on the admitted tables (concatenated in the dataset's batch order).
+        4. Record the checkpoint files with SLSA provenance: the dataset (with its log index),
+           the environments and evaluators of its batches, the trainer code digest, the
+           dependency lock digest, the parent checkpoint; config and seed as external
+           parameters; metrics as a byproduct.
+
+    Raises:
+        DataRefusedError: admission failed (a refusal record was appended).
+        PolicyError: the signer is not a trainer of the policy.
+    """
+    import pyarrow as pa
+
+    from ledger.catalog import Catalog
+    from ledger.models import RefusalPredicate, rfc3339
+    from ledger.record import record_files, record_statement
+
+    from .trainers import TrainingData, load_trainer
+
+    # (1)
+    if not policy.holds("trainer", signer.keyid):
+        raise PolicyError(
+            f"key {signer.name}: does not hold the trainer role in policy {policy.name!r}"
+        )
+    trainer = load_trainer(trainer_name)
+    catalog = Catalog(ledger)
+    parent_item = catalog.resolve(parent, {"checkpoint"}) if parent else None
+    started = _now()
+    # (2)
+    try:
+        admission = admit(ledger, dataset_ref, policy)
+    except DataRefusedError as e:
+        item = catalog.resolve(dataset_ref, {"dataset"})
+        reasons = e.report.failures()[:50] or [str(e)]
+        predicate = RefusalPredicate(
+            dataset=item.digest,
+            trainer=trainer_name,
+            reasons=reasons,
+            refused_at=rfc3339(dt.datetime.now(dt.UTC)),
+        ).to_json()
+        record_statement(ledger, item.ref, item.digest, predicates.REFUSAL, predicate, signer)
+        raise
+    # (3)
+    steps = pa.concat_tables([b.steps for b in admission.batches], promote_options="none")
+    episodes = pa.concat_tables([b.episodes for b in admission.batches], promote_options="none")
+    result = trainer.train(TrainingData(steps, episodes), dict(config or {}), seed)
+    # (4)
+    deps = [
+        _dep(
+            f"dataset:{admission.name}@{admission.version}",
+            admission.dataset,
+            "dataset",
+            logIndex=admission.dataset_index,
+        )
+    ]
+    seen: set[str] = set()
+    for b in admission.batches:
+        rec = _batch_predicate(ledger, b.digest)
+        for role in ("environment", "evaluator"):
+            ref = rec.get(role)
+            if isinstance(ref, dict) and ref.get("digest") and ref["digest"] not in seen:
+                seen.add(ref["digest"])
+                item = catalog.resolve(ref["digest"], {role})
+                deps.append(
+                    _dep(
+                        f"{role}:{ref.get('name')}@{ref.get('version')}",
+                        ref["digest"],
+                        role,
+                        logIndex=item.index,
+                    )
+                )
+    deps.append(_dep(f"trainer-code:{trainer_name}", trainer_code_digest(trainer), "trainer-code"))
+    deps.append(_dep("dependency-lock", dependency_lock_digest(), "dependency-lock"))
+    if parent_item is not None:
+        deps.append(
+            _dep(
+                f"checkpoint:{parent_item.ref}",
+                parent_item.digest,
+                "base-checkpoint",
+                logIndex=parent_item.index,
+            )
+        )
+    ckpt_name = name or f"{admission.name}-{trainer_name}"
+    ckpt_version = version or f"seed{seed}-{uuid.uuid4().hex[:8]}"
+    from verify.policy import policy_digest
+
+    provenance = {
+        "buildDefinition": {
+            "buildType": BUILD_TYPE,
+            "externalParameters": {
+                "name": ckpt_name,
+                "version": ckpt_version,
+                "dataset": admission.dataset,
+                "purpose": admission.purpose,
+                "trainer": trainer_name,
+                "config": result.config,
+                "seed": seed,
+            },
+            "internalParameters": {
+                "policy": policy_digest(policy),
+                "python": platform.python_version(),
+                "trajledger": _version(),
+            },
+            "resolvedDependencies": deps,
+        },
+        "runDetails": {
+            "builder": {"id": BUILDER_ID},
+            "metadata": {
+                "invocationId": str(uuid.uuid4()),
+                "startedOn": started,
+                "finishedOn": _now(),
+            },
+            "byproducts": [{"name": "metrics", "annotations": dict(result.metrics)}],
+        },
+    }
+    with tempfile.TemporaryDirectory(
+        dir=ledger.root / "tmp" if (ledger.root / "tmp").is_dir() else None
+    ) as tmp:
+        files: dict[str, Path] = {}
+        for rel, data in result.files.items():
+            p = Path(tmp) / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data)
+            files[rel] = p
+        recorded = record_files(
+            ledger,
+            files,
+            signer,
+            predicates.SLSA_PROVENANCE_V1,
+            provenance,
+            kind="checkpoint",
+            name=f"{ckpt_name}@{ckpt_version}",
+            inline_manifest=False,
+        )
+    return TrainOutcome(recorded.digest, recorded.index, dict(result.metrics), admission)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("trajledger")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _batch_predicate(ledger: Ledger, digest: str) -> dict[str, Any]:
+    from ledger.catalog import Catalog
+    from verify.dsse import Envelope
+    from verify.statement import Statement
+
+    item = Catalog(ledger).resolve(digest, {"rollout-batch"})
+    return Statement.from_bytes(
+        Envelope.from_bytes(ledger.store.get(item.envelope)).payload
+    ).predicate
+
+
+def checkpoint_files(ledger: Ledger, ref: str) -> tuple[Any, dict[str, bytes]]:
+    """A recorded checkpoint's catalog item and files, each checked against its digest."""
+    from ledger.artifacts import batch_files
+    from ledger.catalog import Catalog
+
+    item = Catalog(ledger).resolve(ref, {"checkpoint"})
+    files = {
+        path: ledger.store.get_verified(d) for path, d in batch_files(ledger, item.digest).items()
+    }
+    return item, files
+
+
+def rollout(
+    ledger: Ledger,
+    checkpoint_ref: str,
+    env: str,
+    episodes: int,
+    signer: Signer,
+    *,
+    seed: int = 0,
+    max_steps: int | None = None,
+) -> tuple[Any, float]:
+    """Play a checkpoint's policy and record the episodes as a batch.
+
+    ``env`` is a registered environment (NAME@VERSION or digest) or a Gymnasium id that a
+    registered environment names (the newest such registration is used).
+
+    Returns:
+        The `BatchResult` and the mean return.
+
+    Raises:
+        RefError: no such checkpoint or environment.
+    """
+    from ledger.artifacts import record_batch
+    from ledger.catalog import Catalog, RefError
+
+    from .rollouts import run_policy
+    from .trainers import load_policy
+
+    item, files = checkpoint_files(ledger, checkpoint_ref)
+    policy = load_policy(files)
+    catalog = Catalog(ledger)
+    try:
+        env_item = catalog.resolve(env, {"environment"})
+        gym_id = _env_gym_id(ledger, env_item.envelope) or env
+    except RefError:
+        envs = [i for i in catalog.by_kind("environment") if _env_gym_id(ledger, i.envelope) == env]
+        if not envs:
+            raise RefError(
+                f"{env}: no registered environment has this name or Gymnasium id; register it with 'trajledger env register NAME --version V --gym-id {env}'"
+            ) from None
+        env_item, gym_id = envs[-1], env
+    result = run_policy(
+        policy, gym_id, episodes, seed, max_steps=max_steps, policy_version=item.digest
+    )
+    batch = record_batch(
+        ledger,
+        result.steps,
+        episodes=result.episodes,
+        env=env_item.digest,
+        policy=item.digest,
+        signer=signer,
+        name=f"rollouts-{item.ref}-seed{seed}",
+        generator="trajledger rollout",
+    )
+    return batch, float(result.mean_return)
+
+
+def _env_gym_id(ledger: Ledger, envelope: str) -> str | None:
+    from verify.dsse import Envelope
+    from verify.errors import ProvenanceError
+    from verify.statement import Statement
+
+    try:
+        p = Statement.from_bytes(Envelope.from_bytes(ledger.store.get(envelope)).payload).predicate
+    except ProvenanceError:
+        return None
+    value = p.get("gymnasiumId")
+    return str(value) if value else None
