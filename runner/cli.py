@@ -14,6 +14,7 @@ from ledger import cli as ledger_cli
 from ledger.clikit import Context, Group, default_home
 
 from . import commands as runner_commands
+from . import lineage_cli
 from .quickstart import quickstart
 
 __all__ = ["main"]
@@ -44,6 +45,6 @@ def main(ctx: click.Context, home: Path | None, verbose: bool, quiet: bool) -> N
     ctx.obj = Context(home or default_home(), verbose, quiet)
 
 
-for _command in [*ledger_cli.COMMANDS, *artifact_cli.COMMANDS, *runner_commands.COMMANDS]:
+for _command in [*ledger_cli.COMMANDS, *artifact_cli.COMMANDS, *runner_commands.COMMANDS, *lineage_cli.COMMANDS]:
     main.add_command(_command)
 main.add_command(quickstart)

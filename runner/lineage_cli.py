@@ -1,0 +1,101 @@
+"""``trajledger lineage`` and ``trajledger impact``: audit questions as graphs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ledger.clikit import Context, ok, pass_ctx, warn
+
+__all__ = ["COMMANDS"]
+
+_FORMAT = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "mermaid", "dot", "html"]),
+    default="text",
+    show_default=True,
+    help="Output format; html is one self-contained page.",
+)
+_OUT = click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to FILE instead of stdout.",
+)
+_POLICY = click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Trust policy for the statuses (default: the ledger's policy in force).",
+)
+
+
+def _policy(ledger: Any, policy_file: Path | None) -> Any:
+    from ledger.errors import LedgerError
+
+    from .admission import load_policy
+
+    try:
+        return load_policy(ledger, policy_file)[0]
+    except LedgerError:
+        if policy_file is not None:
+            raise
+        warn("no trust policy recorded: statuses are not verified (pass --policy FILE)")
+        return None
+
+
+def _emit(text: str, out: Path | None) -> None:
+    if out is None:
+        click.echo(text)
+        return
+    from ledger._fs import write_file_atomic
+
+    write_file_atomic(out, text.encode("utf-8"), durable=False)
+    ok(f"written to {out}")
+
+
+@click.command()
+@click.argument("ref")
+@_FORMAT
+@_OUT
+@_POLICY
+@pass_ctx
+def lineage(ctx: Context, ref: str, fmt: str, out: Path | None, policy_file: Path | None) -> None:
+    """What made REF: its datasets, batches, environments, evaluators, parent checkpoints."""
+    from .lineage import lineage as build
+    from .lineage import render
+
+    ledger = ctx.ledger()
+    graph = build(ledger, ref, _policy(ledger, policy_file))
+    _emit(render(graph, fmt), out)
+
+
+@click.command()
+@click.argument("ref")
+@_FORMAT
+@_OUT
+@_POLICY
+@pass_ctx
+def impact(ctx: Context, ref: str, fmt: str, out: Path | None, policy_file: Path | None) -> None:
+    """What REF reached: the datasets and checkpoints that used it, and what they generated.
+
+    Use it after a revocation: every checkpoint listed was trained, directly or through
+    rollouts of an earlier checkpoint, on the revoked data.
+    """
+    from .lineage import affected, render
+    from .lineage import impact as build
+
+    ledger = ctx.ledger()
+    graph = build(ledger, ref, _policy(ledger, policy_file))
+    _emit(render(graph, fmt), out)
+    hit = affected(graph)
+    if hit:
+        click.echo(
+            f"{len(hit)} checkpoint(s) reached: {', '.join(n.name + '@' + n.version for n in hit)}",
+            err=True,
+        )
+
+
+COMMANDS = [lineage, impact]
