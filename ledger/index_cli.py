@@ -1,0 +1,251 @@
+"""Commands of the audit index: reindex, query, stats (docs/audit-index.md).
+
+Each command parses, calls one function of ``ledger.index`` and renders the result. The index
+and lancedb load inside the commands, so ``trajledger --help`` stays light. A filter or column
+the index cannot use is a usage error: one ``FAIL:`` line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+
+from .clikit import EXIT_USAGE, Context, Group, emit_json, fail, ok, pass_ctx, progress, warn
+
+__all__ = ["COMMANDS"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_EPISODE_COLUMNS = (
+    "batch",
+    "episode_id",
+    "env_version",
+    "policy_version",
+    "return",
+    "num_steps",
+    "termination_reason",
+)
+_ARTIFACT_COLUMNS = ("log_index", "kind", "ref", "digest", "time", "revoked", "erased")
+
+
+@contextmanager
+def _usage_errors() -> Iterator[None]:
+    """A `QueryError` becomes one FAIL line and exit code 2 (usage), not 3."""
+    from .index import QueryError
+
+    try:
+        yield
+    except QueryError as e:
+        fail(str(e))
+        raise click.exceptions.Exit(EXIT_USAGE) from e
+
+
+def _split(value: str | None) -> list[str]:
+    return [c.strip() for c in (value or "").split(",") if c.strip()]
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, list):
+        return ",".join(_cell(x) for x in v)
+    s = str(v)
+    return s[:19] + "…" if s.startswith("sha256:") and len(s) == 71 else s
+
+
+def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
+    for line in [list(header), *rows]:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+
+
+@click.command()
+@pass_ctx
+def reindex(ctx: Context) -> None:
+    """Drop the audit index and rebuild it from the log and the object store.
+
+    The index (<ledger>/index/lance/) is derived data and nothing is verified against it.
+    query, stats and the contamination check update it first, so rebuilding is only needed
+    when it is damaged.
+    """
+    from .index import reindex as rebuild
+
+    ledger = ctx.ledger()
+    with progress(ledger.log.size, "indexing", quiet=ctx.quiet) as advance:
+        result = rebuild(ledger, on_progress=advance)
+    ok(
+        f"index rebuilt: {result.entries} log entries, {result.batches} batch(es), "
+        f"{result.episodes} episode(s)"
+    )
+
+
+def _query_options(f: F) -> F:
+    for option in reversed(
+        [
+            click.option(
+                "--where",
+                metavar="SQL",
+                help='Filter as LanceDB (DataFusion) SQL, e.g. "return > 100 AND '
+                "env_version = 'cartpole@1'\".",
+            ),
+            click.option("--columns", metavar="COL[,COL]", help="Columns to show."),
+            click.option(
+                "--limit",
+                type=click.IntRange(min=0),
+                default=50,
+                show_default=True,
+                help="At most this many rows; 0 for all.",
+            ),
+            click.option("--json", "as_json", is_flag=True, help="Print JSON rows (all columns)."),
+        ]
+    ):
+        f = option(f)
+    return f
+
+
+def _run_query(
+    ctx: Context,
+    table: str,
+    default: Sequence[str],
+    where: str | None,
+    columns: str | None,
+    limit: int,
+    as_json: bool,
+    within: str | None = None,
+) -> None:
+    from .index import query_table
+
+    cols = _split(columns) or (None if as_json else list(default))
+    with _usage_errors():
+        result = query_table(
+            ctx.ledger(), table, where, columns=cols, limit=limit or None, within=within
+        )
+    rows = result.to_pylist()
+    if as_json:
+        emit_json(rows)
+    else:
+        names = result.column_names
+        _print_table(names, [[_cell(r[c]) for c in names] for r in rows])
+    ok(f"{len(rows)} row(s) of {table}")
+
+
+@click.group(cls=Group)
+def query() -> None:
+    """Query the audit index with SQL filters (derived data: nothing is verified)."""
+
+
+@query.command("episodes")
+@_query_options
+@click.option(
+    "--in", "within", metavar="REF", help="Only episodes of this batch, dataset or checkpoint."
+)
+@pass_ctx
+def query_episodes(
+    ctx: Context,
+    where: str | None,
+    columns: str | None,
+    limit: int,
+    as_json: bool,
+    within: str | None,
+) -> None:
+    """Episodes matching --where, one row per episode of every indexed batch.
+
+    Columns: batch, batch_index, episode_id, task_id, env_version, policy_version, seed,
+    return, num_steps, termination_reason, success, judge_scores, judge_score, cost_usd,
+    language, task_type, invalid, safety_interventions, modality, fingerprint.
+    """
+    _run_query(ctx, "episodes", _EPISODE_COLUMNS, where, columns, limit, as_json, within)
+
+
+@query.command("artifacts")
+@_query_options
+@pass_ctx
+def query_artifacts(
+    ctx: Context, where: str | None, columns: str | None, limit: int, as_json: bool
+) -> None:
+    """Log entries matching --where, one row per entry (batches, datasets, approvals...).
+
+    Columns: log_index, kind, digest, envelope, name, version, ref, time, signers, split,
+    purpose, expires, env, env_digest, evaluator, evaluator_digest, policy_version,
+    num_episodes, num_steps, batches, datasets, reason, revoked, erased, data,
+    episodes_indexed.
+    """
+    _run_query(ctx, "artifacts", _ARTIFACT_COLUMNS, where, columns, limit, as_json)
+
+
+def _short(text: str) -> str:
+    return re.sub(r"sha256:[0-9a-f]{64}", lambda m: m[0][:19] + "…", text)
+
+
+def _money(v: float | None) -> str:
+    return "-" if v is None else f"${v:.4f}"
+
+
+def _num(v: float | None, fmt: str = ".3f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def _stats_row(label: str, m: Any) -> list[str]:
+    judge = "-" if m.judge_agreement is None else f"{m.judge_agreement:.3f} (n={m.judged})"
+    success = "-" if m.success_rate is None else f"{m.success_rate:.3f} (n={m.labelled})"
+    return [
+        _short(label),
+        str(m.episodes),
+        success,
+        _num(m.mean_return, ".4g"),
+        _num(m.mean_length, ".4g"),
+        _num(m.invalid_rate),
+        _num(m.intervention_rate),
+        judge,
+        _money(m.cost_per_episode),
+        _money(m.cost_per_success),
+    ]
+
+
+@click.command()
+@click.argument("ref")
+@click.option("--by", "by", metavar="COL[,COL]", help="Episode columns to segment by.")
+@click.option(
+    "--judge", "judge_key", metavar="NAME", help="Judge score to use (default: mean of scores)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def stats(ctx: Context, ref: str, by: str | None, judge_key: str | None, as_json: bool) -> None:
+    """Episode statistics of a batch, dataset or checkpoint, segmented --by columns.
+
+    A checkpoint's episodes are those of the datasets it was trained on. Per segment: success
+    rate, mean return and length, invalid-action and safety-intervention rates, judge
+    agreement, cost per episode and per solved task. A segment far below the aggregate
+    (more than 2 standard errors and 20%) gets a WARNING line.
+    """
+    from .index import segment_stats
+
+    with _usage_errors():
+        report = segment_stats(ctx.ledger(), ref, _split(by), judge_key=judge_key)
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        click.echo(
+            f"{report.kind} {report.ref} ({report.digest[:19]}…): {len(report.batches)} "
+            f"batch(es), {report.aggregate.episodes} episode(s)"
+            + (f", by {', '.join(report.by)}" if report.by else "")
+        )
+        header = [
+            "segment", "episodes", "success", "return", "length", "invalid", "interv.",
+            "judge agr.", "cost/ep", "cost/solved",
+        ]  # fmt: skip
+        rows = [_stats_row("(all)", report.aggregate)]
+        rows += [_stats_row(s.label, s.metrics) for s in report.segments]
+        _print_table(header, rows)
+    for w in report.warnings:
+        warn(_short(w))
+    ok(f"stats of {report.kind} {report.ref}")
+
+
+COMMANDS = [reindex, query, stats]

@@ -1,0 +1,206 @@
+"""``trajledger reindex / query / stats`` through click: exit codes, exact stderr, JSON output,
+and start-up: the index commands' help loads no lancedb (or any other heavy package)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ledger.artifacts import record_batch, register_environment
+from ledger.home import Ledger
+from runner.cli import main
+
+HEAVY = frozenset({"pyarrow", "lancedb", "gymnasium", "sigstore", "pydantic", "numpy", "pandas"})
+
+
+def chat(i: int) -> str:
+    """Episode i: en (i < 10) succeeds unless i == 0; de (i >= 10) only when i == 10."""
+    en = i < 10
+    success = (i != 0) if en else (i == 10)
+    return json.dumps(
+        {
+            "episode_id": f"e{i}",
+            "messages": [
+                {"role": "user", "content": f"question {i} about topic {i * 7}"},
+                {"role": "assistant", "content": f"answer {i}"},
+            ],
+            "reward": 1.0 if success else 0.0,
+            "language": "en" if en else "de",
+            "task_type": "math",
+            "termination_reason": "success" if success else "failure",
+            "judge_scores": {"judge": 0.8 if success else 0.1},
+            "cost_usd": 0.01,
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("cli") / "ledger"
+    ledger = Ledger.init(root, origin="test/index-cli")
+    key = ledger.keys.create("producer", encrypt=False)
+    register_environment(ledger, "chat", "1", key)
+    data = root.parent / "chat.jsonl"
+    data.write_text("".join(chat(i) + "\n" for i in range(20)))
+    record_batch(ledger, [data], env="chat@1", policy="m1", signer=key, name="chat-batch")
+    return root
+
+
+def run(runner: CliRunner, home: Path, *args: str) -> Any:
+    return runner.invoke(main, ["--ledger", str(home), *args])
+
+
+def test_reindex(runner: CliRunner, home: Path) -> None:
+    result = run(runner, home, "reindex")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == "OK: index rebuilt: 2 log entries, 1 batch(es), 20 episode(s)\n"
+    assert (home / "index" / "lance" / "state.json").is_file()
+
+
+def test_query_episodes(runner: CliRunner, home: Path) -> None:
+    result = run(
+        runner, home, "query", "episodes", "--where", "language = 'de' AND success", "--json"
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stderr == "OK: 1 row(s) of episodes\n"
+    got = json.loads(result.stdout)
+    assert [r["episode_id"] for r in got] == ["e10"]
+    assert got[0]["env_version"] == "chat@1" and "vector" not in got[0]
+    text = run(runner, home, "query", "episodes", "--where", "return > 0", "--limit", "3")
+    lines = text.stdout.splitlines()
+    assert lines[0].split() == [
+        "batch", "episode_id", "env_version", "policy_version", "return", "num_steps",
+        "termination_reason",
+    ]  # fmt: skip
+    assert len(lines) == 4 and text.stderr == "OK: 3 row(s) of episodes\n"
+
+
+def test_query_artifacts_columns(runner: CliRunner, home: Path) -> None:
+    result = run(
+        runner, home, "query", "artifacts", "--where", "kind = 'rollout-batch'",
+        "--columns", "ref,data,episodes_indexed",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stdout.split() == [
+        "ref",
+        "data",
+        "episodes_indexed",
+        "chat-batch",
+        "indexed",
+        "20",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "stderr"),
+    [
+        (
+            ["query", "episodes", "--where", "return >"],
+            "FAIL: --where 'return >': SQL syntax error: Expected: an expression, found: EOF\n",
+        ),
+        (
+            ["query", "episodes", "--columns", "episode_id,nope"],
+            "FAIL: episodes: no column 'nope'; columns are batch, batch_index, episode_id, "
+            "task_id, env_version, policy_version, seed, return, num_steps, termination_reason, "
+            "success, judge_scores, judge_score, cost_usd, language, task_type, invalid, "
+            "safety_interventions, modality, fingerprint\n",
+        ),
+        (
+            ["stats", "chat-batch", "--by", "lang"],
+            "FAIL: --by: no episode column 'lang'; columns are batch, batch_index, episode_id, "
+            "task_id, env_version, policy_version, seed, return, num_steps, termination_reason, "
+            "success, judge_scores, judge_score, cost_usd, language, task_type, invalid, "
+            "safety_interventions, modality, fingerprint\n",
+        ),
+    ],
+    ids=["bad-sql", "bad-column", "bad-by"],
+)
+def test_usage_errors_exit_2(runner: CliRunner, home: Path, args: list[str], stderr: str) -> None:
+    result = run(runner, home, *args)
+    assert result.exit_code == 2
+    assert result.stderr == stderr
+    assert result.stdout == ""
+
+
+def test_stats_warns_about_a_segment(runner: CliRunner, home: Path) -> None:
+    result = run(runner, home, "stats", "chat-batch", "--by", "language")
+    assert result.exit_code == 0, result.output
+    # Overall p = 0.5; de: 0.1 with n = 10, SE = sqrt(0.25 / 10) = 0.158, gap 0.4 = 2.5 SE and
+    # 80% below. Mean return: the same 0/1 values, SE = 0.513 / sqrt(10) = 0.162, 2.5 SE.
+    assert result.stderr == (
+        "WARNING: language=de: success rate 0.100 is far below 0.500 overall "
+        "(2.5 standard errors, n=10)\n"
+        "WARNING: language=de: mean return 0.1 is far below 0.5 overall "
+        "(2.5 standard errors, n=10)\n"
+        "OK: stats of rollout-batch chat-batch\n"
+    )
+    out = result.stdout.splitlines()
+    assert out[0].startswith("rollout-batch chat-batch (sha256:")
+    assert out[0].endswith("1 batch(es), 20 episode(s), by language")
+    assert out[1].split() == [
+        "segment", "episodes", "success", "return", "length", "invalid", "interv.", "judge",
+        "agr.", "cost/ep", "cost/solved",
+    ]  # fmt: skip
+    assert out[2].split() == [
+        "(all)", "20", "0.500", "(n=20)", "0.5", "2", "0.000", "-", "1.000", "(n=20)",
+        "$0.0100", "$0.0200",
+    ]  # fmt: skip
+    assert out[3].split()[:4] == ["language=de", "10", "0.100", "(n=10)"]
+    assert out[3].split()[-1] == "$0.1000"  # ten episodes' cost for one solved task
+
+
+def test_stats_json(runner: CliRunner, home: Path) -> None:
+    result = run(runner, home, "stats", "chat-batch", "--by", "language", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert [(s["label"], s["below_aggregate"]) for s in report["segments"]] == [
+        ("language=de", True),
+        ("language=en", False),
+    ]
+    assert len(report["warnings"]) == 2
+    assert report["aggregate"]["success_rate"] == 0.5
+    assert report["aggregate"]["judge_agreement"] == 1.0
+    assert report["aggregate"]["cost_per_episode"] == pytest.approx(0.01)
+    assert report["aggregate"]["cost_per_success"] == pytest.approx(0.2 / 10)
+    assert result.stderr.count("WARNING: ") == 2
+
+
+def test_stats_unknown_ref(runner: CliRunner, home: Path) -> None:
+    result = run(runner, home, "stats", "nothing@1")
+    assert result.exit_code == 3
+    assert result.stderr.startswith("FAIL: nothing@1: no ")
+
+
+SCRIPT = Path(sys.executable).with_name("trajledger")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["reindex", "--help"], ["query", "episodes", "--help"], ["stats", "--help"]],
+    ids=["reindex", "query", "stats"],
+)
+def test_help_imports_nothing_heavy(args: list[str]) -> None:
+    cmd = (
+        [str(SCRIPT), *args]
+        if SCRIPT.is_file()
+        else [sys.executable, "-c", "from runner.cli import main; main()", *args]
+    )
+    env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Usage: ")
+    modules = {
+        line.rsplit("|", 1)[1].strip()
+        for line in result.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    assert "ledger.index_cli" in modules and "ledger.index" not in modules
+    assert sorted(m for m in modules if m.split(".")[0] in HEAVY) == []
