@@ -6,7 +6,10 @@ Heavy modules (pyarrow, pydantic, gymnasium) load inside the commands.
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +157,8 @@ def evaluator_register(
 @click.option(
     "--episodes",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Episode table (Parquet) to use instead of deriving it.",
+    help="Episode attributes (Parquet/Arrow: episode_id plus e.g. seed, task_id, judge_scores); "
+    "merged with the derived episode table.",
 )
 @click.option(
     "--format",
@@ -194,18 +198,7 @@ def record(
 
     ledger = ctx.ledger()
     signer = _signer(ctx, key)
-    total = sum(p.stat().st_size for p in paths if p.is_file())
-    show = not ctx.quiet and sys.stderr.isatty()
-    bar = click.progressbar(length=total, label="recording", file=sys.stderr) if show else None
-    seen = [0]
-
-    def advance(rows: int) -> None:
-        seen[0] += rows
-        if bar is not None:
-            bar.label = f"recording ({seen[0]:,} steps)"
-            bar.render_progress()
-
-    try:
+    with _step_progress(paths, quiet=ctx.quiet) as advance:
         result = record_batch(
             ledger,
             list(paths),
@@ -221,15 +214,56 @@ def record(
             retention=retention,
             on_chunk=advance,
         )
-    finally:
-        if bar is not None:
-            bar.finish()
-            bar.render_finish()
     s = result.stats
     ok(
-        f"batch of {s.get('num_episodes')} episode(s), {s.get('num_steps')} step(s) recorded at log index {result.recorded.index}"
+        f"batch of {s['num_episodes']} episode(s), {s['num_steps']} step(s) recorded at log "
+        f"index {result.recorded.index}"
     )
     click.echo(result.recorded.digest)
+
+
+@contextmanager
+def _step_progress(paths: Sequence[Path], *, quiet: bool) -> Iterator[Callable[[int], None]]:
+    """Progress in steps on stderr, when it is a terminal and not ``--quiet``.
+
+    The total is known for Parquet inputs (their footers count the rows); otherwise (JSONL,
+    Arrow streams) a running count of steps is shown.
+    """
+    if quiet or not sys.stderr.isatty():
+        yield lambda n: None
+        return
+    total = _parquet_rows(paths)
+    if total is not None:
+        with click.progressbar(length=total, label="recording", file=sys.stderr) as bar:
+            yield bar.update
+        return
+    seen = [0]
+
+    def count(n: int) -> None:
+        seen[0] += n
+        click.echo(f"\rrecording: {seen[0]:,} steps", nl=False, err=True)
+
+    try:
+        yield count
+    finally:
+        if seen[0]:
+            click.echo(err=True)
+
+
+def _parquet_rows(paths: Sequence[Path]) -> int | None:
+    """Total rows when every input is a readable Parquet file, else None."""
+    import pyarrow.parquet as pq
+
+    total = 0
+    for p in paths:
+        try:
+            with open(p, "rb") as f:
+                if f.read(4) != b"PAR1":
+                    return None
+            total += pq.ParquetFile(p).metadata.num_rows
+        except (OSError, ValueError):
+            return None  # the recording itself reports the problem
+    return total
 
 
 @click.group(cls=Group)
@@ -281,7 +315,8 @@ def dataset_create(
     if len(result.duplicate_episodes) > 20:
         warn(f"... and {len(result.duplicate_episodes) - 20} more duplicate episodes")
     ok(
-        f"dataset {name}@{version} ({split}, {len(result.batches)} batch(es)) recorded at log index {result.recorded.index}"
+        f"dataset {name}@{version} ({split}, {len(result.batches)} batch(es)) recorded at log "
+        f"index {result.recorded.index}"
     )
     click.echo(result.recorded.digest)
 
@@ -306,7 +341,8 @@ def show(ctx: Context, ref: str, as_json: bool) -> None:
     click.echo(f"  predicate   {info['predicateType']}")
     for k, v in info["predicate"].items():
         if k != "manifest":
-            click.echo(f"    {k}: {v}")
+            text = v if isinstance(v, str) else json.dumps(v, sort_keys=True, ensure_ascii=False)
+            click.echo(f"    {k}: {text}")
     for f in info.get("files", []):
         click.echo(f"  file        {f['path']}  {f['size']} bytes  {f['digest']}")
     for s in info.get("status", []):

@@ -12,8 +12,9 @@ rollout data is validated completely while it is written to a private temporary 
 from __future__ import annotations
 
 import json
+import os
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,15 +38,19 @@ from .record import Recorded, record_files
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from verify.statement import Statement
+
     from .home import Ledger
 
 __all__ = [
     "BatchResult",
     "DatasetResult",
+    "batch_files",
     "create_dataset",
     "record_batch",
     "register_environment",
     "register_evaluator",
+    "resolve_registered",
 ]
 
 GENERATOR = "trajledger"
@@ -191,17 +196,29 @@ def _tmp_root(ledger: Ledger) -> Path:
 
 @dataclass(frozen=True)
 class BatchResult:
-    """A recorded rollout batch."""
+    """A recorded rollout batch.
+
+    Attributes:
+        recorded: the batch digest (its manifest's), envelope digest and log index.
+        stats: the summary statistics (`WriteStats.summary`).
+        environment: the registered environment the batch names.
+        evaluator: the registered evaluator, if any.
+    """
 
     recorded: Recorded
     stats: dict[str, Any]
     environment: CatalogItem
     evaluator: CatalogItem | None
 
+    @property
+    def digest(self) -> str:
+        """The batch digest, ``sha256:<hex>``."""
+        return self.recorded.digest
+
 
 def record_batch(
     ledger: Ledger,
-    source: Sequence[Path] | pa.Table | Sequence[Mapping[str, Any]],
+    source: str | os.PathLike[str] | Sequence[Path | str] | pa.Table | Sequence[Mapping[str, Any]],
     *,
     env: str,
     policy: str,
@@ -219,34 +236,71 @@ def record_batch(
     """Record a rollout batch from files (streamed), an Arrow table, or Python rows.
 
     Steps:
-        1. Resolve the environment (and evaluator) references: each must be registered.
+        1. Check the arguments; resolve the environment (and evaluator) references: each must
+           be registered.
         2. Stream the input through validation into ``steps.parquet`` and ``episodes.parquet``
            in a private temporary directory (zstd, BYTE_STREAM_SPLIT floats); every problem is
-           reported with its row and column, and nothing reaches the ledger on failure.
-        3. Record both files with the rollout-batch predicate (refs, policy version, seeds,
-           counts, summary statistics, consent / licence / retention).
+           reported with its row and column, and nothing reaches the ledger on failure. Episode
+           ``env_version`` and ``policy_version`` left null by the input are filled with the
+           environment digest and ``policy``.
+        3. Build the predicate (refs, policy version, seeds, counts, summary statistics,
+           consent / licence / retention) and hash the files. Refuse rollouts that were erased,
+           and rollouts already recorded with other metadata (a batch digest names one
+           record); with the same metadata, recording again is a no-op that returns the first
+           record.
+        4. Record both files with the rollout-batch predicate (stored, signed, logged).
+
+    Args:
+        ledger: the open ledger.
+        source: an input file or several (Parquet, Arrow IPC, chat/TRL/verl JSONL; streamed),
+            a step table, or one mapping per step (see ``schemas/rollout-inputs.md``).
+        env: the registered environment: ``NAME@VERSION``, a digest or a unique prefix.
+        policy: the policy / model version that acted (a checkpoint digest links lineage).
+        signer: the producer key.
+        evaluator: the registered evaluator, if the rollouts were scored by one.
+        episodes: episode attributes: a Parquet/Arrow file with file inputs, a table with a
+            table or rows (JSONL inputs carry their own).
+        fmt: the input format (one of ``ledger.rollouts.FORMATS``); default detected per file.
+        name: the batch's subject name; default ``rollouts-<env>-<policy>``.
+        consent: consent basis of the data.
+        licence: licence of the data.
+        retention: retention rule, e.g. ``365d``.
+        generator: what produced the batch (recorded in the predicate).
+        on_chunk: called with the number of steps of each chunk read (progress).
+
+    Returns:
+        The recorded batch, its statistics and the resolved references.
 
     Raises:
-        RefError / PolicyError: an unregistered environment or evaluator.
+        PolicyError: an unregistered environment or evaluator; the same rollouts erased, or
+            already recorded with other metadata.
         RolloutValidationError: the data is invalid (every problem listed).
+        FormatError: inconsistent arguments (episodes of the wrong kind, no rows, an empty
+            policy).
+        LedgerError: a missing input file; LogError: the log cannot be appended to.
     """
     from .rollouts import iter_rollout_chunks, rows_to_table, write_steps_parquet
 
     # (1)
+    if not policy:
+        raise FormatError("rollout batch: the policy version is empty, want an id or digest")
+    if isinstance(source, str | os.PathLike):
+        source = [Path(source)]
+    ledger.log.require_signer()  # a log that cannot be appended to fails before any work
     catalog = Catalog(ledger)
     env_item = _registered(catalog, env, "environment")
     eval_item = _registered(catalog, evaluator, "evaluator") if evaluator else None
+    chunks = _chunks(source, episodes, fmt, rows_to_table, iter_rollout_chunks, on_chunk)
+    subject = ", ".join(str(p) for p in source) if _is_paths(source) else "rollouts"
     # (2)
     with tempfile.TemporaryDirectory(dir=_tmp_root(ledger)) as tmp:
         steps_path, episodes_path = Path(tmp) / "steps.parquet", Path(tmp) / "episodes.parquet"
-        chunks = _chunks(source, episodes, fmt, rows_to_table, iter_rollout_chunks, on_chunk)
-        subject = ", ".join(str(p) for p in source) if _is_paths(source) else "rollouts"
         stats = write_steps_parquet(
             chunks, steps_path, episodes_path=episodes_path, subject=subject
         )
+        _fill_episode_versions(episodes_path, env_item.digest, policy)
         summary = stats.summary()
         # (3)
-        counts = {"steps": stats.num_steps, "episodes": stats.num_episodes}
         predicate = _model(
             RolloutBatchPredicate,
             schema_version=_schema_version(),
@@ -261,22 +315,128 @@ def record_batch(
             policy_version=policy,
             generator=generator,
             seeds=[s for s in stats.seeds if -(2**53) < s < 2**53],
-            counts=counts,
+            counts={"steps": stats.num_steps, "episodes": stats.num_episodes},
             stats={k: v for k, v in summary.items() if isinstance(v, int | float) or v is None},
             consent=consent,
             licence=licence,
             retention=retention,
         )
+        files = {"steps.parquet": steps_path, "episodes.parquet": episodes_path}
         label = name or f"rollouts-{env_item.ref}-{policy}"
+        _refuse_recorded_otherwise(ledger, files, label, predicate)
+        # (4)
         recorded = record_files(
-            ledger,
-            {"steps.parquet": steps_path, "episodes.parquet": episodes_path},
-            signer,
-            predicates.ROLLOUT_BATCH,
-            predicate,
-            name=label,
+            ledger, files, signer, predicates.ROLLOUT_BATCH, predicate, name=label
         )
     return BatchResult(recorded, summary, env_item, eval_item)
+
+
+def _fill_episode_versions(path: Path, env_digest: str, policy: str) -> None:
+    """Fill null ``env_version`` / ``policy_version`` in the episode file.
+
+    Streamed row group by row group into a new file that replaces the old one, so memory stays
+    bounded however many episodes there are; row groups keep their sizes, so the bytes depend
+    only on the episodes.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .rollouts.parquet_io import parquet_writer
+
+    fills = {"env_version": env_digest, "policy_version": policy}
+    source = pq.ParquetFile(path)
+    meta = source.metadata
+    schema = source.schema_arrow
+    indices = {c: schema.get_field_index(c) for c in fills}
+    if all(
+        meta.row_group(g).column(indices[c]).statistics is not None
+        and meta.row_group(g).column(indices[c]).statistics.null_count == 0
+        for g in range(meta.num_row_groups)
+        for c in fills
+    ):
+        return  # nothing to fill
+    filled_path = path.with_name(f".{path.name}.filled")
+    writer = parquet_writer(filled_path, schema)
+    try:
+        for g in range(meta.num_row_groups):
+            table = source.read_row_group(g)
+            for column, value in fills.items():
+                i = indices[column]
+                table = table.set_column(
+                    i, schema.field(i), table.column(i).fill_null(pa.scalar(value, pa.string()))
+                )
+            writer.write_table(table, row_group_size=max(1, table.num_rows))
+    finally:
+        writer.close()
+        source.close()
+    os.replace(filled_path, path)
+
+
+def _refuse_recorded_otherwise(
+    ledger: Ledger, files: Mapping[str, Path], label: str, predicate: Mapping[str, Any]
+) -> None:
+    """Refuse rollouts that were erased, or that are recorded as a batch with other metadata.
+
+    The files are hashed first (the digests are needed to ask), so nothing is stored when this
+    refuses: storing erased rollouts again would bring back the data an erasure deleted.
+    """
+    from verify.log_entry import LogEntry
+
+    from .files import manifest_for
+
+    manifest = manifest_for(dict(files))
+    wanted = {"manifest": manifest.to_json(), **predicate}
+    entries = [
+        (i, LogEntry.from_bytes(ledger.log.entry(i)))
+        for i in ledger.log.find_subject(manifest.digest)
+    ]
+    for index, entry in entries:
+        if entry.kind == "erasure":
+            raise PolicyError(
+                f"rollout batch {manifest.digest}: these rollouts were erased (log index "
+                f"{index}); recording them again would restore erased data"
+            )
+    for index, entry in entries:
+        if entry.kind != "rollout-batch":
+            continue
+        statement = _envelope_statement(ledger, entry.envelope)
+        if statement is not None and (
+            statement.predicate == wanted and statement.subjects[0].name == label
+        ):
+            continue  # the same record: recording again is idempotent
+        differ = []
+        if statement is not None:
+            theirs = statement.predicate
+            if statement.subjects[0].name != label:
+                differ.append("name")
+            differ += sorted(
+                k
+                for k in set(theirs) | set(wanted)
+                if k != "manifest" and theirs.get(k) != wanted.get(k)
+            )
+            ref = f"as {statement.subjects[0].name!r} "
+        else:
+            ref = ""
+        raise PolicyError(
+            f"rollout batch {manifest.digest}: the same rollouts are already recorded at log "
+            f"index {index} {ref}with other metadata ({', '.join(differ) or 'unreadable record'}); "
+            "a batch digest names one record"
+        )
+
+
+def _envelope_statement(ledger: Ledger, envelope: str) -> Statement | None:
+    from verify.dsse import Envelope
+    from verify.errors import ProvenanceError
+    from verify.statement import Statement
+
+    try:
+        return Statement.from_bytes(Envelope.from_bytes(ledger.store.get(envelope)).payload)
+    except ProvenanceError:
+        return None
+
+
+def _statement(ledger: Ledger, item: CatalogItem) -> Statement | None:
+    return _envelope_statement(ledger, item.envelope)
 
 
 def _is_paths(source: Any) -> bool:
@@ -287,6 +447,20 @@ def _schema_version() -> str:
     from .rollouts import ROLLOUT_SCHEMA_VERSION
 
     return str(ROLLOUT_SCHEMA_VERSION)
+
+
+def resolve_registered(ledger: Ledger, ref: str, kind: str) -> CatalogItem:
+    """Resolve a reference to a registered environment or evaluator.
+
+    Args:
+        ledger: the open ledger.
+        ref: ``NAME@VERSION``, a digest or a unique digest prefix.
+        kind: ``environment`` or ``evaluator``.
+
+    Raises:
+        PolicyError: nothing of that kind is recorded under ``ref`` (or several things are).
+    """
+    return _registered(Catalog(ledger), ref, kind)
 
 
 def _registered(catalog: Catalog, ref: str, kind: str) -> CatalogItem:
@@ -308,36 +482,68 @@ def _chunks(
     rows_to_table: Callable[..., Any],
     iter_rollout_chunks: Callable[..., Any],
     on_chunk: Callable[[int], None] | None,
-) -> Iterable[Any]:
-    """The input as a stream of record batches / chunks (episode attributes with the first)."""
+) -> Iterator[Any]:
+    """The input as a stream of chunks (episode attributes with the first).
+
+    Arguments are checked here, before the stream starts: a missing file or inconsistent
+    arguments fail before any work.
+    """
     import pyarrow as pa
 
-    from .rollouts import RolloutChunk
+    from .rollouts import RolloutChunk, detect_format
 
+    items: Iterable[Any]
     if isinstance(source, pa.Table) or (
-        source and isinstance(source, Sequence) and isinstance(source[0], Mapping)
+        isinstance(source, Sequence)
+        and not isinstance(source, str | bytes)
+        and source
+        and isinstance(source[0], Mapping)
     ):
-        table = source if isinstance(source, pa.Table) else rows_to_table(list(source))
         if episodes is not None and not isinstance(episodes, pa.Table):
-            raise FormatError("with steps given as a table, give episodes as a table too")
-        items: Iterable[Any] = (
+            raise FormatError("with steps given as a table or rows, give episodes as a table too")
+        table = source if isinstance(source, pa.Table) else rows_to_table(list(source))
+        items = (
             RolloutChunk(b, episodes if n == 0 else None) for n, b in enumerate(table.to_batches())
         )
-    else:
+    elif isinstance(source, Sequence) and not isinstance(source, str | bytes):
+        if not source:
+            raise FormatError("rollout batch: no input given (no files, no rows)")
+        if not all(isinstance(p, str | os.PathLike) for p in source):
+            raise FormatError(
+                "rollout batch: the input mixes files with other values; give file paths, a "
+                "pyarrow Table, or one mapping per step"
+            )
         paths = [Path(p) for p in source]
-        if not paths:
-            raise LedgerError("no input files given")
         for p in paths:
             if not p.is_file():
                 raise LedgerError(f"{p}: no such file")
         if isinstance(episodes, pa.Table):
             raise FormatError("with steps given as files, give episodes as a file too")
+        if episodes is not None:
+            if not Path(episodes).is_file():
+                raise LedgerError(f"{episodes}: no such file")
+            jsonl = [p for p in paths if (fmt or detect_format(p)).endswith("-jsonl")]
+            if jsonl:
+                raise FormatError(
+                    f"{jsonl[0]}: JSON lines carry their own episode attributes; --episodes is "
+                    "for Parquet/Arrow steps"
+                )
 
-        def from_files() -> Iterable[Any]:
-            for p in paths:
-                yield from iter_rollout_chunks(p, fmt, episodes=episodes)
+        def from_files() -> Iterator[Any]:
+            for n, p in enumerate(paths):
+                # The episode file belongs to the batch, not to each file: give it once.
+                yield from iter_rollout_chunks(p, fmt, episodes=episodes if n == 0 else None)
 
         items = from_files()
+    else:
+        raise FormatError(
+            f"rollout batch: input is a {type(source).__name__}, want file paths, a pyarrow "
+            "Table, or one mapping per step"
+        )
+    return _counted(items, on_chunk)
+
+
+def _counted(items: Iterable[Any], on_chunk: Callable[[int], None] | None) -> Iterator[Any]:
     for item in items:
         if on_chunk is not None:
             on_chunk(item.steps.num_rows)
@@ -346,11 +552,23 @@ def _chunks(
 
 @dataclass(frozen=True)
 class DatasetResult:
-    """A recorded dataset and what was noticed while building it."""
+    """A recorded dataset and what was noticed while building it.
+
+    Attributes:
+        recorded: the dataset digest, envelope digest and log index.
+        batches: the member batches, distinct, in the order given.
+        duplicate_episodes: one line per episode whose content equals an earlier member
+            episode's (reported, not refused).
+    """
 
     recorded: Recorded
     batches: tuple[CatalogItem, ...]
     duplicate_episodes: tuple[str, ...]
+
+    @property
+    def digest(self) -> str:
+        """The dataset digest, ``sha256:<hex>``."""
+        return self.recorded.digest
 
 
 def create_dataset(
@@ -366,34 +584,47 @@ def create_dataset(
     """Record a dataset: a named, versioned set of batches in one split.
 
     Steps:
-        1. Resolve every batch; refuse NAME@VERSION already recorded.
+        1. Check the metadata; refuse NAME@VERSION already recorded; resolve every batch.
         2. Refuse a batch already in a dataset of another split (train / holdout / regression
-           must never share data).
+           must never share data). A dataset whose record cannot be read fails the check:
+           its split is unknown, so sharing cannot be ruled out.
         3. Find exact duplicate episodes across the member batches (reported, not refused).
         4. Record the dataset (its manifest lists one descriptor file, ``dataset.json``).
 
     Raises:
         PolicyError: a batch is in another split, or NAME@VERSION exists.
+        FormatError: an unknown split, an empty name, version or batch list.
         RefError: a batch reference resolves to nothing or to several batches.
+        LedgerError: a dataset record or a batch file cannot be read.
     """
     # (1)
+    if not batch_refs:
+        raise FormatError(f"dataset {name}@{version}: no member batches, want at least one")
     catalog = Catalog(ledger)
     _refuse_existing(catalog, "dataset", name, version)
-    batches = [catalog.resolve(r, {"rollout-batch"}) for r in batch_refs]
-    digests = sorted({b.digest for b in batches})
+    batches = list(
+        {b.digest: b for b in (catalog.resolve(r, {"rollout-batch"}) for r in batch_refs)}.values()
+    )
+    digests = sorted(b.digest for b in batches)
     predicate = _model(
         DatasetPredicate, name=name, version=version, split=split, purpose=purpose, batches=digests
     )
     # (2)
     conflicts = []
     for item in catalog.by_kind("dataset"):
-        other = _dataset_predicate(ledger, item)
-        if other is None or other.get("split") == split:
+        statement = _statement(ledger, item)
+        if statement is None:
+            raise LedgerError(
+                f"dataset {item.digest} (log index {item.index}): its envelope {item.envelope} "
+                "cannot be read, so its split is unknown; repair the store before creating "
+                "datasets"
+            )
+        other = statement.predicate
+        if other.get("split") == split:
             continue
-        shared = set(digests) & set(other.get("batches", []))
-        for d in sorted(shared):
+        for d in sorted(set(digests) & set(other.get("batches") or [])):
             conflicts.append(
-                f"batch {d[:19]}… is already in {other.get('split')} dataset {item.ref} "
+                f"batch {d} is already in {other.get('split')} dataset {item.ref} "
                 f"({item.digest[:19]}…)"
             )
     if conflicts:
@@ -413,18 +644,6 @@ def create_dataset(
     return DatasetResult(recorded, tuple(batches), duplicates)
 
 
-def _dataset_predicate(ledger: Ledger, item: CatalogItem) -> dict[str, Any] | None:
-    from verify.dsse import Envelope
-    from verify.errors import ProvenanceError
-    from verify.statement import Statement
-
-    try:
-        st = Statement.from_bytes(Envelope.from_bytes(ledger.store.get(item.envelope)).payload)
-    except ProvenanceError:
-        return None
-    return st.predicate
-
-
 def batch_files(ledger: Ledger, digest: str) -> dict[str, str]:
     """The ``{path: blob digest}`` of a recorded artifact, from its stored manifest."""
     from verify._json import load_object
@@ -434,22 +653,30 @@ def batch_files(ledger: Ledger, digest: str) -> dict[str, str]:
     return {f.path: f.digest for f in manifest.files}
 
 
-def _duplicate_episodes(ledger: Ledger, batch_digests: Sequence[str]) -> Iterable[str]:
-    """Episodes whose step content (obs, action, reward, flags) is identical across batches."""
+def _duplicate_episodes(ledger: Ledger, batch_digests: Sequence[str]) -> Iterator[str]:
+    """Episodes whose step content (obs, action, reward, flags, messages) equals an earlier one.
+
+    Batches are compared in digest order, episodes in id order, so the report is stable.
+    """
     import io
 
     import pyarrow.parquet as pq
 
-    from .rollouts.dedup import episode_fingerprints
+    from .rollouts.dedup import CONTENT_COLUMNS, episode_fingerprints
 
-    seen: dict[str, str] = {}
+    seen: dict[str, tuple[str, str]] = {}
     for d in batch_digests:
         files = batch_files(ledger, d)
         if "steps.parquet" not in files:
             continue
-        table = pq.read_table(io.BytesIO(ledger.store.get_verified(files["steps.parquet"])))
-        for episode_id, fp in episode_fingerprints(table).items():
-            if fp in seen and seen[fp] != f"{d}/{episode_id}":
-                yield f"episode {episode_id} of batch {d[:19]}… duplicates {seen[fp]}"
-            else:
-                seen.setdefault(fp, f"{d[:19]}…/{episode_id}")
+        table = pq.read_table(
+            io.BytesIO(ledger.store.get_verified(files["steps.parquet"])),
+            columns=["episode_id", "step", *CONTENT_COLUMNS],
+        )
+        for episode_id, fp in sorted(episode_fingerprints(table).items()):
+            first = seen.setdefault(fp, (d, episode_id))
+            if first != (d, episode_id):
+                yield (
+                    f"episode {episode_id!r} of batch {d[:19]}… duplicates episode "
+                    f"{first[1]!r} of batch {first[0][:19]}…"
+                )

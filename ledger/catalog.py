@@ -152,17 +152,24 @@ class Catalog:
         items = [i for i in self.items() if i.kind in wanted]
         ref = ref.strip()
         hexpart = ref.removeprefix("sha256:").lower()
+        by_digest = False
         if "@" in ref and not ref.startswith("sha256:"):
             name, _, version = ref.rpartition("@")
-            hits = [i for i in items if i.name == name and i.version == version]
+            # An unversioned name may itself hold "@" (a batch named after its env@version).
+            hits = [
+                i
+                for i in items
+                if (i.name == name and i.version == version) or (i.name == ref and not i.version)
+            ]
         elif _HEX.fullmatch(hexpart):
+            by_digest = True
             hits = [i for i in items if i.digest[7:].startswith(hexpart)]
         else:
             hits = [i for i in items if i.name == ref and not i.version]
             if not hits:
                 raise RefError(
-                    f"{ref!r}: not a reference; use NAME@VERSION, sha256:<hex> or a digest prefix "
-                    "of 6+ hex characters"
+                    f"{ref!r}: no unversioned {what} has this name; refer to one by NAME@VERSION, "
+                    "sha256:<hex> or a digest prefix of 6+ hex characters"
                 )
         distinct = {i.digest: i for i in hits}
         if not distinct:
@@ -173,8 +180,9 @@ class Catalog:
             listed = ", ".join(
                 f"{i.kind} {i.ref} {i.digest[:19]}…" for i in list(distinct.values())[:5]
             )
+            hint = "give more of the digest" if by_digest else "use the digest instead"
             raise RefError(
-                f"{ref}: ambiguous, matches {len(distinct)} artifacts ({listed}); use more of the digest"
+                f"{ref}: ambiguous, matches {len(distinct)} artifacts ({listed}); {hint}"
             )
         # The first record of an artifact is its identity record.
         return min(hits, key=lambda i: i.index)

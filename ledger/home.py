@@ -28,6 +28,8 @@ from .keys import KeyStore
 from .store import ObjectStore
 
 if TYPE_CHECKING:
+    from .artifacts import BatchResult
+    from .keys import Signer
     from .log import Log
 
 __all__ = ["FORMAT_VERSION", "Ledger", "LedgerConfig"]
@@ -192,3 +194,54 @@ class Ledger:
         except OSError as e:
             raise LedgerError(f"{path}: cannot read: {e.strerror}") from e
         return cls(root, LedgerConfig.from_toml(data, path), KeyStore(root / "keys", passphrase))
+
+    def record_batch(
+        self,
+        table_or_rows: Any,
+        *,
+        env: str,
+        policy: str,
+        key: str | None = None,
+        signer: Signer | None = None,
+        evaluator: str | None = None,
+        episodes: Any = None,
+        **options: Any,
+    ) -> BatchResult:
+        """Record rollouts as one signed, logged batch; see `ledger.artifacts.record_batch`.
+
+        Args:
+            table_or_rows: a step table (pyarrow), one mapping per step, or input file paths.
+            env: the registered environment (``NAME@VERSION``, digest or unique prefix).
+            policy: the policy / model version that acted.
+            key: the name of a signing key in this ledger's key store; or give ``signer``.
+            signer: a loaded signing key; or give ``key``.
+            evaluator: the registered evaluator, if any.
+            episodes: episode attributes (a table with a table or rows, a file with files).
+            **options: ``name``, ``fmt``, ``consent``, ``licence``, ``retention``,
+                ``generator``, ``on_chunk`` (see `ledger.artifacts.record_batch`).
+
+        Returns:
+            The recorded batch (``.digest``, ``.recorded.index``, ``.stats``).
+
+        Raises:
+            TypeError: neither or both of ``key`` and ``signer``.
+            KeyError_: the key cannot be loaded.
+            PolicyError, RolloutValidationError, FormatError: as `record_batch`.
+        """
+        from .artifacts import record_batch
+
+        if (key is None) == (signer is None):
+            raise TypeError("record_batch: give exactly one of key= (a key name) or signer=")
+        if signer is None:
+            assert key is not None
+            signer = self.keys.signer(key)
+        return record_batch(
+            self,
+            table_or_rows,
+            env=env,
+            policy=policy,
+            signer=signer,
+            evaluator=evaluator,
+            episodes=episodes,
+            **options,
+        )

@@ -68,10 +68,9 @@ def describe(ledger: Ledger, ref: str) -> dict[str, Any]:
         info["files_error"] = str(e)
     status = []
     for i in ledger.log.find_subject(item.digest):
-        e = LogEntry.from_bytes(ledger.log.entry(i))
-        if e.kind in STATUS_KINDS:
-            status.append(
-                f"{e.kind} at log index {i} ({e.time}) by {', '.join(s[:12] for s in e.signers)}"
-            )
+        record = LogEntry.from_bytes(ledger.log.entry(i))
+        if record.kind in STATUS_KINDS:
+            by = ", ".join(s[:12] for s in record.signers)
+            status.append(f"{record.kind} at log index {i} ({record.time}) by {by}")
     info["status"] = status
     return info

@@ -1,0 +1,387 @@
+"""Recording rollouts (issue 4): ``trajledger record`` against plain pyarrow and JSON lines.
+
+Builds a Parquet file of N classic-RL steps (default 1,000,000: obs float32[17], action
+float32[6], reward float64, terminated / truncated, episode_id and step int64; episodes of 1,000
+steps, like a MuJoCo HalfCheetah run), then, in one run with a warm page cache, times:
+
+- ``pyarrow read + write zstd``: ``pq.read_table`` of the file and ``pq.write_table(...,
+  compression="zstd")`` of the table, in this process (no interpreter start-up: the strict
+  baseline);
+- ``trajledger record (CLI)``: ``trajledger record FILE --env ... --key ...`` as a subprocess into
+  a fresh ledger (start-up, key decryption, validation, Parquet writing, hashing, storing with
+  fsync, signing and the log append included);
+- ``trajledger record (library)``: ``ledger.artifacts.record_batch`` in this process, fresh ledger;
+- ``JSON lines``: the same rows read from the file and written with ``json.dumps`` per row (what
+  many teams do today); run once (``--jsonl-repeat``), it is slow.
+
+Each timed operation runs ``--repeat`` times (default 7), interleaved, each after ``sync`` (no
+dirty pages left by the previous one); the median is reported. The target is record <= 1.15 x
+the pyarrow read + write. The ratios are given like for like (the CLI against pyarrow as a
+process, the library against pyarrow in this process) and strict (the CLI against pyarrow in
+this process).
+
+``--memory`` adds the memory case: a chat-style JSONL file of ``--jsonl-mb`` MiB (default 2048) is
+generated in the work directory, recorded through the CLI, and the child's peak RSS is read with
+``os.wait4`` (target < 1 GiB); the file is deleted afterwards.
+
+Usage::
+
+    python bench/ingest_bench.py [--steps 1000000] [--repeat 7] [--markdown]
+    python bench/ingest_bench.py --memory [--jsonl-mb 2048] [--markdown]
+
+Not a test: nothing here runs in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+PASSPHRASE = "bench passphrase (not secret)"
+BASE = "pyarrow read + write zstd (in-process)"
+BASE_PROC = "pyarrow read + write zstd (process)"
+CLI = "trajledger record (CLI)"
+LIB = "trajledger record (library)"
+JSONL = "JSON lines (json.dumps per row)"
+PYARROW_SCRIPT = (
+    "import sys, pyarrow.parquet as pq; "
+    "pq.write_table(pq.read_table(sys.argv[1]), sys.argv[2], compression='zstd')"
+)
+OBS, ACT, EPISODE = 17, 6, 1000
+TARGET = 1.15
+MEMORY_TARGET = 1 << 30
+
+
+def bin_of(name: str) -> str:
+    local = Path(sys.executable).with_name(name)
+    found = str(local) if local.is_file() else shutil.which(name)
+    if not found:
+        raise SystemExit(f"{name}: not found next to {sys.executable} or on PATH")
+    return found
+
+
+def make_steps(path: Path, steps: int, seed: int = 0) -> None:
+    """The classic-RL input: random float32 observations and actions, 1,000-step episodes."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    step = np.arange(steps, dtype=np.int64) % EPISODE
+    table = pa.table(
+        {
+            "episode_id": np.arange(steps, dtype=np.int64) // EPISODE,
+            "step": step,
+            "obs": pa.FixedSizeListArray.from_arrays(
+                rng.standard_normal(steps * OBS, dtype=np.float32), OBS
+            ),
+            "action": pa.FixedSizeListArray.from_arrays(
+                rng.uniform(-1, 1, steps * ACT).astype(np.float32), ACT
+            ),
+            "reward": rng.standard_normal(steps),
+            "terminated": np.zeros(steps, dtype=bool),
+            "truncated": (step == EPISODE - 1) | (np.arange(steps) == steps - 1),
+        }
+    )
+    pq.write_table(table, path)  # pyarrow's defaults (snappy), as a producer would
+
+
+WORDS = (
+    "the agent calls a tool to fetch the page and then summarises what it found for the user",
+    "while the judge scores accuracy format and safety of every answer it reads carefully",
+)
+
+
+def make_chat(path: Path, size: int, seed: int = 0) -> int:
+    """Chat-style JSONL of about ``size`` bytes; returns the number of lines."""
+    rng = random.Random(seed)
+    words = " ".join(WORDS).split(" ")
+    pool = [" ".join(rng.choices(words, k=rng.randint(20, 120))) for _ in range(2000)]
+    written = lines = 0
+    with open(path, "w", encoding="utf-8") as f:
+        while written < size:
+            n = lines
+            record = {
+                "episode_id": f"ep-{n}",
+                "task_id": f"task-{n % 997}",
+                "messages": [
+                    {"role": "system", "content": pool[n % 7]},
+                    {"role": "user", "content": pool[rng.randrange(2000)]},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {"id": f"c{n}", "type": "function",
+                             "function": {"name": "fetch", "arguments": '{"url": "x"}'}}
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": f"c{n}", "name": "fetch",
+                     "content": pool[rng.randrange(2000)]},
+                    {"role": "assistant", "content": pool[rng.randrange(2000)]},
+                ],
+                "reward": rng.random(),
+                "judge_scores": {"accuracy": rng.random(), "safety": 1.0},
+                "usage": {"prompt_tokens": rng.randint(100, 900), "completion_tokens": 60},
+                "cost_usd": 0.0012,
+                "latency_ms": rng.randint(200, 3000),
+                "termination_reason": "success" if n % 3 else "failure",
+                "language": "en",
+                "task_type": "web",
+                "model_id": "agent-7b",
+            }  # fmt: skip
+            line = json.dumps(record) + "\n"
+            f.write(line)
+            written += len(line.encode())
+            lines += 1
+    return lines
+
+
+def run(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def fresh_ledger(tl: str, root: Path, env: dict[str, str]) -> Path:
+    """A new ledger with key ``bench`` (encrypted) and environment ``bench@1``."""
+    home = Path(tempfile.mkdtemp(prefix="ledger-", dir=root))
+    shutil.rmtree(home)
+    run([tl, "--ledger", str(home), "init", "--origin", "bench/ingest"], env)
+    run([tl, "--ledger", str(home), "key", "new", "bench"], env)
+    run([tl, "--ledger", str(home), "env", "register", "bench", "--version", "1",
+         "--key", "bench"], env)  # fmt: skip
+    return home
+
+
+def record_cmd(tl: str, home: Path, src: Path) -> list[str]:
+    return [tl, "-q", "--ledger", str(home), "record", str(src), "--env", "bench@1",
+            "--policy", "bench-policy", "--key", "bench"]  # fmt: skip
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Wall time of ``fn``, started with no dirty pages left by the previous operation."""
+    gc.collect()
+    os.sync()
+    time.sleep(0.2)
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def pyarrow_copy(src: Path, out: Path) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(pq.read_table(src), out, compression="zstd")
+
+
+def jsonl_copy(src: Path, out: Path) -> None:
+    import pyarrow.parquet as pq
+
+    with open(out, "w", encoding="utf-8") as f:
+        for batch in pq.ParquetFile(src).iter_batches(batch_size=65536):
+            for row in batch.to_pylist():
+                f.write(json.dumps(row) + "\n")
+
+
+def peak_rss(cmd: list[str], env: dict[str, str]) -> tuple[float, int]:
+    """Run ``cmd``; return its wall time and peak resident set size in bytes."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{out!r}\n{err!r}")
+    return elapsed, usage.ru_maxrss * 1024  # Linux reports KiB
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--steps", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=7, help="timed runs per operation")
+    ap.add_argument("--jsonl-repeat", type=int, default=1, help="runs of the JSON-lines baseline")
+    ap.add_argument("--memory", action="store_true", help="also record a large chat JSONL file")
+    ap.add_argument("--jsonl-mb", type=int, default=2048, help="size of that file in MiB")
+    ap.add_argument("--workdir", type=Path, help="where to work (default: a temp dir)")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--json", type=Path, help="also write the results as JSON here")
+    ap.add_argument("--markdown", action="store_true", help="print a docs/PERFORMANCE.md section")
+    args = ap.parse_args(argv)
+
+    from ledger.artifacts import record_batch
+    from ledger.home import Ledger
+
+    tl = bin_of("trajledger")
+    env = dict(os.environ, TRAJLEDGER_PASSPHRASE=PASSPHRASE)
+    os.environ["TRAJLEDGER_PASSPHRASE"] = PASSPHRASE
+    work = Path(tempfile.mkdtemp(prefix="ingest-bench-", dir=args.workdir))
+    result: dict[str, Any] = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "platform": platform.platform()},
+        "steps": args.steps, "repeat": args.repeat,
+    }  # fmt: skip
+    try:
+        src = work / "steps.parquet"
+        print(f"writing {args.steps:,} steps to {src} ...", file=sys.stderr)
+        make_steps(src, args.steps)
+        result["input_bytes"] = src.stat().st_size
+
+        homes: list[Path] = []
+
+        def cli_record() -> None:
+            home = fresh_ledger(tl, work, env)
+            homes.append(home)
+            cli_times.append(timed(lambda: run(record_cmd(tl, home, src), env)))
+
+        def lib_record() -> None:
+            home = fresh_ledger(tl, work, env)
+            homes.append(home)
+            ledger = Ledger.open(home)
+
+            def go() -> None:
+                record_batch(
+                    ledger, [src], env="bench@1", policy="bench-policy",
+                    signer=ledger.keys.signer("bench"),
+                )  # fmt: skip
+
+            lib_times.append(timed(go))
+
+        out = work / "pyarrow.parquet"
+        cli_times: list[float] = []
+        lib_times: list[float] = []
+        inproc: list[float] = []
+        proc: list[float] = []
+        copy_cmd = [sys.executable, "-c", PYARROW_SCRIPT, str(src), str(out)]
+        pyarrow_copy(src, out)  # warm the page cache and pyarrow
+        for i in range(args.repeat):
+            # The two subprocesses first (in alternating order), then the two in-process runs:
+            # a subprocess started just after a large in-process run is slowed by its aftermath.
+            if i % 2:
+                cli_record()
+                proc.append(timed(lambda: run(copy_cmd, env)))
+            else:
+                proc.append(timed(lambda: run(copy_cmd, env)))
+                cli_record()
+            inproc.append(timed(lambda: pyarrow_copy(src, out)))
+            lib_record()
+            print(
+                f"  run {i + 1}: pyarrow {inproc[-1]:.2f} s (process {proc[-1]:.2f} s), "
+                f"record CLI {cli_times[-1]:.2f} s, library {lib_times[-1]:.2f} s",
+                file=sys.stderr,
+            )
+            while homes:
+                shutil.rmtree(homes.pop())
+        times: dict[str, list[float]] = {
+            BASE: inproc,
+            BASE_PROC: proc,
+            CLI: cli_times,
+            LIB: lib_times,
+        }
+        jsonl = work / "steps.jsonl"
+        times[JSONL] = [timed(lambda: jsonl_copy(src, jsonl)) for _ in range(args.jsonl_repeat)]
+        result["sizes"] = {
+            "input (pyarrow default, snappy)": src.stat().st_size,
+            "pyarrow zstd": out.stat().st_size,
+            "JSON lines": jsonl.stat().st_size,
+        }
+        jsonl.unlink()
+        home = fresh_ledger(tl, work, env)
+        run(record_cmd(tl, home, src), env)
+        ledger = Ledger.open(home)
+        batch = ledger.log.size - 1
+        from ledger.catalog import Catalog
+
+        (item,) = [i for i in Catalog(ledger).items() if i.index == batch]
+        from ledger.artifacts import batch_files
+
+        files = batch_files(ledger, item.digest)
+        result["sizes"]["trajledger steps.parquet"] = (
+            ledger.store.path_of(files["steps.parquet"]).stat().st_size
+        )
+        result["sizes"]["trajledger episodes.parquet"] = (
+            ledger.store.path_of(files["episodes.parquet"]).stat().st_size
+        )
+        shutil.rmtree(home)
+
+        med = {n: statistics.median(t) for n, t in times.items()}
+        result["median_s"] = med
+        result["min_s"] = {n: min(t) for n, t in times.items()}
+        result["runs_s"] = times
+        result["x_pyarrow"] = {n: m / med[BASE] for n, m in med.items()}
+        result["ratios"] = {
+            "record CLI / pyarrow process (both pay start-up)": med[CLI] / med[BASE_PROC],
+            "record library / pyarrow in-process": med[LIB] / med[BASE],
+            "record CLI / pyarrow in-process (strict)": med[CLI] / med[BASE],
+        }
+
+        if args.memory:
+            chat = work / "chat.jsonl"
+            size = args.jsonl_mb << 20
+            print(f"writing ~{args.jsonl_mb} MiB of chat JSONL to {chat} ...", file=sys.stderr)
+            lines = make_chat(chat, size)
+            home = fresh_ledger(tl, work, env)
+            elapsed, rss = peak_rss(record_cmd(tl, home, chat), env)
+            result["memory"] = {
+                "jsonl_bytes": chat.stat().st_size, "episodes": lines, "seconds": elapsed,
+                "peak_rss_bytes": rss,
+            }  # fmt: skip
+            chat.unlink()
+            shutil.rmtree(home)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    print(markdown(result) if args.markdown else json.dumps(result, indent=2))
+    return 0
+
+
+def markdown(r: dict[str, Any]) -> str:
+    med, low, x = r["median_s"], r["min_s"], r["x_pyarrow"]
+    steps = r["steps"]
+    rows = [
+        f"| {n} | {m:.2f} | {low[n]:.2f} | {steps / m:,.0f} | {x[n]:.2f} |" for n, m in med.items()
+    ]
+    ratios = "\n".join(
+        f"| {n} | {v:.2f} | {'met' if v <= TARGET else 'missed'} |" for n, v in r["ratios"].items()
+    )
+    sizes = "\n".join(f"| {n} | {b / 2**20:,.1f} |" for n, b in r["sizes"].items())
+    m = r["machine"]
+    text = (
+        f"{steps:,} steps (obs float32[{OBS}], action float32[{ACT}], reward, flags, ids; "
+        f"{EPISODE}-step episodes), median of {r['repeat']} runs (JSON lines: "
+        f"{len(r['runs_s'][JSONL])}), warm page cache, {m['cpus']} CPUs, Python {m['python']}.\n\n"
+        "| operation | median s | min s | steps/s | x pyarrow in-process |\n"
+        "|---|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n\n"
+        f"| ratio | value | target <= {TARGET} |\n|---|---:|---|\n" + ratios + "\n\n"
+        "| file | MiB |\n|---|---:|\n" + sizes + "\n"
+    )
+    if "memory" in r:
+        mem = r["memory"]
+        text += (
+            f"\nChat JSONL, {mem['jsonl_bytes'] / 2**30:.2f} GiB ({mem['episodes']:,} episodes, "
+            f"5 messages each) recorded through the CLI in {mem['seconds']:.1f} s: peak RSS "
+            f"{mem['peak_rss_bytes'] / 2**20:,.0f} MiB (target < 1 GiB: "
+            f"{'met' if mem['peak_rss_bytes'] < MEMORY_TARGET else 'missed'}).\n"
+        )
+    return text
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,12 @@
+"""Integrations of trajledger with RL tooling.
+
+Scope: adapters that record what other libraries produce, through ``ledger.artifacts``.
+``ledger.integrations.gymnasium``: `LedgerRecorder`, a Gymnasium wrapper that records every step
+and writes a signed, logged rollout batch every N episodes.
+
+Each integration imports its library when its module is imported; this package imports none.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

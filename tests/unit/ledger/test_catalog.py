@@ -1,0 +1,144 @@
+"""The catalog of references (ledger/catalog.py): NAME@VERSION, digest, prefix; derived data.
+
+Every refusal is a `RefError` with the message the CLI prints; the catalog file is a cache that
+is rebuilt from the log whenever it is missing, damaged or ahead of the log.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ledger.artifacts import register_environment, register_evaluator
+from ledger.catalog import Catalog, CatalogItem, RefError
+from ledger.home import Ledger
+from ledger.keys import Signer
+from ledger.record import record_files
+
+
+@pytest.fixture
+def ledger(home: Path) -> Ledger:
+    return Ledger.open(home)
+
+
+@pytest.fixture
+def alice(ledger: Ledger) -> Signer:
+    return ledger.keys.create("alice", encrypt=False)
+
+
+@pytest.fixture
+def cart(ledger: Ledger, alice: Signer) -> str:
+    """Environment cart@1 (log index 0); returns its digest."""
+    return register_environment(ledger, "cart", "1", alice, gymnasium_id="CartPole-v1").digest
+
+
+def test_resolve_by_name_version_digest_and_prefix(ledger: Ledger, cart: str) -> None:
+    catalog = Catalog(ledger)
+    expected = CatalogItem("environment", "cart", "1", cart, 0, catalog.resolve("cart@1").envelope)
+    for ref in ("cart@1", cart, cart[7:], cart[:13], cart[7:13], cart[7:20].upper(), f" {cart} "):
+        assert catalog.resolve(ref) == expected, ref
+    assert catalog.resolve("cart@1", {"environment"}) == expected
+    assert expected.ref == "cart@1"
+
+
+def test_unknown_references(ledger: Ledger, cart: str) -> None:
+    catalog = Catalog(ledger)
+    with pytest.raises(RefError, match=r"^cart@2: no artifact with this reference is recorded"):
+        catalog.resolve("cart@2")
+    with pytest.raises(RefError, match=r"^cart@1: no evaluator with this reference is recorded"):
+        catalog.resolve("cart@1", {"evaluator"})
+    with pytest.raises(RefError, match=r"^0{64}: no artifact"):
+        catalog.resolve("0" * 64)
+    # Five hex digits are too few for a prefix: read as a name, which names nothing.
+    with pytest.raises(RefError, match=r"^'abcde': no unversioned artifact has this name; refer"):
+        catalog.resolve("abcde")
+    with pytest.raises(RefError, match=r"^'cart': no unversioned artifact has this name"):
+        catalog.resolve("cart")
+
+
+def test_same_name_version_in_two_kinds_is_ambiguous(
+    ledger: Ledger, alice: Signer, cart: str
+) -> None:
+    judge = register_evaluator(ledger, "cart", "1", "human", alice).digest
+    catalog = Catalog(ledger)
+    with pytest.raises(
+        RefError,
+        match=rf"^cart@1: ambiguous, matches 2 artifacts \(environment cart@1 {cart[:19]}…, "
+        rf"evaluator cart@1 {judge[:19]}…\); use the digest instead$",
+    ):
+        catalog.resolve("cart@1")
+    assert catalog.resolve("cart@1", {"evaluator"}).digest == judge
+    assert catalog.resolve("cart@1", {"environment"}).digest == cart
+
+
+def test_shared_prefix_is_ambiguous(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two real digests sharing 6 hex digits would take ~16M tries; fake the catalog's items.
+    items = [
+        CatalogItem("files", "a", "", "sha256:abcdef" + "0" * 58, 0, "sha256:" + "1" * 64),
+        CatalogItem("files", "b", "", "sha256:abcdef" + "2" * 58, 1, "sha256:" + "3" * 64),
+    ]
+    monkeypatch.setattr(Catalog, "items", lambda self: items)
+    catalog = Catalog(ledger)
+    with pytest.raises(RefError, match=r"^abcdef: ambiguous, .*; give more of the digest$"):
+        catalog.resolve("abcdef")
+    assert catalog.resolve("abcdef0").name == "a"
+    assert catalog.resolve("b").name == "b"  # an unversioned name
+
+
+def test_unversioned_name_with_at_sign(ledger: Ledger, alice: Signer, tmp_path: Path) -> None:
+    data = tmp_path / "f.txt"
+    data.write_text("x")
+    rec = record_files(ledger, [data], alice, name="rollouts-cart@1-p0")
+    item = Catalog(ledger).resolve("rollouts-cart@1-p0")
+    assert (item.digest, item.name, item.version) == (rec.digest, "rollouts-cart@1-p0", "")
+
+
+def test_first_record_of_a_digest_is_its_identity(
+    ledger: Ledger, alice: Signer, tmp_path: Path
+) -> None:
+    code = tmp_path / "env.py"
+    code.write_text("x = 1\n")
+    one = register_environment(ledger, "grid", "1", alice, files=[code])
+    two = register_environment(ledger, "grid", "2", alice, files=[code])
+    assert one.digest == two.digest  # same files, same manifest
+    catalog = Catalog(ledger)
+    assert catalog.resolve(one.digest).index == 0
+    assert catalog.resolve("grid@2").index == 1
+
+
+def test_catalog_follows_the_log(ledger: Ledger, alice: Signer, cart: str) -> None:
+    catalog = Catalog(ledger)
+    assert [i.ref for i in catalog.items()] == ["cart@1"]
+    register_evaluator(ledger, "judge", "1", "deterministic", alice)
+    assert [i.ref for i in catalog.items()] == ["cart@1", "judge@1"]
+    assert [i.ref for i in catalog.by_kind("evaluator")] == ["judge@1"]
+    state = json.loads(catalog.state_path.read_text())
+    assert state == {"format": 1, "size": 2, "lines": 2}
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["delete-directory", "truncate-lines", "garbage-state", "ahead-of-log", "bad-line"],
+)
+def test_damaged_catalog_is_rebuilt(ledger: Ledger, alice: Signer, cart: str, damage: str) -> None:
+    catalog = Catalog(ledger)
+    register_evaluator(ledger, "judge", "1", "deterministic", alice)
+    good = catalog.items()
+    if damage == "delete-directory":
+        for p in catalog.dir.iterdir():
+            p.unlink()
+        catalog.dir.rmdir()
+    elif damage == "truncate-lines":
+        catalog.path.write_bytes(catalog.path.read_bytes().splitlines(keepends=True)[0])
+    elif damage == "garbage-state":
+        catalog.state_path.write_text("{not json")
+    elif damage == "ahead-of-log":
+        # A catalog claiming more entries than the log holds (a log restored from backup):
+        # consistent in itself, so only its size betrays it.
+        catalog.path.write_bytes(catalog.path.read_bytes().splitlines(keepends=True)[0])
+        catalog.state_path.write_text(json.dumps({"format": 1, "size": 9, "lines": 1}))
+    else:
+        catalog.path.write_text('{"kind": "environment"}\n{"kind": "evaluator"}\n')
+    assert Catalog(ledger).items() == good
