@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from verify import predicates
 from verify.errors import FormatError, PolicyError
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["approve", "erase", "record_policy", "revoke"]
 
 APPROVABLE = frozenset({"dataset", "rollout-batch"})
+ERASURE_REASONS = ("retention", "consent", "legal")
 
 
 def _now() -> dt.datetime:
@@ -38,6 +39,41 @@ def _now() -> dt.datetime:
 
 def _item(ledger: Ledger, ref: str, kinds: frozenset[str] | None = None) -> CatalogItem:
     return Catalog(ledger).resolve(ref, kinds)
+
+
+def _predicate(model: type[Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """Build a predicate through its writer model; invalid input is a one-line FormatError."""
+    from pydantic import ValidationError
+
+    try:
+        out: dict[str, Any] = model.model_validate(fields).to_json()
+    except ValidationError as e:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in e.errors()
+        )
+        raise FormatError(f"{model.__name__.removesuffix('Predicate').lower()}: {problems}") from e
+    return out
+
+
+def _require_role(ledger: Ledger, signer: Signer, roles: tuple[str, ...], action: str) -> None:
+    """Refuse a signer that holds none of ``roles`` in the ledger's policy in force (if any).
+
+    A record by such a key would be ignored by every verifier; saying so now saves a user from
+    believing an approval or a revocation took effect.
+    """
+    from ._policy_state import current_policy
+
+    found = current_policy(ledger)
+    if found is None:
+        return
+    policy = found[1]
+    if not any(policy.holds(r, signer.keyid) for r in roles):
+        held = [r for r in ("producer", "approver", "trainer") if policy.holds(r, signer.keyid)]
+        raise PolicyError(
+            f"key {signer.name} ({signer.keyid[:12]}): cannot {action}: it holds "
+            f"{' and '.join(held) + ' role' if held else 'no role'} in policy {policy.name!r} "
+            f"serial {policy.serial}, want {' or '.join(roles)}"
+        )
 
 
 def approve(
@@ -53,22 +89,29 @@ def approve(
 ) -> Recorded:
     """Record an approval of a dataset or batch for ``purpose``, valid for ``expires``.
 
+    The signer must hold the approver role of the ledger's policy in force, when there is one.
+
     Raises:
         RefError: ``ref`` names no dataset or batch.
-        FormatError: a bad duration.
+        FormatError: a bad duration or purpose.
+        PolicyError: the signer is not an approver of the policy in force.
     """
     item = _item(ledger, ref, APPROVABLE)
     when = now or _now()
     seconds = parse_duration(expires, "--expires")
     if seconds == 0:
         raise FormatError("--expires: an approval must last longer than 0 seconds")
-    predicate = ApprovalPredicate(
-        purpose=purpose,
-        approved_at=rfc3339(when),
-        expires=rfc3339(when + dt.timedelta(seconds=seconds)),
-        note=note,
-        validation_report=validation_report,
-    ).to_json()
+    _require_role(ledger, signer, ("approver",), f"approve {item.ref}")
+    predicate = _predicate(
+        ApprovalPredicate,
+        {
+            "purpose": purpose,
+            "approvedAt": rfc3339(when),
+            "expires": rfc3339(when + dt.timedelta(seconds=seconds)),
+            "note": note,
+            "validationReport": validation_report,
+        },
+    )
     return record_statement(
         ledger, item.ref or item.name, item.digest, predicates.APPROVAL, predicate, signer
     )
@@ -77,14 +120,19 @@ def approve(
 def revoke(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> Recorded:
     """Record that ``ref`` must no longer be used (its lineage then fails verification).
 
+    The signer must hold the producer or approver role of the policy in force, when there is
+    one.
+
     Raises:
         RefError: ``ref`` names nothing recorded.
         FormatError: an empty reason.
+        PolicyError: the signer is neither a producer nor an approver of the policy in force.
     """
     if not reason.strip():
         raise FormatError("--reason: say why the artifact is revoked")
     item = _item(ledger, ref)
-    predicate = RevocationPredicate(reason=reason, revoked_at=rfc3339(_now())).to_json()
+    _require_role(ledger, signer, ("producer", "approver"), f"revoke {item.ref}")
+    predicate = _predicate(RevocationPredicate, {"reason": reason, "revokedAt": rfc3339(_now())})
     return record_statement(
         ledger, item.ref or item.name, item.digest, predicates.REVOCATION, predicate, signer
     )
@@ -101,20 +149,30 @@ def erase(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> tuple[Rec
         The erasure record and how many blobs were deleted.
 
     Raises:
-        RefError: ``ref`` names nothing recorded, or something without files.
+        RefError: ``ref`` names nothing recorded.
         FormatError: an unknown reason.
+        PolicyError: ``ref`` has no manifest in the store; the signer is neither a producer
+            nor an approver of the policy in force.
     """
     from verify._json import load_object
     from verify.manifest import Manifest
 
+    if reason not in ERASURE_REASONS:
+        raise FormatError(
+            f"--reason: {reason!r} is not an erasure reason, want one of "
+            f"{', '.join(ERASURE_REASONS)}"
+        )
     item = _item(ledger, ref)
     if not ledger.store.exists(item.digest):
         raise PolicyError(
             f"{item.kind} {item.ref}: has no manifest in this store; nothing to erase"
         )
+    _require_role(ledger, signer, ("producer", "approver"), f"erase {item.ref}")
     manifest = Manifest.from_json(load_object(ledger.store.get_verified(item.digest), "manifest"))
     blobs = sorted({f.digest for f in manifest.files})
-    predicate = ErasurePredicate(reason=reason, erased_at=rfc3339(_now()), blobs=blobs).to_json()  # type: ignore[arg-type]
+    predicate = _predicate(
+        ErasurePredicate, {"reason": reason, "erasedAt": rfc3339(_now()), "blobs": blobs}
+    )
     rec = record_statement(
         ledger, item.ref or item.name, item.digest, predicates.ERASURE, predicate, signer
     )
@@ -125,24 +183,30 @@ def erase(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> tuple[Rec
 def record_policy(ledger: Ledger, policy_file: Path, signers: Sequence[Signer]) -> Recorded:
     """Record a trust policy as the ledger's policy in force.
 
-    The first policy recorded is self-signed: the threshold of its own approvers must sign it
-    (whoever verifies decides to trust it by its digest or by holding the same file). Every
-    later policy must have a higher serial and be signed by the threshold of the current
-    policy's approvers (`verify.policy.check_successor`).
+    Steps:
+        1. Read and parse the file (keys named by keyid are looked up in the key store).
+        2. The first policy of a ledger is self-signed: the threshold of its own approvers
+           must sign it (whoever verifies decides to trust it by its digest or by holding the
+           same file). A later policy must have a higher serial and be signed by the threshold
+           of the current policy's approvers (`verify.policy.check_successor`).
+        3. Store its JSON form and record it, signed by every signer.
 
     Raises:
+        LedgerError: the policy file cannot be read.
         FormatError: the policy file is invalid.
         PolicyError: the signers are not enough approvers, or the serial does not increase.
     """
-    from ._policy_state import current_policy
+    from verify.policy import policy_digest
 
-    try:
-        data = policy_file.read_bytes()
-    except OSError as e:
-        from .errors import LedgerError
+    from ._policy_state import current_policy, key_lookup
+    from .verify_files import read_input
 
-        raise LedgerError(f"{policy_file}: cannot read: {e.strerror}") from e
-    new = TrustPolicy.from_toml(data, policy_file.parent, f"policy {policy_file}")
+    # (1)
+    data = read_input(policy_file, "policy")
+    new = TrustPolicy.from_toml(
+        data, policy_file.parent, f"policy {policy_file}", key_lookup=key_lookup(ledger)
+    )
+    # (2)
     signer_ids = frozenset(s.keyid for s in signers)
     current = current_policy(ledger)
     if current is None:
@@ -155,13 +219,12 @@ def record_policy(ledger: Ledger, policy_file: Path, signers: Sequence[Signer]) 
             )
     else:
         check_successor(current[1], new, signer_ids)
-    from verify.digest import digest_bytes
-
+    # (3)
     from .signing import canonical_json
 
     body = new.to_json()
-    digest = digest_bytes(canonical_json(body))
-    ledger.store.put_bytes(canonical_json(body))
+    digest = policy_digest(new)
+    ledger.store.put_bytes(canonical_json(body))  # the policy's JSON form, under its digest
     return record_statement(
         ledger,
         f"{new.name}#{new.serial}",

@@ -15,6 +15,10 @@ Scope: DESIGN §6. For a dataset and a trust policy, check that every member bat
 
 Every failed check is reported, batch by batch, and then the gate refuses with
 `DataRefusedError`: a refusal is an exception, never a boolean.
+
+The runner remembers the newest log checkpoint it verified in ``<ledger>/runner/seen-checkpoint``
+and refuses a log that does not extend it (a fork: another root at the same size; a rollback: a
+smaller tree).
 Non-scope: training (``runner.train``).
 """
 
@@ -22,14 +26,15 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger.errors import LedgerError
-from verify.errors import PolicyError, ProvenanceError
+from verify.errors import FormatError, PolicyError, ProvenanceError
 from verify.evidence import LedgerDirEvidence
-from verify.lineage import FAIL, Check, LineageVerifier
+from verify.lineage import FAIL, OK, Check, LineageVerifier, Record
 from verify.policy import TrustPolicy
 
 if TYPE_CHECKING:
@@ -37,9 +42,18 @@ if TYPE_CHECKING:
 
     from ledger.home import Ledger
 
-__all__ = ["Admission", "AdmittedBatch", "DataRefusedError", "admit", "load_policy"]
+__all__ = [
+    "SEEN_CHECKPOINT",
+    "Admission",
+    "AdmittedBatch",
+    "DataRefusedError",
+    "Dependency",
+    "admit",
+    "load_policy",
+]
 
 SEEN_CHECKPOINT = Path("runner") / "seen-checkpoint"
+"""Where a ledger's runner keeps the newest log checkpoint it verified (relative to the ledger)."""
 
 
 class DataRefusedError(PolicyError):
@@ -52,12 +66,23 @@ class DataRefusedError(PolicyError):
 
 @dataclass(frozen=True)
 class AdmittedBatch:
-    """One admitted batch: its digest, log index, and the verified tables."""
+    """One admitted batch: its digest, log index, the verified tables and predicate."""
 
     digest: str
     index: int
     steps: pa.Table
     episodes: pa.Table
+    predicate: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """A verified artifact the admitted data depends on (an environment or an evaluator)."""
+
+    role: str
+    name: str
+    digest: str
+    index: int
 
 
 @dataclass(frozen=True)
@@ -73,6 +98,7 @@ class Admission:
     report: Check
     batches: tuple[AdmittedBatch, ...]
     predicate: dict[str, Any] = field(default_factory=dict)
+    dependencies: tuple[Dependency, ...] = ()
 
 
 def load_policy(ledger: Ledger, policy_file: Path | None) -> tuple[TrustPolicy, list[str]]:
@@ -80,22 +106,25 @@ def load_policy(ledger: Ledger, policy_file: Path | None) -> tuple[TrustPolicy, 
     ledger's policy in force.
 
     Raises:
-        LedgerError: no policy given and none recorded.
+        LedgerError: no policy given and none recorded; the file cannot be read.
         FormatError: the policy file is invalid.
     """
-    from ledger._policy_state import current_policy
+    from ledger._policy_state import current_policy, key_lookup
+    from ledger.verify_files import read_input
 
     trusted = None
     if policy_file is not None:
-        try:
-            data = policy_file.read_bytes()
-        except OSError as e:
-            raise LedgerError(f"{policy_file}: cannot read: {e.strerror}") from e
-        trusted = TrustPolicy.from_toml(data, policy_file.parent, f"policy {policy_file}")
+        trusted = TrustPolicy.from_toml(
+            read_input(policy_file, "policy"),
+            policy_file.parent,
+            f"policy {policy_file}",
+            key_lookup=key_lookup(ledger),
+        )
     found = current_policy(ledger, trusted)
     if found is None:
         raise LedgerError(
-            "no trust policy: pass --policy FILE, or record one with 'trajledger policy set FILE'"
+            "no trust policy: pass --policy FILE, or record one with "
+            "'trajledger policy set FILE --key APPROVER...'"
         )
     notes, policy = found
     return policy, notes
@@ -115,12 +144,22 @@ def admit(
     Steps:
         1. Resolve the dataset and open the log as evidence; verify the checkpoint and check it
            is consistent with the newest one this runner saw.
-        2. Verify the dataset and each batch (records, signatures, inclusion, revocation,
-           erasure, files present) and the dataset's use for training (train split, approvals
-           by the threshold for the purpose, unexpired).
-        3. Refuse batches that another signed dataset puts in holdout or regression.
-        4. Read each batch's files once, check their digests, and validate their schema.
-        5. Refuse with every failure, or return the verified tables.
+        2. Verify the dataset and each batch (records, producer signatures, inclusion,
+           revocation, files present, environment and evaluator).
+        3. Check the rules of training on it now: train split, no batch in a holdout or
+           regression dataset, approvals by the threshold for the purpose, unexpired.
+        4. Refuse erased data: the dataset or a batch with a verified erasure record.
+        5. Read each batch's files once, check their digests, and validate their schema.
+        6. Remember the checkpoint when the log checks passed; refuse with every failure, or
+           return the verified tables.
+
+    Args:
+        ledger: the open ledger.
+        dataset_ref: ``NAME@VERSION``, a digest or a digest prefix.
+        policy: the trust policy to apply.
+        purpose: the purpose approvals must name (default the dataset's own purpose).
+        now: the time approvals are judged at (default: now).
+        remember_checkpoint: update the runner's seen checkpoint (off for a dry run).
 
     Raises:
         DataRefusedError: any rule fails (the report lists all of them).
@@ -129,59 +168,55 @@ def admit(
     from ledger.catalog import Catalog
 
     # (1)
-    catalog = Catalog(ledger)
-    item = catalog.resolve(dataset_ref, {"dataset"})
+    item = Catalog(ledger).resolve(dataset_ref, {"dataset"})
     evidence = LedgerDirEvidence(ledger.root)
     verifier = LineageVerifier(evidence, policy, now=now)
     seen_path = ledger.root / SEEN_CHECKPOINT
-    if seen_path.is_file():
-        verifier.check_known_checkpoint(seen_path.read_bytes())
-    root = Check(f"admission of dataset {item.ref} ({item.digest[:19]}…)")
+    seen = _read_seen(seen_path)
+    if seen is not None:
+        verifier.check_known_checkpoint(seen)
+    root = Check(f"admission of dataset {item.ref} ({item.digest[:19]}…)", anchor=True)
     root.add(verifier.log)
     # (2)
     node = verifier.artifact(item.digest, "dataset")
     root.add(node)
-    rec = next(
-        (
-            r
-            for i in verifier.records(item.digest, "dataset")
-            if (r := verifier.record(i, Check(""))) is not None
-        ),
-        None,
-    )
+    rec = verifier.artifact_record(item.digest, ["dataset"], Check(""))
     batches: list[AdmittedBatch] = []
+    deps: dict[str, Dependency] = {}
+    want_purpose = purpose or "train"
     if rec is not None:
-        use = Check("admissible for training")
-        node.add(use)
-        split = rec.predicate.get("split")
-        if split != "train":
-            use.add(
-                Check(
-                    "split",
-                    FAIL,
-                    f"the dataset is {split!r}: holdout and regression data are never trained on",
-                )
-            )
         want_purpose = purpose or str(rec.predicate.get("purpose", "train"))
-        verifier.approvals(item.digest, want_purpose, evidence_size(verifier), verifier.now, use)
         # (3)
-        _contamination(verifier, catalog, item.digest, rec.predicate, root)
+        size = verifier.checkpoint.size if verifier.checkpoint else 0
+        root.add(
+            verifier.dataset_use(
+                item.digest,
+                size,
+                verifier.now,
+                purpose=want_purpose,
+                what="admissible for training",
+            )
+        )
         # (4)
-        for b in rec.predicate.get("batches", []):
-            batch = _read_batch(ledger, verifier, str(b), node)
+        _refuse_erased(verifier, item.digest, node)
+        members = rec.predicate.get("batches")
+        for b in members if isinstance(members, list) else []:
+            batch_node = verifier.artifact(str(b), "rollout-batch")
+            if _refuse_erased(verifier, str(b), batch_node):
+                continue
+            # (5)
+            batch = _read_batch(verifier, str(b), batch_node)
             if batch is not None:
                 batches.append(batch)
-    # (5)
-    if not root.ok:
+                _dependencies(verifier, batch, deps)
+    # (6)
+    if remember_checkpoint and verifier.log.ok and verifier.checkpoint is not None:
+        _remember(seen_path, seen, verifier, evidence.checkpoint_note())
+    if not root.ok or rec is None:
         failures = root.failures()
         raise DataRefusedError(
             f"dataset {item.ref}: refused, {len(failures)} problem(s)\n" + "\n".join(failures), root
         )
-    if remember_checkpoint and verifier.checkpoint is not None:
-        from ledger._fs import write_file_atomic
-
-        write_file_atomic(seen_path, evidence.checkpoint_note())
-    assert rec is not None
     return Admission(
         item.digest,
         rec.index,
@@ -192,40 +227,74 @@ def admit(
         root,
         tuple(batches),
         rec.predicate,
+        tuple(deps.values()),
     )
 
 
-def evidence_size(verifier: LineageVerifier) -> int:
-    """The log size the verifier checked (uses after it are in the future)."""
-    return verifier.checkpoint.size if verifier.checkpoint else 0
+def _read_seen(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise LedgerError(f"{path}: cannot read the runner's seen checkpoint: {e.strerror}") from e
 
 
-def _contamination(
-    verifier: LineageVerifier, catalog: Any, digest: str, predicate: dict[str, Any], root: Check
+def _remember(path: Path, seen: bytes | None, verifier: LineageVerifier, note: bytes) -> None:
+    """Keep the newest verified checkpoint (never a smaller one: runners may race)."""
+    from ledger._fs import write_file_atomic
+    from verify.checkpoint import Checkpoint
+    from verify.note import Note
+
+    assert verifier.checkpoint is not None
+    if seen is not None:
+        try:
+            old = Checkpoint.from_text(Note.from_bytes(seen).text)
+            if old.size >= verifier.checkpoint.size:
+                return
+        except FormatError:
+            pass  # unreadable: replace it with one that verified
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_file_atomic(path, note)
+
+
+def _refuse_erased(verifier: LineageVerifier, digest: str, node: Check) -> bool:
+    erased = verifier.erasure(digest)
+    if erased is None:
+        return False
+    node.add(
+        Check(
+            "erased",
+            FAIL,
+            f"{erased.predicate.get('reason', '')} (log index {erased.index}): "
+            "erased data is never trained on",
+        )
+    )
+    return True
+
+
+def _dependencies(
+    verifier: LineageVerifier, batch: AdmittedBatch, out: dict[str, Dependency]
 ) -> None:
-    members = set(predicate.get("batches", []))
-    node = Check("not in a holdout or regression split")
-    for other in catalog.by_kind("dataset"):
-        if other.digest == digest:
+    for role in ("environment", "evaluator"):
+        ref = batch.predicate.get(role)
+        digest = ref.get("digest") if isinstance(ref, dict) else None
+        if not isinstance(digest, str) or digest in out:
             continue
-        rec = verifier.record(other.index, Check(""))
-        if rec is None or rec.predicate.get("split") not in ("holdout", "regression"):
+        rec: Record | None = verifier.artifact_record(digest, [role], Check(""))
+        if rec is None:
             continue
-        for b in sorted(members & set(rec.predicate.get("batches", []))):
-            node.add(
-                Check(
-                    f"rollout-batch {b[:19]}…",
-                    FAIL,
-                    f"is in {rec.predicate.get('split')} dataset {other.ref}",
-                )
-            )
-    root.add(node)
+        name = f"{rec.predicate.get('name')}@{rec.predicate.get('version')}"
+        out[digest] = Dependency(role, name, digest, rec.index)
 
 
-def _read_batch(
-    ledger: Ledger, verifier: LineageVerifier, digest: str, parent: Check
-) -> AdmittedBatch | None:
-    """Read a batch's files once, verify their digests, validate their schema."""
+def _read_batch(verifier: LineageVerifier, digest: str, node: Check) -> AdmittedBatch | None:
+    """Read a batch's files once, verify their digests, validate their schema.
+
+    The returned tables are parsed from the very bytes that were hashed: the trainer gets
+    these, and the store is not read again.
+    """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from ledger.rollouts import validate_episodes, validate_steps
@@ -233,80 +302,66 @@ def _read_batch(
     from verify.digest import digest_bytes
     from verify.manifest import Manifest
 
-    node = Check(f"data of rollout-batch {digest[:19]}…")
-    parent.add(node)
-    rec = next(
-        (
-            r
-            for i in verifier.records(digest, "rollout-batch")
-            if (r := verifier.record(i, Check(""))) is not None
-        ),
-        None,
-    )
+    rec = verifier.artifact_record(digest, ["rollout-batch"], Check(""))
     if rec is None:
-        node.add(Check("", FAIL, "no verified record"))
-        return None
+        return None  # the artifact node already says why
     raw = verifier.evidence.blob(digest)
     if raw is None or digest_bytes(raw) != digest:
-        node.add(
-            Check(
-                "manifest",
-                FAIL,
-                "missing" if raw is None else "bytes do not hash to the batch digest",
-            )
-        )
-        return None
+        return None  # the artifact's "files" check already says why
     try:
         manifest = Manifest.from_json(load_object(raw, "manifest"))
-    except ProvenanceError as e:
-        node.add(Check("manifest", FAIL, str(e)))
+    except ProvenanceError:
         return None
     data: dict[str, bytes] = {}
     for f in manifest.files:
         blob = verifier.evidence.blob(f.digest)
         if blob is None:
-            node.add(Check(f.path, FAIL, "missing (erased or lost)"))
+            node.add(Check(f.path, FAIL, f"blob {f.digest[:19]}… is missing"))
             continue
-        if len(blob) != f.size or digest_bytes(blob) != f.digest:
+        got = digest_bytes(blob)
+        if len(blob) != f.size:
+            node.add(Check(f.path, FAIL, f"tampered: {len(blob)} bytes, want {f.size}"))
+            continue
+        if got != f.digest:
             node.add(
                 Check(
-                    f.path,
-                    FAIL,
-                    f"tampered: content hashes to {digest_bytes(blob)[:19]}…, want {f.digest[:19]}…",
+                    f.path, FAIL, f"tampered: content hashes to {got[:19]}…, want {f.digest[:19]}…"
                 )
             )
             continue
         data[f.path] = blob
-    if "steps.parquet" not in data or "episodes.parquet" not in data:
-        if node.ok:
-            node.add(Check("", FAIL, "the batch has no steps.parquet and episodes.parquet"))
+    if len(data) != len(manifest.files):
+        return None
+    missing = [p for p in ("steps.parquet", "episodes.parquet") if p not in data]
+    if missing:
+        node.add(Check("schema", FAIL, f"the batch has no {' and no '.join(missing)}"))
         return None
     try:
         steps = pq.read_table(io.BytesIO(data["steps.parquet"]))
         episodes = pq.read_table(io.BytesIO(data["episodes.parquet"]))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, pa.ArrowException) as e:
         node.add(Check("schema", FAIL, f"not readable Parquet: {e}"))
         return None
+    steps_report = validate_steps(steps, subject="steps.parquet")
+    # Episodes are compared with their steps only when the steps are valid (the comparison
+    # derives episodes from the steps).
     reports = [
-        validate_steps(steps, subject="steps.parquet"),
-        validate_episodes(episodes, steps=steps, subject="episodes.parquet"),
+        steps_report,
+        validate_episodes(
+            episodes, steps=steps if steps_report.ok else None, subject="episodes.parquet"
+        ),
     ]
     problems = [f"{r.subject}: {p}" for r in reports for p in r.problems]
     if problems:
-        node.add(
-            Check(
-                "schema",
-                FAIL,
-                "; ".join(str(p) for p in problems[:10])
-                + (f"; ... {len(problems) - 10} more" if len(problems) > 10 else ""),
-            )
-        )
+        more = f"; ... {len(problems) - 5} more" if len(problems) > 5 else ""
+        node.add(Check("schema", FAIL, "; ".join(problems[:5]) + more))
         return None
     node.add(
         Check(
-            "schema",
-            "ok",
-            f"{steps.num_rows} steps, {episodes.num_rows} episodes; bytes verified and held for training",
+            "data",
+            OK,
+            f"{steps.num_rows} steps, {episodes.num_rows} episodes; "
+            "bytes verified, schema valid, held in memory for training",
         )
     )
-    return AdmittedBatch(digest, rec.index, steps, episodes)
+    return AdmittedBatch(digest, rec.index, steps, episodes, dict(rec.predicate))

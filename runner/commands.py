@@ -38,19 +38,11 @@ def policy() -> None:
     """Check, record and show trust policies."""
 
 
-@policy.command("check")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print the parsed policy as JSON.")
-def policy_check(file: Path, as_json: bool) -> None:
-    """Parse and check a trust policy file; print its roles."""
-    from ledger.verify_files import read_input
-    from verify.policy import ROLES, TrustPolicy, policy_digest
+def _describe(p: Any) -> list[str]:
+    """A trust policy in a few lines: name, serial, digest, each role, the limits."""
+    from verify.policy import ROLES, policy_digest
 
-    p = TrustPolicy.from_toml(read_input(file, "policy"), file.parent, f"policy {file}")
-    if as_json:
-        emit_json(p.to_json() | {"digest": policy_digest(p)})
-        return
-    click.echo(f"policy {p.name} serial {p.serial} ({policy_digest(p)})")
+    lines = [f"policy {p.name} serial {p.serial} ({policy_digest(p)})"]
     for r in ROLES:
         role = p.role(r)
         members = (
@@ -58,13 +50,43 @@ def policy_check(file: Path, as_json: bool) -> None:
             + [f"{i.issuer} {i.subject}" for i in role.identities]
             + [v.split("+")[0] for v in role.vkeys]
         )
-        click.echo(
+        lines.append(
             f"  {r:9} threshold {role.threshold} of {len(members)}: {', '.join(members) or '-'}"
         )
-    click.echo(
-        f"  max approval age {p.max_approval_age}s; {len(p.allowed_predicate_types)} predicate type(s) allowed"
+    lines.append(
+        f"  max approval age {p.max_approval_age}s; "
+        f"{len(p.allowed_predicate_types)} predicate type(s) allowed"
     )
-    ok(f"policy {file}")
+    return lines
+
+
+@policy.command("check")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the parsed policy as JSON.")
+@pass_ctx
+def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
+    """Parse and check a trust policy file; print its roles.
+
+    An invalid policy file exits 1 with one line naming the setting; an unreadable one exits 3.
+    Keys named by keyid are looked up in the ledger's key store.
+    """
+    from ledger.verify_files import read_input
+    from verify.policy import TrustPolicy, policy_digest
+
+    keys = ctx.keystore()
+
+    def lookup(keyid: str) -> Any:
+        found = [k for k in keys.list() if k.keyid == keyid]
+        return keys.public(found[0].name) if found else None
+
+    p = TrustPolicy.from_toml(
+        read_input(file, "policy"), file.parent, f"policy {file}", key_lookup=lookup
+    )
+    if as_json:
+        emit_json(p.to_json() | {"digest": policy_digest(p)})
+    else:
+        click.echo("\n".join(_describe(p)))
+    ok(f"policy {file}: valid, serial {p.serial}")
 
 
 @policy.command("set")
@@ -102,10 +124,14 @@ def policy_show(ctx: Context, as_json: bool) -> None:
         )
     notes, p = found
     if as_json:
-        emit_json({"policy": p.to_json(), "history": notes})
+        from verify.policy import policy_digest
+
+        emit_json({"policy": p.to_json(), "digest": policy_digest(p), "history": notes})
         return
+    click.echo("\n".join(_describe(p)))
+    click.echo("history:")
     for n in notes:
-        click.echo(n)
+        click.echo(f"  {n}")
 
 
 @click.command()
@@ -189,6 +215,8 @@ def admit(
     except DataRefusedError as e:
         if as_json:
             emit_json({"admitted": False, "report": e.report.to_json()})
+        else:
+            click.echo("\n".join(e.report.render()))
         raise
     if as_json:
         emit_json({"admitted": True, "report": result.report.to_json()})
@@ -311,7 +339,8 @@ def rollout(
         ledger, checkpoint, env, episodes, ledger.keys.signer(key), seed=seed, max_steps=max_steps
     )
     ok(
-        f"{episodes} episode(s) recorded at log index {batch.recorded.index}, mean return {mean:.1f}"
+        f"{episodes} episode(s) recorded at log index {batch.recorded.index}, "
+        f"mean return {mean:.1f}"
     )
     click.echo(batch.recorded.digest)
 
@@ -340,7 +369,8 @@ def rollout(
 @click.option(
     "--deep",
     is_flag=True,
-    help="Re-hash every data blob (default: check presence; manifests and envelopes are always hashed).",
+    help="Re-hash every data blob (default: check presence; manifests and envelopes are "
+    "always hashed).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_ctx
@@ -357,7 +387,8 @@ def verify(
     """Verify an artifact's whole lineage, or files against an envelope.
 
     \b
-    trajledger verify REF [--policy F]            lineage of a recorded artifact
+    trajledger verify REF [--policy F]             lineage of a recorded artifact
+    trajledger verify BUNDLE.tar.zst --policy F    an exported evidence bundle, offline
     trajledger verify PATH... --envelope E --pubkey K   files signed by 'trajledger sign'
 
     Exits 0 when everything holds, 1 naming each failure.
@@ -372,11 +403,21 @@ def verify(
             emit_json(result.to_json())
         result.raise_if_failed()
         ok(
-            f"{result.subject}: {result.file_count} file(s) match, signed by {', '.join(result.signers)}"
+            f"{result.subject}: {result.file_count} file(s) match, "
+            f"signed by {', '.join(result.signers)}"
         )
         return
     if len(targets) != 1:
         raise click.UsageError("give one REF to verify (or PATH... with --envelope)")
+    bundle = Path(targets[0])
+    if bundle.is_file() and _is_zstd(bundle):
+        report = _verify_bundle(bundle, policy_file, deep)
+        if as_json:
+            emit_json(report.to_json())
+        else:
+            click.echo("\n".join(report.render()))
+        report_raise(report, str(bundle))
+        return
     from .verification import verify_ref
 
     ledger = ctx.ledger()
@@ -389,6 +430,26 @@ def verify(
     report_raise(report, targets[0])
 
 
+def _is_zstd(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(4) == b"\x28\xb5\x2f\xfd"
+
+
+def _verify_bundle(path: Path, policy_file: Path | None, deep: bool) -> Any:
+    """Verify an exported bundle offline with the given policy (no ledger needed)."""
+    from ledger.verify_files import read_input
+    from verify.bundle import BundleEvidence, verify_bundle
+    from verify.policy import TrustPolicy
+
+    if policy_file is None:
+        raise click.UsageError("verifying a bundle needs --policy FILE (the policy you trust)")
+    policy = TrustPolicy.from_toml(
+        read_input(policy_file, "policy"), policy_file.parent, f"policy {policy_file}"
+    )
+    with BundleEvidence.open(path) as evidence:
+        return verify_bundle(evidence, policy, deep=deep)
+
+
 def report_raise(report: Any, subject: str) -> None:
     """OK line, or a VerificationError listing every failure."""
     from verify.errors import VerificationError
@@ -398,7 +459,11 @@ def report_raise(report: Any, subject: str) -> None:
         raise VerificationError(
             f"{subject}: {failed} of {n} checks failed\n" + "\n".join(report.failures())
         )
-    ok(f"{subject}: {n} checks passed")
+    erased = report.erased()
+    ok(
+        f"{subject}: {n} checks passed"
+        + (f" ({erased} erased: data deleted, digests verified)" if erased else "")
+    )
 
 
 COMMANDS = [policy, approve, revoke, erase, admit, train, rollout, verify]

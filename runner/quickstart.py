@@ -96,8 +96,8 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
         n: ledger.keys.create(n, encrypt=encrypt)
         for n in ("vendor", "approver-a", "approver-b", "trainer")
     }
-    for n, k in keys.items():
-        _say(f"{n:11} {k.public.algorithm} {k.keyid[:16]}…")
+    for who, k in keys.items():
+        _say(f"{who:11} {k.public.algorithm} {k.keyid[:16]}…")
 
     _step("the trust policy: producer vendor, approvals 2-of-2, trainer, this log's key")
     policy_path = directory / "policy.toml"
@@ -170,7 +170,8 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
         _policy_of(ledger, ckpt2.digest), "CartPole-v1", 20, 50_000, policy_version="eval"
     )
     _say(
-        f"checkpoint {ckpt2.digest[:23]}…  mean return {eval2.mean_return:.1f} (random: {random_run.mean_return:.1f})"
+        f"checkpoint {ckpt2.digest[:23]}…  mean return {eval2.mean_return:.1f} "
+        f"(random: {random_run.mean_return:.1f})"
     )
 
     _step("verifying the final checkpoint's whole lineage (signatures, log, approvals, data)")
@@ -179,7 +180,8 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
     n, failed = report.count()
     if failed:
         raise LedgerError(
-            f"quickstart: the fresh ledger does not verify ({failed} of {n} checks failed); please report"
+            f"quickstart: the fresh ledger does not verify ({failed} of {n} checks failed); "
+            "please report"
         )
     _say(f"{n} checks passed")
 
@@ -253,9 +255,11 @@ def _refused(what: str, action: Any, error: type[Exception]) -> None:
         action()
     except error as e:
         lines = str(e).splitlines()
-        _say(f"refused {what}: {len(lines) - 1} problem(s), for example:")
+        _say(f"refused {what}: {len(lines) - 1} problem(s):")
         for line in lines[1:4]:
             _say(f"  - {line}")
+        if len(lines) > 4:
+            _say(f"  ... {len(lines) - 4} more")
         return
     from ledger.errors import LedgerError
 

@@ -99,30 +99,34 @@ def train(
     """Admit a dataset, train on its verified bytes, record the checkpoint.
 
     Steps:
-        1. Check the signer holds the trainer role, and load the trainer (before any data).
-        2. Admit the dataset. On refusal: record a signed refusal and re-raise.
-        3. Train on the admitted tables (concatenated in the dataset's batch order).
+        1. Check the signer holds the trainer role, load the trainer and resolve the parent
+           (before any data is read).
+        2. Admit the dataset. On refusal: record one signed refusal naming every reason, and
+           re-raise; nothing is trained.
+        3. Train on the admitted tables (concatenated in the dataset's batch order): the bytes
+           the gate hashed, parsed once and held in memory; the store is not read again.
         4. Record the checkpoint files with SLSA provenance: the dataset (with its log index),
-           the environments and evaluators of its batches, the trainer code digest, the
-           dependency lock digest, the parent checkpoint; config and seed as external
-           parameters; metrics as a byproduct.
+           the environments and evaluators of its batches (from their verified records), the
+           trainer code digest, the dependency lock digest, the parent checkpoint; config and
+           seed as external parameters; metrics as a byproduct.
 
     Raises:
         DataRefusedError: admission failed (a refusal record was appended).
         PolicyError: the signer is not a trainer of the policy.
+        TrainingDataError: the admitted batches cannot be combined (different schemas).
     """
     import pyarrow as pa
 
     from ledger.catalog import Catalog
-    from ledger.models import RefusalPredicate, rfc3339
-    from ledger.record import record_files, record_statement
+    from ledger.record import record_files
 
-    from .trainers import TrainingData, load_trainer
+    from .trainers import TrainingData, TrainingDataError, load_trainer
 
     # (1)
     if not policy.holds("trainer", signer.keyid):
         raise PolicyError(
-            f"key {signer.name}: does not hold the trainer role in policy {policy.name!r}"
+            f"key {signer.name} ({signer.keyid[:12]}): does not hold the trainer role in "
+            f"policy {policy.name!r} serial {policy.serial}"
         )
     trainer = load_trainer(trainer_name)
     catalog = Catalog(ledger)
@@ -132,19 +136,17 @@ def train(
     try:
         admission = admit(ledger, dataset_ref, policy)
     except DataRefusedError as e:
-        item = catalog.resolve(dataset_ref, {"dataset"})
-        reasons = e.report.failures()[:50] or [str(e)]
-        predicate = RefusalPredicate(
-            dataset=item.digest,
-            trainer=trainer_name,
-            reasons=reasons,
-            refused_at=rfc3339(dt.datetime.now(dt.UTC)),
-        ).to_json()
-        record_statement(ledger, item.ref, item.digest, predicates.REFUSAL, predicate, signer)
+        _record_refusal(ledger, dataset_ref, trainer_name, signer, e)
         raise
     # (3)
-    steps = pa.concat_tables([b.steps for b in admission.batches], promote_options="none")
-    episodes = pa.concat_tables([b.episodes for b in admission.batches], promote_options="none")
+    try:
+        steps = pa.concat_tables([b.steps for b in admission.batches], promote_options="none")
+        episodes = pa.concat_tables([b.episodes for b in admission.batches], promote_options="none")
+    except pa.ArrowInvalid as e:
+        raise TrainingDataError(
+            f"dataset {admission.name}@{admission.version}: its batches have different "
+            f"schemas and cannot be trained on together: {e}"
+        ) from e
     result = trainer.train(TrainingData(steps, episodes), dict(config or {}), seed)
     # (4)
     deps = [
@@ -155,22 +157,8 @@ def train(
             logIndex=admission.dataset_index,
         )
     ]
-    seen: set[str] = set()
-    for b in admission.batches:
-        rec = _batch_predicate(ledger, b.digest)
-        for role in ("environment", "evaluator"):
-            ref = rec.get(role)
-            if isinstance(ref, dict) and ref.get("digest") and ref["digest"] not in seen:
-                seen.add(ref["digest"])
-                item = catalog.resolve(ref["digest"], {role})
-                deps.append(
-                    _dep(
-                        f"{role}:{ref.get('name')}@{ref.get('version')}",
-                        ref["digest"],
-                        role,
-                        logIndex=item.index,
-                    )
-                )
+    for d in admission.dependencies:
+        deps.append(_dep(f"{d.role}:{d.name}", d.digest, d.role, logIndex=d.index))
     deps.append(_dep(f"trainer-code:{trainer_name}", trainer_code_digest(trainer), "trainer-code"))
     deps.append(_dep("dependency-lock", dependency_lock_digest(), "dependency-lock"))
     if parent_item is not None:
@@ -237,22 +225,36 @@ def train(
     return TrainOutcome(recorded.digest, recorded.index, dict(result.metrics), admission)
 
 
+def _record_refusal(
+    ledger: Ledger, dataset_ref: str, trainer_name: str, signer: Signer, error: DataRefusedError
+) -> None:
+    """Append the signed refusal record; a failure to write it is noted on ``error``."""
+    from ledger.catalog import Catalog
+    from ledger.models import RefusalPredicate, rfc3339
+    from ledger.record import record_statement
+    from verify.errors import ProvenanceError
+
+    try:
+        item = Catalog(ledger).resolve(dataset_ref, {"dataset"})
+        predicate = RefusalPredicate.model_validate(
+            {
+                "dataset": item.digest,
+                "trainer": trainer_name,
+                "reasons": error.report.failures()[:50] or [str(error)],
+                "refusedAt": rfc3339(dt.datetime.now(dt.UTC)),
+            }
+        ).to_json()
+        record_statement(ledger, item.ref, item.digest, predicates.REFUSAL, predicate, signer)
+    except ProvenanceError as e:
+        # The refusal stands either way; say that its record is missing.
+        error.args = (f"{error}\nthe refusal could not be recorded: {e}",)
+
+
 def _version() -> str:
     try:
         return importlib.metadata.version("trajledger")
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
-
-
-def _batch_predicate(ledger: Ledger, digest: str) -> dict[str, Any]:
-    from ledger.catalog import Catalog
-    from verify.dsse import Envelope
-    from verify.statement import Statement
-
-    item = Catalog(ledger).resolve(digest, {"rollout-batch"})
-    return Statement.from_bytes(
-        Envelope.from_bytes(ledger.store.get(item.envelope)).payload
-    ).predicate
 
 
 def checkpoint_files(ledger: Ledger, ref: str) -> tuple[Any, dict[str, bytes]]:
@@ -304,7 +306,8 @@ def rollout(
         envs = [i for i in catalog.by_kind("environment") if _env_gym_id(ledger, i.envelope) == env]
         if not envs:
             raise RefError(
-                f"{env}: no registered environment has this name or Gymnasium id; register it with 'trajledger env register NAME --version V --gym-id {env}'"
+                f"{env}: no registered environment has this name or Gymnasium id; register "
+                f"it with 'trajledger env register NAME --version V --gym-id {env}'"
             ) from None
         env_item, gym_id = envs[-1], env
     result = run_policy(

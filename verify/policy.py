@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,9 +27,11 @@ from .note import Verifier, verifier_from_vkey
 
 __all__ = [
     "KEY_ROLES",
+    "NOTE_ROLES",
     "POLICY_FORMAT",
     "ROLES",
     "Identity",
+    "KeyLookup",
     "Role",
     "TrustPolicy",
     "check_successor",
@@ -47,6 +49,9 @@ _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _TOP_KEYS = {"format", "name", "serial", "max_approval_age", "allowed_predicate_types", "roles"}
+
+KeyLookup = Callable[[str], PublicKey | None]
+"""Finds a public key by keyid (for policies that name keys by keyid), or returns None."""
 
 
 def parse_duration(value: object, what: str = "duration") -> int:
@@ -135,9 +140,21 @@ class TrustPolicy:
 
     @classmethod
     def from_toml(
-        cls, data: bytes, base_dir: Path | None = None, what: str = "policy"
+        cls,
+        data: bytes,
+        base_dir: Path | None = None,
+        what: str = "policy",
+        *,
+        key_lookup: KeyLookup | None = None,
     ) -> TrustPolicy:
-        """Parse the TOML form; key file paths resolve relative to ``base_dir``.
+        """Parse the TOML form.
+
+        Args:
+            data: the file's bytes.
+            base_dir: key file paths resolve relative to it (the policy file's directory).
+            what: names the policy in error messages.
+            key_lookup: resolves keys the policy names by keyid (64 lowercase hex); without
+                it, a keyid is refused.
 
         Raises:
             FormatError: not TOML, unknown fields, bad keys, thresholds or durations.
@@ -146,7 +163,7 @@ class TrustPolicy:
             doc = tomllib.loads(data.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise FormatError(f"{what}: not valid TOML: {e}") from e
-        return cls._from_doc(doc, base_dir, what)
+        return cls._from_doc(doc, base_dir, what, key_lookup)
 
     @classmethod
     def from_json(cls, obj: object, what: str = "policy") -> TrustPolicy:
@@ -160,7 +177,13 @@ class TrustPolicy:
         return cls._from_doc(obj, None, what)
 
     @classmethod
-    def _from_doc(cls, doc: dict[str, Any], base_dir: Path | None, what: str) -> TrustPolicy:
+    def _from_doc(
+        cls,
+        doc: dict[str, Any],
+        base_dir: Path | None,
+        what: str,
+        key_lookup: KeyLookup | None = None,
+    ) -> TrustPolicy:
         unknown = set(doc) - _TOP_KEYS
         if unknown:
             raise FormatError(f"{what}: unknown setting(s) {', '.join(sorted(unknown))}")
@@ -176,6 +199,15 @@ class TrustPolicy:
         allowed_raw = doc.get("allowed_predicate_types", sorted(predicates.ALL))
         if not isinstance(allowed_raw, list) or not all(isinstance(t, str) for t in allowed_raw):
             raise FormatError(f"{what}: allowed_predicate_types must be a list of URIs")
+        unknown_types = sorted(set(allowed_raw) - predicates.ALL)
+        if unknown_types:
+            # A typo would silently forbid a kind of record; refuse it where it is written.
+            raise FormatError(
+                f"{what}: allowed_predicate_types: unknown type {unknown_types[0]!r}, "
+                f"want some of {', '.join(sorted(predicates.ALL))}"
+            )
+        if max_age == 0:
+            raise FormatError(f"{what}: max_approval_age is 0, no approval could ever count")
         raw_roles = doc.get("roles", {})
         if not isinstance(raw_roles, dict):
             raise FormatError(f"{what}: roles must be a table")
@@ -185,7 +217,8 @@ class TrustPolicy:
                 f"{what}: unknown role(s) {', '.join(sorted(extra))}; roles are {', '.join(ROLES)}"
             )
         roles = {
-            r: _parse_role(r, raw_roles.get(r, {}), base_dir, f"{what}: role {r}") for r in ROLES
+            r: _parse_role(r, raw_roles.get(r, {}), base_dir, f"{what}: role {r}", key_lookup)
+            for r in ROLES
         }
         policy = cls(name, serial, roles, frozenset(allowed_raw), max_age, doc)
         # Approvers must be independent of the keys whose work they approve: one stolen key
@@ -201,7 +234,9 @@ class TrustPolicy:
         return policy
 
 
-def _parse_role(name: str, raw: object, base_dir: Path | None, what: str) -> Role:
+def _parse_role(
+    name: str, raw: object, base_dir: Path | None, what: str, key_lookup: KeyLookup | None
+) -> Role:
     if not isinstance(raw, dict):
         raise FormatError(f"{what}: must be a table")
     allowed = {"threshold", "keys", "identities"} if name in KEY_ROLES else {"threshold", "vkeys"}
@@ -213,7 +248,7 @@ def _parse_role(name: str, raw: object, base_dir: Path | None, what: str) -> Rol
     vkeys: list[str] = []
     if name in KEY_ROLES:
         for i, spec in enumerate(_list(raw.get("keys", []), f"{what}: keys")):
-            keys.append(_load_key(spec, base_dir, f"{what}: key {i}"))
+            keys.append(_load_key(spec, base_dir, f"{what}: key {i}", key_lookup))
         for i, ident in enumerate(_list(raw.get("identities", []), f"{what}: identities")):
             if not isinstance(ident, dict) or set(ident) != {"issuer", "subject"}:
                 raise FormatError(f"{what}: identity {i} must have exactly issuer and subject")
@@ -229,7 +264,12 @@ def _parse_role(name: str, raw: object, base_dir: Path | None, what: str) -> Rol
         for i, v in enumerate(_list(raw.get("vkeys", []), f"{what}: vkeys")):
             if not isinstance(v, str):
                 raise FormatError(f"{what}: vkey {i} must be a string")
-            verifier_from_vkey(v)  # refuses malformed keys now, not at verification time
+            try:
+                verifier_from_vkey(v)  # refuses malformed keys now, not at verification time
+            except FormatError as e:
+                raise FormatError(f"{what}: vkey {i}: {e}") from e
+            if v in vkeys:
+                raise FormatError(f"{what}: vkey {i} is listed twice")
             vkeys.append(v)
         members = len(vkeys)
     default_threshold = 1 if members and name != "witness" else 0
@@ -249,11 +289,27 @@ def _list(value: object, what: str) -> list[Any]:
     return value
 
 
-def _load_key(spec: object, base_dir: Path | None, what: str) -> PublicKey:
+def _load_key(
+    spec: object, base_dir: Path | None, what: str, key_lookup: KeyLookup | None
+) -> PublicKey:
     if not isinstance(spec, str) or not spec:
-        raise FormatError(f"{what}: must be a PEM string or a path to a PEM file")
+        raise FormatError(f"{what}: must be a PEM string, a path to a PEM file or a keyid")
     if spec.lstrip().startswith("-----BEGIN"):
-        return PublicKey.from_pem(spec.encode("ascii"), what)
+        try:
+            return PublicKey.from_pem(spec.encode("ascii"), what)
+        except UnicodeEncodeError as e:
+            raise FormatError(f"{what}: an inline PEM must be ASCII") from e
+    if _HEX64.fullmatch(spec.removeprefix("sha256:")):
+        keyid = spec.removeprefix("sha256:")
+        found = key_lookup(keyid) if key_lookup is not None else None
+        if found is None:
+            raise FormatError(
+                f"{what}: keyid {keyid[:16]}… is not a key of this ledger's key store; "
+                "name the key by its .pub file instead"
+            )
+        if found.keyid != keyid:
+            raise FormatError(f"{what}: key found for {keyid[:16]}… has keyid {found.keyid}")
+        return found
     if base_dir is None:
         raise FormatError(f"{what}: {spec!r}: keys must be inline PEM in the JSON form")
     path = (base_dir / spec) if not Path(spec).is_absolute() else Path(spec)
@@ -374,11 +430,13 @@ def follow_history(
         hits = [n for n, r in enumerate(records) if r[1] == digest]
         if not hits:
             return trusted, [
-                f"policy {trusted.name!r} serial {trusted.serial}: used as given (not recorded in the log)"
+                f"policy {trusted.name!r} serial {trusted.serial}: used as given "
+                "(not recorded in the log)"
             ]
         start = hits[0] + 1
         notes.append(
-            f"policy {trusted.name!r} serial {trusted.serial}: recorded at log index {records[hits[0]][0]}"
+            f"policy {trusted.name!r} serial {trusted.serial}: "
+            f"recorded at log index {records[hits[0]][0]}"
         )
     elif records:
         index, subject, env = records[0]

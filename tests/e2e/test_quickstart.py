@@ -1,0 +1,94 @@
+"""``trajledger quickstart DIR`` end to end, through click's CliRunner.
+
+It must finish in under two minutes (measured here and printed), exit 0, show the refusals,
+and print as its last stdout line the final checkpoint's digest, which ``trajledger verify``
+then accepts, from the ledger's policy in force and from the ``policy.toml`` it wrote.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from runner.cli import main
+
+BUDGET_SECONDS = 120
+
+
+def run(runner: CliRunner, *args: str | Path) -> Result:
+    return runner.invoke(main, [str(a) for a in args], prog_name="trajledger")
+
+
+def test_quickstart(runner: CliRunner, tmp_path: Path) -> None:
+    directory = tmp_path / "qs"
+    started = time.monotonic()
+    r = run(runner, "quickstart", directory)
+    elapsed = time.monotonic() - started
+    print(f"quickstart wall time: {elapsed:.1f} s")
+    assert r.exit_code == 0, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+    assert "Traceback" not in r.output
+    assert elapsed < BUDGET_SECONDS
+
+    digest = r.stdout.splitlines()[-1]
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest)
+    err = r.stderr
+    assert err.startswith(
+        "WARNING: TRAJLEDGER_PASSPHRASE is not set: the demo keys are written unencrypted"
+    )
+    for step in (
+        "==> a ledger in ",
+        "==> the trust policy: producer vendor, approvals 2-of-2",
+        "==> iteration 1: dataset, approvals 2-of-2, training",
+        "==> iteration 2: both batches, approvals, training with checkpoint 1 as parent",
+        "==> verifying the final checkpoint's whole lineage",
+        "==> refusals: the runner will not train on these",
+    ):
+        assert step in err, step
+    assert "refused an unapproved dataset: 1 problem(s):\n" in err
+    assert (
+        "  - admissible for training > approvals: 0 of 2 required approver(s) for 'train'\n" in err
+    )
+    assert "refused a holdout split: 1 problem(s):\n" in err
+    assert "split: the dataset is 'holdout', want 'train'" in err
+    assert "refused a tampered batch (one bit flipped in the store): 1 problem(s):\n" in err
+    assert "> steps.parquet: tampered: content hashes to sha256:" in err
+    # The lineage tree is printed; the second checkpoint descends from the first.
+    assert "✓ checkpoint cartpole-bc@2 (" in r.stdout
+    assert "✓ checkpoint cartpole-bc@1 (" in r.stdout
+
+    policy = directory / "policy.toml"
+    assert policy.is_file()
+    assert sorted(p.name for p in (directory / "keys").glob("*.pub")) == [
+        "approver-a.pub",
+        "approver-b.pub",
+        "trainer.pub",
+        "vendor.pub",
+    ]
+    for extra in ((), ("--policy", policy)):
+        v = run(runner, "--ledger", directory, "verify", digest, *extra)
+        assert v.exit_code == 0, v.output
+        assert v.stderr.startswith(f"OK: {digest}: ") and v.stderr.endswith(" checks passed\n")
+    v = run(runner, "--ledger", directory, "verify", digest, "--deep")
+    assert v.exit_code == 0, v.output  # the flipped bit was restored
+    assert run(runner, "policy", "check", policy).exit_code == 0
+
+
+def test_quickstart_refuses_a_non_empty_directory(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "x").write_text("")
+    r = run(runner, "quickstart", tmp_path)
+    assert r.exit_code == 3
+    assert r.stderr == f"FAIL: {tmp_path}: exists and is not empty; pick a new directory\n"
+
+
+def test_quickstart_with_a_passphrase_encrypts_the_keys(
+    runner: CliRunner, tmp_path: Path, passphrase: str
+) -> None:
+    r = run(runner, "quickstart", tmp_path / "qs", "--episodes", "20")
+    assert r.exit_code == 0, r.output
+    assert "WARNING" not in r.stderr
+    for key in (tmp_path / "qs" / "keys").glob("*.key"):
+        assert key.read_bytes().startswith(b"-----BEGIN ENCRYPTED PRIVATE KEY-----")

@@ -1,0 +1,272 @@
+"""The JSON Schemas of the project predicates describe what ``ledger/`` writes.
+
+1. Each schema in ``schemas/<kind>.v1.schema.json`` is valid JSON Schema 2020-12 with the
+   expected ``$id``, and each project predicate type has one (except ``files``, covered by
+   ``tests/unit/verify/test_schemas.py``, and ``import``, not written yet).
+2. What the models of ``ledger/models.py`` emit (minimal and full) validates.
+3. What a ledger actually records (the predicates inside the signed envelopes: manifests
+   inline, trust policies, refusals) validates against the schema of its kind.
+4. The schemas refuse what the models refuse (a wrong split, a malformed digest or time, an
+   unknown field).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from referencing import Registry, Resource
+
+from ledger.models import (
+    ApprovalPredicate,
+    DatasetPredicate,
+    EnvironmentPredicate,
+    ErasurePredicate,
+    EvaluatorPredicate,
+    RefusalPredicate,
+    RevocationPredicate,
+    RolloutBatchPredicate,
+)
+from verify import predicates
+from verify.dsse import Envelope
+from verify.log_entry import LogEntry
+from verify.statement import Statement
+
+ROOT = Path(__file__).resolve().parents[3]
+SCHEMAS = ROOT / "schemas"
+KINDS = (
+    "environment",
+    "evaluator",
+    "rollout-batch",
+    "dataset",
+    "approval",
+    "revocation",
+    "erasure",
+    "refusal",
+    "trust-policy",
+)
+D = "sha256:" + "ab" * 32
+T = "2025-01-02T03:04:05Z"
+
+
+def _load(name: str) -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads((SCHEMAS / f"{name}.v1.schema.json").read_text("utf-8"))
+    return schema
+
+
+REGISTRY = Registry().with_resources(
+    (_load(n)["$id"], Resource.from_contents(_load(n))) for n in (*KINDS, "manifest")
+)
+
+
+def errors(kind: str, instance: Any) -> list[str]:
+    v = Draft202012Validator(_load(kind), registry=REGISTRY)
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in v.iter_errors(instance)]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_schema_is_valid_2020_12(kind: str) -> None:
+    schema = _load(kind)
+    Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["$id"] == f"https://trajledger.dev/schemas/{kind}.v1.schema.json"
+    assert f"https://trajledger.dev/attestation/{kind}/v1" in schema["description"]
+
+
+def test_every_project_predicate_has_a_schema() -> None:
+    project = {
+        u.removeprefix(predicates.PROJECT_PREFIX).removesuffix("/v1")
+        for u in predicates.ALL
+        if u.startswith(predicates.PROJECT_PREFIX)
+    }
+    assert project - {"files", "import"} == set(KINDS)
+
+
+REF = {"name": "cartpole", "version": "1", "digest": D}
+MODELS: list[tuple[str, Any, dict[str, Any]]] = [
+    ("environment", EnvironmentPredicate, {"name": "e", "version": "1"}),
+    (
+        "environment",
+        EnvironmentPredicate,
+        {"name": "e", "version": "1", "source": "s", "rulesDigest": D, "gymnasiumId": "X-v1"},
+    ),
+    ("evaluator", EvaluatorPredicate, {"name": "v", "version": "1", "kind": "human"}),
+    (
+        "evaluator",
+        EvaluatorPredicate,
+        {
+            "name": "v",
+            "version": "1",
+            "kind": "llm-judge",
+            "modelId": "m",
+            "rubricDigest": D,
+            "promptDigest": D,
+        },
+    ),
+    (
+        "rollout-batch",
+        RolloutBatchPredicate,
+        {
+            "schemaVersion": "1",
+            "environment": REF,
+            "policyVersion": "random",
+            "generator": "g",
+            "counts": {"steps": 3, "episodes": 1},
+            "stats": {"mean_return": 1.5, "n": 3, "missing": None},
+        },
+    ),
+    (
+        "rollout-batch",
+        RolloutBatchPredicate,
+        {
+            "schemaVersion": "1",
+            "environment": REF,
+            "evaluator": REF,
+            "policyVersion": D,
+            "generator": "g",
+            "seeds": [0, 1, -5],
+            "counts": {},
+            "stats": {},
+            "consent": "c",
+            "licence": "l",
+            "retention": "r",
+        },
+    ),
+    (
+        "dataset",
+        DatasetPredicate,
+        {"name": "d", "version": "1", "split": "holdout", "batches": [D]},
+    ),
+    ("approval", ApprovalPredicate, {"purpose": "train", "approvedAt": T, "expires": T}),
+    (
+        "approval",
+        ApprovalPredicate,
+        {"purpose": "eval", "approvedAt": T, "expires": T, "note": "n", "validationReport": D},
+    ),
+    ("revocation", RevocationPredicate, {"reason": "r", "revokedAt": T}),
+    ("erasure", ErasurePredicate, {"reason": "consent", "erasedAt": T, "blobs": [D]}),
+    (
+        "refusal",
+        RefusalPredicate,
+        {"dataset": D, "trainer": "bc", "reasons": ["a", "b"], "refusedAt": T},
+    ),
+]
+
+
+@pytest.mark.parametrize(("kind", "model", "fields"), MODELS)
+def test_model_output_validates(kind: str, model: Any, fields: dict[str, Any]) -> None:
+    emitted = model.model_validate(fields).to_json()
+    assert errors(kind, emitted) == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "instance", "problem"),
+    [
+        (
+            "dataset",
+            {"name": "d", "version": "1", "split": "test", "purpose": "t", "batches": [D]},
+            "split: 'test' is not one of",
+        ),
+        (
+            "dataset",
+            {"name": "d", "version": "1", "split": "train", "purpose": "t", "batches": []},
+            "batches: [] should be non-empty",
+        ),
+        (
+            "approval",
+            {"purpose": "p", "approvedAt": "2025-01-02", "expires": T},
+            "approvedAt: '2025-01-02' does not match",
+        ),
+        (
+            "revocation",
+            {"reason": "r", "revokedAt": T, "extra": 1},
+            "Additional properties are not allowed ('extra' was unexpected)",
+        ),
+        (
+            "erasure",
+            {"reason": "boredom", "erasedAt": T, "blobs": []},
+            "reason: 'boredom' is not one of",
+        ),
+        (
+            "refusal",
+            {"dataset": "sha256:AB", "trainer": "bc", "reasons": ["x"], "refusedAt": T},
+            "dataset: 'sha256:AB' does not match",
+        ),
+    ],
+)
+def test_schemas_refuse(kind: str, instance: Any, problem: str) -> None:
+    assert any(problem in e for e in errors(kind, instance)), errors(kind, instance)
+
+
+# -- what a ledger records -------------------------------------------------------------------------
+
+
+def test_recorded_predicates_validate(tmp_path: Path) -> None:
+    from ledger.artifacts import (
+        create_dataset,
+        record_batch,
+        register_environment,
+        register_evaluator,
+    )
+    from ledger.home import Ledger
+    from ledger.status import approve, erase, record_policy, revoke
+    from runner.admission import DataRefusedError
+    from runner.rollouts import run_policy
+    from runner.train import train
+    from verify.policy import TrustPolicy
+
+    home = tmp_path / "home"
+    ledger = Ledger.init(home, origin="test/schemas")
+    k = {n: ledger.keys.create(n, encrypt=False) for n in ("p", "a", "t")}
+    policy_path = home / "policy.toml"
+    policy_path.write_text(
+        f"""
+[roles.producer]
+keys = ["keys/p.pub"]
+[roles.approver]
+keys = ["keys/a.pub"]
+identities = [{{ issuer = "https://issuer.example", subject = "a@example.com" }}]
+[roles.trainer]
+keys = ["keys/t.pub"]
+[roles.log]
+vkeys = ["{ledger.log.vkey}"]
+"""
+    )
+    record_policy(ledger, policy_path, [k["a"]])
+    register_environment(ledger, "env", "1", k["p"], gymnasium_id="CartPole-v1", source="gym")
+    register_evaluator(ledger, "ev", "1", "deterministic", k["p"])
+    played = run_policy(None, "CartPole-v1", 2, 0, policy_version="random")
+    batch = record_batch(
+        ledger,
+        played.steps,
+        episodes=played.episodes,
+        env="env@1",
+        evaluator="ev@1",
+        policy="random",
+        signer=k["p"],
+        licence="CC-BY-4.0",
+    ).recorded.digest
+    create_dataset(ledger, "ds", "1", "train", [batch], k["p"])
+    policy = TrustPolicy.from_toml(policy_path.read_bytes(), home)
+    with pytest.raises(DataRefusedError):
+        train(ledger, "ds@1", "bc", k["t"], policy)  # unapproved: a refusal record
+    approve(ledger, "ds@1", k["a"], note="ok", validation_report=D)
+    train(ledger, "ds@1", "bc", k["t"], policy)
+    revoke(ledger, "ds@1", k["a"], reason="superseded")
+    erase(ledger, batch, k["p"], reason="retention")
+
+    log = ledger.log
+    seen: set[str] = set()
+    for raw in log.entries(0, log.size):
+        entry = LogEntry.from_bytes(raw)
+        statement = Statement.from_bytes(
+            Envelope.from_bytes(ledger.store.get(entry.envelope)).payload
+        )
+        if entry.kind == "checkpoint":
+            continue  # SLSA Provenance v1: the standard's own schema
+        assert errors(entry.kind, statement.predicate) == [], entry.kind
+        seen.add(entry.kind)
+    assert seen == set(KINDS)

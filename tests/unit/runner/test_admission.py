@@ -1,0 +1,363 @@
+"""The admission gate (``runner.admission``) and training on what it admitted
+(``runner.train``), through the library.
+
+- ``admit`` returns exactly the verified bytes as tables, with the verified dependencies;
+- it refuses with an exception carrying the whole report, every failure listed;
+- the runner's seen checkpoint is remembered (not on a dry run, never for a forked log);
+- ``load_policy``: the policy given, followed through the log's history, or the one in force;
+- replacing a batch's file after admission, before training reads it, cannot change what is
+  trained on (the trainer gets the admitted bytes; the checkpoint equals one trained on the
+  original);
+- ``train`` checks the trainer role before anything, and a refusal appends one refusal record.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from ledger.artifacts import (
+    batch_files,
+    create_dataset,
+    record_batch,
+    register_environment,
+    register_evaluator,
+)
+from ledger.catalog import Catalog
+from ledger.errors import LedgerError
+from ledger.home import Ledger
+from ledger.keys import Signer
+from ledger.status import approve, erase, record_policy
+from runner import train as train_module
+from runner.admission import SEEN_CHECKPOINT, DataRefusedError, admit, load_policy
+from runner.rollouts import run_policy
+from runner.train import train
+from runner.trainers import TrainingData, TrainResult
+from verify.errors import PolicyError
+from verify.log_entry import LogEntry
+from verify.policy import TrustPolicy
+
+POLICY = """\
+name = "unit"
+serial = {serial}
+max_approval_age = "{age}"
+
+[roles.producer]
+keys = ["keys/vendor.pub"]
+
+[roles.approver]
+keys = ["keys/approver-a.pub", "keys/approver-b.pub"]
+threshold = 2
+
+[roles.trainer]
+keys = ["keys/trainer.pub"]
+
+[roles.log]
+vkeys = ["{vkey}"]
+"""
+
+
+def clock() -> int:
+    return 1_700_000_000_000_000
+
+
+@dataclass
+class Setup:
+    ledger: Ledger
+    keys: dict[str, Signer]
+    policy_path: Path
+    policy: TrustPolicy
+    batches: list[str]
+
+    def write_policy(self, serial: int, age: str = "90d", name: str = "policy.toml") -> Path:
+        path = self.ledger.root / name
+        path.write_text(POLICY.format(serial=serial, age=age, vkey=self.ledger.log.vkey))
+        return path
+
+    def approve_both(self, ref: str, **kw: Any) -> None:
+        for a in ("approver-a", "approver-b"):
+            approve(self.ledger, ref, self.keys[a], **kw)
+
+    def kinds(self) -> list[str]:
+        log = self.ledger.log
+        return [LogEntry.from_bytes(e).kind for e in log.entries(0, log.size)]
+
+    def blob(self, batch: str, name: str) -> Path:
+        return Path(self.ledger.store.path_of(batch_files(self.ledger, batch)[name]))
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Setup:
+    ledger = Ledger.init(tmp_path / "home", origin="test/admission")
+    keys = {
+        k: ledger.keys.create(k, encrypt=False)
+        for k in ("vendor", "approver-a", "approver-b", "trainer")
+    }
+    s = Setup(ledger, keys, tmp_path / "home" / "policy.toml", None, [])  # type: ignore[arg-type]
+    s.policy_path = s.write_policy(1)
+    record_policy(ledger, s.policy_path, [keys["approver-a"], keys["approver-b"]])
+    s.policy = TrustPolicy.from_toml(s.policy_path.read_bytes(), s.policy_path.parent)
+    register_environment(ledger, "cartpole", "1", keys["vendor"], gymnasium_id="CartPole-v1")
+    register_evaluator(ledger, "return", "1", "deterministic", keys["vendor"])
+    for seed in (0, 50):
+        played = run_policy(None, "CartPole-v1", 4, seed, policy_version="random", clock=clock)
+        s.batches.append(
+            record_batch(
+                ledger,
+                played.steps,
+                episodes=played.episodes,
+                env="cartpole@1",
+                evaluator="return@1",
+                policy="random",
+                signer=keys["vendor"],
+                name=f"b{seed}",
+            ).recorded.digest
+        )
+    create_dataset(ledger, "ds", "1", "train", [s.batches[0]], keys["vendor"])
+    s.approve_both("ds@1")
+    return s
+
+
+# -- what admission returns ---------------------------------------------------------------------
+
+
+def test_admit_returns_the_verified_bytes_as_tables(setup: Setup) -> None:
+    got = admit(setup.ledger, "ds@1", setup.policy, remember_checkpoint=False)
+    catalog = Catalog(setup.ledger)
+    assert got.dataset == catalog.resolve("ds@1", {"dataset"}).digest
+    assert (got.name, got.version, got.purpose) == ("ds", "1", "train")
+    assert got.report.ok
+    (batch,) = got.batches
+    assert batch.digest == setup.batches[0]
+    assert batch.index == catalog.resolve(batch.digest).index
+    for name, table in (("steps.parquet", batch.steps), ("episodes.parquet", batch.episodes)):
+        assert table.equals(pq.read_table(setup.blob(batch.digest, name)))
+    assert batch.predicate["policyVersion"] == "random"
+    deps = {(d.role, d.name): d for d in got.dependencies}
+    assert set(deps) == {("environment", "cartpole@1"), ("evaluator", "return@1")}
+    assert deps[("environment", "cartpole@1")].index == catalog.resolve("cartpole@1").index
+
+
+def test_refusal_is_an_exception_with_the_whole_report(setup: Setup) -> None:
+    create_dataset(setup.ledger, "two", "1", "train", setup.batches, setup.keys["vendor"])
+    approve(setup.ledger, "two@1", setup.keys["approver-a"])
+    for digest in setup.batches:
+        path = setup.blob(digest, "episodes.parquet")
+        os.chmod(path, 0o644)
+        path.write_bytes(path.read_bytes() + b"\0")
+    with pytest.raises(DataRefusedError, match=r"^dataset two@1: refused, 3 problem\(s\)\n") as e:
+        admit(setup.ledger, "two@1", setup.policy, remember_checkpoint=False)
+    assert isinstance(e.value, PolicyError)
+    failures = e.value.report.failures()
+    assert len(failures) == 3
+    # Batch by batch, in the dataset's order (sorted digests), then the rules of its use.
+    names = {setup.batches[0]: "b0", setup.batches[1]: "b50"}
+    for digest, line in zip(sorted(setup.batches), failures[:2], strict=True):
+        assert line.startswith(f"rollout-batch {names[digest]} ({digest[:19]}…) > ")
+        assert "> episodes.parquet: tampered: " in line
+    assert failures[2].startswith("admissible for training > approvals: 1 of 2")
+    assert str(e.value).splitlines()[1:] == failures
+
+
+def test_a_batch_approval_does_not_approve_the_dataset(setup: Setup) -> None:
+    """Training needs approvals of the dataset itself; approving its batches is not enough."""
+    create_dataset(setup.ledger, "b-only", "1", "train", [setup.batches[1]], setup.keys["vendor"])
+    setup.approve_both(setup.batches[1])
+    with pytest.raises(DataRefusedError, match="approvals: 0 of 2 required approver"):
+        admit(setup.ledger, "b-only@1", setup.policy, remember_checkpoint=False)
+
+
+def test_purpose_and_time_are_judged(setup: Setup) -> None:
+    with pytest.raises(DataRefusedError, match=r"0 of 2 required approver\(s\) for 'eval'"):
+        admit(setup.ledger, "ds@1", setup.policy, purpose="eval", remember_checkpoint=False)
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(days=31)
+    with pytest.raises(DataRefusedError, match=r"approval \d+ expired at "):
+        admit(setup.ledger, "ds@1", setup.policy, now=later, remember_checkpoint=False)
+
+
+def test_an_erased_dataset_is_refused(setup: Setup) -> None:
+    erase(setup.ledger, "ds@1", setup.keys["vendor"], reason="legal")
+    with pytest.raises(DataRefusedError) as e:
+        admit(setup.ledger, "ds@1", setup.policy, remember_checkpoint=False)
+    assert any(
+        "> erased: legal (log index " in f and f.startswith("dataset ds@1")
+        for f in e.value.report.failures()
+    )
+
+
+def test_unknown_dataset_is_operational(setup: Setup) -> None:
+    with pytest.raises(LedgerError, match="no dataset with this reference"):
+        admit(setup.ledger, "nope@1", setup.policy)
+
+
+# -- the seen checkpoint ------------------------------------------------------------------------
+
+
+def test_seen_checkpoint_is_remembered_and_extended(setup: Setup) -> None:
+    seen = setup.ledger.root / SEEN_CHECKPOINT
+    admit(setup.ledger, "ds@1", setup.policy, remember_checkpoint=False)
+    assert not seen.exists()
+    admit(setup.ledger, "ds@1", setup.policy)
+    first = seen.read_bytes()
+    assert first == (setup.ledger.root / "log" / "checkpoint").read_bytes()
+    approve(setup.ledger, "ds@1", setup.keys["approver-a"], note="again")  # the log grows
+    got = admit(setup.ledger, "ds@1", setup.policy)
+    node = next(c for c in got.report.children[0].children if c.what.startswith("consistent"))
+    size = setup.ledger.log.size
+    assert node.detail == f"size {size - 1} -> {size}"
+    assert seen.read_bytes() != first
+
+
+def test_seen_checkpoint_is_updated_on_a_refusal_with_a_sound_log(setup: Setup) -> None:
+    seen = setup.ledger.root / SEEN_CHECKPOINT
+    create_dataset(setup.ledger, "nope", "1", "train", [setup.batches[1]], setup.keys["vendor"])
+    with pytest.raises(DataRefusedError):
+        admit(setup.ledger, "nope@1", setup.policy)
+    assert seen.read_bytes() == (setup.ledger.root / "log" / "checkpoint").read_bytes()
+
+
+# -- which policy applies -----------------------------------------------------------------------
+
+
+def test_load_policy(setup: Setup, tmp_path: Path) -> None:
+    policy, notes = load_policy(setup.ledger, None)
+    assert (policy.name, policy.serial) == ("unit", 1)
+    assert notes == ["policy 'unit' serial 1: first policy, log index 0"]
+    # A successor recorded in the log is followed from the file a verifier holds.
+    two = setup.write_policy(2, age="30d", name="two.toml")
+    rec = record_policy(setup.ledger, two, [setup.keys["approver-a"], setup.keys["approver-b"]])
+    policy, notes = load_policy(setup.ledger, setup.policy_path)
+    assert (policy.serial, policy.max_approval_age) == (2, 30 * 86400)
+    assert notes[-1] == f"policy 'unit' serial 2: in force from log index {rec.index}"
+    # A file that is not in the log is used as given.
+    three = setup.write_policy(3, age="10d", name="three.toml")
+    policy, notes = load_policy(setup.ledger, three)
+    assert policy.serial == 3
+    assert notes == ["policy 'unit' serial 3: used as given (not recorded in the log)"]
+    with pytest.raises(LedgerError, match="no such file"):
+        load_policy(setup.ledger, tmp_path / "absent.toml")
+
+
+def test_load_policy_without_any(tmp_path: Path) -> None:
+    ledger = Ledger.init(tmp_path / "empty", origin="test/empty")
+    with pytest.raises(LedgerError, match=r"^no trust policy: pass --policy FILE"):
+        load_policy(ledger, None)
+
+
+# -- training uses exactly the admitted bytes ---------------------------------------------------
+
+
+class Spy:
+    """Wraps the real trainer and keeps what it was given."""
+
+    name = "bc"
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.seen: list[TrainingData] = []
+
+    def train(self, data: TrainingData, config: Mapping[str, Any], seed: int) -> TrainResult:
+        self.seen.append(data)
+        result: TrainResult = self.inner.train(data, config, seed)
+        return result
+
+
+def test_replacing_a_file_after_admission_cannot_change_what_is_trained(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runner import trainers
+
+    batch = setup.batches[0]
+    steps_path = setup.blob(batch, "steps.parquet")
+    original = steps_path.read_bytes()
+    other = setup.blob(setup.batches[1], "steps.parquet").read_bytes()
+    assert original != other
+
+    real_load = trainers.load_trainer
+    spies: list[Spy] = []
+
+    def load_spy(name: str) -> Spy:
+        spies.append(Spy(real_load(name)))
+        return spies[-1]
+
+    monkeypatch.setattr(trainers, "load_trainer", load_spy)
+    baseline = train(setup.ledger, "ds@1", "bc", setup.keys["trainer"], setup.policy, seed=4)
+
+    real_admit = train_module.admit  # type: ignore[attr-defined]
+    swapped: list[bool] = []
+
+    def admit_then_swap(*args: Any, **kw: Any) -> Any:
+        admission = real_admit(*args, **kw)
+        # Between the check and the use, someone replaces the batch's file in the store.
+        os.chmod(steps_path, 0o644)
+        steps_path.write_bytes(other)
+        swapped.append(True)
+        return admission
+
+    monkeypatch.setattr(train_module, "admit", admit_then_swap)
+    attacked = train(setup.ledger, "ds@1", "bc", setup.keys["trainer"], setup.policy, seed=4)
+
+    assert swapped and steps_path.read_bytes() == other  # the swap did happen
+    trained_on = spies[-1].seen[0].steps
+    assert trained_on.equals(pq.read_table(io.BytesIO(original)))
+    assert not trained_on.equals(pq.read_table(io.BytesIO(other)))
+    assert spies[0].seen[0].steps.equals(trained_on)
+    # Same files, byte for byte: the checkpoint's manifest digest is the same.
+    assert attacked.digest == baseline.digest
+    # And the swapped file is refused from now on.
+    monkeypatch.setattr(train_module, "admit", real_admit)
+    with pytest.raises(DataRefusedError, match=r"> steps\.parquet: tampered: "):
+        admit(setup.ledger, "ds@1", setup.policy)
+
+
+# -- train ----------------------------------------------------------------------------------------
+
+
+def test_train_checks_the_trainer_role_first(setup: Setup) -> None:
+    size = setup.ledger.log.size
+    with pytest.raises(PolicyError, match=r"^key vendor .*: does not hold the trainer role"):
+        train(setup.ledger, "ds@1", "bc", setup.keys["vendor"], setup.policy)
+    assert setup.ledger.log.size == size
+
+
+def test_a_refused_train_appends_one_refusal(setup: Setup) -> None:
+    create_dataset(setup.ledger, "nope", "1", "train", [setup.batches[1]], setup.keys["vendor"])
+    before = setup.kinds()
+    with pytest.raises(DataRefusedError, match="approvals: 0 of 2"):
+        train(setup.ledger, "nope@1", "bc", setup.keys["trainer"], setup.policy)
+    assert setup.kinds() == [*before, "refusal"]
+
+
+def test_train_records_provenance(setup: Setup) -> None:
+    out = train(
+        setup.ledger,
+        "ds@1",
+        "bc",
+        setup.keys["trainer"],
+        setup.policy,
+        seed=2,
+        name="m",
+        version="1",
+    )
+    second = train(
+        setup.ledger,
+        "ds@1",
+        "bc",
+        setup.keys["trainer"],
+        setup.policy,
+        seed=3,
+        name="m",
+        version="2",
+        parent="m@1",
+    )
+    assert out.metrics and second.admission.dataset == out.admission.dataset
+    item = Catalog(setup.ledger).resolve("m@2", {"checkpoint"})
+    assert item.digest == second.digest

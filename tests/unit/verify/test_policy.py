@@ -1,0 +1,395 @@
+"""Trust policies (``verify.policy``): parsing, validation, identity, succession, history.
+
+- The TOML form: every setting, keys by file, inline PEM or keyid, and one clear refusal per
+  kind of mistake (each message names the setting).
+- The JSON form round-trips and has one digest.
+- ``check_successor``, ``policy_from_record`` and ``follow_history``: one test per attack
+  (rollback, replay, too few approvers, wrong subject, a first policy not self-signed).
+- ``keys/example-policy.toml`` parses, and ``keys/README.md`` shows exactly that file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from ledger.keys import Signer
+from ledger.signing import sign_statement
+from verify import predicates
+from verify.errors import DigestMismatchError, FormatError, PolicyError, SignatureError
+from verify.note import vkey_string
+from verify.policy import (
+    ROLES,
+    TrustPolicy,
+    check_successor,
+    follow_history,
+    parse_duration,
+    policy_digest,
+    policy_from_record,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+LOG_VKEY = vkey_string("test/log", bytes(range(32)))
+WITNESS_VKEY = vkey_string("witness", bytes(range(1, 33)), 0x04)
+
+SIGNERS = {n: Signer.generate(n) for n in ("vendor", "a", "b", "c", "trainer")}
+
+
+def pem(name: str) -> str:
+    return SIGNERS[name].public.to_pem().decode("ascii")
+
+
+@pytest.fixture
+def keydir(tmp_path: Path) -> Path:
+    for name, s in SIGNERS.items():
+        (tmp_path / f"{name}.pub").write_bytes(s.public.to_pem())
+    return tmp_path
+
+
+def toml(
+    serial: int = 1, approvers: Sequence[str] = ("a", "b"), threshold: int = 2, extra: str = ""
+) -> bytes:
+    keys = ", ".join(f'"{a}.pub"' for a in approvers)
+    return f"""
+name = "p"
+serial = {serial}
+{extra}
+[roles.producer]
+keys = ["vendor.pub"]
+[roles.approver]
+keys = [{keys}]
+threshold = {threshold}
+[roles.trainer]
+keys = ["trainer.pub"]
+[roles.log]
+vkeys = ["{LOG_VKEY}"]
+""".encode()
+
+
+def parse(keydir: Path, data: bytes) -> TrustPolicy:
+    return TrustPolicy.from_toml(data, keydir, "policy p.toml")
+
+
+# -- parsing ----------------------------------------------------------------------------------
+
+
+def test_a_full_policy(keydir: Path) -> None:
+    p = parse(keydir, toml(extra='max_approval_age = "2w"'))
+    assert (p.name, p.serial, p.max_approval_age) == ("p", 1, 14 * 86400)
+    assert set(p.roles) == set(ROLES)
+    assert p.role("approver").threshold == 2
+    assert p.role("approver").keyids == {SIGNERS["a"].keyid, SIGNERS["b"].keyid}
+    assert p.holds("producer", SIGNERS["vendor"].keyid)
+    assert not p.holds("approver", SIGNERS["vendor"].keyid)
+    assert p.role("trainer").threshold == 1  # default with members
+    assert p.role("witness").threshold == 0 and not p.role("witness").vkeys
+    assert p.allowed_predicate_types == predicates.ALL  # default: every known type
+    assert [v.name for v in p.role("log").note_verifiers()] == ["test/log"]
+
+
+def test_defaults_of_a_minimal_policy() -> None:
+    p = TrustPolicy.from_toml(b"", None)
+    assert (p.name, p.serial, p.max_approval_age) == ("policy", 1, 90 * 86400)
+    assert all(not r.keys and not r.vkeys and r.threshold == 0 for r in p.roles.values())
+
+
+def test_keys_inline_absolute_and_by_keyid(keydir: Path) -> None:
+    absolute = keydir / "trainer.pub"
+    keyid = SIGNERS["c"].keyid
+    data = f'''
+[roles.producer]
+keys = ["""{pem("vendor")}"""]
+[roles.trainer]
+keys = ["{absolute}"]
+[roles.approver]
+keys = ["{keyid}", "sha256:{SIGNERS["a"].keyid}"]
+'''.encode()
+    found = {SIGNERS["c"].keyid: SIGNERS["c"].public, SIGNERS["a"].keyid: SIGNERS["a"].public}
+    p = TrustPolicy.from_toml(data, keydir, key_lookup=found.get)
+    assert p.holds("producer", SIGNERS["vendor"].keyid)
+    assert p.holds("trainer", SIGNERS["trainer"].keyid)
+    assert p.role("approver").keyids == set(found)
+    with pytest.raises(FormatError, match=rf"keyid {keyid[:16]}… is not a key of this ledger"):
+        TrustPolicy.from_toml(data, keydir)
+
+
+def test_a_lookup_returning_another_key_is_refused(keydir: Path) -> None:
+    keyid = SIGNERS["c"].keyid
+    data = f'[roles.approver]\nkeys = ["{keyid}"]\n'.encode()
+    with pytest.raises(FormatError, match=rf"key found for {keyid[:16]}… has keyid "):
+        TrustPolicy.from_toml(data, keydir, key_lookup=lambda k: SIGNERS["a"].public)
+
+
+def test_identities_count_as_members(keydir: Path) -> None:
+    data = b"""
+[roles.producer]
+keys = ["vendor.pub"]
+identities = [{ issuer = "https://accounts.example.com", subject = "ci@example.com" }]
+threshold = 2
+"""
+    p = parse(keydir, data)
+    (ident,) = p.role("producer").identities
+    assert (ident.issuer, ident.subject) == ("https://accounts.example.com", "ci@example.com")
+    assert p.role("producer").threshold == 2
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"name = [", "policy p.toml: not valid TOML: "),
+        (b"\xff", "policy p.toml: not valid TOML: "),
+        (b"colour = 1", "policy p.toml: unknown setting(s) colour"),
+        (b"format = 2", "policy p.toml: format 2, want 1"),
+        (b'name = ""', "policy p.toml: name must be a non-empty string"),
+        (b"serial = 0", "policy p.toml: serial must be a positive integer, got 0"),
+        (b'serial = "2"', "policy p.toml: serial must be a positive integer, got '2'"),
+        (b"serial = true", "policy p.toml: serial must be a positive integer, got True"),
+        (b'max_approval_age = "3y"', "policy p.toml: max_approval_age: '3y' is not a duration"),
+        (b"max_approval_age = 0", "policy p.toml: max_approval_age is 0, no approval could"),
+        (b'allowed_predicate_types = "all"', "allowed_predicate_types must be a list of URIs"),
+        (
+            b'allowed_predicate_types = ["https://x/v1"]',
+            "allowed_predicate_types: unknown type 'https://x/v1', want some of ",
+        ),
+        (b"roles = 1", "policy p.toml: roles must be a table"),
+        (
+            b"[roles.auditor]",
+            "policy p.toml: unknown role(s) auditor; roles are producer, "
+            "approver, trainer, log, witness",
+        ),
+        (b"[roles]\nproducer = 1", "policy p.toml: role producer: must be a table"),
+        (b"[roles.producer]\ntreshold = 1", "role producer: unknown field(s) treshold"),
+        (b'[roles.producer]\nvkeys = ["x"]', "role producer: unknown field(s) vkeys"),
+        (b'[roles.log]\nkeys = ["x"]', "role log: unknown field(s) keys"),
+        (b'[roles.producer]\nkeys = "vendor.pub"', "role producer: keys: must be a list"),
+        (b"[roles.producer]\nkeys = [1]", "role producer: key 0: must be a PEM string, a path"),
+        (b'[roles.producer]\nkeys = ["nobody.pub"]', "role producer: key 0: cannot read key file "),
+        (
+            b'[roles.producer]\nkeys = ["-----BEGIN PUBLIC KEY-----\\nAAAA\\n-----END PUBLIC '
+            b'KEY-----\\n"]',
+            "role producer: key 0",
+        ),
+        (
+            b'[roles.producer]\nkeys = ["vendor.pub", "vendor.pub"]',
+            "role producer: the same key is listed twice",
+        ),
+        (
+            b'[roles.producer]\nidentities = [{ issuer = "i" }]',
+            "role producer: identity 0 must have exactly issuer and subject",
+        ),
+        (
+            b'[roles.producer]\nidentities = [{ issuer = "", subject = "s" }]',
+            "role producer: identity 0 issuer and subject must be non-empty strings",
+        ),
+        (b'[roles.log]\nvkeys = ["not a vkey"]', "role log: vkey 0: verifier key 'not a vkey'"),
+        (b"[roles.log]\nvkeys = [1]", "role log: vkey 0 must be a string"),
+        (
+            b"[roles.producer]\nthreshold = -1",
+            "role producer: threshold must be a non-negative integer, got -1",
+        ),
+        (
+            b"[roles.producer]\nthreshold = true",
+            "role producer: threshold must be a non-negative integer, got True",
+        ),
+        (
+            b'[roles.producer]\nkeys = ["vendor.pub"]\nthreshold = 2',
+            "role producer: threshold 2 but only 1 member(s)",
+        ),
+        (
+            b'[roles.producer]\nkeys = ["vendor.pub"]\nthreshold = 0',
+            "role producer: threshold 0 would accept anything; use at least 1",
+        ),
+        (
+            b'[roles.approver]\nkeys = ["vendor.pub"]\n[roles.producer]\nkeys = ["vendor.pub"]',
+            "holds both approver and producer; approvers need keys of their own",
+        ),
+        (
+            b'[roles.approver]\nkeys = ["trainer.pub"]\n[roles.trainer]\nkeys = ["trainer.pub"]',
+            "holds both approver and trainer; approvers need keys of their own",
+        ),
+    ],
+)
+def test_invalid_policies_are_refused(keydir: Path, data: bytes, message: str) -> None:
+    with pytest.raises(FormatError) as e:
+        parse(keydir, data)
+    assert message in str(e.value)
+    assert str(e.value).startswith("policy p.toml")
+    assert "\n" not in str(e.value)
+
+
+def test_a_vkey_listed_twice(keydir: Path) -> None:
+    data = f'[roles.witness]\nvkeys = ["{WITNESS_VKEY}", "{WITNESS_VKEY}"]\n'.encode()
+    with pytest.raises(FormatError, match="role witness: vkey 1 is listed twice"):
+        parse(keydir, data)
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("30d", 2592000),
+        ("12h", 43200),
+        ("90m", 5400),
+        ("2w", 1209600),
+        ("45s", 45),
+        (0, 0),
+        (7, 7),
+        (" 1d ", 86400),
+    ],
+)
+def test_parse_duration(value: object, seconds: int) -> None:
+    assert parse_duration(value) == seconds
+
+
+@pytest.mark.parametrize("value", ["", "1", "1y", "-1d", "1.5d", -3, True, None, 1.0, "d"])
+def test_parse_duration_refuses(value: object) -> None:
+    with pytest.raises(FormatError, match="is not a duration such as"):
+        parse_duration(value, "--expires")
+
+
+# -- the JSON form and the digest -------------------------------------------------------------
+
+
+def test_json_round_trip_and_digest(keydir: Path) -> None:
+    extra = f'max_approval_age = "1d"\n[roles.witness]\nvkeys = ["{WITNESS_VKEY}"]\nthreshold = 1'
+    p = parse(keydir, toml().replace(b"[roles.producer]", extra.encode() + b"\n[roles.producer]"))
+    again = TrustPolicy.from_json(p.to_json())
+    assert again.to_json() == p.to_json()
+    assert policy_digest(again) == policy_digest(p)
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", policy_digest(p))
+    assert policy_digest(parse(keydir, toml(serial=2))) != policy_digest(parse(keydir, toml()))
+    # The JSON form is self-contained: no file references.
+    body = p.to_json()
+    body["roles"]["producer"]["keys"] = ["vendor.pub"]
+    with pytest.raises(FormatError, match="keys must be inline PEM in the JSON form"):
+        TrustPolicy.from_json(body)
+    with pytest.raises(FormatError, match="policy: must be an object"):
+        TrustPolicy.from_json([])
+
+
+# -- succession ---------------------------------------------------------------------------------
+
+
+def test_check_successor(keydir: Path) -> None:
+    current = parse(keydir, toml())
+    new = parse(keydir, toml(serial=2, approvers=("a", "c"), threshold=1))
+    ids = frozenset({SIGNERS["a"].keyid, SIGNERS["b"].keyid})
+    check_successor(current, new, ids)
+    with pytest.raises(PolicyError, match=r"^policy 'p': serial 1 does not follow serial 1$"):
+        check_successor(current, parse(keydir, toml()), ids)
+    with pytest.raises(
+        PolicyError,
+        match=r"^policy 'p' serial 2: signed by 1 of the current policy's approvers, want 2$",
+    ):
+        # The new policy's own approver (c) does not count: only the current approvers do.
+        check_successor(current, new, frozenset({SIGNERS["a"].keyid, SIGNERS["c"].keyid}))
+    with pytest.raises(PolicyError, match="does not follow serial 2"):
+        check_successor(new, current, ids)
+
+
+def test_a_policy_without_approvers_has_no_successor(keydir: Path) -> None:
+    current = TrustPolicy.from_toml(b"", None)
+    new = parse(keydir, toml(serial=2))
+    with pytest.raises(PolicyError, match="signed by 0 of the current policy's approvers, want 1"):
+        check_successor(current, new, frozenset({SIGNERS["a"].keyid}))
+
+
+def record(
+    p: TrustPolicy,
+    signers: Sequence[str],
+    subject: str | None = None,
+    ptype: str = predicates.TRUST_POLICY,
+) -> tuple[str, bytes]:
+    digest = subject or policy_digest(p)
+    env = sign_statement(
+        [(f"{p.name}#{p.serial}", digest)],
+        ptype,
+        {"policy": p.to_json()},
+        [SIGNERS[s] for s in signers],
+    )
+    return digest, env.to_bytes()
+
+
+def test_policy_from_record(keydir: Path) -> None:
+    p = parse(keydir, toml())
+    digest, env = record(p, ["a", "b"])
+    got, signers = policy_from_record(env, digest, p, "policy at log index 0")
+    assert policy_digest(got) == digest
+    assert signers == {SIGNERS["a"].keyid, SIGNERS["b"].keyid}
+
+    _, one = record(p, ["a", "vendor"])
+    with pytest.raises(SignatureError, match="1 of 2 required signature"):
+        policy_from_record(one, digest, p, "policy at log index 0")
+    other = parse(keydir, toml(serial=3))
+    wrong_digest, wrong = record(other, ["a", "b"], subject=digest)
+    with pytest.raises(DigestMismatchError, match=r"policy hashes to sha256:\w+, want "):
+        policy_from_record(wrong, digest, p, "policy at log index 0")
+    assert wrong_digest == digest
+    _, files = record(p, ["a", "b"], ptype=predicates.FILES)
+    with pytest.raises(PolicyError, match="is not allowed here"):
+        policy_from_record(files, digest, p, "policy at log index 0")
+    with pytest.raises(PolicyError, match="has no approver keys"):
+        policy_from_record(env, digest, TrustPolicy.from_toml(b"", None), "x")
+
+
+def test_follow_history(keydir: Path) -> None:
+    one = parse(keydir, toml())
+    two = parse(keydir, toml(serial=2, approvers=("a", "c"), threshold=2))
+    three_bad = parse(keydir, toml(serial=3))
+    back = parse(keydir, toml(serial=1, approvers=("a", "b"), threshold=1))
+    d1, e1 = record(one, ["a", "b"])
+    d2, e2 = record(two, ["a", "b"])  # signed by the approvers of one
+    d3, e3 = record(three_bad, ["a", "b"])  # b is no approver of two: 1 of 2
+    d4, e4 = record(back, ["a", "c"])  # a rollback of the serial
+    records = [(0, d1, e1), (5, d2, e2), (9, d3, e3), (12, d4, e4)]
+
+    assert follow_history(None, []) == (None, [])
+    policy, notes = follow_history(None, records)
+    assert policy is not None and policy.serial == 2
+    assert notes[0] == "policy 'p' serial 1: first policy, log index 0"
+    assert notes[1] == "policy 'p' serial 2: in force from log index 5"
+    assert notes[2].startswith("policy at log index 9: ignored: policy at log index 9: ")
+    assert "1 of 2 required signature(s)" in notes[2]
+    assert notes[3].startswith("policy at log index 12: ignored: policy 'p': serial 1 does not")
+
+    policy, notes = follow_history(one, records)  # a verifier holding policy one
+    assert policy is not None and policy.serial == 2
+    assert notes[0] == "policy 'p' serial 1: recorded at log index 0"
+
+    four = parse(keydir, toml(serial=4))
+    policy, notes = follow_history(four, records)  # not in the log: used as given
+    assert policy is four
+    assert notes == ["policy 'p' serial 4: used as given (not recorded in the log)"]
+
+
+def test_a_first_policy_must_be_self_signed(keydir: Path) -> None:
+    p = parse(keydir, toml())
+    digest, env = record(p, ["a"])
+    policy, notes = follow_history(None, [(0, digest, env)])
+    assert policy is None
+    assert notes[0].startswith("policy at log index 0: not valid as a first policy: ")
+    policy, notes = follow_history(None, [(0, digest, b"{}")])
+    assert policy is None
+
+
+# -- the documented example ---------------------------------------------------------------------
+
+
+def test_example_policy_parses() -> None:
+    path = ROOT / "keys" / "example-policy.toml"
+    p = TrustPolicy.from_toml(path.read_bytes(), path.parent, str(path))
+    assert p.role("approver").threshold == 2 and len(p.role("approver").keys) == 2
+    assert p.role("witness").vkeys and p.role("witness").threshold == 0
+    assert p.role("producer").identities
+    for pub in (ROOT / "keys" / "example").iterdir():
+        assert pub.suffix == ".pub"
+        assert b"PRIVATE" not in pub.read_bytes()
+
+
+def test_readme_shows_the_example_policy() -> None:
+    readme = (ROOT / "keys" / "README.md").read_text("utf-8")
+    blocks = re.findall(r"```toml\n(.*?)```", readme, re.S)
+    example = (ROOT / "keys" / "example-policy.toml").read_text("utf-8")
+    assert example in blocks
