@@ -9,8 +9,9 @@ from pathlib import Path
 
 import click
 
-from ledger import artifact_cli
+from ledger import artifact_cli, index_cli
 from ledger import cli as ledger_cli
+from ledger import exchange_cli
 from ledger.clikit import Context, Group, default_home
 
 from . import commands as runner_commands
@@ -45,6 +46,13 @@ def main(ctx: click.Context, home: Path | None, verbose: bool, quiet: bool) -> N
     ctx.obj = Context(home or default_home(), verbose, quiet)
 
 
-for _command in [*ledger_cli.COMMANDS, *artifact_cli.COMMANDS, *runner_commands.COMMANDS, *lineage_cli.COMMANDS]:
+for _command in [
+    *ledger_cli.COMMANDS,
+    *artifact_cli.COMMANDS,
+    *runner_commands.COMMANDS,
+    *lineage_cli.COMMANDS,
+    *index_cli.COMMANDS,
+    *exchange_cli.COMMANDS,
+]:
     main.add_command(_command)
 main.add_command(quickstart)

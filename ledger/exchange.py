@@ -1,0 +1,549 @@
+"""Exchange: export an artifact's evidence as a bundle; import a bundle after verifying it.
+
+Scope: `export_bundle` writes everything needed to verify one artifact and its whole lineage
+offline (``schemas/bundle.v1.md``): it walks the lineage with ``verify.lineage`` on the ledger
+directory, recording every log entry whose inclusion the walk checks (artifact records,
+approvals, revocations, erasures) and every blob it reads or looks for (envelopes, manifests,
+data), adds the ledger's trust-policy records, and writes them with a ``c2sp.org/tlog-proof``
+per entry against the published checkpoint, in one zstd-compressed tar, atomically.
+`import_bundle` verifies a bundle under the importer's policy (``verify.bundle``) before
+anything is copied, then copies its objects into the store and records a signed ``import``
+statement about the foreign artifact (origin log, signed checkpoint, entries and their
+inclusion proofs).
+
+Re-import: importing the same evidence again (same artifact, same log, same checkpoint) is a
+no-op that returns the earlier record; objects are content-addressed, so copying them again adds
+nothing. A bundle of the same artifact under a newer checkpoint is new evidence and gets a new
+record.
+
+Non-scope: reading bundles (``verify.bundle``, the one reader, shared with third parties);
+trusting the imported artifact's records in this ledger's own log: they stay in the bundle's
+log, and the import record is what this ledger signs.
+
+Spec: schemas/bundle.v1.md; schemas/SPEC.md, section "Bundle"; DESIGN §7.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import datetime as dt
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from verify import predicates
+from verify.bundle import (
+    INDEX_NAME,
+    BundleEvidence,
+    BundleIndex,
+    Limits,
+    Member,
+    consistency_proof_bytes,
+    verify_bundle,
+)
+from verify.checkpoint import Checkpoint
+from verify.digest import digest_bytes
+from verify.dsse import Envelope
+from verify.errors import FormatError, PolicyError, ProvenanceError, VerificationError
+from verify.evidence import LedgerDirEvidence
+from verify.lineage import Check, LineageVerifier
+from verify.log_entry import LogEntry
+from verify.note import Note, verifier_from_vkey
+from verify.policy import Role, TrustPolicy
+from verify.statement import Statement
+from verify.tlog_proof import TlogProof, verify_tlog_proof
+
+from ._fs import TMP_PREFIX, fsync_dir
+from .catalog import Catalog
+from .errors import LedgerError, StoreError
+from .keys import Signer
+from .record import record_statement
+from .signing import canonical_json
+
+if TYPE_CHECKING:
+    from .home import Ledger
+
+__all__ = ["ExportResult", "ImportResult", "export_bundle", "import_bundle"]
+
+ZSTD_LEVEL = 6
+PRIMARY_EXCLUDED = frozenset({"approval", "revocation", "erasure", "refusal", "import"})
+"""Kinds that are statements about an artifact, not the artifact's own record."""
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What `export_bundle` wrote.
+
+    Attributes:
+        path: the bundle file.
+        digest: the artifact exported.
+        size: bytes written (compressed).
+        entries: log indices bundled, ascending.
+        objects: object members written.
+        omitted: data blobs left out (``data=False``).
+        checkpoint_size: the tree size of the bundled checkpoint.
+        report: the lineage walk under the exporter's policy; failures here are what the
+            recipient will see too.
+    """
+
+    path: Path
+    digest: str
+    size: int
+    entries: tuple[int, ...]
+    objects: int
+    omitted: int
+    checkpoint_size: int
+    report: Check
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What `import_bundle` did.
+
+    Attributes:
+        digest: the foreign artifact.
+        kind: its kind in the foreign log.
+        name: its subject name.
+        origin: the foreign log.
+        index: the log index of the import record (an earlier one on re-import).
+        recorded: False when the same evidence had been imported before (nothing appended).
+        objects: objects copied into the store (already present ones count).
+        report: the verification report of the bundle.
+    """
+
+    digest: str
+    kind: str
+    name: str
+    origin: str
+    index: int
+    recorded: bool
+    objects: int
+    report: Check
+
+
+class _Recording:
+    """Evidence that remembers what a lineage walk asked for."""
+
+    def __init__(self, inner: LedgerDirEvidence) -> None:
+        self.inner = inner
+        self.indices: set[int] = set()
+        self.read: set[str] = set()
+        self.looked_for: set[str] = set()
+
+    def checkpoint_note(self) -> bytes:
+        return self.inner.checkpoint_note()
+
+    def entries(self) -> Iterator[tuple[int, bytes]]:
+        return self.inner.entries()
+
+    def inclusion_proof(self, index: int, size: int) -> list[bytes]:
+        self.indices.add(index)
+        return self.inner.inclusion_proof(index, size)
+
+    def consistency_proof(self, old_size: int, new_size: int) -> list[bytes]:
+        return self.inner.consistency_proof(old_size, new_size)
+
+    def blob(self, digest: str) -> bytes | None:
+        data = self.inner.blob(digest)
+        if data is not None:
+            self.read.add(digest)
+        return data
+
+    def has_blob(self, digest: str) -> bool:
+        self.looked_for.add(digest)
+        return self.inner.has_blob(digest)
+
+    def blob_path(self, digest: str) -> Path | None:
+        self.looked_for.add(digest)
+        return self.inner.blob_path(digest)
+
+
+def _walking_policy(policy: TrustPolicy, vkey: str) -> TrustPolicy:
+    """``policy`` with this ledger's own log key as the log role and no witness requirement:
+    the walk collects evidence; the recipient's policy judges it."""
+    roles = dict(policy.roles)
+    roles["log"] = Role("log", 1, (), (), (vkey,))
+    roles["witness"] = Role("witness", 0, (), (), ())
+    return dataclasses.replace(policy, roles=roles)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _read_entries(ledger: Ledger, indices: Iterable[int]) -> dict[int, bytes]:
+    """Entries by index, reading each entry bundle (256 entries) once."""
+    out: dict[int, bytes] = {}
+    wanted = sorted(set(indices))
+    by_tile: dict[int, list[int]] = {}
+    for i in wanted:
+        by_tile.setdefault(i // 256, []).append(i)
+    for tile, members in by_tile.items():
+        start = tile * 256
+        got = ledger.log.entries(start, members[-1] + 1)
+        for i in members:
+            out[i] = got[i - start]
+    return out
+
+
+def export_bundle(
+    ledger: Ledger,
+    ref: str,
+    out: Path,
+    *,
+    data: bool = True,
+    policy: TrustPolicy | None = None,
+    consistency_from: Sequence[int] = (),
+    now: str | None = None,
+) -> ExportResult:
+    """Write an evidence bundle for the artifact ``ref`` names.
+
+    Steps:
+        1. Resolve ``ref``; choose the policy (``policy``, else the ledger's policy in force);
+           open the ledger as evidence at its published checkpoint (a consistent snapshot).
+        2. Walk the lineage (`LineageVerifier`, this log's own key as the log role), recording
+           the entries whose inclusion it checks and the blobs it reads or looks for.
+        3. Add every trust-policy record under the checkpoint, with its policy's bytes.
+        4. Build a tlog-proof per entry against the checkpoint, checked before use; and the
+           consistency proofs asked for.
+        5. Choose the objects: every blob read (envelopes, manifests); every data blob looked
+           for, or, with ``data=False``, list it as omitted.
+        6. Write the bundle: ``bundle.json`` first, then every member by name, into a temp file
+           renamed over ``out`` when complete (objects are re-hashed while written).
+
+    Args:
+        ledger: the open ledger.
+        ref: ``NAME@VERSION``, a digest or a unique digest prefix.
+        out: the bundle file to write.
+        data: include data blobs (default); False lists them as omitted.
+        policy: the policy whose view the walk takes (default: the ledger's in force).
+        consistency_from: tree sizes (of checkpoints the recipient holds) to include
+            consistency proofs from.
+        now: the ``created`` time (default now, UTC).
+
+    Returns:
+        What was written, with the walk's report.
+
+    Raises:
+        RefError: ``ref`` names nothing.
+        LedgerError: no policy, a bad consistency size, an unreadable log or store.
+        FormatError: the store is not on a local disk.
+        DigestMismatchError: a stored object does not hash to its name.
+    """
+    # (1)
+    item = Catalog(ledger).resolve(ref)
+    digest = item.digest
+    if policy is None:
+        from ._policy_state import current_policy
+
+        found = current_policy(ledger)
+        if found is None:
+            raise LedgerError("export: no trust policy recorded in this ledger; pass --policy FILE")
+        policy = found[1]
+    inner = LedgerDirEvidence(ledger.root)
+    evidence = _Recording(inner)
+    note = inner.checkpoint_note()
+    vkey = ledger.log.vkey
+    # (2)
+    verifier = LineageVerifier(evidence, _walking_policy(policy, vkey))
+    report = verifier.verify(digest)
+    checkpoint = verifier.checkpoint
+    if checkpoint is None:
+        raise LedgerError(f"export: the log's checkpoint does not verify: {report.failures()}")
+    size = checkpoint.size
+    # (3)
+    indices = set(evidence.indices)
+    policies: dict[int, bytes] = {}
+    for rec in Catalog(ledger).by_kind("trust-policy"):
+        if rec.index >= size:
+            continue
+        envelope = ledger.store.get(rec.envelope)
+        policies[rec.index] = _policy_bytes(envelope, rec.digest, rec.index)
+        indices.add(rec.index)
+        evidence.read.add(rec.envelope)
+    entries = _read_entries(ledger, indices)
+    # (4)
+    log_verifier = verifier_from_vkey(vkey)
+    small: dict[str, bytes] = {"checkpoint": note}
+    for i in sorted(indices):
+        proof = TlogProof(i, tuple(inner.inclusion_proof(i, size)), note)
+        verify_tlog_proof(proof, entries[i], log_verifier, checkpoint.origin)
+        small[f"entries/{i}"] = entries[i]
+        small[f"proofs/{i}.tlog-proof"] = proof.to_bytes()
+    for old in sorted(set(consistency_from)):
+        if not 0 < old <= size:
+            raise LedgerError(
+                f"export: consistency from size {old}: want 1..{size} (the checkpoint's size)"
+            )
+        if old < size:
+            small[f"proofs/{old}.consistency"] = consistency_proof_bytes(
+                inner.consistency_proof(old, size)
+            )
+    for i, body in policies.items():
+        small[f"policy/{i}.json"] = body
+    # (5)
+    files: dict[str, Path] = {}
+    omitted: list[str] = []
+    for d in sorted(evidence.read | evidence.looked_for):
+        path = inner.blob_path(d)
+        if path is None:
+            continue  # erased or missing: the walk's report says which
+        if d in evidence.read or data:
+            files[f"objects/sha256/{d[7:]}"] = path
+        else:
+            omitted.append(d)
+    # (6)
+    members = [Member(n, len(b), hashlib.sha256(b).hexdigest()) for n, b in small.items()]
+    members += [Member(n, p.stat().st_size, n.rsplit("/", 1)[1]) for n, p in files.items()]
+    members.sort(key=lambda m: m.name)
+    index = BundleIndex(
+        subject=digest,
+        origin=checkpoint.origin,
+        vkey=vkey,
+        created=now or _now(),
+        members=tuple(members),
+        omitted=tuple(omitted),
+    )
+    written = _write_bundle(out, index, small, files)
+    return ExportResult(
+        path=out,
+        digest=digest,
+        size=written,
+        entries=tuple(sorted(indices)),
+        objects=len(files),
+        omitted=len(omitted),
+        checkpoint_size=size,
+        report=report,
+    )
+
+
+def _policy_bytes(envelope: bytes, subject: str, index: int) -> bytes:
+    """The canonical bytes of the policy a trust-policy record is about (its subject)."""
+    what = f"trust-policy record {index}"
+    try:
+        statement = Statement.from_bytes(Envelope.from_bytes(envelope, what).payload, what)
+        body = canonical_json(statement.predicate.get("policy"))
+    except (ProvenanceError, TypeError, ValueError) as e:
+        raise LedgerError(f"export: {what}: cannot read its policy: {e}") from e
+    if digest_bytes(body) != subject:
+        raise LedgerError(
+            f"export: {what}: its policy hashes to {digest_bytes(body)}, want {subject}"
+        )
+    return body
+
+
+class _Hashing:
+    """A file reader that hashes what it delivers."""
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        self.fh = fh
+        self.h = hashlib.sha256()
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.fh.read(n)
+        self.h.update(data)
+        return data
+
+
+def _write_bundle(
+    out: Path, index: BundleIndex, small: dict[str, bytes], files: dict[str, Path]
+) -> int:
+    """Write the tar.zst to a temp file next to ``out``, then rename it; returns its size."""
+    import tarfile
+
+    import zstandard
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=out.parent)
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+            with (
+                cctx.stream_writer(raw, closefd=False) as zw,
+                tarfile.open(fileobj=zw, mode="w|", format=tarfile.PAX_FORMAT) as tar,
+            ):
+                _add(tar, INDEX_NAME, index.to_bytes())
+                for m in index.members:
+                    if m.name in small:
+                        _add(tar, m.name, small[m.name])
+                        continue
+                    with open(files[m.name], "rb") as fh:
+                        reader = _Hashing(fh)
+                        tar.addfile(_info(m.name, m.size), reader)
+                    if reader.h.hexdigest() != m.sha256:
+                        raise StoreError(
+                            f"export: object sha256:{m.sha256} in the store hashes to "
+                            f"sha256:{reader.h.hexdigest()} (run 'trajledger log verify --deep')"
+                        )
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(out.parent)
+    return out.stat().st_size
+
+
+def _info(name: str, size: int) -> Any:
+    import tarfile
+
+    info = tarfile.TarInfo(name)
+    info.size = size
+    info.mtime = 0  # reproducible: the same evidence gives the same tar
+    info.mode = 0o644
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def _add(tar: Any, name: str, data: bytes) -> None:
+    import io
+
+    tar.addfile(_info(name, len(data)), io.BytesIO(data))
+
+
+# -- import --------------------------------------------------------------------------------
+
+
+def _check_signers(policy: TrustPolicy, signers: Sequence[Signer]) -> None:
+    approvers = policy.role("approver")
+    ids = {s.keyid for s in signers}
+    outsiders = sorted(s.name for s in signers if s.keyid not in approvers.keyids)
+    if outsiders:
+        raise PolicyError(
+            f"import: key(s) {', '.join(outsiders)} are not approvers in policy {policy.name!r}"
+        )
+    if len(ids) < max(approvers.threshold, 1):
+        raise PolicyError(
+            f"import: signed by {len(ids)} approver key(s), policy {policy.name!r} wants "
+            f"{max(approvers.threshold, 1)}"
+        )
+
+
+def _primary(ev: BundleEvidence) -> tuple[int, LogEntry, Statement]:
+    """The foreign artifact's own record in the bundle (verified by `verify_bundle`)."""
+    for i, data in ev.entries():
+        entry = LogEntry.from_bytes(data)
+        if entry.subject == ev.subject and entry.kind not in PRIMARY_EXCLUDED:
+            envelope = ev.blob(entry.envelope)
+            if envelope is not None:
+                return i, entry, Statement.from_bytes(Envelope.from_bytes(envelope).payload)
+    raise FormatError(f"bundle {ev.path.name}: no record of {ev.subject} in the bundle")
+
+
+def _tree(note_text: str) -> tuple[str, int, bytes] | None:
+    try:
+        cp = Checkpoint.from_text(Note.from_bytes(note_text.encode("utf-8")).text)
+    except (FormatError, UnicodeEncodeError):
+        return None
+    return cp.origin, cp.size, cp.root
+
+
+def _earlier_import(ledger: Ledger, digest: str, tree: tuple[str, int, bytes]) -> int | None:
+    """The index of an import record of ``digest`` with the same evidence (log, tree), if any."""
+    for i in ledger.log.find_subject(digest):
+        entry = LogEntry.from_bytes(ledger.log.entry(i))
+        if entry.kind != "import":
+            continue
+        try:
+            st = Statement.from_bytes(Envelope.from_bytes(ledger.store.get(entry.envelope)).payload)
+        except (ProvenanceError, StoreError):
+            continue
+        log = st.predicate.get("log")
+        if (
+            isinstance(log, dict)
+            and isinstance(log.get("checkpoint"), str)
+            and _tree(log["checkpoint"]) == tree
+        ):
+            return i
+    return None
+
+
+def import_bundle(
+    ledger: Ledger,
+    path: Path,
+    policy: TrustPolicy,
+    signers: Signer | Sequence[Signer],
+    *,
+    now: dt.datetime | None = None,
+    limits: Limits | None = None,
+) -> ImportResult:
+    """Verify a bundle under ``policy``, then copy its objects and record the import.
+
+    Steps:
+        1. The signers must meet the approver threshold of ``policy`` (import records are
+           signed by approvers), checked before the bundle is read.
+        2. Open the bundle (every hostile-input check of `BundleEvidence.open`).
+        3. Verify it (`verify_bundle`): the log key, the proofs, the signatures, roles and
+           thresholds, approvals, revocations, the policy history. Any failure raises, and
+           nothing has been copied.
+        4. Copy every object into the store (content-addressed; each re-hashed as copied).
+        5. Unless an import record of the same artifact under the same log tree exists,
+           record one: subject the foreign digest, predicate the origin log, its signed
+           checkpoint, and every bundled entry with its inclusion proof.
+
+    Raises:
+        PolicyError: the signers are not enough approvers.
+        FormatError, VerificationError: the bundle is malformed or does not verify.
+        StoreError, LogError: the store or log cannot be written.
+    """
+    keys = [signers] if isinstance(signers, Signer) else list(signers)
+    # (1)
+    _check_signers(policy, keys)
+    ledger.log.require_signer()
+    # (2)
+    with BundleEvidence.open(path, limits=limits) as ev:
+        # (3)
+        report = verify_bundle(ev, policy, now=now)
+        n, failed = report.count()
+        if failed:
+            raise VerificationError(
+                f"import {path.name}: {failed} of {n} checks failed; nothing imported\n"
+                + "\n".join(report.failures())
+            )
+        index, entry, statement = _primary(ev)
+        name = next(s.name for s in statement.subjects if s.digest == ev.subject)
+        # (4)
+        for digest, file in ev.objects.items():
+            got = ledger.store.put_file(file)
+            if got.digest != digest:
+                raise StoreError(f"import: object {digest} changed while copied ({got.digest})")
+        # (5)
+        cp = ev.checkpoint
+        note_text = ev.checkpoint_note().decode("utf-8")
+        tree = (cp.origin, cp.size, cp.root)
+        earlier = _earlier_import(ledger, ev.subject, tree)
+        if earlier is not None:
+            return ImportResult(
+                ev.subject, entry.kind, name, cp.origin, earlier, False, len(ev.objects), report
+            )
+        predicate = {
+            "artifact": {"digest": ev.subject, "kind": entry.kind, "name": name, "logIndex": index},
+            "log": {"origin": cp.origin, "vkey": ev.index.vkey, "checkpoint": note_text},
+            "entries": [
+                {
+                    "index": i,
+                    "entry": data.decode("utf-8"),
+                    "inclusion": [
+                        base64.b64encode(h).decode("ascii") for h in ev.inclusion_proof(i, cp.size)
+                    ],
+                }
+                for i, data in ev.entries()
+            ],
+            "dataIncluded": not ev.index.omitted,
+        }
+        recorded = record_statement(
+            ledger, name, ev.subject, predicates.IMPORT, predicate, keys, kind="import"
+        )
+        return ImportResult(
+            ev.subject, entry.kind, name, cp.origin, recorded.index, True, len(ev.objects), report
+        )

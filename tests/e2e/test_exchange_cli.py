@@ -1,0 +1,356 @@
+"""End to end: ``trajledger export`` / ``import`` and ``python -m verify`` on a quickstart ledger.
+
+The vendor is a quickstart ledger; the buyer is a second ledger whose policy trusts the vendor's
+log and keys and adds two buyer approvers, who sign the import record. Covers the full path
+(export with and without data, offline verification, import, re-import as a no-op, consistency
+with a checkpoint seen before) and the refusal paths (a tampered bundle, an untrusted log, keys
+that are not approvers, bad references and options): exit codes and exact stderr, and nothing
+copied into the buyer's ledger when an import is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+import zstandard
+from click.testing import CliRunner, Result
+
+from ledger.home import Ledger
+from runner.cli import main
+from verify.__main__ import main as verify_main
+from verify.bundle import BundleIndex, Member
+
+
+def new_runner() -> CliRunner:
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        return CliRunner()
+
+
+def run(home: Path, *args: str | Path) -> Result:
+    return new_runner().invoke(main, ["--ledger", str(home), *map(str, args)])
+
+
+def expect(result: Result, code: int, stderr: str | None = None) -> None:
+    assert result.exit_code == code, result.output
+    if stderr is not None:
+        assert result.stderr == stderr, result.output
+    assert "Traceback" not in result.output
+
+
+class Vendor:
+    def __init__(self, root: Path) -> None:
+        self.home = root / "vendor"
+        r = new_runner().invoke(main, ["quickstart", str(self.home), "--episodes", "10"])
+        assert r.exit_code == 0, r.output
+        self.ref = r.stdout.strip().splitlines()[-1]
+        self.policy = self.home / "policy.toml"
+        self.bundle = root / "vendor.tar.zst"
+        r = run(self.home, "export", self.ref, "--out", self.bundle)
+        expect(r, 0)
+        self.export_result = r
+        self.vkey = Ledger.open(self.home).log.vkey
+        self.size = Ledger.open(self.home).log.size
+        names = [n for n, _ in members_of(self.bundle)]
+        self.entries = sum(n.startswith("entries/") for n in names)
+        self.objects = sum(n.startswith("objects/") for n in names)
+
+
+@pytest.fixture(scope="module")
+def vendor(tmp_path_factory: pytest.TempPathFactory) -> Vendor:
+    return Vendor(tmp_path_factory.mktemp("exchange"))
+
+
+BUYER_POLICY = """\
+name = "buyer"
+serial = 1
+[roles.producer]
+keys = ["trust/vendor.pub"]
+[roles.approver]
+keys = ["trust/approver-a.pub", "trust/approver-b.pub", "trust/b1.pub", "trust/b2.pub"]
+threshold = 2
+[roles.trainer]
+keys = ["trust/trainer.pub"]
+[roles.log]
+vkeys = [{vkeys}]
+"""
+
+
+@pytest.fixture
+def buyer(tmp_path: Path, vendor: Vendor) -> Path:
+    home = tmp_path / "buyer"
+    expect(run(home, "init", "--origin", "buyer/log"), 0)
+    for k in ("b1", "b2", "outsider"):
+        expect(run(home, "key", "new", k, "--no-encrypt"), 0)
+    trust = home / "trust"
+    trust.mkdir()
+    for p in [*(vendor.home / "keys").glob("*.pub"), *(home / "keys").glob("b*.pub")]:
+        shutil.copy(p, trust / p.name)
+    vkeys = f'"{vendor.vkey}", "{Ledger.open(home).log.vkey}"'
+    (home / "policy.toml").write_text(BUYER_POLICY.format(vkeys=vkeys))
+    return home
+
+
+def verify_cli(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
+    code = verify_main([str(a) for a in args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def members_of(path: Path) -> list[tuple[str, bytes]]:
+    raw = zstandard.ZstdDecompressor().stream_reader(path.read_bytes()).read()
+    with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+        return [(i.name, tar.extractfile(i).read()) for i in tar]  # type: ignore[union-attr]
+
+
+def repack(path: Path, members: list[tuple[str, bytes]], *, reindex: bool) -> Path:
+    if reindex:
+        old = BundleIndex.from_bytes(members[0][1])
+        listed = sorted(
+            (Member(n, len(d), hashlib.sha256(d).hexdigest()) for n, d in members[1:]),
+            key=lambda m: m.name,
+        )
+        new = BundleIndex(
+            old.subject, old.origin, old.vkey, old.created, tuple(listed), old.omitted
+        )
+        members = [("bundle.json", new.to_bytes()), *members[1:]]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    path.write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
+    return path
+
+
+def store_count(home: Path) -> int:
+    return sum(1 for p in (home / "objects").rglob("*") if p.is_file())
+
+
+# -- the full path -------------------------------------------------------------------------------
+
+
+def test_export_writes_a_bundle_that_verifies_offline(
+    vendor: Vendor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r = vendor.export_result
+    size = vendor.bundle.stat().st_size
+    assert r.stdout == f"{vendor.ref}\n"
+    assert r.stderr == (
+        f"OK: {vendor.ref}: bundle {vendor.bundle} written: {vendor.entries} log entries, "
+        f"{vendor.objects} objects, {size} bytes, checkpoint size {vendor.size}\n"
+    )
+    code, out, err = verify_cli(capsys, vendor.bundle, "--policy", vendor.policy)
+    assert code == 0, err
+    assert out.splitlines()[0] == f"✓ lineage of {vendor.ref[:19]}…"
+    assert "✓ checkpoint cartpole-bc@2" in out
+    assert err.startswith(f"OK: {vendor.bundle}: ") and err.endswith(" checks passed\n")
+    code, out, _ = verify_cli(capsys, vendor.bundle, "--policy", vendor.policy, "--json")
+    assert code == 0 and json.loads(out)["status"] == "ok"
+
+
+def test_export_without_data(
+    vendor: Vendor, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "nodata.tar.zst"
+    r = run(vendor.home, "export", vendor.ref, "--out", out, "--no-data")
+    expect(r, 0)
+    index = BundleIndex.from_bytes(members_of(out)[0][1])
+    omitted = len(index.omitted)
+    assert (
+        omitted > 5
+        and f"{vendor.objects - omitted} objects, {omitted} data blob(s) omitted" in r.stderr
+    )
+    assert out.stat().st_size < vendor.bundle.stat().st_size / 2
+    code, text, err = verify_cli(capsys, out, "--policy", vendor.policy)
+    assert code == 0, err
+    assert f"{omitted} data blob(s) not included (exported with --no-data)" in text
+
+
+def test_import_verifies_copies_and_records_once(vendor: Vendor, buyer: Path) -> None:
+    policy = buyer / "policy.toml"
+    r = run(buyer, "import", vendor.bundle, "--policy", policy, "--key", "b1", "--key", "b2")
+    expect(r, 0)
+    assert r.stderr == (
+        f"OK: checkpoint cartpole-bc@2 ({vendor.ref[:19]}…) from "
+        f"{vendor.vkey.split('+')[0]}: imported, {vendor.objects} object(s), "
+        "record at log index 0\n"
+    )
+    assert r.stdout.splitlines()[-1] == vendor.ref
+    ledger = Ledger.open(buyer)
+    assert ledger.log.size == 1
+    stored = store_count(buyer)
+    assert stored == vendor.objects + 1  # the bundle's objects and the import envelope
+    # The same evidence again: nothing new.
+    again = run(buyer, "import", vendor.bundle, "--policy", policy, "--key", "b1", "--key", "b2")
+    expect(again, 0)
+    assert again.stderr.endswith("already imported at log index 0; nothing new recorded\n")
+    assert Ledger.open(buyer).log.size == 1 and store_count(buyer) == stored
+
+
+def test_import_record_carries_the_evidence(vendor: Vendor, buyer: Path) -> None:
+    from verify.dsse import Envelope
+    from verify.log_entry import LogEntry
+    from verify.merkle import leaf_hash, verify_inclusion
+    from verify.statement import Statement
+
+    expect(
+        run(
+            buyer,
+            "import",
+            vendor.bundle,
+            "--key",
+            "b1",
+            "--key",
+            "b2",
+            "--policy",
+            buyer / "policy.toml",
+        ),
+        0,
+    )
+    ledger = Ledger.open(buyer)
+    entry = LogEntry.from_bytes(ledger.log.entry(0))
+    assert (entry.kind, entry.subject) == ("import", vendor.ref)
+    st = Statement.from_bytes(Envelope.from_bytes(ledger.store.get(entry.envelope)).payload)
+    p = st.predicate
+    assert p["artifact"]["kind"] == "checkpoint" and p["artifact"]["digest"] == vendor.ref
+    assert p["log"]["vkey"] == vendor.vkey
+    assert p["log"]["checkpoint"] == (vendor.home / "log" / "checkpoint").read_text()
+    assert p["dataIncluded"] is True
+    root = Ledger.open(vendor.home).log.checkpoint().root
+    import base64
+
+    for e in p["entries"]:
+        proof = [base64.b64decode(h) for h in e["inclusion"]]
+        verify_inclusion(e["index"], vendor.size, leaf_hash(e["entry"].encode()), proof, root)
+
+
+# -- refusals ------------------------------------------------------------------------------------
+
+
+def test_import_of_a_tampered_bundle_copies_nothing(
+    vendor: Vendor, buyer: Path, tmp_path: Path
+) -> None:
+    members = members_of(vendor.bundle)
+    name, data = max(members[1:], key=lambda m: len(m[1]))  # the biggest data blob
+    i = len(data) // 2
+    bad = [(n, d[:i] + bytes([d[i] ^ 1]) + d[i + 1 :] if n == name else d) for n, d in members]
+    tampered = repack(tmp_path / "tampered.tar.zst", bad, reindex=True)
+    r = run(
+        buyer, "import", tampered, "--policy", buyer / "policy.toml", "--key", "b1", "--key", "b2"
+    )
+    expect(r, 1)
+    assert r.stderr.startswith(f"FAIL: bundle tampered.tar.zst: member {name}: content hashes to")
+    assert r.stderr.rstrip().endswith("not its name")
+    assert Ledger.open(buyer).log.size == 0 and store_count(buyer) == 0
+
+
+def test_import_under_a_policy_not_trusting_the_vendor_log_copies_nothing(
+    vendor: Vendor, buyer: Path
+) -> None:
+    text = (buyer / "policy.toml").read_text().replace(f'"{vendor.vkey}", ', "")
+    (buyer / "untrusting.toml").write_text(text)
+    r = run(
+        buyer,
+        "import",
+        vendor.bundle,
+        "--policy",
+        buyer / "untrusting.toml",
+        "--key",
+        "b1",
+        "--key",
+        "b2",
+    )
+    expect(r, 1)
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith(f"FAIL: import {vendor.bundle.name}: ")
+    assert lines[0].endswith("checks failed; nothing imported")
+    assert any("trusted log key" in line for line in lines[1:])
+    assert Ledger.open(buyer).log.size == 0 and store_count(buyer) == 0
+
+
+def test_import_needs_the_approver_threshold(vendor: Vendor, buyer: Path) -> None:
+    policy = buyer / "policy.toml"
+    expect(
+        run(buyer, "import", vendor.bundle, "--policy", policy, "--key", "outsider", "--key", "b1"),
+        1,
+        "FAIL: import: key(s) outsider are not approvers in policy 'buyer'\n",
+    )
+    expect(
+        run(buyer, "import", vendor.bundle, "--policy", policy, "--key", "b1"),
+        1,
+        "FAIL: import: signed by 1 approver key(s), policy 'buyer' wants 2\n",
+    )
+    expect(
+        run(buyer, "import", buyer / "nope.tar.zst", "--policy", policy, "--key", "b1"),
+        3,
+        f"FAIL: bundle {buyer / 'nope.tar.zst'}: no such file\n",
+    )
+    assert store_count(buyer) == 0
+
+
+def test_export_refusals(vendor: Vendor, tmp_path: Path) -> None:
+    out = tmp_path / "x.tar.zst"
+    r = run(vendor.home, "export", "no-such-thing@1", "--out", out)
+    expect(r, 3)
+    assert r.stderr.startswith("FAIL: ") and not out.exists()
+    expect(
+        run(vendor.home, "export", vendor.ref, "--out", out, "--consistency-from", "99"),
+        3,
+        f"FAIL: export: consistency from size 99: want 1..{vendor.size} (the checkpoint's size)\n",
+    )
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    expect(run(vendor.home, "export", vendor.ref), 2)
+
+
+def test_verify_command_line_refusals(
+    vendor: Vendor, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as e:
+        verify_main([str(vendor.bundle)])
+    assert e.value.code == 2
+    capsys.readouterr()
+    code, _, err = verify_cli(capsys, tmp_path / "none.tar.zst", "--policy", vendor.policy)
+    assert (code, err) == (
+        3,
+        f"FAIL: {tmp_path / 'none.tar.zst'}: bundle {tmp_path / 'none.tar.zst'}: no such file\n",
+    )
+    code, _, err = verify_cli(capsys, vendor.bundle, "--policy", tmp_path / "none.toml")
+    assert (code, err) == (
+        3,
+        f"FAIL: {vendor.bundle}: policy {tmp_path / 'none.toml'}: No such file or directory\n",
+    )
+
+
+def test_known_checkpoint_consistency(
+    vendor: Vendor, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "vendor"
+    shutil.copytree(vendor.home, home)
+    old = tmp_path / "seen.checkpoint"
+    old.write_bytes((home / "log" / "checkpoint").read_bytes())
+    (tmp_path / "more").mkdir()
+    (tmp_path / "more" / "f.txt").write_text("more\n")
+    expect(run(home, "attest", tmp_path / "more", "--key", "vendor"), 0)
+    grown = tmp_path / "grown.tar.zst"
+    expect(
+        run(home, "export", vendor.ref, "--out", grown, "--consistency-from", str(vendor.size)), 0
+    )
+    policy = home / "policy.toml"
+    code, out, err = verify_cli(capsys, grown, "--policy", policy, "--known-checkpoint", old)
+    assert code == 0, err
+    n = vendor.size
+    assert f"✓ consistent with the checkpoint seen before — size {n} -> {n + 1}" in out
+    plain = tmp_path / "plain.tar.zst"
+    expect(run(home, "export", vendor.ref, "--out", plain), 0)
+    code, _, err = verify_cli(capsys, plain, "--policy", policy, "--known-checkpoint", old)
+    assert code == 1
+    assert f"the bundle holds no consistency proof from size {n} to {n + 1}" in err

@@ -1,0 +1,153 @@
+"""A third party verifies an evidence bundle with nothing but ``verify/``, cryptography and
+zstandard.
+
+A quickstart ledger exports its final checkpoint; a fresh venv gets only ``cryptography`` and
+``zstandard`` (the versions of the development venv, from pip's cache when it has them) and a
+copy of ``verify/``; the trust policy travels with the public keys it names (no private key
+leaves the ledger). ``python -m verify bundle.tar.zst --policy policy.toml`` must exit 0; a
+bundle with one byte of a data blob changed (and ``bundle.json`` rewritten to match, as an
+attacker would) must exit 1 naming the blob. Slow: it creates a venv and runs pip. Skipped
+only when pip cannot reach a package index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import zstandard
+from click.testing import CliRunner
+
+from runner.cli import main
+from verify.bundle import BundleIndex, Member
+
+REPO = Path(__file__).resolve().parents[2]
+NETWORK_TROUBLE = (
+    "Could not find a version",
+    "No matching distribution",
+    "NewConnectionError",
+    "Failed to establish a new connection",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "ProxyError",
+    "ConnectTimeout",
+    "ReadTimeout",
+)
+ALLOWED = {"cryptography", "cffi", "pycparser", "zstandard", "pip", "setuptools", "wheel"}
+
+
+def tamper(bundle: Path, out: Path) -> str:
+    """Flip one byte of the largest object and rewrite bundle.json to match; returns its name."""
+    raw = zstandard.ZstdDecompressor().stream_reader(bundle.read_bytes()).read()
+    with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+        members = [(i.name, tar.extractfile(i).read()) for i in tar]  # type: ignore[union-attr]
+    name = max((m for m in members if m[0].startswith("objects/")), key=lambda m: len(m[1]))[0]
+    changed = []
+    for n, d in members:
+        if n == name:
+            d = d[:100] + bytes([d[100] ^ 1]) + d[101:]
+        changed.append((n, d))
+    old = BundleIndex.from_bytes(changed[0][1])
+    listed = sorted(
+        (Member(n, len(d), hashlib.sha256(d).hexdigest()) for n, d in changed[1:]),
+        key=lambda m: m.name,
+    )
+    new = BundleIndex(old.subject, old.origin, old.vkey, old.created, tuple(listed), old.omitted)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for n, d in [("bundle.json", new.to_bytes()), *changed[1:]]:
+            info = tarfile.TarInfo(n)
+            info.size = len(d)
+            tar.addfile(info, io.BytesIO(d))
+    out.write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
+    return name
+
+
+@pytest.mark.slow
+def test_a_third_party_verifies_a_bundle_with_verify_alone(tmp_path: Path) -> None:
+    # The vendor: a quickstart ledger, its final checkpoint exported.
+    try:
+        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        runner = CliRunner()
+    home = tmp_path / "vendor"
+    r = runner.invoke(main, ["quickstart", str(home), "--episodes", "10"])
+    assert r.exit_code == 0, r.output
+    ref = r.stdout.strip().splitlines()[-1]
+    work = tmp_path / "auditor"
+    work.mkdir()
+    r = runner.invoke(
+        main, ["--ledger", str(home), "export", ref, "--out", str(work / "bundle.tar.zst")]
+    )
+    assert r.exit_code == 0, r.output
+    shutil.copy(home / "policy.toml", work / "policy.toml")
+    (work / "keys").mkdir()
+    for pub in (home / "keys").glob("*.pub"):
+        shutil.copy(pub, work / "keys" / pub.name)
+    shutil.copytree(REPO / "verify", work / "verify", ignore=shutil.ignore_patterns("__pycache__"))
+    blob = tamper(work / "bundle.tar.zst", work / "tampered.tar.zst")
+
+    # The auditor: a fresh venv with cryptography and zstandard only.
+    venv_dir = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv_dir)], check=True, timeout=120)
+    python = venv_dir / "bin" / "python"
+    wanted = [f"{p}=={importlib.metadata.version(p)}" for p in ("cryptography", "zstandard")]
+    pip = subprocess.run(
+        [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", *wanted],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if pip.returncode != 0:
+        if any(s in pip.stdout + pip.stderr for s in NETWORK_TROUBLE):
+            pytest.skip(f"pip cannot install {wanted} (no index?): {pip.stderr.strip()[-300:]}")
+        pytest.fail(f"pip install {wanted} failed:\n{pip.stdout}\n{pip.stderr}")
+    listed = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format=json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert {d["name"].lower() for d in json.loads(listed.stdout)} <= ALLOWED
+
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+
+    def verify(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(python), "-s", "-m", "verify", *args],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    ok = verify("bundle.tar.zst", "--policy", "policy.toml")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith(f"✓ lineage of {ref[:19]}…\n")
+    assert "✓ checkpoint cartpole-bc@2" in ok.stdout
+    assert ok.stderr.startswith("OK: bundle.tar.zst: ") and ok.stderr.endswith(" checks passed\n")
+
+    as_json = verify("bundle.tar.zst", "--policy", "policy.toml", "--json")
+    assert as_json.returncode == 0 and json.loads(as_json.stdout)["status"] == "ok"
+
+    bad = verify("tampered.tar.zst", "--policy", "policy.toml")
+    assert bad.returncode == 1, bad.stderr
+    assert bad.stderr.startswith(
+        f"FAIL: tampered.tar.zst: bundle tampered.tar.zst: member {blob}: content hashes to "
+    )
+    assert bad.stderr.rstrip().endswith("not its name")
+    assert "Traceback" not in bad.stderr
+
+    usage = verify("bundle.tar.zst")
+    assert usage.returncode == 2 and "--policy" in usage.stderr

@@ -1,0 +1,116 @@
+"""``python -m verify BUNDLE --policy F``: verify an evidence bundle with nothing but ``verify/``.
+
+Scope: the third party's command line (argparse, so it runs from a copy of ``verify/`` in a
+venv holding only ``cryptography`` and ``zstandard``). It opens the bundle
+(`verify.bundle.BundleEvidence`), verifies the artifact and its lineage under the policy given
+(`verify.bundle.verify_bundle`) and renders the report.
+
+Output: the report on stdout (a text tree, or ``--json``); on stderr ``OK: <bundle>: N checks
+passed`` or one ``FAIL: <bundle>: <reason>`` line per failure. Exit codes, as ``trajledger``:
+0 ok; 1 verification failed or malformed evidence; 2 usage; 3 operational (missing or unreadable
+file, zstandard not installed); 4 internal bug.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from ._json import load_object
+from .bundle import BundleEvidence, verify_bundle
+from .errors import FormatError, ProvenanceError, VerificationError
+from .policy import TrustPolicy
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_OPERATIONAL, EXIT_BUG = 0, 1, 2, 3, 4
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m verify",
+        description="Verify an evidence bundle exported by 'trajledger export': the artifact "
+        "and its whole lineage, offline, under your trust policy.",
+        epilog="Exit codes: 0 ok, 1 verification failed, 2 usage, 3 operational problem.",
+    )
+    p.add_argument("bundle", type=Path, help="the bundle (.tar.zst)")
+    p.add_argument(
+        "--policy",
+        required=True,
+        type=Path,
+        help="your trust policy: TOML (key paths relative to it) or its JSON form",
+    )
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--deep", action="store_true", help="re-hash data blobs (they are hashed on reading)"
+    )
+    p.add_argument(
+        "--known-checkpoint",
+        type=Path,
+        metavar="FILE",
+        help="a signed checkpoint of the same log seen before: the bundle's must extend it",
+    )
+    return p
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise OSError(f"{what} {path}: {e.strerror or e}") from e
+
+
+def _load_policy(path: Path) -> TrustPolicy:
+    data = _read(path, "policy")
+    if path.suffix == ".json":
+        return TrustPolicy.from_json(load_object(data, f"policy {path}"), f"policy {path}")
+    return TrustPolicy.from_toml(data, path.parent, f"policy {path}")
+
+
+def _fail(subject: str, message: str) -> None:
+    for line in message.splitlines() or [""]:
+        print(f"FAIL: {subject}: {line}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Verify the bundle named in ``args``; print the report; return the exit code."""
+    subject = str(args.bundle)
+    policy = _load_policy(args.policy)
+    known = _read(args.known_checkpoint, "known checkpoint") if args.known_checkpoint else None
+    if not args.bundle.is_file():
+        raise OSError(f"bundle {args.bundle}: no such file")
+    with BundleEvidence.open(args.bundle) as evidence:
+        report = verify_bundle(evidence, policy, deep=args.deep, known_checkpoint=known)
+    if args.json:
+        print(json.dumps(report.to_json(), sort_keys=True, separators=(",", ":")))
+    else:
+        print("\n".join(report.render()))
+    n, failed = report.count()
+    if failed:
+        _fail(subject, f"{failed} of {n} checks failed\n" + "\n".join(report.failures()))
+        return EXIT_FAILED
+    print(f"OK: {subject}: {n} checks passed", file=sys.stderr)
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; returns the exit code (argparse exits 2 on usage errors itself)."""
+    args = _parser().parse_args(argv)
+    try:
+        return run(args)
+    except (VerificationError, FormatError) as e:
+        _fail(str(args.bundle), str(e))
+        return EXIT_FAILED
+    except (ProvenanceError, OSError) as e:
+        _fail(str(args.bundle), str(e))
+        return EXIT_OPERATIONAL
+    except Exception as e:  # the last resort of a command line: report, never a bare traceback
+        traceback.print_exc()
+        print(f"BUG: {type(e).__name__}: {e}; please report it", file=sys.stderr)
+        return EXIT_BUG
+
+
+if __name__ == "__main__":
+    sys.exit(main())
