@@ -258,7 +258,7 @@ def export_bundle(
         raise LedgerError(f"export: the log's checkpoint does not verify: {report.failures()}")
     size = checkpoint.size
     # (3)
-    indices = set(evidence.indices)
+    indices = set(evidence.indices) | verifier.used
     policies: dict[int, bytes] = {}
     for rec in Catalog(ledger).by_kind("trust-policy"):
         if rec.index >= size:
