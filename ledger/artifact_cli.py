@@ -303,7 +303,9 @@ def dataset_create(
 ) -> None:
     """Record dataset NAME at --version; prints its digest.
 
-    Refuses a batch already in a dataset of another split; reports exact duplicate episodes.
+    Refuses a batch already in a dataset of another split, and an episode that exactly
+    duplicates one on the other side (train vs holdout / regression); reports duplicate
+    episodes within the dataset and near duplicates across splits.
     """
     from .artifacts import create_dataset
 
@@ -314,6 +316,10 @@ def dataset_create(
         warn(d)
     if len(result.duplicate_episodes) > 20:
         warn(f"... and {len(result.duplicate_episodes) - 20} more duplicate episodes")
+    for d in result.near_duplicates[:20]:
+        warn(d)
+    if len(result.near_duplicates) > 20:
+        warn(f"... and {len(result.near_duplicates) - 20} more near duplicates across splits")
     ok(
         f"dataset {name}@{version} ({split}, {len(result.batches)} batch(es)) recorded at log "
         f"index {result.recorded.index}"

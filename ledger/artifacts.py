@@ -559,11 +559,15 @@ class DatasetResult:
         batches: the member batches, distinct, in the order given.
         duplicate_episodes: one line per episode whose content equals an earlier member
             episode's (reported, not refused).
+        near_duplicates: one line per episode that nearly duplicates an episode of a dataset
+            of the other side (train vs holdout / regression), from the audit index
+            (reported, not refused; exact duplicates across splits are refused).
     """
 
     recorded: Recorded
     batches: tuple[CatalogItem, ...]
     duplicate_episodes: tuple[str, ...]
+    near_duplicates: tuple[str, ...] = ()
 
     @property
     def digest(self) -> str:
@@ -589,10 +593,15 @@ def create_dataset(
            must never share data). A dataset whose record cannot be read fails the check:
            its split is unknown, so sharing cannot be ruled out.
         3. Find exact duplicate episodes across the member batches (reported, not refused).
-        4. Record the dataset (its manifest lists one descriptor file, ``dataset.json``).
+        4. Check contamination against the datasets of the other side (train vs holdout /
+           regression) with the audit index: an exact duplicate episode is refused (the same
+           episode would be both trained on and held out); near duplicates are reported. The
+           index is derived data: it can only add refusals, never admit anything.
+        5. Record the dataset (its manifest lists one descriptor file, ``dataset.json``).
 
     Raises:
-        PolicyError: a batch is in another split, or NAME@VERSION exists.
+        PolicyError: a batch is in another split, an episode exactly duplicates one on the
+            other side, or NAME@VERSION exists.
         FormatError: an unknown split, an empty name, version or batch list.
         RefError: a batch reference resolves to nothing or to several batches.
         LedgerError: a dataset record or a batch file cannot be read.
@@ -632,6 +641,19 @@ def create_dataset(
     # (3)
     duplicates = tuple(_duplicate_episodes(ledger, digests))
     # (4)
+    from .index import split_contamination
+
+    findings = split_contamination(ledger, split, digests)
+    exact = [f for f in findings if f.kind == "exact"]
+    if exact:
+        listed = "; ".join(str(f) for f in exact[:10])
+        more = f"; ... and {len(exact) - 10} more" if len(exact) > 10 else ""
+        raise PolicyError(
+            f"dataset {name}@{version} ({split}): {len(exact)} episode(s) exactly duplicate "
+            f"episodes of the other split: {listed}{more}"
+        )
+    near = tuple(str(f) for f in findings if f.kind != "exact")
+    # (5)
     with tempfile.TemporaryDirectory(dir=_tmp_root(ledger)) as tmp:
         found = _descriptor(
             Path(tmp),
@@ -641,7 +663,7 @@ def create_dataset(
         recorded = record_files(
             ledger, found, signer, predicates.DATASET, predicate, name=f"{name}@{version}"
         )
-    return DatasetResult(recorded, tuple(batches), duplicates)
+    return DatasetResult(recorded, tuple(batches), duplicates, near)
 
 
 def batch_files(ledger: Ledger, digest: str) -> dict[str, str]:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ledger.errors import LedgerError
 from verify.errors import FormatError, PolicyError, ProvenanceError
 from verify.evidence import LedgerDirEvidence
-from verify.lineage import FAIL, OK, Check, LineageVerifier, Record
+from verify.lineage import INFO, FAIL, OK, Check, LineageVerifier, Record
 from verify.policy import TrustPolicy
 
 if TYPE_CHECKING:
@@ -150,7 +150,10 @@ def admit(
            regression dataset, approvals by the threshold for the purpose, unexpired.
         4. Refuse erased data: the dataset or a batch with a verified erasure record.
         5. Read each batch's files once, check their digests, and validate their schema.
-        6. Remember the checkpoint when the log checks passed; refuse with every failure, or
+        6. Contamination: no episode exactly duplicates one of a holdout or regression dataset
+           (the audit index finds them; near duplicates are reported, not refused). The index
+           is derived data, so it can only add refusals.
+        7. Remember the checkpoint when the log checks passed; refuse with every failure, or
            return the verified tables.
 
     Args:
@@ -209,7 +212,9 @@ def admit(
             if batch is not None:
                 batches.append(batch)
                 _dependencies(verifier, batch, deps)
-    # (6)
+        # (6)
+        root.add(_contamination(ledger, item.digest))
+    # (7)
     if remember_checkpoint and verifier.log.ok and verifier.checkpoint is not None:
         _remember(seen_path, seen, verifier, evidence.checkpoint_note())
     if not root.ok or rec is None:
@@ -229,6 +234,26 @@ def admit(
         rec.predicate,
         tuple(deps.values()),
     )
+
+
+def _contamination(ledger: Ledger, digest: str) -> Check:
+    """Exact duplicates of held-out episodes fail; near duplicates are information."""
+    from ledger.index import contamination_findings
+
+    node = Check("no episode duplicates a holdout or regression episode")
+    # A batch that is itself in both splits is reported by the split rule; here, only episodes
+    # that reached the other side in another batch.
+    findings = [f for f in contamination_findings(ledger, digest) if f.train_batch != f.other_batch]
+    exact = [f for f in findings if f.kind == "exact"]
+    for f in exact[:20]:
+        node.add(Check("exact duplicate", FAIL, str(f)))
+    if len(exact) > 20:
+        node.add(Check("exact duplicates", FAIL, f"... and {len(exact) - 20} more"))
+    near = [f for f in findings if f.kind != "exact"]
+    if near:
+        node.add(Check("near duplicates", INFO, f"{len(near)} (first: {near[0]})"))
+    node.detail = f"{len(exact)} exact, {len(near)} near duplicate(s) (audit index, unverified)"
+    return node
 
 
 def _read_seen(path: Path) -> bytes | None:

@@ -1012,3 +1012,56 @@ def test_second_iteration_through_the_ledger_beats_random(
         f"{random_eval.mean_return:.1f}, iteration 2 (ledger) {second.mean_return:.1f}"
     )
     assert second.mean_return > random_eval.mean_return
+
+
+# -- contamination between splits (audit index) ---------------------------------------------------
+
+
+def _copy_batch(w: World, batch: str, name: str) -> str:
+    """Record the same episodes again as a new batch (another name, so another record)."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from ledger.artifacts import batch_files
+
+    files = batch_files(w.ledger, batch)
+    steps = pq.read_table(io.BytesIO(w.ledger.store.get_verified(files["steps.parquet"])))
+    episodes = pq.read_table(io.BytesIO(w.ledger.store.get_verified(files["episodes.parquet"])))
+    ids = [f"copy-{e}" for e in steps.column("episode_id").to_pylist()]
+    steps = steps.set_column(steps.schema.get_field_index("episode_id"), "episode_id", [ids])
+    eids = [f"copy-{e}" for e in episodes.column("episode_id").to_pylist()]
+    episodes = episodes.set_column(
+        episodes.schema.get_field_index("episode_id"), "episode_id", [eids]
+    )
+    return record_batch(
+        w.ledger, steps, episodes=episodes, env="cartpole@1", policy="random-copy",
+        signer=w.signer("vendor"), name=name,
+    ).recorded.digest
+
+
+def test_dataset_create_refuses_an_exact_duplicate_of_a_train_episode(
+    runner: CliRunner, world: World
+) -> None:
+    copy = _copy_batch(world, world.batch, "copied")
+    size = world.ledger.log.size
+    r = run(runner, world.home, "dataset", "create", "held", "--version", "1", "--split",
+            "holdout", "--batch", copy, "--key", "vendor")
+    expect(r, 1)
+    assert r.stderr.startswith("FAIL: dataset held@1 (holdout): 4 episode(s) exactly duplicate "
+                               "episodes of the other split: "), r.stderr
+    assert world.ledger.log.size == size
+
+
+def test_runner_refuses_train_data_that_duplicates_holdout_episodes(
+    runner: CliRunner, world: World
+) -> None:
+    """A holdout dataset recorded around the writer's check (crafted) is still caught by the
+    gate: the index finds the exact duplicates and the runner refuses."""
+    copy = _copy_batch(world, world.batch, "copied")
+    world.craft_dataset("held", "holdout", [copy])
+    r = run(runner, world.home, "admit", "ds@1")
+    expect(r, 1)
+    lines = r.stderr.splitlines()
+    assert lines[0] == "FAIL: dataset ds@1: refused, 4 problem(s)", r.stderr
+    assert all("exact duplicate: " in line and "an exact duplicate" in line for line in lines[1:])
