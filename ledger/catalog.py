@@ -32,7 +32,16 @@ if TYPE_CHECKING:
 __all__ = ["NAMED_KINDS", "Catalog", "CatalogItem", "RefError"]
 
 NAMED_KINDS = frozenset(
-    {"files", "environment", "evaluator", "rollout-batch", "dataset", "checkpoint", "trust-policy"}
+    {
+        "files",
+        "environment",
+        "evaluator",
+        "rollout-batch",
+        "dataset",
+        "checkpoint",
+        "trust-policy",
+        "import",
+    }
 )
 """Kinds whose records are artifacts a user refers to (not approvals, revocations...)."""
 

@@ -131,6 +131,12 @@ class Group(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
+        except BrokenPipeError as e:
+            # The reader went away (``trajledger log show | head``): not an error. Point stdout
+            # at /dev/null so the interpreter's final flush does not fail again.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise click.exceptions.Exit(EXIT_OK) from e
         except ProvenanceError as e:
             fail(str(e))
             raise click.exceptions.Exit(exit_code_for(e)) from e
