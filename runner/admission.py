@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ledger.errors import LedgerError
 from verify.errors import FormatError, PolicyError, ProvenanceError
 from verify.evidence import LedgerDirEvidence
-from verify.lineage import INFO, FAIL, OK, Check, LineageVerifier, Record
+from verify.lineage import FAIL, INFO, OK, Check, LineageVerifier, Record
 from verify.policy import TrustPolicy
 
 if TYPE_CHECKING:

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import click
 
-from ledger import artifact_cli, index_cli
+from ledger import artifact_cli, exchange_cli, index_cli
 from ledger import cli as ledger_cli
-from ledger import exchange_cli
 from ledger.clikit import Context, Group, default_home
 
 from . import commands as runner_commands

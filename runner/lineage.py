@@ -323,10 +323,12 @@ def render_html(graph: Graph) -> str:
         offset = (width - len(layer) * (box_w + gap_x) + gap_x) // 2
         for i, digest in enumerate(layer):
             pos[digest] = (offset + i * (box_w + gap_x), gap_y + depth * (box_h + gap_y))
-    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
-    svg.append(
-        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#90a4ae"/></marker></defs>'
-    )
+    svg = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">',
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
+        'markerHeight="7" orient="auto-start-reverse">'
+        '<path d="M 0 0 L 10 5 L 0 10 z" fill="#90a4ae"/></marker></defs>',
+    ]
     depth_of = {d: k for k, layer in enumerate(layers) for d in layer}
     detour = 0
     for e in graph.edges:
@@ -336,7 +338,8 @@ def render_html(graph: Graph) -> str:
             a = (x1 + box_w // 2, y1 + box_h) if y2 > y1 else (x1 + box_w // 2, y1)
             b = (x2 + box_w // 2, y2) if y2 > y1 else (x2 + box_w // 2, y2 + box_h)
             svg.append(
-                f'<line x1="{a[0]}" y1="{a[1]}" x2="{b[0]}" y2="{b[1]}" stroke="#90a4ae" stroke-width="1.5" marker-end="url(#arrow)"/>'
+                f'<line x1="{a[0]}" y1="{a[1]}" x2="{b[0]}" y2="{b[1]}" stroke="#90a4ae" '
+                'stroke-width="1.5" marker-end="url(#arrow)"/>'
             )
             label_at = ((a[0] + b[0]) // 2 + 4, (a[1] + b[1]) // 2)
         else:
@@ -346,7 +349,9 @@ def render_html(graph: Graph) -> str:
             b = (x2 + box_w, y2 + box_h // 2)
             bulge = max(x1, x2) + box_w + 18 + 14 * detour
             svg.append(
-                f'<path d="M {a[0]} {a[1]} C {bulge} {a[1]}, {bulge} {b[1]}, {b[0]} {b[1]}" fill="none" stroke="#b0bec5" stroke-width="1.2" stroke-dasharray="4 3" marker-end="url(#arrow)"/>'
+                f'<path d="M {a[0]} {a[1]} C {bulge} {a[1]}, {bulge} {b[1]}, {b[0]} {b[1]}" '
+                'fill="none" stroke="#b0bec5" stroke-width="1.2" stroke-dasharray="4 3" '
+                'marker-end="url(#arrow)"/>'
             )
             label_at = (int(bulge * 0.75 + a[0] * 0.25) + 2, (a[1] + b[1]) // 2)
         svg.append(
@@ -356,24 +361,28 @@ def render_html(graph: Graph) -> str:
         n = graph.nodes[digest]
         color = _COLOR[n.status]
         title = html.escape(
-            f"{n.label}\n{n.digest}\nlog index {n.index}\nsigners: {', '.join(n.signers)}\n{n.status}: {n.detail}"
+            f"{n.label}\n{n.digest}\nlog index {n.index}\nsigners: {', '.join(n.signers)}\n"
+            f"{n.status}: {n.detail}"
         )
         svg.append(
-            f'<g><title>{title}</title><rect x="{x}" y="{y}" width="{box_w}" height="{box_h}" rx="8" fill="#fff" stroke="{color}" stroke-width="2.5"/>'
+            f'<g><title>{title}</title><rect x="{x}" y="{y}" width="{box_w}" height="{box_h}" '
+            f'rx="8" fill="#fff" stroke="{color}" stroke-width="2.5"/>'
         )
         svg.append(f'<text x="{x + 10}" y="{y + 20}" class="kind">{html.escape(n.kind)}</text>')
+        name = html.escape(_short(n.label.split(" ", 1)[-1], 28))
+        svg.append(f'<text x="{x + 10}" y="{y + 38}" class="name">{name}</text>')
+        meta = f"{_MARK[n.status]} · log #{n.index} · {n.digest[7:19]}"
         svg.append(
-            f'<text x="{x + 10}" y="{y + 38}" class="name">{html.escape(_short(n.label.split(" ", 1)[-1], 28))}</text>'
-        )
-        svg.append(
-            f'<text x="{x + 10}" y="{y + 54}" class="meta" fill="{color}">{html.escape(_MARK[n.status])} · log #{n.index} · {html.escape(n.digest[7:19])}</text></g>'
+            f'<text x="{x + 10}" y="{y + 54}" class="meta" fill="{color}">'
+            f"{html.escape(meta)}</text></g>"
         )
     svg.append("</svg>")
     rows = "".join(
         f"<tr><td>{html.escape(n.kind)}</td><td>{html.escape(n.label.split(' ', 1)[-1])}</td>"
         f"<td><code>{html.escape(n.digest)}</code></td><td>{n.index}</td>"
         f"<td><code>{html.escape(', '.join(n.signers))}</code></td>"
-        f'<td style="color:{_COLOR[n.status]}"><b>{html.escape(n.status)}</b> {html.escape(n.detail)}</td></tr>'
+        f'<td style="color:{_COLOR[n.status]}"><b>{html.escape(n.status)}</b> '
+        f"{html.escape(n.detail)}</td></tr>"
         for n in sorted(graph.nodes.values(), key=lambda n: n.index)
     )
     root = graph.nodes[graph.root]
@@ -383,22 +392,34 @@ def render_html(graph: Graph) -> str:
         for s in _COLOR
         if any(n.status == s for n in graph.nodes.values())
     )
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>
-body{{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem;color:#263238}}
-h1{{font-size:1.4rem}} .sub{{color:#607d8b}} svg{{max-width:100%;height:auto;border:1px solid #eceff1;border-radius:8px;background:#fafafa}}
-text.kind{{font-size:11px;fill:#607d8b;text-transform:uppercase;letter-spacing:.05em}} text.name{{font-size:13px;font-weight:600;fill:#263238}}
-text.meta{{font-size:11px}} text.role{{font-size:10px;fill:#78909c}}
-table{{border-collapse:collapse;margin-top:1.5rem;font-size:13px}} td,th{{border-bottom:1px solid #eceff1;padding:6px 10px;text-align:left;vertical-align:top}}
-code{{font-size:12px;word-break:break-all}}
-</style></head><body>
-<h1>{html.escape(title)}</h1>
-<p class="sub"><code>{html.escape(root.digest)}</code> · {len(graph.nodes)} artifacts · {html.escape(summary)}</p>
-{"".join(svg)}
-<table><tr><th>kind</th><th>name</th><th>digest</th><th>log index</th><th>signers</th><th>status</th></tr>{rows}</table>
-<p class="sub">Made by trajledger. Statuses come from verifying each artifact's signatures, log inclusion, approvals and data against the trust policy.</p>
-</body></html>
+    heading = (
+        f'<p class="sub"><code>{html.escape(root.digest)}</code> · {len(graph.nodes)} artifacts · '
+        f"{html.escape(summary)}</p>"
+    )
+    head = "<tr>" + "".join(
+        f"<th>{h}</th>" for h in ("kind", "name", "digest", "log index", "signers", "status")
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style></head><body>\n"
+        f"<h1>{html.escape(title)}</h1>\n{heading}\n{''.join(svg)}\n"
+        f"<table>{head}</tr>{rows}</table>\n"
+        '<p class="sub">Made by trajledger. Statuses come from verifying each artifact\'s '
+        "signatures, log inclusion, approvals and data against the trust policy.</p>\n"
+        "</body></html>\n"
+    )
+
+
+_CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem;color:#263238}
+h1{font-size:1.4rem} .sub{color:#607d8b}
+svg{max-width:100%;height:auto;border:1px solid #eceff1;border-radius:8px;background:#fafafa}
+text.kind{font-size:11px;fill:#607d8b;text-transform:uppercase;letter-spacing:.05em}
+text.name{font-size:13px;font-weight:600;fill:#263238}
+text.meta{font-size:11px} text.role{font-size:10px;fill:#78909c}
+table{border-collapse:collapse;margin-top:1.5rem;font-size:13px}
+td,th{border-bottom:1px solid #eceff1;padding:6px 10px;text-align:left;vertical-align:top}
+code{font-size:12px;word-break:break-all}
 """
 
 

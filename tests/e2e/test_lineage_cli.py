@@ -1,0 +1,144 @@
+"""End to end: ``trajledger lineage`` and ``trajledger impact`` on a quickstart ledger.
+
+The quickstart ledger (built once per session, copied per test) has two training iterations:
+checkpoint 2 was trained on dataset 2 (the random batch + checkpoint 1's rollouts) with
+checkpoint 1 as parent, so lineage spans iterations and a revocation of the random batch must
+reach both checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from runner.cli import main
+
+
+def run(runner: CliRunner, home: Path, *args: str) -> Result:
+    return runner.invoke(main, ["--ledger", str(home), *args], prog_name="trajledger")
+
+
+@pytest.fixture(scope="session")
+def quickstart_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    home = tmp_path_factory.mktemp("qs") / "demo"
+    r = CliRunner().invoke(main, ["quickstart", str(home)], prog_name="trajledger")
+    assert r.exit_code == 0, r.output
+    return home, r.stdout.splitlines()[-1]
+
+
+@pytest.fixture
+def demo(quickstart_home: tuple[Path, str], tmp_path: Path) -> tuple[Path, str]:
+    home = tmp_path / "demo"
+    shutil.copytree(quickstart_home[0], home)
+    return home, quickstart_home[1]
+
+
+def test_lineage_text_spans_both_iterations(runner: CliRunner, demo: tuple[Path, str]) -> None:
+    home, ckpt = demo
+    r = run(runner, home, "lineage", ckpt[:15])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith(f"✓ checkpoint cartpole-bc@2 {ckpt[:19]}… (log #")
+    text = r.stdout
+    for want in (
+        "[dataset] ✓ dataset cartpole@2",
+        "[generated-by] ✓ checkpoint cartpole-bc@1",
+        "[base-checkpoint] ✓ checkpoint cartpole-bc@1",
+        "[environment] ✓ environment cartpole@1",
+        "[evaluator] ✓ evaluator episode-return@1",
+        "(shown above)",
+    ):
+        assert want in text, want
+
+
+def test_lineage_json_is_a_graph(runner: CliRunner, demo: tuple[Path, str]) -> None:
+    home, ckpt = demo
+    r = run(runner, home, "lineage", ckpt, "--format", "json")
+    assert r.exit_code == 0, r.output
+    graph = json.loads(r.stdout)
+    assert graph["root"] == ckpt and graph["direction"] == "upstream"
+    kinds = sorted(n["kind"] for n in graph["nodes"])
+    assert kinds == [
+        "checkpoint",
+        "checkpoint",
+        "dataset",
+        "dataset",
+        "environment",
+        "evaluator",
+        "rollout-batch",
+        "rollout-batch",
+    ]
+    assert all(n["status"] == "verified" for n in graph["nodes"])
+    ids = {n["digest"] for n in graph["nodes"]}
+    assert all(e["src"] in ids and e["dst"] in ids for e in graph["edges"])
+    roles = {e["role"] for e in graph["edges"]}
+    assert roles == {
+        "dataset",
+        "batch",
+        "environment",
+        "evaluator",
+        "generated-by",
+        "base-checkpoint",
+    }
+
+
+def test_mermaid_and_dot(runner: CliRunner, demo: tuple[Path, str]) -> None:
+    home, ckpt = demo
+    mermaid = run(runner, home, "lineage", ckpt, "--format", "mermaid").stdout
+    assert mermaid.startswith("flowchart TD\n")
+    assert mermaid.count("-->|") == len(
+        json.loads(run(runner, home, "lineage", ckpt, "--format", "json").stdout)["edges"]
+    )
+    dot = run(runner, home, "lineage", ckpt, "--format", "dot").stdout
+    assert dot.startswith("digraph lineage {") and dot.rstrip().endswith("}")
+    assert dot.count(" -> ") == mermaid.count("-->|")
+
+
+def test_html_is_one_self_contained_page(
+    runner: CliRunner, demo: tuple[Path, str], tmp_path: Path
+) -> None:
+    home, ckpt = demo
+    out = tmp_path / "lineage.html"
+    r = run(runner, home, "lineage", ckpt, "--format", "html", "--out", str(out))
+    assert r.exit_code == 0 and r.stderr == f"OK: written to {out}\n", r.output
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert "<svg" in page and "Lineage of checkpoint cartpole-bc@2" in page
+    assert not re.search(r"(src|href)=\"https?:", page), "no external resources"
+    assert page.count("<rect ") == 8 and "8 verified" in page
+
+
+def test_impact_after_revocation_names_the_checkpoints(
+    runner: CliRunner, demo: tuple[Path, str]
+) -> None:
+    home, ckpt = demo
+    r = run(
+        runner, home, "revoke", "cartpole-random", "--key", "approver-a", "--reason", "PII found"
+    )
+    assert r.exit_code == 0, r.output
+    r = run(runner, home, "impact", "cartpole-random")
+    assert r.exit_code == 0, r.output
+    assert r.stderr == "2 checkpoint(s) reached: cartpole-bc@1, cartpole-bc@2\n"
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("✗ revoked rollout-batch cartpole-random ") and first.endswith(
+        "— PII found (log index 20)"
+    )
+    graph = json.loads(run(runner, home, "impact", "cartpole-random", "--format", "json").stdout)
+    assert {n["name"] for n in graph["nodes"] if n["kind"] == "checkpoint"} == {"cartpole-bc"}
+    assert all(n["status"] in ("revoked", "failed") for n in graph["nodes"])
+    # and verify of the final checkpoint now fails, naming the revocation
+    r = run(runner, home, "verify", ckpt)
+    assert r.exit_code == 1
+    assert "revoked: PII found (log index 20)" in r.stderr
+
+
+def test_unknown_reference(runner: CliRunner, demo: tuple[Path, str]) -> None:
+    home, _ = demo
+    r = run(runner, home, "lineage", "nothing@9")
+    assert r.exit_code == 3
+    assert r.stderr.startswith("FAIL: nothing@9: no artifact with this reference is recorded")
