@@ -141,7 +141,8 @@ def sign(ctx: Context, paths: tuple[Path, ...], key_name: str, out: Path, name: 
     write_file_atomic(out, envelope.to_bytes() + b"\n")
     click.echo(manifest.digest)
     ok(
-        f"{len(manifest.files)} file(s), {manifest.total_size} bytes signed by {key_name} into {out}"
+        f"{len(manifest.files)} file(s), {manifest.total_size} bytes signed by {key_name} "
+        f"into {out}"
     )
 
 

@@ -154,7 +154,8 @@ class KeyStore:
         passphrase = self._passphrase(name) if encrypt else None
         if encrypt and not passphrase:
             raise KeyError_(
-                f"key {name}: no passphrase; set {PASSPHRASE_ENV} or pass --no-encrypt for a demo key"
+                f"key {name}: no passphrase; set {PASSPHRASE_ENV} or pass --no-encrypt "
+                "for a demo key"
             )
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         write_file_atomic(priv_path, signer.private_pem(passphrase), mode=0o600)
@@ -195,7 +196,8 @@ class KeyStore:
             data = path.read_bytes()
         except FileNotFoundError as e:
             raise KeyError_(
-                f"key {name}: no private key in {self.directory}; create it with 'trajledger key new {name}'"
+                f"key {name}: no private key in {self.directory}; create it with "
+                f"'trajledger key new {name}'"
             ) from e
         except OSError as e:
             raise KeyError_(f"key {name}: cannot read {path}: {e.strerror}") from e

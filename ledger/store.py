@@ -170,10 +170,9 @@ class ObjectStore:
                 self._fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
                 self._fs.move(tmp, target)
         except OSError as e:
-            try:
+            # The temp object may never have been created, or the store is unreachable.
+            with contextlib.suppress(OSError):
                 self._fs.delete_file(tmp)
-            except OSError:
-                pass  # the temp object was never created, or the store is unreachable
             raise StoreError(f"{name}: cannot store in {self._prefix}: {e}") from e
         return FileDigest(Path(name), size, h.hexdigest())
 
