@@ -314,7 +314,7 @@ def record_batch(
             ),
             policy_version=policy,
             generator=generator,
-            seeds=[s for s in stats.seeds if -(2**53) < s < 2**53],
+            seeds=[str(s) for s in summary["seeds"]],
             counts={"steps": stats.num_steps, "episodes": stats.num_episodes},
             stats={k: v for k, v in summary.items() if isinstance(v, int | float) or v is None},
             consent=consent,

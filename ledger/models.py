@@ -89,7 +89,8 @@ class RolloutBatchPredicate(_Model):
     evaluator: ArtifactRef | None = None
     policy_version: str = Field(alias="policyVersion", min_length=1)
     generator: str
-    seeds: list[int] = Field(default_factory=list)
+    seeds: list[str] = Field(default_factory=list)
+    """Every distinct seed, as decimal strings (int64 seeds exceed 2^53)."""
     counts: dict[str, int]
     stats: dict[str, float | int | None]
     consent: str | None = None

@@ -42,7 +42,7 @@ from .schema import (
     STEP_SCHEMA,
     VECTOR_TYPE,
 )
-from .validate import Problem, ProblemCollector, RolloutValidationError
+from .validate import Problem, ProblemCollector, RolloutValidationError, invalid_utf8_rows
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",
@@ -138,6 +138,8 @@ def _coerce(arr: pa.Array, field: pa.Field, offset: int, c: ProblemCollector) ->
             if _is_stringish(t) or (name == "episode_id" and pa.types.is_integer(t)):
                 return arr.cast(want)
             if _is_binaryish(t):
+                if name == "episode_id":  # checked by the caller, which also decodes the ids
+                    return arr.cast(pa.binary()).view(pa.string())
                 bad = [i for i, v in enumerate(arr.to_pylist()) if v is not None and not _utf8(v)]
                 if bad:
                     c.add_rows(
@@ -185,20 +187,18 @@ def _coerce_vector(arr: pa.Array, name: str, offset: int, c: ProblemCollector) -
     ) and _is_number(t.value_type):
         out = arr.cast(VECTOR_TYPE)
         if pa.types.is_float64(t.value_type):
-            _check_float32_range(
-                pc.list_flatten(arr),
-                pc.list_flatten(out),
-                pc.list_parent_indices(arr),
-                name,
-                offset,
-                c,
+            narrow = pc.list_flatten(out)
+            fixed = _check_float32_range(
+                pc.list_flatten(arr), narrow, pc.list_parent_indices(arr), name, offset, c
             )
+            if fixed is not narrow:
+                out = _with_values(out, fixed)
         return out
     if _is_number(t):
         valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
         values = arr.drop_null().cast(pa.float32())
         if pa.types.is_float64(t):
-            _check_float32_range(
+            values = _check_float32_range(
                 arr.drop_null(), values, pa.array(np.flatnonzero(valid)), name, offset, c
             )
         offsets = np.zeros(len(arr) + 1, dtype=np.int32)
@@ -211,20 +211,40 @@ def _coerce_vector(arr: pa.Array, name: str, offset: int, c: ProblemCollector) -
 
 def _check_float32_range(
     wide: pa.Array, narrow: pa.Array, parents: pa.Array, name: str, offset: int, c: ProblemCollector
-) -> None:
-    """Report rows where a finite float64 became infinite as float32."""
+) -> pa.Array:
+    """Report rows where a finite float64 became infinite as float32.
+
+    Returns ``narrow``, or when a row is reported, a copy with those values clamped to the
+    float32 range: validation would otherwise report the same value again as infinite. The
+    copy is never written, since a problem is on record.
+    """
     w = np.asarray(wide.to_numpy(zero_copy_only=False))
     n = np.asarray(narrow.to_numpy(zero_copy_only=False))
     over = np.isfinite(w) & ~np.isfinite(n)
-    if over.any():
-        rows = np.unique(np.asarray(parents.to_numpy(zero_copy_only=False))[over])
-        c.add_rows(
-            f"{name}:float32",
-            rows,
-            offset,
-            name,
-            lambda i: "holds a value beyond the float32 range (±3.4e38)",
-        )
+    if not over.any():
+        return narrow
+    rows = np.unique(np.asarray(parents.to_numpy(zero_copy_only=False))[over])
+    c.add_rows(
+        f"{name}:float32",
+        rows,
+        offset,
+        name,
+        lambda i: "holds a value beyond the float32 range (±3.4e38)",
+    )
+    limit = float(np.finfo(np.float32).max)
+    clamped = pa.array(np.clip(w, -limit, limit).astype(np.float32), type=pa.float32())
+    return pc.if_else(pa.array(over), clamped, narrow)
+
+
+def _with_values(lists: pa.Array, values: pa.Array) -> pa.Array:
+    """``lists`` (a `VECTOR_TYPE` array) with its flattened values replaced by ``values``."""
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    offsets = np.zeros(len(lists) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    mask = pa.array(np.asarray(lists.is_null().to_numpy(zero_copy_only=False), dtype=bool))
+    return pa.ListArray.from_arrays(
+        pa.array(offsets), values, type=VECTOR_TYPE, mask=mask if lists.null_count else None
+    )
 
 
 def _coerce_scores(arr: pa.Array, name: str, offset: int, c: ProblemCollector) -> pa.Array | None:
@@ -275,6 +295,9 @@ class StepNormaliser:
         self._prev_id: str | None = None
         self._reported: set[str] = set()
         self._failed_types: set[tuple[str, str]] = set()
+        self.ids_rejected: pa.RecordBatch | None = None
+        """The batch of the last `normalise` call when it returned None only because episode
+        ids are not UTF-8: its rows' values can still be checked, not its episodes."""
 
     def normalise(self, batch: pa.RecordBatch) -> pa.RecordBatch | None:
         """Convert one batch.
@@ -283,19 +306,33 @@ class StepNormaliser:
             batch: input rows in schema v1 or the minimal classic form.
 
         Returns:
-            The rows in `STEP_SCHEMA`, or None when the batch's columns cannot be converted
-            (the problems are in `collector`).
+            The rows in `STEP_SCHEMA`, or None when the batch's columns cannot be converted or
+            its episode ids are not UTF-8 (the problems are in `collector`; the caller skips
+            the batch).
         """
         n = batch.num_rows
         offset = self._offset
         self._offset += n
+        self.ids_rejected = None
         if batch.schema.equals(STEP_SCHEMA, check_metadata=False):
             out = batch.replace_schema_metadata(STEP_SCHEMA.metadata)
+            if not self._ids_utf8(out.column(0), offset):
+                self.ids_rejected, out = out, None
         else:
             out = self._convert(batch, offset)
-        if out is not None and n:
+        if out is None:
+            self._prev_id = None  # the next batch follows a gap
+        elif n:
             self._prev_id = out.column(0)[n - 1].as_py()
         return out
+
+    def _ids_utf8(self, ids: pa.Array, offset: int) -> bool:
+        """Report episode ids that are not UTF-8: they are decoded and compared from here on."""
+        bad = invalid_utf8_rows(ids)
+        self.collector.add_rows(
+            "episode_id:utf8", bad, offset, "episode_id", lambda i: "value is not valid UTF-8"
+        )
+        return not len(bad)
 
     def _once(self, kind: str, message: str, column: str) -> None:
         if kind not in self._reported:
@@ -348,12 +385,19 @@ class StepNormaliser:
             return None
         ids = arrays[0]
         assert ids is not None  # required and converted above
+        ids_ok = self._ids_utf8(ids, offset)
         if arrays[2] is None:
-            arrays[2] = pa.array(_run_starts(ids, self._prev_id))
+            # Episode starts follow the ids; with ids rejected, no episode is judged.
+            starts = _run_starts(ids, self._prev_id) if ids_ok else np.zeros(n, dtype=bool)
+            arrays[2] = pa.array(starts)
         if arrays[3] is None:
             final = pc.or_kleene(arrays[4], arrays[5])
             arrays[3] = pc.fill_null(final, False)
-        return pa.RecordBatch.from_arrays(arrays, schema=STEP_SCHEMA)
+        out = pa.RecordBatch.from_arrays(arrays, schema=STEP_SCHEMA)
+        if not ids_ok:
+            self.ids_rejected = out
+            return None
+        return out
 
 
 def normalise_steps(table: pa.Table | pa.RecordBatch) -> pa.Table:
@@ -386,6 +430,14 @@ def normalise_steps(table: pa.Table | pa.RecordBatch) -> pa.Table:
     return pa.Table.from_batches([b for b in out if b is not None], schema=STEP_SCHEMA)
 
 
+def _utf8_ids(ids: pa.Array | None, offset: int, c: ProblemCollector) -> pa.Array | None:
+    if ids is None:
+        return None
+    bad = invalid_utf8_rows(ids)
+    c.add_rows("episode_id:utf8", bad, offset, "episode_id", lambda i: "value is not valid UTF-8")
+    return None if len(bad) else ids
+
+
 def normalise_episodes(table: pa.Table | pa.RecordBatch) -> pa.Table:
     """Convert given episode attributes into `EPISODE_ATTR_SCHEMA` (every column optional).
 
@@ -415,7 +467,14 @@ def normalise_episodes(table: pa.Table | pa.RecordBatch) -> pa.Table:
             if field.name in names:
                 col = table.column(field.name)
                 chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
-                conv = [_coerce(ch, field, 0, c) for ch in chunks]
+                conv: list[pa.Array | None] = []
+                start = 0  # problems name rows of the whole table
+                for ch in chunks:
+                    got = _coerce(ch, field, start, c)
+                    if field.name == "episode_id":  # decoded to match attributes to steps
+                        got = _utf8_ids(got, start, c)
+                    conv.append(got)
+                    start += len(ch)
                 arrays.append(
                     None
                     if any(x is None for x in conv)
@@ -456,6 +515,7 @@ class EpisodeBuilder:
     Given episode attributes (`add_attrs`) are merged in by episode id when the episode is
     complete: ``termination_reason``, ``cost_usd`` and ``invalid`` given override the derived
     ones; a given ``return`` or ``num_steps`` that disagrees with the steps is a problem.
+    A batch that could not be converted is passed over with `skip`.
     """
 
     def __init__(self, collector: ProblemCollector | None = None) -> None:
@@ -470,6 +530,7 @@ class EpisodeBuilder:
         self._attr_rows = 0
         self._attr_ids: set[str] = set()
         self._episode_rows = 0
+        self._drop_next = False  # after `skip`: the next episode may lack its first steps
 
     def add_attrs(self, attrs: pa.RecordBatch | pa.Table) -> None:
         """Queue given attributes of episodes (in `EPISODE_ATTR_SCHEMA`).
@@ -494,6 +555,28 @@ class EpisodeBuilder:
                 seen.add(eid)
         self._attr_rows += table.num_rows
         self._pending = table if self._pending is None else pa.concat_tables([self._pending, table])
+
+    def skip(self, steps: pa.RecordBatch) -> None:
+        """Pass over a batch that could not be converted (its problems are reported already).
+
+        The episodes it touches cannot be derived whole, and a partial episode would only
+        bring false problems (a given return that disagrees), so none of them is emitted: the
+        open episode is dropped, and so is the next episode to complete (it may continue one of
+        the skipped rows). Their given attributes are dropped too, so that they are not
+        reported as having no steps.
+
+        Args:
+            steps: the batch as the input gave it.
+        """
+        if not steps.num_rows:
+            return
+        if self._open is not None:
+            self._take_attrs(pa.array([self._open.episode_id], type=pa.string()))
+            self._open = None
+        ids = _raw_ids(steps)
+        if ids is not None:
+            self._take_attrs(ids)
+        self._drop_next = True
 
     def feed(self, steps: pa.RecordBatch) -> pa.RecordBatch:
         """Take the next step batch; return the episodes it completes.
@@ -621,6 +704,11 @@ class EpisodeBuilder:
         trunc: list[bool],
         costs: list[float | None],
     ) -> pa.RecordBatch:
+        if self._drop_next and ids:
+            self._drop_next = False
+            self._take_attrs(pa.array(ids[:1], type=pa.string()))
+            ids, returns, counts = ids[1:], returns[1:], counts[1:]
+            term, trunc, costs = term[1:], trunc[1:], costs[1:]
         n = len(ids)
         if not n:
             return _empty_episodes()
@@ -691,6 +779,30 @@ class EpisodeBuilder:
                 f"{_num_text(d[i])}"
             ),
         )
+
+
+def _raw_ids(steps: pa.RecordBatch) -> pa.Array | None:
+    """The episode ids of an unconverted batch as strings (bytes kept as they are), or None."""
+    if steps.schema.get_all_field_indices("episode_id") != [
+        steps.schema.get_field_index("episode_id")
+    ]:
+        return None
+    ids = steps.column("episode_id")
+    t = ids.type
+    try:
+        if pa.types.is_dictionary(t):
+            ids = ids.dictionary_decode()
+            t = ids.type
+        if pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t):
+            ids = ids.cast(pa.binary())
+            t = ids.type
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            ids = ids.view(pa.string() if pa.types.is_binary(t) else pa.large_string())
+        if _is_stringish(ids.type) or pa.types.is_integer(ids.type):
+            return ids.cast(pa.string())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    return None
 
 
 def _num_text(x: np.float64) -> str:
@@ -922,7 +1034,12 @@ def _jsonl_kind(raw: bytes, number: int, subject: str) -> str:
         return RolloutValidationError(subject, [Problem(None, None, message, line=number)])
 
     try:
-        obj = json.loads(raw)
+        # Decoded as the reader decodes it, so both report bad bytes alike.
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise fail(f"not valid UTF-8 ({e.reason} at byte {e.start})") from e
+    try:
+        obj = json.loads(text)
     except ValueError as e:
         raise fail(f"not Parquet, Arrow IPC, or JSON lines: {e}") from e
     if not isinstance(obj, dict):
@@ -1422,7 +1539,7 @@ def _map_trl(obj: dict[str, Any], line: _Line) -> _Episode:
     reward = _opt(obj, "reward", "num", line, "reward")
     if reward is None and scores is not None:
         reward = sum(s for _, s in scores)  # TRL's total is the sum of its reward functions
-    if reward is None and scores is None:
+    if obj.get("reward") is None and obj.get("rewards") is None:  # a mistyped one is reported
         line.error("reward", "missing, want reward (a number) or rewards (an object)")
     attrs = {
         "task_id": _opt(obj, "task_id", "str", line, "task_id"),
@@ -1459,7 +1576,7 @@ def _map_verl(obj: dict[str, Any], line: _Line) -> _Episode:
     )
     key = "score" if "score" in obj else "reward"
     reward = _opt(obj, key, "num", line, key)
-    if reward is None:
+    if obj.get(key) is None:  # a mistyped one is reported by _opt
         line.error(key, "missing, want score (a number)")
     attrs = {
         "task_id": _opt(obj, "task_id", "str", line, "task_id"),

@@ -312,8 +312,9 @@ def write_steps_parquet(
          state across chunks; derive the episodes they complete (merged with any episode
          attributes the chunk carries) and validate those; write both while no problem has
          been found (afterwards, keep validating so the error lists every problem).
-      2. At the end of the stream: close the last episode; check that the stream held steps
-         and that every given episode attribute found its steps.
+      2. At the end of the stream: check that the last episode has a final step, then close
+         it; check that the stream held steps and that every given episode attribute found
+         its steps.
       3. On any problem: delete the temporary files and raise, listing all problems (those the
          input reader raised come first). Otherwise rename the files into place.
 
@@ -369,6 +370,14 @@ def write_steps_parquet(
             if collector.seen("reward:not-finite"):
                 # A non-finite reward makes its return non-finite: reported once, as the reward.
                 checked = episodes.select([n for n in episodes.schema.names if n != "return"])
+            reasons = checked.column("termination_reason")
+            if reasons.null_count and (collector.count or reader_problems):
+                # A derived reason is null only when the episode's last step is neither
+                # terminated nor truncated, which the step checks have reported (before this
+                # call): the null is its consequence, not a second problem. With no problem on
+                # record, the episode check still reports it.
+                i = checked.schema.get_field_index("termination_reason")
+                checked = checked.set_column(i, checked.schema.field(i), pc.fill_null(reasons, ""))
             episode_check.feed(checked)
             totals.add(episodes)
             if not collector.count and not reader_problems and episodes.num_rows:
@@ -385,7 +394,9 @@ def write_steps_parquet(
                 if steps is None:
                     continue
                 batch = normaliser.normalise(steps)
-                if batch is None:
+                if batch is None:  # its problems are reported; keep the row numbers right
+                    step_check.skip(steps.num_rows, normaliser.ids_rejected)
+                    builder.skip(steps)
                     continue
                 step_check.feed(batch)
                 emit(builder.feed(batch))
@@ -393,9 +404,9 @@ def write_steps_parquet(
                     groups.add(batch)
         except RolloutValidationError as e:
             reader_problems += e.problems
-        # (2)
-        emit(builder.finish())
+        # (2) The steps first: the last episode's problems are its steps' (see emit).
         step_check.finish()
+        emit(builder.finish())
         if step_check.rows == 0 and not collector.count and not reader_problems:
             collector.add("empty", "the input holds no steps, want at least one")
         problems = reader_problems + collector.problems()

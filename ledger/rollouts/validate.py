@@ -2,8 +2,9 @@
 
 Scope: checking a step table or an episode table (whole, or streamed batch by batch) and
 reporting every problem with its row and column: missing required columns, wrong types, nulls
-in required columns, non-finite rewards, episodes with no final step, step gaps and repeats,
-duplicate episode ids, invalid UTF-8, oversized fields, malformed JSON in the tool columns.
+in required columns, non-finite rewards and obs/action values, episodes with no final step,
+step gaps and repeats, duplicate episode ids, invalid UTF-8, oversized fields, malformed JSON
+in the tool columns.
 Non-scope: converting inputs into the schema (``convert.py``) and writing Parquet
 (``parquet_io.py``). Validation never changes data.
 Spec: ``schemas/rollout.v1.md`` section "Validity".
@@ -54,6 +55,7 @@ __all__ = [
     "StepStreamValidator",
     "ValidationReport",
     "check_schema",
+    "invalid_utf8_rows",
     "validate_episodes",
     "validate_steps",
 ]
@@ -323,7 +325,29 @@ def _numbers(arr: pa.Array, null_as: float | int = 0) -> npt.NDArray[Any]:
 
 
 def _value(arr: pa.Array, i: int) -> object:
-    return arr[i].as_py()
+    """One value for a message; bytes when a string is not UTF-8 (reported on its own)."""
+    try:
+        return arr[i].as_py()
+    except UnicodeDecodeError:
+        return arr.view(pa.binary())[i].as_py()
+
+
+def _pylist(arr: pa.Array) -> list[Any]:
+    """The values of an array, each as `_value` gives it."""
+    try:
+        values: list[Any] = arr.to_pylist()
+    except UnicodeDecodeError:
+        values = [_decoded(v) for v in arr.view(pa.binary()).to_pylist()]
+    return values
+
+
+def _decoded(raw: bytes | None) -> object:
+    if raw is None:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
 
 
 def _check_nulls(
@@ -386,18 +410,33 @@ def _check_non_negative_int(
         )
 
 
-def _invalid_utf8_rows(arr: pa.Array) -> list[int]:
-    """Rows of a string or binary array whose bytes are not UTF-8 (slow path, on failure only)."""
-    raw = arr.view(pa.binary()) if pa.types.is_string(arr.type) else arr
+def invalid_utf8_rows(arr: pa.Array) -> IntVec:
+    """Find the rows of a string array whose bytes are not UTF-8.
+
+    pyarrow reads Parquet and Arrow string columns without checking their bytes, and decoding
+    such a value (``as_py``) raises, so code that reads values checks them with this first.
+
+    Args:
+        arr: a string array.
+
+    Returns:
+        The offending row indices, ascending; empty when every value is UTF-8.
+    """
+    try:
+        arr.validate(full=True)  # checks the UTF-8 of every value, in C
+    except pa.ArrowInvalid:
+        pass
+    else:
+        return np.zeros(0, dtype=np.int64)
     bad = []
-    for i, value in enumerate(raw.to_pylist()):
+    for i, value in enumerate(arr.view(pa.binary()).to_pylist()):
         if value is None:
             continue
         try:
             value.decode("utf-8")
         except UnicodeDecodeError:
             bad.append(i)
-    return bad
+    return np.asarray(bad, dtype=np.int64)
 
 
 def _check_strings(
@@ -416,11 +455,8 @@ def _check_strings(
 def _check_string_column(
     arr: pa.Array, name: str, offset: int, c: ProblemCollector, max_bytes: int
 ) -> None:
-    try:
-        arr.validate(full=True)
-    except pa.ArrowInvalid:
-        rows = np.asarray(_invalid_utf8_rows(arr), dtype=np.int64)
-        c.add_rows(f"{name}:utf8", rows, offset, name, lambda i: "value is not valid UTF-8")
+    rows = invalid_utf8_rows(arr)
+    c.add_rows(f"{name}:utf8", rows, offset, name, lambda i: "value is not valid UTF-8")
     lengths = _numbers(pc.binary_length(arr), 0)
     big = np.flatnonzero(lengths > max_bytes)
     c.add_rows(
@@ -443,6 +479,7 @@ def _check_json(
 
 def _check_json_column(arr: pa.Array, name: str, offset: int, c: ProblemCollector) -> None:
     valid = _bools(arr.is_valid())
+    valid[invalid_utf8_rows(arr)] = False  # reported as not UTF-8; it cannot be decoded
     rows = np.flatnonzero(valid)
     errors: dict[int, str] = {}
     for i, text in zip(rows.tolist(), arr.filter(pa.array(valid)).to_pylist(), strict=True):
@@ -491,6 +528,22 @@ def _check_vector_column(
             f" is over the limit of {max_bytes} bytes"
         ),
     )
+    # list_flatten skips null vectors; a null value inside a vector is not a number to judge.
+    # NaN is never data. Infinity is refused in actions, but observations may hold it (a
+    # range sensor that saw nothing), as Gymnasium's unbounded Box spaces allow.
+    values = _numbers(pc.list_flatten(arr), 0.0)
+    bad = np.isnan(values) if name == "obs" else ~np.isfinite(values)
+    if bad.any():
+        flat = np.flatnonzero(bad)
+        owners = _numbers(pc.list_parent_indices(arr), 0).astype(np.int64)[flat]
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+
+        def message(i: int) -> str:
+            at = int(flat[np.searchsorted(owners, i)])  # the row's first non-finite value
+            want = "a number" if name == "obs" else "a finite number"
+            return f"{name}[{at - int(starts[i])}] is {float(values[at])!r}, want {want}"
+
+        c.add_rows(f"{name}:not-finite", np.unique(owners), offset, name, message)
 
 
 class StepStreamValidator:
@@ -499,7 +552,8 @@ class StepStreamValidator:
     State carried from one batch to the next: the row offset, the last row's episode id, step
     and terminal flags (so step continuity and episode completion are checked across batch
     boundaries), and the set of episode ids seen (so an episode that reappears after another
-    one is reported). Memory grows with the number of episodes, not steps.
+    one is reported). Memory grows with the number of episodes, not steps. Rows that could not
+    be converted are passed over with `skip`.
 
     Each batch must hold columns of the schema's types; `validate_steps` checks the schema
     first and passes only the columns whose type matches.
@@ -523,15 +577,44 @@ class StepStreamValidator:
         self.subject = subject
         self._max = max_field_bytes
         self._offset = 0
-        self._seen: set[str] = set()
+        self._seen: set[object] = set()  # str ids (bytes if not UTF-8, reported on their own)
         # Last row of the previous batch: (episode id, step, terminated, truncated); None
         # before the first row. A null id or step is carried as None.
-        self._last: tuple[str | None, int | None, bool, bool] | None = None
+        self._last: tuple[object, int | None, bool, bool] | None = None
+        # True after `skip`: the next row may continue an episode of the skipped rows.
+        self._after_gap = False
 
     @property
     def rows(self) -> int:
         """Rows fed so far."""
         return self._offset
+
+    def skip(self, rows: int, values: pa.RecordBatch | None = None) -> None:
+        """Pass over rows whose episode structure cannot be checked.
+
+        Their batch could not be converted, or its episode ids are not UTF-8; that problem is
+        reported already. Later rows keep their row numbers, and the rows next to the gap are
+        not judged against each other: whether the next row continues an episode of the
+        skipped rows is unknown, so it is not reported as a bad start (step, ``is_first``, a
+        reappearing id), nor the row before the gap as a missing final step.
+
+        Args:
+            rows: the number of rows skipped.
+            values: the rows, converted but for their episode ids, when they are; each row's
+                values (rewards, strings, vectors, ...) are then checked.
+        """
+        if values is not None and values.num_rows:
+            cols = {
+                name: col
+                for name, col in zip(values.schema.names, values.columns, strict=True)
+                if name != "episode_id"
+            }
+            _check_nulls(cols, STEP_REQUIRED, self._offset, self.collector)
+            self._check_values(cols, self._offset)
+        if rows:
+            self._offset += rows
+            self._last = None
+            self._after_gap = True
 
     def feed(self, batch: pa.RecordBatch) -> None:
         """Check one batch and remember what the next batch must continue.
@@ -548,6 +631,12 @@ class StepStreamValidator:
         _check_nulls(cols, STEP_REQUIRED, off, c)
         if "episode_id" in cols and "step" in cols:
             self._check_structure(cols, n, off)
+        self._check_values(cols, off)
+        self._offset += n
+
+    def _check_values(self, cols: dict[str, pa.Array], off: int) -> None:
+        """Checks of each row on its own, which need no episode structure."""
+        c = self.collector
         _check_finite(cols, "reward", off, c)
         _check_finite(cols, "action_logprob", off, c)
         _check_finite(cols, "latency_ms", off, c, non_negative=True)
@@ -557,7 +646,6 @@ class StepStreamValidator:
         _check_strings(cols, _STRING_STEP_COLUMNS, off, c, self._max)
         _check_json(cols, _JSON_STEP_COLUMNS, off, c)
         _check_vectors(cols, ("obs", "action"), off, c, self._max)
-        self._offset += n
 
     def _check_structure(self, cols: dict[str, pa.Array], n: int, off: int) -> None:
         c = self.collector
@@ -572,8 +660,9 @@ class StepStreamValidator:
         boundary = np.empty(n, dtype=bool)
         if n > 1:
             boundary[1:] = _bools(pc.not_equal(ids.slice(1), ids.slice(0, n - 1)), True)
-        first_id = ids[0].as_py()
+        first_id = _value(ids, 0)
         last = self._last
+        gap, self._after_gap = self._after_gap, False
         boundary[0] = last is None or last[0] is None or first_id is None or first_id != last[0]
 
         # (2) Steps count 0, 1, 2, ... within an episode.
@@ -586,6 +675,7 @@ class StepStreamValidator:
         expected = prev + 1
         expected[boundary] = 0
         bad = (steps != expected) & step_ok & (boundary | prev_ok)
+        bad[0] &= not gap
         if bad.any():
             rows = np.flatnonzero(bad)
             starts = rows[boundary[rows]]
@@ -665,6 +755,8 @@ class StepStreamValidator:
         if "is_first" in cols:
             is_first = _bools(cols["is_first"])
             wrong = np.flatnonzero(is_first != boundary)
+            if gap:
+                wrong = wrong[wrong > 0]
             c.add_rows(
                 "is_first",
                 wrong,
@@ -692,13 +784,15 @@ class StepStreamValidator:
 
         # (5) An episode's steps are contiguous: its id never reappears after another episode.
         starts_idx = np.flatnonzero(boundary)
-        run_ids = ids.take(pa.array(starts_idx)).to_pylist()
+        run_ids = _pylist(ids.take(pa.array(starts_idx)))
         seen = self._seen
         again: list[int] = []
         for i, eid in zip(starts_idx.tolist(), run_ids, strict=True):
             if eid is None:
                 continue
             if eid in seen:
+                if i == 0 and gap:
+                    continue
                 again.append(i)
             else:
                 seen.add(eid)
@@ -715,7 +809,7 @@ class StepStreamValidator:
 
         tail = n - 1
         self._last = (
-            ids[tail].as_py(),
+            _value(ids, tail),
             int(steps[tail]) if step_ok[tail] else None,
             bool(term[tail]),
             bool(trunc[tail]),
@@ -785,7 +879,7 @@ class EpisodeStreamValidator:
         self._max = max_field_bytes
         self._offset = 0
         self._check_ids = check_unique_ids
-        self._first_row: dict[str, int] = {}
+        self._first_row: dict[object, int] = {}
 
     def feed(self, batch: pa.RecordBatch) -> None:
         """Check one batch of episode rows.
@@ -804,7 +898,7 @@ class EpisodeStreamValidator:
             ids = cols["episode_id"]
             first = self._first_row
             again: list[int] = []
-            for i, eid in enumerate(ids.to_pylist()):
+            for i, eid in enumerate(_pylist(ids)):
                 if eid is None:
                     continue
                 if eid in first:
@@ -818,7 +912,7 @@ class EpisodeStreamValidator:
                 "episode_id",
                 lambda i: (
                     f"episode {_value(ids, i)!r} is listed again "
-                    f"(first at row {first[str(_value(ids, i))]})"
+                    f"(first at row {first[_value(ids, i)]})"
                 ),
             )
         _check_finite(cols, "return", off, c)
@@ -896,11 +990,11 @@ def validate_steps(
     Steps:
       1. Check column names and types; a missing nullable column counts as all null, a column
          of the wrong type is reported and not read further.
-      2. Check content: required values present; rewards finite; steps 0, 1, 2, ... within
-         each episode; exactly the last step of each episode terminated or truncated;
-         ``is_first``/``is_last`` consistent; each episode's rows contiguous; strings valid
-         UTF-8 and at most ``max_field_bytes``; tool columns valid JSON; costs, latencies and
-         token counts non-negative.
+      2. Check content: required values present; rewards and obs/action values finite;
+         steps 0, 1, 2, ... within each episode; exactly the last step of each episode
+         terminated or truncated; ``is_first``/``is_last`` consistent; each episode's rows
+         contiguous; strings valid UTF-8 and at most ``max_field_bytes``; tool columns valid
+         JSON; costs, latencies and token counts non-negative.
 
     Args:
         table: the step table (use `convert.normalise_steps` first for raw inputs).

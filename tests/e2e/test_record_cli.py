@@ -353,7 +353,7 @@ def test_record_full_schema_with_episode_file(
         "task_type": "control",
         "invalid": False,
     }
-    assert show_json(home, digest)["predicate"]["seeds"] == [42]
+    assert show_json(home, digest)["predicate"]["seeds"] == ["42"]
     meta = pq.ParquetFile(
         io.BytesIO(
             Ledger.open(home).store.get_verified(
@@ -673,11 +673,6 @@ def test_episode_without_final_step_refused(runner: CliRunner, home: Path, tmp_p
     assert snapshot(runner, home) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ledger/rollouts/parquet_io.py also reports the episode table's null "
-    "termination_reason of the unfinished episode (a consequence, not a second problem)",
-)
 def test_episode_without_final_step_reported_once(
     runner: CliRunner, home: Path, tmp_path: Path
 ) -> None:
@@ -716,11 +711,6 @@ def test_invalid_utf8_in_parquet_refused(runner: CliRunner, home: Path, tmp_path
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ledger/rollouts/convert.py StepNormaliser.normalise decodes the last episode id with "
-    "as_py() before validation: UnicodeDecodeError, exit 4",
-)
 def test_invalid_utf8_episode_id_refused(runner: CliRunner, home: Path, tmp_path: Path) -> None:
     src = write_parquet(tmp_path / "latin1.parquet", _bad_utf8_table("episode_id"))
     refused(

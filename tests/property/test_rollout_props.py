@@ -3,7 +3,7 @@
 - Streaming equals one-shot: validating, deriving episodes and writing give the same result
   however the input is cut into batches (state carried across batch boundaries is exact).
 - Valid rollouts validate; a single structural mutation (drop, repeat or swap a row, poison a
-  reward) is always reported.
+  reward or an observation) is always reported.
 - Returns equal the sum of rewards (to rounding) and do not depend on batching (bit for bit).
 """
 
@@ -116,7 +116,9 @@ def test_episodes_do_not_depend_on_batching(table: pa.Table, split: list[int]) -
 @given(rollouts(), st.data())
 def test_any_structural_mutation_is_reported(table: pa.Table, data: st.DataObject) -> None:
     n = table.num_rows
-    kind = data.draw(st.sampled_from(["drop", "repeat", "swap", "nan", "inf"]))
+    kind = data.draw(
+        st.sampled_from(["drop", "repeat", "swap", "nan", "inf", "obs-nan", "action-inf"])
+    )
     i = data.draw(st.integers(0, n - 1))
     idx = list(range(n))
     if kind == "drop":
@@ -138,6 +140,13 @@ def test_any_structural_mutation_is_reported(table: pa.Table, data: st.DataObjec
             return
         idx[i], idx[j] = idx[j], idx[i]
         mutated = table.take(idx)
+    elif kind in ("obs-nan", "action-inf"):
+        name = "obs" if kind == "obs-nan" else "action"
+        vec = table[name].to_pylist()
+        vec[i] = [*(vec[i] or []), float("nan") if kind == "obs-nan" else -float("inf")]
+        col = table.schema.get_field_index(name)
+        field = table.schema.field(col)
+        mutated = table.set_column(col, field, pa.array(vec, field.type))
     else:
         rewards = table["reward"].to_pylist()
         rewards[i] = float("nan") if kind == "nan" else float("inf")

@@ -132,7 +132,7 @@ def test_cartpole_recorded_as_played(ledger: Ledger, alice: Signer, tmp_path: Pa
     assert (p["generator"], p["licence"], p["evaluator"]["name"]) == (
         GENERATOR, "CC0-1.0", "env-reward"
     )  # fmt: skip
-    assert p["seeds"] == [11, 12, 13]
+    assert p["seeds"] == ["11", "12", "13"]
     names = [
         Statement.from_bytes(
             Envelope.from_bytes(ledger.store.get(r.recorded.envelope_digest)).payload

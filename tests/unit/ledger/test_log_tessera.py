@@ -2,8 +2,8 @@
 and verified by trajledger's reader: roots from tiles, every entry included, every checkpoint
 signature, consistency between all of its checkpoints, every partial tile it kept.
 
-Vectors: ../shared/vectors/tlog-vectors.json, key ``tessera_posix_log`` (repository and commit
-in its ``_sources``).
+Vectors: tests/vectors/tlog/tlog-vectors.json (a copy of the shared vector file), key
+``tessera_posix_log`` (repository and commit in its ``_sources``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from verify.merkle import leaf_hash, verify_inclusion
 from verify.note import verifier_from_vkey
 from verify.tiles import TileReader
 
-VECTORS = Path(__file__).parents[4] / "shared" / "vectors" / "tlog-vectors.json"
-pytestmark = pytest.mark.skipif(not VECTORS.is_file(), reason="shared vectors not present")
+VECTORS = Path(__file__).parents[2] / "vectors" / "tlog" / "tlog-vectors.json"
 
 
 @pytest.fixture(scope="module")

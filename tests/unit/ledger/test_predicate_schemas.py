@@ -127,7 +127,7 @@ MODELS: list[tuple[str, Any, dict[str, Any]]] = [
             "evaluator": REF,
             "policyVersion": D,
             "generator": "g",
-            "seeds": [0, 1, -5],
+            "seeds": ["0", "1", "-5"],
             "counts": {},
             "stats": {},
             "consent": "c",

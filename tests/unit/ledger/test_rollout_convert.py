@@ -50,6 +50,15 @@ def classic(lengths: list[int], dim: int = 3, **overrides: Any) -> pa.Table:
     return pa.table(cols)
 
 
+def not_utf8(values: list[bytes]) -> pa.Array:
+    """A string column as Parquet and Arrow files may hold one: bytes never checked as UTF-8."""
+    return pa.array(values, pa.binary()).view(pa.string())
+
+
+def problems(info: pytest.ExceptionInfo[RolloutValidationError]) -> list[str]:
+    return [str(p) for p in info.value.problems]
+
+
 def write_jsonl(path: Path, records: list[Any]) -> Path:
     path.write_text(
         "\n".join(r if isinstance(r, str) else json.dumps(r) for r in records) + "\n",
@@ -177,6 +186,32 @@ def test_normalise_binary_strings_must_be_utf8() -> None:
         normalise_steps(table)
     good = classic([2]).append_column("content", pa.array([b"ok", "é".encode()], pa.binary()))
     assert normalise_steps(good)["content"].to_pylist() == ["ok", "é"]
+
+
+@pytest.mark.parametrize("typ", [pa.string(), pa.binary(), pa.large_binary()])
+def test_normalise_refuses_episode_ids_not_utf8(typ: pa.DataType) -> None:
+    ids = pa.array([b"a", b"a", b"caf\xe9"], pa.binary())
+    table = classic([2, 1], episode_id=ids.view(pa.string()) if typ == pa.string() else ids)
+    table = table.set_column(0, "episode_id", table["episode_id"].cast(typ, safe=False))
+    want = ["row 2, column 'episode_id': value is not valid UTF-8"]
+    with pytest.raises(RolloutValidationError) as info:
+        normalise_steps(table)  # converted from the minimal form
+    assert problems(info) == want
+    schema_table = normalise_steps(classic([2, 1])).set_column(
+        0, STEP_SCHEMA.field("episode_id"), ids.view(pa.string())
+    )
+    with pytest.raises(RolloutValidationError) as info:
+        normalise_steps(schema_table)  # already in schema v1
+    assert problems(info) == want
+
+
+def test_normalise_episodes_refuses_ids_not_utf8() -> None:
+    table = pa.Table.from_batches(
+        pa.table({"episode_id": not_utf8([b"a", b"b", b"caf\xe9"])}).to_batches(max_chunksize=2)
+    )
+    with pytest.raises(RolloutValidationError) as info:
+        normalise_episodes(table)
+    assert problems(info) == ["row 2, column 'episode_id': value is not valid UTF-8"]
 
 
 def test_normalise_timestamps_to_utc_microseconds() -> None:
@@ -391,6 +426,18 @@ def test_detect_empty_file(tmp_path: Path) -> None:
         detect_format(tmp_path / "e.jsonl")
 
 
+def test_detect_invalid_utf8_on_the_first_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"messages": "caf\xe9"}\n' + json.dumps(CHAT).encode() + b"\n")
+    want = ["line 1: not valid UTF-8 (invalid continuation byte at byte 17)"]
+    with pytest.raises(RolloutValidationError) as info:
+        detect_format(path)
+    assert problems(info) == want
+    with pytest.raises(RolloutValidationError) as info:  # as the reader reports it
+        list(iter_rollout_chunks(path, "chat-jsonl"))
+    assert problems(info) == want
+
+
 def test_detect_garbage(tmp_path: Path) -> None:
     (tmp_path / "g.bin").write_bytes(b"\x00\x01garbage")
     with pytest.raises(
@@ -544,6 +591,36 @@ def test_jsonl_missing_reward(tmp_path: Path) -> None:
     rec = dict(CHAT)
     del rec["reward"]
     expect_line_problem(tmp_path, [rec], r"line 1, column 'reward': missing, want reward")
+
+
+@pytest.mark.parametrize(
+    ("kind", "record", "problem"),
+    [
+        (
+            "trl-jsonl",
+            {"prompt": "p", "completion": "c", "reward": "high"},
+            "line 1, column 'reward': string, want a number",
+        ),
+        (
+            "trl-jsonl",
+            {"prompt": "p", "completion": "c", "rewards": [1.0]},
+            "line 1, column 'rewards': array, want an object of names to numbers",
+        ),
+        (
+            "verl-jsonl",
+            {"input": "p", "output": "c", "score": "high"},
+            "line 1, column 'score': string, want a number",
+        ),
+    ],
+    ids=["trl-reward", "trl-rewards", "verl-score"],
+)
+def test_jsonl_mistyped_reward_is_not_also_missing(
+    tmp_path: Path, kind: str, record: dict[str, Any], problem: str
+) -> None:
+    path = write_jsonl(tmp_path / "in.jsonl", [record])
+    with pytest.raises(RolloutValidationError) as info:
+        list(iter_rollout_chunks(path, kind))
+    assert problems(info) == [problem]
 
 
 def test_jsonl_unknown_field(tmp_path: Path) -> None:
@@ -732,6 +809,72 @@ def test_write_refuses_unfinished_last_episode(tmp_path: Path) -> None:
         write_steps_parquet(table.to_batches(max_chunksize=2), tmp_path / "steps.parquet")
 
 
+@pytest.mark.parametrize("chunk", [5, 2, 1])
+@pytest.mark.parametrize(
+    ("terminated", "problem"),
+    [
+        ([False, False, False, False, True], "row 1, column 'terminated': episode '0' has no "
+         "final step: its last step 1 is neither terminated nor truncated"),
+        ([False, True, False, False, False], "row 4, column 'terminated': episode '1' has no "
+         "final step: its last step 2 is neither terminated nor truncated"),
+    ],
+    ids=["first", "last"],
+)  # fmt: skip
+def test_write_reports_episode_without_final_step_once(
+    tmp_path: Path, chunk: int, terminated: list[bool], problem: str
+) -> None:
+    # Its derived termination_reason is null: a consequence, not a second problem.
+    table = classic([2, 3], terminated=pa.array(terminated))
+    with pytest.raises(RolloutValidationError) as info:
+        write_steps_parquet(table.to_batches(max_chunksize=chunk), tmp_path / "steps.parquet")
+    assert problems(info) == [problem]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["string", "binary"])
+@pytest.mark.parametrize("chunk", [9, 6, 4, 2, 1])
+def test_write_refuses_episode_id_not_utf8(tmp_path: Path, chunk: int, binary: bool) -> None:
+    # Row 4 belongs to episode b. The episodes of its batch cannot be checked, its rows' values
+    # can; later rows keep their numbers, and nothing is reported about the episodes next to
+    # the gap.
+    ids = not_utf8([b"a", b"a", b"a", b"b", b"caf\xe9", b"b", b"c", b"c", b"c"])
+    if binary:
+        ids = ids.view(pa.binary())
+    rewards = [1.0] * 9
+    rewards[7] = float("nan")
+    table = normalise_steps(classic([3, 3, 3])).drop_columns(["episode_id", "reward"])
+    table = table.add_column(0, "episode_id", ids).add_column(6, "reward", pa.array(rewards))
+    if not binary:  # exactly schema v1, as a recorded file: the normaliser's fast path
+        table = pa.Table.from_arrays(table.columns, schema=STEP_SCHEMA)
+    attrs = normalise_episodes(pa.table({"episode_id": ["a", "b", "c"], "seed": [1, 2, 3]}))
+    batches = table.to_batches(max_chunksize=chunk)
+    chunks = [RolloutChunk(batches[0], attrs.to_batches()[0]), *batches[1:]]
+    with pytest.raises(RolloutValidationError) as info:
+        write_steps_parquet(chunks, tmp_path / "steps.parquet")
+    assert problems(info) == [
+        "row 4, column 'episode_id': value is not valid UTF-8",
+        "row 7, column 'reward': reward is nan, want a finite number",
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_reports_obs_beyond_float32_once(tmp_path: Path) -> None:
+    obs = pa.array([[1.0], [-1e300], [2.0]], pa.list_(pa.float64()))
+    with pytest.raises(RolloutValidationError) as info:
+        write_steps_parquet([classic([3], obs=obs)], tmp_path / "steps.parquet")
+    assert problems(info) == [
+        "row 1, column 'obs': holds a value beyond the float32 range (±3.4e38)"
+    ]
+
+
+def test_write_refuses_nan_obs(tmp_path: Path) -> None:
+    obs = pa.array([1.0, float("nan"), None], pa.float64())  # numbers: vectors of one
+    with pytest.raises(RolloutValidationError) as info:
+        write_steps_parquet([classic([3], obs=obs)], tmp_path / "steps.parquet")
+    assert problems(info) == ["row 1, column 'obs': obs[0] is nan, want a number"]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_write_refuses_empty_input(tmp_path: Path) -> None:
     with pytest.raises(RolloutValidationError, match=r"the input holds no steps"):
         write_steps_parquet([], tmp_path / "steps.parquet")
@@ -778,6 +921,18 @@ def test_write_chat_rollouts_with_stats(tmp_path: Path) -> None:
     summary = stats.summary()
     assert summary["seeds"] == ["1", "3"]
     json.dumps(summary, allow_nan=False)
+
+
+def test_summary_keeps_every_seed_exactly(tmp_path: Path) -> None:
+    # int64 seeds beyond ±2^53 do not survive a JSON number; the summary gives decimal strings.
+    seeds = [2**63 - 1, 7, -(2**53) - 1, 2**53 + 1]
+    recs = [dict(CHAT, episode_id=f"e{i}", seed=str(s)) for i, s in enumerate(seeds)]
+    path = write_jsonl(tmp_path / "in.jsonl", recs)
+    stats = write_steps_parquet(iter_rollout_chunks(path), tmp_path / "steps.parquet")
+    assert stats.seeds == tuple(sorted(seeds))
+    summary = json.loads(json.dumps(stats.summary(), allow_nan=False))
+    assert summary["seeds"] == [str(s) for s in sorted(seeds)]
+    assert [int(s) for s in summary["seeds"]] == sorted(seeds)
 
 
 def test_write_parquet_input_with_episode_file(tmp_path: Path) -> None:

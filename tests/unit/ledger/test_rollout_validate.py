@@ -163,6 +163,35 @@ def test_infinite_logprob() -> None:
     assert (p.row, p.column) == (1, "action_logprob")
 
 
+def test_nan_obs() -> None:
+    obs = [[0.0, 0.5], [1.0, float("nan")], [2.0, 0.5]]
+    p = only(validate_steps(replace(steps([3]), "obs", obs)))
+    assert (p.row, p.column, p.message) == (1, "obs", "obs[1] is nan, want a number")
+
+
+def test_infinite_obs_is_data() -> None:
+    """An unbounded Box space may observe infinity (a range sensor that saw nothing)."""
+    obs = [[0.0, float("inf")], [1.0, -float("inf")], [2.0, 0.5]]
+    assert validate_steps(replace(steps([3]), "obs", obs)).ok
+
+
+def test_infinite_action() -> None:
+    action = [[1.0], None, [0.0, -float("inf"), float("inf")], [1.0]]
+    p = only(validate_steps(replace(steps([2, 2]), "action", action)))
+    assert (p.row, p.column, p.message) == (2, "action", "action[1] is -inf, want a finite number")
+
+
+def test_non_finite_vectors_name_rows_of_the_stream() -> None:
+    obs = [[0.0], [1.0], [], [2.0, 3.0], None, [float("nan")]]
+    table = replace(steps([3, 3]), "obs", obs)
+    v = StepStreamValidator()
+    for start in range(0, 6, 4):
+        v.feed(table.slice(start, 4).to_batches()[0])
+    assert [str(p) for p in v.finish().problems] == [
+        "row 5, column 'obs': obs[0] is nan, want a number"
+    ]
+
+
 # --- episode structure -----------------------------------------------------------------------
 
 
@@ -261,6 +290,24 @@ def test_invalid_utf8() -> None:
     table = table.set_column(i, table.schema.field(i), invalid_utf8_strings())
     p = only(validate_steps(table))
     assert (p.row, p.column, p.message) == (1, "content", "value is not valid UTF-8")
+
+
+def test_invalid_utf8_episode_id_is_reported_not_raised() -> None:
+    table = steps([2, 1])
+    i = table.schema.get_field_index("episode_id")
+    raw = pa.array([b"e0", b"e0", b"caf\xe9"], pa.binary()).view(pa.string())
+    report = validate_steps(table.set_column(i, table.schema.field(i), raw))
+    assert [str(p) for p in report.problems] == [
+        "row 2, column 'episode_id': value is not valid UTF-8"
+    ]
+
+
+def test_invalid_utf8_in_a_json_column_is_reported_once() -> None:
+    table = steps([2])
+    i = table.schema.get_field_index("tool_calls")
+    raw = pa.array([b"[]", b'["\xff"]'], pa.binary()).view(pa.string())
+    p = only(validate_steps(table.set_column(i, table.schema.field(i), raw)))
+    assert (p.row, p.column, p.message) == (1, "tool_calls", "value is not valid UTF-8")
 
 
 def test_oversized_string() -> None:
