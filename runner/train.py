@@ -99,8 +99,8 @@ def train(
     """Admit a dataset, train on its verified bytes, record the checkpoint.
 
     Steps:
-        1. Check the signer holds the trainer role, load the trainer and resolve the parent
-           (before any data is read).
+        1. Check the signer holds the trainer role, load the trainer, check its config (when
+           the trainer can) and resolve the parent, all before any data is read.
         2. Admit the dataset. On refusal: record one signed refusal naming every reason, and
            re-raise; nothing is trained.
         3. Train on the admitted tables (concatenated in the dataset's batch order): the bytes
@@ -129,6 +129,9 @@ def train(
             f"policy {policy.name!r} serial {policy.serial}"
         )
     trainer = load_trainer(trainer_name)
+    check_config = getattr(trainer, "check_config", None)  # optional plug-in hook
+    if callable(check_config):
+        check_config(dict(config or {}))
     catalog = Catalog(ledger)
     parent_item = catalog.resolve(parent, {"checkpoint"}) if parent else None
     started = _now()

@@ -122,6 +122,10 @@ class TrainResult:
 class Trainer(Protocol):
     """A training algorithm. Implementations must be deterministic given data, config and seed.
 
+    A trainer may also define ``check_config(config) -> dict``, raising `TrainerConfigError`
+    for a bad config: the runner then calls it before admission, so a typo fails in
+    milliseconds instead of after every batch was read and verified.
+
     Attributes:
         name: the name it is registered under (entry point name or built-in name).
     """

@@ -360,6 +360,14 @@ class BCTrainer:
 
     name: str = "bc"
 
+    def check_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The effective config, checked before any data is read (see `effective_config`).
+
+        Raises:
+            TrainerConfigError: an unknown key, or a value of the wrong type or out of range.
+        """
+        return effective_config(config)
+
     def train(self, data: TrainingData, config: Mapping[str, Any], seed: int) -> TrainResult:
         """Keep the top episodes by return and clone their actions.
 

@@ -1035,8 +1035,13 @@ def _copy_batch(w: World, batch: str, name: str) -> str:
         episodes.schema.get_field_index("episode_id"), "episode_id", [eids]
     )
     return record_batch(
-        w.ledger, steps, episodes=episodes, env="cartpole@1", policy="random-copy",
-        signer=w.signer("vendor"), name=name,
+        w.ledger,
+        steps,
+        episodes=episodes,
+        env="cartpole@1",
+        policy="random-copy",
+        signer=w.signer("vendor"),
+        name=name,
     ).recorded.digest
 
 
@@ -1045,11 +1050,26 @@ def test_dataset_create_refuses_an_exact_duplicate_of_a_train_episode(
 ) -> None:
     copy = _copy_batch(world, world.batch, "copied")
     size = world.ledger.log.size
-    r = run(runner, world.home, "dataset", "create", "held", "--version", "1", "--split",
-            "holdout", "--batch", copy, "--key", "vendor")
+    r = run(
+        runner,
+        world.home,
+        "dataset",
+        "create",
+        "held",
+        "--version",
+        "1",
+        "--split",
+        "holdout",
+        "--batch",
+        copy,
+        "--key",
+        "vendor",
+    )
     expect(r, 1)
-    assert r.stderr.startswith("FAIL: dataset held@1 (holdout): 4 episode(s) exactly duplicate "
-                               "episodes of the other split: "), r.stderr
+    assert r.stderr.startswith(
+        "FAIL: dataset held@1 (holdout): 4 episode(s) exactly duplicate "
+        "episodes of the other split: "
+    ), r.stderr
     assert world.ledger.log.size == size
 
 
@@ -1065,3 +1085,17 @@ def test_runner_refuses_train_data_that_duplicates_holdout_episodes(
     lines = r.stderr.splitlines()
     assert lines[0] == "FAIL: dataset ds@1: refused, 4 problem(s)", r.stderr
     assert all("exact duplicate: " in line and "an exact duplicate" in line for line in lines[1:])
+
+
+def test_a_bad_trainer_config_fails_before_any_data_is_read(
+    runner: CliRunner, world: World, tmp_path: Path
+) -> None:
+    config = tmp_path / "config.json"
+    config.write_text('{"epoch": 3}')
+    before = world.kinds()
+    r = run(
+        runner, world.home, "train", "--dataset", "ds@1", "--key", "trainer", "--config", config
+    )
+    expect(r, 1)
+    assert r.stderr.startswith("FAIL: ") and "epoch" in r.stderr, r.stderr
+    assert world.kinds() == before  # no checkpoint, and no refusal record: nothing was admitted

@@ -436,3 +436,13 @@ def test_interface_modules_import_no_heavy_packages() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_bc_checks_its_config_without_data() -> None:
+    from runner.trainers import load_trainer
+    from runner.trainers.bc import DEFAULTS
+
+    trainer = load_trainer("bc")
+    assert trainer.check_config({}) == DEFAULTS  # type: ignore[attr-defined]
+    with pytest.raises(TrainerConfigError, match="epoch"):
+        trainer.check_config({"epoch": 3})  # type: ignore[attr-defined]
