@@ -62,6 +62,7 @@ from verify.tlog_proof import TlogProof, verify_tlog_proof
 from ._fs import TMP_PREFIX, fsync_dir
 from .catalog import Catalog
 from .errors import LedgerError, StoreError
+from .evidence import ledger_evidence
 from .keys import Signer
 from .record import record_statement
 from .signing import canonical_json
@@ -246,7 +247,7 @@ def export_bundle(
         if found is None:
             raise LedgerError("export: no trust policy recorded in this ledger; pass --policy FILE")
         policy = found[1]
-    inner = LedgerDirEvidence(ledger.root)
+    inner = ledger_evidence(ledger)
     evidence = _Recording(inner)
     note = inner.checkpoint_note()
     vkey = ledger.log.vkey

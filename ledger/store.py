@@ -63,6 +63,11 @@ class ObjectStore:
         h = parse_digest(digest, "object digest")
         return f"sha256/{h[:2]}/{h[2:4]}/{h}"
 
+    @property
+    def is_local(self) -> bool:
+        """True for a store on the local disk (blobs have paths)."""
+        return self._fs is None
+
     def path_of(self, digest: str) -> Path:
         """Local path of a blob (local stores only)."""
         if self._fs is not None:
@@ -272,11 +277,22 @@ class ObjectStore:
         return n
 
     def copy_to(self, digest: str, dest: Path) -> None:
-        """Copy a blob to a local file (for exports and checkouts)."""
-        if self._fs is None:
-            shutil.copyfile(self.path_of(digest), dest)
-        else:
-            dest.write_bytes(self.get(digest))
+        """Copy a blob to a local file (for exports and checkouts), streaming.
+
+        Raises:
+            StoreError: absent or unreadable.
+        """
+        try:
+            if self._fs is None:
+                shutil.copyfile(self.path_of(digest), dest)
+                return
+            with self._fs.open_input_stream(self._remote(digest)) as src, open(dest, "wb") as out:
+                while chunk := src.read(CHUNK):
+                    out.write(chunk)
+        except FileNotFoundError as e:
+            raise StoreError(f"object {digest}: not in the store") from e
+        except OSError as e:
+            raise StoreError(f"object {digest}: cannot copy to {dest}: {e}") from e
 
 
 def _unlink(path: str) -> None:

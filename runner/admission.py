@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger.errors import LedgerError
+from ledger.evidence import ledger_evidence
 from verify.errors import FormatError, PolicyError, ProvenanceError
-from verify.evidence import LedgerDirEvidence
 from verify.lineage import FAIL, INFO, OK, Check, LineageVerifier, Record
 from verify.policy import TrustPolicy
 
@@ -172,7 +172,7 @@ def admit(
 
     # (1)
     item = Catalog(ledger).resolve(dataset_ref, {"dataset"})
-    evidence = LedgerDirEvidence(ledger.root)
+    evidence = ledger_evidence(ledger)
     verifier = LineageVerifier(evidence, policy, now=now)
     seen_path = ledger.root / SEEN_CHECKPOINT
     seen = _read_seen(seen_path)

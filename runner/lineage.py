@@ -200,10 +200,10 @@ def _statuses(graph: Graph, verifier: LineageVerifier) -> None:
 
 
 def _verifier(ledger: Ledger, policy: TrustPolicy) -> LineageVerifier:
-    from verify.evidence import LedgerDirEvidence
+    from ledger.evidence import ledger_evidence
     from verify.lineage import LineageVerifier
 
-    return LineageVerifier(LedgerDirEvidence(ledger.root), policy)
+    return LineageVerifier(ledger_evidence(ledger), policy)
 
 
 def lineage(ledger: Ledger, ref: str, policy: TrustPolicy | None = None) -> Graph:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from verify.evidence import LedgerDirEvidence
+from ledger.evidence import ledger_evidence
 from verify.lineage import Check, LineageVerifier
 
 if TYPE_CHECKING:
@@ -23,5 +23,5 @@ def verify_ref(ledger: Ledger, ref: str, policy: TrustPolicy, *, deep: bool = Fa
     from ledger.catalog import Catalog
 
     item = Catalog(ledger).resolve(ref)
-    verifier = LineageVerifier(LedgerDirEvidence(ledger.root), policy, deep=deep)
+    verifier = LineageVerifier(ledger_evidence(ledger), policy, deep=deep)
     return verifier.verify(item.digest)

@@ -1063,7 +1063,9 @@ def verify_bundle(
             except (ProvenanceError, FileNotFoundError) as e:
                 history.fail(f"trust-policy record {i}: not included under the checkpoint: {e}")
     root.children[0:0] = [bundle_node, history]
-    # (6)
+    # (6) The verifier may prove inclusion of many entries at once (when the bundle holds the
+    # whole tree it recomputes the root), so what it relied on counts as touched too.
+    evidence.touched_entries.update(verifier.used)
     if root.ok:
         for name in evidence.unused():
             bundle_node.fail(

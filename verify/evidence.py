@@ -21,7 +21,7 @@ from .errors import FormatError
 from .note import Note
 from .tiles import TileReader
 
-__all__ = ["Evidence", "LedgerDirEvidence"]
+__all__ = ["Blobs", "DirBlobs", "Evidence", "LedgerDirEvidence"]
 
 MAX_BLOB_READ = 1 << 34
 """A verifier never reads a blob larger than this into memory (16 GiB)."""
@@ -59,31 +59,82 @@ class Evidence(Protocol):
         ...
 
 
+class Blobs(Protocol):
+    """Where blobs are read from: a local object directory, or (in ``ledger``) any store."""
+
+    def blob(self, digest: str) -> bytes | None:
+        """The blob's bytes, or None when absent."""
+        ...
+
+    def has_blob(self, digest: str) -> bool:
+        """True when the blob is present."""
+        ...
+
+    def blob_path(self, digest: str) -> Path | None:
+        """A local file holding the blob (for streaming hashes), or None when absent."""
+        ...
+
+
+class DirBlobs:
+    """Blobs in a local ``objects/sha256/<2>/<2>/<64>`` directory."""
+
+    def __init__(self, objects: Path) -> None:
+        """Read blobs under ``objects``."""
+        self.objects = objects
+
+    def blob_path(self, digest: str) -> Path | None:
+        """Path of a blob in the object store, when present."""
+        h = parse_digest(digest, "blob digest")
+        path = self.objects / "sha256" / h[:2] / h[2:4] / h
+        return path if path.is_file() else None
+
+    def has_blob(self, digest: str) -> bool:
+        """True when the blob file exists."""
+        return self.blob_path(digest) is not None
+
+    def blob(self, digest: str) -> bytes | None:
+        """The blob's bytes, or None when absent."""
+        path = self.blob_path(digest)
+        if path is None:
+            return None
+        if path.stat().st_size > MAX_BLOB_READ:
+            raise FormatError(f"blob {digest}: larger than {MAX_BLOB_READ} bytes")
+        return path.read_bytes()
+
+
 class LedgerDirEvidence:
     """Evidence read straight from a ledger directory (``ledger.toml``, ``log/``, objects)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, blobs: Blobs | None = None) -> None:
         """Open a ledger directory for reading.
 
+        Args:
+            root: the ledger directory (its ``log/`` is read directly).
+            blobs: where blobs come from; default the local store named in ``ledger.toml``.
+                trajledger passes a reader over its configured store (``s3://`` included).
+
         Raises:
-            FormatError: no readable checkpoint, or the store is not a local directory.
+            FormatError: no readable checkpoint, or (without ``blobs``) a store that is not a
+                local directory.
         """
         self.root = root
         self.log_dir = root / "log"
-        store = "objects"
-        cfg = root / "ledger.toml"
-        if cfg.is_file():
-            try:
-                doc = tomllib.loads(cfg.read_text("utf-8"))
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-                raise FormatError(f"{cfg}: not valid TOML: {e}") from e
-            store = str(doc.get("ledger", {}).get("store", "objects"))
-        if "://" in store:
-            raise FormatError(
-                f"{cfg}: the store is {store}; the standalone verifier reads local ledgers only "
-                "(export a bundle, or verify through trajledger)"
-            )
-        self.objects = root / store
+        if blobs is None:
+            store = "objects"
+            cfg = root / "ledger.toml"
+            if cfg.is_file():
+                try:
+                    doc = tomllib.loads(cfg.read_text("utf-8"))
+                except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+                    raise FormatError(f"{cfg}: not valid TOML: {e}") from e
+                store = str(doc.get("ledger", {}).get("store", "objects"))
+            if "://" in store:
+                raise FormatError(
+                    f"{cfg}: the store is {store}; the standalone verifier reads local "
+                    "ledgers only (export a bundle, or verify through trajledger)"
+                )
+            blobs = DirBlobs(root / store)
+        self.blobs = blobs
         self._note = self._read(self.log_dir / "checkpoint", "log checkpoint")
         try:
             note = Note.from_bytes(self._note)
@@ -125,20 +176,13 @@ class LedgerDirEvidence:
         return self._tiles.consistency_proof(old_size, new_size)
 
     def blob_path(self, digest: str) -> Path | None:
-        """Path of a blob in the object store, when present."""
-        h = parse_digest(digest, "blob digest")
-        path = self.objects / "sha256" / h[:2] / h[2:4] / h
-        return path if path.is_file() else None
+        """A local file holding the blob, when present."""
+        return self.blobs.blob_path(digest)
 
     def has_blob(self, digest: str) -> bool:
-        """True when the blob file exists."""
-        return self.blob_path(digest) is not None
+        """True when the blob is present."""
+        return self.blobs.has_blob(digest)
 
     def blob(self, digest: str) -> bytes | None:
         """The blob's bytes, or None when absent."""
-        path = self.blob_path(digest)
-        if path is None:
-            return None
-        if path.stat().st_size > MAX_BLOB_READ:
-            raise FormatError(f"blob {digest}: larger than {MAX_BLOB_READ} bytes")
-        return path.read_bytes()
+        return self.blobs.blob(digest)

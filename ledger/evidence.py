@@ -1,0 +1,69 @@
+"""The ledger as verification evidence, whatever its store.
+
+Scope: `ledger_evidence` opens a ledger for ``verify.lineage``: the log is read from the ledger
+directory, blobs from the configured object store, local or remote (``s3://``, ``gs://`` via
+pyarrow.fs). A remote blob that must be streamed (a deep re-hash) is downloaded once into a
+private temporary directory, removed when the evidence is closed or collected.
+Non-scope: judging anything; ``verify/`` does that with these bytes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from verify.evidence import LedgerDirEvidence
+
+from .errors import StoreError
+
+if TYPE_CHECKING:
+    from .home import Ledger
+    from .store import ObjectStore
+
+__all__ = ["StoreBlobs", "ledger_evidence"]
+
+
+class StoreBlobs:
+    """`verify.evidence.Blobs` over an `ObjectStore` (unverified reads: the verifier hashes)."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        """Read blobs from ``store``."""
+        self.store = store
+        self._tmp: Path | None = None
+
+    def has_blob(self, digest: str) -> bool:
+        """True when the store holds the blob."""
+        return self.store.exists(digest)
+
+    def blob(self, digest: str) -> bytes | None:
+        """The blob's bytes, or None when absent."""
+        try:
+            return self.store.get(digest)
+        except StoreError:
+            return None if not self.store.exists(digest) else _raise(digest)
+
+    def blob_path(self, digest: str) -> Path | None:
+        """A local file with the blob: the store's own file, or a downloaded copy."""
+        if not self.store.exists(digest):
+            return None
+        if self.store.is_local:
+            return self.store.path_of(digest)
+        if self._tmp is None:
+            self._tmp = Path(tempfile.mkdtemp(prefix="trajledger-blobs-"))
+            weakref.finalize(self, shutil.rmtree, self._tmp, True)
+        dest = self._tmp / digest.removeprefix("sha256:")
+        if not dest.exists():
+            self.store.copy_to(digest, dest)
+        return dest
+
+
+def _raise(digest: str) -> bytes:
+    raise StoreError(f"object {digest}: present but unreadable")
+
+
+def ledger_evidence(ledger: Ledger) -> LedgerDirEvidence:
+    """The ledger's log and store as evidence for ``verify.lineage``."""
+    return LedgerDirEvidence(ledger.root, StoreBlobs(ledger.store))
