@@ -9,11 +9,14 @@ Scope:
   * `derive_episodes` computes the episode table (return, num_steps, termination reason,
     cost) from steps, merged with any episode attributes the input gave.
   * Readers that stream an input as `RolloutChunk` objects of bounded size: Parquet, Arrow IPC
-    (file and stream), and JSONL of chat rollouts, TRL dumps and verl dumps. A reader never
-    holds more than one chunk of the input in memory.
+    (file and stream), and JSONL of chat rollouts, TRL dumps and verl dumps, plain or
+    compressed with gzip or zstd (recognised by magic bytes, decompressed as a stream, refused
+    past `MAX_DECOMPRESSED_BYTES` or a line past `MAX_LINE_BYTES`). A reader never holds more
+    than one chunk of the input in memory.
   * `rows_to_table` / `rows_to_episodes` for the Python API (a list of dicts).
 Non-scope: content validation (``validate.py``; these functions check only what they need in
-order to convert) and writing (``parquet_io.py``).
+order to convert), writing (``parquet_io.py``), and compressed Parquet or Arrow files (both
+compress internally; a gzip or zstd wrapper around them is refused).
 Spec: ``schemas/rollout.v1.md`` (the tables) and ``schemas/rollout-inputs.md`` (each input
 mapping).
 """
@@ -21,12 +24,16 @@ mapping).
 from __future__ import annotations
 
 import datetime as dt
+import gzip
+import io
 import json
 import os
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -44,9 +51,14 @@ from .schema import (
 )
 from .validate import Problem, ProblemCollector, RolloutValidationError, invalid_utf8_rows
 
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+
 __all__ = [
     "DEFAULT_BATCH_ROWS",
     "FORMATS",
+    "MAX_DECOMPRESSED_BYTES",
+    "MAX_LINE_BYTES",
     "TRUNCATION_REASONS",
     "EpisodeBuilder",
     "RolloutChunk",
@@ -66,6 +78,17 @@ DEFAULT_BATCH_ROWS: Final = 65536
 
 CHUNK_TEXT_BYTES: Final = 64 << 20
 """A JSONL chunk is cut early once its text fields hold this many bytes (bounds memory)."""
+
+MAX_LINE_BYTES: Final = 64 << 20
+"""Longest accepted JSONL line (one episode), newline included; a longer line refuses the file.
+
+Read through a bounded buffer, so a line of any length (for instance one decompressed from a
+few bytes) costs at most this much memory.
+"""
+
+MAX_DECOMPRESSED_BYTES: Final = 64 << 30
+"""Most bytes a gzip or zstd JSONL file may decompress to; past it the file is refused as a
+possible decompression bomb. Split larger inputs into several files of one batch."""
 
 FORMATS: Final = ("parquet", "arrow", "arrow-stream", "chat-jsonl", "trl-jsonl", "verl-jsonl")
 """Input formats `detect_format` recognises."""
@@ -1000,7 +1023,9 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     """Name the format of an input file.
 
     Parquet and Arrow IPC are recognised by their magic bytes; JSONL by the keys of its first
-    record: ``messages`` (chat), ``completion`` (TRL), ``response`` or ``output`` (verl).
+    record: ``messages`` (chat), ``completion`` (TRL), ``response`` or ``output`` (verl). JSONL
+    compressed with gzip or zstd is recognised by its magic bytes, whatever the file is named,
+    and named by its decompressed first record.
 
     Args:
         path: the input file.
@@ -1009,19 +1034,33 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         One of `FORMATS`.
 
     Raises:
-        RolloutValidationError: the file is empty or of no known format.
+        RolloutValidationError: the file is empty, of no known format, a compressed Parquet or
+            Arrow file, or compressed data that is corrupt or over the limits.
         OSError: the file cannot be read.
     """
     with open(path, "rb") as f:
         head = f.read(8)
-        if head[:4] == b"PAR1":
-            return "parquet"
-        if head[:6] == b"ARROW1":
-            return "arrow"
-        if head[:4] == b"\xff\xff\xff\xff":
-            return "arrow-stream"
-        f.seek(0)
-        for number, raw in enumerate(f, 1):
+    if head[:4] == b"PAR1":
+        return "parquet"
+    if head[:6] == b"ARROW1":
+        return "arrow"
+    if head[:4] == b"\xff\xff\xff\xff":
+        return "arrow-stream"
+    subject = Path(path)
+    with _open_jsonl(subject, check_end=False) as (codec, f):
+        if codec is not None:
+            try:
+                inner = f.peek(8)[:8]
+            except _InputError as e:
+                raise _refused(subject, str(e), None) from e
+            if inner[:4] == b"PAR1" or inner[:6] == b"ARROW1" or inner[:4] == b"\xff" * 4:
+                raise _refused(
+                    subject,
+                    f"{codec}-compressed Parquet or Arrow IPC is not read: both compress "
+                    "internally; decompress the file",
+                    None,
+                )
+        for number, raw in _read_lines(f, subject):
             if raw.strip():
                 return _jsonl_kind(raw, number, str(path))
     raise RolloutValidationError(
@@ -1069,6 +1108,8 @@ def iter_rollout_chunks(
     more than one chunk is held in memory. A JSONL episode is never split, so a chunk may
     exceed ``batch_rows`` by one episode; a chunk is also cut once its text passes 64 MiB.
     Parquet and Arrow batches are passed through as read (normalisation happens when writing).
+    JSONL compressed with gzip or zstd (told by its magic bytes, also when ``fmt`` is given)
+    is decompressed as a stream; line numbers count decompressed lines.
 
     JSONL problems (bad JSON, missing or mistyped fields, repeated episode ids) are collected
     over the whole file; good lines are still yielded, and the error is raised after the last
@@ -1086,7 +1127,9 @@ def iter_rollout_chunks(
 
     Raises:
         RolloutValidationError: the format is unknown, or JSONL lines are bad (listing each
-            with its line number).
+            with its line number), or a line is over `MAX_LINE_BYTES`, or compressed data is
+            corrupt, truncated or over `MAX_DECOMPRESSED_BYTES` (one problem naming the file,
+            after those of the lines before it).
         OSError: the file cannot be read.
     """
     if batch_rows < 1:
@@ -1167,6 +1210,201 @@ def _iter_arrow(path: Path, kind: str, batch_rows: int) -> Iterator[pa.RecordBat
         for batch in batches:
             for start in range(0, max(batch.num_rows, 1), batch_rows):
                 yield batch.slice(start, batch_rows)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading JSONL, plain or compressed
+
+_GZIP_MAGIC: Final = b"\x1f\x8b"
+_ZSTD_MAGIC: Final = 0xFD2FB528
+_ZSTD_SKIPPABLE: Final = 0x184D2A50
+"""Skippable zstd frames (user data) have magic numbers 0x184D2A50 to 0x184D2A5F."""
+_READ_BUFFER: Final = 1 << 20
+
+
+class _InputError(Exception):
+    """Compressed data that cannot be read on, raised from inside a buffered read.
+
+    Never leaves this module: `_read_lines` and `detect_format` turn it into a
+    `RolloutValidationError` naming the file (and the line being read).
+    """
+
+
+def _refused(path: Path, message: str, line: int | None) -> RolloutValidationError:
+    # The path is in the message too: `write_steps_parquet` re-raises problems under the
+    # subject of a whole batch, which may name several files.
+    return RolloutValidationError(str(path), [Problem(None, None, f"{path}: {message}", line=line)])
+
+
+def _codec(head: bytes) -> str | None:
+    """The compression of a file from its first 4 bytes: "gzip", "zstd", or None (plain)."""
+    if head[:2] == _GZIP_MAGIC:
+        return "gzip"
+    if len(head) >= 4:
+        magic = int.from_bytes(head[:4], "little")
+        if magic == _ZSTD_MAGIC or magic & 0xFFFFFFF0 == _ZSTD_SKIPPABLE:
+            return "zstd"
+    return None
+
+
+class _Decompressed(io.RawIOBase):
+    """The decompressed bytes of a gzip or zstd file, counted against a limit.
+
+    Each read decompresses at most the caller's buffer, so memory stays constant whatever the
+    compression ratio. Corrupt data and the limit raise `_InputError`.
+    """
+
+    def __init__(self, codec: str, source: BinaryIO, limit: int) -> None:
+        self._codec = codec
+        self._limit = limit
+        self._total = 0
+        self._inner: Any
+        self._errors: tuple[type[Exception], ...]
+        if codec == "gzip":
+            self._inner = gzip.GzipFile(fileobj=source, mode="rb")
+            self._errors = (EOFError, gzip.BadGzipFile, zlib.error)
+        else:
+            import zstandard  # lazily: only zstd inputs need it
+
+            # Concatenated frames (pzstd, `cat`) are one stream; the library's default window
+            # limit (128 MiB) bounds the decoder's own memory.
+            self._inner = zstandard.ZstdDecompressor().stream_reader(
+                source, read_across_frames=True, closefd=False
+            )
+            self._errors = (zstandard.ZstdError,)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: WriteableBuffer, /) -> int:
+        try:
+            # One step at a time, so the bytes decoded before an error are passed on first
+            # and the error names the line it cuts.
+            n = int(self._inner.readinto1(buffer))
+        except self._errors as e:
+            # gzip raises EOFError for data that stops inside a member: a truncated file.
+            what = "ends early (truncated?)" if isinstance(e, EOFError) else "is corrupt"
+            raise _InputError(f"{self._codec} data {what}: {e}") from e
+        self._total += n
+        if self._total > self._limit:
+            raise _InputError(
+                f"decompresses to over {self._limit:,} bytes, want at most "
+                f"{self._limit:,} (MAX_DECOMPRESSED_BYTES): refused as a possible "
+                "decompression bomb"
+            )
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self._inner.close()
+        super().close()
+
+
+def _zstd_truncation(path: Path) -> str | None:
+    """Why a zstd file ends inside a frame, or None when its last frame is whole.
+
+    The zstd stream reader takes a truncated frame for the end of the data, so the frames are
+    walked first: frame and block headers only (RFC 8878, section 3.1), seeking over block
+    contents. Anything that is not a frame is left for the decoder to report as corrupt.
+    """
+    size = path.stat().st_size
+    pos = frame = 0
+    with open(path, "rb", buffering=0) as f:
+
+        def read(n: int) -> bytes:
+            f.seek(pos)
+            return f.read(n)
+
+        while pos < size:
+            frame += 1
+            head = read(8)
+            magic = int.from_bytes(head[:4], "little") if len(head) >= 4 else None
+            if magic is not None and magic & 0xFFFFFFF0 == _ZSTD_SKIPPABLE and len(head) == 8:
+                pos += 8 + int.from_bytes(head[4:8], "little")
+            elif magic == _ZSTD_MAGIC and len(head) >= 5:
+                fhd = head[4]
+                single = fhd >> 5 & 1
+                dict_id = (0, 1, 2, 4)[fhd & 3]
+                content_size = (0, 2, 4, 8)[fhd >> 6] or single
+                pos += 5 + (1 - single) + dict_id + content_size
+                last = False
+                while not last and pos <= size:
+                    block = read(3)
+                    if len(block) < 3:
+                        pos = size + 1
+                        break
+                    header = int.from_bytes(block, "little")
+                    last = bool(header & 1)
+                    # An RLE block (type 1) holds one byte, repeated block-size times.
+                    pos += 3 + (1 if header >> 1 & 3 == 1 else header >> 3)
+                pos += 4 * (fhd >> 2 & 1)  # content checksum
+            elif (
+                magic is not None and magic != _ZSTD_MAGIC and magic & 0xFFFFFFF0 != _ZSTD_SKIPPABLE
+            ):
+                return None
+            else:  # a frame header cut short
+                pos = size + 1
+            if pos > size:
+                return (
+                    f"zstd data ends early (truncated?): frame {frame} needs at least "
+                    f"{pos:,} bytes, the file has {size:,}"
+                )
+    return None
+
+
+@contextmanager
+def _open_jsonl(path: Path, *, check_end: bool) -> Iterator[tuple[str | None, io.BufferedReader]]:
+    """Open a JSONL file, plain or compressed, for `_read_lines`.
+
+    Args:
+        path: the file.
+        check_end: check first that a zstd file does not end inside a frame (a pass over its
+            headers; gzip reports a truncated member itself).
+
+    Yields:
+        The compression ("gzip", "zstd" or None) and a reader of the decompressed bytes.
+
+    Raises:
+        RolloutValidationError: a zstd file ends inside a frame.
+    """
+    with ExitStack() as stack:
+        f = stack.enter_context(open(path, "rb"))
+        codec = _codec(f.peek(4)[:4])
+        if codec is None:
+            yield None, f
+            return
+        if codec == "zstd" and check_end:
+            problem = _zstd_truncation(path)
+            if problem is not None:
+                raise _refused(path, problem, None)
+        raw = stack.enter_context(_Decompressed(codec, f, MAX_DECOMPRESSED_BYTES))
+        yield codec, stack.enter_context(io.BufferedReader(raw, _READ_BUFFER))
+
+
+def _read_lines(f: io.BufferedReader, path: Path) -> Iterator[tuple[int, bytes]]:
+    """Yield the 1-based number and bytes of each line, refusing one over `MAX_LINE_BYTES`.
+
+    Raises:
+        RolloutValidationError: a line is too long, or the data cannot be read on (one problem
+            naming the file and the line being read).
+    """
+    limit = MAX_LINE_BYTES
+    number = 0
+    while True:
+        number += 1
+        try:
+            raw = f.readline(limit + 1)
+        except _InputError as e:
+            raise _refused(path, str(e), number) from e
+        if not raw:
+            return
+        if len(raw) > limit:
+            raise _refused(
+                path,
+                f"line is over {limit:,} bytes, want at most {limit:,} (MAX_LINE_BYTES)",
+                number,
+            )
+        yield number, raw
 
 
 # --------------------------------------------------------------------------------------------
@@ -1669,24 +1907,28 @@ def _iter_jsonl(path: Path, kind: str, batch_rows: int) -> Iterator[RolloutChunk
     ids: dict[str, int] = {}
     buf = _ChunkBuffer()
     decoder = json.JSONDecoder(object_pairs_hook=_strict_object, parse_constant=_refuse_constant)
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            line = _Line(number, c)
-            obj = _decode(decoder, raw, line)
-            if obj is None:
-                continue
-            ep = mapper(obj, line)
-            eid = ep.episode_id if ep.episode_id is not None else f"line-{number}"
-            if eid in ids:
-                line.error("episode_id", f"episode {eid!r} already given on line {ids[eid]}")
-            if line.failed:
-                continue
-            ids[eid] = number
-            buf.add(eid, ep)
-            if buf.rows >= batch_rows or buf.text_bytes >= CHUNK_TEXT_BYTES:
-                yield buf.flush()
+    with _open_jsonl(path, check_end=True) as (_, f):
+        try:
+            for number, raw in _read_lines(f, path):
+                if not raw.strip():
+                    continue
+                line = _Line(number, c)
+                obj = _decode(decoder, raw, line)
+                if obj is None:
+                    continue
+                ep = mapper(obj, line)
+                eid = ep.episode_id if ep.episode_id is not None else f"line-{number}"
+                if eid in ids:
+                    line.error("episode_id", f"episode {eid!r} already given on line {ids[eid]}")
+                if line.failed:
+                    continue
+                ids[eid] = number
+                buf.add(eid, ep)
+                if buf.rows >= batch_rows or buf.text_bytes >= CHUNK_TEXT_BYTES:
+                    yield buf.flush()
+        except RolloutValidationError as e:
+            # The rest of the file cannot be read: report the lines before it, then the cause.
+            raise RolloutValidationError(str(path), [*c.problems(), *e.problems]) from e
     if buf.rows:
         yield buf.flush()
     problems = c.problems()

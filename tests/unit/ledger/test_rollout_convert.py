@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,9 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
+import zstandard
 
+from ledger.rollouts import convert
 from ledger.rollouts.convert import (
     RolloutChunk,
     derive_episodes,
@@ -714,6 +718,228 @@ def test_unknown_format_name(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "c.jsonl", [CHAT])
     with pytest.raises(RolloutValidationError, match=r"format 'csv' is unknown"):
         list(iter_rollout_chunks(path, "csv"))
+
+
+# --- compressed JSONL ------------------------------------------------------------------------
+
+DUMPS: dict[str, list[Any]] = {
+    "chat-jsonl": [
+        CHAT,
+        "",
+        dict(CHAT, episode_id="ep-2", termination_reason="length"),
+        dict(CHAT, episode_id="ep-3"),
+    ],
+    "trl-jsonl": [
+        {"prompt": "Say hi", "completion": "hi", "reward": 0.5, "step": 10},
+        {"prompt": "p", "completion": "c", "rewards": {"format": 1.0, "accuracy": 0.25}},
+        {"prompt": "q", "completion": "d", "reward": 1},
+    ],
+    "verl-jsonl": [
+        {"input": "q", "output": "a", "score": 1.0, "step": 2, "gts": "a", "acc": True},
+        {"prompt": "r", "response": "b", "score": 0.0, "step": 2},
+        {"prompt": "s", "response": "c", "score": 0.5, "step": 3},
+    ],
+}
+
+
+def gz(data: bytes) -> bytes:
+    return gzip.compress(data, mtime=0)
+
+
+def zst(data: bytes) -> bytes:
+    return zstandard.ZstdCompressor(write_checksum=True).compress(data)
+
+
+COMPRESS = {"gzip": gz, "zstd": zst}
+
+
+def compressed(path: Path, records: list[Any], codec: str) -> Path:
+    """``records`` as JSONL compressed with ``codec``, at ``path`` whatever its name."""
+    plain = write_jsonl(path.with_name("plain-" + path.name), records)
+    path.write_bytes(COMPRESS[codec](plain.read_bytes()))
+    return path
+
+
+def read_all(path: Path, batch_rows: int = 4) -> tuple[pa.Table, pa.Table]:
+    chunks = list(iter_rollout_chunks(path, batch_rows=batch_rows))
+    eps = [c.episodes for c in chunks if c.episodes is not None]
+    return (
+        pa.Table.from_batches([c.steps for c in chunks], schema=STEP_SCHEMA),
+        pa.Table.from_batches(eps, schema=EPISODE_ATTR_SCHEMA),
+    )
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd"])
+@pytest.mark.parametrize("kind", sorted(DUMPS))
+def test_compressed_jsonl_reads_as_the_plain_file(tmp_path: Path, kind: str, codec: str) -> None:
+    plain = write_jsonl(tmp_path / "in.jsonl", DUMPS[kind])
+    packed = compressed(tmp_path / f"in.jsonl.{codec[0:2]}", DUMPS[kind], codec)
+    assert detect_format(packed) == detect_format(plain) == kind
+    steps, eps = read_all(packed)
+    want_steps, want_eps = read_all(plain)
+    assert steps.num_rows > 4  # several chunks
+    assert steps.equals(want_steps)
+    assert eps.equals(want_eps)
+    out = tmp_path / "out"
+    out.mkdir()
+    stats = write_steps_parquet(iter_rollout_chunks(packed, kind), out / "steps.parquet")
+    assert pq.read_table(stats.steps_path).equals(normalise_steps(want_steps))
+
+
+@pytest.mark.parametrize(
+    ("codec", "name"),
+    [("gzip", "rollouts.jsonl"), ("gzip", "rollouts.parquet"), ("zstd", "rollouts.jsonl.gz")],
+)
+def test_compression_is_detected_by_magic_bytes_not_name(
+    tmp_path: Path, codec: str, name: str
+) -> None:
+    path = compressed(tmp_path / name, DUMPS["trl-jsonl"], codec)
+    assert detect_format(path) == "trl-jsonl"
+    steps, _ = read_all(path)
+    assert steps.column("content").to_pylist()[:2] == ["Say hi", "hi"]
+
+
+def test_zstd_concatenated_and_skippable_frames(tmp_path: Path) -> None:
+    plain = write_jsonl(tmp_path / "in.jsonl", DUMPS["chat-jsonl"]).read_bytes()
+    cut = len(plain) // 2
+    skippable = (0x184D2A53).to_bytes(4, "little") + (3).to_bytes(4, "little") + b"abc"
+    path = tmp_path / "in.jsonl.zst"
+    path.write_bytes(skippable + zst(plain[:cut]) + zstandard.compress(plain[cut:]))
+    assert read_all(path)[0].equals(read_all(tmp_path / "in.jsonl")[0])
+
+
+def test_compressed_line_numbers_are_decompressed_lines(tmp_path: Path) -> None:
+    path = compressed(tmp_path / "in.jsonl.gz", [CHAT, "", "{oops"], "gzip")
+    with pytest.raises(RolloutValidationError) as info:
+        list(iter_rollout_chunks(path))
+    assert [p.line for p in info.value.problems] == [3]
+
+
+def test_truncated_gzip_refused(tmp_path: Path) -> None:
+    records = [CHAT, "{oops", *(dict(CHAT, episode_id=f"e{i}") for i in range(50))]
+    path = compressed(tmp_path / "in.jsonl.gz", records, "gzip")
+    path.write_bytes(path.read_bytes()[:-40])
+    with pytest.raises(RolloutValidationError) as info:
+        list(iter_rollout_chunks(path))
+    *before, last = problems(info)
+    assert before == [
+        "line 2: not valid JSON: Expecting property name enclosed in double quotes: "
+        "line 1 column 2 (char 1)"
+    ]
+    assert re.fullmatch(
+        rf"line \d+: {re.escape(str(path))}: gzip data ends early \(truncated\?\): "
+        r"Compressed file ended before the end-of-stream marker was reached",
+        last,
+    )
+    assert info.value.subject == str(path)
+
+
+def test_corrupt_gzip_refused(tmp_path: Path) -> None:
+    path = compressed(tmp_path / "in.jsonl.gz", [CHAT] * 3, "gzip")
+    data = bytearray(path.read_bytes())
+    data[-8] ^= 0xFF  # the CRC-32 of the member
+    path.write_bytes(bytes(data))
+    with pytest.raises(RolloutValidationError, match=r"gzip data is corrupt: CRC check failed"):
+        list(iter_rollout_chunks(path))
+
+
+def test_corrupt_zstd_refused(tmp_path: Path) -> None:
+    path = compressed(tmp_path / "in.jsonl.zst", [CHAT] * 3, "zstd")
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    want = f"{path}: zstd data is corrupt: zstd decompress error: Restored data doesn't match"
+    with pytest.raises(RolloutValidationError) as info:
+        detect_format(path)
+    assert problems(info)[0].startswith(want)
+    with pytest.raises(RolloutValidationError) as info:
+        list(iter_rollout_chunks(path, "chat-jsonl"))
+    assert problems(info)[0].startswith(f"line 1: {want}")
+
+
+@pytest.mark.parametrize("cut", [4, 6, 10, -1])
+def test_truncated_zstd_refused(tmp_path: Path, cut: int) -> None:
+    # The zstd stream reader ends quietly at a cut frame; the frame walk refuses it.
+    path = compressed(tmp_path / "in.jsonl.zst", [CHAT] * 3, "zstd")
+    data = path.read_bytes()
+    path.write_bytes(data[:cut])
+    size = len(data[:cut])
+    with pytest.raises(RolloutValidationError) as info:
+        list(iter_rollout_chunks(path, "chat-jsonl"))
+    [problem] = problems(info)
+    assert re.fullmatch(
+        rf"{re.escape(str(path))}: zstd data ends early \(truncated\?\): frame 1 needs at "
+        rf"least [\d,]+ bytes, the file has {size:,}",
+        problem,
+    )
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd"])
+def test_decompression_bomb_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codec: str
+) -> None:
+    monkeypatch.setattr(convert, "MAX_DECOMPRESSED_BYTES", 1 << 20)
+    line = json.dumps(CHAT).encode() + b"\n"
+    records = [dict(CHAT, episode_id=f"e{i}") for i in range(3 * (1 << 20) // len(line))]
+    path = compressed(tmp_path / "bomb.jsonl.x", records, codec)
+    assert path.stat().st_size < 64 << 10  # highly compressible: a small file
+    with pytest.raises(RolloutValidationError) as info:
+        list(iter_rollout_chunks(path))
+    [problem] = problems(info)
+    assert re.fullmatch(
+        rf"line \d+: {re.escape(str(path))}: decompresses to over 1,048,576 bytes, want at most "
+        r"1,048,576 \(MAX_DECOMPRESSED_BYTES\): refused as a possible decompression bomb",
+        problem,
+    )
+
+
+def test_decompression_bomb_of_blank_lines_refused_by_detect(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(convert, "MAX_DECOMPRESSED_BYTES", 1 << 20)
+    path = tmp_path / "blank.jsonl.zst"
+    path.write_bytes(zst(b"\n" * (4 << 20)))
+    with pytest.raises(RolloutValidationError, match=r"decompresses to over 1,048,576 bytes"):
+        detect_format(path)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd", None])
+def test_line_over_limit_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codec: str | None
+) -> None:
+    monkeypatch.setattr(convert, "MAX_LINE_BYTES", 1000)
+    long = dict(CHAT, episode_id="long", task_id="x" * 1000)
+    records = [CHAT, long]
+    path = (
+        write_jsonl(tmp_path / "in.jsonl", records)
+        if codec is None
+        else compressed(tmp_path / "in.jsonl.c", records, codec)
+    )
+    with pytest.raises(RolloutValidationError) as info:
+        list(iter_rollout_chunks(path))
+    assert problems(info) == [
+        f"line 2: {path}: line is over 1,000 bytes, want at most 1,000 (MAX_LINE_BYTES)"
+    ]
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd"])
+def test_compressed_parquet_refused(tmp_path: Path, codec: str) -> None:
+    pq.write_table(classic([2]), tmp_path / "a.parquet")
+    path = tmp_path / "a.parquet.c"
+    path.write_bytes(COMPRESS[codec]((tmp_path / "a.parquet").read_bytes()))
+    with pytest.raises(RolloutValidationError) as info:
+        detect_format(path)
+    assert problems(info) == [
+        f"{path}: {codec}-compressed Parquet or Arrow IPC is not read: both compress "
+        "internally; decompress the file"
+    ]
+
+
+def test_compressed_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "e.jsonl.gz"
+    path.write_bytes(gz(b"\n"))
+    with pytest.raises(RolloutValidationError, match=r"file is empty"):
+        detect_format(path)
 
 
 # --- writing ---------------------------------------------------------------------------------
