@@ -19,6 +19,10 @@ from .clikit import Context, Group, emit_json, ok, pass_ctx, warn
 
 __all__ = ["COMMANDS"]
 
+VERSION_OPTION = click.option(
+    "--version", "version", required=True, help="Version string; NAME@VERSION is immutable."
+)
+
 
 def _signer(ctx: Context, key: str) -> Any:
     return ctx.ledger().keys.signer(key)
@@ -31,9 +35,7 @@ def env() -> None:
 
 @env.command("register")
 @click.argument("name")
-@click.option(
-    "--version", "version", required=True, help="Version string; NAME@VERSION is immutable."
-)
+@VERSION_OPTION
 @click.option(
     "--file",
     "files",
@@ -85,9 +87,7 @@ def evaluator() -> None:
 
 @evaluator.command("register")
 @click.argument("name")
-@click.option(
-    "--version", "version", required=True, help="Version string; NAME@VERSION is immutable."
-)
+@VERSION_OPTION
 @click.option(
     "--kind",
     required=True,
@@ -273,9 +273,7 @@ def dataset() -> None:
 
 @dataset.command("create")
 @click.argument("name")
-@click.option(
-    "--version", "version", required=True, help="Version string; NAME@VERSION is immutable."
-)
+@VERSION_OPTION
 @click.option(
     "--split",
     required=True,

@@ -437,17 +437,13 @@ def _is_zstd(path: Path) -> bool:
 
 def _verify_bundle(path: Path, policy_file: Path | None, deep: bool) -> Any:
     """Verify an exported bundle offline with the given policy (no ledger needed)."""
-    from ledger.verify_files import read_input
     from verify.bundle import BundleEvidence, verify_bundle
-    from verify.policy import TrustPolicy
+    from verify.policy import load_policy_file
 
     if policy_file is None:
         raise click.UsageError("verifying a bundle needs --policy FILE (the policy you trust)")
-    policy = TrustPolicy.from_toml(
-        read_input(policy_file, "policy"), policy_file.parent, f"policy {policy_file}"
-    )
     with BundleEvidence.open(path) as evidence:
-        return verify_bundle(evidence, policy, deep=deep)
+        return verify_bundle(evidence, load_policy_file(policy_file), deep=deep)
 
 
 def report_raise(report: Any, subject: str) -> None:

@@ -69,7 +69,6 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
     iterations, verification, lineage and refusals. Prints the final checkpoint's digest."""
     from ledger.artifacts import (
         create_dataset,
-        record_batch,
         register_environment,
         register_evaluator,
     )
@@ -114,23 +113,13 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
     _say("cartpole@1 (CartPole-v1), episode-return@1 (deterministic)")
 
     _step(f"{episodes} random CartPole episodes recorded by the vendor")
-    random_run = run_policy(None, "CartPole-v1", episodes, 0, policy_version="random")
-    batch_random = record_batch(
-        ledger,
-        random_run.steps,
-        episodes=random_run.episodes,
-        env="cartpole@1",
-        evaluator="episode-return@1",
-        policy="random",
-        signer=keys["vendor"],
-        name="cartpole-random",
+    random_batch, random_mean = _random_batch(
+        ledger, keys["vendor"], episodes, 0, "cartpole-random", evaluator="episode-return@1"
     )
-    _say(f"batch {batch_random.recorded.digest[:23]}…  mean return {random_run.mean_return:.1f}")
+    _say(f"batch {random_batch[:23]}…  mean return {random_mean:.1f}")
 
     _step("iteration 1: dataset, approvals 2-of-2, training")
-    ds1 = create_dataset(
-        ledger, "cartpole", "1", "train", [batch_random.recorded.digest], keys["vendor"]
-    )
+    ds1 = create_dataset(ledger, "cartpole", "1", "train", [random_batch], keys["vendor"])
     for a in ("approver-a", "approver-b"):
         approve(ledger, "cartpole@1", keys[a], expires="30d", note="quickstart")
     ckpt1 = train(
@@ -150,7 +139,7 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
         "cartpole",
         "2",
         "train",
-        [batch_random.recorded.digest, batch_ckpt1.recorded.digest],
+        [random_batch, batch_ckpt1.recorded.digest],
         keys["vendor"],
     )
     for a in ("approver-a", "approver-b"):
@@ -171,7 +160,7 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
     )
     _say(
         f"checkpoint {ckpt2.digest[:23]}…  mean return {eval2.mean_return:.1f} "
-        f"(random: {random_run.mean_return:.1f})"
+        f"(random: {random_mean:.1f})"
     )
 
     _step("verifying the final checkpoint's whole lineage (signatures, log, approvals, data)")
@@ -186,38 +175,16 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
     _say(f"{n} checks passed")
 
     _step("refusals: the runner will not train on these")
-    extra = run_policy(None, "CartPole-v1", 10, 7000, policy_version="random")
-    unapproved = record_batch(
-        ledger,
-        extra.steps,
-        episodes=extra.episodes,
-        env="cartpole@1",
-        policy="random",
-        signer=keys["vendor"],
-        name="cartpole-unapproved",
-    )
-    create_dataset(
-        ledger, "cartpole-unapproved", "1", "train", [unapproved.recorded.digest], keys["vendor"]
-    )
+    unapproved, _ = _random_batch(ledger, keys["vendor"], 10, 7000, "cartpole-unapproved")
+    create_dataset(ledger, "cartpole-unapproved", "1", "train", [unapproved], keys["vendor"])
     _refused(
         "an unapproved dataset",
         lambda: train(ledger, "cartpole-unapproved@1", "bc", keys["trainer"], policy),
         DataRefusedError,
     )
 
-    held = run_policy(None, "CartPole-v1", 10, 8000, policy_version="random")
-    holdout = record_batch(
-        ledger,
-        held.steps,
-        episodes=held.episodes,
-        env="cartpole@1",
-        policy="random",
-        signer=keys["vendor"],
-        name="cartpole-holdout",
-    )
-    create_dataset(
-        ledger, "cartpole-holdout", "1", "holdout", [holdout.recorded.digest], keys["vendor"]
-    )
+    holdout, _ = _random_batch(ledger, keys["vendor"], 10, 8000, "cartpole-holdout")
+    create_dataset(ledger, "cartpole-holdout", "1", "holdout", [holdout], keys["vendor"])
     for a in ("approver-a", "approver-b"):
         approve(ledger, "cartpole-holdout@1", keys[a])
     _refused(
@@ -248,6 +215,22 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
     _say(f"try: trajledger --ledger {directory} verify {ckpt2.digest[:19]} --policy {policy_path}")
     _say(f"     trajledger --ledger {directory} log info")
     click.echo(ckpt2.digest)
+
+
+def _random_batch(
+    ledger: Any, signer: Any, episodes: int, seed: int, name: str, evaluator: str | None = None
+) -> tuple[str, float]:
+    """Record ``episodes`` random CartPole episodes from ``seed``; their digest and mean return."""
+    from ledger.artifacts import record_batch
+
+    from .rollouts import run_policy
+
+    played = run_policy(None, "CartPole-v1", episodes, seed, policy_version="random")
+    batch = record_batch(
+        ledger, played.steps, episodes=played.episodes, env="cartpole@1", evaluator=evaluator,
+        policy="random", signer=signer, name=name,
+    )  # fmt: skip
+    return batch.recorded.digest, float(played.mean_return)
 
 
 def _refused(what: str, action: Any, error: type[Exception]) -> None:

@@ -20,10 +20,9 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from ._json import load_object
 from .bundle import BundleEvidence, verify_bundle
 from .errors import FormatError, ProvenanceError, VerificationError
-from .policy import TrustPolicy
+from .policy import load_policy_file
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_OPERATIONAL, EXIT_BUG = 0, 1, 2, 3, 4
 
@@ -62,13 +61,6 @@ def _read(path: Path, what: str) -> bytes:
         raise OSError(f"{what} {path}: {e.strerror or e}") from e
 
 
-def _load_policy(path: Path) -> TrustPolicy:
-    data = _read(path, "policy")
-    if path.suffix == ".json":
-        return TrustPolicy.from_json(load_object(data, f"policy {path}"), f"policy {path}")
-    return TrustPolicy.from_toml(data, path.parent, f"policy {path}")
-
-
 def _fail(subject: str, message: str) -> None:
     for line in message.splitlines() or [""]:
         print(f"FAIL: {subject}: {line}", file=sys.stderr)
@@ -77,7 +69,7 @@ def _fail(subject: str, message: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Verify the bundle named in ``args``; print the report; return the exit code."""
     subject = str(args.bundle)
-    policy = _load_policy(args.policy)
+    policy = load_policy_file(args.policy)
     known = _read(args.known_checkpoint, "known checkpoint") if args.known_checkpoint else None
     if not args.bundle.is_file():
         raise OSError(f"bundle {args.bundle}: no such file")

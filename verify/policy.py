@@ -36,6 +36,7 @@ __all__ = [
     "TrustPolicy",
     "check_successor",
     "follow_history",
+    "load_policy_file",
     "parse_duration",
     "policy_digest",
     "policy_from_record",
@@ -467,3 +468,22 @@ def follow_history(
         current = new
         notes.append(f"policy {new.name!r} serial {new.serial}: in force from log index {index}")
     return current, notes
+
+
+def load_policy_file(path: Path) -> TrustPolicy:
+    """Read a policy file: the JSON form when it ends in ``.json``, else TOML (key paths
+    relative to the file's directory).
+
+    Raises:
+        OSError: the file cannot be read (the message names it).
+        FormatError: the policy is invalid.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise OSError(f"policy {path}: {e.strerror or e}") from e
+    if path.suffix == ".json":
+        from ._json import load_object
+
+        return TrustPolicy.from_json(load_object(data, f"policy {path}"), f"policy {path}")
+    return TrustPolicy.from_toml(data, path.parent, f"policy {path}")

@@ -439,17 +439,14 @@ def invalid_utf8_rows(arr: pa.Array) -> IntVec:
     return np.asarray(bad, dtype=np.int64)
 
 
-def _check_strings(
-    cols: dict[str, pa.Array],
-    names: Iterable[str],
-    offset: int,
-    c: ProblemCollector,
-    max_bytes: int,
+def _each_column(
+    cols: dict[str, pa.Array], names: Iterable[str], check: Callable[[pa.Array, str], None]
 ) -> None:
+    """Run ``check(array, name)`` on each named column present with at least one value."""
     for name in names:
         arr = cols.get(name)
         if arr is not None and arr.null_count < len(arr):
-            _check_string_column(arr, name, offset, c, max_bytes)
+            check(arr, name)
 
 
 def _check_string_column(
@@ -466,15 +463,6 @@ def _check_string_column(
         name,
         lambda i: f"value has {int(lengths[i])} bytes, over the limit of {max_bytes}",
     )
-
-
-def _check_json(
-    cols: dict[str, pa.Array], names: Iterable[str], offset: int, c: ProblemCollector
-) -> None:
-    for name in names:
-        arr = cols.get(name)
-        if arr is not None and arr.null_count < len(arr):
-            _check_json_column(arr, name, offset, c)
 
 
 def _check_json_column(arr: pa.Array, name: str, offset: int, c: ProblemCollector) -> None:
@@ -498,19 +486,6 @@ def _check_json_column(arr: pa.Array, name: str, offset: int, c: ProblemCollecto
 
 def _refuse_constant(name: str) -> object:
     raise ValueError(f"{name} is not valid JSON")
-
-
-def _check_vectors(
-    cols: dict[str, pa.Array],
-    names: Iterable[str],
-    offset: int,
-    c: ProblemCollector,
-    max_bytes: int,
-) -> None:
-    for name in names:
-        arr = cols.get(name)
-        if arr is not None and arr.null_count < len(arr):
-            _check_vector_column(arr, name, offset, c, max_bytes)
 
 
 def _check_vector_column(
@@ -643,9 +618,10 @@ class StepStreamValidator:
         _check_finite(cols, "cost_usd", off, c, non_negative=True)
         for name in ("prompt_tokens", "completion_tokens", "safety_interventions"):
             _check_non_negative_int(cols, name, off, c)
-        _check_strings(cols, _STRING_STEP_COLUMNS, off, c, self._max)
-        _check_json(cols, _JSON_STEP_COLUMNS, off, c)
-        _check_vectors(cols, ("obs", "action"), off, c, self._max)
+        m = self._max
+        _each_column(cols, _STRING_STEP_COLUMNS, lambda a, n: _check_string_column(a, n, off, c, m))
+        _each_column(cols, _JSON_STEP_COLUMNS, lambda a, n: _check_json_column(a, n, off, c))
+        _each_column(cols, ("obs", "action"), lambda a, n: _check_vector_column(a, n, off, c, m))
 
     def _check_structure(self, cols: dict[str, pa.Array], n: int, off: int) -> None:
         c = self.collector
@@ -930,7 +906,10 @@ class EpisodeStreamValidator:
             )
         if "judge_scores" in cols:
             self._check_scores(cols["judge_scores"], off)
-        _check_strings(cols, _STRING_EPISODE_COLUMNS, off, c, self._max)
+        m = self._max
+        _each_column(
+            cols, _STRING_EPISODE_COLUMNS, lambda a, n: _check_string_column(a, n, off, c, m)
+        )
         self._offset += n
 
     def _check_scores(self, scores: pa.MapArray, off: int) -> None:
