@@ -223,8 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", action="store_true", help="print a docs/PERFORMANCE.md section")
     args = ap.parse_args(argv)
 
-    from ledger.artifacts import record_batch
-    from ledger.home import Ledger
+    from trajledger.ledger.artifacts import record_batch
+    from trajledger.ledger.home import Ledger
 
     tl = bin_of("trajledger")
     env = dict(os.environ, TRAJLEDGER_PASSPHRASE=PASSPHRASE)
@@ -304,10 +304,10 @@ def main(argv: list[str] | None = None) -> int:
         run(record_cmd(tl, home, src), env)
         ledger = Ledger.open(home)
         batch = ledger.log.size - 1
-        from ledger.catalog import Catalog
+        from trajledger.ledger.catalog import Catalog
 
         (item,) = [i for i in Catalog(ledger).items() if i.index == batch]
-        from ledger.artifacts import batch_files
+        from trajledger.ledger.artifacts import batch_files
 
         files = batch_files(ledger, item.digest)
         result["sizes"]["trajledger steps.parquet"] = (

@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ledger.keys import Signer
-from ledger.log import EntrySpec, Log, verify_log_dir
-from verify.merkle import leaf_hash, verify_consistency, verify_inclusion
+from trajledger.ledger.keys import Signer
+from trajledger.ledger.log import EntrySpec, Log, verify_log_dir
+from trajledger.verify.merkle import leaf_hash, verify_consistency, verify_inclusion
 
 KINDS = ("files", "rollout-batch", "dataset", "approval")
 

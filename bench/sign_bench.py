@@ -113,10 +113,10 @@ def main() -> None:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    from ledger.files import collect_files, manifest_for
-    from ledger.keys import KeyStore
-    from ledger.signing import files_predicate, sign_statement
-    from ledger.verify_files import verify_files
+    from trajledger.ledger.files import collect_files, manifest_for
+    from trajledger.ledger.keys import KeyStore
+    from trajledger.ledger.signing import files_predicate, sign_statement
+    from trajledger.ledger.verify_files import verify_files
 
     tl, ms = bin_of("trajledger"), bin_of("model_signing")
     work = Path(tempfile.mkdtemp(prefix="sign-bench-", dir=args.workdir))

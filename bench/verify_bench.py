@@ -36,12 +36,17 @@ import pyarrow as pa
 
 
 def build(root: Path, batches: int, steps: int) -> tuple[str, Path, list[Path]]:
-    from ledger.artifacts import batch_files, create_dataset, record_batch, register_environment
-    from ledger.home import Ledger
-    from ledger.record import record_files
-    from ledger.status import approve
-    from runner.train import BUILD_TYPE, BUILDER_ID, dependency_lock_digest
-    from verify import predicates
+    from trajledger.ledger.artifacts import (
+        batch_files,
+        create_dataset,
+        record_batch,
+        register_environment,
+    )
+    from trajledger.ledger.home import Ledger
+    from trajledger.ledger.record import record_files
+    from trajledger.ledger.status import approve
+    from trajledger.runner.train import BUILD_TYPE, BUILDER_ID, dependency_lock_digest
+    from trajledger.verify import predicates
 
     ledger = Ledger.init(root, origin="bench.local/verify")
     keys = {n: ledger.keys.create(n, encrypt=False) for n in ("vendor", "a", "b", "trainer")}
@@ -121,9 +126,9 @@ def hashlib_baseline(paths: list[Path]) -> float:
 
 
 def verify_once(root: Path, digest: str, policy_file: Path, deep: bool) -> tuple[float, int, int]:
-    from verify.evidence import LedgerDirEvidence
-    from verify.lineage import LineageVerifier
-    from verify.policy import TrustPolicy
+    from trajledger.verify.evidence import LedgerDirEvidence
+    from trajledger.verify.lineage import LineageVerifier
+    from trajledger.verify.policy import TrustPolicy
 
     t = time.perf_counter()
     policy = TrustPolicy.from_toml(policy_file.read_bytes(), policy_file.parent)
@@ -144,9 +149,9 @@ def main() -> None:
     args = ap.parse_args()
     marker = args.dir / "bench-checkpoint"
     if args.keep and marker.is_file():
-        from ledger.artifacts import batch_files
-        from ledger.catalog import Catalog
-        from ledger.home import Ledger
+        from trajledger.ledger.artifacts import batch_files
+        from trajledger.ledger.catalog import Catalog
+        from trajledger.ledger.home import Ledger
 
         ledger = Ledger.open(args.dir)
         digest = marker.read_text().strip()

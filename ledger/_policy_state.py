@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from verify.policy import KeyLookup, TrustPolicy, follow_history
+from trajledger.verify.policy import KeyLookup, TrustPolicy, follow_history
 
 from .catalog import Catalog
 
 if TYPE_CHECKING:
-    from verify.keys import PublicKey
+    from trajledger.verify.keys import PublicKey
 
     from .home import Ledger
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verify import predicates
-from verify.errors import FormatError, PolicyError
+from trajledger.verify import predicates
+from trajledger.verify.errors import FormatError, PolicyError
 
 from .catalog import Catalog, CatalogItem
 from .errors import LedgerError
@@ -38,7 +38,7 @@ from .record import Recorded, record_files
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from verify.statement import Statement
+    from trajledger.verify.statement import Statement
 
     from .home import Ledger
 
@@ -108,7 +108,7 @@ def register_environment(
     _refuse_existing(catalog, "environment", name, version)
     rules_digest = None
     if rules is not None:
-        from verify.digest import hash_file
+        from trajledger.verify.digest import hash_file
 
         try:
             rules_digest = hash_file(rules).digest
@@ -161,7 +161,7 @@ def register_evaluator(
         raise FormatError(f"evaluator {name}@{version}: an llm-judge needs --model")
     catalog = Catalog(ledger)
     _refuse_existing(catalog, "evaluator", name, version)
-    from verify.digest import hash_file
+    from trajledger.verify.digest import hash_file
 
     digests: dict[str, str | None] = {"rubric_digest": None, "prompt_digest": None}
     for key, path in (("rubric_digest", rubric), ("prompt_digest", prompt)):
@@ -380,7 +380,7 @@ def _refuse_recorded_otherwise(
     The files are hashed first (the digests are needed to ask), so nothing is stored when this
     refuses: storing erased rollouts again would bring back the data an erasure deleted.
     """
-    from verify.log_entry import LogEntry
+    from trajledger.verify.log_entry import LogEntry
 
     from .files import manifest_for
 
@@ -425,9 +425,9 @@ def _refuse_recorded_otherwise(
 
 
 def _envelope_statement(ledger: Ledger, envelope: str) -> Statement | None:
-    from verify.dsse import Envelope
-    from verify.errors import ProvenanceError
-    from verify.statement import Statement
+    from trajledger.verify.dsse import Envelope
+    from trajledger.verify.errors import ProvenanceError
+    from trajledger.verify.statement import Statement
 
     try:
         return Statement.from_bytes(Envelope.from_bytes(ledger.store.get(envelope)).payload)
@@ -668,8 +668,8 @@ def create_dataset(
 
 def batch_files(ledger: Ledger, digest: str) -> dict[str, str]:
     """The ``{path: blob digest}`` of a recorded artifact, from its stored manifest."""
-    from verify._json import load_object
-    from verify.manifest import Manifest
+    from trajledger.verify._json import load_object
+    from trajledger.verify.manifest import Manifest
 
     manifest = Manifest.from_json(load_object(ledger.store.get_verified(digest), "manifest"))
     return {f.path: f.digest for f in manifest.files}

@@ -18,10 +18,10 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from verify.dsse import Envelope
-from verify.errors import FormatError, ProvenanceError
-from verify.log_entry import LogEntry
-from verify.statement import Statement
+from trajledger.verify.dsse import Envelope
+from trajledger.verify.errors import FormatError, ProvenanceError
+from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.statement import Statement
 
 from ._fs import write_file_atomic
 from .errors import LedgerError

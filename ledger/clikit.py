@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from verify.errors import FormatError, ProvenanceError, VerificationError
+from trajledger.verify.errors import FormatError, ProvenanceError, VerificationError
 
 from .errors import LedgerError
 

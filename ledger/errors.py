@@ -6,7 +6,7 @@ unknown or undecryptable key. The CLI maps them to exit code 3.
 
 from __future__ import annotations
 
-from verify.errors import ProvenanceError
+from trajledger.verify.errors import ProvenanceError
 
 __all__ = ["KeyError_", "LedgerError", "LogError", "StoreError"]
 

@@ -15,7 +15,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verify.evidence import LedgerDirEvidence
+from trajledger.verify.evidence import LedgerDirEvidence
 
 from .errors import StoreError
 

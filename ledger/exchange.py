@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from verify import predicates
-from verify.bundle import (
+from trajledger.verify import predicates
+from trajledger.verify.bundle import (
     INDEX_NAME,
     BundleEvidence,
     BundleIndex,
@@ -47,17 +47,17 @@ from verify.bundle import (
     consistency_proof_bytes,
     verify_bundle,
 )
-from verify.checkpoint import Checkpoint
-from verify.digest import digest_bytes
-from verify.dsse import Envelope
-from verify.errors import FormatError, PolicyError, ProvenanceError, VerificationError
-from verify.evidence import LedgerDirEvidence
-from verify.lineage import Check, LineageVerifier
-from verify.log_entry import LogEntry
-from verify.note import Note, verifier_from_vkey
-from verify.policy import Role, TrustPolicy
-from verify.statement import Statement
-from verify.tlog_proof import TlogProof, verify_tlog_proof
+from trajledger.verify.checkpoint import Checkpoint
+from trajledger.verify.digest import digest_bytes
+from trajledger.verify.dsse import Envelope
+from trajledger.verify.errors import FormatError, PolicyError, ProvenanceError, VerificationError
+from trajledger.verify.evidence import LedgerDirEvidence
+from trajledger.verify.lineage import Check, LineageVerifier
+from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.note import Note, verifier_from_vkey
+from trajledger.verify.policy import Role, TrustPolicy
+from trajledger.verify.statement import Statement
+from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
 from ._fs import TMP_PREFIX, fsync_dir
 from .catalog import Catalog

@@ -26,7 +26,7 @@ __all__ = ["COMMANDS"]
 
 def _policy(ledger: Ledger, policy_file: Path | None) -> Any:
     """The policy FILE (followed through this ledger's policy history), else the one in force."""
-    from verify.policy import TrustPolicy
+    from trajledger.verify.policy import TrustPolicy
 
     from ._policy_state import current_policy
     from .errors import LedgerError

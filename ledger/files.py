@@ -13,9 +13,9 @@ import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from verify.digest import FileDigest, hash_files
-from verify.errors import FormatError
-from verify.manifest import FileEntry, Manifest, check_path
+from trajledger.verify.digest import FileDigest, hash_files
+from trajledger.verify.errors import FormatError
+from trajledger.verify.manifest import FileEntry, Manifest, check_path
 
 from .errors import LedgerError
 

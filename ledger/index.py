@@ -50,11 +50,11 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from verify.dsse import Envelope
-from verify.errors import FormatError, ProvenanceError
-from verify.log_entry import LogEntry
-from verify.merkle import leaf_hash
-from verify.statement import Statement
+from trajledger.verify.dsse import Envelope
+from trajledger.verify.errors import FormatError, ProvenanceError
+from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.merkle import leaf_hash
+from trajledger.verify.statement import Statement
 
 from ._fs import write_file_atomic
 from .catalog import NAMED_KINDS, Catalog, RefError

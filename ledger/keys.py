@@ -18,7 +18,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from verify.keys import ALGORITHMS, PublicKey
+from trajledger.verify.keys import ALGORITHMS, PublicKey
 
 from ._fs import write_file_atomic
 from .errors import KeyError_

@@ -57,21 +57,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verify._json import load_object
-from verify.checkpoint import Checkpoint, check_consistent, cosignature_message, verify_checkpoint
-from verify.digest import parse_digest, verify_bytes
-from verify.dsse import Envelope, verify_envelope
-from verify.errors import (
+from trajledger.verify._json import load_object
+from trajledger.verify.checkpoint import (
+    Checkpoint,
+    check_consistent,
+    cosignature_message,
+    verify_checkpoint,
+)
+from trajledger.verify.digest import parse_digest, verify_bytes
+from trajledger.verify.dsse import Envelope, verify_envelope
+from trajledger.verify.errors import (
     DigestMismatchError,
     FormatError,
     SignatureError,
     VerificationError,
 )
-from verify.keys import PublicKey
-from verify.log_entry import GENESIS_PREV, KINDS, LogEntry
-from verify.manifest import manifest_from_statement
-from verify.merkle import EMPTY_ROOT, HASH_SIZE, leaf_hash, node_hash, root_from_leaf_hashes
-from verify.note import (
+from trajledger.verify.keys import PublicKey
+from trajledger.verify.log_entry import GENESIS_PREV, KINDS, LogEntry
+from trajledger.verify.manifest import manifest_from_statement
+from trajledger.verify.merkle import (
+    EMPTY_ROOT,
+    HASH_SIZE,
+    leaf_hash,
+    node_hash,
+    root_from_leaf_hashes,
+)
+from trajledger.verify.note import (
     ALG_COSIGNATURE_V1,
     ALG_ED25519,
     Note,
@@ -81,8 +92,8 @@ from verify.note import (
     verifier_from_vkey,
     vkey_string,
 )
-from verify.statement import Statement
-from verify.tiles import (
+from trajledger.verify.statement import Statement
+from trajledger.verify.tiles import (
     TILE_HEIGHT,
     TILE_WIDTH,
     TileReader,
@@ -92,7 +103,7 @@ from verify.tiles import (
     parse_tile,
     tile_path,
 )
-from verify.tlog_proof import TlogProof, verify_tlog_proof
+from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
 from ._fs import TMP_PREFIX, fsync_dir, write_file_atomic
 from .errors import KeyError_, LogError, StoreError

@@ -25,7 +25,7 @@ __all__ = ["attest", "log"]
 
 
 def _predicate_type(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    from verify import predicates
+    from trajledger.verify import predicates
 
     if value is not None and value not in predicates.ALL:
         allowed = ", ".join(sorted(predicates.ALL))
@@ -34,8 +34,8 @@ def _predicate_type(_ctx: click.Context, _param: click.Parameter, value: str | N
 
 
 def _load_predicate(path: Path) -> dict[str, Any]:
-    from verify._json import load_object
-    from verify.errors import FormatError
+    from trajledger.verify._json import load_object
+    from trajledger.verify.errors import FormatError
 
     from .verify_files import read_input
 
@@ -80,7 +80,7 @@ def attest(
 
     Prints the artifact digest (the manifest's sha256) as the last line of stdout.
     """
-    from verify import predicates
+    from trajledger.verify import predicates
 
     from .record import record_files
 
@@ -140,7 +140,7 @@ def log_info(ctx: Context, as_json: bool) -> None:
 @pass_ctx
 def log_show(ctx: Context, start: int, end: int | None, as_json: bool) -> None:
     """List entries: index, kind, subject, envelope, signers, time."""
-    from verify.log_entry import LogEntry
+    from trajledger.verify.log_entry import LogEntry
 
     lg = ctx.ledger().log
     size = lg.size
@@ -207,7 +207,7 @@ def log_consistency(ctx: Context, old: int, new: int | None, as_json: bool) -> N
 
     Text output: one base64 hash per line.
     """
-    from verify.merkle import verify_consistency
+    from trajledger.verify.merkle import verify_consistency
 
     lg = ctx.ledger().log
     size = lg.size
@@ -247,8 +247,8 @@ def log_verify(ctx: Context, as_json: bool, deep: bool, no_store: bool) -> None:
     The log key is trusted from <ledger>/log-key/log.pub. Exits 1 naming the file and entry
     index of every problem.
     """
-    from verify.errors import FormatError
-    from verify.note import vkey_string
+    from trajledger.verify.errors import FormatError
+    from trajledger.verify.note import vkey_string
 
     from .errors import LedgerError
     from .home import LOG_KEY_DIR, LOG_KEY_NAME

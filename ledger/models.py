@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from verify import predicates
+from trajledger.verify import predicates
 
 __all__ = [
     "ApprovalPredicate",

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verify import predicates
-from verify.digest import FileDigest, parse_digest
-from verify.errors import FormatError
-from verify.log_entry import KINDS
-from verify.manifest import FileEntry, Manifest, check_path
+from trajledger.verify import predicates
+from trajledger.verify.digest import FileDigest, parse_digest
+from trajledger.verify.errors import FormatError
+from trajledger.verify.log_entry import KINDS
+from trajledger.verify.manifest import FileEntry, Manifest, check_path
 
 from .files import collect_files, media_type_for
 from .keys import Signer

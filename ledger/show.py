@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from verify._json import load_object
-from verify.dsse import Envelope
-from verify.errors import ProvenanceError
-from verify.log_entry import LogEntry
-from verify.manifest import Manifest
-from verify.statement import Statement
+from trajledger.verify._json import load_object
+from trajledger.verify.dsse import Envelope
+from trajledger.verify.errors import ProvenanceError
+from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.manifest import Manifest
+from trajledger.verify.statement import Statement
 
 from .catalog import Catalog
 

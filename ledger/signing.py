@@ -13,10 +13,10 @@ from typing import Any
 
 import rfc8785
 
-from verify import predicates
-from verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature, pae
-from verify.manifest import Manifest
-from verify.statement import STATEMENT_TYPE
+from trajledger.verify import predicates
+from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature, pae
+from trajledger.verify.manifest import Manifest
+from trajledger.verify.statement import STATEMENT_TYPE
 
 from .keys import Signer
 

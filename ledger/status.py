@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verify import predicates
-from verify.errors import FormatError, PolicyError
-from verify.policy import TrustPolicy, check_successor, parse_duration
+from trajledger.verify import predicates
+from trajledger.verify.errors import FormatError, PolicyError
+from trajledger.verify.policy import TrustPolicy, check_successor, parse_duration
 
 from .catalog import Catalog, CatalogItem
 from .keys import Signer
@@ -154,8 +154,8 @@ def erase(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> tuple[Rec
         PolicyError: ``ref`` has no manifest in the store; the signer is neither a producer
             nor an approver of the policy in force.
     """
-    from verify._json import load_object
-    from verify.manifest import Manifest
+    from trajledger.verify._json import load_object
+    from trajledger.verify.manifest import Manifest
 
     if reason not in ERASURE_REASONS:
         raise FormatError(
@@ -196,7 +196,7 @@ def record_policy(ledger: Ledger, policy_file: Path, signers: Sequence[Signer]) 
         FormatError: the policy file is invalid.
         PolicyError: the signers are not enough approvers, or the serial does not increase.
     """
-    from verify.policy import policy_digest
+    from trajledger.verify.policy import policy_digest
 
     from ._policy_state import current_policy, key_lookup
     from .verify_files import read_input

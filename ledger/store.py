@@ -19,7 +19,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from verify.digest import CHUNK, DIGEST_PREFIX, FileDigest, digest_bytes, parse_digest, verify_bytes
+from trajledger.verify.digest import (
+    CHUNK,
+    DIGEST_PREFIX,
+    FileDigest,
+    digest_bytes,
+    parse_digest,
+    verify_bytes,
+)
 
 from ._fs import TMP_PREFIX, fsync_dir
 from .errors import StoreError

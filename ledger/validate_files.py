@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verify.errors import FormatError
+from trajledger.verify.errors import FormatError
 
 from .errors import LedgerError
 

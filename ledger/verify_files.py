@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verify import predicates
-from verify.dsse import Envelope
-from verify.errors import DigestMismatchError, FormatError
-from verify.keys import PublicKey
-from verify.manifest import TreeDiff, diff_tree, manifest_from_statement
-from verify.statement import verify_statement
+from trajledger.verify import predicates
+from trajledger.verify.dsse import Envelope
+from trajledger.verify.errors import DigestMismatchError, FormatError
+from trajledger.verify.keys import PublicKey
+from trajledger.verify.manifest import TreeDiff, diff_tree, manifest_from_statement
+from trajledger.verify.statement import verify_statement
 
 from .errors import KeyError_, LedgerError
 from .files import collect_files

@@ -31,16 +31,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger.errors import LedgerError
-from ledger.evidence import ledger_evidence
-from verify.errors import FormatError, PolicyError, ProvenanceError
-from verify.lineage import FAIL, INFO, OK, Check, LineageVerifier, Record
-from verify.policy import TrustPolicy
+from trajledger.ledger.errors import LedgerError
+from trajledger.ledger.evidence import ledger_evidence
+from trajledger.verify.errors import FormatError, PolicyError, ProvenanceError
+from trajledger.verify.lineage import FAIL, INFO, OK, Check, LineageVerifier, Record
+from trajledger.verify.policy import TrustPolicy
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ledger.home import Ledger
+    from trajledger.ledger.home import Ledger
 
 __all__ = [
     "SEEN_CHECKPOINT",
@@ -109,8 +109,8 @@ def load_policy(ledger: Ledger, policy_file: Path | None) -> tuple[TrustPolicy, 
         LedgerError: no policy given and none recorded; the file cannot be read.
         FormatError: the policy file is invalid.
     """
-    from ledger._policy_state import current_policy, key_lookup
-    from ledger.verify_files import read_input
+    from trajledger.ledger._policy_state import current_policy, key_lookup
+    from trajledger.ledger.verify_files import read_input
 
     trusted = None
     if policy_file is not None:
@@ -168,7 +168,7 @@ def admit(
         DataRefusedError: any rule fails (the report lists all of them).
         RefError: the dataset reference resolves to nothing.
     """
-    from ledger.catalog import Catalog
+    from trajledger.ledger.catalog import Catalog
 
     # (1)
     item = Catalog(ledger).resolve(dataset_ref, {"dataset"})
@@ -238,7 +238,7 @@ def admit(
 
 def _contamination(ledger: Ledger, digest: str) -> Check:
     """Exact duplicates of held-out episodes fail; near duplicates are information."""
-    from ledger.index import contamination_findings
+    from trajledger.ledger.index import contamination_findings
 
     node = Check("no episode duplicates a holdout or regression episode")
     # A batch that is itself in both splits is reported by the split rule; here, only episodes
@@ -267,9 +267,9 @@ def _read_seen(path: Path) -> bytes | None:
 
 def _remember(path: Path, seen: bytes | None, verifier: LineageVerifier, note: bytes) -> None:
     """Keep the newest verified checkpoint (never a smaller one: runners may race)."""
-    from ledger._fs import write_file_atomic
-    from verify.checkpoint import Checkpoint
-    from verify.note import Note
+    from trajledger.ledger._fs import write_file_atomic
+    from trajledger.verify.checkpoint import Checkpoint
+    from trajledger.verify.note import Note
 
     assert verifier.checkpoint is not None
     if seen is not None:
@@ -322,10 +322,10 @@ def _read_batch(verifier: LineageVerifier, digest: str, node: Check) -> Admitted
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ledger.rollouts import validate_episodes, validate_steps
-    from verify._json import load_object
-    from verify.digest import digest_bytes
-    from verify.manifest import Manifest
+    from trajledger.ledger.rollouts import validate_episodes, validate_steps
+    from trajledger.verify._json import load_object
+    from trajledger.verify.digest import digest_bytes
+    from trajledger.verify.manifest import Manifest
 
     rec = verifier.artifact_record(digest, ["rollout-batch"], Check(""))
     if rec is None:

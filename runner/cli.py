@@ -9,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from ledger import artifact_cli, exchange_cli, index_cli
-from ledger import cli as ledger_cli
-from ledger.clikit import Context, Group, default_home
+from trajledger.ledger import artifact_cli, exchange_cli, index_cli
+from trajledger.ledger import cli as ledger_cli
+from trajledger.ledger.clikit import Context, Group, default_home
 
 from . import commands as runner_commands
 from . import lineage_cli

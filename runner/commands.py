@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ledger.clikit import Context, Group, emit_json, ok, pass_ctx
+from trajledger.ledger.clikit import Context, Group, emit_json, ok, pass_ctx
 
 __all__ = ["COMMANDS"]
 
@@ -40,7 +40,7 @@ def policy() -> None:
 
 def _describe(p: Any) -> list[str]:
     """A trust policy in a few lines: name, serial, digest, each role, the limits."""
-    from verify.policy import ROLES, policy_digest
+    from trajledger.verify.policy import ROLES, policy_digest
 
     lines = [f"policy {p.name} serial {p.serial} ({policy_digest(p)})"]
     for r in ROLES:
@@ -70,8 +70,8 @@ def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
     An invalid policy file exits 1 with one line naming the setting; an unreadable one exits 3.
     Keys named by keyid are looked up in the ledger's key store.
     """
-    from ledger.verify_files import read_input
-    from verify.policy import TrustPolicy, policy_digest
+    from trajledger.ledger.verify_files import read_input
+    from trajledger.verify.policy import TrustPolicy, policy_digest
 
     keys = ctx.keystore()
 
@@ -101,7 +101,7 @@ def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
 @pass_ctx
 def policy_set(ctx: Context, file: Path, keys: tuple[str, ...]) -> None:
     """Record FILE as the policy in force (signed by the current approvers' threshold)."""
-    from ledger.status import record_policy
+    from trajledger.ledger.status import record_policy
 
     ledger = ctx.ledger()
     rec = record_policy(ledger, file, [ledger.keys.signer(k) for k in keys])
@@ -114,8 +114,8 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...]) -> None:
 @pass_ctx
 def policy_show(ctx: Context, as_json: bool) -> None:
     """Show the ledger's policy in force and its history."""
-    from ledger._policy_state import current_policy
-    from ledger.errors import LedgerError
+    from trajledger.ledger._policy_state import current_policy
+    from trajledger.ledger.errors import LedgerError
 
     found = current_policy(ctx.ledger())
     if found is None:
@@ -124,7 +124,7 @@ def policy_show(ctx: Context, as_json: bool) -> None:
         )
     notes, p = found
     if as_json:
-        from verify.policy import policy_digest
+        from trajledger.verify.policy import policy_digest
 
         emit_json({"policy": p.to_json(), "digest": policy_digest(p), "history": notes})
         return
@@ -150,7 +150,7 @@ def policy_show(ctx: Context, as_json: bool) -> None:
 @pass_ctx
 def approve(ctx: Context, ref: str, key: str, purpose: str, expires: str, note: str | None) -> None:
     """Approve a dataset or batch for a purpose, until an expiry."""
-    from ledger.status import approve as do_approve
+    from trajledger.ledger.status import approve as do_approve
 
     ledger = ctx.ledger()
     rec = do_approve(
@@ -167,7 +167,7 @@ def approve(ctx: Context, ref: str, key: str, purpose: str, expires: str, note: 
 @pass_ctx
 def revoke(ctx: Context, ref: str, key: str, reason: str) -> None:
     """Revoke an artifact: its lineage fails verification from now on; see 'trajledger impact'."""
-    from ledger.status import revoke as do_revoke
+    from trajledger.ledger.status import revoke as do_revoke
 
     ledger = ctx.ledger()
     rec = do_revoke(ledger, ref, ledger.keys.signer(key), reason=reason)
@@ -187,7 +187,7 @@ def revoke(ctx: Context, ref: str, key: str, reason: str) -> None:
 @pass_ctx
 def erase(ctx: Context, ref: str, key: str, reason: str) -> None:
     """Erase an artifact's data: blobs deleted, digests and signed records kept."""
-    from ledger.status import erase as do_erase
+    from trajledger.ledger.status import erase as do_erase
 
     ledger = ctx.ledger()
     rec, deleted = do_erase(ledger, ref, ledger.keys.signer(key), reason=reason)
@@ -288,9 +288,9 @@ def train(
 def _read_config(path: Path) -> dict[str, Any]:
     import tomllib
 
-    from ledger.verify_files import read_input
-    from verify._json import load_object
-    from verify.errors import FormatError
+    from trajledger.ledger.verify_files import read_input
+    from trajledger.verify._json import load_object
+    from trajledger.verify.errors import FormatError
 
     data = read_input(path, "config")
     if path.suffix == ".toml":
@@ -394,7 +394,7 @@ def verify(
     Exits 0 when everything holds, 1 naming each failure.
     """
     if envelope is not None:
-        from ledger.verify_files import verify_files
+        from trajledger.ledger.verify_files import verify_files
 
         if not pubkey:
             raise click.UsageError("files mode needs --pubkey")
@@ -437,8 +437,8 @@ def _is_zstd(path: Path) -> bool:
 
 def _verify_bundle(path: Path, policy_file: Path | None, deep: bool) -> Any:
     """Verify an exported bundle offline with the given policy (no ledger needed)."""
-    from verify.bundle import BundleEvidence, verify_bundle
-    from verify.policy import load_policy_file
+    from trajledger.verify.bundle import BundleEvidence, verify_bundle
+    from trajledger.verify.policy import load_policy_file
 
     if policy_file is None:
         raise click.UsageError("verifying a bundle needs --policy FILE (the policy you trust)")
@@ -448,7 +448,7 @@ def _verify_bundle(path: Path, policy_file: Path | None, deep: bool) -> Any:
 
 def report_raise(report: Any, subject: str) -> None:
     """OK line, or a VerificationError listing every failure."""
-    from verify.errors import VerificationError
+    from trajledger.verify.errors import VerificationError
 
     n, failed = report.count()
     if failed:

@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ledger.catalog import CatalogItem
-    from ledger.home import Ledger
-    from verify.lineage import LineageVerifier
-    from verify.policy import TrustPolicy
+    from trajledger.ledger.catalog import CatalogItem
+    from trajledger.ledger.home import Ledger
+    from trajledger.verify.lineage import LineageVerifier
+    from trajledger.verify.policy import TrustPolicy
 
 __all__ = ["Edge", "Graph", "Node", "impact", "lineage", "render"]
 
@@ -81,7 +81,7 @@ class _Reader:
     """Reads predicates of recorded artifacts through the catalog (unverified: edges only)."""
 
     def __init__(self, ledger: Ledger) -> None:
-        from ledger.catalog import Catalog
+        from trajledger.ledger.catalog import Catalog
 
         self.ledger = ledger
         self.catalog = Catalog(ledger)
@@ -93,9 +93,9 @@ class _Reader:
 
     def predicate(self, digest: str) -> dict[str, Any]:
         if digest not in self._predicates:
-            from verify.dsse import Envelope
-            from verify.errors import ProvenanceError
-            from verify.statement import Statement
+            from trajledger.verify.dsse import Envelope
+            from trajledger.verify.errors import ProvenanceError
+            from trajledger.verify.statement import Statement
 
             item = self.items.get(digest)
             p: dict[str, Any] = {}
@@ -146,7 +146,7 @@ class _Reader:
 
 
 def _node(reader: _Reader, digest: str) -> Node:
-    from verify.log_entry import LogEntry
+    from trajledger.verify.log_entry import LogEntry
 
     item = reader.item(digest)
     if item is None:
@@ -178,7 +178,7 @@ def _walk(reader: _Reader, root: str, step: Any, direction: str) -> Graph:
 
 def _statuses(graph: Graph, verifier: LineageVerifier) -> None:
     """Fill each node's status from the verifier's check of that artifact."""
-    from verify.lineage import ERASED
+    from trajledger.verify.lineage import ERASED
 
     for node in graph.nodes.values():
         if node.kind == "unknown":
@@ -200,8 +200,8 @@ def _statuses(graph: Graph, verifier: LineageVerifier) -> None:
 
 
 def _verifier(ledger: Ledger, policy: TrustPolicy) -> LineageVerifier:
-    from ledger.evidence import ledger_evidence
-    from verify.lineage import LineageVerifier
+    from trajledger.ledger.evidence import ledger_evidence
+    from trajledger.verify.lineage import LineageVerifier
 
     return LineageVerifier(ledger_evidence(ledger), policy)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ledger.clikit import Context, ok, pass_ctx, warn
+from trajledger.ledger.clikit import Context, ok, pass_ctx, warn
 
 __all__ = ["COMMANDS"]
 
@@ -33,7 +33,7 @@ _POLICY = click.option(
 
 
 def _policy(ledger: Any, policy_file: Path | None) -> Any:
-    from ledger.errors import LedgerError
+    from trajledger.ledger.errors import LedgerError
 
     from .admission import load_policy
 
@@ -50,7 +50,7 @@ def _emit(text: str, out: Path | None) -> None:
     if out is None:
         click.echo(text)
         return
-    from ledger._fs import write_file_atomic
+    from trajledger.ledger._fs import write_file_atomic
 
     write_file_atomic(out, text.encode("utf-8"), durable=False)
     ok(f"written to {out}")

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from ledger.clikit import Context, pass_ctx, warn
+from trajledger.ledger.clikit import Context, pass_ctx, warn
 
 __all__ = ["quickstart"]
 
@@ -67,16 +67,16 @@ def _say(text: str) -> None:
 def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
     """Build a demo ledger in DIRECTORY: keys, policy, rollouts, approvals, two training
     iterations, verification, lineage and refusals. Prints the final checkpoint's digest."""
-    from ledger.artifacts import (
+    from trajledger.ledger.artifacts import (
         create_dataset,
         register_environment,
         register_evaluator,
     )
-    from ledger.errors import LedgerError
-    from ledger.home import Ledger
-    from ledger.keys import PASSPHRASE_ENV
-    from ledger.status import approve, record_policy
-    from verify.policy import TrustPolicy
+    from trajledger.ledger.errors import LedgerError
+    from trajledger.ledger.home import Ledger
+    from trajledger.ledger.keys import PASSPHRASE_ENV
+    from trajledger.ledger.status import approve, record_policy
+    from trajledger.verify.policy import TrustPolicy
 
     from .admission import DataRefusedError, admit
     from .rollouts import run_policy
@@ -221,7 +221,7 @@ def _random_batch(
     ledger: Any, signer: Any, episodes: int, seed: int, name: str, evaluator: str | None = None
 ) -> tuple[str, float]:
     """Record ``episodes`` random CartPole episodes from ``seed``; their digest and mean return."""
-    from ledger.artifacts import record_batch
+    from trajledger.ledger.artifacts import record_batch
 
     from .rollouts import run_policy
 
@@ -244,7 +244,7 @@ def _refused(what: str, action: Any, error: type[Exception]) -> None:
         if len(lines) > 4:
             _say(f"  ... {len(lines) - 4} more")
         return
-    from ledger.errors import LedgerError
+    from trajledger.ledger.errors import LedgerError
 
     raise LedgerError(f"quickstart: {what} was not refused; please report")
 
@@ -258,6 +258,6 @@ def _policy_of(ledger: Any, digest: str) -> Any:
 
 
 def _blob_of(ledger: Any, artifact: str, path: str) -> Path:
-    from ledger.artifacts import batch_files
+    from trajledger.ledger.artifacts import batch_files
 
     return Path(ledger.store.path_of(batch_files(ledger, artifact)[path]))

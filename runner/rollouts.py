@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from verify.errors import ProvenanceError
+from trajledger.verify.errors import ProvenanceError
 
 from .trainers import Policy, PolicyMismatchError
 
@@ -156,7 +156,7 @@ def run_policy(
     import numpy as np
     import pyarrow as pa
 
-    from ledger.rollouts.schema import EPISODE_SCHEMA, STEP_SCHEMA
+    from trajledger.ledger.rollouts.schema import EPISODE_SCHEMA, STEP_SCHEMA
 
     if isinstance(episodes, bool) or episodes < 1:
         raise RolloutError(f"rollout of {env_id}: episodes = {episodes!r}, want >= 1")

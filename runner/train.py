@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verify import predicates
-from verify.errors import PolicyError
+from trajledger.verify import predicates
+from trajledger.verify.errors import PolicyError
 
 from .admission import Admission, DataRefusedError, admit
 
 if TYPE_CHECKING:
-    from ledger.home import Ledger
-    from ledger.keys import Signer
-    from verify.policy import TrustPolicy
+    from trajledger.ledger.home import Ledger
+    from trajledger.ledger.keys import Signer
+    from trajledger.verify.policy import TrustPolicy
 
 __all__ = ["BUILDER_ID", "BUILD_TYPE", "TrainOutcome", "dependency_lock_digest", "rollout", "train"]
 
@@ -117,8 +117,8 @@ def train(
     """
     import pyarrow as pa
 
-    from ledger.catalog import Catalog
-    from ledger.record import record_files
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.record import record_files
 
     from .trainers import TrainingData, TrainingDataError, load_trainer
 
@@ -175,7 +175,7 @@ def train(
         )
     ckpt_name = name or f"{admission.name}-{trainer_name}"
     ckpt_version = version or f"seed{seed}-{uuid.uuid4().hex[:8]}"
-    from verify.policy import policy_digest
+    from trajledger.verify.policy import policy_digest
 
     provenance = {
         "buildDefinition": {
@@ -232,10 +232,10 @@ def _record_refusal(
     ledger: Ledger, dataset_ref: str, trainer_name: str, signer: Signer, error: DataRefusedError
 ) -> None:
     """Append the signed refusal record; a failure to write it is noted on ``error``."""
-    from ledger.catalog import Catalog
-    from ledger.models import RefusalPredicate, rfc3339
-    from ledger.record import record_statement
-    from verify.errors import ProvenanceError
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.models import RefusalPredicate, rfc3339
+    from trajledger.ledger.record import record_statement
+    from trajledger.verify.errors import ProvenanceError
 
     try:
         item = Catalog(ledger).resolve(dataset_ref, {"dataset"})
@@ -262,8 +262,8 @@ def _version() -> str:
 
 def checkpoint_files(ledger: Ledger, ref: str) -> tuple[Any, dict[str, bytes]]:
     """A recorded checkpoint's catalog item and files, each checked against its digest."""
-    from ledger.artifacts import batch_files
-    from ledger.catalog import Catalog
+    from trajledger.ledger.artifacts import batch_files
+    from trajledger.ledger.catalog import Catalog
 
     item = Catalog(ledger).resolve(ref, {"checkpoint"})
     files = {
@@ -293,8 +293,8 @@ def rollout(
     Raises:
         RefError: no such checkpoint or environment.
     """
-    from ledger.artifacts import record_batch
-    from ledger.catalog import Catalog, RefError
+    from trajledger.ledger.artifacts import record_batch
+    from trajledger.ledger.catalog import Catalog, RefError
 
     from .rollouts import run_policy
     from .trainers import load_policy
@@ -330,9 +330,9 @@ def rollout(
 
 
 def _env_gym_id(ledger: Ledger, envelope: str) -> str | None:
-    from verify.dsse import Envelope
-    from verify.errors import ProvenanceError
-    from verify.statement import Statement
+    from trajledger.verify.dsse import Envelope
+    from trajledger.verify.errors import ProvenanceError
+    from trajledger.verify.statement import Statement
 
     try:
         p = Statement.from_bytes(Envelope.from_bytes(ledger.store.get(envelope)).payload).predicate

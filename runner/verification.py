@@ -8,19 +8,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ledger.evidence import ledger_evidence
-from verify.lineage import Check, LineageVerifier
+from trajledger.ledger.evidence import ledger_evidence
+from trajledger.verify.lineage import Check, LineageVerifier
 
 if TYPE_CHECKING:
-    from ledger.home import Ledger
-    from verify.policy import TrustPolicy
+    from trajledger.ledger.home import Ledger
+    from trajledger.verify.policy import TrustPolicy
 
 __all__ = ["verify_ref"]
 
 
 def verify_ref(ledger: Ledger, ref: str, policy: TrustPolicy, *, deep: bool = False) -> Check:
     """Verify the artifact ``ref`` names and its lineage; returns the report tree."""
-    from ledger.catalog import Catalog
+    from trajledger.ledger.catalog import Catalog
 
     item = Catalog(ledger).resolve(ref)
     verifier = LineageVerifier(ledger_evidence(ledger), policy, deep=deep)

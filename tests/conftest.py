@@ -75,7 +75,7 @@ def passphrase(monkeypatch: pytest.MonkeyPatch) -> str:
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     """An initialised, empty ledger directory (origin ``test/ledger``)."""
-    from ledger.home import Ledger
+    from trajledger.ledger.home import Ledger
 
     root = tmp_path / "home"
     Ledger.init(root, origin="test/ledger")

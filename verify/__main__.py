@@ -29,7 +29,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_OPERATIONAL, EXIT_BUG = 0, 1, 2, 3, 4
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m verify",
+        prog=f"python -m {__package__ or 'verify'}",
         description="Verify an evidence bundle exported by 'trajledger export': the artifact "
         "and its whole lineage, offline, under your trust policy.",
         epilog="Exit codes: 0 ok, 1 verification failed, 2 usage, 3 operational problem.",

@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
-from ledger.errors import LedgerError
-from verify.errors import FormatError, ProvenanceError
+from trajledger.ledger.errors import LedgerError
+from trajledger.verify.errors import FormatError, ProvenanceError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,13 +49,13 @@ __all__ = [
 ENTRY_POINT_GROUP: Final = "trajledger.trainers"
 """Entry point group a distribution registers its trainers under."""
 
-BUILTIN_TRAINERS: Final[Mapping[str, str]] = {"bc": "runner.trainers.bc:BCTrainer"}
+BUILTIN_TRAINERS: Final[Mapping[str, str]] = {"bc": "trajledger.runner.trainers.bc:BCTrainer"}
 """Built-in trainers by name, as ``module:attribute`` (imported only when asked for)."""
 
 HEADER_FILE: Final = "trainer.json"
 """The small JSON file of a checkpoint that names the trainer that wrote it."""
 
-_POLICY_LOADERS: Final[Mapping[str, str]] = {"bc": "runner.trainers.bc:load_bc_policy"}
+_POLICY_LOADERS: Final[Mapping[str, str]] = {"bc": "trajledger.runner.trainers.bc:load_bc_policy"}
 
 
 class UnknownTrainerError(LedgerError, ValueError):
@@ -246,7 +246,7 @@ def load_policy(files: Mapping[str, bytes]) -> Policy:
         FormatError: no ``trainer.json``, a malformed one, a trainer with no built-in policy
             loader, or checkpoint files that do not match their header.
     """
-    from verify._json import load_object
+    from trajledger.verify._json import load_object
 
     if HEADER_FILE not in files:
         raise FormatError(

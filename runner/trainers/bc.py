@@ -31,7 +31,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from verify.errors import FormatError
+from trajledger.verify.errors import FormatError
 
 from . import (
     HEADER_FILE,

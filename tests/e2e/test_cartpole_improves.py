@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from runner.rollouts import RolloutResult, run_policy
-from runner.trainers import TrainingData, load_policy, load_trainer
+from trajledger.runner.rollouts import RolloutResult, run_policy
+from trajledger.runner.trainers import TrainingData, load_policy, load_trainer
 
 ENV = "CartPole-v1"
 EVAL_SEED = 10_000

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from ledger.home import Ledger
-from ledger.log import verify_log_dir
-from verify.log_entry import LogEntry
+from trajledger.ledger.home import Ledger
+from trajledger.ledger.log import verify_log_dir
+from trajledger.verify.log_entry import LogEntry
 
 WORKER = r"""
 import hashlib, json, os, sys, time
 from pathlib import Path
-from ledger.home import Ledger
-from ledger.record import record_statement
-from verify import predicates
+from trajledger.ledger.home import Ledger
+from trajledger.ledger.record import record_statement
+from trajledger.verify import predicates
 
 home, worker, count, shared = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 ledger = Ledger.open(home)

@@ -20,20 +20,20 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ledger.home import Ledger
-from runner.cli import main
-from verify.log_entry import LogEntry
+from trajledger.ledger.home import Ledger
+from trajledger.runner.cli import main
+from trajledger.verify.log_entry import LogEntry
 
 KILLS = 55
 
 CHILD = r"""
 import hashlib, random, sys, time
 from pathlib import Path
-from ledger.home import Ledger
-from ledger.log import EntrySpec
-from ledger.signing import sign_statement
-from ledger.store import ObjectStore
-from verify import predicates
+from trajledger.ledger.home import Ledger
+from trajledger.ledger.log import EntrySpec
+from trajledger.ledger.signing import sign_statement
+from trajledger.ledger.store import ObjectStore
+from trajledger.verify import predicates
 
 home, item, seed = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(seed)

@@ -21,10 +21,10 @@ import pytest
 import zstandard
 from click.testing import CliRunner, Result
 
-from ledger.home import Ledger
-from runner.cli import main
-from verify.__main__ import main as verify_main
-from verify.bundle import BundleIndex, Member
+from trajledger.ledger.home import Ledger
+from trajledger.runner.cli import main
+from trajledger.verify.__main__ import main as verify_main
+from trajledger.verify.bundle import BundleIndex, Member
 
 
 def new_runner() -> CliRunner:
@@ -197,10 +197,10 @@ def test_import_verifies_copies_and_records_once(vendor: Vendor, buyer: Path) ->
 
 
 def test_import_record_carries_the_evidence(vendor: Vendor, buyer: Path) -> None:
-    from verify.dsse import Envelope
-    from verify.log_entry import LogEntry
-    from verify.merkle import leaf_hash, verify_inclusion
-    from verify.statement import Statement
+    from trajledger.verify.dsse import Envelope
+    from trajledger.verify.log_entry import LogEntry
+    from trajledger.verify.merkle import leaf_hash, verify_inclusion
+    from trajledger.verify.statement import Statement
 
     expect(
         run(

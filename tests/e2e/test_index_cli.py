@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ledger.artifacts import record_batch, register_environment
-from ledger.home import Ledger
-from runner.cli import main
+from trajledger.ledger.artifacts import record_batch, register_environment
+from trajledger.ledger.home import Ledger
+from trajledger.runner.cli import main
 
 HEAVY = frozenset({"pyarrow", "lancedb", "gymnasium", "sigstore", "pydantic", "numpy", "pandas"})
 
@@ -190,7 +190,7 @@ def test_help_imports_nothing_heavy(args: list[str]) -> None:
     cmd = (
         [str(SCRIPT), *args]
         if SCRIPT.is_file()
-        else [sys.executable, "-c", "from runner.cli import main; main()", *args]
+        else [sys.executable, "-c", "from trajledger.runner.cli import main; main()", *args]
     )
     env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1")
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -202,5 +202,5 @@ def test_help_imports_nothing_heavy(args: list[str]) -> None:
         for line in result.stderr.splitlines()
         if line.startswith("import time:") and "|" in line
     }
-    assert "ledger.index_cli" in modules and "ledger.index" not in modules
+    assert "trajledger.ledger.index_cli" in modules and "trajledger.ledger.index" not in modules
     assert sorted(m for m in modules if m.split(".")[0] in HEAVY) == []

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from runner.cli import main
+from trajledger.runner.cli import main
 
 
 def run(runner: CliRunner, home: Path, *args: str) -> Result:

@@ -18,15 +18,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from ledger.home import Ledger
-from ledger.log import EntrySpec
-from ledger.signing import sign_statement
-from runner.cli import main
-from verify import predicates
-from verify.log_entry import LogEntry
-from verify.merkle import leaf_hash, verify_consistency
-from verify.note import verifier_from_vkey
-from verify.tlog_proof import TlogProof, verify_tlog_proof
+from trajledger.ledger.home import Ledger
+from trajledger.ledger.log import EntrySpec
+from trajledger.ledger.signing import sign_statement
+from trajledger.runner.cli import main
+from trajledger.verify import predicates
+from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.merkle import leaf_hash, verify_consistency
+from trajledger.verify.note import verifier_from_vkey
+from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
 TREE = {"episodes.jsonl": '{"episode": 0, "return": 1.5}\n', "env/rules.txt": "be nice\n"}
 
@@ -211,7 +211,7 @@ def test_cosign_follows_the_log_and_refuses_rollback_and_fork(
         0,
         "OK: log test/ledger at size 3 cosigned by witness (consistent with size 1)\n",
     )
-    from verify.checkpoint import verify_cosignatures
+    from trajledger.verify.checkpoint import verify_cosignatures
 
     cp = (home / "log/checkpoint").read_bytes()
     assert list(verify_cosignatures(cp, [verifier_from_vkey(wvkey)])) == ["witness"]
@@ -339,8 +339,8 @@ def test_verify_reports_index_and_file(runner: CliRunner, home: Path, tmp_path: 
 def test_verify_trusts_the_ledgers_log_key(runner: CliRunner, home: Path, tmp_path: Path) -> None:
     """A log re-signed with another key (checkpoint and vkey replaced) fails: the trusted key is
     <ledger>/log-key/log.pub, not the log's own vkey file."""
-    from ledger.keys import Signer
-    from ledger.log import Log
+    from trajledger.ledger.keys import Signer
+    from trajledger.ledger.log import Log
 
     other = tmp_path / "other"
     Log.create(other, "test/ledger", Signer.generate("impostor"))

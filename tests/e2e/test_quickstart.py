@@ -13,7 +13,7 @@ from pathlib import Path
 
 from click.testing import CliRunner, Result
 
-from runner.cli import main
+from trajledger.runner.cli import main
 
 BUDGET_SECONDS = 120
 

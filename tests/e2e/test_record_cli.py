@@ -21,8 +21,8 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner, Result
 
-from ledger.home import Ledger
-from runner.cli import main
+from trajledger.ledger.home import Ledger
+from trajledger.runner.cli import main
 
 Columns = dict[str, list[Any]]
 KEY = ("--key", "alice")
@@ -284,7 +284,7 @@ def test_record_minimal_parquet(runner: CliRunner, home: Path, tmp_path: Path) -
 def test_record_full_schema_with_episode_file(
     runner: CliRunner, home: Path, tmp_path: Path
 ) -> None:
-    from ledger.rollouts import EPISODE_ATTR_SCHEMA, STEP_SCHEMA
+    from trajledger.ledger.rollouts import EPISODE_ATTR_SCHEMA, STEP_SCHEMA
 
     rows = []
     for s in range(3):

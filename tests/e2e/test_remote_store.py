@@ -11,17 +11,17 @@ import pytest
 
 pafs = pytest.importorskip("pyarrow.fs")
 
-from ledger.artifacts import create_dataset, record_batch, register_environment  # noqa: E402
-from ledger.exchange import export_bundle  # noqa: E402
-from ledger.home import Ledger  # noqa: E402
-from ledger.status import approve  # noqa: E402
-from ledger.store import ObjectStore  # noqa: E402
-from runner.admission import admit  # noqa: E402
-from runner.rollouts import run_policy  # noqa: E402
-from runner.train import train  # noqa: E402
-from runner.verification import verify_ref  # noqa: E402
-from verify.bundle import BundleEvidence, verify_bundle  # noqa: E402
-from verify.policy import TrustPolicy  # noqa: E402
+from trajledger.ledger.artifacts import create_dataset, record_batch, register_environment  # noqa: E402
+from trajledger.ledger.exchange import export_bundle  # noqa: E402
+from trajledger.ledger.home import Ledger  # noqa: E402
+from trajledger.ledger.status import approve  # noqa: E402
+from trajledger.ledger.store import ObjectStore  # noqa: E402
+from trajledger.runner.admission import admit  # noqa: E402
+from trajledger.runner.rollouts import run_policy  # noqa: E402
+from trajledger.runner.train import train  # noqa: E402
+from trajledger.runner.verification import verify_ref  # noqa: E402
+from trajledger.verify.bundle import BundleEvidence, verify_bundle  # noqa: E402
+from trajledger.verify.policy import TrustPolicy  # noqa: E402
 
 
 def test_a_remote_store_serves_the_whole_pipeline(tmp_path: Path) -> None:
@@ -77,8 +77,8 @@ vkeys = ["{ledger.log.vkey}"]
 
 
 def test_the_standalone_verifier_refuses_a_remote_store_clearly(tmp_path: Path) -> None:
-    from verify.errors import FormatError
-    from verify.evidence import LedgerDirEvidence
+    from trajledger.verify.errors import FormatError
+    from trajledger.verify.evidence import LedgerDirEvidence
 
     ledger = Ledger.init(tmp_path / "home", origin="test/remote", store="s3://bucket/ledger")
     with pytest.raises(FormatError, match=r"the store is s3://bucket/ledger; the standalone"):

@@ -26,20 +26,25 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from ledger.artifacts import create_dataset, record_batch, register_environment, register_evaluator
-from ledger.home import Ledger
-from ledger.keys import KeyStore, Signer
-from ledger.record import record_files
-from ledger.status import approve, record_policy
-from runner.cli import main
-from runner.rollouts import run_policy
-from verify import predicates
-from verify.checkpoint import Checkpoint
-from verify.digest import digest_bytes
-from verify.dsse import Envelope
-from verify.log_entry import LogEntry
-from verify.note import Note, format_signature_line, verifier_from_vkey
-from verify.statement import Statement
+from trajledger.ledger.artifacts import (
+    create_dataset,
+    record_batch,
+    register_environment,
+    register_evaluator,
+)
+from trajledger.ledger.home import Ledger
+from trajledger.ledger.keys import KeyStore, Signer
+from trajledger.ledger.record import record_files
+from trajledger.ledger.status import approve, record_policy
+from trajledger.runner.cli import main
+from trajledger.runner.rollouts import run_policy
+from trajledger.verify import predicates
+from trajledger.verify.checkpoint import Checkpoint
+from trajledger.verify.digest import digest_bytes
+from trajledger.verify.dsse import Envelope
+from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.note import Note, format_signature_line, verifier_from_vkey
+from trajledger.verify.statement import Statement
 
 ORIGIN = "test/runner"
 FIXED_CLOCK = 1_700_000_000_000_000
@@ -107,7 +112,7 @@ class World:
         return [e.kind for e in self.entries()]
 
     def blob_path(self, batch: str, name: str) -> Path:
-        from ledger.artifacts import batch_files
+        from trajledger.ledger.artifacts import batch_files
 
         ledger = self.ledger
         return Path(ledger.store.path_of(batch_files(ledger, batch)[name]))
@@ -573,7 +578,7 @@ def test_refuses_tampered_bytes(runner: CliRunner, world: World) -> None:
     tampered[len(tampered) // 2] ^= 0x01
     os.chmod(path, 0o644)
     path.write_bytes(bytes(tampered))
-    from ledger.artifacts import batch_files
+    from trajledger.ledger.artifacts import batch_files
 
     expected = batch_files(world.ledger, world.batch)["steps.parquet"]
     line = (
@@ -938,8 +943,8 @@ def test_second_iteration_through_the_ledger_beats_random(
 ) -> None:
     """record -> dataset -> approve -> train -> rollout -> dataset -> approve -> train, all
     through the ledger and the CLI; the returns are measured here with fixed seeds."""
-    from runner.train import checkpoint_files
-    from runner.trainers import load_policy
+    from trajledger.runner.train import checkpoint_files
+    from trajledger.runner.trainers import load_policy
 
     w = build_template(tmp_path)
     home = w.home
@@ -1023,7 +1028,7 @@ def _copy_batch(w: World, batch: str, name: str) -> str:
 
     import pyarrow.parquet as pq
 
-    from ledger.artifacts import batch_files
+    from trajledger.ledger.artifacts import batch_files
 
     files = batch_files(w.ledger, batch)
     steps = pq.read_table(io.BytesIO(w.ledger.store.get_verified(files["steps.parquet"])))

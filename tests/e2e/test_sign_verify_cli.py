@@ -21,13 +21,13 @@ from click.testing import CliRunner, Result
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from ledger.files import collect_files, manifest_for
-from ledger.keys import KeyStore
-from ledger.signing import statement_bytes
-from runner.cli import main
-from verify import predicates
-from verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature, pae
-from verify.statement import STATEMENT_TYPE
+from trajledger.ledger.files import collect_files, manifest_for
+from trajledger.ledger.keys import KeyStore
+from trajledger.ledger.signing import statement_bytes
+from trajledger.runner.cli import main
+from trajledger.verify import predicates
+from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature, pae
+from trajledger.verify.statement import STATEMENT_TYPE
 
 TREE = {
     "README.txt": "rollouts for the e2e test\n",
@@ -339,7 +339,8 @@ def test_unknown_algorithm_public_key(signed: Signed, runner: CliRunner,
 def test_truncated_public_key(signed: Signed, runner: CliRunner) -> None:
     pub = signed.write("trunc.pub", signed.pubkey.read_bytes()[:60])
     r = signed.verify(runner, pubkey=pub)
-    expect(r, 3, f"FAIL: public key {pub}: not a valid PEM public key (truncated, corrupt or not PEM)\n")
+    expect(r, 3, f"FAIL: public key {pub}: not a valid PEM public key "
+                 "(truncated, corrupt or not PEM)\n")
 
 
 def test_truncated_private_key(signed: Signed, runner: CliRunner, tmp_path: Path) -> None:
@@ -491,7 +492,7 @@ def _boom(*_a: object, **_k: object) -> None:
 
 def test_internal_bug_in_sign(signed: Signed, runner: CliRunner, tmp_path: Path,
                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("ledger.files.manifest_for", _boom)
+    monkeypatch.setattr("trajledger.ledger.files.manifest_for", _boom)
     out = tmp_path / "o.json"
     expect(run(runner, signed.home, "sign", signed.data, "--key", "alice", "--out", out), 4, BUG)
     assert not out.exists()
@@ -499,13 +500,13 @@ def test_internal_bug_in_sign(signed: Signed, runner: CliRunner, tmp_path: Path,
 
 def test_internal_bug_in_verify(signed: Signed, runner: CliRunner,
                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("ledger.verify_files.verify_files", _boom)
+    monkeypatch.setattr("trajledger.ledger.verify_files.verify_files", _boom)
     expect(signed.verify(runner), 4, BUG)
 
 
 def test_internal_bug_traceback_only_with_verbose(signed: Signed, runner: CliRunner,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("ledger.verify_files.verify_files", _boom)
+    monkeypatch.setattr("trajledger.ledger.verify_files.verify_files", _boom)
     r = runner.invoke(main, ["--verbose", "--ledger", str(signed.home), "verify",
                              str(signed.data), "--envelope", str(signed.envelope),
                              "--pubkey", str(signed.pubkey)])

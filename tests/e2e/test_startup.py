@@ -36,7 +36,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     if SCRIPT.is_file():
         cmd = [str(SCRIPT), *args]
     else:  # not installed as a script: the same entry point, through the interpreter
-        cmd = [sys.executable, "-c", "import sys; from runner.cli import main; "
+        cmd = [sys.executable, "-c", "import sys; from trajledger.runner.cli import main; "
                "sys.argv[0] = 'trajledger'; main()", *args]
     env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1")
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -62,7 +62,8 @@ def test_help_imports_nothing_heavy(args: list[str]) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Usage: ")
     modules = imported_modules(result.stderr)
-    assert {"click", "runner.cli", "ledger.cli"} <= modules, "no import-time report"
+    expected = {"click", "trajledger.runner.cli", "trajledger.ledger.cli"}
+    assert expected <= modules, "no import-time report"
     heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY)
     assert heavy == [], f"trajledger {' '.join(args)} imports heavy modules: {heavy}"
 

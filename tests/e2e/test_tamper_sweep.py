@@ -55,11 +55,11 @@ import pytest
 import zstandard
 from click.testing import CliRunner
 
-from ledger.catalog import Catalog
-from ledger.home import Ledger
-from runner.cli import main
-from verify.__main__ import main as verify_main
-from verify.bundle import BundleIndex, Member
+from trajledger.ledger.catalog import Catalog
+from trajledger.ledger.home import Ledger
+from trajledger.runner.cli import main
+from trajledger.verify.__main__ import main as verify_main
+from trajledger.verify.bundle import BundleIndex, Member
 
 EXCLUDED_DIRS = ("keys", "log-key", "index", "runner")
 EXCLUDED_FILES = {"ledger.toml", "policy.toml", "log/.state/lock", "log/.state/index"}
@@ -134,8 +134,8 @@ def names_of(rel: str, paths: dict[str, set[str]]) -> list[str]:
 
 def manifest_paths(ledger: Ledger) -> dict[str, set[str]]:
     """Blob hex digest -> the paths manifests give it."""
-    from verify._json import load_object
-    from verify.manifest import Manifest
+    from trajledger.verify._json import load_object
+    from trajledger.verify.manifest import Manifest
 
     out: dict[str, set[str]] = {}
     for item in Catalog(ledger).items():

@@ -27,8 +27,8 @@ import pytest
 import zstandard
 from click.testing import CliRunner
 
-from runner.cli import main
-from verify.bundle import BundleIndex, Member
+from trajledger.runner.cli import main
+from trajledger.verify.bundle import BundleIndex, Member
 
 REPO = Path(__file__).resolve().parents[2]
 NETWORK_TROUBLE = (

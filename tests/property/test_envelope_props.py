@@ -22,20 +22,20 @@ import rfc8785
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.keys import Signer
-from ledger.signing import canonical_json, files_predicate, sign_statement
-from verify import predicates
-from verify._jcs import MAX_SAFE_INTEGER, canonical_bytes
-from verify.dsse import (
+from trajledger.ledger.keys import Signer
+from trajledger.ledger.signing import canonical_json, files_predicate, sign_statement
+from trajledger.verify import predicates
+from trajledger.verify._jcs import MAX_SAFE_INTEGER, canonical_bytes
+from trajledger.verify.dsse import (
     INTOTO_PAYLOAD_TYPE,
     Envelope,
     b64decode,
     b64encode,
     pae,
 )
-from verify.errors import FormatError, SignatureError
-from verify.manifest import FileEntry, Manifest
-from verify.statement import verify_statement
+from trajledger.verify.errors import FormatError, SignatureError
+from trajledger.verify.manifest import FileEntry, Manifest
+from trajledger.verify.statement import verify_statement
 
 REJECTED = (FormatError, SignatureError)
 ED = Signer.generate("ed")

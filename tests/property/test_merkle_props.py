@@ -17,8 +17,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from verify.errors import ProofError
-from verify.merkle import (
+from trajledger.verify.errors import ProofError
+from trajledger.verify.merkle import (
     leaf_hash,
     root_from_consistency_proof,
     root_from_inclusion_proof,
@@ -26,7 +26,7 @@ from verify.merkle import (
     verify_consistency,
     verify_inclusion,
 )
-from verify.tiles import TileReader
+from trajledger.verify.tiles import TileReader
 
 # -- RFC 6962 section 2.1, literally ---------------------------------------------------------
 

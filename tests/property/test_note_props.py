@@ -16,9 +16,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verify.checkpoint import Checkpoint, verify_checkpoint
-from verify.errors import FormatError, ProvenanceError
-from verify.note import (
+from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
+from trajledger.verify.errors import FormatError, ProvenanceError
+from trajledger.verify.note import (
     ALG_ED25519,
     Note,
     Verifier,
@@ -27,8 +27,8 @@ from verify.note import (
     verifier_from_vkey,
     verify_note,
 )
-from verify.tiles import TileReader
-from verify.tlog_proof import TlogProof, verify_tlog_proof
+from trajledger.verify.tiles import TileReader
+from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
 VECTORS: dict[str, Any] = json.loads(
     (Path(__file__).resolve().parents[1] / "vectors/tlog/tlog-vectors.json").read_text()

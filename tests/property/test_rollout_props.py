@@ -19,10 +19,10 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.rollouts.convert import EpisodeBuilder, derive_episodes, normalise_steps
-from ledger.rollouts.parquet_io import write_steps_parquet
-from ledger.rollouts.schema import EPISODE_SCHEMA
-from ledger.rollouts.validate import StepStreamValidator, validate_steps
+from trajledger.ledger.rollouts.convert import EpisodeBuilder, derive_episodes, normalise_steps
+from trajledger.ledger.rollouts.parquet_io import write_steps_parquet
+from trajledger.ledger.rollouts.schema import EPISODE_SCHEMA
+from trajledger.ledger.rollouts.validate import StepStreamValidator, validate_steps
 
 finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6)
 

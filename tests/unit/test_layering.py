@@ -1,8 +1,11 @@
 """The layers of DESIGN §1, enforced on the source.
 
-- ``verify/`` imports the standard library, ``cryptography`` and itself; ``zstandard`` only in a
-  module that reads bundles (its name contains ``bundle``); ``sigstore`` only lazily (inside a
-  function) and in one adapter module at most. Never ``ledger`` or ``runner``.
+- Installed, the packages are ``trajledger.verify``, ``trajledger.ledger`` and ``trajledger.runner``
+  (the directories ``verify/``, ``ledger/`` and ``runner/``, linked from ``trajledger/``).
+- ``verify/`` imports the standard library, ``cryptography`` and itself, itself only by relative
+  imports (a copy of ``verify/`` runs on its own as ``verify``); ``zstandard`` only in a module
+  that reads bundles (its name contains ``bundle``); ``sigstore`` only lazily (inside a function)
+  and in one adapter module at most. Never ``ledger`` or ``runner``.
 - ``ledger/`` never imports ``runner``.
 - Start-up modules (``runner/cli.py``, ``ledger/cli.py``, ``ledger/clikit.py``) and everything they
   import at module level load no heavy package; checked statically on the import graph and by
@@ -28,13 +31,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("verify", "ledger", "runner")
+PACKAGES = ("verify", "ledger", "runner")  # directories; installed as trajledger.<name>
+TOP = "trajledger"
 STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 HEAVY = frozenset(
     {"pyarrow", "lancedb", "gymnasium", "sigstore", "pydantic", "numpy", "pandas", "polars",
      "torch"}
 )
-STARTUP = ("runner.cli", "ledger.cli", "ledger.clikit")
+STARTUP = ("trajledger.runner.cli", "trajledger.ledger.cli", "trajledger.ledger.clikit")
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class Import:
     file: str
     line: int
     top_level: bool  # runs when the module is imported (not inside a def or TYPE_CHECKING)
+    relative: bool = False  # written as a relative import (``from .x import y``)
 
     @property
     def root(self) -> str:
@@ -55,10 +60,17 @@ class Import:
 
 
 def module_name(path: Path) -> str:
+    """The installed name of a package file: ``verify/x.py`` is ``trajledger.verify.x``."""
     parts = list(path.relative_to(REPO).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join(parts)
+    return ".".join([TOP, *parts])
+
+
+def package_of(module: str) -> str:
+    """``verify``, ``ledger`` or ``runner`` for a module under ``trajledger``; else ``""``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == TOP and parts[1] in PACKAGES else ""
 
 
 def imports_of(source: str, module: str, file: str, *, is_package: bool = False) -> list[Import]:
@@ -91,10 +103,11 @@ def imports_of(source: str, module: str, file: str, *, is_package: bool = False)
             found.extend(Import(a.name, file, node.lineno, top) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = resolve(node.level, node.module)
-            found.append(Import(base, file, node.lineno, top))
+            rel = node.level > 0
+            found.append(Import(base, file, node.lineno, top, rel))
             if base:
                 # ``from pkg import name`` may load the submodule pkg.name.
-                found.extend(Import(f"{base}.{a.name}", file, node.lineno, top)
+                found.extend(Import(f"{base}.{a.name}", file, node.lineno, top, rel)
                              for a in node.names if a.name != "*")
         elif isinstance(node, ast.Call) and _literal_import_call(node):
             found.append(Import(node.args[0].value, file, node.lineno, top))  # type: ignore[attr-defined]
@@ -139,8 +152,10 @@ def verify_violations(imports: list[Import], file: str) -> list[str]:
     bad = []
     for imp in imports:
         root = imp.root
-        if root in STDLIB or root in ("cryptography", "verify"):
+        if root in STDLIB or root == "cryptography":
             continue
+        if imp.relative and package_of(imp.module) == "verify":
+            continue  # itself, relatively: works installed and as a standalone copy
         if root == "zstandard" and "bundle" in Path(file).stem:
             continue
         if root == "sigstore" and not imp.top_level:
@@ -150,7 +165,8 @@ def verify_violations(imports: list[Import], file: str) -> list[str]:
 
 
 def ledger_violations(imports: list[Import]) -> list[str]:
-    return [str(i) for i in imports if i.root in ("runner", "")]
+    return [str(i) for i in imports if i.module == "" or package_of(i.module) == "runner"
+            or i.root in PACKAGES]  # bare ``ledger``/``runner`` is another PyPI project
 
 
 def test_verify_imports_only_stdlib_and_cryptography() -> None:
@@ -176,8 +192,21 @@ def test_ledger_never_imports_runner() -> None:
     )
 
 
+def test_packages_name_each_other_under_trajledger() -> None:
+    """``ledger``, ``runner`` and ``verify`` at the top are other PyPI projects: never imported."""
+    bad = [
+        str(imp)
+        for path in project_files()
+        for imp in all_imports(path)
+        if imp.root in PACKAGES or imp.module == ""
+    ]
+    assert bad == [], "imports outside the trajledger package:\n" + "\n".join(bad)
+
+
 def _local_file(module: str) -> Path | None:
-    base = REPO.joinpath(*module.split("."))
+    if not package_of(module):
+        return None
+    base = REPO.joinpath(*module.split(".")[1:])
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if candidate.is_file():
             return candidate
@@ -201,7 +230,7 @@ def startup_closure(roots: tuple[str, ...]) -> dict[str, list[str]]:
             continue
         for imp in all_imports(path):
             if imp.top_level and imp.module and imp.module not in chains:
-                if imp.root in PACKAGES and _local_file(imp.module) is None:
+                if package_of(imp.module) and _local_file(imp.module) is None:
                     continue  # ``from pkg import name`` where name is not a module
                 todo.append((imp.module, [*chain, f"{imp.module} ({imp.file}:{imp.line})"]))
     return chains
@@ -209,17 +238,17 @@ def startup_closure(roots: tuple[str, ...]) -> dict[str, list[str]]:
 
 def test_startup_modules_import_nothing_heavy_at_top_level() -> None:
     chains = startup_closure(STARTUP)
-    assert "ledger.clikit" in chains and "click" in chains
+    assert "trajledger.ledger.clikit" in chains and "click" in chains
     heavy = {m: " -> ".join(c) for m, c in chains.items() if m.split(".")[0] in HEAVY}
     assert heavy == {}, "heavy modules imported at start-up:\n" + "\n".join(heavy.values())
 
 
 def test_importing_the_cli_loads_nothing_heavy() -> None:
-    code = "import json, sys, runner.cli; print(json.dumps(sorted(sys.modules)))"
+    code = "import json, sys, trajledger.runner.cli; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                          check=True, timeout=60)
     loaded = {m.split(".")[0] for m in json.loads(out.stdout)}
-    assert "click" in loaded and "runner" in loaded
+    assert "click" in loaded and "trajledger" in loaded
     assert loaded & HEAVY == set()
 
 
@@ -229,18 +258,23 @@ def test_importing_the_cli_loads_nothing_heavy() -> None:
 @pytest.mark.parametrize(
     ("source", "module", "violation"),
     [
-        ("import numpy", "verify.x", "numpy"),
-        ("from ledger.keys import KeyStore", "verify.x", "ledger.keys"),
-        ("from ..runner import cli", "verify.x", ""),  # escapes the verify package
-        ("import pydantic.main", "verify.x", "pydantic.main"),
-        ("import importlib\nimportlib.import_module('pyarrow')", "verify.x", "pyarrow"),
-        ("import zstandard", "verify.digest", "zstandard"),
-        ("import sigstore", "verify.sig", "sigstore"),
+        ("import numpy", "trajledger.verify.x", "numpy"),
+        ("from trajledger.ledger.keys import KeyStore", "trajledger.verify.x",
+         "trajledger.ledger.keys"),
+        ("from ..runner import cli", "trajledger.verify.x", "trajledger.runner"),
+        ("from ... import x", "trajledger.verify.x", ""),  # escapes the trajledger package
+        ("from trajledger.verify.errors import FormatError", "trajledger.verify.x",
+         "trajledger.verify.errors"),  # absolute: breaks the standalone copy
+        ("import verify.errors", "trajledger.verify.x", "verify.errors"),
+        ("import pydantic.main", "trajledger.verify.x", "pydantic.main"),
+        ("import importlib\nimportlib.import_module('pyarrow')", "trajledger.verify.x", "pyarrow"),
+        ("import zstandard", "trajledger.verify.digest", "zstandard"),
+        ("import sigstore", "trajledger.verify.sig", "sigstore"),
     ],
 )
 def test_checker_catches_verify_violations(source: str, module: str, violation: str) -> None:
-    imports = imports_of(source, module, f"{module.replace('.', '/')}.py")
-    bad = verify_violations(imports, f"{module.replace('.', '/')}.py")
+    file = f"{module.removeprefix('trajledger.').replace('.', '/')}.py"
+    bad = verify_violations(imports_of(source, module, file), file)
     assert any(b.endswith(f": {violation or '<relative import above the package>'}") for b in bad)
 
 
@@ -268,17 +302,22 @@ def test_checker_separates_lazy_and_type_checking_imports() -> None:
             import lancedb
         """
     )
-    top = {i.module for i in imports_of(source, "ledger.cli", "ledger/cli.py") if i.top_level}
+    top = {i.module for i in imports_of(source, "trajledger.ledger.cli", "ledger/cli.py")
+           if i.top_level}
     assert top == {"typing", "typing.TYPE_CHECKING", "click"}
-    assert ledger_violations(imports_of("from runner import cli", "ledger.x", "f")) != []
-    assert ledger_violations(imports_of("from ...x import y", "ledger.x", "f")) != []
+    for bad in ("from trajledger.runner import cli", "from ..runner import cli",
+                "from ....x import y", "from runner import cli", "import verify"):
+        assert ledger_violations(imports_of(bad, "trajledger.ledger.x", "f")) != [], bad
+    ok = "from trajledger.verify import errors\nfrom . import store"
+    assert ledger_violations(imports_of(ok, "trajledger.ledger.x", "f")) == []
 
 
 # -- verify/ alone, in a venv with only cryptography ----------------------------------------------
 
 _THIRD_PARTY_CHECK = """
 import importlib, importlib.util, json, pathlib, sys
-present = [m for m in ("ledger", "runner", "click", "pyarrow", "pydantic", "rfc8785")
+present = [m for m in ("trajledger", "ledger", "runner", "click", "pyarrow", "pydantic",
+                       "rfc8785")
            if importlib.util.find_spec(m) is not None]
 assert not present, f"not a clean venv: {present}"
 import verify, verify.dsse, verify.statement, verify.manifest
@@ -310,9 +349,9 @@ _NETWORK_TROUBLE = ("Could not find a version", "No matching distribution", "New
 
 @pytest.mark.slow
 def test_verify_alone_in_a_venv_with_only_cryptography(tmp_path: Path) -> None:
-    from ledger.files import collect_files, manifest_for
-    from ledger.keys import Signer
-    from ledger.signing import files_predicate, sign_statement
+    from trajledger.ledger.files import collect_files, manifest_for
+    from trajledger.ledger.keys import Signer
+    from trajledger.ledger.signing import files_predicate, sign_statement
 
     # A tree signed by the write side, to be checked by the copied verify/ alone.
     work = tmp_path / "work"
@@ -345,7 +384,8 @@ def test_verify_alone_in_a_venv_with_only_cryptography(tmp_path: Path) -> None:
 
     src = tmp_path / "src"
     shutil.copytree(REPO / "verify", src / "verify", ignore=shutil.ignore_patterns("__pycache__"))
-    modules = sorted(module_name(REPO / p.relative_to(src)) for p in (src / "verify").rglob("*.py"))
+    modules = sorted(module_name(REPO / p.relative_to(src)).removeprefix(f"{TOP}.")
+                     for p in (src / "verify").rglob("*.py"))
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
     run = subprocess.run(
         [str(python), "-s", "-c", _THIRD_PARTY_CHECK, ",".join(modules), str(work)],
@@ -353,3 +393,31 @@ def test_verify_alone_in_a_venv_with_only_cryptography(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout == "verified 2 files\n"
+
+
+# -- the wheel installs one top-level name --------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_wheel_installs_only_the_trajledger_name(tmp_path: Path) -> None:
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+         "--disable-pip-version-check", "-q", "-w", str(tmp_path), str(REPO)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert build.returncode == 0, build.stderr
+    (wheel,) = tmp_path.glob("trajledger-*.whl")
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
+    assert top == {"trajledger"}, f"the wheel installs other top-level names: {sorted(top)}"
+    for package in PACKAGES:
+        assert f"trajledger/{package}/__init__.py" in names
+        assert f"trajledger/{package}/py.typed" in names
+    assert "trajledger/verify/__main__.py" in names
+    for package in PACKAGES:  # every module of the repository's directories is in the wheel
+        for path in (REPO / package).rglob("*.py"):
+            if "__pycache__" not in path.parts:
+                assert f"trajledger/{path.relative_to(REPO).as_posix()}" in names, path

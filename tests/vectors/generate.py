@@ -29,16 +29,16 @@ if __name__ == "__main__":  # pragma: no cover - script use without an installed
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
 
-from verify.checkpoint import Checkpoint, cosignature_message  # noqa: E402
-from verify.merkle import leaf_hash  # noqa: E402
-from verify.note import (  # noqa: E402
+from trajledger.verify.checkpoint import Checkpoint, cosignature_message  # noqa: E402
+from trajledger.verify.merkle import leaf_hash  # noqa: E402
+from trajledger.verify.note import (  # noqa: E402
     ALG_COSIGNATURE_V1,
     ALG_ED25519,
     format_signature_line,
     key_hash,
     vkey_string,
 )
-from verify.tiles import (  # noqa: E402
+from trajledger.verify.tiles import (  # noqa: E402
     TILE_HEIGHT,
     TILE_WIDTH,
     TileReader,
@@ -47,7 +47,7 @@ from verify.tiles import (  # noqa: E402
     tile_path,
     tile_width,
 )
-from verify.tlog_proof import TlogProof  # noqa: E402
+from trajledger.verify.tlog_proof import TlogProof  # noqa: E402
 
 Case = dict[str, Any]
 

@@ -32,12 +32,12 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from ledger.keys import Signer
-from ledger.signing import canonical_json, statement_bytes
-from verify import predicates
-from verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature, b64encode, pae
-from verify.errors import FormatError
-from verify.manifest import FileEntry, Manifest
+from trajledger.ledger.keys import Signer
+from trajledger.ledger.signing import canonical_json, statement_bytes
+from trajledger.verify import predicates
+from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature, b64encode, pae
+from trajledger.verify.errors import FormatError
+from trajledger.verify.manifest import FileEntry, Manifest
 
 VECTORS = Path(__file__).resolve().parent
 DIRS = ("dsse", "statement", "manifest")

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ledger.artifacts import (
+from trajledger.ledger.artifacts import (
     BatchResult,
     batch_files,
     create_dataset,
@@ -25,15 +25,15 @@ from ledger.artifacts import (
     register_evaluator,
     resolve_registered,
 )
-from ledger.catalog import RefError
-from ledger.errors import LedgerError
-from ledger.home import Ledger
-from ledger.keys import Signer
-from ledger.rollouts import RolloutValidationError
-from verify import predicates
-from verify.dsse import Envelope
-from verify.errors import FormatError, PolicyError
-from verify.statement import Statement, verify_statement
+from trajledger.ledger.catalog import RefError
+from trajledger.ledger.errors import LedgerError
+from trajledger.ledger.home import Ledger
+from trajledger.ledger.keys import Signer
+from trajledger.ledger.rollouts import RolloutValidationError
+from trajledger.verify import predicates
+from trajledger.verify.dsse import Envelope
+from trajledger.verify.errors import FormatError, PolicyError
+from trajledger.verify.statement import Statement, verify_statement
 
 
 @pytest.fixture
@@ -221,7 +221,7 @@ def test_record_batch_from_rows(registered: Ledger, alice: Signer) -> None:
 
 
 def test_record_batch_from_table_with_episodes(registered: Ledger, alice: Signer) -> None:
-    from ledger.rollouts import rows_to_episodes, rows_to_table
+    from trajledger.ledger.rollouts import rows_to_episodes, rows_to_table
 
     episodes = rows_to_episodes(
         [
@@ -248,7 +248,7 @@ def test_record_batch_from_table_with_episodes(registered: Ledger, alice: Signer
 
 
 def test_record_batch_from_files(registered: Ledger, alice: Signer, tmp_path: Path) -> None:
-    from ledger.rollouts import rows_to_table
+    from trajledger.ledger.rollouts import rows_to_table
 
     a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
     pq.write_table(rows_to_table(rows()), a)
@@ -349,7 +349,7 @@ def test_record_batch_refusals(
 def test_episode_table_with_files_refused(
     registered: Ledger, alice: Signer, tmp_path: Path
 ) -> None:
-    from ledger.rollouts import rows_to_episodes, rows_to_table
+    from trajledger.ledger.rollouts import rows_to_episodes, rows_to_table
 
     src = tmp_path / "a.parquet"
     pq.write_table(rows_to_table(rows()), src)
@@ -466,7 +466,7 @@ def test_ledger_record_batch(registered: Ledger, alice: Signer) -> None:
 
 
 def test_single_input_path(registered: Ledger, alice: Signer, tmp_path: Path) -> None:
-    from ledger.rollouts import rows_to_table
+    from trajledger.ledger.rollouts import rows_to_table
 
     src = tmp_path / "a.parquet"
     pq.write_table(rows_to_table(rows()), src)
@@ -479,7 +479,7 @@ def test_single_input_path(registered: Ledger, alice: Signer, tmp_path: Path) ->
 def test_unusable_log_key_fails_before_any_work(
     registered: Ledger, alice: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ledger.rollouts as rollouts
+    import trajledger.ledger.rollouts as rollouts
 
     (registered.root / "log-key" / "log.key").unlink()
     reopened = Ledger.open(registered.root)
@@ -494,7 +494,7 @@ def test_unusable_log_key_fails_before_any_work(
 def test_erased_rollouts_are_not_restored(
     registered: Ledger, alice: Signer, change: dict[str, Any]
 ) -> None:
-    from ledger.status import erase
+    from trajledger.ledger.status import erase
 
     first = record_batch(registered, rows(), env="cart@1", policy="p", signer=alice)
     erasure, deleted = erase(registered, first.digest, alice, reason="consent")

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from ledger.artifacts import register_environment, register_evaluator
-from ledger.catalog import Catalog, CatalogItem, RefError
-from ledger.home import Ledger
-from ledger.keys import Signer
-from ledger.record import record_files
+from trajledger.ledger.artifacts import register_environment, register_evaluator
+from trajledger.ledger.catalog import Catalog, CatalogItem, RefError
+from trajledger.ledger.home import Ledger
+from trajledger.ledger.keys import Signer
+from trajledger.ledger.record import record_files
 
 
 @pytest.fixture

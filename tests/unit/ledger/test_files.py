@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ledger.errors import LedgerError
-from ledger.files import collect_files, manifest_for, media_type_for
-from verify.manifest import MANIFEST_MEDIA_TYPE
+from trajledger.ledger.errors import LedgerError
+from trajledger.ledger.files import collect_files, manifest_for, media_type_for
+from trajledger.verify.manifest import MANIFEST_MEDIA_TYPE
 
 MakeTree = Callable[..., Path]
 

@@ -17,14 +17,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ledger.artifacts import batch_files, register_environment, register_evaluator
-from ledger.home import Ledger
-from ledger.integrations.gymnasium import GENERATOR, LedgerRecorder
-from ledger.keys import Signer
-from ledger.validate_files import validate_files
-from verify.dsse import Envelope
-from verify.errors import PolicyError
-from verify.statement import Statement
+from trajledger.ledger.artifacts import batch_files, register_environment, register_evaluator
+from trajledger.ledger.home import Ledger
+from trajledger.ledger.integrations.gymnasium import GENERATOR, LedgerRecorder
+from trajledger.ledger.keys import Signer
+from trajledger.ledger.validate_files import validate_files
+from trajledger.verify.dsse import Envelope
+from trajledger.verify.errors import PolicyError
+from trajledger.verify.statement import Statement
 
 CLOCK_START = 1_700_000_000_000_000
 
@@ -237,7 +237,7 @@ def test_unregistered_references_refused_at_once(ledger: Ledger, alice: Signer) 
 def test_failed_flush_keeps_the_episodes(
     ledger: Ledger, alice: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ledger.artifacts as artifacts
+    import trajledger.ledger.artifacts as artifacts
 
     env = LedgerRecorder(
         gym.make("CartPole-v1"), ledger, env_ref="cartpole@1", policy="p", signer=alice, every=1

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ledger.errors import LedgerError
-from ledger.home import CONFIG_NAME, FORMAT_VERSION, Ledger, LedgerConfig, default_origin
-from ledger.keys import KeyStore
-from ledger.store import ObjectStore
+from trajledger.ledger.errors import LedgerError
+from trajledger.ledger.home import CONFIG_NAME, FORMAT_VERSION, Ledger, LedgerConfig, default_origin
+from trajledger.ledger.keys import KeyStore
+from trajledger.ledger.store import ObjectStore
 
 
 def test_init_writes_settings_and_open_reads_them(tmp_path: Path) -> None:

@@ -21,16 +21,16 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ledger.artifacts import (
+from trajledger.ledger.artifacts import (
     batch_files,
     create_dataset,
     record_batch,
     register_environment,
     register_evaluator,
 )
-from ledger.catalog import RefError
-from ledger.home import Ledger
-from ledger.index import (
+from trajledger.ledger.catalog import RefError
+from trajledger.ledger.home import Ledger
+from trajledger.ledger.index import (
     MIN_NEAR_STEPS,
     NEAR_NUMERIC_THRESHOLD,
     NEAR_TEXT_THRESHOLD,
@@ -47,10 +47,10 @@ from ledger.index import (
     segment_stats,
     split_contamination,
 )
-from ledger.record import record_files
-from ledger.status import erase, revoke
-from verify import predicates
-from verify.errors import FormatError
+from trajledger.ledger.record import record_files
+from trajledger.ledger.status import erase, revoke
+from trajledger.verify import predicates
+from trajledger.verify.errors import FormatError
 
 # --------------------------------------------------------------------------------------------
 # The test ledger
@@ -62,8 +62,8 @@ N_LLM = 40
 
 def craft_dataset(ledger: Ledger, name: str, split: str, batches: list[str], key: Any) -> Any:
     """Record a dataset directly (no contamination check), as an older writer could have."""
-    from ledger.models import DatasetPredicate
-    from ledger.record import record_files
+    from trajledger.ledger.models import DatasetPredicate
+    from trajledger.ledger.record import record_files
 
     body = DatasetPredicate(name=name, version="1", split=split, batches=batches).to_json()
     path = ledger.root / "tmp" / f"{name}.json"

@@ -10,9 +10,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from ledger.errors import KeyError_
-from ledger.keys import KeyStore, Signer
-from verify.keys import PublicKey
+from trajledger.ledger.errors import KeyError_
+from trajledger.ledger.keys import KeyStore, Signer
+from trajledger.verify.keys import PublicKey
 
 
 def _mode(path: Path) -> int:

@@ -15,21 +15,21 @@ from pathlib import Path
 
 import pytest
 
-from ledger.errors import LogError
-from ledger.keys import Signer
-from ledger.log import EntrySpec, Log, format_tree_state, parse_tree_state
-from verify.checkpoint import verify_checkpoint
-from verify.errors import FormatError, ProofError, SignatureError
-from verify.log_entry import GENESIS_PREV, LogEntry, verify_chain
-from verify.merkle import (
+from trajledger.ledger.errors import LogError
+from trajledger.ledger.keys import Signer
+from trajledger.ledger.log import EntrySpec, Log, format_tree_state, parse_tree_state
+from trajledger.verify.checkpoint import verify_checkpoint
+from trajledger.verify.errors import FormatError, ProofError, SignatureError
+from trajledger.verify.log_entry import GENESIS_PREV, LogEntry, verify_chain
+from trajledger.verify.merkle import (
     leaf_hash,
     root_from_leaf_hashes,
     verify_consistency,
     verify_inclusion,
 )
-from verify.note import verifier_from_vkey
-from verify.tiles import TileReader, parse_entry_bundle, parse_tile
-from verify.tlog_proof import TlogProof, verify_tlog_proof
+from trajledger.verify.note import verifier_from_vkey
+from trajledger.verify.tiles import TileReader, parse_entry_bundle, parse_tile
+from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
 ORIGIN = "example.org/test-log"
 SIGNER = Signer.generate("log")  # TEST ONLY

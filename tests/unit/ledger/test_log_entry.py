@@ -17,9 +17,9 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verify.errors import DigestMismatchError, FormatError
-from verify.log_entry import GENESIS_PREV, KINDS, LogEntry, verify_chain
-from verify.merkle import leaf_hash
+from trajledger.verify.errors import DigestMismatchError, FormatError
+from trajledger.verify.log_entry import GENESIS_PREV, KINDS, LogEntry, verify_chain
+from trajledger.verify.merkle import leaf_hash
 
 SCHEMA = json.loads(
     (Path(__file__).parents[3] / "schemas" / "log-entry.v1.schema.json").read_text()

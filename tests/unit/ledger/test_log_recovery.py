@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from ledger.errors import LogError
-from ledger.keys import Signer
-from ledger.log import EntrySpec, Log, format_tree_state, verify_log_dir
+from trajledger.ledger.errors import LogError
+from trajledger.ledger.keys import Signer
+from trajledger.ledger.log import EntrySpec, Log, format_tree_state, verify_log_dir
 
 ORIGIN = "example.org/recovery"
 SIGNER = Signer.generate("log")  # TEST ONLY
@@ -115,7 +115,7 @@ def test_crash_after_commit_before_publication(log: Log, monkeypatch: pytest.Mon
 
 
 def test_crash_before_the_index_is_written(log: Log, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ledger import log as logmod
+    from trajledger.ledger import log as logmod
 
     with monkeypatch.context() as m:
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from ledger.log import Log, verify_log_dir
-from verify.checkpoint import check_consistent, verify_checkpoint
-from verify.errors import ProofError
-from verify.merkle import leaf_hash, verify_inclusion
-from verify.note import verifier_from_vkey
-from verify.tiles import TileReader
+from trajledger.ledger.log import Log, verify_log_dir
+from trajledger.verify.checkpoint import check_consistent, verify_checkpoint
+from trajledger.verify.errors import ProofError
+from trajledger.verify.merkle import leaf_hash, verify_inclusion
+from trajledger.verify.note import verifier_from_vkey
+from trajledger.verify.tiles import TileReader
 
 VECTORS = Path(__file__).parents[2] / "vectors" / "tlog" / "tlog-vectors.json"
 

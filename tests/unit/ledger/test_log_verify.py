@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from ledger.home import Ledger
-from ledger.keys import Signer
-from ledger.log import EntrySpec, Log, LogReport, verify_log_dir
-from ledger.record import Recorded, record_files, record_statement
-from ledger.signing import sign_statement
-from verify import predicates
-from verify.dsse import Envelope, Signature
-from verify.errors import VerificationError
-from verify.log_entry import LogEntry
+from trajledger.ledger.home import Ledger
+from trajledger.ledger.keys import Signer
+from trajledger.ledger.log import EntrySpec, Log, LogReport, verify_log_dir
+from trajledger.ledger.record import Recorded, record_files, record_statement
+from trajledger.ledger.signing import sign_statement
+from trajledger.verify import predicates
+from trajledger.verify.dsse import Envelope, Signature
+from trajledger.verify.errors import VerificationError
+from trajledger.verify.log_entry import LogEntry
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import pytest
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from referencing import Registry, Resource
 
-from ledger.models import (
+from trajledger.ledger.models import (
     ApprovalPredicate,
     DatasetPredicate,
     EnvironmentPredicate,
@@ -30,10 +30,10 @@ from ledger.models import (
     RevocationPredicate,
     RolloutBatchPredicate,
 )
-from verify import predicates
-from verify.dsse import Envelope
-from verify.log_entry import LogEntry
-from verify.statement import Statement
+from trajledger.verify import predicates
+from trajledger.verify.dsse import Envelope
+from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.statement import Statement
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMAS = ROOT / "schemas"
@@ -205,18 +205,18 @@ def test_schemas_refuse(kind: str, instance: Any, problem: str) -> None:
 
 
 def test_recorded_predicates_validate(tmp_path: Path) -> None:
-    from ledger.artifacts import (
+    from trajledger.ledger.artifacts import (
         create_dataset,
         record_batch,
         register_environment,
         register_evaluator,
     )
-    from ledger.home import Ledger
-    from ledger.status import approve, erase, record_policy, revoke
-    from runner.admission import DataRefusedError
-    from runner.rollouts import run_policy
-    from runner.train import train
-    from verify.policy import TrustPolicy
+    from trajledger.ledger.home import Ledger
+    from trajledger.ledger.status import approve, erase, record_policy, revoke
+    from trajledger.runner.admission import DataRefusedError
+    from trajledger.runner.rollouts import run_policy
+    from trajledger.runner.train import train
+    from trajledger.verify.policy import TrustPolicy
 
     home = tmp_path / "home"
     ledger = Ledger.init(home, origin="test/schemas")

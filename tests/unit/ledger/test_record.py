@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-from ledger.errors import KeyError_, LedgerError
-from ledger.home import Ledger
-from ledger.keys import Signer
-from ledger.record import KIND_BY_PREDICATE, kind_for, record_files, record_statement
-from verify import predicates
-from verify.dsse import Envelope
-from verify.errors import FormatError
-from verify.log_entry import KINDS, LogEntry
-from verify.manifest import Manifest, manifest_from_statement
-from verify.statement import verify_statement
-from verify.tlog_proof import verify_tlog_proof
+from trajledger.ledger.errors import KeyError_, LedgerError
+from trajledger.ledger.home import Ledger
+from trajledger.ledger.keys import Signer
+from trajledger.ledger.record import KIND_BY_PREDICATE, kind_for, record_files, record_statement
+from trajledger.verify import predicates
+from trajledger.verify.dsse import Envelope
+from trajledger.verify.errors import FormatError
+from trajledger.verify.log_entry import KINDS, LogEntry
+from trajledger.verify.manifest import Manifest, manifest_from_statement
+from trajledger.verify.statement import verify_statement
+from trajledger.verify.tlog_proof import verify_tlog_proof
 
 TREE = {"steps.jsonl": '{"r": 1}\n', "meta/config.toml": "seed = 1\n", "weights.bin": 2048}
 

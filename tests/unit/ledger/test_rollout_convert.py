@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from ledger.rollouts import convert
-from ledger.rollouts.convert import (
+from trajledger.ledger.rollouts import convert
+from trajledger.ledger.rollouts.convert import (
     RolloutChunk,
     derive_episodes,
     detect_format,
@@ -27,9 +27,13 @@ from ledger.rollouts.convert import (
     rows_to_episodes,
     rows_to_table,
 )
-from ledger.rollouts.parquet_io import write_steps_parquet
-from ledger.rollouts.schema import EPISODE_ATTR_SCHEMA, EPISODE_SCHEMA, STEP_SCHEMA
-from ledger.rollouts.validate import RolloutValidationError, validate_episodes, validate_steps
+from trajledger.ledger.rollouts.parquet_io import write_steps_parquet
+from trajledger.ledger.rollouts.schema import EPISODE_ATTR_SCHEMA, EPISODE_SCHEMA, STEP_SCHEMA
+from trajledger.ledger.rollouts.validate import (
+    RolloutValidationError,
+    validate_episodes,
+    validate_steps,
+)
 
 
 def classic(lengths: list[int], dim: int = 3, **overrides: Any) -> pa.Table:

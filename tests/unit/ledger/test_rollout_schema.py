@@ -13,9 +13,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-import ledger.rollouts as rollouts
-from ledger.rollouts.convert import normalise_steps, rows_to_table
-from ledger.rollouts.schema import (
+import trajledger.ledger.rollouts as rollouts
+from trajledger.ledger.rollouts.convert import normalise_steps, rows_to_table
+from trajledger.ledger.rollouts.schema import (
     EPISODE_ATTR_SCHEMA,
     EPISODE_SCHEMA,
     FLOAT_STEP_COLUMNS,
@@ -185,7 +185,7 @@ def _json_row(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_written_rows_conform_to_json_schemas() -> None:
-    from ledger.rollouts.convert import derive_episodes, rows_to_episodes
+    from trajledger.ledger.rollouts.convert import derive_episodes, rows_to_episodes
 
     rows = [
         {"episode_id": "a", "step": 0, "role": "user", "content": "hi", "reward": 0.0,

@@ -9,9 +9,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ledger.rollouts.convert import normalise_steps
-from ledger.rollouts.schema import EPISODE_SCHEMA, STEP_SCHEMA
-from ledger.rollouts.validate import (
+from trajledger.ledger.rollouts.convert import normalise_steps
+from trajledger.ledger.rollouts.schema import EPISODE_SCHEMA, STEP_SCHEMA
+from trajledger.ledger.rollouts.validate import (
     MAX_LISTED_PROBLEMS,
     ROWS_PER_KIND,
     EpisodeStreamValidator,
@@ -507,7 +507,7 @@ def test_error_listing_is_capped() -> None:
 
 
 def test_error_is_a_format_error() -> None:
-    from verify.errors import FormatError
+    from trajledger.verify.errors import FormatError
 
     assert issubclass(RolloutValidationError, FormatError)
     assert issubclass(RolloutValidationError, ValueError)

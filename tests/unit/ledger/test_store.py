@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from ledger._fs import TMP_PREFIX
-from ledger.errors import StoreError
-from ledger.store import ObjectStore
-from verify.errors import DigestMismatchError, FormatError
+from trajledger.ledger._fs import TMP_PREFIX
+from trajledger.ledger.errors import StoreError
+from trajledger.ledger.store import ObjectStore
+from trajledger.verify.errors import DigestMismatchError, FormatError
 
 pafs = pytest.importorskip("pyarrow.fs")
 

@@ -24,26 +24,26 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from ledger.artifacts import (
+from trajledger.ledger.artifacts import (
     batch_files,
     create_dataset,
     record_batch,
     register_environment,
     register_evaluator,
 )
-from ledger.catalog import Catalog
-from ledger.errors import LedgerError
-from ledger.home import Ledger
-from ledger.keys import Signer
-from ledger.status import approve, erase, record_policy
-from runner import train as train_module
-from runner.admission import SEEN_CHECKPOINT, DataRefusedError, admit, load_policy
-from runner.rollouts import run_policy
-from runner.train import train
-from runner.trainers import TrainingData, TrainResult
-from verify.errors import PolicyError
-from verify.log_entry import LogEntry
-from verify.policy import TrustPolicy
+from trajledger.ledger.catalog import Catalog
+from trajledger.ledger.errors import LedgerError
+from trajledger.ledger.home import Ledger
+from trajledger.ledger.keys import Signer
+from trajledger.ledger.status import approve, erase, record_policy
+from trajledger.runner import train as train_module
+from trajledger.runner.admission import SEEN_CHECKPOINT, DataRefusedError, admit, load_policy
+from trajledger.runner.rollouts import run_policy
+from trajledger.runner.train import train
+from trajledger.runner.trainers import TrainingData, TrainResult
+from trajledger.verify.errors import PolicyError
+from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.policy import TrustPolicy
 
 POLICY = """\
 name = "unit"
@@ -273,7 +273,7 @@ class Spy:
 def test_replacing_a_file_after_admission_cannot_change_what_is_trained(
     setup: Setup, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runner import trainers
+    from trajledger.runner import trainers
 
     batch = setup.batches[0]
     steps_path = setup.blob(batch, "steps.parquet")

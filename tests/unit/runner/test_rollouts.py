@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from ledger.rollouts.schema import EPISODE_SCHEMA, STEP_SCHEMA
-from ledger.rollouts.validate import validate_episodes, validate_steps
-from runner.rollouts import RolloutError, episode_id, run_policy
-from runner.trainers import PolicyMismatchError, TrainingData, load_policy
-from runner.trainers.bc import BCTrainer
+from trajledger.ledger.rollouts.schema import EPISODE_SCHEMA, STEP_SCHEMA
+from trajledger.ledger.rollouts.validate import validate_episodes, validate_steps
+from trajledger.runner.rollouts import RolloutError, episode_id, run_policy
+from trajledger.runner.trainers import PolicyMismatchError, TrainingData, load_policy
+from trajledger.runner.trainers.bc import BCTrainer
 
 
 def fixed_clock() -> int:

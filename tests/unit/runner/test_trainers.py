@@ -17,7 +17,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pytest
 
-from runner.trainers import (
+from trajledger.runner.trainers import (
     ENTRY_POINT_GROUP,
     PolicyMismatchError,
     TrainerConfigError,
@@ -30,8 +30,8 @@ from runner.trainers import (
     load_policy,
     load_trainer,
 )
-from runner.trainers.bc import BCPolicy, BCTrainer, effective_config
-from verify.errors import FormatError
+from trajledger.runner.trainers.bc import BCPolicy, BCTrainer, effective_config
+from trajledger.verify.errors import FormatError
 
 F32 = npt.NDArray[np.float32]
 VEC = pa.list_(pa.float32())
@@ -439,8 +439,8 @@ def test_interface_modules_import_no_heavy_packages() -> None:
 
 
 def test_bc_checks_its_config_without_data() -> None:
-    from runner.trainers import load_trainer
-    from runner.trainers.bc import DEFAULTS
+    from trajledger.runner.trainers import load_trainer
+    from trajledger.runner.trainers.bc import DEFAULTS
 
     trainer = load_trainer("bc")
     assert trainer.check_config({}) == DEFAULTS  # type: ignore[attr-defined]

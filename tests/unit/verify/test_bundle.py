@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from ledger.exchange import export_bundle
-from ledger.home import Ledger
-from ledger.record import record_files
-from ledger.status import record_policy
-from verify.bundle import (
+from trajledger.ledger.exchange import export_bundle
+from trajledger.ledger.home import Ledger
+from trajledger.ledger.record import record_files
+from trajledger.ledger.status import record_policy
+from trajledger.verify.bundle import (
     BundleEvidence,
     BundleIndex,
     Limits,
@@ -33,9 +33,9 @@ from verify.bundle import (
     check_member_name,
     verify_bundle,
 )
-from verify.errors import DigestMismatchError, FormatError, ProofError, SignatureError
-from verify.policy import TrustPolicy
-from verify.tlog_proof import TlogProof
+from trajledger.verify.errors import DigestMismatchError, FormatError, ProofError, SignatureError
+from trajledger.verify.policy import TrustPolicy
+from trajledger.verify.tlog_proof import TlogProof
 
 Members = list[tuple[str, bytes]]
 CREATED = "2025-01-02T03:04:05Z"

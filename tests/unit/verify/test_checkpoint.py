@@ -15,16 +15,16 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from verify.checkpoint import (
+from trajledger.verify.checkpoint import (
     Checkpoint,
     check_consistent,
     cosignature_message,
     verify_checkpoint,
     verify_cosignatures,
 )
-from verify.errors import ConsistencyError, FormatError, PolicyError, SignatureError
-from verify.merkle import EMPTY_ROOT, leaf_hash
-from verify.note import (
+from trajledger.verify.errors import ConsistencyError, FormatError, PolicyError, SignatureError
+from trajledger.verify.merkle import EMPTY_ROOT, leaf_hash
+from trajledger.verify.note import (
     ALG_COSIGNATURE_V1,
     ALG_ED25519,
     Note,
@@ -33,7 +33,7 @@ from verify.note import (
     key_hash,
     verifier_from_vkey,
 )
-from verify.tiles import TileReader
+from trajledger.verify.tiles import TileReader
 
 VECTORS: dict[str, Any] = json.loads(
     (Path(__file__).resolve().parents[2] / "vectors/tlog/tlog-vectors.json").read_text()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from verify.digest import (
+from trajledger.verify.digest import (
     CHUNK,
     DIGEST_PREFIX,
     digest_bytes,
@@ -17,7 +17,7 @@ from verify.digest import (
     sha256_hex,
     verify_bytes,
 )
-from verify.errors import DigestMismatchError, FormatError
+from trajledger.verify.errors import DigestMismatchError, FormatError
 
 # FIPS 180-2 known answers.
 EMPTY = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"

@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from ledger.keys import Signer
-from verify.dsse import (
+from trajledger.ledger.keys import Signer
+from trajledger.verify.dsse import (
     INTOTO_PAYLOAD_TYPE,
     MAX_ENVELOPE_BYTES,
     Envelope,
@@ -23,7 +23,7 @@ from verify.dsse import (
     pae,
     verify_envelope,
 )
-from verify.errors import FormatError, SignatureError
+from trajledger.verify.errors import FormatError, SignatureError
 
 PAYLOAD = b'{"_type":"https://in-toto.io/Statement/v1"}'
 

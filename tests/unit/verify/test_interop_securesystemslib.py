@@ -21,14 +21,14 @@ import securesystemslib.signer as sslib_signer
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from securesystemslib import dsse
 
-from ledger.keys import Signer
-from ledger.signing import files_predicate, sign_statement
-from verify import predicates
-from verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature, pae, verify_envelope
-from verify.errors import SignatureError
-from verify.keys import PublicKey
-from verify.manifest import FileEntry, Manifest, manifest_from_statement
-from verify.statement import verify_statement
+from trajledger.ledger.keys import Signer
+from trajledger.ledger.signing import files_predicate, sign_statement
+from trajledger.verify import predicates
+from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature, pae, verify_envelope
+from trajledger.verify.errors import SignatureError
+from trajledger.verify.keys import PublicKey
+from trajledger.verify.manifest import FileEntry, Manifest, manifest_from_statement
+from trajledger.verify.statement import verify_statement
 
 ALGS = ["ed25519", "ecdsa-p256"]
 

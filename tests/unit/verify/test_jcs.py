@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 import rfc8785
 
-from verify._jcs import MAX_SAFE_INTEGER, canonical_bytes
-from verify.errors import FormatError
+from trajledger.verify._jcs import MAX_SAFE_INTEGER, canonical_bytes
+from trajledger.verify.errors import FormatError
 
 
 def test_rfc8785_sorting_example() -> None:

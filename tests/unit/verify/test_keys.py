@@ -14,10 +14,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa, x25519
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from ledger.errors import KeyError_
-from ledger.keys import PASSPHRASE_ENV, KeyStore, Signer
-from verify.errors import FormatError
-from verify.keys import ALGORITHMS, PublicKey, keyid_of_spki
+from trajledger.ledger.errors import KeyError_
+from trajledger.ledger.keys import PASSPHRASE_ENV, KeyStore, Signer
+from trajledger.verify.errors import FormatError
+from trajledger.verify.keys import ALGORITHMS, PublicKey, keyid_of_spki
 
 # TEST ONLY keys. RFC 8032 section 7.1 test 1: secret and public key.
 RFC8032_SECRET = bytes.fromhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")

@@ -25,25 +25,25 @@ from typing import Any
 
 import pytest
 
-from ledger.artifacts import (
+from trajledger.ledger.artifacts import (
     batch_files,
     create_dataset,
     record_batch,
     register_environment,
     register_evaluator,
 )
-from ledger.home import Ledger
-from ledger.keys import KeyStore, Signer
-from ledger.record import record_files, record_statement
-from ledger.status import approve, erase, record_policy, revoke
-from runner.rollouts import run_policy
-from runner.train import train
-from verify import predicates
-from verify.checkpoint import Checkpoint
-from verify.evidence import LedgerDirEvidence
-from verify.lineage import ERASED, FAIL, INFO, OK, Check, LineageVerifier
-from verify.note import format_signature_line, verifier_from_vkey, vkey_string
-from verify.policy import TrustPolicy
+from trajledger.ledger.home import Ledger
+from trajledger.ledger.keys import KeyStore, Signer
+from trajledger.ledger.record import record_files, record_statement
+from trajledger.ledger.status import approve, erase, record_policy, revoke
+from trajledger.runner.rollouts import run_policy
+from trajledger.runner.train import train
+from trajledger.verify import predicates
+from trajledger.verify.checkpoint import Checkpoint
+from trajledger.verify.evidence import LedgerDirEvidence
+from trajledger.verify.lineage import ERASED, FAIL, INFO, OK, Check, LineageVerifier
+from trajledger.verify.note import format_signature_line, verifier_from_vkey, vkey_string
+from trajledger.verify.policy import TrustPolicy
 
 POLICY = """\
 name = "lineage"

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from ledger.keys import Signer
-from ledger.signing import files_predicate, sign_statement
-from verify import predicates
-from verify.dsse import Envelope
-from verify.errors import DigestMismatchError, FormatError
-from verify.manifest import (
+from trajledger.ledger.keys import Signer
+from trajledger.ledger.signing import files_predicate, sign_statement
+from trajledger.verify import predicates
+from trajledger.verify.dsse import Envelope
+from trajledger.verify.errors import DigestMismatchError, FormatError
+from trajledger.verify.manifest import (
     MANIFEST_MEDIA_TYPE,
     FileEntry,
     Manifest,
@@ -20,7 +20,7 @@ from verify.manifest import (
     diff_tree,
     manifest_from_statement,
 )
-from verify.statement import Statement, verify_statement
+from trajledger.verify.statement import Statement, verify_statement
 
 ABC_SHA256 = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"  # FIPS 180-2
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from verify.errors import FormatError, ProofError
-from verify.merkle import (
+from trajledger.verify.errors import FormatError, ProofError
+from trajledger.verify.merkle import (
     EMPTY_ROOT,
     HASH_SIZE,
     leaf_hash,

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from verify.errors import FormatError, SignatureError
-from verify.note import (
+from trajledger.verify.errors import FormatError, SignatureError
+from trajledger.verify.note import (
     ALG_COSIGNATURE_V1,
     ALG_ED25519,
     Note,

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from ledger.keys import Signer
-from ledger.signing import sign_statement
-from verify import predicates
-from verify.errors import DigestMismatchError, FormatError, PolicyError, SignatureError
-from verify.note import vkey_string
-from verify.policy import (
+from trajledger.ledger.keys import Signer
+from trajledger.ledger.signing import sign_statement
+from trajledger.verify import predicates
+from trajledger.verify.errors import DigestMismatchError, FormatError, PolicyError, SignatureError
+from trajledger.verify.note import vkey_string
+from trajledger.verify.policy import (
     ROLES,
     TrustPolicy,
     check_successor,

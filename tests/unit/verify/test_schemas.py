@@ -19,15 +19,15 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from ledger.files import collect_files, manifest_for
-from ledger.keys import Signer
-from ledger.signing import files_predicate, sign_statement
-from verify import predicates
-from verify._json import loads_strict
-from verify.dsse import Envelope
-from verify.errors import FormatError
-from verify.manifest import FileEntry, Manifest, manifest_from_statement
-from verify.statement import Statement
+from trajledger.ledger.files import collect_files, manifest_for
+from trajledger.ledger.keys import Signer
+from trajledger.ledger.signing import files_predicate, sign_statement
+from trajledger.verify import predicates
+from trajledger.verify._json import loads_strict
+from trajledger.verify.dsse import Envelope
+from trajledger.verify.errors import FormatError
+from trajledger.verify.manifest import FileEntry, Manifest, manifest_from_statement
+from trajledger.verify.statement import Statement
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMAS = ROOT / "schemas"

@@ -12,13 +12,18 @@ from typing import Any
 
 import pytest
 
-from ledger.keys import Signer
-from ledger.signing import canonical_json, files_predicate, sign_statement, statement_bytes
-from verify import predicates
-from verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature, pae
-from verify.errors import DigestMismatchError, FormatError, PolicyError, SignatureError
-from verify.manifest import FileEntry, Manifest, manifest_from_statement
-from verify.statement import STATEMENT_TYPE, Statement, Subject, verify_statement
+from trajledger.ledger.keys import Signer
+from trajledger.ledger.signing import (
+    canonical_json,
+    files_predicate,
+    sign_statement,
+    statement_bytes,
+)
+from trajledger.verify import predicates
+from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature, pae
+from trajledger.verify.errors import DigestMismatchError, FormatError, PolicyError, SignatureError
+from trajledger.verify.manifest import FileEntry, Manifest, manifest_from_statement
+from trajledger.verify.statement import STATEMENT_TYPE, Statement, Subject, verify_statement
 
 HEX_A = "a" * 64
 HEX_B = "b" * 64

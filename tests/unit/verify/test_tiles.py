@@ -19,17 +19,17 @@ from typing import Any
 
 import pytest
 
-from verify.checkpoint import Checkpoint, verify_checkpoint
-from verify.errors import FormatError, ProofError
-from verify.merkle import (
+from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
+from trajledger.verify.errors import FormatError, ProofError
+from trajledger.verify.merkle import (
     EMPTY_ROOT,
     leaf_hash,
     root_from_leaf_hashes,
     verify_consistency,
     verify_inclusion,
 )
-from verify.note import verifier_from_vkey
-from verify.tiles import (
+from trajledger.verify.note import verifier_from_vkey
+from trajledger.verify.tiles import (
     TILE_WIDTH,
     TileReader,
     entries_path,

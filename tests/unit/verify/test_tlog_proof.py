@@ -12,10 +12,15 @@ from typing import Any
 
 import pytest
 
-from verify.errors import FormatError, PolicyError, ProofError
-from verify.note import verifier_from_vkey
-from verify.tiles import TileReader
-from verify.tlog_proof import MAX_PROOF_HASHES, TLOG_PROOF_HEADER, TlogProof, verify_tlog_proof
+from trajledger.verify.errors import FormatError, PolicyError, ProofError
+from trajledger.verify.note import verifier_from_vkey
+from trajledger.verify.tiles import TileReader
+from trajledger.verify.tlog_proof import (
+    MAX_PROOF_HASHES,
+    TLOG_PROOF_HEADER,
+    TlogProof,
+    verify_tlog_proof,
+)
 
 VECTORS: dict[str, Any] = json.loads(
     (Path(__file__).resolve().parents[2] / "vectors/tlog/tlog-vectors.json").read_text()

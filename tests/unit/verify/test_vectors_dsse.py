@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-import verify.errors
-from verify._json import load_object
-from verify.dsse import Envelope, pae, verify_envelope
-from verify.keys import PublicKey
-from verify.manifest import Manifest, manifest_from_statement
-from verify.statement import verify_statement
+import trajledger.verify.errors as verify_errors
+from trajledger.verify._json import load_object
+from trajledger.verify.dsse import Envelope, pae, verify_envelope
+from trajledger.verify.keys import PublicKey
+from trajledger.verify.manifest import Manifest, manifest_from_statement
+from trajledger.verify.statement import verify_statement
 
 VECTORS = Path(__file__).resolve().parents[2] / "vectors"
 DIRS = ("dsse", "statement", "manifest")
@@ -100,7 +100,7 @@ def test_vector(path: Path) -> None:
         else:
             assert got == (case["expected_canonical"], case["expected_digest"])
         return
-    exc_type = getattr(verify.errors, error)
+    exc_type = getattr(verify_errors, error)
     with pytest.raises(exc_type, match=case["expected_error_match"]) as e:
         _run(case)
     # Exactly the named class: a subclass would be a different verdict (e.g. exit code).
@@ -157,4 +157,4 @@ def test_error_names_are_verify_errors() -> None:
     for path in CASES:
         error = json.loads(path.read_text())["expected_error"]
         assert error is None or re.fullmatch(r"[A-Z][A-Za-z]+Error", error), path
-        assert error is None or hasattr(verify.errors, error), path
+        assert error is None or hasattr(verify_errors, error), path

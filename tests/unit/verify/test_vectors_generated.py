@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-import verify.errors as errors
-from verify.checkpoint import check_consistent, verify_checkpoint, verify_cosignatures
-from verify.note import Note, verifier_from_vkey, verify_note
-from verify.tlog_proof import TlogProof, verify_tlog_proof
+import trajledger.verify.errors as errors
+from trajledger.verify.checkpoint import check_consistent, verify_checkpoint, verify_cosignatures
+from trajledger.verify.note import Note, verifier_from_vkey, verify_note
+from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
 VECTORS = Path(__file__).resolve().parents[2] / "vectors"
 GROUPS = ("note", "checkpoint", "tlog-proof")
