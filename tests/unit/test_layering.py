@@ -64,7 +64,7 @@ def module_name(path: Path) -> str:
     parts = list(path.relative_to(REPO).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join([TOP, *parts])
+    return ".".join(parts if parts[0] == TOP else [TOP, *parts])
 
 
 def package_of(module: str) -> str:
@@ -135,8 +135,14 @@ def _literal_import_call(node: ast.Call) -> bool:
 
 
 def project_files() -> Iterator[Path]:
+    """Every module: the three package directories, then trajledger/'s own files (the front
+    door and the integrations; its links to the packages are not followed twice)."""
     for pkg in PACKAGES:
         yield from sorted(p for p in (REPO / pkg).rglob("*.py") if "__pycache__" not in p.parts)
+    top = REPO / TOP
+    yield from sorted(top.glob("*.py"))
+    for sub in sorted(d for d in top.iterdir() if d.is_dir() and not d.is_symlink()):
+        yield from sorted(p for p in sub.rglob("*.py") if "__pycache__" not in p.parts)
 
 
 def all_imports(path: Path) -> list[Import]:
@@ -166,6 +172,7 @@ def verify_violations(imports: list[Import], file: str) -> list[str]:
 
 def ledger_violations(imports: list[Import]) -> list[str]:
     return [str(i) for i in imports if i.module == "" or package_of(i.module) == "runner"
+            or i.module.startswith(f"{TOP}.integrations")
             or i.root in PACKAGES]  # bare ``ledger``/``runner`` is another PyPI project
 
 
@@ -204,9 +211,10 @@ def test_packages_name_each_other_under_trajledger() -> None:
 
 
 def _local_file(module: str) -> Path | None:
-    if not package_of(module):
+    parts = module.split(".")
+    if parts[0] != TOP:
         return None
-    base = REPO.joinpath(*module.split(".")[1:])
+    base = REPO.joinpath(*parts[1:]) if package_of(module) else REPO.joinpath(*parts)
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if candidate.is_file():
             return candidate
@@ -230,7 +238,7 @@ def startup_closure(roots: tuple[str, ...]) -> dict[str, list[str]]:
             continue
         for imp in all_imports(path):
             if imp.top_level and imp.module and imp.module not in chains:
-                if package_of(imp.module) and _local_file(imp.module) is None:
+                if imp.root == TOP and _local_file(imp.module) is None:
                     continue  # ``from pkg import name`` where name is not a module
                 todo.append((imp.module, [*chain, f"{imp.module} ({imp.file}:{imp.line})"]))
     return chains
@@ -400,13 +408,17 @@ def test_verify_alone_in_a_venv_with_only_cryptography(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_wheel_installs_only_the_trajledger_name(tmp_path: Path) -> None:
+    # Built from a copy (links kept as links): an in-tree build would leave build/ behind.
+    src = tmp_path / "src"
+    shutil.copytree(REPO, src, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", "__pycache__", "*.egg-info", "build", "tests", "bench", ".venv", "demo"))
     build = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-         "--disable-pip-version-check", "-q", "-w", str(tmp_path), str(REPO)],
+         "--disable-pip-version-check", "-q", "-w", str(tmp_path / "dist"), str(src)],
         capture_output=True, text=True, timeout=300,
     )
     assert build.returncode == 0, build.stderr
-    (wheel,) = tmp_path.glob("trajledger-*.whl")
+    (wheel,) = (tmp_path / "dist").glob("trajledger-*.whl")
     import zipfile
 
     with zipfile.ZipFile(wheel) as z:
@@ -417,6 +429,7 @@ def test_wheel_installs_only_the_trajledger_name(tmp_path: Path) -> None:
         assert f"trajledger/{package}/__init__.py" in names
         assert f"trajledger/{package}/py.typed" in names
     assert "trajledger/verify/__main__.py" in names
+    assert "trajledger/integrations/gymnasium.py" in names
     for package in PACKAGES:  # every module of the repository's directories is in the wheel
         for path in (REPO / package).rglob("*.py"):
             if "__pycache__" not in path.parts:

@@ -36,9 +36,9 @@ import numpy.typing as npt
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ..artifacts import BatchResult
-    from ..home import Ledger
-    from ..keys import Signer
+    from trajledger.ledger.artifacts import BatchResult
+    from trajledger.ledger.home import Ledger
+    from trajledger.ledger.keys import Signer
 
 __all__ = ["LedgerRecorder"]
 
@@ -121,7 +121,7 @@ class LedgerRecorder(gym.Wrapper[Any, Any, Any, Any]):
             ValueError: ``every`` is not a positive integer, or ``policy`` is empty.
             PolicyError: ``env_ref`` (or ``evaluator``) is not registered in ``ledger``.
         """
-        from ..artifacts import resolve_registered
+        from trajledger.ledger.artifacts import resolve_registered
 
         super().__init__(env)
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
@@ -209,7 +209,7 @@ class LedgerRecorder(gym.Wrapper[Any, Any, Any, Any]):
             RolloutValidationError, PolicyError: as `ledger.artifacts.record_batch`; the
                 episodes stay pending.
         """
-        from ..artifacts import record_batch
+        from trajledger.ledger.artifacts import record_batch
 
         if not self._finished:
             return None

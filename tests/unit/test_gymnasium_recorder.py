@@ -1,5 +1,5 @@
-"""The Gymnasium recorder (ledger/integrations/gymnasium.py) on CartPole-v1 (discrete actions) and
-Pendulum-v1 (continuous actions): what is recorded validates and is exactly what the environment
+"""The Gymnasium recorder (trajledger/integrations/gymnasium.py) on CartPole-v1 (discrete actions)
+and Pendulum-v1 (continuous actions): what is recorded validates and is exactly what the environment
 produced; batches are written every N episodes and on flush / close.
 """
 
@@ -17,9 +17,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from trajledger.integrations.gymnasium import GENERATOR, LedgerRecorder
 from trajledger.ledger.artifacts import batch_files, register_environment, register_evaluator
 from trajledger.ledger.home import Ledger
-from trajledger.ledger.integrations.gymnasium import GENERATOR, LedgerRecorder
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.validate_files import validate_files
 from trajledger.verify.dsse import Envelope

@@ -1,0 +1,14 @@
+"""Integrations of trajledger with RL tooling.
+
+Scope: adapters that record what other libraries produce, through ``trajledger.ledger``.
+``trajledger.integrations.gymnasium``: `LedgerRecorder`, a Gymnasium wrapper that records every
+step and writes a signed, logged rollout batch every N episodes.
+
+Layer: above ``trajledger.ledger`` (which never imports this package).
+
+Each integration imports its library when its module is imported; this package imports none.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []
