@@ -6,9 +6,11 @@ unknown or undecryptable key. The CLI maps them to exit code 3.
 
 from __future__ import annotations
 
-from trajledger.verify.errors import ProvenanceError
+from pathlib import Path
 
-__all__ = ["KeyError_", "LedgerError", "LogError", "StoreError"]
+from trajledger.verify.errors import ProvenanceError, VerificationError
+
+__all__ = ["KeyError_", "LedgerError", "LogError", "StoreError", "TamperError"]
 
 
 class LedgerError(ProvenanceError):
@@ -25,3 +27,19 @@ class LogError(LedgerError):
 
 class KeyError_(LedgerError):
     """A key is unknown, unreadable, or its passphrase is wrong."""
+
+
+class TamperError(LedgerError, VerificationError):
+    """Evidence on disk was changed behind the ledger's back (exit code 1, not 3).
+
+    Raised where a file contradicts what was signed or committed: a ``treeState`` behind the
+    signed checkpoint, a missing or foreign checkpoint, a stored object that does not hash to its
+    name. Nothing is repaired or deleted on the way: the files are left exactly as found.
+
+    Attributes:
+        path: the file that is wrong (None when the problem is not one file's).
+    """
+
+    def __init__(self, message: str, path: Path | None = None) -> None:
+        super().__init__(message)
+        self.path = path

@@ -32,7 +32,9 @@ if TYPE_CHECKING:
     from .keys import Signer
     from .log import Log
 
-__all__ = ["FORMAT_VERSION", "Ledger", "LedgerConfig"]
+__all__ = ["FORMAT_VERSION", "STATE_DIR_ENV", "Ledger", "LedgerConfig", "state_dir"]
+
+STATE_DIR_ENV = "TRAJLEDGER_STATE_DIR"
 
 FORMAT_VERSION = 1
 CONFIG_NAME = "ledger.toml"
@@ -41,6 +43,22 @@ LOG_KEY_NAME = "log"
 """The log's Ed25519 key, ``log-key/log.key``: apart from the artifact signing keys in ``keys/``
 (it signs checkpoints, nothing else). Encrypted with TRAJLEDGER_PASSPHRASE when that is set at
 ``init`` (and then needed to append), else plain, because the log signs unattended."""
+
+
+def state_dir() -> Path:
+    """The user's trajledger state directory, outside every ledger.
+
+    It holds what write access to a ledger directory must not be able to change: the newest
+    checkpoint of each log this user has seen (a floor: the log only grows) and the status of
+    each log derived from verified entries. ``$TRAJLEDGER_STATE_DIR``, else
+    ``$XDG_STATE_HOME/trajledger``, else ``~/.local/state/trajledger``.
+    """
+    explicit = os.environ.get(STATE_DIR_ENV)
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
+    return base / "trajledger"
 
 
 def _toml_str(value: str) -> str:

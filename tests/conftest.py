@@ -13,7 +13,8 @@ tree mirrors the packages and file names repeat (tests/unit/verify/test_keys.py 
 tests/unit/ledger/test_keys.py).
 
 Every test runs with ``TRAJLEDGER_HOME`` and ``TRAJLEDGER_PASSPHRASE`` removed from the
-environment, so a developer's own settings never leak into a result.
+environment, so a developer's own settings never leak into a result, and with its own
+``TRAJLEDGER_STATE_DIR`` (the user state directory), so no test reads or writes ``~``.
 """
 
 from __future__ import annotations
@@ -47,9 +48,11 @@ def update_goldens(request: pytest.FixtureRequest) -> bool:
 
 
 @pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     for name in ("TRAJLEDGER_HOME", "TRAJLEDGER_PASSPHRASE"):
         monkeypatch.delenv(name, raising=False)
+    # Each test has its own user state directory (seen checkpoints, trust state), never ~.
+    monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(tmp_path_factory.mktemp("state")))
 
 
 @pytest.fixture
