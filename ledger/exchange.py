@@ -52,7 +52,7 @@ from trajledger.verify.digest import digest_bytes
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import FormatError, PolicyError, ProvenanceError, VerificationError
 from trajledger.verify.evidence import LedgerDirEvidence
-from trajledger.verify.lineage import Check, LineageVerifier
+from trajledger.verify.lineage import LineageVerifier, Report
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.note import Note, verifier_from_vkey
 from trajledger.verify.policy import Role, TrustPolicy
@@ -100,7 +100,7 @@ class ExportResult:
     objects: int
     omitted: int
     checkpoint_size: int
-    report: Check
+    report: Report
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ class ImportResult:
     index: int
     recorded: bool
     objects: int
-    report: Check
+    report: Report
 
 
 class _Recording:
@@ -163,6 +163,10 @@ class _Recording:
     def blob_path(self, digest: str) -> Path | None:
         self.looked_for.add(digest)
         return self.inner.blob_path(digest)
+
+    def blob_size(self, digest: str) -> int | None:
+        self.looked_for.add(digest)
+        return self.inner.blob_size(digest)
 
 
 def _walking_policy(policy: TrustPolicy, vkey: str) -> TrustPolicy:
@@ -241,18 +245,19 @@ def export_bundle(
     item = Catalog(ledger).resolve(ref)
     digest = item.digest
     if policy is None:
-        from ._policy_state import current_policy
+        from .policy_state import current_policy
 
         found = current_policy(ledger)
         if found is None:
             raise LedgerError("export: no trust policy recorded in this ledger; pass --policy FILE")
         policy = found[1]
+    state = ledger.trust_state()
     inner = ledger_evidence(ledger)
     evidence = _Recording(inner)
     note = inner.checkpoint_note()
     vkey = ledger.log.vkey
     # (2)
-    verifier = LineageVerifier(evidence, _walking_policy(policy, vkey))
+    verifier = LineageVerifier(evidence, _walking_policy(policy, vkey), index=state)
     report = verifier.verify(digest)
     checkpoint = verifier.checkpoint
     if checkpoint is None:

@@ -26,22 +26,9 @@ __all__ = ["COMMANDS"]
 
 def _policy(ledger: Ledger, policy_file: Path | None) -> Any:
     """The policy FILE (followed through this ledger's policy history), else the one in force."""
-    from trajledger.verify.policy import TrustPolicy
+    from .policy_state import load_policy
 
-    from ._policy_state import current_policy
-    from .errors import LedgerError
-    from .verify_files import read_input
-
-    trusted = None
-    if policy_file is not None:
-        data = read_input(policy_file, "policy")
-        trusted = TrustPolicy.from_toml(data, policy_file.parent, f"policy {policy_file}")
-    found = current_policy(ledger, trusted)
-    if found is None:
-        raise LedgerError(
-            "no trust policy: pass --policy FILE, or record one with 'trajledger policy set FILE'"
-        )
-    return found[1]
+    return load_policy(ledger, policy_file)[0]
 
 
 POLICY = click.option(

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .artifacts import BatchResult
     from .keys import Signer
     from .log import Log
+    from .trust_state import TrustState
 
 __all__ = ["FORMAT_VERSION", "STATE_DIR_ENV", "Ledger", "LedgerConfig", "state_dir"]
 
@@ -134,6 +135,7 @@ class Ledger:
         self.keys = keys
         self._store: ObjectStore | None = None
         self._log: Log | None = None
+        self._state: TrustState | None = None
 
     @property
     def store(self) -> ObjectStore:
@@ -161,6 +163,33 @@ class Ledger:
             log_keys = KeyStore(self.root / LOG_KEY_DIR)
             self._log = Log.open(self.log_dir, signer=lambda: log_keys.signer(LOG_KEY_NAME))
         return self._log
+
+    def trust_state(self, *, on_progress: Callable[[int], None] | None = None) -> TrustState:
+        """The user's trusted state of this ledger's log, extended to its signed checkpoint.
+
+        The first use reads the whole log (``on_progress`` is called as entries are indexed);
+        later ones read only what was appended since. See `ledger.trust_state`.
+
+        Raises:
+            TamperError: the log was rolled back or forked since this user last saw it, or its
+                entries do not give its signed root.
+            LogError: the log cannot be read.
+        """
+        from .trust_state import TrustState
+
+        if self._state is None:
+            self._state = TrustState.of(self)
+        store = self.store
+
+        def blob(digest: str) -> bytes | None:
+            try:
+                return store.get(digest) if store.exists(digest) else None
+            except (OSError, LedgerError):
+                return None
+
+        self._state.sync(self.log.checkpoint_bytes(), self.log.entries, blob,
+                         what=f"{self.log_dir / 'checkpoint'}", on_progress=on_progress)
+        return self._state
 
     @classmethod
     def init(

@@ -164,6 +164,8 @@ class TrustPolicy:
             doc = tomllib.loads(data.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise FormatError(f"{what}: not valid TOML: {e}") from e
+        except RecursionError as e:
+            raise FormatError(f"{what}: not valid TOML: nested too deeply") from e
         return cls._from_doc(doc, base_dir, what, key_lookup)
 
     @classmethod
@@ -470,9 +472,11 @@ def follow_history(
     return current, notes
 
 
-def load_policy_file(path: Path) -> TrustPolicy:
-    """Read a policy file: the JSON form when it ends in ``.json``, else TOML (key paths
-    relative to the file's directory).
+def load_policy_file(path: Path, *, key_lookup: KeyLookup | None = None) -> TrustPolicy:
+    """Read a policy file: the one loader every command uses.
+
+    The JSON form when the file ends in ``.json`` (keys inline), else TOML (key paths relative
+    to the file's directory; keys named by keyid found with ``key_lookup``).
 
     Raises:
         OSError: the file cannot be read (the message names it).
@@ -486,4 +490,4 @@ def load_policy_file(path: Path) -> TrustPolicy:
         from ._json import load_object
 
         return TrustPolicy.from_json(load_object(data, f"policy {path}"), f"policy {path}")
-    return TrustPolicy.from_toml(data, path.parent, f"policy {path}")
+    return TrustPolicy.from_toml(data, path.parent, f"policy {path}", key_lookup=key_lookup)
