@@ -168,6 +168,9 @@ class _Recording:
         self.looked_for.add(digest)
         return self.inner.blob_size(digest)
 
+    def omitted(self, digest: str) -> bool:
+        return False
+
 
 def _walking_policy(policy: TrustPolicy, vkey: str) -> TrustPolicy:
     """``policy`` with this ledger's own log key as the log role and no witness requirement:

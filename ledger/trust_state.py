@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -232,21 +231,22 @@ class TrustState:
         cp = verify_checkpoint(note, self.verifier)
         with self._write():
             self._size, self._range, self._note, self._last = self._read_meta()
-            if cp.size < self._size:
+            floor = self.floor_checkpoint()
+            if floor is not None and cp.size < floor.size:
                 raise TamperError(
                     f"{what}: rollback: the log's signed checkpoint has size {cp.size}, but "
-                    f"size {self._size} was seen before (root {self.root.hex()[:16]}…); the log "
-                    "was rolled back or replaced. Nothing was changed.",
+                    f"size {floor.size} was seen before (root {floor.root.hex()[:16]}…); the "
+                    "log was rolled back or replaced. Nothing was changed.",
                     Path(what),
                 )
-            if cp.size == self._size:
-                if cp.root != self.root:
-                    raise TamperError(
-                        f"{what}: fork: the log's signed checkpoint at size {cp.size} has root "
-                        f"{cp.root.hex()[:16]}…, but root {self.root.hex()[:16]}… was seen "
-                        "before at that size. Nothing was changed.",
-                        Path(what),
-                    )
+            if floor is not None and cp.size == floor.size and cp.root != floor.root:
+                raise TamperError(
+                    f"{what}: fork: the log's signed checkpoint at size {cp.size} has root "
+                    f"{cp.root.hex()[:16]}…, but root {floor.root.hex()[:16]}… was seen "
+                    "before at that size. Nothing was changed.",
+                    Path(what),
+                )
+            if self._size == cp.size:
                 self._retry_unreadable(read_blob)
                 if self._note != note:
                     self._put("checkpoint", note)  # same tree: keep the newer cosignatures
@@ -257,6 +257,8 @@ class TrustState:
             done = self._size
             while done < cp.size:
                 end = min(done + _CHUNK, cp.size)
+                if floor is not None and done < floor.size < end:
+                    end = floor.size  # stop there to compare with the root seen before
                 raws = read_entries(done, end)
                 if len(raws) != end - done:
                     raise TamperError(f"log entries {done}..{end - 1}: not all readable", None)
@@ -276,6 +278,13 @@ class TrustState:
                     self._index_entry(i, entry, raw, read_blob)
                 rng = rng.extend(hashes)
                 done = end
+                if floor is not None and done == floor.size and rng.root() != floor.root:
+                    raise TamperError(
+                        f"{what}: fork: the log's first {floor.size} entries give root "
+                        f"{rng.root().hex()[:16]}…, but root {floor.root.hex()[:16]}… was seen "
+                        "before at that size. Nothing was changed.",
+                        Path(what),
+                    )
                 if on_progress is not None:
                     on_progress(end - self._size)
             if rng.root() != cp.root:
@@ -292,6 +301,15 @@ class TrustState:
             ).encode())
             self._put("checkpoint", note)
             self._size, self._range, self._note, self._last = rng.size, rng, note, last
+
+    def rebuild(self) -> None:
+        """Forget the index (not the floor): the next `sync` re-reads the whole log, which must
+        still extend the checkpoint seen before."""
+        with self._write():
+            for table in ("entries", "names", "listing", "refs", "unreadable"):
+                self._db.execute(f"DELETE FROM {table}")
+            self._db.execute("DELETE FROM meta WHERE key = 'range'")
+        self._size, self._range, self._note, self._last = self._read_meta()
 
     def _index_entry(
         self, i: int, entry: LogEntry, raw: bytes, read_blob: Callable[[str], bytes | None]
@@ -414,9 +432,3 @@ class TrustState:
         return [NameRow(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows]
 
 
-def remove_state(vkey: str) -> None:
-    """Forget a log's state (it is rebuilt from the log on next use)."""
-    base = state_dir() / "logs" / _log_id(vkey)
-    for name in ("state.sqlite", "state.sqlite-wal", "state.sqlite-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(base / name)

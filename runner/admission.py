@@ -273,7 +273,8 @@ def _read_batch(
             continue  # the batch node says it is missing (or erased)
         got = digest_bytes(blob)
         if len(blob) != f.size:
-            decision.fail(f"{label} > {f.path}", f"tampered: {len(blob)} bytes, want {f.size}")
+            decision.fail(f"{label} > {f.path}",
+                          f"tampered: {len(blob)} bytes, want {f.size} (blob {f.digest[:19]}…)")
             continue
         if got != f.digest:
             decision.fail(f"{label} > {f.path}",

@@ -963,6 +963,11 @@ class BundleEvidence:
         self.touched_blobs.add(digest)
         return digest in self._objects or digest in self.index.omitted
 
+    def omitted(self, digest: str) -> bool:
+        """True for a data blob the bundle lists as not exported (``--no-data``)."""
+        self.touched_blobs.add(digest)
+        return digest in self.index.omitted
+
     def blob_size(self, digest: str) -> int | None:
         """The size of an object member; None when absent or omitted."""
         path = self.blob_path(digest)

@@ -62,6 +62,11 @@ class Evidence(Protocol):
         """The stored size of a blob (without reading it); None when absent or unknown."""
         ...
 
+    def omitted(self, digest: str) -> bool:
+        """True when the evidence deliberately leaves a data blob out (a bundle exported
+        without data): its digest is bound, its bytes are not here to check."""
+        ...
+
 
 class Blobs(Protocol):
     """Where blobs are read from: a local object directory, or (in ``ledger``) any store."""
@@ -202,6 +207,10 @@ class LedgerDirEvidence:
     def blob_size(self, digest: str) -> int | None:
         """The blob's stored size, or None when absent."""
         return self.blobs.blob_size(digest)
+
+    def omitted(self, digest: str) -> bool:
+        """A ledger directory omits nothing."""
+        return False
 
     def blob(self, digest: str) -> bytes | None:
         """The blob's bytes, or None when absent."""

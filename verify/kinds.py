@@ -79,7 +79,7 @@ def _batch_deps(pred: Any) -> list[Dependency]:
             parse_digest(b.policy_version)
         except FormatError:
             return deps
-        deps.append(Dependency("policy", b.policy_version, "checkpoint", optional=True))
+        deps.append(Dependency("generated-by", b.policy_version, "checkpoint", optional=True))
     return deps
 
 

@@ -46,13 +46,13 @@ from .digest import digest_bytes, parse_digest
 from .dsse import Envelope
 from .errors import FormatError, ProvenanceError, SignatureError, VerificationError
 from .evidence import Evidence
-from .kinds import KINDS, NAMED, Dependency, Kind, Signing, name_version
+from .kinds import CHECKPOINT_ROLES, KINDS, NAMED, Dependency, Kind, Signing, name_version
 from .log_entry import GENESIS_PREV, LogEntry
 from .log_index import LogIndex, MemoryIndex
 from .manifest import Manifest
 from .merkle import leaf_hash, root_from_leaf_hashes, verify_inclusion
 from .policy import KEY_ROLES, TrustPolicy
-from .predicates import Approval, Dataset, Erasure, Predicate, Revocation
+from .predicates import Approval, Dataset, Erasure, Predicate, Provenance, Revocation
 from .statement import Statement, verify_statement
 from .times import format_time, parse_time
 
@@ -742,6 +742,13 @@ class LineageVerifier:
             d for d in k.dependencies(rec.predicate)
             if not (d.optional and not self.records(d.digest, d.kind))
         ]
+        if isinstance(rec.predicate, Provenance):
+            # Facts the provenance records that are not artifacts of the log (trainer code,
+            # dependency lock): shown, not verified.
+            for d in rec.predicate.resolved_dependencies:
+                if d.role not in CHECKPOINT_ROLES:
+                    node.add(d.role or "dependency", INFO,
+                             f"{d.name or ''} {_short(d.sha256 or d.uri or '')}".strip())
         if kind == "checkpoint" and not any(d.role == "dataset" for d in self._deps[digest]):
             node.fail("datasets", "provenance names no dataset (resolvedDependencies with role "
                       "'dataset')")
@@ -775,15 +782,22 @@ class LineageVerifier:
         gone = 0
         by_other: dict[int, Record] = {}
         present = 0
+        absent = 0
         for f in manifest.files:
+            if self.evidence.omitted(f.digest):
+                absent += 1
+                continue
             if self.evidence.has_blob(f.digest):
                 present += 1
-                if self.data == "hash" and node.kind not in self.caller_hashes:
+                if node.kind in self.caller_hashes:
+                    continue  # the caller hashes the bytes as it reads them, and reports
+                if self.data == "hash":
                     self._hash_later(node, f.path, f.digest, f.size)
                 else:
                     size = self.evidence.blob_size(f.digest)
                     if size is not None and size != f.size:
-                        node.fail(f.path, f"tampered: {size} bytes, want {f.size}")
+                        node.fail(f.path, f"tampered: {size} bytes, want {f.size} (blob "
+                                  f"{_short(f.digest)})")
                 continue
             # A missing blob is erased only when a verified erasure lists it; otherwise lost.
             by = self.erased_blob(f.digest)
@@ -810,6 +824,9 @@ class LineageVerifier:
         node.add("files", OK,
                  f"{len(manifest.files)} file(s), {manifest.total_size} bytes"
                  + (f", {present} {how}" if present else ""))
+        if absent:
+            node.add("data", INFO, f"{absent} data blob(s) not present here (exported without "
+                     "data): their digests are bound by the manifest, their bytes not checked")
 
     def _hash_blob(self, digest: str, size: int) -> str | None:
         path = self.evidence.blob_path(digest)
@@ -827,7 +844,7 @@ class LineageVerifier:
                 h.update(view[:got])
                 n += got
         if n != size:
-            return f"tampered: {n} bytes, want {size}"
+            return f"tampered: {n} bytes, want {size} (blob {_short(digest)})"
         if "sha256:" + h.hexdigest() != digest:
             got = h.hexdigest()[:12]
             return f"tampered: content hashes to sha256:{got}…, want {_short(digest)}"
@@ -1070,6 +1087,12 @@ class LineageVerifier:
                     seen.add(src)
                     todo.append(src)
         self.finish()
+        root = self._nodes[digest]
+        if not root.ok:
+            # Everything downstream was built on it: its lineage fails the same way.
+            why = "; ".join(f"{c.what}: {c.detail}" for c in root.checks if c.status == FAIL)
+            for nid in seen - {digest}:
+                self._nodes[nid].fail("lineage", f"built on {root.label}, which fails ({why})")
         return self.report(digest, ["log", digest], down)
 
 

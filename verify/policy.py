@@ -484,8 +484,10 @@ def load_policy_file(path: Path, *, key_lookup: KeyLookup | None = None) -> Trus
     """
     try:
         data = path.read_bytes()
+    except FileNotFoundError as e:
+        raise OSError(f"policy {path}: no such file") from e
     except OSError as e:
-        raise OSError(f"policy {path}: {e.strerror or e}") from e
+        raise OSError(f"policy {path}: cannot read: {e.strerror or e}") from e
     if path.suffix == ".json":
         from ._json import load_object
 

@@ -150,11 +150,11 @@ def test_export_writes_a_bundle_that_verifies_offline(
     )
     code, out, err = verify_cli(capsys, vendor.bundle, "--policy", vendor.policy)
     assert code == 0, err
-    assert out.splitlines()[0] == f"✓ lineage of {vendor.ref[:19]}…"
+    assert out.splitlines()[0] == f"✓ bundle {vendor.bundle.name}"
     assert "✓ checkpoint cartpole-bc@2" in out
     assert err.startswith(f"OK: {vendor.bundle}: ") and err.endswith(" checks passed\n")
     code, out, _ = verify_cli(capsys, vendor.bundle, "--policy", vendor.policy, "--json")
-    assert code == 0 and json.loads(out)["status"] == "ok"
+    assert code == 0 and json.loads(out)["ok"] is True
 
 
 def test_export_without_data(
@@ -326,7 +326,7 @@ def test_verify_command_line_refusals(
     code, _, err = verify_cli(capsys, vendor.bundle, "--policy", tmp_path / "none.toml")
     assert (code, err) == (
         3,
-        f"FAIL: {vendor.bundle}: policy {tmp_path / 'none.toml'}: No such file or directory\n",
+        f"FAIL: {vendor.bundle}: policy {tmp_path / 'none.toml'}: no such file\n",
     )
 
 
