@@ -147,8 +147,8 @@ class TrustState:
 
     def _read_meta(self) -> tuple[int, CompactRange, bytes | None, bytes]:
         raw = self._meta("range")
-        if raw is None:
-            return 0, CompactRange(), None, bytes.fromhex(GENESIS_PREV)
+        if raw is None:  # nothing indexed (yet, or since `rebuild`): the floor still holds
+            return 0, CompactRange(), self._meta("checkpoint"), bytes.fromhex(GENESIS_PREV)
         try:
             doc = json.loads(raw)
             rng = CompactRange(int(doc["size"]), tuple(bytes.fromhex(h) for h in doc["hashes"]))
@@ -301,6 +301,68 @@ class TrustState:
             ).encode())
             self._put("checkpoint", note)
             self._size, self._range, self._note, self._last = rng.size, rng, note, last
+
+    def check_extends(self, note: bytes, proof: Sequence[bytes] = (), *, what: str) -> bool:
+        """Check that the signed checkpoint ``note`` extends the floor (without storing it).
+
+        Steps:
+            1. Verify ``note`` with the log's key.
+            2. Against the floor: a smaller tree is a rollback, another root at the same size a
+               fork; a larger tree needs ``proof``, a consistency proof from the floor's size,
+               and must pass it (else it is unprovable, or a fork).
+
+        Returns:
+            True when ``note`` is a larger tree than the floor (it would advance it).
+
+        Raises:
+            ConsistencyError: a rollback, a fork, or no proof; the message names both
+                checkpoints and the error carries them.
+            FormatError, SignatureError: ``note`` is malformed or not signed by the log.
+        """
+        from trajledger.verify.checkpoint import check_consistent
+        from trajledger.verify.errors import ConsistencyError
+
+        # (1)
+        new = verify_checkpoint(note, self.verifier)
+        self._size, self._range, self._note, self._last = self._read_meta()
+        old = self.floor_checkpoint()
+        if old is None:
+            return True
+        # (2)
+        both = (f"{old.origin} size {old.size} root {old.root.hex()[:16]}… accepted before; "
+                f"size {new.size} root {new.root.hex()[:16]}… now")
+        if new.size < old.size:
+            raise ConsistencyError(f"{what}: rollback: {both}", old=old, new=new)
+        if new.size == old.size:
+            if new.root != old.root:
+                raise ConsistencyError(f"{what}: fork: two roots at one size: {both}",
+                                       old=old, new=new)
+            return False
+        if not proof and old.size > 0:
+            raise ConsistencyError(
+                f"{what}: unprovable: no consistency proof from size {old.size} ({both}); ask "
+                f"for a bundle exported with --consistency-from {old.size}",
+                old=old,
+                new=new,
+            )
+        try:
+            check_consistent(old, new, list(proof))
+        except ProvenanceError as e:
+            raise ConsistencyError(f"{what}: fork: {both}: {e}", old=old, new=new,
+                                   proof=list(proof)) from e
+        return True
+
+    def advance_floor(self, note: bytes, proof: Sequence[bytes] = (), *, what: str) -> None:
+        """Remember a newer signed checkpoint of this log, seen without reading its entries
+        (another party's log, through a bundle or a monitor), after `check_extends`.
+
+        Raises:
+            ConsistencyError, FormatError, SignatureError: as `check_extends`.
+        """
+        with self._write():
+            if self.check_extends(note, proof, what=what):
+                self._put("checkpoint", note)
+                self._note = note
 
     def rebuild(self) -> None:
         """Forget the index (not the floor): the next `sync` re-reads the whole log, which must

@@ -47,6 +47,21 @@ def update_goldens(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-goldens"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Session and module fixtures (built before any test's own environment) get a state
+    directory of their own too: nothing a test run does reaches the developer's ~."""
+    import os
+
+    old = os.environ.get("TRAJLEDGER_STATE_DIR")
+    os.environ["TRAJLEDGER_STATE_DIR"] = str(tmp_path_factory.mktemp("session-state"))
+    yield
+    if old is None:
+        os.environ.pop("TRAJLEDGER_STATE_DIR", None)
+    else:
+        os.environ["TRAJLEDGER_STATE_DIR"] = old
+
+
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     for name in ("TRAJLEDGER_HOME", "TRAJLEDGER_PASSPHRASE"):
