@@ -54,6 +54,7 @@ KIND_BY_PREDICATE: Mapping[str, str] = {
     predicates.IMPORT: "import",
     predicates.TRUST_POLICY: "trust-policy",
     predicates.REFUSAL: "refusal",
+    predicates.MODEL_SIGNATURE: "model-signature",
     predicates.SLSA_PROVENANCE_V1: "checkpoint",
 }
 """The log entry kind of each predicate type."""

@@ -74,6 +74,7 @@ KIND_PREDICATE: dict[str, str] = {
     "import": predicates.IMPORT,
     "trust-policy": predicates.TRUST_POLICY,
     "refusal": predicates.REFUSAL,
+    "model-signature": predicates.MODEL_SIGNATURE,
 }
 """The predicate type each kind of log record must carry."""
 
@@ -90,6 +91,7 @@ KIND_ROLES: dict[str, tuple[str, ...]] = {
     "import": ("approver",),
     "trust-policy": ("approver",),
     "refusal": ("trainer",),
+    "model-signature": ("trainer",),
 }
 """Which roles may sign each kind. One role: its threshold applies to the envelope. Several
 roles (revocation, erasure): one key of any of them suffices: stopping the use of data must be

@@ -56,6 +56,7 @@ KINDS = frozenset(
         "evaluator",
         "files",
         "import",
+        "model-signature",
         "refusal",
         "revocation",
         "rollout-batch",

@@ -16,6 +16,7 @@ __all__ = [
     "EVALUATOR",
     "FILES",
     "IMPORT",
+    "MODEL_SIGNATURE",
     "PROJECT_PREFIX",
     "REFUSAL",
     "REVOCATION",
@@ -37,6 +38,7 @@ ERASURE = PROJECT_PREFIX + "erasure/v1"
 IMPORT = PROJECT_PREFIX + "import/v1"
 TRUST_POLICY = PROJECT_PREFIX + "trust-policy/v1"
 REFUSAL = PROJECT_PREFIX + "refusal/v1"
+MODEL_SIGNATURE = PROJECT_PREFIX + "model-signature/v1"
 SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
 CHECKPOINT = SLSA_PROVENANCE_V1
 
@@ -53,6 +55,7 @@ ALL = frozenset(
         IMPORT,
         TRUST_POLICY,
         REFUSAL,
+        MODEL_SIGNATURE,
         SLSA_PROVENANCE_V1,
     }
 )

@@ -372,8 +372,7 @@ def verify_sigstore_bundle(
     """Verify a Sigstore bundle offline against trusted keys and identities.
 
     Steps:
-        1. Check preconditions: something to verify against (a payload or an artifact digest),
-           the digest's syntax.
+        1. Check the artifact digest's syntax.
         2. Parse the bundle (`SigstoreBundle.from_bytes`).
         3. Check what it signs before any cryptography: the DSSE payloadType and payload are
            exactly ``expected_payload``, the signature is ``expected_signature``; a message
@@ -388,7 +387,8 @@ def verify_sigstore_bundle(
              ``sigstore`` verifier checks the bundle against the trusted root, requiring the
              certificate's SAN and issuer to be one of ``identities``.
         5. With ``artifact_digest`` and a DSSE bundle: the payload is an in-toto statement one of
-           whose subjects has that sha256.
+           whose subjects has that sha256. With neither ``artifact_digest`` nor
+           ``expected_payload``, the caller must check the payload it gets back.
 
     Args:
         data: the bundle's bytes.
@@ -409,11 +409,8 @@ def verify_sigstore_bundle(
         SignatureError: the signature does not verify, no trusted key or identity signed, or
             the bundle signs something other than what was expected.
         NotVerifiableHere: keyless, and ``sigstore`` is not installed.
-        ValueError: a precondition does not hold (a caller bug).
     """
     # (1)
-    if expected_payload is None and artifact_digest is None:
-        raise ValueError("verify_sigstore_bundle needs expected_payload or artifact_digest")
     digest = (
         bytes.fromhex(parse_digest(artifact_digest, "artifact digest")) if artifact_digest else None
     )

@@ -8,7 +8,8 @@
   Its ``trusted_root.json`` and client trust configuration let the real ``sigstore`` package
   sign against it (``SigningContext``) and verify what it signed (``Verifier``): the whole
   keyless path runs offline. It is not a complete Fulcio or Rekor: one CA, no OIDC discovery,
-  no search API, no Rekor v2, no timestamp authority.
+  no search API, no Rekor v2, no timestamp authority; its OIDC discovery document exists
+  (model_signing reads it) but no OAuth flow does.
 - ``sigstore_js``: the sigstore-js verifier (npm ``sigstore``, pinned), installed once into a
   cache directory (``$TRAJLEDGER_TEST_NPM_CACHE``, default ``~/.cache/trajledger-tests``) when
   node and npm are present; the tests that need it skip, saying why, when they are not.
@@ -398,6 +399,24 @@ def _handler(instance: SigstoreInstance) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
             pass
+
+        def do_GET(self) -> None:
+            # OIDC discovery only (model_signing's signer reads it even with a token given).
+            if self.path != "/oauth2/.well-known/openid-configuration":
+                self.send_error(404)
+                return
+            data = json.dumps(
+                {
+                    "issuer": TOKEN_ISSUER,
+                    "authorization_endpoint": instance.url + "/oauth2/auth",
+                    "token_endpoint": instance.url + "/oauth2/token",
+                }
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))

@@ -145,7 +145,9 @@ def test_service_failures_are_named(
     sigstore_instance.fail_fulcio = True
     try:
         signer = KeylessSigner(sigstore_instance.token(ALICE), trust_config=config)
-        with pytest.raises(LedgerError, match=r"keyless signing failed: Fulcio .* 503 Server Error"):
+        with pytest.raises(
+            LedgerError, match=r"keyless signing failed: Fulcio .* 503 Server Error"
+        ):
             signer.sign_dsse(INTOTO_PAYLOAD_TYPE, _statement())
     finally:
         sigstore_instance.fail_fulcio = False
