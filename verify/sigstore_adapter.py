@@ -112,7 +112,10 @@ class NotVerifiableHere(SignatureError):
 
 def sigstore_available() -> bool:
     """True when the ``sigstore`` package can be imported (it is not imported by this check)."""
-    return importlib.util.find_spec("sigstore") is not None
+    try:
+        return importlib.util.find_spec("sigstore") is not None
+    except (ImportError, ValueError):  # a broken or half-removed installation
+        return False
 
 
 def public_key_hint(key: PublicKey) -> str:

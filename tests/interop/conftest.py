@@ -11,7 +11,8 @@
   no search API, no Rekor v2, no timestamp authority; its OIDC discovery document exists
   (model_signing reads it) but no OAuth flow does.
 - ``sigstore_js``: the sigstore-js verifier (npm ``sigstore``, pinned), installed once into a
-  cache directory (``$TRAJLEDGER_TEST_NPM_CACHE``, default ``~/.cache/trajledger-tests``) when
+  cache directory (``$TRAJLEDGER_TEST_NPM_CACHE``, default ``$XDG_CACHE_HOME/trajledger-tests``,
+  else ``~/.cache/trajledger-tests``) when
   node and npm are present; the tests that need it skip, saying why, when they are not.
 """
 
@@ -485,9 +486,8 @@ def sigstore_js(tmp_path_factory: pytest.TempPathFactory) -> Path:
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         pytest.skip("node and npm are not installed: sigstore-js cannot run here")
-    base = Path(
-        os.environ.get("TRAJLEDGER_TEST_NPM_CACHE") or Path.home() / ".cache" / "trajledger-tests"
-    )
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = Path(os.environ.get("TRAJLEDGER_TEST_NPM_CACHE") or Path(xdg) / "trajledger-tests")
     tag = hashlib.sha256(json.dumps(SIGSTORE_JS, sort_keys=True).encode()).hexdigest()[:12]
     target = base / f"sigstore-js-{tag}"
     if not (target / "node_modules" / "@sigstore" / "verify").is_dir():
