@@ -36,6 +36,7 @@ from trajledger.verify.sigstore_adapter import (
     BUNDLE_MEDIA_TYPE,
     SigstoreBundle,
     bundle_keyid,
+    certificate_identity,
     verify_sigstore_bundle,
 )
 
@@ -83,7 +84,8 @@ class SigstoreExport:
     Attributes:
         digest: the artifact's digest.
         keyid: the exported signature's keyid.
-        signer: who signed (a key name of this ledger, or ``key <keyid>``, or ``keyless``).
+        signer: who signed (a key name of this ledger, ``key <keyid>``, or the identity of a
+            keyless signature).
         keyless: True when the stored Sigstore bundle was written as it is.
         checked: True when the bundle was verified with the signer's public key before writing.
         size: bytes written.
@@ -178,7 +180,8 @@ def export_sigstore(
             raise LedgerError(
                 f"{what}: the Sigstore bundle {sig.keyid[:16]} does not carry this signature"
             )
-        bundle, keyless, signer = stored, True, "keyless"
+        subject, issuer = certificate_identity(parsed.certificates[0])
+        bundle, keyless, signer = stored, True, f"{subject} (issuer {issuer}, keyless)"
     else:
         bundle = envelope_signature_bundle(envelope, sig)
         signer = names.get(sig.keyid, f"key {sig.keyid[:16]}")

@@ -16,8 +16,9 @@ The predicate, as model_signing 1.x writes it::
                    "resources": [{"name": PATH, "algorithm": "sha256", "digest": HEX}, ...]}}
 
 ROOT is the sha256 of the concatenated raw digests of the resources, in their listed order
-(sorted by path). Unlike a trajledger manifest it binds neither sizes nor, through ROOT, names:
-the names are bound only by the signature over the whole statement.
+(model_signing lists them sorted by path components). Unlike a trajledger manifest it binds
+neither sizes nor, through ROOT, names: the names are bound only by the signature over the
+whole statement.
 
 Non-scope: the ``shards`` serialization and the blake2/blake3 hashes (refused: trajledger
 checks sha256 per file); the v0.2 "compat" payloads (signed with a faulty PAE; re-sign with

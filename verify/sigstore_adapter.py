@@ -687,7 +687,11 @@ def _verify_keyless(
         cert = sbundle.signing_certificate
     except (SigstoreError, ValueError) as e:  # pydantic's ValidationError is a ValueError
         raise SignatureError(f"{what}: keyless signature does not verify: {_first_line(e)}") from e
-    return BundleSigner(_public_key_of(cert, what).keyid, matched)
+    # The ephemeral key identifies nothing; its keyid is reported, never trusted.
+    spki = cert.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return BundleSigner(hashlib.sha256(spki).hexdigest(), matched)
 
 
 def _first_line(e: BaseException) -> str:

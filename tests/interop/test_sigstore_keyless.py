@@ -190,7 +190,7 @@ def test_attest_sigstore_stores_the_bundle_the_envelope_names(
     (data / "a.txt").write_text("hello")
     monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
     monkeypatch.setenv(TRUST_CONFIG_ENV, str(config))
-    r = runner.invoke(
+    r_attest = r = runner.invoke(
         main, ["--ledger", str(home), "attest", str(data), "--key", "vendor", "--sigstore"]
     )
     assert r.exit_code == 0, r.output
@@ -233,6 +233,18 @@ def test_attest_sigstore_stores_the_bundle_the_envelope_names(
     # The key signature still verifies as before, the keyless one is ignored by keys.
     r = runner.invoke(main, ["--ledger", str(home), "log", "verify"])
     assert r.exit_code == 0, r.output
+
+    # Exported for other tools, the keyless signature is its stored bundle, as it is.
+    out = tmp_path / "keyless.sigstore.json"
+    digest = r_attest.stdout.strip().splitlines()[-1]
+    r = runner.invoke(main, ["--ledger", str(home), "export", digest, "--format", "sigstore",
+                             "--out", str(out), "--key", keyless[0].keyid[:12]])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert (
+        "signature by alice@example.com (issuer https://oidc.test.invalid, keyless) "
+        "(its stored keyless bundle)" in r.stderr
+    )
+    assert out.read_bytes() == bundle
 
 
 def test_attest_sigstore_without_a_token_changes_nothing(
