@@ -403,6 +403,8 @@ def verify(
     Exits 0 when everything holds, 1 naming each failure.
     """
     if sigstore_bundle is not None:
+        if envelope is not None or pubkey:
+            raise click.UsageError("--sigstore-bundle and --envelope/--pubkey: choose one mode")
         _verify_sigstore(targets, sigstore_bundle, policy_file, as_json)
         return
     if envelope is not None:

@@ -36,6 +36,14 @@ ISSUER = "https://oidc.test.invalid"
 ALICE = "alice@example.com"
 
 
+def _no_ambient_credential(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ambient credential, even on a CI machine that has one: sigstore's detection (the
+    ``id`` package, which may ask a cloud metadata server) answers "none found"."""
+    import sigstore.oidc
+
+    monkeypatch.setattr(sigstore.oidc, "detect_credential", lambda *a, **k: None)
+
+
 def _statement(digest: str = "a" * 64) -> bytes:
     return json.dumps(
         {
@@ -121,14 +129,7 @@ def test_token_problems_are_named(
     token: str,
     match: str,
 ) -> None:
-    for name in (
-        "GITHUB_ACTIONS",
-        "GITLAB_CI",
-        "BUILDKITE",
-        "CIRCLECI",
-        "ACTIONS_ID_TOKEN_REQUEST_URL",
-    ):
-        monkeypatch.delenv(name, raising=False)
+    _no_ambient_credential(monkeypatch)
     raw = {
         "expired": sigstore_instance.token(ALICE, ttl=-60),
         "audience": sigstore_instance.token(ALICE, aud="somebody-else"),
@@ -136,6 +137,23 @@ def test_token_problems_are_named(
     signer = KeylessSigner.from_environment({TOKEN_ENV: raw, TRUST_CONFIG_ENV: str(trust_files[0])})
     with pytest.raises(KeyError_, match=match):
         signer.sign_dsse(INTOTO_PAYLOAD_TYPE, _statement())
+
+
+def test_an_ambient_credential_is_used_when_no_token_is_given(
+    sigstore_instance: Any, trust_files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sigstore.oidc
+
+    calls: list[str] = []
+
+    def detect(client_id: str = "sigstore") -> str:
+        calls.append(client_id)
+        return str(sigstore_instance.token("ci@example.com"))
+
+    monkeypatch.setattr(sigstore.oidc, "detect_credential", detect)
+    signer = KeylessSigner.from_environment({TRUST_CONFIG_ENV: str(trust_files[0])})
+    sig = signer.sign_dsse(INTOTO_PAYLOAD_TYPE, _statement())
+    assert (calls, sig.subject) == (["sigstore"], "ci@example.com")
 
 
 def test_service_failures_are_named(
@@ -246,6 +264,17 @@ def test_attest_sigstore_stores_the_bundle_the_envelope_names(
     )
     assert out.read_bytes() == bundle
 
+    # Keyless alone: the record's only signer is the bundle.
+    (tmp_path / "alone.txt").write_text("alone")
+    r = runner.invoke(
+        main, ["--ledger", str(home), "attest", str(tmp_path / "alone.txt"), "--sigstore"]
+    )
+    assert r.exit_code == 0, r.output
+    ledger = Ledger.open(home)
+    entry = LogEntry.from_bytes(ledger.log.entry(ledger.log.size - 1))
+    (only,) = Envelope.from_bytes(ledger.store.get(entry.envelope)).signatures
+    assert entry.signers == (only.keyid,) and ledger.store.exists("sha256:" + only.keyid)
+
 
 def test_attest_sigstore_without_a_token_changes_nothing(
     runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -254,8 +283,8 @@ def test_attest_sigstore_without_a_token_changes_nothing(
 
     home = tmp_path / "ledger"
     _ledger(runner, home)
-    for name in (TOKEN_ENV, "GITHUB_ACTIONS", "ACTIONS_ID_TOKEN_REQUEST_URL", "GITLAB_CI"):
-        monkeypatch.delenv(name, raising=False)
+    _no_ambient_credential(monkeypatch)
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
     before = Ledger.open(home).log.tree_state()
     (tmp_path / "f.txt").write_text("x")
     r = runner.invoke(
