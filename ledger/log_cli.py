@@ -57,8 +57,8 @@ def _load_predicate(path: Path) -> dict[str, Any]:
 @click.option(
     "--sigstore",
     is_flag=True,
-    help="Also sign keylessly with Sigstore (OIDC token from SIGSTORE_ID_TOKEN or the CI; "
-    "needs network and trajledger[sigstore]; see docs/sigstore.md).",
+    help="Sign keylessly with Sigstore (alone or with --key): OIDC token from "
+    "SIGSTORE_ID_TOKEN or the CI; needs network and trajledger[sigstore]; docs/sigstore.md.",
 )
 @click.option(
     "--predicate-type",
