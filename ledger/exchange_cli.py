@@ -44,8 +44,23 @@ POLICY = click.option(
 @click.option(
     "--out",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Bundle file to write (conventionally NAME.tar.zst).",
+    type=click.Path(path_type=Path),
+    help="Bundle file to write (conventionally NAME.tar.zst); a directory for model-signing.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["bundle", "sigstore", "model-signing"]),
+    default="bundle",
+    show_default=True,
+    help="bundle: an evidence bundle (tar + zstd); sigstore: REF's envelope as a Sigstore "
+    "bundle v0.3 (sigstore-js, cosign); model-signing: a checkpoint's files and an OpenSSF "
+    "model_signing signature (model.sig). See docs/sigstore.md.",
+)
+@click.option(
+    "--key",
+    help="sigstore: the signature to export when several signed (key name or keyid); "
+    "model-signing: the trainer key that signs (ECDSA P-256).",
 )
 @click.option(
     "--no-data",
@@ -67,15 +82,27 @@ def export(
     out: Path,
     no_data: bool,
     consistency_from: tuple[int, ...],
+    fmt: str,
+    key: str | None,
     policy_file: Path | None,
 ) -> None:
     """Write an evidence bundle: everything needed to verify REF and its lineage offline.
 
     Anyone can check it with 'python -m verify FILE --policy POLICY' (only verify/,
     cryptography and zstandard needed) or take it in with 'trajledger import'.
+    With --format sigstore or model-signing, write REF for other tools instead.
     """
     from .exchange import export_bundle
 
+    if fmt != "bundle":
+        if no_data or consistency_from:
+            raise click.UsageError("--no-data and --consistency-from apply to --format bundle")
+        _export_interop(ctx, fmt, ref, out, key, policy_file)
+        return
+    if key is not None:
+        raise click.UsageError("--key applies to --format sigstore and model-signing")
+    if out.is_dir():
+        raise click.UsageError(f"--out {out}: is a directory; an evidence bundle is a file")
     ledger = ctx.ledger()
     result = export_bundle(
         ledger,
@@ -93,6 +120,38 @@ def export(
         f"objects{omitted}, {result.size} bytes, checkpoint size {result.checkpoint_size}"
     )
     click.echo(result.digest)
+
+
+def _export_interop(
+    ctx: Context, fmt: str, ref: str, out: Path, key: str | None, policy_file: Path | None
+) -> None:
+    """``export --format sigstore`` or ``model-signing`` (docs/sigstore.md)."""
+    if fmt == "sigstore" and out.is_dir():
+        raise click.UsageError(f"--out {out}: is a directory; a Sigstore bundle is a file")
+    ledger = ctx.ledger()
+    if fmt == "sigstore":
+        from .sigstore_export import export_sigstore
+
+        try:
+            done = export_sigstore(ledger, ref, out, key=key)
+        except ValueError as e:
+            raise click.UsageError(str(e)) from e
+        how = "its stored keyless bundle" if done.keyless else "no tlog entry, public-key hint"
+        ok(f"{ref}: Sigstore bundle {out} written: signature by {done.signer} ({how})")
+        click.echo(done.digest)
+        return
+    from .model_signing_export import export_model_signing
+
+    if key is None:
+        raise click.UsageError("--format model-signing needs --key, an ECDSA P-256 trainer key")
+    ms = export_model_signing(
+        ledger, ref, out, ledger.keys.signer(key), _policy(ledger, policy_file)
+    )
+    ok(
+        f"{ref}: {ms.files} file(s) and {out / 'model.sig'} written (model_signing, key {key}); "
+        f"recorded at log index {ms.index}"
+    )
+    click.echo(ms.digest)
 
 
 @click.command("import")

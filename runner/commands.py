@@ -362,6 +362,12 @@ def rollout(
     type=click.IntRange(min=1),
     help="Files mode: distinct keys that must have signed.",
 )
+@click.option(
+    "--sigstore-bundle",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A Sigstore bundle signing the FILE or DIRECTORY (sigstore, cosign, model_signing, "
+    "'export --format sigstore'); needs --policy.",
+)
 @POLICY_OPTION
 @click.option(
     "--skip-data",
@@ -378,6 +384,7 @@ def verify(
     envelope: Path | None,
     pubkey: tuple[Path, ...],
     threshold: int,
+    sigstore_bundle: Path | None,
     policy_file: Path | None,
     skip_data: bool,
     as_json: bool,
@@ -388,9 +395,16 @@ def verify(
     trajledger verify REF [--policy F]             lineage of a recorded artifact
     trajledger verify BUNDLE.tar.zst --policy F    an exported evidence bundle, offline
     trajledger verify PATH... --envelope E --pubkey K   files signed by 'trajledger sign'
+    trajledger verify PATH --sigstore-bundle B --policy F   a file or model directory signed
+                                                   with Sigstore or model_signing
 
     Exits 0 when everything holds, 1 naming each failure.
     """
+    if sigstore_bundle is not None:
+        if envelope is not None or pubkey:
+            raise click.UsageError("--sigstore-bundle and --envelope/--pubkey: choose one mode")
+        _verify_sigstore(targets, sigstore_bundle, policy_file, as_json)
+        return
     if envelope is not None:
         from trajledger.ledger.verify_files import verify_files
 
@@ -426,6 +440,26 @@ def verify(
     else:
         click.echo("\n".join(report.render()))
     report_raise(report, targets[0], skip_data)
+
+
+def _verify_sigstore(
+    targets: tuple[str, ...], bundle: Path, policy_file: Path | None, as_json: bool
+) -> None:
+    """``verify PATH --sigstore-bundle B --policy F`` (docs/sigstore.md)."""
+    from trajledger.ledger.interop_verify import verify_with_bundle
+    from trajledger.verify.policy import load_policy_file
+
+    if policy_file is None:
+        raise click.UsageError("--sigstore-bundle needs --policy FILE (the keys and identities)")
+    if len(targets) != 1:
+        raise click.UsageError("give one FILE or DIRECTORY with --sigstore-bundle")
+    result = verify_with_bundle(Path(targets[0]), bundle, load_policy_file(policy_file))
+    if as_json:
+        emit_json(result.to_json())
+    else:
+        click.echo("\n".join(result.render()))
+    result.raise_if_failed()
+    ok(f"{targets[0]}: {result.files} file(s) match, signed by {result.signer}")
 
 
 def _is_zstd(path: Path) -> bool:

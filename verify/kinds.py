@@ -210,6 +210,8 @@ KINDS: Mapping[str, Kind] = {
         _K("trust-policy", p.TrustPolicyRecord, ("approver",), Signing.THRESHOLD, False, True,
            True, False),
         _K("refusal", p.Refusal, ("trainer",), Signing.THRESHOLD, False, False, False, False),
+        _K("model-signature", p.ModelSignature, ("trainer",), Signing.THRESHOLD, False, False,
+           False, False),
     )
 }
 """Every kind, by entry kind name."""

@@ -51,9 +51,10 @@ from .log_entry import GENESIS_PREV, LogEntry
 from .log_index import LogIndex, MemoryIndex
 from .manifest import Manifest
 from .merkle import leaf_hash, root_from_leaf_hashes, verify_inclusion
-from .policy import KEY_ROLES, TrustPolicy
+from .policy import KEY_ROLES, Identity, TrustPolicy
 from .predicates import Approval, Dataset, Erasure, Predicate, Provenance, Revocation
-from .statement import Statement, verify_statement
+from .sigstore_adapter import identity_signers
+from .statement import Statement, unsigned_statement, verify_statement
 from .times import format_time, parse_time
 
 __all__ = [
@@ -281,13 +282,18 @@ class Report:
 
 @dataclass(frozen=True)
 class Record:
-    """A log record whose envelope verified: what the rest of the verification builds on."""
+    """A log record whose envelope verified: what the rest of the verification builds on.
+
+    ``signers`` are the keyids of the policy keys that signed it; ``identities`` the policy's
+    Sigstore identities that signed it keylessly (each counts toward a threshold like a key).
+    """
 
     index: int
     entry: LogEntry
     statement: Statement
     predicate: Predicate
     signers: frozenset[str]
+    identities: frozenset[Identity] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -594,44 +600,66 @@ class LineageVerifier:
                 raise VerificationError(
                     f"log entry {index}: predicate type {ptype} is not allowed by the policy"
                 )
-            keys, threshold = self._signing_keys(kind)
-            if not keys:
+            keys, idents, threshold = self._signing_keys(kind)
+            if not keys and not idents:
                 raise VerificationError(
                     f"log entry {index} ({entry.kind}): the policy has no "
-                    f"{' or '.join(kind.roles)} keys"
+                    f"{' or '.join(kind.roles)} keys or identities"
                 )
+            what = f"{entry.kind} record {index}"
+            # Keyless signatures by the policy's Sigstore identities count like keys.
+            found: frozenset[Identity] = frozenset()
+            notes: tuple[str, ...] = ()
+            if idents:
+                found, notes = identity_signers(
+                    envelope, self.evidence.blob, idents,
+                    trusted_root=self.policy.sigstore_trusted_root_bytes, what=what,
+                )
+            need = max(threshold - len(found), 0)
             try:
-                verified = verify_statement(
-                    envelope,
-                    keys,
-                    allowed_predicate_types={ptype},
-                    threshold=threshold,
-                    subject_digest=entry.subject,
-                    what=f"{entry.kind} record {index}",
-                )
+                if need and not keys:
+                    raise SignatureError(
+                        f"{what}: signed by {len(found)} of {threshold} required identities"
+                        + (f" ({'; '.join(notes)})" if notes else "")
+                    )
+                if need:
+                    verified = verify_statement(
+                        envelope, keys, allowed_predicate_types={ptype}, threshold=need,
+                        subject_digest=entry.subject, what=what,
+                    )
+                    statement, key_signers = verified.statement, verified.signers
+                else:
+                    statement, key_signers = unsigned_statement(
+                        envelope, allowed_predicate_types={ptype}, subject_digest=entry.subject,
+                        what=what,
+                    ), ()
             except SignatureError as e:
-                raise SignatureError(f"{e}; {self._signed_by(envelope, kind.roles)}") from e
+                hint = f"; {'; '.join(notes)}" if notes else ""
+                raise SignatureError(f"{e}; {self._signed_by(envelope, kind.roles)}{hint}") from e
             # (4)
-            signers = frozenset(k.keyid for k in verified.signers)
+            signers = frozenset(k.keyid for k in key_signers)
             if not signers <= set(entry.signers):
                 raise VerificationError(
                     f"log entry {index}: records signers {sorted(entry.signers)}, "
                     f"but {sorted(signers)} signed"
                 )
-            predicate = kind.read(verified.statement, f"{entry.kind} record {index}")
+            predicate = kind.read(statement, f"{entry.kind} record {index}")
         except FormatError as e:
             return RecordFailure(index, str(e), True)
         except ProvenanceError as e:
             return RecordFailure(index, str(e), False)
-        return Record(index, entry, verified.statement, predicate, signers)
+        return Record(index, entry, statement, predicate, signers, found)
 
-    def _signing_keys(self, kind: Kind) -> tuple[list[Any], int]:
+    def _signing_keys(self, kind: Kind) -> tuple[list[Any], list[Identity], int]:
+        """The keys and identities that may sign a kind, and how many must."""
         if kind.signing is Signing.ANY_ONE:
-            return [k for r in kind.roles for k in self.policy.role(r).keys], 1
+            roles = [self.policy.role(r) for r in kind.roles]
+            return ([k for r in roles for k in r.keys], [i for r in roles for i in r.identities],
+                    1)
         role = self.policy.role(kind.roles[0])
         if kind.signing is Signing.PER_RECORD:
-            return list(role.keys), 1
-        return list(role.keys), max(role.threshold, 1)
+            return list(role.keys), list(role.identities), 1
+        return list(role.keys), list(role.identities), max(role.threshold, 1)
 
     def _signed_by(self, envelope: Envelope, roles: tuple[str, ...]) -> str:
         """Which policy roles the keys an envelope names hold (the keyids are only hints)."""
@@ -989,6 +1017,7 @@ class LineageVerifier:
                 )
             else:
                 approvers |= r.signers & role.keyids
+                approvers |= {f"identity {i.issuer} {i.subject}" for i in r.identities}
         # (3)
         need = max(role.threshold, 1)
         detail = f"{len(approvers)} of {need} required approver(s) for {purpose!r}"

@@ -43,6 +43,7 @@ __all__ = [
     "EVALUATOR",
     "FILES",
     "IMPORT",
+    "MODEL_SIGNATURE",
     "PROJECT_PREFIX",
     "REFUSAL",
     "REVOCATION",
@@ -58,6 +59,7 @@ __all__ = [
     "Evaluator",
     "Files",
     "Import",
+    "ModelSignature",
     "Predicate",
     "Provenance",
     "Refusal",
@@ -80,6 +82,7 @@ ERASURE = PROJECT_PREFIX + "erasure/v1"
 IMPORT = PROJECT_PREFIX + "import/v1"
 TRUST_POLICY = PROJECT_PREFIX + "trust-policy/v1"
 REFUSAL = PROJECT_PREFIX + "refusal/v1"
+MODEL_SIGNATURE = PROJECT_PREFIX + "model-signature/v1"
 SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
 CHECKPOINT = SLSA_PROVENANCE_V1
 
@@ -96,6 +99,7 @@ ALL = frozenset(
         IMPORT,
         TRUST_POLICY,
         REFUSAL,
+        MODEL_SIGNATURE,
         SLSA_PROVENANCE_V1,
     }
 )
@@ -640,6 +644,31 @@ class Import(Predicate):
             "entries": [dict(e) for e in self.entries],
             "dataIncluded": self.data_included,
         }
+
+
+@dataclass(frozen=True)
+class ModelSignature(Predicate):
+    """``model-signature/v1``: a checkpoint's files were signed in OpenSSF model_signing's
+    format; ``bundle`` is the signature file (a Sigstore bundle v0.3) in the store, ``model``
+    names the model and model_signing's root digest of its files."""
+
+    TYPE: ClassVar[str] = MODEL_SIGNATURE
+    bundle: str
+    signed_predicate_type: str
+    model: Mapping[str, Any]
+    signature_name: str
+    signed_at: str
+
+    @classmethod
+    def _read(cls, r: _Reader) -> ModelSignature:
+        return cls(str(r.digest("bundle")), r.req_text("signedPredicateType"),
+                   r.mapping("model") or {}, r.req_text("signatureName"),
+                   str(r.time("signedAt")))
+
+    def _fields(self) -> dict[str, Any]:
+        return {"bundle": self.bundle, "signedPredicateType": self.signed_predicate_type,
+                "model": dict(self.model), "signatureName": self.signature_name,
+                "signedAt": self.signed_at}
 
 
 # -- SLSA Provenance v1 (checkpoints) ------------------------------------------------------------
