@@ -297,3 +297,59 @@ def test_attest_sigstore_without_a_token_changes_nothing(
         "GitLab CI, Buildkite, CircleCI, Google Cloud)"
     )
     assert Ledger.open(home).log.tree_state() == before
+
+
+def test_identities_count_toward_role_thresholds_like_keys(
+    sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+    runner: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A producer role of one key and one identity, threshold 2: a record signed by the key and
+    keylessly by the identity verifies in the lineage; the key alone, or another identity, is
+    one short and says so."""
+    from trajledger.ledger.home import Ledger
+
+    config, root = trust_files
+    home = tmp_path / "ledger"
+    _ledger(runner, home)
+    monkeypatch.setenv(TRUST_CONFIG_ENV, str(config))
+    vkey = Ledger.open(home).log.vkey
+
+    def policy(subject: str) -> Path:
+        path = tmp_path / f"policy-{subject.split('@')[0]}.toml"
+        path.write_text(
+            f'name = "keyless"\nsigstore_trusted_root = "{root}"\n'
+            "[roles.producer]\n"
+            f'keys = ["{home / "keys" / "vendor.pub"}"]\n'
+            f'identities = [{{issuer = "{ISSUER}", subject = "{subject}"}}]\n'
+            "threshold = 2\n"
+            f'[roles.log]\nvkeys = ["{vkey}"]\n'
+        )
+        return path
+
+    def attest(name: str, *extra: str) -> str:
+        (tmp_path / name).write_text(name)
+        r = runner.invoke(main, ["--ledger", str(home), "attest", str(tmp_path / name),
+                                 "--key", "vendor", *extra])  # fmt: skip
+        assert r.exit_code == 0, r.output
+        return str(r.stdout.strip().splitlines()[-1])
+
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+    both = attest("both.txt", "--sigstore")
+    key_only = attest("key-only.txt")
+
+    def verify(digest: str, who: str) -> Any:
+        return runner.invoke(
+            main, ["--ledger", str(home), "verify", digest, "--policy", str(policy(who))]
+        )
+
+    r = verify(both, ALICE)
+    assert r.exit_code == 0, r.output
+    r = verify(key_only, ALICE)
+    assert r.exit_code == 1
+    assert ": too few signatures by trusted keys: 1 of 2 required signature(s) verified" in r.stderr
+    r = verify(both, "bob@example.com")
+    assert r.exit_code == 1
+    assert "alice@example.com" in r.stderr  # the keyless signature's identity, not trusted
