@@ -46,6 +46,27 @@ LOG_KEY_NAME = "log"
 ``init`` (and then needed to append), else plain, because the log signs unattended."""
 
 
+def _refuse_writable_by_others(root: Path) -> None:
+    """Refuse a ledger whose directories other users may write: they could replace evidence or
+    keys between a check and its use.
+
+    Raises:
+        LedgerError: the ledger, its keys, log or objects directory is writable by others.
+    """
+    import stat
+
+    for d in (root, root / "keys", root / LOG_KEY_DIR, root / "log", root / "objects"):
+        try:
+            mode = d.stat().st_mode
+        except OSError:
+            continue
+        if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+            raise LedgerError(
+                f"{d}: writable by other users (mode {stat.S_IMODE(mode):04o}); run "
+                f"'chmod o-w {d}'"
+            )
+
+
 def state_dir() -> Path:
     """The user's trajledger state directory, outside every ledger.
 
@@ -240,6 +261,7 @@ class Ledger:
             ) from e
         except OSError as e:
             raise LedgerError(f"{path}: cannot read: {e.strerror}") from e
+        _refuse_writable_by_others(root)
         return cls(root, LedgerConfig.from_toml(data, path), KeyStore(root / "keys", passphrase))
 
     def record_batch(
