@@ -113,6 +113,10 @@ def progress(total: int, label: str, *, quiet: bool = False) -> Iterator[Callabl
         yield bar.update
 
 
+EXIT_INTERRUPTED = 130
+"""Exit code after Ctrl-C (128 + SIGINT)."""
+
+
 def exit_code_for(e: BaseException) -> int:
     """The CLI exit code of an exception (DESIGN §8)."""
     if isinstance(e, VerificationError | FormatError):
@@ -129,7 +133,13 @@ class Group(click.Group):
         """Run the command; translate expected errors, report bugs."""
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+        except (KeyboardInterrupt, click.exceptions.Abort) as e:
+            # Ctrl-C (or an aborted prompt): every write is a temp file renamed into place and an
+            # append commits all or nothing, so stopping anywhere leaves no half-written state;
+            # the next writer removes the temporary files. 130 = 128 + SIGINT, as shells say.
+            click.echo("FAIL: interrupted; nothing was half-written", err=True)
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from e
+        except (click.exceptions.Exit, click.ClickException):
             raise
         except BrokenPipeError as e:
             # The reader went away (``trajledger log show | head``): not an error. Point stdout

@@ -27,6 +27,7 @@ from .keys import PublicKey
 __all__ = [
     "INTOTO_PAYLOAD_TYPE",
     "MAX_ENVELOPE_BYTES",
+    "MAX_SIGNATURES",
     "Envelope",
     "Signature",
     "b64decode",
@@ -37,6 +38,9 @@ __all__ = [
 
 INTOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 MAX_ENVELOPE_BYTES = 64 << 20
+MAX_SIGNATURES = 64
+"""An envelope with more signatures is refused before any is checked (each costs a verification;
+no policy needs more co-signers than this)."""
 """Envelopes larger than this are refused before parsing (64 MiB)."""
 
 _B64_STD = re.compile(r"[A-Za-z0-9+/]*={0,2}")
@@ -138,6 +142,11 @@ class Envelope:
         raw_sigs = obj["signatures"]
         if not isinstance(raw_sigs, list) or not raw_sigs:
             raise FormatError(f"{what}: signatures must be a non-empty list")
+        if len(raw_sigs) > MAX_SIGNATURES:
+            raise FormatError(
+                f"{what}: {len(raw_sigs)} signatures, more than {MAX_SIGNATURES}: refused before "
+                "any is checked"
+            )
         sigs = []
         for i, raw in enumerate(raw_sigs):
             if not isinstance(raw, dict):

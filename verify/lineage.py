@@ -33,8 +33,8 @@ Spec: schemas/SPEC.md, section "Lineage verification"; schemas/report.v1.md.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import os
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -42,7 +42,7 @@ from typing import Any
 
 from ._json import load_object
 from .checkpoint import Checkpoint, check_consistent, verify_checkpoint, verify_cosignatures
-from .digest import digest_bytes, parse_digest
+from .digest import digest_bytes, hash_file, parse_digest
 from .dsse import Envelope
 from .errors import FormatError, ProvenanceError, SignatureError, VerificationError
 from .evidence import Evidence
@@ -369,6 +369,7 @@ class LineageVerifier:
         self.log = Node("log", "log", name="log")
         self.checkpoint: Checkpoint | None = None
         self._pool: ThreadPoolExecutor | None = None
+        self._stop = threading.Event()
         self._pending: list[tuple[Node, str, Future[str | None]]] = []
         self._proven_root: bytes | None = None
         self._records: dict[int, Record | RecordFailure] = {}
@@ -860,22 +861,11 @@ class LineageVerifier:
         path = self.evidence.blob_path(digest)
         if path is None:
             return f"blob {_short(digest)} is missing"
-        h = hashlib.sha256()
-        n = 0
-        buf = bytearray(1 << 20)
-        view = memoryview(buf)
-        with open(path, "rb", buffering=0) as fh:
-            while True:
-                got = fh.readinto(buf)
-                if not got:
-                    break
-                h.update(view[:got])
-                n += got
-        if n != size:
-            return f"tampered: {n} bytes, want {size} (blob {_short(digest)})"
-        if "sha256:" + h.hexdigest() != digest:
-            got = h.hexdigest()[:12]
-            return f"tampered: content hashes to sha256:{got}…, want {_short(digest)}"
+        got = hash_file(path, self._stop)
+        if got.size != size:
+            return f"tampered: {got.size} bytes, want {size} (blob {_short(digest)})"
+        if got.digest != digest:
+            return f"tampered: content hashes to sha256:{got.sha256[:12]}…, want {_short(digest)}"
         return None
 
     def _hash_later(self, node: Node, path: str, digest: str, size: int) -> None:
@@ -886,15 +876,21 @@ class LineageVerifier:
         self._pending.append((node, path, self._pool.submit(self._hash_blob, digest, size)))
 
     def finish(self) -> None:
-        """Wait for the re-hashes still running and file their failures in the report."""
+        """Wait for the re-hashes still running and file their failures in the report.
+
+        Interrupted (Ctrl-C), the workers stop within one chunk instead of hashing on."""
         pending, self._pending = self._pending, []
-        for node, path, future in pending:
-            problem = future.result()
-            if problem:
-                node.fail(path, problem)
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+        try:
+            for node, path, future in pending:
+                problem = future.result()
+                if problem:
+                    node.fail(path, problem)
+        finally:
+            if self._pool is not None:
+                self._stop.set()
+                self._pool.shutdown(wait=True, cancel_futures=True)
+                self._pool = None
+                self._stop = threading.Event()
 
     # -- the rules of training on a dataset -----------------------------------------------------
 

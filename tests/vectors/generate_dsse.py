@@ -363,6 +363,12 @@ def dsse_vectors(k: dict[str, FixedKey]) -> dict[str, dict[str, Any]]:
              r"signatures must be a non-empty list")
 
     o = env_obj(good)
+    o["signatures"] = o["signatures"] * 65
+    env_case("too-many-signatures", "65 copies of a valid signature: more than 64 signatures is "
+             "refused before any is checked (each costs a verification).", compact(o), [a],
+             "FormatError", r"65 signatures, more than 64: refused before any is checked")
+
+    o = env_obj(good)
     o["signatures"][0]["sig"] = ""
     env_case("empty-sig", "A signature of zero bytes.", compact(o), [a], "FormatError",
              r"signature 0 is empty")
