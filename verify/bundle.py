@@ -646,6 +646,15 @@ class BundleEvidence:
                     raise FormatError(f"{here}: {header.size} bytes, limit {limits.index}")
                 index = self._read_index(stream.exact(header.size, here), limits, what)
                 stream.exact(-header.size % _BLOCK, here)
+                # Objects go to disk: refuse before writing any when they cannot fit.
+                need = sum(m.size for m in index.members if m.name.startswith("objects/"))
+                free = shutil.disk_usage(objects_dir).free
+                if need > free:
+                    raise OSError(
+                        f"{what}: its objects need {need} bytes of temporary space, "
+                        f"{free} are free in {objects_dir.parent.parent}; set TMPDIR to a "
+                        "larger disk"
+                    )
                 continue
             listed = index.by_name.get(name)
             if listed is None:

@@ -516,3 +516,20 @@ def test_every_byte_of_the_index_is_bound_but_created(world: World, tmp_path: Pa
         except (FormatError, DigestMismatchError, ProofError, SignatureError):
             pass
     assert passed and all(p in created for p in passed), passed
+
+
+def test_a_bundle_that_cannot_fit_on_disk_writes_nothing(
+    world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import shutil as real
+
+    from trajledger.verify import bundle as bundle_module
+
+    usage = real.disk_usage(tmp_path)
+    monkeypatch.setattr(
+        bundle_module.shutil, "disk_usage", lambda p: usage._replace(free=1000)
+    )
+    with pytest.raises(OSError, match=r"its objects need \d+ bytes of temporary space, 1000 are "
+                       r"free in .*; set TMPDIR to a larger disk"):
+        open_(world.bundle, workdir=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # the temporary directory is gone, nothing written
