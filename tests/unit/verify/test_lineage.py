@@ -650,3 +650,21 @@ def test_unreadable_entries_fail_the_log(setup: Setup) -> None:
         "log test/lineage > entries: cannot be read: tile/entries/000.p/9: No such file or "
         "directory"
     )
+
+
+def test_reports_validate_against_their_schema(setup: Setup) -> None:
+    import jsonschema
+
+    schema = json.loads(
+        (Path(__file__).resolve().parents[3] / "schemas" / "report.v1.schema.json").read_text()
+    )
+    revoke(setup.ledger, setup.batch, setup.keys["a"], reason="x")
+    v = setup.verifier()
+    for report in (v.verify(setup.checkpoint), v.impact(setup.batch)):
+        doc = report.to_json()
+        jsonschema.validate(doc, schema)
+        ids = [n["id"] for n in doc["nodes"]]
+        assert len(ids) == len(set(ids)) and all(
+            e["from"] in ids and e["to"] in ids for e in doc["edges"]
+        )
+    assert not doc["ok"] and doc["failed"] >= 1
