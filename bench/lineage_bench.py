@@ -1,0 +1,158 @@
+"""Lineage cost over training iterations: the report is a DAG, so time per node stays flat.
+
+RL is iterative: roll out from checkpoint N, train checkpoint N+1 on those rollouts with N as its
+parent. This builds such a chain (CartPole, a few short episodes per iteration: the cost measured
+is the ledger's, not the training's) and times, at iterations 25, 50 and 100 of one run, the
+commands an auditor runs, through the command line in-process (no interpreter start-up):
+
+- ``verify CK`` and ``verify CK --json`` of the newest checkpoint (its lineage spans every
+  iteration: every batch, dataset and checkpoint back to the first random batch);
+- ``admit DS`` of the newest dataset (dry run of the gate);
+- ``lineage CK --format json``;
+- ``impact B0`` of the first batch (everything downstream of it: the whole chain).
+
+It prints, per command and iteration, the time, the graph's nodes + edges, the time per node and
+the JSON size; then the ratios of time per node at 100 and 25 iterations (the target is 1.5 at
+most) and of JSON bytes per node. Run by hand::
+
+    python bench/lineage_bench.py [--iterations 100] [--dir /tmp/lineagebench]
+
+Results go to docs/PERFORMANCE.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from trajledger.ledger.artifacts import create_dataset, register_environment, register_evaluator
+from trajledger.ledger.home import Ledger
+from trajledger.ledger.status import approve, record_policy
+from trajledger.runner.cli import main
+from trajledger.runner.rollouts import run_policy
+from trajledger.runner.train import rollout, train
+from trajledger.verify.policy import load_policy_file
+
+POLICY = """\
+name = "bench"
+serial = 1
+max_approval_age = "3650d"
+[roles.producer]
+keys = ["keys/vendor.pub"]
+[roles.approver]
+keys = ["keys/a.pub", "keys/b.pub"]
+threshold = 2
+[roles.trainer]
+keys = ["keys/trainer.pub"]
+[roles.log]
+vkeys = ["{vkey}"]
+"""
+
+
+def build(home: Path, iterations: int, marks: list[int], on_mark: Any) -> None:
+    ledger = Ledger.init(home, origin="bench/lineage")
+    keys = {n: ledger.keys.create(n, encrypt=False) for n in ("vendor", "a", "b", "trainer")}
+    (home / "policy.toml").write_text(POLICY.format(vkey=ledger.log.vkey))
+    record_policy(ledger, home / "policy.toml", [keys["a"], keys["b"]])
+    policy = load_policy_file(home / "policy.toml")
+    register_environment(ledger, "cartpole", "1", keys["vendor"], gymnasium_id="CartPole-v1")
+    register_evaluator(ledger, "return", "1", "deterministic", keys["vendor"])
+    played = run_policy(None, "CartPole-v1", 4, 0, policy_version="random", max_steps=40)
+    from trajledger.ledger.artifacts import record_batch
+
+    first = record_batch(ledger, played.steps, episodes=played.episodes, env="cartpole@1",
+                         evaluator="return@1", policy="random", signer=keys["vendor"],
+                         name="b0").digest
+    batch, parent = first, None
+    for n in range(1, iterations + 1):
+        create_dataset(ledger, "ds", str(n), "train", [batch], keys["vendor"])
+        for a in ("a", "b"):
+            approve(ledger, f"ds@{n}", keys[a], expires="3650d")
+        ckpt = train(ledger, f"ds@{n}", "bc", keys["trainer"], policy, name="m", version=str(n),
+                     parent=parent, config={"epochs": 2}).digest
+        parent = f"m@{n}"
+        res, _ = rollout(ledger, parent, "cartpole@1", 2, keys["vendor"], seed=n, max_steps=40)
+        batch = res.digest
+        if n in marks:
+            on_mark(n, ckpt, f"ds@{n}", first)
+
+
+def timed(args: list[str], home: Path, repeat: int) -> tuple[float, str]:
+    runner = CliRunner()
+    times, out = [], ""
+    for _ in range(repeat):
+        t = time.perf_counter()
+        r = runner.invoke(main, ["--ledger", str(home), *args])
+        times.append(time.perf_counter() - t)
+        assert r.exit_code in (0, 1), r.output  # admit may refuse nothing here; verify passes
+        out = r.stdout
+    return statistics.median(times), out
+
+
+def main_(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--iterations", type=int, default=100)
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/lineagebench"))
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+    shutil.rmtree(args.dir, ignore_errors=True)
+    args.dir.mkdir(parents=True)
+    os.environ.setdefault("TRAJLEDGER_STATE_DIR", str(args.dir / "state"))
+    marks = sorted({max(1, args.iterations // 4), max(1, args.iterations // 2), args.iterations})
+    rows: list[dict[str, Any]] = []
+    home = args.dir / "ledger"
+
+    def on_mark(n: int, ckpt: str, ds: str, first: str) -> None:
+        commands = {
+            "verify CK": ["verify", ckpt],
+            "verify CK --json": ["verify", ckpt, "--json"],
+            "admit DS": ["admit", ds],
+            "lineage CK --json": ["lineage", ckpt, "--format", "json"],
+            "impact B0": ["impact", first, "--format", "json"],
+        }
+        for name, cmd in commands.items():
+            seconds, out = timed(cmd, home, args.repeat)
+            graph = None
+            if name != "verify CK" and name != "admit DS":
+                graph = json.loads(out)
+            elif name == "admit DS":
+                graph = None
+            size = len(out.encode())
+            if graph is None:  # the same graph as its --json twin
+                _, js = timed(cmd + ["--json"], home, 1)
+                doc = json.loads(js)
+                graph = doc.get("report", doc)
+            units = len(graph["nodes"]) + len(graph["edges"])
+            rows.append({"iterations": n, "command": name, "seconds": seconds, "units": units,
+                         "per_unit_ms": 1000 * seconds / units, "bytes": size,
+                         "bytes_per_unit": size / units})
+            print(f"{n:4d} {name:18s} {seconds:8.3f} s  {units:5d} nodes+edges  "
+                  f"{1000 * seconds / units:7.3f} ms/unit  {size:9d} bytes", flush=True)
+
+    t0 = time.perf_counter()
+    build(home, args.iterations, marks, on_mark)
+    print(f"built {args.iterations} iterations in {time.perf_counter() - t0:.1f} s")
+    lo, hi = marks[0], marks[-1]
+    print(f"\n| command | {' | '.join(f'{m} it.: s (ms/unit)' for m in marks)} | "
+          f"ms/unit {hi}/{lo} | bytes/unit {hi}/{lo} |")
+    print("|---|" + "---:|" * (len(marks) + 2))
+    for name in dict.fromkeys(r["command"] for r in rows):
+        mine = {r["iterations"]: r for r in rows if r["command"] == name}
+        cells = " | ".join(f"{mine[m]['seconds']:.3f} ({mine[m]['per_unit_ms']:.2f})"
+                           for m in marks)
+        ratio = mine[hi]["per_unit_ms"] / mine[lo]["per_unit_ms"]
+        bratio = mine[hi]["bytes_per_unit"] / mine[lo]["bytes_per_unit"]
+        print(f"| {name} | {cells} | {ratio:.2f} | {bratio:.2f} |")
+
+
+if __name__ == "__main__":
+    main_()
