@@ -121,14 +121,10 @@ def main_(argv: list[str] | None = None) -> None:
         }
         for name, cmd in commands.items():
             seconds, out = timed(cmd, home, args.repeat)
-            graph = None
-            if name != "verify CK" and name != "admit DS":
-                graph = json.loads(out)
-            elif name == "admit DS":
-                graph = None
+            graph = None if name in ("verify CK", "admit DS") else json.loads(out)
             size = len(out.encode())
             if graph is None:  # the same graph as its --json twin
-                _, js = timed(cmd + ["--json"], home, 1)
+                _, js = timed([*cmd, "--json"], home, 1)
                 doc = json.loads(js)
                 graph = doc.get("report", doc)
             units = len(graph["nodes"]) + len(graph["edges"])
