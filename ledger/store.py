@@ -229,6 +229,25 @@ class ObjectStore:
         except OSError as e:
             raise StoreError(f"object {digest}: cannot read: {e}") from e
 
+    @contextlib.contextmanager
+    def open_input(self, digest: str) -> Iterator[IO[bytes]]:
+        """A stream of the blob's bytes, unchecked (the reader hashes what it reads).
+
+        Raises:
+            StoreError: absent or unreadable.
+        """
+        try:
+            if self._fs is None:
+                f: Any = open(self.path_of(digest), "rb")  # noqa: SIM115 - closed below
+            else:
+                f = self._fs.open_input_stream(self._remote(digest))
+        except FileNotFoundError as e:
+            raise StoreError(f"object {digest}: not in the store") from e
+        except OSError as e:
+            raise StoreError(f"object {digest}: cannot read: {e}") from e
+        with f:
+            yield f
+
     def get_verified(self, digest: str) -> bytes:
         """The blob's bytes after checking they hash to ``digest``.
 

@@ -29,6 +29,7 @@ from trajledger.ledger.artifacts import (
     register_evaluator,
 )
 from trajledger.ledger.catalog import RefError
+from trajledger.ledger.episode_features import fold, iter_step_features, numeric_vectors
 from trajledger.ledger.home import Ledger
 from trajledger.ledger.index import (
     MIN_NEAR_STEPS,
@@ -38,9 +39,6 @@ from trajledger.ledger.index import (
     Finding,
     Index,
     QueryError,
-    _fold,
-    _numeric_vector,
-    _text_vector,
     contamination_findings,
     query_table,
     reindex,
@@ -310,6 +308,7 @@ def rows(ledger: Ledger, table: str, where: str | None = None, **kw: Any) -> lis
 
 def snapshot(ledger: Ledger) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     index = Index(ledger)
+    index.index_batches()  # every batch's episodes, so that both tables are complete
     arts = index.query("artifacts").sort_by("log_index").to_pylist()
     cols = [*(n for n in index.query("episodes", limit=0).column_names), "vector"]
     eps = index.query("episodes", columns=cols).sort_by(
@@ -373,13 +372,18 @@ def test_update_is_incremental(copy: Ledger, built: Built) -> None:
     index = Index(copy)
     assert index.update().entries == 0  # already current
     key = copy.keys.signer("producer")
-    record_batch(
+    late = record_batch(
         copy, numeric_rows("n0", walk(50, 20), actions(50, 20)), env="grid@1", policy="p2",
         signer=key, name="late",
     )  # fmt: skip
     result = index.update()
     assert (result.start, result.end, result.rebuilt) == (copy.log.size - 1, copy.log.size, False)
-    assert (result.batches, result.episodes) == (1, 1)
+    # The entry's row is there; its episodes wait until a question needs the batch.
+    assert (result.batches, result.episodes) == (1, 0)
+    row = rows(copy, "artifacts", f"digest = '{late.digest}'")[0]
+    assert (row["data"], row["episodes_indexed"]) == ("pending", 0)
+    assert index.index_batches([late.digest]) == (1, 1)
+    assert index.index_batches([late.digest]) == (0, 0)  # done once
     assert len(rows(copy, "episodes", "policy_version = 'p2'")) == 1
 
 
@@ -732,7 +736,7 @@ def test_fold_is_identity_up_to_width() -> None:
     col = pa.chunked_array(
         [pa.array([[1.0, 2.0], None, [1.0, 2.0, 3.0, 4.0, 5.0]], pa.list_(pa.float32()))]
     )
-    folded = _fold(col, 3, 4)
+    folded = fold(col, 3, 4)
     # Value 4 of row 2 (index 4) wraps to slot 0 with sign -1: 1 - 5 = -4.
     assert folded.tolist() == [[1.0, 2.0, 0.0, 0.0], [0.0] * 4, [-4.0, 2.0, 3.0, 4.0]]
 
@@ -752,33 +756,55 @@ def features(obs: np.ndarray, acts: Sequence[int]) -> np.ndarray:
     )
 
 
+def numeric_vector(x: np.ndarray) -> np.ndarray | None:
+    vectors, valid = numeric_vectors(x, np.array([0]), np.array([len(x)]))
+    return vectors[0] if valid[0] else None
+
+
+def text_vector(messages: Sequence[tuple[str, str]]) -> np.ndarray | None:
+    """The feature vector of one conversation, through the whole step-feature path."""
+    t = pa.table(
+        {
+            "episode_id": ["c"] * len(messages),
+            "step": pa.array(range(len(messages)), pa.int64()),
+            "role": [r for r, _ in messages],
+            "content": [c for _, c in messages],
+        }
+    )
+    (chunk,) = iter_step_features([t])
+    assert chunk.modality == ["text"]
+    return chunk.vectors[0] if chunk.valid[0] else None
+
+
 def test_numeric_near_duplicates() -> None:
     base = features(walk(1, 60), actions(1, 60))
-    v = _numeric_vector(base)
+    v = numeric_vector(base)
     assert (
         v is not None and v.shape == (VECTOR_DIM,) and math.isclose(float(v @ v), 1.0, rel_tol=1e-5)
     )
     noisy = base.copy()
     noisy[:, :4] += np.random.default_rng(0).normal(0, 1e-2, (60, 4))
-    assert cos(v, _numeric_vector(noisy)) > NEAR_NUMERIC_THRESHOLD
-    others = [_numeric_vector(features(walk(s, 60), actions(s, 60))) for s in range(10, 30)]
+    assert cos(v, numeric_vector(noisy)) > NEAR_NUMERIC_THRESHOLD
+    others = [numeric_vector(features(walk(s, 60), actions(s, 60))) for s in range(10, 30)]
     assert max(cos(v, o) for o in others) < NEAR_NUMERIC_THRESHOLD
     # Episodes longer than one projection chunk (256 steps) work the same way.
     long = features(walk(2, 700), actions(2, 700))
     long_noisy = long + np.random.default_rng(1).normal(0, 1e-3, long.shape)
-    assert cos(_numeric_vector(long), _numeric_vector(long_noisy)) > NEAR_NUMERIC_THRESHOLD
-    assert _numeric_vector(np.zeros((5, 21))) is None
+    assert cos(numeric_vector(long), numeric_vector(long_noisy)) > NEAR_NUMERIC_THRESHOLD
+    assert numeric_vector(np.zeros((5, 21))) is None
     assert MIN_NEAR_STEPS == 16
 
 
 def test_text_near_duplicates() -> None:
     prompt = " ".join(words(1))
-    v = _text_vector([("system", "be brief"), ("user", prompt), ("assistant", "yes")])
+    v = text_vector([("system", "be brief"), ("user", prompt), ("assistant", "yes")])
     changed = prompt.split()
     changed[5] = "other"
-    w = _text_vector([("user", " ".join(changed)), ("assistant", "a different answer entirely")])
+    w = text_vector([("user", " ".join(changed)), ("assistant", "a different answer entirely")])
     assert cos(v, w) > NEAR_TEXT_THRESHOLD
-    unrelated = [_text_vector([("user", " ".join(words(s)))]) for s in range(100, 140)]
+    unrelated = [text_vector([("user", " ".join(words(s)))]) for s in range(100, 140)]
     assert max(cos(v, u) for u in unrelated) < 0.5
+    # The system prompt and the answers do not count; case and punctuation do not either.
+    assert cos(v, text_vector([("system", "other"), ("user", prompt.upper() + "!")])) > 0.999
     # Only the assistant spoke: its messages are used.
-    assert _text_vector([("assistant", prompt)]) is not None
+    assert text_vector([("assistant", prompt)]) is not None
