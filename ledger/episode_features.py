@@ -24,7 +24,9 @@ its digest (a private copy when it must not change after the check).
 Non-scope: storing features (``ledger.index``), judging them (``ledger.contamination``).
 Spec: docs/audit-index.md ("Duplicates and contamination between splits").
 Requires episodes to be contiguous and their steps ascending, as schema validation
-guarantees for every recorded batch; a step file that breaks this raises `FeatureOrderError`.
+guarantees for every recorded batch; a step file that breaks this within one record batch (or
+across two consecutive ones) raises `FeatureOrderError`. The index also checks the episodes
+against ``episodes.parquet`` in order, which catches an episode that reappears later.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ checkpoint trained on the train dataset); tests that change it work on a copy.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -57,7 +58,6 @@ VOCAB = [f"w{i}" for i in range(300)]
 N_LLM = 40
 
 
-
 def craft_dataset(ledger: Ledger, name: str, split: str, batches: list[str], key: Any) -> Any:
     """Record a dataset directly (no contamination check), as an older writer could have."""
     from trajledger.ledger.models import DatasetPredicate
@@ -70,6 +70,7 @@ def craft_dataset(ledger: Ledger, name: str, split: str, batches: list[str], key
     return record_files(
         ledger, {"dataset.json": path}, key, predicates.DATASET, body, name=f"{name}@1"
     )
+
 
 def words(seed: int, n: int = 40) -> list[str]:
     rng = np.random.default_rng(seed)
@@ -808,3 +809,150 @@ def test_text_near_duplicates() -> None:
     assert cos(v, text_vector([("system", "other"), ("user", prompt.upper() + "!")])) > 0.999
     # Only the assistant spoke: its messages are used.
     assert text_vector([("assistant", prompt)]) is not None
+
+
+# --------------------------------------------------------------------------------------------
+# Kept up per batch; streamed; verified contamination
+
+
+def test_only_the_compared_batches_are_indexed(copy: Ledger, built: Built) -> None:
+    key = copy.keys.signer("producer")
+    unrelated = record_batch(
+        copy, numeric_rows("u0", walk(77, 20), actions(77, 20)), env="grid@1", policy="p9",
+        signer=key, name="unrelated",
+    )  # fmt: skip
+    new = record_batch(
+        copy, numeric_rows("n0", walk(0, 30), actions(0, 30)), env="grid@1", policy="p9",
+        signer=key, name="new-holdout",
+    )  # fmt: skip
+    found = split_contamination(copy, "holdout", [new.digest])
+    assert pairs(found) == {("exact", "a0", "n0")}
+    data = {
+        r["digest"]: r["data"]
+        for r in rows(copy, "artifacts", "kind = 'rollout-batch'", columns=["digest", "data"])
+    }
+    assert data[new.digest] == "indexed"
+    assert data[unrelated.digest] == "pending"  # never read: it is in no compared set
+    # A question about every episode indexes the rest, with progress in steps.
+    seen: list[tuple[int, str, int]] = []
+
+    @contextlib.contextmanager
+    def progress(total: int, label: str) -> Iterator[Any]:
+        done = [0]
+        yield lambda n: done.__setitem__(0, done[0] + n)
+        seen.append((total, label, done[0]))
+
+    Index(copy, progress=progress).query("episodes", "policy_version = 'p9'")
+    assert seen == [(20, "indexing 1 batch(es)", 20)]
+
+
+def test_an_interrupted_batch_is_dropped_and_indexed_again(copy: Ledger, built: Built) -> None:
+    index = Index(copy)
+    index.index_batches()
+    want = snapshot(copy)
+    # As if a process died while adding hold-num's episodes: its row still says pending, the
+    # state names it, and some of its episode rows were written.
+    table = index._connect().open_table("artifacts")
+    table.update(where=f"digest = '{built.hold_num}'", values={"data": "pending"})
+    state = json.loads(index.state_path.read_text())
+    index.state_path.write_text(json.dumps({**state, "batch": built.hold_num}))
+    assert Index(copy).update().entries == 0
+    assert rows(copy, "artifacts", f"digest = '{built.hold_num}'")[0]["data"] == "pending"
+    assert Index(copy)._scan("episodes", f"batch = '{built.hold_num}'").num_rows == 0
+    assert snapshot(copy) == want  # indexed again, once
+
+
+def test_streamed_features_equal_the_whole_table_fingerprints() -> None:
+    from trajledger.ledger.rollouts.dedup import episode_fingerprints
+
+    steps: list[dict[str, Any]] = []
+    for k in range(12):
+        steps += numeric_rows(f"s{k}", walk(k, 5 + 7 * k), actions(k, 5 + 7 * k))
+    t = pa.Table.from_pylist(steps)
+    want = episode_fingerprints(t)
+    for size in (1, 3, 40, 1000):
+        got: dict[str, str] = {}
+        for chunk in iter_step_features(t.to_batches(max_chunksize=size)):
+            got.update(zip(chunk.episode_ids, chunk.fingerprints, strict=True))
+        assert got == want, size
+
+
+def test_steps_out_of_order_are_refused_by_the_features() -> None:
+    from trajledger.ledger.episode_features import FeatureOrderError
+
+    # Checked within each record batch (the index also checks the episode file's order).
+    ids, step = ["a", "b", "a", "c"], [0, 0, 1, 0]
+    t = pa.table({"episode_id": ids, "step": pa.array(step, pa.int64())})
+    with pytest.raises(FeatureOrderError, match="not contiguous"):
+        list(iter_step_features([t]))
+    t = pa.table({"episode_id": ["a", "a"], "step": pa.array([1, 0], pa.int64())})
+    with pytest.raises(FeatureOrderError, match="ascending"):
+        list(iter_step_features([t]))
+
+
+def hold_side(ledger: Ledger, built: Built) -> dict[str, list[str]]:
+    return {b: ["holdout hold-set@1"] for b in (built.hold_num, built.hold_llm)}
+
+
+def test_verified_contamination_equals_the_index_and_ignores_it(copy: Ledger, built: Built) -> None:
+    from trajledger.ledger.contamination import verified_contamination
+
+    train = {built.train_num: None, built.train_llm: None}
+    report = verified_contamination(copy.store, train, hold_side(copy, built))
+    assert report.unchecked == () and report.episodes == (8, 47)
+    assert pairs(report.findings) == WANT
+    assert [f.to_json() for f in report.findings] == [
+        {**f.to_json(), "train_datasets": []} for f in contamination_findings(copy, built.hold_set)
+    ]
+    # Editing the index (dropping the holdout's episode rows) hides findings from the index,
+    # not from the verified check, which never reads it.
+    Index(copy)._connect().open_table("episodes").delete(f"batch = '{built.hold_num}'")
+    assert pairs(contamination_findings(copy, built.hold_set)) == {
+        ("exact", "e3", "x0"),
+        ("near", "e7", "x1"),
+    }
+    again = verified_contamination(copy.store, train, hold_side(copy, built))
+    assert pairs(again.findings) == WANT
+    # Verified tables given by the caller are used as they are (the store is not read).
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(copy.store.path_of(batch_files(copy, built.train_num)["steps.parquet"]))
+    given = verified_contamination(copy.store, {built.train_num: table}, hold_side(copy, built))
+    assert pairs(given.findings) == {("exact", "a0", "h0"), ("near", "a1", "h1")}
+
+
+def test_verified_contamination_reports_unverifiable_holdouts(copy: Ledger, built: Built) -> None:
+    from trajledger.ledger.contamination import verified_contamination
+
+    steps = batch_files(copy, built.hold_num)["steps.parquet"]
+    path = copy.store.path_of(steps)
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    path.write_bytes(bytes(data))
+    copy.store.path_of(built.hold_llm).unlink()  # the manifest of the other holdout batch
+    report = verified_contamination(
+        copy.store, {built.train_num: None, built.train_llm: None}, hold_side(copy, built)
+    )
+    assert report.findings == ()
+    assert len(report.unchecked) == 2
+    assert any(
+        u.startswith(f"holdout/regression batch {built.hold_num[:19]}…: object")
+        and "hashes to" in u
+        for u in report.unchecked
+    ), report.unchecked
+    assert any("not in the store" in u for u in report.unchecked), report.unchecked
+
+
+def test_duplicate_episodes_within_a_set(ledger: Ledger, built: Built) -> None:
+    from trajledger.ledger.index import duplicate_episodes
+
+    lines = duplicate_episodes(ledger, [built.train_num, built.hold_num])
+    first, second = sorted([built.train_num, built.hold_num])
+    assert len(lines) == 1
+    dup, orig = ("h0", "a0") if first == built.train_num else ("a0", "h0")
+    assert lines[0] == (
+        f"episode {dup!r} of batch {second[:19]}… duplicates episode {orig!r} of batch "
+        f"{first[:19]}…"
+    )
+    assert duplicate_episodes(ledger, [built.train_num]) == []
