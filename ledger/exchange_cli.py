@@ -11,6 +11,7 @@ Spec: schemas/bundle.v1.md.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,8 +58,8 @@ POLICY = click.option(
 @click.option(
     "--out",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Bundle file to write (conventionally NAME.tar.zst).",
+    metavar="FILE|URI",
+    help="Bundle file to write (conventionally NAME.tar.zst), or a URI (s3://bucket/key).",
 )
 @click.option(
     "--no-data",
@@ -77,7 +78,7 @@ POLICY = click.option(
 def export(
     ctx: Context,
     ref: str,
-    out: Path,
+    out: str,
     no_data: bool,
     consistency_from: tuple[int, ...],
     policy_file: Path | None,
@@ -88,16 +89,21 @@ def export(
     cryptography and zstandard needed) or take it in with 'trajledger import'.
     """
     from .exchange import export_bundle
+    from .remote import is_uri, upload
 
     ledger = ctx.ledger()
-    result = export_bundle(
-        ledger,
-        ref,
-        out,
-        data=not no_data,
-        policy=_policy(ledger, policy_file),
-        consistency_from=consistency_from,
-    )
+    with tempfile.TemporaryDirectory(prefix="trajledger-export-") as tmp:
+        local = Path(tmp) / "bundle.tar.zst" if is_uri(out) else Path(out)
+        result = export_bundle(
+            ledger,
+            ref,
+            local,
+            data=not no_data,
+            policy=_policy(ledger, policy_file),
+            consistency_from=consistency_from,
+        )
+        if is_uri(out):
+            upload(local, out)
     for line in result.report.failures():
         warn(f"the lineage does not verify, the recipient will see: {line}")
     omitted = f", {result.omitted} data blob(s) omitted" if result.omitted else ""
@@ -109,7 +115,7 @@ def export(
 
 
 @click.command("import")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", metavar="FILE|URI")
 @POLICY
 @click.option(
     "--key",
@@ -121,22 +127,27 @@ def export(
 @click.option("--json", "as_json", is_flag=True, help="Print the verification report as JSON.")
 @pass_ctx
 def import_(
-    ctx: Context, file: Path, policy_file: Path | None, keys: tuple[str, ...], as_json: bool
+    ctx: Context, file: str, policy_file: Path | None, keys: tuple[str, ...], as_json: bool
 ) -> None:
     """Verify the bundle FILE under the policy, then copy its objects and record the import.
 
-    Nothing is copied unless the whole lineage verifies. Importing the same evidence again
-    changes nothing and names the earlier record.
+    FILE may be a URI (s3://bucket/key): it is downloaded to a temporary file first. Nothing is
+    copied unless the whole lineage verifies. Importing the same evidence again changes
+    nothing and names the earlier record.
     """
     from .exchange import import_bundle
+    from .remote import download, is_uri
 
-    if not file.is_file():
-        from .errors import LedgerError
-
-        raise LedgerError(f"bundle {file}: no such file")
     ledger = ctx.ledger()
     policy = _policy(ledger, policy_file)
-    result = import_bundle(ledger, file, policy, [ledger.keys.signer(k) for k in keys])
+    signers = [ledger.keys.signer(k) for k in keys]
+    with tempfile.TemporaryDirectory(prefix="trajledger-import-") as tmp:
+        path = download(file, Path(tmp)) if is_uri(file) else Path(file)
+        if not path.is_file():
+            from .errors import LedgerError
+
+            raise LedgerError(f"bundle {file}: no such file")
+        result = import_bundle(ledger, path, policy, signers)
     if as_json:
         emit_json(result.report.to_json())
     else:

@@ -170,18 +170,32 @@ class Ledger:
         origin: str | None = None,
         store: str = "objects",
         passphrase: Callable[[str], bytes | None] | None = None,
+        check_store: bool = False,
     ) -> Ledger:
         """Create a ledger home. Refuses to touch an existing one.
 
         The log is created with it, with a new Ed25519 log key (see `LOG_KEY_NAME`).
 
+        Args:
+            root: the ledger directory.
+            origin: the log origin (default `default_origin`).
+            store: a directory relative to ``root``, or a remote URI (``s3://bucket/prefix``;
+                S3 settings from the AWS variables, ``ledger.remote``).
+            passphrase: asks for a key's passphrase.
+            check_store: check that a remote store is reachable first (``trajledger init``).
+
         Raises:
             LedgerError: ``root`` already holds a ledger, or the origin is invalid.
+            StoreError: ``check_store`` and the remote store cannot be reached.
         """
         if (root / CONFIG_NAME).exists():
             raise LedgerError(f"{root}: a ledger already exists here")
         config = LedgerConfig(origin or default_origin(), store)
         LedgerConfig.from_toml(config.to_toml(), root / CONFIG_NAME)  # validate the origin
+        if check_store and "://" in store and not store.startswith("file://"):
+            from .remote import require_reachable
+
+            require_reachable(store)
         root.mkdir(parents=True, exist_ok=True)
         write_file_atomic(root / CONFIG_NAME, config.to_toml())
         ledger = cls(root, config, KeyStore(root / "keys", passphrase))
