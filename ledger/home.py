@@ -210,6 +210,19 @@ class Ledger:
         return ledger
 
     @classmethod
+    def attached(cls, root: Path, config: LedgerConfig, log: Log) -> Ledger:
+        """A view of a ledger whose log is served by another process.
+
+        For processes that record into a ledger owned by a single writer elsewhere
+        (``trajledger.integrations.ray``): blobs go to ``config.store`` (a URI or an absolute
+        directory shared with the writer), log reads and appends go to ``log``, and derived
+        caches live under ``root`` (a private directory of this process). It has no keys.
+        """
+        ledger = cls(root, config, KeyStore(root / "keys"))
+        ledger._log = log
+        return ledger
+
+    @classmethod
     def open(cls, root: Path, *, passphrase: Callable[[str], bytes | None] | None = None) -> Ledger:
         """Open an existing ledger home.
 
