@@ -163,7 +163,11 @@ def token_hashes(tokens: pa.Array) -> npt.NDArray[np.uint64]:
         raise ValueError("token_hashes: empty tokens cannot be hashed")
     base = int(start[0])
     total = int(end[-1]) - base
-    rev = np.repeat(end - base, lengths) - 1 - np.arange(total, dtype=np.int64)
+    # Token of each byte by a cumulative sum of token starts (cheaper than np.repeat).
+    marks = np.zeros(total, dtype=np.int32)
+    marks[(start[1:] - base)] = 1
+    token = np.cumsum(marks, dtype=np.int32)
+    rev = (end - base - 1)[token] - np.arange(total, dtype=np.int64)
     with np.errstate(over="ignore"):
         terms = data[base : base + total].astype(np.uint64) * _powers(int(lengths.max()))[rev]
         h = np.add.reduceat(terms, start - base)
@@ -196,7 +200,8 @@ def text_vectors(
 
     Text is lower-cased and split into words (`WORD_SPLIT`); bigrams pair consecutive words of
     one text. Each distinct unigram or bigram of a vector adds ``±(1 + ln count)`` to bucket
-    ``hash mod 128`` (sign from the hash's top bit); vectors are scaled to unit length.
+    ``hash mod 128``, negative when bit 39 of the hash is set; vectors are scaled to unit
+    length. (Words are told apart by the low 40 bits of their hash within one vector.)
 
     Returns:
         ``(vectors, valid)``: ``(n, 128)`` float32 and whether each vector has any word.
@@ -216,16 +221,20 @@ def text_vectors(
     owner = rows[text_of]
     pair = text_of[1:] == text_of[:-1]
     keys = np.concatenate([h, _bigram_hashes(h[:-1], h[1:])[pair]])
-    owners = np.concatenate([owner, owner[:-1][pair]])
-    order = np.lexsort((keys, owners))
-    keys, owners = keys[order], owners[order]
-    first = np.concatenate(([True], (keys[1:] != keys[:-1]) | (owners[1:] != owners[:-1])))
+    owners = np.concatenate([owner, owner[:-1][pair]]).astype(np.uint64)
+    # Count each distinct (vector, word hash) with one sort of packed 64-bit values: the
+    # owner in the top 24 bits, the hash's low 40 bits below (sign and bucket come from those).
+    if n >= 1 << 24:
+        raise ValueError(f"text_vectors: {n} vectors in one call, want fewer than 2**24")
+    packed = np.sort((owners << _U64(40)) | (keys & _U64((1 << 40) - 1)))
+    first = np.concatenate(([True], packed[1:] != packed[:-1]))
     starts = np.flatnonzero(first)
-    counts = np.diff(np.append(starts, len(keys)))
-    ukeys, uowners = keys[starts], owners[starts]
+    counts = np.diff(np.append(starts, len(packed)))
+    unique = packed[starts]
     weight = 1.0 + np.log(counts)
-    sign = 1.0 - 2.0 * (ukeys >> _U64(63)).astype(np.float64)
-    bucket = (ukeys & _U64(VECTOR_DIM - 1)).astype(np.int64)
+    sign = 1.0 - 2.0 * ((unique >> _U64(39)) & _U64(1)).astype(np.float64)
+    bucket = (unique & _U64(VECTOR_DIM - 1)).astype(np.int64)
+    uowners = (unique >> _U64(40)).astype(np.int64)
     out += np.bincount(
         uowners * VECTOR_DIM + bucket, weights=sign * weight, minlength=n * VECTOR_DIM
     ).reshape(n, VECTOR_DIM)
