@@ -572,6 +572,7 @@ def verified_local_copy(
         DigestMismatchError: its bytes do not hash to ``digest``.
     """
     from .errors import StoreError
+    from .store import REMOTE_CHUNK
 
     want = parse_digest(digest, "object digest")
     if store.is_local and not private:
@@ -593,7 +594,7 @@ def verified_local_copy(
         with os.fdopen(fd, "wb") as out:
             h = hashlib.sha256()
             with store.open_input(digest) as src:
-                while chunk := src.read(CHUNK):
+                while chunk := src.read(REMOTE_CHUNK):
                     h.update(chunk)
                     out.write(chunk)
         _check(h, want, digest)
