@@ -20,7 +20,9 @@ Spec: docs/ray.md. Layer: above ``trajledger.ledger``; ray is imported with this
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
@@ -307,6 +309,7 @@ class LedgerWriter:
             if key not in _VIEWS:
                 info = self.describe()
                 root = Path(tempfile.mkdtemp(prefix="trajledger-ray-"))
+                atexit.register(shutil.rmtree, root, ignore_errors=True)
                 config = LedgerConfig(info["origin"], info["store"])
                 ledger = Ledger.attached(root, config, cast("Log", _LogProxy(self.actor)))
                 signer = _WriterSigner(
