@@ -52,6 +52,8 @@ import pyarrow.parquet as pq
 
 OBS, ACT, EPISODE = 17, 6, 1000
 VOCAB = [f"w{i:04d}" for i in range(20_000)]
+OLD_COLUMNS = ("episode_id", "step", "role", "content", "obs", "action", "reward", "terminated",
+               "truncated")  # fmt: skip
 
 
 def numeric_table(steps: int, seed: int) -> pa.Table:
@@ -164,33 +166,38 @@ def new_features(path: Path) -> int:
 # ------------------------------------------------------------------------------------------
 
 
+_HWM = (
+    "\nwith open('/proc/self/status') as _f:\n"
+    "    _hwm = [l for l in _f if l.startswith('VmHWM')][0].split()[1]\n"
+    "sys.stderr.write(f'VmHWM {_hwm}\\n')\n"
+)
+
+
 def run_child(code: str, *args: str) -> tuple[float, int, str]:
-    """Run Python code in a child; wall seconds, its peak RSS bytes, stdout."""
+    """Run Python code in a fresh child; wall seconds, its peak RSS bytes, stdout.
+
+    The peak is the child's own ``VmHWM`` (``ru_maxrss`` of a child also counts its parent's
+    pages at spawn, which says nothing about the child)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys\n" + code + _HWM, *args], capture_output=True
     )
-    out = proc.stdout.read() if proc.stdout else b""
-    err = proc.stderr.read() if proc.stderr else b""
-    _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
-    if status:
-        raise SystemExit(f"child failed: {err.decode()[-2000:]}")
-    return elapsed, usage.ru_maxrss * 1024, out.decode()
+    if proc.returncode:
+        raise SystemExit(f"child failed: {proc.stderr.decode()[-2000:]}")
+    hwm = re.search(rb"VmHWM (\d+)", proc.stderr)
+    assert hwm is not None
+    return elapsed, int(hwm.group(1)) * 1024, proc.stdout.decode()
 
 
 def run_cli(*args: str) -> tuple[float, int, str]:
-    """``trajledger ARGS`` as a child; wall seconds, its peak RSS, stderr."""
-    exe = Path(sys.executable).with_name("trajledger")
-    start = time.perf_counter()
-    proc = subprocess.Popen([str(exe), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out = proc.stdout.read() if proc.stdout else b""  # noqa: F841 - drain
-    err = proc.stderr.read() if proc.stderr else b""
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    if status:
-        raise SystemExit(f"trajledger {' '.join(args)} failed: {err.decode()[-2000:]}")
-    return elapsed, usage.ru_maxrss * 1024, err.decode()
+    """``trajledger ARGS`` in a fresh child; wall seconds, its peak RSS (VmHWM), stdout."""
+    code = (
+        "from trajledger.runner.cli import main\n"
+        "try:\n    main(args=sys.argv[1:])\nexcept SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+    )
+    return run_child(code, *args)
 
 
 def build(root: Path, gb: float, batch_steps: int, chat_episodes: int) -> dict[str, Any]:
@@ -209,7 +216,8 @@ def build(root: Path, gb: float, batch_steps: int, chat_episodes: int) -> dict[s
     def store_bytes(digest: str) -> int:
         from trajledger.ledger.artifacts import batch_files
 
-        return sum(ledger.store.path_of(d).stat().st_size for d in batch_files(ledger, digest).values())
+        files = batch_files(ledger, digest).values()
+        return sum(ledger.store.path_of(d).stat().st_size for d in files)
 
     t = chat_table(chat_episodes, 1)
     start = time.perf_counter()
@@ -257,8 +265,10 @@ def main() -> None:
     from trajledger.ledger.home import Ledger
 
     ledger = Ledger.open(root)
-    steps_of = {d: ledger.store.path_of(batch_files(ledger, d)["steps.parquet"])
-                for d in [meta["chat"], *meta["numeric"][:1]]}  # fmt: skip
+    steps_of = {
+        d: ledger.store.path_of(batch_files(ledger, d)["steps.parquet"])
+        for d in [meta["chat"], meta["numeric"][0]]
+    }
     rows: list[tuple[str, str]] = []
 
     # (1) dataset create of one small batch next to the big ledger.
@@ -274,34 +284,40 @@ def main() -> None:
                  f"{create_s:.2f} s, peak RSS {create_rss / 2**20:.0f} MiB, "
                  f"{pending.num_rows} unrelated batches left unindexed"))  # fmt: skip
 
-    # (2) features: old per-token path vs new vectorised streaming path, same tables.
-    feat: list[tuple[str, int, float, float]] = []
-    for label, d in (("chat", meta["chat"]), ("numeric", meta["numeric"][0])):
-        path = steps_of[d]
-        cols = ["episode_id", "step", "role", "content"] if label == "chat" else None
-        table = pq.read_table(path, columns=cols) if cols else pq.read_table(
-            path, columns=["episode_id", "step", "obs", "action", "reward", "terminated",
-                           "truncated"])  # fmt: skip
-        start = time.perf_counter()
-        n_old = old_features(table)
-        old_s = time.perf_counter() - start
-        del table
-        start = time.perf_counter()
-        n_new = new_features(path)
-        new_s = time.perf_counter() - start
-        assert n_old == n_new, (n_old, n_new)
-        feat.append((label, n_new, old_s, new_s))
+    # (2) features of one batch, old in-memory per-token path vs new streaming path, each in a
+    # fresh child (time and the child's own peak RSS), on the same step files.
+    bench_dir = str(Path(__file__).resolve().parent)
+    feat: list[tuple[str, int, float, int, float, int]] = []
+    targets = (("chat", meta["chat"]), ("numeric", meta["numeric"][0]))
+    for label, d in targets:
+        path = str(steps_of[d])
+        old_code = (
+            f"sys.path.insert(0, {bench_dir!r}); import index_bench as ib; "
+            "import pyarrow.parquet as pq; "
+            "t = pq.read_table(sys.argv[1], columns=[c for c in ib.OLD_COLUMNS "
+            "if c in pq.read_schema(sys.argv[1]).names]); print(ib.old_features(t))"
+        )
+        new_code = (
+            f"sys.path.insert(0, {bench_dir!r}); import index_bench as ib; "
+            "from pathlib import Path; print(ib.new_features(Path(sys.argv[1])))"
+        )
+        old_s, old_rss, n_old = run_child(old_code, path)
+        new_s, new_rss, n_new = run_child(new_code, path)
+        assert n_old.strip() == n_new.strip(), (n_old, n_new)
+        feat.append((label, int(n_new), old_s, old_rss, new_s, new_rss))
 
-    # (3) index whole batches in a child: time, throughput, peak RSS vs file size.
+    # (3) index whole batches (the small new one, the chat one, a 4M-step one) in a child:
+    # time, MiB/s of step file, peak RSS against the step file's size.
     whole = []
-    for label, d in (("chat", meta["chat"]), ("numeric", meta["numeric"][0])):
+    for label, d in (("small (3,000 steps)", meta["small"]), *targets):
         code = (
-            "import sys; from pathlib import Path; from trajledger.ledger.home import Ledger; "
+            "from pathlib import Path; from trajledger.ledger.home import Ledger; "
             "from trajledger.ledger.index import Index; "
             "print(Index(Ledger.open(Path(sys.argv[1]))).index_batches([sys.argv[2]]))"
         )
+        size = ledger.store.path_of(batch_files(ledger, d)["steps.parquet"]).stat().st_size
         secs, rss, out = run_child(code, str(root), d)
-        whole.append((label, secs, rss, steps_of[d].stat().st_size, out.strip()))
+        whole.append((label, secs, rss, size, out.strip()))
 
     rec_s, rec_b = sum(meta["record_s"]), sum(meta["record_bytes"])
     cpu = f"{os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}"
@@ -313,10 +329,11 @@ def main() -> None:
         print(f"| {k} | {v} |")
     print(f"| recording (ingest, index excluded) | {rec_b / 2**20 / rec_s:.0f} MiB/s of stored "
           f"blobs ({rec_s:.0f} s for {rec_b / 2**30:.2f} GiB) |")  # fmt: skip
-    print("\n| features of one batch | episodes | old per-token s | new vectorised s | speed-up |")
-    print("|---|---:|---:|---:|---:|")
-    for label, n, old_s, new_s in feat:
-        print(f"| {label} | {n:,} | {old_s:.2f} | {new_s:.2f} | {old_s / new_s:.1f} x |")
+    print("\n| features of one batch (child) | episodes | old per-token: s | peak RSS MiB | "
+          "new streaming: s | peak RSS MiB | speed-up |\n|---|---:|---:|---:|---:|---:|---:|")
+    for label, n, old_s, old_rss, new_s, new_rss in feat:
+        print(f"| {label} | {n:,} | {old_s:.2f} | {old_rss / 2**20:.0f} | {new_s:.2f} | "
+              f"{new_rss / 2**20:.0f} | {old_s / new_s:.1f} x |")  # fmt: skip
     print("\n| index one whole batch (child) | s | MiB/s of steps.parquet | peak RSS MiB | "
           "steps.parquet MiB |\n|---|---:|---:|---:|---:|")  # fmt: skip
     for label, secs, rss, size, _out in whole:
