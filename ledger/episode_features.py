@@ -95,6 +95,8 @@ PROMPT_EXCLUDED = ("system", "assistant")
 """Roles left out of a text vector: shared by design (system) or the policy's answer."""
 
 WORD_SPLIT = r"[^\p{L}\p{N}_]+"
+TEXT_SLICE = 1 << 20
+"""Bytes of text tokenised at once (scratch memory is about 40 times this)."""
 """Words are maximal runs of Unicode letters, numbers and underscore (RE2 syntax)."""
 
 _OBS_SLOTS, _ACTION_SLOTS = 16, 4
@@ -498,9 +500,25 @@ def _features(t: pa.Table, previous: str | None) -> FeatureChunk:
             texts = pc.binary_join_element_wise(
                 *parts_, pa.scalar("\n", pa.string()), null_handling="replace", null_replacement=""
             )
-            tv, tvalid = text_vectors(texts, row_ep[idx], len(starts))
-            te = np.flatnonzero(text_ep)
-            vectors[te], valid[te] = tv[te], tvalid[te]
+            owners = row_ep[idx]
+            # Tokenising and hashing need ~40 bytes of scratch per byte of text: work through
+            # slices of about TEXT_SLICE bytes, cut between episodes, so memory stays bounded.
+            sizes = np.asarray(pc.binary_length(texts).to_numpy(zero_copy_only=False))
+            cum = np.cumsum(sizes)
+            lo = 0
+            while lo < len(idx):
+                hi = int(np.searchsorted(cum, (cum[lo - 1] if lo else 0) + TEXT_SLICE)) + 1
+                hi = min(max(hi, lo + 1), len(idx))
+                while hi < len(idx) and owners[hi] == owners[hi - 1]:
+                    hi += 1  # never split an episode
+                first, last = int(owners[lo]), int(owners[hi - 1]) + 1
+                tv, tvalid = text_vectors(
+                    texts.slice(lo, hi - lo), owners[lo:hi] - first, last - first
+                )
+                keep_ = text_ep[first:last]
+                vectors[first:last][keep_] = tv[keep_]
+                valid[first:last][keep_] = tvalid[keep_]
+                lo = hi
     return FeatureChunk(
         run_ids,
         lengths.astype(np.int64),

@@ -956,3 +956,19 @@ def test_duplicate_episodes_within_a_set(ledger: Ledger, built: Built) -> None:
         f"{first[:19]}…"
     )
     assert duplicate_episodes(ledger, [built.train_num]) == []
+
+
+def test_text_features_do_not_depend_on_the_slice_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trajledger.ledger import episode_features
+
+    rows = []
+    for e in range(30):
+        for k, role in enumerate(("system", "user", "assistant", "tool")):
+            text = " ".join(words(e * 4 + k, 10 + e))
+            rows.append({"episode_id": f"t{e}", "step": k, "role": role, "content": text})
+    t = pa.Table.from_pylist(rows)
+    whole = episode_features.FeatureChunk.concat(list(iter_step_features([t])))
+    monkeypatch.setattr(episode_features, "TEXT_SLICE", 64)  # about one message per slice
+    sliced = episode_features.FeatureChunk.concat(list(iter_step_features([t])))
+    assert sliced.valid.all()
+    assert np.array_equal(whole.vectors, sliced.vectors)
