@@ -1,61 +1,49 @@
 """Resolve references (``NAME@VERSION``, a digest, a unique digest prefix) to recorded artifacts.
 
-Scope: a small derived catalog of the log's named artifacts (kind, name, version, digest, log
-index, envelope digest), kept in ``<ledger>/index/catalog.jsonl`` and brought up to date from the
-log on each use. It is a lookup aid only: it is rebuildable at any time (delete the directory),
-and everything it finds is verified from the log and the store before it is trusted.
-Non-scope: verification, and the LanceDB audit index (queries, statistics).
+Scope: look a reference up in the user's index of the log (`ledger.trust_state`: keyed by name
+and version and by digest, O(log n)), then confirm it **from the log**: the entry the index
+points at is read from the log and must be the indexed one, its envelope must hash to the entry,
+and the signed statement must carry the name and version asked for (or the digest). The index is
+only a cache: a disagreement is a `CatalogMismatchError` (exit 1) that says to rebuild it.
+Non-scope: verifying signatures and the lineage (``verify.lineage``); the LanceDB audit index.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
-import os
 import re
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from trajledger.verify.digest import digest_bytes
 from trajledger.verify.dsse import Envelope
-from trajledger.verify.errors import FormatError, ProvenanceError
+from trajledger.verify.errors import ProvenanceError, VerificationError
+from trajledger.verify.kinds import NAMED, name_version
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.statement import Statement
 
-from ._fs import write_file_atomic
 from .errors import LedgerError
 
 if TYPE_CHECKING:
     from .home import Ledger
+    from .trust_state import NameRow
 
-__all__ = ["NAMED_KINDS", "Catalog", "CatalogItem", "RefError"]
-
-NAMED_KINDS = frozenset(
-    {
-        "files",
-        "environment",
-        "evaluator",
-        "rollout-batch",
-        "dataset",
-        "checkpoint",
-        "trust-policy",
-        "import",
-    }
-)
-"""Kinds whose records are artifacts a user refers to (not approvals, revocations...)."""
+__all__ = ["Catalog", "CatalogItem", "CatalogMismatchError", "RefError"]
 
 _HEX = re.compile(r"[0-9a-f]{6,64}")
-CATALOG_FORMAT = 1
 
 
 class RefError(LedgerError):
-    """A reference names nothing recorded, or more than one thing."""
+    """A reference names nothing recorded, or more than one thing (exit 3)."""
+
+
+class CatalogMismatchError(VerificationError):
+    """The index says a reference names a record whose signed statement says otherwise."""
 
 
 @dataclass(frozen=True)
 class CatalogItem:
-    """One recorded artifact as the catalog knows it (unverified)."""
+    """One recorded artifact, confirmed from the log (its signature is not verified here)."""
 
     kind: str
     name: str
@@ -71,83 +59,34 @@ class CatalogItem:
 
 
 class Catalog:
-    """The derived catalog of one ledger."""
+    """References of one ledger, resolved through the index and confirmed from the log."""
 
     def __init__(self, ledger: Ledger) -> None:
-        """Attach to a ledger; nothing is read until `items` or `resolve`."""
+        """Attach to a ledger; the index is brought up to date on first use."""
         self.ledger = ledger
-        self.dir = ledger.root / "index"
-        self.path = self.dir / "catalog.jsonl"
-        self.state_path = self.dir / "catalog.state"
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / "catalog.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
-
-    def _load(self) -> tuple[int, list[CatalogItem]]:
-        try:
-            state = json.loads(self.state_path.read_text("utf-8"))
-            lines = self.path.read_bytes().splitlines()
-            if state.get("format") != CATALOG_FORMAT or state.get("lines") != len(lines):
-                return 0, []
-            items = [CatalogItem(**json.loads(line)) for line in lines]
-            return int(state["size"]), items
-        except (OSError, ValueError, TypeError, KeyError):
-            return 0, []  # derived data: when in doubt, rebuild
-
-    def items(self) -> list[CatalogItem]:
-        """Every named artifact in the log, updated from the log first."""
-        log = self.ledger.log
-        size = log.size
-        with self._locked():
-            done, items = self._load()
-            if done > size:
-                done, items = 0, []  # the log is smaller than the catalog: rebuild
-            if done < size:
-                items.extend(self._scan(done, size))
-                body = b"".join(
-                    json.dumps(asdict(i), sort_keys=True).encode() + b"\n" for i in items
-                )
-                write_file_atomic(self.path, body, durable=False)
-                state = {"format": CATALOG_FORMAT, "size": size, "lines": len(items)}
-                write_file_atomic(self.state_path, json.dumps(state).encode(), durable=False)
-        return items
-
-    def _scan(self, start: int, end: int) -> Iterable[CatalogItem]:
-        log, store = self.ledger.log, self.ledger.store
-        step = 256
-        for lo in range(start, end, step):
-            hi = min(lo + step, end)
-            for i, raw in enumerate(log.entries(lo, hi), start=lo):
-                try:
-                    entry = LogEntry.from_bytes(raw)
-                except FormatError:
-                    continue  # `log verify` reports it; the catalog only skips it
-                if entry.kind not in NAMED_KINDS:
-                    continue
-                name, version = "", ""
-                try:
-                    env = Envelope.from_bytes(store.get(entry.envelope))
-                    st = Statement.from_bytes(env.payload)
-                    p = st.predicate
-                    name = str(p.get("name") or st.subjects[0].name)
-                    version = str(p.get("version") or "")
-                    if entry.kind == "checkpoint":
-                        ext = (p.get("buildDefinition") or {}).get("externalParameters") or {}
-                        name = str(ext.get("name") or st.subjects[0].name)
-                        version = str(ext.get("version") or "")
-                except (ProvenanceError, AttributeError):
-                    pass  # unreadable envelope: still findable by digest
-                yield CatalogItem(entry.kind, name, version, entry.subject, i, entry.envelope)
+    def _rows(self, ref: str, what: str) -> tuple[list[NameRow], bool]:
+        state = self.ledger.trust_state()
+        hexpart = ref.removeprefix("sha256:").lower()
+        if "@" in ref and not ref.startswith("sha256:"):
+            name, _, version = ref.rpartition("@")
+            # An unversioned name may itself hold "@" (a batch named after its env@version).
+            return state.by_name(name, version) + state.by_name(ref, ""), False
+        if _HEX.fullmatch(hexpart) and (ref.startswith("sha256:") or len(hexpart) >= 6):
+            rows = state.by_prefix(hexpart)
+            if rows or ref.startswith("sha256:"):
+                return rows, True
+        rows = state.by_name(ref, "")
+        if not rows and not _HEX.fullmatch(hexpart):
+            raise RefError(
+                f"{ref!r}: no unversioned {what} has this name; refer to one by NAME@VERSION, "
+                "sha256:<hex> or a digest prefix of 6+ hex characters"
+            )
+        return rows, False
 
     def resolve(self, ref: str, kinds: Iterable[str] | None = None) -> CatalogItem:
-        """Resolve ``NAME@VERSION``, ``sha256:<hex>``, or a unique hex prefix (6+ characters).
+        """Resolve ``NAME@VERSION``, ``sha256:<hex>``, a unique hex prefix (6+ characters) or an
+        unversioned name, and confirm it from the log.
 
         Args:
             ref: the reference.
@@ -155,50 +94,80 @@ class Catalog:
 
         Raises:
             RefError: nothing matches, or several different artifacts do.
+            CatalogMismatchError: the index disagrees with the log (rebuild it).
         """
-        wanted = frozenset(kinds) if kinds else NAMED_KINDS
+        wanted = frozenset(kinds) if kinds else NAMED
         what = " or ".join(sorted(wanted)) if kinds else "artifact"
-        items = [i for i in self.items() if i.kind in wanted]
         ref = ref.strip()
-        hexpart = ref.removeprefix("sha256:").lower()
-        by_digest = False
-        if "@" in ref and not ref.startswith("sha256:"):
-            name, _, version = ref.rpartition("@")
-            # An unversioned name may itself hold "@" (a batch named after its env@version).
-            hits = [
-                i
-                for i in items
-                if (i.name == name and i.version == version) or (i.name == ref and not i.version)
-            ]
-        elif _HEX.fullmatch(hexpart):
-            by_digest = True
-            hits = [i for i in items if i.digest[7:].startswith(hexpart)]
-        else:
-            hits = [i for i in items if i.name == ref and not i.version]
-            if not hits:
-                raise RefError(
-                    f"{ref!r}: no unversioned {what} has this name; refer to one by NAME@VERSION, "
-                    "sha256:<hex> or a digest prefix of 6+ hex characters"
-                )
-        distinct = {i.digest: i for i in hits}
+        rows, by_digest = self._rows(ref, what)
+        hits = [r for r in rows if r.kind in wanted]
+        distinct = {r.subject: r for r in hits}
         if not distinct:
             raise RefError(
                 f"{ref}: no {what} with this reference is recorded; see 'trajledger log show'"
             )
         if len(distinct) > 1:
             listed = ", ".join(
-                f"{i.kind} {i.ref} {i.digest[:19]}…" for i in list(distinct.values())[:5]
+                f"{r.kind} {r.name}{'@' + r.version if r.version else ''} {r.subject[:19]}…"
+                for r in list(distinct.values())[:5]
             )
             hint = "give more of the digest" if by_digest else "use the digest instead"
             raise RefError(
                 f"{ref}: ambiguous, matches {len(distinct)} artifacts ({listed}); {hint}"
             )
         # The first record of an artifact is its identity record.
-        return min(hits, key=lambda i: i.index)
+        row = min(hits, key=lambda r: r.index)
+        return self._confirm(row, check_name=not by_digest)
+
+    def _confirm(self, row: NameRow, *, check_name: bool) -> CatalogItem:
+        """Read the row's entry from the log and its statement from the store; they must say
+        what the index says."""
+        hint = "the index of the log disagrees with the log; rebuild it with 'trajledger reindex'"
+        raw = self.ledger.log.entry(row.index)
+        state = self.ledger.trust_state()
+        if state.entry_bytes(row.index) != raw:
+            raise CatalogMismatchError(
+                f"log entry {row.index}: differs from the one indexed; {hint}"
+            )
+        entry = LogEntry.from_bytes(raw, f"log entry {row.index}")
+        if (entry.kind, entry.subject) != (row.kind, row.subject):
+            raise CatalogMismatchError(
+                f"log entry {row.index} is {entry.kind} {entry.subject[:19]}…, the index says "
+                f"{row.kind} {row.subject[:19]}…; {hint}"
+            )
+        if check_name:
+            try:
+                data = self.ledger.store.get(entry.envelope)
+                if digest_bytes(data) != entry.envelope:
+                    raise VerificationError("its envelope does not hash to the entry")
+                statement = Statement.from_bytes(Envelope.from_bytes(data).payload)
+            except (ProvenanceError, OSError) as e:
+                raise CatalogMismatchError(
+                    f"{row.kind} {row.name}@{row.version} (log entry {row.index}): its signed "
+                    f"statement cannot be read to confirm the name: {e}"
+                ) from e
+            said = name_version(entry.kind, statement)
+            if said != (row.name, row.version):
+                raise CatalogMismatchError(
+                    f"log entry {row.index}: the index names it {row.name}@{row.version}, its "
+                    f"signed statement says {said[0]}@{said[1]}; {hint}"
+                )
+        return CatalogItem(row.kind, row.name, row.version, row.subject, row.index,
+                           entry.envelope)
+
+    def items(self, kind: str | None = None) -> list[CatalogItem]:
+        """Every named record (of ``kind``) in log order, as indexed (unconfirmed)."""
+        state = self.ledger.trust_state()
+        out = []
+        for r in state.named(kind):
+            raw = state.entry_bytes(r.index)
+            envelope = LogEntry.from_bytes(raw).envelope if raw is not None else ""
+            out.append(CatalogItem(r.kind, r.name, r.version, r.subject, r.index, envelope))
+        return out
 
     def by_kind(self, kind: str) -> list[CatalogItem]:
-        """Every item of one kind, in log order."""
-        return [i for i in self.items() if i.kind == kind]
+        """Every item of one kind, in log order (unconfirmed)."""
+        return self.items(kind)
 
     def to_json(self, item: CatalogItem) -> dict[str, Any]:
         """An item as JSON."""

@@ -45,6 +45,10 @@ class StoreBlobs:
         except StoreError:
             return None if not self.store.exists(digest) else _raise(digest)
 
+    def blob_size(self, digest: str) -> int | None:
+        """The blob's stored size, or None when absent."""
+        return self.store.size(digest)
+
     def blob_path(self, digest: str) -> Path | None:
         """A local file with the blob: the store's own file, or a downloaded copy."""
         if not self.store.exists(digest):
@@ -65,5 +69,7 @@ def _raise(digest: str) -> bytes:
 
 
 def ledger_evidence(ledger: Ledger) -> LedgerDirEvidence:
-    """The ledger's log and store as evidence for ``verify.lineage``."""
-    return LedgerDirEvidence(ledger.root, StoreBlobs(ledger.store))
+    """The ledger's log and store as evidence for ``verify.lineage``, pinned to the signed
+    checkpoint the user's trust state was last extended to (so the two agree)."""
+    state = ledger.trust_state()
+    return LedgerDirEvidence(ledger.root, StoreBlobs(ledger.store), note=state.floor())

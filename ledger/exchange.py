@@ -47,21 +47,23 @@ from trajledger.verify.bundle import (
     consistency_proof_bytes,
     verify_bundle,
 )
-from trajledger.verify.checkpoint import Checkpoint
+from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.digest import digest_bytes
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import FormatError, PolicyError, ProvenanceError, VerificationError
 from trajledger.verify.evidence import LedgerDirEvidence
-from trajledger.verify.lineage import Check, LineageVerifier
+from trajledger.verify.lineage import LineageVerifier, Report
 from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.log_index import read_record
 from trajledger.verify.note import Note, verifier_from_vkey
 from trajledger.verify.policy import Role, TrustPolicy
+from trajledger.verify.predicates import Import
 from trajledger.verify.statement import Statement
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
 from ._fs import TMP_PREFIX, fsync_dir
 from .catalog import Catalog
-from .errors import LedgerError, StoreError
+from .errors import LedgerError, StoreError, TamperError
 from .evidence import ledger_evidence
 from .keys import Signer
 from .record import record_statement
@@ -69,6 +71,7 @@ from .signing import canonical_json
 
 if TYPE_CHECKING:
     from .home import Ledger
+    from .trust_state import TrustState
 
 __all__ = ["ExportResult", "ImportResult", "export_bundle", "import_bundle"]
 
@@ -100,7 +103,7 @@ class ExportResult:
     objects: int
     omitted: int
     checkpoint_size: int
-    report: Check
+    report: Report
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,7 @@ class ImportResult:
     index: int
     recorded: bool
     objects: int
-    report: Check
+    report: Report
 
 
 class _Recording:
@@ -163,6 +166,13 @@ class _Recording:
     def blob_path(self, digest: str) -> Path | None:
         self.looked_for.add(digest)
         return self.inner.blob_path(digest)
+
+    def blob_size(self, digest: str) -> int | None:
+        self.looked_for.add(digest)
+        return self.inner.blob_size(digest)
+
+    def omitted(self, digest: str) -> bool:
+        return False
 
 
 def _walking_policy(policy: TrustPolicy, vkey: str) -> TrustPolicy:
@@ -241,18 +251,19 @@ def export_bundle(
     item = Catalog(ledger).resolve(ref)
     digest = item.digest
     if policy is None:
-        from ._policy_state import current_policy
+        from .policy_state import current_policy
 
         found = current_policy(ledger)
         if found is None:
             raise LedgerError("export: no trust policy recorded in this ledger; pass --policy FILE")
         policy = found[1]
+    state = ledger.trust_state()
     inner = ledger_evidence(ledger)
     evidence = _Recording(inner)
     note = inner.checkpoint_note()
     vkey = ledger.log.vkey
     # (2)
-    verifier = LineageVerifier(evidence, _walking_policy(policy, vkey))
+    verifier = LineageVerifier(evidence, _walking_policy(policy, vkey), index=state)
     report = verifier.verify(digest)
     checkpoint = verifier.checkpoint
     if checkpoint is None:
@@ -451,9 +462,10 @@ def _tree(note_text: str) -> tuple[str, int, bytes] | None:
 
 def _earlier_import(ledger: Ledger, digest: str, tree: tuple[str, int, bytes]) -> int | None:
     """The index of an import record of ``digest`` with the same evidence (log, tree), if any."""
-    for i in ledger.log.find_subject(digest):
-        entry = LogEntry.from_bytes(ledger.log.entry(i))
-        if entry.kind != "import":
+    state = ledger.trust_state()
+    for i in state.about(digest):
+        entry = state.entry(i)
+        if entry is None or entry.kind != "import":
             continue
         try:
             st = Statement.from_bytes(Envelope.from_bytes(ledger.store.get(entry.envelope)).payload)
@@ -467,6 +479,51 @@ def _earlier_import(ledger: Ledger, digest: str, tree: tuple[str, int, bytes]) -
         ):
             return i
     return None
+
+
+def _origin_state(ledger: Ledger, vkey: str) -> TrustState:
+    """The per-origin state of a foreign log: the newest checkpoint accepted from it.
+
+    It lives in the user's state directory, and the ledger's own signed import records restore
+    it when that is fresh (each record keeps the foreign checkpoint it accepted). An import
+    record whose envelope is missing or damaged fails this (fail closed: it could hide a newer
+    checkpoint, and so a rollback).
+
+    Raises:
+        TamperError: an import record's envelope is missing or damaged.
+    """
+    from .trust_state import TrustState
+
+    origin = TrustState.open(vkey)
+    verifier = verifier_from_vkey(vkey)
+    state = ledger.trust_state()
+    best: tuple[int, bytes] | None = None
+    for i in state.of_kind("import"):
+        entry = state.entry(i)
+        assert entry is not None
+        try:
+            data = ledger.store.get(entry.envelope)
+            _statement, pred = read_record(entry, data, f"import record at log index {i}")
+        except (ProvenanceError, StoreError) as e:
+            raise TamperError(
+                f"import record at log index {i}: cannot be read ({e}), so the checkpoints "
+                "accepted from other logs cannot be known; restore it with 'trajledger fsck "
+                "--repair --from BUNDLE|LEDGER'"
+            ) from e
+        assert isinstance(pred, Import)
+        if pred.log.get("vkey") != vkey:
+            continue
+        note = str(pred.log["checkpoint"]).encode("utf-8")
+        try:
+            cp = verify_checkpoint(note, verifier)
+        except ProvenanceError:
+            continue  # verified when it was imported; a record cannot sign for the log
+        if best is None or cp.size > best[0]:
+            best = (cp.size, note)
+    floor = origin.floor_checkpoint()
+    if best is not None and (floor is None or best[0] > floor.size):
+        origin.advance_floor(best[1], what=f"log {vkey.split('+')[0]}")
+    return origin
 
 
 def import_bundle(
@@ -513,6 +570,17 @@ def import_bundle(
             )
         index, entry, statement = _primary(ev)
         name = next(s.name for s in statement.subjects if s.digest == ev.subject)
+        # (3b) The bundle's log must extend what was accepted from it before.
+        origin = _origin_state(ledger, ev.index.vkey)
+        prior = origin.floor_checkpoint()
+        proof: list[bytes] = []
+        if prior is not None and 0 < prior.size < ev.checkpoint.size:
+            with contextlib.suppress(FileNotFoundError):
+                proof = ev.consistency_proof(prior.size, ev.checkpoint.size)
+        note_bytes = ev.checkpoint_note()
+        what = f"import {path.name}: the log {ev.checkpoint.origin}"
+        # Checked now, advanced after the record is appended: nothing is imported otherwise.
+        origin.check_extends(note_bytes, proof, what=what)
         # (4)
         for digest, file in ev.objects.items():
             got = ledger.store.put_file(file)
@@ -545,6 +613,7 @@ def import_bundle(
         recorded = record_statement(
             ledger, name, ev.subject, predicates.IMPORT, predicate, keys, kind="import"
         )
+        origin.advance_floor(note_bytes, proof, what=what)
         return ImportResult(
             ev.subject, entry.kind, name, cp.origin, recorded.index, True, len(ev.objects), report
         )

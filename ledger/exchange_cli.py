@@ -27,22 +27,9 @@ __all__ = ["COMMANDS"]
 
 def _policy(ledger: Ledger, policy_file: Path | None) -> Any:
     """The policy FILE (followed through this ledger's policy history), else the one in force."""
-    from trajledger.verify.policy import TrustPolicy
+    from .policy_state import load_policy
 
-    from ._policy_state import current_policy
-    from .errors import LedgerError
-    from .verify_files import read_input
-
-    trusted = None
-    if policy_file is not None:
-        data = read_input(policy_file, "policy")
-        trusted = TrustPolicy.from_toml(data, policy_file.parent, f"policy {policy_file}")
-    found = current_policy(ledger, trusted)
-    if found is None:
-        raise LedgerError(
-            "no trust policy: pass --policy FILE, or record one with 'trajledger policy set FILE'"
-        )
-    return found[1]
+    return load_policy(ledger, policy_file)[0]
 
 
 POLICY = click.option(
@@ -59,7 +46,23 @@ POLICY = click.option(
     "--out",
     required=True,
     metavar="FILE|URI",
-    help="Bundle file to write (conventionally NAME.tar.zst), or a URI (s3://bucket/key).",
+    help="Bundle file to write (conventionally NAME.tar.zst), or a URI (s3://bucket/key) for "
+    "an evidence bundle; a directory for model-signing.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["bundle", "sigstore", "model-signing"]),
+    default="bundle",
+    show_default=True,
+    help="bundle: an evidence bundle (tar + zstd); sigstore: REF's envelope as a Sigstore "
+    "bundle v0.3 (sigstore-js, cosign); model-signing: a checkpoint's files and an OpenSSF "
+    "model_signing signature (model.sig). See docs/sigstore.md.",
+)
+@click.option(
+    "--key",
+    help="sigstore: the signature to export when several signed (key name or keyid); "
+    "model-signing: the trainer key that signs (ECDSA P-256).",
 )
 @click.option(
     "--no-data",
@@ -81,16 +84,30 @@ def export(
     out: str,
     no_data: bool,
     consistency_from: tuple[int, ...],
+    fmt: str,
+    key: str | None,
     policy_file: Path | None,
 ) -> None:
     """Write an evidence bundle: everything needed to verify REF and its lineage offline.
 
     Anyone can check it with 'python -m verify FILE --policy POLICY' (only verify/,
     cryptography and zstandard needed) or take it in with 'trajledger import'.
+    With --format sigstore or model-signing, write REF for other tools instead.
     """
     from .exchange import export_bundle
     from .remote import is_uri, upload
 
+    if fmt != "bundle":
+        if no_data or consistency_from:
+            raise click.UsageError("--no-data and --consistency-from apply to --format bundle")
+        if is_uri(out):
+            raise click.UsageError(f"--out {out}: a URI is for --format bundle; give a path")
+        _export_interop(ctx, fmt, ref, Path(out), key, policy_file)
+        return
+    if key is not None:
+        raise click.UsageError("--key applies to --format sigstore and model-signing")
+    if not is_uri(out) and Path(out).is_dir():
+        raise click.UsageError(f"--out {out}: is a directory; an evidence bundle is a file")
     ledger = ctx.ledger()
     with tempfile.TemporaryDirectory(prefix="trajledger-export-") as tmp:
         local = Path(tmp) / "bundle.tar.zst" if is_uri(out) else Path(out)
@@ -112,6 +129,38 @@ def export(
         f"objects{omitted}, {result.size} bytes, checkpoint size {result.checkpoint_size}"
     )
     click.echo(result.digest)
+
+
+def _export_interop(
+    ctx: Context, fmt: str, ref: str, out: Path, key: str | None, policy_file: Path | None
+) -> None:
+    """``export --format sigstore`` or ``model-signing`` (docs/sigstore.md)."""
+    if fmt == "sigstore" and out.is_dir():
+        raise click.UsageError(f"--out {out}: is a directory; a Sigstore bundle is a file")
+    ledger = ctx.ledger()
+    if fmt == "sigstore":
+        from .sigstore_export import export_sigstore
+
+        try:
+            done = export_sigstore(ledger, ref, out, key=key)
+        except ValueError as e:
+            raise click.UsageError(str(e)) from e
+        how = "its stored keyless bundle" if done.keyless else "no tlog entry, public-key hint"
+        ok(f"{ref}: Sigstore bundle {out} written: signature by {done.signer} ({how})")
+        click.echo(done.digest)
+        return
+    from .model_signing_export import export_model_signing
+
+    if key is None:
+        raise click.UsageError("--format model-signing needs --key, an ECDSA P-256 trainer key")
+    ms = export_model_signing(
+        ledger, ref, out, ledger.keys.signer(key), _policy(ledger, policy_file)
+    )
+    ok(
+        f"{ref}: {ms.files} file(s) and {out / 'model.sig'} written (model_signing, key {key}); "
+        f"recorded at log index {ms.index}"
+    )
+    click.echo(ms.digest)
 
 
 @click.command("import")

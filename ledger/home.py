@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .artifacts import BatchResult
     from .keys import Signer
     from .log import Log
+    from .trust_state import TrustState
 
 __all__ = ["FORMAT_VERSION", "STATE_DIR_ENV", "Ledger", "LedgerConfig", "state_dir"]
 
@@ -43,6 +44,27 @@ LOG_KEY_NAME = "log"
 """The log's Ed25519 key, ``log-key/log.key``: apart from the artifact signing keys in ``keys/``
 (it signs checkpoints, nothing else). Encrypted with TRAJLEDGER_PASSPHRASE when that is set at
 ``init`` (and then needed to append), else plain, because the log signs unattended."""
+
+
+def _refuse_writable_by_others(root: Path) -> None:
+    """Refuse a ledger whose directories other users may write: they could replace evidence or
+    keys between a check and its use.
+
+    Raises:
+        LedgerError: the ledger, its keys, log or objects directory is writable by others.
+    """
+    import stat
+
+    for d in (root, root / "keys", root / LOG_KEY_DIR, root / "log", root / "objects"):
+        try:
+            mode = d.stat().st_mode
+        except OSError:
+            continue
+        if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+            raise LedgerError(
+                f"{d}: writable by other users (mode {stat.S_IMODE(mode):04o}); run "
+                f"'chmod o-w {d}'"
+            )
 
 
 def state_dir() -> Path:
@@ -134,6 +156,7 @@ class Ledger:
         self.keys = keys
         self._store: ObjectStore | None = None
         self._log: Log | None = None
+        self._state: TrustState | None = None
 
     @property
     def store(self) -> ObjectStore:
@@ -161,6 +184,33 @@ class Ledger:
             log_keys = KeyStore(self.root / LOG_KEY_DIR)
             self._log = Log.open(self.log_dir, signer=lambda: log_keys.signer(LOG_KEY_NAME))
         return self._log
+
+    def trust_state(self, *, on_progress: Callable[[int], None] | None = None) -> TrustState:
+        """The user's trusted state of this ledger's log, extended to its signed checkpoint.
+
+        The first use reads the whole log (``on_progress`` is called as entries are indexed);
+        later ones read only what was appended since. See `ledger.trust_state`.
+
+        Raises:
+            TamperError: the log was rolled back or forked since this user last saw it, or its
+                entries do not give its signed root.
+            LogError: the log cannot be read.
+        """
+        from .trust_state import TrustState
+
+        if self._state is None:
+            self._state = TrustState.of(self)
+        store = self.store
+
+        def blob(digest: str) -> bytes | None:
+            try:
+                return store.get(digest) if store.exists(digest) else None
+            except (OSError, LedgerError):
+                return None
+
+        self._state.sync(self.log.checkpoint_bytes(), self.log.entries, blob,
+                         what=f"{self.log_dir / 'checkpoint'}", on_progress=on_progress)
+        return self._state
 
     @classmethod
     def init(
@@ -238,6 +288,7 @@ class Ledger:
             ) from e
         except OSError as e:
             raise LedgerError(f"{path}: cannot read: {e.strerror}") from e
+        _refuse_writable_by_others(root)
         return cls(root, LedgerConfig.from_toml(data, path), KeyStore(root / "keys", passphrase))
 
     def record_batch(

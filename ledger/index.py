@@ -55,12 +55,13 @@ import pyarrow.compute as pc
 
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import FormatError, ProvenanceError
+from trajledger.verify.kinds import NAMED as NAMED_KINDS
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.merkle import leaf_hash
 from trajledger.verify.statement import Statement
 
 from ._fs import write_file_atomic
-from .catalog import NAMED_KINDS, Catalog, RefError
+from .catalog import Catalog, RefError
 from .contamination import (
     MIN_NEAR_STEPS,
     NEAR_NUMERIC_THRESHOLD,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from trajledger.verify.keys import ALGORITHMS, PublicKey
 
 from ._fs import write_file_atomic
-from .errors import KeyError_
+from .errors import KeyError_, TamperError
 
 __all__ = ["PASSPHRASE_ENV", "KeyInfo", "KeyStore", "Signer"]
 
@@ -193,6 +194,7 @@ class KeyStore:
         check_key_name(name)
         path = self.directory / f"{name}.key"
         try:
+            mode = os.stat(path).st_mode
             data = path.read_bytes()
         except FileNotFoundError as e:
             raise KeyError_(
@@ -201,6 +203,11 @@ class KeyStore:
             ) from e
         except OSError as e:
             raise KeyError_(f"key {name}: cannot read {path}: {e.strerror}") from e
+        if mode & 0o077:
+            raise KeyError_(
+                f"key {name}: {path} can be read by other users (mode {stat.S_IMODE(mode):04o}); "
+                f"run 'chmod 600 {path}'"
+            )
         encrypted = b"ENCRYPTED" in data.split(b"\n", 1)[0]
         passphrase = self._passphrase(name) if encrypted else None
         if encrypted and not passphrase:
@@ -218,7 +225,18 @@ class KeyStore:
             isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1)
         ):
             raise KeyError_(f"key {name}: unsupported algorithm, want Ed25519 or ECDSA P-256")
-        return Signer._from_private(name, key)
+        signer = Signer._from_private(name, key)
+        # The public half is what policies and key lists name: a private key that is not its
+        # pair (a replaced or symlinked file) would sign under another key's name and role.
+        public = self.public(name)
+        if public.keyid != signer.keyid:
+            raise TamperError(
+                f"key {name}: {path} is not the private half of {self.directory / (name + '.pub')}"
+                f" (keyid {signer.keyid[:16]}…, want {public.keyid[:16]}…); the key file was "
+                "replaced: nothing was signed",
+                path,
+            )
+        return signer
 
     def list(self) -> list[KeyInfo]:
         """Every key with a public half in the directory, sorted by name."""

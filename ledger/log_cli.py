@@ -51,9 +51,14 @@ def _load_predicate(path: Path) -> dict[str, Any]:
 @click.option(
     "--key",
     "key_names",
-    required=True,
     multiple=True,
     help="Signing key name (repeatable: co-signing).",
+)
+@click.option(
+    "--sigstore",
+    is_flag=True,
+    help="Sign keylessly with Sigstore (alone or with --key): OIDC token from "
+    "SIGSTORE_ID_TOKEN or the CI; needs network and trajledger[sigstore]; docs/sigstore.md.",
 )
 @click.option(
     "--predicate-type",
@@ -75,26 +80,39 @@ def attest(
     predicate_type: str | None,
     predicate_file: Path | None,
     name: str | None,
+    sigstore: bool,
 ) -> None:
     """Sign files, store them with their manifest and envelope, and record them in the log.
 
+    Sign with keys (--key), keylessly with Sigstore (--sigstore), or both: a keyless
+    signature's Sigstore bundle is stored as an object the envelope names.
     Prints the artifact digest (the manifest's sha256) as the last line of stdout.
     """
     from trajledger.verify import predicates
 
     from .record import record_files
+    from .sigstore_sign import signers_from_options
 
     extra = _load_predicate(predicate_file) if predicate_file is not None else {}
     ledger = ctx.ledger()
-    signers = [ledger.keys.signer(k) for k in key_names]
+    try:
+        signers = signers_from_options(ledger, key_names, sigstore)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from e
     rec = record_files(
         ledger, list(paths), signers, predicate_type or predicates.FILES, extra, name=name
     )
     assert rec.manifest is not None
     click.echo(rec.digest)
+    by = list(key_names)
+    for s in signers:
+        by += [
+            f"keyless signature by {k.subject} (issuer {k.issuer})"
+            for k in getattr(s, "signed", [])
+        ]
     ok(
         f"{len(rec.manifest.files)} file(s), {rec.manifest.total_size} bytes attested by "
-        f"{', '.join(key_names)}: log index {rec.index}, envelope {rec.envelope_digest}"
+        f"{', '.join(by)}: log index {rec.index}, envelope {rec.envelope_digest}"
     )
 
 

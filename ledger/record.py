@@ -30,33 +30,20 @@ from typing import TYPE_CHECKING, Any
 from trajledger.verify import predicates
 from trajledger.verify.digest import FileDigest, parse_digest
 from trajledger.verify.errors import FormatError
+from trajledger.verify.kinds import BY_PREDICATE_TYPE
 from trajledger.verify.log_entry import KINDS
 from trajledger.verify.manifest import FileEntry, Manifest, check_path
 
 from .files import collect_files, media_type_for
-from .keys import Signer
 from .log import EntrySpec
-from .signing import canonical_json, sign_statement
+from .signing import AnySigner, canonical_json, sign_statement
 
 if TYPE_CHECKING:
     from .home import Ledger
 
 __all__ = ["KIND_BY_PREDICATE", "Recorded", "kind_for", "record_files", "record_statement"]
 
-KIND_BY_PREDICATE: Mapping[str, str] = {
-    predicates.FILES: "files",
-    predicates.ENVIRONMENT: "environment",
-    predicates.EVALUATOR: "evaluator",
-    predicates.ROLLOUT_BATCH: "rollout-batch",
-    predicates.DATASET: "dataset",
-    predicates.APPROVAL: "approval",
-    predicates.REVOCATION: "revocation",
-    predicates.ERASURE: "erasure",
-    predicates.IMPORT: "import",
-    predicates.TRUST_POLICY: "trust-policy",
-    predicates.REFUSAL: "refusal",
-    predicates.SLSA_PROVENANCE_V1: "checkpoint",
-}
+KIND_BY_PREDICATE: Mapping[str, str] = {t: k.name for t, k in BY_PREDICATE_TYPE.items()}
 """The log entry kind of each predicate type."""
 
 
@@ -94,8 +81,8 @@ def kind_for(predicate_type: str) -> str:
     return kind
 
 
-def _signers(signers: Signer | Sequence[Signer]) -> list[Signer]:
-    out = [signers] if isinstance(signers, Signer) else list(signers)
+def _signers(signers: AnySigner | Sequence[AnySigner]) -> list[AnySigner]:
+    out = list(signers) if isinstance(signers, Sequence) else [signers]
     if not out:
         raise ValueError("recording needs at least one signer")
     return out
@@ -121,7 +108,7 @@ def _check_json(value: Mapping[str, Any], what: str) -> None:
 def record_files(
     ledger: Ledger,
     paths_or_files: Sequence[str | os.PathLike[str]] | Mapping[str, Path],
-    signers: Signer | Sequence[Signer],
+    signers: AnySigner | Sequence[AnySigner],
     predicate_type: str = predicates.FILES,
     predicate_extra: Mapping[str, Any] | None = None,
     kind: str | None = None,
@@ -218,7 +205,7 @@ def record_statement(
     subject_digest: str,
     predicate_type: str,
     predicate: Mapping[str, Any],
-    signers: Signer | Sequence[Signer],
+    signers: AnySigner | Sequence[AnySigner],
     kind: str | None = None,
 ) -> Recorded:
     """Record a signed statement about an existing digest (approval, revocation, erasure...).
@@ -266,16 +253,23 @@ def _sign_store_append(
     subject_digest: str,
     predicate_type: str,
     predicate: dict[str, Any],
-    signers: Sequence[Signer],
+    signers: Sequence[AnySigner],
     kind: str,
 ) -> Recorded:
-    envelope = sign_statement([(subject_name, subject_digest)], predicate_type, predicate, signers)
+    # Keyless signatures' Sigstore bundles are stored before the envelope that names them.
+    envelope = sign_statement(
+        [(subject_name, subject_digest)],
+        predicate_type,
+        predicate,
+        signers,
+        on_bundle=ledger.store.put_bytes,
+    )
     envelope_digest = ledger.store.put_bytes(envelope.to_bytes())
     spec = EntrySpec(
         kind=kind,
         subject=subject_digest,
         envelope=envelope_digest,
-        signers=tuple(s.keyid for s in signers),
+        signers=tuple(s.keyid for s in envelope.signatures),
     )
     (index,) = ledger.log.append([spec])
     return Recorded(subject_digest, envelope_digest, index)

@@ -1,15 +1,16 @@
 """Make signed statements: in-toto Statement v1 in a DSSE envelope.
 
 Scope: serialise a statement (RFC 8785 via the ``rfc8785`` package, so floats in predicates are
-canonical too), sign PAE(payloadType, payload) with one or several keys, and the ``files``
-predicate used by ``sign`` and ``attest``.
+canonical too), sign PAE(payloadType, payload) with one or several keys (or keylessly through
+Sigstore, ``sigstore_sign.KeylessSigner``), and the ``files`` predicate used by ``sign`` and
+``attest``.
 Non-scope: verification, which lives in ``verify/`` and is the only reader of these bytes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import rfc8785
 
@@ -20,7 +21,13 @@ from trajledger.verify.statement import STATEMENT_TYPE
 
 from .keys import Signer
 
-__all__ = ["canonical_json", "files_predicate", "sign_statement", "statement_bytes"]
+if TYPE_CHECKING:
+    from .sigstore_sign import KeylessSigner
+
+__all__ = ["AnySigner", "canonical_json", "files_predicate", "sign_statement", "statement_bytes"]
+
+AnySigner: TypeAlias = "Signer | KeylessSigner"
+"""A key (``keys.Signer``) or Sigstore keyless signing (``sigstore_sign.KeylessSigner``)."""
 
 
 def canonical_json(value: Any) -> bytes:
@@ -49,15 +56,33 @@ def sign_statement(
     subjects: Sequence[tuple[str, str]],
     predicate_type: str,
     predicate: dict[str, Any],
-    signers: Sequence[Signer],
+    signers: Sequence[AnySigner],
+    *,
+    on_bundle: Callable[[bytes], object] | None = None,
 ) -> Envelope:
-    """Build a statement and sign it with every signer (co-signing)."""
+    """Build a statement and sign it with every signer (co-signing).
+
+    A keyless signer's signature carries keyid = sha256 of its Sigstore bundle, and the bundle
+    is handed to ``on_bundle``, which must store it (the envelope names it).
+
+    Raises:
+        ValueError: no signer, or a keyless signer without ``on_bundle``.
+    """
     if not signers:
         raise ValueError("sign_statement needs at least one signer")
     payload = statement_bytes(subjects, predicate_type, predicate)
     message = pae(INTOTO_PAYLOAD_TYPE, payload)
-    sigs = tuple(Signature(s.keyid, s.sign(message)) for s in signers)
-    return Envelope(payload, INTOTO_PAYLOAD_TYPE, sigs)
+    sigs = []
+    for s in signers:
+        if isinstance(s, Signer):
+            sigs.append(Signature(s.keyid, s.sign(message)))
+            continue
+        if on_bundle is None:
+            raise ValueError("a keyless signature needs on_bundle to store its Sigstore bundle")
+        keyless = s.sign_dsse(INTOTO_PAYLOAD_TYPE, payload)
+        on_bundle(keyless.bundle)
+        sigs.append(Signature(keyless.keyid, keyless.signature))
+    return Envelope(payload, INTOTO_PAYLOAD_TYPE, tuple(sigs))
 
 
 def files_predicate(manifest: Manifest, **extra: Any) -> tuple[str, dict[str, Any]]:

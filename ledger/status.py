@@ -13,15 +13,16 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trajledger.verify import predicates
 from trajledger.verify.errors import FormatError, PolicyError
-from trajledger.verify.policy import TrustPolicy, check_successor, parse_duration
+from trajledger.verify.policy import check_successor, parse_duration
+from trajledger.verify.predicates import ERASURE_REASONS, Approval, Erasure, Revocation
+from trajledger.verify.times import format_time
 
 from .catalog import Catalog, CatalogItem
 from .keys import Signer
-from .models import ApprovalPredicate, ErasurePredicate, RevocationPredicate, rfc3339
 from .record import Recorded, record_statement
 
 if TYPE_CHECKING:
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["approve", "erase", "record_policy", "revoke"]
 
 APPROVABLE = frozenset({"dataset", "rollout-batch"})
-ERASURE_REASONS = ("retention", "consent", "legal")
 
 
 def _now() -> dt.datetime:
@@ -41,27 +41,13 @@ def _item(ledger: Ledger, ref: str, kinds: frozenset[str] | None = None) -> Cata
     return Catalog(ledger).resolve(ref, kinds)
 
 
-def _predicate(model: type[Any], fields: dict[str, Any]) -> dict[str, Any]:
-    """Build a predicate through its writer model; invalid input is a one-line FormatError."""
-    from pydantic import ValidationError
-
-    try:
-        out: dict[str, Any] = model.model_validate(fields).to_json()
-    except ValidationError as e:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in e.errors()
-        )
-        raise FormatError(f"{model.__name__.removesuffix('Predicate').lower()}: {problems}") from e
-    return out
-
-
 def _require_role(ledger: Ledger, signer: Signer, roles: tuple[str, ...], action: str) -> None:
     """Refuse a signer that holds none of ``roles`` in the ledger's policy in force (if any).
 
     A record by such a key would be ignored by every verifier; saying so now saves a user from
     believing an approval or a revocation took effect.
     """
-    from ._policy_state import current_policy
+    from .policy_state import current_policy
 
     found = current_policy(ledger)
     if found is None:
@@ -101,19 +87,19 @@ def approve(
     seconds = parse_duration(expires, "--expires")
     if seconds == 0:
         raise FormatError("--expires: an approval must last longer than 0 seconds")
+    if not purpose.strip():
+        raise FormatError("--purpose: say what the data is approved for")
     _require_role(ledger, signer, ("approver",), f"approve {item.ref}")
-    predicate = _predicate(
-        ApprovalPredicate,
-        {
-            "purpose": purpose,
-            "approvedAt": rfc3339(when),
-            "expires": rfc3339(when + dt.timedelta(seconds=seconds)),
-            "note": note,
-            "validationReport": validation_report,
-        },
+    predicate = Approval(
+        purpose,
+        format_time(when),
+        format_time(when + dt.timedelta(seconds=seconds)),
+        note,
+        validation_report,
     )
     return record_statement(
-        ledger, item.ref or item.name, item.digest, predicates.APPROVAL, predicate, signer
+        ledger, item.ref or item.name, item.digest, predicates.APPROVAL,
+        predicate.to_predicate(), signer,
     )
 
 
@@ -132,9 +118,10 @@ def revoke(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> Recorded
         raise FormatError("--reason: say why the artifact is revoked")
     item = _item(ledger, ref)
     _require_role(ledger, signer, ("producer", "approver"), f"revoke {item.ref}")
-    predicate = _predicate(RevocationPredicate, {"reason": reason, "revokedAt": rfc3339(_now())})
+    predicate = Revocation(reason, format_time(_now()))
     return record_statement(
-        ledger, item.ref or item.name, item.digest, predicates.REVOCATION, predicate, signer
+        ledger, item.ref or item.name, item.digest, predicates.REVOCATION,
+        predicate.to_predicate(), signer,
     )
 
 
@@ -170,11 +157,10 @@ def erase(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> tuple[Rec
     _require_role(ledger, signer, ("producer", "approver"), f"erase {item.ref}")
     manifest = Manifest.from_json(load_object(ledger.store.get_verified(item.digest), "manifest"))
     blobs = sorted({f.digest for f in manifest.files})
-    predicate = _predicate(
-        ErasurePredicate, {"reason": reason, "erasedAt": rfc3339(_now()), "blobs": blobs}
-    )
+    predicate = Erasure(reason, format_time(_now()), tuple(blobs))
     rec = record_statement(
-        ledger, item.ref or item.name, item.digest, predicates.ERASURE, predicate, signer
+        ledger, item.ref or item.name, item.digest, predicates.ERASURE,
+        predicate.to_predicate(), signer,
     )
     deleted = sum(ledger.store.delete(d) for d in blobs)
     return rec, deleted
@@ -196,16 +182,12 @@ def record_policy(ledger: Ledger, policy_file: Path, signers: Sequence[Signer]) 
         FormatError: the policy file is invalid.
         PolicyError: the signers are not enough approvers, or the serial does not increase.
     """
-    from trajledger.verify.policy import policy_digest
+    from trajledger.verify.policy import load_policy_file, policy_digest
 
-    from ._policy_state import current_policy, key_lookup
-    from .verify_files import read_input
+    from .policy_state import current_policy, key_lookup
 
     # (1)
-    data = read_input(policy_file, "policy")
-    new = TrustPolicy.from_toml(
-        data, policy_file.parent, f"policy {policy_file}", key_lookup=key_lookup(ledger)
-    )
+    new = load_policy_file(policy_file, key_lookup=key_lookup(ledger))
     # (2)
     signer_ids = frozenset(s.keyid for s in signers)
     current = current_policy(ledger)

@@ -251,6 +251,18 @@ class ObjectStore:
         info = self._fs.get_file_info(self._remote(digest))
         return bool(info.type == pafs.FileType.File)
 
+    def size(self, digest: str) -> int | None:
+        """The stored size of a blob, or None when it is absent."""
+        if self._fs is None:
+            try:
+                return self.path_of(digest).stat().st_size
+            except FileNotFoundError:
+                return None
+        import pyarrow.fs as pafs
+
+        info = self._fs.get_file_info(self._remote(digest))
+        return int(info.size) if info.type == pafs.FileType.File else None
+
     def get(self, digest: str) -> bytes:
         """The blob's bytes; unchecked on a local disk, checked against the digest when remote.
 

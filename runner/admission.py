@@ -6,19 +6,18 @@ Scope: DESIGN §6. For a dataset and a trust policy, check that every member bat
    the trainer: nothing is read again between the check and the use);
 2. carries a valid producer signature (the policy's producer threshold);
 3. is included in the log under a checkpoint signed by the policy's log key and consistent with
-   the newest checkpoint this runner has seen (no fork, no rollback);
+   the newest checkpoint this user has seen (no fork, no rollback: the user's trust state,
+   outside the ledger, `trajledger.ledger.trust_state`);
 4. is approved, with the dataset, by ``threshold`` approvers for the purpose, unexpired;
-5. is not revoked or erased;
+5. is not revoked or erased (a revocation or erasure whose envelope is missing or damaged
+   refuses too: fail closed);
 6. is not in a holdout or regression split (the dataset's own split is train, and no other
    signed dataset puts the batch in holdout or regression);
 7. passes schema validation.
 
-Every failed check is reported, batch by batch, and then the gate refuses with
-`DataRefusedError`: a refusal is an exception, never a boolean.
-
-The runner remembers the newest log checkpoint it verified in ``<ledger>/runner/seen-checkpoint``
-and refuses a log that does not extend it (a fork: another root at the same size; a rollback: a
-smaller tree).
+Every failed check is reported and then the gate refuses with `DataRefusedError` carrying the
+report (the same graph `trajledger verify` shows, with an ``admission`` node): a refusal is an
+exception, never a boolean.
 Non-scope: training (``runner.train``).
 """
 
@@ -26,16 +25,13 @@ from __future__ import annotations
 
 import datetime as dt
 import io
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from trajledger.ledger.errors import LedgerError
-from trajledger.ledger.evidence import ledger_evidence
-from trajledger.verify.errors import FormatError, PolicyError, ProvenanceError
-from trajledger.verify.lineage import FAIL, INFO, OK, Check, LineageVerifier, Record
+from trajledger.verify.errors import PolicyError, ProvenanceError
+from trajledger.verify.lineage import INFO, OK, Edge, LineageVerifier, Node, Record, Report
 from trajledger.verify.policy import TrustPolicy
+from trajledger.verify.predicates import Dataset, Erasure, RolloutBatch
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -43,23 +39,18 @@ if TYPE_CHECKING:
     from trajledger.ledger.home import Ledger
 
 __all__ = [
-    "SEEN_CHECKPOINT",
     "Admission",
     "AdmittedBatch",
     "DataRefusedError",
     "Dependency",
     "admit",
-    "load_policy",
 ]
-
-SEEN_CHECKPOINT = Path("runner") / "seen-checkpoint"
-"""Where a ledger's runner keeps the newest log checkpoint it verified (relative to the ledger)."""
 
 
 class DataRefusedError(PolicyError):
-    """The runner refused data. ``report`` is the full check tree; the message lists failures."""
+    """The runner refused data. ``report`` is the verified graph; the message lists failures."""
 
-    def __init__(self, message: str, report: Check) -> None:
+    def __init__(self, message: str, report: Report) -> None:
         super().__init__(message)
         self.report = report
 
@@ -72,7 +63,7 @@ class AdmittedBatch:
     index: int
     steps: pa.Table
     episodes: pa.Table
-    predicate: Mapping[str, Any] = field(default_factory=dict)
+    predicate: RolloutBatch
 
 
 @dataclass(frozen=True)
@@ -95,39 +86,10 @@ class Admission:
     version: str
     purpose: str
     policy: TrustPolicy
-    report: Check
+    report: Report
     batches: tuple[AdmittedBatch, ...]
-    predicate: dict[str, Any] = field(default_factory=dict)
-    dependencies: tuple[Dependency, ...] = ()
-
-
-def load_policy(ledger: Ledger, policy_file: Path | None) -> tuple[TrustPolicy, list[str]]:
-    """The policy to apply: the file given (followed through the log's policy history), or the
-    ledger's policy in force.
-
-    Raises:
-        LedgerError: no policy given and none recorded; the file cannot be read.
-        FormatError: the policy file is invalid.
-    """
-    from trajledger.ledger._policy_state import current_policy, key_lookup
-    from trajledger.ledger.verify_files import read_input
-
-    trusted = None
-    if policy_file is not None:
-        trusted = TrustPolicy.from_toml(
-            read_input(policy_file, "policy"),
-            policy_file.parent,
-            f"policy {policy_file}",
-            key_lookup=key_lookup(ledger),
-        )
-    found = current_policy(ledger, trusted)
-    if found is None:
-        raise LedgerError(
-            "no trust policy: pass --policy FILE, or record one with "
-            "'trajledger policy set FILE --key APPROVER...'"
-        )
-    notes, policy = found
-    return policy, notes
+    predicate: Dataset
+    dependencies: tuple[Dependency, ...] = field(default_factory=tuple)
 
 
 def admit(
@@ -137,24 +99,22 @@ def admit(
     *,
     purpose: str | None = None,
     now: dt.datetime | None = None,
-    remember_checkpoint: bool = True,
 ) -> Admission:
     """Check a dataset against every rule; return its verified data or refuse.
 
     Steps:
-        1. Resolve the dataset and open the log as evidence; verify the checkpoint and check it
-           is consistent with the newest one this runner saw.
+        1. Resolve the dataset (confirmed from the log) and bring the user's trust state up to
+           the log's signed checkpoint (a rollback or fork raises `TamperError`); build the
+           lineage verifier over the ledger with that state as its index.
         2. Verify the dataset and each batch (records, producer signatures, inclusion,
-           revocation, files present, environment and evaluator).
+           revocations, files re-hashed, environment and evaluator).
         3. Check the rules of training on it now: train split, no batch in a holdout or
            regression dataset, approvals by the threshold for the purpose, unexpired.
         4. Refuse erased data: the dataset or a batch with a verified erasure record.
         5. Read each batch's files once, check their digests, and validate their schema.
         6. Contamination: no episode exactly duplicates one of a holdout or regression dataset
-           (the audit index finds them; near duplicates are reported, not refused). The index
-           is derived data, so it can only add refusals.
-        7. Remember the checkpoint when the log checks passed; refuse with every failure, or
-           return the verified tables.
+           (near duplicates are reported, not refused).
+        7. Refuse with every failure, or return the verified tables.
 
     Args:
         ledger: the open ledger.
@@ -162,65 +122,61 @@ def admit(
         policy: the trust policy to apply.
         purpose: the purpose approvals must name (default the dataset's own purpose).
         now: the time approvals are judged at (default: now).
-        remember_checkpoint: update the runner's seen checkpoint (off for a dry run).
 
     Raises:
         DataRefusedError: any rule fails (the report lists all of them).
         RefError: the dataset reference resolves to nothing.
+        TamperError: the log was rolled back or forked since this user last saw it.
     """
     from trajledger.ledger.catalog import Catalog
 
+    from .verification import ledger_verifier
+
     # (1)
     item = Catalog(ledger).resolve(dataset_ref, {"dataset"})
-    evidence = ledger_evidence(ledger)
-    verifier = LineageVerifier(evidence, policy, now=now)
-    seen_path = ledger.root / SEEN_CHECKPOINT
-    seen = _read_seen(seen_path)
-    if seen is not None:
-        verifier.check_known_checkpoint(seen)
-    root = Check(f"admission of dataset {item.ref} ({item.digest[:19]}…)", anchor=True)
-    root.add(verifier.log)
+    verifier = ledger_verifier(ledger, policy)
+    # Batch blobs are hashed below as they are read into memory for training (the bytes used
+    # are the bytes hashed); the verifier re-hashes every other file of the lineage.
+    verifier.caller_hashes = frozenset({"rollout-batch"})
+    if now is not None:
+        verifier.now = now
+    decision = Node(f"admission:{item.digest}", "admission",
+                    name=f"admission of dataset {item.ref} ({item.digest[:19]}…)")
     # (2)
-    node = verifier.artifact(item.digest, "dataset")
-    root.add(node)
-    rec = verifier.artifact_record(item.digest, ["dataset"], Check(""))
+    ds_node = verifier.artifact(item.digest, "dataset")
+    verifier.decision(decision, [Edge(decision.id, item.digest, "dataset")])
+    rec = verifier.identity_record(item.digest, "dataset")
     batches: list[AdmittedBatch] = []
     deps: dict[str, Dependency] = {}
     want_purpose = purpose or "train"
-    if rec is not None:
-        want_purpose = purpose or str(rec.predicate.get("purpose", "train"))
+    if isinstance(rec, Record) and isinstance(rec.predicate, Dataset):
+        ds = rec.predicate
+        want_purpose = purpose or ds.purpose
         # (3)
-        size = verifier.checkpoint.size if verifier.checkpoint else 0
-        root.add(
-            verifier.dataset_use(
-                item.digest,
-                size,
-                verifier.now,
-                purpose=want_purpose,
-                what="admissible for training",
-            )
-        )
+        verifier.dataset_use(decision, item.digest, None, purpose=want_purpose)
         # (4)
-        _refuse_erased(verifier, item.digest, node)
-        members = rec.predicate.get("batches")
-        for b in members if isinstance(members, list) else []:
-            batch_node = verifier.artifact(str(b), "rollout-batch")
-            if _refuse_erased(verifier, str(b), batch_node):
+        _refuse_erased(verifier, decision, ds_node)
+        for b in ds.batches:
+            batch_node = verifier.artifact(b, "rollout-batch")
+            if _refuse_erased(verifier, decision, batch_node):
                 continue
             # (5)
-            batch = _read_batch(verifier, str(b), batch_node)
+            batch = _read_batch(verifier, b, decision, batch_node.label)
             if batch is not None:
                 batches.append(batch)
                 _dependencies(verifier, batch, deps)
         # (6)
-        root.add(_contamination(ledger, item.digest))
+        _contamination(ledger, item.digest, decision)
+    else:
+        decision.fail("dataset", "the dataset record does not verify (see the dataset node)")
+    verifier.finish()
+    report = verifier.report(item.digest, ["log", decision.id])
     # (7)
-    if remember_checkpoint and verifier.log.ok and verifier.checkpoint is not None:
-        _remember(seen_path, seen, verifier, evidence.checkpoint_note())
-    if not root.ok or rec is None:
-        failures = root.failures()
+    if not report.ok or not isinstance(rec, Record) or not isinstance(rec.predicate, Dataset):
+        failures = report.failures()
         raise DataRefusedError(
-            f"dataset {item.ref}: refused, {len(failures)} problem(s)\n" + "\n".join(failures), root
+            f"dataset {item.ref}: refused, {len(failures)} problem(s)\n" + "\n".join(failures),
+            report,
         )
     return Admission(
         item.digest,
@@ -229,91 +185,64 @@ def admit(
         item.version,
         want_purpose,
         policy,
-        root,
+        report,
         tuple(batches),
         rec.predicate,
         tuple(deps.values()),
     )
 
 
-def _contamination(ledger: Ledger, digest: str) -> Check:
+def _contamination(ledger: Ledger, digest: str, decision: Node) -> None:
     """Exact duplicates of held-out episodes fail; near duplicates are information."""
     from trajledger.ledger.index import contamination_findings
 
-    node = Check("no episode duplicates a holdout or regression episode")
+    what = "no episode duplicates a holdout or regression episode"
     # A batch that is itself in both splits is reported by the split rule; here, only episodes
     # that reached the other side in another batch.
     findings = [f for f in contamination_findings(ledger, digest) if f.train_batch != f.other_batch]
     exact = [f for f in findings if f.kind == "exact"]
     for f in exact[:20]:
-        node.add(Check("exact duplicate", FAIL, str(f)))
+        decision.fail(what, f"exact duplicate: {f}")
     if len(exact) > 20:
-        node.add(Check("exact duplicates", FAIL, f"... and {len(exact) - 20} more"))
+        decision.fail(what, f"... and {len(exact) - 20} more exact duplicates")
     near = [f for f in findings if f.kind != "exact"]
     if near:
-        node.add(Check("near duplicates", INFO, f"{len(near)} (first: {near[0]})"))
-    node.detail = f"{len(exact)} exact, {len(near)} near duplicate(s) (audit index, unverified)"
-    return node
+        decision.add(what, INFO, f"{len(near)} near duplicate(s) (first: {near[0]})")
+    if not exact:
+        decision.add(what, OK, f"0 exact, {len(near)} near duplicate(s)")
 
 
-def _read_seen(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise LedgerError(f"{path}: cannot read the runner's seen checkpoint: {e.strerror}") from e
-
-
-def _remember(path: Path, seen: bytes | None, verifier: LineageVerifier, note: bytes) -> None:
-    """Keep the newest verified checkpoint (never a smaller one: runners may race)."""
-    from trajledger.ledger._fs import write_file_atomic
-    from trajledger.verify.checkpoint import Checkpoint
-    from trajledger.verify.note import Note
-
-    assert verifier.checkpoint is not None
-    if seen is not None:
-        try:
-            old = Checkpoint.from_text(Note.from_bytes(seen).text)
-            if old.size >= verifier.checkpoint.size:
-                return
-        except FormatError:
-            pass  # unreadable: replace it with one that verified
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_file_atomic(path, note)
-
-
-def _refuse_erased(verifier: LineageVerifier, digest: str, node: Check) -> bool:
-    erased = verifier.erasure(digest)
-    if erased is None:
-        return False
-    node.add(
-        Check(
-            "erased",
-            FAIL,
-            f"{erased.predicate.get('reason', '')} (log index {erased.index}): "
-            "erased data is never trained on",
-        )
-    )
-    return True
+def _refuse_erased(verifier: LineageVerifier, decision: Node, node: Node) -> bool:
+    """Erased data is never trained on: refuse the dataset or batch a verified erasure names."""
+    for i in verifier.records(node.id, "erasure"):
+        r = verifier.record(i)
+        if isinstance(r, Record) and isinstance(r.predicate, Erasure):
+            decision.fail(f"{node.label}: erased",
+                          f"{r.predicate.reason} (log index {r.index}): erased data is never "
+                          "trained on")
+            return True
+    return False
 
 
 def _dependencies(
     verifier: LineageVerifier, batch: AdmittedBatch, out: dict[str, Dependency]
 ) -> None:
-    for role in ("environment", "evaluator"):
-        ref = batch.predicate.get(role)
-        digest = ref.get("digest") if isinstance(ref, dict) else None
-        if not isinstance(digest, str) or digest in out:
+    refs = [("environment", batch.predicate.environment)]
+    if batch.predicate.evaluator is not None:
+        refs.append(("evaluator", batch.predicate.evaluator))
+    for role, ref in refs:
+        if ref.digest in out:
             continue
-        rec: Record | None = verifier.artifact_record(digest, [role], Check(""))
-        if rec is None:
+        rec = verifier.identity_record(ref.digest, role)
+        if not isinstance(rec, Record):
             continue
-        name = f"{rec.predicate.get('name')}@{rec.predicate.get('version')}"
-        out[digest] = Dependency(role, name, digest, rec.index)
+        node = verifier.artifact(ref.digest, role)
+        out[ref.digest] = Dependency(role, f"{node.name}@{node.version}", ref.digest, rec.index)
 
 
-def _read_batch(verifier: LineageVerifier, digest: str, node: Check) -> AdmittedBatch | None:
+def _read_batch(
+    verifier: LineageVerifier, digest: str, decision: Node, label: str
+) -> AdmittedBatch | None:
     """Read a batch's files once, verify their digests, validate their schema.
 
     The returned tables are parsed from the very bytes that were hashed: the trainer gets
@@ -327,8 +256,8 @@ def _read_batch(verifier: LineageVerifier, digest: str, node: Check) -> Admitted
     from trajledger.verify.digest import digest_bytes
     from trajledger.verify.manifest import Manifest
 
-    rec = verifier.artifact_record(digest, ["rollout-batch"], Check(""))
-    if rec is None:
+    rec = verifier.identity_record(digest, "rollout-batch")
+    if not isinstance(rec, Record) or not isinstance(rec.predicate, RolloutBatch):
         return None  # the artifact node already says why
     raw = verifier.evidence.blob(digest)
     if raw is None or digest_bytes(raw) != digest:
@@ -341,31 +270,28 @@ def _read_batch(verifier: LineageVerifier, digest: str, node: Check) -> Admitted
     for f in manifest.files:
         blob = verifier.evidence.blob(f.digest)
         if blob is None:
-            node.add(Check(f.path, FAIL, f"blob {f.digest[:19]}… is missing"))
-            continue
+            continue  # the batch node says it is missing (or erased)
         got = digest_bytes(blob)
         if len(blob) != f.size:
-            node.add(Check(f.path, FAIL, f"tampered: {len(blob)} bytes, want {f.size}"))
+            decision.fail(f"{label} > {f.path}",
+                          f"tampered: {len(blob)} bytes, want {f.size} (blob {f.digest[:19]}…)")
             continue
         if got != f.digest:
-            node.add(
-                Check(
-                    f.path, FAIL, f"tampered: content hashes to {got[:19]}…, want {f.digest[:19]}…"
-                )
-            )
+            decision.fail(f"{label} > {f.path}",
+                          f"tampered: content hashes to {got[:19]}…, want {f.digest[:19]}…")
             continue
         data[f.path] = blob
     if len(data) != len(manifest.files):
         return None
     missing = [p for p in ("steps.parquet", "episodes.parquet") if p not in data]
     if missing:
-        node.add(Check("schema", FAIL, f"the batch has no {' and no '.join(missing)}"))
+        decision.fail(f"{label}: schema", f"the batch has no {' and no '.join(missing)}")
         return None
     try:
         steps = pq.read_table(io.BytesIO(data["steps.parquet"]))
         episodes = pq.read_table(io.BytesIO(data["episodes.parquet"]))
     except (OSError, ValueError, pa.ArrowException) as e:
-        node.add(Check("schema", FAIL, f"not readable Parquet: {e}"))
+        decision.fail(f"{label}: schema", f"not readable Parquet: {e}")
         return None
     steps_report = validate_steps(steps, subject="steps.parquet")
     # Episodes are compared with their steps only when the steps are valid (the comparison
@@ -379,14 +305,12 @@ def _read_batch(verifier: LineageVerifier, digest: str, node: Check) -> Admitted
     problems = [f"{r.subject}: {p}" for r in reports for p in r.problems]
     if problems:
         more = f"; ... {len(problems) - 5} more" if len(problems) > 5 else ""
-        node.add(Check("schema", FAIL, "; ".join(problems[:5]) + more))
+        decision.fail(f"{label}: schema", "; ".join(problems[:5]) + more)
         return None
-    node.add(
-        Check(
-            "data",
-            OK,
-            f"{steps.num_rows} steps, {episodes.num_rows} episodes; "
-            "bytes verified, schema valid, held in memory for training",
-        )
+    decision.add(
+        f"{label}: data",
+        OK,
+        f"{steps.num_rows} steps, {episodes.num_rows} episodes; bytes re-hashed as read, "
+        "schema valid, held in memory for training",
     )
-    return AdmittedBatch(digest, rec.index, steps, episodes, dict(rec.predicate))
+    return AdmittedBatch(digest, rec.index, steps, episodes, rec.predicate)

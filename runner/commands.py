@@ -24,7 +24,7 @@ POLICY_OPTION = click.option(
 
 
 def _policy(ctx: Context, ledger: Any, policy_file: Path | None) -> Any:
-    from .admission import load_policy
+    from trajledger.ledger.policy_state import load_policy
 
     policy, notes = load_policy(ledger, policy_file)
     if ctx.verbose:
@@ -70,8 +70,7 @@ def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
     An invalid policy file exits 1 with one line naming the setting; an unreadable one exits 3.
     Keys named by keyid are looked up in the ledger's key store.
     """
-    from trajledger.ledger.verify_files import read_input
-    from trajledger.verify.policy import TrustPolicy, policy_digest
+    from trajledger.verify.policy import load_policy_file, policy_digest
 
     keys = ctx.keystore()
 
@@ -79,9 +78,7 @@ def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
         found = [k for k in keys.list() if k.keyid == keyid]
         return keys.public(found[0].name) if found else None
 
-    p = TrustPolicy.from_toml(
-        read_input(file, "policy"), file.parent, f"policy {file}", key_lookup=lookup
-    )
+    p = load_policy_file(file, key_lookup=lookup)
     if as_json:
         emit_json(p.to_json() | {"digest": policy_digest(p)})
     else:
@@ -114,8 +111,8 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...]) -> None:
 @pass_ctx
 def policy_show(ctx: Context, as_json: bool) -> None:
     """Show the ledger's policy in force and its history."""
-    from trajledger.ledger._policy_state import current_policy
     from trajledger.ledger.errors import LedgerError
+    from trajledger.ledger.policy_state import current_policy
 
     found = current_policy(ctx.ledger())
     if found is None:
@@ -211,7 +208,7 @@ def admit(
     ledger = ctx.ledger()
     p = _policy(ctx, ledger, policy_file)
     try:
-        result = do_admit(ledger, dataset, p, purpose=purpose, remember_checkpoint=False)
+        result = do_admit(ledger, dataset, p, purpose=purpose)
     except DataRefusedError as e:
         if as_json:
             emit_json({"admitted": False, "report": e.report.to_json()})
@@ -365,12 +362,19 @@ def rollout(
     type=click.IntRange(min=1),
     help="Files mode: distinct keys that must have signed.",
 )
+@click.option(
+    "--sigstore-bundle",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A Sigstore bundle signing the FILE or DIRECTORY (sigstore, cosign, model_signing, "
+    "'export --format sigstore'); needs --policy.",
+)
 @POLICY_OPTION
 @click.option(
-    "--deep",
+    "--skip-data",
     is_flag=True,
-    help="Re-hash every data blob (default: check presence; manifests and envelopes are "
-    "always hashed).",
+    help="Do not re-hash data blobs: compare each file's size with its manifest only (the "
+    "report says 'size only, not re-hashed'). Manifests, envelopes, signatures and proofs are "
+    "always checked in full.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_ctx
@@ -380,8 +384,9 @@ def verify(
     envelope: Path | None,
     pubkey: tuple[Path, ...],
     threshold: int,
+    sigstore_bundle: Path | None,
     policy_file: Path | None,
-    deep: bool,
+    skip_data: bool,
     as_json: bool,
 ) -> None:
     """Verify an artifact's whole lineage, or files against an envelope.
@@ -390,9 +395,16 @@ def verify(
     trajledger verify REF [--policy F]             lineage of a recorded artifact
     trajledger verify BUNDLE.tar.zst --policy F    an exported evidence bundle, offline
     trajledger verify PATH... --envelope E --pubkey K   files signed by 'trajledger sign'
+    trajledger verify PATH --sigstore-bundle B --policy F   a file or model directory signed
+                                                   with Sigstore or model_signing
 
     Exits 0 when everything holds, 1 naming each failure.
     """
+    if sigstore_bundle is not None:
+        if envelope is not None or pubkey:
+            raise click.UsageError("--sigstore-bundle and --envelope/--pubkey: choose one mode")
+        _verify_sigstore(targets, sigstore_bundle, policy_file, as_json)
+        return
     if envelope is not None:
         from trajledger.ledger.verify_files import verify_files
 
@@ -411,23 +423,43 @@ def verify(
         raise click.UsageError("give one REF to verify (or PATH... with --envelope)")
     bundle = Path(targets[0])
     if bundle.is_file() and _is_zstd(bundle):
-        report = _verify_bundle(bundle, policy_file, deep)
+        report = _verify_bundle(bundle, policy_file, skip_data)
         if as_json:
             emit_json(report.to_json())
         else:
             click.echo("\n".join(report.render()))
-        report_raise(report, str(bundle))
+        report_raise(report, str(bundle), skip_data)
         return
     from .verification import verify_ref
 
     ledger = ctx.ledger()
     p = _policy(ctx, ledger, policy_file)
-    report = verify_ref(ledger, targets[0], p, deep=deep)
+    report = verify_ref(ledger, targets[0], p, data="size" if skip_data else "hash")
     if as_json:
         emit_json(report.to_json())
     else:
         click.echo("\n".join(report.render()))
-    report_raise(report, targets[0])
+    report_raise(report, targets[0], skip_data)
+
+
+def _verify_sigstore(
+    targets: tuple[str, ...], bundle: Path, policy_file: Path | None, as_json: bool
+) -> None:
+    """``verify PATH --sigstore-bundle B --policy F`` (docs/sigstore.md)."""
+    from trajledger.ledger.interop_verify import verify_with_bundle
+    from trajledger.verify.policy import load_policy_file
+
+    if policy_file is None:
+        raise click.UsageError("--sigstore-bundle needs --policy FILE (the keys and identities)")
+    if len(targets) != 1:
+        raise click.UsageError("give one FILE or DIRECTORY with --sigstore-bundle")
+    result = verify_with_bundle(Path(targets[0]), bundle, load_policy_file(policy_file))
+    if as_json:
+        emit_json(result.to_json())
+    else:
+        click.echo("\n".join(result.render()))
+    result.raise_if_failed()
+    ok(f"{targets[0]}: {result.files} file(s) match, signed by {result.signer}")
 
 
 def _is_zstd(path: Path) -> bool:
@@ -435,7 +467,7 @@ def _is_zstd(path: Path) -> bool:
         return f.read(4) == b"\x28\xb5\x2f\xfd"
 
 
-def _verify_bundle(path: Path, policy_file: Path | None, deep: bool) -> Any:
+def _verify_bundle(path: Path, policy_file: Path | None, skip_data: bool) -> Any:
     """Verify an exported bundle offline with the given policy (no ledger needed)."""
     from trajledger.verify.bundle import BundleEvidence, verify_bundle
     from trajledger.verify.policy import load_policy_file
@@ -443,10 +475,11 @@ def _verify_bundle(path: Path, policy_file: Path | None, deep: bool) -> Any:
     if policy_file is None:
         raise click.UsageError("verifying a bundle needs --policy FILE (the policy you trust)")
     with BundleEvidence.open(path) as evidence:
-        return verify_bundle(evidence, load_policy_file(policy_file), deep=deep)
+        return verify_bundle(evidence, load_policy_file(policy_file),
+                             data="size" if skip_data else "hash")
 
 
-def report_raise(report: Any, subject: str) -> None:
+def report_raise(report: Any, subject: str, skip_data: bool = False) -> None:
     """OK line, or a VerificationError listing every failure."""
     from trajledger.verify.errors import VerificationError
 
@@ -459,6 +492,7 @@ def report_raise(report: Any, subject: str) -> None:
     ok(
         f"{subject}: {n} checks passed"
         + (f" ({erased} erased: data deleted, digests verified)" if erased else "")
+        + (" (data: sizes only, not re-hashed)" if skip_data else "")
     )
 
 

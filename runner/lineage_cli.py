@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from trajledger.ledger.clikit import Context, ok, pass_ctx, warn
+from trajledger.ledger.clikit import Context, ok, pass_ctx
 
 __all__ = ["COMMANDS"]
 
@@ -28,22 +28,14 @@ _POLICY = click.option(
     "--policy",
     "policy_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Trust policy for the statuses (default: the ledger's policy in force).",
+    help="Trust policy to verify under (default: the ledger's policy in force).",
 )
 
 
 def _policy(ledger: Any, policy_file: Path | None) -> Any:
-    from trajledger.ledger.errors import LedgerError
+    from trajledger.ledger.policy_state import load_policy
 
-    from .admission import load_policy
-
-    try:
-        return load_policy(ledger, policy_file)[0]
-    except LedgerError:
-        if policy_file is not None:
-            raise
-        warn("no trust policy recorded: statuses are not verified (pass --policy FILE)")
-        return None
+    return load_policy(ledger, policy_file)[0]
 
 
 def _emit(text: str, out: Path | None) -> None:

@@ -189,7 +189,7 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
         approve(ledger, "cartpole-holdout@1", keys[a])
     _refused(
         "a holdout split",
-        lambda: admit(ledger, "cartpole-holdout@1", policy, remember_checkpoint=False),
+        lambda: admit(ledger, "cartpole-holdout@1", policy),
         DataRefusedError,
     )
 
@@ -202,7 +202,7 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
     try:
         _refused(
             "a tampered batch (one bit flipped in the store)",
-            lambda: admit(ledger, "cartpole@2", policy, remember_checkpoint=False),
+            lambda: admit(ledger, "cartpole@2", policy),
             DataRefusedError,
         )
     finally:

@@ -11,7 +11,7 @@ Non-scope: the rules (``runner.admission``), the algorithms (``runner.trainers``
 
 from __future__ import annotations
 
-import datetime as dt
+import base64
 import hashlib
 import importlib.metadata
 import inspect
@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from trajledger.verify import predicates
 from trajledger.verify.errors import PolicyError
+from trajledger.verify.predicates import Provenance, Refusal, ResourceDescriptor
+from trajledger.verify.times import now
 
 from .admission import Admission, DataRefusedError, admit
 
@@ -49,10 +51,6 @@ class TrainOutcome:
     admission: Admission
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def dependency_lock_digest() -> str:
     """sha256 of the sorted ``name==version`` lines of every installed distribution."""
     lines = sorted(
@@ -73,14 +71,6 @@ def trainer_code_digest(trainer: object) -> str:
     except (OSError, TypeError):
         data = repr(type(trainer)).encode()
     return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def _dep(name: str, digest: str, role: str, **annotations: Any) -> dict[str, Any]:
-    return {
-        "name": name,
-        "digest": {"sha256": digest.removeprefix("sha256:")},
-        "annotations": {"role": role, **annotations},
-    }
 
 
 def train(
@@ -134,7 +124,7 @@ def train(
         check_config(dict(config or {}))
     catalog = Catalog(ledger)
     parent_item = catalog.resolve(parent, {"checkpoint"}) if parent else None
-    started = _now()
+    started = now()
     # (2)
     try:
         admission = admit(ledger, dataset_ref, policy)
@@ -153,59 +143,63 @@ def train(
     result = trainer.train(TrainingData(steps, episodes), dict(config or {}), seed)
     # (4)
     deps = [
-        _dep(
+        ResourceDescriptor.of(
             f"dataset:{admission.name}@{admission.version}",
             admission.dataset,
-            "dataset",
+            role="dataset",
             logIndex=admission.dataset_index,
         )
     ]
     for d in admission.dependencies:
-        deps.append(_dep(f"{d.role}:{d.name}", d.digest, d.role, logIndex=d.index))
-    deps.append(_dep(f"trainer-code:{trainer_name}", trainer_code_digest(trainer), "trainer-code"))
-    deps.append(_dep("dependency-lock", dependency_lock_digest(), "dependency-lock"))
+        deps.append(ResourceDescriptor.of(f"{d.role}:{d.name}", d.digest, role=d.role,
+                                          logIndex=d.index))
+    deps.append(ResourceDescriptor.of(f"trainer-code:{trainer_name}",
+                                      trainer_code_digest(trainer), role="trainer-code"))
+    deps.append(ResourceDescriptor.of("dependency-lock", dependency_lock_digest(),
+                                      role="dependency-lock"))
     if parent_item is not None:
         deps.append(
-            _dep(
+            ResourceDescriptor.of(
                 f"checkpoint:{parent_item.ref}",
                 parent_item.digest,
-                "base-checkpoint",
+                role="base-checkpoint",
                 logIndex=parent_item.index,
             )
         )
     ckpt_name = name or f"{admission.name}-{trainer_name}"
     ckpt_version = version or f"seed{seed}-{uuid.uuid4().hex[:8]}"
+    from trajledger.ledger.signing import canonical_json
     from trajledger.verify.policy import policy_digest
 
-    provenance = {
-        "buildDefinition": {
-            "buildType": BUILD_TYPE,
-            "externalParameters": {
-                "name": ckpt_name,
-                "version": ckpt_version,
-                "dataset": admission.dataset,
-                "purpose": admission.purpose,
-                "trainer": trainer_name,
-                "config": result.config,
-                "seed": seed,
-            },
-            "internalParameters": {
-                "policy": policy_digest(policy),
-                "python": platform.python_version(),
-                "trajledger": _version(),
-            },
-            "resolvedDependencies": deps,
+    metrics = dict(result.metrics)
+    provenance = Provenance(
+        build_type=BUILD_TYPE,
+        external_parameters={
+            "name": ckpt_name,
+            "version": ckpt_version,
+            "dataset": admission.dataset,
+            "purpose": admission.purpose,
+            "trainer": trainer_name,
+            "config": result.config,
+            "seed": seed,
         },
-        "runDetails": {
-            "builder": {"id": BUILDER_ID},
-            "metadata": {
-                "invocationId": str(uuid.uuid4()),
-                "startedOn": started,
-                "finishedOn": _now(),
-            },
-            "byproducts": [{"name": "metrics", "annotations": dict(result.metrics)}],
+        internal_parameters={
+            "policy": policy_digest(policy),
+            "python": platform.python_version(),
+            "trajledger": _version(),
         },
-    }
+        resolved_dependencies=tuple(deps),
+        builder_id=BUILDER_ID,
+        metadata={"invocationId": str(uuid.uuid4()), "startedOn": started, "finishedOn": now()},
+        byproducts=(
+            ResourceDescriptor(
+                name="metrics",
+                content=base64.b64encode(canonical_json(metrics)).decode("ascii"),
+                media_type="application/json",
+                annotations=metrics,
+            ),
+        ),
+    ).to_predicate()
     with tempfile.TemporaryDirectory(
         dir=ledger.root / "tmp" if (ledger.root / "tmp").is_dir() else None
     ) as tmp:
@@ -233,21 +227,19 @@ def _record_refusal(
 ) -> None:
     """Append the signed refusal record; a failure to write it is noted on ``error``."""
     from trajledger.ledger.catalog import Catalog
-    from trajledger.ledger.models import RefusalPredicate, rfc3339
     from trajledger.ledger.record import record_statement
     from trajledger.verify.errors import ProvenanceError
 
     try:
         item = Catalog(ledger).resolve(dataset_ref, {"dataset"})
-        predicate = RefusalPredicate.model_validate(
-            {
-                "dataset": item.digest,
-                "trainer": trainer_name,
-                "reasons": error.report.failures()[:50] or [str(error)],
-                "refusedAt": rfc3339(dt.datetime.now(dt.UTC)),
-            }
-        ).to_json()
-        record_statement(ledger, item.ref, item.digest, predicates.REFUSAL, predicate, signer)
+        refusal = Refusal(
+            item.digest,
+            trainer_name,
+            tuple(error.report.failures()[:50] or [str(error)]),
+            now(),
+        )
+        record_statement(ledger, item.ref, item.digest, predicates.REFUSAL,
+                         refusal.to_predicate(), signer)
     except ProvenanceError as e:
         # The refusal stands either way; say that its record is missing.
         error.args = (f"{error}\nthe refusal could not be recorded: {e}",)

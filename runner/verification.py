@@ -1,7 +1,8 @@
 """``trajledger verify REF``: an artifact's whole lineage, from the live ledger.
 
-Scope: resolve the reference, then run ``verify.lineage`` on the ledger directory with the
-policy in force; the same code verifies an exported bundle (``python -m verify``).
+Scope: resolve the reference (confirmed from the log), then run ``verify.lineage`` on the ledger
+directory with the policy in force, looking records up in the user's trust state (so the cost
+does not grow with the log); the same verifier checks an exported bundle (``python -m verify``).
 """
 
 from __future__ import annotations
@@ -9,19 +10,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from trajledger.ledger.evidence import ledger_evidence
-from trajledger.verify.lineage import Check, LineageVerifier
+from trajledger.verify.lineage import LineageVerifier, Report
 
 if TYPE_CHECKING:
     from trajledger.ledger.home import Ledger
     from trajledger.verify.policy import TrustPolicy
 
-__all__ = ["verify_ref"]
+__all__ = ["ledger_verifier", "verify_ref"]
 
 
-def verify_ref(ledger: Ledger, ref: str, policy: TrustPolicy, *, deep: bool = False) -> Check:
-    """Verify the artifact ``ref`` names and its lineage; returns the report tree."""
+def ledger_verifier(ledger: Ledger, policy: TrustPolicy, *, data: str = "hash") -> LineageVerifier:
+    """A lineage verifier over the live ledger, indexed by the user's trust state."""
+    state = ledger.trust_state()
+    return LineageVerifier(ledger_evidence(ledger), policy, index=state, data=data)
+
+
+def verify_ref(ledger: Ledger, ref: str, policy: TrustPolicy, *, data: str = "hash") -> Report:
+    """Verify the artifact ``ref`` names and its lineage; returns the report graph."""
     from trajledger.ledger.catalog import Catalog
 
     item = Catalog(ledger).resolve(ref)
-    verifier = LineageVerifier(ledger_evidence(ledger), policy, deep=deep)
-    return verifier.verify(item.digest)
+    return ledger_verifier(ledger, policy, data=data).verify(item.digest)

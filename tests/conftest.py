@@ -7,6 +7,9 @@
 - ``passphrase``: sets ``TRAJLEDGER_PASSPHRASE`` for one test and returns it.
 - ``--update-goldens``: rewrite golden files instead of comparing; tests read it through the
   ``update_goldens`` fixture.
+- Result tables: a test that calls ``record_property("summary:<title>", line)`` has ``line``
+  printed under ``<title>`` at the end of the run (also under ``-n``: the properties travel
+  with the reports), e.g. the outcome of every sigstore-conformance case.
 
 Test modules are imported by path (``--import-mode=importlib`` in pyproject.toml), because the
 tree mirrors the packages and file names repeat (tests/unit/verify/test_keys.py and
@@ -41,10 +44,40 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    sections: dict[str, list[str]] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) != "call":
+                continue
+            for key, value in getattr(report, "user_properties", ()):
+                if isinstance(key, str) and key.startswith("summary:"):
+                    sections.setdefault(key.removeprefix("summary:"), []).append(str(value))
+    for title, lines in sorted(sections.items()):
+        terminalreporter.write_sep("-", title)
+        for line in sorted(lines):
+            terminalreporter.write_line(line)
+
+
 @pytest.fixture
 def update_goldens(request: pytest.FixtureRequest) -> bool:
     """True when the run was started with ``--update-goldens``."""
     return bool(request.config.getoption("--update-goldens"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Session and module fixtures (built before any test's own environment) get a state
+    directory of their own too: nothing a test run does reaches the developer's ~."""
+    import os
+
+    old = os.environ.get("TRAJLEDGER_STATE_DIR")
+    os.environ["TRAJLEDGER_STATE_DIR"] = str(tmp_path_factory.mktemp("session-state"))
+    yield
+    if old is None:
+        os.environ.pop("TRAJLEDGER_STATE_DIR", None)
+    else:
+        os.environ["TRAJLEDGER_STATE_DIR"] = old
 
 
 @pytest.fixture(autouse=True)

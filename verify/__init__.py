@@ -14,11 +14,15 @@ Layer map (imports run one way: runner -> ledger -> verify):
 - ``note``       C2SP signed notes; ``checkpoint`` C2SP checkpoints; ``tlog_proof`` offline proofs
 - ``log_entry``  the log's entries (JCS records with the ``prev`` hash chain)
 - ``policy``     trust policies and their history
+- ``sigstore_adapter``  Sigstore bundles: key mode with ``cryptography``; keyless through the
+                 ``sigstore`` package, imported lazily here only (else "not verifiable here")
+- ``model_signing``  OpenSSF model_signing's signed statement and a model directory against it
 - ``evidence``   read-only access to a ledger directory (and exported bundles)
 - ``lineage``    verification of an artifact and its whole lineage against a policy
 
-Depends on the standard library and ``cryptography`` only. Copy this directory into any venv
-with ``cryptography`` installed and it works.
+Depends on the standard library and ``cryptography`` only (``sigstore``, optional, for keyless
+Sigstore bundles). Copy this directory into any venv with ``cryptography`` installed and it
+works.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ from .checkpoint import Checkpoint, verify_checkpoint
 from .digest import digest_bytes, parse_digest
 from .errors import DigestMismatchError, FormatError, ProofError, ProvenanceError, SignatureError
 from .evidence import MAX_BLOB_READ
-from .lineage import INFO, OK, Check, LineageVerifier
+from .lineage import INFO, OK, LineageVerifier, Node, Report
 from .log_entry import LogEntry
 from .merkle import HASH_SIZE, leaf_hash, verify_inclusion
 from .note import Note, Verifier, _b64decode_strict, verifier_from_vkey
@@ -963,6 +963,16 @@ class BundleEvidence:
         self.touched_blobs.add(digest)
         return digest in self._objects or digest in self.index.omitted
 
+    def omitted(self, digest: str) -> bool:
+        """True for a data blob the bundle lists as not exported (``--no-data``)."""
+        self.touched_blobs.add(digest)
+        return digest in self.index.omitted
+
+    def blob_size(self, digest: str) -> int | None:
+        """The size of an object member; None when absent or omitted."""
+        path = self.blob_path(digest)
+        return None if path is None else path.stat().st_size
+
     def blob(self, digest: str) -> bytes | None:
         """The bytes of an object member, or None."""
         path = self.blob_path(digest)
@@ -981,9 +991,9 @@ def verify_bundle(
     policy: TrustPolicy,
     *,
     now: dt.datetime | None = None,
-    deep: bool = False,
+    data: str = "hash",
     known_checkpoint: bytes | None = None,
-) -> Check:
+) -> Report:
     """Verify the artifact a bundle is for, and its whole lineage, under ``policy``.
 
     Preconditions: ``evidence`` was opened (`BundleEvidence.open`), so it is well formed.
@@ -991,7 +1001,8 @@ def verify_bundle(
     Steps:
         1. Follow the trust-policy history the bundle carries, starting from ``policy``
            (`verify.policy.follow_history`): a later policy applies only when the approvers
-           of the one before signed it.
+           of the one before signed it. A trust-policy record whose envelope is missing fails
+           the bundle (fail closed: it could be a successor).
         2. Build the lineage verifier on the bundle with the policy in force: it verifies the
            checkpoint by the policy's log key (and witnesses), and the hash chain.
         3. With ``known_checkpoint``: the bundled checkpoint must extend it (a consistency
@@ -1005,70 +1016,66 @@ def verify_bundle(
         evidence: the opened bundle.
         policy: the verifier's trust policy.
         now: the time approvals are judged at (default now).
-        deep: re-hash data blobs (they were hashed on opening anyway).
+        data: ``"hash"`` re-hashes data blobs; ``"size"`` compares their sizes only.
         known_checkpoint: a signed checkpoint of the same log seen earlier.
 
     Returns:
-        The report: a tree whose root fails when anything failed.
+        The report: a graph with a ``bundle`` node, the log and the subject's lineage.
     """
     index = evidence.index
     omitted = len(index.omitted)
-    bundle_node = Check(
-        f"bundle {evidence.path.name}",
-        OK,
-        f"{len(index.members) + 1} members, created {index.created} (unauthenticated)",
-    )
+    bundle = Node("bundle", "bundle", name=f"bundle {evidence.path.name}")
+    bundle.add("members", OK, f"{len(index.members) + 1} members, created {index.created} "
+               "(unauthenticated)")
     if omitted:
-        bundle_node.add(
-            Check(
-                "data",
-                INFO,
-                f"{omitted} data blob(s) not included (exported with --no-data): their digests "
-                "are bound by the verified manifests; their bytes were not checked",
-            )
+        bundle.add(
+            "data",
+            INFO,
+            f"{omitted} data blob(s) not included (exported with --no-data): their digests "
+            "are bound by the verified manifests; their bytes were not checked",
         )
     # (1)
-    history = Check("policy history")
     records: list[tuple[int, str, bytes]] = []
     for i, subject, envelope in evidence.policy_records():
         if envelope is None:
             digest = LogEntry.from_bytes(evidence.entry_bytes(i) or b"").envelope
-            history.fail(
+            bundle.fail(
+                "policy history",
                 f"trust-policy record {i}: envelope {digest[:19]}… "
-                f"(objects/sha256/{digest[7:]}) is missing from the bundle"
+                f"(objects/sha256/{digest[7:]}) is missing from the bundle",
             )
         else:
             records.append((i, subject, envelope))
     in_force, notes = follow_history(policy, records)
     assert in_force is not None  # a trusted policy was given
     for n in notes:
-        history.add(Check(n, INFO))
+        bundle.add("policy history", INFO, n)
     # (2)
-    verifier = LineageVerifier(evidence, in_force, now=now, deep=deep)
+    verifier = LineageVerifier(evidence, in_force, now=now, data=data)
     # (3)
     if known_checkpoint is not None:
         verifier.check_known_checkpoint(known_checkpoint)
     # (4)
-    root = verifier.verify(evidence.subject)
+    report = verifier.verify(evidence.subject)
     # (5)
     cp = verifier.checkpoint
     if cp is not None:
         for i, _subject, _env in records:
-            data = evidence.entry_bytes(i)
-            assert data is not None
+            raw = evidence.entry_bytes(i)
+            assert raw is not None
             try:
                 verify_inclusion(
-                    i, cp.size, leaf_hash(data), evidence.inclusion_proof(i, cp.size), cp.root
+                    i, cp.size, leaf_hash(raw), evidence.inclusion_proof(i, cp.size), cp.root
                 )
             except (ProvenanceError, FileNotFoundError) as e:
-                history.fail(f"trust-policy record {i}: not included under the checkpoint: {e}")
-    root.children[0:0] = [bundle_node, history]
+                bundle.fail("policy history",
+                            f"trust-policy record {i}: not included under the checkpoint: {e}")
     # (6) The verifier may prove inclusion of many entries at once (when the bundle holds the
     # whole tree it recomputes the root), so what it relied on counts as touched too.
     evidence.touched_entries.update(verifier.used)
-    if root.ok:
+    if report.ok and bundle.ok:
         for name in evidence.unused():
-            bundle_node.fail(
-                f"member {name} is not used by the lineage of {evidence.subject[:19]}…"
-            )
-    return root
+            bundle.fail("members",
+                        f"member {name} is not used by the lineage of {evidence.subject[:19]}…")
+    verifier.decision(bundle)
+    return verifier.report(evidence.subject, ["bundle", "log", evidence.subject])

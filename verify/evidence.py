@@ -58,6 +58,15 @@ class Evidence(Protocol):
         """A local file holding the blob, for streaming hashes; None when absent."""
         ...
 
+    def blob_size(self, digest: str) -> int | None:
+        """The stored size of a blob (without reading it); None when absent or unknown."""
+        ...
+
+    def omitted(self, digest: str) -> bool:
+        """True when the evidence deliberately leaves a data blob out (a bundle exported
+        without data): its digest is bound, its bytes are not here to check."""
+        ...
+
 
 class Blobs(Protocol):
     """Where blobs are read from: a local object directory, or (in ``ledger``) any store."""
@@ -72,6 +81,10 @@ class Blobs(Protocol):
 
     def blob_path(self, digest: str) -> Path | None:
         """A local file holding the blob (for streaming hashes), or None when absent."""
+        ...
+
+    def blob_size(self, digest: str) -> int | None:
+        """The stored size of a blob, or None when absent."""
         ...
 
 
@@ -92,6 +105,11 @@ class DirBlobs:
         """True when the blob file exists."""
         return self.blob_path(digest) is not None
 
+    def blob_size(self, digest: str) -> int | None:
+        """The blob file's size, or None when absent."""
+        path = self.blob_path(digest)
+        return None if path is None else path.stat().st_size
+
     def blob(self, digest: str) -> bytes | None:
         """The blob's bytes, or None when absent."""
         path = self.blob_path(digest)
@@ -105,13 +123,15 @@ class DirBlobs:
 class LedgerDirEvidence:
     """Evidence read straight from a ledger directory (``ledger.toml``, ``log/``, objects)."""
 
-    def __init__(self, root: Path, blobs: Blobs | None = None) -> None:
+    def __init__(self, root: Path, blobs: Blobs | None = None, *, note: bytes | None = None
+                 ) -> None:
         """Open a ledger directory for reading.
 
         Args:
             root: the ledger directory (its ``log/`` is read directly).
             blobs: where blobs come from; default the local store named in ``ledger.toml``.
                 trajledger passes a reader over its configured store (``s3://`` included).
+            note: the signed checkpoint to read the log at (default: ``log/checkpoint``).
 
         Raises:
             FormatError: no readable checkpoint, or (without ``blobs``) a store that is not a
@@ -135,10 +155,11 @@ class LedgerDirEvidence:
                 )
             blobs = DirBlobs(root / store)
         self.blobs = blobs
-        self._note = self._read(self.log_dir / "checkpoint", "log checkpoint")
+        self._note = note if note is not None else self._read(
+            self.log_dir / "checkpoint", "log checkpoint"
+        )
         try:
-            note = Note.from_bytes(self._note)
-            self.size = Checkpoint.from_text(note.text).size
+            self.size = Checkpoint.from_text(Note.from_bytes(self._note).text).size
         except FormatError as e:
             raise FormatError(f"{self.log_dir / 'checkpoint'}: {e}") from e
         self._tiles = TileReader(self._fetch, self.size, cache_tiles=256)
@@ -182,6 +203,14 @@ class LedgerDirEvidence:
     def has_blob(self, digest: str) -> bool:
         """True when the blob is present."""
         return self.blobs.has_blob(digest)
+
+    def blob_size(self, digest: str) -> int | None:
+        """The blob's stored size, or None when absent."""
+        return self.blobs.blob_size(digest)
+
+    def omitted(self, digest: str) -> bool:
+        """A ledger directory omits nothing."""
+        return False
 
     def blob(self, digest: str) -> bytes | None:
         """The blob's bytes, or None when absent."""

@@ -29,6 +29,7 @@ from typing import Any
 from ._json import load_object
 from .digest import parse_digest
 from .errors import DigestMismatchError, FormatError
+from .kinds import KINDS as _REGISTRY
 from .merkle import leaf_hash
 from .tiles import MAX_ENTRY_SIZE
 
@@ -46,23 +47,8 @@ ENTRY_VERSION = 1
 GENESIS_PREV = "0" * 64
 """The ``prev`` of entry 0: there is no entry before it."""
 
-KINDS = frozenset(
-    {
-        "approval",
-        "checkpoint",
-        "dataset",
-        "environment",
-        "erasure",
-        "evaluator",
-        "files",
-        "import",
-        "refusal",
-        "revocation",
-        "rollout-batch",
-        "trust-policy",
-    }
-)
-"""Every entry kind: what sort of artifact the entry's envelope describes."""
+KINDS = frozenset(_REGISTRY)
+"""Every entry kind (the kind registry's names, `verify.kinds`)."""
 
 _FIELDS = ("envelope", "kind", "prev", "signers", "subject", "time", "v")
 _HEX64 = re.compile(r"[0-9a-f]{64}")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from .errors import FormatError, ProofError
 
@@ -27,6 +28,7 @@ __all__ = [
     "HASH_SIZE",
     "LEAF_PREFIX",
     "NODE_PREFIX",
+    "CompactRange",
     "leaf_hash",
     "node_hash",
     "root_from_consistency_proof",
@@ -103,6 +105,52 @@ def root_from_leaf_hashes(hashes: Sequence[bytes]) -> bytes:
             nxt.append(level[-1])
         level = nxt
     return level[0]
+
+
+@dataclass(frozen=True)
+class CompactRange:
+    """The right edge of a tree: the roots of its maximal perfect subtrees, left to right.
+
+    ``O(log n)`` hashes stand for the first ``size`` leaves: appending leaves and computing the
+    root needs nothing else, so whoever holds a trusted compact range can check that new
+    entries extend a log to a signed root by reading only the new entries.
+    """
+
+    size: int = 0
+    hashes: tuple[bytes, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Check the range holds one hash per set bit of ``size``."""
+        if self.size < 0 or len(self.hashes) != bin(self.size).count("1"):
+            raise ProofError(
+                f"compact range of size {self.size} has {len(self.hashes)} hashes, want "
+                f"{bin(max(self.size, 0)).count('1')}"
+            )
+        if any(len(h) != HASH_SIZE for h in self.hashes):
+            raise ProofError("compact range: a hash is not 32 bytes long")
+
+    def extend(self, leaf_hashes: Sequence[bytes]) -> CompactRange:
+        """The range after appending ``leaf_hashes``."""
+        size = self.size
+        stack = list(self.hashes)
+        for leaf in leaf_hashes:
+            stack.append(leaf)
+            n = size
+            while n & 1:  # merge while the new subtree completes a larger one
+                right = stack.pop()
+                stack[-1] = node_hash(stack[-1], right)
+                n >>= 1
+            size += 1
+        return CompactRange(size, tuple(stack))
+
+    def root(self) -> bytes:
+        """The root of the tree of ``size`` leaves (the empty root for size 0)."""
+        if not self.hashes:
+            return EMPTY_ROOT
+        r = self.hashes[-1]
+        for h in reversed(self.hashes[:-1]):
+            r = node_hash(h, r)
+        return r
 
 
 def _decompose_inclusion(index: int, size: int) -> tuple[int, int]:

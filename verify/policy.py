@@ -13,6 +13,7 @@ Spec: keys/README.md (the TOML form, with a full example) and
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -49,7 +50,15 @@ ROLES = KEY_ROLES + NOTE_ROLES
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_TOP_KEYS = {"format", "name", "serial", "max_approval_age", "allowed_predicate_types", "roles"}
+_TOP_KEYS = {
+    "format",
+    "name",
+    "serial",
+    "max_approval_age",
+    "allowed_predicate_types",
+    "roles",
+    "sigstore_trusted_root",
+}
 
 KeyLookup = Callable[[str], PublicKey | None]
 """Finds a public key by keyid (for policies that name keys by keyid), or returns None."""
@@ -108,6 +117,16 @@ class TrustPolicy:
     allowed_predicate_types: frozenset[str]
     max_approval_age: int
     source: Mapping[str, Any] = field(repr=False, compare=False, default_factory=dict)
+    sigstore_trusted_root: Mapping[str, Any] | None = field(repr=False, default=None)
+    """A Sigstore ``trusted_root.json`` that keyless signatures verify against; None: the
+    ``sigstore`` package's production root."""
+
+    @property
+    def sigstore_trusted_root_bytes(self) -> bytes | None:
+        """`sigstore_trusted_root` as JSON bytes (what ``verify.sigstore_adapter`` takes)."""
+        if self.sigstore_trusted_root is None:
+            return None
+        return json.dumps(self.sigstore_trusted_root, sort_keys=True).encode("utf-8")
 
     def role(self, name: str) -> Role:
         """The role named ``name`` (every role exists; an unset one has no keys)."""
@@ -130,7 +149,7 @@ class TrustPolicy:
             else:
                 entry["vkeys"] = list(r.vkeys)
             roles[name] = entry
-        return {
+        out = {
             "format": POLICY_FORMAT,
             "name": self.name,
             "serial": self.serial,
@@ -138,6 +157,9 @@ class TrustPolicy:
             "allowed_predicate_types": sorted(self.allowed_predicate_types),
             "roles": roles,
         }
+        if self.sigstore_trusted_root is not None:
+            out["sigstore_trusted_root"] = dict(self.sigstore_trusted_root)
+        return out
 
     @classmethod
     def from_toml(
@@ -164,6 +186,8 @@ class TrustPolicy:
             doc = tomllib.loads(data.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise FormatError(f"{what}: not valid TOML: {e}") from e
+        except RecursionError as e:
+            raise FormatError(f"{what}: not valid TOML: nested too deeply") from e
         return cls._from_doc(doc, base_dir, what, key_lookup)
 
     @classmethod
@@ -221,7 +245,8 @@ class TrustPolicy:
             r: _parse_role(r, raw_roles.get(r, {}), base_dir, f"{what}: role {r}", key_lookup)
             for r in ROLES
         }
-        policy = cls(name, serial, roles, frozenset(allowed_raw), max_age, doc)
+        trusted_root = _trusted_root(doc.get("sigstore_trusted_root"), base_dir, what)
+        policy = cls(name, serial, roles, frozenset(allowed_raw), max_age, doc, trusted_root)
         # Approvers must be independent of the keys whose work they approve: one stolen key
         # must not both produce (or train) and approve.
         approver_ids = roles["approver"].keyids
@@ -282,6 +307,32 @@ def _parse_role(
     if threshold == 0 and name != "witness" and members:
         raise FormatError(f"{what}: threshold 0 would accept anything; use at least 1")
     return Role(name, threshold, tuple(keys), tuple(identities), tuple(vkeys))
+
+
+def _trusted_root(value: object, base_dir: Path | None, what: str) -> dict[str, Any] | None:
+    """``sigstore_trusted_root``: a path to a ``trusted_root.json`` (TOML form, relative to the
+    policy file) or the object itself (JSON form, so the recorded policy verifies alone)."""
+    from ._json import load_object
+
+    what = f"{what}: sigstore_trusted_root"
+    if value is None:
+        return None
+    if isinstance(value, str) and base_dir is not None:
+        path = (base_dir / value) if not Path(value).is_absolute() else Path(value)
+        try:
+            value = load_object(path.read_bytes(), f"{what} ({path})")
+        except OSError as e:
+            raise FormatError(f"{what}: cannot read {path}: {e.strerror}") from e
+    if not isinstance(value, dict):
+        raise FormatError(
+            f"{what}: must be a path to a trusted_root.json (or, in JSON, its object)"
+        )
+    media_type = value.get("mediaType")
+    if not isinstance(media_type, str) or not media_type.startswith(
+        "application/vnd.dev.sigstore.trustedroot"
+    ):
+        raise FormatError(f"{what}: mediaType {media_type!r} is not a Sigstore trusted root")
+    return value
 
 
 def _list(value: object, what: str) -> list[Any]:
@@ -470,9 +521,11 @@ def follow_history(
     return current, notes
 
 
-def load_policy_file(path: Path) -> TrustPolicy:
-    """Read a policy file: the JSON form when it ends in ``.json``, else TOML (key paths
-    relative to the file's directory).
+def load_policy_file(path: Path, *, key_lookup: KeyLookup | None = None) -> TrustPolicy:
+    """Read a policy file: the one loader every command uses.
+
+    The JSON form when the file ends in ``.json`` (keys inline), else TOML (key paths relative
+    to the file's directory; keys named by keyid found with ``key_lookup``).
 
     Raises:
         OSError: the file cannot be read (the message names it).
@@ -480,10 +533,12 @@ def load_policy_file(path: Path) -> TrustPolicy:
     """
     try:
         data = path.read_bytes()
+    except FileNotFoundError as e:
+        raise OSError(f"policy {path}: no such file") from e
     except OSError as e:
-        raise OSError(f"policy {path}: {e.strerror or e}") from e
+        raise OSError(f"policy {path}: cannot read: {e.strerror or e}") from e
     if path.suffix == ".json":
         from ._json import load_object
 
         return TrustPolicy.from_json(load_object(data, f"policy {path}"), f"policy {path}")
-    return TrustPolicy.from_toml(data, path.parent, f"policy {path}")
+    return TrustPolicy.from_toml(data, path.parent, f"policy {path}", key_lookup=key_lookup)

@@ -25,6 +25,7 @@ __all__ = [
     "Statement",
     "Subject",
     "VerifiedStatement",
+    "unsigned_statement",
     "verify_statement",
 ]
 
@@ -126,6 +127,31 @@ class VerifiedStatement:
 
     statement: Statement
     signers: tuple[PublicKey, ...]
+
+
+def unsigned_statement(
+    envelope: Envelope,
+    *,
+    allowed_predicate_types: Collection[str],
+    subject_digest: str | None = None,
+    what: str = "envelope",
+) -> Statement:
+    """Steps 2-5 of `verify_statement`, for an envelope whose signatures the caller verified
+    another way (keyless Sigstore signatures, `verify.sigstore_adapter.identity_signers`).
+
+    Raises:
+        FormatError, PolicyError, DigestMismatchError: as `verify_statement`.
+    """
+    if envelope.payload_type != INTOTO_PAYLOAD_TYPE:
+        raise FormatError(
+            f"{what}: payloadType {envelope.payload_type!r}, want {INTOTO_PAYLOAD_TYPE!r}"
+        )
+    statement = Statement.from_bytes(envelope.payload, f"{what}: statement")
+    if statement.predicate_type not in allowed_predicate_types:
+        raise PolicyError(f"{what}: predicateType {statement.predicate_type!r} is not allowed here")
+    if subject_digest is not None:
+        statement.subject(subject_digest)
+    return statement
 
 
 def verify_statement(

@@ -34,8 +34,10 @@ def new_runner() -> CliRunner:
         return CliRunner()
 
 
-def run(home: Path, *args: str | Path) -> Result:
-    return new_runner().invoke(main, ["--ledger", str(home), *map(str, args)])
+def run(home: Path, *args: str | Path, state: Path | None = None) -> Result:
+    """Run a command; ``state`` is the user state directory of another party (the vendor)."""
+    env = {"TRAJLEDGER_STATE_DIR": str(state)} if state is not None else None
+    return new_runner().invoke(main, ["--ledger", str(home), *map(str, args)], env=env)
 
 
 def expect(result: Result, code: int, stderr: str | None = None) -> None:
@@ -150,11 +152,11 @@ def test_export_writes_a_bundle_that_verifies_offline(
     )
     code, out, err = verify_cli(capsys, vendor.bundle, "--policy", vendor.policy)
     assert code == 0, err
-    assert out.splitlines()[0] == f"✓ lineage of {vendor.ref[:19]}…"
+    assert out.splitlines()[0] == f"✓ bundle {vendor.bundle.name}"
     assert "✓ checkpoint cartpole-bc@2" in out
     assert err.startswith(f"OK: {vendor.bundle}: ") and err.endswith(" checks passed\n")
     code, out, _ = verify_cli(capsys, vendor.bundle, "--policy", vendor.policy, "--json")
-    assert code == 0 and json.loads(out)["status"] == "ok"
+    assert code == 0 and json.loads(out)["ok"] is True
 
 
 def test_export_without_data(
@@ -326,7 +328,7 @@ def test_verify_command_line_refusals(
     code, _, err = verify_cli(capsys, vendor.bundle, "--policy", tmp_path / "none.toml")
     assert (code, err) == (
         3,
-        f"FAIL: {vendor.bundle}: policy {tmp_path / 'none.toml'}: No such file or directory\n",
+        f"FAIL: {vendor.bundle}: policy {tmp_path / 'none.toml'}: no such file\n",
     )
 
 
@@ -354,3 +356,77 @@ def test_known_checkpoint_consistency(
     code, _, err = verify_cli(capsys, plain, "--policy", policy, "--known-checkpoint", old)
     assert code == 1
     assert f"the bundle holds no consistency proof from size {n} to {n + 1}" in err
+
+
+# -- each foreign origin is remembered: rollback, unprovable, fork -------------------------------
+
+
+def _grown(vendor: Vendor, where: Path, note: str) -> Path:
+    """A copy of the vendor ledger (same log key) with one more record appended, by a vendor
+    user of its own (the buyer's state never sees the vendor's log directly)."""
+    home = where / "vendor-copy"
+    shutil.copytree(vendor.home, home)
+    state = where / "vendor-state"
+    state.mkdir(parents=True)
+    expect(run(home, "approve", "cartpole@2", "--key", "approver-a", "--note", note,
+               state=state), 0)
+    return home
+
+
+def test_import_refuses_a_rollback_of_the_origin(
+    vendor: Vendor, buyer: Path, tmp_path: Path
+) -> None:
+    grown = _grown(vendor, tmp_path, "later")
+    newer = tmp_path / "newer.tar.zst"
+    expect(run(grown, "export", vendor.ref, "--out", newer, state=tmp_path / "vendor-state"), 0)
+    policy = buyer / "policy.toml"
+    expect(run(buyer, "import", newer, "--policy", policy, "--key", "b1", "--key", "b2"), 0)
+    before = store_count(buyer), Ledger.open(buyer).log.size
+    r = run(buyer, "import", vendor.bundle, "--policy", policy, "--key", "b1", "--key", "b2")
+    expect(r, 1)
+    assert r.stderr.startswith(
+        f"FAIL: import {vendor.bundle.name}: the log {vendor.vkey.split('+')[0]}: rollback: "
+        f"{vendor.vkey.split('+')[0]} size {vendor.size + 1} root "
+    ), r.stderr
+    assert f"accepted before; size {vendor.size} root " in r.stderr
+    assert (store_count(buyer), Ledger.open(buyer).log.size) == before
+
+
+def test_import_of_a_newer_bundle_needs_a_consistency_proof(
+    vendor: Vendor, buyer: Path, tmp_path: Path
+) -> None:
+    policy = buyer / "policy.toml"
+    expect(run(buyer, "import", vendor.bundle, "--policy", policy, "--key", "b1", "--key", "b2"), 0)
+    grown = _grown(vendor, tmp_path, "later")
+    bare, proved = tmp_path / "bare.tar.zst", tmp_path / "proved.tar.zst"
+    state = tmp_path / "vendor-state"
+    expect(run(grown, "export", vendor.ref, "--out", bare, state=state), 0)
+    expect(run(grown, "export", vendor.ref, "--out", proved, "--consistency-from",
+               str(vendor.size), state=state), 0)
+    r = run(buyer, "import", bare, "--policy", policy, "--key", "b1", "--key", "b2")
+    expect(r, 1)
+    assert f": unprovable: no consistency proof from size {vendor.size} (" in r.stderr
+    assert f"ask for a bundle exported with --consistency-from {vendor.size}" in r.stderr
+    expect(run(buyer, "import", proved, "--policy", policy, "--key", "b1", "--key", "b2"), 0)
+
+
+def test_import_refuses_a_fork_of_the_origin(vendor: Vendor, buyer: Path, tmp_path: Path) -> None:
+    policy = buyer / "policy.toml"
+    one = _grown(vendor, tmp_path / "a", "view one")
+    two = _grown(vendor, tmp_path / "b", "view two")  # same key, same size, another entry
+    a, b = tmp_path / "a.tar.zst", tmp_path / "b.tar.zst"
+    expect(run(one, "export", vendor.ref, "--out", a, state=tmp_path / "a" / "vendor-state"), 0)
+    expect(run(two, "export", vendor.ref, "--out", b, state=tmp_path / "b" / "vendor-state"), 0)
+    expect(run(buyer, "import", a, "--policy", policy, "--key", "b1", "--key", "b2"), 0)
+    r = run(buyer, "import", b, "--policy", policy, "--key", "b1", "--key", "b2")
+    expect(r, 1)
+    assert ": fork: two roots at one size: " in r.stderr
+    # The accepted view is kept in the signed import record: a fresh user state still knows it.
+    fresh = tmp_path / "fresh-state"
+    fresh.mkdir()
+    r = new_runner().invoke(
+        main, ["--ledger", str(buyer), "import", str(b), "--policy", str(policy), "--key", "b1",
+               "--key", "b2"], env={"TRAJLEDGER_STATE_DIR": str(fresh)},
+    )
+    expect(r, 1)
+    assert ": fork: two roots at one size: " in r.stderr

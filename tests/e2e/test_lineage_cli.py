@@ -43,17 +43,22 @@ def test_lineage_text_spans_both_iterations(runner: CliRunner, demo: tuple[Path,
     r = run(runner, home, "lineage", ckpt[:15])
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
-    assert lines[0].startswith(f"✓ checkpoint cartpole-bc@2 {ckpt[:19]}… (log #")
+    assert lines[0].startswith("✓ log trajledger.quickstart/")
+    assert any(ln.startswith(f"✓ checkpoint cartpole-bc@2 ({ckpt[:19]}…) — log index ")
+               for ln in lines)
     text = r.stdout
     for want in (
-        "[dataset] ✓ dataset cartpole@2",
-        "[generated-by] ✓ checkpoint cartpole-bc@1",
-        "[base-checkpoint] ✓ checkpoint cartpole-bc@1",
-        "[environment] ✓ environment cartpole@1",
-        "[evaluator] ✓ evaluator episode-return@1",
-        "(shown above)",
+        "dataset → ✓ dataset cartpole@2",
+        "generated-by → ✓ checkpoint cartpole-bc@1",
+        "base-checkpoint → ✓ checkpoint cartpole-bc@1",
+        "environment → ✓ environment cartpole@1",
+        "evaluator → ✓ evaluator episode-return@1",
+        "(see above)",
     ):
         assert want in text, want
+    # Each node is drawn once; later uses refer back.
+    drawn = [ln for ln in lines if "(see above)" not in ln and "→ ✓ environment" in ln]
+    assert len(drawn) == 1
 
 
 def test_lineage_json_is_a_graph(runner: CliRunner, demo: tuple[Path, str]) -> None:
@@ -61,7 +66,8 @@ def test_lineage_json_is_a_graph(runner: CliRunner, demo: tuple[Path, str]) -> N
     r = run(runner, home, "lineage", ckpt, "--format", "json")
     assert r.exit_code == 0, r.output
     graph = json.loads(r.stdout)
-    assert graph["root"] == ckpt and graph["direction"] == "upstream"
+    assert graph["subject"] == ckpt and graph["direction"] == "upstream"
+    assert graph["format"] == "https://trajledger.dev/report/v1"
     kinds = sorted(n["kind"] for n in graph["nodes"])
     assert kinds == [
         "checkpoint",
@@ -70,12 +76,14 @@ def test_lineage_json_is_a_graph(runner: CliRunner, demo: tuple[Path, str]) -> N
         "dataset",
         "environment",
         "evaluator",
+        "log",
         "rollout-batch",
         "rollout-batch",
     ]
-    assert all(n["status"] == "verified" for n in graph["nodes"])
-    ids = {n["digest"] for n in graph["nodes"]}
-    assert all(e["src"] in ids and e["dst"] in ids for e in graph["edges"])
+    assert all(n["status"] == "ok" for n in graph["nodes"])
+    ids = [n["id"] for n in graph["nodes"]]
+    assert len(ids) == len(set(ids))
+    assert all(e["from"] in ids and e["to"] in ids for e in graph["edges"])
     roles = {e["role"] for e in graph["edges"]}
     assert roles == {
         "dataset",
@@ -124,13 +132,13 @@ def test_impact_after_revocation_names_the_checkpoints(
     r = run(runner, home, "impact", "cartpole-random")
     assert r.exit_code == 0, r.output
     assert r.stderr == "2 checkpoint(s) reached: cartpole-bc@1, cartpole-bc@2\n"
-    first = r.stdout.splitlines()[0]
-    assert first.startswith("✗ revoked rollout-batch cartpole-random ") and first.endswith(
-        "— PII found (log index 20)"
-    )
+    lines = r.stdout.splitlines()
+    assert any(ln.startswith("✗ rollout-batch cartpole-random (") for ln in lines)
+    assert "    ✗ revoked — PII found (log index 20)" in lines
     graph = json.loads(run(runner, home, "impact", "cartpole-random", "--format", "json").stdout)
+    assert graph["direction"] == "downstream"
     assert {n["name"] for n in graph["nodes"] if n["kind"] == "checkpoint"} == {"cartpole-bc"}
-    assert all(n["status"] in ("revoked", "failed") for n in graph["nodes"])
+    assert all(n["status"] == "fail" for n in graph["nodes"] if n["kind"] != "log")
     # and verify of the final checkpoint now fails, naming the revocation
     r = run(runner, home, "verify", ckpt)
     assert r.exit_code == 1

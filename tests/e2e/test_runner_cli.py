@@ -27,11 +27,14 @@ import pytest
 from click.testing import CliRunner, Result
 
 from trajledger.ledger.artifacts import (
+    batch_files,
     create_dataset,
     record_batch,
     register_environment,
     register_evaluator,
 )
+from trajledger.ledger.catalog import Catalog
+from trajledger.ledger.errors import TamperError
 from trajledger.ledger.home import Ledger
 from trajledger.ledger.keys import KeyStore, Signer
 from trajledger.ledger.record import record_files
@@ -224,6 +227,12 @@ def _match(got: list[str], want: tuple[str, ...], exact: bool) -> None:
         assert g == w if exact else g.startswith(w), (g, w)
 
 
+def adm(w: World, ref: str) -> str:
+    """The admission decision's label for a dataset reference: failure lines start with it."""
+    digest = Catalog(w.ledger).resolve(ref, {"dataset"}).digest
+    return f"admission of dataset {ref} ({short(digest)})"
+
+
 def refused_train(
     runner: CliRunner, w: World, dataset: str, *lines: str, exact: bool = True
 ) -> Result:
@@ -271,11 +280,11 @@ def refused_admit(runner: CliRunner, w: World, dataset: str, *lines: str) -> Non
 def test_admit_and_train_a_good_dataset(runner: CliRunner, world: World) -> None:
     r = run(runner, world.home, "admit", "ds@1")
     expect(r, 0, "OK: dataset ds@1: admitted (1 batch(es))\n")
-    assert "✓ admissible for training" in r.stdout
+    assert "✓ dataset ds@1: approvals — 2 of 2 required approver(s) for 'train'" in r.stdout
     r = run(runner, world.home, "admit", "ds@1", "--json")
     expect(r, 0)
     report = json.loads(r.stdout)
-    assert report["admitted"] is True and report["report"]["status"] == "ok"
+    assert report["admitted"] is True and report["report"]["ok"] is True
 
     size = world.ledger.log.size
     r = run(runner, world.home, "train", "--dataset", "ds@1", "--key", "trainer", "--seed", "3")
@@ -303,7 +312,7 @@ def test_admit_and_train_a_good_dataset(runner: CliRunner, world: World) -> None
     r = run(runner, world.home, "verify", digest)
     expect(r, 0)
     assert r.stderr.startswith(f"OK: {digest}: ") and r.stderr.endswith(" checks passed\n")
-    assert "✓ training on dataset ds@1" in r.stdout
+    assert "✓ dataset ds@1: split — train" in r.stdout
 
 
 def test_train_with_an_explicit_policy_file(runner: CliRunner, world: World) -> None:
@@ -351,7 +360,8 @@ def test_refuses_an_envelope_without_a_valid_signature(runner: CliRunner, world:
     index = [e.subject for e in world.entries()].index(batch)
     world.dataset_of("unsigned", batch)
     line = (
-        f"rollout-batch {short(batch)}: rollout-batch record {index}: invalid signature by key "
+        f"rollout-batch {short(batch)} > record: rollout-batch record {index}: invalid signature "
+        "by key "
         f"{vendor.keyid[:16]}: 0 of 1 required signature(s) verified; the envelope names key "
         f"{vendor.keyid[:12]} (producer role), want producer key(s)"
     )
@@ -370,7 +380,7 @@ def test_refuses_a_batch_signed_by_a_key_outside_the_policy(
         runner,
         world,
         "outside@1",
-        f"rollout-batch {short(batch)}: rollout-batch record {index}: no signature by a "
+        f"rollout-batch {short(batch)} > record: rollout-batch record {index}: no signature by a "
         "trusted key: 0 of 1 required signature(s) verified; the envelope names key "
         f"{outsider.keyid[:12]} (not in the policy), want producer key(s)",
     )
@@ -385,7 +395,7 @@ def test_refuses_a_batch_whose_signer_is_not_a_producer(runner: CliRunner, world
         runner,
         world,
         "by-trainer@1",
-        f"rollout-batch {short(batch)}: rollout-batch record {index}: no signature by a "
+        f"rollout-batch {short(batch)} > record: rollout-batch record {index}: no signature by a "
         "trusted key: 0 of 1 required signature(s) verified; the envelope names key "
         f"{trainer.keyid[:12]} (trainer role), want producer key(s)",
     )
@@ -395,7 +405,8 @@ def test_refuses_approvals_below_the_threshold(runner: CliRunner, world: World) 
     create_dataset(world.ledger, "half", "1", "train", [world.spare], world.signer("vendor"))
     r = run(runner, world.home, "approve", "half@1", "--key", "approver-a")
     expect(r, 0)
-    line = "admissible for training > approvals: 1 of 2 required approver(s) for 'train'"
+    line = f"{adm(world, 'half@1')} > dataset half@1: approvals: 1 of 2 required approver(s) " \
+        "for 'train'"
     refused_train(runner, world, "half@1", line)
     refused_admit(runner, world, "half@1", line)
 
@@ -408,8 +419,9 @@ def test_refuses_approvals_for_another_purpose(runner: CliRunner, world: World) 
         runner,
         world,
         "evalonly@1",
-        "admissible for training > approvals: 0 of 2 required approver(s) for 'train'; "
-        f"approval {a} is for 'eval', not 'train'; approval {b} is for 'eval', not 'train'",
+        f"{adm(world, 'evalonly@1')} > dataset evalonly@1: approvals: 0 of 2 required "
+        f"approver(s) for 'train'; approval {a} is for 'eval', not 'train'; approval {b} is for "
+        "'eval', not 'train'",
     )
 
 
@@ -424,8 +436,8 @@ def test_refuses_an_expired_approval(runner: CliRunner, world: World) -> None:
         runner,
         world,
         "stale@1",
-        "admissible for training > approvals: 1 of 2 required approver(s) for 'train'; "
-        f"approval {index} expired at {expired} (judged at ",
+        f"{adm(world, 'stale@1')} > dataset stale@1: approvals: 1 of 2 required approver(s) "
+        f"for 'train'; approval {index} expired at {expired} (judged at ",
         exact=False,
     )
 
@@ -441,8 +453,8 @@ def test_refuses_an_approval_older_than_the_policy_allows(runner: CliRunner, wor
         runner,
         world,
         "old@1",
-        "admissible for training > approvals: 1 of 2 required approver(s) for 'train'; "
-        f"approval {index} of {stamp} is older than the policy's maximum approval age "
+        f"{adm(world, 'old@1')} > dataset old@1: approvals: 1 of 2 required approver(s) for "
+        f"'train'; approval {index} of {stamp} is older than the policy's maximum approval age "
         "(7776000s)",
     )
 
@@ -479,8 +491,8 @@ def test_refuses_an_erased_batch(runner: CliRunner, world: World) -> None:
     )
     assert not steps.exists()
     line = (
-        f"rollout-batch random-a ({short(world.batch)}) > erased: consent (log index {index}): "
-        "erased data is never trained on"
+        f"{adm(world, 'ds@1')} > rollout-batch random-a ({short(world.batch)}): erased: consent "
+        f"(log index {index}): erased data is never trained on"
     )
     refused_train(runner, world, "ds@1", line)
     refused_admit(runner, world, "ds@1", line)
@@ -494,7 +506,7 @@ def test_refuses_a_batch_that_is_not_in_the_log(runner: CliRunner, world: World)
         runner,
         world,
         "ghost@1",
-        f"rollout-batch {short(ghost)}: not recorded in the log as rollout-batch",
+        f"rollout-batch {short(ghost)} > record: not recorded in the log as rollout-batch",
     )
 
 
@@ -511,23 +523,37 @@ def _checkpoint(w: World) -> Checkpoint:
     return Checkpoint.from_text(Note.from_bytes((w.home / "log" / "checkpoint").read_bytes()).text)
 
 
+def _seen(w: World, note: bytes) -> None:
+    """Make the user's trust state remember ``note`` as the newest checkpoint seen."""
+    import sqlite3
+
+    state = w.ledger.trust_state()
+    db = sqlite3.connect(state.path / "state.sqlite")
+    db.execute("UPDATE meta SET value = ? WHERE key = 'checkpoint'", (note,))
+    db.commit()
+    db.close()
+
+
 def test_refuses_a_log_fork(runner: CliRunner, world: World) -> None:
-    # The runner saw a checkpoint of the current size with another root: two checkpoints of
-    # one size with different roots, both validly signed by the log key.
+    # This user saw a checkpoint of the current size with another root: two checkpoints of one
+    # size with different roots, both validly signed by the log key.
     current = _checkpoint(world)
     other_root = bytes(b ^ 0xFF for b in current.root)
-    seen = world.home / "runner" / "seen-checkpoint"
-    seen.parent.mkdir(exist_ok=True)
-    seen.write_bytes(_sign_checkpoint(world, current.size, other_root))
-    line = (
-        f"log > consistent with the checkpoint seen before: log fork or rollback: checkpoint "
-        f"fork for {ORIGIN}: two roots at size {current.size}: {other_root.hex()} and "
-        f"{current.root.hex()}"
+    _seen(world, _sign_checkpoint(world, current.size, other_root))
+    log = {p: p.read_bytes() for p in (world.home / "log").rglob("*") if p.is_file()}
+    message = (
+        f"FAIL: {world.home / 'log' / 'checkpoint'}: fork: the log's signed checkpoint at size "
+        f"{current.size} has root {current.root.hex()[:16]}…, but root {other_root.hex()[:16]}… "
+        "was seen before at that size. Nothing was changed.\n"
     )
-    refused_admit(runner, world, "ds@1", line)
-    refused_train(runner, world, "ds@1", line)
-    # The evidence is kept: the runner does not overwrite what it saw with the other view.
-    assert Checkpoint.from_text(Note.from_bytes(seen.read_bytes()).text).root == other_root
+    for args in (["admit", "ds@1"], ["train", "--dataset", "ds@1", "--key", "trainer"],
+                 ["verify", "ds@1"]):
+        expect(run(runner, world.home, *args), 1, message)
+    # The evidence is kept: nothing in the log changed, and the other view is still remembered.
+    assert {p: p.read_bytes() for p in (world.home / "log").rglob("*") if p.is_file()} == log
+    floor = Ledger.open(world.home)
+    with pytest.raises(TamperError):
+        floor.trust_state()
 
 
 def test_refuses_a_log_rollback(runner: CliRunner, world: World) -> None:
@@ -536,14 +562,15 @@ def test_refuses_a_log_rollback(runner: CliRunner, world: World) -> None:
     old_size = _checkpoint(world).size
     register_evaluator(world.ledger, "other", "1", "human", world.signer("vendor"))
     r = run(runner, world.home, "train", "--dataset", "ds@1", "--key", "trainer")
-    expect(r, 0)  # the runner now remembers size old_size + 1
+    expect(r, 0)  # this user has now seen a larger size
     shutil.rmtree(world.home / "log")
     shutil.copytree(backup, world.home / "log")  # an old copy of the log is put back
-    line = (
-        f"log > consistent with the checkpoint seen before: log fork or rollback: checkpoint "
-        f"rollback for {ORIGIN}: size {old_size} is smaller than the {old_size + 1} seen before"
+    r = run(runner, world.home, "train", "--dataset", "ds@1", "--key", "trainer")
+    expect(r, 1)
+    assert r.stderr.startswith(
+        f"FAIL: {world.home / 'log' / 'checkpoint'}: rollback: the log's signed checkpoint has "
+        f"size {old_size}, but size {old_size + 1} was seen before"
     )
-    refused_train(runner, world, "ds@1", line)
 
 
 @pytest.mark.parametrize("split", ["holdout", "regression"])
@@ -552,8 +579,8 @@ def test_refuses_a_holdout_or_regression_dataset(
 ) -> None:
     world.dataset_of("held", world.spare, split)
     line = (
-        f"admissible for training > split: the dataset is '{split}', want 'train': holdout and "
-        "regression data are never trained on"
+        f"{adm(world, 'held@1')} > dataset held@1: split: the dataset is '{split}', want "
+        "'train': holdout and regression data are never trained on"
     )
     refused_train(runner, world, "held@1", line)
     refused_admit(runner, world, "held@1", line)
@@ -566,8 +593,8 @@ def test_refuses_a_batch_another_dataset_puts_in_holdout(runner: CliRunner, worl
         runner,
         world,
         "ds@1",
-        "admissible for training > not in a holdout or regression split > rollout-batch "
-        f"{short(world.batch)}: is in holdout dataset exam@1 (log index {index})",
+        f"{adm(world, 'ds@1')} > dataset ds@1: not held out: rollout-batch "
+        f"{short(world.batch)} is in holdout dataset exam@1 (log index {index})",
     )
 
 
@@ -582,8 +609,9 @@ def test_refuses_tampered_bytes(runner: CliRunner, world: World) -> None:
 
     expected = batch_files(world.ledger, world.batch)["steps.parquet"]
     line = (
-        f"rollout-batch random-a ({short(world.batch)}) > steps.parquet: tampered: content "
-        f"hashes to {short(digest_bytes(bytes(tampered)))}, want {short(expected)}"
+        f"{adm(world, 'ds@1')} > rollout-batch random-a ({short(world.batch)}) > steps.parquet: "
+        f"tampered: content hashes to {short(digest_bytes(bytes(tampered)))}, want "
+        f"{short(expected)}"
     )
     refused_train(runner, world, "ds@1", line)
     refused_admit(runner, world, "ds@1", line)
@@ -598,8 +626,9 @@ def test_refuses_a_truncated_blob(runner: CliRunner, world: World) -> None:
         runner,
         world,
         "ds@1",
-        f"rollout-batch random-a ({short(world.batch)}) > episodes.parquet: tampered: "
-        f"{size - 10} bytes, want {size}",
+        f"{adm(world, 'ds@1')} > rollout-batch random-a ({short(world.batch)}) > "
+        f"episodes.parquet: tampered: {size - 10} bytes, want {size} (blob "
+        f"{short(batch_files(world.ledger, world.batch)['episodes.parquet'])})",
     )
 
 
@@ -630,7 +659,8 @@ def test_refuses_a_schema_failure(runner: CliRunner, world: World) -> None:
         runner,
         world,
         "broken@1",
-        f"rollout-batch no-rewards ({short(rec.digest)}) > schema: steps.parquet: ",
+        f"{adm(world, 'broken@1')} > rollout-batch no-rewards ({short(rec.digest)}): schema: "
+        "steps.parquet: ",
         exact=False,
     )
     assert "reward" in r.stderr and "missing required column" in r.stderr
@@ -652,7 +682,8 @@ def test_reports_every_failure_batch_by_batch(runner: CliRunner, world: World) -
         for x in lines
     )
     assert any(
-        x.startswith(f"FAIL: rollout-batch {short(bad)}: rollout-batch record") for x in lines
+        x.startswith(f"FAIL: rollout-batch {short(bad)} > record: rollout-batch record")
+        for x in lines
     )
 
 
@@ -665,7 +696,7 @@ def test_admit_json_on_refusal(runner: CliRunner, world: World) -> None:
     expect(r, 1)
     doc = json.loads(r.stdout)
     assert doc["admitted"] is False
-    assert doc["report"]["status"] == "fail"
+    assert doc["report"]["ok"] is False
 
 
 # -- verify: revocation fails a lineage, erasure does not ---------------------------------------
@@ -693,7 +724,7 @@ def test_verify_fails_after_a_revocation(runner: CliRunner, world: World) -> Non
     assert "✗ revoked — leak" in r.stdout
     r = run(runner, world.home, "verify", ckpt, "--json")
     expect(r, 1)
-    assert json.loads(r.stdout)["status"] == "fail"
+    assert json.loads(r.stdout)["ok"] is False
 
 
 def test_verify_says_erased_and_passes_after_an_erasure(runner: CliRunner, world: World) -> None:
@@ -703,11 +734,14 @@ def test_verify_says_erased_and_passes_after_an_erasure(runner: CliRunner, world
     )
     expect(r, 0)
     index = len(world.kinds()) - 1
-    for deep in ((), ("--deep",)):
-        r = run(runner, world.home, "verify", ckpt, *deep)
+    for skip in ((), ("--skip-data",)):
+        r = run(runner, world.home, "verify", ckpt, *skip)
         expect(r, 0)
         assert r.stderr.startswith(f"OK: {ckpt}: ")
-        assert r.stderr.endswith(" checks passed (1 erased: data deleted, digests verified)\n")
+        assert r.stderr.endswith(
+            " checks passed (1 erased: data deleted, digests verified)"
+            + (" (data: sizes only, not re-hashed)" if skip else "") + "\n"
+        )
         assert (
             f"∅ erased — retention (log index {index}); 2 of 2 blob(s) deleted; digests and "
             "signed records still verify"
@@ -721,21 +755,29 @@ def test_verify_fails_on_a_lost_blob(runner: CliRunner, world: World) -> None:
     r = run(runner, world.home, "verify", ckpt)
     expect(r, 1)
     assert r.stderr.splitlines()[1].startswith(
-        f"FAIL: rollout-batch random-a ({short(world.batch)}) > files: steps.parquet: blob "
+        f"FAIL: rollout-batch random-a ({short(world.batch)}) > steps.parquet: blob "
     )
 
 
-def test_verify_deep_finds_tampered_bytes(runner: CliRunner, world: World) -> None:
+def test_verify_rehashes_data_by_default(runner: CliRunner, world: World) -> None:
     ckpt = _trained(runner, world)
     path = world.blob_path(world.batch, "steps.parquet")
     os.chmod(path, 0o644)
     data = bytearray(path.read_bytes())
     data[100] ^= 1
     path.write_bytes(bytes(data))
-    expect(run(runner, world.home, "verify", ckpt), 0)  # presence only
-    r = run(runner, world.home, "verify", ckpt, "--deep")
+    r = run(runner, world.home, "verify", ckpt)
     expect(r, 1)
-    assert "steps.parquet: content hashes to" in r.stderr
+    assert "steps.parquet: tampered: content hashes to" in r.stderr
+    # --skip-data compares sizes only, and says so on every file it did not re-hash.
+    r = run(runner, world.home, "verify", ckpt, "--skip-data")
+    expect(r, 0)
+    assert "size only, not re-hashed" in r.stdout
+    assert r.stderr.endswith(" (data: sizes only, not re-hashed)\n")
+    path.write_bytes(bytes(data[:10]))
+    r = run(runner, world.home, "verify", ckpt, "--skip-data")
+    expect(r, 1)
+    assert "steps.parquet: tampered: 10 bytes, want " in r.stderr
 
 
 def test_verify_unknown_ref(runner: CliRunner, world: World) -> None:

@@ -54,8 +54,9 @@ def test_importtime_parser() -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["--help"], ["sign", "--help"], ["verify", "--help"], ["key", "new", "--help"]],
-    ids=["main", "sign", "verify", "key-new"],
+    [["--help"], ["sign", "--help"], ["verify", "--help"], ["key", "new", "--help"],
+     ["attest", "--help"], ["export", "--help"]],
+    ids=["main", "sign", "verify", "key-new", "attest", "export"],
 )
 def test_help_imports_nothing_heavy(args: list[str]) -> None:
     result = run_cli(*args)

@@ -61,7 +61,7 @@ from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
 from trajledger.verify.bundle import BundleIndex, Member
 
-EXCLUDED_DIRS = ("keys", "log-key", "index", "runner")
+EXCLUDED_DIRS = ("keys", "log-key", "index")
 EXCLUDED_FILES = {"ledger.toml", "policy.toml", "log/.state/lock", "log/.state/index"}
 
 
@@ -167,7 +167,7 @@ def test_tamper_sweep_of_a_ledger(
     }
     detectors: list[tuple[str, list[str]]] = [("log verify --deep", ["log", "verify", "--deep"])]
     detectors += [
-        (f"verify {r[:15]} --deep", ["verify", r, "--deep", "--policy", str(policy)]) for r in refs
+        (f"verify {r[:15]} --deep", ["verify", r, "--policy", str(policy)]) for r in refs
     ]
 
     def restore(*touched: str) -> None:
@@ -181,7 +181,7 @@ def test_tamper_sweep_of_a_ledger(
                 _write(home / rel, (pristine / rel).read_bytes())
                 os.chmod(home / rel, 0o444)
             else:
-                for d in ("log", "index", "runner"):
+                for d in ("log", "index"):
                     shutil.rmtree(home / d, ignore_errors=True)
                     shutil.copytree(pristine / d, home / d)
 

@@ -1,18 +1,19 @@
-"""The catalog of references (ledger/catalog.py): NAME@VERSION, digest, prefix; derived data.
+"""The catalog of references (ledger/catalog.py): NAME@VERSION, digest, prefix, confirmed from
+the log.
 
-Every refusal is a `RefError` with the message the CLI prints; the catalog file is a cache that
-is rebuilt from the log whenever it is missing, damaged or ahead of the log.
+Every refusal is a `RefError` with the message the CLI prints; the index behind it (the user's
+trust state) is a cache rebuilt from the log, and an index that disagrees with the log's signed
+statements is refused, saying to rebuild it.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from trajledger.ledger.artifacts import register_environment, register_evaluator
-from trajledger.ledger.catalog import Catalog, CatalogItem, RefError
+from trajledger.ledger.catalog import Catalog, CatalogItem, CatalogMismatchError, RefError
 from trajledger.ledger.home import Ledger
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.record import record_files
@@ -74,17 +75,16 @@ def test_same_name_version_in_two_kinds_is_ambiguous(
 
 
 def test_shared_prefix_is_ambiguous(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Two real digests sharing 6 hex digits would take ~16M tries; fake the catalog's items.
-    items = [
-        CatalogItem("files", "a", "", "sha256:abcdef" + "0" * 58, 0, "sha256:" + "1" * 64),
-        CatalogItem("files", "b", "", "sha256:abcdef" + "2" * 58, 1, "sha256:" + "3" * 64),
+    # Two real digests sharing 6 hex digits would take ~16M tries; fake the index's answer.
+    from trajledger.ledger.trust_state import NameRow, TrustState
+
+    rows = [
+        NameRow(0, "files", "a", "", "sha256:abcdef" + "0" * 58),
+        NameRow(1, "files", "b", "", "sha256:abcdef" + "2" * 58),
     ]
-    monkeypatch.setattr(Catalog, "items", lambda self: items)
-    catalog = Catalog(ledger)
+    monkeypatch.setattr(TrustState, "by_prefix", lambda self, prefix: rows)
     with pytest.raises(RefError, match=r"^abcdef: ambiguous, .*; give more of the digest$"):
-        catalog.resolve("abcdef")
-    assert catalog.resolve("abcdef0").name == "a"
-    assert catalog.resolve("b").name == "b"  # an unversioned name
+        Catalog(ledger).resolve("abcdef")
 
 
 def test_unversioned_name_with_at_sign(ledger: Ledger, alice: Signer, tmp_path: Path) -> None:
@@ -114,31 +114,38 @@ def test_catalog_follows_the_log(ledger: Ledger, alice: Signer, cart: str) -> No
     register_evaluator(ledger, "judge", "1", "deterministic", alice)
     assert [i.ref for i in catalog.items()] == ["cart@1", "judge@1"]
     assert [i.ref for i in catalog.by_kind("evaluator")] == ["judge@1"]
-    state = json.loads(catalog.state_path.read_text())
-    assert state == {"format": 1, "size": 2, "lines": 2}
 
 
-@pytest.mark.parametrize(
-    "damage",
-    ["delete-directory", "truncate-lines", "garbage-state", "ahead-of-log", "bad-line"],
-)
-def test_damaged_catalog_is_rebuilt(ledger: Ledger, alice: Signer, cart: str, damage: str) -> None:
-    catalog = Catalog(ledger)
+def test_a_forgotten_index_is_rebuilt_from_the_log(
+    ledger: Ledger, alice: Signer, cart: str
+) -> None:
     register_evaluator(ledger, "judge", "1", "deterministic", alice)
-    good = catalog.items()
-    if damage == "delete-directory":
-        for p in catalog.dir.iterdir():
-            p.unlink()
-        catalog.dir.rmdir()
-    elif damage == "truncate-lines":
-        catalog.path.write_bytes(catalog.path.read_bytes().splitlines(keepends=True)[0])
-    elif damage == "garbage-state":
-        catalog.state_path.write_text("{not json")
-    elif damage == "ahead-of-log":
-        # A catalog claiming more entries than the log holds (a log restored from backup):
-        # consistent in itself, so only its size betrays it.
-        catalog.path.write_bytes(catalog.path.read_bytes().splitlines(keepends=True)[0])
-        catalog.state_path.write_text(json.dumps({"format": 1, "size": 9, "lines": 1}))
-    else:
-        catalog.path.write_text('{"kind": "environment"}\n{"kind": "evaluator"}\n')
-    assert Catalog(ledger).items() == good
+    good = Catalog(ledger).items()
+    ledger.trust_state().rebuild()
+    assert Catalog(Ledger.open(ledger.root)).items() == good
+
+
+def _edit_index(ledger: Ledger, sql: str, *args: object) -> None:
+    import sqlite3
+
+    state = ledger.trust_state()
+    db = sqlite3.connect(state.path / "state.sqlite")
+    db.execute(sql, args)
+    db.commit()
+    db.close()
+
+
+def test_an_index_that_disagrees_with_the_log_is_refused(
+    ledger: Ledger, alice: Signer, cart: str, tmp_path: Path
+) -> None:
+    code = tmp_path / "env.py"
+    code.write_text("x = 2\n")
+    two = register_environment(ledger, "cart", "2", alice, files=[code])
+    # Make cart@2 point at cart@1's record: the signed statement says cart@1.
+    _edit_index(ledger, "UPDATE names SET version = '2' WHERE subject = ?", cart)
+    _edit_index(ledger, "DELETE FROM names WHERE subject = ?", two.digest)
+    with pytest.raises(CatalogMismatchError, match=(
+        r"^log entry 0: the index names it cart@2, its signed statement says cart@1; the index "
+        r"of the log disagrees with the log; rebuild it with 'trajledger reindex'$"
+    )):
+        Catalog(Ledger.open(ledger.root)).resolve("cart@2")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import stat
 from pathlib import Path
 
@@ -189,6 +190,7 @@ def test_private_key_of_unsupported_algorithm(keys: KeyStore, make: object) -> N
             serialization.NoEncryption(),
         )
     )
+    (keys.directory / "odd.key").chmod(0o600)
     with pytest.raises(
         KeyError_, match=r"^key odd: unsupported algorithm, want Ed25519 or ECDSA P-256$"
     ):
@@ -228,3 +230,44 @@ def test_private_pem_round_trip() -> None:
     pem = s.private_pem(b"pw")
     assert b"ENCRYPTED" in pem.split(b"\n", 1)[0]
     assert b"ENCRYPTED" not in s.private_pem(None)
+
+
+# -- a private key must be private, and the pair of its public half -----------------------------
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o644])
+def test_a_private_key_others_can_read_is_refused_with_the_chmod(
+    keys: KeyStore, passphrase: str, mode: int
+) -> None:
+    keys.create("alice")
+    path = keys.directory / "alice.key"
+    path.chmod(mode)
+    with pytest.raises(KeyError_, match=(
+        rf"^key alice: {re.escape(str(path))} can be read by other users \(mode 0{mode:o}\); "
+        rf"run 'chmod 600 {re.escape(str(path))}'$"
+    )):
+        keys.signer("alice")
+    path.chmod(0o600)
+    assert keys.signer("alice").name == "alice"
+
+
+@pytest.mark.parametrize("how", ["copied", "symlinked"])
+def test_a_private_key_that_is_not_the_pair_of_its_public_key_is_refused(
+    keys: KeyStore, passphrase: str, how: str
+) -> None:
+    from trajledger.ledger.errors import TamperError
+
+    alice, bob = keys.create("alice"), keys.create("bob")
+    a = keys.directory / "alice.key"
+    a.unlink()
+    if how == "copied":
+        a.write_bytes((keys.directory / "bob.key").read_bytes())
+        a.chmod(0o600)
+    else:
+        a.symlink_to(keys.directory / "bob.key")
+    with pytest.raises(TamperError, match=(
+        rf"^key alice: .*alice\.key is not the private half of .*alice\.pub \(keyid "
+        rf"{bob.keyid[:16]}…, want {alice.keyid[:16]}…\); the key file was replaced: nothing "
+        "was signed$"
+    )):
+        keys.signer("alice")

@@ -3,8 +3,10 @@
 
 - ``admit`` returns exactly the verified bytes as tables, with the verified dependencies;
 - it refuses with an exception carrying the whole report, every failure listed;
-- the runner's seen checkpoint is remembered (not on a dry run, never for a forked log);
+- the newest checkpoint seen is remembered in the user's trust state (outside the ledger), and a
+  log rolled back behind it is refused;
 - ``load_policy``: the policy given, followed through the log's history, or the one in force;
+  a trust-policy record whose envelope is missing or damaged fails it (fail closed);
 - replacing a batch's file after admission, before training reads it, cannot change what is
   trained on (the trainer gets the admitted bytes; the checkpoint equals one trained on the
   original);
@@ -32,12 +34,13 @@ from trajledger.ledger.artifacts import (
     register_evaluator,
 )
 from trajledger.ledger.catalog import Catalog
-from trajledger.ledger.errors import LedgerError
+from trajledger.ledger.errors import LedgerError, TamperError
 from trajledger.ledger.home import Ledger
 from trajledger.ledger.keys import Signer
+from trajledger.ledger.policy_state import load_policy
 from trajledger.ledger.status import approve, erase, record_policy
 from trajledger.runner import train as train_module
-from trajledger.runner.admission import SEEN_CHECKPOINT, DataRefusedError, admit, load_policy
+from trajledger.runner.admission import DataRefusedError, admit
 from trajledger.runner.rollouts import run_policy
 from trajledger.runner.train import train
 from trajledger.runner.trainers import TrainingData, TrainResult
@@ -130,7 +133,7 @@ def setup(tmp_path: Path) -> Setup:
 
 
 def test_admit_returns_the_verified_bytes_as_tables(setup: Setup) -> None:
-    got = admit(setup.ledger, "ds@1", setup.policy, remember_checkpoint=False)
+    got = admit(setup.ledger, "ds@1", setup.policy)
     catalog = Catalog(setup.ledger)
     assert got.dataset == catalog.resolve("ds@1", {"dataset"}).digest
     assert (got.name, got.version, got.purpose) == ("ds", "1", "train")
@@ -140,7 +143,7 @@ def test_admit_returns_the_verified_bytes_as_tables(setup: Setup) -> None:
     assert batch.index == catalog.resolve(batch.digest).index
     for name, table in (("steps.parquet", batch.steps), ("episodes.parquet", batch.episodes)):
         assert table.equals(pq.read_table(setup.blob(batch.digest, name)))
-    assert batch.predicate["policyVersion"] == "random"
+    assert batch.predicate.policy_version == "random"
     deps = {(d.role, d.name): d for d in got.dependencies}
     assert set(deps) == {("environment", "cartpole@1"), ("evaluator", "return@1")}
     assert deps[("environment", "cartpole@1")].index == catalog.resolve("cartpole@1").index
@@ -154,16 +157,18 @@ def test_refusal_is_an_exception_with_the_whole_report(setup: Setup) -> None:
         os.chmod(path, 0o644)
         path.write_bytes(path.read_bytes() + b"\0")
     with pytest.raises(DataRefusedError, match=r"^dataset two@1: refused, 3 problem\(s\)\n") as e:
-        admit(setup.ledger, "two@1", setup.policy, remember_checkpoint=False)
+        admit(setup.ledger, "two@1", setup.policy)
     assert isinstance(e.value, PolicyError)
     failures = e.value.report.failures()
     assert len(failures) == 3
-    # Batch by batch, in the dataset's order (sorted digests), then the rules of its use.
+    # The rules of its use, then batch by batch, in the dataset's order (sorted digests).
+    ds = Catalog(setup.ledger).resolve("two@1").digest
+    decision = f"admission of dataset two@1 ({ds[:19]}…)"
+    assert failures[0].startswith(f"{decision} > dataset two@1: approvals: 1 of 2")
     names = {setup.batches[0]: "b0", setup.batches[1]: "b50"}
-    for digest, line in zip(sorted(setup.batches), failures[:2], strict=True):
-        assert line.startswith(f"rollout-batch {names[digest]} ({digest[:19]}…) > ")
+    for digest, line in zip(sorted(setup.batches), failures[1:], strict=True):
+        assert line.startswith(f"{decision} > rollout-batch {names[digest]} ({digest[:19]}…) > ")
         assert "> episodes.parquet: tampered: " in line
-    assert failures[2].startswith("admissible for training > approvals: 1 of 2")
     assert str(e.value).splitlines()[1:] == failures
 
 
@@ -172,23 +177,23 @@ def test_a_batch_approval_does_not_approve_the_dataset(setup: Setup) -> None:
     create_dataset(setup.ledger, "b-only", "1", "train", [setup.batches[1]], setup.keys["vendor"])
     setup.approve_both(setup.batches[1])
     with pytest.raises(DataRefusedError, match="approvals: 0 of 2 required approver"):
-        admit(setup.ledger, "b-only@1", setup.policy, remember_checkpoint=False)
+        admit(setup.ledger, "b-only@1", setup.policy)
 
 
 def test_purpose_and_time_are_judged(setup: Setup) -> None:
     with pytest.raises(DataRefusedError, match=r"0 of 2 required approver\(s\) for 'eval'"):
-        admit(setup.ledger, "ds@1", setup.policy, purpose="eval", remember_checkpoint=False)
+        admit(setup.ledger, "ds@1", setup.policy, purpose="eval")
     later = dt.datetime.now(dt.UTC) + dt.timedelta(days=31)
     with pytest.raises(DataRefusedError, match=r"approval \d+ expired at "):
-        admit(setup.ledger, "ds@1", setup.policy, now=later, remember_checkpoint=False)
+        admit(setup.ledger, "ds@1", setup.policy, now=later)
 
 
 def test_an_erased_dataset_is_refused(setup: Setup) -> None:
     erase(setup.ledger, "ds@1", setup.keys["vendor"], reason="legal")
     with pytest.raises(DataRefusedError) as e:
-        admit(setup.ledger, "ds@1", setup.policy, remember_checkpoint=False)
+        admit(setup.ledger, "ds@1", setup.policy)
     assert any(
-        "> erased: legal (log index " in f and f.startswith("dataset ds@1")
+        "> dataset ds@1 (" in f and ": erased: legal (log index " in f
         for f in e.value.report.failures()
     )
 
@@ -198,30 +203,32 @@ def test_unknown_dataset_is_operational(setup: Setup) -> None:
         admit(setup.ledger, "nope@1", setup.policy)
 
 
-# -- the seen checkpoint ------------------------------------------------------------------------
+# -- the newest checkpoint seen -------------------------------------------------------------------
 
 
-def test_seen_checkpoint_is_remembered_and_extended(setup: Setup) -> None:
-    seen = setup.ledger.root / SEEN_CHECKPOINT
-    admit(setup.ledger, "ds@1", setup.policy, remember_checkpoint=False)
-    assert not seen.exists()
+def test_the_newest_checkpoint_seen_is_remembered_outside_the_ledger(setup: Setup) -> None:
     admit(setup.ledger, "ds@1", setup.policy)
-    first = seen.read_bytes()
-    assert first == (setup.ledger.root / "log" / "checkpoint").read_bytes()
+    state = setup.ledger.trust_state()
+    assert state.floor() == (setup.ledger.root / "log" / "checkpoint").read_bytes()
+    assert not str(state.path).startswith(str(setup.ledger.root))
     approve(setup.ledger, "ds@1", setup.keys["approver-a"], note="again")  # the log grows
-    got = admit(setup.ledger, "ds@1", setup.policy)
-    node = next(c for c in got.report.children[0].children if c.what.startswith("consistent"))
-    size = setup.ledger.log.size
-    assert node.detail == f"size {size - 1} -> {size}"
-    assert seen.read_bytes() != first
+    admit(setup.ledger, "ds@1", setup.policy)
+    assert Ledger.open(setup.ledger.root).trust_state().size == setup.ledger.log.size
 
 
-def test_seen_checkpoint_is_updated_on_a_refusal_with_a_sound_log(setup: Setup) -> None:
-    seen = setup.ledger.root / SEEN_CHECKPOINT
-    create_dataset(setup.ledger, "nope", "1", "train", [setup.batches[1]], setup.keys["vendor"])
-    with pytest.raises(DataRefusedError):
-        admit(setup.ledger, "nope@1", setup.policy)
-    assert seen.read_bytes() == (setup.ledger.root / "log" / "checkpoint").read_bytes()
+def test_a_log_rolled_back_behind_what_was_seen_is_refused(setup: Setup) -> None:
+    log = setup.ledger.root / "log"
+    saved = {p: p.read_bytes() for p in log.rglob("*") if p.is_file()}
+    approve(setup.ledger, "ds@1", setup.keys["approver-a"], note="seen")
+    admit(setup.ledger, "ds@1", setup.policy)
+    # Someone with write access to the ledger puts the whole older log back.
+    for p in log.rglob("*"):
+        if p.is_file() and p not in saved:
+            p.unlink()
+    for p, data in saved.items():
+        p.write_bytes(data)
+    with pytest.raises(TamperError, match=r"rollback: the log's signed checkpoint has size"):
+        admit(Ledger.open(setup.ledger.root), "ds@1", setup.policy)
 
 
 # -- which policy applies -----------------------------------------------------------------------
@@ -242,7 +249,7 @@ def test_load_policy(setup: Setup, tmp_path: Path) -> None:
     policy, notes = load_policy(setup.ledger, three)
     assert policy.serial == 3
     assert notes == ["policy 'unit' serial 3: used as given (not recorded in the log)"]
-    with pytest.raises(LedgerError, match="no such file"):
+    with pytest.raises(OSError, match=r"absent\.toml: no such file"):
         load_policy(setup.ledger, tmp_path / "absent.toml")
 
 

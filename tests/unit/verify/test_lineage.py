@@ -1,13 +1,15 @@
 """Lineage verification (``verify.lineage``) on a small ledger, read through ``Evidence``.
 
-The report tree (``Check``): short failure paths from the nearest anchor, counts, erased
-nodes, rendering. Then the verifier, one test per attack on the evidence: a log checkpoint not
-signed by the policy's log key, a missing witness cosignature, a broken hash chain, an entry
-not included, a missing or replaced envelope, a record by the wrong role; and the rules:
-revocations fail, erasures are reported (only for blobs a verified erasure lists), unverifiable
-status records are ignored, approvals count only before the use and for the purpose, and a
-holdout recorded after a checkpoint does not taint it. ``check_known_checkpoint`` catches a
-fork and a rollback.
+The report (``Report``): a DAG of nodes keyed by digest, each verified once; failure lines
+``<node> > <check>: <detail>``; counts; erased checks; rendering each node once ("see above");
+JSON as a node table plus an edge list. Then the verifier, one test per attack on the evidence:
+a log checkpoint not signed by the policy's log key, a missing witness cosignature, a broken hash
+chain, an entry not included, a missing or replaced envelope, a record by the wrong role; and the
+rules: revocations fail, erasures are reported (only for blobs a verified erasure lists),
+status records that verify but are not under the policy are ignored while missing or damaged
+ones fail (fail closed), approvals count only before the use and for the purpose, and a holdout
+recorded after a checkpoint does not taint it. ``check_known_checkpoint`` catches a fork and a
+rollback.
 
 Evidence tampering goes through `TamperedEvidence`, an in-memory wrapper over the ledger
 directory, so the ledger itself stays sound.
@@ -41,7 +43,16 @@ from trajledger.runner.train import train
 from trajledger.verify import predicates
 from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.evidence import LedgerDirEvidence
-from trajledger.verify.lineage import ERASED, FAIL, INFO, OK, Check, LineageVerifier
+from trajledger.verify.lineage import (
+    ERASED,
+    FAIL,
+    INFO,
+    REPORT_FORMAT,
+    Edge,
+    LineageVerifier,
+    Node,
+    Report,
+)
 from trajledger.verify.note import format_signature_line, verifier_from_vkey, vkey_string
 from trajledger.verify.policy import TrustPolicy
 
@@ -65,52 +76,54 @@ def clock() -> int:
     return 1_700_000_000_000_000
 
 
-# -- Check ----------------------------------------------------------------------------------------
+# -- Report ---------------------------------------------------------------------------------------
 
 
-def test_failure_paths_start_at_the_nearest_anchor() -> None:
-    root = Check("lineage of x", anchor=True)
-    art = root.add(Check("checkpoint c", anchor=True))
-    batch = art.add(Check("rollout-batch b", anchor=True))
-    files = batch.add(Check("files"))
-    files.fail("steps.parquet: missing")
-    art.add(Check("use")).add(Check("approvals", FAIL, "1 of 2"))
-    batch.fail("revoked")
-    assert root.failures() == [
-        "rollout-batch b > files: steps.parquet: missing",
-        "rollout-batch b: revoked",
-        "checkpoint c > use > approvals: 1 of 2",
+def _diamond() -> Report:
+    """c -> d1 -> b, c -> d2 -> b: b is reached twice."""
+    nodes = {
+        "log": Node("log", "log", name="log"),
+        "sha256:" + "c" * 64: Node("sha256:" + "c" * 64, "checkpoint", "m", "1", 9),
+        "sha256:" + "1" * 64: Node("sha256:" + "1" * 64, "dataset", "d1", "1", 5),
+        "sha256:" + "2" * 64: Node("sha256:" + "2" * 64, "dataset", "d2", "1", 6),
+        "sha256:" + "b" * 64: Node("sha256:" + "b" * 64, "rollout-batch", "b", "", 3),
+    }
+    c, d1, d2, b = ("sha256:" + x * 64 for x in "c12b")
+    nodes[b].add("files", "ok", "1 file")
+    nodes[b].add("erased", ERASED, "consent")
+    nodes[d2].add("note", INFO, "fyi")
+    edges = [Edge(c, d1, "dataset"), Edge(c, d2, "dataset"), Edge(d1, b, "batch"),
+             Edge(d2, b, "batch")]
+    return Report(c, ["log", c], nodes, edges)
+
+
+def test_a_node_reached_twice_is_counted_and_drawn_once() -> None:
+    r = _diamond()
+    assert r.count() == (3, 0) and r.erased() == 1 and r.ok
+    assert r.render() == [
+        "✓ log",
+        "✓ checkpoint m@1 (sha256:cccccccccccc…) — log index 9",
+        "    dataset → ✓ dataset d1@1 (sha256:111111111111…) — log index 5",
+        "        batch → ∅ rollout-batch b (sha256:bbbbbbbbbbbb…) — log index 3",
+        "            ✓ files — 1 file",
+        "            ∅ erased — consent",
+        "    dataset → ✓ dataset d2@1 (sha256:222222222222…) — log index 6",
+        "        · note — fyi",
+        "        batch → ∅ rollout-batch b (sha256:bbbbbbbbbbbb…) (see above)",
     ]
-    assert root.count() == (8, 3)
-    assert not root.ok and files.status == OK and not files.ok
+    r.nodes["sha256:" + "b" * 64].fail("steps.parquet", "missing")
+    assert not r.ok
+    assert r.failures() == ["rollout-batch b (sha256:bbbbbbbbbbbb…) > steps.parquet: missing"]
 
 
-def test_shared_subtrees_count_once_and_render_once() -> None:
-    root = Check("root", anchor=True)
-    shared = Check("environment e", anchor=True, children=[Check("files", OK, "1 file")])
-    shared.add(Check("erased", ERASED, "consent"))
-    a = root.add(Check("a"))
-    b = root.add(Check("b"))
-    a.add(shared)
-    b.add(shared)
-    b.add(Check("note", INFO, "fyi"))
-    assert root.count() == (7, 0)
-    assert root.erased() == 1
-    assert root.render() == [
-        "✓ root",
-        "  ✓ a",
-        "    ✓ environment e",
-        "      ✓ files — 1 file",
-        "      ∅ erased — consent",
-        "  ✓ b",
-        "    ✓ environment e (shown above)",
-        "    · note — fyi",
-    ]
-    shared.fail("bad")
-    assert root.failures() == ["environment e: bad"]
-    assert root.render()[0] == "✗ root"
-    assert root.to_json()["status"] == "fail"
-    assert root.to_json()["children"][1]["children"][0]["status"] == "fail"
+def test_the_json_is_a_node_table_and_an_edge_list() -> None:
+    doc = _diamond().to_json()
+    assert doc["format"] == REPORT_FORMAT and doc["direction"] == "upstream"
+    assert [n["id"][:8] for n in doc["nodes"]].count("sha256:b") == 1
+    assert len(doc["edges"]) == 4
+    assert doc["edges"][2] == {"from": "sha256:" + "1" * 64, "to": "sha256:" + "b" * 64,
+                               "role": "batch"}
+    assert doc["ok"] is True and doc["checks"] == 3 and doc["failed"] == 0
 
 
 # -- a small ledger -------------------------------------------------------------------------------
@@ -137,6 +150,10 @@ class Setup:
     def index_of(self, subject: str, kind: str) -> int:
         v = self.verifier()
         return v.records(subject, kind)[0]
+
+    def envelope_of(self, index: int) -> str:
+        entry = json.loads(dict(LedgerDirEvidence(self.root).entries())[index])
+        return str(entry["envelope"])
 
 
 @pytest.fixture
@@ -199,12 +216,23 @@ class TamperedEvidence:
     def blob_path(self, digest: str) -> Path | None:
         return None if self.blobs.get(digest, b"") is None else self.inner.blob_path(digest)
 
+    def blob_size(self, digest: str) -> int | None:
+        data = self.blob(digest)
+        return None if data is None else len(data)
+
+    def omitted(self, digest: str) -> bool:
+        return False
+
 
 def sign_note(s: Setup, size: int, root: bytes) -> bytes:
     key = KeyStore(s.root / "log-key").signer("log")
     verifier = verifier_from_vkey(s.ledger.log.vkey)
     text = Checkpoint("test/lineage", size, root).to_text()
     return text + b"\n" + format_signature_line("test/lineage", verifier.key_hash, key.sign(text))
+
+
+def label(kind: str, digest: str, ref: str = "") -> str:
+    return f"{kind} {ref} ({digest[:19]}…)" if ref else f"{kind} {digest[:19]}…"
 
 
 # -- the good path --------------------------------------------------------------------------------
@@ -215,16 +243,18 @@ def test_a_sound_lineage(setup: Setup) -> None:
     assert report.ok, report.failures()
     lines = "\n".join(report.render())
     for part in (
-        "✓ log — test/lineage size ",
+        "✓ log test/lineage",
+        "    ✓ checkpoint — size ",
         "✓ checkpoint m@1 (",
-        "✓ dataset ds@1 (",
-        "✓ rollout-batch b (",
-        "✓ environment env@1 (",
-        "✓ evaluator ev@1 (",
-        "✓ training on dataset ds@1 (log index ",
-        "✓ approvals — 2 of 2 required approver(s) for 'train'",
-        "✓ not in a holdout or regression split",
-        "· trainer-code trainer-code:bc — sha256:",
+        "    dataset → ✓ dataset ds@1 (",
+        "        batch → ✓ rollout-batch b (",
+        "            environment → ✓ environment env@1 (",
+        "            evaluator → ✓ evaluator ev@1 (",
+        "    ✓ dataset ds@1: split — train",
+        "    ✓ dataset ds@1: approvals — 2 of 2 required approver(s) for 'train'",
+        "    ✓ dataset ds@1: not held out — no batch is in a holdout or regression split",
+        "    · trainer-code — trainer-code:bc sha256:",
+        "re-hashed",
     ):
         assert part in lines, part
     # Any kind verifies on its own.
@@ -232,12 +262,45 @@ def test_a_sound_lineage(setup: Setup) -> None:
         assert setup.verifier().verify(digest).ok
 
 
+def test_each_artifact_is_verified_once(setup: Setup) -> None:
+    v = setup.verifier()
+    report = v.verify(setup.checkpoint)
+    ids = [n["id"] for n in report.to_json()["nodes"]]
+    assert len(ids) == len(set(ids)) == 6  # log, checkpoint, dataset, batch, env, evaluator
+    # Verifying a second artifact of the same lineage reuses every node already verified.
+    before = dict(v._records)
+    again = v.verify(setup.dataset)
+    assert again.ok and v._records == before
+
+
+def test_skip_data_compares_sizes_and_says_so(setup: Setup) -> None:
+    files = batch_files(setup.ledger, setup.batch)
+    path = setup.ledger.store.path_of(files["steps.parquet"])
+    os.chmod(path, 0o644)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    path.write_bytes(bytes(data))
+    lines = "\n".join(setup.verifier(data="size").verify(setup.checkpoint).render())
+    assert "size only, not re-hashed" in lines
+    failures = setup.verifier().verify(setup.checkpoint).failures()
+    assert failures == [
+        f"{label('rollout-batch', setup.batch, 'b')} > steps.parquet: tampered: content hashes "
+        f"to sha256:{failures[0].split('sha256:')[2][:12]}…, want {files['steps.parquet'][:19]}…"
+    ]
+    path.write_bytes(bytes(data[:10]))
+    failures = setup.verifier(data="size").verify(setup.checkpoint).failures()
+    assert failures == [
+        f"{label('rollout-batch', setup.batch, 'b')} > steps.parquet: tampered: 10 bytes, want "
+        f"{len(data)} (blob {files['steps.parquet'][:19]}…)"
+    ]
+
+
 def test_an_unknown_digest(setup: Setup) -> None:
     digest = "sha256:" + "0" * 64
     report = setup.verifier().verify(digest)
     assert report.failures() == [
-        f"lineage of sha256:000000000000…: {digest}: no artifact with this digest is recorded "
-        "in the log"
+        f"artifact sha256:000000000000… > record: {digest}: no artifact with this digest is "
+        "recorded in the log"
     ]
 
 
@@ -250,8 +313,9 @@ def test_a_checkpoint_by_another_log_key(setup: Setup) -> None:
         POLICY.format(threshold=2, vkey=other, extra="").encode(), setup.root
     )
     report = setup.verifier(policy=policy).verify(setup.checkpoint)
-    assert report.failures()[0].startswith("log: checkpoint signed by 0 of 1 trusted log key(s) (")
-    assert "no checkpoint" not in report.failures()[0]
+    assert report.failures()[0].startswith(
+        "log > checkpoint: signed by 0 of 1 trusted log key(s) ("
+    )
 
 
 def test_a_policy_without_a_log_key(setup: Setup) -> None:
@@ -260,14 +324,14 @@ def test_a_policy_without_a_log_key(setup: Setup) -> None:
         setup.root,
     )
     report = setup.verifier(policy=policy).verify(setup.checkpoint)
-    assert report.failures()[0] == "log: the policy names no log key (roles.log.vkeys)"
+    assert report.failures()[0] == "log > checkpoint: the policy names no log key (roles.log.vkeys)"
 
 
 def test_a_required_witness_is_missing(setup: Setup) -> None:
     witness = vkey_string("witness", bytes(range(32)), 0x04)
     policy = setup.policy(extra=f'[roles.witness]\nvkeys = ["{witness}"]\nthreshold = 1')
     failures = setup.verifier(policy=policy).verify(setup.checkpoint).failures()
-    assert len(failures) == 1 and failures[0].startswith("log > witnesses: ")
+    assert len(failures) == 1 and failures[0].startswith("log test/lineage > witnesses: ")
 
 
 def test_a_broken_hash_chain_and_an_entry_not_included(setup: Setup) -> None:
@@ -277,27 +341,27 @@ def test_a_broken_hash_chain_and_an_entry_not_included(setup: Setup) -> None:
     entry["prev"] = "ab" * 32
     ev.entry_bytes[index] = json.dumps(entry, separators=(",", ":"), sort_keys=True).encode()
     failures = setup.verifier(ev).verify(setup.checkpoint).failures()
-    assert f"log: entry {index}: prev is abababababababab…, want " in failures[0]
-    assert failures[0].endswith("(hash chain broken)")
-    assert any(
-        f": log entry {index}: not included under the checkpoint: " in f for f in failures
-    ), failures
+    assert failures[0].startswith(
+        f"log test/lineage > hash chain: entry {index}: prev is abababababababab…, want "
+    )
+    assert any(f": log entry {index}: not included under the checkpoint: " in f for f in failures)
 
 
 def test_a_missing_or_replaced_envelope(setup: Setup) -> None:
     index = setup.index_of(setup.batch, "rollout-batch")
-    entry = json.loads(dict(LedgerDirEvidence(setup.root).entries())[index])
+    envelope = setup.envelope_of(index)
     ev = TamperedEvidence(setup.root)
-    ev.blobs[entry["envelope"]] = None
+    ev.blobs[envelope] = None
     failures = setup.verifier(ev).verify(setup.checkpoint).failures()
     assert failures == [
-        f"rollout-batch {setup.batch[:19]}…: log entry {index}: envelope "
-        f"{entry['envelope'][:19]}… is missing"
+        f"rollout-batch {setup.batch[:19]}… > record: log entry {index} (rollout-batch): envelope "
+        f"{envelope[:19]}… is missing; restore it from a copy with 'trajledger fsck --repair "
+        "--from BUNDLE|LEDGER'"
     ]
-    ev.blobs[entry["envelope"]] = b"{}"
+    ev.blobs[envelope] = b"{}"
     failures = setup.verifier(ev).verify(setup.checkpoint).failures()
     assert len(failures) == 1
-    assert f"log entry {index}: envelope hashes to sha256:" in failures[0]
+    assert f"log entry {index} (rollout-batch): envelope hashes to sha256:" in failures[0]
 
 
 def test_a_record_signed_by_the_wrong_role(setup: Setup) -> None:
@@ -339,11 +403,11 @@ def test_a_revocation_fails_the_lineage(setup: Setup) -> None:
     rec = revoke(setup.ledger, setup.batch, setup.keys["a"], reason="wrong env")
     failures = setup.verifier().verify(setup.checkpoint).failures()
     assert failures == [
-        f"rollout-batch b ({setup.batch[:19]}…) > revoked: wrong env (log index {rec.index})"
+        f"{label('rollout-batch', setup.batch, 'b')} > revoked: wrong env (log index {rec.index})"
     ]
 
 
-def test_an_unverifiable_revocation_is_ignored(setup: Setup) -> None:
+def test_a_revocation_by_a_key_outside_the_policy_is_ignored(setup: Setup) -> None:
     rec = record_statement(
         setup.ledger,
         "b",
@@ -361,11 +425,26 @@ def test_an_unverifiable_revocation_is_ignored(setup: Setup) -> None:
     )
 
 
-@pytest.mark.parametrize("deep", [False, True])
-def test_an_erasure_is_reported_not_failed(setup: Setup, deep: bool) -> None:
+@pytest.mark.parametrize("damage", ["missing", "flipped"])
+def test_a_damaged_revocation_fails_closed(setup: Setup, damage: str) -> None:
+    rec = revoke(setup.ledger, setup.batch, setup.keys["a"], reason="PII")
+    ev = TamperedEvidence(setup.root)
+    data = setup.ledger.store.get(rec.envelope_digest)
+    ev.blobs[rec.envelope_digest] = None if damage == "missing" else data[:-2] + b"x}"
+    failures = setup.verifier(ev).verify(setup.checkpoint).failures()
+    (line,) = failures
+    assert line.startswith(
+        f"{label('rollout-batch', setup.batch, 'b')} > revocation record {rec.index}: cannot be "
+        "read, so what it says is unknown: "
+    )
+    assert ("is missing" if damage == "missing" else "envelope hashes to") in line
+
+
+@pytest.mark.parametrize("data", ["hash", "size"])
+def test_an_erasure_is_reported_not_failed(setup: Setup, data: str) -> None:
     rec, deleted = erase(setup.ledger, setup.batch, setup.keys["vendor"], reason="consent")
     assert deleted == 2
-    report = setup.verifier(deep=deep).verify(setup.checkpoint)
+    report = setup.verifier(data=data).verify(setup.checkpoint)
     assert report.ok, report.failures()
     assert report.erased() == 1
     assert any(
@@ -382,7 +461,7 @@ def test_a_missing_blob_is_excused_only_by_an_erasure_listing_it(setup: Setup) -
     os.unlink(setup.ledger.store.path_of(files["episodes.parquet"]))
     failures = setup.verifier().verify(setup.checkpoint).failures()
     assert failures == [
-        f"rollout-batch b ({setup.batch[:19]}…) > files: episodes.parquet: blob "
+        f"{label('rollout-batch', setup.batch, 'b')} > episodes.parquet: blob "
         f"{files['episodes.parquet'][:19]}… is missing"
     ]
     # Another artifact's erasure listing the same blob (content addressing shares blobs).
@@ -437,8 +516,8 @@ def test_approvals_after_the_use_do_not_count(setup: Setup) -> None:
     ckpt_index = setup.index_of(setup.checkpoint, "checkpoint")
     failures = setup.verifier(policy=policy).verify(setup.checkpoint).failures()
     assert failures == [
-        f"training on dataset ds@1 (log index {ckpt_index}) > approvals: 2 of 3 required "
-        f"approver(s) for 'train'; approval {late.index} was logged after the use "
+        f"{label('checkpoint', setup.checkpoint, 'm@1')} > dataset ds@1: approvals: 2 of 3 "
+        f"required approver(s) for 'train'; approval {late.index} was logged after the use "
         f"(log index {ckpt_index})"
     ]
 
@@ -449,7 +528,7 @@ def test_approvals_are_judged_at_the_time_of_use(setup: Setup) -> None:
     assert setup.verifier(now=later).verify(setup.checkpoint).ok
 
 
-def test_a_holdout_recorded_after_the_checkpoint_does_not_taint_it(setup: Setup) -> None:
+def _holdout(setup: Setup) -> int:
     path = setup.root / "tmp" / "h.json"
     path.write_text("{}")
     body = {
@@ -459,22 +538,58 @@ def test_a_holdout_recorded_after_the_checkpoint_does_not_taint_it(setup: Setup)
         "purpose": "eval",
         "batches": [setup.batch],
     }
-    rec = record_files(
+    return record_files(
         setup.ledger,
         {"dataset.json": path},
         setup.keys["vendor"],
         predicates.DATASET,
         body,
         name="h@1",
-    )
+    ).index
+
+
+def test_a_holdout_recorded_after_the_checkpoint_does_not_taint_it(setup: Setup) -> None:
+    index = _holdout(setup)
     v = setup.verifier()
     assert v.verify(setup.checkpoint).ok
-    use = v.dataset_use(setup.dataset, rec.index + 1, dt.datetime.now(dt.UTC))
-    assert use.failures() == [
-        f"training on dataset ds@1 (log index {rec.index + 1}) > not in a holdout or regression "
-        f"split > rollout-batch {setup.batch[:19]}…: is in holdout dataset h@1 (log index "
-        f"{rec.index})"
+    use = Node("use", "admission", name="use now")
+    v.dataset_use(use, setup.dataset, None)
+    assert [f"{c.what}: {c.detail}" for c in use.checks if c.status == FAIL] == [
+        f"dataset ds@1: not held out: rollout-batch {setup.batch[:19]}… is in holdout dataset "
+        f"h@1 (log index {index})"
     ]
+
+
+def test_a_dataset_record_that_cannot_be_read_fails_a_later_use(setup: Setup) -> None:
+    # It may be a holdout holding these batches out: what it lists is unknown (fail closed).
+    index = _holdout(setup)
+    ev = TamperedEvidence(setup.root)
+    ev.blobs[setup.envelope_of(index)] = None
+    v = setup.verifier(ev)
+    use = Node("use", "admission", name="use now")
+    v.dataset_use(use, setup.dataset, None)
+    (line,) = [f"{c.what}: {c.detail}" for c in use.checks if c.status == FAIL]
+    assert line.startswith(
+        f"dataset ds@1: not held out: dataset record {index} cannot be read, so it may hold "
+        "these batches out"
+    )
+
+
+# -- impact ----------------------------------------------------------------------------------------
+
+
+def test_impact_reaches_the_checkpoint_through_the_dataset(setup: Setup) -> None:
+    report = setup.verifier().impact(setup.batch)
+    assert report.direction == "downstream" and report.ok
+    kinds = sorted(n.kind for n in report.nodes.values())
+    assert kinds == ["checkpoint", "dataset", "log", "rollout-batch"]
+    assert {(e.role, e.dst) for e in report.edges} == {
+        ("batch", setup.batch), ("dataset", setup.dataset)
+    }
+    lines = report.render()
+    assert any(ln.startswith("✓ rollout-batch b (") for ln in lines)
+    assert any(ln.startswith("    batch → ✓ dataset ds@1 (") for ln in lines)
+    assert any(ln.startswith("        dataset → ✓ checkpoint m@1 (") for ln in lines)
 
 
 # -- fork and rollback -----------------------------------------------------------------------------
@@ -494,31 +609,34 @@ def test_check_known_checkpoint(setup: Setup) -> None:
     newer = setup.verifier()
     newer.check_known_checkpoint(note)
     assert newer.log.ok
-    assert newer.log.children[-1].detail == f"size {size} -> {size + 1}"
+    assert newer.log.checks[-1].detail == f"size {size} -> {size + 1}"
+
+    def failures(v: LineageVerifier) -> list[str]:
+        return [f"{c.what}: {c.detail}" for c in v.log.checks if c.status == FAIL]
 
     forked = setup.verifier()
     forked.check_known_checkpoint(sign_note(setup, size + 1, bytes(32)))
-    (line,) = forked.log.failures()
+    (line,) = failures(forked)
     assert line.startswith(
-        f"log > consistent with the checkpoint seen before: log fork or rollback: checkpoint "
+        f"consistent with the checkpoint seen before: log fork or rollback: checkpoint "
         f"fork for test/lineage: two roots at size {size + 1}: {'00' * 32} and "
     )
     rolled = setup.verifier()
     rolled.check_known_checkpoint(sign_note(setup, size + 5, bytes(32)))
-    assert rolled.log.failures() == [
-        "log > consistent with the checkpoint seen before: log fork or rollback: checkpoint "
+    assert failures(rolled) == [
+        "consistent with the checkpoint seen before: log fork or rollback: checkpoint "
         f"rollback for test/lineage: size {size + 1} is smaller than the {size + 5} seen before"
     ]
     inconsistent = setup.verifier()
     inconsistent.check_known_checkpoint(sign_note(setup, size - 1, bytes(32)))
-    assert "are not consistent" in inconsistent.log.failures()[0]
+    assert "are not consistent" in failures(inconsistent)[0]
 
     stranger = setup.verifier()
     other = Signer.generate("log")
     text = Checkpoint("test/lineage", size, root).to_text()
     forged = text + b"\n" + format_signature_line("test/lineage", b"\0\0\0\0", other.sign(text))
     stranger.check_known_checkpoint(forged)
-    assert "checkpoint seen before: not signed by a trusted log key" in stranger.log.failures()[0]
+    assert "checkpoint seen before: not signed by a trusted log key" in failures(stranger)[0]
 
 
 def test_unreadable_entries_fail_the_log(setup: Setup) -> None:
@@ -529,5 +647,6 @@ def test_unreadable_entries_fail_the_log(setup: Setup) -> None:
 
     report = setup.verifier(Unreadable(setup.root)).verify(setup.checkpoint)
     assert report.failures()[0] == (
-        "log: entries cannot be read: tile/entries/000.p/9: No such file or directory"
+        "log test/lineage > entries: cannot be read: tile/entries/000.p/9: No such file or "
+        "directory"
     )

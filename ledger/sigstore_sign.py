@@ -1,0 +1,267 @@
+"""Keyless signing through Sigstore: a short-lived Fulcio certificate for an OIDC identity.
+
+Scope: `KeylessSigner` signs a DSSE payload (an in-toto statement) the way ``sigstore sign``
+does, through the ``sigstore`` package (imported lazily, inside `KeylessSigner.sign_dsse`):
+
+1. an OIDC identity token: the one given, else ``SIGSTORE_ID_TOKEN``, else the ambient
+   credential of a CI provider (sigstore's detection: GitHub Actions with ``id-token: write``,
+   GitLab CI, Buildkite, CircleCI, Google Cloud);
+2. the Sigstore instance: the production one (its trust material refreshed by TUF), or the
+   client trust configuration file named by ``TRAJLEDGER_SIGSTORE_TRUST_CONFIG`` (sigstore's
+   ``--trust-config`` format: trusted root + signing config, for staging or a private instance);
+3. an ephemeral P-256 key, a Fulcio certificate binding it to the token's identity (its SCT
+   checked), the DSSE signature over our exact payload bytes, a Rekor entry; the result is a
+   Sigstore bundle v0.3.
+
+The signature goes into our envelope with keyid = `bundle_keyid` (sha256 of the bundle's
+bytes), and the bundle is stored in the object store under that digest
+(``ledger/record.py``), so the envelope and its log entry name it; ``verify.sigstore_adapter``
+verifies it offline. Network: Fulcio and Rekor (and TUF for production) are contacted while
+signing; nothing else needs the network.
+
+Non-scope: the interactive browser flow (run ``python -m sigstore`` or pass a token); verifying
+(``verify/sigstore_adapter.py``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE
+from trajledger.verify.sigstore_adapter import (
+    SigstoreBundle,
+    bundle_keyid,
+    certificate_identity,
+    sigstore_available,
+)
+
+from .errors import KeyError_, LedgerError
+
+__all__ = [
+    "TOKEN_ENV",
+    "TRUST_CONFIG_ENV",
+    "KeylessSignature",
+    "KeylessSigner",
+    "signers_from_options",
+]
+
+TOKEN_ENV = "SIGSTORE_ID_TOKEN"
+"""The environment variable holding an OIDC identity token (sigstore's own name for it)."""
+TRUST_CONFIG_ENV = "TRAJLEDGER_SIGSTORE_TRUST_CONFIG"
+"""Names a Sigstore client trust configuration file; unset: the production instance."""
+
+_NO_TOKEN = (
+    "keyless signing needs an OIDC identity token: set {env}, or run where sigstore detects an "
+    "ambient one (GitHub Actions with 'permissions: id-token: write', GitLab CI, Buildkite, "
+    "CircleCI, Google Cloud)"
+)
+
+
+@dataclass(frozen=True)
+class KeylessSignature:
+    """One keyless signature.
+
+    Attributes:
+        signature: the DSSE signature bytes (over PAE of our payload).
+        bundle: the Sigstore bundle (JSON bytes) holding the certificate, the Rekor entry and
+            the signature; stored as an object under ``sha256:<keyid>``.
+        subject: the certificate's identity (SAN).
+        issuer: the certificate's OIDC issuer.
+    """
+
+    signature: bytes
+    bundle: bytes
+    subject: str
+    issuer: str
+
+    @property
+    def keyid(self) -> str:
+        """The keyid this signature carries in our envelopes (hex sha256 of the bundle)."""
+        return bundle_keyid(self.bundle)
+
+
+class KeylessSigner:
+    """Signs with Sigstore keyless signing. Build with `from_environment` (or give a token).
+
+    One signer holds one Fulcio certificate for all it signs (until the certificate expires).
+    """
+
+    name = "sigstore"
+
+    def __init__(self, token: str | None = None, *, trust_config: Path | None = None) -> None:
+        """Keep the settings; nothing is contacted until `sign_dsse`.
+
+        Args:
+            token: an OIDC identity token; None to detect an ambient one when signing.
+            trust_config: a Sigstore client trust configuration file; None for production.
+        """
+        self._token = token
+        self._trust_config = trust_config
+        self._signer: Any = None
+        self._context: Any = None
+        self.signed: list[KeylessSignature] = []
+        """Every signature made, in order (for reports)."""
+
+    @classmethod
+    def from_environment(cls, env: Mapping[str, str] | None = None) -> KeylessSigner:
+        """Settings from ``SIGSTORE_ID_TOKEN`` and ``TRAJLEDGER_SIGSTORE_TRUST_CONFIG``."""
+        env = os.environ if env is None else env
+        trust = env.get(TRUST_CONFIG_ENV, "").strip()
+        return cls(
+            env.get(TOKEN_ENV, "").strip() or None, trust_config=Path(trust) if trust else None
+        )
+
+    def identity_token(self) -> Any:
+        """The parsed ``sigstore.oidc.IdentityToken`` (given, else detected).
+
+        Raises:
+            KeyError_: no token, or a malformed or expired one, or ``sigstore`` is missing.
+        """
+        if not sigstore_available():
+            raise KeyError_(
+                "keyless signing needs the sigstore package, which is not installed: "
+                "pip install 'trajledger[sigstore]'"
+            )
+        from sigstore.oidc import IdentityError, IdentityToken, detect_credential
+
+        raw = self._token
+        if raw is None:
+            try:
+                raw = detect_credential()
+            except IdentityError as e:
+                raise KeyError_(f"keyless signing: ambient OIDC credential: {e}") from e
+        if not raw:
+            raise KeyError_(_NO_TOKEN.format(env=TOKEN_ENV))
+        try:
+            return IdentityToken(raw)
+        except IdentityError as e:
+            # Its cause names the claim that is wrong (audience, expiry, a missing claim).
+            cause = f": {e.__cause__}" if e.__cause__ else ""
+            raise KeyError_(
+                f"keyless signing: the OIDC identity token is not usable: {e}{cause}"
+            ) from e
+
+    def _signing_context(self) -> Any:
+        from sigstore.models import ClientTrustConfig
+        from sigstore.sign import SigningContext
+
+        if self._trust_config is None:
+            config = ClientTrustConfig.production()
+        else:
+            try:
+                data = self._trust_config.read_text("utf-8")
+            except OSError as e:
+                raise LedgerError(
+                    f"Sigstore trust config {self._trust_config}: cannot read: {e.strerror}"
+                ) from e
+            try:
+                config = ClientTrustConfig.from_json(data)
+            except ValueError as e:
+                raise LedgerError(
+                    f"Sigstore trust config {self._trust_config}: not a client trust "
+                    f"configuration: {str(e).splitlines()[0]}"
+                ) from e
+        return SigningContext.from_trust_config(config)
+
+    def sign_dsse(self, payload_type: str, payload: bytes) -> KeylessSignature:
+        """Sign a DSSE payload keylessly.
+
+        Steps:
+            1. The payload is an in-toto statement (Sigstore signs nothing else as DSSE).
+            2. Get the identity token (`identity_token`) and the signing context.
+            3. Get a Fulcio certificate (once per signer) and sign; Rekor logs the entry.
+            4. Check the bundle: it signs exactly ``payload``, with one signature.
+
+        Returns:
+            The signature, its bundle and the certificate's identity.
+
+        Raises:
+            FormatError: the payload type is not in-toto.
+            KeyError_: no usable identity token; ``sigstore`` not installed.
+            LedgerError: Fulcio, Rekor or TUF cannot be reached or refuse (the message says
+                which and why).
+        """
+        from trajledger.verify.errors import FormatError
+
+        # (1)
+        if payload_type != INTOTO_PAYLOAD_TYPE:
+            raise FormatError(
+                f"keyless signing: payloadType {payload_type!r}, Sigstore signs "
+                f"{INTOTO_PAYLOAD_TYPE!r} only"
+            )
+        # (2)
+        token = self.identity_token()
+        import requests
+        from sigstore import dsse
+        from sigstore._internal.fulcio.client import ExpiredCertificate, FulcioClientError
+        from sigstore._internal.rekor import RekorClientError
+        from sigstore.errors import Error as SigstoreError
+        from sigstore.errors import TUFError
+        from sigstore.oidc import ExpiredIdentity
+
+        # sigstore's own errors, those of its internal HTTP clients, and requests' own.
+        failures = (
+            SigstoreError,
+            FulcioClientError,
+            RekorClientError,
+            ExpiredIdentity,
+            ExpiredCertificate,
+            requests.RequestException,
+        )
+        try:
+            if self._context is None:
+                self._context = self._signing_context()
+            # (3)
+            if self._signer is None:
+                self._signer = self._context.signer(token, cache=True).__enter__()
+            bundle = self._signer.sign_dsse(dsse.Statement(payload))
+        except failures as e:
+            where = {
+                FulcioClientError: "Fulcio (the certificate authority) refused or failed: ",
+                RekorClientError: "Rekor (the transparency log) refused or failed: ",
+                ExpiredIdentity: "the OIDC identity token expired: ",
+                ExpiredCertificate: "the signing certificate expired: ",
+                TUFError: "the production trust root is refreshed over the network "
+                f"(tuf-repo-cdn.sigstore.dev; or set {TRUST_CONFIG_ENV}): ",
+            }.get(type(e), "")
+            raise LedgerError(f"keyless signing failed: {where}{_describe(e)}") from e
+        data = bundle.to_json().encode("utf-8")
+        # (4)
+        parsed = SigstoreBundle.from_bytes(data, "Sigstore bundle from signing")
+        env = parsed.envelope
+        if env is None or env.payload != payload or env.payload_type != payload_type:
+            raise LedgerError("keyless signing: the Sigstore bundle does not sign our payload")
+        subject, issuer = certificate_identity(parsed.certificates[0])
+        out = KeylessSignature(env.signatures[0].sig, data, subject, issuer)
+        self.signed.append(out)
+        return out
+
+
+def _describe(e: BaseException) -> str:
+    """One line: what failed, and the underlying cause (e.g. a refused connection)."""
+    text = str(e).strip()
+    cause = e.__cause__ or e.__context__
+    if cause is not None and str(cause).strip() and str(cause) not in text:
+        text = f"{text} ({str(cause).strip()})" if text else str(cause).strip()
+    return (text or type(e).__name__).splitlines()[0][:400]
+
+
+def signers_from_options(ledger: Any, key_names: Sequence[str], sigstore: bool) -> list[Any]:
+    """The signers a command's ``--key NAME`` (repeatable) and ``--sigstore`` options name.
+
+    Keys come first (they never need the network); the keyless signer, if asked for, last.
+
+    Raises:
+        KeyError_: an unknown key (from the key store).
+        ValueError: neither a key nor ``--sigstore`` (a usage error for the command).
+    """
+    if not key_names and not sigstore:
+        raise ValueError("give --key NAME (repeatable) or --sigstore")
+    out: list[Any] = [ledger.keys.signer(k) for k in key_names]
+    if sigstore:
+        out.append(KeylessSigner.from_environment())
+    return out

@@ -1,0 +1,496 @@
+"""The user's trusted state of a log: the newest checkpoint seen, and an index of its entries.
+
+Scope: for each log a user works with (identified by its verifier key), a SQLite database in the
+user's state directory (`trajledger.ledger.home.state_dir`), outside every ledger directory, so
+that write access to a ledger cannot lower what was seen or hide what was recorded:
+
+- **the floor**: the newest signed checkpoint this user verified. A log whose checkpoint is
+  smaller (rollback) or a different tree (fork) is tampering: `TamperError`, nothing written.
+- **the index** of every entry under that checkpoint (`verify.log_index.LogIndex`): by subject,
+  kind, the digests a record lists (a dataset's batches, an erasure's blobs), the artifacts
+  depending on a digest (for ``impact``), names and versions (the catalog), and the records of
+  listing kinds whose envelope could not be read (a verifier fails what they could affect).
+
+It is extended incrementally (`TrustState.sync`): the stored right edge of the tree (a
+`verify.merkle.CompactRange`) plus the new entries must give the new signed root, and each new
+entry's ``prev`` must be the leaf hash before it, so only the new entries are read. A fresh state
+reads the whole log once (with progress). Answers are where to look, never what to believe: the
+verifier still verifies each record it uses. Envelopes are read unverified here only to learn
+what a record lists and names.
+
+Concurrency: SQLite transactions (``BEGIN IMMEDIATE``) serialise processes extending the same
+state; a reader sees a consistent snapshot.
+Non-scope: verifying signatures (``verify.lineage``), the log's files (``ledger.log``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
+from trajledger.verify.errors import FormatError, ProvenanceError
+from trajledger.verify.kinds import KINDS, name_version
+from trajledger.verify.log_entry import GENESIS_PREV, LogEntry
+from trajledger.verify.log_index import read_record
+from trajledger.verify.merkle import CompactRange, leaf_hash
+from trajledger.verify.note import Verifier, verifier_from_vkey
+
+from .errors import LedgerError, TamperError
+from .home import state_dir
+
+if TYPE_CHECKING:
+    from .home import Ledger
+
+__all__ = ["NameRow", "TrustState"]
+
+STATE_FORMAT = 1
+_CHUNK = 1024
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS entries (
+    idx INTEGER PRIMARY KEY, kind TEXT NOT NULL, subject TEXT NOT NULL, raw BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS entries_subject ON entries (subject);
+CREATE INDEX IF NOT EXISTS entries_kind ON entries (kind);
+CREATE TABLE IF NOT EXISTS names (
+    idx INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, version TEXT NOT NULL,
+    subject TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS names_ref ON names (name, version);
+CREATE TABLE IF NOT EXISTS listing (digest TEXT NOT NULL, idx INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS listing_digest ON listing (digest);
+CREATE TABLE IF NOT EXISTS refs (dst TEXT NOT NULL, idx INTEGER NOT NULL, role TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS refs_dst ON refs (dst);
+CREATE TABLE IF NOT EXISTS unreadable (idx INTEGER PRIMARY KEY);
+"""
+
+
+@dataclass(frozen=True)
+class NameRow:
+    """A named record as the index knows it (unverified until its statement is read)."""
+
+    index: int
+    kind: str
+    name: str
+    version: str
+    subject: str
+
+
+def _log_id(vkey: str) -> str:
+    return hashlib.sha256(vkey.encode()).hexdigest()[:32]
+
+
+class TrustState:
+    """The trusted state of one log for this user. Build with `TrustState.open`."""
+
+    def __init__(self, path: Path, vkey: str, db: sqlite3.Connection) -> None:
+        """Use `TrustState.open`."""
+        self.path = path
+        self.vkey = vkey
+        self.verifier: Verifier = verifier_from_vkey(vkey)
+        self._db = db
+        self._size, self._range, self._note, self._last = self._read_meta()
+
+    @classmethod
+    def open(cls, vkey: str, directory: Path | None = None) -> TrustState:
+        """Open (creating when new) the state of the log with verifier key ``vkey``.
+
+        Args:
+            vkey: the log's C2SP verifier key string.
+            directory: the state directory (default `state_dir`).
+
+        Raises:
+            LedgerError: the state cannot be created or read.
+        """
+        base = (directory or state_dir()) / "logs" / _log_id(vkey)
+        try:
+            base.mkdir(parents=True, exist_ok=True, mode=0o700)
+            db = sqlite3.connect(base / "state.sqlite", isolation_level=None, timeout=60)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as e:
+            raise LedgerError(f"trust state {base}: cannot open: {e}") from e
+        state = cls(base, vkey, db)
+        stored = state._meta("vkey")
+        if stored is None:
+            with state._write():
+                state._put("vkey", vkey.encode())
+                state._put("format", str(STATE_FORMAT).encode())
+        elif stored.decode() != vkey:
+            raise LedgerError(f"trust state {base}: belongs to another log key")
+        return state
+
+    @classmethod
+    def of(cls, ledger: Ledger) -> TrustState:
+        """The state of a ledger's log (its ``log/vkey``)."""
+        return cls.open(ledger.log.vkey)
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+    # -- meta ------------------------------------------------------------------------------------
+
+    def _meta(self, key: str) -> bytes | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def _put(self, key: str, value: bytes) -> None:
+        self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def _read_meta(self) -> tuple[int, CompactRange, bytes | None, bytes]:
+        raw = self._meta("range")
+        if raw is None:  # nothing indexed (yet, or since `rebuild`): the floor still holds
+            return 0, CompactRange(), self._meta("checkpoint"), bytes.fromhex(GENESIS_PREV)
+        try:
+            doc = json.loads(raw)
+            rng = CompactRange(int(doc["size"]), tuple(bytes.fromhex(h) for h in doc["hashes"]))
+            last = bytes.fromhex(doc["last"])
+        except (ValueError, KeyError, TypeError, ProvenanceError) as e:
+            raise LedgerError(
+                f"trust state {self.path}: damaged ({e}); remove the directory to rebuild it "
+                "from the log"
+            ) from e
+        return rng.size, rng, self._meta("checkpoint"), last
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[None]:
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            raise LedgerError(f"trust state {self.path}: cannot write: {e}") from e
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+
+    @property
+    def size(self) -> int:
+        """The number of entries indexed (the floor checkpoint's size)."""
+        return self._size
+
+    @property
+    def root(self) -> bytes:
+        """The root of the indexed tree (the floor checkpoint's root)."""
+        return self._range.root()
+
+    def floor(self) -> bytes | None:
+        """The newest signed checkpoint note verified for this log, or None."""
+        return self._note
+
+    def floor_checkpoint(self) -> Checkpoint | None:
+        """The floor, parsed (it was verified when stored)."""
+        if self._note is None:
+            return None
+        return verify_checkpoint(self._note, self.verifier)
+
+    # -- extending -------------------------------------------------------------------------------
+
+    def sync(
+        self,
+        note: bytes,
+        read_entries: Callable[[int, int], Sequence[bytes]],
+        read_blob: Callable[[str], bytes | None],
+        *,
+        what: str = "log/checkpoint",
+        on_progress: Callable[[int], None] | None = None,
+    ) -> None:
+        """Extend the state to the signed checkpoint ``note``.
+
+        Steps:
+            1. Verify ``note`` with the log's key; it must not be smaller than the floor
+               (rollback) nor another tree of the same size (fork).
+            2. Read the new entries; each must parse and chain to the one before (``prev``);
+               the stored right edge extended with their leaf hashes must give the signed root.
+            3. Index them (reading envelopes of named, listing and lineage kinds), retry the
+               records whose envelope could not be read before, and store the new floor; all in
+               one transaction.
+
+        Args:
+            note: the log's current signed checkpoint.
+            read_entries: ``(start, end) -> entry bytes`` from the log (unverified).
+            read_blob: ``digest -> bytes or None`` from the store (unverified).
+            what: names the checkpoint in messages.
+            on_progress: called with the number of entries indexed so far, in chunks.
+
+        Raises:
+            TamperError: a rollback, a fork, or entries that do not give the signed root.
+            FormatError, SignatureError: the checkpoint is malformed or not signed by the log.
+        """
+        # (1)
+        cp = verify_checkpoint(note, self.verifier)
+        with self._write():
+            self._size, self._range, self._note, self._last = self._read_meta()
+            floor = self.floor_checkpoint()
+            if floor is not None and cp.size < floor.size:
+                raise TamperError(
+                    f"{what}: rollback: the log's signed checkpoint has size {cp.size}, but "
+                    f"size {floor.size} was seen before (root {floor.root.hex()[:16]}…); the "
+                    "log was rolled back or replaced. Nothing was changed.",
+                    Path(what),
+                )
+            if floor is not None and cp.size == floor.size and cp.root != floor.root:
+                raise TamperError(
+                    f"{what}: fork: the log's signed checkpoint at size {cp.size} has root "
+                    f"{cp.root.hex()[:16]}…, but root {floor.root.hex()[:16]}… was seen "
+                    "before at that size. Nothing was changed.",
+                    Path(what),
+                )
+            if self._size == cp.size:
+                self._retry_unreadable(read_blob)
+                if self._note != note:
+                    self._put("checkpoint", note)  # same tree: keep the newer cosignatures
+                    self._note = note
+                return
+            # (2)
+            rng, last = self._range, self._last
+            done = self._size
+            while done < cp.size:
+                end = min(done + _CHUNK, cp.size)
+                if floor is not None and done < floor.size < end:
+                    end = floor.size  # stop there to compare with the root seen before
+                raws = read_entries(done, end)
+                if len(raws) != end - done:
+                    raise TamperError(f"log entries {done}..{end - 1}: not all readable", None)
+                hashes = []
+                for i, raw in enumerate(raws, start=done):
+                    try:
+                        entry = LogEntry.from_bytes(raw, f"log entry {i}")
+                    except FormatError as e:
+                        raise TamperError(f"{e}; the log is damaged (run 'trajledger log "
+                                          "verify')", None) from e
+                    if entry.prev != last.hex():
+                        raise TamperError(
+                            f"log entry {i}: prev is {entry.prev[:16]}…, want "
+                            f"{last.hex()[:16]}… (hash chain broken)", None)
+                    last = leaf_hash(raw)
+                    hashes.append(last)
+                    self._index_entry(i, entry, raw, read_blob)
+                rng = rng.extend(hashes)
+                done = end
+                if floor is not None and done == floor.size and rng.root() != floor.root:
+                    raise TamperError(
+                        f"{what}: fork: the log's first {floor.size} entries give root "
+                        f"{rng.root().hex()[:16]}…, but root {floor.root.hex()[:16]}… was seen "
+                        "before at that size. Nothing was changed.",
+                        Path(what),
+                    )
+                if on_progress is not None:
+                    on_progress(end - self._size)
+            if rng.root() != cp.root:
+                raise TamperError(
+                    f"{what}: the entries {self._size}..{cp.size - 1} with the tree seen before "
+                    f"give root {rng.root().hex()[:16]}…, but the checkpoint says "
+                    f"{cp.root.hex()[:16]}…: a fork, or damaged entries. Nothing was changed.",
+                    Path(what),
+                )
+            # (3)
+            self._retry_unreadable(read_blob)
+            self._put("range", json.dumps(
+                {"size": rng.size, "hashes": [h.hex() for h in rng.hashes], "last": last.hex()}
+            ).encode())
+            self._put("checkpoint", note)
+            self._size, self._range, self._note, self._last = rng.size, rng, note, last
+
+    def check_extends(self, note: bytes, proof: Sequence[bytes] = (), *, what: str) -> bool:
+        """Check that the signed checkpoint ``note`` extends the floor (without storing it).
+
+        Steps:
+            1. Verify ``note`` with the log's key.
+            2. Against the floor: a smaller tree is a rollback, another root at the same size a
+               fork; a larger tree needs ``proof``, a consistency proof from the floor's size,
+               and must pass it (else it is unprovable, or a fork).
+
+        Returns:
+            True when ``note`` is a larger tree than the floor (it would advance it).
+
+        Raises:
+            ConsistencyError: a rollback, a fork, or no proof; the message names both
+                checkpoints and the error carries them.
+            FormatError, SignatureError: ``note`` is malformed or not signed by the log.
+        """
+        from trajledger.verify.checkpoint import check_consistent
+        from trajledger.verify.errors import ConsistencyError
+
+        # (1)
+        new = verify_checkpoint(note, self.verifier)
+        self._size, self._range, self._note, self._last = self._read_meta()
+        old = self.floor_checkpoint()
+        if old is None:
+            return True
+        # (2)
+        both = (f"{old.origin} size {old.size} root {old.root.hex()[:16]}… accepted before; "
+                f"size {new.size} root {new.root.hex()[:16]}… now")
+        if new.size < old.size:
+            raise ConsistencyError(f"{what}: rollback: {both}", old=old, new=new)
+        if new.size == old.size:
+            if new.root != old.root:
+                raise ConsistencyError(f"{what}: fork: two roots at one size: {both}",
+                                       old=old, new=new)
+            return False
+        if not proof and old.size > 0:
+            raise ConsistencyError(
+                f"{what}: unprovable: no consistency proof from size {old.size} ({both}); ask "
+                f"for a bundle exported with --consistency-from {old.size}",
+                old=old,
+                new=new,
+            )
+        try:
+            check_consistent(old, new, list(proof))
+        except ProvenanceError as e:
+            raise ConsistencyError(f"{what}: fork: {both}: {e}", old=old, new=new,
+                                   proof=list(proof)) from e
+        return True
+
+    def advance_floor(self, note: bytes, proof: Sequence[bytes] = (), *, what: str) -> None:
+        """Remember a newer signed checkpoint of this log, seen without reading its entries
+        (another party's log, through a bundle or a monitor), after `check_extends`.
+
+        Raises:
+            ConsistencyError, FormatError, SignatureError: as `check_extends`.
+        """
+        with self._write():
+            if self.check_extends(note, proof, what=what):
+                self._put("checkpoint", note)
+                self._note = note
+
+    def rebuild(self) -> None:
+        """Forget the index (not the floor): the next `sync` re-reads the whole log, which must
+        still extend the checkpoint seen before."""
+        with self._write():
+            for table in ("entries", "names", "listing", "refs", "unreadable"):
+                self._db.execute(f"DELETE FROM {table}")
+            self._db.execute("DELETE FROM meta WHERE key = 'range'")
+        self._size, self._range, self._note, self._last = self._read_meta()
+
+    def _index_entry(
+        self, i: int, entry: LogEntry, raw: bytes, read_blob: Callable[[str], bytes | None]
+    ) -> None:
+        db = self._db
+        db.execute("INSERT OR REPLACE INTO entries (idx, kind, subject, raw) VALUES (?, ?, ?, ?)",
+                   (i, entry.kind, entry.subject, raw))
+        kind = KINDS[entry.kind]
+        if not (kind.named or kind.lists or kind.lineage):
+            return
+        self._read_envelope(i, entry, read_blob)
+
+    def _read_envelope(
+        self, i: int, entry: LogEntry, read_blob: Callable[[str], bytes | None]
+    ) -> bool:
+        db = self._db
+        kind = KINDS[entry.kind]
+        try:
+            statement, pred = read_record(entry, read_blob(entry.envelope), f"log entry {i}")
+        except (ProvenanceError, OSError):
+            if kind.named:
+                db.execute("INSERT OR REPLACE INTO names VALUES (?, ?, '', '', ?)",
+                           (i, entry.kind, entry.subject))
+            db.execute("INSERT OR IGNORE INTO unreadable (idx) VALUES (?)", (i,))
+            return False
+        if kind.named:
+            name, version = name_version(entry.kind, statement)
+            db.execute("INSERT OR REPLACE INTO names VALUES (?, ?, ?, ?, ?)",
+                       (i, entry.kind, name, version, entry.subject))
+        db.executemany("INSERT INTO listing (digest, idx) VALUES (?, ?)",
+                       [(d, i) for d in kind.listed(pred)])
+        db.executemany("INSERT INTO refs (dst, idx, role) VALUES (?, ?, ?)",
+                       [(d.digest, i, d.role) for d in kind.dependencies(pred)])
+        return True
+
+    def _retry_unreadable(self, read_blob: Callable[[str], bytes | None]) -> None:
+        rows = self._db.execute(
+            "SELECT u.idx, e.raw FROM unreadable u JOIN entries e ON e.idx = u.idx"
+        ).fetchall()
+        for idx, raw in rows:
+            entry = LogEntry.from_bytes(bytes(raw))
+            if self._read_envelope(int(idx), entry, read_blob):
+                self._db.execute("DELETE FROM unreadable WHERE idx = ?", (idx,))
+
+    # -- the LogIndex protocol --------------------------------------------------------------------
+
+    def entry(self, index: int) -> LogEntry | None:
+        """The indexed entry at ``index``."""
+        raw = self.entry_bytes(index)
+        return None if raw is None else LogEntry.from_bytes(raw, f"log entry {index}")
+
+    def entry_bytes(self, index: int) -> bytes | None:
+        """The indexed entry's bytes (proven under the floor checkpoint when indexed)."""
+        if not 0 <= index < self._size:
+            return None
+        row = self._db.execute("SELECT raw FROM entries WHERE idx = ?", (index,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def about(self, subject: str) -> list[int]:
+        """Entries about ``subject``."""
+        rows = self._db.execute(
+            "SELECT idx FROM entries WHERE subject = ? AND idx < ? ORDER BY idx",
+            (subject, self._size),
+        )
+        return [int(r[0]) for r in rows]
+
+    def of_kind(self, kind: str) -> list[int]:
+        """Entries of ``kind``."""
+        rows = self._db.execute(
+            "SELECT idx FROM entries WHERE kind = ? AND idx < ? ORDER BY idx", (kind, self._size)
+        )
+        return [int(r[0]) for r in rows]
+
+    def listing(self, digest: str) -> list[int]:
+        """Records listing ``digest``."""
+        rows = self._db.execute(
+            "SELECT idx FROM listing WHERE digest = ? AND idx < ? ORDER BY idx",
+            (digest, self._size),
+        )
+        return [int(r[0]) for r in rows]
+
+    def referrers(self, digest: str) -> list[tuple[int, str]]:
+        """``(index, role)`` of the artifacts depending on ``digest``."""
+        rows = self._db.execute(
+            "SELECT idx, role FROM refs WHERE dst = ? AND idx < ? ORDER BY idx",
+            (digest, self._size),
+        )
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    def unreadable(self) -> list[int]:
+        """Indexed records whose envelope could not be read (retried on every sync)."""
+        rows = self._db.execute("SELECT idx FROM unreadable WHERE idx < ? ORDER BY idx",
+                                (self._size,))
+        return [int(r[0]) for r in rows]
+
+    # -- the catalog -------------------------------------------------------------------------------
+
+    def by_name(self, name: str, version: str) -> list[NameRow]:
+        """Named records with this name and version."""
+        return self._names("name = ? AND version = ?", (name, version))
+
+    def by_prefix(self, hexprefix: str) -> list[NameRow]:
+        """Named records whose subject digest starts with ``sha256:<hexprefix>``."""
+        lo = "sha256:" + hexprefix
+        hi = lo + "\uffff"
+        return self._names("subject >= ? AND subject < ?", (lo, hi))
+
+    def named(self, kind: str | None = None) -> list[NameRow]:
+        """Every named record (of ``kind``), in log order."""
+        if kind is None:
+            return self._names("1 = 1", ())
+        return self._names("kind = ?", (kind,))
+
+    def _names(self, where: str, args: tuple[str, ...]) -> list[NameRow]:
+        rows = self._db.execute(
+            f"SELECT idx, kind, name, version, subject FROM names WHERE {where} AND idx < ? "
+            "ORDER BY idx",
+            (*args, self._size),
+        )
+        return [NameRow(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows]
+
+

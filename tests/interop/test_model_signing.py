@@ -1,0 +1,348 @@
+"""OpenSSF model_signing interop, both ways, with the real ``model-signing`` package (test extra).
+
+- ``trajledger export CHECKPOINT --format model-signing --key K --out DIR`` writes the files and
+  ``DIR/model.sig``; model_signing's own verifier (Python API and its ``model_signing verify key``
+  command) accepts it, and refuses it once a file changes. The signature is recorded in the log
+  (a ``model-signature`` record about the checkpoint, valid against its schema).
+- ``trajledger verify DIR --sigstore-bundle SIG --policy P`` accepts a directory signed by
+  model_signing in key, certificate and keyless (Sigstore) mode, comparing every file's sha256,
+  and reports the trajledger manifest digest of the same files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+ms = pytest.importorskip("model_signing", reason="the model-signing package (test extra)")
+
+from cryptography import x509  # noqa: E402
+from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
+from cryptography.x509.oid import NameOID  # noqa: E402
+
+from trajledger.ledger.home import Ledger  # noqa: E402
+from trajledger.ledger.record import record_files  # noqa: E402
+from trajledger.runner.cli import main  # noqa: E402
+from trajledger.verify import predicates  # noqa: E402
+from trajledger.verify.dsse import Envelope  # noqa: E402
+from trajledger.verify.log_entry import LogEntry  # noqa: E402
+from trajledger.verify.statement import Statement  # noqa: E402
+
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
+FILES = {"policy.npz": 3000, "config.json": '{"lr": 0.1}', "sub/extra.bin": 700}
+
+
+class World:
+    """A ledger with a recorded checkpoint, a P-256 trainer key and an Ed25519 one."""
+
+    def __init__(self, root: Path, make_tree: Any) -> None:
+        self.root = root
+        self.home = root / "ledger"
+        ledger = Ledger.init(self.home, origin="test.example/model-signing")
+        self.trainer = ledger.keys.create("trainer", "ecdsa-p256", encrypt=False)
+        self.trainer_ed = ledger.keys.create("trainer-ed", encrypt=False)
+        self.other = ledger.keys.create("other", "ecdsa-p256", encrypt=False)
+        for k in (self.trainer, self.trainer_ed, self.other):
+            (root / f"{k.name}.pub").write_bytes(k.public.to_pem())
+        self.policy = root / "policy.toml"
+        self.policy.write_text(
+            '[roles.trainer]\nkeys = ["trainer.pub", "trainer-ed.pub"]\n'
+            f'[roles.log]\nvkeys = ["{ledger.log.vkey}"]\n'
+        )
+        model = make_tree(FILES, root / "model")
+        rec = record_files(
+            ledger,
+            {n: model / n for n in FILES},
+            self.trainer,
+            predicates.SLSA_PROVENANCE_V1,
+            {
+                "buildDefinition": {
+                    "buildType": "https://trajledger.dev/trainer/bc/v1",
+                    "externalParameters": {"name": "cartpole-bc", "version": "1"},
+                },
+                "runDetails": {"builder": {"id": "https://trajledger.dev/runner"}},
+            },
+            kind="checkpoint",
+            name="cartpole-bc@1",
+            inline_manifest=False,
+        )
+        self.checkpoint = rec.digest
+
+    def run(self, runner: CliRunner, *args: str | Path) -> Any:
+        return runner.invoke(main, ["--ledger", str(self.home), *map(str, args)])
+
+    def ledger(self) -> Ledger:
+        return Ledger.open(self.home)
+
+
+@pytest.fixture
+def world(tmp_path: Path, make_tree: Any) -> World:
+    return World(tmp_path, make_tree)
+
+
+def _ms_verify_key(model: Path, pub: Path) -> None:
+    ms.verifying.Config().use_elliptic_key_verifier(public_key=pub).verify(
+        model, model / "model.sig"
+    )
+
+
+def test_export_model_signing_is_accepted_by_model_signing(world: World, runner: CliRunner) -> None:
+    out = world.root / "export"
+    r = world.run(
+        runner, "export", "cartpole-bc@1", "--format", "model-signing", "--key", "trainer",
+        "--out", out, "--policy", world.policy,
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert r.stdout.strip().splitlines()[-1] == world.checkpoint
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == sorted(
+        [*FILES, "model.sig"]
+    )
+    pub = world.root / "trainer.pub"
+    _ms_verify_key(out, pub)  # model_signing's Python API
+    cli = subprocess.run(  # and its command line, as a user would run it
+        [sys.executable, "-m", "model_signing", "verify", "key", str(out),
+         "--signature", str(out / "model.sig"), "--public_key", str(pub)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert "Verification succeeded" in cli.stdout
+
+    # The signature is in the log: a model-signature record about the checkpoint, by the key.
+    ledger = world.ledger()
+    entry = LogEntry.from_bytes(ledger.log.entry(ledger.log.size - 1))
+    assert (entry.kind, entry.subject, entry.signers) == (
+        "model-signature",
+        world.checkpoint,
+        (world.trainer.keyid,),
+    )
+    predicate = Statement.from_bytes(Envelope.from_bytes(ledger.store.get(entry.envelope)).payload)
+    assert predicate.predicate_type == predicates.MODEL_SIGNATURE
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+
+    schema = json.loads((SCHEMAS / "model-signature.v1.schema.json").read_text())
+    Draft202012Validator.check_schema(schema)
+    assert list(Draft202012Validator(schema).iter_errors(predicate.predicate)) == []
+    assert ledger.store.get(predicate.predicate["bundle"]) == (out / "model.sig").read_bytes()
+    r = world.run(runner, "log", "verify")
+    assert r.exit_code == 0, r.output
+
+    # trajledger reads it back: same files, and the manifest digest is the checkpoint's.
+    r = world.run(runner, "verify", out, "--sigstore-bundle", out / "model.sig",
+                  "--policy", world.policy)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert f"as trajledger files: manifest {world.checkpoint}" in r.stdout
+    assert "model_signing signature (key mode) by key" in r.stdout and "trainer in the policy" in (
+        r.stdout
+    )
+
+    # A changed file: model_signing and trajledger both refuse, naming it.
+    (out / "config.json").write_text('{"lr": 0.2}')
+    with pytest.raises(ValueError, match=r"Signature mismatch: .*Hash mismatch for .*config\.json"):
+        _ms_verify_key(out, pub)
+    r = world.run(runner, "verify", out, "--sigstore-bundle", out / "model.sig",
+                  "--policy", world.policy)  # fmt: skip
+    assert r.exit_code == 1, r.output
+    assert "config.json: content hashes to sha256:" in r.stderr
+
+
+def test_export_model_signing_refusals_change_nothing(world: World, runner: CliRunner) -> None:
+    size = world.ledger().log.size
+    out = world.root / "x"
+
+    def export(key: str, dest: Path = out) -> Any:
+        return world.run(runner, "export", "cartpole-bc@1", "--format", "model-signing",
+                         "--key", key, "--out", dest, "--policy", world.policy)  # fmt: skip
+
+    r = export("trainer-ed")
+    assert r.exit_code == 3, r.output
+    assert r.stderr.strip() == (
+        "FAIL: key trainer-ed is ed25519: model_signing's key mode takes ECDSA keys only (P-256 "
+        "here), not Ed25519; create one with 'trajledger key new NAME --alg p256' and list it "
+        "in the policy's trainer role"
+    )
+    r = export("other")
+    assert r.exit_code == 1, r.output
+    assert "key other (" in r.stderr and "is not a trainer key of policy 'policy'" in r.stderr
+    busy = world.root / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("mine")
+    r = export("trainer", busy)
+    assert r.exit_code == 3 and "exists and is not an empty directory" in r.stderr, r.output
+    r = world.run(runner, "export", "cartpole-bc@1", "--format", "model-signing", "--out", out)
+    assert r.exit_code == 2 and "needs --key" in r.output
+    assert world.ledger().log.size == size
+    assert not out.exists() and [p.name for p in busy.iterdir()] == ["keep.txt"]
+    assert not [p for p in world.root.iterdir() if p.name.startswith(".tmp-")]
+
+
+# -- directories signed by model_signing, verified by trajledger ---------------------------------
+
+
+def _key_files(root: Path, name: str) -> tuple[Path, Path, ec.EllipticCurvePrivateKey]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    priv, pub = root / f"{name}.key", root / f"{name}.pub"
+    priv.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    pub.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return priv, pub, key
+
+
+def _policy(root: Path, body: str) -> Path:
+    path = root / "buyer-policy.toml"
+    path.write_text(body)
+    return path
+
+
+def _verify(runner: CliRunner, model: Path, sig: Path, policy: Path) -> Any:
+    return runner.invoke(main, ["verify", str(model), "--sigstore-bundle", str(sig),
+                                "--policy", str(policy), "--json"])  # fmt: skip
+
+
+def test_verify_a_model_signed_with_a_key(
+    tmp_path: Path, make_tree: Any, runner: CliRunner
+) -> None:
+    model = make_tree(FILES, tmp_path / "model")
+    (model / ".gitignore").write_text("*.tmp\n")  # ignored by model_signing, and by us
+    priv, _, _ = _key_files(tmp_path, "vendor")
+    sig = model / "model.sig"
+    ms.signing.Config().use_elliptic_key_signer(private_key=priv).set_hashing_config(
+        ms.hashing.Config().set_ignored_paths(paths=[sig])
+    ).sign(model, sig)
+    policy = _policy(tmp_path, '[roles.producer]\nkeys = ["vendor.pub"]\n')
+    r = _verify(runner, model, sig, policy)
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)
+    assert (report["format"], report["mode"], report["roles"], report["files"], report["ok"]) == (
+        "model_signing",
+        "key",
+        ["producer"],
+        3,
+        True,
+    )
+    assert report["manifest_digest"].startswith("sha256:")
+
+    (model / "sub" / "new.bin").write_bytes(b"x")
+    (model / "policy.npz").unlink()
+    r = _verify(runner, model, sig, policy)
+    assert r.exit_code == 1
+    report = json.loads(r.stdout)
+    assert (report["missing"], report["extra"]) == (["policy.npz"], ["sub/new.bin"])
+    assert "policy.npz: missing" in r.stderr and "sub/new.bin: extra file" in r.stderr
+
+    # A key the policy does not hold: refused before any file is read.
+    other = _policy(tmp_path, '[roles.producer]\nkeys = ["other.pub"]\n')
+    _key_files(tmp_path, "other")
+    r = _verify(runner, model, sig, other)
+    assert r.exit_code == 1
+    assert "none of the 1 trusted key(s)" in r.stderr
+
+
+def _ca(root: Path) -> tuple[Path, Path, Path]:
+    """A private CA and a leaf certificate for a P-256 key (model_signing's certificate mode)."""
+    now = dt.datetime.now(dt.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Test CA (TEST ONLY)")])
+    ca = (
+        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+        .public_key(ca_key.public_key()).serial_number(1)
+        .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False),
+                       critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    priv, _, key = _key_files(root, "signer")
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "model signer")]))
+        .issuer_name(ca_name).public_key(key.public_key()).serial_number(2)
+        .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=30))
+        .add_extension(x509.KeyUsage(True, False, False, False, False, False, False, False, False),
+                       critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    (root / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (root / "leaf.pem").write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    return priv, root / "leaf.pem", root / "ca.pem"
+
+
+def test_verify_a_model_signed_with_a_certificate(
+    tmp_path: Path, make_tree: Any, runner: CliRunner
+) -> None:
+    model = make_tree(FILES, tmp_path / "model")
+    priv, leaf, ca = _ca(tmp_path)
+    sig = tmp_path / "model.sig"  # outside the model this time
+    ms.signing.Config().use_certificate_signer(
+        private_key=priv, signing_certificate=leaf, certificate_chain=[ca]
+    ).sign(model, sig)
+    ms.verifying.Config().use_certificate_verifier(certificate_chain=[ca]).verify(model, sig)
+    # The policy pins the certificate's key (trajledger keeps no CA list).
+    policy = _policy(tmp_path, '[roles.trainer]\nkeys = ["signer.pub"]\n')
+    r = _verify(runner, model, sig, policy)
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)
+    assert (report["mode"], report["roles"], report["ok"]) == (
+        "pinned-certificate",
+        ["trainer"],
+        True,
+    )
+    assert any("policy pins the certificate's key" in n for n in report["notes"])
+    _key_files(tmp_path, "else")
+    r = _verify(runner, model, sig, _policy(tmp_path, '[roles.trainer]\nkeys = ["else.pub"]\n'))
+    assert r.exit_code == 1
+    assert "signed by a certificate whose key" in r.stderr
+
+
+def test_verify_a_model_signed_keylessly(
+    tmp_path: Path,
+    make_tree: Any,
+    runner: CliRunner,
+    sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+) -> None:
+    config, root = trust_files
+    model = make_tree(FILES, tmp_path / "model")
+    sig = tmp_path / "model.sig"
+    ms.signing.Config().use_sigstore_signer(
+        identity_token=sigstore_instance.token("lab@example.com"), trust_config=config
+    ).sign(model, sig)
+    ms.verifying.Config().use_sigstore_verifier(
+        identity="lab@example.com", oidc_issuer="https://oidc.test.invalid", trust_config=config
+    ).verify(model, sig)
+    shutil.copy(root, tmp_path / "test_trusted_root.json")
+    policy = _policy(
+        tmp_path,
+        'sigstore_trusted_root = "test_trusted_root.json"\n[roles.trainer]\nidentities = ['
+        '{ issuer = "https://oidc.test.invalid", subject = "lab@example.com" }]\n',
+    )
+    r = _verify(runner, model, sig, policy)
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)
+    assert (report["mode"], report["roles"], report["ok"]) == ("keyless", ["trainer"], True)
+    assert report["signer"] == "identity lab@example.com (issuer https://oidc.test.invalid)"
+    # The same signature without the policy's trusted root: the production root refuses it.
+    no_root = _policy(
+        tmp_path,
+        '[roles.trainer]\nidentities = [{ issuer = "https://oidc.test.invalid", subject = '
+        '"lab@example.com" }]\n',
+    )
+    r = _verify(runner, model, sig, no_root)
+    assert r.exit_code == 1 and "keyless signature does not verify" in r.stderr

@@ -1,0 +1,355 @@
+"""Keyless signing through the real ``sigstore`` package, against a private instance on 127.0.0.1.
+
+The signing path is the production one (``KeylessSigner`` -> sigstore's ``SigningContext`` ->
+Fulcio certificate -> DSSE signature -> Rekor entry -> bundle); only the instance differs (the
+``sigstore_instance`` fixture, named by ``TRAJLEDGER_SIGSTORE_TRUST_CONFIG``). What does not run
+here: the public-good Fulcio and Rekor, TUF refresh of the production trust root, real OIDC
+providers and CI ambient credentials (see docs/sigstore.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("sigstore")
+
+from trajledger.ledger.errors import KeyError_, LedgerError
+from trajledger.ledger.sigstore_sign import TOKEN_ENV, TRUST_CONFIG_ENV, KeylessSigner
+from trajledger.runner.cli import main
+from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope
+from trajledger.verify.errors import SignatureError
+from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.policy import Identity
+from trajledger.verify.sigstore_adapter import (
+    bundle_keyid,
+    identity_signers,
+    verify_envelope_signature,
+    verify_sigstore_bundle,
+)
+
+ISSUER = "https://oidc.test.invalid"
+ALICE = "alice@example.com"
+
+
+def _no_ambient_credential(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ambient credential, even on a CI machine that has one: sigstore's detection (the
+    ``id`` package, which may ask a cloud metadata server) answers "none found"."""
+    import sigstore.oidc
+
+    monkeypatch.setattr(sigstore.oidc, "detect_credential", lambda *a, **k: None)
+
+
+def _statement(digest: str = "a" * 64) -> bytes:
+    return json.dumps(
+        {
+            "_type": "https://in-toto.io/Statement/v1",
+            "subject": [{"name": "x", "digest": {"sha256": digest}}],
+            "predicateType": "https://trajledger.dev/attestation/files/v1",
+            "predicate": {},
+        },
+        separators=(",", ":"),
+    ).encode()
+
+
+def test_keyless_signature_verifies_for_its_identity_only(
+    sigstore_instance: Any, trust_files: tuple[Path, Path]
+) -> None:
+    config, root = trust_files
+    signer = KeylessSigner(sigstore_instance.token(ALICE), trust_config=config)
+    payload = _statement()
+    sig = signer.sign_dsse(INTOTO_PAYLOAD_TYPE, payload)
+    assert (sig.subject, sig.issuer) == (ALICE, ISSUER)
+    assert sig.keyid == hashlib.sha256(sig.bundle).hexdigest()
+
+    trusted = root.read_bytes()
+    verified = verify_sigstore_bundle(
+        sig.bundle,
+        identities=[Identity(ISSUER, ALICE)],
+        trusted_root=trusted,
+        expected_payload=(INTOTO_PAYLOAD_TYPE, payload),
+        expected_signature=sig.signature,
+    )
+    assert verified.mode == "keyless"
+    assert verified.signer.identity == Identity(ISSUER, ALICE)
+
+    with pytest.raises(SignatureError, match=r"signed by identity alice@example\.com .*none of"):
+        verify_sigstore_bundle(
+            sig.bundle,
+            identities=[Identity(ISSUER, "mallory@example.com")],
+            trusted_root=trusted,
+            expected_payload=(INTOTO_PAYLOAD_TYPE, payload),
+        )
+    with pytest.raises(SignatureError, match="signs a different payload"):
+        verify_sigstore_bundle(
+            sig.bundle,
+            identities=[Identity(ISSUER, ALICE)],
+            trusted_root=trusted,
+            expected_payload=(INTOTO_PAYLOAD_TYPE, _statement("b" * 64)),
+        )
+    # Against the production root (the default), the test CA is unknown: refused.
+    with pytest.raises(SignatureError, match="keyless signature does not verify"):
+        verify_sigstore_bundle(
+            sig.bundle,
+            identities=[Identity(ISSUER, ALICE)],
+            expected_payload=(INTOTO_PAYLOAD_TYPE, payload),
+        )
+
+
+def test_a_second_signature_reuses_the_certificate(
+    sigstore_instance: Any, trust_files: tuple[Path, Path]
+) -> None:
+    config, _ = trust_files
+    signer = KeylessSigner(sigstore_instance.token(ALICE), trust_config=config)
+    before = len(sigstore_instance.leaves)
+    one = signer.sign_dsse(INTOTO_PAYLOAD_TYPE, _statement("1" * 64))
+    two = signer.sign_dsse(INTOTO_PAYLOAD_TYPE, _statement("2" * 64))
+    assert len(sigstore_instance.leaves) == before + 2  # one Rekor entry each
+    cert = [json.loads(b)["verificationMaterial"]["certificate"] for b in (one.bundle, two.bundle)]
+    assert cert[0] == cert[1]
+
+
+@pytest.mark.parametrize(
+    ("token", "match"),
+    [
+        ("", r"needs an OIDC identity token: set SIGSTORE_ID_TOKEN"),
+        ("not-a-jwt", r"OIDC identity token is not usable: Identity token is malformed"),
+        ("expired", r"OIDC identity token is not usable"),
+        ("audience", r"OIDC identity token is not usable"),
+    ],
+)
+def test_token_problems_are_named(
+    sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    token: str,
+    match: str,
+) -> None:
+    _no_ambient_credential(monkeypatch)
+    raw = {
+        "expired": sigstore_instance.token(ALICE, ttl=-60),
+        "audience": sigstore_instance.token(ALICE, aud="somebody-else"),
+    }.get(token, token)
+    signer = KeylessSigner.from_environment({TOKEN_ENV: raw, TRUST_CONFIG_ENV: str(trust_files[0])})
+    with pytest.raises(KeyError_, match=match):
+        signer.sign_dsse(INTOTO_PAYLOAD_TYPE, _statement())
+
+
+def test_an_ambient_credential_is_used_when_no_token_is_given(
+    sigstore_instance: Any, trust_files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sigstore.oidc
+
+    calls: list[str] = []
+
+    def detect(client_id: str = "sigstore") -> str:
+        calls.append(client_id)
+        return str(sigstore_instance.token("ci@example.com"))
+
+    monkeypatch.setattr(sigstore.oidc, "detect_credential", detect)
+    signer = KeylessSigner.from_environment({TRUST_CONFIG_ENV: str(trust_files[0])})
+    sig = signer.sign_dsse(INTOTO_PAYLOAD_TYPE, _statement())
+    assert (calls, sig.subject) == (["sigstore"], "ci@example.com")
+
+
+def test_service_failures_are_named(
+    sigstore_instance: Any, trust_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    config, _ = trust_files
+    sigstore_instance.fail_fulcio = True
+    try:
+        signer = KeylessSigner(sigstore_instance.token(ALICE), trust_config=config)
+        with pytest.raises(
+            LedgerError, match=r"keyless signing failed: Fulcio .* 503 Server Error"
+        ):
+            signer.sign_dsse(INTOTO_PAYLOAD_TYPE, _statement())
+    finally:
+        sigstore_instance.fail_fulcio = False
+    # An instance that is not there (nothing listens on the port): the connection error.
+    dead = json.loads(config.read_text())
+    for svc in ("caUrls", "rekorTlogUrls"):
+        dead["signingConfig"][svc][0]["url"] = "http://127.0.0.1:9"
+    (tmp_path / "dead.json").write_text(json.dumps(dead))
+    signer = KeylessSigner(sigstore_instance.token(ALICE), trust_config=tmp_path / "dead.json")
+    with pytest.raises(LedgerError, match=r"keyless signing failed: .*(refused|Connection)"):
+        signer.sign_dsse(INTOTO_PAYLOAD_TYPE, _statement())
+    with pytest.raises(LedgerError, match=r"trust config .*missing.json: cannot read"):
+        KeylessSigner("t", trust_config=tmp_path / "missing.json")._signing_context()
+
+
+def _ledger(runner: Any, home: Path) -> None:
+    def ok(*args: str) -> Any:
+        r = runner.invoke(main, ["--ledger", str(home), *args])
+        assert r.exit_code == 0, r.output
+        return r
+
+    ok("init", "--origin", "test.example/keyless")
+    ok("key", "new", "vendor", "--no-encrypt")
+
+
+def test_attest_sigstore_stores_the_bundle_the_envelope_names(
+    sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+    runner: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from trajledger.ledger.home import Ledger
+
+    config, root = trust_files
+    home = tmp_path / "ledger"
+    _ledger(runner, home)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("hello")
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+    monkeypatch.setenv(TRUST_CONFIG_ENV, str(config))
+    r_attest = r = runner.invoke(
+        main, ["--ledger", str(home), "attest", str(data), "--key", "vendor", "--sigstore"]
+    )
+    assert r.exit_code == 0, r.output
+    assert "keyless signature by alice@example.com (issuer https://oidc.test.invalid)" in r.stderr
+
+    ledger = Ledger.open(home)
+    entry = LogEntry.from_bytes(ledger.log.entry(ledger.log.tree_state()[0] - 1))
+    envelope = Envelope.from_bytes(ledger.store.get(entry.envelope))
+    vendor = ledger.keys.public("vendor").keyid
+    keyless = [s for s in envelope.signatures if s.keyid != vendor]
+    assert len(envelope.signatures) == 2 and len(keyless) == 1
+    bundle = ledger.store.get("sha256:" + keyless[0].keyid)  # the envelope names its bundle
+    assert bundle_keyid(bundle) == keyless[0].keyid
+    assert set(entry.signers) == {vendor, keyless[0].keyid}  # so does the log entry
+
+    signer = verify_envelope_signature(
+        envelope,
+        keyless[0],
+        bundle,
+        identities=[Identity(ISSUER, ALICE)],
+        trusted_root=root.read_bytes(),
+    )
+    assert signer.identity == Identity(ISSUER, ALICE)
+    found, notes = identity_signers(
+        envelope,
+        lambda d: ledger.store.get(d) if ledger.store.exists(d) else None,
+        [Identity(ISSUER, ALICE), Identity(ISSUER, "bob@example.com")],
+        trusted_root=root.read_bytes(),
+    )
+    assert found == {Identity(ISSUER, ALICE)} and notes == ()
+    # Another identity counts for nothing, and says why.
+    found, notes = identity_signers(
+        envelope,
+        lambda d: ledger.store.get(d) if ledger.store.exists(d) else None,
+        [Identity(ISSUER, "bob@example.com")],
+        trusted_root=root.read_bytes(),
+    )
+    assert found == frozenset() and "alice@example.com" in notes[0]
+
+    # The key signature still verifies as before, the keyless one is ignored by keys.
+    r = runner.invoke(main, ["--ledger", str(home), "log", "verify"])
+    assert r.exit_code == 0, r.output
+
+    # Exported for other tools, the keyless signature is its stored bundle, as it is.
+    out = tmp_path / "keyless.sigstore.json"
+    digest = r_attest.stdout.strip().splitlines()[-1]
+    r = runner.invoke(main, ["--ledger", str(home), "export", digest, "--format", "sigstore",
+                             "--out", str(out), "--key", keyless[0].keyid[:12]])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert (
+        "signature by alice@example.com (issuer https://oidc.test.invalid, keyless) "
+        "(its stored keyless bundle)" in r.stderr
+    )
+    assert out.read_bytes() == bundle
+
+    # Keyless alone: the record's only signer is the bundle.
+    (tmp_path / "alone.txt").write_text("alone")
+    r = runner.invoke(
+        main, ["--ledger", str(home), "attest", str(tmp_path / "alone.txt"), "--sigstore"]
+    )
+    assert r.exit_code == 0, r.output
+    ledger = Ledger.open(home)
+    entry = LogEntry.from_bytes(ledger.log.entry(ledger.log.size - 1))
+    (only,) = Envelope.from_bytes(ledger.store.get(entry.envelope)).signatures
+    assert entry.signers == (only.keyid,) and ledger.store.exists("sha256:" + only.keyid)
+
+
+def test_attest_sigstore_without_a_token_changes_nothing(
+    runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trajledger.ledger.home import Ledger
+
+    home = tmp_path / "ledger"
+    _ledger(runner, home)
+    _no_ambient_credential(monkeypatch)
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    before = Ledger.open(home).log.tree_state()
+    (tmp_path / "f.txt").write_text("x")
+    r = runner.invoke(
+        main, ["--ledger", str(home), "attest", str(tmp_path / "f.txt"), "--sigstore"]
+    )
+    assert r.exit_code == 3, r.output
+    assert r.stderr.strip().splitlines()[-1] == (
+        "FAIL: keyless signing needs an OIDC identity token: set SIGSTORE_ID_TOKEN, or run where "
+        "sigstore detects an ambient one (GitHub Actions with 'permissions: id-token: write', "
+        "GitLab CI, Buildkite, CircleCI, Google Cloud)"
+    )
+    assert Ledger.open(home).log.tree_state() == before
+
+
+def test_identities_count_toward_role_thresholds_like_keys(
+    sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+    runner: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A producer role of one key and one identity, threshold 2: a record signed by the key and
+    keylessly by the identity verifies in the lineage; the key alone, or another identity, is
+    one short and says so."""
+    from trajledger.ledger.home import Ledger
+
+    config, root = trust_files
+    home = tmp_path / "ledger"
+    _ledger(runner, home)
+    monkeypatch.setenv(TRUST_CONFIG_ENV, str(config))
+    vkey = Ledger.open(home).log.vkey
+
+    def policy(subject: str) -> Path:
+        path = tmp_path / f"policy-{subject.split('@')[0]}.toml"
+        path.write_text(
+            f'name = "keyless"\nsigstore_trusted_root = "{root}"\n'
+            "[roles.producer]\n"
+            f'keys = ["{home / "keys" / "vendor.pub"}"]\n'
+            f'identities = [{{issuer = "{ISSUER}", subject = "{subject}"}}]\n'
+            "threshold = 2\n"
+            f'[roles.log]\nvkeys = ["{vkey}"]\n'
+        )
+        return path
+
+    def attest(name: str, *extra: str) -> str:
+        (tmp_path / name).write_text(name)
+        r = runner.invoke(main, ["--ledger", str(home), "attest", str(tmp_path / name),
+                                 "--key", "vendor", *extra])  # fmt: skip
+        assert r.exit_code == 0, r.output
+        return str(r.stdout.strip().splitlines()[-1])
+
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+    both = attest("both.txt", "--sigstore")
+    key_only = attest("key-only.txt")
+
+    def verify(digest: str, who: str) -> Any:
+        return runner.invoke(
+            main, ["--ledger", str(home), "verify", digest, "--policy", str(policy(who))]
+        )
+
+    r = verify(both, ALICE)
+    assert r.exit_code == 0, r.output
+    r = verify(key_only, ALICE)
+    assert r.exit_code == 1
+    assert ": too few signatures by trusted keys: 1 of 2 required signature(s) verified" in r.stderr
+    r = verify(both, "bob@example.com")
+    assert r.exit_code == 1
+    assert "alice@example.com" in r.stderr  # the keyless signature's identity, not trusted

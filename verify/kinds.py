@@ -1,0 +1,262 @@
+"""The kind registry: every artifact and record kind of the log, defined once.
+
+Scope: for each kind a log entry can have, the one definition every part of trajledger reads:
+
+- its predicate type and typed predicate (`verify.predicates`);
+- which policy roles may sign it, and how signatures count (`Signing`);
+- whether its subject is a manifest of files in the store, whether users refer to it by
+  ``NAME@VERSION``, and whether it can restrict a decision (so a missing or corrupt envelope must
+  fail closed);
+- its edges in the lineage: the artifacts it depends on, each with a role, read from its typed
+  predicate (`Kind.dependencies`); and the digests it lists for a status lookup (a dataset's
+  batches, an erasure's deleted blobs: `Kind.listed`).
+
+Adding a kind means adding its predicate in ``predicates.py`` and one `Kind` here.
+Non-scope: verifying anything (``verify.lineage`` does, using these definitions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from . import predicates as p
+from .digest import parse_digest
+from .errors import FormatError
+from .statement import Statement
+
+__all__ = [
+    "BY_PREDICATE_TYPE",
+    "KINDS",
+    "NAMED",
+    "Dependency",
+    "Kind",
+    "Signing",
+    "kind",
+    "name_version",
+]
+
+
+class Signing(Enum):
+    """How the signatures on one envelope of a kind count.
+
+    - ``THRESHOLD``: the threshold of the kind's one role, within the envelope.
+    - ``ANY_ONE``: one key of any of the kind's roles (stopping the use of data must be easy for
+      producers and approvers alike: revocation, erasure).
+    - ``PER_RECORD``: one key of the role per record; thresholds are counted across records
+      (approvals: each approver records their own).
+    """
+
+    THRESHOLD = "threshold"
+    ANY_ONE = "any-one"
+    PER_RECORD = "per-record"
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """An edge of the lineage: the depending artifact uses ``digest`` (of ``kind``) as ``role``.
+
+    ``optional``: the edge exists only when ``digest`` is recorded as ``kind`` (a batch's policy
+    version names a checkpoint only when its rollouts came from one).
+    """
+
+    role: str
+    digest: str
+    kind: str
+    optional: bool = False
+    log_index: int | None = None
+
+
+def _batch_deps(pred: Any) -> list[Dependency]:
+    b: p.RolloutBatch = pred
+    deps = [Dependency("environment", b.environment.digest, "environment")]
+    if b.evaluator is not None:
+        deps.append(Dependency("evaluator", b.evaluator.digest, "evaluator"))
+    if b.policy_version.startswith("sha256:"):
+        try:
+            parse_digest(b.policy_version)
+        except FormatError:
+            return deps
+        deps.append(Dependency("generated-by", b.policy_version, "checkpoint", optional=True))
+    return deps
+
+
+def _dataset_deps(pred: Any) -> list[Dependency]:
+    d: p.Dataset = pred
+    return [Dependency("batch", b, "rollout-batch") for b in d.batches]
+
+
+CHECKPOINT_ROLES: Mapping[str, str] = {
+    "dataset": "dataset",
+    "environment": "environment",
+    "evaluator": "evaluator",
+    "base-checkpoint": "checkpoint",
+}
+"""Roles of a checkpoint's resolved dependencies that are artifacts of the log, and their kind.
+Other roles (trainer code, dependency lock) are facts recorded, not artifacts."""
+
+
+def _checkpoint_deps(pred: Any) -> list[Dependency]:
+    prov: p.Provenance = pred
+    out = []
+    for d in prov.resolved_dependencies:
+        role = d.role
+        if role is not None and role in CHECKPOINT_ROLES and d.sha256:
+            index = d.annotations.get("logIndex")
+            out.append(Dependency(role, d.sha256, CHECKPOINT_ROLES[role],
+                                  log_index=index if type(index) is int else None))
+    return out
+
+
+def _no_deps(pred: Any) -> list[Dependency]:
+    return []
+
+
+def _dataset_listed(pred: Any) -> tuple[str, ...]:
+    d: p.Dataset = pred
+    return d.batches
+
+
+def _erasure_listed(pred: Any) -> tuple[str, ...]:
+    e: p.Erasure = pred
+    return e.blobs
+
+
+def _nothing_listed(pred: Any) -> tuple[str, ...]:
+    return ()
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of log entry.
+
+    Attributes:
+        name: the entry's ``kind`` field.
+        predicate: the typed predicate class (its ``TYPE`` is the predicate type URI).
+        roles: the policy roles whose keys may sign it.
+        signing: how the signatures count.
+        files: the subject is a manifest of files in the store.
+        named: users refer to it by ``NAME@VERSION`` (an artifact, not a status record).
+        restricts: a record of this kind can stop a use of data (revocation, erasure, trust
+            policy, a holdout dataset): its envelope must be present and intact, else every
+            decision it could affect fails (fail closed).
+        lineage: it is a node of the lineage (an artifact), not a record about one.
+    """
+
+    name: str
+    predicate: type[p.Predicate]
+    roles: tuple[str, ...]
+    signing: Signing
+    files: bool
+    named: bool
+    restricts: bool
+    lineage: bool
+    _deps: Callable[[Any], list[Dependency]] = _no_deps
+    _listed: Callable[[Any], tuple[str, ...]] = _nothing_listed
+
+    @property
+    def predicate_type(self) -> str:
+        """The predicate type URI statements of this kind carry."""
+        return self.predicate.TYPE
+
+    def read(self, statement: Statement, what: str) -> p.Predicate:
+        """The statement's predicate as this kind's typed predicate.
+
+        Raises:
+            FormatError: another predicate type, or a malformed predicate.
+        """
+        if statement.predicate_type != self.predicate_type:
+            raise FormatError(
+                f"{what}: predicate type {statement.predicate_type}, want {self.predicate_type}"
+            )
+        return self.predicate.from_predicate(statement.predicate, what)
+
+    def dependencies(self, predicate: p.Predicate) -> list[Dependency]:
+        """The lineage edges this artifact's predicate names (its upstream)."""
+        return self._deps(predicate)
+
+    @property
+    def lists(self) -> bool:
+        """Records of this kind are found by the digests they list (`listed`)."""
+        return self._listed is not _nothing_listed
+
+    def listed(self, predicate: p.Predicate) -> tuple[str, ...]:
+        """The digests a status lookup finds this record by: a dataset's batches (to find the
+        holdout datasets of a batch), an erasure's deleted blobs."""
+        return self._listed(predicate)
+
+
+_K = Kind
+KINDS: Mapping[str, Kind] = {
+    k.name: k
+    for k in (
+        _K("files", p.Files, ("producer",), Signing.THRESHOLD, True, True, False, True),
+        _K("environment", p.Environment, ("producer",), Signing.THRESHOLD, True, True, False, True),
+        _K("evaluator", p.Evaluator, ("producer",), Signing.THRESHOLD, True, True, False, True),
+        _K("rollout-batch", p.RolloutBatch, ("producer",), Signing.THRESHOLD, True, True, False,
+           True, _batch_deps),
+        _K("dataset", p.Dataset, ("producer",), Signing.THRESHOLD, True, True, True, True,
+           _dataset_deps, _dataset_listed),
+        _K("checkpoint", p.Provenance, ("trainer",), Signing.THRESHOLD, True, True, False, True,
+           _checkpoint_deps),
+        _K("approval", p.Approval, ("approver",), Signing.PER_RECORD, False, False, False, False),
+        _K("revocation", p.Revocation, ("producer", "approver"), Signing.ANY_ONE, False, False,
+           True, False),
+        _K("erasure", p.Erasure, ("producer", "approver"), Signing.ANY_ONE, False, False, True,
+           False, _no_deps, _erasure_listed),
+        _K("import", p.Import, ("approver",), Signing.THRESHOLD, False, True, False, False),
+        _K("trust-policy", p.TrustPolicyRecord, ("approver",), Signing.THRESHOLD, False, True,
+           True, False),
+        _K("refusal", p.Refusal, ("trainer",), Signing.THRESHOLD, False, False, False, False),
+        _K("model-signature", p.ModelSignature, ("trainer",), Signing.THRESHOLD, False, False,
+           False, False),
+    )
+}
+"""Every kind, by entry kind name."""
+
+BY_PREDICATE_TYPE: dict[str, Kind] = {}
+"""Kinds by predicate type. SLSA provenance is a checkpoint (``files`` and the others are one
+kind each); a predicate type maps to the first kind that declares it."""
+for _kind in KINDS.values():
+    BY_PREDICATE_TYPE.setdefault(_kind.predicate_type, _kind)
+
+NAMED = frozenset(k.name for k in KINDS.values() if k.named)
+"""Kinds users refer to by name (artifacts, policies, imports)."""
+
+
+def kind(name: str) -> Kind:
+    """The kind named ``name``.
+
+    Raises:
+        FormatError: no such kind.
+    """
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise FormatError(f"kind {name!r} is unknown, want one of {sorted(KINDS)}") from None
+
+
+def name_version(entry_kind: str, statement: Statement) -> tuple[str, str]:
+    """An artifact's name and version as its signed statement gives them.
+
+    Artifacts with a ``name``/``version`` in their predicate (environments, evaluators, datasets;
+    a checkpoint's ``externalParameters``) use those; a trust policy is ``NAME#SERIAL`` (its
+    subject name); others (batches, files, imports) the statement's first subject name with no
+    version. Malformed predicates fall back to the subject name: naming is never a check.
+    """
+    pred = statement.predicate
+    subject = statement.subjects[0].name
+    if entry_kind == "checkpoint":
+        build = pred.get("buildDefinition")
+        ext = build.get("externalParameters") if isinstance(build, Mapping) else None
+        if isinstance(ext, Mapping) and isinstance(ext.get("name"), str) and ext["name"]:
+            version = ext.get("version")
+            return str(ext["name"]), version if isinstance(version, str) else ""
+        return subject, ""
+    if entry_kind in ("environment", "evaluator", "dataset"):
+        name, version = pred.get("name"), pred.get("version")
+        if isinstance(name, str) and name:
+            return name, version if isinstance(version, str) else ""
+    return subject, ""

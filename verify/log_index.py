@@ -1,0 +1,211 @@
+"""A view of a log's entries by subject, kind and listing: what lineage verification looks up.
+
+Scope: the `LogIndex` protocol the lineage verifier asks "which entries are about this digest?",
+"which datasets list this batch?", "which artifacts depend on this one?", and `MemoryIndex`, its
+implementation over the entries an `Evidence` source holds (a whole ledger directory, or the
+subset an exported bundle carries). trajledger's own implementation over a live ledger keeps the
+same answers in the user's state directory and extends them incrementally
+(``trajledger.ledger.trust_state``).
+
+What an index answers is *where to look*, never what to believe: the verifier verifies every
+record it uses (inclusion under the signed checkpoint, envelope digest, signatures). An index
+must be complete for the entries it covers, because a revocation it omitted could not be seen;
+that is why trajledger keeps its index where write access to the ledger cannot reach it.
+
+Reading envelopes: `listing` and `referrers` need a record's predicate (the batches a dataset
+lists, the blobs an erasure deleted, an artifact's dependencies). A record whose envelope is
+missing or does not parse is reported by `unreadable`: what it would list is unknown, so a
+verifier fails the decisions it could affect (fail closed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol
+
+from .digest import digest_bytes
+from .dsse import Envelope
+from .errors import FormatError, ProvenanceError
+from .kinds import KINDS
+from .log_entry import LogEntry
+from .predicates import Predicate
+from .statement import Statement
+
+__all__ = ["Blobs", "LogIndex", "MemoryIndex", "read_record"]
+
+
+class Blobs(Protocol):
+    """Where envelopes are read from (unverified bytes)."""
+
+    def blob(self, digest: str) -> bytes | None:
+        """The bytes stored under ``digest``, or None when absent."""
+        ...
+
+
+class LogIndex(Protocol):
+    """Entries of a log under one checkpoint, looked up by subject, kind and listing."""
+
+    @property
+    def size(self) -> int:
+        """The tree size the index covers (entries ``0 .. size-1``, or a subset of them)."""
+        ...
+
+    def entry(self, index: int) -> LogEntry | None:
+        """The parsed entry at ``index`` (None when the index does not hold it)."""
+        ...
+
+    def entry_bytes(self, index: int) -> bytes | None:
+        """The entry's exact bytes (its leaf preimage), or None."""
+        ...
+
+    def about(self, subject: str) -> Sequence[int]:
+        """Indices of every entry whose subject is ``subject``, ascending."""
+        ...
+
+    def of_kind(self, kind: str) -> Sequence[int]:
+        """Indices of every entry of ``kind``, ascending."""
+        ...
+
+    def listing(self, digest: str) -> Sequence[int]:
+        """Indices of the records whose predicate lists ``digest`` (`verify.kinds.Kind.listed`):
+        the datasets holding a batch, the erasures that deleted a blob. Ascending."""
+        ...
+
+    def referrers(self, digest: str) -> Sequence[tuple[int, str]]:
+        """``(index, role)`` of the artifacts whose predicate depends on ``digest``."""
+        ...
+
+    def unreadable(self) -> Sequence[int]:
+        """Indices of records (of kinds whose predicate is indexed: named, listing, lineage)
+        whose envelope could not be read (missing, not hashing to the entry, or malformed), so
+        what they list or name is unknown."""
+        ...
+
+
+def read_record(entry: LogEntry, envelope: bytes | None, what: str) -> tuple[Statement, Predicate]:
+    """The statement and typed predicate of ``entry``'s envelope, without verifying signatures.
+
+    Raises:
+        FormatError: the envelope is absent, does not hash to the entry, or does not parse as a
+            statement of the entry's kind.
+    """
+    if envelope is None:
+        raise FormatError(f"{what}: envelope {entry.envelope[:19]}… is missing")
+    if digest_bytes(envelope) != entry.envelope:
+        raise FormatError(f"{what}: envelope does not hash to {entry.envelope[:19]}…")
+    statement = Statement.from_bytes(Envelope.from_bytes(envelope, what).payload, what)
+    return statement, KINDS[entry.kind].read(statement, what)
+
+
+class MemoryIndex:
+    """An index built in memory from the entries at hand (a ledger directory, a bundle).
+
+    Entries are parsed as they are added; envelopes are read (from ``blobs``) only when a
+    listing or the referrers are first asked for, and then for the kinds that need them.
+    """
+
+    def __init__(self, size: int, blobs: Blobs) -> None:
+        """An empty index of a tree of ``size`` entries; add entries with `add`."""
+        self._size = size
+        self._blobs = blobs
+        self._entries: dict[int, LogEntry] = {}
+        self._raw: dict[int, bytes] = {}
+        self._about: dict[str, list[int]] = {}
+        self._kind: dict[str, list[int]] = {}
+        self._listing: dict[str, list[int]] | None = None
+        self._referrers: dict[str, list[tuple[int, str]]] | None = None
+        self._unreadable: list[int] | None = None
+
+    @classmethod
+    def build(cls, size: int, entries: Iterable[tuple[int, bytes]], blobs: Blobs) -> MemoryIndex:
+        """Index ``(index, entry bytes)`` pairs below ``size``; unparsable entries are skipped
+        (the log check reports them)."""
+        idx = cls(size, blobs)
+        for i, raw in entries:
+            if i >= size:
+                break
+            try:
+                idx.add(i, raw)
+            except FormatError:
+                continue
+        return idx
+
+    def add(self, index: int, raw: bytes) -> LogEntry:
+        """Add one entry (parsed strictly).
+
+        Raises:
+            FormatError: the entry does not parse.
+        """
+        entry = LogEntry.from_bytes(raw, f"log entry {index}")
+        self._entries[index] = entry
+        self._raw[index] = raw
+        self._about.setdefault(entry.subject, []).append(index)
+        self._kind.setdefault(entry.kind, []).append(index)
+        self._listing = self._referrers = self._unreadable = None
+        return entry
+
+    @property
+    def size(self) -> int:
+        """The tree size."""
+        return self._size
+
+    def indices(self) -> Iterator[int]:
+        """Every index held, ascending."""
+        return iter(sorted(self._entries))
+
+    def entry(self, index: int) -> LogEntry | None:
+        """The parsed entry, or None."""
+        return self._entries.get(index)
+
+    def entry_bytes(self, index: int) -> bytes | None:
+        """The entry's bytes, or None."""
+        return self._raw.get(index)
+
+    def about(self, subject: str) -> Sequence[int]:
+        """Entries about ``subject``."""
+        return self._about.get(subject, [])
+
+    def of_kind(self, kind: str) -> Sequence[int]:
+        """Entries of ``kind``."""
+        return self._kind.get(kind, [])
+
+    def _read_envelopes(self) -> None:
+        listing: dict[str, list[int]] = {}
+        referrers: dict[str, list[tuple[int, str]]] = {}
+        unreadable: list[int] = []
+        for i in sorted(self._entries):
+            entry = self._entries[i]
+            kind = KINDS[entry.kind]
+            if not (kind.lists or kind.lineage):
+                continue
+            try:
+                _st, pred = read_record(entry, self._blobs.blob(entry.envelope), f"log entry {i}")
+            except ProvenanceError:
+                unreadable.append(i)
+                continue
+            for d in kind.listed(pred):
+                listing.setdefault(d, []).append(i)
+            for dep in kind.dependencies(pred):
+                referrers.setdefault(dep.digest, []).append((i, dep.role))
+        self._listing, self._referrers, self._unreadable = listing, referrers, unreadable
+
+    def listing(self, digest: str) -> Sequence[int]:
+        """Records listing ``digest``."""
+        if self._listing is None:
+            self._read_envelopes()
+        assert self._listing is not None
+        return self._listing.get(digest, [])
+
+    def referrers(self, digest: str) -> Sequence[tuple[int, str]]:
+        """Artifacts depending on ``digest``."""
+        if self._referrers is None:
+            self._read_envelopes()
+        assert self._referrers is not None
+        return self._referrers.get(digest, [])
+
+    def unreadable(self) -> Sequence[int]:
+        """Records whose envelope cannot be read."""
+        if self._unreadable is None:
+            self._read_envelopes()
+        assert self._unreadable is not None
+        return self._unreadable
