@@ -196,7 +196,7 @@ def test_an_object_changed_on_s3_fails_every_read(s3: S3, vendor: Path, tmp_path
     from trajledger.verify.log_entry import LogEntry
 
     entries = [LogEntry.from_bytes(ledger.log.entry(i)) for i in range(ledger.log.size)]
-    envelope = next(e.envelope for e in entries if e.kind == "dataset")
+    envelope = next(e.envelope for e in entries if e.kind == "rollout-batch")
     key = f"copy/sha256/{envelope[7:9]}/{envelope[9:11]}/{envelope[7:]}"
     s3.client.put_object(Bucket=BUCKET, Key=key, Body=b"{}")  # type: ignore[attr-defined]
     with pytest.raises(DigestMismatchError, match=r"in ledgers/copy: content hashes to sha256:"):
