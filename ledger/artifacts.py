@@ -678,27 +678,10 @@ def batch_files(ledger: Ledger, digest: str) -> dict[str, str]:
 def _duplicate_episodes(ledger: Ledger, batch_digests: Sequence[str]) -> Iterator[str]:
     """Episodes whose step content (obs, action, reward, flags, messages) equals an earlier one.
 
-    Batches are compared in digest order, episodes in id order, so the report is stable.
+    Batches are compared in digest order, episodes in id order, so the report is stable. The
+    fingerprints come from the audit index, which indexes these batches (and no others) first,
+    streaming their files: memory stays bounded whatever their size (`index.duplicate_episodes`).
     """
-    import io
+    from .index import duplicate_episodes
 
-    import pyarrow.parquet as pq
-
-    from .rollouts.dedup import CONTENT_COLUMNS, episode_fingerprints
-
-    seen: dict[str, tuple[str, str]] = {}
-    for d in batch_digests:
-        files = batch_files(ledger, d)
-        if "steps.parquet" not in files:
-            continue
-        table = pq.read_table(
-            io.BytesIO(ledger.store.get_verified(files["steps.parquet"])),
-            columns=["episode_id", "step", *CONTENT_COLUMNS],
-        )
-        for episode_id, fp in sorted(episode_fingerprints(table).items()):
-            first = seen.setdefault(fp, (d, episode_id))
-            if first != (d, episode_id):
-                yield (
-                    f"episode {episode_id!r} of batch {d[:19]}… duplicates episode "
-                    f"{first[1]!r} of batch {first[0][:19]}…"
-                )
+    yield from duplicate_episodes(ledger, batch_digests)

@@ -26,14 +26,19 @@ __all__ = ["COMMANDS"]
     "--store",
     default="objects",
     show_default=True,
-    help="Blob store: a directory relative to the ledger, or a URI such as s3://bucket/prefix.",
+    help="Blob store: a directory relative to the ledger, or a URI such as s3://bucket/prefix "
+    "(S3 settings from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, AWS_REGION).",
 )
 @pass_ctx
 def init(ctx: Context, origin: str | None, store: str) -> None:
-    """Create a ledger in the ledger directory (--ledger, default ./.trajledger)."""
+    """Create a ledger in the ledger directory (--ledger, default ./.trajledger).
+
+    The log and the keys always live in the ledger directory; blobs live in --store. A remote
+    store must be reachable (its bucket must exist) before anything is created.
+    """
     from .home import Ledger
 
-    ledger = Ledger.init(ctx.home, origin=origin, store=store, passphrase=_ask)
+    ledger = Ledger.init(ctx.home, origin=origin, store=store, passphrase=_ask, check_store=True)
     click.echo(f"created ledger {ledger.root} (origin {ledger.config.origin})")
 
 

@@ -11,6 +11,7 @@ Spec: schemas/bundle.v1.md.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,8 +45,9 @@ POLICY = click.option(
 @click.option(
     "--out",
     required=True,
-    type=click.Path(path_type=Path),
-    help="Bundle file to write (conventionally NAME.tar.zst); a directory for model-signing.",
+    metavar="FILE|URI",
+    help="Bundle file to write (conventionally NAME.tar.zst), or a URI (s3://bucket/key) for "
+    "an evidence bundle; a directory for model-signing.",
 )
 @click.option(
     "--format",
@@ -79,7 +81,7 @@ POLICY = click.option(
 def export(
     ctx: Context,
     ref: str,
-    out: Path,
+    out: str,
     no_data: bool,
     consistency_from: tuple[int, ...],
     fmt: str,
@@ -93,25 +95,32 @@ def export(
     With --format sigstore or model-signing, write REF for other tools instead.
     """
     from .exchange import export_bundle
+    from .remote import is_uri, upload
 
     if fmt != "bundle":
         if no_data or consistency_from:
             raise click.UsageError("--no-data and --consistency-from apply to --format bundle")
-        _export_interop(ctx, fmt, ref, out, key, policy_file)
+        if is_uri(out):
+            raise click.UsageError(f"--out {out}: a URI is for --format bundle; give a path")
+        _export_interop(ctx, fmt, ref, Path(out), key, policy_file)
         return
     if key is not None:
         raise click.UsageError("--key applies to --format sigstore and model-signing")
-    if out.is_dir():
+    if not is_uri(out) and Path(out).is_dir():
         raise click.UsageError(f"--out {out}: is a directory; an evidence bundle is a file")
     ledger = ctx.ledger()
-    result = export_bundle(
-        ledger,
-        ref,
-        out,
-        data=not no_data,
-        policy=_policy(ledger, policy_file),
-        consistency_from=consistency_from,
-    )
+    with tempfile.TemporaryDirectory(prefix="trajledger-export-") as tmp:
+        local = Path(tmp) / "bundle.tar.zst" if is_uri(out) else Path(out)
+        result = export_bundle(
+            ledger,
+            ref,
+            local,
+            data=not no_data,
+            policy=_policy(ledger, policy_file),
+            consistency_from=consistency_from,
+        )
+        if is_uri(out):
+            upload(local, out)
     for line in result.report.failures():
         warn(f"the lineage does not verify, the recipient will see: {line}")
     omitted = f", {result.omitted} data blob(s) omitted" if result.omitted else ""
@@ -155,7 +164,7 @@ def _export_interop(
 
 
 @click.command("import")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", metavar="FILE|URI")
 @POLICY
 @click.option(
     "--key",
@@ -167,22 +176,27 @@ def _export_interop(
 @click.option("--json", "as_json", is_flag=True, help="Print the verification report as JSON.")
 @pass_ctx
 def import_(
-    ctx: Context, file: Path, policy_file: Path | None, keys: tuple[str, ...], as_json: bool
+    ctx: Context, file: str, policy_file: Path | None, keys: tuple[str, ...], as_json: bool
 ) -> None:
     """Verify the bundle FILE under the policy, then copy its objects and record the import.
 
-    Nothing is copied unless the whole lineage verifies. Importing the same evidence again
-    changes nothing and names the earlier record.
+    FILE may be a URI (s3://bucket/key): it is downloaded to a temporary file first. Nothing is
+    copied unless the whole lineage verifies. Importing the same evidence again changes
+    nothing and names the earlier record.
     """
     from .exchange import import_bundle
+    from .remote import download, is_uri
 
-    if not file.is_file():
-        from .errors import LedgerError
-
-        raise LedgerError(f"bundle {file}: no such file")
     ledger = ctx.ledger()
     policy = _policy(ledger, policy_file)
-    result = import_bundle(ledger, file, policy, [ledger.keys.signer(k) for k in keys])
+    signers = [ledger.keys.signer(k) for k in keys]
+    with tempfile.TemporaryDirectory(prefix="trajledger-import-") as tmp:
+        path = download(file, Path(tmp)) if is_uri(file) else Path(file)
+        if not path.is_file():
+            from .errors import LedgerError
+
+            raise LedgerError(f"bundle {file}: no such file")
+        result = import_bundle(ledger, path, policy, signers)
     if as_json:
         emit_json(result.report.to_json())
     else:

@@ -220,18 +220,32 @@ class Ledger:
         origin: str | None = None,
         store: str = "objects",
         passphrase: Callable[[str], bytes | None] | None = None,
+        check_store: bool = False,
     ) -> Ledger:
         """Create a ledger home. Refuses to touch an existing one.
 
         The log is created with it, with a new Ed25519 log key (see `LOG_KEY_NAME`).
 
+        Args:
+            root: the ledger directory.
+            origin: the log origin (default `default_origin`).
+            store: a directory relative to ``root``, or a remote URI (``s3://bucket/prefix``;
+                S3 settings from the AWS variables, ``ledger.remote``).
+            passphrase: asks for a key's passphrase.
+            check_store: check that a remote store is reachable first (``trajledger init``).
+
         Raises:
             LedgerError: ``root`` already holds a ledger, or the origin is invalid.
+            StoreError: ``check_store`` and the remote store cannot be reached.
         """
         if (root / CONFIG_NAME).exists():
             raise LedgerError(f"{root}: a ledger already exists here")
         config = LedgerConfig(origin or default_origin(), store)
         LedgerConfig.from_toml(config.to_toml(), root / CONFIG_NAME)  # validate the origin
+        if check_store and "://" in store and not store.startswith("file://"):
+            from .remote import require_reachable
+
+            require_reachable(store)
         root.mkdir(parents=True, exist_ok=True)
         write_file_atomic(root / CONFIG_NAME, config.to_toml())
         ledger = cls(root, config, KeyStore(root / "keys", passphrase))
@@ -243,6 +257,19 @@ class Ledger:
         log_keys = KeyStore(root / LOG_KEY_DIR)
         log_key = log_keys.create(LOG_KEY_NAME, encrypt=bool(os.environ.get(PASSPHRASE_ENV)))
         ledger._log = Log.create(ledger.log_dir, config.origin, log_key)
+        return ledger
+
+    @classmethod
+    def attached(cls, root: Path, config: LedgerConfig, log: Log) -> Ledger:
+        """A view of a ledger whose log is served by another process.
+
+        For processes that record into a ledger owned by a single writer elsewhere
+        (``trajledger.integrations.ray``): blobs go to ``config.store`` (a URI or an absolute
+        directory shared with the writer), log reads and appends go to ``log``, and derived
+        caches live under ``root`` (a private directory of this process). It has no keys.
+        """
+        ledger = cls(root, config, KeyStore(root / "keys"))
+        ledger._log = log
         return ledger
 
     @classmethod

@@ -3,24 +3,30 @@
 Scope: a derived index under ``<ledger>/index/lance/`` with two tables, ``artifacts`` (one row
 per log entry: kind, digest, name, version, time, signers, split, environment / evaluator /
 policy of a batch, members of a dataset, datasets of a checkpoint, revoked / erased flags) and
-``episodes`` (one row per episode of every batch: the episode table's columns, an exact content
-fingerprint and a feature vector for near-duplicate search). On it: SQL filters
-(`query_table`), segmented statistics (`segment_stats`) and exact / near-duplicate checks
-between a train split and holdout / regression splits (`contamination_findings`,
-`split_contamination`). `Index.update` indexes the log entries after the last indexed size;
-`Index.rebuild` (``trajledger reindex``) drops and rebuilds everything from the log and the
-object store.
+``episodes`` (one row per episode of every indexed batch: the episode table's columns, an exact
+content fingerprint and a feature vector for near-duplicate search). On it: SQL filters
+(`query_table`), segmented statistics (`segment_stats`), duplicate episodes within a set of
+batches (`duplicate_episodes`) and exact / near-duplicate checks between a train split and
+holdout / regression splits (`contamination_findings`, `split_contamination`).
+
+Kept up incrementally, off the recording path: `Index.update` adds the artifact rows of the log
+entries after the last indexed size; a batch's episodes are indexed the first time a question
+needs that batch (`Index.index_batches`), streamed row group by row group with vectorised
+features (``ledger.episode_features``), so memory stays bounded and ``dataset create`` or a
+contamination check never indexes unrelated batches. `Index.rebuild` (``trajledger reindex``)
+drops and rebuilds everything from the log and the object store, with progress.
 
 Non-scope: verification. NOTHING is verified against the index, and nothing it says is
 evidence: it is built from unverified envelopes and data (a blob whose bytes do not hash to its
 digest is skipped, not judged), it can be deleted or rebuilt at any time, and whoever can write
 the ledger directory can write it. ``trajledger verify`` and the runner's admission gate check
-the log and the objects themselves. A contamination finding is a reason to look (or to refuse);
-the absence of findings proves nothing.
+the log and the objects themselves (the gate's contamination check is
+`ledger.contamination.verified_contamination`, which reads re-hashed blobs). A contamination
+finding is a reason to look (or to refuse); the absence of findings proves nothing.
 
 Erasure: when an erasure is indexed, the batch's episode rows are deleted, so the index never
-keeps derived copies of erased data; its artifact row stays, flagged ``erased``. A batch whose
-blobs are gone is indexed from its signed metadata alone.
+keeps derived copies of erased data; its artifact row stays, flagged ``erased``, and the batch
+is never indexed again. A batch whose blobs are gone is indexed from its signed metadata alone.
 
 Spec: docs/audit-index.md (tables, columns, metrics, the near-duplicate definition and its
 thresholds). lancedb is imported only when an index is opened; ``trajledger --help`` never
@@ -31,18 +37,15 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
-import io
 import itertools
 import json
 import math
 import os
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from collections.abc import Set as AbstractSet
-from dataclasses import asdict, dataclass, field
-from functools import lru_cache
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -59,6 +62,23 @@ from trajledger.verify.statement import Statement
 
 from ._fs import write_file_atomic
 from .catalog import Catalog, RefError
+from .contamination import (
+    MIN_NEAR_STEPS,
+    NEAR_NUMERIC_THRESHOLD,
+    NEAR_TEXT_THRESHOLD,
+    Finding,
+    Matcher,
+)
+from .episode_features import (
+    FEATURE_COLUMNS,
+    FEATURE_VERSION,
+    VECTOR_DIM,
+    FeatureChunk,
+    iter_step_features,
+    parquet_batches,
+    private_workdir,
+    verified_local_copy,
+)
 from .errors import LedgerError
 
 if TYPE_CHECKING:
@@ -78,31 +98,21 @@ __all__ = [
     "Index",
     "IndexUpdate",
     "Metrics",
+    "ProgressFactory",
     "QueryError",
     "Segment",
     "StatsReport",
     "contamination_findings",
+    "duplicate_episodes",
     "query_table",
     "reindex",
     "segment_stats",
     "split_contamination",
 ]
 
-INDEX_FORMAT = 1
-"""Version of the tables and of the feature vectors; a change rebuilds every index."""
-
-VECTOR_DIM = 128
-"""Length of an episode's feature vector (``episodes.vector``)."""
-
-NEAR_TEXT_THRESHOLD = 0.8
-"""Text episodes are near duplicates at this cosine similarity or above (docs/audit-index.md)."""
-
-NEAR_NUMERIC_THRESHOLD = 0.995
-"""Numeric episodes are near duplicates at this cosine similarity or above."""
-
-MIN_NEAR_STEPS = 16
-"""Numeric episodes shorter than this are compared exactly only: too little content to tell a
-copy from a chance match (short CartPole falls under one repeated action agree to 0.999)."""
+INDEX_FORMAT = 2 * 100 + FEATURE_VERSION
+"""Version of the tables and of the feature vectors; a change rebuilds every index
+(202: batches indexed lazily, feature version 2)."""
 
 JUDGE_PASS = 0.5
 """A judge score at or above this counts as the judge saying "success"."""
@@ -116,13 +126,13 @@ aggregate."""
 ARTIFACTS = "artifacts"
 EPISODES = "episodes"
 SPLITS = ("train", "holdout", "regression")
-_OBS_SLOTS, _ACTION_SLOTS = 16, 4
-_STEP_FEATURES = _OBS_SLOTS + _ACTION_SLOTS + 1  # obs, action, reward
-_CHUNK_STEPS = 256
+PENDING = "pending"
+"""``artifacts.data`` of a batch whose episodes are not indexed yet."""
 _FLUSH_EPISODES = 50_000
 _ENTRY_CHUNK = 256
-_WORD = re.compile(r"\w+")
-_PROMPT_EXCLUDED = frozenset({"system", "assistant"})
+_UNUSABLE: tuple[type[BaseException], ...] = (
+    ProvenanceError, LedgerError, pa.ArrowException, OSError, ValueError, TypeError, KeyError,
+)  # fmt: skip
 
 ARTIFACTS_SCHEMA = pa.schema(
     [
@@ -191,173 +201,6 @@ class QueryError(LedgerError):
 
 
 # --------------------------------------------------------------------------------------------
-# Feature vectors
-
-
-@lru_cache(maxsize=8)
-def _projection(chunk: int) -> npt.NDArray[np.float64]:
-    """The ±1 random projection of steps ``chunk*256 ..``: bits of SHAKE-256, fixed forever."""
-    rows = _CHUNK_STEPS * _STEP_FEATURES
-    seed = f"trajledger/index/projection/v{INDEX_FORMAT}/{chunk}".encode()
-    bits = np.unpackbits(
-        np.frombuffer(hashlib.shake_256(seed).digest(rows * VECTOR_DIM // 8), np.uint8)
-    )
-    return (1.0 - 2.0 * bits.astype(np.float64)).reshape(rows, VECTOR_DIM)
-
-
-def _unit(v: npt.NDArray[np.float64]) -> npt.NDArray[np.float32] | None:
-    norm = float(np.linalg.norm(v))
-    if norm == 0.0 or not math.isfinite(norm):
-        return None
-    return (v / norm).astype(np.float32)
-
-
-def _fold(col: pa.ChunkedArray | None, n: int, width: int) -> npt.NDArray[np.float64]:
-    """A list column as ``(n, width)``: value k of a row adds to slot k % width with sign
-    (-1)^(k // width), so vectors of any length fit (a count-sketch fold; identity up to width)."""
-    if col is None or col.null_count == n:
-        return np.zeros((n, width))
-    arr = col.combine_chunks()
-    lengths = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False)
-    lengths = np.asarray(lengths, dtype=np.int64)
-    values = np.asarray(pc.list_flatten(arr).to_numpy(zero_copy_only=False), dtype=np.float64)
-    values = np.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0)
-    rows = np.repeat(np.arange(n), lengths)
-    k = np.arange(len(values)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    signed = values * (1.0 - 2.0 * ((k // width) % 2))
-    folded = np.bincount(rows * width + k % width, weights=signed, minlength=n * width)
-    return np.asarray(folded, dtype=np.float64).reshape(n, width)
-
-
-def _numeric_vectors(
-    x: npt.NDArray[np.float64], spans: Sequence[tuple[int, int]]
-) -> list[npt.NDArray[np.float32] | None]:
-    """Random projections of episodes' time-aligned step features (obs, action, reward).
-
-    Episode ``k`` is the rows ``spans[k]`` of ``x``; its step ``t`` meets the projection rows of
-    chunk ``t // 256``. Episodes go through each chunk's projection in groups, one matrix
-    product per group.
-    """
-    out = np.zeros((len(spans), VECTOR_DIM))
-    lengths = np.array([b - a for a, b in spans], dtype=np.int64)
-    chunks = -(-lengths // _CHUNK_STEPS)
-    for c in range(int(chunks.max(initial=0))):
-        todo = np.flatnonzero(chunks > c)
-        for g in range(0, len(todo), 512):
-            group = todo[g : g + 512]
-            m = np.zeros((len(group), _CHUNK_STEPS, _STEP_FEATURES))
-            for j, k in enumerate(group.tolist()):
-                a = spans[k][0] + c * _CHUNK_STEPS
-                b = min(spans[k][1], a + _CHUNK_STEPS)
-                m[j, : b - a] = x[a:b]
-            out[group] += m.reshape(len(group), -1) @ _projection(c)
-    return [_unit(v) for v in out]
-
-
-def _numeric_vector(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float32] | None:
-    """The projection of one episode's step features (`_numeric_vectors`)."""
-    return _numeric_vectors(x, [(0, len(x))])[0]
-
-
-def _text_vector(messages: Sequence[tuple[str | None, str]]) -> npt.NDArray[np.float32] | None:
-    """Hashed bag of word unigrams and bigrams of the task side of a conversation.
-
-    The task side is every message whose role is neither ``system`` (shared by design) nor
-    ``assistant`` (the policy's answer); when there is none, every non-system message.
-    """
-    chosen = [t for r, t in messages if r not in _PROMPT_EXCLUDED] or [
-        t for r, t in messages if r != "system"
-    ]
-    counts: Counter[str] = Counter()
-    for text in chosen:
-        words = _WORD.findall(text.lower())
-        counts.update(words)
-        counts.update(f"{a} {b}" for a, b in itertools.pairwise(words))
-    out = np.zeros(VECTOR_DIM)
-    for token, c in counts.items():
-        h = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little")
-        out[h % VECTOR_DIM] += (1.0 - 2.0 * (h >> 63)) * (1.0 + math.log(c))
-    return _unit(out)
-
-
-@dataclass(frozen=True)
-class _StepFeatures:
-    fingerprint: str | None
-    modality: str
-    vector: npt.NDArray[np.float32] | None
-    safety_interventions: int | None
-
-
-def _step_features(steps: pa.Table) -> dict[str, _StepFeatures]:
-    """Per episode id: fingerprint, modality, feature vector, safety interventions."""
-    from .rollouts.dedup import episode_fingerprints
-
-    if steps.num_rows == 0:
-        return {}
-    fingerprints = episode_fingerprints(steps)
-    order = pc.sort_indices(steps, sort_keys=[("episode_id", "ascending"), ("step", "ascending")])
-    t = steps.take(order)
-    n = t.num_rows
-    names = set(t.column_names)
-
-    def col(name: str) -> pa.ChunkedArray | None:
-        return t.column(name) if name in names else None
-
-    ids = t.column("episode_id").to_numpy(zero_copy_only=False)
-    starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
-    ends = np.append(starts[1:], n)
-    reward = col("reward")
-    x = np.hstack(
-        [
-            _fold(col("obs"), n, _OBS_SLOTS),
-            _fold(col("action"), n, _ACTION_SLOTS),
-            (
-                np.zeros((n, 1))
-                if reward is None
-                else np.asarray(reward.fill_null(0).to_numpy(), dtype=np.float64).reshape(n, 1)
-            ),
-        ]
-    )
-    text_cols = [c for c in ("content", "tool_calls", "tool_results") if c in names]
-    has_text = any(t.column(c).null_count < n for c in text_cols)
-    texts: list[str | None] = [None] * n
-    roles: list[str | None] = [None] * n
-    if has_text:
-        parts = [t.column(c).to_pylist() for c in text_cols]
-        texts = ["\n".join(p for p in row if p) or None for row in zip(*parts, strict=True)]
-        roles = col("role").to_pylist() if "role" in names else roles  # type: ignore[union-attr]
-    safety_col = col("safety_interventions")
-    safety = (
-        None
-        if safety_col is None
-        else np.asarray(
-            safety_col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64
-        )
-    )
-    spans = list(zip(starts.tolist(), ends.tolist(), strict=True))
-    conversations = [
-        [(roles[i], texts[i]) for i in range(a, b) if texts[i] is not None] for a, b in spans
-    ]
-    numeric = [k for k, c in enumerate(conversations) if not c]
-    vectors = dict(zip(numeric, _numeric_vectors(x, [spans[k] for k in numeric]), strict=True))
-    out: dict[str, _StepFeatures] = {}
-    for k, (a, b) in enumerate(spans):
-        episode = str(ids[a])
-        if conversations[k]:
-            modality, vector = "text", _text_vector(conversations[k])  # type: ignore[arg-type]
-        else:
-            modality, vector = "numeric", vectors[k]
-        known = None if safety is None else safety[a:b][~np.isnan(safety[a:b])]
-        out[episode] = _StepFeatures(
-            fingerprints.get(episode),
-            modality,
-            vector,
-            None if known is None or not len(known) else int(known.sum()),
-        )
-    return out
-
-
-# --------------------------------------------------------------------------------------------
 # Log entries -> rows
 
 
@@ -366,6 +209,8 @@ def _statement(ledger: Ledger, entry: LogEntry) -> Statement | None:
         return Statement.from_bytes(Envelope.from_bytes(ledger.store.get(entry.envelope)).payload)
     except ProvenanceError:
         return None  # unreadable or missing envelope: the row keeps what the entry says
+    except LedgerError:
+        return None
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -387,12 +232,71 @@ def _ref(p: dict[str, Any], key: str) -> tuple[str | None, str | None]:
     return f"{ref.get('name')}@{ref.get('version')}", _text(ref.get("digest"))
 
 
+# One small reader per predicate kind. The predicate is unverified input: every field is
+# type-checked and anything unexpected becomes null. (When typed predicate readers exist, each
+# of these becomes a call to one of them.)
+
+
+def _checkpoint_fields(p: dict[str, Any], subject_name: str | None) -> dict[str, Any]:
+    build = _obj(p.get("buildDefinition"))
+    ext = _obj(build.get("externalParameters"))
+    deps = build.get("resolvedDependencies")
+    return {
+        "name": _text(ext.get("name")) or subject_name,
+        "version": _text(ext.get("version")),
+        "purpose": _text(ext.get("purpose")),
+        "datasets": sorted(
+            "sha256:" + str(_obj(d.get("digest")).get("sha256"))
+            for d in (deps if isinstance(deps, list) else [])
+            if isinstance(d, dict)
+            and _obj(d.get("annotations")).get("role") == "dataset"
+            and isinstance(_obj(d.get("digest")).get("sha256"), str)
+        ),
+    }
+
+
+def _batch_fields(p: dict[str, Any]) -> dict[str, Any]:
+    counts = _obj(p.get("counts"))
+    env, env_digest = _ref(p, "environment")
+    evaluator, evaluator_digest = _ref(p, "evaluator")
+    return {
+        "env": env,
+        "env_digest": env_digest,
+        "evaluator": evaluator,
+        "evaluator_digest": evaluator_digest,
+        "policy_version": _text(p.get("policyVersion")),
+        "num_episodes": _int(counts.get("episodes")),
+        "num_steps": _int(counts.get("steps")),
+    }
+
+
+def _dataset_fields(p: dict[str, Any]) -> dict[str, Any]:
+    batches = p.get("batches")
+    return {
+        "split": _text(p.get("split")),
+        "purpose": _text(p.get("purpose")),
+        "batches": sorted(
+            b for b in (batches if isinstance(batches, list) else []) if isinstance(b, str)
+        ),
+    }
+
+
+def _approval_fields(p: dict[str, Any]) -> dict[str, Any]:
+    return {"purpose": _text(p.get("purpose")), "expires": _text(p.get("expires"))}
+
+
+def _status_fields(p: dict[str, Any]) -> dict[str, Any]:
+    reasons = p.get("reasons")
+    return {
+        "reason": _text(p.get("reason"))
+        or ("; ".join(map(str, reasons)) if isinstance(reasons, list) else None)
+    }
+
+
 def _artifact_row(index: int, entry: LogEntry, st: Statement | None) -> dict[str, Any]:
-    """The artifacts row of a log entry. The predicate is unverified input: every field is
-    type-checked and anything unexpected becomes null."""
+    """The artifacts row of a log entry (a batch's episodes are indexed later, per batch)."""
     p = _obj(st.predicate) if st is not None else {}
     subject_name = st.subjects[0].name if st is not None and st.subjects else None
-    name, version = _text(p.get("name")) or subject_name, _text(p.get("version"))
     row: dict[str, Any] = dict.fromkeys(ARTIFACTS_SCHEMA.names)
     row.update(
         log_index=index,
@@ -403,89 +307,63 @@ def _artifact_row(index: int, entry: LogEntry, st: Statement | None) -> dict[str
         signers=list(entry.signers),
         revoked=False,
         erased=False,
+        name=_text(p.get("name")) or subject_name,
+        version=_text(p.get("version")),
     )
     if entry.kind == "checkpoint":
-        build = _obj(p.get("buildDefinition"))
-        ext = _obj(build.get("externalParameters"))
-        name, version = _text(ext.get("name")) or subject_name, _text(ext.get("version"))
-        row["purpose"] = _text(ext.get("purpose"))
-        deps = build.get("resolvedDependencies")
-        row["datasets"] = sorted(
-            "sha256:" + str(_obj(d.get("digest")).get("sha256"))
-            for d in (deps if isinstance(deps, list) else [])
-            if isinstance(d, dict)
-            and _obj(d.get("annotations")).get("role") == "dataset"
-            and isinstance(_obj(d.get("digest")).get("sha256"), str)
-        )
+        row.update(_checkpoint_fields(p, subject_name))
     elif entry.kind == "rollout-batch":
-        row["env"], row["env_digest"] = _ref(p, "environment")
-        row["evaluator"], row["evaluator_digest"] = _ref(p, "evaluator")
-        row["policy_version"] = _text(p.get("policyVersion"))
-        counts = _obj(p.get("counts"))
-        row["num_episodes"], row["num_steps"] = (
-            _int(counts.get("episodes")),
-            _int(counts.get("steps")),
-        )
-        row["data"], row["episodes_indexed"] = "missing", 0
+        row.update(_batch_fields(p), data=PENDING, episodes_indexed=0)
     elif entry.kind == "dataset":
-        row["split"], row["purpose"] = _text(p.get("split")), _text(p.get("purpose"))
-        batches = p.get("batches")
-        row["batches"] = sorted(
-            b for b in (batches if isinstance(batches, list) else []) if isinstance(b, str)
-        )
+        row.update(_dataset_fields(p))
     elif entry.kind == "approval":
-        row["purpose"], row["expires"] = _text(p.get("purpose")), _text(p.get("expires"))
+        row.update(_approval_fields(p))
     elif entry.kind in ("revocation", "erasure", "refusal"):
-        reasons = p.get("reasons")
-        row["reason"] = _text(p.get("reason")) or (
-            "; ".join(map(str, reasons)) if isinstance(reasons, list) else None
-        )
-    row["name"], row["version"] = name, version
+        row.update(_status_fields(p))
+    name, version = row["name"], row["version"]
     row["ref"] = f"{name}@{version}" if name and version else name
     return row
 
 
-def _read_parquet(ledger: Ledger, digest: str, columns: Sequence[str] | None = None) -> pa.Table:
-    import pyarrow.parquet as pq
-
-    data = ledger.store.get_verified(digest)
-    if columns is not None:
-        present = set(pq.read_schema(io.BytesIO(data)).names)
-        columns = [c for c in columns if c in present]
-    return pq.read_table(io.BytesIO(data), columns=columns)
+# --------------------------------------------------------------------------------------------
+# A batch's episodes, streamed
 
 
-def _batch_episodes(ledger: Ledger, row: dict[str, Any]) -> tuple[pa.Table | None, str]:
-    """The episode rows of a batch and its data status (indexed / partial / missing)."""
-    from .artifacts import batch_files
-    from .rollouts.dedup import CONTENT_COLUMNS
-
-    # Data that cannot be read or does not fit the schema is skipped, never fatal: the
-    # index must keep working on whatever a ledger holds.
-    unusable = (ProvenanceError, pa.ArrowException, OSError, ValueError, TypeError, KeyError)
-    try:
-        files = batch_files(ledger, row["digest"])
-        episodes = _read_parquet(ledger, files["episodes.parquet"])
-    except unusable:
-        return None, "missing"
-    try:
-        steps = _read_parquet(
-            ledger,
-            files["steps.parquet"],
-            ["episode_id", "step", *CONTENT_COLUMNS, "safety_interventions"],
-        )
-        features, status = _step_features(steps), "indexed"
-    except unusable:
-        features, status = {}, "partial"
-    try:
-        return _episode_table(episodes, row, features), status
-    except unusable:
-        return None, "missing"
+class _Unusable(Exception):
+    """A batch file that cannot be read, does not verify, or breaks the expected order."""
 
 
-def _episode_table(
-    ep: pa.Table, row: Mapping[str, Any], features: Mapping[str, _StepFeatures]
-) -> pa.Table:
+_UNUSABLE_BATCH: tuple[type[BaseException], ...] = (*_UNUSABLE, _Unusable)
+
+
+def _success(termination_reason: pa.Array) -> pa.Array:
+    """The ``success`` column: true for ``success``, false for ``failure``, else null.
+
+    The one place the index defines success (docs/audit-index.md, "success rate").
+    """
+    success = pc.equal(termination_reason, "success")
+    labelled = pc.is_in(termination_reason, pa.array(["success", "failure"]))
+    return pc.if_else(labelled, success, pa.scalar(None, pa.bool_()))
+
+
+def _judge_columns(ep: pa.Table) -> tuple[list[str | None], list[float | None]]:
+    """The judge score map as sorted-key JSON text, and the mean of its scores."""
+    n = ep.num_rows
+    if "judge_scores" not in ep.column_names:
+        return [None] * n, [None] * n
+    texts: list[str | None] = []
+    means: list[float | None] = []
+    for scores in ep.column("judge_scores").to_pylist():
+        items = dict(scores) if scores else {}
+        texts.append(json.dumps(items, sort_keys=True) if scores is not None else None)
+        means.append(sum(items.values()) / len(items) if items else None)
+    return texts, means
+
+
+def _episode_table(ep: pa.Table, row: Mapping[str, Any], features: Any | None) -> pa.Table:
+    """Episode rows of a chunk of ``episodes.parquet`` with the aligned step features (a
+    `FeatureChunk` of the same episodes in the same order), or None when the steps are
+    unusable."""
     n = ep.num_rows
     names = set(ep.column_names)
 
@@ -495,48 +373,51 @@ def _episode_table(
         c = ep.column(name)
         return c.fill_null(fill) if fill is not None else c
 
-    ids = [str(i) for i in ep.column("episode_id").to_pylist()]
-    judge_json: list[str | None] = []
-    judge_mean: list[float | None] = []
-    for scores in col("judge_scores").to_pylist() if "judge_scores" in names else [None] * n:
-        items = dict(scores) if scores else {}
-        judge_json.append(json.dumps(items, sort_keys=True) if scores is not None else None)
-        judge_mean.append(sum(items.values()) / len(items) if items else None)
-    reasons = col("termination_reason").to_pylist() if "termination_reason" in names else [None] * n
-    feats = [features.get(i) for i in ids]
-    vectors = [f.vector if f is not None else None for f in feats]
-    valid = np.array([v is not None for v in vectors], dtype=bool)
-    flat = np.zeros((n, VECTOR_DIM), dtype=np.float32)
-    for i, v in enumerate(vectors):
-        if v is not None:
-            flat[i] = v
+    judge_json, judge_mean = _judge_columns(ep)
+    reasons = (
+        ep.column("termination_reason").combine_chunks()
+        if "termination_reason" in names
+        else pa.nulls(n, pa.string())
+    )
+    env_versions = ep.column("env_version").to_pylist() if "env_version" in names else [None] * n
+    if features is not None:
+        valid = features.valid
+        flat = features.vectors
+        safety: list[int | None] = features.safety
+        modality: list[str | None] = list(features.modality)
+        fingerprints: list[str | None] = list(features.fingerprints)
+    else:
+        valid = np.zeros(n, dtype=bool)
+        flat = np.zeros((n, VECTOR_DIM), dtype=np.float32)
+        safety, modality, fingerprints = [None] * n, [None] * n, [None] * n
     vector = pa.FixedSizeListArray.from_arrays(
-        pa.array(flat.reshape(-1), pa.float32()), VECTOR_DIM, mask=pa.array(~valid)
+        pa.array(np.ascontiguousarray(flat, dtype=np.float32).reshape(-1), pa.float32()),
+        VECTOR_DIM,
+        mask=pa.array(~valid),
     )
     columns: dict[str, Any] = {
         "batch": [row["digest"]] * n,
         "batch_index": [row["log_index"]] * n,
-        "episode_id": ids,
+        "episode_id": ep.column("episode_id").cast(pa.string()),
         "task_id": col("task_id"),
         "env_version": [
-            row.get("env") if v is None or v == row.get("env_digest") else v
-            for v in (col("env_version").to_pylist() if "env_version" in names else [None] * n)
+            row.get("env") if v is None or v == row.get("env_digest") else v for v in env_versions
         ],
         "policy_version": col("policy_version", row.get("policy_version")),
         "seed": col("seed"),
         "return": col("return"),
         "num_steps": col("num_steps"),
         "termination_reason": reasons,
-        "success": [True if r == "success" else False if r == "failure" else None for r in reasons],
+        "success": _success(reasons),
         "judge_scores": judge_json,
         "judge_score": judge_mean,
         "cost_usd": col("cost_usd"),
         "language": col("language"),
         "task_type": col("task_type"),
         "invalid": col("invalid"),
-        "safety_interventions": [f.safety_interventions if f else None for f in feats],
-        "modality": [f.modality if f else None for f in feats],
-        "fingerprint": [f.fingerprint if f else None for f in feats],
+        "safety_interventions": safety,
+        "modality": modality,
+        "fingerprint": fingerprints,
         "vector": vector,
     }
     return pa.table(
@@ -548,6 +429,41 @@ def _episode_table(
         },
         schema=EPISODES_SCHEMA,
     )
+
+
+def _aligned(
+    episodes: Iterator[pa.RecordBatch], features: Iterator[FeatureChunk] | None
+) -> Iterator[tuple[pa.Table, FeatureChunk | None]]:
+    """Pair each chunk of episode rows with the features of the same episodes.
+
+    Both files list episodes in the order of their first step (as recording writes them), so
+    the two streams advance together with a small buffer.
+
+    Raises:
+        _Unusable: the step file's episodes are not those of the episode file, in order.
+    """
+    pending: list[FeatureChunk] = []
+    have = 0
+    for batch in episodes:
+        t = pa.Table.from_batches([batch])
+        if features is None:
+            yield t, None
+            continue
+        while have < t.num_rows:
+            nxt = next(features, None)
+            if nxt is None:
+                raise _Unusable("steps.parquet holds fewer episodes than episodes.parquet")
+            pending.append(nxt)
+            have += len(nxt)
+        got = FeatureChunk.concat(pending)
+        mine, rest = got.slice(0, t.num_rows), got.slice(t.num_rows, len(got))
+        pending, have = ([rest] if len(rest) else []), len(rest)
+        ids = [str(i) for i in t.column("episode_id").to_pylist()]
+        if ids != mine.episode_ids:
+            raise _Unusable("steps.parquet and episodes.parquet list episodes in another order")
+        yield t, mine
+    if features is not None and (have or next(features, None) is not None):
+        raise _Unusable("steps.parquet holds episodes that episodes.parquet does not")
 
 
 def _sql_message(e: BaseException) -> str:
@@ -580,35 +496,33 @@ def _compact(table: Any) -> None:
 
 
 class _Sink:
-    """Rows waiting to be written, and status changes to apply to rows already written."""
+    """Artifact rows waiting to be written, and status changes for rows already written."""
 
     def __init__(self, artifacts: Any, episodes: Any) -> None:
         self.artifacts, self.episodes = artifacts, episodes
         self.rows: list[dict[str, Any]] = []
-        self.tables: list[pa.Table] = []
-        self.pending = 0
         self.revoked: set[str] = set()
         self.erased: set[str] = set()
         self.batches = 0
-        self.episode_count = 0
-        self._seen: set[str] | None = None
+        self._seen: set[str] = set()
 
-    def seen(self, batch: str) -> bool:
-        """True when an earlier entry already indexed this batch digest (then records it)."""
-        if self._seen is None:
-            done = self.artifacts.search().where("kind = 'rollout-batch'").select(["digest"])
-            self._seen = set(done.limit(None).to_arrow().column("digest").to_pylist())
-        if batch in self._seen:
-            return True
-        self._seen.add(batch)
-        return False
+    def mark_duplicates(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Batch rows whose digest an earlier entry already holds become ``duplicate`` (the
+        episodes are indexed once, with the first entry). One query per chunk of entries."""
+        new = sorted({r["digest"] for r in rows if r["kind"] == "rollout-batch"} - self._seen)
+        if new:
+            where = f"kind = 'rollout-batch' AND digest IN ({_sql_list(new)})"
+            found = self.artifacts.search().where(where).select(["digest"]).limit(None)
+            self._seen.update(found.to_arrow().column("digest").to_pylist())
+        for r in rows:
+            if r["kind"] != "rollout-batch":
+                continue
+            if r["digest"] in self._seen:
+                r["data"] = "duplicate"
+            self._seen.add(r["digest"])
 
-    def add(self, row: dict[str, Any], table: pa.Table | None) -> None:
+    def add(self, row: dict[str, Any]) -> None:
         self.rows.append(row)
-        if table is not None and table.num_rows:
-            self.tables.append(table)
-            self.pending += table.num_rows
-            self.episode_count += table.num_rows
         if row["kind"] == "rollout-batch":
             self.batches += 1
 
@@ -623,23 +537,11 @@ class _Sink:
                     r.update(erased=True, data="erased")
                     if r["kind"] == "rollout-batch":
                         r["episodes_indexed"] = 0
-        if kind == "revocation":
-            self.revoked.add(digest)
-            return
-        self.erased.add(digest)
-        kept = []
-        for t in self.tables:
-            left = t.filter(pc.not_equal(t.column("batch"), digest))
-            self.pending -= t.num_rows - left.num_rows
-            self.episode_count -= t.num_rows - left.num_rows
-            kept.append(left)
-        self.tables = kept
+        (self.revoked if kind == "revocation" else self.erased).add(digest)
 
     def flush(self) -> None:
         if self.rows:
             self.artifacts.add(pa.Table.from_pylist(self.rows, schema=ARTIFACTS_SCHEMA))
-        if self.tables:
-            self.episodes.add(pa.concat_tables(self.tables))
         if self.revoked:
             self.artifacts.update(
                 where=f"digest IN ({_sql_list(sorted(self.revoked))}) AND kind IN ({_NAMED_SQL})",
@@ -656,17 +558,26 @@ class _Sink:
                 values={"episodes_indexed": 0},
             )
             self.episodes.delete(f"batch IN ({gone})")
-        self.rows, self.tables, self.pending = [], [], 0
-        self.revoked, self.erased = set(), set()
+        self.rows, self.revoked, self.erased = [], set(), set()
 
 
 # --------------------------------------------------------------------------------------------
 # The index
 
 
+ProgressFactory = Callable[[int, str], contextlib.AbstractContextManager[Callable[[int], None]]]
+"""``progress(total, label)`` -> a context yielding ``advance(n)`` (as ``clikit.progress``)."""
+
+
+@contextlib.contextmanager
+def _no_progress(total: int, label: str) -> Iterator[Callable[[int], None]]:
+    yield lambda n: None
+
+
 @dataclass(frozen=True)
 class IndexUpdate:
-    """What an update did: log entries ``start .. end`` indexed."""
+    """What an update did: log entries ``start .. end`` indexed, and the batches whose episodes
+    were indexed during the call."""
 
     start: int
     end: int
@@ -683,16 +594,25 @@ class IndexUpdate:
 class Index:
     """The audit index of one ledger, in ``<ledger>/index/lance/``.
 
-    Every public method brings the index up to date with the log first (building it when it is
-    absent, rebuilding it when it does not match the log), under a lock shared with other
-    processes. Nothing is verified against it (see the module docstring).
+    Two levels, both incremental: the ``artifacts`` table follows the log (one row per entry,
+    brought up to date by every public method), and a batch's episode rows are added the first
+    time something asks about that batch (`index_batches`; ``query episodes`` without a batch
+    restriction asks about every batch). So ``dataset create`` and the contamination check
+    index only the batches they compare. Everything runs under a lock shared with other
+    processes. Nothing is verified against the index (see the module docstring).
     """
 
-    def __init__(self, ledger: Ledger) -> None:
-        """Attach to a ledger; nothing is read until a method is called."""
+    def __init__(self, ledger: Ledger, *, progress: ProgressFactory | None = None) -> None:
+        """Attach to a ledger; nothing is read until a method is called.
+
+        Args:
+            ledger: the ledger.
+            progress: shows progress while batches are indexed (``clikit.progress``).
+        """
         self.ledger = ledger
         self.dir = ledger.root / "index" / "lance"
         self.state_path = self.dir / "state.json"
+        self.progress: ProgressFactory = progress or _no_progress
         self._db: Any = None
         self._depth = 0
 
@@ -744,8 +664,16 @@ class Index:
             return None  # an update was interrupted: rebuild
         return state
 
-    def _write_state(self, size: int, last: str, *, pending: bool) -> None:
-        body = {"format": INDEX_FORMAT, "size": size, "last": last, "pending": pending}
+    def _write_state(
+        self, size: int, last: str, *, pending: bool, batch: str | None = None
+    ) -> None:
+        body = {
+            "format": INDEX_FORMAT,
+            "size": size,
+            "last": last,
+            "pending": pending,
+            "batch": batch,
+        }
         write_file_atomic(self.state_path, json.dumps(body, sort_keys=True).encode(), durable=False)
 
     def _last_hash(self, size: int) -> str:
@@ -754,7 +682,8 @@ class Index:
     # -- building ---------------------------------------------------------------------------
 
     def update(self, *, on_progress: Callable[[int], None] | None = None) -> IndexUpdate:
-        """Index the log entries after the last indexed size (build the index when absent).
+        """Add the artifact rows of the log entries after the last indexed size (build the
+        index when absent). Episodes are indexed per batch, when asked for (`index_batches`).
 
         The index is rebuilt from scratch when its state is missing or of another format, an
         earlier update was interrupted, or the log no longer holds the entry the index ended
@@ -770,9 +699,29 @@ class Index:
             return self._update(on_progress, rebuild=False)
 
     def rebuild(self, *, on_progress: Callable[[int], None] | None = None) -> IndexUpdate:
-        """Drop both tables and index the whole log again (``trajledger reindex``)."""
+        """Drop both tables, index the whole log again, then every batch's episodes
+        (``trajledger reindex``).
+
+        Args:
+            on_progress: called with the number of log entries done.
+        """
         with self._locked():
-            return self._update(on_progress, rebuild=True)
+            meta = self._update(on_progress, rebuild=True)
+            batches, episodes = self._index_batches(None)
+            return IndexUpdate(meta.start, meta.end, True, batches, episodes)
+
+    def index_batches(self, digests: Sequence[str] | None = None) -> tuple[int, int]:
+        """Index the episodes of these batches (None: of every batch) not indexed yet.
+
+        Each batch's files are streamed (row group by row group), so memory stays bounded
+        whatever their size; progress goes to the index's progress factory, in steps.
+
+        Returns:
+            How many batches and episodes were indexed.
+        """
+        with self._locked():
+            self._update(None, rebuild=False)
+            return self._index_batches(digests)
 
     def _update(self, on_progress: Callable[[int], None] | None, *, rebuild: bool) -> IndexUpdate:
         log = self.ledger.log
@@ -787,6 +736,8 @@ class Index:
             and state.get("last") == self._last_hash(state["size"])
         )
         start = state["size"] if usable and state is not None else 0
+        if usable and state is not None and state.get("batch"):
+            self._recover_batch(str(state["batch"]), start, str(state["last"]))
         if usable and start == size:
             return IndexUpdate(start, size, False, 0, 0)
         if start == 0:
@@ -799,35 +750,131 @@ class Index:
         sink = _Sink(artifacts, episodes)
         for lo in range(start, size, _ENTRY_CHUNK):
             hi = min(lo + _ENTRY_CHUNK, size)
+            parsed = []
             for i, raw in enumerate(log.entries(lo, hi), start=lo):
-                self._index_entry(i, raw, sink)
-                if sink.pending >= _FLUSH_EPISODES:
-                    sink.flush()
+                try:
+                    parsed.append((i, LogEntry.from_bytes(raw)))
+                except FormatError:
+                    continue  # `log verify` reports it; the index only skips it
+            rows = [(e, _artifact_row(i, e, _statement(self.ledger, e))) for i, e in parsed]
+            sink.mark_duplicates([r for _, r in rows])
+            for entry, row in rows:
+                sink.add(row)
+                if entry.kind in ("revocation", "erasure"):
+                    sink.flag(entry.kind, entry.subject)
+            sink.flush()
             if on_progress is not None:
                 on_progress(hi - lo)
-        sink.flush()
-        for table in (artifacts, episodes):
+        if artifacts.stats()["fragment_stats"]["num_fragments"] > 32:
+            _compact(artifacts)
+        self._write_state(size, self._last_hash(size), pending=False)
+        return IndexUpdate(start, size, start == 0, sink.batches, 0)
+
+    def _recover_batch(self, digest: str, size: int, last: str) -> None:
+        """An interrupted batch: drop its episode rows unless its row says it finished."""
+        artifacts, episodes = self._table(ARTIFACTS), self._table(EPISODES)
+        where = f"kind = 'rollout-batch' AND digest = {_sql_list([digest])} AND data = '{PENDING}'"
+        if artifacts.search().where(where).limit(1).to_arrow().num_rows:
+            episodes.delete(f"batch = {_sql_list([digest])}")
+        self._write_state(size, last, pending=False)
+
+    def _index_batches(self, digests: Sequence[str] | None) -> tuple[int, int]:
+        where = f"kind = 'rollout-batch' AND data = '{PENDING}'"
+        if digests is not None:
+            if not digests:
+                return 0, 0
+            where += f" AND digest IN ({_sql_list(sorted(set(digests)))})"
+        artifacts = self._table(ARTIFACTS)
+        todo = artifacts.search().where(where).limit(None).to_arrow()
+        todo = todo.sort_by("log_index").to_pylist()
+        if not todo:
+            return 0, 0
+        state = self._read_state()
+        assert state is not None  # _update wrote it
+        total = sum(int(r["num_steps"] or 0) for r in todo)
+        episodes = 0
+        with self.progress(total, f"indexing {len(todo)} batch(es)") as advance:
+            for row in todo:
+                self._write_state(state["size"], state["last"], pending=False, batch=row["digest"])
+                status, count = self._index_batch(row, advance)
+                artifacts.update(
+                    where=f"kind = 'rollout-batch' AND digest = {_sql_list([row['digest']])} "
+                    f"AND data = '{PENDING}'",
+                    values={"data": status, "episodes_indexed": count},
+                )
+                episodes += count
+            self._write_state(state["size"], state["last"], pending=False)
+        for table in (artifacts, self._table(EPISODES)):
             if table.stats()["fragment_stats"]["num_fragments"] > 32:
                 _compact(table)
-        self._write_state(size, self._last_hash(size), pending=False)
-        return IndexUpdate(start, size, start == 0, sink.batches, sink.episode_count)
+        return len(todo), episodes
 
-    def _index_entry(self, i: int, raw: bytes, sink: _Sink) -> None:
-        try:
-            entry = LogEntry.from_bytes(raw)
-        except FormatError:
-            return  # `log verify` reports it; the index only skips it
-        row = _artifact_row(i, entry, _statement(self.ledger, entry))
-        table = None
-        if entry.kind == "rollout-batch":
-            if sink.seen(entry.subject):
-                row["data"] = "duplicate"  # its episodes are indexed with its first entry
-            else:
-                table, row["data"] = _batch_episodes(self.ledger, row)
-                row["episodes_indexed"] = 0 if table is None else table.num_rows
-        sink.add(row, table)
-        if entry.kind in ("revocation", "erasure"):
-            sink.flag(entry.kind, entry.subject)
+    def _index_batch(self, row: dict[str, Any], advance: Callable[[int], None]) -> tuple[str, int]:
+        """Stream one batch's episode rows into the table: its status and episode count."""
+        from .artifacts import batch_files
+
+        # Data that cannot be read or does not fit the schema is skipped, never fatal: the
+        # index must keep working on whatever a ledger holds.
+        store = self.ledger.store
+        tmp_root = self.ledger.root / "tmp"
+        with private_workdir(tmp_root) as tmp:
+            try:
+                files = batch_files(self.ledger, row["digest"])
+                ep_path = verified_local_copy(
+                    store, files["episodes.parquet"], Path(tmp), private=False
+                )
+            except _UNUSABLE:
+                return "missing", 0
+            try:
+                steps_path: Path | None = verified_local_copy(
+                    store, files["steps.parquet"], Path(tmp), private=False
+                )
+            except _UNUSABLE:
+                steps_path = None
+            if steps_path is not None:
+                try:
+                    return "indexed", self._stream_batch(row, ep_path, steps_path, advance)
+                except _UNUSABLE_BATCH:
+                    self._episodes_table().delete(f"batch = {_sql_list([row['digest']])}")
+            try:
+                return "partial", self._stream_batch(row, ep_path, None, advance)
+            except _UNUSABLE_BATCH:
+                self._episodes_table().delete(f"batch = {_sql_list([row['digest']])}")
+                return "missing", 0
+
+    def _episodes_table(self) -> Any:
+        return self._connect().open_table(EPISODES)
+
+    def _stream_batch(
+        self,
+        row: dict[str, Any],
+        episodes_path: Path,
+        steps_path: Path | None,
+        advance: Callable[[int], None],
+    ) -> int:
+        import pyarrow.parquet as pq
+
+        table = self._episodes_table()
+        count, buffered, rows = 0, [], 0
+        with contextlib.ExitStack() as stack:
+            epf = stack.enter_context(pq.ParquetFile(episodes_path))
+            features = None
+            if steps_path is not None:
+                spf = stack.enter_context(pq.ParquetFile(steps_path))
+                features = iter_step_features(parquet_batches(spf, FEATURE_COLUMNS))
+            for ep, feats in _aligned(parquet_batches(epf, epf.schema_arrow.names), features):
+                part = _episode_table(ep, row, feats)
+                buffered.append(part)
+                rows += part.num_rows
+                steps = pc.sum(part.column("num_steps")).as_py()
+                advance(int(steps or 0))
+                if rows >= _FLUSH_EPISODES:
+                    table.add(pa.concat_tables(buffered))
+                    count, buffered, rows = count + rows, [], 0
+        if buffered:
+            table.add(pa.concat_tables(buffered))
+            count += rows
+        return count
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -874,6 +921,9 @@ class Index:
     ) -> pa.Table:
         """Rows of ``artifacts`` or ``episodes`` matching an SQL filter (DataFusion syntax).
 
+        Episodes of batches not indexed yet are indexed first: those of ``batches`` when it is
+        given, else every batch's.
+
         Args:
             table: ``"artifacts"`` or ``"episodes"``.
             where: e.g. ``"return > 100 AND env_version = 'cartpole@1'"``; None for every row.
@@ -904,6 +954,8 @@ class Index:
             combined = f"({where}) AND {restrict}" if where else restrict
         with self._locked():
             self._update(None, rebuild=False)
+            if table == EPISODES:
+                self._index_batches(batches)
             return self._scan(table, combined, list(columns or names), limit, shown=where)
 
     def artifact(self, digest: str, kind: str | None = None) -> dict[str, Any] | None:
@@ -989,6 +1041,8 @@ class Index:
 
     # -- contamination ----------------------------------------------------------------------
 
+    # -- contamination ----------------------------------------------------------------------
+
     def contamination(
         self, train_batches: Sequence[str], other_batches: Sequence[str]
     ) -> list[Finding]:
@@ -997,74 +1051,36 @@ class Index:
         Each episode of ``other_batches`` with a match in ``train_batches`` gives one finding:
         exact when some train episode has the same content fingerprint, else near when a train
         episode of the same modality reaches the near-duplicate threshold (docs/audit-index.md);
-        the finding names the best match and counts all matches.
+        the finding names the best match and counts all matches. Only these batches are
+        indexed (when they are not yet); the other side is held in memory, the train side is
+        streamed.
 
         Returns:
             Findings sorted by kind (exact first), other batch and other episode.
         """
-        cols = ["batch", "episode_id", "fingerprint", "modality", "num_steps", "vector"]
-        train = self.query(EPISODES, columns=cols, batches=sorted(set(train_batches)))
-        other = self.query(EPISODES, columns=cols, batches=sorted(set(other_batches)))
-        labels = self._dataset_labels()
-        findings: list[Finding] = []
-
-        def finding(kind: str, sim: float, ti: int, oi: int, matches: int) -> Finding:
-            tb, ob = train["batch"][ti].as_py(), other["batch"][oi].as_py()
-            return Finding(
-                kind,
-                sim,
-                tb,
-                train["episode_id"][ti].as_py(),
-                ob,
-                other["episode_id"][oi].as_py(),
-                matches,
-                tuple(labels["train"].get(tb, ())),
-                tuple(labels["other"].get(ob, ())),
+        train, other = sorted(set(train_batches)), sorted(set(other_batches))
+        with self._locked():
+            self._update(None, rebuild=False)
+            self._index_batches(sorted(set(train) | set(other)))
+            labels = self._dataset_labels()
+            matcher = Matcher(labels["train"], labels["other"])
+            if not train or not other:
+                return []
+            cols = ["batch", "episode_id", "fingerprint", "modality", "num_steps", "vector"]
+            held = self._scan(EPISODES, f"batch IN ({_sql_list(other)})", cols)
+            for batch, chunk in _feature_chunks(held):
+                matcher.hold(batch, chunk)
+            q = (
+                self._table(EPISODES)
+                .search()
+                .where(f"batch IN ({_sql_list(train)})")
+                .select(cols)
+                .limit(None)
             )
-
-        # Exact: equal content fingerprints.
-        by_fp: dict[str, list[int]] = defaultdict(list)
-        for i, fp in enumerate(train["fingerprint"].to_pylist()):
-            if fp is not None:
-                by_fp[fp].append(i)
-        exact: set[int] = set()
-        for row, fp in enumerate(other["fingerprint"].to_pylist()):
-            if fp in by_fp:
-                exact.add(row)
-                findings.append(finding("exact", 1.0, by_fp[fp][0], row, len(by_fp[fp])))
-        # Near: cosine similarity of feature vectors, per modality, blockwise.
-        for modality, threshold in (
-            ("numeric", NEAR_NUMERIC_THRESHOLD),
-            ("text", NEAR_TEXT_THRESHOLD),
-        ):
-            ti, tv = _vectors(train, modality)
-            oi, ov = _vectors(other, modality, skip=exact)
-            if not len(ti) or not len(oi):
-                continue
-            for o_lo in range(0, len(oi), 1024):
-                block = ov[o_lo : o_lo + 1024]
-                best = np.full(len(block), -2.0)
-                arg = np.zeros(len(block), dtype=np.int64)
-                count = np.zeros(len(block), dtype=np.int64)
-                for t_lo in range(0, len(ti), 16384):
-                    sims = block @ tv[t_lo : t_lo + 16384].T
-                    count += (sims >= threshold).sum(axis=1)
-                    j = sims.argmax(axis=1)
-                    s = sims[np.arange(len(block)), j]
-                    better = s > best
-                    best[better], arg[better] = s[better], j[better] + t_lo
-                for k in np.flatnonzero(count):
-                    findings.append(
-                        finding(
-                            "near",
-                            round(min(float(best[k]), 1.0), 6),
-                            int(ti[arg[k]]),
-                            int(oi[o_lo + k]),
-                            int(count[k]),
-                        )
-                    )
-        findings.sort(key=lambda f: (f.kind != "exact", f.other_batch, f.other_episode))
-        return findings
+            for rb in q.to_batches(_FLUSH_EPISODES):
+                for batch, chunk in _feature_chunks(pa.Table.from_batches([rb])):
+                    matcher.feed(batch, chunk)
+            return matcher.findings()
 
     def _dataset_labels(self) -> dict[str, dict[str, list[str]]]:
         """batch -> refs of the train datasets holding it, and of the holdout/regression ones."""
@@ -1081,28 +1097,30 @@ class Index:
         return out
 
 
-def _vectors(
-    t: pa.Table,
-    modality: str,
-    skip: AbstractSet[int] = frozenset(),
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-    """Row numbers and vectors of one modality (numeric: long enough episodes only)."""
-    mods = t["modality"].to_pylist()
-    steps = t["num_steps"].to_pylist()
-    vec = t["vector"]
-    keep = [
-        i
-        for i in range(t.num_rows)
-        if mods[i] == modality
-        and i not in skip
-        and vec[i].is_valid
-        and (modality != "numeric" or (steps[i] or 0) >= MIN_NEAR_STEPS)
-    ]
-    if not keep:
-        return np.zeros(0, dtype=np.int64), np.zeros((0, VECTOR_DIM), dtype=np.float32)
-    rows = vec.take(pa.array(keep)).combine_chunks()
-    values = np.asarray(rows.flatten().to_numpy(), dtype=np.float32).reshape(len(keep), VECTOR_DIM)
-    return np.array(keep, dtype=np.int64), values
+def _feature_chunks(t: pa.Table) -> Iterator[tuple[str, FeatureChunk]]:
+    """Index rows as `FeatureChunk` runs of one batch each (for the matcher)."""
+    if t.num_rows == 0:
+        return
+    batch = t.column("batch").to_pylist()
+    cuts = [0, *(i for i in range(1, len(batch)) if batch[i] != batch[i - 1]), len(batch)]
+    vec = t.column("vector").combine_chunks()
+    valid = np.asarray(vec.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    # The child array holds 128 values for every slot, null or not.
+    child = np.asarray(vec.values.to_numpy(zero_copy_only=False), dtype=np.float32)
+    values = child[vec.offset * VECTOR_DIM : (vec.offset + len(vec)) * VECTOR_DIM]
+    values = np.nan_to_num(values.reshape(len(vec), VECTOR_DIM))
+    values[~valid] = 0.0
+    ids = [str(i) for i in t.column("episode_id").to_pylist()]
+    steps = np.asarray(t.column("num_steps").fill_null(0).to_numpy(), dtype=np.int64)
+    fps = t.column("fingerprint").to_pylist()
+    mods = t.column("modality").to_pylist()
+    for a, b in itertools.pairwise(cuts):
+        yield (
+            batch[a],
+            FeatureChunk(
+                ids[a:b], steps[a:b], fps[a:b], mods[a:b], values[a:b], valid[a:b], [None] * (b - a)
+            ),
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -1312,7 +1330,12 @@ class StatsReport:
 
 
 def segment_stats(
-    ledger: Ledger, ref: str, by: Sequence[str] = (), *, judge_key: str | None = None
+    ledger: Ledger,
+    ref: str,
+    by: Sequence[str] = (),
+    *,
+    judge_key: str | None = None,
+    progress: ProgressFactory | None = None,
 ) -> StatsReport:
     """Statistics of the episodes of a batch, dataset or checkpoint, segmented by columns.
 
@@ -1323,7 +1346,7 @@ def segment_stats(
         QueryError: a ``by`` column is not an episode column.
     """
     item = Catalog(ledger).resolve(ref, {"rollout-batch", "dataset", "checkpoint"})
-    index = Index(ledger)
+    index = Index(ledger, progress=progress)
     with index._locked():
         batches = index.batches_of(item.digest, item.kind)
         aggregate, segments = index.stats(batches, by, judge_key=judge_key)
@@ -1340,9 +1363,10 @@ def query_table(
     columns: Sequence[str] | None = None,
     limit: int | None = None,
     within: str | None = None,
+    progress: ProgressFactory | None = None,
 ) -> pa.Table:
     """`Index.query`, with ``within`` a batch, dataset or checkpoint reference."""
-    index = Index(ledger)
+    index = Index(ledger, progress=progress)
     batches = None
     if within is not None:
         item = Catalog(ledger).resolve(within, {"rollout-batch", "dataset", "checkpoint"})
@@ -1350,75 +1374,46 @@ def query_table(
     return index.query(table, where, columns=columns, limit=limit, batches=batches)
 
 
-def reindex(ledger: Ledger, *, on_progress: Callable[[int], None] | None = None) -> IndexUpdate:
-    """Drop the index and build it again from the log and the object store."""
-    return Index(ledger).rebuild(on_progress=on_progress)
+def reindex(
+    ledger: Ledger,
+    *,
+    on_progress: Callable[[int], None] | None = None,
+    progress: ProgressFactory | None = None,
+) -> IndexUpdate:
+    """Drop the index and build it again from the log and the object store (every batch).
+
+    Args:
+        ledger: the ledger.
+        on_progress: called with the number of log entries done.
+        progress: shows progress while batches are indexed.
+    """
+    return Index(ledger, progress=progress).rebuild(on_progress=on_progress)
 
 
 # --------------------------------------------------------------------------------------------
-# Contamination
+# Contamination through the index (derived data; the runner uses `verified_contamination`)
 
 
-@dataclass(frozen=True)
-class Finding:
-    """An episode of a holdout / regression batch that duplicates a train episode.
-
-    Attributes:
-        kind: ``exact`` (same content fingerprint) or ``near`` (similar features).
-        similarity: cosine similarity of the feature vectors (1.0 for exact).
-        train_batch / train_episode: the best-matching train episode.
-        other_batch / other_episode: the holdout or regression episode.
-        matches: how many train episodes match it (exactly, or at the near threshold).
-        train_datasets / other_datasets: ``"<split> NAME@VERSION"`` of the recorded datasets
-            holding each batch.
-    """
-
-    kind: str
-    similarity: float
-    train_batch: str
-    train_episode: str
-    other_batch: str
-    other_episode: str
-    matches: int = 1
-    train_datasets: tuple[str, ...] = field(default=())
-    other_datasets: tuple[str, ...] = field(default=())
-
-    def __str__(self) -> str:
-        what = (
-            "an exact duplicate"
-            if self.kind == "exact"
-            else f"a near duplicate (similarity {self.similarity:.4f})"
-        )
-        more = f" and {self.matches - 1} more" if self.matches > 1 else ""
-        o = f" ({', '.join(self.other_datasets)})" if self.other_datasets else ""
-        t = f" ({', '.join(self.train_datasets)})" if self.train_datasets else ""
-        return (
-            f"episode {self.other_episode} of batch {self.other_batch[:19]}…{o} is {what} of "
-            f"train episode {self.train_episode} of batch {self.train_batch[:19]}…{t}{more}"
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """The finding as JSON."""
-        out = asdict(self)
-        out["train_datasets"], out["other_datasets"] = (
-            list(self.train_datasets),
-            list(self.other_datasets),
-        )
-        return out
-
-
-def split_contamination(ledger: Ledger, split: str, batches: Sequence[str]) -> list[Finding]:
+def split_contamination(
+    ledger: Ledger,
+    split: str,
+    batches: Sequence[str],
+    *,
+    progress: ProgressFactory | None = None,
+) -> list[Finding]:
     """Contamination of a set of batches meant for ``split``, against the recorded datasets.
 
     For a train set, its episodes are compared with those of every recorded holdout and
     regression dataset; for a holdout or regression set, with those of every recorded train
     dataset. Use it before recording a dataset (``dataset create``). The index is brought up
-    to date (or built) first. Unverified: see the module docstring.
+    to date first, and only the batches compared are indexed. Unverified: see the module
+    docstring.
 
     Args:
         ledger: the ledger.
         split: ``train``, ``holdout`` or ``regression``.
         batches: the batch digests of the set.
+        progress: shows progress while batches are indexed.
 
     Returns:
         Findings; empty when there is no overlap.
@@ -1426,7 +1421,7 @@ def split_contamination(ledger: Ledger, split: str, batches: Sequence[str]) -> l
     Raises:
         FormatError: an unknown split.
     """
-    return _split_contamination(Index(ledger), split, batches)
+    return _split_contamination(Index(ledger, progress=progress), split, batches)
 
 
 def _split_contamination(index: Index, split: str, batches: Sequence[str]) -> list[Finding]:
@@ -1442,14 +1437,18 @@ def _split_contamination(index: Index, split: str, batches: Sequence[str]) -> li
         return index.contamination(sorted(other_side), batches)
 
 
-def contamination_findings(ledger: Ledger, dataset_digest: str) -> list[Finding]:
+def contamination_findings(
+    ledger: Ledger, dataset_digest: str, *, progress: ProgressFactory | None = None
+) -> list[Finding]:
     """Contamination of a recorded dataset: `split_contamination` of its split and batches.
 
-    Use it from the runner before training, or after ``dataset create`` has recorded it.
+    Derived data: for a decision that must not rest on the index, use
+    `ledger.contamination.verified_contamination`.
 
     Args:
         ledger: the ledger.
         dataset_digest: the dataset's ``sha256:<hex>`` (or any reference the catalog resolves).
+        progress: shows progress while batches are indexed.
 
     Raises:
         RefError: no such dataset.
@@ -1457,9 +1456,63 @@ def contamination_findings(ledger: Ledger, dataset_digest: str) -> list[Finding]
     digest = dataset_digest
     if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
         digest = Catalog(ledger).resolve(dataset_digest, {"dataset"}).digest
-    index = Index(ledger)
+    index = Index(ledger, progress=progress)
     with index._locked():
         row = index.artifact(digest, "dataset")
         if row is None:
             raise RefError(f"dataset {dataset_digest}: not recorded in this ledger")
         return _split_contamination(index, str(row["split"]), list(row["batches"] or []))
+
+
+def duplicate_episodes(
+    ledger: Ledger, batches: Sequence[str], *, progress: ProgressFactory | None = None
+) -> list[str]:
+    """Episodes of ``batches`` whose content equals an earlier one's (same fingerprint).
+
+    Batches are taken in digest order and episodes in id order, so the report is stable. The
+    batches are indexed first when they are not yet (streamed, bounded memory); then only
+    8-byte fingerprint prefixes of every episode are held, and the rows of colliding prefixes
+    are read again to compare full fingerprints.
+
+    Returns:
+        One line per duplicate episode, naming the first episode it duplicates.
+    """
+    order = sorted(set(batches))
+    if not order:
+        return []
+    index = Index(ledger, progress=progress)
+    with index._locked():
+        index._update(None, rebuild=False)
+        index._index_batches(order)
+        where = f"batch IN ({_sql_list(order)}) AND fingerprint IS NOT NULL"
+        q = index._table(EPISODES).search().where(where).select(["fingerprint"]).limit(None)
+        prefixes = [
+            np.frombuffer(
+                b"".join(bytes.fromhex(fp[:16]) for fp in rb.column(0).to_pylist()), dtype=">u8"
+            )
+            for rb in q.to_batches(_FLUSH_EPISODES)
+        ]
+        values = np.concatenate(prefixes) if prefixes else np.zeros(0, dtype=">u8")
+        uniq, counts = np.unique(values, return_counts=True)
+        clash = [f"{int(v):016x}" for v in uniq[counts > 1]]
+        if not clash:
+            return []
+        rows: list[dict[str, Any]] = []
+        for lo in range(0, len(clash), 512):
+            like = " OR ".join(f"starts_with(fingerprint, '{p}')" for p in clash[lo : lo + 512])
+            rows += index._scan(
+                EPISODES, f"({like}) AND batch IN ({_sql_list(order)})",
+                ["batch", "episode_id", "fingerprint"],
+            ).to_pylist()  # fmt: skip
+    rank = {b: i for i, b in enumerate(order)}
+    rows.sort(key=lambda r: (rank[r["batch"]], r["episode_id"]))
+    seen: dict[str, tuple[str, str]] = {}
+    out = []
+    for r in rows:
+        first = seen.setdefault(r["fingerprint"], (r["batch"], r["episode_id"]))
+        if first != (r["batch"], r["episode_id"]):
+            out.append(
+                f"episode {r['episode_id']!r} of batch {r['batch'][:19]}… duplicates episode "
+                f"{first[1]!r} of batch {first[0][:19]}…"
+            )
+    return out

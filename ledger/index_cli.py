@@ -44,6 +44,11 @@ def _usage_errors() -> Iterator[None]:
         raise click.exceptions.Exit(EXIT_USAGE) from e
 
 
+def _progress(ctx: Context) -> Callable[[int, str], Any]:
+    """A progress bar for batches indexed on the way (quiet with --quiet or no terminal)."""
+    return lambda total, label: progress(total, label, quiet=ctx.quiet)
+
+
 def _split(value: str | None) -> list[str]:
     return [c.strip() for c in (value or "").split(",") if c.strip()]
 
@@ -71,14 +76,15 @@ def reindex(ctx: Context) -> None:
     """Drop the audit index and rebuild it from the log and the object store.
 
     The index (<ledger>/index/lance/) is derived data and nothing is verified against it.
-    query, stats and the contamination check update it first, so rebuilding is only needed
-    when it is damaged.
+    query, stats and the contamination check keep it current (new log entries, then the
+    episodes of each batch the first time a question needs it), so rebuilding is only needed
+    when it is damaged. A rebuild indexes every batch, with a progress bar.
     """
     from .index import reindex as rebuild
 
     ledger = ctx.ledger()
-    with progress(ledger.log.size, "indexing", quiet=ctx.quiet) as advance:
-        result = rebuild(ledger, on_progress=advance)
+    with progress(ledger.log.size, "indexing log entries", quiet=ctx.quiet) as advance:
+        result = rebuild(ledger, on_progress=advance, progress=_progress(ctx))
     ok(
         f"index rebuilt: {result.entries} log entries, {result.batches} batch(es), "
         f"{result.episodes} episode(s)"
@@ -124,7 +130,13 @@ def _run_query(
     cols = _split(columns) or (None if as_json else list(default))
     with _usage_errors():
         result = query_table(
-            ctx.ledger(), table, where, columns=cols, limit=limit or None, within=within
+            ctx.ledger(),
+            table,
+            where,
+            columns=cols,
+            limit=limit or None,
+            within=within,
+            progress=_progress(ctx),
         )
     rows = result.to_pylist()
     if as_json:
@@ -154,8 +166,9 @@ def query_episodes(
     as_json: bool,
     within: str | None,
 ) -> None:
-    """Episodes matching --where, one row per episode of every indexed batch.
+    """Episodes matching --where, one row per episode of every batch (--in: of REF's batches).
 
+    Batches whose episodes are not indexed yet are indexed first (a progress bar shows it).
     Columns: batch, batch_index, episode_id, task_id, env_version, policy_version, seed,
     return, num_steps, termination_reason, success, judge_scores, judge_score, cost_usd,
     language, task_type, invalid, safety_interventions, modality, fingerprint.
@@ -227,7 +240,9 @@ def stats(ctx: Context, ref: str, by: str | None, judge_key: str | None, as_json
     from .index import segment_stats
 
     with _usage_errors():
-        report = segment_stats(ctx.ledger(), ref, _split(by), judge_key=judge_key)
+        report = segment_stats(
+            ctx.ledger(), ref, _split(by), judge_key=judge_key, progress=_progress(ctx)
+        )
     if as_json:
         emit_json(report.to_json())
     else:

@@ -3,8 +3,15 @@
 Scope: blobs named by the SHA-256 of their bytes, at ``objects/sha256/<2 hex>/<2 hex>/<64 hex>``,
 written once. Local directories are written durably with the OS (temp file in the same
 directory, fsync, rename, directory fsync). Any other location (``s3://``, ``gs://``, ...) goes
-through ``pyarrow.fs``, imported only then.
-Non-scope: what the blobs mean. Reading verified bytes is the caller's request
+through ``pyarrow.fs`` (``ledger.remote``), imported only then.
+
+Remote stores: a blob is hashed before it is uploaded, straight to its final key (an S3 object
+appears only once its upload is complete, so no temporary objects and no server-side copies);
+the upload is hashed again as it is sent and removed if the source changed meanwhile. Every read
+of a remote blob is checked against its digest (`get`, `open_input` readers hash themselves,
+`copy_to`), because whoever can write the bucket can change it.
+
+Non-scope: what the blobs mean. Reading verified bytes of a local store is the caller's request
 (`ObjectStore.get_verified`), because hashing a large blob twice is a real cost.
 """
 
@@ -15,7 +22,7 @@ import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -27,11 +34,15 @@ from trajledger.verify.digest import (
     parse_digest,
     verify_bytes,
 )
+from trajledger.verify.errors import DigestMismatchError
 
 from ._fs import TMP_PREFIX, fsync_dir
 from .errors import StoreError
 
-__all__ = ["ObjectStore"]
+__all__ = ["REMOTE_CHUNK", "ObjectStore"]
+
+REMOTE_CHUNK = 8 << 20
+"""Read size for remote blobs (few large requests; a whole-object read is slower)."""
 
 
 class ObjectStore:
@@ -48,9 +59,9 @@ class ObjectStore:
         root_s = str(root)
         self._fs: Any = None
         if "://" in root_s and not root_s.startswith("file://"):
-            import pyarrow.fs as pafs
+            from .remote import open_filesystem
 
-            self._fs, self._prefix = pafs.FileSystem.from_uri(root_s)
+            self._fs, self._prefix = open_filesystem(root_s)
             self.root = Path(self._prefix)
         else:
             self.root = Path(root_s.removeprefix("file://"))
@@ -93,6 +104,9 @@ class ObjectStore:
             StoreError: the store cannot be written (no temp file is left behind).
         """
         digest = digest_bytes(data)
+        if self._fs is not None:
+            self._remote_put(digest, len(data), lambda: [data])
+            return digest
         if self.exists(digest):
             return digest
         if self._fs is None:
@@ -116,8 +130,6 @@ class ObjectStore:
                 if isinstance(e, OSError):
                     raise StoreError(f"object {digest}: cannot write: {e.strerror or e}") from e
                 raise
-        else:
-            self._remote_put(digest, [data])
         return digest
 
     def put_file(self, path: str | os.PathLike[str]) -> FileDigest:
@@ -126,6 +138,8 @@ class ObjectStore:
         Raises:
             StoreError: the source cannot be read or the store cannot be written.
         """
+        if self._fs is not None:
+            return self._remote_put_file(Path(path), str(path))
         try:
             src = open(path, "rb")  # noqa: SIM115 - closed below
         except OSError as e:
@@ -164,43 +178,67 @@ class ObjectStore:
                 _unlink(tmp)
                 raise StoreError(f"{name}: cannot store: {e.strerror or e}") from e
             return FileDigest(Path(name), size, h.hexdigest())
-        import uuid
-
-        tmp = f"{self._prefix}/sha256/{TMP_PREFIX}{uuid.uuid4().hex}"
-        try:
-            self._fs.create_dir(f"{self._prefix}/sha256", recursive=True)
-            with self._fs.open_output_stream(tmp) as out:
+        # Remote: spool to a local temporary file (hashing), then upload under the digest.
+        with tempfile.NamedTemporaryFile(prefix=TMP_PREFIX) as spool:
+            try:
                 while chunk := stream.read(CHUNK):
+                    spool.write(chunk)
+                spool.flush()
+            except OSError as e:
+                raise StoreError(f"{name}: cannot store: {e.strerror or e}") from e
+            return self._remote_put_file(Path(spool.name), name)
+
+    # -- remote writing --------------------------------------------------------------------------
+
+    def _remote_put_file(self, path: Path, name: str) -> FileDigest:
+        """Hash a local file, then upload it under its digest (unless present)."""
+        h = hashlib.sha256()
+        size = 0
+        try:
+            with open(path, "rb") as f:
+                while chunk := f.read(CHUNK):
                     h.update(chunk)
-                    out.write(chunk)
                     size += len(chunk)
-            digest = DIGEST_PREFIX + h.hexdigest()
-            if self.exists(digest):
-                self._fs.delete_file(tmp)
-            else:
-                target = self._remote(digest)
-                self._fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
-                self._fs.move(tmp, target)
         except OSError as e:
-            # The temp object may never have been created, or the store is unreachable.
-            with contextlib.suppress(OSError):
-                self._fs.delete_file(tmp)
-            raise StoreError(f"{name}: cannot store in {self._prefix}: {e}") from e
+            raise StoreError(f"{name}: cannot read: {e.strerror}") from e
+        digest = DIGEST_PREFIX + h.hexdigest()
+
+        def chunks() -> Iterator[bytes]:
+            with open(path, "rb") as f:
+                while chunk := f.read(CHUNK):
+                    yield chunk
+
+        self._remote_put(digest, size, chunks)
         return FileDigest(Path(name), size, h.hexdigest())
 
-    def _remote_put(self, digest: str, chunks: list[bytes]) -> None:
-        import uuid
+    def _remote_put(self, digest: str, size: int, chunks: Callable[[], Iterable[bytes]]) -> None:
+        """Upload bytes to the blob's final key unless an object of that size is there.
+
+        The upload is hashed as it is sent; if the bytes are not those of ``digest`` (the
+        source changed since it was hashed), the object is removed and nothing is stored.
+        """
+        import pyarrow.fs as pafs
+
+        from .remote import needs_directories
 
         final = self._remote(digest)
-        tmp = f"{self._prefix}/sha256/{TMP_PREFIX}{uuid.uuid4().hex}"
         try:
-            self._fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
-            with self._fs.open_output_stream(tmp) as out:
-                for c in chunks:
+            info = self._fs.get_file_info(final)
+            if info.type == pafs.FileType.File and info.size == size:
+                return  # reads check the digest, so a present object of the right size is kept
+            if needs_directories(self._fs):
+                self._fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
+            h = hashlib.sha256()
+            with self._fs.open_output_stream(final) as out:
+                for c in chunks():
+                    h.update(c)
                     out.write(c)
-            self._fs.move(tmp, final)
         except OSError as e:
             raise StoreError(f"object {digest}: cannot write to {self._prefix}: {e}") from e
+        if DIGEST_PREFIX + h.hexdigest() != digest:
+            with contextlib.suppress(OSError):
+                self._fs.delete_file(final)
+            raise StoreError(f"object {digest}: the source changed while it was uploaded; retry")
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -226,20 +264,44 @@ class ObjectStore:
         return int(info.size) if info.type == pafs.FileType.File else None
 
     def get(self, digest: str) -> bytes:
-        """The blob's bytes, unchecked.
+        """The blob's bytes; unchecked on a local disk, checked against the digest when remote.
+
+        Raises:
+            StoreError: absent or unreadable.
+            DigestMismatchError: a remote blob whose bytes were altered.
+        """
+        try:
+            if self._fs is None:
+                return self.path_of(digest).read_bytes()
+            with self._fs.open_input_stream(self._remote(digest)) as f:
+                # Chunked reads: read() of a whole S3 stream is several times slower.
+                data = b"".join(iter(lambda: bytes(f.read(REMOTE_CHUNK)), b""))
+        except FileNotFoundError as e:
+            raise StoreError(f"object {digest}: not in the store") from e
+        except OSError as e:
+            raise StoreError(f"object {digest}: cannot read: {e}") from e
+        # A remote blob is always checked: whoever can write the bucket can change it.
+        verify_bytes(data, digest, f"object {digest[:19]}… in {self._prefix}")
+        return data
+
+    @contextlib.contextmanager
+    def open_input(self, digest: str) -> Iterator[IO[bytes]]:
+        """A stream of the blob's bytes, unchecked (the reader hashes what it reads).
 
         Raises:
             StoreError: absent or unreadable.
         """
         try:
             if self._fs is None:
-                return self.path_of(digest).read_bytes()
-            with self._fs.open_input_stream(self._remote(digest)) as f:
-                return bytes(f.read())
+                f: Any = open(self.path_of(digest), "rb")  # noqa: SIM115 - closed below
+            else:
+                f = self._fs.open_input_stream(self._remote(digest))
         except FileNotFoundError as e:
             raise StoreError(f"object {digest}: not in the store") from e
         except OSError as e:
             raise StoreError(f"object {digest}: cannot read: {e}") from e
+        with f:
+            yield f
 
     def get_verified(self, digest: str) -> bytes:
         """The blob's bytes after checking they hash to ``digest``.
@@ -249,7 +311,8 @@ class ObjectStore:
             DigestMismatchError: the stored bytes were altered.
         """
         data = self.get(digest)
-        verify_bytes(data, digest, f"object {digest[:19]}…")
+        if self._fs is None:  # remote reads are checked by `get`
+            verify_bytes(data, digest, f"object {digest[:19]}…")
         return data
 
     def iter_digests(self) -> Iterator[str]:
@@ -305,13 +368,25 @@ class ObjectStore:
             if self._fs is None:
                 shutil.copyfile(self.path_of(digest), dest)
                 return
+            h = hashlib.sha256()
             with self._fs.open_input_stream(self._remote(digest)) as src, open(dest, "wb") as out:
-                while chunk := src.read(CHUNK):
+                while chunk := src.read(REMOTE_CHUNK):
+                    h.update(chunk)
                     out.write(chunk)
         except FileNotFoundError as e:
             raise StoreError(f"object {digest}: not in the store") from e
         except OSError as e:
             raise StoreError(f"object {digest}: cannot copy to {dest}: {e}") from e
+        observed = DIGEST_PREFIX + h.hexdigest()
+        if observed != digest:
+            dest.unlink(missing_ok=True)
+            subject = f"object {digest[:19]}… in {self._prefix}"
+            raise DigestMismatchError(
+                f"{subject}: content hashes to {observed}, want {digest}",
+                subject=subject,
+                expected=digest,
+                observed=observed,
+            )
 
 
 def _unlink(path: str) -> None:

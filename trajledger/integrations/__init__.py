@@ -3,6 +3,9 @@
 Scope: adapters that record what other libraries produce, through ``trajledger.ledger``.
 ``trajledger.integrations.gymnasium``: `LedgerRecorder`, a Gymnasium wrapper that records every
 step and writes a signed, logged rollout batch every N episodes.
+``trajledger.integrations.ray``: `LedgerWriter`, one writer actor per ledger through which a Ray
+rollout fleet records batches (blobs written by the workers, appends funnelled to the writer);
+needs the ``ray`` extra.
 
 Layer: above ``trajledger.ledger`` (which never imports this package).
 

@@ -8,6 +8,7 @@ checkpoint trained on the train dataset); tests that change it work on a copy.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -29,6 +30,7 @@ from trajledger.ledger.artifacts import (
     register_evaluator,
 )
 from trajledger.ledger.catalog import RefError
+from trajledger.ledger.episode_features import fold, iter_step_features, numeric_vectors
 from trajledger.ledger.home import Ledger
 from trajledger.ledger.index import (
     MIN_NEAR_STEPS,
@@ -38,9 +40,6 @@ from trajledger.ledger.index import (
     Finding,
     Index,
     QueryError,
-    _fold,
-    _numeric_vector,
-    _text_vector,
     contamination_findings,
     query_table,
     reindex,
@@ -59,7 +58,6 @@ VOCAB = [f"w{i}" for i in range(300)]
 N_LLM = 40
 
 
-
 def craft_dataset(ledger: Ledger, name: str, split: str, batches: list[str], key: Any) -> Any:
     """Record a dataset directly (no contamination check), as an older writer could have."""
     from trajledger.ledger.models import DatasetPredicate
@@ -72,6 +70,7 @@ def craft_dataset(ledger: Ledger, name: str, split: str, batches: list[str], key
     return record_files(
         ledger, {"dataset.json": path}, key, predicates.DATASET, body, name=f"{name}@1"
     )
+
 
 def words(seed: int, n: int = 40) -> list[str]:
     rng = np.random.default_rng(seed)
@@ -310,6 +309,7 @@ def rows(ledger: Ledger, table: str, where: str | None = None, **kw: Any) -> lis
 
 def snapshot(ledger: Ledger) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     index = Index(ledger)
+    index.index_batches()  # every batch's episodes, so that both tables are complete
     arts = index.query("artifacts").sort_by("log_index").to_pylist()
     cols = [*(n for n in index.query("episodes", limit=0).column_names), "vector"]
     eps = index.query("episodes", columns=cols).sort_by(
@@ -373,13 +373,18 @@ def test_update_is_incremental(copy: Ledger, built: Built) -> None:
     index = Index(copy)
     assert index.update().entries == 0  # already current
     key = copy.keys.signer("producer")
-    record_batch(
+    late = record_batch(
         copy, numeric_rows("n0", walk(50, 20), actions(50, 20)), env="grid@1", policy="p2",
         signer=key, name="late",
     )  # fmt: skip
     result = index.update()
     assert (result.start, result.end, result.rebuilt) == (copy.log.size - 1, copy.log.size, False)
-    assert (result.batches, result.episodes) == (1, 1)
+    # The entry's row is there; its episodes wait until a question needs the batch.
+    assert (result.batches, result.episodes) == (1, 0)
+    row = rows(copy, "artifacts", f"digest = '{late.digest}'")[0]
+    assert (row["data"], row["episodes_indexed"]) == ("pending", 0)
+    assert index.index_batches([late.digest]) == (1, 1)
+    assert index.index_batches([late.digest]) == (0, 0)  # done once
     assert len(rows(copy, "episodes", "policy_version = 'p2'")) == 1
 
 
@@ -732,7 +737,7 @@ def test_fold_is_identity_up_to_width() -> None:
     col = pa.chunked_array(
         [pa.array([[1.0, 2.0], None, [1.0, 2.0, 3.0, 4.0, 5.0]], pa.list_(pa.float32()))]
     )
-    folded = _fold(col, 3, 4)
+    folded = fold(col, 3, 4)
     # Value 4 of row 2 (index 4) wraps to slot 0 with sign -1: 1 - 5 = -4.
     assert folded.tolist() == [[1.0, 2.0, 0.0, 0.0], [0.0] * 4, [-4.0, 2.0, 3.0, 4.0]]
 
@@ -752,33 +757,218 @@ def features(obs: np.ndarray, acts: Sequence[int]) -> np.ndarray:
     )
 
 
+def numeric_vector(x: np.ndarray) -> np.ndarray | None:
+    vectors, valid = numeric_vectors(x, np.array([0]), np.array([len(x)]))
+    return vectors[0] if valid[0] else None
+
+
+def text_vector(messages: Sequence[tuple[str, str]]) -> np.ndarray | None:
+    """The feature vector of one conversation, through the whole step-feature path."""
+    t = pa.table(
+        {
+            "episode_id": ["c"] * len(messages),
+            "step": pa.array(range(len(messages)), pa.int64()),
+            "role": [r for r, _ in messages],
+            "content": [c for _, c in messages],
+        }
+    )
+    (chunk,) = iter_step_features([t])
+    assert chunk.modality == ["text"]
+    return chunk.vectors[0] if chunk.valid[0] else None
+
+
 def test_numeric_near_duplicates() -> None:
     base = features(walk(1, 60), actions(1, 60))
-    v = _numeric_vector(base)
+    v = numeric_vector(base)
     assert (
         v is not None and v.shape == (VECTOR_DIM,) and math.isclose(float(v @ v), 1.0, rel_tol=1e-5)
     )
     noisy = base.copy()
     noisy[:, :4] += np.random.default_rng(0).normal(0, 1e-2, (60, 4))
-    assert cos(v, _numeric_vector(noisy)) > NEAR_NUMERIC_THRESHOLD
-    others = [_numeric_vector(features(walk(s, 60), actions(s, 60))) for s in range(10, 30)]
+    assert cos(v, numeric_vector(noisy)) > NEAR_NUMERIC_THRESHOLD
+    others = [numeric_vector(features(walk(s, 60), actions(s, 60))) for s in range(10, 30)]
     assert max(cos(v, o) for o in others) < NEAR_NUMERIC_THRESHOLD
     # Episodes longer than one projection chunk (256 steps) work the same way.
     long = features(walk(2, 700), actions(2, 700))
     long_noisy = long + np.random.default_rng(1).normal(0, 1e-3, long.shape)
-    assert cos(_numeric_vector(long), _numeric_vector(long_noisy)) > NEAR_NUMERIC_THRESHOLD
-    assert _numeric_vector(np.zeros((5, 21))) is None
+    assert cos(numeric_vector(long), numeric_vector(long_noisy)) > NEAR_NUMERIC_THRESHOLD
+    assert numeric_vector(np.zeros((5, 21))) is None
     assert MIN_NEAR_STEPS == 16
 
 
 def test_text_near_duplicates() -> None:
     prompt = " ".join(words(1))
-    v = _text_vector([("system", "be brief"), ("user", prompt), ("assistant", "yes")])
+    v = text_vector([("system", "be brief"), ("user", prompt), ("assistant", "yes")])
     changed = prompt.split()
     changed[5] = "other"
-    w = _text_vector([("user", " ".join(changed)), ("assistant", "a different answer entirely")])
+    w = text_vector([("user", " ".join(changed)), ("assistant", "a different answer entirely")])
     assert cos(v, w) > NEAR_TEXT_THRESHOLD
-    unrelated = [_text_vector([("user", " ".join(words(s)))]) for s in range(100, 140)]
+    unrelated = [text_vector([("user", " ".join(words(s)))]) for s in range(100, 140)]
     assert max(cos(v, u) for u in unrelated) < 0.5
+    # The system prompt and the answers do not count; case and punctuation do not either.
+    assert cos(v, text_vector([("system", "other"), ("user", prompt.upper() + "!")])) > 0.999
     # Only the assistant spoke: its messages are used.
-    assert _text_vector([("assistant", prompt)]) is not None
+    assert text_vector([("assistant", prompt)]) is not None
+
+
+# --------------------------------------------------------------------------------------------
+# Kept up per batch; streamed; verified contamination
+
+
+def test_only_the_compared_batches_are_indexed(copy: Ledger, built: Built) -> None:
+    key = copy.keys.signer("producer")
+    unrelated = record_batch(
+        copy, numeric_rows("u0", walk(77, 20), actions(77, 20)), env="grid@1", policy="p9",
+        signer=key, name="unrelated",
+    )  # fmt: skip
+    new = record_batch(
+        copy, numeric_rows("n0", walk(0, 30), actions(0, 30)), env="grid@1", policy="p9",
+        signer=key, name="new-holdout",
+    )  # fmt: skip
+    found = split_contamination(copy, "holdout", [new.digest])
+    assert pairs(found) == {("exact", "a0", "n0")}
+    data = {
+        r["digest"]: r["data"]
+        for r in rows(copy, "artifacts", "kind = 'rollout-batch'", columns=["digest", "data"])
+    }
+    assert data[new.digest] == "indexed"
+    assert data[unrelated.digest] == "pending"  # never read: it is in no compared set
+    # A question about every episode indexes the rest, with progress in steps.
+    seen: list[tuple[int, str, int]] = []
+
+    @contextlib.contextmanager
+    def progress(total: int, label: str) -> Iterator[Any]:
+        done = [0]
+        yield lambda n: done.__setitem__(0, done[0] + n)
+        seen.append((total, label, done[0]))
+
+    Index(copy, progress=progress).query("episodes", "policy_version = 'p9'")
+    assert seen == [(20, "indexing 1 batch(es)", 20)]
+
+
+def test_an_interrupted_batch_is_dropped_and_indexed_again(copy: Ledger, built: Built) -> None:
+    index = Index(copy)
+    index.index_batches()
+    want = snapshot(copy)
+    # As if a process died while adding hold-num's episodes: its row still says pending, the
+    # state names it, and some of its episode rows were written.
+    table = index._connect().open_table("artifacts")
+    table.update(where=f"digest = '{built.hold_num}'", values={"data": "pending"})
+    state = json.loads(index.state_path.read_text())
+    index.state_path.write_text(json.dumps({**state, "batch": built.hold_num}))
+    assert Index(copy).update().entries == 0
+    assert rows(copy, "artifacts", f"digest = '{built.hold_num}'")[0]["data"] == "pending"
+    assert Index(copy)._scan("episodes", f"batch = '{built.hold_num}'").num_rows == 0
+    assert snapshot(copy) == want  # indexed again, once
+
+
+def test_streamed_features_equal_the_whole_table_fingerprints() -> None:
+    from trajledger.ledger.rollouts.dedup import episode_fingerprints
+
+    steps: list[dict[str, Any]] = []
+    for k in range(12):
+        steps += numeric_rows(f"s{k}", walk(k, 5 + 7 * k), actions(k, 5 + 7 * k))
+    t = pa.Table.from_pylist(steps)
+    want = episode_fingerprints(t)
+    for size in (1, 3, 40, 1000):
+        got: dict[str, str] = {}
+        for chunk in iter_step_features(t.to_batches(max_chunksize=size)):
+            got.update(zip(chunk.episode_ids, chunk.fingerprints, strict=True))
+        assert got == want, size
+
+
+def test_steps_out_of_order_are_refused_by_the_features() -> None:
+    from trajledger.ledger.episode_features import FeatureOrderError
+
+    # Checked within each record batch (the index also checks the episode file's order).
+    ids, step = ["a", "b", "a", "c"], [0, 0, 1, 0]
+    t = pa.table({"episode_id": ids, "step": pa.array(step, pa.int64())})
+    with pytest.raises(FeatureOrderError, match="not contiguous"):
+        list(iter_step_features([t]))
+    t = pa.table({"episode_id": ["a", "a"], "step": pa.array([1, 0], pa.int64())})
+    with pytest.raises(FeatureOrderError, match="ascending"):
+        list(iter_step_features([t]))
+
+
+def hold_side(ledger: Ledger, built: Built) -> dict[str, list[str]]:
+    return {b: ["holdout hold-set@1"] for b in (built.hold_num, built.hold_llm)}
+
+
+def test_verified_contamination_equals_the_index_and_ignores_it(copy: Ledger, built: Built) -> None:
+    from trajledger.ledger.contamination import verified_contamination
+
+    train = {built.train_num: None, built.train_llm: None}
+    report = verified_contamination(copy.store, train, hold_side(copy, built))
+    assert report.unchecked == () and report.episodes == (8, 47)
+    assert pairs(report.findings) == WANT
+    assert [f.to_json() for f in report.findings] == [
+        {**f.to_json(), "train_datasets": []} for f in contamination_findings(copy, built.hold_set)
+    ]
+    # Editing the index (dropping the holdout's episode rows) hides findings from the index,
+    # not from the verified check, which never reads it.
+    Index(copy)._connect().open_table("episodes").delete(f"batch = '{built.hold_num}'")
+    assert pairs(contamination_findings(copy, built.hold_set)) == {
+        ("exact", "e3", "x0"),
+        ("near", "e7", "x1"),
+    }
+    again = verified_contamination(copy.store, train, hold_side(copy, built))
+    assert pairs(again.findings) == WANT
+    # Verified tables given by the caller are used as they are (the store is not read).
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(copy.store.path_of(batch_files(copy, built.train_num)["steps.parquet"]))
+    given = verified_contamination(copy.store, {built.train_num: table}, hold_side(copy, built))
+    assert pairs(given.findings) == {("exact", "a0", "h0"), ("near", "a1", "h1")}
+
+
+def test_verified_contamination_reports_unverifiable_holdouts(copy: Ledger, built: Built) -> None:
+    from trajledger.ledger.contamination import verified_contamination
+
+    steps = batch_files(copy, built.hold_num)["steps.parquet"]
+    path = copy.store.path_of(steps)
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    path.write_bytes(bytes(data))
+    copy.store.path_of(built.hold_llm).unlink()  # the manifest of the other holdout batch
+    report = verified_contamination(
+        copy.store, {built.train_num: None, built.train_llm: None}, hold_side(copy, built)
+    )
+    assert report.findings == ()
+    assert len(report.unchecked) == 2
+    assert any(
+        u.startswith(f"holdout/regression batch {built.hold_num[:19]}…: object")
+        and "hashes to" in u
+        for u in report.unchecked
+    ), report.unchecked
+    assert any("not in the store" in u for u in report.unchecked), report.unchecked
+
+
+def test_duplicate_episodes_within_a_set(ledger: Ledger, built: Built) -> None:
+    from trajledger.ledger.index import duplicate_episodes
+
+    lines = duplicate_episodes(ledger, [built.train_num, built.hold_num])
+    first, second = sorted([built.train_num, built.hold_num])
+    assert len(lines) == 1
+    dup, orig = ("h0", "a0") if first == built.train_num else ("a0", "h0")
+    assert lines[0] == (
+        f"episode {dup!r} of batch {second[:19]}… duplicates episode {orig!r} of batch "
+        f"{first[:19]}…"
+    )
+    assert duplicate_episodes(ledger, [built.train_num]) == []
+
+
+def test_text_features_do_not_depend_on_the_slice_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trajledger.ledger import episode_features
+
+    rows = []
+    for e in range(30):
+        for k, role in enumerate(("system", "user", "assistant", "tool")):
+            text = " ".join(words(e * 4 + k, 10 + e))
+            rows.append({"episode_id": f"t{e}", "step": k, "role": role, "content": text})
+    t = pa.Table.from_pylist(rows)
+    whole = episode_features.FeatureChunk.concat(list(iter_step_features([t])))
+    monkeypatch.setattr(episode_features, "TEXT_SLICE", 64)  # about one message per slice
+    sliced = episode_features.FeatureChunk.concat(list(iter_step_features([t])))
+    assert sliced.valid.all()
+    assert np.array_equal(whole.vectors, sliced.vectors)

@@ -1,0 +1,638 @@
+"""Episode features of a step file, streamed record batch by record batch, vectorised.
+
+Scope: for each episode of a rollout step table (``steps.parquet``), in file order:
+
+- the exact content **fingerprint**: SHA-256 over the same bytes as
+  `ledger.rollouts.dedup.episode_fingerprints` (step count, then each content column's name and
+  values in step order), so both give the same hex for the same episode;
+- its **modality** (``text`` when a step has ``content``, ``tool_calls`` or ``tool_results``);
+- the near-duplicate **feature vector** (128 float32, unit length): a hashed bag of word
+  unigrams and bigrams of the task side of a conversation, or a random projection of numeric
+  step features;
+- the sum of its **safety interventions** (None when no step records them).
+
+`iter_step_features` reads record batches and carries only the unfinished last episode from
+one batch to the next, so memory is bounded by one record batch plus the longest episode,
+whatever the file's size. Every feature is computed with numpy / pyarrow kernels over a whole
+record batch: tokenising, token hashing (a polynomial hash over the UTF-8 bytes, finalised by
+SplitMix64), counting and bucketing have no per-token Python step. Only the SHA-256 of the
+fingerprint runs once per episode.
+
+`verified_local_copy` gives a blob as a local file whose bytes were hashed on the way and match
+its digest (a private copy when it must not change after the check).
+
+Non-scope: storing features (``ledger.index``), judging them (``ledger.contamination``).
+Spec: docs/audit-index.md ("Duplicates and contamination between splits").
+Requires episodes to be contiguous and their steps ascending, as schema validation
+guarantees for every recorded batch; a step file that breaks this within one record batch (or
+across two consecutive ones) raises `FeatureOrderError`. The index also checks the episodes
+against ``episodes.parquet`` in order, which catches an episode that reappears later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from trajledger.verify.digest import CHUNK, DIGEST_PREFIX, parse_digest
+from trajledger.verify.errors import DigestMismatchError, FormatError
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
+
+    from .store import ObjectStore
+
+__all__ = [
+    "CONTENT_COLUMNS",
+    "FEATURE_COLUMNS",
+    "FEATURE_VERSION",
+    "VECTOR_DIM",
+    "FeatureChunk",
+    "FeatureOrderError",
+    "iter_step_features",
+    "numeric_vectors",
+    "private_workdir",
+    "text_vectors",
+    "token_hashes",
+    "verified_local_copy",
+]
+
+FEATURE_VERSION = 2
+"""Version of the feature definitions (2: vectorised token hashing); part of the index format."""
+
+VECTOR_DIM = 128
+"""Length of an episode's feature vector."""
+
+CONTENT_COLUMNS = (
+    "obs",
+    "action",
+    "reward",
+    "terminated",
+    "truncated",
+    "role",
+    "content",
+    "tool_calls",
+    "tool_results",
+)
+"""The columns the fingerprint covers, in this order (as ``ledger.rollouts.dedup``)."""
+
+FEATURE_COLUMNS = ("episode_id", "step", *CONTENT_COLUMNS, "safety_interventions")
+"""The step columns `iter_step_features` reads."""
+
+TEXT_COLUMNS = ("content", "tool_calls", "tool_results")
+PROMPT_EXCLUDED = ("system", "assistant")
+"""Roles left out of a text vector: shared by design (system) or the policy's answer."""
+
+WORD_SPLIT = r"[^\p{L}\p{N}_]+"
+TEXT_SLICE = 1 << 20
+"""Bytes of text tokenised at once (scratch memory is about 40 times this)."""
+"""Words are maximal runs of Unicode letters, numbers and underscore (RE2 syntax)."""
+
+_OBS_SLOTS, _ACTION_SLOTS = 16, 4
+_STEP_FEATURES = _OBS_SLOTS + _ACTION_SLOTS + 1  # obs, action, reward
+_CHUNK_STEPS = 256
+_GROUP = 512
+_U64 = np.uint64
+_POLY = _U64(0x100000001B3)  # FNV-1 64-bit prime, the polynomial's base
+_GOLDEN = _U64(0x9E3779B97F4A7C15)
+
+
+class FeatureOrderError(FormatError):
+    """A step file whose episodes are not contiguous or whose steps are not ascending."""
+
+
+# --------------------------------------------------------------------------------------------
+# Hashing tokens, vectorised
+
+
+def _splitmix64(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """SplitMix64's finaliser (Steele, Lea, Flood 2014), element-wise, wrapping mod 2**64."""
+    with np.errstate(over="ignore"):
+        z = z + _GOLDEN
+        z = (z ^ (z >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> _U64(27))) * _U64(0x94D049BB133111EB)
+        return np.asarray(z ^ (z >> _U64(31)), dtype=np.uint64)
+
+
+@lru_cache(maxsize=4)
+def _powers(n: int) -> npt.NDArray[np.uint64]:
+    """``_POLY ** k mod 2**64`` for k < n."""
+    out = np.empty(max(n, 1), dtype=np.uint64)
+    out[0] = 1
+    with np.errstate(over="ignore"):
+        for k in range(1, len(out)):  # once per distinct longest-token length (cached)
+            out[k] = out[k - 1] * _POLY
+    return out
+
+
+def _string_parts(arr: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
+    """The int64 offsets (``len + 1``) and the data bytes of a string array (nulls empty)."""
+    large = arr.cast(pa.large_string())
+    if isinstance(large, pa.ChunkedArray):
+        large = large.combine_chunks()
+    offsets = np.frombuffer(
+        large.buffers()[1], dtype=np.int64, count=len(large) + 1, offset=large.offset * 8
+    )
+    data_buf = large.buffers()[2]
+    data = np.zeros(0, np.uint8) if data_buf is None else np.frombuffer(data_buf, dtype=np.uint8)
+    return offsets, data
+
+
+def token_hashes(tokens: pa.Array) -> npt.NDArray[np.uint64]:
+    """A 64-bit hash of each non-empty string: SplitMix64(poly(bytes) xor len * golden).
+
+    ``poly(b_0 .. b_{L-1}) = sum b_i * P**(L-1-i) mod 2**64`` with P the FNV-1 prime, computed
+    for every token at once (one multiply per byte, one segmented sum).
+    """
+    n = len(tokens)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    offsets, data = _string_parts(tokens)
+    start, end = offsets[:-1], offsets[1:]
+    lengths = end - start
+    if int(lengths.min()) <= 0:
+        raise ValueError("token_hashes: empty tokens cannot be hashed")
+    base = int(start[0])
+    total = int(end[-1]) - base
+    # Token of each byte by a cumulative sum of token starts (cheaper than np.repeat).
+    marks = np.zeros(total, dtype=np.int32)
+    marks[(start[1:] - base)] = 1
+    token = np.cumsum(marks, dtype=np.int32)
+    rev = (end - base - 1)[token] - np.arange(total, dtype=np.int64)
+    with np.errstate(over="ignore"):
+        terms = data[base : base + total].astype(np.uint64) * _powers(int(lengths.max()))[rev]
+        h = np.add.reduceat(terms, start - base)
+        h = h ^ (lengths.astype(np.uint64) * _GOLDEN)
+    return _splitmix64(np.asarray(h, dtype=np.uint64))
+
+
+def _bigram_hashes(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    with np.errstate(over="ignore"):
+        return _splitmix64(a * _GOLDEN + b + _U64(1))
+
+
+# --------------------------------------------------------------------------------------------
+# Vectors
+
+
+def _unit_rows(v: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
+    norms = np.linalg.norm(v, axis=1)
+    valid = np.isfinite(norms) & (norms > 0)
+    out = np.zeros(v.shape, dtype=np.float32)
+    out[valid] = (v[valid] / norms[valid, None]).astype(np.float32)
+    return out, valid
+
+
+def text_vectors(
+    texts: pa.Array, rows: npt.NDArray[np.int64], n: int
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
+    """Hashed bags of word unigrams and bigrams: the text of row ``i`` belongs to vector
+    ``rows[i]`` (of ``n``).
+
+    Text is lower-cased and split into words (`WORD_SPLIT`); bigrams pair consecutive words of
+    one text. Each distinct unigram or bigram of a vector adds ``±(1 + ln count)`` to bucket
+    ``hash mod 128``, negative when bit 39 of the hash is set; vectors are scaled to unit
+    length. (Words are told apart by the low 40 bits of their hash within one vector.)
+
+    Returns:
+        ``(vectors, valid)``: ``(n, 128)`` float32 and whether each vector has any word.
+    """
+    out = np.zeros((n, VECTOR_DIM), dtype=np.float64)
+    if len(texts) == 0:
+        return _unit_rows(out)
+    words = pc.split_pattern_regex(pc.utf8_lower(texts), pattern=WORD_SPLIT)
+    flat = pc.list_flatten(words)
+    parent = np.asarray(pc.list_parent_indices(words).to_numpy(zero_copy_only=False))
+    keep = pc.greater(pc.binary_length(flat), 0)
+    tokens = flat.filter(keep)
+    if len(tokens) == 0:
+        return _unit_rows(out)
+    text_of = parent[np.asarray(keep.to_numpy(zero_copy_only=False), dtype=bool)]
+    h = token_hashes(tokens)
+    owner = rows[text_of]
+    pair = text_of[1:] == text_of[:-1]
+    keys = np.concatenate([h, _bigram_hashes(h[:-1], h[1:])[pair]])
+    owners = np.concatenate([owner, owner[:-1][pair]]).astype(np.uint64)
+    # Count each distinct (vector, word hash) with one sort of packed 64-bit values: the
+    # owner in the top 24 bits, the hash's low 40 bits below (sign and bucket come from those).
+    if n >= 1 << 24:
+        raise ValueError(f"text_vectors: {n} vectors in one call, want fewer than 2**24")
+    packed = np.sort((owners << _U64(40)) | (keys & _U64((1 << 40) - 1)))
+    first = np.concatenate(([True], packed[1:] != packed[:-1]))
+    starts = np.flatnonzero(first)
+    counts = np.diff(np.append(starts, len(packed)))
+    unique = packed[starts]
+    weight = 1.0 + np.log(counts)
+    sign = 1.0 - 2.0 * ((unique >> _U64(39)) & _U64(1)).astype(np.float64)
+    bucket = (unique & _U64(VECTOR_DIM - 1)).astype(np.int64)
+    uowners = (unique >> _U64(40)).astype(np.int64)
+    out += np.bincount(
+        uowners * VECTOR_DIM + bucket, weights=sign * weight, minlength=n * VECTOR_DIM
+    ).reshape(n, VECTOR_DIM)
+    return _unit_rows(out)
+
+
+@lru_cache(maxsize=8)
+def _projection(chunk: int) -> npt.NDArray[np.float64]:
+    """The ±1 random projection of steps ``chunk*256 ..``: bits of SHAKE-256, fixed forever."""
+    rows = _CHUNK_STEPS * _STEP_FEATURES
+    seed = f"trajledger/index/projection/v1/{chunk}".encode()
+    bits = np.unpackbits(
+        np.frombuffer(hashlib.shake_256(seed).digest(rows * VECTOR_DIM // 8), np.uint8)
+    )
+    return (1.0 - 2.0 * bits.astype(np.float64)).reshape(rows, VECTOR_DIM)
+
+
+def fold(col: pa.Array | pa.ChunkedArray | None, n: int, width: int) -> npt.NDArray[np.float64]:
+    """A list column as ``(n, width)``: value k of a row adds to slot k % width with sign
+    (-1)^(k // width), so vectors of any length fit (a count-sketch fold; identity up to width)."""
+    if col is None or col.null_count == n:
+        return np.zeros((n, width))
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    lengths = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    values = np.asarray(pc.list_flatten(arr).to_numpy(zero_copy_only=False), dtype=np.float64)
+    values = np.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0)
+    rows = np.repeat(np.arange(n), lengths)
+    k = np.arange(len(values)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    signed = values * (1.0 - 2.0 * ((k // width) % 2))
+    folded = np.bincount(rows * width + k % width, weights=signed, minlength=n * width)
+    return np.asarray(folded, dtype=np.float64).reshape(n, width)
+
+
+def numeric_vectors(
+    x: npt.NDArray[np.float64], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
+    """Random projections of episodes' time-aligned step features (obs, action, reward).
+
+    Episode ``k`` is rows ``starts[k] .. starts[k] + lengths[k]`` of ``x``; its step ``t``
+    meets the projection rows of chunk ``t // 256``. Episodes go through each chunk's
+    projection in groups of 512, one scatter and one matrix product per group.
+    """
+    out = np.zeros((len(starts), VECTOR_DIM))
+    chunks = -(-lengths // _CHUNK_STEPS)
+    for c in range(int(chunks.max(initial=0))):
+        todo = np.flatnonzero(chunks > c)
+        for g in range(0, len(todo), _GROUP):
+            group = todo[g : g + _GROUP]
+            seg = np.minimum(lengths[group] - c * _CHUNK_STEPS, _CHUNK_STEPS)
+            m = np.zeros((len(group), _CHUNK_STEPS, _STEP_FEATURES))
+            j = np.repeat(np.arange(len(group)), seg)
+            t = np.arange(int(seg.sum())) - np.repeat(np.cumsum(seg) - seg, seg)
+            m[j, t] = x[np.repeat(starts[group] + c * _CHUNK_STEPS, seg) + t]
+            out[group] += m.reshape(len(group), -1) @ _projection(c)
+    return _unit_rows(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Fingerprint bytes, per column
+
+
+class _ColumnBytes:
+    """A content column of a run of steps laid out so that any episode's bytes (as
+    ``ledger.rollouts.dedup``) are a few memoryview slices, without re-encoding per episode."""
+
+    def __init__(self, name: str, arr: pa.Array) -> None:
+        self.prefix = name.encode() + b"\x00"
+        t = arr.type
+        self.kind = "other"
+        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            self.kind = "list"
+            lengths = np.asarray(
+                pc.list_value_length(arr).fill_null(-1).to_numpy(zero_copy_only=False),
+                dtype=np.int64,
+            )
+            values = np.asarray(pc.list_flatten(arr).to_numpy(zero_copy_only=False))
+            self.cum = np.concatenate(([0], np.cumsum(np.maximum(lengths, 0))))
+            self.a, self.a_size = memoryview(lengths.tobytes()), 8
+            self.b, self.b_size = memoryview(values.tobytes()), values.itemsize
+        elif pa.types.is_string(t) or pa.types.is_large_string(t):
+            self.kind = "string"
+            joined = pc.binary_join_element_wise(arr.fill_null("\x01"), pa.scalar("", t), "\x00")
+            offsets, data = _string_parts(joined)
+            self.offsets = offsets - offsets[0]
+            self.a = memoryview(data[int(offsets[0]) : int(offsets[-1])].tobytes())
+        else:
+            nulls = np.asarray(arr.is_null().to_numpy(zero_copy_only=False))
+            values = np.asarray(
+                (arr.fill_null(0) if arr.null_count else arr).to_numpy(zero_copy_only=False)
+            )
+            self.a, self.a_size = memoryview(nulls.tobytes()), nulls.itemsize
+            self.b, self.b_size = memoryview(values.tobytes()), values.itemsize
+
+    def parts(self, a: int, b: int) -> list[Any]:
+        if self.kind == "string":
+            return [self.prefix, self.a[int(self.offsets[a]) : int(self.offsets[b]) - 1]]
+        if self.kind == "list":
+            lo, hi = int(self.cum[a]), int(self.cum[b])
+            return [
+                self.prefix,
+                self.a[a * 8 : b * 8],
+                self.b[lo * self.b_size : hi * self.b_size],
+            ]
+        return [
+            self.prefix,
+            self.a[a * self.a_size : b * self.a_size],
+            self.b[a * self.b_size : b * self.b_size],
+        ]
+
+
+# --------------------------------------------------------------------------------------------
+# Episodes of a run of steps
+
+
+@dataclass(frozen=True)
+class FeatureChunk:
+    """Features of consecutive complete episodes, in file order.
+
+    Attributes:
+        episode_ids: the episodes.
+        num_steps: their step counts.
+        fingerprints: exact content fingerprints (hex SHA-256).
+        modality: ``text`` or ``numeric`` per episode.
+        vectors: ``(n, 128)`` float32 feature vectors (zero rows where not valid).
+        valid: whether each vector exists (a numeric episode of zeros, or a text episode
+            without a word, has none).
+        safety: summed safety interventions; None where no step records them.
+    """
+
+    episode_ids: list[str]
+    num_steps: npt.NDArray[np.int64]
+    fingerprints: list[str]
+    modality: list[str]
+    vectors: npt.NDArray[np.float32]
+    valid: npt.NDArray[np.bool_]
+    safety: list[int | None]
+
+    def __len__(self) -> int:
+        return len(self.episode_ids)
+
+    def slice(self, a: int, b: int) -> FeatureChunk:
+        """Episodes ``a .. b``."""
+        return FeatureChunk(
+            self.episode_ids[a:b], self.num_steps[a:b], self.fingerprints[a:b],
+            self.modality[a:b], self.vectors[a:b], self.valid[a:b], self.safety[a:b],
+        )  # fmt: skip
+
+    @staticmethod
+    def concat(chunks: Sequence[FeatureChunk]) -> FeatureChunk:
+        """One chunk of several, in order."""
+        return FeatureChunk(
+            [i for c in chunks for i in c.episode_ids],
+            np.concatenate([c.num_steps for c in chunks]) if chunks else np.zeros(0, np.int64),
+            [f for c in chunks for f in c.fingerprints],
+            [m for c in chunks for m in c.modality],
+            (
+                np.concatenate([c.vectors for c in chunks])
+                if chunks
+                else np.zeros((0, VECTOR_DIM), np.float32)
+            ),
+            np.concatenate([c.valid for c in chunks]) if chunks else np.zeros(0, bool),
+            [s for c in chunks for s in c.safety],
+        )
+
+
+def _runs(t: pa.Table, previous: str | None) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """Start rows of each episode run of ``t`` and the run ids; checks contiguity and order."""
+    ids_arr = t.column("episode_id").combine_chunks()
+    if ids_arr.null_count:
+        raise FeatureOrderError("steps: an episode_id is null")
+    ids = np.asarray(ids_arr.to_numpy(zero_copy_only=False))
+    starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
+    run_ids = [str(ids[s]) for s in starts.tolist()]
+    if len(set(run_ids)) != len(run_ids) or (previous is not None and run_ids[0] == previous):
+        raise FeatureOrderError("steps: an episode's steps are not contiguous")
+    if "step" in t.column_names:
+        step = np.asarray(t.column("step").combine_chunks().fill_null(-1).to_numpy())
+        boundary = np.zeros(len(ids), dtype=bool)
+        boundary[starts] = True
+        if np.any(~boundary[1:] & (step[1:] <= step[:-1])):
+            raise FeatureOrderError("steps: an episode's steps are not in ascending order")
+    return starts, run_ids
+
+
+def _features(t: pa.Table, previous: str | None) -> FeatureChunk:
+    """Features of the complete episodes that make up ``t``."""
+    n = t.num_rows
+    names = set(t.column_names)
+    starts, run_ids = _runs(t, previous)
+    ends = np.append(starts[1:], n)
+    lengths = ends - starts
+
+    def col(name: str) -> pa.Array | None:
+        return t.column(name).combine_chunks() if name in names else None
+
+    # Fingerprints: one SHA-256 per episode over slices of per-column byte layouts.
+    layouts = [_ColumnBytes(c, col(c)) for c in CONTENT_COLUMNS if c in names]
+    fingerprints = []
+    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+        parts: list[Any] = [str(b - a).encode()]
+        for layout in layouts:
+            parts.extend(layout.parts(a, b))
+        fingerprints.append(hashlib.sha256(b"".join(parts)).hexdigest())
+    # Safety interventions: sum of the known values per episode.
+    safety_col = col("safety_interventions")
+    if safety_col is None or safety_col.null_count == n:
+        safety: list[int | None] = [None] * len(starts)
+    else:
+        known = np.asarray(safety_col.is_valid().to_numpy(zero_copy_only=False), dtype=np.int64)
+        vals = np.asarray(safety_col.fill_null(0).to_numpy(), dtype=np.int64)
+        sums = np.add.reduceat(vals, starts)
+        seen = np.add.reduceat(known, starts)
+        safety = [int(s) if k else None for s, k in zip(sums, seen, strict=True)]
+    # Modality: text when any step of the episode has non-empty text.
+    row_ep = np.repeat(np.arange(len(starts)), lengths)
+    text_cols = [c for c in TEXT_COLUMNS if c in names]
+    has_text = np.zeros(n, dtype=bool)
+    for c in text_cols:
+        lens = pc.binary_length(col(c)).fill_null(0)
+        has_text |= np.asarray(lens.to_numpy(zero_copy_only=False)) > 0
+    text_ep = np.add.reduceat(has_text.astype(np.int64), starts) > 0
+    vectors = np.zeros((len(starts), VECTOR_DIM), dtype=np.float32)
+    valid = np.zeros(len(starts), dtype=bool)
+    numeric = np.flatnonzero(~text_ep)
+    if len(numeric):
+        reward = col("reward")
+        x = np.hstack(
+            [
+                fold(col("obs"), n, _OBS_SLOTS),
+                fold(col("action"), n, _ACTION_SLOTS),
+                (
+                    np.zeros((n, 1))
+                    if reward is None
+                    else np.nan_to_num(
+                        np.asarray(
+                            reward.cast(pa.float64()).fill_null(0).to_numpy(), dtype=np.float64
+                        )
+                    ).reshape(n, 1)
+                ),
+            ]
+        )
+        vectors[numeric], valid[numeric] = numeric_vectors(x, starts[numeric], lengths[numeric])
+    if text_ep.any():
+        # The task side: rows whose role is neither system nor assistant; an episode with no
+        # such text row uses every non-system row.
+        role_col = col("role")
+        roles = (
+            np.asarray(role_col.fill_null("").to_numpy(zero_copy_only=False))
+            if role_col is not None
+            else np.full(n, "", dtype=object)
+        )
+        task_row = has_text & ~np.isin(roles, PROMPT_EXCLUDED)
+        task_ep = np.add.reduceat(task_row.astype(np.int64), starts) > 0
+        chosen = np.where(task_ep[row_ep], task_row, has_text & (roles != "system"))
+        chosen &= text_ep[row_ep]
+        idx = np.flatnonzero(chosen)
+        if len(idx):
+            take = pa.array(idx)
+            parts_ = [col(c).take(take) for c in text_cols]  # type: ignore[union-attr]
+            texts = pc.binary_join_element_wise(
+                *parts_, pa.scalar("\n", pa.string()), null_handling="replace", null_replacement=""
+            )
+            owners = row_ep[idx]
+            # Tokenising and hashing need ~40 bytes of scratch per byte of text: work through
+            # slices of about TEXT_SLICE bytes, cut between episodes, so memory stays bounded.
+            sizes = np.asarray(pc.binary_length(texts).to_numpy(zero_copy_only=False))
+            cum = np.cumsum(sizes)
+            lo = 0
+            while lo < len(idx):
+                hi = int(np.searchsorted(cum, (cum[lo - 1] if lo else 0) + TEXT_SLICE)) + 1
+                hi = min(max(hi, lo + 1), len(idx))
+                while hi < len(idx) and owners[hi] == owners[hi - 1]:
+                    hi += 1  # never split an episode
+                first, last = int(owners[lo]), int(owners[hi - 1]) + 1
+                tv, tvalid = text_vectors(
+                    texts.slice(lo, hi - lo), owners[lo:hi] - first, last - first
+                )
+                keep_ = text_ep[first:last]
+                vectors[first:last][keep_] = tv[keep_]
+                valid[first:last][keep_] = tvalid[keep_]
+                lo = hi
+    return FeatureChunk(
+        run_ids,
+        lengths.astype(np.int64),
+        fingerprints,
+        ["text" if x else "numeric" for x in text_ep.tolist()],
+        vectors,
+        valid,
+        safety,
+    )
+
+
+def iter_step_features(batches: Iterable[pa.RecordBatch | pa.Table]) -> Iterator[FeatureChunk]:
+    """Features of every episode of a stream of step record batches, in stream order.
+
+    The last episode of each batch may go on in the next one: its rows are carried over, so
+    memory holds one batch plus the longest episode.
+
+    Raises:
+        FeatureOrderError: an episode's steps are not contiguous or not ascending.
+    """
+    carry: pa.Table | None = None
+    previous: str | None = None
+    for batch in batches:
+        t = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+        if t.num_rows == 0:
+            continue
+        if carry is not None:
+            t = pa.concat_tables([carry, t], promote_options="permissive")
+        ids = t.column("episode_id")
+        last = ids[t.num_rows - 1]
+        # The last run starts after the last row whose id differs from the final one.
+        differs = np.flatnonzero(
+            np.asarray(pc.not_equal(ids, last).fill_null(True).to_numpy(zero_copy_only=False))
+        )
+        cut = int(differs[-1]) + 1 if len(differs) else 0
+        carry = t.slice(cut)
+        if cut:
+            chunk = _features(t.slice(0, cut), previous)
+            previous = chunk.episode_ids[-1]
+            yield chunk
+    if carry is not None and carry.num_rows:
+        yield _features(carry, previous)
+
+
+def parquet_batches(pf: pq.ParquetFile, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+    """The record batches of the columns of ``pf`` that exist (row group by row group)."""
+    present = set(pf.schema_arrow.names)
+    cols = [c for c in columns if c in present]
+    for g in range(pf.metadata.num_row_groups):
+        yield from pf.read_row_group(g, columns=cols).to_batches()
+
+
+# --------------------------------------------------------------------------------------------
+# Verified local copies of blobs
+
+
+def verified_local_copy(
+    store: ObjectStore, digest: str, workdir: Path, *, private: bool = True
+) -> Path:
+    """A local file holding the blob, whose bytes hashed to ``digest`` as they were read.
+
+    With ``private`` (or a remote store) the blob is copied into ``workdir`` while hashing, so
+    the file that is parsed afterwards is the one that was checked: nothing can change it
+    between the check and the use. Without ``private``, a local store's file is hashed in place
+    and returned (for derived data, where such a race changes nothing that is trusted).
+
+    Raises:
+        StoreError: the blob is absent or unreadable.
+        DigestMismatchError: its bytes do not hash to ``digest``.
+    """
+    from .errors import StoreError
+    from .store import REMOTE_CHUNK
+
+    want = parse_digest(digest, "object digest")
+    if store.is_local and not private:
+        path = store.path_of(digest)
+        h = hashlib.sha256()
+        try:
+            with open(path, "rb") as f:
+                while chunk := f.read(CHUNK):
+                    h.update(chunk)
+        except FileNotFoundError as e:
+            raise StoreError(f"object {digest}: not in the store") from e
+        except OSError as e:
+            raise StoreError(f"object {digest}: cannot read: {e.strerror}") from e
+        _check(h, want, digest)
+        return path
+    fd, name = tempfile.mkstemp(dir=workdir, prefix="blob-")
+    dest = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            h = hashlib.sha256()
+            with store.open_input(digest) as src:
+                while chunk := src.read(REMOTE_CHUNK):
+                    h.update(chunk)
+                    out.write(chunk)
+        _check(h, want, digest)
+    except BaseException:
+        dest.unlink(missing_ok=True)
+        raise
+    return dest
+
+
+def _check(h: Any, want: str, digest: str) -> None:
+    got = h.hexdigest()
+    if got != want:
+        raise DigestMismatchError(
+            f"object {digest[:19]}…: content hashes to {DIGEST_PREFIX}{got[:12]}…, "
+            f"want {digest[:19]}…"
+        )
+
+
+def private_workdir(base: Path | None = None) -> tempfile.TemporaryDirectory[str]:
+    """A 0700 temporary directory for verified copies (under ``base`` when given)."""
+    if base is not None:
+        base.mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryDirectory(prefix="trajledger-verified-", dir=base)

@@ -1,0 +1,155 @@
+"""Remote storage locations (``s3://bucket/prefix`` and other ``pyarrow.fs`` URIs).
+
+Scope: open the filesystem of a store or bundle URI, with S3 settings from the usual AWS
+variables (credentials from the AWS SDK's default chain: ``AWS_ACCESS_KEY_ID`` /
+``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN``, profiles, instance roles; endpoint from
+``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``; region from ``AWS_REGION`` or
+``AWS_DEFAULT_REGION``); check that a store location is reachable; copy whole files (evidence
+bundles) to and from such a location. pyarrow is imported only here and only when called.
+
+Non-scope: content addressing and digest checks (``ledger.store``), the log (always a local
+POSIX directory with one writer; docs/SCALE.md).
+
+Limits of S3-compatible servers (docs/SCALE.md): pyarrow's AWS SDK sends ``aws-chunked``
+uploads with a CRC64-NVME trailer by default, which some servers refuse; set
+``AWS_REQUEST_CHECKSUM_CALCULATION=when_required`` and
+``AWS_RESPONSE_CHECKSUM_VALIDATION=when_required`` for those.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from .errors import StoreError
+
+__all__ = ["download", "is_uri", "open_filesystem", "require_reachable", "upload"]
+
+_COPY_CHUNK = 8 << 20
+_HINT = (
+    "check the bucket name and the AWS variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+    "AWS_ENDPOINT_URL, AWS_REGION); an S3-compatible server that refuses checksum trailers "
+    "needs AWS_REQUEST_CHECKSUM_CALCULATION=when_required and "
+    "AWS_RESPONSE_CHECKSUM_VALIDATION=when_required"
+)
+
+
+def is_uri(location: str) -> bool:
+    """True for a remote location (``scheme://...``, except ``file://``)."""
+    return "://" in location and not location.startswith("file://")
+
+
+def _s3(uri: str) -> tuple[Any, str]:
+    import pyarrow.fs as pafs
+
+    parts = urlsplit(uri)
+    bucket = parts.netloc
+    if not bucket:
+        raise StoreError(f"store {uri}: no bucket, want s3://BUCKET[/PREFIX]")
+    prefix = parts.path.strip("/")
+    options: dict[str, Any] = {
+        # One PutObject per small object instead of a three-request multipart upload.
+        "allow_delayed_open": True,
+    }
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        ep = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+        if not ep.netloc:
+            raise StoreError(f"AWS_ENDPOINT_URL {endpoint!r}: not a URL, want http(s)://HOST:PORT")
+        options["endpoint_override"] = ep.netloc + ep.path.rstrip("/")
+        options["scheme"] = ep.scheme
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        options["region"] = region
+    try:
+        fs = pafs.S3FileSystem(**options)
+    except (OSError, ValueError) as e:
+        raise StoreError(f"store {uri}: cannot open: {e}; {_HINT}") from e
+    return fs, f"{bucket}/{prefix}".rstrip("/")
+
+
+def open_filesystem(uri: str) -> tuple[Any, str]:
+    """The ``pyarrow.fs`` filesystem and path of a remote location.
+
+    ``s3://`` gets an ``S3FileSystem`` configured from the AWS variables; any other scheme
+    goes to ``pyarrow.fs.FileSystem.from_uri``.
+
+    Raises:
+        StoreError: an unknown scheme or a location pyarrow cannot open.
+    """
+    if urlsplit(uri).scheme == "s3":
+        return _s3(uri)
+    import pyarrow.fs as pafs
+
+    try:
+        fs, path = pafs.FileSystem.from_uri(uri)
+    except (OSError, ValueError) as e:
+        raise StoreError(f"store {uri}: cannot open: {e}") from e
+    return fs, str(path).rstrip("/")
+
+
+def needs_directories(fs: Any) -> bool:
+    """False for object stores, where directories are implicit (no marker objects needed)."""
+    return str(getattr(fs, "type_name", "")) not in ("s3", "gcs")
+
+
+def require_reachable(uri: str) -> None:
+    """Check that a store location can be listed (at ``init``, before anything is written).
+
+    Raises:
+        StoreError: the bucket does not exist or the credentials cannot read it.
+    """
+    import pyarrow.fs as pafs
+
+    fs, path = open_filesystem(uri)
+    bucket = path.split("/", 1)[0]
+    try:
+        info = fs.get_file_info(bucket)
+    except OSError as e:
+        raise StoreError(f"store {uri}: cannot reach it: {_one_line(e)}; {_HINT}") from e
+    if info.type != pafs.FileType.Directory:
+        raise StoreError(f"store {uri}: bucket {bucket!r} does not exist; create it first")
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
+
+
+def upload(src: Path, uri: str) -> None:
+    """Copy a local file to a remote location (an object appears only once complete).
+
+    Raises:
+        StoreError: the location cannot be written.
+    """
+    fs, path = open_filesystem(uri)
+    try:
+        with open(src, "rb") as f, fs.open_output_stream(path) as out:
+            while chunk := f.read(_COPY_CHUNK):
+                out.write(chunk)
+    except OSError as e:
+        raise StoreError(f"{uri}: cannot write: {_one_line(e)}") from e
+
+
+def download(uri: str, workdir: Path) -> Path:
+    """Copy a remote file into ``workdir``; returns the local copy.
+
+    Raises:
+        StoreError: the location cannot be read or does not exist.
+    """
+    fs, path = open_filesystem(uri)
+    fd, name = tempfile.mkstemp(dir=workdir, prefix="download-")
+    dest = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as out, fs.open_input_stream(path) as f:
+            while chunk := f.read(_COPY_CHUNK):
+                out.write(chunk)
+    except FileNotFoundError as e:
+        dest.unlink(missing_ok=True)
+        raise StoreError(f"{uri}: no such object") from e
+    except OSError as e:
+        dest.unlink(missing_ok=True)
+        raise StoreError(f"{uri}: cannot read: {_one_line(e)}") from e
+    return dest

@@ -1,0 +1,232 @@
+"""A ledger whose blobs live on a real S3-compatible server (moto's server mode on 127.0.0.1,
+started once for this module): ``trajledger init --store s3://...`` with the usual AWS
+variables, record, verify, export a bundle to S3, import it from S3 into another ledger; every
+blob read from S3 is checked against its digest, so an object changed in the bucket fails
+verification; an unreachable bucket is refused at ``init`` with nothing created.
+
+The server must start: if it cannot, the tests fail (they are not skipped).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner, Result
+from moto.server import ThreadedMotoServer
+
+from trajledger.ledger.artifacts import create_dataset, register_environment
+from trajledger.ledger.home import Ledger
+from trajledger.ledger.status import approve
+from trajledger.runner.cli import main
+from trajledger.runner.rollouts import run_policy
+from trajledger.verify.errors import DigestMismatchError
+
+BUCKET = "ledgers"
+
+
+@dataclass(frozen=True)
+class S3:
+    endpoint: str
+    client: object
+
+    def keys(self, prefix: str) -> list[str]:
+        pages = self.client.get_paginator("list_objects_v2").paginate(  # type: ignore[attr-defined]
+            Bucket=BUCKET, Prefix=prefix
+        )
+        return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3]:
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in {
+            "AWS_ACCESS_KEY_ID": "test-access-key",
+            "AWS_SECRET_ACCESS_KEY": "test-secret-key",
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_REGION": "us-east-1",
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }.items():
+            mp.setenv(name, value)
+        mp.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+        mp.delenv("AWS_PROFILE", raising=False)
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        client.create_bucket(Bucket=BUCKET)
+        try:
+            yield S3(endpoint, client)
+        finally:
+            server.stop()
+
+
+def run(home: Path, *args: str | Path) -> Result:
+    try:
+        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        runner = CliRunner()
+    return runner.invoke(main, ["--ledger", str(home), *map(str, args)])
+
+
+def expect(result: Result, code: int) -> Result:
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    return result
+
+
+POLICY = """name = "s3"
+[roles.producer]
+keys = ["{trust}/vendor.pub"]
+[roles.approver]
+keys = ["{trust}/a.pub", "{trust}/b.pub"]
+threshold = 2
+[roles.trainer]
+keys = ["{trust}/vendor.pub"]
+[roles.log]
+vkeys = [{vkeys}]
+"""
+
+
+@pytest.fixture(scope="module")
+def vendor(s3: S3, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ledger on s3://ledgers/vendor with one approved dataset, made through the CLI."""
+    base = tmp_path_factory.mktemp("s3")
+    home = base / "vendor"
+    expect(run(home, "init", "--origin", "test/s3-vendor", "--store", f"s3://{BUCKET}/vendor"), 0)
+    ledger = Ledger.open(home)
+    keys = {n: ledger.keys.create(n, encrypt=False) for n in ("vendor", "a", "b")}
+    register_environment(ledger, "cartpole", "1", keys["vendor"], gymnasium_id="CartPole-v1")
+    played = run_policy(None, "CartPole-v1", 5, 0, policy_version="random")
+    pq.write_table(played.steps, base / "steps.parquet")
+    pq.write_table(played.episodes, base / "episodes.parquet")
+    out = expect(
+        run(
+            home, "record", base / "steps.parquet", "--episodes", base / "episodes.parquet",
+            "--env", "cartpole@1", "--policy", "random", "--key", "vendor", "--name", "random",
+        ),
+        0,
+    )  # fmt: skip
+    batch = out.stdout.strip().splitlines()[-1]
+    create_dataset(ledger, "ds", "1", "train", [batch], keys["vendor"])
+    for k in ("a", "b"):
+        approve(ledger, "ds@1", keys[k])
+    (home / "policy.toml").write_text(
+        POLICY.format(trust=home / "keys", vkeys=f'"{ledger.log.vkey}"')
+    )
+    return home
+
+
+def test_blobs_live_on_s3_and_the_log_stays_local(s3: S3, vendor: Path) -> None:
+    keys = s3.keys("vendor/")
+    objects = [k for k in keys if k.startswith("vendor/sha256/")]
+    assert len(objects) >= 8  # env + batch + dataset + approvals: files, manifests, envelopes
+    assert all(len(k.rsplit("/", 1)[1]) == 64 for k in objects)
+    # Uploaded straight to their final keys: no temporary objects, no directory markers.
+    assert len(objects) == len(keys) and not any(k.endswith("/") for k in keys)
+    assert not (vendor / "objects").exists()
+    assert (vendor / "log" / "checkpoint").is_file()
+    ledger = Ledger.open(vendor)
+    assert sorted(ledger.store.iter_digests()) == sorted("sha256:" + k[-64:] for k in objects)
+
+
+def test_record_verify_export_import_through_s3(s3: S3, vendor: Path, tmp_path: Path) -> None:
+    expect(run(vendor, "verify", "ds@1", "--policy", vendor / "policy.toml"), 0)
+    uri = f"s3://{BUCKET}/bundles/ds.tar.zst"
+    out = expect(run(vendor, "export", "ds@1", "--out", uri, "--policy", vendor / "policy.toml"), 0)
+    assert f"bundle {uri} written" in out.stderr
+    assert s3.keys("bundles/") == ["bundles/ds.tar.zst"]
+    # The buyer keeps its blobs on the same server, under another prefix.
+    buyer = tmp_path / "buyer"
+    expect(run(buyer, "init", "--origin", "test/s3-buyer", "--store", f"s3://{BUCKET}/buyer"), 0)
+    bl = Ledger.open(buyer)
+    for k in ("b1", "b2"):
+        bl.keys.create(k, encrypt=False)
+    trust = tmp_path / "trust"
+    trust.mkdir()
+    for p in (vendor / "keys").glob("*.pub"):
+        shutil.copy(p, trust / p.name)
+    for k in ("b1", "b2"):
+        shutil.copy(buyer / "keys" / f"{k}.pub", trust / f"{k}.pub")
+    vkeys = f'"{Ledger.open(vendor).log.vkey}", "{bl.log.vkey}"'
+    policy = POLICY.format(trust=trust, vkeys=vkeys).replace(
+        f'keys = ["{trust}/a.pub", "{trust}/b.pub"]',
+        f'keys = ["{trust}/a.pub", "{trust}/b.pub", "{trust}/b1.pub", "{trust}/b2.pub"]',
+    )
+    (buyer / "policy.toml").write_text(policy)
+    done = expect(
+        run(buyer, "import", uri, "--policy", buyer / "policy.toml", "--key", "b1", "--key", "b2"),
+        0,
+    )
+    assert "imported" in done.stderr
+    assert len(s3.keys("buyer/sha256/")) >= 6
+    expect(run(buyer, "verify", "ds@1", "--policy", buyer / "policy.toml"), 0)
+    missing = expect(
+        run(
+            buyer, "import", f"s3://{BUCKET}/bundles/none.tar.zst", "--policy",
+            buyer / "policy.toml", "--key", "b1",
+        ),
+        3,
+    )  # fmt: skip
+    assert "no such object" in missing.stderr
+
+
+def test_an_object_changed_on_s3_fails_every_read(s3: S3, vendor: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(vendor, copy)
+    # The copy shares the vendor's objects: move them to a prefix of its own first.
+    for key in s3.keys("vendor/"):
+        s3.client.copy_object(  # type: ignore[attr-defined]
+            Bucket=BUCKET, Key="copy/" + key[len("vendor/") :],
+            CopySource={"Bucket": BUCKET, "Key": key},
+        )  # fmt: skip
+    toml = copy / "ledger.toml"
+    toml.write_text(toml.read_text().replace(f"s3://{BUCKET}/vendor", f"s3://{BUCKET}/copy"))
+    ledger = Ledger.open(copy)
+    from trajledger.verify.log_entry import LogEntry
+
+    entries = [LogEntry.from_bytes(ledger.log.entry(i)) for i in range(ledger.log.size)]
+    envelope = next(e.envelope for e in entries if e.kind == "rollout-batch")
+    key = f"copy/sha256/{envelope[7:9]}/{envelope[9:11]}/{envelope[7:]}"
+    s3.client.put_object(Bucket=BUCKET, Key=key, Body=b"{}")  # type: ignore[attr-defined]
+    with pytest.raises(DigestMismatchError, match=r"in ledgers/copy: content hashes to sha256:"):
+        ledger.store.get(envelope)
+    failed = expect(run(copy, "verify", "ds@1", "--policy", copy / "policy.toml"), 1)
+    assert "FAIL" in failed.stderr
+
+
+def test_init_refuses_a_bucket_that_does_not_exist(s3: S3, tmp_path: Path) -> None:
+    home = tmp_path / "nobucket"
+    result = expect(run(home, "init", "--store", "s3://no-such-bucket/x"), 3)
+    assert result.stderr.startswith(
+        "FAIL: store s3://no-such-bucket/x: bucket 'no-such-bucket' does not exist"
+    ), result.stderr
+    assert not (home / "ledger.toml").exists()
+
+
+def test_a_bad_endpoint_is_refused_clearly(s3: S3, tmp_path: Path) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AWS_ENDPOINT_URL", "http://")
+        result = expect(run(tmp_path / "x", "init", "--store", f"s3://{BUCKET}/x"), 3)
+    assert "AWS_ENDPOINT_URL 'http://': not a URL" in result.stderr
+
+
+def test_objects_written_by_pyarrow_are_plain_s3_objects(s3: S3, vendor: Path) -> None:
+    """What other S3 tools see: each object's bytes hash to its key."""
+    import hashlib
+
+    for key in s3.keys("vendor/sha256/")[:5]:
+        body = s3.client.get_object(Bucket=BUCKET, Key=key)["Body"].read()  # type: ignore[attr-defined]
+        assert hashlib.sha256(body).hexdigest() == key[-64:]
+    assert os.environ["AWS_ENDPOINT_URL"] == s3.endpoint
+    assert pa is not None

@@ -1,0 +1,155 @@
+"""trajledger.integrations.ray on a local Ray instance (``ray.init(num_cpus=2)``, started once
+for this module): Ray tasks record batches through `LedgerWriter` (blobs written by the
+workers, signatures and appends by the one writer actor); the log then holds exactly those
+entries and verifies; the writer refuses to sign anything but a rollout batch whose manifest
+is stored; a ledger it cannot open fails at start with a clear error.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+
+from trajledger.integrations.ray import LedgerWriter, _parse_pae
+from trajledger.ledger.artifacts import register_environment
+from trajledger.ledger.errors import LedgerError
+from trajledger.ledger.home import Ledger
+from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, pae
+from trajledger.verify.errors import FormatError
+from trajledger.verify.log_entry import LogEntry
+
+
+@pytest.fixture(scope="module")
+def ray_instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        _temp_dir=str(tmp_path_factory.mktemp("ray")),
+    )
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def steps(seed: int, episodes: int = 3, length: int = 12) -> list[dict[str, Any]]:
+    rows = []
+    for e in range(episodes):
+        for t in range(length):
+            rows.append(
+                {
+                    "episode_id": f"s{seed}-e{e}",
+                    "step": t,
+                    "obs": [float(seed), float(e), float(t)],
+                    "action": [float((seed + t) % 2)],
+                    "reward": 1.0,
+                    "terminated": t == length - 1,
+                    "truncated": False,
+                }
+            )
+    return rows
+
+
+@ray.remote
+def rollout_worker(writer: LedgerWriter, worker: int, batches: int) -> list[str]:
+    out = []
+    for b in range(batches):
+        result = writer.record_batch(
+            steps(worker * 100 + b), env="grid@1", policy=f"worker-{worker}", name=f"w{worker}-{b}"
+        )
+        out.append(result.digest)
+    return out
+
+
+@pytest.fixture(scope="module")
+def fleet(ray_instance: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("fleet") / "ledger"
+    ledger = Ledger.init(root, origin="test/ray")
+    key = ledger.keys.create("producer", encrypt=False)
+    register_environment(ledger, "grid", "1", key)
+    before = ledger.log.size
+    writer = LedgerWriter.start(root, key="producer")
+    digests = ray.get([rollout_worker.remote(writer, w, 3) for w in range(4)])
+    return {
+        "root": root,
+        "writer": writer,
+        "before": before,
+        "digests": [d for ds in digests for d in ds],
+    }
+
+
+def test_a_fleet_records_into_one_ledger(fleet: dict[str, Any]) -> None:
+    ledger = Ledger.open(fleet["root"])
+    digests = fleet["digests"]
+    assert len(set(digests)) == 12
+    assert ledger.log.size == fleet["before"] + 12  # exactly one entry per batch
+    entries = [LogEntry.from_bytes(e) for e in ledger.log.entries(fleet["before"], ledger.log.size)]
+    assert sorted(e.subject for e in entries) == sorted(digests)
+    assert {e.kind for e in entries} == {"rollout-batch"}
+    producer = ledger.keys.signer("producer").keyid
+    assert all(e.signers == (producer,) for e in entries)
+    # Every blob the workers wrote is in the ledger's store, and the whole log verifies.
+    report = ledger.log.verify(store=ledger.store)
+    assert report.ok, report.to_json()
+    stats = fleet["writer"].stats()
+    assert stats.appends == 12 and stats.signatures == 12
+    assert 1 <= stats.commits <= 12
+
+
+def test_the_workers_store_the_blobs_themselves(fleet: dict[str, Any]) -> None:
+    ledger = Ledger.open(fleet["root"])
+    from trajledger.ledger.artifacts import batch_files
+
+    for d in fleet["digests"][:3]:
+        files = batch_files(ledger, d)
+        assert set(files) == {"steps.parquet", "episodes.parquet"}
+        assert all(ledger.store.exists(f) for f in files.values())
+
+
+def test_the_writer_signs_only_stored_rollout_batches(fleet: dict[str, Any]) -> None:
+    from trajledger.ledger.signing import canonical_json
+    from trajledger.verify import predicates
+
+    writer = fleet["writer"]
+
+    def statement(ptype: str, digest: str) -> bytes:
+        body = {
+            "_type": "https://in-toto.io/Statement/v1",
+            "subject": [{"name": "x", "digest": {"sha256": digest[7:]}}],
+            "predicateType": ptype,
+            "predicate": {},
+        }
+        return pae(INTOTO_PAYLOAD_TYPE, canonical_json(body))
+
+    stored = fleet["digests"][0]
+    with pytest.raises(ray.exceptions.RayTaskError, match="is not one this writer signs"):
+        ray.get(writer.actor.sign.remote("producer", statement(predicates.DATASET, stored)))
+    absent = "sha256:" + "0" * 64
+    with pytest.raises(ray.exceptions.RayTaskError, match="is not in the store"):
+        ray.get(writer.actor.sign.remote("producer", statement(predicates.ROLLOUT_BATCH, absent)))
+    with pytest.raises(ray.exceptions.RayTaskError, match="not in-toto"):
+        ray.get(writer.actor.sign.remote("producer", pae("text/plain", b"hi")))
+    with pytest.raises(ray.exceptions.RayTaskError, match="signs with key producer, not other"):
+        ray.get(writer.actor.sign.remote("other", statement(predicates.ROLLOUT_BATCH, stored)))
+    good = statement(predicates.ROLLOUT_BATCH, stored)
+    assert len(ray.get(writer.actor.sign.remote("producer", good))) == 64  # Ed25519
+
+
+def test_pae_parsing_is_exact() -> None:
+    assert _parse_pae(pae("t/x", b"a b")) == ("t/x", b"a b")
+    for bad in (b"DSSEv2 1 t 1 a", b"DSSEv1 9 t 1 a", b"DSSEv1 1 t 2 a", b"DSSEv1 x t 1 a"):
+        with pytest.raises(FormatError):
+            _parse_pae(bad)
+
+
+def test_a_ledger_the_writer_cannot_open_fails_at_start(ray_instance: None, tmp_path: Path) -> None:
+    with pytest.raises(LedgerError, match=r"^the ledger writer cannot start: .*nothing: no ledger"):
+        LedgerWriter.start(tmp_path / "nothing", key="producer")

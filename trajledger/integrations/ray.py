@@ -1,0 +1,343 @@
+"""Ray rollout fleets recording into one ledger: blobs in parallel, appends through one writer.
+
+Scope: `LedgerWriter.start` runs one Ray actor per ledger that owns its log (the single
+writer) and the producer key. Workers (Ray tasks or actors, as in verl or OpenRLHF rollout
+fleets) record through the public recording API, `Ledger.record_batch`, on a worker-side view
+of the ledger (`LedgerWriter.ledger`):
+
+- validation, Parquet encoding, hashing and storing the blobs run in the worker, in parallel,
+  straight into the shared object store (a directory every worker can reach, or ``s3://``);
+- the producer signature is made by the writer actor (the private key never leaves it), and
+  only for rollout-batch statements whose manifest is already in the store;
+- log reads and appends go to the writer actor, which group-commits the appends that arrive
+  together (one fsync round for many workers' batches).
+
+Non-scope: scheduling rollouts (Ray, verl, OpenRLHF do that), other record kinds (datasets,
+approvals: record them with the ledger itself), more than one writer per log.
+
+Spec: docs/ray.md. Layer: above ``trajledger.ledger``; ray is imported with this module.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import ray
+
+from trajledger.ledger.errors import LedgerError
+from trajledger.ledger.home import Ledger, LedgerConfig
+from trajledger.ledger.keys import Signer
+from trajledger.verify import predicates
+from trajledger.verify.errors import FormatError, PolicyError, ProvenanceError
+from trajledger.verify.keys import PublicKey
+
+if TYPE_CHECKING:
+    from trajledger.ledger.artifacts import BatchResult
+    from trajledger.ledger.log import EntrySpec, Log
+
+__all__ = ["LedgerWriter", "WriterStats"]
+
+_LOG_VALUES = frozenset({"size", "origin", "vkey"})
+"""Log attributes that are values (properties), not methods."""
+
+
+@dataclass(frozen=True)
+class WriterStats:
+    """What the writer actor did.
+
+    Attributes:
+        appends: append requests received (one per recorded batch).
+        commits: log appends made (each one fsync round; fewer than ``appends`` when requests
+            arrived together and were group-committed).
+        signatures: statements signed.
+    """
+
+    appends: int
+    commits: int
+    signatures: int
+
+
+def _parse_pae(data: bytes) -> tuple[str, bytes]:
+    """Split DSSE's PAE back into payload type and payload (exact lengths, nothing trailing)."""
+    prefix = b"DSSEv1 "
+    if not data.startswith(prefix):
+        raise FormatError("signing request: not a DSSE v1 PAE")
+    rest = data[len(prefix) :]
+    type_len, _, rest = rest.partition(b" ")
+    n = int(type_len) if type_len.isdigit() else -1
+    if n < 0 or len(rest) < n + 1 or rest[n : n + 1] != b" ":
+        raise FormatError("signing request: malformed PAE payload type")
+    payload_type, rest = rest[:n].decode("utf-8"), rest[n + 1 :]
+    body_len, _, body = rest.partition(b" ")
+    m = int(body_len) if body_len.isdigit() else -1
+    if m != len(body):
+        raise FormatError("signing request: PAE body length does not match")
+    return payload_type, body
+
+
+class _Writer:
+    """The Ray actor behind `LedgerWriter`: the one process that appends to the log."""
+
+    def __init__(self, root: str, key: str, kinds: Sequence[str]) -> None:
+        self.kinds = frozenset(kinds)
+        self.error: str | None = None
+        try:
+            self.ledger = Ledger.open(Path(root))
+            self.ledger.log.require_signer()  # fail at start, not at the first batch
+            self.signer = self.ledger.keys.signer(key)
+        except ProvenanceError as e:
+            self.error = str(e)  # reported by `describe`, as the caller's error
+        self._log_lock = threading.Lock()  # one user of the Log object at a time
+        self._queue_lock = threading.Lock()
+        self._queue: list[tuple[list[EntrySpec], dict[str, Any]]] = []
+        self._appends = self._commits = self._signatures = 0
+
+    def describe(self) -> dict[str, Any]:
+        if self.error is not None:
+            raise LedgerError(f"the ledger writer cannot start: {self.error}")
+        store = self.ledger.config.store
+        if "://" not in store:
+            store = str((self.ledger.root / store).resolve())
+        return {
+            "origin": self.ledger.config.origin,
+            "store": store,
+            "key": self.signer.name,
+            "public": self.signer.public.to_pem(),
+        }
+
+    def log_call(self, name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+        if name.startswith("_") or name in ("append", "close"):
+            raise AttributeError(f"the ledger writer does not serve log.{name}")
+        with self._log_lock:
+            value = getattr(self.ledger.log, name)
+            if name in _LOG_VALUES:
+                return value
+            result = value(*args, **kwargs)
+            # Iterators cannot cross processes: send what they yield.
+            if hasattr(result, "__next__"):
+                return list(result)
+            return result
+
+    def append(self, specs: list[EntrySpec]) -> list[int]:
+        """Queue the specs; whoever holds the log next appends every queued request at once."""
+        slot: dict[str, Any] = {}
+        with self._queue_lock:
+            self._queue.append((specs, slot))
+            self._appends += 1
+        with self._log_lock:
+            if "indices" not in slot and "error" not in slot:
+                with self._queue_lock:
+                    batch, self._queue = self._queue, []
+                flat = [s for specs_, _ in batch for s in specs_]
+                try:
+                    indices = self.ledger.log.append(flat)
+                    self._commits += 1
+                except Exception as e:  # handed to every request of the failed group
+                    for _, other in batch:
+                        other["error"] = e
+                else:
+                    at = 0
+                    for specs_, other in batch:
+                        other["indices"] = indices[at : at + len(specs_)]
+                        at += len(specs_)
+        if "error" in slot:
+            raise slot["error"]
+        return cast(list[int], slot["indices"])
+
+    def sign(self, name: str, data: bytes) -> bytes:
+        """Sign a DSSE PAE for a worker: only an allowed statement about a stored manifest."""
+        from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE
+        from trajledger.verify.statement import Statement
+
+        if name != self.signer.name:
+            raise PolicyError(f"the ledger writer signs with key {self.signer.name}, not {name}")
+        payload_type, body = _parse_pae(data)
+        if payload_type != INTOTO_PAYLOAD_TYPE:
+            raise PolicyError(f"signing request: payload type {payload_type!r} is not in-toto")
+        statement = Statement.from_bytes(body)
+        if statement.predicate_type not in self.kinds:
+            raise PolicyError(
+                f"signing request: predicate type {statement.predicate_type!r} is not one this "
+                f"writer signs for workers ({', '.join(sorted(self.kinds))})"
+            )
+        for subject in statement.subjects:
+            if not self.ledger.store.exists(subject.digest):
+                raise PolicyError(
+                    f"signing request: {subject.digest} is not in the store; a worker stores "
+                    "its files and manifest before asking for a signature"
+                )
+        self._signatures += 1
+        return self.signer.sign(data)
+
+    def stats(self) -> WriterStats:
+        return WriterStats(self._appends, self._commits, self._signatures)
+
+
+class _LogProxy:
+    """The log of a worker-side ledger: every read and append is served by the writer actor."""
+
+    def __init__(self, actor: Any) -> None:
+        self._actor = actor
+
+    def append(self, specs: Sequence[EntrySpec]) -> list[int]:
+        return cast(list[int], ray.get(self._actor.append.remote(list(specs))))
+
+    def require_signer(self) -> None:
+        return None  # the writer loaded the log key when it started
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in _LOG_VALUES:
+            return ray.get(self._actor.log_call.remote(name, (), {}))
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return ray.get(self._actor.log_call.remote(name, args, kwargs))
+
+        return call
+
+
+@dataclass(frozen=True)
+class _WriterSigner(Signer):
+    """A producer key that signs through the writer actor (the private key stays there)."""
+
+    actor: Any = field(default=None, repr=False, compare=False)
+
+    def sign(self, data: bytes) -> bytes:
+        return cast(bytes, ray.get(self.actor.sign.remote(self.name, data)))
+
+
+_VIEWS: dict[str, tuple[Ledger, Signer]] = {}
+_VIEWS_LOCK = threading.Lock()
+
+
+class LedgerWriter:
+    """A handle on the writer actor of one ledger; pass it to Ray tasks and actors.
+
+    Example::
+
+        writer = LedgerWriter.start("/shared/ledger", key="producer")
+
+        @ray.remote
+        def rollouts(writer, seed):
+            steps = ...  # a step table, or one mapping per step
+            return writer.record_batch(steps, env="cartpole@1", policy="ckpt-3").digest
+
+        digests = ray.get([rollouts.remote(writer, s) for s in range(64)])
+    """
+
+    def __init__(self, actor: Any) -> None:
+        """Wrap an existing writer actor (see `start` and `connect`)."""
+        self.actor = actor
+
+    @classmethod
+    def start(
+        cls,
+        root: str | os.PathLike[str],
+        *,
+        key: str,
+        name: str | None = None,
+        kinds: Sequence[str] = (predicates.ROLLOUT_BATCH,),
+        max_concurrency: int = 32,
+        **options: Any,
+    ) -> LedgerWriter:
+        """Start the writer actor of the ledger at ``root`` (one per ledger).
+
+        The actor opens the ledger, loads the log key and the producer key ``key`` (an
+        encrypted key is opened with ``TRAJLEDGER_PASSPHRASE`` from the actor's environment).
+
+        Args:
+            root: the ledger directory, on the node where the actor runs.
+            key: the producer key that signs the workers' batches.
+            name: a Ray actor name, so that other drivers can `connect`.
+            kinds: predicate types the writer signs for workers (default: rollout batches).
+            max_concurrency: requests served at once (appends arriving together are
+                group-committed).
+            **options: more ``ray.remote`` actor options (``num_cpus``, ``resources``,
+                ``runtime_env``...).
+
+        Raises:
+            LedgerError: the ledger, its log key or the producer key cannot be opened (raised
+                by the first call on the handle when the actor failed to start).
+        """
+        opts: dict[str, Any] = {"max_concurrency": max_concurrency, "num_cpus": 0, **options}
+        if name is not None:
+            opts["name"] = name
+        actor = ray.remote(_Writer).options(**opts).remote(str(root), key, tuple(kinds))
+        handle = cls(actor)
+        handle.describe()  # surface a start-up failure here
+        return handle
+
+    @classmethod
+    def connect(cls, name: str) -> LedgerWriter:
+        """The handle of a named writer actor started by another driver."""
+        return cls(ray.get_actor(name))
+
+    def describe(self) -> dict[str, Any]:
+        """The ledger's origin, the store every worker writes to, and the producer key."""
+        try:
+            return cast(dict[str, Any], ray.get(self.actor.describe.remote()))
+        except ray.exceptions.RayTaskError as e:
+            cause = getattr(e, "cause", None)
+            if isinstance(cause, LedgerError):
+                raise LedgerError(str(cause)) from e
+            raise
+        except ray.exceptions.RayActorError as e:
+            raise LedgerError(f"the ledger writer actor died: {e}") from e
+
+    def stats(self) -> WriterStats:
+        """What the writer did so far."""
+        return cast(WriterStats, ray.get(self.actor.stats.remote()))
+
+    def ledger(self) -> tuple[Ledger, Signer]:
+        """The worker-side view of the ledger and the producer signer (cached per process).
+
+        The view stores blobs in the shared store itself, and reads and appends the log
+        through the writer. Its derived caches (catalog) live in a private temporary
+        directory of this process.
+        """
+        key = self.actor._actor_id.hex()
+        with _VIEWS_LOCK:
+            if key not in _VIEWS:
+                info = self.describe()
+                root = Path(tempfile.mkdtemp(prefix="trajledger-ray-"))
+                atexit.register(shutil.rmtree, root, ignore_errors=True)
+                config = LedgerConfig(info["origin"], info["store"])
+                ledger = Ledger.attached(root, config, cast("Log", _LogProxy(self.actor)))
+                signer = _WriterSigner(
+                    info["key"],
+                    PublicKey.from_pem(info["public"]),
+                    None,  # type: ignore[arg-type]  # the private key stays in the writer
+                    actor=self.actor,
+                )
+                _VIEWS[key] = (ledger, signer)
+            return _VIEWS[key]
+
+    def record_batch(
+        self, table_or_rows: Any, *, env: str, policy: str, **options: Any
+    ) -> BatchResult:
+        """Record one batch from this worker: `Ledger.record_batch` on the worker-side view.
+
+        Args:
+            table_or_rows: a step table, one mapping per step, or input files the worker reads.
+            env: the registered environment (``NAME@VERSION``, digest or unique prefix).
+            policy: the policy / model version that acted.
+            **options: ``evaluator``, ``episodes``, ``name``, ``fmt``, ``consent``,
+                ``licence``, ``retention``, ``generator``, ``on_chunk``.
+
+        Returns:
+            The recorded batch (``.digest``, ``.recorded.index``, ``.stats``).
+        """
+        ledger, signer = self.ledger()
+        return ledger.record_batch(table_or_rows, env=env, policy=policy, signer=signer, **options)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any]]:
+        return (LedgerWriter, (self.actor,))
