@@ -103,6 +103,18 @@ class Catalog:
         hits = [r for r in rows if r.kind in wanted]
         distinct = {r.subject: r for r in hits}
         if not distinct:
+            state = self.ledger.trust_state()
+            unread = [
+                (i, e.kind) for i in state.unreadable()
+                if (e := state.entry(i)) is not None and e.kind in wanted
+            ]
+            if unread and not by_digest:
+                listed = ", ".join(f"{k} at log index {i}" for i, k in unread[:5])
+                raise CatalogMismatchError(
+                    f"{ref}: no readable {what} has this name, and {len(unread)} record(s) "
+                    f"cannot be read ({listed}: envelope missing or damaged), so one may be it; "
+                    "restore them with 'trajledger fsck --repair --from BUNDLE|LEDGER'"
+                )
             raise RefError(
                 f"{ref}: no {what} with this reference is recorded; see 'trajledger log show'"
             )

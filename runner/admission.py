@@ -113,7 +113,7 @@ def admit(
         4. Refuse erased data: the dataset or a batch with a verified erasure record.
         5. Read each batch's files once, check their digests, and validate their schema.
         6. Contamination: no episode exactly duplicates one of a holdout or regression dataset
-           (near duplicates are reported, not refused).
+           (near duplicates are reported, not refused), from verified bytes only.
         7. Refuse with every failure, or return the verified tables.
 
     Args:
@@ -166,7 +166,7 @@ def admit(
                 batches.append(batch)
                 _dependencies(verifier, batch, deps)
         # (6)
-        _contamination(ledger, item.digest, decision)
+        _contamination(ledger, verifier, decision, batches, f"train {item.ref}")
     else:
         decision.fail("dataset", "the dataset record does not verify (see the dataset node)")
     verifier.finish()
@@ -192,24 +192,60 @@ def admit(
     )
 
 
-def _contamination(ledger: Ledger, digest: str, decision: Node) -> None:
-    """Exact duplicates of held-out episodes fail; near duplicates are information."""
-    from trajledger.ledger.index import contamination_findings
+def _contamination(
+    ledger: Ledger,
+    verifier: LineageVerifier,
+    decision: Node,
+    batches: list[AdmittedBatch],
+    label: str,
+) -> None:
+    """Exact duplicates of held-out episodes fail; near duplicates are information.
+
+    Read from verified bytes only, never from the audit index (editing the index cannot hide a
+    duplicate): the admitted batches' tables (the bytes the gate hashed), and every holdout or
+    regression batch of a verified dataset record, re-hashed as it is read. A held-out batch
+    that cannot be read and verified fails the check: contamination cannot be ruled out.
+    """
+    from trajledger.ledger.contamination import verified_contamination
 
     what = "no episode duplicates a holdout or regression episode"
-    # A batch that is itself in both splits is reported by the split rule; here, only episodes
-    # that reached the other side in another batch.
-    findings = [f for f in contamination_findings(ledger, digest) if f.train_batch != f.other_batch]
-    exact = [f for f in findings if f.kind == "exact"]
+    admitted = {b.digest for b in batches}
+    others: dict[str, list[str]] = {}
+    for i in verifier.index.of_kind("dataset"):
+        rec = verifier.record(i)
+        if not isinstance(rec, Record) or not isinstance(rec.predicate, Dataset):
+            continue  # a damaged one fails the split rule; an untrusted one is not a holdout
+        ds = rec.predicate
+        if ds.split not in ("holdout", "regression"):
+            continue
+        for b in ds.batches:
+            if b not in admitted:
+                others.setdefault(b, []).append(f"{ds.split} {ds.name}@{ds.version}")
+    if not others or not batches:
+        decision.add(what, OK, "no holdout or regression data to compare with")
+        return
+    report = verified_contamination(
+        ledger.store,
+        {b.digest: b.steps for b in batches},
+        others,
+        train_labels={b.digest: [label] for b in batches},
+    )
+    for line in report.unchecked:
+        decision.fail(what, f"cannot be checked: {line}")
+    # A batch in both splits is reported by the split rule; here, only episodes that reached
+    # the other side in another batch.
+    exact = [f for f in report.findings if f.kind == "exact" and f.train_batch != f.other_batch]
     for f in exact[:20]:
         decision.fail(what, f"exact duplicate: {f}")
     if len(exact) > 20:
         decision.fail(what, f"... and {len(exact) - 20} more exact duplicates")
-    near = [f for f in findings if f.kind != "exact"]
+    near = [f for f in report.findings if f.kind != "exact"]
     if near:
         decision.add(what, INFO, f"{len(near)} near duplicate(s) (first: {near[0]})")
-    if not exact:
-        decision.add(what, OK, f"0 exact, {len(near)} near duplicate(s)")
+    if not exact and not report.unchecked:
+        held, mine = report.episodes
+        decision.add(what, OK, f"0 exact, {len(near)} near duplicate(s) among {held} held-out "
+                     f"and {mine} admitted episodes (re-hashed data, not the audit index)")
 
 
 def _refuse_erased(verifier: LineageVerifier, decision: Node, node: Node) -> bool:

@@ -196,3 +196,28 @@ def test_a_ledger_others_can_write_is_refused(demo: tuple[Path, str]) -> None:
     )
     (home / "objects").chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP)
     assert run(home, "verify", ckpt).exit_code == 0
+
+
+def test_a_name_whose_record_cannot_be_read_is_not_called_unknown(demo: tuple[Path, str]) -> None:
+    """The user's index is built after the envelope of cartpole@2 was deleted: its name cannot
+    be read, so "no such dataset" would be a guess; the command fails closed instead."""
+    home, _ = demo
+    ledger = Ledger.open(home)
+    from trajledger.verify.dsse import Envelope
+    from trajledger.verify.statement import Statement
+
+    raw = [LogEntry.from_bytes(e) for e in ledger.log.entries(0, ledger.log.size)]
+
+    def names(e: LogEntry) -> bool:
+        data = object_path(home, e.envelope).read_bytes()
+        p = Statement.from_bytes(Envelope.from_bytes(data).payload).predicate
+        return (p.get("name"), p.get("version")) == ("cartpole", "2")
+
+    (i,) = [n for n, e in enumerate(raw) if e.kind == "dataset" and names(e)]
+    damage(object_path(home, raw[i].envelope), "deleted")
+    r = run(home, "verify", "cartpole@2")
+    assert r.exit_code == 1, r.output
+    assert r.stderr.startswith(
+        f"FAIL: cartpole@2: no readable artifact has this name, and 1 record(s) cannot be read "
+        f"(dataset at log index {i}: envelope missing or damaged), so one may be it; restore "
+    ), r.stderr

@@ -1132,6 +1132,13 @@ def test_runner_refuses_train_data_that_duplicates_holdout_episodes(
     lines = r.stderr.splitlines()
     assert lines[0] == "FAIL: dataset ds@1: refused, 4 problem(s)", r.stderr
     assert all("exact duplicate: " in line and "an exact duplicate" in line for line in lines[1:])
+    # The gate reads verified bytes, not the audit index: destroying the index hides nothing.
+    shutil.rmtree(world.home / "index", ignore_errors=True)
+    (world.home / "index").mkdir()
+    (world.home / "index" / "lance").write_text("garbage")
+    r2 = run(runner, world.home, "admit", "ds@1")
+    expect(r2, 1)
+    assert r2.stderr == r.stderr
 
 
 def test_a_bad_trainer_config_fails_before_any_data_is_read(
