@@ -55,9 +55,22 @@ import pyarrow.compute as pc
 
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import FormatError, ProvenanceError
+from trajledger.verify.kinds import KINDS
 from trajledger.verify.kinds import NAMED as NAMED_KINDS
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.merkle import leaf_hash
+from trajledger.verify.predicates import (
+    Approval,
+    Dataset,
+    Environment,
+    Erasure,
+    Evaluator,
+    Predicate,
+    Provenance,
+    Refusal,
+    Revocation,
+    RolloutBatch,
+)
 from trajledger.verify.statement import Statement
 
 from ._fs import write_file_atomic
@@ -213,89 +226,46 @@ def _statement(ledger: Ledger, entry: LogEntry) -> Statement | None:
         return None
 
 
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _ref(p: dict[str, Any], key: str) -> tuple[str | None, str | None]:
-    ref = p.get(key)
-    if not isinstance(ref, dict):
-        return None, None
-    return f"{ref.get('name')}@{ref.get('version')}", _text(ref.get("digest"))
-
-
-# One small reader per predicate kind. The predicate is unverified input: every field is
-# type-checked and anything unexpected becomes null. (When typed predicate readers exist, each
-# of these becomes a call to one of them.)
-
-
-def _checkpoint_fields(p: dict[str, Any], subject_name: str | None) -> dict[str, Any]:
-    build = _obj(p.get("buildDefinition"))
-    ext = _obj(build.get("externalParameters"))
-    deps = build.get("resolvedDependencies")
-    return {
-        "name": _text(ext.get("name")) or subject_name,
-        "version": _text(ext.get("version")),
-        "purpose": _text(ext.get("purpose")),
-        "datasets": sorted(
-            "sha256:" + str(_obj(d.get("digest")).get("sha256"))
-            for d in (deps if isinstance(deps, list) else [])
-            if isinstance(d, dict)
-            and _obj(d.get("annotations")).get("role") == "dataset"
-            and isinstance(_obj(d.get("digest")).get("sha256"), str)
-        ),
-    }
-
-
-def _batch_fields(p: dict[str, Any]) -> dict[str, Any]:
-    counts = _obj(p.get("counts"))
-    env, env_digest = _ref(p, "environment")
-    evaluator, evaluator_digest = _ref(p, "evaluator")
-    return {
-        "env": env,
-        "env_digest": env_digest,
-        "evaluator": evaluator,
-        "evaluator_digest": evaluator_digest,
-        "policy_version": _text(p.get("policyVersion")),
-        "num_episodes": _int(counts.get("episodes")),
-        "num_steps": _int(counts.get("steps")),
-    }
-
-
-def _dataset_fields(p: dict[str, Any]) -> dict[str, Any]:
-    batches = p.get("batches")
-    return {
-        "split": _text(p.get("split")),
-        "purpose": _text(p.get("purpose")),
-        "batches": sorted(
-            b for b in (batches if isinstance(batches, list) else []) if isinstance(b, str)
-        ),
-    }
-
-
-def _approval_fields(p: dict[str, Any]) -> dict[str, Any]:
-    return {"purpose": _text(p.get("purpose")), "expires": _text(p.get("expires"))}
-
-
-def _status_fields(p: dict[str, Any]) -> dict[str, Any]:
-    reasons = p.get("reasons")
-    return {
-        "reason": _text(p.get("reason"))
-        or ("; ".join(map(str, reasons)) if isinstance(reasons, list) else None)
-    }
+def _predicate_fields(pred: Predicate) -> dict[str, Any]:
+    """The artifacts-row columns one typed predicate fills (`verify.predicates`)."""
+    if isinstance(pred, Provenance):
+        return {
+            "name": pred.name,
+            "version": pred.version,
+            "purpose": pred.purpose,
+            "datasets": sorted(d.sha256 for d in pred.dependencies("dataset") if d.sha256),
+        }
+    if isinstance(pred, RolloutBatch):
+        ev = pred.evaluator
+        return {
+            "env": f"{pred.environment.name}@{pred.environment.version}",
+            "env_digest": pred.environment.digest,
+            "evaluator": f"{ev.name}@{ev.version}" if ev is not None else None,
+            "evaluator_digest": ev.digest if ev is not None else None,
+            "policy_version": pred.policy_version,
+            "num_episodes": pred.counts.get("episodes"),
+            "num_steps": pred.counts.get("steps"),
+        }
+    if isinstance(pred, Dataset):
+        return {"name": pred.name, "version": pred.version, "split": pred.split,
+                "purpose": pred.purpose, "batches": sorted(pred.batches)}
+    if isinstance(pred, Environment | Evaluator):
+        return {"name": pred.name, "version": pred.version}
+    if isinstance(pred, Approval):
+        return {"purpose": pred.purpose, "expires": pred.expires}
+    if isinstance(pred, Revocation | Erasure):
+        return {"reason": pred.reason}
+    if isinstance(pred, Refusal):
+        return {"reason": "; ".join(pred.reasons)}
+    return {}
 
 
 def _artifact_row(index: int, entry: LogEntry, st: Statement | None) -> dict[str, Any]:
-    """The artifacts row of a log entry (a batch's episodes are indexed later, per batch)."""
-    p = _obj(st.predicate) if st is not None else {}
+    """The artifacts row of a log entry (a batch's episodes are indexed later, per batch).
+
+    The predicate is read with its kind's typed reader (`verify.kinds`); one that does not
+    read still gives a row (kind, digest, signers), so the record can be found and verified.
+    """
     subject_name = st.subjects[0].name if st is not None and st.subjects else None
     row: dict[str, Any] = dict.fromkeys(ARTIFACTS_SCHEMA.names)
     row.update(
@@ -307,19 +277,15 @@ def _artifact_row(index: int, entry: LogEntry, st: Statement | None) -> dict[str
         signers=list(entry.signers),
         revoked=False,
         erased=False,
-        name=_text(p.get("name")) or subject_name,
-        version=_text(p.get("version")),
+        name=subject_name,
     )
-    if entry.kind == "checkpoint":
-        row.update(_checkpoint_fields(p, subject_name))
-    elif entry.kind == "rollout-batch":
-        row.update(_batch_fields(p), data=PENDING, episodes_indexed=0)
-    elif entry.kind == "dataset":
-        row.update(_dataset_fields(p))
-    elif entry.kind == "approval":
-        row.update(_approval_fields(p))
-    elif entry.kind in ("revocation", "erasure", "refusal"):
-        row.update(_status_fields(p))
+    if st is not None:
+        with contextlib.suppress(FormatError):
+            fields = _predicate_fields(KINDS[entry.kind].read(st, f"log entry {index}"))
+            row.update({k: v for k, v in fields.items() if v is not None or k not in row})
+            row["name"] = row["name"] or subject_name
+    if entry.kind == "rollout-batch":
+        row.update(data=PENDING, episodes_indexed=0)
     name, version = row["name"], row["version"]
     row["ref"] = f"{name}@{version}" if name and version else name
     return row

@@ -83,6 +83,8 @@ def test_query_episodes(runner: CliRunner, home: Path) -> None:
 
 
 def test_query_artifacts_columns(runner: CliRunner, home: Path) -> None:
+    # Episodes are indexed when a question first needs them: ask one that does.
+    assert run(runner, home, "query", "episodes", "--limit", "1").exit_code == 0
     result = run(
         runner, home, "query", "artifacts", "--where", "kind = 'rollout-batch'",
         "--columns", "ref,data,episodes_indexed",
