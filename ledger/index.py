@@ -485,6 +485,8 @@ def _batch_episodes(ledger: Ledger, row: dict[str, Any]) -> tuple[pa.Table | Non
 def _episode_table(
     ep: pa.Table, row: Mapping[str, Any], features: Mapping[str, _StepFeatures]
 ) -> pa.Table:
+    from .rollouts.success import episode_success
+
     n = ep.num_rows
     names = set(ep.column_names)
 
@@ -526,7 +528,7 @@ def _episode_table(
         "return": col("return"),
         "num_steps": col("num_steps"),
         "termination_reason": reasons,
-        "success": [True if r == "success" else False if r == "failure" else None for r in reasons],
+        "success": episode_success(ep),  # the one definition (ledger/rollouts/success.py)
         "judge_scores": judge_json,
         "judge_score": judge_mean,
         "cost_usd": col("cost_usd"),
