@@ -57,9 +57,27 @@ POLICY = click.option(
 @click.option(
     "--out",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Bundle file to write (conventionally NAME.tar.zst).",
+    type=click.Path(path_type=Path),
+    help="Bundle file to write (conventionally NAME.tar.zst); with a data --format, the new "
+    "directory to write.",
 )
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["bundle", "minari", "parquet", "jsonl"]),
+    default="bundle",
+    show_default=True,
+    help="bundle: evidence to verify REF offline. minari, parquet, jsonl: the data of the "
+    "rollout batch REF as a Minari dataset or as plain files (pandas, polars, DuckDB, datasets).",
+)
+@click.option(
+    "--minari-backend",
+    type=click.Choice(["hdf5", "arrow"]),
+    default="hdf5",
+    show_default=True,
+    help="Minari storage backend (with --format minari).",
+)
+@click.option("--dataset-id", help="Minari dataset id (default: the source dataset's).")
 @click.option(
     "--no-data",
     is_flag=True,
@@ -78,6 +96,9 @@ def export(
     ctx: Context,
     ref: str,
     out: Path,
+    fmt: str,
+    minari_backend: str,
+    dataset_id: str | None,
     no_data: bool,
     consistency_from: tuple[int, ...],
     policy_file: Path | None,
@@ -86,7 +107,26 @@ def export(
 
     Anyone can check it with 'python -m verify FILE --policy POLICY' (only verify/,
     cryptography and zstandard needed) or take it in with 'trajledger import'.
+
+    With --format minari, parquet or jsonl, write the data of the rollout batch REF instead
+    (read from the store and checked against its digests) into the new directory --out.
     """
+    if fmt != "bundle":
+        from .rollout_export import export_batch
+
+        digest, written = export_batch(
+            ctx.ledger(), ref, out, fmt, minari_format=minari_backend, dataset_id=dataset_id
+        )
+        ok(
+            f"{ref}: {written.episodes} episode(s), {written.steps} step(s) written to {out} "
+            f"as {fmt} ({len(written.files)} file(s))"
+        )
+        click.echo(digest)
+        return
+    if out.is_dir():
+        raise click.BadParameter(
+            f"{out} is a directory; give the bundle file to write", param_hint="--out"
+        )
     from .exchange import export_bundle
 
     ledger = ctx.ledger()

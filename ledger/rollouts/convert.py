@@ -198,7 +198,9 @@ def _coerce(arr: pa.Array, field: pa.Field, offset: int, c: ProblemCollector) ->
             if _is_stringish(t):
                 return arr.cast(pa.string()).cast(want)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        c.add(f"{name}:convert", f"cannot convert {t} to {_want_text(want, name)}: {e}", column=name)
+        c.add(
+            f"{name}:convert", f"cannot convert {t} to {_want_text(want, name)}: {e}", column=name
+        )
         return None
     c.add(f"{name}:type", f"type {t}, want {_want_text(want, name)}", column=name)
     return None
@@ -262,8 +264,10 @@ def _coerce_scores(arr: pa.Array, name: str, offset: int, c: ProblemCollector) -
     want = EPISODE_SCHEMA.field("judge_scores").type
     if pa.types.is_map(t) and _is_stringish(t.key_type) and _is_number(t.item_type):
         return arr.cast(want)
-    if _is_pair_list(t) and _is_stringish(t.value_type[0].type) and _is_number(
-        t.value_type[1].type
+    if (
+        _is_pair_list(t)
+        and _is_stringish(t.value_type[0].type)
+        and _is_number(t.value_type[1].type)
     ):
         # A map as Parquet stores it (list of key/value structs): what plain exports hold.
         return _pairs_to_map(arr, want)
@@ -310,9 +314,7 @@ def _coerce_extras(arr: pa.Array, name: str, offset: int, c: ProblemCollector) -
                 continue
             items = d.items() if isinstance(d, dict) else d
             try:
-                rows.append(
-                    [(k, typed_json.dumps(v)) for k, v in items if v is not None]
-                )
+                rows.append([(k, typed_json.dumps(v)) for k, v in items if v is not None])
             except typed_json.TypedJSONError as e:
                 c.add(f"{name}:typed", str(e), row=offset + i, column=name)
                 rows.append(None)
@@ -486,7 +488,8 @@ class StepNormaliser:
         if fast:
             out = pa.RecordBatch.from_arrays(
                 [
-                    pa.nulls(n, f.type) if f.name in ("obs", "action") and col.null_count == n
+                    pa.nulls(n, f.type)
+                    if f.name in ("obs", "action") and col.null_count == n
                     else col
                     for f, col in zip(self.tensors.step_schema(), batch.columns, strict=True)
                 ],
@@ -559,8 +562,14 @@ class StepNormaliser:
             elif field.name in ("is_first", "is_last"):
                 arrays.append(None)
             else:
-                arrays.append(pa.nulls(n, self.tensors.field(field.name).type
-                                       if field.name in TENSOR_COLUMNS else field.type))
+                arrays.append(
+                    pa.nulls(
+                        n,
+                        self.tensors.field(field.name).type
+                        if field.name in TENSOR_COLUMNS
+                        else field.type,
+                    )
+                )
         if not ok:
             return None
         ids = arrays[0]
@@ -1311,8 +1320,8 @@ def rows_to_episodes(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
     """Build episode attributes in `EPISODE_ATTR_SCHEMA` from Python dicts, one per episode.
 
     Keys are column names of the episode schema; ``judge_scores`` is a dict of names to
-    numbers, ``extras`` a dict, ``final_obs`` a numpy array. Absent keys are null; ``return`` and ``num_steps`` are usually left out and
-    derived from the steps.
+    numbers, ``extras`` a dict, ``final_obs`` a numpy array. Absent keys are null; ``return``
+    and ``num_steps`` are usually left out and derived from the steps.
 
     Args:
         rows: one mapping per episode.
@@ -1364,9 +1373,9 @@ def _minari_root(path: Path) -> Path | None:
     return None
 
 
-def _refuse(path: str | os.PathLike[str], message: str, line: int | None = None) -> (
-    RolloutValidationError
-):
+def _refuse(
+    path: str | os.PathLike[str], message: str, line: int | None = None
+) -> RolloutValidationError:
     return RolloutValidationError(str(path), [Problem(None, None, message, line=line)])
 
 
@@ -1583,9 +1592,9 @@ def iter_rollout_chunks(
         if first:
             yield RolloutChunk(pa.RecordBatch.from_pylist([], schema=STEP_SCHEMA), attrs, meta)
         return
-    if container != kind and not (container in ("arrow", "arrow-stream") and kind in (
-        "arrow", "arrow-stream"
-    )):
+    if container != kind and not (
+        container in ("arrow", "arrow-stream") and kind in ("arrow", "arrow-stream")
+    ):
         raise _refuse(path, f"format {kind!r} was given, the file is {container}")
     first = True
     for batch in _iter_arrow(Path(path), container, batch_rows):
@@ -1694,9 +1703,9 @@ def _jsonl_objects(path: Path, c: ProblemCollector) -> Iterator[tuple[RecordErro
             raise RolloutValidationError(str(path), [*c.problems(), *e.problems]) from e
 
 
-def _iter_jsonl(path: Path, kind: str, batch_rows: int, opts: ReaderOptions) -> Iterator[
-    RolloutChunk
-]:
+def _iter_jsonl(
+    path: Path, kind: str, batch_rows: int, opts: ReaderOptions
+) -> Iterator[RolloutChunk]:
     c = ProblemCollector()
     builder = ChunkBuilder(c, opts, {"format": kind})
     seen = False
@@ -1957,8 +1966,6 @@ def _read_lines(f: io.BufferedReader, path: Path) -> Iterator[tuple[int, bytes]]
                 number,
             )
         yield number, raw
-
-
 
 
 # --------------------------------------------------------------------------------------------

@@ -229,9 +229,9 @@ def _typed(v: object, rec: RecordError, field: str) -> str | None:
         return None
 
 
-def _extras(obj: Mapping[str, Any], known: frozenset[str], rec: RecordError, where: str = "") -> (
-    dict[str, str]
-):
+def _extras(
+    obj: Mapping[str, Any], known: frozenset[str], rec: RecordError, where: str = ""
+) -> dict[str, str]:
     out: dict[str, str] = {}
     for k, v in obj.items():
         if k in known or v is None:
@@ -684,9 +684,9 @@ def kind_of_record(keys: set[str] | frozenset[str]) -> str | None:
     return None
 
 
-def map_record(kind: str, obj: dict[str, Any], rec: RecordError, opts: ReaderOptions) -> (
-    list[_Episode]
-):
+def map_record(
+    kind: str, obj: dict[str, Any], rec: RecordError, opts: ReaderOptions
+) -> list[_Episode]:
     """Map one record of format ``kind`` to its episodes (two for a preference pair)."""
     return _MAPPERS[kind](obj, rec, opts)
 

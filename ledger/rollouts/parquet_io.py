@@ -38,6 +38,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from trajledger.verify.digest import FileDigest
+
 from .convert import (
     EpisodeBuilder,
     RolloutChunk,
@@ -61,7 +63,6 @@ from .validate import (
 __all__ = [
     "DEFAULT_ROW_GROUP_ROWS",
     "ROW_GROUP_BYTES",
-    "HashedFile",
     "WriteStats",
     "parquet_writer",
     "write_steps_parquet",
@@ -75,26 +76,6 @@ _END: Final = object()
 
 ROW_GROUP_BYTES: Final = 128 << 20
 """A row group is cut early once it holds this much Arrow data (bounds memory on long texts)."""
-
-
-@dataclass(frozen=True)
-class HashedFile:
-    """A file as written: its path, size and SHA-256, computed from the bytes as they were written.
-
-    Attributes:
-        path: where the file is.
-        size: its size in bytes.
-        sha256: lowercase hex SHA-256 of its bytes.
-    """
-
-    path: Path
-    size: int
-    sha256: str
-
-    @property
-    def digest(self) -> str:
-        """``sha256:<hex>``."""
-        return f"sha256:{self.sha256}"
 
 
 @dataclass(frozen=True)
@@ -120,8 +101,8 @@ class WriteStats:
         success_rate: successes over all episodes, or None likewise.
         num_invalid: episodes flagged invalid.
         total_cost_usd: sum of episode costs, or None when no episode has a cost.
-        steps_file: the step file's size and digest, as written.
-        episodes_file: the episode file's size and digest, as written.
+        steps_file: the step file's size and SHA-256, computed from the bytes as written.
+        episodes_file: the episode file's size and SHA-256, likewise.
         meta: what the input said about the whole batch (source formats, spaces, environment
             spec, dataset metadata), for the batch predicate.
     """
@@ -142,8 +123,8 @@ class WriteStats:
     success_rate: float | None
     num_invalid: int
     total_cost_usd: float | None
-    steps_file: HashedFile
-    episodes_file: HashedFile
+    steps_file: FileDigest
+    episodes_file: FileDigest
     meta: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -180,9 +161,7 @@ class WriteStats:
         }
 
 
-def parquet_writer(
-    where: str | os.PathLike[str] | Any, schema: pa.Schema
-) -> pq.ParquetWriter:
+def parquet_writer(where: str | os.PathLike[str] | Any, schema: pa.Schema) -> pq.ParquetWriter:
     """Open a Parquet writer with the rollout encodings (zstd, BYTE_STREAM_SPLIT floats).
 
     Args:
@@ -240,8 +219,8 @@ class _HashingSink:
             self.closed = True
             self._f.close()
 
-    def result(self, final: Path) -> HashedFile:
-        return HashedFile(final, self.size, self._h.hexdigest())
+    def result(self, final: Path) -> FileDigest:
+        return FileDigest(final, self.size, self._h.hexdigest())
 
 
 @dataclass
@@ -280,9 +259,7 @@ class _RowGroupBuffer:
     are fixed by the first values); batches are conformed to it.
     """
 
-    def __init__(
-        self, sink: _HashingSink, schema: Callable[[], pa.Schema], rows: int
-    ) -> None:
+    def __init__(self, sink: _HashingSink, schema: Callable[[], pa.Schema], rows: int) -> None:
         self._sink = sink
         self._schema = schema
         self._writer: pq.ParquetWriter | None = None
@@ -599,7 +576,7 @@ class _Meta:
 
 
 def _stats(
-    steps: HashedFile, episodes: HashedFile, num_steps: int, t: _EpisodeTotals,
+    steps: FileDigest, episodes: FileDigest, num_steps: int, t: _EpisodeTotals,
     meta: Mapping[str, Any],
 ) -> WriteStats:  # fmt: skip
     returns = np.concatenate(t.returns) if t.returns else np.zeros(0)

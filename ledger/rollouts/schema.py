@@ -205,7 +205,7 @@ FLOAT_EPISODE_COLUMNS: Final = tuple(f.name for f in EPISODE_SCHEMA if pa.types.
 
 
 def schema_version(schema: pa.Schema) -> str | None:
-    """The version a table's schema metadata names (``"1"``, ``"2"``), or None when it names none."""
+    """The version a table's schema metadata names (``"1"``, ``"2"``), or None if none."""
     meta = schema.metadata or {}
     raw = meta.get(SCHEMA_VERSION_KEY)
     if raw is None:
@@ -283,8 +283,9 @@ def parquet_float_paths(schema: pa.Schema) -> tuple[list[str], list[str]]:
     """Split a schema's Parquet leaf columns into float leaves and the others.
 
     Parquet names the values of a ``list`` column ``<name>.list.element``, the parts of a
-    ``map`` column ``<name>.key_value.key`` / ``.value``. Float leaves are written with BYTE_STREAM_SPLIT (which compresses them
-    better under zstd); the others with dictionary encoding.
+    ``map`` column ``<name>.key_value.key`` / ``.value``. Float leaves are written with
+    BYTE_STREAM_SPLIT (which compresses them better under zstd); the others with dictionary
+    encoding.
 
     Args:
         schema: a schema whose columns are primitives, lists of primitives or maps.

@@ -718,7 +718,8 @@ class StepStreamValidator:
         if "episode_id" in cols and "step" in cols:
             self._check_structure(cols, n, off)
         self._shapes = {
-            name: _shape_or_none(batch.schema.field(name)) for name in ("obs", "action")
+            name: _shape_or_none(batch.schema.field(name))
+            for name in ("obs", "action")
             if name in cols
         }
         self._check_values(cols, off)
