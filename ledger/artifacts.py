@@ -11,7 +11,6 @@ rollout data is validated completely while it is written to a private temporary 
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 import os
@@ -51,6 +50,7 @@ __all__ = [
     "DatasetResult",
     "batch_files",
     "create_dataset",
+    "environment_spaces",
     "record_batch",
     "register_environment",
     "register_evaluator",
@@ -156,6 +156,68 @@ def register_environment(
         return record_files(
             ledger, found, signer, predicates.ENVIRONMENT, predicate, name=f"{name}@{version}"
         )
+
+
+def environment_spaces(
+    *, gymnasium_id: str | None = None, minari_dir: Path | None = None
+) -> dict[str, Any]:
+    """The spaces and spec to register an environment with, from Gymnasium or a Minari dataset.
+
+    Args:
+        gymnasium_id: make this environment (``gymnasium.make``) and describe it.
+        minari_dir: read them from this Minari dataset's metadata (takes precedence).
+
+    Returns:
+        ``observation_space``, ``action_space`` and ``env_spec`` keyword arguments for
+        `register_environment` (empty when neither source is given).
+
+    Raises:
+        LedgerError: the environment cannot be made, or the dataset cannot be read.
+        FormatError: a space that cannot be described.
+    """
+    from .rollouts.spaces import SpaceError, space_to_json, spec_to_json
+
+    try:
+        if minari_dir is not None:
+            import json as _json
+
+            from .rollouts.convert import _minari_root
+            from .rollouts.minari_io import _minari
+            from .rollouts.spaces import _canonical
+
+            root = _minari_root(minari_dir)
+            if root is None:
+                raise LedgerError(f"{minari_dir}: not a Minari dataset (no metadata.json)")
+            storage_cls = _minari().dataset.minari_storage.MinariStorage
+            raw = storage_cls.read_raw_metadata(root)
+            storage = storage_cls.read(root)
+            spec = raw.get("env_spec")
+            return {
+                "observation_space": space_to_json(storage.observation_space),
+                "action_space": space_to_json(storage.action_space),
+                "env_spec": _canonical(_json.loads(spec)) if isinstance(spec, str) else None,
+            }
+        if gymnasium_id is not None:
+            import gymnasium
+
+            try:
+                env = gymnasium.make(gymnasium_id)
+            except (gymnasium.error.Error, ImportError, TypeError, ValueError) as e:
+                raise LedgerError(
+                    f"gymnasium environment {gymnasium_id!r} cannot be made ({e}); install its "
+                    "package, or register without --gym-id"
+                ) from e
+            try:
+                return {
+                    "observation_space": space_to_json(env.observation_space),
+                    "action_space": space_to_json(env.action_space),
+                    "env_spec": spec_to_json(env.spec) if env.spec is not None else None,
+                }
+            finally:
+                env.close()
+    except SpaceError as e:
+        raise FormatError(f"environment: {e}") from e
+    return {}
 
 
 def register_evaluator(
@@ -306,7 +368,7 @@ def record_batch(
             policy).
         LedgerError: a missing input file; LogError: the log cannot be appended to.
     """
-    from .rollouts import iter_rollout_chunks, rows_to_table, write_steps_parquet
+    from .rollouts import rows_to_table, write_steps_parquet
 
     # (1)
     if not policy:
@@ -317,9 +379,7 @@ def record_batch(
     catalog = Catalog(ledger)
     env_item = _registered(catalog, env, "environment")
     eval_item = _registered(catalog, evaluator, "evaluator") if evaluator else None
-    chunks = _chunks(
-        source, episodes, fmt, rows_to_table, iter_rollout_chunks, on_chunk, options, meta
-    )
+    chunks = _chunks(source, episodes, fmt, rows_to_table, on_chunk, options, meta)
     subject = ", ".join(str(p) for p in source) if _is_paths(source) else "rollouts"
     # (2)
     with tempfile.TemporaryDirectory(dir=_tmp_root(ledger)) as tmp:
@@ -481,7 +541,6 @@ def _chunks(
     episodes: Any,
     fmt: str | None,
     rows_to_table: Callable[..., Any],
-    iter_rollout_chunks: Callable[..., Any],
     on_chunk: Callable[[int], None] | None,
     options: ReaderOptions | None,
     meta: Mapping[str, Any] | None,
@@ -489,13 +548,12 @@ def _chunks(
     """The input as a stream of chunks (episode attributes and the caller's metadata first).
 
     Arguments are checked here, before the stream starts: a missing file or inconsistent
-    arguments fail before any work. Several files make one batch: default episode ids are
-    prefixed with the file's name (and its position, when names repeat), so they stay unique.
+    arguments fail before any work. Several files make one batch (`iter_batch_inputs`: default
+    episode ids stay unique).
     """
     import pyarrow as pa
 
-    from .rollouts import RolloutChunk, detect_format
-    from .rollouts.formats import ReaderOptions
+    from .rollouts import RolloutChunk, detect_format, iter_batch_inputs
     from .rollouts.schema import STEP_SCHEMA
 
     items: Iterable[Any]
@@ -539,23 +597,7 @@ def _chunks(
                     f"{own[0]}: this input carries its own episode attributes; --episodes is "
                     "for steps in the rollout schema (Parquet, Arrow, rollout JSON lines)"
                 )
-        names = [p.name for p in paths]
-        base = options or ReaderOptions()
-
-        def prefix(n: int, p: Path) -> str:
-            if len(paths) == 1:
-                return base.id_prefix
-            return f"{base.id_prefix}{p.name if names.count(p.name) == 1 else f'{n}:{p.name}'}:"
-
-        def from_files() -> Iterator[Any]:
-            for n, p in enumerate(paths):
-                # The episode file belongs to the batch, not to each file: give it once.
-                opts = dataclasses.replace(base, id_prefix=prefix(n, p))
-                yield from iter_rollout_chunks(
-                    p, fmt, episodes=episodes if n == 0 else None, options=opts
-                )
-
-        items = from_files()
+        items = iter_batch_inputs(paths, fmt, episodes=episodes, options=options)
     else:
         raise FormatError(
             f"rollout batch: input is a {type(source).__name__}, want file paths, a pyarrow "

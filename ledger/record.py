@@ -178,13 +178,14 @@ def record_files(
     _check_json(extra, "predicate")
     ledger.log.require_signer()
     # (2)
+    files: dict[str, Path | FileDigest]
     if isinstance(paths_or_files, Mapping):
         files = dict(paths_or_files)
         for n in files:
             check_path(n, f"file name {n!r}")
         first = next(iter(sorted(files)), "files")
     else:
-        files = collect_files(paths_or_files)
+        files = dict(collect_files(paths_or_files).items())
         first = Path(paths_or_files[0]).resolve().name if paths_or_files else "files"
     subject_name = name if name is not None else (first or "files")
     if not subject_name:

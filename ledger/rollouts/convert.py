@@ -25,6 +25,7 @@ mapping).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import gzip
 import io
@@ -87,6 +88,7 @@ __all__ = [
     "TensorTypes",
     "derive_episodes",
     "detect_format",
+    "iter_batch_inputs",
     "iter_rollout_chunks",
     "iter_step_batches",
     "normalise_episodes",
@@ -1602,6 +1604,41 @@ def iter_rollout_chunks(
         attrs, first = None, False
     if first:  # steps file held no rows
         yield RolloutChunk(pa.RecordBatch.from_pylist([], schema=STEP_SCHEMA), attrs, meta)
+
+
+def iter_batch_inputs(
+    paths: Sequence[str | os.PathLike[str]],
+    fmt: str | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    *,
+    episodes: str | os.PathLike[str] | None = None,
+    options: ReaderOptions | None = None,
+) -> Iterator[RolloutChunk]:
+    """Stream several inputs as the chunks of one batch (see `iter_rollout_chunks`).
+
+    Default episode ids (``line-<n>``, ``row-<n>``, a Minari episode's number) would repeat
+    from one file to the next, so with several inputs they are prefixed with the input's name,
+    and its position when names repeat: ``1.jsonl:line-3``, ``2:steps.jsonl:line-3``. Episode
+    ids the inputs give themselves are kept, and must be unique over the whole batch.
+
+    Args:
+        paths: the inputs, in order.
+        fmt: the format of every input, or None to detect each.
+        batch_rows: target rows per chunk.
+        episodes: an episode attribute file for the whole batch (given with the first input).
+        options: reader choices; its ``id_prefix`` is put before each input's prefix.
+    """
+    base = options or ReaderOptions()
+    names = [Path(p).name for p in paths]
+    for n, p in enumerate(paths):
+        prefix = base.id_prefix
+        if len(paths) > 1:
+            name = names[n] if names.count(names[n]) == 1 else f"{n}:{names[n]}"
+            prefix = f"{prefix}{name}:"
+        opts = dataclasses.replace(base, id_prefix=prefix)
+        yield from iter_rollout_chunks(
+            p, fmt, batch_rows, episodes=episodes if n == 0 else None, options=opts
+        )
 
 
 def iter_step_batches(

@@ -184,7 +184,8 @@ def spec_to_json(spec: Any) -> dict[str, Any]:
         raw = json.loads(spec.to_json())
     except (TypeError, ValueError) as e:
         raise SpaceError(f"environment spec {getattr(spec, 'id', spec)!r}: {e}") from e
-    return _canonical(raw)
+    out: dict[str, Any] = _canonical(raw)
+    return out
 
 
 def _canonical(v: Any) -> Any:
