@@ -1182,6 +1182,8 @@ def _tensor_from_values(
     for i, v in enumerate(values):
         if v is None or isinstance(v, list | tuple):
             converted.append(v)
+        elif isinstance(v, np.ndarray | np.generic):
+            converted.append(np.asarray(v).reshape(-1).tolist())
         elif isinstance(v, int | float | bool):
             converted.append([v])
         else:
@@ -1485,7 +1487,7 @@ def _jsonl_kind(raw: bytes, number: int, subject: str) -> str:
         # Decoded as the reader decodes it, so both report bad bytes alike.
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise fail(f"not valid UTF-8 ({e.reason} at byte {e.start}): not JSON lines") from e
+        raise fail(f"not valid UTF-8 ({e.reason} at byte {e.start})") from e
     try:
         obj = json.loads(text)
     except ValueError as e:
