@@ -1675,7 +1675,7 @@ def _read_episode_file(path: str | os.PathLike[str]) -> pa.RecordBatch:
         table = pq.read_table(path)
     elif container in ("arrow", "arrow-stream"):
         table = pa.Table.from_batches(list(_iter_arrow(p, container, DEFAULT_BATCH_ROWS)))
-    elif detect_format(path) == ROLLOUT_JSONL:
+    elif container == "jsonl":
         table = _jsonl_rows_table(p, EPISODE_ATTR_SCHEMA, "episode")
     else:
         raise _refuse(path, "episode file: want Parquet, Arrow or rollout JSON lines")

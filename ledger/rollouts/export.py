@@ -274,10 +274,10 @@ def _minari(
             "the batch has no final observations (rollout schema 1): Minari needs each "
             "episode's observations including the last; record it again with schema 2"
         )
-    obs_space = _space(record, env, "observationSpace", steps.schema.field("obs"))
-    act_space = _space(record, env, "actionSpace", steps.schema.field("action"))
     if steps.column("reward").null_count:
         raise ExportError("some steps have no reward; Minari needs a reward for every step")
+    obs_space = _space(record, env, "observationSpace", steps.schema.field("obs"))
+    act_space = _space(record, env, "actionSpace", steps.schema.field("action"))
     by_id = {eid: i for i, eid in enumerate(episodes.column("episode_id").to_pylist())}
     seeds = episodes.column("seed").to_pylist()
     finals = episodes.column("final_obs")

@@ -136,10 +136,12 @@ def space_from_json(d: Mapping[str, Any]) -> Any:
             dtype = np.dtype(d["dtype"])
 
             def full(v: Any, where: str) -> Any:
+                # Integers are built as integers: int64 bounds do not survive float64.
+                via = dtype if np.issubdtype(dtype, np.integer) else np.float64
                 if isinstance(v, list):
                     vals = [_unnum(x, where) for x in v]
-                    return np.asarray(vals, dtype=np.float64).astype(dtype).reshape(shape)
-                return np.full(shape, _unnum(v, where), dtype=np.float64).astype(dtype)
+                    return np.asarray(vals, dtype=via).astype(dtype).reshape(shape)
+                return np.full(shape, _unnum(v, where), dtype=via).astype(dtype)
 
             with np.errstate(invalid="ignore", over="ignore"):
                 return s.Box(full(d["low"], "low"), full(d["high"], "high"), shape, dtype)

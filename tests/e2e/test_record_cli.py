@@ -486,6 +486,10 @@ def test_show_by_name_digest_and_prefix(runner: CliRunner, home: Path) -> None:
     digest, envelope = info["digest"], info["envelope"]
     keyid = info["signers"][0]
     descriptor = info["files"][0]
+
+    def dump(key: str) -> str:
+        return json.dumps(info["predicate"][key], sort_keys=True)
+
     text = (
         "environment cart@1\n"
         f"  digest      {digest}\n"
@@ -493,11 +497,11 @@ def test_show_by_name_digest_and_prefix(runner: CliRunner, home: Path) -> None:
         f"  envelope    {envelope}\n"
         f"  signers     {keyid}\n"
         "  predicate   https://trajledger.dev/attestation/environment/v1\n"
-        f"    actionSpace: {json.dumps(info['predicate']['actionSpace'], sort_keys=True)}\n"
-        f"    envSpec: {json.dumps(info['predicate']['envSpec'], sort_keys=True)}\n"
+        f"    actionSpace: {dump('actionSpace')}\n"
+        f"    envSpec: {dump('envSpec')}\n"
         "    gymnasiumId: CartPole-v1\n"
         "    name: cart\n"
-        f"    observationSpace: {json.dumps(info['predicate']['observationSpace'], sort_keys=True)}\n"
+        f"    observationSpace: {dump('observationSpace')}\n"
         "    version: 1\n"
         f"  file        environment.json  {descriptor['size']} bytes  {descriptor['digest']}\n"
     )

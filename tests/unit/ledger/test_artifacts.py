@@ -326,7 +326,11 @@ def test_other_policy_is_other_data(registered: Ledger, alice: Signer) -> None:
         ({"source": []}, FormatError, r"^rollout batch: no input given \(no files, no rows\)$"),
         ({"source": 7}, FormatError, r"^rollout batch: input is a int, want file paths, a "),
         ({"source": ["a.parquet", {"x": 1}]}, FormatError, r"mixes files with other values"),
-        ({"source": ["missing.parquet"]}, LedgerError, r"^missing\.parquet: no such file or directory$"),
+        (
+            {"source": ["missing.parquet"]},
+            LedgerError,
+            r"^missing\.parquet: no such file or directory$",
+        ),
         (
             {"episodes": Path("e.parquet")},
             FormatError,

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from trajledger.ledger.rollouts import convert
+from trajledger.ledger.rollouts import convert, typed_json
 from trajledger.ledger.rollouts.convert import (
     RolloutChunk,
     derive_episodes,
@@ -28,7 +28,6 @@ from trajledger.ledger.rollouts.convert import (
     rows_to_table,
 )
 from trajledger.ledger.rollouts.parquet_io import write_steps_parquet
-from trajledger.ledger.rollouts import typed_json
 from trajledger.ledger.rollouts.schema import (
     EPISODE_ATTR_SCHEMA,
     EPISODE_SCHEMA,
@@ -473,8 +472,10 @@ def test_detect_formats(tmp_path: Path) -> None:
         detect_format(tmp_path / n)
         for n in ("a.parquet", "a.arrow", "a.arrows", "chat.jsonl", "trl.jsonl", "verl.jsonl",
                   "grpo.jsonl", "pref.jsonl", "kto.jsonl", "rows.jsonl")
-    ] == ["parquet", "arrow", "arrow-stream", "chat-jsonl", "trl-prompt-completion",
-          "verl-jsonl", "trl-completions", "trl-preference", "trl-kto", "rollout-jsonl"]  # fmt: skip
+    ] == [
+        "parquet", "arrow", "arrow-stream", "chat-jsonl", "trl-prompt-completion", "verl-jsonl",
+        "trl-completions", "trl-preference", "trl-kto", "rollout-jsonl",
+    ]  # fmt: skip
 
 
 def test_detect_unknown_jsonl(tmp_path: Path) -> None:

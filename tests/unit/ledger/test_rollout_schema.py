@@ -116,7 +116,12 @@ def test_float_columns() -> None:
     assert FLOAT_STEP_COLUMNS == ("reward", "discount", "obs", "action", "action_logprob",
                                   "latency_ms", "cost_usd")  # fmt: skip
     floats, others = parquet_float_paths(EPISODE_SCHEMA)
-    assert floats == ["return", "judge_scores.key_value.value", "cost_usd", "final_obs.list.element"]
+    assert floats == [
+        "return",
+        "judge_scores.key_value.value",
+        "cost_usd",
+        "final_obs.list.element",
+    ]
     assert "judge_scores.key_value.key" in others and "extras.key_value.value" in others
     floats, _ = parquet_float_paths(STEP_SCHEMA)
     assert "obs.list.element" in floats and "reward" in floats

@@ -9,8 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from trajledger.ledger.rollouts.convert import normalise_steps
-from trajledger.ledger.rollouts.convert import rows_to_table
+from trajledger.ledger.rollouts.convert import normalise_steps, rows_to_table
 from trajledger.ledger.rollouts.schema import (
     EPISODE_SCHEMA,
     STEP_SCHEMA,
