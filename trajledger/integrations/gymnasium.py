@@ -197,6 +197,8 @@ class LedgerRecorder(gym.Wrapper[Any, Any, Any, Any]):
 
         Raises:
             gymnasium.error.ResetNeeded: no episode is in progress (call ``reset()``).
+            ValueError: ``info`` holds a value typed JSON cannot keep; the episode in progress
+                is discarded.
             RolloutValidationError, PolicyError: recording the batch failed; the finished
                 episodes are kept, and recording is retried at the next episode end or flush.
         """
@@ -207,13 +209,21 @@ class LedgerRecorder(gym.Wrapper[Any, Any, Any, Any]):
             )
         recorded_action = self._tensor_action(action)
         obs, reward, terminated, truncated, info = self.env.step(action)
+        try:
+            info_text = _info_text(info)
+        except ValueError:
+            # The transition cannot be recorded whole: the episode is dropped, not recorded
+            # with a hole in it (reset() starts the next one).
+            self.discarded_steps += len(ep.rewards) + 1
+            self._current = None
+            raise
         ep.obs.append(ep.last_obs)
         ep.actions.append(recorded_action)
         ep.rewards.append(float(reward))
         ep.terminated.append(bool(terminated))
         ep.truncated.append(bool(truncated))
         ep.timestamps.append(self._clock())
-        ep.infos.append(_info_text(info))
+        ep.infos.append(info_text)
         ep.last_obs = self._tensor_obs(obs)
         if terminated or truncated:
             ep.done = True
