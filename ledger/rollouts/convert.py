@@ -1388,6 +1388,12 @@ def _table_kind(names: Sequence[str], path: str | os.PathLike[str], container: s
     keys = set(names)
     if {"episode_id", "step"} <= keys:
         return {"parquet": "parquet"}.get(container, container)
+    if {"observations", "actions", "rewards", "terminations"} <= keys:
+        raise _refuse(
+            path,
+            "this looks like one episode of a Minari dataset (arrow backend); give the "
+            "dataset directory (the one holding metadata.json, or its parent)",
+        )
     kind = kind_of_record(keys)
     if kind is None:
         raise _refuse(
@@ -1496,6 +1502,11 @@ def _jsonl_kind(raw: bytes, number: int, subject: str) -> str:
         raise fail(f"JSON {type(obj).__name__}, want an object per line")
     if {"episode_id", "step"} <= set(obj) and "completion" not in obj:
         return ROLLOUT_JSONL
+    if {"data_format", "observation_space", "action_space"} <= set(obj):
+        raise fail(
+            "this looks like a Minari dataset's metadata.json; give the dataset directory (the "
+            "one holding it, or its parent)"
+        )
     kind = kind_of_record(set(obj))
     if kind is None:
         raise fail(
