@@ -182,3 +182,32 @@ def test_hdf5_file_named(runner: CliRunner, home: Path, minari_data: Path) -> No
         "FAIL:   this looks like HDF5; for Minari datasets give the dataset directory (the one "
         "holding metadata.json, or its parent)\n"
     )
+
+
+def test_a_010_batch_stays_readable_and_exports(runner: CliRunner, tmp_path: Path) -> None:
+    """Batches recorded under rollout schema 1 validate as v1 and export as plain files; Minari
+    needs final observations, which v1 did not keep: refused with that reason."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from trajledger.ledger.rollouts import validate_episodes, validate_steps
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "compat-0.1.0" / "ledger"
+    home = tmp_path / "ledger"
+    shutil.copytree(fixtures, home)
+    batch = "sha256:d1e813861584cc7a24221a0509b0642849dd10ca83df9d180636ecab8a95efe1"
+    out = tmp_path / "plain"
+    assert ok(run(runner, home, "export", batch, "--format", "parquet", "--out", out)) == batch
+    steps, eps = pq.read_table(out / "steps.parquet"), pq.read_table(out / "episodes.parquet")
+    assert steps.schema.metadata[b"trajledger.rollout.schema"] == b"steps/1"
+    assert validate_steps(steps).ok and "info" not in steps.column_names
+    assert eps["return"].null_count == 0
+    r = run(runner, home, "export", batch, "--format", "minari", "--out", tmp_path / "m")
+    assert r.exit_code == 1 and "no final observations (rollout schema 1)" in r.stderr
+    stored = [pq.read_table(p) for p in home.rglob("*") if p.is_file() and p.read_bytes()[:4]
+              == b"PAR1"]  # fmt: skip
+    assert stored and all(
+        validate_steps(t).ok if "step" in t.column_names else validate_episodes(t).ok
+        for t in stored
+    )
