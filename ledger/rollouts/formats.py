@@ -504,7 +504,7 @@ def _map_chat(obj: dict[str, Any], rec: RecordError, opts: ReaderOptions) -> lis
     ]
 
 
-_TRL_FIXED: Final = frozenset({"episode_id", "task_id", "step", "prompt", "completion"})
+_TRL_FIXED: Final = frozenset({"episode_id", "task_id", "step", "prompt", "completion", "success"})
 
 
 def _map_trl_completions(
@@ -555,6 +555,7 @@ def _map_trl_completions(
         "task_id": _opt(obj, "task_id", "str", rec, "task_id"),
         "policy_version": _policy_step(obj, rec),
         "judge_scores": scores or None,
+        "success": _opt(obj, "success", "bool", rec, "success"),
     }
     extras = _extras(obj, _TRL_FIXED | set(reward_cols), rec)
     return [_Episode(_episode_id(obj, rec), steps, attrs, reward, False, extras)]
@@ -568,8 +569,11 @@ def _map_trl_prompt_completion(
     if obj.get("prompt") is not None:
         steps = _text_or_messages(obj["prompt"], "user", rec, "prompt")
     steps += _text_or_messages(obj.get("completion"), "assistant", rec, "completion")
-    attrs: dict[str, Any] = {"task_id": _opt(obj, "task_id", "str", rec, "task_id")}
-    known = {"episode_id", "task_id", "prompt", "completion"}
+    attrs: dict[str, Any] = {
+        "task_id": _opt(obj, "task_id", "str", rec, "task_id"),
+        "success": _opt(obj, "success", "bool", rec, "success"),
+    }
+    known = {"episode_id", "task_id", "prompt", "completion", "success"}
     if "label" in obj:
         label = _opt(obj, "label", "bool", rec, "label")
         if label is None and obj.get("label") is None:
@@ -613,7 +617,18 @@ def _map_trl_preference(
 
 
 _VERL_FIXED: Final = frozenset(
-    {"episode_id", "task_id", "prompt", "input", "response", "output", "score", "reward", "step"}
+    {
+        "episode_id",
+        "task_id",
+        "prompt",
+        "input",
+        "response",
+        "output",
+        "score",
+        "reward",
+        "step",
+        "success",
+    }
 )
 
 
@@ -647,6 +662,7 @@ def _map_verl(obj: dict[str, Any], rec: RecordError, opts: ReaderOptions) -> lis
         "judge_scores": scores or None,
         # verl's uid names the prompt a group of n responses answers (GRPO's group).
         "group_id": uid if isinstance(uid, str) else None,
+        "success": _opt(obj, "success", "bool", rec, "success"),
     }
     return [_Episode(_episode_id(obj, rec), steps, attrs, reward, False, extras)]
 

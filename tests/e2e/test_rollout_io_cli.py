@@ -211,3 +211,19 @@ def test_a_010_batch_stays_readable_and_exports(runner: CliRunner, tmp_path: Pat
         validate_steps(t).ok if "step" in t.column_names else validate_episodes(t).ok
         for t in stored
     )
+
+
+def test_manifest_and_stats_agree_on_success(runner: CliRunner, home: Path, tmp_path: Path) -> None:
+    """One definition (issue 12): episodes cut by length or error count, as non-successes."""
+    reasons = ["success", "failure", "length", "length", "error", "success", "success"]
+    lines = [{"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant",
+              "content": "a"}], "reward": 1.0, "termination_reason": r}
+             for i, r in enumerate(reasons)]  # fmt: skip
+    src = tmp_path / "chat.jsonl"
+    src.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    batch = ok(run(runner, home, "record", src, "--env", "llm@1", "--policy", "p", *KEY))
+    manifest = predicate(runner, home, batch)["stats"]["success_rate"]
+    r = run(runner, home, "stats", batch, "--json")
+    ok(r)
+    report = json.loads(r.stdout)
+    assert manifest == report["aggregate"]["success_rate"] == 3 / 7

@@ -594,6 +594,15 @@ def test_success_rate_counts_every_episode_of_a_labelling_batch(tmp_path: Path) 
     assert (stats.success_count, stats.success_rate) == (3, 0.5)
     assert episode_success(eps) == [True, False, False, False, True, True]
     assert math.isclose(sum(x is True for x in episode_success(eps)) / eps.num_rows, 0.5)
+    # TRL and verl records carry a success label too (v1 could not).
+    verl = verl_dump(tmp_path / "verl", 1, ["q", "q"], ["a", "b"], [None, None], [1.0, 0.0],
+                     {"success": [True, False]})  # fmt: skip
+    trl = write_jsonl(tmp_path / "trl.jsonl", [
+        {"step": 1, "prompt": "p", "completion": "c", "f": 1.0, "success": True,
+         "advantage": 0.0},
+    ])  # fmt: skip
+    stats, _, eps = record([verl, trl], tmp_path / "labels")
+    assert eps["success"].to_pylist() == [True, False, True] and stats.success_rate == 2 / 3
     unlabelled = write_jsonl(tmp_path / "u.jsonl", rows[2:4])
     stats, _, eps = record([unlabelled], tmp_path / "u")
     assert stats.success_rate is None and episode_success(eps) == [None, None]

@@ -601,3 +601,13 @@ def test_report_is_frozen() -> None:
 
 def test_schema_names_match_step_schema() -> None:
     assert re.fullmatch(r"steps/2", STEP_SCHEMA.metadata[b"trajledger.rollout.schema"].decode())
+
+
+def test_discount_is_kept_and_checked() -> None:
+    assert validate_steps(replace(steps([2]), "discount", [0.99, None])).ok
+    p = only(validate_steps(replace(steps([2]), "discount", [0.99, -1.0])))
+    assert (p.row, p.column, p.message) == (
+        1,
+        "discount",
+        "discount is -1.0, want a finite number >= 0",
+    )
