@@ -179,24 +179,9 @@ def environment_spaces(
 
     try:
         if minari_dir is not None:
-            import json as _json
+            from .rollouts.minari_io import dataset_spaces
 
-            from .rollouts.convert import _minari_root
-            from .rollouts.minari_io import _minari
-            from .rollouts.spaces import _canonical
-
-            root = _minari_root(minari_dir)
-            if root is None:
-                raise LedgerError(f"{minari_dir}: not a Minari dataset (no metadata.json)")
-            storage_cls = _minari().dataset.minari_storage.MinariStorage
-            raw = storage_cls.read_raw_metadata(root)
-            storage = storage_cls.read(root)
-            spec = raw.get("env_spec")
-            return {
-                "observation_space": space_to_json(storage.observation_space),
-                "action_space": space_to_json(storage.action_space),
-                "env_spec": _canonical(_json.loads(spec)) if isinstance(spec, str) else None,
-            }
+            return dataset_spaces(minari_dir)
         if gymnasium_id is not None:
             import gymnasium
 

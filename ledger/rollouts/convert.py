@@ -51,11 +51,12 @@ from .formats import (
     TRUNCATION_REASONS,
     ChunkBuilder,
     ReaderOptions,
-    RecordError,
+    RecordProblems,
     RolloutChunk,
     kind_of_record,
     map_record,
 )
+from .minari_io import minari_root
 from .schema import (
     EPISODE_ATTR_SCHEMA,
     EPISODE_SCHEMA,
@@ -1364,19 +1365,6 @@ ROLLOUT_JSONL: Final = "rollout-jsonl"
 """Step rows as JSON lines (what ``export --format jsonl`` writes): one step per line."""
 
 
-def _minari_root(path: Path) -> Path | None:
-    """The Minari data directory (the one holding ``metadata.json``) at or below ``path``."""
-    for root in (path, path / "data"):
-        meta = root / "metadata.json"
-        if meta.is_file():
-            try:
-                if '"data_format"' in meta.read_text(encoding="utf-8", errors="replace"):
-                    return root
-            except OSError:
-                return None
-    return None
-
-
 def _refuse(
     path: str | os.PathLike[str], message: str, line: int | None = None
 ) -> RolloutValidationError:
@@ -1429,7 +1417,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     """
     subject = Path(path)
     if subject.is_dir():
-        if _minari_root(subject) is not None:
+        if minari_root(subject) is not None:
             return "minari"
         raise _refuse(
             path,
@@ -1585,7 +1573,7 @@ def iter_rollout_chunks(
             raise ValueError("episodes= is for steps in the rollout schema; Minari has its own")
         from .minari_io import iter_minari_chunks
 
-        root = _minari_root(Path(path))
+        root = minari_root(Path(path))
         if root is None:
             raise _refuse(path, "not a Minari dataset directory (no metadata.json)")
         yield from iter_minari_chunks(root, batch_rows, opts)
@@ -1724,7 +1712,7 @@ def _iter_table_records(
     row = 0
     for batch in _iter_arrow(path, container, 1024):
         for obj in batch.to_pylist():
-            rec = RecordError(row, c, unit="row")
+            rec = RecordProblems(row, c, unit="row")
             row += 1
             builder.add(map_record(kind, obj, rec, opts), rec)
             if builder.full(batch_rows):
@@ -1736,7 +1724,9 @@ def _iter_table_records(
         raise RolloutValidationError(str(path), problems)
 
 
-def _jsonl_objects(path: Path, c: ProblemCollector) -> Iterator[tuple[RecordError, dict[str, Any]]]:
+def _jsonl_objects(
+    path: Path, c: ProblemCollector
+) -> Iterator[tuple[RecordProblems, dict[str, Any]]]:
     """Each non-blank line of a JSONL file, strictly decoded; bad lines are reported."""
     decoder = json.JSONDecoder(object_pairs_hook=_strict_object, parse_constant=_refuse_constant)
     with _open_jsonl(path, check_end=True) as (_, f):
@@ -1744,7 +1734,7 @@ def _jsonl_objects(path: Path, c: ProblemCollector) -> Iterator[tuple[RecordErro
             for number, raw in _read_lines(f, path):
                 if not raw.strip():
                     continue
-                rec = RecordError(number, c)
+                rec = RecordProblems(number, c)
                 obj = _decode(decoder, raw, rec)
                 if obj is not None:
                     yield rec, obj
@@ -2035,7 +2025,7 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _decode(decoder: json.JSONDecoder, raw: bytes, rec: RecordError) -> dict[str, Any] | None:
+def _decode(decoder: json.JSONDecoder, raw: bytes, rec: RecordProblems) -> dict[str, Any] | None:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

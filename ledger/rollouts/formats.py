@@ -38,7 +38,7 @@ __all__ = [
     "TRUNCATION_REASONS",
     "ChunkBuilder",
     "ReaderOptions",
-    "RecordError",
+    "RecordProblems",
     "RolloutChunk",
     "kind_of_record",
     "map_record",
@@ -103,7 +103,7 @@ class ReaderOptions:
     id_prefix: str = ""
 
 
-class RecordError:
+class RecordProblems:
     """Problems found in one record (a line, or a row); the record is skipped if there is any."""
 
     def __init__(self, number: int, collector: ProblemCollector, *, unit: str = "line") -> None:
@@ -150,7 +150,7 @@ def _to_utc(value: dt.datetime) -> dt.datetime:
     return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
-def _json_text(v: object, rec: RecordError, field: str) -> str | None:
+def _json_text(v: object, rec: RecordProblems, field: str) -> str | None:
     """Tool calls and results are stored as JSON text; a string must already be JSON."""
     if v is None:
         return None
@@ -172,7 +172,7 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _opt(obj: Mapping[str, Any], key: str, kind: str, rec: RecordError, field: str) -> Any:
+def _opt(obj: Mapping[str, Any], key: str, kind: str, rec: RecordProblems, field: str) -> Any:
     """Read an optional field, checking its JSON type."""
     v = obj.get(key)
     if v is None:
@@ -200,7 +200,7 @@ def _opt(obj: Mapping[str, Any], key: str, kind: str, rec: RecordError, field: s
     return v
 
 
-def _timestamp_us(v: object, rec: RecordError, field: str) -> int | None:
+def _timestamp_us(v: object, rec: RecordProblems, field: str) -> int | None:
     if v is None:
         return None
     if isinstance(v, dt.datetime):
@@ -218,7 +218,7 @@ def _timestamp_us(v: object, rec: RecordError, field: str) -> int | None:
     return None
 
 
-def _typed(v: object, rec: RecordError, field: str) -> str | None:
+def _typed(v: object, rec: RecordProblems, field: str) -> str | None:
     """A value as typed JSON text for ``extras``; None (absent) for None."""
     if v is None:
         return None
@@ -230,7 +230,7 @@ def _typed(v: object, rec: RecordError, field: str) -> str | None:
 
 
 def _extras(
-    obj: Mapping[str, Any], known: frozenset[str], rec: RecordError, where: str = ""
+    obj: Mapping[str, Any], known: frozenset[str], rec: RecordProblems, where: str = ""
 ) -> dict[str, str]:
     out: dict[str, str] = {}
     for k, v in obj.items():
@@ -280,7 +280,7 @@ _STEP_FIELDS: Final = (
 )
 
 
-def _message(m: object, rec: RecordError, where: str) -> dict[str, Any] | None:
+def _message(m: object, rec: RecordProblems, where: str) -> dict[str, Any] | None:
     """Map one chat message to the step columns it fills; other fields go to step extras."""
     if not isinstance(m, dict):
         rec.error(where, f"{_jtype(m)}, want a message object")
@@ -324,7 +324,9 @@ def _message(m: object, rec: RecordError, where: str) -> dict[str, Any] | None:
     }
 
 
-def _text_or_messages(v: object, role: str, rec: RecordError, field: str) -> list[dict[str, Any]]:
+def _text_or_messages(
+    v: object, role: str, rec: RecordProblems, field: str
+) -> list[dict[str, Any]]:
     """Prompts and completions: a string (one message) or a list of messages."""
     if isinstance(v, str):
         return [_message({"role": role, "content": v}, rec, field) or {}]
@@ -337,7 +339,7 @@ def _text_or_messages(v: object, role: str, rec: RecordError, field: str) -> lis
     return []
 
 
-def _scores(v: object, rec: RecordError, field: str) -> list[tuple[str, float]] | None:
+def _scores(v: object, rec: RecordProblems, field: str) -> list[tuple[str, float]] | None:
     if v is None:
         return None
     if not isinstance(v, dict):
@@ -392,7 +394,7 @@ _CHAT_KEYS: Final = frozenset(
 )
 
 
-def _attrs(obj: dict[str, Any], rec: RecordError) -> dict[str, Any]:
+def _attrs(obj: dict[str, Any], rec: RecordProblems) -> dict[str, Any]:
     attrs: dict[str, Any] = {k: _opt(obj, k, "str", rec, k) for k in _EPISODE_KEYS}
     seed = obj.get("seed")
     if isinstance(seed, str) and seed.lstrip("-").isdigit():
@@ -405,7 +407,7 @@ def _attrs(obj: dict[str, Any], rec: RecordError) -> dict[str, Any]:
     return attrs
 
 
-def _episode_usage(obj: dict[str, Any], steps: list[dict[str, Any]], rec: RecordError) -> None:
+def _episode_usage(obj: dict[str, Any], steps: list[dict[str, Any]], rec: RecordProblems) -> None:
     """Episode-level usage and latency go to the last assistant message, model_id to each."""
     if not steps:
         return
@@ -426,7 +428,7 @@ def _episode_usage(obj: dict[str, Any], steps: list[dict[str, Any]], rec: Record
                 s["model_id"] = model
 
 
-def _rewards(obj: dict[str, Any], steps: list[dict[str, Any]], rec: RecordError) -> float | None:
+def _rewards(obj: dict[str, Any], steps: list[dict[str, Any]], rec: RecordProblems) -> float | None:
     """Fill per-step rewards; return the episode-level reward (for the last step), if any.
 
     No reward at all is valid (SFT data): the steps' rewards stay null.
@@ -455,7 +457,7 @@ def _rewards(obj: dict[str, Any], steps: list[dict[str, Any]], rec: RecordError)
     return None
 
 
-def _episode_id(obj: Mapping[str, Any], rec: RecordError) -> str | None:
+def _episode_id(obj: Mapping[str, Any], rec: RecordProblems) -> str | None:
     eid = obj.get("episode_id")
     if eid is None:
         return None
@@ -467,7 +469,7 @@ def _episode_id(obj: Mapping[str, Any], rec: RecordError) -> str | None:
     return None
 
 
-def _policy_step(obj: dict[str, Any], rec: RecordError) -> str | None:
+def _policy_step(obj: dict[str, Any], rec: RecordProblems) -> str | None:
     step = obj.get("step")
     if isinstance(step, float) and step.is_integer():
         step = int(step)  # pandas may write an integer column as floats
@@ -475,7 +477,7 @@ def _policy_step(obj: dict[str, Any], rec: RecordError) -> str | None:
     return None if step is None else str(step)
 
 
-def _map_chat(obj: dict[str, Any], rec: RecordError, opts: ReaderOptions) -> list[_Episode]:
+def _map_chat(obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions) -> list[_Episode]:
     messages = obj.get("messages")
     steps: list[dict[str, Any]] = []
     if not isinstance(messages, list | tuple) or not messages:
@@ -508,7 +510,7 @@ _TRL_FIXED: Final = frozenset({"episode_id", "task_id", "step", "prompt", "compl
 
 
 def _map_trl_completions(
-    obj: dict[str, Any], rec: RecordError, opts: ReaderOptions
+    obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions
 ) -> list[_Episode]:
     """A row of TRL's completions table (``GRPOTrainer.log``; see rollout-inputs.md)."""
     steps = _text_or_messages(obj.get("prompt"), "user", rec, "prompt")
@@ -562,7 +564,7 @@ def _map_trl_completions(
 
 
 def _map_trl_prompt_completion(
-    obj: dict[str, Any], rec: RecordError, opts: ReaderOptions
+    obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions
 ) -> list[_Episode]:
     """TRL prompt-completion dataset rows; with a boolean ``label``, unpaired preference (KTO)."""
     steps: list[dict[str, Any]] = []
@@ -587,7 +589,7 @@ def _map_trl_prompt_completion(
 
 
 def _map_trl_preference(
-    obj: dict[str, Any], rec: RecordError, opts: ReaderOptions
+    obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions
 ) -> list[_Episode]:
     """TRL preference rows: ``chosen`` and ``rejected`` (with or without ``prompt``) become two
     episodes of one group, labelled ``chosen`` and ``rejected``."""
@@ -632,7 +634,7 @@ _VERL_FIXED: Final = frozenset(
 )
 
 
-def _map_verl(obj: dict[str, Any], rec: RecordError, opts: ReaderOptions) -> list[_Episode]:
+def _map_verl(obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions) -> list[_Episode]:
     """A line of verl's rollout dump (``RayPPOTrainer._write_generations``)."""
     for a, b in (("prompt", "input"), ("response", "output"), ("score", "reward")):
         if a in obj and b in obj:
@@ -668,7 +670,7 @@ def _map_verl(obj: dict[str, Any], rec: RecordError, opts: ReaderOptions) -> lis
 
 
 _MAPPERS: Final[
-    dict[str, Callable[[dict[str, Any], RecordError, ReaderOptions], list[_Episode]]]
+    dict[str, Callable[[dict[str, Any], RecordProblems, ReaderOptions], list[_Episode]]]
 ] = {
     "chat-jsonl": _map_chat,
     "trl-completions": _map_trl_completions,
@@ -701,7 +703,7 @@ def kind_of_record(keys: set[str] | frozenset[str]) -> str | None:
 
 
 def map_record(
-    kind: str, obj: dict[str, Any], rec: RecordError, opts: ReaderOptions
+    kind: str, obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions
 ) -> list[_Episode]:
     """Map one record of format ``kind`` to its episodes (two for a preference pair)."""
     return _MAPPERS[kind](obj, rec, opts)
@@ -734,7 +736,7 @@ class ChunkBuilder:
         self.rows = 0
         self.text_bytes = 0
 
-    def add(self, episodes: list[_Episode], rec: RecordError) -> None:
+    def add(self, episodes: list[_Episode], rec: RecordProblems) -> None:
         """Check the ids of one record's episodes and queue them (unless the record failed)."""
         ids = []
         for ep in episodes:

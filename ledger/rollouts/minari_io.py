@@ -35,9 +35,12 @@ from .validate import Problem, RolloutValidationError
 
 __all__ = [
     "MINARI_EXTRA",
+    "dataset_spaces",
     "flatten_batch",
     "is_composite",
     "iter_minari_chunks",
+    "minari_root",
+    "require_minari",
     "stack_infos",
     "unflatten_batch",
     "write_minari",
@@ -61,7 +64,7 @@ _META_NOT_COPIED: Final = frozenset(
 counts and sizes are derived."""
 
 
-def _minari() -> Any:
+def require_minari() -> Any:
     try:
         import minari
     except ImportError as e:
@@ -74,6 +77,52 @@ def _minari() -> Any:
             ],
         ) from e
     return minari
+
+
+def minari_root(path: Path) -> Path | None:
+    """The Minari data directory (the one holding ``metadata.json``) at or below ``path``.
+
+    Only the file is looked at (minari is not needed): a ``metadata.json`` naming a
+    ``data_format``, in ``path`` or in ``path/data``.
+    """
+    for root in (path, path / "data"):
+        meta = root / "metadata.json"
+        if meta.is_file():
+            try:
+                if '"data_format"' in meta.read_text(encoding="utf-8", errors="replace"):
+                    return root
+            except OSError:
+                return None
+    return None
+
+
+def dataset_spaces(path: Path) -> dict[str, Any]:
+    """A Minari dataset's spaces and environment spec, for an environment record.
+
+    Returns:
+        ``observation_space``, ``action_space`` and ``env_spec`` (``spaces`` JSON; the spec
+        None when the dataset has none).
+
+    Raises:
+        RolloutValidationError: not a Minari dataset, or minari is not installed.
+        SpaceError: a space that cannot be described.
+    """
+    from .spaces import canonical_numbers
+
+    root = minari_root(path)
+    if root is None:
+        raise RolloutValidationError(
+            str(path), [Problem(None, None, f"{path}: not a Minari dataset (no metadata.json)")]
+        )
+    storage_cls = require_minari().dataset.minari_storage.MinariStorage
+    raw = storage_cls.read_raw_metadata(root)
+    storage = storage_cls.read(root)
+    spec = raw.get("env_spec")
+    return {
+        "observation_space": space_to_json(storage.observation_space),
+        "action_space": space_to_json(storage.action_space),
+        "env_spec": canonical_numbers(json.loads(spec)) if isinstance(spec, str) else None,
+    }
 
 
 def is_composite(space: Any) -> bool:
@@ -208,7 +257,7 @@ def _info_at(infos: Any, i: int) -> Any:
 
 
 def _meta_of(raw: Mapping[str, Any], storage: Any) -> dict[str, Any]:
-    from .spaces import _canonical
+    from .spaces import canonical_numbers
 
     meta: dict[str, Any] = {
         "format": "minari",
@@ -217,14 +266,14 @@ def _meta_of(raw: Mapping[str, Any], storage: Any) -> dict[str, Any]:
     }
     spec = raw.get("env_spec")
     if isinstance(spec, str):
-        meta["envSpec"] = _canonical(json.loads(spec))
+        meta["envSpec"] = canonical_numbers(json.loads(spec))
     minari_meta: dict[str, Any] = {}
     for key, value in raw.items():
         if key in _META_NOT_COPIED:
             continue
         if key == "eval_env_spec" and isinstance(value, str):
             value = json.loads(value)
-        minari_meta[key] = _canonical(value)
+        minari_meta[key] = canonical_numbers(value)
     minari_meta["data_format"] = raw.get("data_format")
     meta["minari"] = minari_meta
     return meta
@@ -245,7 +294,7 @@ def iter_minari_chunks(root: Path, batch_rows: int, opts: ReaderOptions) -> Iter
         RolloutValidationError: minari is not installed, the dataset cannot be read, or a space
             cannot be recorded.
     """
-    minari = _minari()
+    minari = require_minari()
     subject = str(root)
     try:
         raw = minari.dataset.minari_storage.MinariStorage.read_raw_metadata(root)
@@ -410,7 +459,7 @@ def write_minari(
         RolloutValidationError: minari is not installed.
         ValueError: the data does not fit Minari (e.g. info keys that change within an episode).
     """
-    minari = _minari()
+    minari = require_minari()
     from gymnasium.envs.registration import EnvSpec
     from minari.data_collector import EpisodeBuffer
 

@@ -22,7 +22,13 @@ from typing import Any, Final
 
 import numpy as np
 
-__all__ = ["SpaceError", "space_from_json", "space_to_json", "spec_to_json"]
+__all__ = [
+    "SpaceError",
+    "canonical_numbers",
+    "space_from_json",
+    "space_to_json",
+    "spec_to_json",
+]
 
 _SAFE_INT: Final = 1 << 53
 
@@ -186,15 +192,16 @@ def spec_to_json(spec: Any) -> dict[str, Any]:
         raw = json.loads(spec.to_json())
     except (TypeError, ValueError) as e:
         raise SpaceError(f"environment spec {getattr(spec, 'id', spec)!r}: {e}") from e
-    out: dict[str, Any] = _canonical(raw)
+    out: dict[str, Any] = canonical_numbers(raw)
     return out
 
 
-def _canonical(v: Any) -> Any:
+def canonical_numbers(v: Any) -> Any:
+    """JSON data with numbers RFC 8785 cannot hold written as strings (see the module doc)."""
     if isinstance(v, dict):
-        return {str(k): _canonical(x) for k, x in v.items()}
+        return {str(k): canonical_numbers(x) for k, x in v.items()}
     if isinstance(v, list):
-        return [_canonical(x) for x in v]
+        return [canonical_numbers(x) for x in v]
     if isinstance(v, int | float) and not isinstance(v, bool):
         return _num(v)
     return v
