@@ -1486,6 +1486,8 @@ def _jsonl_kind(raw: bytes, number: int, subject: str) -> str:
         obj = json.loads(text)
     except ValueError as e:
         raise fail(f"not Parquet, Arrow IPC, or JSON lines: {e}") from e
+    except RecursionError as e:
+        raise fail("not accepted: JSON nested too deeply") from e
     if not isinstance(obj, dict):
         raise fail(f"JSON {type(obj).__name__}, want an object per line")
     if {"episode_id", "step"} <= set(obj) and "completion" not in obj:
@@ -2037,6 +2039,9 @@ def _decode(decoder: json.JSONDecoder, raw: bytes, rec: RecordProblems) -> dict[
             raise ValueError(f"extra data after the JSON value at column {end + 1}")
     except ValueError as e:
         rec.error(None, f"not valid JSON: {e}")
+        return None
+    except RecursionError:
+        rec.error(None, "not accepted: JSON nested too deeply")
         return None
     if not isinstance(obj, dict):
         rec.error(None, f"JSON {_jtype(obj)}, want an object")

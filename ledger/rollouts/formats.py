@@ -160,6 +160,9 @@ def _json_text(v: object, rec: RecordProblems, field: str) -> str | None:
         except ValueError as e:
             rec.error(field, f"string is not JSON text ({e}); give the JSON value itself")
             return None
+        except RecursionError:
+            rec.error(field, "JSON text nested too deeply")
+            return None
         return v
     try:
         return json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=False)

@@ -60,6 +60,8 @@ def loads(text: str) -> Any:
         raw = json.loads(text)
     except ValueError as e:
         raise TypedJSONError(f"not JSON: {e}") from e
+    except RecursionError as e:
+        raise TypedJSONError("JSON nested too deeply") from e
     return _decode(raw, 0)
 
 

@@ -512,6 +512,8 @@ def _check_json_column(arr: pa.Array, name: str, offset: int, c: ProblemCollecto
             json.loads(text, parse_constant=_refuse_constant)
         except ValueError as e:
             errors[i] = str(e)
+        except RecursionError:
+            errors[i] = "nested too deeply"
     c.add_rows(
         f"{name}:json",
         np.asarray(list(errors), dtype=np.int64),
@@ -616,6 +618,8 @@ def _check_extras(arr: pa.MapArray, name: str, offset: int, c: ProblemCollector)
             json.loads(text, parse_constant=_refuse_constant)
         except ValueError as e:
             errors[row] = f"{name} value of {keys[k].as_py()!r} is not valid JSON: {e}"
+        except RecursionError:
+            errors[row] = f"{name} value of {keys[k].as_py()!r} is nested too deeply"
     c.add_rows(
         f"{name}:json",
         np.asarray(sorted(errors), dtype=np.int64),

@@ -628,3 +628,39 @@ def test_reading_minari_without_minari_says_what_to_install(
 def test_module_docstring_names_versions() -> None:
     assert "TRL 1.16.0" in (__doc__ or "") and "verl 0.9.1" in (__doc__ or "")
     assert os.path.basename(__file__) == "test_rollout_sources.py"
+
+
+def test_deeply_nested_json_is_refused_not_a_crash(tmp_path: Path) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"messages": ' + deep + "}\n")
+    with pytest.raises(RolloutValidationError) as info:
+        detect_format(path)
+    assert problems(info) == ["line 1: not accepted: JSON nested too deeply"]
+    path.write_text(json.dumps({"messages": [{"role": "user", "tool_calls": deep}]}) + "\n")
+    with pytest.raises(RolloutValidationError) as info:
+        list(iter_rollout_chunks(path))
+    assert problems(info) == [
+        "line 1, column 'messages[0].tool_calls': JSON text nested too deeply"
+    ]
+    with pytest.raises(typed_json.TypedJSONError, match="nested too deeply"):
+        typed_json.loads(deep)
+
+
+def test_typed_json_round_trip_and_refusals() -> None:
+    value = {
+        "a": np.arange(6, dtype=np.int16).reshape(2, 3), "s": np.float32(1.5), "t": (1, "x"),
+        "f": [float("nan"), float("inf")], "b": b"\x00\xff", "$nd": 1, "o": {"$t": 2},
+    }  # fmt: skip
+    back = typed_json.loads(typed_json.dumps(value))
+    assert back["a"].dtype == np.int16 and back["a"].tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert isinstance(back["s"], np.float32) and back["t"] == (1, "x") and back["b"] == b"\x00\xff"
+    assert math.isnan(back["f"][0]) and back["f"][1] == math.inf
+    assert back["$nd"] == 1 and back["o"] == {"$t": 2}
+    with pytest.raises(typed_json.TypedJSONError, match=r"\$\.k: a object cannot be kept"):
+        typed_json.dumps({"k": object()})
+    bad = '{"$nd": {"dtype": "<f8", "shape": [1000000000], "data": ""}}'
+    with pytest.raises(typed_json.TypedJSONError, match="needs 8000000000 bytes, has 0"):
+        typed_json.loads(bad)
+    with pytest.raises(typed_json.TypedJSONError, match="not a number type"):
+        typed_json.loads('{"$nd": {"dtype": "O", "shape": [], "data": ""}}')
