@@ -324,7 +324,7 @@ def _step_progress(paths: Sequence[Path], *, quiet: bool) -> Iterator[Callable[[
 
 
 def _parquet_rows(paths: Sequence[Path]) -> int | None:
-    """Total rows when every input is a readable Parquet file, else None."""
+    """Total steps when every input is a readable Parquet file of steps, else None."""
     import pyarrow.parquet as pq
 
     total = 0
@@ -335,7 +335,10 @@ def _parquet_rows(paths: Sequence[Path]) -> int | None:
             with open(p, "rb") as f:
                 if f.read(4) != b"PAR1":
                     return None
-            total += pq.ParquetFile(p).metadata.num_rows
+            meta = pq.ParquetFile(p)
+            if not {"episode_id", "step"} <= set(meta.schema_arrow.names):
+                return None  # rows of a record format (TRL): a row is an episode, not a step
+            total += meta.metadata.num_rows
         except (OSError, ValueError):
             return None  # the recording itself reports the problem
     return total
