@@ -47,6 +47,7 @@ import pyarrow.parquet as pq
 
 from . import typed_json
 from .formats import (
+    CHUNK_BYTES,
     RECORD_FORMATS,
     TRUNCATION_REASONS,
     ChunkBuilder,
@@ -1688,10 +1689,26 @@ def _read_episode_file(path: str | os.PathLike[str]) -> pa.RecordBatch:
     )
 
 
+def _rows_for(batch_rows: int, nbytes: int, rows: int) -> int:
+    """Rows per chunk: ``batch_rows``, fewer when rows average over ``CHUNK_BYTES / batch_rows``."""
+    if rows <= 0:
+        return batch_rows
+    per_row = max(1, nbytes // rows)
+    return max(1, min(batch_rows, CHUNK_BYTES // per_row))
+
+
 def _iter_arrow(path: Path, kind: str, batch_rows: int) -> Iterator[pa.RecordBatch]:
     if kind == "parquet":
         pf = pq.ParquetFile(path)
-        yield from pf.iter_batches(batch_size=batch_rows)
+        meta = pf.metadata
+        # The row size in memory, from the first rows read (the file's sizes are of encoded
+        # data, which can be far smaller); a later batch still over the bound is sliced.
+        probe = next(pf.iter_batches(batch_size=16), None)
+        size = 0 if probe is None else probe.nbytes * max(1, meta.num_rows) // max(1, len(probe))
+        for batch in pf.iter_batches(batch_size=_rows_for(batch_rows, size, meta.num_rows)):
+            step = _rows_for(batch_rows, batch.nbytes, batch.num_rows)
+            for start in range(0, max(batch.num_rows, 1), step):
+                yield batch.slice(start, step)
         return
     with pa.memory_map(str(path)) as source:
         reader: Any = ipc.open_file(source) if kind == "arrow" else ipc.open_stream(source)
@@ -1701,8 +1718,9 @@ def _iter_arrow(path: Path, kind: str, batch_rows: int) -> Iterator[pa.RecordBat
             else reader
         )
         for batch in batches:
-            for start in range(0, max(batch.num_rows, 1), batch_rows):
-                yield batch.slice(start, batch_rows)
+            step = _rows_for(batch_rows, batch.nbytes, batch.num_rows)
+            for start in range(0, max(batch.num_rows, 1), step):
+                yield batch.slice(start, step)
 
 
 def _iter_table_records(

@@ -33,6 +33,7 @@ from .schema import EPISODE_ATTR_SCHEMA, STEP_SCHEMA
 from .validate import ProblemCollector
 
 __all__ = [
+    "CHUNK_BYTES",
     "CHUNK_TEXT_BYTES",
     "RECORD_FORMATS",
     "TRUNCATION_REASONS",
@@ -44,8 +45,13 @@ __all__ = [
     "map_record",
 ]
 
-CHUNK_TEXT_BYTES: Final = 64 << 20
-"""A chunk is cut early once its text fields hold this many bytes (bounds memory)."""
+CHUNK_BYTES: Final = 64 << 20
+"""A chunk of any input holds about this much data at most: a chunk is cut early once its text
+fields (records) or values (Parquet, Arrow, Minari) reach it, so memory stays bounded however
+large the rows are (long texts, image observations)."""
+
+CHUNK_TEXT_BYTES: Final = CHUNK_BYTES
+"""A record chunk is cut early once its text fields hold this many bytes."""
 
 RECORD_FORMATS: Final = (
     "chat-jsonl",

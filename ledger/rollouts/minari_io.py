@@ -28,7 +28,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from . import typed_json
-from .formats import ReaderOptions, RolloutChunk
+from .formats import CHUNK_BYTES, ReaderOptions, RolloutChunk
 from .schema import EPISODE_ATTR_SCHEMA, STEP_SCHEMA, tensor_field, with_columns
 from .spaces import SpaceError, space_to_json
 from .validate import Problem, RolloutValidationError
@@ -305,13 +305,14 @@ def iter_minari_chunks(root: Path, batch_rows: int, opts: ReaderOptions) -> Iter
         ep_meta = storage.get_episode_metadata(range(total))
         obs_space, act_space = storage.observation_space, storage.action_space
         pending: list[tuple[dict[str, Any], dict[str, Any]]] = []
-        rows = 0
+        rows = held = 0
         for ep, em in zip(episodes, ep_meta, strict=True):
             pending.append((ep, em))
             rows += len(ep["rewards"])
-            if rows >= batch_rows:
+            held += _nbytes(ep["observations"]) + _nbytes(ep["actions"])
+            if rows >= batch_rows or held >= CHUNK_BYTES:
                 yield _chunk(pending, obs_space, act_space, opts, meta)
-                meta, pending, rows = None, [], 0
+                meta, pending, rows, held = None, [], 0, 0
         if pending or meta is not None:
             yield _chunk(pending, obs_space, act_space, opts, meta)
     except (SpaceError, typed_json.TypedJSONError) as e:
@@ -320,6 +321,15 @@ def iter_minari_chunks(root: Path, batch_rows: int, opts: ReaderOptions) -> Iter
         raise RolloutValidationError(
             subject, [Problem(None, None, f"{root}: Minari dataset cannot be read: {e!r}")]
         ) from e
+
+
+def _nbytes(values: Any) -> int:
+    """Bytes held by a space's values (arrays, and dicts and tuples of them)."""
+    if isinstance(values, dict):
+        return sum(_nbytes(v) for v in values.values())
+    if isinstance(values, tuple | list) and values and not isinstance(values[0], str | bytes):
+        return sum(_nbytes(v) for v in values)
+    return int(getattr(values, "nbytes", 0))
 
 
 def _chunk(

@@ -664,3 +664,23 @@ def test_typed_json_round_trip_and_refusals() -> None:
         typed_json.loads(bad)
     with pytest.raises(typed_json.TypedJSONError, match="not a number type"):
         typed_json.loads('{"$nd": {"dtype": "O", "shape": [], "data": ""}}')
+
+
+def test_large_rows_are_read_in_chunks_of_bounded_size(tmp_path: Path) -> None:
+    """65,536 image rows would be gigabytes: chunks are cut by bytes too (CHUNK_BYTES)."""
+    from trajledger.ledger.rollouts import convert
+
+    frames = np.zeros((40, 64, 64, 3), np.uint8)
+    table = pa.table({
+        "episode_id": ["e"] * 40, "step": list(range(40)),
+        "obs": pa.FixedShapeTensorArray.from_numpy_ndarray(frames),
+        "reward": [0.0] * 40, "terminated": [i == 39 for i in range(40)], "truncated": [False] * 40,
+    })  # fmt: skip
+    pq.write_table(table, tmp_path / "img.parquet", row_group_size=40)
+    old = convert.CHUNK_BYTES
+    convert.CHUNK_BYTES = 64 * 64 * 3 * 10  # about ten frames a chunk
+    try:
+        sizes = [c.steps.num_rows for c in iter_rollout_chunks(tmp_path / "img.parquet")]
+    finally:
+        convert.CHUNK_BYTES = old
+    assert 3 <= len(sizes) <= 6 and sum(sizes) == 40
