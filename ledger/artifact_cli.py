@@ -19,6 +19,21 @@ from .clikit import Context, Group, emit_json, ok, pass_ctx, warn
 
 __all__ = ["COMMANDS"]
 
+INPUT_FORMATS = (
+    "parquet",
+    "arrow",
+    "arrow-stream",
+    "rollout-jsonl",
+    "chat-jsonl",
+    "trl-completions",
+    "trl-prompt-completion",
+    "trl-preference",
+    "trl-kto",
+    "verl-jsonl",
+    "minari",
+)
+"""The input formats (``ledger.rollouts.FORMATS``), listed here so --help loads no pyarrow."""
+
 VERSION_OPTION = click.option(
     "--version", "version", required=True, help="Version string; NAME@VERSION is immutable."
 )
@@ -50,6 +65,12 @@ def env() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Deterministic rules file; its digest is recorded.",
 )
+@click.option(
+    "--from-minari",
+    "minari_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Take the observation/action spaces and the env spec from this Minari dataset.",
+)
 @click.option("--key", required=True, help="Signing key (a producer).")
 @pass_ctx
 def env_register(
@@ -60,12 +81,18 @@ def env_register(
     source: str | None,
     gym_id: str | None,
     rules: Path | None,
+    minari_dir: Path | None,
     key: str,
 ) -> None:
-    """Record environment NAME at --version; prints its digest."""
-    from .artifacts import register_environment
+    """Record environment NAME at --version; prints its digest.
+
+    With --gym-id, the environment is made (gymnasium.make) to record its observation and
+    action spaces and its spec; with --from-minari, they come from the dataset's metadata.
+    """
+    from .artifacts import environment_spaces, register_environment
 
     ledger = ctx.ledger()
+    spaces = environment_spaces(gymnasium_id=gym_id, minari_dir=minari_dir)
     rec = register_environment(
         ledger,
         name,
@@ -75,6 +102,7 @@ def env_register(
         source=source,
         gymnasium_id=gym_id,
         rules=rules,
+        **spaces,
     )
     ok(f"environment {name}@{version} recorded at log index {rec.index}")
     click.echo(rec.digest)
@@ -143,8 +171,47 @@ def evaluator_register(
     click.echo(rec.digest)
 
 
+REWARD_WEIGHTS = click.option(
+    "--reward-weights",
+    help="TRL completions: the reward-function columns and weights, NAME=W,NAME=W (TRL's "
+    "reward_weights); the reward is their weighted sum over the scores present. Default: every "
+    "numeric column, weight 1.",
+)
+REWARD_COLUMN = click.option(
+    "--reward-column", help="TRL completions: take the reward from this one column instead."
+)
+
+
+def _reader_options(reward_weights: str | None, reward_column: str | None) -> Any:
+    """The reader options from the TRL flags (None when neither is given)."""
+    if reward_weights is None and reward_column is None:
+        return None
+    from .rollouts import ReaderOptions
+
+    weights: dict[str, float] | None = None
+    if reward_weights is not None:
+        if reward_column is not None:
+            raise click.BadParameter(
+                "give --reward-weights or --reward-column, not both", param_hint="--reward-weights"
+            )
+        weights = {}
+        for part in reward_weights.split(","):
+            name, sep, w = (x.strip() for x in part.partition("="))
+            if not name or name in weights:
+                raise click.BadParameter(
+                    f"{part!r}: want NAME=WEIGHT, each name once", param_hint="--reward-weights"
+                )
+            try:
+                weights[name] = float(w) if sep else 1.0
+            except ValueError:
+                raise click.BadParameter(
+                    f"{part!r}: want NAME=WEIGHT with a number", param_hint="--reward-weights"
+                ) from None
+    return ReaderOptions(reward_weights=weights, reward_column=reward_column)
+
+
 @click.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
     "--env", "env_ref", required=True, help="Registered environment, NAME@VERSION or digest."
 )
@@ -163,11 +230,11 @@ def evaluator_register(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(
-        ["parquet", "arrow", "arrow-stream", "chat-jsonl", "trl-jsonl", "verl-jsonl"]
-    ),
+    type=click.Choice(INPUT_FORMATS),
     help="Input format (default: detected).",
 )
+@REWARD_WEIGHTS
+@REWARD_COLUMN
 @click.option("--name", help="Batch name (default: rollouts-<env>-<policy>).")
 @click.option("--consent", help="Consent basis of the data.")
 @click.option("--licence", help="Licence of the data.")
@@ -182,6 +249,8 @@ def record(
     evaluator_ref: str | None,
     episodes: Path | None,
     fmt: str | None,
+    reward_weights: str | None,
+    reward_column: str | None,
     name: str | None,
     consent: str | None,
     licence: str | None,
@@ -190,13 +259,16 @@ def record(
 ) -> None:
     """Record rollout files as one batch; the batch digest is the last stdout line.
 
-    Inputs: Parquet/Arrow in the rollout schema (or the minimal episode_id, step, obs, action,
-    reward, terminated, truncated), chat-style JSONL, TRL or verl dumps. Inputs are streamed and
+    Inputs (detected, or named with --format): Parquet/Arrow in the rollout schema (or the
+    minimal episode_id, step, obs, action, reward, terminated, truncated); chat JSONL; TRL's
+    completions table (completions/completions_NNNNN.parquet) and dataset types; verl rollout
+    dumps; Minari dataset directories. Several inputs make one batch. Inputs are streamed and
     validated completely; on any problem nothing is recorded and every problem is listed.
     """
     from .artifacts import record_batch
 
     ledger = ctx.ledger()
+    options = _reader_options(reward_weights, reward_column)
     signer = _signer(ctx, key)
     with _step_progress(paths, quiet=ctx.quiet) as advance:
         result = record_batch(
@@ -213,6 +285,7 @@ def record(
             licence=licence,
             retention=retention,
             on_chunk=advance,
+            options=options,
         )
     s = result.stats
     ok(
@@ -251,16 +324,21 @@ def _step_progress(paths: Sequence[Path], *, quiet: bool) -> Iterator[Callable[[
 
 
 def _parquet_rows(paths: Sequence[Path]) -> int | None:
-    """Total rows when every input is a readable Parquet file, else None."""
+    """Total steps when every input is a readable Parquet file of steps, else None."""
     import pyarrow.parquet as pq
 
     total = 0
     for p in paths:
         try:
+            if p.is_dir():
+                return None
             with open(p, "rb") as f:
                 if f.read(4) != b"PAR1":
                     return None
-            total += pq.ParquetFile(p).metadata.num_rows
+            meta = pq.ParquetFile(p)
+            if not {"episode_id", "step"} <= set(meta.schema_arrow.names):
+                return None  # rows of a record format (TRL): a row is an episode, not a step
+            total += meta.metadata.num_rows
         except (OSError, ValueError):
             return None  # the recording itself reports the problem
     return total
@@ -354,22 +432,29 @@ def show(ctx: Context, ref: str, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(
-        ["parquet", "arrow", "arrow-stream", "chat-jsonl", "trl-jsonl", "verl-jsonl"]
-    ),
+    type=click.Choice(INPUT_FORMATS),
     help="Input format (default: detected).",
 )
+@REWARD_WEIGHTS
+@REWARD_COLUMN
 @click.option("--json", "as_json", is_flag=True, help="Print the problems as JSON.")
 @pass_ctx
-def validate(ctx: Context, paths: tuple[Path, ...], fmt: str | None, as_json: bool) -> None:
+def validate(
+    ctx: Context,
+    paths: tuple[Path, ...],
+    fmt: str | None,
+    reward_weights: str | None,
+    reward_column: str | None,
+    as_json: bool,
+) -> None:
     """Validate rollout files against the schema without recording; lists every problem."""
     from .validate_files import validate_files
 
-    report = validate_files(list(paths), fmt)
+    report = validate_files(list(paths), fmt, _reader_options(reward_weights, reward_column))
     if as_json:
         emit_json(report.to_json())
     report.raise_if_failed()

@@ -11,6 +11,7 @@ rollout data is validated completely while it is written to a private temporary 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import tempfile
@@ -38,15 +39,18 @@ from .record import Recorded, record_files
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from trajledger.verify.digest import FileDigest
     from trajledger.verify.statement import Statement
 
     from .home import Ledger
+    from .rollouts.formats import ReaderOptions
 
 __all__ = [
     "BatchResult",
     "DatasetResult",
     "batch_files",
     "create_dataset",
+    "environment_spaces",
     "record_batch",
     "register_environment",
     "register_evaluator",
@@ -94,11 +98,16 @@ def register_environment(
     source: str | None = None,
     gymnasium_id: str | None = None,
     rules: Path | None = None,
+    observation_space: Mapping[str, Any] | None = None,
+    action_space: Mapping[str, Any] | None = None,
+    env_spec: Mapping[str, Any] | None = None,
 ) -> Recorded:
     """Record an environment version: its files (code, config, rules) and metadata.
 
     With no files, a descriptor ``environment.json`` (name, version, source, Gymnasium id and
-    the installed Gymnasium version) is recorded, so every environment has content to address.
+    the installed Gymnasium version, the spaces and the spec) is recorded, so every environment
+    has content to address. The spaces and spec (``ledger.rollouts.spaces``) go into the
+    predicate too: with them, flattened observations and actions can be unflattened.
 
     Raises:
         PolicyError: NAME@VERSION is already recorded.
@@ -121,6 +130,9 @@ def register_environment(
         source=source,
         rules_digest=rules_digest,
         gymnasium_id=gymnasium_id,
+        observation_space=observation_space,
+        action_space=action_space,
+        env_spec=env_spec,
     )
     with tempfile.TemporaryDirectory(dir=_tmp_root(ledger)) as tmp:
         if files or rules:
@@ -133,10 +145,64 @@ def register_environment(
                 import gymnasium
 
                 body["gymnasium"] = {"id": gymnasium_id, "version": gymnasium.__version__}
+            for key, value in (
+                ("observationSpace", observation_space),
+                ("actionSpace", action_space),
+                ("envSpec", env_spec),
+            ):
+                if value is not None:
+                    body[key] = value
             found = _descriptor(Path(tmp), "environment.json", body)
         return record_files(
             ledger, found, signer, predicates.ENVIRONMENT, predicate, name=f"{name}@{version}"
         )
+
+
+def environment_spaces(
+    *, gymnasium_id: str | None = None, minari_dir: Path | None = None
+) -> dict[str, Any]:
+    """The spaces and spec to register an environment with, from Gymnasium or a Minari dataset.
+
+    Args:
+        gymnasium_id: make this environment (``gymnasium.make``) and describe it.
+        minari_dir: read them from this Minari dataset's metadata (takes precedence).
+
+    Returns:
+        ``observation_space``, ``action_space`` and ``env_spec`` keyword arguments for
+        `register_environment` (empty when neither source is given).
+
+    Raises:
+        LedgerError: the environment cannot be made, or the dataset cannot be read.
+        FormatError: a space that cannot be described.
+    """
+    from .rollouts.spaces import SpaceError, space_to_json, spec_to_json
+
+    try:
+        if minari_dir is not None:
+            from .rollouts.minari_io import dataset_spaces
+
+            return dataset_spaces(minari_dir)
+        if gymnasium_id is not None:
+            import gymnasium
+
+            try:
+                env = gymnasium.make(gymnasium_id)
+            except (gymnasium.error.Error, ImportError, TypeError, ValueError) as e:
+                raise LedgerError(
+                    f"gymnasium environment {gymnasium_id!r} cannot be made ({e}); install its "
+                    "package, or register without --gym-id"
+                ) from e
+            try:
+                return {
+                    "observation_space": space_to_json(env.observation_space),
+                    "action_space": space_to_json(env.action_space),
+                    "env_spec": spec_to_json(env.spec) if env.spec is not None else None,
+                }
+            finally:
+                env.close()
+    except SpaceError as e:
+        raise FormatError(f"environment: {e}") from e
+    return {}
 
 
 def register_evaluator(
@@ -232,6 +298,8 @@ def record_batch(
     retention: str | None = None,
     generator: str = GENERATOR,
     on_chunk: Callable[[int], None] | None = None,
+    options: ReaderOptions | None = None,
+    meta: Mapping[str, Any] | None = None,
 ) -> BatchResult:
     """Record a rollout batch from files (streamed), an Arrow table, or Python rows.
 
@@ -239,16 +307,18 @@ def record_batch(
         1. Check the arguments; resolve the environment (and evaluator) references: each must
            be registered.
         2. Stream the input through validation into ``steps.parquet`` and ``episodes.parquet``
-           in a private temporary directory (zstd, BYTE_STREAM_SPLIT floats); every problem is
-           reported with its row and column, and nothing reaches the ledger on failure. Episode
-           ``env_version`` and ``policy_version`` left null by the input are filled with the
-           environment digest and ``policy``.
+           in a private temporary directory (zstd, BYTE_STREAM_SPLIT floats), hashing both as
+           they are written; every problem is reported with its row and column, and nothing
+           reaches the ledger on failure. Episode ``env_version`` and ``policy_version`` left
+           null by the input are filled with the environment digest and ``policy`` as the
+           episode table is built.
         3. Build the predicate (refs, policy version, seeds, counts, summary statistics,
-           consent / licence / retention) and hash the files. Refuse rollouts that were erased,
-           and rollouts already recorded with other metadata (a batch digest names one
-           record); with the same metadata, recording again is a no-op that returns the first
-           record.
-        4. Record both files with the rollout-batch predicate (stored, signed, logged).
+           consent / licence / retention, source format and metadata, spaces and spec). Refuse
+           rollouts that were erased, and rollouts already recorded with other metadata (a
+           batch digest names one record); with the same metadata, recording again is a no-op
+           that returns the first record.
+        4. Record both files with the rollout-batch predicate: moved into the store (not
+           copied, not hashed again), signed, logged.
 
     Args:
         ledger: the open ledger.
@@ -267,6 +337,10 @@ def record_batch(
         retention: retention rule, e.g. ``365d``.
         generator: what produced the batch (recorded in the predicate).
         on_chunk: called with the number of steps of each chunk read (progress).
+        options: reader choices the input cannot express (TRL reward weights or column).
+        meta: what the caller knows about the whole batch: ``observationSpace``,
+            ``actionSpace``, ``envSpec`` (``ledger.rollouts.spaces`` JSON); an input that
+            states them too (a Minari dataset) must agree.
 
     Returns:
         The recorded batch, its statistics and the resolved references.
@@ -279,7 +353,7 @@ def record_batch(
             policy).
         LedgerError: a missing input file; LogError: the log cannot be appended to.
     """
-    from .rollouts import iter_rollout_chunks, rows_to_table, write_steps_parquet
+    from .rollouts import rows_to_table, write_steps_parquet
 
     # (1)
     if not policy:
@@ -290,16 +364,21 @@ def record_batch(
     catalog = Catalog(ledger)
     env_item = _registered(catalog, env, "environment")
     eval_item = _registered(catalog, evaluator, "evaluator") if evaluator else None
-    chunks = _chunks(source, episodes, fmt, rows_to_table, iter_rollout_chunks, on_chunk)
+    chunks = _chunks(source, episodes, fmt, rows_to_table, on_chunk, options, meta)
     subject = ", ".join(str(p) for p in source) if _is_paths(source) else "rollouts"
     # (2)
     with tempfile.TemporaryDirectory(dir=_tmp_root(ledger)) as tmp:
         steps_path, episodes_path = Path(tmp) / "steps.parquet", Path(tmp) / "episodes.parquet"
         stats = write_steps_parquet(
-            chunks, steps_path, episodes_path=episodes_path, subject=subject
+            chunks,
+            steps_path,
+            episodes_path=episodes_path,
+            subject=subject,
+            fill={"env_version": env_item.digest, "policy_version": policy},
         )
-        _fill_episode_versions(episodes_path, env_item.digest, policy)
         summary = stats.summary()
+        found = dict(stats.meta)
+        source_meta = {k: found.pop(k) for k in ("formats", "minari") if k in found}
         # (3)
         predicate = _model(
             RolloutBatchPredicate,
@@ -320,8 +399,12 @@ def record_batch(
             consent=consent,
             licence=licence,
             retention=retention,
+            source=source_meta or None,
+            observation_space=found.get("observationSpace"),
+            action_space=found.get("actionSpace"),
+            env_spec=found.get("envSpec"),
         )
-        files = {"steps.parquet": steps_path, "episodes.parquet": episodes_path}
+        files = {"steps.parquet": stats.steps_file, "episodes.parquet": stats.episodes_file}
         label = name or f"rollouts-{env_item.ref}-{policy}"
         _refuse_recorded_otherwise(ledger, files, label, predicate)
         # (4)
@@ -331,60 +414,23 @@ def record_batch(
     return BatchResult(recorded, summary, env_item, eval_item)
 
 
-def _fill_episode_versions(path: Path, env_digest: str, policy: str) -> None:
-    """Fill null ``env_version`` / ``policy_version`` in the episode file.
-
-    Streamed row group by row group into a new file that replaces the old one, so memory stays
-    bounded however many episodes there are; row groups keep their sizes, so the bytes depend
-    only on the episodes.
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from .rollouts.parquet_io import parquet_writer
-
-    fills = {"env_version": env_digest, "policy_version": policy}
-    source = pq.ParquetFile(path)
-    meta = source.metadata
-    schema = source.schema_arrow
-    indices = {c: schema.get_field_index(c) for c in fills}
-    if all(
-        meta.row_group(g).column(indices[c]).statistics is not None
-        and meta.row_group(g).column(indices[c]).statistics.null_count == 0
-        for g in range(meta.num_row_groups)
-        for c in fills
-    ):
-        return  # nothing to fill
-    filled_path = path.with_name(f".{path.name}.filled")
-    writer = parquet_writer(filled_path, schema)
-    try:
-        for g in range(meta.num_row_groups):
-            table = source.read_row_group(g)
-            for column, value in fills.items():
-                i = indices[column]
-                table = table.set_column(
-                    i, schema.field(i), table.column(i).fill_null(pa.scalar(value, pa.string()))
-                )
-            writer.write_table(table, row_group_size=max(1, table.num_rows))
-    finally:
-        writer.close()
-        source.close()
-    os.replace(filled_path, path)
-
-
 def _refuse_recorded_otherwise(
-    ledger: Ledger, files: Mapping[str, Path], label: str, predicate: Mapping[str, Any]
+    ledger: Ledger, files: Mapping[str, FileDigest], label: str, predicate: Mapping[str, Any]
 ) -> None:
     """Refuse rollouts that were erased, or that are recorded as a batch with other metadata.
 
-    The files are hashed first (the digests are needed to ask), so nothing is stored when this
-    refuses: storing erased rollouts again would bring back the data an erasure deleted.
+    The files were hashed as they were written (the digests are needed to ask), and nothing is
+    stored when this refuses: storing erased rollouts again would bring back the data an
+    erasure deleted.
     """
     from trajledger.verify.log_entry import LogEntry
+    from trajledger.verify.manifest import FileEntry, Manifest
 
-    from .files import manifest_for
+    from .files import media_type_for
 
-    manifest = manifest_for(dict(files))
+    manifest = Manifest.from_files(
+        [FileEntry(n, d.size, d.sha256, media_type_for(n)) for n, d in sorted(files.items())]
+    )
     wanted = {"manifest": manifest.to_json(), **predicate}
     entries = [
         (i, LogEntry.from_bytes(ledger.log.entry(i)))
@@ -480,17 +526,20 @@ def _chunks(
     episodes: Any,
     fmt: str | None,
     rows_to_table: Callable[..., Any],
-    iter_rollout_chunks: Callable[..., Any],
     on_chunk: Callable[[int], None] | None,
+    options: ReaderOptions | None,
+    meta: Mapping[str, Any] | None,
 ) -> Iterator[Any]:
-    """The input as a stream of chunks (episode attributes with the first).
+    """The input as a stream of chunks (episode attributes and the caller's metadata first).
 
     Arguments are checked here, before the stream starts: a missing file or inconsistent
-    arguments fail before any work.
+    arguments fail before any work. Several files make one batch (`iter_batch_inputs`: default
+    episode ids stay unique).
     """
     import pyarrow as pa
 
-    from .rollouts import RolloutChunk, detect_format
+    from .rollouts import RolloutChunk, detect_format, iter_batch_inputs
+    from .rollouts.schema import STEP_SCHEMA
 
     items: Iterable[Any]
     if isinstance(source, pa.Table) or (
@@ -515,31 +564,33 @@ def _chunks(
             )
         paths = [Path(p) for p in source]
         for p in paths:
-            if not p.is_file():
-                raise LedgerError(f"{p}: no such file")
+            if not p.exists():
+                raise LedgerError(f"{p}: no such file or directory")
         if isinstance(episodes, pa.Table):
             raise FormatError("with steps given as files, give episodes as a file too")
         if episodes is not None:
             if not Path(episodes).is_file():
                 raise LedgerError(f"{episodes}: no such file")
-            jsonl = [p for p in paths if (fmt or detect_format(p)).endswith("-jsonl")]
-            if jsonl:
+            own = [
+                p
+                for p in paths
+                if (fmt or detect_format(p)) not in ("parquet", "arrow", "arrow-stream",
+                                                     "rollout-jsonl")
+            ]  # fmt: skip
+            if own:
                 raise FormatError(
-                    f"{jsonl[0]}: JSON lines carry their own episode attributes; --episodes is "
-                    "for Parquet/Arrow steps"
+                    f"{own[0]}: this input carries its own episode attributes; --episodes is "
+                    "for steps in the rollout schema (Parquet, Arrow, rollout JSON lines)"
                 )
-
-        def from_files() -> Iterator[Any]:
-            for n, p in enumerate(paths):
-                # The episode file belongs to the batch, not to each file: give it once.
-                yield from iter_rollout_chunks(p, fmt, episodes=episodes if n == 0 else None)
-
-        items = from_files()
+        items = iter_batch_inputs(paths, fmt, episodes=episodes, options=options)
     else:
         raise FormatError(
             f"rollout batch: input is a {type(source).__name__}, want file paths, a pyarrow "
             "Table, or one mapping per step"
         )
+    if meta:
+        head = RolloutChunk(pa.RecordBatch.from_pylist([], schema=STEP_SCHEMA), None, dict(meta))
+        items = itertools.chain([head], items)
     return _counted(items, on_chunk)
 
 

@@ -45,25 +45,35 @@ POLICY = click.option(
 @click.option(
     "--out",
     required=True,
-    metavar="FILE|URI",
-    help="Bundle file to write (conventionally NAME.tar.zst), or a URI (s3://bucket/key) for "
-    "an evidence bundle; a directory for model-signing.",
+    metavar="FILE|DIR|URI",
+    help="Where to write: the bundle file (conventionally NAME.tar.zst) or a URI "
+    "(s3://bucket/key); the Sigstore bundle file; a new directory for model-signing, minari, "
+    "parquet and jsonl.",
 )
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["bundle", "sigstore", "model-signing"]),
+    type=click.Choice(["bundle", "sigstore", "model-signing", "minari", "parquet", "jsonl"]),
     default="bundle",
     show_default=True,
-    help="bundle: an evidence bundle (tar + zstd); sigstore: REF's envelope as a Sigstore "
-    "bundle v0.3 (sigstore-js, cosign); model-signing: a checkpoint's files and an OpenSSF "
-    "model_signing signature (model.sig). See docs/sigstore.md.",
+    help="bundle: evidence to verify REF offline (tar + zstd). sigstore: REF's envelope as a "
+    "Sigstore bundle v0.3 (sigstore-js, cosign). model-signing: a checkpoint's files and an "
+    "OpenSSF model_signing signature. minari, parquet, jsonl: the data of the rollout batch "
+    "REF as a Minari dataset or as plain files (pandas, polars, DuckDB, datasets).",
 )
 @click.option(
     "--key",
     help="sigstore: the signature to export when several signed (key name or keyid); "
     "model-signing: the trainer key that signs (ECDSA P-256).",
 )
+@click.option(
+    "--minari-backend",
+    type=click.Choice(["hdf5", "arrow"]),
+    default="hdf5",
+    show_default=True,
+    help="Minari storage backend (with --format minari).",
+)
+@click.option("--dataset-id", help="Minari dataset id (default: the source dataset's).")
 @click.option(
     "--no-data",
     is_flag=True,
@@ -82,17 +92,22 @@ def export(
     ctx: Context,
     ref: str,
     out: str,
-    no_data: bool,
-    consistency_from: tuple[int, ...],
     fmt: str,
     key: str | None,
+    minari_backend: str,
+    dataset_id: str | None,
+    no_data: bool,
+    consistency_from: tuple[int, ...],
     policy_file: Path | None,
 ) -> None:
     """Write an evidence bundle: everything needed to verify REF and its lineage offline.
 
     Anyone can check it with 'python -m verify FILE --policy POLICY' (only verify/,
     cryptography and zstandard needed) or take it in with 'trajledger import'.
-    With --format sigstore or model-signing, write REF for other tools instead.
+
+    With --format sigstore or model-signing, write REF for other tools instead. With
+    --format minari, parquet or jsonl, write the data of the rollout batch REF (read from the
+    store and checked against its digests) into the new directory --out.
     """
     from .exchange import export_bundle
     from .remote import is_uri, upload
@@ -102,6 +117,20 @@ def export(
             raise click.UsageError("--no-data and --consistency-from apply to --format bundle")
         if is_uri(out):
             raise click.UsageError(f"--out {out}: a URI is for --format bundle; give a path")
+    if fmt in ("minari", "parquet", "jsonl"):
+        from .rollout_export import export_batch
+
+        digest, written = export_batch(
+            ctx.ledger(), ref, Path(out), fmt, minari_format=minari_backend,
+            dataset_id=dataset_id,
+        )
+        ok(
+            f"{ref}: {written.episodes} episode(s), {written.steps} step(s) written to {out} "
+            f"as {fmt} ({len(written.files)} file(s))"
+        )
+        click.echo(digest)
+        return
+    if fmt != "bundle":
         _export_interop(ctx, fmt, ref, Path(out), key, policy_file)
         return
     if key is not None:

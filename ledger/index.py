@@ -93,6 +93,7 @@ from .episode_features import (
     verified_local_copy,
 )
 from .errors import LedgerError
+from .rollouts.success import batch_labels_success, episode_success
 
 if TYPE_CHECKING:
     from .home import Ledger
@@ -302,16 +303,6 @@ class _Unusable(Exception):
 _UNUSABLE_BATCH: tuple[type[BaseException], ...] = (*_UNUSABLE, _Unusable)
 
 
-def _success(termination_reason: pa.Array) -> pa.Array:
-    """The ``success`` column: true for ``success``, false for ``failure``, else null.
-
-    The one place the index defines success (docs/audit-index.md, "success rate").
-    """
-    success = pc.equal(termination_reason, "success")
-    labelled = pc.is_in(termination_reason, pa.array(["success", "failure"]))
-    return pc.if_else(labelled, success, pa.scalar(None, pa.bool_()))
-
-
 def _judge_columns(ep: pa.Table) -> tuple[list[str | None], list[float | None]]:
     """The judge score map as sorted-key JSON text, and the mean of its scores."""
     n = ep.num_rows
@@ -326,10 +317,12 @@ def _judge_columns(ep: pa.Table) -> tuple[list[str | None], list[float | None]]:
     return texts, means
 
 
-def _episode_table(ep: pa.Table, row: Mapping[str, Any], features: Any | None) -> pa.Table:
+def _episode_table(
+    ep: pa.Table, row: Mapping[str, Any], features: Any | None, labels_success: bool
+) -> pa.Table:
     """Episode rows of a chunk of ``episodes.parquet`` with the aligned step features (a
     `FeatureChunk` of the same episodes in the same order), or None when the steps are
-    unusable."""
+    unusable. ``labels_success``: whether the whole batch labels success."""
     n = ep.num_rows
     names = set(ep.column_names)
 
@@ -374,7 +367,8 @@ def _episode_table(ep: pa.Table, row: Mapping[str, Any], features: Any | None) -
         "return": col("return"),
         "num_steps": col("num_steps"),
         "termination_reason": reasons,
-        "success": _success(reasons),
+        # The one definition of success (ledger/rollouts/success.py), for the whole batch.
+        "success": episode_success(ep, batch_labels=labels_success),
         "judge_scores": judge_json,
         "judge_score": judge_mean,
         "cost_usd": col("cost_usd"),
@@ -822,6 +816,7 @@ class Index:
 
         table = self._episodes_table()
         count, buffered, rows = 0, [], 0
+        labels_success = batch_labels_success(episodes_path)
         with contextlib.ExitStack() as stack:
             epf = stack.enter_context(pq.ParquetFile(episodes_path))
             features = None
@@ -829,7 +824,7 @@ class Index:
                 spf = stack.enter_context(pq.ParquetFile(steps_path))
                 features = iter_step_features(parquet_batches(spf, FEATURE_COLUMNS))
             for ep, feats in _aligned(parquet_batches(epf, epf.schema_arrow.names), features):
-                part = _episode_table(ep, row, feats)
+                part = _episode_table(ep, row, feats, labels_success)
                 buffered.append(part)
                 rows += part.num_rows
                 steps = pc.sum(part.column("num_steps")).as_py()

@@ -58,7 +58,11 @@ class ArtifactRef(_Model):
 
 
 class EnvironmentPredicate(_Model):
-    """``environment/v1``: an environment version (code, config, rules files)."""
+    """``environment/v1``: an environment version (code, config, rules files).
+
+    The spaces and spec fields (added with rollout schema 2) let flattened observations and
+    actions be unflattened from the record alone.
+    """
 
     TYPE: ClassVar[str] = predicates.ENVIRONMENT
     name: str = Field(min_length=1)
@@ -66,6 +70,11 @@ class EnvironmentPredicate(_Model):
     source: str | None = None
     rules_digest: str | None = Field(default=None, alias="rulesDigest", pattern=DIGEST_PATTERN)
     gymnasium_id: str | None = Field(default=None, alias="gymnasiumId")
+    observation_space: dict[str, Any] | None = Field(default=None, alias="observationSpace")
+    """The observation space (``ledger.rollouts.spaces.space_to_json``)."""
+    action_space: dict[str, Any] | None = Field(default=None, alias="actionSpace")
+    env_spec: dict[str, Any] | None = Field(default=None, alias="envSpec")
+    """The Gymnasium ``EnvSpec`` (its ``to_json``, numbers made canonical)."""
 
 
 class EvaluatorPredicate(_Model):
@@ -81,7 +90,11 @@ class EvaluatorPredicate(_Model):
 
 
 class RolloutBatchPredicate(_Model):
-    """``rollout-batch/v1``: a batch of rollouts (steps.parquet + episodes.parquet)."""
+    """``rollout-batch/v1``: a batch of rollouts (steps.parquet + episodes.parquet).
+
+    ``schemaVersion`` names the rollout schema of the files (``1`` or ``2``); the fields after
+    ``retention`` were added with rollout schema 2 (readers keep unknown fields).
+    """
 
     TYPE: ClassVar[str] = predicates.ROLLOUT_BATCH
     schema_version: str = Field(alias="schemaVersion")
@@ -96,6 +109,14 @@ class RolloutBatchPredicate(_Model):
     consent: str | None = None
     licence: str | None = None
     retention: str | None = None
+    source: dict[str, Any] | None = None
+    """What the input was: ``formats`` (the input formats read) and, for a Minari dataset,
+    ``minari`` (its metadata: dataset id, version, author, reference scores, ...)."""
+    observation_space: dict[str, Any] | None = Field(default=None, alias="observationSpace")
+    """The observation space the ``obs`` tensors come from; Dict and Tuple spaces are stored
+    flattened (``gymnasium.spaces.flatten``) and unflatten with it."""
+    action_space: dict[str, Any] | None = Field(default=None, alias="actionSpace")
+    env_spec: dict[str, Any] | None = Field(default=None, alias="envSpec")
 
     @field_validator("stats")
     @classmethod

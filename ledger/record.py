@@ -107,7 +107,7 @@ def _check_json(value: Mapping[str, Any], what: str) -> None:
 
 def record_files(
     ledger: Ledger,
-    paths_or_files: Sequence[str | os.PathLike[str]] | Mapping[str, Path],
+    paths_or_files: Sequence[str | os.PathLike[str]] | Mapping[str, Path | FileDigest],
     signers: AnySigner | Sequence[AnySigner],
     predicate_type: str = predicates.FILES,
     predicate_extra: Mapping[str, Any] | None = None,
@@ -124,7 +124,7 @@ def record_files(
            (JSON that RFC 8785 can canonicalise, no ``manifest`` key); open the log and load
            its key, so that nothing is stored when it cannot be appended to.
         2. Expand the paths (`collect_files`) or take the name-to-file map as given.
-        3. Copy every file into the store, hashing while copying.
+        3. Copy every file into the store, hashing while copying (or move a pre-hashed one).
         4. Build the manifest and store its canonical bytes (the artifact digest's preimage).
         5. Sign the statement ``subject (name, manifest digest)``, predicate
            ``{"manifest": ..., **predicate_extra}``, with every signer.
@@ -132,7 +132,9 @@ def record_files(
 
     Args:
         ledger: the open ledger.
-        paths_or_files: files and directories to expand, or a map of manifest names to files.
+        paths_or_files: files and directories to expand, or a map of manifest names to files;
+            a file given as a `FileDigest` was hashed while it was written: it is moved into
+            the store (consumed), not copied and hashed again.
         signers: the key(s) that sign the statement.
         predicate_type: the statement's predicateType (default the plain files predicate).
         predicate_extra: the artifact's own predicate fields, next to ``manifest``.
@@ -163,13 +165,14 @@ def record_files(
     _check_json(extra, "predicate")
     ledger.log.require_signer()
     # (2)
+    files: dict[str, Path | FileDigest]
     if isinstance(paths_or_files, Mapping):
         files = dict(paths_or_files)
         for n in files:
             check_path(n, f"file name {n!r}")
         first = next(iter(sorted(files)), "files")
     else:
-        files = collect_files(paths_or_files)
+        files = dict(collect_files(paths_or_files).items())
         first = Path(paths_or_files[0]).resolve().name if paths_or_files else "files"
     subject_name = name if name is not None else (first or "files")
     if not subject_name:
@@ -179,7 +182,12 @@ def record_files(
     store = ledger.store
     with ThreadPoolExecutor(max_workers=min(4, max(1, len(names)))) as pool:
         digests = []
-        for d in pool.map(lambda n: store.put_file(files[n]), names):
+
+        def put(n: str) -> FileDigest:
+            f = files[n]
+            return store.adopt_file(f.path, f) if isinstance(f, FileDigest) else store.put_file(f)
+
+        for d in pool.map(put, names):
             digests.append(d)
             if on_file is not None:
                 on_file(d)

@@ -211,6 +211,63 @@ class ObjectStore:
         self._remote_put(digest, size, chunks)
         return FileDigest(Path(name), size, h.hexdigest())
 
+    def adopt_file(self, path: str | os.PathLike[str], known: FileDigest) -> FileDigest:
+        """Move a file whose digest is already known (hashed while it was written) into the store.
+
+        On a local store the file is renamed into place (no copy, no second read); it must be
+        on the store's filesystem and is consumed. Elsewhere it is copied (and hashed on the
+        way, which must agree). Storing bytes that are already there is a no-op.
+
+        Raises:
+            StoreError: the file cannot be moved or copied, or its bytes do not match ``known``.
+        """
+        if self._fs is not None:
+            got = self.put_file(path)
+            if (got.size, got.sha256) != (known.size, known.sha256):
+                raise StoreError(
+                    f"{path}: stored as {got.digest} ({got.size} bytes), want {known.digest} "
+                    f"({known.size} bytes): the file changed after it was written"
+                )
+            return got
+        src = Path(path)
+        final = self.path_of(known.digest)
+        try:
+            size = src.stat().st_size
+            if size != known.size:
+                raise StoreError(
+                    f"{src}: {size} bytes, want {known.size}: the file changed after it was written"
+                )
+            if final.exists():
+                src.unlink()
+                return FileDigest(Path(path), known.size, known.sha256)
+            if self.durable:
+                fd = os.open(src, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.chmod(src, 0o444)
+            try:
+                os.replace(src, final)
+            except OSError as e:
+                if e.errno != 18:  # EXDEV: another filesystem; copy instead
+                    raise
+                return self._adopt_by_copy(src, known)
+            if self.durable:
+                fsync_dir(final.parent)
+        except OSError as e:
+            raise StoreError(f"{src}: cannot move into the store: {e.strerror or e}") from e
+        return FileDigest(Path(path), known.size, known.sha256)
+
+    def _adopt_by_copy(self, path: Path, known: FileDigest) -> FileDigest:
+        """`adopt_file` across filesystems: copy (hashing), check, remove the source."""
+        got = self.put_file(path)
+        if (got.size, got.sha256) != (known.size, known.sha256):
+            raise StoreError(f"{path}: stored as {got.digest}, want {known.digest}")
+        path.unlink(missing_ok=True)
+        return got
+
     def _remote_put(self, digest: str, size: int, chunks: Callable[[], Iterable[bytes]]) -> None:
         """Upload bytes to the blob's final key unless an object of that size is there.
 

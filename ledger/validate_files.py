@@ -11,11 +11,14 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trajledger.verify.errors import FormatError
 
 from .errors import LedgerError
+
+if TYPE_CHECKING:
+    from .rollouts.formats import ReaderOptions
 
 __all__ = ["FilesReport", "validate_files"]
 
@@ -44,21 +47,22 @@ class FilesReport:
             raise self.error
 
 
-def validate_files(paths: Sequence[Path], fmt: str | None = None) -> FilesReport:
-    """Validate rollout files as one batch.
+def validate_files(
+    paths: Sequence[Path], fmt: str | None = None, options: ReaderOptions | None = None
+) -> FilesReport:
+    """Validate rollout files (or Minari dataset directories) as one batch.
 
     Raises:
         LedgerError: a file is missing.
     """
-    from .rollouts import RolloutValidationError, iter_rollout_chunks, write_steps_parquet
+    from .rollouts import RolloutValidationError, iter_batch_inputs, write_steps_parquet
 
     for p in paths:
-        if not p.is_file():
-            raise LedgerError(f"{p}: no such file")
+        if not p.exists():
+            raise LedgerError(f"{p}: no such file or directory")
 
     def chunks() -> Any:
-        for p in paths:
-            yield from iter_rollout_chunks(p, fmt)
+        yield from iter_batch_inputs(paths, fmt, options=options)
 
     with tempfile.TemporaryDirectory() as tmp:
         try:

@@ -1,11 +1,13 @@
 """Rollout data layer: the Arrow schema of recorded rollouts, its inputs, validation, Parquet.
 
-Scope: schema v1 of the step and episode tables (``schema``), converting inputs into it
-(``convert``: Parquet, Arrow IPC, chat JSONL, TRL and verl dumps, Python rows), validating
-(``validate``) and writing Parquet with summary statistics (``parquet_io``).
+Scope: schema v2 of the step and episode tables (``schema``; v1 kept for reading), converting
+inputs into it (``convert``: Parquet, Arrow IPC, Python rows; ``formats``: chat, TRL and verl
+records; ``minari_io``: Minari datasets), validating (``validate``), writing Parquet with
+summary statistics (``parquet_io``), the one definition of success (``success``), spaces and
+typed JSON (``spaces``, ``typed_json``), and writing batches back out (``export``).
 Non-scope: hashing, storing, signing and logging the written files; that is the recording
 layer's job, which calls `write_steps_parquet` and puts `WriteStats.summary` in the manifest.
-Spec: ``schemas/rollout.v1.md``, ``schemas/rollout-inputs.md``.
+Spec: ``schemas/rollout.v2.md``, ``schemas/rollout-inputs.md``.
 
 pyarrow is heavy, so names are loaded on first use (PEP 562): importing this package costs
 nothing until a rollout is recorded, and ``trajledger --help`` stays fast.
@@ -21,10 +23,12 @@ if TYPE_CHECKING:
         DEFAULT_BATCH_ROWS,
         FORMATS,
         EpisodeBuilder,
+        ReaderOptions,
         RolloutChunk,
         StepNormaliser,
         derive_episodes,
         detect_format,
+        iter_batch_inputs,
         iter_rollout_chunks,
         iter_step_batches,
         normalise_episodes,
@@ -56,6 +60,7 @@ __all__ = [
     "STEP_SCHEMA",
     "EpisodeBuilder",
     "Problem",
+    "ReaderOptions",
     "RolloutChunk",
     "RolloutValidationError",
     "StepNormaliser",
@@ -63,6 +68,7 @@ __all__ = [
     "WriteStats",
     "derive_episodes",
     "detect_format",
+    "iter_batch_inputs",
     "iter_rollout_chunks",
     "iter_step_batches",
     "normalise_episodes",

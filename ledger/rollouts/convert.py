@@ -1,35 +1,38 @@
-"""Rollout inputs: normalisation into schema v1, derived episodes, and streaming readers.
+"""Rollout inputs: normalisation into schema v2, derived episodes, and streaming readers.
 
 Scope:
-  * `normalise_steps` turns a step table in schema v1 or the minimal classic form
-    (``episode_id, step, obs, action, reward, terminated, truncated``) into `STEP_SCHEMA`:
-    types are widened or narrowed where exact, missing optional columns become null,
-    ``is_first`` and ``is_last`` are derived. `normalise_episodes` does the same for episode
-    attributes.
+  * `normalise_steps` turns a step table in schema v2 (or v1, or the minimal classic form
+    ``episode_id, step, obs, action, reward, terminated, truncated``) into `STEP_SCHEMA`: types
+    are widened where exact, tensor columns keep their value type and shape, missing optional
+    columns become null, ``is_first`` and ``is_last`` are derived. `normalise_episodes` does
+    the same for episode attributes.
   * `derive_episodes` computes the episode table (return, num_steps, termination reason,
-    cost) from steps, merged with any episode attributes the input gave.
+    success, cost) from steps, merged with any episode attributes the input gave.
   * Readers that stream an input as `RolloutChunk` objects of bounded size: Parquet, Arrow IPC
-    (file and stream), and JSONL of chat rollouts, TRL dumps and verl dumps, plain or
+    (file and stream) in the rollout schema; records of what LLM training libraries write (chat,
+    TRL completions and dataset types, verl dumps; ``formats.py`` maps them) as JSONL, plain or
     compressed with gzip or zstd (recognised by magic bytes, decompressed as a stream, refused
-    past `MAX_DECOMPRESSED_BYTES` or a line past `MAX_LINE_BYTES`). A reader never holds more
-    than one chunk of the input in memory.
+    past `MAX_DECOMPRESSED_BYTES` or a line past `MAX_LINE_BYTES`), or as Parquet/Arrow rows;
+    Minari dataset directories (``minari_io.py``). A reader never holds more than one chunk of
+    the input in memory.
   * `rows_to_table` / `rows_to_episodes` for the Python API (a list of dicts).
 Non-scope: content validation (``validate.py``; these functions check only what they need in
 order to convert), writing (``parquet_io.py``), and compressed Parquet or Arrow files (both
 compress internally; a gzip or zstd wrapper around them is refused).
-Spec: ``schemas/rollout.v1.md`` (the tables) and ``schemas/rollout-inputs.md`` (each input
+Spec: ``schemas/rollout.v2.md`` (the tables) and ``schemas/rollout-inputs.md`` (each input
 mapping).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import gzip
 import io
 import json
 import os
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,12 +45,32 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from . import typed_json
+from .formats import (
+    CHUNK_BYTES,
+    RECORD_FORMATS,
+    TRUNCATION_REASONS,
+    ChunkBuilder,
+    ReaderOptions,
+    RecordProblems,
+    RolloutChunk,
+    kind_of_record,
+    map_record,
+)
+from .minari_io import minari_root
 from .schema import (
     EPISODE_ATTR_SCHEMA,
     EPISODE_SCHEMA,
+    EXTRAS_TYPE,
     STEP_INPUT_REQUIRED,
     STEP_SCHEMA,
+    TENSOR_COLUMNS,
+    TENSOR_VALUE_TYPES,
     VECTOR_TYPE,
+    conforms,
+    tensor_field,
+    tensor_shape,
+    with_columns,
 )
 from .validate import Problem, ProblemCollector, RolloutValidationError, invalid_utf8_rows
 
@@ -61,10 +84,13 @@ __all__ = [
     "MAX_LINE_BYTES",
     "TRUNCATION_REASONS",
     "EpisodeBuilder",
+    "ReaderOptions",
     "RolloutChunk",
     "StepNormaliser",
+    "TensorTypes",
     "derive_episodes",
     "detect_format",
+    "iter_batch_inputs",
     "iter_rollout_chunks",
     "iter_step_batches",
     "normalise_episodes",
@@ -75,9 +101,6 @@ __all__ = [
 
 DEFAULT_BATCH_ROWS: Final = 65536
 """Rows per streamed batch."""
-
-CHUNK_TEXT_BYTES: Final = 64 << 20
-"""A JSONL chunk is cut early once its text fields hold this many bytes (bounds memory)."""
 
 MAX_LINE_BYTES: Final = 64 << 20
 """Longest accepted JSONL line (one episode), newline included; a longer line refuses the file.
@@ -90,30 +113,13 @@ MAX_DECOMPRESSED_BYTES: Final = 64 << 30
 """Most bytes a gzip or zstd JSONL file may decompress to; past it the file is refused as a
 possible decompression bomb. Split larger inputs into several files of one batch."""
 
-FORMATS: Final = ("parquet", "arrow", "arrow-stream", "chat-jsonl", "trl-jsonl", "verl-jsonl")
-"""Input formats `detect_format` recognises."""
-
-TRUNCATION_REASONS: Final = frozenset(
-    {"truncated", "length", "max_tokens", "max_turns", "timeout", "time_limit"}
-)
-"""JSONL ``termination_reason`` values that mark the last step truncated, not terminated."""
+FORMATS: Final = ("parquet", "arrow", "arrow-stream", *RECORD_FORMATS, "minari")
+"""Input formats `detect_format` recognises. ``parquet``, ``arrow`` and ``arrow-stream`` are
+the rollout schema in those containers; the record formats come as JSONL (plain, gzip or zstd)
+or as rows of a Parquet or Arrow file; ``minari`` is a Minari dataset directory."""
 
 _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _US: Final = dt.timedelta(microseconds=1)
-
-
-@dataclass(frozen=True)
-class RolloutChunk:
-    """A slice of an input: steps in `STEP_SCHEMA`, plus attributes of some episodes.
-
-    Attributes:
-        steps: step rows, in `STEP_SCHEMA`.
-        episodes: episode attributes given by the input (`EPISODE_ATTR_SCHEMA`), for episodes
-            whose steps are in this chunk or another one; None when the input gives none.
-    """
-
-    steps: pa.RecordBatch
-    episodes: pa.RecordBatch | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -137,12 +143,19 @@ def _is_number(t: pa.DataType) -> bool:
     return bool(pa.types.is_integer(t) or pa.types.is_floating(t))
 
 
-def _want_text(want: pa.DataType) -> str:
-    return "a list or fixed-size list of numbers, or a number" if want == VECTOR_TYPE else str(want)
+def _want_text(want: pa.DataType, name: str) -> str:
+    if name in TENSOR_COLUMNS:
+        return "a list, fixed-size list or fixed-shape tensor of numbers or booleans, or a number"
+    if want == EXTRAS_TYPE:
+        return "a map or struct of field names to values"
+    return str(want)
 
 
 def _coerce(arr: pa.Array, field: pa.Field, offset: int, c: ProblemCollector) -> pa.Array | None:
-    """Convert one input column to its schema type, or record why not and return None."""
+    """Convert one input column to its schema type, or record why not and return None.
+
+    Tensor columns are left to `_coerce_tensor` (they keep their value type).
+    """
     want = field.type
     name = field.name
     if arr.type == want:
@@ -153,8 +166,8 @@ def _coerce(arr: pa.Array, field: pa.Field, offset: int, c: ProblemCollector) ->
     if pa.types.is_null(t):
         return pa.nulls(len(arr), want)
     try:
-        if want == VECTOR_TYPE:
-            return _coerce_vector(arr, name, offset, c)
+        if want == EXTRAS_TYPE:
+            return _coerce_extras(arr, name, offset, c)
         if pa.types.is_map(want):
             return _coerce_scores(arr, name, offset, c)
         if pa.types.is_string(want):
@@ -189,9 +202,11 @@ def _coerce(arr: pa.Array, field: pa.Field, offset: int, c: ProblemCollector) ->
             if _is_stringish(t):
                 return arr.cast(pa.string()).cast(want)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        c.add(f"{name}:convert", f"cannot convert {t} to {_want_text(want)}: {e}", column=name)
+        c.add(
+            f"{name}:convert", f"cannot convert {t} to {_want_text(want, name)}: {e}", column=name
+        )
         return None
-    c.add(f"{name}:type", f"type {t}, want {_want_text(want)}", column=name)
+    c.add(f"{name}:type", f"type {t}, want {_want_text(want, name)}", column=name)
     return None
 
 
@@ -203,70 +218,48 @@ def _utf8(value: bytes) -> bool:
     return True
 
 
-def _coerce_vector(arr: pa.Array, name: str, offset: int, c: ProblemCollector) -> pa.Array | None:
+def _tensor_value_type(t: pa.DataType) -> pa.DataType | None:
+    """The value type of a tensor-like input type, or None when it is not one."""
+    if isinstance(t, pa.FixedShapeTensorType):
+        t = t.storage_type
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        v = t.value_type
+    elif _is_number(t) or pa.types.is_boolean(t):
+        v = t
+    else:
+        return None
+    return v if v in TENSOR_VALUE_TYPES else None
+
+
+def _input_shape(field: pa.Field) -> tuple[int, ...] | None:
+    """The fixed shape an input tensor field declares (extension, fixed-size list, metadata)."""
+    t = field.type
+    if isinstance(t, pa.FixedShapeTensorType):
+        return tuple(int(d) for d in t.shape)
+    if pa.types.is_fixed_size_list(t):
+        return (int(t.list_size),)
+    if _is_number(t) or pa.types.is_boolean(t):
+        return ()
+    try:
+        return tensor_shape(field)
+    except ValueError:
+        return None
+
+
+def _coerce_tensor(arr: pa.Array, value_type: pa.DataType) -> pa.Array:
+    """An input tensor column as ``list<value_type>`` (the caller checked the type)."""
+    if isinstance(arr, pa.ExtensionArray):
+        arr = arr.storage
     t = arr.type
-    if (
-        pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
-    ) and _is_number(t.value_type):
-        out = arr.cast(VECTOR_TYPE)
-        if pa.types.is_float64(t.value_type):
-            narrow = pc.list_flatten(out)
-            fixed = _check_float32_range(
-                pc.list_flatten(arr), narrow, pc.list_parent_indices(arr), name, offset, c
-            )
-            if fixed is not narrow:
-                out = _with_values(out, fixed)
-        return out
-    if _is_number(t):
-        valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        values = arr.drop_null().cast(pa.float32())
-        if pa.types.is_float64(t):
-            values = _check_float32_range(
-                arr.drop_null(), values, pa.array(np.flatnonzero(valid)), name, offset, c
-            )
-        offsets = np.zeros(len(arr) + 1, dtype=np.int32)
-        np.cumsum(valid, out=offsets[1:])
-        mask = None if arr.null_count == 0 else pa.array(~valid)
-        return pa.ListArray.from_arrays(pa.array(offsets), values, type=VECTOR_TYPE, mask=mask)
-    c.add(f"{name}:type", f"type {t}, want {_want_text(VECTOR_TYPE)}", column=name)
-    return None
-
-
-def _check_float32_range(
-    wide: pa.Array, narrow: pa.Array, parents: pa.Array, name: str, offset: int, c: ProblemCollector
-) -> pa.Array:
-    """Report rows where a finite float64 became infinite as float32.
-
-    Returns ``narrow``, or when a row is reported, a copy with those values clamped to the
-    float32 range: validation would otherwise report the same value again as infinite. The
-    copy is never written, since a problem is on record.
-    """
-    w = np.asarray(wide.to_numpy(zero_copy_only=False))
-    n = np.asarray(narrow.to_numpy(zero_copy_only=False))
-    over = np.isfinite(w) & ~np.isfinite(n)
-    if not over.any():
-        return narrow
-    rows = np.unique(np.asarray(parents.to_numpy(zero_copy_only=False))[over])
-    c.add_rows(
-        f"{name}:float32",
-        rows,
-        offset,
-        name,
-        lambda i: "holds a value beyond the float32 range (±3.4e38)",
-    )
-    limit = float(np.finfo(np.float32).max)
-    clamped = pa.array(np.clip(w, -limit, limit).astype(np.float32), type=pa.float32())
-    return pc.if_else(pa.array(over), clamped, narrow)
-
-
-def _with_values(lists: pa.Array, values: pa.Array) -> pa.Array:
-    """``lists`` (a `VECTOR_TYPE` array) with its flattened values replaced by ``values``."""
-    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
-    offsets = np.zeros(len(lists) + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    mask = pa.array(np.asarray(lists.is_null().to_numpy(zero_copy_only=False), dtype=bool))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return arr.cast(pa.list_(value_type))
+    # A number column: each value becomes a tensor of one (shape []).
+    valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    offsets = np.zeros(len(arr) + 1, dtype=np.int32)
+    np.cumsum(valid, out=offsets[1:])
+    mask = None if arr.null_count == 0 else pa.array(~valid)
     return pa.ListArray.from_arrays(
-        pa.array(offsets), values, type=VECTOR_TYPE, mask=mask if lists.null_count else None
+        pa.array(offsets), arr.drop_null().cast(value_type), type=pa.list_(value_type), mask=mask
     )
 
 
@@ -275,6 +268,13 @@ def _coerce_scores(arr: pa.Array, name: str, offset: int, c: ProblemCollector) -
     want = EPISODE_SCHEMA.field("judge_scores").type
     if pa.types.is_map(t) and _is_stringish(t.key_type) and _is_number(t.item_type):
         return arr.cast(want)
+    if (
+        _is_pair_list(t)
+        and _is_stringish(t.value_type[0].type)
+        and _is_number(t.value_type[1].type)
+    ):
+        # A map as Parquet stores it (list of key/value structs): what plain exports hold.
+        return _pairs_to_map(arr, want)
     if pa.types.is_struct(t) and all(_is_number(f.type) or pa.types.is_null(f.type) for f in t):
         # A struct is what pyarrow infers from dicts; each non-null member becomes an entry.
         rows = [
@@ -283,6 +283,47 @@ def _coerce_scores(arr: pa.Array, name: str, offset: int, c: ProblemCollector) -
         ]
         return pa.array(rows, type=want)
     c.add(f"{name}:type", f"type {t}, want {want} (or a struct of numbers)", column=name)
+    return None
+
+
+def _is_pair_list(t: pa.DataType) -> bool:
+    return bool(
+        (pa.types.is_list(t) or pa.types.is_large_list(t))
+        and pa.types.is_struct(t.value_type)
+        and t.value_type.num_fields == 2
+        and [f.name for f in t.value_type] == ["key", "value"]
+    )
+
+
+def _pairs_to_map(arr: pa.Array, want: pa.DataType) -> pa.Array:
+    rows = [None if r is None else [(p["key"], p["value"]) for p in r] for r in arr.to_pylist()]
+    return pa.array(rows, type=want)
+
+
+def _coerce_extras(arr: pa.Array, name: str, offset: int, c: ProblemCollector) -> pa.Array | None:
+    """Extras: a map of names to typed JSON text, or a struct / map of values to encode."""
+    t = arr.type
+    if (pa.types.is_map(t) or _is_pair_list(t)) and _is_stringish(
+        t.key_type if pa.types.is_map(t) else t.value_type[0].type
+    ):
+        item = t.item_type if pa.types.is_map(t) else t.value_type[1].type
+        if _is_stringish(item):
+            out = arr.cast(EXTRAS_TYPE) if pa.types.is_map(t) else _pairs_to_map(arr, EXTRAS_TYPE)
+            return out
+    if pa.types.is_struct(t) or pa.types.is_map(t):
+        rows: list[Any] = []
+        for i, d in enumerate(arr.to_pylist()):
+            if d is None:
+                rows.append(None)
+                continue
+            items = d.items() if isinstance(d, dict) else d
+            try:
+                rows.append([(k, typed_json.dumps(v)) for k, v in items if v is not None])
+            except typed_json.TypedJSONError as e:
+                c.add(f"{name}:typed", str(e), row=offset + i, column=name)
+                rows.append(None)
+        return pa.array(rows, type=EXTRAS_TYPE)
+    c.add(f"{name}:type", f"type {t}, want {_want_text(EXTRAS_TYPE, name)}", column=name)
     return None
 
 
@@ -299,6 +340,108 @@ def _run_starts(ids: pa.Array, prev_id: str | None) -> npt.NDArray[np.bool_]:
     return out
 
 
+class TensorTypes:
+    """The value type and shape of each tensor column of one batch, fixed by the first values.
+
+    A batch holds one kind of observation and one kind of action: the first non-null values of
+    ``obs`` and ``action`` fix the column's value type and shape; later values must agree (a
+    value type that widens exactly, e.g. int32 after int64, is converted). ``final_obs`` follows
+    ``obs``.
+    """
+
+    def __init__(self) -> None:
+        """Nothing fixed yet: tensor columns default to `VECTOR_TYPE`."""
+        self.fields: dict[str, pa.Field] = {}
+
+    def field(self, name: str) -> pa.Field:
+        """The tensor field of ``name`` as fixed so far (``final_obs`` as ``obs``)."""
+        got = self.fields.get("obs" if name == "final_obs" else name)
+        if got is None:
+            return tensor_field(name, VECTOR_TYPE.value_type)
+        return got.with_name(name)
+
+    def step_schema(self) -> pa.Schema:
+        """`STEP_SCHEMA` with the tensor fields fixed so far."""
+        return with_columns(STEP_SCHEMA, [self.field("obs"), self.field("action")])
+
+    def episode_schema(self) -> pa.Schema:
+        """`EPISODE_SCHEMA` with ``final_obs`` as ``obs``."""
+        return with_columns(EPISODE_SCHEMA, [self.field("final_obs")])
+
+    def adopt(self, field: pa.Field, all_null: bool) -> bool:
+        """Whether a column already in schema form can be taken as it is (fixing its type).
+
+        Args:
+            field: the column's field (``list<T>``, maybe with shape metadata).
+            all_null: the column holds no value in this batch.
+        """
+        if all_null:
+            return True
+        fixed = self.fields.get(field.name)
+        if fixed is None:
+            try:
+                shape = tensor_shape(field)
+            except ValueError:
+                return False
+            self.fields[field.name] = tensor_field(field.name, field.type.value_type, shape)
+            return True
+        return bool(field.equals(fixed, check_metadata=True))
+
+    def coerce(
+        self, arr: pa.Array, in_field: pa.Field, name: str, offset: int, c: ProblemCollector
+    ) -> pa.Array | None:
+        """Convert one input tensor column, fixing the column's type on its first values.
+
+        Returns:
+            The column as ``list<T>`` of the fixed type, or None (the problem is recorded).
+        """
+        t = in_field.type
+        if pa.types.is_dictionary(t):
+            arr = arr.dictionary_decode()
+            t = arr.type
+        key = "obs" if name == "final_obs" else name
+        if pa.types.is_null(t) or arr.null_count == len(arr):
+            return pa.nulls(len(arr), self.field(name).type)
+        value_type = _tensor_value_type(t)
+        if value_type is None:
+            c.add(f"{name}:type", f"type {t}, want {_want_text(t, name)}", column=name)
+            return None
+        shape = _input_shape(in_field.with_type(t))
+        fixed = self.fields.get(key)
+        if fixed is None:
+            fixed = tensor_field(key, value_type, shape)
+            self.fields[key] = fixed
+        want_type = fixed.type.value_type
+        want_shape = tensor_shape(fixed)
+        if shape is not None and want_shape is not None and shape != want_shape:
+            c.add(
+                f"{name}:shape",
+                f"values of shape {list(shape)}, earlier values have shape {list(want_shape)}; "
+                "a batch holds one kind of observation and of action",
+                column=name,
+            )
+            return None
+        if value_type != want_type:
+            try:
+                if not (pa.types.is_integer(value_type) or pa.types.is_floating(value_type)):
+                    raise pa.ArrowInvalid("not a number")
+                out = _coerce_tensor(arr, value_type).cast(pa.list_(want_type), safe=True)
+                flat_in = pc.list_flatten(_coerce_tensor(arr, value_type))
+                back = pc.list_flatten(out).cast(value_type, safe=False)
+                if not pc.all(pc.equal(flat_in, back)).as_py() and len(flat_in):
+                    raise pa.ArrowInvalid("values change")
+                return out
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                c.add(
+                    f"{name}:dtype",
+                    f"values of type {value_type}, earlier values are {want_type}; a batch "
+                    "holds one kind of observation and of action",
+                    column=name,
+                )
+                return None
+        return _coerce_tensor(arr, want_type)
+
+
 class StepNormaliser:
     """Converts a stream of input step batches into `STEP_SCHEMA`, batch by batch.
 
@@ -307,13 +450,18 @@ class StepNormaliser:
     the input's columns (missing, unknown, unconvertible) are reported once per stream.
     """
 
-    def __init__(self, collector: ProblemCollector | None = None) -> None:
+    def __init__(
+        self, collector: ProblemCollector | None = None, tensors: TensorTypes | None = None
+    ) -> None:
         """Start before the first row.
 
         Args:
             collector: where problems go; a new one when None.
+            tensors: the tensor types of the batch (shared with the episode writer); new when
+                None.
         """
         self.collector = collector if collector is not None else ProblemCollector()
+        self.tensors = tensors if tensors is not None else TensorTypes()
         self._offset = 0
         self._prev_id: str | None = None
         self._reported: set[str] = set()
@@ -326,19 +474,31 @@ class StepNormaliser:
         """Convert one batch.
 
         Args:
-            batch: input rows in schema v1 or the minimal classic form.
+            batch: input rows in schema v2 or v1, or the minimal classic form.
 
         Returns:
-            The rows in `STEP_SCHEMA`, or None when the batch's columns cannot be converted or
-            its episode ids are not UTF-8 (the problems are in `collector`; the caller skips
-            the batch).
+            The rows in `STEP_SCHEMA` (tensor columns of the batch's fixed types), or None when
+            the batch's columns cannot be converted or its episode ids are not UTF-8 (the
+            problems are in `collector`; the caller skips the batch).
         """
         n = batch.num_rows
         offset = self._offset
         self._offset += n
         self.ids_rejected = None
-        if batch.schema.equals(STEP_SCHEMA, check_metadata=False):
-            out = batch.replace_schema_metadata(STEP_SCHEMA.metadata)
+        fast = conforms(batch.schema, STEP_SCHEMA) and all(
+            self.tensors.adopt(batch.schema.field(name), batch.column(name).null_count == n)
+            for name in ("obs", "action")
+        )
+        if fast:
+            out = pa.RecordBatch.from_arrays(
+                [
+                    pa.nulls(n, f.type)
+                    if f.name in ("obs", "action") and col.null_count == n
+                    else col
+                    for f, col in zip(self.tensors.step_schema(), batch.columns, strict=True)
+                ],
+                schema=self.tensors.step_schema(),
+            )
             if not self._ids_utf8(out.column(0), offset):
                 self.ids_rejected, out = out, None
         else:
@@ -372,8 +532,8 @@ class StepNormaliser:
             if STEP_SCHEMA.get_field_index(name) < 0:
                 self._once(
                     f"unknown:{name}",
-                    "unknown column: rollout schema v1 has no such "
-                    "column (see schemas/rollout.v1.md)",
+                    "unknown column: rollout schema v2 has no such "
+                    "column (see schemas/rollout.v2.md; keep other fields in 'extras')",
                     name,
                 )
                 ok = False
@@ -390,11 +550,14 @@ class StepNormaliser:
                 column = batch.column(field.name)
                 key = (field.name, str(column.type))
                 # A column of a type that cannot be converted is reported once per stream.
-                got = (
-                    None
-                    if key in self._failed_types
-                    else _coerce(column, field, offset, self.collector)
-                )
+                if key in self._failed_types:
+                    got = None
+                elif field.name in TENSOR_COLUMNS:
+                    got = self.tensors.coerce(
+                        column, batch.schema.field(field.name), field.name, offset, self.collector
+                    )
+                else:
+                    got = _coerce(column, field, offset, self.collector)
                 if got is None:
                     ok = False
                     if not _is_binaryish(column.type):  # binary fails per row (UTF-8)
@@ -403,7 +566,14 @@ class StepNormaliser:
             elif field.name in ("is_first", "is_last"):
                 arrays.append(None)
             else:
-                arrays.append(pa.nulls(n, field.type))
+                arrays.append(
+                    pa.nulls(
+                        n,
+                        self.tensors.field(field.name).type
+                        if field.name in TENSOR_COLUMNS
+                        else field.type,
+                    )
+                )
         if not ok:
             return None
         ids = arrays[0]
@@ -416,7 +586,7 @@ class StepNormaliser:
         if arrays[3] is None:
             final = pc.or_kleene(arrays[4], arrays[5])
             arrays[3] = pc.fill_null(final, False)
-        out = pa.RecordBatch.from_arrays(arrays, schema=STEP_SCHEMA)
+        out = pa.RecordBatch.from_arrays(arrays, schema=self.tensors.step_schema())
         if not ids_ok:
             self.ids_rejected = out
             return None
@@ -426,11 +596,12 @@ class StepNormaliser:
 def normalise_steps(table: pa.Table | pa.RecordBatch) -> pa.Table:
     """Convert a step table into `STEP_SCHEMA`.
 
-    Accepts schema v1 or the minimal classic form ``episode_id, step, obs, action, reward,
-    terminated, truncated`` (``obs``/``action`` optional). ``episode_id`` may be an integer
-    (it becomes its decimal string); ``obs``/``action`` may be lists, large lists or
-    fixed-size lists of any numeric type, or plain numbers (each becomes a vector of one);
-    integer and float columns are converted where exact. Absent optional columns become null;
+    Accepts schema v2 or v1, or the minimal classic form ``episode_id, step, obs, action,
+    reward, terminated, truncated`` (``obs``/``action``/``reward`` optional). ``episode_id``
+    may be an integer (it becomes its decimal string); ``obs``/``action`` may be lists, large
+    lists or fixed-size lists of any number type or booleans, fixed-shape tensors, or plain
+    numbers (each a tensor of shape ``[]``): the value type is kept and the shape recorded.
+    Integer and float columns are converted where exact. Absent optional columns become null;
     ``is_first`` (first row of an episode's run) and ``is_last`` (terminated or truncated) are
     derived when absent.
 
@@ -450,7 +621,23 @@ def normalise_steps(table: pa.Table | pa.RecordBatch) -> pa.Table:
     problems = normaliser.collector.problems()
     if problems:
         raise RolloutValidationError("steps", problems)
-    return pa.Table.from_batches([b for b in out if b is not None], schema=STEP_SCHEMA)
+    schema = normaliser.tensors.step_schema()
+    return pa.Table.from_batches(
+        [conform_batch(b, schema) for b in out if b is not None], schema=schema
+    )
+
+
+def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` with the tensor types of ``schema`` (all-null tensor columns retyped)."""
+    if batch.schema.equals(schema, check_metadata=True):
+        return batch
+    return pa.RecordBatch.from_arrays(
+        [
+            col if col.type == f.type else col.cast(f.type)
+            for col, f in zip(batch.columns, schema, strict=True)
+        ],
+        schema=schema,
+    )
 
 
 def _utf8_ids(ids: pa.Array | None, offset: int, c: ProblemCollector) -> pa.Array | None:
@@ -465,7 +652,9 @@ def normalise_episodes(table: pa.Table | pa.RecordBatch) -> pa.Table:
     """Convert given episode attributes into `EPISODE_ATTR_SCHEMA` (every column optional).
 
     ``episode_id`` is required (an integer becomes its decimal string). ``judge_scores`` may be
-    a map of strings to numbers or a struct of numbers (what pyarrow infers from dicts).
+    a map of strings to numbers or a struct of numbers (what pyarrow infers from dicts);
+    ``final_obs`` a tensor column (its value type kept); ``extras`` a map of names to typed JSON
+    text, or a struct of values.
 
     Args:
         table: episode attribute rows.
@@ -483,8 +672,9 @@ def normalise_episodes(table: pa.Table | pa.RecordBatch) -> pa.Table:
         c.add("schema", "missing required column", column="episode_id")
     for name in names:
         if EPISODE_SCHEMA.get_field_index(name) < 0:
-            c.add("schema", "unknown column: rollout schema v1 has no such column", column=name)
+            c.add("schema", "unknown column: rollout schema v2 has no such column", column=name)
     arrays: list[pa.Array | pa.ChunkedArray | None] = []
+    tensors = TensorTypes()
     if not c.count:
         for field in EPISODE_ATTR_SCHEMA:
             if field.name in names:
@@ -493,22 +683,32 @@ def normalise_episodes(table: pa.Table | pa.RecordBatch) -> pa.Table:
                 conv: list[pa.Array | None] = []
                 start = 0  # problems name rows of the whole table
                 for ch in chunks:
-                    got = _coerce(ch, field, start, c)
+                    if field.name in TENSOR_COLUMNS:
+                        got = tensors.coerce(
+                            ch, table.schema.field(field.name), "final_obs", start, c
+                        )
+                    else:
+                        got = _coerce(ch, field, start, c)
                     if field.name == "episode_id":  # decoded to match attributes to steps
                         got = _utf8_ids(got, start, c)
                     conv.append(got)
                     start += len(ch)
+                want = tensors.field("final_obs").type if field.name in TENSOR_COLUMNS else None
                 arrays.append(
                     None
                     if any(x is None for x in conv)
-                    else pa.chunked_array(conv, type=field.type)
+                    else pa.chunked_array(
+                        [x if want is None else x.cast(want) for x in conv if x is not None],
+                        type=want or field.type,
+                    )
                 )
             else:
                 arrays.append(pa.nulls(table.num_rows, field.type))
     problems = c.problems()
     if problems:
         raise RolloutValidationError("episodes", problems)
-    return pa.Table.from_arrays(arrays, schema=EPISODE_ATTR_SCHEMA)
+    schema = with_columns(EPISODE_ATTR_SCHEMA, [tensors.field("final_obs")])
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 # --------------------------------------------------------------------------------------------
@@ -521,6 +721,7 @@ class _OpenEpisode:
 
     episode_id: str | None
     rewards: npt.NDArray[np.float64]
+    reward_count: int
     costs: npt.NDArray[np.float64]
     cost_count: int
     terminated: bool
@@ -535,19 +736,25 @@ class EpisodeBuilder:
     depends only on the values summed. So the episode table does not depend on where the input
     was cut into batches.
 
+    The return is null when none of the episode's steps has a reward (data without rewards).
     Given episode attributes (`add_attrs`) are merged in by episode id when the episode is
-    complete: ``termination_reason``, ``cost_usd`` and ``invalid`` given override the derived
-    ones; a given ``return`` or ``num_steps`` that disagrees with the steps is a problem.
-    A batch that could not be converted is passed over with `skip`.
+    complete: ``termination_reason``, ``success``, ``cost_usd`` and ``invalid`` given override
+    the derived ones; a given ``return`` or ``num_steps`` that disagrees with the steps is a
+    problem. ``success`` is derived from a ``termination_reason`` of ``success`` (true) or
+    ``failure`` (false). A batch that could not be converted is passed over with `skip`.
     """
 
-    def __init__(self, collector: ProblemCollector | None = None) -> None:
+    def __init__(
+        self, collector: ProblemCollector | None = None, tensors: TensorTypes | None = None
+    ) -> None:
         """Start before the first step.
 
         Args:
             collector: where problems go; a new one when None.
+            tensors: the batch's tensor types (``final_obs`` follows ``obs``); new when None.
         """
         self.collector = collector if collector is not None else ProblemCollector()
+        self.tensors = tensors if tensors is not None else TensorTypes()
         self._open: _OpenEpisode | None = None
         self._pending: pa.Table | None = None
         self._attr_rows = 0
@@ -613,9 +820,11 @@ class EpisodeBuilder:
         """
         n = steps.num_rows
         if n == 0:
-            return _empty_episodes()
+            return _empty_episodes(self.tensors)
         ids = steps.column("episode_id")
-        rewards = _floats(steps.column("reward"))
+        reward_col = steps.column("reward")
+        rewards = _floats(reward_col)
+        reward_ok = reward_col.is_valid().to_numpy(zero_copy_only=False).astype(np.int64)
         cost_col = steps.column("cost_usd")
         costs = _floats(cost_col)
         cost_ok = cost_col.is_valid().to_numpy(zero_copy_only=False).astype(np.int64)
@@ -629,6 +838,7 @@ class EpisodeBuilder:
 
         seg_ids: list[str | None] = ids.take(pa.array(starts)).to_pylist()
         returns = np.add.reduceat(rewards, starts)
+        reward_counts = np.add.reduceat(reward_ok, starts)
         cost_sums = np.add.reduceat(costs, starts)
         cost_counts = np.add.reduceat(cost_ok, starts)
         counts = np.diff(np.concatenate([starts, [n]]))
@@ -638,7 +848,7 @@ class EpisodeBuilder:
         first_end = int(starts[1]) if len(starts) > 1 else n
 
         done_ids: list[str | None] = []
-        done_returns: list[float] = []
+        done_returns: list[float | None] = []
         done_counts: list[int] = []
         done_term: list[bool] = []
         done_trunc: list[bool] = []
@@ -649,6 +859,7 @@ class EpisodeBuilder:
             merged_r = np.concatenate([opened.rewards, rewards[:first_end]])
             merged_c = np.concatenate([opened.costs, costs[:first_end]])
             returns[0] = np.add.reduceat(merged_r, [0])[0]
+            reward_counts[0] += opened.reward_count
             cost_sums[0] = np.add.reduceat(merged_c, [0])[0]
             cost_counts[0] += opened.cost_count
             counts[0] += len(opened.rewards)
@@ -657,7 +868,7 @@ class EpisodeBuilder:
         else:
             if opened is not None:
                 done_ids.append(opened.episode_id)
-                done_returns.append(float(np.add.reduceat(opened.rewards, [0])[0]))
+                done_returns.append(_return(opened))
                 done_counts.append(len(opened.rewards))
                 done_term.append(opened.terminated)
                 done_trunc.append(opened.truncated)
@@ -671,13 +882,19 @@ class EpisodeBuilder:
         self._open = _OpenEpisode(
             episode_id=seg_ids[k],
             rewards=(carry_r if k == 0 else rewards[last_start:]).copy(),
+            reward_count=int(reward_counts[k]),
             costs=(carry_c if k == 0 else costs[last_start:]).copy(),
             cost_count=int(cost_counts[k]),
             terminated=bool(seg_term[k]),
             truncated=bool(seg_trunc[k]),
         )
         done_ids.extend(seg_ids[:k])
-        done_returns.extend(returns[:k].tolist())
+        done_returns.extend(
+            [
+                float(r) if m else None
+                for r, m in zip(returns[:k].tolist(), reward_counts[:k].tolist(), strict=True)
+            ]
+        )
         done_counts.extend(counts[:k].tolist())
         done_term.extend(seg_term[:k].tolist())
         done_trunc.extend(seg_trunc[:k].tolist())
@@ -697,11 +914,11 @@ class EpisodeBuilder:
         """
         opened, self._open = self._open, None
         if opened is None:
-            out = _empty_episodes()
+            out = _empty_episodes(self.tensors)
         else:
             out = self._emit(
                 [opened.episode_id],
-                [float(np.add.reduceat(opened.rewards, [0])[0])],
+                [_return(opened)],
                 [len(opened.rewards)],
                 [opened.terminated],
                 [opened.truncated],
@@ -721,7 +938,7 @@ class EpisodeBuilder:
     def _emit(
         self,
         ids: list[str | None],
-        returns: list[float],
+        returns: list[float | None],
         counts: list[int],
         term: list[bool],
         trunc: list[bool],
@@ -734,7 +951,7 @@ class EpisodeBuilder:
             term, trunc, costs = term[1:], trunc[1:], costs[1:]
         n = len(ids)
         if not n:
-            return _empty_episodes()
+            return _empty_episodes(self.tensors)
         id_arr = pa.array(ids, type=pa.string())
         reason = pa.array(
             [
@@ -751,8 +968,9 @@ class EpisodeBuilder:
             "cost_usd": pa.array(costs, type=pa.float64()),
         }
         attrs = self._take_attrs(id_arr)
+        schema = self.tensors.episode_schema()
         arrays = []
-        for field in EPISODE_SCHEMA:
+        for field in schema:
             name = field.name
             given = attrs.column(name).combine_chunks() if attrs is not None else None
             if name in ("return", "num_steps"):
@@ -761,16 +979,42 @@ class EpisodeBuilder:
                 arrays.append(cols[name])
             elif name in cols:
                 arrays.append(cols[name] if given is None else pc.coalesce(given, cols[name]))
+            elif name == "success":
+                reason = arrays[schema.get_field_index("termination_reason")]
+                derived = pc.if_else(
+                    pc.equal(reason, "success"),
+                    True,
+                    pc.if_else(pc.equal(reason, "failure"), False, pa.scalar(None, pa.bool_())),
+                )
+                arrays.append(derived if given is None else pc.coalesce(given, derived))
             elif name == "invalid":
                 arrays.append(
                     pa.array(np.zeros(n, dtype=bool))
                     if given is None
                     else pc.fill_null(given, False)
                 )
+            elif name == "final_obs" and given is not None and given.type != field.type:
+                arrays.append(self._final_obs(given, field, id_arr))
             else:
                 arrays.append(given if given is not None else pa.nulls(n, field.type))
         self._episode_rows += n
-        return pa.RecordBatch.from_arrays(arrays, schema=EPISODE_SCHEMA)
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    def _final_obs(self, given: pa.Array, field: pa.Field, ids: pa.Array) -> pa.Array:
+        """Given final observations in the type of the batch's ``obs``, or nulls and a problem."""
+        if given.null_count == len(given):
+            return pa.nulls(len(given), field.type)
+        try:
+            out = given.cast(field.type, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            self.collector.add(
+                "final_obs:type",
+                f"final_obs of episode {ids[0].as_py()!r} has type {given.type}, the "
+                f"observations are {field.type}",
+                column="final_obs",
+            )
+            return pa.nulls(len(given), field.type)
+        return out
 
     def _take_attrs(self, ids: pa.Array) -> pa.Table | None:
         pending = self._pending
@@ -789,8 +1033,9 @@ class EpisodeBuilder:
         g = _floats(given)
         d = _floats(derived)
         has = given.is_valid().to_numpy(zero_copy_only=False)
+        known = derived.is_valid().to_numpy(zero_copy_only=False)
         tol = 1e-9 * np.maximum(1.0, np.abs(d))
-        bad = np.flatnonzero(has & ~(np.abs(g - d) <= tol))
+        bad = np.flatnonzero(has & ~(known & (np.abs(g - d) <= tol)))
         what = "sum of its rewards" if name == "return" else "number of its steps"
         self.collector.add_rows(
             f"{name}:mismatch",
@@ -799,7 +1044,7 @@ class EpisodeBuilder:
             name,
             lambda i: (
                 f"episode {ids[i].as_py()!r}: given {name} {_num_text(g[i])}, the {what} is "
-                f"{_num_text(d[i])}"
+                f"{_num_text(d[i]) if known[i] else 'null (no step has a reward)'}"
             ),
         )
 
@@ -832,8 +1077,12 @@ def _num_text(x: np.float64) -> str:
     return repr(float(x))
 
 
-def _empty_episodes() -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist([], schema=EPISODE_SCHEMA)
+def _return(ep: _OpenEpisode) -> float | None:
+    return float(np.add.reduceat(ep.rewards, [0])[0]) if ep.reward_count else None
+
+
+def _empty_episodes(tensors: TensorTypes) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([], schema=tensors.episode_schema())
 
 
 def _floats(arr: pa.Array) -> npt.NDArray[np.float64]:
@@ -849,7 +1098,8 @@ def _flags(arr: pa.Array) -> npt.NDArray[np.bool_]:
 def derive_episodes(steps: pa.Table | pa.RecordBatch, episodes: pa.Table | None = None) -> pa.Table:
     """Compute the episode table of a step table.
 
-    ``return`` is the sum of the episode's rewards, ``num_steps`` its number of steps,
+    ``return`` is the sum of the episode's rewards (null when none has one), ``num_steps`` its
+    number of steps,
     ``termination_reason`` "terminated" or "truncated" from its last step (null when it has no
     final step), ``cost_usd`` the sum of its steps' costs (null when none has one), ``invalid``
     false. Given ``episodes`` attributes are merged by episode id (see `EpisodeBuilder`).
@@ -867,7 +1117,9 @@ def derive_episodes(steps: pa.Table | pa.RecordBatch, episodes: pa.Table | None 
             return or step count disagrees with the steps.
     """
     table = normalise_steps(steps)
-    builder = EpisodeBuilder()
+    tensors = TensorTypes()
+    tensors.fields.update({n: table.schema.field(n) for n in ("obs", "action")})
+    builder = EpisodeBuilder(tensors=tensors)
     if episodes is not None:
         builder.add_attrs(normalise_episodes(episodes))
     out = [builder.feed(b) for b in table.to_batches()]
@@ -875,40 +1127,114 @@ def derive_episodes(steps: pa.Table | pa.RecordBatch, episodes: pa.Table | None 
     problems = builder.collector.problems()
     if problems:
         raise RolloutValidationError("episodes", problems)
-    return pa.Table.from_batches(out, schema=EPISODE_SCHEMA)
+    schema = tensors.episode_schema()
+    return pa.Table.from_batches([conform_batch(b, schema) for b in out], schema=schema)
 
 
 # --------------------------------------------------------------------------------------------
 # Python rows
 
 
-def _vector_value(v: object) -> object:
-    """Accept a list, tuple or 1-d numpy array of numbers, or a number (a vector of one)."""
-    if v is None or isinstance(v, list | tuple):
-        return v
-    if isinstance(v, np.ndarray):
-        if v.ndim > 1:
-            raise TypeError(f"a {v.ndim}-d array, want a flat vector")
-        return v.astype(np.float64, copy=False)
-    if isinstance(v, int | float | np.number) and not isinstance(v, bool):
-        return [v]
-    raise TypeError(f"{type(v).__name__}, want a list of numbers or a number")
+def _tensor_from_values(
+    values: list[Any], name: str, c: ProblemCollector
+) -> tuple[pa.Array, pa.Field] | None:
+    """A tensor column from Python values, and its field.
+
+    Numpy arrays keep their dtype and shape (all must agree); lists, tuples and numbers become
+    the type pyarrow infers (float64, int64 or bool) with no fixed shape.
+    """
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, np.ndarray | np.generic) for v in present):
+        first = np.asarray(present[0])
+        bad = [
+            i
+            for i, v in enumerate(values)
+            if v is not None and (np.asarray(v).dtype != first.dtype or np.shape(v) != first.shape)
+        ]
+        for i in bad[:20]:
+            v = np.asarray(values[i])
+            c.add(
+                f"{name}:type",
+                f"array of dtype {v.dtype} and shape {list(v.shape)}, the first is "
+                f"{first.dtype} of shape {list(first.shape)}; a batch holds one kind",
+                row=i,
+                column=name,
+            )
+        try:
+            value_type = pa.from_numpy_dtype(first.dtype)
+        except (pa.ArrowNotImplementedError, TypeError):
+            value_type = None
+        if value_type not in TENSOR_VALUE_TYPES:
+            c.add(f"{name}:type", f"numpy dtype {first.dtype} is not a number type", column=name)
+            return None
+        if bad:
+            return None
+        flat = np.concatenate([np.asarray(v).reshape(-1) for v in present])
+        valid = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
+        offsets = np.zeros(len(values) + 1, dtype=np.int64)
+        np.cumsum(valid * first.size, out=offsets[1:])
+        arr = pa.ListArray.from_arrays(
+            pa.array(offsets.astype(np.int32)),
+            pa.array(flat, type=value_type),
+            type=pa.list_(value_type),
+            mask=None if valid.all() else pa.array(~valid),
+        )
+        return arr, tensor_field(name, value_type, first.shape)
+    converted: list[Any] = []
+    for i, v in enumerate(values):
+        if v is None or isinstance(v, list | tuple):
+            converted.append(v)
+        elif isinstance(v, np.ndarray | np.generic):
+            converted.append(np.asarray(v).reshape(-1).tolist())
+        elif isinstance(v, int | float | bool):
+            converted.append([v])
+        else:
+            c.add(f"{name}:type", f"{type(v).__name__}, want a list of numbers or a number",
+                  row=i, column=name)  # fmt: skip
+            converted.append(None)
+    try:
+        out = pa.array(converted)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
+        c.add(f"{name}:type", f"values are not lists of numbers: {e}", column=name)
+        return None
+    if pa.types.is_null(out.type) or (
+        pa.types.is_list(out.type) and pa.types.is_null(out.type.value_type)
+    ):
+        return pa.nulls(len(values), VECTOR_TYPE), tensor_field(name, VECTOR_TYPE.value_type)
+    if not pa.types.is_list(out.type) or out.type.value_type not in TENSOR_VALUE_TYPES:
+        c.add(f"{name}:type", f"values are {out.type}, want lists of numbers", column=name)
+        return None
+    return out, tensor_field(name, out.type.value_type)
 
 
 def _column_from_values(values: list[Any], field: pa.Field, c: ProblemCollector) -> pa.Array | None:
     """Build one column from Python values, naming each row that does not fit."""
     name = field.name
     typ = field.type
-    if typ == VECTOR_TYPE:
-        typ = pa.list_(pa.float64())  # narrowed to float32, with a range check, by normalise
-        converted = []
+    if typ == EXTRAS_TYPE:
+        out: list[Any] = []
+        for i, v in enumerate(values):
+            if v is None:
+                out.append(None)
+            elif not isinstance(v, Mapping):
+                c.add(f"{name}:type", f"{type(v).__name__}, want a dict", row=i, column=name)
+                out.append(None)
+            else:
+                try:
+                    out.append([(k, typed_json.dumps(x)) for k, x in v.items() if x is not None])
+                except typed_json.TypedJSONError as e:
+                    c.add(f"{name}:typed", str(e), row=i, column=name)
+                    out.append(None)
+        values = out
+    elif name in ("info", "reset_info"):
+        encoded: list[Any] = []
         for i, v in enumerate(values):
             try:
-                converted.append(_vector_value(v))
-            except TypeError as e:
-                c.add(f"{name}:type", f"{e}", row=i, column=name)
-                converted.append(None)
-        values = converted
+                encoded.append(v if v is None or isinstance(v, str) else typed_json.dumps(v))
+            except typed_json.TypedJSONError as e:
+                c.add(f"{name}:typed", str(e), row=i, column=name)
+                encoded.append(None)
+        values = encoded
     elif pa.types.is_map(typ):
         values = [v if v is None or not isinstance(v, Mapping) else list(v.items()) for v in values]
     elif name == "episode_id":
@@ -937,7 +1263,7 @@ def _to_utc(value: dt.datetime) -> dt.datetime:
 
 def _rows_to_columns(
     rows: Sequence[Mapping[str, Any]], schema: pa.Schema, what: str
-) -> tuple[list[str], list[pa.Array | None], ProblemCollector]:
+) -> tuple[list[pa.Field], list[pa.Array | None], ProblemCollector]:
     c = ProblemCollector()
     seen: set[str] = set()
     for i, row in enumerate(rows):
@@ -947,23 +1273,34 @@ def _rows_to_columns(
                 if schema.get_field_index(key) < 0:
                     c.add(
                         f"unknown:{key}",
-                        f"unknown {what} field: rollout schema v1 has no such column",
+                        f"unknown {what} field: rollout schema v2 has no such column "
+                        "(keep other fields in 'extras')",
                         row=i,
                         column=key,
                     )
-    order = [f.name for f in schema if f.name in seen]
-    arrays = [
-        _column_from_values([r.get(name) for r in rows], schema.field(name), c) for name in order
-    ]
-    return order, arrays, c
+    fields: list[pa.Field] = []
+    arrays: list[pa.Array | None] = []
+    for f in schema:
+        if f.name not in seen:
+            continue
+        values = [r.get(f.name) for r in rows]
+        if f.name in TENSOR_COLUMNS:
+            got = _tensor_from_values(values, f.name, c)
+            arrays.append(None if got is None else got[0])
+            fields.append(f if got is None else got[1])
+        else:
+            arrays.append(_column_from_values(values, f, c))
+            fields.append(f)
+    return fields, arrays, c
 
 
 def rows_to_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
     """Build a step table in `STEP_SCHEMA` from Python dicts, one per step.
 
     Keys are column names of the step schema; absent keys are null. ``obs``/``action`` may be
-    lists, tuples or 1-d numpy arrays of numbers, or a number; ``timestamp`` a datetime
-    (naive means UTC) or an ISO 8601 string. Then `normalise_steps` applies.
+    numpy arrays (dtype and shape kept; all of one kind), or lists, tuples or numbers;
+    ``timestamp`` a datetime (naive means UTC) or an ISO 8601 string; ``info`` any value typed
+    JSON holds (encoded); ``extras`` a dict. Then `normalise_steps` applies.
 
     Args:
         rows: one mapping per step, in step order.
@@ -975,13 +1312,11 @@ def rows_to_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
         RolloutValidationError: a key is unknown, a value does not fit its column (naming the
             row and column), or a required column is missing.
     """
-    names, arrays, c = _rows_to_columns(rows, STEP_SCHEMA, "step")
+    fields, arrays, c = _rows_to_columns(rows, STEP_SCHEMA, "step")
     problems = c.problems()
     if problems:
         raise RolloutValidationError("rows", problems)
-    vector_fields = {n: pa.field(n, pa.list_(pa.float64())) for n in ("obs", "action")}
-    fields = [vector_fields.get(n, STEP_SCHEMA.field(n)) for n in names]
-    table = pa.Table.from_arrays(arrays, schema=pa.schema(fields)) if names else pa.table({})
+    table = pa.Table.from_arrays(arrays, schema=pa.schema(fields)) if fields else pa.table({})
     if not rows:
         return STEP_SCHEMA.empty_table()
     return normalise_steps(table)
@@ -991,8 +1326,8 @@ def rows_to_episodes(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
     """Build episode attributes in `EPISODE_ATTR_SCHEMA` from Python dicts, one per episode.
 
     Keys are column names of the episode schema; ``judge_scores`` is a dict of names to
-    numbers. Absent keys are null; ``return`` and ``num_steps`` are usually left out and
-    derived from the steps.
+    numbers, ``extras`` a dict, ``final_obs`` a numpy array. Absent keys are null; ``return``
+    and ``num_steps`` are usually left out and derived from the steps.
 
     Args:
         rows: one mapping per episode.
@@ -1003,15 +1338,13 @@ def rows_to_episodes(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
     Raises:
         RolloutValidationError: a key is unknown or a value does not fit its column.
     """
-    names, arrays, c = _rows_to_columns(rows, EPISODE_ATTR_SCHEMA, "episode")
+    fields, arrays, c = _rows_to_columns(rows, EPISODE_ATTR_SCHEMA, "episode")
     problems = c.problems()
     if problems:
         raise RolloutValidationError("episode rows", problems)
     if not rows:
         return EPISODE_ATTR_SCHEMA.empty_table()
-    table = pa.Table.from_arrays(
-        arrays, schema=pa.schema([EPISODE_ATTR_SCHEMA.field(n) for n in names])
-    )
+    table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
     return normalise_episodes(table)
 
 
@@ -1019,34 +1352,109 @@ def rows_to_episodes(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
 # Files
 
 
-def detect_format(path: str | os.PathLike[str]) -> str:
-    """Name the format of an input file.
+_HDF5_MAGIC: Final = b"\x89HDF\r\n\x1a\n"
+_OTHER_MAGIC: Final = (
+    (b"PK\x03\x04", "a ZIP archive (or .npz)"),
+    (b"\x93NUMPY", "a numpy .npy file"),
+    (b"\x80", "a Python pickle"),
+    (b"ustar", "a tar archive"),
+    (b"BZh", "bzip2 data"),
+    (b"\xfd7zXZ", "xz data"),
+    (b"\x0a\x0dTFRecord", "a TFRecord file"),
+)
+ROLLOUT_JSONL: Final = "rollout-jsonl"
+"""Step rows as JSON lines (what ``export --format jsonl`` writes): one step per line."""
 
-    Parquet and Arrow IPC are recognised by their magic bytes; JSONL by the keys of its first
-    record: ``messages`` (chat), ``completion`` (TRL), ``response`` or ``output`` (verl). JSONL
-    compressed with gzip or zstd is recognised by its magic bytes, whatever the file is named,
-    and named by its decompressed first record.
+
+def _refuse(
+    path: str | os.PathLike[str], message: str, line: int | None = None
+) -> RolloutValidationError:
+    return RolloutValidationError(str(path), [Problem(None, None, message, line=line)])
+
+
+def _table_kind(names: Sequence[str], path: str | os.PathLike[str], container: str) -> str:
+    """A Parquet/Arrow file in the rollout schema, or rows of a record format."""
+    keys = set(names)
+    if {"episode_id", "step"} <= keys:
+        return {"parquet": "parquet"}.get(container, container)
+    if {"observations", "actions", "rewards", "terminations"} <= keys:
+        raise _refuse(
+            path,
+            "this looks like one episode of a Minari dataset (arrow backend); give the "
+            "dataset directory (the one holding metadata.json, or its parent)",
+        )
+    kind = kind_of_record(keys)
+    if kind is None:
+        raise _refuse(
+            path,
+            f"cannot tell the format from the columns {sorted(keys)}: want the rollout schema "
+            "(episode_id, step, ...), or the columns of a chat, TRL or verl record "
+            "(see schemas/rollout-inputs.md)",
+        )
+    return kind
+
+
+def detect_format(path: str | os.PathLike[str]) -> str:
+    """Name the format of an input file or directory.
+
+    A directory is a Minari dataset (``metadata.json`` with a ``data_format``, in it or in its
+    ``data/``). Parquet and Arrow IPC are recognised by their magic bytes and named by their
+    columns: the rollout schema (``episode_id``, ``step``, ...) or the fields of a record format
+    (TRL's completions table, a TRL dataset, chat rollouts, a verl dump). JSONL is named by the
+    keys of its first record; compressed with gzip or zstd it is recognised by its magic bytes,
+    whatever the file is named. Other known kinds of file (HDF5, ZIP, pickle, ...) are named in
+    the error.
 
     Args:
-        path: the input file.
+        path: the input file or directory.
 
     Returns:
-        One of `FORMATS`.
+        One of `FORMATS`, or ``rollout-jsonl``.
 
     Raises:
-        RolloutValidationError: the file is empty, of no known format, a compressed Parquet or
-            Arrow file, or compressed data that is corrupt or over the limits.
+        RolloutValidationError: the input is empty, of no known format, a compressed Parquet
+            or Arrow file, or compressed data that is corrupt or over the limits.
         OSError: the file cannot be read.
     """
-    with open(path, "rb") as f:
-        head = f.read(8)
-    if head[:4] == b"PAR1":
-        return "parquet"
-    if head[:6] == b"ARROW1":
-        return "arrow"
-    if head[:4] == b"\xff\xff\xff\xff":
-        return "arrow-stream"
     subject = Path(path)
+    if subject.is_dir():
+        if minari_root(subject) is not None:
+            return "minari"
+        raise _refuse(
+            path,
+            "a directory that is not a Minari dataset (no metadata.json with a data_format in "
+            "it or in its data/); give rollout files, or a Minari dataset directory",
+        )
+    with open(path, "rb") as f:
+        head = f.read(16)
+    if head[:4] == b"PAR1":
+        try:
+            names = pq.ParquetFile(path).schema_arrow.names
+        except (pa.ArrowInvalid, OSError) as e:
+            raise _refuse(path, f"Parquet file cannot be read: {e}") from e
+        return _table_kind(names, path, "parquet")
+    if head[:6] == b"ARROW1" or head[:4] == b"\xff\xff\xff\xff":
+        container = "arrow" if head[:6] == b"ARROW1" else "arrow-stream"
+        try:
+            with pa.memory_map(str(path)) as source:
+                reader: Any = (
+                    ipc.open_file(source) if container == "arrow" else ipc.open_stream(source)
+                )
+                names = reader.schema.names
+        except (pa.ArrowInvalid, OSError) as e:
+            raise _refuse(path, f"Arrow IPC file cannot be read: {e}") from e
+        return _table_kind(names, path, container)
+    if head[:8] == _HDF5_MAGIC:
+        raise _refuse(
+            path,
+            "this looks like HDF5; for Minari datasets give the dataset directory (the one "
+            "holding metadata.json, or its parent)",
+        )
+    for magic, what in _OTHER_MAGIC:
+        if head.startswith(magic):
+            raise _refuse(
+                path, f"this looks like {what}, not a rollout input (see schemas/rollout-inputs.md)"
+            )
     with _open_jsonl(subject, check_end=False) as (codec, f):
         if codec is not None:
             try:
@@ -1063,9 +1471,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         for number, raw in _read_lines(f, subject):
             if raw.strip():
                 return _jsonl_kind(raw, number, str(path))
-    raise RolloutValidationError(
-        str(path), [Problem(None, None, "file is empty, want a rollout input (see FORMATS)")]
-    )
+    raise _refuse(path, "file is empty, want a rollout input (see FORMATS)")
 
 
 def _jsonl_kind(raw: bytes, number: int, subject: str) -> str:
@@ -1081,18 +1487,38 @@ def _jsonl_kind(raw: bytes, number: int, subject: str) -> str:
         obj = json.loads(text)
     except ValueError as e:
         raise fail(f"not Parquet, Arrow IPC, or JSON lines: {e}") from e
+    except RecursionError as e:
+        raise fail("not accepted: JSON nested too deeply") from e
     if not isinstance(obj, dict):
         raise fail(f"JSON {type(obj).__name__}, want an object per line")
-    if "messages" in obj:
-        return "chat-jsonl"
-    if "completion" in obj:
-        return "trl-jsonl"
-    if "response" in obj or "output" in obj:
-        return "verl-jsonl"
-    raise fail(
-        f"cannot tell the format from keys {sorted(obj)}: want 'messages' (chat), "
-        "'prompt'+'completion' (TRL) or 'prompt'/'input'+'response'/'output' (verl)"
-    )
+    if {"episode_id", "step"} <= set(obj) and "completion" not in obj:
+        return ROLLOUT_JSONL
+    if {"data_format", "observation_space", "action_space"} <= set(obj):
+        raise fail(
+            "this looks like a Minari dataset's metadata.json; give the dataset directory (the "
+            "one holding it, or its parent)"
+        )
+    kind = kind_of_record(set(obj))
+    if kind is None:
+        raise fail(
+            f"cannot tell the format from keys {sorted(obj)}: want 'messages' (chat), "
+            "'prompt'+'completion' (TRL completions or prompt-completion; with 'label': KTO), "
+            "'chosen'+'rejected' (TRL preference), 'input'/'prompt'+'output'/'response' (verl), "
+            "or 'episode_id'+'step' (rollout rows)"
+        )
+    return kind
+
+
+def _container(path: Path) -> str:
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if head[:4] == b"PAR1":
+        return "parquet"
+    if head[:6] == b"ARROW1":
+        return "arrow"
+    if head[:4] == b"\xff\xff\xff\xff":
+        return "arrow-stream"
+    return "jsonl"
 
 
 def iter_rollout_chunks(
@@ -1101,56 +1527,122 @@ def iter_rollout_chunks(
     batch_rows: int = DEFAULT_BATCH_ROWS,
     *,
     episodes: str | os.PathLike[str] | None = None,
+    options: ReaderOptions | None = None,
 ) -> Iterator[RolloutChunk]:
-    """Stream an input file as chunks of at most about ``batch_rows`` steps.
+    """Stream an input as chunks of at most about ``batch_rows`` steps.
 
-    Parquet is read row group by row group, Arrow IPC batch by batch, JSONL line by line; no
-    more than one chunk is held in memory. A JSONL episode is never split, so a chunk may
-    exceed ``batch_rows`` by one episode; a chunk is also cut once its text passes 64 MiB.
-    Parquet and Arrow batches are passed through as read (normalisation happens when writing).
-    JSONL compressed with gzip or zstd (told by its magic bytes, also when ``fmt`` is given)
-    is decompressed as a stream; line numbers count decompressed lines.
+    Parquet is read row group by row group, Arrow IPC batch by batch, JSONL line by line, a
+    Minari dataset episode by episode; no more than one chunk is held in memory. An episode of a
+    record format is never split, so a chunk may exceed ``batch_rows`` by one episode; a chunk
+    is also cut once its text passes 64 MiB. Parquet and Arrow batches in the rollout schema are
+    passed through as read (normalisation happens when writing). JSONL compressed with gzip or
+    zstd (told by its magic bytes, also when ``fmt`` is given) is decompressed as a stream; line
+    numbers count decompressed lines. The first chunk's ``meta`` names the format (and, for
+    Minari, the spaces, environment spec and dataset metadata).
 
-    JSONL problems (bad JSON, missing or mistyped fields, repeated episode ids) are collected
-    over the whole file; good lines are still yielded, and the error is raised after the last
+    Record problems (bad JSON, missing or mistyped fields, repeated episode ids) are collected
+    over the whole file; good records are still yielded, and the error is raised after the last
     chunk, so the caller sees every problem at once and must treat what it received as void.
 
     Args:
-        path: the input file.
-        fmt: one of `FORMATS`, or None to `detect_format`.
+        path: the input file, or a Minari dataset directory.
+        fmt: one of `FORMATS` (or ``rollout-jsonl``), or None to `detect_format`.
         batch_rows: target rows per chunk.
-        episodes: a Parquet or Arrow file of episode attributes, for Parquet/Arrow steps; read
-            whole (episode tables are small) and yielded with the first chunk.
+        episodes: a Parquet, Arrow or rollout JSONL file of episode attributes, for steps in
+            the rollout schema; read whole (episode tables are small) and yielded with the first
+            chunk.
+        options: choices the input cannot express (TRL reward weights, episode id prefix).
 
     Yields:
         `RolloutChunk` objects in input order.
 
     Raises:
-        RolloutValidationError: the format is unknown, or JSONL lines are bad (listing each
-            with its line number), or a line is over `MAX_LINE_BYTES`, or compressed data is
+        RolloutValidationError: the format is unknown, or records are bad (listing each with
+            its line or row), or a line is over `MAX_LINE_BYTES`, or compressed data is
             corrupt, truncated or over `MAX_DECOMPRESSED_BYTES` (one problem naming the file,
             after those of the lines before it).
         OSError: the file cannot be read.
     """
     if batch_rows < 1:
         raise ValueError(f"batch_rows is {batch_rows}, want >= 1")
+    opts = options or ReaderOptions()
     kind = fmt if fmt is not None else detect_format(path)
-    if kind not in FORMATS:
-        raise RolloutValidationError(
-            str(path),
-            [Problem(None, None, f"format {kind!r} is unknown, want one of {', '.join(FORMATS)}")],
-        )
+    if kind not in (*FORMATS, ROLLOUT_JSONL):
+        raise _refuse(path, f"format {kind!r} is unknown, want one of {', '.join(FORMATS)}")
+    meta = {"format": kind}
     attrs = _read_episode_file(episodes) if episodes is not None else None
-    if kind.endswith("-jsonl"):
+    if kind == "minari":
         if attrs is not None:
-            raise ValueError("episodes= is for Parquet/Arrow steps; JSONL carries its own")
-        yield from _iter_jsonl(Path(path), kind, batch_rows)
+            raise ValueError("episodes= is for steps in the rollout schema; Minari has its own")
+        from .minari_io import iter_minari_chunks
+
+        root = minari_root(Path(path))
+        if root is None:
+            raise _refuse(path, "not a Minari dataset directory (no metadata.json)")
+        yield from iter_minari_chunks(root, batch_rows, opts)
         return
-    for batch in _iter_arrow(Path(path), kind, batch_rows):
-        yield RolloutChunk(batch, attrs)
-        attrs = None
-    if attrs is not None:  # steps file held no rows
-        yield RolloutChunk(pa.RecordBatch.from_pylist([], schema=STEP_SCHEMA), attrs)
+    container = "directory" if Path(path).is_dir() else _container(Path(path))
+    if kind in RECORD_FORMATS:
+        if attrs is not None:
+            raise ValueError("episodes= is for steps in the rollout schema; records have their own")
+        if container == "jsonl":
+            yield from _iter_jsonl(Path(path), kind, batch_rows, opts)
+        else:
+            yield from _iter_table_records(Path(path), container, kind, batch_rows, opts)
+        return
+    if kind == ROLLOUT_JSONL:
+        first = True
+        for batch in _iter_rollout_jsonl(Path(path), batch_rows):
+            yield RolloutChunk(batch, attrs, meta if first else None)
+            attrs, first = None, False
+        if first:
+            yield RolloutChunk(pa.RecordBatch.from_pylist([], schema=STEP_SCHEMA), attrs, meta)
+        return
+    if container != kind and not (
+        container in ("arrow", "arrow-stream") and kind in ("arrow", "arrow-stream")
+    ):
+        raise _refuse(path, f"format {kind!r} was given, the file is {container}")
+    first = True
+    for batch in _iter_arrow(Path(path), container, batch_rows):
+        yield RolloutChunk(batch, attrs, meta if first else None)
+        attrs, first = None, False
+    if first:  # steps file held no rows
+        yield RolloutChunk(pa.RecordBatch.from_pylist([], schema=STEP_SCHEMA), attrs, meta)
+
+
+def iter_batch_inputs(
+    paths: Sequence[str | os.PathLike[str]],
+    fmt: str | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    *,
+    episodes: str | os.PathLike[str] | None = None,
+    options: ReaderOptions | None = None,
+) -> Iterator[RolloutChunk]:
+    """Stream several inputs as the chunks of one batch (see `iter_rollout_chunks`).
+
+    Default episode ids (``line-<n>``, ``row-<n>``, a Minari episode's number) would repeat
+    from one file to the next, so with several inputs they are prefixed with the input's name,
+    and its position when names repeat: ``1.jsonl:line-3``, ``2:steps.jsonl:line-3``. Episode
+    ids the inputs give themselves are kept, and must be unique over the whole batch.
+
+    Args:
+        paths: the inputs, in order.
+        fmt: the format of every input, or None to detect each.
+        batch_rows: target rows per chunk.
+        episodes: an episode attribute file for the whole batch (given with the first input).
+        options: reader choices; its ``id_prefix`` is put before each input's prefix.
+    """
+    base = options or ReaderOptions()
+    names = [Path(p).name for p in paths]
+    for n, p in enumerate(paths):
+        prefix = base.id_prefix
+        if len(paths) > 1:
+            name = names[n] if names.count(names[n]) == 1 else f"{n}:{names[n]}"
+            prefix = f"{prefix}{name}:"
+        opts = dataclasses.replace(base, id_prefix=prefix)
+        yield from iter_rollout_chunks(
+            p, fmt, batch_rows, episodes=episodes if n == 0 else None, options=opts
+        )
 
 
 def iter_step_batches(
@@ -1169,7 +1661,7 @@ def iter_step_batches(
         batch_rows: target rows per batch.
 
     Yields:
-        Step batches: in `STEP_SCHEMA` for JSONL, as stored for Parquet/Arrow.
+        Step batches: in `STEP_SCHEMA` for records, as stored for Parquet/Arrow.
 
     Raises:
         RolloutValidationError: as `iter_rollout_chunks`.
@@ -1179,26 +1671,44 @@ def iter_step_batches(
 
 
 def _read_episode_file(path: str | os.PathLike[str]) -> pa.RecordBatch:
-    kind = detect_format(path)
-    if kind == "parquet":
+    p = Path(path)
+    container = _container(p)
+    if container == "parquet":
         table = pq.read_table(path)
-    elif kind in ("arrow", "arrow-stream"):
-        table = pa.Table.from_batches(list(_iter_arrow(Path(path), kind, DEFAULT_BATCH_ROWS)))
+    elif container in ("arrow", "arrow-stream"):
+        table = pa.Table.from_batches(list(_iter_arrow(p, container, DEFAULT_BATCH_ROWS)))
+    elif container == "jsonl":
+        table = _jsonl_rows_table(p, EPISODE_ATTR_SCHEMA, "episode")
     else:
-        raise RolloutValidationError(
-            str(path), [Problem(None, None, f"episode file is {kind}, want parquet or arrow")]
-        )
+        raise _refuse(path, "episode file: want Parquet, Arrow or rollout JSON lines")
+    out = normalise_episodes(table)
     return (
-        normalise_episodes(table).combine_chunks().to_batches()[0]
-        if table.num_rows
-        else pa.RecordBatch.from_pylist([], schema=EPISODE_ATTR_SCHEMA)
+        out.combine_chunks().to_batches()[0]
+        if out.num_rows
+        else pa.RecordBatch.from_pylist([], schema=out.schema)
     )
+
+
+def _rows_for(batch_rows: int, nbytes: int, rows: int) -> int:
+    """Rows per chunk: ``batch_rows``, fewer when rows average over ``CHUNK_BYTES / batch_rows``."""
+    if rows <= 0:
+        return batch_rows
+    per_row = max(1, nbytes // rows)
+    return max(1, min(batch_rows, CHUNK_BYTES // per_row))
 
 
 def _iter_arrow(path: Path, kind: str, batch_rows: int) -> Iterator[pa.RecordBatch]:
     if kind == "parquet":
         pf = pq.ParquetFile(path)
-        yield from pf.iter_batches(batch_size=batch_rows)
+        meta = pf.metadata
+        # The row size in memory, from the first rows read (the file's sizes are of encoded
+        # data, which can be far smaller); a later batch still over the bound is sliced.
+        probe = next(pf.iter_batches(batch_size=16), None)
+        size = 0 if probe is None else probe.nbytes * max(1, meta.num_rows) // max(1, len(probe))
+        for batch in pf.iter_batches(batch_size=_rows_for(batch_rows, size, meta.num_rows)):
+            step = _rows_for(batch_rows, batch.nbytes, batch.num_rows)
+            for start in range(0, max(batch.num_rows, 1), step):
+                yield batch.slice(start, step)
         return
     with pa.memory_map(str(path)) as source:
         reader: Any = ipc.open_file(source) if kind == "arrow" else ipc.open_stream(source)
@@ -1208,8 +1718,119 @@ def _iter_arrow(path: Path, kind: str, batch_rows: int) -> Iterator[pa.RecordBat
             else reader
         )
         for batch in batches:
-            for start in range(0, max(batch.num_rows, 1), batch_rows):
-                yield batch.slice(start, batch_rows)
+            step = _rows_for(batch_rows, batch.nbytes, batch.num_rows)
+            for start in range(0, max(batch.num_rows, 1), step):
+                yield batch.slice(start, step)
+
+
+def _iter_table_records(
+    path: Path, container: str, kind: str, batch_rows: int, opts: ReaderOptions
+) -> Iterator[RolloutChunk]:
+    """Rows of a Parquet/Arrow file of a record format (e.g. TRL's completions table)."""
+    c = ProblemCollector()
+    builder = ChunkBuilder(c, opts, {"format": kind})
+    row = 0
+    for batch in _iter_arrow(path, container, 1024):
+        for obj in batch.to_pylist():
+            rec = RecordProblems(row, c, unit="row")
+            row += 1
+            builder.add(map_record(kind, obj, rec, opts), rec)
+            if builder.full(batch_rows):
+                yield builder.flush()
+    if builder.rows or row == 0:
+        yield builder.flush()
+    problems = c.problems()
+    if problems:
+        raise RolloutValidationError(str(path), problems)
+
+
+def _jsonl_objects(
+    path: Path, c: ProblemCollector
+) -> Iterator[tuple[RecordProblems, dict[str, Any]]]:
+    """Each non-blank line of a JSONL file, strictly decoded; bad lines are reported."""
+    decoder = json.JSONDecoder(object_pairs_hook=_strict_object, parse_constant=_refuse_constant)
+    with _open_jsonl(path, check_end=True) as (_, f):
+        try:
+            for number, raw in _read_lines(f, path):
+                if not raw.strip():
+                    continue
+                rec = RecordProblems(number, c)
+                obj = _decode(decoder, raw, rec)
+                if obj is not None:
+                    yield rec, obj
+        except RolloutValidationError as e:
+            # The rest of the file cannot be read: report the lines before it, then the cause.
+            raise RolloutValidationError(str(path), [*c.problems(), *e.problems]) from e
+
+
+def _iter_jsonl(
+    path: Path, kind: str, batch_rows: int, opts: ReaderOptions
+) -> Iterator[RolloutChunk]:
+    c = ProblemCollector()
+    builder = ChunkBuilder(c, opts, {"format": kind})
+    seen = False
+    for rec, obj in _jsonl_objects(path, c):
+        seen = True
+        builder.add(map_record(kind, obj, rec, opts), rec)
+        if builder.full(batch_rows):
+            yield builder.flush()
+    if builder.rows or not seen:
+        yield builder.flush()
+    problems = c.problems()
+    if problems:
+        raise RolloutValidationError(str(path), problems)
+
+
+def _jsonl_rows_table(path: Path, schema: pa.Schema, what: str) -> pa.Table:
+    c = ProblemCollector()
+    rows = [obj for _, obj in _jsonl_objects(path, c)]
+    fields, arrays, c2 = _rows_to_columns(_json_rows(rows, schema), schema, what)
+    problems = c.problems() + c2.problems()
+    if problems:
+        raise RolloutValidationError(str(path), problems)
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields)) if fields else pa.table({})
+
+
+def _json_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> list[dict[str, Any]]:
+    """Rows as ``export --format jsonl`` writes them: JSON values back to column values."""
+    for r in rows:
+        for key in ("extras",):
+            v = r.get(key)
+            if isinstance(v, dict):
+                r[key] = {k: typed_json.loads(json.dumps(x)) for k, x in v.items()}
+        for key in ("info", "reset_info"):
+            v = r.get(key)
+            if v is not None and not isinstance(v, str):
+                r[key] = typed_json.loads(json.dumps(v))
+    return rows
+
+
+def _iter_rollout_jsonl(path: Path, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    c = ProblemCollector()
+    rows: list[dict[str, Any]] = []
+
+    def flush() -> pa.RecordBatch | None:
+        fields, arrays, c2 = _rows_to_columns(_json_rows(rows, STEP_SCHEMA), STEP_SCHEMA, "step")
+        rows.clear()
+        for p in c2.problems():
+            c.add(f"{p.column}:{p.message[:24]}", p.message, column=p.column)
+        if c2.count:
+            return None
+        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+
+    for _, obj in _jsonl_objects(path, c):
+        rows.append(obj)
+        if len(rows) >= batch_rows:
+            out = flush()
+            if out is not None:
+                yield out
+    if rows:
+        out = flush()
+        if out is not None:
+            yield out
+    problems = c.problems()
+    if problems:
+        raise RolloutValidationError(str(path), problems)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1408,20 +2029,7 @@ def _read_lines(f: io.BufferedReader, path: Path) -> Iterator[tuple[int, bytes]]
 
 
 # --------------------------------------------------------------------------------------------
-# JSONL
-
-
-class _Line:
-    """Problems found in one JSONL line; the line is skipped if there is any."""
-
-    def __init__(self, number: int, collector: ProblemCollector) -> None:
-        self.number = number
-        self.c = collector
-        self.failed = False
-
-    def error(self, field: str | None, message: str) -> None:
-        self.failed = True
-        self.c.add(f"line:{field}:{message[:24]}", message, column=field, line=self.number)
+# JSON lines: strict decoding
 
 
 def _strict_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -1437,50 +2045,26 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _is_num(v: object) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
-def _json_text(v: object, line: _Line, field: str) -> str | None:
-    """Tool calls and results are stored as JSON text; a string must already be JSON."""
-    if v is None:
+def _decode(decoder: json.JSONDecoder, raw: bytes, rec: RecordProblems) -> dict[str, Any] | None:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        rec.error(None, f"not valid UTF-8 ({e.reason} at byte {e.start})")
         return None
-    if isinstance(v, str):
-        try:
-            json.loads(v, parse_constant=_refuse_constant)
-        except ValueError as e:
-            line.error(field, f"string is not JSON text ({e}); give the JSON value itself")
-            return None
-        return v
-    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
-
-
-def _opt(obj: Mapping[str, Any], key: str, kind: str, line: _Line, field: str) -> Any:
-    """Read an optional field, checking its JSON type."""
-    v = obj.get(key)
-    if v is None:
+    try:
+        obj, end = decoder.raw_decode(text.strip())
+        if end != len(text.strip()):
+            raise ValueError(f"extra data after the JSON value at column {end + 1}")
+    except ValueError as e:
+        rec.error(None, f"not valid JSON: {e}")
         return None
-    ok = {
-        "str": isinstance(v, str),
-        "num": _is_num(v),
-        "int": isinstance(v, int) and not isinstance(v, bool),
-        "bool": isinstance(v, bool),
-        "obj": isinstance(v, dict),
-    }[kind]
-    if not ok:
-        names = {
-            "str": "a string",
-            "num": "a number",
-            "int": "an integer",
-            "bool": "a boolean",
-            "obj": "an object",
-        }
-        line.error(field, f"{_jtype(v)}, want {names[kind]}")
+    except RecursionError:
+        rec.error(None, "not accepted: JSON nested too deeply")
         return None
-    if kind == "int" and not -(1 << 63) <= v < (1 << 63):
-        line.error(field, f"{v} is out of the int64 range")
+    if not isinstance(obj, dict):
+        rec.error(None, f"JSON {_jtype(obj)}, want an object")
         return None
-    return v
+    return obj
 
 
 def _jtype(v: object) -> str:
@@ -1495,461 +2079,3 @@ def _jtype(v: object) -> str:
     if isinstance(v, list):
         return "array"
     return "object"
-
-
-def _timestamp_us(v: object, line: _Line, field: str) -> int | None:
-    if v is None:
-        return None
-    if isinstance(v, str):
-        try:
-            parsed = dt.datetime.fromisoformat(v)
-        except ValueError:
-            line.error(field, f"{v!r} is not an ISO 8601 time")
-            return None
-        return (_to_utc(parsed) - _EPOCH) // _US
-    if isinstance(v, int | float) and not isinstance(v, bool):
-        return round(float(v) * 1_000_000)  # seconds since the Unix epoch
-    line.error(field, f"{_jtype(v)}, want an ISO 8601 string or seconds since the epoch")
-    return None
-
-
-_MESSAGE_KEYS: Final = frozenset(
-    {
-        "role",
-        "content",
-        "tool_calls",
-        "tool_results",
-        "tool_call_id",
-        "name",
-        "reward",
-        "logprob",
-        "timestamp",
-        "latency_ms",
-        "usage",
-        "cost_usd",
-        "model_id",
-        "safety_interventions",
-    }
-)
-_EPISODE_KEYS: Final = (
-    "task_id",
-    "env_version",
-    "policy_version",
-    "language",
-    "task_type",
-    "termination_reason",
-)
-_CHAT_KEYS: Final = frozenset(
-    {
-        "episode_id",
-        "messages",
-        "reward",
-        "rewards",
-        "judge_scores",
-        "usage",
-        "cost_usd",
-        "latency_ms",
-        "model_id",
-        "seed",
-        "invalid",
-        *_EPISODE_KEYS,
-    }
-)
-_TRL_KEYS: Final = frozenset(
-    {"episode_id", "task_id", "prompt", "completion", "reward", "rewards", "step", "advantage"}
-)
-_VERL_KEYS: Final = frozenset(
-    {
-        "episode_id",
-        "task_id",
-        "prompt",
-        "input",
-        "response",
-        "output",
-        "score",
-        "reward",
-        "step",
-        "gts",
-    }
-)
-
-
-def _message(m: object, line: _Line, where: str) -> dict[str, Any] | None:
-    """Map one chat message to the step columns it fills."""
-    if not isinstance(m, dict):
-        line.error(where, f"{_jtype(m)}, want a message object")
-        return None
-    for key in m:
-        if key not in _MESSAGE_KEYS:
-            line.error(
-                f"{where}.{key}",
-                f"unknown message field; known: {', '.join(sorted(_MESSAGE_KEYS))}",
-            )
-    role = m.get("role")
-    if not isinstance(role, str):
-        line.error(f"{where}.role", f"{_jtype(role)}, want a string")
-    content = m.get("content")
-    if content is not None and not isinstance(content, str):
-        # Multi-part content (a list of parts) is kept whole, as JSON text.
-        content = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
-    tool_results = _json_text(m.get("tool_results"), line, f"{where}.tool_results")
-    if tool_results is None and ("tool_call_id" in m or "name" in m):
-        link = {k: m[k] for k in ("tool_call_id", "name") if k in m}
-        tool_results = json.dumps(link, ensure_ascii=False, separators=(",", ":"))
-    usage = _opt(m, "usage", "obj", line, f"{where}.usage") or {}
-    out = {
-        "role": role,
-        "content": content,
-        "tool_calls": _json_text(m.get("tool_calls"), line, f"{where}.tool_calls"),
-        "tool_results": tool_results,
-        "reward": _opt(m, "reward", "num", line, f"{where}.reward"),
-        "action_logprob": _opt(m, "logprob", "num", line, f"{where}.logprob"),
-        "timestamp": _timestamp_us(m.get("timestamp"), line, f"{where}.timestamp"),
-        "latency_ms": _opt(m, "latency_ms", "num", line, f"{where}.latency_ms"),
-        "prompt_tokens": _opt(usage, "prompt_tokens", "int", line, f"{where}.usage.prompt_tokens"),
-        "completion_tokens": _opt(
-            usage, "completion_tokens", "int", line, f"{where}.usage.completion_tokens"
-        ),
-        "cost_usd": _opt(m, "cost_usd", "num", line, f"{where}.cost_usd"),
-        "model_id": _opt(m, "model_id", "str", line, f"{where}.model_id"),
-        "safety_interventions": _opt(
-            m, "safety_interventions", "int", line, f"{where}.safety_interventions"
-        ),
-    }
-    return out
-
-
-def _text_or_messages(v: object, role: str, line: _Line, field: str) -> list[dict[str, Any]]:
-    """TRL/verl prompts and completions: a string (one message) or a list of messages."""
-    if isinstance(v, str):
-        return [_message({"role": role, "content": v}, line, field) or {}]
-    if isinstance(v, list):
-        out = [_message(m, line, f"{field}[{i}]") for i, m in enumerate(v)]
-        if not out:
-            line.error(field, "empty list, want at least one message")
-        return [m for m in out if m is not None]
-    line.error(field, f"{_jtype(v)}, want a string or a list of messages")
-    return []
-
-
-def _scores(v: object, line: _Line, field: str) -> list[tuple[str, float]] | None:
-    if v is None:
-        return None
-    if not isinstance(v, dict):
-        line.error(field, f"{_jtype(v)}, want an object of names to numbers")
-        return None
-    out = []
-    for k, s in v.items():
-        if not _is_num(s):
-            line.error(f"{field}.{k}", f"{_jtype(s)}, want a number")
-        else:
-            out.append((k, float(s)))
-    return out
-
-
-@dataclass
-class _Episode:
-    episode_id: str | None
-    steps: list[dict[str, Any]]
-    attrs: dict[str, Any]
-    reward: float | None  # episode-level reward, put on the last step
-    truncated: bool
-
-
-def _map_chat(obj: dict[str, Any], line: _Line) -> _Episode:
-    for key in obj:
-        if key not in _CHAT_KEYS:
-            line.error(key, f"unknown field; known: {', '.join(sorted(_CHAT_KEYS))}")
-    messages = obj.get("messages")
-    steps: list[dict[str, Any]] = []
-    if not isinstance(messages, list) or not messages:
-        line.error(
-            "messages",
-            f"{_jtype(messages)}, want a non-empty list of messages"
-            if not isinstance(messages, list)
-            else "empty list, want at least one message",
-        )
-    else:
-        for i, m in enumerate(messages):
-            step = _message(m, line, f"messages[{i}]")
-            if step is not None:
-                steps.append(step)
-    attrs = _attrs(obj, line)
-    _episode_usage(obj, steps, line)
-    return _Episode(
-        _episode_id(obj, line),
-        steps,
-        attrs,
-        _rewards(obj, steps, line),
-        truncated=attrs.get("termination_reason") in TRUNCATION_REASONS,
-    )
-
-
-def _attrs(obj: dict[str, Any], line: _Line) -> dict[str, Any]:
-    attrs: dict[str, Any] = {k: _opt(obj, k, "str", line, k) for k in _EPISODE_KEYS}
-    seed = obj.get("seed")
-    if isinstance(seed, str) and seed.lstrip("-").isdigit():
-        seed = int(seed)  # large seeds may come as decimal strings (JSON's 2^53 limit)
-    attrs["seed"] = _opt({"seed": seed}, "seed", "int", line, "seed")
-    attrs["invalid"] = _opt(obj, "invalid", "bool", line, "invalid")
-    attrs["cost_usd"] = _opt(obj, "cost_usd", "num", line, "cost_usd")
-    attrs["judge_scores"] = _scores(obj.get("judge_scores"), line, "judge_scores")
-    return attrs
-
-
-def _episode_usage(obj: dict[str, Any], steps: list[dict[str, Any]], line: _Line) -> None:
-    """Episode-level usage and latency go to the last assistant message, model_id to each."""
-    if not steps:
-        return
-    assistant = [s for s in steps if s.get("role") == "assistant"]
-    target = assistant[-1] if assistant else steps[-1]
-    usage = _opt(obj, "usage", "obj", line, "usage") or {}
-    for key in ("prompt_tokens", "completion_tokens"):
-        v = _opt(usage, key, "int", line, f"usage.{key}")
-        if v is not None and target[key] is None:
-            target[key] = v
-    latency = _opt(obj, "latency_ms", "num", line, "latency_ms")
-    if latency is not None and target["latency_ms"] is None:
-        target["latency_ms"] = latency
-    model = _opt(obj, "model_id", "str", line, "model_id")
-    if model is not None:
-        for s in assistant:
-            if s["model_id"] is None:
-                s["model_id"] = model
-
-
-def _rewards(obj: dict[str, Any], steps: list[dict[str, Any]], line: _Line) -> float | None:
-    """Fill per-step rewards; return the episode-level reward (for the last step), if any."""
-    given = [k for k in ("reward", "rewards") if obj.get(k) is not None]
-    per_message = any(s["reward"] is not None for s in steps)
-    if len(given) + per_message > 1:
-        line.error(
-            given[0] if given else "reward", "give one of reward, rewards or per-message rewards"
-        )
-        return None
-    if per_message:
-        return None
-    if "rewards" in given:
-        rewards = obj["rewards"]
-        if not isinstance(rewards, list) or not all(_is_num(r) for r in rewards):
-            line.error("rewards", "want a list of numbers, one per message")
-        elif len(rewards) != len(steps):
-            line.error(
-                "rewards", f"{len(rewards)} rewards for {len(steps)} messages, want one per message"
-            )
-        else:
-            for s, r in zip(steps, rewards, strict=True):
-                s["reward"] = r
-        return None
-    if "reward" in given:
-        return _opt(obj, "reward", "num", line, "reward")  # type: ignore[no-any-return]
-    line.error(
-        "reward",
-        "missing, want reward (a number), rewards (one per message) or per-message rewards",
-    )
-    return None
-
-
-def _episode_id(obj: dict[str, Any], line: _Line) -> str | None:
-    eid = obj.get("episode_id")
-    if eid is None:
-        return None
-    if isinstance(eid, int) and not isinstance(eid, bool):
-        return str(eid)
-    if isinstance(eid, str) and eid:
-        return eid
-    line.error("episode_id", f"{_jtype(eid)}, want a non-empty string or an integer")
-    return None
-
-
-def _policy_step(obj: dict[str, Any], line: _Line) -> str | None:
-    step = _opt(obj, "step", "int", line, "step")
-    return None if step is None else str(step)
-
-
-def _map_trl(obj: dict[str, Any], line: _Line) -> _Episode:
-    for key in obj:
-        if key not in _TRL_KEYS:
-            line.error(key, f"unknown field; known: {', '.join(sorted(_TRL_KEYS))}")
-    steps = _text_or_messages(obj.get("prompt"), "user", line, "prompt")
-    steps += _text_or_messages(obj.get("completion"), "assistant", line, "completion")
-    scores = _scores(obj.get("rewards"), line, "rewards")
-    reward = _opt(obj, "reward", "num", line, "reward")
-    if reward is None and scores is not None:
-        reward = sum(s for _, s in scores)  # TRL's total is the sum of its reward functions
-    if obj.get("reward") is None and obj.get("rewards") is None:  # a mistyped one is reported
-        line.error("reward", "missing, want reward (a number) or rewards (an object)")
-    attrs = {
-        "task_id": _opt(obj, "task_id", "str", line, "task_id"),
-        "policy_version": _policy_step(obj, line),
-        "judge_scores": scores,
-    }
-    return _Episode(_episode_id(obj, line), steps, attrs, reward, truncated=False)
-
-
-def _map_verl(obj: dict[str, Any], line: _Line) -> _Episode:
-    extra: list[tuple[str, float]] = []
-    for key, v in obj.items():
-        if key in _VERL_KEYS:
-            continue
-        if _is_num(v) or isinstance(v, bool):
-            extra.append((key, float(v)))  # verl's reward_extra_info: kept as judge scores
-        else:
-            line.error(
-                key,
-                f"unknown field holding {_jtype(v)}; known: "
-                f"{', '.join(sorted(_VERL_KEYS))}, or numeric reward details",
-            )
-    pair = {
-        k: obj[k] for k in obj if k in ("prompt", "input", "response", "output", "score", "reward")
-    }
-    for a, b in (("prompt", "input"), ("response", "output"), ("score", "reward")):
-        if a in pair and b in pair:
-            line.error(b, f"both {a} and {b} given, want one")
-    prompt = obj.get("prompt", obj.get("input"))
-    response = obj.get("response", obj.get("output"))
-    steps = _text_or_messages(prompt, "user", line, "prompt" if "prompt" in obj else "input")
-    steps += _text_or_messages(
-        response, "assistant", line, "response" if "response" in obj else "output"
-    )
-    key = "score" if "score" in obj else "reward"
-    reward = _opt(obj, key, "num", line, key)
-    if obj.get(key) is None:  # a mistyped one is reported by _opt
-        line.error(key, "missing, want score (a number)")
-    attrs = {
-        "task_id": _opt(obj, "task_id", "str", line, "task_id"),
-        "policy_version": _policy_step(obj, line),
-        "judge_scores": extra or None,
-    }
-    return _Episode(_episode_id(obj, line), steps, attrs, reward, truncated=False)
-
-
-_MAPPERS: Final[dict[str, Callable[[dict[str, Any], _Line], _Episode]]] = {
-    "chat-jsonl": _map_chat,
-    "trl-jsonl": _map_trl,
-    "verl-jsonl": _map_verl,
-}
-
-_STEP_FIELDS: Final = (
-    "role",
-    "content",
-    "tool_calls",
-    "tool_results",
-    "action_logprob",
-    "timestamp",
-    "latency_ms",
-    "prompt_tokens",
-    "completion_tokens",
-    "model_id",
-    "cost_usd",
-    "safety_interventions",
-)
-
-
-class _ChunkBuffer:
-    """Columns of the chunk being built, as Python lists."""
-
-    def __init__(self) -> None:
-        self.steps: dict[str, list[Any]] = {f.name: [] for f in STEP_SCHEMA}
-        self.attrs: dict[str, list[Any]] = {f.name: [] for f in EPISODE_ATTR_SCHEMA}
-        self.rows = 0
-        self.text_bytes = 0
-
-    def add(self, eid: str, ep: _Episode) -> None:
-        s = self.steps
-        n = len(ep.steps)
-        last = n - 1
-        for i, step in enumerate(ep.steps):
-            s["episode_id"].append(eid)
-            s["step"].append(i)
-            s["is_first"].append(i == 0)
-            s["is_last"].append(i == last)
-            s["terminated"].append(i == last and not ep.truncated)
-            s["truncated"].append(i == last and ep.truncated)
-            reward = step["reward"]
-            if reward is None:
-                reward = ep.reward if i == last and ep.reward is not None else 0.0
-            s["reward"].append(float(reward))
-            s["obs"].append(None)
-            s["action"].append(None)
-            for name in _STEP_FIELDS:
-                s[name].append(step[name])
-            content = step["content"]
-            if content is not None:
-                self.text_bytes += len(content)
-        a = self.attrs
-        for name in a:
-            a[name].append(ep.attrs.get(name))
-        a["episode_id"][-1] = eid
-        self.rows += n
-
-    def flush(self) -> RolloutChunk:
-        steps = pa.RecordBatch.from_arrays(
-            [_list_array(self.steps[f.name], f.type) for f in STEP_SCHEMA], schema=STEP_SCHEMA
-        )
-        attrs = pa.RecordBatch.from_arrays(
-            [pa.array(self.attrs[f.name], type=f.type) for f in EPISODE_ATTR_SCHEMA],
-            schema=EPISODE_ATTR_SCHEMA,
-        )
-        self.__init__()  # type: ignore[misc]
-        return RolloutChunk(steps, attrs)
-
-
-def _list_array(values: list[Any], typ: pa.DataType) -> pa.Array:
-    if pa.types.is_timestamp(typ):
-        return pa.array(values, type=pa.int64()).cast(typ)
-    return pa.array(values, type=typ)
-
-
-def _iter_jsonl(path: Path, kind: str, batch_rows: int) -> Iterator[RolloutChunk]:
-    mapper = _MAPPERS[kind]
-    c = ProblemCollector()
-    ids: dict[str, int] = {}
-    buf = _ChunkBuffer()
-    decoder = json.JSONDecoder(object_pairs_hook=_strict_object, parse_constant=_refuse_constant)
-    with _open_jsonl(path, check_end=True) as (_, f):
-        try:
-            for number, raw in _read_lines(f, path):
-                if not raw.strip():
-                    continue
-                line = _Line(number, c)
-                obj = _decode(decoder, raw, line)
-                if obj is None:
-                    continue
-                ep = mapper(obj, line)
-                eid = ep.episode_id if ep.episode_id is not None else f"line-{number}"
-                if eid in ids:
-                    line.error("episode_id", f"episode {eid!r} already given on line {ids[eid]}")
-                if line.failed:
-                    continue
-                ids[eid] = number
-                buf.add(eid, ep)
-                if buf.rows >= batch_rows or buf.text_bytes >= CHUNK_TEXT_BYTES:
-                    yield buf.flush()
-        except RolloutValidationError as e:
-            # The rest of the file cannot be read: report the lines before it, then the cause.
-            raise RolloutValidationError(str(path), [*c.problems(), *e.problems]) from e
-    if buf.rows:
-        yield buf.flush()
-    problems = c.problems()
-    if problems:
-        raise RolloutValidationError(str(path), problems)
-
-
-def _decode(decoder: json.JSONDecoder, raw: bytes, line: _Line) -> dict[str, Any] | None:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line.error(None, f"not valid UTF-8 ({e.reason} at byte {e.start})")
-        return None
-    try:
-        obj, end = decoder.raw_decode(text.strip())
-        if end != len(text.strip()):
-            raise ValueError(f"extra data after the JSON value at column {end + 1}")
-    except ValueError as e:
-        line.error(None, f"not valid JSON: {e}")
-        return None
-    if not isinstance(obj, dict):
-        line.error(None, f"JSON {_jtype(obj)}, want an object")
-        return None
-    return obj

@@ -1,16 +1,18 @@
-"""Writing rollout batches as Parquet, validating and summarising as they stream.
+"""Writing rollout batches as Parquet, validating, summarising and hashing as they stream.
 
 Scope: `write_steps_parquet` takes a stream of step batches (or `RolloutChunk` objects, or
 tables), normalises, validates and writes them to ``steps.parquet`` batch by batch, derives
-the episode table into ``episodes.parquet``, and returns `WriteStats` for the batch manifest.
-Validation state crosses batch boundaries (step continuity, episode completion, duplicate
-episodes). Files are written under temporary names and renamed only when the whole input is
-valid: bad input leaves nothing behind.
-Non-scope: hashing, storing and signing the files (the object store and manifest writers),
-reading inputs (``convert.py``).
-Spec: ``schemas/rollout.v1.md`` section "Files".
+the episode table into ``episodes.parquet`` (filling episode columns the caller fixes, such as
+``env_version``, as it goes), hashes both files while writing them, and returns `WriteStats`
+for the batch manifest: one pass over the data, no rewrite, no second read. Validation state
+crosses batch boundaries (step continuity, episode completion, duplicate episodes). Files are
+written under temporary names and renamed only when the whole input is valid: bad input leaves
+nothing behind.
+Non-scope: storing and signing the files (the object store and manifest writers), reading
+inputs (``convert.py``).
+Spec: ``schemas/rollout.v2.md`` section "Files".
 
-Encoding: zstd; float columns (and float vector values) BYTE_STREAM_SPLIT, which zstd
+Encoding: zstd; float columns (and float tensor values) BYTE_STREAM_SPLIT, which zstd
 compresses better than plain floats; other columns dictionary-encoded. Row groups hold exactly
 ``row_group_rows`` rows (the last one fewer), so the bytes written do not depend on how the
 input was cut into batches (for a given pyarrow version), unless rows are so large that 128 MiB
@@ -19,12 +21,13 @@ of them fill a row group first: memory stays bounded whatever the input.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import queue
 import secrets
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -35,10 +38,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .convert import EpisodeBuilder, RolloutChunk, StepNormaliser, normalise_episodes
-from .schema import EPISODE_SCHEMA, STEP_SCHEMA, parquet_float_paths
+from trajledger.verify.digest import FileDigest
+
+from .convert import (
+    EpisodeBuilder,
+    RolloutChunk,
+    StepNormaliser,
+    TensorTypes,
+    conform_batch,
+    normalise_episodes,
+)
+from .schema import parquet_float_paths
+from .success import SuccessCount
 from .validate import (
     DEFAULT_MAX_FIELD_BYTES,
+    DEFAULT_MAX_TENSOR_BYTES,
     EpisodeStreamValidator,
     Problem,
     ProblemCollector,
@@ -48,9 +62,7 @@ from .validate import (
 
 __all__ = [
     "DEFAULT_ROW_GROUP_ROWS",
-    "FAILURE_REASON",
     "ROW_GROUP_BYTES",
-    "SUCCESS_REASON",
     "WriteStats",
     "parquet_writer",
     "write_steps_parquet",
@@ -58,10 +70,6 @@ __all__ = [
 
 DEFAULT_ROW_GROUP_ROWS: Final = 1 << 17
 """Rows per Parquet row group of the step file."""
-
-SUCCESS_REASON: Final = "success"
-FAILURE_REASON: Final = "failure"
-"""``termination_reason`` values that make success derivable (see `WriteStats`)."""
 
 _T = TypeVar("_T")
 _END: Final = object()
@@ -79,39 +87,55 @@ class WriteStats:
         episodes_path: where the episode table was written.
         num_steps: rows of the step table.
         num_episodes: rows of the episode table.
-        reward_sum: sum of all rewards (exactly rounded sum of the episode returns).
-        return_mean: mean episode return.
-        return_min: smallest episode return.
-        return_max: largest episode return.
-        return_std: population standard deviation of episode returns.
+        rewarded_episodes: episodes with a return (at least one step with a reward); the
+            return statistics are over these, and are None when there is none (SFT,
+            preference data).
+        reward_sum: sum of all rewards (exactly rounded sum of the episode returns), or None.
+        return_mean: mean episode return, or None.
+        return_min: smallest episode return, or None.
+        return_max: largest episode return, or None.
+        return_std: population standard deviation of episode returns, or None.
         mean_episode_length: mean steps per episode.
         seeds: distinct non-null episode seeds, ascending.
-        success_count: episodes whose termination_reason is "success", or None when no
-            episode is labelled "success" or "failure" (success is then not derivable).
-        success_rate: success_count / num_episodes, or None likewise.
+        success_count: successes (see ``success.py``), or None when the batch labels none.
+        success_rate: successes over all episodes, or None likewise.
         num_invalid: episodes flagged invalid.
         total_cost_usd: sum of episode costs, or None when no episode has a cost.
-        steps_bytes: size of the step file.
-        episodes_bytes: size of the episode file.
+        steps_file: the step file's size and SHA-256, computed from the bytes as written.
+        episodes_file: the episode file's size and SHA-256, likewise.
+        meta: what the input said about the whole batch (source formats, spaces, environment
+            spec, dataset metadata), for the batch predicate.
     """
 
     steps_path: Path
     episodes_path: Path
     num_steps: int
     num_episodes: int
-    reward_sum: float
-    return_mean: float
-    return_min: float
-    return_max: float
-    return_std: float
+    rewarded_episodes: int
+    reward_sum: float | None
+    return_mean: float | None
+    return_min: float | None
+    return_max: float | None
+    return_std: float | None
     mean_episode_length: float
     seeds: tuple[int, ...]
     success_count: int | None
     success_rate: float | None
     num_invalid: int
     total_cost_usd: float | None
-    steps_bytes: int
-    episodes_bytes: int
+    steps_file: FileDigest
+    episodes_file: FileDigest
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def steps_bytes(self) -> int:
+        """Size of the step file."""
+        return self.steps_file.size
+
+    @property
+    def episodes_bytes(self) -> int:
+        """Size of the episode file."""
+        return self.episodes_file.size
 
     def summary(self) -> dict[str, Any]:
         """Return the statistics as JSON-ready values for a manifest.
@@ -122,6 +146,7 @@ class WriteStats:
         return {
             "num_steps": self.num_steps,
             "num_episodes": self.num_episodes,
+            "rewarded_episodes": self.rewarded_episodes,
             "reward_sum": self.reward_sum,
             "return_mean": self.return_mean,
             "return_min": self.return_min,
@@ -136,25 +161,66 @@ class WriteStats:
         }
 
 
-def parquet_writer(path: str | os.PathLike[str], schema: pa.Schema) -> pq.ParquetWriter:
+def parquet_writer(where: str | os.PathLike[str] | Any, schema: pa.Schema) -> pq.ParquetWriter:
     """Open a Parquet writer with the rollout encodings (zstd, BYTE_STREAM_SPLIT floats).
 
     Args:
-        path: the file to create.
-        schema: `STEP_SCHEMA` or `EPISODE_SCHEMA`.
+        where: the file to create, or a writable binary file object.
+        schema: the step or episode schema of the batch.
 
     Returns:
         An open writer; the caller closes it.
     """
     floats, others = parquet_float_paths(schema)
     return pq.ParquetWriter(
-        str(path),
+        where if not isinstance(where, os.PathLike) else str(where),
         schema,
         compression="zstd",
         use_byte_stream_split=floats,
         use_dictionary=others,
         write_statistics=True,
     )
+
+
+class _HashingSink:
+    """A binary file that hashes what is written to it (single pass: no re-read to hash)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._f = open(path, "xb")  # noqa: SIM115 - closed by close()
+        self._h = hashlib.sha256()
+        self.size = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        self._h.update(view)
+        self._f.write(view)
+        self.size += view.nbytes
+        return view.nbytes
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._f.close()
+
+    def result(self, final: Path) -> FileDigest:
+        return FileDigest(final, self.size, self._h.hexdigest())
 
 
 @dataclass
@@ -165,8 +231,7 @@ class _EpisodeTotals:
     lengths: int = 0
     count: int = 0
     seeds: set[int] = field(default_factory=set)
-    success: int = 0
-    labelled: int = 0
+    success: SuccessCount = field(default_factory=SuccessCount)
     invalid: int = 0
     costs: list[npt.NDArray[np.float64]] = field(default_factory=list)
 
@@ -176,27 +241,28 @@ class _EpisodeTotals:
         self.count += batch.num_rows
         self.returns.append(
             np.asarray(
-                batch.column("return").fill_null(0.0).to_numpy(zero_copy_only=False),
+                batch.column("return").drop_null().to_numpy(zero_copy_only=False),
                 dtype=np.float64,
             )
         )
         self.lengths += int(np.sum(batch.column("num_steps").fill_null(0).to_numpy()))
         self.seeds.update(s for s in batch.column("seed").drop_null().to_pylist())
-        reasons = batch.column("termination_reason")
-        self.success += int(pc.sum(pc.equal(reasons, SUCCESS_REASON)).as_py() or 0)
-        self.labelled += int(
-            pc.sum(pc.is_in(reasons, value_set=pa.array([SUCCESS_REASON, FAILURE_REASON]))).as_py()
-            or 0
-        )
+        self.success.add(batch)
         self.invalid += int(pc.sum(batch.column("invalid")).as_py() or 0)
         self.costs.append(np.asarray(batch.column("cost_usd").drop_null(), dtype=np.float64))
 
 
 class _RowGroupBuffer:
-    """Re-cuts a batch stream into row groups of ``rows`` rows (fewer past `ROW_GROUP_BYTES`)."""
+    """Re-cuts a batch stream into row groups of ``rows`` rows (fewer past `ROW_GROUP_BYTES`).
 
-    def __init__(self, writer: pq.ParquetWriter, rows: int) -> None:
-        self._writer = writer
+    The writer is opened at the first write, with the schema known by then (the tensor types
+    are fixed by the first values); batches are conformed to it.
+    """
+
+    def __init__(self, sink: _HashingSink, schema: Callable[[], pa.Schema], rows: int) -> None:
+        self._sink = sink
+        self._schema = schema
+        self._writer: pq.ParquetWriter | None = None
         self._rows = rows
         self._batches: list[pa.RecordBatch] = []
         self._held = 0
@@ -213,13 +279,25 @@ class _RowGroupBuffer:
 
     def close(self) -> None:
         self._write(final=True)
+        self._open().close()
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+    def _open(self) -> pq.ParquetWriter:
+        if self._writer is None:
+            self._writer = parquet_writer(self._sink, self._schema())
+        return self._writer
 
     def _write(self, *, final: bool) -> None:
         if not self._held:
             return
-        table = pa.Table.from_batches(self._batches)
+        writer = self._open()
+        schema = writer.schema
+        table = pa.Table.from_batches([conform_batch(b, schema) for b in self._batches], schema)
         whole = self._held if final else self._held - self._held % self._rows
-        self._writer.write_table(table.slice(0, whole), row_group_size=self._rows)
+        writer.write_table(table.slice(0, whole), row_group_size=self._rows)
         rest = table.slice(whole)
         self._batches = rest.to_batches()
         self._held = rest.num_rows
@@ -228,15 +306,17 @@ class _RowGroupBuffer:
 
 def _chunks(
     batches: Iterable[pa.RecordBatch | pa.Table | RolloutChunk],
-) -> Iterator[tuple[pa.RecordBatch | None, pa.RecordBatch | pa.Table | None]]:
+) -> Iterator[
+    tuple[pa.RecordBatch | None, pa.RecordBatch | pa.Table | None, Mapping[str, Any] | None]
+]:
     for item in batches:
         if isinstance(item, RolloutChunk):
-            yield item.steps, item.episodes
+            yield item.steps, item.episodes, item.meta
         elif isinstance(item, pa.Table):
             for b in item.to_batches():
-                yield b, None
+                yield b, None, None
         elif isinstance(item, pa.RecordBatch):
-            yield item, None
+            yield item, None, None
         else:
             raise TypeError(
                 f"rollout input item is a {type(item).__name__}, want a pyarrow RecordBatch, "
@@ -302,16 +382,20 @@ def write_steps_parquet(
     *,
     episodes_path: str | os.PathLike[str] | None = None,
     max_field_bytes: int = DEFAULT_MAX_FIELD_BYTES,
+    max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES,
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
     subject: str | None = None,
+    fill: Mapping[str, str] | None = None,
 ) -> WriteStats:
     """Validate a stream of step batches and write the step and episode tables.
 
     Steps:
-      1. For each chunk: normalise the steps into `STEP_SCHEMA`; validate them, carrying
-         state across chunks; derive the episodes they complete (merged with any episode
-         attributes the chunk carries) and validate those; write both while no problem has
-         been found (afterwards, keep validating so the error lists every problem).
+      1. For each chunk: normalise the steps into `STEP_SCHEMA` (tensor columns keep the type
+         of their first values); validate them, carrying state across chunks; derive the
+         episodes they complete (merged with any episode attributes the chunk carries), fill
+         the ``fill`` columns where null, and validate them; write both while no problem has
+         been found (afterwards, keep validating so the error lists every problem). Both files
+         are hashed as their bytes are written.
       2. At the end of the stream: check that the last episode has a final step, then close
          it; check that the stream held steps and that every given episode attribute found
          its steps.
@@ -323,15 +407,18 @@ def write_steps_parquet(
             `convert.iter_rollout_chunks`), in step order.
         path: the step file to write (conventionally ``steps.parquet``).
         episodes_path: the episode file; default ``episodes.parquet`` beside ``path``.
-        max_field_bytes: largest accepted string or vector field.
+        max_field_bytes: largest accepted string field.
+        max_tensor_bytes: largest accepted tensor value (an observation or action).
         row_group_rows: rows per row group of the step file.
         subject: names the input in error messages; default ``path``.
+        fill: episode string columns to set where the input left them null (the recorder
+            fills ``env_version`` and ``policy_version``).
 
     Returns:
-        Summary statistics of what was written.
+        Summary statistics, the files' digests and the input's batch metadata.
 
     Raises:
-        RolloutValidationError: the input breaks schema v1 (nothing is written).
+        RolloutValidationError: the input breaks schema v2 (nothing is written).
         ValueError: ``path`` and ``episodes_path`` are the same file, or row_group_rows < 1.
         OSError: a file cannot be written (temporary files are removed).
     """
@@ -346,26 +433,42 @@ def write_steps_parquet(
     if row_group_rows < 1:
         raise ValueError(f"row_group_rows is {row_group_rows}, want >= 1")
     name = subject if subject is not None else str(steps_path)
+    fills = dict(fill or {})
 
     collector = ProblemCollector()
-    normaliser = StepNormaliser(collector)
-    step_check = StepStreamValidator(max_field_bytes=max_field_bytes, collector=collector)
-    builder = EpisodeBuilder(collector)
+    tensors = TensorTypes()
+    normaliser = StepNormaliser(collector, tensors)
+    step_check = StepStreamValidator(
+        max_field_bytes=max_field_bytes, max_tensor_bytes=max_tensor_bytes, collector=collector
+    )
+    builder = EpisodeBuilder(collector, tensors)
     episode_check = EpisodeStreamValidator(
-        max_field_bytes=max_field_bytes, collector=collector, check_unique_ids=False
+        max_field_bytes=max_field_bytes,
+        max_tensor_bytes=max_tensor_bytes,
+        collector=collector,
+        check_unique_ids=False,
     )
     totals = _EpisodeTotals()
+    meta = _Meta(collector)
     reader_problems: tuple[Problem, ...] = ()
 
     tmp_steps, tmp_eps = _temp_path(steps_path), _temp_path(ep_path)
-    steps_writer = parquet_writer(tmp_steps, STEP_SCHEMA)
-    eps_writer: pq.ParquetWriter | None = None
+    steps_sink = _HashingSink(tmp_steps)
+    eps_sink: _HashingSink | None = None
+    groups = episode_groups = None
     try:
-        eps_writer = parquet_writer(tmp_eps, EPISODE_SCHEMA)
-        groups = _RowGroupBuffer(steps_writer, row_group_rows)
-        episode_groups = _RowGroupBuffer(eps_writer, row_group_rows)
+        eps_sink = _HashingSink(tmp_eps)
+        groups = _RowGroupBuffer(steps_sink, tensors.step_schema, row_group_rows)
+        episode_groups = _RowGroupBuffer(eps_sink, tensors.episode_schema, row_group_rows)
 
         def emit(episodes: pa.RecordBatch) -> None:
+            for column, value in fills.items():
+                i = episodes.schema.get_field_index(column)
+                col = episodes.column(i)
+                if col.null_count:
+                    episodes = episodes.set_column(
+                        i, episodes.schema.field(i), col.fill_null(pa.scalar(value, col.type))
+                    )
             checked = episodes
             if collector.seen("reward:not-finite"):
                 # A non-finite reward makes its return non-finite: reported once, as the reward.
@@ -385,7 +488,9 @@ def write_steps_parquet(
 
         # (1)
         try:
-            for steps, attrs in _chunks(_prefetch(batches)):
+            for steps, attrs, chunk_meta in _chunks(_prefetch(batches)):
+                if chunk_meta is not None:
+                    meta.add(chunk_meta)
                 if attrs is not None:
                     try:
                         builder.add_attrs(normalise_episodes(attrs))
@@ -415,8 +520,8 @@ def write_steps_parquet(
             raise RolloutValidationError(name, problems)
         groups.close()
         episode_groups.close()
-        steps_writer.close()
-        eps_writer.close()
+        steps_sink.close()
+        eps_sink.close()
         os.replace(tmp_steps, steps_path)
         try:
             os.replace(tmp_eps, ep_path)
@@ -424,36 +529,79 @@ def write_steps_parquet(
             steps_path.unlink(missing_ok=True)  # never leave a step file without its episodes
             raise
     except BaseException:
-        steps_writer.close()
-        if eps_writer is not None:
-            eps_writer.close()
+        for buffer in (groups, episode_groups):
+            if buffer is not None:
+                buffer.abort()
+        for sink in (steps_sink, eps_sink):
+            if sink is not None:
+                sink.close()
         for tmp in (tmp_steps, tmp_eps):
             tmp.unlink(missing_ok=True)
         raise
-    return _stats(steps_path, ep_path, step_check.rows, totals)
+    return _stats(
+        steps_sink.result(steps_path),
+        eps_sink.result(ep_path),
+        step_check.rows,
+        totals,
+        meta.value(),
+    )
 
 
-def _stats(steps_path: Path, ep_path: Path, num_steps: int, t: _EpisodeTotals) -> WriteStats:
+class _Meta:
+    """Batch metadata from the input's chunks: formats are collected, other keys must agree."""
+
+    def __init__(self, collector: ProblemCollector) -> None:
+        self._c = collector
+        self._formats: list[str] = []
+        self._other: dict[str, Any] = {}
+
+    def add(self, meta: Mapping[str, Any]) -> None:
+        for key, value in meta.items():
+            if key == "format":
+                if value not in self._formats:
+                    self._formats.append(value)
+            elif key not in self._other:
+                self._other[key] = value
+            elif self._other[key] != value:
+                self._c.add(
+                    f"meta:{key}",
+                    f"the inputs disagree on {key}: one batch holds one environment's data",
+                )
+
+    def value(self) -> dict[str, Any]:
+        out = dict(self._other)
+        if self._formats:
+            out["formats"] = self._formats
+        return out
+
+
+def _stats(
+    steps: FileDigest, episodes: FileDigest, num_steps: int, t: _EpisodeTotals,
+    meta: Mapping[str, Any],
+) -> WriteStats:  # fmt: skip
     returns = np.concatenate(t.returns) if t.returns else np.zeros(0)
     n = t.count
+    rewarded = len(returns)
     return WriteStats(
-        steps_path=steps_path,
-        episodes_path=ep_path,
+        steps_path=steps.path,
+        episodes_path=episodes.path,
         num_steps=num_steps,
         num_episodes=n,
-        reward_sum=math.fsum(returns.tolist()),
-        return_mean=float(np.mean(returns)),
-        return_min=float(np.min(returns)),
-        return_max=float(np.max(returns)),
-        return_std=float(np.std(returns)),
+        rewarded_episodes=rewarded,
+        reward_sum=math.fsum(returns.tolist()) if rewarded else None,
+        return_mean=float(np.mean(returns)) if rewarded else None,
+        return_min=float(np.min(returns)) if rewarded else None,
+        return_max=float(np.max(returns)) if rewarded else None,
+        return_std=float(np.std(returns)) if rewarded else None,
         mean_episode_length=t.lengths / n,
         seeds=tuple(sorted(t.seeds)),
-        success_count=t.success if t.labelled else None,
-        success_rate=t.success / n if t.labelled else None,
+        success_count=t.success.count,
+        success_rate=t.success.rate,
         num_invalid=t.invalid,
         total_cost_usd=math.fsum(np.concatenate(t.costs).tolist())
         if any(map(len, t.costs))
         else None,
-        steps_bytes=steps_path.stat().st_size,
-        episodes_bytes=ep_path.stat().st_size,
+        steps_file=steps,
+        episodes_file=episodes,
+        meta=meta,
     )

@@ -1,19 +1,29 @@
-"""Arrow schema of recorded rollouts, version 1.
+"""Arrow schema of recorded rollouts, version 2 (version 1 kept for reading).
 
 Scope: the two tables a rollout batch is stored as (``steps.parquet`` and ``episodes.parquet``),
-their column sets, which columns are required, which float columns are written with
-BYTE_STREAM_SPLIT, and the schema-level metadata that names the version.
+their column sets, which columns are required, the tensor columns (``obs``, ``action``,
+``final_obs``: a list of any number type, with the shape in field metadata), the typed
+``extras`` map, which float leaves are written with BYTE_STREAM_SPLIT, and the schema-level
+metadata that names the table and version. Version 1 (``STEP_SCHEMA_V1``, ``EPISODE_SCHEMA_V1``)
+stays defined: batches recorded as v1 are read and validated against it.
 Non-scope: converting inputs into these tables (``convert.py``), checking their content
 (``validate.py``) and writing Parquet (``parquet_io.py``).
-Spec: ``schemas/rollout.v1.md`` (every column, classic-RL and LLM use),
-``schemas/rollout-steps.v1.schema.json`` and ``schemas/rollout-episodes.v1.schema.json``.
+Spec: ``schemas/rollout.v2.md`` (every column, classic-RL and LLM use; decisions),
+``schemas/rollout-steps.v2.schema.json`` and ``schemas/rollout-episodes.v2.schema.json``;
+``schemas/rollout.v1.md`` for version 1.
 
 One schema serves classic RL and LLM-agent rollouts; columns a rollout does not use are null.
+`STEP_SCHEMA` and `EPISODE_SCHEMA` are the templates: a written batch has the same columns,
+except that its tensor columns keep the value type and shape of its data (float64 stays
+float64, an image stays ``uint8`` of shape ``[H, W, C]``); `conforms` tells whether a schema is
+one of them. The ``extras`` column maps field names to typed JSON.
 This module imports pyarrow, so ``ledger.rollouts`` loads it lazily: only recording pays for it.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Final
 
 import pyarrow as pa
@@ -23,27 +33,67 @@ __all__ = [
     "EPISODE_COLUMNS",
     "EPISODE_REQUIRED",
     "EPISODE_SCHEMA",
+    "EPISODE_SCHEMA_V1",
+    "EXTRAS_TYPE",
     "FLOAT_EPISODE_COLUMNS",
     "FLOAT_STEP_COLUMNS",
+    "JSON_STEP_COLUMNS",
     "ROLLOUT_SCHEMA_VERSION",
     "SCHEMA_VERSION_KEY",
+    "SHAPE_KEY",
     "STEP_COLUMNS",
     "STEP_INPUT_REQUIRED",
     "STEP_REQUIRED",
     "STEP_SCHEMA",
+    "STEP_SCHEMA_V1",
+    "TENSOR_COLUMNS",
+    "TENSOR_VALUE_TYPES",
     "TERMINATION_REASONS",
     "VECTOR_TYPE",
+    "conforms",
     "parquet_float_paths",
+    "schema_version",
+    "tensor_field",
+    "tensor_shape",
+    "with_columns",
 ]
 
-ROLLOUT_SCHEMA_VERSION: Final = "1"
+ROLLOUT_SCHEMA_VERSION: Final = "2"
 """Version of this schema. A change of any column's name, type or meaning bumps it."""
 
 SCHEMA_VERSION_KEY: Final = b"trajledger.rollout.schema"
 """Arrow/Parquet schema metadata key whose value names the table and version."""
 
+SHAPE_KEY: Final = b"trajledger.shape"
+"""Field metadata of a tensor column: the JSON array of its fixed shape, e.g. ``[64,64,3]``."""
+
+EXTRAS_TYPE: Final = pa.map_(pa.string(), pa.string())
+"""Type of ``extras`` (step and episode tables): field name to its value as typed JSON text."""
+
 VECTOR_TYPE: Final = pa.list_(pa.float32())
-"""Type of ``obs`` and ``action``: a variable-length vector of float32."""
+"""The default (and version 1) type of ``obs`` and ``action``: a vector of float32."""
+
+TENSOR_VALUE_TYPES: Final = (
+    pa.bool_(),
+    pa.int8(),
+    pa.int16(),
+    pa.int32(),
+    pa.int64(),
+    pa.uint8(),
+    pa.uint16(),
+    pa.uint32(),
+    pa.uint64(),
+    pa.float16(),
+    pa.float32(),
+    pa.float64(),
+)
+"""Value types a tensor column may hold (the numpy dtypes Gymnasium spaces use)."""
+
+TENSOR_COLUMNS: Final = frozenset({"obs", "action", "final_obs"})
+"""Columns of type ``list<T>`` for T in `TENSOR_VALUE_TYPES`, with an optional fixed shape."""
+
+JSON_STEP_COLUMNS: Final = ("tool_calls", "tool_results", "info")
+"""String columns that must hold JSON text."""
 
 TERMINATION_REASONS: Final = ("terminated", "truncated")
 """Reasons derived from the step flags; producers may record any other string."""
@@ -51,6 +101,10 @@ TERMINATION_REASONS: Final = ("terminated", "truncated")
 
 def _f(name: str, typ: pa.DataType, nullable: bool = True) -> pa.Field:
     return pa.field(name, typ, nullable=nullable)
+
+
+def _meta(table: str, version: str) -> dict[bytes, bytes]:
+    return {SCHEMA_VERSION_KEY: f"{table}/{version}".encode()}
 
 
 STEP_SCHEMA: Final = pa.schema(
@@ -61,7 +115,8 @@ STEP_SCHEMA: Final = pa.schema(
         _f("is_last", pa.bool_(), False),
         _f("terminated", pa.bool_(), False),
         _f("truncated", pa.bool_(), False),
-        _f("reward", pa.float64(), False),
+        _f("reward", pa.float64()),
+        _f("discount", pa.float64()),
         _f("obs", VECTOR_TYPE),
         _f("action", VECTOR_TYPE),
         _f("action_logprob", pa.float64()),
@@ -69,6 +124,7 @@ STEP_SCHEMA: Final = pa.schema(
         _f("latency_ms", pa.float64()),
         _f("role", pa.string()),
         _f("content", pa.string()),
+        _f("reasoning_content", pa.string()),
         _f("tool_calls", pa.string()),
         _f("tool_results", pa.string()),
         _f("prompt_tokens", pa.int64()),
@@ -76,53 +132,157 @@ STEP_SCHEMA: Final = pa.schema(
         _f("model_id", pa.string()),
         _f("cost_usd", pa.float64()),
         _f("safety_interventions", pa.int32()),
+        _f("info", pa.string()),
+        _f("extras", EXTRAS_TYPE),
     ],
-    metadata={SCHEMA_VERSION_KEY: b"steps/" + ROLLOUT_SCHEMA_VERSION.encode()},
+    metadata=_meta("steps", ROLLOUT_SCHEMA_VERSION),
 )
-"""One row per step (classic RL) or per message (LLM agents)."""
+"""One row per step (classic RL) or per message (LLM agents); the template of schema v2."""
 
 EPISODE_SCHEMA: Final = pa.schema(
     [
         _f("episode_id", pa.string(), False),
         _f("task_id", pa.string()),
+        _f("group_id", pa.string()),
+        _f("label", pa.string()),
         _f("env_version", pa.string()),
         _f("policy_version", pa.string()),
         _f("seed", pa.int64()),
-        _f("return", pa.float64(), False),
+        _f("return", pa.float64()),
         _f("num_steps", pa.int64(), False),
         _f("termination_reason", pa.string(), False),
+        _f("success", pa.bool_()),
         _f("judge_scores", pa.map_(pa.string(), pa.float64())),
         _f("cost_usd", pa.float64()),
         _f("language", pa.string()),
         _f("task_type", pa.string()),
         _f("invalid", pa.bool_(), False),
+        _f("final_obs", VECTOR_TYPE),
+        _f("reset_info", pa.string()),
+        _f("extras", EXTRAS_TYPE),
     ],
-    metadata={SCHEMA_VERSION_KEY: b"episodes/" + ROLLOUT_SCHEMA_VERSION.encode()},
+    metadata=_meta("episodes", ROLLOUT_SCHEMA_VERSION),
 )
-"""One row per episode, in order of the episode's first step."""
+"""One row per episode, in order of the episode's first step; the template of schema v2."""
 
 EPISODE_ATTR_SCHEMA: Final = pa.schema(
     [f.with_nullable(True) for f in EPISODE_SCHEMA], metadata=EPISODE_SCHEMA.metadata
 )
 """Episode columns as an input gives them: every column optional; missing ones are derived."""
 
+STEP_SCHEMA_V1: Final = pa.schema(
+    [
+        f.with_nullable(False) if f.name == "reward" else f
+        for f in STEP_SCHEMA
+        if f.name not in ("discount", "reasoning_content", "info", "extras")
+    ],
+    metadata=_meta("steps", "1"),
+)
+"""Version 1 of the step table (``schemas/rollout.v1.md``): read and validated, never written."""
+
+EPISODE_SCHEMA_V1: Final = pa.schema(
+    [
+        f.with_nullable(False) if f.name == "return" else f
+        for f in EPISODE_SCHEMA
+        if f.name not in ("group_id", "label", "success", "final_obs", "reset_info", "extras")
+    ],
+    metadata=_meta("episodes", "1"),
+)
+"""Version 1 of the episode table: read and validated, never written."""
+
 STEP_COLUMNS: Final = tuple(STEP_SCHEMA.names)
 EPISODE_COLUMNS: Final = tuple(EPISODE_SCHEMA.names)
 STEP_REQUIRED: Final = tuple(f.name for f in STEP_SCHEMA if not f.nullable)
 EPISODE_REQUIRED: Final = tuple(f.name for f in EPISODE_SCHEMA if not f.nullable)
-STEP_INPUT_REQUIRED: Final = ("episode_id", "step", "reward", "terminated", "truncated")
-"""Columns an input must give; ``is_first`` and ``is_last`` are derived when absent."""
+STEP_INPUT_REQUIRED: Final = ("episode_id", "step", "terminated", "truncated")
+"""Columns an input must give; ``is_first`` and ``is_last`` are derived when absent, ``reward``
+may be absent (data without rewards: SFT, preferences)."""
 
 FLOAT_STEP_COLUMNS: Final = tuple(
-    f.name for f in STEP_SCHEMA if pa.types.is_floating(f.type) or f.type == VECTOR_TYPE
+    f.name for f in STEP_SCHEMA if pa.types.is_floating(f.type) or f.name in TENSOR_COLUMNS
 )
 FLOAT_EPISODE_COLUMNS: Final = tuple(f.name for f in EPISODE_SCHEMA if pa.types.is_floating(f.type))
 
 
-def parquet_float_paths(schema: pa.Schema) -> tuple[list[str], list[str]]:
-    """Split a flat schema's Parquet leaf columns into float leaves and the others.
+def schema_version(schema: pa.Schema) -> str | None:
+    """The version a table's schema metadata names (``"1"``, ``"2"``), or None if none."""
+    meta = schema.metadata or {}
+    raw = meta.get(SCHEMA_VERSION_KEY)
+    if raw is None:
+        return None
+    _, _, version = raw.decode("utf-8", "replace").partition("/")
+    return version or None
 
-    Parquet names the values of a ``list`` column ``<name>.list.element`` and the parts of a
+
+def tensor_field(
+    name: str, value_type: pa.DataType, shape: Sequence[int] | None = None
+) -> pa.Field:
+    """A tensor column: ``list<value_type>``, with its fixed shape in field metadata.
+
+    Args:
+        name: ``obs``, ``action`` or ``final_obs``.
+        value_type: one of `TENSOR_VALUE_TYPES`.
+        shape: the fixed shape of every value (row-major), or None for vectors of any length.
+
+    Returns:
+        The nullable field.
+    """
+    meta = None if shape is None else {SHAPE_KEY: json.dumps(list(shape)).encode()}
+    return pa.field(name, pa.list_(value_type), nullable=True, metadata=meta)
+
+
+def tensor_shape(field: pa.Field) -> tuple[int, ...] | None:
+    """The fixed shape a tensor field declares, or None (vectors of any length).
+
+    Raises:
+        ValueError: the shape metadata is not a JSON array of non-negative integers.
+    """
+    raw = (field.metadata or {}).get(SHAPE_KEY)
+    if raw is None:
+        return None
+    value = json.loads(raw)
+    if not isinstance(value, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value
+    ):
+        raise ValueError(f"{field.name}: shape metadata {raw!r} is not a list of sizes")
+    return tuple(value)
+
+
+def with_columns(template: pa.Schema, fields: Sequence[pa.Field]) -> pa.Schema:
+    """``template`` with some fields replaced (tensor columns with their value type and shape).
+
+    Args:
+        template: `STEP_SCHEMA` or `EPISODE_SCHEMA`.
+        fields: fields replacing the template's field of the same name.
+
+    Returns:
+        The schema, with the template's metadata.
+    """
+    by_name = {f.name: f for f in fields}
+    return pa.schema([by_name.get(f.name, f) for f in template], metadata=template.metadata)
+
+
+def conforms(schema: pa.Schema, template: pa.Schema) -> bool:
+    """Whether ``schema`` is ``template`` up to the value types and shapes of tensor columns.
+
+    Nullability is not compared (it is a property of the values, checked by validation).
+    """
+    if schema.names != template.names:
+        return False
+    for f in template:
+        got = schema.field(f.name)
+        if f.name in TENSOR_COLUMNS:
+            if not (pa.types.is_list(got.type) and got.type.value_type in TENSOR_VALUE_TYPES):
+                return False
+        elif got.type != f.type:
+            return False
+    return True
+
+
+def parquet_float_paths(schema: pa.Schema) -> tuple[list[str], list[str]]:
+    """Split a schema's Parquet leaf columns into float leaves and the others.
+
+    Parquet names the values of a ``list`` column ``<name>.list.element``, the parts of a
     ``map`` column ``<name>.key_value.key`` / ``.value``. Float leaves are written with
     BYTE_STREAM_SPLIT (which compresses them better under zstd); the others with dictionary
     encoding.
@@ -147,5 +307,6 @@ def parquet_float_paths(schema: pa.Schema) -> tuple[list[str], list[str]]:
         else:
             leaves = [(field.name, t)]
         for path, leaf_type in leaves:
-            (floats if pa.types.is_floating(leaf_type) else others).append(path)
+            split = pa.types.is_float32(leaf_type) or pa.types.is_float64(leaf_type)
+            (floats if split else others).append(path)
     return floats, others

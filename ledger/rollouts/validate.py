@@ -1,13 +1,13 @@
-"""Validation of rollout tables against schema v1.
+"""Validation of rollout tables against schema v2 (and v1, for batches recorded as v1).
 
 Scope: checking a step table or an episode table (whole, or streamed batch by batch) and
 reporting every problem with its row and column: missing required columns, wrong types, nulls
-in required columns, non-finite rewards and obs/action values, episodes with no final step,
-step gaps and repeats, duplicate episode ids, invalid UTF-8, oversized fields, malformed JSON
-in the tool columns.
+in required columns, non-finite rewards and obs/action values, tensors of the wrong size,
+episodes with no final step, step gaps and repeats, duplicate episode ids, invalid UTF-8,
+oversized fields, malformed JSON in the JSON columns and in ``extras``.
 Non-scope: converting inputs into the schema (``convert.py``) and writing Parquet
 (``parquet_io.py``). Validation never changes data.
-Spec: ``schemas/rollout.v1.md`` section "Validity".
+Spec: ``schemas/rollout.v2.md`` section "Validity" (``rollout.v1.md`` for v1 tables).
 
 Checks are vectorised with numpy and pyarrow.compute; Python loops run once per episode (for
 duplicate ids) or once per reported problem, never once per step. Each kind of problem lists
@@ -33,11 +33,15 @@ import pyarrow.compute as pc
 from trajledger.verify.errors import FormatError
 
 from .schema import (
-    EPISODE_REQUIRED,
     EPISODE_SCHEMA,
+    EPISODE_SCHEMA_V1,
     ROLLOUT_SCHEMA_VERSION,
-    STEP_REQUIRED,
     STEP_SCHEMA,
+    STEP_SCHEMA_V1,
+    TENSOR_COLUMNS,
+    TENSOR_VALUE_TYPES,
+    schema_version,
+    tensor_shape,
 )
 
 if TYPE_CHECKING:
@@ -46,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_FIELD_BYTES",
+    "DEFAULT_MAX_TENSOR_BYTES",
     "MAX_LISTED_PROBLEMS",
     "ROWS_PER_KIND",
     "EpisodeStreamValidator",
@@ -61,7 +66,11 @@ __all__ = [
 ]
 
 DEFAULT_MAX_FIELD_BYTES: Final = 1 << 20
-"""Largest accepted string, binary or vector field, in bytes (vectors: 4 bytes a value)."""
+"""Largest accepted string field, in bytes."""
+
+DEFAULT_MAX_TENSOR_BYTES: Final = 64 << 20
+"""Largest accepted tensor value (one observation or action), in bytes: a 4096x4096x4 uint8
+image fits, so do real image observations (a 512x512x3 frame is 768 KiB)."""
 
 ROWS_PER_KIND: Final = 20
 """Rows listed for each kind of problem; the rest are counted in one summary problem."""
@@ -73,19 +82,24 @@ _STRING_STEP_COLUMNS: Final = (
     "episode_id",
     "role",
     "content",
+    "reasoning_content",
     "tool_calls",
     "tool_results",
     "model_id",
+    "info",
 )
-_JSON_STEP_COLUMNS: Final = ("tool_calls", "tool_results")
+_JSON_STEP_COLUMNS: Final = ("tool_calls", "tool_results", "info")
 _STRING_EPISODE_COLUMNS: Final = (
     "episode_id",
     "task_id",
+    "group_id",
+    "label",
     "env_version",
     "policy_version",
     "termination_reason",
     "language",
     "task_type",
+    "reset_info",
 )
 
 
@@ -119,7 +133,7 @@ class Problem:
 
 
 class RolloutValidationError(FormatError):
-    """A rollout input or table breaks schema v1.
+    """A rollout input or table breaks the rollout schema.
 
     The message has a summary line, then one line per problem (at most `MAX_LISTED_PROBLEMS`,
     then a count of the rest).
@@ -275,9 +289,12 @@ def check_schema(
 ) -> frozenset[str]:
     """Compare a table's column names and types with a schema.
 
+    A tensor column (``obs``, ``action``, ``final_obs``) matches with any value type of
+    `TENSOR_VALUE_TYPES`, and its shape metadata must be well formed.
+
     Args:
         schema: the schema of the table under test.
-        expected: `STEP_SCHEMA` or `EPISODE_SCHEMA` (or a variant).
+        expected: a step or episode schema of v2 or v1.
         collector: receives one problem per missing, unknown, repeated or mistyped column.
         allow_missing_optional: when True, a missing nullable column counts as all null.
 
@@ -297,19 +314,39 @@ def check_schema(
             continue
         if names.count(field.name) > 1:
             continue
-        got = schema.field(field.name).type
-        if got != field.type:
+        got_field = schema.field(field.name)
+        got = got_field.type
+        if field.name in TENSOR_COLUMNS:
+            if not (pa.types.is_list(got) and got.value_type in TENSOR_VALUE_TYPES):
+                collector.add(
+                    "schema",
+                    f"type {got}, want list<T> for a number or boolean type T",
+                    column=field.name,
+                )
+                continue
+            try:
+                tensor_shape(got_field)
+            except ValueError as e:
+                collector.add("schema", str(e), column=field.name)
+                continue
+            usable.add(field.name)
+        elif got != field.type:
             collector.add("schema", f"type {got}, want {field.type}", column=field.name)
         else:
             usable.add(field.name)
+    version = (expected.metadata or {}).get(b"trajledger.rollout.schema", b"/?").split(b"/")[-1]
     for name in names:
         if expected.get_field_index(name) < 0:
             collector.add(
                 "schema",
-                f"unknown column: rollout schema v{ROLLOUT_SCHEMA_VERSION} has no such column",
+                f"unknown column: rollout schema v{version.decode()} has no such column",
                 column=name,
             )
     return frozenset(usable)
+
+
+def _required(schema: pa.Schema) -> tuple[str, ...]:
+    return tuple(f.name for f in schema if not f.nullable)
 
 
 def _bools(arr: pa.Array, null_as: bool = False) -> BoolVec:
@@ -475,6 +512,8 @@ def _check_json_column(arr: pa.Array, name: str, offset: int, c: ProblemCollecto
             json.loads(text, parse_constant=_refuse_constant)
         except ValueError as e:
             errors[i] = str(e)
+        except RecursionError:
+            errors[i] = "nested too deeply"
     c.add_rows(
         f"{name}:json",
         np.asarray(list(errors), dtype=np.int64),
@@ -488,26 +527,44 @@ def _refuse_constant(name: str) -> object:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _check_vector_column(
-    arr: pa.Array, name: str, offset: int, c: ProblemCollector, max_bytes: int
+def _check_tensor_column(
+    arr: pa.Array,
+    name: str,
+    offset: int,
+    c: ProblemCollector,
+    max_bytes: int,
+    shape: tuple[int, ...] | None,
 ) -> None:
+    width = max(1, arr.type.value_type.bit_width // 8)
     lengths = _numbers(pc.list_value_length(arr), 0)
-    big = np.flatnonzero(lengths * 4 > max_bytes)
+    big = np.flatnonzero(lengths * width > max_bytes)
     c.add_rows(
         f"{name}:size",
         big,
         offset,
         name,
         lambda i: (
-            f"vector of {int(lengths[i])} float32 ({int(lengths[i]) * 4} bytes)"
+            f"tensor of {int(lengths[i])} {arr.type.value_type} ({int(lengths[i]) * width} bytes)"
             f" is over the limit of {max_bytes} bytes"
         ),
     )
+    if shape is not None:
+        size = int(np.prod(shape, dtype=np.int64))
+        wrong = np.flatnonzero(_bools(arr.is_valid()) & (lengths != size))
+        c.add_rows(
+            f"{name}:shape",
+            wrong,
+            offset,
+            name,
+            lambda i: f"{int(lengths[i])} values, the shape {list(shape)} holds {size}",
+        )
+    if not pa.types.is_floating(arr.type.value_type):
+        return
     # list_flatten skips null vectors; a null value inside a vector is not a number to judge.
     # NaN is never data. Infinity is refused in actions, but observations may hold it (a
     # range sensor that saw nothing), as Gymnasium's unbounded Box spaces allow.
-    values = _numbers(pc.list_flatten(arr), 0.0)
-    bad = np.isnan(values) if name == "obs" else ~np.isfinite(values)
+    values = np.asarray(_numbers(pc.list_flatten(arr), 0.0), dtype=np.float64)
+    bad = np.isnan(values) if name != "action" else ~np.isfinite(values)
     if bad.any():
         flat = np.flatnonzero(bad)
         owners = _numbers(pc.list_parent_indices(arr), 0).astype(np.int64)[flat]
@@ -515,10 +572,61 @@ def _check_vector_column(
 
         def message(i: int) -> str:
             at = int(flat[np.searchsorted(owners, i)])  # the row's first non-finite value
-            want = "a number" if name == "obs" else "a finite number"
+            want = "a finite number" if name == "action" else "a number"
             return f"{name}[{at - int(starts[i])}] is {float(values[at])!r}, want {want}"
 
         c.add_rows(f"{name}:not-finite", np.unique(owners), offset, name, message)
+
+
+def _check_extras(arr: pa.MapArray, name: str, offset: int, c: ProblemCollector) -> None:
+    """Keys unique and non-empty, values JSON text (typed JSON)."""
+    if arr.null_count == len(arr):
+        return
+    offsets = _numbers(arr.offsets, 0).astype(np.int64)
+    start, end = int(offsets[0]), int(offsets[-1])
+    parents = np.repeat(np.arange(len(arr)), np.diff(offsets))
+    keys = arr.keys.slice(start, end - start)
+    values = arr.items.slice(start, end - start)
+    null_keys = np.flatnonzero(_bools(keys.is_null()) | _bools(pc.equal(keys, "")))
+    c.add_rows(
+        f"{name}:key",
+        np.unique(parents[null_keys]),
+        offset,
+        name,
+        lambda i: f"{name} has an empty or null key",
+    )
+    if len(keys):
+        codes = _numbers(keys.dictionary_encode().indices, 0).astype(np.int64)
+        pair = parents.astype(np.int64) * (int(codes.max()) + 1) + codes
+        _, first_idx, counts = np.unique(pair, return_index=True, return_counts=True)
+        c.add_rows(
+            f"{name}:duplicate-key",
+            np.unique(parents[first_idx[counts > 1]]),
+            offset,
+            name,
+            lambda i: f"{name} repeats a key, want each key once",
+        )
+    errors: dict[int, str] = {}
+    for k, text in enumerate(values.to_pylist()):
+        row = int(parents[k])
+        if row in errors:
+            continue
+        if text is None:
+            errors[row] = f"{name} value of {keys[k].as_py()!r} is null, want JSON text"
+            continue
+        try:
+            json.loads(text, parse_constant=_refuse_constant)
+        except ValueError as e:
+            errors[row] = f"{name} value of {keys[k].as_py()!r} is not valid JSON: {e}"
+        except RecursionError:
+            errors[row] = f"{name} value of {keys[k].as_py()!r} is nested too deeply"
+    c.add_rows(
+        f"{name}:json",
+        np.asarray(sorted(errors), dtype=np.int64),
+        offset,
+        name,
+        lambda i: errors[i],
+    )
 
 
 class StepStreamValidator:
@@ -538,19 +646,26 @@ class StepStreamValidator:
         self,
         *,
         max_field_bytes: int = DEFAULT_MAX_FIELD_BYTES,
+        max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES,
         collector: ProblemCollector | None = None,
         subject: str = "steps",
+        schema: pa.Schema = STEP_SCHEMA,
     ) -> None:
         """Start before the first row.
 
         Args:
-            max_field_bytes: largest accepted string or vector field.
+            max_field_bytes: largest accepted string field.
+            max_tensor_bytes: largest accepted tensor value (an observation or action).
             collector: where problems go; a new one when None.
             subject: names the stream in the report.
+            schema: the schema version the rows follow (`STEP_SCHEMA` or `STEP_SCHEMA_V1`):
+                which columns are required.
         """
         self.collector = collector if collector is not None else ProblemCollector()
         self.subject = subject
         self._max = max_field_bytes
+        self._max_tensor = max_tensor_bytes
+        self._required = _required(schema)
         self._offset = 0
         self._seen: set[object] = set()  # str ids (bytes if not UTF-8, reported on their own)
         # Last row of the previous batch: (episode id, step, terminated, truncated); None
@@ -584,7 +699,7 @@ class StepStreamValidator:
                 for name, col in zip(values.schema.names, values.columns, strict=True)
                 if name != "episode_id"
             }
-            _check_nulls(cols, STEP_REQUIRED, self._offset, self.collector)
+            _check_nulls(cols, self._required, self._offset, self.collector)
             self._check_values(cols, self._offset)
         if rows:
             self._offset += rows
@@ -603,9 +718,14 @@ class StepStreamValidator:
         cols = dict(zip(batch.schema.names, batch.columns, strict=True))
         off = self._offset
         c = self.collector
-        _check_nulls(cols, STEP_REQUIRED, off, c)
+        _check_nulls(cols, self._required, off, c)
         if "episode_id" in cols and "step" in cols:
             self._check_structure(cols, n, off)
+        self._shapes = {
+            name: _shape_or_none(batch.schema.field(name))
+            for name in ("obs", "action")
+            if name in cols
+        }
         self._check_values(cols, off)
         self._offset += n
 
@@ -618,10 +738,18 @@ class StepStreamValidator:
         _check_finite(cols, "cost_usd", off, c, non_negative=True)
         for name in ("prompt_tokens", "completion_tokens", "safety_interventions"):
             _check_non_negative_int(cols, name, off, c)
+        _check_finite(cols, "discount", off, c, non_negative=True)
         m = self._max
         _each_column(cols, _STRING_STEP_COLUMNS, lambda a, n: _check_string_column(a, n, off, c, m))
         _each_column(cols, _JSON_STEP_COLUMNS, lambda a, n: _check_json_column(a, n, off, c))
-        _each_column(cols, ("obs", "action"), lambda a, n: _check_vector_column(a, n, off, c, m))
+        _each_column(cols, ("extras",), lambda a, n: _check_extras(a, n, off, c))
+        shapes = getattr(self, "_shapes", {})
+        mt = self._max_tensor
+        _each_column(
+            cols,
+            ("obs", "action"),
+            lambda a, n: _check_tensor_column(a, n, off, c, mt, shapes.get(n)),
+        )
 
     def _check_structure(self, cols: dict[str, pa.Array], n: int, off: int) -> None:
         c = self.collector
@@ -837,22 +965,28 @@ class EpisodeStreamValidator:
         self,
         *,
         max_field_bytes: int = DEFAULT_MAX_FIELD_BYTES,
+        max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES,
         collector: ProblemCollector | None = None,
         subject: str = "episodes",
         check_unique_ids: bool = True,
+        schema: pa.Schema = EPISODE_SCHEMA,
     ) -> None:
         """Start before the first row.
 
         Args:
             max_field_bytes: largest accepted string field.
+            max_tensor_bytes: largest accepted final observation.
             collector: where problems go; a new one when None.
             subject: names the stream in the report.
             check_unique_ids: False when the ids are known unique already (episodes derived
                 from steps that a `StepStreamValidator` checks), to save the memory of the ids.
+            schema: the schema version the rows follow: which columns are required.
         """
         self.collector = collector if collector is not None else ProblemCollector()
         self.subject = subject
         self._max = max_field_bytes
+        self._max_tensor = max_tensor_bytes
+        self._required = _required(schema)
         self._offset = 0
         self._check_ids = check_unique_ids
         self._first_row: dict[object, int] = {}
@@ -869,7 +1003,7 @@ class EpisodeStreamValidator:
         cols = dict(zip(batch.schema.names, batch.columns, strict=True))
         off = self._offset
         c = self.collector
-        _check_nulls(cols, EPISODE_REQUIRED, off, c)
+        _check_nulls(cols, self._required, off, c)
         if "episode_id" in cols and self._check_ids:
             ids = cols["episode_id"]
             first = self._first_row
@@ -910,6 +1044,16 @@ class EpisodeStreamValidator:
         _each_column(
             cols, _STRING_EPISODE_COLUMNS, lambda a, n: _check_string_column(a, n, off, c, m)
         )
+        _each_column(cols, ("reset_info",), lambda a, n: _check_json_column(a, n, off, c))
+        _each_column(cols, ("extras",), lambda a, n: _check_extras(a, n, off, c))
+        if "final_obs" in cols:
+            shape = _shape_or_none(batch.schema.field("final_obs"))
+            mt = self._max_tensor
+            _each_column(
+                cols,
+                ("final_obs",),
+                lambda a, n: _check_tensor_column(a, n, off, c, mt, shape),
+            )
         self._offset += n
 
     def _check_scores(self, scores: pa.MapArray, off: int) -> None:
@@ -962,9 +1106,10 @@ def validate_steps(
     table: pa.Table | pa.RecordBatch,
     *,
     max_field_bytes: int = DEFAULT_MAX_FIELD_BYTES,
+    max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES,
     subject: str = "steps",
 ) -> ValidationReport:
-    """Validate a whole step table against schema v1.
+    """Validate a whole step table against schema v2 (v1 when its metadata says ``steps/1``).
 
     Steps:
       1. Check column names and types; a missing nullable column counts as all null, a column
@@ -977,7 +1122,8 @@ def validate_steps(
 
     Args:
         table: the step table (use `convert.normalise_steps` first for raw inputs).
-        max_field_bytes: largest accepted string or vector field, in bytes.
+        max_field_bytes: largest accepted string field, in bytes.
+        max_tensor_bytes: largest accepted tensor value, in bytes.
         subject: names the table in the report.
 
     Returns:
@@ -985,10 +1131,15 @@ def validate_steps(
     """
     collector = ProblemCollector()
     # (1)
-    usable = check_schema(table.schema, STEP_SCHEMA, collector)
+    expected = STEP_SCHEMA_V1 if schema_version(table.schema) == "1" else STEP_SCHEMA
+    usable = check_schema(table.schema, expected, collector)
     # (2)
     checker = StepStreamValidator(
-        max_field_bytes=max_field_bytes, collector=collector, subject=subject
+        max_field_bytes=max_field_bytes,
+        max_tensor_bytes=max_tensor_bytes,
+        collector=collector,
+        subject=subject,
+        schema=expected,
     )
     for batch in _batches(table, usable):
         checker.feed(batch)
@@ -1000,9 +1151,11 @@ def validate_episodes(
     *,
     steps: pa.Table | None = None,
     max_field_bytes: int = DEFAULT_MAX_FIELD_BYTES,
+    max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES,
     subject: str = "episodes",
 ) -> ValidationReport:
-    """Validate a whole episode table against schema v1, optionally against its steps.
+    """Validate a whole episode table against schema v2 (v1 when its metadata says so),
+    optionally against its steps.
 
     Steps:
       1. Check column names and types.
@@ -1016,6 +1169,7 @@ def validate_episodes(
         table: the episode table.
         steps: the step table it summarises, or None to skip step (3).
         max_field_bytes: largest accepted string field, in bytes.
+        max_tensor_bytes: largest accepted final observation, in bytes.
         subject: names the table in the report.
 
     Returns:
@@ -1023,10 +1177,15 @@ def validate_episodes(
     """
     collector = ProblemCollector()
     # (1)
-    usable = check_schema(table.schema, EPISODE_SCHEMA, collector)
+    expected = EPISODE_SCHEMA_V1 if schema_version(table.schema) == "1" else EPISODE_SCHEMA
+    usable = check_schema(table.schema, expected, collector)
     # (2)
     checker = EpisodeStreamValidator(
-        max_field_bytes=max_field_bytes, collector=collector, subject=subject
+        max_field_bytes=max_field_bytes,
+        max_tensor_bytes=max_tensor_bytes,
+        collector=collector,
+        subject=subject,
+        schema=expected,
     )
     for batch in _batches(table, usable):
         checker.feed(batch)
@@ -1091,3 +1250,10 @@ def _returns_match(got: npt.NDArray[np.float64], want: npt.NDArray[np.float64]) 
     tol = 1e-9 * np.maximum(1.0, np.abs(want))
     out: BoolVec = (np.abs(got - want) <= tol) | ((got == want) & ~np.isnan(got))
     return out
+
+
+def _shape_or_none(field: pa.Field) -> tuple[int, ...] | None:
+    try:
+        return tensor_shape(field)
+    except ValueError:
+        return None  # reported by check_schema

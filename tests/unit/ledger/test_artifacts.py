@@ -213,7 +213,7 @@ def test_record_batch_from_rows(registered: Ledger, alice: Signer) -> None:
     p = st.predicate
     assert p["counts"] == {"steps": 6, "episodes": 2}
     assert (p["consent"], p["licence"], p["retention"]) == ("opt-in", "CC0-1.0", "365d")
-    assert (p["policyVersion"], p["generator"], p["schemaVersion"]) == ("ppo-1", "trajledger", "1")
+    assert (p["policyVersion"], p["generator"], p["schemaVersion"]) == ("ppo-1", "trajledger", "2")
     assert p["stats"]["reward_sum"] == 9.0 and "seeds" not in p["stats"]
     assert result.stats["num_steps"] == 6
     steps = table_of(registered, result.digest, "steps.parquet")
@@ -326,7 +326,11 @@ def test_other_policy_is_other_data(registered: Ledger, alice: Signer) -> None:
         ({"source": []}, FormatError, r"^rollout batch: no input given \(no files, no rows\)$"),
         ({"source": 7}, FormatError, r"^rollout batch: input is a int, want file paths, a "),
         ({"source": ["a.parquet", {"x": 1}]}, FormatError, r"mixes files with other values"),
-        ({"source": ["missing.parquet"]}, LedgerError, r"^missing\.parquet: no such file$"),
+        (
+            {"source": ["missing.parquet"]},
+            LedgerError,
+            r"^missing\.parquet: no such file or directory$",
+        ),
         (
             {"episodes": Path("e.parquet")},
             FormatError,
@@ -370,7 +374,7 @@ def test_episode_file_with_jsonl_refused(registered: Ledger, alice: Signer, tmp_
     src.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}], "reward": 1}))
     eps = tmp_path / "eps.parquet"
     pq.write_table(pa.table({"episode_id": ["line-1"]}), eps)
-    with pytest.raises(FormatError, match=r"JSON lines carry their own episode attributes"):
+    with pytest.raises(FormatError, match=r"this input carries its own episode attributes"):
         record_batch(registered, [src], env="cart@1", policy="p", signer=alice, episodes=eps)
 
 

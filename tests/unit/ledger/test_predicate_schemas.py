@@ -58,8 +58,12 @@ def _load(name: str) -> dict[str, Any]:
     return schema
 
 
+SPACE = json.loads((SCHEMAS / "rollout-space.v2.schema.json").read_text("utf-8"))
 REGISTRY = Registry().with_resources(
-    (_load(n)["$id"], Resource.from_contents(_load(n))) for n in (*KINDS, "manifest")
+    [
+        *((_load(n)["$id"], Resource.from_contents(_load(n))) for n in (*KINDS, "manifest")),
+        (SPACE["$id"], Resource.from_contents(SPACE)),
+    ]
 )
 
 
@@ -93,6 +97,42 @@ MODELS: list[tuple[str, Any, dict[str, Any]]] = [
         "environment",
         EnvironmentPredicate,
         {"name": "e", "version": "1", "source": "s", "rulesDigest": D, "gymnasiumId": "X-v1"},
+    ),
+    (
+        "environment",
+        EnvironmentPredicate,
+        {
+            "name": "e",
+            "version": "1",
+            "gymnasiumId": "X-v1",
+            "observationSpace": {
+                "type": "Dict",
+                "spaces": [
+                    [
+                        "cam",
+                        {
+                            "type": "Box",
+                            "dtype": "uint8",
+                            "shape": [2, 2, 3],
+                            "low": 0,
+                            "high": 255,
+                        },
+                    ],
+                    [
+                        "pos",
+                        {
+                            "type": "Box",
+                            "dtype": "float64",
+                            "shape": [2],
+                            "low": "-inf",
+                            "high": [1.5, "inf"],
+                        },
+                    ],
+                ],
+            },
+            "actionSpace": {"type": "Discrete", "dtype": "int64", "n": 2, "start": 0},
+            "envSpec": {"id": "X-v1", "max_episode_steps": 500},
+        },
     ),
     ("evaluator", EvaluatorPredicate, {"name": "v", "version": "1", "kind": "human"}),
     (
@@ -134,6 +174,34 @@ MODELS: list[tuple[str, Any, dict[str, Any]]] = [
             "consent": "c",
             "licence": "l",
             "retention": "r",
+        },
+    ),
+    (
+        "rollout-batch",
+        RolloutBatchPredicate,
+        {
+            "schemaVersion": "2",
+            "environment": REF,
+            "policyVersion": "p",
+            "generator": "g",
+            "counts": {"steps": 3, "episodes": 1},
+            "stats": {"rewarded_episodes": 0, "return_mean": None},
+            "source": {"formats": ["minari"], "minari": {"dataset_id": "a/b-v0"}},
+            "observationSpace": {"type": "MultiBinary", "n": [3]},
+            "actionSpace": {
+                "type": "Tuple",
+                "spaces": [
+                    {"type": "Discrete", "dtype": "int64", "n": 2, "start": 0},
+                    {
+                        "type": "MultiDiscrete",
+                        "dtype": "int64",
+                        "shape": [2],
+                        "nvec": [3, 4],
+                        "start": [0, 0],
+                    },
+                ],
+            },
+            "envSpec": {"id": "X-v1"},
         },
     ),
     (

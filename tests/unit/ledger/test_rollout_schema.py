@@ -1,4 +1,5 @@
-"""Schema v1 of rollouts: the Arrow schemas, and the documents in schemas/ that describe them."""
+"""Rollout schema v2 (and v1, still read): the Arrow schemas, and the documents in schemas/ that
+describe them."""
 
 from __future__ import annotations
 
@@ -18,12 +19,20 @@ from trajledger.ledger.rollouts.convert import normalise_steps, rows_to_table
 from trajledger.ledger.rollouts.schema import (
     EPISODE_ATTR_SCHEMA,
     EPISODE_SCHEMA,
+    EPISODE_SCHEMA_V1,
     FLOAT_STEP_COLUMNS,
     ROLLOUT_SCHEMA_VERSION,
     SCHEMA_VERSION_KEY,
     STEP_INPUT_REQUIRED,
     STEP_SCHEMA,
+    STEP_SCHEMA_V1,
+    TENSOR_COLUMNS,
+    conforms,
     parquet_float_paths,
+    schema_version,
+    tensor_field,
+    tensor_shape,
+    with_columns,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -31,74 +40,128 @@ SCHEMAS = ROOT / "schemas"
 
 STRING, INT64, BOOL, FLOAT64 = pa.string(), pa.int64(), pa.bool_(), pa.float64()
 VECTOR = pa.list_(pa.float32())
+EXTRAS = pa.map_(STRING, STRING)
 
 EXPECTED_STEPS = {
     "episode_id": STRING, "step": INT64, "is_first": BOOL, "is_last": BOOL,
-    "terminated": BOOL, "truncated": BOOL, "reward": FLOAT64, "obs": VECTOR, "action": VECTOR,
+    "terminated": BOOL, "truncated": BOOL, "reward": FLOAT64, "discount": FLOAT64,
+    "obs": VECTOR, "action": VECTOR,
     "action_logprob": FLOAT64, "timestamp": pa.timestamp("us", tz="UTC"), "latency_ms": FLOAT64,
-    "role": STRING, "content": STRING, "tool_calls": STRING, "tool_results": STRING,
-    "prompt_tokens": INT64, "completion_tokens": INT64, "model_id": STRING, "cost_usd": FLOAT64,
-    "safety_interventions": pa.int32(),
+    "role": STRING, "content": STRING, "reasoning_content": STRING, "tool_calls": STRING,
+    "tool_results": STRING, "prompt_tokens": INT64, "completion_tokens": INT64,
+    "model_id": STRING, "cost_usd": FLOAT64, "safety_interventions": pa.int32(),
+    "info": STRING, "extras": EXTRAS,
 }  # fmt: skip
 EXPECTED_EPISODES = {
-    "episode_id": STRING, "task_id": STRING, "env_version": STRING, "policy_version": STRING,
+    "episode_id": STRING, "task_id": STRING, "group_id": STRING, "label": STRING,
+    "env_version": STRING, "policy_version": STRING,
     "seed": INT64, "return": FLOAT64, "num_steps": INT64, "termination_reason": STRING,
-    "judge_scores": pa.map_(STRING, FLOAT64), "cost_usd": FLOAT64, "language": STRING,
-    "task_type": STRING, "invalid": BOOL,
+    "success": BOOL, "judge_scores": pa.map_(STRING, FLOAT64), "cost_usd": FLOAT64,
+    "language": STRING, "task_type": STRING, "invalid": BOOL, "final_obs": VECTOR,
+    "reset_info": STRING, "extras": EXTRAS,
 }  # fmt: skip
 
 
 def test_version() -> None:
-    assert ROLLOUT_SCHEMA_VERSION == "1"
-    assert STEP_SCHEMA.metadata[SCHEMA_VERSION_KEY] == b"steps/1"
-    assert EPISODE_SCHEMA.metadata[SCHEMA_VERSION_KEY] == b"episodes/1"
+    assert ROLLOUT_SCHEMA_VERSION == "2"
+    assert STEP_SCHEMA.metadata[SCHEMA_VERSION_KEY] == b"steps/2"
+    assert EPISODE_SCHEMA.metadata[SCHEMA_VERSION_KEY] == b"episodes/2"
+    assert STEP_SCHEMA_V1.metadata[SCHEMA_VERSION_KEY] == b"steps/1"
+    assert EPISODE_SCHEMA_V1.metadata[SCHEMA_VERSION_KEY] == b"episodes/1"
+    assert schema_version(STEP_SCHEMA_V1) == "1" and schema_version(EPISODE_SCHEMA) == "2"
+    assert schema_version(pa.schema([])) is None
 
 
 def test_step_columns_and_types() -> None:
     assert {f.name: f.type for f in STEP_SCHEMA} == EXPECTED_STEPS
     required = [f.name for f in STEP_SCHEMA if not f.nullable]
-    assert required == ["episode_id", "step", "is_first", "is_last", "terminated", "truncated",
-                        "reward"]  # fmt: skip
+    assert required == ["episode_id", "step", "is_first", "is_last", "terminated", "truncated"]
     assert set(STEP_INPUT_REQUIRED) <= set(required)
 
 
 def test_episode_columns_and_types() -> None:
     assert {f.name: f.type for f in EPISODE_SCHEMA} == EXPECTED_EPISODES
     required = [f.name for f in EPISODE_SCHEMA if not f.nullable]
-    assert required == ["episode_id", "return", "num_steps", "termination_reason", "invalid"]
+    assert required == ["episode_id", "num_steps", "termination_reason", "invalid"]
     assert all(f.nullable for f in EPISODE_ATTR_SCHEMA)
     assert EPISODE_ATTR_SCHEMA.names == EPISODE_SCHEMA.names
 
 
+def test_version_1_schemas_are_kept() -> None:
+    """Batches recorded as v1 are read and validated against the v1 schema, unchanged."""
+    assert [f.name for f in STEP_SCHEMA_V1 if not f.nullable] == [
+        "episode_id", "step", "is_first", "is_last", "terminated", "truncated", "reward"
+    ]  # fmt: skip
+    assert "info" not in STEP_SCHEMA_V1.names and "final_obs" not in EPISODE_SCHEMA_V1.names
+    assert [f.name for f in EPISODE_SCHEMA_V1 if not f.nullable] == [
+        "episode_id", "return", "num_steps", "termination_reason", "invalid"
+    ]  # fmt: skip
+
+
+def test_tensor_fields_keep_type_and_shape() -> None:
+    f = tensor_field("obs", pa.uint8(), (64, 64, 3))
+    assert f.type == pa.list_(pa.uint8()) and tensor_shape(f) == (64, 64, 3)
+    assert tensor_shape(tensor_field("action", pa.int64(), ())) == ()
+    assert tensor_shape(tensor_field("obs", pa.float64())) is None
+    bad = pa.field("obs", pa.list_(pa.float32()), metadata={b"trajledger.shape": b"[-1]"})
+    with pytest.raises(ValueError, match="not a list of sizes"):
+        tensor_shape(bad)
+    image = with_columns(STEP_SCHEMA, [f])
+    assert conforms(image, STEP_SCHEMA) and not conforms(image, EPISODE_SCHEMA)
+    text = with_columns(STEP_SCHEMA, [pa.field("obs", pa.list_(pa.string()))])
+    assert not conforms(text, STEP_SCHEMA)
+
+
 def test_float_columns() -> None:
-    assert FLOAT_STEP_COLUMNS == ("reward", "obs", "action", "action_logprob", "latency_ms",
-                                  "cost_usd")  # fmt: skip
+    assert FLOAT_STEP_COLUMNS == ("reward", "discount", "obs", "action", "action_logprob",
+                                  "latency_ms", "cost_usd")  # fmt: skip
     floats, others = parquet_float_paths(EPISODE_SCHEMA)
-    assert floats == ["return", "judge_scores.key_value.value", "cost_usd"]
-    assert "judge_scores.key_value.key" in others
+    assert floats == [
+        "return",
+        "judge_scores.key_value.value",
+        "cost_usd",
+        "final_obs.list.element",
+    ]
+    assert "judge_scores.key_value.key" in others and "extras.key_value.value" in others
     floats, _ = parquet_float_paths(STEP_SCHEMA)
     assert "obs.list.element" in floats and "reward" in floats
+    floats, others = parquet_float_paths(with_columns(STEP_SCHEMA, [
+        tensor_field("obs", pa.uint8(), (2,)), tensor_field("action", pa.float16())
+    ]))  # fmt: skip
+    assert "obs.list.element" in others and "action.list.element" in others
 
 
-@pytest.mark.parametrize("schema", [STEP_SCHEMA, EPISODE_SCHEMA], ids=["steps", "episodes"])
-def test_markdown_documents_every_column(schema: pa.Schema) -> None:
-    text = (SCHEMAS / "rollout.v1.md").read_text(encoding="utf-8")
+DOCS = [
+    ("rollout.v2.md", STEP_SCHEMA, "steps"),
+    ("rollout.v2.md", EPISODE_SCHEMA, "episodes"),
+    ("rollout.v1.md", STEP_SCHEMA_V1, "steps"),
+    ("rollout.v1.md", EPISODE_SCHEMA_V1, "episodes"),
+]
+
+
+@pytest.mark.parametrize(("doc", "schema", "table"), DOCS, ids=[f"{d}-{t}" for d, _, t in DOCS])
+def test_markdown_documents_every_column(doc: str, schema: pa.Schema, table: str) -> None:
+    text = (SCHEMAS / doc).read_text(encoding="utf-8")
     section = text.split("## Step table")[1].split("## Episode table")
-    body = section[0] if schema is STEP_SCHEMA else section[1].split("## Validity")[0]
+    end = "## Tensors" if doc == "rollout.v2.md" else "## Validity"
+    body = section[0] if table == "steps" else section[1].split(end)[0]
     rows = {
-        m.group(1): m.group(2)
-        for m in re.finditer(r"^\| `(\w+)` \| ([^|]+) \| (?:yes|no) \|", body, re.M)
+        m.group(1): (m.group(2), m.group(3))
+        for m in re.finditer(r"^\| `(\w+)` \| ([^|]+) \| (yes|no) \|", body, re.M)
     }
     assert list(rows) == schema.names
     for field in schema:
-        documented = rows[field.name].replace("\\", "").strip()
-        assert documented.removesuffix(" (JSON)") == DOC_TYPES[str(field.type)], field.name
+        documented = rows[field.name][0].replace("\\", "").strip()
+        tensor = doc == "rollout.v2.md" and field.name in TENSOR_COLUMNS
+        want = "tensor" if tensor else DOC_TYPES[str(field.type)]
+        assert documented.removesuffix(" (JSON)") == want, field.name
+        assert (rows[field.name][1] == "no") == field.nullable, field.name
 
 
 DOC_TYPES = {
     "string": "string", "int64": "int64", "int32": "int32", "bool": "bool", "double": "float64",
     "list<item: float>": "list<float32>", "timestamp[us, tz=UTC]": "timestamp[us, UTC]",
-    "map<string, double>": "map<string, float64>",
+    "map<string, double>": "map<string, float64>", "map<string, string>": "map<string, string>",
 }  # fmt: skip
 
 
@@ -114,8 +177,10 @@ JSON_TYPES = {"string": STRING, "boolean": BOOL}
 @pytest.mark.parametrize(
     ("name", "schema"),
     [
-        ("rollout-steps.v1.schema.json", STEP_SCHEMA),
-        ("rollout-episodes.v1.schema.json", EPISODE_SCHEMA),
+        ("rollout-steps.v2.schema.json", STEP_SCHEMA),
+        ("rollout-episodes.v2.schema.json", EPISODE_SCHEMA),
+        ("rollout-steps.v1.schema.json", STEP_SCHEMA_V1),
+        ("rollout-episodes.v1.schema.json", EPISODE_SCHEMA_V1),
     ],
 )
 def test_json_schema_mirrors_arrow_schema(name: str, schema: pa.Schema) -> None:
@@ -126,6 +191,9 @@ def test_json_schema_mirrors_arrow_schema(name: str, schema: pa.Schema) -> None:
     for field in schema:
         prop = doc["properties"][field.name]
         types = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
+        if "$id" in doc and doc["$id"].endswith(":v2") and field.name in TENSOR_COLUMNS:
+            assert types == ["array", "null"], field.name
+            continue
         assert ("null" in types) == field.nullable, field.name
         main = next(t for t in types if t != "null")
         t = field.type
@@ -178,7 +246,7 @@ def _json_row(row: dict[str, Any]) -> dict[str, Any]:
     for k, v in row.items():
         if isinstance(v, dt.datetime):
             v = v.isoformat()
-        elif k == "judge_scores" and v is not None:
+        elif k in ("judge_scores", "extras") and v is not None:
             v = dict(v)
         out[k] = v
     return out
@@ -195,12 +263,14 @@ def test_written_rows_conform_to_json_schemas() -> None:
          "terminated": True, "truncated": False, "prompt_tokens": 3, "completion_tokens": 1,
          "cost_usd": 0.01, "tool_calls": "[]", "safety_interventions": 0},
     ]  # fmt: skip
+    rows[0]["info"] = {"x": 1}
+    rows[1]["extras"] = {"k": "v"}
     steps = rows_to_table(rows)
-    step_doc = _load("rollout-steps.v1.schema.json")
+    step_doc = _load("rollout-steps.v2.schema.json")
     for row in steps.to_pylist():
         assert _conforms(_json_row(row), step_doc) == []
     eps = derive_episodes(steps, rows_to_episodes([{"episode_id": "a", "judge_scores": {"j": 1}}]))
-    ep_doc = _load("rollout-episodes.v1.schema.json")
+    ep_doc = _load("rollout-episodes.v2.schema.json")
     for row in eps.to_pylist():
         assert _conforms(_json_row(row), ep_doc) == []
     assert _conforms({"episode_id": "a"}, step_doc)  # the checker does reject
@@ -211,7 +281,7 @@ def test_classic_rows_conform_to_json_schema() -> None:
         "episode_id": [1, 1], "step": [0, 1], "obs": [[0.5], [1.5]], "action": [0, 1],
         "reward": [0.0, 1.0], "terminated": [False, True], "truncated": [False, False],
     }))  # fmt: skip
-    doc = _load("rollout-steps.v1.schema.json")
+    doc = _load("rollout-steps.v2.schema.json")
     for row in table.to_pylist():
         assert _conforms(_json_row(row), doc) == []
 

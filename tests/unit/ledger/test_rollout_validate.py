@@ -9,8 +9,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from trajledger.ledger.rollouts.convert import normalise_steps
-from trajledger.ledger.rollouts.schema import EPISODE_SCHEMA, STEP_SCHEMA
+from trajledger.ledger.rollouts.convert import normalise_steps, rows_to_table
+from trajledger.ledger.rollouts.schema import (
+    EPISODE_SCHEMA,
+    STEP_SCHEMA,
+    STEP_SCHEMA_V1,
+    tensor_field,
+)
 from trajledger.ledger.rollouts.validate import (
     MAX_LISTED_PROBLEMS,
     ROWS_PER_KIND,
@@ -68,6 +73,8 @@ def episodes(n: int = 2, **overrides: list[Any]) -> pa.Table:
         "task_type": [None] * n,
         "invalid": [False] * n,
     }
+    for name in ("group_id", "label", "success", "final_obs", "reset_info", "extras"):
+        cols[name] = [None] * n
     cols.update(overrides)
     return pa.Table.from_pydict(cols, schema=EPISODE_SCHEMA)
 
@@ -95,8 +102,19 @@ def test_missing_optional_columns_count_as_null() -> None:
 
 
 def test_missing_required_column() -> None:
-    p = only(validate_steps(steps([2]).drop_columns(["reward"])))
-    assert (p.row, p.column, p.message) == (None, "reward", "missing required column")
+    p = only(validate_steps(steps([2]).drop_columns(["truncated"])))
+    assert (p.row, p.column, p.message) == (None, "truncated", "missing required column")
+
+
+def test_reward_may_be_absent_in_v2_not_in_v1() -> None:
+    """Data without rewards (SFT, preference) is valid in v2; a v1 table needs its rewards."""
+    assert validate_steps(steps([2]).drop_columns(["reward"])).ok
+    assert validate_steps(replace(steps([2]), "reward", [None, None])).ok
+    v1 = pa.table(
+        {f.name: steps([2]).column(f.name) for f in STEP_SCHEMA_V1 if f.name != "reward"}
+    ).replace_schema_metadata(STEP_SCHEMA_V1.metadata)
+    p = only(validate_steps(v1))
+    assert (p.column, p.message) == ("reward", "missing required column")
 
 
 def test_wrong_type() -> None:
@@ -317,11 +335,44 @@ def test_oversized_string() -> None:
     assert p.message == "value has 101 bytes, over the limit of 100"
 
 
-def test_oversized_vector() -> None:
-    table = replace(steps([2]), "obs", [[0.0] * 25, [0.0] * 26])
-    p = only(validate_steps(table, max_field_bytes=100))
+def test_oversized_tensor() -> None:
+    table = replace(steps([2]), "obs", [[0.0] * 12, [0.0] * 13])
+    p = only(validate_steps(table, max_tensor_bytes=100))
     assert (p.row, p.column) == (1, "obs")
-    assert p.message == "vector of 26 float32 (104 bytes) is over the limit of 100 bytes"
+    assert p.message == "tensor of 13 double (104 bytes) is over the limit of 100 bytes"
+
+
+def test_image_observations_fit_the_default_limit() -> None:
+    """A 512x512x3 uint8 frame (768 KiB) was refused by v1's 1 MiB-per-field limit for float32
+    vectors; v2 keeps uint8 and allows 64 MiB per tensor value."""
+    frame = np.zeros((512, 512, 3), dtype=np.uint8)
+    table = rows_to_table(
+        [{"episode_id": "e", "step": i, "obs": frame, "reward": 0.0, "terminated": i == 1,
+          "truncated": False} for i in range(2)]
+    )  # fmt: skip
+    assert table.schema.field("obs").type == pa.list_(pa.uint8())
+    assert validate_steps(table).ok
+
+
+def test_tensor_of_the_wrong_size_for_its_shape() -> None:
+    table = steps([2])
+    i = table.schema.get_field_index("obs")
+    field = tensor_field("obs", pa.float64(), (2,))
+    table = table.set_column(i, field, pa.array([[1.0, 2.0], [1.0]], pa.list_(pa.float64())))
+    p = only(validate_steps(table))
+    assert (p.row, p.column, p.message) == (1, "obs", "1 values, the shape [2] holds 2")
+
+
+def test_extras_and_info_must_be_json() -> None:
+    table = replace(steps([2]), "info", ['{"a": 1}', "{a: 1}"])
+    p = only(validate_steps(table))
+    assert (p.row, p.column) == (1, "info")
+    table = replace(steps([2]), "extras", [[("k", "1"), ("k", "2")], [("u", "not json")]])
+    problems = validate_steps(table).problems
+    assert [(p.row, p.message[:32]) for p in problems] == [
+        (0, "extras repeats a key, want each "),
+        (1, "extras value of 'u' is not valid"),
+    ]
 
 
 def test_tool_calls_not_json() -> None:
@@ -370,7 +421,8 @@ def test_judge_score_repeated_key() -> None:
 
 def test_episode_table_wrong_type() -> None:
     table = episodes(1)
-    table = table.set_column(4, "seed", table["seed"].cast(pa.string()))
+    i = table.schema.get_field_index("seed")
+    table = table.set_column(i, "seed", table["seed"].cast(pa.string()))
     p = only(validate_episodes(table))
     assert (p.column, p.message) == ("seed", "type string, want int64")
 
@@ -491,7 +543,7 @@ def test_error_lists_one_line_per_problem() -> None:
     with pytest.raises(RolloutValidationError, match=r"steps: 2 problems") as info:
         validate_steps(table).raise_if_failed()
     assert str(info.value).splitlines() == [
-        "steps: 2 problems (rollout schema v1)",
+        "steps: 2 problems (rollout schema v2)",
         "  row 0, column 'reward': reward is nan, want a finite number",
         "  row 2, column 'reward': reward is inf, want a finite number",
     ]
@@ -548,4 +600,14 @@ def test_report_is_frozen() -> None:
 
 
 def test_schema_names_match_step_schema() -> None:
-    assert re.fullmatch(r"steps/1", STEP_SCHEMA.metadata[b"trajledger.rollout.schema"].decode())
+    assert re.fullmatch(r"steps/2", STEP_SCHEMA.metadata[b"trajledger.rollout.schema"].decode())
+
+
+def test_discount_is_kept_and_checked() -> None:
+    assert validate_steps(replace(steps([2]), "discount", [0.99, None])).ok
+    p = only(validate_steps(replace(steps([2]), "discount", [0.99, -1.0])))
+    assert (p.row, p.column, p.message) == (
+        1,
+        "discount",
+        "discount is -1.0, want a finite number >= 0",
+    )

@@ -1,0 +1,819 @@
+"""What LLM training libraries write, mapped onto rollout schema v2, one record at a time.
+
+Scope: the record formats (a record is a JSON line, or a row of a Parquet/Arrow file read as a
+dict): chat rollouts (``messages``), TRL's completions table (what ``GRPOTrainer.log`` writes to
+``completions/completions_NNNNN.parquet`` with ``log_completions``, and its pandas JSONL
+export), TRL's dataset types (prompt/completion, preference pairs, unpaired preference with a
+KTO label; conversational ``messages`` is the chat format), and verl's rollout dumps
+(``_write_generations``). `kind_of_record` names the format from a record's keys; `Mapper`
+objects turn records into episodes; `ChunkBuilder` collects episodes into `RolloutChunk`
+objects of bounded size.
+Non-scope: reading files and decompressing (``convert.py``), normalising and validating the
+tables (``convert.py``, ``validate.py``).
+Spec: ``schemas/rollout-inputs.md`` (each mapping, field by field), ``schemas/rollout.v2.md``.
+
+Nothing is dropped: fields a mapping does not place in a column are kept in the episode's (or,
+for message fields, the step's) ``extras`` as typed JSON. Each bad record is reported with its
+line (or row) and field, and left out; the caller raises after the whole input is read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import pyarrow as pa
+
+from . import typed_json
+from .schema import EPISODE_ATTR_SCHEMA, STEP_SCHEMA
+from .validate import ProblemCollector
+
+__all__ = [
+    "CHUNK_BYTES",
+    "CHUNK_TEXT_BYTES",
+    "RECORD_FORMATS",
+    "TRUNCATION_REASONS",
+    "ChunkBuilder",
+    "ReaderOptions",
+    "RecordProblems",
+    "RolloutChunk",
+    "kind_of_record",
+    "map_record",
+]
+
+CHUNK_BYTES: Final = 64 << 20
+"""A chunk of any input holds about this much data at most: a chunk is cut early once its text
+fields (records) or values (Parquet, Arrow, Minari) reach it, so memory stays bounded however
+large the rows are (long texts, image observations)."""
+
+CHUNK_TEXT_BYTES: Final = CHUNK_BYTES
+"""A record chunk is cut early once its text fields hold this many bytes."""
+
+RECORD_FORMATS: Final = (
+    "chat-jsonl",
+    "trl-completions",
+    "trl-prompt-completion",
+    "trl-preference",
+    "trl-kto",
+    "verl-jsonl",
+)
+"""Formats whose records are mapped here (as JSON lines, or rows of Parquet/Arrow files)."""
+
+TRUNCATION_REASONS: Final = frozenset(
+    {"truncated", "length", "max_tokens", "max_turns", "timeout", "time_limit"}
+)
+"""``termination_reason`` values that mark the last step truncated, not terminated."""
+
+_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_US: Final = dt.timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class RolloutChunk:
+    """A slice of an input: steps, plus attributes of some episodes, plus batch metadata.
+
+    Attributes:
+        steps: step rows (in `STEP_SCHEMA`, or as a Parquet/Arrow input stores them: they are
+            normalised when written).
+        episodes: episode attributes given by the input (`EPISODE_ATTR_SCHEMA` columns), for
+            episodes whose steps are in this chunk or another one; None when the input gives
+            none.
+        meta: what the input says about the whole batch (source format, spaces, environment
+            spec, dataset metadata), recorded in the batch predicate; None when nothing.
+    """
+
+    steps: pa.RecordBatch
+    episodes: pa.RecordBatch | pa.Table | None = None
+    meta: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ReaderOptions:
+    """Choices the input cannot express itself.
+
+    Attributes:
+        reward_weights: TRL completions: the reward-function columns and their weights (TRL's
+            ``reward_weights``); the reward is their weighted sum over the scores present
+            (``nansum``). None: every numeric column is a reward function of weight 1.
+        reward_column: TRL completions: take the reward from this one column instead.
+        id_prefix: prefix of default episode ids (``<prefix>line-<n>``), so that several files
+            of one batch give unique ids.
+    """
+
+    reward_weights: Mapping[str, float] | None = None
+    reward_column: str | None = None
+    id_prefix: str = ""
+
+
+class RecordProblems:
+    """Problems found in one record (a line, or a row); the record is skipped if there is any."""
+
+    def __init__(self, number: int, collector: ProblemCollector, *, unit: str = "line") -> None:
+        """Start a record.
+
+        Args:
+            number: 1-based line, or 0-based row.
+            collector: where problems go.
+            unit: ``line`` (problems carry the line) or ``row``.
+        """
+        self.number = number
+        self.unit = unit
+        self.c = collector
+        self.failed = False
+
+    def error(self, field: str | None, message: str) -> None:
+        """Record a problem with ``field`` (a path such as ``messages[2].role``)."""
+        self.failed = True
+        if self.unit == "line":
+            self.c.add(f"line:{field}:{message[:24]}", message, column=field, line=self.number)
+        else:
+            self.c.add(f"row:{field}:{message[:24]}", message, column=field, row=self.number)
+
+
+def _is_num(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _jtype(v: object) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int | float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list | tuple):
+        return "array"
+    return "object"
+
+
+def _to_utc(value: dt.datetime) -> dt.datetime:
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+def _json_text(v: object, rec: RecordProblems, field: str) -> str | None:
+    """Tool calls and results are stored as JSON text; a string must already be JSON."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        try:
+            json.loads(v, parse_constant=_refuse_constant)
+        except ValueError as e:
+            rec.error(field, f"string is not JSON text ({e}); give the JSON value itself")
+            return None
+        except RecursionError:
+            rec.error(field, "JSON text nested too deeply")
+            return None
+        return v
+    try:
+        return json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as e:
+        rec.error(field, f"cannot be written as JSON: {e}")
+        return None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _opt(obj: Mapping[str, Any], key: str, kind: str, rec: RecordProblems, field: str) -> Any:
+    """Read an optional field, checking its JSON type."""
+    v = obj.get(key)
+    if v is None:
+        return None
+    ok = {
+        "str": isinstance(v, str),
+        "num": _is_num(v),
+        "int": isinstance(v, int) and not isinstance(v, bool),
+        "bool": isinstance(v, bool),
+        "obj": isinstance(v, dict),
+    }[kind]
+    if not ok:
+        names = {
+            "str": "a string",
+            "num": "a number",
+            "int": "an integer",
+            "bool": "a boolean",
+            "obj": "an object",
+        }
+        rec.error(field, f"{_jtype(v)}, want {names[kind]}")
+        return None
+    if kind == "int" and not -(1 << 63) <= v < (1 << 63):
+        rec.error(field, f"{v} is out of the int64 range")
+        return None
+    return v
+
+
+def _timestamp_us(v: object, rec: RecordProblems, field: str) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, dt.datetime):
+        return (_to_utc(v) - _EPOCH) // _US
+    if isinstance(v, str):
+        try:
+            parsed = dt.datetime.fromisoformat(v)
+        except ValueError:
+            rec.error(field, f"{v!r} is not an ISO 8601 time")
+            return None
+        return (_to_utc(parsed) - _EPOCH) // _US
+    if _is_num(v):
+        return round(float(v) * 1_000_000)  # type: ignore[arg-type]  # seconds since the epoch
+    rec.error(field, f"{_jtype(v)}, want an ISO 8601 string or seconds since the epoch")
+    return None
+
+
+def _typed(v: object, rec: RecordProblems, field: str) -> str | None:
+    """A value as typed JSON text for ``extras``; None (absent) for None."""
+    if v is None:
+        return None
+    try:
+        return typed_json.dumps(v)
+    except typed_json.TypedJSONError as e:
+        rec.error(field, str(e).replace("$", field, 1))
+        return None
+
+
+def _extras(
+    obj: Mapping[str, Any], known: frozenset[str], rec: RecordProblems, where: str = ""
+) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in obj.items():
+        if k in known or v is None:
+            continue
+        text = _typed(v, rec, f"{where}{k}")
+        if text is not None:
+            out[k] = text
+    return out
+
+
+_MESSAGE_KEYS: Final = frozenset(
+    {
+        "role",
+        "content",
+        "reasoning_content",
+        "tool_calls",
+        "tool_results",
+        "tool_call_id",
+        "name",
+        "reward",
+        "logprob",
+        "timestamp",
+        "latency_ms",
+        "usage",
+        "cost_usd",
+        "model_id",
+        "safety_interventions",
+    }
+)
+
+_STEP_FIELDS: Final = (
+    "role",
+    "content",
+    "reasoning_content",
+    "tool_calls",
+    "tool_results",
+    "action_logprob",
+    "timestamp",
+    "latency_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "model_id",
+    "cost_usd",
+    "safety_interventions",
+    "extras",
+)
+
+
+def _message(m: object, rec: RecordProblems, where: str) -> dict[str, Any] | None:
+    """Map one chat message to the step columns it fills; other fields go to step extras."""
+    if not isinstance(m, dict):
+        rec.error(where, f"{_jtype(m)}, want a message object")
+        return None
+    role = m.get("role")
+    if not isinstance(role, str):
+        rec.error(f"{where}.role", f"{_jtype(role)}, want a string")
+    content = m.get("content")
+    if content is not None and not isinstance(content, str):
+        # Multi-part content (a list of parts) is kept whole, as JSON text.
+        content = _json_text(content, rec, f"{where}.content")
+    reasoning = _opt(m, "reasoning_content", "str", rec, f"{where}.reasoning_content")
+    tool_results = _json_text(m.get("tool_results"), rec, f"{where}.tool_results")
+    known = set(_MESSAGE_KEYS)
+    if tool_results is None and (m.get("tool_call_id") is not None or m.get("name") is not None):
+        link = {k: m[k] for k in ("tool_call_id", "name") if m.get(k) is not None}
+        tool_results = json.dumps(link, ensure_ascii=False, separators=(",", ":"))
+    else:
+        known -= {"tool_call_id", "name"}  # kept in extras: tool_results holds the results
+    usage = _opt(m, "usage", "obj", rec, f"{where}.usage") or {}
+    return {
+        "role": role,
+        "content": content,
+        "reasoning_content": reasoning,
+        "tool_calls": _json_text(m.get("tool_calls"), rec, f"{where}.tool_calls"),
+        "tool_results": tool_results,
+        "reward": _opt(m, "reward", "num", rec, f"{where}.reward"),
+        "action_logprob": _opt(m, "logprob", "num", rec, f"{where}.logprob"),
+        "timestamp": _timestamp_us(m.get("timestamp"), rec, f"{where}.timestamp"),
+        "latency_ms": _opt(m, "latency_ms", "num", rec, f"{where}.latency_ms"),
+        "prompt_tokens": _opt(usage, "prompt_tokens", "int", rec, f"{where}.usage.prompt_tokens"),
+        "completion_tokens": _opt(
+            usage, "completion_tokens", "int", rec, f"{where}.usage.completion_tokens"
+        ),
+        "cost_usd": _opt(m, "cost_usd", "num", rec, f"{where}.cost_usd"),
+        "model_id": _opt(m, "model_id", "str", rec, f"{where}.model_id"),
+        "safety_interventions": _opt(
+            m, "safety_interventions", "int", rec, f"{where}.safety_interventions"
+        ),
+        "extras": _extras(m, frozenset(known), rec, f"{where}.") or None,
+    }
+
+
+def _text_or_messages(
+    v: object, role: str, rec: RecordProblems, field: str
+) -> list[dict[str, Any]]:
+    """Prompts and completions: a string (one message) or a list of messages."""
+    if isinstance(v, str):
+        return [_message({"role": role, "content": v}, rec, field) or {}]
+    if isinstance(v, list | tuple):
+        out = [_message(m, rec, f"{field}[{i}]") for i, m in enumerate(v)]
+        if not out:
+            rec.error(field, "empty list, want at least one message")
+        return [m for m in out if m is not None]
+    rec.error(field, f"{_jtype(v)}, want a string or a list of messages")
+    return []
+
+
+def _scores(v: object, rec: RecordProblems, field: str) -> list[tuple[str, float]] | None:
+    if v is None:
+        return None
+    if not isinstance(v, dict):
+        rec.error(field, f"{_jtype(v)}, want an object of names to numbers")
+        return None
+    out = []
+    for k, s in v.items():
+        if not _is_num(s):
+            rec.error(f"{field}.{k}", f"{_jtype(s)}, want a number")
+        else:
+            out.append((k, float(s)))
+    return out
+
+
+@dataclass
+class _Episode:
+    episode_id: str | None
+    steps: list[dict[str, Any]]
+    attrs: dict[str, Any]
+    reward: float | None  # episode-level reward, put on the last step
+    truncated: bool
+    extras: dict[str, str] = field(default_factory=dict)
+    id_suffix: str = ""  # for the default id of a pair's episodes ("/chosen", "/rejected")
+
+
+_EPISODE_KEYS: Final = (
+    "task_id",
+    "group_id",
+    "label",
+    "env_version",
+    "policy_version",
+    "language",
+    "task_type",
+    "termination_reason",
+)
+_CHAT_KEYS: Final = frozenset(
+    {
+        "episode_id",
+        "messages",
+        "reward",
+        "rewards",
+        "judge_scores",
+        "usage",
+        "cost_usd",
+        "latency_ms",
+        "model_id",
+        "seed",
+        "invalid",
+        "success",
+        *_EPISODE_KEYS,
+    }
+)
+
+
+def _attrs(obj: dict[str, Any], rec: RecordProblems) -> dict[str, Any]:
+    attrs: dict[str, Any] = {k: _opt(obj, k, "str", rec, k) for k in _EPISODE_KEYS}
+    seed = obj.get("seed")
+    if isinstance(seed, str) and seed.lstrip("-").isdigit():
+        seed = int(seed)  # large seeds may come as decimal strings (JSON's 2^53 limit)
+    attrs["seed"] = _opt({"seed": seed}, "seed", "int", rec, "seed")
+    attrs["invalid"] = _opt(obj, "invalid", "bool", rec, "invalid")
+    attrs["success"] = _opt(obj, "success", "bool", rec, "success")
+    attrs["cost_usd"] = _opt(obj, "cost_usd", "num", rec, "cost_usd")
+    attrs["judge_scores"] = _scores(obj.get("judge_scores"), rec, "judge_scores")
+    return attrs
+
+
+def _episode_usage(obj: dict[str, Any], steps: list[dict[str, Any]], rec: RecordProblems) -> None:
+    """Episode-level usage and latency go to the last assistant message, model_id to each."""
+    if not steps:
+        return
+    assistant = [s for s in steps if s.get("role") == "assistant"]
+    target = assistant[-1] if assistant else steps[-1]
+    usage = _opt(obj, "usage", "obj", rec, "usage") or {}
+    for key in ("prompt_tokens", "completion_tokens"):
+        v = _opt(usage, key, "int", rec, f"usage.{key}")
+        if v is not None and target[key] is None:
+            target[key] = v
+    latency = _opt(obj, "latency_ms", "num", rec, "latency_ms")
+    if latency is not None and target["latency_ms"] is None:
+        target["latency_ms"] = latency
+    model = _opt(obj, "model_id", "str", rec, "model_id")
+    if model is not None:
+        for s in assistant:
+            if s["model_id"] is None:
+                s["model_id"] = model
+
+
+def _rewards(obj: dict[str, Any], steps: list[dict[str, Any]], rec: RecordProblems) -> float | None:
+    """Fill per-step rewards; return the episode-level reward (for the last step), if any.
+
+    No reward at all is valid (SFT data): the steps' rewards stay null.
+    """
+    given = [k for k in ("reward", "rewards") if obj.get(k) is not None]
+    per_message = any(s["reward"] is not None for s in steps)
+    if len(given) + per_message > 1:
+        rec.error(
+            given[0] if given else "reward", "give one of reward, rewards or per-message rewards"
+        )
+        return None
+    if "rewards" in given:
+        rewards = obj["rewards"]
+        if not isinstance(rewards, list) or not all(_is_num(r) for r in rewards):
+            rec.error("rewards", "want a list of numbers, one per message")
+        elif len(rewards) != len(steps):
+            rec.error(
+                "rewards", f"{len(rewards)} rewards for {len(steps)} messages, want one per message"
+            )
+        else:
+            for s, r in zip(steps, rewards, strict=True):
+                s["reward"] = r
+        return None
+    if "reward" in given:
+        return _opt(obj, "reward", "num", rec, "reward")  # type: ignore[no-any-return]
+    return None
+
+
+def _episode_id(obj: Mapping[str, Any], rec: RecordProblems) -> str | None:
+    eid = obj.get("episode_id")
+    if eid is None:
+        return None
+    if isinstance(eid, int) and not isinstance(eid, bool):
+        return str(eid)
+    if isinstance(eid, str) and eid:
+        return eid
+    rec.error("episode_id", f"{_jtype(eid)}, want a non-empty string or an integer")
+    return None
+
+
+def _policy_step(obj: dict[str, Any], rec: RecordProblems) -> str | None:
+    step = obj.get("step")
+    if isinstance(step, float) and step.is_integer():
+        step = int(step)  # pandas may write an integer column as floats
+    step = _opt({"step": step}, "step", "int", rec, "step")
+    return None if step is None else str(step)
+
+
+def _map_chat(obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions) -> list[_Episode]:
+    messages = obj.get("messages")
+    steps: list[dict[str, Any]] = []
+    if not isinstance(messages, list | tuple) or not messages:
+        rec.error(
+            "messages",
+            f"{_jtype(messages)}, want a non-empty list of messages"
+            if not isinstance(messages, list | tuple)
+            else "empty list, want at least one message",
+        )
+    else:
+        for i, m in enumerate(messages):
+            step = _message(m, rec, f"messages[{i}]")
+            if step is not None:
+                steps.append(step)
+    attrs = _attrs(obj, rec)
+    _episode_usage(obj, steps, rec)
+    return [
+        _Episode(
+            _episode_id(obj, rec),
+            steps,
+            attrs,
+            _rewards(obj, steps, rec),
+            truncated=attrs.get("termination_reason") in TRUNCATION_REASONS,
+            extras=_extras(obj, _CHAT_KEYS, rec),
+        )
+    ]
+
+
+_TRL_FIXED: Final = frozenset({"episode_id", "task_id", "step", "prompt", "completion", "success"})
+
+
+def _map_trl_completions(
+    obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions
+) -> list[_Episode]:
+    """A row of TRL's completions table (``GRPOTrainer.log``; see rollout-inputs.md)."""
+    steps = _text_or_messages(obj.get("prompt"), "user", rec, "prompt")
+    steps += _text_or_messages(obj.get("completion"), "assistant", rec, "completion")
+    weights = opts.reward_weights
+    if weights is not None:
+        for name in weights:
+            if name not in obj:
+                rec.error(name, "missing: a reward function named by --reward-weights")
+        reward_cols = list(weights)
+    else:
+        reward_cols = [
+            k
+            for k, v in obj.items()
+            if k not in _TRL_FIXED and k != "advantage" and (v is None or _is_num(v))
+        ]
+    scores: list[tuple[str, float]] = []
+    for name in reward_cols:
+        v = obj.get(name)
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            continue  # the function did not apply: a missing score, never a NaN reward
+        if not _is_num(v) or not math.isfinite(v):
+            rec.error(name, f"reward function score {v!r}, want a finite number or NaN")
+            continue
+        scores.append((name, float(v)))
+    reward: float | None
+    if opts.reward_column is not None:
+        v = obj.get(opts.reward_column)
+        if opts.reward_column not in obj:
+            rec.error(opts.reward_column, "missing: the column named by --reward-column")
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            reward = None
+        elif _is_num(v):
+            reward = float(v)
+        else:
+            rec.error(opts.reward_column, f"{_jtype(v)}, want a number")
+            reward = None
+    elif scores:
+        w = weights or {}
+        reward = math.fsum(w.get(n, 1.0) * s for n, s in scores)  # TRL: weighted nansum
+    else:
+        reward = None  # every function returned None: unscorable, no reward
+    attrs = {
+        "task_id": _opt(obj, "task_id", "str", rec, "task_id"),
+        "policy_version": _policy_step(obj, rec),
+        "judge_scores": scores or None,
+        "success": _opt(obj, "success", "bool", rec, "success"),
+    }
+    extras = _extras(obj, _TRL_FIXED | set(reward_cols), rec)
+    return [_Episode(_episode_id(obj, rec), steps, attrs, reward, False, extras)]
+
+
+def _map_trl_prompt_completion(
+    obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions
+) -> list[_Episode]:
+    """TRL prompt-completion dataset rows; with a boolean ``label``, unpaired preference (KTO)."""
+    steps: list[dict[str, Any]] = []
+    if obj.get("prompt") is not None:
+        steps = _text_or_messages(obj["prompt"], "user", rec, "prompt")
+    steps += _text_or_messages(obj.get("completion"), "assistant", rec, "completion")
+    attrs: dict[str, Any] = {
+        "task_id": _opt(obj, "task_id", "str", rec, "task_id"),
+        "success": _opt(obj, "success", "bool", rec, "success"),
+    }
+    known = {"episode_id", "task_id", "prompt", "completion", "success"}
+    if "label" in obj:
+        label = _opt(obj, "label", "bool", rec, "label")
+        if label is None and obj.get("label") is None:
+            rec.error("label", "null, want a boolean (KTO: desirable or not)")
+        attrs["label"] = None if label is None else ("desirable" if label else "undesirable")
+        known.add("label")
+    reward = _opt(obj, "reward", "num", rec, "reward")
+    known.add("reward")
+    extras = _extras(obj, frozenset(known), rec)
+    return [_Episode(_episode_id(obj, rec), steps, attrs, reward, False, extras)]
+
+
+def _map_trl_preference(
+    obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions
+) -> list[_Episode]:
+    """TRL preference rows: ``chosen`` and ``rejected`` (with or without ``prompt``) become two
+    episodes of one group, labelled ``chosen`` and ``rejected``."""
+    prompt: list[dict[str, Any]] = []
+    if obj.get("prompt") is not None:
+        prompt = _text_or_messages(obj["prompt"], "user", rec, "prompt")
+    base = _episode_id(obj, rec)
+    task = _opt(obj, "task_id", "str", rec, "task_id")
+    extras = _extras(obj, frozenset({"episode_id", "task_id", "prompt", "chosen", "rejected"}), rec)
+    out = []
+    for side in ("chosen", "rejected"):
+        steps = [dict(s) for s in prompt]
+        steps += _text_or_messages(obj.get(side), "assistant", rec, side)
+        attrs = {"task_id": task, "label": side, "group_id": base}
+        out.append(
+            _Episode(
+                None if base is None else f"{base}/{side}",
+                steps,
+                attrs,
+                None,
+                False,
+                dict(extras),
+                id_suffix=f"/{side}",
+            )
+        )
+    return out
+
+
+_VERL_FIXED: Final = frozenset(
+    {
+        "episode_id",
+        "task_id",
+        "prompt",
+        "input",
+        "response",
+        "output",
+        "score",
+        "reward",
+        "step",
+        "success",
+    }
+)
+
+
+def _map_verl(obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions) -> list[_Episode]:
+    """A line of verl's rollout dump (``RayPPOTrainer._write_generations``)."""
+    for a, b in (("prompt", "input"), ("response", "output"), ("score", "reward")):
+        if a in obj and b in obj:
+            rec.error(b, f"both {a} and {b} given, want one")
+    prompt = obj.get("prompt", obj.get("input"))
+    response = obj.get("response", obj.get("output"))
+    steps = _text_or_messages(prompt, "user", rec, "prompt" if "prompt" in obj else "input")
+    steps += _text_or_messages(
+        response, "assistant", rec, "response" if "response" in obj else "output"
+    )
+    key = "score" if "score" in obj else "reward"
+    reward = _opt(obj, key, "num", rec, key)
+    extras = _extras(obj, _VERL_FIXED, rec)
+    # Numeric reward details (verl's reward_extra_info, e.g. acc) are also judge scores.
+    scores = [
+        (k, float(v))
+        for k, v in obj.items()
+        if k not in _VERL_FIXED
+        and (_is_num(v) or isinstance(v, bool))
+        and math.isfinite(float(v))
+        and k != "gts"
+    ]
+    uid = obj.get("uid")
+    attrs = {
+        "task_id": _opt(obj, "task_id", "str", rec, "task_id"),
+        "policy_version": _policy_step(obj, rec),
+        "judge_scores": scores or None,
+        # verl's uid names the prompt a group of n responses answers (GRPO's group).
+        "group_id": uid if isinstance(uid, str) else None,
+        "success": _opt(obj, "success", "bool", rec, "success"),
+    }
+    return [_Episode(_episode_id(obj, rec), steps, attrs, reward, False, extras)]
+
+
+_MAPPERS: Final[
+    dict[str, Callable[[dict[str, Any], RecordProblems, ReaderOptions], list[_Episode]]]
+] = {
+    "chat-jsonl": _map_chat,
+    "trl-completions": _map_trl_completions,
+    "trl-prompt-completion": _map_trl_prompt_completion,
+    "trl-kto": _map_trl_prompt_completion,
+    "trl-preference": _map_trl_preference,
+    "verl-jsonl": _map_verl,
+}
+
+
+def kind_of_record(keys: set[str] | frozenset[str]) -> str | None:
+    """Name a record format from the keys of a first record (or the columns of a table).
+
+    Returns:
+        One of `RECORD_FORMATS`, or None when the keys fit none.
+    """
+    if "messages" in keys:
+        return "chat-jsonl"
+    if "chosen" in keys and "rejected" in keys:
+        return "trl-preference"
+    if "completion" in keys and "prompt" in keys and ("advantage" in keys or "step" in keys):
+        return "trl-completions"
+    if "completion" in keys and "label" in keys:
+        return "trl-kto"
+    if "completion" in keys:
+        return "trl-prompt-completion"
+    if ("response" in keys or "output" in keys) and ("prompt" in keys or "input" in keys):
+        return "verl-jsonl"
+    return None
+
+
+def map_record(
+    kind: str, obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions
+) -> list[_Episode]:
+    """Map one record of format ``kind`` to its episodes (two for a preference pair)."""
+    return _MAPPERS[kind](obj, rec, opts)
+
+
+class ChunkBuilder:
+    """Collects mapped episodes into `RolloutChunk` objects, checking episode ids are unique.
+
+    Default ids are ``<prefix>line-<n>`` (``row-<n>`` for table rows), with ``/chosen`` and
+    ``/rejected`` for a preference pair's episodes.
+    """
+
+    def __init__(self, collector: ProblemCollector, opts: ReaderOptions, meta: Mapping[str, Any]):
+        """Start empty.
+
+        Args:
+            collector: where problems go.
+            opts: reader options (the id prefix).
+            meta: batch metadata, given with the first chunk.
+        """
+        self.c = collector
+        self.opts = opts
+        self._meta: Mapping[str, Any] | None = meta
+        self._ids: dict[str, int] = {}
+        self._reset()
+
+    def _reset(self) -> None:
+        self.steps: dict[str, list[Any]] = {f.name: [] for f in STEP_SCHEMA}
+        self.attrs: dict[str, list[Any]] = {f.name: [] for f in EPISODE_ATTR_SCHEMA}
+        self.rows = 0
+        self.text_bytes = 0
+
+    def add(self, episodes: list[_Episode], rec: RecordProblems) -> None:
+        """Check the ids of one record's episodes and queue them (unless the record failed)."""
+        ids = []
+        for ep in episodes:
+            eid = ep.episode_id
+            if eid is None:
+                eid = f"{self.opts.id_prefix}{rec.unit}-{rec.number}{ep.id_suffix}"
+                if ep.id_suffix and ep.attrs.get("group_id") is None:
+                    ep.attrs["group_id"] = f"{self.opts.id_prefix}{rec.unit}-{rec.number}"
+            if eid in self._ids:
+                rec.error(
+                    "episode_id", f"episode {eid!r} already given on {rec.unit} {self._ids[eid]}"
+                )
+            ids.append(eid)
+        if rec.failed:
+            return
+        for eid, ep in zip(ids, episodes, strict=True):
+            self._ids[eid] = rec.number
+            self._add(eid, ep)
+
+    def _add(self, eid: str, ep: _Episode) -> None:
+        s = self.steps
+        n = len(ep.steps)
+        last = n - 1
+        for i, step in enumerate(ep.steps):
+            s["episode_id"].append(eid)
+            s["step"].append(i)
+            s["is_first"].append(i == 0)
+            s["is_last"].append(i == last)
+            s["terminated"].append(i == last and not ep.truncated)
+            s["truncated"].append(i == last and ep.truncated)
+            reward = step["reward"]
+            if reward is None and ep.reward is not None:
+                reward = ep.reward if i == last else 0.0
+            s["reward"].append(None if reward is None else float(reward))
+            for name in _STEP_FIELDS:
+                value = step[name]
+                s[name].append(list(value.items()) if name == "extras" and value else value)
+            for name in ("discount", "obs", "action", "info"):
+                s[name].append(None)
+            content = step["content"]
+            if content is not None:
+                self.text_bytes += len(content)
+        a = self.attrs
+        for name in a:
+            a[name].append(ep.attrs.get(name))
+        a["episode_id"][-1] = eid
+        a["extras"][-1] = list(ep.extras.items()) if ep.extras else None
+        self.rows += n
+
+    def full(self, batch_rows: int) -> bool:
+        """Whether the chunk should be flushed now."""
+        return self.rows >= batch_rows or self.text_bytes >= CHUNK_TEXT_BYTES
+
+    def flush(self) -> RolloutChunk:
+        """The queued episodes as one chunk; the builder starts empty again."""
+        steps = pa.RecordBatch.from_arrays(
+            [_list_array(self.steps[f.name], f.type) for f in STEP_SCHEMA], schema=STEP_SCHEMA
+        )
+        attrs = pa.RecordBatch.from_arrays(
+            [pa.array(self.attrs[f.name], type=f.type) for f in EPISODE_ATTR_SCHEMA],
+            schema=EPISODE_ATTR_SCHEMA,
+        )
+        meta, self._meta = self._meta, None
+        self._reset()
+        return RolloutChunk(steps, attrs, meta or None)
+
+
+def _list_array(values: list[Any], typ: pa.DataType) -> pa.Array:
+    if pa.types.is_timestamp(typ):
+        return pa.array(values, type=pa.int64()).cast(typ)
+    return pa.array(values, type=typ)

@@ -1,0 +1,514 @@
+"""Minari datasets in and out: reading a dataset directory, writing one that ``minari`` loads.
+
+Scope: `iter_minari_chunks` reads a Minari dataset directory (arrow or hdf5 backend, through
+Minari's own storage reader) as `RolloutChunk` objects: one step row per transition, the final
+observation and the reset ``info`` of each episode in the episode table, the per-step infos as
+typed JSON, episode metadata (seed, options) kept, and the spaces, environment spec and dataset
+metadata (dataset id, author, reference scores, ...) as batch metadata. `write_minari` writes
+episodes back as a Minari dataset with Minari's own storage writer (lossless: no JPEG).
+`flatten_batch` / `unflatten_batch` are ``gymnasium.spaces.flatten`` / ``unflatten`` over many
+values at once, for Dict and Tuple spaces (stored flattened, with the space recorded).
+Non-scope: downloading datasets (no network: give the directory), Graph/Sequence/Text spaces.
+Spec: ``schemas/rollout-inputs.md`` section "Minari", ``schemas/rollout.v2.md`` section
+"Spaces".
+
+Minari is optional (``pip install 'trajledger[minari]'``: minari, h5py, pillow); it is imported
+only here, only when a Minari dataset is read or written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from . import typed_json
+from .formats import CHUNK_BYTES, ReaderOptions, RolloutChunk
+from .schema import EPISODE_ATTR_SCHEMA, STEP_SCHEMA, tensor_field, with_columns
+from .spaces import SpaceError, space_to_json
+from .validate import Problem, RolloutValidationError
+
+__all__ = [
+    "MINARI_EXTRA",
+    "dataset_spaces",
+    "flatten_batch",
+    "is_composite",
+    "iter_minari_chunks",
+    "minari_root",
+    "require_minari",
+    "stack_infos",
+    "unflatten_batch",
+    "write_minari",
+]
+
+MINARI_EXTRA: Final = "pip install 'trajledger[minari]'"
+
+_META_NOT_COPIED: Final = frozenset(
+    {
+        "observation_space",
+        "action_space",
+        "env_spec",
+        "total_episodes",
+        "total_steps",
+        "data_format",
+        "dataset_size",
+        "jpeg_encoding",
+    }
+)
+"""metadata.json keys that are not dataset metadata: spaces and spec are recorded on their own,
+counts and sizes are derived."""
+
+
+def require_minari() -> Any:
+    try:
+        import minari
+    except ImportError as e:
+        raise RolloutValidationError(
+            "minari",
+            [
+                Problem(
+                    None, None, f"reading or writing Minari datasets needs minari: {MINARI_EXTRA}"
+                )
+            ],
+        ) from e
+    return minari
+
+
+def minari_root(path: Path) -> Path | None:
+    """The Minari data directory (the one holding ``metadata.json``) at or below ``path``.
+
+    Only the file is looked at (minari is not needed): a ``metadata.json`` naming a
+    ``data_format``, in ``path`` or in ``path/data``.
+    """
+    for root in (path, path / "data"):
+        meta = root / "metadata.json"
+        if meta.is_file():
+            try:
+                if '"data_format"' in meta.read_text(encoding="utf-8", errors="replace"):
+                    return root
+            except OSError:
+                return None
+    return None
+
+
+def dataset_spaces(path: Path) -> dict[str, Any]:
+    """A Minari dataset's spaces and environment spec, for an environment record.
+
+    Returns:
+        ``observation_space``, ``action_space`` and ``env_spec`` (``spaces`` JSON; the spec
+        None when the dataset has none).
+
+    Raises:
+        RolloutValidationError: not a Minari dataset, or minari is not installed.
+        SpaceError: a space that cannot be described.
+    """
+    from .spaces import canonical_numbers
+
+    root = minari_root(path)
+    if root is None:
+        raise RolloutValidationError(
+            str(path), [Problem(None, None, f"{path}: not a Minari dataset (no metadata.json)")]
+        )
+    storage_cls = require_minari().dataset.minari_storage.MinariStorage
+    raw = storage_cls.read_raw_metadata(root)
+    storage = storage_cls.read(root)
+    spec = raw.get("env_spec")
+    return {
+        "observation_space": space_to_json(storage.observation_space),
+        "action_space": space_to_json(storage.action_space),
+        "env_spec": canonical_numbers(json.loads(spec)) if isinstance(spec, str) else None,
+    }
+
+
+def is_composite(space: Any) -> bool:
+    """Dict and Tuple spaces are stored flattened; the others keep their dtype and shape."""
+    import gymnasium as gym
+
+    return isinstance(space, gym.spaces.Dict | gym.spaces.Tuple)
+
+
+def _native(space: Any) -> bool:
+    import gymnasium as gym
+
+    s = gym.spaces
+    return isinstance(space, s.Box | s.Discrete | s.MultiDiscrete | s.MultiBinary)
+
+
+def flatten_batch(space: Any, values: Any, n: int) -> npt.NDArray[Any]:
+    """``gymnasium.spaces.flatten`` of ``n`` values at once: an ``(n, flatdim)`` array.
+
+    Args:
+        space: the space.
+        values: what Minari gives for ``n`` values of the space: an array with a leading axis of
+            ``n`` (Box, Discrete, ...), a dict of those (Dict), a tuple of those (Tuple).
+        n: the number of values.
+
+    Raises:
+        SpaceError: a space that has no flat form here (Text, Graph, Sequence, ...).
+    """
+    import gymnasium as gym
+
+    s = gym.spaces
+    if isinstance(space, s.Box):
+        return np.asarray(values, dtype=space.dtype).reshape(n, -1)
+    if isinstance(space, s.MultiBinary):
+        return np.asarray(values, dtype=space.dtype).reshape(n, -1)
+    if isinstance(space, s.Discrete):
+        out = np.zeros((n, int(space.n)), dtype=space.dtype)
+        idx = np.asarray(values).reshape(n).astype(np.int64) - int(space.start)
+        out[np.arange(n), idx] = 1
+        return out
+    if isinstance(space, s.MultiDiscrete):
+        nvec = np.asarray(space.nvec).reshape(-1)
+        start = np.asarray(space.start).reshape(-1)
+        vals = np.asarray(values).reshape(n, -1).astype(np.int64) - start
+        offsets = np.concatenate([[0], np.cumsum(nvec)[:-1]])
+        out = np.zeros((n, int(nvec.sum())), dtype=space.dtype)
+        for j in range(len(nvec)):
+            out[np.arange(n), offsets[j] + vals[:, j]] = 1
+        return out
+    if isinstance(space, s.Dict):
+        parts = [flatten_batch(sub, values[key], n) for key, sub in space.spaces.items()]
+        return np.concatenate(parts, axis=1)
+    if isinstance(space, s.Tuple):
+        parts = [flatten_batch(sub, values[i], n) for i, sub in enumerate(space.spaces)]
+        return np.concatenate(parts, axis=1)
+    raise SpaceError(f"space {space} has no flat form; it cannot be recorded as a tensor")
+
+
+def unflatten_batch(space: Any, flat: npt.NDArray[Any]) -> Any:
+    """The inverse of `flatten_batch`: per-leaf arrays with a leading axis (dicts, tuples)."""
+    import gymnasium as gym
+
+    s = gym.spaces
+    n = flat.shape[0]
+    if isinstance(space, s.Box | s.MultiBinary):
+        return flat.astype(space.dtype).reshape(n, *space.shape)
+    if isinstance(space, s.Discrete):
+        return (np.argmax(flat, axis=1) + int(space.start)).astype(space.dtype)
+    if isinstance(space, s.MultiDiscrete):
+        nvec = np.asarray(space.nvec).reshape(-1)
+        start = np.asarray(space.start).reshape(-1)
+        cols, at = [], 0
+        for j, k in enumerate(nvec.tolist()):
+            cols.append(np.argmax(flat[:, at : at + k], axis=1) + start[j])
+            at += k
+        return np.stack(cols, axis=1).astype(space.dtype).reshape(n, *space.shape)
+    if isinstance(space, s.Dict | s.Tuple):
+        items = (
+            list(space.spaces.items())
+            if isinstance(space, s.Dict)
+            else list(enumerate(space.spaces))
+        )
+        out: list[tuple[Any, Any]] = []
+        at = 0
+        for key, sub in items:
+            width = int(gym.spaces.flatdim(sub))
+            out.append((key, unflatten_batch(sub, flat[:, at : at + width])))
+            at += width
+        return dict(out) if isinstance(space, s.Dict) else tuple(v for _, v in out)
+    raise SpaceError(f"space {space} has no flat form")
+
+
+def _tensor(space: Any, values: Any, n: int, name: str) -> tuple[pa.Array, pa.Field]:
+    """A space's values as a tensor column: native dtype and shape, or flattened."""
+    if _native(space):
+        arr = np.asarray(values, dtype=space.dtype)
+        shape: tuple[int, ...] = tuple(space.shape)
+        flat = arr.reshape(n, -1)
+    else:
+        flat = flatten_batch(space, values, n)
+        shape = (flat.shape[1],)
+    value_type = pa.from_numpy_dtype(flat.dtype)
+    width = flat.shape[1]
+    offsets = pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int64).astype(np.int32))
+    column = pa.ListArray.from_arrays(
+        offsets, pa.array(flat.reshape(-1), type=value_type), type=pa.list_(value_type)
+    )
+    return column, tensor_field(name, value_type, shape)
+
+
+def _take(values: Any, sl: slice) -> Any:
+    """A slice of a space's values (arrays, dicts and tuples of them)."""
+    if isinstance(values, dict):
+        return {k: _take(v, sl) for k, v in values.items()}
+    if isinstance(values, tuple):
+        return tuple(_take(v, sl) for v in values)
+    if isinstance(values, list):
+        return values[sl]
+    return np.asarray(values)[sl]
+
+
+def _info_at(infos: Any, i: int) -> Any:
+    """The info dict at index ``i`` of Minari's stacked infos."""
+    if isinstance(infos, dict):
+        return {k: _info_at(v, i) for k, v in infos.items()}
+    if isinstance(infos, tuple):
+        return tuple(_info_at(v, i) for v in infos)
+    value = infos[i]
+    if isinstance(value, bytes):
+        return value
+    return value.copy() if isinstance(value, np.ndarray) else value
+
+
+def _meta_of(raw: Mapping[str, Any], storage: Any) -> dict[str, Any]:
+    from .spaces import canonical_numbers
+
+    meta: dict[str, Any] = {
+        "format": "minari",
+        "observationSpace": space_to_json(storage.observation_space),
+        "actionSpace": space_to_json(storage.action_space),
+    }
+    spec = raw.get("env_spec")
+    if isinstance(spec, str):
+        meta["envSpec"] = canonical_numbers(json.loads(spec))
+    minari_meta: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in _META_NOT_COPIED:
+            continue
+        if key == "eval_env_spec" and isinstance(value, str):
+            value = json.loads(value)
+        minari_meta[key] = canonical_numbers(value)
+    minari_meta["data_format"] = raw.get("data_format")
+    meta["minari"] = minari_meta
+    return meta
+
+
+def iter_minari_chunks(root: Path, batch_rows: int, opts: ReaderOptions) -> Iterator[RolloutChunk]:
+    """Read a Minari dataset (its data directory) as chunks of about ``batch_rows`` steps.
+
+    Args:
+        root: the directory holding the dataset's ``metadata.json``.
+        batch_rows: target rows per chunk (an episode is never split).
+        opts: the episode id prefix (episode ids are ``<prefix><minari id>``).
+
+    Yields:
+        `RolloutChunk` objects; the first carries the batch metadata.
+
+    Raises:
+        RolloutValidationError: minari is not installed, the dataset cannot be read, or a space
+            cannot be recorded.
+    """
+    minari = require_minari()
+    subject = str(root)
+    try:
+        raw = minari.dataset.minari_storage.MinariStorage.read_raw_metadata(root)
+        storage = minari.dataset.minari_storage.MinariStorage.read(root)
+        meta: dict[str, Any] | None = _meta_of(raw, storage)
+        total = int(storage.total_episodes)
+        episodes = storage.get_episodes(range(total))
+        ep_meta = storage.get_episode_metadata(range(total))
+        obs_space, act_space = storage.observation_space, storage.action_space
+        pending: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        rows = held = 0
+        for ep, em in zip(episodes, ep_meta, strict=True):
+            pending.append((ep, em))
+            rows += len(ep["rewards"])
+            held += _nbytes(ep["observations"]) + _nbytes(ep["actions"])
+            if rows >= batch_rows or held >= CHUNK_BYTES:
+                yield _chunk(pending, obs_space, act_space, opts, meta)
+                meta, pending, rows, held = None, [], 0, 0
+        if pending or meta is not None:
+            yield _chunk(pending, obs_space, act_space, opts, meta)
+    except (SpaceError, typed_json.TypedJSONError) as e:
+        raise RolloutValidationError(subject, [Problem(None, None, f"{root}: {e}")]) from e
+    except (OSError, ValueError, KeyError, AssertionError) as e:
+        raise RolloutValidationError(
+            subject, [Problem(None, None, f"{root}: Minari dataset cannot be read: {e!r}")]
+        ) from e
+
+
+def _nbytes(values: Any) -> int:
+    """Bytes held by a space's values (arrays, and dicts and tuples of them)."""
+    if isinstance(values, dict):
+        return sum(_nbytes(v) for v in values.values())
+    if isinstance(values, tuple | list) and values and not isinstance(values[0], str | bytes):
+        return sum(_nbytes(v) for v in values)
+    return int(getattr(values, "nbytes", 0))
+
+
+def _chunk(
+    pending: Sequence[tuple[dict[str, Any], dict[str, Any]]],
+    obs_space: Any,
+    act_space: Any,
+    opts: ReaderOptions,
+    meta: Mapping[str, Any] | None,
+) -> RolloutChunk:
+    step_cols: dict[str, list[Any]] = {
+        k: []
+        for k in ("episode_id", "step", "is_first", "is_last", "terminated", "truncated", "reward")
+    }
+    obs_parts, act_parts, final_parts, infos = [], [], [], []
+    attrs: dict[str, list[Any]] = {
+        k: [] for k in ("episode_id", "seed", "final_obs", "reset_info", "extras")
+    }
+    obs_field = act_field = final_field = None
+    for ep, em in pending:
+        n = len(ep["rewards"])
+        eid = f"{opts.id_prefix}{ep['id']}"
+        step_cols["episode_id"] += [eid] * n
+        step_cols["step"] += list(range(n))
+        step_cols["is_first"] += [i == 0 for i in range(n)]
+        step_cols["is_last"] += [i == n - 1 for i in range(n)]
+        step_cols["terminated"] += np.asarray(ep["terminations"], dtype=bool).tolist()
+        step_cols["truncated"] += np.asarray(ep["truncations"], dtype=bool).tolist()
+        step_cols["reward"] += np.asarray(ep["rewards"], dtype=np.float64).tolist()
+        obs, obs_field = _tensor(obs_space, _take(ep["observations"], slice(0, n)), n, "obs")
+        act, act_field = _tensor(act_space, ep["actions"], n, "action")
+        fin, final_field = _tensor(
+            obs_space, _take(ep["observations"], slice(n, n + 1)), 1, "final_obs"
+        )
+        obs_parts.append(obs)
+        act_parts.append(act)
+        final_parts.append(fin)
+        ep_infos = ep.get("infos") or None
+        infos += [
+            typed_json.dumps(_info_at(ep_infos, i + 1)) if ep_infos else None for i in range(n)
+        ]
+        attrs["episode_id"].append(eid)
+        seed = em.get("seed")
+        attrs["seed"].append(None if seed is None else int(seed))
+        attrs["reset_info"].append(typed_json.dumps(_info_at(ep_infos, 0)) if ep_infos else None)
+        rest = {k: v for k, v in em.items() if k not in ("id", "seed", "total_steps")}
+        attrs["extras"].append(
+            [(k, typed_json.dumps(v)) for k, v in sorted(rest.items())] if rest else None
+        )
+    total = len(step_cols["step"])
+    fields = {"obs": obs_field, "action": act_field}
+    schema = with_columns(
+        STEP_SCHEMA,
+        [f for f in fields.values() if f is not None],
+    )
+    arrays: list[pa.Array] = []
+    for f in schema:
+        if f.name in step_cols:
+            arrays.append(pa.array(step_cols[f.name], type=f.type))
+        elif f.name == "obs" and obs_parts:
+            arrays.append(pa.concat_arrays(obs_parts))
+        elif f.name == "action" and act_parts:
+            arrays.append(pa.concat_arrays(act_parts))
+        elif f.name == "info":
+            arrays.append(pa.array(infos, type=pa.string()))
+        else:
+            arrays.append(pa.nulls(total, f.type))
+    steps = pa.RecordBatch.from_arrays(arrays, schema=schema)
+    ep_schema = pa.schema(
+        [
+            EPISODE_ATTR_SCHEMA.field("episode_id"),
+            EPISODE_ATTR_SCHEMA.field("seed"),
+            final_field if final_field is not None else EPISODE_ATTR_SCHEMA.field("final_obs"),
+            EPISODE_ATTR_SCHEMA.field("reset_info"),
+            EPISODE_ATTR_SCHEMA.field("extras"),
+        ]
+    )
+    ep_arrays = [
+        pa.array(attrs["episode_id"], pa.string()),
+        pa.array(attrs["seed"], pa.int64()),
+        pa.concat_arrays(final_parts) if final_parts else pa.nulls(0, ep_schema[2].type),
+        pa.array(attrs["reset_info"], pa.string()),
+        pa.array(attrs["extras"], EPISODE_ATTR_SCHEMA.field("extras").type),
+    ]
+    return RolloutChunk(steps, pa.RecordBatch.from_arrays(ep_arrays, schema=ep_schema), meta)
+
+
+def stack_infos(dicts: Sequence[Any], where: str) -> Any:
+    """Per-step info dicts stacked leaf by leaf, as Minari stores infos."""
+    first = dicts[0]
+    if isinstance(first, dict):
+        keys = list(first)
+        for d in dicts:
+            if not isinstance(d, dict) or list(d) != keys:
+                raise ValueError(
+                    f"{where}: info keys change within the episode ({sorted(first)} and "
+                    f"{sorted(d) if isinstance(d, dict) else type(d).__name__}); Minari needs "
+                    "the same keys at every step"
+                )
+        return {k: stack_infos([d[k] for d in dicts], f"{where}.{k}") for k in keys}
+    if isinstance(first, tuple):
+        return tuple(stack_infos([d[i] for d in dicts], f"{where}[{i}]") for i in range(len(first)))
+    if isinstance(first, str):
+        return list(dicts)
+    stacked = np.stack([np.asarray(d) for d in dicts])
+    if stacked.ndim == 1:
+        # Scalars as a list of numpy scalars: Minari's arrow backend writes a stacked 1-d
+        # array with an empty shape it cannot read back.
+        return list(stacked)
+    return stacked
+
+
+def write_minari(
+    out: Path,
+    episodes: Iterator[dict[str, Any]],
+    *,
+    observation_space: Any,
+    action_space: Any,
+    env_spec: Mapping[str, Any] | None,
+    metadata: Mapping[str, Any],
+    data_format: str = "hdf5",
+) -> None:
+    """Write episodes as a Minari dataset in ``out`` (``out/data/metadata.json`` and data).
+
+    Written with Minari's own storage writer, without JPEG (lossless).
+
+    Args:
+        out: the dataset directory to create (must not exist, or be empty).
+        episodes: dicts with ``seed``, ``options``, ``observations`` (n+1 values, per-leaf
+            arrays), ``actions``, ``rewards``, ``terminations``, ``truncations``, ``infos``.
+        observation_space: the Gymnasium observation space.
+        action_space: the Gymnasium action space.
+        env_spec: the environment spec (``spaces.spec_to_json``), or None.
+        metadata: dataset metadata (``dataset_id``, ``author``, ...); ``dataset_id`` required.
+        data_format: ``hdf5`` or ``arrow``.
+
+    Raises:
+        RolloutValidationError: minari is not installed.
+        ValueError: the data does not fit Minari (e.g. info keys that change within an episode).
+    """
+    minari = require_minari()
+    from gymnasium.envs.registration import EnvSpec
+    from minari.data_collector import EpisodeBuffer
+
+    spec = None
+    if env_spec is not None:
+        try:
+            spec = EnvSpec.from_json(json.dumps(env_spec))
+        except (TypeError, ValueError, KeyError):
+            spec = None
+    storage = minari.dataset.minari_storage.MinariStorage.new(
+        out.resolve() / "data",  # absolute: Minari's size count joins paths it globbed
+        observation_space=observation_space,
+        action_space=action_space,
+        env_spec=spec,
+        data_format=data_format,
+        jpeg_encoding=False,
+    )
+    meta = dict(metadata)
+    for key in ("author", "author_email"):
+        if isinstance(meta.get(key), list | tuple):
+            meta[key] = set(meta[key])
+        elif isinstance(meta.get(key), str):
+            meta[key] = {meta[key]}
+    if isinstance(meta.get("eval_env_spec"), dict):
+        meta["eval_env_spec"] = json.dumps(meta["eval_env_spec"])
+    meta["minari_version"] = minari.__version__
+    storage.update_metadata(meta)
+    buffers = (
+        EpisodeBuffer(
+            id=None,
+            seed=ep.get("seed"),
+            options=ep.get("options"),
+            observations=ep["observations"],
+            actions=ep["actions"],
+            rewards=list(ep["rewards"]),
+            terminations=list(ep["terminations"]),
+            truncations=list(ep["truncations"]),
+            infos=ep.get("infos"),
+        )
+        for ep in episodes
+    )
+    storage.update_episodes(buffers)
