@@ -1,7 +1,7 @@
 """Commands for the artifacts RL teams record: env, evaluator, record, dataset, show, validate.
 
 Each command parses, calls one function of ``ledger.artifacts`` (or the catalog), and renders.
-Heavy modules (pyarrow, pydantic, gymnasium) load inside the commands.
+Heavy modules (pyarrow, gymnasium) load inside the commands.
 """
 
 from __future__ import annotations

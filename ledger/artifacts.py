@@ -22,18 +22,19 @@ from typing import TYPE_CHECKING, Any
 
 from trajledger.verify import predicates
 from trajledger.verify.errors import FormatError, PolicyError
+from trajledger.verify.predicates import (
+    SPLITS,
+    ArtifactRef,
+    Dataset,
+    Environment,
+    Evaluator,
+    RolloutBatch,
+)
 
 from .catalog import Catalog, CatalogItem
 from .errors import LedgerError
 from .files import collect_files
 from .keys import Signer
-from .models import (
-    ArtifactRef,
-    DatasetPredicate,
-    EnvironmentPredicate,
-    EvaluatorPredicate,
-    RolloutBatchPredicate,
-)
 from .record import Recorded, record_files
 
 if TYPE_CHECKING:
@@ -58,19 +59,6 @@ __all__ = [
 ]
 
 GENERATOR = "trajledger"
-
-
-def _model(cls: type[Any], **fields: Any) -> dict[str, Any]:
-    from pydantic import ValidationError
-
-    try:
-        out: dict[str, Any] = cls(**fields).to_json()
-    except ValidationError as e:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in e.errors()
-        )
-        raise FormatError(f"{cls.__name__.removesuffix('Predicate').lower()}: {problems}") from e
-    return out
 
 
 def _refuse_existing(catalog: Catalog, kind: str, name: str, version: str) -> None:
@@ -123,17 +111,16 @@ def register_environment(
             rules_digest = hash_file(rules).digest
         except OSError as e:
             raise LedgerError(f"{rules}: cannot read: {e.strerror}") from e
-    predicate = _model(
-        EnvironmentPredicate,
-        name=name,
-        version=version,
+    predicate = Environment(
+        name,
+        version,
         source=source,
         rules_digest=rules_digest,
         gymnasium_id=gymnasium_id,
         observation_space=observation_space,
         action_space=action_space,
         env_spec=env_spec,
-    )
+    ).written(f"environment {name}@{version}")
     with tempfile.TemporaryDirectory(dir=_tmp_root(ledger)) as tmp:
         if files or rules:
             found = collect_files([*files, *([rules] if rules else [])])
@@ -236,9 +223,14 @@ def register_evaluator(
                 digests[key] = hash_file(path).digest
             except OSError as e:
                 raise LedgerError(f"{path}: cannot read: {e.strerror}") from e
-    predicate = _model(
-        EvaluatorPredicate, name=name, version=version, kind=kind, model_id=model_id, **digests
-    )
+    predicate = Evaluator(
+        name,
+        version,
+        kind,
+        model_id=model_id,
+        rubric_digest=digests.get("rubric_digest"),
+        prompt_digest=digests.get("prompt_digest"),
+    ).written(f"evaluator {name}@{version}")
     extra = [p for p in (rubric, prompt) if p is not None]
     with tempfile.TemporaryDirectory(dir=_tmp_root(ledger)) as tmp:
         if files or extra:
@@ -378,22 +370,19 @@ def record_batch(
         )
         summary = stats.summary()
         found = dict(stats.meta)
-        source_meta = {k: found.pop(k) for k in ("formats", "minari") if k in found}
+        source_meta: dict[str, Any] = {k: found.pop(k) for k in ("formats", "minari") if k in found}
         # (3)
-        predicate = _model(
-            RolloutBatchPredicate,
+        predicate = RolloutBatch(
             schema_version=_schema_version(),
-            environment=ArtifactRef(
-                name=env_item.name, version=env_item.version, digest=env_item.digest
-            ),
+            environment=ArtifactRef(env_item.name, env_item.version, env_item.digest),
             evaluator=(
-                ArtifactRef(name=eval_item.name, version=eval_item.version, digest=eval_item.digest)
+                ArtifactRef(eval_item.name, eval_item.version, eval_item.digest)
                 if eval_item
                 else None
             ),
             policy_version=policy,
             generator=generator,
-            seeds=[str(s) for s in summary["seeds"]],
+            seeds=tuple(str(s) for s in summary["seeds"]),
             counts={"steps": stats.num_steps, "episodes": stats.num_episodes},
             stats={k: v for k, v in summary.items() if isinstance(v, int | float) or v is None},
             consent=consent,
@@ -403,7 +392,7 @@ def record_batch(
             observation_space=found.get("observationSpace"),
             action_space=found.get("actionSpace"),
             env_spec=found.get("envSpec"),
-        )
+        ).written("rollout-batch")
         files = {"steps.parquet": stats.steps_file, "episodes.parquet": stats.episodes_file}
         label = name or f"rollouts-{env_item.ref}-{policy}"
         _refuse_recorded_otherwise(ledger, files, label, predicate)
@@ -666,8 +655,12 @@ def create_dataset(
         {b.digest: b for b in (catalog.resolve(r, {"rollout-batch"}) for r in batch_refs)}.values()
     )
     digests = sorted(b.digest for b in batches)
-    predicate = _model(
-        DatasetPredicate, name=name, version=version, split=split, purpose=purpose, batches=digests
+    if split not in SPLITS:
+        raise FormatError(
+            f"dataset {name}@{version}: split {split!r}, want one of {', '.join(SPLITS)}"
+        )
+    predicate = Dataset(name, version, split, tuple(digests), purpose).written(
+        f"dataset {name}@{version}"
     )
     # (2)
     conflicts = []

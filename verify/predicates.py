@@ -275,6 +275,21 @@ class Predicate:
         out.update(self._fields())
         return out
 
+    def written(self, what: str = "predicate") -> dict[str, Any]:
+        """`to_predicate`, checked by reading it back with the strict reader: what a writer
+        signs is exactly what every reader accepts (one definition of the format).
+
+        Raises:
+            FormatError: a field the reader would refuse (an empty name, a bad digest...).
+        """
+        out = self.to_predicate()
+        type(self).from_predicate(out, what)
+        return out
+
+
+def _opt_dict(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if value is None else dict(value)
+
 
 def _manifest(r: _Reader) -> Manifest | None:
     obj = r.mapping("manifest", required=False)
@@ -313,6 +328,11 @@ class Environment(Predicate):
     rules_digest: str | None = None
     gymnasium_id: str | None = None
     manifest: Manifest | None = None
+    observation_space: Mapping[str, Any] | None = None
+    """The observation space (schemas/rollout.v2.md, "Spaces"): enough to undo flattening."""
+    action_space: Mapping[str, Any] | None = None
+    env_spec: Mapping[str, Any] | None = None
+    """The Gymnasium ``EnvSpec`` (id, kwargs, ...) the environment is made from."""
 
     @classmethod
     def _read(cls, r: _Reader) -> Environment:
@@ -323,6 +343,9 @@ class Environment(Predicate):
             r.digest("rulesDigest", required=False),
             r.text("gymnasiumId", required=False),
             _manifest(r),
+            r.mapping("observationSpace", required=False),
+            r.mapping("actionSpace", required=False),
+            r.mapping("envSpec", required=False),
         )
 
     def _fields(self) -> dict[str, Any]:
@@ -330,6 +353,9 @@ class Environment(Predicate):
         _put(out, "source", self.source)
         _put(out, "rulesDigest", self.rules_digest)
         _put(out, "gymnasiumId", self.gymnasium_id)
+        _put(out, "observationSpace", _opt_dict(self.observation_space))
+        _put(out, "actionSpace", _opt_dict(self.action_space))
+        _put(out, "envSpec", _opt_dict(self.env_spec))
         if self.manifest is not None:
             out["manifest"] = self.manifest.to_json()
         return out
@@ -413,6 +439,11 @@ class RolloutBatch(Predicate):
     licence: str | None = None
     retention: str | None = None
     manifest: Manifest | None = None
+    source: Mapping[str, Any] | None = None
+    """Where the rollouts were read from (input formats, a Minari dataset's metadata)."""
+    observation_space: Mapping[str, Any] | None = None
+    action_space: Mapping[str, Any] | None = None
+    env_spec: Mapping[str, Any] | None = None
 
     @classmethod
     def _read(cls, r: _Reader) -> RolloutBatch:
@@ -446,6 +477,10 @@ class RolloutBatch(Predicate):
             r.text("licence", required=False, empty=True),
             r.text("retention", required=False, empty=True),
             _manifest(r),
+            r.mapping("source", required=False),
+            r.mapping("observationSpace", required=False),
+            r.mapping("actionSpace", required=False),
+            r.mapping("envSpec", required=False),
         )
 
     def _fields(self) -> dict[str, Any]:
@@ -463,6 +498,10 @@ class RolloutBatch(Predicate):
         _put(out, "consent", self.consent)
         _put(out, "licence", self.licence)
         _put(out, "retention", self.retention)
+        _put(out, "source", _opt_dict(self.source))
+        _put(out, "observationSpace", _opt_dict(self.observation_space))
+        _put(out, "actionSpace", _opt_dict(self.action_space))
+        _put(out, "envSpec", _opt_dict(self.env_spec))
         if self.manifest is not None:
             out["manifest"] = self.manifest.to_json()
         return out

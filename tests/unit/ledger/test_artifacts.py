@@ -160,7 +160,8 @@ def test_register_evaluator(ledger: Ledger, alice: Signer, tmp_path: Path) -> No
     ("kind", "model", "message"),
     [
         ("llm-judge", None, r"^evaluator j@1: an llm-judge needs --model$"),
-        ("oracle", None, r"^evaluator: kind: Input should be 'deterministic', 'llm-judge' or "),
+        ("oracle", None, r"^evaluator j@1 \(evaluator/v1\): kind is 'oracle', want one of "
+         r"\['deterministic', 'llm-judge', 'human'\]$"),
     ],
 )
 def test_bad_evaluator_refused(
@@ -435,7 +436,7 @@ def test_dataset_refusals(registered: Ledger, alice: Signer) -> None:
         create_dataset(registered, "x", "1", "train", ["cart@1"], alice)
     with pytest.raises(FormatError, match=r"^dataset x@1: no member batches, want at least one$"):
         create_dataset(registered, "x", "1", "train", [], alice)
-    with pytest.raises(FormatError, match=r"^dataset: split: Input should be 'train', 'holdout'"):
+    with pytest.raises(FormatError, match=r"^dataset x@1: split 'test', want one of train, "):
         create_dataset(registered, "x", "1", "test", [a.digest], alice)
     assert snapshot(registered) == before
 

@@ -60,10 +60,10 @@ N_LLM = 40
 
 def craft_dataset(ledger: Ledger, name: str, split: str, batches: list[str], key: Any) -> Any:
     """Record a dataset directly (no contamination check), as an older writer could have."""
-    from trajledger.ledger.models import DatasetPredicate
     from trajledger.ledger.record import record_files
+    from trajledger.verify.predicates import Dataset
 
-    body = DatasetPredicate(name=name, version="1", split=split, batches=batches).to_json()
+    body = Dataset(name, "1", split, tuple(batches)).to_predicate()
     path = ledger.root / "tmp" / f"{name}.json"
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps(body))

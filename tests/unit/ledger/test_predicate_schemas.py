@@ -3,10 +3,11 @@
 1. Each schema in ``schemas/<kind>.v1.schema.json`` is valid JSON Schema 2020-12 with the
    expected ``$id``, and each project predicate type has one (except ``files``, covered by
    ``tests/unit/verify/test_schemas.py``, and ``import``, not written yet).
-2. What the models of ``ledger/models.py`` emit (minimal and full) validates.
+2. What the typed predicates of ``verify/predicates.py`` write (minimal and full) validates,
+   and reading then writing a predicate gives it back unchanged.
 3. What a ledger actually records (the predicates inside the signed envelopes: manifests
    inline, trust policies, refusals) validates against the schema of its kind.
-4. The schemas refuse what the models refuse (a wrong split, a malformed digest or time, an
+4. The schemas refuse what the typed readers refuse (a wrong split, a malformed digest or time, an
    unknown field).
 """
 
@@ -20,18 +21,9 @@ import pytest
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from referencing import Registry, Resource
 
-from trajledger.ledger.models import (
-    ApprovalPredicate,
-    DatasetPredicate,
-    EnvironmentPredicate,
-    ErasurePredicate,
-    EvaluatorPredicate,
-    RefusalPredicate,
-    RevocationPredicate,
-    RolloutBatchPredicate,
-)
 from trajledger.verify import predicates
 from trajledger.verify.dsse import Envelope
+from trajledger.verify.kinds import KINDS as REGISTRY_KINDS
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.statement import Statement
 
@@ -92,15 +84,15 @@ def test_every_project_predicate_has_a_schema() -> None:
 
 REF = {"name": "cartpole", "version": "1", "digest": D}
 MODELS: list[tuple[str, Any, dict[str, Any]]] = [
-    ("environment", EnvironmentPredicate, {"name": "e", "version": "1"}),
+    ("environment", predicates.Environment, {"name": "e", "version": "1"}),
     (
         "environment",
-        EnvironmentPredicate,
+        predicates.Environment,
         {"name": "e", "version": "1", "source": "s", "rulesDigest": D, "gymnasiumId": "X-v1"},
     ),
     (
         "environment",
-        EnvironmentPredicate,
+        predicates.Environment,
         {
             "name": "e",
             "version": "1",
@@ -134,10 +126,10 @@ MODELS: list[tuple[str, Any, dict[str, Any]]] = [
             "envSpec": {"id": "X-v1", "max_episode_steps": 500},
         },
     ),
-    ("evaluator", EvaluatorPredicate, {"name": "v", "version": "1", "kind": "human"}),
+    ("evaluator", predicates.Evaluator, {"name": "v", "version": "1", "kind": "human"}),
     (
         "evaluator",
-        EvaluatorPredicate,
+        predicates.Evaluator,
         {
             "name": "v",
             "version": "1",
@@ -149,7 +141,7 @@ MODELS: list[tuple[str, Any, dict[str, Any]]] = [
     ),
     (
         "rollout-batch",
-        RolloutBatchPredicate,
+        predicates.RolloutBatch,
         {
             "schemaVersion": "1",
             "environment": REF,
@@ -161,7 +153,7 @@ MODELS: list[tuple[str, Any, dict[str, Any]]] = [
     ),
     (
         "rollout-batch",
-        RolloutBatchPredicate,
+        predicates.RolloutBatch,
         {
             "schemaVersion": "1",
             "environment": REF,
@@ -178,7 +170,7 @@ MODELS: list[tuple[str, Any, dict[str, Any]]] = [
     ),
     (
         "rollout-batch",
-        RolloutBatchPredicate,
+        predicates.RolloutBatch,
         {
             "schemaVersion": "2",
             "environment": REF,
@@ -206,29 +198,37 @@ MODELS: list[tuple[str, Any, dict[str, Any]]] = [
     ),
     (
         "dataset",
-        DatasetPredicate,
+        predicates.Dataset,
         {"name": "d", "version": "1", "split": "holdout", "batches": [D]},
     ),
-    ("approval", ApprovalPredicate, {"purpose": "train", "approvedAt": T, "expires": T}),
+    ("approval", predicates.Approval, {"purpose": "train", "approvedAt": T, "expires": T}),
     (
         "approval",
-        ApprovalPredicate,
+        predicates.Approval,
         {"purpose": "eval", "approvedAt": T, "expires": T, "note": "n", "validationReport": D},
     ),
-    ("revocation", RevocationPredicate, {"reason": "r", "revokedAt": T}),
-    ("erasure", ErasurePredicate, {"reason": "consent", "erasedAt": T, "blobs": [D]}),
+    ("revocation", predicates.Revocation, {"reason": "r", "revokedAt": T}),
+    ("erasure", predicates.Erasure, {"reason": "consent", "erasedAt": T, "blobs": [D]}),
     (
         "refusal",
-        RefusalPredicate,
+        predicates.Refusal,
         {"dataset": D, "trainer": "bc", "reasons": ["a", "b"], "refusedAt": T},
     ),
 ]
 
 
 @pytest.mark.parametrize(("kind", "model", "fields"), MODELS)
-def test_model_output_validates(kind: str, model: Any, fields: dict[str, Any]) -> None:
-    emitted = model.model_validate(fields).to_json()
+def test_typed_predicates_write_what_the_schema_describes(
+    kind: str, model: Any, fields: dict[str, Any]
+) -> None:
+    assert REGISTRY_KINDS[kind].predicate is model
+    typed = model.from_predicate(fields)
+    emitted = typed.written()
     assert errors(kind, emitted) == []
+    # Known fields are written in one normal form: a dataset's purpose and a batch's seeds have
+    # defaults; everything else comes back as it was.
+    defaults = {"dataset": {"purpose": "train"}, "rollout-batch": {"seeds": []}}.get(kind, {})
+    assert emitted == {**defaults, **fields}
 
 
 @pytest.mark.parametrize(
