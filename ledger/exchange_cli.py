@@ -115,11 +115,30 @@ def export(
     for line in result.report.failures():
         warn(f"the lineage does not verify, the recipient will see: {line}")
     omitted = f", {result.omitted} data blob(s) omitted" if result.omitted else ""
+    if result.erased:
+        warn(
+            f"{len(result.erased)} blob(s) of the lineage are not in the bundle: erasure "
+            "records deleted them (listed as erased in bundle.json; their digests still verify)"
+        )
     ok(
         f"{ref}: bundle {out} written: {len(result.entries)} log entries, {result.objects} "
         f"objects{omitted}, {result.size} bytes, checkpoint size {result.checkpoint_size}"
     )
+    if result.terms:
+        ok(f"terms stated in bundle.json: {_terms_summary(result.terms)}")
     click.echo(result.digest)
+
+
+def _terms_summary(terms: Any) -> str:
+    """``2 batch(es): licence CC-BY-4.0 (2); consent ...`` for the export's terms."""
+    parts = []
+    for field in ("licence", "consent", "retention"):
+        counts: dict[str, int] = {}
+        for t in terms:
+            value = getattr(t, field) or "none stated"
+            counts[value] = counts.get(value, 0) + 1
+        parts.append(f"{field} " + ", ".join(f"{k} ({n})" for k, n in sorted(counts.items())))
+    return f"{len(terms)} batch(es): " + "; ".join(parts)
 
 
 def _export_interop(
@@ -189,10 +208,21 @@ def import_(
         click.echo("\n".join(result.report.render()))
     what = f"{result.kind} {result.name} ({result.digest[:19]}…) from {result.origin}"
     if result.recorded:
-        ok(f"{what}: imported, {result.objects} object(s), record at log index {result.index}")
+        ok(
+            f"{what}: imported, {result.objects} object(s), {len(result.logged)} foreign "
+            f"record(s) in this log{_span(result.logged)}, import record at log index "
+            f"{result.index}"
+        )
     else:
         ok(f"{what}: already imported at log index {result.index}; nothing new recorded")
     click.echo(result.digest)
+
+
+def _span(indices: tuple[int, ...]) -> str:
+    if not indices:
+        return ""
+    lo, hi = min(indices), max(indices)
+    return f" (log index {lo})" if lo == hi else f" (log indices {lo}..{hi})"
 
 
 COMMANDS = [export, import_]
