@@ -183,11 +183,17 @@ class LogServer(ThreadingHTTPServer):
             fd = os.open(path, flags)
         except OSError:
             return None
-        with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fh.fileno())
+        try:
+            st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_size > max_size(kind):
                 return None
-            return fh.read(max_size(kind) + 1)[: max_size(kind)]
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                data = fh.read(max_size(kind) + 1)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return data if len(data) <= max_size(kind) else None
 
     def start(self, poll_interval: float = 0.1) -> threading.Thread:
         """Serve on a background (daemon) thread; returns it. `stop` waits at most
