@@ -88,8 +88,10 @@ def export(
 ) -> None:
     """Write an evidence bundle: everything needed to verify REF and its lineage offline.
 
-    Anyone can check it with 'python -m verify FILE --policy POLICY' (only verify/,
-    cryptography and zstandard needed) or take it in with 'trajledger import'.
+    bundle.json states each rollout batch's licence, consent and retention; blobs deleted by
+    erasure records are left out and listed as erased. Anyone can check it with
+    'python -m verify FILE --policy POLICY' (only verify/, cryptography and zstandard needed)
+    or take it in with 'trajledger import'.
     With --format sigstore or model-signing, write REF for other tools instead.
     """
     from .exchange import export_bundle
@@ -188,10 +190,12 @@ def _export_interop(
 def import_(
     ctx: Context, file: Path, policy_file: Path | None, keys: tuple[str, ...], as_json: bool
 ) -> None:
-    """Verify the bundle FILE under the policy, then copy its objects and record the import.
+    """Verify the bundle FILE under the policy, then copy its objects, log the vendor's records
+    in this ledger's log (so they can be approved and trained on here) and record the import.
 
-    Nothing is copied unless the whole lineage verifies. Importing the same evidence again
-    changes nothing and names the earlier record.
+    Nothing is copied unless the whole lineage verifies (licences the policy does not accept,
+    witness cosignatures it requires, a rollback or fork of the vendor's log: refused, saying
+    why). Importing the same evidence again changes nothing and names the earlier record.
     """
     from .exchange import import_bundle
 
