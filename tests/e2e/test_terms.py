@@ -261,6 +261,18 @@ def test_import_refuses_a_licence_the_buyer_does_not_accept(world: World, tmp_pa
     r = run("--ledger", home, "import", ok, "--policy", policy, "--key", "approver")
     assert r.exit_code == 0, r.output
     assert "✓ licence — CC-BY-4.0 (accepted by the policy)" in r.stdout
+    # The runner applies the same rule: under a policy that no longer accepts CC-BY-4.0, the
+    # imported dataset is refused for training, saying why.
+    from trajledger.runner.admission import DataRefusedError, admit
+    from trajledger.verify.policy import TrustPolicy
+
+    ledger = Ledger.open(home)
+    assert run("--ledger", home, "approve", "open@1", "--key", "approver").exit_code == 0
+    strict = TrustPolicy.from_toml(policy.read_bytes().replace(b'"cc-by-4.0", ', b""), home)
+    with pytest.raises(DataRefusedError, match=r"licence 'CC-BY-4\.0' is not accepted by policy "
+                       r"'buyer' \(accepted: MIT\)"):  # fmt: skip
+        admit(ledger, "open@1", strict)
+    assert admit(ledger, "open@1", TrustPolicy.from_toml(policy.read_bytes(), home)).batches
 
 
 def test_a_batch_without_a_licence_is_refused_when_the_policy_lists_licences(
