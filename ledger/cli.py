@@ -14,6 +14,7 @@ import click
 
 from .clikit import Context, Group, emit_json, ok, pass_ctx, progress, warn
 from .log_cli import attest, log
+from .watch_cli import log_add_cosignature, log_serve, monitor
 
 __all__ = ["COMMANDS"]
 
@@ -151,4 +152,7 @@ def sign(ctx: Context, paths: tuple[Path, ...], key_name: str, out: Path, name: 
     )
 
 
-COMMANDS = [init, key, sign, attest, log]
+log.add_command(log_serve)
+log.add_command(log_add_cosignature)
+
+COMMANDS = [init, key, sign, attest, log, monitor]

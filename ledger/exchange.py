@@ -7,18 +7,24 @@ approvals, revocations, erasures) and every blob it reads or looks for (envelope
 data), adds the ledger's trust-policy records, and writes them with a ``c2sp.org/tlog-proof``
 per entry against the published checkpoint, in one zstd-compressed tar, atomically.
 `import_bundle` verifies a bundle under the importer's policy (``verify.bundle``) before
-anything is copied, then copies its objects into the store and records a signed ``import``
-statement about the foreign artifact (origin log, signed checkpoint, entries and their
-inclusion proofs).
+anything is copied, then copies its objects into the store, logs the foreign records in this
+ledger's own log (the vendor's envelopes, unchanged: the same signatures, now also included
+under this log's checkpoint, so this ledger can approve, train on and export the data like its
+own), and records a signed ``import`` statement about the foreign artifact (origin log, signed
+checkpoint, entries and their inclusion proofs) that says where they came from.
 
 Re-import: importing the same evidence again (same artifact, same log, same checkpoint) is a
 no-op that returns the earlier record; objects are content-addressed, so copying them again adds
 nothing. A bundle of the same artifact under a newer checkpoint is new evidence and gets a new
 record.
 
-Non-scope: reading bundles (``verify.bundle``, the one reader, shared with third parties);
-trusting the imported artifact's records in this ledger's own log: they stay in the bundle's
-log, and the import record is what this ledger signs.
+Which foreign records are logged here: every bundled entry but trust policies (the
+importer's policy history is its own), imports and refusals (the vendor's own business). Each
+counts here only as far as the importer's policy trusts its signers: a vendor approval counts
+only when the policy names the vendor's approvers. Nothing is logged unless the whole bundle
+verified.
+
+Non-scope: reading bundles (``verify.bundle``, the one reader, shared with third parties).
 
 Spec: schemas/bundle.v1.md; schemas/SPEC.md, section "Bundle"; DESIGN §7.
 """
@@ -44,6 +50,7 @@ from trajledger.verify.bundle import (
     BundleIndex,
     Limits,
     Member,
+    Terms,
     consistency_proof_bytes,
     verify_bundle,
 )
@@ -52,12 +59,12 @@ from trajledger.verify.digest import digest_bytes
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import FormatError, PolicyError, ProvenanceError, VerificationError
 from trajledger.verify.evidence import LedgerDirEvidence
-from trajledger.verify.lineage import LineageVerifier, Report
+from trajledger.verify.lineage import LineageVerifier, Record, Report
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.log_index import read_record
 from trajledger.verify.note import Note, verifier_from_vkey
 from trajledger.verify.policy import Role, TrustPolicy
-from trajledger.verify.predicates import Import
+from trajledger.verify.predicates import Import, RolloutBatch
 from trajledger.verify.statement import Statement
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
@@ -66,6 +73,7 @@ from .catalog import Catalog
 from .errors import LedgerError, StoreError, TamperError
 from .evidence import ledger_evidence
 from .keys import Signer
+from .log import EntrySpec
 from .record import record_statement
 from .signing import canonical_json
 
@@ -78,6 +86,8 @@ __all__ = ["ExportResult", "ImportResult", "export_bundle", "import_bundle"]
 ZSTD_LEVEL = 6
 PRIMARY_EXCLUDED = frozenset({"approval", "revocation", "erasure", "refusal", "import"})
 """Kinds that are statements about an artifact, not the artifact's own record."""
+NOT_RELOGGED = frozenset({"trust-policy", "import", "refusal"})
+"""Bundled kinds an import does not log in the importer's log (see the module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +101,10 @@ class ExportResult:
         entries: log indices bundled, ascending.
         objects: object members written.
         omitted: data blobs left out (``data=False``).
+        erased: data blobs not exported because a verified erasure deleted them (listed in
+            ``bundle.json``'s ``erased``).
+        terms: each rollout batch of the lineage with its signed licence, consent and
+            retention (``bundle.json``'s ``terms``).
         checkpoint_size: the tree size of the bundled checkpoint.
         report: the lineage walk under the exporter's policy; failures here are what the
             recipient will see too.
@@ -104,6 +118,8 @@ class ExportResult:
     omitted: int
     checkpoint_size: int
     report: Report
+    erased: tuple[str, ...] = ()
+    terms: tuple[Terms, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -119,6 +135,7 @@ class ImportResult:
         recorded: False when the same evidence had been imported before (nothing appended).
         objects: objects copied into the store (already present ones count).
         report: the verification report of the bundle.
+        logged: this log's indices of the foreign records (earlier ones on re-import).
     """
 
     digest: str
@@ -129,6 +146,7 @@ class ImportResult:
     recorded: bool
     objects: int
     report: Report
+    logged: tuple[int, ...] = ()
 
 
 class _Recording:
@@ -224,8 +242,11 @@ def export_bundle(
         4. Build a tlog-proof per entry against the checkpoint, checked before use; and the
            consistency proofs asked for.
         5. Choose the objects: every blob read (envelopes, manifests); every data blob looked
-           for, or, with ``data=False``, list it as omitted.
-        6. Write the bundle: ``bundle.json`` first, then every member by name, into a temp file
+           for, or, with ``data=False``, list it as omitted. A blob a verified erasure deleted
+           is listed as erased (it is not here to export).
+        6. State each rollout batch's terms (licence, consent, retention) from its verified
+           record, for ``bundle.json``.
+        7. Write the bundle: ``bundle.json`` first, then every member by name, into a temp file
            renamed over ``out`` when complete (objects are re-hashed while written).
 
     Args:
@@ -302,15 +323,28 @@ def export_bundle(
     # (5)
     files: dict[str, Path] = {}
     omitted: list[str] = []
+    erased: list[str] = []
     for d in sorted(evidence.read | evidence.looked_for):
         path = inner.blob_path(d)
         if path is None:
-            continue  # erased or missing: the walk's report says which
+            if verifier.erased_blob(d) is not None:
+                erased.append(d)
+            continue  # missing: the walk's report says so
         if d in evidence.read or data:
             files[f"objects/sha256/{d[7:]}"] = path
         else:
             omitted.append(d)
     # (6)
+    terms = []
+    for node in report.nodes.values():
+        if node.kind != "rollout-batch":
+            continue
+        batch = verifier.identity_record(node.id, "rollout-batch")
+        if isinstance(batch, Record) and isinstance(batch.predicate, RolloutBatch):
+            b = batch.predicate
+            terms.append(Terms(node.id, b.licence, b.consent, b.retention))
+    terms.sort(key=lambda t: t.batch)
+    # (7)
     members = [Member(n, len(b), hashlib.sha256(b).hexdigest()) for n, b in small.items()]
     members += [Member(n, p.stat().st_size, n.rsplit("/", 1)[1]) for n, p in files.items()]
     members.sort(key=lambda m: m.name)
@@ -321,6 +355,8 @@ def export_bundle(
         created=now or _now(),
         members=tuple(members),
         omitted=tuple(omitted),
+        terms=tuple(terms),
+        erased=tuple(erased),
     )
     written = _write_bundle(out, index, small, files)
     return ExportResult(
@@ -332,6 +368,8 @@ def export_bundle(
         omitted=len(omitted),
         checkpoint_size=size,
         report=report,
+        erased=tuple(erased),
+        terms=tuple(terms),
     )
 
 
@@ -545,9 +583,12 @@ def import_bundle(
            thresholds, approvals, revocations, the policy history. Any failure raises, and
            nothing has been copied.
         4. Copy every object into the store (content-addressed; each re-hashed as copied).
-        5. Unless an import record of the same artifact under the same log tree exists,
+        5. Log the foreign records in this ledger's log, in their order (one group commit;
+           idempotent by envelope, so a re-import or a retry after a crash adds nothing twice).
+        6. Unless an import record of the same artifact under the same log tree exists,
            record one: subject the foreign digest, predicate the origin log, its signed
-           checkpoint, and every bundled entry with its inclusion proof.
+           checkpoint, and every bundled entry with its inclusion proof; then remember the
+           foreign checkpoint as the origin's floor.
 
     Raises:
         PolicyError: the signers are not enough approvers.
@@ -587,14 +628,21 @@ def import_bundle(
             if got.digest != digest:
                 raise StoreError(f"import: object {digest} changed while copied ({got.digest})")
         # (5)
+        relog = []
+        for _i, data in ev.entries():
+            foreign = LogEntry.from_bytes(data)
+            if foreign.kind not in NOT_RELOGGED:
+                relog.append(EntrySpec(foreign.kind, foreign.subject, foreign.envelope,
+                                       foreign.signers))
+        logged = tuple(ledger.log.append(relog))
+        # (6)
         cp = ev.checkpoint
         note_text = ev.checkpoint_note().decode("utf-8")
         tree = (cp.origin, cp.size, cp.root)
         earlier = _earlier_import(ledger, ev.subject, tree)
         if earlier is not None:
-            return ImportResult(
-                ev.subject, entry.kind, name, cp.origin, earlier, False, len(ev.objects), report
-            )
+            return ImportResult(ev.subject, entry.kind, name, cp.origin, earlier, False,
+                                len(ev.objects), report, logged)
         predicate = {
             "artifact": {"digest": ev.subject, "kind": entry.kind, "name": name, "logIndex": index},
             "log": {"origin": cp.origin, "vkey": ev.index.vkey, "checkpoint": note_text},
@@ -614,6 +662,5 @@ def import_bundle(
             ledger, name, ev.subject, predicates.IMPORT, predicate, keys, kind="import"
         )
         origin.advance_floor(note_bytes, proof, what=what)
-        return ImportResult(
-            ev.subject, entry.kind, name, cp.origin, recorded.index, True, len(ev.objects), report
-        )
+        return ImportResult(ev.subject, entry.kind, name, cp.origin, recorded.index, True,
+                            len(ev.objects), report, logged)

@@ -102,8 +102,10 @@ def export(
 ) -> None:
     """Write an evidence bundle: everything needed to verify REF and its lineage offline.
 
-    Anyone can check it with 'python -m verify FILE --policy POLICY' (only verify/,
-    cryptography and zstandard needed) or take it in with 'trajledger import'.
+    bundle.json states each rollout batch's licence, consent and retention; blobs deleted by
+    erasure records are left out and listed as erased. Anyone can check it with
+    'python -m verify FILE --policy POLICY' (only verify/, cryptography and zstandard needed)
+    or take it in with 'trajledger import'.
 
     With --format sigstore or model-signing, write REF for other tools instead. With
     --format minari, parquet or jsonl, write the data of the rollout batch REF (read from the
@@ -153,11 +155,30 @@ def export(
     for line in result.report.failures():
         warn(f"the lineage does not verify, the recipient will see: {line}")
     omitted = f", {result.omitted} data blob(s) omitted" if result.omitted else ""
+    if result.erased:
+        warn(
+            f"{len(result.erased)} blob(s) of the lineage are not in the bundle: erasure "
+            "records deleted them (listed as erased in bundle.json; their digests still verify)"
+        )
     ok(
         f"{ref}: bundle {out} written: {len(result.entries)} log entries, {result.objects} "
         f"objects{omitted}, {result.size} bytes, checkpoint size {result.checkpoint_size}"
     )
+    if result.terms:
+        ok(f"terms stated in bundle.json: {_terms_summary(result.terms)}")
     click.echo(result.digest)
+
+
+def _terms_summary(terms: Any) -> str:
+    """``2 batch(es): licence CC-BY-4.0 (2); consent ...`` for the export's terms."""
+    parts = []
+    for field in ("licence", "consent", "retention"):
+        counts: dict[str, int] = {}
+        for t in terms:
+            value = getattr(t, field) or "none stated"
+            counts[value] = counts.get(value, 0) + 1
+        parts.append(f"{field} " + ", ".join(f"{k} ({n})" for k, n in sorted(counts.items())))
+    return f"{len(terms)} batch(es): " + "; ".join(parts)
 
 
 def _export_interop(
@@ -207,11 +228,13 @@ def _export_interop(
 def import_(
     ctx: Context, file: str, policy_file: Path | None, keys: tuple[str, ...], as_json: bool
 ) -> None:
-    """Verify the bundle FILE under the policy, then copy its objects and record the import.
+    """Verify the bundle FILE under the policy, then copy its objects, log the vendor's records
+    in this ledger's log (so they can be approved and trained on here) and record the import.
 
     FILE may be a URI (s3://bucket/key): it is downloaded to a temporary file first. Nothing is
-    copied unless the whole lineage verifies. Importing the same evidence again changes
-    nothing and names the earlier record.
+    copied unless the whole lineage verifies (licences the policy does not accept, witness
+    cosignatures it requires, a rollback or fork of the vendor's log: refused, saying why).
+    Importing the same evidence again changes nothing and names the earlier record.
     """
     from .exchange import import_bundle
     from .remote import download, is_uri
@@ -232,10 +255,21 @@ def import_(
         click.echo("\n".join(result.report.render()))
     what = f"{result.kind} {result.name} ({result.digest[:19]}…) from {result.origin}"
     if result.recorded:
-        ok(f"{what}: imported, {result.objects} object(s), record at log index {result.index}")
+        ok(
+            f"{what}: imported, {result.objects} object(s), {len(result.logged)} foreign "
+            f"record(s) in this log{_span(result.logged)}, import record at log index "
+            f"{result.index}"
+        )
     else:
         ok(f"{what}: already imported at log index {result.index}; nothing new recorded")
     click.echo(result.digest)
+
+
+def _span(indices: tuple[int, ...]) -> str:
+    if not indices:
+        return ""
+    lo, hi = min(indices), max(indices)
+    return f" (log index {lo})" if lo == hi else f" (log indices {lo}..{hi})"
 
 
 COMMANDS = [export, import_]

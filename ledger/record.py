@@ -116,6 +116,7 @@ def record_files(
     *,
     on_file: Callable[[FileDigest], None] | None = None,
     inline_manifest: bool = True,
+    file_subjects: bool = False,
 ) -> Recorded:
     """Record files as one artifact, signed and logged.
 
@@ -126,7 +127,8 @@ def record_files(
         2. Expand the paths (`collect_files`) or take the name-to-file map as given.
         3. Copy every file into the store, hashing while copying (or move a pre-hashed one).
         4. Build the manifest and store its canonical bytes (the artifact digest's preimage).
-        5. Sign the statement ``subject (name, manifest digest)``, predicate
+        5. Sign the statement ``subject (name, manifest digest)`` (then, with
+           ``file_subjects``, one subject per file: its manifest path and sha256), predicate
            ``{"manifest": ..., **predicate_extra}``, with every signer.
         6. Store the envelope and append its log entry.
 
@@ -144,6 +146,9 @@ def record_files(
         inline_manifest: put the manifest in the predicate (so the envelope verifies files on
             its own). Off for standard predicates such as SLSA provenance, which must keep
             their own shape; the manifest blob in the store binds the files either way.
+        file_subjects: list every file as a subject after the manifest digest (SLSA
+            provenance: tools that check a model file against the attestation find its digest
+            there). The first subject stays the artifact's identity and the log entry's subject.
 
     Returns:
         The artifact digest, the envelope digest and the log index.
@@ -177,6 +182,10 @@ def record_files(
     subject_name = name if name is not None else (first or "files")
     if not subject_name:
         raise FormatError("subject name is empty")
+    if file_subjects and subject_name in files:
+        raise FormatError(
+            f"subject name {subject_name!r} is also a file's name; subject names must be unique"
+        )
     # (3)
     names = sorted(files)
     store = ledger.store
@@ -201,8 +210,11 @@ def record_files(
     store.put_bytes(manifest.canonical_bytes())
     # (5) (6)
     predicate = {"manifest": manifest.to_json(), **extra} if inline_manifest else extra
+    subjects = [(subject_name, manifest.digest)]
+    if file_subjects:
+        subjects += [(f.path, f.digest) for f in manifest.files]
     recorded = _sign_store_append(
-        ledger, subject_name, manifest.digest, predicate_type, predicate, keys, entry_kind
+        ledger, subjects, manifest.digest, predicate_type, predicate, keys, entry_kind
     )
     return Recorded(recorded.digest, recorded.envelope_digest, recorded.index, manifest)
 
@@ -251,22 +263,25 @@ def record_statement(
     ledger.log.require_signer()
     # (2)
     return _sign_store_append(
-        ledger, subject_name, subject_digest, predicate_type, dict(predicate), keys, entry_kind
+        ledger, [(subject_name, subject_digest)], subject_digest, predicate_type, dict(predicate),
+        keys, entry_kind,
     )
 
 
 def _sign_store_append(
     ledger: Ledger,
-    subject_name: str,
+    subjects: Sequence[tuple[str, str]],
     subject_digest: str,
     predicate_type: str,
     predicate: dict[str, Any],
     signers: Sequence[AnySigner],
     kind: str,
 ) -> Recorded:
+    # The first subject is the artifact's identity: the log entry's subject.
+    assert subjects[0][1] == subject_digest
     # Keyless signatures' Sigstore bundles are stored before the envelope that names them.
     envelope = sign_statement(
-        [(subject_name, subject_digest)],
+        subjects,
         predicate_type,
         predicate,
         signers,

@@ -95,10 +95,11 @@ def train(
            re-raise; nothing is trained.
         3. Train on the admitted tables (concatenated in the dataset's batch order): the bytes
            the gate hashed, parsed once and held in memory; the store is not read again.
-        4. Record the checkpoint files with SLSA provenance: the dataset (with its log index),
-           the environments and evaluators of its batches (from their verified records), the
-           trainer code digest, the dependency lock digest, the parent checkpoint; config and
-           seed as external parameters; metrics as a byproduct.
+        4. Record the checkpoint files with SLSA provenance (subjects: the manifest digest, the
+           artifact's identity, then each model file's path and sha256): the dataset (with its
+           log index), the environments and evaluators of its batches (from their verified
+           records), the trainer code digest, the dependency lock digest, the parent
+           checkpoint; config and seed as external parameters; metrics as a byproduct.
 
     Raises:
         DataRefusedError: admission failed (a refusal record was appended).
@@ -218,6 +219,7 @@ def train(
             kind="checkpoint",
             name=f"{ckpt_name}@{ckpt_version}",
             inline_manifest=False,
+            file_subjects=True,
         )
     return TrainOutcome(recorded.digest, recorded.index, dict(result.metrics), admission)
 

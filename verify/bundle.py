@@ -56,29 +56,35 @@ from .checkpoint import Checkpoint, verify_checkpoint
 from .digest import digest_bytes, parse_digest
 from .errors import DigestMismatchError, FormatError, ProofError, ProvenanceError, SignatureError
 from .evidence import MAX_BLOB_READ
-from .lineage import INFO, OK, LineageVerifier, Node, Report
+from .lineage import INFO, OK, LineageVerifier, Node, Record, Report
 from .log_entry import LogEntry
 from .merkle import HASH_SIZE, leaf_hash, verify_inclusion
 from .note import Note, Verifier, _b64decode_strict, verifier_from_vkey
 from .policy import TrustPolicy, follow_history
+from .predicates import RolloutBatch
 from .tiles import MAX_ENTRY_SIZE
 from .tlog_proof import TlogProof
 
 __all__ = [
     "BUNDLE_FORMAT",
     "INDEX_NAME",
+    "READABLE_FORMATS",
     "BundleEvidence",
     "BundleIndex",
     "Limits",
     "Member",
+    "Terms",
     "check_member_name",
     "consistency_proof_bytes",
     "parse_consistency_proof",
     "verify_bundle",
 ]
 
-BUNDLE_FORMAT = 1
-"""The ``format`` of ``bundle.json`` this module reads and writes."""
+BUNDLE_FORMAT = 2
+"""The ``format`` of ``bundle.json`` written: 2 adds ``terms`` and ``erased`` to format 1."""
+
+READABLE_FORMATS = (1, 2)
+"""Every ``format`` of ``bundle.json`` this module reads (trajledger 0.1.0 wrote 1)."""
 
 INDEX_NAME = "bundle.json"
 CHECKPOINT_NAME = "checkpoint"
@@ -99,8 +105,12 @@ _LAYOUT = re.compile(
 )
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_INDEX_KEYS = frozenset({"format", "subject", "origin", "vkey", "created", "omitted", "members"})
+_INDEX_KEYS_V1 = frozenset(
+    {"format", "subject", "origin", "vkey", "created", "omitted", "members"}
+)
+_INDEX_KEYS = {1: _INDEX_KEYS_V1, 2: _INDEX_KEYS_V1 | {"terms", "erased"}}
 _MEMBER_KEYS = frozenset({"name", "size", "sha256"})
+_TERMS_KEYS = frozenset({"batch", "licence", "consent", "retention"})
 _PAX_KEYS = frozenset({"path", "size"})
 _MAX_INT = 2**53 - 1
 
@@ -148,6 +158,45 @@ class Member:
     def to_json(self) -> dict[str, Any]:
         """The member's object in ``bundle.json``."""
         return {"name": self.name, "sha256": self.sha256, "size": self.size}
+
+
+@dataclass(frozen=True)
+class Terms:
+    """The terms a rollout batch travels with, as ``bundle.json`` states them (format 2).
+
+    Copied by the exporter from the batch's signed record; the reader checks them against that
+    record (`verify_bundle`), so what a buyer reads in the index is what the vendor signed.
+    """
+
+    batch: str
+    licence: str | None = None
+    consent: str | None = None
+    retention: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The object in ``bundle.json``'s ``terms`` (absent values are null)."""
+        return {"batch": self.batch, "consent": self.consent, "licence": self.licence,
+                "retention": self.retention}
+
+    @classmethod
+    def from_json(cls, obj: object, what: str) -> Terms:
+        """Read one ``terms`` object strictly.
+
+        Raises:
+            FormatError: other members, a bad digest, a value neither a string nor null.
+        """
+        if not isinstance(obj, dict) or set(obj) != _TERMS_KEYS:
+            raise FormatError(f"{what}: must have exactly batch, consent, licence, retention")
+        parse_digest(obj["batch"], f"{what}: batch")
+        for k in ("licence", "consent", "retention"):
+            if obj[k] is not None and not isinstance(obj[k], str):
+                raise FormatError(f"{what}: {k} must be a string or null")
+        return cls(obj["batch"], obj["licence"], obj["consent"], obj["retention"])
+
+    def describe(self) -> str:
+        """``licence X, consent Y, retention Z`` (``none`` for absent values)."""
+        return ", ".join(f"{k} {v if v is not None else 'none'}" for k, v in (
+            ("licence", self.licence), ("consent", self.consent), ("retention", self.retention)))
 
 
 def check_member_name(name: str) -> tuple[str, str]:
@@ -204,6 +253,11 @@ class BundleIndex:
         created: when the bundle was written, UTC (informational, unauthenticated).
         members: every member but ``bundle.json``, sorted by name.
         omitted: data blobs the lineage uses that were left out (export ``--no-data``).
+        terms: (format 2) each rollout batch of the lineage with the licence, consent and
+            retention its signed record states, sorted by batch digest.
+        erased: (format 2) data blobs of the lineage that a verified erasure deleted: not in
+            the bundle, by law rather than by choice, sorted.
+        format: 1 (trajledger 0.1.0; no terms, no erased) or 2.
     """
 
     subject: str
@@ -213,6 +267,8 @@ class BundleIndex:
     members: tuple[Member, ...]
     omitted: tuple[str, ...] = ()
     format: int = BUNDLE_FORMAT
+    terms: tuple[Terms, ...] = ()
+    erased: tuple[str, ...] = ()
     by_name: dict[str, Member] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -222,8 +278,13 @@ class BundleIndex:
             FormatError: a field is not what the format allows.
         """
         what = INDEX_NAME
-        if self.format != BUNDLE_FORMAT:
-            raise FormatError(f"{what}: format {self.format!r}, want {BUNDLE_FORMAT}")
+        if type(self.format) is not int or self.format not in READABLE_FORMATS:
+            raise FormatError(
+                f"{what}: format {self.format!r}, want one of {list(READABLE_FORMATS)} (a newer "
+                "trajledger wrote it? upgrade the verifier)"
+            )
+        if self.format == 1 and (self.terms or self.erased):
+            raise FormatError(f"{what}: format 1 has no terms or erased")
         parse_digest(self.subject, f"{what}: subject")
         if not isinstance(self.origin, str) or not self.origin:
             raise FormatError(f"{what}: origin must be a non-empty string")
@@ -249,25 +310,36 @@ class BundleIndex:
             parse_digest(d, f"{what}: omitted[{i}]")
             if i and self.omitted[i - 1] >= d:
                 raise FormatError(f"{what}: omitted digests must be sorted and unique")
+        for i, d in enumerate(self.erased):
+            parse_digest(d, f"{what}: erased[{i}]")
+            if i and self.erased[i - 1] >= d:
+                raise FormatError(f"{what}: erased digests must be sorted and unique")
+        for i, t in enumerate(self.terms):
+            if i and self.terms[i - 1].batch >= t.batch:
+                raise FormatError(f"{what}: terms must be sorted by batch, one per batch")
         object.__setattr__(self, "by_name", {m.name: m for m in self.members})
         for d in self.omitted:
             if f"objects/sha256/{d[7:]}" in self.by_name:
                 raise FormatError(f"{what}: {d} is both a member and omitted")
+        for d in self.erased:
+            if f"objects/sha256/{d[7:]}" in self.by_name or d in self.omitted:
+                raise FormatError(f"{what}: {d} is listed as erased and also present or omitted")
 
     def to_bytes(self) -> bytes:
         """The canonical (RFC 8785) bytes of ``bundle.json``: the only encoding."""
-        return canonical_bytes(
-            {
-                "created": self.created,
-                "format": self.format,
-                "members": [m.to_json() for m in self.members],
-                "omitted": list(self.omitted),
-                "origin": self.origin,
-                "subject": self.subject,
-                "vkey": self.vkey,
-            },
-            INDEX_NAME,
-        )
+        obj: dict[str, Any] = {
+            "created": self.created,
+            "format": self.format,
+            "members": [m.to_json() for m in self.members],
+            "omitted": list(self.omitted),
+            "origin": self.origin,
+            "subject": self.subject,
+            "vkey": self.vkey,
+        }
+        if self.format >= 2:
+            obj["terms"] = [t.to_json() for t in self.terms]
+            obj["erased"] = list(self.erased)
+        return canonical_bytes(obj, INDEX_NAME)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> BundleIndex:
@@ -278,8 +350,15 @@ class BundleIndex:
                 other than the canonical encoding.
         """
         obj = load_object(data, INDEX_NAME)
-        if set(obj) != _INDEX_KEYS:
-            missing, extra = sorted(_INDEX_KEYS - set(obj)), sorted(set(obj) - _INDEX_KEYS)
+        fmt = obj.get("format")
+        if type(fmt) is not int or fmt not in READABLE_FORMATS:
+            raise FormatError(
+                f"{INDEX_NAME}: format {fmt!r}, want one of {list(READABLE_FORMATS)} (a newer "
+                "trajledger wrote it? upgrade the verifier)"
+            )
+        keys = _INDEX_KEYS[fmt]
+        if set(obj) != keys:
+            missing, extra = sorted(keys - set(obj)), sorted(set(obj) - keys)
             raise FormatError(f"{INDEX_NAME}: missing {missing}, unknown {extra}")
         raw_members = obj["members"]
         if not isinstance(raw_members, list):
@@ -296,6 +375,10 @@ class BundleIndex:
         omitted = obj["omitted"]
         if not isinstance(omitted, list):
             raise FormatError(f"{INDEX_NAME}: omitted must be a list")
+        raw_terms = obj.get("terms", [])
+        erased = obj.get("erased", [])
+        if not isinstance(raw_terms, list) or not isinstance(erased, list):
+            raise FormatError(f"{INDEX_NAME}: terms and erased must be lists")
         index = cls(
             subject=obj["subject"],
             origin=obj["origin"],
@@ -303,7 +386,11 @@ class BundleIndex:
             created=obj["created"],
             members=tuple(members),
             omitted=tuple(omitted),
-            format=obj["format"],
+            format=fmt,
+            terms=tuple(
+                Terms.from_json(t, f"{INDEX_NAME}: terms[{i}]") for i, t in enumerate(raw_terms)
+            ),
+            erased=tuple(erased),
         )
         if index.to_bytes() != data:
             raise FormatError(f"{INDEX_NAME}: not in canonical form (RFC 8785, no whitespace)")
@@ -916,6 +1003,7 @@ class BundleEvidence:
             f"objects/sha256/{d[7:]}" for d in sorted(self._objects) if d not in self.touched_blobs
         ]
         out += [f"omitted {d}" for d in self.index.omitted if d not in self.touched_blobs]
+        out += [f"erased {d}" for d in self.index.erased if d not in self.touched_blobs]
         return out
 
     # -- the Evidence protocol ------------------------------------------------------------------
@@ -1016,9 +1104,12 @@ def verify_bundle(
            checkpoint by the policy's log key (and witnesses), and the hash chain.
         3. With ``known_checkpoint``: the bundled checkpoint must extend it (a consistency
            proof from the bundle, unless the sizes are equal).
-        4. Verify the subject and its lineage.
+        4. Verify the subject and its lineage (with the policy's ``accepted_licences``, a batch
+           under another licence fails).
         5. Check the trust-policy records are included under the verified checkpoint.
-        6. When everything passed: no member may be unused by the verification (a bundle
+        6. Format 2: the terms ``bundle.json`` states are exactly each batch's signed terms,
+           and every blob it lists as erased was deleted by a verified erasure.
+        7. When everything passed: no member may be unused by the verification (a bundle
            holds the lineage's evidence and nothing else).
 
     Args:
@@ -1079,7 +1170,10 @@ def verify_bundle(
             except (ProvenanceError, FileNotFoundError) as e:
                 bundle.fail("policy history",
                             f"trust-policy record {i}: not included under the checkpoint: {e}")
-    # (6) The verifier may prove inclusion of many entries at once (when the bundle holds the
+    # (6)
+    if index.format >= 2:
+        _check_terms(evidence, verifier, report, bundle)
+    # (7) The verifier may prove inclusion of many entries at once (when the bundle holds the
     # whole tree it recomputes the root), so what it relied on counts as touched too.
     evidence.touched_entries.update(verifier.used)
     if report.ok and bundle.ok:
@@ -1088,3 +1182,44 @@ def verify_bundle(
                         f"member {name} is not used by the lineage of {evidence.subject[:19]}…")
     verifier.decision(bundle)
     return verifier.report(evidence.subject, ["bundle", "log", evidence.subject])
+
+
+def _check_terms(
+    evidence: BundleEvidence, verifier: LineageVerifier, report: Report, bundle: Node
+) -> None:
+    """Step 6 of `verify_bundle`: ``bundle.json``'s terms and erased list against the records."""
+    index = evidence.index
+    stated = {t.batch: t for t in index.terms}
+    signed: dict[str, Terms] = {}
+    for node in report.nodes.values():
+        if node.kind != "rollout-batch":
+            continue
+        rec = verifier.identity_record(node.id, "rollout-batch")
+        if isinstance(rec, Record) and isinstance(rec.predicate, RolloutBatch):
+            b = rec.predicate
+            signed[node.id] = Terms(node.id, b.licence, b.consent, b.retention)
+    for digest, terms in sorted(signed.items()):
+        got = stated.get(digest)
+        if got is None:
+            bundle.fail("terms", f"{INDEX_NAME} states no terms for batch {digest[:19]}…; its "
+                        f"signed record states {terms.describe()}")
+        elif got != terms:
+            bundle.fail("terms", f"{INDEX_NAME} states {got.describe()} for batch "
+                        f"{digest[:19]}…; its signed record states {terms.describe()}")
+    for digest in sorted(set(stated) - set(signed)):
+        bundle.fail("terms", f"{INDEX_NAME} states terms for {digest[:19]}…, which is not a "
+                    "verified rollout batch of this lineage")
+    if signed and set(signed) == set(stated):
+        by_licence: dict[str, int] = {}
+        for t in signed.values():
+            key = t.licence or "none stated"
+            by_licence[key] = by_licence.get(key, 0) + 1
+        bundle.add("terms", OK, f"{len(signed)} batch(es), as signed: licence "
+                   + ", ".join(f"{k} ({n})" for k, n in sorted(by_licence.items())))
+    for digest in index.erased:
+        if verifier.erased_blob(digest) is None:
+            bundle.fail("erased", f"{INDEX_NAME} lists {digest[:19]}… as erased, but no "
+                        "verified erasure record of this lineage deleted it")
+    if index.erased:
+        bundle.add("erased", INFO, f"{len(index.erased)} blob(s) not in the bundle: deleted "
+                   "by verified erasure records (their digests still verify)")

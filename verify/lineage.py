@@ -4,12 +4,15 @@ Scope: given `Evidence` (a ledger directory or an exported bundle), a `LogIndex`
 and a `TrustPolicy`, check everything an auditor must believe before trusting a checkpoint, a
 dataset or a rollout batch:
 
-- the log: the checkpoint signed by the policy's log key(s) (and witnesses, when required), the
-  hash chain, each record used included under the checkpoint;
+- the log: the checkpoint signed by the policy's log key(s) (and cosigned by the witness
+  threshold, when the policy's witness role applies to this log's origin), the hash chain, each
+  record used included under the checkpoint;
 - each artifact: its identity record (envelope bytes hash to the entry; signed by the role(s)
   and threshold its kind requires, `verify.kinds`; allowed predicate type; subject = artifact),
   its typed predicate, its manifest and every data blob (re-hashed, or with ``data="size"``
   compared by size only, and said so);
+- terms: a rollout batch whose licence the policy does not accept (``accepted_licences``)
+  fails;
 - status: revocations (fail), erasures (reported as erased, not as tampering: a blob is excused
   as erased only when a verified erasure lists it). **Fail closed**: a revocation or erasure of
   the artifact, or a dataset that could hold its batches out, whose envelope is missing or
@@ -49,10 +52,18 @@ from .evidence import Evidence
 from .kinds import CHECKPOINT_ROLES, KINDS, NAMED, Dependency, Kind, Signing, name_version
 from .log_entry import GENESIS_PREV, LogEntry
 from .log_index import LogIndex, MemoryIndex
-from .manifest import Manifest
+from .manifest import Manifest, check_file_subjects
 from .merkle import leaf_hash, root_from_leaf_hashes, verify_inclusion
 from .policy import KEY_ROLES, Identity, TrustPolicy
-from .predicates import Approval, Dataset, Erasure, Predicate, Provenance, Revocation
+from .predicates import (
+    Approval,
+    Dataset,
+    Erasure,
+    Predicate,
+    Provenance,
+    Revocation,
+    RolloutBatch,
+)
 from .sigstore_adapter import identity_signers
 from .statement import Statement, unsigned_statement, verify_statement
 from .times import format_time, parse_time
@@ -415,7 +426,7 @@ class LineageVerifier:
         self.log.add("checkpoint", OK, f"size {cp.size}, signed by {len(verified)} of {need} "
                      "trusted log key(s)")
         witness = self.policy.role("witness")
-        if witness.threshold:
+        if witness.witnessed(cp.origin):
             try:
                 names = verify_cosignatures(
                     note, witness.note_verifiers(), threshold=witness.threshold
@@ -759,12 +770,19 @@ class LineageVerifier:
             pred = r.predicate
             reason = pred.reason if isinstance(pred, Revocation) else ""
             node.fail("revoked", f"{reason} (log index {r.index})")
+        if isinstance(rec.predicate, RolloutBatch):
+            # The terms the data travels with: the policy may accept only some licences.
+            problem = self.policy.licence_problem(rec.predicate.licence)
+            if problem is not None:
+                node.fail("licence", problem)
+            elif self.policy.accepted_licences is not None:
+                node.add("licence", OK, f"{rec.predicate.licence} (accepted by the policy)")
         erasures = self._status(node, digest, "erasure")
         erased = erasures[0] if erasures else None
         # (3)
         k = KINDS[kind]
         if k.files:
-            self._check_files(digest, node, erased)
+            self._check_files(digest, node, erased, rec.statement)
         elif erased is not None:
             node.add("erased", ERASED, _erasure_note(erased))
         self._deps[digest] = [
@@ -792,7 +810,9 @@ class LineageVerifier:
             if node.kind == "checkpoint" and dep.role == "dataset" and isinstance(rec, Record):
                 self.dataset_use(node, dep.digest, rec)
 
-    def _check_files(self, digest: str, node: Node, erased: Record | None) -> None:
+    def _check_files(
+        self, digest: str, node: Node, erased: Record | None, statement: Statement
+    ) -> None:
         raw = self.evidence.blob(digest)
         if raw is None:
             if erased is not None:
@@ -805,6 +825,8 @@ class LineageVerifier:
             if got != digest:
                 raise VerificationError(f"manifest hashes to {_short(got)}, want {_short(digest)}")
             manifest = Manifest.from_json(load_object(raw, "manifest"))
+            # A checkpoint's statement also lists its model files: they must be the manifest's.
+            file_subjects = check_file_subjects(statement, manifest, "the signed statement")
         except ProvenanceError as e:
             node.fail("files", str(e))
             return
@@ -852,7 +874,9 @@ class LineageVerifier:
         )
         node.add("files", OK,
                  f"{len(manifest.files)} file(s), {manifest.total_size} bytes"
-                 + (f", {present} {how}" if present else ""))
+                 + (f", {present} {how}" if present else "")
+                 + (f"; the {file_subjects} file subject(s) of its statement match"
+                    if file_subjects else ""))
         if absent:
             node.add("data", INFO, f"{absent} data blob(s) not present here (exported without "
                      "data): their digests are bound by the manifest, their bytes not checked")

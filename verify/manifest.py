@@ -31,6 +31,7 @@ __all__ = [
     "FileEntry",
     "Manifest",
     "TreeDiff",
+    "check_file_subjects",
     "check_path",
     "diff_tree",
     "manifest_from_statement",
@@ -250,11 +251,12 @@ def diff_tree(
 
 
 def manifest_from_statement(statement: Any, what: str = "statement") -> Manifest:
-    """Extract the inline manifest of an artifact statement and bind it to a subject.
+    """Extract the inline manifest of an artifact statement and bind it to its identity.
 
     Steps:
         1. The predicate must carry a ``manifest`` object; validate it.
-        2. Its canonical bytes must hash to the digest of a subject of the statement.
+        2. Its canonical bytes must hash to the digest of the statement's first subject (the
+           artifact's identity).
 
     Args:
         statement: a `verify.statement.Statement` (already signature-verified).
@@ -262,7 +264,7 @@ def manifest_from_statement(statement: Any, what: str = "statement") -> Manifest
 
     Raises:
         FormatError: no or invalid manifest.
-        DigestMismatchError: the manifest is not what the statement's subject names.
+        DigestMismatchError: the manifest is not what the statement's first subject names.
     """
     # (1)
     raw = statement.predicate.get("manifest")
@@ -271,11 +273,49 @@ def manifest_from_statement(statement: Any, what: str = "statement") -> Manifest
     manifest = Manifest.from_json(raw, f"{what}: manifest")
     # (2)
     digest = manifest.digest
-    if all(s.digest != digest for s in statement.subjects):
+    if statement.subjects[0].digest != digest:
         raise DigestMismatchError(
-            f"{what}: manifest hashes to {digest}, which no subject names "
-            f"(subjects: {', '.join(s.digest for s in statement.subjects)})",
+            f"{what}: manifest hashes to {digest}, but the first subject (the artifact) is "
+            f"{statement.subjects[0].digest}",
             subject=what,
             observed=digest,
         )
     return manifest
+
+
+def check_file_subjects(statement: Any, manifest: Manifest, what: str = "statement") -> int:
+    """Check the subjects after the first (a checkpoint's model files) against its manifest.
+
+    A statement may list the artifact's files as subjects after the manifest digest (SLSA
+    provenance does, so that tools checking one model file find its digest). Each such subject
+    must be a file of the manifest, by path, with the manifest's sha256: a statement cannot
+    name a file digest its manifest does not bind.
+
+    Args:
+        statement: a `verify.statement.Statement` whose first subject is ``manifest``'s digest.
+        manifest: the artifact's verified manifest.
+        what: names the statement in error messages.
+
+    Returns:
+        How many file subjects were checked.
+
+    Raises:
+        DigestMismatchError: a subject names a path the manifest lacks, or another digest.
+    """
+    files = {f.path: f for f in manifest.files}
+    for s in statement.subjects[1:]:
+        f = files.get(s.name)
+        if f is None:
+            raise DigestMismatchError(
+                f"{what}: subject {s.name!r} is not a file of the artifact's manifest",
+                subject=s.name,
+                observed=s.digest,
+            )
+        if f.sha256 != s.sha256:
+            raise DigestMismatchError(
+                f"{what}: subject {s.name!r} has {s.digest}, the manifest says {f.digest}",
+                subject=s.name,
+                expected=f.digest,
+                observed=s.digest,
+            )
+    return len(statement.subjects) - 1

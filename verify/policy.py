@@ -58,6 +58,7 @@ _TOP_KEYS = {
     "allowed_predicate_types",
     "roles",
     "sigstore_trusted_root",
+    "accepted_licences",
 }
 
 KeyLookup = Callable[[str], PublicKey | None]
@@ -89,13 +90,23 @@ class Identity:
 
 @dataclass(frozen=True)
 class Role:
-    """A role: the keys (or identities, or note verifier keys) that hold it, and a threshold."""
+    """A role: the keys (or identities, or note verifier keys) that hold it, and a threshold.
+
+    ``logs`` (witness role only): the origins of the logs whose checkpoints need the witness
+    threshold; empty means every log's. A buyer that requires witnesses on a vendor's log
+    names the vendor's origin here, so that its own ledger's checkpoints need none.
+    """
 
     name: str
     threshold: int
     keys: tuple[PublicKey, ...] = ()
     identities: tuple[Identity, ...] = ()
     vkeys: tuple[str, ...] = ()
+    logs: tuple[str, ...] = ()
+
+    def witnessed(self, origin: str) -> bool:
+        """True when this (witness) role's threshold applies to the log ``origin``."""
+        return self.threshold > 0 and (not self.logs or origin in self.logs)
 
     @property
     def keyids(self) -> frozenset[str]:
@@ -120,6 +131,22 @@ class TrustPolicy:
     sigstore_trusted_root: Mapping[str, Any] | None = field(repr=False, default=None)
     """A Sigstore ``trusted_root.json`` that keyless signatures verify against; None: the
     ``sigstore`` package's production root."""
+    accepted_licences: tuple[str, ...] | None = None
+    """The licences of rollout data this policy accepts (compared ignoring case, as SPDX
+    identifiers are); a batch stating another licence, or none, fails verification. None: no
+    restriction."""
+
+    def licence_problem(self, licence: str | None) -> str | None:
+        """Why a batch's ``licence`` is not accepted, or None when it is."""
+        if self.accepted_licences is None:
+            return None
+        accepted = ", ".join(self.accepted_licences) or "none"
+        if not licence:
+            return (f"the batch states no licence; policy {self.name!r} accepts only "
+                    f"{accepted}")
+        if licence.casefold() in {a.casefold() for a in self.accepted_licences}:
+            return None
+        return f"licence {licence!r} is not accepted by policy {self.name!r} (accepted: {accepted})"
 
     @property
     def sigstore_trusted_root_bytes(self) -> bytes | None:
@@ -148,6 +175,8 @@ class TrustPolicy:
                 ]
             else:
                 entry["vkeys"] = list(r.vkeys)
+                if r.logs:
+                    entry["logs"] = list(r.logs)
             roles[name] = entry
         out = {
             "format": POLICY_FORMAT,
@@ -159,6 +188,8 @@ class TrustPolicy:
         }
         if self.sigstore_trusted_root is not None:
             out["sigstore_trusted_root"] = dict(self.sigstore_trusted_root)
+        if self.accepted_licences is not None:
+            out["accepted_licences"] = list(self.accepted_licences)
         return out
 
     @classmethod
@@ -246,7 +277,9 @@ class TrustPolicy:
             for r in ROLES
         }
         trusted_root = _trusted_root(doc.get("sigstore_trusted_root"), base_dir, what)
-        policy = cls(name, serial, roles, frozenset(allowed_raw), max_age, doc, trusted_root)
+        licences = _licences(doc.get("accepted_licences"), what)
+        policy = cls(name, serial, roles, frozenset(allowed_raw), max_age, doc, trusted_root,
+                     licences)
         # Approvers must be independent of the keys whose work they approve: one stolen key
         # must not both produce (or train) and approve.
         approver_ids = roles["approver"].keyids
@@ -265,7 +298,12 @@ def _parse_role(
 ) -> Role:
     if not isinstance(raw, dict):
         raise FormatError(f"{what}: must be a table")
-    allowed = {"threshold", "keys", "identities"} if name in KEY_ROLES else {"threshold", "vkeys"}
+    if name in KEY_ROLES:
+        allowed = {"threshold", "keys", "identities"}
+    elif name == "witness":
+        allowed = {"threshold", "vkeys", "logs"}
+    else:
+        allowed = {"threshold", "vkeys"}
     unknown = set(raw) - allowed
     if unknown:
         raise FormatError(f"{what}: unknown field(s) {', '.join(sorted(unknown))}")
@@ -306,7 +344,31 @@ def _parse_role(
         raise FormatError(f"{what}: threshold {threshold} but only {members} member(s)")
     if threshold == 0 and name != "witness" and members:
         raise FormatError(f"{what}: threshold 0 would accept anything; use at least 1")
-    return Role(name, threshold, tuple(keys), tuple(identities), tuple(vkeys))
+    logs = _strings(raw.get("logs", []), f"{what}: logs", "a log origin")
+    if logs and threshold == 0:
+        raise FormatError(f"{what}: logs is set but threshold is 0, so it would require nothing")
+    return Role(name, threshold, tuple(keys), tuple(identities), tuple(vkeys), logs)
+
+
+def _strings(value: object, what: str, item: str) -> tuple[str, ...]:
+    """A list of unique non-empty strings."""
+    out = _list(value, what)
+    for i, v in enumerate(out):
+        if not isinstance(v, str) or not v.strip():
+            raise FormatError(f"{what}: item {i} must be {item}, a non-empty string")
+    if len(set(out)) != len(out):
+        raise FormatError(f"{what}: an item is listed twice")
+    return tuple(out)
+
+
+def _licences(value: object, what: str) -> tuple[str, ...] | None:
+    """``accepted_licences``: absent (no restriction) or a list of licence names (SPDX ids)."""
+    if value is None:
+        return None
+    licences = _strings(value, f"{what}: accepted_licences", "a licence (an SPDX id)")
+    if len({v.casefold() for v in licences}) != len(licences):
+        raise FormatError(f"{what}: accepted_licences: a licence is listed twice")
+    return licences
 
 
 def _trusted_root(value: object, base_dir: Path | None, what: str) -> dict[str, Any] | None:

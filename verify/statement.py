@@ -104,6 +104,30 @@ class Statement:
             raise FormatError(f"{what}: predicate must be an object")
         return cls(tuple(subjects), predicate_type, predicate)
 
+    @property
+    def identity(self) -> Subject:
+        """The first subject: the artifact the statement is about (the log entry's subject).
+        Later subjects (a checkpoint's model files) describe parts of it."""
+        return self.subjects[0]
+
+    def check_identity(self, digest: str, what: str = "statement") -> None:
+        """Check the first subject is ``digest``.
+
+        Raises:
+            DigestMismatchError: it is not (naming where ``digest`` appears, if anywhere).
+        """
+        if self.identity.digest == digest:
+            return
+        later = [s.name for s in self.subjects[1:] if s.digest == digest]
+        where = f"; it is the later subject {later[0]!r}, a part, not the artifact" if later else ""
+        raise DigestMismatchError(
+            f"{what}: the first subject (the artifact) is {self.identity.digest}, want "
+            f"{digest}{where}",
+            subject=what,
+            expected=digest,
+            observed=self.identity.digest,
+        )
+
     def subject(self, digest: str) -> Subject:
         """Return the subject whose digest is ``digest``.
 
@@ -150,7 +174,7 @@ def unsigned_statement(
     if statement.predicate_type not in allowed_predicate_types:
         raise PolicyError(f"{what}: predicateType {statement.predicate_type!r} is not allowed here")
     if subject_digest is not None:
-        statement.subject(subject_digest)
+        statement.check_identity(subject_digest, what)
     return statement
 
 
@@ -170,7 +194,8 @@ def verify_statement(
         2. Check payloadType is the in-toto type (done by `verify_envelope` after 1).
         3. Parse the payload as a Statement.
         4. Check predicateType against the allow-list.
-        5. When ``subject_digest`` is given, check a subject carries it.
+        5. When ``subject_digest`` is given, check it is the first subject (the artifact's
+           identity; later subjects are its parts).
 
     Raises:
         SignatureError: step 1.
@@ -189,5 +214,5 @@ def verify_statement(
         raise PolicyError(f"{what}: predicateType {statement.predicate_type!r} is not allowed here")
     # (5)
     if subject_digest is not None:
-        statement.subject(subject_digest)
+        statement.check_identity(subject_digest, what)
     return VerifiedStatement(statement, signers)

@@ -25,6 +25,7 @@ from trajledger.ledger.home import Ledger
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
 from trajledger.verify.bundle import BundleIndex, Member
+from trajledger.verify.log_entry import LogEntry
 
 
 def new_runner() -> CliRunner:
@@ -60,9 +61,17 @@ class Vendor:
         self.export_result = r
         self.vkey = Ledger.open(self.home).log.vkey
         self.size = Ledger.open(self.home).log.size
-        names = [n for n, _ in members_of(self.bundle)]
+        members = members_of(self.bundle)
+        names = [n for n, _ in members]
         self.entries = sum(n.startswith("entries/") for n in names)
         self.objects = sum(n.startswith("objects/") for n in names)
+        # The bundled entries an import logs in the buyer's log (all but trust policies).
+        self.relogged = [
+            LogEntry.from_bytes(d) for n, d in sorted(
+                ((n, d) for n, d in members if n.startswith("entries/")),
+                key=lambda m: int(m[0].split("/")[1]))
+            if LogEntry.from_bytes(d).kind != "trust-policy"
+        ]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -149,6 +158,8 @@ def test_export_writes_a_bundle_that_verifies_offline(
     assert r.stderr == (
         f"OK: {vendor.ref}: bundle {vendor.bundle} written: {vendor.entries} log entries, "
         f"{vendor.objects} objects, {size} bytes, checkpoint size {vendor.size}\n"
+        "OK: terms stated in bundle.json: 2 batch(es): licence none stated (2); consent none "
+        "stated (2); retention none stated (2)\n"
     )
     code, out, err = verify_cli(capsys, vendor.bundle, "--policy", vendor.policy)
     assert code == 0, err
@@ -181,26 +192,33 @@ def test_import_verifies_copies_and_records_once(vendor: Vendor, buyer: Path) ->
     policy = buyer / "policy.toml"
     r = run(buyer, "import", vendor.bundle, "--policy", policy, "--key", "b1", "--key", "b2")
     expect(r, 0)
+    n = len(vendor.relogged)
     assert r.stderr == (
         f"OK: checkpoint cartpole-bc@2 ({vendor.ref[:19]}…) from "
-        f"{vendor.vkey.split('+')[0]}: imported, {vendor.objects} object(s), "
-        "record at log index 0\n"
+        f"{vendor.vkey.split('+')[0]}: imported, {vendor.objects} object(s), {n} foreign "
+        f"record(s) in this log (log indices 0..{n - 1}), import record at log index {n}\n"
     )
     assert r.stdout.splitlines()[-1] == vendor.ref
     ledger = Ledger.open(buyer)
-    assert ledger.log.size == 1
+    assert ledger.log.size == n + 1
+    # The vendor's records, unchanged (same kind, subject, envelope, signers), in its order.
+    logged = [LogEntry.from_bytes(ledger.log.entry(i)) for i in range(n)]
+    assert [(e.kind, e.subject, e.envelope, e.signers) for e in logged] == [
+        (e.kind, e.subject, e.envelope, e.signers) for e in vendor.relogged
+    ]
     stored = store_count(buyer)
     assert stored == vendor.objects + 1  # the bundle's objects and the import envelope
+    # The buyer's own log now proves the checkpoint's whole lineage, under the buyer's policy.
+    expect(run(buyer, "verify", vendor.ref, "--policy", policy), 0)
     # The same evidence again: nothing new.
     again = run(buyer, "import", vendor.bundle, "--policy", policy, "--key", "b1", "--key", "b2")
     expect(again, 0)
-    assert again.stderr.endswith("already imported at log index 0; nothing new recorded\n")
-    assert Ledger.open(buyer).log.size == 1 and store_count(buyer) == stored
+    assert again.stderr.endswith(f"already imported at log index {n}; nothing new recorded\n")
+    assert Ledger.open(buyer).log.size == n + 1 and store_count(buyer) == stored
 
 
 def test_import_record_carries_the_evidence(vendor: Vendor, buyer: Path) -> None:
     from trajledger.verify.dsse import Envelope
-    from trajledger.verify.log_entry import LogEntry
     from trajledger.verify.merkle import leaf_hash, verify_inclusion
     from trajledger.verify.statement import Statement
 
@@ -219,7 +237,7 @@ def test_import_record_carries_the_evidence(vendor: Vendor, buyer: Path) -> None
         0,
     )
     ledger = Ledger.open(buyer)
-    entry = LogEntry.from_bytes(ledger.log.entry(0))
+    entry = LogEntry.from_bytes(ledger.log.entry(ledger.log.size - 1))
     assert (entry.kind, entry.subject) == ("import", vendor.ref)
     st = Statement.from_bytes(Envelope.from_bytes(ledger.store.get(entry.envelope)).payload)
     p = st.predicate

@@ -260,8 +260,8 @@ def test_manifest_not_bound_to_subject(signed: Signed, runner: CliRunner) -> Non
     payload = statement_bytes([("data", other)], predicates.FILES, statement["predicate"])
     env = signed.write("unbound.json", signed.resign(payload))
     expect(signed.verify(runner, envelope=env), 1,
-           f"FAIL: envelope {env}: manifest hashes to {signed.digest}, which no subject names "
-           f"(subjects: {other})\n")
+           f"FAIL: envelope {env}: manifest hashes to {signed.digest}, but the first subject "
+           f"(the artifact) is {other}\n")
 
 
 # -- the files differ: exit 1, one FAIL line each -------------------------------------------------

@@ -10,6 +10,9 @@
   keyless path runs offline. It is not a complete Fulcio or Rekor: one CA, no OIDC discovery,
   no search API, no Rekor v2, no timestamp authority; its OIDC discovery document exists
   (model_signing reads it) but no OAuth flow does.
+- ``sigstore_js_verify``: verifies a Sigstore bundle with sigstore-js offline, the public key
+  as its only trust material: ``(bundle, public key PEM file, key hint) -> result`` (a dict
+  with ``verified`` and, on success, the key type and the payload's sha256).
 - ``sigstore_js``: the sigstore-js verifier (npm ``sigstore``, pinned), installed once into a
   cache directory (``$TRAJLEDGER_TEST_NPM_CACHE``, default ``$XDG_CACHE_HOME/trajledger-tests``,
   else ``~/.cache/trajledger-tests``) when
@@ -27,7 +30,7 @@ import struct
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -513,3 +516,58 @@ def sigstore_js(tmp_path_factory: pytest.TempPathFactory) -> Path:
         except OSError:
             shutil.rmtree(work, ignore_errors=True)  # another worker finished first
     return target
+
+
+NODE_VERIFY = r"""
+// Verify a Sigstore bundle with sigstore-js's verifier, offline: the public key is the only
+// trust material (found by the bundle's hint), no transparency log or timestamp required.
+const fs = require('fs');
+const crypto = require('crypto');
+const { bundleFromJSON } = require('@sigstore/bundle');
+const { Verifier, toSignedEntity, toTrustMaterial } = require('@sigstore/verify');
+const [bundleFile, keyFile, hint] = process.argv.slice(2);
+const bundle = bundleFromJSON(JSON.parse(fs.readFileSync(bundleFile, 'utf8')));
+const key = crypto.createPublicKey(fs.readFileSync(keyFile));
+const root = { mediaType: 'application/vnd.dev.sigstore.trustedroot+json;version=0.1',
+  tlogs: [], certificateAuthorities: [], ctlogs: [], timestampAuthorities: [] };
+const keys = (h) => {
+  if (h !== hint) throw new Error(`unknown key hint ${h}`);
+  return { publicKey: key, validFor: () => true };
+};
+const verifier = new Verifier(toTrustMaterial(root, keys),
+  { tlogThreshold: 0, ctlogThreshold: 0, tsaThreshold: 0 });
+try {
+  const signer = verifier.verify(toSignedEntity(bundle));
+  const env = bundle.content.dsseEnvelope;
+  console.log(JSON.stringify({ verified: true, key: signer.key.asymmetricKeyType,
+    payloadType: env.payloadType, payloadSha256:
+      crypto.createHash('sha256').update(env.payload).digest('hex') }));
+} catch (e) {
+  console.log(JSON.stringify({ verified: false, code: e.code || '', message: e.message }));
+  process.exit(1);
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def sigstore_js_verify(
+    sigstore_js: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[Path, Path, str], dict[str, Any]]:
+    """``verify(bundle, public_key_pem_file, hint)``: sigstore-js's verdict on a bundle."""
+    node = shutil.which("node")
+    assert node is not None
+    script = tmp_path_factory.mktemp("sigstore-js") / "verify.js"
+    script.write_text(NODE_VERIFY)
+
+    def verify(bundle: Path, pub: Path, hint: str) -> dict[str, Any]:
+        run = subprocess.run(
+            [node, str(script), str(bundle), str(pub), hint],
+            env={**os.environ, "NODE_PATH": str(sigstore_js / "node_modules")},
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert run.stdout, run.stderr
+        result: dict[str, Any] = json.loads(run.stdout)
+        assert (run.returncode == 0) == result["verified"], run.stderr
+        return result
+
+    return verify

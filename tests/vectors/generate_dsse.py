@@ -525,8 +525,17 @@ def statement_vectors(k: dict[str, FixedKey]) -> dict[str, dict[str, Any]]:
     case("empty-subject-list", "No subject.", signed(changed(subject=[])), "FormatError",
          r"subject must be a non-empty list")
     case("subject-digest-mismatch", "The caller's artifact is not a subject of the statement.",
-         signed(base), "DigestMismatchError", r"no subject has digest sha256:0{64}",
+         signed(base), "DigestMismatchError",
+         r"the first subject \(the artifact\) is sha256:[0-9a-f]{64}, want sha256:0{64}$",
          subject_digest="sha256:" + "0" * 64)
+    sub = changed()
+    sub["subject"] = [{"name": "other", "digest": {"sha256": "0" * 64}}, sub["subject"][0]]
+    case("artifact-is-a-later-subject", "The caller's artifact is the second subject, not the "
+         "first: a later subject is a part of the artifact (a checkpoint's model file), never "
+         "its identity.", signed(sub), "DigestMismatchError",
+         r"the first subject \(the artifact\) is sha256:0{64}, want sha256:[0-9a-f]{64}; it is "
+         r"the later subject 'dataset', a part, not the artifact",
+         subject_digest=m.digest)
     case("wrong-statement-type", "_type of in-toto Statement v0.1.",
          signed(changed(_type="https://in-toto.io/Statement/v0.1")), "FormatError",
          r"_type is 'https://in-toto\.io/Statement/v0\.1'")
@@ -563,8 +572,8 @@ def statement_vectors(k: dict[str, FixedKey]) -> dict[str, dict[str, Any]]:
     sub["subject"][0]["digest"]["sha256"] = hashlib.sha256(b"something else").hexdigest()
     case("manifest-not-bound-to-subject", "The inline manifest does not hash to the subject "
          "digest (a signer bound one artifact, listed another's files).", signed(sub),
-         "DigestMismatchError", r"manifest hashes to sha256:[0-9a-f]{64}, which no subject "
-         r"names", subject_digest=None)
+         "DigestMismatchError", r"manifest hashes to sha256:[0-9a-f]{64}, but the first "
+         r"subject \(the artifact\) is sha256:", subject_digest=None)
     mm = m.to_json()
     mm["files"][0]["path"] = "../README.md"
     case("manifest-path-traversal", "A signed manifest naming '../README.md'.",

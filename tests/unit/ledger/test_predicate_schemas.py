@@ -341,3 +341,19 @@ vkeys = ["{ledger.log.vkey}"]
     # model-signature records need a P-256 trainer key and an export: validated against their
     # schema by tests/interop/test_model_signing.py.
     assert seen == set(KINDS) - {"model-signature"}
+
+
+def test_trust_policy_terms_and_witnessed_logs_validate() -> None:
+    """accepted_licences and the witness role's logs (written only when set) are in the schema;
+    logs belongs to the witness role only."""
+    from trajledger.verify.note import vkey_string
+    from trajledger.verify.policy import TrustPolicy
+
+    witness = vkey_string("witness", bytes(range(32)), 0x04)
+    policy = TrustPolicy.from_json({
+        "accepted_licences": ["CC-BY-4.0"],
+        "roles": {"witness": {"vkeys": [witness], "threshold": 1, "logs": ["vendor/log"]}},
+    }).to_json()  # fmt: skip
+    assert errors("trust-policy", {"policy": policy}) == []
+    policy["roles"]["log"]["logs"] = ["vendor/log"]
+    assert any("logs" in e for e in errors("trust-policy", {"policy": policy}))

@@ -16,6 +16,7 @@ from trajledger.verify.manifest import (
     MANIFEST_MEDIA_TYPE,
     FileEntry,
     Manifest,
+    check_file_subjects,
     check_path,
     diff_tree,
     manifest_from_statement,
@@ -203,11 +204,42 @@ def test_attack_manifest_not_bound_to_subject(signer: Signer) -> None:
     st = _signed_statement(signer, named.digest, listed.to_json())
     with pytest.raises(
         DigestMismatchError,
-        match=rf"st: manifest hashes to {listed.digest}, which no subject names \(subjects: "
-        rf"{named.digest}\)",
+        match=rf"st: manifest hashes to {listed.digest}, but the first subject \(the "
+        rf"artifact\) is {named.digest}",
     ) as e:
         manifest_from_statement(st, "st")
     assert e.value.observed == listed.digest
+
+
+def test_attack_manifest_bound_to_a_later_subject(signer: Signer) -> None:
+    """The manifest hashes to a later subject (a part), not to the artifact: refused, and so is
+    a later subject that names a file the manifest does not bind."""
+    m = _manifest_of({"a": b"abc"})
+    other = _manifest_of({"b": b"xyz"})
+    env = sign_statement([("x", other.digest), ("y", m.digest)], predicates.FILES,
+                         {"manifest": m.to_json()}, [signer])  # fmt: skip
+    st = verify_statement(Envelope.from_bytes(env.to_bytes()), [signer.public],
+                          allowed_predicate_types={predicates.FILES}).statement  # fmt: skip
+    with pytest.raises(DigestMismatchError, match="but the first subject"):
+        manifest_from_statement(st, "st")
+    env = sign_statement([("x", m.digest), ("a", "sha256:" + "0" * 64)], predicates.FILES,
+                         {"manifest": m.to_json()}, [signer])  # fmt: skip
+    st = verify_statement(Envelope.from_bytes(env.to_bytes()), [signer.public],
+                          allowed_predicate_types={predicates.FILES}).statement  # fmt: skip
+    assert manifest_from_statement(st) == m
+    with pytest.raises(DigestMismatchError, match=r"subject 'a' has sha256:0{64}, the manifest"):
+        check_file_subjects(st, m, "st")
+    env = sign_statement([("x", m.digest), ("zz", m.files[0].digest)], predicates.FILES,
+                         {"manifest": m.to_json()}, [signer])  # fmt: skip
+    st = verify_statement(Envelope.from_bytes(env.to_bytes()), [signer.public],
+                          allowed_predicate_types={predicates.FILES}).statement  # fmt: skip
+    with pytest.raises(DigestMismatchError, match=r"subject 'zz' is not a file of the artifact"):
+        check_file_subjects(st, m, "st")
+    env = sign_statement([("x", m.digest), ("a", m.files[0].digest)], predicates.FILES,
+                         {"manifest": m.to_json()}, [signer])  # fmt: skip
+    st = verify_statement(Envelope.from_bytes(env.to_bytes()), [signer.public],
+                          allowed_predicate_types={predicates.FILES}).statement  # fmt: skip
+    assert check_file_subjects(st, m, "st") == 1
 
 
 def test_attack_path_traversal_in_manifest(signer: Signer) -> None:

@@ -220,6 +220,47 @@ def test_invalid_policies_are_refused(keydir: Path, data: bytes, message: str) -
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b'accepted_licences = "MIT"', "accepted_licences: must be a list"),
+        (b'accepted_licences = ["MIT", ""]', "accepted_licences: item 1 must be a licence"),
+        (b"accepted_licences = [1]", "accepted_licences: item 0 must be a licence (an SPDX id)"),
+        (b'accepted_licences = ["MIT", "mit"]', "accepted_licences: a licence is listed twice"),
+        (b'[roles.witness]\nlogs = ["a/log"]', "role witness: logs is set but threshold is 0"),
+        (b'[roles.witness]\nlogs = "a/log"', "role witness: logs: must be a list"),
+        (b'[roles.log]\nlogs = ["a/log"]', "role log: unknown field(s) logs"),
+        (b'[roles.producer]\nlogs = ["a/log"]', "role producer: unknown field(s) logs"),
+    ],
+)
+def test_invalid_terms_and_witness_settings(keydir: Path, data: bytes, message: str) -> None:
+    with pytest.raises(FormatError) as e:
+        parse(keydir, data)
+    assert message in str(e.value) and str(e.value).startswith("policy p.toml")
+
+
+def test_accepted_licences_and_witnessed_logs(keydir: Path) -> None:
+    extra = (f'accepted_licences = ["CC-BY-4.0", "MIT"]\n[roles.witness]\nvkeys = '
+             f'["{WITNESS_VKEY}"]\nthreshold = 1\nlogs = ["vendor.example/log"]')  # fmt: skip
+    p = parse(keydir, toml().replace(b"[roles.producer]", extra.encode() + b"\n[roles.producer]"))
+    assert p.accepted_licences == ("CC-BY-4.0", "MIT")
+    assert p.licence_problem("cc-by-4.0") is None and p.licence_problem("MIT") is None
+    assert p.licence_problem("GPL-3.0") == (
+        "licence 'GPL-3.0' is not accepted by policy 'p' (accepted: CC-BY-4.0, MIT)"
+    )
+    assert p.licence_problem(None) == "the batch states no licence; policy 'p' accepts only " \
+        "CC-BY-4.0, MIT"  # fmt: skip
+    w = p.role("witness")
+    assert w.witnessed("vendor.example/log") and not w.witnessed("lab.example/log")
+    assert parse(keydir, toml()).licence_problem(None) is None  # no setting: no restriction
+    again = TrustPolicy.from_json(p.to_json())
+    assert again.to_json() == p.to_json() and policy_digest(again) == policy_digest(p)
+    assert p.to_json()["accepted_licences"] == ["CC-BY-4.0", "MIT"]
+    assert p.to_json()["roles"]["witness"]["logs"] == ["vendor.example/log"]
+    plain = parse(keydir, toml()).to_json()
+    assert "accepted_licences" not in plain and "logs" not in plain["roles"]["witness"]
+
+
 def test_a_vkey_listed_twice(keydir: Path) -> None:
     data = f'[roles.witness]\nvkeys = ["{WITNESS_VKEY}", "{WITNESS_VKEY}"]\n'.encode()
     with pytest.raises(FormatError, match="role witness: vkey 1 is listed twice"):

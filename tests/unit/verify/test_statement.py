@@ -216,7 +216,10 @@ def test_attack_predicate_type_not_allowed(signer: Signer) -> None:
 
 def test_attack_subject_is_another_artifact(signer: Signer) -> None:
     env = sign_obj(signer, statement_obj())
-    with pytest.raises(DigestMismatchError, match=r"no subject has digest sha256:b{64}"):
+    with pytest.raises(
+        DigestMismatchError,
+        match=r"the first subject \(the artifact\) is sha256:a{64}, want sha256:b{64}$",
+    ):
         verify_statement(
             env, [signer.public], allowed_predicate_types=FILES, subject_digest="sha256:" + HEX_B
         )

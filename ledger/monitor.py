@@ -1,0 +1,407 @@
+"""Watch another party's log over HTTP: verify its checkpoint, check it only grew, cosign it.
+
+Scope: `monitor` fetches a C2SP tiled log's ``checkpoint`` (served by ``trajledger log serve``
+or any static file server), verifies it with the log's verifier key, checks that the published
+tiles give its root, and checks it against the newest checkpoint this user accepted from that
+log before: the per-origin `trajledger.ledger.trust_state.TrustState` in the user's state
+directory, the same state ``trajledger import`` keeps (so a bundle older than what the monitor
+saw is a rollback too, and a newer one needs a consistency proof from it). A larger tree must
+be consistent with the old one (an RFC 6962 consistency proof built from the fetched tiles with
+`verify.tiles.TileReader`, checked against both signed roots); a smaller tree is a rollback and
+another root at the same size a fork: both refused (`ConsistencyError`, exit 1), naming both
+checkpoints, and the state is left as it was. Then the new checkpoint is remembered and,
+optionally, cosigned as a witness (a c2sp.org/tlog-cosignature/v1 line): the cosigned note is
+returned for the log operator to publish (``trajledger log add-cosignature``), so that buyers
+whose policy requires witnesses accept the vendor's bundles.
+
+`HttpLog` is the fetcher, and the log server is hostile input: only http and https, no
+redirects, every response bounded (a checkpoint 1 MiB, a tile 8 KiB, an entry bundle its spec
+maximum; a larger Content-Length is refused before reading, a longer body as soon as it
+exceeds), every read under a socket timeout and every fetch under an overall deadline (a server
+trickling bytes cannot hold the monitor), gzip decoded within the same bound.
+
+Non-scope: serving (``ledger.serve``), reading the vendor's entries (a monitor that audits
+contents would walk ``TileReader.entries``), witness networks (c2sp.org/tlog-witness's HTTP
+API).
+Spec: c2sp.org/tlog-tiles, c2sp.org/tlog-checkpoint, c2sp.org/tlog-cosignature, RFC 6962 2.1.2.
+"""
+
+from __future__ import annotations
+
+import http.client
+import struct
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from trajledger.verify.checkpoint import Checkpoint, cosignature_message, verify_checkpoint
+from trajledger.verify.errors import (
+    ConsistencyError,
+    FormatError,
+    ProvenanceError,
+    SignatureError,
+)
+from trajledger.verify.note import (
+    ALG_COSIGNATURE_V1,
+    Note,
+    format_signature_line,
+    key_hash,
+    verifier_from_vkey,
+    verify_note,
+    vkey_string,
+)
+from trajledger.verify.tiles import TileReader
+
+from .errors import LedgerError
+from .serve import max_size, resource_kind
+
+if TYPE_CHECKING:
+    from .keys import Signer
+    from .trust_state import TrustState
+
+__all__ = [
+    "FetchLimits",
+    "HttpLog",
+    "MonitorResult",
+    "cosign_note",
+    "merge_cosignatures",
+    "monitor",
+    "witness_vkey",
+]
+
+_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class FetchLimits:
+    """Bounds on what one fetch from a log server may cost.
+
+    Attributes:
+        timeout: seconds any single socket operation may wait (connect, each read).
+        deadline: seconds one whole fetch may take, headers and body.
+    """
+
+    timeout: float = 20.0
+    deadline: float = 60.0
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # the 3xx is then raised as an HTTPError: refused, not followed
+
+
+class HttpLog:
+    """Fetches a tiled log's resources over HTTP(S) as hostile input (module docstring)."""
+
+    def __init__(self, url: str, limits: FetchLimits | None = None) -> None:
+        """A log at the URL prefix ``url`` (``http://host:port/`` or ``https://host/prefix/``).
+
+        Raises:
+            FormatError: not an http or https URL with a host.
+        """
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise FormatError(f"log URL {url!r}: want http://HOST[:PORT]/[PREFIX] or https://…")
+        if parsed.query or parsed.fragment:
+            raise FormatError(f"log URL {url!r}: a URL prefix has no query or fragment")
+        self.url = url if url.endswith("/") else url + "/"
+        self.limits = limits or FetchLimits()
+        self._opener = urllib.request.build_opener(_NoRedirect())
+        self.fetched = 0
+        """Resources fetched so far (for reports)."""
+
+    def fetch(self, path: str) -> bytes:
+        """The bytes of the resource ``path`` (``checkpoint`` or a tile path).
+
+        Raises:
+            FileNotFoundError: the server answered 404 (a missing tile; `TileReader` then tries
+                the full tile).
+            LedgerError: any other failure: unreachable, another status, a redirect, a body
+                over the limit, a timeout, the deadline, a bad encoding.
+        """
+        kind = resource_kind(path)
+        if kind is None:
+            raise ValueError(f"{path!r} is not a tlog-tiles resource")
+        cap = max_size(kind)
+        where = f"{self.url}{path}"
+        start = time.monotonic()
+        request = urllib.request.Request(
+            where, headers={"Accept-Encoding": "gzip, identity", "User-Agent": "trajledger"}
+        )
+        try:
+            with self._opener.open(request, timeout=self.limits.timeout) as resp:
+                self.fetched += 1
+                declared = resp.headers.get("Content-Length")
+                if declared is not None and (not declared.isdigit() or int(declared) > cap):
+                    raise LedgerError(
+                        f"{where}: the server announces {declared} bytes, more than a {kind} "
+                        f"may hold ({cap}); refusing it"
+                    )
+                encoding = (resp.headers.get("Content-Encoding") or "identity").lower()
+                if encoding not in ("identity", "gzip"):
+                    raise LedgerError(f"{where}: unsupported Content-Encoding {encoding!r}")
+                raw = self._read(resp, cap, start, where, kind)
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                raise FileNotFoundError(f"{where}: not found (404)") from e
+            raise LedgerError(f"{where}: HTTP {e.code} {e.reason}"
+                              + (" (redirects are not followed)" if 300 <= e.code < 400 else "")
+                              ) from e  # fmt: skip
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+            reason = getattr(e, "reason", None) or e
+            raise LedgerError(f"{where}: cannot fetch: {reason}") from e
+        if encoding == "gzip":
+            raw = _gunzip(raw, cap, where, kind)
+        return raw
+
+    def _read(self, resp: Any, cap: int, start: float, where: str, kind: str) -> bytes:
+        # read1 returns what one read of the socket gives, so the deadline is checked between
+        # reads even when a server trickles its body a byte at a time.
+        parts: list[bytes] = []
+        got = 0
+        while True:
+            if time.monotonic() - start > self.limits.deadline:
+                raise LedgerError(
+                    f"{where}: not received within {self.limits.deadline:g} s; refusing a "
+                    "server that sends too slowly or without end"
+                )
+            chunk = resp.read1(_CHUNK)
+            if not chunk:
+                return b"".join(parts)
+            got += len(chunk)
+            if got > cap:
+                raise LedgerError(
+                    f"{where}: more than {cap} bytes, the most a {kind} may hold; refusing it"
+                )
+            parts.append(chunk)
+
+
+def _gunzip(data: bytes, cap: int, where: str, kind: str) -> bytes:
+    d = zlib.decompressobj(wbits=31)
+    try:
+        out = d.decompress(data, cap + 1)
+    except zlib.error as e:
+        raise LedgerError(f"{where}: corrupt gzip body: {e}") from e
+    if len(out) > cap or d.unconsumed_tail:
+        raise LedgerError(f"{where}: decompresses to more than {cap} bytes ({kind}); refusing it")
+    if not d.eof:
+        raise LedgerError(f"{where}: truncated gzip body")
+    return out
+
+
+# -- the witness's cosignature ---------------------------------------------------------------
+
+
+def cosign_note(note_bytes: bytes, witness: Signer, *, now: int | None = None) -> bytes:
+    """Add a c2sp.org/tlog-cosignature/v1 line by ``witness`` to a signed checkpoint note.
+
+    An older cosignature by the same witness key is replaced; every other line is kept.
+
+    Raises:
+        LedgerError: the witness key is not Ed25519.
+        FormatError: the note is malformed.
+    """
+    try:
+        raw = witness.public.raw_ed25519()
+    except FormatError as e:
+        raise LedgerError(
+            f"witness key {witness.name}: is {witness.public.algorithm}, want ed25519"
+        ) from e
+    timestamp = int(time.time()) if now is None else now
+    note = Note.from_bytes(note_bytes)
+    sig = witness.sign(cosignature_message(note.text, timestamp))
+    kh = key_hash(witness.name, ALG_COSIGNATURE_V1, raw)
+    line = format_signature_line(witness.name, kh, struct.pack(">Q", timestamp) + sig)
+    kept = b"".join(
+        s.to_line() for s in note.signatures if (s.name, s.key_hash) != (witness.name, kh)
+    )
+    return note.text + b"\n" + kept + line
+
+
+def witness_vkey(witness: Signer) -> str:
+    """The witness's verifier key (cosignature/v1), for trust policies' ``roles.witness``."""
+    return vkey_string(witness.name, witness.public.raw_ed25519(), ALG_COSIGNATURE_V1)
+
+
+def merge_cosignatures(current: bytes, cosigned: bytes, witness_vkeys: list[str]) -> bytes:
+    """The note ``current`` with the cosignatures in ``cosigned`` by the named witnesses.
+
+    Steps:
+        1. ``cosigned`` must be the same checkpoint text as ``current`` (a cosignature of
+           another size or root cannot be added: the witness must cosign the current one).
+        2. Each named witness must have a valid cosignature on it (`verify_note`).
+        3. Keep every line of ``current`` except older lines by those witnesses; add theirs.
+
+    Raises:
+        FormatError: a malformed note or vkey.
+        SignatureError: a named witness has no valid cosignature in ``cosigned``.
+        LedgerError: another checkpoint text (the log moved on, or a wrong file).
+    """
+    cur, new = Note.from_bytes(current), Note.from_bytes(cosigned)
+    # (1)
+    if cur.text != new.text:
+        have, got = Checkpoint.from_text(cur.text), Checkpoint.from_text(new.text)
+        raise LedgerError(
+            f"the cosigned checkpoint is size {got.size} root {got.root.hex()[:16]}…, the log's "
+            f"is size {have.size} root {have.root.hex()[:16]}…; ask the witness to cosign the "
+            "current checkpoint"
+        )
+    # (2)
+    verifiers = [verifier_from_vkey(v) for v in witness_vkeys]
+    keys = {(v.name, v.key_hash) for v in verifiers}
+    for v in verifiers:
+        try:
+            verify_note(new, [v])
+        except ProvenanceError as e:
+            raise SignatureError(f"witness {v.name}: no valid cosignature in the file: {e}") from e
+    # (3)
+    kept = [s.to_line() for s in cur.signatures if (s.name, s.key_hash) not in keys]
+    added = [s.to_line() for s in new.signatures if (s.name, s.key_hash) in keys]
+    return cur.text + b"\n" + b"".join(kept + added)
+
+
+# -- monitoring -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MonitorResult:
+    """What `monitor` saw and did.
+
+    Attributes:
+        url: the log's URL prefix.
+        origin, size, root: the verified checkpoint fetched now.
+        old_size, old_root: the checkpoint accepted before (None on first contact).
+        advanced: True when the new checkpoint is larger and was remembered.
+        tiles: resources fetched (checkpoint and tiles).
+        note: the checkpoint as fetched.
+        cosigned: the note with this witness's cosignature added (when cosigning).
+        witness_vkey: the witness's verifier key (when cosigning).
+    """
+
+    url: str
+    origin: str
+    size: int
+    root: bytes
+    old_size: int | None
+    old_root: bytes | None
+    advanced: bool
+    tiles: int
+    note: bytes
+    cosigned: bytes | None = None
+    witness_vkey: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable ``--json`` form."""
+        return {
+            "url": self.url,
+            "origin": self.origin,
+            "size": self.size,
+            "root": self.root.hex(),
+            "old_size": self.old_size,
+            "old_root": None if self.old_root is None else self.old_root.hex(),
+            "advanced": self.advanced,
+            "fetched": self.tiles,
+            "checkpoint": self.note.decode("utf-8"),
+            "cosigned_checkpoint": None if self.cosigned is None else self.cosigned.decode(),
+            "witness_vkey": self.witness_vkey,
+        }
+
+
+def monitor(
+    log: HttpLog,
+    vkey: str,
+    *,
+    state: TrustState | None = None,
+    witness: Signer | None = None,
+    now: int | None = None,
+    fetch: Callable[[str], bytes] | None = None,
+) -> MonitorResult:
+    """Fetch and check a log's checkpoint; remember it; optionally cosign it.
+
+    Steps:
+        1. Fetch ``checkpoint`` and verify it with ``vkey`` (its origin is the key's name).
+        2. Check the served tiles give its root (a server whose tiles are another tree than
+           the one its key signed is refused).
+        3. Against the checkpoint accepted before from this log (the per-origin trust state):
+           a larger tree must be consistent with it (a proof built from the tiles); a smaller
+           one is a rollback and another root at the same size a fork (`ConsistencyError`,
+           naming both; nothing is remembered).
+        4. Remember the new checkpoint when it is larger.
+        5. With ``witness``: cosign the checkpoint (tlog-cosignature/v1).
+
+    Args:
+        log: the log's fetcher.
+        vkey: the log's C2SP verifier key, obtained from its operator out of band.
+        state: the per-origin state (default: ``TrustState.open(vkey)`` in the user's state
+            directory).
+        witness: an Ed25519 key to cosign with.
+        now: the cosignature time (POSIX seconds); default now.
+        fetch: overrides ``log.fetch`` (tests).
+
+    Raises:
+        ConsistencyError: a rollback or a fork; ``old`` and ``new`` are the two signed
+            checkpoint notes.
+        SignatureError: the checkpoint is not signed by ``vkey``.
+        FormatError: a malformed checkpoint or tile.
+        ProofError: the tiles do not give the signed root.
+        LedgerError: the log cannot be fetched (see `HttpLog.fetch`).
+    """
+    from trajledger.verify.errors import ProofError
+
+    from .trust_state import TrustState
+
+    get = fetch or log.fetch
+    verifier = verifier_from_vkey(vkey)
+    # (1)
+    note = get("checkpoint")
+    cp = verify_checkpoint(note, verifier)
+    what = f"log {cp.origin} at {log.url}"
+    # (2)
+    reader = TileReader(get, cp.size)
+    try:
+        root = reader.root()
+    except FileNotFoundError as e:
+        raise ProofError(f"{what}: a tile the checkpoint of size {cp.size} needs is missing: "
+                         f"{e}") from e  # fmt: skip
+    if root != cp.root:
+        raise ProofError(
+            f"{what}: the served tiles give root {root.hex()[:16]}… for size {cp.size}, but the "
+            f"signed checkpoint says {cp.root.hex()[:16]}…: the published tree is not the signed "
+            "one"
+        )
+    # (3)
+    state = state or TrustState.open(vkey)
+    old = state.floor_checkpoint()
+    proof: list[bytes] = []
+    if old is not None and 0 < old.size < cp.size:
+        try:
+            proof = reader.consistency_proof(old.size, cp.size)
+        except FileNotFoundError as e:
+            raise ProofError(f"{what}: a tile for the consistency proof from size {old.size} "
+                             f"is missing: {e}") from e  # fmt: skip
+    try:
+        advanced = state.check_extends(note, proof, what=what)
+    except ConsistencyError as e:
+        # The two signed checkpoints are the evidence of the log's misbehaviour: the old one is
+        # in the state, the new one travels with the error (the command prints it).
+        raise ConsistencyError(
+            f"{e}; nothing was remembered: keep both signed checkpoints as evidence",
+            old=state.floor(), new=note, proof=proof,
+        ) from e
+    # (4)
+    if advanced:
+        state.advance_floor(note, proof, what=what)
+    # (5)
+    cosigned = witness_key = None
+    if witness is not None:
+        cosigned = cosign_note(note, witness, now=now)
+        witness_key = witness_vkey(witness)
+    return MonitorResult(
+        log.url, cp.origin, cp.size, cp.root, None if old is None else old.size,
+        None if old is None else old.root, advanced, log.fetched, note, cosigned, witness_key,
+    )  # fmt: skip

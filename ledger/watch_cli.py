@@ -1,0 +1,164 @@
+"""Commands for logs that others watch: ``log serve``, ``log add-cosignature`` and ``monitor``.
+
+Each parses its options, calls one function of ``ledger.serve`` or ``ledger.monitor`` and renders
+the result (``--json`` is stable); exit codes per ``ledger.clikit`` (a fork or rollback is 1,
+an unreachable or misbehaving server 3).
+Spec: docs/third-party.md ("Watching a vendor's log"); c2sp.org/tlog-tiles and tlog-cosignature.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+import click
+
+from .clikit import Context, emit_json, ok, pass_ctx, warn
+
+__all__ = ["log_add_cosignature", "log_serve", "monitor"]
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (loopback by default; put TLS in front for others).")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
+              help="Port (0: any free port, printed).")
+@pass_ctx
+def log_serve(ctx: Context, host: str, port: int) -> None:
+    """Serve the log read-only over HTTP as a C2SP tiled log: /checkpoint and the tiles.
+
+    Others watch it with 'trajledger monitor URL --vkey V' (the vkey is 'log info's). Any
+    static file server can serve the log directory instead (docs/third-party.md). Runs until
+    Ctrl-C.
+    """
+    from .serve import LogServer
+
+    ledger = ctx.ledger()
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        warn(f"serving on {host}: anyone who can reach it can read the log (it is public by "
+             "design: entries name digests, not data); use TLS in front of it")  # fmt: skip
+    server = LogServer(ledger.log.directory, host, port, verbose=ctx.verbose)
+    ok(f"log {ledger.log.origin} served read-only at {server.url} (vkey {ledger.log.vkey}); "
+       "Ctrl-C stops")  # fmt: skip
+    click.echo(server.url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+@click.command("add-cosignature")
+@click.argument("file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--witness", "witnesses", multiple=True, required=True, metavar="VKEY",
+              help="The witness's verifier key (repeat); only its cosignature lines are added.")
+@pass_ctx
+def log_add_cosignature(ctx: Context, file: Path, witnesses: tuple[str, ...]) -> None:
+    """Publish witnesses' cosignatures: add their lines from FILE (a checkpoint a witness
+    cosigned, from 'trajledger monitor --cosign-key K --out FILE') to the log's checkpoint.
+
+    Each named witness's cosignature must verify over the log's current checkpoint; bundles
+    exported from now on carry it, for buyers whose policy requires witnesses.
+    """
+    from .monitor import merge_cosignatures
+
+    ledger = ctx.ledger()
+    log = ledger.log
+    cosigned = file.read_bytes()
+    current = log.checkpoint_bytes()
+    merged = merge_cosignatures(current, cosigned, list(witnesses))
+    _replace_checkpoint(log, current, merged)
+    names = ", ".join(w.split("+")[0] for w in witnesses)
+    ok(f"log {log.origin} at size {log.size}: cosignature(s) by {names} added to its checkpoint")
+
+
+def _replace_checkpoint(log: object, expected: bytes, note: bytes) -> None:
+    """Replace the log's checkpoint ``expected`` by ``note`` (same signed text, more lines)
+    under the log's lock, only if it did not change meanwhile.
+
+    The log package's own ``Log.add_cosignature`` does this on the log-package branch; until it
+    lands, this mirrors ``ledger.log.cosign``'s locked write.
+    """
+    from ._fs import write_file_atomic
+    from .errors import LogError
+    from .log import CHECKPOINT_FILE, Log
+
+    assert isinstance(log, Log)
+    with log._locked():
+        if log.checkpoint_bytes() != expected:
+            raise LogError(f"log {log.origin}: the checkpoint changed meanwhile; run again")
+        try:
+            write_file_atomic(log.directory / CHECKPOINT_FILE, note)
+        except OSError as e:
+            raise LogError(f"log {log.origin}: cannot write the checkpoint: {e.strerror}") from e
+
+
+@click.command("monitor")
+@click.argument("url")
+@click.option("--vkey", required=True,
+              help="The log's verifier key (its operator's 'log info'), got out of band.")
+@click.option("--cosign-key", "cosign_key",
+              help="Cosign the checkpoint as a witness with this Ed25519 key of the ledger.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="With --cosign-key: write the cosigned checkpoint here, for the log's operator "
+              "('trajledger log add-cosignature FILE --witness VKEY').")
+@click.option("--timeout", default=20.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds any one network read may wait.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_ctx
+def monitor(
+    ctx: Context,
+    url: str,
+    vkey: str,
+    cosign_key: str | None,
+    out: Path | None,
+    timeout: float,
+    as_json: bool,
+) -> None:
+    """Watch another party's log at URL: verify its checkpoint with VKEY, check its tiles and
+    that it only grew since the last checkpoint you accepted from it (here or by 'import'),
+    remember it, and optionally cosign it as a witness.
+
+    A fork or a rollback is refused (exit 1) naming both checkpoints, and nothing is
+    remembered; the conflicting checkpoint is printed (keep it: it is signed evidence). The
+    memory is per log, in your state directory ($TRAJLEDGER_STATE_DIR).
+    """
+    from trajledger.verify.errors import ConsistencyError
+
+    from ._fs import write_file_atomic
+    from .monitor import FetchLimits, HttpLog
+    from .monitor import monitor as run_monitor
+
+    if out is not None and cosign_key is None:
+        raise click.UsageError("--out writes the cosigned checkpoint: it needs --cosign-key")
+    witness = ctx.ledger().keys.signer(cosign_key) if cosign_key else None
+    log = HttpLog(url, FetchLimits(timeout=timeout, deadline=max(60.0, 3 * timeout)))
+    try:
+        result = run_monitor(log, vkey, witness=witness)
+    except ConsistencyError as e:
+        if isinstance(e.new, bytes):  # the conflicting signed checkpoint: evidence, on stdout
+            click.echo(e.new.decode("utf-8", "replace"), nl=False)
+        raise
+    if out is not None and result.cosigned is not None:
+        write_file_atomic(out, result.cosigned)
+    if as_json:
+        emit_json(result.to_json())
+    else:
+        click.echo(result.note.decode("utf-8"), nl=False)
+        if result.cosigned is not None:
+            click.echo(result.cosigned.decode("utf-8").rsplit("\n", 2)[-2])
+    if result.old_size is None:
+        how = "first seen: remembered"
+    elif result.advanced:
+        how = f"consistent with size {result.old_size} seen before: remembered"
+    else:
+        how = "unchanged since last seen"
+    ok(f"log {result.origin} at {result.url}: size {result.size}, {how}")
+    if result.witness_vkey is not None:
+        where = f" written to {out}" if out is not None else " printed above"
+        ok(f"cosigned as witness {result.witness_vkey}; the cosigned checkpoint is{where}")
