@@ -89,18 +89,17 @@ def env_register(
     With --gym-id, the environment is made (gymnasium.make) to record its observation and
     action spaces and its spec; with --from-minari, they come from the dataset's metadata.
     """
-    from .artifacts import environment_spaces, register_environment
+    from .artifacts import environment_spaces
 
     ledger = ctx.ledger()
     spaces = environment_spaces(gymnasium_id=gym_id, minari_dir=minari_dir)
-    rec = register_environment(
-        ledger,
+    rec = ledger.register_environment(
         name,
         version,
-        _signer(ctx, key),
+        key=_signer(ctx, key),
         files=files,
         source=source,
-        gymnasium_id=gym_id,
+        gym_id=gym_id,
         rules=rules,
         **spaces,
     )
@@ -154,14 +153,11 @@ def evaluator_register(
     key: str,
 ) -> None:
     """Record evaluator NAME at --version; prints its digest."""
-    from .artifacts import register_evaluator
-
-    rec = register_evaluator(
-        ctx.ledger(),
+    rec = ctx.ledger().register_evaluator(
         name,
         version,
         kind,
-        _signer(ctx, key),
+        key=_signer(ctx, key),
         model_id=model_id,
         rubric=rubric,
         prompt=prompt,
@@ -383,10 +379,8 @@ def dataset_create(
     duplicates one on the other side (train vs holdout / regression); reports duplicate
     episodes within the dataset and near duplicates across splits.
     """
-    from .artifacts import create_dataset
-
-    result = create_dataset(
-        ctx.ledger(), name, version, split, batches, _signer(ctx, key), purpose=purpose
+    result = ctx.ledger().create_dataset(
+        name, version, split, batches, key=_signer(ctx, key), purpose=purpose
     )
     for d in result.duplicate_episodes[:20]:
         warn(d)

@@ -51,12 +51,17 @@ class Context:
     home: Path
     verbose: bool = False
     quiet: bool = False
+    opener: Callable[..., Any] | None = None
+    """Opens the ledger: the public API's ``Ledger.open`` (the runner passes it), so commands
+    call the same methods a Python user does."""
 
     def ledger(self) -> Any:
         """Open the ledger at ``home`` (raises LedgerError when there is none)."""
-        from .home import Ledger
+        if self.opener is None:
+            from .home import Ledger
 
-        return Ledger.open(self.home, passphrase=ask_passphrase)
+            return Ledger.open(self.home, passphrase=ask_passphrase)
+        return self.opener(self.home, passphrase=ask_passphrase)
 
     def keystore(self) -> Any:
         """The key store of ``home`` (usable before ``init``)."""

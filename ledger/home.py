@@ -17,7 +17,7 @@ import os
 import secrets
 import socket
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,9 +28,13 @@ from .keys import KeyStore
 from .store import ObjectStore
 
 if TYPE_CHECKING:
-    from .artifacts import BatchResult
+    from trajledger.verify.policy import TrustPolicy
+
+    from .artifacts import BatchResult, DatasetResult
+    from .exchange import ExportResult, ImportResult
     from .keys import Signer
     from .log import Log
+    from .record import Recorded
     from .trust_state import TrustState
 
 __all__ = ["FORMAT_VERSION", "STATE_DIR_ENV", "Ledger", "LedgerConfig", "state_dir"]
@@ -341,3 +345,149 @@ class Ledger:
             episodes=episodes,
             **options,
         )
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _key(self, key: str | Signer) -> Signer:
+        from .keys import Signer
+
+        return key if isinstance(key, Signer) else self.keys.signer(key)
+
+    def policy(self, policy: str | Path | TrustPolicy | None = None) -> TrustPolicy:
+        """The trust policy to apply: ``policy`` (a file followed through the log's history,
+        or a `TrustPolicy` as given), else the ledger's policy in force.
+
+        Raises:
+            LedgerError: none given and none recorded. TamperError: a policy record is damaged.
+        """
+        from trajledger.verify.policy import TrustPolicy
+
+        from .policy_state import load_policy
+
+        if isinstance(policy, TrustPolicy):
+            return policy
+        return load_policy(self, Path(policy) if policy is not None else None)[0]
+
+    # -- recording ---------------------------------------------------------------------------
+
+    def register_environment(
+        self,
+        name: str,
+        version: str,
+        *,
+        key: str | Signer,
+        files: Sequence[Path] = (),
+        source: str | None = None,
+        gym_id: str | None = None,
+        rules: Path | None = None,
+        observation_space: Mapping[str, Any] | None = None,
+        action_space: Mapping[str, Any] | None = None,
+        env_spec: Mapping[str, Any] | None = None,
+    ) -> Recorded:
+        """``trajledger env register``: see `trajledger.ledger.artifacts.register_environment`."""
+        from .artifacts import register_environment
+
+        return register_environment(
+            self, name, version, self._key(key), files=files, source=source,
+            gymnasium_id=gym_id, rules=rules, observation_space=observation_space,
+            action_space=action_space, env_spec=env_spec,
+        )
+
+    def register_evaluator(
+        self,
+        name: str,
+        version: str,
+        kind: str,
+        *,
+        key: str | Signer,
+        model_id: str | None = None,
+        rubric: Path | None = None,
+        prompt: Path | None = None,
+        files: Sequence[Path] = (),
+    ) -> Recorded:
+        """``trajledger evaluator register``: see `ledger.artifacts.register_evaluator`."""
+        from .artifacts import register_evaluator
+
+        return register_evaluator(
+            self, name, version, kind, self._key(key), model_id=model_id, rubric=rubric,
+            prompt=prompt, files=files,
+        )
+
+    def create_dataset(
+        self,
+        name: str,
+        version: str,
+        split: str,
+        batches: Sequence[str],
+        *,
+        key: str | Signer,
+        purpose: str = "train",
+    ) -> DatasetResult:
+        """``trajledger dataset create``: see `trajledger.ledger.artifacts.create_dataset`."""
+        from .artifacts import create_dataset
+
+        return create_dataset(self, name, version, split, batches, self._key(key), purpose=purpose)
+
+    def approve(
+        self,
+        ref: str,
+        *,
+        key: str | Signer,
+        purpose: str = "train",
+        expires: str = "30d",
+        note: str | None = None,
+    ) -> Recorded:
+        """``trajledger approve``: see `trajledger.ledger.status.approve`."""
+        from .status import approve
+
+        return approve(self, ref, self._key(key), purpose=purpose, expires=expires, note=note)
+
+    def revoke(self, ref: str, *, key: str | Signer, reason: str) -> Recorded:
+        """``trajledger revoke``: see `trajledger.ledger.status.revoke`."""
+        from .status import revoke
+
+        return revoke(self, ref, self._key(key), reason=reason)
+
+    def erase(self, ref: str, *, key: str | Signer, reason: str) -> tuple[Recorded, int]:
+        """``trajledger erase``: the erasure record and how many blobs were deleted; see
+        `trajledger.ledger.status.erase`."""
+        from .status import erase
+
+        return erase(self, ref, self._key(key), reason=reason)
+
+    def set_policy(self, path: Path, *, keys: Sequence[str | Signer]) -> Recorded:
+        """``trajledger policy set``: see `trajledger.ledger.status.record_policy`."""
+        from .status import record_policy
+
+        return record_policy(self, Path(path), [self._key(k) for k in keys])
+
+    # -- exchange ------------------------------------------------------------------------------
+
+    def export(
+        self,
+        ref: str,
+        out: Path,
+        *,
+        data: bool = True,
+        policy: str | Path | TrustPolicy | None = None,
+        consistency_from: Sequence[int] = (),
+    ) -> ExportResult:
+        """``trajledger export``: an evidence bundle; see
+        `trajledger.ledger.exchange.export_bundle`."""
+        from .exchange import export_bundle
+
+        return export_bundle(self, ref, Path(out), data=data, policy=self.policy(policy),
+                             consistency_from=consistency_from)
+
+    def import_bundle(
+        self,
+        path: Path,
+        *,
+        keys: Sequence[str | Signer],
+        policy: str | Path | TrustPolicy | None = None,
+    ) -> ImportResult:
+        """``trajledger import``: verify, then take a bundle in; see
+        `trajledger.ledger.exchange.import_bundle`."""
+        from .exchange import import_bundle
+
+        return import_bundle(self, Path(path), self.policy(policy), [self._key(k) for k in keys])

@@ -42,7 +42,9 @@ def main(ctx: click.Context, home: Path | None, verbose: bool, quiet: bool) -> N
     Exit codes: 0 ok, 1 verification failed or data refused, 2 usage, 3 operational problem,
     4 internal bug.
     """
-    ctx.obj = Context(home or default_home(), verbose, quiet)
+    from .api import Ledger
+
+    ctx.obj = Context(home or default_home(), verbose, quiet, opener=Ledger.open)
 
 
 for _command in [

@@ -98,10 +98,7 @@ def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
 @pass_ctx
 def policy_set(ctx: Context, file: Path, keys: tuple[str, ...]) -> None:
     """Record FILE as the policy in force (signed by the current approvers' threshold)."""
-    from trajledger.ledger.status import record_policy
-
-    ledger = ctx.ledger()
-    rec = record_policy(ledger, file, [ledger.keys.signer(k) for k in keys])
+    rec = ctx.ledger().set_policy(file, keys=list(keys))
     ok(f"policy {file} recorded at log index {rec.index}")
     click.echo(rec.digest)
 
@@ -147,12 +144,7 @@ def policy_show(ctx: Context, as_json: bool) -> None:
 @pass_ctx
 def approve(ctx: Context, ref: str, key: str, purpose: str, expires: str, note: str | None) -> None:
     """Approve a dataset or batch for a purpose, until an expiry."""
-    from trajledger.ledger.status import approve as do_approve
-
-    ledger = ctx.ledger()
-    rec = do_approve(
-        ledger, ref, ledger.keys.signer(key), purpose=purpose, expires=expires, note=note
-    )
+    rec = ctx.ledger().approve(ref, key=key, purpose=purpose, expires=expires, note=note)
     ok(f"{ref} approved for {purpose!r} by {key} for {expires} (log index {rec.index})")
     click.echo(rec.envelope_digest)
 
@@ -164,10 +156,7 @@ def approve(ctx: Context, ref: str, key: str, purpose: str, expires: str, note: 
 @pass_ctx
 def revoke(ctx: Context, ref: str, key: str, reason: str) -> None:
     """Revoke an artifact: its lineage fails verification from now on; see 'trajledger impact'."""
-    from trajledger.ledger.status import revoke as do_revoke
-
-    ledger = ctx.ledger()
-    rec = do_revoke(ledger, ref, ledger.keys.signer(key), reason=reason)
+    rec = ctx.ledger().revoke(ref, key=key, reason=reason)
     ok(f"{ref} revoked (log index {rec.index})")
     click.echo(rec.envelope_digest)
 
@@ -184,10 +173,7 @@ def revoke(ctx: Context, ref: str, key: str, reason: str) -> None:
 @pass_ctx
 def erase(ctx: Context, ref: str, key: str, reason: str) -> None:
     """Erase an artifact's data: blobs deleted, digests and signed records kept."""
-    from trajledger.ledger.status import erase as do_erase
-
-    ledger = ctx.ledger()
-    rec, deleted = do_erase(ledger, ref, ledger.keys.signer(key), reason=reason)
+    rec, deleted = ctx.ledger().erase(ref, key=key, reason=reason)
     ok(f"{ref} erased ({reason}): {deleted} blob(s) deleted, record at log index {rec.index}")
     click.echo(rec.envelope_digest)
 
@@ -203,12 +189,11 @@ def admit(
 ) -> None:
     """Dry run of the admission gate: would the runner train on DATASET? Lists every failure."""
     from .admission import DataRefusedError
-    from .admission import admit as do_admit
 
     ledger = ctx.ledger()
     p = _policy(ctx, ledger, policy_file)
     try:
-        result = do_admit(ledger, dataset, p, purpose=purpose)
+        result = ledger.admit(dataset, policy=p, purpose=purpose)
     except DataRefusedError as e:
         if as_json:
             emit_json({"admitted": False, "report": e.report.to_json()})
@@ -260,17 +245,14 @@ def train(
 
     A refused run exits 1, trains nothing, and appends a refusal record saying why.
     """
-    from .train import train as do_train
-
     ledger = ctx.ledger()
     p = _policy(ctx, ledger, policy_file)
     config = _read_config(config_file) if config_file else {}
-    out = do_train(
-        ledger,
+    out = ledger.train(
         dataset,
-        trainer_name,
-        ledger.keys.signer(key),
-        p,
+        key=key,
+        trainer=trainer_name,
+        policy=p,
         config=config,
         seed=seed,
         name=name,
@@ -329,11 +311,8 @@ def rollout(
     key: str,
 ) -> None:
     """Run a checkpoint's policy in Gymnasium and record the rollouts (policy = the checkpoint)."""
-    from .train import rollout as do_rollout
-
-    ledger = ctx.ledger()
-    batch, mean = do_rollout(
-        ledger, checkpoint, env, episodes, ledger.keys.signer(key), seed=seed, max_steps=max_steps
+    batch, mean = ctx.ledger().rollout(
+        checkpoint, env, episodes, key=key, seed=seed, max_steps=max_steps
     )
     ok(
         f"{episodes} episode(s) recorded at log index {batch.recorded.index}, "
@@ -430,11 +409,9 @@ def verify(
             click.echo("\n".join(report.render()))
         report_raise(report, str(bundle), skip_data)
         return
-    from .verification import verify_ref
-
     ledger = ctx.ledger()
     p = _policy(ctx, ledger, policy_file)
-    report = verify_ref(ledger, targets[0], p, data="size" if skip_data else "hash")
+    report = ledger.verify(targets[0], policy=p, skip_data=skip_data)
     if as_json:
         emit_json(report.to_json())
     else:

@@ -56,11 +56,10 @@ def _emit(text: str, out: Path | None) -> None:
 @pass_ctx
 def lineage(ctx: Context, ref: str, fmt: str, out: Path | None, policy_file: Path | None) -> None:
     """What made REF: its datasets, batches, environments, evaluators, parent checkpoints."""
-    from .lineage import lineage as build
     from .lineage import render
 
     ledger = ctx.ledger()
-    graph = build(ledger, ref, _policy(ledger, policy_file))
+    graph = ledger.lineage(ref, policy=_policy(ledger, policy_file))
     _emit(render(graph, fmt), out)
 
 
@@ -77,10 +76,9 @@ def impact(ctx: Context, ref: str, fmt: str, out: Path | None, policy_file: Path
     rollouts of an earlier checkpoint, on the revoked data.
     """
     from .lineage import affected, render
-    from .lineage import impact as build
 
     ledger = ctx.ledger()
-    graph = build(ledger, ref, _policy(ledger, policy_file))
+    graph = ledger.impact(ref, policy=_policy(ledger, policy_file))
     _emit(render(graph, fmt), out)
     hit = affected(graph)
     if hit:

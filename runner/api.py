@@ -1,0 +1,130 @@
+"""The public Python API: ``from trajledger import Ledger``.
+
+Scope: one class whose methods do what the commands do, each returning a typed result, so that a
+training script, a notebook or a data pipeline uses trajledger without the command line::
+
+    from trajledger import Ledger
+
+    ledger = Ledger.open(".trajledger")               # or Ledger.init(path)
+    env = ledger.register_environment("cartpole", "1", key="vendor", gym_id="CartPole-v1")
+    batch = ledger.record_batch(table, env="cartpole@1", policy="random", key="vendor")
+    ds = ledger.create_dataset("cartpole", "1", "train", [batch.digest], key="vendor")
+    ledger.approve("cartpole@1", key="approver-a")
+    report = ledger.verify(ckpt.digest)                # report.ok, report.nodes, report.edges
+
+The command line is a thin layer over these methods (``trajledger <command>``); docs/api.md shows
+each command beside its method. Everything a method needs is loaded when it is called: importing
+``trajledger`` stays light.
+
+``key`` arguments take the name of a key in the ledger's key store, or a loaded `Signer`.
+``policy`` arguments take a trust policy file (followed through the log's policy history), a
+`TrustPolicy`, or None for the ledger's policy in force.
+Non-scope: what the methods do (the modules they call, named in each docstring).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trajledger.ledger import home
+
+if TYPE_CHECKING:
+    from trajledger.ledger.keys import Signer
+    from trajledger.verify.lineage import Report
+    from trajledger.verify.policy import TrustPolicy
+
+    from .admission import Admission
+    from .train import TrainOutcome
+
+__all__ = ["Ledger"]
+
+class Ledger(home.Ledger):
+    """An open ledger: record, approve, train, verify, audit and exchange.
+
+    Build with `Ledger.open(path)` or `Ledger.init(path)`. The recording, approval and exchange
+    methods (`register_environment`, `record_batch`, `create_dataset`, `approve`, `revoke`,
+    `erase`, `set_policy`, `export`, `import_bundle`, `policy`) are those of the ledger layer
+    (`trajledger.ledger.home.Ledger`); the runner's methods here (`admit`, `train`, `rollout`,
+    `verify`, `lineage`, `impact`) verify before they act.
+    """
+
+    # -- the runner ----------------------------------------------------------------------------
+
+    def admit(
+        self,
+        dataset: str,
+        *,
+        policy: str | Path | TrustPolicy | None = None,
+        purpose: str | None = None,
+    ) -> Admission:
+        """``trajledger admit``: the verified data, or `DataRefusedError` listing every failure;
+        see `trajledger.runner.admission.admit`."""
+        from .admission import admit
+
+        return admit(self, dataset, self.policy(policy), purpose=purpose)
+
+    def train(
+        self,
+        dataset: str,
+        *,
+        key: str | Signer,
+        trainer: str = "bc",
+        policy: str | Path | TrustPolicy | None = None,
+        config: Mapping[str, Any] | None = None,
+        seed: int = 0,
+        name: str | None = None,
+        version: str | None = None,
+        parent: str | None = None,
+    ) -> TrainOutcome:
+        """``trajledger train``: admit, train on the verified bytes, record the checkpoint; see
+        `trajledger.runner.train.train`."""
+        from .train import train
+
+        return train(
+            self, dataset, trainer, self._key(key), self.policy(policy), config=config,
+            seed=seed, name=name, version=version, parent=parent,
+        )
+
+    def rollout(
+        self,
+        checkpoint: str,
+        env: str,
+        episodes: int,
+        *,
+        key: str | Signer,
+        seed: int = 0,
+        max_steps: int | None = None,
+    ) -> tuple[Any, float]:
+        """``trajledger rollout``: the recorded batch and the mean return; see
+        `trajledger.runner.train.rollout`."""
+        from .train import rollout
+
+        return rollout(self, checkpoint, env, episodes, self._key(key), seed=seed,
+                       max_steps=max_steps)
+
+    def verify(
+        self,
+        ref: str,
+        *,
+        policy: str | Path | TrustPolicy | None = None,
+        skip_data: bool = False,
+    ) -> Report:
+        """``trajledger verify REF``: the verified lineage graph (``.ok``, ``.nodes``,
+        ``.edges``, ``.failures()``); see `trajledger.runner.verification.verify_ref`."""
+        from .verification import verify_ref
+
+        return verify_ref(self, ref, self.policy(policy), data="size" if skip_data else "hash")
+
+    def lineage(self, ref: str, *, policy: str | Path | TrustPolicy | None = None) -> Report:
+        """``trajledger lineage``: what made ``ref`` (the same graph as `verify`)."""
+        from .lineage import lineage
+
+        return lineage(self, ref, self.policy(policy))
+
+    def impact(self, ref: str, *, policy: str | Path | TrustPolicy | None = None) -> Report:
+        """``trajledger impact``: everything downstream of ``ref``, each verified."""
+        from .lineage import impact
+
+        return impact(self, ref, self.policy(policy))

@@ -1,0 +1,60 @@
+"""``from trajledger import Ledger``: the public API does what the commands do, with typed
+results, from one ledger to a checkpoint verified in another."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import trajledger
+from trajledger.runner.admission import DataRefusedError
+from trajledger.runner.rollouts import run_policy
+
+POLICY = """\
+name = "api"
+[roles.producer]
+keys = ["keys/vendor.pub"]
+[roles.approver]
+keys = ["keys/a.pub", "keys/b.pub"]
+threshold = 2
+[roles.trainer]
+keys = ["keys/trainer.pub"]
+[roles.log]
+vkeys = ["{vkey}"]
+"""
+
+
+def test_the_front_door_runs_the_whole_loop(tmp_path: Path) -> None:
+    from trajledger import Ledger
+
+    assert "Ledger" in trajledger.__all__
+    ledger = Ledger.init(tmp_path / "lab", origin="test/api")
+    for name in ("vendor", "a", "b", "trainer"):
+        ledger.keys.create(name, encrypt=False)
+    (tmp_path / "lab" / "policy.toml").write_text(POLICY.format(vkey=ledger.log.vkey))
+    ledger.set_policy(tmp_path / "lab" / "policy.toml", keys=["a", "b"])
+    assert ledger.policy().name == "api"
+    env = ledger.register_environment("cartpole", "1", key="vendor", gym_id="CartPole-v1")
+    played = run_policy(None, "CartPole-v1", 6, 0, policy_version="random", max_steps=60)
+    batch = ledger.record_batch(played.steps, episodes=played.episodes, env="cartpole@1",
+                                policy="random", key="vendor")
+    ds = ledger.create_dataset("cp", "1", "train", [batch.digest], key="vendor")
+    with pytest.raises(DataRefusedError, match="approvals: 0 of 2"):
+        ledger.admit("cp@1")
+    for a in ("a", "b"):
+        ledger.approve("cp@1", key=a)
+    admitted = ledger.admit("cp@1")
+    assert admitted.dataset == ds.digest and admitted.batches[0].digest == batch.digest
+    ckpt = ledger.train("cp@1", key="trainer", seed=1)
+    report = ledger.verify(ckpt.digest)
+    assert report.ok, report.failures()
+    assert {env.digest, batch.digest, ds.digest, ckpt.digest} <= set(report.nodes)
+    assert ledger.lineage(ckpt.digest).to_json()["nodes"] == report.to_json()["nodes"]
+    down = ledger.impact(batch.digest)
+    assert ckpt.digest in down.nodes and down.direction == "downstream"
+    bundle = ledger.export(ckpt.digest, tmp_path / "ckpt.tar.zst")
+    assert bundle.digest == ckpt.digest and bundle.path.is_file()
+    ledger.revoke(batch.digest, key="a", reason="test")
+    again = ledger.verify(ckpt.digest, skip_data=True)
+    assert not again.ok and any("> revoked: test" in f for f in again.failures())
