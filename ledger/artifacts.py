@@ -493,7 +493,8 @@ def resolve_registered(ledger: Ledger, ref: str, kind: str) -> CatalogItem:
         kind: ``environment`` or ``evaluator``.
 
     Raises:
-        PolicyError: nothing of that kind is recorded under ``ref`` (or several things are).
+        RefError: nothing of that kind is recorded under ``ref`` (or several things are): an
+            unknown reference is operational (exit 3), as everywhere.
     """
     return _registered(Catalog(ledger), ref, kind)
 
@@ -504,7 +505,7 @@ def _registered(catalog: Catalog, ref: str, kind: str) -> CatalogItem:
     try:
         return catalog.resolve(ref, {kind})
     except RefError as e:
-        raise PolicyError(
+        raise RefError(
             f"{kind} {ref}: not registered; register it first with 'trajledger "
             f"{'env' if kind == 'environment' else kind} register' ({e})"
         ) from e

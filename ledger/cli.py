@@ -8,11 +8,24 @@ the result. Heavy modules are imported inside the commands so ``trajledger --hel
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
 
-from .clikit import Context, Group, emit_json, ok, pass_ctx, progress, warn
+from .clikit import (
+    DEFAULT_HOME,
+    HOME_ENV,
+    KEY_NAME,
+    OUT_PATH,
+    Context,
+    Group,
+    emit_json,
+    ok,
+    pass_ctx,
+    progress,
+    warn,
+)
 from .log_cli import attest, log
 from .watch_cli import log_add_cosignature, log_serve, monitor
 
@@ -39,7 +52,9 @@ def init(ctx: Context, origin: str | None, store: str) -> None:
     """
     from .home import Ledger
 
-    ledger = Ledger.init(ctx.home, origin=origin, store=store, passphrase=_ask, check_store=True)
+    # init makes a new ledger here: a ledger found in a parent directory is not where it goes.
+    where = Path(DEFAULT_HOME) if ctx.found and HOME_ENV not in os.environ else ctx.home
+    ledger = Ledger.init(where, origin=origin, store=store, passphrase=_ask, check_store=True)
     click.echo(f"created ledger {ledger.root} (origin {ledger.config.origin})")
 
 
@@ -55,7 +70,7 @@ def key() -> None:
 
 
 @key.command("new")
-@click.argument("name")
+@click.argument("name", type=KEY_NAME)
 @click.option(
     "--alg",
     type=click.Choice(["ed25519", "p256"]),
@@ -122,7 +137,7 @@ def key_export(ctx: Context, name: str) -> None:
 @click.option(
     "--out",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OUT_PATH,
     help="Where to write the DSSE envelope.",
 )
 @click.option("--name", help="Subject name; default: the first path's name.")

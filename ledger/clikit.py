@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -52,6 +52,8 @@ class Context:
     verbose: bool = False
     quiet: bool = False
     opener: Callable[..., Any] | None = None
+    found: bool = False
+    """``home`` was found by walking up from the current directory (not given)."""
     """Opens the ledger: the public API's ``Ledger.open`` (the runner passes it), so commands
     call the same methods a Python user does."""
 
@@ -71,6 +73,77 @@ class Context:
 
 
 pass_ctx = click.make_pass_decorator(Context)
+
+if TYPE_CHECKING:  # click's ParamType is generic for type checkers (and at run time only lately)
+    _StrParam = click.ParamType[str]
+    _AnyParam = click.ParamType[Any]
+else:
+    _StrParam = _AnyParam = click.ParamType
+
+
+class Duration(_StrParam):
+    """A duration (``30d``, ``12h``, ``90m``, ``2w`` or seconds): a bad one is a usage error."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        """Check the value parses; keep its text (the library parses it again)."""
+        from trajledger.verify.errors import FormatError
+        from trajledger.verify.policy import parse_duration
+
+        try:
+            parse_duration(value)
+        except FormatError:
+            self.fail(f"{value!r} is not a duration such as '30d', '12h' or seconds", param, ctx)
+        return str(value)
+
+
+class KeyName(_StrParam):
+    """A key name that is a safe file name: a bad one is a usage error."""
+
+    name = "name"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        """Check the name."""
+        from .errors import KeyError_
+        from .keys import check_key_name
+
+        try:
+            return check_key_name(str(value))
+        except KeyError_ as e:
+            self.fail(str(e).removeprefix("key name "), param, ctx)
+
+
+class OutPath(_AnyParam):
+    """A file or directory to write: its parent directory must exist (nothing is created on a
+    mistyped path). With ``uri``, a URI (``s3://``) passes through as given (a ``str``);
+    otherwise the value is a `Path`."""
+
+    name = "path"
+
+    def __init__(self, *, uri: bool = False) -> None:
+        """A path type; ``uri`` also accepts URIs."""
+        self.uri = uri
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """Check the parent directory exists."""
+        text = os.fspath(value)
+        if self.uri and "://" in text:
+            return text
+        path = Path(text).expanduser()
+        if not path.absolute().parent.is_dir():
+            self.fail(
+                f"{text}: directory {path.absolute().parent} does not exist; create it first",
+                param,
+                ctx,
+            )
+        return text if self.uri else path
+
+
+DURATION = Duration()
+KEY_NAME = KeyName()
+OUT_PATH = OutPath()
+OUT_PATH_OR_URI = OutPath(uri=True)
 
 
 def ask_passphrase(name: str, *, confirm: bool = False) -> bytes | None:
@@ -131,8 +204,45 @@ def exit_code_for(e: BaseException) -> int:
     return EXIT_BUG
 
 
+GLOBAL_OPTIONS = {"--ledger": 1, "-v": 0, "--verbose": 0, "-q": 0, "--quiet": 0}
+"""The top-level options accepted anywhere on the line, and how many values each takes."""
+
+
+def hoist_global_options(args: list[str]) -> list[str]:
+    """Move global options given after the subcommand to the front, so that
+    ``trajledger verify X --ledger L -q`` means ``trajledger --ledger L -q verify X``. Nothing
+    after ``--`` moves."""
+    front: list[str] = []
+    rest: list[str] = []
+    seen_command = False
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            rest.extend(args[i:])
+            break
+        name = a.split("=", 1)[0]
+        if seen_command and name in GLOBAL_OPTIONS:
+            n = 0 if "=" in a else GLOBAL_OPTIONS[name]
+            front.extend(args[i : i + 1 + n])
+            i += 1 + n
+            continue
+        if not a.startswith("-") and not seen_command:
+            # The first bare word is the subcommand unless it is the value of --ledger.
+            prev = args[i - 1] if i else ""
+            seen_command = prev != "--ledger"
+        rest.append(a)
+        i += 1
+    return front + rest
+
+
 class Group(click.Group):
     """A click group that maps exceptions to exit codes and one-line messages."""
+
+    def main(self, args: Any = None, *rest: Any, **kw: Any) -> Any:
+        """Run the command line (global options are accepted after the subcommand too)."""
+        argv = list(sys.argv[1:] if args is None else args)
+        return super().main(hoist_global_options(argv), *rest, **kw)
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; translate expected errors, report bugs."""
@@ -172,5 +282,17 @@ class Group(click.Group):
 
 
 def default_home() -> Path:
-    """``$TRAJLEDGER_HOME`` or ``./.trajledger``."""
-    return Path(os.environ.get(HOME_ENV) or DEFAULT_HOME)
+    """``$TRAJLEDGER_HOME``; else, like git, the nearest ``.trajledger`` holding a ledger in the
+    current directory or one of its parents; else ``./.trajledger`` (where ``init`` creates
+    one)."""
+    explicit = os.environ.get(HOME_ENV)
+    if explicit:
+        return Path(explicit)
+    try:
+        here = Path.cwd()
+    except OSError:  # the current directory was deleted
+        return Path(DEFAULT_HOME)
+    for d in (here, *here.parents):
+        if (d / DEFAULT_HOME / "ledger.toml").is_file():
+            return d / DEFAULT_HOME
+    return Path(DEFAULT_HOME)

@@ -409,7 +409,6 @@ def _write_bundle(
 
     import zstandard
 
-    out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=out.parent)
     try:
         with os.fdopen(fd, "wb") as raw:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .clikit import Context, emit_json, ok, pass_ctx, warn
+from .clikit import OUT_PATH_OR_URI, Context, emit_json, ok, pass_ctx, warn
 
 if TYPE_CHECKING:
     from .home import Ledger
@@ -45,6 +45,7 @@ POLICY = click.option(
 @click.option(
     "--out",
     required=True,
+    type=OUT_PATH_OR_URI,
     metavar="FILE|DIR|URI",
     help="Where to write: the bundle file (conventionally NAME.tar.zst) or a URI "
     "(s3://bucket/key); the Sigstore bundle file; a new directory for model-signing, minari, "

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from .clikit import EXIT_FAILED, Context, Group, emit_json, fail, ok, pass_ctx, warn
+from .clikit import EXIT_FAILED, OUT_PATH, Context, Group, emit_json, fail, ok, pass_ctx, warn
 
 __all__ = ["attest", "log"]
 
@@ -190,7 +190,7 @@ def log_show(ctx: Context, start: int, end: int | None, as_json: bool) -> None:
 @click.argument("index", type=click.IntRange(min=0))
 @click.option(
     "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OUT_PATH,
     help="Write the proof here instead of stdout.",
 )
 @pass_ctx

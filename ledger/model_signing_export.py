@@ -179,7 +179,6 @@ def export_model_signing(
             f"checkpoint {item.ref}: file {clash[0]!r} is a path model_signing ignores "
             f"({', '.join(SERIALIZATION_IGNORES)}); it cannot be signed in that format"
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}-", dir=out.parent))
     try:
         files: dict[str, str] = {}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from .clikit import Context, emit_json, ok, pass_ctx, warn
+from .clikit import OUT_PATH, Context, emit_json, ok, pass_ctx, warn
 
 __all__ = ["log_add_cosignature", "log_serve", "monitor"]
 
@@ -104,7 +104,7 @@ def _replace_checkpoint(log: object, expected: bytes, note: bytes) -> None:
               help="The log's verifier key (its operator's 'log info'), got out of band.")
 @click.option("--cosign-key", "cosign_key",
               help="Cosign the checkpoint as a witness with this Ed25519 key of the ledger.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--out", type=OUT_PATH,
               help="With --cosign-key: write the cosigned checkpoint here, for the log's operator "
               "('trajledger log add-cosignature FILE --witness VKEY').")
 @click.option("--timeout", default=20.0, show_default=True, type=click.FloatRange(min=0.1),

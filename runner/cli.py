@@ -27,7 +27,8 @@ __all__ = ["main"]
     type=click.Path(file_okay=False, path_type=Path),
     envvar="TRAJLEDGER_HOME",
     default=None,
-    help="Ledger directory [env TRAJLEDGER_HOME; default ./.trajledger].",
+    help="Ledger directory [env TRAJLEDGER_HOME; default: the nearest .trajledger of the "
+    "current directory or its parents, as git finds .git; init: ./.trajledger].",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks for internal errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
@@ -44,7 +45,8 @@ def main(ctx: click.Context, home: Path | None, verbose: bool, quiet: bool) -> N
     """
     from .api import Ledger
 
-    ctx.obj = Context(home or default_home(), verbose, quiet, opener=Ledger.open)
+    ctx.obj = Context(home or default_home(), verbose, quiet, opener=Ledger.open,
+                      found=home is None)
 
 
 for _command in [

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from trajledger.ledger.clikit import Context, Group, emit_json, ok, pass_ctx
+from trajledger.ledger.clikit import DURATION, OUT_PATH, Context, Group, emit_json, ok, pass_ctx
 
 __all__ = ["COMMANDS"]
 
@@ -58,6 +58,90 @@ def _describe(p: Any) -> list[str]:
         f"{len(p.allowed_predicate_types)} predicate type(s) allowed"
     )
     return lines
+
+
+@policy.command("init")
+@click.option("--producer", "producers", multiple=True, metavar="KEY",
+              help="Producer key name (repeat); default: keys named vendor* or producer*.")
+@click.option("--approver", "approvers", multiple=True, metavar="KEY",
+              help="Approver key name (repeat); default: keys named approver*.")
+@click.option("--trainer", "trainers", multiple=True, metavar="KEY",
+              help="Trainer key name (repeat); default: keys named trainer*.")
+@click.option("--approvals", type=click.IntRange(min=1),
+              help="Approvals needed to train on a dataset [default: 2, or 1 with one approver].")
+@click.option("--out", type=OUT_PATH, default=Path("policy.toml"), show_default=True,
+              help="Where to write the policy (refused if it exists).")
+@pass_ctx
+def policy_init(
+    ctx: Context,
+    producers: tuple[str, ...],
+    approvers: tuple[str, ...],
+    trainers: tuple[str, ...],
+    approvals: int | None,
+    out: Path,
+) -> None:
+    """Write a starting trust policy from the ledger's keys (by role) and its log key.
+
+    Check it ('trajledger policy check FILE'), edit it, then record it ('trajledger policy set
+    FILE --key APPROVER...'). Key files are named relative to the policy file.
+    """
+    import os
+
+    from trajledger.ledger.errors import LedgerError
+
+    ledger = ctx.ledger()
+    names = [k.name for k in ledger.keys.list()]
+
+    def pick(given: tuple[str, ...], prefixes: tuple[str, ...], role: str) -> list[str]:
+        chosen = list(given) or [n for n in names if n.startswith(prefixes)]
+        for n in chosen:
+            if n not in names:
+                raise click.BadParameter(f"no key {n!r} in {ledger.keys.directory}",
+                                         param_hint=f"--{role}")
+        if not chosen:
+            raise click.UsageError(
+                f"no {role} key: name one with --{role} KEY (keys: {', '.join(names) or 'none'})"
+            )
+        return chosen
+
+    roles = {
+        "producer": pick(producers, ("vendor", "producer"), "producer"),
+        "approver": pick(approvers, ("approver",), "approver"),
+        "trainer": pick(trainers, ("trainer",), "trainer"),
+    }
+    need = approvals or min(2, len(roles["approver"]))
+    if need > len(roles["approver"]):
+        raise click.BadParameter(
+            f"{need} approvals, but only {len(roles['approver'])} approver key(s)",
+            param_hint="--approvals",
+        )
+    if out.exists():
+        raise LedgerError(f"{out}: already exists; pick another --out or remove it")
+    rel = os.path.relpath(ledger.keys.directory, out.absolute().parent)
+    lines = [
+        "# A starting trust policy (trajledger policy init): see keys/README.md for every "
+        "setting.",
+        f'name = "{ledger.config.origin.replace(chr(34), "")}"',
+        "serial = 1",
+        'max_approval_age = "90d"',
+    ]
+    for role, keys in roles.items():
+        threshold = need if role == "approver" else 1
+        listed = ", ".join(f'"{rel}/{k}.pub"' for k in keys)
+        lines += ["", f"[roles.{role}]", f"keys = [{listed}]", f"threshold = {threshold}"]
+    lines += ["", "[roles.log]", f'vkeys = ["{ledger.log.vkey}"]', "threshold = 1", ""]
+    from trajledger.ledger._fs import write_file_atomic
+    from trajledger.verify.policy import load_policy_file
+
+    write_file_atomic(out, "\n".join(lines).encode("utf-8"), durable=False)
+    try:
+        load_policy_file(out)
+    except Exception:
+        out.unlink()
+        raise
+    ok(f"policy {out} written: {len(roles['producer'])} producer, {len(roles['approver'])} "
+       f"approver ({need} needed), {len(roles['trainer'])} trainer key(s); next: "
+       f"'trajledger policy set {out} --key APPROVER...'")
 
 
 @policy.command("check")
@@ -136,6 +220,7 @@ def policy_show(ctx: Context, as_json: bool) -> None:
 )
 @click.option(
     "--expires",
+    type=DURATION,
     default="30d",
     show_default=True,
     help="How long the approval lasts (e.g. 30d, 12h).",

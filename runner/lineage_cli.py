@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from trajledger.ledger.clikit import Context, ok, pass_ctx
+from trajledger.ledger.clikit import OUT_PATH, Context, ok, pass_ctx
 
 __all__ = ["COMMANDS"]
 
@@ -21,7 +21,7 @@ _FORMAT = click.option(
 )
 _OUT = click.option(
     "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OUT_PATH,
     help="Write to FILE instead of stdout.",
 )
 _POLICY = click.option(

@@ -56,3 +56,106 @@ def test_ctrl_c_exits_130_at_once_with_nothing_half_written(tmp_path: Path) -> N
     r = subprocess.run(cli("--ledger", home, "log", "verify"), capture_output=True, text=True,
                        env=env)
     assert r.returncode == 0, r.stderr
+
+
+# -- the rules of the command line (issue 10 item 7), in process ---------------------------------
+
+from click.testing import CliRunner, Result  # noqa: E402
+
+from trajledger.runner.cli import main  # noqa: E402
+
+
+def run(*args: str | Path, cwd: Path | None = None) -> Result:
+    if cwd is None:
+        return CliRunner().invoke(main, [str(a) for a in args])
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        return CliRunner().invoke(main, [str(a) for a in args])
+    finally:
+        os.chdir(old)
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Path:
+    home = tmp_path / "lab" / ".trajledger"
+    for args in (["init"], ["key", "new", "vendor", "--no-encrypt"]):
+        r = run("--ledger", home, *args)
+        assert r.exit_code == 0, r.output
+    return home
+
+
+def _with_policy(ledger: Path) -> None:
+    for k in ("approver-a", "approver-b", "trainer"):
+        assert run("--ledger", ledger, "key", "new", k, "--no-encrypt").exit_code == 0
+    out = ledger.parent / "policy.toml"
+    assert run("--ledger", ledger, "policy", "init", "--out", out).exit_code == 0
+    r = run("--ledger", ledger, "policy", "set", out, "--key", "approver-a", "--key", "approver-b")
+    assert r.exit_code == 0, r.output
+
+
+def test_an_unknown_reference_exits_3_everywhere(ledger: Path, tmp_path: Path) -> None:
+    _with_policy(ledger)
+    data = tmp_path / "rows.jsonl"
+    data.write_text('{"episode_id": "e", "messages": [{"role": "user", "content": "hi"}]}\n')
+    for args in (
+        ["record", data, "--env", "nope@1", "--policy", "p", "--key", "vendor"],
+        ["verify", "nope@1"],
+        ["show", "nope@1"],
+        ["approve", "nope@1", "--key", "vendor"],
+        ["lineage", "nope@1"],
+        ["export", "nope@1", "--out", tmp_path / "x.tar.zst"],
+    ):
+        r = run("--ledger", ledger, *args)
+        assert r.exit_code == 3, (args, r.output)
+        assert "nope@1" in r.stderr and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["approve", "x@1", "--key", "vendor", "--expires", "30x"],
+         "Invalid value for '--expires': '30x' is not a duration"),
+        (["key", "new", "bad/name"], "Invalid value for 'NAME': 'bad/name': use 1-64 letters"),
+        (["sign", ".", "--key", "vendor", "--out", "missing/dir/env.json"],
+         "Invalid value for '--out': missing/dir/env.json: directory "),
+        (["lineage", "x@1", "--out", "no/such/dir/page.html"],
+         "Invalid value for '--out': no/such/dir/page.html: directory "),
+    ],
+)
+def test_a_bad_option_value_exits_2(ledger: Path, args: list[str], message: str) -> None:
+    r = run("--ledger", ledger, *args, cwd=ledger.parent)
+    assert r.exit_code == 2, r.output
+    assert message in r.stderr
+    assert not (ledger.parent / "missing").exists() and not (ledger.parent / "no").exists()
+
+
+def test_global_options_are_accepted_after_the_subcommand(ledger: Path) -> None:
+    before = run("--ledger", ledger, "-q", "log", "info", "--json")
+    after = run("log", "info", "--json", "--ledger", ledger, "-q")
+    assert before.exit_code == after.exit_code == 0, after.output
+    assert before.stdout == after.stdout
+    assert run("log", "info", f"--ledger={ledger}", "--verbose").exit_code == 0
+
+
+def test_the_ledger_is_found_by_walking_up_like_git(ledger: Path, monkeypatch: pytest.MonkeyPatch
+                                                    ) -> None:
+    monkeypatch.delenv("TRAJLEDGER_HOME", raising=False)
+    deep = ledger.parent / "a" / "b"
+    deep.mkdir(parents=True)
+    r = run("log", "info", "--json", cwd=deep)
+    assert r.exit_code == 0, r.output
+    # init makes a new ledger where it is run, not in the one found above.
+    r = run("init", cwd=deep)
+    assert r.exit_code == 0, r.output
+    assert (deep / ".trajledger" / "ledger.toml").is_file()
+
+
+def test_policy_init_writes_a_policy_from_the_keys_by_role(ledger: Path) -> None:
+    _with_policy(ledger)
+    out = ledger.parent / "policy.toml"
+    text = out.read_text()
+    assert '[roles.approver]\nkeys = [".trajledger/keys/approver-a.pub", ' in text
+    assert "threshold = 2" in text and "[roles.log]\nvkeys = [" in text
+    again = run("--ledger", ledger, "policy", "init", "--out", out)
+    assert again.exit_code == 3 and "already exists" in again.stderr

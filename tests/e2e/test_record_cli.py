@@ -820,7 +820,7 @@ def record_args(src: Path, refs: str = "--env cart@1") -> list[str | Path]:
 def test_unregistered_environment_refused(runner: CliRunner, home: Path, tmp_path: Path) -> None:
     src = write_parquet(tmp_path / "a.parquet", classic())
     refused(
-        runner, home, record_args(src, "--env cart@2"), 1,
+        runner, home, record_args(src, "--env cart@2"), 3,
         "FAIL: environment cart@2: not registered; register it first with 'trajledger env "
         "register' (cart@2: no environment with this reference is recorded; see "
         "'trajledger log show')\n",
@@ -833,7 +833,7 @@ def test_evaluator_used_as_environment_refused(
     src = write_parquet(tmp_path / "a.parquet", classic())
     judge = show_json(home, "judge@1")["digest"]
     refused(
-        runner, home, record_args(src, f"--env {judge}"), 1,
+        runner, home, record_args(src, f"--env {judge}"), 3,
         f"FAIL: environment {judge}: not registered; register it first with 'trajledger "
         f"env register' ({judge}: no environment with this reference is recorded; see "
         "'trajledger log show')\n",
@@ -843,7 +843,7 @@ def test_evaluator_used_as_environment_refused(
 def test_unregistered_evaluator_refused(runner: CliRunner, home: Path, tmp_path: Path) -> None:
     src = write_parquet(tmp_path / "a.parquet", classic())
     refused(
-        runner, home, record_args(src, "--env cart@1 --evaluator judge@9"), 1,
+        runner, home, record_args(src, "--env cart@1 --evaluator judge@9"), 3,
         "FAIL: evaluator judge@9: not registered; register it first with 'trajledger "
         "evaluator register' (judge@9: no evaluator with this reference is recorded; see "
         "'trajledger log show')\n",

@@ -805,7 +805,11 @@ def test_approve_refuses_a_key_without_the_approver_role(runner: CliRunner, worl
 
 def test_approve_bad_expiry(runner: CliRunner, world: World) -> None:
     r = run(runner, world.home, "approve", "ds@1", "--key", "approver-a", "--expires", "soon")
-    expect(r, 1, "FAIL: --expires: 'soon' is not a duration such as '30d', '12h' or seconds\n")
+    expect(r, 2)
+    assert r.stderr.endswith(
+        "Error: Invalid value for '--expires': 'soon' is not a duration such as '30d', '12h' or "
+        "seconds\n"
+    )
 
 
 def test_revoke_needs_a_producer_or_approver(runner: CliRunner, world: World) -> None:

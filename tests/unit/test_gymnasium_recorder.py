@@ -19,6 +19,7 @@ import pytest
 
 from trajledger.integrations.gymnasium import GENERATOR, LedgerRecorder
 from trajledger.ledger.artifacts import batch_files, register_environment, register_evaluator
+from trajledger.ledger.catalog import RefError
 from trajledger.ledger.home import Ledger
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.validate_files import validate_files
@@ -219,11 +220,11 @@ def test_every_must_be_a_positive_integer(ledger: Ledger, alice: Signer, every: 
 
 
 def test_unregistered_references_refused_at_once(ledger: Ledger, alice: Signer) -> None:
-    with pytest.raises(PolicyError, match=r"^environment cartpole@2: not registered"):
+    with pytest.raises(RefError, match=r"^environment cartpole@2: not registered"):
         LedgerRecorder(
             gym.make("CartPole-v1"), ledger, env_ref="cartpole@2", policy="p", signer=alice
         )
-    with pytest.raises(PolicyError, match=r"^evaluator judge@1: not registered"):
+    with pytest.raises(RefError, match=r"^evaluator judge@1: not registered"):
         LedgerRecorder(
             gym.make("CartPole-v1"), ledger, env_ref="cartpole@1", policy="p", signer=alice,
             evaluator="judge@1",

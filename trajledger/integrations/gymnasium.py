@@ -126,7 +126,7 @@ class LedgerRecorder(gym.Wrapper[Any, Any, Any, Any]):
             ValueError: ``every`` is not a positive integer, or ``policy`` is empty, or the
                 environment's spaces cannot be recorded, or differ from those the registered
                 environment records.
-            PolicyError: ``env_ref`` (or ``evaluator``) is not registered in ``ledger``.
+            RefError: ``env_ref`` (or ``evaluator``) is not registered in ``ledger``.
         """
         from trajledger.ledger.artifacts import resolve_registered
         from trajledger.ledger.rollouts.spaces import SpaceError, space_to_json, spec_to_json

@@ -181,7 +181,7 @@ def test_evaluator_version_is_immutable(registered: Ledger, alice: Signer) -> No
 
 def test_resolve_registered(registered: Ledger) -> None:
     assert resolve_registered(registered, "cart@1", "environment").ref == "cart@1"
-    with pytest.raises(PolicyError, match=r"^environment judge@1: not registered; register it"):
+    with pytest.raises(RefError, match=r"^environment judge@1: not registered; register it"):
         resolve_registered(registered, "judge@1", "environment")
 
 
@@ -313,13 +313,13 @@ def test_other_policy_is_other_data(registered: Ledger, alice: Signer) -> None:
     [
         (
             {"env": "cart@2"},
-            PolicyError,
+            RefError,
             r"^environment cart@2: not registered; register it first "
             r"with 'trajledger env register' \(cart@2: no environment with this reference",
         ),
         (
             {"evaluator": "cart@1"},
-            PolicyError,
+            RefError,
             r"^evaluator cart@1: not registered; register it "
             r"first with 'trajledger evaluator register'",
         ),
