@@ -159,8 +159,40 @@ class Ledger:
             from .log import Log
 
             log_keys = KeyStore(self.root / LOG_KEY_DIR)
-            self._log = Log.open(self.log_dir, signer=lambda: log_keys.signer(LOG_KEY_NAME))
+            self._log = Log.open(
+                self.log_dir,
+                signer=lambda: log_keys.signer(LOG_KEY_NAME),
+                vkey=self.log_vkey(),
+                cache_dir=self.cache_dir,
+                cleanup=self.sweep_leftovers,
+            )
         return self._log
+
+    @property
+    def cache_dir(self) -> Path:
+        """Where derived data lives (catalog, lookup cache, audit index): ``<ledger>/index/``."""
+        return self.root / "index"
+
+    def log_vkey(self) -> str | None:
+        """The log's verifier key from ``log-key/log.pub`` and the origin, when readable.
+
+        A log whose ``vkey`` file differs from it is refused as tampered.
+        """
+        from trajledger.verify.errors import FormatError
+        from trajledger.verify.note import vkey_string
+
+        try:
+            pub = KeyStore(self.root / LOG_KEY_DIR).public(LOG_KEY_NAME)
+            return vkey_string(self.config.origin, pub.raw_ed25519())
+        except (LedgerError, FormatError):
+            return None
+
+    def sweep_leftovers(self) -> None:
+        """Remove what killed writers left (temp objects, ``tmp/`` directories) that no live
+        writer can own; run by the log's writer under its lock (see ``ledger.fsck``)."""
+        from .fsck import sweep_leftovers
+
+        sweep_leftovers(self)
 
     @classmethod
     def init(
@@ -192,7 +224,9 @@ class Ledger:
 
         log_keys = KeyStore(root / LOG_KEY_DIR)
         log_key = log_keys.create(LOG_KEY_NAME, encrypt=bool(os.environ.get(PASSPHRASE_ENV)))
-        ledger._log = Log.create(ledger.log_dir, config.origin, log_key)
+        ledger._log = Log.create(
+            ledger.log_dir, config.origin, log_key, cache_dir=ledger.cache_dir
+        )
         return ledger
 
     @classmethod

@@ -133,8 +133,14 @@ def test_attest_and_inspect(
     assert c["old_root"] == base64.b64encode(leaf_hash(ledger.log.entry(0))).decode()
 
     v = run(runner, home, "log", "verify")
-    expect(v, 0, "OK: log test/ledger: 2 entries verified\n")
-    assert "problems\t0" in v.stdout
+    expect(v, 0, "OK: log test/ledger: 2 entries verified, 4 blob(s) re-hashed\n")
+    assert "problems\t0" in v.stdout and "blobs\t4 (re-hashed)" in v.stdout
+    quick = run(runner, home, "log", "verify", "--skip-data", "--json")
+    expect(
+        quick, 0, "OK: log test/ledger: 2 entries verified, 4 blob(s) size only, not re-hashed\n"
+    )
+    assert json.loads(quick.stdout)["data"] == "size only, not re-hashed"
+    assert run(runner, home, "log", "verify", "--deep").exit_code == 2  # gone: data is re-hashed
 
 
 def test_attest_refusals(
@@ -362,5 +368,5 @@ def test_verify_warns_about_leftovers(
         r,
         0,
         "WARNING: log/tile/entries/000.p/7: past the committed size 1 (an interrupted append); "
-        "ignored\nOK: log test/ledger: 1 entries verified\n",
+        "ignored\nOK: log test/ledger: 1 entries verified, 2 blob(s) re-hashed\n",
     )

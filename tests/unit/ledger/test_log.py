@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from trajledger.ledger.errors import LogError
+from trajledger.ledger.errors import LogError, TamperError
 from trajledger.ledger.keys import Signer
-from trajledger.ledger.log import EntrySpec, Log, format_tree_state, parse_tree_state
+from trajledger.ledger.log import CACHE_FILE, EntrySpec, Log, format_tree_state, parse_tree_state
 from trajledger.verify.checkpoint import verify_checkpoint
-from trajledger.verify.errors import FormatError, ProofError, SignatureError
+from trajledger.verify.errors import FormatError, ProofError
 from trajledger.verify.log_entry import GENESIS_PREV, LogEntry, verify_chain
 from trajledger.verify.merkle import (
     leaf_hash,
@@ -291,7 +291,7 @@ def test_checkpoint_is_verified(log: Log) -> None:
     path = log.directory / "checkpoint"
     data = path.read_bytes()
     path.write_bytes(data.replace(b"\n1\n", b"\n2\n", 1))
-    with pytest.raises(SignatureError, match="does not verify"):
+    with pytest.raises(TamperError, match=r"not a checkpoint signed by the log key .*does not"):
         log.checkpoint()
     cp = verify_checkpoint(data, log.verifier)
     assert cp.size == 1
@@ -319,49 +319,95 @@ def test_lookups_see_appends_by_other_processes(log: Log) -> None:
     assert reader.find_subject(spec(0).subject) == [0]
 
 
-def test_index_is_rebuilt_when_missing_or_wrong(log: Log) -> None:
+def cached(log: Log, tmp_path: Path, signer: Signer | None = SIGNER) -> Log:
+    return Log.open(log.directory, signer, cache_dir=tmp_path / "cache")
+
+
+def test_lookup_cache_lives_outside_the_log_and_is_rebuilt(log: Log, tmp_path: Path) -> None:
     log.append([spec(i) for i in range(600)])
-    index = log.directory / ".state/index"
-    assert index.stat().st_size == 600 * 16
-    index.unlink()
-    fresh = Log.open(log.directory, SIGNER)
+    writer = cached(log, tmp_path)
+    assert writer.append([spec(10), spec(600)]) == [10, 600]
+    cache = tmp_path / "cache" / CACHE_FILE
+    assert cache.is_file()
+    assert not [p for p in log.directory.rglob("*") if "index" in p.name or "lookup" in p.name]
+    assert cached(log, tmp_path, None).find_envelope(spec(599).envelope) == 599
+    # Missing: rebuilt from the entries.
+    writer.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(cache) + suffix).unlink(missing_ok=True)
+    fresh = cached(log, tmp_path)
     assert fresh.find_envelope(spec(599).envelope) == 599
-    assert fresh.append([spec(10)]) == [10]
-    assert index.stat().st_size == 600 * 16
-    # Garbage records: lookups are confirmed on the entries, the index is rebuilt.
-    index.write_bytes(os.urandom(600 * 16))
-    fresh = Log.open(log.directory, SIGNER)
-    assert fresh.find_envelope(spec(5).envelope) == 5
-    assert fresh.append([spec(5), spec(600)]) == [5, 600]
+    assert fresh.append([spec(5), spec(601)]) == [5, 601]
+    fresh.close()
+    # Garbage: not a database; rebuilt.
+    for suffix in ("-wal", "-shm"):
+        Path(str(cache) + suffix).unlink(missing_ok=True)
+    cache.write_bytes(os.urandom(4096))
+    fresh = cached(log, tmp_path)
     assert fresh.find_subject(spec(300).subject) == [300]
-    # An index longer than the log (a log restored from an older copy) is ignored.
-    index.write_bytes(index.read_bytes() + os.urandom(160))
-    fresh = Log.open(log.directory, SIGNER)
-    assert fresh.append([spec(601)]) == [601]
-    assert index.stat().st_size == 602 * 16
+    assert fresh.append([spec(602)]) == [602]
     assert log.verify().ok
 
 
-def test_index_candidates_are_confirmed(log: Log) -> None:
-    # A record that names the wrong entry is never believed.
+def test_lookup_cache_candidates_are_confirmed(log: Log, tmp_path: Path) -> None:
+    # A cache row that names the wrong entry is never believed; one from another log (its last
+    # leaf hash is not this log's) is rebuilt.
+    import sqlite3
+
     log.append([spec(0), spec(1)])
-    index = log.directory / ".state/index"
-    data = bytearray(index.read_bytes())
-    data[0:8], data[16:24] = data[16:24], data[0:8]  # swap the envelope keys of 0 and 1
-    index.write_bytes(bytes(data))
-    fresh = Log.open(log.directory, SIGNER)
-    assert fresh.find_envelope(spec(0).envelope) == 0
-    assert fresh.append([spec(1)]) == [1]
-    assert fresh.size == 2
+    writer = cached(log, tmp_path)
+    assert writer.find_envelope(spec(1).envelope) == 1
+    writer.close()
+    db = sqlite3.connect(tmp_path / "cache" / CACHE_FILE)
+    db.execute("UPDATE env SET i = 1 - i")  # swap the envelope rows of entries 0 and 1
+    db.commit()
+    db.close()
+    fresh = cached(log, tmp_path)
+    assert fresh.find_envelope(spec(0).envelope) is None  # candidate 1 is not spec(0)'s entry
+    assert fresh.append([spec(2)]) == [2]
+    db = sqlite3.connect(tmp_path / "cache" / CACHE_FILE)
+    db.execute("UPDATE meta SET last = ?", (b"\x07" * 32,))  # claims another log's history
+    db.commit()
+    db.close()
+    again = cached(log, tmp_path)
+    assert again.find_envelope(spec(0).envelope) == 0
+    assert again.append([spec(1), spec(0)]) == [1, 0]
+    assert again.size == 3
+
+
+def test_lookups_are_sublinear_in_the_log_size(
+    log: Log, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the cache covers the log, an append and a lookup read O(batch + log n) entries."""
+    from trajledger.verify.tiles import TileReader
+
+    log.append([spec(i) for i in range(2000)])
+    writer = cached(log, tmp_path)
+    writer.append([spec(2000)])  # the cache catches up once
+    read: list[int] = []
+    original = TileReader.entries
+
+    def counting(self: TileReader, start: int, end: int) -> list[bytes]:
+        read.append(end - start)
+        return original(self, start, end)
+
+    monkeypatch.setattr(TileReader, "entries", counting)
+    assert writer.append([spec(2001), spec(3), spec(2002)]) == [2001, 3, 2002]
+    assert writer.find_subject(spec(1234).subject) == [1234]
+    assert sum(read) <= 10, read  # the confirmed candidates and the partial bundle, not 2000
 
 
 def test_reader_on_a_read_only_copy(log: Log, tmp_path: Path) -> None:
     log.append([spec(i) for i in range(20)])
-    (log.directory / ".state/index").unlink()
+    before = {p: p.read_bytes() for p in log.directory.rglob("*") if p.is_file()}
+    (tmp_path / "cache").mkdir()
     os.chmod(log.directory / ".state", 0o555)
+    os.chmod(tmp_path / "cache", 0o555)
     try:
-        ro = Log.open(log.directory)
+        ro = cached(log, tmp_path, None)
         assert ro.find_envelope(spec(19).envelope) == 19
         assert ro.size == 20
     finally:
         os.chmod(log.directory / ".state", 0o755)
+        os.chmod(tmp_path / "cache", 0o755)
+    assert {p: p.read_bytes() for p in log.directory.rglob("*") if p.is_file()} == before
