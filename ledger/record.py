@@ -220,6 +220,8 @@ def record_statement(
     predicate: Mapping[str, Any],
     signers: Signer | Sequence[Signer],
     kind: str | None = None,
+    *,
+    check: Callable[[int], None] | None = None,
 ) -> Recorded:
     """Record a signed statement about an existing digest (approval, revocation, erasure...).
 
@@ -236,6 +238,8 @@ def record_statement(
         predicate: the predicate object.
         signers: the key(s) that sign it.
         kind: the log entry kind; default the kind of ``predicate_type``.
+        check: a precondition run under the log's lock just before the append, with the
+            committed size (`Log.append`); raising aborts with no entry appended.
 
     Returns:
         The subject digest, the envelope digest and the log index.
@@ -256,7 +260,14 @@ def record_statement(
     ledger.log.require_signer()
     # (2)
     return _sign_store_append(
-        ledger, subject_name, subject_digest, predicate_type, dict(predicate), keys, entry_kind
+        ledger,
+        subject_name,
+        subject_digest,
+        predicate_type,
+        dict(predicate),
+        keys,
+        entry_kind,
+        check=check,
     )
 
 
@@ -268,6 +279,8 @@ def _sign_store_append(
     predicate: dict[str, Any],
     signers: Sequence[Signer],
     kind: str,
+    *,
+    check: Callable[[int], None] | None = None,
 ) -> Recorded:
     envelope = sign_statement([(subject_name, subject_digest)], predicate_type, predicate, signers)
     envelope_digest = ledger.store.put_bytes(envelope.to_bytes())
@@ -277,5 +290,5 @@ def _sign_store_append(
         envelope=envelope_digest,
         signers=tuple(s.keyid for s in signers),
     )
-    (index,) = ledger.log.append([spec])
+    (index,) = ledger.log.append([spec], check=check)
     return Recorded(subject_digest, envelope_digest, index)

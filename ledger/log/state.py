@@ -53,8 +53,8 @@ from .layout import (
 __all__ = ["LogState", "check_floor", "missing_file", "read_state", "tamper"]
 
 _NEXT = (
-    "the log was left as found; run 'trajledger log verify' for every problem and restore the "
-    "log from a copy you trust"
+    "nothing was changed; run 'trajledger log verify' for every problem and restore the log "
+    "from a copy you trust"
 )
 
 
