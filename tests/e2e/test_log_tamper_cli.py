@@ -72,7 +72,9 @@ def attacks(before: bytes) -> dict[str, tuple[str, Callable[[Path], object]]]:
         "checkpoint deleted": ("log/checkpoint", lambda h: (h / "log/checkpoint").unlink()),
         "checkpoint foreign": (
             "log/checkpoint",
-            lambda h: (h / "log/checkpoint").write_bytes(foreign((h / "log/checkpoint").read_bytes())),
+            lambda h: (h / "log/checkpoint").write_bytes(
+                foreign((h / "log/checkpoint").read_bytes())
+            ),
         ),
         "checkpoint truncated": (
             "log/checkpoint",
@@ -108,9 +110,7 @@ def test_every_attack_is_refused_by_every_command(
             log_before = snapshot(home / "log")
             r: Result = runner.invoke(main, ["--ledger", str(home), *args])
             tried += 1
-            named = any(
-                line.startswith("FAIL: ") and rel in line for line in r.stderr.splitlines()
-            )
+            named = any(line.startswith("FAIL: ") and rel in line for line in r.stderr.splitlines())
             if r.exit_code != 1 or not named or "Traceback" in r.output:
                 missed.append(f"{attack} / {name}: exit {r.exit_code}\n{r.output[-1500:]}")
             if snapshot(home / "log") != log_before:
@@ -129,7 +129,9 @@ def test_a_committed_unsigned_tail_is_published_by_the_next_writer(
     ledger = Ledger.open(home)
     ledger.keys.create("alice", encrypt=False)
     (tmp_path / "a.txt").write_text("a\n")
-    r = runner.invoke(main, ["--ledger", str(home), "attest", str(tmp_path / "a.txt"), "--key", "alice"])
+    r = runner.invoke(
+        main, ["--ledger", str(home), "attest", str(tmp_path / "a.txt"), "--key", "alice"]
+    )
     assert r.exit_code == 0, r.output
 
     class Killed(BaseException):
@@ -156,9 +158,13 @@ def test_a_committed_unsigned_tail_is_published_by_the_next_writer(
     assert v.exit_code == 0 and "lags the committed size 2" in v.stderr, v.output
     # The next writer publishes the tail, then appends; the retried attest adds nothing.
     (tmp_path / "c.txt").write_text("c\n")
-    r = runner.invoke(main, ["--ledger", str(home), "attest", str(tmp_path / "c.txt"), "--key", "alice"])
+    r = runner.invoke(
+        main, ["--ledger", str(home), "attest", str(tmp_path / "c.txt"), "--key", "alice"]
+    )
     assert r.exit_code == 0 and "log index 2" in r.stderr, r.output
-    r = runner.invoke(main, ["--ledger", str(home), "attest", str(tmp_path / "b.txt"), "--key", "alice"])
+    r = runner.invoke(
+        main, ["--ledger", str(home), "attest", str(tmp_path / "b.txt"), "--key", "alice"]
+    )
     assert r.exit_code == 0 and "log index 1" in r.stderr, r.output
     info = runner.invoke(main, ["--ledger", str(home), "log", "info", "--json"])
     assert '"size":3' in info.stdout and '"checkpoint_size":3' in info.stdout

@@ -71,7 +71,9 @@ def test_racing_policy_set_records_one(home: Path) -> None:
         ledger.keys.create(name, encrypt=False)
     first = home / "policy-1.toml"
     first.write_text(POLICY.format(name="base", serial=1, vkey=ledger.log.vkey))
-    record_policy(ledger, first, [ledger.keys.signer("approver-a"), ledger.keys.signer("approver-b")])
+    record_policy(
+        ledger, first, [ledger.keys.signer("approver-a"), ledger.keys.signer("approver-b")]
+    )
     files = []
     for who in ("a", "b"):
         p = home / f"policy-2{who}.toml"

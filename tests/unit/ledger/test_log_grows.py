@@ -17,7 +17,7 @@ from trajledger.ledger.errors import LogError, TamperError
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.log import EntrySpec, Log, format_tree_state
 from trajledger.verify.checkpoint import Checkpoint
-from trajledger.verify.note import format_signature_line, key_hash, ALG_ED25519
+from trajledger.verify.note import ALG_ED25519, format_signature_line, key_hash
 
 ORIGIN = "example.org/grows"
 SIGNER = Signer.generate("log")  # TEST ONLY
@@ -120,7 +120,9 @@ def test_a_crashed_creation_is_published_by_the_next_writer(tmp_path: Path) -> N
 def test_a_missing_checkpoint_of_a_log_with_entries_is_never_republished(log: Log) -> None:
     """Even with treeState set back to 0: the tiles and history show entries were committed."""
     (log.directory / "checkpoint").unlink()
-    (log.directory / ".state/treeState").write_bytes(format_tree_state(0, hashlib.sha256().digest()))
+    (log.directory / ".state/treeState").write_bytes(
+        format_tree_state(0, hashlib.sha256().digest())
+    )
     refused(log.directory, "checkpoint", "missing: the signed checkpoint is gone")
 
 
