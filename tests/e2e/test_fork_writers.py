@@ -76,7 +76,8 @@ def test_forked_pool_workers_use_the_parents_ledger(home: Path) -> None:
     for subject, index, _pid in results:
         assert entries[index].subject == subject
     # The parent goes on appending after its children.
-    assert record_statement(ledger, "last", "sha256:" + "2" * 64, predicates.APPROVAL, {}, signer).index == 41
+    last = record_statement(ledger, "last", "sha256:" + "2" * 64, predicates.APPROVAL, {}, signer)
+    assert last.index == 41
     _verifies(home)
 
 
