@@ -10,9 +10,22 @@ Measures, in one run on one directory:
 - full ``verify_log_dir`` time (rebuilds the tree from every entry, parses and chains every
   entry, checks every tile).
 
+And with ``--scaling 1000,10000,100000`` (issue 11: cost independent of the log's size): the
+log is grown to each size, then at each size, with the derived lookup cache in a cache directory
+as a ledger has it:
+
+- ``Log.open`` (a new process's open: classify the state, read the right edge);
+- open + append of one new entry (what one CLI ``record`` does to the log, idempotence check
+  included), and append of one entry by a writer that stays open;
+- ``find_envelope`` of a random entry by a fresh reader.
+
+The baseline is the same operation at the smallest size, in the same run: the ratio at 100k
+should be about 1 (O(batch + log n), not O(n)).
+
 Usage::
 
     python bench/log_bench.py --dir /tmp/logbench [--entries 1000000] [--batch 256]
+    python bench/log_bench.py --dir /tmp/logbench --scaling 1000,10000,100000 --markdown
 
 Prints a Markdown table (and ``--json`` a JSON document). Not a test: nothing here is timed in CI.
 """
@@ -119,6 +132,68 @@ def markdown(r: dict[str, Any], proofs: int) -> str:
     return "\n".join(lines)
 
 
+def scaling(directory: Path, sizes: list[int], repeat: int) -> dict[str, Any]:
+    """Per-operation medians (ms) at each log size; see the module docstring."""
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    signer = Signer.generate("bench-log")
+    signers = (Signer.generate("producer").keyid,)
+    cache = directory / "index"
+    log = Log.create(directory / "log", "bench.example/log", signer, cache_dir=cache)
+    rng = random.Random(2)
+    out: dict[str, Any] = {"sizes": sizes, "repeat": repeat, "ops": {}}
+    fresh = 10**9  # indices of entries never appended before (new envelopes)
+    for size in sorted(sizes):
+        while log.size < size:
+            log.append(make_specs(log.size, min(4096, size - log.size), signers))
+        log.find_envelope(make_specs(0, 1, signers)[0].envelope)  # the cache covers the log
+        ops: dict[str, list[float]] = {"open": [], "open_append": [], "append": [], "find": []}
+        for _ in range(repeat):
+            t = time.perf_counter()
+            Log.open(log.directory, signer, cache_dir=cache)
+            ops["open"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            Log.open(log.directory, signer, cache_dir=cache).append(make_specs(fresh, 1, signers))
+            ops["open_append"].append(time.perf_counter() - t)
+            fresh += 1
+            t = time.perf_counter()
+            log.append(make_specs(fresh, 1, signers))
+            ops["append"].append(time.perf_counter() - t)
+            fresh += 1
+            target = make_specs(rng.randrange(size), 1, signers)[0].envelope
+            t = time.perf_counter()
+            assert Log.open(log.directory, cache_dir=cache).find_envelope(target) is not None
+            ops["find"].append(time.perf_counter() - t)
+        out["ops"][size] = {k: statistics.median(v) * 1000 for k, v in ops.items()}
+    log.close()
+    return out
+
+
+def scaling_markdown(r: dict[str, Any], machine: str) -> str:
+    """The scaling table of docs/PERFORMANCE.md."""
+    sizes = sorted(r["ops"])
+    names = {
+        "open": "Log.open (classify the state, load the right edge)",
+        "open_append": "open + append of 1 entry (a CLI record's log part)",
+        "append": "append of 1 entry, writer kept open",
+        "find": "open + find_envelope of a random entry",
+    }
+    head = " | ".join(f"{s:,} entries ms" for s in sizes)
+    lines = [
+        f"`python bench/log_bench.py --dir /tmp/logscale --scaling "
+        f"{','.join(str(s) for s in sizes)} --markdown` (median of {r['repeat']} at each size; "
+        f"durable appends, lookup cache in a cache directory). {machine}.",
+        "",
+        f"| operation | {head} | x at {sizes[0]:,} |",
+        "|---|" + "---:|" * (len(sizes) + 1),
+    ]
+    for key, label in names.items():
+        vals = [r["ops"][s][key] for s in sizes]
+        cells = " | ".join(f"{v:.2f}" for v in vals)
+        lines.append(f"| {label} | {cells} | {vals[-1] / vals[0]:.2f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; see the module docstring."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
@@ -128,13 +203,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--proofs", type=int, default=200, help="proofs to time")
     ap.add_argument("--json", action="store_true", help="print JSON")
     ap.add_argument("--markdown", action="store_true", help="print the docs/PERFORMANCE.md section")
+    ap.add_argument("--scaling", help="comma-separated log sizes: time the per-append costs")
+    ap.add_argument("--repeat", type=int, default=30, help="runs per operation (--scaling)")
     args = ap.parse_args(argv)
+    machine = f"{platform.machine()} {os.cpu_count()} cores, Python {sys.version.split()[0]}"
+    if args.scaling:
+        sizes = [int(x) for x in args.scaling.split(",")]
+        r = scaling(args.dir, sizes, args.repeat)
+        print(scaling_markdown(r, machine) if args.markdown else json.dumps(r, indent=1))
+        return 0
 
     shutil.rmtree(args.dir, ignore_errors=True)
     args.dir.mkdir(parents=True)
     signer = Signer.generate("bench-log")
     producer = Signer.generate("producer")
-    log = Log.create(args.dir / "log", "bench.example/log", signer)
+    log = Log.create(args.dir / "log", "bench.example/log", signer, cache_dir=args.dir / "index")
     n, batch = args.entries, args.batch
     signers = (producer.keyid,)
 
@@ -201,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     res = {
         "entries": n,
         "batch": batch,
-        "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {sys.version.split()[0]}",
+        "machine": machine,
         "append_s": append_s,
         "durable_entries_per_s": n / append_s,
         "batch_ms_median": statistics.median(batch_times) * ms,

@@ -99,7 +99,8 @@ def fsck(ctx: Context, repair: bool, source: Path | None, as_json: bool) -> None
     "--min-age",
     default="24h",
     show_default=True,
-    help="Keep orphans written more recently than this (a record may be in progress).",
+    help="Keep orphans written more recently than this: '24h', '30m', '2d' or seconds (a "
+    "record in progress stores its blobs before its log entry).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
@@ -116,7 +117,7 @@ def gc(ctx: Context, yes: bool, min_age: str, as_json: bool) -> None:
     from . import fsck as lib
 
     try:
-        seconds = parse_duration(min_age, "--min-age")
+        seconds = int(min_age) if min_age.isdigit() else parse_duration(min_age, "--min-age")
     except FormatError as e:
         raise click.BadParameter(str(e), param_hint="--min-age") from e
     ledger = ctx.ledger()

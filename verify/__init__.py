@@ -13,6 +13,7 @@ Layer map (imports run one way: runner -> ledger -> verify):
 - ``tiles``      C2SP tlog-tiles layout and a storage-independent tile reader
 - ``note``       C2SP signed notes; ``checkpoint`` C2SP checkpoints; ``tlog_proof`` offline proofs
 - ``log_entry``  the log's entries (JCS records with the ``prev`` hash chain)
+- ``logcheck``   the chain-and-root checker of a tiled log (or a subset of it) over a fetcher
 - ``policy``     trust policies and their history
 - ``evidence``   read-only access to a ledger directory (and exported bundles)
 - ``lineage``    verification of an artifact and its whole lineage against a policy
