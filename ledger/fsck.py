@@ -585,10 +585,10 @@ def gc(ledger: Ledger, *, apply: bool = False, min_age: float = 86400.0) -> GcRe
             continue
         try:
             size = store.check_object(digest, rehash=False)
-            mtime = store.path_of(digest).stat().st_mtime if store.is_local else 0.0
-        except (StoreError, DigestMismatchError, OSError):
+            mtime = store.modified(digest)
+        except (StoreError, DigestMismatchError):
             continue
-        if now - mtime < min_age:
+        if mtime is None or now - mtime < min_age:  # unknown age: kept
             result.young += 1
         else:
             result.orphans[digest] = size

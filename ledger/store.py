@@ -341,6 +341,23 @@ class ObjectStore:
                 n += 1
         return n
 
+    def modified(self, digest: str) -> float | None:
+        """When the object was last written (POSIX seconds); None when the store cannot say.
+
+        Raises:
+            StoreError: absent or unreadable.
+        """
+        try:
+            if self._fs is None:
+                return self.path_of(digest).stat().st_mtime
+            info = self._fs.get_file_info(self._remote(digest))
+        except FileNotFoundError as e:
+            raise StoreError(f"object {digest}: not in the store") from e
+        except OSError as e:
+            raise StoreError(f"object {digest}: cannot read: {e.strerror or e}") from e
+        mtime = getattr(info, "mtime", None)
+        return mtime.timestamp() if mtime is not None else None
+
     def check_object(self, digest: str, *, size: int | None = None, rehash: bool = True) -> int:
         """Check a stored object without reading it into memory; returns its size.
 
