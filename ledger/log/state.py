@@ -15,8 +15,8 @@ the checkpoint), and the right edge of the committed tree from the tiles, and cl
     missing or malformed treeState; tiles or entries that do not give the committed roots.
     `TamperError` names the file, and nothing is changed.
 
-The one state a crash can leave without a checkpoint: a log whose creation stopped after its
-treeState of size 0 and before its first checkpoint (no entries, no history). It is reported as
+The one state a crash can leave without a checkpoint: a log whose creation stopped before its
+first checkpoint (treeState of size 0 or none yet, no entries, no history). It is reported as
 unpublished (``checkpoint is None``); a writer publishes it.
 
 `check_floor` compares the signed checkpoint with one seen before (a floor): it must be the same
@@ -36,11 +36,12 @@ from pathlib import Path
 
 from trajledger.verify.checkpoint import Checkpoint, check_consistent, verify_checkpoint
 from trajledger.verify.errors import ConsistencyError, FormatError, ProofError, SignatureError
+from trajledger.verify.merkle import EMPTY_ROOT
 from trajledger.verify.note import Verifier
 from trajledger.verify.tiles import TILE_WIDTH, TileReader, tile_width
 
 from ..errors import TamperError
-from .edge import Edge, EdgeMismatch, load_edge
+from .edge import ZERO_HASH, Edge, EdgeMismatch, load_edge
 from .layout import (
     CHECKPOINT_FILE,
     HISTORY_FILE,
@@ -168,6 +169,9 @@ def read_state(directory: Path, verifier: Verifier) -> LogState:
     try:
         ts_bytes = ts_path.read_bytes()
     except FileNotFoundError as e:
+        if note is None and _fresh(directory):
+            # Creation stopped before its first treeState: an empty, unpublished log.
+            return LogState((None, b""), None, None, 0, EMPTY_ROOT, Edge(0, [], [], [], ZERO_HASH))
         raise tamper(ts_path, "missing: the committed size of the log is gone") from e
     except OSError as e:
         raise LogError(f"{ts_path}: cannot read: {e.strerror}") from e

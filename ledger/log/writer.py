@@ -1003,6 +1003,10 @@ class Log:
         if st.unpublished:
             self._check_tail(st)
             try:
+                if not st.key[1]:  # creation stopped before its first treeState
+                    empty = format_tree_state(0, EMPTY_ROOT)
+                    write_file_atomic(self.directory / TREE_STATE_FILE, empty)
+                    st = self._state_now()
                 self._publish(signer, st.edge, st.key[1])
             except OSError as e:
                 raise LogError(f"log {self.origin}: cannot republish: {e.strerror}") from e

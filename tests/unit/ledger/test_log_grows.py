@@ -117,6 +117,16 @@ def test_a_crashed_creation_is_published_by_the_next_writer(tmp_path: Path) -> N
     assert reader.checkpoint().size == 1
 
 
+def test_a_creation_that_stopped_before_its_tree_state(tmp_path: Path) -> None:
+    log = Log.create(tmp_path / "log", ORIGIN, SIGNER)
+    (log.directory / "checkpoint").unlink()
+    (log.directory / ".state/treeState").unlink()
+    assert Log.open(log.directory).size == 0
+    assert not (log.directory / ".state/treeState").exists()
+    assert Log.open(log.directory, SIGNER).append([spec(0)]) == [0]
+    assert Log.open(log.directory).checkpoint().size == 1
+
+
 def test_a_missing_checkpoint_of_a_log_with_entries_is_never_republished(log: Log) -> None:
     """Even with treeState set back to 0: the tiles and history show entries were committed."""
     (log.directory / "checkpoint").unlink()
