@@ -33,6 +33,7 @@ Prints a Markdown table (and ``--json`` a JSON document). Not a test: nothing he
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -133,40 +134,61 @@ def markdown(r: dict[str, Any], proofs: int) -> str:
 
 
 def scaling(directory: Path, sizes: list[int], repeat: int) -> dict[str, Any]:
-    """Per-operation medians (ms) at each log size; see the module docstring."""
+    """Per-operation medians (ms, wall and CPU) at each log size; see the module docstring.
+
+    One log per size is built first; then each round measures every operation on every log in
+    turn, so the load of a shared machine falls on all sizes alike.
+    """
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     signer = Signer.generate("bench-log")
     signers = (Signer.generate("producer").keyid,)
-    cache = directory / "index"
-    log = Log.create(directory / "log", "bench.example/log", signer, cache_dir=cache)
-    rng = random.Random(2)
-    out: dict[str, Any] = {"sizes": sizes, "repeat": repeat, "ops": {}}
-    fresh = 10**9  # indices of entries never appended before (new envelopes)
+    logs: dict[int, tuple[Log, Path]] = {}
     for size in sorted(sizes):
+        cache = directory / f"index-{size}"
+        log = Log.create(directory / f"log-{size}", "bench.example/log", signer, cache_dir=cache)
         while log.size < size:
             log.append(make_specs(log.size, min(4096, size - log.size), signers))
         log.find_envelope(make_specs(0, 1, signers)[0].envelope)  # the cache covers the log
-        ops: dict[str, list[float]] = {"open": [], "open_append": [], "append": [], "find": []}
-        for _ in range(repeat):
-            t = time.perf_counter()
-            Log.open(log.directory, signer, cache_dir=cache)
-            ops["open"].append(time.perf_counter() - t)
-            t = time.perf_counter()
-            Log.open(log.directory, signer, cache_dir=cache).append(make_specs(fresh, 1, signers))
-            ops["open_append"].append(time.perf_counter() - t)
-            fresh += 1
-            t = time.perf_counter()
-            log.append(make_specs(fresh, 1, signers))
-            ops["append"].append(time.perf_counter() - t)
-            fresh += 1
+        logs[size] = (log, cache)
+    rng = random.Random(2)
+    names = ("open", "open_append", "append", "find")
+    wall: dict[int, dict[str, list[float]]] = {s: {k: [] for k in names} for s in logs}
+    cpu: dict[int, dict[str, list[float]]] = {s: {k: [] for k in names} for s in logs}
+    fresh = 10**9  # indices of entries never appended before (new envelopes)
+
+    def measure(size: int, name: str, fn: Any) -> None:
+        t, c = time.perf_counter(), time.process_time()
+        fn()
+        wall[size][name].append(time.perf_counter() - t)
+        cpu[size][name].append(time.process_time() - c)
+
+    for _ in range(repeat):
+        for size, (log, cache) in logs.items():
+            one, two = make_specs(fresh, 1, signers), make_specs(fresh + 1, 1, signers)
+            fresh += 2
             target = make_specs(rng.randrange(size), 1, signers)[0].envelope
-            t = time.perf_counter()
-            assert Log.open(log.directory, cache_dir=cache).find_envelope(target) is not None
-            ops["find"].append(time.perf_counter() - t)
-        out["ops"][size] = {k: statistics.median(v) * 1000 for k, v in ops.items()}
-    log.close()
-    return out
+            where = log.directory
+            measure(size, "open", functools.partial(Log.open, where, signer, cache_dir=cache))
+
+            def open_append(w: Path = where, c: Path = cache, e: list[EntrySpec] = one) -> None:
+                Log.open(w, signer, cache_dir=c).append(e)
+
+            def find(w: Path = where, c: Path = cache, t: str = target) -> None:
+                Log.open(w, cache_dir=c).find_envelope(t)
+
+            measure(size, "open_append", open_append)
+            measure(size, "append", functools.partial(log.append, two))
+            measure(size, "find", find)
+    for log, _cache in logs.values():
+        log.close()
+    ms = 1000.0
+    return {
+        "sizes": sorted(logs),
+        "repeat": repeat,
+        "ops": {s: {k: statistics.median(v) * ms for k, v in wall[s].items()} for s in logs},
+        "cpu": {s: {k: statistics.median(v) * ms for k, v in cpu[s].items()} for s in logs},
+    }
 
 
 def scaling_markdown(r: dict[str, Any], machine: str) -> str:
@@ -178,19 +200,21 @@ def scaling_markdown(r: dict[str, Any], machine: str) -> str:
         "append": "append of 1 entry, writer kept open",
         "find": "open + find_envelope of a random entry",
     }
-    head = " | ".join(f"{s:,} entries ms" for s in sizes)
+    head = " | ".join(f"{s:,}" for s in sizes)
     lines = [
         f"`python bench/log_bench.py --dir /tmp/logscale --scaling "
-        f"{','.join(str(s) for s in sizes)} --markdown` (median of {r['repeat']} at each size; "
-        f"durable appends, lookup cache in a cache directory). {machine}.",
+        f"{','.join(str(s) for s in sizes)} --markdown` (one log per size, operations "
+        f"interleaved across the sizes, median of {r['repeat']}; durable appends; lookup cache "
+        f"in a cache directory). {machine}.",
         "",
-        f"| operation | {head} | x at {sizes[0]:,} |",
+        f"| operation: ms at log size (wall / CPU) | {head} | x at {sizes[0]:,} (wall / CPU) |",
         "|---|" + "---:|" * (len(sizes) + 1),
     ]
     for key, label in names.items():
-        vals = [r["ops"][s][key] for s in sizes]
-        cells = " | ".join(f"{v:.2f}" for v in vals)
-        lines.append(f"| {label} | {cells} | {vals[-1] / vals[0]:.2f} |")
+        w = [r["ops"][s][key] for s in sizes]
+        c = [r["cpu"][s][key] for s in sizes]
+        cells = " | ".join(f"{a:.2f} / {b:.2f}" for a, b in zip(w, c, strict=True))
+        lines.append(f"| {label} | {cells} | {w[-1] / w[0]:.2f} / {c[-1] / c[0]:.2f} |")
     return "\n".join(lines)
 
 

@@ -292,10 +292,10 @@ def sweep_leftovers(ledger: Ledger) -> int:
 
 
 def _check_lookup(ledger: Ledger, entries: Sequence[tuple[int, LogEntry | None]]) -> list[str]:
-    from .log import CACHE_FILE
+    from .log import CACHE_DIR
     from .log.lookup import Lookup
 
-    path = ledger.cache_dir / CACHE_FILE
+    path = ledger.cache_dir / CACHE_DIR
     if not path.exists():
         return []
     lookup = Lookup(path, ledger.log.origin)

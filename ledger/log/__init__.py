@@ -32,12 +32,12 @@ from trajledger.verify.log_entry import KINDS
 
 from .check import DATA_REHASHED, DATA_SIZE_ONLY, LogReport, Problem, verify_log_dir
 from .layout import CHECKPOINT_FILE, format_tree_state, parse_tree_state
-from .lookup import CACHE_FILE
+from .lookup import CACHE_DIR
 from .witness import CosignResult, cosign
 from .writer import EntrySpec, Log, SignerSource
 
 __all__ = [
-    "CACHE_FILE",
+    "CACHE_DIR",
     "CHECKPOINT_FILE",
     "DATA_REHASHED",
     "DATA_SIZE_ONLY",

@@ -80,7 +80,7 @@ from .layout import (
     partial_widths,
     tile_rel,
 )
-from .lookup import CACHE_FILE, Lookup
+from .lookup import CACHE_DIR, Lookup
 from .state import LogState, check_floor, missing_file, read_state, tamper
 
 if TYPE_CHECKING:
@@ -223,7 +223,7 @@ class Log:
         self._floor = floor
         self._readers: dict[int, TileReader] = {}
         self._dirs: set[Path] = set()
-        self._lookup = Lookup(cache_dir / CACHE_FILE if cache_dir else None, verifier.name)
+        self._lookup = Lookup(cache_dir / CACHE_DIR if cache_dir else None, verifier.name)
         _LOGS.add(self)
 
     # -- creating and opening -----------------------------------------------------------------

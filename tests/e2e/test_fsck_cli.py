@@ -183,16 +183,23 @@ def test_fsck_repair_refuses_other_bytes_and_never_restores_erased_blobs(
 
 
 def test_fsck_finds_a_lookup_cache_that_disagrees_with_the_log(home: Path) -> None:
-    import sqlite3
+    from trajledger.ledger.log import CACHE_DIR, EntrySpec
 
     ledger = Ledger.open(home)
-    ledger.log.find_envelope("sha256:" + "0" * 64)  # build the cache
-    db = sqlite3.connect(home / "index" / "log-lookup.sqlite")
-    db.execute("DELETE FROM subj WHERE i = 3")
-    db.commit()
-    db.close()
+    vendor = ledger.keys.signer("vendor")
+    ledger.log.append(  # enough entries for the cache to write a run
+        [
+            EntrySpec("approval", f"sha256:{i:064x}", f"sha256:{i + 10**6:064x}", (vendor.keyid,))
+            for i in range(1100)
+        ]
+    )
+    cache = home / "index" / CACHE_DIR
+    name = json.loads((cache / "MANIFEST").read_text())["runs"][0][2]
+    data = bytearray((cache / name).read_bytes())
+    data[40:48] = b"\xff" * 8  # the smallest envelope key is no longer any entry's
+    (cache / name).write_bytes(bytes(data))
     r = run(home, "fsck")
-    assert r.exit_code == 1
+    assert r.exit_code == 1, r.output
     assert "lookup cache" in r.stderr and "delete it (it is rebuilt" in r.stderr
 
 

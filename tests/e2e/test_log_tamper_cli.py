@@ -170,3 +170,53 @@ def test_a_committed_unsigned_tail_is_published_by_the_next_writer(
     assert '"size":3' in info.stdout and '"checkpoint_size":3' in info.stdout
     v = runner.invoke(main, ["--ledger", str(home), "log", "verify"])
     assert v.exit_code == 0 and "WARNING" not in v.stderr, v.output
+
+
+def test_read_commands_never_write_under_log(
+    revoked: tuple[Path, str, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a ledger a writer left behind (an unpublished tail, an inflight marker, temp files,
+    leftovers past the committed size), no read command changes a byte under ``log/``."""
+    from trajledger.ledger.log import Log
+
+    pristine, final, _before = revoked
+    home = tmp_path / "ledger"
+    shutil.copytree(pristine, home)
+
+    class Killed(BaseException):
+        pass
+
+    def dying(*_args: object, **_kw: object) -> bytes:
+        raise Killed
+
+    from trajledger.ledger.record import record_statement
+    from trajledger.verify import predicates
+
+    ledger = Ledger.open(home)
+    with monkeypatch.context() as m:
+        m.setattr(Log, "_publish", dying)
+        with pytest.raises(Killed):
+            record_statement(
+                ledger, "x", "sha256:" + "5" * 64, predicates.REVOCATION, {"reason": "x"},
+                ledger.keys.signer("approver-a"),
+            )  # fmt: skip
+    log = home / "log"
+    (log / "tile/entries/000.p/250").write_bytes(b"past the committed size")
+    (log / ".state/.tmp-treeState").write_bytes(b"half")
+    before = snapshot(log)
+    runner = new_runner()
+    size = Ledger.open(home).log.size
+    for args in (
+        ["log", "info"],
+        ["log", "show"],
+        ["log", "verify"],
+        ["log", "proof", "3"],
+        ["log", "consistency", "2"],
+        ["verify", final, "--policy", str(home / "policy.toml")],
+        ["fsck"],
+        ["lineage", final],
+    ):
+        r = runner.invoke(main, ["--ledger", str(home), *args])
+        assert r.exit_code in (0, 1), (args, r.output)
+        assert snapshot(log) == before, f"{' '.join(args)} wrote under log/"
+    assert Ledger.open(home).log.size == size  # the tail is still unpublished

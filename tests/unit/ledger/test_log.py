@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import json
 import os
 import random
+import shutil
 from pathlib import Path
 
 import pytest
 
 from trajledger.ledger.errors import LogError, TamperError
 from trajledger.ledger.keys import Signer
-from trajledger.ledger.log import CACHE_FILE, EntrySpec, Log, format_tree_state, parse_tree_state
+from trajledger.ledger.log import CACHE_DIR, EntrySpec, Log, format_tree_state, parse_tree_state
+from trajledger.ledger.log.lookup import TAIL
 from trajledger.verify.checkpoint import verify_checkpoint
 from trajledger.verify.errors import FormatError, ProofError
 from trajledger.verify.log_entry import GENESIS_PREV, LogEntry, verify_chain
@@ -324,55 +327,62 @@ def cached(log: Log, tmp_path: Path, signer: Signer | None = SIGNER) -> Log:
 
 
 def test_lookup_cache_lives_outside_the_log_and_is_rebuilt(log: Log, tmp_path: Path) -> None:
-    log.append([spec(i) for i in range(600)])
+    log.append([spec(i) for i in range(3000)])
     writer = cached(log, tmp_path)
-    assert writer.append([spec(10), spec(600)]) == [10, 600]
-    cache = tmp_path / "cache" / CACHE_FILE
-    assert cache.is_file()
-    assert not [p for p in log.directory.rglob("*") if "index" in p.name or "lookup" in p.name]
-    assert cached(log, tmp_path, None).find_envelope(spec(599).envelope) == 599
+    assert writer.append([spec(10), spec(3000)]) == [10, 3000]
+    cache = tmp_path / "cache" / CACHE_DIR
+    manifest = json.loads((cache / "MANIFEST").read_text())
+    runs = [tuple(r) for r in manifest["runs"]]
+    # Runs cover whole prefixes, sizes decreasing geometrically; the rest is each process's tail.
+    assert runs[0][0] == 0 and all(a[1] == b[0] for a, b in itertools.pairwise(runs))
+    assert sorted(p.name for p in cache.glob("run-*")) == sorted(n for _s, _e, n in runs)
+    assert 3001 - runs[-1][1] < TAIL
+    assert not [p for p in log.directory.rglob("*") if "lookup" in p.name or "index" in p.name]
+    assert cached(log, tmp_path, None).find_envelope(spec(2999).envelope) == 2999
     # Missing: rebuilt from the entries.
     writer.close()
-    for suffix in ("", "-wal", "-shm"):
-        Path(str(cache) + suffix).unlink(missing_ok=True)
+    shutil.rmtree(cache)
     fresh = cached(log, tmp_path)
-    assert fresh.find_envelope(spec(599).envelope) == 599
-    assert fresh.append([spec(5), spec(601)]) == [5, 601]
-    fresh.close()
-    # Garbage: not a database; rebuilt.
-    for suffix in ("-wal", "-shm"):
-        Path(str(cache) + suffix).unlink(missing_ok=True)
-    cache.write_bytes(os.urandom(4096))
+    assert fresh.find_envelope(spec(2999).envelope) == 2999
+    assert fresh.append([spec(5), spec(3001)]) == [5, 3001]
+    assert (cache / "MANIFEST").is_file()
+    # Garbage manifest, truncated run: rebuilt.
+    (cache / "MANIFEST").write_bytes(os.urandom(200))
+    assert cached(log, tmp_path).find_subject(spec(300).subject) == [300]
+    run = next(cache.glob("run-*"))
+    run.write_bytes(run.read_bytes()[:100])
     fresh = cached(log, tmp_path)
-    assert fresh.find_subject(spec(300).subject) == [300]
-    assert fresh.append([spec(602)]) == [602]
+    assert fresh.find_subject(spec(1300).subject) == [1300]
+    assert fresh.append([spec(3002)]) == [3002]
     assert log.verify().ok
 
 
 def test_lookup_cache_candidates_are_confirmed(log: Log, tmp_path: Path) -> None:
-    # A cache row that names the wrong entry is never believed; one from another log (its last
-    # leaf hash is not this log's) is rebuilt.
-    import sqlite3
-
-    log.append([spec(0), spec(1)])
+    # A cache row that names the wrong entry is never believed; runs whose last leaf hash is
+    # not this log's (another log's cache) are rebuilt.
+    log.append([spec(i) for i in range(TAIL + 10)])
     writer = cached(log, tmp_path)
     assert writer.find_envelope(spec(1).envelope) == 1
     writer.close()
-    db = sqlite3.connect(tmp_path / "cache" / CACHE_FILE)
-    db.execute("UPDATE env SET i = 1 - i")  # swap the envelope rows of entries 0 and 1
-    db.commit()
-    db.close()
+    cache = tmp_path / "cache" / CACHE_DIR
+    manifest = json.loads((cache / "MANIFEST").read_text())
+    run = cache / manifest["runs"][0][2]
+    data = bytearray(run.read_bytes())
+    count = (len(data) - 40) // 32
+    idx = memoryview(data)[40 + 8 * count : 40 + 16 * count].cast("Q")
+    hits = [j for j in range(count) if idx[j] in (0, 1)]
+    idx[hits[0]], idx[hits[1]] = idx[hits[1]], idx[hits[0]]  # swap the rows of entries 0 and 1
+    idx.release()
+    run.write_bytes(bytes(data))
     fresh = cached(log, tmp_path)
     assert fresh.find_envelope(spec(0).envelope) is None  # candidate 1 is not spec(0)'s entry
-    assert fresh.append([spec(2)]) == [2]
-    db = sqlite3.connect(tmp_path / "cache" / CACHE_FILE)
-    db.execute("UPDATE meta SET last = ?", (b"\x07" * 32,))  # claims another log's history
-    db.commit()
-    db.close()
+    assert fresh.find_envelope(spec(7).envelope) == 7
+    manifest["last"] = "07" * 32  # claims another log's history
+    (cache / "MANIFEST").write_text(json.dumps(manifest))
     again = cached(log, tmp_path)
     assert again.find_envelope(spec(0).envelope) == 0
     assert again.append([spec(1), spec(0)]) == [1, 0]
-    assert again.size == 3
+    assert again.size == TAIL + 10
 
 
 def test_lookups_are_sublinear_in_the_log_size(
@@ -381,9 +391,9 @@ def test_lookups_are_sublinear_in_the_log_size(
     """Once the cache covers the log, an append and a lookup read O(batch + log n) entries."""
     from trajledger.verify.tiles import TileReader
 
-    log.append([spec(i) for i in range(2000)])
+    log.append([spec(i) for i in range(5000)])
     writer = cached(log, tmp_path)
-    writer.append([spec(2000)])  # the cache catches up once
+    writer.append([spec(5000)])  # the cache catches up once
     read: list[int] = []
     original = TileReader.entries
 
@@ -392,9 +402,13 @@ def test_lookups_are_sublinear_in_the_log_size(
         return original(self, start, end)
 
     monkeypatch.setattr(TileReader, "entries", counting)
-    assert writer.append([spec(2001), spec(3), spec(2002)]) == [2001, 3, 2002]
+    assert writer.append([spec(5001), spec(3), spec(5002)]) == [5001, 3, 5002]
     assert writer.find_subject(spec(1234).subject) == [1234]
-    assert sum(read) <= 10, read  # the confirmed candidates and the partial bundle, not 2000
+    assert sum(read) <= 10, read  # the confirmed candidates, not 5000
+    read.clear()
+    reader = cached(log, tmp_path, None)  # another process: reads its tail once, < TAIL entries
+    assert reader.find_subject(spec(4321).subject) == [4321]
+    assert sum(read) <= TAIL + 2, read
 
 
 def test_reader_on_a_read_only_copy(log: Log, tmp_path: Path) -> None:
