@@ -161,12 +161,7 @@ def load_edge(reader: TileReader) -> Edge:
     while size >> (TILE_HEIGHT * level):
         width = (size >> (TILE_HEIGHT * level)) % TILE_WIDTH
         first = (size >> (TILE_HEIGHT * (level + 1))) * TILE_WIDTH
-        if not width:
-            tiles.append([])
-        elif level == 0:
-            tiles.append(reader.leaf_hashes(first, first + width))
-        else:
-            tiles.append([reader.node_hash(TILE_HEIGHT * level, first + k) for k in range(width)])
+        tiles.append(reader.tile_hashes(level, first // TILE_WIDTH) if width else [])
         level += 1
     bundle: list[bytes] = []
     width = size % TILE_WIDTH

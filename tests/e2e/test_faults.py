@@ -5,8 +5,8 @@ The harness (`Faults`) wraps ``os.open``/``os.write``/``os.fsync``/``os.replace`
 ``os.mkdir`` and Python's ``open`` for paths inside the ledger directory; a first run counts the
 calls an operation makes, then each run fails call k. An error is raised as the ``OSError`` the
 OS would give; a kill is a real SIGKILL of a forked child at call k (no ``finally`` runs).
-Pyarrow's own C++ writes (the Parquet files in ``<ledger>/tmp``) and SQLite's (the derived
-lookup cache) are below Python and not counted.
+Pyarrow's own C++ writes (the Parquet files in ``<ledger>/tmp``) are below Python and not
+counted; the derived lookup cache's writes are (a failure there leaves the operation done).
 
 After each fault: the operation failed cleanly (an operational error, never a bug); the log is
 exactly the one before the operation or the one after it; ``log verify`` passes; the earlier
@@ -239,7 +239,7 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     record_policy(ledger, home / "policy.toml", [keys["approver-a"], keys["approver-b"]])
     register_environment(ledger, "cartpole", "1", keys["vendor"], gymnasium_id="CartPole-v1")
     earlier = ledger.record_batch(rows("e0"), env="cartpole@1", policy="p", key="vendor").digest
-    ledger.log.close()  # quiescent: the lookup cache's SQLite journal is folded in
+    ledger.log.close()
     return home, earlier
 
 
