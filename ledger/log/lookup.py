@@ -174,6 +174,7 @@ class Lookup:
         self._tail_start = 0
         self._tail_end = 0
         self._tail_last = b""  # leaf hash of entry tail_end - 1
+        self._read_only = False
         self._tail: tuple[dict[int, list[int]], dict[int, list[int]]] = ({}, {})
 
     # -- the files -----------------------------------------------------------------------------
@@ -347,12 +348,12 @@ class Lookup:
 
     def _flush(self) -> None:
         """Write the tail as a run and merge; without write access it stays in memory."""
-        if self.directory is None:
+        if self.directory is None or self._read_only:
             return
         try:
             self._write_tail()
         except OSError:
-            self.directory = None  # cannot be written here (a read-only copy): memory only
+            self._read_only = True  # a read-only copy: its runs serve, the tail stays here
 
     def _write_tail(self) -> None:
         import numpy as np

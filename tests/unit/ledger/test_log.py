@@ -425,3 +425,24 @@ def test_reader_on_a_read_only_copy(log: Log, tmp_path: Path) -> None:
         os.chmod(log.directory / ".state", 0o755)
         os.chmod(tmp_path / "cache", 0o755)
     assert {p: p.read_bytes() for p in log.directory.rglob("*") if p.is_file()} == before
+
+
+def test_a_cache_that_cannot_be_written_still_serves(
+    log: Log, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trajledger.ledger.log.lookup import Lookup
+
+    log.append([spec(i) for i in range(2 * TAIL + 100)])
+    cached(log, tmp_path).find_envelope(spec(0).envelope)  # a writer builds the runs
+    cache = tmp_path / "cache" / CACHE_DIR
+    log.append([spec(i) for i in range(2 * TAIL + 100, 3 * TAIL + 200)])  # a tail > TAIL
+    before = {p.name: p.read_bytes() for p in cache.iterdir()}
+
+    def refuse(self: Lookup) -> None:
+        raise PermissionError(13, "Permission denied", str(cache))
+
+    monkeypatch.setattr(Lookup, "_write_tail", refuse)
+    reader = cached(log, tmp_path, None)
+    assert reader.find_envelope(spec(5).envelope) == 5  # from a run
+    assert reader.find_envelope(spec(3 * TAIL + 150).envelope) == 3 * TAIL + 150  # the tail
+    assert {p.name: p.read_bytes() for p in cache.iterdir()} == before
