@@ -149,6 +149,7 @@ def scaling(directory: Path, sizes: list[int], repeat: int) -> dict[str, Any]:
     logs: dict[int, tuple[Log, Path]] = {}
     # The right edge's cost depends on where the size falls in its tiles (partial widths), not
     # on the size: every log gets the same remainder modulo 256, so only the size differs.
+    asked = sorted(sizes)
     sizes = [s - s % 256 + 128 for s in sizes]
     for size in sorted(sizes):
         cache = directory / f"index-{size}"
@@ -190,6 +191,7 @@ def scaling(directory: Path, sizes: list[int], repeat: int) -> dict[str, Any]:
         log.close()
     ms = 1000.0
     return {
+        "asked": asked,
         "sizes": sorted(logs),
         "repeat": repeat,
         "ops": {s: {k: statistics.median(v) * ms for k, v in wall[s].items()} for s in logs},
@@ -209,7 +211,8 @@ def scaling_markdown(r: dict[str, Any], machine: str) -> str:
     head = " | ".join(f"{s:,}" for s in sizes)
     lines = [
         f"`python bench/log_bench.py --dir /tmp/logscale --scaling "
-        f"{','.join(str(s) for s in sizes)} --markdown` (one log per size, operations "
+        f"{','.join(str(s) for s in r['asked'])} --repeat {r['repeat']} --markdown` (sizes "
+        "rounded to 128 past a multiple of 256; one log per size, operations "
         f"interleaved across the sizes, median of {r['repeat']}; durable appends; lookup cache "
         f"in a cache directory). {machine}.",
         "",
