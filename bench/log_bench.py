@@ -10,9 +10,25 @@ Measures, in one run on one directory:
 - full ``verify_log_dir`` time (rebuilds the tree from every entry, parses and chains every
   entry, checks every tile).
 
+And with ``--scaling 1000,10000,100000`` (issue 11: cost independent of the log's size): the
+log is grown to each size, then at each size, with the derived lookup cache in a cache directory
+as a ledger has it:
+
+- ``Log.open`` (a new process's open: classify the state, read the right edge);
+- open + append of one new entry (what one CLI ``record`` does to the log, idempotence check
+  included), and append of one entry by a writer that stays open;
+- ``find_envelope`` of a random entry by a fresh reader.
+
+Each size is rounded to 128 past a multiple of 256 (1000 -> 896, 100000 -> 99968), so that the
+partial tiles are alike and only the size differs.
+
+The baseline is the same operation at the smallest size, in the same run: the ratio at 100k
+should be about 1 (O(batch + log n), not O(n)).
+
 Usage::
 
     python bench/log_bench.py --dir /tmp/logbench [--entries 1000000] [--batch 256]
+    python bench/log_bench.py --dir /tmp/logbench --scaling 1000,10000,100000 --markdown
 
 Prints a Markdown table (and ``--json`` a JSON document). Not a test: nothing here is timed in CI.
 """
@@ -20,6 +36,7 @@ Prints a Markdown table (and ``--json`` a JSON document). Not a test: nothing he
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -119,6 +136,97 @@ def markdown(r: dict[str, Any], proofs: int) -> str:
     return "\n".join(lines)
 
 
+def scaling(directory: Path, sizes: list[int], repeat: int) -> dict[str, Any]:
+    """Per-operation medians (ms, wall and CPU) at each log size; see the module docstring.
+
+    One log per size is built first; then each round measures every operation on every log in
+    turn, so the load of a shared machine falls on all sizes alike.
+    """
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    signer = Signer.generate("bench-log")
+    signers = (Signer.generate("producer").keyid,)
+    logs: dict[int, tuple[Log, Path]] = {}
+    # The right edge's cost depends on where the size falls in its tiles (partial widths), not
+    # on the size: every log gets the same remainder modulo 256, so only the size differs.
+    asked = sorted(sizes)
+    sizes = [s - s % 256 + 128 for s in sizes]
+    for size in sorted(sizes):
+        cache = directory / f"index-{size}"
+        log = Log.create(directory / f"log-{size}", "bench.example/log", signer, cache_dir=cache)
+        while log.size < size:
+            log.append(make_specs(log.size, min(4096, size - log.size), signers))
+        log.find_envelope(make_specs(0, 1, signers)[0].envelope)  # the cache covers the log
+        logs[size] = (log, cache)
+    rng = random.Random(2)
+    names = ("open", "open_append", "append", "find")
+    wall: dict[int, dict[str, list[float]]] = {s: {k: [] for k in names} for s in logs}
+    cpu: dict[int, dict[str, list[float]]] = {s: {k: [] for k in names} for s in logs}
+    fresh = 10**9  # indices of entries never appended before (new envelopes)
+
+    def measure(size: int, name: str, fn: Any) -> None:
+        t, c = time.perf_counter(), time.process_time()
+        fn()
+        wall[size][name].append(time.perf_counter() - t)
+        cpu[size][name].append(time.process_time() - c)
+
+    for _ in range(repeat):
+        for size, (log, cache) in logs.items():
+            one, two = make_specs(fresh, 1, signers), make_specs(fresh + 1, 1, signers)
+            fresh += 2
+            target = make_specs(rng.randrange(size), 1, signers)[0].envelope
+            where = log.directory
+            measure(size, "open", functools.partial(Log.open, where, signer, cache_dir=cache))
+
+            def open_append(w: Path = where, c: Path = cache, e: list[EntrySpec] = one) -> None:
+                Log.open(w, signer, cache_dir=c).append(e)
+
+            def find(w: Path = where, c: Path = cache, t: str = target) -> None:
+                Log.open(w, cache_dir=c).find_envelope(t)
+
+            measure(size, "open_append", open_append)
+            measure(size, "append", functools.partial(log.append, two))
+            measure(size, "find", find)
+    for log, _cache in logs.values():
+        log.close()
+    ms = 1000.0
+    return {
+        "asked": asked,
+        "sizes": sorted(logs),
+        "repeat": repeat,
+        "ops": {s: {k: statistics.median(v) * ms for k, v in wall[s].items()} for s in logs},
+        "cpu": {s: {k: statistics.median(v) * ms for k, v in cpu[s].items()} for s in logs},
+    }
+
+
+def scaling_markdown(r: dict[str, Any], machine: str) -> str:
+    """The scaling table of docs/PERFORMANCE.md."""
+    sizes = sorted(r["ops"])
+    names = {
+        "open": "Log.open (classify the state, load the right edge)",
+        "open_append": "open + append of 1 entry (a CLI record's log part)",
+        "append": "append of 1 entry, writer kept open",
+        "find": "open + find_envelope of a random entry",
+    }
+    head = " | ".join(f"{s:,}" for s in sizes)
+    lines = [
+        f"`python bench/log_bench.py --dir /tmp/logscale --scaling "
+        f"{','.join(str(s) for s in r['asked'])} --repeat {r['repeat']} --markdown` (sizes "
+        "rounded to 128 past a multiple of 256; one log per size, operations "
+        f"interleaved across the sizes, median of {r['repeat']}; durable appends; lookup cache "
+        f"in a cache directory). {machine}.",
+        "",
+        f"| operation: ms at log size (wall / CPU) | {head} | x at {sizes[0]:,} (wall / CPU) |",
+        "|---|" + "---:|" * (len(sizes) + 1),
+    ]
+    for key, label in names.items():
+        w = [r["ops"][s][key] for s in sizes]
+        c = [r["cpu"][s][key] for s in sizes]
+        cells = " | ".join(f"{a:.2f} / {b:.2f}" for a, b in zip(w, c, strict=True))
+        lines.append(f"| {label} | {cells} | {w[-1] / w[0]:.2f} / {c[-1] / c[0]:.2f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; see the module docstring."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
@@ -128,13 +236,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--proofs", type=int, default=200, help="proofs to time")
     ap.add_argument("--json", action="store_true", help="print JSON")
     ap.add_argument("--markdown", action="store_true", help="print the docs/PERFORMANCE.md section")
+    ap.add_argument("--scaling", help="comma-separated log sizes: time the per-append costs")
+    ap.add_argument("--repeat", type=int, default=30, help="runs per operation (--scaling)")
     args = ap.parse_args(argv)
+    machine = f"{platform.machine()} {os.cpu_count()} cores, Python {sys.version.split()[0]}"
+    if args.scaling:
+        sizes = [int(x) for x in args.scaling.split(",")]
+        r = scaling(args.dir, sizes, args.repeat)
+        print(scaling_markdown(r, machine) if args.markdown else json.dumps(r, indent=1))
+        return 0
 
     shutil.rmtree(args.dir, ignore_errors=True)
     args.dir.mkdir(parents=True)
     signer = Signer.generate("bench-log")
     producer = Signer.generate("producer")
-    log = Log.create(args.dir / "log", "bench.example/log", signer)
+    log = Log.create(args.dir / "log", "bench.example/log", signer, cache_dir=args.dir / "index")
     n, batch = args.entries, args.batch
     signers = (producer.keyid,)
 
@@ -201,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     res = {
         "entries": n,
         "batch": batch,
-        "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {sys.version.split()[0]}",
+        "machine": machine,
         "append_s": append_s,
         "durable_entries_per_s": n / append_s,
         "batch_ms_median": statistics.median(batch_times) * ms,

@@ -1,15 +1,101 @@
-"""Durable file writes: temp file, fsync, rename, directory fsync."""
+"""Durable file writes (temp file, fsync, rename, directory fsync) and their leftovers.
+
+Temp files and directories are named ``.tmp-<host>-<pid>-<random>`` (`temp_name`): ``host`` is
+8 hex digits of the SHA-256 of this machine's host name, ``pid`` the writing process. A process
+killed mid-write leaves one behind. `is_stale` decides whether one can still belong to a live
+writer, so that the next writer (and ``trajledger gc``) removes only dead ones:
+
+- named by this host: stale when that process is gone (``kill(pid, 0)`` says no such process;
+  a reused pid only delays the removal, never hastens it);
+- anything else (another host sharing the directory, or a name without an owner such as
+  ``tmpXXXXXXXX`` from ``tempfile`` or a ``.tmp-`` file of trajledger 0.1): stale when nothing in
+  it changed for `STALE_AFTER` seconds and not since this process started (a writer that has
+  been silent for an hour on another host is presumed dead).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
-import tempfile
+import re
+import secrets
+import shutil
+import socket
+import time
 from pathlib import Path
 
-__all__ = ["fsync_dir", "write_file_atomic"]
+__all__ = [
+    "STALE_AFTER",
+    "TMP_PREFIX",
+    "fsync_dir",
+    "is_stale",
+    "remove_tree",
+    "temp_name",
+    "write_file_atomic",
+]
 
 TMP_PREFIX = ".tmp-"
+STALE_AFTER = 3600.0
+"""Seconds without change after which a leftover of unknown owner is presumed dead."""
+
+_HOST = hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+_STARTED = time.time()
+_OWNED = re.compile(r"\.tmp-([0-9a-f]{8})-([0-9]+)-[0-9a-f]+(?:\..*)?")
+
+
+def temp_name(suffix: str = "") -> str:
+    """A temp file name owned by this process: ``.tmp-<host>-<pid>-<random><suffix>``."""
+    return f"{TMP_PREFIX}{_HOST}-{os.getpid()}-{secrets.token_hex(6)}{suffix}"
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def _newest_mtime(path: Path) -> float:
+    newest = path.lstat().st_mtime
+    if path.is_dir() and not path.is_symlink():
+        for dirpath, dirnames, filenames in os.walk(path):
+            for name in dirnames + filenames:
+                with contextlib.suppress(OSError):
+                    newest = max(newest, os.lstat(os.path.join(dirpath, name)).st_mtime)
+    return newest
+
+
+def is_stale(path: Path, *, now: float | None = None) -> bool:
+    """Whether the temp file or directory ``path`` cannot belong to a live writer (see above).
+
+    Returns False for a path that vanished meanwhile.
+    """
+    m = _OWNED.fullmatch(path.name)
+    if m is not None and m.group(1) == _HOST:
+        return not _pid_alive(int(m.group(2)))
+    try:
+        newest = _newest_mtime(path)
+    except FileNotFoundError:
+        return False
+    current = time.time() if now is None else now
+    return newest < _STARTED and current - newest > STALE_AFTER
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a file or a directory tree (a missing one is fine)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
 
 
 def fsync_dir(directory: Path) -> None:
@@ -24,21 +110,26 @@ def fsync_dir(directory: Path) -> None:
 def write_file_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, never a mix.
 
-    The temp file is created with ``mode`` from the start (a private key is never briefly
-    world-readable), fsynced, renamed over ``path``, and the directory fsynced.
+    The temp file (`temp_name`, in the same directory) is created with ``mode`` from the start
+    (a private key is never briefly world-readable), fsynced, renamed over ``path``, and the
+    directory fsynced.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=path.parent)
+    tmp = path.parent / temp_name()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        try:
+            os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
             if durable:
-                f.flush()
-                os.fsync(f.fileno())
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     if durable:

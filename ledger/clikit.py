@@ -37,6 +37,7 @@ __all__ = [
     "ok",
     "pass_ctx",
     "progress",
+    "progress_to",
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_OPERATIONAL, EXIT_BUG = 0, 1, 2, 3, 4
@@ -189,6 +190,29 @@ def progress(total: int, label: str, *, quiet: bool = False) -> Iterator[Callabl
         return
     with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
         yield bar.update
+
+
+@contextmanager
+def progress_to(*, label: str, quiet: bool = False) -> Iterator[Callable[[int, int], None]]:
+    """Like `progress`, for library callbacks that report ``(done, total)``.
+
+    Yields:
+        ``report(done, total)``; the bar is created on the first call (when the total is known).
+    """
+    state: list[Any] = []  # [context manager, advance, done]
+
+    def report(done: int, total: int) -> None:
+        if not state:
+            cm = progress(total, label, quiet=quiet)
+            state.extend([cm, cm.__enter__(), 0])
+        state[1](done - state[2])
+        state[2] = done
+
+    try:
+        yield report
+    finally:
+        if state:
+            state[0].__exit__(None, None, None)
 
 
 EXIT_INTERRUPTED = 130

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._fs import write_file_atomic
-from .errors import LedgerError
+from .errors import LedgerError, TamperError
 from .keys import KeyStore
 from .store import ObjectStore
 
@@ -186,7 +186,19 @@ class Ledger:
             from .log import Log
 
             log_keys = KeyStore(self.root / LOG_KEY_DIR)
-            self._log = Log.open(self.log_dir, signer=lambda: log_keys.signer(LOG_KEY_NAME))
+            vkey = self.log_vkey()
+            # The newest checkpoint this user has seen is a floor the log must extend (kept
+            # outside the ledger), and what this process publishes raises it.
+            state = self._trust(vkey) if vkey is not None else None
+            self._log = Log.open(
+                self.log_dir,
+                signer=lambda: log_keys.signer(LOG_KEY_NAME),
+                vkey=vkey,
+                cache_dir=self.cache_dir,
+                cleanup=self.sweep_leftovers,
+                floor=state.floor() if state is not None else None,
+                on_publish=state.published if state is not None else None,
+            )
         return self._log
 
     def trust_state(self, *, on_progress: Callable[[int], None] | None = None) -> TrustState:
@@ -200,10 +212,7 @@ class Ledger:
                 entries do not give its signed root.
             LogError: the log cannot be read.
         """
-        from .trust_state import TrustState
-
-        if self._state is None:
-            self._state = TrustState.of(self)
+        state = self._trust(self.log.vkey)
         store = self.store
 
         def blob(digest: str) -> bytes | None:
@@ -212,9 +221,53 @@ class Ledger:
             except (OSError, LedgerError):
                 return None
 
-        self._state.sync(self.log.checkpoint_bytes(), self.log.entries, blob,
-                         what=f"{self.log_dir / 'checkpoint'}", on_progress=on_progress)
+        note = self.log.checkpoint_bytes()
+        for attempt in range(8):
+            try:
+                state.sync(note, self.log.entries, blob,
+                           what=f"{self.log_dir / 'checkpoint'}", on_progress=on_progress)
+                break
+            except TamperError:
+                # Another process may have published (and raised the floor) after this one
+                # read the checkpoint: it is then on disk, newer. The same note is a rollback.
+                newer = self.log.checkpoint_bytes()
+                if newer == note or attempt == 7:
+                    raise
+                note = newer
+        return state
+
+    def _trust(self, vkey: str) -> TrustState:
+        from .trust_state import TrustState
+
+        if self._state is None or self._state.vkey != vkey:
+            self._state = TrustState.open(vkey)
         return self._state
+
+    @property
+    def cache_dir(self) -> Path:
+        """Where derived data lives (catalog, lookup cache, audit index): ``<ledger>/index/``."""
+        return self.root / "index"
+
+    def log_vkey(self) -> str | None:
+        """The log's verifier key from ``log-key/log.pub`` and the origin, when readable.
+
+        A log whose ``vkey`` file differs from it is refused as tampered.
+        """
+        from trajledger.verify.errors import FormatError
+        from trajledger.verify.note import vkey_string
+
+        try:
+            pub = KeyStore(self.root / LOG_KEY_DIR).public(LOG_KEY_NAME)
+            return vkey_string(self.config.origin, pub.raw_ed25519())
+        except (LedgerError, FormatError):
+            return None
+
+    def sweep_leftovers(self) -> None:
+        """Remove what killed writers left (temp objects, ``tmp/`` directories) that no live
+        writer can own; run by the log's writer under its lock (see ``ledger.fsck``)."""
+        from .fsck import sweep_leftovers
+
+        sweep_leftovers(self)
 
     @classmethod
     def init(
@@ -260,8 +313,8 @@ class Ledger:
 
         log_keys = KeyStore(root / LOG_KEY_DIR)
         log_key = log_keys.create(LOG_KEY_NAME, encrypt=bool(os.environ.get(PASSPHRASE_ENV)))
-        ledger._log = Log.create(ledger.log_dir, config.origin, log_key)
-        return ledger
+        Log.create(ledger.log_dir, config.origin, log_key, cache_dir=ledger.cache_dir)
+        return ledger  # `log` opens it on first use, with this user's floor
 
     @classmethod
     def attached(cls, root: Path, config: LedgerConfig, log: Log) -> Ledger:

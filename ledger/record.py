@@ -227,6 +227,8 @@ def record_statement(
     predicate: Mapping[str, Any],
     signers: AnySigner | Sequence[AnySigner],
     kind: str | None = None,
+    *,
+    check: Callable[[int], None] | None = None,
 ) -> Recorded:
     """Record a signed statement about an existing digest (approval, revocation, erasure...).
 
@@ -243,6 +245,8 @@ def record_statement(
         predicate: the predicate object.
         signers: the key(s) that sign it.
         kind: the log entry kind; default the kind of ``predicate_type``.
+        check: a precondition run under the log's lock just before the append, with the
+            committed size (`Log.append`); raising aborts with no entry appended.
 
     Returns:
         The subject digest, the envelope digest and the log index.
@@ -264,7 +268,7 @@ def record_statement(
     # (2)
     return _sign_store_append(
         ledger, [(subject_name, subject_digest)], subject_digest, predicate_type, dict(predicate),
-        keys, entry_kind,
+        keys, entry_kind, check=check,
     )
 
 
@@ -276,6 +280,8 @@ def _sign_store_append(
     predicate: dict[str, Any],
     signers: Sequence[AnySigner],
     kind: str,
+    *,
+    check: Callable[[int], None] | None = None,
 ) -> Recorded:
     # The first subject is the artifact's identity: the log entry's subject.
     assert subjects[0][1] == subject_digest
@@ -294,5 +300,5 @@ def _sign_store_append(
         envelope=envelope_digest,
         signers=tuple(s.keyid for s in envelope.signatures),
     )
-    (index,) = ledger.log.append([spec])
+    (index,) = ledger.log.append([spec], check=check)
     return Recorded(subject_digest, envelope_digest, index)

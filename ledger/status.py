@@ -175,7 +175,9 @@ def record_policy(ledger: Ledger, policy_file: Path, signers: Sequence[Signer]) 
            must sign it (whoever verifies decides to trust it by its digest or by holding the
            same file). A later policy must have a higher serial and be signed by the threshold
            of the current policy's approvers (`verify.policy.check_successor`).
-        3. Store its JSON form and record it, signed by every signer.
+        3. Store its JSON form and record it, signed by every signer; step 2 is checked again
+           under the log's lock just before the append, so of two racing successors with the
+           same serial one is recorded and the other refused.
 
     Raises:
         LedgerError: the policy file cannot be read.
@@ -190,17 +192,21 @@ def record_policy(ledger: Ledger, policy_file: Path, signers: Sequence[Signer]) 
     new = load_policy_file(policy_file, key_lookup=key_lookup(ledger))
     # (2)
     signer_ids = frozenset(s.keyid for s in signers)
-    current = current_policy(ledger)
-    if current is None:
-        approvers = new.role("approver")
-        got = len(signer_ids & approvers.keyids)
-        if approvers.threshold == 0 or got < approvers.threshold:
-            raise PolicyError(
-                f"policy {new.name!r}: the first policy must be signed by its own approver "
-                f"threshold: {got} of {max(approvers.threshold, 1)} approver key(s) signed"
-            )
-    else:
-        check_successor(current[1], new, signer_ids)
+
+    def may_follow(_size: int) -> None:
+        current = current_policy(ledger)
+        if current is None:
+            approvers = new.role("approver")
+            got = len(signer_ids & approvers.keyids)
+            if approvers.threshold == 0 or got < approvers.threshold:
+                raise PolicyError(
+                    f"policy {new.name!r}: the first policy must be signed by its own approver "
+                    f"threshold: {got} of {max(approvers.threshold, 1)} approver key(s) signed"
+                )
+        else:
+            check_successor(current[1], new, signer_ids)
+
+    may_follow(0)  # fail fast; checked again under the log's lock, just before the append
     # (3)
     from .signing import canonical_json
 
@@ -214,4 +220,5 @@ def record_policy(ledger: Ledger, policy_file: Path, signers: Sequence[Signer]) 
         predicates.TRUST_POLICY,
         {"policy": body},
         list(signers),
+        check=may_follow,
     )

@@ -1,9 +1,12 @@
 """Content-addressed object store.
 
 Scope: blobs named by the SHA-256 of their bytes, at ``objects/sha256/<2 hex>/<2 hex>/<64 hex>``,
-written once. Local directories are written durably with the OS (temp file in the same
-directory, fsync, rename, directory fsync). Any other location (``s3://``, ``gs://``, ...) goes
-through ``pyarrow.fs`` (``ledger.remote``), imported only then.
+written once. Local directories are written durably with the OS (temp file
+``objects/sha256/.tmp-<host>-<pid>-<random>``, fsync, rename, directory fsync); a put of an object
+whose stored bytes do not hash to its name replaces it atomically, and temp files of killed
+writers are removed by `ObjectStore.drop_temp_files` (only those no live writer can own). Any
+other location (``s3://``, ``gs://``, ...) goes through ``pyarrow.fs`` (``ledger.remote``),
+imported only then.
 
 Remote stores: a blob is hashed before it is uploaded, straight to its final key (an S3 object
 appears only once its upload is complete, so no temporary objects and no server-side copies);
@@ -31,12 +34,13 @@ from trajledger.verify.digest import (
     DIGEST_PREFIX,
     FileDigest,
     digest_bytes,
+    hash_file,
     parse_digest,
     verify_bytes,
 )
 from trajledger.verify.errors import DigestMismatchError
 
-from ._fs import TMP_PREFIX, fsync_dir
+from ._fs import TMP_PREFIX, fsync_dir, is_stale, temp_name
 from .errors import StoreError
 
 __all__ = ["REMOTE_CHUNK", "ObjectStore"]
@@ -100,6 +104,9 @@ class ObjectStore:
     def put_bytes(self, data: bytes) -> str:
         """Store ``data``; returns its digest. Storing the same bytes twice is a no-op.
 
+        On a local disk, an object already stored under that digest whose bytes are not
+        ``data`` (damaged or planted) is replaced atomically.
+
         Raises:
             StoreError: the store cannot be written (no temp file is left behind).
         """
@@ -107,30 +114,42 @@ class ObjectStore:
         if self._fs is not None:
             self._remote_put(digest, len(data), lambda: [data])
             return digest
-        if self.exists(digest):
-            return digest
         if self._fs is None:
             final = self.path_of(digest)
-            tmp = ""
+            if _holds(final, data):
+                return digest
+            tmp: Path | None = None
             try:
-                final.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=final.parent)
-                with os.fdopen(fd, "wb") as f:
+                tmp = self._new_temp()
+                with open(tmp, "wb") as f:
                     f.write(data)
                     if self.durable:
                         f.flush()
                         os.fsync(f.fileno())
-                os.chmod(tmp, 0o444)
-                os.replace(tmp, final)
-                if self.durable:
-                    fsync_dir(final.parent)
+                self._install(tmp, final)
             except BaseException as e:
-                if tmp:
-                    _unlink(tmp)
+                if tmp is not None:
+                    _unlink(str(tmp))
                 if isinstance(e, OSError):
                     raise StoreError(f"object {digest}: cannot write: {e.strerror or e}") from e
                 raise
         return digest
+
+    def _new_temp(self) -> Path:
+        """A new temp file (``objects/sha256/.tmp-...``), owned by this process."""
+        tmpdir = self.root / "sha256"
+        tmpdir.mkdir(parents=True, exist_ok=True)
+        tmp = tmpdir / temp_name()
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        return tmp
+
+    def _install(self, tmp: Path, final: Path) -> None:
+        """Rename a complete temp file to its object path (replacing a damaged object)."""
+        os.chmod(tmp, 0o444)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, final)
+        if self.durable:
+            fsync_dir(final.parent)
 
     def put_file(self, path: str | os.PathLike[str]) -> FileDigest:
         """Copy a file into the store, hashing while copying (one read of the source).
@@ -147,16 +166,30 @@ class ObjectStore:
         with src:
             return self.put_stream(src, name=str(path))
 
-    def put_stream(self, stream: IO[bytes], *, name: str = "stream") -> FileDigest:
-        """Store everything read from ``stream``; constant memory."""
+    def put_stream(
+        self, stream: IO[bytes], *, name: str = "stream", expect: str | None = None
+    ) -> FileDigest:
+        """Store everything read from ``stream``, hashing while copying; constant memory.
+
+        On a local disk, an object already stored under the digest whose bytes do not hash to
+        it (damaged or planted) is replaced atomically.
+
+        Args:
+            stream: the bytes to store.
+            name: what to call the source in messages.
+            expect: the digest the bytes must have; otherwise nothing is stored.
+
+        Raises:
+            StoreError: the source cannot be read or the store cannot be written.
+            DigestMismatchError: the bytes do not hash to ``expect``.
+        """
         h = hashlib.sha256()
         size = 0
         if self._fs is None:
-            tmpdir = self.root / "sha256"
-            tmpdir.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=tmpdir)
+            local: Path | None = None
             try:
-                with os.fdopen(fd, "wb") as out:
+                local = self._new_temp()
+                with open(local, "wb") as out:
                     while chunk := stream.read(CHUNK):
                         h.update(chunk)
                         out.write(chunk)
@@ -165,18 +198,24 @@ class ObjectStore:
                         out.flush()
                         os.fsync(out.fileno())
                 digest = DIGEST_PREFIX + h.hexdigest()
+                if expect is not None and digest != expect:
+                    raise DigestMismatchError(
+                        f"{name}: content hashes to {digest}, want {expect}",
+                        subject=name,
+                        expected=expect,
+                        observed=digest,
+                    )
                 final = self.path_of(digest)
-                if final.exists():
-                    _unlink(tmp)
+                if _intact(final, size, h.hexdigest()):
+                    _unlink(str(local))
                 else:
-                    final.parent.mkdir(parents=True, exist_ok=True)
-                    os.chmod(tmp, 0o444)
-                    os.replace(tmp, final)
-                    if self.durable:
-                        fsync_dir(final.parent)
-            except OSError as e:
-                _unlink(tmp)
-                raise StoreError(f"{name}: cannot store: {e.strerror or e}") from e
+                    self._install(local, final)
+            except BaseException as e:
+                if local is not None:
+                    _unlink(str(local))
+                if isinstance(e, OSError):
+                    raise StoreError(f"{name}: cannot store: {e.strerror or e}") from e
+                raise
             return FileDigest(Path(name), size, h.hexdigest())
         # Remote: spool to a local temporary file (hashing), then upload under the digest.
         with tempfile.NamedTemporaryFile(prefix=TMP_PREFIX) as spool:
@@ -186,12 +225,13 @@ class ObjectStore:
                 spool.flush()
             except OSError as e:
                 raise StoreError(f"{name}: cannot store: {e.strerror or e}") from e
-            return self._remote_put_file(Path(spool.name), name)
+            return self._remote_put_file(Path(spool.name), name, expect=expect)
 
     # -- remote writing --------------------------------------------------------------------------
 
-    def _remote_put_file(self, path: Path, name: str) -> FileDigest:
-        """Hash a local file, then upload it under its digest (unless present)."""
+    def _remote_put_file(self, path: Path, name: str, expect: str | None = None) -> FileDigest:
+        """Hash a local file, then upload it under its digest (unless present); with ``expect``,
+        only when it hashes to that."""
         h = hashlib.sha256()
         size = 0
         try:
@@ -202,6 +242,13 @@ class ObjectStore:
         except OSError as e:
             raise StoreError(f"{name}: cannot read: {e.strerror}") from e
         digest = DIGEST_PREFIX + h.hexdigest()
+        if expect is not None and digest != expect:
+            raise DigestMismatchError(
+                f"{name}: content hashes to {digest}, want {expect}",
+                subject=name,
+                expected=expect,
+                observed=digest,
+            )
 
         def chunks() -> Iterator[bytes]:
             with open(path, "rb") as f:
@@ -237,7 +284,7 @@ class ObjectStore:
                 raise StoreError(
                     f"{src}: {size} bytes, want {known.size}: the file changed after it was written"
                 )
-            if final.exists():
+            if _intact(final, known.size, known.sha256):
                 src.unlink()
                 return FileDigest(Path(path), known.size, known.sha256)
             if self.durable:
@@ -404,16 +451,94 @@ class ObjectStore:
             return False
         return True
 
-    def drop_temp_files(self) -> int:
-        """Remove temp files left by a crash; returns how many."""
+    def temp_files(self, *, everywhere: bool = False) -> list[Path]:
+        """Temp files in the local store: those of ``objects/sha256/`` (where this version
+        writes them), or with ``everywhere`` also in every object directory (older versions)."""
+        base = self.root / "sha256"
+        if self._fs is not None or not base.is_dir():
+            return []
+        if not everywhere:
+            return sorted(base / n for n in os.listdir(base) if n.startswith(TMP_PREFIX))
+        found: list[Path] = []
+        for dirpath, _dirs, files in os.walk(base):
+            found.extend(Path(dirpath) / f for f in files if f.startswith(TMP_PREFIX))
+        return sorted(found)
+
+    def drop_temp_files(self, *, everywhere: bool = False) -> int:
+        """Remove temp files left by killed writers (only those no live writer can own:
+        ``ledger._fs.is_stale``); returns how many."""
         n = 0
-        if self._fs is None and (self.root / "sha256").is_dir():
-            for dirpath, _dirs, files in os.walk(self.root / "sha256"):
-                for f in files:
-                    if f.startswith(TMP_PREFIX):
-                        _unlink(os.path.join(dirpath, f))
-                        n += 1
+        for path in self.temp_files(everywhere=everywhere):
+            if is_stale(path):
+                _unlink(str(path))
+                n += 1
         return n
+
+    def modified(self, digest: str) -> float | None:
+        """When the object was last written (POSIX seconds); None when the store cannot say.
+
+        Raises:
+            StoreError: absent or unreadable.
+        """
+        try:
+            if self._fs is None:
+                return self.path_of(digest).stat().st_mtime
+            info = self._fs.get_file_info(self._remote(digest))
+        except FileNotFoundError as e:
+            raise StoreError(f"object {digest}: not in the store") from e
+        except OSError as e:
+            raise StoreError(f"object {digest}: cannot read: {e.strerror or e}") from e
+        mtime = getattr(info, "mtime", None)
+        return mtime.timestamp() if mtime is not None else None
+
+    def check_object(self, digest: str, *, size: int | None = None, rehash: bool = True) -> int:
+        """Check a stored object without reading it into memory; returns its size.
+
+        Args:
+            digest: the object's name.
+            size: the size it must have (a manifest's), when known.
+            rehash: re-hash its bytes (else only the size is compared).
+
+        Raises:
+            StoreError: absent or unreadable.
+            DigestMismatchError: the size or the bytes are not the ones named.
+        """
+        what = f"object {digest}"
+        try:
+            if self._fs is None:
+                path = self.path_of(digest)
+                have = path.stat().st_size
+                got = hash_file(path).sha256 if rehash and (size is None or have == size) else None
+            else:
+                import pyarrow.fs as pafs
+
+                info = self._fs.get_file_info(self._remote(digest))
+                if info.type != pafs.FileType.File:
+                    raise FileNotFoundError(2, "not in the store", self._remote(digest))
+                have = int(info.size)
+                got = None
+                if rehash and (size is None or have == size):
+                    h = hashlib.sha256()
+                    with self._fs.open_input_stream(self._remote(digest)) as f:
+                        while chunk := f.read(CHUNK):
+                            h.update(chunk)
+                    got = h.hexdigest()
+        except FileNotFoundError as e:
+            raise StoreError(f"{what}: not in the store") from e
+        except OSError as e:
+            raise StoreError(f"{what}: cannot read: {e.strerror or e}") from e
+        if size is not None and have != size:
+            raise DigestMismatchError(
+                f"{what}: {have} bytes, want {size}", subject=what, expected=digest
+            )
+        if got is not None and DIGEST_PREFIX + got != digest:
+            raise DigestMismatchError(
+                f"{what}: content hashes to {DIGEST_PREFIX + got}, want {digest}",
+                subject=what,
+                expected=digest,
+                observed=DIGEST_PREFIX + got,
+            )
+        return have
 
     def copy_to(self, digest: str, dest: Path) -> None:
         """Copy a blob to a local file (for exports and checkouts), streaming.
@@ -449,3 +574,22 @@ class ObjectStore:
 def _unlink(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether the object file at ``path`` exists and holds exactly ``data``."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(data) + 1) == data
+    except (FileNotFoundError, IsADirectoryError):
+        return False
+
+
+def _intact(path: Path, size: int, hexdigest: str) -> bool:
+    """Whether the object file at ``path`` exists and hashes to ``hexdigest``."""
+    try:
+        if path.stat().st_size != size:
+            return False
+        return hash_file(path).sha256 == hexdigest
+    except (FileNotFoundError, IsADirectoryError):
+        return False

@@ -19,7 +19,9 @@ verifier still verifies each record it uses. Envelopes are read unverified here 
 what a record lists and names.
 
 Concurrency: SQLite transactions (``BEGIN IMMEDIATE``) serialise processes extending the same
-state; a reader sees a consistent snapshot.
+state; a reader sees a consistent snapshot. Threads of one process may share a `TrustState`
+(a log writer's group commit publishes from its own thread): one lock serialises each statement
+and holds for a whole transaction, so no thread reads another's uncommitted work.
 Non-scope: verifying signatures (``verify.lineage``), the log's files (``ledger.log``).
 """
 
@@ -29,10 +31,12 @@ import contextlib
 import hashlib
 import json
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.errors import FormatError, ProvenanceError
@@ -82,8 +86,60 @@ class NameRow:
     subject: str
 
 
+def _wal(db: sqlite3.Connection, wait: float = 60.0) -> None:
+    """Put a new database in WAL mode (it stays so). Processes opening it for the first time at
+    once may find it locked, and SQLite does not wait for this pragma itself: retry."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def _log_id(vkey: str) -> str:
     return hashlib.sha256(vkey.encode()).hexdigest()[:32]
+
+
+class _Rows:
+    """The rows of one statement, fetched while its lock was held."""
+
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self._rows = rows
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._rows[0] if self._rows else None
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self._rows
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self._rows)
+
+
+class _LockedDB:
+    """A connection shared by the threads of a process: each statement runs, and its rows are
+    fetched, under one reentrant lock, which `TrustState._write` also holds for a transaction."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self.lock = threading.RLock()
+
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> _Rows:
+        with self.lock:
+            return _Rows(self._db.execute(sql, args).fetchall())
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        with self.lock:
+            self._db.executemany(sql, rows)
+
+    def close(self) -> None:
+        with self.lock:
+            self._db.close()
 
 
 class TrustState:
@@ -94,7 +150,7 @@ class TrustState:
         self.path = path
         self.vkey = vkey
         self.verifier: Verifier = verifier_from_vkey(vkey)
-        self._db = db
+        self._db = _LockedDB(db)
         self._size, self._range, self._note, self._last = self._read_meta()
 
     @classmethod
@@ -111,8 +167,10 @@ class TrustState:
         base = (directory or state_dir()) / "logs" / _log_id(vkey)
         try:
             base.mkdir(parents=True, exist_ok=True, mode=0o700)
-            db = sqlite3.connect(base / "state.sqlite", isolation_level=None, timeout=60)
-            db.execute("PRAGMA journal_mode=WAL")
+            db = sqlite3.connect(
+                base / "state.sqlite", isolation_level=None, timeout=60, check_same_thread=False
+            )
+            _wal(db)
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as e:
@@ -162,17 +220,18 @@ class TrustState:
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[None]:
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as e:
-            raise LedgerError(f"trust state {self.path}: cannot write: {e}") from e
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        else:
-            self._db.execute("COMMIT")
+        with self._db.lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as e:
+                raise LedgerError(f"trust state {self.path}: cannot write: {e}") from e
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            else:
+                self._db.execute("COMMIT")
 
     @property
     def size(self) -> int:
@@ -361,6 +420,19 @@ class TrustState:
         """
         with self._write():
             if self.check_extends(note, proof, what=what):
+                self._put("checkpoint", note)
+                self._note = note
+
+    def published(self, note: bytes) -> None:
+        """Raise the floor to a checkpoint this process's own log writer just published (its
+        consistency with the tree before was checked by the writer, under its lock); the
+        index catches up on the next `sync`."""
+        new = verify_checkpoint(note, self.verifier)
+        with self._write():
+            self._size, self._range, self._note, self._last = self._read_meta()
+            old = self.floor_checkpoint()
+            same = old is not None and (new.size, new.root) == (old.size, old.root)
+            if old is None or new.size > old.size or same:
                 self._put("checkpoint", note)
                 self._note = note
 

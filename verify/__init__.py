@@ -13,6 +13,7 @@ Layer map (imports run one way: runner -> ledger -> verify):
 - ``tiles``      C2SP tlog-tiles layout and a storage-independent tile reader
 - ``note``       C2SP signed notes; ``checkpoint`` C2SP checkpoints; ``tlog_proof`` offline proofs
 - ``log_entry``  the log's entries (JCS records with the ``prev`` hash chain)
+- ``logcheck``   the chain-and-root checker of a tiled log (or a subset of it) over a fetcher
 - ``policy``     trust policies and their history
 - ``sigstore_adapter``  Sigstore bundles: key mode with ``cryptography``; keyless through the
                  ``sigstore`` package, imported lazily here only (else "not verifiable here")

@@ -340,6 +340,23 @@ class TileReader:
             i += take
         return out
 
+    def tile_hashes(self, level: int, index: int) -> list[bytes]:
+        """Return the hashes of tile ``(level, index)`` in the tree of `size` leaves.
+
+        Args:
+            level: tile level (level L holds Merkle level 8*L hashes).
+            index: tile index within the level.
+
+        Returns:
+            `tile_width` hashes (fewer than 256 for the rightmost tile of a level).
+
+        Raises:
+            ProofError: the tree has no such tile.
+            FormatError: the tile is malformed.
+            FileNotFoundError: the tile is missing.
+        """
+        return list(self._read("tile", level, index))
+
     def node_hash(self, level: int, index: int) -> bytes:
         """Return the hash of the complete subtree at Merkle ``level`` and position ``index``.
 

@@ -23,6 +23,7 @@ from trajledger.ledger.log import EntrySpec
 from trajledger.ledger.signing import sign_statement
 from trajledger.runner.cli import main
 from trajledger.verify import predicates
+from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.merkle import leaf_hash, verify_consistency
 from trajledger.verify.note import verifier_from_vkey
@@ -133,8 +134,14 @@ def test_attest_and_inspect(
     assert c["old_root"] == base64.b64encode(leaf_hash(ledger.log.entry(0))).decode()
 
     v = run(runner, home, "log", "verify")
-    expect(v, 0, "OK: log test/ledger: 2 entries verified\n")
-    assert "problems\t0" in v.stdout
+    expect(v, 0, "OK: log test/ledger: 2 entries verified, 4 blob(s) re-hashed\n")
+    assert "problems\t0" in v.stdout and "blobs\t4 (re-hashed)" in v.stdout
+    quick = run(runner, home, "log", "verify", "--skip-data", "--json")
+    expect(
+        quick, 0, "OK: log test/ledger: 2 entries verified, 4 blob(s) size only, not re-hashed\n"
+    )
+    assert json.loads(quick.stdout)["data"] == "size only, not re-hashed"
+    assert run(runner, home, "log", "verify", "--deep").exit_code == 2  # gone: data is re-hashed
 
 
 def test_attest_refusals(
@@ -193,7 +200,12 @@ def test_log_argument_refusals(
 
 
 def test_cosign_follows_the_log_and_refuses_rollback_and_fork(
-    runner: CliRunner, home: Path, alice: str, make_tree: Callable[..., Path], tmp_path: Path
+    runner: CliRunner,
+    home: Path,
+    alice: str,
+    make_tree: Callable[..., Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     expect(run(runner, home, "key", "new", "witness", "--no-encrypt"), 0)
     attest(runner, home, make_tree({"a.txt": "a"}))
@@ -222,6 +234,18 @@ def test_cosign_follows_the_log_and_refuses_rollback_and_fork(
     current = tmp_path / "log-at-3"
     shutil.move(home / "log", current)
     shutil.copytree(saved, home / "log")
+    root3 = Checkpoint.from_text(cp[: cp.index(b"\n\n") + 1]).root.hex()[:16]
+    expect(
+        run(runner, home, "log", "cosign", "--key", "witness"),
+        1,
+        f"FAIL: {home / 'log/checkpoint'}: rollback: the signed checkpoint has size 1, but size 3 "
+        f"(root {root3}…) was seen before; the log was rolled back or replaced; nothing was "
+        "changed; run 'trajledger log verify' for every problem and restore the log from a copy "
+        "you trust\n",
+    )
+    # The user's own memory refused it first; the witness's memory refuses it too, on a
+    # machine that never saw size 3 (a user state directory of its own).
+    monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(tmp_path / "elsewhere"))
     expect(
         run(runner, home, "log", "cosign", "--key", "witness"),
         1,
@@ -362,5 +386,5 @@ def test_verify_warns_about_leftovers(
         r,
         0,
         "WARNING: log/tile/entries/000.p/7: past the committed size 1 (an interrupted append); "
-        "ignored\nOK: log test/ledger: 1 entries verified\n",
+        "ignored\nOK: log test/ledger: 1 entries verified, 2 blob(s) re-hashed\n",
     )

@@ -14,9 +14,11 @@ announced length, an endless body, a trickle, a gzip bomb, a redirect, an error 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
+import os
 import shutil
 import socket
 import socketserver
@@ -29,7 +31,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from trajledger.ledger.home import Ledger
+from trajledger.ledger.home import STATE_DIR_ENV, Ledger
 from trajledger.ledger.log import EntrySpec
 from trajledger.ledger.monitor import FetchLimits, HttpLog, monitor
 from trajledger.ledger.record import record_files
@@ -42,12 +44,30 @@ from trajledger.verify.errors import ConsistencyError
 from trajledger.verify.note import Note
 
 
+@contextlib.contextmanager
+def own_state(home: Path) -> Iterator[None]:
+    """Act as the party owning ``home``, with a user state directory of its own (the floor
+    its log writer keeps), not the monitor's."""
+    old = os.environ.get(STATE_DIR_ENV)
+    os.environ[STATE_DIR_ENV] = str(home.parent / f"state-of-{home.name}")
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(STATE_DIR_ENV, None)
+        else:
+            os.environ[STATE_DIR_ENV] = old
+
+
 class Vendor:
-    """A small ledger whose log grows by one files artifact per `add`."""
+    """A small ledger whose log grows by one files artifact per `add`; the vendor is another
+    party, with its own user state (bound when its log is opened here)."""
 
     def __init__(self, home: Path, origin: str = "vendor.example/log") -> None:
         self.home = home
-        self.ledger = Ledger.init(home, origin=origin)
+        with own_state(home):
+            self.ledger = Ledger.init(home, origin=origin)
+            self.ledger.log  # noqa: B018 - opened with the vendor's own state
         self.key = self.ledger.keys.create("vendor", encrypt=False)
         self.n = 0
 
@@ -80,7 +100,9 @@ class Vendor:
         shutil.copytree(self.home, to)
         other = Vendor.__new__(Vendor)
         other.home, other.n = to, self.n
-        other.ledger = Ledger.open(to)
+        with own_state(to):
+            other.ledger = Ledger.open(to)
+            other.ledger.log  # noqa: B018 - opened with that party's own state
         other.key = other.ledger.keys.signer("vendor")
         return other
 

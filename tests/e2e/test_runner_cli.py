@@ -542,9 +542,10 @@ def test_refuses_a_log_fork(runner: CliRunner, world: World) -> None:
     _seen(world, _sign_checkpoint(world, current.size, other_root))
     log = {p: p.read_bytes() for p in (world.home / "log").rglob("*") if p.is_file()}
     message = (
-        f"FAIL: {world.home / 'log' / 'checkpoint'}: fork: the log's signed checkpoint at size "
+        f"FAIL: {world.home / 'log' / 'checkpoint'}: fork: the signed checkpoint at size "
         f"{current.size} has root {current.root.hex()[:16]}…, but root {other_root.hex()[:16]}… "
-        "was seen before at that size. Nothing was changed.\n"
+        "was seen before at that size; nothing was changed; run 'trajledger log verify' for "
+        "every problem and restore the log from a copy you trust\n"
     )
     for args in (["admit", "ds@1"], ["train", "--dataset", "ds@1", "--key", "trainer"],
                  ["verify", "ds@1"]):
@@ -562,14 +563,16 @@ def test_refuses_a_log_rollback(runner: CliRunner, world: World) -> None:
     old_size = _checkpoint(world).size
     register_evaluator(world.ledger, "other", "1", "human", world.signer("vendor"))
     r = run(runner, world.home, "train", "--dataset", "ds@1", "--key", "trainer")
-    expect(r, 0)  # this user has now seen a larger size
+    expect(r, 0)  # this user has now seen a larger size (the evaluator and the checkpoint)
+    seen = _checkpoint(world).size
+    assert seen == old_size + 2
     shutil.rmtree(world.home / "log")
     shutil.copytree(backup, world.home / "log")  # an old copy of the log is put back
     r = run(runner, world.home, "train", "--dataset", "ds@1", "--key", "trainer")
     expect(r, 1)
     assert r.stderr.startswith(
-        f"FAIL: {world.home / 'log' / 'checkpoint'}: rollback: the log's signed checkpoint has "
-        f"size {old_size}, but size {old_size + 1} was seen before"
+        f"FAIL: {world.home / 'log' / 'checkpoint'}: rollback: the signed checkpoint has "
+        f"size {old_size}, but size {seen} (root "
     )
 
 

@@ -25,7 +25,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -187,7 +187,12 @@ class _LogProxy:
     def __init__(self, actor: Any) -> None:
         self._actor = actor
 
-    def append(self, specs: Sequence[EntrySpec]) -> list[int]:
+    def append(
+        self, specs: Sequence[EntrySpec], check: Callable[[int], None] | None = None
+    ) -> list[int]:
+        if check is not None:
+            # A precondition is a local callable: it cannot run in the writer actor's process.
+            raise LedgerError("a ledger attached to a Ray writer appends without preconditions")
         return cast(list[int], ray.get(self._actor.append.remote(list(specs))))
 
     def require_signer(self) -> None:

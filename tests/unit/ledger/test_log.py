@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import json
 import os
 import random
+import shutil
 from pathlib import Path
 
 import pytest
 
-from trajledger.ledger.errors import LogError
+from trajledger.ledger.errors import LogError, TamperError
 from trajledger.ledger.keys import Signer
-from trajledger.ledger.log import EntrySpec, Log, format_tree_state, parse_tree_state
+from trajledger.ledger.log import CACHE_DIR, EntrySpec, Log, format_tree_state, parse_tree_state
+from trajledger.ledger.log.lookup import TAIL
 from trajledger.verify.checkpoint import verify_checkpoint
-from trajledger.verify.errors import FormatError, ProofError, SignatureError
+from trajledger.verify.errors import FormatError, ProofError
 from trajledger.verify.log_entry import GENESIS_PREV, LogEntry, verify_chain
 from trajledger.verify.merkle import (
     leaf_hash,
@@ -291,7 +294,7 @@ def test_checkpoint_is_verified(log: Log) -> None:
     path = log.directory / "checkpoint"
     data = path.read_bytes()
     path.write_bytes(data.replace(b"\n1\n", b"\n2\n", 1))
-    with pytest.raises(SignatureError, match="does not verify"):
+    with pytest.raises(TamperError, match=r"not a checkpoint signed by the log key .*does not"):
         log.checkpoint()
     cp = verify_checkpoint(data, log.verifier)
     assert cp.size == 1
@@ -319,49 +322,127 @@ def test_lookups_see_appends_by_other_processes(log: Log) -> None:
     assert reader.find_subject(spec(0).subject) == [0]
 
 
-def test_index_is_rebuilt_when_missing_or_wrong(log: Log) -> None:
-    log.append([spec(i) for i in range(600)])
-    index = log.directory / ".state/index"
-    assert index.stat().st_size == 600 * 16
-    index.unlink()
-    fresh = Log.open(log.directory, SIGNER)
-    assert fresh.find_envelope(spec(599).envelope) == 599
-    assert fresh.append([spec(10)]) == [10]
-    assert index.stat().st_size == 600 * 16
-    # Garbage records: lookups are confirmed on the entries, the index is rebuilt.
-    index.write_bytes(os.urandom(600 * 16))
-    fresh = Log.open(log.directory, SIGNER)
-    assert fresh.find_envelope(spec(5).envelope) == 5
-    assert fresh.append([spec(5), spec(600)]) == [5, 600]
-    assert fresh.find_subject(spec(300).subject) == [300]
-    # An index longer than the log (a log restored from an older copy) is ignored.
-    index.write_bytes(index.read_bytes() + os.urandom(160))
-    fresh = Log.open(log.directory, SIGNER)
-    assert fresh.append([spec(601)]) == [601]
-    assert index.stat().st_size == 602 * 16
+def cached(log: Log, tmp_path: Path, signer: Signer | None = SIGNER) -> Log:
+    return Log.open(log.directory, signer, cache_dir=tmp_path / "cache")
+
+
+def test_lookup_cache_lives_outside_the_log_and_is_rebuilt(log: Log, tmp_path: Path) -> None:
+    log.append([spec(i) for i in range(3000)])
+    writer = cached(log, tmp_path)
+    assert writer.append([spec(10), spec(3000)]) == [10, 3000]
+    cache = tmp_path / "cache" / CACHE_DIR
+    manifest = json.loads((cache / "MANIFEST").read_text())
+    runs = [tuple(r) for r in manifest["runs"]]
+    # Runs cover whole prefixes, sizes decreasing geometrically; the rest is each process's tail.
+    assert runs[0][0] == 0 and all(a[1] == b[0] for a, b in itertools.pairwise(runs))
+    assert sorted(p.name for p in cache.glob("run-*")) == sorted(n for _s, _e, n in runs)
+    assert 3001 - runs[-1][1] < TAIL
+    assert not [p for p in log.directory.rglob("*") if "lookup" in p.name or "index" in p.name]
+    assert cached(log, tmp_path, None).find_envelope(spec(2999).envelope) == 2999
+    # Missing: rebuilt from the entries.
+    writer.close()
+    shutil.rmtree(cache)
+    fresh = cached(log, tmp_path)
+    assert fresh.find_envelope(spec(2999).envelope) == 2999
+    assert fresh.append([spec(5), spec(3001)]) == [5, 3001]
+    assert (cache / "MANIFEST").is_file()
+    # Garbage manifest, truncated run: rebuilt.
+    (cache / "MANIFEST").write_bytes(os.urandom(200))
+    assert cached(log, tmp_path).find_subject(spec(300).subject) == [300]
+    run = next(cache.glob("run-*"))
+    run.write_bytes(run.read_bytes()[:100])
+    fresh = cached(log, tmp_path)
+    assert fresh.find_subject(spec(1300).subject) == [1300]
+    assert fresh.append([spec(3002)]) == [3002]
     assert log.verify().ok
 
 
-def test_index_candidates_are_confirmed(log: Log) -> None:
-    # A record that names the wrong entry is never believed.
-    log.append([spec(0), spec(1)])
-    index = log.directory / ".state/index"
-    data = bytearray(index.read_bytes())
-    data[0:8], data[16:24] = data[16:24], data[0:8]  # swap the envelope keys of 0 and 1
-    index.write_bytes(bytes(data))
-    fresh = Log.open(log.directory, SIGNER)
-    assert fresh.find_envelope(spec(0).envelope) == 0
-    assert fresh.append([spec(1)]) == [1]
-    assert fresh.size == 2
+def test_lookup_cache_candidates_are_confirmed(log: Log, tmp_path: Path) -> None:
+    # A cache row that names the wrong entry is never believed; runs whose last leaf hash is
+    # not this log's (another log's cache) are rebuilt.
+    log.append([spec(i) for i in range(TAIL + 10)])
+    writer = cached(log, tmp_path)
+    assert writer.find_envelope(spec(1).envelope) == 1
+    writer.close()
+    cache = tmp_path / "cache" / CACHE_DIR
+    manifest = json.loads((cache / "MANIFEST").read_text())
+    run = cache / manifest["runs"][0][2]
+    data = bytearray(run.read_bytes())
+    count = (len(data) - 40) // 32
+    idx = memoryview(data)[40 + 8 * count : 40 + 16 * count].cast("Q")
+    hits = [j for j in range(count) if idx[j] in (0, 1)]
+    idx[hits[0]], idx[hits[1]] = idx[hits[1]], idx[hits[0]]  # swap the rows of entries 0 and 1
+    idx.release()
+    run.write_bytes(bytes(data))
+    fresh = cached(log, tmp_path)
+    assert fresh.find_envelope(spec(0).envelope) is None  # candidate 1 is not spec(0)'s entry
+    assert fresh.find_envelope(spec(7).envelope) == 7
+    manifest["last"] = "07" * 32  # claims another log's history
+    (cache / "MANIFEST").write_text(json.dumps(manifest))
+    again = cached(log, tmp_path)
+    assert again.find_envelope(spec(0).envelope) == 0
+    assert again.append([spec(1), spec(0)]) == [1, 0]
+    assert again.size == TAIL + 10
+
+
+def test_lookups_are_sublinear_in_the_log_size(
+    log: Log, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the cache covers the log, an append and a lookup read O(batch + log n) entries."""
+    from trajledger.verify.tiles import TileReader
+
+    log.append([spec(i) for i in range(5000)])
+    writer = cached(log, tmp_path)
+    writer.append([spec(5000)])  # the cache catches up once
+    read: list[int] = []
+    original = TileReader.entries
+
+    def counting(self: TileReader, start: int, end: int) -> list[bytes]:
+        read.append(end - start)
+        return original(self, start, end)
+
+    monkeypatch.setattr(TileReader, "entries", counting)
+    assert writer.append([spec(5001), spec(3), spec(5002)]) == [5001, 3, 5002]
+    assert writer.find_subject(spec(1234).subject) == [1234]
+    assert sum(read) <= 10, read  # the confirmed candidates, not 5000
+    read.clear()
+    reader = cached(log, tmp_path, None)  # another process: reads its tail once, < TAIL entries
+    assert reader.find_subject(spec(4321).subject) == [4321]
+    assert sum(read) <= TAIL + 2, read
 
 
 def test_reader_on_a_read_only_copy(log: Log, tmp_path: Path) -> None:
     log.append([spec(i) for i in range(20)])
-    (log.directory / ".state/index").unlink()
+    before = {p: p.read_bytes() for p in log.directory.rglob("*") if p.is_file()}
+    (tmp_path / "cache").mkdir()
     os.chmod(log.directory / ".state", 0o555)
+    os.chmod(tmp_path / "cache", 0o555)
     try:
-        ro = Log.open(log.directory)
+        ro = cached(log, tmp_path, None)
         assert ro.find_envelope(spec(19).envelope) == 19
         assert ro.size == 20
     finally:
         os.chmod(log.directory / ".state", 0o755)
+        os.chmod(tmp_path / "cache", 0o755)
+    assert {p: p.read_bytes() for p in log.directory.rglob("*") if p.is_file()} == before
+
+
+def test_a_cache_that_cannot_be_written_still_serves(
+    log: Log, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trajledger.ledger.log.lookup import Lookup
+
+    log.append([spec(i) for i in range(2 * TAIL + 100)])
+    cached(log, tmp_path).find_envelope(spec(0).envelope)  # a writer builds the runs
+    cache = tmp_path / "cache" / CACHE_DIR
+    log.append([spec(i) for i in range(2 * TAIL + 100, 3 * TAIL + 200)])  # a tail > TAIL
+    before = {p.name: p.read_bytes() for p in cache.iterdir()}
+
+    def refuse(self: Lookup) -> None:
+        raise PermissionError(13, "Permission denied", str(cache))
+
+    monkeypatch.setattr(Lookup, "_write_tail", refuse)
+    reader = cached(log, tmp_path, None)
+    assert reader.find_envelope(spec(5).envelope) == 5  # from a run
+    assert reader.find_envelope(spec(3 * TAIL + 150).envelope) == 3 * TAIL + 150  # the tail
+    assert {p.name: p.read_bytes() for p in cache.iterdir()} == before

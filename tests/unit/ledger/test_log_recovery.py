@@ -1,7 +1,9 @@
 """Crash recovery of the log writer: an append interrupted anywhere is all or nothing.
 
 A crash is simulated by raising `Killed` (a BaseException nothing in the library catches) at a
-chosen point of the commit protocol; a new `Log.open` plays the process that comes next.
+chosen point of the commit protocol; a new `Log.open` plays the process that comes next. Opening
+never changes a file (readers never write); the next writer recovers, forward only, under the
+lock. An append of an entry already logged (idempotent: it adds nothing) plays that writer.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from trajledger.ledger.errors import LogError
+from trajledger.ledger.errors import LogError, TamperError
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.log import EntrySpec, Log, format_tree_state, verify_log_dir
 
@@ -40,8 +42,17 @@ def tree(log_dir: Path) -> dict[str, bytes]:
     return {
         str(p.relative_to(log_dir)): p.read_bytes()
         for p in sorted(log_dir.rglob("*"))
-        if p.is_file() and p.name not in ("lock", "index")
+        if p.is_file() and p.name != "lock"
     }
+
+
+def recover(directory: Path) -> Log:
+    """The next writer: opens (changing nothing) and appends an entry already logged."""
+    before = tree(directory)
+    writer = Log.open(directory, SIGNER)
+    assert tree(directory) == before, "opening changed a file"
+    assert writer.append([spec(3)]) == [3]
+    return writer
 
 
 @pytest.fixture
@@ -83,7 +94,8 @@ def test_crash_before_commit_leaves_nothing(
     before = tree(log.directory)
     crashed_append(log, monkeypatch, point, after, n)
     assert (log.directory / ".state/inflight").exists()
-    reopened = Log.open(log.directory, SIGNER)
+    assert Log.open(log.directory).size == 10
+    reopened = recover(log.directory)
     assert reopened.size == 10
     assert tree(log.directory) == before
     assert reopened.append([spec(100)]) == [10]
@@ -95,38 +107,49 @@ def test_crash_before_commit_leaves_nothing(
 def test_crash_after_commit_before_publication(log: Log, monkeypatch: pytest.MonkeyPatch) -> None:
     original_publish = Log._publish
     crashed_append(log, monkeypatch, "_publish", False, 5)
-    # Committed, not yet published: readers see 15 entries, the checkpoint still says 10.
-    reader = Log.open(log.directory)  # no key: cannot republish
-    assert reader.size == 15
+    # Committed, not yet published: readers read up to the signed checkpoint (10 entries).
+    before = tree(log.directory)
+    reader = Log.open(log.directory)
+    assert reader.size == 10
+    assert reader.tree_state()[0] == 15
     assert reader.checkpoint().size == 10
+    with pytest.raises(LogError, match="log entry 12: outside the log of size 10"):
+        reader.entry(12)
     with pytest.raises(LogError, match="log entry 12: not covered by the published checkpoint"):
         reader.tlog_proof(12)
     report = verify_log_dir(log.directory)
     assert report.ok, report.problems
     assert any("lags the committed size 15" in w for w in report.warnings)
-    # The next process with the key republishes on open.
+    # Opening with the key changes nothing either: only a write republishes.
     assert Log._publish is original_publish
     writer = Log.open(log.directory, SIGNER)
+    assert writer.size == 10
+    assert tree(log.directory) == before
+    # Retrying the append is idempotent: the writer republishes the tail, adds nothing.
+    assert writer.append([spec(i) for i in range(100, 105)]) == [10, 11, 12, 13, 14]
     assert writer.checkpoint().size == 15
     assert writer.tlog_proof(12).index == 12
-    # Retrying the append is idempotent: the entries are there once.
-    assert writer.append([spec(i) for i in range(100, 105)]) == [10, 11, 12, 13, 14]
+    assert reader.size == 15
     assert verify_log_dir(log.directory).warnings == []
 
 
-def test_crash_before_the_index_is_written(log: Log, monkeypatch: pytest.MonkeyPatch) -> None:
-    from trajledger.ledger import log as logmod
+def test_crash_before_the_lookup_cache_is_written(
+    log: Log, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trajledger.ledger.log.lookup import Lookup
 
+    cache = tmp_path / "cache"
+    writer = Log.open(log.directory, SIGNER, cache_dir=cache)
+    assert writer.append([spec(1)]) == [1]
     with monkeypatch.context() as m:
 
-        def dying(self: object) -> None:
-            raise Killed("persist")
+        def dying(self: object, *args: object) -> None:
+            raise Killed("lookup")
 
-        m.setattr(logmod._Index, "persist", dying)
+        m.setattr(Lookup, "add", dying)
         with pytest.raises(Killed):
-            log.append([spec(i) for i in range(100, 105)])
-    assert (log.directory / ".state/index").stat().st_size == 10 * 16
-    again = Log.open(log.directory, SIGNER)
+            writer.append([spec(i) for i in range(100, 105)])
+    again = Log.open(log.directory, SIGNER, cache_dir=cache)
     assert again.append([spec(i) for i in range(100, 106)]) == [10, 11, 12, 13, 14, 15]
     assert again.size == 16
 
@@ -144,7 +167,7 @@ def test_a_live_writer_recovers_after_another_one_died(
     assert report.ok and report.warnings == [], (report.problems, report.warnings)
 
 
-def test_temp_files_are_dropped_on_open(log: Log) -> None:
+def test_temp_files_are_dropped_by_the_next_writer(log: Log) -> None:
     temps = [
         log.directory / ".tmp-checkpoint",
         log.directory / ".state/.tmp-treeState",
@@ -156,7 +179,7 @@ def test_temp_files_are_dropped_on_open(log: Log) -> None:
     report = verify_log_dir(log.directory)
     assert report.ok
     assert sum("temp file of an interrupted append" in w for w in report.warnings) == 2
-    Log.open(log.directory, SIGNER)
+    recover(log.directory)
     assert [t for t in temps if t.exists()] == []
 
 
@@ -175,7 +198,7 @@ def test_leftovers_past_the_committed_size_are_removed(log: Log) -> None:
     report = verify_log_dir(d)
     assert report.ok, report.problems
     assert sorted(w.split(":")[0] for w in report.warnings) == sorted(junk)
-    Log.open(d, SIGNER)
+    recover(d)
     assert [rel for rel in junk if (d / rel).exists()] == []
     assert verify_log_dir(d).warnings == []
 
@@ -198,20 +221,20 @@ def test_torn_history_record_is_truncated(log: Log) -> None:
     good = history.read_bytes()
     history.write_bytes(good + b"\x00\x00\x00")
     assert verify_log_dir(log.directory).ok
-    Log.open(log.directory, SIGNER)
+    recover(log.directory)
     assert history.read_bytes() == good
 
 
 def test_tiles_are_checked_against_tree_state_on_open(log: Log) -> None:
     state = log.directory / ".state/treeState"
     state.write_bytes(format_tree_state(10, b"\x07" * 32))
-    with pytest.raises(LogError, match=r"the tiles give root \S+ at size 10, but treeState says"):
+    with pytest.raises(TamperError, match=r"treeState: root at size 10 is \S+, but the signed"):
         Log.open(log.directory, SIGNER)
     state.write_bytes(format_tree_state(11, b"\x07" * 32))
-    with pytest.raises(LogError, match=r"tile/0/000.p/11: missing; the log is damaged"):
+    with pytest.raises(TamperError, match=r"tile/0/000.p/11: missing, but the committed tree"):
         Log.open(log.directory, SIGNER)
     state.write_bytes(b"{}")
-    with pytest.raises(LogError, match=r"treeState: fields are \[\], want \['root', 'size'\]"):
+    with pytest.raises(TamperError, match=r"treeState: fields are \[\], want \['root', 'size'\]"):
         Log.open(log.directory, SIGNER)
 
 

@@ -61,11 +61,13 @@ def test_a_recorded_ledger_verifies(ledger: Ledger, alice: Signer, make_tree: An
     record_statement(
         ledger, "batch-0", recs[0].digest, predicates.APPROVAL, {"purpose": "train"}, alice
     )
-    report = check(ledger, deep=True)
+    report = check(ledger)
     assert report.ok, report.problems
     assert (report.size, report.entries_checked, report.envelopes_checked) == (4, 4, 4)
     assert report.blobs_checked == 6
+    assert report.data == "re-hashed"
     report.raise_if_failed()
+    assert check(ledger, skip_data=True).data == "size only, not re-hashed"
 
 
 def test_missing_envelope(ledger: Ledger, alice: Signer, make_tree: Any) -> None:
@@ -129,13 +131,21 @@ def test_missing_and_altered_blobs(ledger: Ledger, alice: Signer, make_tree: Any
     gone = recs[0].manifest.files[0]
     ledger.store.delete(gone.digest)
     changed = recs[1].manifest.files[1]
-    writable(ledger.store.path_of(changed.digest)).write_bytes(b"tampered")
+    writable(ledger.store.path_of(changed.digest)).write_bytes(b"tampered, longer")
+    # By default every blob is re-hashed: the altered one is found.
     report = check(ledger)
-    assert problems(report) == [("tile/entries/000.p/3", 0)]
+    assert problems(report) == [("tile/entries/000.p/3", 0), ("tile/entries/000.p/3", 1)]
     assert report.problems[0].message == f"blob {gone.path} ({gone.digest}): not in the store"
-    deep = check(ledger, deep=True)
-    assert problems(deep) == [("tile/entries/000.p/3", 0), ("tile/entries/000.p/3", 1)]
-    assert deep.problems[1].message.startswith(f"blob {changed.path}: object ")
+    assert report.problems[1].message.startswith(f"blob {changed.path}: object ")
+    assert report.problems[1].message.endswith(f"bytes, want {changed.size}")
+    # Sizes only: a change of size is found, a same-size change is not (and the report says so).
+    quick = check(ledger, skip_data=True)
+    assert quick.data == "size only, not re-hashed"
+    assert problems(quick) == [("tile/entries/000.p/3", 0), ("tile/entries/000.p/3", 1)]
+    assert quick.problems[1].message.endswith(f"bytes, want {changed.size}")
+    writable(ledger.store.path_of(changed.digest)).write_bytes(b"x" * changed.size)
+    assert problems(check(ledger, skip_data=True)) == [("tile/entries/000.p/3", 0)]
+    assert problems(check(ledger)) == [("tile/entries/000.p/3", 0), ("tile/entries/000.p/3", 1)]
 
 
 def test_erased_blobs_are_not_missing(ledger: Ledger, alice: Signer, make_tree: Any) -> None:
@@ -194,10 +204,10 @@ def test_duplicate_envelope_is_reported(tmp_path: Path, monkeypatch: pytest.Monk
     log = Log.create(tmp_path / "log", "example.org/dup", Signer.generate("l"))
     s = EntrySpec("files", "sha256:" + "1" * 64, "sha256:" + "2" * 64, ("a" * 64,))
     log.append([s])
-    monkeypatch.setattr(Log, "_lookup", lambda self, column, digests, size: {})
+    monkeypatch.setattr(Log, "_find", lambda self, column, digests, st, writer: {})
     log.append([s])
     report = verify_log_dir(log.directory)
-    assert problems(report) == [("tile/entries/000", 1)]
+    assert problems(report) == [("tile/entries/000.p/2", 1)]
     assert "is logged twice, at 0 and 1" in report.problems[0].message
 
 
@@ -217,4 +227,5 @@ def test_report_json(ledger: Ledger, alice: Signer, make_tree: Any) -> None:
         "entries_checked",
         "envelopes_checked",
         "blobs_checked",
+        "data",
     }

@@ -214,15 +214,62 @@ def test_local_file_uri_is_a_local_store(tmp_path: Path) -> None:
     assert store.path_of(HELLO_DIGEST).is_file()
 
 
-def test_drop_temp_files_and_iter_skips_them(tmp_path: Path) -> None:
+def test_drop_temp_files_removes_only_what_no_live_writer_owns(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    from trajledger.ledger._fs import STALE_AFTER, temp_name
+
     store = ObjectStore(tmp_path / "objects")
     store.put_bytes(HELLO)
-    stray = store.path_of(HELLO_DIGEST).parent / f"{TMP_PREFIX}{'a' * 59}"
-    stray.write_bytes(b"partial")
+    top = store.root / "sha256"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    mine = top / temp_name()  # this process: alive
+    gone = top / temp_name().replace(f"-{os.getpid()}-", f"-{dead}-")  # exited: dead
+    old = top / f"{TMP_PREFIX}{'a' * 59}"  # no owner (trajledger 0.1), an old one
+    young = top / f"{TMP_PREFIX}{'b' * 59}"  # no owner, written just now
+    deep = store.path_of(HELLO_DIGEST).parent / f"{TMP_PREFIX}{'c' * 59}"  # where 0.1 wrote them
+    for p in (mine, gone, old, young, deep):
+        p.write_bytes(b"partial")
+    past = time.time() - STALE_AFTER - 60
+    for p in (old, deep):
+        os.utime(p, (past, past))
     assert list(store.iter_digests()) == [HELLO_DIGEST]
-    assert store.drop_temp_files() == 1
-    assert not stray.exists()
-    assert store.drop_temp_files() == 0
+    assert store.drop_temp_files() == 2
+    assert [p.exists() for p in (mine, gone, old, young, deep)] == [True, False, False, True, True]
+    assert store.drop_temp_files(everywhere=True) == 1
+    assert not deep.exists()
+    assert store.drop_temp_files(everywhere=True) == 0
+
+
+def test_a_damaged_object_is_replaced_by_the_next_put(tmp_path: Path) -> None:
+    store = ObjectStore(tmp_path / "objects")
+    store.put_bytes(HELLO)
+    path = store.path_of(HELLO_DIGEST)
+    os.chmod(path, 0o644)
+    for planted in (b"HELLO", b"hello, world"):
+        path.write_bytes(planted)
+        with pytest.raises(DigestMismatchError):
+            store.check_object(HELLO_DIGEST)
+        assert store.put_bytes(HELLO) == HELLO_DIGEST
+        assert path.read_bytes() == HELLO and stat.S_IMODE(path.stat().st_mode) == 0o444
+        os.chmod(path, 0o644)
+        path.write_bytes(planted)
+        assert store.put_stream(io.BytesIO(HELLO)).digest == HELLO_DIGEST
+        assert path.read_bytes() == HELLO
+        os.chmod(path, 0o644)
+    assert store.check_object(HELLO_DIGEST) == 5
+    assert store.temp_files(everywhere=True) == []
+
+
+def test_put_stream_refuses_bytes_that_do_not_give_the_expected_digest(tmp_path: Path) -> None:
+    store = ObjectStore(tmp_path / "objects")
+    with pytest.raises(DigestMismatchError, match="content hashes to sha256:2cf2"):
+        store.put_stream(io.BytesIO(HELLO), name="src", expect=ABSENT)
+    assert not store.exists(HELLO_DIGEST) and store.temp_files() == []
+    assert store.put_stream(io.BytesIO(HELLO), expect=HELLO_DIGEST).digest == HELLO_DIGEST
 
 
 def _fail_fsync(monkeypatch: pytest.MonkeyPatch) -> None:

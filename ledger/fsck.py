@@ -1,0 +1,611 @@
+"""A ledger's objects against its log: check (fsck), restore (repair), collect garbage (gc).
+
+Scope:
+
+- `fsck` (read-only): every object the log names (each entry's envelope; the manifest of every
+  artifact with files, and each blob it lists unless erased; trust-policy copies; objects of
+  imported lineages) is looked up and re-hashed; it reports missing and damaged objects, objects
+  no record names (orphans), leftovers of killed writers, and derived caches that disagree with
+  the log (`DERIVED_CHECKS`: the log's lookup cache here; further checks are appended there).
+- `repair`: restores missing or damaged objects the log names from another ledger directory or
+  an exported evidence bundle (``.tar.zst``, read with ``verify.bundle``); every byte restored is
+  hashed while copied and must give the digest, and an object is installed by an atomic rename
+  (a damaged one replaced). Erased blobs are never restored.
+- `gc` (a dry run unless told to apply): removes orphans last written more than ``min_age`` ago
+  (a recorder stores blobs before it logs them: the grace period protects one in progress) and
+  leftovers no live writer can own (``ledger._fs.is_stale``).
+- `sweep_leftovers`: what every writer does under the log's lock before its first append: the
+  same leftover rule on ``objects/sha256/.tmp-*`` and ``<ledger>/tmp/*`` (cheap: two
+  directories).
+
+Non-scope: the log itself (``log verify`` checks every tile and entry; a tampered log is refused
+when opened), lineage and policy (``verify``).
+Spec: DESIGN §2 (object store), schemas/log-entry.v1.md (entries).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from trajledger.verify.dsse import Envelope
+from trajledger.verify.errors import DigestMismatchError, FormatError, ProvenanceError
+from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.manifest import Manifest
+from trajledger.verify.statement import Statement
+
+from ._fs import TMP_PREFIX, is_stale, remove_tree
+from .errors import LedgerError, StoreError
+
+if TYPE_CHECKING:
+    from .home import Ledger
+    from .store import ObjectStore
+
+__all__ = [
+    "DERIVED_CHECKS",
+    "DerivedCheck",
+    "FsckReport",
+    "GcResult",
+    "Leftover",
+    "Named",
+    "RepairResult",
+    "fsck",
+    "gc",
+    "leftovers",
+    "named_objects",
+    "repair",
+    "sweep_leftovers",
+]
+
+FILE_KINDS = frozenset(
+    {"files", "environment", "evaluator", "rollout-batch", "dataset", "checkpoint"}
+)
+"""Entry kinds whose subject is a manifest stored with the artifact (it stays after erasure)."""
+
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_HEX = re.compile(r"[0-9a-f]{64}")
+_MAX_JSON = 64 << 20  # a stored manifest or envelope larger than this is not parsed for names
+
+Progress = Callable[[int, int], None]
+DerivedCheck = Callable[["Ledger", Sequence[tuple[int, "LogEntry | None"]]], list[str]]
+"""A check of a derived cache against the log's entries ((index, entry or None) in log order);
+returns one line per problem, each saying how to rebuild the cache."""
+
+
+# -- what the log names -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Named:
+    """An object the log names.
+
+    Attributes:
+        digest: its name.
+        what: the first reason it is named ("envelope of entry 3", "blob a.txt of entry 4").
+        index: the log entry naming it.
+        required: its absence is a problem (envelopes, manifests, blobs not erased); optional
+            ones (trust-policy copies, imported lineages) are checked when present.
+    """
+
+    digest: str
+    what: str
+    index: int
+    required: bool
+
+
+def _mentions(value: Any, out: set[str]) -> None:
+    """Every digest written anywhere in a JSON value (``sha256:<hex>`` or ``{"sha256": hex}``)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if _DIGEST.fullmatch(v):
+                out.add(v)
+        elif isinstance(v, dict):
+            h = v.get("sha256")
+            if isinstance(h, str) and _HEX.fullmatch(h):
+                out.add("sha256:" + h)
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+
+
+class _Walk:
+    """One pass over the log's entries, collecting the objects they name."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self.named: dict[str, Named] = {}
+        self.mentioned: set[str] = set()
+        self.erased: set[str] = set()
+        self.entries: list[tuple[int, LogEntry | None]] = []
+
+    def name(self, digest: str, what: str, index: int, required: bool) -> None:
+        old = self.named.get(digest)
+        if old is None or (required and not old.required):
+            self.named[digest] = Named(digest, what, index, required)
+
+    def read_json(self, digest: str) -> Any:
+        """A stored JSON object that hashes to its name, else None."""
+        try:
+            if self.store.check_object(digest, rehash=False) > _MAX_JSON:
+                return None
+            data = self.store.get_verified(digest)
+            return json.loads(data)
+        except (StoreError, DigestMismatchError, ValueError, RecursionError):
+            return None
+
+    def statement(self, digest: str) -> Statement | None:
+        try:
+            data = self.store.get_verified(digest)
+            return Statement.from_bytes(Envelope.from_bytes(data).payload)
+        except (StoreError, ProvenanceError):
+            return None
+
+    def entry(self, i: int, e: LogEntry, required: bool, depth: int = 0) -> None:
+        self.name(e.envelope, f"envelope of entry {i}", i, required)
+        st = self.statement(e.envelope)
+        if st is not None:
+            _mentions(st.predicate, self.mentioned)
+            if e.kind == "erasure":
+                self.erased.add(e.subject)
+                blobs = st.predicate.get("blobs")
+                if isinstance(blobs, list):
+                    self.erased.update(b for b in blobs if isinstance(b, str))
+            inline = st.predicate.get("manifest")
+            if isinstance(inline, dict):
+                self.manifest(i, e.subject, inline, required)
+        if e.kind in FILE_KINDS:
+            self.name(e.subject, f"manifest of entry {i}", i, required)
+            obj = self.read_json(e.subject)
+            if isinstance(obj, dict) and "files" in obj:
+                self.manifest(i, e.subject, obj, required)
+        elif e.kind == "trust-policy":
+            self.name(e.subject, f"trust policy of entry {i}", i, False)
+        if e.kind == "import" and st is not None and depth == 0:
+            self.imported(i, st)
+
+    def manifest(self, i: int, subject: str, obj: dict[str, Any], required: bool) -> None:
+        _mentions(obj, self.mentioned)
+        try:
+            manifest = Manifest.from_json(obj)
+        except FormatError:
+            return  # 'log verify' / 'verify' report a bad manifest
+        for f in manifest.files:
+            self.name(f.digest, f"blob {f.path} of entry {i} ({subject[:19]}…)", i, required)
+
+    def imported(self, i: int, st: Statement) -> None:
+        """The lineage an import record brought along: checked when present, not required."""
+        entries = st.predicate.get("entries")
+        if not isinstance(entries, list):
+            return
+        for item in entries:
+            raw = item.get("entry") if isinstance(item, dict) else None
+            if not isinstance(raw, str):
+                continue
+            try:
+                foreign = LogEntry.from_bytes(raw.encode("utf-8"))
+            except FormatError:
+                continue
+            self.entry(i, foreign, False, depth=1)
+
+
+def named_objects(
+    ledger: Ledger, *, on_progress: Progress | None = None
+) -> tuple[dict[str, Named], set[str], set[str], list[tuple[int, LogEntry | None]]]:
+    """Walk the log (up to its signed checkpoint) and collect what its records name.
+
+    Returns:
+        (the objects named, by digest; the erased digests; every digest mentioned anywhere in
+        a record, which `gc` never removes; each entry parsed or None, in log order).
+
+    Raises:
+        TamperError: the log is tampered with (it is refused when opened).
+    """
+    walk = _Walk(ledger.store)
+    log = ledger.log
+    size = log.size
+    for lo in range(0, size, 256):
+        hi = min(size, lo + 256)
+        for i, raw in enumerate(log.entries(lo, hi), lo):
+            try:
+                e: LogEntry | None = LogEntry.from_bytes(raw, f"log entry {i}")
+            except FormatError:
+                e = None
+            walk.entries.append((i, e))
+            if e is not None:
+                walk.entry(i, e, True)
+        if on_progress is not None:
+            on_progress(hi, size)
+    for digest in walk.erased:
+        old = walk.named.get(digest)
+        if old is not None and old.what.startswith("blob "):
+            walk.named[digest] = Named(digest, old.what + " (erased)", old.index, False)
+    walk.mentioned.update(walk.named)
+    return walk.named, walk.erased, walk.mentioned, walk.entries
+
+
+# -- leftovers ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A temp file or directory of a writer.
+
+    Attributes:
+        path: where it is.
+        stale: no live writer can own it (``ledger._fs.is_stale``): safe to remove.
+    """
+
+    path: Path
+    stale: bool
+
+
+def _tmp_entries(ledger: Ledger) -> Iterator[Path]:
+    tmp = ledger.root / "tmp"
+    try:
+        names = sorted(os.listdir(tmp))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for n in names:
+        if n.startswith(("tmp", TMP_PREFIX)):
+            yield tmp / n
+
+
+def leftovers(ledger: Ledger, *, everywhere: bool = True) -> list[Leftover]:
+    """Temp files of the store and ``<ledger>/tmp/`` entries, each judged stale or not.
+
+    Args:
+        ledger: the ledger.
+        everywhere: look in every object directory (older versions wrote temps beside the
+            object) and in the log's directories, not only where writers write them now.
+    """
+    paths: list[Path] = list(ledger.store.temp_files(everywhere=everywhere))
+    paths.extend(_tmp_entries(ledger))
+    if everywhere:
+        for dirpath, _dirs, files in os.walk(ledger.log_dir):
+            paths.extend(Path(dirpath) / f for f in files if f.startswith(TMP_PREFIX))
+    return [Leftover(p, is_stale(p)) for p in paths]
+
+
+def sweep_leftovers(ledger: Ledger) -> int:
+    """Remove the stale leftovers of killed writers where writers put them now.
+
+    Run by the log's writer under its lock, before its first append; cheap (it lists
+    ``objects/sha256/`` and ``<ledger>/tmp/``). Returns how many were removed.
+    """
+    n = ledger.store.drop_temp_files() if ledger.store.is_local else 0
+    for path in _tmp_entries(ledger):
+        if is_stale(path):
+            remove_tree(path)
+            n += 1
+    return n
+
+
+# -- fsck -----------------------------------------------------------------------------------------
+
+
+def _check_lookup(ledger: Ledger, entries: Sequence[tuple[int, LogEntry | None]]) -> list[str]:
+    from .log import CACHE_DIR
+    from .log.lookup import Lookup
+
+    path = ledger.cache_dir / CACHE_DIR
+    if not path.exists():
+        return []
+    lookup = Lookup(path, ledger.log.origin)
+    try:
+        return lookup.disagreements(entries)
+    finally:
+        lookup.close()
+
+
+DERIVED_CHECKS: list[DerivedCheck] = [_check_lookup]
+"""Checks of derived caches against the log, run by `fsck`. Append to add one (the catalog)."""
+
+
+@dataclass
+class FsckReport:
+    """What `fsck` found.
+
+    Attributes:
+        size: the log size walked (its signed checkpoint's).
+        named: objects the log names.
+        checked: named objects present and re-hashed.
+        missing: required objects absent (digest -> why it is named).
+        damaged: named objects present whose bytes do not hash to their name.
+        absent_optional: named but optional objects not stored.
+        erased: erased blobs (not failures).
+        orphans: stored objects nothing names, with their sizes.
+        leftovers: temp files and directories of writers.
+        derived: derived caches that disagree with the log.
+    """
+
+    size: int = 0
+    named: int = 0
+    checked: int = 0
+    missing: dict[str, str] = field(default_factory=dict)
+    damaged: dict[str, str] = field(default_factory=dict)
+    absent_optional: int = 0
+    erased: int = 0
+    orphans: dict[str, int] = field(default_factory=dict)
+    leftovers: list[Leftover] = field(default_factory=list)
+    derived: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """No missing or damaged object and no disagreeing cache (orphans and leftovers are
+        reported, not failures)."""
+        return not (self.missing or self.damaged or self.derived)
+
+    def problems(self) -> list[str]:
+        """One line per failure."""
+        out = [f"object {d}: missing ({why})" for d, why in sorted(self.missing.items())]
+        out += [f"object {d}: damaged: {why}" for d, why in sorted(self.damaged.items())]
+        return out + list(self.derived)
+
+    def to_json(self) -> dict[str, Any]:
+        """A stable JSON rendering (``fsck --json``)."""
+        return {
+            "ok": self.ok,
+            "size": self.size,
+            "named": self.named,
+            "checked": self.checked,
+            "missing": dict(sorted(self.missing.items())),
+            "damaged": dict(sorted(self.damaged.items())),
+            "absent_optional": self.absent_optional,
+            "erased": self.erased,
+            "orphans": dict(sorted(self.orphans.items())),
+            "leftovers": [{"path": str(x.path), "stale": x.stale} for x in self.leftovers],
+            "derived": list(self.derived),
+        }
+
+
+def fsck(ledger: Ledger, *, on_progress: Progress | None = None) -> FsckReport:
+    """Check the ledger's objects against its log; reads only.
+
+    Steps:
+        1. Walk the log up to its signed checkpoint and collect every object it names
+           (`named_objects`).
+        2. Re-hash each named object present; a required one absent is missing (unless erased).
+        3. Stored objects that nothing names are orphans.
+        4. List leftovers of writers (`leftovers`).
+        5. Run the derived-cache checks (`DERIVED_CHECKS`).
+
+    Args:
+        ledger: the ledger.
+        on_progress: called with (units done, total) over the walk and the re-hashing.
+
+    Raises:
+        TamperError: the log is tampered with.
+    """
+    report = FsckReport()
+    store = ledger.store
+    # (1)
+    named, erased, mentioned, entries = named_objects(ledger)
+    report.size = len(entries)
+    report.named = len(named)
+    # (2)
+    total = len(named)
+    for n, (digest, item) in enumerate(sorted(named.items()), 1):
+        try:
+            store.check_object(digest)
+            report.checked += 1
+        except StoreError:
+            if digest in erased:
+                report.erased += 1
+            elif item.required:
+                report.missing[digest] = item.what
+            else:
+                report.absent_optional += 1
+        except DigestMismatchError as e:
+            report.damaged[digest] = f"{item.what}: {e}"
+        if on_progress is not None:
+            on_progress(n, total)
+    # (3)
+    for digest in store.iter_digests():
+        if digest not in mentioned:
+            try:
+                report.orphans[digest] = store.check_object(digest, rehash=False)
+            except (StoreError, DigestMismatchError):
+                continue
+    # (4)
+    report.leftovers = leftovers(ledger)
+    # (5)
+    for check in DERIVED_CHECKS:
+        report.derived.extend(check(ledger, entries))
+    return report
+
+
+# -- repair ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class RepairResult:
+    """What `repair` did.
+
+    Attributes:
+        restored: objects installed from the source, each re-hashed while copied.
+        unavailable: objects the source does not hold (or holds with other bytes).
+        after: `fsck` after the repair.
+    """
+
+    restored: list[str] = field(default_factory=list)
+    unavailable: list[str] = field(default_factory=list)
+    after: FsckReport | None = None
+
+
+def _source(path: Path) -> tuple[Callable[[str], IO[bytes] | None], Callable[[], None]]:
+    """Open a repair source: an exported bundle file, or another ledger directory.
+
+    Returns:
+        (open an object's bytes by digest, or None when absent; close the source).
+    """
+    if path.is_file():
+        from trajledger.verify.bundle import BundleEvidence
+
+        ev = BundleEvidence.open(path)
+
+        def from_bundle(digest: str) -> IO[bytes] | None:
+            p = ev.blob_path(digest)
+            return open(p, "rb") if p is not None else None
+
+        return from_bundle, ev.close
+    from .home import Ledger
+
+    other = Ledger.open(path)
+    store = other.store
+
+    def from_ledger(digest: str) -> IO[bytes] | None:
+        if store.is_local:
+            try:
+                return open(store.path_of(digest), "rb")
+            except FileNotFoundError:
+                return None
+        try:
+            import io
+
+            return io.BytesIO(store.get(digest))
+        except StoreError:
+            return None
+
+    return from_ledger, lambda: None
+
+
+def repair(
+    ledger: Ledger,
+    source: Path,
+    *,
+    report: FsckReport | None = None,
+    on_progress: Progress | None = None,
+) -> RepairResult:
+    """Restore the missing and damaged objects the log names from ``source``.
+
+    Steps:
+        1. Find what is missing or damaged (`fsck`, unless ``report`` is given). Erased blobs
+           are never restored.
+        2. For each: open it in the source (a bundle's objects, or another ledger's store),
+           copy it into the store hashing while copying; bytes that do not give the digest
+           are refused (nothing installed); a damaged object is replaced by an atomic rename.
+        3. Check again (`fsck`).
+
+    Raises:
+        LedgerError: the source is neither a bundle nor a ledger.
+        FormatError, VerificationError: the bundle is malformed.
+        TamperError: the log is tampered with.
+    """
+    if not source.exists():
+        raise LedgerError(f"{source}: no such bundle or ledger directory")
+    # (1)
+    before = report if report is not None else fsck(ledger)
+    wanted = sorted(set(before.missing) | set(before.damaged))
+    result = RepairResult()
+    if wanted:
+        # (2)
+        fetch, close = _source(source)
+        try:
+            for n, digest in enumerate(wanted, 1):
+                stream = fetch(digest)
+                if stream is None:
+                    result.unavailable.append(digest)
+                else:
+                    with stream:
+                        try:
+                            ledger.store.put_stream(stream, name=f"{source}: {digest}",
+                                                    expect=digest)  # fmt: skip
+                            result.restored.append(digest)
+                        except DigestMismatchError:
+                            result.unavailable.append(digest)
+                if on_progress is not None:
+                    on_progress(n, len(wanted))
+        finally:
+            close()
+    # (3)
+    result.after = fsck(ledger)
+    return result
+
+
+# -- gc -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class GcResult:
+    """What `gc` found (and removed, when applied).
+
+    Attributes:
+        orphans: stored objects nothing names, old enough to remove, with their sizes.
+        young: orphans written less than ``min_age`` ago (kept: maybe a record in progress).
+        leftovers: stale temp files and directories.
+        applied: whether they were removed.
+    """
+
+    orphans: dict[str, int] = field(default_factory=dict)
+    young: int = 0
+    leftovers: list[Path] = field(default_factory=list)
+    applied: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """A stable JSON rendering (``gc --json``)."""
+        return {
+            "applied": self.applied,
+            "orphans": dict(sorted(self.orphans.items())),
+            "orphan_bytes": sum(self.orphans.values()),
+            "young": self.young,
+            "leftovers": [str(p) for p in self.leftovers],
+        }
+
+
+def gc(ledger: Ledger, *, apply: bool = False, min_age: float = 86400.0) -> GcResult:
+    """Find (and with ``apply`` remove) orphan objects and stale leftovers.
+
+    Steps:
+        1. Collect every digest the log's records name or mention (`named_objects`).
+        2. Orphans: stored objects not among them, last written more than ``min_age``
+           seconds ago (younger ones may belong to a record in progress).
+        3. Leftovers: temp files and directories no live writer can own.
+        4. With ``apply``: remove them, holding the log's lock, after reading any entries
+           appended since step 1 (an orphan they name is kept).
+
+    Raises:
+        TamperError: the log is tampered with.
+    """
+    store = ledger.store
+    result = GcResult()
+    # (1)
+    _named, _erased, mentioned, entries = named_objects(ledger)
+    # (2)
+    now = time.time()
+    for digest in store.iter_digests():
+        if digest in mentioned:
+            continue
+        try:
+            size = store.check_object(digest, rehash=False)
+            mtime = store.modified(digest)
+        except (StoreError, DigestMismatchError):
+            continue
+        if mtime is None or now - mtime < min_age:  # unknown age: kept
+            result.young += 1
+        else:
+            result.orphans[digest] = size
+    # (3)
+    result.leftovers = [x.path for x in leftovers(ledger) if x.stale]
+    if not apply:
+        return result
+    # (4)
+    log = ledger.log
+    with log.exclusive():
+        if log.size != len(entries):
+            _again, _e, newer, _ents = named_objects(ledger)
+            for digest in newer & set(result.orphans):
+                del result.orphans[digest]
+        for digest in result.orphans:
+            store.delete(digest)
+        for path in result.leftovers:
+            remove_tree(path)
+    result.applied = True
+    return result

@@ -1,0 +1,145 @@
+"""The ``fsck`` and ``gc`` commands: a ledger's objects against its log.
+
+Each command parses its options, opens the ledger, calls one function of ``ledger.fsck`` and
+renders the result: results on stdout (``--json`` is stable), ``OK:`` / ``FAIL:`` /
+``WARNING:`` lines on stderr, exit codes per ``ledger.clikit``.
+Non-scope: the checks themselves (``ledger.fsck``), the log's own files (``log verify``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .clikit import EXIT_FAILED, Context, emit_json, fail, ok, pass_ctx, progress_to, warn
+
+__all__ = ["COMMANDS", "fsck", "gc"]
+
+
+def _render(report: object, as_json: bool) -> None:
+    from .fsck import FsckReport
+
+    assert isinstance(report, FsckReport)
+    if as_json:
+        emit_json(report.to_json())
+        return
+    stale = sum(x.stale for x in report.leftovers)
+    click.echo(
+        f"log size\t{report.size}\nobjects named\t{report.named}\nre-hashed\t{report.checked}\n"
+        f"missing\t{len(report.missing)}\ndamaged\t{len(report.damaged)}\n"
+        f"erased\t{report.erased}\norphans\t{len(report.orphans)}\n"
+        f"leftovers\t{len(report.leftovers)} ({stale} stale)"
+    )
+
+
+@click.command("fsck")
+@click.option("--repair", is_flag=True, help="Restore missing or damaged objects (needs --from).")
+@click.option(
+    "--from",
+    "source",
+    type=click.Path(exists=True, path_type=Path),
+    help="Where to restore from: an exported bundle (.tar.zst) or another ledger directory.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_ctx
+def fsck(ctx: Context, repair: bool, source: Path | None, as_json: bool) -> None:
+    """Check every object the log names: present and re-hashing to its digest.
+
+    Reads only. Reports missing and damaged objects (exit 1), orphan objects no record names,
+    leftovers of killed writers (run 'trajledger gc' for those), and derived caches that
+    disagree with the log. With --repair --from BUNDLE|LEDGER, missing and damaged objects are
+    restored from an exported bundle or another ledger; every byte restored is hashed. Erased
+    blobs are never restored. The log's own files are checked by 'trajledger log verify'.
+    """
+    from . import fsck as lib
+
+    if repair and source is None:
+        raise click.UsageError("--repair needs --from BUNDLE|LEDGER")
+    if source is not None and not repair:
+        raise click.UsageError("--from is only used with --repair")
+    ledger = ctx.ledger()
+    with progress_to(quiet=ctx.quiet, label="checking objects") as bar:
+        report = lib.fsck(ledger, on_progress=bar)
+    if repair:
+        assert source is not None
+        with progress_to(quiet=ctx.quiet, label="restoring") as bar:
+            result = lib.repair(ledger, source, report=report, on_progress=bar)
+        for digest in result.restored:
+            ok(f"object {digest}: restored from {source}")
+        for digest in result.unavailable:
+            fail(f"object {digest}: not in {source} (or not with these bytes)")
+        assert result.after is not None
+        report = result.after
+    _render(report, as_json)
+    if report.orphans:
+        total = sum(report.orphans.values())
+        warn(
+            f"{len(report.orphans)} orphan object(s) ({total} bytes) named by no record; "
+            "'trajledger gc' lists and removes them"
+        )
+    stale = [x for x in report.leftovers if x.stale]
+    if stale:
+        warn(f"{len(stale)} leftover(s) of killed writers; 'trajledger gc' removes them")
+    if not report.ok:
+        for line in report.problems():
+            fail(line)
+        if not repair and (report.missing or report.damaged):
+            fail(
+                "restore them with 'trajledger fsck --repair --from BUNDLE|LEDGER' (an exported "
+                "bundle or another ledger holding them)"
+            )
+        raise click.exceptions.Exit(EXIT_FAILED)
+    ok(f"ledger {ledger.root}: {report.checked} object(s) named by {report.size} entries verified")
+
+
+@click.command("gc")
+@click.option("--yes", is_flag=True, help="Remove them (default: only list, a dry run).")
+@click.option(
+    "--min-age",
+    default="24h",
+    show_default=True,
+    help="Keep orphans written more recently than this: '24h', '30m', '2d' or seconds (a "
+    "record in progress stores its blobs before its log entry).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def gc(ctx: Context, yes: bool, min_age: str, as_json: bool) -> None:
+    """List (with --yes remove) orphan objects and leftovers of killed writers.
+
+    Orphans are stored objects that no record of the log names (for example the blobs of a
+    record that was interrupted before its log entry). Objects written less than --min-age ago
+    are kept. Leftovers are temp files and directories that no live writer can own.
+    """
+    from trajledger.verify.errors import FormatError
+    from trajledger.verify.policy import parse_duration
+
+    from . import fsck as lib
+
+    try:
+        seconds = int(min_age) if min_age.isdigit() else parse_duration(min_age, "--min-age")
+    except FormatError as e:
+        raise click.BadParameter(str(e), param_hint="--min-age") from e
+    ledger = ctx.ledger()
+    result = lib.gc(ledger, apply=yes, min_age=float(seconds))
+    if as_json:
+        emit_json(result.to_json())
+    else:
+        for digest, size in sorted(result.orphans.items()):
+            click.echo(f"orphan\t{digest}\t{size}")
+        for path in result.leftovers:
+            click.echo(f"leftover\t{path}")
+    total = sum(result.orphans.values())
+    what = (
+        f"{len(result.orphans)} orphan object(s) ({total} bytes), "
+        f"{len(result.leftovers)} leftover(s)"
+    )
+    if result.young:
+        warn(f"{result.young} orphan(s) younger than {min_age} kept")
+    if yes:
+        ok(f"removed {what}")
+    else:
+        ok(f"would remove {what} (dry run; pass --yes to remove)")
+
+
+COMMANDS = [fsck, gc]

@@ -1,0 +1,55 @@
+"""The ledger's transparency log: a hash-chained RFC 6962 Merkle log in the C2SP tlog-tiles layout.
+
+Split along Tessera's lines (each module states its scope):
+
+- ``layout``   file names, tile paths, the treeState and history formats
+- ``edge``     the right edge of the tree: what an append needs, O(log n) to load
+- ``state``    classifying a log directory before use: normal, unpublished tail, or tampering;
+               the floor (a checkpoint seen before) and its consistency
+- ``lookup``   the derived lookup cache (envelope and subject -> entries), outside ``log/``
+- ``writer``   `Log`: readers that never write, the single writer that only grows the log
+- ``check``    `verify_log_dir`: the whole directory, over ``verify.logcheck``
+- ``witness``  `cosign`: cosign the checkpoint after checking it only grew
+
+Files, relative to the log directory (Tessera's POSIX layout)::
+
+    checkpoint                   C2SP signed note (tlog-checkpoint) by the log's Ed25519 key
+    vkey                         the log's C2SP verifier key string
+    tile/<L>/<N>[.p/<W>]         hash tiles
+    tile/entries/<N>[.p/<W>]     entry bundles (uint16 big-endian length prefix per entry)
+    .state/lock                  flock()ed by the one process appending
+    .state/treeState             {"size":n,"root":"<b64>"}: the commit point
+    .state/history               every committed size (u64 BE + CRC-32)
+    .state/inflight              exists from an append's first write to its publication
+
+Spec: schemas/log-entry.v1.md, c2sp.org/tlog-tiles, c2sp.org/tlog-checkpoint,
+c2sp.org/signed-note, c2sp.org/tlog-cosignature, RFC 6962.
+"""
+
+from __future__ import annotations
+
+from trajledger.verify.log_entry import KINDS
+
+from .check import DATA_REHASHED, DATA_SIZE_ONLY, LogReport, Problem, verify_log_dir
+from .layout import CHECKPOINT_FILE, format_tree_state, parse_tree_state
+from .lookup import CACHE_DIR
+from .witness import CosignResult, cosign
+from .writer import EntrySpec, Log, SignerSource
+
+__all__ = [
+    "CACHE_DIR",
+    "CHECKPOINT_FILE",
+    "DATA_REHASHED",
+    "DATA_SIZE_ONLY",
+    "KINDS",
+    "CosignResult",
+    "EntrySpec",
+    "Log",
+    "LogReport",
+    "Problem",
+    "SignerSource",
+    "cosign",
+    "format_tree_state",
+    "parse_tree_state",
+    "verify_log_dir",
+]

@@ -1,0 +1,228 @@
+"""``trajledger fsck``, ``fsck --repair --from BUNDLE|LEDGER`` and ``gc`` on a quickstart ledger;
+a planted object is found and repaired (by the next put and by ``fsck --repair``); leftovers of
+killed writers are removed by the next writer, only when no live writer can own them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from trajledger.ledger._fs import STALE_AFTER, temp_name
+from trajledger.ledger.catalog import Catalog
+from trajledger.ledger.home import Ledger
+from trajledger.runner.cli import main
+from trajledger.verify.manifest import Manifest
+
+
+def new_runner() -> CliRunner:
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        return CliRunner()
+
+
+def run(home: Path, *args: str | Path) -> Result:
+    return new_runner().invoke(main, ["--ledger", str(home), *map(str, args)])
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Path]:
+    """A quickstart ledger, its final checkpoint, and an exported bundle of it."""
+    base = tmp_path_factory.mktemp("fsck")
+    home = base / "ledger"
+    r = new_runner().invoke(main, ["quickstart", str(home), "--episodes", "10"])
+    assert r.exit_code == 0, r.output
+    final = r.stdout.strip().splitlines()[-1]
+    bundle = base / "final.tar.zst"
+    r = run(home, "export", final, "--out", bundle)
+    assert r.exit_code == 0, r.output
+    return home, final, bundle
+
+
+@pytest.fixture
+def home(quick: tuple[Path, str, Path], tmp_path: Path) -> Path:
+    copy = tmp_path / "ledger"
+    shutil.copytree(quick[0], copy)
+    return copy
+
+
+def snapshot(d: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(d)): p.read_bytes()
+        for p in sorted(d.rglob("*"))
+        if p.is_file() and p.relative_to(d).parts[0] != "index"
+    }
+
+
+def blob_of(home: Path, kind: str) -> tuple[str, Path]:
+    """A data blob of the first artifact of ``kind`` (digest, path in the store)."""
+    ledger = Ledger.open(home)
+    item = next(i for i in Catalog(ledger).items() if i.kind == kind)
+    manifest = Manifest.from_json(json.loads(ledger.store.get(item.digest)))
+    digest = manifest.files[0].digest
+    return digest, ledger.store.path_of(digest)
+
+
+def plant(path: Path, data: bytes) -> None:
+    os.chmod(path, 0o644)
+    path.write_bytes(data)
+
+
+def test_fsck_of_a_sound_ledger_reads_only(home: Path) -> None:
+    before = snapshot(home)
+    r = run(home, "fsck", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["ok"] and doc["missing"] == {} and doc["damaged"] == {}
+    assert doc["checked"] == doc["named"] - doc["absent_optional"] > 20
+    assert r.stderr.startswith("OK: ledger ")
+    assert snapshot(home) == before
+
+
+def test_fsck_finds_missing_damaged_orphans_and_leftovers(home: Path) -> None:
+    digest, path = blob_of(home, "rollout-batch")
+    plant(path, b"planted")
+    ledger = Ledger.open(home)
+    env = next(i for i in Catalog(ledger).items() if i.kind == "environment")
+    ledger.store.path_of(env.envelope).unlink()
+    orphan = ledger.store.put_bytes(b"nobody names me")
+    dead = home / "objects" / "sha256" / temp_name().replace(f"-{os.getpid()}-", "-999999999-")
+    dead.write_bytes(b"half")
+    before = snapshot(home)
+    r = run(home, "fsck")
+    assert r.exit_code == 1, r.output
+    assert f"FAIL: object {digest}: damaged: blob " in r.stderr
+    assert f"FAIL: object {env.envelope}: missing (envelope of entry {env.index})" in r.stderr
+    assert "restore them with 'trajledger fsck --repair --from BUNDLE|LEDGER'" in r.stderr
+    assert "WARNING: 1 orphan object(s) (15 bytes)" in r.stderr
+    assert "WARNING: 1 leftover(s) of killed writers" in r.stderr
+    assert snapshot(home) == before
+    # gc: a dry run lists them; the orphan is too young to go; --yes removes the leftover.
+    r = run(home, "gc", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["young"] == 1
+    r = run(home, "gc", "--min-age", "0", "--json")
+    doc = json.loads(r.stdout)
+    assert doc["orphans"] == {orphan: 15} and doc["leftovers"] == [str(dead)]
+    assert not doc["applied"] and dead.exists() and ledger.store.exists(orphan)
+    r = run(home, "gc", "--min-age", "0", "--yes")
+    assert r.exit_code == 0
+    assert "OK: removed 1 orphan object(s) (15 bytes), 1 leftover(s)" in r.stderr
+    assert not dead.exists() and not ledger.store.exists(orphan)
+    assert ledger.store.exists(digest)  # a damaged object is not an orphan: repair, not gc
+
+
+def test_a_planted_object_is_repaired_by_the_next_put(home: Path, tmp_path: Path) -> None:
+    src = tmp_path / "data.txt"
+    src.write_text("the true bytes\n")
+    r = run(home, "attest", src, "--key", "vendor")
+    assert r.exit_code == 0, r.output
+    ledger = Ledger.open(home)
+    digest = "sha256:" + __import__("hashlib").sha256(src.read_bytes()).hexdigest()
+    plant(ledger.store.path_of(digest), b"the false bytes\n")
+    r = run(home, "log", "verify")
+    assert r.exit_code == 1 and digest in r.stderr, r.output
+    r = run(home, "attest", src, "--key", "vendor")  # the next put of the true bytes
+    assert r.exit_code == 0, r.output
+    assert ledger.store.path_of(digest).read_bytes() == src.read_bytes()
+    assert run(home, "log", "verify").exit_code == 0
+
+
+@pytest.mark.parametrize("source", ["bundle", "ledger"])
+def test_fsck_repair_from_a_bundle_or_a_ledger(
+    home: Path, quick: tuple[Path, str, Path], tmp_path: Path, source: str
+) -> None:
+    digest, path = blob_of(home, "rollout-batch")
+    good = path.read_bytes()
+    plant(path, b"\x00" * len(good))  # same size: only re-hashing finds it
+    ledger = Ledger.open(home)
+    manifest_digest = next(i.digest for i in Catalog(ledger).items() if i.kind == "dataset")
+    ledger.store.path_of(manifest_digest).unlink()
+    final = quick[1]
+    assert run(home, "verify", final).exit_code == 1
+    src = quick[2] if source == "bundle" else quick[0]
+    r = run(home, "fsck", "--repair", "--from", src)
+    assert r.exit_code == 0, r.output
+    assert f"OK: object {digest}: restored from {src}" in r.stderr
+    assert f"OK: object {manifest_digest}: restored from {src}" in r.stderr
+    assert path.read_bytes() == good
+    assert run(home, "verify", final).exit_code == 0
+    assert run(home, "fsck").exit_code == 0
+
+
+def test_fsck_repair_refuses_other_bytes_and_never_restores_erased_blobs(
+    home: Path, tmp_path: Path
+) -> None:
+    digest, path = blob_of(home, "rollout-batch")
+    other = tmp_path / "other"
+    shutil.copytree(home, other)
+    plant(Ledger.open(other).store.path_of(digest), b"also wrong")
+    path.unlink()
+    r = run(home, "fsck", "--repair", "--from", other)
+    assert r.exit_code == 1
+    assert f"FAIL: object {digest}: not in {other} (or not with these bytes)" in r.stderr
+    assert not path.exists()
+    r = run(home, "fsck", "--repair")
+    assert r.exit_code == 2 and "--repair needs --from" in r.stderr
+    # Erase the batch: its blobs are gone for good, and fsck counts them as erased.
+    batch = next(i for i in Catalog(Ledger.open(home)).items() if i.kind == "rollout-batch")
+    r = run(home, "erase", batch.digest, "--key", "vendor", "--reason", "consent")
+    assert r.exit_code == 0, r.output
+    r = run(home, "fsck", "--repair", "--from", tmp_path / "other", "--json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 0 and doc["erased"] >= 1, r.output
+    assert not path.exists()
+
+
+def test_fsck_finds_a_lookup_cache_that_disagrees_with_the_log(home: Path) -> None:
+    from trajledger.ledger.log import CACHE_DIR, EntrySpec
+
+    ledger = Ledger.open(home)
+    vendor = ledger.keys.signer("vendor")
+    ledger.log.append(  # enough entries for the cache to write a run
+        [
+            EntrySpec("approval", f"sha256:{i:064x}", f"sha256:{i + 10**6:064x}", (vendor.keyid,))
+            for i in range(1100)
+        ]
+    )
+    cache = home / "index" / CACHE_DIR
+    name = json.loads((cache / "MANIFEST").read_text())["runs"][0][2]
+    data = bytearray((cache / name).read_bytes())
+    data[40:48] = b"\xff" * 8  # the smallest envelope key is no longer any entry's
+    (cache / name).write_bytes(bytes(data))
+    r = run(home, "fsck")
+    assert r.exit_code == 1, r.output
+    assert "lookup cache" in r.stderr and "delete it (it is rebuilt" in r.stderr
+
+
+def test_the_next_writer_removes_only_dead_leftovers(home: Path, tmp_path: Path) -> None:
+    dead_pid = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    objects = home / "objects" / "sha256"
+    dead = objects / temp_name().replace(f"-{os.getpid()}-", f"-{dead_pid}-")
+    alive = objects / temp_name()  # this process: a live writer
+    old_tmp = home / "tmp" / "tmpold123"
+    young_tmp = home / "tmp" / "tmpyoung45"
+    for p in (dead, alive):
+        p.write_bytes(b"half")
+    for d in (old_tmp, young_tmp):
+        d.mkdir(parents=True)
+        (d / "steps.parquet").write_bytes(b"half")
+    past = time.time() - STALE_AFTER - 60
+    for p in (old_tmp, old_tmp / "steps.parquet"):
+        os.utime(p, (past, past))
+    src = tmp_path / "x.txt"
+    src.write_text("x\n")
+    r = run(home, "attest", src, "--key", "vendor")  # the next writer
+    assert r.exit_code == 0, r.output
+    assert [p.exists() for p in (dead, alive, old_tmp, young_tmp)] == [False, True, False, True]
