@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trajledger.verify.digest import digest_bytes
+from trajledger.verify.errors import PolicyError
 from trajledger.verify.policy import KeyLookup, TrustPolicy, follow_history, load_policy_file
 
 from .errors import LedgerError, StoreError, TamperError
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
     from .home import Ledger
 
-__all__ = ["current_policy", "key_lookup", "load_policy", "policy_records"]
+__all__ = ["current_policy", "key_lookup", "load_policy", "policy_records", "refuse_revoked"]
 
 
 def policy_records(ledger: Ledger) -> list[tuple[int, str, bytes]]:
@@ -108,3 +109,36 @@ def load_policy(ledger: Ledger, policy_file: Path | None) -> tuple[TrustPolicy, 
         )
     notes, policy = found
     return policy, notes
+
+
+def refuse_revoked(ledger: Ledger, signers: list[tuple[str, str]]) -> None:
+    """Refuse to sign a record with a key the ledger's policy in force revokes.
+
+    Every verifier would ignore that signature (`TrustPolicy.revocation`); saying so before
+    anything is written keeps a user from believing the record counts. Keys that merely hold no
+    role are not refused here: the verifier reports them.
+
+    Args:
+        ledger: the open ledger.
+        signers: ``(name, keyid)`` of each signing key.
+
+    Raises:
+        PolicyError: a key is revoked for a record logged now (at the log's current size).
+        TamperError: a trust-policy record's envelope is missing or damaged.
+    """
+    from trajledger.verify.times import now
+
+    found = current_policy(ledger)
+    if found is None:
+        return
+    policy = found[1]
+    if not policy.revoked_keys:
+        return
+    index, time = ledger.log.size, now()
+    for name, keyid in signers:
+        revoked = policy.revocation(keyid, index, time)
+        if revoked is not None:
+            raise PolicyError(
+                f"key {name} ({keyid[:12]}): revoked by policy {policy.name!r} serial "
+                f"{policy.serial} ({revoked.describe()}); it cannot sign records"
+            )

@@ -35,6 +35,7 @@ from trajledger.verify.log_entry import KINDS
 from trajledger.verify.manifest import FileEntry, Manifest, check_path
 
 from .files import collect_files, media_type_for
+from .keys import Signer
 from .log import EntrySpec
 from .signing import AnySigner, canonical_json, sign_statement
 
@@ -105,6 +106,12 @@ def _check_json(value: Mapping[str, Any], what: str) -> None:
         raise FormatError(f"{what}: cannot be canonicalised (RFC 8785): {e}") from e
 
 
+def _refuse_revoked(ledger: Ledger, signers: Sequence[AnySigner]) -> None:
+    from .policy_state import refuse_revoked
+
+    refuse_revoked(ledger, [(s.name, s.keyid) for s in signers if isinstance(s, Signer)])
+
+
 def record_files(
     ledger: Ledger,
     paths_or_files: Sequence[str | os.PathLike[str]] | Mapping[str, Path | FileDigest],
@@ -159,6 +166,7 @@ def record_files(
         LedgerError: a missing or unreadable path, a link, no files.
         StoreError: the store cannot be written.
         LogError: the log cannot be appended to.
+        PolicyError: a signing key is revoked by the ledger's policy in force.
         ValueError: no signer.
     """
     # (1)
@@ -169,6 +177,7 @@ def record_files(
         raise FormatError("predicate: 'manifest' is set by trajledger, remove it from the input")
     _check_json(extra, "predicate")
     ledger.log.require_signer()
+    _refuse_revoked(ledger, keys)
     # (2)
     files: dict[str, Path | FileDigest]
     if isinstance(paths_or_files, Mapping):
@@ -255,6 +264,7 @@ def record_statement(
         FormatError: a malformed digest or empty name, an unknown predicate type or kind, a
             predicate that cannot be canonicalised.
         StoreError, LogError: the store or the log cannot be written.
+        PolicyError: a signing key is revoked by the ledger's policy in force.
         ValueError: no signer.
     """
     # (1)
@@ -265,6 +275,7 @@ def record_statement(
     entry_kind = _check_kind(predicate_type, kind)
     _check_json(predicate, "predicate")
     ledger.log.require_signer()
+    _refuse_revoked(ledger, keys)
     # (2)
     return _sign_store_append(
         ledger, [(subject_name, subject_digest)], subject_digest, predicate_type, dict(predicate),

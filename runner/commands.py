@@ -53,6 +53,8 @@ def _describe(p: Any) -> list[str]:
         lines.append(
             f"  {r:9} threshold {role.threshold} of {len(members)}: {', '.join(members) or '-'}"
         )
+    for rk in p.revoked_keys:
+        lines.append(f"  revoked   {rk.keyid[:16]}: {rk.describe()}")
     lines.append(
         f"  max approval age {p.max_approval_age}s; "
         f"{len(p.allowed_predicate_types)} predicate type(s) allowed"

@@ -612,7 +612,7 @@ class LineageVerifier:
                 raise VerificationError(
                     f"log entry {index}: predicate type {ptype} is not allowed by the policy"
                 )
-            keys, idents, threshold = self._signing_keys(kind)
+            keys, idents, threshold = self._signing_keys(kind, index, entry.time)
             if not keys and not idents:
                 raise VerificationError(
                     f"log entry {index} ({entry.kind}): the policy has no "
@@ -647,7 +647,8 @@ class LineageVerifier:
                     ), ()
             except SignatureError as e:
                 hint = f"; {'; '.join(notes)}" if notes else ""
-                raise SignatureError(f"{e}; {self._signed_by(envelope, kind.roles)}{hint}") from e
+                signed_by = self._signed_by(envelope, kind.roles, index, entry.time)
+                raise SignatureError(f"{e}; {signed_by}{hint}") from e
             # (4)
             signers = frozenset(k.keyid for k in key_signers)
             if not signers <= set(entry.signers):
@@ -662,23 +663,35 @@ class LineageVerifier:
             return RecordFailure(index, str(e), False)
         return Record(index, entry, statement, predicate, signers, found)
 
-    def _signing_keys(self, kind: Kind) -> tuple[list[Any], list[Identity], int]:
-        """The keys and identities that may sign a kind, and how many must."""
-        if kind.signing is Signing.ANY_ONE:
-            roles = [self.policy.role(r) for r in kind.roles]
-            return ([k for r in roles for k in r.keys], [i for r in roles for i in r.identities],
-                    1)
-        role = self.policy.role(kind.roles[0])
-        if kind.signing is Signing.PER_RECORD:
-            return list(role.keys), list(role.identities), 1
-        return list(role.keys), list(role.identities), max(role.threshold, 1)
+    def _signing_keys(
+        self, kind: Kind, index: int, time: str
+    ) -> tuple[list[Any], list[Identity], int]:
+        """The keys and identities that may sign a record of ``kind`` logged at ``index`` at
+        ``time``, and how many must: the roles of the policy in force when it was logged
+        (`TrustPolicy.policy_at`), less the keys the policy in force now revokes from a point
+        at or before it (`TrustPolicy.revocation`)."""
+        policy = self.policy.policy_at(index)
+        roles = [policy.role(r) for r in kind.roles]
+        keys = [k for r in roles for k in r.keys
+                if self.policy.revocation(k.keyid, index, time) is None]
+        identities = [i for r in roles for i in r.identities]
+        if kind.signing is Signing.THRESHOLD:
+            return keys, identities, max(roles[0].threshold, 1)
+        return keys, identities, 1
 
-    def _signed_by(self, envelope: Envelope, roles: tuple[str, ...]) -> str:
+    def _signed_by(self, envelope: Envelope, roles: tuple[str, ...], index: int, time: str
+                   ) -> str:
         """Which policy roles the keys an envelope names hold (the keyids are only hints)."""
+        policy = self.policy.policy_at(index)
         named = []
         for sig in envelope.signatures:
-            held = [r for r in KEY_ROLES if sig.keyid and self.policy.holds(r, sig.keyid)]
-            who = f"{', '.join(held)} role" if held else "not in the policy"
+            revoked = self.policy.revocation(sig.keyid, index, time) if sig.keyid else None
+            held = [r for r in KEY_ROLES if sig.keyid and policy.holds(r, sig.keyid)]
+            if revoked is not None:
+                who = f"revoked by policy {self.policy.name!r} serial {self.policy.serial}: " \
+                    + revoked.describe()
+            else:
+                who = f"{', '.join(held)} role" if held else "not in the policy"
             named.append(f"key {sig.keyid[:12] or '(no keyid)'} ({who})")
         return f"the envelope names {'; '.join(named)}, want {' or '.join(roles)} key(s)"
 
@@ -1036,7 +1049,8 @@ class LineageVerifier:
                     f"approval age ({self.policy.max_approval_age}s)"
                 )
             else:
-                approvers |= r.signers & role.keyids
+                # The record verified against the approver keys in force when it was logged.
+                approvers |= r.signers
                 approvers |= {f"identity {i.issuer} {i.subject}" for i in r.identities}
         # (3)
         need = max(role.threshold, 1)

@@ -3,7 +3,10 @@
 Scope: parse a policy from TOML (the file a user edits) or from its JSON form (the predicate of a
 ``trust-policy`` artifact in the log, with every key inline so it verifies alone), and answer the
 questions a verifier asks: which keys hold a role, how many must sign, which predicate types are
-allowed, how old an approval may be.
+allowed, how old an approval may be, which keys were compromised from which point of the log on
+(``revoked_keys``), and which policy judged a record logged before the one in force
+(`TrustPolicy.policy_at`: after a succession replaced a key, what the old key signed before the
+succession's log index stays valid).
 Non-scope: applying the policy to evidence (``verify.lineage``) and policy history (a new policy
 takes effect only when the threshold of the current policy's approvers signed it; see
 `check_successor`).
@@ -17,7 +20,7 @@ import json
 import re
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,7 @@ __all__ = [
     "ROLES",
     "Identity",
     "KeyLookup",
+    "RevokedKey",
     "Role",
     "TrustPolicy",
     "check_successor",
@@ -59,7 +63,9 @@ _TOP_KEYS = {
     "roles",
     "sigstore_trusted_root",
     "accepted_licences",
+    "revoked_keys",
 }
+_REVOKED_KEYS = {"key", "compromised_since", "reason"}
 
 KeyLookup = Callable[[str], PublicKey | None]
 """Finds a public key by keyid (for policies that name keys by keyid), or returns None."""
@@ -119,6 +125,47 @@ class Role:
 
 
 @dataclass(frozen=True)
+class RevokedKey:
+    """A key the policy distrusts from a point of the log on: it was compromised.
+
+    Its signatures do not count on any record logged at or after ``since_index`` (a log index)
+    or, with ``since_time``, at or after that time (the log entry's ``time``); records it
+    signed before stay valid. ``since_index`` 0 distrusts everything it ever signed.
+    """
+
+    keyid: str
+    since_index: int | None = None
+    since_time: str | None = None
+    reason: str | None = None
+
+    def covers(self, index: int, time: str) -> bool:
+        """True when a signature by this key on the record logged at ``index``, at ``time``
+        (``YYYY-MM-DDTHH:MM:SSZ``, which compares as a string), does not count."""
+        if self.since_index is not None:
+            return index >= self.since_index
+        assert self.since_time is not None
+        return time >= self.since_time
+
+    def describe(self) -> str:
+        """``compromised since log index 7`` or ``compromised since 2025-01-01T00:00:00Z``."""
+        since = (f"log index {self.since_index}" if self.since_index is not None
+                 else str(self.since_time))
+        return f"compromised since {since}" + (f": {self.reason}" if self.reason else "")
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form: the keyid, and the index (an integer) or time (a string)."""
+        out: dict[str, Any] = {
+            "key": self.keyid,
+            "compromised_since": (
+                self.since_index if self.since_index is not None else self.since_time
+            ),
+        }
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
+
+@dataclass(frozen=True)
 class TrustPolicy:
     """A validated trust policy. Build with `from_toml` or `from_json`."""
 
@@ -135,6 +182,29 @@ class TrustPolicy:
     """The licences of rollout data this policy accepts (compared ignoring case, as SPDX
     identifiers are); a batch stating another licence, or none, fails verification. None: no
     restriction."""
+    revoked_keys: tuple[RevokedKey, ...] = ()
+    """Keys distrusted from a point of the log on (`RevokedKey`); none may hold a role."""
+    earlier: tuple[tuple[int, TrustPolicy], ...] = field(default=(), repr=False, compare=False)
+    """The policies in force before this one, oldest first, each with the log index of the
+    record of the policy that replaced it: records logged up to that index (the replacing
+    record included: its signers are the replaced policy's approvers) were signed under it
+    (`policy_at`). Set by `follow_history`; not part of the policy's content or digest."""
+
+    def policy_at(self, index: int) -> TrustPolicy:
+        """The policy whose roles judge the signatures of the record at log ``index``: the one
+        in force when it was logged (the first known policy for records older than it)."""
+        for until, policy in self.earlier:
+            if index <= until:
+                return policy
+        return self
+
+    def revocation(self, keyid: str, index: int, time: str) -> RevokedKey | None:
+        """The revocation that makes ``keyid``'s signature on the record logged at ``index``,
+        at ``time``, count for nothing; None when it counts."""
+        for r in self.revoked_keys:
+            if r.keyid == keyid and r.covers(index, time):
+                return r
+        return None
 
     def licence_problem(self, licence: str | None) -> str | None:
         """Why a batch's ``licence`` is not accepted, or None when it is."""
@@ -190,6 +260,8 @@ class TrustPolicy:
             out["sigstore_trusted_root"] = dict(self.sigstore_trusted_root)
         if self.accepted_licences is not None:
             out["accepted_licences"] = list(self.accepted_licences)
+        if self.revoked_keys:
+            out["revoked_keys"] = [r.to_json() for r in self.revoked_keys]
         return out
 
     @classmethod
@@ -278,8 +350,17 @@ class TrustPolicy:
         }
         trusted_root = _trusted_root(doc.get("sigstore_trusted_root"), base_dir, what)
         licences = _licences(doc.get("accepted_licences"), what)
+        revoked = _revoked_keys(doc.get("revoked_keys", []), base_dir, what)
         policy = cls(name, serial, roles, frozenset(allowed_raw), max_age, doc, trusted_root,
-                     licences)
+                     licences, revoked)
+        # A revoked key holding a role would be trusted and distrusted at once.
+        for rk in revoked:
+            held = [role for role in KEY_ROLES if rk.keyid in roles[role].keyids]
+            if held:
+                raise FormatError(
+                    f"{what}: revoked_keys: key {rk.keyid[:16]} still holds the {held[0]} role; "
+                    "remove it from the role"
+                )
         # Approvers must be independent of the keys whose work they approve: one stolen key
         # must not both produce (or train) and approve.
         approver_ids = roles["approver"].keyids
@@ -348,6 +429,49 @@ def _parse_role(
     if logs and threshold == 0:
         raise FormatError(f"{what}: logs is set but threshold is 0, so it would require nothing")
     return Role(name, threshold, tuple(keys), tuple(identities), tuple(vkeys), logs)
+
+
+def _revoked_keys(value: object, base_dir: Path | None, what: str) -> tuple[RevokedKey, ...]:
+    """``revoked_keys``: a list of ``{key, compromised_since, reason?}`` tables.
+
+    ``key`` is a keyid (64 hex, optionally ``sha256:``-prefixed; the JSON form writes this), a
+    PEM file or inline PEM; ``compromised_since`` a log index (integer >= 0) or a time
+    ``YYYY-MM-DDTHH:MM:SSZ`` (a string; a TOML date-time must be quoted).
+    """
+    from .times import parse_time
+
+    out: list[RevokedKey] = []
+    for i, item in enumerate(_list(value, f"{what}: revoked_keys")):
+        here = f"{what}: revoked_keys item {i}"
+        if not isinstance(item, dict):
+            raise FormatError(f"{here}: must be a table with key and compromised_since")
+        unknown = set(item) - _REVOKED_KEYS
+        if unknown:
+            raise FormatError(f"{here}: unknown field(s) {', '.join(sorted(unknown))}")
+        spec = item.get("key")
+        if isinstance(spec, str) and _HEX64.fullmatch(spec.removeprefix("sha256:")):
+            keyid = spec.removeprefix("sha256:")
+        else:
+            keyid = _load_key(spec, base_dir, f"{here}: key", None).keyid
+        since = item.get("compromised_since")
+        index = time = None
+        if type(since) is int and since >= 0:
+            index = since
+        elif isinstance(since, str):
+            parse_time(since, f"{here}: compromised_since")
+            time = since
+        else:
+            raise FormatError(
+                f"{here}: compromised_since must be a log index (an integer >= 0) or a time "
+                f"\"YYYY-MM-DDTHH:MM:SSZ\" (a quoted string), got {since!r}"
+            )
+        reason = item.get("reason")
+        if reason is not None and (not isinstance(reason, str) or not reason.strip()):
+            raise FormatError(f"{here}: reason must be a non-empty string")
+        if any(r.keyid == keyid for r in out):
+            raise FormatError(f"{here}: key {keyid[:16]} is listed twice")
+        out.append(RevokedKey(keyid, index, time, reason))
+    return tuple(out)
 
 
 def _strings(value: object, what: str, item: str) -> tuple[str, ...]:
@@ -440,9 +564,11 @@ def check_successor(current: TrustPolicy, new: TrustPolicy, signer_keyids: froze
     Steps:
         1. ``new.serial`` must be greater than ``current.serial`` (no rollback, no replay).
         2. At least ``current``'s approver threshold of ``current``'s approvers signed ``new``.
+        3. ``new`` still revokes every key ``current`` revokes (a compromised key stays
+           distrusted; ``compromised_since`` may change).
 
     Raises:
-        PolicyError: either step fails.
+        PolicyError: a step fails.
     """
     # (1)
     if new.serial <= current.serial:
@@ -457,6 +583,14 @@ def check_successor(current: TrustPolicy, new: TrustPolicy, signer_keyids: froze
             f"policy {new.name!r} serial {new.serial}: signed by {got} of the current policy's "
             f"approvers, want {max(approvers.threshold, 1)}"
         )
+    # (3)
+    kept = {r.keyid for r in new.revoked_keys}
+    for r in current.revoked_keys:
+        if r.keyid not in kept:
+            raise PolicyError(
+                f"policy {new.name!r} serial {new.serial}: drops the revocation of key "
+                f"{r.keyid[:16]} (serial {current.serial} revokes it); a revoked key stays revoked"
+            )
 
 
 def policy_digest(policy: TrustPolicy) -> str:
@@ -524,6 +658,9 @@ def follow_history(
            threshold of the policy it contains (trust on first use of this ledger).
         2. Each later record takes effect only when `check_successor` accepts it (higher
            serial, signed by the current approvers' threshold); others are reported and ignored.
+           The policy it replaces is kept in the new one's `TrustPolicy.earlier`, with the
+           record's log index: records logged before it are judged by the roles they were
+           signed under (`TrustPolicy.policy_at`).
 
     Args:
         trusted: the policy the verifier holds, or None to start from the log's first policy.
@@ -578,7 +715,7 @@ def follow_history(
         except ProvenanceError as e:
             notes.append(f"{what}: ignored: {e}")
             continue
-        current = new
+        current = replace(new, earlier=(*current.earlier, (index, replace(current, earlier=()))))
         notes.append(f"policy {new.name!r} serial {new.serial}: in force from log index {index}")
     return current, notes
 

@@ -935,8 +935,12 @@ def test_policy_set_successor_needs_the_current_approvers(runner: CliRunner, wor
         "history:\n  policy 'test' serial 1: first policy, log index 0\n"
         f"  policy 'test' serial 2: in force from log index {size}\n"
     )
-    # The vendor is no producer any more: its batches are refused under the policy in force.
-    r = run(runner, world.home, "admit", "ds@1")
+    # What the vendor signed before the succession was signed under serial 1: it stays valid.
+    expect(run(runner, world.home, "admit", "ds@1"), 0)
+    # The vendor is no producer any more: what it signs now is refused.
+    batch = world.new_batch(7)
+    world.dataset_of("after", batch)
+    r = run(runner, world.home, "admit", "after@1")
     expect(r, 1)
     assert "(producer role)" not in r.stderr and "(not in the policy)" in r.stderr
 

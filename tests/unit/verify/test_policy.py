@@ -405,6 +405,87 @@ def test_follow_history(keydir: Path) -> None:
     assert notes == ["policy 'p' serial 4: used as given (not recorded in the log)"]
 
 
+def test_history_judges_each_record_by_the_policy_it_was_signed_under(keydir: Path) -> None:
+    one = parse(keydir, toml())
+    two = parse(keydir, toml(serial=2).replace(b'"vendor.pub"', b'"c.pub"'))
+    three = parse(keydir, toml(serial=3).replace(b'"vendor.pub"', b'"trainer.pub"')
+                  .replace(b'[roles.trainer]\nkeys = ["trainer.pub"]', b""))
+    d1, e1 = record(one, ["a", "b"])
+    d2, e2 = record(two, ["a", "b"])
+    d3, e3 = record(three, ["a", "b"])
+    policy, _ = follow_history(None, [(0, d1, e1), (5, d2, e2), (9, d3, e3)])
+    assert policy is not None and policy.serial == 3
+    # Up to the successor's own record (signed by the approvers it replaces), the old policy.
+    assert [policy.policy_at(i).serial for i in (0, 4, 5, 6, 9, 10, 99)] == [1, 1, 1, 2, 2, 3, 3]
+    assert policy.policy_at(3).holds("producer", SIGNERS["vendor"].keyid)
+    assert not policy.holds("producer", SIGNERS["vendor"].keyid)
+    # History is not content: the digest is the policy's own.
+    assert policy_digest(policy) == d3 and policy == three
+    # A trusted policy not in the log has no history: it judges everything.
+    assert parse(keydir, toml(serial=4)).policy_at(0).serial == 4
+
+
+def test_revoked_keys(keydir: Path) -> None:
+    vendor = SIGNERS["vendor"].keyid
+    extra = (
+        '[[revoked_keys]]\nkey = "b.pub"\ncompromised_since = 7\nreason = "laptop stolen"\n'
+        f'[[revoked_keys]]\nkey = "sha256:{vendor}"\ncompromised_since = "2025-01-02T03:04:05Z"\n'
+    )
+    # The trainer's key produces; the vendor's and b's keys hold no role (they are revoked).
+    text = toml(approvers=("a", "c"), threshold=1)
+    text = text.replace(b'[roles.trainer]\nkeys = ["trainer.pub"]', b"")
+    text = text.replace(b'keys = ["vendor.pub"]', b'keys = ["trainer.pub"]')
+    p = parse(keydir, text + extra.encode())
+    b = SIGNERS["b"].keyid
+    assert p.revocation(b, 6, "2030-01-01T00:00:00Z") is None
+    revoked = p.revocation(b, 7, "2000-01-01T00:00:00Z")
+    assert revoked is not None
+    assert revoked.describe() == "compromised since log index 7: laptop stolen"
+    assert p.revocation(vendor, 0, "2025-01-02T03:04:04Z") is None
+    assert p.revocation(vendor, 0, "2025-01-02T03:04:05Z") is not None
+    # The JSON form names keys by keyid, and round-trips.
+    body = p.to_json()
+    assert body["revoked_keys"][0] == {"key": b, "compromised_since": 7, "reason": "laptop stolen"}
+    assert TrustPolicy.from_json(body).to_json() == body
+    # Policies without revocations keep their digests: the setting is written only when set.
+    assert "revoked_keys" not in parse(keydir, toml()).to_json()
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ('key = "vendor.pub"\ncompromised_since = 3',
+         r"revoked_keys: key [0-9a-f]{16} still holds the producer role; remove it from the role"),
+        ('key = "x.pub"\ncompromised_since = 3', r"revoked_keys item 0: key: cannot read key file"),
+        ('key = "c.pub"\ncompromised_since = -1', r"compromised_since must be a log index"),
+        ('key = "c.pub"\ncompromised_since = 2025-01-01T00:00:00Z',
+         r"compromised_since must be a log index .* \(a quoted string\)"),
+        ('key = "c.pub"\ncompromised_since = "yesterday"', r"is not of the form"),
+        ('key = "c.pub"', r"compromised_since must be"),
+        ('key = "c.pub"\ncompromised_since = 1\nwhen = 2', r"unknown field\(s\) when"),
+        ('key = "c.pub"\ncompromised_since = 1\nreason = ""', r"reason must be a non-empty"),
+    ],
+)
+def test_invalid_revocations(keydir: Path, entry: str, message: str) -> None:
+    with pytest.raises(FormatError, match=message):
+        parse(keydir, toml() + f"[[revoked_keys]]\n{entry}\n".encode())
+    with pytest.raises(FormatError, match=r"revoked_keys item 1: key [0-9a-f]{16} is listed twice"):
+        parse(keydir, toml() + b'[[revoked_keys]]\nkey = "c.pub"\ncompromised_since = 1\n' * 2)
+
+
+def test_a_successor_keeps_every_revocation(keydir: Path) -> None:
+    revoking = b'[[revoked_keys]]\nkey = "c.pub"\ncompromised_since = 4\n'
+    current = parse(keydir, toml() + revoking)
+    ids = frozenset({SIGNERS["a"].keyid, SIGNERS["b"].keyid})
+    check_successor(current, parse(keydir, toml(serial=2) + revoking.replace(b"4", b"2")), ids)
+    with pytest.raises(
+        PolicyError,
+        match=r"^policy 'p' serial 2: drops the revocation of key [0-9a-f]{16} \(serial 1 "
+        r"revokes it\); a revoked key stays revoked$",
+    ):
+        check_successor(current, parse(keydir, toml(serial=2)), ids)
+
+
 def test_a_first_policy_must_be_self_signed(keydir: Path) -> None:
     p = parse(keydir, toml())
     digest, env = record(p, ["a"])
