@@ -45,6 +45,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from trajledger.verify import predicates
 from trajledger.verify.bundle import (
+    BUNDLE_FORMAT,
+    HANDOVER_FORMAT,
     INDEX_NAME,
     BundleEvidence,
     BundleIndex,
@@ -62,6 +64,7 @@ from trajledger.verify.evidence import LedgerDirEvidence
 from trajledger.verify.lineage import LineageVerifier, Record, Report
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.log_index import read_record
+from trajledger.verify.log_key import HANDOVER_DIR, parse_handover
 from trajledger.verify.note import Note, verifier_from_vkey
 from trajledger.verify.policy import Role, TrustPolicy
 from trajledger.verify.predicates import Import, RolloutBatch
@@ -192,6 +195,9 @@ class _Recording:
     def omitted(self, digest: str) -> bool:
         return False
 
+    def key_handovers(self) -> list[bytes]:
+        return self.inner.key_handovers()
+
 
 def _walking_policy(policy: TrustPolicy, vkey: str) -> TrustPolicy:
     """``policy`` with this ledger's own log key as the log role and no witness requirement:
@@ -239,8 +245,9 @@ def export_bundle(
         2. Walk the lineage (`LineageVerifier`, this log's own key as the log role), recording
            the entries whose inclusion it checks and the blobs it reads or looks for.
         3. Add every trust-policy record under the checkpoint, with its policy's bytes.
-        4. Build a tlog-proof per entry against the checkpoint, checked before use; and the
-           consistency proofs asked for.
+        4. Build a tlog-proof per entry against the checkpoint, checked before use; the
+           consistency proofs asked for; every key handover of the log, each with a
+           consistency proof from its tree (format 3).
         5. Choose the objects: every blob read (envelopes, manifests); every data blob looked
            for, or, with ``data=False``, list it as omitted. A blob a verified erasure deleted
            is listed as erased (it is not here to export).
@@ -320,6 +327,16 @@ def export_bundle(
             )
     for i, body in policies.items():
         small[f"policy/{i}.json"] = body
+    # Every rotation of the log key, with a proof that the log extends each handed-over tree:
+    # a recipient trusting an earlier key follows them (``verify.log_key``).
+    handovers = ledger.log.key_handovers()
+    for n, handover in enumerate(handovers, 1):
+        small[f"{HANDOVER_DIR}/{n}"] = handover
+        at = parse_handover(handover).checkpoint.size
+        if 0 < at < size:
+            small[f"proofs/{at}.consistency"] = consistency_proof_bytes(
+                inner.consistency_proof(at, size)
+            )
     # (5)
     files: dict[str, Path] = {}
     omitted: list[str] = []
@@ -357,6 +374,7 @@ def export_bundle(
         omitted=tuple(omitted),
         terms=tuple(terms),
         erased=tuple(erased),
+        format=HANDOVER_FORMAT if handovers else BUNDLE_FORMAT,
     )
     written = _write_bundle(out, index, small, files)
     return ExportResult(
@@ -594,6 +612,8 @@ def import_bundle(
         FormatError, VerificationError: the bundle is malformed or does not verify.
         StoreError, LogError: the store or log cannot be written.
     """
+    from .trust_state import continue_trust
+
     keys = [signers] if isinstance(signers, Signer) else list(signers)
     # (1)
     _check_signers(policy, keys)
@@ -610,8 +630,14 @@ def import_bundle(
             )
         index, entry, statement = _primary(ev)
         name = next(s.name for s in statement.subjects if s.digest == ev.subject)
-        # (3b) The bundle's log must extend what was accepted from it before.
+        # (3b) The bundle's log must extend what was accepted from it before (under this key,
+        # or, for a key seen for the first time, under the keys it took over from).
         origin = _origin_state(ledger, ev.index.vkey)
+        if origin.floor() is None:
+            continue_trust(
+                origin, ev.checkpoint_note(), ev.key_handovers(), ev.consistency_proof,
+                what=f"import {path.name}: the log {ev.checkpoint.origin}",
+            )
         prior = origin.floor_checkpoint()
         proof: list[bytes] = []
         if prior is not None and 0 < prior.size < ev.checkpoint.size:

@@ -6,7 +6,8 @@ Layout::
     <home>/keys/           signing keys (NAME.key encrypted PKCS#8, mode 0600; NAME.pub)
     <home>/objects/        the object store (unless ledger.toml points elsewhere)
     <home>/log/            the transparency log (C2SP tlog-tiles layout)
-    <home>/log-key/        the log's Ed25519 key (log.key, log.pub)
+    <home>/log-key/        the log's Ed25519 key (log.key, log.pub; next.key, next.pub only
+                           while `Ledger.rotate_log_key` runs)
 
 Scope: create and open a home, read and write ``ledger.toml``.
 """
@@ -22,12 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._fs import write_file_atomic
+from ._fs import fsync_dir, write_file_atomic
 from .errors import LedgerError, TamperError
 from .keys import KeyStore
 from .store import ObjectStore
 
 if TYPE_CHECKING:
+    from trajledger.verify.log_key import Handover
     from trajledger.verify.policy import TrustPolicy
 
     from .artifacts import BatchResult, DatasetResult
@@ -48,6 +50,9 @@ LOG_KEY_NAME = "log"
 """The log's Ed25519 key, ``log-key/log.key``: apart from the artifact signing keys in ``keys/``
 (it signs checkpoints, nothing else). Encrypted with TRAJLEDGER_PASSPHRASE when that is set at
 ``init`` (and then needed to append), else plain, because the log signs unattended."""
+NEXT_LOG_KEY_NAME = "next"
+"""The log's next key, ``log-key/next.key``, during a rotation (`Ledger.rotate_log_key`): it
+replaces ``log.key`` once the handover is published."""
 
 
 def _refuse_writable_by_others(root: Path) -> None:
@@ -185,14 +190,16 @@ class Ledger:
         if self._log is None:
             from .log import Log
 
-            log_keys = KeyStore(self.root / LOG_KEY_DIR)
             vkey = self.log_vkey()
             # The newest checkpoint this user has seen is a floor the log must extend (kept
-            # outside the ledger), and what this process publishes raises it.
+            # outside the ledger), and what this process publishes raises it. A key seen for
+            # the first time carries over the floor of the key it took over from.
             state = self._trust(vkey) if vkey is not None else None
+            if state is not None and state.floor() is None:
+                self._continue_trust(state)
             self._log = Log.open(
                 self.log_dir,
-                signer=lambda: log_keys.signer(LOG_KEY_NAME),
+                signer=self._log_signer,
                 vkey=vkey,
                 cache_dir=self.cache_dir,
                 cleanup=self.sweep_leftovers,
@@ -251,16 +258,118 @@ class Ledger:
     def log_vkey(self) -> str | None:
         """The log's verifier key from ``log-key/log.pub`` and the origin, when readable.
 
-        A log whose ``vkey`` file differs from it is refused as tampered.
+        A log whose ``vkey`` file differs from it is refused as tampered. During a key rotation
+        (`rotate_log_key`), once the handover is published, the ``vkey`` file names the next
+        key (``log-key/next.pub``): that one is the log's.
         """
+        nxt = self._log_key_vkey(NEXT_LOG_KEY_NAME)
+        if nxt is not None:
+            try:
+                published = (self.log_dir / "vkey").read_text("utf-8").strip()
+            except (OSError, UnicodeDecodeError):
+                published = None
+            if published == nxt:
+                return nxt
+        return self._log_key_vkey(LOG_KEY_NAME)
+
+    def _log_key_vkey(self, name: str) -> str | None:
         from trajledger.verify.errors import FormatError
         from trajledger.verify.note import vkey_string
 
+        if not (self.root / LOG_KEY_DIR / f"{name}.pub").exists():
+            return None
         try:
-            pub = KeyStore(self.root / LOG_KEY_DIR).public(LOG_KEY_NAME)
+            pub = KeyStore(self.root / LOG_KEY_DIR).public(name)
             return vkey_string(self.config.origin, pub.raw_ed25519())
         except (LedgerError, FormatError):
             return None
+
+    def _log_signer(self) -> Signer:
+        """The log's private key: ``next`` while a rotation that published it is unfinished."""
+        keys = KeyStore(self.root / LOG_KEY_DIR)
+        nxt = self._log_key_vkey(NEXT_LOG_KEY_NAME)
+        if nxt is not None and nxt == self.log_vkey() and (
+            self.root / LOG_KEY_DIR / f"{NEXT_LOG_KEY_NAME}.key"
+        ).exists():
+            return keys.signer(NEXT_LOG_KEY_NAME)
+        return keys.signer(LOG_KEY_NAME)
+
+    def _continue_trust(self, state: TrustState) -> None:
+        """Carry this user's floor of the log's earlier keys over to ``state``, a key without
+        one (`trust_state.continue_trust`, with the log's handovers and proofs)."""
+        from .log import Log
+        from .trust_state import continue_trust
+
+        if not state.siblings():
+            return  # the first key of this log this user sees: nothing to carry
+        reader = Log.open(self.log_dir, vkey=state.vkey, cache_dir=self.cache_dir)
+        try:
+            continue_trust(
+                state,
+                reader.checkpoint_bytes(),
+                reader.key_handovers(),
+                reader.consistency_proof,
+                what=str(self.log_dir / "checkpoint"),
+            )
+        finally:
+            reader.close()
+
+    def rotate_log_key(self) -> Handover:
+        """Replace the log's key (after a compromise, or routinely), keeping the log.
+
+        Steps:
+            1. Create the next key, ``log-key/next.key`` (encrypted when TRAJLEDGER_PASSPHRASE
+               is set, as at ``init``), unless an interrupted rotation left one.
+            2. Publish the handover (`Log.rotate_key`): the current tree signed by the old key
+               and the next one, naming both; ``log/vkey`` then names the next key.
+            3. Make the next key the log's key: ``log.pub``, then ``log.key`` replaced (the old
+               private key is gone), then ``next.pub`` removed.
+            4. This user's trust in the log continues under the new key: the next use carries
+               the floor over (`trust_state.continue_trust`).
+
+        Running it again after an interruption at any step finishes the same rotation.
+
+        Returns:
+            The handover.
+
+        Raises:
+            LogError: the log cannot be written or its key loaded.
+            KeyError_: no passphrase for an encrypted key.
+            TamperError: the log's files contradict what was signed or committed.
+        """
+        from .keys import PASSPHRASE_ENV
+
+        keys = KeyStore(self.root / LOG_KEY_DIR)
+        directory = self.root / LOG_KEY_DIR
+        # (1)
+        if not (directory / f"{NEXT_LOG_KEY_NAME}.pub").exists():
+            keys.create(NEXT_LOG_KEY_NAME, encrypt=bool(os.environ.get(PASSPHRASE_ENV)))
+        if (directory / f"{NEXT_LOG_KEY_NAME}.key").exists():
+            new = keys.signer(NEXT_LOG_KEY_NAME)
+        else:  # step 3 was interrupted after the private key moved
+            new = keys.signer(LOG_KEY_NAME)
+        # (2)
+        handover = self.log.rotate_key(new)
+        # (3)
+        try:
+            pub = (directory / f"{NEXT_LOG_KEY_NAME}.pub").read_bytes()
+            write_file_atomic(directory / f"{LOG_KEY_NAME}.pub", pub)
+            nxt = directory / f"{NEXT_LOG_KEY_NAME}.key"
+            if nxt.exists():
+                os.replace(nxt, directory / f"{LOG_KEY_NAME}.key")
+            os.unlink(directory / f"{NEXT_LOG_KEY_NAME}.pub")
+            fsync_dir(directory)
+        except OSError as e:
+            raise LedgerError(
+                f"{directory}: cannot install the new log key: {e.strerror}; run "
+                "'trajledger log rotate-key' again to finish"
+            ) from e
+        # (4)
+        if self._log is not None:
+            self._log.close()
+        self._log = None
+        self._state = None
+        return handover
 
     def sweep_leftovers(self) -> None:
         """Remove what killed writers left (temp objects, ``tmp/`` directories) that no live

@@ -1,5 +1,5 @@
-"""The log's commands: ``attest`` and the ``log`` group (info, show, proof, consistency, verify,
-cosign).
+"""The log's commands: ``attest`` and the ``log`` group (info, rotate-key, show, proof,
+consistency, verify, cosign).
 
 Each command parses its options, opens the ledger, calls one library function (``ledger.record``
 or ``ledger.log``) and renders the result: results on stdout (``--json`` is stable), ``OK:`` /
@@ -152,6 +152,40 @@ def log_info(ctx: Context, as_json: bool) -> None:
         return
     for k in ("origin", "size", "root", "vkey", "checkpoint_size"):
         click.echo(f"{k}\t{info[k]}")
+
+
+@log.command("rotate-key")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def log_rotate_key(ctx: Context, as_json: bool) -> None:
+    """Replace the log's signing key (after a theft, or routinely); the log itself is kept.
+
+    A new Ed25519 key is made (encrypted when TRAJLEDGER_PASSPHRASE is set), and the current
+    tree is published signed by BOTH the old key and the new one, with a line naming both: the
+    key handover, also kept as log/key-handovers/N and put in every bundle exported from now on.
+    Then the new key replaces log-key/log.key (the old private key is deleted) and log/vkey
+    names it; from then on only the new key signs.
+
+    Whoever trusted the old key follows the handover: your own trust state, buyers whose policy
+    names the old vkey, monitors (trajledger monitor). A checkpoint signed by a new key that no
+    handover by a trusted key names is still refused. Tell buyers and witnesses the new vkey
+    (printed); see docs/SECURITY.md, "A stolen key". Interrupted, run it again to finish.
+    """
+    ledger = ctx.ledger()
+    handover = ledger.rotate_log_key()
+    info = {
+        "origin": handover.checkpoint.origin,
+        "size": handover.checkpoint.size,
+        "old_vkey": handover.old,
+        "vkey": handover.new,
+        "handover": handover.note.decode("utf-8"),
+    }
+    if as_json:
+        emit_json(info)
+    else:
+        click.echo(handover.new)
+    ok(f"log {handover.checkpoint.origin}: key rotated at size {handover.checkpoint.size}; "
+       f"the handover is signed by the old key and the new one")
 
 
 @log.command("show")

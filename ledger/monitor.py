@@ -57,7 +57,7 @@ from trajledger.verify.note import (
 )
 from trajledger.verify.tiles import TileReader
 
-from .errors import LedgerError
+from .errors import LedgerError, TamperError
 from .serve import max_size, resource_kind
 
 if TYPE_CHECKING:
@@ -281,6 +281,8 @@ class MonitorResult:
         note: the checkpoint as fetched.
         cosigned: the note with this witness's cosignature added (when cosigning).
         witness_vkey: the witness's verifier key (when cosigning).
+        vkey: the log's key that signed the checkpoint: the one given, or the key it was
+            handed over to (then pass this one from now on).
     """
 
     url: str
@@ -294,6 +296,7 @@ class MonitorResult:
     note: bytes
     cosigned: bytes | None = None
     witness_vkey: str | None = None
+    vkey: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """The stable ``--json`` form."""
@@ -309,6 +312,7 @@ class MonitorResult:
             "checkpoint": self.note.decode("utf-8"),
             "cosigned_checkpoint": None if self.cosigned is None else self.cosigned.decode(),
             "witness_vkey": self.witness_vkey,
+            "vkey": self.vkey,
         }
 
 
@@ -324,7 +328,11 @@ def monitor(
     """Fetch and check a log's checkpoint; remember it; optionally cosign it.
 
     Steps:
-        1. Fetch ``checkpoint`` and verify it with ``vkey`` (its origin is the key's name).
+        1. Fetch ``checkpoint`` and verify it with ``vkey`` (its origin is the key's name); when
+           the key was rotated, with the key it was handed over to (the log's
+           ``key-handovers/<n>``, ``verify.log_key.key_chain``), whose state continues this
+           user's floor of the old key (`trust_state.continue_trust`: the new tree must extend
+           it and each handover; a key no handover names is still refused).
         2. Check the served tiles give its root (a server whose tiles are another tree than
            the one its key signed is refused).
         3. Against the checkpoint accepted before from this log (the per-origin trust state):
@@ -353,13 +361,19 @@ def monitor(
     """
     from trajledger.verify.errors import ProofError
 
-    from .trust_state import TrustState
+    from .trust_state import TrustState, continue_trust
 
     get = fetch or log.fetch
+    given = vkey
     verifier = verifier_from_vkey(vkey)
     # (1)
     note = get("checkpoint")
-    cp = verify_checkpoint(note, verifier)
+    handovers: list[bytes] = []
+    try:
+        cp = verify_checkpoint(note, verifier)
+    except SignatureError:
+        handovers = _fetch_handovers(get)
+        vkey, cp = _follow_rotation(note, vkey, handovers)
     what = f"log {cp.origin} at {log.url}"
     # (2)
     reader = TileReader(get, cp.size)
@@ -375,7 +389,17 @@ def monitor(
             "one"
         )
     # (3)
-    state = state or TrustState.open(vkey)
+    state = state or TrustState.open(given)
+    carried: Checkpoint | None = None
+    if state.vkey != vkey:  # the key was rotated: this user's state of the new key
+        before = state.floor_checkpoint()
+        state = state.sibling(vkey)
+        if state.floor() is None:
+            try:
+                continue_trust(state, note, handovers, reader.consistency_proof, what=what)
+            except TamperError as e:
+                raise ConsistencyError(str(e), old=None, new=note) from e
+            carried = before
     old = state.floor_checkpoint()
     proof: list[bytes] = []
     if old is not None and 0 < old.size < cp.size:
@@ -396,6 +420,8 @@ def monitor(
     # (4)
     if advanced:
         state.advance_floor(note, proof, what=what)
+    if carried is not None:  # remembered by continue_trust: report what was seen before
+        old, advanced = carried, True
     # (5)
     cosigned = witness_key = None
     if witness is not None:
@@ -404,4 +430,35 @@ def monitor(
     return MonitorResult(
         log.url, cp.origin, cp.size, cp.root, None if old is None else old.size,
         None if old is None else old.root, advanced, log.fetched, note, cosigned, witness_key,
+        vkey,
     )  # fmt: skip
+
+
+def _fetch_handovers(get: Callable[[str], bytes]) -> list[bytes]:
+    """The log's key handovers, ``key-handovers/1``, ``2``, ... up to the first 404."""
+    out: list[bytes] = []
+    while len(out) < 1000:
+        try:
+            out.append(get(f"key-handovers/{len(out) + 1}"))
+        except FileNotFoundError:
+            break
+    return out
+
+
+def _follow_rotation(note: bytes, vkey: str, handovers: list[bytes]) -> tuple[str, Checkpoint]:
+    """The key among those ``vkey`` handed over to (`verify.log_key.key_chain`) that signed
+    ``note``, and the checkpoint.
+
+    Raises:
+        SignatureError: no key of the chain signed it (the key was replaced, not rotated).
+        FormatError, VerificationError: a bad handover, or two successors of one key.
+    """
+    from trajledger.verify.log_key import key_chain
+
+    for h in key_chain(vkey, handovers):
+        try:
+            return h.new, verify_checkpoint(note, verifier_from_vkey(h.new))
+        except SignatureError:
+            continue
+    verify_checkpoint(note, verifier_from_vkey(vkey))  # raises the SignatureError
+    raise AssertionError("unreachable")

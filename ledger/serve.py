@@ -4,7 +4,8 @@ Scope: `LogServer` answers ``GET`` and ``HEAD`` for exactly the resources of c2s
 ``/checkpoint`` (``text/plain; charset=utf-8``, never cached: it changes with every append),
 ``/tile/<L>/<N>[.p/<W>]`` and ``/tile/entries/<N>[.p/<W>]`` (``application/octet-stream``,
 ``Cache-Control: public, max-age=31536000, immutable``: a tile path's bytes never change; entry
-bundles gzip-compressed when the client accepts it, as the spec recommends). Paths are matched
+bundles gzip-compressed when the client accepts it, as the spec recommends), and trajledger's
+``/key-handovers/<n>`` (the log key's rotations, ``verify.log_key``; not cached). Paths are matched
 against the spec's grammar (levels 0..63, three-digit groups with ``x`` prefixes, widths 1..255,
 no leading zeros), never joined from the request: nothing else in the ledger (``log/.state``,
 keys, objects) can be named. A file is served only when it is a regular file inside the log
@@ -47,6 +48,7 @@ _RESOURCE = re.compile(
     rf"(?P<checkpoint>checkpoint)"
     rf"|tile/entries/{_INDEX}(?:\.p/{_WIDTH})?(?P<entries>)"
     rf"|tile/{_LEVEL}/{_INDEX}(?:\.p/{_WIDTH})?(?P<tile>)"
+    rf"|key-handovers/[1-9][0-9]{{0,5}}(?P<handover>)"
 )
 CHECKPOINT_CACHE = "no-store"
 """The checkpoint changes with every append: never cached (tlog-tiles: "a few seconds" at most)."""
@@ -55,6 +57,7 @@ TILE_CACHE = "public, max-age=31536000, immutable"
 _MAX_CHECKPOINT = 1 << 20
 _CONTENT_TYPE = {
     "checkpoint": "text/plain; charset=utf-8",
+    "handover": "text/plain; charset=utf-8",
     "tile": "application/octet-stream",
     "entries": "application/octet-stream",
 }
@@ -62,7 +65,8 @@ _CONTENT_TYPE = {
 
 def resource_kind(path: str) -> str | None:
     """``checkpoint``, ``tile`` or ``entries`` for a tlog-tiles resource path (without the
-    leading slash), None for anything else."""
+    leading slash), ``handover`` for a key handover (``key-handovers/<n>``, trajledger's: a
+    monitor follows a rotation of the log key with them), None for anything else."""
     m = _RESOURCE.fullmatch(path)
     if m is None:
         return None
@@ -122,7 +126,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         headers = {
             "Content-Type": _CONTENT_TYPE[kind],
-            "Cache-Control": CHECKPOINT_CACHE if kind == "checkpoint" else TILE_CACHE,
+            "Cache-Control": CHECKPOINT_CACHE if kind in ("checkpoint", "handover") else TILE_CACHE,
             "X-Content-Type-Options": "nosniff",
         }
         if kind == "entries":

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -46,13 +47,14 @@ from trajledger.verify.log_index import read_record
 from trajledger.verify.merkle import CompactRange, leaf_hash
 from trajledger.verify.note import Verifier, verifier_from_vkey
 
+from ._fs import write_file_atomic
 from .errors import LedgerError, TamperError
 from .home import state_dir
 
 if TYPE_CHECKING:
     from .home import Ledger
 
-__all__ = ["NameRow", "TrustState"]
+__all__ = ["NameRow", "TrustState", "continue_trust"]
 
 STATE_FORMAT = 1
 _CHUNK = 1024
@@ -148,6 +150,7 @@ class TrustState:
     def __init__(self, path: Path, vkey: str, db: sqlite3.Connection) -> None:
         """Use `TrustState.open`."""
         self.path = path
+        self._root = path.parent.parent  # the state directory (path is <root>/logs/<id>)
         self.vkey = vkey
         self.verifier: Verifier = verifier_from_vkey(vkey)
         self._db = _LockedDB(db)
@@ -183,7 +186,51 @@ class TrustState:
                 state._put("format", str(STATE_FORMAT).encode())
         elif stored.decode() != vkey:
             raise LedgerError(f"trust state {base}: belongs to another log key")
+        state._register()
         return state
+
+    def _register(self) -> None:
+        """Note this key under its log's origin (``origins/<id>/<key id>`` holds the vkey), so
+        that a state for another key of the same log can find it (`siblings`)."""
+        mark = self._root / "origins" / _log_id(self.verifier.name) / _log_id(self.vkey)
+        if mark.exists():
+            return
+        try:
+            mark.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            write_file_atomic(mark, self.vkey.encode() + b"\n")
+        except OSError as e:
+            raise LedgerError(f"trust state {mark}: cannot write: {e.strerror}") from e
+
+    def sibling(self, vkey: str) -> TrustState:
+        """The state of another log key in the same state directory.
+
+        Raises:
+            LedgerError: it cannot be opened.
+        """
+        return TrustState.open(vkey, self._root)
+
+    def siblings(self) -> list[TrustState]:
+        """The states of this user's other keys of the same log (same origin) that hold a
+        floor: what a key without one must continue (`continue_trust`)."""
+        out: list[TrustState] = []
+        directory = self._root / "origins" / _log_id(self.verifier.name)
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            return out
+        for name in names:
+            if name == _log_id(self.vkey) or name.startswith("."):
+                continue
+            try:
+                vkey = (directory / name).read_text("utf-8").strip()
+                other = TrustState.open(vkey, self._root)
+            except (OSError, UnicodeDecodeError, ProvenanceError):
+                continue  # not a key: nothing this user trusted
+            if other.floor() is not None:
+                out.append(other)
+            else:
+                other.close()
+        return out
 
     @classmethod
     def of(cls, ledger: Ledger) -> TrustState:
@@ -436,6 +483,16 @@ class TrustState:
                 self._put("checkpoint", note)
                 self._note = note
 
+    def continue_from(self, note: bytes) -> None:
+        """Store ``note`` (signed by this key) as the floor of a state that has none, after
+        `continue_trust` checked it extends the floor of the key this one took over from."""
+        verify_checkpoint(note, self.verifier)
+        with self._write():
+            self._size, self._range, self._note, self._last = self._read_meta()
+            if self._note is None:
+                self._put("checkpoint", note)
+                self._note = note
+
     def rebuild(self) -> None:
         """Forget the index (not the floor): the next `sync` re-reads the whole log, which must
         still extend the checkpoint seen before."""
@@ -566,3 +623,82 @@ class TrustState:
         return [NameRow(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows]
 
 
+
+
+def continue_trust(
+    state: TrustState,
+    note: bytes,
+    handovers: Sequence[bytes],
+    proof: Callable[[int, int], Sequence[bytes]],
+    *,
+    what: str,
+) -> None:
+    """Carry this user's floor of a log over to ``state``, a key of it seen for the first time.
+
+    Steps:
+        1. The other keys of the log (same origin) this user holds a floor for
+           (`TrustState.siblings`); none: the log is new to this user, nothing to carry.
+        2. For each: the key handovers (``verify.log_key.key_chain``) from it must reach
+           ``state``'s key; otherwise the checkpoint is signed by a key that nobody this user
+           trusted handed over to (key confusion): `TamperError`, nothing stored.
+        3. ``note``, the log's checkpoint signed by ``state``'s key, must extend that floor and
+           every handover's tree on the way (consistency proofs from ``proof``).
+        4. Store ``note`` as ``state``'s floor.
+
+    Args:
+        state: the state of the log's current key, without a floor.
+        note: the log's signed checkpoint, as read now.
+        handovers: the log's key handover notes (any order).
+        proof: ``(old size, new size) -> consistency proof`` from the log (or the bundle).
+        what: names the checkpoint in messages.
+
+    Raises:
+        TamperError: key confusion, a bad handover, or a checkpoint that does not extend what
+            was seen under an earlier key.
+        FormatError, SignatureError: ``note`` is malformed or not signed by ``state``'s key.
+    """
+    from trajledger.verify.checkpoint import check_consistent
+    from trajledger.verify.log_key import key_chain
+
+    cp = verify_checkpoint(note, state.verifier)
+    # (1)
+    earlier = state.siblings()
+    # (2)
+    for old in earlier:
+        seen = old.floor_checkpoint()
+        assert seen is not None
+        try:
+            chain = key_chain(old.vkey, handovers)
+        except ProvenanceError as e:
+            raise TamperError(f"{what}: log {cp.origin}: its key handovers: {e}", None) from e
+        reached = [h.new for h in chain]
+        if state.vkey not in reached:
+            raise TamperError(
+                f"{what}: log {cp.origin} is signed by key {_short_vkey(state.vkey)}, but this "
+                f"user trusted key {_short_vkey(old.vkey)} for it (size {seen.size} seen) and no "
+                "key handover signed by that key leads to the new one: a replaced key, not a "
+                "rotation; nothing was changed (if this is another log reusing the origin, "
+                f"remove {old.path} to trust it from scratch)",
+                Path(what),
+            )
+        # (3)
+        trees = [seen] + [h.checkpoint for h in chain[: reached.index(state.vkey) + 1]]
+        for tree in trees:
+            try:
+                check_consistent(tree, cp, list(proof(tree.size, cp.size))
+                                 if 0 < tree.size < cp.size else [])
+            except (ProvenanceError, LedgerError, OSError) as e:
+                raise TamperError(
+                    f"{what}: log {cp.origin} under key {_short_vkey(state.vkey)} does not "
+                    f"extend the tree of size {tree.size} seen or handed over under key "
+                    f"{_short_vkey(old.vkey)}: {e}; nothing was changed",
+                    Path(what),
+                ) from e
+        old.close()
+    # (4)
+    if earlier:
+        state.continue_from(note)
+
+
+def _short_vkey(vkey: str) -> str:
+    return "+".join(vkey.split("+")[:2])

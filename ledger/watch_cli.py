@@ -159,6 +159,9 @@ def monitor(
     else:
         how = "unchanged since last seen"
     ok(f"log {result.origin} at {result.url}: size {result.size}, {how}")
+    if result.vkey != vkey:
+        warn(f"the log's key was rotated: the key you gave handed over to {result.vkey}; "
+             "pass that one with --vkey from now on")
     if result.witness_vkey is not None:
         where = f" written to {out}" if out is not None else " printed above"
         ok(f"cosigned as witness {result.witness_vkey}; the cosigned checkpoint is{where}")

@@ -183,7 +183,14 @@ def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
 )
 @pass_ctx
 def policy_set(ctx: Context, file: Path, keys: tuple[str, ...]) -> None:
-    """Record FILE as the policy in force (signed by the current approvers' threshold)."""
+    """Record FILE as the policy in force (signed by the current approvers' threshold).
+
+    FILE needs a higher serial than the policy in force. To replace a producer, approver or
+    trainer key, list the new key in its role instead of the old one: records the old key
+    signed before this one's log index stay valid, later ones do not count. After a theft,
+    also add the old key to revoked_keys with compromised_since (a log index or time): nothing
+    it signed from then on counts (keys/README.md; docs/SECURITY.md, "A stolen key").
+    """
     rec = ctx.ledger().set_policy(file, keys=list(keys))
     ok(f"policy {file} recorded at log index {rec.index}")
     click.echo(rec.digest)

@@ -5,9 +5,11 @@ Scope: a bundle (``schemas/bundle.v1.md``) is a zstd-compressed ustar/pax tar of
 SHA-256), ``checkpoint`` (the log's signed checkpoint), ``entries/<i>`` (log entries),
 ``proofs/<i>.tlog-proof`` (``c2sp.org/tlog-proof@v1`` of each entry against that checkpoint),
 optional ``proofs/<n>.consistency`` (a consistency proof from tree size ``n``),
-``objects/sha256/<hex>`` (envelopes, manifests, data) and ``policy/<i>.json`` (the policy that
-trust-policy record ``i`` is about). `BundleEvidence` implements `verify.evidence.Evidence` over
-one; `verify_bundle` runs the lineage verifier on it under a caller's trust policy.
+``objects/sha256/<hex>`` (envelopes, manifests, data), ``policy/<i>.json`` (the policy that
+trust-policy record ``i`` is about) and, in format 3, ``key-handovers/<n>`` (each rotation of the
+log's key, ``verify.log_key``, so that a verifier trusting an earlier key follows it).
+`BundleEvidence` implements `verify.evidence.Evidence` over one; `verify_bundle` runs the
+lineage verifier on it under a caller's trust policy.
 
 How a bundle is read (`BundleEvidence.open`): one streaming pass, never a whole-file read. The
 zstd stream is decompressed through a counter that refuses more than `Limits.total` bytes (and
@@ -58,6 +60,7 @@ from .errors import DigestMismatchError, FormatError, ProofError, ProvenanceErro
 from .evidence import MAX_BLOB_READ
 from .lineage import INFO, OK, LineageVerifier, Node, Record, Report
 from .log_entry import LogEntry
+from .log_key import HANDOVER_DIR, parse_handover
 from .merkle import HASH_SIZE, leaf_hash, verify_inclusion
 from .note import Note, Verifier, _b64decode_strict, verifier_from_vkey
 from .policy import TrustPolicy, follow_history
@@ -67,6 +70,7 @@ from .tlog_proof import TlogProof
 
 __all__ = [
     "BUNDLE_FORMAT",
+    "HANDOVER_FORMAT",
     "INDEX_NAME",
     "READABLE_FORMATS",
     "BundleEvidence",
@@ -83,7 +87,11 @@ __all__ = [
 BUNDLE_FORMAT = 2
 """The ``format`` of ``bundle.json`` written: 2 adds ``terms`` and ``erased`` to format 1."""
 
-READABLE_FORMATS = (1, 2)
+HANDOVER_FORMAT = 3
+"""The ``format`` of a bundle that holds ``key-handovers/<n>`` members (a log whose key was
+rotated); otherwise as format 2, which is written whenever there are none."""
+
+READABLE_FORMATS = (1, 2, 3)
 """Every ``format`` of ``bundle.json`` this module reads (trajledger 0.1.0 wrote 1)."""
 
 INDEX_NAME = "bundle.json"
@@ -102,13 +110,15 @@ _LAYOUT = re.compile(
     rf"|proofs/(?P<consistency>[1-9][0-9]{{0,19}})\.consistency"
     rf"|objects/sha256/(?P<object>[0-9a-f]{{64}})"
     rf"|policy/(?P<policy>{_DEC})\.json"
+    rf"|{HANDOVER_DIR}/(?P<handover>[1-9][0-9]{{0,5}})"
 )
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _INDEX_KEYS_V1 = frozenset(
     {"format", "subject", "origin", "vkey", "created", "omitted", "members"}
 )
-_INDEX_KEYS = {1: _INDEX_KEYS_V1, 2: _INDEX_KEYS_V1 | {"terms", "erased"}}
+_INDEX_KEYS = {1: _INDEX_KEYS_V1, 2: _INDEX_KEYS_V1 | {"terms", "erased"},
+               3: _INDEX_KEYS_V1 | {"terms", "erased"}}
 _MEMBER_KEYS = frozenset({"name", "size", "sha256"})
 _TERMS_KEYS = frozenset({"batch", "licence", "consent", "retention"})
 _PAX_KEYS = frozenset({"path", "size"})
@@ -203,8 +213,8 @@ def check_member_name(name: str) -> tuple[str, str]:
     """Check a member name is canonical and in the bundle layout.
 
     Returns:
-        ``(kind, key)``: kind one of ``index checkpoint entry proof consistency object policy``
-        and key the index, size or hex digest the name carries ("" for the first two).
+        ``(kind, key)``: kind one of ``index checkpoint entry proof consistency object policy
+        handover`` and key the index, size or hex digest the name carries ("" for the first two).
 
     Raises:
         FormatError: an absolute path, a ``..`` or ``.`` segment, a backslash, NUL or other
@@ -257,7 +267,7 @@ class BundleIndex:
             retention its signed record states, sorted by batch digest.
         erased: (format 2) data blobs of the lineage that a verified erasure deleted: not in
             the bundle, by law rather than by choice, sorted.
-        format: 1 (trajledger 0.1.0; no terms, no erased) or 2.
+        format: 1 (trajledger 0.1.0; no terms, no erased), 2, or 3 (2 with key handovers).
     """
 
     subject: str
@@ -299,6 +309,10 @@ class BundleIndex:
                 raise FormatError(f"{what}: {e}") from e
             if kind == "index":
                 raise FormatError(f"{what}: lists itself as a member")
+            if kind == "handover" and self.format < HANDOVER_FORMAT:
+                raise FormatError(
+                    f"{what}: member {m.name}: key handovers need format {HANDOVER_FORMAT}"
+                )
             if type(m.size) is not int or not 0 <= m.size <= _MAX_INT:
                 raise FormatError(f"{what}: member {m.name}: size {m.size!r}, want 0..2^53-1")
             if not isinstance(m.sha256, str) or not _HEX64.fullmatch(m.sha256):
@@ -317,6 +331,10 @@ class BundleIndex:
         for i, t in enumerate(self.terms):
             if i and self.terms[i - 1].batch >= t.batch:
                 raise FormatError(f"{what}: terms must be sorted by batch, one per batch")
+        if self.format == HANDOVER_FORMAT and not any(
+            n.startswith(HANDOVER_DIR + "/") for n in names
+        ):
+            raise FormatError(f"{what}: format {HANDOVER_FORMAT} without key handovers")
         object.__setattr__(self, "by_name", {m.name: m for m in self.members})
         for d in self.omitted:
             if f"objects/sha256/{d[7:]}" in self.by_name:
@@ -652,6 +670,7 @@ class BundleEvidence:
         self._proofs: dict[int, TlogProof] = {}
         self._consistency: dict[int, list[bytes]] = {}
         self._policies: dict[int, bytes] = {}
+        self._handovers: dict[int, bytes] = {}
         self._objects: dict[str, Path] = {}
         self._dir: Path | None = None
         self._cleanup: Callable[[], None] = lambda: None
@@ -843,6 +862,8 @@ class BundleEvidence:
                 )
             elif kind == "policy":
                 self._policies[int(key)] = data
+            elif kind == "handover":
+                self._handovers[int(key)] = data
 
     def _check_members(self, what: str) -> None:
         """Cross-check the members against each other.
@@ -857,6 +878,9 @@ class BundleEvidence:
             5. Each ``policy/<i>.json`` is the preimage of trust-policy entry ``i``'s subject
                and parses as a policy; every bundled trust-policy entry has one.
             6. No omitted digest is also present.
+            7. The key handovers are numbered 1, 2, ... without a gap, and each parses and is
+               signed by both keys it names (``verify.log_key.parse_handover``; whether the
+               verifier trusts any of those keys is its policy's business).
         """
         index = self.index
         # (1)
@@ -947,6 +971,12 @@ class BundleEvidence:
         for d in index.omitted:
             if d in self._objects:
                 raise FormatError(f"{what}: {INDEX_NAME}: {d} is omitted but present")
+        # (7)
+        if sorted(self._handovers) != list(range(1, len(self._handovers) + 1)):
+            raise FormatError(f"{what}: key handovers are not numbered 1..{len(self._handovers)}")
+        for n, data in sorted(self._handovers.items()):
+            where = f"{what}: member {HANDOVER_DIR}/{n}"
+            parse_handover(data, where)
 
     # -- lifetime -------------------------------------------------------------------------------
 
@@ -995,6 +1025,10 @@ class BundleEvidence:
             entry = LogEntry.from_bytes(self._entries[i])
             out.append((i, entry.subject, self.blob(entry.envelope)))
         return out
+
+    def key_handovers(self) -> list[bytes]:
+        """The bundled key handover notes, in order (format 3; empty otherwise)."""
+        return [self._handovers[n] for n in sorted(self._handovers)]
 
     def unused(self) -> list[str]:
         """Members no verifier has asked for (entries, objects, omitted digests), by name."""

@@ -18,13 +18,16 @@ from typing import Protocol
 from .checkpoint import Checkpoint
 from .digest import parse_digest
 from .errors import FormatError
+from .log_key import HANDOVER_DIR
 from .note import Note
 from .tiles import TileReader
 
-__all__ = ["Blobs", "DirBlobs", "Evidence", "LedgerDirEvidence"]
+__all__ = ["Blobs", "DirBlobs", "Evidence", "LedgerDirEvidence", "read_handovers"]
 
 MAX_BLOB_READ = 1 << 34
 """A verifier never reads a blob larger than this into memory (16 GiB)."""
+MAX_NOTE = 1 << 20
+"""The most bytes a signed note (a checkpoint, a key handover) may hold."""
 
 
 class Evidence(Protocol):
@@ -66,6 +69,34 @@ class Evidence(Protocol):
         """True when the evidence deliberately leaves a data blob out (a bundle exported
         without data): its digest is bound, its bytes are not here to check."""
         ...
+
+    def key_handovers(self) -> list[bytes]:
+        """The log's key handover notes (``verify.log_key``), oldest first; empty when its key
+        was never rotated."""
+        ...
+
+
+def read_handovers(log_dir: Path) -> list[bytes]:
+    """The key handover notes of a log directory, ``key-handovers/1``, ``2``, ... in order, up
+    to the first number without a file (unverified).
+
+    Raises:
+        FormatError: a file cannot be read, or is larger than a checkpoint may be.
+    """
+    out: list[bytes] = []
+    directory = log_dir / HANDOVER_DIR
+    while True:
+        path = directory / str(len(out) + 1)
+        try:
+            with open(path, "rb") as f:
+                data = f.read(MAX_NOTE + 1)
+        except FileNotFoundError:
+            return out
+        except OSError as e:
+            raise FormatError(f"key handover {path}: cannot read: {e.strerror}") from e
+        if len(data) > MAX_NOTE:
+            raise FormatError(f"key handover {path}: larger than {MAX_NOTE} bytes")
+        out.append(data)
 
 
 class Blobs(Protocol):
@@ -211,6 +242,14 @@ class LedgerDirEvidence:
     def omitted(self, digest: str) -> bool:
         """A ledger directory omits nothing."""
         return False
+
+    def key_handovers(self) -> list[bytes]:
+        """The files ``log/key-handovers/1``, ``2``, ... (up to the first one missing).
+
+        Raises:
+            FormatError: one cannot be read.
+        """
+        return read_handovers(self.log_dir)
 
     def blob(self, digest: str) -> bytes | None:
         """The blob's bytes, or None when absent."""

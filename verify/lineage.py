@@ -52,8 +52,10 @@ from .evidence import Evidence
 from .kinds import CHECKPOINT_ROLES, KINDS, NAMED, Dependency, Kind, Signing, name_version
 from .log_entry import GENESIS_PREV, LogEntry
 from .log_index import LogIndex, MemoryIndex
+from .log_key import Handover, key_chain
 from .manifest import Manifest, check_file_subjects
 from .merkle import leaf_hash, root_from_leaf_hashes, verify_inclusion
+from .note import verifier_from_vkey
 from .policy import KEY_ROLES, Identity, TrustPolicy
 from .predicates import (
     Approval,
@@ -350,8 +352,9 @@ class LineageVerifier:
         """Check the log.
 
         Steps:
-            1. Verify the checkpoint: signed by the policy's log key(s) (threshold) and, when
-               the policy requires witnesses, cosigned by their threshold.
+            1. Verify the checkpoint: signed by the policy's log key(s) (threshold; a key
+               counts through the keys it handed over to, `_verify_checkpoint`) and, when the
+               policy requires witnesses, cosigned by their threshold.
             2. Without an ``index``: read every available entry into a `MemoryIndex`, check
                the hash chain between neighbours, and when every entry is at hand recompute
                the root once (it proves each entry included, and nothing else).
@@ -379,6 +382,9 @@ class LineageVerifier:
         the batches it trains on): the verifier compares their sizes only."""
         self.log = Node("log", "log", name="log")
         self.checkpoint: Checkpoint | None = None
+        self._trusted_vkeys: list[str] = []
+        """The policy's log keys that verified the checkpoint and the keys they handed over
+        to (a checkpoint seen earlier may be signed by any of them)."""
         self._pool: ThreadPoolExecutor | None = None
         self._stop = threading.Event()
         self._pending: list[tuple[Node, str, Future[str | None]]] = []
@@ -408,11 +414,16 @@ class LineageVerifier:
             return
         verified: list[Checkpoint] = []
         errors: list[str] = []
-        for v in log_role.note_verifiers():
+        handed: list[Handover] = []
+        for vkey in log_role.vkeys:
             try:
-                verified.append(verify_checkpoint(note, v))
-            except ProvenanceError as e:
+                cp, chain = self._verify_checkpoint(note, vkey)
+            except (ProvenanceError, OSError) as e:
                 errors.append(str(e))
+                continue
+            verified.append(cp)
+            handed += chain
+            self._trusted_vkeys += [vkey, *(h.new for h in chain)]
         need = max(log_role.threshold, 1)
         if len(verified) < need:
             self.log.fail(
@@ -425,6 +436,10 @@ class LineageVerifier:
         self.log.name = f"log {cp.origin}"
         self.log.add("checkpoint", OK, f"size {cp.size}, signed by {len(verified)} of {need} "
                      "trusted log key(s)")
+        for h in handed:
+            self.log.add("key handover", OK, f"log key {_key_id(h.old)} handed over to "
+                         f"{_key_id(h.new)} at size {h.checkpoint.size}, signed by both; "
+                         "the log since extends that tree")
         witness = self.policy.role("witness")
         if witness.witnessed(cp.origin):
             try:
@@ -452,6 +467,51 @@ class LineageVerifier:
         except (OSError, ProvenanceError) as e:
             where = f"{e.filename}: " if isinstance(e, OSError) and e.filename else ""
             self.log.fail("entries", f"cannot be read: {where}{getattr(e, 'strerror', None) or e}")
+
+    def _verify_checkpoint(self, note: bytes, vkey: str) -> tuple[Checkpoint, list[Handover]]:
+        """Verify the checkpoint by the trusted log key ``vkey``, or by a key it handed over to.
+
+        Steps:
+            1. Verify the note by ``vkey``; done when it is signed by it.
+            2. Otherwise follow the evidence's key handovers from ``vkey`` (`key_chain`) and
+               verify the note by the first key of the chain that signed it.
+            3. The tree of every handover up to that key must be extended by the checkpoint
+               (a consistency proof from the evidence).
+
+        Returns:
+            The checkpoint and the handovers followed (empty when ``vkey`` signed it).
+
+        Raises:
+            ProvenanceError: not signed by ``vkey`` nor a successor, a bad handover, or a tree
+                the checkpoint does not extend.
+            OSError: a consistency proof is not in the evidence.
+        """
+        # (1)
+        try:
+            return verify_checkpoint(note, verifier_from_vkey(vkey)), []
+        except SignatureError as e:
+            first = e
+        # (2)
+        chain = key_chain(vkey, self.evidence.key_handovers())
+        for n, h in enumerate(chain):
+            try:
+                cp = verify_checkpoint(note, verifier_from_vkey(h.new))
+            except SignatureError:
+                continue
+            # (3)
+            for earlier in chain[: n + 1]:
+                old = earlier.checkpoint
+                proof = (self.evidence.consistency_proof(old.size, cp.size)
+                         if 0 < old.size < cp.size else [])
+                try:
+                    check_consistent(old, cp, proof)
+                except ProvenanceError as e:
+                    raise VerificationError(
+                        f"the log under key {_key_id(h.new)} does not extend the tree its key "
+                        f"handover vouched for: {e}"
+                    ) from e
+            return cp, chain[: n + 1]
+        raise first
 
     def _read_entries(self, cp: Checkpoint, built: MemoryIndex) -> None:
         prev: tuple[int, bytes] | None = None
@@ -509,9 +569,9 @@ class LineageVerifier:
             # (1)
             old = None
             problems: list[str] = []
-            for v in self.policy.role("log").note_verifiers():
+            for vkey in self._trusted_vkeys:
                 try:
-                    old = verify_checkpoint(note, v)
+                    old = verify_checkpoint(note, verifier_from_vkey(vkey))
                     break
                 except ProvenanceError as e:
                     problems.append(str(e))
@@ -612,8 +672,8 @@ class LineageVerifier:
                 raise VerificationError(
                     f"log entry {index}: predicate type {ptype} is not allowed by the policy"
                 )
-            keys, idents, threshold = self._signing_keys(kind, index, entry.time)
-            if not keys and not idents:
+            keys, idents, threshold, revoked = self._signing_keys(kind, index, entry.time)
+            if not keys and not idents and not revoked:
                 raise VerificationError(
                     f"log entry {index} ({entry.kind}): the policy has no "
                     f"{' or '.join(kind.roles)} keys or identities"
@@ -629,6 +689,11 @@ class LineageVerifier:
                 )
             need = max(threshold - len(found), 0)
             try:
+                if need and not keys and not idents:  # every key of the role is revoked
+                    raise SignatureError(
+                        f"{what}: no signature by a trusted key: 0 of {threshold} required "
+                        "signature(s) verified"
+                    )
                 if need and not keys:
                     raise SignatureError(
                         f"{what}: signed by {len(found)} of {threshold} required identities"
@@ -665,19 +730,19 @@ class LineageVerifier:
 
     def _signing_keys(
         self, kind: Kind, index: int, time: str
-    ) -> tuple[list[Any], list[Identity], int]:
+    ) -> tuple[list[Any], list[Identity], int, int]:
         """The keys and identities that may sign a record of ``kind`` logged at ``index`` at
-        ``time``, and how many must: the roles of the policy in force when it was logged
-        (`TrustPolicy.policy_at`), less the keys the policy in force now revokes from a point
-        at or before it (`TrustPolicy.revocation`)."""
+        ``time``, how many must, and how many of the role's keys are left out as revoked: the
+        roles of the policy in force when it was logged (`TrustPolicy.policy_at`), less the
+        keys the policy in force now revokes from a point at or before it
+        (`TrustPolicy.revocation`)."""
         policy = self.policy.policy_at(index)
         roles = [policy.role(r) for r in kind.roles]
-        keys = [k for r in roles for k in r.keys
-                if self.policy.revocation(k.keyid, index, time) is None]
+        held = [k for r in roles for k in r.keys]
+        keys = [k for k in held if self.policy.revocation(k.keyid, index, time) is None]
         identities = [i for r in roles for i in r.identities]
-        if kind.signing is Signing.THRESHOLD:
-            return keys, identities, max(roles[0].threshold, 1)
-        return keys, identities, 1
+        threshold = max(roles[0].threshold, 1) if kind.signing is Signing.THRESHOLD else 1
+        return keys, identities, threshold, len(held) - len(keys)
 
     def _signed_by(self, envelope: Envelope, roles: tuple[str, ...], index: int, time: str
                    ) -> str:
@@ -1157,6 +1222,11 @@ class LineageVerifier:
             for nid in seen - {digest}:
                 self._nodes[nid].fail("lineage", f"built on {root.label}, which fails ({why})")
         return self.report(digest, ["log", digest], down)
+
+
+def _key_id(vkey: str) -> str:
+    """``origin+keyhash`` of a vkey (the public key itself is long and says nothing more)."""
+    return "+".join(vkey.split("+")[:2])
 
 
 def _erasure_note(erased: Record, extra: str = "") -> str:

@@ -15,6 +15,8 @@ Files, relative to the log directory (Tessera's POSIX layout)::
 
     checkpoint                   C2SP signed note (tlog-checkpoint) by the log's Ed25519 key
     vkey                         the log's C2SP verifier key string
+    key-handovers/<n>            each rotation of the log key: the tree signed by the old key
+                                 and the new one, naming both (``verify.log_key``)
     tile/<L>/<N>[.p/<W>]         hash tiles
     tile/entries/<N>[.p/<W>]     entry bundles (uint16 big-endian length prefix per entry)
     .state/lock                  flock()ed by the one process appending

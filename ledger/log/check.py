@@ -472,6 +472,9 @@ def verify_log_dir(
         7. The history must end at the committed size; every partial tile a committed size
            needs must be there (unless its full tile is); an envelope is logged once.
         8. Files past the committed size, temp files and unknown names are warnings.
+        9. Key handovers (``key-handovers/<n>``): each is signed by both keys it names, they
+           chain from the first key to the log's key (``verify.log_key.key_chain``), and each
+           handed-over tree is a prefix of the log.
 
     Args:
         directory: the log directory.
@@ -591,5 +594,45 @@ def verify_log_dir(
             f"{LEGACY_INDEX_FILE}: the lookup index of trajledger 0.1 (derived data now kept "
             "outside log/); removed by the next writer"
         )
+    # (9)
+    if verifier is not None:
+        _check_handovers(directory, verifier.vkey, size, report)
     report.problems.sort(key=lambda p: -1 if p.index is None else p.index)
     return report
+
+
+def _check_handovers(directory: Path, vkey: str, size: int, report: LogReport) -> None:
+    """Step 9 of `verify_log_dir`."""
+    from trajledger.verify.evidence import read_handovers
+    from trajledger.verify.log_key import HANDOVER_DIR, key_chain, parse_handover
+    from trajledger.verify.merkle import EMPTY_ROOT
+
+    try:
+        notes = read_handovers(directory)
+        if not notes:
+            return
+        chain = key_chain(parse_handover(notes[0], f"{HANDOVER_DIR}/1").old, notes)
+    except (FormatError, VerificationError) as e:
+        report.problem(HANDOVER_DIR, str(e))
+        return
+    if len(chain) != len(notes) or chain[-1].new != vkey:
+        report.problem(
+            HANDOVER_DIR,
+            f"the {len(notes)} key handover(s) do not lead from the first key to the log's key "
+            f"{vkey}",
+        )
+    reader = TileReader(directory_fetch(directory), size)
+    for n, h in enumerate(chain, 1):
+        at = h.checkpoint
+        try:
+            root = (EMPTY_ROOT if at.size == 0 else
+                    reader.subtree_root(0, at.size) if at.size <= size else None)
+        except (OSError, FormatError, ProofError) as e:
+            report.problem(f"{HANDOVER_DIR}/{n}", f"cannot rebuild the root at size {at.size}: {e}")
+            continue
+        if root != at.root:
+            report.problem(
+                f"{HANDOVER_DIR}/{n}",
+                f"hands over a tree of size {at.size} with root {_b64(at.root)}, which is not a "
+                "prefix of this log",
+            )

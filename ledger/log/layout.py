@@ -20,11 +20,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from trajledger.verify.errors import FormatError
+from trajledger.verify.log_key import HANDOVER_DIR as _HANDOVER_DIR
 from trajledger.verify.merkle import HASH_SIZE
 from trajledger.verify.tiles import TILE_HEIGHT, TILE_WIDTH, entries_path, tile_path
 
 __all__ = [
     "CHECKPOINT_FILE",
+    "HANDOVER_DIR",
     "HISTORY_FILE",
     "HISTORY_RECORD",
     "INFLIGHT_FILE",
@@ -44,6 +46,8 @@ __all__ = [
 
 CHECKPOINT_FILE = "checkpoint"
 VKEY_FILE = "vkey"
+HANDOVER_DIR = _HANDOVER_DIR
+"""``key-handovers/<n>``: the log key's handovers, 1, 2, ... (``verify.log_key``)."""
 STATE_DIR = ".state"
 LOCK_FILE = ".state/lock"
 TREE_STATE_FILE = ".state/treeState"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from trajledger.verify.checkpoint import check_consistent, cosignature_message, verify_checkpoint
 from trajledger.verify.errors import FormatError, SignatureError
+from trajledger.verify.log_key import Handover, key_chain
 from trajledger.verify.note import (
     ALG_COSIGNATURE_V1,
     Note,
@@ -83,7 +84,9 @@ def cosign(log: Log, witness: Signer, state_dir: Path, *, now: int | None = None
     Steps:
         1. Load the witness's state for this origin: the log key pinned on first use and the
            checkpoint last cosigned.
-        2. Refuse a log key other than the pinned one.
+        2. Refuse a log key other than the pinned one, unless the pinned key handed over to it
+           (the log's ``key-handovers``, ``verify.log_key.key_chain``): then the log since
+           must extend each handover's tree, and the new key is pinned.
         3. Verify the log's current checkpoint with that key.
         4. Check it against the last cosigned one (`check_consistent`): a smaller size
            (rollback), another root at the same size (fork) or a failed consistency proof
@@ -119,14 +122,22 @@ def cosign(log: Log, witness: Signer, state_dir: Path, *, now: int | None = None
     state = _load_state(path)
     pinned = state["log_vkey"] if state else log.vkey
     # (2)
+    chain: list[Handover] = []
     if pinned != log.vkey:
-        raise SignatureError(
-            f"log {log.origin}: key is now {log.vkey}, but the witness pinned {pinned}"
-        )
+        chain = key_chain(pinned, log.key_handovers())
+        if log.vkey not in [h.new for h in chain]:
+            raise SignatureError(
+                f"log {log.origin}: key is now {log.vkey}, but the witness pinned {pinned} and "
+                "no key handover by it leads to the new key"
+            )
     verifier = verifier_from_vkey(pinned)
     # (3)
     cp_bytes = log.checkpoint_bytes()
-    new = verify_checkpoint(cp_bytes, verifier, origin=log.origin)
+    new = verify_checkpoint(cp_bytes, verifier_from_vkey(log.vkey), origin=log.origin)
+    for h in chain:
+        at = h.checkpoint
+        check_consistent(at, new, log.consistency_proof(at.size, new.size)
+                         if 0 < at.size < new.size else [])
     # (4)
     old_size: int | None = None
     if state:
@@ -149,7 +160,7 @@ def cosign(log: Log, witness: Signer, state_dir: Path, *, now: int | None = None
     # (6)
     doc = {
         "origin": log.origin,
-        "log_vkey": pinned,
+        "log_vkey": log.vkey,
         "witness": witness_vkey,
         "checkpoint": cp_bytes.decode("utf-8"),
     }

@@ -47,7 +47,9 @@ from typing import TYPE_CHECKING
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.digest import parse_digest
 from trajledger.verify.errors import FormatError, SignatureError, VerificationError
+from trajledger.verify.evidence import read_handovers
 from trajledger.verify.log_entry import GENESIS_PREV, LogEntry
+from trajledger.verify.log_key import Handover, handover_checkpoint, parse_handover
 from trajledger.verify.merkle import EMPTY_ROOT, leaf_hash
 from trajledger.verify.note import (
     ALG_ED25519,
@@ -66,6 +68,7 @@ from ..keys import Signer
 from .edge import ZERO_HASH, Edge
 from .layout import (
     CHECKPOINT_FILE,
+    HANDOVER_DIR,
     HISTORY_FILE,
     HISTORY_RECORD,
     INFLIGHT_FILE,
@@ -935,6 +938,92 @@ class Log:
             assert st.checkpoint is not None
             self._state = LogState((note, st.key[1]), st.checkpoint, note, st.tree_size,
                                    st.tree_root, st.edge)  # fmt: skip
+
+    # -- the log key ------------------------------------------------------------------------------
+
+    def key_handovers(self) -> list[bytes]:
+        """The log's key handover notes, oldest first (``key-handovers/1``, ``2``, ...).
+
+        Raises:
+            LogError: one cannot be read.
+        """
+        try:
+            return read_handovers(self.directory)
+        except FormatError as e:
+            raise LogError(str(e)) from e
+
+    def rotate_key(self, new: Signer) -> Handover:
+        """Hand the log over to the key ``new``: the current tree, signed by the old key and by
+        ``new`` with a line naming both, becomes the checkpoint; from then on ``new`` signs.
+
+        Steps:
+            1. Take the lock; classify the state and recover forward (a committed unsigned
+               tail is first published under the old key).
+            2. Build the handover of the current tree (`verify.log_key.handover_checkpoint`),
+               signed by the old key and by ``new``, and check it (`parse_handover`).
+            3. Write it as ``key-handovers/<n>`` (the next number; the last one again when an
+               interrupted rotation to the same key left it), then as the checkpoint
+               (publication), then the ``vkey`` file naming ``new``'s key: every step is
+               atomic, and until the ``vkey`` file changes the old key is the log's.
+            4. Call ``on_publish`` with the handover (it is signed by the old key: the caller's
+               floor for that key).
+
+        Resuming: when the ``vkey`` file already names ``new``'s key, nothing is written and
+        the last handover is returned.
+
+        Raises:
+            LogError: ``new`` is not an Ed25519 key, is the current key, an interrupted rotation
+                went to another key, or a file cannot be written.
+            TamperError: the log's files contradict what was signed or committed.
+        """
+        target = _log_verifier(self.origin, new)
+        with self._locked():
+            if target.vkey == self.vkey:
+                handovers = self.key_handovers()
+                last = parse_handover(handovers[-1]) if handovers else None
+                if last is None or last.new != target.vkey:
+                    raise LogError(f"log key {new.name}: is already the key of log {self.origin}")
+                return last
+            old = self._get_signer()
+            # (1)
+            st = self._writer_state(old)
+            # (2)
+            cp = handover_checkpoint(Checkpoint(self.origin, st.edge.size, st.edge.root),
+                                     self.vkey, target.vkey)
+            text = cp.to_text()
+            note = (text + b"\n"
+                    + format_signature_line(self.origin, self.verifier.key_hash, old.sign(text))
+                    + format_signature_line(self.origin, target.key_hash, new.sign(text)))
+            handover = parse_handover(note)
+            # (3)
+            handovers = self.key_handovers()
+            number = len(handovers) + 1
+            if handovers:
+                last = parse_handover(handovers[-1])
+                if last.old == self.vkey:
+                    if last.new != target.vkey:
+                        raise LogError(
+                            f"log {self.origin}: an interrupted rotation handed the key over to "
+                            f"{last.new}; finish it with that key"
+                        )
+                    number -= 1
+            try:
+                (self.directory / HANDOVER_DIR).mkdir(exist_ok=True)
+                write_file_atomic(self.directory / HANDOVER_DIR / str(number), note)
+                write_file_atomic(self.directory / CHECKPOINT_FILE, note)
+                write_file_atomic(self.directory / VKEY_FILE, target.vkey.encode() + b"\n")
+            except OSError as e:
+                raise LogError(f"log {self.origin}: cannot rotate its key: {e.strerror}") from e
+            self.verifier = target
+            self._signer = new
+            self._signer_source = new
+            self._state = None
+            self._readers = {}
+            self._floor = cp
+            # (4)
+            if self._on_publish is not None:
+                self._on_publish(note)
+            return handover
 
     # -- locking and recovery -------------------------------------------------------------------
 

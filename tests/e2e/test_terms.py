@@ -200,7 +200,8 @@ def test_the_index_format_is_versioned() -> None:
     from trajledger.verify.errors import FormatError
 
     for fmt, extra, problem in [
-        (3, {}, r"format 3, want one of \[1, 2\] \(a newer trajledger wrote it\? upgrade"),
+        (4, {}, r"format 4, want one of \[1, 2, 3\] \(a newer trajledger wrote it\? upgrade"),
+        (3, {"terms": [], "erased": []}, r"format 3 without key handovers"),
         (1, {"terms": [], "erased": []}, r"unknown \['erased', 'terms'\]"),
         (2, {}, r"missing \['erased', 'terms'\]"),
         (2, {"terms": [{"batch": "sha256:" + "a" * 64}], "erased": []},

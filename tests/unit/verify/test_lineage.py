@@ -207,6 +207,9 @@ class TamperedEvidence:
     def consistency_proof(self, old_size: int, new_size: int) -> list[bytes]:
         return self.inner.consistency_proof(old_size, new_size)
 
+    def key_handovers(self) -> list[bytes]:
+        return self.inner.key_handovers()
+
     def blob(self, digest: str) -> bytes | None:
         return self.blobs[digest] if digest in self.blobs else self.inner.blob(digest)
 

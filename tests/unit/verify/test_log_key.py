@@ -1,0 +1,108 @@
+"""Log key handovers (``verify.log_key``): the format, its signatures, and following a chain.
+
+One test per attack: a handover signed by one key only, a plain checkpoint re-signed by a new
+key (no successor named), keys of another log, two successors of one key, a cycle, a chain
+that hands over a smaller tree.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from trajledger.ledger.keys import Signer
+from trajledger.verify.checkpoint import Checkpoint
+from trajledger.verify.errors import FormatError, SignatureError, VerificationError
+from trajledger.verify.log_key import (
+    HANDOVER_EXTENSION,
+    handover_checkpoint,
+    key_chain,
+    parse_handover,
+)
+from trajledger.verify.note import format_signature_line, verifier_from_vkey, vkey_string
+
+ORIGIN = "test/log"
+KEYS = [Signer.generate(f"k{i}") for i in range(4)]
+
+
+def vkey(i: int, origin: str = ORIGIN) -> str:
+    return vkey_string(origin, KEYS[i].public.raw_ed25519())
+
+
+def sign(text: bytes, *who: int, origin: str = ORIGIN) -> bytes:
+    lines = b""
+    for i in who:
+        kh = verifier_from_vkey(vkey(i, origin)).key_hash
+        lines += format_signature_line(origin, kh, KEYS[i].sign(text))
+    return text + b"\n" + lines
+
+
+def handover(old: int, new: int, size: int = 5, signers: tuple[int, ...] | None = None) -> bytes:
+    cp = handover_checkpoint(Checkpoint(ORIGIN, size, bytes(32)), vkey(old), vkey(new))
+    return sign(cp.to_text(), *(signers if signers is not None else (old, new)))
+
+
+def test_a_handover_names_both_keys_and_is_signed_by_both() -> None:
+    h = parse_handover(handover(0, 1))
+    assert (h.old, h.new, h.checkpoint.size) == (vkey(0), vkey(1), 5)
+    assert h.checkpoint.extensions == (f"{HANDOVER_EXTENSION} {vkey(0)} {vkey(1)}",)
+
+
+@pytest.mark.parametrize(("signers", "missing"), [((0,), "new"), ((1,), "old"), ((), "old")])
+def test_a_handover_needs_both_signatures(signers: tuple[int, ...], missing: str) -> None:
+    note = handover(0, 1, signers=signers) if signers else handover(0, 1, signers=(2,))
+    with pytest.raises(SignatureError, match=f"not signed by the {missing} key"):
+        parse_handover(note)
+
+
+def test_a_plain_checkpoint_cannot_become_a_handover() -> None:
+    # The old key's signature over a checkpoint names no successor.
+    text = Checkpoint(ORIGIN, 5, bytes(32)).to_text()
+    with pytest.raises(FormatError, match="want one extension line"):
+        parse_handover(sign(text, 0, 1))
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (f"{HANDOVER_EXTENSION} {vkey(0)}", "want one extension line"),
+        (f"other/extension {vkey(0)} {vkey(1)}", "want one extension line"),
+        (f"{HANDOVER_EXTENSION} {vkey(0)} {vkey(0)}", "hands the key .* over to itself"),
+        (f"{HANDOVER_EXTENSION} {vkey(0)} {vkey(1, 'other/log')}",
+         "new key .* is not an Ed25519 log key named 'test/log'"),
+        (f"{HANDOVER_EXTENSION} {vkey(0)} nonsense", "new key: verifier key 'nonsense'"),
+    ],
+)
+def test_malformed_handovers(line: str, message: str) -> None:
+    text = Checkpoint(ORIGIN, 5, bytes(32), (line,)).to_text()
+    with pytest.raises(FormatError, match=message):
+        parse_handover(sign(text, 0, 1), "handover")
+    with pytest.raises(FormatError, match="handover: "):
+        parse_handover(b"not a note", "handover")
+
+
+def test_key_chain() -> None:
+    notes = [handover(1, 2, 9), handover(0, 1, 5), handover(3, 0, 2)]  # any order
+    assert [h.new for h in key_chain(vkey(0), notes)] == [vkey(1), vkey(2)]
+    assert [h.new for h in key_chain(vkey(1), notes)] == [vkey(2)]
+    assert key_chain(vkey(2), notes) == []
+    assert [h.new for h in key_chain(vkey(0), [*notes, handover(0, 1, 5)])] == [vkey(1), vkey(2)]
+
+
+def test_two_successors_of_one_key_are_a_fork() -> None:
+    with pytest.raises(VerificationError, match=r"handed over to 2 different keys.*forked"):
+        key_chain(vkey(0), [handover(0, 1), handover(0, 2)])
+
+
+def test_a_cycle_is_refused() -> None:
+    with pytest.raises(VerificationError, match="go round in a circle"):
+        key_chain(vkey(0), [handover(0, 1, 5), handover(1, 0, 6)])
+
+
+def test_a_smaller_tree_cannot_be_handed_over() -> None:
+    with pytest.raises(VerificationError, match="handed over at size 4, smaller than the 5"):
+        key_chain(vkey(0), [handover(0, 1, 5), handover(1, 2, 4)])
+
+
+def test_a_bad_note_fails_the_chain() -> None:
+    with pytest.raises(SignatureError, match="key handover 2: not signed by the new key"):
+        key_chain(vkey(0), [handover(0, 1), handover(1, 2, signers=(1,))])

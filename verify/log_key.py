@@ -1,0 +1,186 @@
+"""Log key rotation: the handover checkpoint by which a log's key names its successor.
+
+Scope: the format of a key handover and its checks. A handover is a checkpoint of the log (the
+tree at the moment of rotation) with one extension line naming both keys, signed by the old key
+*and* the new one (two signature lines of one c2sp.org/signed-note)::
+
+    <origin>
+    <size>
+    <base64 root>
+    trajledger.dev/log-key-handover <old vkey> <new vkey>
+
+    — <origin> <base64(old key ID || signature)>
+    — <origin> <base64(new key ID || signature)>
+
+The old key's signature covers the new key's name (a signature by the old key over a plain
+checkpoint names no successor, so nobody can turn one into a handover), and the new key's proves
+its holder took part. `parse_handover` checks one; `key_chain` follows the handovers from a key
+a verifier trusts to the keys that succeeded it, refusing two successors of one key (a fork of
+the log's identity). Whoever follows a chain must still check that what the new key signs
+extends each handover's tree (a consistency proof from the handover's size): the handover vouches
+for the new key only as the continuation of that tree.
+
+Non-scope: writing handovers (``ledger.log.writer``, ``trajledger log rotate-key``), where they
+are kept (``log/key-handovers/<n>``, bundle members ``key-handovers/<n>``), and trust state.
+Spec: schemas/SPEC.md, section "Log key rotation"; c2sp.org/tlog-checkpoint (extension lines),
+c2sp.org/signed-note (several signatures on one note).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .checkpoint import Checkpoint, verify_checkpoint
+from .errors import FormatError, SignatureError, VerificationError
+from .note import ALG_ED25519, Note, verifier_from_vkey
+
+__all__ = [
+    "HANDOVER_DIR",
+    "HANDOVER_EXTENSION",
+    "Handover",
+    "handover_checkpoint",
+    "key_chain",
+    "parse_handover",
+]
+
+HANDOVER_EXTENSION = "trajledger.dev/log-key-handover"
+"""The first word of a handover checkpoint's extension line."""
+
+HANDOVER_DIR = "key-handovers"
+"""Where a log directory keeps its handovers (``<n>``, 1, 2, ... in order), and the prefix of
+their members in a bundle."""
+
+
+@dataclass(frozen=True)
+class Handover:
+    """A verified key handover.
+
+    Attributes:
+        old: the verifier key (vkey) that handed over.
+        new: the vkey that took over.
+        checkpoint: the tree at the handover (origin, size, root).
+        note: the signed note, verbatim.
+    """
+
+    old: str
+    new: str
+    checkpoint: Checkpoint
+    note: bytes
+
+
+def handover_checkpoint(cp: Checkpoint, old: str, new: str) -> Checkpoint:
+    """The checkpoint text a handover signs: ``cp``'s tree with the extension line naming both
+    keys (the writer signs its `Checkpoint.to_text` with both keys).
+
+    Raises:
+        FormatError: ``cp`` already has extension lines, or a vkey is malformed.
+    """
+    if cp.extensions:
+        raise FormatError("handover: the checkpoint already has extension lines")
+    verifier_from_vkey(old)
+    verifier_from_vkey(new)
+    return Checkpoint(cp.origin, cp.size, cp.root, (f"{HANDOVER_EXTENSION} {old} {new}",))
+
+
+def parse_handover(note: bytes, what: str = "key handover") -> Handover:
+    """Parse and verify a key handover note.
+
+    Steps:
+        1. Parse the note and its checkpoint text: exactly one extension line,
+           ``trajledger.dev/log-key-handover <old vkey> <new vkey>``.
+        2. Both vkeys parse as Ed25519 note keys named after the checkpoint's origin, and
+           differ.
+        3. The note carries a valid signature by the old key and one by the new key.
+
+    Raises:
+        FormatError: a malformed note, checkpoint, extension line or vkey.
+        SignatureError: a signature by either key is missing or invalid.
+    """
+    # (1)
+    try:
+        parsed = Note.from_bytes(note)
+        cp = Checkpoint.from_text(parsed.text)
+    except FormatError as e:
+        raise FormatError(f"{what}: {e}") from e
+    words = cp.extensions[0].split(" ") if len(cp.extensions) == 1 else []
+    if len(words) != 3 or words[0] != HANDOVER_EXTENSION:
+        raise FormatError(
+            f"{what}: want one extension line '{HANDOVER_EXTENSION} <old vkey> <new vkey>', "
+            f"got {len(cp.extensions)} extension line(s)"
+        )
+    old, new = words[1], words[2]
+    # (2)
+    for role, vkey in (("old", old), ("new", new)):
+        try:
+            v = verifier_from_vkey(vkey)
+        except FormatError as e:
+            raise FormatError(f"{what}: {role} key: {e}") from e
+        if v.alg != ALG_ED25519 or v.name != cp.origin:
+            raise FormatError(
+                f"{what}: {role} key {vkey!r} is not an Ed25519 log key named {cp.origin!r}"
+            )
+    if old == new:
+        raise FormatError(f"{what}: hands the key {old!r} over to itself")
+    # (3)
+    for role, vkey in (("old", old), ("new", new)):
+        try:
+            verify_checkpoint(note, verifier_from_vkey(vkey))
+        except SignatureError as e:
+            raise SignatureError(f"{what}: not signed by the {role} key {vkey}: {e}") from e
+    return Handover(old, new, cp, note)
+
+
+def key_chain(trusted: str, notes: Sequence[bytes]) -> list[Handover]:
+    """The handovers that lead from the key ``trusted`` to its latest successor, in order.
+
+    Steps:
+        1. Parse every note (`parse_handover`); one that does not parse or verify fails the
+           whole chain (it could be the missing link).
+        2. From ``trusted``, follow the handover whose old key is the current key, until none
+           is; two handovers from one key are refused (two successors: the log's identity
+           forked), and so is a chain that comes back to a key it left.
+        3. Each handover's tree is at least as large as the one before (a key cannot hand over
+           a smaller tree than it received).
+
+    Args:
+        trusted: the vkey the caller trusts.
+        notes: every handover note available (in any order; unrelated ones are ignored).
+
+    Returns:
+        The handovers from ``trusted`` on (empty when it handed over to nobody).
+
+    Raises:
+        FormatError, SignatureError: a note is malformed or does not verify.
+        VerificationError: two successors of one key, a cycle, or a shrinking tree.
+    """
+    # (1)
+    parsed = [parse_handover(n, f"key handover {i + 1}") for i, n in enumerate(notes)]
+    by_old: dict[str, list[Handover]] = {}
+    for h in parsed:
+        if h not in by_old.get(h.old, []):
+            by_old.setdefault(h.old, []).append(h)
+    # (2)
+    chain: list[Handover] = []
+    seen = {trusted}
+    current = trusted
+    while current in by_old:
+        found = by_old[current]
+        if len({h.new for h in found}) > 1:
+            raise VerificationError(
+                f"log key {current}: handed over to {len(found)} different keys "
+                f"({', '.join(sorted({h.new for h in found}))}): the log's key forked"
+            )
+        h = found[0]
+        if h.new in seen:
+            raise VerificationError(f"log key {h.new}: the key handovers go round in a circle")
+        # (3)
+        if chain and h.checkpoint.size < chain[-1].checkpoint.size:
+            raise VerificationError(
+                f"log key {current}: handed over at size {h.checkpoint.size}, smaller than the "
+                f"{chain[-1].checkpoint.size} it received"
+            )
+        chain.append(h)
+        seen.add(h.new)
+        current = h.new
+    return chain
