@@ -109,6 +109,11 @@ Read through a bounded buffer, so a line of any length (for instance one decompr
 few bytes) costs at most this much memory.
 """
 
+MAX_BLANK_BYTES: Final = 1 << 20
+"""Most bytes of blank (whitespace-only) lines a JSONL file may hold; past it the file is
+refused. A gzip or zstd file of nothing but newlines decompresses a thousandfold and would take
+hours to read line by line (a newline bomb); no rollout file has a mebibyte of blank lines."""
+
 MAX_DECOMPRESSED_BYTES: Final = 64 << 30
 """Most bytes a gzip or zstd JSONL file may decompress to; past it the file is refused as a
 possible decompression bomb. Split larger inputs into several files of one batch."""
@@ -2003,13 +2008,15 @@ def _open_jsonl(path: Path, *, check_end: bool) -> Iterator[tuple[str | None, io
 
 
 def _read_lines(f: io.BufferedReader, path: Path) -> Iterator[tuple[int, bytes]]:
-    """Yield the 1-based number and bytes of each line, refusing one over `MAX_LINE_BYTES`.
+    """Yield the 1-based number and bytes of each line, refusing one over `MAX_LINE_BYTES` and
+    more than `MAX_BLANK_BYTES` of blank lines in all.
 
     Raises:
-        RolloutValidationError: a line is too long, or the data cannot be read on (one problem
-            naming the file and the line being read).
+        RolloutValidationError: a line is too long, too much blank input, or the data cannot be
+            read on (one problem naming the file and the line being read).
     """
     limit = MAX_LINE_BYTES
+    blank = 0
     number = 0
     while True:
         number += 1
@@ -2025,6 +2032,16 @@ def _read_lines(f: io.BufferedReader, path: Path) -> Iterator[tuple[int, bytes]]
                 f"line is over {limit:,} bytes, want at most {limit:,} (MAX_LINE_BYTES)",
                 number,
             )
+        if not raw.strip():
+            blank += len(raw)
+            if blank > MAX_BLANK_BYTES:
+                raise _refused(
+                    path,
+                    f"over {MAX_BLANK_BYTES:,} bytes of blank lines, want at most "
+                    f"{MAX_BLANK_BYTES:,} (MAX_BLANK_BYTES): refused as a possible "
+                    "decompression bomb",
+                    number,
+                )
         yield number, raw
 
 
