@@ -1419,10 +1419,17 @@ def detect_format(path: str | os.PathLike[str]) -> str:
 
     Raises:
         RolloutValidationError: the input is empty, of no known format, a compressed Parquet
-            or Arrow file, or compressed data that is corrupt or over the limits.
+            or Arrow file, compressed data that is corrupt or over the limits, or its name is
+            not UTF-8 (Arrow opens files by UTF-8 name, and a record names its files).
         OSError: the file cannot be read.
     """
     subject = Path(path)
+    try:
+        os.fsencode(subject).decode("utf-8")
+    except UnicodeDecodeError as e:
+        shown = os.fsencode(subject).decode("utf-8", "backslashreplace")
+        raise _refuse(shown, f"{shown}: the file name is not valid UTF-8 (byte {e.start}); "
+                      "rename the file") from e
     if subject.is_dir():
         if minari_root(subject) is not None:
             return "minari"
