@@ -495,7 +495,9 @@ def verify(
     if len(targets) != 1:
         raise click.UsageError("give one REF to verify (or PATH... with --envelope)")
     bundle = Path(targets[0])
-    if bundle.is_file() and _is_zstd(bundle):
+    # A file named like a bundle is read as one even when its bytes are not (then refused as
+    # not zstd), rather than looked up as an artifact name.
+    if bundle.is_file() and (_is_zstd(bundle) or bundle.name.endswith(".zst")):
         report = _verify_bundle(bundle, policy_file, skip_data)
         if as_json:
             emit_json(report.to_json())
