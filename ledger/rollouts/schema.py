@@ -38,6 +38,7 @@ __all__ = [
     "FLOAT_EPISODE_COLUMNS",
     "FLOAT_STEP_COLUMNS",
     "JSON_STEP_COLUMNS",
+    "MAX_SHAPE_VALUES",
     "ROLLOUT_SCHEMA_VERSION",
     "SCHEMA_VERSION_KEY",
     "SHAPE_KEY",
@@ -65,6 +66,8 @@ SCHEMA_VERSION_KEY: Final = b"trajledger.rollout.schema"
 """Arrow/Parquet schema metadata key whose value names the table and version."""
 
 SHAPE_KEY: Final = b"trajledger.shape"
+MAX_SHAPE_VALUES: Final = 1 << 53
+"""Most values a declared tensor shape may hold (the product of its sizes)."""
 """Field metadata of a tensor column: the JSON array of its fixed shape, e.g. ``[64,64,3]``."""
 
 EXTRAS_TYPE: Final = pa.map_(pa.string(), pa.string())
@@ -234,17 +237,31 @@ def tensor_field(
 def tensor_shape(field: pa.Field) -> tuple[int, ...] | None:
     """The fixed shape a tensor field declares, or None (vectors of any length).
 
+    The metadata is input (a Parquet file's), so it is read as hostile: nesting, huge numbers.
+
     Raises:
-        ValueError: the shape metadata is not a JSON array of non-negative integers.
+        ValueError: the shape metadata is not a JSON array of non-negative integers holding at
+            most `MAX_SHAPE_VALUES` values in all.
     """
     raw = (field.metadata or {}).get(SHAPE_KEY)
     if raw is None:
         return None
-    value = json.loads(raw)
+    shown = raw[:60]
+    try:
+        value = json.loads(raw)
+    except RecursionError as e:
+        raise ValueError(f"{field.name}: shape metadata {shown!r} is nested too deeply") from e
     if not isinstance(value, list) or not all(
         isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value
     ):
-        raise ValueError(f"{field.name}: shape metadata {raw!r} is not a list of sizes")
+        raise ValueError(f"{field.name}: shape metadata {shown!r} is not a list of sizes")
+    total = 1
+    for d in value:
+        total *= d
+        if total > MAX_SHAPE_VALUES:
+            raise ValueError(
+                f"{field.name}: shape metadata {shown!r} holds over {MAX_SHAPE_VALUES} values"
+            )
     return tuple(value)
 
 
