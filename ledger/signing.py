@@ -16,6 +16,7 @@ import rfc8785
 
 from trajledger.verify import predicates
 from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature, pae
+from trajledger.verify.errors import FormatError
 from trajledger.verify.manifest import Manifest
 from trajledger.verify.statement import STATEMENT_TYPE
 
@@ -31,8 +32,18 @@ AnySigner: TypeAlias = "Signer | KeylessSigner"
 
 
 def canonical_json(value: Any) -> bytes:
-    """RFC 8785 bytes of ``value`` (refuses NaN and infinities)."""
-    return bytes(rfc8785.dumps(value))
+    """RFC 8785 bytes of ``value``.
+
+    Raises:
+        FormatError: NaN or an infinity, an integer beyond 2^53, or text that is not Unicode (a
+            lone surrogate: a name given as bytes that are not UTF-8, a JSON escape without its
+            pair).
+    """
+    try:
+        return bytes(rfc8785.dumps(value))
+    except rfc8785.CanonicalizationError as e:
+        why = ("contains a lone surrogate, not valid Unicode" if "UTF-8" in str(e) else str(e))
+        raise FormatError(f"cannot be canonicalised (RFC 8785): {why}") from e
 
 
 def statement_bytes(
