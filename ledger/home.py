@@ -134,6 +134,8 @@ class LedgerConfig:
             doc: dict[str, Any] = tomllib.loads(data.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise LedgerError(f"{where}: not valid TOML: {e}") from e
+        except RecursionError as e:
+            raise LedgerError(f"{where}: not valid TOML: nested too deeply") from e
         section = doc.get("ledger")
         if not isinstance(section, dict):
             raise LedgerError(f"{where}: no [ledger] section")

@@ -371,6 +371,8 @@ def _read_config(path: Path) -> dict[str, Any]:
             return tomllib.loads(data.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise FormatError(f"config {path}: not valid TOML: {e}") from e
+        except RecursionError as e:
+            raise FormatError(f"config {path}: not valid TOML: nested too deeply") from e
     return load_object(data, f"config {path}")
 
 

@@ -178,7 +178,12 @@ class LedgerDirEvidence:
                     doc = tomllib.loads(cfg.read_text("utf-8"))
                 except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
                     raise FormatError(f"{cfg}: not valid TOML: {e}") from e
-                store = str(doc.get("ledger", {}).get("store", "objects"))
+                except RecursionError as e:
+                    raise FormatError(f"{cfg}: not valid TOML: nested too deeply") from e
+                section = doc.get("ledger", {})
+                if not isinstance(section, dict):
+                    raise FormatError(f"{cfg}: [ledger] must be a table")
+                store = str(section.get("store", "objects"))
             if "://" in store:
                 raise FormatError(
                     f"{cfg}: the store is {store}; the standalone verifier reads local "
