@@ -1443,7 +1443,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     if head[:4] == b"PAR1":
         try:
             names = pq.ParquetFile(path).schema_arrow.names
-        except (pa.ArrowInvalid, OSError) as e:
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
             raise _refuse(path, f"Parquet file cannot be read: {e}") from e
         return _table_kind(names, path, "parquet")
     if head[:6] == b"ARROW1" or head[:4] == b"\xff\xff\xff\xff":
@@ -1454,7 +1454,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
                     ipc.open_file(source) if container == "arrow" else ipc.open_stream(source)
                 )
                 names = reader.schema.names
-        except (pa.ArrowInvalid, OSError) as e:
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
             raise _refuse(path, f"Arrow IPC file cannot be read: {e}") from e
         return _table_kind(names, path, container)
     if head[:8] == _HDF5_MAGIC:
@@ -1687,7 +1687,10 @@ def _read_episode_file(path: str | os.PathLike[str]) -> pa.RecordBatch:
     p = Path(path)
     container = _container(p)
     if container == "parquet":
-        table = pq.read_table(path)
+        try:
+            table = pq.read_table(path)
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
+            raise _refuse(path, f"episode file: Parquet file cannot be read: {e}") from e
     elif container in ("arrow", "arrow-stream"):
         table = pa.Table.from_batches(list(_iter_arrow(p, container, DEFAULT_BATCH_ROWS)))
     elif container == "jsonl":
@@ -1711,6 +1714,16 @@ def _rows_for(batch_rows: int, nbytes: int, rows: int) -> int:
 
 
 def _iter_arrow(path: Path, kind: str, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """The batches of a Parquet or Arrow IPC input; data pyarrow cannot decode (a corrupt page,
+    a bad IPC message, a column name that is not UTF-8) refuses the file, naming it."""
+    try:
+        yield from _arrow_batches(path, kind, batch_rows)
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
+        what = "Parquet file" if kind == "parquet" else "Arrow IPC file"
+        raise _refuse(path, f"{what} cannot be read: {e}") from e
+
+
+def _arrow_batches(path: Path, kind: str, batch_rows: int) -> Iterator[pa.RecordBatch]:
     if kind == "parquet":
         pf = pq.ParquetFile(path)
         meta = pf.metadata
@@ -1731,6 +1744,9 @@ def _iter_arrow(path: Path, kind: str, batch_rows: int) -> Iterator[pa.RecordBat
             else reader
         )
         for batch in batches:
+            # An IPC file's buffers are taken as they are (offsets, lengths): check them all
+            # before anything reads a value, or a hostile file points reads out of bounds.
+            batch.validate(full=True)
             step = _rows_for(batch_rows, batch.nbytes, batch.num_rows)
             for start in range(0, max(batch.num_rows, 1), step):
                 yield batch.slice(start, step)
