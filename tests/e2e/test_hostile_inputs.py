@@ -1,0 +1,539 @@
+"""Issue 9, item 10: every parser turns bad input into exit 1 or 3, never 4, in bounded time.
+
+Through the command line (``record``, ``validate``, ``verify``, ``import``, ``policy set`` and
+``policy check``, ``sign`` and ``verify --envelope``): Parquet truncated at several points and
+random bytes; chat JSONL nested 100,000 deep in content, tool_calls and judge_scores; lone
+surrogates (a ``\\ud800`` escape in JSON, raw invalid UTF-8, a file name that is not UTF-8);
+Parquet shape metadata nested or huge; a policy TOML nested 100,000 deep; a gzip and a zstd
+newline bomb (10 GB of newlines in about 10 MB, built in the test, read in a subprocess under a
+timeout); bundles that are random, truncated, whose tar members are larger than ``bundle.json``
+lists, or whose declared total is over the default cap. Each is refused with exit 1 or 3 and
+``FAIL:`` lines naming the cause, no traceback and no ``BUG:``, and the ledger is unchanged.
+
+Then, in process, a few hundred random and mutated inputs into each reader of a file or
+document: nothing but `ProvenanceError` (or a report of problems) comes out.
+(Attacks on the ledger's own files are in tests/e2e/test_attacks.py.)
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import gzip
+import hashlib
+import io
+import json
+import os
+import random
+import subprocess
+import sys
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+from click.testing import CliRunner, Result
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from trajledger.ledger.home import STATE_DIR_ENV, LedgerConfig
+from trajledger.ledger.keys import KeyStore
+from trajledger.ledger.log.layout import parse_history, parse_tree_state
+from trajledger.ledger.rollouts.schema import SHAPE_KEY
+from trajledger.ledger.validate_files import validate_files
+from trajledger.runner.cli import main
+from trajledger.verify._json import load_object
+from trajledger.verify.bundle import BundleEvidence, BundleIndex, Limits, parse_consistency_proof
+from trajledger.verify.checkpoint import Checkpoint
+from trajledger.verify.dsse import Envelope, pae
+from trajledger.verify.errors import FormatError, ProvenanceError
+from trajledger.verify.keys import PublicKey
+from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.log_key import parse_handover
+from trajledger.verify.note import Note
+from trajledger.verify.policy import TrustPolicy
+from trajledger.verify.sigstore_adapter import SigstoreBundle
+from trajledger.verify.statement import Statement
+from trajledger.verify.tiles import parse_entry_bundle, parse_tile
+from trajledger.verify.tlog_proof import TlogProof
+
+DEEP = 100_000
+NEST = "[" * DEEP + "]" * DEEP
+"""JSON nested 100,000 deep."""
+
+
+def new_runner() -> CliRunner:
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        return CliRunner()
+
+
+class World:
+    """A ledger with producer ``alice``, approvers a and b (2 of 2), an environment and the
+    policy recorded; every input file lives in ``inputs``."""
+
+    def __init__(self, root: Path) -> None:
+        self.home = root / "home"
+        self.inputs = root / "inputs"
+        self.inputs.mkdir()
+        for args in (("init", "--origin", "test/hostile"), *(
+            ("key", "new", k, "--no-encrypt") for k in ("alice", "a", "b"))):
+            self.ok(*args)
+        vkey = json.loads(self.ok("log", "info", "--json"))["vkey"]
+        self.policy = self.home / "policy.toml"
+        self.policy.write_text(
+            'name = "p"\n[roles.producer]\nkeys = ["keys/alice.pub"]\n[roles.approver]\n'
+            f'keys = ["keys/a.pub", "keys/b.pub"]\nthreshold = 2\n[roles.log]\nvkeys = ["{vkey}"]\n'
+        )
+        self.ok("policy", "set", self.policy, "--key", "a", "--key", "b")
+        self.ok("env", "register", "cart", "--version", "1", "--gym-id", "CartPole-v1",
+                "--key", "alice")
+        self.good = self.parquet("good.parquet")
+
+    def run(self, *args: str | Path) -> Result:
+        return new_runner().invoke(main, ["--ledger", str(self.home), *map(str, args)])
+
+    def ok(self, *args: str | Path) -> str:
+        r = self.run(*args)
+        assert r.exit_code == 0, r.output
+        return r.stdout
+
+    def size(self) -> int:
+        return int(json.loads(self.ok("log", "info", "--json"))["size"])
+
+    def parquet(self, name: str, field: pa.Field | None = None) -> Path:
+        n = 20
+        table = pa.table({
+            "episode_id": ["e"] * n, "step": list(range(n)),
+            "obs": pa.array([[float(i), 1.0] for i in range(n)], pa.list_(pa.float32())),
+            "action": [[0.0]] * n, "reward": [1.0] * n,
+            "terminated": [False] * (n - 1) + [True], "truncated": [False] * n,
+        })  # fmt: skip
+        if field is not None:
+            table = table.cast(pa.schema([field if f.name == field.name else f
+                                          for f in table.schema]))
+        path = self.inputs / name
+        pq.write_table(table, path)
+        return path
+
+    def write(self, name: str, data: bytes | str) -> Path:
+        path = self.inputs / name
+        path.write_bytes(data.encode() if isinstance(data, str) else data)
+        return path
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    old = os.environ.get(STATE_DIR_ENV)
+    root = tmp_path_factory.mktemp("hostile")
+    os.environ[STATE_DIR_ENV] = str(root / "state")
+    try:
+        return World(root)
+    finally:
+        if old is not None:
+            os.environ[STATE_DIR_ENV] = old
+
+
+def refused(world: World, *args: str | Path, code: int = 1, match: str = "") -> Result:
+    """Run a command that must be refused: ``code``, FAIL lines (``match`` in them), no bug
+    report or traceback, and nothing appended to the log."""
+    size = world.size()
+    r = world.run(*args)
+    assert r.exit_code == code, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    assert "Traceback" not in r.output and "BUG:" not in r.output, r.output
+    lines = r.stderr.splitlines()
+    assert lines and all(x.startswith(("FAIL:", "WARNING:")) for x in lines), r.stderr
+    assert match in r.stderr, r.stderr
+    assert world.size() == size
+    return r
+
+
+def record(path: Path) -> tuple[str, ...]:
+    return ("record", str(path), "--env", "cart@1", "--policy", "p0", "--key", "alice")
+
+
+# -- rollout inputs --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", [0, 4, 8, 1 / 3, 1 / 2, -9, -1])
+def test_truncated_parquet(world: World, where: float) -> None:
+    data = world.good.read_bytes()
+    cut = int(len(data) * where) if isinstance(where, float) else where % len(data)
+    path = world.write(f"cut-{cut}.parquet", data[:cut])
+    message = "file is empty" if cut == 0 else "Parquet file cannot be read"
+    for args in (record(path), ("validate", path)):
+        refused(world, *args, match=message)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_bytes_as_parquet(world: World, seed: int) -> None:
+    rng = random.Random(seed)
+    body = rng.randbytes(4000)
+    for name, data, message in (
+        ("random", body, "not valid UTF-8"),
+        ("magic", b"PAR1" + body + b"PAR1", "Parquet file cannot be read"),
+    ):
+        path = world.write(f"{name}-{seed}.parquet", data)
+        for args in (record(path), ("validate", path)):
+            refused(world, *args, match=message)
+
+
+def chat_line(**fields: str) -> str:
+    """A chat JSONL line with raw JSON ``fields`` spliced in."""
+    base = {"episode_id": '"e1"', "reward": "1",
+            "messages": '[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]'}
+    base.update(fields)
+    return "{" + ",".join(f'"{k}":{v}' for k, v in base.items()) + "}\n"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        chat_line(messages=f'[{{"role":"user","content":{NEST}}}]'),
+        chat_line(messages=f'[{{"role":"assistant","content":null,"tool_calls":{NEST}}}]'),
+        chat_line(judge_scores='{"a":' * DEEP + "1" + "}" * DEEP),
+    ],
+    ids=["content", "tool_calls", "judge_scores"],
+)
+def test_chat_jsonl_nested_100k_deep(world: World, line: str) -> None:
+    path = world.write("deep.jsonl", line)
+    for args in (record(path), ("validate", path)):
+        refused(world, *args, match="line 1: not accepted: JSON nested too deeply")
+
+
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    [
+        (chat_line(messages='[{"role":"user","content":"a\\ud800b"}]'), "'a\\ud800b'"),
+        (chat_line(episode_id='"e\\udfff"'), "'e\\udfff'"),
+        (chat_line(judge_scores='{"\\ud800":1}'), "'\\ud800'"),
+        (chat_line(messages='[{"role":"assistant","content":null,"tool_calls":'
+                            '[{"id":"\\udc00","type":"function","function":{"name":"f",'
+                            '"arguments":"{}"}}]}]'), "'\\udc00'"),
+    ],
+    ids=["content", "episode_id", "judge_scores key", "tool_calls"],
+)
+def test_lone_surrogates_in_chat_jsonl(world: World, line: str, shown: str) -> None:
+    path = world.write("surrogate.jsonl", line)
+    for args in (record(path), ("validate", path)):
+        refused(world, *args, match=f"line 1: not valid Unicode: the string {shown} holds a "
+                "lone surrogate")
+
+
+def test_a_surrogate_pair_is_text(world: World) -> None:
+    path = world.write("pair.jsonl", chat_line(
+        messages='[{"role":"user","content":"\\ud83d\\ude00"},{"role":"assistant","content":"x"}]'))
+    world.ok("validate", path)
+
+
+def test_raw_invalid_utf8(world: World) -> None:
+    path = world.write("raw.jsonl", chat_line(episode_id='"e\xff"').encode("latin-1"))
+    for args in (record(path), ("validate", path)):
+        refused(world, *args, match="line 1: not valid UTF-8")
+
+
+def test_a_file_name_that_is_not_utf8(world: World) -> None:
+    raw = os.fsencode(world.inputs) + b"/rollouts-\xff.parquet"
+    with open(raw, "wb") as f:
+        f.write(world.good.read_bytes())
+    path = Path(os.fsdecode(raw))
+    for args in (record(path), ("validate", path)):
+        refused(world, *args, match="rollouts-\\xff.parquet: the file name is not valid UTF-8")
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [NEST, "[99999999999999999999, 99999999999999999999]", '["\\ud800"]', "\xff"],
+    ids=["deep", "huge", "surrogate", "bytes"],
+)
+def test_parquet_shape_metadata(world: World, meta: str) -> None:
+    """A tensor column's shape metadata is the input's: bad metadata is not a shape (the
+    column then holds vectors of any length), never a crash."""
+    field = pa.field("obs", pa.list_(pa.float32()), metadata={SHAPE_KEY: meta})
+    path = world.parquet("shape.parquet", field)
+    r = world.run("validate", path)
+    assert r.exit_code in (0, 1) and "BUG:" not in r.output, r.output
+
+
+# -- the newline bomb ------------------------------------------------------------------------------
+
+
+def newline_bomb(path: Path, codec: str, total: int = 10 << 30) -> Path:
+    """``total`` bytes of newlines after one good record: gzip members (or zstd frames) of
+    1 MiB of newlines each, written back to back (a valid multi-member stream)."""
+    chunk = b"\n" * (1 << 20)
+    if codec == "gzip":
+        head = gzip.compress(chat_line().encode(), mtime=0)
+        member = gzip.compress(chunk, compresslevel=9, mtime=0)
+    else:
+        z = zstandard.ZstdCompressor(level=19)
+        head, member = z.compress(chat_line().encode()), z.compress(chunk)
+    with open(path, "wb") as f:
+        f.write(head)
+        for _ in range(total // len(chunk)):
+            f.write(member)
+    return path
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd"])
+def test_a_newline_bomb_is_refused_in_bounded_time(world: World, codec: str) -> None:
+    bomb = newline_bomb(world.inputs / f"bomb.jsonl.{codec[:2]}", codec)
+    assert bomb.stat().st_size < 40 << 20  # about 10 MB (gzip) or less (zstd) for 10 GB
+    env = {**os.environ, STATE_DIR_ENV: str(world.home.parent / "state")}
+    size = world.size()
+    for args in (record(bomb), ("validate", str(bomb))):
+        # A hang must fail the test, not hold it: a subprocess under a timeout.
+        p = subprocess.run(
+            [sys.executable, "-c", "from trajledger.runner.cli import main; main()",
+             "--ledger", str(world.home), *args],
+            capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
+        assert p.returncode == 1, p.stderr
+        assert "bytes of blank lines, want at most 1,048,576 (MAX_BLANK_BYTES): refused as a " \
+            "possible decompression bomb" in p.stderr
+        assert "Traceback" not in p.stderr and "BUG:" not in p.stderr
+    assert world.size() == size
+
+
+# -- policies --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [("a = " + NEST + "\n", "array.toml"), ("a = " + "{b = " * DEEP + "1" + "}" * DEEP + "\n",
+                                            "table.toml"),
+     (json.dumps({"roles": {}})[:-1] + ', "x": ' + NEST + "}", "nested.json"),
+     ('{"name": "\\ud800", "serial": 2}', "surrogate.json")],
+    ids=["toml-array", "toml-inline-table", "json", "json-surrogate"],
+)
+def test_hostile_policies(world: World, text: str, name: str) -> None:
+    path = world.write(name, text)
+    message = "nested too deeply" if "surrogate" not in name else "lone surrogate"
+    refused(world, "policy", "check", path, match=message)
+    refused(world, "policy", "set", path, "--key", "a", "--key", "b", match=message)
+
+
+def test_a_ledger_toml_nested_100k_deep(world: World, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from trajledger.verify.__main__ import main as verify_main
+
+    home = tmp_path / "copy"
+    (home / "log").mkdir(parents=True)
+    (home / "ledger.toml").write_text("[ledger]\nx = " + NEST + "\n")
+    r = new_runner().invoke(main, ["--ledger", str(home), "log", "info"])
+    assert r.exit_code == 3, r.output
+    assert "ledger.toml: not valid TOML: nested too deeply" in r.stderr
+    (home / "ledger.toml").write_text("ledger = 1\n")
+    code = verify_main([str(home), "--policy", str(world.policy)])
+    assert code in (1, 3) and "BUG" not in capsys.readouterr().err
+
+
+# -- envelopes -------------------------------------------------------------------------------------
+
+
+def test_hostile_envelopes(world: World) -> None:
+    files = world.inputs / "signed"
+    files.mkdir(exist_ok=True)
+    (files / "a.txt").write_text("a")
+    good = world.inputs / "good.dsse.json"
+    world.ok("sign", files, "--key", "alice", "--out", good)
+    pub = world.home / "keys" / "alice.pub"
+    alice = KeyStore(world.home / "keys").signer("alice")
+    statement = base64.b64decode(json.loads(good.read_text())["payload"])
+
+    def signed(payload: bytes) -> bytes:
+        sig = alice.sign(pae("application/vnd.in-toto+json", payload))
+        return json.dumps({"payloadType": "application/vnd.in-toto+json",
+                           "payload": base64.b64encode(payload).decode(),
+                           "signatures": [{"keyid": alice.keyid,
+                                           "sig": base64.b64encode(sig).decode()}]}).encode()
+
+    cases = [
+        (random.Random(1).randbytes(3000), "not valid UTF-8"),
+        (good.read_bytes()[: len(good.read_bytes()) // 2], "malformed JSON"),
+        (b'{"a":' + NEST.encode() + b"}", "nested too deeply"),
+        (b'{"payloadType":"\\ud800","payload":"e30=","signatures":[]}', "lone surrogate"),
+        (signed(statement[:-1] + b',"x":' + NEST.encode() + b"}"), "statement: nested too deeply"),
+        (signed(random.Random(2).randbytes(500)), "statement"),
+    ]
+    for n, (data, message) in enumerate(cases):
+        path = world.write(f"hostile-{n}.dsse.json", data)
+        refused(world, "verify", files, "--envelope", path, "--pubkey", pub, match=message)
+    refused(world, "sign", world.write("deep-name", ""), "--key", "alice", "--out",
+            world.inputs / "x.json", "--name", "a\udc80", match="lone surrogate")
+
+
+# -- bundles ---------------------------------------------------------------------------------------
+
+
+def tar_of(members: list[tuple[str, bytes, int | None]]) -> bytes:
+    """A pax tar; a member's header may declare a size other than its data's."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data, size in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data) if size is None else size
+            tar.addfile(info, io.BytesIO(data.ljust(info.size, b"\0")))
+    return buf.getvalue()
+
+
+def index_of(listed: list[tuple[str, bytes, int]]) -> bytes:
+    members = [{"name": n, "sha256": hashlib.sha256(d).hexdigest(), "size": s}
+               for n, d, s in sorted(listed)]
+    return json.dumps({
+        "created": "2025-01-01T00:00:00Z", "erased": [], "format": 2, "members": members,
+        "omitted": [], "origin": "test/hostile", "subject": "sha256:" + "a" * 64, "terms": [],
+        "vkey": "test/hostile+00000000+AAAA",
+    }, separators=(",", ":"), sort_keys=True).encode()  # fmt: skip
+
+
+OBJECT = b"x" * 100
+OBJECT_NAME = "objects/sha256/" + hashlib.sha256(OBJECT).hexdigest()
+
+
+def bundles() -> dict[str, tuple[bytes, str]]:
+    """Hostile bundles and the message each is refused with."""
+    z = zstandard.ZstdCompressor()
+    listed = index_of([(OBJECT_NAME, OBJECT, len(OBJECT))])
+    larger = z.compress(tar_of([("bundle.json", listed, None), (OBJECT_NAME, OBJECT, 10 << 20)]))
+    return {
+        "random": (random.Random(3).randbytes(5000), "not zstd-compressed"),
+        "random-tar": (z.compress(random.Random(4).randbytes(5000)), "tar header 0"),
+        "truncated": (larger[:100], "bundle truncated.tar.zst"),
+        "member-larger-than-listed": (larger, f"member {OBJECT_NAME}: 10485760 bytes, "
+                                              "bundle.json says 100"),
+        "over-the-default-cap": (
+            z.compress(tar_of([("bundle.json", index_of([(OBJECT_NAME, OBJECT, 65 << 30)]),
+                                None)])),
+            "bundle.json declares 69793218560 bytes of members, limit 68719476736"),
+        "deep-index": (z.compress(tar_of([("bundle.json", b'{"a":' + NEST.encode() + b"}",
+                                           None)])), "nested too deeply"),
+    }
+
+
+@pytest.mark.parametrize("name", list(bundles()))
+def test_hostile_bundles(world: World, name: str) -> None:
+    data, message = bundles()[name]
+    path = world.write(f"{name}.tar.zst", data)
+    refused(world, "verify", path, "--policy", world.policy, match=message)
+    refused(world, "import", path, "--policy", world.policy, "--key", "a", "--key", "b",
+            match=message)
+
+
+def test_a_bundle_writes_no_more_than_it_declares(world: World, tmp_path: Path) -> None:
+    """The member larger than listed is refused before a byte of it is written, and the
+    temporary directory is removed; a small cap refuses a bundle declaring more than it."""
+    data, _ = bundles()["member-larger-than-listed"]
+    path = world.write("larger.tar.zst", data)
+    work = tmp_path / "work"
+    work.mkdir()
+    with pytest.raises(FormatError, match=r"10485760 bytes, bundle\.json says 100"):
+        BundleEvidence.open(path, workdir=work)
+    assert list(work.iterdir()) == []
+    tar = tar_of([("bundle.json", index_of([(OBJECT_NAME, OBJECT, len(OBJECT))]), None),
+                  (OBJECT_NAME, OBJECT, None)])
+    small = world.write("small.tar.zst", zstandard.ZstdCompressor().compress(tar))
+    with pytest.raises(FormatError, match=r"zstd frame declares \d+ bytes, more than the limit 99"):
+        BundleEvidence.open(small, limits=Limits(total=99), workdir=work)
+    # Without a declared frame size, the index's total is checked before any member is read.
+    declared = tar_of([("bundle.json", index_of([(OBJECT_NAME, OBJECT, 1 << 20)]), None)])
+    small.write_bytes(zstandard.ZstdCompressor(write_content_size=False).compress(declared))
+    with pytest.raises(FormatError, match="declares 1048576 bytes of members, limit 65536"):
+        BundleEvidence.open(small, limits=Limits(total=64 << 10), workdir=work)
+    assert list(work.iterdir()) == []
+
+
+# -- every reader, random bytes -------------------------------------------------------------------
+
+
+READERS: dict[str, Callable[[bytes], Any]] = {
+    "strict JSON": lambda b: load_object(b),
+    "DSSE envelope": Envelope.from_bytes,
+    "in-toto statement": Statement.from_bytes,
+    "signed note": Note.from_bytes,
+    "checkpoint": Checkpoint.from_text,
+    "key handover": parse_handover,
+    "log entry": LogEntry.from_bytes,
+    "tlog-proof": TlogProof.from_bytes,
+    "hash tile": lambda b: parse_tile(b, 2),
+    "entry bundle": parse_entry_bundle,
+    "bundle.json": BundleIndex.from_bytes,
+    "consistency proof": lambda b: parse_consistency_proof(b, "proof"),
+    "policy TOML": lambda b: TrustPolicy.from_toml(b, None),
+    "policy JSON": lambda b: TrustPolicy.from_json(load_object(b)),
+    "public key PEM": PublicKey.from_pem,
+    "sigstore bundle": SigstoreBundle.from_bytes,
+    "treeState": parse_tree_state,
+    "history": parse_history,
+    "ledger.toml": lambda b: LedgerConfig.from_toml(b, Path("ledger.toml")),
+}
+SEEDS = [
+    b'{"a":1}', b'{"a":"\\ud800"}', b'{"\\udc00":[1,2]}', b"[" * 2000 + b"]" * 2000,
+    b'{"payloadType":"application/vnd.in-toto+json","payload":"e30=","signatures":[]}',
+    b"o\n1\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n\n\xe2\x80\x94 o AAAAAAAA\n",
+    b'name = "p"\nserial = 1\n[roles.producer]\nkeys = []\n', b"a = " + b"[" * 2000,
+    b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n", b'{"size":1,"root":"AA=="}',
+    b"\x00\x05hello\x00\x00", b"[ledger]\nformat = 1\norigin = \"o\"\n",
+]
+
+
+def mutated(seeds: list[bytes]) -> st.SearchStrategy[bytes]:
+    """Random bytes, or a seed with bytes replaced, inserted or cut."""
+
+    @st.composite
+    def mutate(draw: st.DrawFn) -> bytes:
+        data = bytearray(draw(st.sampled_from(seeds)))
+        for _ in range(draw(st.integers(1, 6))):
+            i = draw(st.integers(0, len(data)))
+            op = draw(st.sampled_from(["set", "insert", "cut"]))
+            if op == "set" and i < len(data):
+                data[i] = draw(st.integers(0, 255))
+            elif op == "insert":
+                data[i:i] = draw(st.binary(max_size=8))
+            else:
+                del data[i : i + draw(st.integers(0, 8))]
+        return bytes(data)
+
+    return st.one_of(st.binary(max_size=600), mutate())
+
+
+@pytest.mark.parametrize("name", list(READERS))
+def test_every_reader_raises_only_provenance_errors(name: str) -> None:
+    read = READERS[name]
+
+    @settings(max_examples=300, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(data=mutated(SEEDS))
+    def check(data: bytes) -> None:
+        with contextlib.suppress(ProvenanceError):
+            read(data)
+
+    check()
+
+
+def test_the_rollout_readers_raise_nothing(world: World, tmp_path: Path) -> None:
+    """Rollout files (Parquet and JSONL, the bytes read as either): problems are a report, and
+    nothing is raised."""
+    table = pq.read_table(world.good)
+    arrow = tmp_path / "good.arrow"
+    with pa.ipc.new_file(arrow, table.schema) as writer:
+        writer.write_table(table)
+    seeds = [world.good.read_bytes(), arrow.read_bytes(), chat_line().encode() * 2,
+             chat_line(judge_scores='{"a":[1,{"b":"\\ud800"}]}').encode()]
+    paths = [tmp_path / "input.parquet", tmp_path / "input.jsonl"]
+
+    @settings(max_examples=150, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(data=mutated(seeds))
+    def check(data: bytes) -> None:
+        for path in paths:
+            path.write_bytes(data)
+            validate_files([path])
+
+    check()
