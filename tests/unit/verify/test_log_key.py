@@ -71,6 +71,7 @@ def test_a_plain_checkpoint_cannot_become_a_handover() -> None:
          "new key .* is not an Ed25519 log key named 'test/log'"),
         (f"{HANDOVER_EXTENSION} {vkey(0)} nonsense", "new key: verifier key 'nonsense'"),
     ],
+    ids=["one key", "other extension", "same key", "other log", "bad vkey"],
 )
 def test_malformed_handovers(line: str, message: str) -> None:
     text = Checkpoint(ORIGIN, 5, bytes(32), (line,)).to_text()
