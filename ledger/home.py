@@ -302,7 +302,10 @@ class Ledger:
         from .log import Log
         from .trust_state import continue_trust
 
-        if not state.siblings():
+        earlier = state.siblings()
+        for other in earlier:
+            other.close()
+        if not earlier:
             return  # the first key of this log this user sees: nothing to carry
         reader = Log.open(self.log_dir, vkey=state.vkey, cache_dir=self.cache_dir)
         try:

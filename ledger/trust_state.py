@@ -657,47 +657,63 @@ def continue_trust(
             was seen under an earlier key.
         FormatError, SignatureError: ``note`` is malformed or not signed by ``state``'s key.
     """
-    from trajledger.verify.checkpoint import check_consistent
-    from trajledger.verify.log_key import key_chain
-
     cp = verify_checkpoint(note, state.verifier)
     # (1)
     earlier = state.siblings()
-    # (2)
-    for old in earlier:
-        seen = old.floor_checkpoint()
-        assert seen is not None
-        try:
-            chain = key_chain(old.vkey, handovers)
-        except ProvenanceError as e:
-            raise TamperError(f"{what}: log {cp.origin}: its key handovers: {e}", None) from e
-        reached = [h.new for h in chain]
-        if state.vkey not in reached:
-            raise TamperError(
-                f"{what}: log {cp.origin} is signed by key {_short_vkey(state.vkey)}, but this "
-                f"user trusted key {_short_vkey(old.vkey)} for it (size {seen.size} seen) and no "
-                "key handover signed by that key leads to the new one: a replaced key, not a "
-                "rotation; nothing was changed (if this is another log reusing the origin, "
-                f"remove {old.path} to trust it from scratch)",
-                Path(what),
-            )
-        # (3)
-        trees = [seen] + [h.checkpoint for h in chain[: reached.index(state.vkey) + 1]]
-        for tree in trees:
-            try:
-                check_consistent(tree, cp, list(proof(tree.size, cp.size))
-                                 if 0 < tree.size < cp.size else [])
-            except (ProvenanceError, LedgerError, OSError) as e:
-                raise TamperError(
-                    f"{what}: log {cp.origin} under key {_short_vkey(state.vkey)} does not "
-                    f"extend the tree of size {tree.size} seen or handed over under key "
-                    f"{_short_vkey(old.vkey)}: {e}; nothing was changed",
-                    Path(what),
-                ) from e
-        old.close()
+    # (2) (3)
+    try:
+        for old in earlier:
+            _check_continuation(state, cp, old, handovers, proof, what)
+    finally:
+        for old in earlier:
+            old.close()
     # (4)
     if earlier:
         state.continue_from(note)
+
+
+def _check_continuation(
+    state: TrustState,
+    cp: Checkpoint,
+    old: TrustState,
+    handovers: Sequence[bytes],
+    proof: Callable[[int, int], Sequence[bytes]],
+    what: str,
+) -> None:
+    """Steps 2 and 3 of `continue_trust` for one earlier key ``old``."""
+    from trajledger.verify.checkpoint import check_consistent
+    from trajledger.verify.log_key import key_chain
+
+    seen = old.floor_checkpoint()
+    assert seen is not None
+    try:
+        chain = key_chain(old.vkey, handovers)
+    except ProvenanceError as e:
+        raise TamperError(f"{what}: log {cp.origin}: its key handovers: {e}", None) from e
+    # (2)
+    reached = [h.new for h in chain]
+    if state.vkey not in reached:
+        raise TamperError(
+            f"{what}: log {cp.origin} is signed by key {_short_vkey(state.vkey)}, but this "
+            f"user trusted key {_short_vkey(old.vkey)} for it (size {seen.size} seen) and no "
+            "key handover signed by that key leads to the new one: a replaced key, not a "
+            "rotation; nothing was changed (if this is another log reusing the origin, "
+            f"remove {old.path} to trust it from scratch)",
+            Path(what),
+        )
+    # (3)
+    trees = [seen] + [h.checkpoint for h in chain[: reached.index(state.vkey) + 1]]
+    for tree in trees:
+        try:
+            check_consistent(tree, cp, list(proof(tree.size, cp.size))
+                             if 0 < tree.size < cp.size else [])
+        except (ProvenanceError, LedgerError, OSError) as e:
+            raise TamperError(
+                f"{what}: log {cp.origin} under key {_short_vkey(state.vkey)} does not "
+                f"extend the tree of size {tree.size} seen or handed over under key "
+                f"{_short_vkey(old.vkey)}: {e}; nothing was changed",
+                Path(what),
+            ) from e
 
 
 def _short_vkey(vkey: str) -> str:
