@@ -713,8 +713,8 @@ def create_dataset(
 
 def batch_files(ledger: Ledger, digest: str) -> dict[str, str]:
     """The ``{path: blob digest}`` of a recorded artifact, from its stored manifest."""
-    from trajledger.verify._json import load_object
     from trajledger.verify.manifest import Manifest
+    from trajledger.verify.strict_json import load_object
 
     manifest = Manifest.from_json(load_object(ledger.store.get_verified(digest), "manifest"))
     return {f.path: f.digest for f in manifest.files}

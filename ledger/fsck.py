@@ -13,7 +13,7 @@ Scope:
   (a damaged one replaced). Erased blobs are never restored.
 - `gc` (a dry run unless told to apply): removes orphans last written more than ``min_age`` ago
   (a recorder stores blobs before it logs them: the grace period protects one in progress) and
-  leftovers no live writer can own (``ledger._fs.is_stale``).
+  leftovers no live writer can own (``ledger.fs.is_stale``).
 - `sweep_leftovers`: what every writer does under the log's lock before its first append: the
   same leftover rule on ``objects/sha256/.tmp-*`` and ``<ledger>/tmp/*`` (cheap: two
   directories).
@@ -40,8 +40,8 @@ from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.manifest import Manifest
 from trajledger.verify.statement import Statement
 
-from ._fs import TMP_PREFIX, is_stale, remove_tree
 from .errors import LedgerError, StoreError
+from .fs import TMP_PREFIX, is_stale, remove_tree
 
 if TYPE_CHECKING:
     from .home import Ledger
@@ -240,7 +240,7 @@ class Leftover:
 
     Attributes:
         path: where it is.
-        stale: no live writer can own it (``ledger._fs.is_stale``): safe to remove.
+        stale: no live writer can own it (``ledger.fs.is_stale``): safe to remove.
     """
 
     path: Path

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._fs import write_file_atomic
 from .errors import LedgerError, TamperError
+from .fs import write_file_atomic
 from .keys import KeyStore
 from .store import ObjectStore
 

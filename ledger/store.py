@@ -40,8 +40,8 @@ from trajledger.verify.digest import (
 )
 from trajledger.verify.errors import DigestMismatchError
 
-from ._fs import TMP_PREFIX, fsync_dir, is_stale, temp_name
 from .errors import StoreError
+from .fs import TMP_PREFIX, fsync_dir, is_stale, temp_name
 
 __all__ = ["REMOTE_CHUNK", "ObjectStore"]
 
@@ -466,7 +466,7 @@ class ObjectStore:
 
     def drop_temp_files(self, *, everywhere: bool = False) -> int:
         """Remove temp files left by killed writers (only those no live writer can own:
-        ``ledger._fs.is_stale``); returns how many."""
+        ``ledger.fs.is_stale``); returns how many."""
         n = 0
         for path in self.temp_files(everywhere=everywhere):
             if is_stale(path):

@@ -84,8 +84,8 @@ def _replace_checkpoint(log: object, expected: bytes, note: bytes) -> None:
     The log package's own ``Log.add_cosignature`` does this on the log-package branch; until it
     lands, this mirrors ``ledger.log.cosign``'s locked write.
     """
-    from ._fs import write_file_atomic
     from .errors import LogError
+    from .fs import write_file_atomic
     from .log import CHECKPOINT_FILE, Log
 
     assert isinstance(log, Log)
@@ -130,7 +130,7 @@ def monitor(
     """
     from trajledger.verify.errors import ConsistencyError
 
-    from ._fs import write_file_atomic
+    from .fs import write_file_atomic
     from .monitor import FetchLimits, HttpLog
     from .monitor import monitor as run_monitor
 

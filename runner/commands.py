@@ -130,7 +130,7 @@ def policy_init(
         listed = ", ".join(f'"{rel}/{k}.pub"' for k in keys)
         lines += ["", f"[roles.{role}]", f"keys = [{listed}]", f"threshold = {threshold}"]
     lines += ["", "[roles.log]", f'vkeys = ["{ledger.log.vkey}"]', "threshold = 1", ""]
-    from trajledger.ledger._fs import write_file_atomic
+    from trajledger.ledger.fs import write_file_atomic
     from trajledger.verify.policy import load_policy_file
 
     write_file_atomic(out, "\n".join(lines).encode("utf-8"), durable=False)
@@ -353,8 +353,8 @@ def _read_config(path: Path) -> dict[str, Any]:
     import tomllib
 
     from trajledger.ledger.verify_files import read_input
-    from trajledger.verify._json import load_object
     from trajledger.verify.errors import FormatError
+    from trajledger.verify.strict_json import load_object
 
     data = read_input(path, "config")
     if path.suffix == ".toml":

@@ -51,7 +51,6 @@ from types import TracebackType
 from typing import IO, Any
 
 from ._jcs import canonical_bytes
-from ._json import load_object
 from .checkpoint import Checkpoint, verify_checkpoint
 from .digest import digest_bytes, parse_digest
 from .errors import DigestMismatchError, FormatError, ProofError, ProvenanceError, SignatureError
@@ -63,6 +62,7 @@ from .merkle import HASH_SIZE, leaf_hash, verify_inclusion
 from .note import Note, Verifier, _b64decode_strict, verifier_from_vkey
 from .policy import TrustPolicy, follow_history
 from .predicates import RolloutBatch
+from .strict_json import load_object
 from .tiles import MAX_ENTRY_SIZE
 from .tlog_proof import TlogProof
 

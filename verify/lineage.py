@@ -44,7 +44,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._json import load_object
 from .checkpoint import Checkpoint, check_consistent, verify_checkpoint, verify_cosignatures
 from .digest import digest_bytes, hash_file, parse_digest
 from .dsse import Envelope
@@ -68,6 +67,7 @@ from .predicates import (
 )
 from .sigstore_adapter import identity_signers
 from .statement import Statement, unsigned_statement, verify_statement
+from .strict_json import load_object
 from .times import format_time, parse_time
 
 __all__ = [

@@ -48,8 +48,8 @@ from trajledger.verify.tiles import (
     format_entry_bundle,
 )
 
-from .._fs import TMP_PREFIX
 from ..errors import StoreError
+from ..fs import TMP_PREFIX
 from .layout import (
     CHECKPOINT_FILE,
     HISTORY_FILE,

@@ -27,8 +27,8 @@ from trajledger.verify.note import (
     vkey_string,
 )
 
-from .._fs import write_file_atomic
 from ..errors import LogError
+from ..fs import write_file_atomic
 from ..keys import Signer
 from .writer import Log
 

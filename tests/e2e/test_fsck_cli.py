@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from trajledger.ledger._fs import STALE_AFTER, temp_name
 from trajledger.ledger.catalog import Catalog
+from trajledger.ledger.fs import STALE_AFTER, temp_name
 from trajledger.ledger.home import Ledger
 from trajledger.runner.cli import main
 from trajledger.verify.manifest import Manifest

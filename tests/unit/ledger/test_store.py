@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from trajledger.ledger._fs import TMP_PREFIX
 from trajledger.ledger.errors import StoreError
+from trajledger.ledger.fs import TMP_PREFIX
 from trajledger.ledger.store import ObjectStore
 from trajledger.verify.errors import DigestMismatchError, FormatError
 
@@ -219,7 +219,7 @@ def test_drop_temp_files_removes_only_what_no_live_writer_owns(tmp_path: Path) -
     import sys
     import time
 
-    from trajledger.ledger._fs import STALE_AFTER, temp_name
+    from trajledger.ledger.fs import STALE_AFTER, temp_name
 
     store = ObjectStore(tmp_path / "objects")
     store.put_bytes(HELLO)
