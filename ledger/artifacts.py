@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from trajledger.verify.predicates import (
 from .catalog import Catalog, CatalogItem
 from .errors import LedgerError
 from .files import collect_files
+from .fs import temp_dir
 from .keys import Signer
 from .record import Recorded, record_files
 
@@ -121,7 +121,7 @@ def register_environment(
         action_space=action_space,
         env_spec=env_spec,
     ).written(f"environment {name}@{version}")
-    with tempfile.TemporaryDirectory(dir=_tmp_root(ledger)) as tmp:
+    with temp_dir(ledger.root / "tmp") as tmp:
         if files or rules:
             found = collect_files([*files, *([rules] if rules else [])])
         else:
@@ -232,7 +232,7 @@ def register_evaluator(
         prompt_digest=digests.get("prompt_digest"),
     ).written(f"evaluator {name}@{version}")
     extra = [p for p in (rubric, prompt) if p is not None]
-    with tempfile.TemporaryDirectory(dir=_tmp_root(ledger)) as tmp:
+    with temp_dir(ledger.root / "tmp") as tmp:
         if files or extra:
             found = collect_files([*files, *extra])
         else:
@@ -244,12 +244,6 @@ def register_evaluator(
         return record_files(
             ledger, found, signer, predicates.EVALUATOR, predicate, name=f"{name}@{version}"
         )
-
-
-def _tmp_root(ledger: Ledger) -> Path:
-    root = ledger.root / "tmp"
-    root.mkdir(exist_ok=True)
-    return root
 
 
 @dataclass(frozen=True)
@@ -359,7 +353,7 @@ def record_batch(
     chunks = _chunks(source, episodes, fmt, rows_to_table, on_chunk, options, meta)
     subject = ", ".join(str(p) for p in source) if _is_paths(source) else "rollouts"
     # (2)
-    with tempfile.TemporaryDirectory(dir=_tmp_root(ledger)) as tmp:
+    with temp_dir(ledger.root / "tmp") as tmp:
         steps_path, episodes_path = Path(tmp) / "steps.parquet", Path(tmp) / "episodes.parquet"
         stats = write_steps_parquet(
             chunks,
@@ -699,7 +693,7 @@ def create_dataset(
         )
     near = tuple(str(f) for f in findings if f.kind != "exact")
     # (5)
-    with tempfile.TemporaryDirectory(dir=_tmp_root(ledger)) as tmp:
+    with temp_dir(ledger.root / "tmp") as tmp:
         found = _descriptor(
             Path(tmp),
             "dataset.json",
@@ -713,8 +707,8 @@ def create_dataset(
 
 def batch_files(ledger: Ledger, digest: str) -> dict[str, str]:
     """The ``{path: blob digest}`` of a recorded artifact, from its stored manifest."""
-    from trajledger.verify._json import load_object
     from trajledger.verify.manifest import Manifest
+    from trajledger.verify.strict_json import load_object
 
     manifest = Manifest.from_json(load_object(ledger.store.get_verified(digest), "manifest"))
     return {f.path: f.digest for f in manifest.files}

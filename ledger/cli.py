@@ -148,8 +148,8 @@ def sign(ctx: Context, paths: tuple[Path, ...], key_name: str, out: Path, name: 
     Directories are expanded: every file is listed by its path relative to the directory, with
     its size and SHA-256. Verify with 'trajledger verify PATH... --envelope FILE --pubkey PEM'.
     """
-    from ._fs import write_file_atomic
     from .files import collect_files, manifest_for
+    from .fs import write_file_atomic
     from .signing import files_predicate, sign_statement
 
     signer = ctx.keystore().signer(key_name)

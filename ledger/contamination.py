@@ -250,8 +250,8 @@ class ContaminationReport:
 
 def _steps_digest(store: ObjectStore, batch: str) -> tuple[str, int]:
     """The digest and size of a batch's ``steps.parquet``, from its re-hashed manifest."""
-    from trajledger.verify._json import load_object
     from trajledger.verify.manifest import Manifest
+    from trajledger.verify.strict_json import load_object
 
     manifest = Manifest.from_json(load_object(store.get_verified(batch), "manifest"))
     for f in manifest.files:

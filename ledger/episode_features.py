@@ -45,7 +45,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from trajledger.verify.digest import CHUNK, DIGEST_PREFIX, parse_digest
+from trajledger.verify.digest import DIGEST_PREFIX, copy_hashing, hash_file, parse_digest
 from trajledger.verify.errors import DigestMismatchError, FormatError
 
 if TYPE_CHECKING:
@@ -595,39 +595,31 @@ def verified_local_copy(
     want = parse_digest(digest, "object digest")
     if store.is_local and not private:
         path = store.path_of(digest)
-        h = hashlib.sha256()
         try:
-            with open(path, "rb") as f:
-                while chunk := f.read(CHUNK):
-                    h.update(chunk)
+            observed = hash_file(path).digest
         except FileNotFoundError as e:
             raise StoreError(f"object {digest}: not in the store") from e
         except OSError as e:
             raise StoreError(f"object {digest}: cannot read: {e.strerror}") from e
-        _check(h, want, digest)
+        _check(observed, want, digest)
         return path
     fd, name = tempfile.mkstemp(dir=workdir, prefix="blob-")
     dest = Path(name)
     try:
-        with os.fdopen(fd, "wb") as out:
-            h = hashlib.sha256()
-            with store.open_input(digest) as src:
-                while chunk := src.read(REMOTE_CHUNK):
-                    h.update(chunk)
-                    out.write(chunk)
-        _check(h, want, digest)
+        with os.fdopen(fd, "wb") as out, store.open_input(digest) as src:
+            observed, _ = copy_hashing(src.read, out.write, REMOTE_CHUNK)
+        _check(observed, want, digest)
     except BaseException:
         dest.unlink(missing_ok=True)
         raise
     return dest
 
 
-def _check(h: Any, want: str, digest: str) -> None:
-    got = h.hexdigest()
-    if got != want:
+def _check(observed: str, want: str, digest: str) -> None:
+    """``observed`` (``sha256:<hex>``) must be ``want`` (the hex of ``digest``)."""
+    if observed != DIGEST_PREFIX + want:
         raise DigestMismatchError(
-            f"object {digest[:19]}…: content hashes to {DIGEST_PREFIX}{got[:12]}…, "
-            f"want {digest[:19]}…"
+            f"object {digest[:19]}…: content hashes to {observed[:19]}…, want {digest[:19]}…"
         )
 
 

@@ -71,10 +71,10 @@ from trajledger.verify.predicates import Import, RolloutBatch
 from trajledger.verify.statement import Statement
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
-from ._fs import TMP_PREFIX, fsync_dir
 from .catalog import Catalog
 from .errors import LedgerError, StoreError, TamperError
 from .evidence import ledger_evidence
+from .fs import TMP_PREFIX, fsync_dir
 from .keys import Signer
 from .log import EntrySpec
 from .record import record_statement

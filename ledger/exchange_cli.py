@@ -236,6 +236,9 @@ def import_(
     copied unless the whole lineage verifies (licences the policy does not accept, witness
     cosignatures it requires, a rollback or fork of the vendor's log: refused, saying why).
     Importing the same evidence again changes nothing and names the earlier record.
+
+    Prints the verification report, then the imported artifact's digest as the last line
+    (with --json, only the report: one JSON document whose subject is that digest).
     """
     from .exchange import import_bundle
     from .remote import download, is_uri
@@ -251,7 +254,7 @@ def import_(
             raise LedgerError(f"bundle {file}: no such file")
         result = import_bundle(ledger, path, policy, signers)
     if as_json:
-        emit_json(result.report.to_json())
+        emit_json(result.report.to_json())  # one JSON document: its subject is the digest
     else:
         click.echo("\n".join(result.report.render()))
     what = f"{result.kind} {result.name} ({result.digest[:19]}…) from {result.origin}"
@@ -263,7 +266,8 @@ def import_(
         )
     else:
         ok(f"{what}: already imported at log index {result.index}; nothing new recorded")
-    click.echo(result.digest)
+    if not as_json:
+        click.echo(result.digest)
 
 
 def _span(indices: tuple[int, ...]) -> str:

@@ -13,7 +13,7 @@ Scope:
   (a damaged one replaced). Erased blobs are never restored.
 - `gc` (a dry run unless told to apply): removes orphans last written more than ``min_age`` ago
   (a recorder stores blobs before it logs them: the grace period protects one in progress) and
-  leftovers no live writer can own (``ledger._fs.is_stale``).
+  leftovers no live writer can own (``ledger.fs.is_stale``).
 - `sweep_leftovers`: what every writer does under the log's lock before its first append: the
   same leftover rule on ``objects/sha256/.tmp-*`` and ``<ledger>/tmp/*`` (cheap: two
   directories).
@@ -40,8 +40,8 @@ from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.manifest import Manifest
 from trajledger.verify.statement import Statement
 
-from ._fs import TMP_PREFIX, is_stale, remove_tree
 from .errors import LedgerError, StoreError
+from .fs import TMP_PREFIX, is_stale, remove_tree
 
 if TYPE_CHECKING:
     from .home import Ledger
@@ -240,7 +240,7 @@ class Leftover:
 
     Attributes:
         path: where it is.
-        stale: no live writer can own it (``ledger._fs.is_stale``): safe to remove.
+        stale: no live writer can own it (``ledger.fs.is_stale``): safe to remove.
     """
 
     path: Path
@@ -305,8 +305,38 @@ def _check_lookup(ledger: Ledger, entries: Sequence[tuple[int, LogEntry | None]]
         lookup.close()
 
 
-DERIVED_CHECKS: list[DerivedCheck] = [_check_lookup]
-"""Checks of derived caches against the log, run by `fsck`. Append to add one (the catalog)."""
+def _check_trust_state(
+    ledger: Ledger, entries: Sequence[tuple[int, LogEntry | None]]
+) -> list[str]:
+    """The user's trust state (the catalog's index, outside the ledger) against the entries:
+    every indexed entry must be the log's, and every named record must index an entry of its
+    kind and subject. Read only: the state is not extended here."""
+    vkey = ledger.log_vkey()
+    if vkey is None:
+        return []
+    state = ledger._trust(vkey)
+    rebuild = "rebuild it with 'trajledger reindex' (the checkpoint seen before is kept)"
+    problems: list[str] = []
+    by_index = dict(entries)
+    for i in range(state.size):
+        have, want = state.entry(i), by_index.get(i)
+        if want is not None and have != want:
+            problems.append(f"trust state {state.path}: entry {i} is not the log's; {rebuild}")
+            break
+    for row in state.named():
+        want = by_index.get(row.index)
+        if want is not None and (want.kind, want.subject) != (row.kind, row.subject):
+            problems.append(
+                f"trust state {state.path}: name {row.name}@{row.version} points at entry "
+                f"{row.index}, which is a {want.kind} of {want.subject[:19]}…; {rebuild}"
+            )
+            break
+    return problems
+
+
+DERIVED_CHECKS: list[DerivedCheck] = [_check_lookup, _check_trust_state]
+"""Checks of derived caches against the log, run by `fsck`: the log's lookup cache and the
+user's trust state (the catalog). Append to add one."""
 
 
 @dataclass

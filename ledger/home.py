@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._fs import fsync_dir, write_file_atomic
 from .errors import LedgerError, TamperError
+from .fs import fsync_dir, write_file_atomic
 from .keys import KeyStore
 from .store import ObjectStore
 

@@ -73,7 +73,6 @@ from trajledger.verify.predicates import (
 )
 from trajledger.verify.statement import Statement
 
-from ._fs import write_file_atomic
 from .catalog import Catalog, RefError
 from .contamination import (
     MIN_NEAR_STEPS,
@@ -93,6 +92,7 @@ from .episode_features import (
     verified_local_copy,
 )
 from .errors import LedgerError
+from .fs import write_file_atomic
 from .rollouts.success import batch_labels_success, episode_success
 
 if TYPE_CHECKING:

@@ -73,16 +73,23 @@ def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
 @click.command()
 @pass_ctx
 def reindex(ctx: Context) -> None:
-    """Drop the audit index and rebuild it from the log and the object store.
+    """Rebuild the derived indexes from the log: your trust state's index of the log (names,
+    references, revocations; kept in $TRAJLEDGER_STATE_DIR) and the audit index.
 
-    The index (<ledger>/index/lance/) is derived data and nothing is verified against it.
-    query, stats and the contamination check keep it current (new log entries, then the
-    episodes of each batch the first time a question needs it), so rebuilding is only needed
-    when it is damaged. A rebuild indexes every batch, with a progress bar.
+    Both are derived data. The trust state's index is re-read from the whole log, which must
+    still extend the checkpoint you saw before (that floor is kept: a rollback stays refused).
+    The audit index (<ledger>/index/lance/) is one nothing is verified against: query, stats
+    and the contamination check keep it current, so rebuilding is only needed when fsck or a
+    command says it is damaged. Both passes show progress.
     """
     from .index import reindex as rebuild
 
     ledger = ctx.ledger()
+    vkey = ledger.log_vkey()
+    if vkey is not None:
+        ledger._trust(vkey).rebuild()
+        with progress(ledger.log.size, "reading the log", quiet=ctx.quiet) as advance:
+            ledger.trust_state(on_progress=advance)
     with progress(ledger.log.size, "indexing log entries", quiet=ctx.quiet) as advance:
         result = rebuild(ledger, on_progress=advance, progress=_progress(ctx))
     ok(

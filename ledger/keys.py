@@ -21,8 +21,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from trajledger.verify.keys import ALGORITHMS, PublicKey
 
-from ._fs import write_file_atomic
 from .errors import KeyError_, TamperError
+from .fs import write_file_atomic
 
 __all__ = ["PASSPHRASE_ENV", "KeyInfo", "KeyStore", "Signer"]
 

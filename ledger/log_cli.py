@@ -45,8 +45,8 @@ def _predicate_type(_ctx: click.Context, _param: click.Parameter, value: str | N
 
 
 def _load_predicate(path: Path) -> dict[str, Any]:
-    from trajledger.verify._json import load_object
     from trajledger.verify.errors import FormatError
+    from trajledger.verify.strict_json import load_object
 
     from .verify_files import read_input
 
@@ -245,7 +245,7 @@ def log_proof(ctx: Context, index: int, out: Path | None) -> None:
     The proof holds the inclusion path and the signed checkpoint; anyone with the log's vkey can
     check it offline.
     """
-    from ._fs import write_file_atomic
+    from .fs import write_file_atomic
 
     lg = ctx.ledger().log
     size = lg.size

@@ -29,7 +29,6 @@ Spec: c2sp.org/tlog-tiles, c2sp.org/tlog-checkpoint, c2sp.org/tlog-cosignature, 
 from __future__ import annotations
 
 import http.client
-import struct
 import time
 import urllib.error
 import urllib.parse
@@ -39,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from trajledger.verify.checkpoint import Checkpoint, cosignature_message, verify_checkpoint
+from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.errors import (
     ConsistencyError,
     FormatError,
@@ -49,8 +48,6 @@ from trajledger.verify.errors import (
 from trajledger.verify.note import (
     ALG_COSIGNATURE_V1,
     Note,
-    format_signature_line,
-    key_hash,
     verifier_from_vkey,
     verify_note,
     vkey_string,
@@ -58,6 +55,7 @@ from trajledger.verify.note import (
 from trajledger.verify.tiles import TileReader
 
 from .errors import LedgerError, TamperError
+from .log.witness import cosign_note
 from .serve import max_size, resource_kind
 
 if TYPE_CHECKING:
@@ -195,32 +193,6 @@ def _gunzip(data: bytes, cap: int, where: str, kind: str) -> bytes:
 
 
 # -- the witness's cosignature ---------------------------------------------------------------
-
-
-def cosign_note(note_bytes: bytes, witness: Signer, *, now: int | None = None) -> bytes:
-    """Add a c2sp.org/tlog-cosignature/v1 line by ``witness`` to a signed checkpoint note.
-
-    An older cosignature by the same witness key is replaced; every other line is kept.
-
-    Raises:
-        LedgerError: the witness key is not Ed25519.
-        FormatError: the note is malformed.
-    """
-    try:
-        raw = witness.public.raw_ed25519()
-    except FormatError as e:
-        raise LedgerError(
-            f"witness key {witness.name}: is {witness.public.algorithm}, want ed25519"
-        ) from e
-    timestamp = int(time.time()) if now is None else now
-    note = Note.from_bytes(note_bytes)
-    sig = witness.sign(cosignature_message(note.text, timestamp))
-    kh = key_hash(witness.name, ALG_COSIGNATURE_V1, raw)
-    line = format_signature_line(witness.name, kh, struct.pack(">Q", timestamp) + sig)
-    kept = b"".join(
-        s.to_line() for s in note.signatures if (s.name, s.key_hash) != (witness.name, kh)
-    )
-    return note.text + b"\n" + kept + line
 
 
 def witness_vkey(witness: Signer) -> str:

@@ -25,8 +25,16 @@ if TYPE_CHECKING:
     from trajledger.verify.keys import PublicKey
 
     from .home import Ledger
+    from .keys import KeyStore
 
-__all__ = ["current_policy", "key_lookup", "load_policy", "policy_records", "refuse_revoked"]
+__all__ = [
+    "current_policy",
+    "key_lookup",
+    "keystore_lookup",
+    "load_policy",
+    "policy_records",
+    "refuse_revoked",
+]
 
 
 def policy_records(ledger: Ledger) -> list[tuple[int, str, bytes]]:
@@ -78,11 +86,20 @@ def current_policy(
 
 def key_lookup(ledger: Ledger) -> KeyLookup:
     """Find a public key of the ledger's key store by its keyid (None when there is none)."""
+    return keystore_lookup(ledger.keys)
+
+
+def keystore_lookup(keys: KeyStore) -> KeyLookup:
+    """Find a public key of ``keys`` by its keyid (None when there is none).
+
+    Every command that reads a policy file resolves keyids with this, so a policy naming keys
+    by keyid means the same to each of them (a key store that does not exist yet has no keys).
+    """
 
     def lookup(keyid: str) -> PublicKey | None:
-        for info in ledger.keys.list():
+        for info in keys.list():
             if info.keyid == keyid:
-                return ledger.keys.public(info.name)
+                return keys.public(info.name)
         return None
 
     return lookup

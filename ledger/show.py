@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from trajledger.verify._json import load_object
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import ProvenanceError
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.manifest import Manifest
 from trajledger.verify.statement import Statement
+from trajledger.verify.strict_json import load_object
 
 from .catalog import Catalog
 

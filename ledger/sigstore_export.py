@@ -40,8 +40,8 @@ from trajledger.verify.sigstore_adapter import (
     verify_sigstore_bundle,
 )
 
-from ._fs import write_file_atomic
 from .errors import LedgerError
+from .fs import write_file_atomic
 
 if TYPE_CHECKING:
     from .home import Ledger

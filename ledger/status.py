@@ -141,8 +141,8 @@ def erase(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> tuple[Rec
         PolicyError: ``ref`` has no manifest in the store; the signer is neither a producer
             nor an approver of the policy in force.
     """
-    from trajledger.verify._json import load_object
     from trajledger.verify.manifest import Manifest
+    from trajledger.verify.strict_json import load_object
 
     if reason not in ERASURE_REASONS:
         raise FormatError(

@@ -21,11 +21,11 @@ Non-scope: what the blobs mean. Reading verified bytes of a local store is the c
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import io
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -33,6 +33,7 @@ from trajledger.verify.digest import (
     CHUNK,
     DIGEST_PREFIX,
     FileDigest,
+    copy_hashing,
     digest_bytes,
     hash_file,
     parse_digest,
@@ -40,8 +41,8 @@ from trajledger.verify.digest import (
 )
 from trajledger.verify.errors import DigestMismatchError
 
-from ._fs import TMP_PREFIX, fsync_dir, is_stale, temp_name
 from .errors import StoreError
+from .fs import TMP_PREFIX, fsync_dir, is_stale, temp_name
 
 __all__ = ["REMOTE_CHUNK", "ObjectStore"]
 
@@ -112,7 +113,7 @@ class ObjectStore:
         """
         digest = digest_bytes(data)
         if self._fs is not None:
-            self._remote_put(digest, len(data), lambda: [data])
+            self._remote_put(digest, len(data), lambda: io.BytesIO(data))
             return digest
         if self._fs is None:
             final = self.path_of(digest)
@@ -183,21 +184,15 @@ class ObjectStore:
             StoreError: the source cannot be read or the store cannot be written.
             DigestMismatchError: the bytes do not hash to ``expect``.
         """
-        h = hashlib.sha256()
-        size = 0
         if self._fs is None:
             local: Path | None = None
             try:
                 local = self._new_temp()
                 with open(local, "wb") as out:
-                    while chunk := stream.read(CHUNK):
-                        h.update(chunk)
-                        out.write(chunk)
-                        size += len(chunk)
+                    digest, size = copy_hashing(stream.read, out.write, CHUNK)
                     if self.durable:
                         out.flush()
                         os.fsync(out.fileno())
-                digest = DIGEST_PREFIX + h.hexdigest()
                 if expect is not None and digest != expect:
                     raise DigestMismatchError(
                         f"{name}: content hashes to {digest}, want {expect}",
@@ -206,7 +201,7 @@ class ObjectStore:
                         observed=digest,
                     )
                 final = self.path_of(digest)
-                if _intact(final, size, h.hexdigest()):
+                if _intact(final, size, digest[len(DIGEST_PREFIX):]):
                     _unlink(str(local))
                 else:
                     self._install(local, final)
@@ -216,7 +211,7 @@ class ObjectStore:
                 if isinstance(e, OSError):
                     raise StoreError(f"{name}: cannot store: {e.strerror or e}") from e
                 raise
-            return FileDigest(Path(name), size, h.hexdigest())
+            return FileDigest(Path(name), size, digest[len(DIGEST_PREFIX):])
         # Remote: spool to a local temporary file (hashing), then upload under the digest.
         with tempfile.NamedTemporaryFile(prefix=TMP_PREFIX) as spool:
             try:
@@ -232,16 +227,11 @@ class ObjectStore:
     def _remote_put_file(self, path: Path, name: str, expect: str | None = None) -> FileDigest:
         """Hash a local file, then upload it under its digest (unless present); with ``expect``,
         only when it hashes to that."""
-        h = hashlib.sha256()
-        size = 0
         try:
-            with open(path, "rb") as f:
-                while chunk := f.read(CHUNK):
-                    h.update(chunk)
-                    size += len(chunk)
+            hashed = hash_file(path)
         except OSError as e:
             raise StoreError(f"{name}: cannot read: {e.strerror}") from e
-        digest = DIGEST_PREFIX + h.hexdigest()
+        digest, size = hashed.digest, hashed.size
         if expect is not None and digest != expect:
             raise DigestMismatchError(
                 f"{name}: content hashes to {digest}, want {expect}",
@@ -250,13 +240,8 @@ class ObjectStore:
                 observed=digest,
             )
 
-        def chunks() -> Iterator[bytes]:
-            with open(path, "rb") as f:
-                while chunk := f.read(CHUNK):
-                    yield chunk
-
-        self._remote_put(digest, size, chunks)
-        return FileDigest(Path(name), size, h.hexdigest())
+        self._remote_put(digest, size, lambda: open(path, "rb"))  # noqa: SIM115 - closed by _remote_put
+        return FileDigest(Path(name), size, hashed.sha256)
 
     def adopt_file(self, path: str | os.PathLike[str], known: FileDigest) -> FileDigest:
         """Move a file whose digest is already known (hashed while it was written) into the store.
@@ -315,8 +300,9 @@ class ObjectStore:
         path.unlink(missing_ok=True)
         return got
 
-    def _remote_put(self, digest: str, size: int, chunks: Callable[[], Iterable[bytes]]) -> None:
-        """Upload bytes to the blob's final key unless an object of that size is there.
+    def _remote_put(self, digest: str, size: int, source: Callable[[], IO[bytes]]) -> None:
+        """Upload the bytes ``source()`` opens to the blob's final key unless an object of that
+        size is there.
 
         The upload is hashed as it is sent; if the bytes are not those of ``digest`` (the
         source changed since it was hashed), the object is removed and nothing is stored.
@@ -332,14 +318,11 @@ class ObjectStore:
                 return  # reads check the digest, so a present object of the right size is kept
             if needs_directories(self._fs):
                 self._fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
-            h = hashlib.sha256()
-            with self._fs.open_output_stream(final) as out:
-                for c in chunks():
-                    h.update(c)
-                    out.write(c)
+            with source() as src, self._fs.open_output_stream(final) as out:
+                sent, _ = copy_hashing(src.read, out.write, CHUNK)
         except OSError as e:
             raise StoreError(f"object {digest}: cannot write to {self._prefix}: {e}") from e
-        if DIGEST_PREFIX + h.hexdigest() != digest:
+        if sent != digest:
             with contextlib.suppress(OSError):
                 self._fs.delete_file(final)
             raise StoreError(f"object {digest}: the source changed while it was uploaded; retry")
@@ -466,7 +449,7 @@ class ObjectStore:
 
     def drop_temp_files(self, *, everywhere: bool = False) -> int:
         """Remove temp files left by killed writers (only those no live writer can own:
-        ``ledger._fs.is_stale``); returns how many."""
+        ``ledger.fs.is_stale``); returns how many."""
         n = 0
         for path in self.temp_files(everywhere=everywhere):
             if is_stale(path):
@@ -518,11 +501,8 @@ class ObjectStore:
                 have = int(info.size)
                 got = None
                 if rehash and (size is None or have == size):
-                    h = hashlib.sha256()
                     with self._fs.open_input_stream(self._remote(digest)) as f:
-                        while chunk := f.read(CHUNK):
-                            h.update(chunk)
-                    got = h.hexdigest()
+                        got = copy_hashing(f.read, lambda _: None, CHUNK)[0][len(DIGEST_PREFIX):]
         except FileNotFoundError as e:
             raise StoreError(f"{what}: not in the store") from e
         except OSError as e:
@@ -550,16 +530,12 @@ class ObjectStore:
             if self._fs is None:
                 shutil.copyfile(self.path_of(digest), dest)
                 return
-            h = hashlib.sha256()
             with self._fs.open_input_stream(self._remote(digest)) as src, open(dest, "wb") as out:
-                while chunk := src.read(REMOTE_CHUNK):
-                    h.update(chunk)
-                    out.write(chunk)
+                observed, _ = copy_hashing(src.read, out.write, REMOTE_CHUNK)
         except FileNotFoundError as e:
             raise StoreError(f"object {digest}: not in the store") from e
         except OSError as e:
             raise StoreError(f"object {digest}: cannot copy to {dest}: {e}") from e
-        observed = DIGEST_PREFIX + h.hexdigest()
         if observed != digest:
             dest.unlink(missing_ok=True)
             subject = f"object {digest[:19]}… in {self._prefix}"

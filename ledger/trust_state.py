@@ -47,8 +47,8 @@ from trajledger.verify.log_index import read_record
 from trajledger.verify.merkle import CompactRange, leaf_hash
 from trajledger.verify.note import Verifier, verifier_from_vkey
 
-from ._fs import write_file_atomic
 from .errors import LedgerError, TamperError
+from .fs import write_file_atomic
 from .home import state_dir
 
 if TYPE_CHECKING:

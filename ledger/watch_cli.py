@@ -72,30 +72,9 @@ def log_add_cosignature(ctx: Context, file: Path, witnesses: tuple[str, ...]) ->
     cosigned = file.read_bytes()
     current = log.checkpoint_bytes()
     merged = merge_cosignatures(current, cosigned, list(witnesses))
-    _replace_checkpoint(log, current, merged)
+    log.add_cosignature(current, merged)
     names = ", ".join(w.split("+")[0] for w in witnesses)
     ok(f"log {log.origin} at size {log.size}: cosignature(s) by {names} added to its checkpoint")
-
-
-def _replace_checkpoint(log: object, expected: bytes, note: bytes) -> None:
-    """Replace the log's checkpoint ``expected`` by ``note`` (same signed text, more lines)
-    under the log's lock, only if it did not change meanwhile.
-
-    The log package's own ``Log.add_cosignature`` does this on the log-package branch; until it
-    lands, this mirrors ``ledger.log.cosign``'s locked write.
-    """
-    from ._fs import write_file_atomic
-    from .errors import LogError
-    from .log import CHECKPOINT_FILE, Log
-
-    assert isinstance(log, Log)
-    with log._locked():
-        if log.checkpoint_bytes() != expected:
-            raise LogError(f"log {log.origin}: the checkpoint changed meanwhile; run again")
-        try:
-            write_file_atomic(log.directory / CHECKPOINT_FILE, note)
-        except OSError as e:
-            raise LogError(f"log {log.origin}: cannot write the checkpoint: {e.strerror}") from e
 
 
 @click.command("monitor")
@@ -130,7 +109,7 @@ def monitor(
     """
     from trajledger.verify.errors import ConsistencyError
 
-    from ._fs import write_file_atomic
+    from .fs import write_file_atomic
     from .monitor import FetchLimits, HttpLog
     from .monitor import monitor as run_monitor
 

@@ -288,9 +288,9 @@ def _read_batch(
     import pyarrow.parquet as pq
 
     from trajledger.ledger.rollouts import validate_episodes, validate_steps
-    from trajledger.verify._json import load_object
     from trajledger.verify.digest import digest_bytes
     from trajledger.verify.manifest import Manifest
+    from trajledger.verify.strict_json import load_object
 
     rec = verifier.identity_record(digest, "rollout-batch")
     if not isinstance(rec, Record) or not isinstance(rec.predicate, RolloutBatch):

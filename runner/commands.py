@@ -33,6 +33,16 @@ def _policy(ctx: Context, ledger: Any, policy_file: Path | None) -> Any:
     return policy
 
 
+def _policy_file(ctx: Context, file: Path) -> Any:
+    """The policy FILE as read where no ledger's policy history applies (policy check, bundle
+    and Sigstore verification): keys named by keyid are looked up in the key store of the
+    ledger directory, as `load_policy` does for admit, train, verify, export and import."""
+    from trajledger.ledger.policy_state import keystore_lookup
+    from trajledger.verify.policy import load_policy_file
+
+    return load_policy_file(file, key_lookup=keystore_lookup(ctx.keystore()))
+
+
 @click.group(cls=Group)
 def policy() -> None:
     """Check, record and show trust policies."""
@@ -132,7 +142,7 @@ def policy_init(
         listed = ", ".join(f'"{rel}/{k}.pub"' for k in keys)
         lines += ["", f"[roles.{role}]", f"keys = [{listed}]", f"threshold = {threshold}"]
     lines += ["", "[roles.log]", f'vkeys = ["{ledger.log.vkey}"]', "threshold = 1", ""]
-    from trajledger.ledger._fs import write_file_atomic
+    from trajledger.ledger.fs import write_file_atomic
     from trajledger.verify.policy import load_policy_file
 
     write_file_atomic(out, "\n".join(lines).encode("utf-8"), durable=False)
@@ -156,15 +166,9 @@ def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
     An invalid policy file exits 1 with one line naming the setting; an unreadable one exits 3.
     Keys named by keyid are looked up in the ledger's key store.
     """
-    from trajledger.verify.policy import load_policy_file, policy_digest
+    from trajledger.verify.policy import policy_digest
 
-    keys = ctx.keystore()
-
-    def lookup(keyid: str) -> Any:
-        found = [k for k in keys.list() if k.keyid == keyid]
-        return keys.public(found[0].name) if found else None
-
-    p = load_policy_file(file, key_lookup=lookup)
+    p = _policy_file(ctx, file)
     if as_json:
         emit_json(p.to_json() | {"digest": policy_digest(p)})
     else:
@@ -362,8 +366,8 @@ def _read_config(path: Path) -> dict[str, Any]:
     import tomllib
 
     from trajledger.ledger.verify_files import read_input
-    from trajledger.verify._json import load_object
     from trajledger.verify.errors import FormatError
+    from trajledger.verify.strict_json import load_object
 
     data = read_input(path, "config")
     if path.suffix == ".toml":
@@ -478,7 +482,7 @@ def verify(
     if sigstore_bundle is not None:
         if envelope is not None or pubkey:
             raise click.UsageError("--sigstore-bundle and --envelope/--pubkey: choose one mode")
-        _verify_sigstore(targets, sigstore_bundle, policy_file, as_json)
+        _verify_sigstore(ctx, targets, sigstore_bundle, policy_file, as_json)
         return
     if envelope is not None:
         from trajledger.ledger.verify_files import verify_files
@@ -500,7 +504,7 @@ def verify(
     # A file named like a bundle is read as one even when its bytes are not (then refused as
     # not zstd), rather than looked up as an artifact name.
     if bundle.is_file() and (_is_zstd(bundle) or bundle.name.endswith(".zst")):
-        report = _verify_bundle(bundle, policy_file, skip_data)
+        report = _verify_bundle(ctx, bundle, policy_file, skip_data)
         if as_json:
             emit_json(report.to_json())
         else:
@@ -518,17 +522,16 @@ def verify(
 
 
 def _verify_sigstore(
-    targets: tuple[str, ...], bundle: Path, policy_file: Path | None, as_json: bool
+    ctx: Context, targets: tuple[str, ...], bundle: Path, policy_file: Path | None, as_json: bool
 ) -> None:
     """``verify PATH --sigstore-bundle B --policy F`` (docs/sigstore.md)."""
     from trajledger.ledger.interop_verify import verify_with_bundle
-    from trajledger.verify.policy import load_policy_file
 
     if policy_file is None:
         raise click.UsageError("--sigstore-bundle needs --policy FILE (the keys and identities)")
     if len(targets) != 1:
         raise click.UsageError("give one FILE or DIRECTORY with --sigstore-bundle")
-    result = verify_with_bundle(Path(targets[0]), bundle, load_policy_file(policy_file))
+    result = verify_with_bundle(Path(targets[0]), bundle, _policy_file(ctx, policy_file))
     if as_json:
         emit_json(result.to_json())
     else:
@@ -542,15 +545,14 @@ def _is_zstd(path: Path) -> bool:
         return f.read(4) == b"\x28\xb5\x2f\xfd"
 
 
-def _verify_bundle(path: Path, policy_file: Path | None, skip_data: bool) -> Any:
+def _verify_bundle(ctx: Context, path: Path, policy_file: Path | None, skip_data: bool) -> Any:
     """Verify an exported bundle offline with the given policy (no ledger needed)."""
     from trajledger.verify.bundle import BundleEvidence, verify_bundle
-    from trajledger.verify.policy import load_policy_file
 
     if policy_file is None:
         raise click.UsageError("verifying a bundle needs --policy FILE (the policy you trust)")
     with BundleEvidence.open(path) as evidence:
-        return verify_bundle(evidence, load_policy_file(policy_file),
+        return verify_bundle(evidence, _policy_file(ctx, policy_file),
                              data="size" if skip_data else "hash")
 
 

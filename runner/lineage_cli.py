@@ -42,7 +42,7 @@ def _emit(text: str, out: Path | None) -> None:
     if out is None:
         click.echo(text)
         return
-    from trajledger.ledger._fs import write_file_atomic
+    from trajledger.ledger.fs import write_file_atomic
 
     write_file_atomic(out, text.encode("utf-8"), durable=False)
     ok(f"written to {out}")

@@ -16,13 +16,13 @@ import hashlib
 import importlib.metadata
 import inspect
 import platform
-import tempfile
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trajledger.ledger.fs import temp_dir
 from trajledger.verify import predicates
 from trajledger.verify.errors import PolicyError
 from trajledger.verify.predicates import Provenance, Refusal, ResourceDescriptor
@@ -201,9 +201,7 @@ def train(
             ),
         ),
     ).to_predicate()
-    with tempfile.TemporaryDirectory(
-        dir=ledger.root / "tmp" if (ledger.root / "tmp").is_dir() else None
-    ) as tmp:
+    with temp_dir(ledger.root / "tmp") as tmp:
         files: dict[str, Path] = {}
         for rel, data in result.files.items():
             p = Path(tmp) / rel

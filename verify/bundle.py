@@ -53,7 +53,6 @@ from types import TracebackType
 from typing import IO, Any
 
 from ._jcs import canonical_bytes
-from ._json import load_object
 from .checkpoint import Checkpoint, verify_checkpoint
 from .digest import digest_bytes, parse_digest
 from .errors import DigestMismatchError, FormatError, ProofError, ProvenanceError, SignatureError
@@ -61,10 +60,12 @@ from .evidence import MAX_BLOB_READ
 from .lineage import INFO, OK, LineageVerifier, Node, Record, Report
 from .log_entry import LogEntry
 from .log_key import HANDOVER_DIR, parse_handover
+from .logcheck import check_entries
 from .merkle import HASH_SIZE, leaf_hash, verify_inclusion
 from .note import Note, Verifier, _b64decode_strict, verifier_from_vkey
 from .policy import TrustPolicy, follow_history
 from .predicates import RolloutBatch
+from .strict_json import load_object
 from .tiles import MAX_ENTRY_SIZE
 from .tlog_proof import TlogProof
 
@@ -871,9 +872,11 @@ class BundleEvidence:
         Steps:
             1. The checkpoint parses, its origin is the index's, and the index's vkey (named
                after that origin) verifies its signature.
-            2. Each entry parses, lies inside the checkpoint's tree, and has a proof.
-            3. Each proof is for its entry's index, carries the bundled checkpoint byte for
-               byte, and proves the entry's inclusion under it.
+            2. Each entry has a proof, and each proof is for a bundled entry, at its index,
+               against the bundled checkpoint byte for byte.
+            3. The entries pass the one chain-and-root checker (`verify.logcheck.check_entries`):
+               each parses and lies inside the tree, neighbours chain by ``prev``, and each is
+               included under the checkpoint.
             4. Each consistency proof starts from a size below the checkpoint's.
             5. Each ``policy/<i>.json`` is the preimage of trust-policy entry ``i``'s subject
                and parses as a policy; every bundled trust-policy entry has one.
@@ -905,18 +908,9 @@ class BundleEvidence:
             raise SignatureError(f"{here}: not signed by the log key in {INDEX_NAME}: {e}") from e
         size = self.checkpoint.size
         # (2)
-        parsed: dict[int, LogEntry] = {}
-        for i, data in sorted(self._entries.items()):
-            where = f"{what}: member entries/{i}"
-            if i >= size:
-                raise FormatError(f"{where}: index beyond the checkpoint's size {size}")
-            try:
-                parsed[i] = LogEntry.from_bytes(data)
-            except FormatError as e:
-                raise FormatError(f"{where}: {e}") from e
+        for i in sorted(self._entries):
             if i not in self._proofs:
-                raise FormatError(f"{where}: has no proofs/{i}.tlog-proof")
-        # (3)
+                raise FormatError(f"{what}: member entries/{i}: has no proofs/{i}.tlog-proof")
         for i, proof in sorted(self._proofs.items()):
             where = f"{what}: member proofs/{i}.tlog-proof"
             if i not in self._entries:
@@ -928,15 +922,17 @@ class BundleEvidence:
                     f"{where}: proves against another checkpoint, not the bundle's "
                     f"(size {size}, root {self.checkpoint.root.hex()[:16]}…)"
                 )
-            try:
-                verify_inclusion(
-                    i, size, leaf_hash(self._entries[i]), proof.inclusion, self.checkpoint.root
-                )
-            except ProofError as e:
-                raise ProofError(
-                    f"{what}: members entries/{i} and proofs/{i}.tlog-proof: entry not included "
-                    f"under the checkpoint: {e}"
-                ) from e
+        # (3)
+        findings = check_entries(
+            self._entries,
+            size,
+            self.checkpoint.root,
+            lambda i: self._proofs[i].inclusion,
+            name=lambda i: f"entries/{i} and proofs/{i}.tlog-proof",
+        )
+        if findings:
+            raise ProofError(f"{what}: members {findings[0].file}: {findings[0].message}")
+        parsed = {i: LogEntry.from_bytes(data) for i, data in self._entries.items()}
         # (4)
         for old in self._consistency:
             if old >= size:

@@ -24,6 +24,7 @@ __all__ = [
     "DIGEST_PREFIX",
     "Cancelled",
     "FileDigest",
+    "copy_hashing",
     "digest_bytes",
     "hash_file",
     "hash_files",
@@ -127,6 +128,28 @@ def hash_file(
             h.update(view[:n])
             size += n
     return FileDigest(Path(path), size, h.hexdigest())
+
+
+def copy_hashing(
+    read: Callable[[int], bytes], write: Callable[[bytes], object], chunk: int = CHUNK
+) -> tuple[str, int]:
+    """Copy a stream while hashing it, in one pass: the one hash-while-copy loop.
+
+    Args:
+        read: ``read(n)`` returns up to ``n`` bytes, ``b""`` at the end (a file's ``read``).
+        write: receives every chunk, in order.
+        chunk: the read size.
+
+    Returns:
+        The ``sha256:<hex>`` digest and the size of what was copied.
+    """
+    h = hashlib.sha256()
+    size = 0
+    while data := read(chunk):
+        h.update(data)
+        write(data)
+        size += len(data)
+    return DIGEST_PREFIX + h.hexdigest(), size
 
 
 class Cancelled(Exception):

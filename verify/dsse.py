@@ -20,9 +20,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ._json import load_object
 from .errors import FormatError, SignatureError
 from .keys import PublicKey
+from .strict_json import load_object
 
 __all__ = [
     "INTOTO_PAYLOAD_TYPE",

@@ -35,6 +35,7 @@ Spec: schemas/SPEC.md, section "Lineage verification"; schemas/report.v1.md.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import threading
@@ -43,18 +44,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._json import load_object
 from .checkpoint import Checkpoint, check_consistent, verify_checkpoint, verify_cosignatures
 from .digest import digest_bytes, hash_file, parse_digest
 from .dsse import Envelope
 from .errors import FormatError, ProvenanceError, SignatureError, VerificationError
 from .evidence import Evidence
 from .kinds import CHECKPOINT_ROLES, KINDS, NAMED, Dependency, Kind, Signing, name_version
-from .log_entry import GENESIS_PREV, LogEntry
+from .log_entry import LogEntry
 from .log_index import LogIndex, MemoryIndex
 from .log_key import Handover, key_chain
+from .logcheck import check_entries
 from .manifest import Manifest, check_file_subjects
-from .merkle import leaf_hash, root_from_leaf_hashes, verify_inclusion
+from .merkle import leaf_hash, verify_inclusion
 from .note import verifier_from_vkey
 from .policy import KEY_ROLES, Identity, TrustPolicy
 from .predicates import (
@@ -68,6 +69,7 @@ from .predicates import (
 )
 from .sigstore_adapter import identity_signers
 from .statement import Statement, unsigned_statement, verify_statement
+from .strict_json import load_object
 from .times import format_time, parse_time
 
 __all__ = [
@@ -389,6 +391,7 @@ class LineageVerifier:
         self._stop = threading.Event()
         self._pending: list[tuple[Node, str, Future[str | None]]] = []
         self._proven_root: bytes | None = None
+        self._proven: set[int] = set()  # entries checked under the checkpoint already
         self._records: dict[int, Record | RecordFailure] = {}
         self._nodes: dict[str, Node] = {}
         self._edges: dict[str, list[Edge]] = {}
@@ -514,45 +517,33 @@ class LineageVerifier:
         raise first
 
     def _read_entries(self, cp: Checkpoint, built: MemoryIndex) -> None:
-        prev: tuple[int, bytes] | None = None
-        chain_breaks = 0
-        leaves: dict[int, bytes] = {}
+        """Index the evidence's entries and check them with the one chain-and-root checker
+        (`verify.logcheck.check_entries`): the whole tree's root rebuilt when every entry is
+        there, else each entry's inclusion proof; the ``prev`` chain between neighbours."""
+        entries: dict[int, bytes] = {}
         for index, data in self.evidence.entries():
             if index >= cp.size:
                 break
-            try:
-                entry = built.add(index, data)
-            except FormatError as e:
-                self.log.fail("entries", f"entry {index}: {e}")
-                continue
-            leaf = leaf_hash(data)
-            want = None
-            if index == 0:
-                want = GENESIS_PREV
-            elif prev is not None and prev[0] == index - 1:
-                want = prev[1].hex()
-            if want is not None and entry.prev != want:
-                chain_breaks += 1
-                if chain_breaks <= 10:
-                    self.log.fail(
-                        "hash chain",
-                        f"entry {index}: prev is {entry.prev[:16]}…, want {want[:16]}…",
-                    )
-            prev = (index, leaf)
-            leaves[index] = leaf
-        if chain_breaks > 10:
-            self.log.fail("hash chain", f"{chain_breaks - 10} more break(s)")
-        if cp.size and len(leaves) == cp.size and max(leaves) == cp.size - 1:
-            root = root_from_leaf_hashes([leaves[i] for i in range(cp.size)])
-            if root == cp.root:
-                self._proven_root = cp.root
-                self.log.add("tree", OK, f"root recomputed from all {cp.size} entries")
-            else:
-                self.log.fail(
-                    "tree",
-                    f"the root of the {cp.size} entries is {root.hex()[:16]}…, the checkpoint "
-                    f"says {cp.root.hex()[:16]}…",
-                )
+            entries[index] = data
+            with contextlib.suppress(FormatError):  # check_entries reports it
+                built.add(index, data)
+        findings = check_entries(
+            entries,
+            cp.size,
+            cp.root,
+            lambda i: self.evidence.inclusion_proof(i, cp.size),
+            name=lambda i: f"entry {i}",
+        )
+        for f in findings[:10]:
+            self.log.fail("entries", f.message if f.file.startswith("entry ") else str(f))
+        if len(findings) > 10:
+            self.log.fail("entries", f"{len(findings) - 10} more problem(s)")
+        bad = {f.index for f in findings}
+        self._proven = {i for i in entries if i not in bad} if None not in bad else set()
+        if entries and not findings:
+            how = (f"root recomputed from all {cp.size} entries" if len(entries) == cp.size
+                   else f"{len(entries)} entries proven included")
+            self.log.add("tree", OK, how)
 
     def check_known_checkpoint(self, note: bytes, what: str = "checkpoint seen before") -> None:
         """Check the log's checkpoint extends one seen earlier (no fork, no rollback).
@@ -593,7 +584,7 @@ class LineageVerifier:
         """None when entry ``index`` is included under the verified checkpoint; else why not."""
         assert self.checkpoint is not None
         self.used.add(index)
-        if self._proven_root is not None:
+        if self._proven_root is not None or index in self._proven:
             return None
         try:
             proof = self.evidence.inclusion_proof(index, self.checkpoint.size)

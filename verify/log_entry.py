@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ._json import load_object
 from .digest import parse_digest
 from .errors import DigestMismatchError, FormatError
 from .kinds import KINDS as _REGISTRY
 from .merkle import leaf_hash
+from .strict_json import load_object
 from .tiles import MAX_ENTRY_SIZE
 
 __all__ = [

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import FormatError, ProofError
+from .errors import FormatError, ProofError, ProvenanceError
 from .log_entry import GENESIS_PREV, LogEntry
 from .merkle import EMPTY_ROOT, HASH_SIZE, leaf_hash, node_hash, root_from_leaf_hashes
 from .merkle import verify_inclusion as _verify_inclusion
@@ -486,7 +486,9 @@ def check_entries(
         2. Each entry parses strictly; ``on_entry`` runs on it.
         3. Where entries ``i - 1`` and ``i`` are both given, ``i``'s ``prev`` is the leaf hash
            of ``i - 1``; entry 0's is `GENESIS_PREV`.
-        4. Each entry's inclusion proof (``proof_of(i)``, for the tree of ``size``) leads to
+        4. When the subset is the whole tree (every index below ``size``), its root is rebuilt
+           from the entries and compared with ``root`` (no proofs needed); otherwise each
+           entry's inclusion proof (``proof_of(i)``, for the tree of ``size``) must lead to
            ``root``.
 
     Args:
@@ -494,7 +496,7 @@ def check_entries(
         size: the tree size (a verified checkpoint's).
         root: the root at that size.
         proof_of: the inclusion proof of entry ``i`` at ``size``; raises KeyError,
-            FileNotFoundError or FormatError when there is none.
+            OSError or ProvenanceError when there is none.
         name: how to name entry ``i``'s file in findings (e.g. a bundle member).
         on_entry: per-entry check (`EntryCallback`).
 
@@ -503,6 +505,7 @@ def check_entries(
     """
     findings: list[Finding] = []
     parsed: dict[int, LogEntry] = {}
+    whole = size > 0 and len(entries) == size and min(entries) == 0 and max(entries) == size - 1
     for i in sorted(entries):
         data = entries[i]
         # (1)
@@ -533,14 +536,27 @@ def check_entries(
                     )
                 )
         # (4)
+        if whole:
+            continue
         try:
             proof = proof_of(i)
-        except (KeyError, FileNotFoundError, FormatError) as e:
+        except (KeyError, OSError, ProvenanceError) as e:
             findings.append(Finding(name(i), i, f"no inclusion proof at size {size}: {e}"))
             continue
         try:
             _verify_inclusion(i, size, leaf_hash(data), proof, root)
         except ProofError as e:
             findings.append(Finding(name(i), i, f"not included under the tree: {e}"))
+    if whole:
+        rebuilt = root_from_leaf_hashes([leaf_hash(entries[i]) for i in range(size)])
+        if rebuilt != root:
+            findings.append(
+                Finding(
+                    "tree",
+                    None,
+                    f"the root of the {size} entries is {rebuilt.hex()[:16]}…, the checkpoint "
+                    f"says {root.hex()[:16]}…",
+                )
+            )
     return findings
 

@@ -498,7 +498,7 @@ def _licences(value: object, what: str) -> tuple[str, ...] | None:
 def _trusted_root(value: object, base_dir: Path | None, what: str) -> dict[str, Any] | None:
     """``sigstore_trusted_root``: a path to a ``trusted_root.json`` (TOML form, relative to the
     policy file) or the object itself (JSON form, so the recorded policy verifies alone)."""
-    from ._json import load_object
+    from .strict_json import load_object
 
     what = f"{what}: sigstore_trusted_root"
     if value is None:
@@ -737,7 +737,7 @@ def load_policy_file(path: Path, *, key_lookup: KeyLookup | None = None) -> Trus
     except OSError as e:
         raise OSError(f"policy {path}: cannot read: {e.strerror or e}") from e
     if path.suffix == ".json":
-        from ._json import load_object
+        from .strict_json import load_object
 
         return TrustPolicy.from_json(load_object(data, f"policy {path}"), f"policy {path}")
     return TrustPolicy.from_toml(data, path.parent, f"policy {path}", key_lookup=key_lookup)

@@ -52,12 +52,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
-from ._json import load_object
 from .digest import parse_digest
 from .dsse import MAX_ENVELOPE_BYTES, Envelope, Signature, b64decode, pae
 from .errors import FormatError, SignatureError
 from .keys import PublicKey
 from .policy import Identity
+from .strict_json import load_object
 
 __all__ = [
     "BUNDLE_MEDIA_TYPE",

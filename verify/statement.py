@@ -15,10 +15,10 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ._json import load_object
 from .dsse import INTOTO_PAYLOAD_TYPE, Envelope, verify_envelope
 from .errors import DigestMismatchError, FormatError, PolicyError
 from .keys import PublicKey
+from .strict_json import load_object
 
 __all__ = [
     "STATEMENT_TYPE",

@@ -48,8 +48,8 @@ from trajledger.verify.tiles import (
     format_entry_bundle,
 )
 
-from .._fs import TMP_PREFIX
 from ..errors import StoreError
+from ..fs import TMP_PREFIX
 from .layout import (
     CHECKPOINT_FILE,
     HISTORY_FILE,
@@ -216,9 +216,10 @@ class _Entries:
             return [str(e)]
         self.report.envelopes_checked += 1
         out: list[str] = []
-        if all(s.digest != entry.subject for s in statement.subjects):
-            names = ", ".join(s.digest for s in statement.subjects)
-            out.append(f"{what}: statement subjects are {names}, want one of {entry.subject}")
+        try:
+            statement.check_identity(entry.subject, f"{what}: statement")
+        except DigestMismatchError as e:
+            out.append(str(e))
         signers = tuple(sorted({s.keyid for s in envelope.signatures}))
         if signers != entry.signers:
             out.append(

@@ -47,7 +47,7 @@ from trajledger.verify.errors import FormatError
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.merkle import leaf_hash
 
-from .._fs import fsync_dir, temp_name
+from ..fs import fsync_dir, temp_name
 
 __all__ = ["CACHE_DIR", "TAIL", "Lookup", "digest_key"]
 

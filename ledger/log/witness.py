@@ -28,12 +28,12 @@ from trajledger.verify.note import (
     vkey_string,
 )
 
-from .._fs import write_file_atomic
 from ..errors import LogError
+from ..fs import write_file_atomic
 from ..keys import Signer
 from .writer import Log
 
-__all__ = ["CosignResult", "cosign"]
+__all__ = ["CosignResult", "cosign", "cosign_note"]
 
 
 @dataclass(frozen=True)
@@ -149,14 +149,7 @@ def cosign(log: Log, witness: Signer, state_dir: Path, *, now: int | None = None
         check_consistent(old, new, proof)
     # (5)
     timestamp = int(_time.time()) if now is None else now
-    note = Note.from_bytes(cp_bytes)
-    sig = witness.sign(cosignature_message(note.text, timestamp))
-    kh = key_hash(witness.name, ALG_COSIGNATURE_V1, raw)
-    line = format_signature_line(witness.name, kh, struct.pack(">Q", timestamp) + sig)
-    kept = b"".join(
-        s.to_line() for s in note.signatures if (s.name, s.key_hash) != (witness.name, kh)
-    )
-    log.add_cosignature(cp_bytes, note.text + b"\n" + kept + line)
+    log.add_cosignature(cp_bytes, cosign_note(cp_bytes, witness, now=timestamp))
     # (6)
     doc = {
         "origin": log.origin,
@@ -170,3 +163,29 @@ def cosign(log: Log, witness: Signer, state_dir: Path, *, now: int | None = None
     except OSError as e:
         raise LogError(f"witness state {path}: cannot write: {e.strerror}") from e
     return CosignResult(log.origin, old_size, new.size, witness_vkey, timestamp)
+
+
+def cosign_note(note_bytes: bytes, witness: Signer, *, now: int | None = None) -> bytes:
+    """Add a c2sp.org/tlog-cosignature/v1 line by ``witness`` to a signed checkpoint note.
+
+    An older cosignature by the same witness key is replaced; every other line is kept.
+
+    Raises:
+        LogError: the witness key is not Ed25519.
+        FormatError: the note is malformed.
+    """
+    try:
+        raw = witness.public.raw_ed25519()
+    except FormatError as e:
+        raise LogError(
+            f"witness key {witness.name}: is {witness.public.algorithm}, want ed25519"
+        ) from e
+    timestamp = int(_time.time()) if now is None else now
+    note = Note.from_bytes(note_bytes)
+    sig = witness.sign(cosignature_message(note.text, timestamp))
+    kh = key_hash(witness.name, ALG_COSIGNATURE_V1, raw)
+    line = format_signature_line(witness.name, kh, struct.pack(">Q", timestamp) + sig)
+    kept = b"".join(
+        s.to_line() for s in note.signatures if (s.name, s.key_hash) != (witness.name, kh)
+    )
+    return note.text + b"\n" + kept + line

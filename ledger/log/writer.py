@@ -62,8 +62,8 @@ from trajledger.verify.note import (
 from trajledger.verify.tiles import TILE_HEIGHT, TILE_WIDTH, TileReader
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
-from .._fs import TMP_PREFIX, fsync_dir, write_file_atomic
 from ..errors import LedgerError, LogError
+from ..fs import TMP_PREFIX, fsync_dir, write_file_atomic
 from ..keys import Signer
 from .edge import ZERO_HASH, Edge
 from .layout import (

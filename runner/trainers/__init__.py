@@ -246,7 +246,7 @@ def load_policy(files: Mapping[str, bytes]) -> Policy:
         FormatError: no ``trainer.json``, a malformed one, a trainer with no built-in policy
             loader, or checkpoint files that do not match their header.
     """
-    from trajledger.verify._json import load_object
+    from trajledger.verify.strict_json import load_object
 
     if HEADER_FILE not in files:
         raise FormatError(

@@ -448,3 +448,18 @@ def test_import_refuses_a_fork_of_the_origin(vendor: Vendor, buyer: Path, tmp_pa
     )
     expect(r, 1)
     assert ": fork: two roots at one size: " in r.stderr
+
+
+def test_import_json_prints_one_document(vendor: Vendor, buyer: Path) -> None:
+    """``import --json`` prints the verification report as one JSON document (its subject is
+    the imported artifact); the text form ends with the digest, for ``$(... | tail -n1)``."""
+    policy = buyer / "policy.toml"
+    r = run(buyer, "import", vendor.bundle, "--policy", policy, "--key", "b1", "--key", "b2",
+            "--json")  # fmt: skip
+    expect(r, 0)
+    report = json.loads(r.stdout)
+    assert (report["subject"], report["ok"], report["failed"]) == (vendor.ref, True, 0)
+    again = run(buyer, "import", vendor.bundle, "--policy", policy, "--key", "b1", "--key", "b2")
+    expect(again, 0)
+    assert again.stdout.splitlines()[-1] == vendor.ref
+    assert again.stdout.splitlines()[0].startswith("✓ ")

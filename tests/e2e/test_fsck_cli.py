@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from trajledger.ledger._fs import STALE_AFTER, temp_name
 from trajledger.ledger.catalog import Catalog
+from trajledger.ledger.fs import STALE_AFTER, temp_name
 from trajledger.ledger.home import Ledger
 from trajledger.runner.cli import main
 from trajledger.verify.manifest import Manifest
@@ -201,6 +201,36 @@ def test_fsck_finds_a_lookup_cache_that_disagrees_with_the_log(home: Path) -> No
     r = run(home, "fsck")
     assert r.exit_code == 1, r.output
     assert "lookup cache" in r.stderr and "delete it (it is rebuilt" in r.stderr
+
+
+def test_fsck_finds_a_trust_state_that_disagrees_with_the_log_and_reindex_rebuilds_it(
+    home: Path,
+) -> None:
+    import sqlite3
+
+    ledger = Ledger.open(home)
+    state = ledger.trust_state()
+    names = [(r.name, r.version) for r in state.named()]
+    row = next(r for r in state.named() if names.count((r.name, r.version)) == 1)
+    ref = f"{row.name}@{row.version}"
+    r = run(home, "show", ref)
+    assert r.exit_code == 0, r.output
+    db = sqlite3.connect(state.path / "state.sqlite")
+    with db:
+        db.execute("UPDATE names SET subject = ? WHERE idx = ?", ("sha256:" + "0" * 64, row.index))
+    db.close()
+    r = run(home, "fsck")
+    assert r.exit_code == 1, r.output
+    assert f"name {ref} points at entry {row.index}, which is a {row.kind} of" in r.stderr
+    assert "rebuild it with 'trajledger reindex'" in r.stderr
+    r = run(home, "show", ref)
+    assert r.exit_code == 1 and "rebuild it with 'trajledger reindex'" in r.stderr, r.output
+    before = snapshot(home / "log")
+    r = run(home, "reindex")
+    assert r.exit_code == 0, r.output
+    assert snapshot(home / "log") == before
+    assert run(home, "fsck").exit_code == 0
+    assert run(home, "show", ref).exit_code == 0
 
 
 def test_the_next_writer_removes_only_dead_leftovers(home: Path, tmp_path: Path) -> None:

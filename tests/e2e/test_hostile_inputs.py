@@ -46,7 +46,6 @@ from trajledger.ledger.log.layout import parse_history, parse_tree_state
 from trajledger.ledger.rollouts.schema import SHAPE_KEY
 from trajledger.ledger.validate_files import validate_files
 from trajledger.runner.cli import main
-from trajledger.verify._json import load_object
 from trajledger.verify.bundle import BundleEvidence, BundleIndex, Limits, parse_consistency_proof
 from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.dsse import Envelope, pae
@@ -58,6 +57,7 @@ from trajledger.verify.note import Note
 from trajledger.verify.policy import TrustPolicy
 from trajledger.verify.sigstore_adapter import SigstoreBundle
 from trajledger.verify.statement import Statement
+from trajledger.verify.strict_json import load_object
 from trajledger.verify.tiles import parse_entry_bundle, parse_tile
 from trajledger.verify.tlog_proof import TlogProof
 

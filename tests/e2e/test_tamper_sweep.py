@@ -133,8 +133,8 @@ def names_of(rel: str, paths: dict[str, set[str]]) -> list[str]:
 
 def manifest_paths(ledger: Ledger) -> dict[str, set[str]]:
     """Blob hex digest -> the paths manifests give it."""
-    from trajledger.verify._json import load_object
     from trajledger.verify.manifest import Manifest
+    from trajledger.verify.strict_json import load_object
 
     out: dict[str, set[str]] = {}
     for item in Catalog(ledger).items():

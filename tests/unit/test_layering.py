@@ -7,6 +7,9 @@
   that reads bundles (its name contains ``bundle``); ``sigstore`` only lazily (inside a function)
   and in one adapter module at most. Never ``ledger`` or ``runner``.
 - ``ledger/`` never imports ``runner``.
+- No module imports another package's private module (a name starting with ``_``): what a
+  package offers the others is its public modules.
+- No import cycles among module-level imports.
 - Start-up modules (``runner/cli.py``, ``ledger/cli.py``, ``ledger/clikit.py``) and everything they
   import at module level load no heavy package; checked statically on the import graph and by
   importing ``runner.cli`` in a fresh interpreter.
@@ -208,6 +211,95 @@ def test_packages_name_each_other_under_trajledger() -> None:
         if imp.root in PACKAGES or imp.module == ""
     ]
     assert bad == [], "imports outside the trajledger package:\n" + "\n".join(bad)
+
+
+def private_violations(module: str, imports: list[Import]) -> list[str]:
+    """Imports of a private module (``_name``) of another package than ``module``'s."""
+    bad = []
+    for imp in imports:
+        parts = imp.module.split(".")
+        if parts[0] != TOP:
+            continue
+        for k, part in enumerate(parts):
+            if part.startswith("_") and not part.startswith("__"):
+                if _local_file(".".join(parts[: k + 1])) is None:
+                    break  # a private name inside a module: the module's own business
+                owner = ".".join(parts[:k])  # the package whose private module this is
+                if not (module == owner or module.startswith(owner + ".")):
+                    bad.append(f"{imp} (private to {owner})")
+                break
+    return bad
+
+
+def test_no_module_imports_another_packages_private_module() -> None:
+    bad: list[str] = []
+    for path in project_files():
+        bad += private_violations(module_name(path), all_imports(path))
+    assert bad == [], "private modules imported from another package:\n" + "\n".join(bad)
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return cycles
+
+
+def test_no_import_cycles() -> None:
+    graph: dict[str, set[str]] = {}
+    for path in project_files():
+        targets = graph.setdefault(module_name(path), set())
+        for imp in all_imports(path):
+            if imp.top_level and imp.root == TOP and _local_file(imp.module) is not None:
+                targets.add(imp.module)
+    assert len(graph) > 50
+    assert import_cycles(graph) == [], "module-level import cycles"
+
+
+def test_checkers_catch_private_imports_and_cycles() -> None:
+    imp = Import("trajledger.verify._jcs", "ledger/x.py", 3, True)
+    assert _local_file(imp.module) is not None
+    assert private_violations("trajledger.ledger.x", [imp]) == [
+        "ledger/x.py:3: trajledger.verify._jcs (private to trajledger.verify)"
+    ]
+    assert private_violations("trajledger.verify.bundle", [imp]) == []
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
 
 
 def _local_file(module: str) -> Path | None:

@@ -96,9 +96,22 @@ def test_entry_with_another_subject(ledger: Ledger, alice: Signer, make_tree: An
     ledger.log.append([EntrySpec("files", recs[1].digest, digest, (alice.keyid,))])
     report = check(ledger)
     assert problems(report) == [("tile/entries/000.p/4", 3)]
-    assert f"statement subjects are {recs[0].digest}, want one of {recs[1].digest}" in str(
+    assert f"the first subject (the artifact) is {recs[0].digest}, want {recs[1].digest}" in str(
         report.problems[0]
     )
+
+
+def test_entry_naming_a_later_subject(ledger: Ledger, alice: Signer, make_tree: Any) -> None:
+    """The log entry names the artifact: the statement's first subject, never a part of it."""
+    recs = record(ledger, alice, make_tree, 2)
+    env = sign_statement(
+        [("x", recs[0].digest), ("part", recs[1].digest)], predicates.FILES, {}, [alice]
+    )
+    digest = ledger.store.put_bytes(env.to_bytes())
+    ledger.log.append([EntrySpec("files", recs[1].digest, digest, (alice.keyid,))])
+    report = check(ledger)
+    assert len(report.problems) == 1
+    assert "it is the later subject 'part', a part, not the artifact" in str(report.problems[0])
 
 
 def test_entry_with_other_signers(ledger: Ledger, alice: Signer, make_tree: Any) -> None:

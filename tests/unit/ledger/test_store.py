@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from trajledger.ledger._fs import TMP_PREFIX
 from trajledger.ledger.errors import StoreError
+from trajledger.ledger.fs import TMP_PREFIX
 from trajledger.ledger.store import ObjectStore
 from trajledger.verify.errors import DigestMismatchError, FormatError
 
@@ -219,7 +219,7 @@ def test_drop_temp_files_removes_only_what_no_live_writer_owns(tmp_path: Path) -
     import sys
     import time
 
-    from trajledger.ledger._fs import STALE_AFTER, temp_name
+    from trajledger.ledger.fs import STALE_AFTER, temp_name
 
     store = ObjectStore(tmp_path / "objects")
     store.put_bytes(HELLO)
@@ -301,3 +301,16 @@ def test_path_of_refused_off_disk(tmp_path: Path) -> None:
     store = ObjectStore.with_filesystem(_pyarrow_fs(tmp_path), "bucket")
     with pytest.raises(StoreError, match=r"^path_of: the store is not on a local disk$"):
         store.path_of(HELLO_DIGEST)
+
+
+def test_a_temp_dir_is_owned_by_its_process(tmp_path: Path) -> None:
+    from trajledger.ledger.fs import is_stale, temp_dir
+
+    with temp_dir(tmp_path / "tmp") as tmp:
+        path = Path(tmp)
+        assert path.name.startswith(TMP_PREFIX) and f"-{os.getpid()}-" in path.name
+        assert not is_stale(path)  # this process is alive
+        dead = path.with_name(path.name.replace(f"-{os.getpid()}-", "-999999999-"))
+        path.rename(dead)
+        assert is_stale(dead)  # no such process: the next writer may remove it at once
+        dead.rename(path)

@@ -399,7 +399,7 @@ def test_changed_entry_is_not_included(world: World, tmp_path: Path) -> None:
 
     bad = pack(tmp_path / "b.tar.zst", reindex(changed(world.members, "entries/1", retime)))
     with pytest.raises(
-        ProofError, match=r"members entries/1 and proofs/1\.tlog-proof: entry not included"
+        ProofError, match=r"members entries/1 and proofs/1\.tlog-proof: not included under the tree"
     ):
         open_(bad)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trajledger.verify._json import load_object, loads_strict
 from trajledger.verify.errors import FormatError
+from trajledger.verify.strict_json import load_object, loads_strict
 
 
 @pytest.mark.parametrize(

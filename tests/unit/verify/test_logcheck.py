@@ -175,6 +175,22 @@ def test_a_subset_of_entries(files: tuple[dict[str, bytes], int, bytes]) -> None
     assert leaf_hash(subset[0]).hex() == LogEntry.from_bytes(subset[1]).prev
 
 
+def test_the_whole_tree_as_a_subset_rebuilds_the_root(
+    files: tuple[dict[str, bytes], int, bytes],
+) -> None:
+    data, size, root = files
+    reader = TileReader(fetcher(data), size)
+    every = {i: reader.entries(i, i + 1)[0] for i in range(size)}
+
+    def no_proofs(i: int) -> list[bytes]:
+        raise AssertionError("the whole tree needs no inclusion proof")
+
+    assert check_entries(every, size, root, no_proofs) == []
+    found = check_entries(every, size, bytes(32), no_proofs)
+    assert [(f.file, f.index) for f in found] == [("tree", None)]
+    assert found[0].message.startswith(f"the root of the {size} entries is {root.hex()[:16]}…")
+
+
 def test_directory_fetch_refuses_escapes(tmp_path: Path) -> None:
     (tmp_path / "log").mkdir()
     (tmp_path / "secret").write_bytes(b"x")

@@ -23,11 +23,11 @@ from trajledger.ledger.files import collect_files, manifest_for
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.signing import files_predicate, sign_statement
 from trajledger.verify import predicates
-from trajledger.verify._json import loads_strict
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import FormatError
 from trajledger.verify.manifest import FileEntry, Manifest, manifest_from_statement
 from trajledger.verify.statement import Statement
+from trajledger.verify.strict_json import loads_strict
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMAS = ROOT / "schemas"

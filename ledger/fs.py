@@ -22,6 +22,7 @@ import re
 import secrets
 import shutil
 import socket
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,6 +32,7 @@ __all__ = [
     "fsync_dir",
     "is_stale",
     "remove_tree",
+    "temp_dir",
     "temp_name",
     "write_file_atomic",
 ]
@@ -47,6 +49,13 @@ _OWNED = re.compile(r"\.tmp-([0-9a-f]{8})-([0-9]+)-[0-9a-f]+(?:\..*)?")
 def temp_name(suffix: str = "") -> str:
     """A temp file name owned by this process: ``.tmp-<host>-<pid>-<random><suffix>``."""
     return f"{TMP_PREFIX}{_HOST}-{os.getpid()}-{secrets.token_hex(6)}{suffix}"
+
+
+def temp_dir(parent: Path) -> tempfile.TemporaryDirectory[str]:
+    """A temporary directory in ``parent`` (created if needed) named like `temp_name`, so the
+    next writer can tell a killed process's leftover from a live one's at once."""
+    parent.mkdir(exist_ok=True)
+    return tempfile.TemporaryDirectory(prefix=temp_name(".d"), dir=parent)
 
 
 def _pid_alive(pid: int) -> bool:
