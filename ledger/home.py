@@ -188,6 +188,7 @@ class Ledger:
 
         Raises:
             LogError: the ledger has no log, or it is damaged.
+            LedgerError: ``log-key/log.pub`` is damaged (`log_vkey`).
         """
         if self._log is None:
             from .log import Log
@@ -258,11 +259,17 @@ class Ledger:
         return self.root / "index"
 
     def log_vkey(self) -> str | None:
-        """The log's verifier key from ``log-key/log.pub`` and the origin, when readable.
+        """The log's verifier key from ``log-key/log.pub`` and the origin.
 
         A log whose ``vkey`` file differs from it is refused as tampered. During a key rotation
         (`rotate_log_key`), once the handover is published, the ``vkey`` file names the next
-        key (``log-key/next.pub``): that one is the log's.
+        key (``log-key/next.pub``): that one is the log's. None when there is no ``log.pub``:
+        ``log-key/`` holds the log's private key, so a copy of a ledger may come without it;
+        the log's own ``vkey`` file is then used. A key file that is there is never skipped: a
+        damaged one is an error, not a reason to trust the log's own file.
+
+        Raises:
+            LedgerError: ``log.pub`` or ``next.pub`` cannot be read, or is not an Ed25519 key.
         """
         nxt = self._log_key_vkey(NEXT_LOG_KEY_NAME)
         if nxt is not None:
@@ -278,13 +285,14 @@ class Ledger:
         from trajledger.verify.errors import FormatError
         from trajledger.verify.note import vkey_string
 
-        if not (self.root / LOG_KEY_DIR / f"{name}.pub").exists():
+        path = self.root / LOG_KEY_DIR / f"{name}.pub"
+        if not path.exists() and not path.is_symlink():
             return None
+        pub = KeyStore(self.root / LOG_KEY_DIR).public(name)
         try:
-            pub = KeyStore(self.root / LOG_KEY_DIR).public(name)
             return vkey_string(self.config.origin, pub.raw_ed25519())
-        except (LedgerError, FormatError):
-            return None
+        except FormatError as e:
+            raise LedgerError(f"{path}: the log key: {e}") from e
 
     def _log_signer(self) -> Signer:
         """The log's private key: ``next`` while a rotation that published it is unfinished."""

@@ -109,3 +109,29 @@ def test_settings_not_utf8(tmp_path: Path) -> None:
     tmp_path.joinpath(CONFIG_NAME).write_bytes(b"\xff\xfe")
     with pytest.raises(LedgerError, match="not valid TOML"):
         Ledger.open(tmp_path)
+
+
+def test_the_log_key_file_is_used_when_there_and_never_skipped_when_damaged(
+    tmp_path: Path,
+) -> None:
+    """log-key/log.pub is the log key; a copy without log-key/ falls back to the log's own vkey,
+    but a damaged log.pub is an error (found by the tamper matrix: a truncated one was skipped
+    in silence, while a flipped one was refused)."""
+    root = tmp_path / "led"
+    ledger = Ledger.init(root, origin="example.com/log")
+    own = (root / "log" / "vkey").read_text().strip()
+    assert Ledger.open(root).log_vkey() == own == ledger.log.vkey
+    pub = root / "log-key" / "log.pub"
+    data = pub.read_bytes()
+    pub.write_bytes(data[: len(data) // 2])
+    with pytest.raises(LedgerError, match=r"key log \(.*log\.pub\)"):
+        Ledger.open(root).log_vkey()
+    with pytest.raises(LedgerError, match=r"log\.pub"):
+        _ = Ledger.open(root).log
+    p256 = KeyStore(root / "keys").create("p256", "ecdsa-p256", encrypt=False)
+    pub.write_bytes(p256.public.to_pem())
+    with pytest.raises(LedgerError, match=r"log\.pub: the log key: "):
+        Ledger.open(root).log_vkey()
+    pub.unlink()
+    assert Ledger.open(root).log_vkey() is None
+    assert Ledger.open(root).log.vkey == own
