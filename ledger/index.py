@@ -36,12 +36,16 @@ loads it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import itertools
 import json
 import math
 import os
 import re
+import shutil
+import tempfile
+import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -143,6 +147,8 @@ SPLITS = ("train", "holdout", "regression")
 PENDING = "pending"
 """``artifacts.data`` of a batch whose episodes are not indexed yet."""
 _FLUSH_EPISODES = 50_000
+_READ_ONLY_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS)
+"""Why an index directory cannot be written (then it is read in place, changed in a copy)."""
 _ENTRY_CHUNK = 256
 _UNUSABLE: tuple[type[BaseException], ...] = (
     ProvenanceError, LedgerError, pa.ArrowException, OSError, ValueError, TypeError, KeyError,
@@ -562,24 +568,39 @@ class Index:
     processes. Nothing is verified against the index (see the module docstring).
     """
 
-    def __init__(self, ledger: Ledger, *, progress: ProgressFactory | None = None) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        *,
+        progress: ProgressFactory | None = None,
+        note: Callable[[str], None] | None = None,
+    ) -> None:
         """Attach to a ledger; nothing is read until a method is called.
 
         Args:
             ledger: the ledger.
             progress: shows progress while batches are indexed (``clikit.progress``).
+            note: told once when the index has to be brought up to date in a temporary copy
+                because the ledger's cannot be written (see `_to_scratch`).
         """
         self.ledger = ledger
         self.dir = ledger.root / "index" / "lance"
         self.state_path = self.dir / "state.json"
         self.progress: ProgressFactory = progress or _no_progress
+        self.note = note
         self._db: Any = None
         self._depth = 0
+        self._tmp_root = ledger.root / "tmp"
+        self._read_only = False
+        self._scratch: Callable[[], Any] | None = None  # removes the temporary copy
 
     # -- state and locking ----------------------------------------------------------------
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
+        """Hold the index's lock (reentrant). An index directory that cannot be written (a
+        read-only copy of a ledger) is read in place under a shared lock, when it has a lock
+        file, and the first change it needs is made in a temporary copy (`_to_scratch`)."""
         if self._depth:
             self._depth += 1
             try:
@@ -587,15 +608,60 @@ class Index:
             finally:
                 self._depth -= 1
             return
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / "index.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._open_lock()
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_SH if self._read_only else fcntl.LOCK_EX)
             self._depth = 1
             yield
         finally:
             self._depth = 0
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
+
+    def _open_lock(self) -> int | None:
+        """The lock file, open for writing; or, when the index directory cannot be written,
+        read-only mode and the lock file open for reading (None when there is none)."""
+        if not self._read_only:
+            try:
+                self.dir.mkdir(parents=True, exist_ok=True)
+                return os.open(self.dir / "index.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as e:
+                if e.errno not in _READ_ONLY_ERRNOS:
+                    raise
+                self._read_only = True
+        try:
+            return os.open(self.dir / "index.lock", os.O_RDONLY)
+        except OSError:
+            return None
+
+    def _to_scratch(self) -> None:
+        """Continue in a private temporary copy of the index (deleted when this object is),
+        because the ledger's index directory cannot be written: the index is derived data, so
+        a read-only ledger is still queried, and nothing is written to it.
+
+        Nothing has been changed yet when this is called, so the copy holds what was read.
+        """
+        tmp = Path(tempfile.mkdtemp(prefix="trajledger-index-"))
+        self._scratch = weakref.finalize(self, shutil.rmtree, tmp, ignore_errors=True)
+        where = tmp / "lance"
+        where.mkdir()
+        for src in sorted(self.dir.rglob("*")) if self.dir.is_dir() else []:
+            dst = where / src.relative_to(self.dir)
+            if src.is_dir():
+                dst.mkdir(exist_ok=True)
+            elif src.is_file() and src.name != "index.lock":
+                shutil.copyfile(src, dst)
+        if self.note is not None:
+            self.note(
+                f"the audit index in {self.dir} cannot be written; it is brought up to date "
+                "in a temporary copy for this command (run 'trajledger reindex' where the "
+                "ledger can be written to keep one)"
+            )
+        self.dir, self.state_path = where, where / "state.json"
+        self._tmp_root = tmp / "tmp"
+        self._db = None
+        self._read_only = False
 
     def _connect(self) -> Any:
         if self._db is None:
@@ -664,8 +730,13 @@ class Index:
 
         Args:
             on_progress: called with the number of log entries done.
+
+        Raises:
+            LedgerError: the index directory cannot be written.
         """
         with self._locked():
+            if self._read_only:
+                raise LedgerError(f"{self.dir}: cannot be written, so the index is not rebuilt")
             meta = self._update(on_progress, rebuild=True)
             batches, episodes = self._index_batches(None)
             return IndexUpdate(meta.start, meta.end, True, batches, episodes)
@@ -700,6 +771,9 @@ class Index:
             self._recover_batch(str(state["batch"]), start, str(state["last"]))
         if usable and start == size:
             return IndexUpdate(start, size, False, 0, 0)
+        if self._read_only:  # the index must change: from here on, in a temporary copy
+            self._to_scratch()
+            artifacts, episodes = self._table(ARTIFACTS), self._table(EPISODES)
         if start == 0:
             db = self._connect()
             for name in (ARTIFACTS, EPISODES):
@@ -732,6 +806,8 @@ class Index:
 
     def _recover_batch(self, digest: str, size: int, last: str) -> None:
         """An interrupted batch: drop its episode rows unless its row says it finished."""
+        if self._read_only:
+            self._to_scratch()
         artifacts, episodes = self._table(ARTIFACTS), self._table(EPISODES)
         where = f"kind = 'rollout-batch' AND digest = {_sql_list([digest])} AND data = '{PENDING}'"
         if artifacts.search().where(where).limit(1).to_arrow().num_rows:
@@ -749,6 +825,9 @@ class Index:
         todo = todo.sort_by("log_index").to_pylist()
         if not todo:
             return 0, 0
+        if self._read_only:
+            self._to_scratch()
+            artifacts = self._table(ARTIFACTS)
         state = self._read_state()
         assert state is not None  # _update wrote it
         total = sum(int(r["num_steps"] or 0) for r in todo)
@@ -776,8 +855,7 @@ class Index:
         # Data that cannot be read or does not fit the schema is skipped, never fatal: the
         # index must keep working on whatever a ledger holds.
         store = self.ledger.store
-        tmp_root = self.ledger.root / "tmp"
-        with private_workdir(tmp_root) as tmp:
+        with private_workdir(self._tmp_root) as tmp:
             try:
                 files = batch_files(self.ledger, row["digest"])
                 ep_path = verified_local_copy(
@@ -1297,17 +1375,19 @@ def segment_stats(
     *,
     judge_key: str | None = None,
     progress: ProgressFactory | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> StatsReport:
     """Statistics of the episodes of a batch, dataset or checkpoint, segmented by columns.
 
     A checkpoint's episodes are those of the batches of the datasets it was trained on.
+    ``progress`` and ``note`` are `Index`'s.
 
     Raises:
         RefError: ``ref`` names no batch, dataset or checkpoint.
         QueryError: a ``by`` column is not an episode column.
     """
     item = Catalog(ledger).resolve(ref, {"rollout-batch", "dataset", "checkpoint"})
-    index = Index(ledger, progress=progress)
+    index = Index(ledger, progress=progress, note=note)
     with index._locked():
         batches = index.batches_of(item.digest, item.kind)
         aggregate, segments = index.stats(batches, by, judge_key=judge_key)
@@ -1325,9 +1405,11 @@ def query_table(
     limit: int | None = None,
     within: str | None = None,
     progress: ProgressFactory | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> pa.Table:
-    """`Index.query`, with ``within`` a batch, dataset or checkpoint reference."""
-    index = Index(ledger, progress=progress)
+    """`Index.query`, with ``within`` a batch, dataset or checkpoint reference (``progress``
+    and ``note`` are `Index`'s)."""
+    index = Index(ledger, progress=progress, note=note)
     batches = None
     if within is not None:
         item = Catalog(ledger).resolve(within, {"rollout-batch", "dataset", "checkpoint"})

@@ -144,6 +144,7 @@ def _run_query(
             limit=limit or None,
             within=within,
             progress=_progress(ctx),
+            note=warn,
         )
     rows = result.to_pylist()
     if as_json:
@@ -248,7 +249,7 @@ def stats(ctx: Context, ref: str, by: str | None, judge_key: str | None, as_json
 
     with _usage_errors():
         report = segment_stats(
-            ctx.ledger(), ref, _split(by), judge_key=judge_key, progress=_progress(ctx)
+            ctx.ledger(), ref, _split(by), judge_key=judge_key, progress=_progress(ctx), note=warn
         )
     if as_json:
         emit_json(report.to_json())

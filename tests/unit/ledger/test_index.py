@@ -31,6 +31,7 @@ from trajledger.ledger.artifacts import (
 )
 from trajledger.ledger.catalog import RefError
 from trajledger.ledger.episode_features import fold, iter_step_features, numeric_vectors
+from trajledger.ledger.errors import LedgerError
 from trajledger.ledger.home import Ledger
 from trajledger.ledger.index import (
     MIN_NEAR_STEPS,
@@ -418,6 +419,46 @@ def test_damaged_index_is_rebuilt(copy: Ledger, damage: str) -> None:
         shutil.rmtree(index.dir / "episodes.lance")
     assert Index(copy).update().rebuilt
     assert snapshot(copy) == before
+
+
+def test_an_index_that_cannot_be_written(
+    copy: Ledger, built: Built, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only copy of a ledger (found by tests/e2e/test_read_only.py: query and stats
+    failed): a current index is read in place; one that must change is changed in a temporary
+    copy, with a note; the ledger's index is left as it was; it is not rebuilt there."""
+    import errno
+    import os
+
+    real_open = os.open
+
+    def read_only(path: Any, flags: int, *args: Any, **kw: Any) -> int:
+        if str(path).startswith(str(copy.root / "index")) and flags & (os.O_RDWR | os.O_WRONLY):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kw)
+
+    def files() -> dict[str, bytes]:
+        return {str(p): p.read_bytes() for p in (copy.root / "index").rglob("*") if p.is_file()}
+
+    Index(copy).index_batches()  # current, every batch's episodes
+    before = files()
+    notes: list[str] = []
+    monkeypatch.setattr(os, "open", read_only)
+    assert len(query_table(copy, "artifacts", note=notes.append)) == copy.log.size
+    assert notes == [] and files() == before  # read in place
+    monkeypatch.setattr(os, "open", real_open)
+    late = record_batch(
+        copy, numeric_rows("n0", walk(51, 20), actions(51, 20)), env="grid@1", policy="p3",
+        signer=copy.keys.signer("producer"), name="later",
+    )  # fmt: skip
+    before = files()
+    monkeypatch.setattr(os, "open", read_only)
+    got = query_table(copy, "episodes", "policy_version = 'p3'", note=notes.append)
+    assert got.column("batch").to_pylist() == [late.digest]
+    assert len(notes) == 1 and "cannot be written" in notes[0]
+    assert files() == before
+    with pytest.raises(LedgerError, match="cannot be written, so the index is not rebuilt"):
+        reindex(copy)
 
 
 # --------------------------------------------------------------------------------------------
