@@ -29,7 +29,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from trajledger.verify.errors import PolicyError, ProvenanceError
-from trajledger.verify.lineage import INFO, OK, Edge, LineageVerifier, Node, Record, Report
+from trajledger.verify.lineage import (
+    INFO,
+    OK,
+    Edge,
+    LineageVerifier,
+    Node,
+    Record,
+    RecordFailure,
+    Report,
+)
 from trajledger.verify.policy import TrustPolicy
 from trajledger.verify.predicates import Dataset, Erasure, RolloutBatch
 
@@ -204,25 +213,34 @@ def _contamination(
     Read from verified bytes only, never from the audit index (editing the index cannot hide a
     duplicate): the admitted batches' tables (the bytes the gate hashed), and every holdout or
     regression batch of a verified dataset record, re-hashed as it is read. A held-out batch
-    that cannot be read and verified fails the check: contamination cannot be ruled out.
+    that cannot be read and verified fails the check: contamination cannot be ruled out. So
+    does a dataset record whose evidence is damaged (its envelope missing or not hashing to
+    its entry): its split is unknown, and it may be a holdout. A record that is intact but not
+    trusted by the policy is no holdout of this policy's.
     """
     from trajledger.ledger.contamination import verified_contamination
 
     what = "no episode duplicates a holdout or regression episode"
     admitted = {b.digest for b in batches}
     others: dict[str, list[str]] = {}
+    damaged: list[str] = []
     for i in verifier.index.of_kind("dataset"):
         rec = verifier.record(i)
+        if isinstance(rec, RecordFailure) and rec.damaged:
+            damaged.append(rec.message)
         if not isinstance(rec, Record) or not isinstance(rec.predicate, Dataset):
-            continue  # a damaged one fails the split rule; an untrusted one is not a holdout
+            continue
         ds = rec.predicate
         if ds.split not in ("holdout", "regression"):
             continue
         for b in ds.batches:
             if b not in admitted:
                 others.setdefault(b, []).append(f"{ds.split} {ds.name}@{ds.version}")
+    for message in damaged:
+        decision.fail(what, f"cannot be checked: a dataset record is damaged: {message}")
     if not others or not batches:
-        decision.add(what, OK, "no holdout or regression data to compare with")
+        if not damaged:
+            decision.add(what, OK, "no holdout or regression data to compare with")
         return
     report = verified_contamination(
         ledger.store,
@@ -242,7 +260,7 @@ def _contamination(
     near = [f for f in report.findings if f.kind != "exact"]
     if near:
         decision.add(what, INFO, f"{len(near)} near duplicate(s) (first: {near[0]})")
-    if not exact and not report.unchecked:
+    if not exact and not report.unchecked and not damaged:
         held, mine = report.episodes
         decision.add(what, OK, f"0 exact, {len(near)} near duplicate(s) among {held} held-out "
                      f"and {mine} admitted episodes (re-hashed data, not the audit index)")

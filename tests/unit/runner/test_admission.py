@@ -3,6 +3,8 @@
 
 - ``admit`` returns exactly the verified bytes as tables, with the verified dependencies;
 - it refuses with an exception carrying the whole report, every failure listed;
+- a dataset record whose envelope is damaged fails the contamination check (it may be a
+  holdout);
 - the newest checkpoint seen is remembered in the user's trust state (outside the ledger), and a
   log rolled back behind it is refused;
 - ``load_policy``: the policy given, followed through the log's history, or the one in force;
@@ -196,6 +198,26 @@ def test_an_erased_dataset_is_refused(setup: Setup) -> None:
         "> dataset ds@1 (" in f and ": erased: legal (log index " in f
         for f in e.value.report.failures()
     )
+
+
+def test_a_damaged_dataset_record_fails_the_contamination_check(setup: Setup) -> None:
+    """A dataset record whose envelope is gone may be a holdout: contamination cannot be ruled
+    out (found by the tamper matrix: the check said "no holdout or regression data" and the
+    dataset was admitted). An intact record of another split changes nothing."""
+    held = create_dataset(
+        setup.ledger, "held", "1", "holdout", [setup.batches[1]], setup.keys["vendor"]
+    )
+    what = "no episode duplicates a holdout or regression episode"
+    report = admit(setup.ledger, "ds@1", setup.policy).report
+    assert any(what in line and "0 exact" in line for line in report.render())
+    envelope = Path(setup.ledger.store.path_of(held.recorded.envelope_digest))
+    os.chmod(envelope, 0o644)
+    envelope.unlink()
+    with pytest.raises(DataRefusedError) as e:
+        admit(setup.ledger, "ds@1", setup.policy)
+    [failure] = e.value.report.failures()
+    assert f"{what}: cannot be checked: a dataset record is damaged: log entry " in failure
+    assert f"(dataset): envelope {held.recorded.envelope_digest[:19]}… is missing" in failure
 
 
 def test_unknown_dataset_is_operational(setup: Setup) -> None:
