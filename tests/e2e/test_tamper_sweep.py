@@ -41,7 +41,6 @@ file, and lands in the member list.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import os
@@ -51,8 +50,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import tamperkit as tk
 import zstandard
-from click.testing import CliRunner
 
 from trajledger.ledger.catalog import Catalog
 from trajledger.ledger.home import Ledger
@@ -64,22 +63,9 @@ EXCLUDED_DIRS = ("keys", "log-key", "index")
 EXCLUDED_FILES = {"ledger.toml", "policy.toml", "log/.state/lock"}
 
 
-def new_runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
-
-
-def flip(data: bytes) -> bytes:
-    if not data:
-        return b"\x01"
-    i = len(data) // 2
-    return data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1 :]
-
-
-def truncate(data: bytes) -> bytes:
-    return data[: len(data) // 2]
+new_runner, flip, truncate, _write, _swap = (
+    tk.new_runner, tk.flip, tk.truncate, tk.overwrite, tk.swap
+)
 
 
 class Tally:
@@ -230,18 +216,6 @@ def test_tamper_sweep_of_a_ledger(
         print(f"{tally.tried} tried, {tally.tried - len(tally.missed)} detected")
     assert not tally.missed, "\n\n".join(tally.missed)
     assert tally.tried == 4 * len(swept)
-
-
-def _write(path: Path, data: bytes) -> None:
-    with contextlib.suppress(OSError):
-        os.chmod(path, 0o644)  # store blobs are read-only
-    path.write_bytes(data)
-
-
-def _swap(a: Path, b: Path) -> None:
-    da, db = a.read_bytes(), b.read_bytes()
-    _write(a, db)
-    _write(b, da)
 
 
 # -- the bundle ---------------------------------------------------------------------------------

@@ -1,0 +1,167 @@
+"""Helpers shared by the tamper tests (tests/e2e/test_tamper_*.py, test_read_only.py).
+
+Scope: a click runner that keeps stderr apart; the byte mutations (flip one byte, truncate);
+writing over a read-only store blob; swapping two files; a snapshot of a directory's bytes and
+modes; building a quickstart ledger in process with its own user state directory; running
+command lines in a child process that file modes bind even as root (run as a script, this file
+is that child).
+Non-scope: what a test concludes from a mutation (each test module classifies for itself).
+
+Not a test module (pytest collects ``test_*.py`` only): tests import it as ``tamperkit``
+(tests/e2e/conftest.py puts this directory on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+PASSPHRASE = "tamper matrix passphrase (TEST ONLY)"
+"""Encrypts the quickstart's keys, as the attacker model of issue 9 has them."""
+
+
+def new_runner() -> CliRunner:
+    """A CliRunner with stderr kept apart (click < 8.2 needs ``mix_stderr=False``)."""
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        return CliRunner()
+
+
+def flip(data: bytes) -> bytes:
+    """The middle byte with its low bit flipped (an empty file becomes one byte)."""
+    if not data:
+        return b"\x01"
+    i = len(data) // 2
+    return data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1 :]
+
+
+def truncate(data: bytes) -> bytes:
+    """The first half."""
+    return data[: len(data) // 2]
+
+
+def overwrite(path: Path, data: bytes) -> None:
+    """Write ``data`` over ``path``, read-only or not (store blobs are mode 0444)."""
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o644)
+    path.write_bytes(data)
+
+
+def swap(a: Path, b: Path) -> None:
+    """Exchange the bytes of two files."""
+    da, db = a.read_bytes(), b.read_bytes()
+    overwrite(a, db)
+    overwrite(b, da)
+
+
+def snapshot(root: Path, *, skip: tuple[str, ...] = ()) -> dict[str, tuple[str, int]]:
+    """``{relative path: (sha256 hex, mode)}`` of every file under ``root`` (links not
+    followed), leaving out the paths under the top-level directories named in ``skip``."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root)
+        if rel.parts[0] in skip or not p.is_file() or p.is_symlink():
+            continue
+        mode = stat.S_IMODE(p.stat().st_mode)
+        out[rel.as_posix()] = (hashlib.sha256(p.read_bytes()).hexdigest(), mode)
+    return out
+
+
+@dataclass(frozen=True)
+class Quickstart:
+    """A quickstart ledger as ``trajledger quickstart`` builds it, and its user's state."""
+
+    home: Path
+    state: Path
+    checkpoint: str
+    """The final checkpoint's digest (the quickstart's last stdout line)."""
+    dataset: str = "cartpole@2"
+    """The dataset the final checkpoint was trained on."""
+
+
+def build_quickstart(root: Path, *, lookup_tail: int | None = None) -> Quickstart:
+    """``trajledger quickstart`` (10 episodes) into ``root/ledger``, in process, with keys
+    encrypted under `PASSPHRASE` and the user state in ``root/state``.
+
+    Args:
+        root: an empty directory.
+        lookup_tail: write the log's lookup cache every this many entries (it is written
+            every 1024 otherwise, so a quickstart ledger has none on disk).
+    """
+    from trajledger.ledger.log import lookup
+    from trajledger.runner.cli import main
+
+    home, state = root / "ledger", root / "state"
+    state.mkdir()
+    with pytest.MonkeyPatch.context() as m:
+        if lookup_tail is not None:
+            m.setattr(lookup, "TAIL", lookup_tail)
+        r = new_runner().invoke(
+            main,
+            ["quickstart", str(home), "--episodes", "10"],
+            env={"TRAJLEDGER_STATE_DIR": str(state), "TRAJLEDGER_PASSPHRASE": PASSPHRASE},
+        )
+    assert r.exit_code == 0, r.output
+    return Quickstart(home, state, r.stdout.strip().splitlines()[-1])
+
+
+def run_elsewhere(
+    commands: list[list[str]], env: dict[str, str], *, without_dac_override: bool
+) -> list[dict[str, Any]]:
+    """Run trajledger command lines in one child process, in process there (click's runner);
+    ``[{"args", "exit", "stdout", "stderr"}]``.
+
+    Args:
+        commands: the argument lists.
+        env: environment variables to set in the child.
+        without_dac_override: when run as root, drop the capabilities that let root write
+            where file modes say no (``setpriv``), so that a read-only directory is read-only
+            for the child too.
+    """
+    prefix = []
+    if without_dac_override and os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: cannot make a directory read-only")
+        prefix = [setpriv, "--bounding-set", "-dac_override,-dac_read_search,-fowner"]
+    r = subprocess.run(
+        [*prefix, sys.executable, __file__],
+        input=json.dumps(commands),
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    results: list[dict[str, Any]] = json.loads(r.stdout)
+    return results
+
+
+def _run_commands() -> None:
+    """`run_elsewhere`'s child: argument lists as JSON on stdin, results as JSON on stdout."""
+    from trajledger.runner.cli import main
+
+    runner = new_runner()
+    out = []
+    for args in json.load(sys.stdin):
+        r = runner.invoke(main, args)
+        out.append({"args": args, "exit": r.exit_code, "stdout": r.stdout, "stderr": r.stderr})
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    _run_commands()
