@@ -1,0 +1,379 @@
+"""Issue 9's tamper matrix: every file of a quickstart ledger, flipped, truncated, deleted and
+swapped with a file of its kind; after each, the decisions a user makes are taken again, and
+each tampering must be refused, or be one that cannot change any outcome.
+
+Attacker model: the attacker writes the ledger directory (the keys are encrypted: they cannot
+sign); the user's state directory (``TRAJLEDGER_STATE_DIR``: the floor checkpoint and the index
+of the log) is the user's own. Every run starts from a fresh copy of the pristine ledger and of
+the pristine user state.
+
+The ledger: ``trajledger quickstart --episodes 10`` with encrypted keys, built once per module;
+its log's lookup cache is written every 4 entries (not every 1024), so that the cache's files
+are on disk, and in the matrix, too.
+
+Decisions (`DECISIONS`), in process through the command line, each under the ledger's policy in
+force: ``verify CK`` and ``lineage CK`` of the final checkpoint, ``admit DATASET`` of the dataset
+it was trained on, ``log verify`` and ``fsck``. An outcome is the exit code and the verdict: the
+JSON report's ``ok`` / ``admitted`` (``lineage`` answers an audit question: it exits 0 and says
+``"ok": false``); the baseline is every decision exiting 0 with a positive verdict.
+
+Mutations (`MUTATIONS`): flip the middle byte's low bit; keep the first half; delete; swap the
+bytes with the next file of the same kind (`kind_of`: another hash tile of its level, another
+entry bundle, another envelope, manifest or Parquet blob, another public or private key, ...).
+
+Classification (`classify`) of one tampering, from its five outcomes:
+
+- ``refused``: some decision turned negative (exit 1 with a ``FAIL:`` line, 3 with one for a
+  file it cannot read, or a negative verdict), and each one still positive reports exactly what
+  the baseline reported (but for the fields its `Decision` calls informational);
+- ``changed no decision``: every report is the baseline's. Allowed only for a file on `UNREAD`,
+  whose reason says why no decision can rest on it (and, where the reason depends on the
+  mutation, is checked for it); anywhere else it is a tampering that went unnoticed: a failure;
+- a failure otherwise: an exit other than 0, 1 or 3 (4 is a bug), a traceback, a refusal
+  naming nothing, or a positive verdict with another report (a silently different "ok").
+
+And the evidence is left as found: no decision changes a byte or a mode of the ledger directory
+outside its derived caches (``index/``), whatever was tampered with.
+
+Sampling (`SAMPLE`): every file of the settings, the public keys, the log's state, the lookup
+cache and every envelope, with every mutation; of the log's tiles, the other objects, the
+private keys and the audit index, a seeded sample of each kind, always with the log's right
+edge. With ``TRAJLEDGER_FULL_MATRIX=1``, every file (about 640 runs instead of about 220).
+
+The summary ("tamper matrix: N tried: R refused, U changed no decision (n x file: why; ...)")
+is printed (visible with ``-s``) and listed at the end of the run (``record_property``,
+tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import random
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import tamperkit as tk
+
+from trajledger.ledger.catalog import Catalog
+from trajledger.ledger.errors import LedgerError
+from trajledger.ledger.home import Ledger, LedgerConfig
+from trajledger.runner.cli import main
+
+FULL = os.environ.get("TRAJLEDGER_FULL_MATRIX") == "1"
+SAMPLE: dict[str, int | None] = {
+    "object: envelope": None,  # every record: each kind of record decides something else
+    "object": 2,
+    "hash tile": 3,
+    "entry bundle": 3,
+    "private key": 2,
+    "cache: index/lance": 1,
+}
+"""How many files are tried of each kind, by the first prefix of its kind listed (None: every
+file), unless FULL: the last by name (for the log: the right edge, the tiles the signed
+checkpoint needs) and a seeded sample of the others. Every file of the kinds not listed."""
+
+DERIVED = "index"
+"""The ledger's derived caches (``Ledger.cache_dir``): the audit index and the log's lookup
+cache, rebuilt from the log; read commands may refresh them."""
+
+
+# -- the decisions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A command line whose outcome is a decision."""
+
+    args: Callable[[tk.Quickstart], list[str]]
+    informational: tuple[str, ...] = ()
+    """Fields of its JSON report that inform without deciding, left out of the comparison."""
+
+
+DECISIONS = {
+    "verify CK": Decision(lambda q: ["verify", q.checkpoint, "--json"]),
+    "admit DATASET": Decision(lambda q: ["admit", q.dataset, "--json"]),
+    "lineage CK": Decision(lambda q: ["lineage", q.checkpoint, "--format", "json"]),
+    "log verify": Decision(lambda q: ["log", "verify", "--json"]),
+    # Optional objects (the trust policy's JSON copy) are counted when absent, not required.
+    "fsck": Decision(lambda q: ["fsck", "--json"], ("absent_optional", "checked")),
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One decision's result."""
+
+    exit: int
+    positive: bool
+    """Exit 0 and a positive verdict (the report's ``ok`` or ``admitted`` is not false)."""
+    report: str
+    """The JSON report (exit 0), its informational fields left out and the ledger's path
+    replaced by ``<ledger>``."""
+    stderr: str
+
+
+def decide(q: tk.Quickstart, home: Path, state: Path) -> dict[str, Outcome]:
+    """Every decision on the ledger ``home`` as the user whose state is ``state``."""
+    runner = tk.new_runner()
+    env = {"TRAJLEDGER_STATE_DIR": str(state), "TRAJLEDGER_PASSPHRASE": tk.PASSPHRASE}
+    out = {}
+    for name, decision in DECISIONS.items():
+        args = ["--verbose", "--ledger", str(home), *decision.args(q)]
+        r = runner.invoke(main, args, env=env)
+        report: dict[str, object] = json.loads(r.stdout) if r.exit_code == 0 else {}
+        positive = r.exit_code == 0 and False not in (report.get("ok"), report.get("admitted"))
+        for field in decision.informational:
+            report.pop(field, None)
+        text = json.dumps(report, sort_keys=True).replace(str(home), "<ledger>")
+        out[name] = Outcome(r.exit_code, positive, text, r.stderr)
+    return out
+
+
+# -- the mutations -------------------------------------------------------------------------------
+
+
+MUTATIONS: dict[str, Callable[[Path, Path], None]] = {
+    "flip": lambda p, _: tk.overwrite(p, tk.flip(p.read_bytes())),
+    "truncate": lambda p, _: tk.overwrite(p, tk.truncate(p.read_bytes())),
+    "delete": lambda p, _: p.unlink(),
+    "swap": lambda p, partner: tk.swap(p, partner),
+}
+
+
+def kind_of(home: Path, rel: str) -> str:
+    """What a file is, for choosing the file it is swapped with."""
+    parts = rel.split("/")
+    if parts[0] == "objects":
+        data = (home / rel).read_bytes()
+        for magic, kind in ((b"PAR1", "Parquet"), (b"PK", "model weights"),
+                            (b'{"payload"', "envelope"), (b'{"files"', "manifest")):  # fmt: skip
+            if data.startswith(magic):
+                return f"object: {kind}"
+        return "object: JSON file"
+    if parts[0] in ("keys", "log-key"):
+        return "private key" if rel.endswith(".key") else "public key"
+    if rel.startswith("log/tile/entries/"):
+        return "entry bundle"
+    if rel.startswith("log/tile/"):
+        return f"hash tile, level {parts[2]}"
+    if parts[0] == "log":
+        return "log state"  # checkpoint, vkey, .state/*
+    if parts[0] == DERIVED:
+        return f"cache: {'/'.join(parts[:2])} {Path(rel).parent.name}"
+    return "settings"  # ledger.toml, policy.toml
+
+
+def tried(by_kind: dict[str, list[str]]) -> list[str]:
+    """The files tried: all with FULL, else those `SAMPLE` says."""
+    rng = random.Random(9)
+    out = []
+    for kind, files in sorted(by_kind.items()):
+        n = next((n for prefix, n in SAMPLE.items() if kind.startswith(prefix)), None)
+        if FULL or n is None or n >= len(files):
+            out += files
+            continue
+        *others, last = sorted(files, key=lambda f: [int(x) if x.isdigit() else x
+                                                     for x in re.split(r"(\d+)", f)])
+        out += [*rng.sample(others, n - 1), last]
+    return out
+
+
+def partner_of(rel: str, same_kind: list[str]) -> str | None:
+    """The next file of the same kind (None when it is the only one)."""
+    if len(same_kind) < 2:
+        return None
+    return same_kind[(same_kind.index(rel) + 1) % len(same_kind)]
+
+
+# -- what no decision rests on -------------------------------------------------------------------
+
+
+def _same_settings(pristine: Path, tampered: Path) -> bool:
+    try:
+        return LedgerConfig.from_toml(tampered.read_bytes(), tampered) == LedgerConfig.from_toml(
+            pristine.read_bytes(), pristine
+        )
+    except (OSError, LedgerError):
+        return False
+
+
+@dataclass(frozen=True)
+class Unread:
+    """Files whose tampering may change no decision, and why."""
+
+    pattern: str
+    why: str
+    """Why no decision can rest on these files (or on this tampering of them)."""
+    holds: Callable[[Path, Path], bool] = lambda _pristine, _tampered: True
+    """Whether the reason holds for this tampering (pristine file, tampered file)."""
+
+
+UNREAD = [
+    # The audit index (LanceDB) serves query and stats; it is derived from the log and the
+    # objects ('trajledger reindex'), and nothing is verified against it.
+    Unread("index/lance/*", "derived audit index, read by no decision"),
+    # The log's lookup cache gives candidates, each confirmed on the entry; an unreadable cache
+    # is rebuilt from the entries (a readable one that disagrees is reported by fsck).
+    Unread("index/log-lookup/*", "derived lookup cache, confirmed on the log, rebuilt"),
+    # flock()ed by writers; its bytes are never read, and a writer creates it.
+    Unread("log/.state/lock", "the writers' lock file, never read"),
+    Unread("keys/*.key", "a private key: only writers read it"),
+    Unread("log-key/log.key", "the log's private key: only publishing reads it"),
+    # Decisions take keys from the policy in force (signed, in the log). 'log verify' also checks
+    # each envelope's signatures with the keys it finds here, by keyid (a changed key is one it
+    # does not know; a damaged one it cannot read: exit 3), but each envelope is already bound by
+    # its digest in the log.
+    Unread("keys/*.pub", "a public key by name: decisions use the signed policy's keys"),
+    # log-key/ holds the log's private key, so a copy of a ledger may come without it: the log's
+    # own vkey file is then used. The log key trusted is the policy's, the floor is the user's.
+    # (A damaged log.pub is refused: Ledger.log_vkey.)
+    Unread("log-key/log.pub", "absent: the log's own vkey is used, the policy's log key trusted",
+           holds=lambda _pristine, tampered: not tampered.exists()),
+    # The file the user edits and records with 'policy set'. Decisions apply the policy in force
+    # from the log's signed records, or a file the user names with --policy (their input).
+    Unread("policy.toml", "the policy draft: decisions apply the signed policy in force"),
+    Unread("ledger.toml", "parses to the same settings (a comment, a default)",
+           holds=_same_settings),
+]  # fmt: skip
+"""The allow-list: files no decision rests on (a tampering may go unnoticed only here); with
+`policy_copy`, the one stored object that is not evidence. A swap must be allowed for both."""
+
+
+def policy_copy(q: tk.Quickstart) -> Unread:
+    """The allow-list entry of the trust policy's JSON copy, stored beside its record under its
+    digest (the record's subject): every reader takes the policy from inside the signed
+    envelope and checks it against that subject, and fsck counts the copy, when absent, as an
+    optional object; stored and damaged, it is reported."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("TRAJLEDGER_STATE_DIR", str(q.state))
+        [item] = [i for i in Catalog(Ledger.open(q.home)).items() if i.kind == "trust-policy"]
+    hexdigest = item.digest.removeprefix("sha256:")
+    return Unread(
+        f"objects/sha256/{hexdigest[:2]}/{hexdigest[2:4]}/{hexdigest}",
+        "absent: the policy's JSON copy; readers take it from the signed envelope",
+        holds=lambda _pristine, tampered: not tampered.exists(),
+    )
+
+
+def unread(rel: str, allowed: list[Unread], pristine: Path, home: Path) -> Unread | None:
+    """The entry of ``allowed`` that lets this tampering of ``rel`` change no decision."""
+    return next(
+        (
+            u
+            for u in allowed
+            if fnmatch.fnmatch(rel, u.pattern) and u.holds(pristine / rel, home / rel)
+        ),
+        None,
+    )
+
+
+# -- the classifier ------------------------------------------------------------------------------
+
+
+def classify(baseline: dict[str, Outcome], got: dict[str, Outcome]) -> tuple[str, str]:
+    """``("refused" | "unchanged" | "failure", why)`` of one tampering (module docstring)."""
+    problems = []
+    for name, o in got.items():
+        if o.exit not in (0, 1, 3) or "Traceback" in o.stderr:
+            problems.append(f"{name}: exit {o.exit}\n{o.stderr[-1500:]}")
+        elif o.exit != 0 and "FAIL:" not in o.stderr:
+            problems.append(f"{name}: exit {o.exit} with no FAIL line\n{o.stderr[-800:]}")
+        elif o.positive and o.report != baseline[name].report:
+            problems.append(f"{name}: positive, with another report:\n{o.report[:1500]}")
+    if problems:
+        return "failure", "\n".join(problems)
+    negative = [f"{n}: exit {o.exit}" for n, o in got.items() if not o.positive]
+    return ("refused", ", ".join(negative)) if negative else ("unchanged", "")
+
+
+class Tally:
+    """Counts per class, the tamperings that changed nothing and why, and the failures."""
+
+    def __init__(self) -> None:
+        self.tried = 0
+        self.refused = 0
+        self.unchanged: dict[str, list[str]] = {}
+        self.failures: list[str] = []
+
+    def add(self, label: str, verdict: str, why: str, allowed: Unread | None) -> None:
+        self.tried += 1
+        if verdict == "refused":
+            self.refused += 1
+        elif verdict == "unchanged" and allowed is not None:
+            self.unchanged.setdefault(f"{allowed.pattern}: {allowed.why}", []).append(label)
+        elif verdict == "unchanged":
+            self.failures.append(f"{label}: changed no decision, and is not on UNREAD")
+        else:
+            self.failures.append(f"{label}: {why}")
+
+    def summary(self) -> str:
+        n = sum(len(v) for v in self.unchanged.values())
+        why = "; ".join(f"{len(v)} x {k}" for k, v in self.unchanged.items())
+        return (
+            f"tamper matrix{' (full)' if FULL else ''}: {self.tried} tried: {self.refused} "
+            f"refused, {n} changed no decision ({why}); {len(self.failures)} failed"
+        )
+
+
+# -- the test ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> tk.Quickstart:
+    return tk.build_quickstart(tmp_path_factory.mktemp("matrix"), lookup_tail=4)
+
+
+@pytest.mark.slow  # about 220 tamperings x 5 decisions, in process: about 50 s of CPU
+def test_tamper_matrix(
+    pristine: tk.Quickstart,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    record_property: Callable[[str, object], None],
+) -> None:
+    q = pristine
+    home, state = tmp_path / "ledger", tmp_path / "state"
+
+    def fresh() -> None:
+        for src, dst in ((q.home, home), (q.state, state)):
+            shutil.rmtree(dst, ignore_errors=True)
+            shutil.copytree(src, dst)
+
+    fresh()
+    baseline = decide(q, home, state)
+    assert all(o.positive for o in baseline.values()), baseline
+    files = sorted(tk.snapshot(q.home))
+    by_kind: dict[str, list[str]] = {}
+    for rel in files:
+        by_kind.setdefault(kind_of(q.home, rel), []).append(rel)
+    assert len(by_kind["entry bundle"]) > 10 and len(by_kind["object: envelope"]) > 10
+    assert len(by_kind["cache: index/log-lookup log-lookup"]) == 3  # MANIFEST, lock, a run
+
+    allow_list = [*UNREAD, policy_copy(q)]
+    tally = Tally()
+    for rel in tried(by_kind):
+        partner = partner_of(rel, by_kind[kind_of(q.home, rel)])
+        for what, mutate in MUTATIONS.items():
+            if what == "swap" and partner is None:
+                continue
+            fresh()
+            mutate(home / rel, home / (partner or rel))
+            touched = [rel, partner] if what == "swap" and partner else [rel]
+            allowed = [unread(f, allow_list, q.home, home) for f in touched]
+            evidence = tk.snapshot(home, skip=(DERIVED,))
+            verdict, why = classify(baseline, decide(q, home, state))
+            label = f"{what} {' <-> '.join(touched)}"
+            tally.add(label, verdict, why, None if None in allowed else allowed[0])
+            if tk.snapshot(home, skip=(DERIVED,)) != evidence:
+                tally.failures.append(f"{label}: the decisions changed the evidence")
+    line = tally.summary()
+    record_property("summary:tamper matrix", line)
+    with capsys.disabled():
+        print("\n" + line)
+    assert not tally.failures, f"{line}\n\n" + "\n\n".join(tally.failures)
+    assert sorted(tk.snapshot(q.home)) == files
