@@ -212,7 +212,9 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
 
     _step("done")
     _say(f"ledger: {directory}   policy: {policy_path}")
-    _say(f"try: trajledger --ledger {directory} verify {ckpt2.digest[:19]} --policy {policy_path}")
+    # verify uses the trust policy recorded in the log (signed by the approvers), not a file
+    # in the ledger directory that anyone who can write there could edit.
+    _say(f"try: trajledger --ledger {directory} verify {ckpt2.digest[:19]}")
     _say(f"     trajledger --ledger {directory} log info")
     click.echo(ckpt2.digest)
 
