@@ -197,7 +197,17 @@ class Ledger:
             # The newest checkpoint this user has seen is a floor the log must extend (kept
             # outside the ledger), and what this process publishes raises it. A key seen for
             # the first time carries over the floor of the key it took over from.
-            state = self._trust(vkey) if vkey is not None else None
+            # Without log-key/log.pub (a copy shared without it), the log's own vkey file
+            # names the key: the user's state of that key still holds the floor.
+            state_key = vkey if vkey is not None else self._published_vkey()
+            self._pin_origin()
+            if state_key is not None and state_key.split("+", 1)[0] != self.config.origin:
+                raise TamperError(
+                    f"{self.log_dir / 'vkey'}: the log's key is of {state_key.split('+')[0]!r}, "
+                    f"but this ledger's origin is {self.config.origin!r}; nothing was changed",
+                    self.log_dir / "vkey",
+                )
+            state = self._trust(state_key) if state_key is not None else None
             if state is not None and state.floor() is None:
                 self._continue_trust(state)
             self._log = Log.open(
@@ -303,6 +313,55 @@ class Ledger:
         ).exists():
             return keys.signer(NEXT_LOG_KEY_NAME)
         return keys.signer(LOG_KEY_NAME)
+
+    def _published_vkey(self) -> str | None:
+        """The verifier key the log's own ``vkey`` file names, or None when unreadable (the
+        log then refuses to open, saying why)."""
+        from trajledger.verify.errors import FormatError
+        from trajledger.verify.note import verifier_from_vkey
+
+        try:
+            text = (self.log_dir / "vkey").read_text("utf-8").strip()
+            verifier_from_vkey(text)
+        except (OSError, UnicodeDecodeError, FormatError):
+            return None
+        return text
+
+    def _pin_origin(self, *, replace: bool = False) -> None:
+        """Remember which log this ledger directory holds (its origin), for this user; a later
+        use that finds another log there is refused.
+
+        Without it, someone able to write the directory could replace the whole ledger with one
+        of their own (another origin, their own keys and policy): this user's trust state,
+        kept per log, would then start afresh and trust it. Rotating the log's key keeps the
+        origin (the trust state follows the handover); `init` replaces the pin.
+
+        Raises:
+            TamperError: this directory held a log of another origin when this user last used it.
+            LedgerError: the pin cannot be read or written.
+        """
+        import hashlib
+        import json
+
+        where = str(self.root.resolve())
+        pin = state_dir() / "ledgers" / f"{hashlib.sha256(where.encode()).hexdigest()[:32]}.json"
+        origin = self.config.origin
+        try:
+            if not replace and pin.exists():
+                doc = json.loads(pin.read_text("utf-8"))
+                if doc.get("origin") == origin:
+                    return
+                raise TamperError(
+                    f"{self.root / CONFIG_NAME}: this ledger directory held the log "
+                    f"{doc.get('origin')!r} when you last used it, now {origin!r}: the ledger "
+                    "was replaced by another; nothing was changed. If you replaced it on "
+                    f"purpose, remove {pin} and run again",
+                    self.root / CONFIG_NAME,
+                )
+            pin.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            write_file_atomic(pin, json.dumps({"root": where, "origin": origin}).encode())
+        except (OSError, ValueError, AttributeError) as e:
+            raise LedgerError(f"{pin}: cannot read or write this ledger's pin: {e}") from e
 
     def _continue_trust(self, state: TrustState) -> None:
         """Carry this user's floor of the log's earlier keys over to ``state``, a key without
@@ -436,6 +495,7 @@ class Ledger:
         log_keys = KeyStore(root / LOG_KEY_DIR)
         log_key = log_keys.create(LOG_KEY_NAME, encrypt=bool(os.environ.get(PASSPHRASE_ENV)))
         Log.create(ledger.log_dir, config.origin, log_key, cache_dir=ledger.cache_dir)
+        ledger._pin_origin(replace=True)  # a new ledger here: whatever was here before is gone
         return ledger  # `log` opens it on first use, with this user's floor
 
     @classmethod

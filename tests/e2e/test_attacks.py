@@ -221,3 +221,48 @@ def test_a_name_whose_record_cannot_be_read_is_not_called_unknown(demo: tuple[Pa
         f"FAIL: cartpole@2: no readable artifact has this name, and 1 record(s) cannot be read "
         f"(dataset at log index {i}: envelope missing or damaged), so one may be it; restore "
     ), r.stderr
+
+
+def test_a_ledger_replaced_by_another_of_the_attackers_is_refused(
+    demo: tuple[Path, str], tmp_path: Path
+) -> None:
+    """Someone who can write the directory builds a ledger of their own (their origin, keys and
+    policy) and puts it in place: this user's memory of the directory refuses it, though every
+    signature in it verifies under its own keys."""
+    home, ckpt = demo
+    assert run(home, "verify", ckpt).exit_code == 0  # this user has used the directory
+    fake = tmp_path / "fake"
+    r = CliRunner().invoke(main, ["quickstart", str(fake), "--episodes", "10"])
+    assert r.exit_code == 0, r.output
+    shutil.rmtree(home)
+    shutil.copytree(fake, home)
+    before = evidence(home)
+    for args in (["verify", ckpt], ["admit", "cartpole@2"], ["log", "info"]):
+        r = run(home, *args)
+        assert r.exit_code == 1, (args, r.output)
+        assert f"FAIL: {home / 'ledger.toml'}: this ledger directory held the log " in r.output
+        assert "the ledger was replaced by another; nothing was changed" in r.output
+    assert evidence(home) == before
+    # Making a new ledger here on purpose is what init is for.
+    shutil.rmtree(home)
+    assert run(home, "init").exit_code == 0
+    assert run(home, "log", "info").exit_code == 0
+
+
+def test_without_log_pub_the_floor_still_holds(demo: tuple[Path, str], tmp_path: Path) -> None:
+    """log-key/log.pub deleted and the log rolled back: the log's own vkey names the key, and
+    this user's floor for it refuses the rollback."""
+    home, ckpt = demo
+    old = tmp_path / "old-log"
+    shutil.copytree(home / "log", old)
+    (row,) = [r for r in Ledger.open(home).trust_state().by_name("cartpole", "1")
+              if r.kind == "dataset"]  # fmt: skip
+    r = run(home, "revoke", row.subject, "--key", "approver-a", "--reason", "leak")
+    assert r.exit_code == 0, r.output
+    (home / "log-key" / "log.pub").unlink()
+    shutil.rmtree(home / "log")
+    shutil.copytree(old, home / "log")  # the revocation is gone with the newer log
+    for args in (["verify", ckpt], ["admit", row.subject]):
+        r = run(home, *args)
+        assert r.exit_code == 1, (args, r.output)
+        assert "rollback: the signed checkpoint has size" in r.output, r.output

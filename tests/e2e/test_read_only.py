@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 import tamperkit as tk
 
+from trajledger.ledger.home import Ledger
 from trajledger.runner.cli import main
 
 DERIVED = "index"
@@ -108,6 +109,9 @@ def test_read_commands_never_write_evidence(
     monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(state))
     monkeypatch.setenv("TRAJLEDGER_PASSPHRASE", tk.PASSPHRASE)  # a writer could sign: none may
     assert any("meta" in k for k in evidence(home, state))
+    # The user has used this copy before: the first use of a ledger directory pins which log
+    # it holds (user memory, like the floor; `Ledger._pin_origin`), later ones only read it.
+    Ledger.open(home).log  # noqa: B018
     runner = tk.new_runner()
     wrote = []
     for name, args in READS.items():
