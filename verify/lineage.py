@@ -88,6 +88,10 @@ REPORT_FORMAT = "https://trajledger.dev/report/v1"
 """The ``format`` of a report's JSON form (schemas/report.v1.md)."""
 
 _MARK = {OK: "✓", FAIL: "✗", ERASED: "∅", INFO: "·"}
+_MAX_INDENT = 12
+"""Depth at which the text report stops indenting further. A chain of training iterations
+nests three levels per iteration; indenting all the way would make each line's width, and the
+report's size, grow with the chain (quadratic in its length). Deeper lines name their depth."""
 
 
 @dataclass
@@ -254,11 +258,14 @@ class Report:
 
     def render(self) -> list[str]:
         """A text tree: ``✓`` passed, ``✗`` failed, ``∅`` erased, ``·`` information. A node
-        reached again is one line saying "(see above)"."""
+        reached again is one line saying "(see above)". Indentation stops at depth 12; deeper
+        nodes say ``[depth N]``, so the text stays linear in the size of the graph."""
         lines: list[str] = []
         for depth, edge, node, first in self.walk():
-            pad = "    " * depth
+            pad = "    " * min(depth, _MAX_INDENT)
             via = f"{edge.role} → " if edge is not None else ""
+            if depth > _MAX_INDENT:
+                via = f"[depth {depth}] {via}"
             mark = _MARK[node.status]
             if not first:
                 lines.append(f"{pad}{via}{mark} {node.label} (see above)")
