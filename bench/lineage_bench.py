@@ -15,9 +15,11 @@ It prints, per command and iteration, the time, the graph's nodes + edges, the t
 the JSON size; then the ratios of time per node at 100 and 25 iterations (the target is 1.5 at
 most) and of JSON bytes per node. Run by hand::
 
-    python bench/lineage_bench.py [--iterations 100] [--dir /tmp/lineagebench]
+    python bench/lineage_bench.py [--iterations 100] [--dir /tmp/lineagebench] [--repeat 3]
+        [--write-doc] [--quick]
 
-Results go to docs/PERFORMANCE.md.
+``--quick`` (4 iterations, one run each, a temporary directory) only checks the script runs;
+``--write-doc`` puts the results into docs/PERFORMANCE.md.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ import json
 import os
 import shutil
 import statistics
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import _common as c
 from click.testing import CliRunner
 
 from trajledger.ledger.artifacts import create_dataset, register_environment, register_evaluator
@@ -103,10 +107,15 @@ def main_(argv: list[str] | None = None) -> None:
     ap.add_argument("--iterations", type=int, default=100)
     ap.add_argument("--dir", type=Path, default=Path("/tmp/lineagebench"))
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--write-doc", action="store_true", help="update docs/PERFORMANCE.md")
+    ap.add_argument("--quick", action="store_true", help="4 iterations: check the script runs")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.dir = Path(tempfile.mkdtemp(prefix="lineagebench-"))
+        args.iterations, args.repeat = 4, 1
     shutil.rmtree(args.dir, ignore_errors=True)
     args.dir.mkdir(parents=True)
-    os.environ.setdefault("TRAJLEDGER_STATE_DIR", str(args.dir / "state"))
+    os.environ["TRAJLEDGER_STATE_DIR"] = str(args.dir / "state")  # never the user's own
     marks = sorted({max(1, args.iterations // 4), max(1, args.iterations // 2), args.iterations})
     rows: list[dict[str, Any]] = []
     home = args.dir / "ledger"
@@ -136,18 +145,43 @@ def main_(argv: list[str] | None = None) -> None:
 
     t0 = time.perf_counter()
     build(home, args.iterations, marks, on_mark)
-    print(f"built {args.iterations} iterations in {time.perf_counter() - t0:.1f} s")
+    built = time.perf_counter() - t0
+    text = render(rows, marks, args.repeat, built, args.iterations)
+    print(text)
+    if args.write_doc:
+        c.write_section("lineage_bench", "### Lineage over training iterations", text)
+    if args.quick:
+        shutil.rmtree(args.dir)
+
+
+def render(rows: list[dict[str, Any]], marks: list[int], repeat: int, built: float,
+           iterations: int) -> str:
+    """The section: header, one row per command, the ratios and the target."""
     lo, hi = marks[0], marks[-1]
-    print(f"\n| command | {' | '.join(f'{m} it.: s (ms/unit)' for m in marks)} | "
-          f"ms/unit {hi}/{lo} | bytes/unit {hi}/{lo} |")
-    print("|---|" + "---:|" * (len(marks) + 2))
+    out = []
     for name in dict.fromkeys(r["command"] for r in rows):
         mine = {r["iterations"]: r for r in rows if r["command"] == name}
-        cells = " | ".join(f"{mine[m]['seconds']:.3f} ({mine[m]['per_unit_ms']:.2f})"
-                           for m in marks)
         ratio = mine[hi]["per_unit_ms"] / mine[lo]["per_unit_ms"]
         bratio = mine[hi]["bytes_per_unit"] / mine[lo]["bytes_per_unit"]
-        print(f"| {name} | {cells} | {ratio:.2f} | {bratio:.2f} |")
+        out.append([
+            name,
+            *(f"{mine[m]['seconds']:.3f} ({mine[m]['units']}; {mine[m]['per_unit_ms']:.2f})"
+              for m in marks),
+            f"{ratio:.2f}", c.met(ratio <= 1.5),
+            *(f"{mine[m]['bytes']:,}" for m in (lo, hi)), f"{bratio:.2f}",
+        ])
+    return "\n".join([
+        f"`{c.command_line()}`; {c.machine()}. The chain of {iterations} iterations was "
+        f"built in {built:.0f} s; each command runs through the command line in-process "
+        f"(click's CliRunner: no interpreter start-up), median of {repeat}.",
+        "",
+        c.table(
+            ["command", *(f"{m} it.: s (nodes+edges; ms per node+edge)" for m in marks),
+             f"ms per unit {hi}/{lo}", "target <= 1.5", f"bytes at {lo}", f"bytes at {hi}",
+             f"bytes per unit {hi}/{lo}"],
+            out, "l" + "r" * (len(marks) + 1) + "lrrr",
+        ),
+    ])
 
 
 if __name__ == "__main__":
