@@ -211,7 +211,7 @@ def _contamination(
     what = "no episode duplicates a holdout or regression episode"
     admitted = {b.digest for b in batches}
     others: dict[str, list[str]] = {}
-    for i in verifier.index.of_kind("dataset"):
+    for i in verifier.index.held_out():  # the index's held-out datasets, each verified here
         rec = verifier.record(i)
         if not isinstance(rec, Record) or not isinstance(rec.predicate, Dataset):
             continue  # a damaged one fails the split rule; an untrusted one is not a holdout
