@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -115,6 +116,20 @@ def timed(fn: Callable[[], object]) -> float:
     t = time.perf_counter()
     fn()
     return time.perf_counter() - t
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) used so far by this process and its finished children."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def wall_cpu(fn: Callable[[], object]) -> tuple[float, float]:
+    """Wall and CPU seconds of one call (CPU of every thread, and of child processes)."""
+    w, p = time.perf_counter(), cpu_seconds()
+    fn()
+    return time.perf_counter() - w, cpu_seconds() - p
 
 
 def median(values: Sequence[float]) -> float:
