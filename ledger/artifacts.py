@@ -472,10 +472,6 @@ def _envelope_statement(ledger: Ledger, envelope: str) -> Statement | None:
         return None
 
 
-def _statement(ledger: Ledger, item: CatalogItem) -> Statement | None:
-    return _envelope_statement(ledger, item.envelope)
-
-
 def _is_paths(source: Any) -> bool:
     return isinstance(source, list | tuple) and bool(source) and isinstance(source[0], str | Path)
 
