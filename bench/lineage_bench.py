@@ -15,7 +15,7 @@ It prints, per command and iteration, the time, the graph's nodes + edges, the t
 the JSON size; then the ratios of time per node at 100 and 25 iterations (the target is 1.5 at
 most) and of JSON bytes per node. Run by hand::
 
-    python bench/lineage_bench.py [--iterations 100] [--dir /tmp/lineagebench] [--repeat 3]
+    python bench/lineage_bench.py [--iterations 100] [--dir /tmp/lineagebench] [--repeat 5]
         [--write-doc] [--quick]
 
 ``--quick`` (4 iterations, one run each, a temporary directory) only checks the script runs;
@@ -89,16 +89,17 @@ def build(home: Path, iterations: int, marks: list[int], on_mark: Any) -> None:
             on_mark(n, ckpt, f"ds@{n}", first)
 
 
-def timed(args: list[str], home: Path, repeat: int) -> tuple[float, str]:
+def timed(args: list[str], home: Path, repeat: int) -> tuple[float, float, str]:
+    """Median wall and CPU seconds (every thread) of ``trajledger ARGS`` run in-process."""
     runner = CliRunner()
     times, out = [], ""
     for _ in range(repeat):
-        t = time.perf_counter()
+        w, p = time.perf_counter(), time.process_time()
         r = runner.invoke(main, ["--ledger", str(home), *args])
-        times.append(time.perf_counter() - t)
+        times.append((time.perf_counter() - w, time.process_time() - p))
         assert r.exit_code in (0, 1), r.output  # admit may refuse nothing here; verify passes
         out = r.stdout
-    return statistics.median(times), out
+    return statistics.median(t[0] for t in times), statistics.median(t[1] for t in times), out
 
 
 def main_(argv: list[str] | None = None) -> None:
@@ -106,7 +107,7 @@ def main_(argv: list[str] | None = None) -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--iterations", type=int, default=100)
     ap.add_argument("--dir", type=Path, default=Path("/tmp/lineagebench"))
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--write-doc", action="store_true", help="update docs/PERFORMANCE.md")
     ap.add_argument("--quick", action="store_true", help="4 iterations: check the script runs")
     args = ap.parse_args(argv)
@@ -129,18 +130,19 @@ def main_(argv: list[str] | None = None) -> None:
             "impact B0": ["impact", first, "--format", "json"],
         }
         for name, cmd in commands.items():
-            seconds, out = timed(cmd, home, args.repeat)
+            seconds, cpu, out = timed(cmd, home, args.repeat)
             graph = None if name in ("verify CK", "admit DS") else json.loads(out)
             size = len(out.encode())
             if graph is None:  # the same graph as its --json twin
-                _, js = timed([*cmd, "--json"], home, 1)
+                _, _, js = timed([*cmd, "--json"], home, 1)
                 doc = json.loads(js)
                 graph = doc.get("report", doc)
             units = len(graph["nodes"]) + len(graph["edges"])
             rows.append({"iterations": n, "command": name, "seconds": seconds, "units": units,
-                         "per_unit_ms": 1000 * seconds / units, "bytes": size,
+                         "per_unit_ms": 1000 * seconds / units,
+                         "cpu_per_unit_ms": 1000 * cpu / units, "bytes": size,
                          "bytes_per_unit": size / units})
-            print(f"{n:4d} {name:18s} {seconds:8.3f} s  {units:5d} nodes+edges  "
+            print(f"{n:4d} {name:18s} {seconds:8.3f} s ({cpu:.3f} CPU)  {units:5d} nodes+edges  "
                   f"{1000 * seconds / units:7.3f} ms/unit  {size:9d} bytes", flush=True)
 
     t0 = time.perf_counter()
@@ -156,18 +158,22 @@ def main_(argv: list[str] | None = None) -> None:
 
 def render(rows: list[dict[str, Any]], marks: list[int], repeat: int, built: float,
            iterations: int) -> str:
-    """The section: header, one row per command, the ratios and the target."""
+    """The section: header, one row per command, the ratios and the target (judged on wall and
+    on CPU time: the machine is shared, and CPU time does not count waiting for a core)."""
     lo, hi = marks[0], marks[-1]
+    verdict = {(True, True): "met", (True, False): "wall only: CPU over",
+               (False, True): "CPU only: wall over", (False, False): "**not met**"}
     out = []
     for name in dict.fromkeys(r["command"] for r in rows):
         mine = {r["iterations"]: r for r in rows if r["command"] == name}
-        ratio = mine[hi]["per_unit_ms"] / mine[lo]["per_unit_ms"]
+        wall = mine[hi]["per_unit_ms"] / mine[lo]["per_unit_ms"]
+        cpu = mine[hi]["cpu_per_unit_ms"] / mine[lo]["cpu_per_unit_ms"]
         bratio = mine[hi]["bytes_per_unit"] / mine[lo]["bytes_per_unit"]
         out.append([
             name,
-            *(f"{mine[m]['seconds']:.3f} ({mine[m]['units']}; {mine[m]['per_unit_ms']:.2f})"
-              for m in marks),
-            f"{ratio:.2f}", c.met(ratio <= 1.5),
+            *(f"{mine[m]['seconds']:.3f} ({mine[m]['units']}; {mine[m]['per_unit_ms']:.2f} / "
+              f"{mine[m]['cpu_per_unit_ms']:.2f})" for m in marks),
+            f"{wall:.2f} / {cpu:.2f}", verdict[wall <= 1.5, cpu <= 1.5],
             *(f"{mine[m]['bytes']:,}" for m in (lo, hi)), f"{bratio:.2f}",
         ])
     return "\n".join([
@@ -176,9 +182,10 @@ def render(rows: list[dict[str, Any]], marks: list[int], repeat: int, built: flo
         f"(click's CliRunner: no interpreter start-up), median of {repeat}.",
         "",
         c.table(
-            ["command", *(f"{m} it.: s (nodes+edges; ms per node+edge)" for m in marks),
-             f"ms per unit {hi}/{lo}", "target <= 1.5", f"bytes at {lo}", f"bytes at {hi}",
-             f"bytes per unit {hi}/{lo}"],
+            ["command", *(f"{m} it.: wall s (nodes+edges; ms per node+edge, wall / CPU)"
+                          for m in marks),
+             f"per node+edge {hi}/{lo} (wall / CPU)", "target <= 1.5", f"bytes at {lo}",
+             f"bytes at {hi}", f"bytes per node+edge {hi}/{lo}"],
             out, "l" + "r" * (len(marks) + 1) + "lrrr",
         ),
     ])
