@@ -22,9 +22,10 @@ one small new batch. Then, in one run:
 
 Usage::
 
-    python bench/index_bench.py [--dir /tmp/indexbench] [--gb 5] [--markdown]
+    python bench/index_bench.py [--dir /tmp/indexbench] [--gb 5] [--write-doc] [--quick]
 
-Not a test: nothing here runs in CI.
+``--quick`` (a ledger of a few MiB in a temporary directory) only checks the script runs;
+``--write-doc`` puts the results into docs/PERFORMANCE.md.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ import itertools
 import json
 import math
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -46,6 +46,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import _common as c
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -119,9 +120,9 @@ def _old_text_vector(messages: list[tuple[str | None, str]]) -> np.ndarray | Non
         counts.update(words)
         counts.update(f"{a} {b}" for a, b in itertools.pairwise(words))
     out = np.zeros(128)
-    for token, c in counts.items():
+    for token, count in counts.items():
         h = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little")
-        out[h % 128] += (1.0 - 2.0 * (h >> 63)) * (1.0 + math.log(c))
+        out[h % 128] += (1.0 - 2.0 * (h >> 63)) * (1.0 + math.log(count))
     norm = float(np.linalg.norm(out))
     return (out / norm).astype(np.float32) if norm else None
 
@@ -207,7 +208,7 @@ def build(root: Path, gb: float, batch_steps: int, chat_episodes: int) -> dict[s
     meta_path = root / "bench.json"
     if meta_path.is_file():
         return dict(json.loads(meta_path.read_text()))
-    ledger = Ledger.init(root, origin="bench/index")
+    ledger = Ledger.init(root, origin=c.unique_origin("index"))
     key = ledger.keys.create("producer", encrypt=False)
     register_environment(ledger, "mujoco", "1", key)
     register_environment(ledger, "chat", "1", key)
@@ -255,10 +256,15 @@ def main() -> None:
     ap.add_argument("--gb", type=float, default=5.0)
     ap.add_argument("--batch-steps", type=int, default=4_000_000)
     ap.add_argument("--chat-episodes", type=int, default=200_000)
-    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--markdown", action="store_true", help="(the output is markdown)")
+    ap.add_argument("--write-doc", action="store_true", help="update docs/PERFORMANCE.md")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: check the script runs")
     a = ap.parse_args()
+    if a.quick:
+        a.dir, a.gb, a.batch_steps, a.chat_episodes = None, 0.004, 5_000, 300
     work = a.dir or Path(tempfile.mkdtemp(prefix="indexbench-"))
     root = work / "ledger"
+    os.environ["TRAJLEDGER_STATE_DIR"] = str(work / "state")  # never the user's own
     meta = build(root, a.gb, a.batch_steps, a.chat_episodes)
     shutil.rmtree(root / "index" / "lance", ignore_errors=True)  # a cold index every run
     from trajledger.ledger.artifacts import batch_files
@@ -320,25 +326,40 @@ def main() -> None:
         whole.append((label, secs, rss, size, out.strip()))
 
     rec_s, rec_b = sum(meta["record_s"]), sum(meta["record_bytes"])
-    cpu = f"{os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}"
-    print(f"\nLedger: {meta['total_bytes'] / 2**30:.2f} GiB of unrelated rollouts in "
-          f"{len(meta['numeric']) + 1} batches (+ a 5,000-step train dataset and a 3,000-step "
-          f"new batch). {cpu}.\n")  # fmt: skip
-    print("| operation | result |\n|---|---|")
-    for k, v in rows:
-        print(f"| {k} | {v} |")
-    print(f"| recording (ingest, index excluded) | {rec_b / 2**20 / rec_s:.0f} MiB/s of stored "
-          f"blobs ({rec_s:.0f} s for {rec_b / 2**30:.2f} GiB) |")  # fmt: skip
-    print("\n| features of one batch (child) | episodes | old per-token: s | peak RSS MiB | "
-          "new streaming: s | peak RSS MiB | speed-up |\n|---|---:|---:|---:|---:|---:|---:|")
-    for label, n, old_s, old_rss, new_s, new_rss in feat:
-        print(f"| {label} | {n:,} | {old_s:.2f} | {old_rss / 2**20:.0f} | {new_s:.2f} | "
-              f"{new_rss / 2**20:.0f} | {old_s / new_s:.1f} x |")  # fmt: skip
-    print("\n| index one whole batch (child) | s | MiB/s of steps.parquet | peak RSS MiB | "
-          "steps.parquet MiB |\n|---|---:|---:|---:|---:|")  # fmt: skip
-    for label, secs, rss, size, _out in whole:
-        print(f"| {label} | {secs:.2f} | {size / 2**20 / secs:.0f} | {rss / 2**20:.0f} | "
-              f"{size / 2**20:.0f} |")  # fmt: skip
+    out = [
+        f"`{c.command_line()}`; {c.machine()}.",
+        "",
+        f"Ledger: {meta['total_bytes'] / 2**30:.2f} GiB of unrelated rollouts in "
+        f"{len(meta['numeric']) + 1} batches (+ a 5,000-step train dataset and a 3,000-step "
+        "new batch).",
+        "",
+        c.table(["operation", "result"], [
+            *rows,
+            ("recording (ingest, index excluded)",
+             f"{rec_b / 2**20 / rec_s:.0f} MiB/s of stored blobs ({rec_s:.0f} s for "
+             f"{rec_b / 2**30:.2f} GiB)"),
+        ], "ll"),
+        "",
+        c.table(["features of one batch (child)", "episodes", "old per-token: s",
+                 "peak RSS MiB", "new streaming: s", "peak RSS MiB", "speed-up"], [
+            (label, f"{n:,}", f"{old_s:.2f}", f"{old_rss / 2**20:.0f}", f"{new_s:.2f}",
+             f"{new_rss / 2**20:.0f}", f"{old_s / new_s:.1f} x")
+            for label, n, old_s, old_rss, new_s, new_rss in feat
+        ]),
+        "",
+        c.table(["index one whole batch (child)", "s", "MiB/s of steps.parquet", "peak RSS MiB",
+                 "steps.parquet MiB"], [
+            (label, f"{secs:.2f}", f"{size / 2**20 / secs:.0f}", f"{rss / 2**20:.0f}",
+             f"{size / 2**20:.0f}")
+            for label, secs, rss, size, _out in whole
+        ]),
+    ]
+    text = "\n".join(out)
+    print(text)
+    if a.write_doc:
+        c.write_section("index_bench", "## Audit index", text)
+    if a.quick:
+        shutil.rmtree(work)
 
 
 if __name__ == "__main__":

@@ -26,10 +26,11 @@ generated in the work directory, recorded through the CLI, and the child's peak 
 
 Usage::
 
-    python bench/ingest_bench.py [--steps 1000000] [--repeat 7] [--markdown]
-    python bench/ingest_bench.py --memory [--jsonl-mb 2048] [--markdown]
+    python bench/ingest_bench.py [--steps 1000000] [--repeat 7] [--markdown] [--write-doc]
+    python bench/ingest_bench.py --memory [--jsonl-mb 2048] [--markdown] [--write-doc]
 
-Not a test: nothing here runs in CI.
+``--quick`` (5,000 steps, one run, a 1 MiB chat file) only checks the script runs;
+``--write-doc`` puts the markdown section into docs/PERFORMANCE.md.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import _common as c
 
 PASSPHRASE = "bench passphrase (not secret)"
 BASE = "pyarrow read + write zstd (in-process)"
@@ -160,7 +163,7 @@ def fresh_ledger(tl: str, root: Path, env: dict[str, str]) -> Path:
     """A new ledger with key ``bench`` (encrypted) and environment ``bench@1``."""
     home = Path(tempfile.mkdtemp(prefix="ledger-", dir=root))
     shutil.rmtree(home)
-    run([tl, "--ledger", str(home), "init", "--origin", "bench/ingest"], env)
+    run([tl, "--ledger", str(home), "init", "--origin", c.unique_origin("ingest")], env)
     run([tl, "--ledger", str(home), "key", "new", "bench"], env)
     run([tl, "--ledger", str(home), "env", "register", "bench", "--version", "1",
          "--key", "bench"], env)  # fmt: skip
@@ -221,7 +224,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
     ap.add_argument("--markdown", action="store_true", help="print a docs/PERFORMANCE.md section")
+    ap.add_argument("--write-doc", action="store_true", help="update docs/PERFORMANCE.md")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: check the script runs")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.steps, args.repeat, args.jsonl_repeat, args.memory, args.jsonl_mb = (
+            5_000, 1, 1, True, 1)
 
     from trajledger.ledger.artifacts import record_batch
     from trajledger.ledger.home import Ledger
@@ -230,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ, TRAJLEDGER_PASSPHRASE=PASSPHRASE)
     os.environ["TRAJLEDGER_PASSPHRASE"] = PASSPHRASE
     work = Path(tempfile.mkdtemp(prefix="ingest-bench-", dir=args.workdir))
+    os.environ["TRAJLEDGER_STATE_DIR"] = env["TRAJLEDGER_STATE_DIR"] = str(work / "state")
     result: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "platform": platform.platform()},
@@ -352,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     print(markdown(result) if args.markdown else json.dumps(result, indent=2))
+    if args.write_doc:
+        c.write_section("ingest_bench", "## Recording", markdown(result))
     return 0
 
 
@@ -367,9 +378,10 @@ def markdown(r: dict[str, Any]) -> str:
     sizes = "\n".join(f"| {n} | {b / 2**20:,.1f} |" for n, b in r["sizes"].items())
     m = r["machine"]
     text = (
+        f"`{c.command_line()}`; {c.machine()}.\n\n"
         f"{steps:,} steps (obs float32[{OBS}], action float32[{ACT}], reward, flags, ids; "
         f"{EPISODE}-step episodes), median of {r['repeat']} runs (JSON lines: "
-        f"{len(r['runs_s'].get(JSONL, []))}), warm page cache, {m['cpus']} CPUs, Python {m['python']}.\n\n"
+        f"{len(r['runs_s'].get(JSONL, []))}), warm page cache, {m['cpus']} CPUs.\n\n"
         "| operation | median s | min s | steps/s | x pyarrow in-process |\n"
         "|---|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n\n"
         f"| ratio | value | target <= {TARGET} |\n|---|---:|---|\n" + ratios + "\n\n"

@@ -29,8 +29,10 @@ Usage::
 
     python bench/log_bench.py --dir /tmp/logbench [--entries 1000000] [--batch 256]
     python bench/log_bench.py --dir /tmp/logbench --scaling 1000,10000,100000 --markdown
+    python bench/log_bench.py --quick        (tiny sizes: tests/bench checks the script runs)
 
-Prints a Markdown table (and ``--json`` a JSON document). Not a test: nothing here is timed in CI.
+Prints a Markdown table (and ``--json`` a JSON document). Not a test: only ``--quick`` runs in CI
+(tests/bench/test_bench_smoke.py), untimed.
 """
 
 from __future__ import annotations
@@ -230,7 +232,7 @@ def scaling_markdown(r: dict[str, Any], machine: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; see the module docstring."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--dir", type=Path, required=True, help="scratch directory (wiped)")
+    ap.add_argument("--dir", type=Path, help="scratch directory (wiped); required but --quick")
     ap.add_argument("--entries", type=int, default=1_000_000)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--proofs", type=int, default=200, help="proofs to time")
@@ -238,7 +240,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", action="store_true", help="print the docs/PERFORMANCE.md section")
     ap.add_argument("--scaling", help="comma-separated log sizes: time the per-append costs")
     ap.add_argument("--repeat", type=int, default=30, help="runs per operation (--scaling)")
+    ap.add_argument("--quick", action="store_true",
+                    help="tiny sizes in a temporary directory: check the script runs")
     args = ap.parse_args(argv)
+    if args.quick:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="logbench-") as tmp:
+            base = ["--entries", "600", "--batch", "64", "--proofs", "20", "--markdown"]
+            main([*base, "--dir", f"{tmp}/log"])
+            return main(["--dir", f"{tmp}/scale", "--scaling", "100,300", "--repeat", "2",
+                         "--markdown"])
+    if args.dir is None:
+        ap.error("--dir is required")
     machine = f"{platform.machine()} {os.cpu_count()} cores, Python {sys.version.split()[0]}"
     if args.scaling:
         sizes = [int(x) for x in args.scaling.split(",")]

@@ -19,8 +19,9 @@ independent of the log's size beyond that, and HTTP adds a constant per tile.
 Usage::
 
     python bench/monitor_bench.py [--entries 100000] [--more 1000] [--repeat 7] [--markdown]
+    python bench/monitor_bench.py --quick    (tiny sizes: tests/bench checks the script runs)
 
-Not a test: nothing here runs in CI.
+Not a test: only ``--quick`` runs in CI (tests/bench/test_bench_smoke.py).
 """
 
 from __future__ import annotations
@@ -69,7 +70,10 @@ def main() -> None:
     ap.add_argument("--more", type=int, default=1_000)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: check the script runs")
     args = ap.parse_args()
+    if args.quick:
+        args.entries, args.more, args.repeat = 300, 50, 1
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

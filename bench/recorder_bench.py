@@ -12,8 +12,9 @@ package on the path (``PYTHONPATH=/path/to/checkout``), on the same machine, one
 Usage::
 
     python bench/recorder_bench.py [--episodes 2000] [--every 500] [--repeat 5] [--json OUT]
+    python bench/recorder_bench.py --quick   (tiny sizes: tests/bench checks the script runs)
 
-Not a test: nothing here runs in CI.
+Not a test: only ``--quick`` runs in CI (tests/bench/test_bench_smoke.py).
 """
 
 from __future__ import annotations
@@ -51,7 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--every", type=int, default=500)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: check the script runs")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.episodes, args.every, args.repeat = 20, 10, 1
 
     import gymnasium as gym
     import numpy as np
@@ -77,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.repeat):
             for name in times:
                 home = work / f"ledger-{r}-{len(times[name])}-{name[:5]}"
-                ledger = Ledger.init(home, origin="bench/recorder") if name != "bare" else None
+                origin = f"bench/recorder-{os.urandom(4).hex()}"  # one origin per log
+                ledger = Ledger.init(home, origin=origin) if name != "bare" else None
                 image = "images" in name
                 env: Any = gym.make("CartPole-v1")
                 if image:

@@ -7,7 +7,7 @@ builds two ledgers that differ only in their store: ``objects/`` on the local di
 - ``record``: ``record_batch`` of ``--batches`` numeric batches of ``--steps`` steps each (obs
   float32[17], action float32[6]; validation, Parquet, hashing, storing, signing, logging);
 - ``verify``: `verify_ref` of a dataset holding every batch (the lineage, every record, and
-  the data: on S3 every blob read is re-hashed; locally ``deep=True`` re-hashes the data);
+  every data blob re-hashed: verify's default);
 - ``read``: reading every data blob back, checked (``get_verified``).
 
 Each is reported as MiB/s of stored blob bytes and as a ratio S3 / local (same run, same data).
@@ -16,16 +16,16 @@ for the client path, not a measure of real S3 (where network latency dominates s
 
 Usage::
 
-    python bench/s3_bench.py [--batches 8] [--steps 200000] [--repeat 3] [--markdown]
+    python bench/s3_bench.py [--batches 8] [--steps 200000] [--repeat 3] [--write-doc] [--quick]
 
-Not a test: nothing here runs in CI.
+``--quick`` (2 batches of 2,000 steps, one run) only checks the script runs; ``--write-doc``
+puts the results into docs/PERFORMANCE.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import platform
 import socket
 import statistics
 import subprocess
@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import _common as c
 import numpy as np
 import pyarrow as pa
 
@@ -121,54 +122,63 @@ def run(store: str, root: Path, tables: list[pa.Table]) -> dict[str, float]:
     )
     policy = TrustPolicy.from_toml((root / "policy.toml").read_bytes(), root)
     start = time.perf_counter()
-    report = verify_ref(ledger, "ds@1", policy, deep=True)
+    report = verify_ref(ledger, "ds@1", policy)
     verify_s = time.perf_counter() - start
     if not report.ok:
         raise SystemExit(f"verify failed: {report.failures()}")
     return {"record": record_s, "verify": verify_s, "read": read_s, "bytes": float(size)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--batches", type=int, default=8)
     ap.add_argument("--steps", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--markdown", action="store_true")
-    a = ap.parse_args()
+    ap.add_argument("--write-doc", action="store_true", help="update docs/PERFORMANCE.md")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: check the script runs")
+    a = ap.parse_args(argv)
+    if a.quick:
+        a.batches, a.steps, a.repeat = 2, 2_000, 1
     proc, endpoint = start_moto()
     os.environ.update(
         AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_ENDPOINT_URL=endpoint,
         AWS_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true",
     )  # fmt: skip
-    try:
-        import boto3
+    results: dict[str, list[dict[str, float]]] = {"local": [], "s3": []}
+    with tempfile.TemporaryDirectory(prefix="s3bench-") as tmp:
+        os.environ["TRAJLEDGER_STATE_DIR"] = str(Path(tmp) / "state")  # never the user's own
+        try:
+            import boto3
 
-        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(
-            Bucket="bench"
-        )
-        tables = [steps_table(a.steps, s) for s in range(a.batches)]
-        results: dict[str, list[dict[str, float]]] = {"local": [], "s3": []}
-        with tempfile.TemporaryDirectory(prefix="s3bench-") as tmp:
+            boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(
+                Bucket="bench"
+            )
+            tables = [steps_table(a.steps, s) for s in range(a.batches)]
             for r in range(a.repeat):
                 for kind in ("local", "s3"):  # interleaved, same data
                     store = "objects" if kind == "local" else f"s3://bench/run{r}"
                     results[kind].append(run(store, Path(tmp) / f"{kind}{r}", tables))
-    finally:
-        proc.terminate()
-        proc.wait()
+        finally:
+            proc.terminate()
+            proc.wait()
     size = results["local"][0]["bytes"]
-    print(
-        f"{a.batches} batches x {a.steps:,} steps, {size / 2**20:.0f} MiB of data blobs; median "
-        f"of {a.repeat} interleaved runs; moto {_version('moto')} server (own process) on "
-        f"127.0.0.1, pyarrow {pa.__version__}; {os.cpu_count()} CPUs, Python "
-        f"{platform.python_version()}.\n"
-    )
-    print("| operation | local MiB/s | S3 (moto) MiB/s | S3 / local time |")
-    print("|---|---:|---:|---:|")
+    rows = []
     for op in ("record", "verify", "read"):
         loc = statistics.median(x[op] for x in results["local"])
         s3 = statistics.median(x[op] for x in results["s3"])
-        print(f"| {op} | {size / 2**20 / loc:.0f} | {size / 2**20 / s3:.0f} | {s3 / loc:.2f} |")
+        rows.append([op, f"{size / 2**20 / loc:.0f}", f"{size / 2**20 / s3:.0f}",
+                     f"{s3 / loc:.2f}"])
+    text = "\n".join([
+        f"`{c.command_line()}`; {c.machine()}. {a.batches} batches x {a.steps:,} steps, "
+        f"{size / 2**20:.0f} MiB of data blobs; median of {a.repeat} interleaved runs; moto "
+        f"{_version('moto')} server (own process) on 127.0.0.1, pyarrow {pa.__version__}.",
+        "",
+        c.table(["operation", "local MiB/s", "S3 (moto) MiB/s", "S3 / local time"], rows),
+    ])
+    print(text)
+    if a.write_doc:
+        c.write_section("s3_bench", "## Object storage (S3)", text)
+    return 0
 
 
 def _version(name: str) -> Any:
@@ -178,4 +188,4 @@ def _version(name: str) -> Any:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

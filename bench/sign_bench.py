@@ -14,6 +14,7 @@ trajledger is faster than model_signing; "x hashlib" below 1.0 means faster than
 Needs ``pip install model-signing pyopenssl`` (bench only; not a trajledger dependency).
 
     python bench/sign_bench.py [--size-mb 1024] [--files 200] [--repeat 3] [--markdown]
+    python bench/sign_bench.py --quick    (tiny sizes: tests/bench checks the script runs)
 """
 
 from __future__ import annotations
@@ -103,7 +104,10 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
     ap.add_argument("--markdown", action="store_true", help="print a docs/PERFORMANCE.md section")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: check the script runs")
     args = ap.parse_args()
+    if args.quick:
+        args.size_mb, args.files, args.repeat, args.help_runs = 4, 8, 1, 1
 
     try:
         import model_signing.signing

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from trajledger.verify import predicates
 from trajledger.verify.errors import FormatError, PolicyError
+from trajledger.verify.kinds import name_version
 from trajledger.verify.predicates import (
     SPLITS,
     ArtifactRef,
@@ -62,11 +63,12 @@ GENERATOR = "trajledger"
 
 
 def _refuse_existing(catalog: Catalog, kind: str, name: str, version: str) -> None:
-    for item in catalog.by_kind(kind):
-        if item.name == name and item.version == version:
+    # Looked up by name and version in the user's index (not a pass over every record).
+    for row in catalog.ledger.trust_state().by_name(name, version):
+        if row.kind == kind:
             raise PolicyError(
-                f"{kind} {name}@{version}: already recorded as {item.digest} (log index "
-                f"{item.index}); versions are immutable, record a new version"
+                f"{kind} {name}@{version}: already recorded as {row.subject} (log index "
+                f"{row.index}); versions are immutable, record a new version"
             )
 
 
@@ -464,10 +466,6 @@ def _envelope_statement(ledger: Ledger, envelope: str) -> Statement | None:
         return None
 
 
-def _statement(ledger: Ledger, item: CatalogItem) -> Statement | None:
-    return _envelope_statement(ledger, item.envelope)
-
-
 def _is_paths(source: Any) -> bool:
     return isinstance(source, list | tuple) and bool(source) and isinstance(source[0], str | Path)
 
@@ -657,23 +655,39 @@ def create_dataset(
     predicate = Dataset(name, version, split, tuple(digests), purpose).written(
         f"dataset {name}@{version}"
     )
-    # (2)
+    # (2) The datasets listing these batches (through the index, not every dataset), and every
+    # dataset whose envelope could not be read (it could list them).
+    state = ledger.trust_state()
+    unread = [i for i in state.unreadable() if (e := state.entry(i)) and e.kind == "dataset"]
+    if unread:
+        entry = state.entry(unread[0])
+        assert entry is not None
+        raise LedgerError(
+            f"dataset {entry.subject} (log index {unread[0]}): its envelope {entry.envelope} "
+            "cannot be read, so its split is unknown; repair the store before creating datasets"
+        )
     conflicts = []
-    for item in catalog.by_kind("dataset"):
-        statement = _statement(ledger, item)
+    holding = sorted({i for d in digests for i in state.listing(d)})
+    for i in holding:
+        entry = state.entry(i)
+        if entry is None or entry.kind != "dataset":
+            continue
+        statement = _envelope_statement(ledger, entry.envelope)
         if statement is None:
             raise LedgerError(
-                f"dataset {item.digest} (log index {item.index}): its envelope {item.envelope} "
+                f"dataset {entry.subject} (log index {i}): its envelope {entry.envelope} "
                 "cannot be read, so its split is unknown; repair the store before creating "
                 "datasets"
             )
         other = statement.predicate
         if other.get("split") == split:
             continue
+        name_, version_ = name_version("dataset", statement)
+        ref = f"{name_}@{version_}" if version_ else name_
         for d in sorted(set(digests) & set(other.get("batches") or [])):
             conflicts.append(
-                f"batch {d} is already in {other.get('split')} dataset {item.ref} "
-                f"({item.digest[:19]}…)"
+                f"batch {d} is already in {other.get('split')} dataset {ref} "
+                f"({entry.subject[:19]}…)"
             )
     if conflicts:
         raise PolicyError(f"dataset {name}@{version} ({split}): " + "; ".join(conflicts))

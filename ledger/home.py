@@ -478,6 +478,16 @@ class Ledger:
         """
         if (root / CONFIG_NAME).exists():
             raise LedgerError(f"{root}: a ledger already exists here")
+        if origin is not None:
+            from .trust_state import known_origin
+
+            known = known_origin(origin)
+            if known is not None:
+                raise LedgerError(
+                    f"origin {origin!r} already names another log you use (noted in {known}): "
+                    "an origin names one log; choose another --origin, or remove that directory "
+                    "to forget the other log"
+                )
         config = LedgerConfig(origin or default_origin(), store)
         LedgerConfig.from_toml(config.to_toml(), root / CONFIG_NAME)  # validate the origin
         if check_store and "://" in store and not store.startswith("file://"):

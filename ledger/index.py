@@ -1026,10 +1026,11 @@ class Index:
             return sorted(out)
         raise RefError(f"{kind} {digest}: has no batches; want a batch, dataset or checkpoint")
 
-    def _datasets(self) -> list[dict[str, Any]]:
+    def _datasets(self, where: str | None = None) -> list[dict[str, Any]]:
+        """The dataset rows (matching ``where``, an SQL filter)."""
         rows: list[dict[str, Any]] = self.query(
             ARTIFACTS,
-            "kind = 'dataset'",
+            "kind = 'dataset'" + (f" AND ({where})" if where else ""),
             columns=["log_index", "digest", "ref", "split", "batches"],
         ).to_pylist()
         return rows
@@ -1101,10 +1102,10 @@ class Index:
         with self._locked():
             self._update(None, rebuild=False)
             self._index_batches(sorted(set(train) | set(other)))
-            labels = self._dataset_labels()
-            matcher = Matcher(labels["train"], labels["other"])
             if not train or not other:
                 return []
+            labels = self._dataset_labels(sorted(set(train) | set(other)))
+            matcher = Matcher(labels["train"], labels["other"])
             cols = ["batch", "episode_id", "fingerprint", "modality", "num_steps", "vector"]
             held = self._scan(EPISODES, f"batch IN ({_sql_list(other)})", cols)
             for batch, chunk in _feature_chunks(held):
@@ -1121,17 +1122,20 @@ class Index:
                     matcher.feed(batch, chunk)
             return matcher.findings()
 
-    def _dataset_labels(self) -> dict[str, dict[str, list[str]]]:
-        """batch -> refs of the train datasets holding it, and of the holdout/regression ones."""
+    def _dataset_labels(self, batches: Sequence[str]) -> dict[str, dict[str, list[str]]]:
+        """batch -> refs of the train datasets holding it, and of the holdout/regression ones,
+        for ``batches`` (only the datasets holding one of them are read)."""
         out: dict[str, dict[str, list[str]]] = {
             "train": defaultdict(list),
             "other": defaultdict(list),
         }
-        for d in sorted(self._datasets(), key=lambda r: r["log_index"]):
+        wanted = set(batches)
+        holding = self._datasets(f"array_has_any(batches, make_array({_sql_list(batches)}))")
+        for d in sorted(holding, key=lambda r: r["log_index"]):
             side = "train" if d["split"] == "train" else "other"
             label = f"{d['split']} {d['ref'] or d['digest']}"
             for b in d["batches"] or []:
-                if label not in out[side][b]:
+                if b in wanted and label not in out[side][b]:
                     out[side][b].append(label)
         return out
 
@@ -1472,9 +1476,10 @@ def _split_contamination(index: Index, split: str, batches: Sequence[str]) -> li
         raise FormatError(f"split {split!r}: unknown, want one of {', '.join(SPLITS)}")
     with index._locked():
         other_side: set[str] = set()
-        for d in index._datasets():
-            if (d["split"] == "train") != (split == "train"):
-                other_side.update(d["batches"] or [])
+        # Only the datasets of the other side are read (for a train set: the held-out ones).
+        other = "split = 'train'" if split != "train" else "split != 'train'"
+        for d in index._datasets(other):
+            other_side.update(d["batches"] or [])
         if split == "train":
             return index.contamination(batches, sorted(other_side))
         return index.contamination(sorted(other_side), batches)

@@ -8,8 +8,10 @@ that write access to a ledger cannot lower what was seen or hide what was record
   smaller (rollback) or a different tree (fork) is tampering: `TamperError`, nothing written.
 - **the index** of every entry under that checkpoint (`verify.log_index.LogIndex`): by subject,
   kind, the digests a record lists (a dataset's batches, an erasure's blobs), the artifacts
-  depending on a digest (for ``impact``), names and versions (the catalog), and the records of
-  listing kinds whose envelope could not be read (a verifier fails what they could affect).
+  depending on a digest (for ``impact``), names and versions (the catalog), the holdout and
+  regression datasets (so the gate's contamination check does not read every dataset), and the
+  records of listing kinds whose envelope could not be read (a verifier fails what they could
+  affect).
 
 It is extended incrementally (`TrustState.sync`): the stored right edge of the tree (a
 `verify.merkle.CompactRange`) plus the new entries must give the new signed root, and each new
@@ -46,6 +48,7 @@ from trajledger.verify.log_entry import GENESIS_PREV, LogEntry
 from trajledger.verify.log_index import read_record
 from trajledger.verify.merkle import CompactRange, leaf_hash
 from trajledger.verify.note import Verifier, verifier_from_vkey
+from trajledger.verify.predicates import HELD_OUT, Dataset
 
 from .errors import LedgerError, TamperError
 from .fs import write_file_atomic
@@ -54,9 +57,10 @@ from .home import state_dir
 if TYPE_CHECKING:
     from .home import Ledger
 
-__all__ = ["NameRow", "TrustState", "continue_trust"]
+__all__ = ["NameRow", "TrustState", "continue_trust", "known_origin"]
 
-STATE_FORMAT = 1
+STATE_FORMAT = 2
+"""2: adds the held-out datasets (a state of format 1 re-reads the log once, keeping its floor)."""
 _CHUNK = 1024
 
 _SCHEMA = """
@@ -69,11 +73,13 @@ CREATE TABLE IF NOT EXISTS names (
     idx INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, version TEXT NOT NULL,
     subject TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS names_ref ON names (name, version);
+CREATE INDEX IF NOT EXISTS names_subject ON names (subject);
 CREATE TABLE IF NOT EXISTS listing (digest TEXT NOT NULL, idx INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS listing_digest ON listing (digest);
 CREATE TABLE IF NOT EXISTS refs (dst TEXT NOT NULL, idx INTEGER NOT NULL, role TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS refs_dst ON refs (dst);
 CREATE TABLE IF NOT EXISTS unreadable (idx INTEGER PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS held_out (idx INTEGER PRIMARY KEY);
 """
 
 
@@ -101,6 +107,15 @@ def _wal(db: sqlite3.Connection, wait: float = 60.0) -> None:
             if "locked" not in str(e) or time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
+
+
+def known_origin(origin: str, directory: Path | None = None) -> Path | None:
+    """Where this user's state notes the keys of a log of ``origin``, if it knows one."""
+    path = (directory or state_dir()) / "origins" / _log_id(origin)
+    try:
+        return path if any(not n.startswith(".") for n in os.listdir(path)) else None
+    except OSError:
+        return None
 
 
 def _log_id(vkey: str) -> str:
@@ -186,6 +201,11 @@ class TrustState:
                 state._put("format", str(STATE_FORMAT).encode())
         elif stored.decode() != vkey:
             raise LedgerError(f"trust state {base}: belongs to another log key")
+        elif state._meta("format") != str(STATE_FORMAT).encode():
+            # An older state lacks what this version indexes: re-read the log (the floor stays).
+            state.rebuild()
+            with state._write():
+                state._put("format", str(STATE_FORMAT).encode())
         state._register()
         return state
 
@@ -497,7 +517,7 @@ class TrustState:
         """Forget the index (not the floor): the next `sync` re-reads the whole log, which must
         still extend the checkpoint seen before."""
         with self._write():
-            for table in ("entries", "names", "listing", "refs", "unreadable"):
+            for table in ("entries", "names", "listing", "refs", "unreadable", "held_out"):
                 self._db.execute(f"DELETE FROM {table}")
             self._db.execute("DELETE FROM meta WHERE key = 'range'")
         self._size, self._range, self._note, self._last = self._read_meta()
@@ -534,6 +554,8 @@ class TrustState:
                        [(d, i) for d in kind.listed(pred)])
         db.executemany("INSERT INTO refs (dst, idx, role) VALUES (?, ?, ?)",
                        [(d.digest, i, d.role) for d in kind.dependencies(pred)])
+        if isinstance(pred, Dataset) and pred.split in HELD_OUT:
+            db.execute("INSERT OR IGNORE INTO held_out (idx) VALUES (?)", (i,))
         return True
 
     def _retry_unreadable(self, read_blob: Callable[[str], bytes | None]) -> None:
@@ -596,6 +618,12 @@ class TrustState:
                                 (self._size,))
         return [int(r[0]) for r in rows]
 
+    def held_out(self) -> list[int]:
+        """Dataset records of a split never trained on (holdout, regression)."""
+        rows = self._db.execute("SELECT idx FROM held_out WHERE idx < ? ORDER BY idx",
+                                (self._size,))
+        return [int(r[0]) for r in rows]
+
     # -- the catalog -------------------------------------------------------------------------------
 
     def by_name(self, name: str, version: str) -> list[NameRow]:
@@ -606,7 +634,9 @@ class TrustState:
         """Named records whose subject digest starts with ``sha256:<hexprefix>``."""
         lo = "sha256:" + hexprefix
         hi = lo + "\uffff"
-        return self._names("subject >= ? AND subject < ?", (lo, hi))
+        # Named: SQLite otherwise walks the whole table in index order (the ``idx < size``
+        # bound and ORDER BY idx look cheaper to it than the subject range).
+        return self._names("subject >= ? AND subject < ?", (lo, hi), using="names_subject")
 
     def named(self, kind: str | None = None) -> list[NameRow]:
         """Every named record (of ``kind``), in log order."""
@@ -614,10 +644,13 @@ class TrustState:
             return self._names("1 = 1", ())
         return self._names("kind = ?", (kind,))
 
-    def _names(self, where: str, args: tuple[str, ...]) -> list[NameRow]:
+    def _names(
+        self, where: str, args: tuple[str, ...], *, using: str | None = None
+    ) -> list[NameRow]:
+        hint = f" INDEXED BY {using}" if using else ""
         rows = self._db.execute(
-            f"SELECT idx, kind, name, version, subject FROM names WHERE {where} AND idx < ? "
-            "ORDER BY idx",
+            f"SELECT idx, kind, name, version, subject FROM names{hint} WHERE {where} AND "
+            "idx < ? ORDER BY idx",
             (*args, self._size),
         )
         return [NameRow(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows]

@@ -224,7 +224,11 @@ def _contamination(
     admitted = {b.digest for b in batches}
     others: dict[str, list[str]] = {}
     damaged: list[str] = []
-    for i in verifier.index.of_kind("dataset"):
+    # The index's held-out datasets, and every dataset record whose envelope it could not read
+    # (its split is unknown): each verified here.
+    index = verifier.index
+    unread = [i for i in index.unreadable() if (e := index.entry(i)) and e.kind == "dataset"]
+    for i in sorted({*index.held_out(), *unread}):
         rec = verifier.record(i)
         if isinstance(rec, RecordFailure) and rec.damaged:
             damaged.append(rec.message)

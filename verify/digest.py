@@ -101,10 +101,23 @@ class FileDigest:
         return DIGEST_PREFIX + self.sha256
 
 
+_local = threading.local()
+
+
+def _read_buffer() -> tuple[bytearray, memoryview]:
+    """This thread's 1 MiB read buffer, reused from file to file (a fresh megabyte per file
+    costs an allocation, zeroing and page faults for every file)."""
+    buf: tuple[bytearray, memoryview] | None = getattr(_local, "buf", None)
+    if buf is None:
+        raw = bytearray(CHUNK)
+        buf = _local.buf = (raw, memoryview(raw))
+    return buf
+
+
 def hash_file(
     path: str | os.PathLike[str], stop: threading.Event | None = None
 ) -> FileDigest:
-    """Hash one file in 1 MiB chunks (constant memory).
+    """Hash one file in 1 MiB chunks (constant memory: one buffer per thread, reused).
 
     Args:
         path: the file.
@@ -116,8 +129,7 @@ def hash_file(
     """
     h = hashlib.sha256()
     size = 0
-    buf = bytearray(CHUNK)
-    view = memoryview(buf)
+    buf, view = _read_buffer()
     with open(path, "rb", buffering=0) as f:
         while True:
             if stop is not None and stop.is_set():

@@ -40,7 +40,7 @@ import datetime as dt
 import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +92,10 @@ REPORT_FORMAT = "https://trajledger.dev/report/v1"
 """The ``format`` of a report's JSON form (schemas/report.v1.md)."""
 
 _MARK = {OK: "✓", FAIL: "✗", ERASED: "∅", INFO: "·"}
+_MAX_INDENT = 12
+"""Depth at which the text report stops indenting further. A chain of training iterations
+nests three levels per iteration; indenting all the way would make each line's width, and the
+report's size, grow with the chain (quadratic in its length). Deeper lines name their depth."""
 
 
 @dataclass
@@ -258,11 +262,14 @@ class Report:
 
     def render(self) -> list[str]:
         """A text tree: ``✓`` passed, ``✗`` failed, ``∅`` erased, ``·`` information. A node
-        reached again is one line saying "(see above)"."""
+        reached again is one line saying "(see above)". Indentation stops at depth 12; deeper
+        nodes say ``[depth N]``, so the text stays linear in the size of the graph."""
         lines: list[str] = []
         for depth, edge, node, first in self.walk():
-            pad = "    " * depth
+            pad = "    " * min(depth, _MAX_INDENT)
             via = f"{edge.role} → " if edge is not None else ""
+            if depth > _MAX_INDENT:
+                via = f"[depth {depth}] {via}"
             mark = _MARK[node.status]
             if not first:
                 lines.append(f"{pad}{via}{mark} {node.label} (see above)")
@@ -387,12 +394,12 @@ class LineageVerifier:
         self._trusted_vkeys: list[str] = []
         """The policy's log keys that verified the checkpoint and the keys they handed over
         to (a checkpoint seen earlier may be signed by any of them)."""
-        self._pool: ThreadPoolExecutor | None = None
-        self._stop = threading.Event()
-        self._pending: list[tuple[Node, str, Future[str | None]]] = []
+        self._pending: list[tuple[Node, str, str, int]] = []
         self._proven_root: bytes | None = None
         self._proven: set[int] = set()  # entries checked under the checkpoint already
         self._records: dict[int, Record | RecordFailure] = {}
+        self._entries: dict[int, LogEntry | None] = {}
+        self._about: dict[str, list[tuple[int, str]]] = {}
         self._nodes: dict[str, Node] = {}
         self._edges: dict[str, list[Edge]] = {}
         self._deps: dict[str, list[Dependency]] = {}
@@ -596,14 +603,22 @@ class LineageVerifier:
 
     # -- records ---------------------------------------------------------------------------------
 
+    def _entry(self, index: int) -> LogEntry | None:
+        """The index's entry at ``index``, parsed once per verifier (it asks many times)."""
+        if index not in self._entries:
+            self._entries[index] = self._index.entry(index)
+        return self._entries[index]
+
     def records(self, subject: str, kind: str) -> list[int]:
-        """Indices of entries of ``kind`` about ``subject``."""
-        out: list[int] = []
-        for i in self._index.about(subject):
-            e = self._index.entry(i)
-            if e is not None and e.kind == kind:
-                out.append(i)
-        return out
+        """Indices of entries of ``kind`` about ``subject`` (looked up once per subject)."""
+        found = self._about.get(subject)
+        if found is None:
+            found = [
+                (i, e.kind) for i in self._index.about(subject)
+                if (e := self._entry(i)) is not None
+            ]
+            self._about[subject] = found
+        return [i for i, k in found if k == kind]
 
     def record(self, index: int) -> Record | RecordFailure:
         """Verify the record at ``index`` (memoised).
@@ -627,7 +642,7 @@ class LineageVerifier:
     def _record(self, index: int) -> Record | RecordFailure:
         if self.checkpoint is None:
             return RecordFailure(index, "no verified log checkpoint", True)
-        entry = self._index.entry(index)
+        entry = self._entry(index)
         raw = self._index.entry_bytes(index)
         if entry is None or raw is None:
             return RecordFailure(index, f"log entry {index} is not available", True)
@@ -780,7 +795,7 @@ class LineageVerifier:
         if blob not in self._erased_blobs:
             found = None
             for i in self._index.listing(blob):
-                e = self._index.entry(i)
+                e = self._entry(i)
                 if e is None or e.kind != "erasure":
                     continue
                 r = self.record(i)
@@ -950,11 +965,11 @@ class LineageVerifier:
             node.add("data", INFO, f"{absent} data blob(s) not present here (exported without "
                      "data): their digests are bound by the manifest, their bytes not checked")
 
-    def _hash_blob(self, digest: str, size: int) -> str | None:
+    def _hash_blob(self, digest: str, size: int, stop: threading.Event) -> str | None:
         path = self.evidence.blob_path(digest)
         if path is None:
             return f"blob {_short(digest)} is missing"
-        got = hash_file(path, self._stop)
+        got = hash_file(path, stop)
         if got.size != size:
             return f"tampered: {got.size} bytes, want {size} (blob {_short(digest)})"
         if got.digest != digest:
@@ -962,28 +977,34 @@ class LineageVerifier:
         return None
 
     def _hash_later(self, node: Node, path: str, digest: str, size: int) -> None:
-        """Re-hash a blob on a worker thread (hashlib releases the GIL: both cores hash while
-        this thread keeps checking signatures and proofs)."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1))
-        self._pending.append((node, path, self._pool.submit(self._hash_blob, digest, size)))
+        """Queue a blob for `finish`, which re-hashes every queued blob at once on all cores.
+
+        Not while this thread verifies records: hashlib releases the GIL only inside each
+        chunk, and a worker that needs it back between chunks waits for this thread's Python
+        code, so hashing alongside it was measured slower than verifying first, then hashing
+        (bench/verify_bench.py)."""
+        self._pending.append((node, path, digest, size))
 
     def finish(self) -> None:
-        """Wait for the re-hashes still running and file their failures in the report.
+        """Re-hash the queued blobs on a thread pool (one thread per core, at least 2) and
+        file their failures in the report.
 
         Interrupted (Ctrl-C), the workers stop within one chunk instead of hashing on."""
         pending, self._pending = self._pending, []
+        if not pending:
+            return
+        stop = threading.Event()
+        pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1))
         try:
-            for node, path, future in pending:
+            futures = [pool.submit(self._hash_blob, digest, size, stop)
+                       for _, _, digest, size in pending]
+            for (node, path, _, _), future in zip(pending, futures, strict=True):
                 problem = future.result()
                 if problem:
                     node.fail(path, problem)
         finally:
-            if self._pool is not None:
-                self._stop.set()
-                self._pool.shutdown(wait=True, cancel_futures=True)
-                self._pool = None
-                self._stop = threading.Event()
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
 
     # -- the rules of training on a dataset -----------------------------------------------------
 
@@ -1035,7 +1056,7 @@ class LineageVerifier:
         held = 0
         for b in ds.batches:
             for i in self._index.listing(b):
-                e = self._index.entry(i)
+                e = self._entry(i)
                 if e is None or e.kind != "dataset" or i >= before or e.subject == digest:
                     continue
                 other = self.record(i)
@@ -1053,7 +1074,7 @@ class LineageVerifier:
                               f"rollout-batch {_short(b)} is in {o.split} dataset "
                               f"{o.name}@{o.version} (log index {i})")
         for i in self._index.unreadable():
-            e = self._index.entry(i)
+            e = self._entry(i)
             if e is not None and e.kind == "dataset" and i < before and e.subject != digest:
                 held += 1
                 node.fail(f"{label}: not held out",
@@ -1122,7 +1143,7 @@ class LineageVerifier:
     def primary_kind(self, digest: str) -> str | None:
         """The kind an artifact is recorded as (its first named record), or None."""
         for i in self._index.about(digest):
-            e = self._index.entry(i)
+            e = self._entry(i)
             if e is not None and e.kind in NAMED:
                 return e.kind
         return None
@@ -1191,7 +1212,7 @@ class LineageVerifier:
         while todo:
             d = todo.pop()
             for i, role in self._index.referrers(d):
-                e = self._index.entry(i)
+                e = self._entry(i)
                 if e is None:
                     continue
                 src = e.subject

@@ -28,7 +28,7 @@ from .dsse import Envelope
 from .errors import FormatError, ProvenanceError
 from .kinds import KINDS
 from .log_entry import LogEntry
-from .predicates import Predicate
+from .predicates import HELD_OUT, Dataset, Predicate
 from .statement import Statement
 
 __all__ = ["Blobs", "LogIndex", "MemoryIndex", "read_record"]
@@ -81,6 +81,12 @@ class LogIndex(Protocol):
         what they list or name is unknown."""
         ...
 
+    def held_out(self) -> Sequence[int]:
+        """Indices of the dataset records whose predicate gives a split that is never trained
+        on (`verify.predicates.HELD_OUT`), ascending. A dataset record whose envelope cannot be
+        read is in `unreadable` instead."""
+        ...
+
 
 def read_record(entry: LogEntry, envelope: bytes | None, what: str) -> tuple[Statement, Predicate]:
     """The statement and typed predicate of ``entry``'s envelope, without verifying signatures.
@@ -115,6 +121,7 @@ class MemoryIndex:
         self._listing: dict[str, list[int]] | None = None
         self._referrers: dict[str, list[tuple[int, str]]] | None = None
         self._unreadable: list[int] | None = None
+        self._held_out: list[int] | None = None
 
     @classmethod
     def build(cls, size: int, entries: Iterable[tuple[int, bytes]], blobs: Blobs) -> MemoryIndex:
@@ -141,7 +148,7 @@ class MemoryIndex:
         self._raw[index] = raw
         self._about.setdefault(entry.subject, []).append(index)
         self._kind.setdefault(entry.kind, []).append(index)
-        self._listing = self._referrers = self._unreadable = None
+        self._listing = self._referrers = self._unreadable = self._held_out = None
         return entry
 
     @property
@@ -173,6 +180,7 @@ class MemoryIndex:
         listing: dict[str, list[int]] = {}
         referrers: dict[str, list[tuple[int, str]]] = {}
         unreadable: list[int] = []
+        held_out: list[int] = []
         for i in sorted(self._entries):
             entry = self._entries[i]
             kind = KINDS[entry.kind]
@@ -187,7 +195,10 @@ class MemoryIndex:
                 listing.setdefault(d, []).append(i)
             for dep in kind.dependencies(pred):
                 referrers.setdefault(dep.digest, []).append((i, dep.role))
+            if isinstance(pred, Dataset) and pred.split in HELD_OUT:
+                held_out.append(i)
         self._listing, self._referrers, self._unreadable = listing, referrers, unreadable
+        self._held_out = held_out
 
     def listing(self, digest: str) -> Sequence[int]:
         """Records listing ``digest``."""
@@ -209,3 +220,10 @@ class MemoryIndex:
             self._read_envelopes()
         assert self._unreadable is not None
         return self._unreadable
+
+    def held_out(self) -> Sequence[int]:
+        """Holdout and regression dataset records."""
+        if self._held_out is None:
+            self._read_envelopes()
+        assert self._held_out is not None
+        return self._held_out

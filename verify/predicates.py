@@ -42,6 +42,7 @@ __all__ = [
     "ERASURE",
     "EVALUATOR",
     "FILES",
+    "HELD_OUT",
     "IMPORT",
     "MODEL_SIGNATURE",
     "PROJECT_PREFIX",
@@ -105,6 +106,8 @@ ALL = frozenset(
 )
 
 SPLITS = ("train", "holdout", "regression")
+HELD_OUT = ("holdout", "regression")
+"""The splits that are never trained on."""
 """Dataset splits. Only ``train`` data is ever trained on."""
 
 EVALUATOR_KINDS = ("deterministic", "llm-judge", "human")

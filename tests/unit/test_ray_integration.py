@@ -72,7 +72,7 @@ def rollout_worker(writer: LedgerWriter, worker: int, batches: int) -> list[str]
 @pytest.fixture(scope="module")
 def fleet(ray_instance: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("fleet") / "ledger"
-    ledger = Ledger.init(root, origin="test/ray")
+    ledger = Ledger.init(root, origin=f"test/ray-{root.parent.name}")  # one origin per log
     key = ledger.keys.create("producer", encrypt=False)
     register_environment(ledger, "grid", "1", key)
     before = ledger.log.size

@@ -99,3 +99,59 @@ def test_processes_creating_one_state_at_once(home: Path, tmp_path: Path) -> Non
     for p in procs:
         p.join(120)
     assert [p.exitcode for p in procs] == [0] * 6
+
+
+def _three_datasets(ledger: Ledger) -> tuple[int, int, int]:
+    """A train, a holdout and a regression dataset of one batch each; their log indices."""
+    from trajledger.ledger.artifacts import create_dataset, record_batch, register_environment
+
+    key = ledger.keys.create("producer", encrypt=False)
+    register_environment(ledger, "cart", "1", key, gymnasium_id="CartPole-v1")
+    out = []
+    for n, split in enumerate(("train", "holdout", "regression")):
+        steps = [{"episode_id": f"e{n}", "step": s, "obs": [float(n), float(s)],
+                  "action": [0.0], "reward": 1.0, "terminated": s == 2, "truncated": False}
+                 for s in range(3)]
+        batch = record_batch(ledger, steps, env="cart@1", policy="p", signer=key)
+        out.append(create_dataset(ledger, split, "1", split, [batch.digest], key).recorded.index)
+    return out[0], out[1], out[2]
+
+
+def test_the_held_out_datasets_are_indexed(home: Path) -> None:
+    """The admission gate verifies the holdout and regression datasets, not every dataset."""
+    from trajledger.verify.evidence import LedgerDirEvidence
+    from trajledger.verify.log_index import MemoryIndex
+
+    ledger = Ledger.open(home)
+    _train, holdout, regression = _three_datasets(ledger)
+    assert ledger.trust_state().held_out() == [holdout, regression]
+    evidence = LedgerDirEvidence(home)
+    memory = MemoryIndex.build(ledger.log.size, evidence.entries(), evidence)
+    assert list(memory.held_out()) == [holdout, regression]
+
+
+def test_a_state_of_an_older_format_reads_the_log_again(home: Path) -> None:
+    import sqlite3
+
+    ledger = Ledger.open(home)
+    _train, holdout, regression = _three_datasets(ledger)
+    state = ledger.trust_state()
+    floor = state.floor()
+    with sqlite3.connect(state.path / "state.sqlite") as db:  # what format 1 held
+        db.execute("UPDATE meta SET value = ? WHERE key = 'format'", (b"1",))
+        db.execute("DELETE FROM held_out")
+    state.close()
+    reopened = TrustState.open(ledger.log.vkey)
+    assert reopened.size == 0 and reopened.floor() == floor  # the index goes, the floor stays
+    assert Ledger.open(home).trust_state().held_out() == [holdout, regression]
+
+
+def test_init_refuses_an_origin_that_names_another_log_this_user_knows(tmp_path: Path) -> None:
+    from trajledger.ledger.errors import LedgerError
+
+    first = Ledger.init(tmp_path / "a", origin="example.org/log")
+    first.trust_state()  # this user has used the log: its key is noted under the origin
+    with pytest.raises(LedgerError, match=r"origin 'example.org/log' already names another log"):
+        Ledger.init(tmp_path / "b", origin="example.org/log")
+    assert not (tmp_path / "b").exists()
+    Ledger.init(tmp_path / "c", origin="example.org/other").trust_state()

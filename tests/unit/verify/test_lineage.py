@@ -18,6 +18,7 @@ directory, so the ledger itself stays sound.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import os
 from collections.abc import Iterator
@@ -114,6 +115,19 @@ def test_a_node_reached_twice_is_counted_and_drawn_once() -> None:
     r.nodes["sha256:" + "b" * 64].fail("steps.parquet", "missing")
     assert not r.ok
     assert r.failures() == ["rollout-batch b (sha256:bbbbbbbbbbbb…) > steps.parquet: missing"]
+
+
+def test_a_long_chain_is_indented_to_depth_12_then_says_its_depth() -> None:
+    """100 training iterations nest 300 levels: indenting each would make the text quadratic."""
+    ids = [f"sha256:{i:02x}{'0' * 62}" for i in range(40)]
+    nodes = {d: Node(d, "checkpoint", "m", str(i), i) for i, d in enumerate(ids)}
+    edges = [Edge(a, b, "base-checkpoint") for a, b in itertools.pairwise(ids)]
+    lines = Report(ids[0], [ids[0]], nodes, edges).render()
+    assert len(lines) == 40
+    assert lines[12] == (" " * 48 + "base-checkpoint → ✓ checkpoint m@12 (sha256:0c0000000000…) "
+                         "— log index 12")
+    assert lines[39] == (" " * 48 + "[depth 39] base-checkpoint → ✓ checkpoint m@39 "
+                         "(sha256:270000000000…) — log index 39")
 
 
 def test_the_json_is_a_node_table_and_an_edge_list() -> None:

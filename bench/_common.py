@@ -1,0 +1,190 @@
+"""Pieces the benchmark scripts share: a ledger with the usual keys and policy, the machine
+line, timing helpers, and the writer of a script's block in docs/PERFORMANCE.md.
+
+Scope: what two or more scripts under ``bench/`` need. The scripts are run by hand
+(``python bench/<name>.py``, which puts this directory first on ``sys.path``) and, with
+``--quick``, by tests/bench/test_bench_smoke.py so that they keep working.
+Non-scope: measuring anything itself; the targets (each script states its own).
+
+docs/PERFORMANCE.md keeps hand-written readings next to generated numbers. A script run with
+``--write-doc`` replaces only the text between ``<!-- bench:NAME -->`` and
+``<!-- /bench:NAME -->`` (NAME is the script's); without those markers it appends a new section
+under the heading it is given. Everything else in the file is left as it is.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "PERFORMANCE.md"
+
+POLICY = """\
+name = "bench"
+serial = 1
+max_approval_age = "3650d"
+[roles.producer]
+keys = ["keys/vendor.pub"]
+[roles.approver]
+keys = ["keys/a.pub", "keys/b.pub"]
+threshold = 2
+[roles.trainer]
+keys = ["keys/trainer.pub"]
+[roles.log]
+vkeys = ["{vkey}"]
+"""
+
+
+def unique_origin(name: str) -> str:
+    """A log origin no other bench ledger uses: an origin names one log (c2sp.org/tlog-tiles),
+    and the user state refuses a second log key for an origin it knows (a replaced key)."""
+    return f"bench/{name}-{os.urandom(4).hex()}"
+
+
+def new_ledger(root: Path, origin: str) -> tuple[Any, dict[str, Any]]:
+    """A new ledger at ``root`` (wiped first) with keys ``vendor``, ``a``, ``b`` and
+    ``trainer`` (unencrypted), the bench policy in force (``root/policy.toml``: vendor
+    produces, a and b approve 2-of-2, trainer trains) and an environment ``bench-env@1``.
+
+    Returns:
+        The open `trajledger.Ledger` and the signers by name.
+    """
+    from trajledger import Ledger
+
+    shutil.rmtree(root, ignore_errors=True)
+    ledger = Ledger.init(root, origin=unique_origin(origin.removeprefix("bench/")))
+    keys = {n: ledger.keys.create(n, encrypt=False) for n in ("vendor", "a", "b", "trainer")}
+    (root / "policy.toml").write_text(POLICY.format(vkey=ledger.log.vkey))
+    ledger.set_policy(root / "policy.toml", keys=[keys["a"], keys["b"]])
+    ledger.register_environment("bench-env", "1", key=keys["vendor"], gym_id="CartPole-v1")
+    return ledger, keys
+
+
+def steps_table(steps: int, seed: int, episode_len: int = 200) -> Any:
+    """A step table of random MuJoCo-like data: obs float32[17], action float32[6], float64
+    reward, ``episode_len``-step episodes. Random floats do not compress, so the Parquet file
+    is about 100 bytes per step."""
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    ep = np.arange(steps) // episode_len
+    step = np.arange(steps) % episode_len
+    last = (step == episode_len - 1) | (np.arange(steps) == steps - 1)
+    return pa.table(
+        {
+            "episode_id": pa.array([f"s{seed}-e{e}" for e in ep]),
+            "step": pa.array(step, pa.int64()),
+            "obs": pa.FixedSizeListArray.from_arrays(
+                pa.array(rng.random(steps * 17, dtype=np.float32)), 17),
+            "action": pa.FixedSizeListArray.from_arrays(
+                pa.array(rng.random(steps * 6, dtype=np.float32)), 6),
+            "reward": pa.array(rng.random(steps)),
+            "terminated": pa.array(last),
+            "truncated": pa.array(np.zeros(steps, dtype=bool)),
+        }
+    )
+
+
+def cli() -> list[str]:
+    """The ``trajledger`` console script of this interpreter's environment."""
+    script = Path(sys.executable).parent / "trajledger"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "trajledger.runner.cli"]
+
+
+def run_cli(args: Sequence[str], ok: Sequence[int] = (0,)) -> float:
+    """Run ``trajledger ARGS`` as a process; return its wall time in seconds.
+
+    Raises:
+        RuntimeError: it exited with a code not in ``ok``.
+    """
+    t = time.perf_counter()
+    p = subprocess.run([*cli(), *args], capture_output=True, text=True)
+    elapsed = time.perf_counter() - t
+    if p.returncode not in ok:
+        raise RuntimeError(f"trajledger {' '.join(args)}: exit {p.returncode}\n{p.stderr[-2000:]}")
+    return elapsed
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Wall seconds of one call."""
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) used so far by this process and its finished children."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def wall_cpu(fn: Callable[[], object]) -> tuple[float, float]:
+    """Wall and CPU seconds of one call (CPU of every thread, and of child processes)."""
+    w, p = time.perf_counter(), cpu_seconds()
+    fn()
+    return time.perf_counter() - w, cpu_seconds() - p
+
+
+def median(values: Sequence[float]) -> float:
+    """The median (of one value: that value)."""
+    return statistics.median(values)
+
+
+def machine() -> str:
+    """One line naming the machine and the load it was under, for a section's header."""
+    load = os.getloadavg()
+    return (
+        f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs (load average "
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end of the run), "
+        f"Python {platform.python_version()}, {dt.date.today().isoformat()}"
+    )
+
+
+def command_line() -> str:
+    """The command as it was run, for a section's header."""
+    return "python bench/" + " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
+
+
+def write_section(name: str, heading: str, body: str, doc: Path = DOC) -> None:
+    """Put ``body`` between the ``bench:NAME`` markers of ``doc``.
+
+    Without markers, a section ``heading`` holding the markers is appended at the end.
+    """
+    begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    text = doc.read_text() if doc.exists() else "# Performance\n"
+    block = f"{begin}\n{body.strip()}\n{end}"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        text = head + block + tail
+    else:
+        text = text.rstrip("\n") + f"\n\n{heading}\n\n{block}\n"
+    doc.write_text(text)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[object]], align: str = "") -> str:
+    """A markdown table; ``align`` gives one of ``l``/``r`` per column (default: first left,
+    others right)."""
+    align = align or "l" + "r" * (len(header) - 1)
+    sep = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(sep) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def met(ok: bool) -> str:
+    """The word a target gets."""
+    return "met" if ok else "**not met**"
