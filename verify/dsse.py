@@ -133,11 +133,6 @@ class Envelope:
         payload_type = obj["payloadType"]
         if not isinstance(payload_type, str) or not payload_type:
             raise FormatError(f"{what}: payloadType must be a non-empty string")
-        try:
-            payload_type.encode("utf-8")
-        except UnicodeEncodeError as e:
-            # A "\ud800" escape parses as JSON but has no UTF-8 form, so PAE cannot encode it.
-            raise FormatError(f"{what}: payloadType contains a lone surrogate") from e
         payload = b64decode(obj["payload"], f"{what}: payload")
         raw_sigs = obj["signatures"]
         if not isinstance(raw_sigs, list) or not raw_sigs:

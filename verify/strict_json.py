@@ -2,7 +2,9 @@
 
 Scope: decode UTF-8 JSON bytes into Python values, refusing what a lenient parser accepts:
 duplicate object keys (two readers could disagree on which one wins), NaN and Infinity (not
-JSON), a byte-order mark, invalid UTF-8 and non-object top levels where an object is required.
+JSON), a byte-order mark, invalid UTF-8, strings holding a lone surrogate (a ``\\ud800`` escape
+without its pair: no UTF-8 writer can encode it; I-JSON, RFC 7493, refuses it) and non-object top
+levels where an object is required.
 Non-scope: canonicalisation. The verifier never re-serialises; it checks signatures over the
 exact bytes it was given.
 """
@@ -10,12 +12,13 @@ exact bytes it was given.
 from __future__ import annotations
 
 import json
+import re
 import sys
-from typing import Any
+from typing import Any, Final
 
 from .errors import FormatError
 
-__all__ = ["load_object", "loads_strict"]
+__all__ = ["SURROGATE_ESCAPE", "load_object", "loads_strict", "lone_surrogate"]
 
 
 def _no_duplicates(what: str):  # type: ignore[no-untyped-def]
@@ -48,6 +51,31 @@ def _finite_float(what: str):  # type: ignore[no-untyped-def]
     return hook
 
 
+SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+"""A JSON escape of a UTF-16 surrogate: only where one occurs can a decoded string hold a lone
+surrogate, so the walk of `lone_surrogate` is needed only then."""
+
+
+def lone_surrogate(value: object) -> str | None:
+    """The first string (key or value) of a decoded JSON value that holds a lone surrogate,
+    which no UTF-8 writer (Arrow, the JSON canonicaliser, a terminal) can encode; None when
+    there is none. Iterative: the value may be nested as deeply as the decoder allowed."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return v
+        elif isinstance(v, dict):
+            stack.extend(v)
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return None
+
+
 def loads_strict(data: bytes | str, what: str = "JSON document") -> Any:
     """Parse JSON strictly.
 
@@ -60,7 +88,8 @@ def loads_strict(data: bytes | str, what: str = "JSON document") -> Any:
 
     Raises:
         FormatError: invalid UTF-8, a BOM, malformed JSON, duplicate keys, NaN or Infinity
-            (also a number that overflows to it), an integer too long to convert.
+            (also a number that overflows to it), an integer too long to convert, a lone
+            surrogate.
     """
     if isinstance(data, bytes):
         if data.startswith(b"\xef\xbb\xbf"):
@@ -72,7 +101,7 @@ def loads_strict(data: bytes | str, what: str = "JSON document") -> Any:
     else:
         text = data
     try:
-        return json.loads(
+        value = json.loads(
             text,
             object_pairs_hook=_no_duplicates(what),
             parse_constant=_no_constant(what),
@@ -91,6 +120,12 @@ def loads_strict(data: bytes | str, what: str = "JSON document") -> Any:
         ) from e
     except RecursionError as e:
         raise FormatError(f"{what}: nested too deeply") from e
+    if SURROGATE_ESCAPE.search(text):
+        bad = lone_surrogate(value)
+        if bad is not None:
+            raise FormatError(f"{what}: the string {bad[:40]!r} holds a lone surrogate (a "
+                              "\\ud800-\\udfff escape without its pair), not valid Unicode")
+    return value
 
 
 def load_object(data: bytes | str, what: str = "JSON document") -> dict[str, Any]:

@@ -31,7 +31,6 @@ import gzip
 import io
 import json
 import os
-import re
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -45,6 +44,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
+
+from trajledger.verify.strict_json import SURROGATE_ESCAPE, lone_surrogate
 
 from . import typed_json
 from .formats import (
@@ -2102,8 +2103,8 @@ def _decode(decoder: json.JSONDecoder, raw: bytes, rec: RecordProblems) -> dict[
     except RecursionError:
         rec.error(None, "not accepted: JSON nested too deeply")
         return None
-    if _SURROGATE_ESCAPE.search(text):
-        bad = _lone_surrogate(obj)
+    if SURROGATE_ESCAPE.search(text):
+        bad = lone_surrogate(obj)
         if bad is not None:
             rec.error(None, f"not valid Unicode: the string {bad[:40]!r} holds a lone surrogate "
                       "(a \\ud800-\\udfff escape without its pair)")
@@ -2112,30 +2113,6 @@ def _decode(decoder: json.JSONDecoder, raw: bytes, rec: RecordProblems) -> dict[
         rec.error(None, f"JSON {_jtype(obj)}, want an object")
         return None
     return obj
-
-
-_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
-"""A JSON escape of a UTF-16 surrogate: only then can a decoded string hold a lone one."""
-
-
-def _lone_surrogate(value: object) -> str | None:
-    """The first string (key or value) of a decoded JSON value that holds a lone surrogate,
-    which no UTF-8 writer (Arrow, the JSON canonicaliser) can encode; None when there is none.
-    Iterative: the value may be nested as deeply as the decoder allowed."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            try:
-                v.encode("utf-8")
-            except UnicodeEncodeError:
-                return v
-        elif isinstance(v, dict):
-            stack.extend(v)
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return None
 
 
 def _jtype(v: object) -> str:

@@ -361,6 +361,9 @@ def test_hostile_envelopes(world: World) -> None:
         (b'{"payloadType":"\\ud800","payload":"e30=","signatures":[]}', "lone surrogate"),
         (signed(statement[:-1] + b',"x":' + NEST.encode() + b"}"), "statement: nested too deeply"),
         (signed(random.Random(2).randbytes(500)), "statement"),
+        # Signed, so the signature holds, but no Unicode text: refused, never shown or stored.
+        (signed(statement[:-1] + b',"x":"\\ud800"}'), "statement: the string '\\ud800' holds a "
+                                                        "lone surrogate"),
     ]
     for n, (data, message) in enumerate(cases):
         path = world.write(f"hostile-{n}.dsse.json", data)

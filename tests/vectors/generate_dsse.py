@@ -446,7 +446,7 @@ def dsse_vectors(k: dict[str, FixedKey]) -> dict[str, dict[str, Any]]:
     surrogate = _sub(compact(o), b'"payloadType":"', b'"payloadType":"\\ud800')
     env_case("payload-type-lone-surrogate", "payloadType holds a lone surrogate escape: valid "
              "JSON, but it has no UTF-8 bytes for PAE.", surrogate, [a], "FormatError",
-             r"payloadType contains a lone surrogate")
+             r"holds a lone surrogate")
     return out
 
 

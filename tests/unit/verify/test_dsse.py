@@ -376,7 +376,7 @@ def test_attack_non_canonical_base64(ed_a: Signer) -> None:
 
 def test_attack_lone_surrogate_payload_type(ed_a: Signer) -> None:
     data = sign([ed_a]).to_bytes().replace(b'"payloadType":"', b'"payloadType":"\\udc00', 1)
-    with pytest.raises(FormatError, match=r"payloadType contains a lone surrogate"):
+    with pytest.raises(FormatError, match=r"holds a lone surrogate"):
         Envelope.from_bytes(data)
 
 

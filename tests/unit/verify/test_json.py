@@ -45,6 +45,13 @@ def test_accepts(data: bytes | str, want: object) -> None:
         (b'{"a":1,}', r"malformed JSON"),
         (b"", r"malformed JSON"),
         (b"[" * 100_000, r"^doc: nested too deeply$"),
+        # I-JSON (RFC 7493 2.1): a lone surrogate escape is no Unicode text; as a value, a key,
+        # a low half alone, a pair in the wrong order, deep inside.
+        (b'{"a":"\\ud800"}', r"^doc: the string '\\ud800' holds a lone surrogate "),
+        (b'{"x\\uDBFF":1}', r"holds a lone surrogate"),
+        (b'["\\udc00"]', r"holds a lone surrogate"),
+        (b'"\\ude00\\ud83d"', r"holds a lone surrogate"),
+        (b'{"a":[{"b":["ok","\\ud800"]}]}', r"holds a lone surrogate"),
     ],
 )
 def test_refuses(data: bytes, match: str) -> None:
