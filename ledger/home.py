@@ -21,7 +21,7 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from .errors import LedgerError, TamperError
 from .fs import fsync_dir, write_file_atomic
@@ -453,19 +453,19 @@ class Ledger:
     @classmethod
     def init(
         cls,
-        root: Path,
+        root: str | os.PathLike[str],
         *,
         origin: str | None = None,
         store: str = "objects",
         passphrase: Callable[[str], bytes | None] | None = None,
         check_store: bool = False,
-    ) -> Ledger:
+    ) -> Self:
         """Create a ledger home. Refuses to touch an existing one.
 
         The log is created with it, with a new Ed25519 log key (see `LOG_KEY_NAME`).
 
         Args:
-            root: the ledger directory.
+            root: the ledger directory (a `str` or a path).
             origin: the log origin (default `default_origin`).
             store: a directory relative to ``root``, or a remote URI (``s3://bucket/prefix``;
                 S3 settings from the AWS variables, ``ledger.remote``).
@@ -476,6 +476,7 @@ class Ledger:
             LedgerError: ``root`` already holds a ledger, or the origin is invalid.
             StoreError: ``check_store`` and the remote store cannot be reached.
         """
+        root = Path(root)
         if (root / CONFIG_NAME).exists():
             raise LedgerError(f"{root}: a ledger already exists here")
         if origin is not None:
@@ -522,12 +523,22 @@ class Ledger:
         return ledger
 
     @classmethod
-    def open(cls, root: Path, *, passphrase: Callable[[str], bytes | None] | None = None) -> Ledger:
+    def open(
+        cls,
+        root: str | os.PathLike[str],
+        *,
+        passphrase: Callable[[str], bytes | None] | None = None,
+    ) -> Self:
         """Open an existing ledger home.
+
+        Args:
+            root: the ledger directory (a `str` or a path).
+            passphrase: asks for a key's passphrase.
 
         Raises:
             LedgerError: there is none at ``root`` or its settings are invalid.
         """
+        root = Path(root)
         path = root / CONFIG_NAME
         try:
             data = path.read_bytes()

@@ -58,3 +58,6 @@ def test_the_front_door_runs_the_whole_loop(tmp_path: Path) -> None:
     ledger.revoke(batch.digest, key="a", reason="test")
     again = ledger.verify(ckpt.digest, skip_data=True)
     assert not again.ok and any("> revoked: test" in f for f in again.failures())
+    reopened = Ledger.open(str(tmp_path / "lab"))  # a str is a path too
+    assert isinstance(reopened, Ledger)
+    assert set(reopened.lineage(ckpt.digest).nodes) == set(report.nodes)
