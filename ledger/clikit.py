@@ -306,9 +306,10 @@ class Group(click.Group):
 
 
 def default_home() -> Path:
-    """``$TRAJLEDGER_HOME``; else, like git, the nearest ``.trajledger`` holding a ledger in the
-    current directory or one of its parents; else ``./.trajledger`` (where ``init`` creates
-    one)."""
+    """``$TRAJLEDGER_HOME``; else, like git, the nearest ledger from the current directory up:
+    a directory that is a ledger itself (it holds ``ledger.toml`` and ``log/``: run from inside
+    ``demo/`` made by ``trajledger quickstart demo``, or from its ``keys/``) or holds one in
+    ``.trajledger``; else ``./.trajledger`` (where ``init`` creates one)."""
     explicit = os.environ.get(HOME_ENV)
     if explicit:
         return Path(explicit)
@@ -317,6 +318,8 @@ def default_home() -> Path:
     except OSError:  # the current directory was deleted
         return Path(DEFAULT_HOME)
     for d in (here, *here.parents):
+        if (d / "ledger.toml").is_file() and (d / "log").is_dir():
+            return d
         if (d / DEFAULT_HOME / "ledger.toml").is_file():
             return d / DEFAULT_HOME
     return Path(DEFAULT_HOME)

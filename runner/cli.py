@@ -27,8 +27,9 @@ __all__ = ["main"]
     type=click.Path(file_okay=False, path_type=Path),
     envvar="TRAJLEDGER_HOME",
     default=None,
-    help="Ledger directory [env TRAJLEDGER_HOME; default: the nearest .trajledger of the "
-    "current directory or its parents, as git finds .git; init: ./.trajledger].",
+    help="Ledger directory [env TRAJLEDGER_HOME; default: the nearest ledger from the current "
+    "directory up, as git finds .git: a ledger directory itself or a .trajledger in it; "
+    "init: ./.trajledger].",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks for internal errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -145,10 +146,15 @@ def test_the_ledger_is_found_by_walking_up_like_git(ledger: Path, monkeypatch: p
     deep.mkdir(parents=True)
     r = run("log", "info", "--json", cwd=deep)
     assert r.exit_code == 0, r.output
+    origin = json.loads(r.stdout)["origin"]
     # init makes a new ledger where it is run, not in the one found above.
     r = run("init", cwd=deep)
     assert r.exit_code == 0, r.output
     assert (deep / ".trajledger" / "ledger.toml").is_file()
+    # From inside a ledger directory (a quickstart's demo/, or its keys/): that ledger.
+    for inside in (ledger, ledger / "keys"):
+        r = run("log", "info", "--json", cwd=inside)
+        assert r.exit_code == 0 and json.loads(r.stdout)["origin"] == origin, r.output
 
 
 def test_policy_init_writes_a_policy_from_the_keys_by_role(ledger: Path) -> None:
