@@ -402,15 +402,19 @@ def dataset_create(
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def show(ctx: Context, ref: str, as_json: bool) -> None:
-    """Show a recorded artifact: NAME@VERSION, a digest, or a unique digest prefix."""
+    """Show a recorded artifact: NAME@VERSION, a digest, or a unique digest prefix; or a
+    record (approval, revocation...) by the envelope digest that printed it."""
     from .show import describe
 
     info = describe(ctx.ledger(), ref)
     if as_json:
         emit_json(info)
         return
-    click.echo(f"{info['kind']} {info['ref']}")
+    click.echo(f"{info['kind']} {info['ref'] or 'at log index ' + str(info['index'])}")
     click.echo(f"  digest      {info['digest']}")
+    if "subject" in info:  # a record shown by its envelope digest: what it is about
+        about = f"{info['about']} " if info["about"] else ""
+        click.echo(f"  about       {about}{info['subject']}")
     click.echo(f"  log index   {info['index']}")
     click.echo(f"  envelope    {info['envelope']}")
     click.echo(f"  signers     {', '.join(info['signers'])}")

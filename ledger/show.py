@@ -1,7 +1,9 @@
 """``trajledger show``: describe a recorded artifact from the log and the store.
 
 Scope: resolve a reference, read its record, envelope, statement and manifest, and list its
-status records (approvals, revocations, erasures). Descriptive only: ``trajledger verify``
+status records (approvals, revocations, erasures). A record that is not an artifact (an
+approval, a revocation: what ``approve`` and ``revoke`` print is its envelope digest) is shown
+by its envelope digest, with the artifact it is about. Descriptive only: ``trajledger verify``
 judges.
 """
 
@@ -16,7 +18,7 @@ from trajledger.verify.manifest import Manifest
 from trajledger.verify.statement import Statement
 from trajledger.verify.strict_json import load_object
 
-from .catalog import Catalog
+from .catalog import Catalog, RefError
 
 if TYPE_CHECKING:
     from .home import Ledger
@@ -33,7 +35,14 @@ def describe(ledger: Ledger, ref: str) -> dict[str, Any]:
         RefError: the reference resolves to nothing or to several artifacts.
         StoreError: the envelope is missing from the store.
     """
-    item = Catalog(ledger).resolve(ref)
+    catalog = Catalog(ledger)
+    try:
+        item = catalog.resolve(ref)
+    except RefError:
+        index = _envelope_entry(ledger, ref)
+        if index is None:
+            raise
+        return _describe_record(ledger, catalog, index)
     envelope = Envelope.from_bytes(ledger.store.get(item.envelope))
     statement = Statement.from_bytes(envelope.payload)
     entry = LogEntry.from_bytes(ledger.log.entry(item.index))
@@ -74,3 +83,43 @@ def describe(ledger: Ledger, ref: str) -> dict[str, Any]:
             status.append(f"{record.kind} at log index {i} ({record.time}) by {by}")
     info["status"] = status
     return info
+
+
+def _envelope_entry(ledger: Ledger, ref: str) -> int | None:
+    """The log index of the record whose envelope is the full digest ``ref``, or None."""
+    ref = ref.strip()
+    if not ref.startswith("sha256:") or len(ref) != len("sha256:") + 64:
+        return None
+    try:
+        return ledger.log.find_envelope(ref)
+    except ProvenanceError:
+        return None
+
+
+def _describe_record(ledger: Ledger, catalog: Catalog, index: int) -> dict[str, Any]:
+    """A record named by its envelope digest (an approval, a revocation...): the entry, its
+    checked envelope's statement, and the artifact it is about when the catalog names it."""
+    entry = LogEntry.from_bytes(ledger.log.entry(index), f"log entry {index}")
+    envelope = Envelope.from_bytes(ledger.store.get_verified(entry.envelope))
+    statement = Statement.from_bytes(envelope.payload)
+    try:
+        item = catalog.resolve(entry.subject)
+        about = f"{item.kind} {item.ref}"
+    except ProvenanceError:
+        about = None
+    return {
+        "kind": entry.kind,
+        "ref": None,
+        "name": None,
+        "version": None,
+        "digest": entry.envelope,
+        "index": index,
+        "envelope": entry.envelope,
+        "subject": entry.subject,
+        "about": about,
+        "time": entry.time,
+        "signers": list(entry.signers),
+        "predicateType": statement.predicate_type,
+        "predicate": statement.predicate,
+        "status": [],
+    }

@@ -469,6 +469,26 @@ def test_refuses_a_revoked_batch(runner: CliRunner, world: World) -> None:
     refused_admit(runner, world, "ds@1", line)
 
 
+def test_show_finds_a_record_by_the_digest_its_command_printed(runner: CliRunner,
+                                                               world: World) -> None:
+    """approve and revoke print the envelope digest of their record: show resolves it."""
+    r = run(runner, world.home, "revoke", world.batch, "--key", "vendor", "--reason", "PII found")
+    expect(r, 0)
+    printed = r.stdout.strip()
+    index = len(world.kinds()) - 1
+    shown = run(runner, world.home, "show", printed)
+    expect(shown, 0)
+    assert shown.stdout.startswith(f"revocation at log index {index}\n")
+    assert f"  about       rollout-batch random-a {world.batch}\n" in shown.stdout
+    assert "    reason: PII found\n" in shown.stdout
+    got = json.loads(run(runner, world.home, "show", printed, "--json").stdout)
+    assert (got["kind"], got["envelope"], got["subject"], got["index"]) == (
+        "revocation", printed, world.batch, index)
+    # Only a full envelope digest: a prefix of one, or a digest of nothing, stays unknown (3).
+    expect(run(runner, world.home, "show", printed[:20]), 3)
+    expect(run(runner, world.home, "show", "sha256:" + "0" * 64), 3)
+
+
 def test_refuses_a_revoked_dataset(runner: CliRunner, world: World) -> None:
     r = run(runner, world.home, "revoke", "ds@1", "--key", "approver-b", "--reason", "superseded")
     expect(r, 0)
