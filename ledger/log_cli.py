@@ -314,8 +314,9 @@ def log_verify(ctx: Context, as_json: bool, skip_data: bool, no_store: bool) -> 
     store (every blob re-hashed unless --skip-data).
 
     The log key is trusted from <ledger>/log-key/log.pub. Reads only. Exits 1 naming the file
-    and entry index of every problem.
+    and entry index of every problem, and every key file of keys/ that holds no valid key.
     """
+    from .errors import KeyError_
     from .log import verify_log_dir
 
     ledger = ctx.ledger()
@@ -323,8 +324,15 @@ def log_verify(ctx: Context, as_json: bool, skip_data: bool, no_store: bool) -> 
     if vkey is None:
         warn("log key not readable (log-key/log.pub); trusting the log's own vkey file")
     keys = {}
-    for info in ledger.keys.list():
-        k = ledger.keys.public(info.name)
+    damaged = []  # a key file of the ledger that is no key: evidence damaged, not a usage error
+    for pub in sorted(ledger.keys.directory.glob("*.pub")):
+        try:
+            k = ledger.keys.public(pub.stem)
+        except KeyError_ as e:
+            if isinstance(e.__cause__, OSError):
+                raise  # unreadable here (permissions): operational
+            damaged.append(f"{e}; the envelope signatures of this key were not checked")
+            continue
         keys[k.keyid] = k
     with progress_to(quiet=ctx.quiet, label="verifying the log") as bar:
         report = verify_log_dir(
@@ -336,20 +344,22 @@ def log_verify(ctx: Context, as_json: bool, skip_data: bool, no_store: bool) -> 
             on_progress=bar,
         )
     if as_json:
-        emit_json(report.to_json())
+        emit_json({**report.to_json(), "ok": report.ok and not damaged, "key_problems": damaged})
     else:
         root = base64.b64encode(report.root).decode() if report.root is not None else "-"
         data = f" ({report.data})" if report.data else ""
         click.echo(
             f"size\t{report.size}\nroot\t{root}\nentries\t{report.entries_checked}\n"
             f"envelopes\t{report.envelopes_checked}\nblobs\t{report.blobs_checked}{data}\n"
-            f"problems\t{len(report.problems)}"
+            f"problems\t{len(report.problems) + len(damaged)}"
         )
     for w in report.warnings:
         warn(f"log/{w}")
-    if not report.ok:
+    if damaged or not report.ok:
         for p in report.problems:
             fail(f"log/{p}")
+        for d in damaged:
+            fail(d)
         raise click.exceptions.Exit(EXIT_FAILED)
     blobs = ""
     if report.data is not None:

@@ -388,3 +388,21 @@ def test_verify_warns_about_leftovers(
         "WARNING: log/tile/entries/000.p/7: past the committed size 1 (an interrupted append); "
         "ignored\nOK: log test/ledger: 1 entries verified, 2 blob(s) re-hashed\n",
     )
+
+
+def test_verify_names_a_damaged_key_file_and_checks_the_rest(
+    runner: CliRunner, home: Path, alice: str, make_tree: Any
+) -> None:
+    """A public key file of the ledger that holds no key is damaged evidence (exit 1, the file
+    named), not a usage error; the log and the other keys are still checked."""
+    attest(runner, home, make_tree(TREE))
+    expect(run(runner, home, "key", "new", "bob", "--no-encrypt"), 0)
+    (home / "keys" / "bob.pub").write_bytes(b"-----BEGIN PUBLIC KEY-----\ntruncated")
+    r = run(runner, home, "log", "verify")
+    expect(r, 1)
+    assert r.stderr.splitlines() == [
+        f"FAIL: key bob ({home / 'keys' / 'bob.pub'}): not a valid PEM public key (truncated, "
+        "corrupt or not PEM); the envelope signatures of this key were not checked"]
+    assert "entries\t1\n" in r.stdout and "problems\t1\n" in r.stdout
+    got = json.loads(run(runner, home, "log", "verify", "--json").stdout)
+    assert got["ok"] is False and got["problems"] == [] and len(got["key_problems"]) == 1
