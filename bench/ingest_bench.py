@@ -237,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     tl = bin_of("trajledger")
     env = dict(os.environ, TRAJLEDGER_PASSPHRASE=PASSPHRASE)
     os.environ["TRAJLEDGER_PASSPHRASE"] = PASSPHRASE
+    if args.workdir is not None:
+        args.workdir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="ingest-bench-", dir=args.workdir))
     os.environ["TRAJLEDGER_STATE_DIR"] = env["TRAJLEDGER_STATE_DIR"] = str(work / "state")
     result: dict[str, Any] = {

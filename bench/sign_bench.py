@@ -123,6 +123,8 @@ def main() -> None:
     from trajledger.ledger.verify_files import verify_files
 
     tl, ms = bin_of("trajledger"), bin_of("model_signing")
+    if args.workdir is not None:
+        args.workdir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="sign-bench-", dir=args.workdir))
     try:
         data, out = work / "data", work / "out"
