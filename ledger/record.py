@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trajledger.verify import predicates
-from trajledger.verify.digest import FileDigest, parse_digest
+from trajledger.verify.digest import FileDigest, parse_digest, result_of
 from trajledger.verify.errors import FormatError
 from trajledger.verify.kinds import BY_PREDICATE_TYPE
 from trajledger.verify.log_entry import KINDS
@@ -205,7 +205,8 @@ def record_files(
             f = files[n]
             return store.adopt_file(f.path, f) if isinstance(f, FileDigest) else store.put_file(f)
 
-        for d in pool.map(put, names):
+        for future in [pool.submit(put, n) for n in names]:
+            d = result_of(future)  # Ctrl-C is seen, whichever thread the kernel hands it to
             digests.append(d)
             if on_file is not None:
                 on_file(d)

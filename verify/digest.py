@@ -14,9 +14,10 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from .errors import DigestMismatchError, FormatError
 
@@ -29,9 +30,12 @@ __all__ = [
     "hash_file",
     "hash_files",
     "parse_digest",
+    "result_of",
     "sha256_hex",
     "verify_bytes",
 ]
+
+_T = TypeVar("_T")
 
 DIGEST_PREFIX = "sha256:"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -191,10 +195,21 @@ def hash_files(
     stop = threading.Event()
     pool = ThreadPoolExecutor(max_workers=n)
     try:
-        for result in pool.map(lambda p: hash_file(p, stop), paths):
+        futures = [pool.submit(hash_file, p, stop) for p in paths]
+        for future in futures:
+            result = result_of(future)
             if on_done is not None:
                 on_done(result)
             yield result
     finally:
         stop.set()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def result_of(future: Future[_T]) -> _T:
+    """``future.result()``, waking every 0.1 s to run Python code: a signal (Ctrl-C) that the
+    kernel delivers to a worker thread is handled only when the main thread next runs Python
+    code, which a thread blocked on a future that takes hours never does."""
+    while not wait([future], timeout=0.1).done:
+        pass
+    return future.result()

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .checkpoint import Checkpoint, check_consistent, verify_checkpoint, verify_cosignatures
-from .digest import digest_bytes, hash_file, parse_digest
+from .digest import digest_bytes, hash_file, parse_digest, result_of
 from .dsse import Envelope
 from .errors import FormatError, ProvenanceError, SignatureError, VerificationError
 from .evidence import Evidence
@@ -999,7 +999,7 @@ class LineageVerifier:
             futures = [pool.submit(self._hash_blob, digest, size, stop)
                        for _, _, digest, size in pending]
             for (node, path, _, _), future in zip(pending, futures, strict=True):
-                problem = future.result()
+                problem = result_of(future)
                 if problem:
                     node.fail(path, problem)
         finally:

@@ -357,7 +357,10 @@ def _prefetch(items: Iterable[_T], depth: int = 2) -> Iterator[_T]:
     helper.start()
     try:
         while True:
-            ok, item = q.get()
+            try:  # waking to run Python code: a Ctrl-C handed to the helper thread is seen
+                ok, item = q.get(timeout=0.1)
+            except queue.Empty:
+                continue
             if not ok:
                 assert isinstance(item, BaseException)
                 raise item
