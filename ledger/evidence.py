@@ -9,8 +9,10 @@ Non-scope: judging anything; ``verify/`` does that with these bytes.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
+import threading
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +35,7 @@ class StoreBlobs:
         """Read blobs from ``store``."""
         self.store = store
         self._tmp: Path | None = None
+        self._tmp_lock = threading.Lock()  # blob_path runs on the verifier's hashing threads
 
     def has_blob(self, digest: str) -> bool:
         """True when the store holds the blob."""
@@ -55,12 +58,16 @@ class StoreBlobs:
             return None
         if self.store.is_local:
             return self.store.path_of(digest)
-        if self._tmp is None:
-            self._tmp = Path(tempfile.mkdtemp(prefix="trajledger-blobs-"))
-            weakref.finalize(self, shutil.rmtree, self._tmp, True)
+        with self._tmp_lock:
+            if self._tmp is None:
+                self._tmp = Path(tempfile.mkdtemp(prefix="trajledger-blobs-"))
+                weakref.finalize(self, shutil.rmtree, self._tmp, True)
         dest = self._tmp / digest.removeprefix("sha256:")
         if not dest.exists():
-            self.store.copy_to(digest, dest)
+            # Under a name of this thread, then renamed: two threads may fetch the same blob.
+            part = dest.with_name(f"{dest.name}.{threading.get_ident()}")
+            self.store.copy_to(digest, part)
+            os.replace(part, dest)
         return dest
 
 
