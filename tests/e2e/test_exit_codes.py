@@ -104,6 +104,28 @@ def test_ctrl_c_exits_130_at_once_with_nothing_half_written(tmp_path: Path, to: 
     assert r.returncode == 0, r.stderr
 
 
+def test_ctrl_c_while_the_command_loads_exits_130(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The entry point imports only the standard library, then the command line: a Ctrl-C
+    while that loads is the same one line and 130, not a traceback."""
+    import importlib.abc
+
+    from trajledger.__main__ import main as entry
+
+    class Interrupt(importlib.abc.MetaPathFinder):
+        def find_spec(self, name: str, *args: object) -> None:
+            if name == "trajledger.runner.cli":
+                raise KeyboardInterrupt
+            return None
+
+    monkeypatch.delitem(sys.modules, "trajledger.runner.cli", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [Interrupt(), *sys.meta_path])
+    with pytest.raises(SystemExit) as e:
+        entry()
+    assert e.value.code == 130
+    assert capsys.readouterr().err == "FAIL: interrupted; nothing was half-written\n"
+
+
 # -- the rules of the command line (issue 10 item 7), in process ---------------------------------
 
 from click.testing import CliRunner, Result  # noqa: E402
