@@ -73,6 +73,9 @@ def test_ctrl_c_exits_130_at_once_with_nothing_half_written(tmp_path: Path, to: 
     proc = subprocess.Popen(
         cli("--ledger", home, "sign", data, "--key", "k", "--out", out),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        # A run started in the background inherits SIGINT ignored, and then Python rightly
+        # keeps ignoring it: the child gets the default disposition, as in a terminal.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     # Interrupt it while it hashes (not while a loaded machine still starts the interpreter up:
     # a fixed wait once hit the imports of a fresh venv's first run): it has the file open.
