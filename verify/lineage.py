@@ -67,7 +67,6 @@ from .predicates import (
     Revocation,
     RolloutBatch,
 )
-from .sigstore_adapter import identity_signers
 from .statement import Statement, unsigned_statement, verify_statement
 from .strict_json import load_object
 from .times import format_time, parse_time
@@ -689,6 +688,9 @@ class LineageVerifier:
             found: frozenset[Identity] = frozenset()
             notes: tuple[str, ...] = ()
             if idents:
+                # Loaded only here: with cryptography.x509, a sixth of `verify`'s imports.
+                from .sigstore_adapter import identity_signers
+
                 found, notes = identity_signers(
                     envelope, self.evidence.blob, idents,
                     trusted_root=self.policy.sigstore_trusted_root_bytes, what=what,
