@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from trajledger.verify.dsse import Envelope
-from trajledger.verify.errors import ProvenanceError
+from trajledger.verify.errors import FormatError, ProvenanceError
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.manifest import Manifest
 from trajledger.verify.statement import Statement
@@ -92,7 +92,7 @@ def _envelope_entry(ledger: Ledger, ref: str) -> int | None:
         return None
     try:
         return ledger.log.find_envelope(ref)
-    except ProvenanceError:
+    except FormatError:  # not hex: no envelope digest (a damaged log is reported, not hidden)
         return None
 
 

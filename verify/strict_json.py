@@ -100,6 +100,10 @@ def loads_strict(data: bytes | str, what: str = "JSON document") -> Any:
             raise FormatError(f"{what}: not valid UTF-8 at byte {e.start}") from e
     else:
         text = data
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:  # a lone surrogate character, not an escape
+            raise FormatError(f"{what}: not valid Unicode at character {e.start}") from e
     try:
         value = json.loads(
             text,

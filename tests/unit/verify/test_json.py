@@ -52,9 +52,10 @@ def test_accepts(data: bytes | str, want: object) -> None:
         (b'["\\udc00"]', r"holds a lone surrogate"),
         (b'"\\ude00\\ud83d"', r"holds a lone surrogate"),
         (b'{"a":[{"b":["ok","\\ud800"]}]}', r"holds a lone surrogate"),
+        ('{"a":"x\ud800"}', r"^doc: not valid Unicode at character 7$"),  # text, not an escape
     ],
 )
-def test_refuses(data: bytes, match: str) -> None:
+def test_refuses(data: bytes | str, match: str) -> None:
     with pytest.raises(FormatError, match=match):
         loads_strict(data, "doc")
 
