@@ -65,6 +65,8 @@ def _describe(p: Any) -> list[str]:
         )
     for rk in p.revoked_keys:
         lines.append(f"  revoked   {rk.keyid[:16]}: {rk.describe()}")
+    for ri in p.revoked_identities:
+        lines.append(f"  revoked   {ri.identity.issuer} {ri.identity.subject}: {ri.describe()}")
     lines.append(
         f"  max approval age {p.max_approval_age}s; "
         f"{len(p.allowed_predicate_types)} predicate type(s) allowed"

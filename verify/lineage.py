@@ -740,17 +740,22 @@ class LineageVerifier:
         self, kind: Kind, index: int, time: str
     ) -> tuple[list[Any], list[Identity], int, int]:
         """The keys and identities that may sign a record of ``kind`` logged at ``index`` at
-        ``time``, how many must, and how many of the role's keys are left out as revoked: the
-        roles of the policy in force when it was logged (`TrustPolicy.policy_at`), less the
-        keys the policy in force now revokes from a point at or before it
-        (`TrustPolicy.revocation`)."""
+        ``time``, how many must, and how many of the role's keys and identities are left out as
+        revoked: the roles of the policy in force when it was logged
+        (`TrustPolicy.policy_at`), less the keys and identities the policy in force now revokes
+        from a point at or before it (`TrustPolicy.revocation`,
+        `TrustPolicy.identity_revocation`)."""
         policy = self.policy.policy_at(index)
         roles = [policy.role(r) for r in kind.roles]
         held = [k for r in roles for k in r.keys]
         keys = [k for k in held if self.policy.revocation(k.keyid, index, time) is None]
-        identities = [i for r in roles for i in r.identities]
+        held_ids = [i for r in roles for i in r.identities]
+        identities = [
+            i for i in held_ids if self.policy.identity_revocation(i, index, time) is None
+        ]
         threshold = max(roles[0].threshold, 1) if kind.signing is Signing.THRESHOLD else 1
-        return keys, identities, threshold, len(held) - len(keys)
+        revoked = len(held) - len(keys) + len(held_ids) - len(identities)
+        return keys, identities, threshold, revoked
 
     def _signed_by(self, envelope: Envelope, roles: tuple[str, ...], index: int, time: str
                    ) -> str:
@@ -766,7 +771,13 @@ class LineageVerifier:
             else:
                 who = f"{', '.join(held)} role" if held else "not in the policy"
             named.append(f"key {sig.keyid[:12] or '(no keyid)'} ({who})")
-        return f"the envelope names {'; '.join(named)}, want {' or '.join(roles)} key(s)"
+        out = f"the envelope names {'; '.join(named)}, want {' or '.join(roles)} key(s)"
+        for ident in (i for r in roles for i in policy.role(r).identities):
+            gone = self.policy.identity_revocation(ident, index, time)
+            if gone is not None:  # its keyless signatures were not even checked
+                out += (f"; identity {ident.subject} ({ident.issuer}) revoked by policy "
+                        f"{self.policy.name!r} serial {self.policy.serial}: {gone.describe()}")
+        return out
 
     def identity_record(self, digest: str, kind: str) -> Record | RecordFailure | None:
         """The identity record of an artifact: its first record of ``kind`` (None: none)."""

@@ -3,10 +3,10 @@
 Scope: parse a policy from TOML (the file a user edits) or from its JSON form (the predicate of a
 ``trust-policy`` artifact in the log, with every key inline so it verifies alone), and answer the
 questions a verifier asks: which keys hold a role, how many must sign, which predicate types are
-allowed, how old an approval may be, which keys were compromised from which point of the log on
-(``revoked_keys``), and which policy judged a record logged before the one in force
-(`TrustPolicy.policy_at`: after a succession replaced a key, what the old key signed before the
-succession's log index stays valid).
+allowed, how old an approval may be, which keys and Sigstore identities were compromised from
+which point of the log on (``revoked_keys``, ``revoked_identities``), and which policy judged a
+record logged before the one in force (`TrustPolicy.policy_at`: after a succession replaced a
+key, what the old key signed before the succession's log index stays valid).
 Non-scope: applying the policy to evidence (``verify.lineage``) and policy history (a new policy
 takes effect only when the threshold of the current policy's approvers signed it; see
 `check_successor`).
@@ -36,6 +36,7 @@ __all__ = [
     "ROLES",
     "Identity",
     "KeyLookup",
+    "RevokedIdentity",
     "RevokedKey",
     "Role",
     "TrustPolicy",
@@ -64,8 +65,10 @@ _TOP_KEYS = {
     "sigstore_trusted_root",
     "accepted_licences",
     "revoked_keys",
+    "revoked_identities",
 }
 _REVOKED_KEYS = {"key", "compromised_since", "reason"}
+_REVOKED_IDENTITIES = {"issuer", "subject", "compromised_since", "reason"}
 
 KeyLookup = Callable[[str], PublicKey | None]
 """Finds a public key by keyid (for policies that name keys by keyid), or returns None."""
@@ -124,6 +127,24 @@ class Role:
         return [verifier_from_vkey(v) for v in self.vkeys]
 
 
+def _covers(since_index: int | None, since_time: str | None, index: int, time: str) -> bool:
+    """Whether a compromise since ``since_index`` (or ``since_time``) covers the record logged
+    at ``index``, at ``time`` (``YYYY-MM-DDTHH:MM:SSZ``, which compares as a string)."""
+    if since_index is not None:
+        return index >= since_index
+    assert since_time is not None
+    return time >= since_time
+
+
+def _since_json(since_index: int | None, since_time: str | None) -> int | str:
+    return since_index if since_index is not None else str(since_time)
+
+
+def _describe(since_index: int | None, since_time: str | None, reason: str | None) -> str:
+    since = f"log index {since_index}" if since_index is not None else str(since_time)
+    return f"compromised since {since}" + (f": {reason}" if reason else "")
+
+
 @dataclass(frozen=True)
 class RevokedKey:
     """A key the policy distrusts from a point of the log on: it was compromised.
@@ -139,26 +160,50 @@ class RevokedKey:
     reason: str | None = None
 
     def covers(self, index: int, time: str) -> bool:
-        """True when a signature by this key on the record logged at ``index``, at ``time``
-        (``YYYY-MM-DDTHH:MM:SSZ``, which compares as a string), does not count."""
-        if self.since_index is not None:
-            return index >= self.since_index
-        assert self.since_time is not None
-        return time >= self.since_time
+        """True when a signature by this key on the record logged at ``index``, at ``time``,
+        does not count."""
+        return _covers(self.since_index, self.since_time, index, time)
 
     def describe(self) -> str:
         """``compromised since log index 7`` or ``compromised since 2025-01-01T00:00:00Z``."""
-        since = (f"log index {self.since_index}" if self.since_index is not None
-                 else str(self.since_time))
-        return f"compromised since {since}" + (f": {self.reason}" if self.reason else "")
+        return _describe(self.since_index, self.since_time, self.reason)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form: the keyid, and the index (an integer) or time (a string)."""
         out: dict[str, Any] = {
             "key": self.keyid,
-            "compromised_since": (
-                self.since_index if self.since_index is not None else self.since_time
-            ),
+            "compromised_since": _since_json(self.since_index, self.since_time),
+        }
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
+
+@dataclass(frozen=True)
+class RevokedIdentity:
+    """A Sigstore identity the policy distrusts from a point of the log on (a CI workflow or
+    an account someone else could sign as): like `RevokedKey`, for keyless signatures."""
+
+    identity: Identity
+    since_index: int | None = None
+    since_time: str | None = None
+    reason: str | None = None
+
+    def covers(self, index: int, time: str) -> bool:
+        """True when a keyless signature by this identity on the record logged at ``index``,
+        at ``time``, does not count."""
+        return _covers(self.since_index, self.since_time, index, time)
+
+    def describe(self) -> str:
+        """``compromised since log index 7`` or ``compromised since 2025-01-01T00:00:00Z``."""
+        return _describe(self.since_index, self.since_time, self.reason)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form: issuer, subject, and the index (an integer) or time (a string)."""
+        out: dict[str, Any] = {
+            "issuer": self.identity.issuer,
+            "subject": self.identity.subject,
+            "compromised_since": _since_json(self.since_index, self.since_time),
         }
         if self.reason is not None:
             out["reason"] = self.reason
@@ -184,6 +229,8 @@ class TrustPolicy:
     restriction."""
     revoked_keys: tuple[RevokedKey, ...] = ()
     """Keys distrusted from a point of the log on (`RevokedKey`); none may hold a role."""
+    revoked_identities: tuple[RevokedIdentity, ...] = ()
+    """Sigstore identities distrusted from a point of the log on; none may hold a role."""
     earlier: tuple[tuple[int, TrustPolicy], ...] = field(default=(), repr=False, compare=False)
     """The policies in force before this one, oldest first, each with the log index of the
     record of the policy that replaced it: records logged up to that index (the replacing
@@ -203,6 +250,16 @@ class TrustPolicy:
         at ``time``, count for nothing; None when it counts."""
         for r in self.revoked_keys:
             if r.keyid == keyid and r.covers(index, time):
+                return r
+        return None
+
+    def identity_revocation(
+        self, identity: Identity, index: int, time: str
+    ) -> RevokedIdentity | None:
+        """The revocation that makes ``identity``'s keyless signature on the record logged at
+        ``index``, at ``time``, count for nothing; None when it counts."""
+        for r in self.revoked_identities:
+            if r.identity == identity and r.covers(index, time):
                 return r
         return None
 
@@ -262,6 +319,8 @@ class TrustPolicy:
             out["accepted_licences"] = list(self.accepted_licences)
         if self.revoked_keys:
             out["revoked_keys"] = [r.to_json() for r in self.revoked_keys]
+        if self.revoked_identities:
+            out["revoked_identities"] = [r.to_json() for r in self.revoked_identities]
         return out
 
     @classmethod
@@ -351,8 +410,9 @@ class TrustPolicy:
         trusted_root = _trusted_root(doc.get("sigstore_trusted_root"), base_dir, what)
         licences = _licences(doc.get("accepted_licences"), what)
         revoked = _revoked_keys(doc.get("revoked_keys", []), base_dir, what)
+        revoked_ids = _revoked_identities(doc.get("revoked_identities", []), what)
         policy = cls(name, serial, roles, frozenset(allowed_raw), max_age, doc, trusted_root,
-                     licences, revoked)
+                     licences, revoked, revoked_ids)
         # A revoked key holding a role would be trusted and distrusted at once.
         for rk in revoked:
             held = [role for role in KEY_ROLES if rk.keyid in roles[role].keyids]
@@ -360,6 +420,14 @@ class TrustPolicy:
                 raise FormatError(
                     f"{what}: revoked_keys: key {rk.keyid[:16]} still holds the {held[0]} role; "
                     "remove it from the role"
+                )
+        for ri in revoked_ids:
+            held = [role for role in KEY_ROLES if ri.identity in roles[role].identities]
+            if held:
+                raise FormatError(
+                    f"{what}: revoked_identities: {ri.identity.subject} "
+                    f"({ri.identity.issuer}) still holds the {held[0]} role; remove it from the "
+                    "role"
                 )
         # Approvers must be independent of the keys whose work they approve: one stolen key
         # must not both produce (or train) and approve.
@@ -438,8 +506,6 @@ def _revoked_keys(value: object, base_dir: Path | None, what: str) -> tuple[Revo
     PEM file or inline PEM; ``compromised_since`` a log index (integer >= 0) or a time
     ``YYYY-MM-DDTHH:MM:SSZ`` (a string; a TOML date-time must be quoted).
     """
-    from .times import parse_time
-
     out: list[RevokedKey] = []
     for i, item in enumerate(_list(value, f"{what}: revoked_keys")):
         here = f"{what}: revoked_keys item {i}"
@@ -453,25 +519,54 @@ def _revoked_keys(value: object, base_dir: Path | None, what: str) -> tuple[Revo
             keyid = spec.removeprefix("sha256:")
         else:
             keyid = _load_key(spec, base_dir, f"{here}: key", None).keyid
-        since = item.get("compromised_since")
-        index = time = None
-        if type(since) is int and since >= 0:
-            index = since
-        elif isinstance(since, str):
-            parse_time(since, f"{here}: compromised_since")
-            time = since
-        else:
-            raise FormatError(
-                f"{here}: compromised_since must be a log index (an integer >= 0) or a time "
-                f"\"YYYY-MM-DDTHH:MM:SSZ\" (a quoted string), got {since!r}"
-            )
-        reason = item.get("reason")
-        if reason is not None and (not isinstance(reason, str) or not reason.strip()):
-            raise FormatError(f"{here}: reason must be a non-empty string")
         if any(r.keyid == keyid for r in out):
             raise FormatError(f"{here}: key {keyid[:16]} is listed twice")
-        out.append(RevokedKey(keyid, index, time, reason))
+        out.append(RevokedKey(keyid, *_compromise(item, here)))
     return tuple(out)
+
+
+def _revoked_identities(value: object, what: str) -> tuple[RevokedIdentity, ...]:
+    """``revoked_identities``: a list of ``{issuer, subject, compromised_since, reason?}``
+    tables, ``compromised_since`` as in `_revoked_keys`."""
+    out: list[RevokedIdentity] = []
+    for i, item in enumerate(_list(value, f"{what}: revoked_identities")):
+        here = f"{what}: revoked_identities item {i}"
+        if not isinstance(item, dict):
+            raise FormatError(f"{here}: must be a table with issuer, subject and "
+                              "compromised_since")
+        unknown = set(item) - _REVOKED_IDENTITIES
+        if unknown:
+            raise FormatError(f"{here}: unknown field(s) {', '.join(sorted(unknown))}")
+        issuer, subject = item.get("issuer"), item.get("subject")
+        if not (isinstance(issuer, str) and issuer and isinstance(subject, str) and subject):
+            raise FormatError(f"{here}: issuer and subject must be non-empty strings")
+        identity = Identity(issuer, subject)
+        if any(r.identity == identity for r in out):
+            raise FormatError(f"{here}: {subject} ({issuer}) is listed twice")
+        out.append(RevokedIdentity(identity, *_compromise(item, here)))
+    return tuple(out)
+
+
+def _compromise(item: Mapping[str, Any], here: str) -> tuple[int | None, str | None, str | None]:
+    """``compromised_since`` (a log index, or a time) and ``reason`` of a revocation item."""
+    from .times import parse_time
+
+    since = item.get("compromised_since")
+    index = time = None
+    if type(since) is int and since >= 0:
+        index = since
+    elif isinstance(since, str):
+        parse_time(since, f"{here}: compromised_since")
+        time = since
+    else:
+        raise FormatError(
+            f"{here}: compromised_since must be a log index (an integer >= 0) or a time "
+            f"\"YYYY-MM-DDTHH:MM:SSZ\" (a quoted string), got {since!r}"
+        )
+    reason = item.get("reason")
+    if reason is not None and (not isinstance(reason, str) or not reason.strip()):
+        raise FormatError(f"{here}: reason must be a non-empty string")
+    return index, time, reason
 
 
 def _strings(value: object, what: str, item: str) -> tuple[str, ...]:
@@ -564,8 +659,8 @@ def check_successor(current: TrustPolicy, new: TrustPolicy, signer_keyids: froze
     Steps:
         1. ``new.serial`` must be greater than ``current.serial`` (no rollback, no replay).
         2. At least ``current``'s approver threshold of ``current``'s approvers signed ``new``.
-        3. ``new`` still revokes every key ``current`` revokes (a compromised key stays
-           distrusted; ``compromised_since`` may change).
+        3. ``new`` still revokes every key and identity ``current`` revokes (a compromised
+           signer stays distrusted; ``compromised_since`` may change).
 
     Raises:
         PolicyError: a step fails.
@@ -590,6 +685,14 @@ def check_successor(current: TrustPolicy, new: TrustPolicy, signer_keyids: froze
             raise PolicyError(
                 f"policy {new.name!r} serial {new.serial}: drops the revocation of key "
                 f"{r.keyid[:16]} (serial {current.serial} revokes it); a revoked key stays revoked"
+            )
+    kept_ids = {r.identity for r in new.revoked_identities}
+    for ri in current.revoked_identities:
+        if ri.identity not in kept_ids:
+            raise PolicyError(
+                f"policy {new.name!r} serial {new.serial}: drops the revocation of identity "
+                f"{ri.identity.subject} ({ri.identity.issuer}; serial {current.serial} revokes "
+                "it); a revoked identity stays revoked"
             )
 
 

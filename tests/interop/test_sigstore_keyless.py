@@ -353,3 +353,71 @@ def test_identities_count_toward_role_thresholds_like_keys(
     r = verify(both, "bob@example.com")
     assert r.exit_code == 1
     assert "alice@example.com" in r.stderr  # the keyless signature's identity, not trusted
+
+
+def test_a_revoked_identity_counts_for_nothing_from_its_compromise_on(
+    sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+    runner: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """revoked_identity: a record an identity signed keylessly under policy 1 verifies; policy
+    2 drops the identity and revokes it from that record's index on, and the record fails,
+    naming the revocation; policy 3 moves the compromise after the record, and it verifies
+    again (what the identity signed before its compromise stays valid)."""
+    from trajledger.ledger.home import Ledger
+
+    config, root = trust_files
+    home = tmp_path / "ledger"
+    _ledger(runner, home)
+    monkeypatch.setenv(TRUST_CONFIG_ENV, str(config))
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+
+    def ok(*args: str) -> Any:
+        r = runner.invoke(main, ["--ledger", str(home), *args])
+        assert r.exit_code == 0, r.output
+        return r
+
+    for k in ("a", "b"):
+        ok("key", "new", k, "--no-encrypt")
+    vkey = Ledger.open(home).log.vkey
+    keys = home / "keys"
+
+    def policy(serial: int, producer: str, extra: str = "") -> None:
+        path = tmp_path / f"policy-{serial}.toml"
+        path.write_text(
+            f'name = "keyless"\nserial = {serial}\nsigstore_trusted_root = "{root}"\n{extra}'
+            f"[roles.producer]\n{producer}\n"
+            f'[roles.approver]\nkeys = ["{keys / "a.pub"}", "{keys / "b.pub"}"]\nthreshold = 2\n'
+            f'[roles.log]\nvkeys = ["{vkey}"]\n'
+        )
+        ok("policy", "set", str(path), "--key", "a", "--key", "b")
+
+    policy(1, f'identities = [{{issuer = "{ISSUER}", subject = "{ALICE}"}}]')
+    (tmp_path / "f.txt").write_text("signed by alice")
+    digest = ok("attest", str(tmp_path / "f.txt"), "--sigstore").stdout.strip().splitlines()[-1]
+    index = Ledger.open(home).log.find_subject(digest)[0]
+    ok("verify", digest)
+
+    def revoked(since: int) -> str:
+        return (f'[[revoked_identities]]\nissuer = "{ISSUER}"\nsubject = "{ALICE}"\n'
+                f'compromised_since = {since}\nreason = "token leaked"\n')
+
+    vendor = f'keys = ["{keys / "vendor.pub"}"]'
+    policy(2, vendor, revoked(index))
+    r = runner.invoke(main, ["--ledger", str(home), "verify", digest])
+    assert r.exit_code == 1, r.output
+    assert (f"identity {ALICE} ({ISSUER}) revoked by policy 'keyless' serial 2: compromised "
+            f"since log index {index}: token leaked") in r.stderr
+    policy(3, vendor, revoked(index + 1))
+    ok("verify", digest)
+    assert (f"  revoked   {ISSUER} {ALICE}: compromised since log index {index + 1}: token "
+            "leaked") in ok("policy", "show").stdout
+    # A successor cannot drop the revocation.
+    path = tmp_path / "policy-4.toml"
+    path.write_text((tmp_path / "policy-3.toml").read_text().replace("serial = 3", "serial = 4")
+                    .replace(revoked(index + 1), ""))
+    r = runner.invoke(main, ["--ledger", str(home), "policy", "set", str(path), "--key", "a",
+                             "--key", "b"])  # fmt: skip
+    assert r.exit_code == 1 and "a revoked identity stays revoked" in r.stderr, r.output

@@ -357,3 +357,18 @@ def test_trust_policy_terms_and_witnessed_logs_validate() -> None:
     assert errors("trust-policy", {"policy": policy}) == []
     policy["roles"]["log"]["logs"] = ["vendor/log"]
     assert any("logs" in e for e in errors("trust-policy", {"policy": policy}))
+
+
+def test_trust_policy_revoked_identities_validate() -> None:
+    """revoked_identities (written only when set) is in the schema, with its required fields."""
+    from trajledger.verify.policy import TrustPolicy
+
+    policy = TrustPolicy.from_json({"revoked_identities": [
+        {"issuer": "https://issuer.test", "subject": "ci@example.com", "compromised_since": 3,
+         "reason": "token leaked"},
+        {"issuer": "https://issuer.test", "subject": "b@example.com",
+         "compromised_since": "2025-01-01T00:00:00Z"},
+    ]}).to_json()  # fmt: skip
+    assert errors("trust-policy", {"policy": policy}) == []
+    del policy["revoked_identities"][0]["subject"]
+    assert any("subject" in e for e in errors("trust-policy", {"policy": policy}))

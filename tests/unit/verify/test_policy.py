@@ -23,6 +23,7 @@ from trajledger.verify.errors import DigestMismatchError, FormatError, PolicyErr
 from trajledger.verify.note import vkey_string
 from trajledger.verify.policy import (
     ROLES,
+    Identity,
     TrustPolicy,
     check_successor,
     follow_history,
@@ -483,6 +484,67 @@ def test_a_successor_keeps_every_revocation(keydir: Path) -> None:
         match=r"^policy 'p' serial 2: drops the revocation of key [0-9a-f]{16} \(serial 1 "
         r"revokes it\); a revoked key stays revoked$",
     ):
+        check_successor(current, parse(keydir, toml(serial=2)), ids)
+
+
+ISSUER = "https://token.actions.githubusercontent.com"
+WORKFLOW = "https://github.com/v/r/.github/workflows/record.yml@refs/heads/main"
+
+
+def _revoked_identity(since: str = "5", subject: str = WORKFLOW, extra: str = "") -> bytes:
+    return (f'[[revoked_identities]]\nissuer = "{ISSUER}"\nsubject = "{subject}"\n'
+            f"compromised_since = {since}\n{extra}").encode()
+
+
+def test_revoked_identities(keydir: Path) -> None:
+    """A compromised Sigstore identity is distrusted from a point of the log on, as a key."""
+    p = parse(keydir, toml() + _revoked_identity(extra='reason = "workflow hijacked"\n'))
+    who = Identity(ISSUER, WORKFLOW)
+    assert p.identity_revocation(who, 4, "2030-01-01T00:00:00Z") is None
+    revoked = p.identity_revocation(who, 5, "2000-01-01T00:00:00Z")
+    assert revoked is not None
+    assert revoked.describe() == "compromised since log index 5: workflow hijacked"
+    assert p.identity_revocation(Identity(ISSUER, "other"), 9, "2030-01-01T00:00:00Z") is None
+    timed = parse(keydir, toml() + _revoked_identity('"2025-01-02T03:04:05Z"'))
+    assert timed.identity_revocation(who, 0, "2025-01-02T03:04:04Z") is None
+    assert timed.identity_revocation(who, 0, "2025-01-02T03:04:05Z") is not None
+    body = p.to_json()
+    assert body["revoked_identities"] == [{"issuer": ISSUER, "subject": WORKFLOW,
+                                           "compromised_since": 5,
+                                           "reason": "workflow hijacked"}]
+    assert TrustPolicy.from_json(body).to_json() == body
+    assert "revoked_identities" not in parse(keydir, toml()).to_json()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (_revoked_identity("-1"), r"revoked_identities item 0: compromised_since must be"),
+        (_revoked_identity(subject=""), r"issuer and subject must be non-empty strings"),
+        (_revoked_identity(extra="key = 1\n"), r"unknown field\(s\) key"),
+        (_revoked_identity() * 2, r"revoked_identities item 1: .* is listed twice"),
+    ],
+)
+def test_invalid_identity_revocations(keydir: Path, text: bytes, message: str) -> None:
+    with pytest.raises(FormatError, match=message):
+        parse(keydir, toml() + text)
+    # A revoked identity that still holds a role would be trusted and distrusted at once.
+    holds = toml().replace(
+        b'[roles.trainer]\nkeys = ["trainer.pub"]',
+        f'[roles.trainer]\nkeys = ["trainer.pub"]\n'
+        f'identities = [{{issuer = "{ISSUER}", subject = "{WORKFLOW}"}}]'.encode(),
+    )
+    with pytest.raises(FormatError, match=r"revoked_identities: .* still holds the trainer role"):
+        parse(keydir, holds + _revoked_identity())
+
+
+def test_a_successor_keeps_every_identity_revocation(keydir: Path) -> None:
+    current = parse(keydir, toml() + _revoked_identity())
+    ids = frozenset({SIGNERS["a"].keyid, SIGNERS["b"].keyid})
+    check_successor(current, parse(keydir, toml(serial=2) + _revoked_identity("2")), ids)
+    with pytest.raises(PolicyError, match=r"drops the revocation of identity "
+                       r".*record\.yml@refs/heads/main \(https://token.*; serial 1 revokes it\); "
+                       r"a revoked identity stays revoked$"):
         check_successor(current, parse(keydir, toml(serial=2)), ids)
 
 
