@@ -45,26 +45,11 @@ from trajledger.runner.rollouts import run_policy
 from trajledger.runner.train import rollout, train
 from trajledger.verify.policy import load_policy_file
 
-POLICY = """\
-name = "bench"
-serial = 1
-max_approval_age = "3650d"
-[roles.producer]
-keys = ["keys/vendor.pub"]
-[roles.approver]
-keys = ["keys/a.pub", "keys/b.pub"]
-threshold = 2
-[roles.trainer]
-keys = ["keys/trainer.pub"]
-[roles.log]
-vkeys = ["{vkey}"]
-"""
-
 
 def build(home: Path, iterations: int, marks: list[int], on_mark: Any) -> None:
     ledger = Ledger.init(home, origin=c.unique_origin("lineage"))
     keys = {n: ledger.keys.create(n, encrypt=False) for n in ("vendor", "a", "b", "trainer")}
-    (home / "policy.toml").write_text(POLICY.format(vkey=ledger.log.vkey))
+    (home / "policy.toml").write_text(c.POLICY.format(vkey=ledger.log.vkey))
     record_policy(ledger, home / "policy.toml", [keys["a"], keys["b"]])
     policy = load_policy_file(home / "policy.toml")
     register_environment(ledger, "cartpole", "1", keys["vendor"], gymnasium_id="CartPole-v1")

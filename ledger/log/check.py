@@ -36,7 +36,7 @@ from trajledger.verify.errors import (
 )
 from trajledger.verify.keys import PublicKey
 from trajledger.verify.log_entry import LogEntry
-from trajledger.verify.logcheck import LogCheck, check_log, directory_fetch
+from trajledger.verify.logcheck import Finding, LogCheck, check_log, directory_fetch
 from trajledger.verify.manifest import manifest_from_statement
 from trajledger.verify.note import Verifier, verifier_from_vkey
 from trajledger.verify.statement import Statement
@@ -74,24 +74,9 @@ DATA_REHASHED = "re-hashed"
 DATA_SIZE_ONLY = "size only, not re-hashed"
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a log: the file (relative to the log directory) and entry index.
-
-    Attributes:
-        file: the file the problem is in, e.g. ``tile/0/000.p/5`` or ``.state/treeState``.
-        index: the entry index concerned, when there is one.
-        message: what is wrong, observed vs expected.
-    """
-
-    file: str
-    index: int | None
-    message: str
-
-    def __str__(self) -> str:
-        """``<file>: <message>``, with the entry index when there is one."""
-        at = f" (entry {self.index})" if self.index is not None else ""
-        return f"{self.file}{at}: {self.message}"
+Problem = Finding
+"""One thing wrong with a log (`verify.logcheck.Finding`): the file, relative to the log
+directory, the entry index when there is one, and what is wrong."""
 
 
 @dataclass

@@ -56,6 +56,7 @@ from .formats import (
     ReaderOptions,
     RecordProblems,
     RolloutChunk,
+    json_type,
     kind_of_record,
     map_record,
 )
@@ -2110,20 +2111,6 @@ def _decode(decoder: json.JSONDecoder, raw: bytes, rec: RecordProblems) -> dict[
                       "(a \\ud800-\\udfff escape without its pair)")
             return None
     if not isinstance(obj, dict):
-        rec.error(None, f"JSON {_jtype(obj)}, want an object")
+        rec.error(None, f"JSON {json_type(obj)}, want an object")
         return None
     return obj
-
-
-def _jtype(v: object) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int | float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    return "object"

@@ -41,6 +41,7 @@ __all__ = [
     "ReaderOptions",
     "RecordProblems",
     "RolloutChunk",
+    "json_type",
     "kind_of_record",
     "map_record",
 ]
@@ -138,7 +139,8 @@ def _is_num(v: object) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-def _jtype(v: object) -> str:
+def json_type(v: object) -> str:
+    """The JSON type name of a decoded value, for messages (``null``, ``number``...)."""
     if v is None:
         return "null"
     if isinstance(v, bool):
@@ -201,7 +203,7 @@ def _opt(obj: Mapping[str, Any], key: str, kind: str, rec: RecordProblems, field
             "bool": "a boolean",
             "obj": "an object",
         }
-        rec.error(field, f"{_jtype(v)}, want {names[kind]}")
+        rec.error(field, f"{json_type(v)}, want {names[kind]}")
         return None
     if kind == "int" and not -(1 << 63) <= v < (1 << 63):
         rec.error(field, f"{v} is out of the int64 range")
@@ -223,7 +225,7 @@ def _timestamp_us(v: object, rec: RecordProblems, field: str) -> int | None:
         return (_to_utc(parsed) - _EPOCH) // _US
     if _is_num(v):
         return round(float(v) * 1_000_000)  # type: ignore[arg-type]  # seconds since the epoch
-    rec.error(field, f"{_jtype(v)}, want an ISO 8601 string or seconds since the epoch")
+    rec.error(field, f"{json_type(v)}, want an ISO 8601 string or seconds since the epoch")
     return None
 
 
@@ -292,11 +294,11 @@ _STEP_FIELDS: Final = (
 def _message(m: object, rec: RecordProblems, where: str) -> dict[str, Any] | None:
     """Map one chat message to the step columns it fills; other fields go to step extras."""
     if not isinstance(m, dict):
-        rec.error(where, f"{_jtype(m)}, want a message object")
+        rec.error(where, f"{json_type(m)}, want a message object")
         return None
     role = m.get("role")
     if not isinstance(role, str):
-        rec.error(f"{where}.role", f"{_jtype(role)}, want a string")
+        rec.error(f"{where}.role", f"{json_type(role)}, want a string")
     content = m.get("content")
     if content is not None and not isinstance(content, str):
         # Multi-part content (a list of parts) is kept whole, as JSON text.
@@ -344,7 +346,7 @@ def _text_or_messages(
         if not out:
             rec.error(field, "empty list, want at least one message")
         return [m for m in out if m is not None]
-    rec.error(field, f"{_jtype(v)}, want a string or a list of messages")
+    rec.error(field, f"{json_type(v)}, want a string or a list of messages")
     return []
 
 
@@ -352,12 +354,12 @@ def _scores(v: object, rec: RecordProblems, field: str) -> list[tuple[str, float
     if v is None:
         return None
     if not isinstance(v, dict):
-        rec.error(field, f"{_jtype(v)}, want an object of names to numbers")
+        rec.error(field, f"{json_type(v)}, want an object of names to numbers")
         return None
     out = []
     for k, s in v.items():
         if not _is_num(s):
-            rec.error(f"{field}.{k}", f"{_jtype(s)}, want a number")
+            rec.error(f"{field}.{k}", f"{json_type(s)}, want a number")
         else:
             out.append((k, float(s)))
     return out
@@ -474,7 +476,7 @@ def _episode_id(obj: Mapping[str, Any], rec: RecordProblems) -> str | None:
         return str(eid)
     if isinstance(eid, str) and eid:
         return eid
-    rec.error("episode_id", f"{_jtype(eid)}, want a non-empty string or an integer")
+    rec.error("episode_id", f"{json_type(eid)}, want a non-empty string or an integer")
     return None
 
 
@@ -492,7 +494,7 @@ def _map_chat(obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions) -> 
     if not isinstance(messages, list | tuple) or not messages:
         rec.error(
             "messages",
-            f"{_jtype(messages)}, want a non-empty list of messages"
+            f"{json_type(messages)}, want a non-empty list of messages"
             if not isinstance(messages, list | tuple)
             else "empty list, want at least one message",
         )
@@ -555,7 +557,7 @@ def _map_trl_completions(
         elif _is_num(v):
             reward = float(v)
         else:
-            rec.error(opts.reward_column, f"{_jtype(v)}, want a number")
+            rec.error(opts.reward_column, f"{json_type(v)}, want a number")
             reward = None
     elif scores:
         w = weights or {}
