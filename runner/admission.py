@@ -151,34 +151,38 @@ def admit(
         verifier.now = now
     decision = Node(f"admission:{item.digest}", "admission",
                     name=f"admission of dataset {item.ref} ({item.digest[:19]}…)")
-    # (2)
-    ds_node = verifier.artifact(item.digest, "dataset")
-    verifier.decision(decision, [Edge(decision.id, item.digest, "dataset")])
-    rec = verifier.identity_record(item.digest, "dataset")
-    batches: list[AdmittedBatch] = []
-    deps: dict[str, Dependency] = {}
-    want_purpose = purpose or "train"
-    if isinstance(rec, Record) and isinstance(rec.predicate, Dataset):
-        ds = rec.predicate
-        want_purpose = purpose or ds.purpose
-        # (3)
-        verifier.dataset_use(decision, item.digest, None, purpose=want_purpose)
-        # (4)
-        _refuse_erased(verifier, decision, ds_node)
-        for b in ds.batches:
-            batch_node = verifier.artifact(b, "rollout-batch")
-            if _refuse_erased(verifier, decision, batch_node):
-                continue
-            # (5)
-            batch = _read_batch(verifier, b, decision, batch_node.label)
-            if batch is not None:
-                batches.append(batch)
-                _dependencies(verifier, batch, deps)
-        # (6)
-        _contamination(ledger, verifier, decision, batches, f"train {item.ref}")
-    else:
-        decision.fail("dataset", "the dataset record does not verify (see the dataset node)")
-    verifier.finish()
+    # A walk that raises (Ctrl-C) must stop the blobs still being re-hashed.
+    try:
+        # (2)
+        ds_node = verifier.artifact(item.digest, "dataset")
+        verifier.decision(decision, [Edge(decision.id, item.digest, "dataset")])
+        rec = verifier.identity_record(item.digest, "dataset")
+        batches: list[AdmittedBatch] = []
+        deps: dict[str, Dependency] = {}
+        want_purpose = purpose or "train"
+        if isinstance(rec, Record) and isinstance(rec.predicate, Dataset):
+            ds = rec.predicate
+            want_purpose = purpose or ds.purpose
+            # (3)
+            verifier.dataset_use(decision, item.digest, None, purpose=want_purpose)
+            # (4)
+            _refuse_erased(verifier, decision, ds_node)
+            for b in ds.batches:
+                batch_node = verifier.artifact(b, "rollout-batch")
+                if _refuse_erased(verifier, decision, batch_node):
+                    continue
+                # (5)
+                batch = _read_batch(verifier, b, decision, batch_node.label)
+                if batch is not None:
+                    batches.append(batch)
+                    _dependencies(verifier, batch, deps)
+            # (6)
+            _contamination(ledger, verifier, decision, batches, f"train {item.ref}")
+        else:
+            decision.fail("dataset", "the dataset record does not verify (see the dataset node)")
+        verifier.finish()
+    finally:
+        verifier.close()
     report = verifier.report(item.digest, ["log", decision.id])
     # (7)
     if not report.ok or not isinstance(rec, Record) or not isinstance(rec.predicate, Dataset):

@@ -40,9 +40,9 @@ import datetime as dt
 import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .checkpoint import Checkpoint, check_consistent, verify_checkpoint, verify_cosignatures
 from .digest import digest_bytes, hash_file, parse_digest, result_of
@@ -339,6 +339,20 @@ def _repair_hint() -> str:
     return "restore it from a copy with 'trajledger fsck --repair --from BUNDLE|LEDGER'"
 
 
+_GROUP_BLOBS = 32
+_GROUP_BYTES = 16 << 20
+"""A re-hashing task's size: at most this many blobs, or about this many bytes."""
+
+
+class _Blob(NamedTuple):
+    """A data blob queued for re-hashing, and the report line its result goes to."""
+
+    node: Node
+    path: str
+    digest: str
+    size: int
+
+
 class LineageVerifier:
     """Verifies artifacts and their lineage from one evidence source under one policy.
 
@@ -393,7 +407,11 @@ class LineageVerifier:
         self._trusted_vkeys: list[str] = []
         """The policy's log keys that verified the checkpoint and the keys they handed over
         to (a checkpoint seen earlier may be signed by any of them)."""
-        self._pending: list[tuple[Node, str, str, int]] = []
+        self._group: list[_Blob] = []
+        self._group_bytes = 0
+        self._pending: list[tuple[list[_Blob], Future[list[str | None]]]] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._stop = threading.Event()
         self._proven_root: bytes | None = None
         self._proven: set[int] = set()  # entries checked under the checkpoint already
         self._records: dict[int, Record | RecordFailure] = {}
@@ -990,33 +1008,54 @@ class LineageVerifier:
         return None
 
     def _hash_later(self, node: Node, path: str, digest: str, size: int) -> None:
-        """Queue a blob for `finish`, which re-hashes every queued blob at once on all cores.
+        """Start re-hashing a blob on the thread pool (one thread per core, at least 2) while
+        this thread goes on verifying records; `finish` files the result.
 
-        Not while this thread verifies records: hashlib releases the GIL only inside each
-        chunk, and a worker that needs it back between chunks waits for this thread's Python
-        code, so hashing alongside it was measured slower than verifying first, then hashing
-        (bench/verify_bench.py)."""
-        self._pending.append((node, path, digest, size))
+        Blobs go to the workers in groups (up to `_GROUP_BLOBS` blobs or `_GROUP_BYTES`
+        bytes): a worker switching between this thread's Python code and hashlib's released
+        GIL pays for each switch, and one task per small blob was measured to cost about 10%
+        more CPU (bench/verify_bench.py, docs/PERFORMANCE.md)."""
+        self._group.append(_Blob(node, path, digest, size))
+        self._group_bytes += size
+        if len(self._group) >= _GROUP_BLOBS or self._group_bytes >= _GROUP_BYTES:
+            self._submit_group()
+
+    def _submit_group(self) -> None:
+        group, self._group, self._group_bytes = self._group, [], 0
+        if not group:
+            return
+        if self._pool is None:
+            self._stop = threading.Event()
+            self._pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1))
+        stop = self._stop
+        future = self._pool.submit(
+            lambda: [self._hash_blob(b.digest, b.size, stop) for b in group]
+        )
+        self._pending.append((group, future))
 
     def finish(self) -> None:
-        """Re-hash the queued blobs on a thread pool (one thread per core, at least 2) and
-        file their failures in the report.
+        """Wait for the blobs being re-hashed and file their failures in the report.
 
         Interrupted (Ctrl-C), the workers stop within one chunk instead of hashing on."""
-        pending, self._pending = self._pending, []
-        if not pending:
-            return
-        stop = threading.Event()
-        pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1))
         try:
-            futures = [pool.submit(self._hash_blob, digest, size, stop)
-                       for _, _, digest, size in pending]
-            for (node, path, _, _), future in zip(pending, futures, strict=True):
-                problem = result_of(future)
-                if problem:
-                    node.fail(path, problem)
+            self._submit_group()
+            pending, self._pending = self._pending, []
+            for group, future in pending:
+                problems: list[str | None] = result_of(future)
+                for blob, problem in zip(group, problems, strict=True):
+                    if problem:
+                        blob.node.fail(blob.path, problem)
         finally:
-            stop.set()
+            self.close()
+
+    def close(self) -> None:
+        """Stop any re-hashing still under way (a walk that raised): the workers stop within
+        one chunk and queued blobs are dropped. `finish` calls it; so must anyone who walks
+        with this verifier and does not reach `finish`."""
+        pool, self._pool = self._pool, None
+        self._pending, self._group, self._group_bytes = [], [], 0
+        if pool is not None:
+            self._stop.set()
             pool.shutdown(wait=True, cancel_futures=True)
 
     # -- the rules of training on a dataset -----------------------------------------------------
@@ -1171,7 +1210,11 @@ class LineageVerifier:
                          "log")
             self._nodes.setdefault(digest, missing)
         else:
-            self.artifact(digest, kind)
+            try:
+                self.artifact(digest, kind)
+            except BaseException:
+                self.close()
+                raise
         self.finish()
         return self.report(digest, ["log", digest])
 
@@ -1218,6 +1261,22 @@ class LineageVerifier:
         if kind is None:
             self.verify(digest)
             return self.report(digest, ["log", digest])
+        try:
+            down, seen = self._downstream(digest, kind)
+        except BaseException:
+            self.close()
+            raise
+        self.finish()
+        root = self._nodes[digest]
+        if not root.ok:
+            # Everything downstream was built on it: its lineage fails the same way.
+            why = "; ".join(f"{c.what}: {c.detail}" for c in root.checks if c.status == FAIL)
+            for nid in seen - {digest}:
+                self._nodes[nid].fail("lineage", f"built on {root.label}, which fails ({why})")
+        return self.report(digest, ["log", digest], down)
+
+    def _downstream(self, digest: str, kind: str) -> tuple[list[Edge], set[str]]:
+        """Verify ``digest`` and walk the referrers: the edges reaching it and their sources."""
         self.artifact(digest, kind, follow=False)
         down: list[Edge] = []
         seen = {digest}
@@ -1239,14 +1298,7 @@ class LineageVerifier:
                 if src not in seen:
                     seen.add(src)
                     todo.append(src)
-        self.finish()
-        root = self._nodes[digest]
-        if not root.ok:
-            # Everything downstream was built on it: its lineage fails the same way.
-            why = "; ".join(f"{c.what}: {c.detail}" for c in root.checks if c.status == FAIL)
-            for nid in seen - {digest}:
-                self._nodes[nid].fail("lineage", f"built on {root.label}, which fails ({why})")
-        return self.report(digest, ["log", digest], down)
+        return down, seen
 
 
 def _key_id(vkey: str) -> str:

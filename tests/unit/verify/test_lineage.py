@@ -21,6 +21,7 @@ import datetime as dt
 import itertools
 import json
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ from trajledger.ledger.record import record_files, record_statement
 from trajledger.ledger.status import approve, erase, record_policy, revoke
 from trajledger.runner.rollouts import run_policy
 from trajledger.runner.train import train
+from trajledger.verify import lineage as lineage_module
 from trajledger.verify import predicates
 from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.evidence import LedgerDirEvidence
@@ -288,6 +290,35 @@ def test_each_artifact_is_verified_once(setup: Setup) -> None:
     before = dict(v._records)
     again = v.verify(setup.dataset)
     assert again.ok and v._records == before
+
+
+def test_an_interrupted_walk_stops_the_rehashing(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lineage_module, "_GROUP_BLOBS", 1)  # each blob handed over at once
+    v = setup.verifier()
+    hashed: list[str] = []
+    real = v._hash_blob
+
+    def spy(digest: str, size: int, stop: threading.Event) -> str | None:
+        hashed.append(digest)
+        return real(digest, size, stop)
+
+    monkeypatch.setattr(v, "_hash_blob", spy)
+
+    def interrupted(*args: Any, **kw: Any) -> None:
+        assert v._pool is not None  # the batch's blobs are being re-hashed during the walk
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(v, "dataset_use", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        v.verify(setup.checkpoint)
+    assert v._pool is None and v._stop.is_set() and not v._pending
+    assert hashed, "the walk had started re-hashing before it was interrupted"
+    # A whole walk re-hashes every blob and leaves no pool behind either.
+    w = setup.verifier()
+    report = w.verify(setup.checkpoint)
+    assert report.ok and w._pool is None and "re-hashed" in "\n".join(report.render())
 
 
 def test_skip_data_compares_sizes_and_says_so(setup: Setup) -> None:
