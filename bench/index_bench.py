@@ -193,6 +193,7 @@ def run_child(code: str, *args: str) -> tuple[float, int, str]:
 
 def run_cli(*args: str) -> tuple[float, int, str]:
     """``trajledger ARGS`` in a fresh child; wall seconds, its peak RSS (VmHWM), stdout."""
+    c.compile_package()  # start as an installed package starts
     code = (
         "from trajledger.runner.cli import main\n"
         "try:\n    main(args=sys.argv[1:])\nexcept SystemExit as e:\n"

@@ -235,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     from trajledger.ledger.home import Ledger
 
     tl = bin_of("trajledger")
+    c.compile_package()  # start the CLI as an installed package starts
     env = dict(os.environ, TRAJLEDGER_PASSPHRASE=PASSPHRASE)
     os.environ["TRAJLEDGER_PASSPHRASE"] = PASSPHRASE
     if args.workdir is not None:
