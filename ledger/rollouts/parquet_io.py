@@ -3,8 +3,10 @@
 Scope: `write_steps_parquet` takes a stream of step batches (or `RolloutChunk` objects, or
 tables), normalises, validates and writes them to ``steps.parquet`` batch by batch, derives
 the episode table into ``episodes.parquet`` (filling episode columns the caller fixes, such as
-``env_version``, as it goes), hashes both files while writing them, and returns `WriteStats`
-for the batch manifest: one pass over the data, no rewrite, no second read. Validation state
+``env_version``, as it goes), hashes both files as they grow, and returns `WriteStats` for
+the batch manifest: one pass over the data, no rewrite. Row groups are encoded on a writer
+thread (Arrow's native file stream, no call into Python per write) while the next chunks are
+validated; the new bytes are hashed from the page cache as the writer goes. Validation state
 crosses batch boundaries (step continuity, episode completion, duplicate episodes). Files are
 written under temporary names and renamed only when the whole input is valid: bad input leaves
 nothing behind.
@@ -21,6 +23,7 @@ of them fill a row group first: memory stays bounded whatever the input.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -182,45 +185,60 @@ def parquet_writer(where: str | os.PathLike[str] | Any, schema: pa.Schema) -> pq
     )
 
 
-class _HashingSink:
-    """A binary file that hashes what is written to it (single pass: no re-read to hash)."""
+class _Sink:
+    """A new file written by Arrow's own file stream and hashed by a reader trailing it.
+
+    Arrow writes without calling into Python (a Python file object costs a call and the GIL
+    for each of the thousands of writes of a row group, which stalls a writer thread next to
+    the busy validating thread). The writing thread records how far it has written
+    (`mark_written`); `catch_up`, on another thread, hashes that far from the page cache. The
+    file is created here, under a name nobody else uses, in the recorder's private temporary
+    directory, and is renamed into place only after `finish` has hashed every byte.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._f = open(path, "xb")  # noqa: SIM115 - closed by close()
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        self.stream = pa.OSFile(str(path), "wb")
+        try:
+            self._reader = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
+        except BaseException:
+            self.stream.close()
+            raise
         self._h = hashlib.sha256()
+        self._view = memoryview(bytearray(1 << 20))
         self.size = 0
-        self.closed = False
+        self.written = 0
 
-    def write(self, data: Any) -> int:
-        view = memoryview(data)
-        self._h.update(view)
-        self._f.write(view)
-        self.size += view.nbytes
-        return view.nbytes
+    def mark_written(self) -> None:
+        """Record how far the file is written (by the thread writing it)."""
+        self.written = self.stream.tell()
 
-    def tell(self) -> int:
-        return self.size
+    def catch_up(self) -> None:
+        """Hash every byte written as far as last marked."""
+        end = self.written
+        while self.size < end:
+            n = self._reader.readinto(self._view[: min(len(self._view), end - self.size)])
+            if not n:
+                raise OSError(f"{self.path}: {end - self.size} written byte(s) cannot be read back")
+            self._h.update(self._view[:n])
+            self.size += n
 
-    def flush(self) -> None:
-        self._f.flush()
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def readable(self) -> bool:
-        return False
+    def finish(self, final: Path) -> FileDigest:
+        """Hash the rest, close, and check the file holds exactly the bytes hashed."""
+        self.mark_written()
+        self.catch_up()
+        self.close()
+        size = self.path.stat().st_size
+        if size != self.size:
+            raise OSError(f"{self.path}: {size} bytes on disk, {self.size} written")
+        return FileDigest(final, self.size, self._h.hexdigest())
 
     def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self._f.close()
-
-    def result(self, final: Path) -> FileDigest:
-        return FileDigest(final, self.size, self._h.hexdigest())
+        """Close both ends (idempotent)."""
+        if not self.stream.closed:
+            self.stream.close()
+        self._reader.close()
 
 
 @dataclass
@@ -253,13 +271,16 @@ class _EpisodeTotals:
 
 
 class _RowGroupBuffer:
-    """Re-cuts a batch stream into row groups of ``rows`` rows (fewer past `ROW_GROUP_BYTES`).
+    """Re-cuts a batch stream into row groups of ``rows`` rows (fewer past `ROW_GROUP_BYTES`)
+    and writes them on a thread of its own, so that encoding and compressing a row group
+    overlaps validating the next chunks (Arrow releases the GIL while it writes).
 
     The writer is opened at the first write, with the schema known by then (the tensor types
-    are fixed by the first values); batches are conformed to it.
+    are fixed by the first values); batches are conformed to it. At most one row group waits
+    for the writer thread, so memory stays bounded; the thread's error is raised here.
     """
 
-    def __init__(self, sink: _HashingSink, schema: Callable[[], pa.Schema], rows: int) -> None:
+    def __init__(self, sink: _Sink, schema: Callable[[], pa.Schema], rows: int) -> None:
         self._sink = sink
         self._schema = schema
         self._writer: pq.ParquetWriter | None = None
@@ -267,6 +288,10 @@ class _RowGroupBuffer:
         self._batches: list[pa.RecordBatch] = []
         self._held = 0
         self._bytes = 0
+        self._queue: queue.Queue[pa.Table | None] = queue.Queue(maxsize=1)
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
 
     def add(self, batch: pa.RecordBatch) -> None:
         self._batches.append(batch)
@@ -277,17 +302,33 @@ class _RowGroupBuffer:
         elif self._bytes >= ROW_GROUP_BYTES:
             self._write(final=True)
 
-    def close(self) -> None:
+    def close(self, final: Path) -> FileDigest:
+        """Write what is held, wait for the writer thread, close the file; return its digest."""
         self._write(final=True)
-        self._open().close()
+        writer = self._open()
+        if self._thread is not None:
+            self._put(None)
+            while self._thread.is_alive():  # waking to run Python code: Ctrl-C is seen
+                self._thread.join(timeout=0.1)
+            self._raise()
+        writer.close()
+        return self._sink.finish(final)
 
     def abort(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+        """Stop the writer thread and close the file (its row group in progress ends first)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        try:
+            if self._writer is not None:
+                with contextlib.suppress(Exception):  # the file is deleted: its end is moot
+                    self._writer.close()
+        finally:
+            self._sink.close()
 
     def _open(self) -> pq.ParquetWriter:
         if self._writer is None:
-            self._writer = parquet_writer(self._sink, self._schema())
+            self._writer = parquet_writer(self._sink.stream, self._schema())
         return self._writer
 
     def _write(self, *, final: bool) -> None:
@@ -297,11 +338,45 @@ class _RowGroupBuffer:
         schema = writer.schema
         table = pa.Table.from_batches([conform_batch(b, schema) for b in self._batches], schema)
         whole = self._held if final else self._held - self._held % self._rows
-        writer.write_table(table.slice(0, whole), row_group_size=self._rows)
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, args=(writer,), name="rollout-writer", daemon=True
+            )
+            self._thread.start()
+        self._put(table.slice(0, whole))
         rest = table.slice(whole)
         self._batches = rest.to_batches()
         self._held = rest.num_rows
         self._bytes = rest.nbytes if self._held else 0
+
+    def _put(self, item: pa.Table | None) -> None:
+        while True:
+            self._raise()
+            self._sink.catch_up()  # here, off the writer thread, while it encodes
+            try:
+                self._queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def _run(self, writer: pq.ParquetWriter) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    table = self._queue.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                if table is None:
+                    return
+                writer.write_table(table, row_group_size=self._rows)
+                self._sink.mark_written()
+        except BaseException as e:  # raised by the recording thread at its next hand-over
+            self._error = e
+            self._stop.set()
 
 
 def _chunks(
@@ -456,11 +531,11 @@ def write_steps_parquet(
     reader_problems: tuple[Problem, ...] = ()
 
     tmp_steps, tmp_eps = _temp_path(steps_path), _temp_path(ep_path)
-    steps_sink = _HashingSink(tmp_steps)
-    eps_sink: _HashingSink | None = None
+    steps_sink = _Sink(tmp_steps)
+    eps_sink: _Sink | None = None
     groups = episode_groups = None
     try:
-        eps_sink = _HashingSink(tmp_eps)
+        eps_sink = _Sink(tmp_eps)
         groups = _RowGroupBuffer(steps_sink, tensors.step_schema, row_group_rows)
         episode_groups = _RowGroupBuffer(eps_sink, tensors.episode_schema, row_group_rows)
 
@@ -521,10 +596,8 @@ def write_steps_parquet(
         # (3)
         if problems:
             raise RolloutValidationError(name, problems)
-        groups.close()
-        episode_groups.close()
-        steps_sink.close()
-        eps_sink.close()
+        steps_file = groups.close(steps_path)
+        episodes_file = episode_groups.close(ep_path)
         os.replace(tmp_steps, steps_path)
         try:
             os.replace(tmp_eps, ep_path)
@@ -542,8 +615,8 @@ def write_steps_parquet(
             tmp.unlink(missing_ok=True)
         raise
     return _stats(
-        steps_sink.result(steps_path),
-        eps_sink.result(ep_path),
+        steps_file,
+        episodes_file,
         step_check.rows,
         totals,
         meta.value(),

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import re
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -1086,6 +1089,54 @@ def test_write_cuts_row_groups_independently_of_batches(tmp_path: Path) -> None:
     assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [8, 8, 8, 1]
     assert a.steps_path.read_bytes() == b.steps_path.read_bytes()
     assert a.episodes_path.read_bytes() == b.episodes_path.read_bytes()
+
+
+def test_write_digests_are_of_the_bytes_on_disk(tmp_path: Path) -> None:
+    # Many row groups: the file is hashed in pieces as the writer thread goes.
+    stats = write_steps_parquet(
+        classic([10, 10, 5]).to_batches(max_chunksize=3), tmp_path / "steps.parquet",
+        row_group_rows=4,
+    )  # fmt: skip
+    for got, path in ((stats.steps_file, stats.steps_path), (stats.episodes_file,
+                                                             stats.episodes_path)):
+        data = path.read_bytes()
+        assert (got.size, got.sha256) == (len(data), hashlib.sha256(data).hexdigest())
+
+
+def _writer_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "rollout-writer"]
+
+
+def test_write_error_on_the_writer_thread_is_raised_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = pq.ParquetWriter.write_table
+    calls = []
+
+    def full_disk(self: pq.ParquetWriter, table: pa.Table, *a: Any, **kw: Any) -> None:
+        calls.append(table.num_rows)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real(self, table, *a, **kw)
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        write_steps_parquet(
+            classic([10] * 20).to_batches(max_chunksize=4), tmp_path / "steps.parquet",
+            row_group_rows=8,
+        )  # fmt: skip
+    assert list(tmp_path.iterdir()) == [] and not _writer_threads()
+
+
+def test_write_interrupted_mid_stream_leaves_nothing(tmp_path: Path) -> None:
+    def interrupted() -> Iterator[pa.RecordBatch]:
+        batches = classic([10] * 20).to_batches(max_chunksize=4)
+        yield from batches[:30]  # several row groups handed to the writer thread
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_steps_parquet(interrupted(), tmp_path / "steps.parquet", row_group_rows=8)
+    assert list(tmp_path.iterdir()) == [] and not _writer_threads()
 
 
 def test_write_episode_spanning_batches(tmp_path: Path) -> None:
