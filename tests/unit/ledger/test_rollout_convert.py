@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from trajledger.ledger.rollouts import convert, typed_json
+from trajledger.ledger.rollouts import convert, parquet_io, typed_json
 from trajledger.ledger.rollouts.convert import (
     RolloutChunk,
     derive_episodes,
@@ -1091,16 +1091,26 @@ def test_write_cuts_row_groups_independently_of_batches(tmp_path: Path) -> None:
     assert a.episodes_path.read_bytes() == b.episodes_path.read_bytes()
 
 
-def test_write_digests_are_of_the_bytes_on_disk(tmp_path: Path) -> None:
-    # Many row groups: the file is hashed in pieces as the writer thread goes.
-    stats = write_steps_parquet(
-        classic([10, 10, 5]).to_batches(max_chunksize=3), tmp_path / "steps.parquet",
-        row_group_rows=4,
-    )  # fmt: skip
-    for got, path in ((stats.steps_file, stats.steps_path), (stats.episodes_file,
-                                                             stats.episodes_path)):
-        data = path.read_bytes()
-        assert (got.size, got.sha256) == (len(data), hashlib.sha256(data).hexdigest())
+def test_write_digests_are_of_the_bytes_on_disk_written_in_line_or_on_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Many row groups: the file is hashed in pieces as the writer thread goes. Row groups too
+    # large for the thread are written in line, to the same bytes.
+    written = []
+    for limit in (parquet_io.THREADED_GROUP_BYTES, 0):
+        monkeypatch.setattr(parquet_io, "THREADED_GROUP_BYTES", limit)
+        out = tmp_path / str(limit)
+        out.mkdir()
+        stats = write_steps_parquet(
+            classic([10, 10, 5]).to_batches(max_chunksize=3), out / "steps.parquet",
+            row_group_rows=4,
+        )  # fmt: skip
+        for got, path in ((stats.steps_file, stats.steps_path),
+                          (stats.episodes_file, stats.episodes_path)):  # fmt: skip
+            data = path.read_bytes()
+            assert (got.size, got.sha256) == (len(data), hashlib.sha256(data).hexdigest())
+        written.append((stats.steps_file.sha256, stats.episodes_file.sha256))
+    assert written[0] == written[1]
 
 
 def _writer_threads() -> list[threading.Thread]:
