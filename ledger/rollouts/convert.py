@@ -1715,6 +1715,24 @@ def _rows_for(batch_rows: int, nbytes: int, rows: int) -> int:
     return max(1, min(batch_rows, CHUNK_BYTES // per_row))
 
 
+def _fixed_row_bytes(schema: pa.Schema) -> int | None:
+    """Bytes a row takes in Arrow memory when every column has a fixed width (numbers, flags,
+    fixed-size lists of them), else None."""
+    bits = 0
+    for field in schema:
+        t, n = field.type, 1
+        while pa.types.is_fixed_size_list(t):
+            n *= t.list_size
+            t = t.value_type
+        if pa.types.is_dictionary(t) or isinstance(t, pa.ExtensionType):
+            return None
+        try:
+            bits += n * t.bit_width
+        except ValueError:  # strings, lists, structs...: no fixed width
+            return None
+    return (bits + 7) // 8
+
+
 def _iter_arrow(path: Path, kind: str, batch_rows: int) -> Iterator[pa.RecordBatch]:
     """The batches of a Parquet or Arrow IPC input; data pyarrow cannot decode (a corrupt page,
     a bad IPC message, a column name that is not UTF-8) refuses the file, naming it."""
@@ -1727,12 +1745,19 @@ def _iter_arrow(path: Path, kind: str, batch_rows: int) -> Iterator[pa.RecordBat
 
 def _arrow_batches(path: Path, kind: str, batch_rows: int) -> Iterator[pa.RecordBatch]:
     if kind == "parquet":
-        pf = pq.ParquetFile(path)
+        # Streamed through a 1 MiB buffer: pyarrow's default reads whole column chunks of a
+        # row group into memory before the first row (all of a 1 GB row group, slowly).
+        pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
         meta = pf.metadata
-        # The row size in memory, from the first rows read (the file's sizes are of encoded
-        # data, which can be far smaller); a later batch still over the bound is sliced.
-        probe = next(pf.iter_batches(batch_size=16), None)
-        size = 0 if probe is None else probe.nbytes * max(1, meta.num_rows) // max(1, len(probe))
+        # The row size in memory: from the schema when every column has a fixed width, else
+        # from the first rows read (the file's sizes are of encoded data, which can be far
+        # smaller); a later batch still over the bound is sliced.
+        fixed = _fixed_row_bytes(pf.schema_arrow)
+        if fixed is not None:
+            size = fixed * meta.num_rows
+        else:
+            probe = next(pf.iter_batches(batch_size=16), None)
+            size = 0 if probe is None else probe.nbytes * meta.num_rows // max(1, len(probe))
         for batch in pf.iter_batches(batch_size=_rows_for(batch_rows, size, meta.num_rows)):
             step = _rows_for(batch_rows, batch.nbytes, batch.num_rows)
             for start in range(0, max(batch.num_rows, 1), step):

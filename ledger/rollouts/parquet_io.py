@@ -80,6 +80,9 @@ _END: Final = object()
 ROW_GROUP_BYTES: Final = 128 << 20
 """A row group is cut early once it holds this much Arrow data (bounds memory on long texts)."""
 
+_WRITEBACK_BYTES: Final = 32 << 20
+_fdatasync: Final = getattr(os, "fdatasync", os.fsync)  # macOS has only fsync
+
 THREADED_GROUP_BYTES: Final = 32 << 20
 """Row groups up to this much Arrow data (numeric steps: 131,072 rows of up to 256 bytes) are
 written on the writer thread while the next one is gathered, which costs memory for one more
@@ -171,7 +174,8 @@ class WriteStats:
 
 
 def parquet_writer(where: str | os.PathLike[str] | Any, schema: pa.Schema) -> pq.ParquetWriter:
-    """Open a Parquet writer with the rollout encodings (zstd, BYTE_STREAM_SPLIT floats).
+    """Open a Parquet writer with the rollout encodings (zstd, BYTE_STREAM_SPLIT floats,
+    statistics on the columns that are not lists).
 
     Args:
         where: the file to create, or a writable binary file object.
@@ -181,13 +185,16 @@ def parquet_writer(where: str | os.PathLike[str] | Any, schema: pa.Schema) -> pq
         An open writer; the caller closes it.
     """
     floats, others = parquet_float_paths(schema)
+    # Statistics (min / max / nulls per page and row group) for columns a query filters on;
+    # not for the values of tensors and lists, where they cost ~3% of the writing for nothing.
+    scalars = [path for path in floats + others if ".list." not in path]
     return pq.ParquetWriter(
         where if not isinstance(where, os.PathLike) else str(where),
         schema,
         compression="zstd",
         use_byte_stream_split=floats,
         use_dictionary=others,
-        write_statistics=True,
+        write_statistics=scalars,
     )
 
 
@@ -215,13 +222,15 @@ class _Sink:
         self._view = memoryview(bytearray(1 << 20))
         self.size = 0
         self.written = 0
+        self._synced = 0
 
     def mark_written(self) -> None:
         """Record how far the file is written (by the thread writing it)."""
         self.written = self.stream.tell()
 
     def catch_up(self) -> None:
-        """Hash every byte written as far as last marked."""
+        """Hash every byte written as far as last marked; every `_WRITEBACK_BYTES`, also
+        write them to disk, so that the store's fsync at the end finds little left to do."""
         end = self.written
         while self.size < end:
             n = self._reader.readinto(self._view[: min(len(self._view), end - self.size)])
@@ -229,6 +238,10 @@ class _Sink:
                 raise OSError(f"{self.path}: {end - self.size} written byte(s) cannot be read back")
             self._h.update(self._view[:n])
             self.size += n
+        if self.size - self._synced >= _WRITEBACK_BYTES:
+            self._synced = self.size
+            with contextlib.suppress(OSError):  # early write-back only; the store fsyncs
+                _fdatasync(self._reader.fileno())
 
     def finish(self, final: Path) -> FileDigest:
         """Hash the rest, close, and check the file holds exactly the bytes hashed."""

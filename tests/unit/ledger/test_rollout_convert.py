@@ -1069,6 +1069,9 @@ def test_write_uses_zstd_and_byte_stream_split(tmp_path: Path) -> None:
     assert "BYTE_STREAM_SPLIT" not in cols["action.list.element"].encodings  # int64 actions
     assert "BYTE_STREAM_SPLIT" not in cols["episode_id"].encodings
     assert {c.compression for c in cols.values()} == {"ZSTD"}
+    # Statistics for the columns a query filters on, not for tensor values.
+    assert cols["reward"].is_stats_set and cols["episode_id"].is_stats_set
+    assert not cols["obs.list.element"].is_stats_set
     eps = pq.ParquetFile(tmp_path / "episodes.parquet").metadata.row_group(0)
     enc = {eps.column(i).path_in_schema: eps.column(i).encodings for i in range(eps.num_columns)}
     assert "BYTE_STREAM_SPLIT" in enc["return"]
@@ -1147,6 +1150,15 @@ def test_write_interrupted_mid_stream_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         write_steps_parquet(interrupted(), tmp_path / "steps.parquet", row_group_rows=8)
     assert list(tmp_path.iterdir()) == [] and not _writer_threads()
+
+
+def test_fixed_width_rows_are_sized_from_the_schema() -> None:
+    fixed = pa.schema([("obs", pa.list_(pa.float32(), 17)), ("step", pa.int64()),
+                       ("done", pa.bool_())])  # fmt: skip
+    assert convert._fixed_row_bytes(fixed) == 17 * 4 + 8 + 1
+    for other in (pa.string(), pa.list_(pa.float32()), pa.struct([("x", pa.int8())]),
+                  pa.dictionary(pa.int8(), pa.string())):  # fmt: skip
+        assert convert._fixed_row_bytes(pa.schema([("step", pa.int64()), ("x", other)])) is None
 
 
 def test_write_episode_spanning_batches(tmp_path: Path) -> None:
