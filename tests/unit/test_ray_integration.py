@@ -8,6 +8,8 @@ is stored; a ledger it cannot open fails at start with a clear error.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -153,3 +155,45 @@ def test_pae_parsing_is_exact() -> None:
 def test_a_ledger_the_writer_cannot_open_fails_at_start(ray_instance: None, tmp_path: Path) -> None:
     with pytest.raises(LedgerError, match=r"^the ledger writer cannot start: .*nothing: no ledger"):
         LedgerWriter.start(tmp_path / "nothing", key="producer")
+
+
+def test_reads_are_served_while_an_append_waits_for_the_user_state(tmp_path: Path) -> None:
+    # A worker's index catching up holds the user's state (SQLite) while it reads entries from
+    # the writer; an append meanwhile waits for that state to raise the floor. Reads must not
+    # wait for the append, or each waits for the other (found as a 60 s stall in CI).
+    from trajledger.integrations.ray import _Writer
+    from trajledger.ledger.log import EntrySpec
+    from trajledger.ledger.trust_state import TrustState
+    from trajledger.verify import predicates
+
+    root = tmp_path / "ledger"
+    ledger = Ledger.init(root, origin="test/ray-reads")
+    key = ledger.keys.create("producer", encrypt=False)
+    writer = _Writer(str(root), "producer", (predicates.ROLLOUT_BATCH,))
+    size = writer.log_call("size", (), {})
+    spec = EntrySpec("files", "sha256:" + "1" * 64, "sha256:" + "2" * 64, (key.keyid,))
+    appended: dict[str, Any] = {}
+    read: dict[str, Any] = {}
+    worker_state = TrustState.open(writer.ledger.log.vkey)
+    try:
+        with worker_state._write():
+            appender = threading.Thread(
+                target=lambda: appended.update(indices=writer.append([spec])), daemon=True
+            )
+            appender.start()
+            deadline = time.monotonic() + 10
+            while not writer._log_lock.locked() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.2)  # the append has reached the user's state and waits for it
+            reader = threading.Thread(
+                target=lambda: read.update(entries=writer.log_call("entries", (0, size), {})),
+                daemon=True,
+            )
+            reader.start()
+            reader.join(timeout=10)
+            assert not reader.is_alive(), "a read waited for the append"
+        appender.join(timeout=30)
+    finally:
+        worker_state.close()
+    assert len(read["entries"]) == size
+    assert appended["indices"] == [size]

@@ -93,9 +93,18 @@ class _Writer:
             self.ledger = Ledger.open(Path(root))
             self.ledger.log.require_signer()  # fail at start, not at the first batch
             self.signer = self.ledger.keys.signer(key)
+            from trajledger.ledger.log import Log
+
+            # Workers' reads are served by a reader of their own, never behind an append. An
+            # append raises the floor in the user's state (SQLite), which a worker holds while
+            # its index reads new entries from here: if reads waited for appends, each would
+            # wait for the other (until SQLite's 60 s timeout failed the append).
+            self._reader = Log.open(
+                self.ledger.log_dir, vkey=self.ledger.log.vkey, cache_dir=self.ledger.cache_dir
+            )
         except ProvenanceError as e:
             self.error = str(e)  # reported by `describe`, as the caller's error
-        self._log_lock = threading.Lock()  # one user of the Log object at a time
+        self._log_lock = threading.Lock()  # one appender of the Log object at a time
         self._queue_lock = threading.Lock()
         self._queue: list[tuple[list[EntrySpec], dict[str, Any]]] = []
         self._appends = self._commits = self._signatures = 0
@@ -116,15 +125,14 @@ class _Writer:
     def log_call(self, name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         if name.startswith("_") or name in ("append", "close"):
             raise AttributeError(f"the ledger writer does not serve log.{name}")
-        with self._log_lock:
-            value = getattr(self.ledger.log, name)
-            if name in _LOG_VALUES:
-                return value
-            result = value(*args, **kwargs)
-            # Iterators cannot cross processes: send what they yield.
-            if hasattr(result, "__next__"):
-                return list(result)
-            return result
+        value = getattr(self._reader, name)  # the reader has its own lock
+        if name in _LOG_VALUES:
+            return value
+        result = value(*args, **kwargs)
+        # Iterators cannot cross processes: send what they yield.
+        if hasattr(result, "__next__"):
+            return list(result)
+        return result
 
     def append(self, specs: list[EntrySpec]) -> list[int]:
         """Queue the specs; whoever holds the log next appends every queued request at once."""
