@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from trajledger.ledger import index as index_module
 from trajledger.ledger.artifacts import (
     batch_files,
     create_dataset,
@@ -686,6 +687,26 @@ def test_contamination_before_recording(ledger: Ledger, built: Built) -> None:
         f
         for f in contamination_findings(ledger, built.hold_set)
         if f.train_batch == built.train_num
+    ]
+
+
+def test_scalar_indexes_of_a_large_index_change_no_answer(
+    copy: Ledger, built: Built, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A large index gets scalar indexes on the columns lookups filter on; the answers stay.
+    before = snapshot(copy), pairs(contamination_findings(copy, built.hold_set))
+    monkeypatch.setattr(index_module, "_INDEX_MIN_ROWS", 1)  # this ledger counts as large
+    shutil.rmtree(copy.root / "index")
+    after = snapshot(copy), pairs(contamination_findings(copy, built.hold_set))
+    assert after == before
+    index = Index(copy)
+    indexed = {
+        name: {c for ix in index._table(name).list_indices() for c in ix.columns}
+        for name in ("artifacts", "episodes")
+    }
+    assert indexed == {"artifacts": {"digest", "kind"}, "episodes": {"batch"}}
+    assert [r["digest"] for r in rows(copy, "artifacts", f"digest = '{built.train_num}'")] == [
+        built.train_num
     ]
 
 
