@@ -94,6 +94,10 @@ class NameRow:
     subject: str
 
 
+_BUSY_TIMEOUT = 60.0
+"""Seconds a write waits for another process's transaction on the same state."""
+
+
 def _wal(db: sqlite3.Connection, wait: float = 60.0) -> None:
     """Put a new database in WAL mode (it stays so). Processes opening it for the first time at
     once may find it locked, and SQLite does not wait for this pragma itself: retry."""
@@ -186,7 +190,10 @@ class TrustState:
         try:
             base.mkdir(parents=True, exist_ok=True, mode=0o700)
             db = sqlite3.connect(
-                base / "state.sqlite", isolation_level=None, timeout=60, check_same_thread=False
+                base / "state.sqlite",
+                isolation_level=None,
+                timeout=_BUSY_TIMEOUT,
+                check_same_thread=False,
             )
             _wal(db)
             db.execute("PRAGMA synchronous=NORMAL")
@@ -291,7 +298,14 @@ class TrustState:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as e:
-                raise LedgerError(f"trust state {self.path}: cannot write: {e}") from e
+                hint = (
+                    "; another trajledger process of yours has held it for over a minute (a "
+                    "first reading of a large log takes about 0.2 ms per entry): let it finish, "
+                    "then run this again"
+                    if "locked" in str(e)
+                    else ""
+                )
+                raise LedgerError(f"trust state {self.path}: cannot write: {e}{hint}") from e
             try:
                 yield
             except BaseException:

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from trajledger.ledger.errors import TamperError
+from trajledger.ledger import trust_state
+from trajledger.ledger.errors import LedgerError, TamperError
 from trajledger.ledger.home import STATE_DIR_ENV, Ledger
 from trajledger.ledger.log import EntrySpec
 from trajledger.ledger.trust_state import TrustState
@@ -48,6 +49,24 @@ def test_a_writer_thread_publishes_into_the_state_opened_by_another(home: Path) 
     floor = TrustState.open(ledger.log.vkey).floor_checkpoint()
     assert floor is not None and floor.size == ledger.log.size == 15
     assert ledger.trust_state().size == 15
+
+
+def test_a_state_held_too_long_by_another_process_says_what_to_do(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vkey = Ledger.open(home).log.vkey
+    holder = TrustState.open(vkey)  # another process, reading a large log for the first time
+    monkeypatch.setattr(trust_state, "_BUSY_TIMEOUT", 0.1)
+    waiting = TrustState.open(vkey)
+    try:
+        said = r"database is locked; another trajledger process of yours has held it .*again"
+        with holder._write(), pytest.raises(LedgerError, match=said), waiting._write():
+            pass
+        with waiting._write():  # once it is done, writing works
+            pass
+    finally:
+        holder.close()
+        waiting.close()
 
 
 def test_a_stale_checkpoint_read_is_not_a_rollback(home: Path) -> None:
