@@ -299,9 +299,9 @@ class TrustState:
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as e:
                 hint = (
-                    "; another trajledger process of yours has held it for over a minute (a "
-                    "first reading of a large log takes about 0.2 ms per entry): let it finish, "
-                    "then run this again"
+                    "; another trajledger process of yours holds it (the first reading of a "
+                    "large log holds it throughout, about 0.2 ms per entry): let it finish, then "
+                    "run this again"
                     if "locked" in str(e)
                     else ""
                 )
