@@ -482,10 +482,12 @@ def _ensure_scalar_indexes(table: Any, name: str) -> None:
         return
     import lancedb.index
 
-    have = {column for index in table.list_indices() for column in index.columns}
-    for column, kind in wanted:
-        if column not in have:
-            table.create_index(column, config=getattr(lancedb.index, kind)(), replace=True)
+    # Only faster lookups: a failure (a full disk) leaves the table scanned, as before.
+    with contextlib.suppress(OSError, RuntimeError, ValueError):
+        have = {column for index in table.list_indices() for column in index.columns}
+        for column, kind in wanted:
+            if column not in have:
+                table.create_index(column, config=getattr(lancedb.index, kind)(), replace=True)
 
 
 class _Sink:
@@ -828,8 +830,8 @@ class Index:
                 on_progress(hi - lo)
         if artifacts.stats()["fragment_stats"]["num_fragments"] > 32:
             _compact(artifacts)
-        _ensure_scalar_indexes(artifacts, ARTIFACTS)
         self._write_state(size, self._last_hash(size), pending=False)
+        _ensure_scalar_indexes(artifacts, ARTIFACTS)
         return IndexUpdate(start, size, start == 0, sink.batches, 0)
 
     def _recover_batch(self, digest: str, size: int, last: str) -> None:

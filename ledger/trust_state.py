@@ -98,7 +98,7 @@ _BUSY_TIMEOUT = 60.0
 """Seconds a write waits for another process's transaction on the same state."""
 
 
-def _wal(db: sqlite3.Connection, wait: float = 60.0) -> None:
+def _wal(db: sqlite3.Connection, wait: float = _BUSY_TIMEOUT) -> None:
     """Put a new database in WAL mode (it stays so). Processes opening it for the first time at
     once may find it locked, and SQLite does not wait for this pragma itself: retry."""
     deadline = time.monotonic() + wait
@@ -299,9 +299,9 @@ class TrustState:
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as e:
                 hint = (
-                    "; another trajledger process of yours holds it (the first reading of a "
-                    "large log holds it throughout, about 0.2 ms per entry): let it finish, then "
-                    "run this again"
+                    "; another trajledger process (or thread) of yours holds it (the first "
+                    "reading of a large log holds it throughout, about 0.2 ms per entry): let it "
+                    "finish, then run this again"
                     if "locked" in str(e)
                     else ""
                 )

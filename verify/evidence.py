@@ -58,7 +58,8 @@ class Evidence(Protocol):
         ...
 
     def blob_path(self, digest: str) -> Path | None:
-        """A local file holding the blob, for streaming hashes; None when absent."""
+        """A local file holding the blob, for streaming hashes; None when absent. Called on
+        the verifier's hashing threads while the verifying thread calls the other methods."""
         ...
 
     def blob_size(self, digest: str) -> int | None:

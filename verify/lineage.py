@@ -1050,10 +1050,14 @@ class LineageVerifier:
 
     def close(self) -> None:
         """Stop any re-hashing still under way (a walk that raised): the workers stop within
-        one chunk and queued blobs are dropped. `finish` calls it; so must anyone who walks
-        with this verifier and does not reach `finish`."""
+        one chunk and queued blobs are dropped, each failing its node (never left looking
+        verified). `finish` calls it; so must anyone who walks with this verifier and does not
+        reach `finish`."""
         pool, self._pool = self._pool, None
+        dropped = [b for group, _ in self._pending for b in group] + self._group
         self._pending, self._group, self._group_bytes = [], [], 0
+        for blob in dropped:
+            blob.node.fail(blob.path, "not re-hashed: the verification was interrupted")
         if pool is not None:
             self._stop.set()
             pool.shutdown(wait=True, cancel_futures=True)

@@ -212,12 +212,17 @@ class _Sink:
     def __init__(self, path: Path) -> None:
         self.path = path
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-        self.stream = pa.OSFile(str(path), "wb")
+        stream: pa.NativeFile | None = None
         try:
+            stream = pa.OSFile(str(path), "wb")
             self._reader = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
         except BaseException:
-            self.stream.close()
+            with contextlib.suppress(Exception):
+                if stream is not None:
+                    stream.close()
+                path.unlink(missing_ok=True)
             raise
+        self.stream = stream
         self._h = hashlib.sha256()
         self._view = memoryview(bytearray(1 << 20))
         self.size = 0
@@ -255,9 +260,11 @@ class _Sink:
 
     def close(self) -> None:
         """Close both ends (idempotent)."""
-        if not self.stream.closed:
-            self.stream.close()
-        self._reader.close()
+        try:
+            if not self.stream.closed:
+                self.stream.close()
+        finally:
+            self._reader.close()
 
 
 @dataclass
@@ -337,16 +344,20 @@ class _RowGroupBuffer:
         writer.close()
         return self._sink.finish(final)
 
-    def abort(self) -> None:
-        """Stop the writer thread and close the file (its row group in progress ends first)."""
+    def stop(self) -> None:
+        """Tell the writer thread to stop after the row group it is writing (no wait)."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        try:
+
+    def abort(self) -> None:
+        """Stop the writer thread and close the file (its row group in progress ends first).
+        Raises nothing: it runs while another error is on its way out."""
+        self._stop.set()
+        with contextlib.suppress(Exception):
+            if self._thread is not None:
+                self._thread.join()
             if self._writer is not None:
-                with contextlib.suppress(Exception):  # the file is deleted: its end is moot
-                    self._writer.close()
-        finally:
+                self._writer.close()  # the file is deleted: its end is moot
+        with contextlib.suppress(Exception):
             self._sink.close()
 
     def _open(self) -> pq.ParquetWriter:
@@ -640,14 +651,18 @@ def write_steps_parquet(
             steps_path.unlink(missing_ok=True)  # never leave a step file without its episodes
             raise
     except BaseException:
-        for buffer in (groups, episode_groups):
-            if buffer is not None:
-                buffer.abort()
+        buffers = [b for b in (groups, episode_groups) if b is not None]
+        for buffer in buffers:  # both threads told first, so that neither outlives a failure
+            buffer.stop()
+        for buffer in buffers:
+            buffer.abort()
         for sink in (steps_sink, eps_sink):
             if sink is not None:
-                sink.close()
+                with contextlib.suppress(Exception):
+                    sink.close()
         for tmp in (tmp_steps, tmp_eps):
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
         raise
     return _stats(
         steps_file,

@@ -100,7 +100,10 @@ class _Writer:
             # its index reads new entries from here: if reads waited for appends, each would
             # wait for the other (until SQLite's 60 s timeout failed the append).
             self._reader = Log.open(
-                self.ledger.log_dir, vkey=self.ledger.log.vkey, cache_dir=self.ledger.cache_dir
+                self.ledger.log_dir,
+                vkey=self.ledger.log.vkey,
+                floor=self.ledger.log.checkpoint_bytes(),  # what the writer checked, at least
+                cache_dir=self.ledger.cache_dir,
             )
         except ProvenanceError as e:
             self.error = str(e)  # reported by `describe`, as the caller's error

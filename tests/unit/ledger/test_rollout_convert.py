@@ -1141,6 +1141,24 @@ def test_write_error_on_the_writer_thread_is_raised_and_leaves_nothing(
     assert list(tmp_path.iterdir()) == [] and not _writer_threads()
 
 
+@pytest.mark.parametrize("failing", [1, 2], ids=["step file", "episode file"])
+def test_a_file_that_cannot_be_opened_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: int
+) -> None:
+    real, calls = pa.OSFile, []
+
+    def out_of_descriptors(*args: Any, **kw: Any) -> pa.NativeFile:
+        calls.append(args)
+        if len(calls) == failing:
+            raise OSError(24, "Too many open files")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(pa, "OSFile", out_of_descriptors)
+    with pytest.raises(OSError, match="Too many open files"):
+        write_steps_parquet([classic([3])], tmp_path / "steps.parquet")
+    assert list(tmp_path.iterdir()) == [] and not _writer_threads()
+
+
 def test_write_interrupted_mid_stream_leaves_nothing(tmp_path: Path) -> None:
     def interrupted() -> Iterator[pa.RecordBatch]:
         batches = classic([10] * 20).to_batches(max_chunksize=4)

@@ -314,6 +314,10 @@ def test_an_interrupted_walk_stops_the_rehashing(
     with pytest.raises(KeyboardInterrupt):
         v.verify(setup.checkpoint)
     assert v._pool is None and v._stop.is_set() and not v._pending
+    # What was dropped does not look verified.
+    assert "not re-hashed: the verification was interrupted" in "\n".join(
+        v.report(setup.checkpoint, ["log", setup.checkpoint]).render()
+    )
     assert hashed, "the walk had started re-hashing before it was interrupted"
     # A whole walk re-hashes every blob and leaves no pool behind either.
     w = setup.verifier()
