@@ -56,6 +56,7 @@ from trajledger.verify.tiles import TileReader
 
 from .errors import LedgerError, TamperError
 from .log.witness import cosign_note
+from .log.writer import note_key_bytes
 from .serve import max_size, resource_kind
 
 if TYPE_CHECKING:
@@ -197,7 +198,7 @@ def _gunzip(data: bytes, cap: int, where: str, kind: str) -> bytes:
 
 def witness_vkey(witness: Signer) -> str:
     """The witness's verifier key (cosignature/v1), for trust policies' ``roles.witness``."""
-    return vkey_string(witness.name, witness.public.raw_ed25519(), ALG_COSIGNATURE_V1)
+    return vkey_string(witness.name, note_key_bytes(witness, "witness"), ALG_COSIGNATURE_V1)
 
 
 def merge_cosignatures(current: bytes, cosigned: bytes, witness_vkeys: list[str]) -> bytes:

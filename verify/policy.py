@@ -127,26 +127,40 @@ class Role:
         return [verifier_from_vkey(v) for v in self.vkeys]
 
 
-def _covers(since_index: int | None, since_time: str | None, index: int, time: str) -> bool:
-    """Whether a compromise since ``since_index`` (or ``since_time``) covers the record logged
-    at ``index``, at ``time`` (``YYYY-MM-DDTHH:MM:SSZ``, which compares as a string)."""
-    if since_index is not None:
-        return index >= since_index
-    assert since_time is not None
-    return time >= since_time
+class _Compromise:
+    """What `RevokedKey` and `RevokedIdentity` share: from which point of the log on their
+    signatures do not count, and why."""
 
+    since_index: int | None
+    since_time: str | None
+    reason: str | None
 
-def _since_json(since_index: int | None, since_time: str | None) -> int | str:
-    return since_index if since_index is not None else str(since_time)
+    def covers(self, index: int, time: str) -> bool:
+        """True when a signature by the revoked key or identity on the record logged at
+        ``index``, at ``time`` (``YYYY-MM-DDTHH:MM:SSZ``, which compares as a string), does
+        not count."""
+        if self.since_index is not None:
+            return index >= self.since_index
+        assert self.since_time is not None
+        return time >= self.since_time
 
+    def describe(self) -> str:
+        """``compromised since log index 7`` or ``compromised since 2025-01-01T00:00:00Z``."""
+        since = f"log index {self.since_index}" if self.since_index is not None else self.since_time
+        return f"compromised since {since}" + (f": {self.reason}" if self.reason else "")
 
-def _describe(since_index: int | None, since_time: str | None, reason: str | None) -> str:
-    since = f"log index {since_index}" if since_index is not None else str(since_time)
-    return f"compromised since {since}" + (f": {reason}" if reason else "")
+    def _json(self, who: Mapping[str, Any]) -> dict[str, Any]:
+        """The JSON form: ``who``, then the index (an integer) or time (a string), and the
+        reason if any."""
+        since = self.since_index if self.since_index is not None else str(self.since_time)
+        out = {**who, "compromised_since": since}
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
 
 
 @dataclass(frozen=True)
-class RevokedKey:
+class RevokedKey(_Compromise):
     """A key the policy distrusts from a point of the log on: it was compromised.
 
     Its signatures do not count on any record logged at or after ``since_index`` (a log index)
@@ -159,28 +173,13 @@ class RevokedKey:
     since_time: str | None = None
     reason: str | None = None
 
-    def covers(self, index: int, time: str) -> bool:
-        """True when a signature by this key on the record logged at ``index``, at ``time``,
-        does not count."""
-        return _covers(self.since_index, self.since_time, index, time)
-
-    def describe(self) -> str:
-        """``compromised since log index 7`` or ``compromised since 2025-01-01T00:00:00Z``."""
-        return _describe(self.since_index, self.since_time, self.reason)
-
     def to_json(self) -> dict[str, Any]:
         """The JSON form: the keyid, and the index (an integer) or time (a string)."""
-        out: dict[str, Any] = {
-            "key": self.keyid,
-            "compromised_since": _since_json(self.since_index, self.since_time),
-        }
-        if self.reason is not None:
-            out["reason"] = self.reason
-        return out
+        return self._json({"key": self.keyid})
 
 
 @dataclass(frozen=True)
-class RevokedIdentity:
+class RevokedIdentity(_Compromise):
     """A Sigstore identity the policy distrusts from a point of the log on (a CI workflow or
     an account someone else could sign as): like `RevokedKey`, for keyless signatures."""
 
@@ -189,25 +188,9 @@ class RevokedIdentity:
     since_time: str | None = None
     reason: str | None = None
 
-    def covers(self, index: int, time: str) -> bool:
-        """True when a keyless signature by this identity on the record logged at ``index``,
-        at ``time``, does not count."""
-        return _covers(self.since_index, self.since_time, index, time)
-
-    def describe(self) -> str:
-        """``compromised since log index 7`` or ``compromised since 2025-01-01T00:00:00Z``."""
-        return _describe(self.since_index, self.since_time, self.reason)
-
     def to_json(self) -> dict[str, Any]:
         """The JSON form: issuer, subject, and the index (an integer) or time (a string)."""
-        out: dict[str, Any] = {
-            "issuer": self.identity.issuer,
-            "subject": self.identity.subject,
-            "compromised_since": _since_json(self.since_index, self.since_time),
-        }
-        if self.reason is not None:
-            out["reason"] = self.reason
-        return out
+        return self._json({"issuer": self.identity.issuer, "subject": self.identity.subject})
 
 
 @dataclass(frozen=True)

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import struct
 import zlib
 from collections.abc import Iterator
-from typing import Any
 
 from trajledger.verify.errors import FormatError
 from trajledger.verify.log_key import HANDOVER_DIR as _HANDOVER_DIR
 from trajledger.verify.merkle import HASH_SIZE
+from trajledger.verify.strict_json import load_object
 from trajledger.verify.tiles import TILE_HEIGHT, TILE_WIDTH, entries_path, tile_path
 
 __all__ = [
@@ -122,15 +121,6 @@ def format_tree_state(size: int, root: bytes) -> bytes:
     return b'{"size":%d,"root":"%s"}' % (size, base64.b64encode(root))
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise FormatError(f"treeState: duplicate JSON key {key!r}")
-        out[key] = value
-    return out
-
-
 def parse_tree_state(data: bytes) -> tuple[int, bytes]:
     """Parse ``.state/treeState`` strictly.
 
@@ -144,12 +134,7 @@ def parse_tree_state(data: bytes) -> tuple[int, bytes]:
         FormatError: not a JSON object with exactly an integer ``size`` >= 0 and a ``root`` of
             canonical base64 of 32 bytes.
     """
-    try:
-        obj = json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise FormatError(f"treeState: not JSON: {e}") from e
-    if not isinstance(obj, dict):
-        raise FormatError(f"treeState: top level is {type(obj).__name__}, want an object")
+    obj = load_object(data, "treeState")
     if set(obj) != {"size", "root"}:
         raise FormatError(f"treeState: fields are {sorted(obj)}, want ['root', 'size']")
     size, root_b64 = obj["size"], obj["root"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trajledger.verify.checkpoint import check_consistent, cosignature_message, verify_checkpoint
-from trajledger.verify.errors import FormatError, SignatureError
+from trajledger.verify.errors import SignatureError
 from trajledger.verify.log_key import Handover, key_chain
 from trajledger.verify.note import (
     ALG_COSIGNATURE_V1,
@@ -31,7 +31,7 @@ from trajledger.verify.note import (
 from ..errors import LogError
 from ..fs import write_file_atomic
 from ..keys import Signer
-from .writer import Log
+from .writer import Log, note_key_bytes
 
 __all__ = ["CosignResult", "cosign", "cosign_note"]
 
@@ -110,12 +110,7 @@ def cosign(log: Log, witness: Signer, state_dir: Path, *, now: int | None = None
         SignatureError: the checkpoint is not signed by the pinned log key, or the log key changed.
         ConsistencyError: rollback, fork or inconsistent checkpoints.
     """
-    try:
-        raw = witness.public.raw_ed25519()
-    except FormatError as e:
-        raise LogError(
-            f"witness key {witness.name}: is {witness.public.algorithm}, want ed25519"
-        ) from e
+    raw = note_key_bytes(witness, "witness")
     witness_vkey = vkey_string(witness.name, raw, ALG_COSIGNATURE_V1)
     # (1)
     path = _state_path(state_dir, log.origin)
@@ -174,12 +169,7 @@ def cosign_note(note_bytes: bytes, witness: Signer, *, now: int | None = None) -
         LogError: the witness key is not Ed25519.
         FormatError: the note is malformed.
     """
-    try:
-        raw = witness.public.raw_ed25519()
-    except FormatError as e:
-        raise LogError(
-            f"witness key {witness.name}: is {witness.public.algorithm}, want ed25519"
-        ) from e
+    raw = note_key_bytes(witness, "witness")
     timestamp = int(_time.time()) if now is None else now
     note = Note.from_bytes(note_bytes)
     sig = witness.sign(cosignature_message(note.text, timestamp))

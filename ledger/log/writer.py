@@ -175,11 +175,21 @@ def _drop_temp_files(directory: Path) -> None:
             _remove(directory / name)
 
 
-def _log_verifier(origin: str, signer: Signer) -> Verifier:
+def note_key_bytes(signer: Signer, role: str) -> bytes:
+    """The raw Ed25519 public key of a signed-note key (the log's, a witness's).
+
+    Raises:
+        LogError: the key is not Ed25519 (``role`` names it in the message).
+    """
     try:
-        raw = signer.public.raw_ed25519()
+        return signer.public.raw_ed25519()
     except FormatError as e:
-        raise LogError(f"log key {signer.name}: is {signer.public.algorithm}, want ed25519") from e
+        algorithm = signer.public.algorithm
+        raise LogError(f"{role} key {signer.name}: is {algorithm}, want ed25519") from e
+
+
+def _log_verifier(origin: str, signer: Signer) -> Verifier:
+    raw = note_key_bytes(signer, "log")
     try:
         return verifier_from_vkey(vkey_string(origin, raw, ALG_ED25519))
     except FormatError as e:
@@ -688,12 +698,7 @@ class Log:
         self._get_signer()
 
     def _check_signer(self, signer: Signer) -> None:
-        try:
-            raw = signer.public.raw_ed25519()
-        except FormatError as e:
-            raise LogError(
-                f"log key {signer.name}: is {signer.public.algorithm}, want ed25519"
-            ) from e
+        raw = note_key_bytes(signer, "log")
         if raw != self.verifier.public_key:
             raise LogError(
                 f"log key {signer.name}: is not the key of log {self.origin} (vkey {self.vkey})"
