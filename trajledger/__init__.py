@@ -3,7 +3,7 @@
 The installed packages live under this one name:
 
 - ``trajledger.verify``  formats and verification (stdlib + ``cryptography``; a copy of the
-  repository's ``verify/`` also runs on its own as ``python -m verify``)
+  directory ``trajledger/verify/`` also runs on its own as ``python -m verify``)
 - ``trajledger.ledger``  the write side: keys, object store, log, recording, index, exchange
 - ``trajledger.runner``  the admission gate, trainers, checkpoints, rollouts; the ``trajledger``
   command

@@ -93,7 +93,8 @@ def test_a_third_party_verifies_a_bundle_with_verify_alone(tmp_path: Path) -> No
     (work / "keys").mkdir()
     for pub in (home / "keys").glob("*.pub"):
         shutil.copy(pub, work / "keys" / pub.name)
-    shutil.copytree(REPO / "verify", work / "verify", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "trajledger" / "verify", work / "verify",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     blob = tamper(work / "bundle.tar.zst", work / "tampered.tar.zst")
 
     # The auditor: a fresh venv with cryptography and zstandard only.

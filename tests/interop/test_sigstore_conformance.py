@@ -136,7 +136,7 @@ def test_a_copy_of_verify_without_sigstore(tmp_path: Path) -> None:
 
     repo = Path(__file__).resolve().parents[2]
     ignore = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(repo / "verify", tmp_path / "verify", ignore=ignore)
+    shutil.copytree(repo / "trajledger" / "verify", tmp_path / "verify", ignore=ignore)
     site = Path(cryptography.__file__).parents[1]
     libs = tmp_path / "libs"
     libs.mkdir()

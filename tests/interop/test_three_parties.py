@@ -210,7 +210,8 @@ def test_vendor_lab_and_auditor(
 
     # -- auditor C: B's evidence bundle alone, verify/ alone ---------------------------------
     c = tmp_path / "auditor"
-    shutil.copytree(REPO / "verify", c / "verify", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "trajledger" / "verify", c / "verify",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(a.home / "keys" / "vendor.pub", c / "vendor.pub")
     shutil.copy(b.home / "keys" / "approver.pub", c / "approver-b.pub")
     shutil.copy(b.home / "keys" / "trainer.pub", c / "trainer-b.pub")

@@ -1,7 +1,7 @@
 """The layers of DESIGN §1, enforced on the source.
 
-- Installed, the packages are ``trajledger.verify``, ``trajledger.ledger`` and ``trajledger.runner``
-  (the directories ``verify/``, ``ledger/`` and ``runner/``, linked from ``trajledger/``).
+- The packages are ``trajledger.verify``, ``trajledger.ledger`` and ``trajledger.runner``: real
+  directories under ``trajledger/``, no symlink anywhere in the repository.
 - ``verify/`` imports the standard library, ``cryptography`` and itself, itself only by relative
   imports (a copy of ``verify/`` runs on its own as ``verify``); ``zstandard`` only in a module
   that reads bundles (its name contains ``bundle``); ``sigstore`` only lazily (inside a function)
@@ -34,8 +34,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("verify", "ledger", "runner")  # directories; installed as trajledger.<name>
+PACKAGES = ("verify", "ledger", "runner")  # trajledger/<name>, installed as trajledger.<name>
 TOP = "trajledger"
+SRC = REPO / TOP
 STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 HEAVY = frozenset(
     {"pyarrow", "lancedb", "gymnasium", "sigstore", "pydantic", "numpy", "pandas", "polars",
@@ -63,11 +64,17 @@ class Import:
 
 
 def module_name(path: Path) -> str:
-    """The installed name of a package file: ``verify/x.py`` is ``trajledger.verify.x``."""
+    """The installed name of a file: ``trajledger/verify/x.py`` is ``trajledger.verify.x``."""
     parts = list(path.relative_to(REPO).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join(parts if parts[0] == TOP else [TOP, *parts])
+    return ".".join(parts)
+
+
+def package_dir(path: Path) -> str:
+    """``verify``, ``ledger`` or ``runner`` for a file of that package; else ``""``."""
+    parts = path.relative_to(SRC).parts
+    return parts[0] if len(parts) > 1 and parts[0] in PACKAGES else ""
 
 
 def package_of(module: str) -> str:
@@ -138,14 +145,8 @@ def _literal_import_call(node: ast.Call) -> bool:
 
 
 def project_files() -> Iterator[Path]:
-    """Every module: the three package directories, then trajledger/'s own files (the front
-    door and the integrations; its links to the packages are not followed twice)."""
-    for pkg in PACKAGES:
-        yield from sorted(p for p in (REPO / pkg).rglob("*.py") if "__pycache__" not in p.parts)
-    top = REPO / TOP
-    yield from sorted(top.glob("*.py"))
-    for sub in sorted(d for d in top.iterdir() if d.is_dir() and not d.is_symlink()):
-        yield from sorted(p for p in sub.rglob("*.py") if "__pycache__" not in p.parts)
+    """Every module of the product: everything under ``trajledger/``."""
+    yield from sorted(p for p in SRC.rglob("*.py") if "__pycache__" not in p.parts)
 
 
 def all_imports(path: Path) -> list[Import]:
@@ -180,7 +181,7 @@ def ledger_violations(imports: list[Import]) -> list[str]:
 
 
 def test_verify_imports_only_stdlib_and_cryptography() -> None:
-    files = [p for p in project_files() if p.parts[len(REPO.parts)] == "verify"]
+    files = [p for p in project_files() if package_dir(p) == "verify"]
     assert len(files) >= 5, "verify/ modules not found"
     bad: list[str] = []
     sigstore_users: set[str] = set()
@@ -195,7 +196,7 @@ def test_verify_imports_only_stdlib_and_cryptography() -> None:
 def test_ledger_never_imports_runner() -> None:
     bad: list[str] = []
     for path in project_files():
-        if path.parts[len(REPO.parts)] == "ledger":
+        if package_dir(path) == "ledger":
             bad += ledger_violations(all_imports(path))
     assert bad == [], "ledger/ imports runner/ (layers run runner -> ledger -> verify):\n" + (
         "\n".join(bad)
@@ -306,7 +307,7 @@ def _local_file(module: str) -> Path | None:
     parts = module.split(".")
     if parts[0] != TOP:
         return None
-    base = REPO.joinpath(*parts[1:]) if package_of(module) else REPO.joinpath(*parts)
+    base = REPO.joinpath(*parts)
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if candidate.is_file():
             return candidate
@@ -388,7 +389,7 @@ def test_checker_catches_verify_violations(source: str, module: str, violation: 
     ],
 )
 def test_checker_allows_what_verify_may_use(source: str, file: str) -> None:
-    assert verify_violations(imports_of(source, module_name(REPO / file), file), file) == []
+    assert verify_violations(imports_of(source, module_name(SRC / file), file), file) == []
 
 
 def test_checker_separates_lazy_and_type_checking_imports() -> None:
@@ -483,8 +484,8 @@ def test_verify_alone_in_a_venv_with_only_cryptography(tmp_path: Path) -> None:
     assert installed <= {"cryptography", "cffi", "pycparser", "pip", "setuptools", "wheel"}
 
     src = tmp_path / "src"
-    shutil.copytree(REPO / "verify", src / "verify", ignore=shutil.ignore_patterns("__pycache__"))
-    modules = sorted(module_name(REPO / p.relative_to(src)).removeprefix(f"{TOP}.")
+    shutil.copytree(SRC / "verify", src / "verify", ignore=shutil.ignore_patterns("__pycache__"))
+    modules = sorted(module_name(SRC / p.relative_to(src)).removeprefix(f"{TOP}.")
                      for p in (src / "verify").rglob("*.py"))
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
     run = subprocess.run(
@@ -495,34 +496,123 @@ def test_verify_alone_in_a_venv_with_only_cryptography(tmp_path: Path) -> None:
     assert run.stdout == "verified 2 files\n"
 
 
-# -- the wheel installs one top-level name --------------------------------------------------------
+# -- packaging: one top-level name, real directories, every install mode ---------------------------
+
+
+def test_no_symlink_is_tracked() -> None:
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(["git", "ls-files", "-s"], cwd=REPO, capture_output=True, text=True,
+                            check=True, timeout=60).stdout.splitlines()
+    links = [line.split("\t", 1)[1] for line in listed if line.startswith("120000 ")]
+    assert links == [], f"symlinks in the repository: {links}"
+
+
+def test_no_second_copy_from_the_repository_root() -> None:
+    """Run from the root, ``ledger``, ``runner`` and ``verify`` are not importable top-level
+    names: each module loads once, as ``trajledger.<package>.<module>``."""
+    code = ("import importlib.util, sys; sys.path.insert(0, '.'); "
+            "print([m for m in ('ledger', 'runner', 'verify') "
+            "if importlib.util.find_spec(m) is not None])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
+
+
+def _clone_without_symlinks(tmp_path: Path) -> Path:
+    """A clone of HEAD as a system without symlinks (Windows by default) checks it out."""
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "-c", "core.symlinks=false", "clone", "-q", "--no-hardlinks",
+                    str(REPO), str(clone)], check=True, capture_output=True, timeout=300)
+    return clone
+
+
+def _tracked_modules(clone: Path) -> set[str]:
+    listed = subprocess.run(["git", "ls-files", "trajledger"], cwd=clone, capture_output=True,
+                            text=True, check=True, timeout=60).stdout.split()
+    return {p for p in listed if p.endswith((".py", "py.typed"))}
 
 
 @pytest.mark.slow
-def test_wheel_installs_only_the_trajledger_name(tmp_path: Path) -> None:
-    # Built from a copy (links kept as links): an in-tree build would leave build/ behind.
-    src = tmp_path / "src"
-    shutil.copytree(REPO, src, symlinks=True, ignore=shutil.ignore_patterns(
-        ".git", "__pycache__", "*.egg-info", "build", "tests", "bench", ".venv", "demo"))
+def test_wheel_and_sdist_from_a_clone_without_symlinks(tmp_path: Path) -> None:
+    import tarfile
+    import zipfile
+
+    clone = _clone_without_symlinks(tmp_path)
+    modules = _tracked_modules(clone)
+    assert len(modules) > 100
+    for package in PACKAGES:
+        assert f"trajledger/{package}/__init__.py" in modules
+        assert f"trajledger/{package}/py.typed" in modules
     build = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-         "--disable-pip-version-check", "-q", "-w", str(tmp_path / "dist"), str(src)],
+         "--disable-pip-version-check", "-q", "-w", str(tmp_path / "dist"), str(clone)],
         capture_output=True, text=True, timeout=300,
     )
     assert build.returncode == 0, build.stderr
     (wheel,) = (tmp_path / "dist").glob("trajledger-*.whl")
-    import zipfile
-
     with zipfile.ZipFile(wheel) as z:
-        names = z.namelist()
+        names = set(z.namelist())
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
     assert top == {"trajledger"}, f"the wheel installs other top-level names: {sorted(top)}"
-    for package in PACKAGES:
-        assert f"trajledger/{package}/__init__.py" in names
-        assert f"trajledger/{package}/py.typed" in names
-    assert "trajledger/verify/__main__.py" in names
-    assert "trajledger/integrations/gymnasium.py" in names
-    for package in PACKAGES:  # every module of the repository's directories is in the wheel
-        for path in (REPO / package).rglob("*.py"):
-            if "__pycache__" not in path.parts:
-                assert f"trajledger/{path.relative_to(REPO).as_posix()}" in names, path
+    missing = sorted(modules - names)
+    assert missing == [], f"modules of the repository missing from the wheel: {missing}"
+    extra = sorted(n for n in names - modules if n.startswith("trajledger/"))
+    assert extra == [], f"files in the wheel that the repository does not track: {extra}"
+
+    sdist_dir = tmp_path / "sdist"
+    made = subprocess.run(
+        [sys.executable, "-c", "import sys; from setuptools import build_meta as b; "
+         "print(b.build_sdist(sys.argv[1]))", str(sdist_dir)],
+        cwd=clone, capture_output=True, text=True, timeout=300,
+    )
+    assert made.returncode == 0, made.stderr
+    with tarfile.open(sdist_dir / made.stdout.strip().splitlines()[-1]) as tar:
+        members = tar.getmembers()
+    assert [m.name for m in members if m.issym() or m.islnk()] == []
+    in_sdist = {m.name.split("/", 1)[1] for m in members if "/" in m.name}
+    missing = sorted(modules - in_sdist)
+    assert missing == [], f"modules missing from the sdist: {missing}"
+
+
+@pytest.mark.slow
+def test_editable_install_imports_from_outside_the_repository(tmp_path: Path) -> None:
+    """``pip install -e`` (setuptools' editable wheel) of a clone without symlinks: from another
+    directory every package resolves to the clone's files, and the command runs."""
+    import site
+    import sysconfig
+
+    clone = _clone_without_symlinks(tmp_path)
+    venv_dir = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv_dir)], check=True,
+                   timeout=120)
+    python = venv_dir / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; "
+                              "print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    # This environment's packages (pip, setuptools, click, cryptography, ...) after the new
+    # venv's own: a path line, so this environment's own .pth files (its editable install of
+    # the working tree) are not processed.
+    here = [p for p in {sysconfig.get_paths()["purelib"], *site.getsitepackages()}
+            if Path(p).is_dir()]
+    Path(purelib, "outer.pth").write_text("\n".join(here) + "\n")
+    install = subprocess.run(
+        [str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q",
+         "--disable-pip-version-check", "-e", str(clone)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert install.returncode == 0, install.stderr
+    code = ("import json, trajledger, trajledger.verify.errors, trajledger.ledger.errors, "
+            "trajledger.runner; print(json.dumps([m.__file__ for m in (trajledger, "
+            "trajledger.verify.errors, trajledger.ledger.errors, trajledger.runner)]))")
+    out = subprocess.run([str(python), "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    for file in json.loads(out.stdout):
+        assert Path(file).resolve().is_relative_to(clone.resolve()), file
+    version = subprocess.run([str(python), "-m", "trajledger", "--version"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)
+    assert version.returncode == 0, version.stderr
+    assert "trajledger" in version.stdout

@@ -295,8 +295,9 @@ def test_package_exports_resolve() -> None:
 
 def test_package_import_does_not_load_pyarrow() -> None:
     code = (
-        "import sys, ledger.rollouts as r; assert 'pyarrow' not in sys.modules, 'eager'; "
-        "r.STEP_SCHEMA; assert 'pyarrow' in sys.modules"
+        "import sys, trajledger.ledger.rollouts as r; "
+        "assert 'pyarrow' not in sys.modules, 'eager'; r.STEP_SCHEMA; "
+        "assert 'pyarrow' in sys.modules"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

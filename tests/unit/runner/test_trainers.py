@@ -431,7 +431,7 @@ def test_one_name_from_two_distributions_is_refused(
 
 def test_interface_modules_import_no_heavy_packages() -> None:
     code = (
-        "import sys, runner.trainers, runner.rollouts; "
+        "import sys, trajledger.runner.trainers, trajledger.runner.rollouts; "
         "print(sorted(m for m in ('numpy', 'pyarrow', 'gymnasium') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
