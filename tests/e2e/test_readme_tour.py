@@ -17,7 +17,8 @@ with ``-x``: on failure, the assertion message ends with the trace of the failin
 The CI test parses README's "Start" section (its first two ``sh`` blocks) and ``.ci/run`` (the
 lines after its ``# README, command 1`` and ``# README, command 2`` comments) and requires the
 same commands: the venv steps aside (CI makes its venv in a scratch directory), and the
-quickstart run in that scratch directory (``(cd "$work" && ...)``).
+quickstart run in that scratch directory (``(cd "$work" && ...)``). The first command installs
+no extra; CI checks between the two that it left no test-only package installed.
 """
 
 from __future__ import annotations
@@ -137,4 +138,8 @@ def test_the_first_two_commands_are_the_ones_ci_runs() -> None:
     unwrapped = [scratch.sub(r"\1", c) for c in ci_install]
     assert unwrapped == steps[2:], (ci_install, steps)
     assert any(scratch.match(c) for c in ci_install), "CI runs the quickstart in a scratch dir"
-    assert ci_section(lines, "# README, command 2") == [tests]
+    assert ci_section(lines, "# README, command 2") == tests.split(" && ")
+    assert "[test]" not in install, "the first command installs only what running needs"
+    assert tests.startswith("pip install -e '.[test]' && "), "the second adds the test extra"
+    assert ci_section(lines, "# Command 1 installed no test-only package") == [
+        "python .ci/runtime_only.py"]
