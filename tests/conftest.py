@@ -147,3 +147,82 @@ def make_tree(tmp_path: Path) -> Iterator[Callable[..., Path]]:
         return root
 
     yield make
+
+
+# -- a ledger holding an approved chat dataset (the training tests) ---------------------------
+
+CHAT_POLICY = """\
+name = "chat"
+serial = 1
+max_approval_age = "90d"
+
+[roles.producer]
+keys = ["keys/vendor.pub"]
+
+[roles.approver]
+keys = ["keys/approver.pub"]
+
+[roles.trainer]
+keys = ["keys/trainer.pub"]
+
+[roles.log]
+vkeys = ["{vkey}"]
+"""
+
+
+def chat_lines(n: int = 8) -> list[dict[str, object]]:
+    """``n`` small conversations (arithmetic; the third also calls a tool), as chat JSONL."""
+    out: list[dict[str, object]] = []
+    for i in range(n):
+        messages: list[dict[str, object]] = [
+            {"role": "system", "content": "answer with a number"},
+            {"role": "user", "content": f"what is {i} + {i} ?"},
+        ]
+        if i == 2:
+            messages += [
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function",
+                     "function": {"name": "add", "arguments": '{"a": 2, "b": 2}'}}]},
+                {"role": "tool", "content": "4", "tool_call_id": "c1", "name": "add"},
+            ]
+        messages.append({"role": "assistant", "content": f"{2 * i}"})
+        out.append({"episode_id": f"conv-{i}", "task_id": f"add-{i}", "messages": messages,
+                    "reward": 1.0})
+    return out
+
+
+@pytest.fixture(scope="session")
+def chat_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ledger (built once) with keys vendor, approver, trainer; a policy (1 approval); an
+    environment ``chat@1``; one chat batch of `chat_lines`; dataset ``chat@1`` approved."""
+    import json
+
+    from trajledger.runner.api import Ledger
+
+    root = tmp_path_factory.mktemp("chat-template")
+    home = root / "home"
+    ledger = Ledger.init(home, origin="test/chat")
+    for k in ("vendor", "approver", "trainer"):
+        ledger.keys.create(k, encrypt=False)
+    policy = home / "policy.toml"
+    policy.write_text(CHAT_POLICY.format(vkey=ledger.log.vkey))
+    ledger.set_policy(policy, keys=["approver"])
+    ledger.register_environment("chat", "1", key="vendor", source="tests")
+    jsonl = root / "chat.jsonl"
+    jsonl.write_text("".join(json.dumps(line) + "\n" for line in chat_lines()))
+    batch = ledger.record_batch([jsonl], env="chat@1", policy="model-0", key="vendor",
+                                fmt="chat-jsonl", name="chat-batch")
+    ledger.create_dataset("chat", "1", "train", [batch.digest], key="vendor")
+    ledger.approve("chat@1", key="approver")
+    return home
+
+
+@pytest.fixture
+def chat_home(chat_template: Path, tmp_path: Path) -> Path:
+    """A copy of `chat_template` for one test (its own log state: one origin per copy is fine,
+    each test has its own state directory)."""
+    import shutil
+
+    home = tmp_path / "home"
+    shutil.copytree(chat_template, home, symlinks=True)
+    return home
