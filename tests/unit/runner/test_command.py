@@ -44,8 +44,9 @@ LAUNCHER = textwrap.dedent(
     d, mode = sys.argv[1], sys.argv[2]
     worker = pathlib.Path(d, "worker.py")
     # Like a launcher that does not forward signals: it notes them and waits for its workers.
-    signal.signal(signal.SIGINT, lambda s, f: pathlib.Path(d, "launcher.signal").write_text("INT"))
-    signal.signal(signal.SIGTERM, lambda s, f: pathlib.Path(d, "launcher.signal").write_text("TERM"))
+    note = lambda s, f: pathlib.Path(d, "launcher.signal").write_text(signal.Signals(s).name[3:])
+    signal.signal(signal.SIGINT, note)
+    signal.signal(signal.SIGTERM, note)
     procs = [subprocess.Popen([sys.executable, str(worker), d, str(i), mode]) for i in range(2)]
     codes = [p.wait() for p in procs]
     print("launcher: workers exited", codes, flush=True)
