@@ -23,6 +23,7 @@ environment, so a developer's own settings never leak into a result, and with it
 from __future__ import annotations
 
 import random
+import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -226,3 +227,52 @@ def chat_home(chat_template: Path, tmp_path: Path) -> Path:
     home = tmp_path / "home"
     shutil.copytree(chat_template, home, symlinks=True)
     return home
+
+
+# -- a torchrun-like launcher (the training-command tests) ------------------------------------
+
+LAUNCHER_WORKER = textwrap.dedent(
+    """
+    import os, pathlib, signal, sys, time
+    d, i = pathlib.Path(sys.argv[1]), sys.argv[2]
+    def stop(signum, frame):
+        (d / f"worker{i}.signal").write_text(signal.Signals(signum).name)
+        sys.exit(0)
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    print(f"worker {i} ready", flush=True)
+    (d / f"worker{i}.pid").write_text(str(os.getpid()))
+    if sys.argv[3] == "wait":
+        time.sleep(600)
+    print(f"worker {i} done", flush=True)
+    """
+)
+
+LAUNCHER = textwrap.dedent(
+    """
+    import pathlib, signal, subprocess, sys
+    d, mode = sys.argv[1], sys.argv[2]
+    worker = pathlib.Path(d, "worker.py")
+    # Like a launcher that does not forward signals: it notes them and waits for its workers.
+    note = lambda s, f: pathlib.Path(d, "launcher.signal").write_text(signal.Signals(s).name[3:])
+    signal.signal(signal.SIGINT, note)
+    signal.signal(signal.SIGTERM, note)
+    procs = [subprocess.Popen([sys.executable, str(worker), d, str(i), mode]) for i in range(2)]
+    codes = [p.wait() for p in procs]
+    print("launcher: workers exited", codes, flush=True)
+    sys.exit(max(codes))
+    """
+)
+
+
+@pytest.fixture
+def launcher(tmp_path: Path) -> Path:
+    """A directory with ``launcher.py DIR MODE`` (starts ``worker.py DIR I MODE`` twice and
+    waits; MODE ``run``: workers print and exit, ``wait``: they sleep until a signal, which
+    each writes to ``DIR/worker<I>.signal``; the launcher notes its own in ``launcher.signal``
+    and does not pass it on) and ``worker.py``. Workers write ``worker<I>.pid`` once running."""
+    d = tmp_path / "launch"
+    d.mkdir()
+    (d / "worker.py").write_text(LAUNCHER_WORKER)
+    (d / "launcher.py").write_text(LAUNCHER)
+    return d

@@ -28,7 +28,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from test_statements_strict import strict_problems  # tests/e2e is on sys.path (conftest)
+from test_exit_codes import cli  # tests/e2e is on sys.path (its conftest)
+from test_statements_strict import strict_problems
 
 from trajledger.ledger.home import Ledger
 from trajledger.runner.buildinfo import environment_lock
@@ -377,58 +378,21 @@ def test_chat_data_and_no_command_names_the_ways_to_train(
 
 # -- in a subprocess: Ctrl-C, real launchers ---------------------------------------------------
 
-SCRIPT = Path(sys.executable).with_name("trajledger")
-
-WORKER = textwrap.dedent(
-    """
-    import os, pathlib, signal, sys, time
-    d, i = pathlib.Path(sys.argv[1]), sys.argv[2]
-    def stop(signum, frame):
-        (d / f"worker{i}.signal").write_text(signal.Signals(signum).name)
-        sys.exit(1)
-    signal.signal(signal.SIGINT, stop)
-    (d / f"worker{i}.pid").write_text(str(os.getpid()))
-    time.sleep(600)
-    """
-)
-
-LAUNCHER = textwrap.dedent(
-    """
-    import pathlib, signal, subprocess, sys
-    d = sys.argv[1]
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a launcher that leaves signals to the group
-    procs = [subprocess.Popen([sys.executable, str(pathlib.Path(d, "worker.py")), d, str(i)],
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-             for i in range(2)]
-    sys.exit(max(p.wait() for p in procs))
-    """
-)
-
-
-def cli(*args: str | Path) -> list[str]:
-    if SCRIPT.is_file():
-        return [str(SCRIPT), *map(str, args)]
-    return [sys.executable, "-c", "import sys; from trajledger.runner.cli import main; "
-            "sys.argv[0] = 'trajledger'; main()", *map(str, args)]
-
 
 def test_ctrl_c_stops_the_launcher_and_its_workers_and_records_nothing(
-    chat_home: Path, tmp_path: Path
+    chat_home: Path, launcher: Path
 ) -> None:
-    work = tmp_path / "launch"
-    work.mkdir()
-    (work / "worker.py").write_text(WORKER)
-    (work / "launcher.py").write_text(LAUNCHER)
     before = entries(chat_home)
     proc = subprocess.Popen(
         cli("--ledger", chat_home, "train", "--dataset", "chat@1", "--key", "trainer", "--name",
-            "sft", "--version", "1", "--", sys.executable, work / "launcher.py", work),
+            "sft", "--version", "1", "--", sys.executable, launcher / "launcher.py", launcher,
+            "wait"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
         for _ in range(12_000):  # until both workers run (admission first), or the run ends
             if proc.poll() is not None or all(
-                (work / f"worker{i}.pid").exists() for i in range(2)
+                (launcher / f"worker{i}.pid").exists() for i in range(2)
             ):
                 break
             time.sleep(0.01)
@@ -441,8 +405,10 @@ def test_ctrl_c_stops_the_launcher_and_its_workers_and_records_nothing(
     assert proc.returncode == 130, err
     assert out == ""
     assert err.splitlines()[-1] == "FAIL: interrupted; nothing was half-written"
-    assert (work / "worker0.signal").read_text() == "SIGINT"
-    assert (work / "worker1.signal").read_text() == "SIGINT"
+    # The launcher does not pass signals on: its workers got Ctrl-C from the process group.
+    assert (launcher / "launcher.signal").read_text() == "INT"
+    assert (launcher / "worker0.signal").read_text() == "SIGINT"
+    assert (launcher / "worker1.signal").read_text() == "SIGINT"
     assert entries(chat_home) == before
     _no_leftovers(chat_home)
 

@@ -1,14 +1,16 @@
 """Running a training command: exit code, output digests, process group, signals.
 
-The launcher tests use a small torchrun-like program: it starts two worker processes, does not
-pass signals on itself, and waits for them. A signal reaches the workers only if it is sent to
-the whole process group, which is what `run_command` must do.
+The launcher tests use a small torchrun-like program (the ``launcher`` fixture of
+tests/conftest.py): it starts two worker processes, does not pass signals on itself, and waits
+for them. A signal reaches the workers only if it is sent to the whole process group, which is
+what `run_command` must do.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import signal
 import sys
 import textwrap
@@ -20,46 +22,6 @@ import pytest
 
 from trajledger.ledger.errors import LedgerError
 from trajledger.runner.command import CommandInterrupted, run_command
-
-WORKER = textwrap.dedent(
-    """
-    import os, pathlib, signal, sys, time
-    d, i = pathlib.Path(sys.argv[1]), sys.argv[2]
-    def stop(signum, frame):
-        (d / f"worker{i}.signal").write_text(signal.Signals(signum).name)
-        sys.exit(0)
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
-    print(f"worker {i} ready", flush=True)
-    (d / f"worker{i}.pid").write_text(str(os.getpid()))
-    if sys.argv[3] == "wait":
-        time.sleep(600)
-    print(f"worker {i} done", flush=True)
-    """
-)
-
-LAUNCHER = textwrap.dedent(
-    """
-    import pathlib, signal, subprocess, sys
-    d, mode = sys.argv[1], sys.argv[2]
-    worker = pathlib.Path(d, "worker.py")
-    # Like a launcher that does not forward signals: it notes them and waits for its workers.
-    note = lambda s, f: pathlib.Path(d, "launcher.signal").write_text(signal.Signals(s).name[3:])
-    signal.signal(signal.SIGINT, note)
-    signal.signal(signal.SIGTERM, note)
-    procs = [subprocess.Popen([sys.executable, str(worker), d, str(i), mode]) for i in range(2)]
-    codes = [p.wait() for p in procs]
-    print("launcher: workers exited", codes, flush=True)
-    sys.exit(max(codes))
-    """
-)
-
-
-@pytest.fixture
-def launcher(tmp_path: Path) -> Path:
-    (tmp_path / "worker.py").write_text(WORKER)
-    (tmp_path / "launcher.py").write_text(LAUNCHER)
-    return tmp_path
 
 
 def _env() -> dict[str, str]:
@@ -120,7 +82,7 @@ def test_a_launcher_and_its_workers_all_write_to_the_captured_streams(launcher: 
         (launcher / "logs" / "stdout.log").read_bytes()).hexdigest()
 
 
-def test_what_the_leader_leaves_running_is_stopped(tmp_path: Path) -> None:
+def test_what_the_leader_leaves_running_is_stopped(tmp_path: Path, launcher: Path) -> None:
     # The leader starts a worker that would run for ten minutes, and exits at once.
     code = textwrap.dedent(
         f"""
@@ -132,7 +94,7 @@ def test_what_the_leader_leaves_running_is_stopped(tmp_path: Path) -> None:
             time.sleep(0.01)
         """
     )
-    (tmp_path / "worker.py").write_text(WORKER)
+    shutil.copy(launcher / "worker.py", tmp_path / "worker.py")
     result = run_command([sys.executable, "-c", code], env=_env(), echo=lambda b: None)
     assert result.returncode == 0
     # It was sent SIGTERM, and it had exited (closing the output pipes it shared) by the time
