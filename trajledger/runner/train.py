@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from trajledger.ledger.errors import LedgerError
-from trajledger.ledger.fs import remove_tree, temp_dir
+from trajledger.ledger.fs import temp_dir
 from trajledger.verify import predicates
 from trajledger.verify.digest import FileDigest, digest_bytes
 from trajledger.verify.errors import PolicyError, VerificationError
@@ -58,7 +58,6 @@ __all__ = [
     "BUILDER_ID",
     "BUILD_TYPE",
     "COMMAND_BUILD_TYPE",
-    "HIDDEN_ENV",
     "LOGS_DIR",
     "PYTHON_BUILD_TYPE",
     "CommandFailedError",
@@ -84,10 +83,6 @@ BUILDER_ID: Final = "https://trajledger.dev/runner/v1"
 
 LOGS_DIR: Final = "trajledger-run"
 """Where a command's kept logs go among the checkpoint's files (``--keep-logs``)."""
-
-HIDDEN_ENV: Final = ("TRAJLEDGER_PASSPHRASE",)
-"""Variables a command does not inherit: it needs no key, and its logs may print them."""
-
 
 class CommandFailedError(VerificationError):
     """A training command did not produce a checkpoint: non-zero exit, or no output file.
@@ -424,9 +419,9 @@ def train_command(
         1. Before any data is read: the command is given, the signer holds the trainer role,
            the parent resolves, ``name@version`` is free, ``output`` is absent or empty.
         2. Admit the dataset (a refusal is recorded and raised, as for `train`).
-        3. Write the verified bytes into a fresh read-only data directory (`write_data_dir`),
-           the parent checkpoint's files into another (when given), and make the output
-           directory (``output``, else a temporary one in the ledger).
+        3. In a `Workspace` (a temporary directory of the ledger): the verified bytes in a
+           read-only data directory (`write_data_dir`), the parent checkpoint's files in
+           another (when given), the output directory (``output``, else a new one).
         4. Note the source tree (git) and the Python environment's lock, then run COMMAND
            (`run_command`) with ``TRAJLEDGER_DATA_DIR``, ``TRAJLEDGER_OUTPUT_DIR`` (and
            ``TRAJLEDGER_PARENT_DIR``) set and the passphrase variable removed.
@@ -448,90 +443,62 @@ def train_command(
             taken, an output file is a link.
     """
     from .command import run_command
-    from .workdir import check_data_dir, output_files, write_data_dir
+    from .workdir import Workspace, write_data_dir
 
     # (1)
     if not argv:
         raise LedgerError("no command given: put it after '--' (trajledger train ... -- COMMAND)")
-    if output is not None:
-        _check_output_dir(output)
+    workspace = Workspace(ledger.root / "tmp", ledger.store, output=output)
     start = start_run(ledger, signer, policy, parent=parent, name=name, version=version)
     # (2)
     admission = admit_for_training(ledger, dataset_ref, start, f"command: {shlex.join(argv)}"[:200])
-    with temp_dir(ledger.root / "tmp") as tmp:
-        run_dir = Path(tmp)
-        try:
-            # (3)
-            data_dir = write_data_dir(
-                run_dir / "data",
-                ledger.store,
-                {"name": admission.name, "version": admission.version,
-                 "digest": admission.dataset, "logIndex": admission.dataset_index,
-                 "purpose": admission.purpose},
-                admission.batches,
+    with workspace as ws:
+        # (3)
+        described = {"name": admission.name, "version": admission.version,
+                     "digest": admission.dataset, "logIndex": admission.dataset_index,
+                     "purpose": admission.purpose}
+        ws.add("TRAJLEDGER_DATA_DIR",
+               lambda d: write_data_dir(d, ledger.store, described, admission.batches), "data")
+        if start.parent is not None:
+            parent_digest = start.parent.digest
+            ws.add("TRAJLEDGER_PARENT_DIR",
+                   lambda d: _write_checkpoint_dir(ledger, parent_digest, d), "parent")
+        # (4)
+        workdir = cwd or Path.cwd()
+        source = git_source(workdir)
+        lock = environment_lock()
+        result = run_command(argv, env=ws.environment(os.environ), cwd=workdir,
+                             keep_logs=ws.logs if keep_logs else None)
+        # (5)
+        if result.returncode != 0:
+            raise CommandFailedError(_exit_message(argv, result.returncode), result.returncode)
+        # (6)
+        ws.check()
+        # (7)
+        files = ws.outputs()
+        if not files:
+            raise CommandFailedError(
+                f"command {shlex.join(argv)!r} exited 0 but wrote no file in "
+                f"$TRAJLEDGER_OUTPUT_DIR ({ws.output}): there is no checkpoint to record",
+                0,
             )
-            checked = [data_dir]
-            env = {k: v for k, v in os.environ.items() if k not in HIDDEN_ENV}
-            env["TRAJLEDGER_DATA_DIR"] = str(data_dir.path)
-            if start.parent is not None:
-                parent_dir = _write_checkpoint_dir(ledger, start.parent.digest, run_dir / "parent")
-                checked.append(parent_dir)
-                env["TRAJLEDGER_PARENT_DIR"] = str(parent_dir.path)
-            out_dir = output if output is not None else run_dir / "output"
-            out_dir.mkdir(parents=True, exist_ok=True)
-            env["TRAJLEDGER_OUTPUT_DIR"] = str(out_dir.resolve())
-            # (4)
-            workdir = cwd or Path.cwd()
-            source = git_source(workdir)
-            lock = environment_lock()
-            result = run_command(argv, env=env, cwd=workdir,
-                                 keep_logs=run_dir / "logs" if keep_logs else None)
-            # (5)
-            if result.returncode != 0:
-                raise CommandFailedError(_exit_message(argv, result.returncode), result.returncode)
-            # (6)
-            for d in checked:
-                check_data_dir(d, ledger.store, what=f"$TRAJLEDGER_{d.path.name.upper()}_DIR "
-                               f"({d.path})")
-            # (7)
-            files = output_files(out_dir)
-            if not files:
-                raise CommandFailedError(
-                    f"command {shlex.join(argv)!r} exited 0 but wrote no file in "
-                    f"$TRAJLEDGER_OUTPUT_DIR ({out_dir}): there is no checkpoint to record",
-                    0,
+        if keep_logs:
+            clash = sorted(p for p in files if p.split("/")[0] == LOGS_DIR)
+            if clash:
+                raise LedgerError(
+                    f"the command wrote {clash[0]} in its output directory, where "
+                    f"--keep-logs puts the logs ({LOGS_DIR}/); nothing was recorded"
                 )
-            byproducts = _run_byproducts(result)
-            if keep_logs:
-                clash = sorted(p for p in files if p.split("/")[0] == LOGS_DIR)
-                if clash:
-                    raise LedgerError(
-                        f"the command wrote {clash[0]} in its output directory, where "
-                        f"--keep-logs puts the logs ({LOGS_DIR}/); nothing was recorded"
-                    )
-                files[f"{LOGS_DIR}/stdout.log"] = run_dir / "logs" / "stdout.log"
-                files[f"{LOGS_DIR}/stderr.log"] = run_dir / "logs" / "stderr.log"
-            recorded = record_checkpoint(
-                ledger, files, start, admission, build_type=COMMAND_BUILD_TYPE,
-                external={"command": list(argv)},
-                dependencies=_environment_dependencies(source, lock, files),
-                byproducts=byproducts, name=name, version=version,
-            )
-        finally:
-            # (8)
-            remove_tree(run_dir / "data")
-            remove_tree(run_dir / "parent")
-    return TrainOutcome(recorded.digest, recorded.index, {}, admission, result, len(files))
-
-
-def _check_output_dir(output: Path) -> None:
-    if output.is_symlink() or (output.exists() and not output.is_dir()):
-        raise LedgerError(f"--output {output}: not a directory")
-    if output.is_dir() and any(output.iterdir()):
-        raise LedgerError(
-            f"--output {output}: not empty; give a new or empty directory, so that only what "
-            "the command writes is recorded"
+            files[f"{LOGS_DIR}/stdout.log"] = ws.logs / "stdout.log"
+            files[f"{LOGS_DIR}/stderr.log"] = ws.logs / "stderr.log"
+        recorded = record_checkpoint(
+            ledger, files, start, admission, build_type=COMMAND_BUILD_TYPE,
+            external={"command": list(argv)},
+            dependencies=_environment_dependencies(source, lock, files),
+            byproducts=_run_byproducts(result), name=name, version=version,
         )
+        # (8) on leaving: the inputs and the temporary directory are removed
+    return TrainOutcome(recorded.digest, recorded.index, {}, admission, result, len(files))
 
 
 def _exit_message(argv: Sequence[str], code: int) -> str:

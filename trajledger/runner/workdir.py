@@ -24,6 +24,11 @@ by command later):
   (or, when they were not held in memory, named for ``trajledger fsck --repair``).
 - `output_files`: the regular files of an output directory by relative path (links and special
   files refused: a link could point anywhere).
+- `Workspace`: the directories of one run together, in a temporary directory of the ledger
+  (same filesystem as a local store: links work): inputs written by the functions above, each
+  named to the command by an environment variable, an output directory (``--output`` or a new
+  one), a logs directory; ``check()`` re-hashes every input; leaving removes the inputs and the
+  temporary directory (a given output directory is kept).
 
 The dataset card's YAML front matter is written as JSON (YAML 1.2 is a superset of JSON; the
 card parser reads it). Hugging Face ``datasets`` has no Arrow ``map`` type, and reading a
@@ -40,13 +45,15 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
 from trajledger.ledger.errors import LedgerError, StoreError
-from trajledger.ledger.fs import remove_tree
+from trajledger.ledger.fs import remove_tree, temp_dir
 from trajledger.verify.digest import digest_bytes, hash_file
 from trajledger.verify.errors import DigestMismatchError, VerificationError
 from trajledger.verify.manifest import FileEntry, Manifest
@@ -60,10 +67,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DATA_DIR_FORMAT",
+    "HIDDEN_ENV",
     "DataDir",
     "DataDirChangedError",
     "TreeFile",
+    "Workspace",
     "check_data_dir",
+    "check_output_dir",
     "output_files",
     "write_data_dir",
     "write_tree",
@@ -71,6 +81,9 @@ __all__ = [
 
 DATA_DIR_FORMAT: Final = "trajledger.data-dir/1"
 """The ``format`` of a data directory's ``manifest.json``."""
+
+HIDDEN_ENV: Final = ("TRAJLEDGER_PASSPHRASE",)
+"""Variables a command does not inherit: it needs no key, and its logs may print them."""
 
 MANIFEST_NAME: Final = "manifest.json"
 CARD_NAME: Final = "README.md"
@@ -430,3 +443,96 @@ def output_files(directory: Path) -> dict[str, Path]:
     if not any(directory.iterdir()):
         return {}
     return collect_files([directory])
+
+
+def check_output_dir(output: Path) -> None:
+    """An output directory given by the user must be new or empty (so that only what the
+    command writes is recorded).
+
+    Raises:
+        LedgerError: it is a file, a link, or holds anything.
+    """
+    if output.is_symlink() or (output.exists() and not output.is_dir()):
+        raise LedgerError(f"--output {output}: not a directory")
+    if output.is_dir() and any(output.iterdir()):
+        raise LedgerError(
+            f"--output {output}: not empty; give a new or empty directory, so that only what "
+            "the command writes is recorded"
+        )
+
+
+class Workspace:
+    """One command run's directories (see the module doc). Use as a context manager::
+
+        with Workspace(ledger.root / "tmp", ledger.store) as ws:
+            ws.add("TRAJLEDGER_DATA_DIR", lambda d: write_data_dir(d, store, ...), "data")
+            result = run_command(argv, env=ws.environment(os.environ), keep_logs=ws.logs)
+            ws.check()
+            files = ws.outputs()
+
+    Attributes:
+        output: the command's output directory (``TRAJLEDGER_OUTPUT_DIR``).
+        logs: where kept logs go.
+        inputs: the verified input directories by environment variable.
+    """
+
+    def __init__(self, parent: Path, store: ObjectStore, *, output: Path | None = None) -> None:
+        """Plan a workspace in ``parent``; ``output``: the user's output directory (checked by
+        `check_output_dir`), else a new one in the workspace."""
+        if output is not None:
+            check_output_dir(output)
+        self._parent = parent
+        self._store = store
+        self._given = output
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.root = Path()
+        self.output = Path()
+        self.logs = Path()
+        self.inputs: dict[str, DataDir] = {}
+
+    def __enter__(self) -> Workspace:
+        self._tmp = temp_dir(self._parent)
+        self.root = Path(self._tmp.name)
+        self.output = self._given if self._given is not None else self.root / "output"
+        self.output.mkdir(parents=True, exist_ok=True)
+        self.logs = self.root / "logs"
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for d in self.inputs.values():
+            remove_tree(d.path)
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def add(self, variable: str, write: Callable[[Path], DataDir], name: str) -> DataDir:
+        """Write an input directory ``name`` with ``write(path)``; the command finds it in
+        ``variable``."""
+        written = write(self.root / name)
+        self.inputs[variable] = written
+        return written
+
+    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
+        """``base`` without `HIDDEN_ENV`, with each input's variable and
+        ``TRAJLEDGER_OUTPUT_DIR``."""
+        env = {k: v for k, v in base.items() if k not in HIDDEN_ENV}
+        env.update({k: str(d.path) for k, d in self.inputs.items()})
+        env["TRAJLEDGER_OUTPUT_DIR"] = str(self.output.resolve())
+        return env
+
+    def check(self) -> None:
+        """Re-hash every input (`check_data_dir`).
+
+        Raises:
+            DataDirChangedError: the first input that changed, every change named.
+        """
+        for variable, d in self.inputs.items():
+            check_data_dir(d, self._store, what=f"${variable} ({d.path})")
+
+    def outputs(self) -> dict[str, Path]:
+        """The output directory's files (`output_files`)."""
+        return output_files(self.output)

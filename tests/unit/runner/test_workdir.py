@@ -219,3 +219,34 @@ def test_the_directory_must_be_new(written: tuple[Ledger, Admission, DataDir]) -
     ledger, admission, data = written
     with pytest.raises(LedgerError, match="cannot create the directory: File exists"):
         _write(ledger, admission, data.path)
+
+
+def test_a_workspace_names_its_inputs_hides_the_passphrase_and_cleans_up(
+    chat_home: Path, tmp_path: Path
+) -> None:
+    from trajledger.ledger.errors import LedgerError
+    from trajledger.runner.workdir import Workspace
+
+    ledger, admission = _admitted(chat_home)
+    with Workspace(chat_home / "tmp", ledger.store) as ws:
+        data = ws.add("TRAJLEDGER_DATA_DIR", lambda d: _write(ledger, admission, d), "data")
+        env = ws.environment({"PATH": "/bin", "TRAJLEDGER_PASSPHRASE": "secret"})
+        assert env == {"PATH": "/bin", "TRAJLEDGER_DATA_DIR": str(data.path),
+                       "TRAJLEDGER_OUTPUT_DIR": str(ws.output.resolve())}
+        assert ws.output.is_dir() and ws.outputs() == {}
+        (ws.output / "m.bin").write_bytes(b"m")
+        assert ws.outputs() == {"m.bin": ws.output / "m.bin"}
+        ws.check()
+        _make_writable(data.path)
+        (data.path / "README.md").write_text("x")
+        with pytest.raises(DataDirChangedError, match=r"^\$TRAJLEDGER_DATA_DIR \("):
+            ws.check()
+        os.chmod(data.path, 0o555)
+    assert list((chat_home / "tmp").iterdir()) == []  # read-only inputs included
+    # A directory of the user's: must be empty, and is kept.
+    mine = tmp_path / "mine"
+    with Workspace(chat_home / "tmp", ledger.store, output=mine) as ws:
+        (ws.output / "m.bin").write_bytes(b"m")
+    assert (mine / "m.bin").read_bytes() == b"m"
+    with pytest.raises(LedgerError, match="not empty"):
+        Workspace(chat_home / "tmp", ledger.store, output=mine)
