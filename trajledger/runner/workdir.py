@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -277,13 +278,16 @@ def _link(store: ObjectStore, digest: str, path: Path, size: int) -> bool:
     if not store.is_local:
         return False
     try:
-        os.link(store.path_of(digest), path)
+        os.link(store.path_of(digest), path, follow_symlinks=False)
     except OSError:
         return False  # another filesystem, no such object, links not supported: copy
     try:
-        got = hash_file(path)
-        if got.size == size and "sha256:" + got.sha256 == digest:
-            return True
+        # A regular file holding exactly the verified bytes (an object replaced by a symbolic
+        # link would hand over whatever it points to).
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            got = hash_file(path)
+            if got.size == size and "sha256:" + got.sha256 == digest:
+                return True
     except OSError:
         pass
     path.unlink(missing_ok=True)
@@ -520,8 +524,9 @@ class Workspace:
         """``base`` without `HIDDEN_ENV`, with each input's variable and
         ``TRAJLEDGER_OUTPUT_DIR``."""
         env = {k: v for k, v in base.items() if k not in HIDDEN_ENV}
-        env.update({k: str(d.path) for k, d in self.inputs.items()})
-        env["TRAJLEDGER_OUTPUT_DIR"] = str(self.output.resolve())
+        # Absolute: the command may change directory.
+        env.update({k: str(d.path.absolute()) for k, d in self.inputs.items()})
+        env["TRAJLEDGER_OUTPUT_DIR"] = str(self.output.absolute())
         return env
 
     def check(self) -> None:

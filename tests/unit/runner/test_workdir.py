@@ -112,6 +112,22 @@ def test_a_store_object_that_does_not_hash_is_not_linked(
     check_data_dir(data, ledger.store)
 
 
+def test_a_store_object_replaced_by_a_link_is_not_linked(
+    chat_home: Path, tmp_path: Path
+) -> None:
+    ledger, admission = _admitted(chat_home)
+    blob = admission.batches[0].files["episodes.parquet"]
+    obj = ledger.store.path_of(digest_bytes(blob))
+    (tmp_path / "same-bytes").write_bytes(blob)  # even with the right bytes behind it
+    obj.unlink()
+    obj.symlink_to(tmp_path / "same-bytes")
+    data = _write(ledger, admission, tmp_path / "data")
+    assert data.hard_linked == 1
+    assert not (data.path / next(p for p in data.manifest.by_path()
+                                 if p.endswith("episodes.parquet"))).is_symlink()
+    check_data_dir(data, ledger.store)
+
+
 def test_datasets_reads_the_directory(
     written: tuple[Ledger, Admission, DataDir], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -231,8 +247,8 @@ def test_a_workspace_names_its_inputs_hides_the_passphrase_and_cleans_up(
     with Workspace(chat_home / "tmp", ledger.store) as ws:
         data = ws.add("TRAJLEDGER_DATA_DIR", lambda d: _write(ledger, admission, d), "data")
         env = ws.environment({"PATH": "/bin", "TRAJLEDGER_PASSPHRASE": "secret"})
-        assert env == {"PATH": "/bin", "TRAJLEDGER_DATA_DIR": str(data.path),
-                       "TRAJLEDGER_OUTPUT_DIR": str(ws.output.resolve())}
+        assert env == {"PATH": "/bin", "TRAJLEDGER_DATA_DIR": str(data.path.absolute()),
+                       "TRAJLEDGER_OUTPUT_DIR": str(ws.output.absolute())}
         assert ws.output.is_dir() and ws.outputs() == {}
         (ws.output / "m.bin").write_bytes(b"m")
         assert ws.outputs() == {"m.bin": ws.output / "m.bin"}
