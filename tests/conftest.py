@@ -240,17 +240,18 @@ LAUNCHER_WORKER = textwrap.dedent(
         sys.exit(0)
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
-    print(f"worker {i} ready", flush=True)
+    # One write(2) per line: a pipe keeps each whole (print() may write the newline apart).
+    os.write(1, f"worker {i} ready\\n".encode())
     (d / f"worker{i}.pid").write_text(str(os.getpid()))
     if sys.argv[3] == "wait":
         time.sleep(600)
-    print(f"worker {i} done", flush=True)
+    os.write(1, f"worker {i} done\\n".encode())
     """
 )
 
 LAUNCHER = textwrap.dedent(
     """
-    import pathlib, signal, subprocess, sys
+    import os, pathlib, signal, subprocess, sys
     d, mode = sys.argv[1], sys.argv[2]
     worker = pathlib.Path(d, "worker.py")
     # Like a launcher that does not forward signals: it notes them and waits for its workers.
@@ -259,7 +260,7 @@ LAUNCHER = textwrap.dedent(
     signal.signal(signal.SIGTERM, note)
     procs = [subprocess.Popen([sys.executable, str(worker), d, str(i), mode]) for i in range(2)]
     codes = [p.wait() for p in procs]
-    print("launcher: workers exited", codes, flush=True)
+    os.write(1, f"launcher: workers exited {codes}\\n".encode())
     sys.exit(max(codes))
     """
 )
