@@ -23,6 +23,7 @@ environment, so a developer's own settings never leak into a result, and with it
 from __future__ import annotations
 
 import random
+import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -147,3 +148,132 @@ def make_tree(tmp_path: Path) -> Iterator[Callable[..., Path]]:
         return root
 
     yield make
+
+
+# -- a ledger holding an approved chat dataset (the training tests) ---------------------------
+
+CHAT_POLICY = """\
+name = "chat"
+serial = 1
+max_approval_age = "90d"
+
+[roles.producer]
+keys = ["keys/vendor.pub"]
+
+[roles.approver]
+keys = ["keys/approver.pub"]
+
+[roles.trainer]
+keys = ["keys/trainer.pub"]
+
+[roles.log]
+vkeys = ["{vkey}"]
+"""
+
+
+def chat_lines(n: int = 8) -> list[dict[str, object]]:
+    """``n`` small conversations (arithmetic; the third also calls a tool), as chat JSONL."""
+    out: list[dict[str, object]] = []
+    for i in range(n):
+        messages: list[dict[str, object]] = [
+            {"role": "system", "content": "answer with a number"},
+            {"role": "user", "content": f"what is {i} + {i} ?"},
+        ]
+        if i == 2:
+            messages += [
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function",
+                     "function": {"name": "add", "arguments": '{"a": 2, "b": 2}'}}]},
+                {"role": "tool", "content": "4", "tool_call_id": "c1", "name": "add"},
+            ]
+        messages.append({"role": "assistant", "content": f"{2 * i}"})
+        out.append({"episode_id": f"conv-{i}", "task_id": f"add-{i}", "messages": messages,
+                    "reward": 1.0})
+    return out
+
+
+@pytest.fixture(scope="session")
+def chat_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ledger (built once) with keys vendor, approver, trainer; a policy (1 approval); an
+    environment ``chat@1``; one chat batch of `chat_lines`; dataset ``chat@1`` approved."""
+    import json
+
+    from trajledger.runner.api import Ledger
+
+    root = tmp_path_factory.mktemp("chat-template")
+    home = root / "home"
+    ledger = Ledger.init(home, origin="test/chat")
+    for k in ("vendor", "approver", "trainer"):
+        ledger.keys.create(k, encrypt=False)
+    policy = home / "policy.toml"
+    policy.write_text(CHAT_POLICY.format(vkey=ledger.log.vkey))
+    ledger.set_policy(policy, keys=["approver"])
+    ledger.register_environment("chat", "1", key="vendor", source="tests")
+    jsonl = root / "chat.jsonl"
+    jsonl.write_text("".join(json.dumps(line) + "\n" for line in chat_lines()))
+    batch = ledger.record_batch([jsonl], env="chat@1", policy="model-0", key="vendor",
+                                fmt="chat-jsonl", name="chat-batch")
+    ledger.create_dataset("chat", "1", "train", [batch.digest], key="vendor")
+    ledger.approve("chat@1", key="approver")
+    return home
+
+
+@pytest.fixture
+def chat_home(chat_template: Path, tmp_path: Path) -> Path:
+    """A copy of `chat_template` for one test (its own log state: one origin per copy is fine,
+    each test has its own state directory)."""
+    import shutil
+
+    home = tmp_path / "home"
+    shutil.copytree(chat_template, home, symlinks=True)
+    return home
+
+
+# -- a torchrun-like launcher (the training-command tests) ------------------------------------
+
+LAUNCHER_WORKER = textwrap.dedent(
+    """
+    import os, pathlib, signal, sys, time
+    d, i = pathlib.Path(sys.argv[1]), sys.argv[2]
+    def stop(signum, frame):
+        (d / f"worker{i}.signal").write_text(signal.Signals(signum).name)
+        sys.exit(0)
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    # One write(2) per line: a pipe keeps each whole (print() may write the newline apart).
+    os.write(1, f"worker {i} ready\\n".encode())
+    (d / f"worker{i}.pid").write_text(str(os.getpid()))
+    if sys.argv[3] == "wait":
+        time.sleep(600)
+    os.write(1, f"worker {i} done\\n".encode())
+    """
+)
+
+LAUNCHER = textwrap.dedent(
+    """
+    import os, pathlib, signal, subprocess, sys
+    d, mode = sys.argv[1], sys.argv[2]
+    worker = pathlib.Path(d, "worker.py")
+    # Like a launcher that does not forward signals: it notes them and waits for its workers.
+    note = lambda s, f: pathlib.Path(d, "launcher.signal").write_text(signal.Signals(s).name[3:])
+    signal.signal(signal.SIGINT, note)
+    signal.signal(signal.SIGTERM, note)
+    procs = [subprocess.Popen([sys.executable, str(worker), d, str(i), mode]) for i in range(2)]
+    codes = [p.wait() for p in procs]
+    os.write(1, f"launcher: workers exited {codes}\\n".encode())
+    sys.exit(max(codes))
+    """
+)
+
+
+@pytest.fixture
+def launcher(tmp_path: Path) -> Path:
+    """A directory with ``launcher.py DIR MODE`` (starts ``worker.py DIR I MODE`` twice and
+    waits; MODE ``run``: workers print and exit, ``wait``: they sleep until a signal, which
+    each writes to ``DIR/worker<I>.signal``; the launcher notes its own in ``launcher.signal``
+    and does not pass it on) and ``worker.py``. Workers write ``worker<I>.pid`` once running."""
+    d = tmp_path / "launch"
+    d.mkdir()
+    (d / "worker.py").write_text(LAUNCHER_WORKER)
+    (d / "launcher.py").write_text(LAUNCHER)
+    return d

@@ -99,8 +99,13 @@ def is_stale(path: Path, *, now: float | None = None) -> bool:
 
 
 def remove_tree(path: Path) -> None:
-    """Remove a file or a directory tree (a missing one is fine)."""
+    """Remove a file or a directory tree (a missing one is fine), read-only directories too (a
+    command's data directory is made read-only: ``runner.workdir``)."""
     if path.is_dir() and not path.is_symlink():
+        for d, _dirs, _files in os.walk(path):
+            with contextlib.suppress(OSError):
+                if not os.access(d, os.W_OK | os.X_OK):
+                    os.chmod(d, 0o700)
         shutil.rmtree(path, ignore_errors=True)
     else:
         with contextlib.suppress(FileNotFoundError):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -66,13 +67,19 @@ class DataRefusedError(PolicyError):
 
 @dataclass(frozen=True)
 class AdmittedBatch:
-    """One admitted batch: its digest, log index, the verified tables and predicate."""
+    """One admitted batch: its digest, log index, the verified tables and predicate.
+
+    ``files`` holds the verified bytes of each of the batch's files by manifest path (the bytes
+    the tables were parsed from), for the runs that hand files rather than tables to the
+    trainer (`runner.workdir`).
+    """
 
     digest: str
     index: int
     steps: pa.Table
     episodes: pa.Table
     predicate: RolloutBatch
+    files: Mapping[str, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -375,4 +382,4 @@ def _read_batch(
         f"{steps.num_rows} steps, {episodes.num_rows} episodes; bytes re-hashed as read, "
         "schema valid, held in memory for training",
     )
-    return AdmittedBatch(digest, rec.index, steps, episodes, rec.predicate)
+    return AdmittedBatch(digest, rec.index, steps, episodes, rec.predicate, data)

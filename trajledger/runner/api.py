@@ -24,7 +24,8 @@ Non-scope: what the methods do (the modules they call, named in each docstring).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
     from .admission import Admission
     from .train import TrainOutcome
+    from .training import Training
 
 __all__ = ["Ledger"]
 
@@ -46,8 +48,8 @@ class Ledger(home.Ledger):
     Build with `Ledger.open(path)` or `Ledger.init(path)`. The recording, approval and exchange
     methods (`register_environment`, `record_batch`, `create_dataset`, `approve`, `revoke`,
     `erase`, `set_policy`, `export`, `import_bundle`, `policy`) are those of the ledger layer
-    (`trajledger.ledger.home.Ledger`); the runner's methods here (`admit`, `train`, `rollout`,
-    `verify`, `lineage`, `impact`) verify before they act.
+    (`trajledger.ledger.home.Ledger`); the runner's methods here (`admit`, `train`, `training`,
+    `rollout`, `verify`, `lineage`, `impact`) verify before they act.
     """
 
     # -- the runner ----------------------------------------------------------------------------
@@ -71,21 +73,76 @@ class Ledger(home.Ledger):
         *,
         key: str | Signer,
         trainer: str = "bc",
+        command: Sequence[str] | None = None,
         policy: str | Path | TrustPolicy | None = None,
         config: Mapping[str, Any] | None = None,
         seed: int = 0,
         name: str | None = None,
         version: str | None = None,
         parent: str | None = None,
+        output: Path | None = None,
+        keep_logs: bool = False,
     ) -> TrainOutcome:
-        """``trajledger train``: admit, train on the verified bytes, record the checkpoint; see
-        `trajledger.runner.train.train`."""
-        from .train import train
+        """``trajledger train``: admit, train on the verified bytes, record the checkpoint.
 
+        With ``command`` (``trajledger train ... -- COMMAND``), the command trains on a
+        read-only directory of the verified bytes and its output files are the checkpoint
+        (``name`` and ``version`` required; ``output``, ``keep_logs``: see
+        `trajledger.runner.train.train_command`); otherwise the ``trainer`` plug-in does (see
+        `trajledger.runner.train.train`).
+        """
+        from .train import train, train_command
+
+        if command is not None:
+            if trainer != "bc" or config is not None or seed != 0:
+                raise TypeError("train: a command takes no trainer, config or seed")
+            if name is None or version is None:
+                raise TypeError("train: a command needs name= and version=")
+            return train_command(
+                self, dataset, list(command), self._key(key), self.policy(policy), name=name,
+                version=version, parent=parent, output=output, keep_logs=keep_logs,
+            )
+        if output is not None or keep_logs:
+            raise TypeError("train: output and keep_logs go with a command")
         return train(
             self, dataset, trainer, self._key(key), self.policy(policy), config=config,
             seed=seed, name=name, version=version, parent=parent,
         )
+
+    @contextmanager
+    def training(
+        self,
+        dataset: str,
+        *,
+        key: str | Signer,
+        name: str,
+        version: str,
+        parent: str | None = None,
+        policy: str | Path | TrustPolicy | None = None,
+    ) -> Iterator[Training]:
+        """Train in this process on an admitted dataset; ``run.save(dir)`` records checkpoints.
+
+        ::
+
+            with ledger.training("chat@1", key="trainer", name="sft", version="1") as run:
+                trainer = SFTTrainer(model=model, train_dataset=run.hf_dataset("conversations"),
+                                     callbacks=[LedgerCallback(run)], ...)
+                trainer.train()
+
+        The dataset is admitted on entry (a refusal is recorded and `DataRefusedError`
+        raised); see `trajledger.runner.training.Training`.
+        """
+        from .train import admit_for_training, start_run
+        from .training import Training
+
+        start = start_run(self, self._key(key), self.policy(policy), parent=parent, name=name,
+                          version=version)
+        admission = admit_for_training(self, dataset, start, "in-process")
+        run = Training(self, start, admission, name=name, version=version)
+        try:
+            yield run
+        finally:
+            run.close()
 
     def rollout(
         self,

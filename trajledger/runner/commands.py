@@ -312,49 +312,103 @@ def admit(
 @click.option(
     "--trainer",
     "trainer_name",
-    default="bc",
-    show_default=True,
-    help="Trainer plug-in (entry point group trajledger.trainers).",
+    help="Trainer plug-in (entry point group trajledger.trainers) [default: bc]; not with a "
+    "COMMAND.",
 )
 @click.option(
     "--config",
     "config_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Trainer config (JSON or TOML).",
+    help="Trainer config (JSON or TOML); plug-ins only.",
 )
-@click.option("--seed", default=0, show_default=True, type=int, help="Training seed.")
-@click.option("--parent", help="Parent checkpoint (recorded in the provenance).")
-@click.option("--name", help="Checkpoint name (default <dataset>-<trainer>).")
-@click.option("--version", "version", help="Checkpoint version (default seed<N>-<random>).")
+@click.option("--seed", type=int, help="Training seed [default: 0]; plug-ins only.")
+@click.option("--parent", help="Parent checkpoint (recorded in the provenance; a COMMAND gets "
+              "its files in $TRAJLEDGER_PARENT_DIR).")
+@click.option("--name", help="Checkpoint name (required with a COMMAND; default "
+              "<dataset>-<trainer>).")
+@click.option("--version", "version", help="Checkpoint version (required with a COMMAND; default "
+              "seed<N>-<random>).")
+@click.option(
+    "--output",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="COMMAND's output directory ($TRAJLEDGER_OUTPUT_DIR), new or empty, kept afterwards "
+    "[default: a temporary directory in the ledger, removed].",
+)
+@click.option("--keep-logs", is_flag=True, help="Also store COMMAND's stdout and stderr text "
+              "with the checkpoint (trajledger-run/*.log); without it only their digests are "
+              "recorded (logs can hold secrets).")
 @POLICY_OPTION
 @click.option("--key", required=True, help="Trainer key.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARGS]...]")
 @pass_ctx
 def train(
     ctx: Context,
     dataset: str,
-    trainer_name: str,
+    trainer_name: str | None,
     config_file: Path | None,
-    seed: int,
+    seed: int | None,
     parent: str | None,
     name: str | None,
     version: str | None,
+    output: Path | None,
+    keep_logs: bool,
     policy_file: Path | None,
     key: str,
+    command: tuple[str, ...],
 ) -> None:
     """Admit DATASET, train on its verified bytes, record the checkpoint; prints its digest.
 
-    A refused run exits 1, trains nothing, and appends a refusal record saying why.
+    \b
+    Three ways to train (docs/trainers.md):
+    trajledger train --dataset D --key K --name N --version V -- COMMAND [ARGS]...
+        any command (a TRL or Hugging Face script, torchrun, accelerate launch): it reads the
+        verified data from the read-only $TRAJLEDGER_DATA_DIR and writes the checkpoint into
+        the empty $TRAJLEDGER_OUTPUT_DIR; every output file is hashed and recorded
+    trajledger train --dataset D --key K [--trainer NAME --config F --seed S]
+        a trainer plug-in (built in: bc, behaviour cloning on observations and actions)
+    with ledger.training(D, key=K, name=N, version=V) as run: ...   (Python)
+        in-process, with trajledger.integrations.transformers.LedgerCallback
+
+    \b
+    Example:
+      trajledger train --dataset chat@1 --key trainer --name sft --version 1 \\
+          -- python sft.py --epochs 1
+
+    COMMAND runs with your rights, unsandboxed, in the current directory, with its output
+    shown on stderr. Its provenance names the command line, the git commit (dirty or not), the
+    Python environment's lock, the exit code and the digests of stdout and stderr. A non-zero
+    exit, or a change to the data directory, records nothing and exits 1; Ctrl-C exits 130.
+    A refused dataset exits 1, trains nothing, and appends a refusal record saying why.
     """
     ledger = ctx.ledger()
+    if command:
+        given = [o for o, v in (("--trainer", trainer_name), ("--config", config_file),
+                                ("--seed", seed)) if v is not None]
+        if given:
+            raise click.UsageError(f"{', '.join(given)}: for trainer plug-ins, not with a COMMAND")
+        missing = [o for o, v in (("--name", name), ("--version", version)) if not v]
+        if missing:
+            raise click.UsageError(f"a COMMAND needs {' and '.join(missing)}")
+        p = _policy(ctx, ledger, policy_file)
+        out = ledger.train(dataset, key=key, command=list(command), policy=p, name=name,
+                           version=version, parent=parent, output=output, keep_logs=keep_logs)
+        data = out.admission.batches
+        ok(f"checkpoint {name}@{version} recorded at log index {out.index}: {out.files} file(s) "
+           f"from {command[0]} (exit 0, trained on {len(data)} batch(es) of "
+           f"{out.admission.name}@{out.admission.version})")
+        click.echo(out.digest)
+        return
+    if output is not None or keep_logs:
+        raise click.UsageError("--output and --keep-logs go with a COMMAND (after '--')")
     p = _policy(ctx, ledger, policy_file)
     config = _read_config(config_file) if config_file else {}
     out = ledger.train(
         dataset,
         key=key,
-        trainer=trainer_name,
+        trainer=trainer_name or "bc",
         policy=p,
         config=config,
-        seed=seed,
+        seed=seed or 0,
         name=name,
         version=version,
         parent=parent,

@@ -1,9 +1,19 @@
-"""Train on admitted data only, and record the checkpoint with its SLSA provenance.
+"""Train on admitted data only, and record each checkpoint with its SLSA provenance.
 
-Scope: `train` runs the admission gate, hands the verified Arrow tables (the bytes the gate
-hashed, never re-read) to a trainer plug-in, records the checkpoint files as a ``checkpoint``
-artifact whose predicate is SLSA Provenance v1, signed by a trainer key and logged. A refused
-run trains nothing and appends a signed ``refusal`` record saying why.
+Scope: the three ways to train, through one gate (DESIGN §6; docs/trainers.md):
+
+- `train`: a trainer plug-in receives the verified Arrow tables (the bytes the gate hashed,
+  never re-read) and returns the checkpoint files;
+- `train_command`: any command (``trajledger train ... -- COMMAND``) gets a read-only directory
+  of the verified bytes and an empty output directory (`runner.workdir`, `runner.command`); when
+  it exits 0 and left its data unchanged, its output files are the checkpoint;
+- `runner.training.Training` (``with ledger.training(...) as run``): in-process frameworks (the
+  Hugging Face Trainer, TRL) read the verified data from memory and `run.save(directory)`
+  records a checkpoint.
+
+Each records the checkpoint files as a ``checkpoint`` artifact whose predicate is SLSA
+Provenance v1 (`record_checkpoint`), signed by a trainer key and logged. A refused run trains
+nothing and appends a signed ``refusal`` record saying why.
 `rollout` plays a checkpoint's policy in Gymnasium and records the episodes as a batch whose
 policy version is the checkpoint's digest, so lineage spans training iterations.
 Non-scope: the rules (``runner.admission``), the algorithms (``runner.trainers``).
@@ -15,52 +25,115 @@ import base64
 import hashlib
 import importlib.metadata
 import inspect
+import os
 import platform
+import shlex
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
+from trajledger.ledger.errors import LedgerError
 from trajledger.ledger.fs import temp_dir
 from trajledger.verify import predicates
-from trajledger.verify.errors import PolicyError
+from trajledger.verify.digest import FileDigest, digest_bytes
+from trajledger.verify.errors import PolicyError, VerificationError
 from trajledger.verify.predicates import Provenance, Refusal, ResourceDescriptor
 from trajledger.verify.times import now
 
 from .admission import Admission, DataRefusedError, admit
+from .buildinfo import GitSource, command_lock, environment_lock, git_source, lock_descriptor
 
 if TYPE_CHECKING:
+    from trajledger.ledger.catalog import CatalogItem
     from trajledger.ledger.home import Ledger
     from trajledger.ledger.keys import Signer
+    from trajledger.ledger.record import Recorded
     from trajledger.verify.policy import TrustPolicy
 
-__all__ = ["BUILDER_ID", "BUILD_TYPE", "TrainOutcome", "dependency_lock_digest", "rollout", "train"]
+    from .command import CommandResult
 
-BUILD_TYPE = "https://trajledger.dev/build/train/v1"
-BUILDER_ID = "https://trajledger.dev/runner/v1"
+__all__ = [
+    "BUILDER_ID",
+    "BUILD_TYPE",
+    "COMMAND_BUILD_TYPE",
+    "LOGS_DIR",
+    "PYTHON_BUILD_TYPE",
+    "CommandFailedError",
+    "RunStart",
+    "TrainOutcome",
+    "admit_for_training",
+    "dependency_lock_digest",
+    "lineage_dependencies",
+    "record_checkpoint",
+    "rollout",
+    "start_run",
+    "train",
+    "train_command",
+]
+
+BUILD_TYPE: Final = "https://trajledger.dev/build/train/v1"
+"""A trainer plug-in's run (`train`)."""
+COMMAND_BUILD_TYPE: Final = "https://trajledger.dev/build/command/v1"
+"""A command's run (`train_command`)."""
+PYTHON_BUILD_TYPE: Final = "https://trajledger.dev/build/python/v1"
+"""An in-process run (`runner.training`)."""
+BUILDER_ID: Final = "https://trajledger.dev/runner/v1"
+
+LOGS_DIR: Final = "trajledger-run"
+"""Where a command's kept logs go among the checkpoint's files (``--keep-logs``)."""
+
+class CommandFailedError(VerificationError):
+    """A training command did not produce a checkpoint: non-zero exit, or no output file.
+
+    Nothing is recorded (exit 1).
+
+    Attributes:
+        returncode: the command's exit status (negative: the signal that killed it).
+    """
+
+    def __init__(self, message: str, returncode: int) -> None:
+        super().__init__(message)
+        self.returncode = returncode
 
 
 @dataclass(frozen=True)
 class TrainOutcome:
-    """A recorded checkpoint."""
+    """A recorded checkpoint.
+
+    Attributes:
+        digest: the checkpoint's identity (its manifest digest).
+        index: its log index.
+        metrics: the metrics its provenance records.
+        admission: what the gate admitted.
+        run: how the command ended (`train_command` only).
+        files: how many files the checkpoint holds.
+    """
 
     digest: str
     index: int
     metrics: dict[str, float]
     admission: Admission
+    run: CommandResult | None = None
+    files: int = 0
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """What is settled before a run reads any data: signer, policy, parent, name, start time."""
+
+    signer: Signer
+    policy: TrustPolicy
+    parent: CatalogItem | None
+    name: str | None
+    version: str | None
+    started: str
 
 
 def dependency_lock_digest() -> str:
     """sha256 of the sorted ``name==version`` lines of every installed distribution."""
-    lines = sorted(
-        {
-            f"{d.metadata['Name'].lower()}=={d.version}"
-            for d in importlib.metadata.distributions()
-            if d.metadata["Name"]
-        }
-    )
-    return "sha256:" + hashlib.sha256("\n".join(lines).encode()).hexdigest()
+    return digest_bytes(environment_lock())
 
 
 def trainer_code_digest(trainer: object) -> str:
@@ -71,6 +144,167 @@ def trainer_code_digest(trainer: object) -> str:
     except (OSError, TypeError):
         data = repr(type(trainer)).encode()
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def start_run(
+    ledger: Ledger,
+    signer: Signer,
+    policy: TrustPolicy,
+    *,
+    parent: str | None,
+    name: str | None,
+    version: str | None,
+) -> RunStart:
+    """The checks every run makes before it reads data.
+
+    Raises:
+        PolicyError: the signer does not hold the trainer role.
+        RefError: the parent is not a recorded checkpoint.
+        LedgerError: a checkpoint ``name@version`` is already recorded.
+    """
+    from trajledger.ledger.catalog import Catalog
+
+    if not policy.holds("trainer", signer.keyid):
+        raise PolicyError(
+            f"key {signer.name} ({signer.keyid[:12]}): does not hold the trainer role in "
+            f"policy {policy.name!r} serial {policy.serial}"
+        )
+    catalog = Catalog(ledger)
+    parent_item = catalog.resolve(parent, {"checkpoint"}) if parent else None
+    if name is not None and version is not None:
+        check_name_free(ledger, name, version)
+    return RunStart(signer, policy, parent_item, name, version, now())
+
+
+def check_name_free(ledger: Ledger, name: str, version: str) -> None:
+    """Refuse a checkpoint ``name@version`` that is already recorded (it would be ambiguous).
+
+    Raises:
+        LedgerError: it is.
+    """
+    from trajledger.ledger.catalog import Catalog, RefError
+
+    ref = f"{name}@{version}"
+    try:
+        item = Catalog(ledger).resolve(ref, {"checkpoint"})
+    except RefError:
+        return
+    raise LedgerError(
+        f"checkpoint {ref} is already recorded ({item.digest[:19]}…, log index {item.index}); "
+        "give another --version"
+    )
+
+
+def admit_for_training(
+    ledger: Ledger, dataset_ref: str, start: RunStart, trainer_label: str
+) -> Admission:
+    """Admit the dataset; on refusal record a signed refusal naming every reason, and re-raise.
+
+    Raises:
+        DataRefusedError: admission failed (a refusal record was appended).
+    """
+    try:
+        return admit(ledger, dataset_ref, start.policy)
+    except DataRefusedError as e:
+        _record_refusal(ledger, dataset_ref, trainer_label, start.signer, e)
+        raise
+
+
+def lineage_dependencies(
+    admission: Admission, parent: CatalogItem | None
+) -> list[ResourceDescriptor]:
+    """The dependencies that are artifacts of the log: the dataset (with its log index), the
+    environments and evaluators of its batches (from their verified records), the parent."""
+    deps = [
+        ResourceDescriptor.of(
+            f"dataset:{admission.name}@{admission.version}",
+            admission.dataset,
+            role="dataset",
+            logIndex=admission.dataset_index,
+        )
+    ]
+    for d in admission.dependencies:
+        deps.append(ResourceDescriptor.of(f"{d.role}:{d.name}", d.digest, role=d.role,
+                                          logIndex=d.index))
+    if parent is not None:
+        deps.append(
+            ResourceDescriptor.of(
+                f"checkpoint:{parent.ref}",
+                parent.digest,
+                role="base-checkpoint",
+                logIndex=parent.index,
+            )
+        )
+    return deps
+
+
+def metrics_byproduct(metrics: Mapping[str, float]) -> ResourceDescriptor:
+    """The ``metrics`` byproduct: the canonical JSON as content, the values as annotations."""
+    from trajledger.ledger.signing import canonical_json
+
+    return ResourceDescriptor(
+        name="metrics",
+        content=base64.b64encode(canonical_json(dict(metrics))).decode("ascii"),
+        media_type="application/json",
+        annotations=dict(metrics),
+    )
+
+
+def record_checkpoint(
+    ledger: Ledger,
+    files: Mapping[str, Path | FileDigest],
+    start: RunStart,
+    admission: Admission,
+    *,
+    build_type: str,
+    external: Mapping[str, Any],
+    dependencies: Sequence[ResourceDescriptor],
+    byproducts: Sequence[ResourceDescriptor] = (),
+    name: str,
+    version: str,
+) -> Recorded:
+    """Record checkpoint files with their SLSA provenance, signed by the run's trainer key.
+
+    The provenance: ``externalParameters`` = name, version, dataset, purpose and ``external``;
+    ``internalParameters`` = the policy's digest, Python and trajledger versions;
+    ``resolvedDependencies`` = `lineage_dependencies` then ``dependencies``; the run's
+    invocation id and times; ``byproducts``. Subjects: the manifest digest (``NAME@VERSION``),
+    then each file's path and sha256.
+    """
+    from trajledger.ledger.record import record_files
+    from trajledger.verify.policy import policy_digest
+
+    provenance = Provenance(
+        build_type=build_type,
+        external_parameters={
+            "name": name,
+            "version": version,
+            "dataset": admission.dataset,
+            "purpose": admission.purpose,
+            **external,
+        },
+        internal_parameters={
+            "policy": policy_digest(start.policy),
+            "python": platform.python_version(),
+            "trajledger": _version(),
+        },
+        resolved_dependencies=(*lineage_dependencies(admission, start.parent), *dependencies),
+        builder_id=BUILDER_ID,
+        metadata={"invocationId": str(uuid.uuid4()), "startedOn": start.started,
+                  "finishedOn": now()},
+        byproducts=tuple(byproducts),
+    ).to_predicate()
+    return record_files(
+        ledger,
+        files,
+        start.signer,
+        predicates.SLSA_PROVENANCE_V1,
+        provenance,
+        kind="checkpoint",
+        name=f"{name}@{version}",
+        inline_manifest=False,
+        file_subjects=True,
+    )
 
 
 def train(
@@ -86,53 +320,74 @@ def train(
     version: str | None = None,
     parent: str | None = None,
 ) -> TrainOutcome:
-    """Admit a dataset, train on its verified bytes, record the checkpoint.
+    """Admit a dataset, train a plug-in on its verified bytes, record the checkpoint.
 
     Steps:
         1. Check the signer holds the trainer role, load the trainer, check its config (when
-           the trainer can) and resolve the parent, all before any data is read.
+           the trainer can), resolve the parent and check the name is free, all before any
+           data is read.
         2. Admit the dataset. On refusal: record one signed refusal naming every reason, and
            re-raise; nothing is trained.
         3. Train on the admitted tables (concatenated in the dataset's batch order): the bytes
            the gate hashed, parsed once and held in memory; the store is not read again.
-        4. Record the checkpoint files with SLSA provenance (subjects: the manifest digest, the
-           artifact's identity, then each model file's path and sha256): the dataset (with its
-           log index), the environments and evaluators of its batches (from their verified
-           records), the trainer code digest, the dependency lock digest, the parent
-           checkpoint; config and seed as external parameters; metrics as a byproduct.
+        4. Record the checkpoint files with SLSA provenance (`record_checkpoint`): the trainer
+           code digest and the dependency lock as dependencies, config and seed as external
+           parameters, metrics as a byproduct.
 
     Raises:
         DataRefusedError: admission failed (a refusal record was appended).
         PolicyError: the signer is not a trainer of the policy.
         TrainingDataError: the admitted batches cannot be combined (different schemas).
     """
-    import pyarrow as pa
-
-    from trajledger.ledger.catalog import Catalog
-    from trajledger.ledger.record import record_files
-
-    from .trainers import TrainingData, TrainingDataError, load_trainer
+    from .trainers import TrainingData, load_trainer
 
     # (1)
-    if not policy.holds("trainer", signer.keyid):
-        raise PolicyError(
-            f"key {signer.name} ({signer.keyid[:12]}): does not hold the trainer role in "
-            f"policy {policy.name!r} serial {policy.serial}"
-        )
     trainer = load_trainer(trainer_name)
     check_config = getattr(trainer, "check_config", None)  # optional plug-in hook
     if callable(check_config):
         check_config(dict(config or {}))
-    catalog = Catalog(ledger)
-    parent_item = catalog.resolve(parent, {"checkpoint"}) if parent else None
-    started = now()
+    start = start_run(ledger, signer, policy, parent=parent, name=name, version=version)
     # (2)
-    try:
-        admission = admit(ledger, dataset_ref, policy)
-    except DataRefusedError as e:
-        _record_refusal(ledger, dataset_ref, trainer_name, signer, e)
-        raise
+    admission = admit_for_training(ledger, dataset_ref, start, trainer_name)
     # (3)
+    steps, episodes = admission_tables(admission)
+    result = trainer.train(TrainingData(steps, episodes), dict(config or {}), seed)
+    # (4)
+    ckpt_name = name or f"{admission.name}-{trainer_name}"
+    ckpt_version = version or f"seed{seed}-{uuid.uuid4().hex[:8]}"
+    deps = [
+        ResourceDescriptor.of(f"trainer-code:{trainer_name}", trainer_code_digest(trainer),
+                              role="trainer-code"),
+        lock_descriptor("dependency-lock", environment_lock()),
+    ]
+    metrics = dict(result.metrics)
+    with temp_dir(ledger.root / "tmp") as tmp:
+        files: dict[str, Path] = {}
+        for rel, data in result.files.items():
+            p = Path(tmp) / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data)
+            files[rel] = p
+        recorded = record_checkpoint(
+            ledger, files, start, admission, build_type=BUILD_TYPE,
+            external={"trainer": trainer_name, "config": result.config, "seed": seed},
+            dependencies=deps, byproducts=[metrics_byproduct(metrics)],
+            name=ckpt_name, version=ckpt_version,
+        )
+    return TrainOutcome(recorded.digest, recorded.index, metrics, admission,
+                        files=len(files))
+
+
+def admission_tables(admission: Admission) -> tuple[Any, Any]:
+    """The admitted step and episode tables, each concatenated in the dataset's batch order.
+
+    Raises:
+        TrainingDataError: the batches have different schemas.
+    """
+    import pyarrow as pa
+
+    from .trainers import TrainingDataError
+
     try:
         steps = pa.concat_tables([b.steps for b in admission.batches], promote_options="none")
         episodes = pa.concat_tables([b.episodes for b in admission.batches], promote_options="none")
@@ -141,85 +396,157 @@ def train(
             f"dataset {admission.name}@{admission.version}: its batches have different "
             f"schemas and cannot be trained on together: {e}"
         ) from e
-    result = trainer.train(TrainingData(steps, episodes), dict(config or {}), seed)
-    # (4)
-    deps = [
-        ResourceDescriptor.of(
-            f"dataset:{admission.name}@{admission.version}",
-            admission.dataset,
-            role="dataset",
-            logIndex=admission.dataset_index,
+    return steps, episodes
+
+
+def train_command(
+    ledger: Ledger,
+    dataset_ref: str,
+    argv: Sequence[str],
+    signer: Signer,
+    policy: TrustPolicy,
+    *,
+    name: str,
+    version: str,
+    parent: str | None = None,
+    output: Path | None = None,
+    keep_logs: bool = False,
+    cwd: Path | None = None,
+) -> TrainOutcome:
+    """Admit a dataset, run COMMAND on its verified bytes, record what COMMAND wrote.
+
+    Steps:
+        1. Before any data is read: the command is given, the signer holds the trainer role,
+           the parent resolves, ``name@version`` is free, ``output`` is absent or empty.
+        2. Admit the dataset (a refusal is recorded and raised, as for `train`).
+        3. In a `Workspace` (a temporary directory of the ledger): the verified bytes in a
+           read-only data directory (`write_data_dir`), the parent checkpoint's files in
+           another (when given), the output directory (``output``, else a new one).
+        4. Note the source tree (git) and the Python environment's lock, then run COMMAND
+           (`run_command`) with ``TRAJLEDGER_DATA_DIR``, ``TRAJLEDGER_OUTPUT_DIR`` (and
+           ``TRAJLEDGER_PARENT_DIR``) set and the passphrase variable removed.
+        5. A non-zero exit: `CommandFailedError`, nothing recorded.
+        6. Re-hash the data (and parent) directory: any change is a `DataDirChangedError`,
+           nothing recorded.
+        7. Hash and store every output file (and, with ``keep_logs``, the two logs under
+           ``trajledger-run/``) as the checkpoint, with SLSA provenance: the command line,
+           source, locks (the environment's and one COMMAND left in its output), exit code,
+           and the digests of stdout and stderr.
+        8. Remove the temporary directories (a given ``output`` is kept).
+
+    Raises:
+        DataRefusedError: admission failed (a refusal record was appended).
+        CommandFailedError: COMMAND exited non-zero or wrote no file.
+        DataDirChangedError: COMMAND changed its data.
+        CommandInterrupted: Ctrl-C, SIGTERM or SIGHUP (exit 130).
+        LedgerError: COMMAND cannot be started, ``output`` is not empty, ``name@version`` is
+            taken, an output file is a link.
+    """
+    from .command import run_command
+    from .workdir import Workspace, write_data_dir
+
+    # (1)
+    if not argv:
+        raise LedgerError("no command given: put it after '--' (trajledger train ... -- COMMAND)")
+    workspace = Workspace(ledger.root / "tmp", ledger.store, output=output)
+    start = start_run(ledger, signer, policy, parent=parent, name=name, version=version)
+    # (2)
+    admission = admit_for_training(ledger, dataset_ref, start, f"command: {shlex.join(argv)}"[:200])
+    with workspace as ws:
+        # (3)
+        described = {"name": admission.name, "version": admission.version,
+                     "digest": admission.dataset, "logIndex": admission.dataset_index,
+                     "purpose": admission.purpose}
+        ws.add("TRAJLEDGER_DATA_DIR",
+               lambda d: write_data_dir(d, ledger.store, described, admission.batches), "data")
+        if start.parent is not None:
+            parent_digest = start.parent.digest
+            ws.add("TRAJLEDGER_PARENT_DIR",
+                   lambda d: _write_checkpoint_dir(ledger, parent_digest, d), "parent")
+        # (4)
+        workdir = cwd or Path.cwd()
+        source = git_source(workdir)
+        lock = environment_lock()
+        result = run_command(argv, env=ws.environment(os.environ), cwd=workdir,
+                             keep_logs=ws.logs if keep_logs else None)
+        # (5)
+        if result.returncode != 0:
+            raise CommandFailedError(_exit_message(argv, result.returncode), result.returncode)
+        # (6)
+        ws.check()
+        # (7)
+        files = ws.outputs()
+        if not files:
+            raise CommandFailedError(
+                f"command {shlex.join(argv)!r} exited 0 but wrote no file in "
+                f"$TRAJLEDGER_OUTPUT_DIR ({ws.output}): there is no checkpoint to record",
+                0,
+            )
+        if keep_logs:
+            clash = sorted(p for p in files if p.split("/")[0] == LOGS_DIR)
+            if clash:
+                raise LedgerError(
+                    f"the command wrote {clash[0]} in its output directory, where "
+                    f"--keep-logs puts the logs ({LOGS_DIR}/); nothing was recorded"
+                )
+            files[f"{LOGS_DIR}/stdout.log"] = ws.logs / "stdout.log"
+            files[f"{LOGS_DIR}/stderr.log"] = ws.logs / "stderr.log"
+        recorded = record_checkpoint(
+            ledger, files, start, admission, build_type=COMMAND_BUILD_TYPE,
+            external={"command": list(argv)},
+            dependencies=_environment_dependencies(source, lock, files),
+            byproducts=_run_byproducts(result), name=name, version=version,
+        )
+        # (8) on leaving: the inputs and the temporary directory are removed
+    return TrainOutcome(recorded.digest, recorded.index, {}, admission, result, len(files))
+
+
+def _exit_message(argv: Sequence[str], code: int) -> str:
+    how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+    return f"command {shlex.join(argv)!r} {how}; nothing was recorded"
+
+
+def _write_checkpoint_dir(ledger: Ledger, digest: str, dest: Path) -> Any:
+    """The parent checkpoint's files, verified, in a read-only directory (`write_tree`)."""
+    from trajledger.verify.manifest import Manifest
+    from trajledger.verify.strict_json import load_object
+
+    from .workdir import TreeFile, write_tree
+
+    manifest = Manifest.from_json(load_object(ledger.store.get_verified(digest), "manifest"))
+    return write_tree(dest, ledger.store,
+                      [TreeFile(f.path, f.digest, f.size) for f in manifest.files])
+
+
+def _run_byproducts(result: CommandResult) -> list[ResourceDescriptor]:
+    """The exit code, and the digests of stdout and stderr (their text only in kept logs)."""
+    out = [
+        ResourceDescriptor(
+            name="exit-code",
+            content=base64.b64encode(str(result.returncode).encode()).decode("ascii"),
+            media_type="text/plain",
+            annotations={"exitCode": result.returncode},
         )
     ]
-    for d in admission.dependencies:
-        deps.append(ResourceDescriptor.of(f"{d.role}:{d.name}", d.digest, role=d.role,
-                                          logIndex=d.index))
-    deps.append(ResourceDescriptor.of(f"trainer-code:{trainer_name}",
-                                      trainer_code_digest(trainer), role="trainer-code"))
-    deps.append(ResourceDescriptor.of("dependency-lock", dependency_lock_digest(),
-                                      role="dependency-lock"))
-    if parent_item is not None:
-        deps.append(
-            ResourceDescriptor.of(
-                f"checkpoint:{parent_item.ref}",
-                parent_item.digest,
-                role="base-checkpoint",
-                logIndex=parent_item.index,
-            )
-        )
-    ckpt_name = name or f"{admission.name}-{trainer_name}"
-    ckpt_version = version or f"seed{seed}-{uuid.uuid4().hex[:8]}"
-    from trajledger.ledger.signing import canonical_json
-    from trajledger.verify.policy import policy_digest
+    for stream, d in (("stdout", result.stdout), ("stderr", result.stderr)):
+        annotations: dict[str, Any] = {"size": d.size}
+        if d.kept is not None:
+            annotations["file"] = f"{LOGS_DIR}/{stream}.log"
+        out.append(ResourceDescriptor(name=stream, digest={"sha256": d.digest[7:]},
+                                      media_type="text/plain", annotations=annotations))
+    return out
 
-    metrics = dict(result.metrics)
-    provenance = Provenance(
-        build_type=BUILD_TYPE,
-        external_parameters={
-            "name": ckpt_name,
-            "version": ckpt_version,
-            "dataset": admission.dataset,
-            "purpose": admission.purpose,
-            "trainer": trainer_name,
-            "config": result.config,
-            "seed": seed,
-        },
-        internal_parameters={
-            "policy": policy_digest(policy),
-            "python": platform.python_version(),
-            "trajledger": _version(),
-        },
-        resolved_dependencies=tuple(deps),
-        builder_id=BUILDER_ID,
-        metadata={"invocationId": str(uuid.uuid4()), "startedOn": started, "finishedOn": now()},
-        byproducts=(
-            ResourceDescriptor(
-                name="metrics",
-                content=base64.b64encode(canonical_json(metrics)).decode("ascii"),
-                media_type="application/json",
-                annotations=metrics,
-            ),
-        ),
-    ).to_predicate()
-    with temp_dir(ledger.root / "tmp") as tmp:
-        files: dict[str, Path] = {}
-        for rel, data in result.files.items():
-            p = Path(tmp) / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(data)
-            files[rel] = p
-        recorded = record_files(
-            ledger,
-            files,
-            signer,
-            predicates.SLSA_PROVENANCE_V1,
-            provenance,
-            kind="checkpoint",
-            name=f"{ckpt_name}@{ckpt_version}",
-            inline_manifest=False,
-            file_subjects=True,
-        )
-    return TrainOutcome(recorded.digest, recorded.index, dict(result.metrics), admission)
+
+def _environment_dependencies(
+    source: GitSource | None, lock: bytes, files: Mapping[str, Path]
+) -> list[ResourceDescriptor]:
+    """Source tree, this environment's lock, and a lock the command left in its output."""
+    deps: list[ResourceDescriptor] = []
+    if source is not None:
+        deps.append(source.descriptor())
+    deps.append(lock_descriptor("python-environment", lock))
+    deps.extend(command_lock(files))
+    return deps
 
 
 def _record_refusal(

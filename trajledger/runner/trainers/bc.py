@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 
 from trajledger.verify.errors import FormatError
 
+from ..chat import CHAT_HINT, is_chat
 from . import (
     HEADER_FILE,
     PolicyMismatchError,
@@ -203,6 +204,11 @@ def _usable_steps(
         step, and the usable steps' observations and actions as 2-D arrays.
     """
     steps = data.steps
+    if is_chat(steps):
+        raise TrainingDataError(
+            f"bc: none of {len(steps)} steps has an obs and an action, and bc (behaviour "
+            f"cloning) learns only from those: {CHAT_HINT}"
+        )
     _require_columns(steps, "step", ("episode_id", "obs", "action"))
     names, returns, invalid = _episode_table(data.episodes)
     index = pc.index_in(steps["episode_id"], value_set=pa.array(names, pa.string()))

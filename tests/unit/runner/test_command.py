@@ -1,0 +1,136 @@
+"""Running a training command: exit code, output digests, process group, signals.
+
+The launcher tests use a small torchrun-like program (the ``launcher`` fixture of
+tests/conftest.py): it starts two worker processes, does not pass signals on itself, and waits
+for them. A signal reaches the workers only if it is sent to the whole process group, which is
+what `run_command` must do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from trajledger.ledger.errors import LedgerError
+from trajledger.runner.command import CommandInterrupted, run_command
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ)
+
+
+def test_exit_code_and_the_digests_of_both_streams(tmp_path: Path) -> None:
+    seen: list[bytes] = []
+    code = "import sys; sys.stdout.write('out-1\\n'); sys.stderr.write('err'); sys.exit(3)"
+    result = run_command([sys.executable, "-c", code], env=_env(), echo=seen.append,
+                         keep_logs=tmp_path / "logs")
+    assert result.returncode == 3
+    assert result.stdout.digest == "sha256:" + hashlib.sha256(b"out-1\n").hexdigest()
+    assert result.stdout.size == 6
+    assert result.stderr.digest == "sha256:" + hashlib.sha256(b"err").hexdigest()
+    assert sorted(seen) == [b"err", b"out-1\n"]  # both shown (on stderr by default)
+    assert (tmp_path / "logs" / "stdout.log").read_bytes() == b"out-1\n"
+    assert (tmp_path / "logs" / "stderr.log").read_bytes() == b"err"
+    assert result.stdout.kept == tmp_path / "logs" / "stdout.log"
+    assert result.argv == (sys.executable, "-c", code)
+
+
+def test_no_logs_kept_without_asking(tmp_path: Path) -> None:
+    result = run_command([sys.executable, "-c", "print('x')"], env=_env(), echo=lambda b: None,
+                         cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout.kept is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_stdin_is_empty_and_env_and_cwd_are_given(tmp_path: Path) -> None:
+    seen: list[bytes] = []
+    code = "import os, sys; print(repr(sys.stdin.read()), os.environ['X_GIVEN'], os.getcwd())"
+    result = run_command([sys.executable, "-c", code], env={**_env(), "X_GIVEN": "yes"},
+                         cwd=tmp_path, echo=seen.append)
+    assert result.returncode == 0
+    assert b"".join(seen).decode().split() == ["''", "yes", str(tmp_path)]
+
+
+def test_a_missing_program_is_operational() -> None:
+    with pytest.raises(LedgerError, match=r"^command 'no-such-program-xyz': cannot be started: "
+                       r"No such file or directory; is it installed and on PATH\?$"):
+        run_command(["no-such-program-xyz"], env=_env())
+    with pytest.raises(LedgerError, match="no command given"):
+        run_command([], env=_env())
+
+
+def test_a_launcher_and_its_workers_all_write_to_the_captured_streams(launcher: Path) -> None:
+    seen: list[bytes] = []
+    result = run_command([sys.executable, str(launcher / "launcher.py"), str(launcher), "run"],
+                         env=_env(), echo=seen.append, keep_logs=launcher / "logs")
+    assert result.returncode == 0
+    out = (launcher / "logs" / "stdout.log").read_text().splitlines()
+    assert sorted(out) == sorted([
+        "worker 0 ready", "worker 0 done", "worker 1 ready", "worker 1 done",
+        "launcher: workers exited [0, 0]",
+    ])
+    assert result.stdout.digest == "sha256:" + hashlib.sha256(
+        (launcher / "logs" / "stdout.log").read_bytes()).hexdigest()
+
+
+def test_what_the_leader_leaves_running_is_stopped(tmp_path: Path, launcher: Path) -> None:
+    # The leader starts a worker that would run for ten minutes, and exits at once.
+    code = textwrap.dedent(
+        f"""
+        import subprocess, sys
+        p = subprocess.Popen([sys.executable, {str(tmp_path / 'worker.py')!r},
+                              {str(tmp_path)!r}, "0", "wait"])
+        import pathlib, time
+        while not pathlib.Path({str(tmp_path / 'worker0.pid')!r}).exists():
+            time.sleep(0.01)
+        """
+    )
+    shutil.copy(launcher / "worker.py", tmp_path / "worker.py")
+    result = run_command([sys.executable, "-c", code], env=_env(), echo=lambda b: None)
+    assert result.returncode == 0
+    # It was sent SIGTERM, and it had exited (closing the output pipes it shared) by the time
+    # run_command returned.
+    assert (tmp_path / "worker0.signal").read_text() == "SIGTERM"
+
+
+def _send_when_ready(directory: Path, signum: int) -> threading.Thread:
+    """Signal this process once both workers have started (as a user's Ctrl-C would)."""
+
+    def send() -> None:
+        for _ in range(6000):
+            if all((directory / f"worker{i}.pid").exists() for i in range(2)):
+                os.kill(os.getpid(), signum)
+                return
+            time.sleep(0.01)
+
+    t = threading.Thread(target=send, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_reaches_the_launchers_whole_process_group(
+    launcher: Path, signum: signal.Signals
+) -> None:
+    before = signal.getsignal(signum)
+    sender = _send_when_ready(launcher, signum)
+    with pytest.raises(CommandInterrupted) as info:
+        run_command([sys.executable, str(launcher / "launcher.py"), str(launcher), "wait"],
+                    env=_env(), echo=lambda b: None)
+    sender.join()
+    assert info.value.signum == signum
+    assert isinstance(info.value, KeyboardInterrupt)  # the command line exits 130
+    name = signal.Signals(signum).name
+    assert (launcher / "worker0.signal").read_text() == name
+    assert (launcher / "worker1.signal").read_text() == name
+    assert (launcher / "launcher.signal").read_text() == name.removeprefix("SIG")
+    assert signal.getsignal(signum) is before  # the handlers are put back

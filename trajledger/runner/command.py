@@ -1,0 +1,303 @@
+"""Run a user's command in its own process group, its output shown, hashed and optionally kept.
+
+Scope: `run_command` starts COMMAND (an argument vector, no shell) as the leader of a new process
+group, with standard input from ``/dev/null``, and copies its standard output and standard error
+to this process's standard error as they come (standard output stays free for the command line's
+result), hashing each stream and, when asked, writing it to a file. It returns the exit code and
+both digests.
+
+Signals: while COMMAND runs, SIGINT (Ctrl-C: the terminal sends it to this process's group, not
+COMMAND's), SIGTERM and SIGHUP are forwarded to COMMAND's whole process group, so a launcher
+(``torchrun``, ``accelerate launch``) and its workers all get them; a second one, or a group
+still alive 10 s after the first, gets SIGKILL. `CommandInterrupted` (a ``KeyboardInterrupt``:
+exit 130) is raised once COMMAND has stopped. Signal handlers can be installed only in the main
+thread; elsewhere the caller's own handling applies.
+
+When COMMAND's leader exits, whatever it left running in its process group is stopped (SIGTERM,
+then SIGKILL after 5 s), so nothing changes its outputs while they are hashed. The leader is
+waited for without being reaped (``waitid(WNOWAIT)``) until then, so its process group id cannot
+be reused by another process meanwhile. A process that left the group (``setsid``) and keeps
+the output pipes open is an error: the digests could not cover its output.
+
+Non-scope: what COMMAND is given (``runner.workdir``) and what is recorded (``runner.train``).
+COMMAND runs with the user's rights, unsandboxed (docs/SECURITY.md). POSIX only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Final
+
+from trajledger.ledger.errors import LedgerError
+
+__all__ = [
+    "CommandInterrupted",
+    "CommandResult",
+    "StreamDigest",
+    "run_command",
+]
+
+FORWARDED: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Signals passed on to COMMAND's process group."""
+
+KILL_AFTER: Final = 10.0
+"""Seconds an interrupted group has to stop before SIGKILL."""
+
+STRAGGLER_GRACE: Final = 5.0
+"""Seconds the processes COMMAND's leader left behind get between SIGTERM and SIGKILL."""
+
+_POLL: Final = 0.05
+_CHUNK: Final = 1 << 16
+
+
+class CommandInterrupted(KeyboardInterrupt):
+    """COMMAND was stopped by a forwarded signal (Ctrl-C, SIGTERM, SIGHUP); nothing recorded.
+
+    Attributes:
+        signum: the first signal received.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+@dataclass(frozen=True)
+class StreamDigest:
+    """What one output stream carried: ``sha256:<hex>``, its size, and where it was kept."""
+
+    digest: str
+    size: int
+    kept: Path | None = None
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """How COMMAND ended.
+
+    Attributes:
+        argv: the command line as run.
+        returncode: its exit status (negative: killed by that signal).
+        stdout: digest of its standard output.
+        stderr: digest of its standard error.
+        started: when it started (seconds since the epoch).
+        finished: when it ended.
+    """
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: StreamDigest
+    stderr: StreamDigest
+    started: float
+    finished: float
+
+
+class _Stream:
+    """One of COMMAND's output pipes: read, hashed, echoed and optionally kept."""
+
+    def __init__(self, pipe: IO[bytes], echo: Callable[[bytes], None], keep: Path | None) -> None:
+        self.fd = pipe.fileno()
+        self.pipe = pipe
+        self.echo = echo
+        self.keep = keep
+        self.file = open(keep, "xb") if keep is not None else None  # noqa: SIM115 - closed in close()
+        self.hash = hashlib.sha256()
+        self.size = 0
+
+    def pump(self) -> bool:
+        """Copy what is available; False at end of stream."""
+        chunk = os.read(self.fd, _CHUNK)
+        if not chunk:
+            return False
+        self.hash.update(chunk)
+        self.size += len(chunk)
+        if self.file is not None:
+            self.file.write(chunk)
+        self.echo(chunk)
+        return True
+
+    def close(self) -> StreamDigest:
+        self.pipe.close()
+        if self.file is not None:
+            self.file.close()
+        return StreamDigest("sha256:" + self.hash.hexdigest(), self.size, self.keep)
+
+
+def _stderr_echo() -> Callable[[bytes], None]:
+    """Write bytes to this process's standard error as they come."""
+    err = sys.stderr
+    buffer = getattr(err, "buffer", None)
+    if buffer is not None:
+
+        def write_bytes(data: bytes) -> None:
+            err.flush()
+            buffer.write(data)
+            buffer.flush()
+
+        return write_bytes
+
+    def write_text(data: bytes) -> None:
+        err.write(data.decode("utf-8", "replace"))
+        err.flush()
+
+    return write_text
+
+
+def _exited(pid: int) -> bool:
+    """Whether the leader exited, leaving it unreaped (its pid and group id stay taken)."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return info is not None
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def run_command(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path | None = None,
+    keep_logs: Path | None = None,
+    echo: Callable[[bytes], None] | None = None,
+) -> CommandResult:
+    """Run COMMAND to its end (see the module doc).
+
+    Steps:
+        1. Start it as a process-group leader, stdin from /dev/null, stdout and stderr piped.
+        2. Until both pipes close: copy, hash (and keep) what comes; forward signals; once the
+           leader has exited, stop what it left in its group.
+        3. Reap the leader; raise `CommandInterrupted` if a signal was forwarded.
+
+    Args:
+        argv: the program and its arguments (looked up on ``PATH`` of ``env``).
+        env: COMMAND's whole environment.
+        cwd: its working directory (default: this process's).
+        keep_logs: a directory to write ``stdout.log`` and ``stderr.log`` into.
+        echo: where output goes (default: this process's standard error).
+
+    Returns:
+        The exit code and the streams' digests; a non-zero exit is the caller's to judge.
+
+    Raises:
+        LedgerError: COMMAND cannot be started (not found, not executable), or a process it
+            started outside its group held its output open after it exited.
+        CommandInterrupted: Ctrl-C, SIGTERM or SIGHUP arrived; COMMAND was stopped.
+    """
+    if not argv:
+        raise LedgerError("no command given: put it after '--' (trajledger train ... -- COMMAND)")
+    out = echo or _stderr_echo()
+    # (1)
+    started = time.time()
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env),
+            cwd=cwd,
+            process_group=0,
+            close_fds=True,
+        )
+    except OSError as e:
+        raise LedgerError(
+            f"command {argv[0]!r}: cannot be started: {e.strerror or e}"
+            + ("; is it installed and on PATH?" if isinstance(e, FileNotFoundError) else "")
+        ) from e
+    assert proc.stdout is not None and proc.stderr is not None
+    pgid = proc.pid
+    interrupted: list[tuple[int, float]] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        # A second signal does not wait for the grace period.
+        _signal_group(pgid, signal.SIGKILL if interrupted else signum)
+        interrupted.append((signum, time.monotonic()))
+
+    previous: dict[int, object] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in FORWARDED:
+            previous[signum] = signal.signal(signum, forward)
+    streams: list[_Stream] = []
+    try:
+        if keep_logs is not None:
+            keep_logs.mkdir(parents=True, exist_ok=True)
+        streams = [
+            _Stream(proc.stdout, out, keep_logs / "stdout.log" if keep_logs else None),
+            _Stream(proc.stderr, out, keep_logs / "stderr.log" if keep_logs else None),
+        ]
+        # (2)
+        _pump(proc.pid, pgid, streams, interrupted)
+    except BaseException:
+        _signal_group(pgid, signal.SIGKILL)
+        proc.wait()
+        for stream in streams:
+            stream.close()
+        raise
+    finally:
+        for restored, handler in previous.items():
+            signal.signal(restored, handler)  # type: ignore[arg-type]
+    # (3)
+    returncode = proc.wait()
+    digests = [s.close() for s in streams]
+    if interrupted:
+        raise CommandInterrupted(interrupted[0][0])
+    return CommandResult(tuple(argv), returncode, digests[0], digests[1], started, time.time())
+
+
+def _pump(
+    pid: int, pgid: int, streams: list[_Stream], interrupted: list[tuple[int, float]]
+) -> None:
+    """Copy output until both pipes close and the leader has exited; police the group."""
+    sel = selectors.DefaultSelector()
+    for s in streams:
+        sel.register(s.fd, selectors.EVENT_READ, s)
+    exited_at: float | None = None
+    stage = 0  # after the leader's exit: 0 nothing sent, 1 SIGTERM sent, 2 SIGKILL sent
+    killed = False
+    try:
+        while sel.get_map() or exited_at is None:
+            if sel.get_map():
+                for key, _ in sel.select(timeout=_POLL):
+                    stream: _Stream = key.data
+                    if not stream.pump():
+                        sel.unregister(stream.fd)
+            else:
+                time.sleep(_POLL)
+            now = time.monotonic()
+            if interrupted and not killed and now - interrupted[0][1] > KILL_AFTER:
+                _signal_group(pgid, signal.SIGKILL)
+                killed = True
+            if exited_at is None:
+                if _exited(pid):
+                    exited_at = now
+                    _signal_group(pgid, signal.SIGTERM)
+                    stage = 1
+                continue
+            if stage == 1 and now - exited_at > STRAGGLER_GRACE:
+                _signal_group(pgid, signal.SIGKILL)
+                stage = 2
+            elif stage == 2 and now - exited_at > 2 * STRAGGLER_GRACE:
+                raise LedgerError(
+                    "the command exited, but a process it started outside its process group "
+                    "still holds its standard output or error open, so their digests cannot "
+                    "be complete; nothing was recorded (stop that process, or start it with "
+                    "its output redirected)"
+                )
+    finally:
+        sel.close()

@@ -1,0 +1,543 @@
+"""A command's working directories: verified data in, read-only; outputs out, hashed.
+
+Scope: what any "run a command on admitted data" needs (``train -- COMMAND`` now, an evaluation
+by command later):
+
+- `write_data_dir`: the verified bytes of a dataset's batches in a fresh directory that
+  ``datasets.load_dataset(DIR, "steps")`` (and pyarrow, pandas, polars, DuckDB) read::
+
+      manifest.json                          what is here: dataset, batches, every file's digest
+      README.md                              dataset card: configs "steps" and "episodes"
+      batches/00000-<12 hex>/steps.parquet   the first batch's files, as recorded
+      batches/00000-<12 hex>/episodes.parquet
+      batches/00001-<12 hex>/...
+
+  Batch directories sort in the dataset's order. A file is hard-linked from the local object
+  store when it can be (same filesystem), else written from the bytes admission verified; a
+  linked file is hashed once linked, so what the command reads is what was verified. Files are
+  made read-only (0444) and directories 0555.
+- `write_tree`: the same for any verified files (a checkpoint's, for a run that starts from a
+  parent checkpoint), linked or copied from the store and hashed when not in memory.
+- `check_data_dir`: after the command, every file re-hashed against what was written; a
+  changed, removed or added file is a `DataDirChangedError` naming each one. A changed file
+  that was hard-linked also changed the store's object: it is put back from the verified bytes
+  (or, when they were not held in memory, named for ``trajledger fsck --repair``).
+- `output_files`: the regular files of an output directory by relative path (links and special
+  files refused: a link could point anywhere).
+- `Workspace`: the directories of one run together, in a temporary directory of the ledger
+  (same filesystem as a local store: links work): inputs written by the functions above, each
+  named to the command by an environment variable, an output directory (``--output`` or a new
+  one), a logs directory; ``check()`` re-hashes every input; leaving removes the inputs and the
+  temporary directory (a given output directory is kept).
+
+The dataset card's YAML front matter is written as JSON (YAML 1.2 is a superset of JSON; the
+card parser reads it). Hugging Face ``datasets`` has no Arrow ``map`` type, and reading a
+Parquet file that holds one fails (``extras``, ``judge_scores``): the card lists the other
+columns and their features, so ``load_dataset(DIR, "steps")`` reads the files as stored, without
+the map columns; pyarrow reads every column.
+
+Non-scope: admission (`runner.admission`), running the command (`runner.command`), recording
+(`runner.train`). The directory is not a sandbox: a command running as the user can change it
+(the check after the run says so) or anything else the user can.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final
+
+from trajledger.ledger.errors import LedgerError, StoreError
+from trajledger.ledger.fs import remove_tree, temp_dir
+from trajledger.verify.digest import digest_bytes, hash_file
+from trajledger.verify.errors import DigestMismatchError, VerificationError
+from trajledger.verify.manifest import FileEntry, Manifest
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from trajledger.ledger.store import ObjectStore
+
+    from .admission import AdmittedBatch
+
+__all__ = [
+    "DATA_DIR_FORMAT",
+    "HIDDEN_ENV",
+    "DataDir",
+    "DataDirChangedError",
+    "TreeFile",
+    "Workspace",
+    "check_data_dir",
+    "check_output_dir",
+    "output_files",
+    "write_data_dir",
+    "write_tree",
+]
+
+DATA_DIR_FORMAT: Final = "trajledger.data-dir/1"
+"""The ``format`` of a data directory's ``manifest.json``."""
+
+HIDDEN_ENV: Final = ("TRAJLEDGER_PASSPHRASE",)
+"""Variables a command does not inherit: it needs no key, and its logs may print them."""
+
+MANIFEST_NAME: Final = "manifest.json"
+CARD_NAME: Final = "README.md"
+BATCH_FILES: Final = ("steps.parquet", "episodes.parquet")
+
+# Arrow type names (`str(pa.DataType)`) that Hugging Face ``datasets`` names the same way.
+_HF_DTYPES: Final = frozenset(
+    {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+     "string", "large_string", "binary", "large_binary"}
+)
+_HF_FLOATS: Final = {"halffloat": "float16", "float": "float32", "double": "float64"}
+
+
+class DataDirChangedError(VerificationError):
+    """A command changed the directory of verified data it was given (nothing is recorded).
+
+    Attributes:
+        problems: one line per changed, removed or added file.
+        repaired: store objects that were hard-linked, changed with them, and put back.
+    """
+
+    def __init__(self, message: str, problems: Sequence[str], repaired: Sequence[str]) -> None:
+        super().__init__(message)
+        self.problems = tuple(problems)
+        self.repaired = tuple(repaired)
+
+
+@dataclass(frozen=True)
+class TreeFile:
+    """A file to put in a directory: its path there, digest and size, and its verified bytes
+    when they are in memory (else it is linked or copied from the store and hashed)."""
+
+    path: str
+    digest: str
+    size: int
+    data: bytes | None = None
+
+
+@dataclass(frozen=True)
+class DataDir:
+    """A written directory of verified files.
+
+    Attributes:
+        path: the directory.
+        manifest: every file written (``manifest.json`` included), as the check expects it.
+        linked: paths hard-linked to a store object, and that object's digest.
+        verified: verified bytes in memory by digest (to repair a store object that shared a
+            changed file's inode).
+    """
+
+    path: Path
+    manifest: Manifest
+    linked: Mapping[str, str]
+    verified: Mapping[str, bytes]
+
+    @property
+    def hard_linked(self) -> int:
+        """How many files are hard links to the object store."""
+        return len(self.linked)
+
+
+def write_data_dir(
+    dest: Path,
+    store: ObjectStore,
+    dataset: Mapping[str, Any],
+    batches: Sequence[AdmittedBatch],
+) -> DataDir:
+    """Write the verified batches into the new directory ``dest`` (see the module doc).
+
+    Steps:
+        1. One directory per batch, in dataset order, holding its files (`write_tree`).
+        2. The dataset card and ``manifest.json`` (the dataset, each batch with its log index
+           and files, and the manifest of every other file).
+
+    Args:
+        dest: the directory to create.
+        store: the ledger's object store (hard links from it when local).
+        dataset: what ``manifest.json`` says of the dataset (name, version, digest, logIndex).
+        batches: the admitted batches, in the dataset's order, with their verified bytes.
+
+    Raises:
+        LedgerError: ``dest`` exists or cannot be written.
+    """
+    from trajledger.verify.manifest import check_path
+
+    # (1)
+    files: list[TreeFile] = []
+    listing: list[dict[str, Any]] = []
+    for i, batch in enumerate(batches):
+        rel_dir = f"batches/{i:05d}-{batch.digest.removeprefix('sha256:')[:12]}"
+        described: dict[str, Any] = {}
+        for name in sorted(batch.files):
+            data = batch.files[name]
+            check_path(name, f"batch {batch.digest[:19]}… file name")
+            digest = digest_bytes(data)
+            files.append(TreeFile(f"{rel_dir}/{name}", digest, len(data), data))
+            described[name] = {"digest": {"sha256": digest.removeprefix("sha256:")},
+                               "size": len(data)}
+        listing.append({"digest": batch.digest, "logIndex": batch.index,
+                        "directory": rel_dir, "files": described})
+    # (2)
+    card = _card(dataset, batches)
+    files.append(TreeFile(CARD_NAME, digest_bytes(card), len(card), card))
+
+    def describe(inner: Manifest) -> bytes:
+        body = {
+            "format": DATA_DIR_FORMAT,
+            "dataset": dict(dataset),
+            "batches": listing,
+            "manifest": inner.to_json(),
+        }
+        return (json.dumps(body, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+    return write_tree(dest, store, files, describe=describe)
+
+
+def write_tree(
+    dest: Path,
+    store: ObjectStore,
+    files: Sequence[TreeFile],
+    *,
+    describe: Callable[[Manifest], bytes] | None = None,
+) -> DataDir:
+    """Write verified files into the new directory ``dest``, read-only.
+
+    Steps:
+        1. Create ``dest`` (it must not exist).
+        2. Each file: a hard link to its store object when the store is local and on the same
+           filesystem, kept only if the link hashes to the file's digest; else written from its
+           verified bytes; else copied from the store and hashed (a mismatch fails).
+        3. With ``describe``: ``manifest.json``, its bytes ``describe(manifest of the files)``.
+        4. Files 0444, directories 0555.
+
+    Raises:
+        LedgerError: ``dest`` exists or cannot be written.
+        DigestMismatchError: a file copied from the store does not hash to its digest.
+    """
+    from trajledger.verify.manifest import check_path
+
+    # (1)
+    try:
+        dest.mkdir(mode=0o755)
+    except OSError as e:
+        raise LedgerError(f"{dest}: cannot create the directory: {e.strerror}") from e
+    entries: list[FileEntry] = []
+    linked: dict[str, str] = {}
+    verified: dict[str, bytes] = {}
+    try:
+        for f in files:
+            # (2)
+            path = dest / check_path(f.path, f"file name {f.path!r}")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if _link(store, f.digest, path, f.size):
+                linked[f.path] = f.digest
+            elif f.data is not None:
+                _write(path, f.data)
+            else:
+                store.copy_to(f.digest, path)
+                got = hash_file(path)
+                if got.size != f.size or got.digest != f.digest:
+                    raise DigestMismatchError(
+                        f"{f.path}: copied from the store, hashes to {got.digest} ({got.size} "
+                        f"bytes), want {f.digest} ({f.size} bytes)",
+                        subject=f.path, expected=f.digest, observed=got.digest,
+                    )
+                os.chmod(path, 0o444)
+            if f.data is not None:
+                verified[f.digest] = f.data
+            entries.append(FileEntry(f.path, f.size, f.digest.removeprefix("sha256:")))
+        # (3)
+        if describe is not None:
+            raw = describe(Manifest.from_files(list(entries)))
+            _write(dest / MANIFEST_NAME, raw)
+            entries.append(FileEntry(MANIFEST_NAME, len(raw), digest_bytes(raw)[7:]))
+        full = Manifest.from_files(entries)
+        # (4)
+        for d, _dirs, _files in os.walk(dest, topdown=False):
+            os.chmod(d, 0o555)
+    except OSError as e:
+        remove_tree(dest)
+        raise LedgerError(f"{dest}: cannot write: {e.strerror or e}") from e
+    except BaseException:
+        remove_tree(dest)
+        raise
+    return DataDir(dest, full, linked, verified)
+
+
+def _link(store: ObjectStore, digest: str, path: Path, size: int) -> bool:
+    """Hard-link the store's object to ``path`` if it can be done and the link holds exactly
+    the verified bytes; otherwise leave nothing at ``path`` and return False."""
+    if not store.is_local:
+        return False
+    try:
+        os.link(store.path_of(digest), path, follow_symlinks=False)
+    except OSError:
+        return False  # another filesystem, no such object, links not supported: copy
+    try:
+        # A regular file holding exactly the verified bytes (an object replaced by a symbolic
+        # link would hand over whatever it points to).
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            got = hash_file(path)
+            if got.size == size and "sha256:" + got.sha256 == digest:
+                return True
+    except OSError:
+        pass
+    path.unlink(missing_ok=True)
+    return False
+
+
+def _write(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _features(schema: pa.Schema) -> tuple[list[str], list[dict[str, Any]]]:
+    """The columns ``datasets`` can read and their features (card YAML), others left out."""
+    import pyarrow as pa
+
+    def dtype(t: pa.DataType) -> str | None:
+        name = str(t)
+        if name in _HF_DTYPES:
+            return name
+        if name in _HF_FLOATS:
+            return _HF_FLOATS[name]
+        if pa.types.is_timestamp(t):
+            return name  # "timestamp[us, tz=UTC]", as datasets spells it
+        return None
+
+    columns: list[str] = []
+    features: list[dict[str, Any]] = []
+    for f in schema:
+        t = f.type
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            inner = dtype(t.value_type)
+            if inner is None:
+                continue
+            features.append({"name": f.name, "list": inner})
+        else:
+            d = dtype(t)
+            if d is None:
+                continue
+            features.append({"name": f.name, "dtype": d})
+        columns.append(f.name)
+    return columns, features
+
+
+def _card(dataset: Mapping[str, Any], batches: Sequence[AdmittedBatch]) -> bytes:
+    """The dataset card: YAML front matter (as JSON) with configs ``steps`` and ``episodes``."""
+    configs: list[dict[str, Any]] = []
+    infos: list[dict[str, Any]] = []
+    left_out: dict[str, list[str]] = {}
+    for config, table in (("steps", "steps"), ("episodes", "episodes")):
+        if not batches:
+            break
+        schema = getattr(batches[0], table).schema
+        columns, features = _features(schema)
+        left_out[config] = [n for n in schema.names if n not in columns]
+        entry: dict[str, Any] = {
+            "config_name": config,
+            "data_files": [{"split": "train", "path": f"batches/*/{config}.parquet"}],
+            "columns": columns,
+        }
+        if config == "steps":
+            entry["default"] = True
+        configs.append(entry)
+        infos.append({"config_name": config, "features": features})
+    front = json.dumps({"configs": configs, "dataset_info": infos}, indent=1, sort_keys=True)
+    name = str(dataset.get("name", "")).replace("\n", " ")
+    version = str(dataset.get("version", "")).replace("\n", " ")
+    skipped = "; ".join(f"{c}: {', '.join(n)}" for c, n in left_out.items() if n) or "none"
+    text = f"""---
+{front}
+---
+# {name}@{version}: verified data
+
+The rollout batches of dataset `{name}@{version}` (`{dataset.get("digest", "")}`), as the
+trajledger admission gate verified them: each `batches/*/steps.parquet` and
+`episodes.parquet` holds the recorded bytes (their digests are in `manifest.json`). This
+directory is read-only; a run that changes it is not recorded.
+
+```python
+import os, datasets
+data = os.environ["TRAJLEDGER_DATA_DIR"]
+steps = datasets.load_dataset(data, "steps", split="train")        # one row per step / message
+episodes = datasets.load_dataset(data, "episodes", split="train")  # one row per episode
+```
+
+`datasets` has no Arrow map type, so these columns are left out of the configs
+({skipped}); read them with `pyarrow.parquet.read_table`. Schema: trajledger's
+`schemas/rollout.v2.md`.
+"""
+    return text.encode("utf-8")
+
+
+def check_data_dir(data: DataDir, store: ObjectStore, *, what: str = "the data directory") -> None:
+    """Re-hash the data directory against what was written.
+
+    Steps:
+        1. List its regular files (a link or special file is a change).
+        2. Compare with the manifest: sizes, then digests (`verify.manifest.diff_tree`).
+        3. Put back each store object that was hard-linked to a changed file, from the verified
+           bytes (the link shared the object's inode).
+
+    Raises:
+        DataDirChangedError: a file was changed, removed or added (every one named).
+    """
+    from trajledger.ledger.files import collect_files
+    from trajledger.verify.manifest import diff_tree
+
+    # (1)
+    try:
+        files = collect_files([data.path])
+    except LedgerError as e:
+        problems = [str(e)]
+        diff = None
+    else:
+        # (2)
+        diff = diff_tree(data.manifest, files)
+        problems = diff.problems()
+    if not problems:
+        return
+    # (3)
+    repaired: list[str] = []
+    for rel, digest in sorted(data.linked.items()):
+        try:
+            store.check_object(digest)
+            continue
+        except (DigestMismatchError, StoreError):
+            pass
+        if digest in data.verified:
+            store.put_bytes(data.verified[digest])
+            repaired.append(f"{rel}: the store's object {digest[:19]}… shared the file and was "
+                            "changed with it; it was put back from the verified bytes")
+        else:
+            repaired.append(f"{rel}: the store's object {digest[:19]}… shared the file and was "
+                            "changed with it; restore it with 'trajledger fsck --repair --from "
+                            "BUNDLE|LEDGER'")
+    lines = [*problems, *repaired]
+    raise DataDirChangedError(
+        f"{what} was changed by the command: {len(problems)} problem(s); nothing was recorded\n"
+        + "\n".join(f"{data.path.name}/{p}" if diff is not None else p for p in lines),
+        problems,
+        repaired,
+    )
+
+
+def output_files(directory: Path) -> dict[str, Path]:
+    """The regular files under ``directory`` by ``/``-separated relative path.
+
+    Raises:
+        LedgerError: a link or special file (named), or an unreadable directory.
+    """
+    from trajledger.ledger.files import collect_files
+
+    if not any(directory.iterdir()):
+        return {}
+    return collect_files([directory])
+
+
+def check_output_dir(output: Path) -> None:
+    """An output directory given by the user must be new or empty (so that only what the
+    command writes is recorded).
+
+    Raises:
+        LedgerError: it is a file, a link, or holds anything.
+    """
+    if output.is_symlink() or (output.exists() and not output.is_dir()):
+        raise LedgerError(f"--output {output}: not a directory")
+    if output.is_dir() and any(output.iterdir()):
+        raise LedgerError(
+            f"--output {output}: not empty; give a new or empty directory, so that only what "
+            "the command writes is recorded"
+        )
+
+
+class Workspace:
+    """One command run's directories (see the module doc). Use as a context manager::
+
+        with Workspace(ledger.root / "tmp", ledger.store) as ws:
+            ws.add("TRAJLEDGER_DATA_DIR", lambda d: write_data_dir(d, store, ...), "data")
+            result = run_command(argv, env=ws.environment(os.environ), keep_logs=ws.logs)
+            ws.check()
+            files = ws.outputs()
+
+    Attributes:
+        output: the command's output directory (``TRAJLEDGER_OUTPUT_DIR``).
+        logs: where kept logs go.
+        inputs: the verified input directories by environment variable.
+    """
+
+    def __init__(self, parent: Path, store: ObjectStore, *, output: Path | None = None) -> None:
+        """Plan a workspace in ``parent``; ``output``: the user's output directory (checked by
+        `check_output_dir`), else a new one in the workspace."""
+        if output is not None:
+            check_output_dir(output)
+        self._parent = parent
+        self._store = store
+        self._given = output
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.root = Path()
+        self.output = Path()
+        self.logs = Path()
+        self.inputs: dict[str, DataDir] = {}
+
+    def __enter__(self) -> Workspace:
+        self._tmp = temp_dir(self._parent)
+        self.root = Path(self._tmp.name)
+        self.output = self._given if self._given is not None else self.root / "output"
+        self.output.mkdir(parents=True, exist_ok=True)
+        self.logs = self.root / "logs"
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for d in self.inputs.values():
+            remove_tree(d.path)
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def add(self, variable: str, write: Callable[[Path], DataDir], name: str) -> DataDir:
+        """Write an input directory ``name`` with ``write(path)``; the command finds it in
+        ``variable``."""
+        written = write(self.root / name)
+        self.inputs[variable] = written
+        return written
+
+    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
+        """``base`` without `HIDDEN_ENV`, with each input's variable and
+        ``TRAJLEDGER_OUTPUT_DIR``."""
+        env = {k: v for k, v in base.items() if k not in HIDDEN_ENV}
+        # Absolute: the command may change directory.
+        env.update({k: str(d.path.absolute()) for k, d in self.inputs.items()})
+        env["TRAJLEDGER_OUTPUT_DIR"] = str(self.output.absolute())
+        return env
+
+    def check(self) -> None:
+        """Re-hash every input (`check_data_dir`).
+
+        Raises:
+            DataDirChangedError: the first input that changed, every change named.
+        """
+        for variable, d in self.inputs.items():
+            check_data_dir(d, self._store, what=f"${variable} ({d.path})")
+
+    def outputs(self) -> dict[str, Path]:
+        """The output directory's files (`output_files`)."""
+        return output_files(self.output)
