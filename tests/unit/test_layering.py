@@ -598,21 +598,22 @@ def test_editable_install_imports_from_outside_the_repository(tmp_path: Path) ->
     here = [p for p in {sysconfig.get_paths()["purelib"], *site.getsitepackages()}
             if Path(p).is_dir()]
     Path(purelib, "outer.pth").write_text("\n".join(here) + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the clone, not a tree
     install = subprocess.run(
         [str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q",
          "--disable-pip-version-check", "-e", str(clone)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env,
     )
     assert install.returncode == 0, install.stderr
     code = ("import json, trajledger, trajledger.verify.errors, trajledger.ledger.errors, "
             "trajledger.runner; print(json.dumps([m.__file__ for m in (trajledger, "
             "trajledger.verify.errors, trajledger.ledger.errors, trajledger.runner)]))")
     out = subprocess.run([str(python), "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=120)
+                         timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     for file in json.loads(out.stdout):
         assert Path(file).resolve().is_relative_to(clone.resolve()), file
     version = subprocess.run([str(python), "-m", "trajledger", "--version"], cwd=tmp_path,
-                             capture_output=True, text=True, timeout=120)
+                             capture_output=True, text=True, timeout=120, env=env)
     assert version.returncode == 0, version.stderr
     assert "trajledger" in version.stdout
