@@ -79,7 +79,7 @@ def errors(kind: str, instance: Any) -> list[str]:
 def test_schema_is_valid_2020_12(name: str) -> None:
     schema = _load(name)
     Draft202012Validator.check_schema(schema)
-    kind, version = (name.split(".") + ["v1"])[:2]
+    kind, version = [*name.split("."), "v1"][:2]
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert schema["$id"] == f"https://trajledger.dev/schemas/{kind}.{version}.schema.json"
     assert f"https://trajledger.dev/attestation/{kind}/{version}" in schema["description"]
