@@ -262,6 +262,23 @@ def test_the_hf_card_loads_with_huggingface_hub(world: World, tmp_path: Path) ->
     assert again.read_bytes() == out.read_bytes()
 
 
+def test_the_python_api_writes_the_same_cards(world: World, tmp_path: Path) -> None:
+    from trajledger import Ledger as Api
+
+    api = Api.open(world.home)
+    for fmt in ("hf", "croissant"):
+        out = tmp_path / fmt
+        expect(world.card("grid@1", fmt, out), 0)
+        assert api.card("grid@1", fmt) == out.read_bytes()
+    with pytest.raises(ValueError, match="card format 'pdf', want one of hf, croissant"):
+        api.card("grid@1", "pdf")
+    card = world.root / "api.toml"
+    card.write_text(CARD.format(title="API rollouts"))
+    made = api.create_dataset("api", "1", "train", [world.batches[3]], key="vendor", card=card)
+    assert json.loads(api.card("api@1", "croissant"))["trajledger:provenance"]["dataset"][
+        "digest"] == made.digest
+
+
 def _blob_files(world: World, digest: str) -> list[Path]:
     store = Ledger.open(world.home).store
     manifest = json.loads(store.get(digest))
@@ -345,6 +362,25 @@ def test_a_revoked_dataset_gets_a_card_that_says_so(world: World, tmp_path: Path
     expect(world.card("gone@1", "croissant", croissant), 0)
     plan = json.loads(croissant.read_bytes())["rai:dataReleaseMaintenancePlan"]
     assert plan.endswith(f"Revoked (dataset gone@1, log index {index}): consent withdrawn")
+
+
+def test_a_revocation_anywhere_upstream_is_on_the_card(world: World, tmp_path: Path) -> None:
+    ledger = Ledger.open(world.home)
+    register_environment(ledger, "shaky", "1", world.vendor, source="tests")
+    batch = record_batch(ledger, rows(9), env="shaky@1", policy="random", signer=world.vendor,
+                         name="b9", licence="CC-BY-4.0").recorded.digest
+    world.create("shaky-data", [batch], "Shaky rollouts")
+    expect(run(world.home, "revoke", "shaky@1", "--key", "vendor", "--reason",
+               "simulator bug"), 0)
+    index = Ledger.open(world.home).log.size - 1
+    out = tmp_path / "README.md"
+    r = expect(world.card("shaky-data@1", "hf", out), 0)
+    assert r.stderr.splitlines()[0] == (
+        f"WARNING: environment shaky@1 is revoked: simulator bug (log index {index}); the card "
+        "says so")
+    revocations = DatasetCard.load(out).data.to_dict()["trajledger"]["revocations"]
+    assert [(x["about"], x["reason"]) for x in revocations] == [("environment shaky@1",
+                                                                  "simulator bug")]
 
 
 def test_changed_card_bytes_get_no_card(world: World, tmp_path: Path) -> None:

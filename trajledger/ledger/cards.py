@@ -490,8 +490,8 @@ class CardFacts:
             card was erased (``card_erased``).
         batches: the member batches, by digest.
         environments, evaluators: the versions the batches name, by digest.
-        approvals, revocations, erasures: verified status records about the dataset, its
-            batches, environments and evaluators.
+        approvals: verified approvals of the dataset and its batches.
+        revocations, erasures: verified ones of anything in the dataset's lineage.
         origin, size, root, vkey: the log checkpoint every record was verified under.
         policy: ``name``, ``serial`` and ``digest`` of the trust policy applied.
         data: ``hash`` (every blob re-hashed) or ``size`` (sizes only).
@@ -572,13 +572,15 @@ def _manifest_files(ledger: Ledger, digest: str) -> tuple[FileFacts, ...]:
     return tuple(FileFacts(f.path, f.size, f.digest, f.media_type) for f in manifest.files)
 
 
-def _status(verifier: LineageVerifier, subject: str, about: str) -> list[StatusFacts]:
-    """The verified approvals, revocations and erasures of ``subject`` (others are ignored, as
-    the verifier ignores them: not signed under the policy)."""
+def _status(
+    verifier: LineageVerifier, subject: str, about: str, kinds: tuple[str, ...]
+) -> list[StatusFacts]:
+    """The verified records of ``kinds`` (approval, revocation, erasure) about ``subject``
+    (others are left out, as verification ignores them: not signed under the policy)."""
     from trajledger.verify.lineage import Record
 
     out = []
-    for kind in ("approval", "revocation", "erasure"):
+    for kind in kinds:
         for i in verifier.records(subject, kind):
             r = verifier.record(i)
             if not isinstance(r, Record):
@@ -612,8 +614,9 @@ def dataset_card(
            that says so: that is what a buyer must learn).
         3. Collect the facts: the dataset's record and manifest, its producer card (read from
            the store against the digest its record names), each batch's record and files,
-           the environment and evaluator versions, the verified approvals, revocations and
-           erasures of each, and the log checkpoint and policy applied.
+           the environment and evaluator versions, the verified approvals of the dataset and
+           its batches, the verified revocations and erasures of anything in its lineage, and
+           the log checkpoint and policy applied.
 
     Raises:
         RefError: ``ref`` names no dataset (or several).
@@ -621,6 +624,7 @@ def dataset_card(
             listed, one per line).
         LedgerError: the store cannot be read.
     """
+    from trajledger.verify.kinds import KINDS
     from trajledger.verify.lineage import FAIL, LineageVerifier, Record
     from trajledger.verify.policy import policy_digest
 
@@ -660,7 +664,6 @@ def dataset_card(
     batches = []
     envs: dict[str, ArtifactRef] = {}
     evals: dict[str, ArtifactRef] = {}
-    status = _status(verifier, item.digest, f"dataset {ds.name}@{ds.version}")
     for b in ds.batches:
         brec = verifier.identity_record(b, "rollout-batch")
         assert isinstance(brec, Record) and isinstance(brec.predicate, RolloutBatch)
@@ -669,13 +672,21 @@ def dataset_card(
         files = _manifest_files(ledger, b) if ledger.store.exists(b) else ()
         batches.append(BatchFacts(b, name, brec.index, brec.entry.time,
                                   tuple(sorted(brec.signers)), bp, files))
-        status += _status(verifier, b, f"rollout-batch {name}")
         envs[bp.environment.digest] = bp.environment
         if bp.evaluator is not None:
             evals[bp.evaluator.digest] = bp.evaluator
-    for kind, refs in (("environment", envs), ("evaluator", evals)):
-        for d, r in sorted(refs.items()):
-            status += _status(verifier, d, f"{kind} {r.name}@{r.version}")
+    # Approvals of the dataset and its batches; revocations and erasures of anything in the
+    # lineage (a revoked checkpoint that generated a batch taints the data too).
+    status: list[StatusFacts] = []
+    for node in report.nodes.values():
+        if node.kind not in KINDS:
+            continue  # the log
+        ref = f"{node.name}@{node.version}" if node.version else node.name or node.id[:19] + "…"
+        near = node.id == item.digest or node.id in ds.batches
+        status += _status(verifier, node.id, f"{node.kind} {ref}",
+                          ("approval", "revocation", "erasure") if near
+                          else ("revocation", "erasure"))
+    status.sort(key=lambda x: x.index)
     return CardFacts(
         digest=item.digest,
         dataset=ds,

@@ -702,9 +702,11 @@ class Ledger:
         """``trajledger card``: the dataset's card as a Hugging Face ``README.md`` (``hf``) or a
         Croissant JSON-LD file (``croissant``), from its verified records; see
         `trajledger.ledger.cards.dataset_card` and `trajledger.ledger.card_formats.render`."""
-        from .card_formats import render
+        from .card_formats import FORMATS, render
         from .cards import dataset_card
 
+        if fmt not in FORMATS:
+            raise ValueError(f"card format {fmt!r}, want one of {', '.join(FORMATS)}")
         facts = dataset_card(self, ref, self.policy(policy), data="size" if skip_data else "hash")
         return render(facts, fmt)
 
