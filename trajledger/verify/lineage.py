@@ -47,13 +47,7 @@ from typing import Any, NamedTuple
 from .checkpoint import Checkpoint, check_consistent, verify_checkpoint, verify_cosignatures
 from .digest import digest_bytes, hash_file, parse_digest, result_of
 from .dsse import Envelope
-from .errors import (
-    FormatError,
-    PolicyError,
-    ProvenanceError,
-    SignatureError,
-    VerificationError,
-)
+from .errors import FormatError, PolicyError, ProvenanceError, SignatureError, VerificationError
 from .evidence import Evidence
 from .kinds import CHECKPOINT_ROLES, KINDS, NAMED, Dependency, Kind, Signing, name_version
 from .log_entry import LogEntry
@@ -697,8 +691,9 @@ class LineageVerifier:
         kind = KINDS[entry.kind]
         try:
             # (3)
-            ptypes = [t for t in kind.predicate_types if t in self.policy.allowed_predicate_types]
-            if not ptypes:
+            ptypes = kind.predicate_types
+            allowed = self.policy.allowed_predicate_types
+            if not any(t in allowed for t in ptypes):
                 raise VerificationError(
                     f"log entry {index}: predicate type {' or '.join(kind.predicate_types)} is "
                     "not allowed by the policy"
@@ -748,10 +743,11 @@ class LineageVerifier:
                 hint = f"; {'; '.join(notes)}" if notes else ""
                 signed_by = self._signed_by(envelope, kind.roles, index, entry.time)
                 raise SignatureError(f"{e}; {signed_by}{hint}") from e
-            except PolicyError as e:  # a version of the kind's predicate the policy does not allow
-                raise PolicyError(f"{e}: the policy's allowed_predicate_types has "
-                                  f"{' and '.join(ptypes)} of this kind; add it to accept "
-                                  "such records") from e
+            if statement.predicate_type not in allowed:  # a version the policy does not allow
+                raise PolicyError(
+                    f"{what}: predicate type {statement.predicate_type} is not allowed by the "
+                    "policy; add it to allowed_predicate_types to accept such records"
+                )
             # (4)
             signers = frozenset(k.keyid for k in key_signers)
             if not signers <= set(entry.signers):

@@ -17,8 +17,8 @@ looking things up (then the lookup's result is verified before it is believed).
 Conventions: camelCase as in in-toto and SLSA; times ``YYYY-MM-DDTHH:MM:SSZ`` (`verify.times`);
 digests ``sha256:<hex>`` strings (SLSA ResourceDescriptors use ``{"sha256": hex}``); counts that
 can exceed 2^53 are decimal strings; no NaN or infinity (JSON has none).
-Spec: ``schemas/<kind>.v1.schema.json`` (``dataset.v2.schema.json``), SLSA Provenance v1 (https://slsa.dev/spec/v1.0/provenance),
-in-toto ResourceDescriptor v1.
+Spec: ``schemas/<kind>.v1.schema.json`` (and ``dataset.v2.schema.json``), SLSA Provenance v1
+(https://slsa.dev/spec/v1.0/provenance), in-toto ResourceDescriptor v1.
 """
 
 from __future__ import annotations

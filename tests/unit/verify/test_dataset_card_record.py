@@ -254,6 +254,5 @@ def test_a_policy_without_v2_fails_the_record_and_says_how_to_allow_it(tmp_path:
     (status, detail), = checks(world.verify(digest), digest, "record")
     assert status == FAIL
     assert detail == (
-        f"dataset record {size}: predicateType '{predicates.DATASET_V2}' is not allowed here: "
-        f"the policy's allowed_predicate_types has {predicates.DATASET} of this kind; add it to "
-        "accept such records")
+        f"dataset record {size}: predicate type {predicates.DATASET_V2} is not allowed by the "
+        "policy; add it to allowed_predicate_types to accept such records")
