@@ -176,7 +176,7 @@ def _keys(keyids: Iterable[str]) -> str:
 
 
 def _ref(r: Any) -> str:
-    return f"{r.name}@{r.version} (`{_short(r.digest)}`)"
+    return f"{_cell(r.name)}@{_cell(r.version)} (`{_short(r.digest)}`)"
 
 
 def _size_category(n: int) -> str:
