@@ -362,6 +362,13 @@ def dataset() -> None:
     help="Member batch (digest or prefix); repeatable.",
 )
 @click.option("--purpose", default="train", show_default=True, help="Purpose approvals must name.")
+@click.option(
+    "--card",
+    "card_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The producer's card (TOML: description, collection, consent, retention, personal "
+    "information, uses, access; docs/cards.md), signed with the dataset.",
+)
 @click.option("--key", required=True, help="Signing key (a producer).")
 @pass_ctx
 def dataset_create(
@@ -371,16 +378,25 @@ def dataset_create(
     split: str,
     batches: tuple[str, ...],
     purpose: str,
+    card_file: Path | None,
     key: str,
 ) -> None:
     """Record dataset NAME at --version; prints its digest.
 
     Refuses a batch already in a dataset of another split, and an episode that exactly
     duplicates one on the other side (train vs holdout / regression); reports duplicate
-    episodes within the dataset and near duplicates across splits.
+    episodes within the dataset and near duplicates across splits. With --card, the card is
+    checked first (every problem listed) and its digest signed in the dataset's record; write
+    it out for others with 'trajledger card NAME@VERSION --format hf|croissant'.
+
+    Example: trajledger dataset create cartpole --version 1 --split train --batch 3f9c
+    --card card.toml --key vendor
     """
+    from .cards import ProducerCard
+
+    card = ProducerCard.from_file(card_file) if card_file is not None else None
     result = ctx.ledger().create_dataset(
-        name, version, split, batches, key=_signer(ctx, key), purpose=purpose
+        name, version, split, batches, key=_signer(ctx, key), purpose=purpose, card=card
     )
     for d in result.duplicate_episodes[:20]:
         warn(d)
@@ -391,8 +407,9 @@ def dataset_create(
     if len(result.near_duplicates) > 20:
         warn(f"... and {len(result.near_duplicates) - 20} more near duplicates across splits")
     ok(
-        f"dataset {name}@{version} ({split}, {len(result.batches)} batch(es)) recorded at log "
-        f"index {result.recorded.index}"
+        f"dataset {name}@{version} ({split}, {len(result.batches)} batch(es)"
+        + (f", card {card.digest[:19]}…" if card is not None else "")
+        + f") recorded at log index {result.recorded.index}"
     )
     click.echo(result.recorded.digest)
 

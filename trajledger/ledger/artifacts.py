@@ -23,9 +23,11 @@ from trajledger.verify import predicates
 from trajledger.verify.errors import FormatError, PolicyError
 from trajledger.verify.kinds import name_version
 from trajledger.verify.predicates import (
+    CARD_PATH,
     SPLITS,
     ArtifactRef,
     Dataset,
+    DatasetV2,
     Environment,
     Evaluator,
     RolloutBatch,
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from trajledger.verify.digest import FileDigest
     from trajledger.verify.statement import Statement
 
+    from .cards import ProducerCard
     from .home import Ledger
     from .rollouts.formats import ReaderOptions
 
@@ -617,11 +620,13 @@ def create_dataset(
     signer: Signer,
     *,
     purpose: str = "train",
+    card: ProducerCard | None = None,
 ) -> DatasetResult:
-    """Record a dataset: a named, versioned set of batches in one split.
+    """Record a dataset: a named, versioned set of batches in one split, with its card.
 
     Steps:
-        1. Check the metadata; refuse NAME@VERSION already recorded; resolve every batch.
+        1. Check the metadata; refuse NAME@VERSION already recorded; resolve every batch;
+           with a card, check the policy in force accepts ``dataset/v2`` records.
         2. Refuse a batch already in a dataset of another split (train / holdout / regression
            must never share data). A dataset whose record cannot be read fails the check:
            its split is unknown, so sharing cannot be ruled out.
@@ -630,11 +635,13 @@ def create_dataset(
            regression) with the audit index: an exact duplicate episode is refused (the same
            episode would be both trained on and held out); near duplicates are reported. The
            index is derived data: it can only add refusals, never admit anything.
-        5. Record the dataset (its manifest lists one descriptor file, ``dataset.json``).
+        5. Record the dataset: its manifest lists a descriptor file, ``dataset.json``, and
+           with a card ``card.json`` (the card's canonical bytes), whose digest the
+           ``dataset/v2`` predicate names (without a card, a ``dataset/v1`` predicate).
 
     Raises:
         PolicyError: a batch is in another split, an episode exactly duplicates one on the
-            other side, or NAME@VERSION exists.
+            other side, NAME@VERSION exists, or the policy does not allow cards.
         FormatError: an unknown split, an empty name, version or batch list.
         RefError: a batch reference resolves to nothing or to several batches.
         LedgerError: a dataset record or a batch file cannot be read.
@@ -652,9 +659,18 @@ def create_dataset(
         raise FormatError(
             f"dataset {name}@{version}: split {split!r}, want one of {', '.join(SPLITS)}"
         )
-    predicate = Dataset(name, version, split, tuple(digests), purpose).written(
-        f"dataset {name}@{version}"
-    )
+    if card is None:
+        ptype = predicates.DATASET
+        predicate = Dataset(name, version, split, tuple(digests), purpose).written(
+            f"dataset {name}@{version}"
+        )
+    else:
+        from .cards import check_policy_allows_cards
+
+        check_policy_allows_cards(ledger, f"dataset {name}@{version}")
+        ptype = predicates.DATASET_V2
+        predicate = DatasetV2(name, version, split, tuple(digests), purpose,
+                              card=card.digest).written(f"dataset {name}@{version}")
     # (2) The datasets listing these batches (through the index, not every dataset), and every
     # dataset whose envelope could not be read (it could list them).
     state = ledger.trust_state()
@@ -713,9 +729,10 @@ def create_dataset(
             "dataset.json",
             {"name": name, "version": version, "split": split, "batches": digests},
         )
-        recorded = record_files(
-            ledger, found, signer, predicates.DATASET, predicate, name=f"{name}@{version}"
-        )
+        if card is not None:
+            found[CARD_PATH] = Path(tmp) / CARD_PATH
+            found[CARD_PATH].write_bytes(card.canonical_bytes())
+        recorded = record_files(ledger, found, signer, ptype, predicate, name=f"{name}@{version}")
     return DatasetResult(recorded, tuple(batches), duplicates, near)
 
 

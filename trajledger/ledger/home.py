@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from trajledger.verify.policy import TrustPolicy
 
     from .artifacts import BatchResult, DatasetResult
+    from .cards import ProducerCard
     from .exchange import ExportResult, ImportResult
     from .keys import Signer
     from .log import Log
@@ -678,11 +679,36 @@ class Ledger:
         *,
         key: str | Signer,
         purpose: str = "train",
+        card: Path | ProducerCard | None = None,
     ) -> DatasetResult:
-        """``trajledger dataset create``: see `trajledger.ledger.artifacts.create_dataset`."""
+        """``trajledger dataset create``: see `trajledger.ledger.artifacts.create_dataset`;
+        ``card`` is a ``card.toml`` file or a `ProducerCard` (`trajledger.ledger.cards`)."""
         from .artifacts import create_dataset
+        from .cards import ProducerCard
 
-        return create_dataset(self, name, version, split, batches, self._key(key), purpose=purpose)
+        if card is not None and not isinstance(card, ProducerCard):
+            card = ProducerCard.from_file(Path(card))
+        return create_dataset(self, name, version, split, batches, self._key(key),
+                              purpose=purpose, card=card)
+
+    def card(
+        self,
+        ref: str,
+        fmt: str = "hf",
+        *,
+        policy: str | Path | TrustPolicy | None = None,
+        skip_data: bool = False,
+    ) -> bytes:
+        """``trajledger card``: the dataset's card as a Hugging Face ``README.md`` (``hf``) or a
+        Croissant JSON-LD file (``croissant``), from its verified records; see
+        `trajledger.ledger.cards.dataset_card` and `trajledger.ledger.card_formats.render`."""
+        from .card_formats import FORMATS, render
+        from .cards import dataset_card
+
+        if fmt not in FORMATS:
+            raise ValueError(f"card format {fmt!r}, want one of {', '.join(FORMATS)}")
+        facts = dataset_card(self, ref, self.policy(policy), data="size" if skip_data else "hash")
+        return render(facts, fmt)
 
     def approve(
         self,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from trajledger.ledger import artifact_cli, exchange_cli, fsck_cli, index_cli
+from trajledger.ledger import artifact_cli, card_cli, exchange_cli, fsck_cli, index_cli
 from trajledger.ledger import cli as ledger_cli
 from trajledger.ledger.clikit import Context, Group, default_home
 
@@ -53,6 +53,7 @@ def main(ctx: click.Context, home: Path | None, verbose: bool, quiet: bool) -> N
 for _command in [
     *ledger_cli.COMMANDS,
     *artifact_cli.COMMANDS,
+    *card_cli.COMMANDS,
     *runner_commands.COMMANDS,
     *lineage_cli.COMMANDS,
     *index_cli.COMMANDS,

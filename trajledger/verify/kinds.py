@@ -9,7 +9,9 @@ Scope: for each kind a log entry can have, the one definition every part of traj
   fail closed);
 - its edges in the lineage: the artifacts it depends on, each with a role, read from its typed
   predicate (`Kind.dependencies`); and the digests it lists for a status lookup (a dataset's
-  batches, an erasure's deleted blobs: `Kind.listed`).
+  batches, an erasure's deleted blobs: `Kind.listed`);
+- the later versions of its predicate it also reads (a dataset with a card, ``dataset/v2``),
+  and the files of its manifest its predicate names as documents (the card: `Kind.documents`).
 
 Adding a kind means adding its predicate in ``predicates.py`` and one `Kind` here.
 Non-scope: verifying anything (``verify.lineage`` does, using these definitions).
@@ -128,6 +130,14 @@ def _nothing_listed(pred: Any) -> tuple[str, ...]:
     return ()
 
 
+def _dataset_documents(pred: Any) -> dict[str, str]:
+    return {p.CARD_PATH: pred.card} if isinstance(pred, p.DatasetV2) else {}
+
+
+def _no_documents(pred: Any) -> dict[str, str]:
+    return {}
+
+
 @dataclass(frozen=True)
 class Kind:
     """One kind of log entry.
@@ -143,6 +153,8 @@ class Kind:
             policy, a holdout dataset): its envelope must be present and intact, else every
             decision it could affect fails (fail closed).
         lineage: it is a node of the lineage (an artifact), not a record about one.
+        versions: later versions of its predicate, also read (each a subclass of
+            ``predicate`` with its own type URI); writers choose one.
     """
 
     name: str
@@ -155,23 +167,38 @@ class Kind:
     lineage: bool
     _deps: Callable[[Any], list[Dependency]] = _no_deps
     _listed: Callable[[Any], tuple[str, ...]] = _nothing_listed
+    versions: tuple[type[p.Predicate], ...] = ()
+    _documents: Callable[[Any], dict[str, str]] = _no_documents
 
     @property
     def predicate_type(self) -> str:
-        """The predicate type URI statements of this kind carry."""
+        """The predicate type URI of its first version (what most writers write)."""
         return self.predicate.TYPE
 
+    @property
+    def predicate_types(self) -> tuple[str, ...]:
+        """Every predicate type URI a statement of this kind may carry, oldest first."""
+        return tuple(c.TYPE for c in (self.predicate, *self.versions))
+
     def read(self, statement: Statement, what: str) -> p.Predicate:
-        """The statement's predicate as this kind's typed predicate.
+        """The statement's predicate as this kind's typed predicate (of its version).
 
         Raises:
             FormatError: another predicate type, or a malformed predicate.
         """
-        if statement.predicate_type != self.predicate_type:
-            raise FormatError(
-                f"{what}: predicate type {statement.predicate_type}, want {self.predicate_type}"
-            )
-        return self.predicate.from_predicate(statement.predicate, what)
+        for cls in (self.predicate, *self.versions):
+            if statement.predicate_type == cls.TYPE:
+                return cls.from_predicate(statement.predicate, what)
+        raise FormatError(
+            f"{what}: predicate type {statement.predicate_type}, want "
+            + " or ".join(self.predicate_types)
+        )
+
+    def documents(self, predicate: p.Predicate) -> dict[str, str]:
+        """The files of its manifest the predicate names as documents, ``{path: digest}`` (a
+        dataset's card): verifiers read them whole and check them against the signed digest,
+        so every export carries them, with data or without."""
+        return self._documents(predicate)
 
     def dependencies(self, predicate: p.Predicate) -> list[Dependency]:
         """The lineage edges this artifact's predicate names (its upstream)."""
@@ -198,7 +225,7 @@ KINDS: Mapping[str, Kind] = {
         _K("rollout-batch", p.RolloutBatch, ("producer",), Signing.THRESHOLD, True, True, False,
            True, _batch_deps),
         _K("dataset", p.Dataset, ("producer",), Signing.THRESHOLD, True, True, True, True,
-           _dataset_deps, _dataset_listed),
+           _dataset_deps, _dataset_listed, (p.DatasetV2,), _dataset_documents),
         _K("checkpoint", p.Provenance, ("trainer",), Signing.THRESHOLD, True, True, False, True,
            _checkpoint_deps),
         _K("approval", p.Approval, ("approver",), Signing.PER_RECORD, False, False, False, False),
@@ -217,10 +244,11 @@ KINDS: Mapping[str, Kind] = {
 """Every kind, by entry kind name."""
 
 BY_PREDICATE_TYPE: dict[str, Kind] = {}
-"""Kinds by predicate type. SLSA provenance is a checkpoint (``files`` and the others are one
-kind each); a predicate type maps to the first kind that declares it."""
+"""Kinds by predicate type (every version). SLSA provenance is a checkpoint (``files`` and the
+others are one kind each); a predicate type maps to the first kind that declares it."""
 for _kind in KINDS.values():
-    BY_PREDICATE_TYPE.setdefault(_kind.predicate_type, _kind)
+    for _type in _kind.predicate_types:
+        BY_PREDICATE_TYPE.setdefault(_type, _kind)
 
 NAMED = frozenset(k.name for k in KINDS.values() if k.named)
 """Kinds users refer to by name (artifacts, policies, imports)."""

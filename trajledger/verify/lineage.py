@@ -47,7 +47,7 @@ from typing import Any, NamedTuple
 from .checkpoint import Checkpoint, check_consistent, verify_checkpoint, verify_cosignatures
 from .digest import digest_bytes, hash_file, parse_digest, result_of
 from .dsse import Envelope
-from .errors import FormatError, ProvenanceError, SignatureError, VerificationError
+from .errors import FormatError, PolicyError, ProvenanceError, SignatureError, VerificationError
 from .evidence import Evidence
 from .kinds import CHECKPOINT_ROLES, KINDS, NAMED, Dependency, Kind, Signing, name_version
 from .log_entry import LogEntry
@@ -59,6 +59,7 @@ from .merkle import leaf_hash, verify_inclusion
 from .note import verifier_from_vkey
 from .policy import KEY_ROLES, Identity, TrustPolicy
 from .predicates import (
+    CARD_MAX_BYTES,
     Approval,
     Dataset,
     Erasure,
@@ -690,10 +691,12 @@ class LineageVerifier:
         kind = KINDS[entry.kind]
         try:
             # (3)
-            ptype = kind.predicate_type
-            if ptype not in self.policy.allowed_predicate_types:
+            ptypes = kind.predicate_types
+            allowed = self.policy.allowed_predicate_types
+            if not any(t in allowed for t in ptypes):
                 raise VerificationError(
-                    f"log entry {index}: predicate type {ptype} is not allowed by the policy"
+                    f"log entry {index}: predicate type {' or '.join(kind.predicate_types)} is "
+                    "not allowed by the policy"
                 )
             keys, idents, threshold, revoked = self._signing_keys(kind, index, entry.time)
             if not keys and not idents and not revoked:
@@ -727,19 +730,24 @@ class LineageVerifier:
                     )
                 if need:
                     verified = verify_statement(
-                        envelope, keys, allowed_predicate_types={ptype}, threshold=need,
+                        envelope, keys, allowed_predicate_types=ptypes, threshold=need,
                         subject_digest=entry.subject, what=what,
                     )
                     statement, key_signers = verified.statement, verified.signers
                 else:
                     statement, key_signers = unsigned_statement(
-                        envelope, allowed_predicate_types={ptype}, subject_digest=entry.subject,
+                        envelope, allowed_predicate_types=ptypes, subject_digest=entry.subject,
                         what=what,
                     ), ()
             except SignatureError as e:
                 hint = f"; {'; '.join(notes)}" if notes else ""
                 signed_by = self._signed_by(envelope, kind.roles, index, entry.time)
                 raise SignatureError(f"{e}; {signed_by}{hint}") from e
+            if statement.predicate_type not in allowed:  # a version the policy does not allow
+                raise PolicyError(
+                    f"{what}: predicate type {statement.predicate_type} is not allowed by the "
+                    "policy; add it to allowed_predicate_types to accept such records"
+                )
             # (4)
             signers = frozenset(k.keyid for k in key_signers)
             if not signers <= set(entry.signers):
@@ -897,7 +905,7 @@ class LineageVerifier:
         # (3)
         k = KINDS[kind]
         if k.files:
-            self._check_files(digest, node, erased, rec.statement)
+            self._check_files(digest, node, erased, rec.statement, k.documents(rec.predicate))
         elif erased is not None:
             node.add("erased", ERASED, _erasure_note(erased))
         self._deps[digest] = [
@@ -926,7 +934,12 @@ class LineageVerifier:
                 self.dataset_use(node, dep.digest, rec)
 
     def _check_files(
-        self, digest: str, node: Node, erased: Record | None, statement: Statement
+        self,
+        digest: str,
+        node: Node,
+        erased: Record | None,
+        statement: Statement,
+        documents: dict[str, str],
     ) -> None:
         raw = self.evidence.blob(digest)
         if raw is None:
@@ -945,11 +958,15 @@ class LineageVerifier:
         except ProvenanceError as e:
             node.fail("files", str(e))
             return
+        for path, want in documents.items():
+            self._check_document(node, manifest, path, want)
         gone = 0
         by_other: dict[int, Record] = {}
         present = 0
         absent = 0
         for f in manifest.files:
+            if documents.get(f.path) == f.digest:
+                continue  # read whole and checked above
             if self.evidence.omitted(f.digest):
                 absent += 1
                 continue
@@ -995,6 +1012,46 @@ class LineageVerifier:
         if absent:
             node.add("data", INFO, f"{absent} data blob(s) not present here (exported without "
                      "data): their digests are bound by the manifest, their bytes not checked")
+
+    def _check_document(self, node: Node, manifest: Manifest, path: str, digest: str) -> None:
+        """Check a file the signed predicate names as a document (a dataset's card).
+
+        Steps:
+            1. The manifest lists ``path`` with the digest the predicate names.
+            2. It is at most `CARD_MAX_BYTES`; its blob is present (or deleted by a verified
+               erasure) with the listed size.
+            3. Its bytes, read whole (so an export carries them even without data), hash to
+               the digest.
+        """
+        # (1)
+        listed = next((f for f in manifest.files if f.path == path), None)
+        if listed is None or listed.digest != digest:
+            node.fail(path, f"the signed record names {path} {_short(digest)}, the manifest "
+                      + (f"lists {_short(listed.digest)}" if listed else "does not list it"))
+            return
+        # (2)
+        if listed.size > CARD_MAX_BYTES:
+            node.fail(path, f"{listed.size} bytes, want at most {CARD_MAX_BYTES}")
+            return
+        size = self.evidence.blob_size(digest)
+        data = self.evidence.blob(digest) if size == listed.size else None
+        if size is None or (data is None and size == listed.size):
+            by = self.erased_blob(digest)
+            if by is not None:
+                node.add(path, ERASED, _erasure_note(by, f"{path} deleted"))
+            else:
+                node.fail(path, f"blob {_short(digest)} is missing (exports carry it, with "
+                          "data or without)")
+            return
+        if data is None:
+            node.fail(path, f"tampered: {size} bytes, want {listed.size} (blob {_short(digest)})")
+            return
+        # (3)
+        got = digest_bytes(data)
+        if got != digest:
+            node.fail(path, f"tampered: content hashes to {_short(got)}, want {_short(digest)}")
+            return
+        node.add(path, OK, f"{listed.size} bytes, the digest its signed record names")
 
     def _hash_blob(self, digest: str, size: int, stop: threading.Event) -> str | None:
         path = self.evidence.blob_path(digest)

@@ -17,8 +17,8 @@ looking things up (then the lookup's result is verified before it is believed).
 Conventions: camelCase as in in-toto and SLSA; times ``YYYY-MM-DDTHH:MM:SSZ`` (`verify.times`);
 digests ``sha256:<hex>`` strings (SLSA ResourceDescriptors use ``{"sha256": hex}``); counts that
 can exceed 2^53 are decimal strings; no NaN or infinity (JSON has none).
-Spec: ``schemas/<kind>.v1.schema.json``, SLSA Provenance v1 (https://slsa.dev/spec/v1.0/provenance),
-in-toto ResourceDescriptor v1.
+Spec: ``schemas/<kind>.v1.schema.json`` (and ``dataset.v2.schema.json``), SLSA Provenance v1
+(https://slsa.dev/spec/v1.0/provenance), in-toto ResourceDescriptor v1.
 """
 
 from __future__ import annotations
@@ -36,8 +36,11 @@ from .times import parse_time
 __all__ = [
     "ALL",
     "APPROVAL",
+    "CARD_MAX_BYTES",
+    "CARD_PATH",
     "CHECKPOINT",
     "DATASET",
+    "DATASET_V2",
     "ENVIRONMENT",
     "ERASURE",
     "EVALUATOR",
@@ -55,6 +58,7 @@ __all__ = [
     "Approval",
     "ArtifactRef",
     "Dataset",
+    "DatasetV2",
     "Environment",
     "Erasure",
     "Evaluator",
@@ -77,6 +81,8 @@ ENVIRONMENT = PROJECT_PREFIX + "environment/v1"
 EVALUATOR = PROJECT_PREFIX + "evaluator/v1"
 ROLLOUT_BATCH = PROJECT_PREFIX + "rollout-batch/v1"
 DATASET = PROJECT_PREFIX + "dataset/v1"
+DATASET_V2 = PROJECT_PREFIX + "dataset/v2"
+"""A dataset with its card (`DatasetV2`); datasets without one are still written as v1."""
 APPROVAL = PROJECT_PREFIX + "approval/v1"
 REVOCATION = PROJECT_PREFIX + "revocation/v1"
 ERASURE = PROJECT_PREFIX + "erasure/v1"
@@ -94,6 +100,7 @@ ALL = frozenset(
         EVALUATOR,
         ROLLOUT_BATCH,
         DATASET,
+        DATASET_V2,
         APPROVAL,
         REVOCATION,
         ERASURE,
@@ -528,7 +535,13 @@ class Dataset(Predicate):
         split = r.choice("split", SPLITS)
         purpose = r.text("purpose", required=False) or "train"
         batches = r.digests("batches", non_empty=True)
-        return cls(name, version, split, tuple(sorted(batches)), purpose, _manifest(r))
+        return cls(name, version, split, tuple(sorted(batches)), purpose, _manifest(r),
+                   **cls._read_more(r))
+
+    @classmethod
+    def _read_more(cls, r: _Reader) -> dict[str, Any]:
+        """The fields a later version adds (none in v1)."""
+        return {}
 
     def _fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -541,6 +554,30 @@ class Dataset(Predicate):
         if self.manifest is not None:
             out["manifest"] = self.manifest.to_json()
         return out
+
+
+CARD_PATH = "card.json"
+"""The manifest path of a dataset's card (``schemas/card.v1.schema.json``)."""
+CARD_MAX_BYTES = 1 << 20
+"""A card's largest size: writers refuse a larger one; verifiers read it whole, so a larger
+one fails without being read."""
+
+
+@dataclass(frozen=True)
+class DatasetV2(Dataset):
+    """``dataset/v2``: a dataset (every field of v1) with its card: ``card`` is the digest of
+    the producer's card (``card.json`` in the dataset's manifest), so the signed record names
+    the exact card bytes and verifiers check them (`verify.kinds.Kind.documents`)."""
+
+    TYPE: ClassVar[str] = DATASET_V2
+    card: str = field(kw_only=True)
+
+    @classmethod
+    def _read_more(cls, r: _Reader) -> dict[str, Any]:
+        return {"card": str(r.digest("card"))}
+
+    def _fields(self) -> dict[str, Any]:
+        return {**super()._fields(), "card": self.card}
 
 
 # -- status records ------------------------------------------------------------------------------

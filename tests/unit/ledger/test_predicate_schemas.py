@@ -1,8 +1,8 @@
 """The JSON Schemas of the project predicates describe what ``ledger/`` writes.
 
-1. Each schema in ``schemas/<kind>.v1.schema.json`` is valid JSON Schema 2020-12 with the
-   expected ``$id``, and each project predicate type has one (except ``files``, covered by
-   ``tests/unit/verify/test_schemas.py``, and ``import``, not written yet).
+1. Each schema in ``schemas/<kind>.v<N>.schema.json`` is valid JSON Schema 2020-12 with the
+   expected ``$id``, and each project predicate type (each version) has one (except ``files``,
+   covered by ``tests/unit/verify/test_schemas.py``, and ``import``, not written yet).
 2. What the typed predicates of ``verify/predicates.py`` write (minimal and full) validates,
    and reading then writing a predicate gives it back unchanged.
 3. What a ledger actually records (the predicates inside the signed envelopes: manifests
@@ -41,19 +41,30 @@ KINDS = (
     "trust-policy",
     "model-signature",
 )
+LATER = ("dataset.v2",)
+"""Later versions of a predicate: ``<kind>.v<N>`` (the schema of ``<kind>/v<N>``)."""
 D = "sha256:" + "ab" * 32
 T = "2025-01-02T03:04:05Z"
 
 
 def _load(name: str) -> dict[str, Any]:
-    schema: dict[str, Any] = json.loads((SCHEMAS / f"{name}.v1.schema.json").read_text("utf-8"))
+    """The schema of ``kind`` (version 1) or ``kind.vN``."""
+    stem = name if ".v" in name else f"{name}.v1"
+    schema: dict[str, Any] = json.loads((SCHEMAS / f"{stem}.schema.json").read_text("utf-8"))
     return schema
+
+
+def schema_of(predicate_type: str) -> str:
+    """The schema name (`_load`) of a project predicate type."""
+    kind, version = predicate_type.removeprefix(predicates.PROJECT_PREFIX).rsplit("/", 1)
+    return kind if version == "v1" else f"{kind}.{version}"
 
 
 SPACE = json.loads((SCHEMAS / "rollout-space.v2.schema.json").read_text("utf-8"))
 REGISTRY = Registry().with_resources(
     [
-        *((_load(n)["$id"], Resource.from_contents(_load(n))) for n in (*KINDS, "manifest")),
+        *((_load(n)["$id"], Resource.from_contents(_load(n)))
+          for n in (*KINDS, *LATER, "manifest")),
         (SPACE["$id"], Resource.from_contents(SPACE)),
     ]
 )
@@ -64,22 +75,23 @@ def errors(kind: str, instance: Any) -> list[str]:
     return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in v.iter_errors(instance)]
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_schema_is_valid_2020_12(kind: str) -> None:
-    schema = _load(kind)
+@pytest.mark.parametrize("name", (*KINDS, *LATER))
+def test_schema_is_valid_2020_12(name: str) -> None:
+    schema = _load(name)
     Draft202012Validator.check_schema(schema)
+    kind, version = [*name.split("."), "v1"][:2]
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert schema["$id"] == f"https://trajledger.dev/schemas/{kind}.v1.schema.json"
-    assert f"https://trajledger.dev/attestation/{kind}/v1" in schema["description"]
+    assert schema["$id"] == f"https://trajledger.dev/schemas/{kind}.{version}.schema.json"
+    assert f"https://trajledger.dev/attestation/{kind}/{version}" in schema["description"]
 
 
 def test_every_project_predicate_has_a_schema() -> None:
     project = {
-        u.removeprefix(predicates.PROJECT_PREFIX).removesuffix("/v1")
+        schema_of(u)
         for u in predicates.ALL
         if u.startswith(predicates.PROJECT_PREFIX)
     }
-    assert project - {"files", "import"} == set(KINDS)
+    assert project - {"files", "import"} == {*KINDS, *LATER}
 
 
 REF = {"name": "cartpole", "version": "1", "digest": D}
@@ -201,6 +213,11 @@ MODELS: list[tuple[str, Any, dict[str, Any]]] = [
         predicates.Dataset,
         {"name": "d", "version": "1", "split": "holdout", "batches": [D]},
     ),
+    (
+        "dataset.v2",
+        predicates.DatasetV2,
+        {"name": "d", "version": "1", "split": "train", "batches": [D], "card": D},
+    ),
     ("approval", predicates.Approval, {"purpose": "train", "approvedAt": T, "expires": T}),
     (
         "approval",
@@ -221,13 +238,16 @@ MODELS: list[tuple[str, Any, dict[str, Any]]] = [
 def test_typed_predicates_write_what_the_schema_describes(
     kind: str, model: Any, fields: dict[str, Any]
 ) -> None:
-    assert REGISTRY_KINDS[kind].predicate is model
+    registry = REGISTRY_KINDS[kind.split(".")[0]]
+    assert model in (registry.predicate, *registry.versions)
+    assert schema_of(model.TYPE) == kind
     typed = model.from_predicate(fields)
     emitted = typed.written()
     assert errors(kind, emitted) == []
     # Known fields are written in one normal form: a dataset's purpose and a batch's seeds have
     # defaults; everything else comes back as it was.
-    defaults = {"dataset": {"purpose": "train"}, "rollout-batch": {"seeds": []}}.get(kind, {})
+    defaults = {"dataset": {"purpose": "train"}, "dataset.v2": {"purpose": "train"},
+                "rollout-batch": {"seeds": []}}.get(kind, {})
     assert emitted == {**defaults, **fields}
 
 
@@ -243,6 +263,11 @@ def test_typed_predicates_write_what_the_schema_describes(
             "dataset",
             {"name": "d", "version": "1", "split": "train", "purpose": "t", "batches": []},
             "batches: [] should be non-empty",
+        ),
+        (
+            "dataset.v2",
+            {"name": "d", "version": "1", "split": "train", "purpose": "t", "batches": [D]},
+            "'card' is a required property",
         ),
         (
             "approval",
@@ -319,6 +344,11 @@ vkeys = ["{ledger.log.vkey}"]
         licence="CC-BY-4.0",
     ).recorded.digest
     create_dataset(ledger, "ds", "1", "train", [batch], k["p"])
+    from trajledger.ledger.cards import ProducerCard
+
+    card = ProducerCard.from_toml(CARD)
+    create_dataset(ledger, "carded", "1", "train", [batch], k["p"], card=card)
+    assert errors("card", card.to_json()) == []
     policy = TrustPolicy.from_toml(policy_path.read_bytes(), home)
     with pytest.raises(DataRefusedError):
         train(ledger, "ds@1", "bc", k["t"], policy)  # unapproved: a refusal record
@@ -336,11 +366,60 @@ vkeys = ["{ledger.log.vkey}"]
         )
         if entry.kind == "checkpoint":
             continue  # SLSA Provenance v1: the standard's own schema
-        assert errors(entry.kind, statement.predicate) == [], entry.kind
-        seen.add(entry.kind)
+        name = schema_of(statement.predicate_type)
+        assert errors(name, statement.predicate) == [], name
+        seen.add(name)
     # model-signature records need a P-256 trainer key and an export: validated against their
     # schema by tests/interop/test_model_signing.py.
-    assert seen == set(KINDS) - {"model-signature"}
+    assert seen == {*KINDS, *LATER} - {"model-signature"}
+
+
+CARD = b"""
+title = "Grid"
+description = "Grid rollouts"
+languages = ["en", "pt-BR"]
+homepage = "https://example.com/grid"
+[collection]
+process = "simulated"
+timeframe = [2025-01-01, 2025-02-01T12:00:00+01:00]
+[consent]
+obtained = "not applicable"
+[retention]
+policy = "two years"
+until = 2027-01-01
+[personal_information]
+contains = true
+categories = ["player names"]
+[uses]
+intended = ["tests"]
+[access]
+conditions = "internal"
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (lambda c: c.pop("access"), "'access' is a required property"),
+        (lambda c: c["personal_information"].pop("categories"),
+         "'categories' is a required property"),
+        (lambda c: c["personal_information"].update(contains=False), "is expected to be empty"),
+        (lambda c: c["uses"].update(intended=[]), "should be non-empty"),
+        (lambda c: c["collection"].update(timeframe=["2025-1-1"]), "does not match"),
+        (lambda c: c.update(format=2), "1 was expected"),
+        (lambda c: c.update(extra="x"), "'extra' was unexpected"),
+        (lambda c: c.update(description="a\x00b"), "does not match"),
+    ],
+)
+def test_the_card_schema_refuses_what_the_reader_refuses(change: Any, problem: str) -> None:
+    from trajledger.ledger.cards import ProducerCard
+    from trajledger.verify.errors import FormatError
+
+    card = ProducerCard.from_toml(CARD).to_json()
+    change(card)
+    assert any(problem in e for e in errors("card.v1", card)), errors("card.v1", card)
+    with pytest.raises(FormatError):
+        ProducerCard(card)
 
 
 def test_trust_policy_terms_and_witnessed_logs_validate() -> None:

@@ -1,0 +1,246 @@
+"""The producer's card (``ledger.cards.ProducerCard``) and the text the card writers emit.
+
+1. ``card.toml`` is read strictly: a good card gives one canonical ``card.json`` (dates as
+   strings, text trimmed, CRLF as LF), read back to the same digest; a bad one is refused with
+   every problem on its own line, naming the setting, what was found and what is wanted
+   (unknown keys with a suggestion); limits on sizes hold.
+2. The YAML the Hugging Face card's metadata is written in (a block subset with JSON-quoted
+   scalars) reads back, with PyYAML, to exactly the values written, for any text.
+3. The producer's prose, rendered in Markdown, can make no heading and no raw HTML (checked
+   with a CommonMark parser), whatever it holds, so it cannot pass itself off as the sections
+   trajledger generates from signed records.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+
+from trajledger.ledger.card_formats import _prose, _yaml, _yaml_scalar
+from trajledger.ledger.cards import MAX_TEXT, ProducerCard
+from trajledger.verify.errors import FormatError
+from trajledger.verify.predicates import CARD_MAX_BYTES
+
+GOOD = b"""\
+title = "Grid rollouts"
+description = \"\"\"
+Rollouts of a grid world.\r
+Two lines.
+\"\"\"
+creators = ["Vendor Inc."]
+languages = ["en", "pt-BR"]
+tags = ["grid"]
+homepage = "https://example.com/grid"
+citation = "@misc{grid}"
+
+[collection]
+process = "Simulated with seeds 0-9."
+types = ["Software Collection"]
+timeframe = [2025-01-01, 2025-01-31T12:00:00+02:00]
+source = "simulator"
+preprocessing = ["none"]
+
+[consent]
+obtained = "Not applicable: no people involved."
+withdrawal = "n/a"
+
+[retention]
+policy = "Two years."
+until = 2027-01-01
+
+[personal_information]
+contains = true
+categories = ["player names"]
+handling = "pseudonymised"
+
+[uses]
+intended = ["baselines"]
+out_of_scope = ["medical use"]
+limitations = ["one environment"]
+biases = ["seeded"]
+
+[access]
+conditions = "Customers under contract."
+contact = "data@example.com"
+"""
+
+
+def test_a_good_card_has_one_canonical_form() -> None:
+    card = ProducerCard.from_toml(GOOD)
+    doc = card.to_json()
+    assert doc["format"] == 1
+    assert doc["description"] == "Rollouts of a grid world.\nTwo lines."
+    assert doc["collection"]["timeframe"] == ["2025-01-01", "2025-01-31T10:00:00Z"]
+    assert doc["retention"]["until"] == "2027-01-01"
+    assert card.get("personal_information", "categories") == ["player names"]
+    assert card.get(None, "homepage") == "https://example.com/grid"
+    assert card.get("uses", "nothing") is None
+    data = card.canonical_bytes()
+    assert data.startswith(b'{"access":{"conditions":"Customers under contract.","contact"')
+    again = ProducerCard.from_bytes(data)
+    assert again.canonical_bytes() == data and again.digest == card.digest
+    # The JSON form reads as TOML values do: the same card whichever way it was written.
+    assert ProducerCard(doc).digest == card.digest
+
+
+def test_every_problem_is_one_line_naming_the_setting() -> None:
+    bad = b"""\
+descripton = "typo"
+title = 3
+languages = ["English"]
+homepage = "ftp://example.com"
+[colection]
+process = "x"
+[consent]
+obtained = ""
+extra = 1
+[retention]
+policy = "two years"
+until = 2025-01-01T00:00:00
+[personal_information]
+contains = "no"
+[uses]
+intended = []
+[access]
+conditions = ["a"]
+"""
+    with pytest.raises(FormatError) as e:
+        ProducerCard.from_toml(bad, "card.toml")
+    assert str(e.value).splitlines() == [
+        "card.toml: unknown key 'descripton' (did you mean 'description'?)",
+        "card.toml: unknown table [colection] (did you mean [collection]?)",
+        "card.toml: description is missing: what the data is",
+        "card.toml: title is an integer, want a string",
+        "card.toml: languages: 'English' is not a language tag, want BCP 47 such as 'en' or "
+        "'pt-BR'",
+        "card.toml: homepage is 'ftp://example.com', want an http(s) URL",
+        "card.toml: [collection] is missing: process: how the data was collected",
+        "card.toml: [consent] unknown key 'extra'",
+        "card.toml: [consent] obtained is empty, want some text",
+        "card.toml: [retention] until is a local date-time, want a date or a date-time with an "
+        "offset (2025-01-31 or 2025-01-31T12:00:00Z)",
+        "card.toml: [personal_information] contains is a string, want true or false",
+        "card.toml: [access] conditions is a list, want a string",
+        "card.toml: [uses] intended is empty, want at least one intended use",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("edit", "line"),
+    [
+        (lambda c: c.pop("consent"),
+         "[consent] is missing: obtained: how consent was obtained, or why none was needed"),
+        (lambda c: c.update(consent="yes"), "[consent] is a string, want a table"),
+        (lambda c: c["personal_information"].pop("categories"),
+         "[personal_information] categories is missing: contains = true, so name the kinds of "
+         "personal or sensitive information"),
+        (lambda c: c["personal_information"].update(categories=[]),
+         "[personal_information] categories is empty: contains = true, so name at least one "
+         "kind"),
+        (lambda c: c["personal_information"].update(contains=False),
+         "[personal_information] categories lists kinds, but contains = false; set contains = "
+         "true or remove the categories"),
+        (lambda c: c["collection"].update(timeframe=["2025-02-01", "2025-01-01"]),
+         "[collection] timeframe ends (2025-01-01) before it starts (2025-02-01)"),
+        (lambda c: c["collection"].update(timeframe=["2025-02-30"]),
+         "[collection] timeframe[0] is '2025-02-30', want a date (2025-01-31) or a UTC "
+         "date-time (2025-01-31T12:00:00Z)"),
+        (lambda c: c["collection"].update(timeframe=[]),
+         "[collection] timeframe is [], want [start] or [start, end] dates"),
+        (lambda c: c["uses"].update(intended=["ok", 5]),
+         "[uses] intended[1] is an integer, want a string"),
+        (lambda c: c["uses"].update(biases="one"), "[uses] biases is a string, want a list of "
+         "strings"),
+        (lambda c: c.update(description="a\x07b"),
+         "description holds a control character, want text (tabs and line breaks are fine)"),
+        (lambda c: c.update(description="x" * (MAX_TEXT + 1)),
+         f"description holds {MAX_TEXT + 1} characters, want at most {MAX_TEXT}"),
+        (lambda c: c.update(tags=["t"] * 257), "tags has 257 items, want at most 256"),
+        (lambda c: c.update(format=2),
+         "format is 2: a newer trajledger wrote it, this one reads format 1"),
+        (lambda c: c.update(format="1"), "format is a string, want 1"),
+    ],
+)
+def test_a_card_is_refused_with_one_line_per_problem(edit: Any, line: str) -> None:
+    doc = ProducerCard.from_toml(GOOD).to_json()
+    edit(doc)
+    with pytest.raises(FormatError) as e:
+        ProducerCard(doc, "card.json")
+    assert str(e.value).splitlines() == [f"card.json: {line}"]
+
+
+def test_not_toml_and_too_large_are_one_line_each(tmp_path: Any) -> None:
+    with pytest.raises(FormatError, match=r"^card.toml: not valid TOML: Expected '=' after a "
+                       r"key in a key/value pair \(at end of document\)$"):
+        ProducerCard.from_toml(b"oops")
+    with pytest.raises(FormatError, match=r"^card.toml: not UTF-8 text: invalid start byte at "
+                       r"byte 0$"):
+        ProducerCard.from_toml(b"\xff")
+    doc = ProducerCard.from_toml(GOOD).to_json()
+    doc["uses"]["limitations"] = ["x" * MAX_TEXT] * 17
+    with pytest.raises(FormatError, match=r"^card: \d+ bytes as card.json, want at most "
+                       f"{CARD_MAX_BYTES}$"):
+        ProducerCard(doc)
+    huge = tmp_path / "huge.toml"
+    huge.write_bytes(b"#" * (CARD_MAX_BYTES * 4 + 1))
+    with pytest.raises(FormatError, match="larger than 4194304 bytes, not a card"):
+        ProducerCard.from_file(huge)
+
+
+# -- YAML ------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_a_yaml_scalar_reads_back_as_written(text: str) -> None:
+    assert yaml.safe_load(f"k: {_yaml_scalar(text)}\n") == {"k": text}
+
+
+def test_yaml_line_breaks_of_yaml_11_are_escaped() -> None:
+    for ch in ("\x85", "\u2028", "\u2029", "\x7f", "\ufeff", "\x9f"):
+        assert ch not in _yaml_scalar(f"a{ch}b")
+        assert yaml.safe_load(f"k: {_yaml_scalar(f'a{ch}b')}") == {"k": f"a{ch}b"}
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.from_regex(r"[a-z][a-zA-Z_]{0,8}", fullmatch=True), inner, max_size=3),
+    max_leaves=12,
+))
+def test_nested_yaml_reads_back_as_written(value: Any) -> None:
+    doc = {"top": value}
+    assert yaml.safe_load("\n".join(_yaml(doc)) + "\n") == doc
+
+
+# -- Markdown ------------------------------------------------------------------------------------
+
+
+def _blocks(markdown: str) -> set[str]:
+    tokens = MarkdownIt("commonmark").parse(markdown)
+    kinds = {t.type for t in tokens}
+    for t in tokens:
+        kinds |= {c.type for c in t.children or []}
+    return kinds
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.text(alphabet=st.sampled_from("#=-+<>&`*_ \n\tab1.)|[]()!"), max_size=80))
+def test_the_producers_prose_makes_no_heading_and_no_html(text: str) -> None:
+    kinds = _blocks("Intro\n\n" + _prose(text) + "\n")
+    assert "heading_open" not in kinds, _prose(text)
+    assert not kinds & {"html_block", "html_inline"}, _prose(text)
+
+
+def test_prose_keeps_lists_and_emphasis() -> None:
+    out = _prose("- one\n- *two*\n# not a heading\n---\n<b>x</b> & y\n> - # quoted\n1. ===")
+    assert out == ("- one\n- *two*\n\\# not a heading\n\\---\n&lt;b>x&lt;/b> &amp; y\n"
+                   "> - \\# quoted\n1. \\===")
+    for text in ("- # x", "> # x", "1) # x", "a\n  ===", "- a\n  ---", "   #x", "\t# x"):
+        assert "heading_open" not in _blocks(_prose(text)), text
