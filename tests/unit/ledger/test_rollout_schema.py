@@ -15,7 +15,8 @@ import pyarrow as pa
 import pytest
 
 import trajledger.ledger.rollouts as rollouts
-from trajledger.ledger.rollouts.convert import normalise_steps, rows_to_table
+from trajledger.ledger.rollouts.normalise import normalise_steps
+from trajledger.ledger.rollouts.rows import rows_to_table
 from trajledger.ledger.rollouts.schema import (
     EPISODE_ATTR_SCHEMA,
     EPISODE_SCHEMA,
@@ -253,7 +254,8 @@ def _json_row(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_written_rows_conform_to_json_schemas() -> None:
-    from trajledger.ledger.rollouts.convert import derive_episodes, rows_to_episodes
+    from trajledger.ledger.rollouts.episodes import derive_episodes
+    from trajledger.ledger.rollouts.rows import rows_to_episodes
 
     rows = [
         {"episode_id": "a", "step": 0, "role": "user", "content": "hi", "reward": 0.0,

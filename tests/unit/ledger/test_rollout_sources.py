@@ -35,18 +35,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from trajledger.ledger.rollouts import typed_json
-from trajledger.ledger.rollouts.convert import (
-    ReaderOptions,
-    detect_format,
-    iter_batch_inputs,
-    iter_rollout_chunks,
-)
 from trajledger.ledger.rollouts.export import export_rollouts
+from trajledger.ledger.rollouts.formats import ReaderOptions
 from trajledger.ledger.rollouts.minari_io import flatten_batch, unflatten_batch
 from trajledger.ledger.rollouts.parquet_io import WriteStats, write_steps_parquet
+from trajledger.ledger.rollouts.problems import RolloutValidationError
+from trajledger.ledger.rollouts.readers import detect_format, iter_batch_inputs, iter_rollout_chunks
 from trajledger.ledger.rollouts.spaces import space_from_json, space_to_json
 from trajledger.ledger.rollouts.success import episode_success
-from trajledger.ledger.rollouts.validate import RolloutValidationError, validate_steps
+from trajledger.ledger.rollouts.validate import validate_steps
 
 minari = pytest.importorskip("minari")  # in the test extra; skipped only where it is absent
 pd = pytest.importorskip("pandas")
@@ -564,8 +561,8 @@ def test_plain_exports_record_back_to_the_same_episodes(recorded: Path, tmp_path
 
 
 def test_export_refusals(tmp_path: Path) -> None:
-    from trajledger.ledger.rollouts.convert import rows_to_table
     from trajledger.ledger.rollouts.export import ExportError
+    from trajledger.ledger.rollouts.rows import rows_to_table
 
     table = rows_to_table([{"episode_id": "e", "step": 0, "obs": [float("inf")],
                             "terminated": True, "truncated": False}])  # fmt: skip
@@ -668,7 +665,7 @@ def test_typed_json_round_trip_and_refusals() -> None:
 
 def test_large_rows_are_read_in_chunks_of_bounded_size(tmp_path: Path) -> None:
     """65,536 image rows would be gigabytes: chunks are cut by bytes too (CHUNK_BYTES)."""
-    from trajledger.ledger.rollouts import convert
+    from trajledger.ledger.rollouts import readers
 
     frames = np.zeros((40, 64, 64, 3), np.uint8)
     table = pa.table({
@@ -677,10 +674,10 @@ def test_large_rows_are_read_in_chunks_of_bounded_size(tmp_path: Path) -> None:
         "reward": [0.0] * 40, "terminated": [i == 39 for i in range(40)], "truncated": [False] * 40,
     })  # fmt: skip
     pq.write_table(table, tmp_path / "img.parquet", row_group_size=40)
-    old = convert.CHUNK_BYTES
-    convert.CHUNK_BYTES = 64 * 64 * 3 * 10  # about ten frames a chunk
+    old = readers.CHUNK_BYTES
+    readers.CHUNK_BYTES = 64 * 64 * 3 * 10  # about ten frames a chunk
     try:
         sizes = [c.steps.num_rows for c in iter_rollout_chunks(tmp_path / "img.parquet")]
     finally:
-        convert.CHUNK_BYTES = old
+        readers.CHUNK_BYTES = old
     assert 3 <= len(sizes) <= 6 and sum(sizes) == 40

@@ -8,8 +8,8 @@ KTO label; conversational ``messages`` is the chat format), and verl's rollout d
 (``_write_generations``). `kind_of_record` names the format from a record's keys; `Mapper`
 objects turn records into episodes; `ChunkBuilder` collects episodes into `RolloutChunk`
 objects of bounded size.
-Non-scope: reading files and decompressing (``convert.py``), normalising and validating the
-tables (``convert.py``, ``validate.py``).
+Non-scope: reading files and decompressing (``readers.py``, ``jsonl.py``), normalising and
+validating the tables (``normalise.py``, ``validate.py``).
 Spec: ``schemas/rollout-inputs.md`` (each mapping, field by field), ``schemas/rollout.v2.md``.
 
 Nothing is dropped: fields a mapping does not place in a column are kept in the episode's (or,
@@ -29,8 +29,8 @@ from typing import Any, Final
 import pyarrow as pa
 
 from . import typed_json
+from .problems import ProblemCollector
 from .schema import EPISODE_ATTR_SCHEMA, STEP_SCHEMA
-from .validate import ProblemCollector
 
 __all__ = [
     "CHUNK_BYTES",
@@ -44,6 +44,7 @@ __all__ = [
     "json_type",
     "kind_of_record",
     "map_record",
+    "to_utc",
 ]
 
 CHUNK_BYTES: Final = 64 << 20
@@ -154,7 +155,8 @@ def json_type(v: object) -> str:
     return "object"
 
 
-def _to_utc(value: dt.datetime) -> dt.datetime:
+def to_utc(value: dt.datetime) -> dt.datetime:
+    """A time in UTC; a naive time is taken as UTC."""
     return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
@@ -164,7 +166,7 @@ def _json_text(v: object, rec: RecordProblems, field: str) -> str | None:
         return None
     if isinstance(v, str):
         try:
-            json.loads(v, parse_constant=_refuse_constant)
+            json.loads(v, parse_constant=typed_json.reject_constant)
         except ValueError as e:
             rec.error(field, f"string is not JSON text ({e}); give the JSON value itself")
             return None
@@ -177,10 +179,6 @@ def _json_text(v: object, rec: RecordProblems, field: str) -> str | None:
     except (TypeError, ValueError) as e:
         rec.error(field, f"cannot be written as JSON: {e}")
         return None
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
 
 
 def _opt(obj: Mapping[str, Any], key: str, kind: str, rec: RecordProblems, field: str) -> Any:
@@ -215,14 +213,14 @@ def _timestamp_us(v: object, rec: RecordProblems, field: str) -> int | None:
     if v is None:
         return None
     if isinstance(v, dt.datetime):
-        return (_to_utc(v) - _EPOCH) // _US
+        return (to_utc(v) - _EPOCH) // _US
     if isinstance(v, str):
         try:
             parsed = dt.datetime.fromisoformat(v)
         except ValueError:
             rec.error(field, f"{v!r} is not an ISO 8601 time")
             return None
-        return (_to_utc(parsed) - _EPOCH) // _US
+        return (to_utc(parsed) - _EPOCH) // _US
     if _is_num(v):
         return round(float(v) * 1_000_000)  # type: ignore[arg-type]  # seconds since the epoch
     rec.error(field, f"{json_type(v)}, want an ISO 8601 string or seconds since the epoch")

@@ -29,9 +29,9 @@ import pyarrow as pa
 
 from . import typed_json
 from .formats import CHUNK_BYTES, ReaderOptions, RolloutChunk
+from .problems import refusal
 from .schema import EPISODE_ATTR_SCHEMA, STEP_SCHEMA, tensor_field, with_columns
 from .spaces import SpaceError, space_to_json
-from .validate import Problem, RolloutValidationError
 
 __all__ = [
     "MINARI_EXTRA",
@@ -68,13 +68,8 @@ def require_minari() -> Any:
     try:
         import minari
     except ImportError as e:
-        raise RolloutValidationError(
-            "minari",
-            [
-                Problem(
-                    None, None, f"reading or writing Minari datasets needs minari: {MINARI_EXTRA}"
-                )
-            ],
+        raise refusal(
+            "minari", f"reading or writing Minari datasets needs minari: {MINARI_EXTRA}"
         ) from e
     return minari
 
@@ -111,9 +106,7 @@ def dataset_spaces(path: Path) -> dict[str, Any]:
 
     root = minari_root(path)
     if root is None:
-        raise RolloutValidationError(
-            str(path), [Problem(None, None, f"{path}: not a Minari dataset (no metadata.json)")]
-        )
+        raise refusal(path, f"{path}: not a Minari dataset (no metadata.json)")
     storage_cls = require_minari().dataset.minari_storage.MinariStorage
     raw = storage_cls.read_raw_metadata(root)
     storage = storage_cls.read(root)
@@ -316,11 +309,9 @@ def iter_minari_chunks(root: Path, batch_rows: int, opts: ReaderOptions) -> Iter
         if pending or meta is not None:
             yield _chunk(pending, obs_space, act_space, opts, meta)
     except (SpaceError, typed_json.TypedJSONError) as e:
-        raise RolloutValidationError(subject, [Problem(None, None, f"{root}: {e}")]) from e
+        raise refusal(subject, f"{root}: {e}") from e
     except (OSError, ValueError, KeyError, AssertionError) as e:
-        raise RolloutValidationError(
-            subject, [Problem(None, None, f"{root}: Minari dataset cannot be read: {e!r}")]
-        ) from e
+        raise refusal(subject, f"{root}: Minari dataset cannot be read: {e!r}") from e
 
 
 def _nbytes(values: Any) -> int:

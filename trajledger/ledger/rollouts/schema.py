@@ -6,7 +6,7 @@ their column sets, which columns are required, the tensor columns (``obs``, ``ac
 ``extras`` map, which float leaves are written with BYTE_STREAM_SPLIT, and the schema-level
 metadata that names the table and version. Version 1 (``STEP_SCHEMA_V1``, ``EPISODE_SCHEMA_V1``)
 stays defined: batches recorded as v1 are read and validated against it.
-Non-scope: converting inputs into these tables (``convert.py``), checking their content
+Non-scope: converting inputs into these tables (``normalise.py``), checking their content
 (``validate.py``) and writing Parquet (``parquet_io.py``).
 Spec: ``schemas/rollout.v2.md`` (every column, classic-RL and LLM use; decisions),
 ``schemas/rollout-steps.v2.schema.json`` and ``schemas/rollout-episodes.v2.schema.json``;

@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import numpy as np
 
-__all__ = ["TypedJSONError", "dumps", "loads"]
+__all__ = ["TypedJSONError", "dumps", "loads", "reject_constant"]
 
 _TAGS: Final = frozenset({"$nd", "$f", "$t", "$b", "$o"})
 _MAX_DEPTH: Final = 64
@@ -63,6 +63,15 @@ def loads(text: str) -> Any:
     except RecursionError as e:
         raise TypedJSONError("JSON nested too deeply") from e
     return _decode(raw, 0)
+
+
+def reject_constant(name: str) -> Any:
+    """``json.loads(..., parse_constant=reject_constant)``: NaN and Infinity are not JSON.
+
+    Raises:
+        ValueError: always, naming the constant.
+    """
+    raise ValueError(f"{name} is not valid JSON")
 
 
 def _encode(v: object, path: str, depth: int) -> Any:
