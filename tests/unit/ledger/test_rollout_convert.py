@@ -1039,7 +1039,7 @@ def test_write_round_trip(tmp_path: Path) -> None:
     stats = write_steps_parquet(table.to_batches(max_chunksize=5), tmp_path / "steps.parquet")
     written = pq.read_table(tmp_path / "steps.parquet")
     assert written.equals(normalise_steps(table))
-    assert written.schema.metadata[b"trajledger.rollout.schema"] == b"steps/2"
+    assert written.schema.metadata[b"trajledger.rollout.schema"] == b"steps/3"
     eps = pq.read_table(tmp_path / "episodes.parquet")
     assert eps.equals(derive_episodes(table))
     returns = eps["return"].to_numpy()

@@ -21,12 +21,14 @@ from trajledger.ledger.rollouts.schema import (
     EPISODE_ATTR_SCHEMA,
     EPISODE_SCHEMA,
     EPISODE_SCHEMA_V1,
+    EPISODE_SCHEMA_V2,
     FLOAT_STEP_COLUMNS,
     ROLLOUT_SCHEMA_VERSION,
     SCHEMA_VERSION_KEY,
     STEP_INPUT_REQUIRED,
     STEP_SCHEMA,
     STEP_SCHEMA_V1,
+    STEP_SCHEMA_V2,
     TENSOR_COLUMNS,
     conforms,
     parquet_float_paths,
@@ -64,12 +66,14 @@ EXPECTED_EPISODES = {
 
 
 def test_version() -> None:
-    assert ROLLOUT_SCHEMA_VERSION == "2"
-    assert STEP_SCHEMA.metadata[SCHEMA_VERSION_KEY] == b"steps/2"
-    assert EPISODE_SCHEMA.metadata[SCHEMA_VERSION_KEY] == b"episodes/2"
+    assert ROLLOUT_SCHEMA_VERSION == "3"
+    assert STEP_SCHEMA.metadata[SCHEMA_VERSION_KEY] == b"steps/3"
+    assert EPISODE_SCHEMA.metadata[SCHEMA_VERSION_KEY] == b"episodes/3"
     assert STEP_SCHEMA_V1.metadata[SCHEMA_VERSION_KEY] == b"steps/1"
     assert EPISODE_SCHEMA_V1.metadata[SCHEMA_VERSION_KEY] == b"episodes/1"
-    assert schema_version(STEP_SCHEMA_V1) == "1" and schema_version(EPISODE_SCHEMA) == "2"
+    assert schema_version(STEP_SCHEMA_V1) == "1" and schema_version(EPISODE_SCHEMA) == "3"
+    assert schema_version(STEP_SCHEMA_V2) == "2" and schema_version(EPISODE_SCHEMA_V2) == "2"
+    assert STEP_SCHEMA_V2.names == STEP_SCHEMA.names and EPISODE_SCHEMA_V2.types == EPISODE_SCHEMA.types
     assert schema_version(pa.schema([])) is None
 
 

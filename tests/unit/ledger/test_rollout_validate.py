@@ -541,7 +541,7 @@ def test_error_lists_one_line_per_problem() -> None:
     with pytest.raises(RolloutValidationError, match=r"steps: 2 problems") as info:
         validate_steps(table).raise_if_failed()
     assert str(info.value).splitlines() == [
-        "steps: 2 problems (rollout schema v2)",
+        "steps: 2 problems (rollout schema v3)",
         "  row 0, column 'reward': reward is nan, want a finite number",
         "  row 2, column 'reward': reward is inf, want a finite number",
     ]
@@ -598,7 +598,7 @@ def test_report_is_frozen() -> None:
 
 
 def test_schema_names_match_step_schema() -> None:
-    assert re.fullmatch(r"steps/2", STEP_SCHEMA.metadata[b"trajledger.rollout.schema"].decode())
+    assert re.fullmatch(r"steps/3", STEP_SCHEMA.metadata[b"trajledger.rollout.schema"].decode())
 
 
 def test_discount_is_kept_and_checked() -> None:

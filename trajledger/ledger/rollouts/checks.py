@@ -156,7 +156,8 @@ class RowRules:
         numbers: number columns and the check of each.
         strings: string columns (UTF-8, at most ``max_field_bytes``).
         json: string columns that must hold JSON text.
-        tensors: tensor columns (size, shape, NaN; infinities too in ``action``).
+        tensors: space columns (each tensor's size, shape, NaN, infinities too in
+            ``action``; each string's UTF-8 and size; every member of a struct present).
     """
 
     numbers: tuple[tuple[str, _NumberCheck], ...]
@@ -338,7 +339,8 @@ def _check_tensor_column(
     # NaN is never data. Infinity is refused in actions, but observations may hold it (a
     # range sensor that saw nothing), as Gymnasium's unbounded Box spaces allow.
     values = np.asarray(_numbers(pc.list_flatten(arr), 0.0), dtype=np.float64)
-    bad = np.isnan(values) if name != "action" else ~np.isfinite(values)
+    action = name.partition(".")[0] == "action"
+    bad = ~np.isfinite(values) if action else np.isnan(values)
     if bad.any():
         flat = np.flatnonzero(bad)
         owners = _numbers(pc.list_parent_indices(arr), 0).astype(np.int64)[flat]
@@ -346,7 +348,7 @@ def _check_tensor_column(
 
         def message(i: int) -> str:
             at = int(flat[np.searchsorted(owners, i)])  # the row's first non-finite value
-            want = "a finite number" if name == "action" else "a number"
+            want = "a finite number" if action else "a number"
             return f"{name}[{at - int(starts[i])}] is {float(values[at])!r}, want {want}"
 
         c.add_rows(f"{name}:not-finite", np.unique(owners), offset, name, message)
@@ -433,9 +435,42 @@ def check_row_values(
     _each_column(cols, rules.strings, lambda a, n: _check_string_column(a, n, offset, c, m))
     _each_column(cols, rules.json, lambda a, n: _check_json_column(a, n, offset, c))
     _each_column(cols, ("extras",), lambda a, n: _check_extras(a, n, offset, c))
-    mt = max_tensor_bytes
     _each_column(
         cols,
         rules.tensors,
-        lambda a, n: _check_tensor_column(a, n, offset, c, mt, shape_or_none(schema.field(n))),
+        lambda a, n: _check_space_column(
+            a, schema.field(n), n, offset, c, max_field_bytes, max_tensor_bytes
+        ),
     )
+
+
+def _check_space_column(
+    arr: pa.Array,
+    field: pa.Field,
+    name: str,
+    offset: int,
+    c: ProblemCollector,
+    max_field_bytes: int,
+    max_tensor_bytes: int,
+) -> None:
+    """A space column: each tensor and string in it, and every member of a present struct."""
+    if pa.types.is_struct(arr.type):
+        present = _bools(arr.is_valid())
+        for member, values in zip(field.type, arr.flatten(), strict=True):
+            where = f"{name}.{member.name}"
+            missing = np.flatnonzero(present & ~_bools(values.is_valid()))
+            message = _same_message(f"{where} is null, want a value (a member of the space)")
+            c.add_rows(f"{where}:null", missing, offset, where, message)
+            if values.null_count < len(values):
+                _check_space_column(
+                    values, member, where, offset, c, max_field_bytes, max_tensor_bytes
+                )
+    elif pa.types.is_list(arr.type):
+        _check_tensor_column(arr, name, offset, c, max_tensor_bytes, shape_or_none(field))
+    else:
+        _check_string_column(arr, name, offset, c, max_field_bytes)
+
+
+def _same_message(text: str) -> Callable[[int], str]:
+    """A message builder for `ProblemCollector.add_rows` that says the same for every row."""
+    return lambda i: text

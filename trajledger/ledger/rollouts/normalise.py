@@ -35,6 +35,7 @@ from .schema import (
     TENSOR_VALUE_TYPES,
     VECTOR_TYPE,
     conforms,
+    space_field_problem,
     tensor_field,
     tensor_shape,
     with_columns,
@@ -51,7 +52,10 @@ __all__ = [
 
 def _want_text(want: pa.DataType, name: str) -> str:
     if name in TENSOR_COLUMNS:
-        return "a list, fixed-size list or fixed-shape tensor of numbers or booleans, or a number"
+        return (
+            "a list, fixed-size list or fixed-shape tensor of numbers or booleans, a number, a "
+            "string (Text) or a struct of those (Dict, Tuple)"
+        )
     if want == EXTRAS_TYPE:
         return "a map or struct of field names to values"
     return str(want)
@@ -274,6 +278,11 @@ class TensorTypes:
             return True
         fixed = self.fields.get(field.name)
         if fixed is None:
+            if not pa.types.is_list(field.type):  # a Text value, or a struct of space values
+                if space_field_problem(field) is not None:
+                    return False
+                self.fields[field.name] = field.with_nullable(True)
+                return True
             try:
                 shape = tensor_shape(field)
             except ValueError:
@@ -297,6 +306,8 @@ class TensorTypes:
         key = "obs" if name == "final_obs" else name
         if pa.types.is_null(t) or arr.null_count == len(arr):
             return pa.nulls(len(arr), self.field(name).type)
+        if pa.types.is_struct(t) or is_stringish(t):
+            return self._coerce_space(arr, in_field.with_type(t), name, c)
         value_type = _tensor_value_type(t)
         if value_type is None:
             c.add(f"{name}:type", f"type {t}, want {_want_text(t, name)}", column=name)
@@ -335,6 +346,30 @@ class TensorTypes:
                 )
                 return None
         return _coerce_tensor(arr, want_type)
+
+    def _coerce_space(
+        self, arr: pa.Array, in_field: pa.Field, name: str, c: ProblemCollector
+    ) -> pa.Array | None:
+        """A Text or Dict / Tuple column: taken as it is when it is a space column of schema v3
+        and of the batch's type (fixed by its first values)."""
+        key = "obs" if name == "final_obs" else name
+        field = in_field.with_name(key).with_nullable(True)
+        if is_stringish(field.type):
+            arr, field = arr.cast(pa.string()), field.with_type(pa.string())
+        problem = space_field_problem(field)
+        if problem is not None:
+            c.add(f"{name}:type", problem, column=name)
+            return None
+        fixed = self.fields.setdefault(key, field)
+        if not field.equals(fixed, check_metadata=True):
+            c.add(
+                f"{name}:dtype",
+                f"values of type {field.type}, earlier values are {fixed.type}; a batch holds "
+                "one kind of observation and of action",
+                column=name,
+            )
+            return None
+        return arr
 
 
 class StepNormaliser:
@@ -528,7 +563,11 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
         return batch
     return pa.RecordBatch.from_arrays(
         [
-            col if col.type == f.type else col.cast(f.type)
+            col
+            if col.type == f.type
+            else pa.nulls(len(col), f.type)
+            if col.null_count == len(col)  # a list<float> default cannot cast to a struct
+            else col.cast(f.type)
             for col, f in zip(batch.columns, schema, strict=True)
         ],
         schema=schema,

@@ -29,6 +29,7 @@ from .schema import (
     VECTOR_TYPE,
     tensor_field,
 )
+from .space_values import space_column, stack_rows
 
 __all__ = ["rows_to_columns", "rows_to_episodes", "rows_to_table"]
 
@@ -38,10 +39,23 @@ def _tensor_from_values(
 ) -> tuple[pa.Array, pa.Field] | None:
     """A tensor column from Python values, and its field.
 
-    Numpy arrays keep their dtype and shape (all must agree); lists, tuples and numbers become
-    the type pyarrow infers (float64, int64 or bool) with no fixed shape.
+    Numpy arrays keep their dtype and shape (all must agree); lists and numbers become the
+    type pyarrow infers (float64, int64 or bool) with no fixed shape, and so do tuples of
+    numbers; dicts, other tuples and strings (Dict, Tuple and Text values) become a space column
+    (``space_values.py``).
     """
     present = [v for v in values if v is not None]
+    if present and _space_value(present[0]):
+        # A Dict, Tuple or Text value: a space column, each member exactly of its own type.
+        if len(present) < len(values):
+            c.add(f"{name}:null", "null among Dict, Tuple or Text values, want one a row",
+                  column=name)  # fmt: skip
+            return None
+        try:
+            return space_column(stack_rows(values, name), len(values), name)
+        except (ValueError, pa.ArrowException) as e:
+            c.add(f"{name}:type", str(e), column=name)
+            return None
     if present and all(isinstance(v, np.ndarray | np.generic) for v in present):
         first = np.asarray(present[0])
         bad = [
@@ -103,6 +117,13 @@ def _tensor_from_values(
         c.add(f"{name}:type", f"values are {out.type}, want lists of numbers", column=name)
         return None
     return out, tensor_field(name, out.type.value_type)
+
+
+def _space_value(v: object) -> bool:
+    """A Dict, Tuple or Text value; a tuple of plain numbers is a vector, as a list is."""
+    if isinstance(v, tuple):
+        return not all(isinstance(x, int | float) for x in v)
+    return isinstance(v, Mapping | str)
 
 
 def _column_from_values(values: list[Any], field: pa.Field, c: ProblemCollector) -> pa.Array | None:

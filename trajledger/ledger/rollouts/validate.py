@@ -1,4 +1,4 @@
-"""Validation of rollout tables against schema v2 (and v1, for batches recorded as v1).
+"""Validation of rollout tables against schema v3 (and v2, v1, for batches recorded so).
 
 Scope: checking a step table or an episode table (whole, or streamed batch by batch) and
 reporting every problem with its row and column: missing required columns, wrong types, nulls
@@ -35,12 +35,14 @@ from .problems import ProblemCollector, ValidationReport
 from .schema import (
     EPISODE_SCHEMA,
     EPISODE_SCHEMA_V1,
+    EPISODE_SCHEMA_V2,
+    ROLLOUT_SCHEMA_VERSION,
     STEP_SCHEMA,
     STEP_SCHEMA_V1,
+    STEP_SCHEMA_V2,
     TENSOR_COLUMNS,
-    TENSOR_VALUE_TYPES,
     schema_version,
-    tensor_shape,
+    space_field_problem,
 )
 
 __all__ = [
@@ -69,12 +71,13 @@ def check_schema(
 ) -> frozenset[str]:
     """Compare a table's column names and types with a schema.
 
-    A tensor column (``obs``, ``action``, ``final_obs``) matches with any value type of
-    `TENSOR_VALUE_TYPES`, and its shape metadata must be well formed.
+    A space column (``obs``, ``action``, ``final_obs``) matches any space type of the schema's
+    version (`schema.space_field_problem`): a tensor of any value type of `TENSOR_VALUE_TYPES`
+    with well formed shape metadata; in v3 also a string or a struct of those.
 
     Args:
         schema: the schema of the table under test.
-        expected: a step or episode schema of v2 or v1.
+        expected: a step or episode schema of v3, v2 or v1.
         collector: receives one problem per missing, unknown, repeated or mistyped column.
         allow_missing_optional: when True, a missing nullable column counts as all null.
 
@@ -97,17 +100,9 @@ def check_schema(
         got_field = schema.field(field.name)
         got = got_field.type
         if field.name in TENSOR_COLUMNS:
-            if not (pa.types.is_list(got) and got.value_type in TENSOR_VALUE_TYPES):
-                collector.add(
-                    "schema",
-                    f"type {got}, want list<T> for a number or boolean type T",
-                    column=field.name,
-                )
-                continue
-            try:
-                tensor_shape(got_field)
-            except ValueError as e:
-                collector.add("schema", str(e), column=field.name)
+            problem = space_field_problem(got_field, schema_version(expected) or "3")
+            if problem is not None:
+                collector.add("schema", problem, column=field.name)
                 continue
             usable.add(field.name)
         elif got != field.type:
@@ -522,6 +517,17 @@ def _open_message(eid: object, step: int | None) -> str:
     )
 
 
+_SCHEMAS: Final = {
+    ("steps", "1"): STEP_SCHEMA_V1,
+    ("steps", "2"): STEP_SCHEMA_V2,
+    ("steps", ROLLOUT_SCHEMA_VERSION): STEP_SCHEMA,
+    ("episodes", "1"): EPISODE_SCHEMA_V1,
+    ("episodes", "2"): EPISODE_SCHEMA_V2,
+    ("episodes", ROLLOUT_SCHEMA_VERSION): EPISODE_SCHEMA,
+}
+"""Each table's schema by the version its metadata names (a table naming none is current)."""
+
+
 def _check_table(
     table: pa.Table | pa.RecordBatch,
     kind: str,
@@ -531,11 +537,8 @@ def _check_table(
 ) -> tuple[StreamValidator, frozenset[str]]:
     """Check a whole table's schema, then feed its usable columns to a `StreamValidator`."""
     collector = ProblemCollector()
-    v1 = schema_version(table.schema) == "1"
-    expected = {
-        "steps": STEP_SCHEMA_V1 if v1 else STEP_SCHEMA,
-        "episodes": EPISODE_SCHEMA_V1 if v1 else EPISODE_SCHEMA,
-    }[kind]
+    version = schema_version(table.schema) or ROLLOUT_SCHEMA_VERSION
+    expected = _SCHEMAS.get((kind, version)) or _SCHEMAS[kind, ROLLOUT_SCHEMA_VERSION]
     usable = check_schema(table.schema, expected, collector)
     checker = StreamValidator(
         kind,
@@ -558,7 +561,7 @@ def validate_steps(
     max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES,
     subject: str = "steps",
 ) -> ValidationReport:
-    """Validate a whole step table against schema v2 (v1 when its metadata says ``steps/1``).
+    """Validate a whole step table against schema v3 (v2 or v1 when its metadata says so).
 
     Steps:
       1. Check column names and types; a missing nullable column counts as all null, a column
@@ -591,7 +594,7 @@ def validate_episodes(
     max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES,
     subject: str = "episodes",
 ) -> ValidationReport:
-    """Validate a whole episode table against schema v2 (v1 when its metadata says so),
+    """Validate a whole episode table against schema v3 (v2 or v1 when its metadata says so),
     optionally against its steps.
 
     Steps:
