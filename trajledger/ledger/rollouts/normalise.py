@@ -34,6 +34,7 @@ from .schema import (
     TENSOR_COLUMNS,
     TENSOR_VALUE_TYPES,
     VECTOR_TYPE,
+    canonical_space_field,
     conforms,
     space_field_problem,
     tensor_field,
@@ -281,7 +282,7 @@ class TensorTypes:
             if not pa.types.is_list(field.type):  # a Text value, or a struct of space values
                 if space_field_problem(field) is not None:
                     return False
-                self.fields[field.name] = field.with_nullable(True)
+                self.fields[field.name] = canonical_space_field(field.with_nullable(True))
                 return True
             try:
                 shape = tensor_shape(field)
@@ -289,7 +290,7 @@ class TensorTypes:
                 return False
             self.fields[field.name] = tensor_field(field.name, field.type.value_type, shape)
             return True
-        return bool(field.equals(fixed, check_metadata=True))
+        return bool(canonical_space_field(field).equals(fixed, check_metadata=True))
 
     def coerce(
         self, arr: pa.Array, in_field: pa.Field, name: str, offset: int, c: ProblemCollector
@@ -353,7 +354,7 @@ class TensorTypes:
         """A Text or Dict / Tuple column: taken as it is when it is a space column of schema v3
         and of the batch's type (fixed by its first values)."""
         key = "obs" if name == "final_obs" else name
-        field = in_field.with_name(key).with_nullable(True)
+        field = canonical_space_field(in_field.with_name(key).with_nullable(True))
         if is_stringish(field.type):
             arr, field = arr.cast(pa.string()), field.with_type(pa.string())
         problem = space_field_problem(field)

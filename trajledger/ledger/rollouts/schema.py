@@ -57,6 +57,7 @@ __all__ = [
     "TENSOR_VALUE_TYPES",
     "TERMINATION_REASONS",
     "VECTOR_TYPE",
+    "canonical_space_field",
     "conforms",
     "parquet_float_paths",
     "schema_version",
@@ -346,6 +347,21 @@ def _space_problem(field: pa.Field, version: str, depth: int) -> str | None:
                 return f"member {member.name!r}: {problem}"
         return None
     return f"type {t}, want {want}"
+
+
+def canonical_space_field(field: pa.Field) -> pa.Field:
+    """A space column's field with every list's value field named ``item``, as the writers
+    name it (Parquet readers name it ``element``): the stored Arrow schema, and so the file's
+    bytes, do not depend on where the values were read from."""
+    return field.with_type(_canonical(field.type))
+
+
+def _canonical(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_list(t):
+        return pa.list_(t.value_type)
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_canonical(f.type)) for f in t])
+    return t
 
 
 def space_leaves(field: pa.Field, prefix: str | None = None) -> Iterator[tuple[str, pa.Field]]:

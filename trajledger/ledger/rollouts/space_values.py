@@ -47,7 +47,7 @@ def stack_rows(rows: Sequence[Any], where: str = "value") -> Any:
     if isinstance(first, Mapping):
         keys = list(first)
         for r in rows:
-            if not isinstance(r, Mapping) or list(r) != keys:
+            if not isinstance(r, Mapping) or r.keys() != first.keys():
                 raise ValueError(
                     f"{where}: the keys change from step to step ({keys} and "
                     f"{list(r) if isinstance(r, Mapping) else type(r).__name__}); a space "
