@@ -38,10 +38,10 @@ from trajledger.ledger.rollouts import typed_json
 from trajledger.ledger.rollouts.export import export_rollouts
 from trajledger.ledger.rollouts.formats import ReaderOptions
 from trajledger.ledger.rollouts.minari_io import unflatten_batch
-from trajledger.ledger.rollouts.space_values import column_values
 from trajledger.ledger.rollouts.parquet_io import WriteStats, write_steps_parquet
 from trajledger.ledger.rollouts.problems import RolloutValidationError
 from trajledger.ledger.rollouts.readers import detect_format, iter_batch_inputs, iter_rollout_chunks
+from trajledger.ledger.rollouts.space_values import column_values
 from trajledger.ledger.rollouts.spaces import space_from_json, space_to_json
 from trajledger.ledger.rollouts.success import episode_success
 from trajledger.ledger.rollouts.validate import validate_steps
