@@ -73,7 +73,8 @@ def test_version() -> None:
     assert EPISODE_SCHEMA_V1.metadata[SCHEMA_VERSION_KEY] == b"episodes/1"
     assert schema_version(STEP_SCHEMA_V1) == "1" and schema_version(EPISODE_SCHEMA) == "3"
     assert schema_version(STEP_SCHEMA_V2) == "2" and schema_version(EPISODE_SCHEMA_V2) == "2"
-    assert STEP_SCHEMA_V2.names == STEP_SCHEMA.names and EPISODE_SCHEMA_V2.types == EPISODE_SCHEMA.types
+    assert STEP_SCHEMA_V2.names == STEP_SCHEMA.names
+    assert EPISODE_SCHEMA_V2.types == EPISODE_SCHEMA.types
     assert schema_version(pa.schema([])) is None
 
 
