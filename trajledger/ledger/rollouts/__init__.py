@@ -1,6 +1,6 @@
 """Rollout data layer: the Arrow schema of recorded rollouts, its inputs, validation, Parquet.
 
-Scope: schema v2 of the step and episode tables (``schema``; v1 kept for reading); reading
+Scope: schema v3 of the step and episode tables (``schema``; v2 and v1 kept for reading); reading
 inputs (``readers``: format detection, Parquet, Arrow IPC; ``jsonl``: JSON lines, plain or
 compressed; ``formats``: chat, TRL and verl records; ``minari_io``: Minari datasets; ``rows``:
 Python rows); normalising them into the schema (``normalise``) and deriving the episode table
@@ -15,7 +15,7 @@ Floors, from the ground up: ``schema``, ``typed_json``, ``spaces``, ``success``,
 one on its floor or above it.
 Non-scope: hashing, storing, signing and logging the written files; that is the recording
 layer's job, which calls `write_steps_parquet` and puts `WriteStats.summary` in the manifest.
-Spec: ``schemas/rollout.v2.md``, ``schemas/rollout-inputs.md``.
+Spec: ``schemas/rollout.v3.md``, ``schemas/rollout-inputs.md``.
 
 pyarrow is heavy, so names are loaded on first use (PEP 562): importing this package costs
 nothing until a rollout is recorded, and ``trajledger --help`` stays fast.

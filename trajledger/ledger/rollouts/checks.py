@@ -7,7 +7,7 @@ formed ``extras`` or judge scores, and tensors of bounded size and fixed shape w
 row; `check_nulls` reports nulls in required columns.
 Non-scope: checks across rows (episode structure, unique ids: ``validate.py``), column types
 (``validate.check_schema``).
-Spec: ``schemas/rollout.v2.md`` section "Validity".
+Spec: ``schemas/rollout.v3.md`` section "Validity".
 """
 
 from __future__ import annotations

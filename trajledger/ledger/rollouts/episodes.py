@@ -4,7 +4,7 @@ Scope: `EpisodeBuilder` derives the episode table from a stream of step batches 
 `STEP_SCHEMA` (an episode may span batches), merging the episode attributes an input gives;
 `derive_episodes` does it for a whole table.
 Non-scope: normalising the steps (``normalise.py``) and validating them (``validate.py``).
-Spec: ``schemas/rollout.v2.md`` sections "Episode table" and "Files" (how returns are summed).
+Spec: ``schemas/rollout.v3.md`` sections "Episode table" and "Files" (how returns are summed).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ same batch files; recording the jsonl export gives the same values (JSON keeps n
 not their dtypes or shapes).
 Non-scope: reading the ledger (the caller verifies the blobs), evidence bundles
 (``ledger.exchange``).
-Spec: ``schemas/rollout.v2.md`` section "Export".
+Spec: ``schemas/rollout.v3.md`` section "Export".
 """
 
 from __future__ import annotations
@@ -286,7 +286,7 @@ def _minari(
     if "final_obs" not in episodes.column_names:
         raise ExportError(
             "the batch has no final observations (rollout schema 1): Minari needs each "
-            "episode's observations including the last; record it again with schema 2"
+            "episode's observations including the last; record it again with schema 3"
         )
     if steps.column("reward").null_count:
         raise ExportError("some steps have no reward; Minari needs a reward for every step")

@@ -1,4 +1,4 @@
-"""What LLM training libraries write, mapped onto rollout schema v2, one record at a time.
+"""What LLM training libraries write, mapped onto rollout schema v3, one record at a time.
 
 Scope: the record formats (a record is a JSON line, or a row of a Parquet/Arrow file read as a
 dict): chat rollouts (``messages``), TRL's completions table (what ``GRPOTrainer.log`` writes to
@@ -10,7 +10,7 @@ objects turn records into episodes; `ChunkBuilder` collects episodes into `Rollo
 objects of bounded size.
 Non-scope: reading files and decompressing (``readers.py``, ``jsonl.py``), normalising and
 validating the tables (``normalise.py``, ``validate.py``).
-Spec: ``schemas/rollout-inputs.md`` (each mapping, field by field), ``schemas/rollout.v2.md``.
+Spec: ``schemas/rollout-inputs.md`` (each mapping, field by field), ``schemas/rollout.v3.md``.
 
 Nothing is dropped: fields a mapping does not place in a column are kept in the episode's (or,
 for message fields, the step's) ``extras`` as typed JSON. Each bad record is reported with its

@@ -1,7 +1,7 @@
-"""Normalising rollout inputs into schema v2: column types, tensors, derived flags.
+"""Normalising rollout inputs into schema v3: column types, tensors, derived flags.
 
 Scope:
-  * `normalise_steps` turns a step table in schema v2 (or v1, or the minimal classic form
+  * `normalise_steps` turns a step table in schema v3 (or v2, v1, or the minimal classic form
     ``episode_id, step, obs, action, reward, terminated, truncated``) into `STEP_SCHEMA`: types
     are widened where exact, tensor columns keep their value type and shape, missing optional
     columns become null, ``is_first`` and ``is_last`` are derived. `StepNormaliser` does it
@@ -10,7 +10,7 @@ Scope:
     values.
 Non-scope: content validation (``validate.py``; these functions check only what they need in
 order to convert), deriving the episode table (``episodes.py``), reading files (``readers.py``).
-Spec: ``schemas/rollout.v2.md`` (the tables) and ``schemas/rollout-inputs.md`` (input types).
+Spec: ``schemas/rollout.v3.md`` (the tables) and ``schemas/rollout-inputs.md`` (input types).
 """
 
 from __future__ import annotations
@@ -405,7 +405,7 @@ class StepNormaliser:
         """Convert one batch.
 
         Args:
-            batch: input rows in schema v2 or v1, or the minimal classic form.
+            batch: input rows in schema v3, v2 or v1, or the minimal classic form.
 
         Returns:
             The rows in `STEP_SCHEMA` (tensor columns of the batch's fixed types), or None when
@@ -463,8 +463,8 @@ class StepNormaliser:
             if STEP_SCHEMA.get_field_index(name) < 0:
                 self._once(
                     f"unknown:{name}",
-                    "unknown column: rollout schema v2 has no such "
-                    "column (see schemas/rollout.v2.md; keep other fields in 'extras')",
+                    "unknown column: rollout schema v3 has no such "
+                    "column (see schemas/rollout.v3.md; keep other fields in 'extras')",
                     name,
                 )
                 ok = False
@@ -527,7 +527,7 @@ class StepNormaliser:
 def normalise_steps(table: pa.Table | pa.RecordBatch) -> pa.Table:
     """Convert a step table into `STEP_SCHEMA`.
 
-    Accepts schema v2 or v1, or the minimal classic form ``episode_id, step, obs, action,
+    Accepts schema v3, v2 or v1, or the minimal classic form ``episode_id, step, obs, action,
     reward, terminated, truncated`` (``obs``/``action``/``reward`` optional). ``episode_id``
     may be an integer (it becomes its decimal string); ``obs``/``action`` may be lists, large
     lists or fixed-size lists of any number type or booleans, fixed-shape tensors, or plain
@@ -607,7 +607,7 @@ def normalise_episodes(table: pa.Table | pa.RecordBatch) -> pa.Table:
         c.add("schema", "missing required column", column="episode_id")
     for name in names:
         if EPISODE_SCHEMA.get_field_index(name) < 0:
-            c.add("schema", "unknown column: rollout schema v2 has no such column", column=name)
+            c.add("schema", "unknown column: rollout schema v3 has no such column", column=name)
     arrays: list[pa.Array | pa.ChunkedArray | None] = []
     tensors = TensorTypes()
     if not c.count:

@@ -12,7 +12,7 @@ written under temporary names and renamed only when the whole input is valid: ba
 nothing behind.
 Non-scope: storing and signing the files (the object store and manifest writers), reading
 inputs (``readers.py``).
-Spec: ``schemas/rollout.v2.md`` section "Files".
+Spec: ``schemas/rollout.v3.md`` section "Files".
 
 Encoding: zstd; float columns (and float tensor values) BYTE_STREAM_SPLIT, which zstd
 compresses better than plain floats; other columns dictionary-encoded. Row groups hold exactly
@@ -530,7 +530,7 @@ def write_steps_parquet(
         Summary statistics, the files' digests and the input's batch metadata.
 
     Raises:
-        RolloutValidationError: the input breaks schema v2 (nothing is written).
+        RolloutValidationError: the input breaks schema v3 (nothing is written).
         ValueError: ``path`` and ``episodes_path`` are the same file, or row_group_rows < 1.
         OSError: a file cannot be written (temporary files are removed).
     """

@@ -5,7 +5,7 @@ gathered over a whole input, at most `ROWS_PER_KIND` listed per kind, the rest c
 `ValidationReport` (the outcome of validating a table) and `RolloutValidationError` (raised
 with every problem listed); `refusal` builds the error for one problem with a whole input.
 Non-scope: finding problems (``validate.py``, ``normalise.py``, the readers).
-Spec: ``schemas/rollout.v2.md`` section "Validity" (how problems are reported).
+Spec: ``schemas/rollout.v3.md`` section "Validity" (how problems are reported).
 
 Row numbers count from 0 across the whole table (or the whole stream of batches). Line numbers
 of text inputs count from 1.

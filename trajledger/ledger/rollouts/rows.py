@@ -4,7 +4,7 @@ Scope: `rows_to_table` builds a step table and `rows_to_episodes` episode attrib
 Python values (numpy arrays keep their dtype and shape), naming each row and column that does
 not fit; `rows_to_columns` is the shared column builder (rollout JSON lines use it too).
 Non-scope: normalising the result (``normalise.py``, which these call) and validating it.
-Spec: ``schemas/rollout.v2.md``.
+Spec: ``schemas/rollout.v3.md``.
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ def rows_to_columns(
                 if schema.get_field_index(key) < 0:
                     c.add(
                         f"unknown:{key}",
-                        f"unknown {what} field: rollout schema v2 has no such column "
+                        f"unknown {what} field: rollout schema v3 has no such column "
                         "(keep other fields in 'extras')",
                         row=i,
                         column=key,

@@ -10,10 +10,10 @@ the table and version. Versions 1 (``STEP_SCHEMA_V1``, ``EPISODE_SCHEMA_V1``) an
 defined: batches recorded as v1 or v2 are read and validated against them.
 Non-scope: converting inputs into these tables (``normalise.py``), checking their content
 (``validate.py``) and writing Parquet (``parquet_io.py``).
-Spec: ``schemas/rollout.v3.md`` (what changed from v2: space columns, empty infos),
-``schemas/rollout.v2.md`` (every column, classic-RL and LLM use; decisions),
-``schemas/rollout-steps.v3.schema.json`` and ``schemas/rollout-episodes.v3.schema.json``;
-``schemas/rollout.v1.md`` for version 1.
+Spec: ``schemas/rollout.v3.md`` (every column, classic-RL and LLM use, space columns;
+decisions), ``schemas/rollout-steps.v3.schema.json`` and
+``schemas/rollout-episodes.v3.schema.json``; ``schemas/rollout.v2.md`` and ``rollout.v1.md`` for
+versions 2 and 1.
 
 One schema serves classic RL and LLM-agent rollouts; columns a rollout does not use are null.
 `STEP_SCHEMA` and `EPISODE_SCHEMA` are the templates: a written batch has the same columns,
@@ -193,7 +193,7 @@ EPISODE_ATTR_SCHEMA: Final = pa.schema(
 """Episode columns as an input gives them: every column optional; missing ones are derived."""
 
 STEP_SCHEMA_V2: Final = STEP_SCHEMA.with_metadata(_meta("steps", "2"))
-"""Version 2 of the step table (``schemas/rollout.v2.md``): the columns of v3, with tensors
+"""Version 2 of the step table (``schemas/rollout.v3.md``): the columns of v3, with tensors
 (``list<T>``) as the only space values; read and validated, never written."""
 
 EPISODE_SCHEMA_V2: Final = EPISODE_SCHEMA.with_metadata(_meta("episodes", "2"))

@@ -6,7 +6,7 @@ same types: arrays keep their dtype and shape, numpy scalars their dtype, tuples
 non-finite floats survive. Plain JSON values are written as themselves, so a reader that does not
 know the typed forms still sees ordinary JSON.
 Non-scope: arbitrary Python objects (refused with the path of the value), schema of the values.
-Spec: ``schemas/rollout.v2.md`` section "Typed JSON".
+Spec: ``schemas/rollout.v3.md`` section "Typed JSON".
 
 Typed forms are objects with one key starting with ``$``:
 

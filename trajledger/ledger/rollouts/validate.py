@@ -10,7 +10,7 @@ the checks across rows are the steps' episode runs (`_EpisodeRuns`) or the episo
 (`_UniqueIds`).
 Non-scope: converting inputs into the schema (``normalise.py``) and writing Parquet
 (``parquet_io.py``). Validation never changes data.
-Spec: ``schemas/rollout.v2.md`` section "Validity" (``rollout.v1.md`` for v1 tables).
+Spec: ``schemas/rollout.v3.md`` section "Validity" (``rollout.v1.md`` for v1 tables).
 
 Checks are vectorised with numpy and pyarrow.compute; Python loops run once per episode (for
 duplicate ids) or once per reported problem, never once per step. Each kind of problem lists
