@@ -181,27 +181,32 @@ def _json_text(v: object, rec: RecordProblems, field: str) -> str | None:
         return None
 
 
+_KIND_NAMES: Final = {
+    "str": "a string",
+    "num": "a number",
+    "int": "an integer",
+    "bool": "a boolean",
+    "obj": "an object",
+}
+
+
 def _opt(obj: Mapping[str, Any], key: str, kind: str, rec: RecordProblems, field: str) -> Any:
-    """Read an optional field, checking its JSON type."""
+    """Read an optional field, checking its JSON type (a boolean is not a number)."""
     v = obj.get(key)
     if v is None:
         return None
-    ok = {
-        "str": isinstance(v, str),
-        "num": _is_num(v),
-        "int": isinstance(v, int) and not isinstance(v, bool),
-        "bool": isinstance(v, bool),
-        "obj": isinstance(v, dict),
-    }[kind]
+    if kind == "str":
+        ok = isinstance(v, str)
+    elif kind == "num":
+        ok = isinstance(v, int | float) and not isinstance(v, bool)
+    elif kind == "int":
+        ok = isinstance(v, int) and not isinstance(v, bool)
+    elif kind == "bool":
+        ok = isinstance(v, bool)
+    else:
+        ok = isinstance(v, dict)
     if not ok:
-        names = {
-            "str": "a string",
-            "num": "a number",
-            "int": "an integer",
-            "bool": "a boolean",
-            "obj": "an object",
-        }
-        rec.error(field, f"{json_type(v)}, want {names[kind]}")
+        rec.error(field, f"{json_type(v)}, want {_KIND_NAMES[kind]}")
         return None
     if kind == "int" and not -(1 << 63) <= v < (1 << 63):
         rec.error(field, f"{v} is out of the int64 range")
@@ -271,6 +276,8 @@ _MESSAGE_KEYS: Final = frozenset(
     }
 )
 
+_MESSAGE_KEYS_NO_LINK: Final = _MESSAGE_KEYS - {"tool_call_id", "name"}
+
 _STEP_FIELDS: Final = (
     "role",
     "content",
@@ -303,12 +310,12 @@ def _message(m: object, rec: RecordProblems, where: str) -> dict[str, Any] | Non
         content = _json_text(content, rec, f"{where}.content")
     reasoning = _opt(m, "reasoning_content", "str", rec, f"{where}.reasoning_content")
     tool_results = _json_text(m.get("tool_results"), rec, f"{where}.tool_results")
-    known = set(_MESSAGE_KEYS)
+    known = _MESSAGE_KEYS
     if tool_results is None and (m.get("tool_call_id") is not None or m.get("name") is not None):
         link = {k: m[k] for k in ("tool_call_id", "name") if m.get(k) is not None}
         tool_results = json.dumps(link, ensure_ascii=False, separators=(",", ":"))
     else:
-        known -= {"tool_call_id", "name"}  # kept in extras: tool_results holds the results
+        known = _MESSAGE_KEYS_NO_LINK  # kept in extras: tool_results holds the results
     usage = _opt(m, "usage", "obj", rec, f"{where}.usage") or {}
     return {
         "role": role,
@@ -329,7 +336,7 @@ def _message(m: object, rec: RecordProblems, where: str) -> dict[str, Any] | Non
         "safety_interventions": _opt(
             m, "safety_interventions", "int", rec, f"{where}.safety_interventions"
         ),
-        "extras": _extras(m, frozenset(known), rec, f"{where}.") or None,
+        "extras": _extras(m, known, rec, f"{where}.") or None,
     }
 
 
@@ -747,6 +754,12 @@ class ChunkBuilder:
 
     def add(self, episodes: list[_Episode], rec: RecordProblems) -> None:
         """Check the ids of one record's episodes and queue them (unless the record failed)."""
+        ids = self.ids_of(episodes, rec)
+        self.check_ids(ids, rec)
+        self.take(ids, episodes, rec)
+
+    def ids_of(self, episodes: list[_Episode], rec: RecordProblems) -> list[str]:
+        """The episode ids of one record's episodes: given, or ``<prefix><unit>-<n>``."""
         ids = []
         for ep in episodes:
             eid = ep.episode_id
@@ -754,16 +767,25 @@ class ChunkBuilder:
                 eid = f"{self.opts.id_prefix}{rec.unit}-{rec.number}{ep.id_suffix}"
                 if ep.id_suffix and ep.attrs.get("group_id") is None:
                     ep.attrs["group_id"] = f"{self.opts.id_prefix}{rec.unit}-{rec.number}"
+            ids.append(eid)
+        return ids
+
+    def check_ids(self, ids: list[str], rec: RecordProblems) -> None:
+        """Report ids given before (on an earlier line or row); remember those of a good record."""
+        for eid in ids:
             if eid in self._ids:
                 rec.error(
                     "episode_id", f"episode {eid!r} already given on {rec.unit} {self._ids[eid]}"
                 )
-            ids.append(eid)
-        if rec.failed:
-            return
-        for eid, ep in zip(ids, episodes, strict=True):
-            self._ids[eid] = rec.number
-            self._add(eid, ep)
+        if not rec.failed:
+            for eid in ids:
+                self._ids[eid] = rec.number
+
+    def take(self, ids: list[str], episodes: list[_Episode], rec: RecordProblems) -> None:
+        """Queue a record's episodes under ``ids``, unless the record failed."""
+        if not rec.failed:
+            for eid, ep in zip(ids, episodes, strict=True):
+                self._add(eid, ep)
 
     def _add(self, eid: str, ep: _Episode) -> None:
         s = self.steps

@@ -37,10 +37,12 @@ __all__ = [
     "MAX_DECOMPRESSED_BYTES",
     "MAX_LINE_BYTES",
     "InputError",
+    "decode_line",
     "jsonl_objects",
     "open_jsonl",
     "read_lines",
     "refused",
+    "strict_decoder",
 ]
 
 MAX_LINE_BYTES: Final = 64 << 20
@@ -277,7 +279,16 @@ def _strict_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _decode(decoder: json.JSONDecoder, raw: bytes, rec: RecordProblems) -> dict[str, Any] | None:
+def strict_decoder() -> json.JSONDecoder:
+    """A JSON decoder that refuses duplicate keys and NaN / Infinity (for `decode_line`)."""
+    return json.JSONDecoder(object_pairs_hook=_strict_object, parse_constant=reject_constant)
+
+
+def decode_line(
+    decoder: json.JSONDecoder, raw: bytes, rec: RecordProblems
+) -> dict[str, Any] | None:
+    """One non-blank line as a JSON object, or None with the problem reported to ``rec``:
+    not UTF-8, not JSON, extra data, nested too deeply, a lone surrogate, not an object."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -312,14 +323,14 @@ def jsonl_objects(
     path: Path, c: ProblemCollector
 ) -> Iterator[tuple[RecordProblems, dict[str, Any]]]:
     """Each non-blank line of a JSONL file, strictly decoded; bad lines are reported."""
-    decoder = json.JSONDecoder(object_pairs_hook=_strict_object, parse_constant=reject_constant)
+    decoder = strict_decoder()
     with open_jsonl(path, check_end=True) as (_, f):
         try:
             for number, raw in read_lines(f, path):
                 if not raw.strip():
                     continue
                 rec = RecordProblems(number, c)
-                obj = _decode(decoder, raw, rec)
+                obj = decode_line(decoder, raw, rec)
                 if obj is not None:
                     yield rec, obj
         except RolloutValidationError as e:

@@ -210,6 +210,11 @@ class ProblemCollector:
         if n > room:
             self._describe.setdefault(kind, (column, message(int(rows[room]))))
 
+    def count_more(self, kind: str, n: int) -> None:
+        """Count ``n`` more occurrences of a kind already listed in full (none listed)."""
+        if n:
+            self._counts[kind] = self._counts.get(kind, 0) + n
+
     def problems(self) -> tuple[Problem, ...]:
         """Return the listed problems, then one summary per kind that overflowed."""
         out = list(self._problems)

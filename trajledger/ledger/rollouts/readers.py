@@ -44,6 +44,7 @@ from .jsonl import InputError, jsonl_objects, open_jsonl, read_lines, refused
 from .minari_io import iter_minari_chunks, minari_root
 from .normalise import normalise_episodes
 from .problems import ProblemCollector, RolloutValidationError, refusal
+from .reader_process import PROCESS_MIN_BYTES, iter_jsonl_parallel
 from .rows import rows_to_columns
 from .schema import EPISODE_ATTR_SCHEMA, STEP_SCHEMA
 
@@ -244,6 +245,7 @@ def iter_rollout_chunks(
     *,
     episodes: str | os.PathLike[str] | None = None,
     options: ReaderOptions | None = None,
+    process_min_bytes: int = PROCESS_MIN_BYTES,
 ) -> Iterator[RolloutChunk]:
     """Stream an input as chunks of at most about ``batch_rows`` steps.
 
@@ -268,6 +270,9 @@ def iter_rollout_chunks(
             the rollout schema; read whole (episode tables are small) and yielded with the first
             chunk.
         options: choices the input cannot express (TRL reward weights, episode id prefix).
+        process_min_bytes: JSON lines of records (chat, TRL, verl) of at least this many bytes
+            are parsed and mapped in blocks by worker processes (``reader_process.py``), on
+            every core; the chunks and problems are the same.
 
     Yields:
         `RolloutChunk` objects in input order.
@@ -300,7 +305,12 @@ def iter_rollout_chunks(
         if attrs is not None:
             raise ValueError("episodes= is for steps in the rollout schema; records have their own")
         if container == "jsonl":
-            yield from _iter_jsonl(Path(path), kind, batch_rows, opts)
+            if Path(path).stat().st_size >= process_min_bytes:
+                # Parsing and mapping records is Python: in blocks, in worker processes, on
+                # every core (``reader_process.py``), deciding as the reader in line.
+                yield from iter_jsonl_parallel(Path(path), kind, batch_rows, opts)
+            else:
+                yield from _iter_jsonl(Path(path), kind, batch_rows, opts)
         else:
             yield from _iter_table_records(Path(path), container, kind, batch_rows, opts)
         return
