@@ -7,6 +7,7 @@ Heavy modules (pyarrow, gymnasium) load inside the commands.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -179,10 +180,12 @@ REWARD_COLUMN = click.option(
 
 
 def _reader_options(reward_weights: str | None, reward_column: str | None) -> Any:
-    """The reader options from the TRL flags (None when neither is given)."""
-    if reward_weights is None and reward_column is None:
-        return None
+    """The reader options from the TRL flags; large JSON lines are parsed on every core."""
     from .rollouts import ReaderOptions
+
+    workers = os.cpu_count() or 1
+    if reward_weights is None and reward_column is None:
+        return ReaderOptions(workers=workers)
 
     weights: dict[str, float] | None = None
     if reward_weights is not None:
@@ -203,7 +206,7 @@ def _reader_options(reward_weights: str | None, reward_column: str | None) -> An
                 raise click.BadParameter(
                     f"{part!r}: want NAME=WEIGHT with a number", param_hint="--reward-weights"
                 ) from None
-    return ReaderOptions(reward_weights=weights, reward_column=reward_column)
+    return ReaderOptions(reward_weights=weights, reward_column=reward_column, workers=workers)
 
 
 @click.command()

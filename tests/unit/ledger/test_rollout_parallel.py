@@ -129,8 +129,9 @@ def test_recording_a_large_file_gives_the_same_files(tmp_path: Path) -> None:
     for threshold in (1 << 40, 0):  # in line, then in parallel
         out = tmp_path / f"out{threshold}"
         out.mkdir()
-        stats = write_steps_parquet(
-            iter_rollout_chunks(path, process_min_bytes=threshold), out / "steps.parquet"
+        chunks = iter_rollout_chunks(
+            path, options=ReaderOptions(workers=2), process_min_bytes=threshold
         )
+        stats = write_steps_parquet(chunks, out / "steps.parquet")
         digests.append((stats.steps_file.sha256, stats.episodes_file.sha256))
     assert digests[0] == digests[1]

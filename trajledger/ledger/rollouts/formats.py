@@ -104,11 +104,17 @@ class ReaderOptions:
         reward_column: TRL completions: take the reward from this one column instead.
         id_prefix: prefix of default episode ids (``<prefix>line-<n>``), so that several files
             of one batch give unique ids.
+        workers: processes that parse and map a large JSON-lines file of records (chat, TRL,
+            verl) in blocks (``reader_process.py``); 1 reads it in line. More than one starts
+            worker interpreters (``spawn``): a script that asks for them needs the
+            ``if __name__ == "__main__":`` guard that ``multiprocessing`` needs. The batch and
+            every refusal are the same either way. ``trajledger record`` uses every core.
     """
 
     reward_weights: Mapping[str, float] | None = None
     reward_column: str | None = None
     id_prefix: str = ""
+    workers: int = 1
 
 
 class RecordProblems:

@@ -270,9 +270,9 @@ def iter_rollout_chunks(
             the rollout schema; read whole (episode tables are small) and yielded with the first
             chunk.
         options: choices the input cannot express (TRL reward weights, episode id prefix).
-        process_min_bytes: JSON lines of records (chat, TRL, verl) of at least this many bytes
-            are parsed and mapped in blocks by worker processes (``reader_process.py``), on
-            every core; the chunks and problems are the same.
+        process_min_bytes: with ``options.workers`` over 1, JSON lines of records (chat, TRL,
+            verl) of at least this many bytes are parsed and mapped in blocks by that many
+            worker processes (``reader_process.py``); the chunks and problems are the same.
 
     Yields:
         `RolloutChunk` objects in input order.
@@ -305,10 +305,10 @@ def iter_rollout_chunks(
         if attrs is not None:
             raise ValueError("episodes= is for steps in the rollout schema; records have their own")
         if container == "jsonl":
-            if Path(path).stat().st_size >= process_min_bytes:
+            if opts.workers > 1 and Path(path).stat().st_size >= process_min_bytes:
                 # Parsing and mapping records is Python: in blocks, in worker processes, on
                 # every core (``reader_process.py``), deciding as the reader in line.
-                yield from iter_jsonl_parallel(Path(path), kind, batch_rows, opts)
+                yield from iter_jsonl_parallel(Path(path), kind, batch_rows, opts, opts.workers)
             else:
                 yield from _iter_jsonl(Path(path), kind, batch_rows, opts)
         else:
