@@ -100,14 +100,14 @@ class _Recording:
         env_ref: str,
         policy: str,
         signer: Signer,
-        every: int,
-        evaluator: str | None,
-        name: str | None,
-        episode_prefix: str | None,
-        consent: str | None,
-        licence: str | None,
-        retention: str | None,
-        clock: Callable[[], int] | None,
+        every: int = 100,
+        evaluator: str | None = None,
+        name: str | None = None,
+        episode_prefix: str | None = None,
+        consent: str | None = None,
+        licence: str | None = None,
+        retention: str | None = None,
+        clock: Callable[[], int] | None = None,
     ) -> None:
         from trajledger.ledger.artifacts import resolve_registered
         from trajledger.ledger.rollouts.spaces import SpaceError, space_to_json, spec_to_json
@@ -438,27 +438,20 @@ class VectorLedgerRecorder(_Recorded, gym.vector.VectorWrapper):
     """
 
     def __init__(
-        self,
-        env: gym.vector.VectorEnv[Any, Any, Any],
-        ledger: Ledger,
-        *,
-        env_ref: str,
-        policy: str,
-        signer: Signer,
-        every: int = 100,
-        evaluator: str | None = None,
-        name: str | None = None,
-        episode_prefix: str | None = None,
-        consent: str | None = None,
-        licence: str | None = None,
-        retention: str | None = None,
-        clock: Callable[[], int] | None = None,
+        self, env: gym.vector.VectorEnv[Any, Any, Any], ledger: Ledger, **options: Any
     ) -> None:
-        """Wrap the vector environment ``env`` (see `LedgerRecorder.__init__`).
+        """Wrap the vector environment ``env``.
+
+        Args:
+            env: the vector environment.
+            ledger: the open ledger to record into.
+            options: the keyword arguments of `LedgerRecorder` (``env_ref``, ``policy``,
+                ``signer``, ``every``, ...).
 
         Raises:
             ValueError: as `LedgerRecorder`, or the vector environment's autoreset mode is not
                 one of Gymnasium 1.x (Gymnasium 0.29's vector API).
+            RefError: as `LedgerRecorder`.
         """
         super().__init__(env)
         mode = env.metadata.get("autoreset_mode", "NextStep")  # Gymnasium 1.0: NextStep only
@@ -477,9 +470,7 @@ class VectorLedgerRecorder(_Recorded, gym.vector.VectorWrapper):
         spec_id = spec.id if spec is not None else type(env.unwrapped).__name__
         self._rec = _Recording(
             ledger, env.single_observation_space, env.single_action_space, spec,
-            f"gym-{spec_id}", env_ref=env_ref, policy=policy, signer=signer, every=every,
-            evaluator=evaluator, name=name, episode_prefix=episode_prefix, consent=consent,
-            licence=licence, retention=retention, clock=clock,
+            f"gym-{spec_id}", **options,
         )  # fmt: skip
         self._current: list[_Episode | None] = [None] * env.num_envs
         self._autoreset = np.zeros(env.num_envs, dtype=bool)  # NextStep: reset at next step
