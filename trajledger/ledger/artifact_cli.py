@@ -269,7 +269,7 @@ def record(
     ledger = ctx.ledger()
     options = _reader_options(reward_weights, reward_column)
     signer = _signer(ctx, key)
-    with _step_progress(paths, quiet=ctx.quiet) as advance:
+    with _step_progress(paths, quiet=ctx.quiet) as (advance, read):
         result = record_batch(
             ledger,
             list(paths),
@@ -285,6 +285,7 @@ def record(
             retention=retention,
             on_chunk=advance,
             options=options,
+            on_read=read,
         )
     s = result.stats
     ok(
@@ -295,19 +296,33 @@ def record(
 
 
 @contextmanager
-def _step_progress(paths: Sequence[Path], *, quiet: bool) -> Iterator[Callable[[int], None]]:
-    """Progress in steps on stderr, when it is a terminal and not ``--quiet``.
+def _step_progress(
+    paths: Sequence[Path], *, quiet: bool
+) -> Iterator[tuple[Callable[[int], None], Callable[[int], None]]]:
+    """Progress on stderr, when it is a terminal and not ``--quiet``: ``(on_chunk, on_read)``.
 
-    The total is known for Parquet inputs (their footers count the rows); otherwise (JSONL,
-    Arrow streams) a running count of steps is shown.
+    A bar with the percentage and the time left: in steps for Parquet inputs (their footers
+    count the rows), in bytes read for other files (JSON lines, plain or compressed: their
+    sizes are known); a running count of steps otherwise (a Minari directory).
     """
     if quiet or not sys.stderr.isatty():
-        yield lambda n: None
+        yield (lambda n: None), (lambda n: None)
         return
     total = _parquet_rows(paths)
     if total is not None:
         with click.progressbar(length=total, label="recording", file=sys.stderr) as bar:
-            yield bar.update
+            yield bar.update, (lambda n: None)
+        return
+    if all(p.is_file() for p in paths):
+        size = sum(p.stat().st_size for p in paths)
+        done = [0]
+
+        def read(n: int) -> None:
+            bar.update(max(0, n - done[0]))
+            done[0] = max(done[0], n)
+
+        with click.progressbar(length=max(size, 1), label="recording", file=sys.stderr) as bar:
+            yield (lambda n: None), read
         return
     seen = [0]
 
@@ -316,7 +331,7 @@ def _step_progress(paths: Sequence[Path], *, quiet: bool) -> Iterator[Callable[[
         click.echo(f"\rrecording: {seen[0]:,} steps", nl=False, err=True)
 
     try:
-        yield count
+        yield count, (lambda n: None)
     finally:
         if seen[0]:
             click.echo(err=True)

@@ -86,11 +86,14 @@ class RolloutChunk:
             none.
         meta: what the input says about the whole batch (source format, spaces, environment
             spec, dataset metadata), recorded in the batch predicate; None when nothing.
+        read: bytes of the input files read by the time the chunk was cut (a compressed
+            file's bytes as stored), for progress; None when the reader does not tell.
     """
 
     steps: pa.RecordBatch
     episodes: pa.RecordBatch | pa.Table | None = None
     meta: Mapping[str, Any] | None = None
+    read: int | None = None
 
 
 @dataclass(frozen=True)

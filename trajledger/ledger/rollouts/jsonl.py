@@ -18,7 +18,7 @@ import gzip
 import io
 import json
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Final
@@ -41,6 +41,7 @@ __all__ = [
     "jsonl_objects",
     "open_jsonl",
     "read_lines",
+    "read_position",
     "refused",
     "strict_decoder",
 ]
@@ -102,6 +103,7 @@ class _Decompressed(io.RawIOBase):
     """
 
     def __init__(self, codec: str, source: BinaryIO, limit: int) -> None:
+        self.source = source
         self._codec = codec
         self._limit = limit
         self._total = 0
@@ -319,12 +321,27 @@ def decode_line(
     return obj
 
 
+def read_position(f: io.BufferedReader) -> int:
+    """Bytes of the file read so far through a reader `open_jsonl` gave (a compressed file's
+    bytes as stored, ahead of the lines by at most a buffer)."""
+    raw = f.raw
+    return raw.source.tell() if isinstance(raw, _Decompressed) else f.tell()
+
+
 def jsonl_objects(
-    path: Path, c: ProblemCollector
+    path: Path, c: ProblemCollector, position: list[Callable[[], int]] | None = None
 ) -> Iterator[tuple[RecordProblems, dict[str, Any]]]:
-    """Each non-blank line of a JSONL file, strictly decoded; bad lines are reported."""
+    """Each non-blank line of a JSONL file, strictly decoded; bad lines are reported.
+
+    Args:
+        path: the file.
+        c: where problems go.
+        position: when given, receives a function telling `read_position` of the file.
+    """
     decoder = strict_decoder()
     with open_jsonl(path, check_end=True) as (_, f):
+        if position is not None:
+            position.append(lambda: read_position(f))
         try:
             for number, raw in read_lines(f, path):
                 if not raw.strip():

@@ -49,6 +49,7 @@ from .jsonl import (
     InputError,
     decode_line,
     open_jsonl,
+    read_position,
     refused,
     strict_decoder,
 )
@@ -207,6 +208,7 @@ class _Assembly:
         self.seen = False
         self.parts: list[tuple[RolloutChunk, list[tuple[int, int]], list[tuple[int, int]]]] = []
         self.rows = self.text = 0
+        self.read: int | None = None  # bytes of the file read by the block being taken
 
     def take(self, block: _Block) -> Iterator[RolloutChunk]:
         """Replay one block; yield each chunk the reader in line would have yielded by then."""
@@ -267,7 +269,9 @@ class _Assembly:
         eps = [b for c, _, r in self.parts for b in _rows(_batch(c.episodes), r)]
         meta, self.meta = self.meta, None
         self.parts, self.rows, self.text = [], 0, 0
-        return RolloutChunk(_concat(steps, STEP_SCHEMA), _concat(eps, EPISODE_ATTR_SCHEMA), meta)
+        return RolloutChunk(
+            _concat(steps, STEP_SCHEMA), _concat(eps, EPISODE_ATTR_SCHEMA), meta, self.read
+        )
 
 
 def _rows(batch: pa.RecordBatch, ranges: list[tuple[int, int]]) -> list[pa.RecordBatch]:
@@ -322,22 +326,29 @@ def iter_jsonl_parallel(
     pool = cf.ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1, mp_context=ctx)
     try:
         with open_jsonl(path, check_end=True) as (_, f):
-            pending: deque[cf.Future[_Block]] = deque()
+            pending: deque[tuple[cf.Future[_Block], int]] = deque()
+
+            def take() -> Iterator[RolloutChunk]:
+                future, assembly.read = pending.popleft()
+                yield from assembly.take(future.result())
+
             try:
                 for first_line, data in _blocks(f, path):
-                    pending.append(pool.submit(_map_block, kind, opts, first_line, data))
+                    block = pool.submit(_map_block, kind, opts, first_line, data)
+                    pending.append((block, read_position(f)))
                     while len(pending) >= IN_FLIGHT:
-                        yield from assembly.take(pending.popleft().result())
+                        yield from take()
             except _ReadError as e:
                 # The rest of the file cannot be read: the lines before it first, then the cause.
                 while pending:
-                    yield from assembly.take(pending.popleft().result())
+                    yield from take()
                 raise RolloutValidationError(
                     str(path), [*assembly.c.problems(), *e.refusal.problems]
                 ) from e
             while pending:
-                yield from assembly.take(pending.popleft().result())
+                yield from take()
         if assembly.rows or not assembly.seen:
+            assembly.read = path.stat().st_size
             yield assembly.flush()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -344,7 +344,8 @@ def iter_batch_inputs(
 ) -> Iterator[RolloutChunk]:
     """Stream several inputs as the chunks of one batch (see `iter_rollout_chunks`).
 
-    Default episode ids (``line-<n>``, ``row-<n>``, a Minari episode's number) would repeat
+    A chunk's ``read`` counts the bytes of every file before its own too (progress over the
+    batch). Default episode ids (``line-<n>``, ``row-<n>``, a Minari episode's number) would repeat
     from one file to the next, so with several inputs they are prefixed with the input's name,
     and its position when names repeat: ``1.jsonl:line-3``, ``2:steps.jsonl:line-3``. Episode
     ids the inputs give themselves are kept, and must be unique over the whole batch.
@@ -358,15 +359,20 @@ def iter_batch_inputs(
     """
     base = options or ReaderOptions()
     names = [Path(p).name for p in paths]
+    before = 0  # bytes of the files before this one
     for n, p in enumerate(paths):
         prefix = base.id_prefix
         if len(paths) > 1:
             name = names[n] if names.count(names[n]) == 1 else f"{n}:{names[n]}"
             prefix = f"{prefix}{name}:"
         opts = dataclasses.replace(base, id_prefix=prefix)
-        yield from iter_rollout_chunks(
+        for chunk in iter_rollout_chunks(
             p, fmt, batch_rows, episodes=episodes if n == 0 else None, options=opts
-        )
+        ):
+            yield chunk if chunk.read is None else dataclasses.replace(
+                chunk, read=before + chunk.read
+            )
+        before += Path(p).stat().st_size if Path(p).is_file() else 0
 
 
 def iter_step_batches(
@@ -515,13 +521,14 @@ def _iter_jsonl(
     c = ProblemCollector()
     builder = ChunkBuilder(c, opts, {"format": kind})
     seen = False
-    for rec, obj in jsonl_objects(path, c):
+    position: list[Callable[[], int]] = []
+    for rec, obj in jsonl_objects(path, c, position):
         seen = True
         builder.add(map_record(kind, obj, rec, opts), rec)
         if builder.full(batch_rows):
-            yield builder.flush()
+            yield dataclasses.replace(builder.flush(), read=position[0]())
     if builder.rows or not seen:
-        yield builder.flush()
+        yield dataclasses.replace(builder.flush(), read=path.stat().st_size)
     problems = c.problems()
     if problems:
         raise RolloutValidationError(str(path), problems)
