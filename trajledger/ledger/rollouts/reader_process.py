@@ -27,6 +27,7 @@ import concurrent.futures as cf
 import io
 import multiprocessing
 import os
+import signal
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -303,6 +304,12 @@ def _concat(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.RecordBatch:
     return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
+def _worker_start() -> None:
+    """A worker leaves Ctrl-C to the recording process, which stops it (no traceback of its own:
+    the terminal sends the signal to the whole process group)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def iter_jsonl_parallel(
     path: Path, kind: str, batch_rows: int, opts: ReaderOptions, workers: int | None = None
 ) -> Iterator[RolloutChunk]:
@@ -323,7 +330,9 @@ def iter_jsonl_parallel(
     """
     assembly = _Assembly(path, kind, batch_rows)
     ctx = multiprocessing.get_context("spawn")
-    pool = cf.ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1, mp_context=ctx)
+    pool = cf.ProcessPoolExecutor(
+        max_workers=workers or os.cpu_count() or 1, mp_context=ctx, initializer=_worker_start
+    )
     try:
         with open_jsonl(path, check_end=True) as (_, f):
             pending: deque[tuple[cf.Future[_Block], int]] = deque()
