@@ -15,14 +15,20 @@ steps, like a MuJoCo HalfCheetah run), then, in one run with a warm page cache, 
   many teams do today); run once (``--jsonl-repeat``), it is slow.
 
 Each timed operation runs ``--repeat`` times (default 7), interleaved, each after ``sync`` (no
-dirty pages left by the previous one); the median is reported. The target is record <= 1.15 x
-the pyarrow read + write. The ratios are given like for like (the CLI against pyarrow as a
-process, the library against pyarrow in this process) and strict (the CLI against pyarrow in
-this process).
+dirty pages left by the previous one); the median is reported, wall time and CPU time (user +
+system of every thread, and of child processes) side by side. The targets (issue 21 item 6):
+record <= 1.15 x the pyarrow read + write in CPU time, in-process, and in wall time. The ratios
+are given like for like (the CLI against pyarrow as a process, the library against pyarrow in
+this process) and strict (the CLI against pyarrow in this process).
 
-``--memory`` adds the memory case: a chat-style JSONL file of ``--jsonl-mb`` MiB (default 2048) is
-generated in the work directory, recorded through the CLI, and the child's peak RSS is read with
-``os.wait4`` (target < 1 GiB); the file is deleted afterwards.
+``--memory`` adds the chat case (issue 21 item 5): a chat-style JSONL file of ``--jsonl-mb`` MiB
+(default 2048) is generated in the work directory and, ``--chat-repeat`` times, alternating,
+read by ``pyarrow.json.read_json`` and written with zstd by a Python process (the baseline), and
+recorded by ``trajledger record`` (whose reader parses in worker processes); each process
+tree's wall time, CPU time (``os.wait4``: the process and the children it waited for) and peak
+resident memory (the sum over the tree, sampled every 20 ms) are reported. Targets: record <=
+1.5 x the baseline's wall time, and under 1 GiB of memory for 2 GiB of input. The file is
+deleted afterwards. The load average is printed with the results: the machine is shared.
 
 Usage::
 
@@ -36,6 +42,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -46,6 +53,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -57,6 +65,13 @@ PASSPHRASE = "bench passphrase (not secret)"
 BASE = "pyarrow read + write zstd (in-process)"
 BASE_PROC = "pyarrow read + write zstd (process)"
 CLI = "trajledger record (CLI)"
+CHAT_BASE = "pyarrow.json.read_json + write zstd (process)"
+CHAT_REC = "trajledger record (CLI)"
+CHAT_SCRIPT = (
+    "import sys, pyarrow.json as pj, pyarrow.parquet as pq; "
+    "pq.write_table(pj.read_json(sys.argv[1]), sys.argv[2], compression='zstd')"
+)
+CHAT_TARGET = 1.5
 LIB = "trajledger record (library)"
 JSONL = "JSON lines (json.dumps per row)"
 PYARROW_SCRIPT = (
@@ -175,14 +190,12 @@ def record_cmd(tl: str, home: Path, src: Path) -> list[str]:
             "--policy", "bench-policy", "--key", "bench"]  # fmt: skip
 
 
-def timed(fn: Callable[[], object]) -> float:
-    """Wall time of ``fn``, started with no dirty pages left by the previous operation."""
+def timed(fn: Callable[[], object]) -> tuple[float, float]:
+    """Wall and CPU time of ``fn``, started with no dirty pages left by the previous one."""
     gc.collect()
     os.sync()
     time.sleep(0.2)
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+    return c.wall_cpu(fn)
 
 
 def pyarrow_copy(src: Path, out: Path) -> None:
@@ -200,17 +213,51 @@ def jsonl_copy(src: Path, out: Path) -> None:
                 f.write(json.dumps(row) + "\n")
 
 
-def peak_rss(cmd: list[str], env: dict[str, str]) -> tuple[float, int]:
-    """Run ``cmd``; return its wall time and peak resident set size in bytes."""
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants, from /proc."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        for task in Path(f"/proc/{p}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                todo.extend(int(x) for x in task.read_text().split())
+    return out
+
+
+def _rss(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def measured(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+    """Run ``cmd``; its wall time, CPU time (with the children it waited for) and the peak of
+    the summed resident memory of its process tree (sampled every 20 ms)."""
+    gc.collect()
+    os.sync()
+    time.sleep(0.2)
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], sum(_rss(p) for p in _tree(proc.pid)))
+            done.wait(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
-    out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{out!r}\n{err!r}")
-    return elapsed, usage.ru_maxrss * 1024  # Linux reports KiB
+    done.set()
+    sampler.join()
+    err = proc.stderr.read()  # type: ignore[union-attr]
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{err!r}")
+    return elapsed, usage.ru_utime + usage.ru_stime, peak[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jsonl-repeat", type=int, default=1, help="runs of the JSON-lines baseline")
     ap.add_argument("--memory", action="store_true", help="also record a large chat JSONL file")
     ap.add_argument("--jsonl-mb", type=int, default=2048, help="size of that file in MiB")
+    ap.add_argument("--chat-repeat", type=int, default=1, help="runs of each chat operation")
     ap.add_argument("--workdir", type=Path, help="where to work (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
@@ -274,10 +322,10 @@ def main(argv: list[str] | None = None) -> int:
             lib_times.append(timed(go))
 
         out = work / "pyarrow.parquet"
-        cli_times: list[float] = []
-        lib_times: list[float] = []
-        inproc: list[float] = []
-        proc: list[float] = []
+        cli_times: list[tuple[float, float]] = []
+        lib_times: list[tuple[float, float]] = []
+        inproc: list[tuple[float, float]] = []
+        proc: list[tuple[float, float]] = []
         copy_cmd = [sys.executable, "-c", PYARROW_SCRIPT, str(src), str(out)]
         pyarrow_copy(src, out)  # warm the page cache and pyarrow
         for i in range(args.repeat):
@@ -292,13 +340,13 @@ def main(argv: list[str] | None = None) -> int:
             inproc.append(timed(lambda: pyarrow_copy(src, out)))
             lib_record()
             print(
-                f"  run {i + 1}: pyarrow {inproc[-1]:.2f} s (process {proc[-1]:.2f} s), "
-                f"record CLI {cli_times[-1]:.2f} s, library {lib_times[-1]:.2f} s",
+                f"  run {i + 1}: pyarrow {inproc[-1][0]:.2f} s (process {proc[-1][0]:.2f} s), "
+                f"record CLI {cli_times[-1][0]:.2f} s, library {lib_times[-1][0]:.2f} s",
                 file=sys.stderr,
             )
             while homes:
                 shutil.rmtree(homes.pop())
-        times: dict[str, list[float]] = {
+        times: dict[str, list[tuple[float, float]]] = {
             BASE: inproc,
             BASE_PROC: proc,
             CLI: cli_times,
@@ -333,15 +381,21 @@ def main(argv: list[str] | None = None) -> int:
         )
         shutil.rmtree(home)
 
-        med = {n: statistics.median(t) for n, t in times.items()}
+        med = {n: statistics.median(w for w, _ in t) for n, t in times.items()}
+        cpu = {n: statistics.median(u for _, u in t) for n, t in times.items()}
         result["median_s"] = med
-        result["min_s"] = {n: min(t) for n, t in times.items()}
+        result["median_cpu_s"] = cpu
+        result["min_s"] = {n: min(w for w, _ in t) for n, t in times.items()}
         result["runs_s"] = times
         result["x_pyarrow"] = {n: m / med[BASE] for n, m in med.items()}
         result["ratios"] = {
-            "record CLI / pyarrow process (both pay start-up)": med[CLI] / med[BASE_PROC],
-            "record library / pyarrow in-process": med[LIB] / med[BASE],
-            "record CLI / pyarrow in-process (strict)": med[CLI] / med[BASE],
+            "record library / pyarrow in-process, CPU time": cpu[LIB] / cpu[BASE],
+            "record library / pyarrow in-process, wall time": med[LIB] / med[BASE],
+            "record CLI / pyarrow process, wall time (both pay start-up)": (
+                med[CLI] / med[BASE_PROC]
+            ),
+            "record CLI / pyarrow process, CPU time": cpu[CLI] / cpu[BASE_PROC],
+            "record CLI / pyarrow in-process, wall time (strict)": med[CLI] / med[BASE],
         }
 
         if args.memory:
@@ -349,14 +403,23 @@ def main(argv: list[str] | None = None) -> int:
             size = args.jsonl_mb << 20
             print(f"writing ~{args.jsonl_mb} MiB of chat JSONL to {chat} ...", file=sys.stderr)
             lines = make_chat(chat, size)
-            home = fresh_ledger(tl, work, env)
-            elapsed, rss = peak_rss(record_cmd(tl, home, chat), env)
+            runs: dict[str, list[tuple[float, float, int]]] = {CHAT_BASE: [], CHAT_REC: []}
+            base_cmd = [sys.executable, "-c", CHAT_SCRIPT, str(chat), str(work / "chat.parquet")]
+            for i in range(args.chat_repeat):
+                order = [CHAT_BASE, CHAT_REC] if i % 2 == 0 else [CHAT_REC, CHAT_BASE]
+                for name in order:
+                    if name == CHAT_BASE:
+                        runs[name].append(measured(base_cmd, env))
+                    else:
+                        home = fresh_ledger(tl, work, env)
+                        runs[name].append(measured(record_cmd(tl, home, chat), env))
+                        shutil.rmtree(home)
+                    print(f"  chat {i + 1}: {name} {runs[name][-1][0]:.1f} s", file=sys.stderr)
             result["memory"] = {
-                "jsonl_bytes": chat.stat().st_size, "episodes": lines, "seconds": elapsed,
-                "peak_rss_bytes": rss,
+                "jsonl_bytes": chat.stat().st_size, "episodes": lines,
+                "runs": runs, "load_average": os.getloadavg(),
             }  # fmt: skip
             chat.unlink()
-            shutil.rmtree(home)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -370,10 +433,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def markdown(r: dict[str, Any]) -> str:
-    med, low, x = r["median_s"], r["min_s"], r["x_pyarrow"]
+    med, cpu, low, x = r["median_s"], r["median_cpu_s"], r["min_s"], r["x_pyarrow"]
     steps = r["steps"]
     rows = [
-        f"| {n} | {m:.2f} | {low[n]:.2f} | {steps / m:,.0f} | {x[n]:.2f} |" for n, m in med.items()
+        f"| {n} | {m:.2f} | {cpu[n]:.2f} | {low[n]:.2f} | {steps / m:,.0f} | {x[n]:.2f} |"
+        for n, m in med.items()
     ]
     ratios = "\n".join(
         f"| {n} | {v:.2f} | {'met' if v <= TARGET else 'missed'} |" for n, v in r["ratios"].items()
@@ -385,18 +449,36 @@ def markdown(r: dict[str, Any]) -> str:
         f"{steps:,} steps (obs float32[{OBS}], action float32[{ACT}], reward, flags, ids; "
         f"{EPISODE}-step episodes), median of {r['repeat']} runs (JSON lines: "
         f"{len(r['runs_s'].get(JSONL, []))}), warm page cache, {m['cpus']} CPUs.\n\n"
-        "| operation | median s | min s | steps/s | x pyarrow in-process |\n"
-        "|---|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n\n"
+        "| operation | median wall s | median CPU s | min wall s | steps/s | wall x pyarrow "
+        "in-process |\n|---|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n\n"
         f"| ratio | value | target <= {TARGET} |\n|---|---:|---|\n" + ratios + "\n\n"
         "| file | MiB |\n|---|---:|\n" + sizes + "\n"
     )
     if "memory" in r:
         mem = r["memory"]
+        runs = mem["runs"]
+
+        def med3(name: str, k: int) -> float:
+            return float(statistics.median(run[k] for run in runs[name]))
+
+        rows = [
+            f"| {n} | {med3(n, 0):.1f} | {med3(n, 1):.1f} | {med3(n, 2) / 2**20:,.0f} |"
+            for n in (CHAT_BASE, CHAT_REC)
+        ]
+        wall = med3(CHAT_REC, 0) / med3(CHAT_BASE, 0)
+        cpu_ratio = med3(CHAT_REC, 1) / med3(CHAT_BASE, 1)
+        rss = med3(CHAT_REC, 2)
+        load = mem["load_average"]
         text += (
             f"\nChat JSONL, {mem['jsonl_bytes'] / 2**30:.2f} GiB ({mem['episodes']:,} episodes, "
-            f"5 messages each) recorded through the CLI in {mem['seconds']:.1f} s: peak RSS "
-            f"{mem['peak_rss_bytes'] / 2**20:,.0f} MiB (target < 1 GiB: "
-            f"{'met' if mem['peak_rss_bytes'] < MEMORY_TARGET else 'missed'}).\n"
+            f"5 messages each), median of {len(runs[CHAT_REC])} run(s) of each, alternating "
+            f"(load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} after them):\n\n"
+            "| operation (as a process) | wall s | CPU s | peak RSS of the process tree, "
+            "MiB |\n|---|---:|---:|---:|\n" + "\n".join(rows) + "\n\n"
+            f"Record / baseline: {wall:.2f} x in wall time (target <= {CHAT_TARGET}: "
+            f"{'met' if wall <= CHAT_TARGET else 'missed'}), {cpu_ratio:.2f} x in CPU time; "
+            f"peak memory {rss / 2**20:,.0f} MiB (target < 1 GiB for 2 GiB: "
+            f"{'met' if rss < MEMORY_TARGET else 'missed'}).\n"
         )
     return text
 

@@ -565,7 +565,7 @@ def test_validate_command(runner: CliRunner, tmp_path: Path) -> None:
     expect(
         r,
         1,
-        f"FAIL: {path}: 1 problem (rollout schema v2)\n"
+        f"FAIL: {path}: 1 problem (rollout schema v3)\n"
         "FAIL:   row 2, column 'reward': reward is nan, want a finite number\n",
     )
     assert json.loads(r.stdout) == {
@@ -573,7 +573,7 @@ def test_validate_command(runner: CliRunner, tmp_path: Path) -> None:
         "steps": 0,
         "episodes": 0,
         "problems": [
-            f"{path}: 1 problem (rollout schema v2)",
+            f"{path}: 1 problem (rollout schema v3)",
             "  row 2, column 'reward': reward is nan, want a finite number",
         ],
     }
@@ -662,7 +662,7 @@ BAD_PARQUET = {
 
 def fail_lines(subject: Path | str, problems: list[str]) -> str:
     n = len(problems)
-    return f"FAIL: {subject}: {n} problem{'s' if n != 1 else ''} (rollout schema v2)\n" + "".join(
+    return f"FAIL: {subject}: {n} problem{'s' if n != 1 else ''} (rollout schema v3)\n" + "".join(
         f"FAIL:   {p}\n" for p in problems
     )
 

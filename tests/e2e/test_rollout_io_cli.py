@@ -102,7 +102,7 @@ def test_minari_in_and_out(
     batch = ok(run(runner, home, "record", minari_data, "--env", "cart@1", "--policy", "random",
                    *KEY))  # fmt: skip
     p = predicate(runner, home, batch)
-    assert p["schemaVersion"] == "2" and p["source"]["formats"] == ["minari"]
+    assert p["schemaVersion"] == "3" and p["source"]["formats"] == ["minari"]
     assert p["source"]["minari"]["dataset_id"] == "e2e/cartpole-v0"
     assert p["source"]["minari"]["ref_max_score"] == 500
     out = tmp_path / "export"
@@ -178,7 +178,7 @@ def test_hdf5_file_named(runner: CliRunner, home: Path, minari_data: Path) -> No
     r = run(runner, home, "record", h5, "--env", "cart@1", "--policy", "p", *KEY)
     assert r.exit_code == 1
     assert r.stderr == (
-        f"FAIL: {h5}: 1 problem (rollout schema v2)\n"
+        f"FAIL: {h5}: 1 problem (rollout schema v3)\n"
         "FAIL:   this looks like HDF5; for Minari datasets give the dataset directory (the one "
         "holding metadata.json, or its parent)\n"
     )

@@ -19,14 +19,10 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trajledger.ledger.rollouts.convert import (
-    EpisodeBuilder,
-    conform_batch,
-    derive_episodes,
-    normalise_steps,
-)
+from trajledger.ledger.rollouts.episodes import EpisodeBuilder, derive_episodes
+from trajledger.ledger.rollouts.normalise import conform_batch, normalise_steps
 from trajledger.ledger.rollouts.parquet_io import write_steps_parquet
-from trajledger.ledger.rollouts.validate import StepStreamValidator, validate_steps
+from trajledger.ledger.rollouts.validate import StreamValidator, validate_steps
 
 finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6)
 
@@ -81,7 +77,7 @@ def test_valid_rollouts_validate(table: pa.Table) -> None:
 @given(rollouts(), sizes)
 def test_streamed_validation_equals_one_shot(table: pa.Table, split: list[int]) -> None:
     mutated = _mutate_some(table)
-    v = StepStreamValidator()
+    v = StreamValidator("steps")
     for batch in cut(mutated, split):
         v.feed(batch)
     assert v.finish().problems == validate_steps(mutated).problems

@@ -22,6 +22,7 @@ from trajledger.ledger.artifacts import batch_files, register_environment, regis
 from trajledger.ledger.catalog import RefError
 from trajledger.ledger.home import Ledger
 from trajledger.ledger.keys import Signer
+from trajledger.ledger.rollouts.space_values import column_values
 from trajledger.ledger.validate_files import validate_files
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import PolicyError
@@ -260,7 +261,7 @@ def test_failed_flush_keeps_the_episodes(
     env.close()  # already closed: nothing to do
 
 
-# --- Schema v2 fidelity: dtypes, shapes, images, Dict/Tuple spaces, final obs, info ----------
+# --- Schema v3 fidelity: dtypes, shapes, images, Dict/Tuple spaces, final obs, info ----------
 
 
 class FidelityEnv(gym.Env[Any, Any]):
@@ -342,18 +343,19 @@ def test_dict_tuple_spaces_float64_final_obs_and_info(ledger: Ledger, alice: Sig
     act_space = space_from_json(p["actionSpace"])
     assert obs_space == inner.observation_space and act_space == inner.action_space
     steps = stored(ledger, env.batches[0], "steps.parquet")
-    assert steps["obs"].type == pa.list_(pa.float64())  # the float64 member is not narrowed
-    rows = np.asarray(steps["obs"].combine_chunks().values).reshape(2, -1)
-    second = gym.spaces.unflatten(obs_space, rows[1])  # the recorded space undoes flattening
-    assert second["pos"].tolist() == [1e-300, 1.1] and (second["cam"] == 1).all()
-    acts = np.asarray(steps["action"].combine_chunks().values).reshape(2, -1)
-    back = gym.spaces.unflatten(act_space, acts[1])
-    assert back[0] == 2 and back[1].tolist() == [0.25, 1.0]
+    # Rollout schema v3: Dict and Tuple values are structs, each member of its own dtype.
+    obs = column_values(steps["obs"].combine_chunks(), steps.schema.field("obs"))
+    assert obs["pos"].dtype == np.float64 and obs["cam"].dtype == np.uint8
+    assert obs["pos"][1].tolist() == [1e-300, 1.1] and (obs["cam"][1] == 1).all()
+    assert obs_space.contains({k: v[1] for k, v in obs.items()})
+    acts = column_values(steps["action"].combine_chunks(), steps.schema.field("action"))
+    assert isinstance(acts, tuple) and acts[0].tolist() == [1, 2] and acts[0].dtype == np.int64
+    assert acts[1][1].tolist() == [0.25, 1.0] and acts[1].dtype == np.float32
     info = typed_json.loads(steps["info"][0].as_py())
     assert info["t"] == 1 and info["hit"][1].dtype == np.int16 and np.isnan(info["nan"])
     eps = stored(ledger, env.batches[0], "episodes.parquet")
-    final = gym.spaces.unflatten(obs_space, np.asarray(eps["final_obs"][0].as_py()))
-    assert final["pos"].tolist() == [2e-300, 2.1]
+    final = column_values(eps["final_obs"].combine_chunks(), eps.schema.field("final_obs"))
+    assert final["pos"][0].tolist() == [2e-300, 2.1]
     assert typed_json.loads(eps["reset_info"][0].as_py())["origin"].dtype == np.float32
 
 

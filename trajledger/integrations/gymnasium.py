@@ -1,22 +1,34 @@
-"""Record Gymnasium episodes into the ledger while they are played.
+"""Record Gymnasium episodes into the ledger while they are played, from one environment or many.
 
-Scope: `LedgerRecorder`, a ``gymnasium.Wrapper`` around one environment. It records every
-transition and the seed each episode was reset with, and every ``every`` completed episodes (and
-on `LedgerRecorder.flush` / ``close()``) records them as one rollout batch through
-`ledger.artifacts.record_batch`: validated, written as Parquet, stored, signed and logged.
-Non-scope: vector environments (wrap each sub-environment), choosing actions, approval.
-Spec: ``schemas/rollout.v2.md``.
+Scope: `LedgerRecorder` wraps one environment (a ``gymnasium.Wrapper``) or a vector environment
+(``gymnasium.make_vec``, ``SyncVectorEnv``, ``AsyncVectorEnv``: it then builds a
+`VectorLedgerRecorder`, a ``gymnasium.vector.VectorWrapper``). It records every transition and
+the seed each episode was reset with, and every ``every`` completed episodes (of all
+sub-environments together) and on ``flush()`` / ``close()`` records them as one rollout batch
+through `ledger.artifacts.record_batch`: validated, written as Parquet, stored, signed and logged.
+Non-scope: choosing actions, approval.
+Spec: ``schemas/rollout.v3.md``.
 
 Layout: one row per transition: the observation the action was chosen on, the action as given to
-``step()``, and the reward, flags and ``info`` that step returned. Observations and actions of
-Box, Discrete, MultiDiscrete and MultiBinary spaces keep their dtype and shape (float64 stays
-float64, an image stays uint8 ``[H, W, C]``, a Discrete value is a tensor of shape ``[]``);
-Dict and Tuple values are flattened with ``gymnasium.spaces.flatten`` and both spaces and the
-environment spec go into each batch record (``observationSpace``, ``actionSpace``,
-``envSpec``), so ``gymnasium.spaces.unflatten`` undoes it. The observation ``step()`` returns
-last is the episode's ``final_obs``; the ``info`` of ``reset()`` its ``reset_info``. ``info``
-is kept as typed JSON (arrays keep dtype and shape); an empty ``info`` is null. Episode
-``seed`` is the ``seed`` given to ``reset()`` (null when none was).
+``step()``, and the reward, flags and ``info`` that step returned. Observations and actions keep
+their exact values (rollout schema v3): Box, Discrete, MultiDiscrete and MultiBinary values keep
+their dtype and shape (float64 stays float64, an image stays uint8 ``[H, W, C]``, a Discrete
+value is a tensor of shape ``[]``); Dict and Tuple values are structs whose members keep theirs
+(an int64 member above 2^53 next to a float member is exact); Text values are strings. Both
+spaces and the environment spec go into each batch record (``observationSpace``,
+``actionSpace``, ``envSpec``). The observation ``step()`` returns last is the episode's
+``final_obs``; the ``info`` of ``reset()`` its ``reset_info``. ``info`` is kept as typed JSON
+(arrays keep dtype and shape; an empty ``info`` is ``{}``). Episode ``seed`` is the seed the
+episode was reset with (null when none was, as for an automatic reset).
+
+Vector environments, in each autoreset mode of Gymnasium 1.x (``NextStep``, the only one of
+Gymnasium 1.0 and the default; ``SameStep`` and ``Disabled`` from Gymnasium 1.1), give each
+sub-environment's episodes their own ids; a sub-environment's automatic reset starts its next
+episode (``NextStep``: the step that resets it is not a transition and is not recorded;
+``SameStep``: the final observation and info come from ``final_obs`` / ``final_info``;
+``Disabled``: ``reset(options={"reset_mask": ...})`` starts the masked ones). The seed of
+``reset(seed=s)`` is ``s + i`` for sub-environment ``i`` (a list gives each its own), as
+Gymnasium seeds them. Gymnasium 0.29's vector API is refused with a message.
 
 Only finished episodes (terminated or truncated) are recorded. An episode left unfinished by a
 new ``reset()`` or by ``close()`` is discarded with a `RuntimeWarning`: recording it would claim
@@ -25,6 +37,8 @@ an end the environment never reported.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import secrets
 import time
 import warnings
@@ -34,18 +48,23 @@ from typing import TYPE_CHECKING, Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
-import numpy.typing as npt
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from trajledger.ledger.artifacts import BatchResult
+    from trajledger.ledger.catalog import CatalogItem
     from trajledger.ledger.home import Ledger
     from trajledger.ledger.keys import Signer
 
-__all__ = ["LedgerRecorder"]
+__all__ = ["LedgerRecorder", "VectorLedgerRecorder"]
 
 GENERATOR = "trajledger.integrations.gymnasium"
+
+_VECTOR_SPEC_KWARGS = ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
+"""Keys ``make_vec`` adds to its spec's kwargs: not the sub-environment's own."""
+
+_SAME_STEP_KEYS = frozenset({"final_obs", "_final_obs", "final_info", "_final_info"})
 
 
 @dataclass
@@ -54,10 +73,10 @@ class _Episode:
 
     episode_id: str
     seed: int | None
-    last_obs: npt.NDArray[Any]
+    last_obs: Any
     reset_info: str | None
-    obs: list[npt.NDArray[Any]] = field(default_factory=list)
-    actions: list[npt.NDArray[Any]] = field(default_factory=list)
+    obs: list[Any] = field(default_factory=list)
+    actions: list[Any] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
     terminated: list[bool] = field(default_factory=list)
     truncated: list[bool] = field(default_factory=list)
@@ -66,8 +85,197 @@ class _Episode:
     done: bool = False
 
 
-class LedgerRecorder(gym.Wrapper[Any, Any, Any, Any]):
+class _Recording:
+    """What both recorders share: the episodes being played, the finished ones, and recording
+    them as batches."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        spec: Any,
+        default_name: str,
+        *,
+        env_ref: str,
+        policy: str,
+        signer: Signer,
+        every: int = 100,
+        evaluator: str | None = None,
+        name: str | None = None,
+        episode_prefix: str | None = None,
+        consent: str | None = None,
+        licence: str | None = None,
+        retention: str | None = None,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        from trajledger.ledger.artifacts import resolve_registered
+        from trajledger.ledger.rollouts.spaces import SpaceError, space_to_json, spec_to_json
+
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"LedgerRecorder: every = {every!r}, want a whole number >= 1")
+        if not policy:
+            raise ValueError("LedgerRecorder: policy is empty, want a policy / model version")
+        self.env_item: CatalogItem = resolve_registered(ledger, env_ref, "environment")
+        try:
+            self.meta: dict[str, Any] = {
+                "observationSpace": space_to_json(observation_space),
+                "actionSpace": space_to_json(action_space),
+            }
+            if spec is not None:
+                self.meta["envSpec"] = spec_to_json(spec)
+        except SpaceError as e:
+            raise ValueError(f"LedgerRecorder: {e}") from e
+        _check_registered_spaces(ledger, self.env_item.envelope, self.meta, env_ref)
+        if evaluator is not None:
+            resolve_registered(ledger, evaluator, "evaluator")
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self._ledger = ledger
+        self._signer = signer
+        self._policy = policy
+        self._every = every
+        self._evaluator = evaluator
+        self._consent, self._licence, self._retention = consent, licence, retention
+        self._prefix = episode_prefix if episode_prefix is not None else secrets.token_hex(4)
+        self._name = name if name is not None else f"{default_name}-{self._prefix}"
+        self._clock = clock if clock is not None else (lambda: time.time_ns() // 1000)
+        self._started = 0
+        self.finished: list[_Episode] = []
+        self.batches: list[str] = []
+        self.results: list[BatchResult] = []
+        self.discarded_steps = 0
+
+    def start(self, seed: int | None, obs: Any, info: Mapping[str, Any] | None) -> _Episode:
+        """A new episode, reset with ``seed`` to ``obs`` and ``info``."""
+        ep = _Episode(
+            f"{self._prefix}-{self._started}",
+            seed,
+            self.value(self.observation_space, obs),
+            _info_text(info),
+        )
+        self._started += 1
+        return ep
+
+    def value(self, space: gym.Space[Any], value: Any) -> Any:
+        """A copy of a space value as it is recorded (the environment may reuse its arrays)."""
+        if _is_tensor_space(space):
+            return np.array(value, dtype=space.dtype)
+        return copy.deepcopy(value)
+
+    def transition(
+        self,
+        ep: _Episode,
+        action: Any,
+        obs: Any,
+        reward: SupportsFloat,
+        terminated: bool,
+        truncated: bool,
+        info: Mapping[str, Any] | None,
+    ) -> None:
+        """Add one transition to ``ep``; at the episode's end, finish it (maybe recording).
+
+        Raises:
+            ValueError: ``info`` holds a value typed JSON cannot keep (``ep`` is unchanged).
+            RolloutValidationError, PolicyError: recording the batch failed.
+        """
+        info_text = _info_text(info)
+        ep.obs.append(ep.last_obs)
+        ep.actions.append(action)
+        ep.rewards.append(float(reward))
+        ep.terminated.append(bool(terminated))
+        ep.truncated.append(bool(truncated))
+        ep.timestamps.append(self._clock())
+        ep.infos.append(info_text)
+        ep.last_obs = self.value(self.observation_space, obs)
+        if terminated or truncated:
+            ep.done = True
+            self.finished.append(ep)
+            if len(self.finished) >= self._every:
+                self.flush()
+
+    def drop(self, ep: _Episode | None, why: str, *, steps: int = 0) -> None:
+        """Discard an unfinished episode with a `RuntimeWarning` (``steps`` more were lost)."""
+        if ep is None or ep.done or not (ep.rewards or steps):
+            return
+        lost = len(ep.rewards) + steps
+        self.discarded_steps += lost
+        warnings.warn(
+            f"LedgerRecorder: episode {ep.episode_id} discarded after {lost} step(s): {why}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+    def flush(self) -> str | None:
+        """Record the finished episodes not yet recorded as one batch (see the recorders)."""
+        from trajledger.ledger.artifacts import record_batch
+
+        if not self.finished:
+            return None
+        steps, episodes = _tables(self.finished, self.observation_space, self.action_space)
+        result = record_batch(
+            self._ledger,
+            steps,
+            episodes=episodes,
+            env=self.env_item.digest,
+            policy=self._policy,
+            signer=self._signer,
+            evaluator=self._evaluator,
+            name=f"{self._name}-{len(self.batches) + 1}",
+            generator=GENERATOR,
+            consent=self._consent,
+            licence=self._licence,
+            retention=self._retention,
+            meta=self.meta,
+        )
+        self.finished = []
+        self.batches.append(result.digest)
+        self.results.append(result)
+        return result.digest
+
+
+class _Recorded:
+    """The recorders' common face: what was recorded, and `flush`."""
+
+    _rec: _Recording
+
+    @property
+    def batches(self) -> list[str]:
+        """Digests of the batches recorded so far, in order."""
+        return self._rec.batches
+
+    @property
+    def results(self) -> list[BatchResult]:
+        """The `BatchResult` of each batch (statistics, log index)."""
+        return self._rec.results
+
+    @property
+    def discarded_steps(self) -> int:
+        """Steps of unfinished episodes that were dropped."""
+        return self._rec.discarded_steps
+
+    @property
+    def pending_episodes(self) -> int:
+        """Finished episodes not yet recorded."""
+        return len(self._rec.finished)
+
+    def flush(self) -> str | None:
+        """Record the finished episodes not yet recorded as one batch.
+
+        Returns:
+            The batch digest, or None when no episode was waiting.
+
+        Raises:
+            RolloutValidationError, PolicyError: as `ledger.artifacts.record_batch`; the
+                episodes stay pending.
+        """
+        return self._rec.flush()
+
+
+class LedgerRecorder(_Recorded, gym.Wrapper[Any, Any, Any, Any]):
     """Record an environment's episodes as signed rollout batches, one every ``every`` episodes.
+
+    Given a vector environment, builds a `VectorLedgerRecorder` instead (same arguments).
 
     Example::
 
@@ -84,6 +292,12 @@ class LedgerRecorder(gym.Wrapper[Any, Any, Any, Any]):
         results: the `BatchResult` of each (statistics, log index).
         discarded_steps: steps of unfinished episodes that were dropped.
     """
+
+    def __new__(cls, env: Any, *args: Any, **kwargs: Any) -> LedgerRecorder:
+        """A `VectorLedgerRecorder` for a vector environment, else a `LedgerRecorder`."""
+        if isinstance(env, gym.vector.VectorEnv):
+            return VectorLedgerRecorder(env, *args, **kwargs)  # type: ignore[return-value]
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -105,7 +319,8 @@ class LedgerRecorder(gym.Wrapper[Any, Any, Any, Any]):
         """Wrap ``env``; nothing is recorded until ``every`` episodes have finished.
 
         Args:
-            env: the environment to record.
+            env: the environment to record (a vector environment gives a
+                `VectorLedgerRecorder`).
             ledger: the open ledger to record into.
             env_ref: the registered environment this is (``NAME@VERSION`` or digest).
             policy: the policy / model version acting (a checkpoint digest links lineage).
@@ -128,51 +343,16 @@ class LedgerRecorder(gym.Wrapper[Any, Any, Any, Any]):
                 environment records.
             RefError: ``env_ref`` (or ``evaluator``) is not registered in ``ledger``.
         """
-        from trajledger.ledger.artifacts import resolve_registered
-        from trajledger.ledger.rollouts.spaces import SpaceError, space_to_json, spec_to_json
-
         super().__init__(env)
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise ValueError(f"LedgerRecorder: every = {every!r}, want a whole number >= 1")
-        if not policy:
-            raise ValueError("LedgerRecorder: policy is empty, want a policy / model version")
-        self._env_item = resolve_registered(ledger, env_ref, "environment")
-        try:
-            self._meta: dict[str, Any] = {
-                "observationSpace": space_to_json(env.observation_space),
-                "actionSpace": space_to_json(env.action_space),
-            }
-            if env.spec is not None:
-                self._meta["envSpec"] = spec_to_json(env.spec)
-        except SpaceError as e:
-            raise ValueError(f"LedgerRecorder: {e}") from e
-        _check_registered_spaces(ledger, self._env_item.envelope, self._meta, env_ref)
-        self._obs_flat = _composite(env.observation_space)
-        self._act_flat = _composite(env.action_space)
-        if evaluator is not None:
-            resolve_registered(ledger, evaluator, "evaluator")
-        self._ledger = ledger
-        self._signer = signer
-        self._policy = policy
-        self._every = every
-        self._evaluator = evaluator
-        self._consent, self._licence, self._retention = consent, licence, retention
-        self._prefix = episode_prefix if episode_prefix is not None else secrets.token_hex(4)
         spec_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
-        self._name = name if name is not None else f"gym-{spec_id}-{self._prefix}"
-        self._clock = clock if clock is not None else (lambda: time.time_ns() // 1000)
-        self._started = 0
+        self._rec = _Recording(
+            ledger, env.observation_space, env.action_space, env.spec, f"gym-{spec_id}",
+            env_ref=env_ref, policy=policy, signer=signer, every=every, evaluator=evaluator,
+            name=name, episode_prefix=episode_prefix, consent=consent, licence=licence,
+            retention=retention, clock=clock,
+        )  # fmt: skip
         self._current: _Episode | None = None
-        self._finished: list[_Episode] = []
         self._closed = False
-        self.batches: list[str] = []
-        self.results: list[BatchResult] = []
-        self.discarded_steps = 0
-
-    @property
-    def pending_episodes(self) -> int:
-        """Finished episodes not yet recorded."""
-        return len(self._finished)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -181,12 +361,10 @@ class LedgerRecorder(gym.Wrapper[Any, Any, Any, Any]):
 
         An unfinished episode in progress is discarded (with a `RuntimeWarning`).
         """
-        self._discard_unfinished("reset() was called")
+        self._rec.drop(self._current, "reset() was called before it terminated or was truncated")
+        self._current = None
         obs, info = self.env.reset(seed=seed, options=options)
-        self._current = _Episode(
-            f"{self._prefix}-{self._started}", seed, self._tensor_obs(obs), _info_text(info)
-        )
-        self._started += 1
+        self._current = self._rec.start(seed, obs, info)
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -207,65 +385,17 @@ class LedgerRecorder(gym.Wrapper[Any, Any, Any, Any]):
             raise gym.error.ResetNeeded(
                 "LedgerRecorder: step() without an episode in progress; call reset() first"
             )
-        recorded_action = self._tensor_action(action)
+        recorded_action = self._rec.value(self.env.action_space, action)
         obs, reward, terminated, truncated, info = self.env.step(action)
         try:
-            info_text = _info_text(info)
+            self._rec.transition(ep, recorded_action, obs, reward, terminated, truncated, info)
         except ValueError:
             # The transition cannot be recorded whole: the episode is dropped, not recorded
             # with a hole in it (reset() starts the next one).
-            self.discarded_steps += len(ep.rewards) + 1
+            self._rec.discarded_steps += len(ep.rewards) + 1
             self._current = None
             raise
-        ep.obs.append(ep.last_obs)
-        ep.actions.append(recorded_action)
-        ep.rewards.append(float(reward))
-        ep.terminated.append(bool(terminated))
-        ep.truncated.append(bool(truncated))
-        ep.timestamps.append(self._clock())
-        ep.infos.append(info_text)
-        ep.last_obs = self._tensor_obs(obs)
-        if terminated or truncated:
-            ep.done = True
-            self._finished.append(ep)
-            if len(self._finished) >= self._every:
-                self.flush()
         return obs, reward, terminated, truncated, info
-
-    def flush(self) -> str | None:
-        """Record the finished episodes not yet recorded as one batch.
-
-        Returns:
-            The batch digest, or None when no episode was waiting.
-
-        Raises:
-            RolloutValidationError, PolicyError: as `ledger.artifacts.record_batch`; the
-                episodes stay pending.
-        """
-        from trajledger.ledger.artifacts import record_batch
-
-        if not self._finished:
-            return None
-        steps, episodes = _tables(self._finished)
-        result = record_batch(
-            self._ledger,
-            steps,
-            episodes=episodes,
-            env=self._env_item.digest,
-            policy=self._policy,
-            signer=self._signer,
-            evaluator=self._evaluator,
-            name=f"{self._name}-{len(self.batches) + 1}",
-            generator=GENERATOR,
-            consent=self._consent,
-            licence=self._licence,
-            retention=self._retention,
-            meta=self._meta,
-        )
-        self._finished = []
-        self.batches.append(result.digest)
-        self.results.append(result)
-        return result.digest
 
     def close(self) -> None:
         """Record the finished episodes, discard an unfinished one, and close the environment.
@@ -282,49 +412,194 @@ class LedgerRecorder(gym.Wrapper[Any, Any, Any, Any]):
         try:
             self.flush()
         finally:
-            self._discard_unfinished("close() was called")
+            self._rec.drop(self._current, "close() was called before it terminated or was "
+                           "truncated")  # fmt: skip
+            self._current = None
             super().close()
 
-    def _discard_unfinished(self, why: str) -> None:
-        ep = self._current
-        if ep is not None and not ep.done and ep.rewards:
-            self.discarded_steps += len(ep.rewards)
-            warnings.warn(
-                f"LedgerRecorder: episode {ep.episode_id} discarded after {len(ep.rewards)} "
-                f"step(s): {why} before it terminated or was truncated",
-                RuntimeWarning,
-                stacklevel=3,
+
+class VectorLedgerRecorder(_Recorded, gym.vector.VectorWrapper):
+    """Record a vector environment's episodes, all sub-environments' in one batch per flush.
+
+    Built by `LedgerRecorder` when it is given a vector environment (``gymnasium.make_vec``,
+    ``SyncVectorEnv``, ``AsyncVectorEnv``); the arguments are `LedgerRecorder`'s. Episode ids
+    are ``<prefix>-<n>``, numbered in the order episodes start over all sub-environments.
+
+    Example::
+
+        envs = LedgerRecorder(gym.make_vec("CartPole-v1", num_envs=4,
+                                           vectorization_mode="sync"),
+                              ledger, env_ref="cartpole@1", policy="random",
+                              signer=ledger.keys.signer("producer"), every=20)
+        obs, infos = envs.reset(seed=0)          # sub-environment i is seeded 0 + i
+        for _ in range(1000):
+            obs, rewards, terminated, truncated, infos = envs.step(envs.action_space.sample())
+        envs.close()                             # records what finished, discards the rest
+    """
+
+    def __init__(
+        self, env: gym.vector.VectorEnv[Any, Any, Any], ledger: Ledger, **options: Any
+    ) -> None:
+        """Wrap the vector environment ``env``.
+
+        Args:
+            env: the vector environment.
+            ledger: the open ledger to record into.
+            options: the keyword arguments of `LedgerRecorder` (``env_ref``, ``policy``,
+                ``signer``, ``every``, ...).
+
+        Raises:
+            ValueError: as `LedgerRecorder`, or the vector environment's autoreset mode is not
+                one of Gymnasium 1.x (Gymnasium 0.29's vector API).
+            RefError: as `LedgerRecorder`.
+        """
+        super().__init__(env)
+        mode = env.metadata.get("autoreset_mode", "NextStep")  # Gymnasium 1.0: NextStep only
+        self._mode = str(getattr(mode, "value", mode))
+        if self._mode not in ("NextStep", "SameStep", "Disabled") or not hasattr(
+            gym.vector, "VectorWrapper"
+        ):
+            raise ValueError(
+                f"LedgerRecorder: vector environment autoreset mode {mode!r} is unknown, want "
+                "NextStep, SameStep or Disabled (Gymnasium 1.x)"
             )
-        self._current = None
+        spec = env.spec
+        if spec is not None:  # the sub-environment's spec, without make_vec's own arguments
+            kwargs = {k: v for k, v in spec.kwargs.items() if k not in _VECTOR_SPEC_KWARGS}
+            spec = dataclasses.replace(spec, kwargs=kwargs)
+        spec_id = spec.id if spec is not None else type(env.unwrapped).__name__
+        self._rec = _Recording(
+            ledger, env.single_observation_space, env.single_action_space, spec,
+            f"gym-{spec_id}", **options,
+        )  # fmt: skip
+        self._current: list[_Episode | None] = [None] * env.num_envs
+        self._autoreset = np.zeros(env.num_envs, dtype=bool)  # NextStep: reset at next step
+        self._closed = False
 
-    def _tensor_obs(self, obs: Any) -> npt.NDArray[Any]:
-        space = self.env.observation_space
-        if self._obs_flat:
-            return np.asarray(gym.spaces.flatten(space, obs))
-        return np.array(obs, dtype=space.dtype)
+    def reset(
+        self,
+        *,
+        seed: int | list[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset the sub-environments (those of ``options["reset_mask"]``, when given) and
+        start recording a new episode in each; unfinished episodes there are discarded."""
+        n = self.num_envs
+        mask = (options or {}).get("reset_mask")
+        which = np.ones(n, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        for i in np.flatnonzero(which).tolist():
+            self._rec.drop(self._current[i], "reset() was called before it terminated or was "
+                           "truncated")  # fmt: skip
+            self._current[i] = None
+        obs, infos = self.env.reset(seed=seed, options=options)  # type: ignore[arg-type]
+        seeds = seed if isinstance(seed, list) else [
+            None if seed is None else seed + i for i in range(n)
+        ]  # fmt: skip
+        rows = list(gym.vector.utils.iterate(self.env.observation_space, obs))
+        for i in np.flatnonzero(which).tolist():
+            self._current[i] = self._rec.start(seeds[i], rows[i], _env_info(infos, i))
+            self._autoreset[i] = False
+        return obs, infos
 
-    def _tensor_action(self, action: Any) -> npt.NDArray[Any]:
-        space = self.env.action_space
-        if self._act_flat:
-            return np.asarray(gym.spaces.flatten(space, action))
-        return np.array(action, dtype=space.dtype)
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """Step every sub-environment and record each one's transition.
+
+        Episodes that end are finished (and recorded when ``every`` are waiting); a
+        sub-environment that the vector environment resets on its own starts its next
+        episode. An ``info`` that typed JSON cannot keep drops that sub-environment's episode
+        with a `RuntimeWarning` (the others' transitions are kept, and this step returns).
+
+        Raises:
+            gymnasium.error.ResetNeeded: ``reset()`` was never called.
+            RolloutValidationError, PolicyError: recording a batch failed; the finished
+                episodes are kept, and recording is retried at the next episode end or flush.
+        """
+        if all(ep is None for ep in self._current) and not self._autoreset.any():
+            raise gym.error.ResetNeeded(
+                "LedgerRecorder: step() without episodes in progress; call reset() first"
+            )
+        recorded = [
+            self._rec.value(self._rec.action_space, a)
+            for a in gym.vector.utils.iterate(self.env.action_space, actions)
+        ]
+        obs, rewards, terminated, truncated, infos = self.env.step(actions)
+        rows = list(gym.vector.utils.iterate(self.env.observation_space, obs))
+        for i in range(self.num_envs):
+            if self._autoreset[i]:  # NextStep: this step reset the sub-environment
+                self._autoreset[i] = False
+                self._current[i] = self._rec.start(None, rows[i], _env_info(infos, i))
+                continue
+            ep = self._current[i]
+            if ep is None or ep.done:  # Disabled: stepped after its end, before a reset
+                continue
+            done = bool(terminated[i] or truncated[i])
+            final, info = rows[i], _env_info(infos, i)
+            if self._mode == "SameStep" and done:
+                final = infos["final_obs"][i]
+                info = _env_info(infos.get("final_info", {}), i)
+            try:
+                self._rec.transition(
+                    ep, recorded[i], final, rewards[i], terminated[i], truncated[i], info
+                )
+            except ValueError as e:
+                self._rec.drop(ep, f"{e}", steps=1)
+                self._current[i] = None
+                self._autoreset[i] = done and self._mode == "NextStep"
+                continue
+            if done and self._mode == "NextStep":
+                self._autoreset[i] = True
+            elif done and self._mode == "SameStep":
+                self._current[i] = self._rec.start(None, rows[i], _env_info(infos, i))
+        return obs, rewards, terminated, truncated, infos
+
+    def close(self, **kwargs: Any) -> None:
+        """Record the finished episodes, discard unfinished ones, and close the environments.
+
+        Raises:
+            RolloutValidationError, PolicyError: as `flush`.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.flush()
+        finally:
+            for i, ep in enumerate(self._current):
+                self._rec.drop(ep, "close() was called before it terminated or was truncated")
+                self._current[i] = None
+            self.env.close(**kwargs)
 
 
-def _composite(space: gym.Space[Any]) -> bool:
-    """Dict, Tuple (and other non-array spaces) are flattened; array spaces are kept as they are."""
-    return not isinstance(
+def _env_info(infos: Mapping[str, Any], i: int) -> dict[str, Any]:
+    """Sub-environment ``i``'s info from a vector environment's infos: each key whose ``_key``
+    mask is set for ``i``, nested infos likewise (``final_obs`` / ``final_info`` left out)."""
+    out: dict[str, Any] = {}
+    for key, value in infos.items():
+        if key.startswith("_") or key in _SAME_STEP_KEYS:
+            continue
+        mask = infos.get(f"_{key}")
+        if mask is not None and not bool(mask[i]):
+            continue
+        out[key] = _env_info(value, i) if isinstance(value, Mapping) else value[i]
+    return out
+
+
+def _is_tensor_space(space: gym.Space[Any]) -> bool:
+    """Box, Discrete, MultiDiscrete and MultiBinary values are numpy arrays of the space's
+    dtype; Dict, Tuple and Text values are kept as they are (copied)."""
+    return isinstance(
         space,
         gym.spaces.Box | gym.spaces.Discrete | gym.spaces.MultiDiscrete | gym.spaces.MultiBinary,
     )
 
 
 def _info_text(info: Mapping[str, Any] | None) -> str | None:
-    """An ``info`` dict as typed JSON (null when empty).
+    """An ``info`` dict as typed JSON (``{}`` when empty; null only when there is none).
 
     Raises:
         ValueError: a value typed JSON cannot hold (the message names it).
     """
-    if not info:
+    if info is None:
         return None
     from trajledger.ledger.rollouts import typed_json
 
@@ -360,22 +635,18 @@ _GROUP_VALUES = 1 << 28
 split into several chunks."""
 
 
-def _tensors(rows: list[npt.NDArray[Any]]) -> tuple[pa.Array, pa.Field]:
-    """One tensor column of same-shaped arrays, and its field (dtype and shape kept)."""
-    import pyarrow as pa
-
-    from trajledger.ledger.rollouts.schema import tensor_field
-
-    first = rows[0]
-    value_type = pa.from_numpy_dtype(first.dtype)
-    size = first.size
-    values = np.concatenate([r.reshape(-1) for r in rows])
-    offsets = np.arange(0, (len(rows) + 1) * size, size, dtype=np.int64).astype(np.int32)
-    column = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, value_type))
-    return column, tensor_field("", value_type, first.shape)
+def _size(value: Any) -> int:
+    """Values held by a space value (array elements, string characters)."""
+    if isinstance(value, Mapping):
+        return sum(_size(v) for v in value.values())
+    if isinstance(value, tuple):
+        return sum(_size(v) for v in value)
+    return len(value) if isinstance(value, str) else int(np.size(value))
 
 
-def _tables(episodes: list[_Episode]) -> tuple[pa.Table, pa.Table]:
+def _tables(
+    episodes: list[_Episode], obs_space: gym.Space[Any], act_space: gym.Space[Any]
+) -> tuple[pa.Table, pa.Table]:
     """The step table and the episode attributes (id, seed, final obs, reset info).
 
     Episodes are grouped so that no chunk holds more than `_GROUP_VALUES` tensor values.
@@ -385,54 +656,74 @@ def _tables(episodes: list[_Episode]) -> tuple[pa.Table, pa.Table]:
     groups: list[list[_Episode]] = [[]]
     held = 0
     for e in episodes:
-        size = len(e.rewards) * (e.last_obs.size + (e.actions[0].size if e.actions else 0))
+        size = len(e.rewards) * (_size(e.last_obs) + (_size(e.actions[0]) if e.actions else 0))
         if groups[-1] and held + size > _GROUP_VALUES:
             groups.append([])
             held = 0
         groups[-1].append(e)
         held += size
-    parts = [_group_tables(g) for g in groups]
+    parts = [_group_tables(g, obs_space, act_space) for g in groups]
     return (
         pa.concat_tables([p[0] for p in parts]),
         pa.concat_tables([p[1] for p in parts]),
     )
 
 
-def _group_tables(episodes: list[_Episode]) -> tuple[pa.Table, pa.Table]:
+def _column(space: gym.Space[Any], rows: list[Any], name: str) -> tuple[pa.Array, pa.Field]:
+    """One space column of the rows, exactly (``ledger.rollouts.space_values``)."""
+    from trajledger.ledger.rollouts.space_values import in_space_order, space_column, stack_rows
+
+    return space_column(in_space_order(space, stack_rows(rows, name)), len(rows), name)
+
+
+def _group_tables(
+    episodes: list[_Episode], obs_space: gym.Space[Any], act_space: gym.Space[Any]
+) -> tuple[pa.Table, pa.Table]:
     import pyarrow as pa
 
     lengths = [len(e.rewards) for e in episodes]
-    obs, obs_field = _tensors([o for e in episodes for o in e.obs])
-    action, action_field = _tensors([a for e in episodes for a in e.actions])
-    final, final_field = _tensors([e.last_obs for e in episodes])
-    steps = pa.table(
-        {
-            "episode_id": pa.array(np.repeat([e.episode_id for e in episodes], lengths)),
-            "step": pa.array(np.concatenate([np.arange(n, dtype=np.int64) for n in lengths])),
-            "terminated": pa.array([t for e in episodes for t in e.terminated], pa.bool_()),
-            "truncated": pa.array([t for e in episodes for t in e.truncated], pa.bool_()),
-            "reward": pa.array([r for e in episodes for r in e.rewards], pa.float64()),
-            "obs": obs,
-            "action": action,
-            "timestamp": pa.array(
-                [t for e in episodes for t in e.timestamps], pa.timestamp("us", tz="UTC")
-            ),
-            "info": pa.array([i for e in episodes for i in e.infos], pa.string()),
-        }
+    obs, obs_field = _column(obs_space, [o for e in episodes for o in e.obs], "obs")
+    action, action_field = _column(act_space, [a for e in episodes for a in e.actions], "action")
+    final, final_field = _column(obs_space, [e.last_obs for e in episodes], "final_obs")
+    step_fields = [
+        pa.field("episode_id", pa.string()),
+        pa.field("step", pa.int64()),
+        pa.field("terminated", pa.bool_()),
+        pa.field("truncated", pa.bool_()),
+        pa.field("reward", pa.float64()),
+        obs_field,
+        action_field,
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("info", pa.string()),
+    ]
+    steps = pa.Table.from_arrays(
+        [
+            pa.array(np.repeat([e.episode_id for e in episodes], lengths), pa.string()),
+            pa.array(np.concatenate([np.arange(n, dtype=np.int64) for n in lengths])),
+            pa.array([t for e in episodes for t in e.terminated], pa.bool_()),
+            pa.array([t for e in episodes for t in e.truncated], pa.bool_()),
+            pa.array([r for e in episodes for r in e.rewards], pa.float64()),
+            obs,
+            action,
+            pa.array([t for e in episodes for t in e.timestamps], pa.timestamp("us", tz="UTC")),
+            pa.array([i for e in episodes for i in e.infos], pa.string()),
+        ],
+        schema=pa.schema(step_fields),
     )
-    schema = steps.schema
-    for name, f in (("obs", obs_field), ("action", action_field)):
-        i = schema.get_field_index(name)
-        schema = schema.set(i, f.with_name(name).with_type(steps.column(name).type))
-    steps = steps.cast(schema)
-    attrs = pa.table(
-        {
-            "episode_id": pa.array([e.episode_id for e in episodes], pa.string()),
-            "seed": pa.array([e.seed for e in episodes], pa.int64()),
-            "final_obs": final,
-            "reset_info": pa.array([e.reset_info for e in episodes], pa.string()),
-        }
+    attrs = pa.Table.from_arrays(
+        [
+            pa.array([e.episode_id for e in episodes], pa.string()),
+            pa.array([e.seed for e in episodes], pa.int64()),
+            final,
+            pa.array([e.reset_info for e in episodes], pa.string()),
+        ],
+        schema=pa.schema(
+            [
+                pa.field("episode_id", pa.string()),
+                pa.field("seed", pa.int64()),
+                final_field,
+                pa.field("reset_info", pa.string()),
+            ]
+        ),
     )
-    i = attrs.schema.get_field_index("final_obs")
-    attrs = attrs.cast(attrs.schema.set(i, final_field.with_name("final_obs")))
     return steps, attrs

@@ -7,6 +7,7 @@ Heavy modules (pyarrow, gymnasium) load inside the commands.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -179,10 +180,12 @@ REWARD_COLUMN = click.option(
 
 
 def _reader_options(reward_weights: str | None, reward_column: str | None) -> Any:
-    """The reader options from the TRL flags (None when neither is given)."""
-    if reward_weights is None and reward_column is None:
-        return None
+    """The reader options from the TRL flags; large JSON lines are parsed on every core."""
     from .rollouts import ReaderOptions
+
+    workers = os.cpu_count() or 1
+    if reward_weights is None and reward_column is None:
+        return ReaderOptions(workers=workers)
 
     weights: dict[str, float] | None = None
     if reward_weights is not None:
@@ -203,7 +206,7 @@ def _reader_options(reward_weights: str | None, reward_column: str | None) -> An
                 raise click.BadParameter(
                     f"{part!r}: want NAME=WEIGHT with a number", param_hint="--reward-weights"
                 ) from None
-    return ReaderOptions(reward_weights=weights, reward_column=reward_column)
+    return ReaderOptions(reward_weights=weights, reward_column=reward_column, workers=workers)
 
 
 @click.command()
@@ -266,7 +269,7 @@ def record(
     ledger = ctx.ledger()
     options = _reader_options(reward_weights, reward_column)
     signer = _signer(ctx, key)
-    with _step_progress(paths, quiet=ctx.quiet) as advance:
+    with _step_progress(paths, quiet=ctx.quiet) as (advance, read):
         result = record_batch(
             ledger,
             list(paths),
@@ -282,6 +285,7 @@ def record(
             retention=retention,
             on_chunk=advance,
             options=options,
+            on_read=read,
         )
     s = result.stats
     ok(
@@ -292,19 +296,33 @@ def record(
 
 
 @contextmanager
-def _step_progress(paths: Sequence[Path], *, quiet: bool) -> Iterator[Callable[[int], None]]:
-    """Progress in steps on stderr, when it is a terminal and not ``--quiet``.
+def _step_progress(
+    paths: Sequence[Path], *, quiet: bool
+) -> Iterator[tuple[Callable[[int], None], Callable[[int], None]]]:
+    """Progress on stderr, when it is a terminal and not ``--quiet``: ``(on_chunk, on_read)``.
 
-    The total is known for Parquet inputs (their footers count the rows); otherwise (JSONL,
-    Arrow streams) a running count of steps is shown.
+    A bar with the percentage and the time left: in steps for Parquet inputs (their footers
+    count the rows), in bytes read for other files (JSON lines, plain or compressed: their
+    sizes are known); a running count of steps otherwise (a Minari directory).
     """
     if quiet or not sys.stderr.isatty():
-        yield lambda n: None
+        yield (lambda n: None), (lambda n: None)
         return
     total = _parquet_rows(paths)
     if total is not None:
         with click.progressbar(length=total, label="recording", file=sys.stderr) as bar:
-            yield bar.update
+            yield bar.update, (lambda n: None)
+        return
+    if all(p.is_file() for p in paths):
+        size = sum(p.stat().st_size for p in paths)
+        done = [0]
+
+        def read(n: int) -> None:
+            bar.update(max(0, n - done[0]))
+            done[0] = max(done[0], n)
+
+        with click.progressbar(length=max(size, 1), label="recording", file=sys.stderr) as bar:
+            yield (lambda n: None), read
         return
     seen = [0]
 
@@ -313,7 +331,7 @@ def _step_progress(paths: Sequence[Path], *, quiet: bool) -> Iterator[Callable[[
         click.echo(f"\rrecording: {seen[0]:,} steps", nl=False, err=True)
 
     try:
-        yield count
+        yield count, (lambda n: None)
     finally:
         if seen[0]:
             click.echo(err=True)

@@ -291,6 +291,7 @@ def record_batch(
     on_chunk: Callable[[int], None] | None = None,
     options: ReaderOptions | None = None,
     meta: Mapping[str, Any] | None = None,
+    on_read: Callable[[int], None] | None = None,
 ) -> BatchResult:
     """Record a rollout batch from files (streamed), an Arrow table, or Python rows.
 
@@ -328,6 +329,8 @@ def record_batch(
         retention: retention rule, e.g. ``365d``.
         generator: what produced the batch (recorded in the predicate).
         on_chunk: called with the number of steps of each chunk read (progress).
+        on_read: called with the bytes of the input files read so far, when the reader tells
+            (JSON lines; progress over the files' sizes).
         options: reader choices the input cannot express (TRL reward weights or column).
         meta: what the caller knows about the whole batch: ``observationSpace``,
             ``actionSpace``, ``envSpec`` (``ledger.rollouts.spaces`` JSON); an input that
@@ -355,7 +358,9 @@ def record_batch(
     catalog = Catalog(ledger)
     env_item = _registered(catalog, env, "environment")
     eval_item = _registered(catalog, evaluator, "evaluator") if evaluator else None
-    chunks = _chunks(source, episodes, fmt, rows_to_table, on_chunk, options, meta)
+    chunks = _counted(
+        _chunks(source, episodes, fmt, rows_to_table, options, meta), on_chunk, on_read
+    )
     subject = ", ".join(str(p) for p in source) if _is_paths(source) else "rollouts"
     # (2)
     with temp_dir(ledger.root / "tmp") as tmp:
@@ -511,7 +516,6 @@ def _chunks(
     episodes: Any,
     fmt: str | None,
     rows_to_table: Callable[..., Any],
-    on_chunk: Callable[[int], None] | None,
     options: ReaderOptions | None,
     meta: Mapping[str, Any] | None,
 ) -> Iterator[Any]:
@@ -576,13 +580,19 @@ def _chunks(
     if meta:
         head = RolloutChunk(pa.RecordBatch.from_pylist([], schema=STEP_SCHEMA), None, dict(meta))
         items = itertools.chain([head], items)
-    return _counted(items, on_chunk)
+    return iter(items)
 
 
-def _counted(items: Iterable[Any], on_chunk: Callable[[int], None] | None) -> Iterator[Any]:
+def _counted(
+    items: Iterable[Any],
+    on_chunk: Callable[[int], None] | None,
+    on_read: Callable[[int], None] | None,
+) -> Iterator[Any]:
     for item in items:
         if on_chunk is not None:
             on_chunk(item.steps.num_rows)
+        if on_read is not None and item.read is not None:
+            on_read(item.read)
         yield item
 
 

@@ -48,6 +48,8 @@ import pyarrow.compute as pc
 from trajledger.verify.digest import DIGEST_PREFIX, copy_hashing, hash_file, parse_digest
 from trajledger.verify.errors import DigestMismatchError, FormatError
 
+from .rollouts.space_values import leaf_arrays
+
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
@@ -256,10 +258,14 @@ def _projection(chunk: int) -> npt.NDArray[np.float64]:
 
 def fold(col: pa.Array | pa.ChunkedArray | None, n: int, width: int) -> npt.NDArray[np.float64]:
     """A list column as ``(n, width)``: value k of a row adds to slot k % width with sign
-    (-1)^(k // width), so vectors of any length fit (a count-sketch fold; identity up to width)."""
+    (-1)^(k // width), so vectors of any length fit (a count-sketch fold; identity up to width).
+    A Dict or Tuple space column folds each of its tensors and adds them; strings fold to 0."""
     if col is None or col.null_count == n:
         return np.zeros((n, width))
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not pa.types.is_list(arr.type):
+        leaves = [a for _, a in leaf_arrays("", arr) if pa.types.is_list(a.type)]
+        return sum((fold(a, n, width) for a in leaves), np.zeros((n, width)))
     lengths = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False)
     lengths = np.asarray(lengths, dtype=np.int64)
     values = np.asarray(pc.list_flatten(arr).to_numpy(zero_copy_only=False), dtype=np.float64)
@@ -434,7 +440,12 @@ def _features(t: pa.Table, previous: str | None) -> FeatureChunk:
         return t.column(name).combine_chunks() if name in names else None
 
     # Fingerprints: one SHA-256 per episode over slices of per-column byte layouts.
-    layouts = [_ColumnBytes(c, col(c)) for c in CONTENT_COLUMNS if c in names]
+    layouts = [
+        _ColumnBytes(name, leaf)
+        for c in CONTENT_COLUMNS
+        if c in names
+        for name, leaf in leaf_arrays(c, t.column(c).combine_chunks())
+    ]
     fingerprints = []
     for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
         parts: list[Any] = [str(b - a).encode()]

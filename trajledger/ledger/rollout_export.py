@@ -5,7 +5,7 @@ their digests, reads the batch's record (spaces, spec, source metadata) and its 
 and calls ``ledger.rollouts.export.export_rollouts``.
 Non-scope: evidence bundles (``ledger.exchange``): these files carry the data, not the proof;
 the batch digest printed with them names the evidence.
-Spec: ``schemas/rollout.v2.md`` section "Export".
+Spec: ``schemas/rollout.v3.md`` section "Export".
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ uniform random actions) and returns them as a step table and an episode table in
 ``ledger.rollouts.schema`` (classic-RL columns filled, the LLM columns null), with the returns.
 Non-scope: recording, signing and logging the batch (the ``trajledger rollout`` command), loading
 the checkpoint (`runner.trainers.load_policy`), vectorised or parallel environments.
-Spec: ``docs/trainers.md`` (section "Rollouts"), ``schemas/rollout.v2.md``. For full-fidelity
+Spec: ``docs/trainers.md`` (section "Rollouts"), ``schemas/rollout.v3.md``. For full-fidelity
 recording of any environment (dtypes, final observation, ``info``, spaces) wrap it in
 ``trajledger.integrations.gymnasium.LedgerRecorder``; this module records what the policy saw.
 

@@ -214,7 +214,7 @@ def test_record_batch_from_rows(registered: Ledger, alice: Signer) -> None:
     p = st.predicate
     assert p["counts"] == {"steps": 6, "episodes": 2}
     assert (p["consent"], p["licence"], p["retention"]) == ("opt-in", "CC0-1.0", "365d")
-    assert (p["policyVersion"], p["generator"], p["schemaVersion"]) == ("ppo-1", "trajledger", "2")
+    assert (p["policyVersion"], p["generator"], p["schemaVersion"]) == ("ppo-1", "trajledger", "3")
     assert p["stats"]["reward_sum"] == 9.0 and "seeds" not in p["stats"]
     assert result.stats["num_steps"] == 6
     steps = table_of(registered, result.digest, "steps.parquet")

@@ -18,19 +18,18 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from trajledger.ledger.rollouts import convert, parquet_io, typed_json
-from trajledger.ledger.rollouts.convert import (
-    RolloutChunk,
-    derive_episodes,
-    detect_format,
-    iter_rollout_chunks,
-    iter_step_batches,
+from trajledger.ledger.rollouts import jsonl, parquet_io, readers, typed_json
+from trajledger.ledger.rollouts.episodes import derive_episodes
+from trajledger.ledger.rollouts.formats import ReaderOptions, RolloutChunk
+from trajledger.ledger.rollouts.normalise import (
+    StepNormaliser,
     normalise_episodes,
     normalise_steps,
-    rows_to_episodes,
-    rows_to_table,
 )
 from trajledger.ledger.rollouts.parquet_io import write_steps_parquet
+from trajledger.ledger.rollouts.problems import RolloutValidationError
+from trajledger.ledger.rollouts.readers import detect_format, iter_rollout_chunks, iter_step_batches
+from trajledger.ledger.rollouts.rows import rows_to_episodes, rows_to_table
 from trajledger.ledger.rollouts.schema import (
     EPISODE_ATTR_SCHEMA,
     EPISODE_SCHEMA,
@@ -38,11 +37,7 @@ from trajledger.ledger.rollouts.schema import (
     conforms,
     tensor_shape,
 )
-from trajledger.ledger.rollouts.validate import (
-    RolloutValidationError,
-    validate_episodes,
-    validate_steps,
-)
+from trajledger.ledger.rollouts.validate import validate_episodes, validate_steps
 
 
 def classic(lengths: list[int], dim: int = 3, **overrides: Any) -> pa.Table:
@@ -165,7 +160,7 @@ def test_normalise_keeps_fixed_shape_tensors() -> None:
 
 
 def test_a_batch_holds_one_kind_of_observation() -> None:
-    normaliser = convert.StepNormaliser()
+    normaliser = StepNormaliser()
     assert normaliser.normalise(classic([2]).to_batches()[0]) is not None
     other = classic([2], dim=2).set_column(0, "episode_id", pa.array([9, 9]))
     assert normaliser.normalise(other.to_batches()[0]) is None
@@ -609,17 +604,17 @@ def test_trl_completions_reward_weights(tmp_path: Path) -> None:
     recs = [{"step": 1, "prompt": "p", "completion": "c", "fmt": 1.0, "acc": 0.25,
              "note": 2.0, "advantage": 0.0}]  # fmt: skip
     path = write_jsonl(tmp_path / "t.jsonl", recs)
-    opts = convert.ReaderOptions(reward_weights={"fmt": 2.0, "acc": 4.0})
+    opts = ReaderOptions(reward_weights={"fmt": 2.0, "acc": 4.0})
     [chunk] = list(iter_rollout_chunks(path, options=opts))
     assert chunk.steps.column("reward").to_pylist() == [0.0, 3.0]
     assert chunk.episodes is not None
     ep = chunk.episodes.to_pylist()[0]
     assert dict(ep["extras"]) == {"note": "2.0", "advantage": "0.0"}
-    opts = convert.ReaderOptions(reward_column="acc")
+    opts = ReaderOptions(reward_column="acc")
     [chunk] = list(iter_rollout_chunks(path, options=opts))
     assert chunk.steps.column("reward").to_pylist() == [0.0, 0.25]
     with pytest.raises(RolloutValidationError, match="column 'nope': missing"):
-        list(iter_rollout_chunks(path, options=convert.ReaderOptions(reward_weights={"nope": 1})))
+        list(iter_rollout_chunks(path, options=ReaderOptions(reward_weights={"nope": 1})))
 
 
 def test_verl_jsonl_mapping(tmp_path: Path) -> None:
@@ -972,7 +967,7 @@ def test_truncated_zstd_refused(tmp_path: Path, cut: int) -> None:
 def test_decompression_bomb_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codec: str
 ) -> None:
-    monkeypatch.setattr(convert, "MAX_DECOMPRESSED_BYTES", 1 << 20)
+    monkeypatch.setattr(jsonl, "MAX_DECOMPRESSED_BYTES", 1 << 20)
     line = json.dumps(CHAT).encode() + b"\n"
     records = [dict(CHAT, episode_id=f"e{i}") for i in range(3 * (1 << 20) // len(line))]
     path = compressed(tmp_path / "bomb.jsonl.x", records, codec)
@@ -990,7 +985,7 @@ def test_decompression_bomb_refused(
 def test_decompression_bomb_of_blank_lines_refused_by_detect(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(convert, "MAX_DECOMPRESSED_BYTES", 1 << 20)
+    monkeypatch.setattr(jsonl, "MAX_DECOMPRESSED_BYTES", 1 << 20)
     path = tmp_path / "blank.jsonl.zst"
     path.write_bytes(zst(b"\n" * (4 << 20)))
     with pytest.raises(RolloutValidationError, match=r"decompresses to over 1,048,576 bytes"):
@@ -1001,7 +996,7 @@ def test_decompression_bomb_of_blank_lines_refused_by_detect(
 def test_line_over_limit_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codec: str | None
 ) -> None:
-    monkeypatch.setattr(convert, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 1000)
     long = dict(CHAT, episode_id="long", task_id="x" * 1000)
     records = [CHAT, long]
     path = (
@@ -1044,7 +1039,7 @@ def test_write_round_trip(tmp_path: Path) -> None:
     stats = write_steps_parquet(table.to_batches(max_chunksize=5), tmp_path / "steps.parquet")
     written = pq.read_table(tmp_path / "steps.parquet")
     assert written.equals(normalise_steps(table))
-    assert written.schema.metadata[b"trajledger.rollout.schema"] == b"steps/2"
+    assert written.schema.metadata[b"trajledger.rollout.schema"] == b"steps/3"
     eps = pq.read_table(tmp_path / "episodes.parquet")
     assert eps.equals(derive_episodes(table))
     returns = eps["return"].to_numpy()
@@ -1173,10 +1168,10 @@ def test_write_interrupted_mid_stream_leaves_nothing(tmp_path: Path) -> None:
 def test_fixed_width_rows_are_sized_from_the_schema() -> None:
     fixed = pa.schema([("obs", pa.list_(pa.float32(), 17)), ("step", pa.int64()),
                        ("done", pa.bool_())])  # fmt: skip
-    assert convert._fixed_row_bytes(fixed) == 17 * 4 + 8 + 1
+    assert readers._fixed_row_bytes(fixed) == 17 * 4 + 8 + 1
     for other in (pa.string(), pa.list_(pa.float32()), pa.struct([("x", pa.int8())]),
                   pa.dictionary(pa.int8(), pa.string())):  # fmt: skip
-        assert convert._fixed_row_bytes(pa.schema([("step", pa.int64()), ("x", other)])) is None
+        assert readers._fixed_row_bytes(pa.schema([("step", pa.int64()), ("x", other)])) is None
 
 
 def test_write_episode_spanning_batches(tmp_path: Path) -> None:

@@ -15,17 +15,20 @@ import pyarrow as pa
 import pytest
 
 import trajledger.ledger.rollouts as rollouts
-from trajledger.ledger.rollouts.convert import normalise_steps, rows_to_table
+from trajledger.ledger.rollouts.normalise import normalise_steps
+from trajledger.ledger.rollouts.rows import rows_to_table
 from trajledger.ledger.rollouts.schema import (
     EPISODE_ATTR_SCHEMA,
     EPISODE_SCHEMA,
     EPISODE_SCHEMA_V1,
+    EPISODE_SCHEMA_V2,
     FLOAT_STEP_COLUMNS,
     ROLLOUT_SCHEMA_VERSION,
     SCHEMA_VERSION_KEY,
     STEP_INPUT_REQUIRED,
     STEP_SCHEMA,
     STEP_SCHEMA_V1,
+    STEP_SCHEMA_V2,
     TENSOR_COLUMNS,
     conforms,
     parquet_float_paths,
@@ -63,12 +66,15 @@ EXPECTED_EPISODES = {
 
 
 def test_version() -> None:
-    assert ROLLOUT_SCHEMA_VERSION == "2"
-    assert STEP_SCHEMA.metadata[SCHEMA_VERSION_KEY] == b"steps/2"
-    assert EPISODE_SCHEMA.metadata[SCHEMA_VERSION_KEY] == b"episodes/2"
+    assert ROLLOUT_SCHEMA_VERSION == "3"
+    assert STEP_SCHEMA.metadata[SCHEMA_VERSION_KEY] == b"steps/3"
+    assert EPISODE_SCHEMA.metadata[SCHEMA_VERSION_KEY] == b"episodes/3"
     assert STEP_SCHEMA_V1.metadata[SCHEMA_VERSION_KEY] == b"steps/1"
     assert EPISODE_SCHEMA_V1.metadata[SCHEMA_VERSION_KEY] == b"episodes/1"
-    assert schema_version(STEP_SCHEMA_V1) == "1" and schema_version(EPISODE_SCHEMA) == "2"
+    assert schema_version(STEP_SCHEMA_V1) == "1" and schema_version(EPISODE_SCHEMA) == "3"
+    assert schema_version(STEP_SCHEMA_V2) == "2" and schema_version(EPISODE_SCHEMA_V2) == "2"
+    assert STEP_SCHEMA_V2.names == STEP_SCHEMA.names
+    assert EPISODE_SCHEMA_V2.types == EPISODE_SCHEMA.types
     assert schema_version(pa.schema([])) is None
 
 
@@ -132,8 +138,10 @@ def test_float_columns() -> None:
 
 
 DOCS = [
-    ("rollout.v2.md", STEP_SCHEMA, "steps"),
-    ("rollout.v2.md", EPISODE_SCHEMA, "episodes"),
+    ("rollout.v3.md", STEP_SCHEMA, "steps"),
+    ("rollout.v3.md", EPISODE_SCHEMA, "episodes"),
+    ("rollout.v2.md", STEP_SCHEMA_V2, "steps"),
+    ("rollout.v2.md", EPISODE_SCHEMA_V2, "episodes"),
     ("rollout.v1.md", STEP_SCHEMA_V1, "steps"),
     ("rollout.v1.md", EPISODE_SCHEMA_V1, "episodes"),
 ]
@@ -143,7 +151,9 @@ DOCS = [
 def test_markdown_documents_every_column(doc: str, schema: pa.Schema, table: str) -> None:
     text = (SCHEMAS / doc).read_text(encoding="utf-8")
     section = text.split("## Step table")[1].split("## Episode table")
-    end = "## Tensors" if doc == "rollout.v2.md" else "## Validity"
+    end = {"rollout.v2.md": "## Tensors", "rollout.v3.md": "## Space columns"}.get(
+        doc, "## Validity"
+    )
     body = section[0] if table == "steps" else section[1].split(end)[0]
     rows = {
         m.group(1): (m.group(2), m.group(3))
@@ -152,8 +162,8 @@ def test_markdown_documents_every_column(doc: str, schema: pa.Schema, table: str
     assert list(rows) == schema.names
     for field in schema:
         documented = rows[field.name][0].replace("\\", "").strip()
-        tensor = doc == "rollout.v2.md" and field.name in TENSOR_COLUMNS
-        want = "tensor" if tensor else DOC_TYPES[str(field.type)]
+        space = {"rollout.v2.md": "tensor", "rollout.v3.md": "space"}.get(doc)
+        want = space if space and field.name in TENSOR_COLUMNS else DOC_TYPES[str(field.type)]
         assert documented.removesuffix(" (JSON)") == want, field.name
         assert (rows[field.name][1] == "no") == field.nullable, field.name
 
@@ -177,8 +187,10 @@ JSON_TYPES = {"string": STRING, "boolean": BOOL}
 @pytest.mark.parametrize(
     ("name", "schema"),
     [
-        ("rollout-steps.v2.schema.json", STEP_SCHEMA),
-        ("rollout-episodes.v2.schema.json", EPISODE_SCHEMA),
+        ("rollout-steps.v3.schema.json", STEP_SCHEMA),
+        ("rollout-episodes.v3.schema.json", EPISODE_SCHEMA),
+        ("rollout-steps.v2.schema.json", STEP_SCHEMA_V2),
+        ("rollout-episodes.v2.schema.json", EPISODE_SCHEMA_V2),
         ("rollout-steps.v1.schema.json", STEP_SCHEMA_V1),
         ("rollout-episodes.v1.schema.json", EPISODE_SCHEMA_V1),
     ],
@@ -193,6 +205,9 @@ def test_json_schema_mirrors_arrow_schema(name: str, schema: pa.Schema) -> None:
         types = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
         if "$id" in doc and doc["$id"].endswith(":v2") and field.name in TENSOR_COLUMNS:
             assert types == ["array", "null"], field.name
+            continue
+        if "$id" in doc and doc["$id"].endswith(":v3") and field.name in TENSOR_COLUMNS:
+            assert types == ["array", "object", "string", "null"], field.name
             continue
         assert ("null" in types) == field.nullable, field.name
         main = next(t for t in types if t != "null")
@@ -253,7 +268,8 @@ def _json_row(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_written_rows_conform_to_json_schemas() -> None:
-    from trajledger.ledger.rollouts.convert import derive_episodes, rows_to_episodes
+    from trajledger.ledger.rollouts.episodes import derive_episodes
+    from trajledger.ledger.rollouts.rows import rows_to_episodes
 
     rows = [
         {"episode_id": "a", "step": 0, "role": "user", "content": "hi", "reward": 0.0,
@@ -266,11 +282,11 @@ def test_written_rows_conform_to_json_schemas() -> None:
     rows[0]["info"] = {"x": 1}
     rows[1]["extras"] = {"k": "v"}
     steps = rows_to_table(rows)
-    step_doc = _load("rollout-steps.v2.schema.json")
+    step_doc = _load("rollout-steps.v3.schema.json")
     for row in steps.to_pylist():
         assert _conforms(_json_row(row), step_doc) == []
     eps = derive_episodes(steps, rows_to_episodes([{"episode_id": "a", "judge_scores": {"j": 1}}]))
-    ep_doc = _load("rollout-episodes.v2.schema.json")
+    ep_doc = _load("rollout-episodes.v3.schema.json")
     for row in eps.to_pylist():
         assert _conforms(_json_row(row), ep_doc) == []
     assert _conforms({"episode_id": "a"}, step_doc)  # the checker does reject
@@ -281,7 +297,7 @@ def test_classic_rows_conform_to_json_schema() -> None:
         "episode_id": [1, 1], "step": [0, 1], "obs": [[0.5], [1.5]], "action": [0, 1],
         "reward": [0.0, 1.0], "terminated": [False, True], "truncated": [False, False],
     }))  # fmt: skip
-    doc = _load("rollout-steps.v2.schema.json")
+    doc = _load("rollout-steps.v3.schema.json")
     for row in table.to_pylist():
         assert _conforms(_json_row(row), doc) == []
 

@@ -35,18 +35,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from trajledger.ledger.rollouts import typed_json
-from trajledger.ledger.rollouts.convert import (
-    ReaderOptions,
-    detect_format,
-    iter_batch_inputs,
-    iter_rollout_chunks,
-)
 from trajledger.ledger.rollouts.export import export_rollouts
-from trajledger.ledger.rollouts.minari_io import flatten_batch, unflatten_batch
+from trajledger.ledger.rollouts.formats import ReaderOptions
+from trajledger.ledger.rollouts.minari_io import unflatten_batch
 from trajledger.ledger.rollouts.parquet_io import WriteStats, write_steps_parquet
+from trajledger.ledger.rollouts.problems import RolloutValidationError
+from trajledger.ledger.rollouts.readers import detect_format, iter_batch_inputs, iter_rollout_chunks
+from trajledger.ledger.rollouts.space_values import column_values
 from trajledger.ledger.rollouts.spaces import space_from_json, space_to_json
 from trajledger.ledger.rollouts.success import episode_success
-from trajledger.ledger.rollouts.validate import RolloutValidationError, validate_steps
+from trajledger.ledger.rollouts.validate import validate_steps
 
 minari = pytest.importorskip("minari")  # in the test extra; skipped only where it is absent
 pd = pytest.importorskip("pandas")
@@ -464,31 +462,34 @@ def test_float64_images_and_dict_tuple_spaces_kept(minari_root: Path, tmp_path: 
     stats, steps, eps = record([data_dir(minari_root, "shapes", "hdf5")], tmp_path)
     space = space_from_json(stats.meta["observationSpace"])
     assert space == ShapesEnv().observation_space
-    # Dict observations are flattened with gymnasium's own rule, and unflatten with the space.
-    flat = np.asarray(steps["obs"].combine_chunks().values)
-    rows = flat.reshape(steps.num_rows, -1)
-    assert rows.dtype == np.float64  # the float64 member keeps its precision
-    first = gym.spaces.unflatten(space, rows[0])
-    assert first["pos"][1] == 1e300 and first["cam"].dtype == np.uint8
+    # Dict observations are structs: each member keeps its own dtype and shape.
+    field = steps.schema.field("obs")
+    assert field.metadata[b"trajledger.space"] == b"Dict"
+    assert [f.name for f in field.type] == list(space.spaces)
+    obs = column_values(steps["obs"].combine_chunks(), field)
+    assert obs["pos"].dtype == np.float64 and obs["pos"][0, 1] == 1e300
+    assert obs["cam"].dtype == np.uint8 and obs["cam"].shape[1:] == (8, 8, 3)
+    assert obs["mode"].dtype == np.int64 and obs["mode"].shape[1:] == ()
+    assert space.contains({k: v[0] for k, v in obs.items()})
+    act_field = steps.schema.field("action")
+    assert act_field.metadata[b"trajledger.space"] == b"Tuple"
     info = typed_json.loads(steps["info"][0].as_py())
     assert info["start"].dtype == np.float64 and info["start"].tolist() == [1.0, 0.0]
     assert typed_json.loads(eps["reset_info"][0].as_py())["start"].tolist() == [1.5, 2.5]
 
 
-def test_batched_flatten_matches_gymnasium() -> None:
+def test_batched_unflatten_matches_gymnasium() -> None:
+    """v2 batches hold Dict and Tuple values flattened; export unflattens them many at once."""
     env = ShapesEnv()
     env.observation_space.seed(3)
     samples = [env.observation_space.sample() for _ in range(4)]
-    batched = flatten_batch(env.observation_space, _stack(samples), 4)
-    for row, s in zip(batched, samples, strict=True):
-        assert np.array_equal(row, gym.spaces.flatten(env.observation_space, s))
-    back = unflatten_batch(env.observation_space, batched)
+    flat = np.stack([gym.spaces.flatten(env.observation_space, s) for s in samples])
+    back = unflatten_batch(env.observation_space, flat)
     _same(back, _stack(samples))
     md = gym.spaces.MultiDiscrete([3, 4], start=[1, 0])
     md.seed(0)
     xs = [md.sample() for _ in range(3)]
-    got = flatten_batch(md, np.stack(xs), 3)
-    assert all(np.array_equal(g, gym.spaces.flatten(md, x)) for g, x in zip(got, xs, strict=True))
+    got = np.stack([gym.spaces.flatten(md, x) for x in xs])
     assert np.array_equal(unflatten_batch(md, got), np.stack(xs))
 
 
@@ -564,8 +565,8 @@ def test_plain_exports_record_back_to_the_same_episodes(recorded: Path, tmp_path
 
 
 def test_export_refusals(tmp_path: Path) -> None:
-    from trajledger.ledger.rollouts.convert import rows_to_table
     from trajledger.ledger.rollouts.export import ExportError
+    from trajledger.ledger.rollouts.rows import rows_to_table
 
     table = rows_to_table([{"episode_id": "e", "step": 0, "obs": [float("inf")],
                             "terminated": True, "truncated": False}])  # fmt: skip
@@ -668,7 +669,7 @@ def test_typed_json_round_trip_and_refusals() -> None:
 
 def test_large_rows_are_read_in_chunks_of_bounded_size(tmp_path: Path) -> None:
     """65,536 image rows would be gigabytes: chunks are cut by bytes too (CHUNK_BYTES)."""
-    from trajledger.ledger.rollouts import convert
+    from trajledger.ledger.rollouts import readers
 
     frames = np.zeros((40, 64, 64, 3), np.uint8)
     table = pa.table({
@@ -677,10 +678,10 @@ def test_large_rows_are_read_in_chunks_of_bounded_size(tmp_path: Path) -> None:
         "reward": [0.0] * 40, "terminated": [i == 39 for i in range(40)], "truncated": [False] * 40,
     })  # fmt: skip
     pq.write_table(table, tmp_path / "img.parquet", row_group_size=40)
-    old = convert.CHUNK_BYTES
-    convert.CHUNK_BYTES = 64 * 64 * 3 * 10  # about ten frames a chunk
+    old = readers.CHUNK_BYTES
+    readers.CHUNK_BYTES = 64 * 64 * 3 * 10  # about ten frames a chunk
     try:
         sizes = [c.steps.num_rows for c in iter_rollout_chunks(tmp_path / "img.parquet")]
     finally:
-        convert.CHUNK_BYTES = old
+        readers.CHUNK_BYTES = old
     assert 3 <= len(sizes) <= 6 and sum(sizes) == 40

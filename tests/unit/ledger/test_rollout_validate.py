@@ -9,24 +9,22 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from trajledger.ledger.rollouts.convert import normalise_steps, rows_to_table
+from trajledger.ledger.rollouts.normalise import normalise_steps
+from trajledger.ledger.rollouts.problems import (
+    MAX_LISTED_PROBLEMS,
+    ROWS_PER_KIND,
+    Problem,
+    RolloutValidationError,
+    ValidationReport,
+)
+from trajledger.ledger.rollouts.rows import rows_to_table
 from trajledger.ledger.rollouts.schema import (
     EPISODE_SCHEMA,
     STEP_SCHEMA,
     STEP_SCHEMA_V1,
     tensor_field,
 )
-from trajledger.ledger.rollouts.validate import (
-    MAX_LISTED_PROBLEMS,
-    ROWS_PER_KIND,
-    EpisodeStreamValidator,
-    Problem,
-    RolloutValidationError,
-    StepStreamValidator,
-    ValidationReport,
-    validate_episodes,
-    validate_steps,
-)
+from trajledger.ledger.rollouts.validate import StreamValidator, validate_episodes, validate_steps
 
 
 def steps(lengths: list[int], **overrides: list[Any]) -> pa.Table:
@@ -202,7 +200,7 @@ def test_infinite_action() -> None:
 def test_non_finite_vectors_name_rows_of_the_stream() -> None:
     obs = [[0.0], [1.0], [], [2.0, 3.0], None, [float("nan")]]
     table = replace(steps([3, 3]), "obs", obs)
-    v = StepStreamValidator()
+    v = StreamValidator("steps")
     for start in range(0, 6, 4):
         v.feed(table.slice(start, 4).to_batches()[0])
     assert [str(p) for p in v.finish().problems] == [
@@ -460,7 +458,7 @@ def test_stream_checks_cross_batch_boundaries() -> None:
     table = replace(steps([3, 3]), "step", [0, 1, 2, 0, 2, 3])
     table = replace(table, "terminated", [False, False, True, False, False, False])
     table = replace(table, "is_last", [False, False, True, False, False, False])
-    v = StepStreamValidator()
+    v = StreamValidator("steps")
     v.feed(table.slice(0, 4).to_batches()[0])
     v.feed(table.slice(4).to_batches()[0])
     report = v.finish()
@@ -471,7 +469,7 @@ def test_stream_checks_cross_batch_boundaries() -> None:
 def test_stream_reports_episode_open_at_batch_end() -> None:
     table = steps([2, 2], terminated=[False, False, False, True])
     table = replace(table, "is_last", [False, False, False, True])
-    v = StepStreamValidator()
+    v = StreamValidator("steps")
     for b in (table.slice(0, 2), table.slice(2)):
         v.feed(b.to_batches()[0])
     p = only(v.finish())
@@ -482,7 +480,7 @@ def test_stream_reports_episode_open_at_batch_end() -> None:
 def test_stream_reports_termination_before_boundary() -> None:
     table = steps([4], terminated=[False, True, False, True])
     table = replace(table, "is_last", [False, True, False, True])
-    v = StepStreamValidator()
+    v = StreamValidator("steps")
     for b in (table.slice(0, 2), table.slice(2)):
         v.feed(b.to_batches()[0])
     p = only(v.finish())
@@ -494,7 +492,7 @@ def test_stream_reports_termination_before_boundary() -> None:
 
 def test_stream_reports_duplicate_across_batches() -> None:
     table = steps([1, 1, 1], episode_id=["a", "b", "a"])
-    v = StepStreamValidator()
+    v = StreamValidator("steps")
     for i in range(3):
         v.feed(table.slice(i, 1).to_batches()[0])
     p = only(v.finish())
@@ -503,7 +501,7 @@ def test_stream_reports_duplicate_across_batches() -> None:
 
 def test_episode_stream_duplicate_across_batches() -> None:
     table = episodes(2, episode_id=["a", "a"])
-    v = EpisodeStreamValidator()
+    v = StreamValidator("episodes")
     v.feed(table.slice(0, 1).to_batches()[0])
     v.feed(table.slice(1, 1).to_batches()[0])
     p = only(v.finish())
@@ -543,7 +541,7 @@ def test_error_lists_one_line_per_problem() -> None:
     with pytest.raises(RolloutValidationError, match=r"steps: 2 problems") as info:
         validate_steps(table).raise_if_failed()
     assert str(info.value).splitlines() == [
-        "steps: 2 problems (rollout schema v2)",
+        "steps: 2 problems (rollout schema v3)",
         "  row 0, column 'reward': reward is nan, want a finite number",
         "  row 2, column 'reward': reward is inf, want a finite number",
     ]
@@ -600,7 +598,7 @@ def test_report_is_frozen() -> None:
 
 
 def test_schema_names_match_step_schema() -> None:
-    assert re.fullmatch(r"steps/2", STEP_SCHEMA.metadata[b"trajledger.rollout.schema"].decode())
+    assert re.fullmatch(r"steps/3", STEP_SCHEMA.metadata[b"trajledger.rollout.schema"].decode())
 
 
 def test_discount_is_kept_and_checked() -> None:

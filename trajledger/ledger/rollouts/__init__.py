@@ -1,13 +1,21 @@
 """Rollout data layer: the Arrow schema of recorded rollouts, its inputs, validation, Parquet.
 
-Scope: schema v2 of the step and episode tables (``schema``; v1 kept for reading), converting
-inputs into it (``convert``: Parquet, Arrow IPC, Python rows; ``formats``: chat, TRL and verl
-records; ``minari_io``: Minari datasets), validating (``validate``), writing Parquet with
-summary statistics (``parquet_io``), the one definition of success (``success``), spaces and
-typed JSON (``spaces``, ``typed_json``), and writing batches back out (``export``).
+Scope: schema v3 of the step and episode tables (``schema``; v2 and v1 kept for reading); reading
+inputs (``readers``: format detection, Parquet, Arrow IPC; ``jsonl``: JSON lines, plain or
+compressed; ``formats``: chat, TRL and verl records; ``minari_io``: Minari datasets; ``rows``:
+Python rows); normalising them into the schema (``normalise``) and deriving the episode table
+(``episodes``); validating (``validate``, with the checks of each row in ``checks`` and the
+problems reported in ``problems``); writing Parquet with summary statistics (``parquet_io``);
+the one definition of success (``success``), spaces and typed JSON (``spaces``,
+``typed_json``), and writing batches back out (``export``).
+
+Floors, from the ground up: ``schema``, ``typed_json``, ``spaces``, ``success``, ``dedup``,
+``arrays``, ``problems``; ``formats``, ``normalise``, ``checks``; ``jsonl``, ``episodes``,
+``rows``, ``minari_io``; ``validate``, ``readers``; ``parquet_io``, ``export``. No module imports
+one on its floor or above it.
 Non-scope: hashing, storing, signing and logging the written files; that is the recording
 layer's job, which calls `write_steps_parquet` and puts `WriteStats.summary` in the manifest.
-Spec: ``schemas/rollout.v2.md``, ``schemas/rollout-inputs.md``.
+Spec: ``schemas/rollout.v3.md``, ``schemas/rollout-inputs.md``.
 
 pyarrow is heavy, so names are loaded on first use (PEP 562): importing this package costs
 nothing until a rollout is recorded, and ``trajledger --help`` stays fast.
@@ -19,37 +27,27 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .convert import (
+    from .episodes import EpisodeBuilder, derive_episodes
+    from .formats import ReaderOptions, RolloutChunk
+    from .normalise import StepNormaliser, normalise_episodes, normalise_steps
+    from .parquet_io import WriteStats, write_steps_parquet
+    from .problems import Problem, RolloutValidationError, ValidationReport
+    from .readers import (
         DEFAULT_BATCH_ROWS,
         FORMATS,
-        EpisodeBuilder,
-        ReaderOptions,
-        RolloutChunk,
-        StepNormaliser,
-        derive_episodes,
         detect_format,
         iter_batch_inputs,
         iter_rollout_chunks,
         iter_step_batches,
-        normalise_episodes,
-        normalise_steps,
-        rows_to_episodes,
-        rows_to_table,
     )
-    from .parquet_io import WriteStats, write_steps_parquet
+    from .rows import rows_to_episodes, rows_to_table
     from .schema import (
         EPISODE_ATTR_SCHEMA,
         EPISODE_SCHEMA,
         ROLLOUT_SCHEMA_VERSION,
         STEP_SCHEMA,
     )
-    from .validate import (
-        Problem,
-        RolloutValidationError,
-        ValidationReport,
-        validate_episodes,
-        validate_steps,
-    )
+    from .validate import validate_episodes, validate_steps
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",
@@ -81,28 +79,40 @@ __all__ = [
 ]
 
 _HOME = {
-    **dict.fromkeys(
-        ["EPISODE_ATTR_SCHEMA", "EPISODE_SCHEMA", "ROLLOUT_SCHEMA_VERSION", "STEP_SCHEMA"],
-        "schema",
-    ),
-    **dict.fromkeys(
-        [
-            "Problem",
-            "RolloutValidationError",
-            "ValidationReport",
-            "validate_episodes",
-            "validate_steps",
-        ],
-        "validate",
-    ),
-    **dict.fromkeys(["WriteStats", "write_steps_parquet"], "parquet_io"),
+    "DEFAULT_BATCH_ROWS": "readers",
+    "EPISODE_ATTR_SCHEMA": "schema",
+    "EPISODE_SCHEMA": "schema",
+    "FORMATS": "readers",
+    "ROLLOUT_SCHEMA_VERSION": "schema",
+    "STEP_SCHEMA": "schema",
+    "EpisodeBuilder": "episodes",
+    "Problem": "problems",
+    "ReaderOptions": "formats",
+    "RolloutChunk": "formats",
+    "RolloutValidationError": "problems",
+    "StepNormaliser": "normalise",
+    "ValidationReport": "problems",
+    "WriteStats": "parquet_io",
+    "derive_episodes": "episodes",
+    "detect_format": "readers",
+    "iter_batch_inputs": "readers",
+    "iter_rollout_chunks": "readers",
+    "iter_step_batches": "readers",
+    "normalise_episodes": "normalise",
+    "normalise_steps": "normalise",
+    "rows_to_episodes": "rows",
+    "rows_to_table": "rows",
+    "validate_episodes": "validate",
+    "validate_steps": "validate",
+    "write_steps_parquet": "parquet_io",
 }
+"""The module that defines each name of `__all__`."""
 
 
 def __getattr__(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(f".{_HOME.get(name, 'convert')}", __name__)
+    module = importlib.import_module(f".{_HOME[name]}", __name__)
     value = getattr(module, name)
     globals()[name] = value
     return value

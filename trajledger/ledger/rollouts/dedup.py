@@ -2,7 +2,8 @@
 
 Scope: a content fingerprint per episode of a step table: SHA-256 over the episode's step count,
 then for each content column (obs, action, reward, terminated, truncated, role, content,
-tool_calls, tool_results) the column name and its values in step order. Two episodes with equal
+tool_calls, tool_results; each member of a Dict or Tuple space column on its own, as
+``obs.pos``) the column name and its values in step order. Two episodes with equal
 fingerprints have identical content, whatever their ids, batches or timestamps.
 Non-scope: near duplicates (the audit index compares episodes by similarity).
 """
@@ -15,6 +16,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from .space_values import leaf_arrays
 
 __all__ = ["CONTENT_COLUMNS", "episode_fingerprints"]
 
@@ -61,9 +64,16 @@ def episode_fingerprints(steps: pa.Table) -> dict[str, str]:
     ids = table.column("episode_id").to_numpy(zero_copy_only=False)
     starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
     ends = np.append(starts[1:], len(ids))
-    cols: list[tuple[str, Any]] = [
-        (c, table.column(c)) for c in CONTENT_COLUMNS if c in table.column_names
-    ]
+    cols: list[tuple[str, Any]] = []
+    for c in CONTENT_COLUMNS:
+        if c not in table.column_names:
+            continue
+        col = table.column(c)
+        if pa.types.is_struct(col.type):  # a Dict or Tuple space: each member in order
+            leaves = leaf_arrays(c, col.combine_chunks())
+            cols.extend((name, pa.chunked_array([leaf])) for name, leaf in leaves)
+        else:
+            cols.append((c, col))
     out: dict[str, str] = {}
     for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
         h = hashlib.sha256(str(b - a).encode())

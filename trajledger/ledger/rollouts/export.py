@@ -1,23 +1,28 @@
 """Writers back out: a recorded rollout batch as a Minari dataset, or as plain Parquet / JSONL.
 
 Scope: `export_rollouts` takes the verified bytes of a batch's ``steps.parquet`` and
-``episodes.parquet`` (schema v1 or v2) and its record (spaces, spec, source metadata) and writes:
+``episodes.parquet`` (schema v1, v2 or v3) and its record (spaces, spec, source metadata) and
+writes:
 
 - ``minari``: a Minari dataset directory (``OUT/data/metadata.json`` + hdf5 or arrow data) that
   ``minari.MinariDataset(OUT/data)`` loads: observations (with each episode's final one),
-  actions, rewards, terminations, truncations, infos, spaces, spec and dataset metadata.
-  Observations of Dict/Tuple spaces are unflattened with the recorded space.
+  actions, rewards, terminations, truncations, infos, spaces, spec, dataset metadata and each
+  episode's metadata (what Minari's ``DataCollector`` wrote: ``rewards_sum``, ...).
+  Observations of Dict/Tuple spaces are a v3 batch's structs as they are (every dtype exact),
+  or a v2 batch's flattened values unflattened with the recorded space.
 - ``parquet``: ``OUT/steps.parquet`` and ``OUT/episodes.parquet``, the tables as recorded with
   map columns written as lists of ``{key, value}`` (what Parquet stores; readers without map
   support read them): pandas, polars, DuckDB and Hugging Face ``datasets`` read them directly.
 - ``jsonl``: ``OUT/steps.jsonl`` and ``OUT/episodes.jsonl``, one JSON object per row; tensors as
   flat lists, timestamps as ISO 8601, maps as objects, ``info``/``extras`` values as JSON.
 
-Recording the parquet (or jsonl) export again (``record OUT/steps.parquet --episodes
-OUT/episodes.parquet``) or the Minari export gives the same episodes.
+Recording the parquet export again (``record OUT/steps.parquet --episodes
+OUT/episodes.parquet``), or the Minari export (with the backend it was read from), gives the
+same batch files; recording the jsonl export gives the same values (JSON keeps numbers exactly,
+not their dtypes or shapes).
 Non-scope: reading the ledger (the caller verifies the blobs), evidence bundles
 (``ledger.exchange``).
-Spec: ``schemas/rollout.v2.md`` section "Export".
+Spec: ``schemas/rollout.v3.md`` section "Export".
 """
 
 from __future__ import annotations
@@ -34,11 +39,13 @@ from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import typed_json
 from .minari_io import is_composite, stack_infos, unflatten_batch, write_minari
 from .schema import tensor_shape
+from .space_values import column_values
 from .spaces import SpaceError, space_from_json, space_to_json
 
 __all__ = ["EXPORT_FORMATS", "ExportError", "ExportResult", "export_rollouts"]
@@ -180,6 +187,8 @@ def _json_value(name: str, v: Any, where: str) -> Any:
         return v.isoformat().replace("+00:00", "Z")
     if isinstance(v, list):
         return [_json_value(name, x, where) for x in v]
+    if isinstance(v, dict):  # a Dict or Tuple space value (members by name)
+        return {k: _json_value(name, x, where) for k, x in v.items()}
     return v
 
 
@@ -222,6 +231,8 @@ def _space(record: Mapping[str, Any], env: Mapping[str, Any], key: str, field: p
     # No space recorded (a v1 batch): an unbounded Box of the tensor's type and shape.
     import gymnasium as gym
 
+    if not pa.types.is_list(field.type):
+        raise ExportError(f"the batch records no {key} for its {field.name}; Minari needs a space")
     shape = tensor_shape(field)
     if shape is None:
         raise ExportError(
@@ -253,11 +264,14 @@ def _episode_rows(steps: pa.Table) -> Iterator[tuple[str, int, int]]:
             start = i
 
 
-def _tensor_rows(col: pa.ChunkedArray, start: int, end: int, what: str) -> np.ndarray:
-    part = col.slice(start, end - start).combine_chunks()
-    if part.null_count:
-        raise ExportError(f"{what}: {part.null_count} value(s) are null; Minari needs every one")
-    return np.asarray(part.values.to_numpy(zero_copy_only=False)).reshape(end - start, -1)
+def _space_rows(space: Any, col: pa.Array, field: pa.Field, what: str) -> Any:
+    """Rows of a space column as the space's stacked values (dtype and shape exact)."""
+    if col.null_count:
+        raise ExportError(f"{what}: {col.null_count} value(s) are null; Minari needs every one")
+    if not pa.types.is_list(col.type):  # v3: a struct (Dict, Tuple) or strings (Text)
+        return column_values(col, field)
+    flat = np.asarray(pc.list_flatten(col).to_numpy(zero_copy_only=False)).reshape(len(col), -1)
+    return _values(space, flat)  # a tensor, or a v2 batch's flattened Dict or Tuple
 
 
 def _minari(
@@ -272,12 +286,13 @@ def _minari(
     if "final_obs" not in episodes.column_names:
         raise ExportError(
             "the batch has no final observations (rollout schema 1): Minari needs each "
-            "episode's observations including the last; record it again with schema 2"
+            "episode's observations including the last; record it again with schema 3"
         )
     if steps.column("reward").null_count:
         raise ExportError("some steps have no reward; Minari needs a reward for every step")
-    obs_space = _space(record, env, "observationSpace", steps.schema.field("obs"))
-    act_space = _space(record, env, "actionSpace", steps.schema.field("action"))
+    obs_field, act_field = steps.schema.field("obs"), steps.schema.field("action")
+    obs_space = _space(record, env, "observationSpace", obs_field)
+    act_space = _space(record, env, "actionSpace", act_field)
     by_id = {eid: i for i, eid in enumerate(episodes.column("episode_id").to_pylist())}
     seeds = episodes.column("seed").to_pylist()
     finals = episodes.column("final_obs")
@@ -289,9 +304,13 @@ def _minari(
         for eid, start, end in _episode_rows(steps):
             where = f"episode {eid!r}"
             k = by_id[eid]
-            obs = _tensor_rows(steps.column("obs"), start, end, f"{where}: obs")
-            final = _tensor_rows(finals, k, k + 1, f"{where}: final_obs")
-            act = _tensor_rows(steps.column("action"), start, end, f"{where}: action")
+            n = end - start
+            observed = pa.concat_arrays(
+                [*steps.column("obs").slice(start, n).chunks, *finals.slice(k, 1).chunks]
+            )
+            observations = _space_rows(obs_space, observed, obs_field, f"{where}: obs")
+            act = steps.column("action").slice(start, n).combine_chunks()
+            actions = _space_rows(act_space, act, act_field, f"{where}: action")
             step_infos = steps.column("info").slice(start, end - start).to_pylist() if has_info \
                 else [None] * (end - start)  # fmt: skip
             infos = None
@@ -302,12 +321,13 @@ def _minari(
                     infos = stack_infos(dicts, f"{where}: info")
                 except ValueError as e:
                     raise ExportError(str(e)) from e
-            ex = dict(extras[k] or [])
+            ex = {key: typed_json.loads(text) for key, text in extras[k] or []}
             yield {
                 "seed": seeds[k],
-                "options": typed_json.loads(ex["options"]) if "options" in ex else None,
-                "observations": _values(obs_space, np.concatenate([obs, final])),
-                "actions": _values(act_space, act),
+                "options": ex.pop("options", None),
+                "metadata": ex,  # rewards_sum, ... as Minari wrote them, and any other key
+                "observations": observations,
+                "actions": actions,
                 "rewards": steps.column("reward").slice(start, end - start).to_pylist(),
                 "terminations": steps.column("terminated").slice(start, end - start).to_pylist(),
                 "truncations": steps.column("truncated").slice(start, end - start).to_pylist(),

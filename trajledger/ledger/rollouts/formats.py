@@ -1,4 +1,4 @@
-"""What LLM training libraries write, mapped onto rollout schema v2, one record at a time.
+"""What LLM training libraries write, mapped onto rollout schema v3, one record at a time.
 
 Scope: the record formats (a record is a JSON line, or a row of a Parquet/Arrow file read as a
 dict): chat rollouts (``messages``), TRL's completions table (what ``GRPOTrainer.log`` writes to
@@ -8,9 +8,9 @@ KTO label; conversational ``messages`` is the chat format), and verl's rollout d
 (``_write_generations``). `kind_of_record` names the format from a record's keys; `Mapper`
 objects turn records into episodes; `ChunkBuilder` collects episodes into `RolloutChunk`
 objects of bounded size.
-Non-scope: reading files and decompressing (``convert.py``), normalising and validating the
-tables (``convert.py``, ``validate.py``).
-Spec: ``schemas/rollout-inputs.md`` (each mapping, field by field), ``schemas/rollout.v2.md``.
+Non-scope: reading files and decompressing (``readers.py``, ``jsonl.py``), normalising and
+validating the tables (``normalise.py``, ``validate.py``).
+Spec: ``schemas/rollout-inputs.md`` (each mapping, field by field), ``schemas/rollout.v3.md``.
 
 Nothing is dropped: fields a mapping does not place in a column are kept in the episode's (or,
 for message fields, the step's) ``extras`` as typed JSON. Each bad record is reported with its
@@ -29,8 +29,8 @@ from typing import Any, Final
 import pyarrow as pa
 
 from . import typed_json
+from .problems import ProblemCollector
 from .schema import EPISODE_ATTR_SCHEMA, STEP_SCHEMA
-from .validate import ProblemCollector
 
 __all__ = [
     "CHUNK_BYTES",
@@ -44,6 +44,7 @@ __all__ = [
     "json_type",
     "kind_of_record",
     "map_record",
+    "to_utc",
 ]
 
 CHUNK_BYTES: Final = 64 << 20
@@ -85,11 +86,14 @@ class RolloutChunk:
             none.
         meta: what the input says about the whole batch (source format, spaces, environment
             spec, dataset metadata), recorded in the batch predicate; None when nothing.
+        read: bytes of the input files read by the time the chunk was cut (a compressed
+            file's bytes as stored), for progress; None when the reader does not tell.
     """
 
     steps: pa.RecordBatch
     episodes: pa.RecordBatch | pa.Table | None = None
     meta: Mapping[str, Any] | None = None
+    read: int | None = None
 
 
 @dataclass(frozen=True)
@@ -103,11 +107,17 @@ class ReaderOptions:
         reward_column: TRL completions: take the reward from this one column instead.
         id_prefix: prefix of default episode ids (``<prefix>line-<n>``), so that several files
             of one batch give unique ids.
+        workers: processes that parse and map a large JSON-lines file of records (chat, TRL,
+            verl) in blocks (``reader_process.py``); 1 reads it in line. More than one starts
+            worker interpreters (``spawn``): a script that asks for them needs the
+            ``if __name__ == "__main__":`` guard that ``multiprocessing`` needs. The batch and
+            every refusal are the same either way. ``trajledger record`` uses every core.
     """
 
     reward_weights: Mapping[str, float] | None = None
     reward_column: str | None = None
     id_prefix: str = ""
+    workers: int = 1
 
 
 class RecordProblems:
@@ -154,7 +164,8 @@ def json_type(v: object) -> str:
     return "object"
 
 
-def _to_utc(value: dt.datetime) -> dt.datetime:
+def to_utc(value: dt.datetime) -> dt.datetime:
+    """A time in UTC; a naive time is taken as UTC."""
     return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
@@ -164,7 +175,7 @@ def _json_text(v: object, rec: RecordProblems, field: str) -> str | None:
         return None
     if isinstance(v, str):
         try:
-            json.loads(v, parse_constant=_refuse_constant)
+            json.loads(v, parse_constant=typed_json.reject_constant)
         except ValueError as e:
             rec.error(field, f"string is not JSON text ({e}); give the JSON value itself")
             return None
@@ -179,31 +190,32 @@ def _json_text(v: object, rec: RecordProblems, field: str) -> str | None:
         return None
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+_KIND_NAMES: Final = {
+    "str": "a string",
+    "num": "a number",
+    "int": "an integer",
+    "bool": "a boolean",
+    "obj": "an object",
+}
 
 
 def _opt(obj: Mapping[str, Any], key: str, kind: str, rec: RecordProblems, field: str) -> Any:
-    """Read an optional field, checking its JSON type."""
+    """Read an optional field, checking its JSON type (a boolean is not a number)."""
     v = obj.get(key)
     if v is None:
         return None
-    ok = {
-        "str": isinstance(v, str),
-        "num": _is_num(v),
-        "int": isinstance(v, int) and not isinstance(v, bool),
-        "bool": isinstance(v, bool),
-        "obj": isinstance(v, dict),
-    }[kind]
+    if kind == "str":
+        ok = isinstance(v, str)
+    elif kind == "num":
+        ok = isinstance(v, int | float) and not isinstance(v, bool)
+    elif kind == "int":
+        ok = isinstance(v, int) and not isinstance(v, bool)
+    elif kind == "bool":
+        ok = isinstance(v, bool)
+    else:
+        ok = isinstance(v, dict)
     if not ok:
-        names = {
-            "str": "a string",
-            "num": "a number",
-            "int": "an integer",
-            "bool": "a boolean",
-            "obj": "an object",
-        }
-        rec.error(field, f"{json_type(v)}, want {names[kind]}")
+        rec.error(field, f"{json_type(v)}, want {_KIND_NAMES[kind]}")
         return None
     if kind == "int" and not -(1 << 63) <= v < (1 << 63):
         rec.error(field, f"{v} is out of the int64 range")
@@ -215,14 +227,14 @@ def _timestamp_us(v: object, rec: RecordProblems, field: str) -> int | None:
     if v is None:
         return None
     if isinstance(v, dt.datetime):
-        return (_to_utc(v) - _EPOCH) // _US
+        return (to_utc(v) - _EPOCH) // _US
     if isinstance(v, str):
         try:
             parsed = dt.datetime.fromisoformat(v)
         except ValueError:
             rec.error(field, f"{v!r} is not an ISO 8601 time")
             return None
-        return (_to_utc(parsed) - _EPOCH) // _US
+        return (to_utc(parsed) - _EPOCH) // _US
     if _is_num(v):
         return round(float(v) * 1_000_000)  # type: ignore[arg-type]  # seconds since the epoch
     rec.error(field, f"{json_type(v)}, want an ISO 8601 string or seconds since the epoch")
@@ -273,6 +285,8 @@ _MESSAGE_KEYS: Final = frozenset(
     }
 )
 
+_MESSAGE_KEYS_NO_LINK: Final = _MESSAGE_KEYS - {"tool_call_id", "name"}
+
 _STEP_FIELDS: Final = (
     "role",
     "content",
@@ -305,12 +319,12 @@ def _message(m: object, rec: RecordProblems, where: str) -> dict[str, Any] | Non
         content = _json_text(content, rec, f"{where}.content")
     reasoning = _opt(m, "reasoning_content", "str", rec, f"{where}.reasoning_content")
     tool_results = _json_text(m.get("tool_results"), rec, f"{where}.tool_results")
-    known = set(_MESSAGE_KEYS)
+    known = _MESSAGE_KEYS
     if tool_results is None and (m.get("tool_call_id") is not None or m.get("name") is not None):
         link = {k: m[k] for k in ("tool_call_id", "name") if m.get(k) is not None}
         tool_results = json.dumps(link, ensure_ascii=False, separators=(",", ":"))
     else:
-        known -= {"tool_call_id", "name"}  # kept in extras: tool_results holds the results
+        known = _MESSAGE_KEYS_NO_LINK  # kept in extras: tool_results holds the results
     usage = _opt(m, "usage", "obj", rec, f"{where}.usage") or {}
     return {
         "role": role,
@@ -331,7 +345,7 @@ def _message(m: object, rec: RecordProblems, where: str) -> dict[str, Any] | Non
         "safety_interventions": _opt(
             m, "safety_interventions", "int", rec, f"{where}.safety_interventions"
         ),
-        "extras": _extras(m, frozenset(known), rec, f"{where}.") or None,
+        "extras": _extras(m, known, rec, f"{where}.") or None,
     }
 
 
@@ -749,6 +763,12 @@ class ChunkBuilder:
 
     def add(self, episodes: list[_Episode], rec: RecordProblems) -> None:
         """Check the ids of one record's episodes and queue them (unless the record failed)."""
+        ids = self.ids_of(episodes, rec)
+        self.check_ids(ids, rec)
+        self.take(ids, episodes, rec)
+
+    def ids_of(self, episodes: list[_Episode], rec: RecordProblems) -> list[str]:
+        """The episode ids of one record's episodes: given, or ``<prefix><unit>-<n>``."""
         ids = []
         for ep in episodes:
             eid = ep.episode_id
@@ -756,16 +776,25 @@ class ChunkBuilder:
                 eid = f"{self.opts.id_prefix}{rec.unit}-{rec.number}{ep.id_suffix}"
                 if ep.id_suffix and ep.attrs.get("group_id") is None:
                     ep.attrs["group_id"] = f"{self.opts.id_prefix}{rec.unit}-{rec.number}"
+            ids.append(eid)
+        return ids
+
+    def check_ids(self, ids: list[str], rec: RecordProblems) -> None:
+        """Report ids given before (on an earlier line or row); remember those of a good record."""
+        for eid in ids:
             if eid in self._ids:
                 rec.error(
                     "episode_id", f"episode {eid!r} already given on {rec.unit} {self._ids[eid]}"
                 )
-            ids.append(eid)
-        if rec.failed:
-            return
-        for eid, ep in zip(ids, episodes, strict=True):
-            self._ids[eid] = rec.number
-            self._add(eid, ep)
+        if not rec.failed:
+            for eid in ids:
+                self._ids[eid] = rec.number
+
+    def take(self, ids: list[str], episodes: list[_Episode], rec: RecordProblems) -> None:
+        """Queue a record's episodes under ``ids``, unless the record failed."""
+        if not rec.failed:
+            for eid, ep in zip(ids, episodes, strict=True):
+                self._add(eid, ep)
 
     def _add(self, eid: str, ep: _Episode) -> None:
         s = self.steps

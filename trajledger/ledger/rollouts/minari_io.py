@@ -3,14 +3,17 @@
 Scope: `iter_minari_chunks` reads a Minari dataset directory (arrow or hdf5 backend, through
 Minari's own storage reader) as `RolloutChunk` objects: one step row per transition, the final
 observation and the reset ``info`` of each episode in the episode table, the per-step infos as
-typed JSON, episode metadata (seed, options) kept, and the spaces, environment spec and dataset
+typed JSON (an empty info stays ``{}``), observations and actions as space columns (Dict and
+Tuple members in structs, every dtype exact: ``space_values.py``), the episode metadata (seed,
+options, and what Minari's ``DataCollector`` adds: ``rewards_sum`` / ``mean`` / ``std`` /
+``max`` / ``min``, and any other key) kept, and the spaces, environment spec and dataset
 metadata (dataset id, author, reference scores, ...) as batch metadata. `write_minari` writes
-episodes back as a Minari dataset with Minari's own storage writer (lossless: no JPEG).
-`flatten_batch` / `unflatten_batch` are ``gymnasium.spaces.flatten`` / ``unflatten`` over many
-values at once, for Dict and Tuple spaces (stored flattened, with the space recorded).
-Non-scope: downloading datasets (no network: give the directory), Graph/Sequence/Text spaces.
-Spec: ``schemas/rollout-inputs.md`` section "Minari", ``schemas/rollout.v2.md`` section
-"Spaces".
+episodes back as a Minari dataset with Minari's own storage writer (lossless: no JPEG), their
+episode metadata included. `unflatten_batch` undoes ``gymnasium.spaces.flatten`` over many
+values at once, for the Dict and Tuple values of v2 batches (stored flattened).
+Non-scope: downloading datasets (no network: give the directory), Graph/Sequence/OneOf spaces.
+Spec: ``schemas/rollout-inputs.md`` section "Minari", ``schemas/rollout.v3.md`` section
+"Space columns".
 
 Minari is optional (``pip install 'trajledger[minari]'``: minari, h5py, pillow); it is imported
 only here, only when a Minari dataset is read or written.
@@ -29,14 +32,14 @@ import pyarrow as pa
 
 from . import typed_json
 from .formats import CHUNK_BYTES, ReaderOptions, RolloutChunk
-from .schema import EPISODE_ATTR_SCHEMA, STEP_SCHEMA, tensor_field, with_columns
+from .problems import refusal
+from .schema import EPISODE_ATTR_SCHEMA, STEP_SCHEMA, with_columns
+from .space_values import in_space_order, space_column
 from .spaces import SpaceError, space_to_json
-from .validate import Problem, RolloutValidationError
 
 __all__ = [
     "MINARI_EXTRA",
     "dataset_spaces",
-    "flatten_batch",
     "is_composite",
     "iter_minari_chunks",
     "minari_root",
@@ -68,13 +71,8 @@ def require_minari() -> Any:
     try:
         import minari
     except ImportError as e:
-        raise RolloutValidationError(
-            "minari",
-            [
-                Problem(
-                    None, None, f"reading or writing Minari datasets needs minari: {MINARI_EXTRA}"
-                )
-            ],
+        raise refusal(
+            "minari", f"reading or writing Minari datasets needs minari: {MINARI_EXTRA}"
         ) from e
     return minari
 
@@ -111,9 +109,7 @@ def dataset_spaces(path: Path) -> dict[str, Any]:
 
     root = minari_root(path)
     if root is None:
-        raise RolloutValidationError(
-            str(path), [Problem(None, None, f"{path}: not a Minari dataset (no metadata.json)")]
-        )
+        raise refusal(path, f"{path}: not a Minari dataset (no metadata.json)")
     storage_cls = require_minari().dataset.minari_storage.MinariStorage
     raw = storage_cls.read_raw_metadata(root)
     storage = storage_cls.read(root)
@@ -126,63 +122,15 @@ def dataset_spaces(path: Path) -> dict[str, Any]:
 
 
 def is_composite(space: Any) -> bool:
-    """Dict and Tuple spaces are stored flattened; the others keep their dtype and shape."""
+    """Dict and Tuple spaces: stored as structs in v3, flattened in v2 batches."""
     import gymnasium as gym
 
     return isinstance(space, gym.spaces.Dict | gym.spaces.Tuple)
 
 
-def _native(space: Any) -> bool:
-    import gymnasium as gym
-
-    s = gym.spaces
-    return isinstance(space, s.Box | s.Discrete | s.MultiDiscrete | s.MultiBinary)
-
-
-def flatten_batch(space: Any, values: Any, n: int) -> npt.NDArray[Any]:
-    """``gymnasium.spaces.flatten`` of ``n`` values at once: an ``(n, flatdim)`` array.
-
-    Args:
-        space: the space.
-        values: what Minari gives for ``n`` values of the space: an array with a leading axis of
-            ``n`` (Box, Discrete, ...), a dict of those (Dict), a tuple of those (Tuple).
-        n: the number of values.
-
-    Raises:
-        SpaceError: a space that has no flat form here (Text, Graph, Sequence, ...).
-    """
-    import gymnasium as gym
-
-    s = gym.spaces
-    if isinstance(space, s.Box):
-        return np.asarray(values, dtype=space.dtype).reshape(n, -1)
-    if isinstance(space, s.MultiBinary):
-        return np.asarray(values, dtype=space.dtype).reshape(n, -1)
-    if isinstance(space, s.Discrete):
-        out = np.zeros((n, int(space.n)), dtype=space.dtype)
-        idx = np.asarray(values).reshape(n).astype(np.int64) - int(space.start)
-        out[np.arange(n), idx] = 1
-        return out
-    if isinstance(space, s.MultiDiscrete):
-        nvec = np.asarray(space.nvec).reshape(-1)
-        start = np.asarray(space.start).reshape(-1)
-        vals = np.asarray(values).reshape(n, -1).astype(np.int64) - start
-        offsets = np.concatenate([[0], np.cumsum(nvec)[:-1]])
-        out = np.zeros((n, int(nvec.sum())), dtype=space.dtype)
-        for j in range(len(nvec)):
-            out[np.arange(n), offsets[j] + vals[:, j]] = 1
-        return out
-    if isinstance(space, s.Dict):
-        parts = [flatten_batch(sub, values[key], n) for key, sub in space.spaces.items()]
-        return np.concatenate(parts, axis=1)
-    if isinstance(space, s.Tuple):
-        parts = [flatten_batch(sub, values[i], n) for i, sub in enumerate(space.spaces)]
-        return np.concatenate(parts, axis=1)
-    raise SpaceError(f"space {space} has no flat form; it cannot be recorded as a tensor")
-
-
 def unflatten_batch(space: Any, flat: npt.NDArray[Any]) -> Any:
-    """The inverse of `flatten_batch`: per-leaf arrays with a leading axis (dicts, tuples)."""
+    """``gymnasium.spaces.unflatten`` of many rows at once (a v2 batch's flattened Dict and
+    Tuple values): per-leaf arrays with a leading axis (dicts, tuples)."""
     import gymnasium as gym
 
     s = gym.spaces
@@ -216,21 +164,11 @@ def unflatten_batch(space: Any, flat: npt.NDArray[Any]) -> Any:
 
 
 def _tensor(space: Any, values: Any, n: int, name: str) -> tuple[pa.Array, pa.Field]:
-    """A space's values as a tensor column: native dtype and shape, or flattened."""
-    if _native(space):
-        arr = np.asarray(values, dtype=space.dtype)
-        shape: tuple[int, ...] = tuple(space.shape)
-        flat = arr.reshape(n, -1)
-    else:
-        flat = flatten_batch(space, values, n)
-        shape = (flat.shape[1],)
-    value_type = pa.from_numpy_dtype(flat.dtype)
-    width = flat.shape[1]
-    offsets = pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int64).astype(np.int32))
-    column = pa.ListArray.from_arrays(
-        offsets, pa.array(flat.reshape(-1), type=value_type), type=pa.list_(value_type)
-    )
-    return column, tensor_field(name, value_type, shape)
+    """A space's values as a space column: dtypes, shapes and Dict / Tuple members kept."""
+    try:
+        return space_column(in_space_order(space, values), n, name)
+    except ValueError as e:
+        raise SpaceError(str(e)) from e
 
 
 def _take(values: Any, sl: slice) -> Any:
@@ -316,11 +254,9 @@ def iter_minari_chunks(root: Path, batch_rows: int, opts: ReaderOptions) -> Iter
         if pending or meta is not None:
             yield _chunk(pending, obs_space, act_space, opts, meta)
     except (SpaceError, typed_json.TypedJSONError) as e:
-        raise RolloutValidationError(subject, [Problem(None, None, f"{root}: {e}")]) from e
+        raise refusal(subject, f"{root}: {e}") from e
     except (OSError, ValueError, KeyError, AssertionError) as e:
-        raise RolloutValidationError(
-            subject, [Problem(None, None, f"{root}: Minari dataset cannot be read: {e!r}")]
-        ) from e
+        raise refusal(subject, f"{root}: Minari dataset cannot be read: {e!r}") from e
 
 
 def _nbytes(values: Any) -> int:
@@ -366,14 +302,17 @@ def _chunk(
         obs_parts.append(obs)
         act_parts.append(act)
         final_parts.append(fin)
-        ep_infos = ep.get("infos") or None
+        ep_infos = ep.get("infos")  # {} when the steps had empty infos: kept as {}
         infos += [
-            typed_json.dumps(_info_at(ep_infos, i + 1)) if ep_infos else None for i in range(n)
+            None if ep_infos is None else typed_json.dumps(_info_at(ep_infos, i + 1))
+            for i in range(n)
         ]
         attrs["episode_id"].append(eid)
         seed = em.get("seed")
         attrs["seed"].append(None if seed is None else int(seed))
-        attrs["reset_info"].append(typed_json.dumps(_info_at(ep_infos, 0)) if ep_infos else None)
+        attrs["reset_info"].append(
+            None if ep_infos is None else typed_json.dumps(_info_at(ep_infos, 0))
+        )
         rest = {k: v for k, v in em.items() if k not in ("id", "seed", "total_steps")}
         attrs["extras"].append(
             [(k, typed_json.dumps(v)) for k, v in sorted(rest.items())] if rest else None
@@ -458,7 +397,8 @@ def write_minari(
     Args:
         out: the dataset directory to create (must not exist, or be empty).
         episodes: dicts with ``seed``, ``options``, ``observations`` (n+1 values, per-leaf
-            arrays), ``actions``, ``rewards``, ``terminations``, ``truncations``, ``infos``.
+            arrays), ``actions``, ``rewards``, ``terminations``, ``truncations``, ``infos``,
+            and ``metadata`` (the episode's other metadata, as Minari stores it).
         observation_space: the Gymnasium observation space.
         action_space: the Gymnasium action space.
         env_spec: the environment spec (``spaces.spec_to_json``), or None.
@@ -497,18 +437,35 @@ def write_minari(
         meta["eval_env_spec"] = json.dumps(meta["eval_env_spec"])
     meta["minari_version"] = minari.__version__
     storage.update_metadata(meta)
-    buffers = (
-        EpisodeBuffer(
-            id=None,
-            seed=ep.get("seed"),
-            options=ep.get("options"),
-            observations=ep["observations"],
-            actions=ep["actions"],
-            rewards=list(ep["rewards"]),
-            terminations=list(ep["terminations"]),
-            truncations=list(ep["truncations"]),
-            infos=ep.get("infos"),
-        )
-        for ep in episodes
-    )
-    storage.update_episodes(buffers)
+    written: list[dict[str, Any]] = []
+
+    def buffers() -> Iterator[Any]:
+        for ep in episodes:
+            extra = dict(ep.get("metadata") or {})
+            written.append(extra if data_format == "hdf5" else _plain_numbers(extra))
+            yield EpisodeBuffer(
+                id=None,
+                seed=ep.get("seed"),
+                options=ep.get("options"),
+                observations=ep["observations"],
+                actions=ep["actions"],
+                rewards=list(ep["rewards"]),
+                terminations=list(ep["terminations"]),
+                truncations=list(ep["truncations"]),
+                infos=ep.get("infos"),
+            )
+
+    storage.update_episodes(buffers())
+    if any(written):  # what Minari's DataCollector adds (rewards_sum, ...), and the rest
+        storage.update_episode_metadata(written, range(len(written)))
+
+
+def _plain_numbers(value: Any) -> Any:
+    """Numpy scalars as Python numbers: the arrow backend writes episode metadata as JSON."""
+    if isinstance(value, dict):
+        return {k: _plain_numbers(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_plain_numbers(v) for v in value)
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

@@ -11,8 +11,8 @@ crosses batch boundaries (step continuity, episode completion, duplicate episode
 written under temporary names and renamed only when the whole input is valid: bad input leaves
 nothing behind.
 Non-scope: storing and signing the files (the object store and manifest writers), reading
-inputs (``convert.py``).
-Spec: ``schemas/rollout.v2.md`` section "Files".
+inputs (``readers.py``).
+Spec: ``schemas/rollout.v3.md`` section "Files".
 
 Encoding: zstd; float columns (and float tensor values) BYTE_STREAM_SPLIT, which zstd
 compresses better than plain floats; other columns dictionary-encoded. Row groups hold exactly
@@ -43,25 +43,13 @@ import pyarrow.parquet as pq
 
 from trajledger.verify.digest import FileDigest
 
-from .convert import (
-    EpisodeBuilder,
-    RolloutChunk,
-    StepNormaliser,
-    TensorTypes,
-    conform_batch,
-    normalise_episodes,
-)
+from .episodes import EpisodeBuilder
+from .formats import RolloutChunk
+from .normalise import StepNormaliser, TensorTypes, conform_batch, normalise_episodes
+from .problems import Problem, ProblemCollector, RolloutValidationError
 from .schema import parquet_float_paths
 from .success import SuccessCount
-from .validate import (
-    DEFAULT_MAX_FIELD_BYTES,
-    DEFAULT_MAX_TENSOR_BYTES,
-    EpisodeStreamValidator,
-    Problem,
-    ProblemCollector,
-    RolloutValidationError,
-    StepStreamValidator,
-)
+from .validate import DEFAULT_MAX_FIELD_BYTES, DEFAULT_MAX_TENSOR_BYTES, StreamValidator
 
 __all__ = [
     "DEFAULT_ROW_GROUP_ROWS",
@@ -528,7 +516,7 @@ def write_steps_parquet(
 
     Args:
         batches: step record batches, tables, or `RolloutChunk` objects (as yielded by
-            `convert.iter_rollout_chunks`), in step order.
+            `readers.iter_rollout_chunks`), in step order.
         path: the step file to write (conventionally ``steps.parquet``).
         episodes_path: the episode file; default ``episodes.parquet`` beside ``path``.
         max_field_bytes: largest accepted string field.
@@ -542,7 +530,7 @@ def write_steps_parquet(
         Summary statistics, the files' digests and the input's batch metadata.
 
     Raises:
-        RolloutValidationError: the input breaks schema v2 (nothing is written).
+        RolloutValidationError: the input breaks schema v3 (nothing is written).
         ValueError: ``path`` and ``episodes_path`` are the same file, or row_group_rows < 1.
         OSError: a file cannot be written (temporary files are removed).
     """
@@ -562,11 +550,15 @@ def write_steps_parquet(
     collector = ProblemCollector()
     tensors = TensorTypes()
     normaliser = StepNormaliser(collector, tensors)
-    step_check = StepStreamValidator(
-        max_field_bytes=max_field_bytes, max_tensor_bytes=max_tensor_bytes, collector=collector
+    step_check = StreamValidator(
+        "steps",
+        max_field_bytes=max_field_bytes,
+        max_tensor_bytes=max_tensor_bytes,
+        collector=collector,
     )
     builder = EpisodeBuilder(collector, tensors)
-    episode_check = EpisodeStreamValidator(
+    episode_check = StreamValidator(
+        "episodes",
         max_field_bytes=max_field_bytes,
         max_tensor_bytes=max_tensor_bytes,
         collector=collector,

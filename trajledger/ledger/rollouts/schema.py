@@ -1,16 +1,19 @@
-"""Arrow schema of recorded rollouts, version 2 (version 1 kept for reading).
+"""Arrow schema of recorded rollouts, version 3 (versions 1 and 2 kept for reading).
 
 Scope: the two tables a rollout batch is stored as (``steps.parquet`` and ``episodes.parquet``),
-their column sets, which columns are required, the tensor columns (``obs``, ``action``,
-``final_obs``: a list of any number type, with the shape in field metadata), the typed
-``extras`` map, which float leaves are written with BYTE_STREAM_SPLIT, and the schema-level
-metadata that names the table and version. Version 1 (``STEP_SCHEMA_V1``, ``EPISODE_SCHEMA_V1``)
-stays defined: batches recorded as v1 are read and validated against it.
-Non-scope: converting inputs into these tables (``convert.py``), checking their content
+their column sets, which columns are required, the space columns (``obs``, ``action``,
+``final_obs``: a tensor, a list of any number type with the shape in field metadata; a string,
+for a Text space; or a struct of those, for a Dict or Tuple space), the typed ``extras`` map,
+which float leaves are written with BYTE_STREAM_SPLIT, and the schema-level metadata that names
+the table and version. Versions 1 (``STEP_SCHEMA_V1``, ``EPISODE_SCHEMA_V1``) and 2
+(``STEP_SCHEMA_V2``, ``EPISODE_SCHEMA_V2``: the columns of version 3, tensors only) stay
+defined: batches recorded as v1 or v2 are read and validated against them.
+Non-scope: converting inputs into these tables (``normalise.py``), checking their content
 (``validate.py``) and writing Parquet (``parquet_io.py``).
-Spec: ``schemas/rollout.v2.md`` (every column, classic-RL and LLM use; decisions),
-``schemas/rollout-steps.v2.schema.json`` and ``schemas/rollout-episodes.v2.schema.json``;
-``schemas/rollout.v1.md`` for version 1.
+Spec: ``schemas/rollout.v3.md`` (every column, classic-RL and LLM use, space columns;
+decisions), ``schemas/rollout-steps.v3.schema.json`` and
+``schemas/rollout-episodes.v3.schema.json``; ``schemas/rollout.v2.md`` and ``rollout.v1.md`` for
+versions 2 and 1.
 
 One schema serves classic RL and LLM-agent rollouts; columns a rollout does not use are null.
 `STEP_SCHEMA` and `EPISODE_SCHEMA` are the templates: a written batch has the same columns,
@@ -23,7 +26,7 @@ This module imports pyarrow, so ``ledger.rollouts`` loads it lazily: only record
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Final
 
 import pyarrow as pa
@@ -34,6 +37,7 @@ __all__ = [
     "EPISODE_REQUIRED",
     "EPISODE_SCHEMA",
     "EPISODE_SCHEMA_V1",
+    "EPISODE_SCHEMA_V2",
     "EXTRAS_TYPE",
     "FLOAT_EPISODE_COLUMNS",
     "FLOAT_STEP_COLUMNS",
@@ -42,33 +46,47 @@ __all__ = [
     "ROLLOUT_SCHEMA_VERSION",
     "SCHEMA_VERSION_KEY",
     "SHAPE_KEY",
+    "SPACE_KEY",
     "STEP_COLUMNS",
     "STEP_INPUT_REQUIRED",
     "STEP_REQUIRED",
     "STEP_SCHEMA",
     "STEP_SCHEMA_V1",
+    "STEP_SCHEMA_V2",
     "TENSOR_COLUMNS",
     "TENSOR_VALUE_TYPES",
     "TERMINATION_REASONS",
     "VECTOR_TYPE",
+    "canonical_space_field",
     "conforms",
     "parquet_float_paths",
     "schema_version",
+    "space_field_problem",
+    "space_leaves",
+    "struct_field",
     "tensor_field",
     "tensor_shape",
     "with_columns",
 ]
 
-ROLLOUT_SCHEMA_VERSION: Final = "2"
+ROLLOUT_SCHEMA_VERSION: Final = "3"
 """Version of this schema. A change of any column's name, type or meaning bumps it."""
 
 SCHEMA_VERSION_KEY: Final = b"trajledger.rollout.schema"
 """Arrow/Parquet schema metadata key whose value names the table and version."""
 
 SHAPE_KEY: Final = b"trajledger.shape"
+"""Field metadata of a tensor column: the JSON array of its fixed shape, e.g. ``[64,64,3]``."""
+
 MAX_SHAPE_VALUES: Final = 1 << 53
 """Most values a declared tensor shape may hold (the product of its sizes)."""
-"""Field metadata of a tensor column: the JSON array of its fixed shape, e.g. ``[64,64,3]``."""
+
+SPACE_KEY: Final = b"trajledger.space"
+"""Field metadata of a struct in a space column: ``Dict`` (members named by their keys, in the
+space's order) or ``Tuple`` (members named ``0``, ``1``, ...)."""
+
+MAX_SPACE_DEPTH: Final = 16
+"""Deepest nesting of Dict and Tuple structs a space column may have."""
 
 EXTRAS_TYPE: Final = pa.map_(pa.string(), pa.string())
 """Type of ``extras`` (step and episode tables): field name to its value as typed JSON text."""
@@ -93,7 +111,8 @@ TENSOR_VALUE_TYPES: Final = (
 """Value types a tensor column may hold (the numpy dtypes Gymnasium spaces use)."""
 
 TENSOR_COLUMNS: Final = frozenset({"obs", "action", "final_obs"})
-"""Columns of type ``list<T>`` for T in `TENSOR_VALUE_TYPES`, with an optional fixed shape."""
+"""The space columns: in v2, ``list<T>`` for T in `TENSOR_VALUE_TYPES` with an optional fixed
+shape; in v3 also a string (Text) or a struct of space values (Dict, Tuple)."""
 
 JSON_STEP_COLUMNS: Final = ("tool_calls", "tool_results", "info")
 """String columns that must hold JSON text."""
@@ -140,7 +159,7 @@ STEP_SCHEMA: Final = pa.schema(
     ],
     metadata=_meta("steps", ROLLOUT_SCHEMA_VERSION),
 )
-"""One row per step (classic RL) or per message (LLM agents); the template of schema v2."""
+"""One row per step (classic RL) or per message (LLM agents); the template of schema v3."""
 
 EPISODE_SCHEMA: Final = pa.schema(
     [
@@ -166,12 +185,19 @@ EPISODE_SCHEMA: Final = pa.schema(
     ],
     metadata=_meta("episodes", ROLLOUT_SCHEMA_VERSION),
 )
-"""One row per episode, in order of the episode's first step; the template of schema v2."""
+"""One row per episode, in order of the episode's first step; the template of schema v3."""
 
 EPISODE_ATTR_SCHEMA: Final = pa.schema(
     [f.with_nullable(True) for f in EPISODE_SCHEMA], metadata=EPISODE_SCHEMA.metadata
 )
 """Episode columns as an input gives them: every column optional; missing ones are derived."""
+
+STEP_SCHEMA_V2: Final = STEP_SCHEMA.with_metadata(_meta("steps", "2"))
+"""Version 2 of the step table (``schemas/rollout.v3.md``): the columns of v3, with tensors
+(``list<T>``) as the only space values; read and validated, never written."""
+
+EPISODE_SCHEMA_V2: Final = EPISODE_SCHEMA.with_metadata(_meta("episodes", "2"))
+"""Version 2 of the episode table: read and validated, never written."""
 
 STEP_SCHEMA_V1: Final = pa.schema(
     [
@@ -265,6 +291,94 @@ def tensor_shape(field: pa.Field) -> tuple[int, ...] | None:
     return tuple(value)
 
 
+def struct_field(name: str, kind: str, members: Sequence[pa.Field]) -> pa.Field:
+    """A Dict or Tuple space column: a struct of its members' space fields.
+
+    Args:
+        name: the column (or member) name.
+        kind: ``Dict`` or ``Tuple`` (members named ``0``, ``1``, ...).
+        members: the members' fields, in the space's order.
+    """
+    return pa.field(name, pa.struct(members), nullable=True, metadata={SPACE_KEY: kind.encode()})
+
+
+_SPACE_TYPES_V2: Final = "list<T> for a number or boolean type T"
+_SPACE_TYPES: Final = f"{_SPACE_TYPES_V2}, a string (Text) or a struct of those (Dict, Tuple)"
+
+
+def space_field_problem(field: pa.Field, version: str = ROLLOUT_SCHEMA_VERSION) -> str | None:
+    """Why ``field`` is not a space column of schema ``version``, or None when it is one.
+
+    A space column is a tensor (``list<T>``, its shape metadata well formed); in version 3 also
+    a string (a Text value) or a struct (``trajledger.space`` metadata ``Dict`` or ``Tuple``)
+    of space columns, nested at most `MAX_SPACE_DEPTH` deep. The field's metadata is input (a
+    Parquet file's), so it is read as hostile.
+    """
+    return _space_problem(field, version, 0)
+
+
+def _space_problem(field: pa.Field, version: str, depth: int) -> str | None:
+    t = field.type
+    want = _SPACE_TYPES if version == "3" else _SPACE_TYPES_V2
+    if pa.types.is_list(t):
+        if t.value_type not in TENSOR_VALUE_TYPES:
+            return f"type {t}, want {want}"
+        try:
+            tensor_shape(field)
+        except ValueError as e:
+            return str(e)
+        return None
+    if version == "3" and pa.types.is_string(t):
+        return None
+    if version == "3" and pa.types.is_struct(t):
+        kind = (field.metadata or {}).get(SPACE_KEY)
+        names = [f.name for f in t]
+        if kind not in (b"Dict", b"Tuple"):
+            return f"a struct without {SPACE_KEY.decode()} metadata Dict or Tuple"
+        if not names or len(set(names)) != len(names) or "" in names:
+            return f"members {names}, want at least one, each named once"
+        if kind == b"Tuple" and names != [str(i) for i in range(len(names))]:
+            return f"Tuple members {names}, want 0, 1, ..."
+        if depth >= MAX_SPACE_DEPTH:
+            return f"nested over {MAX_SPACE_DEPTH} levels"
+        for member in t:
+            problem = _space_problem(member, version, depth + 1)
+            if problem is not None:
+                return f"member {member.name!r}: {problem}"
+        return None
+    return f"type {t}, want {want}"
+
+
+def canonical_space_field(field: pa.Field) -> pa.Field:
+    """A space column's field with every list's value field named ``item``, as the writers
+    name it (Parquet readers name it ``element``): the stored Arrow schema, and so the file's
+    bytes, do not depend on where the values were read from."""
+    return field.with_type(_canonical(field.type))
+
+
+def _canonical(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_list(t):
+        return pa.list_(t.value_type)
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_canonical(f.type)) for f in t])
+    return t
+
+
+def space_leaves(field: pa.Field, prefix: str | None = None) -> Iterator[tuple[str, pa.Field]]:
+    """The tensors and strings of a space column, with their dotted names (``obs.pos``).
+
+    Args:
+        field: a valid space column (see `space_field_problem`).
+        prefix: the name of ``field`` in the result; default its own name.
+    """
+    name = field.name if prefix is None else prefix
+    if pa.types.is_struct(field.type):
+        for member in field.type:
+            yield from space_leaves(member, f"{name}.{member.name}")
+    else:
+        yield name, field
+
+
 def with_columns(template: pa.Schema, fields: Sequence[pa.Field]) -> pa.Schema:
     """``template`` with some fields replaced (tensor columns with their value type and shape).
 
@@ -289,7 +403,10 @@ def conforms(schema: pa.Schema, template: pa.Schema) -> bool:
     for f in template:
         got = schema.field(f.name)
         if f.name in TENSOR_COLUMNS:
-            if not (pa.types.is_list(got.type) and got.type.value_type in TENSOR_VALUE_TYPES):
+            if pa.types.is_list(got.type):  # shape metadata is checked where it is read
+                if got.type.value_type not in TENSOR_VALUE_TYPES:
+                    return False
+            elif space_field_problem(got, schema_version(template) or "3") is not None:
                 return False
         elif got.type != f.type:
             return False
@@ -305,7 +422,8 @@ def parquet_float_paths(schema: pa.Schema) -> tuple[list[str], list[str]]:
     encoding.
 
     Args:
-        schema: a schema whose columns are primitives, lists of primitives or maps.
+        schema: a schema whose columns are primitives, lists of primitives, maps or structs
+            of those.
 
     Returns:
         ``(float_paths, other_paths)``, in column order.
@@ -313,17 +431,20 @@ def parquet_float_paths(schema: pa.Schema) -> tuple[list[str], list[str]]:
     floats: list[str] = []
     others: list[str] = []
     for field in schema:
-        t = field.type
-        if pa.types.is_list(t):
-            leaves = [(f"{field.name}.list.element", t.value_type)]
-        elif pa.types.is_map(t):
-            leaves = [
-                (f"{field.name}.key_value.key", t.key_type),
-                (f"{field.name}.key_value.value", t.item_type),
-            ]
-        else:
-            leaves = [(field.name, t)]
-        for path, leaf_type in leaves:
+        for path, leaf_type in _parquet_leaves(field.name, field.type):
             split = pa.types.is_float32(leaf_type) or pa.types.is_float64(leaf_type)
             (floats if split else others).append(path)
     return floats, others
+
+
+def _parquet_leaves(path: str, t: pa.DataType) -> Iterator[tuple[str, pa.DataType]]:
+    if pa.types.is_list(t):
+        yield f"{path}.list.element", t.value_type
+    elif pa.types.is_map(t):
+        yield f"{path}.key_value.key", t.key_type
+        yield f"{path}.key_value.value", t.item_type
+    elif pa.types.is_struct(t):
+        for member in t:
+            yield from _parquet_leaves(f"{path}.{member.name}", member.type)
+    else:
+        yield path, t

@@ -6,7 +6,7 @@ Dict, Tuple) as JSON that RFC 8785 can canonicalise (no NaN, no infinities, no i
 flattened observation can be unflattened (``gymnasium.spaces.unflatten``) from the record alone.
 `spec_to_json` keeps an environment spec (``EnvSpec.to_json``) in the same canonical form.
 Non-scope: Graph, Sequence and OneOf spaces (refused with a clear error).
-Spec: ``schemas/rollout.v2.md`` section "Spaces".
+Spec: ``schemas/rollout.v3.md`` section "Spaces".
 
 Numbers: a finite float is a JSON number (float64, round-trips exactly); ``inf``, ``-inf`` and
 ``nan`` are the strings of those names; an integer beyond +-2^53 is its decimal string. Box

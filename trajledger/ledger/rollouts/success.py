@@ -4,10 +4,10 @@ Scope: which episodes of a batch are successes and whether the batch labels succ
 `episode_success` gives the per-episode answer (used by the audit index), `SuccessCount`
 accumulates it over a stream of episode batches (used by the manifest summary).
 Non-scope: judge scores (an evaluator's opinion, not a label), segment statistics.
-Spec: ``schemas/rollout.v2.md`` section "Success".
+Spec: ``schemas/rollout.v3.md`` section "Success".
 
-Definition. An episode is *labelled* when its ``success`` column is not null (schema v2), or
-its ``termination_reason`` is ``success`` or ``failure`` (both versions). A batch *labels
+Definition. An episode is *labelled* when its ``success`` column is not null (schema v2, v3), or
+its ``termination_reason`` is ``success`` or ``failure`` (every version). A batch *labels
 success* when any of its episodes is labelled. Then every episode of the batch counts: it is a
 success when ``success`` is true, or, with ``success`` null, when ``termination_reason`` is
 ``success``; anything else (a failure, an episode cut by ``length``, an ``error``, an episode

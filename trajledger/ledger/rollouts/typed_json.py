@@ -6,7 +6,7 @@ same types: arrays keep their dtype and shape, numpy scalars their dtype, tuples
 non-finite floats survive. Plain JSON values are written as themselves, so a reader that does not
 know the typed forms still sees ordinary JSON.
 Non-scope: arbitrary Python objects (refused with the path of the value), schema of the values.
-Spec: ``schemas/rollout.v2.md`` section "Typed JSON".
+Spec: ``schemas/rollout.v3.md`` section "Typed JSON".
 
 Typed forms are objects with one key starting with ``$``:
 
@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import numpy as np
 
-__all__ = ["TypedJSONError", "dumps", "loads"]
+__all__ = ["TypedJSONError", "dumps", "loads", "reject_constant"]
 
 _TAGS: Final = frozenset({"$nd", "$f", "$t", "$b", "$o"})
 _MAX_DEPTH: Final = 64
@@ -63,6 +63,15 @@ def loads(text: str) -> Any:
     except RecursionError as e:
         raise TypedJSONError("JSON nested too deeply") from e
     return _decode(raw, 0)
+
+
+def reject_constant(name: str) -> Any:
+    """``json.loads(..., parse_constant=reject_constant)``: NaN and Infinity are not JSON.
+
+    Raises:
+        ValueError: always, naming the constant.
+    """
+    raise ValueError(f"{name} is not valid JSON")
 
 
 def _encode(v: object, path: str, depth: int) -> Any:

@@ -154,6 +154,11 @@ def _require_columns(table: pa.Table, what: str, columns: Sequence[str]) -> None
 
 def _vectors(column: pa.ChunkedArray, what: str) -> npt.NDArray[np.float64]:
     """A list column with one length throughout, as a 2-D float64 array."""
+    if not pa.types.is_list(column.type):
+        raise TrainingDataError(
+            f"bc: {what} is {column.type} (a Dict, Tuple or Text space), want tensors; train "
+            "on these rollouts with a trainer that reads their space"
+        )
     lengths = pc.unique(pc.list_value_length(column)).to_pylist()
     if len(lengths) != 1 or not lengths[0]:
         raise TrainingDataError(

@@ -1,0 +1,137 @@
+"""The parallel JSON-lines reader decides as the reader in line (issue 21 item 5).
+
+`reader_process.iter_jsonl_parallel` parses and maps blocks of lines in worker processes; what
+depends on the lines before (line numbers, repeated ids, the cap on problems listed per kind,
+blank-line and line-length limits, undecodable data, the cut of chunks) is decided in the
+parent. For random mixes of good records, bad JSON, mistyped fields, repeated ids and blank
+lines, cut into tiny blocks, both readers yield the same chunks and raise the same problems; so
+do the refusals of the whole file (a line too long, too many blank lines, corrupt zstd).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zstandard
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from trajledger.ledger.rollouts import jsonl, reader_process
+from trajledger.ledger.rollouts.formats import ReaderOptions, RolloutChunk
+from trajledger.ledger.rollouts.parquet_io import write_steps_parquet
+from trajledger.ledger.rollouts.problems import RolloutValidationError
+from trajledger.ledger.rollouts.readers import _iter_jsonl, iter_rollout_chunks
+
+
+def good(n: int, eid: str | None = None) -> str:
+    record: dict[str, Any] = {
+        "messages": [
+            {"role": "user", "content": f"question {n} " * (n % 7)},
+            {"role": "assistant", "content": f"answer {n}", "tool_calls": [{"id": f"c{n}"}]},
+        ],
+        "reward": n / 7,
+        "judge_scores": {"a": 1.0},
+    }
+    if eid is not None:
+        record["episode_id"] = eid
+    return json.dumps(record)
+
+
+LINES = {
+    "good": lambda n: good(n),
+    "named": lambda n: good(n, f"ep-{n % 5}"),  # repeats: ids given twice
+    "bad json": lambda n: '{"messages": [',
+    "not an object": lambda n: "[1, 2]",
+    "mistyped": lambda n: json.dumps({"messages": [{"role": 3, "content": "x"}]}),
+    "duplicate key": lambda n: '{"messages": [], "messages": []}',
+    "nan": lambda n: '{"messages": [{"role": "user", "content": "x"}], "reward": NaN}',
+    "blank": lambda n: "   ",
+}
+
+
+def outcome(chunks: Iterator[RolloutChunk]) -> tuple[list[Any], Any]:
+    got: list[Any] = []
+    try:
+        for c in chunks:
+            got.append((c.steps.to_pylist(), None if c.episodes is None else
+                        c.episodes.to_pylist(), c.meta))  # fmt: skip
+    except RolloutValidationError as e:
+        return got, (e.subject, e.problems)
+    return got, None
+
+
+def both(path: Path, batch_rows: int = 5) -> tuple[Any, Any]:
+    opts = ReaderOptions()
+    return (
+        outcome(_iter_jsonl(path, "chat-jsonl", batch_rows, opts)),
+        outcome(reader_process.iter_jsonl_parallel(path, "chat-jsonl", batch_rows, opts, 2)),
+    )
+
+
+@pytest.fixture
+def tiny_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reader_process, "BLOCK_BYTES", 300)
+    monkeypatch.setattr(reader_process, "_READ", 97)
+
+
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(kinds=st.lists(st.sampled_from(sorted(LINES)), min_size=0, max_size=60))
+def test_random_mixes_decide_alike(tiny_blocks: None, tmp_path: Path, kinds: list[str]) -> None:
+    path = tmp_path / "mix.jsonl"
+    path.write_text("".join(LINES[k](n) + "\n" for n, k in enumerate(kinds)))
+    inline, parallel = both(path)
+    assert parallel == inline
+
+
+def test_problems_over_the_cap_are_counted_alike(tiny_blocks: None, tmp_path: Path) -> None:
+    """45 mistyped records (ROWS_PER_KIND is 20) and 30 repeated ids, spread over blocks."""
+    lines = [LINES["mistyped"](n) if n % 2 else LINES["named"](n) for n in range(90)]
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    inline, parallel = both(path)
+    assert parallel == inline
+    assert any("more like" in p.message for p in inline[1][1])
+
+
+def test_refusals_of_the_whole_file_alike(
+    tiny_blocks: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 400)
+    monkeypatch.setattr(reader_process, "MAX_LINE_BYTES", 400)
+    long_line = tmp_path / "long.jsonl"
+    long_line.write_text("\n".join([good(n) for n in range(8)] + ["x" * 500, good(9)]) + "\n")
+    inline, parallel = both(long_line)
+    assert parallel == inline and "MAX_LINE_BYTES" in inline[1][1][-1].message
+    monkeypatch.setattr(jsonl, "MAX_BLANK_BYTES", 50)
+    monkeypatch.setattr(reader_process, "MAX_BLANK_BYTES", 50)
+    blanks = tmp_path / "blank.jsonl"
+    blanks.write_text("\n".join([good(1), " " * 30, good(2), " " * 30, good(3)]) + "\n")
+    inline, parallel = both(blanks)
+    assert parallel == inline and "MAX_BLANK_BYTES" in inline[1][1][-1].message
+    data = zstandard.ZstdCompressor().compress(
+        ("\n".join(good(n) for n in range(40)) + "\n").encode()
+    )
+    corrupt = tmp_path / "corrupt.jsonl.zst"
+    corrupt.write_bytes(data[: len(data) // 2] + bytes(64) + data[len(data) // 2 :])
+    inline, parallel = both(corrupt)
+    assert parallel == inline and "zstd data" in inline[1][1][-1].message
+
+
+def test_recording_a_large_file_gives_the_same_files(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(good(n) + "\n" for n in range(3000)))
+    digests = []
+    for threshold in (1 << 40, 0):  # in line, then in parallel
+        out = tmp_path / f"out{threshold}"
+        out.mkdir()
+        chunks = iter_rollout_chunks(
+            path, options=ReaderOptions(workers=2), process_min_bytes=threshold
+        )
+        stats = write_steps_parquet(chunks, out / "steps.parquet")
+        digests.append((stats.steps_file.sha256, stats.episodes_file.sha256))
+    assert digests[0] == digests[1]

@@ -1,0 +1,429 @@
+"""The episode table derived from steps: returns, lengths, termination, merged attributes.
+
+Scope: `EpisodeBuilder` derives the episode table from a stream of step batches in
+`STEP_SCHEMA` (an episode may span batches), merging the episode attributes an input gives;
+`derive_episodes` does it for a whole table.
+Non-scope: normalising the steps (``normalise.py``) and validating them (``validate.py``).
+Spec: ``schemas/rollout.v3.md`` sections "Episode table" and "Files" (how returns are summed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .arrays import bools, floats, is_stringish
+from .normalise import TensorTypes, conform_batch, normalise_episodes, normalise_steps
+from .problems import ProblemCollector, RolloutValidationError
+
+__all__ = ["EpisodeBuilder", "derive_episodes"]
+
+
+@dataclass
+class _OpenEpisode:
+    """The episode whose steps reached the end of the last batch (it may continue)."""
+
+    episode_id: str | None
+    rewards: npt.NDArray[np.float64]
+    reward_count: int
+    costs: npt.NDArray[np.float64]
+    cost_count: int
+    terminated: bool
+    truncated: bool
+
+
+class EpisodeBuilder:
+    """Derives the episode table from a stream of step batches in `STEP_SCHEMA`.
+
+    An episode may span batches: its rewards are carried until its last step arrives, and its
+    return is then summed over its full reward vector with ``np.add.reduceat``, whose result
+    depends only on the values summed. So the episode table does not depend on where the input
+    was cut into batches.
+
+    The return is null when none of the episode's steps has a reward (data without rewards).
+    Given episode attributes (`add_attrs`) are merged in by episode id when the episode is
+    complete: ``termination_reason``, ``success``, ``cost_usd`` and ``invalid`` given override
+    the derived ones; a given ``return`` or ``num_steps`` that disagrees with the steps is a
+    problem. ``success`` is derived from a ``termination_reason`` of ``success`` (true) or
+    ``failure`` (false). A batch that could not be converted is passed over with `skip`.
+    """
+
+    def __init__(
+        self, collector: ProblemCollector | None = None, tensors: TensorTypes | None = None
+    ) -> None:
+        """Start before the first step.
+
+        Args:
+            collector: where problems go; a new one when None.
+            tensors: the batch's tensor types (``final_obs`` follows ``obs``); new when None.
+        """
+        self.collector = collector if collector is not None else ProblemCollector()
+        self.tensors = tensors if tensors is not None else TensorTypes()
+        self._open: _OpenEpisode | None = None
+        self._pending: pa.Table | None = None
+        self._attr_rows = 0
+        self._attr_ids: set[str] = set()
+        self._episode_rows = 0
+        self._drop_next = False  # after `skip`: the next episode may lack its first steps
+
+    def add_attrs(self, attrs: pa.RecordBatch | pa.Table) -> None:
+        """Queue given attributes of episodes (in `EPISODE_ATTR_SCHEMA`).
+
+        Args:
+            attrs: rows of episode attributes, each merged when its episode completes.
+        """
+        table = pa.Table.from_batches([attrs]) if isinstance(attrs, pa.RecordBatch) else attrs
+        seen = self._attr_ids
+        for eid in table.column("episode_id").to_pylist():
+            if eid is None:
+                self.collector.add(
+                    "attrs:null-id", "episode attributes without an episode_id", column="episode_id"
+                )
+            elif eid in seen:
+                self.collector.add(
+                    "attrs:duplicate",
+                    f"episode {eid!r} is given attributes twice",
+                    column="episode_id",
+                )
+            else:
+                seen.add(eid)
+        self._attr_rows += table.num_rows
+        self._pending = table if self._pending is None else pa.concat_tables([self._pending, table])
+
+    def skip(self, steps: pa.RecordBatch) -> None:
+        """Pass over a batch that could not be converted (its problems are reported already).
+
+        The episodes it touches cannot be derived whole, and a partial episode would only
+        bring false problems (a given return that disagrees), so none of them is emitted: the
+        open episode is dropped, and so is the next episode to complete (it may continue one of
+        the skipped rows). Their given attributes are dropped too, so that they are not
+        reported as having no steps.
+
+        Args:
+            steps: the batch as the input gave it.
+        """
+        if not steps.num_rows:
+            return
+        if self._open is not None:
+            self._take_attrs(pa.array([self._open.episode_id], type=pa.string()))
+            self._open = None
+        ids = _raw_ids(steps)
+        if ids is not None:
+            self._take_attrs(ids)
+        self._drop_next = True
+
+    def feed(self, steps: pa.RecordBatch) -> pa.RecordBatch:
+        """Take the next step batch; return the episodes it completes.
+
+        Args:
+            steps: the next rows, in `STEP_SCHEMA`.
+
+        Returns:
+            Episodes that ended before the batch's last episode (which stays open until the
+            next batch shows whether it continues), in `EPISODE_SCHEMA`.
+        """
+        n = steps.num_rows
+        if n == 0:
+            return _empty_episodes(self.tensors)
+        ids = steps.column("episode_id")
+        reward_col = steps.column("reward")
+        rewards = floats(reward_col)
+        reward_ok = reward_col.is_valid().to_numpy(zero_copy_only=False).astype(np.int64)
+        cost_col = steps.column("cost_usd")
+        costs = floats(cost_col)
+        cost_ok = cost_col.is_valid().to_numpy(zero_copy_only=False).astype(np.int64)
+        term = bools(steps.column("terminated"))
+        trunc = bools(steps.column("truncated"))
+        starts = np.flatnonzero(bools(steps.column("is_first")))
+        if not len(starts) or starts[0] != 0:
+            starts = np.concatenate([[0], starts])
+        opened = self._open
+        continues = opened is not None and not bools(steps.column("is_first"))[0]
+
+        seg_ids: list[str | None] = ids.take(pa.array(starts)).to_pylist()
+        returns = np.add.reduceat(rewards, starts)
+        reward_counts = np.add.reduceat(reward_ok, starts)
+        cost_sums = np.add.reduceat(costs, starts)
+        cost_counts = np.add.reduceat(cost_ok, starts)
+        counts = np.diff(np.concatenate([starts, [n]]))
+        ends = np.concatenate([starts[1:], [n]]) - 1
+        seg_term = term[ends]
+        seg_trunc = trunc[ends]
+        first_end = int(starts[1]) if len(starts) > 1 else n
+
+        done_ids: list[str | None] = []
+        done_returns: list[float | None] = []
+        done_counts: list[int] = []
+        done_term: list[bool] = []
+        done_trunc: list[bool] = []
+        done_cost: list[float | None] = []
+
+        if opened is not None and continues:
+            # Sum the open episode's rewards together with this batch's first segment.
+            merged_r = np.concatenate([opened.rewards, rewards[:first_end]])
+            merged_c = np.concatenate([opened.costs, costs[:first_end]])
+            returns[0] = np.add.reduceat(merged_r, [0])[0]
+            reward_counts[0] += opened.reward_count
+            cost_sums[0] = np.add.reduceat(merged_c, [0])[0]
+            cost_counts[0] += opened.cost_count
+            counts[0] += len(opened.rewards)
+            seg_ids[0] = opened.episode_id
+            carry_r, carry_c = merged_r, merged_c
+        else:
+            if opened is not None:
+                done_ids.append(opened.episode_id)
+                done_returns.append(_return(opened))
+                done_counts.append(len(opened.rewards))
+                done_term.append(opened.terminated)
+                done_trunc.append(opened.truncated)
+                done_cost.append(
+                    float(np.add.reduceat(opened.costs, [0])[0]) if opened.cost_count else None
+                )
+            carry_r, carry_c = rewards[:first_end], costs[:first_end]
+
+        k = len(starts) - 1  # the last segment stays open
+        last_start = int(starts[-1])
+        self._open = _OpenEpisode(
+            episode_id=seg_ids[k],
+            rewards=(carry_r if k == 0 else rewards[last_start:]).copy(),
+            reward_count=int(reward_counts[k]),
+            costs=(carry_c if k == 0 else costs[last_start:]).copy(),
+            cost_count=int(cost_counts[k]),
+            terminated=bool(seg_term[k]),
+            truncated=bool(seg_trunc[k]),
+        )
+        done_ids.extend(seg_ids[:k])
+        done_returns.extend(
+            [
+                float(r) if m else None
+                for r, m in zip(returns[:k].tolist(), reward_counts[:k].tolist(), strict=True)
+            ]
+        )
+        done_counts.extend(counts[:k].tolist())
+        done_term.extend(seg_term[:k].tolist())
+        done_trunc.extend(seg_trunc[:k].tolist())
+        done_cost.extend(
+            [
+                float(s) if m else None
+                for s, m in zip(cost_sums[:k].tolist(), cost_counts[:k].tolist(), strict=True)
+            ]
+        )
+        return self._emit(done_ids, done_returns, done_counts, done_term, done_trunc, done_cost)
+
+    def finish(self) -> pa.RecordBatch:
+        """Close the last episode; report given attributes whose episode had no steps.
+
+        Returns:
+            The last episode (or no rows when there were no steps), in `EPISODE_SCHEMA`.
+        """
+        opened, self._open = self._open, None
+        if opened is None:
+            out = _empty_episodes(self.tensors)
+        else:
+            out = self._emit(
+                [opened.episode_id],
+                [_return(opened)],
+                [len(opened.rewards)],
+                [opened.terminated],
+                [opened.truncated],
+                [float(np.add.reduceat(opened.costs, [0])[0]) if opened.cost_count else None],
+            )
+        if self._pending is not None and self._pending.num_rows:
+            for eid in self._pending.column("episode_id").to_pylist():
+                if eid is not None:
+                    self.collector.add(
+                        "attrs:no-steps",
+                        f"episode {eid!r} has attributes but no steps",
+                        column="episode_id",
+                    )
+            self._pending = None
+        return out
+
+    def _emit(
+        self,
+        ids: list[str | None],
+        returns: list[float | None],
+        counts: list[int],
+        term: list[bool],
+        trunc: list[bool],
+        costs: list[float | None],
+    ) -> pa.RecordBatch:
+        if self._drop_next and ids:
+            self._drop_next = False
+            self._take_attrs(pa.array(ids[:1], type=pa.string()))
+            ids, returns, counts = ids[1:], returns[1:], counts[1:]
+            term, trunc, costs = term[1:], trunc[1:], costs[1:]
+        n = len(ids)
+        if not n:
+            return _empty_episodes(self.tensors)
+        id_arr = pa.array(ids, type=pa.string())
+        reason = pa.array(
+            [
+                "terminated" if t else "truncated" if u else None
+                for t, u in zip(term, trunc, strict=True)
+            ],
+            type=pa.string(),
+        )
+        cols: dict[str, pa.Array] = {
+            "episode_id": id_arr,
+            "return": pa.array(returns, type=pa.float64()),
+            "num_steps": pa.array(counts, type=pa.int64()),
+            "termination_reason": reason,
+            "cost_usd": pa.array(costs, type=pa.float64()),
+        }
+        attrs = self._take_attrs(id_arr)
+        schema = self.tensors.episode_schema()
+        arrays = []
+        for field in schema:
+            name = field.name
+            given = attrs.column(name).combine_chunks() if attrs is not None else None
+            if name in ("return", "num_steps"):
+                if given is not None and given.null_count < n:
+                    self._check_given(name, given, cols[name], id_arr)
+                arrays.append(cols[name])
+            elif name in cols:
+                arrays.append(cols[name] if given is None else pc.coalesce(given, cols[name]))
+            elif name == "success":
+                reason = arrays[schema.get_field_index("termination_reason")]
+                derived = pc.if_else(
+                    pc.equal(reason, "success"),
+                    True,
+                    pc.if_else(pc.equal(reason, "failure"), False, pa.scalar(None, pa.bool_())),
+                )
+                arrays.append(derived if given is None else pc.coalesce(given, derived))
+            elif name == "invalid":
+                arrays.append(
+                    pa.array(np.zeros(n, dtype=bool))
+                    if given is None
+                    else pc.fill_null(given, False)
+                )
+            elif name == "final_obs" and given is not None and given.type != field.type:
+                arrays.append(self._final_obs(given, field, id_arr))
+            else:
+                arrays.append(given if given is not None else pa.nulls(n, field.type))
+        self._episode_rows += n
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    def _final_obs(self, given: pa.Array, field: pa.Field, ids: pa.Array) -> pa.Array:
+        """Given final observations in the type of the batch's ``obs``, or nulls and a problem."""
+        if given.null_count == len(given):
+            return pa.nulls(len(given), field.type)
+        try:
+            out = given.cast(field.type, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            self.collector.add(
+                "final_obs:type",
+                f"final_obs of episode {ids[0].as_py()!r} has type {given.type}, the "
+                f"observations are {field.type}",
+                column="final_obs",
+            )
+            return pa.nulls(len(given), field.type)
+        return out
+
+    def _take_attrs(self, ids: pa.Array) -> pa.Table | None:
+        pending = self._pending
+        if pending is None or not pending.num_rows:
+            return None
+        pending_ids = pending.column("episode_id")
+        where = pc.index_in(ids, value_set=pending_ids)
+        if where.null_count == len(where):
+            return None
+        taken = pending.take(where)
+        left = pending.filter(pc.invert(pc.is_in(pending_ids, value_set=ids)))
+        self._pending = left.combine_chunks() if left.num_rows else None
+        return taken
+
+    def _check_given(self, name: str, given: pa.Array, derived: pa.Array, ids: pa.Array) -> None:
+        g = floats(given)
+        d = floats(derived)
+        has = given.is_valid().to_numpy(zero_copy_only=False)
+        known = derived.is_valid().to_numpy(zero_copy_only=False)
+        tol = 1e-9 * np.maximum(1.0, np.abs(d))
+        bad = np.flatnonzero(has & ~(known & (np.abs(g - d) <= tol)))
+        what = "sum of its rewards" if name == "return" else "number of its steps"
+        self.collector.add_rows(
+            f"{name}:mismatch",
+            bad,
+            self._episode_rows,
+            name,
+            lambda i: (
+                f"episode {ids[i].as_py()!r}: given {name} {_num_text(g[i])}, the {what} is "
+                f"{_num_text(d[i]) if known[i] else 'null (no step has a reward)'}"
+            ),
+        )
+
+
+def _raw_ids(steps: pa.RecordBatch) -> pa.Array | None:
+    """The episode ids of an unconverted batch as strings (bytes kept as they are), or None."""
+    if steps.schema.get_all_field_indices("episode_id") != [
+        steps.schema.get_field_index("episode_id")
+    ]:
+        return None
+    ids = steps.column("episode_id")
+    t = ids.type
+    try:
+        if pa.types.is_dictionary(t):
+            ids = ids.dictionary_decode()
+            t = ids.type
+        if pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t):
+            ids = ids.cast(pa.binary())
+            t = ids.type
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            ids = ids.view(pa.string() if pa.types.is_binary(t) else pa.large_string())
+        if is_stringish(ids.type) or pa.types.is_integer(ids.type):
+            return ids.cast(pa.string())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    return None
+
+
+def _num_text(x: np.float64) -> str:
+    return repr(float(x))
+
+
+def _return(ep: _OpenEpisode) -> float | None:
+    return float(np.add.reduceat(ep.rewards, [0])[0]) if ep.reward_count else None
+
+
+def _empty_episodes(tensors: TensorTypes) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([], schema=tensors.episode_schema())
+
+
+def derive_episodes(steps: pa.Table | pa.RecordBatch, episodes: pa.Table | None = None) -> pa.Table:
+    """Compute the episode table of a step table.
+
+    ``return`` is the sum of the episode's rewards (null when none has one), ``num_steps`` its
+    number of steps,
+    ``termination_reason`` "terminated" or "truncated" from its last step (null when it has no
+    final step), ``cost_usd`` the sum of its steps' costs (null when none has one), ``invalid``
+    false. Given ``episodes`` attributes are merged by episode id (see `EpisodeBuilder`).
+    The steps are not validated: use `validate_steps` for that.
+
+    Args:
+        steps: a step table (normalised first if it is not in `STEP_SCHEMA`).
+        episodes: given episode attributes, or None.
+
+    Returns:
+        One row per episode, in order of first step, in `EPISODE_SCHEMA`.
+
+    Raises:
+        RolloutValidationError: the steps or attributes cannot be normalised, or a given
+            return or step count disagrees with the steps.
+    """
+    table = normalise_steps(steps)
+    tensors = TensorTypes()
+    tensors.fields.update({n: table.schema.field(n) for n in ("obs", "action")})
+    builder = EpisodeBuilder(tensors=tensors)
+    if episodes is not None:
+        builder.add_attrs(normalise_episodes(episodes))
+    out = [builder.feed(b) for b in table.to_batches()]
+    out.append(builder.finish())
+    problems = builder.collector.problems()
+    if problems:
+        raise RolloutValidationError("episodes", problems)
+    schema = tensors.episode_schema()
+    return pa.Table.from_batches([conform_batch(b, schema) for b in out], schema=schema)

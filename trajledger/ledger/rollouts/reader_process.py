@@ -1,0 +1,366 @@
+"""JSON lines of records read in blocks on every core, deciding exactly as the reader in line.
+
+Scope: `iter_jsonl_parallel` reads a JSON-lines file of records (chat, TRL, verl) as
+`RolloutChunk` objects, the parsing and mapping of its lines (pure Python: strict JSON
+decoding, then ``formats.map_record``) done in worker processes, one block of lines each,
+while this process splits the file into blocks and assembles the workers' Arrow batches. What
+depends on the whole file stays here and runs in line order, as in `readers._iter_jsonl`:
+line numbers, the blank-line and line-length limits, episode ids given twice, the cap on
+problems listed per kind, and the cut of chunks (every ``batch_rows`` steps or 64 MiB of text,
+at the same records). So the chunks, the problems and the refusal are those of the reader in
+line (tested), and only the time differs.
+Non-scope: the mappings (``formats.py``), decoding (``jsonl.py``), other inputs.
+Spec: ``schemas/rollout-inputs.md``.
+
+Why processes and the standard library's JSON decoder, not pyarrow's JSON reader or orjson: a
+record's mapping (messages to steps, fields to extras, typed JSON) is Python whatever parses
+the text, and it costs several times the parsing; pyarrow's reader infers one type per block
+(a record unlike its neighbours would need the slow path anyway) and neither it nor orjson
+refuses duplicate keys, which the strict decoder must. So the same strict code runs, on every
+core. Workers are started with ``spawn`` (no state or lock of this process's threads is
+copied) and get at most `IN_FLIGHT` blocks at a time, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import io
+import multiprocessing
+import os
+import signal
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import pyarrow as pa
+
+from .formats import (
+    CHUNK_TEXT_BYTES,
+    ChunkBuilder,
+    ReaderOptions,
+    RecordProblems,
+    RolloutChunk,
+    map_record,
+)
+from .jsonl import (
+    MAX_BLANK_BYTES,
+    MAX_LINE_BYTES,
+    InputError,
+    decode_line,
+    open_jsonl,
+    read_position,
+    refused,
+    strict_decoder,
+)
+from .problems import ROWS_PER_KIND, ProblemCollector, RolloutValidationError
+from .schema import EPISODE_ATTR_SCHEMA, STEP_SCHEMA
+
+__all__ = ["BLOCK_BYTES", "IN_FLIGHT", "PROCESS_MIN_BYTES", "iter_jsonl_parallel"]
+
+PROCESS_MIN_BYTES: Final = 32 << 20
+"""Files at least this large are read in parallel; a smaller one in line (starting the worker
+interpreters and importing pyarrow costs about 0.3 s)."""
+
+BLOCK_BYTES: Final = 4 << 20
+"""Bytes of lines handed to a worker at a time (cut at a line end)."""
+
+IN_FLIGHT: Final = 4
+"""Blocks given to the workers and not yet assembled, at most."""
+
+_READ: Final = 1 << 20
+
+_Event = tuple[str, str, "str | None", "int | None", "int | None"]
+_Record = tuple[int, bool, "list[str] | None", int, int, int]
+
+
+class _Events(ProblemCollector):
+    """A worker's problems, kept as events for the parent to replay in line order: the first
+    ``ROWS_PER_KIND + 1`` of each kind, and a count of the rest (which are never listed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[_Event] = []
+        self.more: dict[str, int] = {}
+        self._sent: dict[str, int] = {}
+
+    def add(
+        self,
+        kind: str,
+        message: str,
+        *,
+        row: int | None = None,
+        column: str | None = None,
+        line: int | None = None,
+    ) -> None:
+        """Keep the occurrence (the first ``ROWS_PER_KIND + 1`` of a kind), or count it."""
+        sent = self._sent.get(kind, 0)
+        if sent <= ROWS_PER_KIND:
+            self._sent[kind] = sent + 1
+            self.events.append((kind, message, column, line, row))
+        else:
+            self.more[kind] = self.more.get(kind, 0) + 1
+
+
+@dataclass
+class _Block:
+    """What a worker made of one block of lines."""
+
+    chunk: RolloutChunk | None = None
+    records: list[_Record] = field(default_factory=list)
+    """Per non-blank line: (line, failed, episode ids (None: not a JSON object), steps,
+    episodes, text bytes); a failed record's steps and episodes are not in ``chunk``."""
+    blanks: list[tuple[int, int]] = field(default_factory=list)
+    """Per blank line: (line, bytes), until the block alone passes `MAX_BLANK_BYTES`."""
+    events: list[_Event] = field(default_factory=list)
+    more: dict[str, int] = field(default_factory=dict)
+
+
+def _map_block(kind: str, opts: ReaderOptions, first_line: int, data: bytes) -> _Block:
+    """A worker's job: decode and map the lines of one block, as `readers._iter_jsonl` does,
+    leaving to the parent what needs the lines before (repeated ids, limits, the cut)."""
+    events = _Events()
+    builder = ChunkBuilder(events, opts, {})
+    decoder = strict_decoder()
+    block = _Block()
+    blank = 0
+    for number, raw in enumerate(io.BytesIO(data), first_line):
+        if not raw.strip():
+            if blank <= MAX_BLANK_BYTES:
+                blank += len(raw)
+                block.blanks.append((number, len(raw)))
+            continue
+        rec = RecordProblems(number, events)
+        obj = decode_line(decoder, raw, rec)
+        if obj is None:
+            block.records.append((number, True, None, 0, 0, 0))
+            continue
+        episodes = map_record(kind, obj, rec, opts)
+        ids = builder.ids_of(episodes, rec)
+        rows, eps, text = builder.rows, len(builder.attrs["episode_id"]), builder.text_bytes
+        builder.take(ids, episodes, rec)
+        block.records.append(
+            (number, rec.failed, ids, builder.rows - rows,
+             len(builder.attrs["episode_id"]) - eps, builder.text_bytes - text)
+        )  # fmt: skip
+    if builder.rows:
+        block.chunk = builder.flush()
+    block.events, block.more = events.events, events.more
+    return block
+
+
+class _ReadError(Exception):
+    """The file cannot be read on at some line (too long, undecodable): the lines before it are
+    assembled first, then the refusal is raised with their problems."""
+
+    def __init__(self, refusal: RolloutValidationError) -> None:
+        super().__init__(str(refusal))
+        self.refusal = refusal
+
+
+def _blocks(f: io.BufferedReader, path: Path) -> Iterator[tuple[int, bytes]]:
+    """The file's lines in blocks of about `BLOCK_BYTES`, each cut at a line end, with the
+    number of its first line. A line over `MAX_LINE_BYTES` (as `jsonl.read_lines` reads it) or
+    data that cannot be read on ends the blocks with `_ReadError`, after the lines before it."""
+    limit = MAX_LINE_BYTES
+    line = 1  # the number of the first line of ``pending``
+    pending = b""
+    while True:
+        try:
+            data = f.read1(_READ)
+        except InputError as e:
+            end = pending.rfind(b"\n") + 1
+            if end:
+                yield line, pending[:end]
+                line += pending.count(b"\n", 0, end)
+            raise _ReadError(refused(path, str(e), line)) from e
+        pending += data
+        if data and len(pending) < BLOCK_BYTES and len(pending) <= limit:
+            continue
+        if len(pending) > limit:  # only then can a line be too long
+            at = 0
+            for number, raw in enumerate(io.BytesIO(pending), line):
+                if len(raw) > limit:
+                    if at:
+                        yield line, pending[:at]
+                    message = f"line is over {limit:,} bytes, want at most {limit:,} "
+                    raise _ReadError(refused(path, message + "(MAX_LINE_BYTES)", number))
+                at += len(raw)
+        end = pending.rfind(b"\n") + 1 if data else len(pending)
+        if end:
+            block, pending = pending[:end], pending[end:]
+            yield line, block
+            line += block.count(b"\n")
+        if not data:
+            return
+
+
+class _Assembly:
+    """The parent's side: replays each block's results in line order and cuts the chunks."""
+
+    def __init__(self, path: Path, kind: str, batch_rows: int) -> None:
+        self.path = path
+        self.c = ProblemCollector()
+        self.ids = ChunkBuilder(self.c, ReaderOptions(), {})
+        self.batch_rows = batch_rows
+        self.meta: dict[str, Any] | None = {"format": kind}
+        self.blank = 0
+        self.seen = False
+        self.parts: list[tuple[RolloutChunk, list[tuple[int, int]], list[tuple[int, int]]]] = []
+        self.rows = self.text = 0
+        self.read: int | None = None  # bytes of the file read by the block being taken
+
+    def take(self, block: _Block) -> Iterator[RolloutChunk]:
+        """Replay one block; yield each chunk the reader in line would have yielded by then."""
+        events = deque(block.events)
+        blanks = deque(block.blanks)
+        step_at = ep_at = 0
+        keep_steps: list[tuple[int, int]] = []
+        keep_eps: list[tuple[int, int]] = []
+        for number, failed, ids, steps, eps, text in block.records:
+            while blanks and blanks[0][0] < number:
+                self._blank(*blanks.popleft())
+            rec = RecordProblems(number, self.c)
+            while events and events[0][3] == number:
+                kind, message, column, line, row = events.popleft()
+                self.c.add(kind, message, column=column, line=line, row=row)
+            rec.failed = failed
+            if ids is not None:  # a JSON object: its ids checked as the reader in line does
+                self.seen = True
+                self.ids.check_ids(ids, rec)
+            if not rec.failed:
+                keep_steps.append((step_at, steps))
+                keep_eps.append((ep_at, eps))
+                self.rows += steps
+                self.text += text
+            if not failed:  # the worker kept its rows
+                step_at, ep_at = step_at + steps, ep_at + eps
+            if self.rows >= self.batch_rows or self.text >= CHUNK_TEXT_BYTES:
+                self._part(block.chunk, keep_steps, keep_eps)
+                keep_steps, keep_eps = [], []
+                yield self.flush()
+        while blanks:
+            self._blank(*blanks.popleft())
+        for kind, n in block.more.items():
+            self.c.count_more(kind, n)
+        self._part(block.chunk, keep_steps, keep_eps)
+
+    def _blank(self, number: int, size: int) -> None:
+        self.blank += size
+        if self.blank > MAX_BLANK_BYTES:
+            cause = refused(
+                self.path,
+                f"over {MAX_BLANK_BYTES:,} bytes of blank lines, want at most "
+                f"{MAX_BLANK_BYTES:,} (MAX_BLANK_BYTES): refused as a possible "
+                "decompression bomb",
+                number,
+            )
+            raise RolloutValidationError(str(self.path), [*self.c.problems(), *cause.problems])
+
+    def _part(
+        self, chunk: RolloutChunk | None, steps: list[tuple[int, int]], eps: list[tuple[int, int]]
+    ) -> None:
+        if chunk is not None and steps:
+            self.parts.append((chunk, steps, eps))
+
+    def flush(self) -> RolloutChunk:
+        """The records taken since the last chunk, as one chunk."""
+        steps = [b for c, r, _ in self.parts for b in _rows(c.steps, r)]
+        eps = [b for c, _, r in self.parts for b in _rows(_batch(c.episodes), r)]
+        meta, self.meta = self.meta, None
+        self.parts, self.rows, self.text = [], 0, 0
+        return RolloutChunk(
+            _concat(steps, STEP_SCHEMA), _concat(eps, EPISODE_ATTR_SCHEMA), meta, self.read
+        )
+
+
+def _rows(batch: pa.RecordBatch, ranges: list[tuple[int, int]]) -> list[pa.RecordBatch]:
+    """The given row ranges of a batch, neighbouring ranges joined."""
+    out: list[pa.RecordBatch] = []
+    start = length = 0
+    for at, n in ranges:
+        if length and at == start + length:
+            length += n
+            continue
+        if length:
+            out.append(batch.slice(start, length))
+        start, length = at, n
+    if length:
+        out.append(batch.slice(start, length))
+    return out
+
+
+def _batch(episodes: pa.RecordBatch | pa.Table | None) -> pa.RecordBatch:
+    assert isinstance(episodes, pa.RecordBatch)  # ChunkBuilder.flush makes one
+    return episodes
+
+
+def _concat(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.RecordBatch:
+    if not batches:
+        return pa.RecordBatch.from_pylist([], schema=schema)
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+
+
+def _worker_start() -> None:
+    """A worker leaves Ctrl-C to the recording process, which stops it (no traceback of its own:
+    the terminal sends the signal to the whole process group)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def iter_jsonl_parallel(
+    path: Path, kind: str, batch_rows: int, opts: ReaderOptions, workers: int | None = None
+) -> Iterator[RolloutChunk]:
+    """`readers._iter_jsonl`, with the lines parsed and mapped in worker processes.
+
+    Args:
+        path: the JSON-lines file (plain, gzip or zstd).
+        kind: its record format.
+        batch_rows: target steps per chunk.
+        opts: reader options (TRL reward weights, the id prefix).
+        workers: worker processes; default the number of cores.
+
+    Yields:
+        The chunks `readers._iter_jsonl` yields.
+
+    Raises:
+        RolloutValidationError: as `readers._iter_jsonl`, with the same problems.
+    """
+    assembly = _Assembly(path, kind, batch_rows)
+    ctx = multiprocessing.get_context("spawn")
+    pool = cf.ProcessPoolExecutor(
+        max_workers=workers or os.cpu_count() or 1, mp_context=ctx, initializer=_worker_start
+    )
+    try:
+        with open_jsonl(path, check_end=True) as (_, f):
+            pending: deque[tuple[cf.Future[_Block], int]] = deque()
+
+            def take() -> Iterator[RolloutChunk]:
+                future, assembly.read = pending.popleft()
+                yield from assembly.take(future.result())
+
+            try:
+                for first_line, data in _blocks(f, path):
+                    block = pool.submit(_map_block, kind, opts, first_line, data)
+                    pending.append((block, read_position(f)))
+                    while len(pending) >= IN_FLIGHT:
+                        yield from take()
+            except _ReadError as e:
+                # The rest of the file cannot be read: the lines before it first, then the cause.
+                while pending:
+                    yield from take()
+                raise RolloutValidationError(
+                    str(path), [*assembly.c.problems(), *e.refusal.problems]
+                ) from e
+            while pending:
+                yield from take()
+        if assembly.rows or not assembly.seen:
+            assembly.read = path.stat().st_size
+            yield assembly.flush()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    problems = assembly.c.problems()
+    if problems:
+        raise RolloutValidationError(str(path), problems)
