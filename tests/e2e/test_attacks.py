@@ -59,8 +59,15 @@ def quickstart(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 @pytest.fixture
 def demo(quickstart: tuple[Path, str], tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A copy of the quickstart ledger whose log key this test's user pinned ahead (they know
+    the ledger; their state holds no floor or index yet)."""
+    from trajledger.ledger.trust_state import TrustState
+
     home = tmp_path / "demo"
     shutil.copytree(quickstart[0], home, symlinks=True)
+    vkey = Ledger.open(home).log_vkey()
+    assert vkey is not None
+    TrustState.open(vkey).pin("test")
     yield home, quickstart[1]
 
 
@@ -125,8 +132,9 @@ def test_an_edited_name_index_is_refused(demo: tuple[Path, str]) -> None:
     state = Ledger.open(home).trust_state()
     (one,) = [r for r in state.by_name("cartpole", "1") if r.kind == "dataset"]
     db = sqlite3.connect(state.path / "state.sqlite")
-    # cartpole@2 now "names" cartpole@1's record.
-    db.execute("DELETE FROM names WHERE name = 'cartpole' AND version = '2' AND kind = 'dataset'")
+    # cartpole@2 now "names" cartpole@1's record (as many rows as before: the counts hold).
+    db.execute("UPDATE names SET version = '2-old' WHERE name = 'cartpole' AND version = '2' "
+               "AND kind = 'dataset'")
     db.execute("UPDATE names SET version = '2' WHERE idx = ?", (one.index,))
     db.commit()
     db.close()
@@ -191,8 +199,9 @@ def test_a_ledger_others_can_write_is_refused(demo: tuple[Path, str]) -> None:
     r = run(home, "verify", ckpt)
     assert r.exit_code == 3, r.output
     assert r.stderr == (
-        f"FAIL: {home / 'objects'}: writable by other users (mode 0777); run 'chmod o-w "
-        f"{home / 'objects'}'\n"
+        f"FAIL: {home / 'objects'}: writable by its group and other users (mode 0777); run "
+        f"'chmod go-w {home / 'objects'}' (a ledger shared through its group sets "
+        "group_writable = true in ledger.toml)\n"
     )
     (home / "objects").chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP)
     assert run(home, "verify", ckpt).exit_code == 0
@@ -202,11 +211,12 @@ def test_a_name_whose_record_cannot_be_read_is_not_called_unknown(demo: tuple[Pa
     """The user's index is built after the envelope of cartpole@2 was deleted: its name cannot
     be read, so "no such dataset" would be a guess; the command fails closed instead."""
     home, _ = demo
-    ledger = Ledger.open(home)
+    from trajledger.ledger.log import Log
     from trajledger.verify.dsse import Envelope
     from trajledger.verify.statement import Statement
 
-    raw = [LogEntry.from_bytes(e) for e in ledger.log.entries(0, ledger.log.size)]
+    log = Log.open(home / "log")  # read without this user's state: it is built afterwards
+    raw = [LogEntry.from_bytes(e) for e in log.entries(0, log.size)]
 
     def names(e: LogEntry) -> bool:
         data = object_path(home, e.envelope).read_bytes()

@@ -103,7 +103,7 @@ def env_register(
         rules=rules,
         **spaces,
     )
-    ok(f"environment {name}@{version} recorded at log index {rec.index}")
+    ok(f"environment {name}@{version} {rec.where}")
     click.echo(rec.digest)
 
 
@@ -163,7 +163,7 @@ def evaluator_register(
         prompt=prompt,
         files=files,
     )
-    ok(f"evaluator {name}@{version} recorded at log index {rec.index}")
+    ok(f"evaluator {name}@{version} {rec.where}")
     click.echo(rec.digest)
 
 
@@ -285,8 +285,8 @@ def record(
         )
     s = result.stats
     ok(
-        f"batch of {s['num_episodes']} episode(s), {s['num_steps']} step(s) recorded at log "
-        f"index {result.recorded.index}"
+        f"batch of {s['num_episodes']} episode(s), {s['num_steps']} step(s) "
+        f"{result.recorded.where}"
     )
     click.echo(result.recorded.digest)
 
@@ -391,8 +391,8 @@ def dataset_create(
     if len(result.near_duplicates) > 20:
         warn(f"... and {len(result.near_duplicates) - 20} more near duplicates across splits")
     ok(
-        f"dataset {name}@{version} ({split}, {len(result.batches)} batch(es)) recorded at log "
-        f"index {result.recorded.index}"
+        f"dataset {name}@{version} ({split}, {len(result.batches)} batch(es)) "
+        f"{result.recorded.where}"
     )
     click.echo(result.recorded.digest)
 

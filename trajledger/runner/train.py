@@ -49,6 +49,9 @@ class TrainOutcome:
     index: int
     metrics: dict[str, float]
     admission: Admission
+    new: bool = True
+    """False: the same checkpoint (same dataset, parent, trainer, config and seed) was
+    already recorded, at ``index``."""
 
 
 def dependency_lock_digest() -> str:
@@ -219,7 +222,8 @@ def train(
             inline_manifest=False,
             file_subjects=True,
         )
-    return TrainOutcome(recorded.digest, recorded.index, dict(result.metrics), admission)
+    return TrainOutcome(recorded.digest, recorded.index, dict(result.metrics), admission,
+                        recorded.new)
 
 
 def _record_refusal(

@@ -19,11 +19,13 @@ def test_init_writes_settings_and_open_reads_them(tmp_path: Path) -> None:
     made = Ledger.init(root, origin="example.com/log")
     text = (root / CONFIG_NAME).read_text()
     assert tomllib.loads(text) == {
-        "ledger": {"format": FORMAT_VERSION, "origin": "example.com/log", "store": "objects"}
+        "ledger": {"format": FORMAT_VERSION, "origin": "example.com/log", "store": "objects",
+                   "keys": "plain"}  # no passphrase: the log key is a demo key
     }
     assert (root / "objects").is_dir()
     opened = Ledger.open(root)
-    assert opened.config == made.config == LedgerConfig("example.com/log", "objects")
+    assert opened.config == made.config == LedgerConfig("example.com/log", "objects",
+                                                         keys="plain")
     assert opened.root == root
     assert opened.log_dir == root / "log"
     assert isinstance(opened.keys, KeyStore) and opened.keys.directory == root / "keys"

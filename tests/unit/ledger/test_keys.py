@@ -81,6 +81,8 @@ def test_passphrase_callback_is_used_when_env_unset(keys: KeyStore, tmp_path: Pa
     store = KeyStore(keys.directory, passphrase=ask)
     store.create("bob")
     assert store.signer("bob").name == "bob"
+    assert asked == ["bob"]  # asked once per store
+    assert KeyStore(keys.directory, passphrase=ask).signer("bob").name == "bob"
     assert asked == ["bob", "bob"]
     with pytest.raises(KeyError_, match=r"^key bob: cannot load .*: wrong passphrase or corrupt"):
         KeyStore(keys.directory, passphrase=lambda _n: b"other").signer("bob")
@@ -163,8 +165,12 @@ def test_unknown_key(keys: KeyStore) -> None:
 
 
 @pytest.mark.parametrize("encrypt", [True, False])
-def test_truncated_private_key(keys: KeyStore, passphrase: str, encrypt: bool) -> None:
+def test_truncated_private_key(
+    keys: KeyStore, passphrase: str, encrypt: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     keys.create("alice", encrypt=encrypt)
+    if not encrypt:  # a plaintext key with a passphrase set would be refused as planted
+        monkeypatch.delenv("TRAJLEDGER_PASSPHRASE")
     path = keys.directory / "alice.key"
     path.write_bytes(path.read_bytes()[:100])
     why = "wrong passphrase or corrupt key file" if encrypt else "corrupt or truncated key file"

@@ -3,6 +3,8 @@ envelope -> log entry; statements about a digest; bad input leaves the ledger un
 
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 from pathlib import Path
 from typing import Any
@@ -74,7 +76,9 @@ def test_record_files_is_idempotent(ledger: Ledger, alice: Signer, make_tree: An
     data = make_tree(TREE)
     first = record_files(ledger, [data], alice)
     again = record_files(ledger, [data], alice)  # Ed25519 signatures are deterministic
-    assert again == first
+    assert again == dataclasses.replace(first, new=False)
+    assert first.new and first.where == "recorded at log index 0"
+    assert again.where == "already recorded at log index 0"
     assert ledger.log.size == 1
 
 
@@ -179,7 +183,7 @@ def test_an_unloadable_log_key_stores_nothing(
     tmp_path: Path, make_tree: Any, monkeypatch: pytest.MonkeyPatch, passphrase: str
 ) -> None:
     ledger = Ledger.init(tmp_path / "enc", origin="test/enc")  # log key encrypted
-    alice = ledger.keys.create("alice", encrypt=False)
+    alice = ledger.keys.create("alice")  # the ledger's keys are encrypted: no plaintext key
     monkeypatch.delenv("TRAJLEDGER_PASSPHRASE")
     reopened = Ledger.open(tmp_path / "enc")
     with pytest.raises(KeyError_, match="key log: is encrypted; set TRAJLEDGER_PASSPHRASE"):

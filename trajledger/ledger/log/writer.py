@@ -141,6 +141,12 @@ class EntrySpec:
         )
 
 
+OneRecord = Callable[[EntrySpec, Sequence[tuple[int, str, str]]], "int | None"]
+"""The hook that keeps one record per digest (`Log.one_record`): given an entry to append and
+``(index, kind, envelope)`` of the entries about the same subject already in the log (or earlier
+in the same append), it returns the index of the record the new one duplicates (appended
+instead of nothing), None to append it, or raises to refuse it. Run under the log's lock."""
+
 _LOGS: weakref.WeakSet[Log] = weakref.WeakSet()
 
 
@@ -237,6 +243,9 @@ class Log:
         self._readers: dict[int, TileReader] = {}
         self._dirs: set[Path] = set()
         self._lookup = Lookup(cache_dir / CACHE_DIR if cache_dir else None, verifier.name)
+        self.one_record: OneRecord | None = None
+        """Set by the ledger (`OneRecord`): appends of a digest already recorded are judged by
+        it, under the lock, whichever writer appends."""
         _LOGS.add(self)
 
     # -- creating and opening -----------------------------------------------------------------
@@ -705,7 +714,11 @@ class Log:
             )
 
     def append(
-        self, specs: Sequence[EntrySpec], *, check: Callable[[int], None] | None = None
+        self,
+        specs: Sequence[EntrySpec],
+        *,
+        check: Callable[[int], None] | None = None,
+        foreign: bool = False,
     ) -> list[int]:
         """Append entries in one group commit; return each one's index.
 
@@ -717,7 +730,9 @@ class Log:
                forward (leftovers past the committed size removed, a committed unsigned tail
                republished).
             2. Run ``check`` with the committed size: raising aborts with nothing written.
-            3. Find the envelopes already logged (confirmed on the entries).
+            3. Find the envelopes already logged (confirmed on the entries); and, unless
+               ``foreign``, let `one_record` judge each entry whose subject the log (or this
+               append) already has a record of: one record per digest.
             4. Build the new entries, chained by ``prev``; compute the new tiles.
             5. Write bundles, tiles and the history record; one directory fsync pass.
             6. Write treeState (the commit), then the signed checkpoint (publication), then
@@ -727,6 +742,8 @@ class Log:
             specs: the entries to append, in order.
             check: a precondition run under the lock (e.g. a policy serial must still be the
                 next one); an exception from it propagates and nothing is appended.
+            foreign: the entries are another log's records, logged here by an import: not
+                judged by `one_record` (they are no second record of this origin).
 
         Returns:
             The index of each spec's entry, in the order of ``specs``.
@@ -752,6 +769,9 @@ class Log:
                 edge = st.edge
             # (3)
             existing = self._find("env", [s.envelope for s in specs], st, writer=True)
+            judge = None if foreign else self.one_record
+            about = (self._find("subj", [s.subject for s in specs], st, writer=True)
+                     if judge is not None else {})
             new: list[EntrySpec] = []
             pending: dict[str, int] = {}
             result: list[int] = []
@@ -762,6 +782,14 @@ class Log:
                     result.append(hits[0])
                     continue
                 index = pending.get(spec.envelope)
+                if index is None and judge is not None:
+                    prior = [(i, *self._kind_envelope(i, st)) for i in about.get(spec.subject, [])]
+                    prior += [(edge.size + n, s.kind, s.envelope) for n, s in enumerate(new)
+                              if s.subject == spec.subject]
+                    same = judge(spec, prior) if prior else None
+                    if same is not None:
+                        result.append(same)
+                        continue
                 if index is None:
                     index = edge.size + len(new)
                     pending[spec.envelope] = index
@@ -777,6 +805,11 @@ class Log:
             if new:
                 self._commit(st, new, signer)
             return result
+
+    def _kind_envelope(self, index: int, st: LogState) -> tuple[str, str]:
+        with self._reading():
+            entry = LogEntry.from_bytes(self._reader_for(st).entries(index, index + 1)[0])
+        return entry.kind, entry.envelope
 
     def _check_same(self, index: int, spec: EntrySpec, st: LogState) -> None:
         with self._reading():
