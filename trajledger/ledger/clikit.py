@@ -150,10 +150,15 @@ OUT_PATH = OutPath()
 OUT_PATH_OR_URI = OutPath(uri=True)
 
 
+def interactive() -> bool:
+    """Whether a person can answer a prompt (standard input is a terminal)."""
+    return sys.stdin.isatty()
+
+
 def ask_passphrase(name: str, *, confirm: bool = False) -> bytes | None:
     """Prompt for a key passphrase on a terminal; None when there is no terminal. The log's
     key (``log``) is asked for like any other."""
-    if not sys.stdin.isatty():
+    if not interactive():
         return None
     who = "the log's key" if name == "log" else f"key {name}"
     value = click.prompt(

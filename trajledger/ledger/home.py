@@ -59,6 +59,8 @@ REQUIRE_PIN_ENV = "TRAJLEDGER_REQUIRE_PIN"
 """Set to 1: the first use of a log whose key was not pinned ahead (`trajledger trust`, a
 ``--policy`` naming it, or this user's ``init``) is refused instead of announced."""
 KEYS_ENCRYPTED, KEYS_PLAIN = "encrypted", "plain"
+SETTINGS_PIN = ".settings.json"
+"""The settings a user pinned of a log's ledger, in the state's directory of that origin."""
 
 FORMAT_VERSION = 1
 CONFIG_NAME = "ledger.toml"
@@ -219,6 +221,21 @@ class LedgerConfig:
         if not isinstance(group, bool):
             raise LedgerError(f"{where}: group_writable must be true or false")
         return cls(origin, store, fmt, keys, group)
+
+
+def _setting_changes(old: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """The changes of pinned settings a user must accept (weaker ones, or a store moved)."""
+    out = []
+    if old.get("store") != now["store"]:
+        out.append(f"store is {now['store']!r}, but it was {old.get('store')!r} when you last "
+                   "used this ledger (blobs would be read from and written to another place)")
+    if old.get("keys") == KEYS_ENCRYPTED and now["keys"] != KEYS_ENCRYPTED:
+        out.append(f"keys is {now['keys']!r}, but this ledger's keys were {KEYS_ENCRYPTED!r} "
+                   "when you last used it (plaintext keys would be accepted)")
+    if not old.get("group_writable") and now["group_writable"]:
+        out.append("group_writable is true, but it was not when you last used this ledger "
+                   "(members of its group could replace keys and evidence)")
+    return out
 
 
 def _encrypt_log_key(keys: KeyStore) -> bool:
@@ -571,9 +588,13 @@ class Ledger:
         where = str(self.root.resolve())
         return state_dir() / "ledgers" / f"{hashlib.sha256(where.encode()).hexdigest()[:32]}.json"
 
+    def _settings_path(self) -> Path:
+        from .trust_state import origin_dir
+
+        return origin_dir(self.config.origin) / SETTINGS_PIN
+
     def _settings_pin(self) -> dict[str, Any]:
         return {
-            "root": str(self.root.resolve()),
             "origin": self.config.origin,
             "store": self.config.store_pin,
             "keys": self.config.keys,
@@ -581,15 +602,16 @@ class Ledger:
         }
 
     def _pin_settings(self, *, replace: bool = False, accept: bool = False) -> list[str]:
-        """Remember, for this user, which log this ledger directory holds (its origin) and the
-        settings that decide what is trusted (the store's location, whether keys are encrypted,
-        group sharing); a later use that finds them changed is refused.
+        """Remember, for this user, which log this ledger directory holds (its origin, pinned
+        per directory) and the settings of that log's ledger that decide what is trusted (the
+        store's location, whether keys are encrypted, group sharing; pinned per log, so a copy
+        or a move of the ledger keeps them); a later use that finds them changed is refused.
 
         Without it, someone able to write the directory could replace the whole ledger with one
         of their own (another origin, their own keys and policy), point the store elsewhere
         (new blobs go there, ``erase`` deletes only that copy), or declare plaintext keys or a
         group-writable ledger acceptable. Rotating the log's key keeps the origin (the trust
-        state follows the handover); `init` replaces the pin. A stronger setting (keys now
+        state follows the handover); `init` replaces the pins. A stronger setting (keys now
         encrypted, group sharing ended) is taken as it is.
 
         Args:
@@ -602,22 +624,24 @@ class Ledger:
 
         Raises:
             TamperError: another origin, another store, keys no longer encrypted or group write
-                allowed since this user last used the directory.
-            LedgerError: the pin cannot be read or written.
+                allowed since this user last used the ledger.
+            LedgerError: a pin cannot be read or written.
         """
         import json
 
         from .fs import refuse_writable
         from .trust_state import private_dir
 
-        pin = self._pin_path()
-        private_dir(private_dir(pin.parent.parent) / pin.parent.name)
-        refuse_writable(pin)
-        now = self._settings_pin()
         config = self.root / CONFIG_NAME
+        pin, settings = self._pin_path(), self._settings_path()
+        now = self._settings_pin()
         changes: list[str] = []
         try:
-            if not replace and pin.exists():
+            for path in (pin, settings):
+                private_dir(path.parent)
+                refuse_writable(path)
+            known = not replace and pin.exists()
+            if known:
                 doc = json.loads(pin.read_text("utf-8"))
                 if doc.get("origin") != now["origin"]:
                     raise TamperError(
@@ -627,38 +651,27 @@ class Ledger:
                         f"replaced it on purpose, remove {pin} and run again",
                         config,
                     )
-                if "store" in doc and doc["store"] != now["store"]:
-                    changes.append(
-                        f"store is {now['store']!r}, but it was {doc['store']!r} when you last "
-                        "used this ledger (blobs would be read from and written to another "
-                        "place)"
-                    )
-                if doc.get("keys") == KEYS_ENCRYPTED and now["keys"] != KEYS_ENCRYPTED:
-                    changes.append(
-                        f"keys is {now['keys']!r}, but this ledger's keys were "
-                        f"{KEYS_ENCRYPTED!r} when you last used it (plaintext keys would be "
-                        "accepted)"
-                    )
-                if doc.get("group_writable") is False and now["group_writable"]:
-                    changes.append(
-                        "group_writable is true, but it was not when you last used this ledger "
-                        "(members of its group could replace keys and evidence)"
-                    )
+            else:
+                where = {"root": str(self.root.resolve()), "origin": now["origin"]}
+                write_file_atomic(pin, json.dumps(where).encode(), mode=0o600)
+            if not replace and settings.exists():
+                old = json.loads(settings.read_text("utf-8"))
+                changes = _setting_changes(old, now)
                 if changes and not accept:
                     raise TamperError(
                         f"{config}: {'; '.join(changes)}; nothing was read or changed. If you "
                         "changed it on purpose, accept it with 'trajledger trust --settings'",
                         config,
                     )
-                if doc == now:
+                if old == now:
                     return changes
-                if "store" not in doc:
-                    notice(
-                        f"{config}: your state (from an older trajledger) pinned this ledger's "
-                        f"origin only; its store {now['store']!r} and key settings are now "
-                        f"pinned too ({pin})"
-                    )
-            write_file_atomic(pin, json.dumps(now).encode(), mode=0o600)
+            elif known:
+                notice(
+                    f"{config}: your state (from an older trajledger) pinned this ledger's "
+                    f"origin only; its store {now['store']!r} and key settings are now pinned "
+                    f"too ({settings})"
+                )
+            write_file_atomic(settings, json.dumps(now).encode(), mode=0o600)
         except (OSError, ValueError, AttributeError) as e:
             raise LedgerError(f"{pin}: cannot read or write this ledger's pin: {e}") from e
         return changes
@@ -692,7 +705,7 @@ class Ledger:
 
         from .trust_state import fingerprint
 
-        pin = self._pin_path()
+        pin = self._settings_path()
         doc = json.loads(pin.read_text("utf-8")) if pin.exists() else {}
         vkey = self.log_vkey() or self._published_vkey()
         out: dict[str, Any] = {
@@ -924,8 +937,8 @@ class Ledger:
             # them: no first-use notice later).
             ledger = cls(root, config, KeyStore(root / "keys", passphrase,
                                                 require_encrypted=encrypt))
-            pin = ledger._pin_path()
-            undo.append(lambda: remove_tree(pin))
+            for made in (ledger._pin_path(), ledger._settings_path()):
+                undo.append(lambda made=made: remove_tree(made))  # type: ignore[misc]
             ledger._pin_settings(replace=True)
             vkey = ledger.log_vkey()
             assert vkey is not None

@@ -28,7 +28,7 @@ from .record import Recorded, record_statement
 if TYPE_CHECKING:
     from .home import Ledger
 
-__all__ = ["approve", "erase", "record_policy", "revoke"]
+__all__ = ["approve", "erase", "record_policy", "revocations", "revoke"]
 
 APPROVABLE = frozenset({"dataset", "rollout-batch"})
 
@@ -206,3 +206,37 @@ def record_policy(
         list(signers),
         check=may_follow,
     )
+
+
+def revocations(ledger: Ledger, digest: str, policy: TrustPolicy | None) -> list[str]:
+    """What says ``digest`` must no longer be used, one line each: its revocations that verify
+    under ``policy``, and (fail closed) those whose envelope cannot be read. Without a policy
+    (none recorded yet), every revocation record of it counts.
+
+    Raises:
+        TamperError, LogError: the log cannot be read.
+    """
+    from trajledger.verify.lineage import LineageVerifier, Record
+    from trajledger.verify.predicates import Revocation
+
+    from .evidence import ledger_evidence
+
+    if policy is None:
+        state = ledger.trust_state()
+        return [f"revocation record at log index {i} (no policy in force to verify it)"
+                for i in state.about(digest) if (e := state.entry(i)) and e.kind == "revocation"]
+    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
+                               data="size")
+    try:
+        out = []
+        for i in verifier.records(digest, "revocation"):
+            r = verifier.record(i)
+            if isinstance(r, Record) and isinstance(r.predicate, Revocation):
+                out.append(f"revoked at log index {i} ({r.predicate.revoked_at}): "
+                           f"{r.predicate.reason}")
+            elif not isinstance(r, Record) and r.damaged:
+                out.append(f"revocation record {i} cannot be read, so it may revoke it: "
+                           f"{r.message}")
+        return out
+    finally:
+        verifier.close()

@@ -75,6 +75,7 @@ __all__ = [
     "continue_trust",
     "fingerprint",
     "known_origin",
+    "origin_dir",
     "pin_log_key",
     "private_dir",
 ]
@@ -199,9 +200,15 @@ def private_dir(path: Path) -> Path:
     return path
 
 
+def origin_dir(origin: str, directory: Path | None = None) -> Path:
+    """The state's directory of a log's origin: a note per key of that log seen (named by the
+    key), and the pinned settings of its ledger (``.settings.json``)."""
+    return (directory or state_dir()) / "origins" / _log_id(origin)
+
+
 def known_origin(origin: str, directory: Path | None = None) -> Path | None:
     """Where this user's state notes the keys of a log of ``origin``, if it knows one."""
-    path = (directory or state_dir()) / "origins" / _log_id(origin)
+    path = origin_dir(origin, directory)
     try:
         return path if any(not n.startswith(".") for n in os.listdir(path)) else None
     except OSError:
@@ -314,16 +321,17 @@ class TrustState:
 
     @staticmethod
     def forget(vkey: str, directory: Path | None = None) -> None:
-        """Remove the state of the log key ``vkey`` and its note under its origin (an
-        interrupted ``init`` undoing what it made)."""
+        """Remove the state of the log key ``vkey`` and its note under its origin, and the
+        origin's pinned settings when no other key of it is known (an interrupted ``init``
+        undoing what it made)."""
         from .fs import remove_tree
 
         root = directory or state_dir()
         remove_tree(root / "logs" / _log_id(vkey))
-        origin = root / "origins" / _log_id(verifier_from_vkey(vkey).name)
+        origin = origin_dir(verifier_from_vkey(vkey).name, root)
         remove_tree(origin / _log_id(vkey))
-        with contextlib.suppress(OSError):
-            origin.rmdir()  # only when empty
+        if known_origin(verifier_from_vkey(vkey).name, root) is None:
+            remove_tree(origin)  # no other key of it: the origin's pins go too
 
     def pin(self, why: str) -> None:
         """Mark this log key as trusted ahead of its first use (`trajledger trust`, ``init``,

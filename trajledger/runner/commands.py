@@ -227,8 +227,7 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool) -> No
     Example:
       trajledger policy set policy-2.toml --key approver-a --key approver-b --yes
     """
-    import sys
-
+    from trajledger.ledger.clikit import interactive
     from trajledger.ledger.policy_state import current_policy, membership_changes
     from trajledger.verify.errors import PolicyError
 
@@ -240,7 +239,7 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool) -> No
     for line in lines:
         click.echo(line, err=True)
     if changed and not yes:
-        confirmed = sys.stdin.isatty() and click.prompt(
+        confirmed = interactive() and click.prompt(
             "These members change: type 'yes' to record the policy", default="", err=True,
             show_default=False,
         ) == "yes"

@@ -4,7 +4,6 @@ envelope -> log entry; statements about a digest; bad input leaves the ledger un
 from __future__ import annotations
 
 import dataclasses
-
 import hashlib
 from pathlib import Path
 from typing import Any
