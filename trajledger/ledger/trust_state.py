@@ -172,6 +172,8 @@ def pin_log_key(vkey: str, checkpoint: bytes | None = None, directory: Path | No
             or forks from a floor already held.
     """
     verifier = verifier_from_vkey(vkey)
+    if checkpoint is not None:
+        verify_checkpoint(checkpoint, verifier)  # before anything is pinned
     state = TrustState.open(vkey, directory)
     try:
         state.pin("pinned ahead ('trajledger trust')")
