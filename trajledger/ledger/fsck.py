@@ -334,15 +334,7 @@ def _check_trust_state(
             )
             break
     if not problems:
-        store = ledger.store
-
-        def blob(digest: str) -> bytes | None:
-            try:
-                return store.get(digest) if store.exists(digest) else None
-            except (OSError, LedgerError):
-                return None
-
-        problems += state.disagreements(ledger.log.entries, blob)
+        problems += state.disagreements(ledger.log.entries, ledger.read_blob)
     return problems
 
 

@@ -488,14 +488,7 @@ class Ledger:
             LogError: the log cannot be read.
         """
         state = self._trust(self.log.vkey)
-        store = self.store
-
-        def blob(digest: str) -> bytes | None:
-            try:
-                return store.get(digest) if store.exists(digest) else None
-            except (OSError, LedgerError):
-                return None
-
+        blob = self.read_blob
         note = self.log.checkpoint_bytes()
         for attempt in range(8):
             try:
@@ -510,6 +503,15 @@ class Ledger:
                     raise
                 note = newer
         return state
+
+    def read_blob(self, digest: str) -> bytes | None:
+        """A stored blob's bytes, unverified, or None when it is missing or unreadable (what
+        the user's state reads to learn what a record lists: never what to believe)."""
+        store = self.store
+        try:
+            return store.get(digest) if store.exists(digest) else None
+        except (OSError, LedgerError):
+            return None
 
     def _trust(self, vkey: str) -> TrustState:
         from .trust_state import TrustState

@@ -117,20 +117,9 @@ def _check_state(ctx: Context) -> None:
     """``reindex --check``: the trust state's rows against the log, read only."""
     from trajledger.verify.errors import VerificationError
 
-    from .errors import LedgerError
-
     ledger = ctx.ledger()
-    vkey = ledger.log_vkey() or ledger.log.vkey
-    state = ledger._trust(vkey)
-    store = ledger.store
-
-    def blob(digest: str) -> bytes | None:
-        try:
-            return store.get(digest) if store.exists(digest) else None
-        except (OSError, LedgerError):
-            return None
-
-    problems = state.disagreements(ledger.log.entries, blob)
+    state = ledger._trust(ledger.log_vkey() or ledger.log.vkey)
+    problems = state.disagreements(ledger.log.entries, ledger.read_blob)
     if problems:
         raise VerificationError("\n".join(problems))
     ok(f"trust state {state.path}: its {state.size} indexed entries and every row derived from "

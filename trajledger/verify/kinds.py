@@ -165,9 +165,10 @@ def _checkpoint_metadata(statement: Statement) -> dict[str, Any]:
     ext = ext if isinstance(ext, Mapping) else {}
     deps = build.get("resolvedDependencies")
     parents = sorted(
-        str(d.get("digest")) for d in (deps if isinstance(deps, list) else [])
+        f"sha256:{d['digest'].get('sha256')}" for d in (deps if isinstance(deps, list) else [])
         if isinstance(d, Mapping) and isinstance(d.get("annotations"), Mapping)
         and d["annotations"].get("role") == "base-checkpoint"
+        and isinstance(d.get("digest"), Mapping)
     )
     return {k: ext.get(k) for k in ("dataset", "trainer", "config", "seed")} | {
         "parent": parents}

@@ -225,11 +225,7 @@ def test_a_row_deleted_or_added_is_refused_and_reported(home: Path, table: str) 
         con.execute(f"DELETE FROM {table} WHERE rowid = (SELECT MIN(rowid) FROM {table})")
     con.commit()
     con.close()
-    store = ledger.store
-
-    def blob(d: str) -> bytes | None:
-        return store.get(d) if store.exists(d) else None
-
+    blob = ledger.read_blob
     problems = state.disagreements(ledger.log.entries, blob)
     assert len(problems) == 1 and problems[0].startswith(f"trust state {db}: table {table}: ")
     with pytest.raises(TamperError, match=re.escape(f"trust state {db}: {table} holds ")):
