@@ -478,6 +478,9 @@ def test_first_use_is_announced_and_can_be_required_pinned(scene: Scene, tmp_pat
     cp.write_bytes(note)
     r = scene.run("trust", vkey, "--checkpoint", cp, state=pinned)
     assert r.exit_code == 0 and "floor at size" in r.stderr, r.output
+    shown = json.loads(scene.run("trust", "--json", state=pinned).stdout)
+    assert (shown["vkey"], shown["pinned"]) == (vkey, "pinned ahead ('trajledger trust')")
+    assert shown["floor"] == int(note.decode().splitlines()[1]) and shown["store"] == "objects"
     r = scene.run("verify", scene.checkpoint, state=pinned, TRAJLEDGER_REQUIRE_PIN="1")
     assert r.exit_code == 1, r.output
     assert f"FAIL: {scene.home / 'log' / 'checkpoint'}: rollback: the signed checkpoint has " \

@@ -35,7 +35,6 @@ from .store import ObjectStore
 if TYPE_CHECKING:
     from trajledger.verify.log_key import Handover
     from trajledger.verify.policy import TrustPolicy
-    from trajledger.verify.statement import Statement
 
     from .artifacts import BatchResult, DatasetResult
     from .exchange import ExportResult, ImportResult
@@ -393,6 +392,8 @@ class Ledger:
         """
         from trajledger.verify.kinds import KINDS
 
+        from .artifacts import _envelope_statement
+
         # (1)
         kind = KINDS.get(spec.kind)
         same = [(i, env) for i, k, env in prior if k == spec.kind]
@@ -407,12 +408,12 @@ class Ledger:
                 for j in state.listing(env)
             )
 
-        mine = self._statement(spec.envelope)
+        mine = _envelope_statement(self, spec.envelope)
         for i, env in same:
             if imported(i, env):
                 continue
             # (3)
-            theirs = self._statement(env)
+            theirs = _envelope_statement(self, env)
             diff = (kind.differences(theirs, mine) if theirs is not None and mine is not None
                     else ["the signed statement cannot be read"])
             if not diff:
@@ -424,17 +425,6 @@ class Ledger:
                 i,
             )
         return None
-
-    def _statement(self, envelope: str) -> Statement | None:
-        """The statement of a stored envelope, read without verifying (to compare records)."""
-        from trajledger.verify.dsse import Envelope
-        from trajledger.verify.errors import ProvenanceError
-        from trajledger.verify.statement import Statement
-
-        try:
-            return Statement.from_bytes(Envelope.from_bytes(self.store.get(envelope)).payload)
-        except (ProvenanceError, OSError):
-            return None
 
     def expect_log_keys(self, vkeys: Sequence[str]) -> None:
         """Log keys the user pinned ahead by holding them (a ``--policy`` file's log role): the

@@ -185,20 +185,29 @@ def pin_log_key(vkey: str, checkpoint: bytes | None = None, directory: Path | No
         state.close()
 
 
-def private_dir(path: Path) -> Path:
+def private_dir(path: Path, *, parent: bool = True) -> Path:
     """Make (mode 0700) or check a directory of the user's state: one that others or the
-    group may write is refused, since whoever writes it decides what this user trusts.
+    group may write is refused, since whoever writes it decides what this user trusts; so is
+    its parent unless ``parent`` is False (the state directory's own parent is not the state's).
 
     Raises:
         LedgerError: it is writable by others (the message names the chmod), or cannot be made.
     """
     from .fs import refuse_writable
 
+    missing = []
+    here = path
+    while not here.exists() and here != here.parent:
+        missing.append(here)
+        here = here.parent
     try:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for d in reversed(missing):  # each made 0700 (mkdir's parents would get the umask's)
+            d.mkdir(mode=0o700, exist_ok=True)
     except OSError as e:
         raise LedgerError(f"trust state {path}: cannot create: {e.strerror or e}") from e
     refuse_writable(path)
+    if parent:
+        refuse_writable(path.parent)
     return path
 
 
@@ -283,7 +292,7 @@ class TrustState:
         """
         from .fs import refuse_writable
 
-        root = private_dir(directory or state_dir())
+        root = private_dir(directory or state_dir(), parent=False)
         base = private_dir(private_dir(root / "logs") / _log_id(vkey))
         file = base / "state.sqlite"
         for f in (file, base / "state.sqlite-wal", base / "state.sqlite-shm"):

@@ -70,11 +70,11 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
 
     if directory.exists() and any(directory.iterdir()):
         raise LedgerError(f"{directory}: exists and is not empty; pick a new directory")
-    _step(f"a ledger in {directory}, keys for a vendor, two approvers and a trainer")
     ledger = Ledger.init(directory, origin=f"trajledger.quickstart/{os.urandom(4).hex()}")
     encrypt = ledger.keys.require_encrypted  # the log key's passphrase was set
     if not encrypt:
         warn(f"{PASSPHRASE_ENV} is not set: the demo keys are written unencrypted (demo only)")
+    _step(f"a ledger in {directory}, keys for a vendor, two approvers and a trainer")
     keys = {
         n: ledger.keys.create(n, encrypt=encrypt)
         for n in ("vendor", "approver-a", "approver-b", "trainer")

@@ -304,6 +304,7 @@ def test_upgrade_encrypts_the_keys_of_a_010_ledger(
         "not encrypted (the log's included): run 'trajledger upgrade'" in capsys.readouterr().err
     monkeypatch.setenv("TRAJLEDGER_PASSPHRASE", "upgrade passphrase")
     steps = Ledger.open(root).upgrade()
+    capsys.readouterr()
     assert steps == [f"{root / 'keys' / 'vendor.key'}: encrypted",
                      f"{root / 'log-key' / 'log.key'}: encrypted",
                      f"{toml}: keys = 'encrypted' recorded"]
