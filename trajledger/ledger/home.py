@@ -316,7 +316,9 @@ class Ledger:
                 pinned, a planted plaintext log key.
         """
         if self._log is None:
-            from .log import Log
+            from trajledger.verify.kinds import KINDS
+
+            from .log import Log, OneRecord
             from .trust_state import fingerprint
 
             # (1)
@@ -362,7 +364,8 @@ class Ledger:
                 floor=state.floor() if state is not None else None,
                 on_publish=state.published if state is not None else None,
             )
-            self._log.one_record = self._one_record
+            self._log.one_record = OneRecord(
+                frozenset(k.name for k in KINDS.values() if k.lineage), self._one_record)
             if first_use and state is not None:
                 pinned = self.trust_state()
                 notice(
@@ -374,16 +377,16 @@ class Ledger:
                 )
         return self._log
 
-    def _one_record(self, spec: EntrySpec, prior: Sequence[tuple[int, str, str]]) -> int | None:
+    def _one_record(self, spec: EntrySpec, same: Sequence[tuple[int, str]]) -> int | None:
         """One record per artifact digest and origin (`Log.one_record`, under the log's lock,
-        for every writer: the CLI, the library, a Ray writer, a recorder).
+        for every writer: the CLI, the library, a Ray writer, a recorder), for the artifact
+        kinds (`verify.kinds.Kind.lineage`: records about a digest, approvals, revocations...,
+        are many).
 
         Steps:
-            1. Only artifacts (`verify.kinds.Kind.lineage`) are one record per digest; records
-               about a digest (approvals, revocations...) are many.
-            2. Records of the same kind and digest logged here by an import are another log's
+            1. Records of the same kind and digest logged here by an import are another log's
                (an import record lists their envelopes): not this origin's, not compared.
-            3. A record of this origin whose signed metadata other than times is the same
+            2. A record of this origin whose signed metadata other than times is the same
                (`Kind.differences`) is the one the new entry would repeat: its index is
                returned and nothing is appended; other metadata is refused.
 
@@ -394,12 +397,8 @@ class Ledger:
 
         from .artifacts import _envelope_statement
 
+        kind = KINDS[spec.kind]
         # (1)
-        kind = KINDS.get(spec.kind)
-        same = [(i, env) for i, k, env in prior if k == spec.kind]
-        if kind is None or not kind.lineage or not same:
-            return None
-        # (2)
         state = self.trust_state()
 
         def imported(i: int, env: str) -> bool:
@@ -412,7 +411,7 @@ class Ledger:
         for i, env in same:
             if imported(i, env):
                 continue
-            # (3)
+            # (2)
             theirs = _envelope_statement(self, env)
             diff = (kind.differences(theirs, mine) if theirs is not None and mine is not None
                     else ["the signed statement cannot be read"])

@@ -141,11 +141,20 @@ class EntrySpec:
         )
 
 
-OneRecord = Callable[[EntrySpec, Sequence[tuple[int, str, str]]], "int | None"]
-"""The hook that keeps one record per digest (`Log.one_record`): given an entry to append and
-``(index, kind, envelope)`` of the entries about the same subject already in the log (or earlier
-in the same append), it returns the index of the record the new one duplicates (appended
-instead of nothing), None to append it, or raises to refuse it. Run under the log's lock."""
+@dataclass(frozen=True)
+class OneRecord:
+    """The rule that keeps one record per digest (`Log.one_record`), run under the log's lock.
+
+    Attributes:
+        kinds: the entry kinds of which a log holds one record per subject (artifacts).
+        judge: given an entry of such a kind to append and ``(index, envelope)`` of the entries
+            of its kind about its subject already in the log (or earlier in the same append):
+            the index of the record it repeats (nothing is appended), None to append it, or an
+            exception to refuse it.
+    """
+
+    kinds: frozenset[str]
+    judge: Callable[[EntrySpec, Sequence[tuple[int, str]]], int | None]
 
 _LOGS: weakref.WeakSet[Log] = weakref.WeakSet()
 
@@ -244,8 +253,8 @@ class Log:
         self._dirs: set[Path] = set()
         self._lookup = Lookup(cache_dir / CACHE_DIR if cache_dir else None, verifier.name)
         self.one_record: OneRecord | None = None
-        """Set by the ledger (`OneRecord`): appends of a digest already recorded are judged by
-        it, under the lock, whichever writer appends."""
+        """Set by the ledger: appends of a digest already recorded are judged by it, under the
+        lock, whichever writer appends."""
         _LOGS.add(self)
 
     # -- creating and opening -----------------------------------------------------------------
@@ -731,8 +740,9 @@ class Log:
                republished).
             2. Run ``check`` with the committed size: raising aborts with nothing written.
             3. Find the envelopes already logged (confirmed on the entries); and, unless
-               ``foreign``, let `one_record` judge each entry whose subject the log (or this
-               append) already has a record of: one record per digest.
+               ``foreign``, let `one_record` judge each entry of its kinds whose subject the
+               log (or this append) already has a record of, of its kind: one record per
+               digest.
             4. Build the new entries, chained by ``prev``; compute the new tiles.
             5. Write bundles, tiles and the history record; one directory fsync pass.
             6. Write treeState (the commit), then the signed checkpoint (publication), then
@@ -769,9 +779,9 @@ class Log:
                 edge = st.edge
             # (3)
             existing = self._find("env", [s.envelope for s in specs], st, writer=True)
-            judge = None if foreign else self.one_record
-            about = (self._find("subj", [s.subject for s in specs], st, writer=True)
-                     if judge is not None else {})
+            rule = None if foreign else self.one_record
+            unique = [s.subject for s in specs if rule is not None and s.kind in rule.kinds]
+            about = self._find("subj", unique, st, writer=True) if unique else {}
             new: list[EntrySpec] = []
             pending: dict[str, int] = {}
             result: list[int] = []
@@ -782,11 +792,12 @@ class Log:
                     result.append(hits[0])
                     continue
                 index = pending.get(spec.envelope)
-                if index is None and judge is not None:
-                    prior = [(i, *self._kind_envelope(i, st)) for i in about.get(spec.subject, [])]
-                    prior += [(edge.size + n, s.kind, s.envelope) for n, s in enumerate(new)
-                              if s.subject == spec.subject]
-                    same = judge(spec, prior) if prior else None
+                if index is None and rule is not None and spec.kind in rule.kinds:
+                    prior = [(i, env) for i in about.get(spec.subject, [])
+                             for kind, env in [self._kind_envelope(i, st)] if kind == spec.kind]
+                    prior += [(edge.size + n, s.envelope) for n, s in enumerate(new)
+                              if (s.kind, s.subject) == (spec.kind, spec.subject)]
+                    same = rule.judge(spec, prior) if prior else None
                     if same is not None:
                         result.append(same)
                         continue
