@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import tamperkit as tk
 from click.testing import CliRunner, Result
 
 from trajledger.runner.cli import main
@@ -35,6 +36,7 @@ def quickstart_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str
 def demo(quickstart_home: tuple[Path, str], tmp_path: Path) -> tuple[Path, str]:
     home = tmp_path / "demo"
     shutil.copytree(quickstart_home[0], home)
+    tk.pin_log(home)
     return home, quickstart_home[1]
 
 
@@ -43,7 +45,10 @@ def test_lineage_text_spans_both_iterations(runner: CliRunner, demo: tuple[Path,
     r = run(runner, home, "lineage", ckpt[:15])
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
-    assert lines[0].startswith("✓ log trajledger.quickstart/")
+    # The verdict first, with the count of checks; then the graph.
+    assert lines[0].startswith(f"✓ OK: checkpoint cartpole-bc@2 ({ckpt[:19]}…): ")
+    assert lines[0].endswith(" checks passed")
+    assert lines[1].startswith("✓ log trajledger.quickstart/")
     assert any(ln.startswith(f"✓ checkpoint cartpole-bc@2 ({ckpt[:19]}…) — log index ")
                for ln in lines)
     text = r.stdout
@@ -113,7 +118,8 @@ def test_html_is_one_self_contained_page(
     home, ckpt = demo
     out = tmp_path / "lineage.html"
     r = run(runner, home, "lineage", ckpt, "--format", "html", "--out", str(out))
-    assert r.exit_code == 0 and r.stderr == f"OK: written to {out}\n", r.output
+    assert r.exit_code == 0 and r.stderr.startswith(f"OK: written to {out}\nOK: {ckpt}: "), \
+        r.output
     page = out.read_text()
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     assert "<svg" in page and "Lineage of checkpoint cartpole-bc@2" in page
@@ -138,7 +144,10 @@ def test_impact_after_revocation_names_the_checkpoints(
     graph = json.loads(run(runner, home, "impact", "cartpole-random", "--format", "json").stdout)
     assert graph["direction"] == "downstream"
     assert {n["name"] for n in graph["nodes"] if n["kind"] == "checkpoint"} == {"cartpole-bc"}
-    assert all(n["status"] == "fail" for n in graph["nodes"] if n["kind"] != "log")
+    # The batch fails (revoked); what was built on it fails through its lineage.
+    assert all(n["lineage"] == "fail" for n in graph["nodes"] if n["kind"] != "log")
+    assert [n["status"] for n in graph["nodes"] if n["status"] == "fail"] == ["fail"]
+    assert lines[0].startswith("✗ FAIL: rollout-batch cartpole-random (")
     # and verify of the final checkpoint now fails, naming the revocation
     r = run(runner, home, "verify", ckpt)
     assert r.exit_code == 1

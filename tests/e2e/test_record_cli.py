@@ -546,7 +546,8 @@ def test_record_again_is_idempotent(runner: CliRunner, home: Path, tmp_path: Pat
     digest = record(runner, home, src)
     before = snapshot(runner, home)
     r = run(runner, home, "record", src, *REC)
-    expect(r, 0, "OK: batch of 2 episode(s), 6 step(s) recorded at log index 2\n", digest + "\n")
+    expect(r, 0, "OK: batch of 2 episode(s), 6 step(s) already recorded at log index 2\n",
+           digest + "\n")
     assert snapshot(runner, home) == before
 
 

@@ -367,10 +367,11 @@ def test_no_passphrase_and_no_terminal(signed: Signed, runner: CliRunner, tmp_pa
     monkeypatch.delenv("TRAJLEDGER_PASSPHRASE")
     expect(run(runner, signed.home, "sign", signed.data, "--key", "alice", "--out",
                tmp_path / "x.json"), 3,
-           "FAIL: key alice: is encrypted; set TRAJLEDGER_PASSPHRASE or run in a terminal\n")
+           "FAIL: key alice: is encrypted; set TRAJLEDGER_PASSPHRASE_ALICE or "
+           "TRAJLEDGER_PASSPHRASE, or run in a terminal\n")
     expect(run(runner, signed.home, "key", "new", "carol"), 3,
-           "FAIL: key carol: no passphrase; set TRAJLEDGER_PASSPHRASE or pass --no-encrypt "
-           "for a demo key\n")
+           "FAIL: key carol: no passphrase; set TRAJLEDGER_PASSPHRASE_CAROL or "
+           "TRAJLEDGER_PASSPHRASE, run in a terminal, or pass --no-encrypt for a demo key\n")
     assert not (signed.home / "keys" / "carol.key").exists()
 
 

@@ -392,7 +392,7 @@ def test_a_revoked_identity_counts_for_nothing_from_its_compromise_on(
             f'[roles.approver]\nkeys = ["{keys / "a.pub"}", "{keys / "b.pub"}"]\nthreshold = 2\n'
             f'[roles.log]\nvkeys = ["{vkey}"]\n'
         )
-        ok("policy", "set", str(path), "--key", "a", "--key", "b")
+        ok("policy", "set", str(path), "--key", "a", "--key", "b", "--yes")
 
     policy(1, f'identities = [{{issuer = "{ISSUER}", subject = "{ALICE}"}}]')
     (tmp_path / "f.txt").write_text("signed by alice")
@@ -419,5 +419,5 @@ def test_a_revoked_identity_counts_for_nothing_from_its_compromise_on(
     path.write_text((tmp_path / "policy-3.toml").read_text().replace("serial = 3", "serial = 4")
                     .replace(revoked(index + 1), ""))
     r = runner.invoke(main, ["--ledger", str(home), "policy", "set", str(path), "--key", "a",
-                             "--key", "b"])  # fmt: skip
+                             "--key", "b", "--yes"])  # fmt: skip
     assert r.exit_code == 1 and "a revoked identity stays revoked" in r.stderr, r.output

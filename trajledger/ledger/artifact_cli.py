@@ -104,7 +104,7 @@ def env_register(
         rules=rules,
         **spaces,
     )
-    ok(f"environment {name}@{version} recorded at log index {rec.index}")
+    ok(f"environment {name}@{version} {rec.where}")
     click.echo(rec.digest)
 
 
@@ -164,7 +164,7 @@ def evaluator_register(
         prompt=prompt,
         files=files,
     )
-    ok(f"evaluator {name}@{version} recorded at log index {rec.index}")
+    ok(f"evaluator {name}@{version} {rec.where}")
     click.echo(rec.digest)
 
 
@@ -289,8 +289,8 @@ def record(
         )
     s = result.stats
     ok(
-        f"batch of {s['num_episodes']} episode(s), {s['num_steps']} step(s) recorded at log "
-        f"index {result.recorded.index}"
+        f"batch of {s['num_episodes']} episode(s), {s['num_steps']} step(s) "
+        f"{result.recorded.where}"
     )
     click.echo(result.recorded.digest)
 
@@ -427,7 +427,7 @@ def dataset_create(
     ok(
         f"dataset {name}@{version} ({split}, {len(result.batches)} batch(es)"
         + (f", card {card.digest[:19]}…" if card is not None else "")
-        + f") recorded at log index {result.recorded.index}"
+        + f") {result.recorded.where}"
     )
     click.echo(result.recorded.digest)
 

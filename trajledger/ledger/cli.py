@@ -49,12 +49,28 @@ def init(ctx: Context, origin: str | None, store: str) -> None:
 
     The log and the keys always live in the ledger directory; blobs live in --store. A remote
     store must be reachable (its bucket must exist) before anything is created.
+
+    The log's key is encrypted with its passphrase (TRAJLEDGER_PASSPHRASE_LOG or
+    TRAJLEDGER_PASSPHRASE; asked twice on a terminal), and ledger.toml records that this
+    ledger's keys are encrypted: a plaintext key file is then refused as planted. Without a
+    passphrase (no terminal, none set) the keys are demo keys, recorded as plain.
+    Nothing is left behind when init fails; run it again.
+
+    \b
+    Example:
+      TRAJLEDGER_PASSPHRASE_LOG=... trajledger --ledger ./ledger init --origin acme/rollouts
     """
-    from .home import Ledger
+    from .home import KEYS_PLAIN, Ledger
 
     # init makes a new ledger here: a ledger found in a parent directory is not where it goes.
     where = Path(DEFAULT_HOME) if ctx.found and HOME_ENV not in os.environ else ctx.home
     ledger = Ledger.init(where, origin=origin, store=store, passphrase=_ask, check_store=True)
+    if ledger.config.keys == KEYS_PLAIN:
+        warn(
+            "the log key is written unencrypted and this ledger records plain keys (no "
+            "passphrase set, no terminal): for demos and tests; set TRAJLEDGER_PASSPHRASE_LOG "
+            "or TRAJLEDGER_PASSPHRASE before init for a ledger an insider cannot sign for"
+        )
     click.echo(f"created ledger {ledger.root} (origin {ledger.config.origin})")
 
 
@@ -85,12 +101,20 @@ def key() -> None:
 def key_new(ctx: Context, name: str, alg: str, no_encrypt: bool) -> None:
     """Create key NAME: an encrypted PKCS#8 private key (mode 0600) and its public key.
 
-    The passphrase comes from TRAJLEDGER_PASSPHRASE, or is asked for on a terminal.
+    Each key may have its own passphrase: TRAJLEDGER_PASSPHRASE_<NAME> (the name upper-cased,
+    other characters than letters and digits as _), else TRAJLEDGER_PASSPHRASE, else it is
+    asked for (twice) on a terminal. --no-encrypt is refused where the ledger's keys are
+    encrypted.
+
+    \b
+    Example:
+      TRAJLEDGER_PASSPHRASE_APPROVER_A=... trajledger key new approver-a
     """
     from .keys import KeyStore
 
-    ctx.ledger()  # refuse a mistyped --ledger instead of creating a stray key directory
-    store = KeyStore(ctx.home / "keys", passphrase=_ask)
+    keys = ctx.ledger().keys  # refuses a mistyped --ledger instead of making a stray directory
+    store = KeyStore(keys.directory, passphrase=_ask, require_encrypted=keys.require_encrypted,
+                     group_writable=keys.group_writable)
     if no_encrypt:
         warn(f"key {name} is written unencrypted; use it for demos and tests only")
     signer = store.create(
@@ -98,6 +122,32 @@ def key_new(ctx: Context, name: str, alg: str, no_encrypt: bool) -> None:
     )
     click.echo(f"{name} {signer.public.algorithm} {signer.keyid}")
     ok(f"key {name} written to {store.directory}")
+
+
+@key.command("encrypt")
+@click.argument("name", type=KEY_NAME, required=False)
+@click.option("--log", "log_key", is_flag=True, help="Encrypt the log's key (log-key/log.key).")
+@pass_ctx
+def key_encrypt(ctx: Context, name: str | None, log_key: bool) -> None:
+    """Encrypt a plaintext private key in place, with its passphrase (as for 'key new').
+
+    Keys written with --no-encrypt, and the log key of a ledger made without a passphrase,
+    are plaintext; 'trajledger upgrade' encrypts all of them and records it in ledger.toml.
+
+    \b
+    Examples:
+      trajledger key encrypt vendor
+      TRAJLEDGER_PASSPHRASE_LOG=... trajledger key encrypt --log
+    """
+    if (name is None) == (not log_key):
+        raise click.UsageError("give a key NAME or --log")
+    ledger = ctx.ledger()
+    store = ledger.log_keys() if log_key else ledger.keys
+    who = "log" if log_key else str(name)
+    if store.encrypt(who):
+        ok(f"key {who}: {store.directory / (who + '.key')} encrypted")
+    else:
+        ok(f"key {who}: already encrypted")
 
 
 @key.command("list")

@@ -67,9 +67,12 @@ class Context:
         return self.opener(self.home, passphrase=ask_passphrase)
 
     def keystore(self) -> Any:
-        """The key store of ``home`` (usable before ``init``)."""
+        """The key store of ``home``: the ledger's (with its settings), or, before ``init``, a
+        plain key directory."""
         from .keys import KeyStore
 
+        if (self.home / "ledger.toml").exists():
+            return self.ledger().keys
         return KeyStore(self.home / "keys", passphrase=ask_passphrase)
 
 
@@ -147,12 +150,19 @@ OUT_PATH = OutPath()
 OUT_PATH_OR_URI = OutPath(uri=True)
 
 
+def interactive() -> bool:
+    """Whether a person can answer a prompt (standard input is a terminal)."""
+    return sys.stdin.isatty()
+
+
 def ask_passphrase(name: str, *, confirm: bool = False) -> bytes | None:
-    """Prompt for a key passphrase on a terminal; None when there is no terminal."""
-    if not sys.stdin.isatty():
+    """Prompt for a key passphrase on a terminal; None when there is no terminal. The log's
+    key (``log``) is asked for like any other."""
+    if not interactive():
         return None
+    who = "the log's key" if name == "log" else f"key {name}"
     value = click.prompt(
-        f"Passphrase for key {name}", hide_input=True, confirmation_prompt=confirm, err=True
+        f"Passphrase for {who}", hide_input=True, confirmation_prompt=confirm, err=True
     )
     return str(value).encode("utf-8")
 

@@ -22,15 +22,19 @@ import re
 import secrets
 import shutil
 import socket
+import stat
 import tempfile
 import time
 from pathlib import Path
+
+from .errors import LedgerError
 
 __all__ = [
     "STALE_AFTER",
     "TMP_PREFIX",
     "fsync_dir",
     "is_stale",
+    "refuse_writable",
     "remove_tree",
     "temp_dir",
     "temp_name",
@@ -148,3 +152,33 @@ def write_file_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bo
         raise
     if durable:
         fsync_dir(path.parent)
+
+
+def refuse_writable(path: Path, *, group: bool = True, hint: str = "") -> None:
+    """Refuse a file or directory that other users may write (and, unless ``group`` is False,
+    members of its group): they could replace a key, a setting or evidence between a check and
+    its use. A directory with the sticky bit set (like /tmp) only lets owners replace entries,
+    so it passes. A path that does not exist passes (its creator sets the mode).
+
+    Args:
+        path: the file or directory.
+        group: refuse group write too (False: a team shares it through its group).
+        hint: appended to the message (another way out than chmod).
+
+    Raises:
+        LedgerError: it is writable by others (or the group); the message names the chmod.
+    """
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return
+    if stat.S_ISDIR(mode) and mode & stat.S_ISVTX:
+        return
+    bits = ("g" if group and mode & stat.S_IWGRP else "") + ("o" if mode & stat.S_IWOTH else "")
+    if not bits:
+        return
+    who = {"g": "its group", "o": "other users", "go": "its group and other users"}[bits]
+    raise LedgerError(
+        f"{path}: writable by {who} (mode {stat.S_IMODE(mode):04o}); run "
+        f"'chmod {bits}-w {path}'{hint}"
+    )

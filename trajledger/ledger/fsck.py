@@ -309,8 +309,10 @@ def _check_trust_state(
     ledger: Ledger, entries: Sequence[tuple[int, LogEntry | None]]
 ) -> list[str]:
     """The user's trust state (the catalog's index, outside the ledger) against the entries:
-    every indexed entry must be the log's, and every named record must index an entry of its
-    kind and subject. Read only: the state is not extended here."""
+    every indexed entry must be the log's, every named record must index an entry of its
+    kind and subject, and every derived row (`TrustState.disagreements`: revocations,
+    held-out datasets, references...) must be the one the log gives. Read only: the state is
+    not extended here."""
     vkey = ledger.log_vkey()
     if vkey is None:
         return []
@@ -331,6 +333,8 @@ def _check_trust_state(
                 f"{row.index}, which is a {want.kind} of {want.subject[:19]}…; {rebuild}"
             )
             break
+    if not problems:
+        problems += state.disagreements(ledger.log.entries, ledger.read_blob)
     return problems
 
 

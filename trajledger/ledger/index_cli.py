@@ -71,8 +71,11 @@ def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
 
 
 @click.command()
+@click.option("--check", is_flag=True,
+              help="Read only: derive your trust state's rows again from the log and report "
+              "every table that disagrees (exit 1), rebuilding nothing.")
 @pass_ctx
-def reindex(ctx: Context) -> None:
+def reindex(ctx: Context, check: bool) -> None:
     """Rebuild the derived indexes from the log: your trust state's index of the log (names,
     references, revocations; kept in $TRAJLEDGER_STATE_DIR) and the audit index.
 
@@ -81,7 +84,19 @@ def reindex(ctx: Context) -> None:
     The audit index (<ledger>/index/lance/) is one nothing is verified against: query, stats
     and the contamination check keep it current, so rebuilding is only needed when fsck or a
     command says it is damaged. Both passes show progress.
+
+    With --check, nothing is rebuilt: the rows of your trust state that decide what is revoked,
+    erased, held out or built on are derived again from the log and compared; a state that
+    disagrees (edited by a writer of your state directory) exits 1, naming each table.
+
+    \b
+    Examples:
+      trajledger reindex --check
+      trajledger reindex
     """
+    if check:
+        _check_state(ctx)
+        return
     from .index import reindex as rebuild
 
     ledger = ctx.ledger()
@@ -96,6 +111,19 @@ def reindex(ctx: Context) -> None:
         f"index rebuilt: {result.entries} log entries, {result.batches} batch(es), "
         f"{result.episodes} episode(s)"
     )
+
+
+def _check_state(ctx: Context) -> None:
+    """``reindex --check``: the trust state's rows against the log, read only."""
+    from trajledger.verify.errors import VerificationError
+
+    ledger = ctx.ledger()
+    state = ledger._trust(ledger.log_vkey() or ledger.log.vkey)
+    problems = state.disagreements(ledger.log.entries, ledger.read_blob)
+    if problems:
+        raise VerificationError("\n".join(problems))
+    ok(f"trust state {state.path}: its {state.size} indexed entries and every row derived from "
+       "them agree with the log")
 
 
 def _query_options(f: F) -> F:

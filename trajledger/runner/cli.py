@@ -9,7 +9,14 @@ from pathlib import Path
 
 import click
 
-from trajledger.ledger import artifact_cli, card_cli, exchange_cli, fsck_cli, index_cli
+from trajledger.ledger import (
+    artifact_cli,
+    card_cli,
+    exchange_cli,
+    fsck_cli,
+    index_cli,
+    trust_cli,
+)
 from trajledger.ledger import cli as ledger_cli
 from trajledger.ledger.clikit import Context, Group, default_home
 
@@ -59,6 +66,7 @@ for _command in [
     *index_cli.COMMANDS,
     *exchange_cli.COMMANDS,
     *fsck_cli.COMMANDS,
+    *trust_cli.COMMANDS,
 ]:
     main.add_command(_command)
 main.add_command(quickstart)

@@ -96,12 +96,19 @@ def policy_init(
 ) -> None:
     """Write a starting trust policy from the ledger's keys (by role) and its log key.
 
-    Check it ('trajledger policy check FILE'), edit it, then record it ('trajledger policy set
-    FILE --key APPROVER...'). Key files are named relative to the policy file.
-    """
-    import os
+    Each key is written inline (its PEM), under a comment with its name and fingerprint, so
+    the file names no key file someone else could replace. Compare the fingerprints with
+    'trajledger key list' (and each key's owner), check it ('trajledger policy check FILE'),
+    edit it, then record it ('trajledger policy set FILE --key APPROVER...').
 
+    \b
+    Example:
+      trajledger policy init --producer vendor --approver approver-a --trainer trainer
+    """
     from trajledger.ledger.errors import LedgerError
+    from trajledger.ledger.fs import write_file_atomic
+    from trajledger.ledger.policy_state import policy_toml
+    from trajledger.verify.policy import load_policy_file
 
     ledger = ctx.ledger()
     names = [k.name for k in ledger.keys.list()]
@@ -131,30 +138,27 @@ def policy_init(
         )
     if out.exists():
         raise LedgerError(f"{out}: already exists; pick another --out or remove it")
-    rel = os.path.relpath(ledger.keys.directory, out.absolute().parent)
-    lines = [
-        "# A starting trust policy (trajledger policy init): see keys/README.md for every "
-        "setting.",
-        f'name = "{ledger.config.origin.replace(chr(34), "")}"',
-        "serial = 1",
-        'max_approval_age = "90d"',
-    ]
-    for role, keys in roles.items():
-        threshold = need if role == "approver" else 1
-        listed = ", ".join(f'"{rel}/{k}.pub"' for k in keys)
-        lines += ["", f"[roles.{role}]", f"keys = [{listed}]", f"threshold = {threshold}"]
-    lines += ["", "[roles.log]", f'vkeys = ["{ledger.log.vkey}"]', "threshold = 1", ""]
-    from trajledger.ledger.fs import write_file_atomic
-    from trajledger.verify.policy import load_policy_file
-
-    write_file_atomic(out, "\n".join(lines).encode("utf-8"), durable=False)
+    text = policy_toml(
+        ledger.config.origin,
+        {role: ([(k, ledger.keys.public(k)) for k in keys],
+                need if role == "approver" else 1, "")
+         for role, keys in roles.items()},
+        ledger.log.vkey,
+        header="# A starting trust policy (trajledger policy init): see keys/README.md for every "
+        "setting.\n# Keys are inline: compare each fingerprint with its owner's 'trajledger key "
+        "list'.",
+    )
+    write_file_atomic(out, text.encode("utf-8"), durable=False)
     try:
         load_policy_file(out)
     except Exception:
         out.unlink()
         raise
+    for role, keys in roles.items():
+        for k in keys:
+            click.echo(f"{role:9} {k:16} {ledger.keys.public(k).keyid}", err=True)
     ok(f"policy {out} written: {len(roles['producer'])} producer, {len(roles['approver'])} "
-       f"approver ({need} needed), {len(roles['trainer'])} trainer key(s); next: "
+       f"approver ({need} needed), {len(roles['trainer'])} trainer key(s), inline; next: "
        f"'trajledger policy set {out} --key APPROVER...'")
 
 
@@ -175,7 +179,22 @@ def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
         emit_json(p.to_json() | {"digest": policy_digest(p)})
     else:
         click.echo("\n".join(_describe(p)))
+    _note_paths(file, p)
     ok(f"policy {file}: valid, serial {p.serial}")
+
+
+def _note_paths(file: Path, p: Any) -> None:
+    """One note when a policy file names keys by path (read again each time it is read)."""
+    from trajledger.ledger.home import notice
+    from trajledger.ledger.policy_state import path_entries
+
+    paths = path_entries(p)
+    if paths:
+        notice(
+            f"{file}: names {len(paths)} key(s) by path ({', '.join(paths[:3])}"
+            f"{', ...' if len(paths) > 3 else ''}): whoever can replace those files changes "
+            f"this policy; write the keys inline with 'trajledger policy inline {file}'"
+        )
 
 
 @policy.command("set")
@@ -187,19 +206,74 @@ def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
     required=True,
     help="Approver key signing the policy (repeat up to the threshold).",
 )
+@click.option("--yes", is_flag=True,
+              help="Record a policy that adds or removes members of a role (shown first).")
 @pass_ctx
-def policy_set(ctx: Context, file: Path, keys: tuple[str, ...]) -> None:
+def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool) -> None:
     """Record FILE as the policy in force (signed by the current approvers' threshold).
 
-    FILE needs a higher serial than the policy in force. To replace a producer, approver or
-    trainer key, list the new key in its role instead of the old one: records the old key
-    signed before this one's log index stay valid, later ones do not count. After a theft,
-    also add the old key to revoked_keys with compromised_since (a log index or time): nothing
-    it signed from then on counts (keys/README.md; docs/SECURITY.md, "A stolen key").
+    FILE needs a higher serial than the policy in force. Before anything is signed, each
+    role's members that FILE adds or removes are shown by fingerprint (the first policy: all
+    of them); a change of membership needs --yes, or typing 'yes' on a terminal. Keys named
+    by path in FILE are read now: compare the fingerprints before you confirm.
+
+    To replace a producer, approver or trainer key, list the new key in its role instead of
+    the old one: records the old key signed before this one's log index stay valid, later ones
+    do not count. After a theft, also add the old key to revoked_keys with compromised_since
+    (a log index or time): nothing it signed from then on counts (keys/README.md;
+    docs/SECURITY.md, "A stolen key").
+
+    \b
+    Example:
+      trajledger policy set policy-2.toml --key approver-a --key approver-b --yes
     """
-    rec = ctx.ledger().set_policy(file, keys=list(keys))
+    from trajledger.ledger.clikit import interactive
+    from trajledger.ledger.policy_state import current_policy, membership_changes
+    from trajledger.verify.errors import PolicyError
+
+    ledger = ctx.ledger()
+    new = _policy_file(ctx, file)
+    _note_paths(file, new)
+    found = current_policy(ledger)
+    lines, changed = membership_changes(found[1] if found is not None else None, new)
+    for line in lines:
+        click.echo(line, err=True)
+    if changed and not yes:
+        confirmed = interactive() and click.prompt(
+            "These members change: type 'yes' to record the policy", default="", err=True,
+            show_default=False,
+        ) == "yes"
+        if not confirmed:
+            raise PolicyError(
+                f"policy {file}: changes the members of a role (listed above, by fingerprint); "
+                "nothing was recorded. Compare each fingerprint with its owner, then run again "
+                "with --yes"
+            )
+    rec = ledger.set_policy(new, keys=list(keys))
     ok(f"policy {file} recorded at log index {rec.index}")
     click.echo(rec.digest)
+
+
+@policy.command("inline")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@pass_ctx
+def policy_inline(ctx: Context, file: Path) -> None:
+    """Rewrite FILE with every key it names by path written inline (PEM), each under a
+    comment with its name and fingerprint: the policy then names no file someone else could
+    replace. The keys are read now: compare the fingerprints printed with their owners.
+    Nothing else in the file changes; the result must parse to the same policy.
+
+    \b
+    Example:
+      trajledger policy inline policy.toml
+    """
+    from trajledger.ledger.policy_state import inline_paths, keystore_lookup
+
+    done = inline_paths(file, _policy_file(ctx, file), keystore_lookup(ctx.keystore()))
+    for spec, key in done:
+        click.echo(f"{spec}\t{key.algorithm}\t{key.keyid}", err=True)
+    ok(f"policy {file}: {len(done)} key(s) written inline" if done
+       else f"policy {file}: names no key by path; nothing to do")
 
 
 @policy.command("show")
@@ -414,7 +488,8 @@ def train(
         parent=parent,
     )
     metrics = ", ".join(f"{k}={v:.4g}" for k, v in sorted(out.metrics.items()))
-    ok(f"checkpoint recorded at log index {out.index} ({metrics})")
+    where = "" if out.new else "already "
+    ok(f"checkpoint {where}recorded at log index {out.index} ({metrics})")
     click.echo(out.digest)
 
 
@@ -471,7 +546,7 @@ def rollout(
         checkpoint, env, episodes, key=key, seed=seed, max_steps=max_steps
     )
     ok(
-        f"{episodes} episode(s) recorded at log index {batch.recorded.index}, "
+        f"{episodes} episode(s) {batch.recorded.where}, "
         f"mean return {mean:.1f}"
     )
     click.echo(batch.recorded.digest)

@@ -45,16 +45,20 @@ def impact(ledger: Ledger, ref: str, policy: TrustPolicy) -> Report:
     return ledger_verifier(ledger, policy).impact(item.digest)
 
 
-def _status(node: Node) -> str:
+def _status(node: Node, failing: set[str]) -> str:
     if any(c.what == "revoked" and c.status == "fail" for c in node.checks):
         return "revoked"
+    if node.ok and node.id in failing:
+        return "lineage fails"
     return {"ok": "verified", "fail": "failed", "erased": "erased"}[node.status]
 
 
-def _detail(node: Node) -> str:
+def _detail(node: Node, failing: set[str]) -> str:
     for c in node.checks:
         if c.status == "fail" or (c.status == "erased" and node.status != "fail"):
             return f"{c.what}: {c.detail}"
+    if node.id in failing:
+        return "built on an artifact that fails"
     return ""
 
 
@@ -68,6 +72,7 @@ _MARK = {
     "verified": "✓",
     "failed": "✗",
     "revoked": "✗ revoked",
+    "lineage fails": "✗ lineage",
     "erased": "∅ erased",
     "unverified": "·",
 }
@@ -75,6 +80,7 @@ _COLOR = {
     "verified": "#2e7d32",
     "failed": "#c62828",
     "revoked": "#c62828",
+    "lineage fails": "#c62828",
     "erased": "#6d6d6d",
     "unverified": "#455a64",
 }
@@ -97,23 +103,25 @@ def _index(n: Node) -> str:
 def render_mermaid(report: Report) -> str:
     """A Mermaid flowchart (arrows point from an artifact to what it was made from)."""
     lines = ["flowchart TD"]
+    failing = report.failing()
     for n in _artifacts(report):
-        st = _status(n)
+        st = _status(n, failing).replace(" ", "-")
         label = f"{_title(n)}<br/>{n.id[:19]}…<br/>{_index(n)} · {st}".replace('"', "'")
         lines.append(f'  {_ident(n.id)}["{label}"]')
         lines.append(f"  class {_ident(n.id)} {st}")
     for src, dst, role in _edges(report):
         lines.append(f"  {_ident(src)} -->|{role}| {_ident(dst)}")
     for status, color in _COLOR.items():
-        lines.append(f"  classDef {status} stroke:{color},stroke-width:2px")
+        lines.append(f"  classDef {status.replace(' ', '-')} stroke:{color},stroke-width:2px")
     return "\n".join(lines)
 
 
 def render_dot(report: Report) -> str:
     """A Graphviz digraph."""
     lines = ["digraph lineage {", "  rankdir=BT;", '  node [shape=box, fontname="Helvetica"];']
+    failing = report.failing()
     for n in _artifacts(report):
-        st = _status(n)
+        st = _status(n, failing)
         label = f"{_title(n)}\\n{n.id[:19]}…\\n{_index(n)} · {st}".replace('"', "'")
         lines.append(f'  {_ident(n.id)} [label="{label}", color="{_COLOR[st]}"];')
     for src, dst, role in _edges(report):
@@ -129,6 +137,7 @@ def _title(n: Node) -> str:
 def render_html(report: Report) -> str:
     """One self-contained HTML page: the graph drawn as layered SVG, and a table of nodes."""
     nodes = {n.id: n for n in _artifacts(report)}
+    failing = report.failing()
     edges = _edges(report)
     layers = _layers(report, nodes, edges)
     box_w, box_h, gap_x, gap_y = 230, 62, 30, 70
@@ -175,11 +184,11 @@ def render_html(report: Report) -> str:
         )
     for digest, (x, y) in pos.items():
         n = nodes[digest]
-        st = _status(n)
+        st = _status(n, failing)
         color = _COLOR[st]
         title = html.escape(
             f"{_title(n)}\n{n.id}\n{_index(n)}\nsigners: {', '.join(n.signers)}\n"
-            f"{st}: {_detail(n)}"
+            f"{st}: {_detail(n, failing)}"
         )
         svg.append(
             f'<g><title>{title}</title><rect x="{x}" y="{y}" width="{box_w}" height="{box_h}" '
@@ -198,16 +207,24 @@ def render_html(report: Report) -> str:
         f"<tr><td>{html.escape(n.kind)}</td><td>{html.escape(_title(n).split(' ', 1)[-1])}</td>"
         f"<td><code>{html.escape(n.id)}</code></td><td>{_index(n)}</td>"
         f"<td><code>{html.escape(', '.join(s[:16] for s in n.signers))}</code></td>"
-        f'<td style="color:{_COLOR[_status(n)]}"><b>{html.escape(_status(n))}</b> '
-        f"{html.escape(_detail(n))}</td></tr>"
+        f'<td style="color:{_COLOR[_status(n, failing)]}"><b>'
+        f"{html.escape(_status(n, failing))}</b> {html.escape(_detail(n, failing))}</td></tr>"
         for n in sorted(nodes.values(), key=lambda n: -1 if n.index is None else n.index)
     )
     root = report.nodes[report.subject]
     title = f"{'Lineage' if report.direction == 'upstream' else 'Impact'} of {_title(root)}"
-    statuses = [_status(n) for n in nodes.values()]
+    statuses = [_status(n, failing) for n in nodes.values()]
     summary = ", ".join(f"{statuses.count(s)} {s}" for s in _COLOR if s in statuses)
+    verdict = report.verdict()
+    causes = "".join(
+        f"<li><b>{html.escape(n.label)}</b> &gt; {html.escape(c.what)}: "
+        f"{html.escape(c.detail)}</li>"
+        for n in report.nodes.values() for c in n.checks if c.status == "fail"
+    )
     heading = (
-        f'<p class="sub"><code>{html.escape(root.id)}</code> · {len(nodes)} artifacts · '
+        f'<p class="verdict {"ok" if report.ok else "fail"}">{html.escape(verdict)}</p>\n'
+        + (f'<p>Root cause(s):</p><ul class="causes">{causes}</ul>\n' if causes else "")
+        + f'<p class="sub"><code>{html.escape(root.id)}</code> · {len(nodes)} artifacts · '
         f"{html.escape(summary)}</p>"
     )
     head = "<tr>" + "".join(
@@ -216,7 +233,7 @@ def render_html(report: Report) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style></head><body>\n"
-        f"<h1>{html.escape(title)}</h1>\n{heading}\n{''.join(svg)}\n"
+        f"{heading}\n<h1>{html.escape(title)}</h1>\n{''.join(svg)}\n"
         f"<table>{head}</tr>{rows}</table>\n"
         '<p class="sub">Made by trajledger. Statuses come from verifying each artifact\'s '
         "signatures, log inclusion, approvals and data against the trust policy.</p>\n"
@@ -227,6 +244,9 @@ def render_html(report: Report) -> str:
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem;color:#263238}
 h1{font-size:1.4rem} .sub{color:#607d8b}
+.verdict{font-size:1.1rem;font-weight:700;padding:.5rem .8rem;border-radius:6px}
+.verdict.ok{color:#2e7d32;background:#e8f5e9} .verdict.fail{color:#c62828;background:#ffebee}
+ul.causes{color:#c62828}
 svg{max-width:100%;height:auto;border:1px solid #eceff1;border-radius:8px;background:#fafafa}
 text.kind{font-size:11px;fill:#607d8b;text-transform:uppercase;letter-spacing:.05em}
 text.name{font-size:13px;font-weight:600;fill:#263238}

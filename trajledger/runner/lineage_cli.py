@@ -55,12 +55,23 @@ def _emit(text: str, out: Path | None) -> None:
 @_POLICY
 @pass_ctx
 def lineage(ctx: Context, ref: str, fmt: str, out: Path | None, policy_file: Path | None) -> None:
-    """What made REF: its datasets, batches, environments, evaluators, parent checkpoints."""
+    """What made REF: its datasets, batches, environments, evaluators, parent checkpoints.
+
+    The report's first line is the verdict (with the count of problems); an artifact whose
+    lineage fails is marked failing. Exits 1 whenever 'trajledger verify REF' would, after
+    writing the report.
+
+    \b
+    Example:
+      trajledger lineage cartpole-bc@2 --format html --out lineage.html
+    """
+    from .commands import report_raise
     from .lineage import render
 
     ledger = ctx.ledger()
     graph = ledger.lineage(ref, policy=_policy(ledger, policy_file))
     _emit(render(graph, fmt), out)
+    report_raise(graph, ref)
 
 
 @click.command()
@@ -73,7 +84,8 @@ def impact(ctx: Context, ref: str, fmt: str, out: Path | None, policy_file: Path
     """What REF reached: the datasets and checkpoints that used it, and what they generated.
 
     Use it after a revocation: every checkpoint listed was trained, directly or through
-    rollouts of an earlier checkpoint, on the revoked data.
+    rollouts of an earlier checkpoint, on the revoked data, and is marked failing. The
+    report's first line is the verdict; the command exits 0 (it answers what REF reached).
     """
     from .lineage import affected, render
 

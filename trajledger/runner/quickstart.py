@@ -22,28 +22,12 @@ from trajledger.ledger.clikit import Context, pass_ctx, warn
 
 __all__ = ["quickstart"]
 
-POLICY_TEMPLATE = """\
-# Trust policy of the quickstart ledger (see keys/README.md for every setting).
-name = "quickstart"
-serial = 1
-max_approval_age = "90d"
-
-[roles.producer]          # who may record environments, evaluators, rollouts, datasets
-keys = ["keys/vendor.pub"]
-threshold = 1
-
-[roles.approver]          # who approves data for training: both must agree
-keys = ["keys/approver-a.pub", "keys/approver-b.pub"]
-threshold = 2
-
-[roles.trainer]           # who may record checkpoints
-keys = ["keys/trainer.pub"]
-threshold = 1
-
-[roles.log]               # the log whose signed checkpoints are trusted
-vkeys = ["{vkey}"]
-threshold = 1
-"""
+POLICY_ROLES = {
+    "producer": (("vendor",), 1, "who may record environments, evaluators, rollouts, datasets"),
+    "approver": (("approver-a", "approver-b"), 2, "who approves data for training: both"),
+    "trainer": (("trainer",), 1, "who may record checkpoints"),
+}
+"""The quickstart policy's roles: key names, threshold, comment."""
 
 
 def _step(text: str) -> None:
@@ -75,6 +59,7 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
     from trajledger.ledger.errors import LedgerError
     from trajledger.ledger.home import Ledger
     from trajledger.ledger.keys import PASSPHRASE_ENV
+    from trajledger.ledger.policy_state import policy_toml
     from trajledger.ledger.status import approve, record_policy
     from trajledger.verify.policy import TrustPolicy
 
@@ -85,12 +70,11 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
 
     if directory.exists() and any(directory.iterdir()):
         raise LedgerError(f"{directory}: exists and is not empty; pick a new directory")
-    encrypt = bool(os.environ.get(PASSPHRASE_ENV))
+    ledger = Ledger.init(directory, origin=f"trajledger.quickstart/{os.urandom(4).hex()}")
+    encrypt = ledger.keys.require_encrypted  # the log key's passphrase was set
     if not encrypt:
         warn(f"{PASSPHRASE_ENV} is not set: the demo keys are written unencrypted (demo only)")
-
     _step(f"a ledger in {directory}, keys for a vendor, two approvers and a trainer")
-    ledger = Ledger.init(directory, origin=f"trajledger.quickstart/{os.urandom(4).hex()}")
     keys = {
         n: ledger.keys.create(n, encrypt=encrypt)
         for n in ("vendor", "approver-a", "approver-b", "trainer")
@@ -100,7 +84,14 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
 
     _step("the trust policy: producer vendor, approvals 2-of-2, trainer, this log's key")
     policy_path = directory / "policy.toml"
-    policy_path.write_text(POLICY_TEMPLATE.format(vkey=ledger.log.vkey))
+    policy_path.write_text(policy_toml(
+        "quickstart",
+        {role: ([(n, keys[n].public) for n in names], threshold, comment)
+         for role, (names, threshold, comment) in POLICY_ROLES.items()},
+        ledger.log.vkey,
+        header="# Trust policy of the quickstart ledger (see keys/README.md for every setting).\n"
+        "# Keys are inline (PEM), each with its name and fingerprint.",
+    ))
     record_policy(ledger, policy_path, [keys["approver-a"], keys["approver-b"]])
     policy = TrustPolicy.from_toml(policy_path.read_bytes(), directory)
     _say(f"{policy_path} recorded in the log, signed by both approvers")

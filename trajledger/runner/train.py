@@ -117,6 +117,9 @@ class TrainOutcome:
     admission: Admission
     run: CommandResult | None = None
     files: int = 0
+    new: bool = True
+    """False: the same checkpoint (same dataset, parent, trainer, config and seed) was
+    already recorded, at ``index``."""
 
 
 @dataclass(frozen=True)
@@ -375,7 +378,7 @@ def train(
             name=ckpt_name, version=ckpt_version,
         )
     return TrainOutcome(recorded.digest, recorded.index, metrics, admission,
-                        files=len(files))
+                        files=len(files), new=recorded.new)
 
 
 def admission_tables(admission: Admission) -> tuple[Any, Any]:
@@ -498,7 +501,8 @@ def train_command(
             byproducts=_run_byproducts(result), name=name, version=version,
         )
         # (8) on leaving: the inputs and the temporary directory are removed
-    return TrainOutcome(recorded.digest, recorded.index, {}, admission, result, len(files))
+    return TrainOutcome(recorded.digest, recorded.index, {}, admission, result, len(files),
+                        recorded.new)
 
 
 def _exit_message(argv: Sequence[str], code: int) -> str:

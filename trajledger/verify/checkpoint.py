@@ -192,19 +192,20 @@ def verify_cosignatures(
         1. Parse the note and its checkpoint text (cosignatures only sign checkpoints).
         2. Verify the signatures by the given witness keys; a failing one rejects the note.
         3. When ``not_after`` is given, refuse cosignatures timestamped after it.
-        4. Require at least ``threshold`` distinct witnesses.
+        4. Count each witness key once (two names of one key are one witness), and require at
+           least ``threshold`` of them.
 
     This does not check the log's own signature: call `verify_checkpoint` as well.
 
     Args:
         note_bytes: the signed checkpoint with its cosignature lines.
         witnesses: the trusted witness keys (usually cosignature/v1, type 0x04).
-        threshold: the number of distinct witness names required, at least 1.
+        threshold: the number of distinct witness keys required, at least 1.
         not_after: latest acceptable cosignature time (POSIX seconds), e.g. now plus skew.
 
     Returns:
-        Each witness name that verified, with its cosignature timestamp (None for keys of a
-        type without one).
+        Each witness that verified (by the first name its key verified under), with its
+        cosignature timestamp (None for keys of a type without one).
 
     Raises:
         ValueError: ``threshold`` is below 1.
@@ -219,6 +220,7 @@ def verify_cosignatures(
     Checkpoint.from_text(note.text)
     # (2)
     found: dict[str, int | None] = {}
+    counted: set[bytes] = set()
     for sig, w in _verified_signatures(note, witnesses):
         ts = w.cosignature_timestamp(sig.signature)
         # (3)
@@ -226,7 +228,11 @@ def verify_cosignatures(
             raise SignatureError(
                 f"cosignature by {w.name} is timestamped {ts}, want at most {not_after}"
             )
-        found.setdefault(w.name, ts)
+        # A witness counts once by its key, whatever name its line carries: the signed
+        # message does not name the witness, so a line copied under another name verifies too.
+        if w.public_key not in counted:
+            counted.add(w.public_key)
+            found.setdefault(w.name, ts)
     # (4)
     if len(found) < threshold:
         raise SignatureError(

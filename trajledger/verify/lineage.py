@@ -73,6 +73,7 @@ from .strict_json import load_object
 from .times import format_time, parse_time
 
 __all__ = [
+    "CLOCK_SKEW",
     "ERASED",
     "FAIL",
     "INFO",
@@ -92,6 +93,9 @@ REPORT_FORMAT = "https://trajledger.dev/report/v1"
 """The ``format`` of a report's JSON form (schemas/report.v1.md)."""
 
 _MARK = {OK: "✓", FAIL: "✗", ERASED: "∅", INFO: "·"}
+CLOCK_SKEW = 300
+"""Seconds a signed time may run ahead of the time the log integrated its record (clocks
+differ a little); more, and the signed time is not believed."""
 _MAX_INDENT = 12
 """Depth at which the text report stops indenting further. A chain of training iterations
 nests three levels per iteration; indenting all the way would make each line's width, and the
@@ -223,6 +227,41 @@ class Report:
         f = sum(1 for node in self.nodes.values() for c in node.checks if c.status == FAIL)
         return n, f
 
+    def failing(self) -> set[str]:
+        """The nodes that fail: a check of their own failed, or they depend (through any
+        number of edges) on a node that does: what was built on a revoked batch fails too."""
+        users: dict[str, list[str]] = {}
+        for e in self.edges:
+            users.setdefault(e.dst, []).append(e.src)
+        out = {nid for nid, n in self.nodes.items() if not n.ok}
+        todo = list(out)
+        while todo:
+            for src in users.get(todo.pop(), []):
+                if src not in out:
+                    out.add(src)
+                    todo.append(src)
+        return out
+
+    def verdict(self) -> str:
+        """The report's first line: the outcome, the subject and the count of problems.
+
+        ``✓ OK: <subject>: N checks passed`` or ``✗ FAIL: <subject>: P problem(s) in N checks:
+        in K artifact(s), M more fail through their lineage``; a problem is a failed check of
+        the node it judges (what fails only through its lineage is counted apart).
+        """
+        n, failed = self.count()
+        node = self.nodes.get(self.subject)
+        subject = node.label if node is not None else self.subject
+        if not failed:
+            erased = self.erased()
+            return f"✓ OK: {subject}: {n} checks passed" + (
+                f" ({erased} erased: data deleted, digests verified)" if erased else "")
+        own = [nid for nid, x in self.nodes.items() if not x.ok]
+        inherited = len(self.failing()) - len(own)
+        where = f"in {len(own)} node(s)" if own != ["log"] else "in the log"
+        return (f"✗ FAIL: {subject}: {failed} problem(s) in {n} checks, {where}"
+                + (f"; {inherited} more fail through their lineage" if inherited else ""))
+
     def erased(self) -> int:
         """How many ``erased`` checks the graph holds."""
         return sum(1 for n in self.nodes.values() for c in n.checks if c.status == ERASED)
@@ -261,16 +300,22 @@ class Report:
         return out
 
     def render(self) -> list[str]:
-        """A text tree: ``✓`` passed, ``✗`` failed, ``∅`` erased, ``·`` information. A node
-        reached again is one line saying "(see above)". Indentation stops at depth 12; deeper
-        nodes say ``[depth N]``, so the text stays linear in the size of the graph."""
-        lines: list[str] = []
+        """A text tree under the verdict line (`verdict`): ``✓`` passed, ``✗`` failed (its own
+        check, or something it depends on: then a ``lineage`` line says what), ``∅`` erased,
+        ``·`` information. A node reached again is one line saying "(see above)". Indentation
+        stops at depth 12; deeper nodes say ``[depth N]``, so the text stays linear in the
+        size of the graph."""
+        failing = self.failing()
+        users: dict[str, set[str]] = {}
+        for e in self.edges:
+            users.setdefault(e.src, set()).add(e.dst)
+        lines: list[str] = [self.verdict()]
         for depth, edge, node, first in self.walk():
             pad = "    " * min(depth, _MAX_INDENT)
             via = f"{edge.role} → " if edge is not None else ""
             if depth > _MAX_INDENT:
                 via = f"[depth {depth}] {via}"
-            mark = _MARK[node.status]
+            mark = _MARK[FAIL if node.id in failing else node.status]
             if not first:
                 lines.append(f"{pad}{via}{mark} {node.label} (see above)")
                 continue
@@ -284,11 +329,16 @@ class Report:
             for c in node.checks:
                 text = c.what + (f" — {c.detail}" if c.detail else "")
                 lines.append(f"{pad}    {_MARK[c.status]} {text}")
+            if node.ok and node.id in failing:
+                bad = sorted(self.nodes[d].label for d in users.get(node.id, ()) if d in failing)
+                lines.append(f"{pad}    {_MARK[FAIL]} lineage — depends on {len(bad)} failing: "
+                             + "; ".join(bad))
         return lines
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON form: a node table and an edge list (schemas/report.v1.md)."""
         n, f = self.count()
+        failing = self.failing()
         return {
             "format": REPORT_FORMAT,
             "subject": self.subject,
@@ -297,7 +347,8 @@ class Report:
             "checks": n,
             "failed": f,
             "roots": list(self.roots),
-            "nodes": [node.to_json() for node in self.nodes.values()],
+            "nodes": [node.to_json() | {"lineage": FAIL if node.id in failing else OK}
+                      for node in self.nodes.values()],
             "edges": [e.to_json() for e in self.edges],
         }
 
@@ -1205,8 +1256,12 @@ class LineageVerifier:
 
         Steps:
             1. Each approval record of ``digest`` verifies (signed by an approver key).
-            2. It names ``purpose``, was logged before ``before``, has not expired at
-               ``at_time`` and is not older than the policy's maximum approval age then.
+            2. It names ``purpose`` and was logged before ``before``. Its age and expiry are
+               judged by the time the log integrated it (its entry's time), never the
+               ``approvedAt`` its signer wrote: one dated more than `CLOCK_SKEW` after its log
+               time does not count; it expires at its signed ``expires`` or at its log time
+               plus the lifetime it was given (``expires - approvedAt``), whichever is first,
+               and must not be older than the policy's maximum approval age at ``at_time``.
             3. Distinct approver keys of the counted records reach the approver threshold.
 
         Adds an ``approvals`` check to ``node`` (failed with every reason a record did not
@@ -1224,18 +1279,26 @@ class LineageVerifier:
             # (2)
             p = r.predicate
             assert isinstance(p, Approval)
-            approved = parse_time(p.approved_at)
-            expires = parse_time(p.expires)
+            logged = parse_time(r.entry.time)
+            signed = parse_time(p.approved_at)
+            # The approval lasts what its signer gave it, from when the log took it in.
+            expires = min(parse_time(p.expires), logged + (parse_time(p.expires) - signed))
             if p.purpose != purpose:
                 notes.append(f"approval {i} is for {p.purpose!r}, not {purpose!r}")
             elif i > before:
                 notes.append(f"approval {i} was logged after the use (log index {before})")
-            elif expires <= at_time:
-                notes.append(f"approval {i} expired at {p.expires} (judged at "
-                             f"{format_time(at_time)})")
-            elif (at_time - approved).total_seconds() > self.policy.max_approval_age:
+            elif (signed - logged).total_seconds() > CLOCK_SKEW:
                 notes.append(
-                    f"approval {i} of {p.approved_at} is older than the policy's maximum "
+                    f"approval {i} is dated {p.approved_at}, after the log took it in at "
+                    f"{r.entry.time} (more than {CLOCK_SKEW // 60} minutes): a signer's clock "
+                    "does not decide how old an approval is"
+                )
+            elif expires <= at_time:
+                notes.append(f"approval {i} expired at {format_time(expires)} (logged "
+                             f"{r.entry.time}; judged at {format_time(at_time)})")
+            elif (at_time - logged).total_seconds() > self.policy.max_approval_age:
+                notes.append(
+                    f"approval {i} logged {r.entry.time} is older than the policy's maximum "
                     f"approval age ({self.policy.max_approval_age}s)"
                 )
             else:
@@ -1323,21 +1386,17 @@ class LineageVerifier:
             self.verify(digest)
             return self.report(digest, ["log", digest])
         try:
-            down, seen = self._downstream(digest, kind)
+            down = self._downstream(digest, kind)
         except BaseException:
             self.close()
             raise
         self.finish()
-        root = self._nodes[digest]
-        if not root.ok:
-            # Everything downstream was built on it: its lineage fails the same way.
-            why = "; ".join(f"{c.what}: {c.detail}" for c in root.checks if c.status == FAIL)
-            for nid in seen - {digest}:
-                self._nodes[nid].fail("lineage", f"built on {root.label}, which fails ({why})")
+        # Everything downstream was built on the subject: when it fails, they fail through
+        # their lineage (`Report.failing`), each counted once as the subject's problem.
         return self.report(digest, ["log", digest], down)
 
-    def _downstream(self, digest: str, kind: str) -> tuple[list[Edge], set[str]]:
-        """Verify ``digest`` and walk the referrers: the edges reaching it and their sources."""
+    def _downstream(self, digest: str, kind: str) -> list[Edge]:
+        """Verify ``digest`` and walk the referrers: the edges reaching it."""
         self.artifact(digest, kind, follow=False)
         down: list[Edge] = []
         seen = {digest}
@@ -1359,7 +1418,7 @@ class LineageVerifier:
                 if src not in seen:
                     seen.add(src)
                     todo.append(src)
-        return down, seen
+        return down
 
 
 def _key_id(vkey: str) -> str:

@@ -412,6 +412,14 @@ class TrustPolicy:
                     f"({ri.identity.issuer}) still holds the {held[0]} role; remove it from the "
                     "role"
                 )
+        # A log cannot witness itself: its own key among the witnesses would count as one.
+        log_keys = {v.public_key for v in roles["log"].note_verifiers()}
+        for v in roles["witness"].note_verifiers():
+            if v.public_key in log_keys:
+                raise FormatError(
+                    f"{what}: role witness: {v.name} is the key of the log role; a witness "
+                    "needs a key of its own"
+                )
         # Approvers must be independent of the keys whose work they approve: one stolen key
         # must not both produce (or train) and approve.
         approver_ids = roles["approver"].keyids
@@ -457,15 +465,24 @@ def _parse_role(
             raise FormatError(f"{what}: the same key is listed twice")
         members = len(keys) + len(identities)
     else:
+        by_key: dict[bytes, int] = {}
         for i, v in enumerate(_list(raw.get("vkeys", []), f"{what}: vkeys")):
             if not isinstance(v, str):
                 raise FormatError(f"{what}: vkey {i} must be a string")
             try:
-                verifier_from_vkey(v)  # refuses malformed keys now, not at verification time
+                verifier = verifier_from_vkey(v)  # malformed keys refused now, not when used
             except FormatError as e:
                 raise FormatError(f"{what}: vkey {i}: {e}") from e
             if v in vkeys:
                 raise FormatError(f"{what}: vkey {i} is listed twice")
+            if verifier.public_key in by_key:
+                j = by_key[verifier.public_key]
+                raise FormatError(
+                    f"{what}: vkey {i} ({verifier.name}) is the key of vkey {j} "
+                    f"({vkeys[j].split('+')[0]}) under another name: a member counts once "
+                    "however it is named"
+                )
+            by_key[verifier.public_key] = i
             vkeys.append(v)
         members = len(vkeys)
     default_threshold = 1 if members and name != "witness" else 0

@@ -268,6 +268,24 @@ def test_a_vkey_listed_twice(keydir: Path) -> None:
         parse(keydir, data)
 
 
+def test_one_note_key_under_two_names_is_refused(keydir: Path) -> None:
+    """Issue 18: a member counts once however it is named: one witness key as w and w-alias is
+    refused (its cosignature line copied under the other name would verify too); so is the
+    log's own key among the witnesses."""
+    alias = vkey_string("witness-alias", bytes(range(1, 33)), 0x04)
+    data = f'[roles.witness]\nvkeys = ["{WITNESS_VKEY}", "{alias}"]\nthreshold = 2\n'.encode()
+    with pytest.raises(FormatError, match=re.escape(
+        "role witness: vkey 1 (witness-alias) is the key of vkey 0 (witness) under another "
+        "name: a member counts once however it is named")):
+        parse(keydir, data)
+    itself = vkey_string("log-as-witness", bytes(range(32)), 0x04)
+    data = (f'[roles.log]\nvkeys = ["{LOG_VKEY}"]\n[roles.witness]\nvkeys = ["{itself}"]\n'
+            ).encode()
+    with pytest.raises(FormatError, match="role witness: log-as-witness is the key of the log "
+                       "role; a witness needs a key of its own"):
+        parse(keydir, data)
+
+
 @pytest.mark.parametrize(
     ("value", "seconds"),
     [

@@ -141,6 +141,21 @@ class EntrySpec:
         )
 
 
+@dataclass(frozen=True)
+class OneRecord:
+    """The rule that keeps one record per digest (`Log.one_record`), run under the log's lock.
+
+    Attributes:
+        kinds: the entry kinds of which a log holds one record per subject (artifacts).
+        judge: given an entry of such a kind to append and ``(index, envelope)`` of the entries
+            of its kind about its subject already in the log (or earlier in the same append):
+            the index of the record it repeats (nothing is appended), None to append it, or an
+            exception to refuse it.
+    """
+
+    kinds: frozenset[str]
+    judge: Callable[[EntrySpec, Sequence[tuple[int, str]]], int | None]
+
 _LOGS: weakref.WeakSet[Log] = weakref.WeakSet()
 
 
@@ -237,6 +252,9 @@ class Log:
         self._readers: dict[int, TileReader] = {}
         self._dirs: set[Path] = set()
         self._lookup = Lookup(cache_dir / CACHE_DIR if cache_dir else None, verifier.name)
+        self.one_record: OneRecord | None = None
+        """Set by the ledger: appends of a digest already recorded are judged by it, under the
+        lock, whichever writer appends."""
         _LOGS.add(self)
 
     # -- creating and opening -----------------------------------------------------------------
@@ -705,7 +723,11 @@ class Log:
             )
 
     def append(
-        self, specs: Sequence[EntrySpec], *, check: Callable[[int], None] | None = None
+        self,
+        specs: Sequence[EntrySpec],
+        *,
+        check: Callable[[int], None] | None = None,
+        foreign: bool = False,
     ) -> list[int]:
         """Append entries in one group commit; return each one's index.
 
@@ -717,7 +739,10 @@ class Log:
                forward (leftovers past the committed size removed, a committed unsigned tail
                republished).
             2. Run ``check`` with the committed size: raising aborts with nothing written.
-            3. Find the envelopes already logged (confirmed on the entries).
+            3. Find the envelopes already logged (confirmed on the entries); and, unless
+               ``foreign``, let `one_record` judge each entry of its kinds whose subject the
+               log (or this append) already has a record of, of its kind: one record per
+               digest.
             4. Build the new entries, chained by ``prev``; compute the new tiles.
             5. Write bundles, tiles and the history record; one directory fsync pass.
             6. Write treeState (the commit), then the signed checkpoint (publication), then
@@ -727,6 +752,8 @@ class Log:
             specs: the entries to append, in order.
             check: a precondition run under the lock (e.g. a policy serial must still be the
                 next one); an exception from it propagates and nothing is appended.
+            foreign: the entries are another log's records, logged here by an import: not
+                judged by `one_record` (they are no second record of this origin).
 
         Returns:
             The index of each spec's entry, in the order of ``specs``.
@@ -752,6 +779,9 @@ class Log:
                 edge = st.edge
             # (3)
             existing = self._find("env", [s.envelope for s in specs], st, writer=True)
+            rule = None if foreign else self.one_record
+            unique = [s.subject for s in specs if rule is not None and s.kind in rule.kinds]
+            about = self._find("subj", unique, st, writer=True) if unique else {}
             new: list[EntrySpec] = []
             pending: dict[str, int] = {}
             result: list[int] = []
@@ -762,6 +792,15 @@ class Log:
                     result.append(hits[0])
                     continue
                 index = pending.get(spec.envelope)
+                if index is None and rule is not None and spec.kind in rule.kinds:
+                    prior = [(i, env) for i in about.get(spec.subject, [])
+                             for kind, env in [self._kind_envelope(i, st)] if kind == spec.kind]
+                    prior += [(edge.size + n, s.envelope) for n, s in enumerate(new)
+                              if (s.kind, s.subject) == (spec.kind, spec.subject)]
+                    same = rule.judge(spec, prior) if prior else None
+                    if same is not None:
+                        result.append(same)
+                        continue
                 if index is None:
                     index = edge.size + len(new)
                     pending[spec.envelope] = index
@@ -777,6 +816,11 @@ class Log:
             if new:
                 self._commit(st, new, signer)
             return result
+
+    def _kind_envelope(self, index: int, st: LogState) -> tuple[str, str]:
+        with self._reading():
+            entry = LogEntry.from_bytes(self._reader_for(st).entries(index, index + 1)[0])
+        return entry.kind, entry.envelope
 
     def _check_same(self, index: int, spec: EntrySpec, st: LogState) -> None:
         with self._reading():
