@@ -10,9 +10,10 @@ imported only then.
 
 Remote stores: a blob is hashed before it is uploaded, straight to its final key (an S3 object
 appears only once its upload is complete, so no temporary objects and no server-side copies);
-the upload is hashed again as it is sent and removed if the source changed meanwhile. Every read
-of a remote blob is checked against its digest (`get`, `open_input` readers hash themselves,
-`copy_to`), because whoever can write the bucket can change it.
+the upload is hashed again as it is sent and removed if the source changed meanwhile. An
+object already at the key is kept only when it reads back with the digest (else it is
+replaced). Every read of a remote blob is checked against its digest (`get`, `open_input`
+readers hash themselves, `copy_to`), because whoever can write the bucket can change it.
 
 Non-scope: what the blobs mean. Reading verified bytes of a local store is the caller's request
 (`ObjectStore.get_verified`), because hashing a large blob twice is a real cost.
@@ -303,11 +304,14 @@ class ObjectStore:
         return got
 
     def _remote_put(self, digest: str, size: int, source: Callable[[], IO[bytes]]) -> None:
-        """Upload the bytes ``source()`` opens to the blob's final key unless an object of that
-        size is there.
+        """Upload the bytes ``source()`` opens to the blob's final key, unless the object there
+        already holds them.
 
-        The upload is hashed as it is sent; if the bytes are not those of ``digest`` (the
-        source changed since it was hashed), the object is removed and nothing is stored.
+        An object already at the key is kept only when it has the size and, read back, the
+        digest (whoever can write the bucket may have put other bytes there, of the right
+        size); otherwise it is replaced. The upload is hashed as it is sent; if the bytes are
+        not those of ``digest`` (the source changed since it was hashed), the object is removed
+        and nothing is stored.
         """
         import pyarrow.fs as pafs
 
@@ -317,7 +321,10 @@ class ObjectStore:
         try:
             info = self._fs.get_file_info(final)
             if info.type == pafs.FileType.File and info.size == size:
-                return  # reads check the digest, so a present object of the right size is kept
+                with self._fs.open_input_stream(final) as held:
+                    kept, _ = copy_hashing(held.read, lambda _: None, REMOTE_CHUNK)
+                if kept == digest:
+                    return
             if needs_directories(self._fs):
                 self._fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
             with source() as src, self._fs.open_output_stream(final) as out:

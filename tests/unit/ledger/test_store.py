@@ -244,6 +244,27 @@ def test_drop_temp_files_removes_only_what_no_live_writer_owns(tmp_path: Path) -
     assert store.drop_temp_files(everywhere=True) == 0
 
 
+@pytest.mark.parametrize(
+    "put",
+    [lambda s: s.put_bytes(HELLO), lambda s: s.put_stream(io.BytesIO(HELLO), name="hello")],
+    ids=["put_bytes", "put_stream"],
+)
+def test_a_put_keeps_only_an_object_that_hashes_to_its_name(
+    backend: Backend, put: Callable[[ObjectStore], object]
+) -> None:
+    """Bytes of the right size but not the right content (planted by whoever can write the
+    bucket, or damaged) are replaced by the put, not kept because the size matched."""
+    backend.store.put_bytes(HELLO)
+    for planted in (b"HELLO", b"hellp"):  # the same size as b"hello"
+        backend.overwrite(HELLO_DIGEST, planted)
+        with pytest.raises(DigestMismatchError):
+            backend.store.check_object(HELLO_DIGEST)
+        put(backend.store)
+        assert backend.store.check_object(HELLO_DIGEST) == 5
+        assert backend.store.get(HELLO_DIGEST) == HELLO
+    assert backend.all_files() == [f"sha256/2c/f2/{HELLO_HEX}"]
+
+
 def test_a_damaged_object_is_replaced_by_the_next_put(tmp_path: Path) -> None:
     store = ObjectStore(tmp_path / "objects")
     store.put_bytes(HELLO)
