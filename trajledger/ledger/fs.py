@@ -23,12 +23,16 @@ import secrets
 import shutil
 import socket
 import tempfile
+import threading
 import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 __all__ = [
     "STALE_AFTER",
     "TMP_PREFIX",
+    "fsync_all",
     "fsync_dir",
     "is_stale",
     "remove_tree",
@@ -114,6 +118,54 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+_SYNC_THREADS = 8
+_sync_pool: ThreadPoolExecutor | None = None
+_sync_lock = threading.Lock()
+
+
+def _forget_sync_pool() -> None:
+    global _sync_pool
+    _sync_pool = None  # a forked child has none of the parent's threads
+
+
+os.register_at_fork(after_in_child=_forget_sync_pool)
+
+
+def fsync_all(fds: Sequence[int]) -> None:
+    """fsync several open files and directories, all of them concurrently.
+
+    Each descriptor gets its own ``fsync``, exactly as one after the other would; they run at
+    once (on a small thread pool, and this thread) so that a journaling file system (ext4, XFS)
+    commits them together and the device's cache flushes coalesce: the round costs about one
+    fsync, not one per file. Returns when every one is done.
+
+    Args:
+        fds: open descriptors of regular files or directories (the caller closes them).
+
+    Raises:
+        OSError: the first fsync that failed (raised once all have finished).
+    """
+    global _sync_pool
+    if len(fds) <= 1:
+        for fd in fds:
+            os.fsync(fd)
+        return
+    with _sync_lock:
+        if _sync_pool is None:
+            _sync_pool = ThreadPoolExecutor(_SYNC_THREADS, thread_name_prefix="trajledger-fsync")
+        pool = _sync_pool
+    futures: list[Future[None]] = [pool.submit(os.fsync, fd) for fd in fds[1:]]
+    errors: list[BaseException] = []
+    try:
+        os.fsync(fds[0])
+    except OSError as e:
+        errors.append(e)
+    wait(futures)  # no descriptor may be closed while its fsync runs
+    errors += [x for f in futures if (x := f.exception()) is not None]
+    if errors:
+        raise errors[0]
 
 
 def write_file_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:
