@@ -200,26 +200,19 @@ def test_service_failures_are_named(
     sigstore_instance: Any, trust_files: tuple[Path, Path], tmp_path: Path
 ) -> None:
     config, _ = trust_files
-    sigstore_instance.fail_fulcio = True
-    try:
-        signer = KeylessSigner(sigstore_instance.token(ALICE), trust_config=config)
-        with pytest.raises(
-            LedgerError, match=r"keyless signing failed: Fulcio .* 503 Server Error"
-        ):
-            signer.sign_dsse(INTOTO_PAYLOAD_TYPE, _statement())
-    finally:
-        sigstore_instance.fail_fulcio = False
-    # Rekor fails after Fulcio issued the certificate: its client's error (a class sigstore
-    # defines privately) is named by the step that raised it.
-    sigstore_instance.fail_rekor = True
-    try:
-        signer = KeylessSigner(sigstore_instance.token(ALICE), trust_config=config)
-        with pytest.raises(
-            LedgerError, match=r"keyless signing failed: Rekor \(the transparency log\) .*503"
-        ):
-            signer.sign_dsse(INTOTO_PAYLOAD_TYPE, _statement())
-    finally:
-        sigstore_instance.fail_rekor = False
+    # Fulcio refuses; or Rekor fails after Fulcio issued the certificate: its client's error (a
+    # class sigstore defines privately) is named by the step that raised it.
+    for service, said in [
+        ("fail_fulcio", r"Fulcio \(the certificate authority\) .* 503 Server Error"),
+        ("fail_rekor", r"Rekor \(the transparency log\) .*503"),
+    ]:
+        setattr(sigstore_instance, service, True)
+        try:
+            signer = KeylessSigner(sigstore_instance.token(ALICE), trust_config=config)
+            with pytest.raises(LedgerError, match=f"keyless signing failed: {said}"):
+                signer.sign_dsse(INTOTO_PAYLOAD_TYPE, _statement())
+        finally:
+            setattr(sigstore_instance, service, False)
     # An instance that is not there (nothing listens on the port): the connection error.
     dead = json.loads(config.read_text())
     for svc in ("caUrls", "rekorTlogUrls"):
