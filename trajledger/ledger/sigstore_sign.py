@@ -19,6 +19,9 @@ bytes), and the bundle is stored in the object store under that digest
 verifies it offline. Network: Fulcio and Rekor (and TUF for production) are contacted while
 signing; nothing else needs the network.
 
+Loading this module loads neither ``sigstore`` nor the Sigstore bundle adapter: a command that
+takes ``--sigstore`` and is run with keys only pays for neither.
+
 Non-scope: the interactive browser flow (run ``python -m sigstore`` or pass a token); verifying
 (``verify/sigstore_adapter.py``).
 """
@@ -32,15 +35,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from cryptography import x509
-
 from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE
-from trajledger.verify.sigstore_adapter import (
-    SigstoreBundle,
-    bundle_keyid,
-    certificate_identity,
-    sigstore_available,
-)
 
 from .errors import KeyError_, LedgerError
 
@@ -88,6 +83,8 @@ class KeylessSignature:
     @property
     def keyid(self) -> str:
         """The keyid this signature carries in our envelopes (hex sha256 of the bundle)."""
+        from trajledger.verify.sigstore_adapter import bundle_keyid
+
         return bundle_keyid(self.bundle)
 
 
@@ -129,6 +126,8 @@ class KeylessSigner:
         Raises:
             KeyError_: no token, or a malformed or expired one, or ``sigstore`` is missing.
         """
+        from trajledger.verify.sigstore_adapter import sigstore_available
+
         if not sigstore_available():
             raise KeyError_(
                 "keyless signing needs the sigstore package, which is not installed: "
@@ -201,7 +200,10 @@ class KeylessSigner:
             LedgerError: Fulcio, Rekor or TUF cannot be reached or refuse (the message says
                 which and why).
         """
+        from cryptography import x509
+
         from trajledger.verify.errors import FormatError
+        from trajledger.verify.sigstore_adapter import SigstoreBundle, certificate_identity
 
         # (1)
         if payload_type != INTOTO_PAYLOAD_TYPE:
