@@ -8,7 +8,8 @@ bundles gzip-compressed when the client accepts it, as the spec recommends), and
 ``/key-handovers/<n>`` (the log key's rotations, ``verify.log_key``; not cached). Paths are matched
 against the spec's grammar (levels 0..63, three-digit groups with ``x`` prefixes, widths 1..255,
 no leading zeros), never joined from the request: nothing else in the ledger (``log/.state``,
-keys, objects) can be named. A file is served only when it is a regular file inside the log
+keys, objects) can be named, nor a tile or bundle beyond the checkpoint on disk (an append writes
+them before it publishes them). A file is served only when it is a regular file inside the log
 directory (symbolic links are refused) and no larger than the spec allows (a full tile is 8,192
 bytes; an entry bundle at most 256 entries of at most 65,535 bytes). The server never writes.
 
@@ -46,7 +47,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
-from trajledger.verify.tiles import MAX_ENTRY_SIZE, TILE_WIDTH
+from trajledger.verify.tiles import MAX_ENTRY_SIZE, TILE_HEIGHT, TILE_WIDTH
+
+from .log.layout import parse_tile_rel
 
 __all__ = [
     "CHECKPOINT_CACHE",
@@ -275,7 +278,10 @@ class LogServer(HTTPServer):
 
     def read(self, rel: str, kind: str) -> bytes | None:
         """The bytes of a resource: a regular file under the directory, within its size cap;
-        None when there is none (a missing, linked, special or oversized file)."""
+        None when there is none (a missing, linked, special or oversized file, or a tile or
+        entry bundle the published checkpoint does not cover)."""
+        if kind in ("tile", "entries") and not self._published(rel):
+            return None
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         path = self.directory / rel
         try:
@@ -297,6 +303,29 @@ class LogServer(HTTPServer):
         finally:
             os.close(fd)
         return data if len(data) <= max_size(kind) else None
+
+    def _published(self, rel: str) -> bool:
+        """Whether the tile or bundle at ``rel`` lies within the tree of the checkpoint on disk.
+
+        A writer writes the tiles of an append before it publishes (and a crashed append
+        leaves some that the next writer removes, and may write other bytes there): served
+        with immutable caching, such a file could be kept by a cache under a name whose bytes
+        later differ. Only what the published checkpoint covers is served; it is read again
+        for each request (not verified: the client does that).
+        """
+        parsed = parse_tile_rel(rel)
+        if parsed is None:
+            return False
+        level, index, width = parsed
+        try:
+            with open(self.directory / "checkpoint", "rb") as f:
+                size_line = f.read(_MAX_CHECKPOINT).split(b"\n", 2)[1]
+        except (OSError, IndexError):
+            return False
+        if not size_line.isdigit():
+            return False
+        end = index * TILE_WIDTH + (TILE_WIDTH if width is None else width)
+        return end << (TILE_HEIGHT * max(level, 0)) <= int(size_line)
 
     def start(self, poll_interval: float = 0.1) -> threading.Thread:
         """Serve on a background (daemon) thread; returns it. `stop` waits at most

@@ -48,10 +48,18 @@ def spec(i: int) -> EntrySpec:
 
 @pytest.fixture
 def trace(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str]]]:
-    """Every fsync (of the path its descriptor names) and rename (to its target), in order."""
+    """Every file creation, fsync (of the path its descriptor names) and rename (to its
+    target), in order."""
     events: list[tuple[str, str]] = []
     lock = threading.Lock()
-    real_fsync, real_replace = os.fsync, os.replace
+    real_open, real_fsync, real_replace = os.open, os.fsync, os.replace
+
+    def open_(path: Any, flags: int, *a: Any, **kw: Any) -> int:
+        fd = real_open(path, flags, *a, **kw)
+        if flags & os.O_CREAT:
+            with lock:
+                events.append(("create", os.fspath(path)))
+        return fd
 
     def fsync(fd: Any) -> None:
         path = os.readlink(f"/proc/self/fd/{fd}")
@@ -64,6 +72,7 @@ def trace(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str]]]:
         with lock:
             events.append(("replace", os.fspath(dst)))
 
+    monkeypatch.setattr(os, "open", open_)
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "replace", replace)
     yield events
@@ -83,12 +92,12 @@ def test_one_commit_makes_everything_durable_before_the_commit_and_publication(
     commit = trace.index(("replace", f"{d}/.state/treeState"))
     publication = trace.index(("replace", f"{d}/checkpoint"))
     before = {p for kind, p in trace[:commit] if kind == "fsync"}
-    new_names = {p for kind, p in trace[:commit] if kind == "replace"}
+    tiles = {p for kind, p in trace[:commit] if kind == "create" and "/tile/" in p}
     # (1) every new tile and bundle, and its directory; history; both temp files
-    assert new_names >= {f"{d}/tile/entries/001", f"{d}/tile/0/001", f"{d}/tile/0/002.p/8",
-                         f"{d}/tile/entries/002.p/8", f"{d}/tile/1/000.p/2"}  # fmt: skip
-    assert new_names - {f"{d}/.state/treeState"} <= before
-    assert {os.path.dirname(p) for p in new_names} <= before
+    assert tiles == {f"{d}/tile/entries/001", f"{d}/tile/0/001", f"{d}/tile/0/002.p/8",
+                     f"{d}/tile/entries/002.p/8", f"{d}/tile/1/000.p/2"}  # fmt: skip
+    assert tiles <= before
+    assert {os.path.dirname(p) for p in tiles} <= before
     assert {f"{d}/.state/history", f"{d}/.state/.tmp-treeState", f"{d}/.tmp-checkpoint"} <= before
     # (2) the commit's directory between the commit and the publication
     assert ("fsync", f"{d}/.state") in trace[commit:publication]

@@ -204,12 +204,16 @@ def test_leftovers_past_the_committed_size_are_removed(log: Log) -> None:
 
 
 def test_stale_partials_are_overwritten_or_dropped_by_the_next_append(log: Log) -> None:
-    # Leftovers a writer could not announce (the inflight marker lost with a power cut).
+    # Leftovers a writer could not announce: the inflight marker (never fsynced) lost with a
+    # power cut that kept the tiles. Every writer after a power cut is a new process (a killed
+    # one keeps its marker in the page cache), and a new writer recovers before it appends.
     d = log.directory
+    log.close()
     (d / "tile/entries/000.p/12").write_bytes(b"\x00\x01x" * 12)
     (d / "tile/0/000.p/12").write_bytes(b"\xff" * 32 * 12)
     (d / "tile/0/000.p/15").write_bytes(b"\xff" * 32 * 15)
-    log.append([spec(i) for i in range(100, 105)])  # 10 -> 15 skips width 12
+    assert not (d / ".state/inflight").exists()
+    Log.open(d, SIGNER).append([spec(i) for i in range(100, 105)])  # 10 -> 15 skips width 12
     assert not (d / "tile/0/000.p/12").exists()
     assert (d / "tile/0/000.p/15").read_bytes() != b"\xff" * 32 * 15
     report = verify_log_dir(d)

@@ -65,6 +65,7 @@ def test_every_path_the_writer_makes_is_served(index: int) -> None:
 def test_oversized_and_special_files_are_not_served(tmp_path: Path) -> None:
     log = tmp_path / "log"
     (log / "tile" / "0").mkdir(parents=True)
+    (log / "checkpoint").write_bytes(b"example.com/log\n1024\n" + b"A" * 44 + b"\n")
     (log / "tile" / "0" / "000").write_bytes(b"\0" * max_size("tile"))
     (log / "tile" / "0" / "001").write_bytes(b"\0" * (max_size("tile") + 1))
     (log / "tile" / "0" / "002").mkdir()
@@ -80,13 +81,40 @@ def test_oversized_and_special_files_are_not_served(tmp_path: Path) -> None:
     assert max_size("entries") == 256 * (2 + 65535) and max_size("checkpoint") == 1 << 20
 
 
+def test_only_what_the_published_checkpoint_covers_is_served(tmp_path: Path) -> None:
+    """Tiles an append wrote before its publication (or a crashed append left, which the next
+    writer removes and may write with other bytes) are not served: cached as immutable, they
+    could outlive their bytes."""
+    log = tmp_path / "log"
+    files = {
+        "tile/0/000": 8192, "tile/0/001.p/4": 128, "tile/0/001.p/5": 160, "tile/0/001": 8192,
+        "tile/1/000.p/1": 32, "tile/1/000.p/2": 64, "tile/entries/000": 10,
+        "tile/entries/001.p/4": 10, "tile/entries/001.p/5": 10,
+    }  # fmt: skip
+    for rel, size in files.items():
+        (log / rel).parent.mkdir(parents=True, exist_ok=True)
+        (log / rel).write_bytes(b"\0" * size)
+    server = LogServer(log)
+    try:
+        assert all(server.read(rel, resource_kind(rel) or "") is None for rel in files)
+        (log / "checkpoint").write_bytes(b"example.com/log\n260\n" + b"A" * 44 + b"\n")
+        served = {rel for rel in files if server.read(rel, resource_kind(rel) or "") is not None}
+        assert served == {"tile/0/000", "tile/0/001.p/4", "tile/1/000.p/1", "tile/entries/000",
+                          "tile/entries/001.p/4"}  # fmt: skip
+        (log / "checkpoint").write_bytes(b"example.com/log\n512\n" + b"A" * 44 + b"\n")
+        served = {rel for rel in files if server.read(rel, resource_kind(rel) or "") is not None}
+        assert served == set(files)  # older partial widths stay served for older checkpoints
+    finally:
+        server.server_close()
+
+
 # -- connections: bounded threads, timeouts, clients that go away -------------------------------
 
 
 def _log_dir(tmp_path: Path) -> Path:
     log = tmp_path / "log"
     (log / "tile" / "entries").mkdir(parents=True)
-    (log / "checkpoint").write_bytes(b"example.com/log\n1\n" + b"A" * 44 + b"\n")
+    (log / "checkpoint").write_bytes(b"example.com/log\n256\n" + b"A" * 44 + b"\n")
     (log / "tile" / "entries" / "000").write_bytes(b"\x01" * max_size("entries"))
     return log
 

@@ -15,12 +15,13 @@ ever signed is signed. A state no crash can produce is tampering (`TamperError`,
 writers refuse to append to it, leaving every file as found.
 
 Appending (one group commit): build the entries (each names the leaf hash of the one before in
-``prev``) and sign the new checkpoint; write the entry bundles and hash tiles (each a temp file
-renamed into place), append the history record, write ``treeState`` and the checkpoint to temp
-files; fsync all of these and the directories of the new names in one concurrent round; rename
-``treeState`` into place and fsync ``.state/`` (the commit); rename the checkpoint into place and
-fsync the log directory (publication); then the ``on_publish`` hook. Three waits for the disk per
-commit, whatever its size (docs/PERFORMANCE.md, "Durable appends", says why each is needed).
+``prev``) and sign the new checkpoint; write the entry bundles and hash tiles (under their own
+names: all past the committed size), append the history record, write ``treeState`` and the
+checkpoint to temp files; fsync all of these and the directories of the new names in one concurrent
+round; rename ``treeState`` into place and fsync ``.state/`` (the commit); rename the checkpoint
+into place and fsync the log directory (publication); then the ``on_publish`` hook. Three waits for
+the disk per commit, whatever its size (docs/PERFORMANCE.md, "Durable appends", says why each is
+needed).
 Appending is idempotent by envelope digest, across processes and after a crash.
 
 Fork safety: a `Log` used in a child after ``fork()`` re-opens its lock file and drops its
@@ -83,7 +84,6 @@ from .layout import (
     format_tree_state,
     history_record,
     parse_history,
-    partial_widths,
     tile_rel,
 )
 from .lookup import CACHE_DIR, Lookup
@@ -779,7 +779,7 @@ class Log:
             3. Find the envelopes already logged (confirmed on the entries).
             4. Build the new entries, chained by ``prev``; compute the new tiles; sign the new
                checkpoint.
-            5. Write bundles and tiles (renamed into place: past the committed size, nobody
+            5. Write bundles and tiles (under their own names: past the committed size, nobody
                reads them), the history record, treeState and the checkpoint (temp files);
                fsync them all, and the directories of the new names, in one concurrent round.
             6. Rename treeState into place and fsync its directory: the commit.
@@ -862,7 +862,7 @@ class Log:
             prev = leaf_hash(raw)
             raws.append(raw)
             hashes.append(prev)
-        new_edge, writes, completed, partial = edge.extend(raws, hashes)
+        new_edge, writes, completed, _partial = edge.extend(raws, hashes)
         ts = format_tree_state(new_edge.size, new_edge.root)
         cp, note = self._sign(signer, new_edge)  # before any write: a refusal leaves nothing
         inflight = self.directory / INFLIGHT_FILE
@@ -870,7 +870,6 @@ class Log:
         cp_tmp = self.directory / (TMP_PREFIX + CHECKPOINT_FILE)
         try:
             os.close(os.open(inflight, os.O_WRONLY | os.O_CREAT, 0o644))
-            self._drop_stale_partials(edge.size, partial)
             # (5)
             with _SyncRound() as durable:
                 for rel, data in writes:
@@ -911,23 +910,23 @@ class Log:
             self._on_publish(note)
 
     def _write(self, rel: str, data: bytes, durable: _SyncRound) -> int:
-        """Write a tile or bundle: a temp file renamed into place at once, left open for the
-        commit's fsync round (``durable`` also gets its directory). Returns the descriptor.
+        """Write a tile or bundle under its own name, left open for the commit's fsync round
+        (``durable`` also gets its directory). Returns the descriptor.
 
-        The rename comes before the fsync: the path is past the committed size, so no reader
-        reads it, and a crash that lost its bytes leaves a leftover the next writer removes,
-        like any file past the committed size (docs/PERFORMANCE.md, "Durable appends").
+        No temp file and no rename: every path a commit writes is past the committed size (a
+        new full tile, a new partial width), so no reader asks for it until the commit that
+        makes it durable, and one an interrupted append leaves (whole, cut short, or with bytes
+        a power cut lost) is a leftover the next writer removes (docs/PERFORMANCE.md,
+        "Durable appends").
         """
         path = self.directory / rel
         parent = path.parent
         self._ensure_dir(parent, durable)
-        tmp = parent / (TMP_PREFIX + path.name)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.replace(tmp, path)
         except BaseException:
             os.close(fd)
             raise
@@ -960,24 +959,6 @@ class Log:
         durable.file(fd)
         if created:
             durable.directory(path.parent)
-
-    def _drop_stale_partials(self, size: int, partial: Mapping[int, tuple[int, int]]) -> None:
-        """Before writing, remove partial widths no commit produced (leftovers of an append that
-        died without leaving its inflight marker) from the tiles this batch writes a partial
-        version of and from the committed right edge."""
-        targets = {(level, index) for level, (index, _width) in partial.items()}
-        targets.update((level, index) for level, index, _w in partial_widths(size))
-        targets.update((-1, index) for level, index, _w in partial_widths(size) if level == 0)
-        for level, index in targets:
-            pdir = self.directory / (tile_rel(level, index) + ".p")
-            if not pdir.is_dir():
-                continue
-            shift = TILE_HEIGHT * (level + 1) if level >= 0 else TILE_HEIGHT
-            cur_width = (size >> (shift - TILE_HEIGHT)) % TILE_WIDTH
-            keep = cur_width if index == size >> shift else 0
-            for name in os.listdir(pdir):
-                if not (name.isdigit() and int(name) <= keep):
-                    _remove(pdir / name)
 
     def _sign(self, signer: Signer, edge: Edge) -> tuple[Checkpoint, bytes]:
         """The checkpoint of ``edge``'s tree and its signed note."""
