@@ -32,6 +32,7 @@ from pathlib import Path
 __all__ = [
     "STALE_AFTER",
     "TMP_PREFIX",
+    "FsyncGroup",
     "fsync_all",
     "fsync_dir",
     "is_stale",
@@ -133,13 +134,47 @@ def _forget_sync_pool() -> None:
 os.register_at_fork(after_in_child=_forget_sync_pool)
 
 
-def fsync_all(fds: Sequence[int]) -> None:
-    """fsync several open files and directories, all of them concurrently.
+def _pool() -> ThreadPoolExecutor:
+    global _sync_pool
+    with _sync_lock:
+        if _sync_pool is None:
+            _sync_pool = ThreadPoolExecutor(_SYNC_THREADS, thread_name_prefix="trajledger-fsync")
+        return _sync_pool
 
-    Each descriptor gets its own ``fsync``, exactly as one after the other would; they run at
-    once (on a small thread pool, and this thread) so that a journaling file system (ext4, XFS)
-    commits them together and the device's cache flushes coalesce: the round costs about one
-    fsync, not one per file. Returns when every one is done.
+
+class FsyncGroup:
+    """fsyncs that run concurrently, each started as soon as its file is written (`start`, on a
+    small thread pool) and all waited for together (`wait`).
+
+    Each descriptor gets its own ``fsync``, exactly as one after the other would; running them
+    at once lets a journaling file system (ext4, XFS) commit them together and the device's
+    cache flushes coalesce, and starting each as soon as it can overlaps them with the writing of
+    the next files.
+    """
+
+    def __init__(self) -> None:
+        self._futures: list[Future[None]] = []
+
+    def start(self, fd: int) -> None:
+        """Start fsyncing ``fd`` (the caller keeps it open until `wait` returned)."""
+        self._futures.append(_pool().submit(os.fsync, fd))
+
+    def wait(self) -> None:
+        """Wait for every fsync started (even when one failed).
+
+        Raises:
+            OSError: the first one that failed.
+        """
+        futures, self._futures = self._futures, []
+        wait(futures)  # no descriptor may be closed while its fsync runs
+        errors = [x for f in futures if (x := f.exception()) is not None]
+        if errors:
+            raise errors[0]
+
+
+def fsync_all(fds: Sequence[int]) -> None:
+    """fsync several open files and directories, all of them concurrently (`FsyncGroup`; this
+    thread takes the first). Returns when every one is done.
 
     Args:
         fds: open descriptors of regular files or directories (the caller closes them).
@@ -147,25 +182,20 @@ def fsync_all(fds: Sequence[int]) -> None:
     Raises:
         OSError: the first fsync that failed (raised once all have finished).
     """
-    global _sync_pool
     if len(fds) <= 1:
         for fd in fds:
             os.fsync(fd)
         return
-    with _sync_lock:
-        if _sync_pool is None:
-            _sync_pool = ThreadPoolExecutor(_SYNC_THREADS, thread_name_prefix="trajledger-fsync")
-        pool = _sync_pool
-    futures: list[Future[None]] = [pool.submit(os.fsync, fd) for fd in fds[1:]]
-    errors: list[BaseException] = []
+    group = FsyncGroup()
+    for fd in fds[1:]:
+        group.start(fd)
     try:
         os.fsync(fds[0])
-    except OSError as e:
-        errors.append(e)
-    wait(futures)  # no descriptor may be closed while its fsync runs
-    errors += [x for f in futures if (x := f.exception()) is not None]
-    if errors:
-        raise errors[0]
+    except OSError:
+        with contextlib.suppress(OSError):
+            group.wait()
+        raise
+    group.wait()
 
 
 def write_file_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:

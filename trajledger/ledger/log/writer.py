@@ -67,7 +67,7 @@ from trajledger.verify.tiles import TILE_HEIGHT, TILE_WIDTH, TileReader
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
 from ..errors import LedgerError, LogError
-from ..fs import TMP_PREFIX, fsync_all, fsync_dir, write_file_atomic
+from ..fs import TMP_PREFIX, FsyncGroup, fsync_dir, write_file_atomic
 from ..keys import Signer
 from .edge import ZERO_HASH, Edge
 from .layout import (
@@ -192,46 +192,56 @@ def _write_temp(path: Path, data: bytes) -> int:
 
 
 class _SyncRound:
-    """The files and directories one commit writes, made durable together (`fsync_all`):
-    leaving the ``with`` block fsyncs them all, concurrently, and closes them; a failure raises
-    and the commit goes no further. Files are synced early in rounds of `LIMIT`, so that a large
-    batch never holds more than that many descriptors."""
+    """The files and directories one commit writes, made durable together: each file's fsync
+    starts as soon as it is handed over (`FsyncGroup`), and leaving the ``with`` block fsyncs
+    the directories too, waits for all and closes them; a failure raises and the commit goes no
+    further. A batch that hands over `LIMIT` files waits for them then, so that it never holds
+    more descriptors."""
 
     LIMIT = 64
 
     def __init__(self) -> None:
         self._fds: list[int] = []
         self._dirs: set[Path] = set()
+        self._group = FsyncGroup()
 
     def __enter__(self) -> _SyncRound:
         return self
 
     def file(self, fd: int) -> None:
-        """Take an open file to fsync (and to close)."""
+        """Take an open file: its fsync starts now; it is closed once all are done."""
         self._fds.append(fd)
+        self._group.start(fd)
         if len(self._fds) >= self.LIMIT:
-            self._flush([])
+            self._finish()
 
     def directory(self, path: Path) -> None:
-        """Fsync this directory too (a name was created or renamed in it)."""
+        """Fsync this directory too, at the end (a name was created or renamed in it)."""
         self._dirs.add(path)
 
-    def _flush(self, dirs: Sequence[Path]) -> None:
-        fds, self._fds = self._fds, []
+    def _finish(self) -> None:
         try:
-            for d in dirs:
-                fds.append(os.open(d, os.O_RDONLY | os.O_DIRECTORY))
-            fsync_all(fds)
+            self._group.wait()
         finally:
+            fds, self._fds = self._fds, []
             for fd in fds:
                 os.close(fd)
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
         if kind is not None:
-            for fd in self._fds:
-                os.close(fd)
+            with contextlib.suppress(OSError):
+                self._finish()
             return
-        self._flush(sorted(self._dirs))
+        try:
+            for d in sorted(self._dirs):
+                fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+                self._fds.append(fd)
+                self._group.start(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                self._finish()
+            raise
+        self._finish()
 
 
 def note_key_bytes(signer: Signer, role: str) -> bytes:
