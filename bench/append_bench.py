@@ -19,7 +19,8 @@ that the machine's load falls on all alike:
 
 For each: the median over every commit of every round of the wall time and the CPU time (user +
 system of the process, every thread: the fsync threads count), the rate (1 / median wall) and
-the ratio of its rate to the baselines' (target: ``ledger`` and ``log`` at least 0.5).
+the ratio of its rate to each baseline's (target, as the issue words it: ``ledger`` and ``log``
+at least 0.5 x the bare one).
 
 Usage::
 
@@ -157,7 +158,7 @@ def markdown(r: dict[str, Any]) -> str:
     rows = []
     for kind in KINDS:
         k = r[kind]
-        target = c.met(k["ratio"] >= 0.5) if kind in ("log", "ledger") else ""
+        target = c.met(k["ratio_bare"] >= 0.5) if kind in ("log", "ledger") else ""
         rows.append([names[kind], f"{k['wall_ms']:.2f}", f"{k['p90_ms']:.2f}",
                      f"{k['cpu_ms']:.2f}", f"{k['per_s']:,.0f}", f"{k['ratio']:.2f}",
                      f"{k['ratio_bare']:.2f}", target])  # fmt: skip
@@ -169,7 +170,7 @@ def markdown(r: dict[str, Any]) -> str:
     )
     return head + c.table(
         ["commit of one entry", "median ms", "p90 ms", "CPU ms", "commits/s",
-         "x baseline rate", "x bare rate", "target >= 0.5"],
+         "x baseline rate", "x bare rate", "target: x bare >= 0.5"],
         rows,
     )
 
