@@ -178,8 +178,8 @@ def _drop_temp_files(directory: Path) -> None:
             _remove(directory / name)
 
 
-def _write_temp(path: Path, data: bytes) -> int:
-    """Write ``data`` to a new temp file (renamed later by the caller); returns it open."""
+def _write_new(path: Path, data: bytes) -> int:
+    """Create (or truncate) ``path`` and write ``data``; returns it open, not yet fsynced."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
@@ -885,8 +885,8 @@ class Log:
                 for rel, data in writes:
                     durable.file(self._write(rel, data, durable))
                 self._append_history(new_edge.size, durable)
-                durable.file(_write_temp(ts_tmp, ts))
-                durable.file(_write_temp(cp_tmp, note))
+                durable.file(_write_new(ts_tmp, ts))
+                durable.file(_write_new(cp_tmp, note))
             # (6)
             os.replace(ts_tmp, self.directory / TREE_STATE_FILE)
             fsync_dir(self.directory / STATE_DIR)
@@ -930,17 +930,9 @@ class Log:
         "Durable appends").
         """
         path = self.directory / rel
-        parent = path.parent
-        self._ensure_dir(parent, durable)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        except BaseException:
-            os.close(fd)
-            raise
-        durable.directory(parent)
+        self._ensure_dir(path.parent, durable)
+        fd = _write_new(path, data)
+        durable.directory(path.parent)
         return fd
 
     def _ensure_dir(self, directory: Path, durable: _SyncRound) -> None:
