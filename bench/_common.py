@@ -164,6 +164,11 @@ def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 
 
+def median_wall_cpu(runs: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """The median wall time and the median CPU time of (wall, CPU) pairs."""
+    return statistics.median(w for w, _ in runs), statistics.median(p for _, p in runs)
+
+
 def machine() -> str:
     """One line naming the machine and the load it was under, for a section's header."""
     load = os.getloadavg()

@@ -1,4 +1,5 @@
-"""Issue 9's tamper matrix: every file of a quickstart ledger, flipped, truncated, deleted and
+"""Issue 9's tamper matrix: the files of a quickstart ledger (every file with
+``TRAJLEDGER_FULL_MATRIX=1``, else a sample: see Sampling), flipped, truncated, deleted and
 swapped with a file of its kind; after each, the decisions a user makes are taken again, and
 each tampering must be refused, or be one that cannot change any outcome.
 
