@@ -37,6 +37,7 @@ from .catalog import Catalog, CatalogItem
 from .errors import LedgerError
 from .files import collect_files
 from .fs import temp_dir
+from .home import envelope_statement
 from .keys import Signer
 from .record import Recorded, record_files
 
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from trajledger.verify.digest import FileDigest
-    from trajledger.verify.statement import Statement
 
     from .cards import ProducerCard
     from .home import Ledger
@@ -438,7 +438,7 @@ def _refuse_recorded_otherwise(
     for index, entry in entries:
         if entry.kind != "rollout-batch":
             continue
-        statement = _envelope_statement(ledger, entry.envelope)
+        statement = envelope_statement(ledger, entry.envelope)
         if statement is not None and (
             statement.predicate == wanted and statement.subjects[0].name == label
         ):
@@ -461,17 +461,6 @@ def _refuse_recorded_otherwise(
             f"index {index} {ref}with other metadata ({', '.join(differ) or 'unreadable record'}); "
             "a batch digest names one record"
         )
-
-
-def _envelope_statement(ledger: Ledger, envelope: str) -> Statement | None:
-    from trajledger.verify.dsse import Envelope
-    from trajledger.verify.errors import ProvenanceError
-    from trajledger.verify.statement import Statement
-
-    try:
-        return Statement.from_bytes(Envelope.from_bytes(ledger.store.get(envelope)).payload)
-    except ProvenanceError:
-        return None
 
 
 def _is_paths(source: Any) -> bool:
@@ -698,7 +687,7 @@ def create_dataset(
         entry = state.entry(i)
         if entry is None or entry.kind != "dataset":
             continue
-        statement = _envelope_statement(ledger, entry.envelope)
+        statement = envelope_statement(ledger, entry.envelope)
         if statement is None:
             raise LedgerError(
                 f"dataset {entry.subject} (log index {i}): its envelope {entry.envelope} "

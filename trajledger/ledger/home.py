@@ -35,6 +35,7 @@ from .store import ObjectStore
 if TYPE_CHECKING:
     from trajledger.verify.log_key import Handover
     from trajledger.verify.policy import TrustPolicy
+    from trajledger.verify.statement import Statement
 
     from .artifacts import BatchResult, DatasetResult
     from .cards import ProducerCard
@@ -50,6 +51,7 @@ __all__ = [
     "STATE_DIR_ENV",
     "Ledger",
     "LedgerConfig",
+    "envelope_statement",
     "notice",
     "state_dir",
 ]
@@ -249,6 +251,19 @@ def _inside(store: str) -> bool:
     return not os.path.isabs(norm) and norm != ".." and not norm.startswith("../")
 
 
+def envelope_statement(ledger: Ledger, envelope: str) -> Statement | None:
+    """The statement of the stored envelope ``envelope``, parsed but not verified; None when it
+    is not one (a caller comparing records treats it as different)."""
+    from trajledger.verify.dsse import Envelope
+    from trajledger.verify.errors import ProvenanceError
+    from trajledger.verify.statement import Statement
+
+    try:
+        return Statement.from_bytes(Envelope.from_bytes(ledger.store.get(envelope)).payload)
+    except ProvenanceError:
+        return None
+
+
 def _move_into_place(build: Path, root: Path) -> list[Callable[[], None]]:
     """Move the directory ``build`` to ``root``; return how to undo it."""
     if not root.exists() or not any(root.iterdir()):
@@ -396,8 +411,6 @@ class Ledger:
         """
         from trajledger.verify.kinds import KINDS
 
-        from .artifacts import _envelope_statement
-
         kind = KINDS[spec.kind]
         # (1)
         state = self.trust_state()
@@ -408,12 +421,12 @@ class Ledger:
                 for j in state.listing(env)
             )
 
-        mine = _envelope_statement(self, spec.envelope)
+        mine = envelope_statement(self, spec.envelope)
         for i, env in same:
             if imported(i, env):
                 continue
             # (2)
-            theirs = _envelope_statement(self, env)
+            theirs = envelope_statement(self, env)
             diff = (kind.differences(theirs, mine) if theirs is not None and mine is not None
                     else ["the signed statement cannot be read"])
             if not diff:
