@@ -40,6 +40,9 @@ KINDS = (
     "refusal",
     "trust-policy",
     "model-signature",
+    "evaluation",
+    "release",
+    "unsealing",
 )
 D = "sha256:" + "ab" * 32
 T = "2025-01-02T03:04:05Z"
@@ -214,6 +217,48 @@ MODELS: list[tuple[str, Any, dict[str, Any]]] = [
         predicates.Refusal,
         {"dataset": D, "trainer": "bc", "reasons": ["a", "b"], "refusedAt": T},
     ),
+    (
+        "evaluator",
+        predicates.Evaluator,
+        {"name": "judge", "version": "2", "kind": "llm-judge", "modelId": "m", "calibration": REF},
+    ),
+    (
+        "evaluation",
+        predicates.Evaluation,
+        {
+            "result": "FAILED", "checkpoint": REF, "suite": REF, "evaluator": REF,
+            "passedTests": [f"{D}/e-1"], "failedTests": [f"{D}/e-2"],
+            "metrics": {"episodes": 2, "success_rate": 0.5}, "evaluatedAt": T,
+            "configuration": [{"name": "command", "content": "cHl0aG9u",
+                               "annotations": {"role": "command"}}],
+        },
+    ),
+    (
+        "release",
+        predicates.Release,
+        {"checkpoint": REF, "evaluations": [D], "releasedAt": T, "note": "n",
+         "policy": {"name": "p", "serial": 1, "digest": D}},
+    ),
+    (
+        "unsealing",
+        predicates.Unsealing,
+        {"batches": [D], "recipient": "ab" * 32, "purpose": "evaluation", "unsealedAt": T},
+    ),
+    (
+        "rollout-batch",
+        predicates.RolloutBatch,
+        {
+            "schemaVersion": "2", "environment": REF, "policyVersion": "p", "generator": "g",
+            "counts": {"steps": 3, "episodes": 1}, "stats": {},
+            "sealed": {
+                "scheme": predicates.SEAL_SCHEME,
+                "recipients": [{"keyid": "ab" * 32, "encapsulatedKey": "AAAA"}],
+                "files": [{"path": "steps.parquet", "ciphertext": D, "size": 90}],
+                "episodes": [{"episodeId": "e", "steps": 3, "modality": "text",
+                              "fingerprint": "ab" * 32}],
+            },
+        },
+    ),
 ]
 
 
@@ -340,7 +385,8 @@ vkeys = ["{ledger.log.vkey}"]
         seen.add(entry.kind)
     # model-signature records need a P-256 trainer key and an export: validated against their
     # schema by tests/interop/test_model_signing.py.
-    assert seen == set(KINDS) - {"model-signature"}
+    # evaluation, release, unsealing: validated by tests/e2e/test_evaluations.py.
+    assert seen == set(KINDS) - {"model-signature", "evaluation", "release", "unsealing"}
 
 
 def test_trust_policy_terms_and_witnessed_logs_validate() -> None:
@@ -372,3 +418,27 @@ def test_trust_policy_revoked_identities_validate() -> None:
     assert errors("trust-policy", {"policy": policy}) == []
     del policy["revoked_identities"][0]["subject"]
     assert any("subject" in e for e in errors("trust-policy", {"policy": policy}))
+
+
+def test_trust_policy_format_2_validates() -> None:
+    """Format 2 (the evaluator role with encryption keys, [release]) is in the schema; a
+    format-1 policy may not carry either."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
+
+    from trajledger.verify.policy import TrustPolicy
+
+    def pem(key: Any) -> str:
+        return str(key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        ).decode())
+
+    evaluator = {"keys": [pem(ed25519.Ed25519PrivateKey.generate())],
+                 "encryption_keys": [pem(x25519.X25519PrivateKey.generate())]}
+    policy = TrustPolicy.from_json({
+        "format": 2, "roles": {"evaluator": evaluator},
+        "release": {"require": [{"suite": "regression@3", "min": 0.9, "max_drop": "0.02"}]},
+    }).to_json()  # fmt: skip
+    assert errors("trust-policy", {"policy": policy}) == []
+    policy["format"] = 1
+    assert errors("trust-policy", {"policy": policy})
