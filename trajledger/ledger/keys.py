@@ -1,7 +1,8 @@
-"""Signing keys: create, store encrypted at rest, load, and sign.
+"""Signing keys and X25519 encryption keys: create, store encrypted at rest, load, and sign.
 
 Scope: private keys in a key directory (``<ledger>/keys`` by default): ``NAME.key`` is an
-encrypted PKCS#8 PEM written with mode 0600, ``NAME.pub`` the public key PEM. The passphrase
+encrypted PKCS#8 PEM written with mode 0600, ``NAME.pub`` the public key PEM. Evaluators'
+X25519 keys, which sealed suites are encrypted to, live the same way in ``x25519/``. The passphrase
 comes from ``TRAJLEDGER_PASSPHRASE`` or is asked for. Keys written with ``encrypt=False`` are
 for demos and tests only.
 Non-scope: verification (``verify.keys.PublicKey``).
@@ -17,16 +18,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, x25519
 
 from trajledger.verify.keys import ALGORITHMS, PublicKey
+from trajledger.verify.policy import EncryptionKey
 
 from .errors import KeyError_, TamperError
 from .fs import write_file_atomic
 
-__all__ = ["PASSPHRASE_ENV", "KeyInfo", "KeyStore", "Signer"]
+__all__ = ["ENCRYPTION_DIR", "PASSPHRASE_ENV", "KeyInfo", "KeyStore", "Signer"]
 
 PASSPHRASE_ENV = "TRAJLEDGER_PASSPHRASE"
+ENCRYPTION_DIR = "x25519"
+"""The key store's subdirectory of X25519 encryption keys (sealed suites)."""
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 _PrivateKey = ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey
@@ -193,34 +197,7 @@ class KeyStore:
         """
         check_key_name(name)
         path = self.directory / f"{name}.key"
-        try:
-            mode = os.stat(path).st_mode
-            data = path.read_bytes()
-        except FileNotFoundError as e:
-            raise KeyError_(
-                f"key {name}: no private key in {self.directory}; create it with "
-                f"'trajledger key new {name}'"
-            ) from e
-        except OSError as e:
-            raise KeyError_(f"key {name}: cannot read {path}: {e.strerror}") from e
-        if mode & 0o077:
-            raise KeyError_(
-                f"key {name}: {path} can be read by other users (mode {stat.S_IMODE(mode):04o}); "
-                f"run 'chmod 600 {path}'"
-            )
-        encrypted = b"ENCRYPTED" in data.split(b"\n", 1)[0]
-        passphrase = self._passphrase(name) if encrypted else None
-        if encrypted and not passphrase:
-            raise KeyError_(f"key {name}: is encrypted; set {PASSPHRASE_ENV} or run in a terminal")
-        try:
-            key = serialization.load_pem_private_key(data, password=passphrase)
-        except (ValueError, TypeError) as e:
-            why = (
-                "wrong passphrase or corrupt key file"
-                if encrypted
-                else "corrupt or truncated key file"
-            )
-            raise KeyError_(f"key {name}: cannot load {path}: {why}") from e
+        key = self._private(name, path, "")
         if not isinstance(key, ed25519.Ed25519PrivateKey) and not (
             isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1)
         ):
@@ -237,6 +214,133 @@ class KeyStore:
                 path,
             )
         return signer
+
+    def _private(self, name: str, path: Path, option: str) -> object:
+        """Read and decrypt the private key file ``path`` of key ``name`` (mode 0600; the
+        passphrase as for every key); ``option`` is what 'trajledger key new' needs to make it.
+
+        Raises:
+            KeyError_: absent, readable by others, no or a wrong passphrase, corrupt.
+        """
+        try:
+            mode = os.stat(path).st_mode
+            data = path.read_bytes()
+        except FileNotFoundError as e:
+            raise KeyError_(
+                f"key {name}: no private key in {path.parent}; create it with "
+                f"'trajledger key new {name}{option}'"
+            ) from e
+        except OSError as e:
+            raise KeyError_(f"key {name}: cannot read {path}: {e.strerror}") from e
+        if mode & 0o077:
+            raise KeyError_(
+                f"key {name}: {path} can be read by other users (mode {stat.S_IMODE(mode):04o}); "
+                f"run 'chmod 600 {path}'"
+            )
+        encrypted = b"ENCRYPTED" in data.split(b"\n", 1)[0]
+        passphrase = self._passphrase(name) if encrypted else None
+        if encrypted and not passphrase:
+            raise KeyError_(f"key {name}: is encrypted; set {PASSPHRASE_ENV} or run in a terminal")
+        try:
+            return serialization.load_pem_private_key(data, password=passphrase)
+        except (ValueError, TypeError) as e:
+            why = (
+                "wrong passphrase or corrupt key file"
+                if encrypted
+                else "corrupt or truncated key file"
+            )
+            raise KeyError_(f"key {name}: cannot load {path}: {why}") from e
+
+    # -- X25519 encryption keys (sealed suites) ------------------------------------------------
+
+    @property
+    def encryption_directory(self) -> Path:
+        """Where X25519 encryption keys live: ``<keys>/x25519/NAME.key`` (encrypted PKCS#8,
+        0600) and ``NAME.pub``, apart from the signing keys (a policy names them separately)."""
+        return self.directory / ENCRYPTION_DIR
+
+    def create_encryption_key(self, name: str, *, encrypt: bool = True) -> EncryptionKey:
+        """Generate an X25519 key pair for receiving sealed suites, written like a signing key.
+
+        Raises:
+            KeyError_: bad name, the key exists, or no passphrase for encryption.
+        """
+        check_key_name(name)
+        folder = self.encryption_directory
+        if (folder / f"{name}.key").exists() or (folder / f"{name}.pub").exists():
+            raise KeyError_(f"encryption key {name}: already exists in {folder}; pick another name")
+        passphrase = self._passphrase(name) if encrypt else None
+        if encrypt and not passphrase:
+            raise KeyError_(
+                f"encryption key {name}: no passphrase; set {PASSPHRASE_ENV} or pass "
+                "--no-encrypt for a demo key"
+            )
+        key = x25519.X25519PrivateKey.generate()
+        enc: serialization.KeySerializationEncryption = (
+            serialization.BestAvailableEncryption(passphrase)
+            if passphrase
+            else serialization.NoEncryption()
+        )
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_file_atomic(
+            folder / f"{name}.key",
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc),
+            mode=0o600,
+        )
+        pem = key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        write_file_atomic(folder / f"{name}.pub", pem, mode=0o644)
+        return EncryptionKey.from_pem(pem)
+
+    def encryption_key(self, name: str) -> EncryptionKey:
+        """The public half of X25519 key ``name``.
+
+        Raises:
+            KeyError_: unknown or unreadable.
+        """
+        check_key_name(name)
+        path = self.encryption_directory / f"{name}.pub"
+        try:
+            return EncryptionKey.from_pem(path.read_bytes(), f"encryption key {name} ({path})")
+        except FileNotFoundError as e:
+            raise KeyError_(f"encryption key {name}: not found in {path.parent}; create it with "
+                            f"'trajledger key new {name} --alg x25519'") from e
+        except (OSError, ValueError) as e:
+            raise KeyError_(f"encryption key {name}: cannot read {path}: {e}") from e
+
+    def decrypter(self, name: str) -> tuple[EncryptionKey, x25519.X25519PrivateKey]:
+        """The X25519 private key ``name`` (decrypted as a signing key is) with its public half.
+
+        Raises:
+            KeyError_: as `signer`; not X25519.
+            TamperError: the private key is not the pair of ``NAME.pub``.
+        """
+        check_key_name(name)
+        path = self.encryption_directory / f"{name}.key"
+        key = self._private(name, path, " --alg x25519")
+        if not isinstance(key, x25519.X25519PrivateKey):
+            raise KeyError_(f"encryption key {name}: {path} is not an X25519 key")
+        public = self.encryption_key(name)
+        mine = EncryptionKey.from_pem(key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+        if mine.keyid != public.keyid:
+            raise TamperError(
+                f"encryption key {name}: {path} is not the private half of its .pub (keyid "
+                f"{mine.keyid[:16]}…, want {public.keyid[:16]}…); nothing was decrypted",
+                path,
+            )
+        return public, key
+
+    def encryption_keys(self) -> list[tuple[str, EncryptionKey, bool]]:
+        """Every X25519 key (name, public key, private key encrypted), sorted by name."""
+        folder = self.encryption_directory
+        out = []
+        for pub in sorted(folder.glob("*.pub")) if folder.is_dir() else []:
+            priv = folder / f"{pub.stem}.key"
+            encrypted = priv.exists() and b"ENCRYPTED" in priv.read_bytes()[:64]
+            out.append((pub.stem, self.encryption_key(pub.stem), encrypted))
+        return out
 
     def list(self) -> list[KeyInfo]:
         """Every key with a public half in the directory, sorted by name."""

@@ -124,6 +124,7 @@ def record_files(
     on_file: Callable[[FileDigest], None] | None = None,
     inline_manifest: bool = True,
     file_subjects: bool = False,
+    store_files: bool = True,
 ) -> Recorded:
     """Record files as one artifact, signed and logged.
 
@@ -156,6 +157,9 @@ def record_files(
         file_subjects: list every file as a subject after the manifest digest (SLSA
             provenance: tools that check a model file against the attestation find its digest
             there). The first subject stays the artifact's identity and the log entry's subject.
+        store_files: put the files in the store (default). False for a sealed batch: the
+            manifest lists the plaintext files (each a `FileDigest`, hashed as written), the
+            caller stores their ciphertexts.
 
     Returns:
         The artifact digest, the envelope digest and the log index.
@@ -203,6 +207,10 @@ def record_files(
 
         def put(n: str) -> FileDigest:
             f = files[n]
+            if not store_files:
+                if not isinstance(f, FileDigest):
+                    raise FormatError(f"{n}: a file not stored must be given with its digest")
+                return f
             return store.adopt_file(f.path, f) if isinstance(f, FileDigest) else store.put_file(f)
 
         for future in [pool.submit(put, n) for n in names]:

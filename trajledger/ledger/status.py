@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from trajledger.verify import predicates
 from trajledger.verify.errors import FormatError, PolicyError
-from trajledger.verify.policy import check_successor, parse_duration
+from trajledger.verify.policy import KEY_ROLES, check_successor, parse_duration
 from trajledger.verify.predicates import ERASURE_REASONS, Approval, Erasure, Revocation
 from trajledger.verify.times import format_time
 
@@ -54,7 +54,7 @@ def _require_role(ledger: Ledger, signer: Signer, roles: tuple[str, ...], action
         return
     policy = found[1]
     if not any(policy.holds(r, signer.keyid) for r in roles):
-        held = [r for r in ("producer", "approver", "trainer") if policy.holds(r, signer.keyid)]
+        held = [r for r in KEY_ROLES if policy.holds(r, signer.keyid)]
         raise PolicyError(
             f"key {signer.name} ({signer.keyid[:12]}): cannot {action}: it holds "
             f"{' and '.join(held) + ' role' if held else 'no role'} in policy {policy.name!r} "
@@ -156,7 +156,7 @@ def erase(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> tuple[Rec
         )
     _require_role(ledger, signer, ("producer", "approver"), f"erase {item.ref}")
     manifest = Manifest.from_json(load_object(ledger.store.get_verified(item.digest), "manifest"))
-    blobs = sorted({f.digest for f in manifest.files})
+    blobs = sorted({f.digest for f in manifest.files} | _ciphertexts(ledger, item))
     predicate = Erasure(reason, format_time(_now()), tuple(blobs))
     rec = record_statement(
         ledger, item.ref or item.name, item.digest, predicates.ERASURE,
@@ -164,6 +164,21 @@ def erase(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> tuple[Rec
     )
     deleted = sum(ledger.store.delete(d) for d in blobs)
     return rec, deleted
+
+
+def _ciphertexts(ledger: Ledger, item: CatalogItem) -> set[str]:
+    """The stored ciphertexts of a sealed batch (erased with it), else nothing."""
+    from trajledger.verify.dsse import Envelope
+    from trajledger.verify.kinds import KINDS
+    from trajledger.verify.predicates import RolloutBatch
+    from trajledger.verify.statement import Statement
+
+    if item.kind != "rollout-batch":
+        return set()
+    st = Statement.from_bytes(Envelope.from_bytes(ledger.store.get_verified(item.envelope)).payload)
+    batch = KINDS["rollout-batch"].read(st, f"rollout-batch {item.ref}")
+    assert isinstance(batch, RolloutBatch)
+    return {d for d, _n in batch.sealed.files.values()} if batch.sealed else set()
 
 
 def record_policy(ledger: Ledger, policy_file: Path, signers: Sequence[Signer]) -> Recorded:

@@ -74,6 +74,8 @@ def _batch_deps(pred: Any) -> list[Dependency]:
     deps = [Dependency("environment", b.environment.digest, "environment")]
     if b.evaluator is not None:
         deps.append(Dependency("evaluator", b.evaluator.digest, "evaluator"))
+    if b.failures_of is not None:
+        deps.append(Dependency("failures-of", b.failures_of, "evaluation"))
     if b.policy_version.startswith("sha256:"):
         try:
             parse_digest(b.policy_version)

@@ -601,6 +601,9 @@ class RolloutBatch(Predicate):
     env_spec: Mapping[str, Any] | None = None
     sealed: Sealed | None = None
     """Set when the batch's files are stored encrypted (`Sealed`)."""
+    failures_of: str | None = None
+    """The evaluation whose failed episodes the batch holds (a regression suite's next
+    version, ``dataset create --from-failures``)."""
 
     @classmethod
     def _read(cls, r: _Reader) -> RolloutBatch:
@@ -640,6 +643,7 @@ class RolloutBatch(Predicate):
             r.mapping("envSpec", required=False),
             None if (sealed := r.mapping("sealed", required=False)) is None
             else Sealed.from_json(sealed, f"{r.what}: sealed"),
+            r.digest("failuresOf", required=False),
         )
 
     def _fields(self) -> dict[str, Any]:
@@ -663,6 +667,7 @@ class RolloutBatch(Predicate):
         _put(out, "envSpec", _opt_dict(self.env_spec))
         if self.sealed is not None:
             out["sealed"] = self.sealed.to_json()
+        _put(out, "failuresOf", self.failures_of)
         if self.manifest is not None:
             out["manifest"] = self.manifest.to_json()
         return out
