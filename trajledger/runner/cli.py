@@ -14,7 +14,7 @@ from trajledger.ledger import cli as ledger_cli
 from trajledger.ledger.clikit import Context, Group, default_home
 
 from . import commands as runner_commands
-from . import lineage_cli
+from . import eval_cli, lineage_cli
 from .quickstart import quickstart
 
 __all__ = ["main"]
@@ -54,6 +54,7 @@ for _command in [
     *ledger_cli.COMMANDS,
     *artifact_cli.COMMANDS,
     *runner_commands.COMMANDS,
+    *eval_cli.COMMANDS,
     *lineage_cli.COMMANDS,
     *index_cli.COMMANDS,
     *exchange_cli.COMMANDS,
