@@ -21,6 +21,7 @@ Non-scope: verifying the suite's lineage (the caller verifies it first: ``runner
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -36,6 +37,7 @@ from trajledger.verify.times import now
 from .errors import LedgerError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from cryptography.hazmat.primitives.asymmetric import x25519
 
     from trajledger.verify.lineage import LineageVerifier
@@ -45,7 +47,14 @@ if TYPE_CHECKING:
     from .keys import Signer
     from .record import Recorded
 
-__all__ = ["SuiteBatch", "Unsealer", "read_suite", "sealed_batches", "suite_from_failures"]
+__all__ = [
+    "FAILED_IN",
+    "SuiteBatch",
+    "Unsealer",
+    "read_suite",
+    "sealed_batches",
+    "suite_from_failures",
+]
 
 SKETCH_AGREEMENT = 0.9999
 """Recomputed near-duplicate sketches must agree with the published ones to this cosine (the
@@ -221,6 +230,28 @@ def _check_fingerprints(batch: str, pred: RolloutBatch, files: Mapping[str, byte
         )
 
 
+FAILED_IN = "trajledger.failed_in"
+"""The ``extras`` key each episode of a suite of failures carries: the evaluation it failed in,
+as a JSON string (so the new batch is never the old one again, even when every episode
+failed)."""
+
+
+def _marked(episodes: pa.Table, evaluation: str) -> pa.Table:
+    """``episodes`` with ``extras[FAILED_IN] = evaluation`` on every row."""
+    import pyarrow as pa
+
+    column = episodes.schema.get_field_index("extras")
+    old = (episodes.column("extras").to_pylist() if column >= 0
+           else [None] * episodes.num_rows)
+    mark = json.dumps(evaluation)  # extras values are JSON text
+    merged = [[*(kv for kv in (o or []) if kv[0] != FAILED_IN), (FAILED_IN, mark)] for o in old]
+    array = pa.array(merged, type=pa.map_(pa.string(), pa.string()))
+    if column >= 0:
+        return episodes.set_column(column, episodes.schema.field("extras"), array.cast(
+            episodes.schema.field("extras").type))
+    return episodes.append_column("extras", array)
+
+
 def suite_from_failures(
     ledger: Ledger,
     evaluation: str,
@@ -239,9 +270,9 @@ def suite_from_failures(
            failed tests.
         2. Read its suite (opening sealed batches as `read_suite` does, logged).
         3. For each batch with failed episodes: record a batch of exactly those episodes'
-           steps and episode rows (same environment, policy version and evaluator; the
-           evaluation as ``failuresOf``), sealed to the policy's evaluator encryption keys when
-           the original was sealed.
+           steps and episode rows (each with ``extras[FAILED_IN]``: the evaluation; same
+           environment, policy version and evaluator; the evaluation as ``failuresOf``),
+           sealed to the policy's evaluator encryption keys when the original was sealed.
         4. Record the dataset ``name@version`` (``split``) of those batches and
            ``extra_batches``.
 
@@ -306,7 +337,8 @@ def suite_from_failures(
         result = record_batch(
             ledger,
             steps.filter(pc.is_in(steps.column("episode_id"), wanted)),
-            episodes=episodes.filter(pc.is_in(episodes.column("episode_id"), wanted)),
+            episodes=_marked(episodes.filter(pc.is_in(episodes.column("episode_id"), wanted)),
+                             item.digest),
             env=p.environment.digest, policy=p.policy_version, signer=signer,
             evaluator=p.evaluator.digest if p.evaluator else None,
             name=f"failures-of-{ev.checkpoint.name}@{ev.checkpoint.version}-{sb.digest[7:19]}",

@@ -339,11 +339,17 @@ def _record(
     files: Mapping[str, Path],
     configuration: Sequence[ResourceDescriptor],
     report: Report,
+    workdir: Path,
     run: CommandResult | None = None,
 ) -> EvalOutcome:
-    """Record the evaluation's files with its predicate, signed by the evaluator key."""
+    """Record the evaluation's files, with ``trajledger-run/evaluation.json`` naming the
+    checkpoint, suite, evaluator, time and run (so that each evaluation is an artifact of its
+    own, even with the results of another), and its predicate, signed by the evaluator key."""
     from trajledger.ledger.record import record_files
 
+    from .train import LOGS_DIR
+
+    when = now()
     unsealing = described["unsealing"]
     config = list(configuration)
     if unsealing is not None:
@@ -353,10 +359,17 @@ def _record(
         ))
     passed = tuple(r.test for r in results.episodes if r.passed)
     failed = tuple(r.test for r in results.episodes if not r.passed)
-    ck, suite = described["ck"], described["suite"]
+    ck, suite, evaluator = described["ck"], described["suite"], described["evaluator"]
+    run_file = workdir / "evaluation.json"
+    run_file.write_text(json.dumps({
+        "format": "trajledger.evaluation/1", "checkpoint": ck.digest, "suite": suite.digest,
+        "evaluator": evaluator.digest if evaluator else None, "evaluatedAt": when,
+        "run": list(run.argv) if run is not None else BUILTIN_EVALUATOR,
+    }, sort_keys=True, indent=1) + "\n")
+    files = {**files, f"{LOGS_DIR}/evaluation.json": run_file}
     body = Evaluation(
         "FAILED" if failed else "PASSED", ck, suite, passed, failed,
-        results.predicate_metrics(), now(), described["evaluator"], tuple(config),
+        results.predicate_metrics(), when, evaluator, tuple(config),
     )
     rec = record_files(ledger, files, signer, predicates.EVALUATION,
                        body.written(f"evaluation of {ck.name}@{ck.version}"),
@@ -440,7 +453,7 @@ def _builtin(
         where.mkdir(parents=True, exist_ok=True)
         (where / RESULTS_FILE).write_bytes(data)
         return _record(ledger, signer, described, results, {RESULTS_FILE: where / RESULTS_FILE},
-                       config, report)
+                       config, report, Path(tmp))
 
 
 def _by_command(
@@ -495,6 +508,11 @@ def _by_command(
             raise CommandFailedError(exit_message(argv, run.returncode), run.returncode)
         ws.check()
         files = ws.outputs()
+        clash = sorted(p for p in files if p.split("/")[0] == LOGS_DIR)
+        if clash:
+            raise CommandFailedError(f"the command wrote {clash[0]} in its output directory, "
+                                     f"where trajledger puts its own ({LOGS_DIR}/); nothing "
+                                     "was recorded", 0)
         if RESULTS_FILE not in files:
             raise CommandFailedError(
                 f"command {shlex.join(argv)!r} exited 0 but wrote no {RESULTS_FILE} in "
@@ -516,4 +534,5 @@ def _by_command(
             *environment_dependencies(source, lock, files),
             *run_byproducts(run),
         ]
-        return _record(ledger, signer, described, results, files, config, report, run)
+        return _record(ledger, signer, described, results, files, config, report, ws.root,
+                       run)

@@ -1213,25 +1213,33 @@ class LineageVerifier:
     # -- evaluations and releases ------------------------------------------------------------------
 
     def _evaluation_use(self, node: Node, rec: Record) -> None:
-        """An evaluation ran on a held-out suite: the suite's verified record is a holdout or
-        regression dataset, and each test names one of its batches."""
+        """An evaluation ran on a held-out suite (`_evaluation_problems`)."""
         ev = rec.predicate
         assert isinstance(ev, Evaluation)
+        problems = self._evaluation_problems(ev)
+        for p in problems:
+            node.fail("suite", p)
+        if not problems:
+            tests = len(ev.passed_tests) + len(ev.failed_tests)
+            node.add("suite", OK, f"{ev.suite.name}@{ev.suite.version}: "
+                     f"{len(ev.passed_tests)} of {tests} episode(s) passed")
+
+    def _evaluation_problems(self, ev: Evaluation) -> list[str]:
+        """Why an evaluation is not one of a held-out suite: the suite's verified record is a
+        holdout or regression dataset, and each test names one of its batches."""
+        self.artifact(ev.suite.digest, "dataset")
         suite = self.identity_record(ev.suite.digest, "dataset")
         if not isinstance(suite, Record) or not isinstance(suite.predicate, Dataset):
-            node.fail("suite", "the suite's dataset record does not verify")
-            return
-        ds, tests = suite.predicate, ev.passed_tests + ev.failed_tests
+            return ["the suite's dataset record does not verify"]
+        ds, out = suite.predicate, []
         if ds.split not in HELD_OUT:
-            node.fail("suite", f"dataset {ds.name}@{ds.version} is a {ds.split!r} split; "
-                      "evaluations run on holdout or regression suites")
-        outside = {split_test_name(t)[0] for t in tests} - set(ds.batches)
-        if outside:
-            node.fail("tests", f"{len(outside)} batch(es) named by tests are not in the suite "
-                      f"(first {_short(min(outside))})")
-        if node.ok:
-            node.add("suite", OK, f"{ds.split} {ds.name}@{ds.version}: {len(ev.passed_tests)} "
-                     f"of {len(tests)} episode(s) passed")
+            out.append(f"dataset {ds.name}@{ds.version} is a {ds.split!r} split; evaluations "
+                       "run on holdout or regression suites")
+        outside = {split_test_name(t)[0] for t in ev.passed_tests + ev.failed_tests}
+        if outside - set(ds.batches):
+            out.append(f"tests name {len(outside - set(ds.batches))} batch(es) not in the suite "
+                       f"(first {_short(min(outside - set(ds.batches)))})")
+        return out
 
     def _release_use(self, node: Node, rec: Record) -> None:
         """A release is named by its content, and meets the policy's ``[release]`` on the
@@ -1325,25 +1333,27 @@ class LineageVerifier:
     def _latest_evaluation(
         self, checkpoint: str, suite: str, cited: Iterable[str], before: int
     ) -> Record | None:
-        """The latest verified evaluation of ``checkpoint`` on the suite ``NAME@VERSION``
-        logged before ``before``, among the index's referrers and ``cited``."""
+        """The latest verified evaluation record of ``checkpoint`` on the suite
+        ``NAME@VERSION`` logged before ``before``, among the index's referrers and the records
+        of ``cited`` evaluations. Each record counts on its own (a run whose results equal an
+        earlier run's is a later record of the same artifact)."""
         found = None
         seen = {i for i, role in self._index.referrers(checkpoint) if role == "checkpoint"}
-        seen |= {i for d in cited for i in self.records(d, "evaluation")[:1]}
+        seen |= {i for d in cited for i in self.records(d, "evaluation")}
         for i in sorted(seen):
             e = self._entry(i)
             if e is None or e.kind != "evaluation" or i >= before:
                 continue
             node = self.artifact(e.subject, "evaluation")
             rec = self.record(i)
-            if node.index != i or not node.ok or not isinstance(rec, Record):
+            if not node.ok or not isinstance(rec, Record):
                 continue
             ev = rec.predicate
             assert isinstance(ev, Evaluation)
-            s = self._nodes.get(ev.suite.digest)
-            if ev.checkpoint.digest == checkpoint and s is not None and s.ok and (
-                f"{s.name}@{s.version}" == suite
-            ):
+            if ev.checkpoint.digest != checkpoint or self._evaluation_problems(ev):
+                continue
+            s = self._nodes[ev.suite.digest]
+            if s.ok and f"{s.name}@{s.version}" == suite:
                 found = rec
         return found
 
