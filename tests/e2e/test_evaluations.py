@@ -522,6 +522,36 @@ def test_a_tampered_ciphertext_fails(runner: CliRunner, home: Path) -> None:
     assert "refused" in r.stderr and "nothing was read" in r.stderr
 
 
+def test_false_fingerprints_are_caught_when_unsealed(
+    runner: CliRunner, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A producer publishes other fingerprints than its sealed data's (to slip a holdout
+    episode past the gate): the evaluator's unsealing recomputes them and refuses."""
+    import dataclasses
+
+    from trajledger.ledger import sealing
+    from trajledger.runner.api import Ledger
+    from trajledger.runner.rollouts import run_policy
+
+    real = sealing.fingerprints
+    monkeypatch.setattr(sealing, "fingerprints", lambda steps: tuple(
+        dataclasses.replace(e, fingerprint="00" * 32) for e in real(steps)))
+    ledger = Ledger.open(home)
+    played = run_policy(None, "CartPole-v1", 2, 3000, policy_version="random")
+    b = ledger.record_batch(played.steps, episodes=played.episodes, env="cartpole@1",
+                            policy="random", key="vendor", name="liar", seal=True)
+    ledger.create_dataset("liar", "1", "holdout", [b.digest], key="vendor")
+    monkeypatch.setattr(sealing, "fingerprints", real)
+    size = log_size(home)
+    r = run(runner, home, "eval", "bc@1", "--suite", "liar@1", "--key", "evaluator",
+            "--pass-return", "20")
+    expect(r, 1)
+    assert r.stderr.startswith(f"FAIL: sealed batch {b.digest[:19]}…: the fingerprints its "
+                               "record publishes are not those of its data (episode ids, "
+                               "lengths or exact fingerprints differ)")
+    assert [e.kind for e in entries(home)[size:]] == ["unsealing"]  # logged, nothing else
+
+
 def test_the_gate_sees_duplicates_of_a_sealed_suite(runner: CliRunner, home: Path) -> None:
     """A train set holding an episode of the sealed holdout (same seed, same actions) is
     refused by the admission gate from the published fingerprints, without the key."""
