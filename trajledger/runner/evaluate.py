@@ -242,7 +242,7 @@ def evaluate(
     from trajledger.ledger.suites import Unsealer, read_suite, sealed_batches
     from trajledger.verify.lineage import Edge, Node
 
-    from .verification import ledger_verifier
+    from .verification import decide, ledger_verifier
     from .workdir import check_output_dir
 
     # (1)
@@ -264,9 +264,10 @@ def evaluate(
     verifier = ledger_verifier(ledger, policy)
     decision = Node(f"evaluation:{ck.digest}", "evaluation-run",
                     name=f"evaluation of {ck.ref} on {suite.ref}")
-    try:
-        links = [Edge(decision.id, ck.digest, "checkpoint"), Edge(decision.id, suite.digest,
-                                                                   "suite")]
+
+    def walk() -> list[Edge]:
+        links = [Edge(decision.id, ck.digest, "checkpoint"),
+                 Edge(decision.id, suite.digest, "suite")]
         verifier.artifact(ck.digest, "checkpoint")
         suite_node = verifier.artifact(suite.digest, "dataset")
         if ev_item is not None:
@@ -276,12 +277,10 @@ def evaluate(
         if split not in predicates.HELD_OUT:
             decision.fail("suite", f"{suite_node.label} is a {split!r} split; evaluate on a "
                           "holdout or regression dataset (training data proves nothing)")
-        verifier.decision(decision, links)
-        sealed = sealed_batches(verifier, suite.digest)
-        verifier.finish()
-    finally:
-        verifier.close()
-    report = verifier.report(ck.digest, ["log", decision.id])
+        return links
+
+    report = decide(verifier, decision, ck.digest, walk)
+    sealed = sealed_batches(verifier, suite.digest)
     if not report.ok:
         failures = report.failures()
         raise VerificationError(f"evaluation of {ck.ref} on {suite.ref}: refused, "

@@ -80,7 +80,7 @@ def release(
     from trajledger.verify.lineage import Edge, Node
     from trajledger.verify.policy import policy_digest
 
-    from .verification import ledger_verifier
+    from .verification import decide, ledger_verifier
 
     # (1)
     if not signers:
@@ -98,15 +98,15 @@ def release(
     # (2)
     verifier = ledger_verifier(ledger, policy)
     decision = Node(f"release:{ck.digest}", "release-decision", name=f"release of {ck.ref}")
-    try:
+    used: set[str] = set()
+
+    def walk() -> list[Edge]:
         verifier.artifact(ck.digest, "checkpoint")
-        used = verifier.release_rules(decision, ck.digest, None, len(signers))
-        verifier.decision(decision, [Edge(decision.id, ck.digest, "checkpoint"),
-                                     *(Edge(decision.id, d, "evaluation") for d in sorted(used))])
-        verifier.finish()
-    finally:
-        verifier.close()
-    report = verifier.report(ck.digest, ["log", decision.id])
+        used.update(verifier.release_rules(decision, ck.digest, None, len(signers)))
+        return [Edge(decision.id, ck.digest, "checkpoint"),
+                *(Edge(decision.id, d, "evaluation") for d in sorted(used))]
+
+    report = decide(verifier, decision, ck.digest, walk)
     if not report.ok:
         failures = report.failures()
         raise ReleaseRefusedError(f"release of {ck.ref}: refused, {len(failures)} problem(s); "
