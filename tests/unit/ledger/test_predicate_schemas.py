@@ -328,16 +328,20 @@ def test_recorded_predicates_validate(tmp_path: Path) -> None:
     from trajledger.ledger.home import Ledger
     from trajledger.ledger.status import approve, erase, record_policy, revoke
     from trajledger.runner.admission import DataRefusedError
+    from trajledger.runner.evaluate import evaluate
+    from trajledger.runner.release import release
     from trajledger.runner.rollouts import run_policy
     from trajledger.runner.train import train
     from trajledger.verify.policy import TrustPolicy
 
     home = tmp_path / "home"
     ledger = Ledger.init(home, origin="test/schemas")
-    k = {n: ledger.keys.create(n, encrypt=False) for n in ("p", "a", "t")}
+    k = {n: ledger.keys.create(n, encrypt=False) for n in ("p", "a", "t", "e")}
+    ledger.keys.create_encryption_key("e", encrypt=False)
     policy_path = home / "policy.toml"
     policy_path.write_text(
         f"""
+format = 2
 [roles.producer]
 keys = ["keys/p.pub"]
 [roles.approver]
@@ -345,8 +349,14 @@ keys = ["keys/a.pub"]
 identities = [{{ issuer = "https://issuer.example", subject = "a@example.com" }}]
 [roles.trainer]
 keys = ["keys/t.pub"]
+[roles.evaluator]
+keys = ["keys/e.pub"]
+encryption_keys = ["keys/x25519/e.pub"]
 [roles.log]
 vkeys = ["{ledger.log.vkey}"]
+[[release.require]]
+suite = "reg@1"
+min = 0
 """
     )
     record_policy(ledger, policy_path, [k["a"]])
@@ -368,7 +378,14 @@ vkeys = ["{ledger.log.vkey}"]
     with pytest.raises(DataRefusedError):
         train(ledger, "ds@1", "bc", k["t"], policy)  # unapproved: a refusal record
     approve(ledger, "ds@1", k["a"], note="ok", validation_report=D)
-    train(ledger, "ds@1", "bc", k["t"], policy)
+    ckpt = train(ledger, "ds@1", "bc", k["t"], policy)
+    held = run_policy(None, "CartPole-v1", 2, 100, policy_version="random")
+    sealed = record_batch(ledger, held.steps, episodes=held.episodes, env="env@1",
+                          policy="random", signer=k["p"], licence="CC-BY-4.0",
+                          seal_to=policy.role("evaluator").encryption_keys).recorded.digest
+    create_dataset(ledger, "reg", "1", "regression", [sealed], k["p"])
+    evaluate(ledger, ckpt.digest, "reg@1", k["e"], policy, pass_return=10)
+    release(ledger, ckpt.digest, [k["a"]], policy)
     revoke(ledger, "ds@1", k["a"], reason="superseded")
     erase(ledger, batch, k["p"], reason="retention")
 
@@ -385,8 +402,7 @@ vkeys = ["{ledger.log.vkey}"]
         seen.add(entry.kind)
     # model-signature records need a P-256 trainer key and an export: validated against their
     # schema by tests/interop/test_model_signing.py.
-    # evaluation, release, unsealing: validated by tests/e2e/test_evaluations.py.
-    assert seen == set(KINDS) - {"model-signature", "evaluation", "release", "unsealing"}
+    assert seen == set(KINDS) - {"model-signature"}
 
 
 def test_trust_policy_terms_and_witnessed_logs_validate() -> None:
