@@ -289,6 +289,17 @@ def test_eval_refusals(runner: CliRunner, home: Path, script: Path) -> None:
             "--pass-return", "1", *cmd, "pass")
     expect(r, 2)
     assert log_size(home) == size
+    # A checkpoint a command trained has no built-in policy: the message says what to do.
+    write = ("import os, pathlib; "
+             "pathlib.Path(os.environ['TRAJLEDGER_OUTPUT_DIR'], 'w').write_text('1')")
+    expect(run(runner, home, "train", "--dataset", "train@1", "--key", "trainer", "--name", "cmd",
+               "--version", "1", "--", sys.executable, "-c", write), 0)
+    r = run(runner, home, "eval", "cmd@1", "--suite", "regression@1", "--key", "evaluator",
+            "--pass-return", "1")
+    expect(r, 1)
+    assert r.stderr.startswith("FAIL: checkpoint cmd@1: the built-in evaluator plays policies "
+                               "of the built-in trainers only (checkpoint has no trainer.json")
+    assert r.stderr.endswith("evaluate it with '-- COMMAND'\n")
 
 
 @pytest.mark.parametrize(

@@ -235,20 +235,21 @@ def open_file(
     if raw[: len(SEAL_MAGIC)] != SEAL_MAGIC:
         raise SealError(f"{path}: sealed blob {digest[:19]}… is not a trajledger-sealed-v1 file")
     aead = _file_key(data_key, raw[len(SEAL_MAGIC):head], plain[0])
-    out = bytearray()
+    view, pieces = memoryview(raw), []
     at, i = head, 0
     while True:
-        chunk = raw[at : at + SEAL_SEGMENT + _TAG]
+        chunk = view[at : at + SEAL_SEGMENT + _TAG]
         at += len(chunk)
         final = at == len(raw)
         try:
-            out += aead.decrypt(_nonce(i, final), chunk, None)
+            pieces.append(aead.decrypt(_nonce(i, final), chunk, None))
         except InvalidTag as e:
             raise SealError(f"{path}: segment {i} of sealed blob {digest[:19]}… does not "
                             "authenticate: altered, truncated or of another file") from e
         i += 1
         if final:
             break
+    out = b"".join(pieces)
     # (3)
     plain_digest = DIGEST_PREFIX + hashlib.sha256(out).hexdigest()
     if (plain_digest, len(out)) != plain:
@@ -257,7 +258,7 @@ def open_file(
             f"{plain[0][:19]}… ({plain[1]} bytes)",
             subject=path, expected=plain[0], observed=plain_digest,
         )
-    return bytes(out)
+    return out
 
 
 def fingerprints(steps: str | os.PathLike[str] | bytes) -> tuple[SealedEpisode, ...]:

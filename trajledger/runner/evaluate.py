@@ -404,7 +404,12 @@ def _builtin(
 
     ck = described["ck"]
     _item, ck_files = checkpoint_files(ledger, ck.digest)
-    policy = load_policy(ck_files)
+    try:
+        policy = load_policy(ck_files)
+    except FormatError as e:
+        raise FormatError(f"checkpoint {ck.name}@{ck.version}: the built-in evaluator plays "
+                          f"policies of the built-in trainers only ({e}); evaluate it with "
+                          "'-- COMMAND'") from e
     rows: list[EpisodeResult] = []
     thresholds: dict[str, float] = {}
     for b in batches:
