@@ -33,9 +33,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from click.testing import CliRunner, Result
-
-from trajledger.runner.cli import main
+from click.testing import CliRunner
+from test_runner_cli import expect, run  # tests/e2e is on sys.path (its conftest)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -102,25 +101,13 @@ EVALUATE = textwrap.dedent(
 )
 
 
-def run(runner: CliRunner, home: Path, *args: str | Path) -> Result:
-    return runner.invoke(main, ["--ledger", str(home), *map(str, args)], prog_name="trajledger")
-
-
-def expect(result: Result, code: int, stderr: str | None = None) -> None:
-    if stderr is not None:
-        assert result.stderr == stderr, result.output
-    assert result.exit_code == code, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    assert "Traceback" not in result.output
-
-
-@pytest.fixture(scope="session")
-def evals_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def cartpole_ledger(home: Path, train_episodes: int) -> Any:
+    """A ledger with the keys and policy of the module doc, cartpole@1, and train@1 (random
+    rollouts of seeds 0.., approved)."""
     from trajledger.runner.api import Ledger
     from trajledger.runner.rollouts import run_policy
 
-    home = tmp_path_factory.mktemp("evals-template") / "home"
-    ledger = Ledger.init(home, origin="test/evals")
+    ledger = Ledger.init(home, origin=f"test/{home.parent.name}")
     for k in ("vendor", "approver", "trainer", "evaluator"):
         ledger.keys.create(k, encrypt=False)
     for k in ("evaluator", "outsider"):
@@ -128,11 +115,20 @@ def evals_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (home / "policy.toml").write_text(POLICY.format(vkey=ledger.log.vkey))
     ledger.set_policy(home / "policy.toml", keys=["approver"])
     ledger.register_environment("cartpole", "1", key="vendor", gym_id="CartPole-v1")
-    played = run_policy(None, "CartPole-v1", 30, 0, policy_version="random")
+    played = run_policy(None, "CartPole-v1", train_episodes, 0, policy_version="random")
     batch = ledger.record_batch(played.steps, episodes=played.episodes, env="cartpole@1",
                                 policy="random", key="vendor", name="train-batch")
     ledger.create_dataset("train", "1", "train", [batch.digest], key="vendor")
     ledger.approve("train@1", key="approver")
+    return ledger
+
+
+@pytest.fixture(scope="session")
+def evals_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from trajledger.runner.rollouts import run_policy
+
+    home = tmp_path_factory.mktemp("evals-template") / "home"
+    ledger = cartpole_ledger(home, 30)
     config = {"top_fraction": 0.5}
     ledger.train("train@1", key="trainer", name="bc", version="1", config=config, seed=1)
     ledger.train("train@1", key="trainer", name="bc", version="2", config=config, seed=2,
@@ -586,22 +582,10 @@ def test_the_gate_refuses_a_train_set_holding_sealed_episodes(
 ) -> None:
     """Recorded the other way round (the train set first, then the sealed suite): admission
     compares the verified fingerprints and refuses."""
-    from trajledger.runner.api import Ledger
     from trajledger.runner.rollouts import run_policy
 
-    home = tmp_path / "gate"
-    ledger = Ledger.init(home, origin="test/gate")
-    for k in ("vendor", "approver", "trainer", "evaluator"):
-        ledger.keys.create(k, encrypt=False)
-    ledger.keys.create_encryption_key("evaluator", encrypt=False)
-    (home / "policy.toml").write_text(POLICY.format(vkey=ledger.log.vkey))
-    ledger.set_policy(home / "policy.toml", keys=["approver"])
-    ledger.register_environment("cartpole", "1", key="vendor", gym_id="CartPole-v1")
-    played = run_policy(None, "CartPole-v1", 3, 0, policy_version="random")
-    b = ledger.record_batch(played.steps, episodes=played.episodes, env="cartpole@1",
-                            policy="random", key="vendor", name="train")
-    ledger.create_dataset("train", "1", "train", [b.digest], key="vendor")
-    ledger.approve("train@1", key="approver")
+    home = tmp_path / "gate" / "home"
+    ledger = cartpole_ledger(home, 3)
     expect(run(runner, home, "admit", "train@1"), 0)
     held = run_policy(None, "CartPole-v1", 1, 0, policy_version="random")
     s = ledger.record_batch(held.steps, episodes=held.episodes, env="cartpole@1",
