@@ -912,7 +912,8 @@ def test_policy_check_good(runner: CliRunner, world: World) -> None:
         ("name = [", "not valid TOML: "),
         (
             "serial = 1\n[roles.auditor]\nkeys = []\n",
-            "unknown role(s) auditor; roles are producer, approver, trainer, log, witness",
+            "unknown role(s) auditor; roles are producer, approver, trainer, evaluator, log, "
+            "witness",
         ),
         (
             '[roles.approver]\nkeys = ["keys/approver-a.pub"]\nthreshold = 2\n',

@@ -465,7 +465,7 @@ def test_no_encrypt_warns_and_writes_a_plain_key(home: Path, runner: CliRunner) 
         (["verify", "x", "y"], "Error: give one REF to verify (or PATH... with --envelope)"),
         (["sign", "--key", "k", "--out", "o"], "Error: Missing argument 'PATHS...'."),
         (["key", "new", "k", "--alg", "rsa"],
-         "Error: Invalid value for '--alg': 'rsa' is not one of 'ed25519', 'p256'."),
+         "Error: Invalid value for '--alg': 'rsa' is not one of 'ed25519', 'p256', 'x25519'."),
         (["verify", "x", "--envelope", "e", "--pubkey", "p", "--threshold", "0"],
          "Error: Invalid value for '--threshold': 0 is not in the range x>=1."),
         (["frobnicate"], "Error: No such command 'frobnicate'."),

@@ -140,6 +140,8 @@ def evaluator() -> None:
     type=click.Path(path_type=Path),
     help="Other evaluator files (repeatable).",
 )
+@click.option("--calibration", metavar="DATASET", help="Expert-labelled dataset the judge is "
+              "calibrated on ('trajledger stats REF --judge NAME' reports its agreement there).")
 @click.option("--key", required=True, help="Signing key (a producer).")
 @pass_ctx
 def evaluator_register(
@@ -151,6 +153,7 @@ def evaluator_register(
     rubric: Path | None,
     prompt: Path | None,
     files: tuple[Path, ...],
+    calibration: str | None,
     key: str,
 ) -> None:
     """Record evaluator NAME at --version; prints its digest."""
@@ -163,6 +166,7 @@ def evaluator_register(
         rubric=rubric,
         prompt=prompt,
         files=files,
+        calibration=calibration,
     )
     ok(f"evaluator {name}@{version} {rec.where}")
     click.echo(rec.digest)
@@ -238,6 +242,10 @@ def _reader_options(reward_weights: str | None, reward_column: str | None) -> An
 @click.option("--consent", help="Consent basis of the data.")
 @click.option("--licence", help="Licence of the data.")
 @click.option("--retention", help="Retention rule, e.g. 365d.")
+@click.option("--seal", is_flag=True, help="Store the batch encrypted to the evaluators' X25519 "
+              "keys (the policy's evaluator encryption_keys): a sealed holdout or regression "
+              "suite that only 'trajledger eval' opens; its episodes' duplicate fingerprints "
+              "stay in the clear for the gate.")
 @click.option("--key", required=True, help="Signing key (a producer).")
 @pass_ctx
 def record(
@@ -254,6 +262,7 @@ def record(
     consent: str | None,
     licence: str | None,
     retention: str | None,
+    seal: bool,
     key: str,
 ) -> None:
     """Record rollout files as one batch; the batch digest is the last stdout line.
@@ -269,6 +278,7 @@ def record(
     ledger = ctx.ledger()
     options = _reader_options(reward_weights, reward_column)
     signer = _signer(ctx, key)
+    seal_to = ledger.seal_recipients() if seal else None
     with _step_progress(paths, quiet=ctx.quiet) as (advance, read):
         result = record_batch(
             ledger,
@@ -286,11 +296,13 @@ def record(
             on_chunk=advance,
             options=options,
             on_read=read,
+            seal_to=seal_to,
         )
     s = result.stats
+    how = f", sealed to {len(seal_to)} evaluator key(s)" if seal_to else ""
     ok(
         f"batch of {s['num_episodes']} episode(s), {s['num_steps']} step(s) "
-        f"{result.recorded.where}"
+        f"{result.recorded.where}{how}"
     )
     click.echo(result.recorded.digest)
 
@@ -368,17 +380,21 @@ def dataset() -> None:
 @VERSION_OPTION
 @click.option(
     "--split",
-    required=True,
     type=click.Choice(["train", "holdout", "regression"]),
-    help="train data may be trained on; holdout and regression never.",
+    help="train data may be trained on; holdout and regression never [required; default "
+    "regression with --from-failures].",
 )
 @click.option(
     "--batch",
     "batches",
     multiple=True,
-    required=True,
     help="Member batch (digest or prefix); repeatable.",
 )
+@click.option("--from-failures", "evaluation", metavar="EVALUATION", help="Make a regression "
+              "suite of the failed episodes of EVALUATION (digest or prefix): one new batch per "
+              "suite batch, linked to it (with --batch: plus those).")
+@click.option("--evaluator-key", metavar="KEY", help="With --from-failures of a sealed suite: the "
+              "evaluator key that logs the unsealing (its X25519 key of the same name opens it).")
 @click.option("--purpose", default="train", show_default=True, help="Purpose approvals must name.")
 @click.option(
     "--card",
@@ -393,8 +409,10 @@ def dataset_create(
     ctx: Context,
     name: str,
     version: str,
-    split: str,
+    split: str | None,
     batches: tuple[str, ...],
+    evaluation: str | None,
+    evaluator_key: str | None,
     purpose: str,
     card_file: Path | None,
     key: str,
@@ -409,9 +427,30 @@ def dataset_create(
 
     Example: trajledger dataset create cartpole --version 1 --split train --batch 3f9c
     --card card.toml --key vendor
+
+    \b
+    Failures become the next suite:
+      trajledger dataset create regression --version 4 --from-failures EVAL --key vendor
     """
     from .cards import ProducerCard
 
+    if evaluation is not None:
+        if card_file is not None:
+            raise click.UsageError("--card goes with a dataset of batches, not --from-failures")
+        ledger = ctx.ledger()
+        recorded, made = ledger.suite_from_failures(
+            evaluation, name, version, key=_signer(ctx, key), split=split or "regression",
+            batches=batches, evaluator_key=evaluator_key,
+        )
+        ok(f"dataset {name}@{version} ({split or 'regression'}) of the failures of "
+           f"{evaluation}: {len(made)} new batch(es) recorded, the dataset "
+           f"{recorded.where}")
+        click.echo(recorded.digest)
+        return
+    if evaluator_key is not None:
+        raise click.UsageError("--evaluator-key goes with --from-failures")
+    if split is None or not batches:
+        raise click.UsageError("give --split and at least one --batch (or --from-failures)")
     card = ProducerCard.from_file(card_file) if card_file is not None else None
     result = ctx.ledger().create_dataset(
         name, version, split, batches, key=_signer(ctx, key), purpose=purpose, card=card

@@ -82,17 +82,18 @@ def _ask(name: str) -> bytes | None:
 
 @click.group(cls=Group)
 def key() -> None:
-    """Create, list and export signing keys (kept in <ledger>/keys)."""
+    """Create, list and export signing keys and X25519 encryption keys (kept in <ledger>/keys)."""
 
 
 @key.command("new")
 @click.argument("name", type=KEY_NAME)
 @click.option(
     "--alg",
-    type=click.Choice(["ed25519", "p256"]),
+    type=click.Choice(["ed25519", "p256", "x25519"]),
     default="ed25519",
     show_default=True,
-    help="Signature algorithm.",
+    help="Signature algorithm; x25519 makes an encryption key (keys/x25519/) that sealed suites "
+    "are encrypted to: pin its .pub in the policy's evaluator encryption_keys.",
 )
 @click.option(
     "--no-encrypt", is_flag=True, help="Write the private key unencrypted (demos and tests only)."
@@ -117,6 +118,11 @@ def key_new(ctx: Context, name: str, alg: str, no_encrypt: bool) -> None:
                      group_writable=keys.group_writable)
     if no_encrypt:
         warn(f"key {name} is written unencrypted; use it for demos and tests only")
+    if alg == "x25519":
+        enc = store.create_encryption_key(name, encrypt=not no_encrypt)
+        click.echo(f"{name} x25519 {enc.keyid}")
+        ok(f"encryption key {name} written to {store.encryption_directory}")
+        return
     signer = store.create(
         name, "ecdsa-p256" if alg == "p256" else "ed25519", encrypt=not no_encrypt
     )
@@ -154,23 +160,17 @@ def key_encrypt(ctx: Context, name: str | None, log_key: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def key_list(ctx: Context, as_json: bool) -> None:
-    """List keys: name, algorithm, keyid, whether the private key is encrypted."""
-    keys = ctx.keystore().list()
+    """List keys: name, algorithm, keyid, whether the private key is encrypted (signing keys,
+    then X25519 encryption keys)."""
+    store = ctx.keystore()
+    rows = [(k.name, k.algorithm, k.keyid, k.encrypted) for k in store.list()]
+    rows += [(n, "x25519", k.keyid, enc) for n, k, enc in store.encryption_keys()]
     if as_json:
-        emit_json(
-            [
-                {
-                    "name": k.name,
-                    "algorithm": k.algorithm,
-                    "keyid": k.keyid,
-                    "encrypted": k.encrypted,
-                }
-                for k in keys
-            ]
-        )
+        emit_json([{"name": n, "algorithm": a, "keyid": i, "encrypted": e}
+                   for n, a, i, e in rows])
         return
-    for k in keys:
-        click.echo(f"{k.name}\t{k.algorithm}\t{k.keyid}\t{'encrypted' if k.encrypted else 'PLAIN'}")
+    for n, a, i, e in rows:
+        click.echo(f"{n}\t{a}\t{i}\t{'encrypted' if e else 'PLAIN'}")
 
 
 @key.command("export")

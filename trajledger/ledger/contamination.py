@@ -41,6 +41,8 @@ from .episode_features import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from trajledger.verify.predicates import SealedEpisode
+
     from .store import ObjectStore
 
 __all__ = [
@@ -289,6 +291,7 @@ def verified_contamination(
     *,
     train_labels: Mapping[str, Sequence[str]] | None = None,
     workdir: Path | None = None,
+    sealed: Mapping[str, Sequence[SealedEpisode]] | None = None,
 ) -> ContaminationReport:
     """Contamination of verified train data by holdout / regression batches, from re-hashed
     blobs only (for the admission gate).
@@ -297,7 +300,8 @@ def verified_contamination(
         1. For each other-side batch (in digest order): read its manifest, checking that it
            hashes to the batch digest; copy its ``steps.parquet`` into a private directory,
            checking size and digest on the way; compute its episodes' features from that copy.
-           A batch that fails any of this is listed in ``unchecked`` (not skipped silently).
+           A batch that fails any of this is listed in ``unchecked`` (not skipped silently). A
+           sealed batch is held by the fingerprints of its verified record (``sealed``).
         2. For each train batch: compute features from the table given (the bytes the caller
            verified), or, when the table is None, from the store as in (1) (a train batch that
            cannot be verified is listed in ``unchecked`` too).
@@ -310,6 +314,8 @@ def verified_contamination(
             ``["holdout eval@1"]``), from verified dataset records.
         train_labels: train batch digest -> labels, for the findings' messages.
         workdir: where private copies are made (default the system temporary directory).
+        sealed: other-side batch digest -> the fingerprints its verified record publishes, for
+            sealed batches (their bytes are not readable here).
 
     Returns:
         The findings and the batches that could not be checked. Nothing is read from the
@@ -328,7 +334,12 @@ def verified_contamination(
         # (1)
         for batch in sorted(others):
             try:
-                chunks = list(_verified_chunks(store, batch, Path(tmp)))
+                if sealed and batch in sealed:
+                    from .sealing import sealed_features
+
+                    chunks = [sealed_features(sealed[batch])]
+                else:
+                    chunks = list(_verified_chunks(store, batch, Path(tmp)))
             except unusable as e:
                 unchecked.append(f"holdout/regression batch {batch[:19]}…: {e}")
                 continue

@@ -34,7 +34,7 @@ from .store import ObjectStore
 
 if TYPE_CHECKING:
     from trajledger.verify.log_key import Handover
-    from trajledger.verify.policy import TrustPolicy
+    from trajledger.verify.policy import EncryptionKey, TrustPolicy
     from trajledger.verify.statement import Statement
 
     from .artifacts import BatchResult, DatasetResult
@@ -1040,6 +1040,7 @@ class Ledger:
         signer: Signer | None = None,
         evaluator: str | None = None,
         episodes: Any = None,
+        seal: bool = False,
         **options: Any,
     ) -> BatchResult:
         """Record rollouts as one signed, logged batch; see `ledger.artifacts.record_batch`.
@@ -1052,6 +1053,8 @@ class Ledger:
             signer: a loaded signing key; or give ``key``.
             evaluator: the registered evaluator, if any.
             episodes: episode attributes (a table with a table or rows, a file with files).
+            seal: store the batch encrypted to the evaluator ``encryption_keys`` of the
+                policy in force (a sealed holdout or regression suite, `seal_recipients`).
             **options: ``name``, ``fmt``, ``consent``, ``licence``, ``retention``,
                 ``generator``, ``on_chunk`` (see `ledger.artifacts.record_batch`).
 
@@ -1070,6 +1073,8 @@ class Ledger:
         if signer is None:
             assert key is not None
             signer = self.keys.signer(key)
+        if seal:
+            options["seal_to"] = self.seal_recipients()
         return record_batch(
             self,
             table_or_rows,
@@ -1080,6 +1085,25 @@ class Ledger:
             episodes=episodes,
             **options,
         )
+
+    def seal_recipients(
+        self, policy: str | Path | TrustPolicy | None = None
+    ) -> tuple[EncryptionKey, ...]:
+        """The X25519 keys sealed suites are encrypted to: the evaluator role's
+        ``encryption_keys`` of the policy (default: in force).
+
+        Raises:
+            LedgerError: the policy names none (a format-1 policy has no evaluator role).
+        """
+        p = self.policy(policy)
+        keys = p.role("evaluator").encryption_keys
+        if not keys:
+            raise LedgerError(
+                f"policy {p.name!r} serial {p.serial}: its evaluator role names no "
+                "encryption_keys, so nothing can be sealed to the evaluators; add them "
+                "(format = 2, [roles.evaluator] encryption_keys; keys/README.md)"
+            )
+        return keys
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -1139,13 +1163,14 @@ class Ledger:
         rubric: Path | None = None,
         prompt: Path | None = None,
         files: Sequence[Path] = (),
+        calibration: str | None = None,
     ) -> Recorded:
         """``trajledger evaluator register``: see `ledger.artifacts.register_evaluator`."""
         from .artifacts import register_evaluator
 
         return register_evaluator(
             self, name, version, kind, self._key(key), model_id=model_id, rubric=rubric,
-            prompt=prompt, files=files,
+            prompt=prompt, files=files, calibration=calibration,
         )
 
     def create_dataset(
@@ -1187,6 +1212,27 @@ class Ledger:
             raise ValueError(f"card format {fmt!r}, want one of {', '.join(FORMATS)}")
         facts = dataset_card(self, ref, self.policy(policy), data="size" if skip_data else "hash")
         return render(facts, fmt)
+
+    def suite_from_failures(
+        self,
+        evaluation: str,
+        name: str,
+        version: str,
+        *,
+        key: str | Signer,
+        evaluator_key: str | Signer | None = None,
+        split: str = "regression",
+        batches: Sequence[str] = (),
+    ) -> tuple[Recorded, list[str]]:
+        """``trajledger dataset create NAME --from-failures EVALUATION``: a regression suite
+        of the evaluation's failed episodes; ``evaluator_key`` opens a sealed suite (its
+        unsealing is logged). See `trajledger.ledger.suites.suite_from_failures`."""
+        from .suites import Unsealer, suite_from_failures
+
+        unsealer = (Unsealer.load(self, self._key(evaluator_key))
+                    if evaluator_key is not None else None)
+        return suite_from_failures(self, evaluation, name, version, self._key(key),
+                                   unsealer=unsealer, split=split, extra_batches=batches)
 
     def approve(
         self,

@@ -68,12 +68,14 @@ from trajledger.verify.predicates import (
     Dataset,
     Environment,
     Erasure,
+    Evaluation,
     Evaluator,
     Predicate,
     Provenance,
     Refusal,
     Revocation,
     RolloutBatch,
+    SealedEpisode,
 )
 from trajledger.verify.statement import Statement
 
@@ -112,6 +114,8 @@ __all__ = [
     "VECTOR_DIM",
     "WARN_RELATIVE",
     "WARN_STANDARD_ERRORS",
+    "Calibration",
+    "EvaluationRow",
     "Finding",
     "Index",
     "IndexUpdate",
@@ -886,6 +890,18 @@ class Index:
         # Data that cannot be read or does not fit the schema is skipped, never fatal: the
         # index must keep working on whatever a ledger holds.
         store = self.ledger.store
+        sealed = _sealed_episodes(self.ledger, row["envelope"])
+        if sealed is not None:
+            # A sealed batch is indexed from the fingerprints its record publishes (what the
+            # duplicate and contamination checks compare); its other columns stay null.
+            from .sealing import sealed_features
+
+            chunk = sealed_features(sealed)
+            ep = pa.table({"episode_id": pa.array(chunk.episode_ids, pa.string()),
+                           "num_steps": pa.array(chunk.num_steps, pa.int64())})
+            if len(chunk):
+                self._episodes_table().add(_episode_table(ep, row, chunk, False))
+            return "sealed", len(chunk)
         with private_workdir(self._tmp_root) as tmp:
             try:
                 files = batch_files(self.ledger, row["digest"])
@@ -1171,6 +1187,17 @@ class Index:
         return out
 
 
+def _sealed_episodes(ledger: Ledger, envelope: str) -> Sequence[SealedEpisode] | None:
+    """The published fingerprints of a sealed batch (from its envelope, unverified: the index
+    is derived data), or None when the batch is not sealed or its envelope cannot be read."""
+    try:
+        st = Statement.from_bytes(Envelope.from_bytes(ledger.store.get(envelope)).payload)
+        sealed = KINDS["rollout-batch"].read(st, "rollout-batch")
+    except (ProvenanceError, LedgerError):
+        return None
+    return sealed.sealed.episodes if isinstance(sealed, RolloutBatch) and sealed.sealed else None
+
+
 def _feature_chunks(t: pa.Table) -> Iterator[tuple[str, FeatureChunk]]:
     """Index rows as `FeatureChunk` runs of one batch each (for the matcher)."""
     if t.num_rows == 0:
@@ -1373,6 +1400,45 @@ def _warnings(seg: Metrics, agg: Metrics) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class Calibration:
+    """A judge's agreement with expert labels on the calibration dataset its newest evaluator
+    version names (``stats --judge NAME``). ``calibrated`` only with such a dataset and at
+    least one episode holding both an expert label (``success``) and the judge's score."""
+
+    judge: str
+    evaluator: str | None
+    dataset: str | None
+    agreement: float | None
+    judged: int
+    why: str
+
+    @property
+    def calibrated(self) -> bool:
+        """True when the agreement was measured on expert labels."""
+        return self.agreement is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """As JSON."""
+        return {**asdict(self), "calibrated": self.calibrated}
+
+
+@dataclass(frozen=True)
+class EvaluationRow:
+    """An evaluation of a checkpoint, as its record says (not verified here)."""
+
+    digest: str
+    index: int
+    suite: str
+    result: str
+    episodes: int
+    success_rate: float
+
+    def to_json(self) -> dict[str, Any]:
+        """As JSON."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class StatsReport:
     """Segmented statistics of a batch, dataset or checkpoint."""
 
@@ -1383,6 +1449,8 @@ class StatsReport:
     by: tuple[str, ...]
     aggregate: Metrics
     segments: tuple[Segment, ...]
+    calibration: Calibration | None = None
+    evaluations: tuple[EvaluationRow, ...] = ()
 
     @property
     def warnings(self) -> list[str]:
@@ -1400,6 +1468,8 @@ class StatsReport:
             "aggregate": self.aggregate.to_json(),
             "segments": [s.to_json() for s in self.segments],
             "warnings": self.warnings,
+            "calibration": self.calibration.to_json() if self.calibration else None,
+            "evaluations": [e.to_json() for e in self.evaluations],
         }
 
 
@@ -1421,14 +1491,68 @@ def segment_stats(
         RefError: ``ref`` names no batch, dataset or checkpoint.
         QueryError: a ``by`` column is not an episode column.
     """
-    item = Catalog(ledger).resolve(ref, {"rollout-batch", "dataset", "checkpoint"})
+    catalog = Catalog(ledger)
+    item = catalog.resolve(ref, {"rollout-batch", "dataset", "checkpoint"})
     index = Index(ledger, progress=progress, note=note)
     with index._locked():
         batches = index.batches_of(item.digest, item.kind)
         aggregate, segments = index.stats(batches, by, judge_key=judge_key)
+        calibration = _calibration(ledger, index, judge_key) if judge_key else None
+    evaluations = _evaluations(ledger, item.digest) if item.kind == "checkpoint" else ()
     return StatsReport(
-        item.kind, item.ref, item.digest, tuple(batches), tuple(by), aggregate, segments
+        item.kind, item.ref, item.digest, tuple(batches), tuple(by), aggregate, segments,
+        calibration, evaluations,
     )
+
+
+def _record_predicate(ledger: Ledger, kind: str, envelope: str) -> Predicate | None:
+    """A record's typed predicate, read from its envelope (unverified: statistics)."""
+    try:
+        st = Statement.from_bytes(Envelope.from_bytes(ledger.store.get(envelope)).payload)
+        return KINDS[kind].read(st, kind)
+    except (ProvenanceError, LedgerError):
+        return None
+
+
+def _calibration(ledger: Ledger, index: Index, judge: str) -> Calibration:
+    """The judge's agreement with the expert labels of the calibration dataset named by the
+    newest evaluator version called ``judge``."""
+    versions = [i for i in Catalog(ledger).by_kind("evaluator") if i.name == judge]
+    if not versions:
+        return Calibration(judge, None, None, None, 0, f"no evaluator version named {judge!r} "
+                           "is recorded, so none names a calibration dataset: not calibrated")
+    newest = versions[-1]
+    pred = _record_predicate(ledger, "evaluator", newest.envelope)
+    calib = pred.calibration if isinstance(pred, Evaluator) else None
+    if calib is None:
+        return Calibration(judge, newest.ref, None, None, 0, f"evaluator {newest.ref} names no "
+                           "calibration dataset (evaluator register --calibration): not "
+                           "calibrated")
+    label = f"{calib.name}@{calib.version}"
+    m, _ = index.stats(index.batches_of(calib.digest, "dataset"), (), judge_key=judge)
+    if not m.judged or m.judge_agreement is None:
+        return Calibration(judge, newest.ref, label, None, 0, f"calibration dataset {label}: no "
+                           f"episode has both an expert label (success) and a {judge!r} score: "
+                           "not calibrated")
+    return Calibration(judge, newest.ref, label, m.judge_agreement, m.judged,
+                       f"agrees with the expert labels of {label} on {m.judged} episode(s)")
+
+
+def _evaluations(ledger: Ledger, checkpoint: str) -> tuple[EvaluationRow, ...]:
+    """The evaluations of a checkpoint, in log order, as their records say."""
+    state = ledger.trust_state()
+    out = []
+    for i, role in state.referrers(checkpoint):
+        entry = state.entry(i)
+        if role != "checkpoint" or entry is None or entry.kind != "evaluation":
+            continue
+        pred = _record_predicate(ledger, "evaluation", entry.envelope)
+        if isinstance(pred, Evaluation) and pred.checkpoint.digest == checkpoint:
+            out.append(EvaluationRow(
+                entry.subject, i, f"{pred.suite.name}@{pred.suite.version}", pred.result,
+                len(pred.passed_tests) + len(pred.failed_tests), pred.success_rate,
+            ))
+    return tuple(sorted(out, key=lambda r: r.index))
 
 
 def query_table(

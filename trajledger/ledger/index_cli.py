@@ -261,17 +261,25 @@ def _stats_row(label: str, m: Any) -> list[str]:
 @click.argument("ref")
 @click.option("--by", "by", metavar="COL[,COL]", help="Episode columns to segment by.")
 @click.option(
-    "--judge", "judge_key", metavar="NAME", help="Judge score to use (default: mean of scores)."
+    "--judge", "judge_key", metavar="NAME", help="Judge score to use (default: mean of scores); "
+    "also reports the judge's agreement with the expert labels of the calibration dataset its "
+    "newest evaluator version names."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def stats(ctx: Context, ref: str, by: str | None, judge_key: str | None, as_json: bool) -> None:
     """Episode statistics of a batch, dataset or checkpoint, segmented --by columns.
 
-    A checkpoint's episodes are those of the datasets it was trained on. Per segment: success
-    rate, mean return and length, invalid-action and safety-intervention rates, judge
-    agreement, cost per episode and per solved task. A segment far below the aggregate
-    (more than 2 standard errors and 20%) gets a WARNING line.
+    A checkpoint's episodes are those of the datasets it was trained on; its evaluations are
+    listed after the table. Per segment: success rate, mean return and length,
+    invalid-action and safety-intervention rates, judge agreement, cost per episode and per
+    solved task. A segment far below the aggregate (more than 2 standard errors and 20%)
+    gets a WARNING line. With --judge NAME, a judge is called calibrated only on the expert
+    labels of the calibration dataset its evaluator version names.
+
+    \b
+    Example:
+      trajledger stats chat@1 --by language --judge gpt-judge
     """
     from .index import segment_stats
 
@@ -294,6 +302,15 @@ def stats(ctx: Context, ref: str, by: str | None, judge_key: str | None, as_json
         rows = [_stats_row("(all)", report.aggregate)]
         rows += [_stats_row(s.label, s.metrics) for s in report.segments]
         _print_table(header, rows)
+        for e in report.evaluations:
+            click.echo(f"evaluation {e.digest[:19]}… (log index {e.index}) on {e.suite}: "
+                       f"{e.result}, success rate {e.success_rate:.3f} over {e.episodes} "
+                       "episode(s)")
+        c = report.calibration
+        if c is not None:
+            state = (f"calibrated: agreement {c.agreement:.3f} with expert labels (n={c.judged})"
+                     if c.agreement is not None else "NOT calibrated")
+            click.echo(f"judge {c.judge}: {state}; {c.why}")
     for w in report.warnings:
         warn(_short(w))
     ok(f"stats of {report.kind} {report.ref}")

@@ -1,4 +1,4 @@
-"""Signing keys: create, store encrypted at rest, load, and sign.
+"""Signing keys and X25519 encryption keys: create, store encrypted at rest, load, and sign.
 
 Scope: private keys in a key directory (``<ledger>/keys`` by default): ``NAME.key`` is an
 encrypted PKCS#8 PEM written with mode 0600, ``NAME.pub`` the public key PEM. Each key's
@@ -7,6 +7,8 @@ passphrase comes from ``TRAJLEDGER_PASSPHRASE_<NAME>`` (`passphrase_env`), else
 are for demos and tests only: where a ledger's keys are encrypted, or a passphrase for the key is
 set, a plaintext key file is refused as planted. Key files and their directory writable by the
 group or others are refused (a ledger a team shares through its group allows the group).
+Evaluators' X25519 keys, which sealed suites are encrypted to, live the same way in ``x25519/``
+and are read under the same rules.
 Non-scope: verification (``verify.keys.PublicKey``).
 """
 
@@ -20,17 +22,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, x25519
 
 from trajledger.verify.keys import ALGORITHMS, PublicKey
+from trajledger.verify.policy import EncryptionKey
 
 from .errors import KeyError_, TamperError
 from .fs import write_file_atomic
 
-__all__ = ["PASSPHRASE_ENV", "KeyInfo", "KeyStore", "Signer", "is_encrypted", "passphrase_env"]
+__all__ = [
+    "ENCRYPTION_DIR",
+    "PASSPHRASE_ENV",
+    "KeyInfo",
+    "KeyStore",
+    "Signer",
+    "is_encrypted",
+    "passphrase_env",
+]
 
 PASSPHRASE_ENV = "TRAJLEDGER_PASSPHRASE"
 """The passphrase of every key without one of its own (`passphrase_env`)."""
+ENCRYPTION_DIR = "x25519"
+"""The key store's subdirectory of X25519 encryption keys (sealed suites)."""
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 _PrivateKey = ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey
@@ -287,58 +300,7 @@ class KeyStore:
         check_key_name(name)
         path = self.directory / f"{name}.key"
         pub_path = self.directory / f"{name}.pub"
-        # (1)
-        try:
-            mode = os.stat(path).st_mode
-            data = path.read_bytes()
-        except FileNotFoundError as e:
-            raise KeyError_(
-                f"key {name}: no private key in {self.directory}; create it with "
-                f"'trajledger key new {name}'"
-            ) from e
-        except OSError as e:
-            raise KeyError_(f"key {name}: cannot read {path}: {e.strerror}") from e
-        if mode & 0o077:
-            raise KeyError_(
-                f"key {name}: {path} can be read by other users (mode {stat.S_IMODE(mode):04o}); "
-                f"run 'chmod 600 {path}'"
-            )
-        for p in (self.directory, pub_path):
-            self._refuse_writable(p)
-        # (2)
-        encrypted = is_encrypted(data)
-        if not encrypted and not allow_plain:
-            why = (
-                "this ledger's keys are encrypted (ledger.toml: keys = \"encrypted\")"
-                if self.require_encrypted
-                else f"a passphrase for it is set ({passphrase_env(self.label or name)} or "
-                f"{PASSPHRASE_ENV})"
-                if self._passphrase_set(name) is not None
-                else None
-            )
-            if why is not None:
-                raise TamperError(
-                    f"key {name}: {path} is not encrypted, but {why}: a key file planted by "
-                    "someone without the passphrase; nothing was signed. If you wrote it "
-                    f"yourself, encrypt it with 'trajledger key encrypt {name}'",
-                    path,
-                )
-        # (3)
-        passphrase = self._passphrase(name) if encrypted else None
-        if encrypted and not passphrase:
-            raise KeyError_(
-                f"key {name}: is encrypted; set {passphrase_env(self.label or name)} or "
-                f"{PASSPHRASE_ENV}, or run in a terminal"
-            )
-        try:
-            key = serialization.load_pem_private_key(data, password=passphrase)
-        except (ValueError, TypeError) as e:
-            why = (
-                "wrong passphrase or corrupt key file"
-                if encrypted
-                else "corrupt or truncated key file"
-            )
-            raise KeyError_(f"key {name}: cannot load {path}: {why}") from e
+        key = self._private(name, path, pub_path, "", allow_plain=allow_plain)
         if not isinstance(key, ed25519.Ed25519PrivateKey) and not (
             isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1)
         ):
@@ -363,6 +325,168 @@ class KeyStore:
     def plaintext(self) -> list[Path]:
         """The private key files of this directory that are not encrypted."""
         return [p for p in self.list_private() if not is_encrypted(p.read_bytes()[:64])]
+
+    def _private(
+        self, name: str, path: Path, pub_path: Path, option: str, *, allow_plain: bool = False
+    ) -> object:
+        """Read and decrypt the private key file ``path`` of key ``name`` (a signing key, or an
+        X25519 key with ``option`` ``" --alg x25519"``, what 'trajledger key new' needs to make it).
+
+        Steps:
+            1. The key's directory, ``pub_path`` and ``path`` are writable only by their owner
+               (and the group of a shared ledger); ``path`` is readable by nobody else.
+            2. A plaintext key is refused where the ledger's keys are encrypted or a passphrase
+               for it is set: someone who cannot encrypt planted it.
+            3. Decrypt it.
+
+        Raises:
+            KeyError_: absent, readable by others, writable by others, no or a wrong
+                passphrase, corrupt (exit 3).
+            TamperError: a plaintext key where keys are encrypted (exit 1).
+        """
+        # (1)
+        try:
+            mode = os.stat(path).st_mode
+            data = path.read_bytes()
+        except FileNotFoundError as e:
+            raise KeyError_(
+                f"key {name}: no private key in {path.parent}; create it with "
+                f"'trajledger key new {name}{option}'"
+            ) from e
+        except OSError as e:
+            raise KeyError_(f"key {name}: cannot read {path}: {e.strerror}") from e
+        if mode & 0o077:
+            raise KeyError_(
+                f"key {name}: {path} can be read by other users (mode {stat.S_IMODE(mode):04o}); "
+                f"run 'chmod 600 {path}'"
+            )
+        for p in (path.parent, pub_path):
+            self._refuse_writable(p)
+        # (2)
+        encrypted = is_encrypted(data)
+        if not encrypted and not allow_plain:
+            why = (
+                "this ledger's keys are encrypted (ledger.toml: keys = \"encrypted\")"
+                if self.require_encrypted
+                else f"a passphrase for it is set ({passphrase_env(self.label or name)} or "
+                f"{PASSPHRASE_ENV})"
+                if self._passphrase_set(name) is not None
+                else None
+            )
+            if why is not None:
+                raise TamperError(
+                    f"key {name}: {path} is not encrypted, but {why}: a key file planted by "
+                    "someone without the passphrase; nothing was signed or decrypted. If you "
+                    f"wrote it yourself, encrypt it with 'trajledger key encrypt {name}'",
+                    path,
+                )
+        # (3)
+        passphrase = self._passphrase(name) if encrypted else None
+        if encrypted and not passphrase:
+            raise KeyError_(
+                f"key {name}: is encrypted; set {passphrase_env(self.label or name)} or "
+                f"{PASSPHRASE_ENV}, or run in a terminal"
+            )
+        try:
+            return serialization.load_pem_private_key(data, password=passphrase)
+        except (ValueError, TypeError) as e:
+            why = (
+                "wrong passphrase or corrupt key file"
+                if encrypted
+                else "corrupt or truncated key file"
+            )
+            raise KeyError_(f"key {name}: cannot load {path}: {why}") from e
+
+    # -- X25519 encryption keys (sealed suites) ------------------------------------------------
+
+    @property
+    def encryption_directory(self) -> Path:
+        """Where X25519 encryption keys live: ``<keys>/x25519/NAME.key`` (encrypted PKCS#8,
+        0600) and ``NAME.pub``, apart from the signing keys (a policy names them separately)."""
+        return self.directory / ENCRYPTION_DIR
+
+    def create_encryption_key(self, name: str, *, encrypt: bool = True) -> EncryptionKey:
+        """Generate an X25519 key pair for receiving sealed suites, written like a signing key.
+
+        Raises:
+            KeyError_: bad name, the key exists, or no passphrase for encryption.
+        """
+        check_key_name(name)
+        folder = self.encryption_directory
+        if (folder / f"{name}.key").exists() or (folder / f"{name}.pub").exists():
+            raise KeyError_(f"encryption key {name}: already exists in {folder}; pick another name")
+        passphrase = self._passphrase(name) if encrypt else None
+        if encrypt and not passphrase:
+            raise KeyError_(
+                f"encryption key {name}: no passphrase; set {passphrase_env(self.label or name)} "
+                f"or {PASSPHRASE_ENV}, run in a terminal, or pass --no-encrypt for a demo key"
+            )
+        key = x25519.X25519PrivateKey.generate()
+        enc: serialization.KeySerializationEncryption = (
+            serialization.BestAvailableEncryption(passphrase)
+            if passphrase
+            else serialization.NoEncryption()
+        )
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_file_atomic(
+            folder / f"{name}.key",
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc),
+            mode=0o600,
+        )
+        pem = key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        write_file_atomic(folder / f"{name}.pub", pem, mode=0o644)
+        return EncryptionKey.from_pem(pem)
+
+    def encryption_key(self, name: str) -> EncryptionKey:
+        """The public half of X25519 key ``name``.
+
+        Raises:
+            KeyError_: unknown or unreadable.
+        """
+        check_key_name(name)
+        path = self.encryption_directory / f"{name}.pub"
+        try:
+            return EncryptionKey.from_pem(path.read_bytes(), f"encryption key {name} ({path})")
+        except FileNotFoundError as e:
+            raise KeyError_(f"encryption key {name}: not found in {path.parent}; create it with "
+                            f"'trajledger key new {name} --alg x25519'") from e
+        except (OSError, ValueError) as e:
+            raise KeyError_(f"encryption key {name}: cannot read {path}: {e}") from e
+
+    def decrypter(self, name: str) -> tuple[EncryptionKey, x25519.X25519PrivateKey]:
+        """The X25519 private key ``name`` (decrypted as a signing key is) with its public half.
+
+        Raises:
+            KeyError_: as `signer`; not X25519.
+            TamperError: the private key is not the pair of ``NAME.pub``.
+        """
+        check_key_name(name)
+        path = self.encryption_directory / f"{name}.key"
+        key = self._private(name, path, path.with_suffix(".pub"), " --alg x25519")
+        if not isinstance(key, x25519.X25519PrivateKey):
+            raise KeyError_(f"encryption key {name}: {path} is not an X25519 key")
+        public = self.encryption_key(name)
+        mine = EncryptionKey.from_pem(key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+        if mine.keyid != public.keyid:
+            raise TamperError(
+                f"encryption key {name}: {path} is not the private half of its .pub (keyid "
+                f"{mine.keyid[:16]}…, want {public.keyid[:16]}…); nothing was decrypted",
+                path,
+            )
+        return public, key
+
+    def encryption_keys(self) -> list[tuple[str, EncryptionKey, bool]]:
+        """Every X25519 key (name, public key, private key encrypted), sorted by name."""
+        folder = self.encryption_directory
+        out = []
+        for pub in sorted(folder.glob("*.pub")) if folder.is_dir() else []:
+            priv = folder / f"{pub.stem}.key"
+            encrypted = priv.exists() and is_encrypted(priv.read_bytes()[:64])
+            out.append((pub.stem, self.encryption_key(pub.stem), encrypted))
+        return out
 
     def list(self) -> list[KeyInfo]:
         """Every key with a public half in the directory, sorted by name."""

@@ -136,6 +136,7 @@ def record_files(
     inline_manifest: bool = True,
     file_subjects: bool = False,
     action: str | None = None,
+    store_files: bool = True,
 ) -> Recorded:
     """Record files as one artifact, signed and logged.
 
@@ -169,6 +170,9 @@ def record_files(
             provenance: tools that check a model file against the attestation find its digest
             there). The first subject stays the artifact's identity and the log entry's subject.
         action: what the user asked, for a refusal's message (`policy_state.check_signers`).
+        store_files: put the files in the store (default). False for a sealed batch: the
+            manifest lists the plaintext files (each a `FileDigest`, hashed as written), the
+            caller stores their ciphertexts.
 
     Returns:
         The artifact digest, the envelope digest and the log index.
@@ -217,6 +221,10 @@ def record_files(
 
         def put(n: str) -> FileDigest:
             f = files[n]
+            if not store_files:
+                if not isinstance(f, FileDigest):
+                    raise FormatError(f"{n}: a file not stored must be given with its digest")
+                return f
             return store.adopt_file(f.path, f) if isinstance(f, FileDigest) else store.put_file(f)
 
         for future in [pool.submit(put, n) for n in names]:

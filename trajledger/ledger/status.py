@@ -135,7 +135,7 @@ def erase(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> tuple[Rec
 
     check_signers(ledger, "erasure", [(signer.name, signer.keyid)], f"erase {item.ref}")
     manifest = Manifest.from_json(load_object(ledger.store.get_verified(item.digest), "manifest"))
-    blobs = sorted({f.digest for f in manifest.files})
+    blobs = sorted({f.digest for f in manifest.files} | _ciphertexts(ledger, item))
     predicate = Erasure(reason, format_time(_now()), tuple(blobs))
     rec = record_statement(
         ledger, item.ref or item.name, item.digest, predicates.ERASURE,
@@ -143,6 +143,21 @@ def erase(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> tuple[Rec
     )
     deleted = sum(ledger.store.delete(d) for d in blobs)
     return rec, deleted
+
+
+def _ciphertexts(ledger: Ledger, item: CatalogItem) -> set[str]:
+    """The stored ciphertexts of a sealed batch (erased with it), else nothing."""
+    from trajledger.verify.dsse import Envelope
+    from trajledger.verify.kinds import KINDS
+    from trajledger.verify.predicates import RolloutBatch
+    from trajledger.verify.statement import Statement
+
+    if item.kind != "rollout-batch":
+        return set()
+    st = Statement.from_bytes(Envelope.from_bytes(ledger.store.get_verified(item.envelope)).payload)
+    batch = KINDS["rollout-batch"].read(st, f"rollout-batch {item.ref}")
+    assert isinstance(batch, RolloutBatch)
+    return {d for d, _n in batch.sealed.files.values()} if batch.sealed else set()
 
 
 def record_policy(

@@ -21,7 +21,7 @@ from trajledger.ledger import cli as ledger_cli
 from trajledger.ledger.clikit import Context, Group, default_home
 
 from . import commands as runner_commands
-from . import lineage_cli
+from . import eval_cli, lineage_cli
 from .quickstart import quickstart
 
 __all__ = ["main"]
@@ -62,6 +62,7 @@ for _command in [
     *artifact_cli.COMMANDS,
     *card_cli.COMMANDS,
     *runner_commands.COMMANDS,
+    *eval_cli.COMMANDS,
     *lineage_cli.COMMANDS,
     *index_cli.COMMANDS,
     *exchange_cli.COMMANDS,

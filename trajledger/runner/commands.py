@@ -52,8 +52,11 @@ def _describe(p: Any) -> list[str]:
     """A trust policy in a few lines: name, serial, digest, each role, the limits."""
     from trajledger.verify.policy import ROLES, policy_digest
 
-    lines = [f"policy {p.name} serial {p.serial} ({policy_digest(p)})"]
+    fmt = f" format {p.format}" if p.format > 1 else ""
+    lines = [f"policy {p.name} serial {p.serial}{fmt} ({policy_digest(p)})"]
     for r in ROLES:
+        if r == "evaluator" and p.format < 2:
+            continue  # a format-1 policy has no evaluator role
         role = p.role(r)
         members = (
             [k.keyid[:16] for k in role.keys]
@@ -63,6 +66,16 @@ def _describe(p: Any) -> list[str]:
         lines.append(
             f"  {r:9} threshold {role.threshold} of {len(members)}: {', '.join(members) or '-'}"
         )
+        if role.encryption_keys:
+            lines.append(f"  {'':9} encryption keys (x25519): "
+                         + ", ".join(k.keyid[:16] for k in role.encryption_keys))
+    if p.release is not None:
+        lines.append(f"  release   {p.release.approvals} approver(s); requires "
+                     + "; ".join(f"{r.metric} on {r.suite}"
+                                 + "".join(f" {op} {v:g}" for op, v in (
+                                     (">=", r.min), ("<=", r.max), ("drop <=", r.max_drop))
+                                     if v is not None)
+                                 for r in p.release.require))
     for rk in p.revoked_keys:
         lines.append(f"  revoked   {rk.keyid[:16]}: {rk.describe()}")
     for ri in p.revoked_identities:

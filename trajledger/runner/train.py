@@ -65,12 +65,16 @@ __all__ = [
     "TrainOutcome",
     "admit_for_training",
     "dependency_lock_digest",
+    "environment_dependencies",
+    "exit_message",
     "lineage_dependencies",
     "record_checkpoint",
     "rollout",
+    "run_byproducts",
     "start_run",
     "train",
     "train_command",
+    "write_checkpoint_dir",
 ]
 
 BUILD_TYPE: Final = "https://trajledger.dev/build/train/v1"
@@ -465,7 +469,7 @@ def train_command(
         if start.parent is not None:
             parent_digest = start.parent.digest
             ws.add("TRAJLEDGER_PARENT_DIR",
-                   lambda d: _write_checkpoint_dir(ledger, parent_digest, d), "parent")
+                   lambda d: write_checkpoint_dir(ledger, parent_digest, d), "parent")
         # (4)
         workdir = cwd or Path.cwd()
         source = git_source(workdir)
@@ -474,7 +478,7 @@ def train_command(
                              keep_logs=ws.logs if keep_logs else None)
         # (5)
         if result.returncode != 0:
-            raise CommandFailedError(_exit_message(argv, result.returncode), result.returncode)
+            raise CommandFailedError(exit_message(argv, result.returncode), result.returncode)
         # (6)
         ws.check()
         # (7)
@@ -497,20 +501,21 @@ def train_command(
         recorded = record_checkpoint(
             ledger, files, start, admission, build_type=COMMAND_BUILD_TYPE,
             external={"command": list(argv)},
-            dependencies=_environment_dependencies(source, lock, files),
-            byproducts=_run_byproducts(result), name=name, version=version,
+            dependencies=environment_dependencies(source, lock, files),
+            byproducts=run_byproducts(result), name=name, version=version,
         )
         # (8) on leaving: the inputs and the temporary directory are removed
     return TrainOutcome(recorded.digest, recorded.index, {}, admission, result, len(files),
                         recorded.new)
 
 
-def _exit_message(argv: Sequence[str], code: int) -> str:
+def exit_message(argv: Sequence[str], code: int) -> str:
+    """``command '...' exited with code N`` (or was killed by a signal); nothing recorded."""
     how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
     return f"command {shlex.join(argv)!r} {how}; nothing was recorded"
 
 
-def _write_checkpoint_dir(ledger: Ledger, digest: str, dest: Path) -> Any:
+def write_checkpoint_dir(ledger: Ledger, digest: str, dest: Path) -> Any:
     """The parent checkpoint's files, verified, in a read-only directory (`write_tree`)."""
     from trajledger.verify.manifest import Manifest
     from trajledger.verify.strict_json import load_object
@@ -522,8 +527,9 @@ def _write_checkpoint_dir(ledger: Ledger, digest: str, dest: Path) -> Any:
                       [TreeFile(f.path, f.digest, f.size) for f in manifest.files])
 
 
-def _run_byproducts(result: CommandResult) -> list[ResourceDescriptor]:
-    """The exit code, and the digests of stdout and stderr (their text only in kept logs)."""
+def run_byproducts(result: CommandResult) -> list[ResourceDescriptor]:
+    """A command's run as descriptors: the exit code, and the digests of stdout and stderr
+    (their text only in kept logs)."""
     out = [
         ResourceDescriptor(
             name="exit-code",
@@ -541,7 +547,7 @@ def _run_byproducts(result: CommandResult) -> list[ResourceDescriptor]:
     return out
 
 
-def _environment_dependencies(
+def environment_dependencies(
     source: GitSource | None, lock: bytes, files: Mapping[str, Path]
 ) -> list[ResourceDescriptor]:
     """Source tree, this environment's lock, and a lock the command left in its output."""

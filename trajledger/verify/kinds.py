@@ -78,6 +78,8 @@ def _batch_deps(pred: Any) -> list[Dependency]:
     deps = [Dependency("environment", b.environment.digest, "environment")]
     if b.evaluator is not None:
         deps.append(Dependency("evaluator", b.evaluator.digest, "evaluator"))
+    if b.failures_of is not None:
+        deps.append(Dependency("failures-of", b.failures_of, "evaluation"))
     if b.policy_version.startswith("sha256:"):
         try:
             parse_digest(b.policy_version)
@@ -112,6 +114,21 @@ def _checkpoint_deps(pred: Any) -> list[Dependency]:
             out.append(Dependency(role, d.sha256, CHECKPOINT_ROLES[role],
                                   log_index=index if type(index) is int else None))
     return out
+
+
+def _evaluation_deps(pred: Any) -> list[Dependency]:
+    e: p.Evaluation = pred
+    deps = [Dependency("checkpoint", e.checkpoint.digest, "checkpoint"),
+            Dependency("suite", e.suite.digest, "dataset")]
+    if e.evaluator is not None:
+        deps.append(Dependency("evaluator", e.evaluator.digest, "evaluator"))
+    return deps
+
+
+def _release_deps(pred: Any) -> list[Dependency]:
+    r: p.Release = pred
+    return [Dependency("checkpoint", r.checkpoint.digest, "checkpoint"),
+            *(Dependency("evaluation", d, "evaluation") for d in r.evaluations)]
 
 
 def _no_deps(pred: Any) -> list[Dependency]:
@@ -296,6 +313,13 @@ KINDS: Mapping[str, Kind] = {
         _K("refusal", p.Refusal, ("trainer",), Signing.THRESHOLD, False, False, False, False),
         _K("model-signature", p.ModelSignature, ("trainer",), Signing.THRESHOLD, False, False,
            False, False),
+        _K("evaluation", p.Evaluation, ("evaluator",), Signing.THRESHOLD, True, True, False,
+           True, _evaluation_deps),
+        # Any one approver records a release; the policy's [release] approvals counts them.
+        _K("release", p.Release, ("approver",), Signing.ANY_ONE, False, True, False, True,
+           _release_deps),
+        _K("unsealing", p.Unsealing, ("evaluator",), Signing.ANY_ONE, False, False, False,
+           False),
     )
 }
 """Every kind, by entry kind name."""

@@ -44,6 +44,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ._jcs import canonical_bytes
 from .checkpoint import Checkpoint, check_consistent, verify_checkpoint, verify_cosignatures
 from .digest import digest_bytes, hash_file, parse_digest, result_of
 from .dsse import Envelope
@@ -60,13 +61,18 @@ from .note import verifier_from_vkey
 from .policy import KEY_ROLES, Identity, TrustPolicy
 from .predicates import (
     CARD_MAX_BYTES,
+    HELD_OUT,
     Approval,
     Dataset,
     Erasure,
+    Evaluation,
     Predicate,
     Provenance,
+    Release,
     Revocation,
     RolloutBatch,
+    Sealed,
+    split_test_name,
 )
 from .statement import Statement, unsigned_statement, verify_statement
 from .strict_json import load_object
@@ -956,7 +962,9 @@ class LineageVerifier:
         # (3)
         k = KINDS[kind]
         if k.files:
-            self._check_files(digest, node, erased, rec.statement, k.documents(rec.predicate))
+            sealed = getattr(rec.predicate, "sealed", None)
+            self._check_files(digest, node, erased, rec.statement, k.documents(rec.predicate),
+                              sealed)
         elif erased is not None:
             node.add("erased", ERASED, _erasure_note(erased))
         self._deps[digest] = [
@@ -983,6 +991,8 @@ class LineageVerifier:
             self._edges[node.id].append(Edge(node.id, dep.digest, dep.role))
             if node.kind == "checkpoint" and dep.role == "dataset" and isinstance(rec, Record):
                 self.dataset_use(node, dep.digest, rec)
+        if node.kind in _RULES and isinstance(rec, Record):
+            _RULES[node.kind](self, node, rec)
 
     def _check_files(
         self,
@@ -991,6 +1001,7 @@ class LineageVerifier:
         erased: Record | None,
         statement: Statement,
         documents: dict[str, str],
+        sealed: Sealed | None = None,
     ) -> None:
         raw = self.evidence.blob(digest)
         if raw is None:
@@ -1015,28 +1026,32 @@ class LineageVerifier:
         by_other: dict[int, Record] = {}
         present = 0
         absent = 0
+        stored = _stored_files(manifest, sealed, node)
         for f in manifest.files:
             if documents.get(f.path) == f.digest:
                 continue  # read whole and checked above
-            if self.evidence.omitted(f.digest):
+            if f.path not in stored:
+                continue  # a sealed file without its ciphertext: failed above
+            f_digest, f_size = stored[f.path]
+            if self.evidence.omitted(f_digest):
                 absent += 1
                 continue
-            if self.evidence.has_blob(f.digest):
+            if self.evidence.has_blob(f_digest):
                 present += 1
-                if node.kind in self.caller_hashes:
+                if node.kind in self.caller_hashes and sealed is None:
                     continue  # the caller hashes the bytes as it reads them, and reports
                 if self.data == "hash":
-                    self._hash_later(node, f.path, f.digest, f.size)
+                    self._hash_later(node, f.path, f_digest, f_size)
                 else:
-                    size = self.evidence.blob_size(f.digest)
-                    if size is not None and size != f.size:
-                        node.fail(f.path, f"tampered: {size} bytes, want {f.size} (blob "
-                                  f"{_short(f.digest)})")
+                    size = self.evidence.blob_size(f_digest)
+                    if size is not None and size != f_size:
+                        node.fail(f.path, f"tampered: {size} bytes, want {f_size} (blob "
+                                  f"{_short(f_digest)})")
                 continue
             # A missing blob is erased only when a verified erasure lists it; otherwise lost.
-            by = self.erased_blob(f.digest)
+            by = self.erased_blob(f_digest)
             if by is None:
-                node.fail(f.path, f"blob {_short(f.digest)} is missing")
+                node.fail(f.path, f"blob {_short(f_digest)} is missing")
                 continue
             gone += 1
             if erased is None or by.index != erased.index:
@@ -1052,9 +1067,11 @@ class LineageVerifier:
                 f"(log index {other.index}); digests still verify",
             )
         how = (
-            "hashed by the runner as read" if node.kind in self.caller_hashes
+            "hashed by the runner as read" if node.kind in self.caller_hashes and not sealed
             else "re-hashed" if self.data == "hash" else "size only, not re-hashed"
         )
+        if sealed is not None:
+            how = f"sealed (ciphertexts {how}) to {len(sealed.recipients)} recipient(s)"
         node.add("files", OK,
                  f"{len(manifest.files)} file(s), {manifest.total_size} bytes"
                  + (f", {present} {how}" if present else "")
@@ -1314,6 +1331,153 @@ class LineageVerifier:
             node.add(f"{label}: approvals", OK, detail)
         return approvers
 
+    # -- evaluations and releases ------------------------------------------------------------------
+
+    def _evaluation_use(self, node: Node, rec: Record) -> None:
+        """An evaluation ran on a held-out suite (`_evaluation_problems`)."""
+        ev = rec.predicate
+        assert isinstance(ev, Evaluation)
+        problems = self._evaluation_problems(ev)
+        for p in problems:
+            node.fail("suite", p)
+        if not problems:
+            tests = len(ev.passed_tests) + len(ev.failed_tests)
+            node.add("suite", OK, f"{ev.suite.name}@{ev.suite.version}: "
+                     f"{len(ev.passed_tests)} of {tests} episode(s) passed")
+
+    def _evaluation_problems(self, ev: Evaluation) -> list[str]:
+        """Why an evaluation is not one of a held-out suite: the suite's verified record is a
+        holdout or regression dataset, and each test names one of its batches."""
+        self.artifact(ev.suite.digest, "dataset")
+        suite = self.identity_record(ev.suite.digest, "dataset")
+        if not isinstance(suite, Record) or not isinstance(suite.predicate, Dataset):
+            return ["the suite's dataset record does not verify"]
+        ds, out = suite.predicate, []
+        if ds.split not in HELD_OUT:
+            out.append(f"dataset {ds.name}@{ds.version} is a {ds.split!r} split; evaluations "
+                       "run on holdout or regression suites")
+        outside = {split_test_name(t)[0] for t in ev.passed_tests + ev.failed_tests}
+        if outside - set(ds.batches):
+            out.append(f"tests name {len(outside - set(ds.batches))} batch(es) not in the suite "
+                       f"(first {_short(min(outside - set(ds.batches)))})")
+        return out
+
+    def _release_use(self, node: Node, rec: Record) -> None:
+        """A release is named by its content, and meets the policy's ``[release]`` on the
+        evaluations it cites (`release_rules`)."""
+        rel = rec.predicate
+        assert isinstance(rel, Release)
+        try:
+            named = digest_bytes(canonical_bytes(rec.statement.predicate, "release"))
+        except FormatError as e:
+            named = str(e)
+        if named != rec.entry.subject:
+            node.fail("release", f"its subject is not the SHA-256 of its predicate ({named})")
+        self.release_rules(node, rel.checkpoint.digest, rel.evaluations,
+                           len(rec.signers) + len(rec.identities), before=rec.index)
+
+    def release_rules(
+        self, node: Node, checkpoint: str, cited: Sequence[str] | None, approvers: int,
+        *, before: int | None = None,
+    ) -> set[str]:
+        """Check the policy's ``[release]`` for releasing ``checkpoint`` (verified already with
+        `artifact`), adding one check per requirement to ``node``.
+
+        Steps:
+            1. The policy has ``[release]``; ``approvers`` reach its ``approvals``.
+            2. For each requirement, the evaluation that counts is the latest verified one
+               (signed by the evaluator role) of the checkpoint on the suite ``NAME@VERSION``
+               (a holdout or regression dataset) logged before ``before``, among those the
+               index knows and those ``cited``; it must exist and, when ``cited`` is given,
+               be cited (no choosing an older, better run).
+            3. Its metric is within ``min`` / ``max``; with ``max_drop`` and a parent
+               checkpoint, the parent's evaluation on the same suite (found as in 2) exists,
+               is cited, and the metric dropped no more than ``max_drop`` from it.
+
+        Args:
+            cited: the evaluations a release cites; None to choose them (``trajledger
+                release`` before recording).
+            approvers: how many approver keys sign the release.
+            before: the log index of the release (default: the end of the log).
+
+        Returns:
+            The digests of the evaluations the rules used (what a release must cite).
+        """
+        rules = self.policy.release
+        assert self.checkpoint is not None
+        until = self.checkpoint.size if before is None else before
+        used: set[str] = set()
+        # (1)
+        if rules is None:
+            node.fail("release", f"policy {self.policy.name!r} serial {self.policy.serial} has "
+                      "no [release]: nothing is released under it")
+            return used
+        if approvers < rules.approvals:
+            node.fail("release", f"signed by {approvers} approver(s), [release] needs "
+                      f"{rules.approvals}")
+        parents = [d.digest for d in self._deps.get(checkpoint, []) if d.role == "base-checkpoint"]
+        for req in rules.require:
+            # (2)
+            label = f"{req.metric} on {req.suite}"
+            ev = self._latest_evaluation(checkpoint, req.suite, cited or (), until)
+            if ev is None:
+                node.fail(label, f"missing: no verified evaluation of {_short(checkpoint)} on "
+                          f"{req.suite}; run 'trajledger eval {checkpoint} --suite {req.suite}'")
+                continue
+            # (3)
+            runs = [ev]
+            parent = None
+            if req.max_drop is not None and parents:
+                parent = self._latest_evaluation(parents[0], req.suite, cited or (), until)
+                runs += [parent] if parent is not None else []
+            assert isinstance(ev.predicate, Evaluation)
+            problems = req.judge(
+                ev.predicate.metric(req.metric),
+                parent.predicate.metric(req.metric) if parent is not None
+                and isinstance(parent.predicate, Evaluation) else None,
+            )
+            if req.max_drop is not None and parents and parent is None:
+                problems.append(f"the parent {_short(parents[0])} has no verified evaluation "
+                                f"on {req.suite}")
+            problems += [f"evaluation {_short(r.entry.subject)} (log index {r.index}) is the "
+                         "latest but not cited" for r in runs
+                         if cited is not None and r.entry.subject not in cited]
+            used |= {r.entry.subject for r in runs}
+            what = "; ".join(f"{'parent ' if r is parent else ''}evaluation "
+                             f"{_short(r.entry.subject)} (log index {r.index})" for r in runs)
+            if problems:
+                node.fail(label, "; ".join(problems) + f" ({what})")
+            else:
+                node.add(label, OK, f"{ev.predicate.metric(req.metric):.4g} ({what})")
+        return used
+
+    def _latest_evaluation(
+        self, checkpoint: str, suite: str, cited: Iterable[str], before: int
+    ) -> Record | None:
+        """The latest verified evaluation record of ``checkpoint`` on the suite
+        ``NAME@VERSION`` logged before ``before``, among the index's referrers and the records
+        of ``cited`` evaluations. Each record counts on its own (a run whose results equal an
+        earlier run's is a later record of the same artifact)."""
+        found = None
+        seen = {i for i, role in self._index.referrers(checkpoint) if role == "checkpoint"}
+        seen |= {i for d in cited for i in self.records(d, "evaluation")}
+        for i in sorted(seen):
+            e = self._entry(i)
+            if e is None or e.kind != "evaluation" or i >= before:
+                continue
+            node = self.artifact(e.subject, "evaluation")
+            rec = self.record(i)
+            if not node.ok or not isinstance(rec, Record):
+                continue
+            ev = rec.predicate
+            assert isinstance(ev, Evaluation)
+            if ev.checkpoint.digest != checkpoint or self._evaluation_problems(ev):
+                continue
+            s = self._nodes[ev.suite.digest]
+            if s.ok and f"{s.name}@{s.version}" == suite:
+                found = rec
+        return found
+
     # -- reports -----------------------------------------------------------------------------------
 
     def primary_kind(self, digest: str) -> str | None:
@@ -1419,6 +1583,34 @@ class LineageVerifier:
                     seen.add(src)
                     todo.append(src)
         return down
+
+
+_RULES = {
+    "evaluation": LineageVerifier._evaluation_use,
+    "release": LineageVerifier._release_use,
+}
+"""Rules beyond its records for the kinds that have them, checked once its dependencies are."""
+
+
+def _stored_files(
+    manifest: Manifest, sealed: Sealed | None, node: Node
+) -> dict[str, tuple[str, int]]:
+    """Each manifest file's stored blob (digest, size): itself, or for a sealed batch its
+    ciphertext, whose size must be the sealing's for the plaintext size."""
+    if sealed is None:
+        return {f.path: (f.digest, f.size) for f in manifest.files}
+    paths = {f.path for f in manifest.files}
+    if set(sealed.files) != paths:
+        node.fail("sealed", f"seals {sorted(sealed.files)}, the manifest lists {sorted(paths)}")
+    out = {}
+    for f in manifest.files:
+        if f.path in sealed.files:
+            digest, size = sealed.files[f.path]
+            if size != Sealed.ciphertext_size(f.size):
+                node.fail(f.path, f"sealed: ciphertext of {size} bytes for {f.size} plaintext "
+                          f"bytes, want {Sealed.ciphertext_size(f.size)}")
+            out[f.path] = (digest, size)
+    return out
 
 
 def _key_id(vkey: str) -> str:

@@ -143,7 +143,9 @@ threshold = 2
         (b"name = [", "policy p.toml: not valid TOML: "),
         (b"\xff", "policy p.toml: not valid TOML: "),
         (b"colour = 1", "policy p.toml: unknown setting(s) colour"),
-        (b"format = 2", "policy p.toml: format 2, want 1"),
+        (b"format = 3", "policy p.toml: format 3, want one of (1, 2)"),
+        (b"[roles.evaluator]", "policy p.toml: roles.evaluator need format = 2"),
+        (b"format = 2\n[release]\napprovals = 1", "release: require names no suite"),
         (b'name = ""', "policy p.toml: name must be a non-empty string"),
         (b"serial = 0", "policy p.toml: serial must be a positive integer, got 0"),
         (b'serial = "2"', "policy p.toml: serial must be a positive integer, got '2'"),
@@ -159,7 +161,7 @@ threshold = 2
         (
             b"[roles.auditor]",
             "policy p.toml: unknown role(s) auditor; roles are producer, "
-            "approver, trainer, log, witness",
+            "approver, trainer, evaluator, log, witness",
         ),
         (b"[roles]\nproducer = 1", "policy p.toml: role producer: must be a table"),
         (b"[roles.producer]\ntreshold = 1", "role producer: unknown field(s) treshold"),
