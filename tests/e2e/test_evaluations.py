@@ -33,6 +33,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+import tamperkit as tk
 from click.testing import CliRunner
 from test_runner_cli import expect, run  # tests/e2e is on sys.path (its conftest)
 
@@ -148,6 +149,7 @@ def evals_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def home(evals_template: Path, tmp_path: Path) -> Path:
     out = tmp_path / "home"
     shutil.copytree(evals_template, out)
+    tk.pin_log(out)  # this test's user knows the log (a copy is no first use)
     return out
 
 
@@ -617,8 +619,8 @@ def test_failures_become_the_next_regression_suite(
             "--from-failures", evaluation[:20], "--key", "vendor")
     expect(r, 0)
     assert r.stderr.startswith(f"OK: dataset regression@2 (regression) of the failures of "
-                               f"{evaluation[:20]}: 1 new batch(es) recorded, the dataset at log "
-                               "index ")
+                               f"{evaluation[:20]}: 1 new batch(es) recorded; the dataset "
+                               "recorded at log index ")
     suite = predicate(home, r.stdout.strip(), "dataset")
     assert suite["split"] == "regression" and len(suite["batches"]) == 1
     batch = predicate(home, suite["batches"][0], "rollout-batch")
@@ -670,8 +672,11 @@ def test_failures_of_a_sealed_suite_stay_sealed(runner: CliRunner, home: Path) -
 
 
 def test_x25519_keys_are_encrypted_at_rest(
-    runner: CliRunner, home: Path, passphrase: str
+    runner: CliRunner, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A passphrase of its own (the template's other keys are demo keys in the clear, which a
+    # TRAJLEDGER_PASSPHRASE for every key would refuse as planted).
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE_JUDGE_ENC", "judge's own (TEST ONLY)")
     r = run(runner, home, "key", "new", "judge-enc", "--alg", "x25519")
     expect(r, 0)
     path = home / "keys" / "x25519" / "judge-enc.key"
@@ -681,7 +686,7 @@ def test_x25519_keys_are_encrypted_at_rest(
     listed = {k["name"]: k for k in json.loads(r.stdout) if k["algorithm"] == "x25519"}
     assert listed["judge-enc"]["encrypted"] is True and listed["outsider"]["encrypted"] is False
     r = run(runner, home, "policy", "show")
-    assert "encryption keys (x25519): " in r.stdout
+    assert "encryption keys (x25519): " in r.stdout, r.output
     assert "release   1 approver(s); requires success_rate on regression@1 >= 0.5 drop <= 0.1" in (
         r.stdout)
 

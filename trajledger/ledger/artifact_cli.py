@@ -443,7 +443,7 @@ def dataset_create(
             batches=batches, evaluator_key=evaluator_key,
         )
         ok(f"dataset {name}@{version} ({split or 'regression'}) of the failures of "
-           f"{evaluation}: {len(made)} new batch(es) recorded, the dataset "
+           f"{evaluation}: {len(made)} new batch(es) recorded; the dataset "
            f"{recorded.where}")
         click.echo(recorded.digest)
         return

@@ -327,7 +327,8 @@ class KeyStore:
         return [p for p in self.list_private() if not is_encrypted(p.read_bytes()[:64])]
 
     def _private(
-        self, name: str, path: Path, pub_path: Path, option: str, *, allow_plain: bool = False
+        self, name: str, path: Path, pub_path: Path, option: str, *, allow_plain: bool = False,
+        use: str = "signed",
     ) -> object:
         """Read and decrypt the private key file ``path`` of key ``name`` (a signing key, or an
         X25519 key with ``option`` ``" --alg x25519"``, what 'trajledger key new' needs to make it).
@@ -376,8 +377,8 @@ class KeyStore:
             if why is not None:
                 raise TamperError(
                     f"key {name}: {path} is not encrypted, but {why}: a key file planted by "
-                    "someone without the passphrase; nothing was signed or decrypted. If you "
-                    f"wrote it yourself, encrypt it with 'trajledger key encrypt {name}'",
+                    f"someone without the passphrase; nothing was {use}. If you wrote it "
+                    f"yourself, encrypt it with 'trajledger key encrypt {name}'",
                     path,
                 )
         # (3)
@@ -464,7 +465,8 @@ class KeyStore:
         """
         check_key_name(name)
         path = self.encryption_directory / f"{name}.key"
-        key = self._private(name, path, path.with_suffix(".pub"), " --alg x25519")
+        key = self._private(name, path, path.with_suffix(".pub"), " --alg x25519",
+                            use="decrypted")
         if not isinstance(key, x25519.X25519PrivateKey):
             raise KeyError_(f"encryption key {name}: {path} is not an X25519 key")
         public = self.encryption_key(name)
