@@ -28,6 +28,7 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 if TYPE_CHECKING:
     from trajledger.verify.keys import PublicKey
+    from trajledger.verify.policy import EncryptionKey
 
     from .home import Ledger
     from .keys import KeyStore
@@ -259,7 +260,7 @@ def path_entries(policy: TrustPolicy) -> list[str]:
     if not isinstance(roles, Mapping):
         return out
     specs = [s for r in KEY_ROLES if isinstance(roles.get(r), Mapping)
-             for s in roles[r].get("keys", [])]
+             for field in ("keys", "encryption_keys") for s in roles[r].get(field, [])]
     revoked = policy.source.get("revoked_keys")
     if isinstance(revoked, list):
         specs += [item.get("key") for item in revoked if isinstance(item, Mapping)]
@@ -277,6 +278,7 @@ def _members(policy: TrustPolicy | None, role: str) -> dict[str, str]:
         return {}
     r = policy.role(role)
     out = {k.keyid: f"key {k.keyid}" for k in r.keys}
+    out |= {f"enc {k.keyid}": f"X25519 encryption key {k.keyid}" for k in r.encryption_keys}
     out |= {f"id {i.issuer} {i.subject}": f"identity {i.subject} ({i.issuer})"
             for i in r.identities}
     for v, verifier in zip(r.vkeys, r.note_verifiers(), strict=True):
@@ -318,7 +320,7 @@ def membership_changes(current: TrustPolicy | None, new: TrustPolicy) -> tuple[l
 
 def inline_paths(
     file: Path, policy: TrustPolicy, key_lookup: KeyLookup | None = None
-) -> list[tuple[str, PublicKey]]:
+) -> list[tuple[str, PublicKey | EncryptionKey]]:
     """Rewrite the policy ``file`` (already parsed as ``policy``) with each key it names by
     path written inline in its place, under a comment with its name and fingerprint; nothing
     else in the file changes.
@@ -341,20 +343,26 @@ def inline_paths(
     """
     from trajledger.verify.errors import FormatError
     from trajledger.verify.keys import PublicKey
-    from trajledger.verify.policy import policy_digest
+    from trajledger.verify.policy import EncryptionKey, policy_digest
 
     from .fs import write_file_atomic
 
     text = file.read_text("utf-8")
-    done: list[tuple[str, PublicKey]] = []
+    done: list[tuple[str, PublicKey | EncryptionKey]] = []
     for spec in dict.fromkeys(path_entries(policy)):
         path = Path(spec) if Path(spec).is_absolute() else file.parent / spec
         try:
-            key = PublicKey.from_pem(path.read_bytes(), f"policy {file}: key {spec}")
+            data = path.read_bytes()
         except OSError as e:
             raise FormatError(f"policy {file}: cannot read key file {path}: {e.strerror}") from e
-        inline = (f'"""{key.to_pem().decode("ascii")}"""  # {Path(spec).stem}: {key.algorithm}, '
-                  f"fingerprint {key.keyid}\n")
+        key: PublicKey | EncryptionKey
+        try:
+            key = PublicKey.from_pem(data, f"policy {file}: key {spec}")
+            pem = key.to_pem().decode("ascii")
+        except FormatError:  # an evaluator's X25519 encryption key
+            key = EncryptionKey.from_pem(data, f"policy {file}: key {spec}")
+            pem = key.to_pem()
+        inline = f'"""{pem}"""  # {Path(spec).stem}: {key.algorithm}, fingerprint {key.keyid}\n'
         for quoted in (json.dumps(spec), f"'{spec}'"):
             text = text.replace(quoted, inline)
         done.append((spec, key))

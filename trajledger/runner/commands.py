@@ -23,7 +23,9 @@ POLICY_OPTION = click.option(
 )
 
 
-def _policy(ctx: Context, ledger: Any, policy_file: Path | None) -> Any:
+def command_policy(ctx: Context, ledger: Any, policy_file: Path | None) -> Any:
+    """The policy a command judges under: ``--policy FILE`` followed through the ledger's
+    policy history, else the policy in force; its notes shown under ``--verbose``."""
     from trajledger.ledger.policy_state import load_policy
 
     policy, notes = load_policy(ledger, policy_file)
@@ -378,7 +380,7 @@ def admit(
     from .admission import DataRefusedError
 
     ledger = ctx.ledger()
-    p = _policy(ctx, ledger, policy_file)
+    p = command_policy(ctx, ledger, policy_file)
     try:
         result = ledger.admit(dataset, policy=p, purpose=purpose)
     except DataRefusedError as e:
@@ -476,7 +478,7 @@ def train(
         missing = [o for o, v in (("--name", name), ("--version", version)) if not v]
         if missing:
             raise click.UsageError(f"a COMMAND needs {' and '.join(missing)}")
-        p = _policy(ctx, ledger, policy_file)
+        p = command_policy(ctx, ledger, policy_file)
         out = ledger.train(dataset, key=key, command=list(command), policy=p, name=name,
                            version=version, parent=parent, output=output, keep_logs=keep_logs)
         data = out.admission.batches
@@ -487,7 +489,7 @@ def train(
         return
     if output is not None or keep_logs:
         raise click.UsageError("--output and --keep-logs go with a COMMAND (after '--')")
-    p = _policy(ctx, ledger, policy_file)
+    p = command_policy(ctx, ledger, policy_file)
     config = _read_config(config_file) if config_file else {}
     out = ledger.train(
         dataset,
@@ -656,7 +658,7 @@ def verify(
         report_raise(report, str(bundle), skip_data)
         return
     ledger = ctx.ledger()
-    p = _policy(ctx, ledger, policy_file)
+    p = command_policy(ctx, ledger, policy_file)
     report = ledger.verify(targets[0], policy=p, skip_data=skip_data)
     if as_json:
         emit_json(report.to_json())

@@ -12,7 +12,7 @@ import click
 
 from trajledger.ledger.clikit import Context, emit_json, ok, pass_ctx
 
-from .commands import POLICY_OPTION, _policy
+from .commands import POLICY_OPTION, command_policy
 
 __all__ = ["COMMANDS"]
 
@@ -83,7 +83,7 @@ def eval_(
     out = ledger.evaluate(
         checkpoint, suite, key=key, command=list(command) if command else None,
         evaluator=evaluator_ref, pass_return=pass_return, max_steps=max_steps,
-        policy=_policy(ctx, ledger, policy_file), output=output, keep_logs=keep_logs,
+        policy=command_policy(ctx, ledger, policy_file), output=output, keep_logs=keep_logs,
         unseal_key=unseal_key,
     )
     ev = out.evaluation
@@ -129,7 +129,7 @@ def release(
     ledger = ctx.ledger()
     try:
         out = ledger.release(checkpoint, key=list(keys), note=note,
-                             policy=_policy(ctx, ledger, policy_file))
+                             policy=command_policy(ctx, ledger, policy_file))
     except ReleaseRefusedError as e:
         if as_json:
             emit_json({"released": False, "report": e.report.to_json()})

@@ -138,6 +138,11 @@ class EncryptionKey:
         spki = key.public_bytes(ser.Encoding.DER, ser.PublicFormat.SubjectPublicKeyInfo)
         return cls(keyid_of_spki(spki), key.public_bytes(ser.Encoding.Raw, ser.PublicFormat.Raw))
 
+    @property
+    def algorithm(self) -> str:
+        """``x25519``, as `keys.PublicKey.algorithm` names a signing key's."""
+        return "x25519"
+
     def to_pem(self) -> str:
         """The key as a PEM ``PUBLIC KEY``."""
         from cryptography.hazmat.primitives import serialization as ser

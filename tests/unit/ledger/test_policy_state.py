@@ -99,6 +99,45 @@ def test_inline_paths_refuses_a_key_file_that_changed_meanwhile(tmp_path: Path) 
     assert path.read_text() == '[roles.producer]\nkeys = ["v.pub"]\n'
 
 
+def test_an_evaluators_encryption_key_is_pinned_like_a_signing_key(tmp_path: Path) -> None:
+    """A sealed suite is encrypted to the policy's X25519 keys: a path to one is flagged and
+    written inline like any key, and a change of them is a change of membership."""
+    from cryptography.hazmat.primitives import serialization as ser
+    from cryptography.hazmat.primitives.asymmetric import x25519
+
+    def x25519_pem() -> bytes:
+        return x25519.X25519PrivateKey.generate().public_key().public_bytes(
+            ser.Encoding.PEM, ser.PublicFormat.SubjectPublicKeyInfo)
+
+    ks = keys("judge")
+    (tmp_path / "judge.pub").write_bytes(ks["judge"].public.to_pem())
+    (tmp_path / "judge.x25519.pub").write_bytes(x25519_pem())
+    path = tmp_path / "p.toml"
+    path.write_text('format = 2\n[roles.evaluator]\nkeys = ["judge.pub"]\n'
+                    'encryption_keys = ["judge.x25519.pub"]\n')
+    parsed = load_policy_file(path)
+    assert path_entries(parsed) == ["judge.pub", "judge.x25519.pub"]
+    done = inline_paths(path, parsed)
+    assert [(spec, key.algorithm) for spec, key in done] == [
+        ("judge.pub", "ed25519"), ("judge.x25519.pub", "x25519")]
+    again = load_policy_file(path)
+    assert path_entries(again) == [] and policy_digest(again) == policy_digest(parsed)
+    (enc,) = again.role("evaluator").encryption_keys
+    assert f"fingerprint {enc.keyid}" in path.read_text()
+    (tmp_path / "judge.x25519.pub").write_bytes(x25519_pem())  # another recipient
+    other = load_policy_file(_with(
+        tmp_path / "q.toml", 'format = 2\nserial = 2\n[roles.evaluator]\nkeys = ["judge.pub"]\n'
+        'encryption_keys = ["judge.x25519.pub"]\n'))
+    lines, changed = membership_changes(again, other)
+    assert changed
+    assert f"  evaluator   - X25519 encryption key {enc.keyid}" in lines
+
+
+def _with(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
 def test_membership_changes_name_every_member_by_fingerprint(tmp_path: Path) -> None:
     ks = keys("vendor", "a", "b", "trainer", "c")
     old = load_policy_file(write(tmp_path, ks))
