@@ -158,4 +158,4 @@ def test_unknown_reference(runner: CliRunner, demo: tuple[Path, str]) -> None:
     home, _ = demo
     r = run(runner, home, "lineage", "nothing@9")
     assert r.exit_code == 3
-    assert r.stderr.startswith("FAIL: nothing@9: no artifact with this reference is recorded")
+    assert r.stderr == "FAIL: nothing@9: no artifact has this name; see 'trajledger log show'\n"

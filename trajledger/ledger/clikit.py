@@ -38,6 +38,7 @@ __all__ = [
     "pass_ctx",
     "progress",
     "progress_to",
+    "style",
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_OPERATIONAL, EXIT_BUG = 0, 1, 2, 3, 4
@@ -165,6 +166,15 @@ def ask_passphrase(name: str, *, confirm: bool = False) -> bytes | None:
         f"Passphrase for {who}", hide_input=True, confirmation_prompt=confirm, err=True
     )
     return str(value).encode("utf-8")
+
+
+def style(text: str, **styles: Any) -> str:
+    """``text`` styled for a terminal (`click.style`: ``bold=True``...), or plain when the
+    NO_COLOR environment variable is set to anything but empty (no-color.org: no colour and no
+    bold either). Where stdout or stderr is not a terminal, `click.echo` drops the escapes."""
+    if os.environ.get("NO_COLOR"):
+        return text
+    return click.style(text, **styles)
 
 
 def ok(subject: str) -> None:

@@ -40,7 +40,7 @@ __all__ = ["main"]
 )
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks for internal errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
-@click.version_option(package_name="trajledger", prog_name="trajledger")
+@click.version_option(None, "-V", "--version", package_name="trajledger", prog_name="trajledger")
 @click.pass_context
 def main(ctx: click.Context, home: Path | None, verbose: bool, quiet: bool) -> None:
     """trajledger: a provenance ledger for RL rollouts.

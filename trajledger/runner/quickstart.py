@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from trajledger.ledger.clikit import Context, pass_ctx, warn
+from trajledger.ledger.clikit import Context, pass_ctx, style, warn
 
 __all__ = ["quickstart"]
 
@@ -31,7 +31,7 @@ POLICY_ROLES = {
 
 
 def _step(text: str) -> None:
-    click.echo(click.style(f"\n==> {text}", bold=True), err=True)
+    click.echo(style(f"\n==> {text}", bold=True), err=True)
 
 
 def _say(text: str) -> None:
