@@ -49,7 +49,13 @@ def main(ctx: click.Context, home: Path | None, verbose: bool, quiet: bool) -> N
     data, and prove what made a checkpoint.
 
     Exit codes: 0 ok, 1 verification failed or data refused, 2 usage, 3 operational problem,
-    4 internal bug.
+    4 internal bug. Every command that prints a result takes --json; shell completion:
+    docs/cli.md.
+
+    \b
+    Examples:
+      trajledger quickstart demo
+      trajledger --ledger demo lineage cartpole-bc@2 --format html --out lineage.html
     """
     from .api import Ledger
 

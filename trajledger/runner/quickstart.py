@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from trajledger.ledger.clikit import Context, pass_ctx, style, warn
+from trajledger.ledger.clikit import JSON_OPTION, Context, emit_result, pass_ctx, style, warn
 
 __all__ = ["quickstart"]
 
@@ -47,10 +47,16 @@ def _say(text: str) -> None:
     type=click.IntRange(min=10),
     help="Random CartPole episodes to start from.",
 )
+@JSON_OPTION
 @pass_ctx
-def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
+def quickstart(ctx: Context, directory: Path, episodes: int, as_json: bool) -> None:
     """Build a demo ledger in DIRECTORY: keys, policy, rollouts, approvals, two training
-    iterations, verification, lineage and refusals. Prints the final checkpoint's digest."""
+    iterations, verification, lineage and refusals. Prints the final checkpoint's digest.
+
+    \b
+    Example:
+      trajledger quickstart demo && cd demo && trajledger lineage cartpole-bc@2
+    """
     from trajledger.ledger.artifacts import (
         create_dataset,
         register_environment,
@@ -207,7 +213,9 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
     # in the ledger directory that anyone who can write there could edit.
     _say(f"try: trajledger --ledger {directory} verify {ckpt2.digest[:19]}")
     _say(f"     trajledger --ledger {directory} log info")
-    click.echo(ckpt2.digest)
+    emit_result(as_json, ckpt2.digest, {
+        "ledger": str(directory), "policy": str(policy_path), "checkpoint": ckpt2.digest,
+        "checks": n, "meanReturn": {"random": random_mean, "checkpoint": eval2.mean_return}})
 
 
 def _random_batch(
