@@ -53,7 +53,7 @@ def test_lineage_text_spans_both_iterations(runner: CliRunner, demo: tuple[Path,
                for ln in lines)
     text = r.stdout
     for want in (
-        "dataset → ✓ dataset cartpole@2",
+        "dataset → ✓ dataset cartpole-train@2",
         "generated-by → ✓ checkpoint cartpole-bc@1",
         "base-checkpoint → ✓ checkpoint cartpole-bc@1",
         "environment → ✓ environment cartpole@1",

@@ -116,11 +116,14 @@ def quickstart(ctx: Context, directory: Path, episodes: int, as_json: bool) -> N
     _say(f"batch {random_batch[:23]}…  mean return {random_mean:.1f}")
 
     _step("iteration 1: dataset, approvals 2-of-2, training")
-    ds1 = create_dataset(ledger, "cartpole", "1", "train", [random_batch], keys["vendor"])
+    # Each name is one artifact: the environment is cartpole@1, its datasets cartpole-train@N
+    # (so 'export cartpole-train@1' is not ambiguous).
+    ds1 = create_dataset(ledger, "cartpole-train", "1", "train", [random_batch], keys["vendor"])
     for a in ("approver-a", "approver-b"):
-        approve(ledger, "cartpole@1", keys[a], expires="30d", note="quickstart")
+        approve(ledger, "cartpole-train@1", keys[a], expires="30d", note="quickstart")
     ckpt1 = train(
-        ledger, "cartpole@1", "bc", keys["trainer"], policy, seed=0, name="cartpole-bc", version="1"
+        ledger, "cartpole-train@1", "bc", keys["trainer"], policy, seed=0, name="cartpole-bc",
+        version="1",
     )
     _say(f"dataset {ds1.recorded.digest[:23]}…, checkpoint {ckpt1.digest[:23]}…")
 
@@ -133,17 +136,17 @@ def quickstart(ctx: Context, directory: Path, episodes: int, as_json: bool) -> N
     _step("iteration 2: both batches, approvals, training with checkpoint 1 as parent")
     create_dataset(
         ledger,
-        "cartpole",
+        "cartpole-train",
         "2",
         "train",
         [random_batch, batch_ckpt1.recorded.digest],
         keys["vendor"],
     )
     for a in ("approver-a", "approver-b"):
-        approve(ledger, "cartpole@2", keys[a], expires="30d", note="quickstart")
+        approve(ledger, "cartpole-train@2", keys[a], expires="30d", note="quickstart")
     ckpt2 = train(
         ledger,
-        "cartpole@2",
+        "cartpole-train@2",
         "bc",
         keys["trainer"],
         policy,
@@ -199,7 +202,7 @@ def quickstart(ctx: Context, directory: Path, episodes: int, as_json: bool) -> N
     try:
         _refused(
             "a tampered batch (one bit flipped in the store)",
-            lambda: admit(ledger, "cartpole@2", policy),
+            lambda: admit(ledger, "cartpole-train@2", policy),
             DataRefusedError,
         )
     finally:
