@@ -220,13 +220,15 @@ class Ledger(home.Ledger):
         return verify_ref(self, ref, self.policy(policy), data="size" if skip_data else "hash")
 
     def lineage(self, ref: str, *, policy: str | Path | TrustPolicy | None = None) -> Report:
-        """``trajledger lineage``: what made ``ref`` (the same graph as `verify`)."""
+        """``trajledger lineage``: what made ``ref`` (the same graph as `verify`), with the
+        records about its artifacts (approvals, revocations, evaluations...: ``.records``)."""
         from .lineage import lineage
 
         return lineage(self, ref, self.policy(policy))
 
     def impact(self, ref: str, *, policy: str | Path | TrustPolicy | None = None) -> Report:
-        """``trajledger impact``: everything downstream of ``ref``, each verified."""
+        """``trajledger impact``: everything downstream of ``ref``, each verified, with the
+        records about them (``.records``)."""
         from .lineage import impact
 
         return impact(self, ref, self.policy(policy))
