@@ -193,6 +193,15 @@ def test_json_of_commands_that_record(runner: CliRunner, tmp_path: Path) -> None
     r = run(runner, home, "evaluator", "register", "judge", "--version", "1", "--kind", "human",
             "--key", "vendor")
     assert r.stdout.strip().startswith("sha256:") and len(r.stdout.splitlines()) == 1
+    # A mistyped key name, wherever one is taken, gets the key that exists.
+    r = run(runner, home, "env", "register", "grid", "--version", "2", "--key", "vendr")
+    assert r.exit_code == 3 and r.stderr == (
+        f"FAIL: key vendr: no private key in {home / 'keys'}; did you mean 'vendor'? "
+        "(keys: vendor)\n")
+    r = run(runner, home, "policy", "init", "--producer", "vendr", "--out",
+            str(tmp_path / "p.toml"))
+    assert r.exit_code == 2 and "no key 'vendr' in" in r.stderr
+    assert "did you mean 'vendor'?" in r.stderr
 
 
 def test_version(runner: CliRunner) -> None:

@@ -137,6 +137,7 @@ def policy_init(
     Example:
       trajledger policy init --producer vendor --approver approver-a --trainer trainer
     """
+    from trajledger.ledger.catalog import did_you_mean, suggest
     from trajledger.ledger.errors import LedgerError
     from trajledger.ledger.fs import write_file_atomic
     from trajledger.ledger.policy_state import policy_toml
@@ -149,8 +150,10 @@ def policy_init(
         chosen = list(given) or [n for n in names if n.startswith(prefixes)]
         for n in chosen:
             if n not in names:
-                raise click.BadParameter(f"no key {n!r} in {ledger.keys.directory}",
-                                         param_hint=f"--{role}")
+                close = did_you_mean(suggest(n, names))
+                raise click.BadParameter(
+                    f"no key {n!r} in {ledger.keys.directory}" + (f"; {close}" if close else ""),
+                    param_hint=f"--{role}")
         if not chosen:
             raise click.UsageError(
                 f"no {role} key: name one with --{role} KEY (keys: {', '.join(names) or 'none'})"

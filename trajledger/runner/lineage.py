@@ -172,9 +172,20 @@ def _index(n: Node) -> str:
     return f"log #{n.index}" if n.index is not None else "not logged"
 
 
-def _quote(text: str) -> str:
-    """Text for a Mermaid or DOT string: no double quotes, no newlines."""
-    return text.replace('"', "'").replace("\n", " · ")
+def _mermaid(*lines: str) -> str:
+    """Lines for a Mermaid string: names come from signed records, which anyone who signs can
+    choose, so nothing in them may end the string or be read as HTML (entity codes for ``"``,
+    ``<``, ``>``, ``&``, ``#``); lines joined by ``<br/>``."""
+    codes = {"#": "#35;", "&": "#38;", '"': "#quot;", "<": "#lt;", ">": "#gt;"}
+    return "<br/>".join("".join(codes.get(c, c) for c in line.replace("\n", " · "))
+                        for line in lines)
+
+
+def _dot(*lines: str) -> str:
+    """Lines for a Graphviz string: backslashes and double quotes escaped (a name ending in a
+    backslash must not escape the closing quote), lines joined by ``\\n``."""
+    return "\\n".join(line.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " · ")
+                       for line in lines)
 
 
 def render_mermaid(report: Report) -> str:
@@ -184,15 +195,15 @@ def render_mermaid(report: Report) -> str:
     lines = ["flowchart TD"]
     for nid, n in pic.nodes.items():
         st = pic.status(n).replace(" ", "-")
-        label = _quote(f"{n.kind}<br/>{pic.short[nid]}<br/>{_index(n)} · {_MARK[pic.status(n)]}")
+        label = _mermaid(n.kind, pic.short[nid], f"{_index(n)} · {_MARK[pic.status(n)]}")
         ident = pic.ident[nid]
         lines += [f'  {ident}["{label}"]', f"  class {ident} {st}",
-                  f'  click {ident} href "#{ident}" "{_quote(pic.hover(n))}"']
+                  f'  click {ident} href "#{ident}" "{_mermaid(pic.hover(n))}"']
     for m in pic.records:
         ident = pic.ident[f"record:{m.index}"]
-        label = _quote(f"{m.kind}<br/>log #{m.index} · {_RECORD_MARK[m.status]}")
+        label = _mermaid(m.kind, f"log #{m.index} · {_RECORD_MARK[m.status]}")
         lines += [f'  {ident}(["{label}"])', f"  class {ident} record",
-                  f'  click {ident} href "#{ident}" "{_quote(pic.record_hover(m))}"']
+                  f'  click {ident} href "#{ident}" "{_mermaid(pic.record_hover(m))}"']
     for src, dst, role in pic.edges:
         lines.append(f"  {pic.ident[src]} -->|{role}| {pic.ident[dst]}")
     for m, nid, role in pic.record_links():
@@ -209,13 +220,13 @@ def render_dot(report: Report) -> str:
     lines = ["digraph lineage {", "  rankdir=BT;", '  node [shape=box, fontname="Helvetica"];']
     for nid, n in pic.nodes.items():
         st = pic.status(n)
-        label = _quote(f"{n.kind}\\n{pic.short[nid]}\\n{_index(n)} · {_MARK[st]}")
-        lines.append(f'  {pic.ident[nid]} [label="{label}", tooltip="{_quote(pic.hover(n))}", '
+        label = _dot(n.kind, pic.short[nid], f"{_index(n)} · {_MARK[st]}")
+        lines.append(f'  {pic.ident[nid]} [label="{label}", tooltip="{_dot(pic.hover(n))}", '
                      f'color="{_COLOR[st]}"];')
     for m in pic.records:
-        label = _quote(f"{m.kind}\\nlog #{m.index} · {_RECORD_MARK[m.status]}")
+        label = _dot(m.kind, f"log #{m.index} · {_RECORD_MARK[m.status]}")
         lines.append(f'  {pic.ident[f"record:{m.index}"]} [label="{label}", '
-                     f'tooltip="{_quote(pic.record_hover(m))}", style="dashed,rounded", '
+                     f'tooltip="{_dot(pic.record_hover(m))}", style="dashed,rounded", '
                      f'color="{_RECORD_COLOR[m.status]}"];')
     for src, dst, role in pic.edges:
         lines.append(f'  {pic.ident[src]} -> {pic.ident[dst]} [label="{role}"];')

@@ -74,7 +74,7 @@ def generated(iterations: int = 10, batches: int = 8) -> Report:
         marks.append(Mark(1005 + 10 * it, "evaluation", ((ck, "checkpoint"),), (KEY,), "ok",
                           "result: pass; metrics.success_rate: 0.95"))
         parent = ck
-    revoked = members[3]
+    revoked = members[min(3, len(members) - 1)]
     nodes[revoked].fail("revoked", "PII found (log index 2000)")
     marks.append(Mark(2000, "revocation", ((revoked, "revocation"),), (KEY,), "ok",
                       "reason: PII found"))
@@ -248,3 +248,27 @@ def test_short_names() -> None:
 def test_a_link_must_go_down() -> None:
     with pytest.raises(ValueError, match="the upper box is in layer 1, not above layer 1"):
         layout({"a": (10, 10), "b": (10, 10)}, {"a": 1, "b": 1}, [Link("a", "b", "x")])
+
+
+def test_hostile_names_stay_inside_their_strings() -> None:
+    """Names come from signed records, which any producer chooses: a quote, a trailing
+    backslash or markup in one must not end a Mermaid or DOT string nor become HTML."""
+    hostile = ['x"] ; click n0 href "javascript:alert(1)" "', "<script>alert(1)</script>",
+               "ends-in-a-backslash\\", 'tab\\" URL="javascript:alert(1)']
+    report = generated(iterations=1, batches=3)
+    for node, name in zip([n for n in report.nodes.values() if n.kind == "rollout-batch"]
+                          + [n for n in report.nodes.values() if n.kind == "dataset"],
+                          hostile, strict=False):
+        node.name = name
+    mermaid = render(report, "mermaid")
+    assert "<script>" not in mermaid and "javascript:alert(1)\"" not in mermaid
+    for line in mermaid.splitlines():
+        assert line.count('"') in (0, 2, 4), line  # label, or link and tooltip: no more
+    dot = render(report, "dot")
+    for line in dot.splitlines():
+        unescaped = re.findall(r'(?<!\\)(?:\\\\)*"', line)
+        assert len(unescaped) % 2 == 0, line
+        assert not re.search(r'(?<!\\)(?:\\\\)*", URL=', line), line
+    svg = render_svg(report)
+    ET.fromstring(svg)  # well-formed: every name escaped
+    assert "<script>" not in svg
