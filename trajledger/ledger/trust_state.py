@@ -48,7 +48,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,10 +63,10 @@ from trajledger.verify.predicates import HELD_OUT, Dataset
 
 from .errors import LedgerError, TamperError
 from .fs import write_file_atomic
-from .home import state_dir
+from .home import notice, state_dir
 
 if TYPE_CHECKING:
-    from .home import Ledger
+    from .home import Ledger, ProgressFactory
 
 __all__ = [
     "NameRow",
@@ -120,6 +120,28 @@ class NameRow:
 
 _BUSY_TIMEOUT = 60.0
 """Seconds a write waits for another process's transaction on the same state."""
+
+_WAIT_LIMIT = 1800.0
+"""Seconds a process waits, saying so, for another one that holds the state (`_begin`)."""
+
+_READING = "reading"
+"""The file beside the state where a process reading many entries keeps ``done total``."""
+
+
+@contextlib.contextmanager
+def _reading_kept(path: Path) -> Iterator[None]:
+    """Remove the progress file `_write_reading` kept, however the reading ends."""
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            (path / _READING).unlink(missing_ok=True)
+
+
+def _write_reading(path: Path, done: int, total: int) -> None:
+    """Tell waiting processes how far this reading is (`TrustState._reading`)."""
+    with contextlib.suppress(OSError):
+        (path / _READING).write_text(f"{done} {total}\n")
 
 
 def _wal(db: sqlite3.Connection, wait: float = _BUSY_TIMEOUT) -> None:
@@ -278,6 +300,8 @@ class TrustState:
         self.verifier: Verifier = verifier_from_vkey(vkey)
         self._db = _LockedDB(db)
         self._size, self._range, self._note, self._last = self._read_meta()
+        self.progress: ProgressFactory | None = None
+        """Draws the bar shown while waiting for another process reading the log (`_begin`)."""
 
     @classmethod
     def open(cls, vkey: str, directory: Path | None = None) -> TrustState:
@@ -434,17 +458,7 @@ class TrustState:
     @contextlib.contextmanager
     def _write(self) -> Iterator[None]:
         with self._db.lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as e:
-                hint = (
-                    "; another trajledger process (or thread) of yours holds it (the first "
-                    "reading of a large log holds it throughout, about 0.2 ms per entry): let it "
-                    "finish, then run this again"
-                    if "locked" in str(e)
-                    else ""
-                )
-                raise LedgerError(f"trust state {self.path}: cannot write: {e}{hint}") from e
+            self._begin()
             try:
                 yield
             except BaseException:
@@ -452,6 +466,57 @@ class TrustState:
                 raise
             else:
                 self._db.execute("COMMIT")
+
+    def _begin(self) -> None:
+        """Begin a write transaction. When another process of this user holds the state (the
+        first reading of a large log holds it throughout), say so once and wait, drawing that
+        reading's progress (`_READING`), for up to `_WAIT_LIMIT` seconds."""
+        if self._try_begin(0.5):
+            return
+        notice(f"waiting for another trajledger process of yours, which holds your state of "
+               f"this log ({self.path}): reading a large log for the first time takes about "
+               "0.15 ms per entry")
+        deadline = time.monotonic() + _WAIT_LIMIT
+        seen = 0
+        with contextlib.ExitStack() as bar:
+            advance: Callable[[int], None] | None = None
+            while not self._try_begin(0.25):
+                if time.monotonic() > deadline:
+                    raise LedgerError(
+                        f"trust state {self.path}: still held by another trajledger process of "
+                        f"yours after {_WAIT_LIMIT:.0f} s; let it finish, then run this again")
+                done, total = self._reading()
+                if advance is None and total and self.progress is not None:
+                    advance = bar.enter_context(
+                        self.progress(total, "waiting: another process reads the log"))
+                if advance is not None and done > seen:
+                    advance(done - seen)
+                    seen = done
+
+    def _try_begin(self, wait: float) -> bool:
+        """BEGIN IMMEDIATE, waiting up to ``wait`` seconds; False when the state stayed held."""
+        db = self._db
+        try:
+            db.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+            db.execute("BEGIN IMMEDIATE")
+            return True
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e) or "busy" in str(e):
+                return False
+            raise LedgerError(f"trust state {self.path}: cannot write: {e}") from e
+        except sqlite3.Error as e:
+            raise LedgerError(f"trust state {self.path}: cannot write: {e}") from e
+        finally:
+            db.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT * 1000)}")
+
+    def _reading(self) -> tuple[int, int]:
+        """How far another process's reading of the log is (entries done, total), from the
+        file it keeps beside the state while it reads; (0, 0) when there is none."""
+        try:
+            done, total = (self.path / _READING).read_text().split()
+            return int(done), int(total)
+        except (OSError, ValueError):
+            return 0, 0
 
     @property
     def size(self) -> int:
@@ -508,7 +573,7 @@ class TrustState:
         """
         # (1)
         cp = verify_checkpoint(note, self.verifier)
-        with self._write():
+        with self._write(), _reading_kept(self.path):
             self._size, self._range, self._note, self._last = self._read_meta()
             self._check_counts()
             floor = self.floor_checkpoint()
@@ -543,7 +608,7 @@ class TrustState:
                 raws = read_entries(done, end)
                 if len(raws) != end - done:
                     raise TamperError(f"log entries {done}..{end - 1}: not all readable", None)
-                hashes = []
+                hashes, entries = [], []
                 for i, raw in enumerate(raws, start=done):
                     try:
                         entry = LogEntry.from_bytes(raw, f"log entry {i}")
@@ -556,7 +621,8 @@ class TrustState:
                             f"{last.hex()[:16]}… (hash chain broken)", None)
                     last = leaf_hash(raw)
                     hashes.append(last)
-                    self._index_entry(i, entry, raw, read_blob)
+                    entries.append((i, entry, raw))
+                self._index_entries(entries, read_blob)
                 rng = rng.extend(hashes)
                 done = end
                 if floor is not None and done == floor.size and rng.root() != floor.root:
@@ -568,6 +634,8 @@ class TrustState:
                     )
                 if on_progress is not None:
                     on_progress(end - self._size)
+                if cp.size - self._size > _CHUNK:
+                    _write_reading(self.path, end - self._size, cp.size - self._size)
             if rng.root() != cp.root:
                 raise TamperError(
                     f"{what}: the entries {self._size}..{cp.size - 1} with the tree seen before "
@@ -678,54 +746,33 @@ class TrustState:
             self._db.execute("DELETE FROM meta WHERE key IN ('range', 'counts')")
         self._size, self._range, self._note, self._last = self._read_meta()
 
-    def _index_entry(
-        self, i: int, entry: LogEntry, raw: bytes, read_blob: Callable[[str], bytes | None]
+    def _index_entries(
+        self, entries: Sequence[tuple[int, LogEntry, bytes]],
+        read_blob: Callable[[str], bytes | None],
     ) -> None:
-        db = self._db
-        db.execute("INSERT OR REPLACE INTO entries (idx, kind, subject, raw) VALUES (?, ?, ?, ?)",
-                   (i, entry.kind, entry.subject, raw))
-        kind = KINDS[entry.kind]
-        if not (kind.named or kind.lists or kind.lineage):
-            return
-        self._read_envelope(i, entry, read_blob)
-
-    def _read_envelope(
-        self, i: int, entry: LogEntry, read_blob: Callable[[str], bytes | None]
-    ) -> bool:
-        db = self._db
-        kind = KINDS[entry.kind]
-        try:
-            statement, pred = read_record(entry, read_blob(entry.envelope), f"log entry {i}")
-        except (ProvenanceError, OSError):
-            if kind.named:
-                db.execute("INSERT OR REPLACE INTO names VALUES (?, ?, '', '', ?)",
-                           (i, entry.kind, entry.subject))
-            db.execute("INSERT OR IGNORE INTO unreadable (idx) VALUES (?)", (i,))
-            return False
-        if kind.named:
-            name, version = name_version(entry.kind, statement)
-            db.execute("INSERT OR REPLACE INTO names VALUES (?, ?, ?, ?, ?)",
-                       (i, entry.kind, name, version, entry.subject))
-        db.executemany("INSERT INTO listing (digest, idx) VALUES (?, ?)",
-                       [(d, i) for d in kind.listed(pred)])
-        db.executemany("INSERT INTO refs (dst, idx, role) VALUES (?, ?, ?)",
-                       [(d.digest, i, d.role) for d in kind.dependencies(pred)])
-        if isinstance(pred, Dataset) and pred.split in HELD_OUT:
-            db.execute("INSERT OR IGNORE INTO held_out (idx) VALUES (?)", (i,))
-        return True
+        """Index a run of parsed entries: their rows gathered (the envelopes read of the kinds
+        that need them), then inserted table by table, one statement each."""
+        rows = _Derived()
+        for i, entry, _ in entries:
+            if _reads_envelope(entry.kind):
+                _derive(rows, i, entry, _read_or_none(read_blob, entry.envelope))
+        rows.entries = [(i, e.kind, e.subject, raw) for i, e, raw in entries]
+        rows.insert(self._db)
 
     def _retry_unreadable(self, read_blob: Callable[[str], bytes | None]) -> bool:
         """Read again the envelopes that could not be read; True when one now could."""
-        rows = self._db.execute(
+        found = self._db.execute(
             "SELECT u.idx, e.raw FROM unreadable u JOIN entries e ON e.idx = u.idx"
         ).fetchall()
-        done = False
-        for idx, raw in rows:
+        rows, now = _Derived(), []
+        for idx, raw in found:
             entry = LogEntry.from_bytes(bytes(raw))
-            if self._read_envelope(int(idx), entry, read_blob):
-                self._db.execute("DELETE FROM unreadable WHERE idx = ?", (idx,))
-                done = True
-        return done
+            if _derive(rows, int(idx), entry, _read_or_none(read_blob, entry.envelope)):
+                now.append((idx,))
+        rows.unreadable = []  # the ones still unreadable are listed already
+        rows.insert(self._db)
+        self._db.executemany("DELETE FROM unreadable WHERE idx = ?", now)
+        return bool(now)
 
     # -- the derived rows, checked ----------------------------------------------------------------
 
@@ -779,9 +826,9 @@ class TrustState:
                 raws = read_entries(done, end)
                 if len(raws) != end - done:
                     raise TamperError(f"log entries {done}..{end - 1}: not all readable", None)
-                for i, raw in enumerate(raws, start=done):
-                    fresh._index_entry(i, LogEntry.from_bytes(raw, f"log entry {i}"), raw,
-                                       read_blob)
+                fresh._index_entries(
+                    [(i, LogEntry.from_bytes(raw, f"log entry {i}"), raw)
+                     for i, raw in enumerate(raws, start=done)], read_blob)
                 done = end
             out = []
             for table in _TABLES:
@@ -891,6 +938,63 @@ class TrustState:
         return [NameRow(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows]
 
 
+
+
+def _reads_envelope(kind: str) -> bool:
+    """Whether the index needs a record's statement: its kind is named, lists or links."""
+    k = KINDS[kind]
+    return bool(k.named or k.lists or k.lineage)
+
+
+def _read_or_none(read_blob: Callable[[str], bytes | None], digest: str) -> bytes | None:
+    try:
+        return read_blob(digest)
+    except OSError:
+        return None
+
+
+@dataclass
+class _Derived:
+    """The rows derived from a run of entries, inserted together: one statement per table."""
+
+    entries: list[tuple[int, str, str, bytes]] = field(default_factory=list)
+    names: list[tuple[int, str, str, str, str]] = field(default_factory=list)
+    listing: list[tuple[str, int]] = field(default_factory=list)
+    refs: list[tuple[str, int, str]] = field(default_factory=list)
+    unreadable: list[tuple[int]] = field(default_factory=list)
+    held_out: list[tuple[int]] = field(default_factory=list)
+
+    def insert(self, db: _LockedDB) -> None:
+        db.executemany("INSERT OR REPLACE INTO entries (idx, kind, subject, raw) "
+                       "VALUES (?, ?, ?, ?)", self.entries)
+        db.executemany("INSERT OR REPLACE INTO names VALUES (?, ?, ?, ?, ?)", self.names)
+        db.executemany("INSERT INTO listing (digest, idx) VALUES (?, ?)", self.listing)
+        db.executemany("INSERT INTO refs (dst, idx, role) VALUES (?, ?, ?)", self.refs)
+        db.executemany("INSERT OR IGNORE INTO unreadable (idx) VALUES (?)", self.unreadable)
+        db.executemany("INSERT OR IGNORE INTO held_out (idx) VALUES (?)", self.held_out)
+
+
+def _derive(rows: _Derived, i: int, entry: LogEntry, envelope: bytes | None) -> bool:
+    """Add the rows entry ``i``'s record gives (its name, what it lists, what it references,
+    whether it is a held-out dataset) from its ``envelope``, unverified: a decision verifies
+    the record it uses. A record that cannot be read is listed as unreadable (and a named one
+    keeps a row without its name). False then."""
+    kind = KINDS[entry.kind]
+    try:
+        statement, pred = read_record(entry, envelope, f"log entry {i}")
+    except ProvenanceError:
+        if kind.named:
+            rows.names.append((i, entry.kind, "", "", entry.subject))
+        rows.unreadable.append((i,))
+        return False
+    if kind.named:
+        name, version = name_version(entry.kind, statement)
+        rows.names.append((i, entry.kind, name, version, entry.subject))
+    rows.listing += [(d, i) for d in kind.listed(pred)]
+    rows.refs += [(d.digest, i, d.role) for d in kind.dependencies(pred)]
+    if isinstance(pred, Dataset) and pred.split in HELD_OUT:
+        rows.held_out.append((i,))
+    return True
 
 
 def continue_trust(
