@@ -46,9 +46,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted(
-    [ROOT / "README.md", ROOT / "keys" / "README.md"]
-    + list((ROOT / "docs").glob("*.md"))
-    + list((ROOT / "schemas").glob("*.md"))
+    [
+        ROOT / "README.md",
+        ROOT / "keys" / "README.md",
+        *(ROOT / "docs").glob("*.md"),
+        *(ROOT / "schemas").glob("*.md"),
+    ]
 )
 RUNNABLE = {"sh": "sh", "bash": "sh", "shell": "sh", "console": "console", "python": "python"}
 SAVABLE = {"python", "toml"}
@@ -102,7 +105,8 @@ def blocks(doc: Path, text: str | None = None) -> list[Block]:
         skip = None
         if MARK.match(prev):
             sm = SKIP.match(prev)
-            assert sm, f"{doc}:{i}: malformed mark {prev!r}: want <!-- docs-harness: skip (REASON) -->"
+            want = "<!-- docs-harness: skip (REASON) -->"
+            assert sm, f"{doc}:{i}: malformed mark {prev!r}: want {want}"
             skip = sm.group("reason")
         out.append(Block(doc, i + 1, m.group("tag").lower(), body + "\n", skip))
         i = j + 1
@@ -157,11 +161,8 @@ def script(doc: Path, work: Path) -> tuple[str, dict[str, tuple[Block, str, list
     document's directory). Each block starts by announcing itself on stderr, so a failure is
     placed by the last announcement; bash's ERR trap names the failing command.
     """
-    out = [
-        "set -o pipefail",
-        "__status() { return \"$1\"; }",
-        "trap 'echo \"@@docs-harness command failed (exit $?): $BASH_COMMAND\" >&2' ERR",
-    ]
+    trap = "trap 'echo \"@@docs-harness command failed (exit $?): $BASH_COMMAND\" >&2' ERR"
+    out = ["set -o pipefail", "__status() { return \"$1\"; }", trap]
     checks: dict[str, tuple[Block, str, list[str]]] = {}
     for n, b in enumerate(runnable(doc)):
         if b.skip is not None:
@@ -184,11 +185,10 @@ def script(doc: Path, work: Path) -> tuple[str, dict[str, tuple[Block, str, list
                 want = "!= 0" if expects_failure(shown) else "== 0"
                 out.append(
                     f"echo '@@docs-harness command {key}' >&2\n"
-                    f"trap - ERR\n{{ {cmd}\n}} > {cap} 2>&1; __rc=$?\n"
-                    "trap 'echo \"@@docs-harness command failed (exit $?): $BASH_COMMAND\" >&2' ERR\n"
-                    f"if ! (( __rc {want} )); then cat {cap} >&2; "
-                    f"echo \"@@docs-harness command exited $__rc, want {want}: \"{shlex.quote(cmd)} >&2;"
-                    " exit 1; fi\n__status $__rc"
+                    f"trap - ERR\n{{ {cmd}\n}} > {cap} 2>&1; __rc=$?\n{trap}\n"
+                    f"if ! (( __rc {want} )); then cat {cap} >&2; echo \"@@docs-harness command"
+                    f" exited $__rc, want {want}: \"{shlex.quote(cmd)} >&2; exit 1; fi\n"
+                    "__status $__rc"
                 )
                 checks[key] = (b, cmd, shown)
     return "\n".join(out) + "\n", checks
