@@ -30,10 +30,13 @@ from trajledger.verify.predicates import (
     DatasetV2,
     Environment,
     Evaluator,
+    FeaturesRef,
     RolloutBatch,
 )
 
+from .batch_features import FeatureRecorder
 from .catalog import Catalog, CatalogItem
+from .episode_features import FEATURE_VERSION
 from .errors import LedgerError
 from .files import collect_files
 from .fs import temp_dir
@@ -365,13 +368,16 @@ def record_batch(
     # (2)
     with temp_dir(ledger.root / "tmp") as tmp:
         steps_path, episodes_path = Path(tmp) / "steps.parquet", Path(tmp) / "episodes.parquet"
+        recorder = FeatureRecorder(Path(tmp))
         stats = write_steps_parquet(
             chunks,
             steps_path,
             episodes_path=episodes_path,
             subject=subject,
             fill={"env_version": env_item.digest, "policy_version": policy},
+            on_steps=recorder.add,
         )
+        features = recorder.finish(stats.steps_file.digest)
         summary = stats.summary()
         found = dict(stats.meta)
         source_meta: dict[str, Any] = {k: found.pop(k) for k in ("formats", "minari") if k in found}
@@ -396,11 +402,20 @@ def record_batch(
             observation_space=found.get("observationSpace"),
             action_space=found.get("actionSpace"),
             env_spec=found.get("envSpec"),
+            features=FeaturesRef(features.digest, features.size, FEATURE_VERSION),
         ).written("rollout-batch")
         files = {"steps.parquet": stats.steps_file, "episodes.parquet": stats.episodes_file}
         label = name or f"rollouts-{env_item.ref}-{policy}"
-        _refuse_recorded_otherwise(ledger, files, label, predicate)
+        earlier = _refuse_recorded_otherwise(ledger, files, label, predicate)
+        if earlier is not None:
+            # The same record again: it keeps the first one's features file (or its lack of
+            # one), so that the statement, and the record, are the same.
+            predicate = {k: v for k, v in predicate.items() if k != "features"}
+            if "features" in earlier:
+                predicate["features"] = earlier["features"]
         # (4)
+        if predicate.get("features", {}).get("digest") == features.digest:
+            ledger.store.adopt_file(features.path, features)
         recorded = record_files(
             ledger, files, signer, predicates.ROLLOUT_BATCH, predicate, name=label
         )
@@ -409,12 +424,16 @@ def record_batch(
 
 def _refuse_recorded_otherwise(
     ledger: Ledger, files: Mapping[str, FileDigest], label: str, predicate: Mapping[str, Any]
-) -> None:
+) -> Mapping[str, Any] | None:
     """Refuse rollouts that were erased, or that are recorded as a batch with other metadata.
 
     The files were hashed as they were written (the digests are needed to ask), and nothing is
     stored when this refuses: storing erased rollouts again would bring back the data an
-    erasure deleted.
+    erasure deleted. The features file is derived data, not metadata: it is not compared.
+
+    Returns:
+        The predicate of the same record made earlier (the same rollouts and metadata), or
+        None when there is none.
     """
     from trajledger.verify.log_entry import LogEntry
     from trajledger.verify.manifest import FileEntry, Manifest
@@ -425,6 +444,7 @@ def _refuse_recorded_otherwise(
         [FileEntry(n, d.size, d.sha256, media_type_for(n)) for n, d in sorted(files.items())]
     )
     wanted = {"manifest": manifest.to_json(), **predicate}
+    wanted.pop("features", None)
     entries = [
         (i, LogEntry.from_bytes(ledger.log.entry(i)))
         for i in ledger.log.find_subject(manifest.digest)
@@ -435,17 +455,19 @@ def _refuse_recorded_otherwise(
                 f"rollout batch {manifest.digest}: these rollouts were erased (log index "
                 f"{index}); recording them again would restore erased data"
             )
+    same: dict[str, Any] | None = None
     for index, entry in entries:
         if entry.kind != "rollout-batch":
             continue
         statement = _envelope_statement(ledger, entry.envelope)
-        if statement is not None and (
-            statement.predicate == wanted and statement.subjects[0].name == label
-        ):
-            continue  # the same record: recording again is idempotent
+        theirs = dict(statement.predicate) if statement is not None else {}
+        kept = theirs.pop("features", None)
+        if statement is not None and theirs == wanted and statement.subjects[0].name == label:
+            if same is None:  # the same record: recording again is idempotent
+                same = {**theirs, **({"features": kept} if kept is not None else {})}
+            continue
         differ = []
         if statement is not None:
-            theirs = statement.predicate
             if statement.subjects[0].name != label:
                 differ.append("name")
             differ += sorted(
@@ -461,6 +483,7 @@ def _refuse_recorded_otherwise(
             f"index {index} {ref}with other metadata ({', '.join(differ) or 'unreadable record'}); "
             "a batch digest names one record"
         )
+    return same
 
 
 def _envelope_statement(ledger: Ledger, envelope: str) -> Statement | None:

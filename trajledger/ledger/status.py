@@ -156,13 +156,25 @@ def erase(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> tuple[Rec
         )
     _require_role(ledger, signer, ("producer", "approver"), f"erase {item.ref}")
     manifest = Manifest.from_json(load_object(ledger.store.get_verified(item.digest), "manifest"))
-    blobs = sorted({f.digest for f in manifest.files})
-    predicate = Erasure(reason, format_time(_now()), tuple(blobs))
+    blobs = {f.digest for f in manifest.files}
+    if item.kind == "rollout-batch":  # its episode features, kept beside it, go with the data
+        from .batch_features import batch_predicate
+
+        batch = batch_predicate(ledger.store, item.envelope)
+        if batch is not None and batch.features is not None:
+            blobs.add(batch.features.digest)
+    predicate = Erasure(reason, format_time(_now()), tuple(sorted(blobs)))
     rec = record_statement(
         ledger, item.ref or item.name, item.digest, predicates.ERASURE,
         predicate.to_predicate(), signer,
     )
-    deleted = sum(ledger.store.delete(d) for d in blobs)
+    deleted = sum(ledger.store.delete(d) for d in sorted(blobs))
+    if item.kind == "rollout-batch":
+        from .batch_features import forget_cached
+
+        for f in manifest.files:
+            if f.path == "steps.parquet":
+                forget_cached(ledger.root / "index" / "features", f.digest)
     return rec, deleted
 
 

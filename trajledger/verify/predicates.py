@@ -62,6 +62,7 @@ __all__ = [
     "Environment",
     "Erasure",
     "Evaluator",
+    "FeaturesRef",
     "Files",
     "Import",
     "ModelSignature",
@@ -301,6 +302,11 @@ def _opt_dict(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return None if value is None else dict(value)
 
 
+def _features(r: _Reader) -> FeaturesRef | None:
+    obj = r.mapping("features", required=False)
+    return None if obj is None else FeaturesRef.from_json(obj, f"{r.what}: features")
+
+
 def _manifest(r: _Reader) -> Manifest | None:
     obj = r.mapping("manifest", required=False)
     return None if obj is None else Manifest.from_json(obj, f"{r.what}: manifest")
@@ -433,6 +439,37 @@ class ArtifactRef:
 
 
 @dataclass(frozen=True)
+class FeaturesRef:
+    """A rollout batch's episode features file, kept beside its data: the blob's digest and
+    size, and the version of the feature definitions it holds (SPEC, "Episode features")."""
+
+    digest: str
+    size: int
+    version: int
+
+    @classmethod
+    def from_json(cls, obj: object, what: str) -> FeaturesRef:
+        """Read ``{"digest","size","version"}`` (strict).
+
+        Raises:
+            FormatError: a field is missing or malformed.
+        """
+        r = _Reader(obj, what)
+        size, version = r.integer("size"), r.integer("version")
+        assert size is not None and version is not None
+        ref = cls(str(r.digest("digest")), size, version)
+        if r.rest:
+            raise FormatError(f"{what}: unknown field(s) {sorted(r.rest)}")
+        if size < 0 or version < 1:
+            raise FormatError(f"{what}: size {size}, version {version}, want >= 0 and >= 1")
+        return ref
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"digest": self.digest, "size": self.size, "version": self.version}
+
+
+@dataclass(frozen=True)
 class RolloutBatch(Predicate):
     """``rollout-batch/v1``: a batch of rollouts (steps.parquet, episodes.parquet)."""
 
@@ -454,6 +491,9 @@ class RolloutBatch(Predicate):
     observation_space: Mapping[str, Any] | None = None
     action_space: Mapping[str, Any] | None = None
     env_spec: Mapping[str, Any] | None = None
+    features: FeaturesRef | None = None
+    """The episode features file recorded with the batch (derived data; not in the manifest,
+    so the batch digest does not depend on the feature definitions)."""
 
     @classmethod
     def _read(cls, r: _Reader) -> RolloutBatch:
@@ -491,6 +531,7 @@ class RolloutBatch(Predicate):
             r.mapping("observationSpace", required=False),
             r.mapping("actionSpace", required=False),
             r.mapping("envSpec", required=False),
+            _features(r),
         )
 
     def _fields(self) -> dict[str, Any]:
@@ -512,6 +553,7 @@ class RolloutBatch(Predicate):
         _put(out, "observationSpace", _opt_dict(self.observation_space))
         _put(out, "actionSpace", _opt_dict(self.action_space))
         _put(out, "envSpec", _opt_dict(self.env_spec))
+        _put(out, "features", self.features.to_json() if self.features else None)
         if self.manifest is not None:
             out["manifest"] = self.manifest.to_json()
         return out
