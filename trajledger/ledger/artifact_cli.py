@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from .clikit import Context, Group, emit_json, ok, pass_ctx, warn
+from .clikit import Context, Group, emit_json, ok, pass_ctx, progress, warn
 
 __all__ = ["COMMANDS"]
 
@@ -414,8 +414,11 @@ def dataset_create(
 
     card = ProducerCard.from_file(card_file) if card_file is not None else None
     result = ctx.ledger().create_dataset(
-        name, version, split, batches, key=_signer(ctx, key), purpose=purpose, card=card
-    )
+        name, version, split, batches, key=_signer(ctx, key), purpose=purpose, card=card,
+        progress=lambda total, label: progress(total, label, quiet=ctx.quiet),
+    )  # fmt: skip
+    for line in result.warnings:
+        warn(line)
     for d in result.duplicate_episodes[:20]:
         warn(d)
     if len(result.duplicate_episodes) > 20:

@@ -35,6 +35,7 @@ from trajledger.verify.predicates import (
 )
 
 from .batch_features import FeatureRecorder
+from .batch_features import batch_files as _files_of
 from .catalog import Catalog, CatalogItem
 from .episode_features import FEATURE_VERSION
 from .errors import LedgerError
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from trajledger.verify.statement import Statement
 
     from .cards import ProducerCard
+    from .contamination import ProgressFactory
     from .home import Ledger
     from .rollouts.formats import ReaderOptions
 
@@ -629,14 +631,18 @@ class DatasetResult:
         duplicate_episodes: one line per episode whose content equals an earlier member
             episode's (reported, not refused).
         near_duplicates: one line per episode that nearly duplicates an episode of a dataset
-            of the other side (train vs holdout / regression), from the audit index
-            (reported, not refused; exact duplicates across splits are refused).
+            of the other side (train vs holdout / regression), from the batches' kept
+            episode features (reported, not refused; exact duplicates across splits are
+            refused).
+        warnings: one line per batch whose episodes could not all be compared (its data
+            cannot be read) or whose kept features could not be used.
     """
 
     recorded: Recorded
     batches: tuple[CatalogItem, ...]
     duplicate_episodes: tuple[str, ...]
     near_duplicates: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
     @property
     def digest(self) -> str:
@@ -654,6 +660,7 @@ def create_dataset(
     *,
     purpose: str = "train",
     card: ProducerCard | None = None,
+    progress: ProgressFactory | None = None,
 ) -> DatasetResult:
     """Record a dataset: a named, versioned set of batches in one split, with its card.
 
@@ -665,9 +672,11 @@ def create_dataset(
            its split is unknown, so sharing cannot be ruled out.
         3. Find exact duplicate episodes across the member batches (reported, not refused).
         4. Check contamination against the datasets of the other side (train vs holdout /
-           regression) with the audit index: an exact duplicate episode is refused (the same
-           episode would be both trained on and held out); near duplicates are reported. The
-           index is derived data: it can only add refusals, never admit anything.
+           regression) from the batches' episode features, kept with each batch since it was
+           recorded (`contamination.check_dataset`; no audit index): an exact duplicate
+           episode is refused (the same episode would be both trained on and held out); near
+           duplicates are reported. The check is unverified: it can only add refusals, never
+           admit anything (the admission gate checks again from verified bytes).
         5. Record the dataset: its manifest lists a descriptor file, ``dataset.json``, and
            with a card ``card.json`` (the card's canonical bytes), whose digest the
            ``dataset/v2`` predicate names (without a card, a ``dataset/v1`` predicate).
@@ -740,12 +749,11 @@ def create_dataset(
             )
     if conflicts:
         raise PolicyError(f"dataset {name}@{version} ({split}): " + "; ".join(conflicts))
-    # (3)
-    duplicates = tuple(_duplicate_episodes(ledger, digests))
-    # (4)
-    from .index import split_contamination
+    # (3) (4)
+    from .contamination import check_dataset
 
-    findings = split_contamination(ledger, split, digests)
+    checked = check_dataset(ledger, split, digests, progress=progress)
+    findings = checked.findings
     exact = [f for f in findings if f.kind == "exact"]
     if exact:
         listed = "; ".join(str(f) for f in exact[:10])
@@ -766,25 +774,10 @@ def create_dataset(
             found[CARD_PATH] = Path(tmp) / CARD_PATH
             found[CARD_PATH].write_bytes(card.canonical_bytes())
         recorded = record_files(ledger, found, signer, ptype, predicate, name=f"{name}@{version}")
-    return DatasetResult(recorded, tuple(batches), duplicates, near)
+    return DatasetResult(recorded, tuple(batches), checked.duplicates, near, checked.warnings)
 
 
 def batch_files(ledger: Ledger, digest: str) -> dict[str, str]:
-    """The ``{path: blob digest}`` of a recorded artifact, from its stored manifest."""
-    from trajledger.verify.manifest import Manifest
-    from trajledger.verify.strict_json import load_object
-
-    manifest = Manifest.from_json(load_object(ledger.store.get_verified(digest), "manifest"))
-    return {f.path: f.digest for f in manifest.files}
-
-
-def _duplicate_episodes(ledger: Ledger, batch_digests: Sequence[str]) -> Iterator[str]:
-    """Episodes whose step content (obs, action, reward, flags, messages) equals an earlier one.
-
-    Batches are compared in digest order, episodes in id order, so the report is stable. The
-    fingerprints come from the audit index, which indexes these batches (and no others) first,
-    streaming their files: memory stays bounded whatever their size (`index.duplicate_episodes`).
-    """
-    from .index import duplicate_episodes
-
-    yield from duplicate_episodes(ledger, batch_digests)
+    """The ``{path: blob digest}`` of a recorded artifact, from its stored manifest
+    (`batch_features.batch_files`)."""
+    return _files_of(ledger.store, digest)
