@@ -50,7 +50,7 @@ from trajledger.ledger.index import tables as index_tables
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import erase, revoke
 from trajledger.verify import predicates
-from trajledger.verify.errors import FormatError
+from trajledger.verify.errors import FormatError, PolicyError
 
 # --------------------------------------------------------------------------------------------
 # The test ledger
@@ -1070,3 +1070,55 @@ def test_text_features_do_not_depend_on_the_slice_size(monkeypatch: pytest.Monke
     sliced = episode_features.FeatureChunk.concat(list(iter_step_features([t])))
     assert sliced.valid.all()
     assert np.array_equal(whole.vectors, sliced.vectors)
+
+
+def test_duplicates_from_kept_features_equal_those_from_the_bytes(
+    copy: Ledger, built: Built
+) -> None:
+    """Issue 21 item 1: detection with the features kept since recording equals detection by
+    reading the steps again: duplicates within a set, exact and near duplicates across splits
+    (numeric and chat), the admission gate's verified check, and the refusal of ``dataset
+    create``, word for word."""
+    from trajledger.ledger.contamination import verified_contamination
+
+    key = copy.keys.signer("producer")
+    copied = record_batch(
+        copy, numeric_rows("c0", walk(0, 30), actions(0, 30))
+        + numeric_rows("c1", walk(1, 30) + 1e-3, actions(1, 30)), env="grid@1", policy="p1",
+        signer=key, name="copies-of-a0-a1",
+    )  # fmt: skip
+    sets = {
+        "holdout": [built.hold_num, built.hold_llm],
+        "train": [built.train_num, built.train_llm, built.hold_num],
+        "regression": [copied.digest, built.hold_llm],
+    }
+
+    def refusal() -> str:
+        with pytest.raises(PolicyError) as e:
+            create_dataset(copy, "new-hold", "1", "holdout", [copied.digest], key)
+        return str(e.value)
+
+    kept = {split: check_dataset(copy, split, b) for split, b in sets.items()}
+    kept_refusal = refusal()
+    assert {s for c in kept.values() for s in c.sources.values()} == {"recorded"}
+    # Without any kept features file (as for a batch recorded before they were kept): each
+    # batch's features are computed from its steps.parquet.
+    for batch in {b for c in kept.values() for b in c.sources}:
+        kept_features(copy, batch).unlink()
+    shutil.rmtree(copy.root / "index" / "features", ignore_errors=True)
+    again = {split: check_dataset(copy, split, b) for split, b in sets.items()}
+    # (computed once per batch, then read from the derived cache)
+    assert {s for c in again.values() for s in c.sources.values()} == {"computed", "cache"}
+    for split in sets:
+        assert again[split].duplicates == kept[split].duplicates, split
+        assert again[split].findings == kept[split].findings, split
+    assert refusal() == kept_refusal
+    assert "exactly duplicate episodes of the other split" in kept_refusal
+    assert pairs(kept["holdout"].findings) == WANT
+    assert kept["train"].duplicates and kept["regression"].findings
+    # The gate reads the verified bytes and finds the same across splits.
+    train = {built.train_num: None, built.train_llm: None}
+    gate = verified_contamination(copy.store, train, hold_side(copy, built))
+    assert [f.to_json() for f in gate.findings] == [
+        {**f.to_json(), "train_datasets": []} for f in kept["holdout"].findings
+    ]
