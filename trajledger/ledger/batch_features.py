@@ -411,6 +411,9 @@ def batch_features(
     ref = predicate.features if predicate is not None else None
     if ref is not None and ref.version == FEATURE_VERSION:
         try:
+            stored = store.size(ref.digest)  # checked before reading: the size is signed
+            if stored is not None and stored != ref.size:
+                raise FormatError(f"{stored} bytes, want {ref.size}")
             data = store.get_verified(ref.digest)
             if len(data) != ref.size:
                 raise FormatError(f"{len(data)} bytes, want {ref.size}")
