@@ -343,8 +343,9 @@ def _fold_fixed(
             out[:, : part.shape[1]] -= part
         else:
             out[:, : part.shape[1]] += part
-    if values.dtype.kind == "f" and not np.isfinite(out).all():
-        # A NaN or infinity counts as 0 where it is (a rare input: checked on the sums).
+    if values.dtype.kind == "f" and not np.isfinite(np.sum(values, dtype=np.float64)):
+        # A NaN or infinity counts as 0 where it is (rare: one float64 sum tells; a sum that
+        # overflows only sends finite values down this exact path too).
         clean = np.nan_to_num(values.astype(np.float64), nan=0.0, posinf=0.0, neginf=0.0)
         fixed = pa.FixedSizeListArray.from_arrays(clean.reshape(-1), size)
         return _fold_fixed(fixed, n, width, out)
