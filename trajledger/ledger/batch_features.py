@@ -368,7 +368,6 @@ def batch_features(
     *,
     workdir: Path,
     cache: Path | None = None,
-    on_steps: Callable[[int], None] | None = None,
 ) -> BatchFeatures:
     """The episode features of a recorded batch, the cheapest trustworthy way.
 
@@ -390,7 +389,6 @@ def batch_features(
             None when the envelope cannot be read.
         workdir: a private directory for a copy of a remote step file.
         cache: the derived cache directory (``<ledger>/index/features``); None: not used.
-        on_steps: told the number of steps when features are computed from the step file.
 
     Returns:
         The features, where they came from and the problems met.
@@ -432,7 +430,7 @@ def batch_features(
     # (4)
     if chunk is None:
         try:
-            chunk, source = _from_steps(store, digest, size, workdir, on_steps), "computed"
+            chunk, source = _from_steps(store, digest, size, workdir), "computed"
         except _UNREADABLE as e:
             why = f"{kept}, and " if kept else ""
             return BatchFeatures(batch, None, "none", (
@@ -447,13 +445,7 @@ def batch_features(
     return BatchFeatures(batch, chunk, source, problems)
 
 
-def _from_steps(
-    store: ObjectStore,
-    digest: str,
-    size: int,
-    workdir: Path,
-    on_steps: Callable[[int], None] | None,
-) -> FeatureChunk:
+def _from_steps(store: ObjectStore, digest: str, size: int, workdir: Path) -> FeatureChunk:
     import pyarrow.parquet as pq
 
     path = verified_local_copy(store, digest, workdir, private=False)
@@ -465,10 +457,7 @@ def _from_steps(
     finally:
         if path.parent == workdir:
             path.unlink(missing_ok=True)
-    chunk = FeatureChunk.concat(chunks)
-    if on_steps is not None:
-        on_steps(int(chunk.num_steps.sum()))
-    return chunk
+    return FeatureChunk.concat(chunks)
 
 
 def _cache(where: Path, data: bytes) -> None:

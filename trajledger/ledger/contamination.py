@@ -464,27 +464,17 @@ class _Reader:
         return any((e := self.state.entry(i)) is not None and e.kind == "erasure"
                    for i in self.state.about(digest))  # fmt: skip
 
-    def features(self, digests: Sequence[str]) -> list[BatchFeatures]:
-        """Each batch's features (`batch_features.batch_features`), with a progress bar over
-        the steps of the batches whose features must be computed from their step files."""
-        from .batch_features import batch_features, cache_path, steps_file_of
-        from .episode_features import FEATURE_VERSION
+    def features(self, digests: Sequence[str]) -> Iterator[BatchFeatures]:
+        """Each batch's features in turn (`batch_features.batch_features`; only one batch's
+        are held here), with a progress bar over the batches."""
+        from .batch_features import batch_features
 
-        preds = {d: self.batch(d) for d in digests}
-        slow = 0
-        for pred in preds.values():
-            ref = pred.features if pred is not None else None
-            if ref is None or ref.version != FEATURE_VERSION:
-                steps = steps_file_of(pred) if pred is not None else None
-                if steps is None or not cache_path(self.cache, steps[0]).exists():
-                    slow += int(pred.counts.get("steps", 0)) if pred is not None else 0
         label = f"episode features of {len(digests)} batch(es)"
-        with (self.progress or _no_progress)(slow, label) as advance:
-            return [
-                batch_features(self.ledger.store, d, preds[d], workdir=self.workdir,
-                               cache=self.cache, on_steps=advance)
-                for d in digests
-            ]  # fmt: skip
+        with (self.progress or _no_progress)(len(digests), label) as advance:
+            for d in digests:
+                yield batch_features(self.ledger.store, d, self.batch(d), workdir=self.workdir,
+                                     cache=self.cache)  # fmt: skip
+                advance(1)
 
 
 @contextlib.contextmanager
@@ -533,7 +523,7 @@ def check_dataset(
     with temp_dir(ledger.root / "tmp") as tmp:
         reader = _Reader(ledger, Path(tmp), progress)
         # (1) (2)
-        own = reader.features(mine)
+        own = list(reader.features(mine))
         duplicates = duplicate_lines(own)
         # (3)
         state = reader.state
@@ -557,26 +547,33 @@ def check_dataset(
             for b in ds.batches:
                 if b in mine and _label(ds) not in mine_labels.setdefault(b, []):
                     mine_labels[b].append(_label(ds))
-        others = reader.features(sorted(other_labels))
-        # (4)
-        train, other = (own, others) if split == "train" else (others, own)
+        others = reader.features(sorted(other_labels))  # read in turn, never all at once
+        # (4) The other side (holdout, regression) is held; the train side streams through.
         train_labels = mine_labels if split == "train" else other_labels
         held_labels = other_labels if split == "train" else mine_labels
         matcher = Matcher(train_labels, held_labels)
-        for f in other:
+        # What is kept of each batch once compared: where its features came from, whether
+        # there were any, and the problems met (never the features of the streamed side).
+        done: list[tuple[str, str, bool, tuple[str, ...]]] = []
+
+        def note(f: BatchFeatures) -> BatchFeatures:
+            done.append((f.batch, f.source, f.chunk is None, f.problems))
+            return f
+
+        for f in map(note, own) if split != "train" else map(note, others):
             if f.chunk is not None:
                 matcher.hold(f.batch, f.chunk)
-        for f in train:
+        for f in map(note, own) if split == "train" else map(note, others):
             if f.chunk is not None:
                 matcher.feed(f.batch, f.chunk)
-        findings = matcher.findings() if other and train else []
+        findings = matcher.findings() if other_labels and mine else []
     warnings = [
         line
-        for f in (*own, *others)
-        for line in f.problems
-        if not (f.chunk is None and reader.erased(f.batch))
+        for batch, _source, missing, problems in done
+        for line in problems
+        if not (missing and reader.erased(batch))
     ]
-    sources = {f.batch: f.source for f in (*own, *others)}
+    sources = {batch: source for batch, source, _missing, _problems in done}
     return DatasetCheck(tuple(duplicates), tuple(findings), tuple(warnings), sources)
 
 
