@@ -585,7 +585,7 @@ def contamination_findings(
     Args:
         ledger: the ledger.
         dataset: the dataset's ``sha256:<hex>``, or any reference the catalog resolves.
-        progress: shows progress while features are computed from step files.
+        progress: shows progress over the batches compared.
 
     Raises:
         RefError: no such dataset.
