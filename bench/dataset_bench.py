@@ -19,8 +19,9 @@ written, as an installed package starts), wall time beside the child's CPU time 
    then ``--repeat`` more under new names.
 2. **The features' share of recording**, in this process, interleaved: ``record_batch`` of the
    same shape with the features computed (as shipped) and with a recorder that computes none
-   (``NoFeatures``, for the comparison only), for a batch of ``--steps`` steps and one of
-   ``--big-steps`` steps; medians of ``--repeat``, CPU beside wall.
+   (``NoFeatures``, for the comparison only), for a batch of ``--steps`` steps, one of
+   ``--big-steps`` steps, and a chat batch of ``--chat-episodes`` episodes (four messages of
+   20-120 words: ``index_bench.chat_table``); medians of ``--repeat``, CPU beside wall.
 3. **The first call on a large ledger**: a ledger of ``--entries`` log entries
    (``scale_bench.Filler``: 97 batches, a train dataset and two approvals per 100 entries, the
    fillers' data not stored), its user's state caught up; ``trajledger dataset create`` of one
@@ -156,16 +157,24 @@ class NoFeatures:
 
 def share_run(root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
     """Part 2: record_batch with and without the features, interleaved, medians."""
+    import index_bench
+
     from trajledger.ledger import artifacts
     from trajledger.ledger.batch_features import FeatureRecorder
 
     ledger, _keys = c.new_ledger(root, "bench.local/dataset-share")
+    shapes = [
+        (f"{args.steps:,} steps", lambda seed: c.steps_table(args.steps, seed)),
+        (f"{args.big_steps:,} steps", lambda seed: c.steps_table(args.big_steps, seed)),
+        (f"chat, {args.chat_episodes:,} episodes of 4 messages",
+         lambda seed: index_bench.chat_table(args.chat_episodes, seed)),
+    ]  # fmt: skip
     out = []
-    for steps in (args.steps, args.big_steps):
+    for n, (label, make) in enumerate(shapes):
         times: dict[str, list[tuple[float, float]]] = {"with": [], "without": []}
         for r in range(args.repeat):
             for mode, recorder in (("with", FeatureRecorder), ("without", NoFeatures)):
-                table = c.steps_table(steps, 7 * r + (1 if mode == "with" else 2) + steps)
+                table = make(100 * n + 7 * r + (1 if mode == "with" else 2))
                 artifacts.FeatureRecorder = recorder  # type: ignore[misc,assignment]
                 try:
                     times[mode].append(c.wall_cpu(lambda t=table: ledger.record_batch(
@@ -174,7 +183,7 @@ def share_run(root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
                     artifacts.FeatureRecorder = FeatureRecorder  # type: ignore[misc]
         med = {m: (c.median([w for w, _ in v]), c.median([p for _, p in v]))
                for m, v in times.items()}  # fmt: skip
-        out.append({"steps": steps, **med})
+        out.append({"label": label, **med})
     return out
 
 
@@ -224,14 +233,14 @@ def render(creates: list[dict[str, Any]], shares: list[dict[str, Any]],
     rows = []
     for s in shares:
         (w1, p1), (w0, p0) = s["with"], s["without"]
-        rows.append([f"{s['steps']:,} steps", f"{w1:.3f} / {p1:.3f}", f"{w0:.3f} / {p0:.3f}",
+        rows.append([s["label"], f"{w1:.3f} / {p1:.3f}", f"{w0:.3f} / {p0:.3f}",
                      f"{(w1 - w0) / w0:+.0%} / {(p1 - p0) / p0:+.0%}",
                      c.met(w1 - w0 <= 0.1 * w0)])  # fmt: skip
     lines.append(c.table(
         [f"record_batch in process (median of {args.repeat})", "with features: s wall / CPU",
          "without: s wall / CPU", "features' share: wall / CPU", "target <= 10 % (wall)"],
         rows))  # fmt: skip
-    small = next(s for s in shares if s["steps"] == args.steps)
+    small = shares[0]  # the shape of part 1
     cost = small["with"][1] - small["without"][1]  # CPU seconds per batch of this shape
     for r in creates:
         per = r["rec_wall"] / r["n"]
@@ -258,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", default="100,200")
     ap.add_argument("--steps", type=int, default=8400)
     ap.add_argument("--big-steps", type=int, default=1_000_000)
+    ap.add_argument("--chat-episodes", type=int, default=20_000)
     ap.add_argument("--holdout", type=int, default=10)
     ap.add_argument("--entries", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=3)
@@ -268,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.dir = Path(tempfile.mkdtemp(prefix="datasetbench-"))
         args.batches, args.steps, args.big_steps, args.holdout = "3", 400, 2000, 2
+        args.chat_episodes = 50
         args.entries, args.repeat = 300, 1
     shutil.rmtree(args.dir, ignore_errors=True)
     args.dir.mkdir(parents=True)
