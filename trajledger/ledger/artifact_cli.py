@@ -417,8 +417,10 @@ def dataset_create(
         name, version, split, batches, key=_signer(ctx, key), purpose=purpose, card=card,
         progress=lambda total, label: progress(total, label, quiet=ctx.quiet),
     )  # fmt: skip
-    for line in result.warnings:
+    for line in result.warnings[:20]:
         warn(line)
+    if len(result.warnings) > 20:
+        warn(f"... and {len(result.warnings) - 20} more warnings about batches' episode features")
     for d in result.duplicate_episodes[:20]:
         warn(d)
     if len(result.duplicate_episodes) > 20:
