@@ -65,7 +65,8 @@ def new_ledger(root: Path, origin: str) -> tuple[Any, dict[str, Any]]:
 
     shutil.rmtree(root, ignore_errors=True)
     ledger = Ledger.init(root, origin=unique_origin(origin.removeprefix("bench/")))
-    keys = {n: ledger.keys.create(n, encrypt=False) for n in ("vendor", "a", "b", "trainer")}
+    encrypt = ledger.keys.require_encrypted  # a passphrase set: the ledger's keys are encrypted
+    keys = {n: ledger.keys.create(n, encrypt=encrypt) for n in ("vendor", "a", "b", "trainer")}
     (root / "policy.toml").write_text(POLICY.format(vkey=ledger.log.vkey))
     ledger.set_policy(root / "policy.toml", keys=[keys["a"], keys["b"]])
     ledger.register_environment("bench-env", "1", key=keys["vendor"], gym_id="CartPole-v1")
@@ -161,6 +162,11 @@ def wall_cpu(fn: Callable[[], object]) -> tuple[float, float]:
 def median(values: Sequence[float]) -> float:
     """The median (of one value: that value)."""
     return statistics.median(values)
+
+
+def median_wall_cpu(runs: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """The median wall time and the median CPU time of (wall, CPU) pairs."""
+    return statistics.median(w for w, _ in runs), statistics.median(p for _, p in runs)
 
 
 def machine() -> str:

@@ -211,7 +211,7 @@ def build(root: Path, gb: float, batch_steps: int, chat_episodes: int) -> dict[s
     if meta_path.is_file():
         return dict(json.loads(meta_path.read_text()))
     ledger = Ledger.init(root, origin=c.unique_origin("index"))
-    key = ledger.keys.create("producer", encrypt=False)
+    key = ledger.keys.create("producer", encrypt=ledger.keys.require_encrypted)
     register_environment(ledger, "mujoco", "1", key)
     register_environment(ledger, "chat", "1", key)
     meta: dict[str, Any] = {"numeric": [], "record_s": [], "record_bytes": []}

@@ -48,7 +48,8 @@ from trajledger.verify.policy import load_policy_file
 
 def build(home: Path, iterations: int, marks: list[int], on_mark: Any) -> None:
     ledger = Ledger.init(home, origin=c.unique_origin("lineage"))
-    keys = {n: ledger.keys.create(n, encrypt=False) for n in ("vendor", "a", "b", "trainer")}
+    encrypt = ledger.keys.require_encrypted  # a passphrase set: the ledger's keys are encrypted
+    keys = {n: ledger.keys.create(n, encrypt=encrypt) for n in ("vendor", "a", "b", "trainer")}
     (home / "policy.toml").write_text(c.POLICY.format(vkey=ledger.log.vkey))
     record_policy(ledger, home / "policy.toml", [keys["a"], keys["b"]])
     policy = load_policy_file(home / "policy.toml")

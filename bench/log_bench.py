@@ -41,15 +41,14 @@ import argparse
 import functools
 import hashlib
 import json
-import os
-import platform
 import random
 import shutil
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import _common as c
 
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.log import EntrySpec, Log, verify_log_dir
@@ -108,8 +107,9 @@ def markdown(r: dict[str, Any], proofs: int) -> str:
         "",
         f"`python bench/log_bench.py --dir /tmp/logbench --entries {n} --batch {r['batch']} "
         "--markdown` (one process, one fresh log on the local ext4 disk; every batch is a group "
-        "commit: bundles, tiles and history fsynced, one directory fsync pass, treeState, signed "
-        f"checkpoint). {r['machine']}.",
+        "commit: bundles, tiles, history, treeState and checkpoint temp files and the new names' "
+        "directories fsynced in one concurrent round, then the treeState rename and its directory "
+        f"fsync, then the checkpoint's). {r['machine']}.",
         "",
         "| operation | total s | entries/s | x hashlib |",
         "|---|---:|---:|---:|",
@@ -253,11 +253,10 @@ def main(argv: list[str] | None = None) -> int:
                          "--markdown"])
     if args.dir is None:
         ap.error("--dir is required")
-    machine = f"{platform.machine()} {os.cpu_count()} cores, Python {sys.version.split()[0]}"
     if args.scaling:
         sizes = [int(x) for x in args.scaling.split(",")]
         r = scaling(args.dir, sizes, args.repeat)
-        print(scaling_markdown(r, machine) if args.markdown else json.dumps(r, indent=1))
+        print(scaling_markdown(r, c.machine()) if args.markdown else json.dumps(r, indent=1))
         return 0
 
     shutil.rmtree(args.dir, ignore_errors=True)
@@ -331,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     res = {
         "entries": n,
         "batch": batch,
-        "machine": machine,
+        "machine": c.machine(),
         "append_s": append_s,
         "durable_entries_per_s": n / append_s,
         "batch_ms_median": statistics.median(batch_times) * ms,

@@ -79,7 +79,7 @@ def main() -> None:
         root = Path(tmp)
         os.environ["TRAJLEDGER_STATE_DIR"] = str(root / "state")
         ledger = Ledger.init(root / "vendor", origin="bench.example/log")
-        key = ledger.keys.create("vendor", encrypt=False)
+        key = ledger.keys.create("vendor", encrypt=ledger.keys.require_encrypted)
         t = time.perf_counter()
         _grow(ledger, 0, args.entries, key.keyid)
         build = time.perf_counter() - t

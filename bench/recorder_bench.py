@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
                 if image:
                     env = Camera(env)
                 if ledger is not None:
-                    signer = ledger.keys.create("bench", encrypt=False)
+                    encrypt = ledger.keys.require_encrypted  # the passphrase is set
+                    signer = ledger.keys.create("bench", encrypt=encrypt)
                     register_environment(ledger, "cartpole", "1", signer)
                     env = LedgerRecorder(env, ledger, env_ref="cartpole@1", policy="random",
                                          signer=signer, every=args.every)  # fmt: skip

@@ -99,8 +99,8 @@ def run(store: str, root: Path, tables: list[pa.Table]) -> dict[str, float]:
     from trajledger.verify.policy import TrustPolicy
 
     ledger = Ledger.init(root, origin=f"bench/{root.name}", store=store, check_store=True)
-    key = ledger.keys.create("producer", encrypt=False)
-    ledger.keys.create("approver", encrypt=False)
+    key = ledger.keys.create("producer", encrypt=ledger.keys.require_encrypted)
+    ledger.keys.create("approver", encrypt=ledger.keys.require_encrypted)
     register_environment(ledger, "mujoco", "1", key)
     start = time.perf_counter()
     digests = [

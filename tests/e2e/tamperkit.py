@@ -1,6 +1,8 @@
 """Helpers shared by the tamper tests (tests/e2e/test_tamper_*.py, test_read_only.py).
 
-Scope: a click runner that keeps stderr apart; the byte mutations (flip one byte, truncate);
+Scope: a click runner that keeps stderr apart; pinning a copied ledger's log key ahead for this
+test's user (`pin_log`: the user knows the ledger; no first-use note); the byte mutations
+(flip one byte, truncate);
 writing over a read-only store blob; swapping two files; a snapshot of a directory's bytes and
 modes; building a quickstart ledger in process with its own user state directory; running
 command lines in a child process that file modes bind even as root (run as a script, this file
@@ -38,6 +40,17 @@ def new_runner() -> CliRunner:
         return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
     except TypeError:
         return CliRunner()
+
+
+def pin_log(home: Path) -> None:
+    """``trajledger trust VKEY`` of the ledger at ``home``, for the user of this test (its
+    ``TRAJLEDGER_STATE_DIR``): a copy of a ledger the test built is one whose key its user
+    knows, so its first use is no blind one (and prints no note)."""
+    from trajledger.runner.cli import main
+
+    vkey = (home / "log" / "vkey").read_text().strip()
+    r = new_runner().invoke(main, ["trust", vkey])
+    assert r.exit_code == 0, r.output
 
 
 def flip(data: bytes) -> bytes:
@@ -88,7 +101,7 @@ class Quickstart:
     state: Path
     checkpoint: str
     """The final checkpoint's digest (the quickstart's last stdout line)."""
-    dataset: str = "cartpole@2"
+    dataset: str = "cartpole-train@2"
     """The dataset the final checkpoint was trained on."""
 
 

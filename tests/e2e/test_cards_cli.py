@@ -31,6 +31,7 @@ from typing import Any
 
 import mlcroissant as mlc
 import pytest
+import tamperkit as tk
 import zstandard
 from click.testing import CliRunner, Result
 from huggingface_hub import DatasetCard
@@ -166,6 +167,13 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     return World(tmp_path_factory.mktemp("cards"))
+
+
+@pytest.fixture(autouse=True)
+def _known_log(world: World) -> None:
+    """Each test has a state directory of its own: its user knows the vendor's log key ahead
+    (``trajledger trust``), so no first-use note comes before the lines the tests compare."""
+    tk.pin_log(world.home)
 
 
 def members(path: Path) -> list[tuple[str, bytes]]:
@@ -470,7 +478,7 @@ def test_a_buyer_writes_the_same_card_from_its_own_log(world: World, tmp_path: P
     policy = buyer / "policy.toml"
     policy.write_text(BUYER_POLICY.format(vendor=Ledger.open(world.home).log.vkey,
                                           buyer=Ledger.open(buyer).log.vkey))
-    expect(run(buyer, "policy", "set", policy, "--key", "b1"), 0)
+    expect(run(buyer, "policy", "set", policy, "--key", "b1", "--yes"), 0)
     expect(run(buyer, "import", bundle, "--key", "b1"), 0)
     theirs, ours = tmp_path / "vendor.json", tmp_path / "buyer.json"
     expect(world.card("grid@1", "croissant", theirs), 0)

@@ -18,6 +18,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import tamperkit as tk
 import zstandard
 from click.testing import CliRunner, Result
 
@@ -163,7 +164,10 @@ def test_export_writes_a_bundle_that_verifies_offline(
     )
     code, out, err = verify_cli(capsys, vendor.bundle, "--policy", vendor.policy)
     assert code == 0, err
-    assert out.splitlines()[0] == f"✓ bundle {vendor.bundle.name}"
+    verdict, first = out.splitlines()[:2]
+    assert verdict.startswith("✓ OK: checkpoint cartpole-bc@2 (") and verdict.endswith(
+        " checks passed")
+    assert first == f"✓ bundle {vendor.bundle.name}"
     assert "✓ checkpoint cartpole-bc@2" in out
     assert err.startswith(f"OK: {vendor.bundle}: ") and err.endswith(" checks passed\n")
     code, out, _ = verify_cli(capsys, vendor.bundle, "--policy", vendor.policy, "--json")
@@ -318,6 +322,7 @@ def test_import_needs_the_approver_threshold(vendor: Vendor, buyer: Path) -> Non
 
 
 def test_export_refusals(vendor: Vendor, tmp_path: Path) -> None:
+    tk.pin_log(vendor.home)
     out = tmp_path / "x.tar.zst"
     r = run(vendor.home, "export", "no-such-thing@1", "--out", out)
     expect(r, 3)
@@ -386,7 +391,7 @@ def _grown(vendor: Vendor, where: Path, note: str) -> Path:
     shutil.copytree(vendor.home, home)
     state = where / "vendor-state"
     state.mkdir(parents=True)
-    expect(run(home, "approve", "cartpole@2", "--key", "approver-a", "--note", note,
+    expect(run(home, "approve", "cartpole-train@2", "--key", "approver-a", "--note", note,
                state=state), 0)
     return home
 

@@ -161,7 +161,8 @@ def _with_policy(ledger: Path) -> None:
         assert run("--ledger", ledger, "key", "new", k, "--no-encrypt").exit_code == 0
     out = ledger.parent / "policy.toml"
     assert run("--ledger", ledger, "policy", "init", "--out", out).exit_code == 0
-    r = run("--ledger", ledger, "policy", "set", out, "--key", "approver-a", "--key", "approver-b")
+    r = run("--ledger", ledger, "policy", "set", out, "--key", "approver-a", "--key", "approver-b",
+            "--yes")
     assert r.exit_code == 0, r.output
 
 
@@ -231,7 +232,11 @@ def test_policy_init_writes_a_policy_from_the_keys_by_role(ledger: Path) -> None
     _with_policy(ledger)
     out = ledger.parent / "policy.toml"
     text = out.read_text()
-    assert '[roles.approver]\nkeys = [".trajledger/keys/approver-a.pub", ' in text
-    assert "threshold = 2" in text and "[roles.log]\nvkeys = [" in text
+    from trajledger.ledger.keys import KeyStore
+
+    a = KeyStore(ledger / "keys").public("approver-a")
+    assert ("[roles.approver]\nkeys = [\n  # approver-a: ed25519, fingerprint "
+            f'{a.keyid}\n  """{a.to_pem().decode()}""",\n') in text
+    assert "threshold = 2" in text and "[roles.log]" in text and ".pub" not in text
     again = run("--ledger", ledger, "policy", "init", "--out", out)
     assert again.exit_code == 3 and "already exists" in again.stderr

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import tamperkit as tk
 from click.testing import CliRunner, Result
 
 from trajledger.ledger.catalog import Catalog
@@ -52,6 +53,7 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Path]:
 def home(quick: tuple[Path, str, Path], tmp_path: Path) -> Path:
     copy = tmp_path / "ledger"
     shutil.copytree(quick[0], copy)
+    tk.pin_log(copy)
     return copy
 
 

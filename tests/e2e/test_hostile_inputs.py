@@ -90,7 +90,7 @@ class World:
             'name = "p"\n[roles.producer]\nkeys = ["keys/alice.pub"]\n[roles.approver]\n'
             f'keys = ["keys/a.pub", "keys/b.pub"]\nthreshold = 2\n[roles.log]\nvkeys = ["{vkey}"]\n'
         )
-        self.ok("policy", "set", self.policy, "--key", "a", "--key", "b")
+        self.ok("policy", "set", self.policy, "--key", "a", "--key", "b", "--yes")
         self.ok("env", "register", "cart", "--version", "1", "--gym-id", "CartPole-v1",
                 "--key", "alice")
         self.good = self.parquet("good.parquet")

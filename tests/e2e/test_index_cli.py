@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tamperkit as tk
 from click.testing import CliRunner
 
 from trajledger.ledger.artifacts import record_batch, register_environment
@@ -51,6 +52,12 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data.write_text("".join(chat(i) + "\n" for i in range(20)))
     record_batch(ledger, [data], env="chat@1", policy="m1", signer=key, name="chat-batch")
     return root
+
+
+@pytest.fixture(autouse=True)
+def _pinned(home: Path) -> None:
+    """Each test's user knows the ledger: its log key is pinned ahead (no first-use note)."""
+    tk.pin_log(home)
 
 
 def run(runner: CliRunner, home: Path, *args: str) -> Any:

@@ -12,6 +12,7 @@ must answer the same: exit code, stdout, and stderr up to the output paths.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -37,14 +38,17 @@ class Vendor:
         r = run("quickstart", self.home, "--episodes", "10")
         assert r.exit_code == 0, r.output
         self.ref = r.stdout.strip().splitlines()[-1]
-        self.by_file = self.home / "policy.toml"
-        text = self.by_file.read_text()
+        inline = (self.home / "policy.toml").read_text()  # keys inline, as quickstart writes
+        by_file, by_keyid = inline, inline
         for info in KeyStore(self.home / "keys").list():
-            named = f'"keys/{info.name}.pub"'
-            assert named in text
-            text = text.replace(named, f'"{info.keyid}"')
+            block = re.search(rf'  # {re.escape(info.name)}: [^\n]*\n  """[^"]*""",\n', inline)
+            assert block is not None, info.name
+            by_file = by_file.replace(block.group(0), f'  "keys/{info.name}.pub",\n')
+            by_keyid = by_keyid.replace(block.group(0), f'  "{info.keyid}",\n')
+        self.by_file = self.home / "policy-files.toml"
+        self.by_file.write_text(by_file)
         self.by_keyid = self.home / "policy-keyid.toml"
-        self.by_keyid.write_text(text)
+        self.by_keyid.write_text(by_keyid)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +57,11 @@ def vendor(tmp_path_factory: pytest.TempPathFactory) -> Vendor:
 
 
 def both(vendor: Vendor, tmp_path: Path, *args: str) -> tuple[Result, Result]:
-    """Run ``args`` under each policy; ``{out}`` becomes a path in a directory of its own."""
+    """Run ``args`` under each policy; ``{out}`` becomes a path in a directory of its own.
+    The user pinned the vendor's log key ahead (their state is fresh for each test)."""
+    vkey = (vendor.home / "log" / "vkey").read_text().strip()
+    assert run("trust", vkey).exit_code == 0
+    assert run("--ledger", vendor.home, "show", vendor.ref).exit_code == 0  # index built once
     results = []
     for name, policy in (("by-file", vendor.by_file), ("by-keyid", vendor.by_keyid)):
         out = tmp_path / name
@@ -80,7 +88,7 @@ def same(vendor: Vendor, tmp_path: Path, a: Result, b: Result) -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ("admit", "cartpole@1"),
+        ("admit", "cartpole-train@1"),
         ("verify", "{ref}"),
         ("lineage", "{ref}"),
         ("impact", "{ref}"),

@@ -60,7 +60,7 @@ def append(self, specs, **kw):
 
 Log.append = append
 main(["--ledger", str(home), "policy", "set", policy, "--key", "approver-a", "--key",
-      "approver-b"], prog_name="trajledger")
+      "approver-b", "--yes"], prog_name="trajledger")
 """
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tamperkit as tk
 from click.testing import CliRunner, Result
 
 from trajledger.ledger.artifacts import (
@@ -45,6 +46,7 @@ from trajledger.verify import predicates
 from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.digest import digest_bytes
 from trajledger.verify.dsse import Envelope
+from trajledger.verify.errors import PolicyError
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.note import Note, format_signature_line, verifier_from_vkey
 from trajledger.verify.statement import Statement
@@ -152,17 +154,26 @@ class World:
             approve(self.ledger, ref, self.signer(a), **kw)
 
     def new_batch(self, seed: int, signer: Signer | None = None, name: str = "extra") -> str:
+        """A batch signed by ``signer`` (default the producer). A key the policy holds no
+        producer role for is refused by trajledger's writer (issue 18), so such a batch is
+        recorded with that check left out: as another tool, or an older trajledger, would
+        have recorded it; the verifier must refuse it all the same."""
+        from trajledger.ledger import policy_state
+
         played = run_policy(None, "CartPole-v1", 3, seed, policy_version="random", clock=clock)
-        return record_batch(
-            self.ledger,
-            played.steps,
-            episodes=played.episodes,
-            env="cartpole@1",
-            evaluator="episode-return@1",
-            policy="random",
-            signer=signer or self.signer("vendor"),
-            name=name,
-        ).recorded.digest
+        with pytest.MonkeyPatch.context() as m:
+            if signer is not None:
+                m.setattr(policy_state, "check_signers", lambda *_a, **_k: None)
+            return record_batch(
+                self.ledger,
+                played.steps,
+                episodes=played.episodes,
+                env="cartpole@1",
+                evaluator="episode-return@1",
+                policy="random",
+                signer=signer or self.signer("vendor"),
+                name=name,
+            ).recorded.digest
 
     def dataset_of(self, name: str, batch: str, split: str = "train") -> str:
         """A dataset holding ``batch``, approved 2-of-2."""
@@ -214,6 +225,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> World:
 def world(template: World, tmp_path: Path) -> Iterator[World]:
     home = tmp_path / "home"
     shutil.copytree(template.home, home, symlinks=True)
+    tk.pin_log(home)
     yield World(home, home / "policy.toml", template.batch, template.spare, template.dataset)
 
 
@@ -437,26 +449,29 @@ def test_refuses_an_expired_approval(runner: CliRunner, world: World) -> None:
         world,
         "stale@1",
         f"{adm(world, 'stale@1')} > dataset stale@1: approvals: 1 of 2 required approver(s) "
-        f"for 'train'; approval {index} expired at {expired} (judged at ",
+        f"for 'train'; approval {index} expired at {expired} (logged ",
         exact=False,
     )
 
 
-def test_refuses_an_approval_older_than_the_policy_allows(runner: CliRunner, world: World) -> None:
+def test_an_approvals_age_is_counted_from_its_log_time(runner: CliRunner, world: World) -> None:
+    """max_approval_age counts from when the log took the approval in, not from the approvedAt
+    its signer wrote (issue 18): one dated 100 days back still counts now; judged 100 days
+    later, it is older than the policy allows (90 days)."""
+    from trajledger.runner.admission import DataRefusedError, admit
+
     create_dataset(world.ledger, "old", "1", "train", [world.spare], world.signer("vendor"))
-    then = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(days=100)
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     approve(world.ledger, "old@1", world.signer("approver-a"))
-    approve(world.ledger, "old@1", world.signer("approver-b"), expires="365d", now=then)
+    approve(world.ledger, "old@1", world.signer("approver-b"), expires="365d",
+            now=now - dt.timedelta(days=100))
     index = len(world.kinds()) - 1
-    stamp = then.strftime("%Y-%m-%dT%H:%M:%SZ")
-    refused_train(
-        runner,
-        world,
-        "old@1",
-        f"{adm(world, 'old@1')} > dataset old@1: approvals: 1 of 2 required approver(s) for "
-        f"'train'; approval {index} of {stamp} is older than the policy's maximum approval age "
-        "(7776000s)",
-    )
+    expect(run(runner, world.home, "admit", "old@1"), 0)
+    logged = world.entries()[index].time
+    with pytest.raises(DataRefusedError) as refused:
+        admit(world.ledger, "old@1", world.ledger.policy(), now=now + dt.timedelta(days=100))
+    assert (f"approval {index} logged {logged} is older than the policy's maximum approval age "
+            "(7776000s)") in str(refused.value)
 
 
 def test_refuses_a_revoked_batch(runner: CliRunner, world: World) -> None:
@@ -822,7 +837,9 @@ def test_approve_refuses_a_key_without_the_approver_role(runner: CliRunner, worl
         r,
         1,
         f"FAIL: key vendor ({keyid[:12]}): cannot approve ds@1: it holds producer role in "
-        "policy 'test' serial 1, want approver\n",
+        f"policy 'test' serial 1, want approver (fingerprint {keyid[:16]}; the policy's approver "
+        f"key(s): {', '.join(sorted(world.signer(a).keyid[:16] for a in APPROVERS))}); nothing "
+        "was signed\n",
     )
 
 
@@ -842,7 +859,10 @@ def test_revoke_needs_a_producer_or_approver(runner: CliRunner, world: World) ->
         r,
         1,
         f"FAIL: key outsider ({keyid[:12]}): cannot revoke ds@1: it holds no role in policy "
-        "'test' serial 1, want producer or approver\n",
+        f"'test' serial 1, want producer or approver (fingerprint {keyid[:16]}; the policy's "
+        "producer or approver key(s): "
+        f"{', '.join(sorted(world.signer(k).keyid[:16] for k in ('vendor', *APPROVERS)))}); "
+        "nothing was signed\n",
     )
 
 
@@ -852,6 +872,17 @@ def test_erase_needs_a_known_reason(runner: CliRunner, world: World) -> None:
 
 
 # -- the policy commands --------------------------------------------------------------------------
+
+
+APPROVERS = ("approver-a", "approver-b")
+
+
+def paths_note(path: Path, n: int = 4) -> str:
+    """The note `policy check` and `policy set` print for a policy naming keys by path."""
+    listed = ", ".join(["keys/vendor.pub", "keys/approver-a.pub", "keys/approver-b.pub"])
+    return (f"NOTE: {path}: names {n} key(s) by path ({listed}, ...): whoever can replace those "
+            f"files changes this policy; write the keys inline with 'trajledger policy inline "
+            f"{path}'\n")
 
 
 def _policy_file(w: World, serial: int, name: str = "next.toml", **swap: str) -> Path:
@@ -865,7 +896,8 @@ def _policy_file(w: World, serial: int, name: str = "next.toml", **swap: str) ->
 
 def test_policy_check_good(runner: CliRunner, world: World) -> None:
     r = run(runner, world.home, "policy", "check", world.policy_path)
-    expect(r, 0, f"OK: policy {world.policy_path}: valid, serial 1\n")
+    expect(r, 0, paths_note(world.policy_path) + f"OK: policy {world.policy_path}: valid, "
+           "serial 1\n")
     lines = r.stdout.splitlines()
     assert lines[0].startswith("policy test serial 1 (sha256:")
     assert lines[2].startswith("  approver  threshold 2 of 2: ")
@@ -880,7 +912,8 @@ def test_policy_check_good(runner: CliRunner, world: World) -> None:
         ("name = [", "not valid TOML: "),
         (
             "serial = 1\n[roles.auditor]\nkeys = []\n",
-            "unknown role(s) auditor; roles are producer, approver, trainer, log, witness",
+            "unknown role(s) auditor; roles are producer, approver, trainer, evaluator, log, "
+            "witness",
         ),
         (
             '[roles.approver]\nkeys = ["keys/approver-a.pub"]\nthreshold = 2\n',
@@ -930,24 +963,40 @@ def test_policy_check_keyid_from_the_key_store(runner: CliRunner, world: World) 
 
 
 def test_policy_set_successor_needs_the_current_approvers(runner: CliRunner, world: World) -> None:
-    # Serial 2 makes the trainer's key the only producer.
+    # Serial 2 makes the trainer's key the only producer: a change of membership (--yes).
     path = _policy_file(world, 2, **{"keys/vendor.pub": "keys/trainer.pub"})
     size = world.ledger.log.size
-    r = run(runner, world.home, "policy", "set", path, "--key", "approver-a")
-    expect(
-        r,
-        1,
-        "FAIL: policy 'test' serial 2: signed by 1 of the current policy's approvers, want 2\n",
+    vendor, trainer = world.signer("vendor").keyid, world.signer("trainer").keyid
+    r = run(runner, world.home, "policy", "set", path, "--key", "approver-a", "--key",
+            "approver-b")
+    expect(r, 1)
+    shown = r.stderr.splitlines()
+    assert shown[1] == "policy 'test' serial 2, against serial 1 in force:"
+    assert shown[2:5] == [
+        "  producer  threshold 1",
+        f"  producer    + key {trainer}",
+        f"  producer    - key {vendor}",
+    ]
+    assert shown[-1] == (
+        f"FAIL: policy {path}: changes the members of a role (listed above, by fingerprint); "
+        "nothing was recorded. Compare each fingerprint with its owner, then run again with --yes"
     )
-    r = run(runner, world.home, "policy", "set", path, "--key", "outsider", "--key", "vendor")
-    expect(
-        r,
-        1,
-        "FAIL: policy 'test' serial 2: signed by 0 of the current policy's approvers, want 2\n",
+    r = run(runner, world.home, "policy", "set", path, "--key", "approver-a", "--yes")
+    expect(r, 1)
+    assert r.stderr.endswith(
+        "FAIL: policy 'test' serial 2: signed by 1 of the current policy's approvers, want 2\n"
+    )
+    r = run(runner, world.home, "policy", "set", path, "--key", "outsider", "--key", "vendor",
+            "--yes")
+    expect(r, 1)
+    assert r.stderr.endswith(
+        "FAIL: policy 'test' serial 2: signed by 0 of the current policy's approvers, want 2\n"
     )
     assert world.ledger.log.size == size
-    r = run(runner, world.home, "policy", "set", path, "--key", "approver-a", "--key", "approver-b")
-    expect(r, 0, f"OK: policy {path} recorded at log index {size}\n")
+    r = run(runner, world.home, "policy", "set", path, "--key", "approver-a", "--key", "approver-b",
+            "--yes")
+    expect(r, 0)
+    assert r.stderr.endswith(f"OK: policy {path} recorded at log index {size}\n")
     r = run(runner, world.home, "policy", "show")
     expect(r, 0, "")
     assert r.stdout.startswith("policy test serial 2 (sha256:")
@@ -957,9 +1006,13 @@ def test_policy_set_successor_needs_the_current_approvers(runner: CliRunner, wor
     )
     # What the vendor signed before the succession was signed under serial 1: it stays valid.
     expect(run(runner, world.home, "admit", "ds@1"), 0)
-    # The vendor is no producer any more: what it signs now is refused.
-    batch = world.new_batch(7)
-    world.dataset_of("after", batch)
+    # The vendor is no producer any more: trajledger refuses to sign with it, and what it
+    # signed anyway (another tool) is refused by the verifier.
+    with pytest.raises(PolicyError, match="cannot sign a rollout-batch record: it holds no role"):
+        world.new_batch(7)
+    batch = world.new_batch(7, world.signer("vendor"))
+    create_dataset(world.ledger, "after", "1", "train", [batch], world.signer("trainer"))
+    world.approve_both("after@1")
     r = run(runner, world.home, "admit", "after@1")
     expect(r, 1)
     assert "(producer role)" not in r.stderr and "(not in the policy)" in r.stderr
@@ -976,7 +1029,11 @@ def test_policy_set_refuses_a_rollback_of_the_serial(runner: CliRunner, world: W
         r = run(
             runner, world.home, "policy", "set", again, "--key", "approver-a", "--key", "approver-b"
         )
-        expect(r, 1, f"FAIL: policy 'test': serial {serial} does not follow serial 2\n")
+        expect(r, 1)
+        assert r.stderr.endswith(
+            f"FAIL: policy 'test': serial {serial} does not follow serial 2; a successor needs "
+            "a higher serial (serial = 3)\n"
+        )
 
 
 def test_policy_set_first_policy_needs_its_own_approvers(runner: CliRunner, tmp_path: Path) -> None:
@@ -988,14 +1045,17 @@ def test_policy_set_first_policy_needs_its_own_approvers(runner: CliRunner, tmp_
     path.write_text(POLICY.format(serial=1, vkey=ledger.log.vkey))
     r = run(runner, home, "policy", "show")
     expect(r, 3)
-    r = run(runner, home, "policy", "set", path, "--key", "approver-a")
-    expect(
-        r,
-        1,
-        "FAIL: policy 'test': the first policy must be signed by its own approver threshold: "
-        "1 of 2 approver key(s) signed\n",
-    )
     r = run(runner, home, "policy", "set", path, "--key", "approver-a", "--key", "approver-b")
+    expect(r, 1)  # the first policy adds every member: shown, and confirmed with --yes
+    assert "policy 'test' serial 1, the first policy of this ledger:" in r.stderr
+    r = run(runner, home, "policy", "set", path, "--key", "approver-a", "--yes")
+    expect(r, 1)
+    assert r.stderr.endswith(
+        "FAIL: policy 'test': the first policy must be signed by its own approver threshold: "
+        "1 of 2 approver key(s) signed\n"
+    )
+    r = run(runner, home, "policy", "set", path, "--key", "approver-a", "--key", "approver-b",
+            "--yes")
     expect(r, 0)
     r = run(runner, home, "policy", "show", "--json")
     expect(r, 0)

@@ -367,10 +367,11 @@ def test_no_passphrase_and_no_terminal(signed: Signed, runner: CliRunner, tmp_pa
     monkeypatch.delenv("TRAJLEDGER_PASSPHRASE")
     expect(run(runner, signed.home, "sign", signed.data, "--key", "alice", "--out",
                tmp_path / "x.json"), 3,
-           "FAIL: key alice: is encrypted; set TRAJLEDGER_PASSPHRASE or run in a terminal\n")
+           "FAIL: key alice: is encrypted; set TRAJLEDGER_PASSPHRASE_ALICE or "
+           "TRAJLEDGER_PASSPHRASE, or run in a terminal\n")
     expect(run(runner, signed.home, "key", "new", "carol"), 3,
-           "FAIL: key carol: no passphrase; set TRAJLEDGER_PASSPHRASE or pass --no-encrypt "
-           "for a demo key\n")
+           "FAIL: key carol: no passphrase; set TRAJLEDGER_PASSPHRASE_CAROL or "
+           "TRAJLEDGER_PASSPHRASE, run in a terminal, or pass --no-encrypt for a demo key\n")
     assert not (signed.home / "keys" / "carol.key").exists()
 
 
@@ -464,7 +465,7 @@ def test_no_encrypt_warns_and_writes_a_plain_key(home: Path, runner: CliRunner) 
         (["verify", "x", "y"], "Error: give one REF to verify (or PATH... with --envelope)"),
         (["sign", "--key", "k", "--out", "o"], "Error: Missing argument 'PATHS...'."),
         (["key", "new", "k", "--alg", "rsa"],
-         "Error: Invalid value for '--alg': 'rsa' is not one of 'ed25519', 'p256'."),
+         "Error: Invalid value for '--alg': 'rsa' is not one of 'ed25519', 'p256', 'x25519'."),
         (["verify", "x", "--envelope", "e", "--pubkey", "p", "--threshold", "0"],
          "Error: Invalid value for '--threshold': 0 is not in the range x>=1."),
         (["frobnicate"], "Error: No such command 'frobnicate'."),

@@ -20,6 +20,7 @@ import base64
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,39 @@ vkeys = [{vkeys}]
 """
 
 
+EVALUATOR = """
+format = 2
+name = "vendor"
+serial = 2
+[roles.producer]
+keys = ["keys/vendor.pub"]
+[roles.approver]
+keys = ["keys/approver.pub"]
+[roles.trainer]
+keys = ["keys/trainer.pub", "keys/trainer-p256.pub"]
+[roles.evaluator]
+keys = ["keys/evaluator.pub"]
+encryption_keys = ["keys/x25519/evaluator.pub"]
+[roles.log]
+vkeys = ["{vkey}"]
+[[release.require]]
+suite = "grid-regression@1"
+min = 0.5
+"""
+
+JUDGE = """
+import json, os, pathlib
+import pyarrow.parquet as pq
+suite = pathlib.Path(os.environ["TRAJLEDGER_SUITE_DIR"])
+episodes = [{"batch": b["digest"], "episode_id": e, "passed": True}
+            for b in json.loads((suite / "manifest.json").read_text())["batches"]
+            for e in pq.read_table(suite / b["directory"] / "episodes.parquet")
+            .column("episode_id").to_pylist()]
+(pathlib.Path(os.environ["TRAJLEDGER_OUTPUT_DIR"]) / "results.json").write_text(json.dumps(
+    {"format": "trajledger.eval-results/1", "episodes": episodes}))
+"""
+
+
 @pytest.fixture(scope="module")
 def ledgers(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A vendor ledger with one record of every kind but import, and a buyer that imported."""
@@ -156,6 +190,8 @@ def ledgers(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     from trajledger.ledger.record import record_files
     from trajledger.ledger.status import approve, erase, record_policy, revoke
     from trajledger.runner.admission import DataRefusedError
+    from trajledger.runner.evaluate import evaluate
+    from trajledger.runner.release import release
     from trajledger.runner.train import train
     from trajledger.verify.policy import TrustPolicy
 
@@ -191,6 +227,19 @@ def ledgers(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     (notes / "README.txt").write_text("attested files\n")
     record_files(ledger, [notes], k["vendor"], name="notes")
     export_model_signing(ledger, ckpt.digest, root / "model", k["trainer-p256"], policy)
+    # A format-2 successor: a sealed regression suite, its evaluation (and unsealing), a release.
+    k["evaluator"] = ledger.keys.create("evaluator", encrypt=False)
+    ledger.keys.create_encryption_key("evaluator", encrypt=False)
+    (home / "policy2.toml").write_text(EVALUATOR.format(vkey=ledger.log.vkey))
+    record_policy(ledger, home / "policy2.toml", [k["approver"]])
+    policy2 = TrustPolicy.from_toml((home / "policy2.toml").read_bytes(), home)
+    sealed = record_batch(ledger, rows(6, 4), env="grid@1", policy="random", signer=k["vendor"],
+                          name="batch-4", seal_to=policy2.role("evaluator").encryption_keys)
+    create_dataset(ledger, "grid-regression", "1", "regression", [sealed.digest], k["vendor"])
+    (root / "judge.py").write_text(JUDGE)
+    evaluate(ledger, ckpt.digest, "grid-regression@1", k["evaluator"], policy2,
+             command=[sys.executable, str(root / "judge.py")])
+    release(ledger, ckpt.digest, [k["approver"]], policy2)
 
     buyer = root / "buyer"
     b = Ledger.init(buyer, origin="test.example/statements-buyer")

@@ -1,4 +1,5 @@
-"""Issue 9's tamper matrix: every file of a quickstart ledger, flipped, truncated, deleted and
+"""Issue 9's tamper matrix: the files of a quickstart ledger (every file with
+``TRAJLEDGER_FULL_MATRIX=1``, else a sample: see Sampling), flipped, truncated, deleted and
 swapped with a file of its kind; after each, the decisions a user makes are taken again, and
 each tampering must be refused, or be one that cannot change any outcome.
 
@@ -20,8 +21,16 @@ JSON report's ``ok`` / ``admitted`` (``lineage`` answers an audit question: it e
 Mutations (`MUTATIONS`): flip the middle byte's low bit; keep the first half; delete; swap the
 bytes with the next file of the same kind (`kind_of`: another hash tile of its level, another
 entry bundle, another envelope, manifest or Parquet blob, another public or private key, ...).
+And (issue 18) replace with an attacker-made file of the same kind (`REPLACEMENTS`): a key pair
+of their own for each public and private key (``keys/*``, ``log-key/*``: a private key in the
+clear, as someone without the passphrase writes it), ``ledger.toml`` pointing the store
+elsewhere, declaring plaintext keys or group write, and the user's state database (another
+log's, and one edited consistently: a row deleted, the counts adjusted). A replaced key is only
+read to sign, so these runs also take a signing decision with it (`signing`), after the
+evidence check: the baseline signs; a replaced key must not.
 
-Classification (`classify`) of one tampering, from its five outcomes:
+Classification (`classify`) of one tampering, from its five outcomes (six with a signing
+decision):
 
 - ``refused``: some decision turned negative (exit 1 with a ``FAIL:`` line, 3 with one for a
   file it cannot read, or a negative verdict), and each one still positive reports exactly what
@@ -31,6 +40,8 @@ Classification (`classify`) of one tampering, from its five outcomes:
   mutation, is checked for it); anywhere else it is a tampering that went unnoticed: a failure;
 - a failure otherwise: an exit other than 0, 1 or 3 (4 is a bug), a traceback, a refusal
   naming nothing, or a positive verdict with another report (a silently different "ok").
+- One tampering is outside the attacker model above and classified apart (`STATE_WRITER`): the
+  user's state database edited consistently with its counts; fsck must report it.
 
 And the evidence is left as found: no decision changes a byte or a mode of the ledger directory
 outside its derived caches (``index/``), whatever was tampered with.
@@ -63,6 +74,7 @@ import tamperkit as tk
 from trajledger.ledger.catalog import Catalog
 from trajledger.ledger.errors import LedgerError
 from trajledger.ledger.home import Ledger, LedgerConfig
+from trajledger.ledger.keys import Signer
 from trajledger.runner.cli import main
 
 FULL = os.environ.get("TRAJLEDGER_FULL_MATRIX") == "1"
@@ -135,6 +147,22 @@ def decide(q: tk.Quickstart, home: Path, state: Path) -> dict[str, Outcome]:
     return out
 
 
+def signing(rel: str, q: tk.Quickstart) -> list[str]:
+    """A decision that signs with the key ``rel`` is (the log's key signs every append): a
+    revocation by a producer or approver, a checkpoint by the trainer."""
+    name = Path(rel).stem if rel.startswith("keys/") else "approver-a"
+    if name == "trainer":
+        return ["train", "--dataset", q.dataset, "--key", "trainer", "--seed", "9"]
+    return ["revoke", "cartpole-holdout@1", "--key", name, "--reason", "matrix"]
+
+
+def sign_outcome(args: list[str], home: Path, state: Path) -> Outcome:
+    """A signing decision's outcome (exit 0 positive; its report is its stdout)."""
+    env = {"TRAJLEDGER_STATE_DIR": str(state), "TRAJLEDGER_PASSPHRASE": tk.PASSPHRASE}
+    r = tk.new_runner().invoke(main, ["--verbose", "--ledger", str(home), *args], env=env)
+    return Outcome(r.exit_code, r.exit_code == 0, "", r.stderr)
+
+
 # -- the mutations -------------------------------------------------------------------------------
 
 
@@ -144,6 +172,63 @@ MUTATIONS: dict[str, Callable[[Path, Path], None]] = {
     "delete": lambda p, _: p.unlink(),
     "swap": lambda p, partner: tk.swap(p, partner),
 }
+
+
+def _attacker_setting(key: str, value: str) -> Callable[[Path], bytes]:
+    def make(path: Path) -> bytes:
+        text = path.read_text()
+        if key == "store":
+            return text.replace('store = "objects"', f'store = "{value}"').encode()
+        return (re.sub(rf"(?m)^{key} = .*\n", "", text) + f"{key} = {value}\n").encode()
+
+    return make
+
+
+def _attacker_key(private: bool) -> Callable[[Path], bytes]:
+    def make(_path: Path) -> bytes:
+        key = Signer.generate("attacker")
+        return key.private_pem(None) if private else key.public.to_pem()
+
+    return make
+
+
+def _consistent_state_edit(path: Path) -> bytes:
+    """The user's state with its held-out row deleted and its stored counts adjusted to match:
+    what a writer of the state directory who knows the format makes."""
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    con.execute("DELETE FROM held_out")
+    counts = json.loads(con.execute("SELECT value FROM meta WHERE key = 'counts'").fetchone()[0])
+    counts["held_out"] = 0
+    con.execute("UPDATE meta SET value = ? WHERE key = 'counts'",
+                (json.dumps(counts, sort_keys=True).encode(),))
+    con.commit()
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    return path.read_bytes()
+
+
+STATE_WRITER = "the user's state edited consistently: a writer of the state directory"
+"""Whoever writes the user's state directory decides what it says: a forgery consistent with
+its own counts (a held-out row deleted) is followed by the decisions that read the state (the
+gate's duplicate check compares against no holdout) until 'fsck' or 'reindex --check' derive
+it again from the log and report it (docs/SECURITY.md, "The user's state")."""
+
+REPLACEMENTS: dict[str, list[tuple[str, Callable[[Path], bytes]]]] = {
+    "keys/*.pub": [("the attacker's public key", _attacker_key(False))],
+    "keys/*.key": [("the attacker's private key, in the clear", _attacker_key(True))],
+    "log-key/*.pub": [("the attacker's public key", _attacker_key(False))],
+    "log-key/*.key": [("the attacker's private key, in the clear", _attacker_key(True))],
+    "ledger.toml": [
+        ("the store pointed elsewhere", _attacker_setting("store", "/tmp/attacker-objects")),
+        ("keys declared plain", _attacker_setting("keys", '"plain"')),
+        ("group write declared", _attacker_setting("group_writable", "true")),
+    ],
+    "state:logs/*/state.sqlite": [("rows deleted, counts adjusted", _consistent_state_edit)],
+}
+"""What an attacker puts in place of a file (its pattern; ``state:`` is in the user's state
+directory), by name; another log's state database is added by the test (`attacker`)."""
 
 
 def kind_of(home: Path, rel: str) -> str:
@@ -324,7 +409,18 @@ class Tally:
         self.tried = 0
         self.refused = 0
         self.unchanged: dict[str, list[str]] = {}
+        self.fsck_only: list[str] = []
         self.failures: list[str] = []
+
+    def add_state_forgery(self, label: str, got: dict[str, Outcome]) -> None:
+        """A consistent forgery of the user's state (`STATE_WRITER`): the decisions that read
+        the state may follow it, but fsck must refuse it."""
+        self.tried += 1
+        fsck = got["fsck"]
+        if fsck.exit == 1 and "FAIL: trust state " in fsck.stderr:
+            self.fsck_only.append(label)
+        else:
+            self.failures.append(f"{label}: fsck did not report the state: {fsck.stderr[-800:]}")
 
     def add(self, label: str, verdict: str, why: str, allowed: Unread | None) -> None:
         self.tried += 1
@@ -342,7 +438,8 @@ class Tally:
         why = "; ".join(f"{len(v)} x {k}" for k, v in self.unchanged.items())
         return (
             f"tamper matrix{' (full)' if FULL else ''}: {self.tried} tried: {self.refused} "
-            f"refused, {n} changed no decision ({why}); {len(self.failures)} failed"
+            f"refused, {n} changed no decision ({why}), {len(self.fsck_only)} found by fsck only "
+            f"({STATE_WRITER}); {len(self.failures)} failed"
         )
 
 
@@ -354,9 +451,16 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> tk.Quickstart:
     return tk.build_quickstart(tmp_path_factory.mktemp("matrix"), lookup_tail=4)
 
 
+@pytest.fixture(scope="module")
+def attacker(tmp_path_factory: pytest.TempPathFactory) -> tk.Quickstart:
+    """The attacker's own quickstart ledger (its state database is of another log)."""
+    return tk.build_quickstart(tmp_path_factory.mktemp("attacker"))
+
+
 @pytest.mark.slow  # about 220 tamperings x 5 decisions, in process: about 50 s of CPU
 def test_tamper_matrix(
     pristine: tk.Quickstart,
+    attacker: tk.Quickstart,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     record_property: Callable[[str, object], None],
@@ -396,6 +500,44 @@ def test_tamper_matrix(
             tally.add(label, verdict, why, None if None in allowed else allowed[0])
             if tk.snapshot(home, skip=(DERIVED,)) != evidence:
                 tally.failures.append(f"{label}: the decisions changed the evidence")
+    # Replaced by an attacker-made file of the same kind, then a signing decision too.
+    (other,) = attacker.state.glob("logs/*/state.sqlite")
+    makers = dict(REPLACEMENTS)
+    makers["state:logs/*/state.sqlite"] = [
+        *makers["state:logs/*/state.sqlite"],
+        ("another log's state database", lambda _p: other.read_bytes()),
+    ]
+    targets = [f"state:{p.relative_to(q.state).as_posix()}" for p in q.state.rglob("*.sqlite")]
+    runs = [(rel, label, make) for rel in [*files, *targets]
+            for pattern, replacements in makers.items() if fnmatch.fnmatch(rel, pattern)
+            for label, make in replacements]
+    assert {r[0].split("/")[0] for r in runs} >= {"keys", "log-key", "ledger.toml"}
+    signed: dict[tuple[str, ...], Outcome] = {}
+    for args in sorted({tuple(signing(rel, q)) for rel, _l, _m in runs}):
+        fresh()
+        signed[args] = sign_outcome(list(args), home, state)
+        assert signed[args].positive, signed[args].stderr
+    for rel, label, make in runs:
+        fresh()
+        path = state / rel[6:] if rel.startswith("state:") else home / rel
+        if rel.startswith("state:"):  # the database whole in its file, its log emptied
+            import sqlite3
+
+            con = sqlite3.connect(path)
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            con.close()
+        tk.overwrite(path, make(path))
+        evidence = tk.snapshot(home, skip=(DERIVED,))
+        got = decide(q, home, state)
+        if tk.snapshot(home, skip=(DERIVED,)) != evidence:
+            tally.failures.append(f"replace {rel}: the decisions changed the evidence")
+        if make is _consistent_state_edit:
+            tally.add_state_forgery(f"replace {rel} with {label}", got)
+            continue
+        args = tuple(signing(rel, q))
+        got["sign"] = sign_outcome(list(args), home, state)
+        verdict, why = classify({**baseline, "sign": signed[args]}, got)
+        tally.add(f"replace {rel} with {label}", verdict, why, None)
     line = tally.summary()
     record_property("summary:tamper matrix", line)
     with capsys.disabled():

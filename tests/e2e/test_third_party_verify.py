@@ -135,7 +135,7 @@ def test_a_third_party_verifies_a_bundle_with_verify_alone(tmp_path: Path) -> No
 
     ok = verify("bundle.tar.zst", "--policy", "policy.toml")
     assert ok.returncode == 0, ok.stderr
-    assert ok.stdout.startswith("✓ bundle ")
+    assert ok.stdout.startswith("✓ OK: ") and "\n✓ bundle " in ok.stdout  # the verdict first
     assert f"({ref[:19]}…)" in ok.stdout
     assert "✓ checkpoint cartpole-bc@2" in ok.stdout
     assert ok.stderr.startswith("OK: bundle.tar.zst: ") and ok.stderr.endswith(" checks passed\n")

@@ -53,7 +53,7 @@ TRAIN = textwrap.dedent(
     (out / "model" / "weights.bin").write_bytes(rows.to_bytes(4, "big"))
     (out / "requirements.lock").write_text("numpy==2.0.0\\n")
     (out / "seen.json").write_text(json.dumps({
-        "passphrase": os.environ.get("TRAJLEDGER_PASSPHRASE"),
+        "passphrase": os.environ.get("TRAJLEDGER_PASSPHRASE_SOMEONE_ELSE"),
         "parent": os.environ.get("TRAJLEDGER_PARENT_DIR"),
         "dataset": listing["dataset"]["name"],
     }))
@@ -129,7 +129,9 @@ def test_a_command_trains_and_its_checkpoint_records_how(
     runner: CliRunner, chat_home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(repo)
-    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE", "not for the command")
+    # The ledger's keys are plain (TRAJLEDGER_PASSPHRASE would refuse them); a per-key
+    # passphrase of a key the run does not use must not reach the command either.
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE_SOMEONE_ELSE", "not for the command")
     before = len(entries(chat_home))
     r = run(runner, chat_home, "train", "--dataset", "chat@1", "--key", "trainer", "--name",
             "sft", "--version", "1", "--", sys.executable, "train.py")

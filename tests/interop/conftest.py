@@ -113,6 +113,7 @@ class SigstoreInstance:
     ca_cert: x509.Certificate | None = None
     start: datetime = field(default_factory=lambda: datetime.now(UTC) - timedelta(hours=1))
     fail_fulcio: bool = False
+    fail_rekor: bool = False
 
     def __post_init__(self) -> None:
         name = x509.Name(
@@ -429,7 +430,7 @@ def _handler(instance: SigstoreInstance) -> type[BaseHTTPRequestHandler]:
                 if self.path == "/api/v2/signingCert" and not instance.fail_fulcio:
                     out = instance.fulcio(body, self.headers.get("Authorization", ""))
                     code = 200
-                elif self.path == "/api/v1/log/entries":
+                elif self.path == "/api/v1/log/entries" and not instance.fail_rekor:
                     out, code = instance.rekor(body), 201
                 else:
                     out, code = {"code": 503, "message": "unavailable (test)"}, 503

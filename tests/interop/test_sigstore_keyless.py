@@ -156,19 +156,63 @@ def test_an_ambient_credential_is_used_when_no_token_is_given(
     assert (calls, sig.subject) == (["sigstore"], "ci@example.com")
 
 
+def test_a_certificate_about_to_expire_is_replaced(
+    sigstore_instance: Any, trust_files: tuple[Path, Path]
+) -> None:
+    """sigstore's signer refuses to sign with an expired certificate (an exception class it
+    defines only privately): the signer asks Fulcio for a new one first."""
+    from datetime import UTC, datetime
+
+    config, root = trust_files
+    signer = KeylessSigner(sigstore_instance.token(ALICE), trust_config=config)
+    one = signer.sign_dsse(INTOTO_PAYLOAD_TYPE, _statement("1" * 64))
+    signer._not_after = datetime.now(UTC)  # as if its certificate expired now
+    two = signer.sign_dsse(INTOTO_PAYLOAD_TYPE, _statement("2" * 64))
+    cert = [json.loads(b)["verificationMaterial"]["certificate"] for b in (one.bundle, two.bundle)]
+    assert cert[0] != cert[1]
+    verify_sigstore_bundle(
+        two.bundle,
+        identities=[Identity(ISSUER, ALICE)],
+        trusted_root=root.read_bytes(),
+        expected_payload=(INTOTO_PAYLOAD_TYPE, _statement("2" * 64)),
+    )
+
+
+def test_a_bug_is_not_reported_as_a_service_failure(
+    sigstore_instance: Any, trust_files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only sigstore's errors and the network's are a service's answer; anything else is a bug
+    and keeps its type (exit 4 on the command line)."""
+    from sigstore.sign import Signer
+
+    config, _ = trust_files
+    signer = KeylessSigner(sigstore_instance.token(ALICE), trust_config=config)
+
+    def broken(self: Any, statement: Any) -> Any:
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(Signer, "sign_dsse", broken)
+    with pytest.raises(TypeError, match="a bug"):
+        signer.sign_dsse(INTOTO_PAYLOAD_TYPE, _statement())
+
+
 def test_service_failures_are_named(
     sigstore_instance: Any, trust_files: tuple[Path, Path], tmp_path: Path
 ) -> None:
     config, _ = trust_files
-    sigstore_instance.fail_fulcio = True
-    try:
-        signer = KeylessSigner(sigstore_instance.token(ALICE), trust_config=config)
-        with pytest.raises(
-            LedgerError, match=r"keyless signing failed: Fulcio .* 503 Server Error"
-        ):
-            signer.sign_dsse(INTOTO_PAYLOAD_TYPE, _statement())
-    finally:
-        sigstore_instance.fail_fulcio = False
+    # Fulcio refuses; or Rekor fails after Fulcio issued the certificate: its client's error (a
+    # class sigstore defines privately) is named by the step that raised it.
+    for service, said in [
+        ("fail_fulcio", r"Fulcio \(the certificate authority\) .* 503 Server Error"),
+        ("fail_rekor", r"Rekor \(the transparency log\) .*503"),
+    ]:
+        setattr(sigstore_instance, service, True)
+        try:
+            signer = KeylessSigner(sigstore_instance.token(ALICE), trust_config=config)
+            with pytest.raises(LedgerError, match=f"keyless signing failed: {said}"):
+                signer.sign_dsse(INTOTO_PAYLOAD_TYPE, _statement())
+        finally:
+            setattr(sigstore_instance, service, False)
     # An instance that is not there (nothing listens on the port): the connection error.
     dead = json.loads(config.read_text())
     for svc in ("caUrls", "rekorTlogUrls"):
@@ -392,7 +436,7 @@ def test_a_revoked_identity_counts_for_nothing_from_its_compromise_on(
             f'[roles.approver]\nkeys = ["{keys / "a.pub"}", "{keys / "b.pub"}"]\nthreshold = 2\n'
             f'[roles.log]\nvkeys = ["{vkey}"]\n'
         )
-        ok("policy", "set", str(path), "--key", "a", "--key", "b")
+        ok("policy", "set", str(path), "--key", "a", "--key", "b", "--yes")
 
     policy(1, f'identities = [{{issuer = "{ISSUER}", subject = "{ALICE}"}}]')
     (tmp_path / "f.txt").write_text("signed by alice")
@@ -419,5 +463,5 @@ def test_a_revoked_identity_counts_for_nothing_from_its_compromise_on(
     path.write_text((tmp_path / "policy-3.toml").read_text().replace("serial = 3", "serial = 4")
                     .replace(revoked(index + 1), ""))
     r = runner.invoke(main, ["--ledger", str(home), "policy", "set", str(path), "--key", "a",
-                             "--key", "b"])  # fmt: skip
+                             "--key", "b", "--yes"])  # fmt: skip
     assert r.exit_code == 1 and "a revoked identity stays revoked" in r.stderr, r.output

@@ -141,7 +141,7 @@ def test_vendor_lab_and_auditor(
         '[roles.producer]\nkeys = ["keys/vendor.pub"]\n[roles.approver]\nkeys = '
         f'["keys/approver.pub"]\n[roles.log]\nvkeys = ["{a_vkey}"]\n'
     )
-    a.run("policy", "set", a.home / "policy.toml", "--key", "approver")
+    a.run("policy", "set", a.home / "policy.toml", "--key", "approver", "--yes")
     a.run("env", "register", "grid", "--version", "1", "--source", "vendor-sim", "--key",
           "vendor")  # fmt: skip
     batches = [
@@ -176,7 +176,7 @@ def test_vendor_lab_and_auditor(
         (b.home / "policy.toml").write_text(
             B_POLICY.format(a_vkey=a_vkey, b_vkey=b_vkey, witness=first["witness_vkey"])
         )
-        b.run("policy", "set", b.home / "policy.toml", "--key", "approver")
+        b.run("policy", "set", b.home / "policy.toml", "--key", "approver", "--yes")
 
         # A bundle whose checkpoint no witness cosigned is refused under B's policy.
         early = tmp_path / "early.tar.zst"

@@ -608,6 +608,8 @@ def test_editable_install_imports_from_outside_the_repository(tmp_path: Path) ->
     code = ("import json, trajledger, trajledger.verify.errors, trajledger.ledger.errors, "
             "trajledger.runner; print(json.dumps([m.__file__ for m in (trajledger, "
             "trajledger.verify.errors, trajledger.ledger.errors, trajledger.runner)]))")
+    # Without the caller's PYTHONPATH (which may name a working tree): the clone must be found.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run([str(python), "-c", code], cwd=tmp_path, capture_output=True, text=True,
                          timeout=120, env=env)
     assert out.returncode == 0, out.stderr

@@ -197,3 +197,50 @@ def test_reads_are_served_while_an_append_waits_for_the_user_state(tmp_path: Pat
         worker_state.close()
     assert len(read["entries"]) == size
     assert appended["indices"] == [size]
+
+
+@ray.remote
+def racing_worker(writer: LedgerWriter, licence: str, go: str) -> tuple[str, int | None, str]:
+    """Record the same rows as every other racer, with this licence, once ``go`` exists."""
+    while not Path(go).exists():
+        time.sleep(0.001)
+    try:
+        r = writer.record_batch(steps(4242), env="grid@1", policy="racer", name="the-rows",
+                                licence=licence)
+    except Exception as e:  # the refusal crosses from the writer actor
+        return "refused", None, f"{type(e).__name__}: {e}"
+    return "recorded", r.recorded.index, r.digest
+
+
+def test_racing_writers_of_one_digest_make_one_record(ray_instance: None, tmp_path: Path) -> None:
+    """Issue 18: 8 tasks record the same rows, half as CC-BY-4.0 and half as proprietary, at
+    once: exactly one record of the digest; the racers with its licence get that record, the
+    others are refused naming it (checked under the log's lock, whichever writer comes first)."""
+    root = tmp_path / "ledger"
+    ledger = Ledger.init(root, origin="test/ray-race")
+    key = ledger.keys.create("producer", encrypt=False)
+    register_environment(ledger, "grid", "1", key)
+    writer = LedgerWriter.start(root, key="producer", name="racers")
+    go = tmp_path / "go"
+    licences = ["CC-BY-4.0", "proprietary"] * 4
+    futures = [racing_worker.remote(writer, lic, str(go)) for lic in licences]
+    time.sleep(1.0)  # let the tasks start and wait
+    go.touch()
+    results = ray.get(futures)
+    ledger = Ledger.open(root)
+    entries = [LogEntry.from_bytes(e) for e in ledger.log.entries(0, ledger.log.size)]
+    batches = [(i, e) for i, e in enumerate(entries) if e.kind == "rollout-batch"]
+    assert len(batches) == 1, results
+    (index, entry), = batches
+    from trajledger.verify.dsse import Envelope
+    from trajledger.verify.statement import Statement
+
+    won = Statement.from_bytes(Envelope.from_bytes(ledger.store.get(entry.envelope)).payload)
+    winner = won.predicate["licence"]
+    for lic, (outcome, at, detail) in zip(licences, results, strict=True):
+        if lic == winner:
+            assert (outcome, at, detail) == ("recorded", index, entry.subject), (lic, detail)
+        else:
+            assert outcome == "refused", (lic, detail)
+            assert f"already recorded at log index {index}" in detail, detail
+    assert ledger.log.verify(store=ledger.store).ok

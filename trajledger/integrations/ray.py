@@ -151,9 +151,18 @@ class _Writer:
                 try:
                     indices = self.ledger.log.append(flat)
                     self._commits += 1
-                except Exception as e:  # handed to every request of the failed group
-                    for _, other in batch:
-                        other["error"] = e
+                except Exception as e:
+                    if len(batch) == 1:
+                        batch[0][1]["error"] = e
+                    else:
+                        # One request refused (a digest recorded with other metadata, under the
+                        # log's lock) must not fail the others: each is appended alone.
+                        for specs_, other in batch:
+                            try:
+                                other["indices"] = self.ledger.log.append(specs_)
+                                self._commits += 1
+                            except Exception as one:  # handed to that request's caller
+                                other["error"] = one
                 else:
                     at = 0
                     for specs_, other in batch:

@@ -16,7 +16,18 @@ from typing import Any
 
 import click
 
-from .clikit import Context, Group, emit_json, ok, pass_ctx, progress, warn
+from .clikit import (
+    JSON_OPTION,
+    Context,
+    Group,
+    emit_json,
+    emit_result,
+    ok,
+    pass_ctx,
+    progress,
+    recorded_json,
+    warn,
+)
 
 __all__ = ["COMMANDS"]
 
@@ -46,7 +57,12 @@ def _signer(ctx: Context, key: str) -> Any:
 
 @click.group(cls=Group)
 def env() -> None:
-    """Register environment versions (code, config, rules)."""
+    """Register environment versions (code, config, rules).
+
+    \b
+    Example:
+      trajledger env register cartpole --version 1 --gym-id CartPole-v1 --key vendor
+    """
 
 
 @env.command("register")
@@ -73,6 +89,7 @@ def env() -> None:
     help="Take the observation/action spaces and the env spec from this Minari dataset.",
 )
 @click.option("--key", required=True, help="Signing key (a producer).")
+@JSON_OPTION
 @pass_ctx
 def env_register(
     ctx: Context,
@@ -84,11 +101,17 @@ def env_register(
     rules: Path | None,
     minari_dir: Path | None,
     key: str,
+    as_json: bool,
 ) -> None:
     """Record environment NAME at --version; prints its digest.
 
     With --gym-id, the environment is made (gymnasium.make) to record its observation and
     action spaces and its spec; with --from-minari, they come from the dataset's metadata.
+
+    \b
+    Examples:
+      trajledger env register cartpole --version 1 --gym-id CartPole-v1 --key vendor
+      trajledger env register shop --version 2 --file env/ --rules rules.py --key vendor
     """
     from .artifacts import environment_spaces
 
@@ -104,13 +127,18 @@ def env_register(
         rules=rules,
         **spaces,
     )
-    ok(f"environment {name}@{version} recorded at log index {rec.index}")
-    click.echo(rec.digest)
+    ok(f"environment {name}@{version} {rec.where}")
+    emit_result(as_json, rec.digest, recorded_json("environment", rec, name, version))
 
 
 @click.group(cls=Group)
 def evaluator() -> None:
-    """Register evaluator versions (deterministic checks, LLM judges, human raters)."""
+    """Register evaluator versions (deterministic checks, LLM judges, human raters).
+
+    \b
+    Example:
+      trajledger evaluator register survival --version 1 --kind deterministic --key vendor
+    """
 
 
 @evaluator.command("register")
@@ -140,7 +168,10 @@ def evaluator() -> None:
     type=click.Path(path_type=Path),
     help="Other evaluator files (repeatable).",
 )
+@click.option("--calibration", metavar="DATASET", help="Expert-labelled dataset the judge is "
+              "calibrated on ('trajledger stats REF --judge NAME' reports its agreement there).")
 @click.option("--key", required=True, help="Signing key (a producer).")
+@JSON_OPTION
 @pass_ctx
 def evaluator_register(
     ctx: Context,
@@ -151,9 +182,18 @@ def evaluator_register(
     rubric: Path | None,
     prompt: Path | None,
     files: tuple[Path, ...],
+    calibration: str | None,
     key: str,
+    as_json: bool,
 ) -> None:
-    """Record evaluator NAME at --version; prints its digest."""
+    """Record evaluator NAME at --version; prints its digest.
+
+    \b
+    Examples:
+      trajledger evaluator register survival --version 1 --kind deterministic --key vendor
+      trajledger evaluator register judge --version 3 --kind llm-judge --model gpt-4o \\
+          --rubric rubric.md --prompt prompt.txt --key vendor
+    """
     rec = ctx.ledger().register_evaluator(
         name,
         version,
@@ -163,9 +203,10 @@ def evaluator_register(
         rubric=rubric,
         prompt=prompt,
         files=files,
+        calibration=calibration,
     )
-    ok(f"evaluator {name}@{version} recorded at log index {rec.index}")
-    click.echo(rec.digest)
+    ok(f"evaluator {name}@{version} {rec.where}")
+    emit_result(as_json, rec.digest, recorded_json("evaluator", rec, name, version))
 
 
 REWARD_WEIGHTS = click.option(
@@ -238,7 +279,12 @@ def _reader_options(reward_weights: str | None, reward_column: str | None) -> An
 @click.option("--consent", help="Consent basis of the data.")
 @click.option("--licence", help="Licence of the data.")
 @click.option("--retention", help="Retention rule, e.g. 365d.")
+@click.option("--seal", is_flag=True, help="Store the batch encrypted to the evaluators' X25519 "
+              "keys (the policy's evaluator encryption_keys): a sealed holdout or regression "
+              "suite that only 'trajledger eval' opens; its episodes' duplicate fingerprints "
+              "stay in the clear for the gate.")
 @click.option("--key", required=True, help="Signing key (a producer).")
+@JSON_OPTION
 @pass_ctx
 def record(
     ctx: Context,
@@ -254,7 +300,9 @@ def record(
     consent: str | None,
     licence: str | None,
     retention: str | None,
+    seal: bool,
     key: str,
+    as_json: bool,
 ) -> None:
     """Record rollout files as one batch; the batch digest is the last stdout line.
 
@@ -263,12 +311,20 @@ def record(
     completions table (completions/completions_NNNNN.parquet) and dataset types; verl rollout
     dumps; Minari dataset directories. Several inputs make one batch. Inputs are streamed and
     validated completely; on any problem nothing is recorded and every problem is listed.
+
+    \b
+    Examples:
+      trajledger record steps.jsonl --env cartpole@1 --policy random --key vendor
+      trajledger record chats.jsonl --format chat-jsonl --env shop@2 --evaluator judge@3 \\
+          --policy sft-7 --licence CC-BY-4.0 --key vendor
     """
     from .artifacts import record_batch
+    from .catalog import Catalog
 
     ledger = ctx.ledger()
     options = _reader_options(reward_weights, reward_column)
     signer = _signer(ctx, key)
+    seal_to = ledger.seal_recipients() if seal else None
     with _step_progress(paths, quiet=ctx.quiet) as (advance, read):
         result = record_batch(
             ledger,
@@ -286,13 +342,19 @@ def record(
             on_chunk=advance,
             options=options,
             on_read=read,
+            seal_to=seal_to,
         )
     s = result.stats
+    how = f", sealed to {len(seal_to)} evaluator key(s)" if seal_to else ""
     ok(
-        f"batch of {s['num_episodes']} episode(s), {s['num_steps']} step(s) recorded at log "
-        f"index {result.recorded.index}"
+        f"batch of {s['num_episodes']} episode(s), {s['num_steps']} step(s) "
+        f"{result.recorded.where}{how}"
     )
-    click.echo(result.recorded.digest)
+    named = Catalog(ledger).resolve(result.recorded.digest).name if as_json else ""
+    emit_result(as_json, result.recorded.digest,
+                recorded_json("rollout-batch", result.recorded, named)
+                | {"episodes": s["num_episodes"], "steps": s["num_steps"],
+                   "sealed": bool(seal_to)})
 
 
 @contextmanager
@@ -360,7 +422,12 @@ def _parquet_rows(paths: Sequence[Path]) -> int | None:
 
 @click.group(cls=Group)
 def dataset() -> None:
-    """Create datasets: named, versioned sets of batches with a split."""
+    """Create datasets: named, versioned sets of batches with a split.
+
+    \b
+    Example:
+      trajledger dataset create cartpole-train --version 1 --split train --batch 3f9c0a --key vendor
+    """
 
 
 @dataset.command("create")
@@ -368,17 +435,21 @@ def dataset() -> None:
 @VERSION_OPTION
 @click.option(
     "--split",
-    required=True,
     type=click.Choice(["train", "holdout", "regression"]),
-    help="train data may be trained on; holdout and regression never.",
+    help="train data may be trained on; holdout and regression never [required; default "
+    "regression with --from-failures].",
 )
 @click.option(
     "--batch",
     "batches",
     multiple=True,
-    required=True,
     help="Member batch (digest or prefix); repeatable.",
 )
+@click.option("--from-failures", "evaluation", metavar="EVALUATION", help="Make a regression "
+              "suite of the failed episodes of EVALUATION (digest or prefix): one new batch per "
+              "suite batch, linked to it (with --batch: plus those).")
+@click.option("--evaluator-key", metavar="KEY", help="With --from-failures of a sealed suite: the "
+              "evaluator key that logs the unsealing (its X25519 key of the same name opens it).")
 @click.option("--purpose", default="train", show_default=True, help="Purpose approvals must name.")
 @click.option(
     "--card",
@@ -388,16 +459,20 @@ def dataset() -> None:
     "information, uses, access; docs/cards.md), signed with the dataset.",
 )
 @click.option("--key", required=True, help="Signing key (a producer).")
+@JSON_OPTION
 @pass_ctx
 def dataset_create(
     ctx: Context,
     name: str,
     version: str,
-    split: str,
+    split: str | None,
     batches: tuple[str, ...],
+    evaluation: str | None,
+    evaluator_key: str | None,
     purpose: str,
     card_file: Path | None,
     key: str,
+    as_json: bool,
 ) -> None:
     """Record dataset NAME at --version; prints its digest.
 
@@ -407,11 +482,32 @@ def dataset_create(
     checked first (every problem listed) and its digest signed in the dataset's record; write
     it out for others with 'trajledger card NAME@VERSION --format hf|croissant'.
 
-    Example: trajledger dataset create cartpole --version 1 --split train --batch 3f9c
-    --card card.toml --key vendor
+    \b
+    Examples:
+      trajledger dataset create cartpole-train --version 1 --split train --batch 3f9c0a \\
+          --card card.toml --key vendor
+      trajledger dataset create regression --version 4 --from-failures EVAL --key vendor
     """
     from .cards import ProducerCard
 
+    if evaluation is not None:
+        if card_file is not None:
+            raise click.UsageError("--card goes with a dataset of batches, not --from-failures")
+        ledger = ctx.ledger()
+        recorded, made = ledger.suite_from_failures(
+            evaluation, name, version, key=_signer(ctx, key), split=split or "regression",
+            batches=batches, evaluator_key=evaluator_key,
+        )
+        ok(f"dataset {name}@{version} ({split or 'regression'}) of the failures of "
+           f"{evaluation}: {len(made)} new batch(es) recorded; the dataset "
+           f"{recorded.where}")
+        emit_result(as_json, recorded.digest, recorded_json("dataset", recorded, name, version)
+                    | {"split": split or "regression", "newBatches": list(made)})
+        return
+    if evaluator_key is not None:
+        raise click.UsageError("--evaluator-key goes with --from-failures")
+    if split is None or not batches:
+        raise click.UsageError("give --split and at least one --batch (or --from-failures)")
     card = ProducerCard.from_file(card_file) if card_file is not None else None
     result = ctx.ledger().create_dataset(
         name, version, split, batches, key=_signer(ctx, key), purpose=purpose, card=card,
@@ -432,9 +528,13 @@ def dataset_create(
     ok(
         f"dataset {name}@{version} ({split}, {len(result.batches)} batch(es)"
         + (f", card {card.digest[:19]}…" if card is not None else "")
-        + f") recorded at log index {result.recorded.index}"
+        + f") {result.recorded.where}"
     )
-    click.echo(result.recorded.digest)
+    emit_result(as_json, result.recorded.digest,
+                recorded_json("dataset", result.recorded, name, version)
+                | {"split": split, "batches": list(result.batches),
+                   "duplicateEpisodes": list(result.duplicate_episodes),
+                   "nearDuplicates": list(result.near_duplicates)})
 
 
 @click.command()
@@ -443,7 +543,13 @@ def dataset_create(
 @pass_ctx
 def show(ctx: Context, ref: str, as_json: bool) -> None:
     """Show a recorded artifact: NAME@VERSION, a digest, or a unique digest prefix; or a
-    record (approval, revocation...) by the envelope digest that printed it."""
+    record (approval, revocation...) by the envelope digest that printed it.
+
+    \b
+    Examples:
+      trajledger show cartpole-train@1
+      trajledger show 3f9c0a --json
+    """
     from .show import describe
 
     info = describe(ctx.ledger(), ref)
@@ -489,7 +595,12 @@ def validate(
     reward_column: str | None,
     as_json: bool,
 ) -> None:
-    """Validate rollout files against the schema without recording; lists every problem."""
+    """Validate rollout files against the schema without recording; lists every problem.
+
+    \b
+    Example:
+      trajledger validate steps.parquet episodes.parquet --json
+    """
     from .validate_files import validate_files
 
     report = validate_files(list(paths), fmt, _reader_options(reward_weights, reward_column))

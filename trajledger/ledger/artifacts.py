@@ -32,6 +32,7 @@ from trajledger.verify.predicates import (
     Evaluator,
     FeaturesRef,
     RolloutBatch,
+    Sealed,
 )
 
 from .batch_features import FeatureRecorder
@@ -41,6 +42,7 @@ from .episode_features import FEATURE_VERSION
 from .errors import LedgerError
 from .files import collect_files
 from .fs import temp_dir
+from .home import envelope_statement
 from .keys import Signer
 from .record import Recorded, record_files
 
@@ -48,7 +50,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from trajledger.verify.digest import FileDigest
-    from trajledger.verify.statement import Statement
+    from trajledger.verify.manifest import Manifest
+    from trajledger.verify.policy import EncryptionKey
 
     from .cards import ProducerCard
     from .contamination import ProgressFactory
@@ -213,17 +216,23 @@ def register_evaluator(
     rubric: Path | None = None,
     prompt: Path | None = None,
     files: Sequence[Path] = (),
+    calibration: str | None = None,
 ) -> Recorded:
     """Record an evaluator version (deterministic checks, an LLM judge, or human raters).
+
+    ``calibration`` names the expert-labelled dataset the judge's agreement is measured on
+    (``trajledger stats --judge NAME``).
 
     Raises:
         PolicyError: NAME@VERSION is already recorded.
         FormatError: an unknown kind; an LLM judge without a model id.
+        RefError: ``calibration`` names no dataset.
     """
     if kind == "llm-judge" and not model_id:
         raise FormatError(f"evaluator {name}@{version}: an llm-judge needs --model")
     catalog = Catalog(ledger)
     _refuse_existing(catalog, "evaluator", name, version)
+    calib = catalog.resolve(calibration, {"dataset"}) if calibration else None
     from trajledger.verify.digest import hash_file
 
     digests: dict[str, str | None] = {"rubric_digest": None, "prompt_digest": None}
@@ -240,6 +249,7 @@ def register_evaluator(
         model_id=model_id,
         rubric_digest=digests.get("rubric_digest"),
         prompt_digest=digests.get("prompt_digest"),
+        calibration=ArtifactRef(calib.name, calib.version, calib.digest) if calib else None,
     ).written(f"evaluator {name}@{version}")
     extra = [p for p in (rubric, prompt) if p is not None]
     with temp_dir(ledger.root / "tmp") as tmp:
@@ -297,6 +307,8 @@ def record_batch(
     options: ReaderOptions | None = None,
     meta: Mapping[str, Any] | None = None,
     on_read: Callable[[int], None] | None = None,
+    seal_to: Sequence[EncryptionKey] | None = None,
+    failures_of: str | None = None,
 ) -> BatchResult:
     """Record a rollout batch from files (streamed), an Arrow table, or Python rows.
 
@@ -315,7 +327,9 @@ def record_batch(
            batch digest names one record); with the same metadata, recording again is a no-op
            that returns the first record.
         4. Record both files with the rollout-batch predicate: moved into the store (not
-           copied, not hashed again), signed, logged.
+           copied, not hashed again), signed, logged. With ``seal_to``, only their ciphertexts
+           are stored (`ledger.sealing.seal_files`); the predicate binds them, with each
+           episode's duplicate fingerprints.
 
     Args:
         ledger: the open ledger.
@@ -340,6 +354,10 @@ def record_batch(
         meta: what the caller knows about the whole batch: ``observationSpace``,
             ``actionSpace``, ``envSpec`` (``ledger.rollouts.spaces`` JSON); an input that
             states them too (a Minari dataset) must agree.
+        seal_to: seal the batch to these X25519 keys (a holdout or regression suite; the
+            policy's evaluator ``encryption_keys``): the store never holds its plaintext.
+        failures_of: the evaluation whose failed episodes these are (``dataset create
+            --from-failures``): a lineage edge to it.
 
     Returns:
         The recorded batch, its statistics and the resolved references.
@@ -404,9 +422,28 @@ def record_batch(
             observation_space=found.get("observationSpace"),
             action_space=found.get("actionSpace"),
             env_spec=found.get("envSpec"),
-            features=FeaturesRef(features.digest, features.size, FEATURE_VERSION),
+            # A sealed batch keeps no features file: its published fingerprints are its
+            # features (SPEC, "Sealed suites").
+            features=(FeaturesRef(features.digest, features.size, FEATURE_VERSION)
+                      if seal_to is None else None),
         ).written("rollout-batch")
         files = {"steps.parquet": stats.steps_file, "episodes.parquet": stats.episodes_file}
+        ciphertexts: dict[str, FileDigest] = {}
+        if seal_to is not None:
+            from .batch_features import decode_features, published_episodes
+            from .sealing import seal_files
+
+            wrapped, ciphertexts = seal_files(_manifest_of(files).digest, files, seal_to,
+                                              Path(tmp))
+            # The features computed while recording, published: the same bytes a features
+            # file would hold (and the gate computes from the plaintext), no second pass.
+            chunk = decode_features(features.path.read_bytes(), stats.steps_file.digest)
+            sealed = Sealed(wrapped, {p: (c.digest, c.size) for p, c in ciphertexts.items()},
+                            published_episodes(chunk), FEATURE_VERSION)
+            predicate = {**predicate, "sealed": sealed.to_json()}
+        if failures_of is not None:
+            predicate = {**predicate, "failuresOf": failures_of}
+        predicate = RolloutBatch.from_predicate(predicate).written("rollout-batch")
         label = name or f"rollouts-{env_item.ref}-{policy}"
         earlier = _refuse_recorded_otherwise(ledger, files, label, predicate)
         if earlier is not None:
@@ -418,10 +455,24 @@ def record_batch(
         # (4)
         if predicate.get("features", {}).get("digest") == features.digest:
             ledger.store.adopt_file(features.path, features)
+        for c in ciphertexts.values():
+            ledger.store.adopt_file(c.path, c)
         recorded = record_files(
-            ledger, files, signer, predicates.ROLLOUT_BATCH, predicate, name=label
+            ledger, files, signer, predicates.ROLLOUT_BATCH, predicate, name=label,
+            store_files=seal_to is None,
         )
     return BatchResult(recorded, summary, env_item, eval_item)
+
+
+def _manifest_of(files: Mapping[str, FileDigest]) -> Manifest:
+    """The manifest `record_files` writes for files hashed as written."""
+    from trajledger.verify.manifest import FileEntry, Manifest
+
+    from .files import media_type_for
+
+    return Manifest.from_files(
+        [FileEntry(n, d.size, d.sha256, media_type_for(n)) for n, d in sorted(files.items())]
+    )
 
 
 def _refuse_recorded_otherwise(
@@ -438,13 +489,8 @@ def _refuse_recorded_otherwise(
         None when there is none.
     """
     from trajledger.verify.log_entry import LogEntry
-    from trajledger.verify.manifest import FileEntry, Manifest
 
-    from .files import media_type_for
-
-    manifest = Manifest.from_files(
-        [FileEntry(n, d.size, d.sha256, media_type_for(n)) for n, d in sorted(files.items())]
-    )
+    manifest = _manifest_of(files)
     wanted = {"manifest": manifest.to_json(), **predicate}
     wanted.pop("features", None)
     entries = [
@@ -461,7 +507,7 @@ def _refuse_recorded_otherwise(
     for index, entry in entries:
         if entry.kind != "rollout-batch":
             continue
-        statement = _envelope_statement(ledger, entry.envelope)
+        statement = envelope_statement(ledger, entry.envelope)
         theirs = dict(statement.predicate) if statement is not None else {}
         kept = theirs.pop("features", None)
         if statement is not None and theirs == wanted and statement.subjects[0].name == label:
@@ -486,17 +532,6 @@ def _refuse_recorded_otherwise(
             "a batch digest names one record"
         )
     return same
-
-
-def _envelope_statement(ledger: Ledger, envelope: str) -> Statement | None:
-    from trajledger.verify.dsse import Envelope
-    from trajledger.verify.errors import ProvenanceError
-    from trajledger.verify.statement import Statement
-
-    try:
-        return Statement.from_bytes(Envelope.from_bytes(ledger.store.get(envelope)).payload)
-    except ProvenanceError:
-        return None
 
 
 def _is_paths(source: Any) -> bool:
@@ -530,9 +565,11 @@ def _registered(catalog: Catalog, ref: str, kind: str) -> CatalogItem:
     try:
         return catalog.resolve(ref, {kind})
     except RefError as e:
+        if not e.unknown:  # another version, another kind, a close name: it says which
+            raise
         raise RefError(
             f"{kind} {ref}: not registered; register it first with 'trajledger "
-            f"{'env' if kind == 'environment' else kind} register' ({e})"
+            f"{'env' if kind == 'environment' else kind} register' ({e})", unknown=True,
         ) from e
 
 
@@ -701,6 +738,15 @@ def create_dataset(
         raise FormatError(
             f"dataset {name}@{version}: split {split!r}, want one of {', '.join(SPLITS)}"
         )
+    if split == "train":
+        sealed = [b for b in batches if (st := envelope_statement(ledger, b.envelope))
+                  is not None and "sealed" in st.predicate]
+        if sealed:
+            raise PolicyError(
+                f"dataset {name}@{version} (train): batch {sealed[0].digest[:19]}… is sealed "
+                "(stored encrypted for evaluators): sealed batches belong in holdout or "
+                "regression suites, never in training data"
+            )
     if card is None:
         ptype = predicates.DATASET
         predicate = Dataset(name, version, split, tuple(digests), purpose).written(
@@ -730,7 +776,7 @@ def create_dataset(
         entry = state.entry(i)
         if entry is None or entry.kind != "dataset":
             continue
-        statement = _envelope_statement(ledger, entry.envelope)
+        statement = envelope_statement(ledger, entry.envelope)
         if statement is None:
             raise LedgerError(
                 f"dataset {entry.subject} (log index {i}): its envelope {entry.envelope} "

@@ -20,7 +20,13 @@ Scope:
   one of the current version that hashes to its digest and names the batch's step file; else
   the derived cache (``<ledger>/index/features/``); else computed from the step file's
   verified bytes (and cached). Batches recorded before features were kept (0.1.0 ledgers,
-  bundles without the blob) get the same answers, more slowly, the first time.
+  bundles without the blob) get the same answers, more slowly, the first time. A sealed
+  batch (``ledger.sealing``) keeps no features file and its steps are not readable without a
+  key: its features are the fingerprints its record publishes (`published_features`), never
+  its steps nor a cache;
+- `published_episodes` / `published_features`: features as a sealed batch's record publishes
+  them (``sealed.episodes``: fingerprint, modality, step count and the vector as 128 float32
+  little endian) and back, bit for bit.
 
 Why a ledger writer cannot swap a kept file without detection: the file is named by its
 SHA-256 in the batch's signed statement, whose envelope is named by digest in a log entry under
@@ -66,7 +72,7 @@ from .errors import LedgerError
 from .fs import write_file_atomic
 
 if TYPE_CHECKING:
-    from trajledger.verify.predicates import RolloutBatch
+    from trajledger.verify.predicates import RolloutBatch, Sealed, SealedEpisode
 
     from .store import ObjectStore
 
@@ -84,6 +90,8 @@ __all__ = [
     "decode_features",
     "encode_features",
     "forget_cached",
+    "published_episodes",
+    "published_features",
     "steps_file_of",
 ]
 
@@ -212,6 +220,55 @@ def decode_features(data: bytes | pa.Buffer, steps: str) -> FeatureChunk:
     )
 
 
+def published_episodes(chunk: FeatureChunk) -> tuple[SealedEpisode, ...]:
+    """Features as a sealed batch's record publishes them (``sealed.episodes``), in order:
+    the fingerprint, modality and step count, and the vector's 128 float32 (little endian,
+    base64) where the episode has one. The safety counts are not published."""
+    import base64
+
+    from trajledger.verify.predicates import SealedEpisode
+
+    vectors = np.ascontiguousarray(chunk.vectors, dtype="<f4")
+    return tuple(
+        SealedEpisode(
+            eid, int(chunk.num_steps[i]), chunk.modality[i], chunk.fingerprints[i],
+            base64.b64encode(vectors[i].tobytes()).decode("ascii") if chunk.valid[i] else None,
+        )
+        for i, eid in enumerate(chunk.episode_ids)
+    )
+
+
+def published_features(sealed: Sealed) -> FeatureChunk:
+    """A sealed batch's published fingerprints as features (what `iter_step_features` gives
+    for its plaintext, without the safety counts).
+
+    Raises:
+        FormatError: published with other feature definitions than this version's (they
+            cannot be compared), or a sketch that is not finite.
+    """
+    import base64
+
+    if sealed.feature_version != FEATURE_VERSION:
+        raise FormatError(
+            f"its published fingerprints are of feature version {sealed.feature_version}, "
+            f"want {FEATURE_VERSION}: they cannot be compared with this version's"
+        )
+    episodes = sealed.episodes
+    vectors = np.zeros((len(episodes), VECTOR_DIM), dtype=np.float32)
+    valid = np.zeros(len(episodes), dtype=bool)
+    for i, e in enumerate(episodes):
+        if e.sketch is not None:  # 512 bytes of base64: checked when the record was read
+            vectors[i] = np.frombuffer(base64.b64decode(e.sketch), dtype="<f4")
+            valid[i] = True
+    if not np.isfinite(vectors).all():
+        raise FormatError("a published sketch holds a value that is not finite")
+    return FeatureChunk(
+        [e.episode_id for e in episodes], np.array([e.steps for e in episodes], dtype=np.int64),
+        [e.fingerprint for e in episodes], [e.modality for e in episodes], vectors, valid,
+        [None] * len(episodes),
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # While recording
 
@@ -290,8 +347,8 @@ class BatchFeatures:
         batch: the batch digest.
         chunk: every episode's features in step-file order; None when the batch's data
             cannot be read (missing, erased, damaged).
-        source: ``recorded`` (the kept file), ``cache``, ``computed`` (from the step file) or
-            ``none``.
+        source: ``recorded`` (the kept file), ``cache``, ``computed`` (from the step file),
+            ``sealed`` (the fingerprints a sealed batch's record publishes) or ``none``.
         problems: what was wrong on the way, one line each (a kept file that does not hash to
             its digest, a step file that cannot be read).
     """
@@ -372,6 +429,8 @@ def batch_features(
     """The episode features of a recorded batch, the cheapest trustworthy way.
 
     Steps:
+        0. A sealed batch: the fingerprints its record publishes (`published_features`);
+           nothing else is read (it keeps no features file, its steps are ciphertexts).
         1. The step file: from the predicate's inline manifest, else from the manifest blob
            (re-hashed against the batch digest).
         2. The kept features file, when the predicate names one of the current version: read
@@ -391,10 +450,18 @@ def batch_features(
         cache: the derived cache directory (``<ledger>/index/features``); None: not used.
 
     Returns:
-        The features, where they came from and the problems met.
+        The features, where they came from (``sealed`` for published fingerprints) and the
+        problems met.
     """
     short = f"batch {batch[:19]}…"
     kept = ""  # why the kept features file could not be used
+    # (0)
+    if predicate is not None and predicate.sealed is not None:
+        try:
+            return BatchFeatures(batch, published_features(predicate.sealed), "sealed")
+        except FormatError as e:
+            return BatchFeatures(batch, None, "none", (
+                f"sealed {short}: {_reason(e)}: its episodes were not compared",))  # fmt: skip
     # (1)
     steps = steps_file_of(predicate) if predicate is not None else None
     if steps is None:

@@ -16,11 +16,13 @@ import click
 from .clikit import (
     DEFAULT_HOME,
     HOME_ENV,
+    JSON_OPTION,
     KEY_NAME,
     OUT_PATH,
     Context,
     Group,
     emit_json,
+    emit_result,
     ok,
     pass_ctx,
     progress,
@@ -43,19 +45,38 @@ __all__ = ["COMMANDS"]
     help="Blob store: a directory relative to the ledger, or a URI such as s3://bucket/prefix "
     "(S3 settings from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, AWS_REGION).",
 )
+@JSON_OPTION
 @pass_ctx
-def init(ctx: Context, origin: str | None, store: str) -> None:
+def init(ctx: Context, origin: str | None, store: str, as_json: bool) -> None:
     """Create a ledger in the ledger directory (--ledger, default ./.trajledger).
 
     The log and the keys always live in the ledger directory; blobs live in --store. A remote
     store must be reachable (its bucket must exist) before anything is created.
+
+    The log's key is encrypted with its passphrase (TRAJLEDGER_PASSPHRASE_LOG or
+    TRAJLEDGER_PASSPHRASE; asked twice on a terminal), and ledger.toml records that this
+    ledger's keys are encrypted: a plaintext key file is then refused as planted. Without a
+    passphrase (no terminal, none set) the keys are demo keys, recorded as plain.
+    Nothing is left behind when init fails; run it again.
+
+    \b
+    Example:
+      TRAJLEDGER_PASSPHRASE_LOG=... trajledger --ledger ./ledger init --origin acme/rollouts
     """
-    from .home import Ledger
+    from .home import KEYS_PLAIN, Ledger
 
     # init makes a new ledger here: a ledger found in a parent directory is not where it goes.
     where = Path(DEFAULT_HOME) if ctx.found and HOME_ENV not in os.environ else ctx.home
     ledger = Ledger.init(where, origin=origin, store=store, passphrase=_ask, check_store=True)
-    click.echo(f"created ledger {ledger.root} (origin {ledger.config.origin})")
+    if ledger.config.keys == KEYS_PLAIN:
+        warn(
+            "the log key is written unencrypted and this ledger records plain keys (no "
+            "passphrase set, no terminal): for demos and tests; set TRAJLEDGER_PASSPHRASE_LOG "
+            "or TRAJLEDGER_PASSPHRASE before init for a ledger an insider cannot sign for"
+        )
+    emit_result(as_json, f"created ledger {ledger.root} (origin {ledger.config.origin})",
+                {"ledger": str(ledger.root), "origin": ledger.config.origin,
+                 "vkey": ledger.log.vkey, "keys": ledger.config.keys})
 
 
 def _ask(name: str) -> bytes | None:
@@ -66,69 +87,127 @@ def _ask(name: str) -> bytes | None:
 
 @click.group(cls=Group)
 def key() -> None:
-    """Create, list and export signing keys (kept in <ledger>/keys)."""
+    """Create, list and export signing keys and X25519 encryption keys (kept in <ledger>/keys).
+
+    \b
+    Examples:
+      trajledger key new vendor
+      trajledger key list
+    """
 
 
 @key.command("new")
 @click.argument("name", type=KEY_NAME)
 @click.option(
     "--alg",
-    type=click.Choice(["ed25519", "p256"]),
+    type=click.Choice(["ed25519", "p256", "x25519"]),
     default="ed25519",
     show_default=True,
-    help="Signature algorithm.",
+    help="Signature algorithm; x25519 makes an encryption key (keys/x25519/) that sealed suites "
+    "are encrypted to: pin its .pub in the policy's evaluator encryption_keys.",
 )
 @click.option(
     "--no-encrypt", is_flag=True, help="Write the private key unencrypted (demos and tests only)."
 )
+@JSON_OPTION
 @pass_ctx
-def key_new(ctx: Context, name: str, alg: str, no_encrypt: bool) -> None:
+def key_new(ctx: Context, name: str, alg: str, no_encrypt: bool, as_json: bool) -> None:
     """Create key NAME: an encrypted PKCS#8 private key (mode 0600) and its public key.
 
-    The passphrase comes from TRAJLEDGER_PASSPHRASE, or is asked for on a terminal.
+    Each key may have its own passphrase: TRAJLEDGER_PASSPHRASE_<NAME> (the name upper-cased,
+    other characters than letters and digits as _), else TRAJLEDGER_PASSPHRASE, else it is
+    asked for (twice) on a terminal. --no-encrypt is refused where the ledger's keys are
+    encrypted.
+
+    \b
+    Example:
+      TRAJLEDGER_PASSPHRASE_APPROVER_A=... trajledger key new approver-a
     """
     from .keys import KeyStore
 
-    ctx.ledger()  # refuse a mistyped --ledger instead of creating a stray key directory
-    store = KeyStore(ctx.home / "keys", passphrase=_ask)
+    keys = ctx.ledger().keys  # refuses a mistyped --ledger instead of making a stray directory
+    store = KeyStore(keys.directory, passphrase=_ask, require_encrypted=keys.require_encrypted,
+                     group_writable=keys.group_writable)
     if no_encrypt:
         warn(f"key {name} is written unencrypted; use it for demos and tests only")
+    if alg == "x25519":
+        enc = store.create_encryption_key(name, encrypt=not no_encrypt)
+        emit_result(as_json, f"{name} x25519 {enc.keyid}", {
+            "name": name, "algorithm": "x25519", "keyid": enc.keyid, "encrypted": not no_encrypt})
+        ok(f"encryption key {name} written to {store.encryption_directory}")
+        return
     signer = store.create(
         name, "ecdsa-p256" if alg == "p256" else "ed25519", encrypt=not no_encrypt
     )
-    click.echo(f"{name} {signer.public.algorithm} {signer.keyid}")
+    emit_result(as_json, f"{name} {signer.public.algorithm} {signer.keyid}", {
+        "name": name, "algorithm": signer.public.algorithm, "keyid": signer.keyid,
+        "encrypted": not no_encrypt})
     ok(f"key {name} written to {store.directory}")
+
+
+@key.command("encrypt")
+@click.argument("name", type=KEY_NAME, required=False)
+@click.option("--log", "log_key", is_flag=True, help="Encrypt the log's key (log-key/log.key).")
+@pass_ctx
+def key_encrypt(ctx: Context, name: str | None, log_key: bool) -> None:
+    """Encrypt a plaintext private key in place, with its passphrase (as for 'key new').
+
+    Keys written with --no-encrypt, and the log key of a ledger made without a passphrase,
+    are plaintext; 'trajledger upgrade' encrypts all of them and records it in ledger.toml.
+
+    \b
+    Examples:
+      trajledger key encrypt vendor
+      TRAJLEDGER_PASSPHRASE_LOG=... trajledger key encrypt --log
+    """
+    if (name is None) == (not log_key):
+        raise click.UsageError("give a key NAME or --log")
+    ledger = ctx.ledger()
+    store = ledger.log_keys() if log_key else ledger.keys
+    who = "log" if log_key else str(name)
+    if store.encrypt(who):
+        ok(f"key {who}: {store.directory / (who + '.key')} encrypted")
+    else:
+        ok(f"key {who}: already encrypted")
 
 
 @key.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def key_list(ctx: Context, as_json: bool) -> None:
-    """List keys: name, algorithm, keyid, whether the private key is encrypted."""
-    keys = ctx.keystore().list()
+    """List keys: name, algorithm, keyid, whether the private key is encrypted (signing keys,
+    then X25519 encryption keys).
+
+    \b
+    Example:
+      trajledger key list --json
+    """
+    store = ctx.keystore()
+    rows = [(k.name, k.algorithm, k.keyid, k.encrypted) for k in store.list()]
+    rows += [(n, "x25519", k.keyid, enc) for n, k, enc in store.encryption_keys()]
     if as_json:
-        emit_json(
-            [
-                {
-                    "name": k.name,
-                    "algorithm": k.algorithm,
-                    "keyid": k.keyid,
-                    "encrypted": k.encrypted,
-                }
-                for k in keys
-            ]
-        )
+        emit_json([{"name": n, "algorithm": a, "keyid": i, "encrypted": e}
+                   for n, a, i, e in rows])
         return
-    for k in keys:
-        click.echo(f"{k.name}\t{k.algorithm}\t{k.keyid}\t{'encrypted' if k.encrypted else 'PLAIN'}")
+    for n, a, i, e in rows:
+        click.echo(f"{n}\t{a}\t{i}\t{'encrypted' if e else 'PLAIN'}")
 
 
 @key.command("export")
 @click.argument("name")
+@JSON_OPTION
 @pass_ctx
-def key_export(ctx: Context, name: str) -> None:
-    """Print the public key of NAME as PEM (share this; never the .key file)."""
-    click.echo(ctx.keystore().public(name).to_pem().decode("ascii"), nl=False)
+def key_export(ctx: Context, name: str, as_json: bool) -> None:
+    """Print the public key of NAME as PEM (share this; never the .key file).
+
+    \b
+    Example:
+      trajledger key export vendor > vendor.pub
+    """
+    key = ctx.keystore().public(name)
+    pem = key.to_pem().decode("ascii")
+    emit_result(as_json, pem.removesuffix("\n"),
+                {"name": name, "algorithm": key.algorithm, "keyid": key.keyid, "pem": pem})
 
 
 @click.command()
@@ -141,12 +220,20 @@ def key_export(ctx: Context, name: str) -> None:
     help="Where to write the DSSE envelope.",
 )
 @click.option("--name", help="Subject name; default: the first path's name.")
+@JSON_OPTION
 @pass_ctx
-def sign(ctx: Context, paths: tuple[Path, ...], key_name: str, out: Path, name: str | None) -> None:
+def sign(
+    ctx: Context, paths: tuple[Path, ...], key_name: str, out: Path, name: str | None,
+    as_json: bool,
+) -> None:
     """Sign files and directories into a DSSE envelope (in-toto statement + manifest).
 
     Directories are expanded: every file is listed by its path relative to the directory, with
     its size and SHA-256. Verify with 'trajledger verify PATH... --envelope FILE --pubkey PEM'.
+
+    \b
+    Example:
+      trajledger sign model/ --key vendor --out model.intoto.json
     """
     from .files import collect_files, manifest_for
     from .fs import write_file_atomic
@@ -160,7 +247,9 @@ def sign(ctx: Context, paths: tuple[Path, ...], key_name: str, out: Path, name: 
     ptype, predicate = files_predicate(manifest)
     envelope = sign_statement([(subject, manifest.digest)], ptype, predicate, [signer])
     write_file_atomic(out, envelope.to_bytes() + b"\n")
-    click.echo(manifest.digest)
+    emit_result(as_json, manifest.digest, {
+        "digest": manifest.digest, "name": subject, "envelope": str(out),
+        "files": len(manifest.files), "size": manifest.total_size, "keyid": signer.keyid})
     ok(
         f"{len(manifest.files)} file(s), {manifest.total_size} bytes signed by {key_name} "
         f"into {out}"

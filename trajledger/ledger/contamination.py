@@ -9,14 +9,15 @@ modality). Two front ends feed it:
 
 - `check_dataset` (``dataset create``) and `contamination_findings` (an audit of a recorded
   dataset): each batch's features as kept with it since recording
-  (``ledger.batch_features``; computed from its step file for older batches), the other
-  side's datasets from the user's index of the log. No LanceDB: the cost is that of the
-  batches compared, not of the ledger's history. Also `duplicate_lines`, exact duplicates
-  within the set;
+  (``ledger.batch_features``; computed from its step file for older batches; a sealed batch's
+  are the fingerprints its record publishes), the other side's datasets from the user's index
+  of the log. No LanceDB: the cost is that of the batches compared, not of the ledger's
+  history. Also `duplicate_lines`, exact duplicates within the set;
 - `verified_contamination`, for the runner's admission gate: the other side is read from
   blobs re-hashed on the way (the batch manifest from the batch digest, then
   ``steps.parquet`` from the manifest's digest, each checked) and the train side from tables
-  the caller verified. No kept features or index rows are trusted, so neither a producer's
+  the caller verified; a sealed holdout batch by the fingerprints its verified record
+  publishes (no key). No kept features or index rows are trusted, so neither a producer's
   features nor an edited cache can hide a holdout duplicate.
 
 Non-scope: the decision (``dataset create`` refuses exact duplicates across splits and reports
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .batch_features import ProgressFactory
+from .batch_features import ProgressFactory, published_features
 from .episode_features import (
     FEATURE_COLUMNS,
     FeatureChunk,
@@ -50,7 +51,7 @@ from .episode_features import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from trajledger.verify.predicates import Dataset, RolloutBatch
+    from trajledger.verify.predicates import Dataset, RolloutBatch, Sealed
 
     from .batch_features import BatchFeatures
     from .home import Ledger
@@ -310,6 +311,7 @@ def verified_contamination(
     *,
     train_labels: Mapping[str, Sequence[str]] | None = None,
     workdir: Path | None = None,
+    sealed: Mapping[str, Sealed] | None = None,
 ) -> ContaminationReport:
     """Contamination of verified train data by holdout / regression batches, from re-hashed
     blobs only (for the admission gate).
@@ -318,7 +320,8 @@ def verified_contamination(
         1. For each other-side batch (in digest order): read its manifest, checking that it
            hashes to the batch digest; copy its ``steps.parquet`` into a private directory,
            checking size and digest on the way; compute its episodes' features from that copy.
-           A batch that fails any of this is listed in ``unchecked`` (not skipped silently).
+           A batch that fails any of this is listed in ``unchecked`` (not skipped silently). A
+           sealed batch is held by the fingerprints of its verified record (``sealed``).
         2. For each train batch: compute features from the table given (the bytes the caller
            verified), or, when the table is None, from the store as in (1) (a train batch that
            cannot be verified is listed in ``unchecked`` too).
@@ -331,6 +334,9 @@ def verified_contamination(
             ``["holdout eval@1"]``), from verified dataset records.
         train_labels: train batch digest -> labels, for the findings' messages.
         workdir: where private copies are made (default the system temporary directory).
+        sealed: other-side batch digest -> its verified record's ``sealed``, for sealed
+            batches: compared by the fingerprints it publishes (their bytes are not readable
+            here); published with other feature definitions, the batch is ``unchecked``.
 
     Returns:
         The findings and the batches that could not be checked. Nothing is read from the
@@ -349,7 +355,10 @@ def verified_contamination(
         # (1)
         for batch in sorted(others):
             try:
-                chunks = list(_verified_chunks(store, batch, Path(tmp)))
+                if sealed and batch in sealed:
+                    chunks = [published_features(sealed[batch])]
+                else:
+                    chunks = list(_verified_chunks(store, batch, Path(tmp)))
             except unusable as e:
                 unchecked.append(f"holdout/regression batch {batch[:19]}…: {e}")
                 continue
@@ -388,7 +397,7 @@ class DatasetCheck:
         warnings: one line per batch whose episodes could not all be compared (its data
             cannot be read), or whose kept features could not be used.
         sources: batch digest -> where its features came from (``recorded``, ``cache``,
-            ``computed``, ``none``).
+            ``computed``, ``sealed``: the fingerprints a sealed batch publishes, ``none``).
     """
 
     duplicates: tuple[str, ...]
@@ -466,14 +475,17 @@ class _Reader:
 
     def features(self, digests: Sequence[str]) -> Iterator[BatchFeatures]:
         """Each batch's features in turn (`batch_features.batch_features`; only one batch's
-        are held here), with a progress bar over the batches."""
-        from .batch_features import batch_features
+        are held here), with a progress bar over the batches. An erased batch has none, not
+        even a sealed one's published fingerprints: its data is gone, and nothing about its
+        episodes is reported."""
+        from .batch_features import BatchFeatures, batch_features
 
         label = f"episode features of {len(digests)} batch(es)"
         with (self.progress or _no_progress)(len(digests), label) as advance:
             for d in digests:
-                yield batch_features(self.ledger.store, d, self.batch(d), workdir=self.workdir,
-                                     cache=self.cache)  # fmt: skip
+                yield BatchFeatures(d, None, "none") if self.erased(d) else batch_features(
+                    self.ledger.store, d, self.batch(d), workdir=self.workdir, cache=self.cache
+                )
                 advance(1)
 
 

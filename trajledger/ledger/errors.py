@@ -10,7 +10,14 @@ from pathlib import Path
 
 from trajledger.verify.errors import ProvenanceError, VerificationError
 
-__all__ = ["KeyError_", "LedgerError", "LogError", "StoreError", "TamperError"]
+__all__ = [
+    "AlreadyRecordedError",
+    "KeyError_",
+    "LedgerError",
+    "LogError",
+    "StoreError",
+    "TamperError",
+]
 
 
 class LedgerError(ProvenanceError):
@@ -43,3 +50,16 @@ class TamperError(LedgerError, VerificationError):
     def __init__(self, message: str, path: Path | None = None) -> None:
         super().__init__(message)
         self.path = path
+
+
+class AlreadyRecordedError(LedgerError, VerificationError):
+    """The digest is already recorded, with other signed metadata (exit code 1): one digest
+    names one record of a log, so the new one is refused (nothing appended).
+
+    Attributes:
+        index: the log index of the record already there.
+    """
+
+    def __init__(self, message: str, index: int) -> None:
+        super().__init__(message)
+        self.index = index

@@ -659,7 +659,7 @@ def import_bundle(
             if foreign.kind not in NOT_RELOGGED:
                 relog.append(EntrySpec(foreign.kind, foreign.subject, foreign.envelope,
                                        foreign.signers))
-        logged = tuple(ledger.log.append(relog))
+        logged = tuple(ledger.log.append(relog, foreign=True))
         # (6)
         cp = ev.checkpoint
         note_text = ev.checkpoint_note().decode("utf-8")

@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .clikit import OUT_PATH_OR_URI, Context, emit_json, ok, pass_ctx, warn
+from .clikit import (
+    JSON_OPTION,
+    OUT_PATH_OR_URI,
+    Context,
+    emit_json,
+    emit_result,
+    ok,
+    pass_ctx,
+    warn,
+)
 
 if TYPE_CHECKING:
     from .home import Ledger
@@ -87,7 +96,15 @@ POLICY = click.option(
     type=click.IntRange(min=1),
     help="Include a consistency proof from this tree size (a checkpoint the recipient holds).",
 )
+@click.option(
+    "--include-revoked",
+    is_flag=True,
+    help="Export REF in a plain format even though it is revoked, writing the revocation "
+    "into the output's metadata (revocations.json; for a Sigstore bundle, FILE.revocations.json "
+    "beside it).",
+)
 @POLICY
+@JSON_OPTION
 @pass_ctx
 def export(
     ctx: Context,
@@ -99,7 +116,9 @@ def export(
     dataset_id: str | None,
     no_data: bool,
     consistency_from: tuple[int, ...],
+    include_revoked: bool,
     policy_file: Path | None,
+    as_json: bool,
 ) -> None:
     """Write an evidence bundle: everything needed to verify REF and its lineage offline.
 
@@ -111,6 +130,15 @@ def export(
     With --format sigstore or model-signing, write REF for other tools instead. With
     --format minari, parquet or jsonl, write the data of the rollout batch REF (read from the
     store and checked against its digests) into the new directory --out.
+
+    These plain formats carry no revocation: exporting a revoked REF in one exits 1 naming the
+    revocation, unless --include-revoked, which writes it into the output's metadata. An
+    evidence bundle may carry revoked artifacts: it says so, and so does its verification.
+
+    \b
+    Examples:
+      trajledger export cartpole-bc@2 --out cartpole-bc-2.tar.zst
+      trajledger export cartpole-random --format parquet --out cartpole-random/
     """
     from .exchange import export_bundle
     from .remote import is_uri, upload
@@ -120,6 +148,10 @@ def export(
             raise click.UsageError("--no-data and --consistency-from apply to --format bundle")
         if is_uri(out):
             raise click.UsageError(f"--out {out}: a URI is for --format bundle; give a path")
+        revoked = _revoked(ctx.ledger(), ref, policy_file, include_revoked)
+    elif include_revoked:
+        raise click.UsageError("--include-revoked applies to the plain formats (a bundle always "
+                               "carries revocations)")
     if fmt in ("minari", "parquet", "jsonl"):
         from .rollout_export import export_batch
 
@@ -131,10 +163,16 @@ def export(
             f"{ref}: {written.episodes} episode(s), {written.steps} step(s) written to {out} "
             f"as {fmt} ({len(written.files)} file(s))"
         )
-        click.echo(digest)
+        _write_revocations(Path(out) / "revocations.json", digest, revoked)
+        emit_result(as_json, digest, {
+            "digest": digest, "format": fmt, "out": out, "episodes": written.episodes,
+            "steps": written.steps, "files": len(written.files), "revoked": revoked})
         return
     if fmt != "bundle":
-        _export_interop(ctx, fmt, ref, Path(out), key, policy_file)
+        digest = _export_interop(ctx, fmt, ref, Path(out), key, policy_file, as_json, revoked)
+        _write_revocations(Path(out).with_name(Path(out).name + ".revocations.json")
+                           if fmt == "sigstore" else Path(out) / "revocations.json",
+                           digest, revoked)
         return
     if key is not None:
         raise click.UsageError("--key applies to --format sigstore and model-signing")
@@ -153,6 +191,10 @@ def export(
         )
         if is_uri(out):
             upload(local, out)
+    carried = [line for line in result.report.failures() if " > revoked: " in line]
+    if carried:
+        warn(f"the bundle carries {len(carried)} revoked artifact(s) (with their revocations: "
+             "its verification fails naming them)")
     for line in result.report.failures():
         warn(f"the lineage does not verify, the recipient will see: {line}")
     omitted = f", {result.omitted} data blob(s) omitted" if result.omitted else ""
@@ -167,7 +209,47 @@ def export(
     )
     if result.terms:
         ok(f"terms stated in bundle.json: {_terms_summary(result.terms)}")
-    click.echo(result.digest)
+    emit_result(as_json, result.digest, {
+        "digest": result.digest, "format": fmt, "out": out, "entries": len(result.entries),
+        "objects": result.objects, "omitted": result.omitted, "erased": len(result.erased),
+        "size": result.size, "checkpointSize": result.checkpoint_size,
+        "failures": result.report.failures()})
+
+
+def _revoked(ledger: Ledger, ref: str, policy_file: Path | None, include: bool) -> list[str]:
+    """The revocations of the artifact REF names (under the policy); refused unless
+    ``include`` (then they go into the output's metadata)."""
+    from trajledger.verify.errors import PolicyError
+
+    from .catalog import Catalog
+    from .policy_state import current_policy
+    from .status import revocations
+
+    item = Catalog(ledger).resolve(ref)
+    in_force = current_policy(ledger) if policy_file is None else None
+    policy = _policy(ledger, policy_file) if policy_file is not None or in_force else None
+    found = revocations(ledger, item.digest, policy)
+    if found and not include:
+        raise PolicyError(
+            f"{item.kind} {item.ref or item.digest}: {'; '.join(found)}: a plain format does "
+            "not carry that, so nothing was written; export an evidence bundle, or pass "
+            "--include-revoked to write the revocation into the output's metadata"
+        )
+    return found
+
+
+def _write_revocations(path: Path, digest: str, revoked: list[str]) -> None:
+    """With --include-revoked, the revocations of what was exported, beside it."""
+    import json
+
+    from .fs import write_file_atomic
+
+    if not revoked:
+        return
+    doc = {"artifact": digest, "revoked": revoked,
+           "note": "this artifact is revoked: it must no longer be used"}
+    write_file_atomic(path, json.dumps(doc, indent=2).encode("utf-8") + b"\n", durable=False)
+    warn(f"{digest}: revoked ({'; '.join(revoked)}); written anyway, with {path}")
 
 
 def _terms_summary(terms: Any) -> str:
@@ -183,9 +265,10 @@ def _terms_summary(terms: Any) -> str:
 
 
 def _export_interop(
-    ctx: Context, fmt: str, ref: str, out: Path, key: str | None, policy_file: Path | None
-) -> None:
-    """``export --format sigstore`` or ``model-signing`` (docs/sigstore.md)."""
+    ctx: Context, fmt: str, ref: str, out: Path, key: str | None, policy_file: Path | None,
+    as_json: bool, revoked: list[str],
+) -> str:
+    """``export --format sigstore`` or ``model-signing`` (docs/sigstore.md); the digest."""
     if fmt == "sigstore" and out.is_dir():
         raise click.UsageError(f"--out {out}: is a directory; a Sigstore bundle is a file")
     ledger = ctx.ledger()
@@ -198,8 +281,10 @@ def _export_interop(
             raise click.UsageError(str(e)) from e
         how = "its stored keyless bundle" if done.keyless else "no tlog entry, public-key hint"
         ok(f"{ref}: Sigstore bundle {out} written: signature by {done.signer} ({how})")
-        click.echo(done.digest)
-        return
+        emit_result(as_json, done.digest, {"digest": done.digest, "format": fmt, "out": str(out),
+                                           "signer": done.signer, "keyless": done.keyless,
+                                           "revoked": revoked})
+        return str(done.digest)
     from .model_signing_export import export_model_signing
 
     if key is None:
@@ -211,7 +296,10 @@ def _export_interop(
         f"{ref}: {ms.files} file(s) and {out / 'model.sig'} written (model_signing, key {key}); "
         f"recorded at log index {ms.index}"
     )
-    click.echo(ms.digest)
+    emit_result(as_json, ms.digest, {"digest": ms.digest, "format": fmt, "out": str(out),
+                                     "files": ms.files, "logIndex": ms.index,
+                                     "revoked": revoked})
+    return str(ms.digest)
 
 
 @click.command("import")
@@ -239,6 +327,10 @@ def import_(
 
     Prints the verification report, then the imported artifact's digest as the last line
     (with --json, only the report: one JSON document whose subject is that digest).
+
+    \b
+    Example:
+      trajledger import cartpole-train-2.tar.zst --key approver
     """
     from .exchange import import_bundle
     from .remote import download, is_uri

@@ -22,15 +22,24 @@ import re
 import secrets
 import shutil
 import socket
+import stat
 import tempfile
+import threading
 import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
+
+from .errors import LedgerError
 
 __all__ = [
     "STALE_AFTER",
     "TMP_PREFIX",
+    "FsyncGroup",
+    "fsync_all",
     "fsync_dir",
     "is_stale",
+    "refuse_writable",
     "remove_tree",
     "temp_dir",
     "temp_name",
@@ -121,6 +130,83 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+_SYNC_THREADS = 8
+_sync_pool: ThreadPoolExecutor | None = None
+_sync_lock = threading.Lock()
+
+
+def _forget_sync_pool() -> None:
+    global _sync_pool
+    _sync_pool = None  # a forked child has none of the parent's threads
+
+
+os.register_at_fork(after_in_child=_forget_sync_pool)
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _sync_pool
+    with _sync_lock:
+        if _sync_pool is None:
+            _sync_pool = ThreadPoolExecutor(_SYNC_THREADS, thread_name_prefix="trajledger-fsync")
+        return _sync_pool
+
+
+class FsyncGroup:
+    """fsyncs that run concurrently, each started as soon as its file is written (`start`, on a
+    small thread pool) and all waited for together (`wait`).
+
+    Each descriptor gets its own ``fsync``, exactly as one after the other would; running them
+    at once lets a journaling file system (ext4, XFS) commit them together and the device's
+    cache flushes coalesce, and starting each as soon as it can overlaps them with the writing of
+    the next files.
+    """
+
+    def __init__(self) -> None:
+        self._futures: list[Future[None]] = []
+
+    def start(self, fd: int) -> None:
+        """Start fsyncing ``fd`` (the caller keeps it open until `wait` returned)."""
+        self._futures.append(_pool().submit(os.fsync, fd))
+
+    def wait(self) -> None:
+        """Wait for every fsync started (even when one failed).
+
+        Raises:
+            OSError: the first one that failed.
+        """
+        futures, self._futures = self._futures, []
+        wait(futures)  # no descriptor may be closed while its fsync runs
+        errors = [x for f in futures if (x := f.exception()) is not None]
+        if errors:
+            raise errors[0]
+
+
+def fsync_all(fds: Sequence[int]) -> None:
+    """fsync several open files and directories, all of them concurrently (`FsyncGroup`; this
+    thread takes the first). Returns when every one is done.
+
+    Args:
+        fds: open descriptors of regular files or directories (the caller closes them).
+
+    Raises:
+        OSError: the first fsync that failed (raised once all have finished).
+    """
+    if len(fds) <= 1:
+        for fd in fds:
+            os.fsync(fd)
+        return
+    group = FsyncGroup()
+    for fd in fds[1:]:
+        group.start(fd)
+    try:
+        os.fsync(fds[0])
+    except OSError:
+        with contextlib.suppress(OSError):
+            group.wait()
+        raise
+    group.wait()
+
+
 def write_file_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, never a mix.
 
@@ -148,3 +234,33 @@ def write_file_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bo
         raise
     if durable:
         fsync_dir(path.parent)
+
+
+def refuse_writable(path: Path, *, group: bool = True, hint: str = "") -> None:
+    """Refuse a file or directory that other users may write (and, unless ``group`` is False,
+    members of its group): they could replace a key, a setting or evidence between a check and
+    its use. A directory with the sticky bit set (like /tmp) only lets owners replace entries,
+    so it passes. A path that does not exist passes (its creator sets the mode).
+
+    Args:
+        path: the file or directory.
+        group: refuse group write too (False: a team shares it through its group).
+        hint: appended to the message (another way out than chmod).
+
+    Raises:
+        LedgerError: it is writable by others (or the group); the message names the chmod.
+    """
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return
+    if stat.S_ISDIR(mode) and mode & stat.S_ISVTX:
+        return
+    bits = ("g" if group and mode & stat.S_IWGRP else "") + ("o" if mode & stat.S_IWOTH else "")
+    if not bits:
+        return
+    who = {"g": "its group", "o": "other users", "go": "its group and other users"}[bits]
+    raise LedgerError(
+        f"{path}: writable by {who} (mode {stat.S_IMODE(mode):04o}); run "
+        f"'chmod {bits}-w {path}'{hint}"
+    )

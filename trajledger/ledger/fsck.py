@@ -3,10 +3,11 @@
 Scope:
 
 - `fsck` (read-only): every object the log names (each entry's envelope; the manifest of every
-  artifact with files, and each blob it lists unless erased; trust-policy copies; objects of
-  imported lineages) is looked up and re-hashed; it reports missing and damaged objects, objects
-  no record names (orphans), leftovers of killed writers, and derived caches that disagree with
-  the log (`DERIVED_CHECKS`: the log's lookup cache here; further checks are appended there).
+  artifact with files, and each blob it lists unless erased, or for a sealed batch the
+  ciphertext of each; trust-policy copies; objects of imported lineages) is looked up and
+  re-hashed; it reports missing and damaged objects, objects no record names (orphans),
+  leftovers of killed writers, and derived caches that disagree with the log
+  (`DERIVED_CHECKS`: the log's lookup cache here; further checks are appended there).
 - `repair`: restores missing or damaged objects the log names from another ledger directory or
   an exported evidence bundle (``.tar.zst``, read with ``verify.bundle``); every byte restored is
   hashed while copied and must give the digest, and an object is installed by an atomic rename
@@ -38,6 +39,7 @@ from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import DigestMismatchError, FormatError, ProvenanceError
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.manifest import Manifest
+from trajledger.verify.predicates import Sealed
 from trajledger.verify.statement import Statement
 
 from .errors import LedgerError, StoreError
@@ -151,8 +153,16 @@ class _Walk:
     def entry(self, i: int, e: LogEntry, required: bool, depth: int = 0) -> None:
         self.name(e.envelope, f"envelope of entry {i}", i, required)
         st = self.statement(e.envelope)
+        plain = required
         if st is not None:
             _mentions(st.predicate, self.mentioned)
+            sealed = _sealed(st) if e.kind == "rollout-batch" else None
+            if sealed is not None:
+                # A sealed batch stores its ciphertexts, never the plaintext its manifest lists.
+                plain = False
+                for path, (digest, _size) in sorted(sealed.files.items()):
+                    self.name(digest, f"sealed blob {path} of entry {i} ({e.subject[:19]}…)", i,
+                              required)
             if e.kind == "erasure":
                 self.erased.add(e.subject)
                 blobs = st.predicate.get("blobs")
@@ -160,7 +170,7 @@ class _Walk:
                     self.erased.update(b for b in blobs if isinstance(b, str))
             inline = st.predicate.get("manifest")
             if isinstance(inline, dict):
-                self.manifest(i, e.subject, inline, required)
+                self.manifest(i, e.subject, inline, plain)
             kept = st.predicate.get("features") if e.kind == "rollout-batch" else None
             if isinstance(kept, dict) and isinstance(kept.get("digest"), str):
                 # The episode features kept beside a batch: derived data (computed again from
@@ -170,7 +180,7 @@ class _Walk:
             self.name(e.subject, f"manifest of entry {i}", i, required)
             obj = self.read_json(e.subject)
             if isinstance(obj, dict) and "files" in obj:
-                self.manifest(i, e.subject, obj, required)
+                self.manifest(i, e.subject, obj, plain)
         elif e.kind == "trust-policy":
             self.name(e.subject, f"trust policy of entry {i}", i, False)
         if e.kind == "import" and st is not None and depth == 0:
@@ -199,6 +209,18 @@ class _Walk:
             except FormatError:
                 continue
             self.entry(i, foreign, False, depth=1)
+
+
+def _sealed(st: Statement) -> Sealed | None:
+    """A rollout batch statement's ``sealed`` (None: not sealed, or malformed: then its
+    plaintext blobs are looked for, and 'verify' reports the record)."""
+    value = st.predicate.get("sealed")
+    if not isinstance(value, dict):
+        return None
+    try:
+        return Sealed.from_json(value, "sealed")
+    except FormatError:
+        return None
 
 
 def named_objects(
@@ -314,8 +336,10 @@ def _check_trust_state(
     ledger: Ledger, entries: Sequence[tuple[int, LogEntry | None]]
 ) -> list[str]:
     """The user's trust state (the catalog's index, outside the ledger) against the entries:
-    every indexed entry must be the log's, and every named record must index an entry of its
-    kind and subject. Read only: the state is not extended here."""
+    every indexed entry must be the log's, every named record must index an entry of its
+    kind and subject, and every derived row (`TrustState.disagreements`: revocations,
+    held-out datasets, references...) must be the one the log gives. Read only: the state is
+    not extended here."""
     vkey = ledger.log_vkey()
     if vkey is None:
         return []
@@ -336,6 +360,8 @@ def _check_trust_state(
                 f"{row.index}, which is a {want.kind} of {want.subject[:19]}…; {rebuild}"
             )
             break
+    if not problems:
+        problems += state.disagreements(ledger.log.entries, ledger.read_blob)
     return problems
 
 

@@ -2,48 +2,68 @@
 
 Layout::
 
-    <home>/ledger.toml     settings (origin, store location)
+    <home>/ledger.toml     settings (origin, store location, whether keys are encrypted, group
+                           sharing); pinned in the user's state at first use (`_pin_settings`)
     <home>/keys/           signing keys (NAME.key encrypted PKCS#8, mode 0600; NAME.pub)
     <home>/objects/        the object store (unless ledger.toml points elsewhere)
     <home>/log/            the transparency log (C2SP tlog-tiles layout)
     <home>/log-key/        the log's Ed25519 key (log.key, log.pub; next.key, next.pub only
                            while `Ledger.rotate_log_key` runs)
 
-Scope: create and open a home, read and write ``ledger.toml``.
+Scope: create (atomically) and open a home, read and write ``ledger.toml``, check the modes of
+its directories and key files, pin its settings and its log in the user's state.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import socket
+import sys
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from .errors import LedgerError, TamperError
-from .fs import fsync_dir, write_file_atomic
+from .errors import AlreadyRecordedError, LedgerError, TamperError
+from .fs import fsync_dir, remove_tree, temp_name, write_file_atomic
 from .keys import KeyStore
 from .store import ObjectStore
 
 if TYPE_CHECKING:
     from trajledger.verify.log_key import Handover
-    from trajledger.verify.policy import TrustPolicy
+    from trajledger.verify.policy import EncryptionKey, TrustPolicy
+    from trajledger.verify.statement import Statement
 
     from .artifacts import BatchResult, DatasetResult
     from .cards import ProducerCard
     from .contamination import ProgressFactory
     from .exchange import ExportResult, ImportResult
     from .keys import Signer
-    from .log import Log
+    from .log import EntrySpec, Log
     from .record import Recorded
     from .trust_state import TrustState
 
-__all__ = ["FORMAT_VERSION", "STATE_DIR_ENV", "Ledger", "LedgerConfig", "state_dir"]
+__all__ = [
+    "FORMAT_VERSION",
+    "REQUIRE_PIN_ENV",
+    "STATE_DIR_ENV",
+    "Ledger",
+    "LedgerConfig",
+    "envelope_statement",
+    "notice",
+    "state_dir",
+]
 
 STATE_DIR_ENV = "TRAJLEDGER_STATE_DIR"
+REQUIRE_PIN_ENV = "TRAJLEDGER_REQUIRE_PIN"
+"""Set to 1: the first use of a log whose key was not pinned ahead (`trajledger trust`, a
+``--policy`` naming it, or this user's ``init``) is refused instead of announced."""
+KEYS_ENCRYPTED, KEYS_PLAIN = "encrypted", "plain"
+SETTINGS_PIN = ".settings.json"
+"""The settings a user pinned of a log's ledger, in the state's directory of that origin."""
 
 FORMAT_VERSION = 1
 CONFIG_NAME = "ledger.toml"
@@ -57,25 +77,36 @@ NEXT_LOG_KEY_NAME = "next"
 replaces ``log.key`` once the handover is published."""
 
 
-def _refuse_writable_by_others(root: Path) -> None:
-    """Refuse a ledger whose directories other users may write: they could replace evidence or
-    keys between a check and its use.
+def notice(message: str) -> None:
+    """Tell the user something they must know but that fails nothing (``NOTE: ...`` on
+    stderr): a first use of a log, a setting of an older trajledger to upgrade."""
+    sys.stderr.write(f"NOTE: {message}\n")
+    sys.stderr.flush()
+
+
+def _refuse_writable(root: Path, config: LedgerConfig) -> None:
+    """Refuse a ledger whose directories, settings or key files others may write (or its group,
+    unless the ledger is shared through it, ``group_writable = true``): they could replace
+    evidence, a setting or a key between a check and its use. Private keys are checked again
+    when loaded (readable by nobody else).
 
     Raises:
-        LedgerError: the ledger, its keys, log or objects directory is writable by others.
+        LedgerError: such a path (the message names the chmod to run).
     """
-    import stat
+    from .fs import refuse_writable
 
-    for d in (root, root / "keys", root / LOG_KEY_DIR, root / "log", root / "objects"):
-        try:
-            mode = d.stat().st_mode
-        except OSError:
-            continue
-        if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
-            raise LedgerError(
-                f"{d}: writable by other users (mode {stat.S_IMODE(mode):04o}); run "
-                f"'chmod o-w {d}'"
-            )
+    hint = (
+        "" if config.group_writable
+        else " (a ledger shared through its group sets group_writable = true in ledger.toml)"
+    )
+    paths = [root, root / CONFIG_NAME, root / "log", root / "objects"]
+    for d in (root / "keys", root / LOG_KEY_DIR):
+        paths.append(d)
+        with contextlib.suppress(OSError):
+            paths += sorted(d.iterdir())
+    for path in paths:
+        refuse_writable(path, group=not config.group_writable,
+                        hint=hint if path != root / CONFIG_NAME else "")
 
 
 def state_dir() -> Path:
@@ -109,21 +140,51 @@ def default_origin() -> str:
 
 @dataclass(frozen=True)
 class LedgerConfig:
-    """Settings from ``ledger.toml``."""
+    """Settings from ``ledger.toml``.
+
+    Attributes:
+        origin: the log's origin (its name).
+        store: where blobs live: a directory relative to the ledger, or a URI.
+        format: the settings format.
+        keys: ``encrypted`` (a plaintext private key here is refused as planted) or ``plain``
+            (demo keys), recorded at ``init``; None in a ledger of trajledger 0.1.0, which did
+            not record it (``trajledger upgrade`` does).
+        group_writable: the ledger is shared through its directory's group: members of the
+            group may write it (others never).
+    """
 
     origin: str
     store: str = "objects"
     format: int = FORMAT_VERSION
+    keys: str | None = None
+    group_writable: bool = False
 
     def to_toml(self) -> bytes:
         """The TOML text of these settings."""
-        return (
+        out = (
             "# trajledger ledger settings\n[ledger]\n"
             f"format = {self.format}\n"
             f"origin = {_toml_str(self.origin)}\n"
             f"# where blobs live: a directory relative to this file, or a URI (s3://bucket/prefix)\n"
             f"store = {_toml_str(self.store)}\n"
-        ).encode()
+        )
+        if self.keys is not None:
+            out += (
+                '# "encrypted": a private key file here that is not encrypted is refused\n'
+                f"keys = {_toml_str(self.keys)}\n"
+            )
+        if self.group_writable:
+            out += "# members of this directory's group may write the ledger (others never)\n"
+            out += "group_writable = true\n"
+        return out.encode()
+
+    @property
+    def store_pin(self) -> str:
+        """The store setting as pinned: a relative directory normalised (it stays valid when
+        the ledger moves), an absolute path or a URI exactly as written."""
+        if "://" in self.store or os.path.isabs(self.store):
+            return self.store
+        return os.path.normpath(self.store)
 
     @classmethod
     def from_toml(cls, data: bytes, where: Path) -> LedgerConfig:
@@ -156,7 +217,73 @@ class LedgerConfig:
             raise LedgerError(f"{where}: origin must be a non-empty string without spaces or '+'")
         if not isinstance(store, str) or not store:
             raise LedgerError(f"{where}: store must be a non-empty string")
-        return cls(origin, store, fmt)
+        keys = section.get("keys")
+        if keys is not None and keys not in (KEYS_ENCRYPTED, KEYS_PLAIN):
+            raise LedgerError(f'{where}: keys must be "{KEYS_ENCRYPTED}" or "{KEYS_PLAIN}"')
+        group = section.get("group_writable", False)
+        if not isinstance(group, bool):
+            raise LedgerError(f"{where}: group_writable must be true or false")
+        return cls(origin, store, fmt, keys, group)
+
+
+def _setting_changes(old: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """The changes of pinned settings a user must accept (weaker ones, or a store moved)."""
+    out = []
+    if old.get("store") != now["store"]:
+        out.append(f"store is {now['store']!r}, but it was {old.get('store')!r} when you last "
+                   "used this ledger (blobs would be read from and written to another place)")
+    if old.get("keys") == KEYS_ENCRYPTED and now["keys"] != KEYS_ENCRYPTED:
+        out.append(f"keys is {now['keys']!r}, but this ledger's keys were {KEYS_ENCRYPTED!r} "
+                   "when you last used it (plaintext keys would be accepted)")
+    if not old.get("group_writable") and now["group_writable"]:
+        out.append("group_writable is true, but it was not when you last used this ledger "
+                   "(members of its group could replace keys and evidence)")
+    return out
+
+
+def _encrypt_log_key(keys: KeyStore) -> bool:
+    """Whether a new log key is encrypted: its passphrase is set or asked for and given."""
+    return keys.require_encrypted or keys.has_passphrase(LOG_KEY_NAME)
+
+
+def _inside(store: str) -> bool:
+    """A relative store directory inside the ledger (made with it at ``init``)."""
+    norm = os.path.normpath(store)
+    return not os.path.isabs(norm) and norm != ".." and not norm.startswith("../")
+
+
+def envelope_statement(ledger: Ledger, envelope: str) -> Statement | None:
+    """The statement of the stored envelope ``envelope``, parsed but not verified; None when it
+    is not one (a caller comparing records treats it as different)."""
+    from trajledger.verify.dsse import Envelope
+    from trajledger.verify.errors import ProvenanceError
+    from trajledger.verify.statement import Statement
+
+    try:
+        return Statement.from_bytes(Envelope.from_bytes(ledger.store.get(envelope)).payload)
+    except ProvenanceError:
+        return None
+
+
+def _move_into_place(build: Path, root: Path) -> list[Callable[[], None]]:
+    """Move the directory ``build`` to ``root``; return how to undo it."""
+    if not root.exists() or not any(root.iterdir()):
+        os.replace(build, root)  # onto an empty directory too (rename(2) replaces it)
+        fsync_dir(root.absolute().parent)
+        return [lambda: remove_tree(root)]
+    undo: list[Callable[[], None]] = [lambda: remove_tree(build)]
+    parts = sorted(build.iterdir(), key=lambda p: p.name == CONFIG_NAME)
+    for part in parts:
+        dst = root / part.name
+        if dst.exists() or dst.is_symlink():
+            raise LedgerError(f"{dst}: exists; init a ledger in an empty or new directory")
+    for part in parts:
+        dst = root / part.name
+        os.rename(part, dst)
+        undo.append(lambda dst=dst: remove_tree(dst))  # type: ignore[misc]
+    fsync_dir(root)
+    remove_tree(build)
+    return undo
 
 
 class Ledger:
@@ -170,6 +297,7 @@ class Ledger:
         self._store: ObjectStore | None = None
         self._log: Log | None = None
         self._state: TrustState | None = None
+        self._pinned_ahead: set[str] = set()
 
     @property
     def store(self) -> ObjectStore:
@@ -188,13 +316,29 @@ class Ledger:
     def log(self) -> Log:
         """The transparency log, opened on first use; its key is loaded only to append.
 
+        Steps:
+            1. The log's key: ``log-key/log.pub`` (or the log's own ``vkey`` file in a copy
+               without it); its origin must be the ledger's.
+            2. This user's trust in it (the state directory): the floor seen before, or carried
+               over from the key it took over from. With neither, this is the first use of the
+               log: refused when ``TRAJLEDGER_REQUIRE_PIN=1`` and the key was not pinned ahead;
+               else the log is read and pinned now, and that is announced once (`notice`).
+            3. A plaintext ``log-key/log.key`` where the ledger's keys are encrypted (or a
+               passphrase for it is set) is refused: someone without the passphrase made it.
+
         Raises:
             LogError: the ledger has no log, or it is damaged.
             LedgerError: ``log-key/log.pub`` is damaged (`log_vkey`).
+            TamperError: the log key's origin is not the ledger's, a first use that must be
+                pinned, a planted plaintext log key.
         """
         if self._log is None:
-            from .log import Log
+            from trajledger.verify.kinds import KINDS
 
+            from .log import Log, OneRecord
+            from .trust_state import fingerprint
+
+            # (1)
             vkey = self.log_vkey()
             # The newest checkpoint this user has seen is a floor the log must extend (kept
             # outside the ledger), and what this process publishes raises it. A key seen for
@@ -202,16 +346,32 @@ class Ledger:
             # Without log-key/log.pub (a copy shared without it), the log's own vkey file
             # names the key: the user's state of that key still holds the floor.
             state_key = vkey if vkey is not None else self._published_vkey()
-            self._pin_origin()
             if state_key is not None and state_key.split("+", 1)[0] != self.config.origin:
                 raise TamperError(
                     f"{self.log_dir / 'vkey'}: the log's key is of {state_key.split('+')[0]!r}, "
                     f"but this ledger's origin is {self.config.origin!r}; nothing was changed",
                     self.log_dir / "vkey",
                 )
+            # (2)
             state = self._trust(state_key) if state_key is not None else None
             if state is not None and state.floor() is None:
                 self._continue_trust(state)
+            first_use = state is not None and state.floor() is None and not state.pinned()
+            if first_use and state is not None:
+                if state.vkey in self._pinned_ahead:
+                    state.pin("a policy you hold names it")
+                    first_use = False
+                elif os.environ.get(REQUIRE_PIN_ENV) == "1":
+                    raise TamperError(
+                        f"log {self.config.origin} ({self.log_dir}): first use, and its key "
+                        f"{fingerprint(state.vkey)} was not pinned ahead ({REQUIRE_PIN_ENV}=1): "
+                        "nothing was read or changed. If this is the log you expect, pin its "
+                        "key: 'trajledger trust VKEY' (its owner gives you the vkey), or verify "
+                        "under a policy you hold (--policy FILE)",
+                        self.log_dir / "vkey",
+                    )
+            # (3)
+            self._refuse_plain_log_key()
             self._log = Log.open(
                 self.log_dir,
                 signer=self._log_signer,
@@ -221,7 +381,104 @@ class Ledger:
                 floor=state.floor() if state is not None else None,
                 on_publish=state.published if state is not None else None,
             )
+            self._log.one_record = OneRecord(
+                frozenset(k.name for k in KINDS.values() if k.lineage), self._one_record)
+            if first_use and state is not None:
+                pinned = self.trust_state()
+                notice(
+                    f"first use of log {self.config.origin}: its key {fingerprint(state.vkey)} "
+                    f"is now pinned for you at size {pinned.size} ({pinned.path}); nothing "
+                    "earlier was known to check it against. To pin a log ahead instead, run "
+                    f"'trajledger trust {state.vkey}' before its first use (or verify under "
+                    f"--policy FILE); {REQUIRE_PIN_ENV}=1 refuses logs not pinned ahead"
+                )
         return self._log
+
+    def _one_record(self, spec: EntrySpec, same: Sequence[tuple[int, str]]) -> int | None:
+        """One record per artifact digest and origin (`Log.one_record`, under the log's lock,
+        for every writer: the CLI, the library, a Ray writer, a recorder), for the artifact
+        kinds (`verify.kinds.Kind.lineage`: records about a digest, approvals, revocations...,
+        are many).
+
+        Steps:
+            1. Records of the same kind and digest logged here by an import are another log's
+               (an import record lists their envelopes): not this origin's, not compared.
+            2. A record of this origin whose signed metadata other than times is the same
+               (`Kind.differences`) is the one the new entry would repeat: its index is
+               returned and nothing is appended; other metadata is refused.
+
+        Raises:
+            AlreadyRecordedError: the digest is recorded with other signed metadata.
+        """
+        from trajledger.verify.kinds import KINDS
+
+        kind = KINDS[spec.kind]
+        # (1)
+        state = self.trust_state()
+
+        def imported(i: int, env: str) -> bool:
+            return i < state.size and any(
+                (e := state.entry(j)) is not None and e.kind == "import"
+                for j in state.listing(env)
+            )
+
+        mine = envelope_statement(self, spec.envelope)
+        for i, env in same:
+            if imported(i, env):
+                continue
+            # (2)
+            theirs = envelope_statement(self, env)
+            diff = (kind.differences(theirs, mine) if theirs is not None and mine is not None
+                    else ["the signed statement cannot be read"])
+            if not diff:
+                return i
+            raise AlreadyRecordedError(
+                f"{spec.kind} {spec.subject}: already recorded at log index {i} with other "
+                f"signed metadata ({'; '.join(diff)}); a digest names one record of this log, "
+                "so nothing was recorded",
+                i,
+            )
+        return None
+
+    def expect_log_keys(self, vkeys: Sequence[str]) -> None:
+        """Log keys the user pinned ahead by holding them (a ``--policy`` file's log role): the
+        first use of this ledger's log under one of them is not a blind one."""
+        self._pinned_ahead |= set(vkeys)
+
+    def log_keys(self) -> KeyStore:
+        """The log's key directory: its keys go by ``log`` for their passphrase
+        (``TRAJLEDGER_PASSPHRASE_LOG``, a prompt for the log key)."""
+        return KeyStore(
+            self.root / LOG_KEY_DIR,
+            self.keys._ask,
+            label=LOG_KEY_NAME,
+            require_encrypted=self.keys.require_encrypted,
+            group_writable=self.config.group_writable,
+        )
+
+    def _refuse_plain_log_key(self) -> None:
+        """A plaintext ``log-key/*.key`` where keys are encrypted is refused; in a ledger of
+        trajledger 0.1.0 (no ``keys`` setting), one note names the upgrade."""
+        from .keys import PASSPHRASE_ENV, passphrase_env
+
+        keys = self.log_keys()
+        plain = keys.plaintext()
+        if not plain:
+            return
+        set_env = os.environ.get(passphrase_env(LOG_KEY_NAME)) or os.environ.get(PASSPHRASE_ENV)
+        if self.config.keys == KEYS_ENCRYPTED or set_env:
+            why = (
+                "this ledger's keys are encrypted (ledger.toml)"
+                if self.config.keys == KEYS_ENCRYPTED
+                else "a passphrase for it is set"
+            )
+            raise TamperError(
+                f"{plain[0]}: the log's key is not encrypted, but {why}: a key planted by "
+                "someone without the passphrase, or a ledger replaced by another; nothing was "
+                "read or changed. If you wrote it yourself, encrypt it with 'trajledger key "
+                "encrypt --log'",
+                plain[0],
+            )
 
     def trust_state(self, *, on_progress: Callable[[int], None] | None = None) -> TrustState:
         """The user's trusted state of this ledger's log, extended to its signed checkpoint.
@@ -235,14 +492,7 @@ class Ledger:
             LogError: the log cannot be read.
         """
         state = self._trust(self.log.vkey)
-        store = self.store
-
-        def blob(digest: str) -> bytes | None:
-            try:
-                return store.get(digest) if store.exists(digest) else None
-            except (OSError, LedgerError):
-                return None
-
+        blob = self.read_blob
         note = self.log.checkpoint_bytes()
         for attempt in range(8):
             try:
@@ -257,6 +507,15 @@ class Ledger:
                     raise
                 note = newer
         return state
+
+    def read_blob(self, digest: str) -> bytes | None:
+        """A stored blob's bytes, unverified, or None when it is missing or unreadable (what
+        the user's state reads to learn what a record lists: never what to believe)."""
+        store = self.store
+        try:
+            return store.get(digest) if store.exists(digest) else None
+        except (OSError, LedgerError):
+            return None
 
     def _trust(self, vkey: str) -> TrustState:
         from .trust_state import TrustState
@@ -300,7 +559,7 @@ class Ledger:
         path = self.root / LOG_KEY_DIR / f"{name}.pub"
         if not path.exists() and not path.is_symlink():
             return None
-        pub = KeyStore(self.root / LOG_KEY_DIR).public(name)
+        pub = self.log_keys().public(name)
         try:
             return vkey_string(self.config.origin, pub.raw_ed25519())
         except FormatError as e:
@@ -308,7 +567,7 @@ class Ledger:
 
     def _log_signer(self) -> Signer:
         """The log's private key: ``next`` while a rotation that published it is unfinished."""
-        keys = KeyStore(self.root / LOG_KEY_DIR)
+        keys = self.log_keys()
         nxt = self._log_key_vkey(NEXT_LOG_KEY_NAME)
         if nxt is not None and nxt == self.log_vkey() and (
             self.root / LOG_KEY_DIR / f"{NEXT_LOG_KEY_NAME}.key"
@@ -329,41 +588,187 @@ class Ledger:
             return None
         return text
 
-    def _pin_origin(self, *, replace: bool = False) -> None:
-        """Remember which log this ledger directory holds (its origin), for this user; a later
-        use that finds another log there is refused.
-
-        Without it, someone able to write the directory could replace the whole ledger with one
-        of their own (another origin, their own keys and policy): this user's trust state,
-        kept per log, would then start afresh and trust it. Rotating the log's key keeps the
-        origin (the trust state follows the handover); `init` replaces the pin.
-
-        Raises:
-            TamperError: this directory held a log of another origin when this user last used it.
-            LedgerError: the pin cannot be read or written.
-        """
+    def _pin_path(self) -> Path:
         import hashlib
-        import json
 
         where = str(self.root.resolve())
-        pin = state_dir() / "ledgers" / f"{hashlib.sha256(where.encode()).hexdigest()[:32]}.json"
-        origin = self.config.origin
+        return state_dir() / "ledgers" / f"{hashlib.sha256(where.encode()).hexdigest()[:32]}.json"
+
+    def _settings_path(self) -> Path:
+        from .trust_state import origin_dir
+
+        return origin_dir(self.config.origin) / SETTINGS_PIN
+
+    def _settings_pin(self) -> dict[str, Any]:
+        return {
+            "origin": self.config.origin,
+            "store": self.config.store_pin,
+            "keys": self.config.keys,
+            "group_writable": self.config.group_writable,
+        }
+
+    def _pin_settings(self, *, replace: bool = False, accept: bool = False) -> list[str]:
+        """Remember, for this user, which log this ledger directory holds (its origin, pinned
+        per directory) and the settings of that log's ledger that decide what is trusted (the
+        store's location, whether keys are encrypted, group sharing; pinned per log, so a copy
+        or a move of the ledger keeps them); a later use that finds them changed is refused.
+
+        Without it, someone able to write the directory could replace the whole ledger with one
+        of their own (another origin, their own keys and policy), point the store elsewhere
+        (new blobs go there, ``erase`` deletes only that copy), or declare plaintext keys or a
+        group-writable ledger acceptable. Rotating the log's key keeps the origin (the trust
+        state follows the handover); `init` replaces the pins. A stronger setting (keys now
+        encrypted, group sharing ended) is taken as it is.
+
+        Args:
+            replace: forget what was pinned (a new ledger made here).
+            accept: take a deliberate change of the store or of group sharing (`trajledger
+                trust --settings`); a different origin is still refused.
+
+        Returns:
+            What changed against the pin (with ``accept``: what was accepted).
+
+        Raises:
+            TamperError: another origin, another store, keys no longer encrypted or group write
+                allowed since this user last used the ledger.
+            LedgerError: a pin cannot be read or written.
+        """
+        import json
+
+        from .fs import refuse_writable
+        from .trust_state import private_dir
+
+        config = self.root / CONFIG_NAME
+        pin, settings = self._pin_path(), self._settings_path()
+        now = self._settings_pin()
+        changes: list[str] = []
         try:
-            if not replace and pin.exists():
+            for path in (pin, settings):
+                private_dir(path.parent)
+                refuse_writable(path)
+            known = not replace and pin.exists()
+            if known:
                 doc = json.loads(pin.read_text("utf-8"))
-                if doc.get("origin") == origin:
-                    return
-                raise TamperError(
-                    f"{self.root / CONFIG_NAME}: this ledger directory held the log "
-                    f"{doc.get('origin')!r} when you last used it, now {origin!r}: the ledger "
-                    "was replaced by another; nothing was changed. If you replaced it on "
-                    f"purpose, remove {pin} and run again",
-                    self.root / CONFIG_NAME,
+                if doc.get("origin") != now["origin"]:
+                    raise TamperError(
+                        f"{config}: this ledger directory held the log "
+                        f"{doc.get('origin')!r} when you last used it, now {now['origin']!r}: "
+                        "the ledger was replaced by another; nothing was changed. If you "
+                        f"replaced it on purpose, remove {pin} and run again",
+                        config,
+                    )
+            else:
+                where = {"root": str(self.root.resolve()), "origin": now["origin"]}
+                write_file_atomic(pin, json.dumps(where).encode(), mode=0o600)
+            if not replace and settings.exists():
+                old = json.loads(settings.read_text("utf-8"))
+                changes = _setting_changes(old, now)
+                if changes and not accept:
+                    raise TamperError(
+                        f"{config}: {'; '.join(changes)}; nothing was read or changed. If you "
+                        "changed it on purpose, accept it with 'trajledger trust --settings'",
+                        config,
+                    )
+                if old == now:
+                    return changes
+            elif known:
+                notice(
+                    f"{config}: your state (from an older trajledger) pinned this ledger's "
+                    f"origin only; its store {now['store']!r} and key settings are now pinned "
+                    f"too ({settings})"
                 )
-            pin.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            write_file_atomic(pin, json.dumps({"root": where, "origin": origin}).encode())
+            write_file_atomic(settings, json.dumps(now).encode(), mode=0o600)
         except (OSError, ValueError, AttributeError) as e:
             raise LedgerError(f"{pin}: cannot read or write this ledger's pin: {e}") from e
+        return changes
+
+    @classmethod
+    def accept_settings(cls, root: str | os.PathLike[str]) -> list[str]:
+        """Pin a ledger's settings as they are now, after a deliberate change (``trajledger
+        trust --settings``): a moved store, group sharing set. Another origin is still refused
+        (that is another ledger: remove its pin to use it).
+
+        Returns:
+            The changes accepted.
+
+        Raises:
+            LedgerError: no ledger, invalid settings, paths writable by others.
+            TamperError: the directory holds another log than the one pinned.
+        """
+        root = Path(root)
+        path = root / CONFIG_NAME
+        try:
+            config = LedgerConfig.from_toml(path.read_bytes(), path)
+        except OSError as e:
+            raise LedgerError(f"{path}: cannot read: {e.strerror}") from e
+        _refuse_writable(root, config)
+        return cls(root, config, KeyStore(root / "keys"))._pin_settings(accept=True)
+
+    def trusted(self) -> dict[str, Any]:
+        """What this user holds about this ledger (``trajledger trust``): its pinned settings,
+        its log key's fingerprint, whether it was pinned ahead and the floor's size."""
+        import json
+
+        from .trust_state import fingerprint
+
+        pin = self._settings_path()
+        doc = json.loads(pin.read_text("utf-8")) if pin.exists() else {}
+        vkey = self.log_vkey() or self._published_vkey()
+        out: dict[str, Any] = {
+            "ledger": str(self.root),
+            "origin": self.config.origin,
+            "store": doc.get("store"),
+            "keys": doc.get("keys"),
+            "group_writable": doc.get("group_writable"),
+            "log_key": fingerprint(vkey) if vkey else None,
+            "vkey": vkey,
+            "pinned": None,
+            "floor": None,
+        }
+        if vkey is not None:
+            state = self._trust(vkey)
+            floor = state.floor_checkpoint()
+            out["pinned"] = state.pinned()
+            out["floor"] = floor.size if floor is not None else None
+        return out
+
+    def upgrade(self, *, plain: bool = False) -> list[str]:
+        """Bring a ledger of trajledger 0.1.0 up to date (``trajledger upgrade``).
+
+        Steps:
+            1. Unless ``plain``: encrypt every plaintext private key (``keys/``, ``log-key/``),
+               each with its passphrase.
+            2. Record ``keys = "encrypted"`` (or ``"plain"``) in ``ledger.toml``, and pin it.
+
+        Returns:
+            One line per step taken.
+
+        Raises:
+            KeyError_: a key cannot be loaded or has no passphrase (nothing is recorded).
+            LedgerError: ``keys = "encrypted"`` is recorded and ``plain`` was asked.
+        """
+        want = KEYS_PLAIN if plain else KEYS_ENCRYPTED
+        if self.config.keys == want:
+            return [f"{self.root / CONFIG_NAME}: keys = {want!r} already; nothing to do"]
+        if self.config.keys == KEYS_ENCRYPTED:
+            raise LedgerError(
+                f"{self.root / CONFIG_NAME}: records encrypted keys; a ledger is not "
+                "downgraded to plaintext keys"
+            )
+        steps = []
+        # (1)
+        if not plain:
+            for store in (self.keys, self.log_keys()):
+                for path in store.plaintext():
+                    store.encrypt(path.stem)
+                    steps.append(f"{path}: encrypted")
+        # (2)
+        self.config = replace(self.config, keys=want)
+        write_file_atomic(self.root / CONFIG_NAME, self.config.to_toml())
+        self.keys.require_encrypted = want == KEYS_ENCRYPTED
+        self._pin_settings()
+        steps.append(f"{self.root / CONFIG_NAME}: keys = {want!r} recorded")
+        return steps
 
     def _continue_trust(self, state: TrustState) -> None:
         """Carry this user's floor of the log's earlier keys over to ``state``, a key without
@@ -392,8 +797,9 @@ class Ledger:
         """Replace the log's key (after a compromise, or routinely), keeping the log.
 
         Steps:
-            1. Create the next key, ``log-key/next.key`` (encrypted when TRAJLEDGER_PASSPHRASE
-               is set, as at ``init``), unless an interrupted rotation left one.
+            1. Create the next key, ``log-key/next.key`` (encrypted as at ``init``: where the
+               ledger's keys are encrypted or the log key's passphrase is available), unless an
+               interrupted rotation left one.
             2. Publish the handover (`Log.rotate_key`): the current tree signed by the old key
                and the next one, naming both; ``log/vkey`` then names the next key.
             3. Make the next key the log's key: ``log.pub``, then ``log.key`` replaced (the old
@@ -411,13 +817,11 @@ class Ledger:
             KeyError_: no passphrase for an encrypted key.
             TamperError: the log's files contradict what was signed or committed.
         """
-        from .keys import PASSPHRASE_ENV
-
-        keys = KeyStore(self.root / LOG_KEY_DIR)
+        keys = self.log_keys()
         directory = self.root / LOG_KEY_DIR
         # (1)
         if not (directory / f"{NEXT_LOG_KEY_NAME}.pub").exists():
-            keys.create(NEXT_LOG_KEY_NAME, encrypt=bool(os.environ.get(PASSPHRASE_ENV)))
+            keys.create(NEXT_LOG_KEY_NAME, encrypt=_encrypt_log_key(keys))
         if (directory / f"{NEXT_LOG_KEY_NAME}.key").exists():
             new = keys.signer(NEXT_LOG_KEY_NAME)
         else:  # step 3 was interrupted after the private key moved
@@ -471,19 +875,34 @@ class Ledger:
             origin: the log origin (default `default_origin`).
             store: a directory relative to ``root``, or a remote URI (``s3://bucket/prefix``;
                 S3 settings from the AWS variables, ``ledger.remote``).
-            passphrase: asks for a key's passphrase.
+            passphrase: asks for a key's passphrase (the log key's, asked as ``log``).
             check_store: check that a remote store is reachable first (``trajledger init``).
+
+        Steps:
+            1. Make the ledger in a temporary directory beside ``root``: the log key, encrypted
+               when its passphrase is set (``TRAJLEDGER_PASSPHRASE_LOG`` or
+               ``TRAJLEDGER_PASSPHRASE``) or given by ``passphrase`` (then ``keys =
+               "encrypted"`` is recorded; else ``"plain"``), the log, the store directory and
+               ``ledger.toml``.
+            2. Move it into place.
+            3. Pin its settings and its log key in this user's state.
+
+        A failure at any step removes what the earlier ones made: no ``ledger.toml``, no half
+        a ledger, nothing in the user's state; running it again then works.
 
         Raises:
             LedgerError: ``root`` already holds a ledger, or the origin is invalid.
             StoreError: ``check_store`` and the remote store cannot be reached.
         """
+        from .log import Log
+        from .trust_state import TrustState, known_origin
+
         root = Path(root)
         if (root / CONFIG_NAME).exists():
             raise LedgerError(f"{root}: a ledger already exists here")
+        if root.exists() and not root.is_dir():
+            raise LedgerError(f"{root}: exists and is not a directory")
         if origin is not None:
-            from .trust_state import known_origin
-
             known = known_origin(origin)
             if known is not None:
                 raise LedgerError(
@@ -497,18 +916,47 @@ class Ledger:
             from .remote import require_reachable
 
             require_reachable(store)
-        root.mkdir(parents=True, exist_ok=True)
-        write_file_atomic(root / CONFIG_NAME, config.to_toml())
-        ledger = cls(root, config, KeyStore(root / "keys", passphrase))
-        if "://" not in store:
-            (root / store).mkdir(parents=True, exist_ok=True)
-        from .keys import PASSPHRASE_ENV
-        from .log import Log
-
-        log_keys = KeyStore(root / LOG_KEY_DIR)
-        log_key = log_keys.create(LOG_KEY_NAME, encrypt=bool(os.environ.get(PASSPHRASE_ENV)))
-        Log.create(ledger.log_dir, config.origin, log_key, cache_dir=ledger.cache_dir)
-        ledger._pin_origin(replace=True)  # a new ledger here: whatever was here before is gone
+        # (1) Everything is made in a directory beside ``root``, then moved into place: a
+        # failure at any step leaves nothing (no ledger.toml, no half a ledger).
+        root.absolute().parent.mkdir(parents=True, exist_ok=True)
+        build = root.absolute().parent / temp_name(".init")
+        undo: list[Callable[[], None]] = [lambda: remove_tree(build)]
+        try:
+            build.mkdir(mode=0o700)
+            keys = KeyStore(build / LOG_KEY_DIR, passphrase, label=LOG_KEY_NAME)
+            encrypt = _encrypt_log_key(keys)
+            config = replace(config, keys=KEYS_ENCRYPTED if encrypt else KEYS_PLAIN)
+            log_key = keys.create(LOG_KEY_NAME, encrypt=encrypt)
+            Log.create(build / "log", config.origin, log_key, cache_dir=build / "index").close()
+            if "://" not in store and _inside(store):
+                (build / store).mkdir(parents=True, exist_ok=True)
+            write_file_atomic(build / CONFIG_NAME, config.to_toml())
+            for d in (build, *(p for p in build.iterdir() if p.is_dir())):
+                os.chmod(d, 0o700 if d.name in (LOG_KEY_DIR, "keys") else 0o755)
+            # (2) Into place: the whole directory at once (a new or empty ``root``), else its
+            # parts, ledger.toml last (a directory without it is no ledger).
+            undo += _move_into_place(build, root)
+            if "://" not in store and not _inside(store) and not (root / store).exists():
+                (root / store).mkdir(parents=True)
+                undo.append(lambda: remove_tree(root / store))
+            # (3) This user's state: the settings and the log key are pinned (this user made
+            # them: no first-use notice later).
+            ledger = cls(root, config, KeyStore(root / "keys", passphrase,
+                                                require_encrypted=encrypt))
+            for made in (ledger._pin_path(), ledger._settings_path()):
+                undo.append(lambda made=made: remove_tree(made))  # type: ignore[misc]
+            ledger._pin_settings(replace=True)
+            vkey = ledger.log_vkey()
+            assert vkey is not None
+            undo.append(lambda: TrustState.forget(vkey))
+            state = TrustState.open(vkey)
+            state.pin("created by you ('trajledger init')")
+            state.close()
+        except BaseException:
+            for step in reversed(undo):
+                with contextlib.suppress(OSError):
+                    step()
+            raise
         return ledger  # `log` opens it on first use, with this user's floor
 
     @classmethod
@@ -533,13 +981,25 @@ class Ledger:
     ) -> Self:
         """Open an existing ledger home.
 
+        Steps:
+            1. Read ``ledger.toml``.
+            2. Refuse directories, settings and key files others (or the group, unless the
+               ledger is shared through it) may write.
+            3. Check the settings against this user's pin of them (`_pin_settings`); pin them
+               at this user's first use of the directory.
+            4. A ledger of trajledger 0.1.0 that has private keys but records nothing about
+               their encryption gets one note naming ``trajledger upgrade``.
+
         Args:
             root: the ledger directory (a `str` or a path).
             passphrase: asks for a key's passphrase.
 
         Raises:
-            LedgerError: there is none at ``root`` or its settings are invalid.
+            LedgerError: there is none at ``root``, its settings are invalid, or a path is
+                writable by others.
+            TamperError: the settings differ from this user's pin of them.
         """
+        # (1)
         root = Path(root)
         path = root / CONFIG_NAME
         try:
@@ -550,8 +1010,26 @@ class Ledger:
             ) from e
         except OSError as e:
             raise LedgerError(f"{path}: cannot read: {e.strerror}") from e
-        _refuse_writable_by_others(root)
-        return cls(root, LedgerConfig.from_toml(data, path), KeyStore(root / "keys", passphrase))
+        config = LedgerConfig.from_toml(data, path)
+        # (2)
+        _refuse_writable(root, config)
+        keys = KeyStore(root / "keys", passphrase, require_encrypted=config.keys == KEYS_ENCRYPTED,
+                        group_writable=config.group_writable)
+        ledger = cls(root, config, keys)
+        # (3)
+        ledger._pin_settings()
+        # (4)
+        if config.keys is None and (keys.list_private() or ledger.log_keys().list_private()):
+            plain = keys.plaintext() + ledger.log_keys().plaintext()
+            notice(
+                f"{path}: records no key encryption (a ledger of trajledger 0.1.0)"
+                + (f", and {len(plain)} private key(s) are not encrypted (the log's included)"
+                   if any(p.parent.name == LOG_KEY_DIR for p in plain)
+                   else f", and {len(plain)} private key(s) are not encrypted" if plain else "")
+                + ": run 'trajledger upgrade' (it encrypts plaintext keys and records it, so a "
+                "planted plaintext key is refused)"
+            )
+        return ledger
 
     def record_batch(
         self,
@@ -563,6 +1041,7 @@ class Ledger:
         signer: Signer | None = None,
         evaluator: str | None = None,
         episodes: Any = None,
+        seal: bool = False,
         **options: Any,
     ) -> BatchResult:
         """Record rollouts as one signed, logged batch; see `ledger.artifacts.record_batch`.
@@ -575,6 +1054,8 @@ class Ledger:
             signer: a loaded signing key; or give ``key``.
             evaluator: the registered evaluator, if any.
             episodes: episode attributes (a table with a table or rows, a file with files).
+            seal: store the batch encrypted to the evaluator ``encryption_keys`` of the
+                policy in force (a sealed holdout or regression suite, `seal_recipients`).
             **options: ``name``, ``fmt``, ``consent``, ``licence``, ``retention``,
                 ``generator``, ``on_chunk`` (see `ledger.artifacts.record_batch`).
 
@@ -593,6 +1074,8 @@ class Ledger:
         if signer is None:
             assert key is not None
             signer = self.keys.signer(key)
+        if seal:
+            options["seal_to"] = self.seal_recipients()
         return record_batch(
             self,
             table_or_rows,
@@ -603,6 +1086,25 @@ class Ledger:
             episodes=episodes,
             **options,
         )
+
+    def seal_recipients(
+        self, policy: str | Path | TrustPolicy | None = None
+    ) -> tuple[EncryptionKey, ...]:
+        """The X25519 keys sealed suites are encrypted to: the evaluator role's
+        ``encryption_keys`` of the policy (default: in force).
+
+        Raises:
+            LedgerError: the policy names none (a format-1 policy has no evaluator role).
+        """
+        p = self.policy(policy)
+        keys = p.role("evaluator").encryption_keys
+        if not keys:
+            raise LedgerError(
+                f"policy {p.name!r} serial {p.serial}: its evaluator role names no "
+                "encryption_keys, so nothing can be sealed to the evaluators; add them "
+                "(format = 2, [roles.evaluator] encryption_keys; keys/README.md)"
+            )
+        return keys
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -662,13 +1164,14 @@ class Ledger:
         rubric: Path | None = None,
         prompt: Path | None = None,
         files: Sequence[Path] = (),
+        calibration: str | None = None,
     ) -> Recorded:
         """``trajledger evaluator register``: see `ledger.artifacts.register_evaluator`."""
         from .artifacts import register_evaluator
 
         return register_evaluator(
             self, name, version, kind, self._key(key), model_id=model_id, rubric=rubric,
-            prompt=prompt, files=files,
+            prompt=prompt, files=files, calibration=calibration,
         )
 
     def create_dataset(
@@ -712,6 +1215,27 @@ class Ledger:
         facts = dataset_card(self, ref, self.policy(policy), data="size" if skip_data else "hash")
         return render(facts, fmt)
 
+    def suite_from_failures(
+        self,
+        evaluation: str,
+        name: str,
+        version: str,
+        *,
+        key: str | Signer,
+        evaluator_key: str | Signer | None = None,
+        split: str = "regression",
+        batches: Sequence[str] = (),
+    ) -> tuple[Recorded, list[str]]:
+        """``trajledger dataset create NAME --from-failures EVALUATION``: a regression suite
+        of the evaluation's failed episodes; ``evaluator_key`` opens a sealed suite (its
+        unsealing is logged). See `trajledger.ledger.suites.suite_from_failures`."""
+        from .suites import Unsealer, suite_from_failures
+
+        unsealer = (Unsealer.load(self, self._key(evaluator_key))
+                    if evaluator_key is not None else None)
+        return suite_from_failures(self, evaluation, name, version, self._key(key),
+                                   unsealer=unsealer, split=split, extra_batches=batches)
+
     def approve(
         self,
         ref: str,
@@ -739,11 +1263,16 @@ class Ledger:
 
         return erase(self, ref, self._key(key), reason=reason)
 
-    def set_policy(self, path: Path, *, keys: Sequence[str | Signer]) -> Recorded:
+    def set_policy(
+        self, policy: Path | TrustPolicy, *, keys: Sequence[str | Signer]
+    ) -> Recorded:
         """``trajledger policy set``: see `trajledger.ledger.status.record_policy`."""
+        from trajledger.verify.policy import TrustPolicy
+
         from .status import record_policy
 
-        return record_policy(self, Path(path), [self._key(k) for k in keys])
+        given = policy if isinstance(policy, TrustPolicy) else Path(policy)
+        return record_policy(self, given, [self._key(k) for k in keys])
 
     # -- exchange ------------------------------------------------------------------------------
 

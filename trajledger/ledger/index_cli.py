@@ -71,8 +71,11 @@ def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
 
 
 @click.command()
+@click.option("--check", is_flag=True,
+              help="Read only: derive your trust state's rows again from the log and report "
+              "every table that disagrees (exit 1), rebuilding nothing.")
 @pass_ctx
-def reindex(ctx: Context) -> None:
+def reindex(ctx: Context, check: bool) -> None:
     """Rebuild the derived indexes from the log: your trust state's index of the log (names,
     references, revocations; kept in $TRAJLEDGER_STATE_DIR) and the audit index.
 
@@ -82,7 +85,19 @@ def reindex(ctx: Context) -> None:
     stats keep it current, so rebuilding is only needed when fsck or a command says it is
     damaged; the cached episode features of batches recorded before features were kept
     (<ledger>/index/features/) are dropped with it. Both passes show progress.
+
+    With --check, nothing is rebuilt: the rows of your trust state that decide what is revoked,
+    erased, held out or built on are derived again from the log and compared; a state that
+    disagrees (edited by a writer of your state directory) exits 1, naming each table.
+
+    \b
+    Examples:
+      trajledger reindex --check
+      trajledger reindex
     """
+    if check:
+        _check_state(ctx)
+        return
     from .index import reindex as rebuild
 
     ledger = ctx.ledger()
@@ -97,6 +112,19 @@ def reindex(ctx: Context) -> None:
         f"index rebuilt: {result.entries} log entries, {result.batches} batch(es), "
         f"{result.episodes} episode(s)"
     )
+
+
+def _check_state(ctx: Context) -> None:
+    """``reindex --check``: the trust state's rows against the log, read only."""
+    from trajledger.verify.errors import VerificationError
+
+    ledger = ctx.ledger()
+    state = ledger._trust(ledger.log_vkey() or ledger.log.vkey)
+    problems = state.disagreements(ledger.log.entries, ledger.read_blob)
+    if problems:
+        raise VerificationError("\n".join(problems))
+    ok(f"trust state {state.path}: its {state.size} indexed entries and every row derived from "
+       "them agree with the log")
 
 
 def _query_options(f: F) -> F:
@@ -158,7 +186,12 @@ def _run_query(
 
 @click.group(cls=Group)
 def query() -> None:
-    """Query the audit index with SQL filters (derived data: nothing is verified)."""
+    """Query the audit index with SQL filters (derived data: nothing is verified).
+
+    \b
+    Example:
+      trajledger query episodes --where "return > 100" --in cartpole-train@1
+    """
 
 
 @query.command("episodes")
@@ -181,6 +214,10 @@ def query_episodes(
     Columns: batch, batch_index, episode_id, task_id, env_version, policy_version, seed,
     return, num_steps, termination_reason, success, judge_scores, judge_score, cost_usd,
     language, task_type, invalid, safety_interventions, modality, fingerprint.
+
+    \b
+    Example:
+      trajledger query episodes --where "return > 100" --in cartpole-train@1
     """
     _run_query(ctx, "episodes", _EPISODE_COLUMNS, where, columns, limit, as_json, within)
 
@@ -197,6 +234,10 @@ def query_artifacts(
     purpose, expires, env, env_digest, evaluator, evaluator_digest, policy_version,
     num_episodes, num_steps, batches, datasets, reason, revoked, erased, data,
     episodes_indexed.
+
+    \b
+    Example:
+      trajledger query artifacts --where "kind = 'approval'" --json
     """
     _run_query(ctx, "artifacts", _ARTIFACT_COLUMNS, where, columns, limit, as_json)
 
@@ -234,17 +275,25 @@ def _stats_row(label: str, m: Any) -> list[str]:
 @click.argument("ref")
 @click.option("--by", "by", metavar="COL[,COL]", help="Episode columns to segment by.")
 @click.option(
-    "--judge", "judge_key", metavar="NAME", help="Judge score to use (default: mean of scores)."
+    "--judge", "judge_key", metavar="NAME", help="Judge score to use (default: mean of scores); "
+    "also reports the judge's agreement with the expert labels of the calibration dataset its "
+    "newest evaluator version names."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def stats(ctx: Context, ref: str, by: str | None, judge_key: str | None, as_json: bool) -> None:
     """Episode statistics of a batch, dataset or checkpoint, segmented --by columns.
 
-    A checkpoint's episodes are those of the datasets it was trained on. Per segment: success
-    rate, mean return and length, invalid-action and safety-intervention rates, judge
-    agreement, cost per episode and per solved task. A segment far below the aggregate
-    (more than 2 standard errors and 20%) gets a WARNING line.
+    A checkpoint's episodes are those of the datasets it was trained on; its evaluations are
+    listed after the table. Per segment: success rate, mean return and length,
+    invalid-action and safety-intervention rates, judge agreement, cost per episode and per
+    solved task. A segment far below the aggregate (more than 2 standard errors and 20%)
+    gets a WARNING line. With --judge NAME, a judge is called calibrated only on the expert
+    labels of the calibration dataset its evaluator version names.
+
+    \b
+    Example:
+      trajledger stats chat@1 --by language --judge gpt-judge
     """
     from .index import segment_stats
 
@@ -267,6 +316,15 @@ def stats(ctx: Context, ref: str, by: str | None, judge_key: str | None, as_json
         rows = [_stats_row("(all)", report.aggregate)]
         rows += [_stats_row(s.label, s.metrics) for s in report.segments]
         _print_table(header, rows)
+        for e in report.evaluations:
+            click.echo(f"evaluation {e.digest[:19]}… (log index {e.index}) on {e.suite}: "
+                       f"{e.result}, success rate {e.success_rate:.3f} over {e.episodes} "
+                       "episode(s)")
+        c = report.calibration
+        if c is not None:
+            state = (f"calibrated: agreement {c.agreement:.3f} with expert labels (n={c.judged})"
+                     if c.agreement is not None else "NOT calibrated")
+            click.echo(f"judge {c.judge}: {state}; {c.why}")
     for w in report.warnings:
         warn(_short(w))
     ok(f"stats of {report.kind} {report.ref}")

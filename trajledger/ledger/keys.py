@@ -1,9 +1,14 @@
-"""Signing keys: create, store encrypted at rest, load, and sign.
+"""Signing keys and X25519 encryption keys: create, store encrypted at rest, load, and sign.
 
 Scope: private keys in a key directory (``<ledger>/keys`` by default): ``NAME.key`` is an
-encrypted PKCS#8 PEM written with mode 0600, ``NAME.pub`` the public key PEM. The passphrase
-comes from ``TRAJLEDGER_PASSPHRASE`` or is asked for. Keys written with ``encrypt=False`` are
-for demos and tests only.
+encrypted PKCS#8 PEM written with mode 0600, ``NAME.pub`` the public key PEM. Each key's
+passphrase comes from ``TRAJLEDGER_PASSPHRASE_<NAME>`` (`passphrase_env`), else
+``TRAJLEDGER_PASSPHRASE``, else is asked for on a terminal. Keys written with ``encrypt=False``
+are for demos and tests only: where a ledger's keys are encrypted, or a passphrase for the key is
+set, a plaintext key file is refused as planted. Key files and their directory writable by the
+group or others are refused (a ledger a team shares through its group allows the group).
+Evaluators' X25519 keys, which sealed suites are encrypted to, live the same way in ``x25519/``
+and are read under the same rules.
 Non-scope: verification (``verify.keys.PublicKey``).
 """
 
@@ -17,16 +22,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, x25519
 
 from trajledger.verify.keys import ALGORITHMS, PublicKey
+from trajledger.verify.policy import EncryptionKey
 
 from .errors import KeyError_, TamperError
 from .fs import write_file_atomic
 
-__all__ = ["PASSPHRASE_ENV", "KeyInfo", "KeyStore", "Signer"]
+__all__ = [
+    "ENCRYPTION_DIR",
+    "PASSPHRASE_ENV",
+    "KeyInfo",
+    "KeyStore",
+    "Signer",
+    "is_encrypted",
+    "passphrase_env",
+]
 
 PASSPHRASE_ENV = "TRAJLEDGER_PASSPHRASE"
+"""The passphrase of every key without one of its own (`passphrase_env`)."""
+ENCRYPTION_DIR = "x25519"
+"""The key store's subdirectory of X25519 encryption keys (sealed suites)."""
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 _PrivateKey = ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey
@@ -105,6 +122,19 @@ class KeyInfo:
     public_path: Path
 
 
+def passphrase_env(name: str) -> str:
+    """The environment variable holding key ``name``'s own passphrase:
+    ``TRAJLEDGER_PASSPHRASE_<NAME>``, the name upper-cased with every other character than a
+    letter or digit as ``_`` (``approver-a`` -> ``TRAJLEDGER_PASSPHRASE_APPROVER_A``; the log's
+    key is ``LOG``)."""
+    return f"{PASSPHRASE_ENV}_{re.sub(r'[^A-Z0-9]', '_', name.upper())}"
+
+
+def is_encrypted(pem: bytes) -> bool:
+    """Whether a private key PEM is encrypted (PKCS#8 ``ENCRYPTED PRIVATE KEY``)."""
+    return b"ENCRYPTED" in pem.split(b"\n", 1)[0]
+
+
 def check_key_name(name: str) -> str:
     """Refuse names that are not safe file names.
 
@@ -123,45 +153,107 @@ class KeyStore:
     """Keys in one directory: ``NAME.key`` (private, 0600) and ``NAME.pub``."""
 
     def __init__(
-        self, directory: Path, passphrase: Callable[[str], bytes | None] | None = None
+        self,
+        directory: Path,
+        passphrase: Callable[[str], bytes | None] | None = None,
+        *,
+        label: str | None = None,
+        require_encrypted: bool = False,
+        group_writable: bool = False,
     ) -> None:
         """Open a key directory.
 
         Args:
             directory: where keys live (created on first write, mode 0700).
-            passphrase: called with a key name when a passphrase is needed and
-                ``TRAJLEDGER_PASSPHRASE`` is unset; returns it, or None for none.
+            passphrase: called with a key name when a passphrase is needed and none is set in
+                the environment; returns it, or None for none.
+            label: the name every key of this directory goes by for its passphrase (the log's
+                key directory: ``log``, whichever file is being rotated in).
+            require_encrypted: the ledger's keys are encrypted (``ledger.toml``): a plaintext
+                private key is refused, and none is created.
+            group_writable: the ledger is shared through its group: group write is accepted.
         """
         self.directory = directory
         self._ask = passphrase
+        self.label = label
+        self.require_encrypted = require_encrypted
+        self.group_writable = group_writable
+        self._given: dict[str, bytes | None] = {}
+
+    def _passphrase_set(self, name: str) -> bytes | None:
+        """The passphrase of key ``name`` from the environment, if set there."""
+        who = self.label or name
+        value = os.environ.get(passphrase_env(who)) or os.environ.get(PASSPHRASE_ENV)
+        return value.encode("utf-8") if value else None
 
     def _passphrase(self, name: str) -> bytes | None:
-        env = os.environ.get(PASSPHRASE_ENV)
-        if env:
-            return env.encode("utf-8")
-        return self._ask(name) if self._ask else None
+        found = self._passphrase_set(name)
+        if found is not None:
+            return found
+        who = self.label or name
+        if who not in self._given:  # asked once per key (and store)
+            self._given[who] = self._ask(who) if self._ask else None
+        return self._given[who]
+
+    def has_passphrase(self, name: str) -> bool:
+        """Whether key ``name`` has a passphrase: set in the environment, or asked for (on a
+        terminal) and given; the answer is kept for this store's later use."""
+        return bool(self._passphrase(name))
+
+    def _refuse_writable(self, path: Path) -> None:
+        from .fs import refuse_writable
+
+        refuse_writable(path, group=not self.group_writable)
 
     def create(self, name: str, algorithm: str = "ed25519", *, encrypt: bool = True) -> Signer:
         """Generate a key and write it; refuses to overwrite an existing key.
 
         Raises:
-            KeyError_: bad name or algorithm, the key exists, or no passphrase for encryption.
+            KeyError_: bad name or algorithm, the key exists, no passphrase for encryption, or
+                a plaintext key where the ledger's keys are encrypted.
         """
         check_key_name(name)
         priv_path = self.directory / f"{name}.key"
         if priv_path.exists() or (self.directory / f"{name}.pub").exists():
             raise KeyError_(f"key {name}: already exists in {self.directory}; pick another name")
+        if not encrypt and self.require_encrypted:
+            raise KeyError_(
+                f"key {name}: this ledger's keys are encrypted (ledger.toml: keys = "
+                '"encrypted"); a plaintext key would be refused as planted: drop --no-encrypt'
+            )
         signer = Signer.generate(name, algorithm)
         passphrase = self._passphrase(name) if encrypt else None
         if encrypt and not passphrase:
             raise KeyError_(
-                f"key {name}: no passphrase; set {PASSPHRASE_ENV} or pass --no-encrypt "
-                "for a demo key"
+                f"key {name}: no passphrase; set {passphrase_env(self.label or name)} or "
+                f"{PASSPHRASE_ENV}, run in a terminal, or pass --no-encrypt for a demo key"
             )
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         write_file_atomic(priv_path, signer.private_pem(passphrase), mode=0o600)
         write_file_atomic(self.directory / f"{name}.pub", signer.public.to_pem(), mode=0o644)
         return signer
+
+    def encrypt(self, name: str) -> bool:
+        """Encrypt key ``name``'s private key file in place (its passphrase as for `signer`).
+
+        Returns:
+            False when it was encrypted already.
+
+        Raises:
+            KeyError_: as `signer`, or no passphrase to encrypt with.
+        """
+        path = self.directory / f"{name}.key"
+        signer = self._load(name, allow_plain=True)
+        if is_encrypted(path.read_bytes()):
+            return False
+        passphrase = self._passphrase(name)
+        if not passphrase:
+            raise KeyError_(
+                f"key {name}: no passphrase to encrypt {path} with; set "
+                f"{passphrase_env(self.label or name)} or {PASSPHRASE_ENV}, or run in a terminal"
+            )
+        write_file_atomic(path, signer.private_pem(passphrase), mode=0o600)
+        return True
 
     def public(self, name: str) -> PublicKey:
         """Load a public key by name.
@@ -174,9 +266,7 @@ class KeyStore:
         try:
             data = path.read_bytes()
         except FileNotFoundError as e:
-            raise KeyError_(
-                f"key {name}: not found in {self.directory}; see 'trajledger key list'"
-            ) from e
+            raise KeyError_(self._unknown(name, self.directory, "see 'trajledger key list'")) from e
         except OSError as e:
             raise KeyError_(f"key {name}: cannot read {path}: {e.strerror}") from e
         try:
@@ -187,40 +277,28 @@ class KeyStore:
     def signer(self, name: str) -> Signer:
         """Load a private key, decrypting it.
 
+        Steps:
+            1. The key directory, ``NAME.pub`` and ``NAME.key`` are writable only by their
+               owner (and the group of a shared ledger); ``NAME.key`` is readable by nobody
+               else.
+            2. A plaintext ``NAME.key`` is refused where the ledger's keys are encrypted or a
+               passphrase for it is set: someone who cannot encrypt planted it.
+            3. Decrypt it; it must be Ed25519 or P-256, and the private half of ``NAME.pub``.
+
         Raises:
             KeyError_: unknown key, wrong or missing passphrase, corrupt or truncated file,
-                an algorithm other than Ed25519 / P-256.
+                an algorithm other than Ed25519 / P-256; a file or directory others may
+                write, a private key others may read (exit 3).
+            TamperError: a plaintext key where keys are encrypted, or a private key that is
+                not the pair of ``NAME.pub`` (exit 1).
         """
+        return self._load(name, allow_plain=False)
+
+    def _load(self, name: str, *, allow_plain: bool) -> Signer:
         check_key_name(name)
         path = self.directory / f"{name}.key"
-        try:
-            mode = os.stat(path).st_mode
-            data = path.read_bytes()
-        except FileNotFoundError as e:
-            raise KeyError_(
-                f"key {name}: no private key in {self.directory}; create it with "
-                f"'trajledger key new {name}'"
-            ) from e
-        except OSError as e:
-            raise KeyError_(f"key {name}: cannot read {path}: {e.strerror}") from e
-        if mode & 0o077:
-            raise KeyError_(
-                f"key {name}: {path} can be read by other users (mode {stat.S_IMODE(mode):04o}); "
-                f"run 'chmod 600 {path}'"
-            )
-        encrypted = b"ENCRYPTED" in data.split(b"\n", 1)[0]
-        passphrase = self._passphrase(name) if encrypted else None
-        if encrypted and not passphrase:
-            raise KeyError_(f"key {name}: is encrypted; set {PASSPHRASE_ENV} or run in a terminal")
-        try:
-            key = serialization.load_pem_private_key(data, password=passphrase)
-        except (ValueError, TypeError) as e:
-            why = (
-                "wrong passphrase or corrupt key file"
-                if encrypted
-                else "corrupt or truncated key file"
-            )
-            raise KeyError_(f"key {name}: cannot load {path}: {why}") from e
+        pub_path = self.directory / f"{name}.pub"
+        key = self._private(name, path, pub_path, "", allow_plain=allow_plain)
         if not isinstance(key, ed25519.Ed25519PrivateKey) and not (
             isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1)
         ):
@@ -231,12 +309,202 @@ class KeyStore:
         public = self.public(name)
         if public.keyid != signer.keyid:
             raise TamperError(
-                f"key {name}: {path} is not the private half of {self.directory / (name + '.pub')}"
+                f"key {name}: {path} is not the private half of {pub_path}"
                 f" (keyid {signer.keyid[:16]}…, want {public.keyid[:16]}…); the key file was "
                 "replaced: nothing was signed",
                 path,
             )
         return signer
+
+    @staticmethod
+    def _unknown(
+        name: str, folder: Path, otherwise: str, missing: str = "not found in",
+        what: str = "key",
+    ) -> str:
+        """Why key ``name`` is not in ``folder``: the keys there whose names are close
+        ("did you mean"), else ``otherwise`` (how to create it)."""
+        from .catalog import did_you_mean, suggest
+
+        names = sorted({p.stem for p in folder.glob("*.pub")}) if folder.is_dir() else []
+        close = suggest(name, names)
+        if close:
+            shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+            return f"{what} {name}: {missing} {folder}; {did_you_mean(close)} (keys: {shown})"
+        return f"{what} {name}: {missing} {folder}; {otherwise}"
+
+    def list_private(self) -> list[Path]:
+        """The private key files of this directory."""
+        return sorted(self.directory.glob("*.key")) if self.directory.is_dir() else []
+
+    def plaintext(self) -> list[Path]:
+        """The private key files of this directory that are not encrypted."""
+        return [p for p in self.list_private() if not is_encrypted(p.read_bytes()[:64])]
+
+    def _private(
+        self, name: str, path: Path, pub_path: Path, option: str, *, allow_plain: bool = False,
+        use: str = "signed",
+    ) -> object:
+        """Read and decrypt the private key file ``path`` of key ``name`` (a signing key, or an
+        X25519 key with ``option`` ``" --alg x25519"``, what 'trajledger key new' needs to make it).
+
+        Steps:
+            1. The key's directory, ``pub_path`` and ``path`` are writable only by their owner
+               (and the group of a shared ledger); ``path`` is readable by nobody else.
+            2. A plaintext key is refused where the ledger's keys are encrypted or a passphrase
+               for it is set: someone who cannot encrypt planted it.
+            3. Decrypt it.
+
+        Raises:
+            KeyError_: absent, readable by others, writable by others, no or a wrong
+                passphrase, corrupt (exit 3).
+            TamperError: a plaintext key where keys are encrypted (exit 1).
+        """
+        # (1)
+        try:
+            mode = os.stat(path).st_mode
+            data = path.read_bytes()
+        except FileNotFoundError as e:
+            raise KeyError_(self._unknown(
+                name, path.parent, f"create it with 'trajledger key new {name}{option}'",
+                "no private key in",
+            )) from e
+        except OSError as e:
+            raise KeyError_(f"key {name}: cannot read {path}: {e.strerror}") from e
+        if mode & 0o077:
+            raise KeyError_(
+                f"key {name}: {path} can be read by other users (mode {stat.S_IMODE(mode):04o}); "
+                f"run 'chmod 600 {path}'"
+            )
+        for p in (path.parent, pub_path):
+            self._refuse_writable(p)
+        # (2)
+        encrypted = is_encrypted(data)
+        if not encrypted and not allow_plain:
+            why = (
+                "this ledger's keys are encrypted (ledger.toml: keys = \"encrypted\")"
+                if self.require_encrypted
+                else f"a passphrase for it is set ({passphrase_env(self.label or name)} or "
+                f"{PASSPHRASE_ENV})"
+                if self._passphrase_set(name) is not None
+                else None
+            )
+            if why is not None:
+                raise TamperError(
+                    f"key {name}: {path} is not encrypted, but {why}: a key file planted by "
+                    f"someone without the passphrase; nothing was {use}. If you wrote it "
+                    f"yourself, encrypt it with 'trajledger key encrypt {name}'",
+                    path,
+                )
+        # (3)
+        passphrase = self._passphrase(name) if encrypted else None
+        if encrypted and not passphrase:
+            raise KeyError_(
+                f"key {name}: is encrypted; set {passphrase_env(self.label or name)} or "
+                f"{PASSPHRASE_ENV}, or run in a terminal"
+            )
+        try:
+            return serialization.load_pem_private_key(data, password=passphrase)
+        except (ValueError, TypeError) as e:
+            why = (
+                "wrong passphrase or corrupt key file"
+                if encrypted
+                else "corrupt or truncated key file"
+            )
+            raise KeyError_(f"key {name}: cannot load {path}: {why}") from e
+
+    # -- X25519 encryption keys (sealed suites) ------------------------------------------------
+
+    @property
+    def encryption_directory(self) -> Path:
+        """Where X25519 encryption keys live: ``<keys>/x25519/NAME.key`` (encrypted PKCS#8,
+        0600) and ``NAME.pub``, apart from the signing keys (a policy names them separately)."""
+        return self.directory / ENCRYPTION_DIR
+
+    def create_encryption_key(self, name: str, *, encrypt: bool = True) -> EncryptionKey:
+        """Generate an X25519 key pair for receiving sealed suites, written like a signing key.
+
+        Raises:
+            KeyError_: bad name, the key exists, or no passphrase for encryption.
+        """
+        check_key_name(name)
+        folder = self.encryption_directory
+        if (folder / f"{name}.key").exists() or (folder / f"{name}.pub").exists():
+            raise KeyError_(f"encryption key {name}: already exists in {folder}; pick another name")
+        passphrase = self._passphrase(name) if encrypt else None
+        if encrypt and not passphrase:
+            raise KeyError_(
+                f"encryption key {name}: no passphrase; set {passphrase_env(self.label or name)} "
+                f"or {PASSPHRASE_ENV}, run in a terminal, or pass --no-encrypt for a demo key"
+            )
+        key = x25519.X25519PrivateKey.generate()
+        enc: serialization.KeySerializationEncryption = (
+            serialization.BestAvailableEncryption(passphrase)
+            if passphrase
+            else serialization.NoEncryption()
+        )
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_file_atomic(
+            folder / f"{name}.key",
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc),
+            mode=0o600,
+        )
+        pem = key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        write_file_atomic(folder / f"{name}.pub", pem, mode=0o644)
+        return EncryptionKey.from_pem(pem)
+
+    def encryption_key(self, name: str) -> EncryptionKey:
+        """The public half of X25519 key ``name``.
+
+        Raises:
+            KeyError_: unknown or unreadable.
+        """
+        check_key_name(name)
+        path = self.encryption_directory / f"{name}.pub"
+        try:
+            return EncryptionKey.from_pem(path.read_bytes(), f"encryption key {name} ({path})")
+        except FileNotFoundError as e:
+            raise KeyError_(self._unknown(
+                name, path.parent, f"create it with 'trajledger key new {name} --alg x25519'",
+                what="encryption key",
+            )) from e
+        except (OSError, ValueError) as e:
+            raise KeyError_(f"encryption key {name}: cannot read {path}: {e}") from e
+
+    def decrypter(self, name: str) -> tuple[EncryptionKey, x25519.X25519PrivateKey]:
+        """The X25519 private key ``name`` (decrypted as a signing key is) with its public half.
+
+        Raises:
+            KeyError_: as `signer`; not X25519.
+            TamperError: the private key is not the pair of ``NAME.pub``.
+        """
+        check_key_name(name)
+        path = self.encryption_directory / f"{name}.key"
+        key = self._private(name, path, path.with_suffix(".pub"), " --alg x25519",
+                            use="decrypted")
+        if not isinstance(key, x25519.X25519PrivateKey):
+            raise KeyError_(f"encryption key {name}: {path} is not an X25519 key")
+        public = self.encryption_key(name)
+        mine = EncryptionKey.from_pem(key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+        if mine.keyid != public.keyid:
+            raise TamperError(
+                f"encryption key {name}: {path} is not the private half of its .pub (keyid "
+                f"{mine.keyid[:16]}…, want {public.keyid[:16]}…); nothing was decrypted",
+                path,
+            )
+        return public, key
+
+    def encryption_keys(self) -> list[tuple[str, EncryptionKey, bool]]:
+        """Every X25519 key (name, public key, private key encrypted), sorted by name."""
+        folder = self.encryption_directory
+        out = []
+        for pub in sorted(folder.glob("*.pub")) if folder.is_dir() else []:
+            priv = folder / f"{pub.stem}.key"
+            encrypted = priv.exists() and is_encrypted(priv.read_bytes()[:64])
+            out.append((pub.stem, self.encryption_key(pub.stem), encrypted))
+        return out
 
     def list(self) -> list[KeyInfo]:
         """Every key with a public half in the directory, sorted by name."""
@@ -247,6 +515,6 @@ class KeyStore:
             name = pub.stem
             key = self.public(name)
             priv = self.directory / f"{name}.key"
-            encrypted = priv.exists() and b"ENCRYPTED" in priv.read_bytes()[:64]
+            encrypted = priv.exists() and is_encrypted(priv.read_bytes()[:64])
             out.append(KeyInfo(name, key.algorithm, key.keyid, encrypted, pub))
         return out

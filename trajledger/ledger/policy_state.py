@@ -12,6 +12,9 @@ Non-scope: judging evidence with a policy (``verify.lineage``), recording one (`
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,19 +24,27 @@ from trajledger.verify.policy import KeyLookup, TrustPolicy, follow_history, loa
 
 from .errors import LedgerError, StoreError, TamperError
 
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
 if TYPE_CHECKING:
     from trajledger.verify.keys import PublicKey
+    from trajledger.verify.policy import EncryptionKey
 
     from .home import Ledger
     from .keys import KeyStore
 
 __all__ = [
+    "check_signers",
     "current_policy",
+    "inline_keys_toml",
+    "inline_paths",
     "key_lookup",
     "keystore_lookup",
     "load_policy",
+    "membership_changes",
+    "path_entries",
     "policy_records",
-    "refuse_revoked",
+    "policy_toml",
 ]
 
 
@@ -118,6 +129,8 @@ def load_policy(ledger: Ledger, policy_file: Path | None) -> tuple[TrustPolicy, 
     trusted = None
     if policy_file is not None:
         trusted = load_policy_file(policy_file, key_lookup=key_lookup(ledger))
+        # A log key the user's own file names is pinned ahead: its first use is no blind one.
+        ledger.expect_log_keys(trusted.role("log").vkeys)
     found = current_policy(ledger, trusted)
     if found is None:
         raise LedgerError(
@@ -128,29 +141,46 @@ def load_policy(ledger: Ledger, policy_file: Path | None) -> tuple[TrustPolicy, 
     return policy, notes
 
 
-def refuse_revoked(ledger: Ledger, signers: list[tuple[str, str]]) -> None:
-    """Refuse to sign a record with a key the ledger's policy in force revokes.
+ROLE_FREE_KINDS = frozenset({"files"})
+"""Kinds any key may sign at recording time (``trajledger attest``): who may produce them is the
+verifier's question. Every other kind is signed only by a key its role holds (keys/README.md,
+"Signers without a role")."""
 
-    Every verifier would ignore that signature (`TrustPolicy.revocation`); saying so before
-    anything is written keeps a user from believing the record counts. Keys that merely hold no
-    role are not refused here: the verifier reports them.
+
+def check_signers(
+    ledger: Ledger, kind: str, signers: Sequence[tuple[str, str]], action: str | None = None
+) -> None:
+    """Refuse to sign a ``kind`` record with a key the ledger's policy in force would not count.
+
+    Steps:
+        1. No policy in force (a ledger's bootstrap, before its first ``policy set``): nothing
+           to check. A trust-policy record is checked by its own rules (`record_policy`).
+        2. A key the policy revokes for a record logged now is refused: every verifier would
+           ignore its signature.
+        3. A key that holds none of the kind's roles (`verify.kinds.Kind.roles`) is refused,
+           naming its fingerprint and the role's: the private key must be one the policy
+           holds, not merely the pair of ``NAME.pub`` (a planted pair is refused here).
 
     Args:
         ledger: the open ledger.
-        signers: ``(name, keyid)`` of each signing key.
+        kind: the log entry kind of the record.
+        signers: ``(name, keyid)`` of each signing key (keyless signers are judged by the
+            verifier: their identity is known only once signed).
+        action: what the user asked, for the message (default: sign a ``kind`` record).
 
     Raises:
-        PolicyError: a key is revoked for a record logged now (at the log's current size).
+        PolicyError: a key is revoked, or holds no role the kind needs.
         TamperError: a trust-policy record's envelope is missing or damaged.
     """
+    from trajledger.verify.kinds import KINDS
     from trajledger.verify.times import now
 
+    # (1)
     found = current_policy(ledger)
-    if found is None:
+    if found is None or kind == "trust-policy":
         return
     policy = found[1]
-    if not policy.revoked_keys:
-        return
+    # (2)
     index, time = ledger.log.size, now()
     for name, keyid in signers:
         revoked = policy.revocation(keyid, index, time)
@@ -159,3 +189,191 @@ def refuse_revoked(ledger: Ledger, signers: list[tuple[str, str]]) -> None:
                 f"key {name} ({keyid[:12]}): revoked by policy {policy.name!r} serial "
                 f"{policy.serial} ({revoked.describe()}); it cannot sign records"
             )
+    # (3)
+    if kind in ROLE_FREE_KINDS:
+        return
+    roles = KINDS[kind].roles
+    what = action or f"sign a {kind} record"
+    for name, keyid in signers:
+        if any(policy.holds(r, keyid) for r in roles):
+            continue
+        held = [r for r in ("producer", "approver", "trainer") if policy.holds(r, keyid)]
+        members = sorted({k.keyid[:16] for r in roles for k in policy.role(r).keys})
+        raise PolicyError(
+            f"key {name} ({keyid[:12]}): cannot {what}: it holds "
+            f"{' and '.join(held) + ' role' if held else 'no role'} in policy {policy.name!r} "
+            f"serial {policy.serial}, want {' or '.join(roles)} (fingerprint {keyid[:16]}; "
+            f"the policy's {' or '.join(roles)} key(s): {', '.join(members) or 'none'}); "
+            "nothing was signed"
+        )
+
+
+# -- policy files: keys inline, and what a new policy changes ----------------------------------
+
+
+def inline_keys_toml(keys: Sequence[tuple[str, PublicKey]]) -> str:
+    """A TOML array of public keys written inline (PEM), each under a comment with its name,
+    algorithm and fingerprint (keyid): a policy file that names no file someone else could
+    replace."""
+    items = "".join(
+        f"  # {name}: {k.algorithm}, fingerprint {k.keyid}\n"
+        f'  """{k.to_pem().decode("ascii")}""",\n'
+        for name, k in keys
+    )
+    return f"[\n{items}]"
+
+
+def policy_toml(
+    name: str,
+    roles: Mapping[str, tuple[Sequence[tuple[str, PublicKey]], int, str]],
+    log_vkey: str,
+    *,
+    header: str,
+    max_approval_age: str = "90d",
+) -> str:
+    """A trust policy file (serial 1) with every key inline.
+
+    Args:
+        name: the policy's name.
+        roles: per key role, its ``(name, key)`` members, threshold and a comment.
+        log_vkey: the log's verifier key.
+        header: the comment at the top.
+        max_approval_age: the approval lifetime.
+    """
+    lines = [header, f"name = {json.dumps(name)}", "serial = 1",
+             f"max_approval_age = {json.dumps(max_approval_age)}"]
+    for role, (keys, threshold, comment) in roles.items():
+        lines += ["", f"[roles.{role}]" + (f"  # {comment}" if comment else ""),
+                  f"keys = {inline_keys_toml(keys)}", f"threshold = {threshold}"]
+    lines += ["", "[roles.log]  # the log whose signed checkpoints are trusted",
+              f"vkeys = [{json.dumps(log_vkey)}]", "threshold = 1", ""]
+    return "\n".join(lines)
+
+
+def path_entries(policy: TrustPolicy) -> list[str]:
+    """The key files a policy read from its TOML form names by path (keys/README.md: a path
+    is read again each time the file is; `inline_keys_toml` pins the keys themselves)."""
+    from trajledger.verify.policy import KEY_ROLES
+
+    roles = policy.source.get("roles")
+    out: list[str] = []
+    if not isinstance(roles, Mapping):
+        return out
+    specs = [s for r in KEY_ROLES if isinstance(roles.get(r), Mapping)
+             for field in ("keys", "encryption_keys") for s in roles[r].get(field, [])]
+    revoked = policy.source.get("revoked_keys")
+    if isinstance(revoked, list):
+        specs += [item.get("key") for item in revoked if isinstance(item, Mapping)]
+    for spec in specs:
+        if (isinstance(spec, str) and not spec.lstrip().startswith("-----BEGIN")
+                and not _HEX64.fullmatch(spec.removeprefix("sha256:"))):
+            out.append(spec)
+    return out
+
+
+def _members(policy: TrustPolicy | None, role: str) -> dict[str, str]:
+    """``{identity: what to show}`` of a role's members: keys by keyid, Sigstore identities by
+    issuer and subject, note keys by their public key (a name is no identity)."""
+    if policy is None:
+        return {}
+    r = policy.role(role)
+    out = {k.keyid: f"key {k.keyid}" for k in r.keys}
+    out |= {f"enc {k.keyid}": f"X25519 encryption key {k.keyid}" for k in r.encryption_keys}
+    out |= {f"id {i.issuer} {i.subject}": f"identity {i.subject} ({i.issuer})"
+            for i in r.identities}
+    for v, verifier in zip(r.vkeys, r.note_verifiers(), strict=True):
+        out[f"vkey {verifier.public_key.hex()}"] = f"vkey {v}"
+    return out
+
+
+def membership_changes(current: TrustPolicy | None, new: TrustPolicy) -> tuple[list[str], bool]:
+    """What ``new`` changes against the policy in force, role by role, every member named by
+    its fingerprint (keyid, or the note key itself): the lines to show before recording it,
+    and whether any role gains or loses a member.
+
+    The first policy (``current`` None) lists every member as added.
+    """
+    from trajledger.verify.policy import ROLES
+
+    lines: list[str] = []
+    changed = False
+    against = (f"against serial {current.serial} in force" if current is not None
+               else "the first policy of this ledger")
+    lines.append(f"policy {new.name!r} serial {new.serial}, {against}:")
+    for role in ROLES:
+        old, now = _members(current, role), _members(new, role)
+        added = [now[k] for k in now if k not in old]
+        removed = [old[k] for k in old if k not in now]
+        changed |= bool(added or removed)
+        threshold = new.role(role).threshold
+        was = current.role(role).threshold if current is not None else None
+        th = (f"threshold {threshold}" if was in (None, threshold)
+              else f"threshold {was} -> {threshold}")
+        if not added and not removed:
+            lines.append(f"  {role:9} unchanged: {len(now)} member(s), {th}")
+            continue
+        lines.append(f"  {role:9} {th}")
+        lines += [f"  {role:9}   + {m}" for m in added]
+        lines += [f"  {role:9}   - {m}" for m in removed]
+    return lines, changed
+
+
+def inline_paths(
+    file: Path, policy: TrustPolicy, key_lookup: KeyLookup | None = None
+) -> list[tuple[str, PublicKey | EncryptionKey]]:
+    """Rewrite the policy ``file`` (already parsed as ``policy``) with each key it names by
+    path written inline in its place, under a comment with its name and fingerprint; nothing
+    else in the file changes.
+
+    The result must parse to the same policy (same digest): a key file replaced between the
+    two readings is refused, not written.
+
+    Args:
+        file: the policy file.
+        policy: what it parsed to.
+        key_lookup: resolves the keys it names by keyid (they stay as they are: a keyid pins
+            a key as well as its PEM does).
+
+    Returns:
+        ``(path as written, key)`` of each key written inline.
+
+    Raises:
+        FormatError: a key file cannot be read, or the result is not the same policy.
+        OSError: the file cannot be written.
+    """
+    from trajledger.verify.errors import FormatError
+    from trajledger.verify.keys import PublicKey
+    from trajledger.verify.policy import EncryptionKey, policy_digest
+
+    from .fs import write_file_atomic
+
+    text = file.read_text("utf-8")
+    done: list[tuple[str, PublicKey | EncryptionKey]] = []
+    for spec in dict.fromkeys(path_entries(policy)):
+        path = Path(spec) if Path(spec).is_absolute() else file.parent / spec
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise FormatError(f"policy {file}: cannot read key file {path}: {e.strerror}") from e
+        key: PublicKey | EncryptionKey
+        try:
+            key = PublicKey.from_pem(data, f"policy {file}: key {spec}")
+            pem = key.to_pem().decode("ascii")
+        except FormatError:  # an evaluator's X25519 encryption key
+            key = EncryptionKey.from_pem(data, f"policy {file}: key {spec}")
+            pem = key.to_pem()
+        inline = f'"""{pem}"""  # {Path(spec).stem}: {key.algorithm}, fingerprint {key.keyid}\n'
+        for quoted in (json.dumps(spec), f"'{spec}'"):
+            text = text.replace(quoted, inline)
+        done.append((spec, key))
+    if not done:
+        return done
+    again = TrustPolicy.from_toml(text.encode("utf-8"), file.parent, f"policy {file}",
+                                  key_lookup=key_lookup)
+    if policy_digest(again) != policy_digest(policy):
+        raise FormatError(
+            f"policy {file}: with its keys inline it is another policy (a key file changed "
+            "while it was read); nothing was written"
+        )
+    write_file_atomic(file, text.encode("utf-8"), durable=False)
+    return done

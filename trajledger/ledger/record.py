@@ -31,7 +31,7 @@ from trajledger.verify import predicates
 from trajledger.verify.digest import FileDigest, parse_digest, result_of
 from trajledger.verify.errors import FormatError
 from trajledger.verify.kinds import BY_PREDICATE_TYPE
-from trajledger.verify.log_entry import KINDS
+from trajledger.verify.log_entry import KINDS, LogEntry
 from trajledger.verify.manifest import FileEntry, Manifest, check_path
 
 from .files import collect_files, media_type_for
@@ -56,8 +56,8 @@ class Recorded:
         digest: the artifact's identity: the statement subject's ``sha256:<hex>`` (for files,
             the manifest digest).
         envelope_digest: ``sha256:<hex>`` of the envelope bytes, a blob in the store.
-        index: the log index of the entry (an earlier index when the same envelope was
-            already logged).
+        index: the log index of the entry (an earlier index when the same envelope, or a
+            record of the same digest with the same signed metadata, was already logged).
         manifest: the manifest, for `record_files`.
     """
 
@@ -65,6 +65,14 @@ class Recorded:
     envelope_digest: str
     index: int
     manifest: Manifest | None = None
+    new: bool = True
+    """False when the same record was already in the log (at ``index``): of writers racing
+    with the same digest and signed metadata, one records and the others find it."""
+
+    @property
+    def where(self) -> str:
+        """``recorded at log index N``, or ``already recorded at log index N``."""
+        return f"{'' if self.new else 'already '}recorded at log index {self.index}"
 
 
 def kind_for(predicate_type: str) -> str:
@@ -106,10 +114,13 @@ def _check_json(value: Mapping[str, Any], what: str) -> None:
         raise FormatError(f"{what}: cannot be canonicalised (RFC 8785): {e}") from e
 
 
-def _refuse_revoked(ledger: Ledger, signers: Sequence[AnySigner]) -> None:
-    from .policy_state import refuse_revoked
+def _check_signers(
+    ledger: Ledger, kind: str, signers: Sequence[AnySigner], action: str | None
+) -> None:
+    from .policy_state import check_signers
 
-    refuse_revoked(ledger, [(s.name, s.keyid) for s in signers if isinstance(s, Signer)])
+    check_signers(ledger, kind, [(s.name, s.keyid) for s in signers if isinstance(s, Signer)],
+                  action)
 
 
 def record_files(
@@ -124,6 +135,8 @@ def record_files(
     on_file: Callable[[FileDigest], None] | None = None,
     inline_manifest: bool = True,
     file_subjects: bool = False,
+    action: str | None = None,
+    store_files: bool = True,
 ) -> Recorded:
     """Record files as one artifact, signed and logged.
 
@@ -156,6 +169,10 @@ def record_files(
         file_subjects: list every file as a subject after the manifest digest (SLSA
             provenance: tools that check a model file against the attestation find its digest
             there). The first subject stays the artifact's identity and the log entry's subject.
+        action: what the user asked, for a refusal's message (`policy_state.check_signers`).
+        store_files: put the files in the store (default). False for a sealed batch: the
+            manifest lists the plaintext files (each a `FileDigest`, hashed as written), the
+            caller stores their ciphertexts.
 
     Returns:
         The artifact digest, the envelope digest and the log index.
@@ -166,7 +183,8 @@ def record_files(
         LedgerError: a missing or unreadable path, a link, no files.
         StoreError: the store cannot be written.
         LogError: the log cannot be appended to.
-        PolicyError: a signing key is revoked by the ledger's policy in force.
+        PolicyError: a signing key is revoked by the ledger's policy in force, or holds no
+            role the kind needs (`policy_state.check_signers`).
         ValueError: no signer.
     """
     # (1)
@@ -177,7 +195,7 @@ def record_files(
         raise FormatError("predicate: 'manifest' is set by trajledger, remove it from the input")
     _check_json(extra, "predicate")
     ledger.log.require_signer()
-    _refuse_revoked(ledger, keys)
+    _check_signers(ledger, entry_kind, keys, action)
     # (2)
     files: dict[str, Path | FileDigest]
     if isinstance(paths_or_files, Mapping):
@@ -203,6 +221,10 @@ def record_files(
 
         def put(n: str) -> FileDigest:
             f = files[n]
+            if not store_files:
+                if not isinstance(f, FileDigest):
+                    raise FormatError(f"{n}: a file not stored must be given with its digest")
+                return f
             return store.adopt_file(f.path, f) if isinstance(f, FileDigest) else store.put_file(f)
 
         for future in [pool.submit(put, n) for n in names]:
@@ -226,7 +248,8 @@ def record_files(
     recorded = _sign_store_append(
         ledger, subjects, manifest.digest, predicate_type, predicate, keys, entry_kind
     )
-    return Recorded(recorded.digest, recorded.envelope_digest, recorded.index, manifest)
+    return Recorded(recorded.digest, recorded.envelope_digest, recorded.index, manifest,
+                    recorded.new)
 
 
 def record_statement(
@@ -239,6 +262,7 @@ def record_statement(
     kind: str | None = None,
     *,
     check: Callable[[int], None] | None = None,
+    action: str | None = None,
 ) -> Recorded:
     """Record a signed statement about an existing digest (approval, revocation, erasure...).
 
@@ -257,6 +281,7 @@ def record_statement(
         kind: the log entry kind; default the kind of ``predicate_type``.
         check: a precondition run under the log's lock just before the append, with the
             committed size (`Log.append`); raising aborts with no entry appended.
+        action: what the user asked, for a refusal's message (`policy_state.check_signers`).
 
     Returns:
         The subject digest, the envelope digest and the log index.
@@ -265,7 +290,8 @@ def record_statement(
         FormatError: a malformed digest or empty name, an unknown predicate type or kind, a
             predicate that cannot be canonicalised.
         StoreError, LogError: the store or the log cannot be written.
-        PolicyError: a signing key is revoked by the ledger's policy in force.
+        PolicyError: a signing key is revoked by the ledger's policy in force, or holds no
+            role the kind needs (`policy_state.check_signers`).
         ValueError: no signer.
     """
     # (1)
@@ -276,7 +302,7 @@ def record_statement(
     entry_kind = _check_kind(predicate_type, kind)
     _check_json(predicate, "predicate")
     ledger.log.require_signer()
-    _refuse_revoked(ledger, keys)
+    _check_signers(ledger, entry_kind, keys, action)
     # (2)
     return _sign_store_append(
         ledger, [(subject_name, subject_digest)], subject_digest, predicate_type, dict(predicate),
@@ -312,5 +338,8 @@ def _sign_store_append(
         envelope=envelope_digest,
         signers=tuple(s.keyid for s in envelope.signatures),
     )
+    before = ledger.log.find_envelope(envelope_digest)
     (index,) = ledger.log.append([spec], check=check)
-    return Recorded(subject_digest, envelope_digest, index)
+    logged = LogEntry.from_bytes(ledger.log.entry(index)).envelope
+    return Recorded(subject_digest, logged, index,
+                    new=before is None and logged == envelope_digest)

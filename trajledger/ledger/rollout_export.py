@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trajledger.verify.errors import FormatError
+from trajledger.verify.errors import FormatError, PolicyError
 
 from .catalog import Catalog
 from .errors import LedgerError
@@ -60,6 +60,7 @@ def export_batch(
     Raises:
         RefError: ``ref`` names no rollout batch (or several).
         LedgerError: the batch's data is missing or erased, or a record cannot be read.
+        PolicyError: the batch is sealed (only an evaluation opens it).
         TamperError / DigestMismatchError: a blob does not hash to its digest.
         FormatError: the batch cannot be written in ``fmt`` (the message says why).
     """
@@ -76,6 +77,11 @@ def export_batch(
         for env in catalog.by_kind("environment"):
             if env.digest == env_digest:
                 environment = _predicate(ledger, env.envelope)
+    if "sealed" in record:
+        raise PolicyError(
+            f"rollout batch {item.ref}: sealed (stored encrypted to the evaluators' X25519 keys, "
+            "a held-out suite); only 'trajledger eval' with an evaluator key opens it"
+        )
     # (2)
     files = batch_files(ledger, item.digest)
     data = {}

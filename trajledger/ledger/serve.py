@@ -8,9 +8,18 @@ bundles gzip-compressed when the client accepts it, as the spec recommends), and
 ``/key-handovers/<n>`` (the log key's rotations, ``verify.log_key``; not cached). Paths are matched
 against the spec's grammar (levels 0..63, three-digit groups with ``x`` prefixes, widths 1..255,
 no leading zeros), never joined from the request: nothing else in the ledger (``log/.state``,
-keys, objects) can be named. A file is served only when it is a regular file inside the log
+keys, objects) can be named, nor a tile or bundle beyond the checkpoint on disk (an append writes
+them before it publishes them). A file is served only when it is a regular file inside the log
 directory (symbolic links are refused) and no larger than the spec allows (a full tile is 8,192
 bytes; an entry bundle at most 256 entries of at most 65,535 bytes). The server never writes.
+
+Connections: a fixed number of worker threads (`WORKERS`) answer requests; a connection waiting
+for its next request (HTTP/1.1 keep-alive) or for its first holds no thread (one selector
+watches them all) and is closed after `IDLE_TIMEOUT` seconds. Once a request starts, the client
+has `REQUEST_TIMEOUT` seconds to send all of it (however it spaces its bytes) and to take each
+write of the response. At most `MAX_CONNECTIONS` are open; more are closed at once. A client that
+goes away mid-response (reset, broken pipe) or times out is no error of the server's: nothing is
+printed (a line with ``--verbose``).
 
 It binds to 127.0.0.1 by default; put a TLS-terminating reverse proxy in front for the public
 internet, or publish the same files with any static file server (docs/third-party.md shows
@@ -22,20 +31,33 @@ Spec: c2sp.org/tlog-tiles (paths, content types, caching), c2sp.org/tlog-checkpo
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
 import os
+import queue
 import re
+import selectors
+import socket
 import stat
+import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
-from trajledger.verify.tiles import MAX_ENTRY_SIZE, TILE_WIDTH
+from trajledger.verify.tiles import MAX_ENTRY_SIZE, TILE_HEIGHT, TILE_WIDTH
+
+from .log.layout import parse_tile_rel
 
 __all__ = [
     "CHECKPOINT_CACHE",
+    "IDLE_TIMEOUT",
+    "MAX_CONNECTIONS",
+    "REQUEST_TIMEOUT",
     "TILE_CACHE",
+    "WORKERS",
     "LogServer",
     "max_size",
     "resource_kind",
@@ -55,6 +77,14 @@ CHECKPOINT_CACHE = "no-store"
 TILE_CACHE = "public, max-age=31536000, immutable"
 """A tile path's bytes never change (tlog-tiles: "caching headers SHOULD be long-lived")."""
 _MAX_CHECKPOINT = 1 << 20
+WORKERS = 8
+"""Threads answering requests (connections waiting for a request hold none)."""
+MAX_CONNECTIONS = 256
+"""Open connections at most; a connection beyond it is closed at once (the client retries)."""
+REQUEST_TIMEOUT = 10.0
+"""Seconds a client has to send a whole request once it started, and to take each write."""
+IDLE_TIMEOUT = 30.0
+"""Seconds a connection may wait for its next request (or its first) before it is closed."""
 _CONTENT_TYPE = {
     "checkpoint": "text/plain; charset=utf-8",
     "handover": "text/plain; charset=utf-8",
@@ -82,10 +112,60 @@ def max_size(kind: str) -> int:
     return _MAX_CHECKPOINT
 
 
+class _DeadlineIO(socket.SocketIO):
+    """A connection's incoming bytes under one deadline per request: a client that sends a
+    byte now and then cannot hold a worker longer than the request timeout. With no deadline
+    (`_Handler.pipelined`), the socket's own mode is left as it is."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__(sock, "rb")
+        self.conn = sock
+        self.deadline: float | None = None
+
+    def readinto(self, b: Any) -> int | None:
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the request took too long")
+            self.conn.settimeout(left)
+        return super().readinto(b)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: LogServer
     protocol_version = "HTTP/1.1"
     server_version = "trajledger-log"
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.request_timeout)  # each sendall's whole duration
+        self.rfile.close()
+        self._io = _DeadlineIO(self.connection)
+        self._reader = io.BufferedReader(self._io)
+        self.rfile = self._reader
+
+    def handle(self) -> None:
+        """Answer one request, and the next ones a client already sent (pipelined); the
+        connection then goes back to the server's selector (`close_connection` False) or is
+        closed."""
+        self.close_connection = True
+        while True:
+            self._io.deadline = time.monotonic() + self.server.request_timeout
+            self.handle_one_request()
+            if self.close_connection or not self.pipelined():
+                return
+
+    def pipelined(self) -> bool:
+        """Whether the client already sent more (read into the buffer, or waiting on the
+        socket); checked without blocking."""
+        self._io.deadline = None
+        self.connection.setblocking(False)
+        try:
+            return bool(self._reader.peek(1))
+        except OSError:
+            return False  # reset or closed: the selector sees it and the connection goes
+        finally:
+            self.connection.settimeout(self.server.request_timeout)
 
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.verbose:
@@ -143,18 +223,38 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
 
 
-class LogServer(ThreadingHTTPServer):
+class LogServer(HTTPServer):
     """A read-only HTTP server of one log directory (see the module docstring).
 
-    Use `serve_forever` (or `start` for a background thread) and `shutdown`.
+    Use `serve_forever` (or `start` for a background thread) and `shutdown`, then
+    `server_close` (`stop` does both).
     """
 
-    daemon_threads = True
+    request_queue_size = 128  # connections the kernel may hold before they are accepted
 
     def __init__(
-        self, directory: Path, host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False
+        self,
+        directory: Path,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        verbose: bool = False,
+        workers: int = WORKERS,
+        max_connections: int = MAX_CONNECTIONS,
+        request_timeout: float = REQUEST_TIMEOUT,
+        idle_timeout: float = IDLE_TIMEOUT,
     ) -> None:
         """Bind to ``host:port`` (port 0: any free port) and serve ``directory``.
+
+        Args:
+            directory: the log directory.
+            host: the address to listen on.
+            port: the port (0: any free one).
+            verbose: log each request, and clients that went away, to stderr.
+            workers: threads answering requests.
+            max_connections: open connections at most.
+            request_timeout: seconds to send a request, and to take each write of a response.
+            idle_timeout: seconds a connection may wait for its next request.
 
         Raises:
             OSError: the address cannot be bound, or ``directory`` is not a directory.
@@ -163,8 +263,10 @@ class LogServer(ThreadingHTTPServer):
         if not self.directory.is_dir():
             raise NotADirectoryError(f"{directory}: not a directory")
         self.verbose = verbose
+        self.request_timeout = request_timeout
         self._thread: threading.Thread | None = None
         super().__init__((host, port), _Handler)
+        self._connections = _Connections(self, workers, max_connections, idle_timeout)
 
     @property
     def url(self) -> str:
@@ -176,7 +278,10 @@ class LogServer(ThreadingHTTPServer):
 
     def read(self, rel: str, kind: str) -> bytes | None:
         """The bytes of a resource: a regular file under the directory, within its size cap;
-        None when there is none (a missing, linked, special or oversized file)."""
+        None when there is none (a missing, linked, special or oversized file, or a tile or
+        entry bundle the published checkpoint does not cover)."""
+        if kind in ("tile", "entries") and not self._published(rel):
+            return None
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         path = self.directory / rel
         try:
@@ -199,6 +304,29 @@ class LogServer(ThreadingHTTPServer):
             os.close(fd)
         return data if len(data) <= max_size(kind) else None
 
+    def _published(self, rel: str) -> bool:
+        """Whether the tile or bundle at ``rel`` lies within the tree of the checkpoint on disk.
+
+        A writer writes the tiles of an append before it publishes (and a crashed append
+        leaves some that the next writer removes, and may write other bytes there): served
+        with immutable caching, such a file could be kept by a cache under a name whose bytes
+        later differ. Only what the published checkpoint covers is served; it is read again
+        for each request (not verified: the client does that).
+        """
+        parsed = parse_tile_rel(rel)
+        if parsed is None:
+            return False
+        level, index, width = parsed
+        try:
+            with open(self.directory / "checkpoint", "rb") as f:
+                size_line = f.read(_MAX_CHECKPOINT).split(b"\n", 2)[1]
+        except (OSError, IndexError):
+            return False
+        if not size_line.isdigit():
+            return False
+        end = index * TILE_WIDTH + (TILE_WIDTH if width is None else width)
+        return end << (TILE_HEIGHT * max(level, 0)) <= int(size_line)
+
     def start(self, poll_interval: float = 0.1) -> threading.Thread:
         """Serve on a background (daemon) thread; returns it. `stop` waits at most
         ``poll_interval`` seconds for it."""
@@ -214,3 +342,135 @@ class LogServer(ThreadingHTTPServer):
         self.server_close()
         if self._thread is not None:
             self._thread.join()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Hand an accepted connection to the selector (or close it: too many are open)."""
+        if not self._connections.add(request, client_address):
+            self.shutdown_request(request)
+
+    def server_close(self) -> None:
+        """Close the listening socket, every open connection, and stop the threads."""
+        super().server_close()
+        self._connections.close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away or stalled is no error of the server's (nothing printed,
+        a line with ``verbose``); anything else is a bug: its traceback."""
+        e = sys.exc_info()[1]
+        if isinstance(e, ConnectionError | TimeoutError):
+            if self.verbose:
+                sys.stderr.write(f"{client_address[0]}: {e}\n")
+            return
+        super().handle_error(request, client_address)
+
+
+class _Connections:
+    """The server's open connections: idle ones in a selector (one thread watches them all),
+    readable ones handed to a fixed pool of workers (see the module docstring)."""
+
+    def __init__(self, server: LogServer, workers: int, limit: int, idle: float) -> None:
+        self._server = server
+        self._limit = limit
+        self._idle = idle
+        self._lock = threading.Lock()
+        self._open = 0
+        self._incoming: list[tuple[socket.socket, Any]] = []
+        self._closing = False
+        self._ready: queue.SimpleQueue[tuple[socket.socket, Any] | None] = queue.SimpleQueue()
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ)
+        self._threads = [threading.Thread(target=self._watch, name="log-server-idle", daemon=True)]
+        self._threads += [
+            threading.Thread(target=self._work, name=f"log-server-{i}", daemon=True)
+            for i in range(workers)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def add(self, sock: socket.socket, address: Any) -> bool:
+        """Watch a new connection until it sends a request; False when too many are open."""
+        with self._lock:
+            if self._closing or self._open >= self._limit:
+                return False
+            self._open += 1
+            self._incoming.append((sock, address))
+        self._wake()
+        return True
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):  # its buffer is full: the watcher wakes anyway
+            self._wake_w.send(b"\0")
+
+    def _watch(self) -> None:
+        deadlines: dict[socket.socket, float] = {}
+        while True:
+            with self._lock:
+                if self._closing:
+                    break
+                incoming, self._incoming = self._incoming, []
+            now = time.monotonic()
+            for sock, address in incoming:
+                deadlines[sock] = now + self._idle
+                self._selector.register(sock, selectors.EVENT_READ, (sock, address))
+            wait = min(deadlines.values(), default=now + self._idle) - now
+            for key, _ in self._selector.select(max(0.0, wait)):
+                if key.fileobj is self._wake_r:
+                    while True:
+                        try:
+                            if not self._wake_r.recv(4096):
+                                break
+                        except BlockingIOError:
+                            break
+                    continue
+                sock, address = key.data
+                self._selector.unregister(sock)
+                del deadlines[sock]
+                self._ready.put((sock, address))
+            now = time.monotonic()
+            for sock in [s for s, d in deadlines.items() if d <= now]:
+                self._selector.unregister(sock)
+                del deadlines[sock]
+                self._drop(sock)
+        for sock in deadlines:
+            self._drop(sock)
+        self._selector.close()
+
+    def _work(self) -> None:
+        while (item := self._ready.get()) is not None:
+            sock, address = item
+            keep = False
+            try:
+                handler = _Handler(sock, address, self._server)
+                keep = not handler.close_connection
+            except Exception:
+                self._server.handle_error(sock, address)
+            if keep:
+                with self._lock:
+                    if not self._closing:
+                        self._incoming.append((sock, address))
+                        self._wake()
+                        continue
+            self._drop(sock)
+
+    def _drop(self, sock: socket.socket) -> None:
+        self._server.shutdown_request(sock)
+        with self._lock:
+            self._open -= 1
+
+    def close(self) -> None:
+        """Stop the threads and close every connection (those being answered finish first)."""
+        with self._lock:
+            self._closing = True
+            left = list(self._incoming)
+            self._incoming = []
+        for sock, _address in left:
+            self._drop(sock)
+        for _ in self._threads[1:]:
+            self._ready.put(None)
+        self._wake()
+        for t in self._threads:
+            t.join(timeout=self._server.request_timeout * 2)
+        self._wake_r.close()
+        self._wake_w.close()

@@ -19,6 +19,9 @@ bytes), and the bundle is stored in the object store under that digest
 verifies it offline. Network: Fulcio and Rekor (and TUF for production) are contacted while
 signing; nothing else needs the network.
 
+Loading this module loads neither ``sigstore`` nor the Sigstore bundle adapter: a command that
+takes ``--sigstore`` and is run with keys only pays for neither.
+
 Non-scope: the interactive browser flow (run ``python -m sigstore`` or pass a token); verifying
 (``verify/sigstore_adapter.py``).
 """
@@ -28,16 +31,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE
-from trajledger.verify.sigstore_adapter import (
-    SigstoreBundle,
-    bundle_keyid,
-    certificate_identity,
-    sigstore_available,
-)
 
 from .errors import KeyError_, LedgerError
 
@@ -53,6 +51,10 @@ TOKEN_ENV = "SIGSTORE_ID_TOKEN"
 """The environment variable holding an OIDC identity token (sigstore's own name for it)."""
 TRUST_CONFIG_ENV = "TRAJLEDGER_SIGSTORE_TRUST_CONFIG"
 """Names a Sigstore client trust configuration file; unset: the production instance."""
+
+_RENEW_BEFORE = timedelta(minutes=1)
+"""A certificate this close to its expiry is replaced before signing (Fulcio's last ten
+minutes, sigstore's check and ours read different clocks)."""
 
 _NO_TOKEN = (
     "keyless signing needs an OIDC identity token: set {env}, or run where sigstore detects an "
@@ -81,6 +83,8 @@ class KeylessSignature:
     @property
     def keyid(self) -> str:
         """The keyid this signature carries in our envelopes (hex sha256 of the bundle)."""
+        from trajledger.verify.sigstore_adapter import bundle_keyid
+
         return bundle_keyid(self.bundle)
 
 
@@ -103,6 +107,7 @@ class KeylessSigner:
         self._trust_config = trust_config
         self._signer: Any = None
         self._context: Any = None
+        self._not_after: datetime | None = None
         self.signed: list[KeylessSignature] = []
         """Every signature made, in order (for reports)."""
 
@@ -121,6 +126,8 @@ class KeylessSigner:
         Raises:
             KeyError_: no token, or a malformed or expired one, or ``sigstore`` is missing.
         """
+        from trajledger.verify.sigstore_adapter import sigstore_available
+
         if not sigstore_available():
             raise KeyError_(
                 "keyless signing needs the sigstore package, which is not installed: "
@@ -144,6 +151,13 @@ class KeylessSigner:
             raise KeyError_(
                 f"keyless signing: the OIDC identity token is not usable: {e}{cause}"
             ) from e
+
+    def _certificate_expiring(self) -> bool:
+        """Whether the certificate the signer holds expires within `_RENEW_BEFORE` (then a new
+        one is requested: sigstore's signer would refuse to sign with it)."""
+        if self._not_after is None:
+            return False
+        return datetime.now(UTC) + _RENEW_BEFORE >= self._not_after
 
     def _signing_context(self) -> Any:
         from sigstore.models import ClientTrustConfig
@@ -173,7 +187,8 @@ class KeylessSigner:
         Steps:
             1. The payload is an in-toto statement (Sigstore signs nothing else as DSSE).
             2. Get the identity token (`identity_token`) and the signing context.
-            3. Get a Fulcio certificate (once per signer) and sign; Rekor logs the entry.
+            3. Get a Fulcio certificate (once per signer, again when it is about to expire) and
+               sign; Rekor logs the entry.
             4. Check the bundle: it signs exactly ``payload``, with one signature.
 
         Returns:
@@ -185,7 +200,10 @@ class KeylessSigner:
             LedgerError: Fulcio, Rekor or TUF cannot be reached or refuse (the message says
                 which and why).
         """
+        from cryptography import x509
+
         from trajledger.verify.errors import FormatError
+        from trajledger.verify.sigstore_adapter import SigstoreBundle, certificate_identity
 
         # (1)
         if payload_type != INTOTO_PAYLOAD_TYPE:
@@ -195,50 +213,70 @@ class KeylessSigner:
             )
         # (2)
         token = self.identity_token()
-        import requests
         from sigstore import dsse
-        from sigstore._internal.fulcio.client import ExpiredCertificate, FulcioClientError
-        from sigstore._internal.rekor import RekorClientError
-        from sigstore.errors import Error as SigstoreError
-        from sigstore.errors import TUFError
-        from sigstore.oidc import ExpiredIdentity
 
-        # sigstore's own errors, those of its internal HTTP clients, and requests' own.
-        failures = (
-            SigstoreError,
-            FulcioClientError,
-            RekorClientError,
-            ExpiredIdentity,
-            ExpiredCertificate,
-            requests.RequestException,
-        )
+        step = "trust"
         try:
             if self._context is None:
                 self._context = self._signing_context()
             # (3)
-            if self._signer is None:
+            step = "certificate"
+            if self._signer is None or self._certificate_expiring():
                 self._signer = self._context.signer(token, cache=True).__enter__()
+                self._not_after = None
+            step = "entry"
             bundle = self._signer.sign_dsse(dsse.Statement(payload))
-        except failures as e:
-            where = {
-                FulcioClientError: "Fulcio (the certificate authority) refused or failed: ",
-                RekorClientError: "Rekor (the transparency log) refused or failed: ",
-                ExpiredIdentity: "the OIDC identity token expired: ",
-                ExpiredCertificate: "the signing certificate expired: ",
-                TUFError: "the production trust root is refreshed over the network "
-                f"(tuf-repo-cdn.sigstore.dev; or set {TRUST_CONFIG_ENV}): ",
-            }.get(type(e), "")
-            raise LedgerError(f"keyless signing failed: {where}{_describe(e)}") from e
+        except Exception as e:
+            if not _sigstore_failure(e):
+                raise  # a bug, ours or sigstore's: not a service's answer
+            raise LedgerError(f"keyless signing failed: {_where(step, e)}{_describe(e)}") from e
         data = bundle.to_json().encode("utf-8")
         # (4)
         parsed = SigstoreBundle.from_bytes(data, "Sigstore bundle from signing")
         env = parsed.envelope
         if env is None or env.payload != payload or env.payload_type != payload_type:
             raise LedgerError("keyless signing: the Sigstore bundle does not sign our payload")
-        subject, issuer = certificate_identity(parsed.certificates[0])
+        certificate = parsed.certificates[0]
+        self._not_after = x509.load_der_x509_certificate(certificate).not_valid_after_utc
+        subject, issuer = certificate_identity(certificate)
         out = KeylessSignature(env.signatures[0].sig, data, subject, issuer)
         self.signed.append(out)
         return out
+
+
+def _sigstore_failure(e: Exception) -> bool:
+    """Whether ``e`` is a signing service's (or the network's) answer rather than a bug.
+
+    sigstore's public errors and the HTTP errors of ``requests`` are named. Its Fulcio and Rekor
+    clients raise exception classes that it defines only in its private modules
+    (``sigstore._internal``, which change between releases without notice): those are
+    recognised by the package that defines them, never imported by name.
+    """
+    import requests
+    from sigstore.errors import Error as SigstoreError
+    from sigstore.oidc import ExpiredIdentity
+
+    if isinstance(e, SigstoreError | ExpiredIdentity | requests.RequestException):
+        return True
+    return any(k.__module__.split(".", 1)[0] == "sigstore" for k in type(e).__mro__)
+
+
+def _where(step: str, e: Exception) -> str:
+    """Which service failed, from the step that raised ``e`` (see `KeylessSigner.sign_dsse`)."""
+    from sigstore.errors import TUFError
+    from sigstore.oidc import ExpiredIdentity
+
+    if isinstance(e, ExpiredIdentity):
+        return "the OIDC identity token expired: "
+    if isinstance(e, TUFError):
+        return (
+            "the production trust root is refreshed over the network "
+            f"(tuf-repo-cdn.sigstore.dev; or set {TRUST_CONFIG_ENV}): "
+        )
+    return {
+        "certificate": "Fulcio (the certificate authority) refused or failed: ",
+        "entry": "Rekor (the transparency log) refused or failed: ",
+    }.get(step, "")
 
 
 def _describe(e: BaseException) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from trajledger.verify import predicates
 from trajledger.verify.errors import FormatError, PolicyError
-from trajledger.verify.policy import check_successor, parse_duration
+from trajledger.verify.policy import TrustPolicy, check_successor, parse_duration
 from trajledger.verify.predicates import ERASURE_REASONS, Approval, Erasure, Revocation
 from trajledger.verify.times import format_time
 
@@ -28,7 +28,7 @@ from .record import Recorded, record_statement
 if TYPE_CHECKING:
     from .home import Ledger
 
-__all__ = ["approve", "erase", "record_policy", "revoke"]
+__all__ = ["approve", "erase", "record_policy", "revocations", "revoke"]
 
 APPROVABLE = frozenset({"dataset", "rollout-batch"})
 
@@ -39,27 +39,6 @@ def _now() -> dt.datetime:
 
 def _item(ledger: Ledger, ref: str, kinds: frozenset[str] | None = None) -> CatalogItem:
     return Catalog(ledger).resolve(ref, kinds)
-
-
-def _require_role(ledger: Ledger, signer: Signer, roles: tuple[str, ...], action: str) -> None:
-    """Refuse a signer that holds none of ``roles`` in the ledger's policy in force (if any).
-
-    A record by such a key would be ignored by every verifier; saying so now saves a user from
-    believing an approval or a revocation took effect.
-    """
-    from .policy_state import current_policy
-
-    found = current_policy(ledger)
-    if found is None:
-        return
-    policy = found[1]
-    if not any(policy.holds(r, signer.keyid) for r in roles):
-        held = [r for r in ("producer", "approver", "trainer") if policy.holds(r, signer.keyid)]
-        raise PolicyError(
-            f"key {signer.name} ({signer.keyid[:12]}): cannot {action}: it holds "
-            f"{' and '.join(held) + ' role' if held else 'no role'} in policy {policy.name!r} "
-            f"serial {policy.serial}, want {' or '.join(roles)}"
-        )
 
 
 def approve(
@@ -89,7 +68,6 @@ def approve(
         raise FormatError("--expires: an approval must last longer than 0 seconds")
     if not purpose.strip():
         raise FormatError("--purpose: say what the data is approved for")
-    _require_role(ledger, signer, ("approver",), f"approve {item.ref}")
     predicate = Approval(
         purpose,
         format_time(when),
@@ -99,7 +77,7 @@ def approve(
     )
     return record_statement(
         ledger, item.ref or item.name, item.digest, predicates.APPROVAL,
-        predicate.to_predicate(), signer,
+        predicate.to_predicate(), signer, action=f"approve {item.ref}",
     )
 
 
@@ -117,11 +95,10 @@ def revoke(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> Recorded
     if not reason.strip():
         raise FormatError("--reason: say why the artifact is revoked")
     item = _item(ledger, ref)
-    _require_role(ledger, signer, ("producer", "approver"), f"revoke {item.ref}")
     predicate = Revocation(reason, format_time(_now()))
     return record_statement(
         ledger, item.ref or item.name, item.digest, predicates.REVOCATION,
-        predicate.to_predicate(), signer,
+        predicate.to_predicate(), signer, action=f"revoke {item.ref}",
     )
 
 
@@ -154,19 +131,15 @@ def erase(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> tuple[Rec
         raise PolicyError(
             f"{item.kind} {item.ref}: has no manifest in this store; nothing to erase"
         )
-    _require_role(ledger, signer, ("producer", "approver"), f"erase {item.ref}")
-    manifest = Manifest.from_json(load_object(ledger.store.get_verified(item.digest), "manifest"))
-    blobs = {f.digest for f in manifest.files}
-    if item.kind == "rollout-batch":  # its episode features, kept beside it, go with the data
-        from .batch_features import batch_predicate
+    from .policy_state import check_signers
 
-        batch = batch_predicate(ledger.store, item.envelope)
-        if batch is not None and batch.features is not None:
-            blobs.add(batch.features.digest)
+    check_signers(ledger, "erasure", [(signer.name, signer.keyid)], f"erase {item.ref}")
+    manifest = Manifest.from_json(load_object(ledger.store.get_verified(item.digest), "manifest"))
+    blobs = {f.digest for f in manifest.files} | _kept_beside(ledger, item)
     predicate = Erasure(reason, format_time(_now()), tuple(sorted(blobs)))
     rec = record_statement(
         ledger, item.ref or item.name, item.digest, predicates.ERASURE,
-        predicate.to_predicate(), signer,
+        predicate.to_predicate(), signer, action=f"erase {item.ref}",
     )
     deleted = sum(ledger.store.delete(d) for d in sorted(blobs))
     if item.kind == "rollout-batch":
@@ -178,11 +151,32 @@ def erase(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> tuple[Rec
     return rec, deleted
 
 
-def record_policy(ledger: Ledger, policy_file: Path, signers: Sequence[Signer]) -> Recorded:
+def _kept_beside(ledger: Ledger, item: CatalogItem) -> set[str]:
+    """The blobs a rollout batch keeps beside its manifest's files, erased with them: the
+    ciphertexts of a sealed batch, the episode features file of any; else nothing."""
+    from trajledger.verify.dsse import Envelope
+    from trajledger.verify.kinds import KINDS
+    from trajledger.verify.predicates import RolloutBatch
+    from trajledger.verify.statement import Statement
+
+    if item.kind != "rollout-batch":
+        return set()
+    st = Statement.from_bytes(Envelope.from_bytes(ledger.store.get_verified(item.envelope)).payload)
+    batch = KINDS["rollout-batch"].read(st, f"rollout-batch {item.ref}")
+    assert isinstance(batch, RolloutBatch)
+    out = {d for d, _n in batch.sealed.files.values()} if batch.sealed else set()
+    return out | ({batch.features.digest} if batch.features is not None else set())
+
+
+def record_policy(
+    ledger: Ledger, policy_file: Path | TrustPolicy, signers: Sequence[Signer]
+) -> Recorded:
     """Record a trust policy as the ledger's policy in force.
 
     Steps:
-        1. Read and parse the file (keys named by keyid are looked up in the key store).
+        1. Read and parse the file (keys named by keyid are looked up in the key store), or
+           take the policy as given (``trajledger policy set`` parses the file once, shows
+           what it changes, and records exactly what it showed).
         2. The first policy of a ledger is self-signed: the threshold of its own approvers
            must sign it (whoever verifies decides to trust it by its digest or by holding the
            same file). A later policy must have a higher serial and be signed by the threshold
@@ -201,7 +195,8 @@ def record_policy(ledger: Ledger, policy_file: Path, signers: Sequence[Signer]) 
     from .policy_state import current_policy, key_lookup
 
     # (1)
-    new = load_policy_file(policy_file, key_lookup=key_lookup(ledger))
+    new = (policy_file if isinstance(policy_file, TrustPolicy)
+           else load_policy_file(policy_file, key_lookup=key_lookup(ledger)))
     # (2)
     signer_ids = frozenset(s.keyid for s in signers)
 
@@ -234,3 +229,37 @@ def record_policy(ledger: Ledger, policy_file: Path, signers: Sequence[Signer]) 
         list(signers),
         check=may_follow,
     )
+
+
+def revocations(ledger: Ledger, digest: str, policy: TrustPolicy | None) -> list[str]:
+    """What says ``digest`` must no longer be used, one line each: its revocations that verify
+    under ``policy``, and (fail closed) those whose envelope cannot be read. Without a policy
+    (none recorded yet), every revocation record of it counts.
+
+    Raises:
+        TamperError, LogError: the log cannot be read.
+    """
+    from trajledger.verify.lineage import LineageVerifier, Record
+    from trajledger.verify.predicates import Revocation
+
+    from .evidence import ledger_evidence
+
+    if policy is None:
+        state = ledger.trust_state()
+        return [f"revocation record at log index {i} (no policy in force to verify it)"
+                for i in state.about(digest) if (e := state.entry(i)) and e.kind == "revocation"]
+    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
+                               data="size")
+    try:
+        out = []
+        for i in verifier.records(digest, "revocation"):
+            r = verifier.record(i)
+            if isinstance(r, Record) and isinstance(r.predicate, Revocation):
+                out.append(f"revoked at log index {i} ({r.predicate.revoked_at}): "
+                           f"{r.predicate.reason}")
+            elif not isinstance(r, Record) and r.damaged:
+                out.append(f"revocation record {i} cannot be read, so it may revoke it: "
+                           f"{r.message}")
+        return out
+    finally:
+        verifier.close()

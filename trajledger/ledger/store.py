@@ -10,9 +10,10 @@ imported only then.
 
 Remote stores: a blob is hashed before it is uploaded, straight to its final key (an S3 object
 appears only once its upload is complete, so no temporary objects and no server-side copies);
-the upload is hashed again as it is sent and removed if the source changed meanwhile. Every read
-of a remote blob is checked against its digest (`get`, `open_input` readers hash themselves,
-`copy_to`), because whoever can write the bucket can change it.
+the upload is hashed again as it is sent and removed if the source changed meanwhile. An
+object already at the key is kept only when it reads back with the digest (else it is
+replaced). Every read of a remote blob is checked against its digest (`get`, `open_input`
+readers hash themselves, `copy_to`), because whoever can write the bucket can change it.
 
 Non-scope: what the blobs mean. Reading verified bytes of a local store is the caller's request
 (`ObjectStore.get_verified`), because hashing a large blob twice is a real cost.
@@ -21,6 +22,7 @@ Non-scope: what the blobs mean. Reading verified bytes of a local store is the c
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 import shutil
@@ -190,11 +192,13 @@ class ObjectStore:
             local: Path | None = None
             try:
                 local = self._new_temp()
-                with open(local, "wb") as out:
-                    digest, size = copy_hashing(stream.read, out.write, CHUNK)
+                source = stream if isinstance(stream, io.BufferedIOBase | io.RawIOBase) else (
+                    stream.read
+                )
+                with _Sink(local, direct=self.durable) as out:
+                    digest, size = copy_hashing(source, out.write, CHUNK)
                     if self.durable:
-                        out.flush()
-                        os.fsync(out.fileno())
+                        os.fsync(out.fd)
                 if expect is not None and digest != expect:
                     raise DigestMismatchError(
                         f"{name}: content hashes to {digest}, want {expect}",
@@ -303,11 +307,14 @@ class ObjectStore:
         return got
 
     def _remote_put(self, digest: str, size: int, source: Callable[[], IO[bytes]]) -> None:
-        """Upload the bytes ``source()`` opens to the blob's final key unless an object of that
-        size is there.
+        """Upload the bytes ``source()`` opens to the blob's final key, unless the object there
+        already holds them.
 
-        The upload is hashed as it is sent; if the bytes are not those of ``digest`` (the
-        source changed since it was hashed), the object is removed and nothing is stored.
+        An object already at the key is kept only when it has the size and, read back, the
+        digest (whoever can write the bucket may have put other bytes there, of the right
+        size); otherwise it is replaced. The upload is hashed as it is sent; if the bytes are
+        not those of ``digest`` (the source changed since it was hashed), the object is removed
+        and nothing is stored.
         """
         import pyarrow.fs as pafs
 
@@ -317,7 +324,10 @@ class ObjectStore:
         try:
             info = self._fs.get_file_info(final)
             if info.type == pafs.FileType.File and info.size == size:
-                return  # reads check the digest, so a present object of the right size is kept
+                with self._fs.open_input_stream(final) as held:
+                    kept, _ = copy_hashing(held.read, lambda _: None, REMOTE_CHUNK)
+                if kept == digest:
+                    return
             if needs_directories(self._fs):
                 self._fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
             with source() as src, self._fs.open_output_stream(final) as out:
@@ -548,6 +558,82 @@ class ObjectStore:
                 expected=digest,
                 observed=observed,
             )
+
+
+class _Sink:
+    """The temp file of an object being stored from a stream (`ObjectStore.put_stream`).
+
+    A durable store writes a large object around the page cache (``O_DIRECT``) when the file
+    system allows it: its bytes go from the hashing buffer to the disk once, instead of being
+    copied into the page cache and written back by the fsync in this process (which, for a
+    GiB, costs more CPU than hashing it). Chunks are direct while they are whole blocks from
+    an aligned buffer (`copy_hashing` reads files into a page-aligned one); the first one that
+    is not (the file's tail, or a buffer direct I/O refuses) and everything after it are
+    written through the page cache at the same offset. The object reads the same either way;
+    it is just not cached after it is stored.
+    """
+
+    BLOCK = 4096
+    """Direct writes are whole multiples of this (the largest logical block size in use)."""
+
+    def __init__(self, path: Path, *, direct: bool) -> None:
+        self._path = path
+        self._direct_ok = direct and hasattr(os, "O_DIRECT")
+        self._direct = False
+        self._fd: int | None = None
+        self._offset = 0
+
+    @property
+    def fd(self) -> int:
+        """The descriptor (for fsync), once something was written; else the file opened now."""
+        if self._fd is None:
+            self._fd = os.open(self._path, os.O_WRONLY | os.O_CLOEXEC)
+        return self._fd
+
+    def __enter__(self) -> _Sink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def write(self, data: bytes | memoryview) -> None:
+        """Write ``data`` at the end (every byte: short writes are continued)."""
+        view = memoryview(data).cast("B")
+        if self._fd is None:
+            self._open_for(len(view))
+        while view:
+            if self._direct and len(view) % self.BLOCK:
+                self._through_cache()
+            try:
+                n = os.write(self.fd, view)
+            except OSError as e:
+                if not (self._direct and e.errno == errno.EINVAL):
+                    raise
+                self._through_cache()  # an unaligned buffer, or a file system that refuses
+                continue
+            view = view[n:]
+            self._offset += n
+
+    def _open_for(self, first: int) -> None:
+        if self._direct_ok and first >= CHUNK and first % self.BLOCK == 0:
+            try:
+                self._fd = os.open(self._path, os.O_WRONLY | os.O_CLOEXEC | os.O_DIRECT)
+                self._direct = True
+                return
+            except OSError as e:
+                if e.errno != errno.EINVAL:  # a file system without direct I/O (tmpfs)
+                    raise
+        self._fd = os.open(self._path, os.O_WRONLY | os.O_CLOEXEC)
+
+    def _through_cache(self) -> None:
+        """Continue at the same offset through the page cache."""
+        assert self._fd is not None
+        os.close(self._fd)
+        self._fd = None
+        self._direct = False
+        os.lseek(self.fd, self._offset, os.SEEK_SET)
 
 
 def _unlink(path: str) -> None:

@@ -13,6 +13,17 @@ that write access to a ledger cannot lower what was seen or hide what was record
   records of listing kinds whose envelope could not be read (a verifier fails what they could
   affect).
 
+Protection: the state directory is made 0700 and its databases 0600; a state directory, database
+or pin others (or the group) may write is refused. The floor is committed durably
+(``synchronous=FULL``). The rows that restrict decisions (entries, names, listings, references,
+held-out datasets, unreadable records) are derived from the verified log only; their counts are
+stored with each extension and checked before each use, so a deleted or added row is refused
+(`TamperError`: run ``trajledger reindex``), and `TrustState.disagreements` (``trajledger
+reindex --check``, ``fsck``) derives every row again from the log and compares, read-only. A
+writer of the state directory can still change rows consistently with their counts, or delete
+the whole state (the next use is a first use: announced, or refused under
+``TRAJLEDGER_REQUIRE_PIN=1``); docs/SECURITY.md says so.
+
 It is extended incrementally (`TrustState.sync`): the stored right edge of the tree (a
 `verify.merkle.CompactRange`) plus the new entries must give the new signed root, and each new
 entry's ``prev`` must be the leaf hash before it, so only the new entries are read. A fresh state
@@ -57,10 +68,23 @@ from .home import state_dir
 if TYPE_CHECKING:
     from .home import Ledger
 
-__all__ = ["NameRow", "TrustState", "continue_trust", "known_origin"]
+__all__ = [
+    "NameRow",
+    "Pinned",
+    "TrustState",
+    "continue_trust",
+    "fingerprint",
+    "known_origin",
+    "origin_dir",
+    "pin_log_key",
+    "private_dir",
+]
 
-STATE_FORMAT = 2
-"""2: adds the held-out datasets (a state of format 1 re-reads the log once, keeping its floor)."""
+STATE_FORMAT = 3
+"""2: adds the held-out datasets; 3: import records list the envelopes of the foreign records
+they brought (a state of an older format re-reads the log once, keeping its floor)."""
+_TABLES = ("entries", "names", "listing", "refs", "unreadable", "held_out")
+"""The derived tables: counted after each extension, compared by `TrustState.disagreements`."""
 _CHUNK = 1024
 
 _SCHEMA = """
@@ -113,9 +137,89 @@ def _wal(db: sqlite3.Connection, wait: float = _BUSY_TIMEOUT) -> None:
             time.sleep(0.02)
 
 
+def fingerprint(vkey: str) -> str:
+    """A log key as people compare it: ``<origin>+<8 hex key id>+sha256:<16 hex>`` (the C2SP key
+    id, then a SHA-256 of the 32-byte public key, which a collision of the short id cannot
+    match)."""
+    import base64
+
+    parts = vkey.split("+", 2)
+    try:
+        raw = base64.b64decode(parts[2])[1:]
+    except (IndexError, ValueError):
+        return vkey
+    return f"{parts[0]}+{parts[1]}+sha256:{hashlib.sha256(raw).hexdigest()[:16]}"
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """A log key pinned ahead (`pin_log_key`): its origin, fingerprint, and the floor's size
+    when a checkpoint was pinned with it."""
+
+    origin: str
+    fingerprint: str
+    size: int | None
+
+
+def pin_log_key(vkey: str, checkpoint: bytes | None = None, directory: Path | None = None
+                ) -> Pinned:
+    """Pin a log's key ahead of its first use (``trajledger trust VKEY``), and, given a signed
+    checkpoint of it, that checkpoint as the floor.
+
+    Raises:
+        FormatError: ``vkey`` is not a verifier key.
+        ConsistencyError, SignatureError: the checkpoint is not signed by the key, or is behind
+            or forks from a floor already held.
+    """
+    verifier = verifier_from_vkey(vkey)
+    if checkpoint is not None:
+        verify_checkpoint(checkpoint, verifier)  # before anything is pinned
+    state = TrustState.open(vkey, directory)
+    try:
+        state.pin("pinned ahead ('trajledger trust')")
+        if checkpoint is not None:
+            state.advance_floor(checkpoint, what="checkpoint given to 'trajledger trust'")
+        floor = state.floor_checkpoint()
+        return Pinned(verifier.name, fingerprint(vkey), floor.size if floor else None)
+    finally:
+        state.close()
+
+
+def private_dir(path: Path, *, parent: bool = True) -> Path:
+    """Make (mode 0700) or check a directory of the user's state: one that others or the
+    group may write is refused, since whoever writes it decides what this user trusts; so is
+    its parent unless ``parent`` is False (the state directory's own parent is not the state's).
+
+    Raises:
+        LedgerError: it is writable by others (the message names the chmod), or cannot be made.
+    """
+    from .fs import refuse_writable
+
+    missing = []
+    here = path
+    while not here.exists() and here != here.parent:
+        missing.append(here)
+        here = here.parent
+    try:
+        for d in reversed(missing):  # each made 0700 (mkdir's parents would get the umask's)
+            d.mkdir(mode=0o700, exist_ok=True)
+    except OSError as e:
+        raise LedgerError(f"trust state {path}: cannot create: {e.strerror or e}") from e
+    refuse_writable(path)
+    if parent:
+        refuse_writable(path.parent)
+    return path
+
+
+def origin_dir(origin: str, directory: Path | None = None) -> Path:
+    """The state's directory of a log's origin: a note per key of that log seen (named by the
+    key), and the pinned settings of its ledger (``.settings.json``)."""
+    return (directory or state_dir()) / "origins" / _log_id(origin)
+
+
 def known_origin(origin: str, directory: Path | None = None) -> Path | None:
     """Where this user's state notes the keys of a log of ``origin``, if it knows one."""
-    path = (directory or state_dir()) / "origins" / _log_id(origin)
+    path = origin_dir(origin, directory)
     try:
         return path if any(not n.startswith(".") for n in os.listdir(path)) else None
     except OSError:
@@ -186,17 +290,27 @@ class TrustState:
         Raises:
             LedgerError: the state cannot be created or read.
         """
-        base = (directory or state_dir()) / "logs" / _log_id(vkey)
+        from .fs import refuse_writable
+
+        root = private_dir(directory or state_dir(), parent=False)
+        base = private_dir(private_dir(root / "logs") / _log_id(vkey))
+        file = base / "state.sqlite"
+        for f in (file, base / "state.sqlite-wal", base / "state.sqlite-shm"):
+            refuse_writable(f)
         try:
-            base.mkdir(parents=True, exist_ok=True, mode=0o700)
+            new = not file.exists()
             db = sqlite3.connect(
-                base / "state.sqlite",
+                file,
                 isolation_level=None,
                 timeout=_BUSY_TIMEOUT,
                 check_same_thread=False,
             )
+            if new:
+                os.chmod(file, 0o600)  # SQLite gives its -wal and -shm files the same mode
             _wal(db)
-            db.execute("PRAGMA synchronous=NORMAL")
+            # The floor must survive a crash once a command said it was seen: every commit is
+            # synced (NORMAL in WAL mode may lose the last ones).
+            db.execute("PRAGMA synchronous=FULL")
             db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as e:
             raise LedgerError(f"trust state {base}: cannot open: {e}") from e
@@ -216,6 +330,31 @@ class TrustState:
         state._register()
         return state
 
+    @staticmethod
+    def forget(vkey: str, directory: Path | None = None) -> None:
+        """Remove the state of the log key ``vkey`` and its note under its origin, and the
+        origin's pinned settings when no other key of it is known (an interrupted ``init``
+        undoing what it made)."""
+        from .fs import remove_tree
+
+        root = directory or state_dir()
+        remove_tree(root / "logs" / _log_id(vkey))
+        origin = origin_dir(verifier_from_vkey(vkey).name, root)
+        remove_tree(origin / _log_id(vkey))
+        if known_origin(verifier_from_vkey(vkey).name, root) is None:
+            remove_tree(origin)  # no other key of it: the origin's pins go too
+
+    def pin(self, why: str) -> None:
+        """Mark this log key as trusted ahead of its first use (`trajledger trust`, ``init``,
+        a policy the user holds): its first use is then no blind one."""
+        with self._write():
+            self._put("pinned", why.encode("utf-8"))
+
+    def pinned(self) -> str | None:
+        """Why this key is trusted ahead of its first use, or None."""
+        raw = self._meta("pinned")
+        return None if raw is None else raw.decode("utf-8", "replace")
+
     def _register(self) -> None:
         """Note this key under its log's origin (``origins/<id>/<key id>`` holds the vkey), so
         that a state for another key of the same log can find it (`siblings`)."""
@@ -223,8 +362,8 @@ class TrustState:
         if mark.exists():
             return
         try:
-            mark.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            write_file_atomic(mark, self.vkey.encode() + b"\n")
+            private_dir(private_dir(self._root / "origins") / mark.parent.name)
+            write_file_atomic(mark, self.vkey.encode() + b"\n", mode=0o600)
         except OSError as e:
             raise LedgerError(f"trust state {mark}: cannot write: {e.strerror}") from e
 
@@ -371,6 +510,7 @@ class TrustState:
         cp = verify_checkpoint(note, self.verifier)
         with self._write():
             self._size, self._range, self._note, self._last = self._read_meta()
+            self._check_counts()
             floor = self.floor_checkpoint()
             if floor is not None and cp.size < floor.size:
                 raise TamperError(
@@ -387,7 +527,8 @@ class TrustState:
                     Path(what),
                 )
             if self._size == cp.size:
-                self._retry_unreadable(read_blob)
+                if self._retry_unreadable(read_blob):
+                    self._store_counts()
                 if self._note != note:
                     self._put("checkpoint", note)  # same tree: keep the newer cosignatures
                     self._note = note
@@ -436,6 +577,7 @@ class TrustState:
                 )
             # (3)
             self._retry_unreadable(read_blob)
+            self._store_counts()
             self._put("range", json.dumps(
                 {"size": rng.size, "hashes": [h.hex() for h in rng.hashes], "last": last.hex()}
             ).encode())
@@ -531,9 +673,9 @@ class TrustState:
         """Forget the index (not the floor): the next `sync` re-reads the whole log, which must
         still extend the checkpoint seen before."""
         with self._write():
-            for table in ("entries", "names", "listing", "refs", "unreadable", "held_out"):
+            for table in _TABLES:
                 self._db.execute(f"DELETE FROM {table}")
-            self._db.execute("DELETE FROM meta WHERE key = 'range'")
+            self._db.execute("DELETE FROM meta WHERE key IN ('range', 'counts')")
         self._size, self._range, self._note, self._last = self._read_meta()
 
     def _index_entry(
@@ -572,14 +714,93 @@ class TrustState:
             db.execute("INSERT OR IGNORE INTO held_out (idx) VALUES (?)", (i,))
         return True
 
-    def _retry_unreadable(self, read_blob: Callable[[str], bytes | None]) -> None:
+    def _retry_unreadable(self, read_blob: Callable[[str], bytes | None]) -> bool:
+        """Read again the envelopes that could not be read; True when one now could."""
         rows = self._db.execute(
             "SELECT u.idx, e.raw FROM unreadable u JOIN entries e ON e.idx = u.idx"
         ).fetchall()
+        done = False
         for idx, raw in rows:
             entry = LogEntry.from_bytes(bytes(raw))
             if self._read_envelope(int(idx), entry, read_blob):
                 self._db.execute("DELETE FROM unreadable WHERE idx = ?", (idx,))
+                done = True
+        return done
+
+    # -- the derived rows, checked ----------------------------------------------------------------
+
+    def _counts(self) -> dict[str, int]:
+        return {t: int(self._db.execute(f"SELECT COUNT(*) FROM {t}").fetchall()[0][0])
+                for t in _TABLES}
+
+    def _store_counts(self) -> None:
+        self._put("counts", json.dumps(self._counts(), sort_keys=True).encode())
+
+    def _check_counts(self) -> None:
+        """Refuse a state whose derived rows were deleted or added since it was extended: each
+        extension stores how many rows each table holds (a state of an older format has no
+        counts until it is re-read; an indexed state without them lost them)."""
+        raw = self._meta("counts")
+        if raw is None and self._meta("range") is None:
+            return
+        stored = json.loads(raw) if raw is not None else {}
+        now = self._counts()
+        changed = [f"{t} holds {now[t]} row(s), {stored.get(t, '?')} were derived from the log"
+                   for t in _TABLES if stored.get(t) != now[t]]
+        if changed:
+            raise TamperError(
+                f"trust state {self.path / 'state.sqlite'}: {'; '.join(changed)}: rows that "
+                "decide what is revoked, held out or built on were changed outside trajledger "
+                "(by a writer of your state directory); nothing was changed. Derive them again "
+                "from the log with 'trajledger reindex' (the floor is kept)",
+                self.path / "state.sqlite",
+            )
+
+    def disagreements(
+        self,
+        read_entries: Callable[[int, int], Sequence[bytes]],
+        read_blob: Callable[[str], bytes | None],
+    ) -> list[str]:
+        """Derive every row again from the log (entries ``0..size``) in memory and compare with
+        this state's, read-only: one line per table that disagrees.
+
+        Raises:
+            TamperError: the log's entries cannot be read.
+        """
+        fresh = TrustState.__new__(TrustState)
+        fresh.path = self.path
+        mem = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        mem.executescript(_SCHEMA)
+        fresh._db = _LockedDB(mem)
+        try:
+            done = 0
+            while done < self._size:
+                end = min(done + _CHUNK, self._size)
+                raws = read_entries(done, end)
+                if len(raws) != end - done:
+                    raise TamperError(f"log entries {done}..{end - 1}: not all readable", None)
+                for i, raw in enumerate(raws, start=done):
+                    fresh._index_entry(i, LogEntry.from_bytes(raw, f"log entry {i}"), raw,
+                                       read_blob)
+                done = end
+            out = []
+            for table in _TABLES:
+                mine = self._rows(table)
+                want = fresh._rows(table)
+                if mine != want:
+                    missing, extra = len(want - mine), len(mine - want)
+                    out.append(
+                        f"trust state {self.path / 'state.sqlite'}: table {table}: {missing} "
+                        f"row(s) derived from the log are missing, {extra} are not the log's; "
+                        "derive them again with 'trajledger reindex'"
+                    )
+            return out
+        finally:
+            fresh._db.close()
+
+    def _rows(self, table: str) -> set[tuple[Any, ...]]:
+        rows = self._db.execute(f"SELECT * FROM {table}").fetchall()
+        return {tuple(bytes(v) if isinstance(v, memoryview) else v for v in r) for r in rows}
 
     # -- the LogIndex protocol --------------------------------------------------------------------
 

@@ -257,11 +257,20 @@ def _contamination(
         if not damaged:
             decision.add(what, OK, "no holdout or regression data to compare with")
         return
+    # A sealed held-out batch is compared by the fingerprints its verified record publishes:
+    # the gate needs no key to its bytes.
+    sealed = {}
+    for b in others:
+        found = verifier.identity_record(b, "rollout-batch")
+        if (isinstance(found, Record) and isinstance(found.predicate, RolloutBatch)
+                and found.predicate.sealed is not None):
+            sealed[b] = found.predicate.sealed
     report = verified_contamination(
         ledger.store,
         {b.digest: b.steps for b in batches},
         others,
         train_labels={b.digest: [label] for b in batches},
+        sealed=sealed,
     )
     for line in report.unchecked:
         decision.fail(what, f"cannot be checked: {line}")
@@ -328,6 +337,10 @@ def _read_batch(
     rec = verifier.identity_record(digest, "rollout-batch")
     if not isinstance(rec, Record) or not isinstance(rec.predicate, RolloutBatch):
         return None  # the artifact node already says why
+    if rec.predicate.sealed is not None:
+        decision.fail(f"{label}: sealed", "the batch is stored encrypted for evaluators (a "
+                      "sealed suite): held-out data is never trained on")
+        return None
     raw = verifier.evidence.blob(digest)
     if raw is None or digest_bytes(raw) != digest:
         return None  # the artifact's "files" check already says why

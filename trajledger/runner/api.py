@@ -8,8 +8,8 @@ training script, a notebook or a data pipeline uses trajledger without the comma
     ledger = Ledger.open(".trajledger")               # or Ledger.init(path)
     env = ledger.register_environment("cartpole", "1", key="vendor", gym_id="CartPole-v1")
     batch = ledger.record_batch(table, env="cartpole@1", policy="random", key="vendor")
-    ds = ledger.create_dataset("cartpole", "1", "train", [batch.digest], key="vendor")
-    ledger.approve("cartpole@1", key="approver-a")
+    ds = ledger.create_dataset("cartpole-train", "1", "train", [batch.digest], key="vendor")
+    ledger.approve("cartpole-train@1", key="approver-a")
     report = ledger.verify(ckpt.digest)                # report.ok, report.nodes, report.edges
 
 The command line is a thin layer over these methods (``trajledger <command>``); docs/api.md shows
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from trajledger.verify.policy import TrustPolicy
 
     from .admission import Admission
+    from .evaluate import EvalOutcome
+    from .release import ReleaseOutcome
     from .train import TrainOutcome
     from .training import Training
 
@@ -49,7 +51,7 @@ class Ledger(home.Ledger):
     methods (`register_environment`, `record_batch`, `create_dataset`, `approve`, `revoke`,
     `erase`, `set_policy`, `export`, `import_bundle`, `policy`) are those of the ledger layer
     (`trajledger.ledger.home.Ledger`); the runner's methods here (`admit`, `train`, `training`,
-    `rollout`, `verify`, `lineage`, `impact`) verify before they act.
+    `rollout`, `evaluate`, `release`, `verify`, `lineage`, `impact`) verify before they act.
     """
 
     # -- the runner ----------------------------------------------------------------------------
@@ -161,6 +163,49 @@ class Ledger(home.Ledger):
         return rollout(self, checkpoint, env, episodes, self._key(key), seed=seed,
                        max_steps=max_steps)
 
+    def evaluate(
+        self,
+        checkpoint: str,
+        suite: str,
+        *,
+        key: str | Signer,
+        command: Sequence[str] | None = None,
+        evaluator: str | None = None,
+        pass_return: float | None = None,
+        max_steps: int | None = None,
+        policy: str | Path | TrustPolicy | None = None,
+        output: Path | None = None,
+        keep_logs: bool = False,
+        unseal_key: str | None = None,
+    ) -> EvalOutcome:
+        """``trajledger eval``: run the checkpoint on a holdout or regression suite (built in
+        for Gymnasium policies, or ``command``) and record the signed evaluation; see
+        `trajledger.runner.evaluate.evaluate`."""
+        from .evaluate import evaluate
+
+        return evaluate(
+            self, checkpoint, suite, self._key(key), self.policy(policy), command=command,
+            evaluator=evaluator, pass_return=pass_return, max_steps=max_steps, output=output,
+            keep_logs=keep_logs, unseal_key=unseal_key,
+        )
+
+    def release(
+        self,
+        checkpoint: str,
+        *,
+        key: str | Signer | Sequence[str | Signer],
+        note: str | None = None,
+        policy: str | Path | TrustPolicy | None = None,
+    ) -> ReleaseOutcome:
+        """``trajledger release``: record a release when the policy's ``[release]`` holds, or
+        raise `ReleaseRefusedError` naming each missing or failing evaluation; see
+        `trajledger.runner.release.release`."""
+        from .release import release
+
+        keys = [key] if isinstance(key, str) or not isinstance(key, Sequence) else list(key)
+        return release(self, checkpoint, [self._key(k) for k in keys], self.policy(policy),
+                       note=note)
+
     def verify(
         self,
         ref: str,
@@ -175,13 +220,15 @@ class Ledger(home.Ledger):
         return verify_ref(self, ref, self.policy(policy), data="size" if skip_data else "hash")
 
     def lineage(self, ref: str, *, policy: str | Path | TrustPolicy | None = None) -> Report:
-        """``trajledger lineage``: what made ``ref`` (the same graph as `verify`)."""
+        """``trajledger lineage``: what made ``ref`` (the same graph as `verify`), with the
+        records about its artifacts (approvals, revocations, evaluations...: ``.records``)."""
         from .lineage import lineage
 
         return lineage(self, ref, self.policy(policy))
 
     def impact(self, ref: str, *, policy: str | Path | TrustPolicy | None = None) -> Report:
-        """``trajledger impact``: everything downstream of ``ref``, each verified."""
+        """``trajledger impact``: everything downstream of ``ref``, each verified, with the
+        records about them (``.records``)."""
         from .lineage import impact
 
         return impact(self, ref, self.policy(policy))

@@ -11,7 +11,18 @@ from typing import Any
 
 import click
 
-from trajledger.ledger.clikit import DURATION, OUT_PATH, Context, Group, emit_json, ok, pass_ctx
+from trajledger.ledger.clikit import (
+    DURATION,
+    JSON_OPTION,
+    OUT_PATH,
+    Context,
+    Group,
+    emit_json,
+    emit_result,
+    ok,
+    pass_ctx,
+    recorded_json,
+)
 
 __all__ = ["COMMANDS"]
 
@@ -23,7 +34,9 @@ POLICY_OPTION = click.option(
 )
 
 
-def _policy(ctx: Context, ledger: Any, policy_file: Path | None) -> Any:
+def command_policy(ctx: Context, ledger: Any, policy_file: Path | None) -> Any:
+    """The policy a command judges under: ``--policy FILE`` followed through the ledger's
+    policy history, else the policy in force; its notes shown under ``--verbose``."""
     from trajledger.ledger.policy_state import load_policy
 
     policy, notes = load_policy(ledger, policy_file)
@@ -45,15 +58,24 @@ def _policy_file(ctx: Context, file: Path) -> Any:
 
 @click.group(cls=Group)
 def policy() -> None:
-    """Check, record and show trust policies."""
+    """Check, record and show trust policies.
+
+    \b
+    Examples:
+      trajledger policy init
+      trajledger policy set policy.toml --key approver-a --key approver-b --yes
+    """
 
 
 def _describe(p: Any) -> list[str]:
     """A trust policy in a few lines: name, serial, digest, each role, the limits."""
     from trajledger.verify.policy import ROLES, policy_digest
 
-    lines = [f"policy {p.name} serial {p.serial} ({policy_digest(p)})"]
+    fmt = f" format {p.format}" if p.format > 1 else ""
+    lines = [f"policy {p.name} serial {p.serial}{fmt} ({policy_digest(p)})"]
     for r in ROLES:
+        if r == "evaluator" and p.format < 2:
+            continue  # a format-1 policy has no evaluator role
         role = p.role(r)
         members = (
             [k.keyid[:16] for k in role.keys]
@@ -63,6 +85,16 @@ def _describe(p: Any) -> list[str]:
         lines.append(
             f"  {r:9} threshold {role.threshold} of {len(members)}: {', '.join(members) or '-'}"
         )
+        if role.encryption_keys:
+            lines.append(f"  {'':9} encryption keys (x25519): "
+                         + ", ".join(k.keyid[:16] for k in role.encryption_keys))
+    if p.release is not None:
+        lines.append(f"  release   {p.release.approvals} approver(s); requires "
+                     + "; ".join(f"{r.metric} on {r.suite}"
+                                 + "".join(f" {op} {v:g}" for op, v in (
+                                     (">=", r.min), ("<=", r.max), ("drop <=", r.max_drop))
+                                     if v is not None)
+                                 for r in p.release.require))
     for rk in p.revoked_keys:
         lines.append(f"  revoked   {rk.keyid[:16]}: {rk.describe()}")
     for ri in p.revoked_identities:
@@ -96,12 +128,20 @@ def policy_init(
 ) -> None:
     """Write a starting trust policy from the ledger's keys (by role) and its log key.
 
-    Check it ('trajledger policy check FILE'), edit it, then record it ('trajledger policy set
-    FILE --key APPROVER...'). Key files are named relative to the policy file.
-    """
-    import os
+    Each key is written inline (its PEM), under a comment with its name and fingerprint, so
+    the file names no key file someone else could replace. Compare the fingerprints with
+    'trajledger key list' (and each key's owner), check it ('trajledger policy check FILE'),
+    edit it, then record it ('trajledger policy set FILE --key APPROVER...').
 
+    \b
+    Example:
+      trajledger policy init --producer vendor --approver approver-a --trainer trainer
+    """
+    from trajledger.ledger.catalog import did_you_mean, suggest
     from trajledger.ledger.errors import LedgerError
+    from trajledger.ledger.fs import write_file_atomic
+    from trajledger.ledger.policy_state import policy_toml
+    from trajledger.verify.policy import load_policy_file
 
     ledger = ctx.ledger()
     names = [k.name for k in ledger.keys.list()]
@@ -110,8 +150,10 @@ def policy_init(
         chosen = list(given) or [n for n in names if n.startswith(prefixes)]
         for n in chosen:
             if n not in names:
-                raise click.BadParameter(f"no key {n!r} in {ledger.keys.directory}",
-                                         param_hint=f"--{role}")
+                close = did_you_mean(suggest(n, names))
+                raise click.BadParameter(
+                    f"no key {n!r} in {ledger.keys.directory}" + (f"; {close}" if close else ""),
+                    param_hint=f"--{role}")
         if not chosen:
             raise click.UsageError(
                 f"no {role} key: name one with --{role} KEY (keys: {', '.join(names) or 'none'})"
@@ -131,30 +173,27 @@ def policy_init(
         )
     if out.exists():
         raise LedgerError(f"{out}: already exists; pick another --out or remove it")
-    rel = os.path.relpath(ledger.keys.directory, out.absolute().parent)
-    lines = [
-        "# A starting trust policy (trajledger policy init): see keys/README.md for every "
-        "setting.",
-        f'name = "{ledger.config.origin.replace(chr(34), "")}"',
-        "serial = 1",
-        'max_approval_age = "90d"',
-    ]
-    for role, keys in roles.items():
-        threshold = need if role == "approver" else 1
-        listed = ", ".join(f'"{rel}/{k}.pub"' for k in keys)
-        lines += ["", f"[roles.{role}]", f"keys = [{listed}]", f"threshold = {threshold}"]
-    lines += ["", "[roles.log]", f'vkeys = ["{ledger.log.vkey}"]', "threshold = 1", ""]
-    from trajledger.ledger.fs import write_file_atomic
-    from trajledger.verify.policy import load_policy_file
-
-    write_file_atomic(out, "\n".join(lines).encode("utf-8"), durable=False)
+    text = policy_toml(
+        ledger.config.origin,
+        {role: ([(k, ledger.keys.public(k)) for k in keys],
+                need if role == "approver" else 1, "")
+         for role, keys in roles.items()},
+        ledger.log.vkey,
+        header="# A starting trust policy (trajledger policy init): see keys/README.md for every "
+        "setting.\n# Keys are inline: compare each fingerprint with its owner's 'trajledger key "
+        "list'.",
+    )
+    write_file_atomic(out, text.encode("utf-8"), durable=False)
     try:
         load_policy_file(out)
     except Exception:
         out.unlink()
         raise
+    for role, keys in roles.items():
+        for k in keys:
+            click.echo(f"{role:9} {k:16} {ledger.keys.public(k).keyid}", err=True)
     ok(f"policy {out} written: {len(roles['producer'])} producer, {len(roles['approver'])} "
-       f"approver ({need} needed), {len(roles['trainer'])} trainer key(s); next: "
+       f"approver ({need} needed), {len(roles['trainer'])} trainer key(s), inline; next: "
        f"'trajledger policy set {out} --key APPROVER...'")
 
 
@@ -167,6 +206,10 @@ def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
 
     An invalid policy file exits 1 with one line naming the setting; an unreadable one exits 3.
     Keys named by keyid are looked up in the ledger's key store.
+
+    \b
+    Example:
+      trajledger policy check policy.toml
     """
     from trajledger.verify.policy import policy_digest
 
@@ -175,7 +218,22 @@ def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
         emit_json(p.to_json() | {"digest": policy_digest(p)})
     else:
         click.echo("\n".join(_describe(p)))
+    _note_paths(file, p)
     ok(f"policy {file}: valid, serial {p.serial}")
+
+
+def _note_paths(file: Path, p: Any) -> None:
+    """One note when a policy file names keys by path (read again each time it is read)."""
+    from trajledger.ledger.home import notice
+    from trajledger.ledger.policy_state import path_entries
+
+    paths = path_entries(p)
+    if paths:
+        notice(
+            f"{file}: names {len(paths)} key(s) by path ({', '.join(paths[:3])}"
+            f"{', ...' if len(paths) > 3 else ''}): whoever can replace those files changes "
+            f"this policy; write the keys inline with 'trajledger policy inline {file}'"
+        )
 
 
 @policy.command("set")
@@ -187,26 +245,88 @@ def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
     required=True,
     help="Approver key signing the policy (repeat up to the threshold).",
 )
+@click.option("--yes", is_flag=True,
+              help="Record a policy that adds or removes members of a role (shown first).")
+@JSON_OPTION
 @pass_ctx
-def policy_set(ctx: Context, file: Path, keys: tuple[str, ...]) -> None:
+def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool, as_json: bool) -> None:
     """Record FILE as the policy in force (signed by the current approvers' threshold).
 
-    FILE needs a higher serial than the policy in force. To replace a producer, approver or
-    trainer key, list the new key in its role instead of the old one: records the old key
-    signed before this one's log index stay valid, later ones do not count. After a theft,
-    also add the old key to revoked_keys with compromised_since (a log index or time): nothing
-    it signed from then on counts (keys/README.md; docs/SECURITY.md, "A stolen key").
+    FILE needs a higher serial than the policy in force. Before anything is signed, each
+    role's members that FILE adds or removes are shown by fingerprint (the first policy: all
+    of them); a change of membership needs --yes, or typing 'yes' on a terminal. Keys named
+    by path in FILE are read now: compare the fingerprints before you confirm.
+
+    To replace a producer, approver or trainer key, list the new key in its role instead of
+    the old one: records the old key signed before this one's log index stay valid, later ones
+    do not count. After a theft, also add the old key to revoked_keys with compromised_since
+    (a log index or time): nothing it signed from then on counts (keys/README.md;
+    docs/SECURITY.md, "A stolen key").
+
+    \b
+    Example:
+      trajledger policy set policy-2.toml --key approver-a --key approver-b --yes
     """
-    rec = ctx.ledger().set_policy(file, keys=list(keys))
+    from trajledger.ledger.clikit import interactive
+    from trajledger.ledger.policy_state import current_policy, membership_changes
+    from trajledger.verify.errors import PolicyError
+
+    ledger = ctx.ledger()
+    new = _policy_file(ctx, file)
+    _note_paths(file, new)
+    found = current_policy(ledger)
+    lines, changed = membership_changes(found[1] if found is not None else None, new)
+    for line in lines:
+        click.echo(line, err=True)
+    if changed and not yes:
+        confirmed = interactive() and click.prompt(
+            "These members change: type 'yes' to record the policy", default="", err=True,
+            show_default=False,
+        ) == "yes"
+        if not confirmed:
+            raise PolicyError(
+                f"policy {file}: changes the members of a role (listed above, by fingerprint); "
+                "nothing was recorded. Compare each fingerprint with its owner, then run again "
+                "with --yes"
+            )
+    rec = ledger.set_policy(new, keys=list(keys))
     ok(f"policy {file} recorded at log index {rec.index}")
-    click.echo(rec.digest)
+    emit_result(as_json, rec.digest,
+                recorded_json("trust-policy", rec, new.name, str(new.serial)))
+
+
+@policy.command("inline")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@pass_ctx
+def policy_inline(ctx: Context, file: Path) -> None:
+    """Rewrite FILE with every key it names by path written inline (PEM), each under a
+    comment with its name and fingerprint: the policy then names no file someone else could
+    replace. The keys are read now: compare the fingerprints printed with their owners.
+    Nothing else in the file changes; the result must parse to the same policy.
+
+    \b
+    Example:
+      trajledger policy inline policy.toml
+    """
+    from trajledger.ledger.policy_state import inline_paths, keystore_lookup
+
+    done = inline_paths(file, _policy_file(ctx, file), keystore_lookup(ctx.keystore()))
+    for spec, key in done:
+        click.echo(f"{spec}\t{key.algorithm}\t{key.keyid}", err=True)
+    ok(f"policy {file}: {len(done)} key(s) written inline" if done
+       else f"policy {file}: names no key by path; nothing to do")
 
 
 @policy.command("show")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def policy_show(ctx: Context, as_json: bool) -> None:
-    """Show the ledger's policy in force and its history."""
+    """Show the ledger's policy in force and its history.
+
+    \b
+    Example:
+      trajledger policy show --json
+    """
     from trajledger.ledger.errors import LedgerError
     from trajledger.ledger.policy_state import current_policy
 
@@ -241,24 +361,40 @@ def policy_show(ctx: Context, as_json: bool) -> None:
     help="How long the approval lasts (e.g. 30d, 12h).",
 )
 @click.option("--note", help="Free text kept with the approval.")
+@JSON_OPTION
 @pass_ctx
-def approve(ctx: Context, ref: str, key: str, purpose: str, expires: str, note: str | None) -> None:
-    """Approve a dataset or batch for a purpose, until an expiry."""
+def approve(
+    ctx: Context, ref: str, key: str, purpose: str, expires: str, note: str | None, as_json: bool
+) -> None:
+    """Approve a dataset or batch for a purpose, until an expiry; prints the approval's
+    envelope digest.
+
+    \b
+    Example:
+      trajledger approve cartpole-train@1 --key approver-a --expires 30d
+    """
     rec = ctx.ledger().approve(ref, key=key, purpose=purpose, expires=expires, note=note)
     ok(f"{ref} approved for {purpose!r} by {key} for {expires} (log index {rec.index})")
-    click.echo(rec.envelope_digest)
+    emit_result(as_json, rec.envelope_digest,
+                _status_json("approval", rec) | {"purpose": purpose, "expires": expires})
 
 
 @click.command()
 @click.argument("ref")
 @click.option("--key", required=True, help="Producer or approver key.")
 @click.option("--reason", required=True, help="Why it must no longer be used.")
+@JSON_OPTION
 @pass_ctx
-def revoke(ctx: Context, ref: str, key: str, reason: str) -> None:
-    """Revoke an artifact: its lineage fails verification from now on; see 'trajledger impact'."""
+def revoke(ctx: Context, ref: str, key: str, reason: str, as_json: bool) -> None:
+    """Revoke an artifact: its lineage fails verification from now on; see 'trajledger impact'.
+
+    \b
+    Example:
+      trajledger revoke cartpole-random --key approver-a --reason "PII in episode 12"
+    """
     rec = ctx.ledger().revoke(ref, key=key, reason=reason)
     ok(f"{ref} revoked (log index {rec.index})")
-    click.echo(rec.envelope_digest)
+    emit_result(as_json, rec.envelope_digest, _status_json("revocation", rec) | {"reason": reason})
 
 
 @click.command()
@@ -270,12 +406,26 @@ def revoke(ctx: Context, ref: str, key: str, reason: str) -> None:
     type=click.Choice(["retention", "consent", "legal"]),
     help="Why the data is erased.",
 )
+@JSON_OPTION
 @pass_ctx
-def erase(ctx: Context, ref: str, key: str, reason: str) -> None:
-    """Erase an artifact's data: blobs deleted, digests and signed records kept."""
+def erase(ctx: Context, ref: str, key: str, reason: str, as_json: bool) -> None:
+    """Erase an artifact's data: blobs deleted, digests and signed records kept.
+
+    \b
+    Example:
+      trajledger erase cartpole-random --key approver-a --reason consent
+    """
     rec, deleted = ctx.ledger().erase(ref, key=key, reason=reason)
     ok(f"{ref} erased ({reason}): {deleted} blob(s) deleted, record at log index {rec.index}")
-    click.echo(rec.envelope_digest)
+    emit_result(as_json, rec.envelope_digest,
+                _status_json("erasure", rec) | {"reason": reason, "deleted": deleted})
+
+
+def _status_json(kind: str, rec: Any) -> dict[str, Any]:
+    """``--json`` of a record about an artifact (approval, revocation, erasure): stdout's
+    text is its envelope digest (what 'trajledger show' takes)."""
+    return {"kind": kind, "subject": rec.digest, "envelope": rec.envelope_digest,
+            "logIndex": rec.index, "new": rec.new}
 
 
 @click.command()
@@ -287,11 +437,16 @@ def erase(ctx: Context, ref: str, key: str, reason: str) -> None:
 def admit(
     ctx: Context, dataset: str, policy_file: Path | None, purpose: str | None, as_json: bool
 ) -> None:
-    """Dry run of the admission gate: would the runner train on DATASET? Lists every failure."""
+    """Dry run of the admission gate: would the runner train on DATASET? Lists every failure.
+
+    \b
+    Example:
+      trajledger admit cartpole-train@1 --json
+    """
     from .admission import DataRefusedError
 
     ledger = ctx.ledger()
-    p = _policy(ctx, ledger, policy_file)
+    p = command_policy(ctx, ledger, policy_file)
     try:
         result = ledger.admit(dataset, policy=p, purpose=purpose)
     except DataRefusedError as e:
@@ -339,6 +494,7 @@ def admit(
               "recorded (logs can hold secrets).")
 @POLICY_OPTION
 @click.option("--key", required=True, help="Trainer key.")
+@JSON_OPTION
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARGS]...]")
 @pass_ctx
 def train(
@@ -354,6 +510,7 @@ def train(
     keep_logs: bool,
     policy_file: Path | None,
     key: str,
+    as_json: bool,
     command: tuple[str, ...],
 ) -> None:
     """Admit DATASET, train on its verified bytes, record the checkpoint; prints its digest.
@@ -389,18 +546,18 @@ def train(
         missing = [o for o, v in (("--name", name), ("--version", version)) if not v]
         if missing:
             raise click.UsageError(f"a COMMAND needs {' and '.join(missing)}")
-        p = _policy(ctx, ledger, policy_file)
+        p = command_policy(ctx, ledger, policy_file)
         out = ledger.train(dataset, key=key, command=list(command), policy=p, name=name,
                            version=version, parent=parent, output=output, keep_logs=keep_logs)
         data = out.admission.batches
         ok(f"checkpoint {name}@{version} recorded at log index {out.index}: {out.files} file(s) "
            f"from {command[0]} (exit 0, trained on {len(data)} batch(es) of "
            f"{out.admission.name}@{out.admission.version})")
-        click.echo(out.digest)
+        emit_result(as_json, out.digest, _trained_json(ledger, out) if as_json else {})
         return
     if output is not None or keep_logs:
         raise click.UsageError("--output and --keep-logs go with a COMMAND (after '--')")
-    p = _policy(ctx, ledger, policy_file)
+    p = command_policy(ctx, ledger, policy_file)
     config = _read_config(config_file) if config_file else {}
     out = ledger.train(
         dataset,
@@ -414,8 +571,23 @@ def train(
         parent=parent,
     )
     metrics = ", ".join(f"{k}={v:.4g}" for k, v in sorted(out.metrics.items()))
-    ok(f"checkpoint recorded at log index {out.index} ({metrics})")
-    click.echo(out.digest)
+    where = "" if out.new else "already "
+    ok(f"checkpoint {where}recorded at log index {out.index} ({metrics})")
+    emit_result(as_json, out.digest, _trained_json(ledger, out) if as_json else {})
+
+
+def _trained_json(ledger: Any, out: Any) -> dict[str, Any]:
+    """``train --json``: the checkpoint, what it was trained on, its metrics."""
+    from trajledger.ledger.catalog import Catalog
+
+    item = Catalog(ledger).resolve(out.digest)
+    a = out.admission
+    return {"kind": "checkpoint", "digest": out.digest, "logIndex": out.index, "new": out.new,
+            "name": item.name, "version": item.version, "envelope": item.envelope,
+            "files": out.files, "metrics": out.metrics,
+            "dataset": {"name": a.name, "version": a.version, "digest": a.dataset},
+            "batches": [b.digest for b in a.batches],
+            "exitCode": out.run.returncode if out.run is not None else None}
 
 
 def _read_config(path: Path) -> dict[str, Any]:
@@ -456,6 +628,7 @@ def _read_config(path: Path) -> dict[str, Any]:
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the first episode.")
 @click.option("--max-steps", type=click.IntRange(min=1), help="Cut episodes at this many steps.")
 @click.option("--key", required=True, help="Producer key recording the rollouts.")
+@JSON_OPTION
 @pass_ctx
 def rollout(
     ctx: Context,
@@ -465,16 +638,26 @@ def rollout(
     seed: int,
     max_steps: int | None,
     key: str,
+    as_json: bool,
 ) -> None:
-    """Run a checkpoint's policy in Gymnasium and record the rollouts (policy = the checkpoint)."""
+    """Run a checkpoint's policy in Gymnasium and record the rollouts (policy = the checkpoint).
+
+    --env is a registered environment (NAME@VERSION or digest) or the Gymnasium id one names.
+
+    \b
+    Example:
+      trajledger rollout --checkpoint cartpole-bc@2 --env cartpole@1 --episodes 20 --key vendor
+    """
     batch, mean = ctx.ledger().rollout(
         checkpoint, env, episodes, key=key, seed=seed, max_steps=max_steps
     )
     ok(
-        f"{episodes} episode(s) recorded at log index {batch.recorded.index}, "
+        f"{episodes} episode(s) {batch.recorded.where}, "
         f"mean return {mean:.1f}"
     )
-    click.echo(batch.recorded.digest)
+    emit_result(as_json, batch.recorded.digest, recorded_json("rollout-batch", batch.recorded)
+                | {"episodes": episodes, "meanReturn": mean,
+                   "environment": batch.environment.ref, "checkpoint": checkpoint})
 
 
 @click.command()
@@ -534,6 +717,11 @@ def verify(
                                                    with Sigstore or model_signing
 
     Exits 0 when everything holds, 1 naming each failure.
+
+    \b
+    Examples:
+      trajledger verify cartpole-bc@2
+      trajledger verify cartpole-train-2.tar.zst --policy policy.toml --json
     """
     if sigstore_bundle is not None:
         if envelope is not None or pubkey:
@@ -568,7 +756,7 @@ def verify(
         report_raise(report, str(bundle), skip_data)
         return
     ledger = ctx.ledger()
-    p = _policy(ctx, ledger, policy_file)
+    p = command_policy(ctx, ledger, policy_file)
     report = ledger.verify(targets[0], policy=p, skip_data=skip_data)
     if as_json:
         emit_json(report.to_json())

@@ -18,36 +18,20 @@ from typing import Any
 
 import click
 
-from trajledger.ledger.clikit import Context, pass_ctx, warn
+from trajledger.ledger.clikit import JSON_OPTION, Context, emit_result, pass_ctx, style, warn
 
 __all__ = ["quickstart"]
 
-POLICY_TEMPLATE = """\
-# Trust policy of the quickstart ledger (see keys/README.md for every setting).
-name = "quickstart"
-serial = 1
-max_approval_age = "90d"
-
-[roles.producer]          # who may record environments, evaluators, rollouts, datasets
-keys = ["keys/vendor.pub"]
-threshold = 1
-
-[roles.approver]          # who approves data for training: both must agree
-keys = ["keys/approver-a.pub", "keys/approver-b.pub"]
-threshold = 2
-
-[roles.trainer]           # who may record checkpoints
-keys = ["keys/trainer.pub"]
-threshold = 1
-
-[roles.log]               # the log whose signed checkpoints are trusted
-vkeys = ["{vkey}"]
-threshold = 1
-"""
+POLICY_ROLES = {
+    "producer": (("vendor",), 1, "who may record environments, evaluators, rollouts, datasets"),
+    "approver": (("approver-a", "approver-b"), 2, "who approves data for training: both"),
+    "trainer": (("trainer",), 1, "who may record checkpoints"),
+}
+"""The quickstart policy's roles: key names, threshold, comment."""
 
 
 def _step(text: str) -> None:
-    click.echo(click.style(f"\n==> {text}", bold=True), err=True)
+    click.echo(style(f"\n==> {text}", bold=True), err=True)
 
 
 def _say(text: str) -> None:
@@ -63,10 +47,16 @@ def _say(text: str) -> None:
     type=click.IntRange(min=10),
     help="Random CartPole episodes to start from.",
 )
+@JSON_OPTION
 @pass_ctx
-def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
+def quickstart(ctx: Context, directory: Path, episodes: int, as_json: bool) -> None:
     """Build a demo ledger in DIRECTORY: keys, policy, rollouts, approvals, two training
-    iterations, verification, lineage and refusals. Prints the final checkpoint's digest."""
+    iterations, verification, lineage and refusals. Prints the final checkpoint's digest.
+
+    \b
+    Example:
+      trajledger quickstart demo && cd demo && trajledger lineage cartpole-bc@2
+    """
     from trajledger.ledger.artifacts import (
         create_dataset,
         register_environment,
@@ -75,6 +65,7 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
     from trajledger.ledger.errors import LedgerError
     from trajledger.ledger.home import Ledger
     from trajledger.ledger.keys import PASSPHRASE_ENV
+    from trajledger.ledger.policy_state import policy_toml
     from trajledger.ledger.status import approve, record_policy
     from trajledger.verify.policy import TrustPolicy
 
@@ -85,12 +76,11 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
 
     if directory.exists() and any(directory.iterdir()):
         raise LedgerError(f"{directory}: exists and is not empty; pick a new directory")
-    encrypt = bool(os.environ.get(PASSPHRASE_ENV))
+    ledger = Ledger.init(directory, origin=f"trajledger.quickstart/{os.urandom(4).hex()}")
+    encrypt = ledger.keys.require_encrypted  # the log key's passphrase was set
     if not encrypt:
         warn(f"{PASSPHRASE_ENV} is not set: the demo keys are written unencrypted (demo only)")
-
     _step(f"a ledger in {directory}, keys for a vendor, two approvers and a trainer")
-    ledger = Ledger.init(directory, origin=f"trajledger.quickstart/{os.urandom(4).hex()}")
     keys = {
         n: ledger.keys.create(n, encrypt=encrypt)
         for n in ("vendor", "approver-a", "approver-b", "trainer")
@@ -100,7 +90,14 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
 
     _step("the trust policy: producer vendor, approvals 2-of-2, trainer, this log's key")
     policy_path = directory / "policy.toml"
-    policy_path.write_text(POLICY_TEMPLATE.format(vkey=ledger.log.vkey))
+    policy_path.write_text(policy_toml(
+        "quickstart",
+        {role: ([(n, keys[n].public) for n in names], threshold, comment)
+         for role, (names, threshold, comment) in POLICY_ROLES.items()},
+        ledger.log.vkey,
+        header="# Trust policy of the quickstart ledger (see keys/README.md for every setting).\n"
+        "# Keys are inline (PEM), each with its name and fingerprint.",
+    ))
     record_policy(ledger, policy_path, [keys["approver-a"], keys["approver-b"]])
     policy = TrustPolicy.from_toml(policy_path.read_bytes(), directory)
     _say(f"{policy_path} recorded in the log, signed by both approvers")
@@ -119,11 +116,14 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
     _say(f"batch {random_batch[:23]}…  mean return {random_mean:.1f}")
 
     _step("iteration 1: dataset, approvals 2-of-2, training")
-    ds1 = create_dataset(ledger, "cartpole", "1", "train", [random_batch], keys["vendor"])
+    # Each name is one artifact: the environment is cartpole@1, its datasets cartpole-train@N
+    # (so 'export cartpole-train@1' is not ambiguous).
+    ds1 = create_dataset(ledger, "cartpole-train", "1", "train", [random_batch], keys["vendor"])
     for a in ("approver-a", "approver-b"):
-        approve(ledger, "cartpole@1", keys[a], expires="30d", note="quickstart")
+        approve(ledger, "cartpole-train@1", keys[a], expires="30d", note="quickstart")
     ckpt1 = train(
-        ledger, "cartpole@1", "bc", keys["trainer"], policy, seed=0, name="cartpole-bc", version="1"
+        ledger, "cartpole-train@1", "bc", keys["trainer"], policy, seed=0, name="cartpole-bc",
+        version="1",
     )
     _say(f"dataset {ds1.recorded.digest[:23]}…, checkpoint {ckpt1.digest[:23]}…")
 
@@ -136,17 +136,17 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
     _step("iteration 2: both batches, approvals, training with checkpoint 1 as parent")
     create_dataset(
         ledger,
-        "cartpole",
+        "cartpole-train",
         "2",
         "train",
         [random_batch, batch_ckpt1.recorded.digest],
         keys["vendor"],
     )
     for a in ("approver-a", "approver-b"):
-        approve(ledger, "cartpole@2", keys[a], expires="30d", note="quickstart")
+        approve(ledger, "cartpole-train@2", keys[a], expires="30d", note="quickstart")
     ckpt2 = train(
         ledger,
-        "cartpole@2",
+        "cartpole-train@2",
         "bc",
         keys["trainer"],
         policy,
@@ -202,7 +202,7 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
     try:
         _refused(
             "a tampered batch (one bit flipped in the store)",
-            lambda: admit(ledger, "cartpole@2", policy),
+            lambda: admit(ledger, "cartpole-train@2", policy),
             DataRefusedError,
         )
     finally:
@@ -216,7 +216,9 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
     # in the ledger directory that anyone who can write there could edit.
     _say(f"try: trajledger --ledger {directory} verify {ckpt2.digest[:19]}")
     _say(f"     trajledger --ledger {directory} log info")
-    click.echo(ckpt2.digest)
+    emit_result(as_json, ckpt2.digest, {
+        "ledger": str(directory), "policy": str(policy_path), "checkpoint": ckpt2.digest,
+        "checks": n, "meanReturn": {"random": random_mean, "checkpoint": eval2.mean_return}})
 
 
 def _random_batch(

@@ -24,7 +24,7 @@ them.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -132,6 +132,7 @@ def run_policy(
     max_steps: int | None = None,
     policy_version: str,
     clock: Callable[[], int] | None = None,
+    seeds: Sequence[int] | None = None,
 ) -> RolloutResult:
     """Play ``episodes`` episodes of ``env_id`` and return them as rollout tables.
 
@@ -144,6 +145,8 @@ def run_policy(
         policy_version: recorded in every episode id and in the episode table.
         clock: microseconds since the Unix epoch for the ``timestamp`` column; defaults to the
             wall clock. Inject a fixed clock to get byte-identical tables for equal seeds.
+        seeds: the reset seed of each episode instead (``episodes`` must be their number): a
+            suite's episodes replayed (``trajledger eval``).
 
     Returns:
         The step and episode tables, the returns and the seeds.
@@ -166,6 +169,10 @@ def run_policy(
         raise RolloutError(f"rollout of {env_id}: seed = {seed}, want >= 0")
     if max_steps is not None and max_steps < 1:
         raise RolloutError(f"rollout of {env_id}: max_steps = {max_steps}, want >= 1")
+    order = list(range(seed, seed + episodes)) if seeds is None else list(seeds)
+    if len(order) != episodes or min(order) < 0:
+        raise RolloutError(f"rollout of {env_id}: {len(order)} seed(s) for {episodes} "
+                           "episode(s), want one non-negative seed each")
     now = clock or (lambda: time.time_ns() // 1000)
     try:
         env = gym.make(env_id, max_episode_steps=max_steps)
@@ -200,7 +207,7 @@ def run_policy(
         ep_cols: dict[str, list[Any]] = {
             k: [] for k in ("episode_id", "seed", "return", "num_steps", "termination_reason")
         }
-        for ep_seed in range(seed, seed + episodes):
+        for ep_seed in order:
             eid = episode_id(policy_version, env_id, ep_seed)
             raw_obs, _ = env.reset(seed=ep_seed)
             if policy is None:

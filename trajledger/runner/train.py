@@ -65,12 +65,16 @@ __all__ = [
     "TrainOutcome",
     "admit_for_training",
     "dependency_lock_digest",
+    "environment_dependencies",
+    "exit_message",
     "lineage_dependencies",
     "record_checkpoint",
     "rollout",
+    "run_byproducts",
     "start_run",
     "train",
     "train_command",
+    "write_checkpoint_dir",
 ]
 
 BUILD_TYPE: Final = "https://trajledger.dev/build/train/v1"
@@ -117,6 +121,9 @@ class TrainOutcome:
     admission: Admission
     run: CommandResult | None = None
     files: int = 0
+    new: bool = True
+    """False: the same checkpoint (same dataset, parent, trainer, config and seed) was
+    already recorded, at ``index``."""
 
 
 @dataclass(frozen=True)
@@ -375,7 +382,7 @@ def train(
             name=ckpt_name, version=ckpt_version,
         )
     return TrainOutcome(recorded.digest, recorded.index, metrics, admission,
-                        files=len(files))
+                        files=len(files), new=recorded.new)
 
 
 def admission_tables(admission: Admission) -> tuple[Any, Any]:
@@ -462,7 +469,7 @@ def train_command(
         if start.parent is not None:
             parent_digest = start.parent.digest
             ws.add("TRAJLEDGER_PARENT_DIR",
-                   lambda d: _write_checkpoint_dir(ledger, parent_digest, d), "parent")
+                   lambda d: write_checkpoint_dir(ledger, parent_digest, d), "parent")
         # (4)
         workdir = cwd or Path.cwd()
         source = git_source(workdir)
@@ -471,7 +478,7 @@ def train_command(
                              keep_logs=ws.logs if keep_logs else None)
         # (5)
         if result.returncode != 0:
-            raise CommandFailedError(_exit_message(argv, result.returncode), result.returncode)
+            raise CommandFailedError(exit_message(argv, result.returncode), result.returncode)
         # (6)
         ws.check()
         # (7)
@@ -494,19 +501,21 @@ def train_command(
         recorded = record_checkpoint(
             ledger, files, start, admission, build_type=COMMAND_BUILD_TYPE,
             external={"command": list(argv)},
-            dependencies=_environment_dependencies(source, lock, files),
-            byproducts=_run_byproducts(result), name=name, version=version,
+            dependencies=environment_dependencies(source, lock, files),
+            byproducts=run_byproducts(result), name=name, version=version,
         )
         # (8) on leaving: the inputs and the temporary directory are removed
-    return TrainOutcome(recorded.digest, recorded.index, {}, admission, result, len(files))
+    return TrainOutcome(recorded.digest, recorded.index, {}, admission, result, len(files),
+                        recorded.new)
 
 
-def _exit_message(argv: Sequence[str], code: int) -> str:
+def exit_message(argv: Sequence[str], code: int) -> str:
+    """``command '...' exited with code N`` (or was killed by a signal); nothing recorded."""
     how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
     return f"command {shlex.join(argv)!r} {how}; nothing was recorded"
 
 
-def _write_checkpoint_dir(ledger: Ledger, digest: str, dest: Path) -> Any:
+def write_checkpoint_dir(ledger: Ledger, digest: str, dest: Path) -> Any:
     """The parent checkpoint's files, verified, in a read-only directory (`write_tree`)."""
     from trajledger.verify.manifest import Manifest
     from trajledger.verify.strict_json import load_object
@@ -518,8 +527,9 @@ def _write_checkpoint_dir(ledger: Ledger, digest: str, dest: Path) -> Any:
                       [TreeFile(f.path, f.digest, f.size) for f in manifest.files])
 
 
-def _run_byproducts(result: CommandResult) -> list[ResourceDescriptor]:
-    """The exit code, and the digests of stdout and stderr (their text only in kept logs)."""
+def run_byproducts(result: CommandResult) -> list[ResourceDescriptor]:
+    """A command's run as descriptors: the exit code, and the digests of stdout and stderr
+    (their text only in kept logs)."""
     out = [
         ResourceDescriptor(
             name="exit-code",
@@ -537,7 +547,7 @@ def _run_byproducts(result: CommandResult) -> list[ResourceDescriptor]:
     return out
 
 
-def _environment_dependencies(
+def environment_dependencies(
     source: GitSource | None, lock: bytes, files: Mapping[str, Path]
 ) -> list[ResourceDescriptor]:
     """Source tree, this environment's lock, and a lock the command left in its output."""
@@ -613,7 +623,7 @@ def rollout(
         RefError: no such checkpoint or environment.
     """
     from trajledger.ledger.artifacts import record_batch
-    from trajledger.ledger.catalog import Catalog, RefError
+    from trajledger.ledger.catalog import Catalog, RefError, did_you_mean, suggest
 
     from .rollouts import run_policy
     from .trainers import load_policy
@@ -624,12 +634,21 @@ def rollout(
     try:
         env_item = catalog.resolve(env, {"environment"})
         gym_id = _env_gym_id(ledger, env_item.envelope) or env
-    except RefError:
-        envs = [i for i in catalog.by_kind("environment") if _env_gym_id(ledger, i.envelope) == env]
+    except RefError as e:
+        registered = {i: _env_gym_id(ledger, i.envelope) for i in catalog.by_kind("environment")}
+        envs = [i for i, gym in registered.items() if gym == env]
         if not envs:
+            if not e.unknown and not e.suggestions:  # a missing version, another kind
+                raise
+            names = {i.ref: i.ref for i in registered} | {g: g for g in registered.values() if g}
+            close = suggest(env, names) or list(e.suggestions)
+            what = f"{env}: no registered environment has this name or Gymnasium id"
+            if close:
+                raise RefError(f"{what}; {did_you_mean(close)}", suggestions=close) from None
+            gym = "ID" if "@" in env else env
             raise RefError(
-                f"{env}: no registered environment has this name or Gymnasium id; register "
-                f"it with 'trajledger env register NAME --version V --gym-id {env}'"
+                f"{what}; register it with 'trajledger env register NAME --version V --gym-id "
+                f"{gym}'", unknown=True,
             ) from None
         env_item, gym_id = envs[-1], env
     result = run_policy(

@@ -214,7 +214,7 @@ class Training:
             name=self.name, version=version,
         )
         outcome = TrainOutcome(recorded.digest, recorded.index, clean, self.admission,
-                               files=len(files))
+                               files=len(files), new=recorded.new)
         self.saved.append(outcome)
         return outcome
 

@@ -7,16 +7,17 @@ does not grow with the log); the same verifier checks an exported bundle (``pyth
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from trajledger.ledger.evidence import ledger_evidence
-from trajledger.verify.lineage import LineageVerifier, Report
+from trajledger.verify.lineage import Edge, LineageVerifier, Node, Report
 
 if TYPE_CHECKING:
     from trajledger.ledger.home import Ledger
     from trajledger.verify.policy import TrustPolicy
 
-__all__ = ["ledger_verifier", "verify_ref"]
+__all__ = ["decide", "ledger_verifier", "verify_ref"]
 
 
 def ledger_verifier(ledger: Ledger, policy: TrustPolicy, *, data: str = "hash") -> LineageVerifier:
@@ -31,3 +32,18 @@ def verify_ref(ledger: Ledger, ref: str, policy: TrustPolicy, *, data: str = "ha
 
     item = Catalog(ledger).resolve(ref)
     return ledger_verifier(ledger, policy, data=data).verify(item.digest)
+
+
+def decide(
+    verifier: LineageVerifier, decision: Node, subject: str, walk: Callable[[], Sequence[Edge]]
+) -> Report:
+    """A decision made on the verified graph (an evaluation run, a release): ``walk`` verifies
+    what it needs and returns the decision's edges; the blobs still being re-hashed are
+    collected (or stopped, when the walk raises); the report's roots are the log and the
+    decision."""
+    try:
+        verifier.decision(decision, walk())
+        verifier.finish()
+    finally:
+        verifier.close()
+    return verifier.report(subject, ["log", decision.id])

@@ -83,8 +83,9 @@ __all__ = [
 DATA_DIR_FORMAT: Final = "trajledger.data-dir/1"
 """The ``format`` of a data directory's ``manifest.json``."""
 
-HIDDEN_ENV: Final = ("TRAJLEDGER_PASSPHRASE",)
-"""Variables a command does not inherit: it needs no key, and its logs may print them."""
+HIDDEN_ENV: Final = "TRAJLEDGER_PASSPHRASE"
+"""Variables a command does not inherit (this name, and every per-key ``TRAJLEDGER_PASSPHRASE_*``
+beside it): it needs no key, and its logs may print them."""
 
 MANIFEST_NAME: Final = "manifest.json"
 CARD_NAME: Final = "README.md"
@@ -521,9 +522,9 @@ class Workspace:
         return written
 
     def environment(self, base: Mapping[str, str]) -> dict[str, str]:
-        """``base`` without `HIDDEN_ENV`, with each input's variable and
+        """``base`` without the passphrases (`HIDDEN_ENV`), with each input's variable and
         ``TRAJLEDGER_OUTPUT_DIR``."""
-        env = {k: v for k, v in base.items() if k not in HIDDEN_ENV}
+        env = {k: v for k, v in base.items() if not k.startswith(HIDDEN_ENV)}
         # Absolute: the command may change directory.
         env.update({k: str(d.path.absolute()) for k, d in self.inputs.items()})
         env["TRAJLEDGER_OUTPUT_DIR"] = str(self.output.absolute())

@@ -62,7 +62,7 @@ from .log_entry import LogEntry
 from .log_key import HANDOVER_DIR, parse_handover
 from .logcheck import check_entries
 from .merkle import HASH_SIZE, leaf_hash, verify_inclusion
-from .note import Note, Verifier, _b64decode_strict, verifier_from_vkey
+from .note import Note, Verifier, b64decode_strict, verifier_from_vkey
 from .policy import TrustPolicy, follow_history
 from .predicates import RolloutBatch
 from .strict_json import load_object
@@ -441,7 +441,7 @@ def parse_consistency_proof(data: bytes, what: str) -> list[bytes]:
             text = line.decode("ascii")
         except UnicodeDecodeError as e:
             raise FormatError(f"{what}: line {i + 1} is not ASCII") from e
-        h = _b64decode_strict(text, f"{what}: line {i + 1}")
+        h = b64decode_strict(text, f"{what}: line {i + 1}")
         if len(h) != HASH_SIZE:
             raise FormatError(f"{what}: line {i + 1} holds {len(h)} bytes, want {HASH_SIZE}")
         out.append(h)

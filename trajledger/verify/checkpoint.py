@@ -25,10 +25,10 @@ from .merkle import EMPTY_ROOT, HASH_SIZE, verify_consistency
 from .note import (
     Note,
     Verifier,
-    _b64decode_strict,
-    _check_text_bytes,
-    _cosignature_v1_message,
-    _verified_signatures,
+    b64decode_strict,
+    check_text_bytes,
+    cosignature_message,
+    verified_signatures,
     verify_note,
 )
 
@@ -94,7 +94,7 @@ class Checkpoint:
                 lines, an empty line, a size with a sign, leading zeros or other characters, or
                 a root that is not canonical base64 of 32 bytes.
         """
-        text = _check_text_bytes(body, "checkpoint")
+        text = check_text_bytes(body, "checkpoint")
         if not text.endswith("\n"):
             raise FormatError("checkpoint text does not end in a newline")
         lines = text[:-1].split("\n")
@@ -105,7 +105,7 @@ class Checkpoint:
             raise FormatError(
                 f"checkpoint size {size_text!r} is not a decimal without sign or leading zeros"
             )
-        root = _b64decode_strict(root_text, "checkpoint root")
+        root = b64decode_strict(root_text, "checkpoint root")
         return cls(origin=origin, size=int(size_text), root=root, extensions=tuple(extensions))
 
     def to_text(self) -> bytes:
@@ -161,24 +161,6 @@ def verify_checkpoint(
     return cp
 
 
-def cosignature_message(body: bytes, timestamp: int) -> bytes:
-    r"""Return the message a tlog-cosignature v1 (Ed25519) witness signs.
-
-    Args:
-        body: the checkpoint note text, including its final newline.
-        timestamp: POSIX seconds, 0..2**63-1.
-
-    Returns:
-        ``"cosignature/v1\ntime <timestamp>\n" || body``.
-
-    Raises:
-        ValueError: the timestamp is out of range.
-    """
-    if not 0 <= timestamp <= (1 << 63) - 1:
-        raise ValueError(f"cosignature timestamp {timestamp}, want 0..2**63-1")
-    return _cosignature_v1_message(body, timestamp)
-
-
 def verify_cosignatures(
     note_bytes: bytes,
     witnesses: Sequence[Verifier],
@@ -192,19 +174,20 @@ def verify_cosignatures(
         1. Parse the note and its checkpoint text (cosignatures only sign checkpoints).
         2. Verify the signatures by the given witness keys; a failing one rejects the note.
         3. When ``not_after`` is given, refuse cosignatures timestamped after it.
-        4. Require at least ``threshold`` distinct witnesses.
+        4. Count each witness key once (two names of one key are one witness), and require at
+           least ``threshold`` of them.
 
     This does not check the log's own signature: call `verify_checkpoint` as well.
 
     Args:
         note_bytes: the signed checkpoint with its cosignature lines.
         witnesses: the trusted witness keys (usually cosignature/v1, type 0x04).
-        threshold: the number of distinct witness names required, at least 1.
+        threshold: the number of distinct witness keys required, at least 1.
         not_after: latest acceptable cosignature time (POSIX seconds), e.g. now plus skew.
 
     Returns:
-        Each witness name that verified, with its cosignature timestamp (None for keys of a
-        type without one).
+        Each witness that verified (by the first name its key verified under), with its
+        cosignature timestamp (None for keys of a type without one).
 
     Raises:
         ValueError: ``threshold`` is below 1.
@@ -219,14 +202,19 @@ def verify_cosignatures(
     Checkpoint.from_text(note.text)
     # (2)
     found: dict[str, int | None] = {}
-    for sig, w in _verified_signatures(note, witnesses):
+    counted: set[bytes] = set()
+    for sig, w in verified_signatures(note, witnesses):
         ts = w.cosignature_timestamp(sig.signature)
         # (3)
         if not_after is not None and ts is not None and ts > not_after:
             raise SignatureError(
                 f"cosignature by {w.name} is timestamped {ts}, want at most {not_after}"
             )
-        found.setdefault(w.name, ts)
+        # A witness counts once by its key, whatever name its line carries: the signed
+        # message does not name the witness, so a line copied under another name verifies too.
+        if w.public_key not in counted:
+            counted.add(w.public_key)
+            found.setdefault(w.name, ts)
     # (4)
     if len(found) < threshold:
         raise SignatureError(

@@ -9,9 +9,11 @@ Scope: for each kind a log entry can have, the one definition every part of traj
   fail closed);
 - its edges in the lineage: the artifacts it depends on, each with a role, read from its typed
   predicate (`Kind.dependencies`); and the digests it lists for a status lookup (a dataset's
-  batches, an erasure's deleted blobs: `Kind.listed`);
+  batches, an erasure's deleted blobs, an import's foreign records: `Kind.listed`);
 - the later versions of its predicate it also reads (a dataset with a card, ``dataset/v2``),
-  and the files of its manifest its predicate names as documents (the card: `Kind.documents`).
+  and the files of its manifest its predicate names as documents (the card: `Kind.documents`);
+- for an artifact (one record per digest and origin), the signed metadata two records of its
+  digest must share to be the same record (`Kind.essence`).
 
 Adding a kind means adding its predicate in ``predicates.py`` and one `Kind` here.
 Non-scope: verifying anything (``verify.lineage`` does, using these definitions).
@@ -76,6 +78,8 @@ def _batch_deps(pred: Any) -> list[Dependency]:
     deps = [Dependency("environment", b.environment.digest, "environment")]
     if b.evaluator is not None:
         deps.append(Dependency("evaluator", b.evaluator.digest, "evaluator"))
+    if b.failures_of is not None:
+        deps.append(Dependency("failures-of", b.failures_of, "evaluation"))
     if b.policy_version.startswith("sha256:"):
         try:
             parse_digest(b.policy_version)
@@ -112,6 +116,21 @@ def _checkpoint_deps(pred: Any) -> list[Dependency]:
     return out
 
 
+def _evaluation_deps(pred: Any) -> list[Dependency]:
+    e: p.Evaluation = pred
+    deps = [Dependency("checkpoint", e.checkpoint.digest, "checkpoint"),
+            Dependency("suite", e.suite.digest, "dataset")]
+    if e.evaluator is not None:
+        deps.append(Dependency("evaluator", e.evaluator.digest, "evaluator"))
+    return deps
+
+
+def _release_deps(pred: Any) -> list[Dependency]:
+    r: p.Release = pred
+    return [Dependency("checkpoint", r.checkpoint.digest, "checkpoint"),
+            *(Dependency("evaluation", d, "evaluation") for d in r.evaluations)]
+
+
 def _no_deps(pred: Any) -> list[Dependency]:
     return []
 
@@ -126,6 +145,24 @@ def _erasure_listed(pred: Any) -> tuple[str, ...]:
     return e.blobs
 
 
+def _import_listed(pred: Any) -> tuple[str, ...]:
+    """The envelopes of the foreign records an import brought (logged here before it): so a
+    local record of the same digest is not taken for a second record of this origin."""
+    from .log_entry import LogEntry
+
+    i: p.Import = pred
+    out = []
+    for e in i.entries:
+        raw = e.get("entry")
+        if not isinstance(raw, str):
+            continue  # the verifier judges the import's evidence; nothing to list
+        try:
+            out.append(LogEntry.from_bytes(raw.encode("utf-8")).envelope)
+        except (FormatError, UnicodeEncodeError):
+            continue
+    return tuple(dict.fromkeys(out))
+
+
 def _nothing_listed(pred: Any) -> tuple[str, ...]:
     return ()
 
@@ -136,6 +173,32 @@ def _dataset_documents(pred: Any) -> dict[str, str]:
 
 def _no_documents(pred: Any) -> dict[str, str]:
     return {}
+
+
+def _signed_metadata(statement: Statement) -> dict[str, Any]:
+    """An artifact's signed metadata but times: its subject name and predicate (an artifact's
+    predicate holds no time)."""
+    return {"name": statement.subjects[0].name, **statement.predicate}
+
+
+def _checkpoint_metadata(statement: Statement) -> dict[str, Any]:
+    """What makes two checkpoint records one: the same dataset, parent, trainer, config and
+    seed, or the same command for a run of ``train -- COMMAND`` (its name, version, invocation
+    and times may differ: training twice on identical inputs gives the same weights)."""
+    pred = statement.predicate
+    build = pred.get("buildDefinition")
+    build = build if isinstance(build, Mapping) else {}
+    ext = build.get("externalParameters")
+    ext = ext if isinstance(ext, Mapping) else {}
+    deps = build.get("resolvedDependencies")
+    parents = sorted(
+        f"sha256:{d['digest'].get('sha256')}" for d in (deps if isinstance(deps, list) else [])
+        if isinstance(d, Mapping) and isinstance(d.get("annotations"), Mapping)
+        and d["annotations"].get("role") == "base-checkpoint"
+        and isinstance(d.get("digest"), Mapping)
+    )
+    return {k: ext.get(k) for k in ("dataset", "trainer", "config", "seed", "command")} | {
+        "parent": parents}
 
 
 @dataclass(frozen=True)
@@ -169,6 +232,7 @@ class Kind:
     _listed: Callable[[Any], tuple[str, ...]] = _nothing_listed
     versions: tuple[type[p.Predicate], ...] = ()
     _documents: Callable[[Any], dict[str, str]] = _no_documents
+    _essence: Callable[[Statement], dict[str, Any]] = _signed_metadata
 
     @property
     def predicate_type(self) -> str:
@@ -205,14 +269,31 @@ class Kind:
         return self._deps(predicate)
 
     @property
+    def judges(self) -> bool:
+        """Its records judge the artifacts they name rather than build on them: signed by
+        roles that approve and evaluate, not by producers or trainers (an evaluation, a
+        release, an approval). A lineage draws them beside what they judge (`verify.lineage
+        .LineageVerifier.with_records`); what is built on an artifact is its impact."""
+        return not set(self.roles) & {"producer", "trainer"}
+
+    @property
     def lists(self) -> bool:
         """Records of this kind are found by the digests they list (`listed`)."""
         return self._listed is not _nothing_listed
 
     def listed(self, predicate: p.Predicate) -> tuple[str, ...]:
         """The digests a status lookup finds this record by: a dataset's batches (to find the
-        holdout datasets of a batch), an erasure's deleted blobs."""
+        holdout datasets of a batch), an erasure's deleted blobs, the envelopes of an import's
+        foreign records."""
         return self._listed(predicate)
+
+    def differences(self, first: Statement, second: Statement) -> list[str]:
+        """How two records of one digest of this (artifact) kind differ in their signed
+        metadata other than times, one ``field: first vs second`` each; none: the same
+        record, written twice."""
+        a, b = self._essence(first), self._essence(second)
+        return [f"{k}: {a.get(k)!r} vs {b.get(k)!r}" for k in sorted(set(a) | set(b))
+                if k != "manifest" and a.get(k) != b.get(k)]
 
 
 _K = Kind
@@ -227,18 +308,26 @@ KINDS: Mapping[str, Kind] = {
         _K("dataset", p.Dataset, ("producer",), Signing.THRESHOLD, True, True, True, True,
            _dataset_deps, _dataset_listed, (p.DatasetV2,), _dataset_documents),
         _K("checkpoint", p.Provenance, ("trainer",), Signing.THRESHOLD, True, True, False, True,
-           _checkpoint_deps),
+           _checkpoint_deps, _nothing_listed, _essence=_checkpoint_metadata),
         _K("approval", p.Approval, ("approver",), Signing.PER_RECORD, False, False, False, False),
         _K("revocation", p.Revocation, ("producer", "approver"), Signing.ANY_ONE, False, False,
            True, False),
         _K("erasure", p.Erasure, ("producer", "approver"), Signing.ANY_ONE, False, False, True,
            False, _no_deps, _erasure_listed),
-        _K("import", p.Import, ("approver",), Signing.THRESHOLD, False, True, False, False),
+        _K("import", p.Import, ("approver",), Signing.THRESHOLD, False, True, False, False,
+           _no_deps, _import_listed),
         _K("trust-policy", p.TrustPolicyRecord, ("approver",), Signing.THRESHOLD, False, True,
            True, False),
         _K("refusal", p.Refusal, ("trainer",), Signing.THRESHOLD, False, False, False, False),
         _K("model-signature", p.ModelSignature, ("trainer",), Signing.THRESHOLD, False, False,
            False, False),
+        _K("evaluation", p.Evaluation, ("evaluator",), Signing.THRESHOLD, True, True, False,
+           True, _evaluation_deps),
+        # Any one approver records a release; the policy's [release] approvals counts them.
+        _K("release", p.Release, ("approver",), Signing.ANY_ONE, False, True, False, True,
+           _release_deps),
+        _K("unsealing", p.Unsealing, ("evaluator",), Signing.ANY_ONE, False, False, False,
+           False),
     )
 }
 """Every kind, by entry kind name."""

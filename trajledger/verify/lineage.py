@@ -27,7 +27,10 @@ dataset or a rollout batch:
 The result is a DAG: one `Node` per artifact (keyed by digest), verified once however many
 artifacts use it, with `Edge`s carrying the dependency's role. Rendering it as text shows each
 node once and refers back ("see above"); its JSON is a node table plus an edge list
-(``schemas/report.v1.md``). The cost is linear in nodes + edges.
+(``schemas/report.v1.md``). The cost is linear in nodes + edges. On request
+(`LineageVerifier.with_records`), a report also carries the records about its artifacts that
+are not nodes of it (`Mark`: approvals, revocations, erasures, evaluations...), each verified
+as a record, for a picture of the lineage.
 Non-scope: reading rollout data as tables (the runner does that on the bytes it verified); where
 the index comes from (a ledger keeps it in the user's state directory).
 Spec: schemas/SPEC.md, section "Lineage verification"; schemas/report.v1.md.
@@ -38,12 +41,14 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ._jcs import canonical_bytes
 from .checkpoint import Checkpoint, check_consistent, verify_checkpoint, verify_cosignatures
 from .digest import digest_bytes, hash_file, parse_digest, result_of
 from .dsse import Envelope
@@ -60,19 +65,25 @@ from .note import verifier_from_vkey
 from .policy import KEY_ROLES, Identity, TrustPolicy
 from .predicates import (
     CARD_MAX_BYTES,
+    HELD_OUT,
     Approval,
     Dataset,
     Erasure,
+    Evaluation,
     Predicate,
     Provenance,
+    Release,
     Revocation,
     RolloutBatch,
+    Sealed,
+    split_test_name,
 )
 from .statement import Statement, unsigned_statement, verify_statement
 from .strict_json import load_object
 from .times import format_time, parse_time
 
 __all__ = [
+    "CLOCK_SKEW",
     "ERASED",
     "FAIL",
     "INFO",
@@ -81,6 +92,7 @@ __all__ = [
     "Check",
     "Edge",
     "LineageVerifier",
+    "Mark",
     "Node",
     "Record",
     "RecordFailure",
@@ -92,6 +104,9 @@ REPORT_FORMAT = "https://trajledger.dev/report/v1"
 """The ``format`` of a report's JSON form (schemas/report.v1.md)."""
 
 _MARK = {OK: "✓", FAIL: "✗", ERASED: "∅", INFO: "·"}
+CLOCK_SKEW = 300
+"""Seconds a signed time may run ahead of the time the log integrated its record (clocks
+differ a little); more, and the signed time is not believed."""
 _MAX_INDENT = 12
 """Depth at which the text report stops indenting further. A chain of training iterations
 nests three levels per iteration; indenting all the way would make each line's width, and the
@@ -198,12 +213,49 @@ class Edge:
         return {"from": self.src, "to": self.dst, "role": self.role}
 
 
+@dataclass(frozen=True)
+class Mark:
+    """A log record about artifacts of a report that is not a node of it: an approval, a
+    revocation, an erasure, an evaluation of a checkpoint... (`LineageVerifier.with_records`).
+
+    Attributes:
+        index: its log index.
+        kind: its entry kind.
+        about: ``(node id, role)`` for each artifact of the report it is about: its subject
+            (the role is the kind) or a dependency it names (the dependency's role).
+        signers: the keyids its entry names.
+        status: ``ok`` (it verifies as a record: signature, role, inclusion), ``info`` (intact,
+            not signed under the policy: ignored) or ``fail`` (missing or damaged evidence).
+        detail: what it says (its predicate's plain fields), or why it does not verify.
+    """
+
+    index: int
+    kind: str
+    about: tuple[tuple[str, str], ...]
+    signers: tuple[str, ...]
+    status: str
+    detail: str
+
+    @property
+    def label(self) -> str:
+        """``approval at log index 12``."""
+        return f"{self.kind} at log index {self.index}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (a row of the report's ``records``)."""
+        return {"logIndex": self.index, "kind": self.kind,
+                "about": [{"id": i, "role": r} for i, r in self.about],
+                "signers": list(self.signers), "status": self.status, "detail": self.detail}
+
+
 @dataclass
 class Report:
     """A verified graph: the nodes reachable from ``roots`` and the edges between them.
 
     ``direction`` is ``upstream`` (what made the subject: edges followed from depending to
     dependency) or ``downstream`` (what the subject reached: edges followed backwards).
+    ``records`` are the records about its artifacts that are not nodes (`Mark`), when asked
+    for (`LineageVerifier.with_records`).
     """
 
     subject: str
@@ -211,6 +263,7 @@ class Report:
     nodes: dict[str, Node]
     edges: list[Edge]
     direction: str = "upstream"
+    records: list[Mark] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -222,6 +275,41 @@ class Report:
         n = sum(len(node.checks) for node in self.nodes.values())
         f = sum(1 for node in self.nodes.values() for c in node.checks if c.status == FAIL)
         return n, f
+
+    def failing(self) -> set[str]:
+        """The nodes that fail: a check of their own failed, or they depend (through any
+        number of edges) on a node that does: what was built on a revoked batch fails too."""
+        users: dict[str, list[str]] = {}
+        for e in self.edges:
+            users.setdefault(e.dst, []).append(e.src)
+        out = {nid for nid, n in self.nodes.items() if not n.ok}
+        todo = list(out)
+        while todo:
+            for src in users.get(todo.pop(), []):
+                if src not in out:
+                    out.add(src)
+                    todo.append(src)
+        return out
+
+    def verdict(self) -> str:
+        """The report's first line: the outcome, the subject and the count of problems.
+
+        ``✓ OK: <subject>: N checks passed`` or ``✗ FAIL: <subject>: P problem(s) in N checks:
+        in K artifact(s), M more fail through their lineage``; a problem is a failed check of
+        the node it judges (what fails only through its lineage is counted apart).
+        """
+        n, failed = self.count()
+        node = self.nodes.get(self.subject)
+        subject = node.label if node is not None else self.subject
+        if not failed:
+            erased = self.erased()
+            return f"✓ OK: {subject}: {n} checks passed" + (
+                f" ({erased} erased: data deleted, digests verified)" if erased else "")
+        own = [nid for nid, x in self.nodes.items() if not x.ok]
+        inherited = len(self.failing()) - len(own)
+        where = f"in {len(own)} node(s)" if own != ["log"] else "in the log"
+        return (f"✗ FAIL: {subject}: {failed} problem(s) in {n} checks, {where}"
+                + (f"; {inherited} more fail through their lineage" if inherited else ""))
 
     def erased(self) -> int:
         """How many ``erased`` checks the graph holds."""
@@ -261,16 +349,26 @@ class Report:
         return out
 
     def render(self) -> list[str]:
-        """A text tree: ``✓`` passed, ``✗`` failed, ``∅`` erased, ``·`` information. A node
-        reached again is one line saying "(see above)". Indentation stops at depth 12; deeper
-        nodes say ``[depth N]``, so the text stays linear in the size of the graph."""
-        lines: list[str] = []
+        """A text tree under the verdict line (`verdict`): ``✓`` passed, ``✗`` failed (its own
+        check, or something it depends on: then a ``lineage`` line says what), ``∅`` erased,
+        ``·`` information. A node reached again is one line saying "(see above)". Indentation
+        stops at depth 12; deeper nodes say ``[depth N]``, so the text stays linear in the
+        size of the graph."""
+        failing = self.failing()
+        users: dict[str, set[str]] = {}
+        for e in self.edges:
+            users.setdefault(e.src, set()).add(e.dst)
+        marks: dict[str, list[tuple[str, Mark]]] = {}
+        for m in self.records:
+            for nid, role in m.about:
+                marks.setdefault(nid, []).append((role, m))
+        lines: list[str] = [self.verdict()]
         for depth, edge, node, first in self.walk():
             pad = "    " * min(depth, _MAX_INDENT)
             via = f"{edge.role} → " if edge is not None else ""
             if depth > _MAX_INDENT:
                 via = f"[depth {depth}] {via}"
-            mark = _MARK[node.status]
+            mark = _MARK[FAIL if node.id in failing else node.status]
             if not first:
                 lines.append(f"{pad}{via}{mark} {node.label} (see above)")
                 continue
@@ -284,12 +382,24 @@ class Report:
             for c in node.checks:
                 text = c.what + (f" — {c.detail}" if c.detail else "")
                 lines.append(f"{pad}    {_MARK[c.status]} {text}")
+            if node.ok and node.id in failing:
+                bad = sorted(self.nodes[d].label for d in users.get(node.id, ()) if d in failing)
+                lines.append(f"{pad}    {_MARK[FAIL]} lineage — depends on {len(bad)} failing: "
+                             + "; ".join(bad))
+            for role, m in marks.get(node.id, []):
+                by = f", signed by {', '.join(s[:12] for s in m.signers)}" if m.signers else ""
+                via = "" if role == m.kind else f" (names it as {role})"
+                lines.append(f"{pad}    {_MARK[INFO if m.status == OK else m.status]} "
+                             f"{m.label}{via}{by} — {m.detail}")
         return lines
 
     def to_json(self) -> dict[str, Any]:
-        """The stable JSON form: a node table and an edge list (schemas/report.v1.md)."""
+        """The stable JSON form: a node table and an edge list (schemas/report.v1.md); and the
+        records about its artifacts, when it carries them (`LineageVerifier.with_records`)."""
         n, f = self.count()
-        return {
+        failing = self.failing()
+        records = {"records": [m.to_json() for m in self.records]} if self.records else {}
+        return records | {
             "format": REPORT_FORMAT,
             "subject": self.subject,
             "direction": self.direction,
@@ -297,7 +407,8 @@ class Report:
             "checks": n,
             "failed": f,
             "roots": list(self.roots),
-            "nodes": [node.to_json() for node in self.nodes.values()],
+            "nodes": [node.to_json() | {"lineage": FAIL if node.id in failing else OK}
+                      for node in self.nodes.values()],
             "edges": [e.to_json() for e in self.edges],
         }
 
@@ -905,7 +1016,9 @@ class LineageVerifier:
         # (3)
         k = KINDS[kind]
         if k.files:
-            self._check_files(digest, node, erased, rec.statement, k.documents(rec.predicate))
+            sealed = getattr(rec.predicate, "sealed", None)
+            self._check_files(digest, node, erased, rec.statement, k.documents(rec.predicate),
+                              sealed)
         elif erased is not None:
             node.add("erased", ERASED, _erasure_note(erased))
         self._deps[digest] = [
@@ -932,6 +1045,8 @@ class LineageVerifier:
             self._edges[node.id].append(Edge(node.id, dep.digest, dep.role))
             if node.kind == "checkpoint" and dep.role == "dataset" and isinstance(rec, Record):
                 self.dataset_use(node, dep.digest, rec)
+        if node.kind in _RULES and isinstance(rec, Record):
+            _RULES[node.kind](self, node, rec)
 
     def _check_files(
         self,
@@ -940,6 +1055,7 @@ class LineageVerifier:
         erased: Record | None,
         statement: Statement,
         documents: dict[str, str],
+        sealed: Sealed | None = None,
     ) -> None:
         raw = self.evidence.blob(digest)
         if raw is None:
@@ -964,28 +1080,32 @@ class LineageVerifier:
         by_other: dict[int, Record] = {}
         present = 0
         absent = 0
+        stored = _stored_files(manifest, sealed, node)
         for f in manifest.files:
             if documents.get(f.path) == f.digest:
                 continue  # read whole and checked above
-            if self.evidence.omitted(f.digest):
+            if f.path not in stored:
+                continue  # a sealed file without its ciphertext: failed above
+            f_digest, f_size = stored[f.path]
+            if self.evidence.omitted(f_digest):
                 absent += 1
                 continue
-            if self.evidence.has_blob(f.digest):
+            if self.evidence.has_blob(f_digest):
                 present += 1
-                if node.kind in self.caller_hashes:
+                if node.kind in self.caller_hashes and sealed is None:
                     continue  # the caller hashes the bytes as it reads them, and reports
                 if self.data == "hash":
-                    self._hash_later(node, f.path, f.digest, f.size)
+                    self._hash_later(node, f.path, f_digest, f_size)
                 else:
-                    size = self.evidence.blob_size(f.digest)
-                    if size is not None and size != f.size:
-                        node.fail(f.path, f"tampered: {size} bytes, want {f.size} (blob "
-                                  f"{_short(f.digest)})")
+                    size = self.evidence.blob_size(f_digest)
+                    if size is not None and size != f_size:
+                        node.fail(f.path, f"tampered: {size} bytes, want {f_size} (blob "
+                                  f"{_short(f_digest)})")
                 continue
             # A missing blob is erased only when a verified erasure lists it; otherwise lost.
-            by = self.erased_blob(f.digest)
+            by = self.erased_blob(f_digest)
             if by is None:
-                node.fail(f.path, f"blob {_short(f.digest)} is missing")
+                node.fail(f.path, f"blob {_short(f_digest)} is missing")
                 continue
             gone += 1
             if erased is None or by.index != erased.index:
@@ -1001,9 +1121,11 @@ class LineageVerifier:
                 f"(log index {other.index}); digests still verify",
             )
         how = (
-            "hashed by the runner as read" if node.kind in self.caller_hashes
+            "hashed by the runner as read" if node.kind in self.caller_hashes and not sealed
             else "re-hashed" if self.data == "hash" else "size only, not re-hashed"
         )
+        if sealed is not None:
+            how = f"sealed (ciphertexts {how}) to {len(sealed.recipients)} recipient(s)"
         node.add("files", OK,
                  f"{len(manifest.files)} file(s), {manifest.total_size} bytes"
                  + (f", {present} {how}" if present else "")
@@ -1205,8 +1327,12 @@ class LineageVerifier:
 
         Steps:
             1. Each approval record of ``digest`` verifies (signed by an approver key).
-            2. It names ``purpose``, was logged before ``before``, has not expired at
-               ``at_time`` and is not older than the policy's maximum approval age then.
+            2. It names ``purpose`` and was logged before ``before``. Its age and expiry are
+               judged by the time the log integrated it (its entry's time), never the
+               ``approvedAt`` its signer wrote: one dated more than `CLOCK_SKEW` after its log
+               time does not count; it expires at its signed ``expires`` or at its log time
+               plus the lifetime it was given (``expires - approvedAt``), whichever is first,
+               and must not be older than the policy's maximum approval age at ``at_time``.
             3. Distinct approver keys of the counted records reach the approver threshold.
 
         Adds an ``approvals`` check to ``node`` (failed with every reason a record did not
@@ -1224,18 +1350,26 @@ class LineageVerifier:
             # (2)
             p = r.predicate
             assert isinstance(p, Approval)
-            approved = parse_time(p.approved_at)
-            expires = parse_time(p.expires)
+            logged = parse_time(r.entry.time)
+            signed = parse_time(p.approved_at)
+            # The approval lasts what its signer gave it, from when the log took it in.
+            expires = min(parse_time(p.expires), logged + (parse_time(p.expires) - signed))
             if p.purpose != purpose:
                 notes.append(f"approval {i} is for {p.purpose!r}, not {purpose!r}")
             elif i > before:
                 notes.append(f"approval {i} was logged after the use (log index {before})")
-            elif expires <= at_time:
-                notes.append(f"approval {i} expired at {p.expires} (judged at "
-                             f"{format_time(at_time)})")
-            elif (at_time - approved).total_seconds() > self.policy.max_approval_age:
+            elif (signed - logged).total_seconds() > CLOCK_SKEW:
                 notes.append(
-                    f"approval {i} of {p.approved_at} is older than the policy's maximum "
+                    f"approval {i} is dated {p.approved_at}, after the log took it in at "
+                    f"{r.entry.time} (more than {CLOCK_SKEW // 60} minutes): a signer's clock "
+                    "does not decide how old an approval is"
+                )
+            elif expires <= at_time:
+                notes.append(f"approval {i} expired at {format_time(expires)} (logged "
+                             f"{r.entry.time}; judged at {format_time(at_time)})")
+            elif (at_time - logged).total_seconds() > self.policy.max_approval_age:
+                notes.append(
+                    f"approval {i} logged {r.entry.time} is older than the policy's maximum "
                     f"approval age ({self.policy.max_approval_age}s)"
                 )
             else:
@@ -1250,6 +1384,153 @@ class LineageVerifier:
         else:
             node.add(f"{label}: approvals", OK, detail)
         return approvers
+
+    # -- evaluations and releases ------------------------------------------------------------------
+
+    def _evaluation_use(self, node: Node, rec: Record) -> None:
+        """An evaluation ran on a held-out suite (`_evaluation_problems`)."""
+        ev = rec.predicate
+        assert isinstance(ev, Evaluation)
+        problems = self._evaluation_problems(ev)
+        for p in problems:
+            node.fail("suite", p)
+        if not problems:
+            tests = len(ev.passed_tests) + len(ev.failed_tests)
+            node.add("suite", OK, f"{ev.suite.name}@{ev.suite.version}: "
+                     f"{len(ev.passed_tests)} of {tests} episode(s) passed")
+
+    def _evaluation_problems(self, ev: Evaluation) -> list[str]:
+        """Why an evaluation is not one of a held-out suite: the suite's verified record is a
+        holdout or regression dataset, and each test names one of its batches."""
+        self.artifact(ev.suite.digest, "dataset")
+        suite = self.identity_record(ev.suite.digest, "dataset")
+        if not isinstance(suite, Record) or not isinstance(suite.predicate, Dataset):
+            return ["the suite's dataset record does not verify"]
+        ds, out = suite.predicate, []
+        if ds.split not in HELD_OUT:
+            out.append(f"dataset {ds.name}@{ds.version} is a {ds.split!r} split; evaluations "
+                       "run on holdout or regression suites")
+        outside = {split_test_name(t)[0] for t in ev.passed_tests + ev.failed_tests}
+        if outside - set(ds.batches):
+            out.append(f"tests name {len(outside - set(ds.batches))} batch(es) not in the suite "
+                       f"(first {_short(min(outside - set(ds.batches)))})")
+        return out
+
+    def _release_use(self, node: Node, rec: Record) -> None:
+        """A release is named by its content, and meets the policy's ``[release]`` on the
+        evaluations it cites (`release_rules`)."""
+        rel = rec.predicate
+        assert isinstance(rel, Release)
+        try:
+            named = digest_bytes(canonical_bytes(rec.statement.predicate, "release"))
+        except FormatError as e:
+            named = str(e)
+        if named != rec.entry.subject:
+            node.fail("release", f"its subject is not the SHA-256 of its predicate ({named})")
+        self.release_rules(node, rel.checkpoint.digest, rel.evaluations,
+                           len(rec.signers) + len(rec.identities), before=rec.index)
+
+    def release_rules(
+        self, node: Node, checkpoint: str, cited: Sequence[str] | None, approvers: int,
+        *, before: int | None = None,
+    ) -> set[str]:
+        """Check the policy's ``[release]`` for releasing ``checkpoint`` (verified already with
+        `artifact`), adding one check per requirement to ``node``.
+
+        Steps:
+            1. The policy has ``[release]``; ``approvers`` reach its ``approvals``.
+            2. For each requirement, the evaluation that counts is the latest verified one
+               (signed by the evaluator role) of the checkpoint on the suite ``NAME@VERSION``
+               (a holdout or regression dataset) logged before ``before``, among those the
+               index knows and those ``cited``; it must exist and, when ``cited`` is given,
+               be cited (no choosing an older, better run).
+            3. Its metric is within ``min`` / ``max``; with ``max_drop`` and a parent
+               checkpoint, the parent's evaluation on the same suite (found as in 2) exists,
+               is cited, and the metric dropped no more than ``max_drop`` from it.
+
+        Args:
+            cited: the evaluations a release cites; None to choose them (``trajledger
+                release`` before recording).
+            approvers: how many approver keys sign the release.
+            before: the log index of the release (default: the end of the log).
+
+        Returns:
+            The digests of the evaluations the rules used (what a release must cite).
+        """
+        rules = self.policy.release
+        assert self.checkpoint is not None
+        until = self.checkpoint.size if before is None else before
+        used: set[str] = set()
+        # (1)
+        if rules is None:
+            node.fail("release", f"policy {self.policy.name!r} serial {self.policy.serial} has "
+                      "no [release]: nothing is released under it")
+            return used
+        if approvers < rules.approvals:
+            node.fail("release", f"signed by {approvers} approver(s), [release] needs "
+                      f"{rules.approvals}")
+        parents = [d.digest for d in self._deps.get(checkpoint, []) if d.role == "base-checkpoint"]
+        for req in rules.require:
+            # (2)
+            label = f"{req.metric} on {req.suite}"
+            ev = self._latest_evaluation(checkpoint, req.suite, cited or (), until)
+            if ev is None:
+                node.fail(label, f"missing: no verified evaluation of {_short(checkpoint)} on "
+                          f"{req.suite}; run 'trajledger eval {checkpoint} --suite {req.suite}'")
+                continue
+            # (3)
+            runs = [ev]
+            parent = None
+            if req.max_drop is not None and parents:
+                parent = self._latest_evaluation(parents[0], req.suite, cited or (), until)
+                runs += [parent] if parent is not None else []
+            assert isinstance(ev.predicate, Evaluation)
+            problems = req.judge(
+                ev.predicate.metric(req.metric),
+                parent.predicate.metric(req.metric) if parent is not None
+                and isinstance(parent.predicate, Evaluation) else None,
+            )
+            if req.max_drop is not None and parents and parent is None:
+                problems.append(f"the parent {_short(parents[0])} has no verified evaluation "
+                                f"on {req.suite}")
+            problems += [f"evaluation {_short(r.entry.subject)} (log index {r.index}) is the "
+                         "latest but not cited" for r in runs
+                         if cited is not None and r.entry.subject not in cited]
+            used |= {r.entry.subject for r in runs}
+            what = "; ".join(f"{'parent ' if r is parent else ''}evaluation "
+                             f"{_short(r.entry.subject)} (log index {r.index})" for r in runs)
+            if problems:
+                node.fail(label, "; ".join(problems) + f" ({what})")
+            else:
+                node.add(label, OK, f"{ev.predicate.metric(req.metric):.4g} ({what})")
+        return used
+
+    def _latest_evaluation(
+        self, checkpoint: str, suite: str, cited: Iterable[str], before: int
+    ) -> Record | None:
+        """The latest verified evaluation record of ``checkpoint`` on the suite
+        ``NAME@VERSION`` logged before ``before``, among the index's referrers and the records
+        of ``cited`` evaluations. Each record counts on its own (a run whose results equal an
+        earlier run's is a later record of the same artifact)."""
+        found = None
+        seen = {i for i, role in self._index.referrers(checkpoint) if role == "checkpoint"}
+        seen |= {i for d in cited for i in self.records(d, "evaluation")}
+        for i in sorted(seen):
+            e = self._entry(i)
+            if e is None or e.kind != "evaluation" or i >= before:
+                continue
+            node = self.artifact(e.subject, "evaluation")
+            rec = self.record(i)
+            if not node.ok or not isinstance(rec, Record):
+                continue
+            ev = rec.predicate
+            assert isinstance(ev, Evaluation)
+            if ev.checkpoint.digest != checkpoint or self._evaluation_problems(ev):
+                continue
+            s = self._nodes[ev.suite.digest]
+            if s.ok and f"{s.name}@{s.version}" == suite:
+                found = rec
+        return found
 
     # -- reports -----------------------------------------------------------------------------------
 
@@ -1323,21 +1604,61 @@ class LineageVerifier:
             self.verify(digest)
             return self.report(digest, ["log", digest])
         try:
-            down, seen = self._downstream(digest, kind)
+            down = self._downstream(digest, kind)
         except BaseException:
             self.close()
             raise
         self.finish()
-        root = self._nodes[digest]
-        if not root.ok:
-            # Everything downstream was built on it: its lineage fails the same way.
-            why = "; ".join(f"{c.what}: {c.detail}" for c in root.checks if c.status == FAIL)
-            for nid in seen - {digest}:
-                self._nodes[nid].fail("lineage", f"built on {root.label}, which fails ({why})")
+        # Everything downstream was built on the subject: when it fails, they fail through
+        # their lineage (`Report.failing`), each counted once as the subject's problem.
         return self.report(digest, ["log", digest], down)
 
-    def _downstream(self, digest: str, kind: str) -> tuple[list[Edge], set[str]]:
-        """Verify ``digest`` and walk the referrers: the edges reaching it and their sources."""
+    def with_records(self, report: Report) -> Report:
+        """``report`` with the records about its artifacts that are not nodes of it (`Mark`),
+        found generically from the kinds (`verify.kinds`), in log order:
+
+        - every record whose subject is an artifact of the report and whose kind is not an
+          artifact kind (approvals, revocations, erasures, refusals, imports...);
+        - every record of an artifact kind that judges (`Kind.judges`: evaluations,
+          releases) and names an artifact of the report as a dependency, when it is not a
+          node itself.
+
+        Each is verified as a record (`record`: signature, role, inclusion); what it decides
+        is already in the checks of the nodes (a revocation fails its artifact, approvals
+        count in the checkpoint's use of a dataset). Call it after `verify` or `impact`.
+        """
+        found: dict[int, list[tuple[str, str]]] = {}
+        for nid, node in report.nodes.items():
+            if node.kind not in KINDS:
+                continue
+            for i in self._index.about(nid):
+                e = self._entry(i)
+                if e is not None and e.kind in KINDS and not KINDS[e.kind].lineage:
+                    found.setdefault(i, []).append((nid, e.kind))
+            for i, role in self._index.referrers(nid):
+                e = self._entry(i)
+                if (e is not None and e.kind in KINDS and KINDS[e.kind].lineage
+                        and KINDS[e.kind].judges and e.subject not in report.nodes):
+                    found.setdefault(i, []).append((nid, role))
+        marks = []
+        for i in sorted(found):
+            rec = self.record(i)
+            entry = self._entry(i)
+            assert entry is not None
+            if isinstance(rec, Record):
+                status, detail = OK, _gist(rec.statement.predicate)
+                signers = tuple(sorted(rec.signers))
+            else:
+                status = FAIL if rec.damaged else INFO
+                detail = rec.message if rec.damaged else f"ignored: {rec.message}"
+                signers = entry.signers
+            marks.append(Mark(i, entry.kind, tuple(dict.fromkeys(found[i])), signers, status,
+                              detail))
+        return Report(report.subject, report.roots, report.nodes, report.edges,
+                      report.direction, marks)
+
+    def _downstream(self, digest: str, kind: str) -> list[Edge]:
+        """Verify ``digest`` and walk the referrers: the edges reaching it."""
         self.artifact(digest, kind, follow=False)
         down: list[Edge] = []
         seen = {digest}
@@ -1359,7 +1680,66 @@ class LineageVerifier:
                 if src not in seen:
                     seen.add(src)
                     todo.append(src)
-        return down, seen
+        return down
+
+
+_RULES = {
+    "evaluation": LineageVerifier._evaluation_use,
+    "release": LineageVerifier._release_use,
+}
+"""Rules beyond its records for the kinds that have them, checked once its dependencies are."""
+
+
+_GIST_CHARS = 160
+"""How much of a record's predicate `_gist` shows."""
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z")
+
+
+def _gist(predicate: Any) -> str:
+    """A record's plain fields, ``key: value; ...`` (numbers one level deep too; digests cut),
+    for a picture: what an approval, revocation or evaluation says, read generically."""
+    parts: list[str] = []
+
+    def plain(value: Any) -> str | None:
+        if isinstance(value, bool) or value is None:
+            return None if value is None else str(value).lower()
+        if isinstance(value, int | float):
+            return f"{value:.4g}" if isinstance(value, float) else str(value)
+        if isinstance(value, str):
+            return _short(value) if value.startswith("sha256:") else value
+        return None
+
+    nested: list[str] = []  # then the numbers one level down (an evaluation's metrics)
+    times: list[str] = []  # last: what a record says comes before when it said it
+    for key, value in (predicate.items() if isinstance(predicate, dict) else ()):
+        if isinstance(value, dict):
+            nested += [f"{key}.{k}: {t}" for k, v in value.items()
+                       if not isinstance(v, dict | str) and (t := plain(v)) is not None]
+        elif (text := plain(value)) is not None:
+            (times if _TIME.fullmatch(text) else parts).append(f"{key}: {text}")
+    out = "; ".join(parts + nested + times)
+    return out if len(out) <= _GIST_CHARS else out[: _GIST_CHARS - 1] + "…"
+
+
+def _stored_files(
+    manifest: Manifest, sealed: Sealed | None, node: Node
+) -> dict[str, tuple[str, int]]:
+    """Each manifest file's stored blob (digest, size): itself, or for a sealed batch its
+    ciphertext, whose size must be the sealing's for the plaintext size."""
+    if sealed is None:
+        return {f.path: (f.digest, f.size) for f in manifest.files}
+    paths = {f.path for f in manifest.files}
+    if set(sealed.files) != paths:
+        node.fail("sealed", f"seals {sorted(sealed.files)}, the manifest lists {sorted(paths)}")
+    out = {}
+    for f in manifest.files:
+        if f.path in sealed.files:
+            digest, size = sealed.files[f.path]
+            if size != Sealed.ciphertext_size(f.size):
+                node.fail(f.path, f"sealed: ciphertext of {size} bytes for {f.size} plaintext "
+                          f"bytes, want {Sealed.ciphertext_size(f.size)}")
+            out[f.path] = (digest, size)
+    return out
 
 
 def _key_id(vkey: str) -> str:

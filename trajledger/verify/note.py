@@ -41,8 +41,12 @@ __all__ = [
     "Note",
     "NoteSignature",
     "Verifier",
+    "b64decode_strict",
+    "check_text_bytes",
+    "cosignature_message",
     "format_signature_line",
     "key_hash",
+    "verified_signatures",
     "verifier_from_vkey",
     "verify_note",
     "vkey_string",
@@ -72,8 +76,19 @@ def _check_name(name: str, what: str) -> None:
         raise FormatError(f"{what}: key name {name!r} must be non-empty, without spaces or '+'")
 
 
-def _b64decode_strict(text: str, what: str) -> bytes:
-    """Decode standard base64 with padding, refusing any other spelling of the same bytes."""
+def b64decode_strict(text: str, what: str) -> bytes:
+    """Decode standard base64 with padding, refusing any other spelling of the same bytes.
+
+    Args:
+        text: the base64 text.
+        what: names the value in messages.
+
+    Returns:
+        The decoded bytes.
+
+    Raises:
+        FormatError: not standard base64, or not its canonical spelling (padding, zero bits).
+    """
     try:
         raw = base64.b64decode(text.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError) as e:
@@ -83,7 +98,19 @@ def _b64decode_strict(text: str, what: str) -> bytes:
     return raw
 
 
-def _check_text_bytes(data: bytes, what: str) -> str:
+def check_text_bytes(data: bytes, what: str) -> str:
+    """Decode a note's text: UTF-8 with no control character but newline (signed-note).
+
+    Args:
+        data: the bytes.
+        what: names them in messages.
+
+    Returns:
+        The text.
+
+    Raises:
+        FormatError: not UTF-8, or a control character other than newline.
+    """
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -164,7 +191,7 @@ class Note:
             FormatError: the text is not valid UTF-8, has control characters or does not end in
                 a newline; no signatures or more than 100.
         """
-        _check_text_bytes(self.text, "note text")
+        check_text_bytes(self.text, "note text")
         if not self.text.endswith(b"\n"):
             raise FormatError("note text does not end in a newline")
         if not self.signatures:
@@ -187,7 +214,7 @@ class Note:
         Raises:
             FormatError: the bytes are not a well-formed signed note.
         """
-        _check_text_bytes(data, "signed note")
+        check_text_bytes(data, "signed note")
         split = data.rfind(b"\n\n")
         if split < 0:
             raise FormatError("signed note has no blank line before its signatures")
@@ -218,7 +245,7 @@ def _parse_signature_line(line: bytes, i: int) -> NoteSignature:
     if not sep:
         raise FormatError(f"{what}: no space between key name and signature")
     _check_name(name, what)
-    raw = _b64decode_strict(b64, what)
+    raw = b64decode_strict(b64, what)
     if len(raw) < _KEY_HASH_SIZE + 1:
         raise FormatError(f"{what}: signature has {len(raw)} bytes, want at least 5")
     return NoteSignature(name=name, key_hash=raw[:_KEY_HASH_SIZE], signature=raw[_KEY_HASH_SIZE:])
@@ -248,8 +275,21 @@ def format_signature_line(name: str, key_hash: bytes, sig: bytes) -> bytes:
     return _EM_DASH_PREFIX + name.encode() + b" " + b64 + b"\n"
 
 
-def _cosignature_v1_message(body: bytes, timestamp: int) -> bytes:
-    # One definition, shared with verify.checkpoint.cosignature_message.
+def cosignature_message(body: bytes, timestamp: int) -> bytes:
+    r"""Return the message a tlog-cosignature v1 (Ed25519) witness signs.
+
+    Args:
+        body: the checkpoint note text, including its final newline.
+        timestamp: POSIX seconds, 0..2**63-1.
+
+    Returns:
+        ``"cosignature/v1\ntime <timestamp>\n" || body``.
+
+    Raises:
+        ValueError: the timestamp is out of range.
+    """
+    if not 0 <= timestamp <= _MAX_TIMESTAMP:
+        raise ValueError(f"cosignature timestamp {timestamp}, want 0..2**63-1")
     return b"cosignature/v1\ntime " + str(timestamp).encode() + b"\n" + body
 
 
@@ -332,7 +372,7 @@ class Verifier:
             timestamp = self.cosignature_timestamp(sig)
             if timestamp is None or timestamp > _MAX_TIMESTAMP:
                 return False
-            msg, sig = _cosignature_v1_message(msg, timestamp), sig[8:]
+            msg, sig = cosignature_message(msg, timestamp), sig[8:]
         if len(sig) != _ED25519_SIG_SIZE:
             return False
         try:
@@ -360,7 +400,7 @@ def verifier_from_vkey(vkey: str) -> Verifier:
     if not (sep1 and sep2) or not _HEX8.fullmatch(hash_hex):
         raise FormatError(f"verifier key {vkey!r}: want <name>+<8 hex digits>+<base64 key>")
     _check_name(name, "verifier key")
-    key = _b64decode_strict(key_b64, f"verifier key {name}")
+    key = b64decode_strict(key_b64, f"verifier key {name}")
     if len(key) < 2:
         raise FormatError(f"verifier key {name}: key data has {len(key)} bytes, want 33")
     verifier = Verifier(name=name, alg=key[0], public_key=key[1:])
@@ -391,10 +431,22 @@ def vkey_string(name: str, ed25519_public_bytes: bytes, alg: int = ALG_ED25519) 
     return f"{name}+{kh.hex()}+{base64.b64encode(bytes([alg]) + ed25519_public_bytes).decode()}"
 
 
-def _verified_signatures(
+def verified_signatures(
     note: Note, verifiers: Sequence[Verifier]
 ) -> list[tuple[NoteSignature, Verifier]]:
-    """Steps 2 and 3 of `verify_note`: the signature lines by known keys, all verified."""
+    """Steps 2 and 3 of `verify_note`: the signature lines by known keys, all verified.
+
+    Args:
+        note: the parsed note.
+        verifiers: the known keys.
+
+    Returns:
+        Each signature line by a known key, with the key that verified it, in note order.
+
+    Raises:
+        SignatureError: two different keys share a name and key ID, or a line by a known key
+            does not verify.
+    """
     known: dict[tuple[str, bytes], Verifier] = {}
     for v in verifiers:
         other = known.setdefault((v.name, v.key_hash), v)
@@ -444,7 +496,7 @@ def verify_note(note: Note | bytes, verifiers: Sequence[Verifier]) -> list[str]:
         note = Note.from_bytes(note)
     # (2) and (3)
     verified: list[str] = []
-    for _sig, v in _verified_signatures(note, verifiers):
+    for _sig, v in verified_signatures(note, verifiers):
         if v.name not in verified:
             verified.append(v.name)
     # (4)

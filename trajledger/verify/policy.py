@@ -17,6 +17,7 @@ Spec: keys/README.md (the TOML form, with a full example) and
 from __future__ import annotations
 
 import json
+import math
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -26,16 +27,20 @@ from typing import Any
 
 from . import predicates
 from .errors import FormatError, PolicyError
-from .keys import PublicKey
+from .keys import PublicKey, keyid_of_spki
 from .note import Verifier, verifier_from_vkey
 
 __all__ = [
     "KEY_ROLES",
     "NOTE_ROLES",
     "POLICY_FORMAT",
+    "POLICY_FORMATS",
     "ROLES",
+    "EncryptionKey",
     "Identity",
     "KeyLookup",
+    "ReleaseRules",
+    "Requirement",
     "RevokedIdentity",
     "RevokedKey",
     "Role",
@@ -48,8 +53,12 @@ __all__ = [
     "policy_from_record",
 ]
 
-POLICY_FORMAT = 1
-KEY_ROLES = ("producer", "approver", "trainer")
+POLICY_FORMAT = 2
+"""The newest policy format: 2 adds the ``evaluator`` role (with X25519 ``encryption_keys``)
+and ``[release]``. A policy keeps the format it states (default 1), so a format-1 policy's JSON
+form, and its digest, stay what they were."""
+POLICY_FORMATS = (1, 2)
+KEY_ROLES = ("producer", "approver", "trainer", "evaluator")
 NOTE_ROLES = ("log", "witness")
 ROLES = KEY_ROLES + NOTE_ROLES
 _DURATION = re.compile(r"(\d+)([smhdw])")
@@ -66,7 +75,10 @@ _TOP_KEYS = {
     "accepted_licences",
     "revoked_keys",
     "revoked_identities",
+    "release",
 }
+_FORMAT_2 = {"release"}
+"""Settings (and the ``evaluator`` role) a format-1 policy may not use."""
 _REVOKED_KEYS = {"key", "compromised_since", "reason"}
 _REVOKED_IDENTITIES = {"issuer", "subject", "compromised_since", "reason"}
 
@@ -98,6 +110,113 @@ class Identity:
 
 
 @dataclass(frozen=True)
+class EncryptionKey:
+    """An X25519 public key of the evaluator role (format 2): sealed suites wrap their data
+    keys to it. ``keyid`` is the lowercase hex SHA-256 of its DER SubjectPublicKeyInfo, as for
+    signing keys."""
+
+    keyid: str
+    raw: bytes
+
+    @classmethod
+    def from_pem(cls, data: bytes, what: str = "encryption key") -> EncryptionKey:
+        """Load a PEM ``PUBLIC KEY`` holding an X25519 key.
+
+        Raises:
+            FormatError: not PEM, or not X25519.
+        """
+        from cryptography.exceptions import UnsupportedAlgorithm
+        from cryptography.hazmat.primitives import serialization as ser
+        from cryptography.hazmat.primitives.asymmetric import x25519
+
+        try:
+            key = ser.load_pem_public_key(data)
+        except (ValueError, UnsupportedAlgorithm, TypeError) as e:
+            raise FormatError(f"{what}: not a valid PEM public key") from e
+        if not isinstance(key, x25519.X25519PublicKey):
+            raise FormatError(f"{what}: {type(key).__name__.strip('_')} is not an X25519 key")
+        spki = key.public_bytes(ser.Encoding.DER, ser.PublicFormat.SubjectPublicKeyInfo)
+        return cls(keyid_of_spki(spki), key.public_bytes(ser.Encoding.Raw, ser.PublicFormat.Raw))
+
+    @property
+    def algorithm(self) -> str:
+        """``x25519``, as `keys.PublicKey.algorithm` names a signing key's."""
+        return "x25519"
+
+    def to_pem(self) -> str:
+        """The key as a PEM ``PUBLIC KEY``."""
+        from cryptography.hazmat.primitives import serialization as ser
+        from cryptography.hazmat.primitives.asymmetric import x25519
+
+        key = x25519.X25519PublicKey.from_public_bytes(self.raw)
+        return key.public_bytes(ser.Encoding.PEM, ser.PublicFormat.SubjectPublicKeyInfo).decode()
+
+
+def _decimal(value: object, what: str) -> float:
+    """A finite number (TOML or JSON number, or a decimal string as the JSON form writes)."""
+    try:
+        if type(value) in (int, float) or isinstance(value, str):
+            number = float(value)  # type: ignore[arg-type]
+            if math.isfinite(number):
+                return number
+    except ValueError:
+        pass
+    raise FormatError(f"{what}: {value!r} is not a finite number")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One rule of ``[release]``: the suite ``NAME@VERSION`` a checkpoint must be evaluated
+    on, and bounds on one ``metric`` of that evaluation (``success_rate``, computed from the
+    passed and failed episodes, by default): at least ``min``, at most ``max``, and no drop of
+    more than ``max_drop`` (in the metric's units: 0.02 is 2 points of success rate) below the
+    parent checkpoint's evaluation on the same suite."""
+
+    suite: str
+    metric: str = "success_rate"
+    min: float | None = None
+    max: float | None = None
+    max_drop: float | None = None
+
+    def judge(self, value: float | None, parent: float | None) -> list[str]:
+        """Why ``value`` (and its drop from the parent's ``parent``, when the rule has
+        ``max_drop`` and the checkpoint a parent) fails this rule; empty when it passes."""
+        if value is None:
+            return [f"the evaluation records no metric {self.metric!r}"]
+        out = []
+        if self.min is not None and value < self.min:
+            out.append(f"{self.metric} {value:.4g} is below the minimum {self.min:g}")
+        if self.max is not None and value > self.max:
+            out.append(f"{self.metric} {value:.4g} is above the maximum {self.max:g}")
+        if self.max_drop is not None and parent is not None and parent - value > self.max_drop:
+            out.append(f"{self.metric} {value:.4g} dropped {parent - value:.4g} from the parent's "
+                       f"{parent:.4g}, more than {self.max_drop:g}")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (bounds as decimal strings: the policy is hashed as RFC 8785 JSON,
+        which the verifier canonicalises without floating point)."""
+        out: dict[str, Any] = {"suite": self.suite, "metric": self.metric}
+        for k in ("min", "max", "max_drop"):
+            if (v := getattr(self, k)) is not None:
+                out[k] = repr(v)
+        return out
+
+
+@dataclass(frozen=True)
+class ReleaseRules:
+    """``[release]``: the evaluations a release needs (`Requirement`) and how many approvers
+    must have recorded it (``approvals``)."""
+
+    require: tuple[Requirement, ...]
+    approvals: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"approvals": self.approvals, "require": [r.to_json() for r in self.require]}
+
+
+@dataclass(frozen=True)
 class Role:
     """A role: the keys (or identities, or note verifier keys) that hold it, and a threshold.
 
@@ -112,6 +231,8 @@ class Role:
     identities: tuple[Identity, ...] = ()
     vkeys: tuple[str, ...] = ()
     logs: tuple[str, ...] = ()
+    encryption_keys: tuple[EncryptionKey, ...] = ()
+    """X25519 keys sealed suites are encrypted to (evaluator role only)."""
 
     def witnessed(self, origin: str) -> bool:
         """True when this (witness) role's threshold applies to the log ``origin``."""
@@ -214,6 +335,10 @@ class TrustPolicy:
     """Keys distrusted from a point of the log on (`RevokedKey`); none may hold a role."""
     revoked_identities: tuple[RevokedIdentity, ...] = ()
     """Sigstore identities distrusted from a point of the log on; none may hold a role."""
+    format: int = 1
+    """The format the policy states (`POLICY_FORMATS`); its JSON form keeps it."""
+    release: ReleaseRules | None = None
+    """``[release]`` (format 2): what a release needs."""
     earlier: tuple[tuple[int, TrustPolicy], ...] = field(default=(), repr=False, compare=False)
     """The policies in force before this one, oldest first, each with the log index of the
     record of the policy that replaced it: records logged up to that index (the replacing
@@ -277,19 +402,23 @@ class TrustPolicy:
         """The self-contained JSON form (keys inline as PEM), for the trust-policy predicate."""
         roles: dict[str, Any] = {}
         for name, r in self.roles.items():
+            if name == "evaluator" and self.format < 2:
+                continue  # a format-1 policy's JSON (and digest) is what it always was
             entry: dict[str, Any] = {"threshold": r.threshold}
             if name in KEY_ROLES:
                 entry["keys"] = [k.to_pem().decode("ascii") for k in r.keys]
                 entry["identities"] = [
                     {"issuer": i.issuer, "subject": i.subject} for i in r.identities
                 ]
+                if name == "evaluator":
+                    entry["encryption_keys"] = [k.to_pem() for k in r.encryption_keys]
             else:
                 entry["vkeys"] = list(r.vkeys)
                 if r.logs:
                     entry["logs"] = list(r.logs)
             roles[name] = entry
         out = {
-            "format": POLICY_FORMAT,
+            "format": self.format,
             "name": self.name,
             "serial": self.serial,
             "max_approval_age": self.max_approval_age,
@@ -304,6 +433,8 @@ class TrustPolicy:
             out["revoked_keys"] = [r.to_json() for r in self.revoked_keys]
         if self.revoked_identities:
             out["revoked_identities"] = [r.to_json() for r in self.revoked_identities]
+        if self.release is not None:
+            out["release"] = self.release.to_json()
         return out
 
     @classmethod
@@ -357,8 +488,16 @@ class TrustPolicy:
         unknown = set(doc) - _TOP_KEYS
         if unknown:
             raise FormatError(f"{what}: unknown setting(s) {', '.join(sorted(unknown))}")
-        if doc.get("format", POLICY_FORMAT) != POLICY_FORMAT:
-            raise FormatError(f"{what}: format {doc.get('format')!r}, want {POLICY_FORMAT}")
+        fmt = doc.get("format", 1)
+        if fmt not in POLICY_FORMATS or type(fmt) is not int:
+            raise FormatError(f"{what}: format {fmt!r}, want one of {POLICY_FORMATS}")
+        roles_doc = doc.get("roles")
+        newer = sorted(_FORMAT_2 & set(doc)) + (
+            ["roles.evaluator"] if isinstance(roles_doc, dict) and "evaluator" in roles_doc else []
+        )
+        if fmt < 2 and newer:
+            raise FormatError(f"{what}: {', '.join(newer)} need format = 2 (the policy states "
+                              "format 1, the default)")
         name = doc.get("name", "policy")
         if not isinstance(name, str) or not name:
             raise FormatError(f"{what}: name must be a non-empty string")
@@ -394,8 +533,9 @@ class TrustPolicy:
         licences = _licences(doc.get("accepted_licences"), what)
         revoked = _revoked_keys(doc.get("revoked_keys", []), base_dir, what)
         revoked_ids = _revoked_identities(doc.get("revoked_identities", []), what)
+        release = _release(doc.get("release"), roles["evaluator"], what)
         policy = cls(name, serial, roles, frozenset(allowed_raw), max_age, doc, trusted_root,
-                     licences, revoked, revoked_ids)
+                     licences, revoked, revoked_ids, fmt, release)
         # A revoked key holding a role would be trusted and distrusted at once.
         for rk in revoked:
             held = [role for role in KEY_ROLES if rk.keyid in roles[role].keyids]
@@ -412,10 +552,18 @@ class TrustPolicy:
                     f"({ri.identity.issuer}) still holds the {held[0]} role; remove it from the "
                     "role"
                 )
+        # A log cannot witness itself: its own key among the witnesses would count as one.
+        log_keys = {v.public_key for v in roles["log"].note_verifiers()}
+        for v in roles["witness"].note_verifiers():
+            if v.public_key in log_keys:
+                raise FormatError(
+                    f"{what}: role witness: {v.name} is the key of the log role; a witness "
+                    "needs a key of its own"
+                )
         # Approvers must be independent of the keys whose work they approve: one stolen key
         # must not both produce (or train) and approve.
         approver_ids = roles["approver"].keyids
-        for r in ("producer", "trainer"):
+        for r in ("producer", "trainer", "evaluator"):
             both = approver_ids & roles[r].keyids
             if both:
                 raise FormatError(
@@ -431,7 +579,9 @@ def _parse_role(
     if not isinstance(raw, dict):
         raise FormatError(f"{what}: must be a table")
     if name in KEY_ROLES:
-        allowed = {"threshold", "keys", "identities"}
+        allowed = {"threshold", "keys", "identities"} | (
+            {"encryption_keys"} if name == "evaluator" else set()
+        )
     elif name == "witness":
         allowed = {"threshold", "vkeys", "logs"}
     else:
@@ -457,15 +607,24 @@ def _parse_role(
             raise FormatError(f"{what}: the same key is listed twice")
         members = len(keys) + len(identities)
     else:
+        by_key: dict[bytes, int] = {}
         for i, v in enumerate(_list(raw.get("vkeys", []), f"{what}: vkeys")):
             if not isinstance(v, str):
                 raise FormatError(f"{what}: vkey {i} must be a string")
             try:
-                verifier_from_vkey(v)  # refuses malformed keys now, not at verification time
+                verifier = verifier_from_vkey(v)  # malformed keys refused now, not when used
             except FormatError as e:
                 raise FormatError(f"{what}: vkey {i}: {e}") from e
             if v in vkeys:
                 raise FormatError(f"{what}: vkey {i} is listed twice")
+            if verifier.public_key in by_key:
+                j = by_key[verifier.public_key]
+                raise FormatError(
+                    f"{what}: vkey {i} ({verifier.name}) is the key of vkey {j} "
+                    f"({vkeys[j].split('+')[0]}) under another name: a member counts once "
+                    "however it is named"
+                )
+            by_key[verifier.public_key] = i
             vkeys.append(v)
         members = len(vkeys)
     default_threshold = 1 if members and name != "witness" else 0
@@ -479,7 +638,55 @@ def _parse_role(
     logs = _strings(raw.get("logs", []), f"{what}: logs", "a log origin")
     if logs and threshold == 0:
         raise FormatError(f"{what}: logs is set but threshold is 0, so it would require nothing")
-    return Role(name, threshold, tuple(keys), tuple(identities), tuple(vkeys), logs)
+    sealing = tuple(
+        EncryptionKey.from_pem(_key_bytes(spec, base_dir, f"{what}: encryption key {i}"),
+                               f"{what}: encryption key {i}")
+        for i, spec in enumerate(_list(raw.get("encryption_keys", []), f"{what}: encryption_keys"))
+    )
+    if len({k.keyid for k in sealing}) != len(sealing):
+        raise FormatError(f"{what}: the same encryption key is listed twice")
+    return Role(name, threshold, tuple(keys), tuple(identities), tuple(vkeys), logs, sealing)
+
+
+_METRIC = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+_REQUIREMENT = {"suite", "metric", "min", "max", "max_drop"}
+
+
+def _release(value: object, evaluator: Role, what: str) -> ReleaseRules | None:
+    """``[release]``: ``approvals`` (default 1) and ``[[release.require]]`` tables of ``suite``
+    (``NAME@VERSION``), ``metric`` (default ``success_rate``) and ``min`` / ``max`` /
+    ``max_drop`` (at least one)."""
+    if value is None:
+        return None
+    what = f"{what}: release"
+    if not isinstance(value, dict) or set(value) - {"approvals", "require"}:
+        raise FormatError(f"{what}: must be a table of approvals and require")
+    approvals = value.get("approvals", 1)
+    if type(approvals) is not int or approvals < 1:
+        raise FormatError(f"{what}: approvals must be an integer >= 1, got {approvals!r}")
+    out: list[Requirement] = []
+    for i, item in enumerate(_list(value.get("require", []), f"{what}: require")):
+        here = f"{what}: require item {i}"
+        if not isinstance(item, dict) or set(item) - _REQUIREMENT:
+            raise FormatError(f"{here}: must be a table of {', '.join(sorted(_REQUIREMENT))}")
+        suite, metric = item.get("suite"), item.get("metric", "success_rate")
+        name, at, version = suite.rpartition("@") if isinstance(suite, str) else ("", "", "")
+        if not (isinstance(suite, str) and name and at and version):
+            raise FormatError(f"{here}: suite {suite!r} must be NAME@VERSION")
+        if not isinstance(metric, str) or not _METRIC.fullmatch(metric):
+            raise FormatError(f"{here}: metric {metric!r} is not a metric name")
+        bounds = {k: _decimal(item[k], f"{here}: {k}") for k in ("min", "max", "max_drop")
+                  if k in item}
+        if not bounds or bounds.get("max_drop", 0) < 0:
+            raise FormatError(f"{here}: give min, max or max_drop (max_drop >= 0)")
+        if any(r.suite == suite and r.metric == metric for r in out):
+            raise FormatError(f"{here}: {metric} on {suite} is required twice")
+        out.append(Requirement(suite, metric, **bounds))
+    if not out:
+        raise FormatError(f"{what}: require names no suite; add [[release.require]] tables")
+    if not (evaluator.keys or evaluator.identities):
+        raise FormatError(f"{what}: needs evaluator keys (roles.evaluator) to sign evaluations")
+    return ReleaseRules(tuple(out), approvals)
 
 
 def _revoked_keys(value: object, base_dir: Path | None, what: str) -> tuple[RevokedKey, ...]:
@@ -626,14 +833,22 @@ def _load_key(
         if found.keyid != keyid:
             raise FormatError(f"{what}: key found for {keyid[:16]}… has keyid {found.keyid}")
         return found
+    return PublicKey.from_pem(_key_bytes(spec, base_dir, what), what)
+
+
+def _key_bytes(spec: object, base_dir: Path | None, what: str) -> bytes:
+    """A key's PEM: inline, or read from a file relative to the policy (TOML form only)."""
+    if not isinstance(spec, str) or not spec:
+        raise FormatError(f"{what}: must be a PEM string or a path to a PEM file")
+    if spec.lstrip().startswith("-----BEGIN"):
+        return spec.encode("ascii", "replace")
     if base_dir is None:
         raise FormatError(f"{what}: {spec!r}: keys must be inline PEM in the JSON form")
     path = (base_dir / spec) if not Path(spec).is_absolute() else Path(spec)
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as e:
         raise FormatError(f"{what}: cannot read key file {path}: {e.strerror}") from e
-    return PublicKey.from_pem(data, f"{what} ({path})")
 
 
 def check_successor(current: TrustPolicy, new: TrustPolicy, signer_keyids: frozenset[str]) -> None:
@@ -651,7 +866,8 @@ def check_successor(current: TrustPolicy, new: TrustPolicy, signer_keyids: froze
     # (1)
     if new.serial <= current.serial:
         raise PolicyError(
-            f"policy {new.name!r}: serial {new.serial} does not follow serial {current.serial}"
+            f"policy {new.name!r}: serial {new.serial} does not follow serial {current.serial}; "
+            f"a successor needs a higher serial (serial = {current.serial + 1})"
         )
     # (2)
     approvers = current.role("approver")

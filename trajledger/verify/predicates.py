@@ -23,7 +23,9 @@ Spec: ``schemas/<kind>.v1.schema.json`` (and ``dataset.v2.schema.json``), SLSA P
 
 from __future__ import annotations
 
+import base64
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
@@ -43,6 +45,7 @@ __all__ = [
     "DATASET_V2",
     "ENVIRONMENT",
     "ERASURE",
+    "EVALUATION",
     "EVALUATOR",
     "FILES",
     "HELD_OUT",
@@ -50,17 +53,21 @@ __all__ = [
     "MODEL_SIGNATURE",
     "PROJECT_PREFIX",
     "REFUSAL",
+    "RELEASE",
     "REVOCATION",
     "ROLLOUT_BATCH",
+    "SEAL_SCHEME",
     "SLSA_PROVENANCE_V1",
     "SPLITS",
     "TRUST_POLICY",
+    "UNSEALING",
     "Approval",
     "ArtifactRef",
     "Dataset",
     "DatasetV2",
     "Environment",
     "Erasure",
+    "Evaluation",
     "Evaluator",
     "FeaturesRef",
     "Files",
@@ -69,10 +76,15 @@ __all__ = [
     "Predicate",
     "Provenance",
     "Refusal",
+    "Release",
     "ResourceDescriptor",
     "Revocation",
     "RolloutBatch",
+    "Sealed",
+    "SealedEpisode",
     "TrustPolicyRecord",
+    "Unsealing",
+    "split_test_name",
 ]
 
 PROJECT_PREFIX = "https://trajledger.dev/attestation/"
@@ -91,6 +103,9 @@ IMPORT = PROJECT_PREFIX + "import/v1"
 TRUST_POLICY = PROJECT_PREFIX + "trust-policy/v1"
 REFUSAL = PROJECT_PREFIX + "refusal/v1"
 MODEL_SIGNATURE = PROJECT_PREFIX + "model-signature/v1"
+EVALUATION = PROJECT_PREFIX + "evaluation/v1"
+RELEASE = PROJECT_PREFIX + "release/v1"
+UNSEALING = PROJECT_PREFIX + "unsealing/v1"
 SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
 CHECKPOINT = SLSA_PROVENANCE_V1
 
@@ -109,6 +124,9 @@ ALL = frozenset(
         TRUST_POLICY,
         REFUSAL,
         MODEL_SIGNATURE,
+        EVALUATION,
+        RELEASE,
+        UNSEALING,
         SLSA_PROVENANCE_V1,
     }
 )
@@ -120,8 +138,18 @@ HELD_OUT = ("holdout", "regression")
 
 EVALUATOR_KINDS = ("deterministic", "llm-judge", "human")
 ERASURE_REASONS = ("retention", "consent", "legal")
+RESULTS = ("PASSED", "FAILED")
+"""An evaluation's ``result`` (in-toto test-result/v0.1 without ``WARNED``)."""
+SEAL_SCHEME = "hpke-x25519-sha256-chacha20poly1305/stream-64k/v1"
+"""The one sealing scheme (schemas/SPEC.md, "Sealed suites"): RFC 9180 HPKE base mode,
+DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305 wraps a batch's data key for each
+recipient; each file is ChaCha20-Poly1305 in 64 KiB segments under a key derived from it."""
+SEAL_MAGIC = b"trajledger-sealed-v1\n"
+SEAL_SEGMENT = 64 * 1024
+_SEAL_OVERHEAD = len(SEAL_MAGIC) + 16  # magic, salt; then a 16-byte tag per segment
 
 P = TypeVar("P", bound="Predicate")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 # -- reading fields -----------------------------------------------------------------------------
@@ -312,6 +340,20 @@ def _manifest(r: _Reader) -> Manifest | None:
     return None if obj is None else Manifest.from_json(obj, f"{r.what}: manifest")
 
 
+def _ref(r: _Reader, key: str, *, required: bool = True) -> ArtifactRef | None:
+    obj = r.mapping(key, required=required)
+    return None if obj is None else ArtifactRef.from_json(obj, f"{r.what}: {key}")
+
+
+def _numbers(r: _Reader, key: str) -> dict[str, float | int]:
+    """A map of metric names to finite numbers (JSON has no NaN; a reader refuses one)."""
+    out = r.mapping(key, required=False) or {}
+    for k, v in out.items():
+        if type(v) not in (int, float) or not math.isfinite(v):
+            raise FormatError(f"{r.what}: {key}.{k} is {v!r}, want a finite number")
+    return out
+
+
 # -- artifacts with files ----------------------------------------------------------------------
 
 
@@ -389,6 +431,8 @@ class Evaluator(Predicate):
     rubric_digest: str | None = None
     prompt_digest: str | None = None
     manifest: Manifest | None = None
+    calibration: ArtifactRef | None = None
+    """The expert-labelled dataset the judge's agreement is measured on (``stats --judge``)."""
 
     @classmethod
     def _read(cls, r: _Reader) -> Evaluator:
@@ -400,6 +444,7 @@ class Evaluator(Predicate):
             r.digest("rubricDigest", required=False),
             r.digest("promptDigest", required=False),
             _manifest(r),
+            _ref(r, "calibration", required=False),
         )
 
     def _fields(self) -> dict[str, Any]:
@@ -407,6 +452,8 @@ class Evaluator(Predicate):
         _put(out, "modelId", self.model_id)
         _put(out, "rubricDigest", self.rubric_digest)
         _put(out, "promptDigest", self.prompt_digest)
+        if self.calibration is not None:
+            out["calibration"] = self.calibration.to_json()
         if self.manifest is not None:
             out["manifest"] = self.manifest.to_json()
         return out
@@ -470,6 +517,117 @@ class FeaturesRef:
 
 
 @dataclass(frozen=True)
+class SealedEpisode:
+    """What a sealed batch shows of one episode: the duplicate fingerprints the admission gate
+    compares (``ledger.episode_features``): the exact content ``fingerprint`` (hex SHA-256),
+    the ``modality`` and step count, and the near-duplicate ``sketch`` (128 float32, little
+    endian, base64; None where the episode has no vector)."""
+
+    episode_id: str
+    steps: int
+    modality: str
+    fingerprint: str
+    sketch: str | None
+
+    @classmethod
+    def from_json(cls, obj: object, what: str) -> SealedEpisode:
+        """Read one episode's fingerprints (strict).
+
+        Raises:
+            FormatError: a field is missing, malformed or unknown.
+        """
+        r = _Reader(obj, what)
+        ep = cls(r.req_text("episodeId"), r.integer("steps") or 0,
+                 r.choice("modality", ("numeric", "text")), r.req_text("fingerprint"),
+                 r.text("sketch", required=False))
+        if r.rest:
+            raise FormatError(f"{what}: unknown field(s) {sorted(r.rest)}")
+        if ep.steps < 1 or not _HEX64.fullmatch(ep.fingerprint):
+            raise FormatError(f"{what}: steps must be >= 1 and fingerprint 64 lowercase hex")
+        if ep.sketch is not None:
+            try:
+                raw = base64.b64decode(ep.sketch, validate=True)
+            except ValueError as e:
+                raise FormatError(f"{what}: sketch is not base64") from e
+            if len(raw) != 512:
+                raise FormatError(f"{what}: sketch holds {len(raw)} bytes, want 512")
+        return ep
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (``sketch`` omitted when None)."""
+        out: dict[str, Any] = {"episodeId": self.episode_id, "steps": self.steps,
+                               "modality": self.modality, "fingerprint": self.fingerprint}
+        _put(out, "sketch", self.sketch)
+        return out
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """A rollout batch stored encrypted (``sealed`` of rollout-batch/v1; schemas/SPEC.md,
+    "Sealed suites"). The batch's manifest lists the plaintext files (what lineage uses); the
+    store holds only their ciphertexts, bound here: ``files`` maps each manifest path to its
+    ciphertext's digest and size. ``recipients`` holds the batch's data key wrapped for each
+    recipient X25519 key by keyid (HPKE ``enc || ciphertext``, base64); ``episodes`` the
+    duplicate fingerprints of every episode, so that the gate needs no key, computed with the
+    episode feature definitions of version ``feature_version`` (a reader of another version
+    cannot compare them)."""
+
+    recipients: tuple[tuple[str, str], ...]
+    files: Mapping[str, tuple[str, int]]
+    episodes: tuple[SealedEpisode, ...]
+    feature_version: int
+    scheme: str = SEAL_SCHEME
+
+    @staticmethod
+    def ciphertext_size(plain: int) -> int:
+        """The size of the ciphertext of a ``plain``-byte file (one tag per 64 KiB segment, at
+        least one segment)."""
+        return _SEAL_OVERHEAD + plain + 16 * max(1, -(-plain // SEAL_SEGMENT))
+
+    @classmethod
+    def from_json(cls, obj: object, what: str) -> Sealed:
+        """Read ``sealed`` (strict: the one scheme, at least one recipient and file).
+
+        Raises:
+            FormatError: anything malformed or unknown.
+        """
+        r = _Reader(obj, what)
+        scheme = r.choice("scheme", (SEAL_SCHEME,))
+        recipients = []
+        for i, item in enumerate(r.array("recipients")):
+            rr = _Reader(item, f"{what}: recipients[{i}]")
+            keyid, enc = rr.req_text("keyid"), rr.req_text("encapsulatedKey")
+            if rr.rest or not _HEX64.fullmatch(keyid):
+                raise FormatError(f"{rr.what}: want exactly keyid (64 hex) and encapsulatedKey")
+            recipients.append((keyid, enc))
+        files: dict[str, tuple[str, int]] = {}
+        for i, item in enumerate(r.array("files")):
+            fr = _Reader(item, f"{what}: files[{i}]")
+            path, digest, size = fr.req_text("path"), fr.digest("ciphertext"), fr.integer("size")
+            if fr.rest or size is None or size < 0 or path in files:
+                raise FormatError(f"{fr.what}: want a new path, ciphertext and size only")
+            files[path] = (str(digest), size)
+        episodes = tuple(SealedEpisode.from_json(e, f"{what}: episodes[{i}]")
+                         for i, e in enumerate(r.array("episodes")))
+        version = r.integer("featureVersion")
+        if r.rest or not recipients or not files or version is None or version < 1:
+            raise FormatError(f"{what}: want recipients, files and a featureVersion >= 1 (and "
+                              "nothing unknown)")
+        return cls(tuple(recipients), files, episodes, version, scheme)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {
+            "scheme": self.scheme,
+            "recipients": [{"keyid": k, "encapsulatedKey": e} for k, e in self.recipients],
+            "files": [{"path": p, "ciphertext": d, "size": n}
+                      for p, (d, n) in sorted(self.files.items())],
+            "episodes": [e.to_json() for e in self.episodes],
+            "featureVersion": self.feature_version,
+        }
+
+
+@dataclass(frozen=True)
 class RolloutBatch(Predicate):
     """``rollout-batch/v1``: a batch of rollouts (steps.parquet, episodes.parquet)."""
 
@@ -494,6 +652,11 @@ class RolloutBatch(Predicate):
     features: FeaturesRef | None = None
     """The episode features file recorded with the batch (derived data; not in the manifest,
     so the batch digest does not depend on the feature definitions)."""
+    sealed: Sealed | None = None
+    """Set when the batch's files are stored encrypted (`Sealed`)."""
+    failures_of: str | None = None
+    """The evaluation whose failed episodes the batch holds (a regression suite's next
+    version, ``dataset create --from-failures``)."""
 
     @classmethod
     def _read(cls, r: _Reader) -> RolloutBatch:
@@ -514,7 +677,7 @@ class RolloutBatch(Predicate):
                 type(v) not in (int, float) or (isinstance(v, float) and not math.isfinite(v))
             ):
                 raise FormatError(f"{r.what}: stats.{k} is {v!r}, want a finite number or null")
-        return cls(
+        out = cls(
             schema_version,
             env,
             policy_version,
@@ -532,7 +695,16 @@ class RolloutBatch(Predicate):
             r.mapping("actionSpace", required=False),
             r.mapping("envSpec", required=False),
             _features(r),
+            None if (sealed := r.mapping("sealed", required=False)) is None
+            else Sealed.from_json(sealed, f"{r.what}: sealed"),
+            r.digest("failuresOf", required=False),
         )
+        if out.sealed is not None and out.features is not None:
+            # A features file is stored in the clear: it would show more of a sealed batch
+            # than its published fingerprints (SPEC, "Sealed suites").
+            raise FormatError(f"{r.what}: a sealed batch has no features file (its episodes' "
+                              "published fingerprints are its features)")
+        return out
 
     def _fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -554,6 +726,9 @@ class RolloutBatch(Predicate):
         _put(out, "actionSpace", _opt_dict(self.action_space))
         _put(out, "envSpec", _opt_dict(self.env_spec))
         _put(out, "features", self.features.to_json() if self.features else None)
+        if self.sealed is not None:
+            out["sealed"] = self.sealed.to_json()
+        _put(out, "failuresOf", self.failures_of)
         if self.manifest is not None:
             out["manifest"] = self.manifest.to_json()
         return out
@@ -790,6 +965,152 @@ class ModelSignature(Predicate):
         return {"bundle": self.bundle, "signedPredicateType": self.signed_predicate_type,
                 "model": dict(self.model), "signatureName": self.signature_name,
                 "signedAt": self.signed_at}
+
+
+# -- evaluations and releases ----------------------------------------------------------------------
+
+
+def split_test_name(name: str, what: str = "test") -> tuple[str, str]:
+    """An evaluation's test name ``<batch digest>/<episode id>`` as ``(batch, episode)``.
+
+    Raises:
+        FormatError: not a digest, a slash and a non-empty episode id.
+    """
+    batch, sep, episode = name.partition("/")
+    parse_digest(batch, f"{what} {name[:80]!r}")
+    if not sep or not episode:
+        raise FormatError(f"{what} {name[:80]!r}: want <batch digest>/<episode id>")
+    return batch, episode
+
+
+@dataclass(frozen=True)
+class Evaluation(Predicate):
+    """``evaluation/v1``: a checkpoint run on a holdout or regression suite, one test per
+    episode (in-toto test-result/v0.1's ``result``, ``configuration``, ``passedTests`` and
+    ``failedTests``; tests are named ``<batch digest>/<episode id>``), with the checkpoint, the
+    suite, the evaluator version and the metrics. The evaluation's files (``results.json``,
+    what an evaluating command wrote) are its manifest."""
+
+    TYPE: ClassVar[str] = EVALUATION
+    result: str
+    checkpoint: ArtifactRef
+    suite: ArtifactRef
+    passed_tests: tuple[str, ...]
+    failed_tests: tuple[str, ...]
+    metrics: Mapping[str, float | int]
+    evaluated_at: str
+    evaluator: ArtifactRef | None = None
+    configuration: tuple[ResourceDescriptor, ...] = ()
+    manifest: Manifest | None = None
+
+    @classmethod
+    def _read(cls, r: _Reader) -> Evaluation:
+        made = cls(
+            r.choice("result", RESULTS), _req(_ref(r, "checkpoint")), _req(_ref(r, "suite")),
+            r.strings("passedTests"), r.strings("failedTests"), _numbers(r, "metrics"),
+            str(r.time("evaluatedAt")), _ref(r, "evaluator", required=False),
+            tuple(ResourceDescriptor.from_json(d, f"{r.what}: configuration[{i}]")
+                  for i, d in enumerate(r.array("configuration", required=False))),
+            _manifest(r),
+        )
+        tests = made.passed_tests + made.failed_tests
+        for t in tests:
+            split_test_name(t, f"{r.what}: test")
+        if not tests or len(set(tests)) != len(tests):
+            raise FormatError(f"{r.what}: want at least one test, each listed once")
+        if (made.result == "FAILED") != bool(made.failed_tests):
+            raise FormatError(f"{r.what}: result {made.result} with {len(made.failed_tests)} "
+                              "failed test(s)")
+        return made
+
+    def _fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "result": self.result, "checkpoint": self.checkpoint.to_json(),
+            "suite": self.suite.to_json(), "passedTests": list(self.passed_tests),
+            "failedTests": list(self.failed_tests), "metrics": dict(self.metrics),
+            "evaluatedAt": self.evaluated_at,
+            "configuration": [d.to_json() for d in self.configuration],
+        }
+        if self.evaluator is not None:
+            out["evaluator"] = self.evaluator.to_json()
+        if self.manifest is not None:
+            out["manifest"] = self.manifest.to_json()
+        return out
+
+    @property
+    def success_rate(self) -> float:
+        """Passed tests over all tests (computed here, never taken from ``metrics``)."""
+        return len(self.passed_tests) / (len(self.passed_tests) + len(self.failed_tests))
+
+    def metric(self, name: str) -> float | None:
+        """``success_rate`` (computed), ``episodes`` (counted) or a recorded metric."""
+        if name == "success_rate":
+            return self.success_rate
+        if name == "episodes":
+            return len(self.passed_tests) + len(self.failed_tests)
+        value = self.metrics.get(name)
+        return None if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class Release(Predicate):
+    """``release/v1``: approvers release a checkpoint on the evaluations the policy's
+    ``[release]`` requires (and the parent's, for "no drop" rules). Its subject digest is the
+    SHA-256 of this predicate's RFC 8785 bytes: the release is named by what it says."""
+
+    TYPE: ClassVar[str] = RELEASE
+    checkpoint: ArtifactRef
+    evaluations: tuple[str, ...]
+    policy: Mapping[str, Any]
+    released_at: str
+    note: str | None = None
+
+    @classmethod
+    def _read(cls, r: _Reader) -> Release:
+        made = cls(_req(_ref(r, "checkpoint")), r.digests("evaluations", non_empty=True),
+                   r.mapping("policy") or {}, str(r.time("releasedAt")),
+                   r.text("note", required=False, empty=True))
+        pr = _Reader(made.policy, f"{r.what}: policy")
+        named = (pr.req_text("name"), pr.integer("serial"), pr.digest("digest"))
+        if pr.rest or named[1] < 1:  # type: ignore[operator]
+            raise FormatError(f"{pr.what}: want exactly name, serial (>= 1) and digest")
+        return made
+
+    def _fields(self) -> dict[str, Any]:
+        out = {"checkpoint": self.checkpoint.to_json(), "evaluations": list(self.evaluations),
+               "policy": dict(self.policy), "releasedAt": self.released_at}
+        _put(out, "note", self.note)
+        return out
+
+
+@dataclass(frozen=True)
+class Unsealing(Predicate):
+    """``unsealing/v1``: an evaluator unwrapped the data key of sealed batches of a suite (the
+    subject) with its X25519 key ``recipient``, for ``purpose``; logged before any byte is
+    decrypted."""
+
+    TYPE: ClassVar[str] = UNSEALING
+    batches: tuple[str, ...]
+    recipient: str
+    purpose: str
+    unsealed_at: str
+
+    @classmethod
+    def _read(cls, r: _Reader) -> Unsealing:
+        made = cls(r.digests("batches", non_empty=True), r.req_text("recipient"),
+                   r.req_text("purpose"), str(r.time("unsealedAt")))
+        if not _HEX64.fullmatch(made.recipient):
+            raise FormatError(f"{r.what}: recipient is not a keyid (64 lowercase hex)")
+        return made
+
+    def _fields(self) -> dict[str, Any]:
+        return {"batches": list(self.batches), "recipient": self.recipient,
+                "purpose": self.purpose, "unsealedAt": self.unsealed_at}
+
+
+def _req(ref: ArtifactRef | None) -> ArtifactRef:
+    assert ref is not None  # a required field: the reader raised when it was missing
+    return ref
 
 
 # -- SLSA Provenance v1 (checkpoints) ------------------------------------------------------------

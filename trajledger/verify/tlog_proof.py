@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from .checkpoint import Checkpoint, verify_checkpoint
 from .errors import FormatError
 from .merkle import HASH_SIZE, leaf_hash, verify_inclusion
-from .note import Note, Verifier, _b64decode_strict
+from .note import Note, Verifier, b64decode_strict
 
 __all__ = ["MAX_PROOF_HASHES", "TLOG_PROOF_HEADER", "TlogProof", "verify_tlog_proof"]
 
@@ -94,7 +94,7 @@ class TlogProof:
         line, _, rest = rest.partition(b"\n")
         extra: bytes | None = None
         if line.startswith(b"extra "):
-            extra = _b64decode_strict(_ascii(line[6:], "extra"), "tlog-proof extra data")
+            extra = b64decode_strict(_ascii(line[6:], "extra"), "tlog-proof extra data")
             line, _, rest = rest.partition(b"\n")
         m = _INDEX_LINE.fullmatch(line)
         if m is None:
@@ -110,7 +110,7 @@ class TlogProof:
                 break
             if len(hashes) == MAX_PROOF_HASHES:
                 raise FormatError(f"tlog-proof has more than {MAX_PROOF_HASHES} inclusion hashes")
-            h = _b64decode_strict(_ascii(line, "hash"), f"tlog-proof hash {len(hashes)}")
+            h = b64decode_strict(_ascii(line, "hash"), f"tlog-proof hash {len(hashes)}")
             if len(h) != HASH_SIZE:
                 raise FormatError(
                     f"tlog-proof hash {len(hashes)} has {len(h)} bytes, want {HASH_SIZE}"

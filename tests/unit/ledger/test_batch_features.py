@@ -13,10 +13,16 @@
   reported afterwards.
 - Batches recorded before features were kept (the 0.1.0 fixtures) are compared from their
   steps, the features cached in the derived index, with the same answers as the gate's.
+- A sealed batch keeps no features file: it publishes, in its record, exactly the features
+  recording computed (version, dimensions, bytes); dataset create, the gate and the audit
+  index compare it by them, without a key; another version's are not compared; an erasure
+  deletes its ciphertexts and any cached features, and its fingerprints are compared no more.
 """
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -59,6 +65,7 @@ from trajledger.ledger.rollouts.dedup import episode_fingerprints
 from trajledger.ledger.status import erase
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import FormatError, PolicyError
+from trajledger.verify.predicates import RolloutBatch
 from trajledger.verify.statement import Statement
 
 COMPAT = Path(__file__).resolve().parents[2] / "fixtures" / "compat-0.1.0" / "ledger"
@@ -191,7 +198,7 @@ def test_recording_again_keeps_the_first_record(
 ) -> None:
     first = record_batch(ledger, numeric("a", 1), env="grid@1", policy="p", signer=alice)
     again = record_batch(ledger, numeric("a", 1), env="grid@1", policy="p", signer=alice)
-    assert again.recorded == first.recorded
+    assert again.recorded == dataclasses.replace(first.recorded, new=False)
     # Rollouts recorded by an older writer, without kept features: recording them again is the
     # same record too (the features are derived data, not metadata).
     with monkeypatch.context() as m:
@@ -202,7 +209,7 @@ def test_recording_again_keeps_the_first_record(
     assert pred is not None and pred.features is None
     size = ledger.log.size
     assert record_batch(ledger, numeric("b", 2), env="grid@1", policy="p",
-                        signer=alice).recorded == old.recorded  # fmt: skip
+                        signer=alice).recorded == dataclasses.replace(old.recorded, new=False)
     assert ledger.log.size == size
     # Other metadata is still refused, whatever the features.
     with pytest.raises(PolicyError, match=r"with other metadata \(licence\)"):
@@ -285,3 +292,126 @@ def test_batches_recorded_before_features_were_kept(tmp_path: Path) -> None:
         for f in gate.findings
     }  # fmt: skip
     assert len(as_holdout.findings) > 0
+
+
+# -- sealed batches (issue 22's sealed suites) ---------------------------------------------------
+
+
+def sealed(ledger: Ledger, alice: Signer, rows: list[dict[str, Any]], name: str) -> str:
+    key = ledger.keys.create_encryption_key("ev", encrypt=False) if not (
+        ledger.root / "keys" / "x25519" / "ev.pub").exists() else ledger.keys.encryption_key("ev")
+    return record_batch(ledger, rows, env="grid@1", policy="p", signer=alice, name=name,
+                        seal_to=[key]).digest  # fmt: skip
+
+
+def predicate_of(ledger: Ledger, batch: str) -> RolloutBatch:
+    item = Catalog(ledger).resolve(batch, {"rollout-batch"})
+    pred = batch_predicate(ledger.store, item.envelope)
+    assert pred is not None
+    return pred
+
+
+def test_a_sealed_batch_publishes_its_features_and_keeps_no_file(
+    ledger: Ledger, alice: Signer, tmp_path: Path
+) -> None:
+    """The published fingerprints are the version-3 features recording computed, bit for bit
+    (the features file of the same plaintext, less its safety counts); no features file is
+    named or stored, and nothing reads the (absent) plaintext steps."""
+    rows = numeric("n0", 1) + numeric("n1", 2, steps=300) + chat("c0", "what is two plus two")
+    batch = sealed(ledger, alice, rows, "held")
+    pred = predicate_of(ledger, batch)
+    assert pred.features is None and pred.sealed is not None
+    assert pred.sealed.feature_version == FEATURE_VERSION
+    # The same plaintext recorded in the clear in another ledger: its kept features file.
+    Ledger.init(tmp_path / "twin", origin="test/twin")
+    twin = Ledger.open(tmp_path / "twin")
+    bob = twin.keys.create("bob", encrypt=False)
+    register_environment(twin, "grid", "1", bob)
+    plain = record_batch(twin, rows, env="grid@1", policy="p", signer=bob, name="held").digest
+    assert plain == batch  # the same manifest: the batch digest names the plaintext
+    kept = predicate_of(twin, plain).features
+    assert kept is not None and not ledger.store.exists(kept.digest)
+    steps, want = reread(twin, plain)
+    found = batch_features(ledger.store, batch, pred, workdir=tmp_path,
+                           cache=ledger.root / "index" / "features")  # fmt: skip
+    assert found.source == "sealed" and found.problems == () and found.chunk is not None
+    no_safety = FeatureChunk(want.episode_ids, want.num_steps, want.fingerprints, want.modality,
+                             want.vectors, want.valid, [None] * len(want))  # fmt: skip
+    assert encode_features(found.chunk, steps) == encode_features(no_safety, steps)
+    assert not (ledger.root / "index" / "features").exists()  # nothing cached, nothing read
+    # The verifier and the schema refuse a sealed batch naming a features file.
+    body = {**pred.to_predicate(), "features": kept.to_json()}
+    with pytest.raises(FormatError, match="a sealed batch has no features file"):
+        RolloutBatch.from_predicate(body)
+
+
+def test_duplicates_of_a_sealed_holdout_are_found_from_its_published_fingerprints(
+    ledger: Ledger, alice: Signer, tmp_path: Path
+) -> None:
+    """dataset create (check_dataset), the gate (verified_contamination) and the audit index
+    compare a sealed batch by its published fingerprints: exact and near duplicates, no key."""
+    from trajledger.ledger.index import Index
+
+    hold = sealed(ledger, alice, numeric("h0", 1) + numeric("h1", 2, noise=1e-4), "hold")
+    create_dataset(ledger, "h", "1", "holdout", [hold], alice)
+    train = record(ledger, alice, numeric("a0", 1) + numeric("a1", 2) + numeric("a2", 9), "t")
+    check = check_dataset(ledger, "train", [train])
+    assert {(f.kind, f.other_episode, f.train_episode) for f in check.findings} == {
+        ("exact", "h0", "a0"), ("near", "h1", "a1")}
+    assert check.sources[hold] == "sealed" and check.warnings == ()
+    with pytest.raises(PolicyError, match="exactly duplicate episodes of the other split"):
+        create_dataset(ledger, "t", "1", "train", [train], alice)
+    pred = predicate_of(ledger, hold)
+    assert pred.sealed is not None
+    gate = verified_contamination(ledger.store, {train: None}, {hold: ["holdout h@1"]},
+                                  sealed={hold: pred.sealed})  # fmt: skip
+    assert gate.unchecked == ()
+    assert {(f.kind, f.other_episode, f.similarity) for f in gate.findings} == {
+        (f.kind, f.other_episode, f.similarity) for f in check.findings}
+    # Published with other feature definitions: not compared, and said so.
+    other = dataclasses.replace(pred.sealed, feature_version=FEATURE_VERSION + 1)
+    gate = verified_contamination(ledger.store, {train: None}, {hold: ["holdout h@1"]},
+                                  sealed={hold: other})  # fmt: skip
+    (line,) = gate.unchecked
+    assert line.startswith(f"holdout/regression batch {hold[:19]}…: its published fingerprints "
+                           f"are of feature version {FEATURE_VERSION + 1}")
+    # The audit index: rows from the published fingerprints, status 'sealed'.
+    index = Index(ledger)
+    index.index_batches([hold])
+    row = index.artifact(hold, "rollout-batch")
+    assert row is not None and row["data"] == "sealed" and row["episodes_indexed"] == 2
+    eps = index.query("episodes", columns=["episode_id", "num_steps", "fingerprint", "vector"],
+                      batches=[hold]).sort_by("episode_id")  # fmt: skip
+    published = {e.episode_id: e for e in pred.sealed.episodes}
+    assert eps.column("episode_id").to_pylist() == ["h0", "h1"]
+    for r in eps.to_pylist():
+        e = published[r["episode_id"]]
+        assert (r["num_steps"], r["fingerprint"]) == (e.steps, e.fingerprint)
+        assert e.sketch is not None
+        assert np.array(r["vector"], dtype="<f4").tobytes() == base64.b64decode(e.sketch)
+
+
+def test_an_erasure_of_a_sealed_batch_deletes_its_ciphertexts_and_any_cache(
+    ledger: Ledger, alice: Signer
+) -> None:
+    hold = sealed(ledger, alice, numeric("h0", 1), "hold")
+    create_dataset(ledger, "h", "1", "holdout", [hold], alice)
+    pred = predicate_of(ledger, hold)
+    assert pred.sealed is not None
+    ciphertexts = sorted(d for d, _n in pred.sealed.files.values())
+    assert all(ledger.store.exists(d) for d in ciphertexts)
+    # A cached copy of the plaintext's features (as a reader of the same steps made public
+    # elsewhere would leave): erased with the batch.
+    steps = batch_files(ledger, hold)["steps.parquet"]
+    cached = cache_path(ledger.root / "index" / "features", steps)
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"derived")
+    rec, deleted = erase(ledger, hold, alice, reason="consent")
+    assert deleted == len(ciphertexts) and not cached.exists()
+    assert not any(ledger.store.exists(d) for d in ciphertexts)
+    envelope = Envelope.from_bytes(ledger.store.get(rec.envelope_digest))
+    assert set(ciphertexts) <= set(Statement.from_bytes(envelope.payload).predicate["blobs"])
+    # Its published fingerprints stay in the signed record, but nothing compares them now.
+    train = record(ledger, alice, numeric("a0", 1), "t")
+    check = check_dataset(ledger, "train", [train])
+    assert check.findings == () and check.warnings == ()

@@ -19,11 +19,13 @@ def test_init_writes_settings_and_open_reads_them(tmp_path: Path) -> None:
     made = Ledger.init(root, origin="example.com/log")
     text = (root / CONFIG_NAME).read_text()
     assert tomllib.loads(text) == {
-        "ledger": {"format": FORMAT_VERSION, "origin": "example.com/log", "store": "objects"}
+        "ledger": {"format": FORMAT_VERSION, "origin": "example.com/log", "store": "objects",
+                   "keys": "plain"}  # no passphrase: the log key is a demo key
     }
     assert (root / "objects").is_dir()
     opened = Ledger.open(root)
-    assert opened.config == made.config == LedgerConfig("example.com/log", "objects")
+    assert opened.config == made.config == LedgerConfig("example.com/log", "objects",
+                                                         keys="plain")
     assert opened.root == root
     assert opened.log_dir == root / "log"
     assert isinstance(opened.keys, KeyStore) and opened.keys.directory == root / "keys"
@@ -135,3 +137,179 @@ def test_the_log_key_file_is_used_when_there_and_never_skipped_when_damaged(
     pub.unlink()
     assert Ledger.open(root).log_vkey() is None
     assert Ledger.open(root).log.vkey == own
+
+
+# -- issue 18 (and 20, item 8): atomic init, pinned settings, first use, upgrade -------------------
+
+
+def _leftovers(tmp_path: Path) -> list[str]:
+    return sorted(p.name for p in tmp_path.iterdir() if p.name != "state")
+
+
+@pytest.mark.parametrize("step", ["log key", "log", "settings", "move", "pin", "state"])
+def test_init_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """A failure at any step of init leaves nothing (no ledger.toml, no half directory, nothing
+    in the user's state); the retry then works, with the same origin."""
+    import trajledger.ledger.home as home
+    from trajledger.ledger.keys import KeyStore as Keys
+    from trajledger.ledger.log import Log
+    from trajledger.ledger.trust_state import TrustState, known_origin
+
+    def boom(*_a: object, **_k: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    target = {
+        "log key": (Keys, "create"), "log": (Log, "create"), "move": (home, "_move_into_place"),
+        "pin": (Ledger, "_pin_settings"), "state": (TrustState, "pin"),
+    }.get(step)
+    with monkeypatch.context() as m:
+        if target is not None:
+            m.setattr(*target, boom)
+        else:  # the settings file: the last file written in the temporary directory
+            real = home.write_file_atomic
+
+            def settings(path: Path, data: bytes, **kw: object) -> None:
+                if path.name == CONFIG_NAME:
+                    boom()
+                real(path, data, **kw)  # type: ignore[arg-type]
+
+            m.setattr(home, "write_file_atomic", settings)
+        with pytest.raises(OSError, match="No space left on device"):
+            Ledger.init(tmp_path / "led", origin="test/atomic")
+    assert _leftovers(tmp_path) == []
+    assert known_origin("test/atomic") is None
+    made = Ledger.init(tmp_path / "led", origin="test/atomic")
+    assert made.log.size == 0 and _leftovers(tmp_path) == ["led"]
+
+
+def test_init_into_an_existing_empty_directory_or_beside_files(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    Ledger.init(empty, origin="test/empty")
+    assert (empty / CONFIG_NAME).is_file()
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine\n")
+    Ledger.init(busy, origin="test/busy")
+    assert sorted(p.name for p in busy.iterdir()) == [
+        "ledger.toml", "log", "log-key", "notes.txt", "objects"]
+    assert not any(p.name.startswith(".tmp-") for p in tmp_path.iterdir())
+
+
+def test_a_new_ledger_is_private_whatever_the_umask(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    old = os.umask(0o002)  # a user-private-group default
+    try:
+        root = tmp_path / "led"
+        Ledger.init(root, origin="test/umask")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(root.stat().st_mode) == 0o755
+    assert stat.S_IMODE((root / "log-key").stat().st_mode) == 0o700
+    assert Ledger.open(root).log.size == 0  # nothing group-writable to refuse
+
+
+def test_the_settings_are_pinned_per_log_and_a_change_is_refused(tmp_path: Path) -> None:
+    from trajledger.ledger.errors import TamperError
+
+    root = tmp_path / "led"
+    Ledger.init(root, origin="test/pins", store="objects")
+    toml = root / CONFIG_NAME
+    text = toml.read_text()
+    toml.write_text(text.replace('store = "objects"', 'store = "./objects/"'))
+    assert Ledger.open(root).config.store_pin == "objects"  # the same directory, normalised
+    toml.write_text(text.replace('store = "objects"', 'store = "/elsewhere"'))
+    with pytest.raises(TamperError, match=re.escape(
+        "store is '/elsewhere', but it was 'objects' when you last used this ledger")):
+        Ledger.open(root)
+    # A copy (another directory) of the same log keeps the pin.
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    with pytest.raises(TamperError, match="store is '/elsewhere'"):
+        Ledger.open(copy)
+    assert Ledger.accept_settings(root) == [
+        "store is '/elsewhere', but it was 'objects' when you last used this ledger (blobs "
+        "would be read from and written to another place)"]
+    assert Ledger.open(copy).config.store == "/elsewhere"
+    toml.write_text(toml.read_text().replace('keys = "plain"', 'keys = "encrypted"'))
+    Ledger.open(root)  # stronger: taken as it is
+    toml.write_text(toml.read_text().replace('keys = "encrypted"', 'keys = "plain"'))
+    with pytest.raises(TamperError, match="keys is 'plain', but this ledger's keys were "):
+        Ledger.open(root)
+
+
+def test_first_use_is_announced_once_or_refused_when_a_pin_is_required(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trajledger.ledger.errors import TamperError
+    from trajledger.ledger.trust_state import pin_log_key
+
+    root = tmp_path / "led"
+    made = Ledger.init(root, origin="test/first")
+    assert made.log.size == 0 and capsys.readouterr().err == ""  # its maker pinned it
+    vkey = made.log.vkey
+    monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(tmp_path / "other"))
+    monkeypatch.setenv("TRAJLEDGER_REQUIRE_PIN", "1")
+    with pytest.raises(TamperError, match=r"^log test/first \(.*\): first use, and its key "
+                       r"test/first\+[0-9a-f]{8}\+sha256:[0-9a-f]{16} was not pinned ahead"):
+        assert Ledger.open(root).log
+    monkeypatch.delenv("TRAJLEDGER_REQUIRE_PIN")
+    assert Ledger.open(root).log.size == 0
+    assert capsys.readouterr().err.startswith(
+        "NOTE: first use of log test/first: its key test/first+")
+    assert Ledger.open(root).log.size == 0 and capsys.readouterr().err == ""  # once
+    monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(tmp_path / "third"))
+    monkeypatch.setenv("TRAJLEDGER_REQUIRE_PIN", "1")
+    pinned = pin_log_key(vkey)
+    assert (pinned.origin, pinned.size) == ("test/first", None)
+    assert Ledger.open(root).log.size == 0 and capsys.readouterr().err == ""
+    # A policy the user holds naming the key pins it too.
+    monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(tmp_path / "fourth"))
+    ledger = Ledger.open(root)
+    ledger.expect_log_keys([vkey])
+    assert ledger.log.size == 0 and capsys.readouterr().err == ""
+
+
+def test_a_plaintext_log_key_is_refused_where_keys_are_encrypted(
+    tmp_path: Path, passphrase: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trajledger.ledger.errors import TamperError
+    from trajledger.ledger.keys import Signer
+
+    root = tmp_path / "led"
+    Ledger.init(root, origin="test/logkey")
+    assert 'keys = "encrypted"' in (root / CONFIG_NAME).read_text()
+    key = root / "log-key" / "log.key"
+    key.write_bytes(Signer.generate("log").private_pem(None))
+    monkeypatch.delenv("TRAJLEDGER_PASSPHRASE")
+    with pytest.raises(TamperError, match=re.escape(
+        f"{key}: the log's key is not encrypted, but this ledger's keys are encrypted")):
+        assert Ledger.open(root).log
+
+
+def test_upgrade_encrypts_the_keys_of_a_010_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "led"
+    made = Ledger.init(root, origin="test/old")
+    made.keys.create("vendor", encrypt=False)
+    toml = root / CONFIG_NAME
+    toml.write_text(toml.read_text().replace('keys = "plain"\n', ""))  # as 0.1.0 wrote it
+    Ledger.open(root)
+    assert "records no key encryption (a ledger of trajledger 0.1.0), and 2 private key(s) are " \
+        "not encrypted (the log's included): run 'trajledger upgrade'" in capsys.readouterr().err
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE", "upgrade passphrase")
+    steps = Ledger.open(root).upgrade()
+    capsys.readouterr()
+    assert steps == [f"{root / 'keys' / 'vendor.key'}: encrypted",
+                     f"{root / 'log-key' / 'log.key'}: encrypted",
+                     f"{toml}: keys = 'encrypted' recorded"]
+    assert 'keys = "encrypted"' in toml.read_text()
+    ledger = Ledger.open(root)
+    assert ledger.keys.signer("vendor").name == "vendor"
+    assert ledger.log.size == 0 and capsys.readouterr().err == ""
+    assert ledger.upgrade() == [f"{toml}: keys = 'encrypted' already; nothing to do"]

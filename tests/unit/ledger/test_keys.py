@@ -11,7 +11,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from trajledger.ledger.errors import KeyError_
+from trajledger.ledger.errors import KeyError_, LedgerError
 from trajledger.ledger.keys import KeyStore, Signer
 from trajledger.verify.keys import PublicKey
 
@@ -81,6 +81,8 @@ def test_passphrase_callback_is_used_when_env_unset(keys: KeyStore, tmp_path: Pa
     store = KeyStore(keys.directory, passphrase=ask)
     store.create("bob")
     assert store.signer("bob").name == "bob"
+    assert asked == ["bob"]  # asked once per store
+    assert KeyStore(keys.directory, passphrase=ask).signer("bob").name == "bob"
     assert asked == ["bob", "bob"]
     with pytest.raises(KeyError_, match=r"^key bob: cannot load .*: wrong passphrase or corrupt"):
         KeyStore(keys.directory, passphrase=lambda _n: b"other").signer("bob")
@@ -162,9 +164,30 @@ def test_unknown_key(keys: KeyStore) -> None:
         keys.signer("nobody")
 
 
+def test_mistyped_key_gets_did_you_mean(keys: KeyStore) -> None:
+    """A name close to an existing key suggests it (and lists the keys) instead of telling to
+    create a key under the mistyped name."""
+    for name in ("approver-a", "approver-b", "trainer"):
+        keys.create(name, encrypt=False)
+    d = re.escape(str(keys.directory))
+    with pytest.raises(KeyError_, match=(
+        rf"^key aprover-a: no private key in {d}; did you mean 'approver-a'\? \(keys: "
+        r"approver-a, approver-b, trainer\)$"
+    )):
+        keys.signer("aprover-a")
+    with pytest.raises(KeyError_, match=rf"^key trainr: not found in {d}; did you mean 'trainer'"):
+        keys.public("trainr")
+    with pytest.raises(KeyError_, match=r"^key vendor: no private key in .*; create it with "):
+        keys.signer("vendor")
+
+
 @pytest.mark.parametrize("encrypt", [True, False])
-def test_truncated_private_key(keys: KeyStore, passphrase: str, encrypt: bool) -> None:
+def test_truncated_private_key(
+    keys: KeyStore, passphrase: str, encrypt: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     keys.create("alice", encrypt=encrypt)
+    if not encrypt:  # a plaintext key with a passphrase set would be refused as planted
+        monkeypatch.delenv("TRAJLEDGER_PASSPHRASE")
     path = keys.directory / "alice.key"
     path.write_bytes(path.read_bytes()[:100])
     why = "wrong passphrase or corrupt key file" if encrypt else "corrupt or truncated key file"
@@ -271,3 +294,88 @@ def test_a_private_key_that_is_not_the_pair_of_its_public_key_is_refused(
         "was signed$"
     )):
         keys.signer("alice")
+
+
+# -- issue 18: plaintext keys refused, per-key passphrases, modes ---------------------------------
+
+
+def test_each_key_may_have_its_own_passphrase(
+    keys: KeyStore, passphrase: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trajledger.ledger.keys import passphrase_env
+
+    assert passphrase_env("approver-a") == "TRAJLEDGER_PASSPHRASE_APPROVER_A"
+    assert passphrase_env("log") == "TRAJLEDGER_PASSPHRASE_LOG"
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE_APPROVER_A", "a's own")
+    keys.create("approver-a")
+    keys.create("bob")  # TRAJLEDGER_PASSPHRASE
+    monkeypatch.delenv("TRAJLEDGER_PASSPHRASE")
+    assert keys.signer("approver-a").name == "approver-a"
+    with pytest.raises(KeyError_, match=r"^key bob: is encrypted; set "
+                       r"TRAJLEDGER_PASSPHRASE_BOB or TRAJLEDGER_PASSPHRASE, or run in a"):
+        keys.signer("bob")
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE_APPROVER_A", "wrong")
+    with pytest.raises(KeyError_, match="wrong passphrase or corrupt key file"):
+        keys.signer("approver-a")
+
+
+def test_a_plaintext_key_is_refused_where_keys_are_encrypted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trajledger.ledger.errors import TamperError
+
+    plain = KeyStore(tmp_path / "keys")
+    plain.create("demo", encrypt=False)
+    assert plain.signer("demo").name == "demo"  # nothing says keys here are encrypted
+    strict = KeyStore(tmp_path / "keys", require_encrypted=True)
+    path = tmp_path / "keys" / "demo.key"
+    with pytest.raises(TamperError, match=re.escape(
+        f"key demo: {path} is not encrypted, but this ledger's keys are encrypted (ledger.toml: "
+        'keys = "encrypted"): a key file planted by someone without the passphrase; nothing '
+        "was signed. If you wrote it yourself, encrypt it with 'trajledger key encrypt demo'"
+    )):
+        strict.signer("demo")
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE_DEMO", "set")
+    with pytest.raises(TamperError, match="but a passphrase for it is set"):
+        plain.signer("demo")
+    with pytest.raises(KeyError_, match="a plaintext key would be refused as planted"):
+        strict.create("other", encrypt=False)
+    assert not (tmp_path / "keys" / "other.key").exists()
+    # Encrypting it in place makes it usable where keys are encrypted.
+    assert strict.encrypt("demo") is True
+    assert path.read_bytes().startswith(b"-----BEGIN ENCRYPTED PRIVATE KEY-----")
+    assert strict.encrypt("demo") is False
+    assert strict.signer("demo").name == "demo"
+    assert strict.plaintext() == []
+
+
+@pytest.mark.parametrize("what", ["dir", "pub"])
+def test_key_files_others_or_the_group_may_write_are_refused(
+    keys: KeyStore, what: str
+) -> None:
+    keys.create("k", encrypt=False)
+    path = keys.directory if what == "dir" else keys.directory / "k.pub"
+    path.chmod(0o770 if what == "dir" else 0o664)
+    with pytest.raises(LedgerError, match=re.escape(
+        f"{path}: writable by its group (mode {'0770' if what == 'dir' else '0664'}); run "
+        f"'chmod g-w {path}'"
+    )):
+        keys.signer("k")
+    shared = KeyStore(keys.directory, group_writable=True)  # a ledger shared through its group
+    assert shared.signer("k").name == "k"
+    path.chmod(0o777 if what == "dir" else 0o666)
+    with pytest.raises(LedgerError, match="writable by other users"):
+        shared.signer("k")
+
+
+def test_a_terminal_is_asked_once_per_key(keys: KeyStore) -> None:
+    asked: list[str] = []
+
+    def ask(name: str) -> bytes:
+        asked.append(name)
+        return b"typed"
+
+    log = KeyStore(keys.directory, passphrase=ask, label="log")
+    assert log.has_passphrase("next")  # a rotation's next key goes by the log's name
+    log.create("next")
+    assert asked == ["log"]

@@ -446,3 +446,37 @@ def test_a_cache_that_cannot_be_written_still_serves(
     assert reader.find_envelope(spec(5).envelope) == 5  # from a run
     assert reader.find_envelope(spec(3 * TAIL + 150).envelope) == 3 * TAIL + 150  # the tail
     assert {p.name: p.read_bytes() for p in cache.iterdir()} == before
+
+
+# -- one record per digest (issue 18) ------------------------------------------------
+
+
+def test_the_one_record_hook_judges_every_entry_of_a_recorded_subject(log: Log) -> None:
+    """`Log.one_record` sees, under the lock, the entries of its kinds already about a subject
+    (in the log and earlier in the same append) and decides: reuse one, append, or refuse; an
+    import's foreign records, and kinds it does not name, are not judged."""
+    from trajledger.ledger.log import OneRecord
+
+    seen: list[tuple[str, list[tuple[int, str]]]] = []
+
+    def judge(new: EntrySpec, prior: object) -> int | None:
+        entries = list(prior)  # type: ignore[call-overload]
+        seen.append((new.envelope, entries))
+        if new.envelope.endswith("b" * 8):
+            raise LogError("refused: other metadata")
+        return int(entries[0][0]) if new.envelope.endswith("a" * 8) else None
+
+    subject = "sha256:" + "5" * 64
+    first = EntrySpec("rollout-batch", subject, "sha256:" + "1" * 64, ("0" * 64,))
+    again = EntrySpec("rollout-batch", subject, "sha256:" + "2" * 56 + "a" * 8, ("0" * 64,))
+    other = EntrySpec("rollout-batch", subject, "sha256:" + "3" * 56 + "b" * 8, ("0" * 64,))
+    about = EntrySpec("approval", subject, "sha256:" + "4" * 56 + "b" * 8, ("0" * 64,))
+    log.one_record = OneRecord(frozenset({"rollout-batch"}), judge)
+    assert log.append([first, again]) == [0, 0]  # the second repeats the first, in one append
+    assert seen == [(again.envelope, [(0, first.envelope)])]
+    with pytest.raises(LogError, match="refused: other metadata"):
+        log.append([other])
+    assert log.size == 1
+    assert log.append([about]) == [1]  # not a kind of one record per digest
+    assert log.append([other], foreign=True) == [2]  # another log's record: not judged
+    assert len(seen) == 2

@@ -40,6 +40,9 @@ KINDS = (
     "refusal",
     "trust-policy",
     "model-signature",
+    "evaluation",
+    "release",
+    "unsealing",
 )
 LATER = ("dataset.v2",)
 """Later versions of a predicate: ``<kind>.v<N>`` (the schema of ``<kind>/v<N>``)."""
@@ -231,6 +234,58 @@ MODELS: list[tuple[str, Any, dict[str, Any]]] = [
         predicates.Refusal,
         {"dataset": D, "trainer": "bc", "reasons": ["a", "b"], "refusedAt": T},
     ),
+    (
+        "evaluator",
+        predicates.Evaluator,
+        {"name": "judge", "version": "2", "kind": "llm-judge", "modelId": "m", "calibration": REF},
+    ),
+    (
+        "evaluation",
+        predicates.Evaluation,
+        {
+            "result": "FAILED", "checkpoint": REF, "suite": REF, "evaluator": REF,
+            "passedTests": [f"{D}/e-1"], "failedTests": [f"{D}/e-2"],
+            "metrics": {"episodes": 2, "success_rate": 0.5}, "evaluatedAt": T,
+            "configuration": [{"name": "command", "content": "cHl0aG9u",
+                               "annotations": {"role": "command"}}],
+        },
+    ),
+    (
+        "release",
+        predicates.Release,
+        {"checkpoint": REF, "evaluations": [D], "releasedAt": T, "note": "n",
+         "policy": {"name": "p", "serial": 1, "digest": D}},
+    ),
+    (
+        "unsealing",
+        predicates.Unsealing,
+        {"batches": [D], "recipient": "ab" * 32, "purpose": "evaluation", "unsealedAt": T},
+    ),
+    (
+        "rollout-batch",
+        predicates.RolloutBatch,
+        {
+            "schemaVersion": "2", "environment": REF, "policyVersion": "p", "generator": "g",
+            "counts": {"steps": 3, "episodes": 1}, "stats": {},
+            "sealed": {
+                "scheme": predicates.SEAL_SCHEME,
+                "recipients": [{"keyid": "ab" * 32, "encapsulatedKey": "AAAA"}],
+                "files": [{"path": "steps.parquet", "ciphertext": D, "size": 90}],
+                "episodes": [{"episodeId": "e", "steps": 3, "modality": "text",
+                              "fingerprint": "ab" * 32}],
+                "featureVersion": 3,
+            },
+        },
+    ),
+    (
+        "rollout-batch",
+        predicates.RolloutBatch,
+        {
+            "schemaVersion": "2", "environment": REF, "policyVersion": "p", "generator": "g",
+            "counts": {"steps": 3, "episodes": 1}, "stats": {},
+            "features": {"digest": D, "size": 700, "version": 3},
+        },
+    ),
 ]
 
 
@@ -289,6 +344,15 @@ def test_typed_predicates_write_what_the_schema_describes(
             {"dataset": "sha256:AB", "trainer": "bc", "reasons": ["x"], "refusedAt": T},
             "dataset: 'sha256:AB' does not match",
         ),
+        (
+            "rollout-batch",
+            {"schemaVersion": "2", "environment": REF, "policyVersion": "p", "generator": "g",
+             "counts": {}, "stats": {}, "features": {"digest": D, "size": 1, "version": 3},
+             "sealed": {"scheme": predicates.SEAL_SCHEME, "episodes": [], "featureVersion": 3,
+                        "recipients": [{"keyid": "ab" * 32, "encapsulatedKey": "AAAA"}],
+                        "files": [{"path": "steps.parquet", "ciphertext": D, "size": 90}]}},
+            "should not be valid under",  # a sealed batch names no features file
+        ),
     ],
 )
 def test_schemas_refuse(kind: str, instance: Any, problem: str) -> None:
@@ -308,16 +372,20 @@ def test_recorded_predicates_validate(tmp_path: Path) -> None:
     from trajledger.ledger.home import Ledger
     from trajledger.ledger.status import approve, erase, record_policy, revoke
     from trajledger.runner.admission import DataRefusedError
+    from trajledger.runner.evaluate import evaluate
+    from trajledger.runner.release import release
     from trajledger.runner.rollouts import run_policy
     from trajledger.runner.train import train
     from trajledger.verify.policy import TrustPolicy
 
     home = tmp_path / "home"
     ledger = Ledger.init(home, origin="test/schemas")
-    k = {n: ledger.keys.create(n, encrypt=False) for n in ("p", "a", "t")}
+    k = {n: ledger.keys.create(n, encrypt=False) for n in ("p", "a", "t", "e")}
+    ledger.keys.create_encryption_key("e", encrypt=False)
     policy_path = home / "policy.toml"
     policy_path.write_text(
         f"""
+format = 2
 [roles.producer]
 keys = ["keys/p.pub"]
 [roles.approver]
@@ -325,8 +393,14 @@ keys = ["keys/a.pub"]
 identities = [{{ issuer = "https://issuer.example", subject = "a@example.com" }}]
 [roles.trainer]
 keys = ["keys/t.pub"]
+[roles.evaluator]
+keys = ["keys/e.pub"]
+encryption_keys = ["keys/x25519/e.pub"]
 [roles.log]
 vkeys = ["{ledger.log.vkey}"]
+[[release.require]]
+suite = "reg@1"
+min = 0
 """
     )
     record_policy(ledger, policy_path, [k["a"]])
@@ -353,7 +427,14 @@ vkeys = ["{ledger.log.vkey}"]
     with pytest.raises(DataRefusedError):
         train(ledger, "ds@1", "bc", k["t"], policy)  # unapproved: a refusal record
     approve(ledger, "ds@1", k["a"], note="ok", validation_report=D)
-    train(ledger, "ds@1", "bc", k["t"], policy)
+    ckpt = train(ledger, "ds@1", "bc", k["t"], policy)
+    held = run_policy(None, "CartPole-v1", 2, 100, policy_version="random")
+    sealed = record_batch(ledger, held.steps, episodes=held.episodes, env="env@1",
+                          policy="random", signer=k["p"], licence="CC-BY-4.0",
+                          seal_to=policy.role("evaluator").encryption_keys).recorded.digest
+    create_dataset(ledger, "reg", "1", "regression", [sealed], k["p"])
+    evaluate(ledger, ckpt.digest, "reg@1", k["e"], policy, pass_return=10)
+    release(ledger, ckpt.digest, [k["a"]], policy)
     revoke(ledger, "ds@1", k["a"], reason="superseded")
     erase(ledger, batch, k["p"], reason="retention")
 
@@ -451,3 +532,27 @@ def test_trust_policy_revoked_identities_validate() -> None:
     assert errors("trust-policy", {"policy": policy}) == []
     del policy["revoked_identities"][0]["subject"]
     assert any("subject" in e for e in errors("trust-policy", {"policy": policy}))
+
+
+def test_trust_policy_format_2_validates() -> None:
+    """Format 2 (the evaluator role with encryption keys, [release]) is in the schema; a
+    format-1 policy may not carry either."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519, x25519
+
+    from trajledger.verify.policy import TrustPolicy
+
+    def pem(key: Any) -> str:
+        return str(key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        ).decode())
+
+    evaluator = {"keys": [pem(ed25519.Ed25519PrivateKey.generate())],
+                 "encryption_keys": [pem(x25519.X25519PrivateKey.generate())]}
+    policy = TrustPolicy.from_json({
+        "format": 2, "roles": {"evaluator": evaluator},
+        "release": {"require": [{"suite": "regression@3", "min": 0.9, "max_drop": "0.02"}]},
+    }).to_json()  # fmt: skip
+    assert errors("trust-policy", {"policy": policy}) == []
+    policy["format"] = 1
+    assert errors("trust-policy", {"policy": policy})

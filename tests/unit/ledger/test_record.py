@@ -3,6 +3,7 @@ envelope -> log entry; statements about a digest; bad input leaves the ledger un
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,9 @@ def test_record_files_is_idempotent(ledger: Ledger, alice: Signer, make_tree: An
     data = make_tree(TREE)
     first = record_files(ledger, [data], alice)
     again = record_files(ledger, [data], alice)  # Ed25519 signatures are deterministic
-    assert again == first
+    assert again == dataclasses.replace(first, new=False)
+    assert first.new and first.where == "recorded at log index 0"
+    assert again.where == "already recorded at log index 0"
     assert ledger.log.size == 1
 
 
@@ -179,7 +182,7 @@ def test_an_unloadable_log_key_stores_nothing(
     tmp_path: Path, make_tree: Any, monkeypatch: pytest.MonkeyPatch, passphrase: str
 ) -> None:
     ledger = Ledger.init(tmp_path / "enc", origin="test/enc")  # log key encrypted
-    alice = ledger.keys.create("alice", encrypt=False)
+    alice = ledger.keys.create("alice")  # the ledger's keys are encrypted: no plaintext key
     monkeypatch.delenv("TRAJLEDGER_PASSPHRASE")
     reopened = Ledger.open(tmp_path / "enc")
     with pytest.raises(KeyError_, match="key log: is encrypted; set TRAJLEDGER_PASSPHRASE"):
@@ -187,3 +190,37 @@ def test_an_unloadable_log_key_stores_nothing(
     assert snapshot(reopened) == (0, set())
     monkeypatch.setenv("TRAJLEDGER_PASSPHRASE", passphrase)
     assert record_files(Ledger.open(tmp_path / "enc"), [make_tree(TREE)], alice).index == 0
+
+
+def test_another_logs_record_of_a_digest_is_no_second_record_of_this_one(
+    ledger: Ledger, alice: Signer, make_tree: Any, tmp_path: Path
+) -> None:
+    """Issue 18: one record per digest per origin. A vendor's record of the same files, logged
+    here by an import (its import record lists the envelope), does not stop this ledger from
+    recording them with its own metadata; the same record of this origin would."""
+    from trajledger.ledger.errors import AlreadyRecordedError
+    from trajledger.ledger.log import EntrySpec
+
+    data = make_tree(TREE)
+    vendor = Ledger.init(tmp_path / "vendor", origin="test/vendor")
+    theirs = record_files(vendor, [data], vendor.keys.create("v", encrypt=False), name="theirs")
+    entry = LogEntry.from_bytes(vendor.log.entry(theirs.index))
+    ledger.store.put_bytes(vendor.store.get(theirs.envelope_digest))
+    (logged,) = ledger.log.append(
+        [EntrySpec(entry.kind, entry.subject, entry.envelope, entry.signers)], foreign=True)
+    predicate = {
+        "artifact": {"digest": theirs.digest, "kind": "files", "name": "theirs", "logIndex": 0},
+        "log": {"origin": "test/vendor", "vkey": vendor.log.vkey,
+                "checkpoint": vendor.log.checkpoint_bytes().decode()},
+        "entries": [{"index": theirs.index, "entry": vendor.log.entry(theirs.index).decode(),
+                     "inclusion": []}],
+        "dataIncluded": True,
+    }
+    record_statement(ledger, "theirs", theirs.digest, predicates.IMPORT, predicate, alice,
+                     kind="import")
+    ours = record_files(ledger, [data], alice, name="ours")
+    assert ours.digest == theirs.digest and ours.new and ours.index > logged
+    with pytest.raises(AlreadyRecordedError, match=(
+            rf"^files {ours.digest}: already recorded at log index {ours.index} with other "
+            r"signed metadata \(name: 'ours' vs 'again'\)")):
+        record_files(ledger, [data], alice, name="again")

@@ -1,4 +1,5 @@
-"""``ledger.serve``: which paths are tlog-tiles resources, and what the server will read.
+"""``ledger.serve``: which paths are tlog-tiles resources, what the server will read, and how it
+treats connections (bounded threads, timeouts, clients that go away).
 
 The grammar follows c2sp.org/tlog-tiles to the character (levels 0..63 without leading zeros,
 three-digit index groups with ``x`` prefixes on all but the last, widths 1..255), and every path
@@ -7,6 +8,11 @@ the log writer produces (`verify.tiles.tile_path`, `entries_path`) is accepted.
 
 from __future__ import annotations
 
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -59,6 +65,7 @@ def test_every_path_the_writer_makes_is_served(index: int) -> None:
 def test_oversized_and_special_files_are_not_served(tmp_path: Path) -> None:
     log = tmp_path / "log"
     (log / "tile" / "0").mkdir(parents=True)
+    (log / "checkpoint").write_bytes(b"example.com/log\n1024\n" + b"A" * 44 + b"\n")
     (log / "tile" / "0" / "000").write_bytes(b"\0" * max_size("tile"))
     (log / "tile" / "0" / "001").write_bytes(b"\0" * (max_size("tile") + 1))
     (log / "tile" / "0" / "002").mkdir()
@@ -72,3 +79,166 @@ def test_oversized_and_special_files_are_not_served(tmp_path: Path) -> None:
     finally:
         server.server_close()
     assert max_size("entries") == 256 * (2 + 65535) and max_size("checkpoint") == 1 << 20
+
+
+def test_only_what_the_published_checkpoint_covers_is_served(tmp_path: Path) -> None:
+    """Tiles an append wrote before its publication (or a crashed append left, which the next
+    writer removes and may write with other bytes) are not served: cached as immutable, they
+    could outlive their bytes."""
+    log = tmp_path / "log"
+    files = {
+        "tile/0/000": 8192, "tile/0/001.p/4": 128, "tile/0/001.p/5": 160, "tile/0/001": 8192,
+        "tile/1/000.p/1": 32, "tile/1/000.p/2": 64, "tile/entries/000": 10,
+        "tile/entries/001.p/4": 10, "tile/entries/001.p/5": 10,
+    }  # fmt: skip
+    for rel, size in files.items():
+        (log / rel).parent.mkdir(parents=True, exist_ok=True)
+        (log / rel).write_bytes(b"\0" * size)
+    server = LogServer(log)
+    try:
+        assert all(server.read(rel, resource_kind(rel) or "") is None for rel in files)
+        (log / "checkpoint").write_bytes(b"example.com/log\n260\n" + b"A" * 44 + b"\n")
+        served = {rel for rel in files if server.read(rel, resource_kind(rel) or "") is not None}
+        assert served == {"tile/0/000", "tile/0/001.p/4", "tile/1/000.p/1", "tile/entries/000",
+                          "tile/entries/001.p/4"}  # fmt: skip
+        (log / "checkpoint").write_bytes(b"example.com/log\n512\n" + b"A" * 44 + b"\n")
+        served = {rel for rel in files if server.read(rel, resource_kind(rel) or "") is not None}
+        assert served == set(files)  # older partial widths stay served for older checkpoints
+    finally:
+        server.server_close()
+
+
+# -- connections: bounded threads, timeouts, clients that go away -------------------------------
+
+
+def _log_dir(tmp_path: Path) -> Path:
+    log = tmp_path / "log"
+    (log / "tile" / "entries").mkdir(parents=True)
+    (log / "checkpoint").write_bytes(b"example.com/log\n256\n" + b"A" * 44 + b"\n")
+    (log / "tile" / "entries" / "000").write_bytes(b"\x01" * max_size("entries"))
+    return log
+
+
+def _get(sock: socket.socket, path: str, *, close: bool = False) -> bytes:
+    """One request on ``sock``; returns the response's status line."""
+    extra = "Connection: close\r\n" if close else ""
+    sock.sendall(f"GET /{path} HTTP/1.1\r\nHost: x\r\n{extra}\r\n".encode())
+    return _read_response(sock)
+
+
+def _read_response(sock: socket.socket) -> bytes:
+    """The status line of the next response on ``sock`` (read to its end, no further)."""
+    f = sock.makefile("rb", buffering=0)
+    status = f.readline().rstrip()
+    assert status, "the server closed the connection"
+    length = 0
+    while (line := f.readline()) not in (b"\r\n", b""):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+    while length:
+        length -= len(f.read(length))
+    return status
+
+
+def _closed_by_server(sock: socket.socket, within: float) -> bool:
+    sock.settimeout(within)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[LogServer]:
+    s = LogServer(_log_dir(tmp_path), workers=4, max_connections=60, request_timeout=1.0,
+                  idle_timeout=2.0)  # fmt: skip
+    s.start()
+    yield s
+    s.stop()
+
+
+def test_idle_connections_hold_no_thread_and_do_not_block_requests(server: LogServer) -> None:
+    before = threading.active_count()
+    port = server.server_address[1]
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(50)]
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.settimeout(5)
+            assert _get(s, "checkpoint") == b"HTTP/1.1 200 OK"
+        # 50 connections open, and not one thread more than before (the workers and the
+        # selector's thread were there from the start).
+        assert threading.active_count() == before
+        assert all(not _closed_by_server(c, 0.01) for c in idle)
+    finally:
+        for c in idle:
+            c.close()
+
+
+def test_an_idle_connection_is_closed_after_the_idle_timeout(server: LogServer) -> None:
+    with socket.create_connection(("127.0.0.1", server.server_address[1])) as s:
+        assert not _closed_by_server(s, 1.0)
+        assert _closed_by_server(s, 5.0)
+
+
+def test_a_request_sent_a_byte_at_a_time_is_cut_at_the_request_timeout(
+    server: LogServer,
+) -> None:
+    with socket.create_connection(("127.0.0.1", server.server_address[1])) as s:
+        started = time.monotonic()
+        for c in b"GET /checkpoint HTTP/1.1\r\n":
+            try:
+                s.sendall(bytes([c]))
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            if _closed_by_server(s, 0.2):
+                break
+        else:
+            pytest.fail("the server waited for the whole slow request")
+        assert time.monotonic() - started < 5  # a generous bound; the timeout is 1 s
+
+
+def test_keep_alive_and_pipelined_requests_are_answered(server: LogServer) -> None:
+    with socket.create_connection(("127.0.0.1", server.server_address[1])) as s:
+        s.settimeout(5)
+        assert _get(s, "checkpoint") == b"HTTP/1.1 200 OK"
+        assert _get(s, "tile/0/000") == b"HTTP/1.1 404 Not Found"  # the same connection
+        s.sendall(b"GET /checkpoint HTTP/1.1\r\nHost: x\r\n\r\n" * 2)  # two at once
+        assert _read_response(s) == b"HTTP/1.1 200 OK"
+        assert _read_response(s) == b"HTTP/1.1 200 OK"
+        assert _get(s, "checkpoint", close=True) == b"HTTP/1.1 200 OK"
+        assert _closed_by_server(s, 5.0)
+
+
+def test_connections_beyond_the_limit_are_closed(tmp_path: Path) -> None:
+    s = LogServer(_log_dir(tmp_path), workers=2, max_connections=3)
+    s.start()
+    try:
+        port = s.server_address[1]
+        held = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+        with socket.create_connection(("127.0.0.1", port)) as extra:
+            assert _closed_by_server(extra, 5.0)
+        for c in held:
+            c.close()
+    finally:
+        s.stop()
+
+
+def test_a_client_that_goes_away_mid_response_prints_nothing(
+    server: LogServer, capfd: pytest.CaptureFixture[str]
+) -> None:
+    port = server.server_address[1]
+    for _ in range(3):
+        c = socket.create_connection(("127.0.0.1", port))
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        c.sendall(b"GET /tile/entries/000 HTTP/1.1\r\nHost: x\r\n\r\n")  # 16 MiB answer
+        c.recv(100)  # the answer has started
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()  # a reset, mid-response
+    with socket.create_connection(("127.0.0.1", port)) as s:  # still serving
+        s.settimeout(5)
+        assert _get(s, "checkpoint") == b"HTTP/1.1 200 OK"
+    server.stop()
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")

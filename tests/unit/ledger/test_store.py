@@ -244,6 +244,27 @@ def test_drop_temp_files_removes_only_what_no_live_writer_owns(tmp_path: Path) -
     assert store.drop_temp_files(everywhere=True) == 0
 
 
+@pytest.mark.parametrize(
+    "put",
+    [lambda s: s.put_bytes(HELLO), lambda s: s.put_stream(io.BytesIO(HELLO), name="hello")],
+    ids=["put_bytes", "put_stream"],
+)
+def test_a_put_keeps_only_an_object_that_hashes_to_its_name(
+    backend: Backend, put: Callable[[ObjectStore], object]
+) -> None:
+    """Bytes of the right size but not the right content (planted by whoever can write the
+    bucket, or damaged) are replaced by the put, not kept because the size matched."""
+    backend.store.put_bytes(HELLO)
+    for planted in (b"HELLO", b"hellp"):  # the same size as b"hello"
+        backend.overwrite(HELLO_DIGEST, planted)
+        with pytest.raises(DigestMismatchError):
+            backend.store.check_object(HELLO_DIGEST)
+        put(backend.store)
+        assert backend.store.check_object(HELLO_DIGEST) == 5
+        assert backend.store.get(HELLO_DIGEST) == HELLO
+    assert backend.all_files() == [f"sha256/2c/f2/{HELLO_HEX}"]
+
+
 def test_a_damaged_object_is_replaced_by_the_next_put(tmp_path: Path) -> None:
     store = ObjectStore(tmp_path / "objects")
     store.put_bytes(HELLO)
@@ -314,3 +335,113 @@ def test_a_temp_dir_is_owned_by_its_process(tmp_path: Path) -> None:
         path.rename(dead)
         assert is_stale(dead)  # no such process: the next writer may remove it at once
         dead.rename(path)
+
+
+# -- large objects: written around the page cache when the file system allows it -------------
+
+
+SIZES = [0, 1, 4095, 1 << 20, (1 << 20) + 1, 3 * (1 << 20) + 123, 4 << 20]
+
+
+def _opened_direct(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Record, for each object temp file opened for writing, whether it was opened O_DIRECT."""
+    seen: list[bool] = []
+    real = os.open
+
+    def spy(path: Any, flags: int, *a: Any, **kw: Any) -> int:
+        if TMP_PREFIX in os.fspath(path) and flags & os.O_WRONLY:
+            seen.append(bool(flags & getattr(os, "O_DIRECT", 0)))
+        return real(path, flags, *a, **kw)
+
+    monkeypatch.setattr(os, "open", spy)
+    return seen
+
+
+@pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="no O_DIRECT here")
+@pytest.mark.parametrize("size", SIZES)
+def test_large_files_are_stored_directly_and_read_back_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    src = tmp_path / "src"
+    data = os.urandom(size)
+    src.write_bytes(data)
+    store = ObjectStore(tmp_path / "objects")
+    seen = _opened_direct(monkeypatch)
+    got = store.put_file(src)
+    assert got.size == size and got.sha256 == hashlib.sha256(data).hexdigest()
+    assert store.path_of(got.digest).read_bytes() == data
+    direct = [d for d in seen if d]
+    # O_DIRECT only for a file of at least one whole chunk, and only where /tmp allows it.
+    assert (len(direct) > 0) == (size >= (1 << 20) and _tmp_allows_direct(tmp_path))
+    assert store.temp_files(everywhere=True) == []
+
+
+def _tmp_allows_direct(where: Path) -> bool:
+    probe = where / "probe"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o600)
+    except OSError:
+        return False
+    os.close(fd)
+    probe.unlink()
+    return True
+
+
+@pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="no O_DIRECT here")
+@pytest.mark.parametrize("refused", ["open", "write"])
+def test_a_file_system_that_refuses_direct_io_gets_the_page_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refused: str
+) -> None:
+    """EINVAL from opening with O_DIRECT (tmpfs), or from a direct write (an unaligned
+    buffer, a block size larger than 4096): the object is written through the page cache from
+    where the direct writes stopped."""
+    import errno
+
+    src = tmp_path / "src"
+    data = os.urandom(3 * (1 << 20) + 5)
+    src.write_bytes(data)
+    real_open, real_write = os.open, os.write
+    direct_fds: set[int] = set()
+    writes = [0]
+
+    def fopen(path: Any, flags: int, *a: Any, **kw: Any) -> int:
+        if flags & os.O_DIRECT:
+            if refused == "open":
+                raise OSError(errno.EINVAL, "Invalid argument", path)
+            fd = real_open(path, flags, *a, **kw)
+            direct_fds.add(fd)
+            return fd
+        return real_open(path, flags, *a, **kw)
+
+    def fwrite(fd: int, view: Any) -> int:
+        if fd in direct_fds:
+            writes[0] += 1
+            if writes[0] == 2:  # the first chunk went direct, the second is refused
+                direct_fds.discard(fd)
+                raise OSError(errno.EINVAL, "Invalid argument")
+        return real_write(fd, view)
+
+    monkeypatch.setattr(os, "open", fopen)
+    monkeypatch.setattr(os, "write", fwrite)
+    store = ObjectStore(tmp_path / "objects")
+    got = store.put_file(src)
+    monkeypatch.undo()
+    assert got.sha256 == hashlib.sha256(data).hexdigest()
+    assert store.path_of(got.digest).read_bytes() == data
+    assert writes[0] == (0 if refused == "open" else 2)
+
+
+def test_streams_without_a_file_are_stored_through_the_page_cache(tmp_path: Path) -> None:
+    data = os.urandom(2 * (1 << 20) + 7)
+
+    class ReadOnly:
+        def __init__(self) -> None:
+            self._f = io.BytesIO(data)
+
+        def read(self, n: int = -1) -> bytes:
+            return self._f.read(n)
+
+    store = ObjectStore(tmp_path / "objects")
+    for stream in (io.BytesIO(data), ReadOnly()):
+        got = store.put_stream(stream, name="s")  # type: ignore[arg-type]
+        assert store.path_of(got.digest).read_bytes() == data

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from trajledger.ledger.errors import LedgerError, TamperError
 from trajledger.ledger.home import STATE_DIR_ENV, Ledger
 from trajledger.ledger.log import EntrySpec
 from trajledger.ledger.trust_state import TrustState
+from trajledger.verify.errors import ProvenanceError
 
 
 def _spec(ledger: Ledger, n: int) -> EntrySpec:
@@ -174,3 +176,79 @@ def test_init_refuses_an_origin_that_names_another_log_this_user_knows(tmp_path:
         Ledger.init(tmp_path / "b", origin="example.org/log")
     assert not (tmp_path / "b").exists()
     Ledger.init(tmp_path / "c", origin="example.org/other").trust_state()
+
+
+# -- issue 18: the state protected like the ledger -------------------------------------------------
+
+
+def test_the_state_is_private_and_durable(home: Path) -> None:
+    import stat
+
+    state = Ledger.open(home).trust_state()
+    db = state.path / "state.sqlite"
+    assert stat.S_IMODE(state.path.stat().st_mode) == 0o700
+    assert stat.S_IMODE(db.stat().st_mode) == 0o600
+    # The floor survives a crash once stored: every commit is synced.
+    assert state._db.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
+    state.close()
+    db.chmod(0o666)
+    with pytest.raises(LedgerError, match=f"{db}: writable by its group and other users"):
+        TrustState.open(Ledger.open(home).log.vkey)
+    db.chmod(0o600)
+    root = Path(os.environ[STATE_DIR_ENV])
+    root.chmod(0o777)
+    with pytest.raises(LedgerError, match=f"{root}: writable by its group and other users "
+                       rf"\(mode 0777\); run 'chmod go-w {root}'"):
+        Ledger.open(home)
+    root.chmod(0o700)
+
+
+@pytest.mark.parametrize("table", ["entries", "listing", "refs", "held_out", "names"])
+def test_a_row_deleted_or_added_is_refused_and_reported(home: Path, table: str) -> None:
+    import sqlite3
+
+    from trajledger.ledger.artifacts import create_dataset, record_batch, register_environment
+
+    ledger = Ledger.open(home)
+    key = ledger.keys.create("p", encrypt=False)
+    register_environment(ledger, "e", "1", key)
+    rows = [{"episode_id": "x", "step": 0, "obs": [0.0], "action": [0.0], "reward": 1.0,
+             "terminated": True, "truncated": False}]
+    batch = record_batch(ledger, rows, env="e@1", policy="p", signer=key).recorded.digest
+    create_dataset(ledger, "d", "1", "holdout", [batch], key)
+    state = ledger.trust_state()
+    db = state.path / "state.sqlite"
+    con = sqlite3.connect(db)
+    if table == "held_out":
+        con.execute("INSERT INTO held_out (idx) VALUES (0)")
+    else:
+        con.execute(f"DELETE FROM {table} WHERE rowid = (SELECT MIN(rowid) FROM {table})")
+    con.commit()
+    con.close()
+    blob = ledger.read_blob
+    problems = state.disagreements(ledger.log.entries, blob)
+    assert len(problems) == 1 and problems[0].startswith(f"trust state {db}: table {table}: ")
+    with pytest.raises(TamperError, match=re.escape(f"trust state {db}: {table} holds ")):
+        Ledger.open(home).trust_state()
+    state.rebuild()
+    assert Ledger.open(home).trust_state().disagreements(ledger.log.entries, blob) == []
+
+
+def test_pins_and_forgetting(tmp_path: Path) -> None:
+    from trajledger.ledger.trust_state import fingerprint, known_origin, pin_log_key
+
+    root = tmp_path / "led"
+    vkey = Ledger.init(root, origin="test/pins").log.vkey
+    state = TrustState.open(vkey)
+    assert state.pinned() == "created by you ('trajledger init')"
+    state.close()
+    assert fingerprint(vkey).startswith("test/pins+" + vkey.split("+")[1] + "+sha256:")
+    TrustState.forget(vkey)
+    assert known_origin("test/pins") is None
+    note = (root / "log" / "checkpoint").read_bytes()
+    pinned = pin_log_key(vkey, note)
+    assert (pinned.origin, pinned.size) == ("test/pins", 0)
+    other = vkey.replace("test/pins", "test/other", 1)
+    with pytest.raises(ProvenanceError):  # not signed by that key: nothing is pinned
+        pin_log_key(other, note)
+    assert known_origin("test/other") is None

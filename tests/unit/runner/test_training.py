@@ -56,6 +56,7 @@ def test_save_records_checkpoints_with_their_lineage(chat_home: Path, tmp_path: 
     with ledger.training("chat@1", key="trainer", name="sft", version="1") as run:
         mid = run.save(model, step=5, metrics={"loss": 1.5}, trainer="t:Cfg",
                        config={"lr": 0.1}, seed=7)
+        (model / "model.safetensors").write_bytes(b"\1" * 64)  # trained further
         final = run.save(model, metrics={"loss": 1.0})
         with pytest.raises(LedgerError, match=r"checkpoint sft@1 is already recorded"):
             run.save(model)

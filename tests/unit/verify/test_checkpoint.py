@@ -194,6 +194,18 @@ def test_cosignatures_threshold_counts_distinct_witnesses() -> None:
         verify_cosignatures(note, [WITNESS], threshold=0)
 
 
+def test_a_witness_counts_once_under_two_names() -> None:
+    """Issue 18: the cosignature message does not name the witness, so w1's line copied under
+    another name (with that name's key id) verifies too: it counts once, by key."""
+    alias = Verifier("witness.test/alias", ALG_COSIGNATURE_V1, WITNESS_PUB)
+    note = cosign(tessera(15), 7)
+    line = Note.from_bytes(note).signatures[-1]
+    copied = note + format_signature_line(alias.name, alias.key_hash, line.signature)
+    assert verify_cosignatures(copied, [WITNESS, alias]) == {WITNESS.name: 7}
+    with pytest.raises(SignatureError, match="1 valid witness cosignatures, want at least 2"):
+        verify_cosignatures(copied, [WITNESS, alias], threshold=2)
+
+
 def test_plain_ed25519_witness_has_no_timestamp() -> None:
     key = Ed25519PrivateKey.from_private_bytes(b"\x05" * 32)
     pub = key.public_key().public_bytes_raw()

@@ -17,6 +17,7 @@ directory, so the ledger itself stays sound.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import itertools
 import json
@@ -104,6 +105,8 @@ def test_a_node_reached_twice_is_counted_and_drawn_once() -> None:
     r = _diamond()
     assert r.count() == (3, 0) and r.erased() == 1 and r.ok
     assert r.render() == [
+        "✓ OK: checkpoint m@1 (sha256:cccccccccccc…): 3 checks passed (1 erased: data deleted, "
+        "digests verified)",
         "✓ log",
         "✓ checkpoint m@1 (sha256:cccccccccccc…) — log index 9",
         "    dataset → ✓ dataset d1@1 (sha256:111111111111…) — log index 5",
@@ -119,12 +122,35 @@ def test_a_node_reached_twice_is_counted_and_drawn_once() -> None:
     assert r.failures() == ["rollout-batch b (sha256:bbbbbbbbbbbb…) > steps.parquet: missing"]
 
 
+def test_a_failing_lineage_looks_failing() -> None:
+    """Issue 18: what depends on a failing node fails too: the verdict comes first with the
+    count of problems (each once), and every node built on the failure is marked ✗."""
+    r = _diamond()
+    c, d1, d2, b = ("sha256:" + x * 64 for x in "c12b")
+    r.nodes[b].fail("revoked", "PII (log index 7)")
+    assert r.failing() == {c, d1, d2, b}
+    lines = r.render()
+    assert lines[0] == ("✗ FAIL: checkpoint m@1 (sha256:cccccccccccc…): 1 problem(s) in 4 "
+                        "checks, in 1 node(s); 3 more fail through their lineage")
+    assert lines[2] == "✗ checkpoint m@1 (sha256:cccccccccccc…) — log index 9"
+    assert lines[3] == ("    ✗ lineage — depends on 2 failing: dataset d1@1 "
+                        "(sha256:111111111111…); dataset d2@1 (sha256:222222222222…)")
+    assert not any(x.lstrip().startswith(("✓ checkpoint", "dataset → ✓")) for x in lines)
+    doc = r.to_json()
+    assert doc["failed"] == 1 and {n["lineage"] for n in doc["nodes"] if n["id"] != "log"} == {
+        "fail"}
+    # Downstream (impact), the same edges: everything built on the failing subject fails.
+    down = Report(b, ["log", b], r.nodes, r.edges, "downstream")
+    assert down.failing() == {c, d1, d2, b}
+    assert down.verdict().startswith("✗ FAIL: rollout-batch b (sha256:bbbbbbbbbbbb…): 1 problem")
+
+
 def test_a_long_chain_is_indented_to_depth_12_then_says_its_depth() -> None:
     """100 training iterations nest 300 levels: indenting each would make the text quadratic."""
     ids = [f"sha256:{i:02x}{'0' * 62}" for i in range(40)]
     nodes = {d: Node(d, "checkpoint", "m", str(i), i) for i, d in enumerate(ids)}
     edges = [Edge(a, b, "base-checkpoint") for a, b in itertools.pairwise(ids)]
-    lines = Report(ids[0], [ids[0]], nodes, edges).render()
+    lines = Report(ids[0], [ids[0]], nodes, edges).render()[1:]  # after the verdict
     assert len(lines) == 40
     assert lines[12] == (" " * 48 + "base-checkpoint → ✓ checkpoint m@12 (sha256:0c0000000000…) "
                          "— log index 12")
@@ -143,6 +169,18 @@ def test_the_json_is_a_node_table_and_an_edge_list() -> None:
 
 
 # -- a small ledger -------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def another_tool() -> Iterator[None]:
+    """Record what trajledger's writer refuses to sign (a key without the kind's role in the
+    policy in force, issue 18): as another tool, or an older trajledger, would. The verifier
+    must judge such records all the same."""
+    from trajledger.ledger import policy_state
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(policy_state, "check_signers", lambda *_a, **_k: None)
+        yield
 
 
 @dataclass
@@ -418,14 +456,15 @@ def test_a_missing_or_replaced_envelope(setup: Setup) -> None:
 
 def test_a_record_signed_by_the_wrong_role(setup: Setup) -> None:
     # The trainer records a "batch": it verifies as nothing.
-    record_statement(
-        setup.ledger,
-        "fake",
-        "sha256:" + "1" * 64,
-        predicates.ROLLOUT_BATCH,
-        {"x": 1},
-        setup.keys["trainer"],
-    )
+    with another_tool():
+        record_statement(
+            setup.ledger,
+            "fake",
+            "sha256:" + "1" * 64,
+            predicates.ROLLOUT_BATCH,
+            {"x": 1},
+            setup.keys["trainer"],
+        )
     report = setup.verifier().verify("sha256:" + "1" * 64)
     (line,) = report.failures()
     assert (
@@ -460,14 +499,15 @@ def test_a_revocation_fails_the_lineage(setup: Setup) -> None:
 
 
 def test_a_revocation_by_a_key_outside_the_policy_is_ignored(setup: Setup) -> None:
-    rec = record_statement(
-        setup.ledger,
-        "b",
-        setup.batch,
-        predicates.REVOCATION,
-        {"reason": "sabotage", "revokedAt": "2024-01-01T00:00:00Z"},
-        setup.keys["x"],
-    )
+    with another_tool():
+        rec = record_statement(
+            setup.ledger,
+            "b",
+            setup.batch,
+            predicates.REVOCATION,
+            {"reason": "sabotage", "revokedAt": "2024-01-01T00:00:00Z"},
+            setup.keys["x"],
+        )
     report = setup.verifier().verify(setup.checkpoint)
     assert report.ok
     lines = "\n".join(report.render())
@@ -541,7 +581,9 @@ def test_a_missing_blob_is_excused_only_by_an_erasure_listing_it(setup: Setup) -
 def test_an_erasure_by_an_unknown_key_excuses_nothing(setup: Setup) -> None:
     files = batch_files(setup.ledger, setup.batch)
     body = {"reason": "legal", "erasedAt": "2024-01-01T00:00:00Z", "blobs": sorted(files.values())}
-    record_statement(setup.ledger, "b", setup.batch, predicates.ERASURE, body, setup.keys["x"])
+    with another_tool():
+        record_statement(setup.ledger, "b", setup.batch, predicates.ERASURE, body,
+                         setup.keys["x"])
     for d in files.values():
         os.unlink(setup.ledger.store.path_of(d))
     failures = setup.verifier().verify(setup.checkpoint).failures()
@@ -564,7 +606,9 @@ def test_approvals_after_the_use_do_not_count(setup: Setup) -> None:
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     body = {"purpose": "train", "approvedAt": now, "expires": "2999-01-01T00:00:00Z"}
     # Recorded directly: the ledger's policy in force does not know c yet.
-    late = record_statement(setup.ledger, "ds@1", setup.dataset, predicates.APPROVAL, body, c)
+    with another_tool():
+        late = record_statement(setup.ledger, "ds@1", setup.dataset, predicates.APPROVAL, body,
+                                c)
     ckpt_index = setup.index_of(setup.checkpoint, "checkpoint")
     failures = setup.verifier(policy=policy).verify(setup.checkpoint).failures()
     assert failures == [
@@ -578,6 +622,41 @@ def test_approvals_are_judged_at_the_time_of_use(setup: Setup) -> None:
     # Verifying a year later: the approvals had not expired when the checkpoint was made.
     later = dt.datetime.now(dt.UTC) + dt.timedelta(days=365)
     assert setup.verifier(now=later).verify(setup.checkpoint).ok
+
+
+def test_time_comes_from_the_log(setup: Setup) -> None:
+    """Issue 18: an approval's age and expiry are judged by the time the log integrated it,
+    not the approvedAt its signer wrote; one dated more than CLOCK_SKEW after its log time does
+    not count."""
+    from trajledger.verify.lineage import CLOCK_SKEW, Node
+
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    ds = create_dataset(setup.ledger, "t", "1", "train", [setup.batch], setup.keys["vendor"])
+
+    def judged(at: dt.datetime) -> tuple[int, str]:
+        v = setup.verifier()
+        node = Node("decision", "admission")
+        got = v.approvals(node, "t@1", ds.recorded.digest, "train", 10**9, at)
+        return len(got), node.checks[-1].detail
+
+    future = approve(setup.ledger, "t@1", setup.keys["a"], expires="30d",
+                     now=now + dt.timedelta(seconds=CLOCK_SKEW + 60))
+    back = approve(setup.ledger, "t@1", setup.keys["b"], expires="365d",
+                   now=now - dt.timedelta(days=100))
+    count, detail = judged(now)
+    assert count == 1  # the back-dated one: logged now, young
+    assert f"approval {future.index} is dated " in detail and "after the log took it in" in detail
+    # A hundred days on, the back-dated approval is 100 days old by the log's clock (90 allowed).
+    count, detail = judged(now + dt.timedelta(days=100))
+    assert count == 0 and f"approval {back.index} logged " in detail and (
+        "is older than the policy's maximum approval age (7776000s)") in detail
+    # A signed time a little ahead (within the skew) counts; its lifetime runs from the log's.
+    near = approve(setup.ledger, "t@1", setup.keys["a"], expires="1d",
+                   now=now + dt.timedelta(seconds=60))
+    count, _ = judged(now + dt.timedelta(hours=23))
+    assert count == 2
+    count, detail = judged(now + dt.timedelta(days=2))
+    assert f"approval {near.index} expired at " in detail
 
 
 def _holdout(setup: Setup) -> int:
@@ -713,10 +792,45 @@ def test_reports_validate_against_their_schema(setup: Setup) -> None:
     revoke(setup.ledger, setup.batch, setup.keys["a"], reason="x")
     v = setup.verifier()
     for report in (v.verify(setup.checkpoint), v.impact(setup.batch)):
-        doc = report.to_json()
-        jsonschema.validate(doc, schema)
-        ids = [n["id"] for n in doc["nodes"]]
-        assert len(ids) == len(set(ids)) and all(
-            e["from"] in ids and e["to"] in ids for e in doc["edges"]
-        )
+        assert "records" not in report.to_json()  # verify --json is as it was
+        for doc in (report.to_json(), v.with_records(report).to_json()):
+            jsonschema.validate(doc, schema)
+            ids = [n["id"] for n in doc["nodes"]]
+            assert len(ids) == len(set(ids)) and all(
+                e["from"] in ids and e["to"] in ids for e in doc["edges"]
+            )
+            assert all(a["id"] in ids for r in doc.get("records", []) for a in r["about"])
     assert not doc["ok"] and doc["failed"] >= 1
+    assert {r["kind"] for r in doc["records"]} == {"approval", "revocation"}
+
+
+def test_two_records_of_one_digest_are_compared_by_their_signed_metadata() -> None:
+    """verify.kinds: what two records of one artifact digest must share (issue 18): all but
+    times; a checkpoint, its dataset, parent, trainer, config and seed (not its name)."""
+    from trajledger.verify.kinds import KINDS
+    from trajledger.verify.statement import Statement
+
+    def st(pred: dict[str, Any], name: str = "b") -> Statement:
+        return Statement.from_bytes(json.dumps({
+            "_type": "https://in-toto.io/Statement/v1",
+            "subject": [{"name": name, "digest": {"sha256": "1" * 64}}],
+            "predicateType": "https://x.example/p", "predicate": pred}).encode())
+
+    batch = KINDS["rollout-batch"]
+    assert batch.differences(st({"licence": "MIT"}), st({"licence": "MIT"})) == []
+    assert batch.differences(st({"licence": "MIT"}), st({"licence": "x"}, "c")) == [
+        "licence: 'MIT' vs 'x'", "name: 'b' vs 'c'"]
+
+    def ckpt(seed: int, version: str, parent: str = "2" * 64) -> Statement:
+        return st({"buildDefinition": {
+            "externalParameters": {"name": "m", "version": version, "dataset": "d@1",
+                                   "trainer": "bc", "config": {}, "seed": seed},
+            "resolvedDependencies": [{"digest": {"sha256": parent},
+                                      "annotations": {"role": "base-checkpoint"}}]},
+            "runDetails": {"metadata": {"startedOn": version}}}, f"m@{version}")
+
+    one = KINDS["checkpoint"]
+    assert one.differences(ckpt(0, "1"), ckpt(0, "2")) == []
+    assert one.differences(ckpt(0, "1"), ckpt(1, "1")) == ["seed: 0 vs 1"]
+    assert one.differences(ckpt(0, "1"), ckpt(0, "1", "3" * 64)) == [
+        f"parent: ['sha256:{'2' * 64}'] vs ['sha256:{'3' * 64}']"]

@@ -143,7 +143,9 @@ threshold = 2
         (b"name = [", "policy p.toml: not valid TOML: "),
         (b"\xff", "policy p.toml: not valid TOML: "),
         (b"colour = 1", "policy p.toml: unknown setting(s) colour"),
-        (b"format = 2", "policy p.toml: format 2, want 1"),
+        (b"format = 3", "policy p.toml: format 3, want one of (1, 2)"),
+        (b"[roles.evaluator]", "policy p.toml: roles.evaluator need format = 2"),
+        (b"format = 2\n[release]\napprovals = 1", "release: require names no suite"),
         (b'name = ""', "policy p.toml: name must be a non-empty string"),
         (b"serial = 0", "policy p.toml: serial must be a positive integer, got 0"),
         (b'serial = "2"', "policy p.toml: serial must be a positive integer, got '2'"),
@@ -159,7 +161,7 @@ threshold = 2
         (
             b"[roles.auditor]",
             "policy p.toml: unknown role(s) auditor; roles are producer, "
-            "approver, trainer, log, witness",
+            "approver, trainer, evaluator, log, witness",
         ),
         (b"[roles]\nproducer = 1", "policy p.toml: role producer: must be a table"),
         (b"[roles.producer]\ntreshold = 1", "role producer: unknown field(s) treshold"),
@@ -268,6 +270,24 @@ def test_a_vkey_listed_twice(keydir: Path) -> None:
         parse(keydir, data)
 
 
+def test_one_note_key_under_two_names_is_refused(keydir: Path) -> None:
+    """Issue 18: a member counts once however it is named: one witness key as w and w-alias is
+    refused (its cosignature line copied under the other name would verify too); so is the
+    log's own key among the witnesses."""
+    alias = vkey_string("witness-alias", bytes(range(1, 33)), 0x04)
+    data = f'[roles.witness]\nvkeys = ["{WITNESS_VKEY}", "{alias}"]\nthreshold = 2\n'.encode()
+    with pytest.raises(FormatError, match=re.escape(
+        "role witness: vkey 1 (witness-alias) is the key of vkey 0 (witness) under another "
+        "name: a member counts once however it is named")):
+        parse(keydir, data)
+    itself = vkey_string("log-as-witness", bytes(range(32)), 0x04)
+    data = (f'[roles.log]\nvkeys = ["{LOG_VKEY}"]\n[roles.witness]\nvkeys = ["{itself}"]\n'
+            ).encode()
+    with pytest.raises(FormatError, match="role witness: log-as-witness is the key of the log "
+                       "role; a witness needs a key of its own"):
+        parse(keydir, data)
+
+
 @pytest.mark.parametrize(
     ("value", "seconds"),
     [
@@ -319,7 +339,10 @@ def test_check_successor(keydir: Path) -> None:
     new = parse(keydir, toml(serial=2, approvers=("a", "c"), threshold=1))
     ids = frozenset({SIGNERS["a"].keyid, SIGNERS["b"].keyid})
     check_successor(current, new, ids)
-    with pytest.raises(PolicyError, match=r"^policy 'p': serial 1 does not follow serial 1$"):
+    with pytest.raises(PolicyError, match=(
+        r"^policy 'p': serial 1 does not follow serial 1; a successor needs a higher serial "
+        r"\(serial = 2\)$"
+    )):
         check_successor(current, parse(keydir, toml()), ids)
     with pytest.raises(
         PolicyError,

@@ -15,15 +15,17 @@ The package, by job (each module imports only those listed before it, and module
 - ``rows``: log entries and a batch's episodes as rows;
 - ``tables``: `Index` (the tables, their lock, incremental updates, queries), `query_table`,
   `reindex`;
-- ``stats``: `segment_stats` and its metrics.
+- ``stats``: `segment_stats` and its metrics, a judge's calibration, a checkpoint's
+  evaluations.
 
 Kept up incrementally, off the recording path: `Index.update` adds the artifact rows of the log
 entries after the last indexed size; a batch's episodes are indexed the first time a question
 needs that batch (`Index.index_batches`), from the episode features kept with the batch since
 it was recorded (``ledger.batch_features``; computed from its step file for older batches), so
 indexing a batch reads its small features file and ``episodes.parquet``, streamed in row
-groups. `Index.rebuild` (``trajledger reindex``) drops and rebuilds everything from the log and
-the object store, with progress.
+groups; a sealed batch from the fingerprints its record publishes (its other columns null).
+`Index.rebuild` (``trajledger reindex``) drops and rebuilds everything from the log and the
+object store, with progress.
 
 Duplicate and contamination checks (``dataset create``, the admission gate) do not use the
 index: they compare the kept features (``ledger.contamination``), so only ``query``, ``stats``
@@ -53,6 +55,8 @@ from .stats import (
     JUDGE_PASS,
     WARN_RELATIVE,
     WARN_STANDARD_ERRORS,
+    Calibration,
+    EvaluationRow,
     Metrics,
     Segment,
     StatsReport,
@@ -71,6 +75,8 @@ __all__ = [
     "VECTOR_DIM",
     "WARN_RELATIVE",
     "WARN_STANDARD_ERRORS",
+    "Calibration",
+    "EvaluationRow",
     "Index",
     "IndexUpdate",
     "Metrics",

@@ -61,9 +61,11 @@ UNUSABLE: tuple[type[BaseException], ...] = (
 whatever a ledger holds)."""
 
 
-def statement_of(ledger: Ledger, entry: LogEntry) -> Statement | None:
+def statement_of(ledger: Ledger, envelope: str) -> Statement | None:
+    """The statement of an envelope (unverified: the index is derived data); None when the
+    envelope is missing or unreadable."""
     try:
-        return Statement.from_bytes(Envelope.from_bytes(ledger.store.get(entry.envelope)).payload)
+        return Statement.from_bytes(Envelope.from_bytes(ledger.store.get(envelope)).payload)
     except ProvenanceError:
         return None  # unreadable or missing envelope: the row keeps what the entry says
     except LedgerError:

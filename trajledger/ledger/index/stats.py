@@ -4,6 +4,9 @@ Scope: the metrics of a set of episodes (success rate, return, length, invalid-a
 safety-intervention rates, judge agreement, cost per episode and per solved task; each defined
 in docs/audit-index.md), overall and per segment of episode columns, with a warning for a
 segment far below the aggregate (`WARN_STANDARD_ERRORS` standard errors and `WARN_RELATIVE`).
+With a judge, its calibration: its agreement with the expert labels of the calibration dataset
+its newest evaluator version names (`Calibration`); for a checkpoint, its evaluations as their
+records say (`EvaluationRow`).
 Non-scope: the tables (``index.tables``).
 """
 
@@ -20,8 +23,14 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from trajledger.verify.errors import ProvenanceError
+from trajledger.verify.kinds import KINDS
+from trajledger.verify.predicates import Evaluation, Evaluator, Predicate
+
 from ..batch_features import ProgressFactory
 from ..catalog import Catalog
+from ..errors import LedgerError
+from .rows import statement_of
 from .schema import EPISODE_COLUMNS, EPISODES, QueryError
 from .tables import Index
 
@@ -32,6 +41,8 @@ __all__ = [
     "JUDGE_PASS",
     "WARN_RELATIVE",
     "WARN_STANDARD_ERRORS",
+    "Calibration",
+    "EvaluationRow",
     "Metrics",
     "Segment",
     "StatsReport",
@@ -222,6 +233,45 @@ def _warnings(seg: Metrics, agg: Metrics) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class Calibration:
+    """A judge's agreement with expert labels on the calibration dataset its newest evaluator
+    version names (``stats --judge NAME``). ``calibrated`` only with such a dataset and at
+    least one episode holding both an expert label (``success``) and the judge's score."""
+
+    judge: str
+    evaluator: str | None
+    dataset: str | None
+    agreement: float | None
+    judged: int
+    why: str
+
+    @property
+    def calibrated(self) -> bool:
+        """True when the agreement was measured on expert labels."""
+        return self.agreement is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """As JSON."""
+        return {**asdict(self), "calibrated": self.calibrated}
+
+
+@dataclass(frozen=True)
+class EvaluationRow:
+    """An evaluation of a checkpoint, as its record says (not verified here)."""
+
+    digest: str
+    index: int
+    suite: str
+    result: str
+    episodes: int
+    success_rate: float
+
+    def to_json(self) -> dict[str, Any]:
+        """As JSON."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class StatsReport:
     """Segmented statistics of a batch, dataset or checkpoint."""
 
@@ -232,6 +282,8 @@ class StatsReport:
     by: tuple[str, ...]
     aggregate: Metrics
     segments: tuple[Segment, ...]
+    calibration: Calibration | None = None
+    evaluations: tuple[EvaluationRow, ...] = ()
 
     @property
     def warnings(self) -> list[str]:
@@ -249,6 +301,8 @@ class StatsReport:
             "aggregate": self.aggregate.to_json(),
             "segments": [s.to_json() for s in self.segments],
             "warnings": self.warnings,
+            "calibration": self.calibration.to_json() if self.calibration else None,
+            "evaluations": [e.to_json() for e in self.evaluations],
         }
 
 
@@ -319,6 +373,59 @@ def segment_stats(
     with index.locked():
         batches = index.batches_of(item.digest, item.kind)
         aggregate, segments = episode_stats(index, batches, by, judge_key=judge_key)
+        calibration = _calibration(ledger, index, judge_key) if judge_key else None
+    evaluations = _evaluations(ledger, item.digest) if item.kind == "checkpoint" else ()
     return StatsReport(
-        item.kind, item.ref, item.digest, tuple(batches), tuple(by), aggregate, segments
+        item.kind, item.ref, item.digest, tuple(batches), tuple(by), aggregate, segments,
+        calibration, evaluations,
     )
+
+
+def _record_predicate(ledger: Ledger, kind: str, envelope: str) -> Predicate | None:
+    """A record's typed predicate, read from its envelope (unverified: statistics)."""
+    st = statement_of(ledger, envelope)
+    try:
+        return KINDS[kind].read(st, kind) if st is not None else None
+    except (ProvenanceError, LedgerError):
+        return None
+
+
+def _calibration(ledger: Ledger, index: Index, judge: str) -> Calibration:
+    """The judge's agreement with the expert labels of the calibration dataset named by the
+    newest evaluator version called ``judge``."""
+    versions = [i for i in Catalog(ledger).by_kind("evaluator") if i.name == judge]
+    if not versions:
+        return Calibration(judge, None, None, None, 0, f"no evaluator version named {judge!r} "
+                           "is recorded, so none names a calibration dataset: not calibrated")
+    newest = versions[-1]
+    pred = _record_predicate(ledger, "evaluator", newest.envelope)
+    calib = pred.calibration if isinstance(pred, Evaluator) else None
+    if calib is None:
+        return Calibration(judge, newest.ref, None, None, 0, f"evaluator {newest.ref} names no "
+                           "calibration dataset (evaluator register --calibration): not "
+                           "calibrated")
+    label = f"{calib.name}@{calib.version}"
+    m, _ = episode_stats(index, index.batches_of(calib.digest, "dataset"), (), judge_key=judge)
+    if not m.judged or m.judge_agreement is None:
+        return Calibration(judge, newest.ref, label, None, 0, f"calibration dataset {label}: no "
+                           f"episode has both an expert label (success) and a {judge!r} score: "
+                           "not calibrated")
+    return Calibration(judge, newest.ref, label, m.judge_agreement, m.judged,
+                       f"agrees with the expert labels of {label} on {m.judged} episode(s)")
+
+
+def _evaluations(ledger: Ledger, checkpoint: str) -> tuple[EvaluationRow, ...]:
+    """The evaluations of a checkpoint, in log order, as their records say."""
+    state = ledger.trust_state()
+    out = []
+    for i, role in state.referrers(checkpoint):
+        entry = state.entry(i)
+        if role != "checkpoint" or entry is None or entry.kind != "evaluation":
+            continue
+        pred = _record_predicate(ledger, "evaluation", entry.envelope)
+        if isinstance(pred, Evaluation) and pred.checkpoint.digest == checkpoint:
+            out.append(EvaluationRow(
+                entry.subject, i, f"{pred.suite.name}@{pred.suite.version}", pred.result,
+                len(pred.passed_tests) + len(pred.failed_tests), pred.success_rate,
+            ))
+    return tuple(sorted(out, key=lambda r: r.index))

@@ -443,7 +443,9 @@ class Index:
                     parsed.append((i, LogEntry.from_bytes(raw)))
                 except FormatError:
                     continue  # `log verify` reports it; the index only skips it
-            rows = [(e, artifact_row(i, e, statement_of(self.ledger, e))) for i, e in parsed]
+            rows = [
+                (e, artifact_row(i, e, statement_of(self.ledger, e.envelope))) for i, e in parsed
+            ]
             sink.mark_duplicates([r for _, r in rows])
             for entry, row in rows:
                 sink.add(row)
@@ -509,10 +511,24 @@ class Index:
         The features are the ones kept with the batch when it was recorded (or computed from
         its step file, `batch_features.batch_features`); ``episodes.parquet`` gives the rest.
         Data that cannot be read or does not fit the schema is skipped, never fatal: the index
-        must keep working on whatever a ledger holds.
+        must keep working on whatever a ledger holds. A sealed batch is indexed from the
+        fingerprints its record publishes (status ``sealed``; its other columns stay null):
+        nothing of its ciphertexts is read.
         """
         store = self.ledger.store
+        pred = batch_predicate(store, row["envelope"])
         with private_workdir(self._tmp_root) as tmp:
+            if pred is not None and pred.sealed is not None:
+                found = batch_features(store, row["digest"], pred, workdir=Path(tmp))
+                if found.chunk is None:
+                    return "missing", 0
+                chunk = found.chunk
+                ep = pa.table({"episode_id": pa.array(chunk.episode_ids, pa.string()),
+                               "num_steps": pa.array(chunk.num_steps, pa.int64())})
+                if len(chunk):
+                    self._episodes_table().add(episode_table(ep, row, chunk, False))
+                advance(int(chunk.num_steps.sum()))
+                return "sealed", len(chunk)
             try:
                 files = batch_files(store, row["digest"])
                 ep_path = verified_local_copy(
@@ -520,7 +536,6 @@ class Index:
                 )
             except UNUSABLE:
                 return "missing", 0
-            pred = batch_predicate(store, row["envelope"])
             found = batch_features(store, row["digest"], pred, workdir=Path(tmp),
                                    cache=self._features_cache)  # fmt: skip
             if found.chunk is not None:

@@ -36,7 +36,7 @@ from .check import DATA_REHASHED, DATA_SIZE_ONLY, LogReport, Problem, verify_log
 from .layout import CHECKPOINT_FILE, format_tree_state, parse_tree_state
 from .lookup import CACHE_DIR
 from .witness import CosignResult, cosign
-from .writer import EntrySpec, Log, SignerSource
+from .writer import EntrySpec, Log, OneRecord, SignerSource
 
 __all__ = [
     "CACHE_DIR",
@@ -48,6 +48,7 @@ __all__ = [
     "EntrySpec",
     "Log",
     "LogReport",
+    "OneRecord",
     "Problem",
     "SignerSource",
     "cosign",

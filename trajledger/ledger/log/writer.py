@@ -15,10 +15,14 @@ ever signed is signed. A state no crash can produce is tampering (`TamperError`,
 writers refuse to append to it, leaving every file as found.
 
 Appending (one group commit): build the entries (each names the leaf hash of the one before in
-``prev``); write entry bundles and hash tiles, each as temp file + fsync + rename, append and
-fsync the history record, one fsync pass over the directories touched; then ``treeState`` (the
-commit), the signed ``checkpoint`` (publication), the ``on_publish`` hook. Appending is
-idempotent by envelope digest, across processes and after a crash.
+``prev``) and sign the new checkpoint; write the entry bundles and hash tiles (under their own
+names: all past the committed size), append the history record, write ``treeState`` and the
+checkpoint to temp files; fsync all of these and the directories of the new names in one concurrent
+round; rename ``treeState`` into place and fsync ``.state/`` (the commit); rename the checkpoint
+into place and fsync the log directory (publication); then the ``on_publish`` hook. Three waits for
+the disk per commit, whatever its size (docs/PERFORMANCE.md, "Durable appends", says why each is
+needed).
+Appending is idempotent by envelope digest, across processes and after a crash.
 
 Fork safety: a `Log` used in a child after ``fork()`` re-opens its lock file and drops its
 inherited lock descriptor, mutex and cache connection (``os.register_at_fork`` and a pid check),
@@ -63,7 +67,7 @@ from trajledger.verify.tiles import TILE_HEIGHT, TILE_WIDTH, TileReader
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
 from ..errors import LedgerError, LogError
-from ..fs import TMP_PREFIX, fsync_dir, write_file_atomic
+from ..fs import TMP_PREFIX, FsyncGroup, fsync_dir, write_file_atomic
 from ..keys import Signer
 from .edge import ZERO_HASH, Edge
 from .layout import (
@@ -80,7 +84,6 @@ from .layout import (
     format_tree_state,
     history_record,
     parse_history,
-    partial_widths,
     tile_rel,
 )
 from .lookup import CACHE_DIR, Lookup
@@ -141,6 +144,21 @@ class EntrySpec:
         )
 
 
+@dataclass(frozen=True)
+class OneRecord:
+    """The rule that keeps one record per digest (`Log.one_record`), run under the log's lock.
+
+    Attributes:
+        kinds: the entry kinds of which a log holds one record per subject (artifacts).
+        judge: given an entry of such a kind to append and ``(index, envelope)`` of the entries
+            of its kind about its subject already in the log (or earlier in the same append):
+            the index of the record it repeats (nothing is appended), None to append it, or an
+            exception to refuse it.
+    """
+
+    kinds: frozenset[str]
+    judge: Callable[[EntrySpec, Sequence[tuple[int, str]]], int | None]
+
 _LOGS: weakref.WeakSet[Log] = weakref.WeakSet()
 
 
@@ -173,6 +191,72 @@ def _drop_temp_files(directory: Path) -> None:
     for name in names:
         if name.startswith(TMP_PREFIX):
             _remove(directory / name)
+
+
+def _write_new(path: Path, data: bytes) -> int:
+    """Create (or truncate) ``path`` and write ``data``; returns it open, not yet fsynced."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class _SyncRound:
+    """The files and directories one commit writes, made durable together: each file's fsync
+    starts as soon as it is handed over (`FsyncGroup`), and leaving the ``with`` block fsyncs
+    the directories too, waits for all and closes them; a failure raises and the commit goes no
+    further. A batch that hands over `LIMIT` files waits for them then, so that it never holds
+    more descriptors."""
+
+    LIMIT = 64
+
+    def __init__(self) -> None:
+        self._fds: list[int] = []
+        self._dirs: set[Path] = set()
+        self._group = FsyncGroup()
+
+    def __enter__(self) -> _SyncRound:
+        return self
+
+    def file(self, fd: int) -> None:
+        """Take an open file: its fsync starts now; it is closed once all are done."""
+        self._fds.append(fd)
+        self._group.start(fd)
+        if len(self._fds) >= self.LIMIT:
+            self._finish()
+
+    def directory(self, path: Path) -> None:
+        """Fsync this directory too, at the end (a name was created or renamed in it)."""
+        self._dirs.add(path)
+
+    def _finish(self) -> None:
+        try:
+            self._group.wait()
+        finally:
+            fds, self._fds = self._fds, []
+            for fd in fds:
+                os.close(fd)
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is not None:
+            with contextlib.suppress(OSError):
+                self._finish()
+            return
+        try:
+            for d in sorted(self._dirs):
+                fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+                self._fds.append(fd)
+                self._group.start(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                self._finish()
+            raise
+        self._finish()
 
 
 def note_key_bytes(signer: Signer, role: str) -> bytes:
@@ -237,6 +321,9 @@ class Log:
         self._readers: dict[int, TileReader] = {}
         self._dirs: set[Path] = set()
         self._lookup = Lookup(cache_dir / CACHE_DIR if cache_dir else None, verifier.name)
+        self.one_record: OneRecord | None = None
+        """Set by the ledger: appends of a digest already recorded are judged by it, under the
+        lock, whichever writer appends."""
         _LOGS.add(self)
 
     # -- creating and opening -----------------------------------------------------------------
@@ -278,7 +365,7 @@ class Log:
                 ts = format_tree_state(0, EMPTY_ROOT)
                 write_file_atomic(directory / TREE_STATE_FILE, ts)
                 log._recovered = log._cleaned = True
-                log._publish(signer, Edge(0, [], [], [], ZERO_HASH), ts)
+                log._publish_new(signer, Edge(0, [], [], [], ZERO_HASH), ts)
         except OSError as e:
             raise LogError(f"{directory}: cannot create the log: {e.strerror or e}") from e
         return log
@@ -705,7 +792,11 @@ class Log:
             )
 
     def append(
-        self, specs: Sequence[EntrySpec], *, check: Callable[[int], None] | None = None
+        self,
+        specs: Sequence[EntrySpec],
+        *,
+        check: Callable[[int], None] | None = None,
+        foreign: bool = False,
     ) -> list[int]:
         """Append entries in one group commit; return each one's index.
 
@@ -717,16 +808,25 @@ class Log:
                forward (leftovers past the committed size removed, a committed unsigned tail
                republished).
             2. Run ``check`` with the committed size: raising aborts with nothing written.
-            3. Find the envelopes already logged (confirmed on the entries).
-            4. Build the new entries, chained by ``prev``; compute the new tiles.
-            5. Write bundles, tiles and the history record; one directory fsync pass.
-            6. Write treeState (the commit), then the signed checkpoint (publication), then
-               call ``on_publish``.
+            3. Find the envelopes already logged (confirmed on the entries); and, unless
+               ``foreign``, let `one_record` judge each entry of its kinds whose subject the
+               log (or this append) already has a record of, of its kind: one record per
+               digest.
+            4. Build the new entries, chained by ``prev``; compute the new tiles; sign the new
+               checkpoint.
+            5. Write bundles and tiles (under their own names: past the committed size, nobody
+               reads them), the history record, treeState and the checkpoint (temp files);
+               fsync them all, and the directories of the new names, in one concurrent round.
+            6. Rename treeState into place and fsync its directory: the commit.
+            7. Rename the checkpoint into place and fsync its directory: the publication.
+            8. Call ``on_publish``.
 
         Args:
             specs: the entries to append, in order.
             check: a precondition run under the lock (e.g. a policy serial must still be the
                 next one); an exception from it propagates and nothing is appended.
+            foreign: the entries are another log's records, logged here by an import: not
+                judged by `one_record` (they are no second record of this origin).
 
         Returns:
             The index of each spec's entry, in the order of ``specs``.
@@ -752,6 +852,9 @@ class Log:
                 edge = st.edge
             # (3)
             existing = self._find("env", [s.envelope for s in specs], st, writer=True)
+            rule = None if foreign else self.one_record
+            unique = [s.subject for s in specs if rule is not None and s.kind in rule.kinds]
+            about = self._find("subj", unique, st, writer=True) if unique else {}
             new: list[EntrySpec] = []
             pending: dict[str, int] = {}
             result: list[int] = []
@@ -762,6 +865,15 @@ class Log:
                     result.append(hits[0])
                     continue
                 index = pending.get(spec.envelope)
+                if index is None and rule is not None and spec.kind in rule.kinds:
+                    prior = [(i, env) for i in about.get(spec.subject, [])
+                             for kind, env in [self._kind_envelope(i, st)] if kind == spec.kind]
+                    prior += [(edge.size + n, s.envelope) for n, s in enumerate(new)
+                              if (s.kind, s.subject) == (spec.kind, spec.subject)]
+                    same = rule.judge(spec, prior) if prior else None
+                    if same is not None:
+                        result.append(same)
+                        continue
                 if index is None:
                     index = edge.size + len(new)
                     pending[spec.envelope] = index
@@ -777,6 +889,11 @@ class Log:
             if new:
                 self._commit(st, new, signer)
             return result
+
+    def _kind_envelope(self, index: int, st: LogState) -> tuple[str, str]:
+        with self._reading():
+            entry = LogEntry.from_bytes(self._reader_for(st).entries(index, index + 1)[0])
+        return entry.kind, entry.envelope
 
     def _check_same(self, index: int, spec: EntrySpec, st: LogState) -> None:
         with self._reading():
@@ -799,30 +916,36 @@ class Log:
             prev = leaf_hash(raw)
             raws.append(raw)
             hashes.append(prev)
-        new_edge, writes, completed, partial = edge.extend(raws, hashes)
-        inflight = self.directory / INFLIGHT_FILE
+        new_edge, writes, completed, _partial = edge.extend(raws, hashes)
         ts = format_tree_state(new_edge.size, new_edge.root)
+        cp, note = self._sign(signer, new_edge)  # before any write: a refusal leaves nothing
+        inflight = self.directory / INFLIGHT_FILE
+        ts_tmp = self.directory / STATE_DIR / (TMP_PREFIX + "treeState")
+        cp_tmp = self.directory / (TMP_PREFIX + CHECKPOINT_FILE)
         try:
             os.close(os.open(inflight, os.O_WRONLY | os.O_CREAT, 0o644))
-            self._drop_stale_partials(edge.size, partial)
             # (5)
-            dirs: set[Path] = set()
-            for rel, data in writes:
-                self._write(rel, data, dirs)
-            self._append_history(new_edge.size, dirs)
-            for d in sorted(dirs):
-                fsync_dir(d)
+            with _SyncRound() as durable:
+                for rel, data in writes:
+                    durable.file(self._write(rel, data, durable))
+                self._append_history(new_edge.size, durable)
+                durable.file(_write_new(ts_tmp, ts))
+                durable.file(_write_new(cp_tmp, note))
             # (6)
-            self._write(TREE_STATE_FILE, ts, set())
+            os.replace(ts_tmp, self.directory / TREE_STATE_FILE)
             fsync_dir(self.directory / STATE_DIR)
         except OSError as e:
+            for tmp in (ts_tmp, cp_tmp):
+                _unlink(tmp)
             raise LogError(f"log {self.origin}: cannot append: {e.strerror or e}") from e
         self._state = LogState((st.note, ts), st.checkpoint, st.note, new_edge.size,
                                new_edge.root, new_edge)  # fmt: skip
         self._readers = {}
+        # (7)
         try:
-            note = self._publish(signer, new_edge, ts, notify=False)
+            self._publish(cp, note, new_edge, ts, staged=cp_tmp)
         except OSError as e:
+            _unlink(cp_tmp)
             raise LogError(
                 f"log {self.origin}: entries {edge.size}..{new_edge.size - 1} are committed but "
                 f"the checkpoint could not be written: {e.strerror or e} (the next append "
@@ -836,27 +959,27 @@ class Log:
             shutil.rmtree(pdir, ignore_errors=True)
             self._dirs.discard(pdir)
         self._lookup.add(edge.size, [(s.envelope, s.subject) for s in specs], new_edge.prev)
+        # (8)
         if self._on_publish is not None:
             self._on_publish(note)
 
-    def _write(self, rel: str, data: bytes, dirs: set[Path]) -> None:
-        """Temp file + fsync + rename; the directory is added to ``dirs`` for the fsync pass."""
-        path = self.directory / rel
-        parent = path.parent
-        self._ensure_dir(parent, dirs)
-        tmp = parent / (TMP_PREFIX + path.name)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        dirs.add(parent)
+    def _write(self, rel: str, data: bytes, durable: _SyncRound) -> int:
+        """Write a tile or bundle under its own name, left open for the commit's fsync round
+        (``durable`` also gets its directory). Returns the descriptor.
 
-    def _ensure_dir(self, directory: Path, dirs: set[Path]) -> None:
+        No temp file and no rename: every path a commit writes is past the committed size (a
+        new full tile, a new partial width), so no reader asks for it until the commit that
+        makes it durable, and one an interrupted append leaves (whole, cut short, or with bytes
+        a power cut lost) is a leftover the next writer removes (docs/PERFORMANCE.md,
+        "Durable appends").
+        """
+        path = self.directory / rel
+        self._ensure_dir(path.parent, durable)
+        fd = _write_new(path, data)
+        durable.directory(path.parent)
+        return fd
+
+    def _ensure_dir(self, directory: Path, durable: _SyncRound) -> None:
         if directory in self._dirs:
             return
         missing: list[Path] = []
@@ -867,54 +990,56 @@ class Log:
         for m in reversed(missing):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(m)
-            dirs.add(m.parent)
+            durable.directory(m.parent)
         self._dirs.add(directory)
 
-    def _append_history(self, size: int, dirs: set[Path]) -> None:
+    def _append_history(self, size: int, durable: _SyncRound) -> None:
         path = self.directory / HISTORY_FILE
         created = not path.exists()
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, history_record(size))
-            os.fsync(fd)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        durable.file(fd)
         if created:
-            dirs.add(path.parent)
+            durable.directory(path.parent)
 
-    def _drop_stale_partials(self, size: int, partial: Mapping[int, tuple[int, int]]) -> None:
-        """Before writing, remove partial widths no commit produced (leftovers of an append that
-        died without leaving its inflight marker) from the tiles this batch writes a partial
-        version of and from the committed right edge."""
-        targets = {(level, index) for level, (index, _width) in partial.items()}
-        targets.update((level, index) for level, index, _w in partial_widths(size))
-        targets.update((-1, index) for level, index, _w in partial_widths(size) if level == 0)
-        for level, index in targets:
-            pdir = self.directory / (tile_rel(level, index) + ".p")
-            if not pdir.is_dir():
-                continue
-            shift = TILE_HEIGHT * (level + 1) if level >= 0 else TILE_HEIGHT
-            cur_width = (size >> (shift - TILE_HEIGHT)) % TILE_WIDTH
-            keep = cur_width if index == size >> shift else 0
-            for name in os.listdir(pdir):
-                if not (name.isdigit() and int(name) <= keep):
-                    _remove(pdir / name)
-
-    def _publish(
-        self, signer: Signer, edge: Edge, ts: bytes, *, notify: bool = True
-    ) -> bytes:
-        """Sign and write the checkpoint of ``edge``'s tree; returns the note."""
+    def _sign(self, signer: Signer, edge: Edge) -> tuple[Checkpoint, bytes]:
+        """The checkpoint of ``edge``'s tree and its signed note."""
         cp = Checkpoint(self.origin, edge.size, edge.root)
         text = cp.to_text()
         line = format_signature_line(self.origin, self.verifier.key_hash, signer.sign(text))
-        note = text + b"\n" + line
-        write_file_atomic(self.directory / CHECKPOINT_FILE, note)
+        return cp, text + b"\n" + line
+
+    def _publish(
+        self, cp: Checkpoint, note: bytes, edge: Edge, ts: bytes, *, staged: Path | None = None
+    ) -> None:
+        """Publish ``note``, the signed checkpoint ``cp`` of ``edge``'s tree (committed as
+        ``ts``): rename ``staged`` (its temp file, already fsynced) into place, or write it
+        (temp, fsync, rename); then fsync the log directory. The caller calls ``on_publish``.
+
+        Raises:
+            OSError: it cannot be written.
+        """
+        path = self.directory / CHECKPOINT_FILE
+        if staged is None:
+            write_file_atomic(path, note)
+        else:
+            os.replace(staged, path)
+            fsync_dir(self.directory)
         self._state = LogState((note, ts), cp, note, edge.size, edge.root, edge)
         self._readers = {}
         self._floor = cp
-        if notify and self._on_publish is not None:
+
+    def _publish_new(self, signer: Signer, edge: Edge, ts: bytes) -> None:
+        """Sign and publish the checkpoint of a tree committed earlier (a new log, a committed
+        tail left by a writer that stopped), then call ``on_publish``."""
+        cp, note = self._sign(signer, edge)
+        self._publish(cp, note, edge, ts)
+        if self._on_publish is not None:
             self._on_publish(note)
-        return note
 
     def add_cosignature(self, expected: bytes, note: bytes) -> None:
         """Replace the checkpoint ``expected`` by ``note``, the same signed tree with other
@@ -1101,7 +1226,7 @@ class Log:
                     empty = format_tree_state(0, EMPTY_ROOT)
                     write_file_atomic(self.directory / TREE_STATE_FILE, empty)
                     st = self._state_now()
-                self._publish(signer, st.edge, st.key[1])
+                self._publish_new(signer, st.edge, st.key[1])
             except OSError as e:
                 raise LogError(f"log {self.origin}: cannot republish: {e.strerror}") from e
             st = self._state_now()

@@ -1,0 +1,207 @@
+"""Durable single-entry appends (issue 21 item 7): trajledger's log against the bare baseline.
+
+Measures, in one run, on fresh directories of the same disk, each in its own process (a child of
+this script) doing ``--commits`` commits of one entry, the kinds interleaved round by round so
+that the machine's load falls on all alike:
+
+- ``baseline``: the least a log can do that makes each entry durable and then publishes a
+  checkpoint: append the entry (about 200 bytes, one of ours) to one file and fsync it; write a
+  checkpoint (about 300 bytes) to a temp file, fsync it, rename it over the checkpoint, fsync the
+  directory. Nothing hashed, built, signed or checked;
+- ``bare``: the baseline as issue 21 words it (append + fsync + checkpoint rename + directory
+  fsync): the same without the fsync of the checkpoint's temp file. Faster, and not crash-safe
+  by POSIX (the rename may reach the disk before the bytes; ext4 happens to flush a file
+  renamed over another), so the ratios are given against both;
+- ``log``: ``Log.append`` of one entry by a writer kept open (a log of 1,000 entries to start:
+  the idempotence lookup, entry, tiles, history, treeState, a signed checkpoint);
+- ``ledger``: ``Ledger.log.append`` of one entry: the same, plus the user's floor raised to each
+  new checkpoint (``on_publish``), as every command that records something does.
+
+For each: the median over every commit of every round of the wall time and the CPU time (user +
+system of the process, every thread: the fsync threads count), the rate (1 / median wall) and
+the ratio of its rate to each baseline's (target, as the issue words it: ``ledger`` and ``log``
+at least 0.5 x the bare one).
+
+Usage::
+
+    python bench/append_bench.py [--commits 200] [--rounds 5] [--dir DIR] [--markdown]
+                                 [--write-doc]
+    python bench/append_bench.py --quick      (tiny: tests/bench checks the script runs)
+
+``--write-doc`` puts the table into docs/PERFORMANCE.md (section "Durable appends").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import _common as c
+
+KINDS = ("baseline", "bare", "log", "ledger")
+ENTRY = 200
+CHECKPOINT = 300
+
+
+def baseline(directory: Path, commits: int, *, sync_temp: bool = True) -> list[tuple[float, float]]:
+    """Append + fsync, then checkpoint temp (+ fsync) + rename + directory fsync, per commit."""
+    directory.mkdir(parents=True, exist_ok=True)
+    out = []
+    fd = os.open(directory / "entries", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    entry, note = os.urandom(ENTRY), os.urandom(CHECKPOINT)
+    try:
+        for _ in range(commits):
+            w, p = time.perf_counter(), time.process_time()
+            os.write(fd, entry)
+            os.fsync(fd)
+            tmp = directory / ".checkpoint.tmp"
+            cfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.write(cfd, note)
+            if sync_temp:
+                os.fsync(cfd)
+            os.close(cfd)
+            os.replace(tmp, directory / "checkpoint")
+            os.fsync(dfd)
+            out.append((time.perf_counter() - w, time.process_time() - p))
+    finally:
+        os.close(fd)
+        os.close(dfd)
+    return out
+
+
+def trajledger_appends(kind: str, directory: Path, commits: int) -> list[tuple[float, float]]:
+    """``commits`` appends of one new entry, through a bare `Log` or a ledger's."""
+    from log_bench import make_specs
+
+    from trajledger.ledger.keys import Signer
+    from trajledger.ledger.log import Log
+
+    if kind == "log":
+        signer = Signer.generate("bench-log")
+        log = Log.create(directory / "log", "bench.example/append", signer,
+                         cache_dir=directory / "index")  # fmt: skip
+        signers: tuple[str, ...] = (Signer.generate("producer").keyid,)
+    else:
+        ledger, keys = c.new_ledger(directory / "ledger", "append")
+        log = ledger.log
+        signers = (keys["vendor"].keyid,)
+    log.append(make_specs(0, 1000 - log.size, signers))
+    out = []
+    for i in range(commits):
+        one = make_specs(10**9 + i, 1, signers)
+        w, p = time.perf_counter(), time.process_time()
+        log.append(one)
+        out.append((time.perf_counter() - w, time.process_time() - p))
+    log.close()
+    return out
+
+
+def child(kind: str, directory: Path, commits: int) -> None:
+    """Run one kind's commits in this process; print the timings as JSON."""
+    if kind in ("baseline", "bare"):
+        times = baseline(directory, commits, sync_temp=kind == "baseline")
+    else:
+        times = trajledger_appends(kind, directory, commits)
+    print(json.dumps(times))
+
+
+def run(work: Path, commits: int, rounds: int) -> dict[str, Any]:
+    """Every kind, ``rounds`` times, interleaved; each run a new process on a new directory."""
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in KINDS}
+    env = dict(os.environ, TRAJLEDGER_STATE_DIR=str(work / "state"))
+    for r in range(rounds):
+        order = KINDS[r % len(KINDS):] + KINDS[: r % len(KINDS)]
+        for kind in order:
+            where = work / f"{kind}-{r}"
+            proc = subprocess.run(
+                [sys.executable, __file__, "--child", kind, "--dir", str(where),
+                 "--commits", str(commits)],
+                capture_output=True, text=True, env=env, check=False,
+            )  # fmt: skip
+            if proc.returncode:
+                raise SystemExit(f"{kind}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
+            times[kind] += [tuple(t) for t in json.loads(proc.stdout)]  # type: ignore[misc]
+            shutil.rmtree(where, ignore_errors=True)
+    result: dict[str, Any] = {"commits": commits, "rounds": rounds, "machine": c.machine()}
+    base, _ = c.median_wall_cpu(times["baseline"])
+    bare, _ = c.median_wall_cpu(times["bare"])
+    for kind in KINDS:
+        wall, cpu = c.median_wall_cpu(times[kind])
+        result[kind] = {
+            "wall_ms": wall * 1000,
+            "cpu_ms": cpu * 1000,
+            "per_s": 1 / wall,
+            "ratio": base / wall,
+            "ratio_bare": bare / wall,
+            "p90_ms": statistics.quantiles([w for w, _ in times[kind]], n=10)[-1] * 1000,
+        }
+    return result
+
+
+def markdown(r: dict[str, Any]) -> str:
+    names = {
+        "baseline": "baseline: append + fsync, checkpoint temp + fsync + rename + dir fsync",
+        "bare": "bare (issue 21's words): the same, the temp file not fsynced",
+        "log": "`Log.append` of 1 entry (writer kept open)",
+        "ledger": "`Ledger.log.append` of 1 entry (+ the user's floor raised)",
+    }
+    rows = []
+    for kind in KINDS:
+        k = r[kind]
+        target = c.met(k["ratio_bare"] >= 0.5) if kind in ("log", "ledger") else ""
+        rows.append([names[kind], f"{k['wall_ms']:.2f}", f"{k['p90_ms']:.2f}",
+                     f"{k['cpu_ms']:.2f}", f"{k['per_s']:,.0f}", f"{k['ratio']:.2f}",
+                     f"{k['ratio_bare']:.2f}", target])  # fmt: skip
+    head = (
+        f"`{c.command_line()}`: {r['rounds']} rounds of {r['commits']} commits of one entry "
+        f"per kind, each a new process on a new directory of the same disk, kinds interleaved; "
+        f"medians over all commits. CPU is user + system time of the process (every thread). "
+        f"{r['machine']}.\n\n"
+    )
+    return head + c.table(
+        ["commit of one entry", "median ms", "p90 ms", "CPU ms", "commits/s",
+         "x baseline rate", "x bare rate", "target: x bare >= 0.5"],
+        rows,
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--commits", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp)")
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--write-doc", action="store_true", help="update docs/PERFORMANCE.md")
+    ap.add_argument("--quick", action="store_true", help="tiny run (smoke test)")
+    ap.add_argument("--child", choices=KINDS, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child, args.dir, args.commits)
+        return
+    if args.quick:
+        args.commits, args.rounds = 3, 1
+    work = Path(args.dir or tempfile.mkdtemp(prefix="append-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        result = run(work, args.commits, args.rounds)
+    finally:
+        if args.dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    text = markdown(result)
+    print(text if args.markdown or args.write_doc or args.quick else json.dumps(result, indent=2))
+    if args.write_doc:
+        c.write_section("append_bench", "## Durable appends", text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""``trajledger attest`` of a large directory against one hashing pass (issue 21 item 8).
+
+Builds a directory of random files (default ~1 GiB in 200 files of varied sizes, nested, as
+bench/sign_bench.py does), then in one run, with a warm page cache, each operation a process as
+a user runs it, the kinds interleaved round by round:
+
+- ``hash``: one hashing pass, the baseline: a Python process that reads every file in 1 MiB
+  chunks into one buffer and SHA-256es it on one thread (what any tool that hashes must do);
+- ``attest``: ``trajledger attest DIR --key K`` into a new ledger (made before the clock
+  starts): every file copied into the object store and hashed on the way (durably: fsync), the
+  manifest, the signed statement, the log entry;
+- ``copy``: for reference, what storing costs without hashing: a process that copies the same
+  files into a new directory (``shutil.copyfile``: an in-kernel copy, through the page cache) and
+  fsyncs each. ``hash`` + ``copy`` is about what any tool pays that keeps a durable copy of
+  bytes it hashed.
+
+Dirty pages are written out (``os.sync``) before each operation, so none pays for another's
+writes. Reported: median wall and CPU seconds (user + system of the process and its threads),
+and CPU against ``hash`` (target for ``attest``: at most 1.5).
+
+Usage::
+
+    python bench/attest_bench.py [--size-mb 1024] [--files 200] [--rounds 3] [--markdown]
+                                 [--write-doc]
+    python bench/attest_bench.py --quick      (tiny: tests/bench checks the script runs)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import _common as c
+from sign_bench import make_tree
+
+KINDS = ("hash", "attest", "copy")
+
+HASH_PASS = """
+import hashlib, sys
+from pathlib import Path
+buf = bytearray(1 << 20)
+view = memoryview(buf)
+for p in sorted(q for q in Path(sys.argv[1]).rglob("*") if q.is_file()):
+    h = hashlib.sha256()
+    with open(p, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            h.update(view[:n])
+"""
+
+COPY = """
+import os, shutil, sys
+from pathlib import Path
+src, dst = Path(sys.argv[1]), Path(sys.argv[2])
+for i, p in enumerate(sorted(q for q in src.rglob("*") if q.is_file())):
+    out = dst / str(i)
+    shutil.copyfile(p, out)
+    fd = os.open(out, os.O_RDONLY)
+    os.fsync(fd)
+    os.close(fd)
+"""
+
+
+def children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds of one process (CPU: user + system, all its threads)."""
+    os.sync()
+    w, p = time.perf_counter(), children_cpu()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    wall, cpu = time.perf_counter() - w, children_cpu() - p
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd)}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
+    return wall, cpu
+
+
+def run(tree: Path, work: Path, rounds: int) -> dict[str, Any]:
+    env = dict(os.environ, TRAJLEDGER_STATE_DIR=str(work / "state"))
+    env.pop("TRAJLEDGER_PASSPHRASE", None)
+    cli = c.cli()
+    for p in tree.rglob("*"):  # warm the page cache
+        if p.is_file():
+            p.read_bytes()
+    got: dict[str, list[tuple[float, float]]] = {k: [] for k in KINDS}
+    for r in range(rounds):
+        for kind in KINDS[r % 3:] + KINDS[: r % 3]:
+            where = work / f"{kind}-{r}"
+            if kind == "hash":
+                got[kind].append(timed([sys.executable, "-c", HASH_PASS, str(tree)], env))
+            elif kind == "copy":
+                where.mkdir()
+                got[kind].append(timed([sys.executable, "-c", COPY, str(tree), str(where)], env))
+            else:
+                for args in (["init"], ["key", "new", "k", "--no-encrypt"]):
+                    subprocess.run([*cli, "--ledger", str(where), *args], env=env,
+                                   capture_output=True, check=True)  # fmt: skip
+                got[kind].append(timed(
+                    [*cli, "--ledger", str(where), "attest", str(tree), "--key", "k"], env
+                ))  # fmt: skip
+            shutil.rmtree(where, ignore_errors=True)
+    size = sum(p.stat().st_size for p in tree.rglob("*") if p.is_file())
+    files = sum(1 for p in tree.rglob("*") if p.is_file())
+    out: dict[str, Any] = {"bytes": size, "files": files, "rounds": rounds, "machine": c.machine()}
+    _, base_cpu = c.median_wall_cpu(got["hash"])
+    for kind in KINDS:
+        wall, cpu = c.median_wall_cpu(got[kind])
+        out[kind] = {"wall_s": wall, "cpu_s": cpu, "cpu_x_hash": cpu / base_cpu,
+                     "all": got[kind]}  # fmt: skip
+    return out
+
+
+def markdown(r: dict[str, Any]) -> str:
+    names = {
+        "hash": "one hashing pass (1 thread, the baseline)",
+        "attest": "`trajledger attest DIR --key K`",
+        "copy": "copy + fsync each file, no hashing (`shutil.copyfile`: in the kernel)",
+    }
+    rows = []
+    for kind in KINDS:
+        k = r[kind]
+        target = c.met(k["cpu_x_hash"] <= 1.5) if kind == "attest" else ""
+        rows.append([names[kind], f"{k['wall_s']:.2f}", f"{k['cpu_s']:.2f}",
+                     f"{k['cpu_x_hash']:.2f}", target])  # fmt: skip
+    head = (
+        f"`{c.command_line()}`: {r['files']} files, {r['bytes']:,} bytes, warm page cache, "
+        f"dirty pages written out before each operation; each operation a process, "
+        f"{r['rounds']} interleaved rounds, medians. CPU is user + system time of the process "
+        f"and its threads. {r['machine']}.\n\n"
+    )
+    return head + c.table(
+        ["operation", "wall s", "CPU s", "CPU x hashing pass", "target <= 1.5"], rows
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size-mb", type=int, default=1024)
+    ap.add_argument("--files", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp)")
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--write-doc", action="store_true", help="update docs/PERFORMANCE.md")
+    ap.add_argument("--quick", action="store_true", help="tiny run (smoke test)")
+    args = ap.parse_args()
+    if args.quick:
+        args.size_mb, args.files, args.rounds = 4, 8, 1
+    work = Path(args.dir or tempfile.mkdtemp(prefix="attest-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    tree = work / "tree"
+    try:
+        if not tree.is_dir():
+            tree.mkdir()
+            make_tree(tree, args.size_mb << 20, args.files)
+        result = run(tree, work, args.rounds)
+    finally:
+        if args.dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    text = markdown(result)
+    if args.markdown or args.write_doc or args.quick:
+        print(text)
+    else:
+        print(json.dumps(result, indent=2))
+    if args.write_doc:
+        c.write_section("attest_bench", "## Attest", text)
+
+
+if __name__ == "__main__":
+    main()

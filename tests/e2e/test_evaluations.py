@@ -1,0 +1,756 @@
+"""End to end: evaluations, releases, sealed suites, failures as the next suite, calibration.
+
+On copies of one CartPole ledger (built once): keys vendor (producer), approver, trainer,
+evaluator (and its X25519 key), outsider (an X25519 key no suite is sealed to); a format-2
+policy whose [release] requires success_rate >= 0.5 on regression@1 with no drop of more than
+0.1 from the parent's evaluation; checkpoints bc@1 and bc@2 (parent bc@1) trained on train@1;
+regression@1 (plain) and holdout@1 (sealed to the evaluator). Through click's CliRunner,
+asserting exit codes and stderr:
+
+- ``eval`` built in for a Gymnasium policy (seeds replayed) and by command (results.json);
+  refusals: not an evaluator key, a train split, a failing command, invalid results;
+- ``release`` refused for a missing, then a failing evaluation, accepted once one passes; a
+  later failing evaluation is not hidden; a drop from the parent refuses;
+- the release exported and verified offline by a copy of ``verify/`` alone, and a bundle whose
+  evaluation was altered refused;
+- the sealed suite: no plaintext in the store, export refused, unreadable with a key it is not
+  sealed to, evaluated with the evaluator's (the unsealing logged first); a tampered
+  ciphertext fails verify and fsck; the gate refuses a train set duplicating its episodes;
+- ``dataset create --from-failures`` makes the next regression suite, linked to the evaluation;
+- ``stats --judge`` calls a judge calibrated only on its calibration dataset's expert labels.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+import tamperkit as tk
+from click.testing import CliRunner
+from test_runner_cli import expect, run  # tests/e2e is on sys.path (its conftest)
+
+REPO = Path(__file__).resolve().parents[2]
+
+POLICY = """\
+format = 2
+name = "evals"
+serial = 1
+
+[roles.producer]
+keys = ["keys/vendor.pub"]
+
+[roles.approver]
+keys = ["keys/approver.pub"]
+
+[roles.trainer]
+keys = ["keys/trainer.pub"]
+
+[roles.evaluator]
+keys = ["keys/evaluator.pub"]
+encryption_keys = ["keys/x25519/evaluator.pub"]
+
+[roles.log]
+vkeys = ["{vkey}"]
+
+[release]
+approvals = 1
+
+[[release.require]]
+suite = "regression@1"
+min = 0.5
+max_drop = 0.1
+"""
+
+EVALUATE = textwrap.dedent(
+    """
+    # An evaluating command: reads the suite and the checkpoint, writes results.json.
+    import json, os, pathlib, sys
+    import pyarrow.parquet as pq
+    suite = pathlib.Path(os.environ["TRAJLEDGER_SUITE_DIR"])
+    ckpt = pathlib.Path(os.environ["TRAJLEDGER_CHECKPOINT_DIR"])
+    out = pathlib.Path(os.environ["TRAJLEDGER_OUTPUT_DIR"])
+    mode = sys.argv[1]
+    if mode == "exit3":
+        sys.exit(3)
+    assert (ckpt / "trainer.json").is_file()
+    listing = json.loads((suite / "manifest.json").read_text())
+    episodes = []
+    for b in listing["batches"]:
+        ids = pq.read_table(suite / b["directory"] / "episodes.parquet").column("episode_id")
+        for i, e in enumerate(ids.to_pylist()):
+            passed = {"pass": True, "fail": False}.get(mode, i % 2 == 0)
+            episodes.append({"batch": b["digest"], "episode_id": e, "passed": passed,
+                             "metrics": {"score": float(i)}})
+    if mode == "missing":
+        episodes.pop()
+    if mode == "tamper":
+        (suite / "README.md").chmod(0o644)
+        (suite / "README.md").write_text("changed")
+    (out / "results.json").write_text(json.dumps(
+        {"format": "trajledger.eval-results/1", "episodes": episodes, "metrics": {"mean": 1.5}}))
+    (out / "notes.txt").write_text("evaluated")
+    print("evaluated", len(episodes))
+    """
+)
+
+
+def cartpole_ledger(home: Path, train_episodes: int) -> Any:
+    """A ledger with the keys and policy of the module doc, cartpole@1, and train@1 (random
+    rollouts of seeds 0.., approved)."""
+    from trajledger.runner.api import Ledger
+    from trajledger.runner.rollouts import run_policy
+
+    ledger = Ledger.init(home, origin=f"test/{home.parent.name}")
+    for k in ("vendor", "approver", "trainer", "evaluator"):
+        ledger.keys.create(k, encrypt=False)
+    for k in ("evaluator", "outsider"):
+        ledger.keys.create_encryption_key(k, encrypt=False)
+    (home / "policy.toml").write_text(POLICY.format(vkey=ledger.log.vkey))
+    ledger.set_policy(home / "policy.toml", keys=["approver"])
+    ledger.register_environment("cartpole", "1", key="vendor", gym_id="CartPole-v1")
+    played = run_policy(None, "CartPole-v1", train_episodes, 0, policy_version="random")
+    batch = ledger.record_batch(played.steps, episodes=played.episodes, env="cartpole@1",
+                                policy="random", key="vendor", name="train-batch")
+    ledger.create_dataset("train", "1", "train", [batch.digest], key="vendor")
+    ledger.approve("train@1", key="approver")
+    return ledger
+
+
+@pytest.fixture(scope="session")
+def evals_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from trajledger.runner.rollouts import run_policy
+
+    home = tmp_path_factory.mktemp("evals-template") / "home"
+    ledger = cartpole_ledger(home, 30)
+    config = {"top_fraction": 0.5}
+    ledger.train("train@1", key="trainer", name="bc", version="1", config=config, seed=1)
+    ledger.train("train@1", key="trainer", name="bc", version="2", config=config, seed=2,
+                 parent="bc@1")
+    reg = run_policy(None, "CartPole-v1", 6, 1000, policy_version="random")
+    rb = ledger.record_batch(reg.steps, episodes=reg.episodes, env="cartpole@1",
+                             policy="random", key="vendor", name="regression-batch")
+    ledger.create_dataset("regression", "1", "regression", [rb.digest], key="vendor")
+    held = run_policy(None, "CartPole-v1", 4, 2000, policy_version="random")
+    hb = ledger.record_batch(held.steps, episodes=held.episodes, env="cartpole@1",
+                             policy="random", key="vendor", name="holdout-batch", seal=True)
+    ledger.create_dataset("holdout", "1", "holdout", [hb.digest], key="vendor")
+    return home
+
+
+@pytest.fixture
+def home(evals_template: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "home"
+    shutil.copytree(evals_template, out)
+    tk.pin_log(out)  # this test's user knows the log (a copy is no first use)
+    return out
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "evaluate.py"
+    path.write_text(EVALUATE)
+    return path
+
+
+def log_size(home: Path) -> int:
+    from trajledger.ledger.home import Ledger
+
+    return Ledger.open(home).log.size
+
+
+def entries(home: Path) -> list[Any]:
+    from trajledger.ledger.home import Ledger
+    from trajledger.verify.log_entry import LogEntry
+
+    log = Ledger.open(home).log
+    return [LogEntry.from_bytes(e) for e in log.entries(0, log.size)]
+
+
+def predicate(home: Path, digest: str, kind: str) -> dict[str, Any]:
+    from trajledger.ledger.home import Ledger
+    from trajledger.verify.dsse import Envelope
+
+    entry = next(e for e in entries(home) if e.subject == digest and e.kind == kind)
+    body = json.loads(Envelope.from_bytes(Ledger.open(home).store.get(entry.envelope)).payload)
+    assert isinstance(body["predicate"], dict)
+    return body["predicate"]
+
+
+def evaluate(runner: CliRunner, home: Path, script: Path, mode: str,
+             checkpoint: str = "bc@1", suite: str = "regression@1") -> str:
+    r = run(runner, home, "eval", checkpoint, "--suite", suite, "--key", "evaluator", "--",
+            sys.executable, script, mode)
+    expect(r, 0)
+    return r.stdout.strip().splitlines()[-1]
+
+
+# -- evaluations --------------------------------------------------------------------------------
+
+
+def test_eval_builtin_replays_the_suite_seeds(runner: CliRunner, home: Path) -> None:
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+            "--pass-return", "20")
+    expect(r, 0)
+    digest = r.stdout.strip()
+    pred = predicate(home, digest, "evaluation")
+    tests = pred["passedTests"] + pred["failedTests"]
+    assert len(tests) == 6 and pred["metrics"]["episodes"] == 6
+    assert r.stderr == (
+        f"OK: evaluation of bc@1 on regression@1 recorded at log index {log_size(home) - 1}: "
+        f"{len(pred['passedTests'])} of 6 episode(s) passed (success rate "
+        f"{len(pred['passedTests']) / 6:.3f})\n"
+    )
+    assert pred["suite"]["name"] == "regression" and pred["checkpoint"]["version"] == "1"
+    assert pred["configuration"][0]["uri"] == "https://trajledger.dev/evaluator/gymnasium-replay/v1"
+    assert pred["configuration"][0]["annotations"]["passReturn"] == {"CartPole-v1": 20.0}
+    # The seeds the suite recorded are the ones replayed: each result's episode is a suite
+    # episode, and a return at or above 20 is exactly what passed.
+    from trajledger.ledger.home import Ledger
+    from trajledger.runner.evaluate import RESULTS_FILE
+
+    ledger = Ledger.open(home)
+    from trajledger.ledger.artifacts import batch_files
+
+    results = json.loads(ledger.store.get(batch_files(ledger, digest)[RESULTS_FILE]))
+    assert {f"{e['batch']}/{e['episode_id']}" for e in results["episodes"]} == set(tests)
+    assert all(e["passed"] == (e["metrics"]["return"] >= 20) for e in results["episodes"])
+    assert [e["episode_id"].rsplit("/", 1)[1] for e in results["episodes"]] == [
+        str(s) for s in range(1000, 1006)
+    ]
+    expect(run(runner, home, "verify", digest), 0)
+
+
+def test_eval_by_command(runner: CliRunner, home: Path, script: Path) -> None:
+    from trajledger.verify.predicates import Evaluation
+
+    digest = evaluate(runner, home, script, "alternate")
+    pred = predicate(home, digest, "evaluation")
+    ev = Evaluation.from_predicate(pred)
+    assert ev.result == "FAILED" and len(ev.passed_tests) == 3 and len(ev.failed_tests) == 3
+    assert ev.success_rate == 0.5 and ev.metrics["mean"] == 1.5
+    roles = [d.get("annotations", {}).get("role") for d in pred["configuration"]]
+    assert roles[:3] == ["command", "source", "dependency-lock"]
+    assert [d["name"] for d in pred["configuration"][3:]] == ["exit-code", "stdout", "stderr"]
+    assert [f["path"] for f in pred["manifest"]["files"]] == [
+        "notes.txt", "results.json", "trajledger-run/evaluation.json"]
+    expect(run(runner, home, "verify", digest), 0)
+    # lineage of the evaluation: the checkpoint, the suite; impact of the checkpoint: it.
+    r = run(runner, home, "lineage", digest, "--format", "json")
+    expect(r, 0)
+    roles_seen = {e["role"] for e in json.loads(r.stdout)["edges"] if e["from"] == digest}
+    assert roles_seen == {"checkpoint", "suite"}
+    r = run(runner, home, "impact", "bc@1", "--format", "json")
+    assert digest in {n["id"] for n in json.loads(r.stdout)["nodes"]}
+    r = run(runner, home, "stats", "bc@1")
+    expect(r, 0)
+    assert f"evaluation {digest[:19]}… (log index" in r.stdout
+    assert "on regression@1: FAILED, success rate 0.500 over 6 episode(s)" in r.stdout
+
+
+def test_eval_refusals(runner: CliRunner, home: Path, script: Path) -> None:
+    size = log_size(home)
+    cmd = ["--", sys.executable, str(script)]
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "trainer",
+            *cmd, "pass")
+    expect(r, 1)
+    assert r.stderr.startswith("FAIL: key trainer (")
+    assert "does not hold the evaluator role in policy 'evals' serial 1 (format 2)" in r.stderr
+    r = run(runner, home, "eval", "bc@1", "--suite", "train@1", "--key", "evaluator", *cmd,
+            "pass")
+    expect(r, 1)
+    assert r.stderr.startswith("FAIL: evaluation of bc@1 on train@1: refused, 1 problem(s); "
+                               "nothing was read\n")
+    assert "is a 'train' split; evaluate on a holdout or regression dataset" in r.stderr
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+            *cmd, "exit3")
+    expect(r, 1)
+    assert r.stderr.endswith(f"FAIL: command '{sys.executable} {script} exit3' exited with "
+                             "code 3; nothing was recorded\n")
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+            *cmd, "missing")
+    expect(r, 1)
+    assert "FAIL: results.json of" in r.stderr
+    assert "1 episode(s) of the suite have no result (first: batch sha256:" in r.stderr
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+            *cmd, "tamper")
+    expect(r, 1)
+    assert "$TRAJLEDGER_SUITE_DIR" in r.stderr and "nothing was recorded" in r.stderr
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+            "--pass-return", "1", *cmd, "pass")
+    expect(r, 2)
+    assert log_size(home) == size
+    # A checkpoint a command trained has no built-in policy: the message says what to do.
+    write = ("import os, pathlib; "
+             "pathlib.Path(os.environ['TRAJLEDGER_OUTPUT_DIR'], 'w').write_text('1')")
+    expect(run(runner, home, "train", "--dataset", "train@1", "--key", "trainer", "--name", "cmd",
+               "--version", "1", "--", sys.executable, "-c", write), 0)
+    r = run(runner, home, "eval", "cmd@1", "--suite", "regression@1", "--key", "evaluator",
+            "--pass-return", "1")
+    expect(r, 1)
+    assert r.stderr.startswith("FAIL: checkpoint cmd@1: the built-in evaluator plays policies "
+                               "of the built-in trainers only (checkpoint has no trainer.json")
+    assert r.stderr.endswith("evaluate it with '-- COMMAND'\n")
+
+
+@pytest.mark.parametrize(
+    ("results", "message"),
+    [
+        ({"format": "x", "episodes": []}, "want format 'trajledger.eval-results/1'"),
+        ({"format": "trajledger.eval-results/1", "episodes": [], "extra": 1}, "unknown: ['extra']"),
+        ({"format": "trajledger.eval-results/1", "episodes": [], "metrics": {"success_rate": 1}},
+         "metrics ['success_rate'] are computed"),
+        ({"format": "trajledger.eval-results/1", "episodes": [{"batch": "B", "episode_id": "e",
+                                                               "passed": 1}]},
+         "passed must be true or false"),
+        ({"format": "trajledger.eval-results/1", "episodes": [{"batch": "B", "episode_id": "x",
+                                                               "passed": True}]},
+         "is not an episode of the suite"),
+        ({"format": "trajledger.eval-results/1", "episodes": [
+            {"batch": "B", "episode_id": "e", "passed": True}] * 2}, "again"),
+        ({"format": "trajledger.eval-results/1", "episodes": [
+            {"batch": "B", "episode_id": "e", "passed": True, "metrics": {"r": "1"}}]},
+         "is not a finite number"),
+        ({"format": "trajledger.eval-results/1", "episodes": [
+            {"batch": "B", "episode_id": "e", "passed": True, "why": "x"}]}, "want an object"),
+    ],
+)
+def test_results_json_is_strict(results: dict[str, Any], message: str) -> None:
+    from trajledger.runner.evaluate import Results
+    from trajledger.verify.errors import FormatError
+
+    with pytest.raises(FormatError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        Results.from_bytes(json.dumps(results).encode(), {"B": ["e"]}, "results.json")
+    with pytest.raises(FormatError, match="duplicate"):
+        Results.from_bytes(b'{"format": 1, "format": 2}', {}, "results.json")
+
+
+# -- releases ---------------------------------------------------------------------------------
+
+
+def test_release_refused_missing_then_failing_then_accepted(
+    runner: CliRunner, home: Path, script: Path, tmp_path: Path
+) -> None:
+    size = log_size(home)
+    r = run(runner, home, "release", "bc@1", "--key", "approver")
+    expect(r, 1)
+    lines = r.stderr.splitlines()
+    assert lines[0] == "FAIL: release of bc@1: refused, 1 problem(s); nothing was recorded"
+    assert lines[1].startswith("FAIL: release of bc@1 > success_rate on regression@1: missing: "
+                               "no verified evaluation of sha256:")
+    assert lines[1].endswith(" --suite regression@1'")
+    assert log_size(home) == size
+    failing = evaluate(runner, home, script, "fail")
+    r = run(runner, home, "release", "bc@1", "--key", "approver")
+    expect(r, 1)
+    assert (f"FAIL: release of bc@1 > success_rate on regression@1: success_rate 0 is below the "
+            f"minimum 0.5 (evaluation {failing[:19]}… (log index ") in r.stderr
+    passing = evaluate(runner, home, script, "pass")
+    r = run(runner, home, "release", "bc@1", "--key", "trainer")
+    expect(r, 1)
+    assert "does not hold the approver role" in r.stderr
+    r = run(runner, home, "release", "bc@1", "--key", "approver", "--note", "ship it")
+    expect(r, 0, f"OK: release of bc@1 recorded at log index {log_size(home) - 1} on 1 "
+                 "evaluation(s)\n")
+    release = r.stdout.strip()
+    body = predicate(home, release, "release")
+    assert body["evaluations"] == [passing] and body["note"] == "ship it"
+    assert body["policy"]["name"] == "evals" and body["policy"]["serial"] == 1
+    expect(run(runner, home, "verify", release), 0)
+
+    # Offline, by a copy of verify/ alone, from the exported bundle.
+    bundle = tmp_path / "release.tar.zst"
+    expect(run(runner, home, "export", release, "--out", bundle), 0)
+    proc = standalone_verify(tmp_path, bundle, home / "policy.toml")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith(f"OK: {bundle}: ") and "checks passed" in proc.stderr
+    assert "success_rate on regression@1 — 1 (evaluation" in proc.stdout
+
+    # A later failing evaluation is the one that counts: the release would be refused now.
+    evaluate(runner, home, script, "fail")
+    r = run(runner, home, "release", "bc@1", "--key", "approver")
+    expect(r, 1)
+    assert "success_rate 0 is below the minimum 0.5" in r.stderr
+
+
+def standalone_verify(tmp: Path, bundle: Path, policy: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m verify BUNDLE --policy P`` from a copy of ``verify/`` alone (trajledger
+    cannot be imported)."""
+    alone = tmp / "alone"
+    alone.mkdir(parents=True)
+    shutil.copytree(REPO / "trajledger" / "verify", alone / "verify",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    code = ("import runpy, sys; sys.modules['trajledger'] = None; "
+            "sys.argv = ['verify', *sys.argv[1:]]; runpy.run_module('verify', run_name='__main__')")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp)}
+    return subprocess.run([sys.executable, "-E", "-s", "-c", code, str(bundle), "--policy",
+                           str(policy)], cwd=alone, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_release_refuses_a_drop_from_the_parent(
+    runner: CliRunner, home: Path, script: Path
+) -> None:
+    """bc@2's parent is bc@1: a success rate 0.5 below the parent's exceeds max_drop 0.1."""
+    evaluate(runner, home, script, "pass", checkpoint="bc@1")
+    evaluate(runner, home, script, "alternate", checkpoint="bc@2")
+    r = run(runner, home, "release", "bc@2", "--key", "approver")
+    expect(r, 1)
+    assert ("success_rate 0.5 dropped 0.5 from the parent's 1, more than 0.1 (evaluation "
+            in r.stderr)
+    assert "; parent evaluation sha256:" in r.stderr
+    evaluate(runner, home, script, "pass", checkpoint="bc@2")
+    expect(run(runner, home, "release", "bc@2", "--key", "approver"), 0)
+
+
+def test_an_offline_verifier_judges_a_release_under_its_own_policy(
+    runner: CliRunner, home: Path, script: Path, tmp_path: Path
+) -> None:
+    """The standalone verifier re-judges the release: a buyer whose policy demands a success
+    rate of 0.9 refuses a release the vendor's 0.5 allowed; one who does not trust the
+    evaluator key refuses its evaluation; a bundle with an altered object is refused."""
+    from test_third_party_verify import tamper  # tests/e2e is on sys.path
+
+    evaluate(runner, home, script, "alternate")
+    r = run(runner, home, "release", "bc@1", "--key", "approver")
+    expect(r, 0)
+    bundle = tmp_path / "release.tar.zst"
+    expect(run(runner, home, "export", r.stdout.strip(), "--out", bundle), 0)
+    text = (home / "policy.toml").read_text()
+    stricter = home / "buyer.toml"
+    stricter.write_text(text.replace("min = 0.5", "min = 0.9"))
+    proc = standalone_verify(tmp_path / "a", bundle, stricter)
+    assert proc.returncode == 1, proc.stdout
+    assert ("success_rate on regression@1: success_rate 0.5 is below the minimum 0.9 "
+            "(evaluation sha256:") in proc.stderr
+    untrusting = home / "untrusting.toml"
+    untrusting.write_text(text.replace('keys = ["keys/evaluator.pub"]',
+                                       'keys = ["keys/trainer.pub"]').replace(
+        '[roles.trainer]\nkeys = ["keys/trainer.pub"]', '[roles.trainer]\nkeys = []'))
+    proc = standalone_verify(tmp_path / "b", bundle, untrusting)
+    assert proc.returncode == 1, proc.stdout
+    assert "want evaluator key(s)" in proc.stderr
+    assert "missing: no verified evaluation of sha256:" in proc.stderr
+    bad = tmp_path / "bad.tar.zst"
+    name = tamper(bundle, bad)
+    proc = standalone_verify(tmp_path / "c", bad, home / "policy.toml")
+    assert proc.returncode == 1, proc.stdout
+    assert f"member {name[:8]}" in proc.stderr or "not its name" in proc.stderr
+
+
+# -- sealed suites ------------------------------------------------------------------------------
+
+
+def sealed_batch(home: Path) -> tuple[str, dict[str, Any]]:
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.home import Ledger
+
+    item = Catalog(Ledger.open(home)).resolve("holdout-batch", {"rollout-batch"})
+    return item.digest, predicate(home, item.digest, "rollout-batch")
+
+
+def test_a_sealed_suite_is_unreadable_without_an_evaluator_key(
+    runner: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    from trajledger.ledger.home import Ledger
+
+    digest, pred = sealed_batch(home)
+    ledger = Ledger.open(home)
+    # The store holds the ciphertexts only.
+    for f in pred["manifest"]["files"]:
+        assert not ledger.store.exists("sha256:" + f["digest"]["sha256"])
+    for f in pred["sealed"]["files"]:
+        data = ledger.store.get(f["ciphertext"])
+        assert data.startswith(b"trajledger-sealed-v1\n") and b"PAR1" not in data
+    assert len(pred["sealed"]["episodes"]) == 4
+    assert [r["keyid"] for r in pred["sealed"]["recipients"]] == [
+        ledger.keys.encryption_key("evaluator").keyid
+    ]
+    r = run(runner, home, "export", "holdout-batch", "--format", "parquet", "--out",
+            tmp_path / "x")
+    expect(r, 1)
+    assert "rollout batch holdout-batch: sealed (stored encrypted to the evaluators' X25519" in (
+        r.stderr)
+    size = log_size(home)
+    r = run(runner, home, "eval", "bc@1", "--suite", "holdout@1", "--key", "evaluator",
+            "--unseal-key", "outsider", "--pass-return", "20")
+    expect(r, 1)
+    assert r.stderr.startswith(f"FAIL: batch {digest[:19]}… of suite sha256:")
+    assert "not sealed to encryption key" in r.stderr and "nothing was unsealed" in r.stderr
+    assert log_size(home) == size  # not even an unsealing record
+    # Training on it is refused: a sealed batch never goes into a train split.
+    r = run(runner, home, "dataset", "create", "steal", "--version", "1", "--split", "train",
+            "--batch", digest, "--key", "vendor")
+    expect(r, 1)
+    assert "is sealed (stored encrypted for evaluators)" in r.stderr
+
+
+def test_a_sealed_suite_is_evaluated_with_an_evaluator_key(
+    runner: CliRunner, home: Path
+) -> None:
+    size = log_size(home)
+    r = run(runner, home, "eval", "bc@1", "--suite", "holdout@1", "--key", "evaluator",
+            "--pass-return", "20")
+    expect(r, 0)
+    assert r.stderr.endswith(f"; unsealing logged at {size}\n")
+    digest = r.stdout.strip()
+    log = entries(home)
+    assert [e.kind for e in log[size:]] == ["unsealing", "evaluation"]
+    unsealing = predicate(home, log[size].subject, "unsealing")
+    assert unsealing["purpose"].startswith("evaluation of bc@1 (sha256:")
+    assert unsealing["batches"] == [sealed_batch(home)[0]]
+    config = predicate(home, digest, "evaluation")["configuration"]
+    assert {"role": "unsealing", "logIndex": size} in [d.get("annotations") for d in config]
+    expect(run(runner, home, "verify", digest), 0)
+    expect(run(runner, home, "fsck"), 0)
+
+
+def test_a_tampered_ciphertext_fails(runner: CliRunner, home: Path) -> None:
+    from trajledger.ledger.home import Ledger
+
+    _digest, pred = sealed_batch(home)
+    path = Ledger.open(home).store.path_of(pred["sealed"]["files"][0]["ciphertext"])
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    data[200] ^= 1
+    path.write_bytes(bytes(data))
+    r = run(runner, home, "verify", "holdout@1")
+    expect(r, 1)
+    assert "episodes.parquet: tampered: content hashes to" in r.stderr
+    expect(run(runner, home, "fsck"), 1)
+    r = run(runner, home, "eval", "bc@1", "--suite", "holdout@1", "--key", "evaluator",
+            "--pass-return", "20")
+    expect(r, 1)
+    assert "refused" in r.stderr and "nothing was read" in r.stderr
+
+
+def test_false_fingerprints_are_caught_when_unsealed(
+    runner: CliRunner, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A producer publishes other fingerprints than its sealed data's (to slip a holdout
+    episode past the gate): the evaluator's unsealing recomputes them and refuses."""
+    import dataclasses
+
+    from trajledger.ledger import batch_features
+    from trajledger.runner.api import Ledger
+    from trajledger.runner.rollouts import run_policy
+
+    real = batch_features.published_episodes
+    monkeypatch.setattr(batch_features, "published_episodes", lambda chunk: tuple(
+        dataclasses.replace(e, fingerprint="00" * 32) for e in real(chunk)))
+    ledger = Ledger.open(home)
+    played = run_policy(None, "CartPole-v1", 2, 3000, policy_version="random")
+    b = ledger.record_batch(played.steps, episodes=played.episodes, env="cartpole@1",
+                            policy="random", key="vendor", name="liar", seal=True)
+    ledger.create_dataset("liar", "1", "holdout", [b.digest], key="vendor")
+    monkeypatch.setattr(batch_features, "published_episodes", real)
+    size = log_size(home)
+    r = run(runner, home, "eval", "bc@1", "--suite", "liar@1", "--key", "evaluator",
+            "--pass-return", "20")
+    expect(r, 1)
+    assert r.stderr.startswith(f"FAIL: sealed batch {b.digest[:19]}…: the fingerprints its "
+                               "record publishes are not those of its data (episode ids, "
+                               "lengths or exact fingerprints differ)")
+    assert [e.kind for e in entries(home)[size:]] == ["unsealing"]  # logged, nothing else
+
+
+def test_the_gate_sees_duplicates_of_a_sealed_suite(runner: CliRunner, home: Path) -> None:
+    """A train set holding an episode of the sealed holdout (same seed, same actions) is
+    refused by the admission gate from the published fingerprints, without the key."""
+    from trajledger.runner.api import Ledger
+    from trajledger.runner.rollouts import run_policy
+
+    ledger = Ledger.open(home)
+    copy = run_policy(None, "CartPole-v1", 2, 2000, policy_version="random")
+    batch = ledger.record_batch(copy.steps, episodes=copy.episodes, env="cartpole@1",
+                                policy="random", key="vendor", name="copy")
+    # The audit index knows the sealed episodes too: dataset create refuses the duplicates.
+    r = run(runner, home, "dataset", "create", "leak", "--version", "1", "--split", "train",
+            "--batch", batch.digest, "--key", "vendor")
+    expect(r, 1)
+    assert "2 episode(s) exactly duplicate episodes of the other split" in r.stderr
+    assert "(holdout holdout@1) is an exact duplicate of train episode" in r.stderr
+
+
+def test_the_gate_refuses_a_train_set_holding_sealed_episodes(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """Recorded the other way round (the train set first, then the sealed suite): admission
+    compares the verified fingerprints and refuses."""
+    from trajledger.runner.rollouts import run_policy
+
+    home = tmp_path / "gate" / "home"
+    ledger = cartpole_ledger(home, 3)
+    expect(run(runner, home, "admit", "train@1"), 0)
+    held = run_policy(None, "CartPole-v1", 1, 0, policy_version="random")
+    s = ledger.record_batch(held.steps, episodes=held.episodes, env="cartpole@1",
+                            policy="random", key="vendor", name="sealed", seal=True)
+    # 'dataset create' would refuse this holdout (its index sees the duplicate); the gate must
+    # not rely on that: the record is made as a foreign log or a tool that skipped it would.
+    from trajledger.ledger.record import record_files
+    from trajledger.verify import predicates
+
+    (home / "dataset.json").write_text("{}")
+    record_files(ledger, {"dataset.json": home / "dataset.json"}, ledger.keys.signer("vendor"),
+                 predicates.DATASET, predicates.Dataset("holdout", "1", "holdout",
+                                                        (s.digest,)).written(),
+                 name="holdout@1")
+    r = run(runner, home, "admit", "train@1")
+    expect(r, 1)
+    assert ("no episode duplicates a holdout or regression episode: exact duplicate: episode "
+            "random/CartPole-v1/0 of batch") in r.stderr
+
+
+# -- failures become the next suite ------------------------------------------------------------
+
+
+def test_failures_become_the_next_regression_suite(
+    runner: CliRunner, home: Path, script: Path
+) -> None:
+    evaluation = evaluate(runner, home, script, "alternate")
+    r = run(runner, home, "dataset", "create", "regression", "--version", "2",
+            "--from-failures", evaluation[:20], "--key", "vendor")
+    expect(r, 0)
+    assert r.stderr.startswith(f"OK: dataset regression@2 (regression) of the failures of "
+                               f"{evaluation[:20]}: 1 new batch(es) recorded; the dataset "
+                               "recorded at log index ")
+    suite = predicate(home, r.stdout.strip(), "dataset")
+    assert suite["split"] == "regression" and len(suite["batches"]) == 1
+    batch = predicate(home, suite["batches"][0], "rollout-batch")
+    assert batch["failuresOf"] == evaluation
+    assert batch["counts"]["episodes"] == 3
+    failed = {t.split("/", 1)[1] for t in predicate(home, evaluation, "evaluation")["failedTests"]}
+    from trajledger.ledger.artifacts import batch_files
+    from trajledger.ledger.home import Ledger
+
+    ledger = Ledger.open(home)
+    import io
+
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(io.BytesIO(ledger.store.get(
+        batch_files(ledger, suite["batches"][0])["episodes.parquet"])))
+    assert set(table.column("episode_id").to_pylist()) == failed
+    assert {json.loads(dict(e)["trajledger.failed_in"])
+            for e in table.column("extras").to_pylist()} == {evaluation}
+    r = run(runner, home, "lineage", "regression@2", "--format", "json")
+    expect(r, 0)
+    edges = json.loads(r.stdout)["edges"]
+    assert {"from": suite["batches"][0], "to": evaluation, "role": "failures-of"} in edges
+    # Evaluations run on the new version like any suite.
+    evaluate(runner, home, script, "pass", suite="regression@2")
+
+
+def test_failures_of_a_sealed_suite_stay_sealed(runner: CliRunner, home: Path) -> None:
+    r = run(runner, home, "eval", "bc@1", "--suite", "holdout@1", "--key", "evaluator",
+            "--pass-return", "10000")
+    expect(r, 0)
+    evaluation = r.stdout.strip()
+    r = run(runner, home, "dataset", "create", "hard", "--version", "1", "--from-failures",
+            evaluation, "--key", "vendor")
+    expect(r, 1)
+    assert "are sealed to the evaluators' encryption keys; only an evaluator" in r.stderr
+    size = log_size(home)
+    r = run(runner, home, "dataset", "create", "hard", "--version", "1", "--from-failures",
+            evaluation, "--key", "vendor", "--evaluator-key", "evaluator")
+    expect(r, 0)
+    log = entries(home)
+    assert [e.kind for e in log[size:]] == ["unsealing", "rollout-batch", "dataset"]
+    batch = predicate(home, log[size + 1].subject, "rollout-batch")
+    assert "sealed" in batch and batch["counts"]["episodes"] == 4
+    expect(run(runner, home, "verify", "hard@1"), 0)
+
+
+# -- keys, policy, calibration -----------------------------------------------------------------
+
+
+def test_x25519_keys_are_encrypted_at_rest(
+    runner: CliRunner, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A passphrase of its own (the template's other keys are demo keys in the clear, which a
+    # TRAJLEDGER_PASSPHRASE for every key would refuse as planted).
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE_JUDGE_ENC", "judge's own (TEST ONLY)")
+    r = run(runner, home, "key", "new", "judge-enc", "--alg", "x25519")
+    expect(r, 0)
+    path = home / "keys" / "x25519" / "judge-enc.key"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert path.read_bytes().startswith(b"-----BEGIN ENCRYPTED PRIVATE KEY-----")
+    r = run(runner, home, "key", "list", "--json")
+    listed = {k["name"]: k for k in json.loads(r.stdout) if k["algorithm"] == "x25519"}
+    assert listed["judge-enc"]["encrypted"] is True and listed["outsider"]["encrypted"] is False
+    r = run(runner, home, "policy", "show")
+    assert "encryption keys (x25519): " in r.stdout, r.output
+    assert "release   1 approver(s); requires success_rate on regression@1 >= 0.5 drop <= 0.1" in (
+        r.stdout)
+
+
+def test_stats_judge_calibration(runner: CliRunner, home: Path) -> None:
+    from trajledger.runner.api import Ledger
+    from trajledger.runner.rollouts import run_policy
+
+    ledger = Ledger.open(home)
+    played = run_policy(None, "CartPole-v1", 4, 5000, policy_version="random")
+    # Expert labels (success) and the judge's scores: it agrees on three of four episodes.
+    ep = played.episodes
+    labelled = ep.set_column(ep.schema.get_field_index("success"), "success",
+                             pa.array([True, True, False, False]))
+    scores = pa.array([[("judge", 0.9)], [("judge", 0.2)], [("judge", 0.1)], [("judge", 0.3)]],
+                      type=ep.schema.field("judge_scores").type)
+    labelled = labelled.set_column(labelled.schema.get_field_index("judge_scores"),
+                                   "judge_scores", scores)
+    b = ledger.record_batch(played.steps, episodes=labelled, env="cartpole@1", policy="expert",
+                            key="vendor", name="calibration-batch")
+    ledger.create_dataset("calibration", "1", "holdout", [b.digest], key="vendor")
+    r = run(runner, home, "stats", "calibration@1", "--judge", "judge")
+    expect(r, 0)
+    assert ("judge judge: NOT calibrated; no evaluator version named 'judge' is recorded, so none "
+            "names a calibration dataset: not calibrated") in r.stdout
+    ledger.register_evaluator("judge", "1", "llm-judge", key="vendor", model_id="m")
+    r = run(runner, home, "stats", "calibration@1", "--judge", "judge", "--json")
+    calib = json.loads(r.stdout)["calibration"]
+    assert calib["calibrated"] is False and calib["evaluator"] == "judge@1"
+    r = run(runner, home, "evaluator", "register", "judge", "--version", "2", "--kind",
+            "llm-judge", "--model", "m", "--calibration", "calibration@1", "--key", "vendor")
+    expect(r, 0)
+    r = run(runner, home, "stats", "train@1", "--judge", "judge")
+    expect(r, 0)
+    assert ("judge judge: calibrated: agreement 0.750 with expert labels (n=4); agrees with the "
+            "expert labels of calibration@1 on 4 episode(s)") in r.stdout
+
+
+# -- the lineage picture ------------------------------------------------------------------------
+
+
+def test_lineage_draws_evaluations_and_releases(
+    runner: CliRunner, home: Path, script: Path
+) -> None:
+    """Evaluations and releases are records about a checkpoint: its lineage draws them beside
+    it (found from the kinds, with no drawing code of their own), dashed, in every format."""
+    failing = evaluate(runner, home, script, "fail")
+    passing = evaluate(runner, home, script, "pass")
+    r = run(runner, home, "release", "bc@1", "--key", "approver")
+    expect(r, 0)
+    release = r.stdout.strip()
+    graph = json.loads(run(runner, home, "lineage", "bc@1", "--json").stdout)
+    ckpt = next(n["id"] for n in graph["nodes"] if n["kind"] == "checkpoint")
+    drawn = {(m["kind"], m["about"][0]["role"]) for m in graph["records"]
+             if m["about"][0]["id"] == ckpt}
+    assert drawn == {("evaluation", "checkpoint"), ("release", "checkpoint")}
+    said = " ".join(m["detail"] for m in graph["records"] if m["kind"] == "evaluation")
+    assert "result: FAILED" in said and "result: PASSED" in said
+    text = run(runner, home, "lineage", "bc@1").stdout
+    assert text.count("· evaluation at log index ") == 2
+    assert "· release at log index " in text
+    page = run(runner, home, "lineage", "bc@1", "--format", "html").stdout
+    assert page.count('<g class="record"') == len(graph["records"])
+    for digest in (failing, passing, release):
+        index = next(i for i, e in enumerate(entries(home)) if e.subject == digest)
+        assert f"<title>{'release' if digest == release else 'evaluation'} at log index " \
+               f"{index}\n" in page

@@ -1,0 +1,108 @@
+"""The ``trust`` and ``upgrade`` commands: what this user pins, and bringing an older ledger up
+to date.
+
+``trust VKEY`` pins a log's key ahead of its first use (and, with ``--checkpoint``, a signed
+checkpoint of it as the floor); ``trust --settings`` accepts a deliberate change of a ledger's
+pinned settings (a moved store, group sharing); ``trust`` alone shows what this user holds about
+the ledger. ``upgrade`` encrypts the plaintext keys of a ledger of trajledger 0.1.0 and records
+it. Each command parses its options, calls the library and renders the result.
+Spec: docs/SECURITY.md ("First use", "Pinned settings").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .clikit import Context, emit_json, ok, pass_ctx
+
+__all__ = ["COMMANDS"]
+
+
+@click.command()
+@click.argument("vkey", required=False)
+@click.option(
+    "--checkpoint",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A signed checkpoint of that log, from its owner: pinned as your floor too (the log "
+    "must never be smaller, nor fork from it).",
+)
+@click.option(
+    "--settings",
+    is_flag=True,
+    help="Accept this ledger's current settings (a store you moved, group sharing you set) "
+    "after a deliberate change that is refused otherwise.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (when showing).")
+@pass_ctx
+def trust(
+    ctx: Context, vkey: str | None, checkpoint: Path | None, settings: bool, as_json: bool
+) -> None:
+    """Pin a log's key ahead of its first use, accept a deliberate change of this ledger's
+    settings, or show what you trust about this ledger.
+
+    The first command that uses a log whose key you did not pin ahead trusts it as found and
+    says so (a note with its key); with TRAJLEDGER_REQUIRE_PIN=1 it refuses instead. Get the
+    vkey from the log's owner ('trajledger log info' prints it) and pin it before you use a
+    copy of their ledger. Your pins live in your state directory, never in a ledger.
+
+    \b
+    Examples:
+      trajledger trust 'acme/rollouts+1a2b3c4d+AbC...='
+      trajledger trust 'acme/rollouts+1a2b3c4d+AbC...=' --checkpoint checkpoint.txt
+      trajledger --ledger ./ledger trust --settings
+      trajledger --ledger ./ledger trust --json
+    """
+    from .home import Ledger
+
+    if vkey is not None:
+        if settings:
+            raise click.UsageError("give a VKEY to pin, or --settings, not both")
+        from .trust_state import pin_log_key
+
+        pinned = pin_log_key(vkey, checkpoint.read_bytes() if checkpoint is not None else None)
+        ok(f"log {pinned.origin}: key {pinned.fingerprint} pinned" + (
+            f"; floor at size {pinned.size}" if pinned.size is not None else ""))
+        return
+    if checkpoint is not None:
+        raise click.UsageError("--checkpoint goes with the VKEY it is signed by")
+    if settings:
+        for change in Ledger.accept_settings(ctx.home):
+            ok(f"accepted: {change}")
+        ok(f"ledger {ctx.home}: its settings are pinned as they are now")
+        return
+    info = ctx.ledger().trusted()
+    if as_json:
+        emit_json(info)
+        return
+    for k, v in info.items():
+        click.echo(f"{k}\t{v}")
+
+
+@click.command()
+@click.option(
+    "--plain-keys",
+    is_flag=True,
+    help="Record that this ledger's keys are plaintext demo keys, instead of encrypting them.",
+)
+@pass_ctx
+def upgrade(ctx: Context, plain_keys: bool) -> None:
+    """Bring a ledger of trajledger 0.1.0 up to date, saying each step.
+
+    Its private keys (the log's included) that are not encrypted are encrypted, each with its
+    passphrase (TRAJLEDGER_PASSPHRASE_<NAME>, TRAJLEDGER_PASSPHRASE, or asked on a terminal),
+    and ledger.toml records keys = "encrypted": from then on a plaintext key file there is
+    refused as planted. With --plain-keys, nothing is encrypted and keys = "plain" is recorded
+    (demo ledgers). Nothing else is rewritten; policy files naming keys by path are upgraded
+    with 'trajledger policy inline FILE'.
+
+    \b
+    Example:
+      TRAJLEDGER_PASSPHRASE=... trajledger --ledger ./ledger upgrade
+    """
+    for step in ctx.ledger().upgrade(plain=plain_keys):
+        ok(step)
+
+
+COMMANDS = [trust, upgrade]

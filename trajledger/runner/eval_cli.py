@@ -1,0 +1,153 @@
+"""``trajledger eval`` and ``trajledger release``: evaluations as records, verifiable releases.
+
+Each parses its options, calls one method of the public API and renders the result
+(docs/evaluations.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from trajledger.ledger.clikit import JSON_OPTION, Context, emit_json, emit_result, ok, pass_ctx
+
+from .commands import POLICY_OPTION, command_policy
+
+__all__ = ["COMMANDS"]
+
+
+@click.command("eval")
+@click.argument("checkpoint")
+@click.option("--suite", required=True, help="Holdout or regression dataset (NAME@VERSION or "
+              "digest) to evaluate on.")
+@click.option("--key", required=True, help="Evaluator key (roles.evaluator); a sealed suite is "
+              "opened with the X25519 key of the same name (--unseal-key to name another).")
+@click.option("--evaluator", "evaluator_ref", help="Registered evaluator version the evaluation "
+              "names (NAME@VERSION or digest).")
+@click.option("--pass-return", type=float, help="Built-in evaluator: an episode passes with at "
+              "least this return [default: the environment spec's reward_threshold].")
+@click.option("--max-steps", type=click.IntRange(min=1), help="Built-in evaluator: cut "
+              "episodes at this many steps.")
+@click.option("--output", type=click.Path(file_okay=False, path_type=Path),
+              help="Where results.json (and COMMAND's outputs) go, new or empty, kept "
+              "[default: a temporary directory, removed].")
+@click.option("--keep-logs", is_flag=True, help="Also store COMMAND's stdout and stderr with the "
+              "evaluation (only their digests otherwise).")
+@click.option("--unseal-key", metavar="NAME", help="X25519 key (keys/x25519/NAME) that opens a "
+              "sealed suite [default: the --key name].")
+@POLICY_OPTION
+@JSON_OPTION
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARGS]...]")
+@pass_ctx
+def eval_(
+    ctx: Context,
+    checkpoint: str,
+    suite: str,
+    key: str,
+    evaluator_ref: str | None,
+    pass_return: float | None,
+    max_steps: int | None,
+    output: Path | None,
+    keep_logs: bool,
+    unseal_key: str | None,
+    policy_file: Path | None,
+    as_json: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Evaluate CHECKPOINT on a holdout or regression suite; record a signed evaluation.
+
+    \b
+    Built in (no COMMAND), for checkpoints of the built-in trainers on Gymnasium
+    environments: each suite episode's seed is replayed with the checkpoint's policy; an
+    episode passes when its return reaches --pass-return.
+    With a COMMAND: it gets $TRAJLEDGER_CHECKPOINT_DIR (the checkpoint's files),
+    $TRAJLEDGER_SUITE_DIR (the suite's verified data, read-only) and an empty
+    $TRAJLEDGER_OUTPUT_DIR, and writes results.json there: every suite episode once,
+    {"format": "trajledger.eval-results/1", "episodes": [{"batch": "sha256:...",
+    "episode_id": "...", "passed": true, "metrics": {...}}], "metrics": {...}}.
+
+    \b
+    Examples:
+      trajledger eval ppo@3 --suite regression@3 --key evaluator --pass-return 195
+      trajledger eval sft@1 --suite holdout@1 --key evaluator -- python judge.py
+
+    The checkpoint's lineage and the suite must verify first. A sealed suite is opened only
+    after an unsealing record is logged. A failing COMMAND, a changed input or invalid
+    results record nothing (exit 1); the evaluation's digest is printed on stdout.
+    """
+    ledger = ctx.ledger()
+    if command and (pass_return is not None or max_steps is not None):
+        raise click.UsageError("--pass-return and --max-steps are for the built-in evaluator, "
+                               "not with a COMMAND")
+    if not command and keep_logs:
+        raise click.UsageError("--keep-logs goes with a COMMAND (after '--')")
+    out = ledger.evaluate(
+        checkpoint, suite, key=key, command=list(command) if command else None,
+        evaluator=evaluator_ref, pass_return=pass_return, max_steps=max_steps,
+        policy=command_policy(ctx, ledger, policy_file), output=output, keep_logs=keep_logs,
+        unseal_key=unseal_key,
+    )
+    ev = out.evaluation
+    sealed = f"; unsealing logged at {out.unsealing}" if out.unsealing is not None else ""
+    ok(f"evaluation of {ev.checkpoint.name}@{ev.checkpoint.version} on {ev.suite.name}@"
+       f"{ev.suite.version} recorded at log index {out.index}: {len(ev.passed_tests)} of "
+       f"{len(ev.passed_tests) + len(ev.failed_tests)} episode(s) passed (success rate "
+       f"{ev.success_rate:.3f}){sealed}")
+    emit_result(as_json, out.digest, {
+        "kind": "evaluation", "digest": out.digest, "logIndex": out.index,
+        "checkpoint": {"name": ev.checkpoint.name, "version": ev.checkpoint.version,
+                       "digest": ev.checkpoint.digest},
+        "suite": {"name": ev.suite.name, "version": ev.suite.version, "digest": ev.suite.digest},
+        "passed": len(ev.passed_tests), "failed": len(ev.failed_tests),
+        "successRate": ev.success_rate, "unsealing": out.unsealing})
+
+
+@click.command()
+@click.argument("checkpoint")
+@click.option("--key", "keys", multiple=True, required=True,
+              help="Approver key (roles.approver); repeat when [release] approvals > 1.")
+@click.option("--note", help="Free text kept with the release.")
+@click.option("--json", "as_json", is_flag=True, help="Print the decision's report as JSON.")
+@POLICY_OPTION
+@pass_ctx
+def release(
+    ctx: Context,
+    checkpoint: str,
+    keys: tuple[str, ...],
+    note: str | None,
+    as_json: bool,
+    policy_file: Path | None,
+) -> None:
+    """Release CHECKPOINT when the policy's [release] holds; prints the release's digest.
+
+    The checkpoint's whole lineage must verify, and for each [[release.require]] the latest
+    evaluation of the checkpoint on the suite NAME@VERSION, signed by an evaluator key, must
+    exist and meet min / max, and drop no more than max_drop from its parent's evaluation on
+    the same suite. Otherwise exit 1 with one line per missing or failing evaluation, and
+    nothing is recorded. Anyone verifies the release offline from its bundle
+    ('trajledger export RELEASE', then 'python -m verify BUNDLE --policy P').
+
+    \b
+    Example:
+      trajledger release ppo@3 --key approver-a
+    """
+    from .release import ReleaseRefusedError
+
+    ledger = ctx.ledger()
+    try:
+        out = ledger.release(checkpoint, key=list(keys), note=note,
+                             policy=command_policy(ctx, ledger, policy_file))
+    except ReleaseRefusedError as e:
+        if as_json:
+            emit_json({"released": False, "report": e.report.to_json()})
+        raise
+    if as_json:
+        emit_json({"released": True, "digest": out.digest, "report": out.report.to_json()})
+    r = out.release
+    ok(f"release of {r.checkpoint.name}@{r.checkpoint.version} recorded at log index "
+       f"{out.index} on {len(r.evaluations)} evaluation(s)")
+    click.echo(out.digest)
+
+
+COMMANDS = [eval_, release]

@@ -1,0 +1,542 @@
+"""Evaluations: run a checkpoint on a holdout or regression suite, record a signed result.
+
+Scope: ``trajledger eval CK --suite DATASET --key EVALUATOR [-- COMMAND]`` (docs/evaluations.md):
+
+- before any data is read: the key holds the evaluator role; the checkpoint's whole lineage and
+  the suite (a holdout or regression dataset: records, files re-hashed, ciphertexts of sealed
+  batches re-hashed) verify under the policy;
+- the suite's bytes are read once (`ledger.suites.read_suite`); sealed batches are opened with
+  the evaluator's X25519 key after an ``unsealing`` record is logged;
+- built in, for checkpoints of a built-in trainer on Gymnasium environments: each suite
+  episode's seed is replayed with the checkpoint's policy in the environment its batch names;
+  an episode passes when its return reaches ``pass_return`` (default: the environment spec's
+  ``reward_threshold``);
+- otherwise COMMAND runs as ``train -- COMMAND`` does (`runner.workdir.Workspace`,
+  `runner.command.run_command`): ``$TRAJLEDGER_CHECKPOINT_DIR`` holds the checkpoint's files,
+  ``$TRAJLEDGER_SUITE_DIR`` the suite (the data directory layout), and it writes
+  ``$TRAJLEDGER_OUTPUT_DIR/results.json`` (`Results`: every suite episode once, passed or
+  not, with optional metrics); a non-zero exit, a changed input or results that do not parse
+  record nothing (exit 1);
+- the evaluation is recorded: its files (``results.json`` and the rest of the output) as the
+  artifact, the ``evaluation/v1`` predicate (one test per episode, computed success rate, the
+  checkpoint, suite and evaluator version, how it ran), signed by the evaluator key.
+
+Non-scope: deciding releases (``runner.release``), reading suites (``ledger.suites``).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import os
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from trajledger.ledger.errors import LedgerError
+from trajledger.verify import predicates
+from trajledger.verify.errors import FormatError, PolicyError, VerificationError
+from trajledger.verify.predicates import ArtifactRef, Evaluation, ResourceDescriptor
+from trajledger.verify.times import now
+
+if TYPE_CHECKING:
+    from trajledger.ledger.home import Ledger
+    from trajledger.ledger.keys import Signer
+    from trajledger.ledger.suites import SuiteBatch
+    from trajledger.verify.lineage import Report
+    from trajledger.verify.policy import TrustPolicy
+
+    from .command import CommandResult
+
+__all__ = [
+    "BUILTIN_EVALUATOR",
+    "RESULTS_FILE",
+    "RESULTS_FORMAT",
+    "EpisodeResult",
+    "EvalOutcome",
+    "Results",
+    "evaluate",
+]
+
+RESULTS_FORMAT: Final = "trajledger.eval-results/1"
+RESULTS_FILE: Final = "results.json"
+BUILTIN_EVALUATOR: Final = "https://trajledger.dev/evaluator/gymnasium-replay/v1"
+MAX_RESULTS: Final = 64 << 20
+"""Largest results.json read (bytes)."""
+COMPUTED: Final = frozenset({"episodes", "passed", "failed", "success_rate"})
+"""Metrics trajledger computes from the episodes; a results file may not state them."""
+_METRIC = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """One suite episode's outcome: its batch, id, pass or fail, and metrics."""
+
+    batch: str
+    episode_id: str
+    passed: bool
+    metrics: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def test(self) -> str:
+        """The evaluation's test name: ``<batch digest>/<episode id>``."""
+        return f"{self.batch}/{self.episode_id}"
+
+
+def _metrics(obj: object, what: str) -> dict[str, float]:
+    if not isinstance(obj, dict):
+        raise FormatError(f"{what}: must be an object of metric names to numbers")
+    for k, v in obj.items():
+        if not _METRIC.fullmatch(k):
+            raise FormatError(f"{what}: {k!r} is not a metric name ([A-Za-z_][A-Za-z0-9_.-]*)")
+        if type(v) not in (int, float) or not math.isfinite(v):
+            raise FormatError(f"{what}.{k}: {v!r} is not a finite number")
+    return {k: float(v) for k, v in obj.items()}
+
+
+@dataclass(frozen=True)
+class Results:
+    """``results.json`` (``trajledger.eval-results/1``)::
+
+        {"format": "trajledger.eval-results/1",
+         "episodes": [{"batch": "sha256:...", "episode_id": "...", "passed": true,
+                       "metrics": {"return": 21.0}}, ...],
+         "metrics": {"mean_return": 21.0}}
+
+    Every episode of the suite exactly once (``metrics`` optional, finite numbers); nothing
+    else. The counts and the success rate are computed from the episodes (`COMPUTED`).
+    """
+
+    episodes: tuple[EpisodeResult, ...]
+    metrics: Mapping[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, suite: Mapping[str, Sequence[str]], what: str) -> Results:
+        """Parse and check against the suite (batch digest -> its episode ids).
+
+        Raises:
+            FormatError: not this format, a field unknown or malformed, an episode missing,
+                repeated or not in the suite, a computed metric stated.
+        """
+        from trajledger.verify.strict_json import load_object
+
+        if len(data) > MAX_RESULTS:
+            raise FormatError(f"{what}: {len(data)} bytes, more than {MAX_RESULTS}")
+        doc = load_object(data, what)
+        unknown = sorted(set(doc) - {"format", "episodes", "metrics"})
+        if unknown or doc.get("format") != RESULTS_FORMAT:
+            raise FormatError(f"{what}: want format {RESULTS_FORMAT!r}, episodes and metrics "
+                              f"(got format {doc.get('format')!r}; unknown: {unknown or 'none'})")
+        metrics = _metrics(doc.get("metrics", {}), f"{what}: metrics")
+        if COMPUTED & set(metrics):
+            raise FormatError(f"{what}: metrics {sorted(COMPUTED & set(metrics))} are computed "
+                              "from the episodes by trajledger; leave them out")
+        items = doc.get("episodes")
+        if not isinstance(items, list):
+            raise FormatError(f"{what}: episodes must be a list")
+        wanted = {(b, e) for b, eps in suite.items() for e in eps}
+        out: list[EpisodeResult] = []
+        seen: set[tuple[str, str]] = set()
+        for i, item in enumerate(items):
+            here = f"{what}: episodes[{i}]"
+            if not isinstance(item, dict) or set(item) - {"batch", "episode_id", "passed",
+                                                           "metrics"}:
+                raise FormatError(f"{here}: want an object of batch, episode_id, passed, metrics")
+            key = (item.get("batch"), item.get("episode_id"))
+            if not isinstance(item.get("passed"), bool):
+                raise FormatError(f"{here}: passed must be true or false")
+            if key not in wanted:
+                raise FormatError(f"{here}: batch {str(key[0])[:19]!r} episode {key[1]!r} is "
+                                  "not an episode of the suite")
+            if key in seen:
+                raise FormatError(f"{here}: episode {key[1]!r} of batch {key[0][:19]}… again")
+            seen.add(key)
+            out.append(EpisodeResult(key[0], key[1], item["passed"],
+                                     _metrics(item.get("metrics", {}), f"{here}: metrics")))
+        missing = sorted(wanted - seen)
+        if missing:
+            raise FormatError(f"{what}: {len(missing)} episode(s) of the suite have no result "
+                              f"(first: batch {missing[0][0][:19]}… episode {missing[0][1]!r})")
+        return cls(tuple(out), metrics)
+
+    def to_bytes(self) -> bytes:
+        """The JSON form (sorted keys)."""
+        doc = {"format": RESULTS_FORMAT, "metrics": dict(self.metrics), "episodes": [
+            {"batch": r.batch, "episode_id": r.episode_id, "passed": r.passed,
+             "metrics": dict(r.metrics)} for r in self.episodes]}
+        return (json.dumps(doc, sort_keys=True, indent=1) + "\n").encode()
+
+    def predicate_metrics(self) -> dict[str, float | int]:
+        """What the evaluation records: counts, success rate, and the stated metrics."""
+        passed = sum(r.passed for r in self.episodes)
+        return {"episodes": len(self.episodes), "passed": passed,
+                "failed": len(self.episodes) - passed,
+                "success_rate": passed / len(self.episodes), **self.metrics}
+
+
+@dataclass(frozen=True)
+class EvalOutcome:
+    """A recorded evaluation.
+
+    Attributes:
+        digest: the evaluation's identity (its manifest's digest).
+        index: its log index.
+        evaluation: its predicate.
+        report: the verified graph of the checkpoint and the suite, before the run.
+        run: how COMMAND ended (None for the built-in evaluator).
+        unsealing: the log index of the unsealing record, for a sealed suite.
+    """
+
+    digest: str
+    index: int
+    evaluation: Evaluation
+    report: Report
+    run: CommandResult | None = None
+    unsealing: int | None = None
+
+
+def evaluate(
+    ledger: Ledger,
+    checkpoint_ref: str,
+    suite_ref: str,
+    signer: Signer,
+    policy: TrustPolicy,
+    *,
+    command: Sequence[str] | None = None,
+    evaluator: str | None = None,
+    pass_return: float | None = None,
+    max_steps: int | None = None,
+    output: Path | None = None,
+    keep_logs: bool = False,
+    unseal_key: str | None = None,
+    cwd: Path | None = None,
+) -> EvalOutcome:
+    """Evaluate a checkpoint on a suite and record the signed evaluation (see the module doc).
+
+    Steps:
+        1. The signer holds the evaluator role; the checkpoint, the suite (and the evaluator
+           version) resolve; ``output`` is new or empty.
+        2. Verify the checkpoint's lineage and the suite (a holdout or regression split);
+           any failure refuses, nothing read.
+        3. Read the suite (sealed batches: the unsealing logged, then opened with the X25519
+           key ``unseal_key``, default the signing key's name).
+        4. Run: the built-in Gymnasium replay, or COMMAND in a `Workspace` (exit 0, inputs
+           unchanged, ``results.json`` valid).
+        5. Record ``results.json`` (and COMMAND's other outputs, its logs with
+           ``keep_logs``) with the evaluation predicate, signed by the evaluator key.
+
+    Raises:
+        PolicyError: the key is not an evaluator's; a sealed suite and no key it is sealed to.
+        VerificationError: the checkpoint or suite does not verify; COMMAND failed, changed
+            its inputs or wrote no valid results (`CommandFailedError`, `DataDirChangedError`).
+        FormatError: results.json is malformed; no pass threshold for the built-in evaluator.
+        RefError: a reference names nothing.
+        CommandInterrupted: Ctrl-C (exit 130), nothing recorded.
+    """
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.suites import Unsealer, read_suite, sealed_batches
+    from trajledger.verify.lineage import Edge, Node
+
+    from .verification import decide, ledger_verifier
+    from .workdir import check_output_dir
+
+    # (1)
+    if not policy.holds("evaluator", signer.keyid):
+        raise PolicyError(
+            f"key {signer.name} ({signer.keyid[:12]}): does not hold the evaluator role in "
+            f"policy {policy.name!r} serial {policy.serial} (format {policy.format}); "
+            "evaluations are signed by roles.evaluator keys"
+        )
+    catalog = Catalog(ledger)
+    ck = catalog.resolve(checkpoint_ref, {"checkpoint"})
+    suite = catalog.resolve(suite_ref, {"dataset"})
+    ev_item = catalog.resolve(evaluator, {"evaluator"}) if evaluator else None
+    if output is not None:
+        check_output_dir(output)
+    if command is not None and not command:
+        raise LedgerError("no command given after '--' (trajledger eval ... -- COMMAND)")
+    # (2)
+    verifier = ledger_verifier(ledger, policy)
+    decision = Node(f"evaluation:{ck.digest}", "evaluation-run",
+                    name=f"evaluation of {ck.ref} on {suite.ref}")
+
+    def walk() -> list[Edge]:
+        links = [Edge(decision.id, ck.digest, "checkpoint"),
+                 Edge(decision.id, suite.digest, "suite")]
+        verifier.artifact(ck.digest, "checkpoint")
+        suite_node = verifier.artifact(suite.digest, "dataset")
+        if ev_item is not None:
+            verifier.artifact(ev_item.digest, "evaluator")
+            links.append(Edge(decision.id, ev_item.digest, "evaluator"))
+        split = _split(verifier, suite.digest)
+        if split not in predicates.HELD_OUT:
+            decision.fail("suite", f"{suite_node.label} is a {split!r} split; evaluate on a "
+                          "holdout or regression dataset (training data proves nothing)")
+        return links
+
+    report = decide(verifier, decision, ck.digest, walk)
+    sealed = sealed_batches(verifier, suite.digest)
+    if not report.ok:
+        failures = report.failures()
+        raise VerificationError(f"evaluation of {ck.ref} on {suite.ref}: refused, "
+                                f"{len(failures)} problem(s); nothing was read\n"
+                                + "\n".join(failures))
+    # (3)
+    unsealer = Unsealer.load(ledger, signer, unseal_key) if sealed else None
+    purpose = f"evaluation of {ck.ref} ({ck.digest[:19]}…)"
+    batches = read_suite(ledger, verifier, suite.digest, unsealer=unsealer, purpose=purpose)
+    unsealing = _last_unsealing(ledger, suite.digest) if sealed else None
+    # (4) (5)
+    ck_ref = ArtifactRef(ck.name, ck.version or ck.digest[7:19], ck.digest)
+    described = {"ck": ck_ref, "suite": ArtifactRef(suite.name, suite.version, suite.digest),
+                 "evaluator": ArtifactRef(ev_item.name, ev_item.version, ev_item.digest)
+                 if ev_item else None, "unsealing": unsealing}
+    episodes = {b.digest: _episode_ids(b) for b in batches}
+    if command is None:
+        return _builtin(ledger, verifier, batches, episodes, signer, described, report,
+                        pass_return=pass_return, max_steps=max_steps, output=output)
+    return _by_command(ledger, batches, episodes, signer, described, report, list(command),
+                       output=output, keep_logs=keep_logs, cwd=cwd)
+
+
+def _split(verifier: Any, suite: str) -> str:
+    from trajledger.verify.lineage import Record
+
+    rec = verifier.identity_record(suite, "dataset")
+    if isinstance(rec, Record) and isinstance(rec.predicate, predicates.Dataset):
+        return rec.predicate.split
+    return "unknown"
+
+
+def _last_unsealing(ledger: Ledger, suite: str) -> tuple[int, str]:
+    """The unsealing record just logged for ``suite``: (log index, envelope digest)."""
+    state = ledger.trust_state()
+    for i in reversed(state.about(suite)):
+        entry = state.entry(i)
+        if entry is not None and entry.kind == "unsealing":
+            return i, entry.envelope
+    raise LedgerError(f"suite {suite[:19]}…: the unsealing record is not in the log")
+
+
+def _episode_ids(batch: SuiteBatch) -> list[str]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(io.BytesIO(batch.files["episodes.parquet"]), columns=["episode_id"])
+    return [str(e) for e in table.column("episode_id").to_pylist()]
+
+
+def _record(
+    ledger: Ledger,
+    signer: Signer,
+    described: Mapping[str, Any],
+    results: Results,
+    files: Mapping[str, Path],
+    configuration: Sequence[ResourceDescriptor],
+    report: Report,
+    workdir: Path,
+    run: CommandResult | None = None,
+) -> EvalOutcome:
+    """Record the evaluation's files, with ``trajledger-run/evaluation.json`` naming the
+    checkpoint, suite, evaluator, time and run (so that each evaluation is an artifact of its
+    own, even with the results of another), and its predicate, signed by the evaluator key."""
+    from trajledger.ledger.record import record_files
+
+    from .train import LOGS_DIR
+
+    when = now()
+    unsealing = described["unsealing"]
+    config = list(configuration)
+    if unsealing is not None:
+        config.append(ResourceDescriptor(
+            name="unsealing", digest={"sha256": unsealing[1][7:]},
+            annotations={"role": "unsealing", "logIndex": unsealing[0]},
+        ))
+    passed = tuple(r.test for r in results.episodes if r.passed)
+    failed = tuple(r.test for r in results.episodes if not r.passed)
+    ck, suite, evaluator = described["ck"], described["suite"], described["evaluator"]
+    run_file = workdir / "evaluation.json"
+    run_file.write_text(json.dumps({
+        "format": "trajledger.evaluation/1", "checkpoint": ck.digest, "suite": suite.digest,
+        "evaluator": evaluator.digest if evaluator else None, "evaluatedAt": when,
+        "run": list(run.argv) if run is not None else BUILTIN_EVALUATOR,
+    }, sort_keys=True, indent=1) + "\n")
+    files = {**files, f"{LOGS_DIR}/evaluation.json": run_file}
+    body = Evaluation(
+        "FAILED" if failed else "PASSED", ck, suite, passed, failed,
+        results.predicate_metrics(), when, evaluator, tuple(config),
+    )
+    rec = record_files(ledger, files, signer, predicates.EVALUATION,
+                       body.written(f"evaluation of {ck.name}@{ck.version}"),
+                       name=f"evaluation of {ck.name}@{ck.version} on "
+                       f"{suite.name}@{suite.version}")
+    return EvalOutcome(rec.digest, rec.index, body, report, run,
+                       unsealing[0] if unsealing is not None else None)
+
+
+def _builtin(
+    ledger: Ledger,
+    verifier: Any,
+    batches: Sequence[SuiteBatch],
+    episodes: Mapping[str, Sequence[str]],
+    signer: Signer,
+    described: Mapping[str, Any],
+    report: Report,
+    *,
+    pass_return: float | None,
+    max_steps: int | None,
+    output: Path | None,
+) -> EvalOutcome:
+    """Replay every suite episode's seed with the checkpoint's policy in its environment."""
+    import gymnasium as gym
+    import pyarrow.parquet as pq
+
+    from trajledger.ledger.fs import temp_dir
+    from trajledger.verify.lineage import Record
+
+    from .rollouts import run_policy
+    from .train import checkpoint_files
+    from .trainers import load_policy
+
+    ck = described["ck"]
+    _item, ck_files = checkpoint_files(ledger, ck.digest)
+    try:
+        policy = load_policy(ck_files)
+    except FormatError as e:
+        raise FormatError(f"checkpoint {ck.name}@{ck.version}: the built-in evaluator plays "
+                          f"policies of the built-in trainers only ({e}); evaluate it with "
+                          "'-- COMMAND'") from e
+    rows: list[EpisodeResult] = []
+    thresholds: dict[str, float] = {}
+    for b in batches:
+        env = verifier.identity_record(b.predicate.environment.digest, "environment")
+        gym_id = (env.predicate.gymnasium_id if isinstance(env, Record)
+                  and isinstance(env.predicate, predicates.Environment) else None)
+        if not gym_id:
+            raise FormatError(f"batch {b.digest[:19]}… of the suite: its environment "
+                              f"{b.predicate.environment.name}@{b.predicate.environment.version} "
+                              "names no Gymnasium id; evaluate with '-- COMMAND'")
+        table = pq.read_table(io.BytesIO(b.files["episodes.parquet"]),
+                              columns=["episode_id", "seed"])
+        ids, seeds = table.column("episode_id").to_pylist(), table.column("seed").to_pylist()
+        if any(s is None for s in seeds):
+            first = ids[seeds.index(None)]
+            raise FormatError(f"episode {first!r} of batch {b.digest[:19]}… has no seed: the "
+                              "built-in evaluator replays seeds; evaluate with '-- COMMAND'")
+        if gym_id not in thresholds:
+            found = pass_return if pass_return is not None else gym.spec(gym_id).reward_threshold
+            if found is None:
+                raise FormatError(f"{gym_id} has no reward_threshold in its spec: give "
+                                  "--pass-return R (an episode passes with a return of R or more)")
+            thresholds[gym_id] = float(found)
+        played = run_policy(policy, gym_id, len(seeds), 0, seeds=[int(s) for s in seeds],
+                            max_steps=max_steps, policy_version=ck.digest)
+        lengths = played.episodes.column("num_steps").to_pylist()
+        for eid, ret, n in zip(ids, played.returns, lengths, strict=True):
+            rows.append(EpisodeResult(b.digest, str(eid), ret >= thresholds[gym_id],
+                                      {"return": float(ret), "length": float(n)}))
+    returns = [r.metrics["return"] for r in rows]
+    results = Results(tuple(rows), {
+        "mean_return": sum(returns) / len(returns),
+        "mean_length": sum(r.metrics["length"] for r in rows) / len(rows),
+    })
+    # One parser for every results file: what the built-in evaluator writes must read back.
+    data = results.to_bytes()
+    Results.from_bytes(data, episodes, RESULTS_FILE)
+    config = [ResourceDescriptor(
+        name="evaluator", uri=BUILTIN_EVALUATOR,
+        annotations={"role": "evaluator-code", "passReturn": thresholds,
+                     "maxSteps": max_steps, "gymnasium": gym.__version__},
+    )]
+    with temp_dir(ledger.root / "tmp") as tmp:
+        where = output if output is not None else Path(tmp)
+        where.mkdir(parents=True, exist_ok=True)
+        (where / RESULTS_FILE).write_bytes(data)
+        return _record(ledger, signer, described, results, {RESULTS_FILE: where / RESULTS_FILE},
+                       config, report, Path(tmp))
+
+
+def _by_command(
+    ledger: Ledger,
+    batches: Sequence[SuiteBatch],
+    episodes: Mapping[str, Sequence[str]],
+    signer: Signer,
+    described: Mapping[str, Any],
+    report: Report,
+    argv: list[str],
+    *,
+    output: Path | None,
+    keep_logs: bool,
+    cwd: Path | None,
+) -> EvalOutcome:
+    """Run COMMAND on the checkpoint and suite directories; its results.json is the result."""
+    import pyarrow.parquet as pq
+
+    from .admission import AdmittedBatch
+    from .buildinfo import environment_lock, git_source
+    from .command import run_command
+    from .train import (
+        LOGS_DIR,
+        CommandFailedError,
+        environment_dependencies,
+        exit_message,
+        run_byproducts,
+        write_checkpoint_dir,
+    )
+    from .workdir import Workspace, write_data_dir
+
+    ck, suite = described["ck"], described["suite"]
+    admitted = [
+        AdmittedBatch(b.digest, b.index, pq.read_table(io.BytesIO(b.files["steps.parquet"])),
+                      pq.read_table(io.BytesIO(b.files["episodes.parquet"])), b.predicate,
+                      b.files)
+        for b in batches
+    ]
+    listing = {"name": suite.name, "version": suite.version, "digest": suite.digest,
+               "split": "suite"}
+    with Workspace(ledger.root / "tmp", ledger.store, output=output) as ws:
+        ws.add("TRAJLEDGER_CHECKPOINT_DIR",
+               lambda d: write_checkpoint_dir(ledger, ck.digest, d), "checkpoint")
+        ws.add("TRAJLEDGER_SUITE_DIR",
+               lambda d: write_data_dir(d, ledger.store, listing, admitted), "suite")
+        workdir = cwd or Path.cwd()
+        source = git_source(workdir)
+        lock = environment_lock()
+        run = run_command(argv, env=ws.environment(os.environ), cwd=workdir,
+                          keep_logs=ws.logs if keep_logs else None)
+        if run.returncode != 0:
+            raise CommandFailedError(exit_message(argv, run.returncode), run.returncode)
+        ws.check()
+        files = ws.outputs()
+        clash = sorted(p for p in files if p.split("/")[0] == LOGS_DIR)
+        if clash:
+            raise CommandFailedError(f"the command wrote {clash[0]} in its output directory, "
+                                     f"where trajledger puts its own ({LOGS_DIR}/); nothing "
+                                     "was recorded", 0)
+        if RESULTS_FILE not in files:
+            raise CommandFailedError(
+                f"command {shlex.join(argv)!r} exited 0 but wrote no {RESULTS_FILE} in "
+                f"$TRAJLEDGER_OUTPUT_DIR ({ws.output}); nothing was recorded (docs/"
+                "evaluations.md gives its format)", 0,
+            )
+        try:
+            results = Results.from_bytes(files[RESULTS_FILE].read_bytes(), episodes,
+                                         f"{RESULTS_FILE} of {shlex.join(argv)!r}")
+        except FormatError as e:
+            raise CommandFailedError(f"{e}; nothing was recorded", 0) from e
+        if keep_logs:
+            files[f"{LOGS_DIR}/stdout.log"] = ws.logs / "stdout.log"
+            files[f"{LOGS_DIR}/stderr.log"] = ws.logs / "stderr.log"
+        config = [
+            ResourceDescriptor(name="command",
+                               content=base64.b64encode(shlex.join(argv).encode()).decode(),
+                               annotations={"role": "command", "argv": argv}),
+            *environment_dependencies(source, lock, files),
+            *run_byproducts(run),
+        ]
+        return _record(ledger, signer, described, results, files, config, report, ws.root,
+                       run)

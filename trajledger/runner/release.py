@@ -1,0 +1,131 @@
+"""Releases: record that approvers release a checkpoint, only when the policy's rules hold.
+
+Scope: ``trajledger release CK --key APPROVER`` (docs/evaluations.md). The decision is the one
+every verifier makes again offline (``verify.lineage.LineageVerifier.release_rules``): the
+checkpoint's whole lineage verifies, and for each ``[release]`` requirement the latest verified
+evaluation of the checkpoint on the suite ``NAME@VERSION`` (signed by an evaluator key, on a
+holdout or regression dataset) exists and meets its bounds, and its drop from the parent's
+evaluation is within ``max_drop``. Only then is a ``release/v1`` record appended, citing those
+evaluations, named by the digest of its predicate and signed by the approver keys; otherwise
+`ReleaseRefusedError` names each missing or failing evaluation and nothing is recorded. The log
+must not grow between the decision and the append (a later evaluation would change it).
+Non-scope: the rules themselves (``verify.policy.ReleaseRules``, ``verify.lineage``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from trajledger.ledger.errors import LedgerError
+from trajledger.verify import predicates
+from trajledger.verify.errors import PolicyError, VerificationError
+from trajledger.verify.predicates import ArtifactRef, Release
+from trajledger.verify.times import now
+
+if TYPE_CHECKING:
+    from trajledger.ledger.home import Ledger
+    from trajledger.ledger.keys import Signer
+    from trajledger.verify.lineage import Report
+    from trajledger.verify.policy import TrustPolicy
+
+__all__ = ["ReleaseOutcome", "ReleaseRefusedError", "release"]
+
+
+class ReleaseRefusedError(VerificationError):
+    """The policy's release rules do not hold; ``report`` says which (nothing is recorded)."""
+
+    def __init__(self, message: str, report: Report) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass(frozen=True)
+class ReleaseOutcome:
+    """A recorded release: its digest, log index, predicate and the verified graph."""
+
+    digest: str
+    index: int
+    release: Release
+    report: Report
+
+
+def release(
+    ledger: Ledger,
+    checkpoint_ref: str,
+    signers: Sequence[Signer],
+    policy: TrustPolicy,
+    *,
+    note: str | None = None,
+) -> ReleaseOutcome:
+    """Release a checkpoint when the policy's ``[release]`` holds (see the module doc).
+
+    Steps:
+        1. Every signer holds the approver role; the policy has ``[release]``.
+        2. Verify the checkpoint's lineage; judge the rules (`release_rules`), which choose
+           the evaluations; any failure refuses with every one named.
+        3. Record the release (subject: the SHA-256 of its RFC 8785 predicate), under the
+           condition that the log still has the size it was judged at.
+
+    Raises:
+        PolicyError: a signer is not an approver; the policy has no ``[release]``.
+        ReleaseRefusedError: the lineage or a requirement fails.
+        LedgerError: the log grew during the decision (run again).
+    """
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.record import record_statement
+    from trajledger.ledger.signing import canonical_json
+    from trajledger.verify.digest import digest_bytes
+    from trajledger.verify.lineage import Edge, Node
+    from trajledger.verify.policy import policy_digest
+
+    from .verification import decide, ledger_verifier
+
+    # (1)
+    if not signers:
+        raise PolicyError("release: give at least one approver --key")
+    for s in signers:
+        if not policy.holds("approver", s.keyid):
+            raise PolicyError(f"key {s.name} ({s.keyid[:12]}): does not hold the approver role in "
+                              f"policy {policy.name!r} serial {policy.serial}")
+    if policy.release is None:
+        raise PolicyError(
+            f"policy {policy.name!r} serial {policy.serial} has no [release]: name the suites a "
+            "release needs (format = 2, [[release.require]]; keys/README.md)"
+        )
+    ck = Catalog(ledger).resolve(checkpoint_ref, {"checkpoint"})
+    # (2)
+    verifier = ledger_verifier(ledger, policy)
+    decision = Node(f"release:{ck.digest}", "release-decision", name=f"release of {ck.ref}")
+    used: set[str] = set()
+
+    def walk() -> list[Edge]:
+        verifier.artifact(ck.digest, "checkpoint")
+        used.update(verifier.release_rules(decision, ck.digest, None, len(signers)))
+        return [Edge(decision.id, ck.digest, "checkpoint"),
+                *(Edge(decision.id, d, "evaluation") for d in sorted(used))]
+
+    report = decide(verifier, decision, ck.digest, walk)
+    if not report.ok:
+        failures = report.failures()
+        raise ReleaseRefusedError(f"release of {ck.ref}: refused, {len(failures)} problem(s); "
+                                  "nothing was recorded\n" + "\n".join(failures), report)
+    # (3)
+    assert verifier.checkpoint is not None
+    judged = verifier.checkpoint.size
+    body = Release(
+        ArtifactRef(ck.name, ck.version or ck.digest[7:19], ck.digest), tuple(sorted(used)),
+        {"name": policy.name, "serial": policy.serial, "digest": policy_digest(policy)},
+        now(), note,
+    ).written("release")
+    subject = digest_bytes(canonical_json(body))
+
+    def unchanged(size: int) -> None:
+        if size != judged:
+            raise LedgerError(f"release of {ck.ref}: the log grew from {judged} to {size} "
+                              "entries while the release was judged; run it again")
+
+    rec = record_statement(ledger, f"release of {ck.ref}", subject, predicates.RELEASE, body,
+                           list(signers), check=unchanged)
+    return ReleaseOutcome(rec.digest, rec.index, Release.from_predicate(body), report)
