@@ -823,7 +823,7 @@ def test_verify_unknown_ref(runner: CliRunner, world: World) -> None:
     expect(
         r,
         3,
-        "FAIL: nothing@9: no artifact with this reference is recorded; see 'trajledger log show'\n",
+        "FAIL: nothing@9: no artifact has this name; see 'trajledger log show'\n",
     )
 
 
