@@ -55,8 +55,8 @@ from trajledger.verify.note import (
 from trajledger.verify.tiles import TileReader
 
 from .errors import LedgerError, TamperError
+from .log.spec import note_key_bytes
 from .log.witness import cosign_note
-from .log.writer import note_key_bytes
 from .serve import max_size, resource_kind
 
 if TYPE_CHECKING:

@@ -302,6 +302,9 @@ class TrustState:
         self._size, self._range, self._note, self._last = self._read_meta()
         self.progress: ProgressFactory | None = None
         """Draws the bar shown while waiting for another process reading the log (`_begin`)."""
+        self._verified: tuple[bytes, Checkpoint] | None = None
+        """The last note this object verified by `verifier`, parsed: the floor read back with
+        the same bytes is not verified again (one Ed25519 verification per publication)."""
 
     @classmethod
     def open(cls, vkey: str, directory: Path | None = None) -> TrustState:
@@ -533,10 +536,14 @@ class TrustState:
         return self._note
 
     def floor_checkpoint(self) -> Checkpoint | None:
-        """The floor, parsed (it was verified when stored)."""
-        if self._note is None:
+        """The floor, parsed and verified by the log key (again unless this object verified
+        these very bytes before)."""
+        note = self._note
+        if note is None:
             return None
-        return verify_checkpoint(self._note, self.verifier)
+        if self._verified is None or self._verified[0] != note:
+            self._verified = (note, verify_checkpoint(note, self.verifier))
+        return self._verified[1]
 
     # -- extending -------------------------------------------------------------------------------
 
@@ -721,11 +728,12 @@ class TrustState:
         new = verify_checkpoint(note, self.verifier)
         with self._write():
             self._size, self._range, self._note, self._last = self._read_meta()
-            old = self.floor_checkpoint()
+            old = self.floor_checkpoint()  # the note published before: verified then
             same = old is not None and (new.size, new.root) == (old.size, old.root)
             if old is None or new.size > old.size or same:
                 self._put("checkpoint", note)
                 self._note = note
+                self._verified = (note, new)
 
     def continue_from(self, note: bytes) -> None:
         """Store ``note`` (signed by this key) as the floor of a state that has none, after

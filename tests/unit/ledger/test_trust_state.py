@@ -256,6 +256,36 @@ def test_the_state_is_private_and_durable(home: Path) -> None:
     root.chmod(0o700)
 
 
+def test_a_publication_verifies_its_checkpoint_once(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Raising the floor verifies the new checkpoint, not again the floor it verified before
+    (issue 21 item 7); a floor whose stored bytes changed is verified again."""
+    ledger = Ledger.open(home)
+    state = ledger.trust_state()
+    ledger.log.append([_spec(ledger, 0)])
+    verified: list[bytes] = []
+    real = trust_state.verify_checkpoint
+
+    def counting(note: bytes, *args: Any, **kwargs: Any) -> Any:
+        verified.append(note)
+        return real(note, *args, **kwargs)
+
+    monkeypatch.setattr(trust_state, "verify_checkpoint", counting)
+    for n in range(1, 4):
+        ledger.log.append([_spec(ledger, n)])
+    assert len(verified) == 3 and verified[-1] == ledger.log.checkpoint_bytes()
+    floor = state.floor_checkpoint()
+    assert floor is not None and floor.size == ledger.log.size and len(verified) == 3
+    # Other bytes in the stored floor (the signature changed): verified again, and refused.
+    note = ledger.log.checkpoint_bytes()
+    forged = note[:-6] + (b"B" if note[-6:-5] == b"A" else b"A") + note[-5:]
+    state._note = forged
+    with pytest.raises(ProvenanceError):
+        state.floor_checkpoint()
+    assert verified[-1] == forged
+
+
 @pytest.mark.parametrize("table", ["entries", "listing", "refs", "held_out", "names"])
 def test_a_row_deleted_or_added_is_refused_and_reported(home: Path, table: str) -> None:
     import sqlite3
