@@ -77,10 +77,6 @@ NEXT_LOG_KEY_NAME = "next"
 replaces ``log.key`` once the handover is published."""
 
 
-ProgressFactory = Callable[[int, str], contextlib.AbstractContextManager[Callable[[int], None]]]
-"""``(total, label) -> context manager yielding advance(n)``: a progress bar (the CLI's
-`clikit.progress`), or none."""
-
 _BAR_FROM = 2_000
 """Entries behind from which reading a log into the user's state draws a bar."""
 

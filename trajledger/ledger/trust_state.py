@@ -66,7 +66,8 @@ from .fs import write_file_atomic
 from .home import notice, state_dir
 
 if TYPE_CHECKING:
-    from .home import Ledger, ProgressFactory
+    from .batch_features import ProgressFactory
+    from .home import Ledger
 
 __all__ = [
     "NameRow",
