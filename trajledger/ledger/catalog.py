@@ -5,6 +5,15 @@ and version and by digest, O(log n)), then confirm it **from the log**: the entr
 points at is read from the log and must be the indexed one, its envelope must hash to the entry,
 and the signed statement must carry the name and version asked for (or the digest). The index is
 only a cache: a disagreement is a `CatalogMismatchError` (exit 1) that says to rebuild it.
+
+Names of other logs' records (imports bring them into this log): a name means this ledger's own
+record first; imported records never shadow it. Each imported record is also reachable by its
+origin-qualified name, ``ORIGIN+KEYHASH+NAME@VERSION`` (`origin_name` + ``+`` + the name): a
+C2SP origin is a note key name, which never holds ``+`` (nor white space), so the first ``+``
+ends the origin; ``KEYHASH`` (the 8 hex digits of the log's key ID) keeps two logs that use one
+origin name apart, and may be left out (``ORIGIN+NAME@VERSION``) while only one log of that
+origin is known. `Origins` says which log a record came from (the import records list the
+envelopes they brought).
 Non-scope: verifying signatures and the lineage (``verify.lineage``); the LanceDB audit index.
 """
 
@@ -28,9 +37,74 @@ if TYPE_CHECKING:
     from .home import Ledger
     from .trust_state import NameRow
 
-__all__ = ["Catalog", "CatalogItem", "CatalogMismatchError", "RefError"]
+__all__ = [
+    "ORIGIN_SEPARATOR",
+    "Catalog",
+    "CatalogItem",
+    "CatalogMismatchError",
+    "Origins",
+    "RefError",
+    "origin_name",
+]
 
 _HEX = re.compile(r"[0-9a-f]{6,64}")
+ORIGIN_SEPARATOR = "+"
+"""Between an origin (a C2SP note key name: no ``+``, no white space), its key hash and a name."""
+_KEYHASH = re.compile(r"([0-9a-f]{8})\+(.+)")
+
+
+def origin_name(vkey: str) -> str:
+    """How a log is named to people: ``<origin>+<key hash>``, its C2SP key ID (two logs that
+    use one origin name have different keys). The full key decides trust; this only names."""
+    return ORIGIN_SEPARATOR.join(vkey.split("+")[:2])
+
+
+class Origins:
+    """Which log each record of a ledger came from: its own, or another log an import brought
+    it from (an import record lists the envelopes of the records it logged here). Read from the
+    user's index and the import records' statements (unverified: naming, not trust)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        """Attach to a ledger (its index is brought up to date on first use)."""
+        self.ledger = ledger
+        self._vkeys: dict[int, str | None] = {}
+
+    def of(self, index: int) -> frozenset[str]:
+        """The verifier keys of the logs the record at ``index`` was imported from; empty for
+        this ledger's own records."""
+        state = self.ledger.trust_state()
+        raw = state.entry_bytes(index)
+        if raw is None:
+            return frozenset()
+        envelope = LogEntry.from_bytes(raw).envelope
+        out = set()
+        for j in state.listing(envelope):
+            if j not in self._vkeys:
+                self._vkeys[j] = self._import_vkey(j)
+            vkey = self._vkeys[j]
+            if vkey is not None:
+                out.add(vkey)
+        return frozenset(out)
+
+    def _import_vkey(self, index: int) -> str | None:
+        from trajledger.verify.log_index import read_record
+        from trajledger.verify.predicates import Import
+
+        state = self.ledger.trust_state()
+        entry = state.entry(index)
+        if entry is None or entry.kind != "import":
+            return None
+        try:
+            _st, pred = read_record(entry, self.ledger.read_blob(entry.envelope),
+                                    f"import record at log index {index}")
+        except ProvenanceError:
+            return None
+        return str(pred.log["vkey"]) if isinstance(pred, Import) else None
+
+    def names(self, index: int) -> list[str]:
+        """The origin-qualified forms of the record at ``index`` (its prefix), one per log it
+        came from: ``ORIGIN+KEYHASH``."""
+        return sorted(origin_name(v) for v in self.of(index))
 
 
 class RefError(LedgerError):
@@ -99,8 +173,16 @@ class Catalog:
         wanted = frozenset(kinds) if kinds else NAMED
         what = " or ".join(sorted(wanted)) if kinds else "artifact"
         ref = ref.strip()
-        rows, by_digest = self._rows(ref, what)
+        origins = Origins(self.ledger)
+        qualified = self._qualified(ref, what, origins)
+        if qualified is not None:
+            rows, by_digest = qualified, False
+        else:
+            rows, by_digest = self._rows(ref, what)
         hits = [r for r in rows if r.kind in wanted]
+        if not by_digest and qualified is None and len({r.subject for r in hits}) > 1:
+            # This ledger's own records win: an imported name never shadows one of them.
+            hits = [r for r in hits if not origins.of(r.index)] or hits
         distinct = {r.subject: r for r in hits}
         if not distinct:
             state = self.ledger.trust_state()
@@ -120,16 +202,68 @@ class Catalog:
             )
         if len(distinct) > 1:
             listed = ", ".join(
-                f"{r.kind} {r.name}{'@' + r.version if r.version else ''} {r.subject[:19]}…"
+                f"{r.kind} {self._qualify(r, origins)} {r.subject[:19]}…"
                 for r in list(distinct.values())[:5]
             )
-            hint = "give more of the digest" if by_digest else "use the digest instead"
+            hint = ("give more of the digest" if by_digest
+                    else "use the digest or an origin-qualified name instead")
             raise RefError(
                 f"{ref}: ambiguous, matches {len(distinct)} artifacts ({listed}); {hint}"
             )
         # The first record of an artifact is its identity record.
         row = min(hits, key=lambda r: r.index)
         return self._confirm(row, check_name=not by_digest)
+
+    @staticmethod
+    def _qualify(row: NameRow, origins: Origins) -> str:
+        """The row's name, prefixed by its origin when an import brought it."""
+        ref = f"{row.name}@{row.version}" if row.version else row.name
+        names = origins.names(row.index)
+        return f"{names[0]}{ORIGIN_SEPARATOR}{ref}" if names else ref
+
+    def _qualified(self, ref: str, what: str, origins: Origins) -> list[NameRow] | None:
+        """Rows an origin-qualified reference names (``ORIGIN+[KEYHASH+]NAME@VERSION``), or
+        None when ``ref`` is not one (no ``+``, or a name of this ledger's own holds it)."""
+        origin, sep, rest = ref.partition(ORIGIN_SEPARATOR)
+        if not sep or not origin or not rest or ref.startswith("sha256:"):
+            return None
+        forms: list[tuple[str | None, str]] = [(None, rest)]
+        m = _KEYHASH.fullmatch(rest)
+        if m is not None:
+            forms.append((m.group(1), m.group(2)))
+        out: list[NameRow] = []
+        for keyhash, name in forms:
+            try:
+                rows, _ = self._rows(name, what)
+            except RefError:
+                continue
+            for r in rows:
+                logs = [v.split("+")[:2] for v in origins.of(r.index)]
+                if any(o == origin and keyhash in (None, h) for o, h in logs):
+                    out.append(r)
+        if not out:
+            try:
+                own = self._rows(ref, what)[0]
+            except RefError:
+                own = []
+            return None if own else out
+        return out
+
+    def references(self, kind: str | None = None) -> list[str]:
+        """Every reference a user may type for the named records (of ``kind``): each record's
+        ``NAME@VERSION`` (an imported one's too, unless it is a name of this ledger's own),
+        and each imported record's origin-qualified form. What "did you mean" suggests from."""
+        origins = Origins(self.ledger)
+        rows = self.ledger.trust_state().named(kind)
+        own = {(r.name, r.version) for r in rows if not origins.of(r.index)}
+        out: set[str] = set()
+        for r in rows:
+            ref = f"{r.name}@{r.version}" if r.version else r.name
+            names = origins.names(r.index)
+            if not names or (r.name, r.version) not in own:
+                out.add(ref)
+            out.update(f"{n}{ORIGIN_SEPARATOR}{ref}" for n in names)
+        return sorted(out)
 
     def _confirm(self, row: NameRow, *, check_name: bool) -> CatalogItem:
         """Read the row's entry from the log and its statement from the store; they must say

@@ -57,6 +57,7 @@ from trajledger.verify.lineage import (
     Node,
     Report,
 )
+from trajledger.verify.merkle import CompactRange
 from trajledger.verify.note import format_signature_line, verifier_from_vkey, vkey_string
 from trajledger.verify.policy import TrustPolicy
 
@@ -119,7 +120,8 @@ def test_a_node_reached_twice_is_counted_and_drawn_once() -> None:
     ]
     r.nodes["sha256:" + "b" * 64].fail("steps.parquet", "missing")
     assert not r.ok
-    assert r.failures() == ["rollout-batch b (sha256:bbbbbbbbbbbb…) > steps.parquet: missing"]
+    assert r.failures() == ["rollout-batch b (sha256:bbbbbbbbbbbb…) > steps.parquet: missing; "
+                            "and 3 records that depend on it"]
 
 
 def test_a_failing_lineage_looks_failing() -> None:
@@ -132,8 +134,11 @@ def test_a_failing_lineage_looks_failing() -> None:
     lines = r.render()
     assert lines[0] == ("✗ FAIL: checkpoint m@1 (sha256:cccccccccccc…): 1 problem(s) in 4 "
                         "checks, in 1 node(s); 3 more fail through their lineage")
-    assert lines[2] == "✗ checkpoint m@1 (sha256:cccccccccccc…) — log index 9"
-    assert lines[3] == ("    ✗ lineage — depends on 2 failing: dataset d1@1 "
+    # Issue 19: the root cause once, right under the verdict, with what depends on it.
+    assert lines[1] == ("  ✗ cause: rollout-batch b (sha256:bbbbbbbbbbbb…) > revoked: PII (log "
+                        "index 7); and 3 records that depend on it")
+    assert lines[3] == "✗ checkpoint m@1 (sha256:cccccccccccc…) — log index 9"
+    assert lines[4] == ("    ✗ lineage — depends on 2 failing: dataset d1@1 "
                         "(sha256:111111111111…); dataset d2@1 (sha256:222222222222…)")
     assert not any(x.lstrip().startswith(("✓ checkpoint", "dataset → ✓")) for x in lines)
     doc = r.to_json()
@@ -263,6 +268,9 @@ class TamperedEvidence:
 
     def key_handovers(self) -> list[bytes]:
         return self.inner.key_handovers()
+
+    def extension(self) -> CompactRange | None:
+        return None
 
     def blob(self, digest: str) -> bytes | None:
         return self.blobs[digest] if digest in self.blobs else self.inner.blob(digest)
