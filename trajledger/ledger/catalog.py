@@ -205,8 +205,10 @@ class Catalog:
                 f"{r.kind} {self._qualify(r, origins)} {r.subject[:19]}…"
                 for r in list(distinct.values())[:5]
             )
+            imported = any(origins.of(r.index) for r in distinct.values())
             hint = ("give more of the digest" if by_digest
-                    else "use the digest or an origin-qualified name instead")
+                    else "use the digest or an origin-qualified name instead" if imported
+                    else "use the digest instead")
             raise RefError(
                 f"{ref}: ambiguous, matches {len(distinct)} artifacts ({listed}); {hint}"
             )

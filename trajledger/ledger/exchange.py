@@ -615,7 +615,6 @@ def import_bundle(
         if prior is not None and 0 < prior.size < cp.size:
             with contextlib.suppress(FileNotFoundError):
                 proof = ev.consistency_proof(prior.size, cp.size)
-        origin.check_extends(note_bytes, proof, what=what, root_at=ev.root_at)
         applied = origin.applied()
         ext = ev.extension()
         if applied is not None and cp.size > applied and (ext is None or ext.size > applied):
@@ -627,6 +626,7 @@ def import_bundle(
                 f"a bundle exported with --updates-since {applied}",
                 old=prior, new=cp,
             )
+        origin.check_extends(note_bytes, proof, what=what, root_at=ev.root_at)
         # (5)
         subject = ev.subject
         artifact = None

@@ -297,7 +297,10 @@ class Report:
         for nid in failing:
             if own[nid]:
                 continue
-            units = sum(1 for c in failed[nid] if c.cause in failing) or 1
+            # A record is an artifact failing through its lineage, or each check that follows
+            # from a cause (a bundle's terms of batches never reached); decisions are not.
+            units = sum(1 for c in failed[nid] if c.cause in failing) or int(
+                self.nodes[nid].kind in KINDS)
             total += units
             for r in blamed.get(nid, ()):
                 counts[r] = counts.get(r, 0) + units
@@ -430,7 +433,10 @@ class Report:
             "failed": f,
             "causes": [{"node": node.id, "dependents": d} for node, _c, d in self.causes()],
             "roots": list(self.roots),
-            "nodes": [node.to_json() | {"lineage": FAIL if node.id in failing else OK}
+            "nodes": [node.to_json() | {"lineage": FAIL if node.id in failing else OK,
+                                        "checks": [c.to_json() if c.cause in self.nodes
+                                                   else Check(c.what, c.status, c.detail).to_json()
+                                                   for c in node.checks]}
                       for node in self.nodes.values()],
             "edges": [e.to_json() for e in self.edges],
         }
@@ -1693,13 +1699,14 @@ class LineageVerifier:
                 nodes.setdefault(e.src, self._nodes[e.src])
                 nodes.setdefault(e.dst, self._nodes[e.dst])
                 edges.append(e)
-        # The nodes failures follow from (a key the policy does not hold) come along.
-        pending = list(nodes.values())
-        while pending:
-            for c in pending.pop().checks:
+        # A key the policy does not hold comes along as the root cause of the records naming
+        # it, when there are several (one such record is clearer shown as itself).
+        named: dict[str, int] = {}
+        for node in nodes.values():
+            for c in node.checks:
                 if c.cause is not None and c.cause not in nodes and c.cause in self._nodes:
-                    nodes[c.cause] = self._nodes[c.cause]
-                    pending.append(nodes[c.cause])
+                    named[c.cause] = named.get(c.cause, 0) + 1
+        nodes.update({k: self._nodes[k] for k, n in named.items() if n > 1})
         return Report(subject, list(roots), nodes, edges,
                       "upstream" if downstream is None else "downstream")
 

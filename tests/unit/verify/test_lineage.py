@@ -296,6 +296,10 @@ def sign_note(s: Setup, size: int, root: bytes) -> bytes:
     return text + b"\n" + format_signature_line("test/lineage", verifier.key_hash, key.sign(text))
 
 
+DEPEND = "; and 2 records that depend on it"
+"""The end of a root cause's line when the dataset and checkpoint above a batch depend on it."""
+
+
 def label(kind: str, digest: str, ref: str = "") -> str:
     return f"{kind} {ref} ({digest[:19]}…)" if ref else f"{kind} {digest[:19]}…"
 
@@ -384,12 +388,13 @@ def test_skip_data_compares_sizes_and_says_so(setup: Setup) -> None:
     assert failures == [
         f"{label('rollout-batch', setup.batch, 'b')} > steps.parquet: tampered: content hashes "
         f"to sha256:{failures[0].split('sha256:')[2][:12]}…, want {files['steps.parquet'][:19]}…"
+        f"{DEPEND}"
     ]
     path.write_bytes(bytes(data[:10]))
     failures = setup.verifier(data="size").verify(setup.checkpoint).failures()
     assert failures == [
         f"{label('rollout-batch', setup.batch, 'b')} > steps.parquet: tampered: 10 bytes, want "
-        f"{len(data)} (blob {files['steps.parquet'][:19]}…)"
+        f"{len(data)} (blob {files['steps.parquet'][:19]}…){DEPEND}"
     ]
 
 
@@ -454,7 +459,7 @@ def test_a_missing_or_replaced_envelope(setup: Setup) -> None:
     assert failures == [
         f"rollout-batch {setup.batch[:19]}… > record: log entry {index} (rollout-batch): envelope "
         f"{envelope[:19]}… is missing; restore it from a copy with 'trajledger fsck --repair "
-        "--from BUNDLE|LEDGER'"
+        f"--from BUNDLE|LEDGER'{DEPEND}"
     ]
     ev.blobs[envelope] = b"{}"
     failures = setup.verifier(ev).verify(setup.checkpoint).failures()
@@ -491,7 +496,7 @@ def test_a_predicate_type_the_policy_does_not_allow(setup: Setup) -> None:
     assert line.startswith("evaluator sha256:")
     assert line.endswith(
         ": predicate type https://trajledger.dev/attestation/evaluator/v1 is not allowed by "
-        "the policy"
+        "the policy; and 1 record that depends on it"
     )
 
 
@@ -503,6 +508,7 @@ def test_a_revocation_fails_the_lineage(setup: Setup) -> None:
     failures = setup.verifier().verify(setup.checkpoint).failures()
     assert failures == [
         f"{label('rollout-batch', setup.batch, 'b')} > revoked: wrong env (log index {rec.index})"
+        f"{DEPEND}"
     ]
 
 
@@ -562,9 +568,10 @@ def test_a_missing_blob_is_excused_only_by_an_erasure_listing_it(setup: Setup) -
     failures = setup.verifier().verify(setup.checkpoint).failures()
     assert failures == [
         f"{label('rollout-batch', setup.batch, 'b')} > episodes.parquet: blob "
-        f"{files['episodes.parquet'][:19]}… is missing"
+        f"{files['episodes.parquet'][:19]}… is missing{DEPEND}"
     ]
-    # Another artifact's erasure listing the same blob (content addressing shares blobs).
+    # Another artifact's erasure listing the same blob (content addressing shares blobs): an
+    # approver's (a producer may erase only what it produced, issue 19).
     body = {
         "reason": "legal",
         "erasedAt": "2024-01-01T00:00:00Z",
@@ -576,7 +583,7 @@ def test_a_missing_blob_is_excused_only_by_an_erasure_listing_it(setup: Setup) -
         "sha256:" + "2" * 64,
         predicates.ERASURE,
         body,
-        setup.keys["vendor"],
+        setup.keys["a"],
     )
     report = setup.verifier().verify(setup.checkpoint)
     assert report.ok, report.failures()
