@@ -830,7 +830,7 @@ def test_verify_unknown_ref(runner: CliRunner, world: World) -> None:
     expect(
         r,
         3,
-        "FAIL: nothing@9: no artifact with this reference is recorded; see 'trajledger log show'\n",
+        "FAIL: nothing@9: no artifact has this name; see 'trajledger log show'\n",
     )
 
 
@@ -1038,7 +1038,8 @@ def test_policy_set_refuses_a_rollback_of_the_serial(runner: CliRunner, world: W
         )
         expect(r, 1)
         assert r.stderr.endswith(
-            f"FAIL: policy 'test': serial {serial} does not follow serial 2\n"
+            f"FAIL: policy 'test': serial {serial} does not follow serial 2; a successor needs "
+            "a higher serial (serial = 3)\n"
         )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from .clikit import OUT_PATH, Context, emit_json, ok, pass_ctx, warn
+from .clikit import JSON_OPTION, OUT_PATH, Context, emit_json, emit_result, ok, pass_ctx, warn
 
 __all__ = ["log_add_cosignature", "log_serve", "monitor"]
 
@@ -23,8 +23,9 @@ __all__ = ["log_add_cosignature", "log_serve", "monitor"]
               help="Address to listen on (loopback by default; put TLS in front for others).")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
               help="Port (0: any free port, printed).")
+@JSON_OPTION
 @pass_ctx
-def log_serve(ctx: Context, host: str, port: int) -> None:
+def log_serve(ctx: Context, host: str, port: int, as_json: bool) -> None:
     """Serve the log read-only over HTTP as a C2SP tiled log: /checkpoint and the tiles, and
     the envelopes the policy in force publishes (its 'publish' setting: revocations, erasures
     and policies by default) at /envelopes/<hex>.
@@ -59,7 +60,8 @@ def log_serve(ctx: Context, host: str, port: int) -> None:
     shown = ", ".join(kinds) if kinds else "none"
     ok(f"log {ledger.log.origin} served read-only at {server.url} (vkey {ledger.log.vkey}); "
        f"envelopes published: {shown}; Ctrl-C stops")  # fmt: skip
-    click.echo(server.url)
+    emit_result(as_json, server.url, {"url": server.url, "origin": ledger.log.origin,
+                                      "vkey": ledger.log.vkey, "published": list(kinds)})
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -79,6 +81,10 @@ def log_add_cosignature(ctx: Context, file: Path, witnesses: tuple[str, ...]) ->
 
     Each named witness's cosignature must verify over the log's current checkpoint; bundles
     exported from now on carry it, for buyers whose policy requires witnesses.
+
+    \b
+    Example:
+      trajledger log add-cosignature cosigned.txt --witness 'witness+1a2b3c4d+AbC...='
     """
     from .monitor import merge_cosignatures
 
@@ -137,9 +143,10 @@ def monitor(
     memory is per log, in your state directory ($TRAJLEDGER_STATE_DIR).
 
     \b
-    Example (a buyer's daily cron job):
-      trajledger monitor https://vendor.example/log/ --vkey "$VENDOR_VKEY" \\
-          --key approver --fail-on-revocation
+    Examples:
+      trajledger monitor https://logs.example.com/acme --vkey 'acme/rollouts+1a2b3c4d+AbC...='
+      trajledger monitor URL --vkey VKEY --cosign-key witness --out cosigned.txt
+      trajledger monitor URL --vkey VKEY --key approver --fail-on-revocation   # daily cron
     """
     from trajledger.verify.errors import ConsistencyError, VerificationError
 
