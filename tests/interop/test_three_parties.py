@@ -295,12 +295,13 @@ def second_act(a: Party, b: Party, tmp_path: Path, a_vkey: str, witness: str,
     brings it in a few kilobytes; B's gate refuses the dataset, ``impact`` names B's checkpoint;
     the auditor's ``python -m verify`` of B's new checkpoint bundle fails naming A's revocation."""
     a.run("revoke", batches[0], "--reason", "consent withdrawn", "--key", "vendor")
+    origin = "+".join(a_vkey.split("+")[:2])  # how B names A's log: ORIGIN+KEYHASH
     served, url = serve(a)
     try:
         # B watches A's log without an approver key at hand: the revocation is pending.
         r = b.run("monitor", url, "--vkey", a_vkey, "--cosign-key", "witness", "--out",
                   tmp_path / "cosigned-6", "--fail-on-revocation", code=1)  # fmt: skip
-        assert f"pending: revocation at log index 5 of {a_vkey.rsplit('+', 1)[0]}" \
+        assert f"pending: revocation at log index 5 of {origin}" \
             f" about rollout-batch grid-1 (sha256:{batches[0][7:19]}…), which you hold: not " \
             "taken in (pass --key APPROVER to apply it)" in r.stderr, r.stderr  # fmt: skip
     finally:
@@ -312,7 +313,6 @@ def second_act(a: Party, b: Party, tmp_path: Path, a_vkey: str, witness: str,
     a.run("export", "--updates-since", "5", "--out", update)
     assert update.stat().st_size < 8192  # the revocation travels alone
     r = b.run("import", update, "--key", "approver")
-    origin = f"{a_vkey.rsplit('+', 1)[0]}"
     assert (f"WARNING: revoked by {origin}: rollout-batch grid-1 (sha256:{batches[0][7:19]}…): "
             "consent withdrawn (signed by ") in r.stderr, r.stderr
     assert f"affected here: checkpoint grid-policy@1 ({ckpt[:19]}…) is built on rollout-batch " \

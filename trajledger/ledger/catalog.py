@@ -263,9 +263,12 @@ class Catalog:
             rows, by_digest = self._rows(ref)
         hits = [r for r in rows if r.kind in wanted]
         if not by_digest and qualified is None and len({r.subject for r in hits}) > 1:
-            # This ledger's own records win: an imported name never shadows one of them.
-            hits = [r for r in hits if not origins.of(r.index)] or hits
-        distinct = {r.subject: r for r in hits}
+            # This ledger's own artifacts win: an imported name never shadows one of them (an
+            # import record, this ledger's own, is named after the artifact it brought).
+            mine = {r.subject for r in hits if r.kind != "import" and not origins.of(r.index)}
+            hits = [r for r in hits if r.subject in mine] or hits
+        # One row per artifact, its own record's rather than its import record's.
+        distinct = {r.subject: r for r in sorted(hits, key=lambda r: r.kind != "import")}
         if not distinct:
             state = self.ledger.trust_state()
             unread = [

@@ -1326,9 +1326,11 @@ def _check_terms(
         elif got != terms:
             bundle.fail("terms", f"{INDEX_NAME} states {got.describe()} for batch "
                         f"{digest[:19]}…; its signed record states {terms.describe()}")
+    # Batches a failing subject kept the walk from reaching follow from its failure.
+    cause = next((r for r in report.roots if r in report.failing()), None)
     for digest in sorted(set(stated) - set(signed)):
         bundle.fail("terms", f"{INDEX_NAME} states terms for {digest[:19]}…, which is not a "
-                    "verified rollout batch of this lineage")
+                    "verified rollout batch of this lineage", cause)
     if signed and set(signed) == set(stated):
         by_licence: dict[str, int] = {}
         for t in signed.values():
