@@ -374,3 +374,28 @@ def test_one_missing_key_is_one_root_cause(
     assert report["causes"][0]["dependents"] == 2
     terms = [c for n in report["nodes"] for c in n["checks"] if c["what"] == "terms"]
     assert len(terms) == 2 and all(c["cause"] == ckpt for c in terms)
+
+
+# -- item 3: what the vendor publishes; an envelope withheld fails closed, for its own data only --
+
+
+def test_a_withheld_revocation_fails_closed_only_for_the_vendors_own_data(
+    trained: tuple[Vendor, Buyer, str],
+) -> None:
+    vendor, buyer, _ckpt = trained
+    policy = vendor.home / "policy.toml"
+    text = policy.read_text()
+    assert "serial = 1" in text
+    policy.write_text(text.replace("serial = 1", 'serial = 2\nformat = 3\npublish = ["erasure"]'))
+    vendor.run("policy", "set", policy, "--key", "vendor")
+    vendor.run("revoke", vendor.batches[0], "--reason", "withheld", "--key", "vendor")
+    for url in served(vendor):
+        r = buyer.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver",
+                      "--fail-on-revocation", "--json", code=1)  # fmt: skip
+        updates = json.loads(r.stdout)["updates"]
+        assert [x["digest"] for x in updates["unreadable"]] == [vendor.batches[0]]
+        assert updates["revoked"] == []
+        assert "its envelope is not here (not published), so every decision about it fails " \
+            "until it is" in r.stderr  # fmt: skip
+    r = buyer.run("admit", "bh@1", code=1)
+    assert f"rollout-batch vendor-1 ({short(vendor.batches[0])})" in r.stderr, r.stderr

@@ -639,9 +639,13 @@ def import_bundle(
                                 (), Changes(origin_name(ev.index.vkey)))
         entries = dict(ev.entries())
         start = ext.size if ext is not None else None
+        logs = {ev.index.vkey}  # this log's keys: its current one and those it rotated from
+        for h in ev.key_handovers():  # verified by verify_bundle
+            logs |= {parse_handover(h).old, parse_handover(h).new}
         taken, consulted = select(ledger, entries, extension=start,
                                   asked=set(report.nodes),
-                                  have=lambda d: d in ev.objects or ledger.store.exists(d))
+                                  have=lambda d: d in ev.objects or ledger.store.exists(d),
+                                  logs=logs)
         update = Update(ev.index.vkey, note_bytes, entries, taken, consulted,
                         lambda i: ev.inclusion_proof(i, cp.size), ev.objects, artifact,
                         cp.size, not ev.index.omitted)

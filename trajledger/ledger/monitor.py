@@ -519,7 +519,8 @@ def watch_updates(
                              f"hashes to {digest_bytes(data)}")
         fetched[entry.envelope] = data
     taken, consulted = select(ledger, entries, extension=applied, asked=set(),
-                              have=lambda d: d in fetched or ledger.store.exists(d))
+                              have=lambda d: d in fetched or ledger.store.exists(d),
+                              logs={result.vkey})
     # (4)
     what = f"log {origin_name(result.vkey)} at {log.url}"
     if not taken and not consulted:

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,6 +77,7 @@ __all__ = [
     "Changes",
     "Update",
     "apply_update",
+    "from_log",
     "held",
     "label",
     "origin_state",
@@ -298,9 +299,18 @@ def held(ledger: Ledger, digest: str) -> bool:
                for i in state.about(digest))
 
 
+def from_log(ledger: Ledger, digest: str, logs: Collection[str]) -> bool:
+    """True when this ledger holds a record of the artifact ``digest`` that an import brought
+    from the log of one of the verifier keys ``logs``."""
+    state = ledger.trust_state()
+    origins = Origins(ledger)
+    return any((e := state.entry(i)) is not None and KINDS[e.kind].lineage
+               and origins.of(i) & set(logs) for i in state.about(digest))
+
+
 def select(
     ledger: Ledger, entries: Mapping[int, bytes], *, extension: int | None, asked: set[str],
-    have: Callable[[str], bool],
+    have: Callable[[str], bool], logs: Collection[str],
 ) -> tuple[list[int], list[int]]:
     """Which entries of another log to take in, and which to consult only.
 
@@ -311,7 +321,10 @@ def select(
         3. An entry of the extension is taken in when it is about an artifact asked for or
            held here (`held`), with its envelope (``have``), or without it when it can stop a
            use of data (a revocation or erasure whose envelope the party did not publish:
-           then it fails closed here). Every other entry is another party's record.
+           then it fails closed here) of an artifact asked for or brought from this very log
+           (``logs``: its verifier keys; `from_log`): a party cannot make decisions about
+           another party's artifacts, or this ledger's own, fail by withholding an envelope.
+           Every other entry is another party's record.
 
     Returns:
         ``(taken, consulted)`` indices, ascending.
@@ -329,8 +342,11 @@ def select(
             taken.append(i)
             continue
         # (3)
-        if (entry.subject in asked or held(ledger, entry.subject)) and (
-                have(entry.envelope) or KINDS[entry.kind].restricts):
+        asked_for = entry.subject in asked
+        if not (asked_for or held(ledger, entry.subject)):
+            continue
+        if have(entry.envelope) or (KINDS[entry.kind].restricts and (
+                asked_for or from_log(ledger, entry.subject, logs))):
             taken.append(i)
     return taken, consulted
 
