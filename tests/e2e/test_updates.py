@@ -399,3 +399,37 @@ def test_a_withheld_revocation_fails_closed_only_for_the_vendors_own_data(
             "until it is" in r.stderr  # fmt: skip
     r = buyer.run("admit", "bh@1", code=1)
     assert f"rollout-batch vendor-1 ({short(vendor.batches[0])})" in r.stderr, r.stderr
+
+
+# -- item 1: a vendor's published key compromise --------------------------------------------------
+
+
+def test_a_vendors_key_compromise_revokes_what_it_signed_here(
+    trained: tuple[Vendor, Buyer, str], tmp_path: Path
+) -> None:
+    vendor, buyer, ckpt = trained
+    applied = vendor.size()
+    vendor.run("key", "new", "vendor-new", "--no-encrypt")
+    keyid = json.loads(vendor.run("key", "list", "--json").stdout)
+    old = next(k["keyid"] for k in keyid if k["name"] == "vendor")
+    new = tmp_path / "new.toml"
+    vendor.run("policy", "init", "--roles", "producer", "--producer", "vendor-new", "--out", new)
+    new.write_text(new.read_text().replace("serial = 1", "serial = 2")
+                   + f'\n[[revoked_keys]]\nkey = "{old}"\ncompromised_since = 0\n'
+                   'reason = "stolen laptop"\n')  # fmt: skip
+    vendor.run("policy", "set", new, "--key", "vendor", "--yes")
+    update = tmp_path / "update.tar.zst"
+    vendor.run("export", "--updates-since", str(applied), "--out", update)
+    r = buyer.run("import", update, "--key", "approver")
+    line = next(x for x in r.stderr.splitlines() if " is compromised " in x)
+    assert line.startswith(f"WARNING: key {old[:16]} of {vendor.origin} is compromised ("), line
+    assert "revoked here what it signed since: " in line and "rollout-batch vendor-1" in line
+    # From the first of its records this import logged here; none: from now on.
+    assert line.endswith('your policy still trusts it as producer: record a successor without it '
+                         f'and with [[revoked_keys]] key = "{old}", compromised_since = '
+                         f"{buyer.size()}"), line  # fmt: skip
+    assert f"WARNING: affected here: checkpoint bh-policy@1 ({short(ckpt)}) is built on " \
+        in r.stderr, r.stderr  # fmt: skip
+    # The buyer's gate refuses what that key signed.
+    r = buyer.run("admit", "bh@1", code=1)
+    assert "declares compromised (compromised since log index 0: stolen laptop" in r.stderr

@@ -542,10 +542,11 @@ def _compromises(ledger: Ledger, policy: TrustPolicy, signers: Sequence[Signer],
         1. Its policy in force, followed from its first policy through every policy record this
            ledger has seen of it (import records) and this update's, by its own rules; a
            history that cannot be followed declares nothing.
-        2. For each key it revokes: the artifacts held here whose record it signed at or after
-           ``compromised_since`` (of that log: its indices and its entry times) are revoked
-           here, signed by the first of ``signers``, unless a revocation of them already counts
-           here.
+        2. For each key it revokes that one of its own policies held (a party cannot declare
+           another party's key compromised): the artifacts held here whose record it signed at
+           or after ``compromised_since`` (of that log: its indices and its entry times) are
+           revoked here, signed by the first of ``signers``, unless a revocation of them
+           already counts here.
         3. When the key holds a role of ``policy`` that does not revoke it, the report says to
            add it to ``revoked_keys``, from this log's index of its first record taken in
            after the compromise (or now).
@@ -573,10 +574,17 @@ def _compromises(ledger: Ledger, policy: TrustPolicy, signers: Sequence[Signer],
     theirs, _notes = follow_history(None, records)
     if theirs is None or not theirs.revoked_keys:
         return
+    # A party declares compromised only keys its own policies held: not another party's whose
+    # records it imported into its log.
+    own = {k for p in (theirs, *(q for _i, q in theirs.earlier))
+           for role in ("producer", "approver", "trainer", "evaluator")
+           for k in p.role(role).keyids}
     state = ledger.trust_state()
     verifier = LineageVerifier(ledger_evidence(ledger), policy, index=state, data="size")
     try:
         for rk in theirs.revoked_keys:
+            if rk.keyid not in own:
+                continue
             # (2)
             hits = {e.subject: i for i, e in sorted(seen.items()) if KINDS[e.kind].lineage
                     and rk.keyid in e.signers and rk.covers(i, e.time)
