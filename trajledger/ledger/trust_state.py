@@ -47,7 +47,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -660,14 +660,18 @@ class TrustState:
             self._put("checkpoint", note)
             self._size, self._range, self._note, self._last = rng.size, rng, note, last
 
-    def check_extends(self, note: bytes, proof: Sequence[bytes] = (), *, what: str) -> bool:
+    def check_extends(self, note: bytes, proof: Sequence[bytes] = (), *, what: str,
+                      root_at: Callable[[int], bytes | None] | None = None) -> bool:
         """Check that the signed checkpoint ``note`` extends the floor (without storing it).
 
         Steps:
             1. Verify ``note`` with the log's key.
             2. Against the floor: a smaller tree is a rollback, another root at the same size a
                fork; a larger tree needs ``proof``, a consistency proof from the floor's size,
-               and must pass it (else it is unprovable, or a fork).
+               and must pass it (else it is unprovable, or a fork); or ``root_at``, the roots
+               the log's extension (every entry since a size at or below the floor's, which
+               rebuild ``note``'s root) gives, whose root at the floor's size must be the
+               floor's.
 
         Returns:
             True when ``note`` is a larger tree than the floor (it would advance it).
@@ -696,6 +700,13 @@ class TrustState:
                 raise ConsistencyError(f"{what}: fork: two roots at one size: {both}",
                                        old=old, new=new)
             return False
+        rebuilt = root_at(old.size) if root_at is not None else None
+        if rebuilt is not None:
+            if rebuilt != old.root:
+                raise ConsistencyError(f"{what}: fork: {both}: the log's entries give root "
+                                       f"{rebuilt.hex()[:16]}… at size {old.size}",
+                                       old=old, new=new)
+            return True
         if not proof and old.size > 0:
             raise ConsistencyError(
                 f"{what}: unprovable: no consistency proof from size {old.size} ({both}); ask "
@@ -710,17 +721,30 @@ class TrustState:
                                    proof=list(proof)) from e
         return True
 
-    def advance_floor(self, note: bytes, proof: Sequence[bytes] = (), *, what: str) -> None:
+    def advance_floor(self, note: bytes, proof: Sequence[bytes] = (), *, what: str,
+                      root_at: Callable[[int], bytes | None] | None = None,
+                      applied: int | None = None) -> None:
         """Remember a newer signed checkpoint of this log, seen without reading its entries
-        (another party's log, through a bundle or a monitor), after `check_extends`.
+        (another party's log, through a bundle or a monitor), after `check_extends`; with
+        ``applied``, also that every entry up to that size was applied (`applied`).
 
         Raises:
             ConsistencyError, FormatError, SignatureError: as `check_extends`.
         """
         with self._write():
-            if self.check_extends(note, proof, what=what):
+            if self.check_extends(note, proof, what=what, root_at=root_at):
                 self._put("checkpoint", note)
                 self._note = note
+            if applied is not None and applied > (self.applied() or 0):
+                self._put("applied", str(applied).encode())
+
+    def applied(self) -> int | None:
+        """The other party's log as applied here: every entry below this size was examined
+        and the ones about what the ledger holds taken in (by an import of its extension, or
+        a monitor that applied it); None when nothing was. The floor (`floor`) is the size
+        checked for consistency, which a monitor may raise without applying."""
+        raw = self._meta("applied")
+        return None if raw is None else int(raw.decode())
 
     def published(self, note: bytes) -> None:
         """Raise the floor to a checkpoint this process's own log writer just published (its
@@ -1013,6 +1037,7 @@ def continue_trust(
     proof: Callable[[int, int], Sequence[bytes]],
     *,
     what: str,
+    distinct: Collection[str] = (),
 ) -> None:
     """Carry this user's floor of a log over to ``state``, a key of it seen for the first time.
 
@@ -1032,6 +1057,10 @@ def continue_trust(
         handovers: the log's key handover notes (any order).
         proof: ``(old size, new size) -> consistency proof`` from the log (or the bundle).
         what: names the checkpoint in messages.
+        distinct: log keys the caller trusts on their own (a policy's ``roles.log``): when
+            ``state``'s key is one, a key of the same origin whose handovers do not lead to it
+            is another log that happens to use the same origin name (two vendors), not key
+            confusion, and nothing is carried over from it.
 
     Raises:
         TamperError: key confusion, a bad handover, or a checkpoint that does not extend what
@@ -1042,15 +1071,29 @@ def continue_trust(
     # (1)
     earlier = state.siblings()
     # (2) (3)
+    carried = 0
     try:
         for old in earlier:
+            if state.vkey in distinct and not _reaches(old, handovers, state.vkey):
+                continue  # another log of the same origin name, trusted on its own
             _check_continuation(state, cp, old, handovers, proof, what)
+            carried += 1
     finally:
         for old in earlier:
             old.close()
     # (4)
-    if earlier:
+    if carried:
         state.continue_from(note)
+
+
+def _reaches(old: TrustState, handovers: Sequence[bytes], vkey: str) -> bool:
+    """Whether the key handovers lead from ``old``'s key to ``vkey`` (a rotation)."""
+    from trajledger.verify.log_key import key_chain
+
+    try:
+        return vkey in [h.new for h in key_chain(old.vkey, handovers)]
+    except ProvenanceError:
+        return False
 
 
 def _check_continuation(
