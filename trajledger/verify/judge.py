@@ -37,6 +37,8 @@ from .predicates import (
     Erasure,
     Evaluation,
     Predicate,
+    Revocation,
+    RolloutBatch,
     Sealed,
     split_test_name,
 )
@@ -47,7 +49,8 @@ from .times import format_time, parse_time
 
 __all__ = ["CLOCK_SKEW", "REPAIR_HINT", "Record", "RecordFailure", "approvals", "authority",
            "erasure_note", "evaluation_problems", "gist", "held_out", "judge_record", "key_node",
-           "release_named", "release_requirement", "signed_by", "signing_keys", "stored_files"]
+           "release_named", "release_requirement", "signed_by", "signing_keys", "standing",
+           "stored_files"]
 
 CLOCK_SKEW = 300
 """Seconds a signed time may run ahead of the time the log integrated its record (clocks
@@ -279,6 +282,21 @@ def key_node(failure: RecordFailure, policy: TrustPolicy) -> Node:
               f"count under policy {policy.name!r} serial {policy.serial}; if you trust its "
               f"owner as {roles}, add the key {keyid} to the policy")
     return node
+
+
+def standing(node: Node, predicate: Predicate, revocations: Iterable[Record],
+             policy: TrustPolicy) -> None:
+    """Add an artifact's standing to ``node``: each verified revocation of it (``revocations``)
+    fails it; a rollout batch's licence must be one the policy accepts (its terms)."""
+    for r in revocations:
+        reason = r.predicate.reason if isinstance(r.predicate, Revocation) else ""
+        node.fail("revoked", f"{reason} (log index {r.index})")
+    if isinstance(predicate, RolloutBatch):
+        problem = policy.licence_problem(predicate.licence)
+        if problem is not None:
+            node.fail("licence", problem)
+        elif policy.accepted_licences is not None:
+            node.add("licence", OK, f"{predicate.licence} (accepted by the policy)")
 
 
 # -- the rules of training on a dataset -------------------------------------------------------

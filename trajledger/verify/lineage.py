@@ -65,6 +65,7 @@ from .judge import (
     key_node,
     release_named,
     release_requirement,
+    standing,
     stored_files,
 )
 from .kinds import CHECKPOINT_ROLES, KINDS, NAMED, Dependency, name_version
@@ -78,8 +79,6 @@ from .predicates import (
     Evaluation,
     Provenance,
     Release,
-    Revocation,
-    RolloutBatch,
     Sealed,
 )
 from .report import (
@@ -337,16 +336,7 @@ class LineageVerifier:
         node.signers = tuple(sorted(rec.signers))
         node.add("record", OK, "signature, role and inclusion verified")
         # (2)
-        for r in self._status(node, digest, "revocation"):
-            reason = r.predicate.reason if isinstance(r.predicate, Revocation) else ""
-            node.fail("revoked", f"{reason} (log index {r.index})")
-        if isinstance(rec.predicate, RolloutBatch):
-            # The terms the data travels with: the policy may accept only some licences.
-            problem = self.policy.licence_problem(rec.predicate.licence)
-            if problem is not None:
-                node.fail("licence", problem)
-            elif self.policy.accepted_licences is not None:
-                node.add("licence", OK, f"{rec.predicate.licence} (accepted by the policy)")
+        standing(node, rec.predicate, self._status(node, digest, "revocation"), self.policy)
         erasures = self._status(node, digest, "erasure")
         erased = erasures[0] if erasures else None
         # (3)
