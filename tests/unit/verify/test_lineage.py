@@ -46,7 +46,7 @@ from trajledger.runner.train import train
 from trajledger.verify import blobs as blobs_module
 from trajledger.verify import predicates
 from trajledger.verify.checkpoint import Checkpoint
-from trajledger.verify.evidence import LedgerDirEvidence
+from trajledger.verify.ledger_dir import LedgerDirEvidence
 from trajledger.verify.lineage import (
     ERASED,
     FAIL,
