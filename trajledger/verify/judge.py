@@ -17,7 +17,6 @@ Spec: schemas/SPEC.md, section "Lineage verification".
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,7 +47,7 @@ from .statement import Statement, unsigned_statement, verify_statement
 from .times import format_time, parse_time
 
 __all__ = ["CLOCK_SKEW", "REPAIR_HINT", "Record", "RecordFailure", "approvals", "authority",
-           "erasure_note", "evaluation_problems", "gist", "held_out", "judge_record", "key_node",
+           "erasure_note", "evaluation_problems", "held_out", "judge_record", "key_node",
            "release_named", "release_requirement", "signed_by", "signing_keys", "standing",
            "stored_files"]
 
@@ -487,35 +486,3 @@ def erasure_note(erased: Record, extra: str = "") -> str:
     reason = pred.reason if isinstance(pred, Erasure) else ""
     return (f"{reason} (log index {erased.index})" + (f"; {extra}" if extra else "")
             + "; digests and signed records still verify")
-
-
-_GIST_CHARS = 160
-"""How much of a record's predicate `gist` shows."""
-_TIME = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z")
-
-
-def gist(predicate: Any) -> str:
-    """A record's plain fields, ``key: value; ...`` (numbers one level deep too; digests cut),
-    for a picture: what an approval, revocation or evaluation says, read generically."""
-
-    def plain(value: Any) -> str | None:
-        if isinstance(value, bool) or value is None:
-            return None if value is None else str(value).lower()
-        if isinstance(value, int | float):
-            return f"{value:.4g}" if isinstance(value, float) else str(value)
-        if isinstance(value, str):
-            return _short(value) if value.startswith("sha256:") else value
-        return None
-
-    parts: list[str] = []
-    nested: list[str] = []  # then the numbers one level down (an evaluation's metrics)
-    times: list[str] = []  # last: what a record says comes before when it said it
-    for key, value in (predicate.items() if isinstance(predicate, dict) else ()):
-        if isinstance(value, dict):
-            nested += [f"{key}.{k}: {t}" for k, v in value.items()
-                       if not isinstance(v, dict | str) and (t := plain(v)) is not None]
-        elif (text := plain(value)) is not None:
-            (times if _TIME.fullmatch(text) else parts).append(f"{key}: {text}")
-    out = "; ".join(parts + nested + times)
-    return out if len(out) <= _GIST_CHARS else out[: _GIST_CHARS - 1] + "…"
-

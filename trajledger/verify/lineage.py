@@ -28,7 +28,7 @@ The result is a DAG: one `Node` per artifact (keyed by digest), verified once ho
 artifacts use it, with `Edge`s carrying the dependency's role. Rendering it as text shows each
 node once and refers back ("see above"); its JSON is a node table plus an edge list
 (``schemas/report.v1.md``). The cost is linear in nodes + edges. On request
-(`LineageVerifier.with_records`), a report also carries the records about its artifacts that
+(`verify.impact.with_records`), a report also carries the records about its artifacts that
 are not nodes of it (`Mark`: approvals, revocations, erasures, evaluations...), each verified
 as a record, for a picture of the lineage.
 The work is split as python-tuf splits its updater from ``TrustedMetadataSet``: this module
@@ -44,7 +44,8 @@ Spec: schemas/SPEC.md, section "Lineage verification"; schemas/report.v1.md.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from .blobs import BlobHasher, DataMode
 from .digest import digest_bytes, parse_digest
@@ -59,7 +60,6 @@ from .judge import (
     authority,
     erasure_note,
     evaluation_problems,
-    gist,
     held_out,
     judge_record,
     key_node,
@@ -122,14 +122,17 @@ __all__ = [
 ]
 
 
+T = TypeVar("T")
+
+
 class LineageVerifier:
     """Verifies artifacts and their lineage from one evidence source under one policy.
 
-    Build it once per evidence source: the log is checked on construction (`TrustedLog`); then
-    `verify`, `impact` and `artifact` may be called for several digests. Every record and
-    artifact is verified once (memoised); data blobs are re-hashed by the blob checker (a
-    thread pool, `BlobHasher`) while signatures are checked, and `finish` (called by `verify`
-    and `impact`) collects the results.
+    Build it once per evidence source: the log is checked on construction (`TrustedLog`);
+    then `verify`, `artifact` (and `verify.impact.impact`) may be called for several digests.
+    Every record and artifact is verified once (memoised); data blobs are re-hashed by the
+    blob checker (a thread pool, `BlobHasher`) while signatures are checked, and `finish`
+    (called by `verify` and `run`) collects the results.
     """
 
     def __init__(
@@ -193,7 +196,7 @@ class LineageVerifier:
 
     # -- records ---------------------------------------------------------------------------------
 
-    def _entry(self, index: int) -> LogEntry | None:
+    def entry(self, index: int) -> LogEntry | None:
         """The index's entry at ``index``, parsed once per verifier (it asks many times)."""
         if index not in self._entries:
             self._entries[index] = self.index.entry(index)
@@ -201,7 +204,7 @@ class LineageVerifier:
 
     def _kind_at(self, index: int, kind: str) -> LogEntry | None:
         """The entry at ``index`` when it is of ``kind``."""
-        e = self._entry(index)
+        e = self.entry(index)
         return e if e is not None and e.kind == kind else None
 
     def records(self, subject: str, kind: str) -> list[int]:
@@ -210,7 +213,7 @@ class LineageVerifier:
         if found is None:
             found = [
                 (i, e.kind) for i in self.index.about(subject)
-                if (e := self._entry(i)) is not None
+                if (e := self.entry(i)) is not None
             ]
             self._about[subject] = found
         return [i for i, k in found if k == kind]
@@ -232,7 +235,7 @@ class LineageVerifier:
     def _record(self, index: int) -> Record | RecordFailure:
         if self.checkpoint is None:
             return RecordFailure(index, "no verified log checkpoint", True, "log")
-        entry = self._entry(index)
+        entry = self.entry(index)
         raw = self.index.entry_bytes(index)
         if entry is None or raw is None:
             return RecordFailure(index, f"log entry {index} is not available", True)
@@ -261,6 +264,11 @@ class LineageVerifier:
             self._nodes[cause] = key_node(failure, self.policy)
             self._edges[cause] = []
         return cause
+
+    def dependencies(self, digest: str) -> list[Dependency]:
+        """The dependencies of a verified artifact its identity record names (empty when it
+        does not verify, or has not been verified)."""
+        return self._deps.get(digest, [])
 
     def identity_record(self, digest: str, kind: str) -> Record | RecordFailure | None:
         """The identity record of an artifact: its first record of ``kind`` (None: none)."""
@@ -551,8 +559,8 @@ class LineageVerifier:
 
         held_out(node, label,
                  ((i, b, self.record(i)) for b in ds.batches for i in self.index.listing(b)
-                  if other(self._entry(i), i)),
-                 [i for i in self.index.unreadable() if other(self._entry(i), i)])
+                  if other(self.entry(i), i)),
+                 [i for i in self.index.unreadable() if other(self.entry(i), i)])
         # (4)
         self.approvals(node, label, digest, purpose or ds.purpose, before, at_time)
 
@@ -673,25 +681,21 @@ class LineageVerifier:
     def primary_kind(self, digest: str) -> str | None:
         """The kind an artifact is recorded as (its first named record), or None."""
         for i in self.index.about(digest):
-            e = self._entry(i)
+            e = self.entry(i)
             if e is not None and e.kind in NAMED:
                 return e.kind
         return None
 
-    def _walk(self, digest: str, kind: str, walk: bool) -> list[Edge]:
-        """Verify ``digest`` upstream, or (``walk``) downstream; then `finish`. On any
-        exception the blob checker is closed (`close`) before it propagates."""
+    def run(self, walk: Callable[[], T]) -> T:
+        """Run ``walk`` (verification with this verifier), then `finish`. On any exception
+        the blob checker is closed (`close`) before it propagates."""
         try:
-            if not walk:
-                self.artifact(digest, kind)
-                down: list[Edge] = []
-            else:
-                down = self._downstream(digest, kind)
+            out = walk()
         except BaseException:
             self.close()
             raise
         self.finish()
-        return down
+        return out
 
     def verify(self, digest: str) -> Report:
         """Verify an artifact of any kind and its lineage; returns the report (upstream)."""
@@ -704,7 +708,7 @@ class LineageVerifier:
             self._nodes.setdefault(digest, missing)
             self.finish()
         else:
-            self._walk(digest, kind, False)
+            self.run(lambda: self.artifact(digest, kind))
         return self.report(digest, ["log", digest])
 
     def decision(self, node: Node, links: Iterable[Edge] = ()) -> None:
@@ -749,83 +753,3 @@ class LineageVerifier:
         nodes.update({k: self._nodes[k] for k, n in named.items() if n > 1})
         return Report(subject, list(roots), nodes, edges,
                       Direction.UPSTREAM if downstream is None else Direction.DOWNSTREAM)
-
-    def impact(self, digest: str) -> Report:
-        """Everything downstream of ``digest``: the artifacts whose lineage includes it, each
-        verified (memoised), with the edges that reach them. Cost: O(downstream)."""
-        parse_digest(digest, "artifact digest")
-        kind = self.primary_kind(digest)
-        if kind is None:
-            return self.verify(digest)
-        # Everything downstream was built on the subject: when it fails, they fail through
-        # their lineage (`Report.failing`), each counted once as the subject's problem.
-        return self.report(digest, ["log", digest], self._walk(digest, kind, True))
-
-    def with_records(self, report: Report) -> Report:
-        """``report`` with the records about its artifacts that are not nodes of it (`Mark`),
-        found generically from the kinds (`verify.kinds`), in log order:
-
-        - every record whose subject is an artifact of the report and whose kind is not an
-          artifact kind (approvals, revocations, erasures, refusals, imports...);
-        - every record of an artifact kind that judges (`Kind.judges`: evaluations,
-          releases) and names an artifact of the report as a dependency, when it is not a
-          node itself.
-
-        Each is verified as a record (`record`: signature, role, inclusion); what it decides
-        is already in the checks of the nodes (a revocation fails its artifact, approvals
-        count in the checkpoint's use of a dataset). Call it after `verify` or `impact`.
-        """
-        found: dict[int, list[tuple[str, str]]] = {}
-        for nid, node in report.nodes.items():
-            if node.kind not in KINDS:
-                continue
-            for i in self.index.about(nid):
-                e = self._entry(i)
-                if e is not None and e.kind in KINDS and not KINDS[e.kind].lineage:
-                    found.setdefault(i, []).append((nid, e.kind))
-            for i, role in self.index.referrers(nid):
-                e = self._entry(i)
-                if (e is not None and e.kind in KINDS and KINDS[e.kind].lineage
-                        and KINDS[e.kind].judges and e.subject not in report.nodes):
-                    found.setdefault(i, []).append((nid, role))
-        marks = []
-        for i in sorted(found):
-            rec = self.record(i)
-            entry = self._entry(i)
-            assert entry is not None
-            if isinstance(rec, Record):
-                status, detail = OK, gist(rec.statement.predicate)
-                signers = tuple(sorted(rec.signers))
-            else:
-                status = FAIL if rec.damaged else INFO
-                detail = rec.message if rec.damaged else f"ignored: {rec.message}"
-                signers = entry.signers
-            marks.append(Mark(i, entry.kind, tuple(dict.fromkeys(found[i])), signers, status,
-                              detail))
-        return Report(report.subject, report.roots, report.nodes, report.edges,
-                      report.direction, marks)
-
-    def _downstream(self, digest: str, kind: str) -> list[Edge]:
-        """Verify ``digest`` and walk the referrers: the edges reaching it."""
-        self.artifact(digest, kind, follow=False)
-        down: list[Edge] = []
-        seen = {digest}
-        todo = [digest]
-        while todo:
-            d = todo.pop()
-            for i, role in self.index.referrers(d):
-                e = self._entry(i)
-                if e is None:
-                    continue
-                src = e.subject
-                # A referrer counts only when its own verified identity record names the edge.
-                src_node = self.artifact(src, e.kind, follow=False)
-                if src_node.index != i or not any(
-                    dep.digest == d and dep.role == role for dep in self._deps.get(src, [])
-                ):
-                    continue
-                down.append(Edge(src, d, role))
-                if src not in seen:
-                    seen.add(src)
-                    todo.append(src)
-        return down

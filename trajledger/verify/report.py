@@ -161,7 +161,7 @@ class Edge:
 @dataclass(frozen=True)
 class Mark:
     """A log record about artifacts of a report that is not a node of it: an approval, a
-    revocation, an erasure, an evaluation of a checkpoint... (`LineageVerifier.with_records`).
+    revocation, an erasure, an evaluation of a checkpoint... (`verify.impact.with_records`).
 
     Attributes:
         index: its log index.
@@ -200,7 +200,7 @@ class Report:
     ``direction`` is ``upstream`` (what made the subject: edges followed from depending to
     dependency) or ``downstream`` (what the subject reached: edges followed backwards).
     ``records`` are the records about its artifacts that are not nodes (`Mark`), when asked
-    for (`LineageVerifier.with_records`).
+    for (`verify.impact.with_records`).
     """
 
     subject: str
@@ -414,7 +414,7 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON form: a node table and an edge list (schemas/report.v1.md); and the
-        records about its artifacts, when it carries them (`LineageVerifier.with_records`)."""
+        records about its artifacts, when it carries them (`verify.impact.with_records`)."""
         n, f = self.count()
         failing = self.failing()
         records = {"records": [m.to_json() for m in self.records]} if self.records else {}

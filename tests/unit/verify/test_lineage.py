@@ -46,6 +46,7 @@ from trajledger.runner.train import train
 from trajledger.verify import blobs as blobs_module
 from trajledger.verify import predicates
 from trajledger.verify.checkpoint import Checkpoint
+from trajledger.verify.impact import impact, with_records
 from trajledger.verify.ledger_dir import LedgerDirEvidence
 from trajledger.verify.lineage import (
     ERASED,
@@ -725,7 +726,7 @@ def test_a_dataset_record_that_cannot_be_read_fails_a_later_use(setup: Setup) ->
 
 
 def test_impact_reaches_the_checkpoint_through_the_dataset(setup: Setup) -> None:
-    report = setup.verifier().impact(setup.batch)
+    report = impact(setup.verifier(), setup.batch)
     assert report.direction == "downstream" and report.ok
     kinds = sorted(n.kind for n in report.nodes.values())
     assert kinds == ["checkpoint", "dataset", "log", "rollout-batch"]
@@ -806,9 +807,9 @@ def test_reports_validate_against_their_schema(setup: Setup) -> None:
     )
     revoke(setup.ledger, setup.batch, setup.keys["a"], reason="x")
     v = setup.verifier()
-    for report in (v.verify(setup.checkpoint), v.impact(setup.batch)):
+    for report in (v.verify(setup.checkpoint), impact(v, setup.batch)):
         assert "records" not in report.to_json()  # verify --json is as it was
-        for doc in (report.to_json(), v.with_records(report).to_json()):
+        for doc in (report.to_json(), with_records(v, report).to_json()):
             jsonschema.validate(doc, schema)
             ids = [n["id"] for n in doc["nodes"]]
             assert len(ids) == len(set(ids)) and all(
