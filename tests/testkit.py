@@ -23,13 +23,14 @@ Not a test module (pytest collects ``test_*.py`` only): tests import it as ``tes
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import os
 import shutil
 import sqlite3
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -48,6 +49,7 @@ PER_DIRECTORY = "ledgers"
 another directory, pinned when first opened, so the template's pins are not copied."""
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,20 @@ class Template(Generic[T]):
     state: Path
     value: T
     """What the build function returned (digests, names: whatever its tests need)."""
+
+
+@contextlib.contextmanager
+def user_state(directory: Path) -> Iterator[Path]:
+    """Run the block as a user whose state directory is ``directory`` (made, 0700, if absent).
+
+    Session and module fixtures that use a ledger run so: copies of one template share its log
+    (origin and key), and the user state they would otherwise share (the session's) remembers
+    each log's newest checkpoint: one fixture's appends would be another's fork.
+    """
+    directory.mkdir(mode=0o700, exist_ok=True)
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv(STATE_ENV, str(directory))
+        yield directory
 
 
 def build_template(root: Path, build: Callable[[Path], T]) -> Template[T]:
@@ -71,9 +87,7 @@ def build_template(root: Path, build: Callable[[Path], T]) -> Template[T]:
     emptied into them), so that a copy of the directory is a copy of the state.
     """
     home, state = root / "home", root / "state"
-    state.mkdir(mode=0o700)
-    with pytest.MonkeyPatch.context() as m:
-        m.setenv(STATE_ENV, str(state))
+    with user_state(state):
         value = build(home)
     gc.collect()  # the build's Ledger objects, and their database connections, are gone
     for db in state.rglob("*.sqlite"):
@@ -121,6 +135,34 @@ def copy_template(template: Template[Any], dest: Path) -> Path:
         f"{state}: modes differ from the template's user state"
     )
     return dest
+
+
+def extend_template(
+    root: Path, base: Template[T], extend: Callable[[Path, T], U]
+) -> Template[U]:
+    """A template made of a copy of ``base`` (ledger and user state) and then
+    ``extend(home, base.value)``, whose result is the new template's value."""
+
+    def build(home: Path) -> U:
+        copy_template(base, home)
+        return extend(home, base.value)
+
+    return build_template(root, build)
+
+
+def quickstart(home: Path, *, episodes: int = 10, passphrase: str | None = None) -> str:
+    """``trajledger quickstart HOME --episodes N`` in process, keys encrypted under
+    ``passphrase`` (None: in the clear, as the demo writes them without one); returns the final
+    checkpoint's digest (the last stdout line)."""
+    from trajledger.runner.cli import main
+
+    r = new_runner().invoke(
+        main,
+        ["quickstart", str(home), "--episodes", str(episodes)],
+        env={"TRAJLEDGER_PASSPHRASE": passphrase},
+    )
+    assert r.exit_code == 0, r.output
+    return r.stdout.strip().splitlines()[-1]
 
 
 def entry_spec(

@@ -35,7 +35,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-from click.testing import CliRunner, Result
+from click.testing import Result
+from testkit import new_runner
 
 from trajledger.runner.cli import main
 
@@ -52,10 +53,7 @@ class Party:
         self.state.mkdir(parents=True)
 
     def run(self, *args: str | Path, code: int = 0) -> Result:
-        try:
-            runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-        except TypeError:
-            runner = CliRunner()
+        runner = new_runner()
         r = runner.invoke(main, ["--ledger", str(self.home), *map(str, args)],
                           env={"TRAJLEDGER_STATE_DIR": str(self.state)})  # fmt: skip
         assert r.exit_code == code, f"{self.name} {args}: {r.output}"
