@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import tamperkit as tk
 from click.testing import CliRunner, Result
+from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from trajledger.ledger.artifacts import (
     batch_files,
@@ -367,7 +368,8 @@ def test_refuses_an_envelope_without_a_valid_signature(runner: CliRunner, world:
         def sign(self, data: bytes) -> bytes:
             return bytes(64)
 
-    forged = Forger(vendor.name, vendor.public, vendor._key)
+    # Any private half will do (`sign` never uses it): the vendor's is not the test's to take.
+    forged = Forger(vendor.name, vendor.public, ed25519.Ed25519PrivateKey.generate())
     batch = world.new_batch(7, forged)
     index = [e.subject for e in world.entries()].index(batch)
     world.dataset_of("unsigned", batch)
