@@ -9,7 +9,8 @@ Scope:
   the test's own ``TRAJLEDGER_STATE_DIR``): the test's user is the one who built the ledger, as
   when each test built it, so no first use is announced, the floor and the index of the log are
   there, and nothing is read again. Copies keep file modes (0600 keys, 0700 directories, 0444
-  blobs) and symbolic links as links; `copy_template` checks the modes.
+  blobs) and symbolic links as links; `copy_template` checks the modes. A module fixture that
+  copies a template and goes on appending does so as a user of its own (`as_own_user`).
 - `entry_spec`: the log entry spec number ``i`` of the log tests (distinct subjects and
   envelope digests).
 - `new_runner`: a click ``CliRunner`` keeping stderr apart.
@@ -74,6 +75,13 @@ def user_state(directory: Path) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as m:
         m.setenv(STATE_ENV, str(directory))
         yield directory
+
+
+def as_own_user(root: Path, make: Callable[[Path], T]) -> T:
+    """``make(root)`` as a user of its own (state directory ``root / "state"``): a module
+    fixture's copy of a template, whose appends then fork no other fixture's view of the log."""
+    with user_state(root / "state"):
+        return make(root)
 
 
 def build_template(root: Path, build: Callable[[Path], T]) -> Template[T]:

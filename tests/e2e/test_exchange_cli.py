@@ -72,10 +72,9 @@ class Vendor:
 def vendor(
     quickstart_template: testkit.Template[str], tmp_path_factory: pytest.TempPathFactory
 ) -> Vendor:
-    """A copy of the quickstart ledger, exported, as a user of its own (`testkit.user_state`)."""
+    """A copy of the quickstart ledger, exported, as a user of its own (`testkit.as_own_user`)."""
     root = tmp_path_factory.mktemp("exchange")
-    with testkit.user_state(root / "state"):
-        return Vendor(root, quickstart_template)
+    return testkit.as_own_user(root, lambda r: Vendor(r, quickstart_template))
 
 
 BUYER_POLICY = """\
