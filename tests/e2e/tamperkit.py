@@ -97,7 +97,7 @@ class Quickstart:
     state: Path
     checkpoint: str
     """The final checkpoint's digest (the quickstart's last stdout line)."""
-    dataset: str = "cartpole@2"
+    dataset: str = "cartpole-train@2"
     """The dataset the final checkpoint was trained on."""
 
 

@@ -129,7 +129,7 @@ def test_a_damaged_successor_policy_does_not_put_the_older_back(
     i, entry = last_of(home, "trust-policy")
     damage(object_path(home, entry.envelope), how)
     before = evidence(home)
-    for args in (["verify", ckpt], ["admit", "cartpole@2"], ["policy", "show"]):
+    for args in (["verify", ckpt], ["admit", "cartpole-train@2"], ["policy", "show"]):
         r = run(home, *args)
         assert r.exit_code == 1, r.output
         assert r.stderr.startswith(
@@ -143,21 +143,22 @@ def test_a_damaged_successor_policy_does_not_put_the_older_back(
 def test_an_edited_name_index_is_refused(demo: tuple[Path, str]) -> None:
     home, _ = demo
     state = Ledger.open(home).trust_state()
-    (one,) = [r for r in state.by_name("cartpole", "1") if r.kind == "dataset"]
+    (one,) = [r for r in state.by_name("cartpole-train", "1") if r.kind == "dataset"]
     db = sqlite3.connect(state.path / "state.sqlite")
-    # cartpole@2 now "names" cartpole@1's record (as many rows as before: the counts hold).
-    db.execute("UPDATE names SET version = '2-old' WHERE name = 'cartpole' AND version = '2' "
-               "AND kind = 'dataset'")
+    # cartpole-train@2 now "names" cartpole-train@1's record (as many rows as before: the
+    # counts hold).
+    db.execute("UPDATE names SET version = '2-old' WHERE name = 'cartpole-train' AND "
+               "version = '2' AND kind = 'dataset'")
     db.execute("UPDATE names SET version = '2' WHERE idx = ?", (one.index,))
     db.commit()
     db.close()
     before = evidence(home)
-    r = run(home, "train", "--dataset", "cartpole@2", "--key", "trainer")
+    r = run(home, "train", "--dataset", "cartpole-train@2", "--key", "trainer")
     assert r.exit_code == 1, r.output
     assert r.stderr == (
-        f"FAIL: log entry {one.index}: the index names it cartpole@2, its signed statement says "
-        "cartpole@1; the index of the log disagrees with the log; rebuild it with 'trajledger "
-        "reindex'\n"
+        f"FAIL: log entry {one.index}: the index names it cartpole-train@2, its signed statement "
+        "says cartpole-train@1; the index of the log disagrees with the log; rebuild it with "
+        "'trajledger reindex'\n"
     )
     assert evidence(home) == before
 
@@ -190,7 +191,7 @@ def test_a_private_key_swapped_for_another_signs_nothing(demo: tuple[Path, str])
     (keys / "approver-a.key").symlink_to(keys / "vendor.key")
     size = Ledger.open(home).log.size
     before = evidence(home)
-    r = run(home, "approve", "cartpole@2", "--key", "approver-a")
+    r = run(home, "approve", "cartpole-train@2", "--key", "approver-a")
     assert r.exit_code == 1, r.output
     assert "approver-a.key is not the private half of " in r.stderr
     assert "the key file was replaced: nothing was signed" in r.stderr
@@ -201,7 +202,7 @@ def test_a_private_key_others_can_read_is_refused(demo: tuple[Path, str]) -> Non
     home, _ = demo
     key = home / "keys" / "approver-a.key"
     key.chmod(0o644)
-    r = run(home, "approve", "cartpole@2", "--key", "approver-a")
+    r = run(home, "approve", "cartpole-train@2", "--key", "approver-a")
     assert r.exit_code == 3, r.output
     assert r.stderr.endswith(f"run 'chmod 600 {key}'\n")
 
@@ -221,7 +222,7 @@ def test_a_ledger_others_can_write_is_refused(demo: tuple[Path, str]) -> None:
 
 
 def test_a_name_whose_record_cannot_be_read_is_not_called_unknown(demo: tuple[Path, str]) -> None:
-    """The user's index is built after the envelope of cartpole@2 was deleted: its name cannot
+    """The user's index is built after the envelope of cartpole-train@2 was deleted: its name cannot
     be read, so "no such dataset" would be a guess; the command fails closed instead."""
     home, _ = demo
     from trajledger.ledger.log import Log
@@ -234,15 +235,15 @@ def test_a_name_whose_record_cannot_be_read_is_not_called_unknown(demo: tuple[Pa
     def names(e: LogEntry) -> bool:
         data = object_path(home, e.envelope).read_bytes()
         p = Statement.from_bytes(Envelope.from_bytes(data).payload).predicate
-        return (p.get("name"), p.get("version")) == ("cartpole", "2")
+        return (p.get("name"), p.get("version")) == ("cartpole-train", "2")
 
     (i,) = [n for n, e in enumerate(raw) if e.kind == "dataset" and names(e)]
     damage(object_path(home, raw[i].envelope), "deleted")
-    r = run(home, "verify", "cartpole@2")
+    r = run(home, "verify", "cartpole-train@2")
     assert r.exit_code == 1, r.output
     assert r.stderr.startswith(
-        f"FAIL: cartpole@2: no readable artifact has this name, and 1 record(s) cannot be read "
-        f"(dataset at log index {i}: envelope missing or damaged), so one may be it; restore "
+        f"FAIL: cartpole-train@2: no readable artifact has this name, and 1 record(s) cannot be "
+        f"read (dataset at log index {i}: envelope missing or damaged), so one may be it; restore "
     ), r.stderr
 
 
@@ -260,7 +261,7 @@ def test_a_ledger_replaced_by_another_of_the_attackers_is_refused(
     shutil.rmtree(home)
     shutil.copytree(fake, home)
     before = evidence(home)
-    for args in (["verify", ckpt], ["admit", "cartpole@2"], ["log", "info"]):
+    for args in (["verify", ckpt], ["admit", "cartpole-train@2"], ["log", "info"]):
         r = run(home, *args)
         assert r.exit_code == 1, (args, r.output)
         assert f"FAIL: {home / 'ledger.toml'}: this ledger directory held the log " in r.output
@@ -278,7 +279,7 @@ def test_without_log_pub_the_floor_still_holds(demo: tuple[Path, str], tmp_path:
     home, ckpt = demo
     old = tmp_path / "old-log"
     shutil.copytree(home / "log", old)
-    (row,) = [r for r in Ledger.open(home).trust_state().by_name("cartpole", "1")
+    (row,) = [r for r in Ledger.open(home).trust_state().by_name("cartpole-train", "1")
               if r.kind == "dataset"]  # fmt: skip
     r = run(home, "revoke", row.subject, "--key", "approver-a", "--reason", "leak")
     assert r.exit_code == 0, r.output
@@ -412,7 +413,7 @@ def test_a_key_pair_the_policy_does_not_hold_signs_nothing(demo: tuple[Path, str
     assert real[:16] in r.stderr and "nothing was signed" in r.stderr
     trainer = attacker_key(home / "keys", "trainer")
     before = evidence(home)
-    r = run(home, "train", "--dataset", "cartpole@2", "--key", "trainer", "--seed", "7")
+    r = run(home, "train", "--dataset", "cartpole-train@2", "--key", "trainer", "--seed", "7")
     assert r.exit_code == 1, r.output
     assert f"FAIL: key trainer ({trainer.keyid[:12]}): does not hold the trainer role in " \
         "policy 'quickstart' serial 2" in r.stderr
@@ -515,7 +516,7 @@ def test_a_forged_ledger_is_refused_on_first_use(scene: Scene, tmp_path: Path) -
     shutil.copytree(forged, scene.home)
     before = evidence(scene.home)
     fresh = tmp_path / "fresh"
-    r = scene.run("train", "--dataset", "cartpole@2", "--key", "trainer", state=fresh)
+    r = scene.run("train", "--dataset", "cartpole-train@2", "--key", "trainer", state=fresh)
     assert r.exit_code == 1, r.output
     assert r.stderr.startswith(f"FAIL: {scene.home / 'log-key' / 'log.key'}: the log's key is "
                                "not encrypted, but a passphrase for it is set: ")
@@ -616,7 +617,7 @@ def test_rows_deleted_from_the_state_are_refused(scene: Scene, table: str) -> No
     con.commit()
     con.close()
     before = evidence(scene.home), state_rows(db)
-    for args in (["verify", "cartpole-holdout@1"], ["admit", "cartpole@2"],
+    for args in (["verify", "cartpole-holdout@1"], ["admit", "cartpole-train@2"],
                  ["impact", "cartpole-random"]):
         r = scene.run(*args)
         assert r.exit_code == 1, (args, r.output)
@@ -716,10 +717,10 @@ def test_one_digest_names_one_record(scene: Scene, tmp_path: Path) -> None:
     r = scene.run(*args, "--licence", "CC-BY-4.0")
     assert r.exit_code == 0 and r.stdout.strip() == digest, r.output
     assert f"already recorded at log index {index}" in r.stderr
-    # The quickstart trained cartpole-bc@1 on cartpole@1 with the bc trainer, seed 0: the same
+    # The quickstart trained cartpole-bc@1 on cartpole-train@1 with the bc trainer, seed 0: the same
     # inputs give the same weights, whatever the new name and version.
     size = scene.size()
-    r = scene.run("train", "--dataset", "cartpole@1", "--key", "trainer", "--name", "again",
+    r = scene.run("train", "--dataset", "cartpole-train@1", "--key", "trainer", "--name", "again",
                   "--version", "1")
     assert r.exit_code == 0, r.output
     first = json.loads(scene.run("show", "cartpole-bc@1", "--json").stdout)["index"]

@@ -723,3 +723,34 @@ def test_stats_judge_calibration(runner: CliRunner, home: Path) -> None:
     expect(r, 0)
     assert ("judge judge: calibrated: agreement 0.750 with expert labels (n=4); agrees with the "
             "expert labels of calibration@1 on 4 episode(s)") in r.stdout
+
+
+# -- the lineage picture ------------------------------------------------------------------------
+
+
+def test_lineage_draws_evaluations_and_releases(
+    runner: CliRunner, home: Path, script: Path
+) -> None:
+    """Evaluations and releases are records about a checkpoint: its lineage draws them beside
+    it (found from the kinds, with no drawing code of their own), dashed, in every format."""
+    failing = evaluate(runner, home, script, "fail")
+    passing = evaluate(runner, home, script, "pass")
+    r = run(runner, home, "release", "bc@1", "--key", "approver")
+    expect(r, 0)
+    release = r.stdout.strip()
+    graph = json.loads(run(runner, home, "lineage", "bc@1", "--json").stdout)
+    ckpt = next(n["id"] for n in graph["nodes"] if n["kind"] == "checkpoint")
+    drawn = {(m["kind"], m["about"][0]["role"]) for m in graph["records"]
+             if m["about"][0]["id"] == ckpt}
+    assert drawn == {("evaluation", "checkpoint"), ("release", "checkpoint")}
+    said = " ".join(m["detail"] for m in graph["records"] if m["kind"] == "evaluation")
+    assert "result: FAILED" in said and "result: PASSED" in said
+    text = run(runner, home, "lineage", "bc@1").stdout
+    assert text.count("· evaluation at log index ") == 2
+    assert "· release at log index " in text
+    page = run(runner, home, "lineage", "bc@1", "--format", "html").stdout
+    assert page.count('<g class="record"') == len(graph["records"])
+    for digest in (failing, passing, release):
+        index = next(i for i, e in enumerate(entries(home)) if e.subject == digest)
+        assert f"<title>{'release' if digest == release else 'evaluation'} at log index " \
+               f"{index}\n" in page

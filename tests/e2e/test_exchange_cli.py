@@ -388,7 +388,7 @@ def _grown(vendor: Vendor, where: Path, note: str) -> Path:
     shutil.copytree(vendor.home, home)
     state = where / "vendor-state"
     state.mkdir(parents=True)
-    expect(run(home, "approve", "cartpole@2", "--key", "approver-a", "--note", note,
+    expect(run(home, "approve", "cartpole-train@2", "--key", "approver-a", "--note", note,
                state=state), 0)
     return home
 

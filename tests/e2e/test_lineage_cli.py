@@ -53,7 +53,7 @@ def test_lineage_text_spans_both_iterations(runner: CliRunner, demo: tuple[Path,
                for ln in lines)
     text = r.stdout
     for want in (
-        "dataset → ✓ dataset cartpole@2",
+        "dataset → ✓ dataset cartpole-train@2",
         "generated-by → ✓ checkpoint cartpole-bc@1",
         "base-checkpoint → ✓ checkpoint cartpole-bc@1",
         "environment → ✓ environment cartpole@1",
@@ -104,12 +104,15 @@ def test_mermaid_and_dot(runner: CliRunner, demo: tuple[Path, str]) -> None:
     home, ckpt = demo
     mermaid = run(runner, home, "lineage", ckpt, "--format", "mermaid").stdout
     assert mermaid.startswith("flowchart TD\n")
-    assert mermaid.count("-->|") == len(
-        json.loads(run(runner, home, "lineage", ckpt, "--format", "json").stdout)["edges"]
-    )
+    graph = json.loads(run(runner, home, "lineage", ckpt, "--json").stdout)
+    # Artifacts' edges solid, the records' (four approvals) dashed.
+    assert mermaid.count(" -->|") == len(graph["edges"])
+    assert mermaid.count(" -.->|approval|") == len(graph["records"]) == 4
     dot = run(runner, home, "lineage", ckpt, "--format", "dot").stdout
     assert dot.startswith("digraph lineage {") and dot.rstrip().endswith("}")
-    assert dot.count(" -> ") == mermaid.count("-->|")
+    assert dot.count(" -> ") == len(graph["edges"]) + 4 and dot.count("style=dashed]") == 4
+    for text in (mermaid, dot):  # short names, the full name and digest on hover
+        assert "cartpole-train@2" in text and f"checkpoint cartpole-bc@2 · {ckpt}" in text
 
 
 def test_html_is_one_self_contained_page(
@@ -124,7 +127,9 @@ def test_html_is_one_self_contained_page(
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     assert "<svg" in page and "Lineage of checkpoint cartpole-bc@2" in page
     assert not re.search(r"(src|href)=\"https?:", page), "no external resources"
-    assert page.count("<rect ") == 8 and "8 verified" in page
+    assert page.count('<g class="node"') == 8 and "8 verified" in page
+    assert page.count('<g class="record"') == 4 and "4 records" in page  # the approvals
+    assert page.count("<tr><td>approval</td>") == 4
 
 
 def test_impact_after_revocation_names_the_checkpoints(
@@ -141,7 +146,14 @@ def test_impact_after_revocation_names_the_checkpoints(
     lines = r.stdout.splitlines()
     assert any(ln.startswith("✗ rollout-batch cartpole-random (") for ln in lines)
     assert "    ✗ revoked — PII found (log index 20)" in lines
+    # The revocation record itself is drawn beside the batch.
+    assert any(ln.startswith("    · revocation at log index 20, signed by ") and
+               ln.endswith(" — reason: PII found; revokedAt: " + ln.rsplit(": ", 1)[1])
+               for ln in lines), lines
     graph = json.loads(run(runner, home, "impact", "cartpole-random", "--format", "json").stdout)
+    assert json.loads(run(runner, home, "impact", "cartpole-random", "--json").stdout) == graph
+    assert [(r["kind"], r["logIndex"]) for r in graph["records"]] == [
+        ("approval", 5), ("approval", 6), ("approval", 10), ("approval", 11), ("revocation", 20)]
     assert graph["direction"] == "downstream"
     assert {n["name"] for n in graph["nodes"] if n["kind"] == "checkpoint"} == {"cartpole-bc"}
     # The batch fails (revoked); what was built on it fails through its lineage.
@@ -158,4 +170,4 @@ def test_unknown_reference(runner: CliRunner, demo: tuple[Path, str]) -> None:
     home, _ = demo
     r = run(runner, home, "lineage", "nothing@9")
     assert r.exit_code == 3
-    assert r.stderr.startswith("FAIL: nothing@9: no artifact with this reference is recorded")
+    assert r.stderr == "FAIL: nothing@9: no artifact has this name; see 'trajledger log show'\n"

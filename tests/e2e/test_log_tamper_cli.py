@@ -96,7 +96,7 @@ def test_every_attack_is_refused_by_every_command(
         "log verify": ["log", "verify"],
         "verify CK": ["verify", final, "--policy", str(pristine / "policy.toml")],
         "attest": ["attest", str(data), "--key", "vendor"],
-        "revoke": ["revoke", "cartpole@1", "--key", "approver-a", "--reason", "x"],
+        "revoke": ["revoke", "cartpole-train@1", "--key", "approver-a", "--reason", "x"],
     }
     runner = new_runner()
     missed: list[str] = []

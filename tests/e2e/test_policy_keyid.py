@@ -89,7 +89,7 @@ def same(vendor: Vendor, tmp_path: Path, a: Result, b: Result) -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ("admit", "cartpole@1"),
+        ("admit", "cartpole-train@1"),
         ("verify", "{ref}"),
         ("lineage", "{ref}"),
         ("impact", "{ref}"),

@@ -75,6 +75,18 @@ def test_quickstart(runner: CliRunner, tmp_path: Path) -> None:
     assert v.exit_code == 0, v.output  # the flipped bit was restored (re-hashed by default)
     assert run(runner, "policy", "check", policy).exit_code == 0
 
+    # Every name of the demo is one artifact: NAME@VERSION never needs a digest there.
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.home import Ledger
+
+    items = Catalog(Ledger.open(directory)).items()
+    refs = [i.ref for i in items if i.kind != "trust-policy"]
+    assert len(refs) == len(set(refs)), sorted(refs)
+    assert {"cartpole@1", "cartpole-train@1", "cartpole-train@2", "cartpole-bc@2"} <= set(refs)
+    out = tmp_path / "train-1.tar.zst"
+    e = run(runner, "--ledger", directory, "export", "cartpole-train@1", "--out", out)
+    assert e.exit_code == 0, e.output
+
 
 def test_quickstart_refuses_a_non_empty_directory(runner: CliRunner, tmp_path: Path) -> None:
     (tmp_path / "x").write_text("")

@@ -833,9 +833,17 @@ def test_unregistered_environment_refused(runner: CliRunner, home: Path, tmp_pat
     src = write_parquet(tmp_path / "a.parquet", classic())
     refused(
         runner, home, record_args(src, "--env cart@2"), 3,
-        "FAIL: environment cart@2: not registered; register it first with 'trajledger env "
-        "register' (cart@2: no environment with this reference is recorded; see "
-        "'trajledger log show')\n",
+        "FAIL: cart@2: environment cart has no version '2'; recorded versions: 1 (refer to one "
+        "as cart@1)\n",
+    )  # fmt: skip
+    refused(
+        runner, home, record_args(src, "--env carts@1"), 3,
+        "FAIL: carts@1: no environment has this name; did you mean 'cart@1'?\n",
+    )  # fmt: skip
+    refused(
+        runner, home, record_args(src, "--env pole@1"), 3,
+        "FAIL: environment pole@1: not registered; register it first with 'trajledger env "
+        "register' (pole@1: no environment has this name; see 'trajledger log show')\n",
     )  # fmt: skip
 
 
@@ -846,9 +854,7 @@ def test_evaluator_used_as_environment_refused(
     judge = show_json(home, "judge@1")["digest"]
     refused(
         runner, home, record_args(src, f"--env {judge}"), 3,
-        f"FAIL: environment {judge}: not registered; register it first with 'trajledger "
-        f"env register' ({judge}: no environment with this reference is recorded; see "
-        "'trajledger log show')\n",
+        f"FAIL: {judge}: is an evaluator (judge@1), not an environment\n",
     )  # fmt: skip
 
 
@@ -856,9 +862,8 @@ def test_unregistered_evaluator_refused(runner: CliRunner, home: Path, tmp_path:
     src = write_parquet(tmp_path / "a.parquet", classic())
     refused(
         runner, home, record_args(src, "--env cart@1 --evaluator judge@9"), 3,
-        "FAIL: evaluator judge@9: not registered; register it first with 'trajledger "
-        "evaluator register' (judge@9: no evaluator with this reference is recorded; see "
-        "'trajledger log show')\n",
+        "FAIL: judge@9: evaluator judge has no version '9'; recorded versions: 1 (refer to one "
+        "as judge@1)\n",
     )  # fmt: skip
 
 
@@ -943,19 +948,28 @@ def test_name_version_reregistration_refused(
 
 
 def test_unknown_references_refused(runner: CliRunner, home: Path) -> None:
-    none = "no artifact with this reference is recorded; see 'trajledger log show'"
-    refused(runner, home, ["show", "cart@9"], 3, f"FAIL: cart@9: {none}\n")
-    refused(runner, home, ["show", "0" * 64], 3, f"FAIL: {'0' * 64}: {none}\n")
-    refused(runner, home, ["show", "sha256:abcdef"], 3, f"FAIL: sha256:abcdef: {none}\n")
+    see = "see 'trajledger log show'"
+    refused(runner, home, ["show", "cart@9"], 3,
+            "FAIL: cart@9: environment cart has no version '9'; recorded versions: 1 (refer to "
+            "one as cart@1)\n")
+    refused(runner, home, ["show", "nothing@9"], 3,
+            f"FAIL: nothing@9: no artifact has this name; {see}\n")
+    refused(runner, home, ["show", "0" * 64], 3,
+            f"FAIL: {'0' * 64}: no artifact with this digest is recorded; {see}\n")
+    refused(runner, home, ["show", "sha256:abcdef"], 3,
+            f"FAIL: sha256:abcdef: no artifact has a digest starting with abcdef; {see}\n")
+    refused(runner, home, ["show", "cart"], 3,
+            "FAIL: cart: needs a version (NAME@VERSION); recorded: cart@1\n")
+    refused(runner, home, ["show", "kart@1"], 3,
+            "FAIL: kart@1: no artifact has this name; did you mean 'cart@1'?\n")
     refused(
-        runner, home, ["show", "cart"], 3,
-        "FAIL: 'cart': no unversioned artifact has this name; refer to one by NAME@VERSION, "
+        runner, home, ["show", "zebra"], 3,
+        "FAIL: zebra: no artifact has this name; refer to one by NAME@VERSION, "
         "sha256:<hex> or a digest prefix of 6+ hex characters\n",
     )  # fmt: skip
     refused(
         runner, home, dataset_args("ds", "1", "train", "cart@1"), 3,
-        "FAIL: cart@1: no rollout-batch with this reference is recorded; see 'trajledger "
-        "log show'\n",
+        "FAIL: cart@1: is an environment, not a rollout-batch\n",
     )  # fmt: skip
 
 

@@ -1032,7 +1032,8 @@ def test_policy_set_refuses_a_rollback_of_the_serial(runner: CliRunner, world: W
         )
         expect(r, 1)
         assert r.stderr.endswith(
-            f"FAIL: policy 'test': serial {serial} does not follow serial 2\n"
+            f"FAIL: policy 'test': serial {serial} does not follow serial 2; a successor needs "
+            "a higher serial (serial = 3)\n"
         )
 
 

@@ -233,7 +233,7 @@ def test_every_must_be_a_positive_integer(ledger: Ledger, alice: Signer, every: 
 
 
 def test_unregistered_references_refused_at_once(ledger: Ledger, alice: Signer) -> None:
-    with pytest.raises(RefError, match=r"^environment cartpole@2: not registered"):
+    with pytest.raises(RefError, match=r"^cartpole@2: environment cartpole has no version '2'"):
         LedgerRecorder(
             gym.make("CartPole-v1"), ledger, env_ref="cartpole@2", policy="p", signer=alice
         )

@@ -16,7 +16,17 @@ from typing import Any
 
 import click
 
-from .clikit import Context, Group, emit_json, ok, pass_ctx, warn
+from .clikit import (
+    JSON_OPTION,
+    Context,
+    Group,
+    emit_json,
+    emit_result,
+    ok,
+    pass_ctx,
+    recorded_json,
+    warn,
+)
 
 __all__ = ["COMMANDS"]
 
@@ -46,7 +56,12 @@ def _signer(ctx: Context, key: str) -> Any:
 
 @click.group(cls=Group)
 def env() -> None:
-    """Register environment versions (code, config, rules)."""
+    """Register environment versions (code, config, rules).
+
+    \b
+    Example:
+      trajledger env register cartpole --version 1 --gym-id CartPole-v1 --key vendor
+    """
 
 
 @env.command("register")
@@ -73,6 +88,7 @@ def env() -> None:
     help="Take the observation/action spaces and the env spec from this Minari dataset.",
 )
 @click.option("--key", required=True, help="Signing key (a producer).")
+@JSON_OPTION
 @pass_ctx
 def env_register(
     ctx: Context,
@@ -84,11 +100,17 @@ def env_register(
     rules: Path | None,
     minari_dir: Path | None,
     key: str,
+    as_json: bool,
 ) -> None:
     """Record environment NAME at --version; prints its digest.
 
     With --gym-id, the environment is made (gymnasium.make) to record its observation and
     action spaces and its spec; with --from-minari, they come from the dataset's metadata.
+
+    \b
+    Examples:
+      trajledger env register cartpole --version 1 --gym-id CartPole-v1 --key vendor
+      trajledger env register shop --version 2 --file env/ --rules rules.py --key vendor
     """
     from .artifacts import environment_spaces
 
@@ -105,12 +127,17 @@ def env_register(
         **spaces,
     )
     ok(f"environment {name}@{version} {rec.where}")
-    click.echo(rec.digest)
+    emit_result(as_json, rec.digest, recorded_json("environment", rec, name, version))
 
 
 @click.group(cls=Group)
 def evaluator() -> None:
-    """Register evaluator versions (deterministic checks, LLM judges, human raters)."""
+    """Register evaluator versions (deterministic checks, LLM judges, human raters).
+
+    \b
+    Example:
+      trajledger evaluator register survival --version 1 --kind deterministic --key vendor
+    """
 
 
 @evaluator.command("register")
@@ -143,6 +170,7 @@ def evaluator() -> None:
 @click.option("--calibration", metavar="DATASET", help="Expert-labelled dataset the judge is "
               "calibrated on ('trajledger stats REF --judge NAME' reports its agreement there).")
 @click.option("--key", required=True, help="Signing key (a producer).")
+@JSON_OPTION
 @pass_ctx
 def evaluator_register(
     ctx: Context,
@@ -155,8 +183,16 @@ def evaluator_register(
     files: tuple[Path, ...],
     calibration: str | None,
     key: str,
+    as_json: bool,
 ) -> None:
-    """Record evaluator NAME at --version; prints its digest."""
+    """Record evaluator NAME at --version; prints its digest.
+
+    \b
+    Examples:
+      trajledger evaluator register survival --version 1 --kind deterministic --key vendor
+      trajledger evaluator register judge --version 3 --kind llm-judge --model gpt-4o \\
+          --rubric rubric.md --prompt prompt.txt --key vendor
+    """
     rec = ctx.ledger().register_evaluator(
         name,
         version,
@@ -169,7 +205,7 @@ def evaluator_register(
         calibration=calibration,
     )
     ok(f"evaluator {name}@{version} {rec.where}")
-    click.echo(rec.digest)
+    emit_result(as_json, rec.digest, recorded_json("evaluator", rec, name, version))
 
 
 REWARD_WEIGHTS = click.option(
@@ -247,6 +283,7 @@ def _reader_options(reward_weights: str | None, reward_column: str | None) -> An
               "suite that only 'trajledger eval' opens; its episodes' duplicate fingerprints "
               "stay in the clear for the gate.")
 @click.option("--key", required=True, help="Signing key (a producer).")
+@JSON_OPTION
 @pass_ctx
 def record(
     ctx: Context,
@@ -264,6 +301,7 @@ def record(
     retention: str | None,
     seal: bool,
     key: str,
+    as_json: bool,
 ) -> None:
     """Record rollout files as one batch; the batch digest is the last stdout line.
 
@@ -272,8 +310,15 @@ def record(
     completions table (completions/completions_NNNNN.parquet) and dataset types; verl rollout
     dumps; Minari dataset directories. Several inputs make one batch. Inputs are streamed and
     validated completely; on any problem nothing is recorded and every problem is listed.
+
+    \b
+    Examples:
+      trajledger record steps.jsonl --env cartpole@1 --policy random --key vendor
+      trajledger record chats.jsonl --format chat-jsonl --env shop@2 --evaluator judge@3 \\
+          --policy sft-7 --licence CC-BY-4.0 --key vendor
     """
     from .artifacts import record_batch
+    from .catalog import Catalog
 
     ledger = ctx.ledger()
     options = _reader_options(reward_weights, reward_column)
@@ -304,7 +349,11 @@ def record(
         f"batch of {s['num_episodes']} episode(s), {s['num_steps']} step(s) "
         f"{result.recorded.where}{how}"
     )
-    click.echo(result.recorded.digest)
+    named = Catalog(ledger).resolve(result.recorded.digest).name if as_json else ""
+    emit_result(as_json, result.recorded.digest,
+                recorded_json("rollout-batch", result.recorded, named)
+                | {"episodes": s["num_episodes"], "steps": s["num_steps"],
+                   "sealed": bool(seal_to)})
 
 
 @contextmanager
@@ -372,7 +421,12 @@ def _parquet_rows(paths: Sequence[Path]) -> int | None:
 
 @click.group(cls=Group)
 def dataset() -> None:
-    """Create datasets: named, versioned sets of batches with a split."""
+    """Create datasets: named, versioned sets of batches with a split.
+
+    \b
+    Example:
+      trajledger dataset create cartpole-train --version 1 --split train --batch 3f9c0a --key vendor
+    """
 
 
 @dataset.command("create")
@@ -404,6 +458,7 @@ def dataset() -> None:
     "information, uses, access; docs/cards.md), signed with the dataset.",
 )
 @click.option("--key", required=True, help="Signing key (a producer).")
+@JSON_OPTION
 @pass_ctx
 def dataset_create(
     ctx: Context,
@@ -416,6 +471,7 @@ def dataset_create(
     purpose: str,
     card_file: Path | None,
     key: str,
+    as_json: bool,
 ) -> None:
     """Record dataset NAME at --version; prints its digest.
 
@@ -425,11 +481,10 @@ def dataset_create(
     checked first (every problem listed) and its digest signed in the dataset's record; write
     it out for others with 'trajledger card NAME@VERSION --format hf|croissant'.
 
-    Example: trajledger dataset create cartpole --version 1 --split train --batch 3f9c
-    --card card.toml --key vendor
-
     \b
-    Failures become the next suite:
+    Examples:
+      trajledger dataset create cartpole-train --version 1 --split train --batch 3f9c0a \\
+          --card card.toml --key vendor
       trajledger dataset create regression --version 4 --from-failures EVAL --key vendor
     """
     from .cards import ProducerCard
@@ -445,7 +500,8 @@ def dataset_create(
         ok(f"dataset {name}@{version} ({split or 'regression'}) of the failures of "
            f"{evaluation}: {len(made)} new batch(es) recorded; the dataset "
            f"{recorded.where}")
-        click.echo(recorded.digest)
+        emit_result(as_json, recorded.digest, recorded_json("dataset", recorded, name, version)
+                    | {"split": split or "regression", "newBatches": list(made)})
         return
     if evaluator_key is not None:
         raise click.UsageError("--evaluator-key goes with --from-failures")
@@ -468,7 +524,11 @@ def dataset_create(
         + (f", card {card.digest[:19]}…" if card is not None else "")
         + f") {result.recorded.where}"
     )
-    click.echo(result.recorded.digest)
+    emit_result(as_json, result.recorded.digest,
+                recorded_json("dataset", result.recorded, name, version)
+                | {"split": split, "batches": list(result.batches),
+                   "duplicateEpisodes": list(result.duplicate_episodes),
+                   "nearDuplicates": list(result.near_duplicates)})
 
 
 @click.command()
@@ -477,7 +537,13 @@ def dataset_create(
 @pass_ctx
 def show(ctx: Context, ref: str, as_json: bool) -> None:
     """Show a recorded artifact: NAME@VERSION, a digest, or a unique digest prefix; or a
-    record (approval, revocation...) by the envelope digest that printed it."""
+    record (approval, revocation...) by the envelope digest that printed it.
+
+    \b
+    Examples:
+      trajledger show cartpole-train@1
+      trajledger show 3f9c0a --json
+    """
     from .show import describe
 
     info = describe(ctx.ledger(), ref)
@@ -523,7 +589,12 @@ def validate(
     reward_column: str | None,
     as_json: bool,
 ) -> None:
-    """Validate rollout files against the schema without recording; lists every problem."""
+    """Validate rollout files against the schema without recording; lists every problem.
+
+    \b
+    Example:
+      trajledger validate steps.parquet episodes.parquet --json
+    """
     from .validate_files import validate_files
 
     report = validate_files(list(paths), fmt, _reader_options(reward_weights, reward_column))

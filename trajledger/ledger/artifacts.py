@@ -533,9 +533,11 @@ def _registered(catalog: Catalog, ref: str, kind: str) -> CatalogItem:
     try:
         return catalog.resolve(ref, {kind})
     except RefError as e:
+        if not e.unknown:  # another version, another kind, a close name: it says which
+            raise
         raise RefError(
             f"{kind} {ref}: not registered; register it first with 'trajledger "
-            f"{'env' if kind == 'environment' else kind} register' ({e})"
+            f"{'env' if kind == 'environment' else kind} register' ({e})", unknown=True,
         ) from e
 
 

@@ -56,7 +56,9 @@ def card(
     checkpoint. A lineage that fails verification gets no card (exit 1); a revoked one gets a
     card that says so.
 
-    Example: trajledger card cartpole@1 --format hf --out README.md
+    \b
+    Example:
+      trajledger card cartpole-train@1 --format hf --out README.md
     """
     from .card_formats import render
     from .cards import dataset_card

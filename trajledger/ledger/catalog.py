@@ -5,13 +5,19 @@ and version and by digest, O(log n)), then confirm it **from the log**: the entr
 points at is read from the log and must be the indexed one, its envelope must hash to the entry,
 and the signed statement must carry the name and version asked for (or the digest). The index is
 only a cache: a disagreement is a `CatalogMismatchError` (exit 1) that says to rebuild it.
+A reference that names nothing gets an error that says why and what exists: a name recorded
+without that version lists its versions; a name without a version says it needs one; a name
+recorded as another kind says which; a mistyped name or digest prefix gets the closest recorded
+ones (`suggest`, the one "did you mean" of every name the command line takes: references, key
+names, environments' Gymnasium ids).
 Non-scope: verifying signatures and the lineage (``verify.lineage``); the LanceDB audit index.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,13 +34,99 @@ if TYPE_CHECKING:
     from .home import Ledger
     from .trust_state import NameRow
 
-__all__ = ["Catalog", "CatalogItem", "CatalogMismatchError", "RefError"]
+__all__ = [
+    "Catalog",
+    "CatalogItem",
+    "CatalogMismatchError",
+    "RefError",
+    "did_you_mean",
+    "suggest",
+]
 
 _HEX = re.compile(r"[0-9a-f]{6,64}")
+_SHOWN = 8
+"""How many recorded versions or names an error lists before "..."."""
+
+
+def suggest(
+    wanted: str, candidates: Iterable[str] | Mapping[str, str], *, limit: int = 3
+) -> list[str]:
+    """The candidates closest to ``wanted`` (a mistyped name, ``NAME@VERSION``, key name or
+    digest prefix), best first: the one "did you mean" of the command line.
+
+    Args:
+        wanted: what the user typed.
+        candidates: the names that exist; or ``{compared form: suggested form}`` (a digest
+            prefix is compared with each digest cut to its length, and the whole digest is
+            suggested; later, origin-qualified names can be fed in beside plain ones).
+        limit: at most this many.
+
+    Returns:
+        Up to ``limit`` suggestions: those equal but for case; else those
+        `difflib.SequenceMatcher` finds at least 75% alike and nearly as alike as the closest
+        (``aprover-a`` gets ``approver-a``, not also ``approver-b``). Empty when nothing is
+        close.
+    """
+    forms = dict(candidates) if isinstance(candidates, Mapping) else {c: c for c in candidates}
+    key = wanted.strip().lower()
+    same = [s for c, s in forms.items() if c.lower() == key and c != wanted]
+    if same:
+        return list(dict.fromkeys(same))[:limit]
+    matcher = difflib.SequenceMatcher()
+    matcher.set_seq2(key)
+    scored: list[tuple[float, str]] = []
+    for compared, shown in forms.items():
+        if compared == wanted.strip():
+            continue  # what was typed exists: the caller refused it for another reason
+        matcher.set_seq1(compared.lower())
+        # The cheap upper bounds first, as difflib.get_close_matches does.
+        if (matcher.real_quick_ratio() >= _CLOSE and matcher.quick_ratio() >= _CLOSE
+                and (score := matcher.ratio()) >= _CLOSE):
+            scored.append((score, shown))
+    if not scored:
+        return []
+    best = max(score for score, _ in scored)
+    ranked = sorted((s for s in scored if s[0] >= best - _MARGIN), key=lambda s: (-s[0], s[1]))
+    return list(dict.fromkeys(shown for _, shown in ranked))[:limit]
+
+
+_CLOSE = 0.75
+"""How alike (`difflib.SequenceMatcher.ratio`) a name must be to be suggested."""
+_MARGIN = 0.05
+"""Suggestions within this of the closest one are offered beside it."""
+
+
+def did_you_mean(suggestions: Sequence[str]) -> str:
+    """``did you mean 'a'?`` or ``did you mean 'a' or 'b'?``; empty for no suggestion."""
+    if not suggestions:
+        return ""
+    quoted = [f"'{s}'" for s in suggestions]
+    return "did you mean " + (
+        quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+    ) + "?"
+
+
+def _listed(values: Sequence[str]) -> str:
+    shown = ", ".join(values[:_SHOWN])
+    return shown + (f", ... ({len(values)} in all)" if len(values) > _SHOWN else "")
 
 
 class RefError(LedgerError):
-    """A reference names nothing recorded, or more than one thing (exit 3)."""
+    """A reference names nothing recorded, or more than one thing (exit 3).
+
+    Attributes:
+        unknown: nothing of the kinds asked for is recorded under this name or digest (not a
+            missing version, another kind, or an ambiguity), and nothing recorded is close.
+        suggestions: recorded references close to the one given, best first.
+    """
+
+    def __init__(
+        self, message: str, *, unknown: bool = False, suggestions: Sequence[str] = ()
+    ) -> None:
+        """A refusal with its message; see the attributes."""
+        super().__init__(message)
+        self.unknown = unknown
+        self.suggestions = tuple(suggestions)
 
 
 class CatalogMismatchError(VerificationError):
@@ -65,7 +157,7 @@ class Catalog:
         """Attach to a ledger; the index is brought up to date on first use."""
         self.ledger = ledger
 
-    def _rows(self, ref: str, what: str) -> tuple[list[NameRow], bool]:
+    def _rows(self, ref: str) -> tuple[list[NameRow], bool]:
         state = self.ledger.trust_state()
         hexpart = ref.removeprefix("sha256:").lower()
         if "@" in ref and not ref.startswith("sha256:"):
@@ -76,13 +168,7 @@ class Catalog:
             rows = state.by_prefix(hexpart)
             if rows or ref.startswith("sha256:"):
                 return rows, True
-        rows = state.by_name(ref, "")
-        if not rows and not _HEX.fullmatch(hexpart):
-            raise RefError(
-                f"{ref!r}: no unversioned {what} has this name; refer to one by NAME@VERSION, "
-                "sha256:<hex> or a digest prefix of 6+ hex characters"
-            )
-        return rows, False
+        return state.by_name(ref, ""), False
 
     def resolve(self, ref: str, kinds: Iterable[str] | None = None) -> CatalogItem:
         """Resolve ``NAME@VERSION``, ``sha256:<hex>``, a unique hex prefix (6+ characters) or an
@@ -99,7 +185,7 @@ class Catalog:
         wanted = frozenset(kinds) if kinds else NAMED
         what = " or ".join(sorted(wanted)) if kinds else "artifact"
         ref = ref.strip()
-        rows, by_digest = self._rows(ref, what)
+        rows, by_digest = self._rows(ref)
         hits = [r for r in rows if r.kind in wanted]
         distinct = {r.subject: r for r in hits}
         if not distinct:
@@ -115,9 +201,7 @@ class Catalog:
                     f"cannot be read ({listed}: envelope missing or damaged), so one may be it; "
                     "restore them with 'trajledger fsck --repair --from BUNDLE|LEDGER'"
                 )
-            raise RefError(
-                f"{ref}: no {what} with this reference is recorded; see 'trajledger log show'"
-            )
+            raise self._not_found(ref, wanted, what, by_digest)
         if len(distinct) > 1:
             listed = ", ".join(
                 f"{r.kind} {r.name}{'@' + r.version if r.version else ''} {r.subject[:19]}…"
@@ -130,6 +214,67 @@ class Catalog:
         # The first record of an artifact is its identity record.
         row = min(hits, key=lambda r: r.index)
         return self._confirm(row, check_name=not by_digest)
+
+    def _not_found(
+        self, ref: str, wanted: frozenset[str], what: str, by_digest: bool
+    ) -> RefError:
+        """Why ``ref`` names no ``wanted`` artifact, and what is recorded instead (`RefError`).
+
+        Reads every named row of the index: only on this error path.
+        """
+        rows = self.ledger.trust_state().named()
+        hexpart = ref.removeprefix("sha256:").lower()
+        if by_digest or (_HEX.fullmatch(hexpart) and "@" not in ref):
+            others = {f"{_a(r.kind)} ({f'{r.name}@{r.version}' if r.version else r.name})"
+                      for r in rows if r.kind not in wanted and r.subject[7:].startswith(hexpart)}
+            if others:
+                return RefError(f"{ref}: is {' and '.join(sorted(others))}, not {_a(what)}")
+            digests = {r.subject[7 : 7 + len(hexpart)]: r.subject
+                       for r in rows if r.kind in wanted}
+            close = suggest(hexpart, digests)
+            found = ("with this digest is recorded" if len(hexpart) == 64
+                     else f"has a digest starting with {hexpart}")
+            if close:
+                return RefError(f"{ref}: no {what} {found}; {did_you_mean(close)}",
+                                suggestions=close)
+            if not by_digest:  # six or more hex digits: a name, or a digest prefix
+                by_name = self._by_name(ref, wanted, what, rows)
+                if not by_name.unknown:
+                    return by_name
+            return RefError(f"{ref}: no {what} {found}; see 'trajledger log show'",
+                            unknown=True)
+        return self._by_name(ref, wanted, what, rows)
+
+    def _by_name(
+        self, ref: str, wanted: frozenset[str], what: str, rows: Sequence[NameRow]
+    ) -> RefError:
+        """`_not_found` for ``NAME@VERSION`` or a plain name: the name has other versions,
+        needs a version, is another kind, is close to recorded names, or is unknown."""
+        name, at, version = ref.rpartition("@") if "@" in ref else (ref, "", "")
+        mine = [r for r in rows if r.kind in wanted]
+        versions = sorted({r.version for r in mine if r.name == name and r.version},
+                          key=_version_key)
+        if at and versions:
+            kinds = " or ".join(sorted({r.kind for r in mine if r.name == name}))
+            return RefError(
+                f"{ref}: {kinds} {name} has no version {version!r}; recorded versions: "
+                f"{_listed(versions)} (refer to one as {name}@{versions[-1]})"
+            )
+        if not at and versions:
+            refs = [f"{name}@{v}" for v in versions]
+            return RefError(f"{ref}: needs a version (NAME@VERSION); recorded: {_listed(refs)}")
+        others = sorted({r.kind for r in rows if r.kind not in wanted
+                         and (r.name, r.version) in ((name, version), (ref, ""))})
+        if others:
+            return RefError(f"{ref}: is {' and '.join(_a(k) for k in others)}, not {_a(what)}")
+        names = {f"{r.name}@{r.version}" if r.version else r.name for r in mine}
+        close = suggest(ref, names)
+        if close:
+            return RefError(f"{ref}: no {what} has this name; {did_you_mean(close)}",
+                            suggestions=close)
+        how = ("see 'trajledger log show'" if at else "refer to one by NAME@VERSION, "
+               "sha256:<hex> or a digest prefix of 6+ hex characters")
+        return RefError(f"{ref}: no {what} has this name; {how}", unknown=True)
 
     def _confirm(self, row: NameRow, *, check_name: bool) -> CatalogItem:
         """Read the row's entry from the log and its statement from the store; they must say
@@ -184,3 +329,13 @@ class Catalog:
     def to_json(self, item: CatalogItem) -> dict[str, Any]:
         """An item as JSON."""
         return asdict(item)
+
+
+def _a(noun: str) -> str:
+    """``a checkpoint``, ``an environment``."""
+    return ("an " if noun[:1] in "aeiou" else "a ") + noun
+
+
+def _version_key(version: str) -> tuple[tuple[int, int | str], ...]:
+    """Versions in the order people count them: ``2`` before ``10``, numbers before words."""
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"[.\-+]", version))

@@ -16,11 +16,13 @@ import click
 from .clikit import (
     DEFAULT_HOME,
     HOME_ENV,
+    JSON_OPTION,
     KEY_NAME,
     OUT_PATH,
     Context,
     Group,
     emit_json,
+    emit_result,
     ok,
     pass_ctx,
     progress,
@@ -43,8 +45,9 @@ __all__ = ["COMMANDS"]
     help="Blob store: a directory relative to the ledger, or a URI such as s3://bucket/prefix "
     "(S3 settings from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, AWS_REGION).",
 )
+@JSON_OPTION
 @pass_ctx
-def init(ctx: Context, origin: str | None, store: str) -> None:
+def init(ctx: Context, origin: str | None, store: str, as_json: bool) -> None:
     """Create a ledger in the ledger directory (--ledger, default ./.trajledger).
 
     The log and the keys always live in the ledger directory; blobs live in --store. A remote
@@ -71,7 +74,9 @@ def init(ctx: Context, origin: str | None, store: str) -> None:
             "passphrase set, no terminal): for demos and tests; set TRAJLEDGER_PASSPHRASE_LOG "
             "or TRAJLEDGER_PASSPHRASE before init for a ledger an insider cannot sign for"
         )
-    click.echo(f"created ledger {ledger.root} (origin {ledger.config.origin})")
+    emit_result(as_json, f"created ledger {ledger.root} (origin {ledger.config.origin})",
+                {"ledger": str(ledger.root), "origin": ledger.config.origin,
+                 "vkey": ledger.log.vkey, "keys": ledger.config.keys})
 
 
 def _ask(name: str) -> bytes | None:
@@ -82,7 +87,13 @@ def _ask(name: str) -> bytes | None:
 
 @click.group(cls=Group)
 def key() -> None:
-    """Create, list and export signing keys and X25519 encryption keys (kept in <ledger>/keys)."""
+    """Create, list and export signing keys and X25519 encryption keys (kept in <ledger>/keys).
+
+    \b
+    Examples:
+      trajledger key new vendor
+      trajledger key list
+    """
 
 
 @key.command("new")
@@ -98,8 +109,9 @@ def key() -> None:
 @click.option(
     "--no-encrypt", is_flag=True, help="Write the private key unencrypted (demos and tests only)."
 )
+@JSON_OPTION
 @pass_ctx
-def key_new(ctx: Context, name: str, alg: str, no_encrypt: bool) -> None:
+def key_new(ctx: Context, name: str, alg: str, no_encrypt: bool, as_json: bool) -> None:
     """Create key NAME: an encrypted PKCS#8 private key (mode 0600) and its public key.
 
     Each key may have its own passphrase: TRAJLEDGER_PASSPHRASE_<NAME> (the name upper-cased,
@@ -120,13 +132,16 @@ def key_new(ctx: Context, name: str, alg: str, no_encrypt: bool) -> None:
         warn(f"key {name} is written unencrypted; use it for demos and tests only")
     if alg == "x25519":
         enc = store.create_encryption_key(name, encrypt=not no_encrypt)
-        click.echo(f"{name} x25519 {enc.keyid}")
+        emit_result(as_json, f"{name} x25519 {enc.keyid}", {
+            "name": name, "algorithm": "x25519", "keyid": enc.keyid, "encrypted": not no_encrypt})
         ok(f"encryption key {name} written to {store.encryption_directory}")
         return
     signer = store.create(
         name, "ecdsa-p256" if alg == "p256" else "ed25519", encrypt=not no_encrypt
     )
-    click.echo(f"{name} {signer.public.algorithm} {signer.keyid}")
+    emit_result(as_json, f"{name} {signer.public.algorithm} {signer.keyid}", {
+        "name": name, "algorithm": signer.public.algorithm, "keyid": signer.keyid,
+        "encrypted": not no_encrypt})
     ok(f"key {name} written to {store.directory}")
 
 
@@ -161,7 +176,12 @@ def key_encrypt(ctx: Context, name: str | None, log_key: bool) -> None:
 @pass_ctx
 def key_list(ctx: Context, as_json: bool) -> None:
     """List keys: name, algorithm, keyid, whether the private key is encrypted (signing keys,
-    then X25519 encryption keys)."""
+    then X25519 encryption keys).
+
+    \b
+    Example:
+      trajledger key list --json
+    """
     store = ctx.keystore()
     rows = [(k.name, k.algorithm, k.keyid, k.encrypted) for k in store.list()]
     rows += [(n, "x25519", k.keyid, enc) for n, k, enc in store.encryption_keys()]
@@ -175,10 +195,19 @@ def key_list(ctx: Context, as_json: bool) -> None:
 
 @key.command("export")
 @click.argument("name")
+@JSON_OPTION
 @pass_ctx
-def key_export(ctx: Context, name: str) -> None:
-    """Print the public key of NAME as PEM (share this; never the .key file)."""
-    click.echo(ctx.keystore().public(name).to_pem().decode("ascii"), nl=False)
+def key_export(ctx: Context, name: str, as_json: bool) -> None:
+    """Print the public key of NAME as PEM (share this; never the .key file).
+
+    \b
+    Example:
+      trajledger key export vendor > vendor.pub
+    """
+    key = ctx.keystore().public(name)
+    pem = key.to_pem().decode("ascii")
+    emit_result(as_json, pem.removesuffix("\n"),
+                {"name": name, "algorithm": key.algorithm, "keyid": key.keyid, "pem": pem})
 
 
 @click.command()
@@ -191,12 +220,20 @@ def key_export(ctx: Context, name: str) -> None:
     help="Where to write the DSSE envelope.",
 )
 @click.option("--name", help="Subject name; default: the first path's name.")
+@JSON_OPTION
 @pass_ctx
-def sign(ctx: Context, paths: tuple[Path, ...], key_name: str, out: Path, name: str | None) -> None:
+def sign(
+    ctx: Context, paths: tuple[Path, ...], key_name: str, out: Path, name: str | None,
+    as_json: bool,
+) -> None:
     """Sign files and directories into a DSSE envelope (in-toto statement + manifest).
 
     Directories are expanded: every file is listed by its path relative to the directory, with
     its size and SHA-256. Verify with 'trajledger verify PATH... --envelope FILE --pubkey PEM'.
+
+    \b
+    Example:
+      trajledger sign model/ --key vendor --out model.intoto.json
     """
     from .files import collect_files, manifest_for
     from .fs import write_file_atomic
@@ -210,7 +247,9 @@ def sign(ctx: Context, paths: tuple[Path, ...], key_name: str, out: Path, name: 
     ptype, predicate = files_predicate(manifest)
     envelope = sign_statement([(subject, manifest.digest)], ptype, predicate, [signer])
     write_file_atomic(out, envelope.to_bytes() + b"\n")
-    click.echo(manifest.digest)
+    emit_result(as_json, manifest.digest, {
+        "digest": manifest.digest, "name": subject, "envelope": str(out),
+        "files": len(manifest.files), "size": manifest.total_size, "keyid": signer.keyid})
     ok(
         f"{len(manifest.files)} file(s), {manifest.total_size} bytes signed by {key_name} "
         f"into {out}"

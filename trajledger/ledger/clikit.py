@@ -30,14 +30,18 @@ __all__ = [
     "EXIT_OK",
     "EXIT_OPERATIONAL",
     "EXIT_USAGE",
+    "JSON_OPTION",
     "Context",
     "Group",
     "emit_json",
+    "emit_result",
     "fail",
     "ok",
     "pass_ctx",
     "progress",
     "progress_to",
+    "recorded_json",
+    "style",
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_OPERATIONAL, EXIT_BUG = 0, 1, 2, 3, 4
@@ -167,6 +171,15 @@ def ask_passphrase(name: str, *, confirm: bool = False) -> bytes | None:
     return str(value).encode("utf-8")
 
 
+def style(text: str, **styles: Any) -> str:
+    """``text`` styled for a terminal (`click.style`: ``bold=True``...), or plain when the
+    NO_COLOR environment variable is set to anything but empty (no-color.org: no colour and no
+    bold either). Where stdout or stderr is not a terminal, `click.echo` drops the escapes."""
+    if os.environ.get("NO_COLOR"):
+        return text
+    return click.style(text, **styles)
+
+
 def ok(subject: str) -> None:
     """Report success on stderr."""
     click.echo(f"OK: {subject}", err=True)
@@ -186,6 +199,29 @@ def warn(message: str) -> None:
 def emit_json(value: Any) -> None:
     """Print a JSON document on stdout (sorted keys, one line)."""
     click.echo(json.dumps(value, sort_keys=True, separators=(",", ":")))
+
+
+JSON_OPTION = click.option(
+    "--json", "as_json", is_flag=True, help="Print the result as one JSON document (stable)."
+)
+"""``--json``: every command that prints a result on stdout takes it (docs/cli.md)."""
+
+
+def emit_result(as_json: bool, text: str | None, data: dict[str, Any]) -> None:
+    """Print a command's result on stdout: ``text`` (a reference alone, so that
+    ``X=$(trajledger ...)`` keeps it; None: nothing), or with ``--json`` the document
+    ``data``."""
+    if as_json:
+        emit_json(data)
+    elif text is not None:
+        click.echo(text)
+
+
+def recorded_json(kind: str, rec: Any, name: str = "", version: str = "") -> dict[str, Any]:
+    """What ``--json`` prints for a record a command made (a `ledger.record.Recorded`):
+    ``{kind, name, version, digest, envelope, logIndex, new}``."""
+    return {"kind": kind, "name": name, "version": version, "digest": rec.digest,
+            "envelope": rec.envelope_digest, "logIndex": rec.index, "new": rec.new}
 
 
 @contextmanager
@@ -270,6 +306,16 @@ def hoist_global_options(args: list[str]) -> list[str]:
     return front + rest
 
 
+def _closest(e: click.NoSuchOption) -> click.NoSuchOption:
+    """click's "no such option" with the catalog's suggestions (`catalog.suggest`): the closest
+    options only (``--fromat`` gets ``--format``, not also ``--out``)."""
+    from .catalog import suggest
+
+    return click.NoSuchOption(e.option_name, possibilities=suggest(e.option_name,
+                                                                     e.possibilities or []),
+                              ctx=e.ctx)
+
+
 class Group(click.Group):
     """A click group that maps exceptions to exit codes and one-line messages."""
 
@@ -278,10 +324,19 @@ class Group(click.Group):
         argv = list(sys.argv[1:] if args is None else args)
         return super().main(hoist_global_options(argv), *rest, **kw)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse the group's own options; a mistyped one gets the closest (`_closest`)."""
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as e:
+            raise _closest(e) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; translate expected errors, report bugs."""
         try:
             return super().invoke(ctx)
+        except click.NoSuchOption as e:  # a subcommand's option mistyped
+            raise _closest(e) from None
         except (KeyboardInterrupt, click.exceptions.Abort) as e:
             # Ctrl-C (or an aborted prompt): every write is a temp file renamed into place and an
             # append commits all or nothing, so stopping anywhere leaves no half-written state;

@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .clikit import OUT_PATH_OR_URI, Context, emit_json, ok, pass_ctx, warn
+from .clikit import (
+    JSON_OPTION,
+    OUT_PATH_OR_URI,
+    Context,
+    emit_json,
+    emit_result,
+    ok,
+    pass_ctx,
+    warn,
+)
 
 if TYPE_CHECKING:
     from .home import Ledger
@@ -95,6 +104,7 @@ POLICY = click.option(
     "beside it).",
 )
 @POLICY
+@JSON_OPTION
 @pass_ctx
 def export(
     ctx: Context,
@@ -108,6 +118,7 @@ def export(
     consistency_from: tuple[int, ...],
     include_revoked: bool,
     policy_file: Path | None,
+    as_json: bool,
 ) -> None:
     """Write an evidence bundle: everything needed to verify REF and its lineage offline.
 
@@ -153,10 +164,12 @@ def export(
             f"as {fmt} ({len(written.files)} file(s))"
         )
         _write_revocations(Path(out) / "revocations.json", digest, revoked)
-        click.echo(digest)
+        emit_result(as_json, digest, {
+            "digest": digest, "format": fmt, "out": out, "episodes": written.episodes,
+            "steps": written.steps, "files": len(written.files), "revoked": revoked})
         return
     if fmt != "bundle":
-        digest = _export_interop(ctx, fmt, ref, Path(out), key, policy_file)
+        digest = _export_interop(ctx, fmt, ref, Path(out), key, policy_file, as_json, revoked)
         _write_revocations(Path(out).with_name(Path(out).name + ".revocations.json")
                            if fmt == "sigstore" else Path(out) / "revocations.json",
                            digest, revoked)
@@ -196,7 +209,11 @@ def export(
     )
     if result.terms:
         ok(f"terms stated in bundle.json: {_terms_summary(result.terms)}")
-    click.echo(result.digest)
+    emit_result(as_json, result.digest, {
+        "digest": result.digest, "format": fmt, "out": out, "entries": len(result.entries),
+        "objects": result.objects, "omitted": result.omitted, "erased": len(result.erased),
+        "size": result.size, "checkpointSize": result.checkpoint_size,
+        "failures": result.report.failures()})
 
 
 def _revoked(ledger: Ledger, ref: str, policy_file: Path | None, include: bool) -> list[str]:
@@ -248,7 +265,8 @@ def _terms_summary(terms: Any) -> str:
 
 
 def _export_interop(
-    ctx: Context, fmt: str, ref: str, out: Path, key: str | None, policy_file: Path | None
+    ctx: Context, fmt: str, ref: str, out: Path, key: str | None, policy_file: Path | None,
+    as_json: bool, revoked: list[str],
 ) -> str:
     """``export --format sigstore`` or ``model-signing`` (docs/sigstore.md); the digest."""
     if fmt == "sigstore" and out.is_dir():
@@ -263,7 +281,9 @@ def _export_interop(
             raise click.UsageError(str(e)) from e
         how = "its stored keyless bundle" if done.keyless else "no tlog entry, public-key hint"
         ok(f"{ref}: Sigstore bundle {out} written: signature by {done.signer} ({how})")
-        click.echo(done.digest)
+        emit_result(as_json, done.digest, {"digest": done.digest, "format": fmt, "out": str(out),
+                                           "signer": done.signer, "keyless": done.keyless,
+                                           "revoked": revoked})
         return str(done.digest)
     from .model_signing_export import export_model_signing
 
@@ -276,7 +296,9 @@ def _export_interop(
         f"{ref}: {ms.files} file(s) and {out / 'model.sig'} written (model_signing, key {key}); "
         f"recorded at log index {ms.index}"
     )
-    click.echo(ms.digest)
+    emit_result(as_json, ms.digest, {"digest": ms.digest, "format": fmt, "out": str(out),
+                                     "files": ms.files, "logIndex": ms.index,
+                                     "revoked": revoked})
     return str(ms.digest)
 
 
@@ -305,6 +327,10 @@ def import_(
 
     Prints the verification report, then the imported artifact's digest as the last line
     (with --json, only the report: one JSON document whose subject is that digest).
+
+    \b
+    Example:
+      trajledger import cartpole-train-2.tar.zst --key approver
     """
     from .exchange import import_bundle
     from .remote import download, is_uri

@@ -51,6 +51,11 @@ def fsck(ctx: Context, repair: bool, source: Path | None, as_json: bool) -> None
     disagree with the log. With --repair --from BUNDLE|LEDGER, missing and damaged objects are
     restored from an exported bundle or another ledger; every byte restored is hashed. Erased
     blobs are never restored. The log's own files are checked by 'trajledger log verify'.
+
+    \b
+    Examples:
+      trajledger fsck
+      trajledger fsck --repair --from backup.tar.zst
     """
     from . import fsck as lib
 
@@ -110,6 +115,11 @@ def gc(ctx: Context, yes: bool, min_age: str, as_json: bool) -> None:
     Orphans are stored objects that no record of the log names (for example the blobs of a
     record that was interrupted before its log entry). Objects written less than --min-age ago
     are kept. Leftovers are temp files and directories that no live writer can own.
+
+    \b
+    Examples:
+      trajledger gc
+      trajledger gc --yes --min-age 2d
     """
     from trajledger.verify.errors import FormatError
     from trajledger.verify.policy import parse_duration

@@ -185,7 +185,12 @@ def _run_query(
 
 @click.group(cls=Group)
 def query() -> None:
-    """Query the audit index with SQL filters (derived data: nothing is verified)."""
+    """Query the audit index with SQL filters (derived data: nothing is verified).
+
+    \b
+    Example:
+      trajledger query episodes --where "return > 100" --in cartpole-train@1
+    """
 
 
 @query.command("episodes")
@@ -208,6 +213,10 @@ def query_episodes(
     Columns: batch, batch_index, episode_id, task_id, env_version, policy_version, seed,
     return, num_steps, termination_reason, success, judge_scores, judge_score, cost_usd,
     language, task_type, invalid, safety_interventions, modality, fingerprint.
+
+    \b
+    Example:
+      trajledger query episodes --where "return > 100" --in cartpole-train@1
     """
     _run_query(ctx, "episodes", _EPISODE_COLUMNS, where, columns, limit, as_json, within)
 
@@ -224,6 +233,10 @@ def query_artifacts(
     purpose, expires, env, env_digest, evaluator, evaluator_digest, policy_version,
     num_episodes, num_steps, batches, datasets, reason, revoked, erased, data,
     episodes_indexed.
+
+    \b
+    Example:
+      trajledger query artifacts --where "kind = 'approval'" --json
     """
     _run_query(ctx, "artifacts", _ARTIFACT_COLUMNS, where, columns, limit, as_json)
 

@@ -277,9 +277,7 @@ class KeyStore:
         try:
             data = path.read_bytes()
         except FileNotFoundError as e:
-            raise KeyError_(
-                f"key {name}: not found in {self.directory}; see 'trajledger key list'"
-            ) from e
+            raise KeyError_(self._unknown(name, self.directory, "see 'trajledger key list'")) from e
         except OSError as e:
             raise KeyError_(f"key {name}: cannot read {path}: {e.strerror}") from e
         try:
@@ -329,6 +327,22 @@ class KeyStore:
             )
         return signer
 
+    @staticmethod
+    def _unknown(
+        name: str, folder: Path, otherwise: str, missing: str = "not found in",
+        what: str = "key",
+    ) -> str:
+        """Why key ``name`` is not in ``folder``: the keys there whose names are close
+        ("did you mean"), else ``otherwise`` (how to create it)."""
+        from .catalog import did_you_mean, suggest
+
+        names = sorted({p.stem for p in folder.glob("*.pub")}) if folder.is_dir() else []
+        close = suggest(name, names)
+        if close:
+            shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+            return f"{what} {name}: {missing} {folder}; {did_you_mean(close)} (keys: {shown})"
+        return f"{what} {name}: {missing} {folder}; {otherwise}"
+
     def list_private(self) -> list[Path]:
         """The private key files of this directory."""
         return sorted(self.directory.glob("*.key")) if self.directory.is_dir() else []
@@ -361,10 +375,10 @@ class KeyStore:
             mode = os.stat(path).st_mode
             data = path.read_bytes()
         except FileNotFoundError as e:
-            raise KeyError_(
-                f"key {name}: no private key in {path.parent}; create it with "
-                f"'trajledger key new {name}{option}'"
-            ) from e
+            raise KeyError_(self._unknown(
+                name, path.parent, f"create it with 'trajledger key new {name}{option}'",
+                "no private key in",
+            )) from e
         except OSError as e:
             raise KeyError_(f"key {name}: cannot read {path}: {e.strerror}") from e
         if mode & 0o077:
@@ -462,8 +476,10 @@ class KeyStore:
         try:
             return EncryptionKey.from_pem(path.read_bytes(), f"encryption key {name} ({path})")
         except FileNotFoundError as e:
-            raise KeyError_(f"encryption key {name}: not found in {path.parent}; create it with "
-                            f"'trajledger key new {name} --alg x25519'") from e
+            raise KeyError_(self._unknown(
+                name, path.parent, f"create it with 'trajledger key new {name} --alg x25519'",
+                what="encryption key",
+            )) from e
         except (OSError, ValueError) as e:
             raise KeyError_(f"encryption key {name}: cannot read {path}: {e}") from e
 

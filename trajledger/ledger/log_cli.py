@@ -21,14 +21,17 @@ import click
 
 from .clikit import (
     EXIT_FAILED,
+    JSON_OPTION,
     OUT_PATH,
     Context,
     Group,
     emit_json,
+    emit_result,
     fail,
     ok,
     pass_ctx,
     progress_to,
+    recorded_json,
     warn,
 )
 
@@ -83,6 +86,7 @@ def _load_predicate(path: Path) -> dict[str, Any]:
     help="JSON object with the predicate's own fields (the manifest is added).",
 )
 @click.option("--name", help="Subject name; default: the first path's name.")
+@JSON_OPTION
 @pass_ctx
 def attest(
     ctx: Context,
@@ -92,16 +96,22 @@ def attest(
     predicate_file: Path | None,
     name: str | None,
     sigstore: bool,
+    as_json: bool,
 ) -> None:
     """Sign files, store them with their manifest and envelope, and record them in the log.
 
     Sign with keys (--key), keylessly with Sigstore (--sigstore), or both: a keyless
     signature's Sigstore bundle is stored as an object the envelope names.
     Prints the artifact digest (the manifest's sha256) as the last line of stdout.
+
+    \b
+    Examples:
+      trajledger attest model/ --key trainer --name model
+      trajledger attest model/ --key trainer --sigstore
     """
     from trajledger.verify import predicates
 
-    from .record import record_files
+    from .record import kind_for, record_files
     from .sigstore_sign import signers_from_options
 
     extra = _load_predicate(predicate_file) if predicate_file is not None else {}
@@ -114,7 +124,9 @@ def attest(
         ledger, list(paths), signers, predicate_type or predicates.FILES, extra, name=name
     )
     assert rec.manifest is not None
-    click.echo(rec.digest)
+    emit_result(as_json, rec.digest, recorded_json(kind_for(predicate_type or predicates.FILES),
+                                                   rec, name or "")
+                | {"files": len(rec.manifest.files), "size": rec.manifest.total_size})
     by = list(key_names)
     for s in signers:
         by += [
@@ -129,14 +141,25 @@ def attest(
 
 @click.group(cls=Group)
 def log() -> None:
-    """Inspect, prove, check and witness the ledger's transparency log."""
+    """Inspect, prove, check and witness the ledger's transparency log.
+
+    \b
+    Examples:
+      trajledger log info
+      trajledger log verify --skip-data
+    """
 
 
 @log.command("info")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def log_info(ctx: Context, as_json: bool) -> None:
-    """Show the log's origin, size, root and verifier key (vkey)."""
+    """Show the log's origin, size, root and verifier key (vkey).
+
+    \b
+    Example:
+      trajledger log info --json
+    """
     lg = ctx.ledger().log
     size, root = lg.tree_state()
     cp = lg.checkpoint()
@@ -170,6 +193,10 @@ def log_rotate_key(ctx: Context, as_json: bool) -> None:
     names the old vkey, monitors (trajledger monitor). A checkpoint signed by a new key that no
     handover by a trusted key names is still refused. Tell buyers and witnesses the new vkey
     (printed); see docs/SECURITY.md, "A stolen key". Interrupted, run it again to finish.
+
+    \b
+    Example:
+      TRAJLEDGER_PASSPHRASE_LOG=... trajledger log rotate-key
     """
     ledger = ctx.ledger()
     handover = ledger.rotate_log_key()
@@ -202,7 +229,12 @@ def log_rotate_key(ctx: Context, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @pass_ctx
 def log_show(ctx: Context, start: int, end: int | None, as_json: bool) -> None:
-    """List entries: index, kind, subject, envelope, signers, time."""
+    """List entries: index, kind, subject, envelope, signers, time.
+
+    \b
+    Example:
+      trajledger log show --from 10 --to 20 --json
+    """
     from trajledger.verify.log_entry import LogEntry
 
     lg = ctx.ledger().log
@@ -238,12 +270,17 @@ def log_show(ctx: Context, start: int, end: int | None, as_json: bool) -> None:
     type=OUT_PATH,
     help="Write the proof here instead of stdout.",
 )
+@JSON_OPTION
 @pass_ctx
-def log_proof(ctx: Context, index: int, out: Path | None) -> None:
+def log_proof(ctx: Context, index: int, out: Path | None, as_json: bool) -> None:
     """Write a c2sp.org/tlog-proof@v1 proof that entry INDEX is in the log.
 
     The proof holds the inclusion path and the signed checkpoint; anyone with the log's vkey can
     check it offline.
+
+    \b
+    Example:
+      trajledger log proof 12 --out entry-12.proof
     """
     from .fs import write_file_atomic
 
@@ -253,10 +290,13 @@ def log_proof(ctx: Context, index: int, out: Path | None) -> None:
         raise click.BadParameter(f"{index} is beyond the log size {size}", param_hint="INDEX")
     proof = lg.tlog_proof(index)
     data = proof.to_bytes()
-    if out is None:
-        click.echo(data, nl=False)
-    else:
+    if out is not None:
         write_file_atomic(out, data)
+    if as_json:
+        emit_json({"index": index, "hashes": len(proof.inclusion), "proof": data.decode("utf-8"),
+                   "out": None if out is None else str(out)})
+    elif out is None:
+        click.echo(data, nl=False)
     ok(f"entry {index}: inclusion proof of {len(proof.inclusion)} hash(es) under the checkpoint")
 
 
@@ -269,6 +309,10 @@ def log_consistency(ctx: Context, old: int, new: int | None, as_json: bool) -> N
     """Print the consistency proof from tree size OLD to NEW (default: the log size).
 
     Text output: one base64 hash per line.
+
+    \b
+    Example:
+      trajledger log consistency 8 --json
     """
     from trajledger.verify.merkle import verify_consistency
 
@@ -315,6 +359,10 @@ def log_verify(ctx: Context, as_json: bool, skip_data: bool, no_store: bool) -> 
 
     The log key is trusted from <ledger>/log-key/log.pub. Reads only. Exits 1 naming the file
     and entry index of every problem, and every key file of keys/ that holds no valid key.
+
+    \b
+    Example:
+      trajledger log verify --skip-data
     """
     from .errors import KeyError_
     from .log import verify_log_dir
@@ -376,6 +424,10 @@ def log_cosign(ctx: Context, key_name: str, as_json: bool) -> None:
     witness cosigned (refusing a rollback or fork), then add a tlog-cosignature line to it.
 
     Prints the witness's verifier key (cosignature/v1), for trust policies.
+
+    \b
+    Example:
+      trajledger log cosign --key witness
     """
     from .log import cosign
 

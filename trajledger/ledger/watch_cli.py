@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from .clikit import OUT_PATH, Context, emit_json, ok, pass_ctx, warn
+from .clikit import JSON_OPTION, OUT_PATH, Context, emit_json, emit_result, ok, pass_ctx, warn
 
 __all__ = ["log_add_cosignature", "log_serve", "monitor"]
 
@@ -23,13 +23,18 @@ __all__ = ["log_add_cosignature", "log_serve", "monitor"]
               help="Address to listen on (loopback by default; put TLS in front for others).")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
               help="Port (0: any free port, printed).")
+@JSON_OPTION
 @pass_ctx
-def log_serve(ctx: Context, host: str, port: int) -> None:
+def log_serve(ctx: Context, host: str, port: int, as_json: bool) -> None:
     """Serve the log read-only over HTTP as a C2SP tiled log: /checkpoint and the tiles.
 
     Others watch it with 'trajledger monitor URL --vkey V' (the vkey is 'log info's). Any
     static file server can serve the log directory instead (docs/third-party.md). Runs until
     Ctrl-C.
+
+    \b
+    Example:
+      trajledger log serve --port 8080
     """
     from .serve import LogServer
 
@@ -44,7 +49,8 @@ def log_serve(ctx: Context, host: str, port: int) -> None:
     server = LogServer(ledger.log.directory, host, port, verbose=ctx.verbose)
     ok(f"log {ledger.log.origin} served read-only at {server.url} (vkey {ledger.log.vkey}); "
        "Ctrl-C stops")  # fmt: skip
-    click.echo(server.url)
+    emit_result(as_json, server.url,
+                {"url": server.url, "origin": ledger.log.origin, "vkey": ledger.log.vkey})
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -64,6 +70,10 @@ def log_add_cosignature(ctx: Context, file: Path, witnesses: tuple[str, ...]) ->
 
     Each named witness's cosignature must verify over the log's current checkpoint; bundles
     exported from now on carry it, for buyers whose policy requires witnesses.
+
+    \b
+    Example:
+      trajledger log add-cosignature cosigned.txt --witness 'witness+1a2b3c4d+AbC...='
     """
     from .monitor import merge_cosignatures
 
@@ -106,6 +116,11 @@ def monitor(
     A fork or a rollback is refused (exit 1) naming both checkpoints, and nothing is
     remembered; the conflicting checkpoint is printed (keep it: it is signed evidence). The
     memory is per log, in your state directory ($TRAJLEDGER_STATE_DIR).
+
+    \b
+    Examples:
+      trajledger monitor https://logs.example.com/acme --vkey 'acme/rollouts+1a2b3c4d+AbC...='
+      trajledger monitor URL --vkey VKEY --cosign-key witness --out cosigned.txt
     """
     from trajledger.verify.errors import ConsistencyError
 

@@ -8,8 +8,8 @@ training script, a notebook or a data pipeline uses trajledger without the comma
     ledger = Ledger.open(".trajledger")               # or Ledger.init(path)
     env = ledger.register_environment("cartpole", "1", key="vendor", gym_id="CartPole-v1")
     batch = ledger.record_batch(table, env="cartpole@1", policy="random", key="vendor")
-    ds = ledger.create_dataset("cartpole", "1", "train", [batch.digest], key="vendor")
-    ledger.approve("cartpole@1", key="approver-a")
+    ds = ledger.create_dataset("cartpole-train", "1", "train", [batch.digest], key="vendor")
+    ledger.approve("cartpole-train@1", key="approver-a")
     report = ledger.verify(ckpt.digest)                # report.ok, report.nodes, report.edges
 
 The command line is a thin layer over these methods (``trajledger <command>``); docs/api.md shows
@@ -220,13 +220,15 @@ class Ledger(home.Ledger):
         return verify_ref(self, ref, self.policy(policy), data="size" if skip_data else "hash")
 
     def lineage(self, ref: str, *, policy: str | Path | TrustPolicy | None = None) -> Report:
-        """``trajledger lineage``: what made ``ref`` (the same graph as `verify`)."""
+        """``trajledger lineage``: what made ``ref`` (the same graph as `verify`), with the
+        records about its artifacts (approvals, revocations, evaluations...: ``.records``)."""
         from .lineage import lineage
 
         return lineage(self, ref, self.policy(policy))
 
     def impact(self, ref: str, *, policy: str | Path | TrustPolicy | None = None) -> Report:
-        """``trajledger impact``: everything downstream of ``ref``, each verified."""
+        """``trajledger impact``: everything downstream of ``ref``, each verified, with the
+        records about them (``.records``)."""
         from .lineage import impact
 
         return impact(self, ref, self.policy(policy))

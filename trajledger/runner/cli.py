@@ -40,7 +40,7 @@ __all__ = ["main"]
 )
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks for internal errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
-@click.version_option(package_name="trajledger", prog_name="trajledger")
+@click.version_option(None, "-V", "--version", package_name="trajledger", prog_name="trajledger")
 @click.pass_context
 def main(ctx: click.Context, home: Path | None, verbose: bool, quiet: bool) -> None:
     """trajledger: a provenance ledger for RL rollouts.
@@ -49,7 +49,13 @@ def main(ctx: click.Context, home: Path | None, verbose: bool, quiet: bool) -> N
     data, and prove what made a checkpoint.
 
     Exit codes: 0 ok, 1 verification failed or data refused, 2 usage, 3 operational problem,
-    4 internal bug.
+    4 internal bug. Every command that prints a result takes --json; shell completion:
+    docs/cli.md.
+
+    \b
+    Examples:
+      trajledger quickstart demo
+      trajledger --ledger demo lineage cartpole-bc@2 --format html --out lineage.html
     """
     from .api import Ledger
 

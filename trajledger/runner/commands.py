@@ -11,7 +11,18 @@ from typing import Any
 
 import click
 
-from trajledger.ledger.clikit import DURATION, OUT_PATH, Context, Group, emit_json, ok, pass_ctx
+from trajledger.ledger.clikit import (
+    DURATION,
+    JSON_OPTION,
+    OUT_PATH,
+    Context,
+    Group,
+    emit_json,
+    emit_result,
+    ok,
+    pass_ctx,
+    recorded_json,
+)
 
 __all__ = ["COMMANDS"]
 
@@ -47,7 +58,13 @@ def _policy_file(ctx: Context, file: Path) -> Any:
 
 @click.group(cls=Group)
 def policy() -> None:
-    """Check, record and show trust policies."""
+    """Check, record and show trust policies.
+
+    \b
+    Examples:
+      trajledger policy init
+      trajledger policy set policy.toml --key approver-a --key approver-b --yes
+    """
 
 
 def _describe(p: Any) -> list[str]:
@@ -120,6 +137,7 @@ def policy_init(
     Example:
       trajledger policy init --producer vendor --approver approver-a --trainer trainer
     """
+    from trajledger.ledger.catalog import did_you_mean, suggest
     from trajledger.ledger.errors import LedgerError
     from trajledger.ledger.fs import write_file_atomic
     from trajledger.ledger.policy_state import policy_toml
@@ -132,8 +150,10 @@ def policy_init(
         chosen = list(given) or [n for n in names if n.startswith(prefixes)]
         for n in chosen:
             if n not in names:
-                raise click.BadParameter(f"no key {n!r} in {ledger.keys.directory}",
-                                         param_hint=f"--{role}")
+                close = did_you_mean(suggest(n, names))
+                raise click.BadParameter(
+                    f"no key {n!r} in {ledger.keys.directory}" + (f"; {close}" if close else ""),
+                    param_hint=f"--{role}")
         if not chosen:
             raise click.UsageError(
                 f"no {role} key: name one with --{role} KEY (keys: {', '.join(names) or 'none'})"
@@ -186,6 +206,10 @@ def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
 
     An invalid policy file exits 1 with one line naming the setting; an unreadable one exits 3.
     Keys named by keyid are looked up in the ledger's key store.
+
+    \b
+    Example:
+      trajledger policy check policy.toml
     """
     from trajledger.verify.policy import policy_digest
 
@@ -223,8 +247,9 @@ def _note_paths(file: Path, p: Any) -> None:
 )
 @click.option("--yes", is_flag=True,
               help="Record a policy that adds or removes members of a role (shown first).")
+@JSON_OPTION
 @pass_ctx
-def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool) -> None:
+def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool, as_json: bool) -> None:
     """Record FILE as the policy in force (signed by the current approvers' threshold).
 
     FILE needs a higher serial than the policy in force. Before anything is signed, each
@@ -266,7 +291,8 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool) -> No
             )
     rec = ledger.set_policy(new, keys=list(keys))
     ok(f"policy {file} recorded at log index {rec.index}")
-    click.echo(rec.digest)
+    emit_result(as_json, rec.digest,
+                recorded_json("trust-policy", rec, new.name, str(new.serial)))
 
 
 @policy.command("inline")
@@ -295,7 +321,12 @@ def policy_inline(ctx: Context, file: Path) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def policy_show(ctx: Context, as_json: bool) -> None:
-    """Show the ledger's policy in force and its history."""
+    """Show the ledger's policy in force and its history.
+
+    \b
+    Example:
+      trajledger policy show --json
+    """
     from trajledger.ledger.errors import LedgerError
     from trajledger.ledger.policy_state import current_policy
 
@@ -330,24 +361,40 @@ def policy_show(ctx: Context, as_json: bool) -> None:
     help="How long the approval lasts (e.g. 30d, 12h).",
 )
 @click.option("--note", help="Free text kept with the approval.")
+@JSON_OPTION
 @pass_ctx
-def approve(ctx: Context, ref: str, key: str, purpose: str, expires: str, note: str | None) -> None:
-    """Approve a dataset or batch for a purpose, until an expiry."""
+def approve(
+    ctx: Context, ref: str, key: str, purpose: str, expires: str, note: str | None, as_json: bool
+) -> None:
+    """Approve a dataset or batch for a purpose, until an expiry; prints the approval's
+    envelope digest.
+
+    \b
+    Example:
+      trajledger approve cartpole-train@1 --key approver-a --expires 30d
+    """
     rec = ctx.ledger().approve(ref, key=key, purpose=purpose, expires=expires, note=note)
     ok(f"{ref} approved for {purpose!r} by {key} for {expires} (log index {rec.index})")
-    click.echo(rec.envelope_digest)
+    emit_result(as_json, rec.envelope_digest,
+                _status_json("approval", rec) | {"purpose": purpose, "expires": expires})
 
 
 @click.command()
 @click.argument("ref")
 @click.option("--key", required=True, help="Producer or approver key.")
 @click.option("--reason", required=True, help="Why it must no longer be used.")
+@JSON_OPTION
 @pass_ctx
-def revoke(ctx: Context, ref: str, key: str, reason: str) -> None:
-    """Revoke an artifact: its lineage fails verification from now on; see 'trajledger impact'."""
+def revoke(ctx: Context, ref: str, key: str, reason: str, as_json: bool) -> None:
+    """Revoke an artifact: its lineage fails verification from now on; see 'trajledger impact'.
+
+    \b
+    Example:
+      trajledger revoke cartpole-random --key approver-a --reason "PII in episode 12"
+    """
     rec = ctx.ledger().revoke(ref, key=key, reason=reason)
     ok(f"{ref} revoked (log index {rec.index})")
-    click.echo(rec.envelope_digest)
+    emit_result(as_json, rec.envelope_digest, _status_json("revocation", rec) | {"reason": reason})
 
 
 @click.command()
@@ -359,12 +406,26 @@ def revoke(ctx: Context, ref: str, key: str, reason: str) -> None:
     type=click.Choice(["retention", "consent", "legal"]),
     help="Why the data is erased.",
 )
+@JSON_OPTION
 @pass_ctx
-def erase(ctx: Context, ref: str, key: str, reason: str) -> None:
-    """Erase an artifact's data: blobs deleted, digests and signed records kept."""
+def erase(ctx: Context, ref: str, key: str, reason: str, as_json: bool) -> None:
+    """Erase an artifact's data: blobs deleted, digests and signed records kept.
+
+    \b
+    Example:
+      trajledger erase cartpole-random --key approver-a --reason consent
+    """
     rec, deleted = ctx.ledger().erase(ref, key=key, reason=reason)
     ok(f"{ref} erased ({reason}): {deleted} blob(s) deleted, record at log index {rec.index}")
-    click.echo(rec.envelope_digest)
+    emit_result(as_json, rec.envelope_digest,
+                _status_json("erasure", rec) | {"reason": reason, "deleted": deleted})
+
+
+def _status_json(kind: str, rec: Any) -> dict[str, Any]:
+    """``--json`` of a record about an artifact (approval, revocation, erasure): stdout's
+    text is its envelope digest (what 'trajledger show' takes)."""
+    return {"kind": kind, "subject": rec.digest, "envelope": rec.envelope_digest,
+            "logIndex": rec.index, "new": rec.new}
 
 
 @click.command()
@@ -376,7 +437,12 @@ def erase(ctx: Context, ref: str, key: str, reason: str) -> None:
 def admit(
     ctx: Context, dataset: str, policy_file: Path | None, purpose: str | None, as_json: bool
 ) -> None:
-    """Dry run of the admission gate: would the runner train on DATASET? Lists every failure."""
+    """Dry run of the admission gate: would the runner train on DATASET? Lists every failure.
+
+    \b
+    Example:
+      trajledger admit cartpole-train@1 --json
+    """
     from .admission import DataRefusedError
 
     ledger = ctx.ledger()
@@ -428,6 +494,7 @@ def admit(
               "recorded (logs can hold secrets).")
 @POLICY_OPTION
 @click.option("--key", required=True, help="Trainer key.")
+@JSON_OPTION
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARGS]...]")
 @pass_ctx
 def train(
@@ -443,6 +510,7 @@ def train(
     keep_logs: bool,
     policy_file: Path | None,
     key: str,
+    as_json: bool,
     command: tuple[str, ...],
 ) -> None:
     """Admit DATASET, train on its verified bytes, record the checkpoint; prints its digest.
@@ -485,7 +553,7 @@ def train(
         ok(f"checkpoint {name}@{version} recorded at log index {out.index}: {out.files} file(s) "
            f"from {command[0]} (exit 0, trained on {len(data)} batch(es) of "
            f"{out.admission.name}@{out.admission.version})")
-        click.echo(out.digest)
+        emit_result(as_json, out.digest, _trained_json(ledger, out) if as_json else {})
         return
     if output is not None or keep_logs:
         raise click.UsageError("--output and --keep-logs go with a COMMAND (after '--')")
@@ -505,7 +573,21 @@ def train(
     metrics = ", ".join(f"{k}={v:.4g}" for k, v in sorted(out.metrics.items()))
     where = "" if out.new else "already "
     ok(f"checkpoint {where}recorded at log index {out.index} ({metrics})")
-    click.echo(out.digest)
+    emit_result(as_json, out.digest, _trained_json(ledger, out) if as_json else {})
+
+
+def _trained_json(ledger: Any, out: Any) -> dict[str, Any]:
+    """``train --json``: the checkpoint, what it was trained on, its metrics."""
+    from trajledger.ledger.catalog import Catalog
+
+    item = Catalog(ledger).resolve(out.digest)
+    a = out.admission
+    return {"kind": "checkpoint", "digest": out.digest, "logIndex": out.index, "new": out.new,
+            "name": item.name, "version": item.version, "envelope": item.envelope,
+            "files": out.files, "metrics": out.metrics,
+            "dataset": {"name": a.name, "version": a.version, "digest": a.dataset},
+            "batches": [b.digest for b in a.batches],
+            "exitCode": out.run.returncode if out.run is not None else None}
 
 
 def _read_config(path: Path) -> dict[str, Any]:
@@ -546,6 +628,7 @@ def _read_config(path: Path) -> dict[str, Any]:
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the first episode.")
 @click.option("--max-steps", type=click.IntRange(min=1), help="Cut episodes at this many steps.")
 @click.option("--key", required=True, help="Producer key recording the rollouts.")
+@JSON_OPTION
 @pass_ctx
 def rollout(
     ctx: Context,
@@ -555,8 +638,16 @@ def rollout(
     seed: int,
     max_steps: int | None,
     key: str,
+    as_json: bool,
 ) -> None:
-    """Run a checkpoint's policy in Gymnasium and record the rollouts (policy = the checkpoint)."""
+    """Run a checkpoint's policy in Gymnasium and record the rollouts (policy = the checkpoint).
+
+    --env is a registered environment (NAME@VERSION or digest) or the Gymnasium id one names.
+
+    \b
+    Example:
+      trajledger rollout --checkpoint cartpole-bc@2 --env cartpole@1 --episodes 20 --key vendor
+    """
     batch, mean = ctx.ledger().rollout(
         checkpoint, env, episodes, key=key, seed=seed, max_steps=max_steps
     )
@@ -564,7 +655,9 @@ def rollout(
         f"{episodes} episode(s) {batch.recorded.where}, "
         f"mean return {mean:.1f}"
     )
-    click.echo(batch.recorded.digest)
+    emit_result(as_json, batch.recorded.digest, recorded_json("rollout-batch", batch.recorded)
+                | {"episodes": episodes, "meanReturn": mean,
+                   "environment": batch.environment.ref, "checkpoint": checkpoint})
 
 
 @click.command()
@@ -624,6 +717,11 @@ def verify(
                                                    with Sigstore or model_signing
 
     Exits 0 when everything holds, 1 naming each failure.
+
+    \b
+    Examples:
+      trajledger verify cartpole-bc@2
+      trajledger verify cartpole-train-2.tar.zst --policy policy.toml --json
     """
     if sigstore_bundle is not None:
         if envelope is not None or pubkey:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from trajledger.ledger.clikit import Context, emit_json, ok, pass_ctx
+from trajledger.ledger.clikit import JSON_OPTION, Context, emit_json, emit_result, ok, pass_ctx
 
 from .commands import POLICY_OPTION, command_policy
 
@@ -37,6 +37,7 @@ __all__ = ["COMMANDS"]
 @click.option("--unseal-key", metavar="NAME", help="X25519 key (keys/x25519/NAME) that opens a "
               "sealed suite [default: the --key name].")
 @POLICY_OPTION
+@JSON_OPTION
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARGS]...]")
 @pass_ctx
 def eval_(
@@ -51,6 +52,7 @@ def eval_(
     keep_logs: bool,
     unseal_key: str | None,
     policy_file: Path | None,
+    as_json: bool,
     command: tuple[str, ...],
 ) -> None:
     """Evaluate CHECKPOINT on a holdout or regression suite; record a signed evaluation.
@@ -92,7 +94,13 @@ def eval_(
        f"{ev.suite.version} recorded at log index {out.index}: {len(ev.passed_tests)} of "
        f"{len(ev.passed_tests) + len(ev.failed_tests)} episode(s) passed (success rate "
        f"{ev.success_rate:.3f}){sealed}")
-    click.echo(out.digest)
+    emit_result(as_json, out.digest, {
+        "kind": "evaluation", "digest": out.digest, "logIndex": out.index,
+        "checkpoint": {"name": ev.checkpoint.name, "version": ev.checkpoint.version,
+                       "digest": ev.checkpoint.digest},
+        "suite": {"name": ev.suite.name, "version": ev.suite.version, "digest": ev.suite.digest},
+        "passed": len(ev.passed_tests), "failed": len(ev.failed_tests),
+        "successRate": ev.success_rate, "unsealing": out.unsealing})
 
 
 @click.command()

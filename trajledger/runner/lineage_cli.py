@@ -19,6 +19,9 @@ _FORMAT = click.option(
     show_default=True,
     help="Output format; html is one self-contained page.",
 )
+_JSON = click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON: the same as --format json."
+)
 _OUT = click.option(
     "--out",
     type=OUT_PATH,
@@ -48,13 +51,23 @@ def _emit(text: str, out: Path | None) -> None:
     ok(f"written to {out}")
 
 
+def _format(fmt: str, as_json: bool) -> str:
+    """``--json`` is ``--format json``; with another --format it is a usage error."""
+    if as_json and fmt not in ("text", "json"):
+        raise click.UsageError(f"--json and --format {fmt}: choose one")
+    return "json" if as_json else fmt
+
+
 @click.command()
 @click.argument("ref")
 @_FORMAT
+@_JSON
 @_OUT
 @_POLICY
 @pass_ctx
-def lineage(ctx: Context, ref: str, fmt: str, out: Path | None, policy_file: Path | None) -> None:
+def lineage(
+    ctx: Context, ref: str, fmt: str, as_json: bool, out: Path | None, policy_file: Path | None
+) -> None:
     """What made REF: its datasets, batches, environments, evaluators, parent checkpoints.
 
     The report's first line is the verdict (with the count of problems); an artifact whose
@@ -68,6 +81,7 @@ def lineage(ctx: Context, ref: str, fmt: str, out: Path | None, policy_file: Pat
     from .commands import report_raise
     from .lineage import render
 
+    fmt = _format(fmt, as_json)
     ledger = ctx.ledger()
     graph = ledger.lineage(ref, policy=_policy(ledger, policy_file))
     _emit(render(graph, fmt), out)
@@ -77,18 +91,27 @@ def lineage(ctx: Context, ref: str, fmt: str, out: Path | None, policy_file: Pat
 @click.command()
 @click.argument("ref")
 @_FORMAT
+@_JSON
 @_OUT
 @_POLICY
 @pass_ctx
-def impact(ctx: Context, ref: str, fmt: str, out: Path | None, policy_file: Path | None) -> None:
+def impact(
+    ctx: Context, ref: str, fmt: str, as_json: bool, out: Path | None, policy_file: Path | None
+) -> None:
     """What REF reached: the datasets and checkpoints that used it, and what they generated.
 
     Use it after a revocation: every checkpoint listed was trained, directly or through
     rollouts of an earlier checkpoint, on the revoked data, and is marked failing. The
     report's first line is the verdict; the command exits 0 (it answers what REF reached).
+
+    \b
+    Examples:
+      trajledger impact cartpole-random
+      trajledger impact cartpole-random --format html --out impact.html
     """
     from .lineage import affected, render
 
+    fmt = _format(fmt, as_json)
     ledger = ctx.ledger()
     graph = ledger.impact(ref, policy=_policy(ledger, policy_file))
     _emit(render(graph, fmt), out)

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from trajledger.ledger.clikit import Context, pass_ctx, warn
+from trajledger.ledger.clikit import JSON_OPTION, Context, emit_result, pass_ctx, style, warn
 
 __all__ = ["quickstart"]
 
@@ -31,7 +31,7 @@ POLICY_ROLES = {
 
 
 def _step(text: str) -> None:
-    click.echo(click.style(f"\n==> {text}", bold=True), err=True)
+    click.echo(style(f"\n==> {text}", bold=True), err=True)
 
 
 def _say(text: str) -> None:
@@ -47,10 +47,16 @@ def _say(text: str) -> None:
     type=click.IntRange(min=10),
     help="Random CartPole episodes to start from.",
 )
+@JSON_OPTION
 @pass_ctx
-def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
+def quickstart(ctx: Context, directory: Path, episodes: int, as_json: bool) -> None:
     """Build a demo ledger in DIRECTORY: keys, policy, rollouts, approvals, two training
-    iterations, verification, lineage and refusals. Prints the final checkpoint's digest."""
+    iterations, verification, lineage and refusals. Prints the final checkpoint's digest.
+
+    \b
+    Example:
+      trajledger quickstart demo && cd demo && trajledger lineage cartpole-bc@2
+    """
     from trajledger.ledger.artifacts import (
         create_dataset,
         register_environment,
@@ -110,11 +116,14 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
     _say(f"batch {random_batch[:23]}…  mean return {random_mean:.1f}")
 
     _step("iteration 1: dataset, approvals 2-of-2, training")
-    ds1 = create_dataset(ledger, "cartpole", "1", "train", [random_batch], keys["vendor"])
+    # Each name is one artifact: the environment is cartpole@1, its datasets cartpole-train@N
+    # (so 'export cartpole-train@1' is not ambiguous).
+    ds1 = create_dataset(ledger, "cartpole-train", "1", "train", [random_batch], keys["vendor"])
     for a in ("approver-a", "approver-b"):
-        approve(ledger, "cartpole@1", keys[a], expires="30d", note="quickstart")
+        approve(ledger, "cartpole-train@1", keys[a], expires="30d", note="quickstart")
     ckpt1 = train(
-        ledger, "cartpole@1", "bc", keys["trainer"], policy, seed=0, name="cartpole-bc", version="1"
+        ledger, "cartpole-train@1", "bc", keys["trainer"], policy, seed=0, name="cartpole-bc",
+        version="1",
     )
     _say(f"dataset {ds1.recorded.digest[:23]}…, checkpoint {ckpt1.digest[:23]}…")
 
@@ -127,17 +136,17 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
     _step("iteration 2: both batches, approvals, training with checkpoint 1 as parent")
     create_dataset(
         ledger,
-        "cartpole",
+        "cartpole-train",
         "2",
         "train",
         [random_batch, batch_ckpt1.recorded.digest],
         keys["vendor"],
     )
     for a in ("approver-a", "approver-b"):
-        approve(ledger, "cartpole@2", keys[a], expires="30d", note="quickstart")
+        approve(ledger, "cartpole-train@2", keys[a], expires="30d", note="quickstart")
     ckpt2 = train(
         ledger,
-        "cartpole@2",
+        "cartpole-train@2",
         "bc",
         keys["trainer"],
         policy,
@@ -193,7 +202,7 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
     try:
         _refused(
             "a tampered batch (one bit flipped in the store)",
-            lambda: admit(ledger, "cartpole@2", policy),
+            lambda: admit(ledger, "cartpole-train@2", policy),
             DataRefusedError,
         )
     finally:
@@ -207,7 +216,9 @@ def quickstart(ctx: Context, directory: Path, episodes: int) -> None:
     # in the ledger directory that anyone who can write there could edit.
     _say(f"try: trajledger --ledger {directory} verify {ckpt2.digest[:19]}")
     _say(f"     trajledger --ledger {directory} log info")
-    click.echo(ckpt2.digest)
+    emit_result(as_json, ckpt2.digest, {
+        "ledger": str(directory), "policy": str(policy_path), "checkpoint": ckpt2.digest,
+        "checks": n, "meanReturn": {"random": random_mean, "checkpoint": eval2.mean_return}})
 
 
 def _random_batch(

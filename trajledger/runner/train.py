@@ -623,7 +623,7 @@ def rollout(
         RefError: no such checkpoint or environment.
     """
     from trajledger.ledger.artifacts import record_batch
-    from trajledger.ledger.catalog import Catalog, RefError
+    from trajledger.ledger.catalog import Catalog, RefError, did_you_mean, suggest
 
     from .rollouts import run_policy
     from .trainers import load_policy
@@ -634,12 +634,21 @@ def rollout(
     try:
         env_item = catalog.resolve(env, {"environment"})
         gym_id = _env_gym_id(ledger, env_item.envelope) or env
-    except RefError:
-        envs = [i for i in catalog.by_kind("environment") if _env_gym_id(ledger, i.envelope) == env]
+    except RefError as e:
+        registered = {i: _env_gym_id(ledger, i.envelope) for i in catalog.by_kind("environment")}
+        envs = [i for i, gym in registered.items() if gym == env]
         if not envs:
+            if not e.unknown and not e.suggestions:  # a missing version, another kind
+                raise
+            names = {i.ref: i.ref for i in registered} | {g: g for g in registered.values() if g}
+            close = suggest(env, names) or list(e.suggestions)
+            what = f"{env}: no registered environment has this name or Gymnasium id"
+            if close:
+                raise RefError(f"{what}; {did_you_mean(close)}", suggestions=close) from None
+            gym = "ID" if "@" in env else env
             raise RefError(
-                f"{env}: no registered environment has this name or Gymnasium id; register "
-                f"it with 'trajledger env register NAME --version V --gym-id {env}'"
+                f"{what}; register it with 'trajledger env register NAME --version V --gym-id "
+                f"{gym}'", unknown=True,
             ) from None
         env_item, gym_id = envs[-1], env
     result = run_policy(

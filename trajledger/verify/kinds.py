@@ -269,6 +269,14 @@ class Kind:
         return self._deps(predicate)
 
     @property
+    def judges(self) -> bool:
+        """Its records judge the artifacts they name rather than build on them: signed by
+        roles that approve and evaluate, not by producers or trainers (an evaluation, a
+        release, an approval). A lineage draws them beside what they judge (`verify.lineage
+        .LineageVerifier.with_records`); what is built on an artifact is its impact."""
+        return not set(self.roles) & {"producer", "trainer"}
+
+    @property
     def lists(self) -> bool:
         """Records of this kind are found by the digests they list (`listed`)."""
         return self._listed is not _nothing_listed

@@ -27,7 +27,10 @@ dataset or a rollout batch:
 The result is a DAG: one `Node` per artifact (keyed by digest), verified once however many
 artifacts use it, with `Edge`s carrying the dependency's role. Rendering it as text shows each
 node once and refers back ("see above"); its JSON is a node table plus an edge list
-(``schemas/report.v1.md``). The cost is linear in nodes + edges.
+(``schemas/report.v1.md``). The cost is linear in nodes + edges. On request
+(`LineageVerifier.with_records`), a report also carries the records about its artifacts that
+are not nodes of it (`Mark`: approvals, revocations, erasures, evaluations...), each verified
+as a record, for a picture of the lineage.
 Non-scope: reading rollout data as tables (the runner does that on the bytes it verified); where
 the index comes from (a ledger keeps it in the user's state directory).
 Spec: schemas/SPEC.md, section "Lineage verification"; schemas/report.v1.md.
@@ -38,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -88,6 +92,7 @@ __all__ = [
     "Check",
     "Edge",
     "LineageVerifier",
+    "Mark",
     "Node",
     "Record",
     "RecordFailure",
@@ -208,12 +213,49 @@ class Edge:
         return {"from": self.src, "to": self.dst, "role": self.role}
 
 
+@dataclass(frozen=True)
+class Mark:
+    """A log record about artifacts of a report that is not a node of it: an approval, a
+    revocation, an erasure, an evaluation of a checkpoint... (`LineageVerifier.with_records`).
+
+    Attributes:
+        index: its log index.
+        kind: its entry kind.
+        about: ``(node id, role)`` for each artifact of the report it is about: its subject
+            (the role is the kind) or a dependency it names (the dependency's role).
+        signers: the keyids its entry names.
+        status: ``ok`` (it verifies as a record: signature, role, inclusion), ``info`` (intact,
+            not signed under the policy: ignored) or ``fail`` (missing or damaged evidence).
+        detail: what it says (its predicate's plain fields), or why it does not verify.
+    """
+
+    index: int
+    kind: str
+    about: tuple[tuple[str, str], ...]
+    signers: tuple[str, ...]
+    status: str
+    detail: str
+
+    @property
+    def label(self) -> str:
+        """``approval at log index 12``."""
+        return f"{self.kind} at log index {self.index}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (a row of the report's ``records``)."""
+        return {"logIndex": self.index, "kind": self.kind,
+                "about": [{"id": i, "role": r} for i, r in self.about],
+                "signers": list(self.signers), "status": self.status, "detail": self.detail}
+
+
 @dataclass
 class Report:
     """A verified graph: the nodes reachable from ``roots`` and the edges between them.
 
     ``direction`` is ``upstream`` (what made the subject: edges followed from depending to
     dependency) or ``downstream`` (what the subject reached: edges followed backwards).
+    ``records`` are the records about its artifacts that are not nodes (`Mark`), when asked
+    for (`LineageVerifier.with_records`).
     """
 
     subject: str
@@ -221,6 +263,7 @@ class Report:
     nodes: dict[str, Node]
     edges: list[Edge]
     direction: str = "upstream"
+    records: list[Mark] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -315,6 +358,10 @@ class Report:
         users: dict[str, set[str]] = {}
         for e in self.edges:
             users.setdefault(e.src, set()).add(e.dst)
+        marks: dict[str, list[tuple[str, Mark]]] = {}
+        for m in self.records:
+            for nid, role in m.about:
+                marks.setdefault(nid, []).append((role, m))
         lines: list[str] = [self.verdict()]
         for depth, edge, node, first in self.walk():
             pad = "    " * min(depth, _MAX_INDENT)
@@ -339,13 +386,20 @@ class Report:
                 bad = sorted(self.nodes[d].label for d in users.get(node.id, ()) if d in failing)
                 lines.append(f"{pad}    {_MARK[FAIL]} lineage — depends on {len(bad)} failing: "
                              + "; ".join(bad))
+            for role, m in marks.get(node.id, []):
+                by = f", signed by {', '.join(s[:12] for s in m.signers)}" if m.signers else ""
+                via = "" if role == m.kind else f" (names it as {role})"
+                lines.append(f"{pad}    {_MARK[INFO if m.status == OK else m.status]} "
+                             f"{m.label}{via}{by} — {m.detail}")
         return lines
 
     def to_json(self) -> dict[str, Any]:
-        """The stable JSON form: a node table and an edge list (schemas/report.v1.md)."""
+        """The stable JSON form: a node table and an edge list (schemas/report.v1.md); and the
+        records about its artifacts, when it carries them (`LineageVerifier.with_records`)."""
         n, f = self.count()
         failing = self.failing()
-        return {
+        records = {"records": [m.to_json() for m in self.records]} if self.records else {}
+        return records | {
             "format": REPORT_FORMAT,
             "subject": self.subject,
             "direction": self.direction,
@@ -1559,6 +1613,50 @@ class LineageVerifier:
         # their lineage (`Report.failing`), each counted once as the subject's problem.
         return self.report(digest, ["log", digest], down)
 
+    def with_records(self, report: Report) -> Report:
+        """``report`` with the records about its artifacts that are not nodes of it (`Mark`),
+        found generically from the kinds (`verify.kinds`), in log order:
+
+        - every record whose subject is an artifact of the report and whose kind is not an
+          artifact kind (approvals, revocations, erasures, refusals, imports...);
+        - every record of an artifact kind that judges (`Kind.judges`: evaluations,
+          releases) and names an artifact of the report as a dependency, when it is not a
+          node itself.
+
+        Each is verified as a record (`record`: signature, role, inclusion); what it decides
+        is already in the checks of the nodes (a revocation fails its artifact, approvals
+        count in the checkpoint's use of a dataset). Call it after `verify` or `impact`.
+        """
+        found: dict[int, list[tuple[str, str]]] = {}
+        for nid, node in report.nodes.items():
+            if node.kind not in KINDS:
+                continue
+            for i in self._index.about(nid):
+                e = self._entry(i)
+                if e is not None and e.kind in KINDS and not KINDS[e.kind].lineage:
+                    found.setdefault(i, []).append((nid, e.kind))
+            for i, role in self._index.referrers(nid):
+                e = self._entry(i)
+                if (e is not None and e.kind in KINDS and KINDS[e.kind].lineage
+                        and KINDS[e.kind].judges and e.subject not in report.nodes):
+                    found.setdefault(i, []).append((nid, role))
+        marks = []
+        for i in sorted(found):
+            rec = self.record(i)
+            entry = self._entry(i)
+            assert entry is not None
+            if isinstance(rec, Record):
+                status, detail = OK, _gist(rec.statement.predicate)
+                signers = tuple(sorted(rec.signers))
+            else:
+                status = FAIL if rec.damaged else INFO
+                detail = rec.message if rec.damaged else f"ignored: {rec.message}"
+                signers = entry.signers
+            marks.append(Mark(i, entry.kind, tuple(dict.fromkeys(found[i])), signers, status,
+                              detail))
+        return Report(report.subject, report.roots, report.nodes, report.edges,
+                      report.direction, marks)
+
     def _downstream(self, digest: str, kind: str) -> list[Edge]:
         """Verify ``digest`` and walk the referrers: the edges reaching it."""
         self.artifact(digest, kind, follow=False)
@@ -1590,6 +1688,37 @@ _RULES = {
     "release": LineageVerifier._release_use,
 }
 """Rules beyond its records for the kinds that have them, checked once its dependencies are."""
+
+
+_GIST_CHARS = 160
+"""How much of a record's predicate `_gist` shows."""
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z")
+
+
+def _gist(predicate: Any) -> str:
+    """A record's plain fields, ``key: value; ...`` (numbers one level deep too; digests cut),
+    for a picture: what an approval, revocation or evaluation says, read generically."""
+    parts: list[str] = []
+
+    def plain(value: Any) -> str | None:
+        if isinstance(value, bool) or value is None:
+            return None if value is None else str(value).lower()
+        if isinstance(value, int | float):
+            return f"{value:.4g}" if isinstance(value, float) else str(value)
+        if isinstance(value, str):
+            return _short(value) if value.startswith("sha256:") else value
+        return None
+
+    nested: list[str] = []  # then the numbers one level down (an evaluation's metrics)
+    times: list[str] = []  # last: what a record says comes before when it said it
+    for key, value in (predicate.items() if isinstance(predicate, dict) else ()):
+        if isinstance(value, dict):
+            nested += [f"{key}.{k}: {t}" for k, v in value.items()
+                       if not isinstance(v, dict | str) and (t := plain(v)) is not None]
+        elif (text := plain(value)) is not None:
+            (times if _TIME.fullmatch(text) else parts).append(f"{key}: {text}")
+    out = "; ".join(parts + nested + times)
+    return out if len(out) <= _GIST_CHARS else out[: _GIST_CHARS - 1] + "…"
 
 
 def _stored_files(

@@ -866,7 +866,8 @@ def check_successor(current: TrustPolicy, new: TrustPolicy, signer_keyids: froze
     # (1)
     if new.serial <= current.serial:
         raise PolicyError(
-            f"policy {new.name!r}: serial {new.serial} does not follow serial {current.serial}"
+            f"policy {new.name!r}: serial {new.serial} does not follow serial {current.serial}; "
+            f"a successor needs a higher serial (serial = {current.serial + 1})"
         )
     # (2)
     approvers = current.role("approver")

@@ -181,7 +181,7 @@ def test_evaluator_version_is_immutable(registered: Ledger, alice: Signer) -> No
 
 def test_resolve_registered(registered: Ledger) -> None:
     assert resolve_registered(registered, "cart@1", "environment").ref == "cart@1"
-    with pytest.raises(RefError, match=r"^environment judge@1: not registered; register it"):
+    with pytest.raises(RefError, match=r"^judge@1: is an evaluator, not an environment$"):
         resolve_registered(registered, "judge@1", "environment")
 
 
@@ -314,14 +314,13 @@ def test_other_policy_is_other_data(registered: Ledger, alice: Signer) -> None:
         (
             {"env": "cart@2"},
             RefError,
-            r"^environment cart@2: not registered; register it first "
-            r"with 'trajledger env register' \(cart@2: no environment with this reference",
+            r"^cart@2: environment cart has no version '2'; recorded versions: 1 \(refer to "
+            r"one as cart@1\)$",
         ),
         (
             {"evaluator": "cart@1"},
             RefError,
-            r"^evaluator cart@1: not registered; register it "
-            r"first with 'trajledger evaluator register'",
+            r"^cart@1: is an environment, not an evaluator$",
         ),
         ({"policy": ""}, FormatError, r"^rollout batch: the policy version is empty"),
         ({"source": []}, FormatError, r"^rollout batch: no input given \(no files, no rows\)$"),
@@ -432,7 +431,7 @@ def test_dataset_refusals(registered: Ledger, alice: Signer) -> None:
         create_dataset(registered, "h", "1", "regression", [a.digest], alice)
     with pytest.raises(PolicyError, match=r"^dataset t@1: already recorded as sha256:"):
         create_dataset(registered, "t", "1", "train", [a.digest], alice)
-    with pytest.raises(RefError, match=r"^cart@1: no rollout-batch with this reference"):
+    with pytest.raises(RefError, match=r"^cart@1: is an environment, not a rollout-batch$"):
         create_dataset(registered, "x", "1", "train", ["cart@1"], alice)
     with pytest.raises(FormatError, match=r"^dataset x@1: no member batches, want at least one$"):
         create_dataset(registered, "x", "1", "train", [], alice)

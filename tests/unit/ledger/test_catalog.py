@@ -46,17 +46,88 @@ def test_resolve_by_name_version_digest_and_prefix(ledger: Ledger, cart: str) ->
 
 def test_unknown_references(ledger: Ledger, cart: str) -> None:
     catalog = Catalog(ledger)
-    with pytest.raises(RefError, match=r"^cart@2: no artifact with this reference is recorded"):
+    with pytest.raises(RefError, match=(
+        r"^cart@2: environment cart has no version '2'; recorded versions: 1 \(refer to one as "
+        r"cart@1\)$"
+    )):
         catalog.resolve("cart@2")
-    with pytest.raises(RefError, match=r"^cart@1: no evaluator with this reference is recorded"):
+    with pytest.raises(RefError, match=r"^cart@1: is an environment, not an evaluator$"):
         catalog.resolve("cart@1", {"evaluator"})
-    with pytest.raises(RefError, match=r"^0{64}: no artifact"):
+    with pytest.raises(RefError, match=(
+        r"^0{64}: no artifact with this digest is recorded; see 'trajledger log show'$"
+    )) as e:
         catalog.resolve("0" * 64)
+    assert e.value.unknown and not e.value.suggestions
     # Five hex digits are too few for a prefix: read as a name, which names nothing.
-    with pytest.raises(RefError, match=r"^'abcde': no unversioned artifact has this name; refer"):
+    with pytest.raises(RefError, match=(
+        r"^abcde: no artifact has this name; refer to one by NAME@VERSION, sha256:<hex> or a "
+        r"digest prefix of 6\+ hex characters$"
+    )):
         catalog.resolve("abcde")
-    with pytest.raises(RefError, match=r"^'cart': no unversioned artifact has this name"):
+    with pytest.raises(RefError, match=(
+        r"^cart: needs a version \(NAME@VERSION\); recorded: cart@1$"
+    )) as e:
         catalog.resolve("cart")
+    assert not e.value.unknown
+
+
+def test_did_you_mean(ledger: Ledger, alice: Signer, cart: str, tmp_path: Path) -> None:
+    """A mistyped name, version-kept name or digest gets the closest recorded references."""
+    register_environment(ledger, "pendulum", "1", alice, gymnasium_id="Pendulum-v1")
+    catalog = Catalog(ledger)
+    for typed, meant in (("pendulm@1", "pendulum@1"), ("PENDULUM@1", "pendulum@1"),
+                         ("pendulun", "pendulum@1")):
+        with pytest.raises(RefError, match=(
+            rf"^{typed}: no artifact has this name; did you mean '{meant}'\?$"
+        )) as e:
+            catalog.resolve(typed)
+        assert e.value.suggestions == (meant,) and not e.value.unknown
+    with pytest.raises(RefError, match=(
+        r"^pendulm@1: no environment has this name; did you mean 'pendulum@1'\?$"
+    )):
+        catalog.resolve("pendulm@1", {"environment"})
+    # A digest with one hex digit wrong, whole or a prefix, gets the recorded digest.
+    flip = {"0": "1"}.get(cart[18], "0")
+    for typed in (cart[:-1] + {"0": "1"}.get(cart[-1], "0"), cart[7:18] + flip,
+                  cart[:18] + flip):
+        with pytest.raises(RefError, match=rf": no artifact .*; did you mean '{cart}'\?$"):
+            catalog.resolve(typed)
+    # Nothing close: no suggestion, and the error says so.
+    with pytest.raises(RefError, match=r"^zzz@1: no artifact has this name; see 'trajledger "
+                       r"log show'$") as e:
+        catalog.resolve("zzz@1")
+    assert e.value.unknown
+
+
+def test_suggest_is_one_function_over_candidates() -> None:
+    from trajledger.ledger.catalog import did_you_mean, suggest
+
+    keys = ["approver-a", "approver-b", "trainer", "vendor"]
+    assert suggest("aprover-a", keys) == ["approver-a"]  # not also approver-b: less alike
+    assert suggest("approver", keys) == ["approver-a", "approver-b"]
+    assert suggest("Vendor", keys) == ["vendor"]  # case alone
+    assert suggest("vendor", keys) == []  # exact: nothing to suggest
+    assert suggest("zebra", keys) == []
+    # Compared forms map to the suggested ones (digest prefixes, qualified names).
+    assert suggest("abcdeg", {"abcdef": "sha256:abcdef01", "123456": "sha256:12345601"}) == [
+        "sha256:abcdef01"]
+    assert did_you_mean([]) == ""
+    assert did_you_mean(["a"]) == "did you mean 'a'?"
+    assert did_you_mean(["a", "b", "c"]) == "did you mean 'a', 'b' or 'c'?"
+
+
+def test_versions_are_listed_in_counting_order(
+    ledger: Ledger, alice: Signer, tmp_path: Path
+) -> None:
+    for v in ("1", "10", "2", "2.1"):
+        code = tmp_path / f"env{v}.py"
+        code.write_text(f"v = {v!r}\n")
+        register_environment(ledger, "grid", v, alice, files=[code])
+    with pytest.raises(RefError, match=(
+        r"^grid@3: environment grid has no version '3'; recorded versions: 1, 2, 2.1, 10 "
+        r"\(refer to one as grid@10\)$"
+    )):
+        Catalog(ledger).resolve("grid@3")
 
 
 def test_same_name_version_in_two_kinds_is_ambiguous(

@@ -164,6 +164,23 @@ def test_unknown_key(keys: KeyStore) -> None:
         keys.signer("nobody")
 
 
+def test_mistyped_key_gets_did_you_mean(keys: KeyStore) -> None:
+    """A name close to an existing key suggests it (and lists the keys) instead of telling to
+    create a key under the mistyped name."""
+    for name in ("approver-a", "approver-b", "trainer"):
+        keys.create(name, encrypt=False)
+    d = re.escape(str(keys.directory))
+    with pytest.raises(KeyError_, match=(
+        rf"^key aprover-a: no private key in {d}; did you mean 'approver-a'\? \(keys: "
+        r"approver-a, approver-b, trainer\)$"
+    )):
+        keys.signer("aprover-a")
+    with pytest.raises(KeyError_, match=rf"^key trainr: not found in {d}; did you mean 'trainer'"):
+        keys.public("trainr")
+    with pytest.raises(KeyError_, match=r"^key vendor: no private key in .*; create it with "):
+        keys.signer("vendor")
+
+
 @pytest.mark.parametrize("encrypt", [True, False])
 def test_truncated_private_key(
     keys: KeyStore, passphrase: str, encrypt: bool, monkeypatch: pytest.MonkeyPatch

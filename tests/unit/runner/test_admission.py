@@ -240,7 +240,7 @@ def test_a_damaged_dataset_record_fails_the_contamination_check(setup: Setup) ->
 
 
 def test_unknown_dataset_is_operational(setup: Setup) -> None:
-    with pytest.raises(LedgerError, match="no dataset with this reference"):
+    with pytest.raises(LedgerError, match=r"^nope@1: no dataset has this name"):
         admit(setup.ledger, "nope@1", setup.policy)
 
 

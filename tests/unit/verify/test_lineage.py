@@ -811,13 +811,16 @@ def test_reports_validate_against_their_schema(setup: Setup) -> None:
     revoke(setup.ledger, setup.batch, setup.keys["a"], reason="x")
     v = setup.verifier()
     for report in (v.verify(setup.checkpoint), v.impact(setup.batch)):
-        doc = report.to_json()
-        jsonschema.validate(doc, schema)
-        ids = [n["id"] for n in doc["nodes"]]
-        assert len(ids) == len(set(ids)) and all(
-            e["from"] in ids and e["to"] in ids for e in doc["edges"]
-        )
+        assert "records" not in report.to_json()  # verify --json is as it was
+        for doc in (report.to_json(), v.with_records(report).to_json()):
+            jsonschema.validate(doc, schema)
+            ids = [n["id"] for n in doc["nodes"]]
+            assert len(ids) == len(set(ids)) and all(
+                e["from"] in ids and e["to"] in ids for e in doc["edges"]
+            )
+            assert all(a["id"] in ids for r in doc.get("records", []) for a in r["about"])
     assert not doc["ok"] and doc["failed"] >= 1
+    assert {r["kind"] for r in doc["records"]} == {"approval", "revocation"}
 
 
 def test_two_records_of_one_digest_are_compared_by_their_signed_metadata() -> None:

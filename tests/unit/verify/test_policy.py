@@ -339,7 +339,10 @@ def test_check_successor(keydir: Path) -> None:
     new = parse(keydir, toml(serial=2, approvers=("a", "c"), threshold=1))
     ids = frozenset({SIGNERS["a"].keyid, SIGNERS["b"].keyid})
     check_successor(current, new, ids)
-    with pytest.raises(PolicyError, match=r"^policy 'p': serial 1 does not follow serial 1$"):
+    with pytest.raises(PolicyError, match=(
+        r"^policy 'p': serial 1 does not follow serial 1; a successor needs a higher serial "
+        r"\(serial = 2\)$"
+    )):
         check_successor(current, parse(keydir, toml()), ids)
     with pytest.raises(
         PolicyError,
