@@ -69,6 +69,7 @@ __all__ = [
     "Erasure",
     "Evaluation",
     "Evaluator",
+    "FeaturesRef",
     "Files",
     "Import",
     "ModelSignature",
@@ -329,6 +330,11 @@ def _opt_dict(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return None if value is None else dict(value)
 
 
+def _features(r: _Reader) -> FeaturesRef | None:
+    obj = r.mapping("features", required=False)
+    return None if obj is None else FeaturesRef.from_json(obj, f"{r.what}: features")
+
+
 def _manifest(r: _Reader) -> Manifest | None:
     obj = r.mapping("manifest", required=False)
     return None if obj is None else Manifest.from_json(obj, f"{r.what}: manifest")
@@ -480,6 +486,37 @@ class ArtifactRef:
 
 
 @dataclass(frozen=True)
+class FeaturesRef:
+    """A rollout batch's episode features file, kept beside its data: the blob's digest and
+    size, and the version of the feature definitions it holds (SPEC, "Episode features")."""
+
+    digest: str
+    size: int
+    version: int
+
+    @classmethod
+    def from_json(cls, obj: object, what: str) -> FeaturesRef:
+        """Read ``{"digest","size","version"}`` (strict).
+
+        Raises:
+            FormatError: a field is missing or malformed.
+        """
+        r = _Reader(obj, what)
+        size, version = r.integer("size"), r.integer("version")
+        assert size is not None and version is not None
+        ref = cls(str(r.digest("digest")), size, version)
+        if r.rest:
+            raise FormatError(f"{what}: unknown field(s) {sorted(r.rest)}")
+        if size < 0 or version < 1:
+            raise FormatError(f"{what}: size {size}, version {version}, want >= 0 and >= 1")
+        return ref
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"digest": self.digest, "size": self.size, "version": self.version}
+
+
+@dataclass(frozen=True)
 class SealedEpisode:
     """What a sealed batch shows of one episode: the duplicate fingerprints the admission gate
     compares (``ledger.episode_features``): the exact content ``fingerprint`` (hex SHA-256),
@@ -531,11 +568,14 @@ class Sealed:
     store holds only their ciphertexts, bound here: ``files`` maps each manifest path to its
     ciphertext's digest and size. ``recipients`` holds the batch's data key wrapped for each
     recipient X25519 key by keyid (HPKE ``enc || ciphertext``, base64); ``episodes`` the
-    duplicate fingerprints of every episode, so that the gate needs no key."""
+    duplicate fingerprints of every episode, so that the gate needs no key, computed with the
+    episode feature definitions of version ``feature_version`` (a reader of another version
+    cannot compare them)."""
 
     recipients: tuple[tuple[str, str], ...]
     files: Mapping[str, tuple[str, int]]
     episodes: tuple[SealedEpisode, ...]
+    feature_version: int
     scheme: str = SEAL_SCHEME
 
     @staticmethod
@@ -569,9 +609,11 @@ class Sealed:
             files[path] = (str(digest), size)
         episodes = tuple(SealedEpisode.from_json(e, f"{what}: episodes[{i}]")
                          for i, e in enumerate(r.array("episodes")))
-        if r.rest or not recipients or not files:
-            raise FormatError(f"{what}: want recipients and files (and nothing unknown)")
-        return cls(tuple(recipients), files, episodes, scheme)
+        version = r.integer("featureVersion")
+        if r.rest or not recipients or not files or version is None or version < 1:
+            raise FormatError(f"{what}: want recipients, files and a featureVersion >= 1 (and "
+                              "nothing unknown)")
+        return cls(tuple(recipients), files, episodes, version, scheme)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form."""
@@ -581,6 +623,7 @@ class Sealed:
             "files": [{"path": p, "ciphertext": d, "size": n}
                       for p, (d, n) in sorted(self.files.items())],
             "episodes": [e.to_json() for e in self.episodes],
+            "featureVersion": self.feature_version,
         }
 
 
@@ -606,6 +649,9 @@ class RolloutBatch(Predicate):
     observation_space: Mapping[str, Any] | None = None
     action_space: Mapping[str, Any] | None = None
     env_spec: Mapping[str, Any] | None = None
+    features: FeaturesRef | None = None
+    """The episode features file recorded with the batch (derived data; not in the manifest,
+    so the batch digest does not depend on the feature definitions)."""
     sealed: Sealed | None = None
     """Set when the batch's files are stored encrypted (`Sealed`)."""
     failures_of: str | None = None
@@ -631,7 +677,7 @@ class RolloutBatch(Predicate):
                 type(v) not in (int, float) or (isinstance(v, float) and not math.isfinite(v))
             ):
                 raise FormatError(f"{r.what}: stats.{k} is {v!r}, want a finite number or null")
-        return cls(
+        out = cls(
             schema_version,
             env,
             policy_version,
@@ -648,10 +694,17 @@ class RolloutBatch(Predicate):
             r.mapping("observationSpace", required=False),
             r.mapping("actionSpace", required=False),
             r.mapping("envSpec", required=False),
+            _features(r),
             None if (sealed := r.mapping("sealed", required=False)) is None
             else Sealed.from_json(sealed, f"{r.what}: sealed"),
             r.digest("failuresOf", required=False),
         )
+        if out.sealed is not None and out.features is not None:
+            # A features file is stored in the clear: it would show more of a sealed batch
+            # than its published fingerprints (SPEC, "Sealed suites").
+            raise FormatError(f"{r.what}: a sealed batch has no features file (its episodes' "
+                              "published fingerprints are its features)")
+        return out
 
     def _fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -672,6 +725,7 @@ class RolloutBatch(Predicate):
         _put(out, "observationSpace", _opt_dict(self.observation_space))
         _put(out, "actionSpace", _opt_dict(self.action_space))
         _put(out, "envSpec", _opt_dict(self.env_spec))
+        _put(out, "features", self.features.to_json() if self.features else None)
         if self.sealed is not None:
             out["sealed"] = self.sealed.to_json()
         _put(out, "failuresOf", self.failures_of)
