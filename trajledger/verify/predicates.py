@@ -901,23 +901,28 @@ class TrustPolicyRecord(Predicate):
 
 @dataclass(frozen=True)
 class Import(Predicate):
-    """``import/v1``: a foreign artifact accepted from another log, with that log's evidence.
+    """``import/v1``: what was accepted from another log, with that log's evidence.
 
-    ``log`` names the origin log (``origin``, ``vkey``, the signed ``checkpoint`` note accepted);
-    ``entries`` carries each bundled entry with its inclusion proof, so the import verifies
-    against the foreign log alone.
+    ``artifact`` is the foreign artifact asked for (absent in an import of updates alone);
+    ``log`` names the origin log (``origin``, ``vkey``, the signed ``checkpoint`` note
+    accepted); ``entries`` carries each entry taken in or consulted, with its inclusion proof
+    (or, for an entry of the log's extension, none: the extension's entries proved themselves
+    by rebuilding the checkpoint's root); ``applied`` is the tree size up to which every entry
+    of the origin log was examined and the ones about what this ledger holds taken in.
     """
 
     TYPE: ClassVar[str] = IMPORT
-    artifact: Mapping[str, Any]
+    artifact: Mapping[str, Any] | None
     log: Mapping[str, Any]
     entries: tuple[Mapping[str, Any], ...] = ()
     data_included: bool = True
+    applied: int | None = None
 
     @classmethod
     def _read(cls, r: _Reader) -> Import:
-        artifact = r.mapping("artifact") or {}
-        parse_digest(artifact.get("digest"), f"{r.what}: artifact.digest")
+        artifact = r.mapping("artifact", required=False)
+        if artifact is not None:
+            parse_digest(artifact.get("digest"), f"{r.what}: artifact.digest")
         log = r.mapping("log") or {}
         for k in ("origin", "vkey", "checkpoint"):
             if not isinstance(log.get(k), str) or not log[k]:
@@ -926,20 +931,28 @@ class Import(Predicate):
         if not all(isinstance(e, Mapping) for e in entries):
             raise FormatError(f"{r.what}: entries must be objects")
         included = r.flag("dataIncluded", required=False)
-        return cls(artifact, log, tuple(entries), True if included is None else included)
+        applied = r.integer("applied", required=False)
+        if applied is not None and applied < 0:
+            raise FormatError(f"{r.what}: applied is {applied}, want a tree size")
+        return cls(artifact, log, tuple(entries), True if included is None else included,
+                   applied)
 
     @property
-    def artifact_digest(self) -> str:
-        """The foreign artifact's digest."""
-        return str(self.artifact["digest"])
+    def artifact_digest(self) -> str | None:
+        """The foreign artifact's digest (None: updates alone)."""
+        return None if self.artifact is None else str(self.artifact["digest"])
 
     def _fields(self) -> dict[str, Any]:
-        return {
-            "artifact": dict(self.artifact),
+        out: dict[str, Any] = {
             "log": dict(self.log),
             "entries": [dict(e) for e in self.entries],
             "dataIncluded": self.data_included,
         }
+        if self.artifact is not None:
+            out["artifact"] = dict(self.artifact)
+        if self.applied is not None:
+            out["applied"] = self.applied
+        return out
 
 
 @dataclass(frozen=True)
