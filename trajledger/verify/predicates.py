@@ -407,15 +407,13 @@ class Record:
         kept: dict[str, Any] = {f.name: v for (f, s), v in zip(specs, values, strict=True)}
         rows = {s.key: kept[f.name][1] for f, s in specs if s.type == "rows"}
         kept.update({f.name: kept[f.name][0] for f, s in specs if s.type == "rows"})
-        kept.update({f.name: {} for f, s in specs if s.type == "rest"})
+        owners = {s.key: f.name for f, s in specs if s.type == "rest"}
         unrecognized: dict[str, Any] = {}
-        for path in sorted(rest):  # parents first: a nested object's members go inside it
-            owner = next((f.name for f, s in specs if s.type == "rest"
-                          and (path == s.key or path.startswith(s.key + "."))), None)
-            if rest[path] or not path:
-                into = unrecognized if owner is None else kept[owner]
-                skip = "" if owner is None else next(s.key for f, s in specs if f.name == owner)
-                _at(into, path.removeprefix(skip)).update(rest[path])
+        for path, members in sorted(rest.items()):  # parents first: nested members go inside
+            key = next((k for k in owners if path == k or path.startswith(k + ".")), "")
+            if members or not path:
+                into = kept[owners[key]] if key else unrecognized
+                _at(into, path.removeprefix(key)).update(members)
         made = cls(**kept, unrecognized=unrecognized,
                    **({"row_unrecognized": rows} if rows else {}))
         made._check(what)
