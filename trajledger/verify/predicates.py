@@ -330,7 +330,8 @@ def _read_members(
             outer, outer_what = members(parent)
             value = outer.pop(name, MISSING)
             if value is MISSING or value is None:
-                raise FormatError(f"{outer_what}: {name} is {'missing' if value else 'null'}")
+                raise FormatError(f"{outer_what}: {name} is "
+                                  f"{'missing' if value is MISSING else 'null'}")
             objects[path] = (_mapping(_NESTED, value, f"{outer_what}: {name}"),
                              f"{outer_what}: {name}")
         return objects[path]
@@ -342,7 +343,7 @@ def _read_members(
         value = rest.pop(name, MISSING) if s.type != "rest" else MISSING
         if value is MISSING or value is None:
             if s.required or (s.required is None and s.absent is _UNSET):
-                raise FormatError(f"{at}: {name} is {'missing' if value else 'null'}")
+                raise FormatError(f"{at}: {name} is {'missing' if value is MISSING else 'null'}")
             values.append(None if s.absent is _UNSET else _fresh(s.absent))
         else:
             values.append(_READ[s.type](s, value, f"{at}: {name}"))

@@ -6,6 +6,7 @@
    absent, defaults are written, lists are normalised as before.
 2. The same predicates built positionally, as callers build them, write the same JSON.
 3. Every golden document reads back to an equal predicate (the writer and reader agree).
+4. Each field type refuses a malformed value, naming the field (and its nested path).
 
 Regenerate the goldens (only for an intended format change) with ``--update-goldens``.
 """
@@ -14,12 +15,14 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from trajledger.verify import predicates as p
+from trajledger.verify.errors import FormatError
 from trajledger.verify.manifest import FileEntry, Manifest
 
 GOLDEN = Path(__file__).resolve().parents[2] / "vectors" / "predicates" / "golden.json"
@@ -186,3 +189,43 @@ def test_golden_reads_back_equal(name: str) -> None:
     again = cls.from_predicate(json.loads(json.dumps(first.to_predicate())))
     assert again == first and again.unrecognized == first.unrecognized
     assert again.to_predicate() == first.to_predicate()
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "message"),
+    [
+        ("revocation", {"reason": None}, "(revocation/v1): reason is null"),
+        ("revocation", {"reason": ""}, "reason is '', want a non-empty string"),
+        ("erasure", {"reason": "boredom"}, "reason is 'boredom', want one of ['retention', "),
+        ("erasure", {"erasedAt": "yesterday"}, "erasedAt"),
+        ("erasure", {"blobs": [D, D]}, "blobs lists a digest twice"),
+        ("erasure", {"blobs": ["sha256:x"]}, "blobs[0]"),
+        ("refusal", {"reasons": []}, "reasons is empty"),
+        ("refusal", {"reasons": [1]}, "reasons is not a list of strings"),
+        ("import-full", {"dataIncluded": 1}, "dataIncluded is 1, want true or false"),
+        ("import-full", {"entries": [1]}, "entries[0] is not a JSON object"),
+        ("import-full", {"log": {"origin": "o"}}, "log.vkey is missing"),
+        ("rollout-batch-min", {"counts": {"steps": -1}}, "counts.steps is -1, want a count"),
+        ("rollout-batch-min", {"environment": "x"}, "environment is not a JSON object"),
+        ("rollout-batch-min", {"environment": {"name": "e", "version": "1"}},
+         "environment: digest is missing"),
+        ("rollout-batch-full", {"sealed": {**SEALED, "episodes": [{"episodeId": "e"}]}},
+         "sealed: episodes[0]: steps is missing"),
+        ("rollout-batch-full", {"sealed": {**SEALED, "files": [{"path": "a", "size": 1}]}},
+         "sealed: files[0]: ciphertext is missing"),
+        ("provenance-min", {"runDetails": {"builder": {}}}, "runDetails: builder: id is missing"),
+        ("provenance-min", {"buildDefinition": []}, "buildDefinition is not a JSON object"),
+        ("provenance-full", {"runDetails": {"builder": {"id": "b"}, "byproducts": {}}},
+         "runDetails: byproducts is not a list"),
+        ("evaluation-full", {"configuration": [{"digest": {"sha256": "AB"}}]},
+         "configuration[0]: digest.sha256"),
+        ("environment-min", {"manifest": {"files": []}}, "manifest"),
+        ("release-min", {"policy": {"name": "p", "serial": 1, "digest": "x"}}, "policy: digest"),
+    ],
+)
+def test_each_field_type_refuses_with_its_message(
+    name: str, change: dict[str, Any], message: str
+) -> None:
+    cls, obj = CASES[name]
+    with pytest.raises(FormatError, match=re.escape(message)):
+        cls.from_predicate({**obj, **change})
