@@ -7,8 +7,9 @@ one small new batch. Then, in one run:
 
 1. **dataset create next to the big ledger**: ``trajledger dataset create`` of a holdout made of
    the one small batch, as a subprocess; wall time and the child's peak RSS (``os.wait4``).
-   Only the small batch and the train dataset's batch are indexed; the unrelated rollouts are
-   never read.
+   It reads the episode features kept with the small batch and the train dataset's batch
+   (issue 21; it opened the audit index and indexed those two before): the unrelated rollouts
+   are never read, and no batch is indexed.
 2. **Indexing throughput, features only**, on the same tables in this process: the old
    per-token path (feature version 1, kept below as the baseline: a Python BLAKE2b per token,
    a ``Counter`` per episode, the whole step table in memory) against the new vectorised

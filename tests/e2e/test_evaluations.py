@@ -538,19 +538,19 @@ def test_false_fingerprints_are_caught_when_unsealed(
     episode past the gate): the evaluator's unsealing recomputes them and refuses."""
     import dataclasses
 
-    from trajledger.ledger import sealing
+    from trajledger.ledger import batch_features
     from trajledger.runner.api import Ledger
     from trajledger.runner.rollouts import run_policy
 
-    real = sealing.fingerprints
-    monkeypatch.setattr(sealing, "fingerprints", lambda steps: tuple(
-        dataclasses.replace(e, fingerprint="00" * 32) for e in real(steps)))
+    real = batch_features.published_episodes
+    monkeypatch.setattr(batch_features, "published_episodes", lambda chunk: tuple(
+        dataclasses.replace(e, fingerprint="00" * 32) for e in real(chunk)))
     ledger = Ledger.open(home)
     played = run_policy(None, "CartPole-v1", 2, 3000, policy_version="random")
     b = ledger.record_batch(played.steps, episodes=played.episodes, env="cartpole@1",
                             policy="random", key="vendor", name="liar", seal=True)
     ledger.create_dataset("liar", "1", "holdout", [b.digest], key="vendor")
-    monkeypatch.setattr(sealing, "fingerprints", real)
+    monkeypatch.setattr(batch_features, "published_episodes", real)
     size = log_size(home)
     r = run(runner, home, "eval", "bc@1", "--suite", "liar@1", "--key", "evaluator",
             "--pass-return", "20")

@@ -522,7 +522,7 @@ def test_refuses_an_erased_batch(runner: CliRunner, world: World) -> None:
     expect(r, 0)
     index = len(world.kinds()) - 1
     assert r.stderr == (
-        f"OK: {world.batch[:16]} erased (consent): 2 blob(s) deleted, record at log index {index}\n"
+        f"OK: {world.batch[:16]} erased (consent): 3 blob(s) deleted, record at log index {index}\n"
     )
     assert not steps.exists()
     line = (
@@ -823,7 +823,7 @@ def test_verify_unknown_ref(runner: CliRunner, world: World) -> None:
     expect(
         r,
         3,
-        "FAIL: nothing@9: no artifact with this reference is recorded; see 'trajledger log show'\n",
+        "FAIL: nothing@9: no artifact has this name; see 'trajledger log show'\n",
     )
 
 

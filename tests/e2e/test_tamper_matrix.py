@@ -346,6 +346,31 @@ def policy_copy(q: tk.Quickstart) -> Unread:
     )
 
 
+def kept_features(q: tk.Quickstart) -> list[Unread]:
+    """The allow-list entries of the episode features files kept beside the batches: derived
+    data named by digest in each batch's signed record. Absent (a bundle leaves them out),
+    ``dataset create`` computes them again from the batch's step file and the admission gate
+    never reads them; present and damaged, fsck reports them."""
+    from trajledger.ledger.batch_features import batch_predicate
+
+    out = []
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("TRAJLEDGER_STATE_DIR", str(q.state))
+        ledger = Ledger.open(q.home)
+        for item in Catalog(ledger).items():
+            if item.kind != "rollout-batch":
+                continue
+            pred = batch_predicate(ledger.store, item.envelope)
+            if pred is not None and pred.features is not None:
+                hexdigest = pred.features.digest.removeprefix("sha256:")
+                out.append(Unread(
+                    f"objects/sha256/{hexdigest[:2]}/{hexdigest[2:4]}/{hexdigest}",
+                    "absent: a batch's kept episode features; computed again from its steps",
+                    holds=lambda _pristine, tampered: not tampered.exists(),
+                ))  # fmt: skip
+    return out
+
+
 def unread(rel: str, allowed: list[Unread], pristine: Path, home: Path) -> Unread | None:
     """The entry of ``allowed`` that lets this tampering of ``rel`` change no decision."""
     return next(
@@ -458,7 +483,7 @@ def test_tamper_matrix(
     assert len(by_kind["entry bundle"]) > 10 and len(by_kind["object: envelope"]) > 10
     assert len(by_kind["cache: index/log-lookup log-lookup"]) == 3  # MANIFEST, lock, a run
 
-    allow_list = [*UNREAD, policy_copy(q)]
+    allow_list = [*UNREAD, policy_copy(q), *kept_features(q)]
     tally = Tally()
     for rel in tried(by_kind):
         partner = partner_of(rel, by_kind[kind_of(q.home, rel)])

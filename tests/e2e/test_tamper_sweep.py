@@ -23,10 +23,14 @@ Detectors, tried in order until one names the file:
    datasets (and their batches) are in no checkpoint's lineage, so they are verified as REFs of
    their own. Together these cover every manifest and every checkpoint file.
 
-One stored object is read by nothing: the trust policy's own JSON, stored next to its record as
-a convenience copy. Every reader takes the policy from inside the signed trust-policy envelope
-(which ``log verify`` checks) and checks it against the record's subject digest, so this copy is
-not evidence; the sweep lists it as such and prints it (``excluded``) rather than counting it.
+Two kinds of stored objects are not evidence. The trust policy's own JSON, stored next to its
+record as a convenience copy: every reader takes the policy from inside the signed trust-policy
+envelope (which ``log verify`` checks) and checks it against the record's subject digest. And
+each rollout batch's kept episode features (``features`` in its record): derived data that no
+verification reads; ``dataset create`` checks it against its signed digest and computes the
+features from the batch's steps instead, with a warning, and ``fsck`` reports it damaged (the
+tamper matrix and tests/unit/ledger/test_batch_features.py try these). The sweep lists both as
+such and prints them (``excluded``) rather than counting them.
 
 Bundle sweep. The bundle is ``trajledger export`` of the final checkpoint. Every member is
 changed twice over: once with ``bundle.json`` left as exported (caught by the member list and
@@ -48,6 +52,7 @@ import shutil
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tamperkit as tk
@@ -135,6 +140,14 @@ def manifest_paths(ledger: Ledger) -> dict[str, set[str]]:
     return out
 
 
+def features_of(ledger: Ledger, item: Any) -> str | None:
+    """The digest of the episode features kept beside a batch (None: none kept)."""
+    from trajledger.ledger.batch_features import batch_predicate
+
+    pred = batch_predicate(ledger.store, item.envelope)
+    return pred.features.digest if pred is not None and pred.features is not None else None
+
+
 @pytest.mark.slow  # about 30 s: 4 mutations of ~95 files, each checked by the CLI
 def test_tamper_sweep_of_a_ledger(
     quickstart: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -149,6 +162,11 @@ def test_tamper_sweep_of_a_ledger(
         f"objects/sha256/{i.digest[7:9]}/{i.digest[9:11]}/{i.digest[7:]}"
         for i in items
         if i.kind == "trust-policy"
+    }
+    kept_features = {
+        f"objects/sha256/{d[7:9]}/{d[9:11]}/{d[7:]}"
+        for d in (features_of(Ledger.open(pristine), i) for i in items if i.kind == "rollout-batch")
+        if d is not None
     }
     detectors: list[tuple[str, list[str]]] = [("log verify", ["log", "verify"])]
     detectors += [
@@ -168,7 +186,8 @@ def test_tamper_sweep_of_a_ledger(
             else:
                 for d in ("log", "index"):
                     shutil.rmtree(home / d, ignore_errors=True)
-                    shutil.copytree(pristine / d, home / d)
+                    if (pristine / d).exists():  # index/: derived caches, made when needed
+                        shutil.copytree(pristine / d, home / d)
 
     restore()
     runner = new_runner()
@@ -179,8 +198,8 @@ def test_tamper_sweep_of_a_ledger(
     assert "log/checkpoint" in files and "log/.state/treeState" in files
     assert sum(f.startswith("log/tile/") for f in files) > 10
     assert sum(f.startswith("objects/") for f in files) > 30
-    excluded = sorted(policy_copies & set(files))
-    assert len(excluded) == 1
+    excluded = sorted((policy_copies | kept_features) & set(files))
+    assert len(excluded) == 1 + len(kept_features) and len(kept_features) >= 3
     swept = [f for f in files if f not in excluded]
 
     def detect(names: list[str]) -> tuple[str | None, str]:

@@ -24,6 +24,7 @@ from .clikit import (
     emit_result,
     ok,
     pass_ctx,
+    progress,
     recorded_json,
     warn,
 )
@@ -509,8 +510,13 @@ def dataset_create(
         raise click.UsageError("give --split and at least one --batch (or --from-failures)")
     card = ProducerCard.from_file(card_file) if card_file is not None else None
     result = ctx.ledger().create_dataset(
-        name, version, split, batches, key=_signer(ctx, key), purpose=purpose, card=card
-    )
+        name, version, split, batches, key=_signer(ctx, key), purpose=purpose, card=card,
+        progress=lambda total, label: progress(total, label, quiet=ctx.quiet),
+    )  # fmt: skip
+    for line in result.warnings[:20]:
+        warn(line)
+    if len(result.warnings) > 20:
+        warn(f"... and {len(result.warnings) - 20} more warnings about batches' episode features")
     for d in result.duplicate_episodes[:20]:
         warn(d)
     if len(result.duplicate_episodes) > 20:

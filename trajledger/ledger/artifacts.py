@@ -30,11 +30,15 @@ from trajledger.verify.predicates import (
     DatasetV2,
     Environment,
     Evaluator,
+    FeaturesRef,
     RolloutBatch,
     Sealed,
 )
 
+from .batch_features import FeatureRecorder
+from .batch_features import batch_files as _files_of
 from .catalog import Catalog, CatalogItem
+from .episode_features import FEATURE_VERSION
 from .errors import LedgerError
 from .files import collect_files
 from .fs import temp_dir
@@ -50,6 +54,7 @@ if TYPE_CHECKING:
     from trajledger.verify.policy import EncryptionKey
 
     from .cards import ProducerCard
+    from .contamination import ProgressFactory
     from .home import Ledger
     from .rollouts.formats import ReaderOptions
 
@@ -383,13 +388,16 @@ def record_batch(
     # (2)
     with temp_dir(ledger.root / "tmp") as tmp:
         steps_path, episodes_path = Path(tmp) / "steps.parquet", Path(tmp) / "episodes.parquet"
+        recorder = FeatureRecorder(Path(tmp))
         stats = write_steps_parquet(
             chunks,
             steps_path,
             episodes_path=episodes_path,
             subject=subject,
             fill={"env_version": env_item.digest, "policy_version": policy},
+            on_steps=recorder.add,
         )
+        features = recorder.finish(stats.steps_file.digest)
         summary = stats.summary()
         found = dict(stats.meta)
         source_meta: dict[str, Any] = {k: found.pop(k) for k in ("formats", "minari") if k in found}
@@ -414,23 +422,39 @@ def record_batch(
             observation_space=found.get("observationSpace"),
             action_space=found.get("actionSpace"),
             env_spec=found.get("envSpec"),
+            # A sealed batch keeps no features file: its published fingerprints are its
+            # features (SPEC, "Sealed suites").
+            features=(FeaturesRef(features.digest, features.size, FEATURE_VERSION)
+                      if seal_to is None else None),
         ).written("rollout-batch")
         files = {"steps.parquet": stats.steps_file, "episodes.parquet": stats.episodes_file}
         ciphertexts: dict[str, FileDigest] = {}
         if seal_to is not None:
-            from .sealing import fingerprints, seal_files
+            from .batch_features import decode_features, published_episodes
+            from .sealing import seal_files
 
             wrapped, ciphertexts = seal_files(_manifest_of(files).digest, files, seal_to,
                                               Path(tmp))
+            # The features computed while recording, published: the same bytes a features
+            # file would hold (and the gate computes from the plaintext), no second pass.
+            chunk = decode_features(features.path.read_bytes(), stats.steps_file.digest)
             sealed = Sealed(wrapped, {p: (c.digest, c.size) for p, c in ciphertexts.items()},
-                            fingerprints(stats.steps_file.path))
+                            published_episodes(chunk), FEATURE_VERSION)
             predicate = {**predicate, "sealed": sealed.to_json()}
         if failures_of is not None:
             predicate = {**predicate, "failuresOf": failures_of}
         predicate = RolloutBatch.from_predicate(predicate).written("rollout-batch")
         label = name or f"rollouts-{env_item.ref}-{policy}"
-        _refuse_recorded_otherwise(ledger, files, label, predicate)
+        earlier = _refuse_recorded_otherwise(ledger, files, label, predicate)
+        if earlier is not None:
+            # The same record again: it keeps the first one's features file (or its lack of
+            # one), so that the statement, and the record, are the same.
+            predicate = {k: v for k, v in predicate.items() if k != "features"}
+            if "features" in earlier:
+                predicate["features"] = earlier["features"]
         # (4)
+        if predicate.get("features", {}).get("digest") == features.digest:
+            ledger.store.adopt_file(features.path, features)
         for c in ciphertexts.values():
             ledger.store.adopt_file(c.path, c)
         recorded = record_files(
@@ -453,17 +477,22 @@ def _manifest_of(files: Mapping[str, FileDigest]) -> Manifest:
 
 def _refuse_recorded_otherwise(
     ledger: Ledger, files: Mapping[str, FileDigest], label: str, predicate: Mapping[str, Any]
-) -> None:
+) -> Mapping[str, Any] | None:
     """Refuse rollouts that were erased, or that are recorded as a batch with other metadata.
 
     The files were hashed as they were written (the digests are needed to ask), and nothing is
     stored when this refuses: storing erased rollouts again would bring back the data an
-    erasure deleted.
+    erasure deleted. The features file is derived data, not metadata: it is not compared.
+
+    Returns:
+        The predicate of the same record made earlier (the same rollouts and metadata), or
+        None when there is none.
     """
     from trajledger.verify.log_entry import LogEntry
 
     manifest = _manifest_of(files)
     wanted = {"manifest": manifest.to_json(), **predicate}
+    wanted.pop("features", None)
     entries = [
         (i, LogEntry.from_bytes(ledger.log.entry(i)))
         for i in ledger.log.find_subject(manifest.digest)
@@ -474,17 +503,19 @@ def _refuse_recorded_otherwise(
                 f"rollout batch {manifest.digest}: these rollouts were erased (log index "
                 f"{index}); recording them again would restore erased data"
             )
+    same: dict[str, Any] | None = None
     for index, entry in entries:
         if entry.kind != "rollout-batch":
             continue
         statement = envelope_statement(ledger, entry.envelope)
-        if statement is not None and (
-            statement.predicate == wanted and statement.subjects[0].name == label
-        ):
-            continue  # the same record: recording again is idempotent
+        theirs = dict(statement.predicate) if statement is not None else {}
+        kept = theirs.pop("features", None)
+        if statement is not None and theirs == wanted and statement.subjects[0].name == label:
+            if same is None:  # the same record: recording again is idempotent
+                same = {**theirs, **({"features": kept} if kept is not None else {})}
+            continue
         differ = []
         if statement is not None:
-            theirs = statement.predicate
             if statement.subjects[0].name != label:
                 differ.append("name")
             differ += sorted(
@@ -500,6 +531,7 @@ def _refuse_recorded_otherwise(
             f"index {index} {ref}with other metadata ({', '.join(differ) or 'unreadable record'}); "
             "a batch digest names one record"
         )
+    return same
 
 
 def _is_paths(source: Any) -> bool:
@@ -636,14 +668,18 @@ class DatasetResult:
         duplicate_episodes: one line per episode whose content equals an earlier member
             episode's (reported, not refused).
         near_duplicates: one line per episode that nearly duplicates an episode of a dataset
-            of the other side (train vs holdout / regression), from the audit index
-            (reported, not refused; exact duplicates across splits are refused).
+            of the other side (train vs holdout / regression), from the batches' kept
+            episode features (reported, not refused; exact duplicates across splits are
+            refused).
+        warnings: one line per batch whose episodes could not all be compared (its data
+            cannot be read) or whose kept features could not be used.
     """
 
     recorded: Recorded
     batches: tuple[CatalogItem, ...]
     duplicate_episodes: tuple[str, ...]
     near_duplicates: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
     @property
     def digest(self) -> str:
@@ -661,6 +697,7 @@ def create_dataset(
     *,
     purpose: str = "train",
     card: ProducerCard | None = None,
+    progress: ProgressFactory | None = None,
 ) -> DatasetResult:
     """Record a dataset: a named, versioned set of batches in one split, with its card.
 
@@ -672,9 +709,11 @@ def create_dataset(
            its split is unknown, so sharing cannot be ruled out.
         3. Find exact duplicate episodes across the member batches (reported, not refused).
         4. Check contamination against the datasets of the other side (train vs holdout /
-           regression) with the audit index: an exact duplicate episode is refused (the same
-           episode would be both trained on and held out); near duplicates are reported. The
-           index is derived data: it can only add refusals, never admit anything.
+           regression) from the batches' episode features, kept with each batch since it was
+           recorded (`contamination.check_dataset`; no audit index): an exact duplicate
+           episode is refused (the same episode would be both trained on and held out); near
+           duplicates are reported. The check is unverified: it can only add refusals, never
+           admit anything (the admission gate checks again from verified bytes).
         5. Record the dataset: its manifest lists a descriptor file, ``dataset.json``, and
            with a card ``card.json`` (the card's canonical bytes), whose digest the
            ``dataset/v2`` predicate names (without a card, a ``dataset/v1`` predicate).
@@ -756,12 +795,11 @@ def create_dataset(
             )
     if conflicts:
         raise PolicyError(f"dataset {name}@{version} ({split}): " + "; ".join(conflicts))
-    # (3)
-    duplicates = tuple(_duplicate_episodes(ledger, digests))
-    # (4)
-    from .index import split_contamination
+    # (3) (4)
+    from .contamination import check_dataset
 
-    findings = split_contamination(ledger, split, digests)
+    checked = check_dataset(ledger, split, digests, progress=progress)
+    findings = checked.findings
     exact = [f for f in findings if f.kind == "exact"]
     if exact:
         listed = "; ".join(str(f) for f in exact[:10])
@@ -782,25 +820,10 @@ def create_dataset(
             found[CARD_PATH] = Path(tmp) / CARD_PATH
             found[CARD_PATH].write_bytes(card.canonical_bytes())
         recorded = record_files(ledger, found, signer, ptype, predicate, name=f"{name}@{version}")
-    return DatasetResult(recorded, tuple(batches), duplicates, near)
+    return DatasetResult(recorded, tuple(batches), checked.duplicates, near, checked.warnings)
 
 
 def batch_files(ledger: Ledger, digest: str) -> dict[str, str]:
-    """The ``{path: blob digest}`` of a recorded artifact, from its stored manifest."""
-    from trajledger.verify.manifest import Manifest
-    from trajledger.verify.strict_json import load_object
-
-    manifest = Manifest.from_json(load_object(ledger.store.get_verified(digest), "manifest"))
-    return {f.path: f.digest for f in manifest.files}
-
-
-def _duplicate_episodes(ledger: Ledger, batch_digests: Sequence[str]) -> Iterator[str]:
-    """Episodes whose step content (obs, action, reward, flags, messages) equals an earlier one.
-
-    Batches are compared in digest order, episodes in id order, so the report is stable. The
-    fingerprints come from the audit index, which indexes these batches (and no others) first,
-    streaming their files: memory stays bounded whatever their size (`index.duplicate_episodes`).
-    """
-    from .index import duplicate_episodes
-
-    yield from duplicate_episodes(ledger, batch_digests)
+    """The ``{path: blob digest}`` of a recorded artifact, from its stored manifest
+    (`batch_features.batch_files`)."""
+    return _files_of(ledger.store, digest)

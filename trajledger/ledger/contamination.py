@@ -1,4 +1,5 @@
-"""Exact and near-duplicate episodes between a train set and holdout / regression sets.
+"""Exact and near-duplicate episodes: within a set of batches, and between a train set and
+holdout / regression sets.
 
 Scope: `Matcher` holds the episodes of the other side (holdout, regression) and is fed the
 train episodes chunk by chunk, so the train side is never in memory at once; it gives one
@@ -6,22 +7,30 @@ train episodes chunk by chunk, so the train side is never in memory at once; it 
 fingerprint; near: cosine similarity of feature vectors at or above the threshold of its
 modality). Two front ends feed it:
 
-- the audit index (``ledger.index``: `split_contamination`, `contamination_findings`), from
-  derived rows, for ``dataset create`` and audits;
+- `check_dataset` (``dataset create``) and `contamination_findings` (an audit of a recorded
+  dataset): each batch's features as kept with it since recording
+  (``ledger.batch_features``; computed from its step file for older batches; a sealed batch's
+  are the fingerprints its record publishes), the other side's datasets from the user's index
+  of the log. No LanceDB: the cost is that of the batches compared, not of the ledger's
+  history. Also `duplicate_lines`, exact duplicates within the set;
 - `verified_contamination`, for the runner's admission gate: the other side is read from
   blobs re-hashed on the way (the batch manifest from the batch digest, then
   ``steps.parquet`` from the manifest's digest, each checked) and the train side from tables
-  the caller verified. No index row is trusted, so editing the index cannot hide a holdout
-  duplicate.
+  the caller verified; a sealed holdout batch by the fingerprints its verified record
+  publishes (no key). No kept features or index rows are trusted, so neither a producer's
+  features nor an edited cache can hide a holdout duplicate.
 
-Non-scope: which datasets are on the other side (the caller reads them from verified records),
-the decision (the runner fails on exact duplicates and reports near ones).
+Non-scope: the decision (``dataset create`` refuses exact duplicates across splits and reports
+near ones and duplicates within; the runner fails on exact duplicates), verifying the dataset
+records `check_dataset` reads (its checks only add refusals: the gate decides).
 Spec: docs/audit-index.md ("Duplicates and contamination between splits").
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import contextlib
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from .batch_features import ProgressFactory, published_features
 from .episode_features import (
     FEATURE_COLUMNS,
     FeatureChunk,
@@ -41,19 +51,29 @@ from .episode_features import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from trajledger.verify.predicates import SealedEpisode
+    from trajledger.verify.predicates import Dataset, RolloutBatch, Sealed
 
+    from .batch_features import BatchFeatures
+    from .home import Ledger
     from .store import ObjectStore
 
 __all__ = [
     "MIN_NEAR_STEPS",
     "NEAR_NUMERIC_THRESHOLD",
     "NEAR_TEXT_THRESHOLD",
+    "SPLITS",
     "ContaminationReport",
+    "DatasetCheck",
     "Finding",
     "Matcher",
+    "ProgressFactory",
+    "check_dataset",
+    "contamination_findings",
+    "duplicate_lines",
     "verified_contamination",
 ]
+
+SPLITS = ("train", "holdout", "regression")
 
 NEAR_TEXT_THRESHOLD = 0.8
 """Text episodes are near duplicates at this cosine similarity or above (docs/audit-index.md)."""
@@ -291,7 +311,7 @@ def verified_contamination(
     *,
     train_labels: Mapping[str, Sequence[str]] | None = None,
     workdir: Path | None = None,
-    sealed: Mapping[str, Sequence[SealedEpisode]] | None = None,
+    sealed: Mapping[str, Sealed] | None = None,
 ) -> ContaminationReport:
     """Contamination of verified train data by holdout / regression batches, from re-hashed
     blobs only (for the admission gate).
@@ -314,8 +334,9 @@ def verified_contamination(
             ``["holdout eval@1"]``), from verified dataset records.
         train_labels: train batch digest -> labels, for the findings' messages.
         workdir: where private copies are made (default the system temporary directory).
-        sealed: other-side batch digest -> the fingerprints its verified record publishes, for
-            sealed batches (their bytes are not readable here).
+        sealed: other-side batch digest -> its verified record's ``sealed``, for sealed
+            batches: compared by the fingerprints it publishes (their bytes are not readable
+            here); published with other feature definitions, the batch is ``unchecked``.
 
     Returns:
         The findings and the batches that could not be checked. Nothing is read from the
@@ -335,9 +356,7 @@ def verified_contamination(
         for batch in sorted(others):
             try:
                 if sealed and batch in sealed:
-                    from .sealing import sealed_features
-
-                    chunks = [sealed_features(sealed[batch])]
+                    chunks = [published_features(sealed[batch])]
                 else:
                     chunks = list(_verified_chunks(store, batch, Path(tmp)))
             except unusable as e:
@@ -361,3 +380,236 @@ def verified_contamination(
             except unusable as e:
                 unchecked.append(f"train batch {batch[:19]}…: {e}")
     return ContaminationReport(tuple(matcher.findings()), tuple(unchecked), (held, fed))
+
+
+# --------------------------------------------------------------------------------------------
+# Before a dataset is recorded, and audits of recorded ones: kept features, no index
+
+
+@dataclass(frozen=True)
+class DatasetCheck:
+    """What `check_dataset` found.
+
+    Attributes:
+        duplicates: one line per episode of the set whose content equals an earlier one's
+            (`duplicate_lines`).
+        findings: one per other-side episode duplicated across splits (exact or near).
+        warnings: one line per batch whose episodes could not all be compared (its data
+            cannot be read), or whose kept features could not be used.
+        sources: batch digest -> where its features came from (``recorded``, ``cache``,
+            ``computed``, ``sealed``: the fingerprints a sealed batch publishes, ``none``).
+    """
+
+    duplicates: tuple[str, ...]
+    findings: tuple[Finding, ...]
+    warnings: tuple[str, ...] = ()
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+
+def duplicate_lines(features: Sequence[BatchFeatures]) -> list[str]:
+    """Episodes whose content equals an earlier one's (the same fingerprint).
+
+    Batches are taken in digest order and episodes in id order, so the report is stable.
+
+    Returns:
+        One line per duplicate episode, naming the first episode it duplicates.
+    """
+    seen: dict[str, tuple[str, str]] = {}
+    out = []
+    for f in sorted(features, key=lambda f: f.batch):
+        if f.chunk is None:
+            continue
+        for episode, fp in sorted(zip(f.chunk.episode_ids, f.chunk.fingerprints, strict=True)):
+            first = seen.setdefault(fp, (f.batch, episode))
+            if first != (f.batch, episode):
+                out.append(
+                    f"episode {episode!r} of batch {f.batch[:19]}… duplicates episode "
+                    f"{first[1]!r} of batch {first[0][:19]}…"
+                )
+    return out
+
+
+class _Reader:
+    """Records and features of one ledger, read once each (unverified: see `check_dataset`)."""
+
+    def __init__(self, ledger: Ledger, workdir: Path, progress: ProgressFactory | None) -> None:
+        self.ledger = ledger
+        self.state = ledger.trust_state()
+        self.workdir = workdir
+        self.cache = ledger.root / "index" / "features"
+        self.progress = progress
+
+    def predicate(self, index: int, kind: str) -> Any:
+        """The typed predicate of log entry ``index`` when it is of ``kind`` (else None)."""
+        from trajledger.verify.dsse import Envelope
+        from trajledger.verify.errors import ProvenanceError
+        from trajledger.verify.kinds import KINDS
+        from trajledger.verify.statement import Statement
+
+        from .errors import LedgerError
+
+        entry = self.state.entry(index)
+        if entry is None or entry.kind != kind:
+            return None
+        try:
+            envelope = Envelope.from_bytes(self.ledger.store.get_verified(entry.envelope))
+            return KINDS[kind].read(Statement.from_bytes(envelope.payload), f"log entry {index}")
+        except (ProvenanceError, LedgerError):
+            return None
+
+    def batch(self, digest: str) -> RolloutBatch | None:
+        """The rollout-batch predicate of the first record of ``digest``."""
+        from .batch_features import batch_predicate
+
+        for i in self.state.about(digest):
+            entry = self.state.entry(i)
+            if entry is not None and entry.kind == "rollout-batch":
+                pred = batch_predicate(self.ledger.store, entry.envelope)
+                if pred is not None:
+                    return pred
+        return None
+
+    def erased(self, digest: str) -> bool:
+        return any((e := self.state.entry(i)) is not None and e.kind == "erasure"
+                   for i in self.state.about(digest))  # fmt: skip
+
+    def features(self, digests: Sequence[str]) -> Iterator[BatchFeatures]:
+        """Each batch's features in turn (`batch_features.batch_features`; only one batch's
+        are held here), with a progress bar over the batches. An erased batch has none, not
+        even a sealed one's published fingerprints: its data is gone, and nothing about its
+        episodes is reported."""
+        from .batch_features import BatchFeatures, batch_features
+
+        label = f"episode features of {len(digests)} batch(es)"
+        with (self.progress or _no_progress)(len(digests), label) as advance:
+            for d in digests:
+                yield BatchFeatures(d, None, "none") if self.erased(d) else batch_features(
+                    self.ledger.store, d, self.batch(d), workdir=self.workdir, cache=self.cache
+                )
+                advance(1)
+
+
+@contextlib.contextmanager
+def _no_progress(total: int, label: str) -> Iterator[Callable[[int], None]]:
+    yield lambda n: None
+
+
+def _label(ds: Dataset) -> str:
+    return f"{ds.split} {ds.name}@{ds.version}"
+
+
+def check_dataset(
+    ledger: Ledger,
+    split: str,
+    batches: Sequence[str],
+    *,
+    progress: ProgressFactory | None = None,
+) -> DatasetCheck:
+    """Duplicates within a set of batches meant for ``split``, and its contamination with the
+    recorded datasets of the other side, from the batches' kept features.
+
+    Steps:
+        1. The features of every batch of the set (`batch_features.batch_features`: the kept
+           file, else the derived cache, else computed from the step file).
+        2. Exact duplicates within the set (`duplicate_lines`).
+        3. The other side, from the user's index of the log: for a train set, every holdout
+           and regression dataset; for a holdout or regression set, every train dataset. Their
+           records are read from envelopes that hash to their log entries; each batch's labels
+           name the datasets holding it.
+        4. Match (`Matcher`): the other side held, the train side fed.
+
+    Unverified: signatures are not checked here and the features are a producer's (or a
+    cache's); nothing this finds admits anything. The admission gate checks contamination
+    again from the bytes it verified (`verified_contamination`).
+
+    Raises:
+        FormatError: an unknown split.
+    """
+    from trajledger.verify.errors import FormatError
+
+    from .fs import temp_dir
+
+    if split not in SPLITS:
+        raise FormatError(f"split {split!r}: unknown, want one of {', '.join(SPLITS)}")
+    mine = sorted(set(batches))
+    with temp_dir(ledger.root / "tmp") as tmp:
+        reader = _Reader(ledger, Path(tmp), progress)
+        # (1) (2)
+        own = list(reader.features(mine))
+        duplicates = duplicate_lines(own)
+        # (3)
+        state = reader.state
+        held_out = set(state.held_out())
+        indices = sorted(held_out) if split == "train" else [
+            i for i in state.of_kind("dataset") if i not in held_out
+        ]  # fmt: skip
+        other_labels: dict[str, list[str]] = {}
+        for i in indices:
+            ds = reader.predicate(i, "dataset")
+            if ds is None or (ds.split == "train") == (split == "train"):
+                continue
+            for b in ds.batches:
+                if _label(ds) not in other_labels.setdefault(b, []):
+                    other_labels[b].append(_label(ds))
+        mine_labels: dict[str, list[str]] = {}  # the recorded datasets of this side holding them
+        for i in sorted({i for b in mine for i in state.listing(b)}):
+            ds = reader.predicate(i, "dataset")
+            if ds is None or (ds.split == "train") != (split == "train"):
+                continue
+            for b in ds.batches:
+                if b in mine and _label(ds) not in mine_labels.setdefault(b, []):
+                    mine_labels[b].append(_label(ds))
+        others = reader.features(sorted(other_labels))  # read in turn, never all at once
+        # (4) The other side (holdout, regression) is held; the train side streams through.
+        train_labels = mine_labels if split == "train" else other_labels
+        held_labels = other_labels if split == "train" else mine_labels
+        matcher = Matcher(train_labels, held_labels)
+        # What is kept of each batch once compared: where its features came from, whether
+        # there were any, and the problems met (never the features of the streamed side).
+        done: list[tuple[str, str, bool, tuple[str, ...]]] = []
+
+        def note(f: BatchFeatures) -> BatchFeatures:
+            done.append((f.batch, f.source, f.chunk is None, f.problems))
+            return f
+
+        for f in map(note, own) if split != "train" else map(note, others):
+            if f.chunk is not None:
+                matcher.hold(f.batch, f.chunk)
+        for f in map(note, own) if split == "train" else map(note, others):
+            if f.chunk is not None:
+                matcher.feed(f.batch, f.chunk)
+        findings = matcher.findings() if other_labels and mine else []
+    warnings = [
+        line
+        for batch, _source, missing, problems in done
+        for line in problems
+        if not (missing and reader.erased(batch))
+    ]
+    sources = {batch: source for batch, source, _missing, _problems in done}
+    return DatasetCheck(tuple(duplicates), tuple(findings), tuple(warnings), sources)
+
+
+def contamination_findings(
+    ledger: Ledger, dataset: str, *, progress: ProgressFactory | None = None
+) -> list[Finding]:
+    """Contamination of a recorded dataset: `check_dataset` of its split and batches.
+
+    Args:
+        ledger: the ledger.
+        dataset: the dataset's ``sha256:<hex>``, or any reference the catalog resolves.
+        progress: shows progress over the batches compared.
+
+    Raises:
+        RefError: no such dataset.
+    """
+    from .catalog import Catalog, RefError
+
+    if re.fullmatch(r"sha256:[0-9a-f]{64}", dataset):
+        rows = list(ledger.trust_state().about(dataset))
+    else:
+        rows = [Catalog(ledger).resolve(dataset, {"dataset"}).index]
+    reader = _Reader(ledger, ledger.root, None)
+    ds = next((p for i in rows if (p := reader.predicate(i, "dataset")) is not None), None)
+    if ds is None:
+        raise RefError(f"dataset {dataset}: not recorded in this ledger")
+    return list(check_dataset(ledger, ds.split, ds.batches, progress=progress).findings)

@@ -7,21 +7,29 @@ Scope: for each episode of a rollout step table (``steps.parquet``), in file ord
   values in step order), so both give the same hex for the same episode;
 - its **modality** (``text`` when a step has ``content``, ``tool_calls`` or ``tool_results``);
 - the near-duplicate **feature vector** (128 float32, unit length): a hashed bag of word
-  unigrams and bigrams of the task side of a conversation, or a random projection of numeric
-  step features;
+  unigrams and bigrams of the task side of a conversation, or a count sketch of the
+  time-aligned numeric step features;
 - the sum of its **safety interventions** (None when no step records them).
+
+These are the one definition of an episode's duplicate fingerprints: recording computes them
+once, while the steps are in memory (`FeatureStream`, kept next to the batch by
+``ledger.batch_features``), and every reader that computes them again from the stored bytes
+(the admission gate, the audit index, batches recorded before features were kept) gets the same
+values bit for bit: each episode's features depend only on its own rows, never on how the
+steps were cut into record batches.
 
 `iter_step_features` reads record batches and carries only the unfinished last episode from
 one batch to the next, so memory is bounded by one record batch plus the longest episode,
 whatever the file's size. Every feature is computed with numpy / pyarrow kernels over a whole
 record batch: tokenising, token hashing (a polynomial hash over the UTF-8 bytes, finalised by
-SplitMix64), counting and bucketing have no per-token Python step. Only the SHA-256 of the
-fingerprint runs once per episode.
+SplitMix64), counting, bucketing and sketching have no per-token or per-step Python step. Only
+the SHA-256 of the fingerprint runs once per episode.
 
 `verified_local_copy` gives a blob as a local file whose bytes were hashed on the way and match
 its digest (a private copy when it must not change after the check).
 
-Non-scope: storing features (``ledger.index``), judging them (``ledger.contamination``).
+Non-scope: storing features (``ledger.batch_features``, ``ledger.index``), judging them
+(``ledger.contamination``).
 Spec: docs/audit-index.md ("Duplicates and contamination between splits").
 Requires episodes to be contiguous and their steps ascending, as schema validation
 guarantees for every recorded batch; a step file that breaks this within one record batch (or
@@ -62,6 +70,8 @@ __all__ = [
     "VECTOR_DIM",
     "FeatureChunk",
     "FeatureOrderError",
+    "FeatureStream",
+    "fold",
     "iter_step_features",
     "numeric_vectors",
     "private_workdir",
@@ -70,8 +80,9 @@ __all__ = [
     "verified_local_copy",
 ]
 
-FEATURE_VERSION = 2
-"""Version of the feature definitions (2: vectorised token hashing); part of the index format."""
+FEATURE_VERSION = 3
+"""Version of the feature definitions (2: vectorised token hashing; 3: numeric vectors are
+count sketches); part of the index format and of every kept features file."""
 
 VECTOR_DIM = 128
 """Length of an episode's feature vector."""
@@ -97,14 +108,16 @@ PROMPT_EXCLUDED = ("system", "assistant")
 """Roles left out of a text vector: shared by design (system) or the policy's answer."""
 
 WORD_SPLIT = r"[^\p{L}\p{N}_]+"
+"""Words are maximal runs of Unicode letters, numbers and underscore (RE2 syntax)."""
 TEXT_SLICE = 1 << 20
 """Bytes of text tokenised at once (scratch memory is about 40 times this)."""
-"""Words are maximal runs of Unicode letters, numbers and underscore (RE2 syntax)."""
 
 _OBS_SLOTS, _ACTION_SLOTS = 16, 4
 _STEP_FEATURES = _OBS_SLOTS + _ACTION_SLOTS + 1  # obs, action, reward
 _CHUNK_STEPS = 256
-_GROUP = 512
+_SKETCH_BLOCK = 1 << 14
+"""Steps sketched by one ``bincount``: whole episodes, or spans of a longer one counted from its
+first step (so an episode's sums never depend on its neighbours)."""
 _U64 = np.uint64
 _POLY = _U64(0x100000001B3)  # FNV-1 64-bit prime, the polynomial's base
 _GOLDEN = _U64(0x9E3779B97F4A7C15)
@@ -245,26 +258,61 @@ def text_vectors(
     return _unit_rows(out)
 
 
+@lru_cache(maxsize=256)
+def _sketch_chunk(chunk: int) -> npt.NDArray[np.uint8]:
+    """One byte per (step, feature) of steps ``chunk*256 ..``: bits of SHAKE-256, fixed forever.
+    The low 7 bits are the bucket, the high bit the sign (set: negative)."""
+    seed = f"trajledger/features/v3/numeric/{chunk}".encode()
+    raw = hashlib.shake_256(seed).digest(_CHUNK_STEPS * _STEP_FEATURES)
+    return np.frombuffer(raw, np.uint8).reshape(_CHUNK_STEPS, _STEP_FEATURES)
+
+
 @lru_cache(maxsize=8)
-def _projection(chunk: int) -> npt.NDArray[np.float64]:
-    """The ±1 random projection of steps ``chunk*256 ..``: bits of SHAKE-256, fixed forever."""
-    rows = _CHUNK_STEPS * _STEP_FEATURES
-    seed = f"trajledger/index/projection/v1/{chunk}".encode()
-    bits = np.unpackbits(
-        np.frombuffer(hashlib.shake_256(seed).digest(rows * VECTOR_DIM // 8), np.uint8)
-    )
-    return (1.0 - 2.0 * bits.astype(np.float64)).reshape(rows, VECTOR_DIM)
+def _sketch_tables(first: int, chunks: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+    """Buckets and signs of steps ``first*256 .. (first+chunks)*256``, one row per step."""
+    raw = np.concatenate([_sketch_chunk(c) for c in range(first, first + chunks)])
+    return (raw & 127).astype(np.intp), 1.0 - 2.0 * (raw >> 7).astype(np.float64)
 
 
-def fold(col: pa.Array | pa.ChunkedArray | None, n: int, width: int) -> npt.NDArray[np.float64]:
+def fold(
+    col: pa.Array | pa.ChunkedArray | None,
+    n: int,
+    width: int,
+    out: npt.NDArray[np.float64] | None = None,
+) -> npt.NDArray[np.float64]:
     """A list column as ``(n, width)``: value k of a row adds to slot k % width with sign
     (-1)^(k // width), so vectors of any length fit (a count-sketch fold; identity up to width).
-    A Dict or Tuple space column folds each of its tensors and adds them; strings fold to 0."""
+    A Dict or Tuple space column folds each of its tensors and adds them; strings fold to 0.
+    With ``out`` (an ``(n, width)`` view), the result is written there."""
     if col is None or col.null_count == n:
-        return np.zeros((n, width))
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        result = np.zeros((n, width))
+    else:
+        arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        if pa.types.is_fixed_size_list(arr.type) and not arr.null_count:
+            return _fold_fixed(arr, n, width, out)
+        if pa.types.is_list(arr.type) and not arr.null_count and n:
+            bounds = pc.min_max(pc.list_value_length(arr)).as_py()
+            if bounds["min"] == bounds["max"] and bounds["min"]:  # one shape: a tensor column
+                flat = pc.list_flatten(arr)
+                fixed = pa.FixedSizeListArray.from_arrays(flat, int(bounds["min"]))
+                return _fold_fixed(fixed, n, width, out)
+        result = _fold_any(arr, n, width)
+    if out is None:
+        return result
+    out[...] = result
+    return out
+
+
+def _fold_any(arr: pa.Array, n: int, width: int) -> npt.NDArray[np.float64]:
+    """`fold` in general: lists of any lengths, nulls, Dict and Tuple columns."""
+    if pa.types.is_fixed_size_list(arr.type):  # with null rows
+        arr = arr.cast(pa.list_(arr.type.value_field))
     if not pa.types.is_list(arr.type):
-        leaves = [a for _, a in leaf_arrays("", arr) if pa.types.is_list(a.type)]
+        leaves = [
+            a
+            for _, a in leaf_arrays("", arr)
+            if pa.types.is_list(a.type) or pa.types.is_fixed_size_list(a.type)
+        ]
         return sum((fold(a, n, width) for a in leaves), np.zeros((n, width)))
     lengths = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False)
     lengths = np.asarray(lengths, dtype=np.int64)
@@ -277,32 +325,106 @@ def fold(col: pa.Array | pa.ChunkedArray | None, n: int, width: int) -> npt.NDAr
     return np.asarray(folded, dtype=np.float64).reshape(n, width)
 
 
+def _fold_fixed(
+    arr: pa.FixedSizeListArray, n: int, width: int, out: npt.NDArray[np.float64] | None = None
+) -> npt.NDArray[np.float64]:
+    """`fold` of a fixed-size list column without null rows: whole blocks of ``width`` values
+    added and subtracted in turn, in the order (and so with the sums) of the general case."""
+    size = arr.type.list_size
+    values = np.asarray(arr.flatten().to_numpy(zero_copy_only=False)).reshape(n, size)
+    if values.dtype.kind not in "biuf":
+        values = values.astype(np.float64)
+    out = np.empty((n, width)) if out is None else out
+    out[:, : min(size, width)] = values[:, :width]  # 0 + v: only a zero's sign can differ
+    out[:, size:] = 0.0
+    for block, lo in enumerate(range(width, size, width), start=1):
+        part = values[:, lo : lo + width]
+        if block % 2:
+            out[:, : part.shape[1]] -= part
+        else:
+            out[:, : part.shape[1]] += part
+    if values.dtype.kind == "f" and not np.isfinite(np.sum(values, dtype=np.float64)):
+        # A NaN or infinity counts as 0 where it is (rare: one float64 sum tells; a sum that
+        # overflows only sends finite values down this exact path too).
+        clean = np.nan_to_num(values.astype(np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+        fixed = pa.FixedSizeListArray.from_arrays(clean.reshape(-1), size)
+        return _fold_fixed(fixed, n, width, out)
+    return out
+
+
 def numeric_vectors(
     x: npt.NDArray[np.float64], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
-    """Random projections of episodes' time-aligned step features (obs, action, reward).
+    """Count sketches of episodes' time-aligned step features (obs, action, reward).
 
-    Episode ``k`` is rows ``starts[k] .. starts[k] + lengths[k]`` of ``x``; its step ``t``
-    meets the projection rows of chunk ``t // 256``. Episodes go through each chunk's
-    projection in groups of 512, one scatter and one matrix product per group.
+    Episode ``k`` is rows ``starts[k] .. starts[k] + lengths[k]`` of ``x`` (one row of 21
+    features per step). Feature ``j`` of its step ``t`` adds ``±x[t, j]`` to one of the 128
+    buckets, both chosen by the byte of SHAKE-256 for ``(t, j)`` (`_sketch_chunk`): an
+    unbiased sketch of the whole ``t x 21`` series, so cosine similarity of the sketches
+    estimates that of the series (as a dense random projection would, at 21 additions per
+    step instead of 2,688 multiplications). Sums run in float64 in step order per episode.
     """
-    out = np.zeros((len(starts), VECTOR_DIM))
-    chunks = -(-lengths // _CHUNK_STEPS)
-    for c in range(int(chunks.max(initial=0))):
-        todo = np.flatnonzero(chunks > c)
-        for g in range(0, len(todo), _GROUP):
-            group = todo[g : g + _GROUP]
-            seg = np.minimum(lengths[group] - c * _CHUNK_STEPS, _CHUNK_STEPS)
-            m = np.zeros((len(group), _CHUNK_STEPS, _STEP_FEATURES))
-            j = np.repeat(np.arange(len(group)), seg)
-            t = np.arange(int(seg.sum())) - np.repeat(np.cumsum(seg) - seg, seg)
-            m[j, t] = x[np.repeat(starts[group] + c * _CHUNK_STEPS, seg) + t]
-            out[group] += m.reshape(len(group), -1) @ _projection(c)
+    n_ep = len(starts)
+    out = np.zeros((n_ep, VECTOR_DIM))
+    if n_ep == 0:
+        return _unit_rows(out)
+    cum = np.cumsum(lengths)
+    a = 0
+    while a < n_ep:
+        if lengths[a] > _SKETCH_BLOCK:
+            out[a] = _long_sketch(x, int(starts[a]), int(lengths[a]))
+            a += 1
+            continue
+        base = int(cum[a - 1]) if a else 0
+        b = int(np.searchsorted(cum, base + _SKETCH_BLOCK, side="right"))
+        b = max(a + 1, min(b, n_ep))
+        while b > a + 1 and lengths[b - 1] > _SKETCH_BLOCK:
+            b -= 1
+        lens = lengths[a:b]
+        total, longest = int(lens.sum()), int(lens.max())
+        first = int(starts[a])
+        contiguous = np.array_equal(starts[a:b], first + np.cumsum(lens) - lens)
+        buckets, signs = _sketch_tables(0, -(-longest // _CHUNK_STEPS))
+        owner = np.arange(b - a) * VECTOR_DIM
+        if contiguous and longest * (b - a) == total:
+            # Episodes of one length, one after the other (the usual case): no gathers.
+            keys = buckets[None, :longest] + owner[:, None, None]
+            weights = x[first : first + total].reshape(b - a, longest, -1) * signs[:longest]
+        else:
+            pos = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens)
+            rows = pos + np.repeat(starts[a:b], lens)
+            keys = buckets[pos] + np.repeat(owner, lens)[:, None]
+            weights = signs[pos] * x[rows]
+        out[a:b] = np.bincount(
+            keys.ravel(), weights=weights.ravel(), minlength=(b - a) * VECTOR_DIM
+        ).reshape(b - a, VECTOR_DIM)
+        a = b
     return _unit_rows(out)
+
+
+def _long_sketch(x: npt.NDArray[np.float64], start: int, length: int) -> npt.NDArray[np.float64]:
+    """The sketch of one episode longer than `_SKETCH_BLOCK`, in spans from its first step."""
+    out = np.zeros(VECTOR_DIM)
+    for lo in range(0, length, _SKETCH_BLOCK):
+        span = min(_SKETCH_BLOCK, length - lo)
+        buckets, signs = _sketch_tables(lo // _CHUNK_STEPS, -(-span // _CHUNK_STEPS))
+        rows = x[start + lo : start + lo + span]
+        out += np.bincount(
+            buckets[:span].ravel(), weights=(signs[:span] * rows).ravel(), minlength=VECTOR_DIM
+        )
+    return out
 
 
 # --------------------------------------------------------------------------------------------
 # Fingerprint bytes, per column
+
+
+def _bytes_view(a: npt.NDArray[Any]) -> memoryview:
+    """The bytes of an array, without a copy when it is contiguous (as ``tobytes`` would give)."""
+    try:
+        return np.ascontiguousarray(a).data.cast("B")
+    except (TypeError, ValueError):  # a dtype the buffer protocol cannot show (datetime64)
+        return memoryview(a.tobytes())
 
 
 class _ColumnBytes:
@@ -321,23 +443,28 @@ class _ColumnBytes:
             )
             values = np.asarray(pc.list_flatten(arr).to_numpy(zero_copy_only=False))
             self.cum = np.concatenate(([0], np.cumsum(np.maximum(lengths, 0))))
-            self.a, self.a_size = memoryview(lengths.tobytes()), 8
-            self.b, self.b_size = memoryview(values.tobytes()), values.itemsize
+            self.a, self.a_size = _bytes_view(lengths), 8
+            self.b, self.b_size = _bytes_view(values), values.itemsize
+        elif (pa.types.is_string(t) or pa.types.is_large_string(t)) and arr.null_count == len(arr):
+            self.kind = "nulls"  # "\x01" per step, joined by "\x00": one shared buffer
+            self.a = memoryview(b"\x01\x00" * len(arr))
         elif pa.types.is_string(t) or pa.types.is_large_string(t):
             self.kind = "string"
             joined = pc.binary_join_element_wise(arr.fill_null("\x01"), pa.scalar("", t), "\x00")
             offsets, data = _string_parts(joined)
             self.offsets = offsets - offsets[0]
-            self.a = memoryview(data[int(offsets[0]) : int(offsets[-1])].tobytes())
+            self.a = _bytes_view(data[int(offsets[0]) : int(offsets[-1])])
         else:
             nulls = np.asarray(arr.is_null().to_numpy(zero_copy_only=False))
             values = np.asarray(
                 (arr.fill_null(0) if arr.null_count else arr).to_numpy(zero_copy_only=False)
             )
-            self.a, self.a_size = memoryview(nulls.tobytes()), nulls.itemsize
-            self.b, self.b_size = memoryview(values.tobytes()), values.itemsize
+            self.a, self.a_size = _bytes_view(nulls), nulls.itemsize
+            self.b, self.b_size = _bytes_view(values), values.itemsize
 
     def parts(self, a: int, b: int) -> list[Any]:
+        if self.kind == "nulls":
+            return [self.prefix, self.a[: 2 * (b - a) - 1]]
         if self.kind == "string":
             return [self.prefix, self.a[int(self.offsets[a]) : int(self.offsets[b]) - 1]]
         if self.kind == "list":
@@ -414,14 +541,17 @@ def _runs(t: pa.Table, previous: str | None) -> tuple[npt.NDArray[np.int64], lis
     ids_arr = t.column("episode_id").combine_chunks()
     if ids_arr.null_count:
         raise FeatureOrderError("steps: an episode_id is null")
-    ids = np.asarray(ids_arr.to_numpy(zero_copy_only=False))
-    starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
-    run_ids = [str(ids[s]) for s in starts.tolist()]
+    n = len(ids_arr)
+    changes = pc.not_equal(ids_arr.slice(1), ids_arr.slice(0, n - 1))
+    starts = np.concatenate(
+        ([0], np.flatnonzero(np.asarray(changes.to_numpy(zero_copy_only=False))) + 1)
+    ).astype(np.int64)
+    run_ids = [str(v) for v in ids_arr.take(pa.array(starts)).to_pylist()]
     if len(set(run_ids)) != len(run_ids) or (previous is not None and run_ids[0] == previous):
         raise FeatureOrderError("steps: an episode's steps are not contiguous")
     if "step" in t.column_names:
         step = np.asarray(t.column("step").combine_chunks().fill_null(-1).to_numpy())
-        boundary = np.zeros(len(ids), dtype=bool)
+        boundary = np.zeros(n, dtype=bool)
         boundary[starts] = True
         if np.any(~boundary[1:] & (step[1:] <= step[:-1])):
             raise FeatureOrderError("steps: an episode's steps are not in ascending order")
@@ -436,15 +566,21 @@ def _features(t: pa.Table, previous: str | None) -> FeatureChunk:
     ends = np.append(starts[1:], n)
     lengths = ends - starts
 
+    combined: dict[str, pa.Array] = {}
+
     def col(name: str) -> pa.Array | None:
-        return t.column(name).combine_chunks() if name in names else None
+        if name not in names:
+            return None
+        if name not in combined:  # each column joined into one array once
+            combined[name] = t.column(name).combine_chunks()
+        return combined[name]
 
     # Fingerprints: one SHA-256 per episode over slices of per-column byte layouts.
     layouts = [
         _ColumnBytes(name, leaf)
         for c in CONTENT_COLUMNS
         if c in names
-        for name, leaf in leaf_arrays(c, t.column(c).combine_chunks())
+        for name, leaf in leaf_arrays(c, col(c))
     ]
     fingerprints = []
     for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
@@ -463,37 +599,39 @@ def _features(t: pa.Table, previous: str | None) -> FeatureChunk:
         seen = np.add.reduceat(known, starts)
         safety = [int(s) if k else None for s, k in zip(sums, seen, strict=True)]
     # Modality: text when any step of the episode has non-empty text.
-    row_ep = np.repeat(np.arange(len(starts)), lengths)
     text_cols = [c for c in TEXT_COLUMNS if c in names]
     has_text = np.zeros(n, dtype=bool)
     for c in text_cols:
+        if t.column(c).null_count == n:
+            continue
         lens = pc.binary_length(col(c)).fill_null(0)
         has_text |= np.asarray(lens.to_numpy(zero_copy_only=False)) > 0
-    text_ep = np.add.reduceat(has_text.astype(np.int64), starts) > 0
+    text_ep = (
+        np.add.reduceat(has_text.astype(np.int64), starts) > 0
+        if text_cols
+        else np.zeros(len(starts), dtype=bool)
+    )
     vectors = np.zeros((len(starts), VECTOR_DIM), dtype=np.float32)
     valid = np.zeros(len(starts), dtype=bool)
     numeric = np.flatnonzero(~text_ep)
     if len(numeric):
+        x = np.empty((n, _STEP_FEATURES))
+        fold(col("obs"), n, _OBS_SLOTS, x[:, :_OBS_SLOTS])
+        fold(col("action"), n, _ACTION_SLOTS, x[:, _OBS_SLOTS : _OBS_SLOTS + _ACTION_SLOTS])
         reward = col("reward")
-        x = np.hstack(
-            [
-                fold(col("obs"), n, _OBS_SLOTS),
-                fold(col("action"), n, _ACTION_SLOTS),
-                (
-                    np.zeros((n, 1))
-                    if reward is None
-                    else np.nan_to_num(
-                        np.asarray(
-                            reward.cast(pa.float64()).fill_null(0).to_numpy(), dtype=np.float64
-                        )
-                    ).reshape(n, 1)
-                ),
-            ]
-        )
+        x[:, -1] = (
+            0.0
+            if reward is None
+            else np.nan_to_num(
+                np.asarray(reward.cast(pa.float64()).fill_null(0).to_numpy(), dtype=np.float64),
+                nan=0.0, posinf=0.0, neginf=0.0,
+            )
+        )  # fmt: skip
         vectors[numeric], valid[numeric] = numeric_vectors(x, starts[numeric], lengths[numeric])
     if text_ep.any():
         # The task side: rows whose role is neither system nor assistant; an episode with no
         # such text row uses every non-system row.
+        row_ep = np.repeat(np.arange(len(starts)), lengths)
         role_col = col("role")
         roles = (
             np.asarray(role_col.fill_null("").to_numpy(zero_copy_only=False))
@@ -541,37 +679,90 @@ def _features(t: pa.Table, previous: str | None) -> FeatureChunk:
     )
 
 
-def iter_step_features(batches: Iterable[pa.RecordBatch | pa.Table]) -> Iterator[FeatureChunk]:
-    """Features of every episode of a stream of step record batches, in stream order.
+def _first_other(ids: pa.ChunkedArray, value: pa.Scalar) -> int | None:
+    """The first row whose id is not ``value`` (None when every row's is)."""
+    differs = pc.not_equal(ids, value).fill_null(True)
+    found = pc.index(differs, True).as_py()
+    return None if found < 0 else int(found)
 
-    The last episode of each batch may go on in the next one: its rows are carried over, so
-    memory holds one batch plus the longest episode.
+
+class FeatureStream:
+    """Features of a stream of step batches, episode by episode, in stream order.
+
+    `add` takes the next record batch and returns the features of the episodes it completes;
+    the last episode of each batch may go on in the next one, so its rows are carried over
+    (memory: one batch plus the longest episode). `finish` gives the last episode's.
+    """
+
+    def __init__(self) -> None:
+        """Start before the first step."""
+        self._carry: pa.Table | None = None
+        self._previous: str | None = None
+
+    def add(self, batch: pa.RecordBatch | pa.Table) -> FeatureChunk | None:
+        """Features of the episodes ``batch`` completes (None when it completes none).
+
+        Raises:
+            FeatureOrderError: an episode's steps are not contiguous or not ascending.
+        """
+        t = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+        if t.num_rows == 0:
+            return None
+        done: list[FeatureChunk] = []
+        if self._carry is not None:
+            # The carried episode ends where t's ids first differ from it: only its rows are
+            # joined (joining the whole batch would copy every column).
+            b = _first_other(t.column("episode_id"), self._carry.column("episode_id")[0])
+            if b is None:
+                self._carry = pa.concat_tables([self._carry, t], promote_options="permissive")
+                return None
+            head = pa.concat_tables([self._carry, t.slice(0, b)], promote_options="permissive")
+            self._carry = None
+            done.append(self._complete(head))
+            t = t.slice(b)
+        # The last run starts after the last row whose id differs from the final one.
+        ids = t.column("episode_id")
+        differs = np.flatnonzero(
+            np.asarray(
+                pc.not_equal(ids, ids[t.num_rows - 1]).fill_null(True).to_numpy(
+                    zero_copy_only=False
+                )
+            )
+        )
+        cut = int(differs[-1]) + 1 if len(differs) else 0
+        self._carry = t.slice(cut)
+        if cut:
+            done.append(self._complete(t.slice(0, cut)))
+        return FeatureChunk.concat(done) if done else None
+
+    def _complete(self, t: pa.Table) -> FeatureChunk:
+        chunk = _features(t, self._previous)
+        self._previous = chunk.episode_ids[-1]
+        return chunk
+
+    def finish(self) -> FeatureChunk | None:
+        """Features of the last episode (None when there were no steps)."""
+        carry, self._carry = self._carry, None
+        if carry is None or not carry.num_rows:
+            return None
+        return _features(carry, self._previous)
+
+
+def iter_step_features(batches: Iterable[pa.RecordBatch | pa.Table]) -> Iterator[FeatureChunk]:
+    """Features of every episode of a stream of step record batches, in stream order
+    (`FeatureStream` over the stream).
 
     Raises:
         FeatureOrderError: an episode's steps are not contiguous or not ascending.
     """
-    carry: pa.Table | None = None
-    previous: str | None = None
+    stream = FeatureStream()
     for batch in batches:
-        t = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
-        if t.num_rows == 0:
-            continue
-        if carry is not None:
-            t = pa.concat_tables([carry, t], promote_options="permissive")
-        ids = t.column("episode_id")
-        last = ids[t.num_rows - 1]
-        # The last run starts after the last row whose id differs from the final one.
-        differs = np.flatnonzero(
-            np.asarray(pc.not_equal(ids, last).fill_null(True).to_numpy(zero_copy_only=False))
-        )
-        cut = int(differs[-1]) + 1 if len(differs) else 0
-        carry = t.slice(cut)
-        if cut:
-            chunk = _features(t.slice(0, cut), previous)
-            previous = chunk.episode_ids[-1]
+        chunk = stream.add(batch)
+        if chunk is not None:
             yield chunk
-    if carry is not None and carry.num_rows:
-        yield _features(carry, previous)
+    last = stream.finish()
+    if last is not None:
+        yield last
 
 
 def parquet_batches(pf: pq.ParquetFile, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:

@@ -171,6 +171,11 @@ class _Walk:
             inline = st.predicate.get("manifest")
             if isinstance(inline, dict):
                 self.manifest(i, e.subject, inline, plain)
+            kept = st.predicate.get("features") if e.kind == "rollout-batch" else None
+            if isinstance(kept, dict) and isinstance(kept.get("digest"), str):
+                # The episode features kept beside a batch: derived data (computed again from
+                # the steps when absent, as in a bundle), checked when present.
+                self.name(kept["digest"], f"episode features of entry {i}", i, False)
         if e.kind in FILE_KINDS:
             self.name(e.subject, f"manifest of entry {i}", i, required)
             obj = self.read_json(e.subject)

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from .artifacts import BatchResult, DatasetResult
     from .cards import ProducerCard
+    from .contamination import ProgressFactory
     from .exchange import ExportResult, ImportResult
     from .keys import Signer
     from .log import EntrySpec, Log
@@ -1183,6 +1184,7 @@ class Ledger:
         key: str | Signer,
         purpose: str = "train",
         card: Path | ProducerCard | None = None,
+        progress: ProgressFactory | None = None,
     ) -> DatasetResult:
         """``trajledger dataset create``: see `trajledger.ledger.artifacts.create_dataset`;
         ``card`` is a ``card.toml`` file or a `ProducerCard` (`trajledger.ledger.cards`)."""
@@ -1192,7 +1194,7 @@ class Ledger:
         if card is not None and not isinstance(card, ProducerCard):
             card = ProducerCard.from_file(Path(card))
         return create_dataset(self, name, version, split, batches, self._key(key),
-                              purpose=purpose, card=card)
+                              purpose=purpose, card=card, progress=progress)
 
     def card(
         self,

@@ -81,9 +81,10 @@ def reindex(ctx: Context, check: bool) -> None:
 
     Both are derived data. The trust state's index is re-read from the whole log, which must
     still extend the checkpoint you saw before (that floor is kept: a rollback stays refused).
-    The audit index (<ledger>/index/lance/) is one nothing is verified against: query, stats
-    and the contamination check keep it current, so rebuilding is only needed when fsck or a
-    command says it is damaged. Both passes show progress.
+    The audit index (<ledger>/index/lance/) is one nothing is verified against: query and
+    stats keep it current, so rebuilding is only needed when fsck or a command says it is
+    damaged; the cached episode features of batches recorded before features were kept
+    (<ledger>/index/features/) are dropped with it. Both passes show progress.
 
     With --check, nothing is rebuilt: the rows of your trust state that decide what is revoked,
     erased, held out or built on are derived again from the log and compared; a state that

@@ -10,7 +10,9 @@ Scope: the cryptography of ``sealed`` rollout batches (schemas/SPEC.md, "Sealed 
   must be the digest the signed record binds) and its plaintext checked against the manifest's
   digest and size;
 - `fingerprints`: each episode's duplicate fingerprints (exact hash, near-duplicate sketch),
-  computed from the plaintext step file, which the record carries in the clear.
+  computed from a plaintext step file as the record publishes them (recording publishes the
+  features it computed while writing the step file, ``batch_features.published_episodes``;
+  reading a suite checks them against its unsealed steps).
 
 File format (one per manifest file): ``trajledger-sealed-v1\\n`` (21 bytes), a random 16-byte
 salt, then the plaintext in 64 KiB segments, each sealed with ChaCha20-Poly1305 under
@@ -21,7 +23,8 @@ reordered, dropped, truncated at a boundary or moved between files (the key depe
 plaintext digest), and a file holds nothing after its final segment.
 
 Non-scope: recording (``ledger.artifacts.record_batch`` with ``seal_to``), reading suites and
-logging each unsealing (``ledger.suites``), the keys (``ledger.keys.KeyStore``).
+logging each unsealing (``ledger.suites``), the keys (``ledger.keys.KeyStore``), the published
+fingerprints as features for the duplicate checks (``ledger.batch_features``).
 """
 
 from __future__ import annotations
@@ -47,7 +50,6 @@ from trajledger.verify.predicates import SEAL_MAGIC, SEAL_SEGMENT, Sealed, Seale
 from .errors import LedgerError
 
 if TYPE_CHECKING:
-    from .episode_features import FeatureChunk
     from .store import ObjectStore
 
 __all__ = [
@@ -55,7 +57,6 @@ __all__ = [
     "fingerprints",
     "open_file",
     "seal_files",
-    "sealed_features",
     "unwrap_key",
 ]
 
@@ -263,51 +264,30 @@ def open_file(
 
 def fingerprints(steps: str | os.PathLike[str] | bytes) -> tuple[SealedEpisode, ...]:
     """Every episode's duplicate fingerprints, from a step file (a path or its bytes): what
-    the gate compares (``ledger.episode_features``), in file order.
+    the gate compares (``ledger.episode_features``), in file order, as published.
 
     Raises:
         FormatError: the file cannot be read for features.
     """
     import io
 
-    import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .episode_features import FEATURE_COLUMNS, iter_step_features, parquet_batches
+    from .batch_features import published_episodes
+    from .episode_features import (
+        FEATURE_COLUMNS,
+        FeatureChunk,
+        iter_step_features,
+        parquet_batches,
+    )
 
     source = io.BytesIO(steps) if isinstance(steps, bytes) else steps
-    out: list[SealedEpisode] = []
     try:
         with pq.ParquetFile(source) as pf:
-            for chunk in iter_step_features(parquet_batches(pf, FEATURE_COLUMNS)):
-                for i, eid in enumerate(chunk.episode_ids):
-                    sketch = None
-                    if chunk.valid[i]:
-                        raw = np.asarray(chunk.vectors[i], dtype="<f4").tobytes()
-                        sketch = base64.b64encode(raw).decode("ascii")
-                    out.append(SealedEpisode(eid, int(chunk.num_steps[i]), chunk.modality[i],
-                                             chunk.fingerprints[i], sketch))
+            chunk = FeatureChunk.concat(
+                list(iter_step_features(parquet_batches(pf, FEATURE_COLUMNS)))
+            )
     except (OSError, pa.ArrowException) as e:
         raise FormatError(f"steps.parquet: cannot be read for fingerprints: {e}") from e
-    return tuple(out)
-
-
-def sealed_features(episodes: Sequence[SealedEpisode]) -> FeatureChunk:
-    """A sealed batch's recorded fingerprints as the contamination matcher's input (what
-    `iter_step_features` gives for the plaintext; no safety counts)."""
-    import numpy as np
-
-    from .episode_features import VECTOR_DIM, FeatureChunk
-
-    vectors = np.zeros((len(episodes), VECTOR_DIM), dtype=np.float32)
-    valid = np.zeros(len(episodes), dtype=bool)
-    for i, e in enumerate(episodes):
-        if e.sketch is not None:
-            vectors[i] = np.frombuffer(base64.b64decode(e.sketch), dtype="<f4")
-            valid[i] = True
-    return FeatureChunk(
-        [e.episode_id for e in episodes], np.array([e.steps for e in episodes], dtype=np.int64),
-        [e.fingerprint for e in episodes], [e.modality for e in episodes], vectors, valid,
-        [None] * len(episodes),
-    )
+    return published_episodes(chunk)

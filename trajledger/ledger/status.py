@@ -135,18 +135,25 @@ def erase(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> tuple[Rec
 
     check_signers(ledger, "erasure", [(signer.name, signer.keyid)], f"erase {item.ref}")
     manifest = Manifest.from_json(load_object(ledger.store.get_verified(item.digest), "manifest"))
-    blobs = sorted({f.digest for f in manifest.files} | _ciphertexts(ledger, item))
-    predicate = Erasure(reason, format_time(_now()), tuple(blobs))
+    blobs = {f.digest for f in manifest.files} | _kept_beside(ledger, item)
+    predicate = Erasure(reason, format_time(_now()), tuple(sorted(blobs)))
     rec = record_statement(
         ledger, item.ref or item.name, item.digest, predicates.ERASURE,
         predicate.to_predicate(), signer, action=f"erase {item.ref}",
     )
-    deleted = sum(ledger.store.delete(d) for d in blobs)
+    deleted = sum(ledger.store.delete(d) for d in sorted(blobs))
+    if item.kind == "rollout-batch":
+        from .batch_features import forget_cached
+
+        for f in manifest.files:
+            if f.path == "steps.parquet":
+                forget_cached(ledger.root / "index" / "features", f.digest)
     return rec, deleted
 
 
-def _ciphertexts(ledger: Ledger, item: CatalogItem) -> set[str]:
-    """The stored ciphertexts of a sealed batch (erased with it), else nothing."""
+def _kept_beside(ledger: Ledger, item: CatalogItem) -> set[str]:
+    """The blobs a rollout batch keeps beside its manifest's files, erased with them: the
+    ciphertexts of a sealed batch, the episode features file of any; else nothing."""
     from trajledger.verify.dsse import Envelope
     from trajledger.verify.kinds import KINDS
     from trajledger.verify.predicates import RolloutBatch
@@ -157,7 +164,8 @@ def _ciphertexts(ledger: Ledger, item: CatalogItem) -> set[str]:
     st = Statement.from_bytes(Envelope.from_bytes(ledger.store.get_verified(item.envelope)).payload)
     batch = KINDS["rollout-batch"].read(st, f"rollout-batch {item.ref}")
     assert isinstance(batch, RolloutBatch)
-    return {d for d, _n in batch.sealed.files.values()} if batch.sealed else set()
+    out = {d for d, _n in batch.sealed.files.values()} if batch.sealed else set()
+    return out | ({batch.features.digest} if batch.features is not None else set())
 
 
 def record_policy(

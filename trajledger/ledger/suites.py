@@ -124,7 +124,8 @@ def read_suite(
            byte is decrypted.
         3. Each file: a plain one read and hashed; a sealed one opened (`sealing.open_file`:
            ciphertext hashed, segments authenticated, plaintext hashed).
-        4. A sealed batch's recomputed episode fingerprints equal the published ones.
+        4. A sealed batch's recomputed episode fingerprints equal the published ones (when
+           published with this feature version: the gate compares no others).
 
     Raises:
         PolicyError: sealed batches and no unsealer, or one not sealed to its key.
@@ -204,9 +205,14 @@ def _check_fingerprints(batch: str, pred: RolloutBatch, files: Mapping[str, byte
 
     import numpy as np
 
+    from .episode_features import FEATURE_VERSION
     from .sealing import fingerprints
 
     assert pred.sealed is not None
+    if pred.sealed.feature_version != FEATURE_VERSION:
+        # Fingerprints of other feature definitions cannot be recomputed here; nor can they
+        # mislead the gate, which does not compare them (the batch is "cannot be checked").
+        return
     published = pred.sealed.episodes
     got = fingerprints(files["steps.parquet"]) if "steps.parquet" in files else ()
     problems = []

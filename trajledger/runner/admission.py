@@ -264,7 +264,7 @@ def _contamination(
         found = verifier.identity_record(b, "rollout-batch")
         if (isinstance(found, Record) and isinstance(found.predicate, RolloutBatch)
                 and found.predicate.sealed is not None):
-            sealed[b] = found.predicate.sealed.episodes
+            sealed[b] = found.predicate.sealed
     report = verified_contamination(
         ledger.store,
         {b.digest: b.steps for b in batches},

@@ -75,6 +75,7 @@ __all__ = [
     "Erasure",
     "Evaluation",
     "Evaluator",
+    "FeaturesRef",
     "Files",
     "Import",
     "ModelSignature",
@@ -509,6 +510,21 @@ class ArtifactRef(Record):
 
 
 @dataclass(frozen=True)
+class FeaturesRef(Record):
+    """A rollout batch's episode features file, kept beside its data: the blob's digest and
+    size, and the version of the feature definitions it holds (SPEC, "Episode features")."""
+
+    digest: str = _f("digest", "digest")
+    size: int = _f("size", "integer")
+    version: int = _f("version", "integer")
+
+    def _check(self, what: str) -> None:
+        if self.size < 0 or self.version < 1:
+            raise FormatError(f"{what}: size {self.size}, version {self.version}, want >= 0 "
+                              "and >= 1")
+
+
+@dataclass(frozen=True)
 class ResourceDescriptor(Record):
     """An in-toto ResourceDescriptor v1: MUST have at least one of ``uri``, ``digest``, ``content``.
 
@@ -594,7 +610,9 @@ class Sealed(Record):
     store holds only their ciphertexts, bound here: ``files`` maps each manifest path to its
     ciphertext's digest and size. ``recipients`` holds the batch's data key wrapped for each
     recipient X25519 key by keyid (HPKE ``enc || ciphertext``, base64); ``episodes`` the
-    duplicate fingerprints of every episode, so that the gate needs no key."""
+    duplicate fingerprints of every episode, so that the gate needs no key, computed with the
+    episode feature definitions of version ``feature_version`` (a reader of another version
+    cannot compare them)."""
 
     recipients: tuple[tuple[str, str], ...] = _f(
         "recipients", "rows", columns=(_col("keyid"), _col("encapsulatedKey")))
@@ -602,6 +620,7 @@ class Sealed(Record):
         "files", "rows", keyed=True,
         columns=(_col("path"), _col("ciphertext", "digest"), _col("size", "integer")))
     episodes: tuple[SealedEpisode, ...] = _f("episodes", "records", record=SealedEpisode)
+    feature_version: int = _f("featureVersion", "integer")
     scheme: str = _f("scheme", default=SEAL_SCHEME, required=True, choices=(SEAL_SCHEME,))
     row_unrecognized: Mapping[str, tuple[Mapping[str, Any], ...]] = field(
         default_factory=dict, kw_only=True, compare=False, repr=False)
@@ -614,9 +633,10 @@ class Sealed(Record):
         return _SEAL_OVERHEAD + plain + 16 * max(1, -(-plain // SEAL_SEGMENT))
 
     def _check(self, what: str) -> None:
-        if not self.recipients or not self.files:
-            raise FormatError(f"{what}: want recipients and files, got "
-                              f"{len(self.recipients)} and {len(self.files)}")
+        if not self.recipients or not self.files or self.feature_version < 1:
+            raise FormatError(f"{what}: want recipients, files and a featureVersion >= 1, got "
+                              f"{len(self.recipients)}, {len(self.files)} and "
+                              f"{self.feature_version}")
         for i, (keyid, _) in enumerate(self.recipients):
             if not _HEX64.fullmatch(keyid):
                 raise FormatError(f"{what}: recipients[{i}]: keyid is not 64 lowercase hex")
@@ -693,6 +713,9 @@ class RolloutBatch(Predicate):
     observation_space: Mapping[str, Any] | None = _f("observationSpace", "mapping", default=None)
     action_space: Mapping[str, Any] | None = _f("actionSpace", "mapping", default=None)
     env_spec: Mapping[str, Any] | None = _f("envSpec", "mapping", default=None)
+    features: FeaturesRef | None = _f("features", "record", default=None, record=FeaturesRef)
+    """The episode features file recorded with the batch (derived data; not in the manifest,
+    so the batch digest does not depend on the feature definitions)."""
     sealed: Sealed | None = _f("sealed", "record", default=None, record=Sealed)
     """Set when the batch's files are stored encrypted (`Sealed`)."""
     failures_of: str | None = _f("failuresOf", "digest", default=None)
@@ -704,6 +727,11 @@ class RolloutBatch(Predicate):
             if type(v) is not int or v < 0:
                 raise FormatError(f"{what}: counts.{k} is {v!r}, want a count")
         _finite(f"{what}: stats", self.stats, "a finite number or null", null=True)
+        if self.sealed is not None and self.features is not None:
+            # A features file is stored in the clear: it would show more of a sealed batch
+            # than its published fingerprints (SPEC, "Sealed suites").
+            raise FormatError(f"{what}: a sealed batch has no features file (its episodes' "
+                              "published fingerprints are its features)")
 
 
 @dataclass(frozen=True)

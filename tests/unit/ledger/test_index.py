@@ -1,6 +1,7 @@
-"""The audit index (ledger/index.py): contents, rebuild == incremental, queries, statistics
-computed by hand, the far-below warning, exact and near-duplicate contamination between splits,
-erased and damaged batches, and the feature vectors behind near duplicates.
+"""The audit index (ledger/index/): contents, rebuild == incremental, queries, statistics
+computed by hand, the far-below warning; exact and near-duplicate contamination between splits
+(ledger/contamination.py, from the features kept with each batch, not the index); erased and
+damaged batches; and the feature vectors behind near duplicates.
 
 One ledger is built per test module (numeric and chat batches, a train and a holdout dataset, a
 checkpoint trained on the train dataset); tests that change it work on a copy.
@@ -22,7 +23,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from trajledger.ledger import index as index_module
 from trajledger.ledger.artifacts import (
     batch_files,
     create_dataset,
@@ -31,6 +31,7 @@ from trajledger.ledger.artifacts import (
     register_evaluator,
 )
 from trajledger.ledger.catalog import RefError
+from trajledger.ledger.contamination import Finding, check_dataset, contamination_findings
 from trajledger.ledger.episode_features import fold, iter_step_features, numeric_vectors
 from trajledger.ledger.errors import LedgerError
 from trajledger.ledger.home import Ledger
@@ -39,19 +40,17 @@ from trajledger.ledger.index import (
     NEAR_NUMERIC_THRESHOLD,
     NEAR_TEXT_THRESHOLD,
     VECTOR_DIM,
-    Finding,
     Index,
     QueryError,
-    contamination_findings,
     query_table,
     reindex,
     segment_stats,
-    split_contamination,
 )
+from trajledger.ledger.index import tables as index_tables
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import erase, revoke
 from trajledger.verify import predicates
-from trajledger.verify.errors import FormatError
+from trajledger.verify.errors import FormatError, PolicyError
 
 # --------------------------------------------------------------------------------------------
 # The test ledger
@@ -286,7 +285,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     scratch = base / "scratch"
     scratch.mkdir()
     b = build(base / "ledger", scratch)
-    Index(Ledger.open(b.root)).update()
+    Index(Ledger.open(b.root)).index_batches()  # every batch's episodes too
     return b
 
 
@@ -673,10 +672,13 @@ def test_contamination_of_holdout_and_train(ledger: Ledger, built: Built) -> Non
     assert exact.to_json()["other_datasets"] == ["holdout hold-set@1"]
 
 
+def split_contamination(ledger: Ledger, split: str, batches: Sequence[str]) -> list[Finding]:
+    return list(check_dataset(ledger, split, batches).findings)
+
+
 def test_contamination_between_batches(ledger: Ledger, built: Built) -> None:
-    found = Index(ledger).contamination([built.train_num], [built.hold_num, built.hold_llm])
+    found = split_contamination(ledger, "train", [built.train_num])
     assert pairs(found) == {("exact", "a0", "h0"), ("near", "a1", "h1")}
-    assert Index(ledger).contamination([built.train_num], []) == []
 
 
 def test_contamination_before_recording(ledger: Ledger, built: Built) -> None:
@@ -694,10 +696,10 @@ def test_scalar_indexes_of_a_large_index_change_no_answer(
     copy: Ledger, built: Built, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A large index gets scalar indexes on the columns lookups filter on; the answers stay.
-    before = snapshot(copy), pairs(contamination_findings(copy, built.hold_set))
-    monkeypatch.setattr(index_module, "_INDEX_MIN_ROWS", 1)  # this ledger counts as large
+    before = snapshot(copy), segment_stats(copy, "train-set@1", ["env_version"])
+    monkeypatch.setattr(index_tables, "_INDEX_MIN_ROWS", 1)  # this ledger counts as large
     shutil.rmtree(copy.root / "index")
-    after = snapshot(copy), pairs(contamination_findings(copy, built.hold_set))
+    after = snapshot(copy), segment_stats(copy, "train-set@1", ["env_version"])
     assert after == before
     index = Index(copy)
     indexed = {
@@ -710,12 +712,16 @@ def test_scalar_indexes_of_a_large_index_change_no_answer(
     ]
 
 
-def test_contamination_builds_a_missing_index(copy: Ledger, built: Built) -> None:
+def test_contamination_needs_no_index(copy: Ledger, built: Built) -> None:
+    # The check reads the features kept with each batch: no audit index is built or read.
     shutil.rmtree(copy.root / "index")
-    assert pairs(contamination_findings(copy, built.hold_set)) == WANT
+    check = check_dataset(copy, "holdout", [built.hold_num, built.hold_llm])
+    assert pairs(check.findings) == WANT
+    assert set(check.sources.values()) == {"recorded"} and check.warnings == ()
+    assert not (copy.root / "index" / "lance").exists()
 
 
-def test_contamination_updates_a_stale_index(copy: Ledger, built: Built) -> None:
+def test_contamination_sees_records_the_index_has_not(copy: Ledger, built: Built) -> None:
     key = copy.keys.signer("producer")
     late = record_batch(
         copy, numeric_rows("late", walk(2, 30), actions(2, 30)), env="grid@1", policy="p1",
@@ -770,9 +776,21 @@ def test_erased_batch(copy: Ledger, built: Built) -> None:
     assert segment_stats(copy, built.hold_num).aggregate.episodes == 0
 
 
+def kept_features(ledger: Ledger, batch: str) -> Path:
+    """The store path of the features file recorded with ``batch``."""
+    from trajledger.ledger.batch_features import batch_predicate
+    from trajledger.ledger.catalog import Catalog
+
+    item = Catalog(ledger).resolve(batch, {"rollout-batch"})
+    pred = batch_predicate(ledger.store, item.envelope)
+    assert pred is not None and pred.features is not None
+    return ledger.store.path_of(pred.features.digest)
+
+
 def test_damaged_batch_data(copy: Ledger, built: Built) -> None:
     files = batch_files(copy, built.hold_llm)
     copy.store.path_of(files["steps.parquet"]).write_bytes(b"not parquet")
+    kept_features(copy, built.hold_llm).unlink()  # so the step file is needed
     copy.store.path_of(built.hold_num).unlink()  # the manifest itself
     reindex(copy)
     arts = {r["digest"]: r for r in rows(copy, "artifacts", "kind = 'rollout-batch'")}
@@ -788,7 +806,18 @@ def test_damaged_batch_data(copy: Ledger, built: Built) -> None:
         copy, "episodes", f"batch = '{built.hold_llm}'", columns=["fingerprint", "modality"]
     )
     assert partial == [{"fingerprint": None, "modality": None}] * 3
-    assert contamination_findings(copy, built.hold_set) == []
+    # The duplicate check needs neither: hold-num's signed record names its kept features (and
+    # carries its manifest inline); hold-llm has neither kept features nor a readable step file.
+    check = check_dataset(copy, "holdout", [built.hold_num, built.hold_llm])
+    assert pairs(check.findings) == {("exact", "a0", "h0"), ("near", "a1", "h1")}
+    assert check.sources == {
+        built.hold_num: "recorded", built.hold_llm: "none", **dict.fromkeys(
+            [built.train_num, built.train_llm], "recorded")
+    }  # fmt: skip
+    (warning,) = check.warnings
+    assert warning.startswith(f"batch {built.hold_llm[:19]}…: its recorded features file ")
+    assert warning.endswith(": its episodes were not compared")
+    assert "not in the store), and its steps.parquet cannot be read (" in warning
 
 
 # --------------------------------------------------------------------------------------------
@@ -878,6 +907,7 @@ def test_text_near_duplicates() -> None:
 
 
 def test_only_the_compared_batches_are_indexed(copy: Ledger, built: Built) -> None:
+    Index(copy).index_batches()  # every batch recorded so far
     key = copy.keys.signer("producer")
     unrelated = record_batch(
         copy, numeric_rows("u0", walk(77, 20), actions(77, 20)), env="grid@1", policy="p9",
@@ -893,8 +923,8 @@ def test_only_the_compared_batches_are_indexed(copy: Ledger, built: Built) -> No
         r["digest"]: r["data"]
         for r in rows(copy, "artifacts", "kind = 'rollout-batch'", columns=["digest", "data"])
     }
-    assert data[new.digest] == "indexed"
     assert data[unrelated.digest] == "pending"  # never read: it is in no compared set
+    assert data[new.digest] == "pending"  # the check does not use the index either
     # A question about every episode indexes the rest, with progress in steps.
     seen: list[tuple[int, str, int]] = []
 
@@ -905,7 +935,7 @@ def test_only_the_compared_batches_are_indexed(copy: Ledger, built: Built) -> No
         seen.append((total, label, done[0]))
 
     Index(copy, progress=progress).query("episodes", "policy_version = 'p9'")
-    assert seen == [(20, "indexing 1 batch(es)", 20)]
+    assert seen == [(50, "indexing 2 batch(es)", 50)]
 
 
 def test_an_interrupted_batch_is_dropped_and_indexed_again(copy: Ledger, built: Built) -> None:
@@ -956,7 +986,9 @@ def hold_side(ledger: Ledger, built: Built) -> dict[str, list[str]]:
     return {b: ["holdout hold-set@1"] for b in (built.hold_num, built.hold_llm)}
 
 
-def test_verified_contamination_equals_the_index_and_ignores_it(copy: Ledger, built: Built) -> None:
+def test_verified_contamination_equals_the_kept_features_and_ignores_them(
+    copy: Ledger, built: Built
+) -> None:
     from trajledger.ledger.contamination import verified_contamination
 
     train = {built.train_num: None, built.train_llm: None}
@@ -966,15 +998,17 @@ def test_verified_contamination_equals_the_index_and_ignores_it(copy: Ledger, bu
     assert [f.to_json() for f in report.findings] == [
         {**f.to_json(), "train_datasets": []} for f in contamination_findings(copy, built.hold_set)
     ]
-    # Editing the index (dropping the holdout's episode rows) hides findings from the index,
-    # not from the verified check, which never reads it.
-    Index(copy)._connect().open_table("episodes").delete(f"batch = '{built.hold_num}'")
-    assert pairs(contamination_findings(copy, built.hold_set)) == {
-        ("exact", "e3", "x0"),
-        ("near", "e7", "x1"),
-    }
+    # Deleting the holdout's kept features and its step file hides findings from the check on
+    # kept features (it warns), not from the verified check, which reads re-hashed bytes only.
+    kept_features(copy, built.hold_num).unlink()
+    shutil.rmtree(copy.root / "index" / "features", ignore_errors=True)
+    before = report
+    check = check_dataset(copy, "holdout", [built.hold_num, built.hold_llm])
+    assert pairs(check.findings) == WANT  # computed from the step file instead
+    assert check.sources[built.hold_num] == "computed"
+    assert "recorded features file" in check.warnings[0] and "fsck" in check.warnings[0]
     again = verified_contamination(copy.store, train, hold_side(copy, built))
-    assert pairs(again.findings) == WANT
+    assert again == before
     # Verified tables given by the caller are used as they are (the store is not read).
     import pyarrow.parquet as pq
 
@@ -1006,9 +1040,11 @@ def test_verified_contamination_reports_unverifiable_holdouts(copy: Ledger, buil
     assert any("not in the store" in u for u in report.unchecked), report.unchecked
 
 
-def test_duplicate_episodes_within_a_set(ledger: Ledger, built: Built) -> None:
-    from trajledger.ledger.index import duplicate_episodes
+def duplicate_episodes(ledger: Ledger, batches: Sequence[str]) -> list[str]:
+    return list(check_dataset(ledger, "regression", batches).duplicates)
 
+
+def test_duplicate_episodes_within_a_set(ledger: Ledger, built: Built) -> None:
     lines = duplicate_episodes(ledger, [built.train_num, built.hold_num])
     first, second = sorted([built.train_num, built.hold_num])
     assert len(lines) == 1
@@ -1034,3 +1070,55 @@ def test_text_features_do_not_depend_on_the_slice_size(monkeypatch: pytest.Monke
     sliced = episode_features.FeatureChunk.concat(list(iter_step_features([t])))
     assert sliced.valid.all()
     assert np.array_equal(whole.vectors, sliced.vectors)
+
+
+def test_duplicates_from_kept_features_equal_those_from_the_bytes(
+    copy: Ledger, built: Built
+) -> None:
+    """Issue 21 item 1: detection with the features kept since recording equals detection by
+    reading the steps again: duplicates within a set, exact and near duplicates across splits
+    (numeric and chat), the admission gate's verified check, and the refusal of ``dataset
+    create``, word for word."""
+    from trajledger.ledger.contamination import verified_contamination
+
+    key = copy.keys.signer("producer")
+    copied = record_batch(
+        copy, numeric_rows("c0", walk(0, 30), actions(0, 30))
+        + numeric_rows("c1", walk(1, 30) + 1e-3, actions(1, 30)), env="grid@1", policy="p1",
+        signer=key, name="copies-of-a0-a1",
+    )  # fmt: skip
+    sets = {
+        "holdout": [built.hold_num, built.hold_llm],
+        "train": [built.train_num, built.train_llm, built.hold_num],
+        "regression": [copied.digest, built.hold_llm],
+    }
+
+    def refusal() -> str:
+        with pytest.raises(PolicyError) as e:
+            create_dataset(copy, "new-hold", "1", "holdout", [copied.digest], key)
+        return str(e.value)
+
+    kept = {split: check_dataset(copy, split, b) for split, b in sets.items()}
+    kept_refusal = refusal()
+    assert {s for c in kept.values() for s in c.sources.values()} == {"recorded"}
+    # Without any kept features file (as for a batch recorded before they were kept): each
+    # batch's features are computed from its steps.parquet.
+    for batch in {b for c in kept.values() for b in c.sources}:
+        kept_features(copy, batch).unlink()
+    shutil.rmtree(copy.root / "index" / "features", ignore_errors=True)
+    again = {split: check_dataset(copy, split, b) for split, b in sets.items()}
+    # (computed once per batch, then read from the derived cache)
+    assert {s for c in again.values() for s in c.sources.values()} == {"computed", "cache"}
+    for split in sets:
+        assert again[split].duplicates == kept[split].duplicates, split
+        assert again[split].findings == kept[split].findings, split
+    assert refusal() == kept_refusal
+    assert "exactly duplicate episodes of the other split" in kept_refusal
+    assert pairs(kept["holdout"].findings) == WANT
+    assert kept["train"].duplicates and kept["regression"].findings
+    # The gate reads the verified bytes and finds the same across splits.
+    train = {built.train_num: None, built.train_llm: None}
+    gate = verified_contamination(copy.store, train, hold_side(copy, built))
+    assert [f.to_json() for f in gate.findings] == [
+        {**f.to_json(), "train_datasets": []} for f in kept["holdout"].findings
+    ]

@@ -273,7 +273,17 @@ MODELS: list[tuple[str, Any, dict[str, Any]]] = [
                 "files": [{"path": "steps.parquet", "ciphertext": D, "size": 90}],
                 "episodes": [{"episodeId": "e", "steps": 3, "modality": "text",
                               "fingerprint": "ab" * 32}],
+                "featureVersion": 3,
             },
+        },
+    ),
+    (
+        "rollout-batch",
+        predicates.RolloutBatch,
+        {
+            "schemaVersion": "2", "environment": REF, "policyVersion": "p", "generator": "g",
+            "counts": {"steps": 3, "episodes": 1}, "stats": {},
+            "features": {"digest": D, "size": 700, "version": 3},
         },
     ),
 ]
@@ -328,6 +338,15 @@ def test_typed_predicates_write_what_the_schema_describes(
             "refusal",
             {"dataset": "sha256:AB", "trainer": "bc", "reasons": ["x"], "refusedAt": T},
             "dataset: 'sha256:AB' does not match",
+        ),
+        (
+            "rollout-batch",
+            {"schemaVersion": "2", "environment": REF, "policyVersion": "p", "generator": "g",
+             "counts": {}, "stats": {}, "features": {"digest": D, "size": 1, "version": 3},
+             "sealed": {"scheme": predicates.SEAL_SCHEME, "episodes": [], "featureVersion": 3,
+                        "recipients": [{"keyid": "ab" * 32, "encapsulatedKey": "AAAA"}],
+                        "files": [{"path": "steps.parquet", "ciphertext": D, "size": 90}]}},
+            "should not be valid under",  # a sealed batch names no features file
         ),
     ],
 )

@@ -7,7 +7,8 @@
 - One test per attack: a flipped byte, a dropped or reordered segment, a file's ciphertext
   under another file's name, a wrapped key moved to another batch, another recipient's key, a
   ciphertext that is not what the record binds.
-- Fingerprints published for a sealed batch equal the gate's features of the plaintext.
+- Fingerprints published for a sealed batch equal the gate's features of the plaintext (the
+  same feature version, dimensions and bytes); another version's are not compared.
 - X25519 keys: encrypted at rest (0600), the passphrase needed, a private key that is not the
   pair of its .pub refused, a world-readable one refused.
 """
@@ -15,6 +16,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import os
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import x25519
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from trajledger.ledger.episode_features import FEATURE_VERSION
 from trajledger.ledger.errors import KeyError_, TamperError
 from trajledger.ledger.keys import KeyStore
 from trajledger.ledger.sealing import SealError, open_file, seal_files, unwrap_key
@@ -61,7 +64,8 @@ def seal(
     wrapped, cts = seal_files(BATCH, plains, recipients, work)
     for c in cts.values():
         store.put_file(c.path)
-    return store, Sealed(wrapped, {p: (c.digest, c.size) for p, c in cts.items()}, ()), plains
+    files = {p: (c.digest, c.size) for p, c in cts.items()}
+    return store, Sealed(wrapped, files, (), FEATURE_VERSION), plains
 
 
 def reference(data_key: bytes, salt: bytes, digest: str, data: bytes) -> bytes:
@@ -156,7 +160,7 @@ def test_wrapped_keys_are_bound_to_recipient_and_batch(tmp_path: Path) -> None:
     with pytest.raises(SealError, match="does not open with key"):
         unwrap_key(sealed, "sha256:" + "cd" * 32, key, private)
     # A recipient entry relabelled with another keyid does not open with that key either.
-    moved = Sealed(((other.keyid, sealed.recipients[0][1]),), sealed.files, ())
+    moved = Sealed(((other.keyid, sealed.recipients[0][1]),), sealed.files, (), FEATURE_VERSION)
     with pytest.raises(SealError, match="does not open with key"):
         unwrap_key(moved, BATCH, other, other_private)
 
@@ -179,15 +183,23 @@ def test_no_recipient_is_refused(tmp_path: Path) -> None:
 
 
 def test_published_fingerprints_are_the_gates_features(tmp_path: Path) -> None:
+    """What a sealed record publishes is, bit for bit, the version-3 features of its plaintext
+    (what the gate computes, what a features file would hold), and reads back to them."""
     import pyarrow.parquet as pq
 
+    from trajledger.ledger.batch_features import (
+        decode_features,
+        encode_features,
+        published_features,
+    )
     from trajledger.ledger.episode_features import (
         FEATURE_COLUMNS,
+        VECTOR_DIM,
         FeatureChunk,
         iter_step_features,
         parquet_batches,
     )
-    from trajledger.ledger.sealing import fingerprints, sealed_features
+    from trajledger.ledger.sealing import fingerprints
     from trajledger.runner.rollouts import run_policy
 
     played = run_policy(None, "CartPole-v1", 3, 7, policy_version="random")
@@ -197,10 +209,25 @@ def test_published_fingerprints_are_the_gates_features(tmp_path: Path) -> None:
     assert published == fingerprints(path.read_bytes())
     with pq.ParquetFile(path) as pf:
         want = FeatureChunk.concat(list(iter_step_features(parquet_batches(pf, FEATURE_COLUMNS))))
-    got = sealed_features(published)
-    assert got.episode_ids == want.episode_ids and got.fingerprints == want.fingerprints
-    assert got.modality == want.modality and list(got.num_steps) == list(want.num_steps)
-    assert (got.vectors == want.vectors).all() and (got.valid == want.valid).all()
+    for e, i in zip(published, range(len(want)), strict=True):
+        assert e.sketch is not None and want.valid[i]
+        raw = base64.b64decode(e.sketch)
+        assert len(raw) == 4 * VECTOR_DIM and raw == want.vectors[i].astype("<f4").tobytes()
+    got = published_features(Sealed((), {}, published, FEATURE_VERSION))
+    # The features file of the published features holds the same bytes as the plaintext's,
+    # but for the safety counts, which are not published.
+    steps = "sha256:" + "00" * 32
+    plain = dataclasses.replace(want, safety=[None] * len(want))
+    assert encode_features(got, steps) == encode_features(plain, steps)
+    assert decode_features(encode_features(got, steps), steps).fingerprints == want.fingerprints
+
+
+def test_fingerprints_of_another_feature_version_are_not_compared() -> None:
+    from trajledger.ledger.batch_features import published_features
+    from trajledger.verify.errors import FormatError
+
+    with pytest.raises(FormatError, match=f"of feature version 2, want {FEATURE_VERSION}"):
+        published_features(Sealed((), {}, (), 2))
 
 
 # -- X25519 keys ---------------------------------------------------------------------------------

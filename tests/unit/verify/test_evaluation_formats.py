@@ -100,6 +100,7 @@ def sealed(**changes: Any) -> dict[str, Any]:
         "episodes": [{"episodeId": "e", "steps": 3, "modality": "numeric",
                       "fingerprint": "01" * 32,
                       "sketch": base64.b64encode(bytes(512)).decode()}],
+        "featureVersion": 3,
     }
     out.update(changes)
     return out
@@ -112,7 +113,7 @@ def test_sealed_batches_read_strictly() -> None:
     episode = dict(sealed()["episodes"][0], sketch=base64.b64encode(bytes(511)).decode())
     for bad, message in [
         (sealed(scheme="aes"), "scheme is 'aes'"),
-        (sealed(recipients=[]), "want recipients and files"),
+        (sealed(recipients=[]), "want recipients, files and a featureVersion"),
         (sealed(episodes=[episode]), "sketch holds 511 bytes, want 512"),
         (sealed(episodes=[dict(episode, sketch="!")]), "sketch is not base64"),
         (sealed(files=[{"path": "a", "ciphertext": B, "size": 1}] * 2),
@@ -120,6 +121,9 @@ def test_sealed_batches_read_strictly() -> None:
         (sealed(recipients=[{"keyid": "EF" * 32, "encapsulatedKey": "A"}]),
          r"recipients\[0\]: keyid is not 64 lowercase hex"),
         (sealed(files=[{"path": "a", "ciphertext": B, "size": -1}]), "size -1, want >= 0"),
+        (sealed(featureVersion=0), "a featureVersion >= 1"),
+        ({k: v for k, v in sealed().items() if k != "featureVersion"},
+         "featureVersion is missing"),
     ]:
         with pytest.raises(FormatError, match=message):
             p.Sealed.from_json(bad, "sealed")

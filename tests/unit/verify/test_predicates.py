@@ -40,6 +40,7 @@ SEALED = {
     "episodes": [{"episodeId": "e", "steps": 3, "modality": "numeric", "fingerprint": "01" * 32,
                   "sketch": base64.b64encode(bytes(512)).decode()},
                  {"episodeId": "f", "steps": 1, "modality": "text", "fingerprint": "02" * 32}],
+    "featureVersion": 2,
 }
 DESCRIPTOR = {"name": "ds", "uri": "u", "digest": {"sha256": "ab" * 32, "md5": "x"},
               "content": "", "downloadLocation": "https://x", "mediaType": "m",
@@ -66,6 +67,10 @@ CASES: dict[str, tuple[type[p.Predicate], dict[str, Any]]] = {
         "licence": "", "retention": "r", "manifest": MANIFEST, "source": {"formats": ["x"]},
         "observationSpace": SPACE, "actionSpace": SPACE, "envSpec": {"id": "X"},
         "sealed": SEALED, "failuresOf": B, **UNKNOWN}),
+    "rollout-batch-features": (p.RolloutBatch, {
+        "schemaVersion": "3", "environment": REF, "policyVersion": "random", "generator": "g",
+        "counts": {}, "stats": {}, "features": {"digest": B, "size": 0, "version": 1},
+        **UNKNOWN}),
     "dataset-min": (p.Dataset, {"name": "d", "version": "1", "split": "holdout",
                                 "batches": [D, B]}),
     "dataset-full": (p.Dataset, {"name": "d", "version": "1", "split": "train",
@@ -130,7 +135,7 @@ def positional() -> dict[str, p.Predicate]:
     ref = p.ArtifactRef("cartpole", "1", D)
     manifest = Manifest.from_json(MANIFEST)
     episode = p.SealedEpisode("e", 3, "numeric", "01" * 32, None)
-    sealed = p.Sealed((("ef" * 32, "AAAA"),), {"b": (B, 90), "a": (D, 53)}, (episode,))
+    sealed = p.Sealed((("ef" * 32, "AAAA"),), {"b": (B, 90), "a": (D, 53)}, (episode,), 1)
     descriptor = p.ResourceDescriptor.of("ds", D, role="dataset")
     return {
         "files": p.Files(manifest),
@@ -139,7 +144,9 @@ def positional() -> dict[str, p.Predicate]:
         "evaluator": p.Evaluator("v", "1", "human", None, None, D, None, ref),
         "rollout-batch": p.RolloutBatch("1", ref, "random", "g", {"steps": 1}, {"m": None},
                                         ref, ("1",), None, "l", None, manifest, None, SPACE,
-                                        SPACE, None, sealed, B),
+                                        SPACE, None, None, sealed, B),
+        "rollout-batch-features": p.RolloutBatch("3", ref, "p", "", {}, {}, None, (), "c",
+                                                 features=p.FeaturesRef(D, 7, 1)),
         "dataset": p.Dataset("d", "1", "train", (B, D)),
         "dataset-v2": p.DatasetV2("d", "1", "holdout", (D,), "eval", manifest, card=B),
         "approval": p.Approval("train", T, T, None, D),
@@ -213,6 +220,10 @@ def test_golden_reads_back_equal(name: str) -> None:
          "sealed: episodes[0]: steps is missing"),
         ("rollout-batch-full", {"sealed": {**SEALED, "files": [{"path": "a", "size": 1}]}},
          "sealed: files[0]: ciphertext is missing"),
+        ("rollout-batch-features", {"features": {"digest": B, "size": -1, "version": 1}},
+         "features: size -1, version 1, want >= 0 and >= 1"),
+        ("rollout-batch-full", {"features": {"digest": B, "size": 1, "version": 1}},
+         "a sealed batch has no features file"),
         ("provenance-min", {"runDetails": {"builder": {}}}, "runDetails: builder: id is missing"),
         ("provenance-min", {"buildDefinition": []}, "buildDefinition is not a JSON object"),
         ("provenance-full", {"runDetails": {"builder": {"id": "b"}, "byproducts": {}}},

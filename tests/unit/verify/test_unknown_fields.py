@@ -53,6 +53,7 @@ SEALED = {
     "files": [{"path": "steps.parquet", "ciphertext": D, "size": 90}],
     "episodes": [{"episodeId": "e", "steps": 3, "modality": "numeric", "fingerprint": "01" * 32,
                   "sketch": base64.b64encode(bytes(512)).decode()}],
+    "featureVersion": 1,
 }
 
 
@@ -89,6 +90,10 @@ OPEN: list[tuple[str | None, type[p.Predicate], dict[str, Any], list[tuple[str |
       "counts": {"steps": 3}, "stats": {}, "sealed": SEALED, "seeds": []},
      [(), ("environment",), ("sealed",), ("sealed", "recipients", 0), ("sealed", "files", 0),
       ("sealed", "episodes", 0)]),
+    ("rollout-batch.v1", p.RolloutBatch,
+     {"schemaVersion": "3", "environment": REF, "policyVersion": "p", "generator": "g",
+      "counts": {}, "stats": {}, "seeds": [], "features": {"digest": D, "size": 1, "version": 1}},
+     [("features",)]),
     ("dataset.v1", p.Dataset,
      {"name": "d", "version": "1", "split": "train", "purpose": "train", "batches": [D]}, [()]),
     ("dataset.v2", p.DatasetV2, {"name": "d", "version": "1", "split": "train",

@@ -296,8 +296,15 @@ class _RowGroupBuffer:
     the thread (larger ones are written in line); the thread's error is raised here.
     """
 
-    def __init__(self, sink: _Sink, schema: Callable[[], pa.Schema], rows: int) -> None:
+    def __init__(
+        self,
+        sink: _Sink,
+        schema: Callable[[], pa.Schema],
+        rows: int,
+        on_group: Callable[[pa.Table], None] | None = None,
+    ) -> None:
         self._sink = sink
+        self._on_group = on_group
         self._schema = schema
         self._writer: pq.ParquetWriter | None = None
         self._rows = rows
@@ -361,6 +368,8 @@ class _RowGroupBuffer:
         table = pa.Table.from_batches([conform_batch(b, schema) for b in self._batches], schema)
         whole = self._held if final else self._held - self._held % self._rows
         group = table.slice(0, whole)
+        if self._on_group is not None:
+            self._on_group(group)
         if group.nbytes > THREADED_GROUP_BYTES:
             self._wait_idle()  # the row groups before it are written: the order is kept
             writer.write_table(group, row_group_size=self._rows)
@@ -498,6 +507,7 @@ def write_steps_parquet(
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
     subject: str | None = None,
     fill: Mapping[str, str] | None = None,
+    on_steps: Callable[[pa.Table], None] | None = None,
 ) -> WriteStats:
     """Validate a stream of step batches and write the step and episode tables.
 
@@ -525,6 +535,8 @@ def write_steps_parquet(
         subject: names the input in error messages; default ``path``.
         fill: episode string columns to set where the input left them null (the recorder
             fills ``env_version`` and ``policy_version``).
+        on_steps: called with each row group of the step file as it is written, in order,
+            exactly as stored (the recorder computes episode features from them).
 
     Returns:
         Summary statistics, the files' digests and the input's batch metadata.
@@ -574,7 +586,7 @@ def write_steps_parquet(
     groups = episode_groups = None
     try:
         eps_sink = _Sink(tmp_eps)
-        groups = _RowGroupBuffer(steps_sink, tensors.step_schema, row_group_rows)
+        groups = _RowGroupBuffer(steps_sink, tensors.step_schema, row_group_rows, on_steps)
         episode_groups = _RowGroupBuffer(eps_sink, tensors.episode_schema, row_group_rows)
 
         def emit(episodes: pa.RecordBatch) -> None:
