@@ -22,10 +22,12 @@ import tamperkit as tk
 import zstandard
 from click.testing import CliRunner, Result
 
+from trajledger.ledger.catalog import origin_name
 from trajledger.ledger.home import Ledger
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
 from trajledger.verify.bundle import BundleIndex, Member
+from trajledger.verify.kinds import KINDS
 from trajledger.verify.log_entry import LogEntry
 
 
@@ -197,10 +199,15 @@ def test_import_verifies_copies_and_records_once(vendor: Vendor, buyer: Path) ->
     r = run(buyer, "import", vendor.bundle, "--policy", policy, "--key", "b1", "--key", "b2")
     expect(r, 0)
     n = len(vendor.relogged)
+    kinds: dict[str, int] = {}
+    for e in vendor.relogged:
+        if KINDS[e.kind].lineage:
+            kinds[e.kind] = kinds.get(e.kind, 0) + 1
     assert r.stderr == (
         f"OK: checkpoint cartpole-bc@2 ({vendor.ref[:19]}…) from "
-        f"{vendor.vkey.split('+')[0]}: imported, {vendor.objects} object(s), {n} foreign "
+        f"{origin_name(vendor.vkey)}: imported, {vendor.objects} object(s), {n} foreign "
         f"record(s) in this log (log indices 0..{n - 1}), import record at log index {n}\n"
+        "OK: new: " + ", ".join(f"{v} {k}(s)" for k, v in sorted(kinds.items())) + "\n"
     )
     assert r.stdout.splitlines()[-1] == vendor.ref
     ledger = Ledger.open(buyer)
@@ -408,29 +415,47 @@ def test_import_refuses_a_rollback_of_the_origin(
     r = run(buyer, "import", vendor.bundle, "--policy", policy, "--key", "b1", "--key", "b2")
     expect(r, 1)
     assert r.stderr.startswith(
-        f"FAIL: import {vendor.bundle.name}: the log {vendor.vkey.split('+')[0]}: rollback: "
+        f"FAIL: import {vendor.bundle.name}: the log {origin_name(vendor.vkey)}: rollback: "
         f"{vendor.vkey.split('+')[0]} size {vendor.size + 1} root "
     ), r.stderr
     assert f"accepted before; size {vendor.size} root " in r.stderr
     assert (store_count(buyer), Ledger.open(buyer).log.size) == before
 
 
-def test_import_of_a_newer_bundle_needs_a_consistency_proof(
+def test_import_of_a_newer_bundle_needs_the_log_since_what_was_applied(
     vendor: Vendor, buyer: Path, tmp_path: Path
 ) -> None:
+    """Issue 19: an import takes the vendor's log extension, not one verdict: a bundle of a
+    log that grew since the size the buyer applied must carry every entry since (export
+    --updates-since); a consistency proof alone shows the log grew, not what it says."""
     policy = buyer / "policy.toml"
     expect(run(buyer, "import", vendor.bundle, "--policy", policy, "--key", "b1", "--key", "b2"), 0)
     grown = _grown(vendor, tmp_path, "later")
     bare, proved = tmp_path / "bare.tar.zst", tmp_path / "proved.tar.zst"
+    late, updated = tmp_path / "late.tar.zst", tmp_path / "updated.tar.zst"
     state = tmp_path / "vendor-state"
     expect(run(grown, "export", vendor.ref, "--out", bare, state=state), 0)
     expect(run(grown, "export", vendor.ref, "--out", proved, "--consistency-from",
                str(vendor.size), state=state), 0)
-    r = run(buyer, "import", bare, "--policy", policy, "--key", "b1", "--key", "b2")
-    expect(r, 1)
-    assert f": unprovable: no consistency proof from size {vendor.size} (" in r.stderr
-    assert f"ask for a bundle exported with --consistency-from {vendor.size}" in r.stderr
-    expect(run(buyer, "import", proved, "--policy", policy, "--key", "b1", "--key", "b2"), 0)
+    expect(run(grown, "export", vendor.ref, "--out", late, "--updates-since",
+               str(vendor.size + 1), state=state), 0)
+    expect(run(grown, "export", vendor.ref, "--out", updated, "--updates-since",
+               str(vendor.size), state=state), 0)
+    size = Ledger.open(buyer).log.size
+    for bundle, why in [(bare, "it holds no extension"), (proved, "it holds no extension"),
+                        (late, f"its extension starts at {vendor.size + 1}")]:
+        r = run(buyer, "import", bundle, "--policy", policy, "--key", "b1", "--key", "b2")
+        expect(r, 1)
+        assert r.stderr == (
+            f"FAIL: import {bundle.name}: the log {origin_name(vendor.vkey)}: unprovable: the "
+            f"bundle does not carry the log since size {vendor.size}, what you applied of it "
+            f"({why}; its checkpoint has size {vendor.size + 1}): ask for a bundle exported "
+            f"with --updates-since {vendor.size}\n"), r.stderr
+        assert Ledger.open(buyer).log.size == size
+    r = run(buyer, "import", updated, "--policy", policy, "--key", "b1", "--key", "b2")
+    expect(r, 0)
+    # The vendor's new approval is about a dataset the buyer holds: taken in.
+    assert "imported, " in r.stderr and "1 foreign record(s) in this log" not in r.stderr
 
 
 def test_import_refuses_a_fork_of_the_origin(vendor: Vendor, buyer: Path, tmp_path: Path) -> None:

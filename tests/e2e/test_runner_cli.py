@@ -229,6 +229,10 @@ def world(template: World, tmp_path: Path) -> Iterator[World]:
     yield World(home, home / "policy.toml", template.batch, template.spare, template.dataset)
 
 
+DEPENDS = "; and 1 record that depends on it"
+"""The end of a batch's root-cause line when the dataset admitted depends on it (issue 19)."""
+
+
 def short(digest: str) -> str:
     return digest[:19] + "…"
 
@@ -375,7 +379,7 @@ def test_refuses_an_envelope_without_a_valid_signature(runner: CliRunner, world:
         f"rollout-batch {short(batch)} > record: rollout-batch record {index}: invalid signature "
         "by key "
         f"{vendor.keyid[:16]}: 0 of 1 required signature(s) verified; the envelope names key "
-        f"{vendor.keyid[:12]} (producer role), want producer key(s)"
+        f"{vendor.keyid[:12]} (producer role), want producer key(s){DEPENDS}"
     )
     refused_train(runner, world, "unsigned@1", line)
     refused_admit(runner, world, "unsigned@1", line)
@@ -394,7 +398,7 @@ def test_refuses_a_batch_signed_by_a_key_outside_the_policy(
         "outside@1",
         f"rollout-batch {short(batch)} > record: rollout-batch record {index}: no signature by a "
         "trusted key: 0 of 1 required signature(s) verified; the envelope names key "
-        f"{outsider.keyid[:12]} (not in the policy), want producer key(s)",
+        f"{outsider.keyid[:12]} (not in the policy), want producer key(s){DEPENDS}",
     )
 
 
@@ -409,7 +413,7 @@ def test_refuses_a_batch_whose_signer_is_not_a_producer(runner: CliRunner, world
         "by-trainer@1",
         f"rollout-batch {short(batch)} > record: rollout-batch record {index}: no signature by a "
         "trusted key: 0 of 1 required signature(s) verified; the envelope names key "
-        f"{trainer.keyid[:12]} (trainer role), want producer key(s)",
+        f"{trainer.keyid[:12]} (trainer role), want producer key(s){DEPENDS}",
     )
 
 
@@ -479,7 +483,8 @@ def test_refuses_a_revoked_batch(runner: CliRunner, world: World) -> None:
     expect(r, 0)
     index = len(world.kinds()) - 1
     assert r.stderr == f"OK: {world.batch} revoked (log index {index})\n"
-    line = f"rollout-batch random-a ({short(world.batch)}) > revoked: PII found (log index {index})"
+    line = (f"rollout-batch random-a ({short(world.batch)}) > revoked: PII found (log index "
+            f"{index}){DEPENDS}")
     refused_train(runner, world, "ds@1", line)
     refused_admit(runner, world, "ds@1", line)
 
@@ -541,7 +546,8 @@ def test_refuses_a_batch_that_is_not_in_the_log(runner: CliRunner, world: World)
         runner,
         world,
         "ghost@1",
-        f"rollout-batch {short(ghost)} > record: not recorded in the log as rollout-batch",
+        f"rollout-batch {short(ghost)} > record: not recorded in the log as rollout-batch"
+        f"{DEPENDS}",
     )
 
 
@@ -758,6 +764,7 @@ def test_verify_fails_after_a_revocation(runner: CliRunner, world: World) -> Non
     assert lines[0].startswith(f"FAIL: {ckpt}: 1 of ") and lines[0].endswith(" checks failed")
     assert lines[1:] == [
         f"FAIL: rollout-batch random-a ({short(world.batch)}) > revoked: leak (log index {index})"
+        "; and 2 records that depend on it"
     ]
     assert "✗ revoked — leak" in r.stdout
     r = run(runner, world.home, "verify", ckpt, "--json")

@@ -200,7 +200,10 @@ def test_the_index_format_is_versioned() -> None:
     from trajledger.verify.errors import FormatError
 
     for fmt, extra, problem in [
-        (4, {}, r"format 4, want one of \[1, 2, 3\] \(a newer trajledger wrote it\? upgrade"),
+        (5, {}, r"format 5, want one of \[1, 2, 3, 4\] \(a newer trajledger wrote it\? upgrade"),
+        (4, {"terms": [], "erased": []}, r"missing \['extension'\]"),
+        (4, {"terms": [], "erased": [], "extension": None}, r"extension None: format 4 has an"),
+        (2, {"terms": [], "erased": [], "extension": 3}, r"unknown \['extension'\]"),
         (3, {"terms": [], "erased": []}, r"format 3 without key handovers"),
         (1, {"terms": [], "erased": []}, r"unknown \['erased', 'terms'\]"),
         (2, {}, r"missing \['erased', 'terms'\]"),
@@ -251,7 +254,8 @@ def test_import_refuses_a_licence_the_buyer_does_not_accept(world: World, tmp_pa
     assert r.stderr.endswith(
         " checks failed; nothing imported\n"
         f"FAIL: rollout-batch b2 (sha256:{world.batches[2][7:19]}…) > licence: licence "
-        "'proprietary-vendor' is not accepted by policy 'buyer' (accepted: cc-by-4.0, MIT)\n"
+        "'proprietary-vendor' is not accepted by policy 'buyer' (accepted: cc-by-4.0, MIT); and 1 "
+        "record that depends on it\n"
     ), r.stderr
     assert r.stderr.startswith("FAIL: import mixed.tar.zst: 1 of "), r.stderr
     assert Ledger.open(home).log.size == 0

@@ -15,6 +15,12 @@
 
 Every command goes through the ``trajledger`` CLI (click's CliRunner), each party with its own
 ``TRAJLEDGER_STATE_DIR``; the checks are the exit codes, the messages and what the auditor sees.
+
+Act two (issue 19): A revokes one of the batches B trained on. B's monitor says so (exit 1 with
+``--fail-on-revocation``); A's update bundle (``export --updates-since``, a few kilobytes) brings
+the revocation into B's ledger, whose gate then refuses the dataset and whose ``impact`` names
+B's checkpoint; the auditor's standalone ``python -m verify`` of B's new checkpoint bundle fails
+naming A's revocation.
 """
 
 from __future__ import annotations
@@ -152,17 +158,8 @@ def test_vendor_lab_and_auditor(
     ]  # fmt: skip
     dataset = a.last("dataset", "create", "grid-rollouts", "--version", "1", "--split", "train",
                      "--batch", batches[0], "--batch", batches[1], "--key", "vendor")  # fmt: skip
-    served = subprocess.Popen(
-        [sys.executable, "-c", "from trajledger.runner.cli import main; main()",
-         "--ledger", str(a.home), "log", "serve", "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "TRAJLEDGER_STATE_DIR": str(a.state)},
-    )  # fmt: skip
+    served, url = serve(a)
     try:
-        assert served.stdout is not None
-        url = served.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:"), served.stderr.read() if served.stderr else ""
-
         # -- lab B: its policy requires a witness on A's log and CC-BY-4.0 data ---------------
         b.run("init", "--origin", "lab.example/log")
         for k in ("approver", "trainer", "witness"):
@@ -259,6 +256,10 @@ def test_vendor_lab_and_auditor(
     pub = PublicKey.from_pem((c / "trainer-b.pub").read_bytes())
     verified = verify_sigstore_bundle(sigstore.read_bytes(), keys=[pub])
     assert verified.mode == "key" and verified.signer.keyid == pub.keyid
+
+    # -- act two: A revokes a batch; the revocation reaches B, and through B the auditor -----
+    second_act(a, b, tmp_path, a_vkey, first["witness_vkey"], batches, ckpt, c,
+               record_property)
     try:
         sigstore_js_verify = request.getfixturevalue("sigstore_js_verify")
     except pytest.skip.Exception as e:  # no node/npm here: the rest of the flow still ran
@@ -271,6 +272,69 @@ def test_vendor_lab_and_auditor(
     assert result["payloadSha256"] == hashlib.sha256(payload).hexdigest()
     # And it refuses the bundle with another key (the vendor's): the signer matters.
     assert not sigstore_js_verify(sigstore, c / "vendor.pub", hint)["verified"]
+
+
+def serve(party: Party) -> tuple[subprocess.Popen[str], str]:
+    """``trajledger log serve`` of ``party``'s log in a subprocess; returns it and its URL."""
+    served = subprocess.Popen(
+        [sys.executable, "-c", "from trajledger.runner.cli import main; main()",
+         "--ledger", str(party.home), "log", "serve", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TRAJLEDGER_STATE_DIR": str(party.state)},
+    )  # fmt: skip
+    assert served.stdout is not None
+    url = served.stdout.readline().strip()
+    assert url.startswith("http://127.0.0.1:"), served.stderr.read() if served.stderr else ""
+    return served, url
+
+
+def second_act(a: Party, b: Party, tmp_path: Path, a_vkey: str, witness: str,
+               batches: list[str], ckpt: str, c: Path, record_property: Any) -> None:
+    """Issue 19: vendor A revokes grid-1 after lab B trained on it. B's monitor sees it (and
+    says so, exit 1 for cron); A's update bundle, carrying A's log since the size B applied,
+    brings it in a few kilobytes; B's gate refuses the dataset, ``impact`` names B's checkpoint;
+    the auditor's ``python -m verify`` of B's new checkpoint bundle fails naming A's revocation."""
+    a.run("revoke", batches[0], "--reason", "consent withdrawn", "--key", "vendor")
+    origin = "+".join(a_vkey.split("+")[:2])  # how B names A's log: ORIGIN+KEYHASH
+    served, url = serve(a)
+    try:
+        # B watches A's log without an approver key at hand: the revocation is pending.
+        r = b.run("monitor", url, "--vkey", a_vkey, "--cosign-key", "witness", "--out",
+                  tmp_path / "cosigned-6", "--fail-on-revocation", code=1)  # fmt: skip
+        assert f"pending: revocation at log index 5 of {origin}" \
+            f" about rollout-batch grid-1 (sha256:{batches[0][7:19]}…), which you hold: not " \
+            "taken in (pass --key APPROVER to apply it)" in r.stderr, r.stderr  # fmt: skip
+    finally:
+        served.terminate()
+        served.wait(timeout=10)
+    # A publishes the cosignature and sends its log since the size B applied (5).
+    a.run("log", "add-cosignature", tmp_path / "cosigned-6", "--witness", witness)
+    update = tmp_path / "update.tar.zst"
+    a.run("export", "--updates-since", "5", "--out", update)
+    assert update.stat().st_size < 8192  # the revocation travels alone
+    r = b.run("import", update, "--key", "approver")
+    assert (f"WARNING: revoked by {origin}: rollout-batch grid-1 (sha256:{batches[0][7:19]}…): "
+            "consent withdrawn (signed by ") in r.stderr, r.stderr
+    assert f"affected here: checkpoint grid-policy@1 ({ckpt[:19]}…) is built on rollout-batch " \
+        "grid-1" in r.stderr, r.stderr  # fmt: skip
+    # B's gate refuses what was built on it; impact names B's own checkpoint.
+    r = b.run("admit", "grid-rollouts@1", code=1)
+    assert "revoked: consent withdrawn" in r.stderr, r.stderr
+    r = b.run("impact", batches[0])
+    assert f"checkpoint grid-policy@1 ({ckpt[:19]}…)" in r.stdout, r.stdout
+    # The auditor, with verify/ alone, sees the vendor's revocation in B's evidence.
+    evidence = tmp_path / "grid-policy-2.tar.zst"
+    b.run("export", ckpt, "--out", evidence)
+    audit = subprocess.run(
+        [sys.executable, "-m", "verify", str(evidence), "--policy", "policy.toml"],
+        cwd=c, capture_output=True, text=True, timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )  # fmt: skip
+    assert audit.returncode == 1, audit.stdout + audit.stderr
+    assert audit.stderr.splitlines()[1:] == [
+        f"FAIL: {evidence}: rollout-batch grid-1 (sha256:{batches[0][7:19]}…) > revoked: consent "
+        "withdrawn (log index 8); and 2 records that depend on it"], audit.stderr
+    record_property("summary:three parties, act two", f"auditor: {audit.stderr.splitlines()[0]}")
 
 
 @pytest.fixture(autouse=True)

@@ -37,7 +37,7 @@ from trajledger.verify.predicates import (
 
 from .batch_features import FeatureRecorder
 from .batch_features import batch_files as _files_of
-from .catalog import Catalog, CatalogItem
+from .catalog import Catalog, CatalogItem, Origins
 from .episode_features import FEATURE_VERSION
 from .errors import LedgerError
 from .files import collect_files
@@ -74,9 +74,11 @@ GENERATOR = "trajledger"
 
 
 def _refuse_existing(catalog: Catalog, kind: str, name: str, version: str) -> None:
-    # Looked up by name and version in the user's index (not a pass over every record).
+    # Looked up by name and version in the user's index (not a pass over every record). Only
+    # this ledger's own records count: an imported one of that name is another origin's.
+    origins = Origins(catalog.ledger)
     for row in catalog.ledger.trust_state().by_name(name, version):
-        if row.kind == kind:
+        if row.kind == kind and not origins.of(row.index):
             raise PolicyError(
                 f"{kind} {name}@{version}: already recorded as {row.subject} (log index "
                 f"{row.index}); versions are immutable, record a new version"

@@ -5,6 +5,15 @@ and version and by digest, O(log n)), then confirm it **from the log**: the entr
 points at is read from the log and must be the indexed one, its envelope must hash to the entry,
 and the signed statement must carry the name and version asked for (or the digest). The index is
 only a cache: a disagreement is a `CatalogMismatchError` (exit 1) that says to rebuild it.
+
+Names of other logs' records (imports bring them into this log): a name means this ledger's own
+record first; imported records never shadow it. Each imported record is also reachable by its
+origin-qualified name, ``ORIGIN+KEYHASH+NAME@VERSION`` (`origin_name` + ``+`` + the name): a
+C2SP origin is a note key name, which never holds ``+`` (nor white space), so the first ``+``
+ends the origin; ``KEYHASH`` (the 8 hex digits of the log's key ID) keeps two logs that use one
+origin name apart, and may be left out (``ORIGIN+NAME@VERSION``) while only one log of that
+origin is known. `Origins` says which log a record came from (the import records list the
+envelopes they brought).
 A reference that names nothing gets an error that says why and what exists: a name recorded
 without that version lists its versions; a name without a version says it needs one; a name
 recorded as another kind says which; a mistyped name or digest prefix gets the closest recorded
@@ -35,11 +44,14 @@ if TYPE_CHECKING:
     from .trust_state import NameRow
 
 __all__ = [
+    "ORIGIN_SEPARATOR",
     "Catalog",
     "CatalogItem",
     "CatalogMismatchError",
+    "Origins",
     "RefError",
     "did_you_mean",
+    "origin_name",
     "suggest",
 ]
 
@@ -109,6 +121,64 @@ def did_you_mean(suggestions: Sequence[str]) -> str:
 def _listed(values: Sequence[str]) -> str:
     shown = ", ".join(values[:_SHOWN])
     return shown + (f", ... ({len(values)} in all)" if len(values) > _SHOWN else "")
+
+ORIGIN_SEPARATOR = "+"
+"""Between an origin (a C2SP note key name: no ``+``, no white space), its key hash and a name."""
+_KEYHASH = re.compile(r"([0-9a-f]{8})\+(.+)")
+
+
+def origin_name(vkey: str) -> str:
+    """How a log is named to people: ``<origin>+<key hash>``, its C2SP key ID (two logs that
+    use one origin name have different keys). The full key decides trust; this only names."""
+    return ORIGIN_SEPARATOR.join(vkey.split("+")[:2])
+
+
+class Origins:
+    """Which log each record of a ledger came from: its own, or another log an import brought
+    it from (an import record lists the envelopes of the records it logged here). Read from the
+    user's index and the import records' statements (unverified: naming, not trust)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        """Attach to a ledger (its index is brought up to date on first use)."""
+        self.ledger = ledger
+        self._vkeys: dict[int, str | None] = {}
+
+    def of(self, index: int) -> frozenset[str]:
+        """The verifier keys of the logs the record at ``index`` was imported from; empty for
+        this ledger's own records."""
+        state = self.ledger.trust_state()
+        raw = state.entry_bytes(index)
+        if raw is None:
+            return frozenset()
+        envelope = LogEntry.from_bytes(raw).envelope
+        out = set()
+        for j in state.listing(envelope):
+            if j not in self._vkeys:
+                self._vkeys[j] = self._import_vkey(j)
+            vkey = self._vkeys[j]
+            if vkey is not None:
+                out.add(vkey)
+        return frozenset(out)
+
+    def _import_vkey(self, index: int) -> str | None:
+        from trajledger.verify.log_index import read_record
+        from trajledger.verify.predicates import Import
+
+        state = self.ledger.trust_state()
+        entry = state.entry(index)
+        if entry is None or entry.kind != "import":
+            return None
+        try:
+            _st, pred = read_record(entry, self.ledger.read_blob(entry.envelope),
+                                    f"import record at log index {index}")
+        except ProvenanceError:
+            return None
+        return str(pred.log["vkey"]) if isinstance(pred, Import) else None
+
+    def names(self, index: int) -> list[str]:
+        """The origin-qualified forms of the record at ``index`` (its prefix), one per log it
+        came from: ``ORIGIN+KEYHASH``."""
+        return sorted(origin_name(v) for v in self.of(index))
 
 
 class RefError(LedgerError):
@@ -185,9 +255,20 @@ class Catalog:
         wanted = frozenset(kinds) if kinds else NAMED
         what = " or ".join(sorted(wanted)) if kinds else "artifact"
         ref = ref.strip()
-        rows, by_digest = self._rows(ref)
+        origins = Origins(self.ledger)
+        qualified = self._qualified(ref, origins)
+        if qualified is not None:
+            rows, by_digest = qualified, False
+        else:
+            rows, by_digest = self._rows(ref)
         hits = [r for r in rows if r.kind in wanted]
-        distinct = {r.subject: r for r in hits}
+        if not by_digest and qualified is None and len({r.subject for r in hits}) > 1:
+            # This ledger's own artifacts win: an imported name never shadows one of them (an
+            # import record, this ledger's own, is named after the artifact it brought).
+            mine = {r.subject for r in hits if r.kind != "import" and not origins.of(r.index)}
+            hits = [r for r in hits if r.subject in mine] or hits
+        # One row per artifact, its own record's rather than its import record's.
+        distinct = {r.subject: r for r in sorted(hits, key=lambda r: r.kind != "import")}
         if not distinct:
             state = self.ledger.trust_state()
             unread = [
@@ -204,16 +285,46 @@ class Catalog:
             raise self._not_found(ref, wanted, what, by_digest)
         if len(distinct) > 1:
             listed = ", ".join(
-                f"{r.kind} {r.name}{'@' + r.version if r.version else ''} {r.subject[:19]}…"
+                f"{r.kind} {self._qualify(r, origins)} {r.subject[:19]}…"
                 for r in list(distinct.values())[:5]
             )
-            hint = "give more of the digest" if by_digest else "use the digest instead"
+            imported = any(origins.of(r.index) for r in distinct.values())
+            hint = ("give more of the digest" if by_digest
+                    else "use the digest or an origin-qualified name instead" if imported
+                    else "use the digest instead")
             raise RefError(
                 f"{ref}: ambiguous, matches {len(distinct)} artifacts ({listed}); {hint}"
             )
         # The first record of an artifact is its identity record.
         row = min(hits, key=lambda r: r.index)
         return self._confirm(row, check_name=not by_digest)
+
+    @staticmethod
+    def _qualify(row: NameRow, origins: Origins) -> str:
+        """The row's name, prefixed by its origin when an import brought it."""
+        ref = f"{row.name}@{row.version}" if row.version else row.name
+        names = origins.names(row.index)
+        return f"{names[0]}{ORIGIN_SEPARATOR}{ref}" if names else ref
+
+    def _qualified(self, ref: str, origins: Origins) -> list[NameRow] | None:
+        """Rows an origin-qualified reference names (``ORIGIN+[KEYHASH+]NAME@VERSION``), or
+        None when ``ref`` is not one (no ``+``, or a name of this ledger's own holds it)."""
+        origin, sep, rest = ref.partition(ORIGIN_SEPARATOR)
+        if not sep or not origin or not rest or ref.startswith("sha256:"):
+            return None
+        forms: list[tuple[str | None, str]] = [(None, rest)]
+        m = _KEYHASH.fullmatch(rest)
+        if m is not None:
+            forms.append((m.group(1), m.group(2)))
+        out: list[NameRow] = []
+        for keyhash, name in forms:
+            for r in self._rows(name)[0]:
+                logs = [v.split("+")[:2] for v in origins.of(r.index)]
+                if any(o == origin and keyhash in (None, h) for o, h in logs):
+                    out.append(r)
+        if not out and self._rows(ref)[0]:
+            return None
+        return out
 
     def _not_found(
         self, ref: str, wanted: frozenset[str], what: str, by_digest: bool
@@ -267,7 +378,11 @@ class Catalog:
                          and (r.name, r.version) in ((name, version), (ref, ""))})
         if others:
             return RefError(f"{ref}: is {' and '.join(_a(k) for k in others)}, not {_a(what)}")
-        names = {f"{r.name}@{r.version}" if r.version else r.name for r in mine}
+        origins = Origins(self.ledger)
+        names = {f"{n}{ORIGIN_SEPARATOR}{plain}" if n else plain
+                 for r in mine
+                 for plain in [f"{r.name}@{r.version}" if r.version else r.name]
+                 for n in ["", *origins.names(r.index)]}
         close = suggest(ref, names)
         if close:
             return RefError(f"{ref}: no {what} has this name; {did_you_mean(close)}",

@@ -67,8 +67,12 @@ class Context:
         if self.opener is None:
             from .home import Ledger
 
-            return Ledger.open(self.home, passphrase=ask_passphrase)
-        return self.opener(self.home, passphrase=ask_passphrase)
+            ledger = Ledger.open(self.home, passphrase=ask_passphrase)
+        else:
+            ledger = self.opener(self.home, passphrase=ask_passphrase)
+        quiet = self.quiet
+        ledger.progress = lambda total, label: progress(total, label, quiet=quiet)
+        return ledger
 
     def keystore(self) -> Any:
         """The key store of ``home``: the ledger's (with its settings), or, before ``init``, a

@@ -31,7 +31,6 @@ Spec: schemas/bundle.v1.md; schemas/SPEC.md, section "Bundle"; DESIGN §7.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
 import datetime as dt
@@ -43,9 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from trajledger.verify import predicates
 from trajledger.verify.bundle import (
     BUNDLE_FORMAT,
+    EXTENSION_FORMAT,
     HANDOVER_FORMAT,
     INDEX_NAME,
     BundleEvidence,
@@ -56,41 +55,43 @@ from trajledger.verify.bundle import (
     consistency_proof_bytes,
     verify_bundle,
 )
-from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.digest import digest_bytes
 from trajledger.verify.dsse import Envelope
-from trajledger.verify.errors import FormatError, PolicyError, ProvenanceError, VerificationError
+from trajledger.verify.errors import (
+    ConsistencyError,
+    FormatError,
+    PolicyError,
+    ProvenanceError,
+    VerificationError,
+)
 from trajledger.verify.evidence import LedgerDirEvidence
 from trajledger.verify.lineage import LineageVerifier, Record, Report
 from trajledger.verify.log_entry import LogEntry
-from trajledger.verify.log_index import read_record
 from trajledger.verify.log_key import HANDOVER_DIR, parse_handover
-from trajledger.verify.note import Note, verifier_from_vkey
+from trajledger.verify.merkle import CompactRange
+from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.policy import Role, TrustPolicy
-from trajledger.verify.predicates import Import, RolloutBatch
+from trajledger.verify.predicates import RolloutBatch
 from trajledger.verify.statement import Statement
+from trajledger.verify.tiles import TileReader
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
-from .catalog import Catalog
-from .errors import LedgerError, StoreError, TamperError
+from .catalog import Catalog, origin_name
+from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
 from .fs import TMP_PREFIX, fsync_dir
 from .keys import Signer
-from .log import EntrySpec
-from .record import record_statement
 from .signing import canonical_json
 
 if TYPE_CHECKING:
     from .home import Ledger
-    from .trust_state import TrustState
+    from .updates import Changes
 
 __all__ = ["ExportResult", "ImportResult", "export_bundle", "import_bundle"]
 
 ZSTD_LEVEL = 6
 PRIMARY_EXCLUDED = frozenset({"approval", "revocation", "erasure", "refusal", "import"})
 """Kinds that are statements about an artifact, not the artifact's own record."""
-NOT_RELOGGED = frozenset({"trust-policy", "import", "refusal"})
-"""Bundled kinds an import does not log in the importer's log (see the module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ class ExportResult:
 
     Attributes:
         path: the bundle file.
-        digest: the artifact exported.
+        digest: the artifact exported (None: an update bundle of the extension alone).
         size: bytes written (compressed).
         entries: log indices bundled, ascending.
         objects: object members written.
@@ -109,12 +110,13 @@ class ExportResult:
         terms: each rollout batch of the lineage with its signed licence, consent and
             retention (``bundle.json``'s ``terms``).
         checkpoint_size: the tree size of the bundled checkpoint.
+        extension: how many entries of the log's extension it carries (an update).
         report: the lineage walk under the exporter's policy; failures here are what the
             recipient will see too.
     """
 
     path: Path
-    digest: str
+    digest: str | None
     size: int
     entries: tuple[int, ...]
     objects: int
@@ -123,6 +125,7 @@ class ExportResult:
     report: Report
     erased: tuple[str, ...] = ()
     terms: tuple[Terms, ...] = ()
+    extension: int = 0
 
 
 @dataclass(frozen=True)
@@ -130,18 +133,20 @@ class ImportResult:
     """What `import_bundle` did.
 
     Attributes:
-        digest: the foreign artifact.
-        kind: its kind in the foreign log.
-        name: its subject name.
-        origin: the foreign log.
-        index: the log index of the import record (an earlier one on re-import).
+        digest: the foreign artifact (None: an update bundle of the extension alone).
+        kind: its kind in the foreign log ("" without one).
+        name: its subject name ("" without one).
+        origin: the foreign log, ``ORIGIN+KEYHASH`` (`catalog.origin_name`).
+        index: the log index of the import record (an earlier one on re-import; -1 when
+            nothing was new).
         recorded: False when the same evidence had been imported before (nothing appended).
         objects: objects copied into the store (already present ones count).
         report: the verification report of the bundle.
         logged: this log's indices of the foreign records (earlier ones on re-import).
+        changes: what the import changed here (`updates.Changes`).
     """
 
-    digest: str
+    digest: str | None
     kind: str
     name: str
     origin: str
@@ -150,6 +155,7 @@ class ImportResult:
     objects: int
     report: Report
     logged: tuple[int, ...] = ()
+    changes: Changes | None = None
 
 
 class _Recording:
@@ -198,6 +204,9 @@ class _Recording:
     def key_handovers(self) -> list[bytes]:
         return self.inner.key_handovers()
 
+    def extension(self) -> CompactRange | None:
+        return self.inner.extension()
+
 
 def _walking_policy(policy: TrustPolicy, vkey: str) -> TrustPolicy:
     """``policy`` with this ledger's own log key as the log role and no witness requirement:
@@ -229,15 +238,16 @@ def _read_entries(ledger: Ledger, indices: Iterable[int]) -> dict[int, bytes]:
 
 def export_bundle(
     ledger: Ledger,
-    ref: str,
+    ref: str | None,
     out: Path,
     *,
     data: bool = True,
     policy: TrustPolicy | None = None,
     consistency_from: Sequence[int] = (),
+    updates_since: int | None = None,
     now: str | None = None,
 ) -> ExportResult:
-    """Write an evidence bundle for the artifact ``ref`` names.
+    """Write an evidence bundle for the artifact ``ref`` names, or an update bundle.
 
     Steps:
         1. Resolve ``ref``; choose the policy (``policy``, else the ledger's policy in force);
@@ -245,25 +255,32 @@ def export_bundle(
         2. Walk the lineage (`LineageVerifier`, this log's own key as the log role), recording
            the entries whose inclusion it checks and the blobs it reads or looks for.
         3. Add every trust-policy record under the checkpoint, with its policy's bytes.
-        4. Build a tlog-proof per entry against the checkpoint, checked before use; the
-           consistency proofs asked for; every key handover of the log, each with a
-           consistency proof from its tree (format 3).
-        5. Choose the objects: every blob read (envelopes, manifests); every data blob looked
+        4. With ``updates_since`` (an update, format 4): every entry from that size to the
+           checkpoint's, the compact range they extend, and the envelopes of those of the
+           kinds the policy publishes (`TrustPolicy.published`: revocations, erasures and
+           policies by default); others' records travel as entries only.
+        5. Build a tlog-proof per entry below the extension against the checkpoint, checked
+           before use; the consistency proofs asked for; every key handover of the log, each
+           with a consistency proof from its tree.
+        6. Choose the objects: every blob read (envelopes, manifests); every data blob looked
            for, or, with ``data=False``, list it as omitted. A blob a verified erasure deleted
            is listed as erased (it is not here to export).
-        6. State each rollout batch's terms (licence, consent, retention) from its verified
+        7. State each rollout batch's terms (licence, consent, retention) from its verified
            record, for ``bundle.json``.
-        7. Write the bundle: ``bundle.json`` first, then every member by name, into a temp file
+        8. Write the bundle: ``bundle.json`` first, then every member by name, into a temp file
            renamed over ``out`` when complete (objects are re-hashed while written).
 
     Args:
         ledger: the open ledger.
-        ref: ``NAME@VERSION``, a digest or a unique digest prefix.
+        ref: ``NAME@VERSION``, a digest or a unique digest prefix; None for an update bundle
+            of the extension alone (``updates_since`` needed).
         out: the bundle file to write.
         data: include data blobs (default); False lists them as omitted.
         policy: the policy whose view the walk takes (default: the ledger's in force).
         consistency_from: tree sizes (of checkpoints the recipient holds) to include
             consistency proofs from.
+        updates_since: the tree size the recipient applied (``import`` says it): every entry
+            since goes in, so the recipient can take in what changed about what it holds.
         now: the ``created`` time (default now, UTC).
 
     Returns:
@@ -271,13 +288,14 @@ def export_bundle(
 
     Raises:
         RefError: ``ref`` names nothing.
-        LedgerError: no policy, a bad consistency size, an unreadable log or store.
+        LedgerError: no policy, a bad consistency or update size, an unreadable log or store.
         FormatError: the store is not on a local disk.
         DigestMismatchError: a stored object does not hash to its name.
     """
     # (1)
-    item = Catalog(ledger).resolve(ref)
-    digest = item.digest
+    if ref is None and updates_since is None:
+        raise LedgerError("export: name what to export, or give --updates-since SIZE")
+    digest = Catalog(ledger).resolve(ref).digest if ref is not None else None
     if policy is None:
         from .policy_state import current_policy
 
@@ -292,7 +310,11 @@ def export_bundle(
     vkey = ledger.log.vkey
     # (2)
     verifier = LineageVerifier(evidence, _walking_policy(policy, vkey), index=state)
-    report = verifier.verify(digest)
+    if digest is not None:
+        report = verifier.verify(digest)
+    else:
+        verifier.finish()
+        report = verifier.report("log", ["log"])
     checkpoint = verifier.checkpoint
     if checkpoint is None:
         raise LedgerError(f"export: the log's checkpoint does not verify: {report.failures()}")
@@ -307,15 +329,33 @@ def export_bundle(
         policies[rec.index] = _policy_bytes(envelope, rec.digest, rec.index)
         indices.add(rec.index)
         evidence.read.add(rec.envelope)
-    entries = _read_entries(ledger, indices)
     # (4)
+    extension = set()
+    if updates_since is not None:
+        if not 0 <= updates_since <= size:
+            raise LedgerError(f"export: updates since size {updates_since}: want 0..{size} (the "
+                              "checkpoint's size)")
+        extension = set(range(updates_since, size))
+    entries = _read_entries(ledger, indices | extension)
+    published = set(policy.published)
+    for i in extension:
+        entry = LogEntry.from_bytes(entries[i])
+        if entry.kind in published and ledger.store.exists(entry.envelope):
+            evidence.read.add(entry.envelope)
+    # (5)
     log_verifier = verifier_from_vkey(vkey)
     small: dict[str, bytes] = {"checkpoint": note}
-    for i in sorted(indices):
+    for i in sorted(indices | extension):
+        small[f"entries/{i}"] = entries[i]
+        if i in extension:
+            continue  # proven by the root the extension rebuilds
         proof = TlogProof(i, tuple(inner.inclusion_proof(i, size)), note)
         verify_tlog_proof(proof, entries[i], log_verifier, checkpoint.origin)
-        small[f"entries/{i}"] = entries[i]
         small[f"proofs/{i}.tlog-proof"] = proof.to_bytes()
+    if updates_since:
+        tiles = TileReader(lambda rel: (ledger.log_dir / rel).read_bytes(), size)
+        small[f"proofs/{updates_since}.range"] = consistency_proof_bytes(
+            list(tiles.compact_range(updates_since).hashes))
     for old in sorted(set(consistency_from)):
         if not 0 < old <= size:
             raise LedgerError(
@@ -337,7 +377,7 @@ def export_bundle(
             small[f"proofs/{at}.consistency"] = consistency_proof_bytes(
                 inner.consistency_proof(at, size)
             )
-    # (5)
+    # (6)
     files: dict[str, Path] = {}
     omitted: list[str] = []
     erased: list[str] = []
@@ -351,7 +391,7 @@ def export_bundle(
             files[f"objects/sha256/{d[7:]}"] = path
         else:
             omitted.append(d)
-    # (6)
+    # (7)
     terms = []
     for node in report.nodes.values():
         if node.kind != "rollout-batch":
@@ -361,10 +401,12 @@ def export_bundle(
             b = batch.predicate
             terms.append(Terms(node.id, b.licence, b.consent, b.retention))
     terms.sort(key=lambda t: t.batch)
-    # (7)
+    # (8)
     members = [Member(n, len(b), hashlib.sha256(b).hexdigest()) for n, b in small.items()]
     members += [Member(n, p.stat().st_size, n.rsplit("/", 1)[1]) for n, p in files.items()]
     members.sort(key=lambda m: m.name)
+    fmt = (EXTENSION_FORMAT if updates_since is not None
+           else HANDOVER_FORMAT if handovers else BUNDLE_FORMAT)
     index = BundleIndex(
         subject=digest,
         origin=checkpoint.origin,
@@ -374,20 +416,22 @@ def export_bundle(
         omitted=tuple(omitted),
         terms=tuple(terms),
         erased=tuple(erased),
-        format=HANDOVER_FORMAT if handovers else BUNDLE_FORMAT,
+        format=fmt,
+        extension=updates_since,
     )
     written = _write_bundle(out, index, small, files)
     return ExportResult(
         path=out,
         digest=digest,
         size=written,
-        entries=tuple(sorted(indices)),
+        entries=tuple(sorted(indices | extension)),
         objects=len(files),
         omitted=len(omitted),
         checkpoint_size=size,
         report=report,
         erased=tuple(erased),
         terms=tuple(terms),
+        extension=len(extension),
     )
 
 
@@ -496,89 +540,15 @@ def _check_signers(policy: TrustPolicy, signers: Sequence[Signer]) -> None:
         )
 
 
-def _primary(ev: BundleEvidence) -> tuple[int, LogEntry, Statement]:
+def _primary(ev: BundleEvidence, subject: str) -> tuple[int, LogEntry, Statement]:
     """The foreign artifact's own record in the bundle (verified by `verify_bundle`)."""
     for i, data in ev.entries():
         entry = LogEntry.from_bytes(data)
-        if entry.subject == ev.subject and entry.kind not in PRIMARY_EXCLUDED:
+        if entry.subject == subject and entry.kind not in PRIMARY_EXCLUDED:
             envelope = ev.blob(entry.envelope)
             if envelope is not None:
                 return i, entry, Statement.from_bytes(Envelope.from_bytes(envelope).payload)
-    raise FormatError(f"bundle {ev.path.name}: no record of {ev.subject} in the bundle")
-
-
-def _tree(note_text: str) -> tuple[str, int, bytes] | None:
-    try:
-        cp = Checkpoint.from_text(Note.from_bytes(note_text.encode("utf-8")).text)
-    except (FormatError, UnicodeEncodeError):
-        return None
-    return cp.origin, cp.size, cp.root
-
-
-def _earlier_import(ledger: Ledger, digest: str, tree: tuple[str, int, bytes]) -> int | None:
-    """The index of an import record of ``digest`` with the same evidence (log, tree), if any."""
-    state = ledger.trust_state()
-    for i in state.about(digest):
-        entry = state.entry(i)
-        if entry is None or entry.kind != "import":
-            continue
-        try:
-            st = Statement.from_bytes(Envelope.from_bytes(ledger.store.get(entry.envelope)).payload)
-        except (ProvenanceError, StoreError):
-            continue
-        log = st.predicate.get("log")
-        if (
-            isinstance(log, dict)
-            and isinstance(log.get("checkpoint"), str)
-            and _tree(log["checkpoint"]) == tree
-        ):
-            return i
-    return None
-
-
-def _origin_state(ledger: Ledger, vkey: str) -> TrustState:
-    """The per-origin state of a foreign log: the newest checkpoint accepted from it.
-
-    It lives in the user's state directory, and the ledger's own signed import records restore
-    it when that is fresh (each record keeps the foreign checkpoint it accepted). An import
-    record whose envelope is missing or damaged fails this (fail closed: it could hide a newer
-    checkpoint, and so a rollback).
-
-    Raises:
-        TamperError: an import record's envelope is missing or damaged.
-    """
-    from .trust_state import TrustState
-
-    origin = TrustState.open(vkey)
-    verifier = verifier_from_vkey(vkey)
-    state = ledger.trust_state()
-    best: tuple[int, bytes] | None = None
-    for i in state.of_kind("import"):
-        entry = state.entry(i)
-        assert entry is not None
-        try:
-            data = ledger.store.get(entry.envelope)
-            _statement, pred = read_record(entry, data, f"import record at log index {i}")
-        except (ProvenanceError, StoreError) as e:
-            raise TamperError(
-                f"import record at log index {i}: cannot be read ({e}), so the checkpoints "
-                "accepted from other logs cannot be known; restore it with 'trajledger fsck "
-                "--repair --from BUNDLE|LEDGER'"
-            ) from e
-        assert isinstance(pred, Import)
-        if pred.log.get("vkey") != vkey:
-            continue
-        note = str(pred.log["checkpoint"]).encode("utf-8")
-        try:
-            cp = verify_checkpoint(note, verifier)
-        except ProvenanceError:
-            continue  # verified when it was imported; a record cannot sign for the log
-        if best is None or cp.size > best[0]:
-            best = (cp.size, note)
-    floor = origin.floor_checkpoint()
-    if best is not None and (floor is None or best[0] > floor.size):
-        origin.advance_floor(best[1], what=f"log {vkey.split('+')[0]}")
-    return origin
+    raise FormatError(f"bundle {ev.path.name}: no record of {subject} in the bundle")
 
 
 def import_bundle(
@@ -590,29 +560,34 @@ def import_bundle(
     now: dt.datetime | None = None,
     limits: Limits | None = None,
 ) -> ImportResult:
-    """Verify a bundle under ``policy``, then copy its objects and record the import.
+    """Verify a bundle under ``policy``, then take in what it brings and record the import.
 
     Steps:
         1. The signers must meet the approver threshold of ``policy`` (import records are
            signed by approvers), checked before the bundle is read.
         2. Open the bundle (every hostile-input check of `BundleEvidence.open`).
         3. Verify it (`verify_bundle`): the log key, the proofs, the signatures, roles and
-           thresholds, approvals, revocations, the policy history. Any failure raises, and
-           nothing has been copied.
-        4. Copy every object into the store (content-addressed; each re-hashed as copied).
-        5. Log the foreign records in this ledger's log, in their order (one group commit;
-           idempotent by envelope, so a re-import or a retry after a crash adds nothing twice).
-        6. Unless an import record of the same artifact under the same log tree exists,
-           record one: subject the foreign digest, predicate the origin log, its signed
-           checkpoint, and every bundled entry with its inclusion proof; then remember the
-           foreign checkpoint as the origin's floor.
+           thresholds, approvals, revocations, the policy history. A failure refuses the whole
+           bundle, and nothing has been copied, unless every failure is a revocation that
+           counts under ``policy`` (the artifact is then taken in as revoked: its records are
+           kept and every decision refuses them).
+        4. The bundle's log must extend what was accepted from it before (`updates.origin_state`:
+           the size checked and the size applied, per log key): no rollback, no fork; and
+           when the log grew past the size applied, the bundle must carry its extension from
+           at or below that size (export ``--updates-since``), whose entries rebuild its root.
+        5. Choose what to take in (`updates.select`): the lineage asked for, and the
+           extension's entries about what this ledger holds or asks for; then take it in and
+           record the import (`updates.apply_update`: objects copied, records logged in their
+           order, the import statement signed, revocations, erasures and key compromises
+           judged here). The floor and the size applied advance.
 
     Raises:
         PolicyError: the signers are not enough approvers.
         FormatError, VerificationError: the bundle is malformed or does not verify.
+        ConsistencyError: a rollback, a fork, or a newer log without its extension.
         StoreError, LogError: the store or log cannot be written.
     """
-    from .trust_state import continue_trust
+    from .updates import Changes, Update, apply_update, origin_state, select
 
     keys = [signers] if isinstance(signers, Signer) else list(signers)
     # (1)
@@ -623,69 +598,63 @@ def import_bundle(
         # (3)
         report = verify_bundle(ev, policy, now=now)
         n, failed = report.count()
-        if failed:
+        if any(c.what != "revoked" for _node, checks, _d in report.causes() for c in checks):
             raise VerificationError(
                 f"import {path.name}: {failed} of {n} checks failed; nothing imported\n"
                 + "\n".join(report.failures())
             )
-        index, entry, statement = _primary(ev)
-        name = next(s.name for s in statement.subjects if s.digest == ev.subject)
-        # (3b) The bundle's log must extend what was accepted from it before (under this key,
-        # or, for a key seen for the first time, under the keys it took over from).
-        origin = _origin_state(ledger, ev.index.vkey)
-        if origin.floor() is None:
-            continue_trust(
-                origin, ev.checkpoint_note(), ev.key_handovers(), ev.consistency_proof,
-                what=f"import {path.name}: the log {ev.checkpoint.origin}",
-            )
+        cp = ev.checkpoint
+        what = f"import {path.name}: the log {origin_name(ev.index.vkey)}"
+        # (4)
+        note_bytes = ev.checkpoint_note()
+        origin = origin_state(ledger, ev.index.vkey, distinct=policy.role("log").vkeys,
+                              handovers=ev.key_handovers(), proof=ev.consistency_proof,
+                              note=note_bytes)
         prior = origin.floor_checkpoint()
         proof: list[bytes] = []
-        if prior is not None and 0 < prior.size < ev.checkpoint.size:
+        if prior is not None and 0 < prior.size < cp.size:
             with contextlib.suppress(FileNotFoundError):
-                proof = ev.consistency_proof(prior.size, ev.checkpoint.size)
-        note_bytes = ev.checkpoint_note()
-        what = f"import {path.name}: the log {ev.checkpoint.origin}"
-        # Checked now, advanced after the record is appended: nothing is imported otherwise.
-        origin.check_extends(note_bytes, proof, what=what)
-        # (4)
-        for digest, file in ev.objects.items():
-            got = ledger.store.put_file(file)
-            if got.digest != digest:
-                raise StoreError(f"import: object {digest} changed while copied ({got.digest})")
+                proof = ev.consistency_proof(prior.size, cp.size)
+        applied = origin.applied()
+        ext = ev.extension()
+        if applied is not None and cp.size > applied and (ext is None or ext.size > applied):
+            raise ConsistencyError(
+                f"{what}: unprovable: the bundle does not carry the log since size {applied}, "
+                f"what you applied of it ("
+                + (f"its extension starts at {ext.size}" if ext is not None else
+                   "it holds no extension") + f"; its checkpoint has size {cp.size}): ask for "
+                f"a bundle exported with --updates-since {applied}",
+                old=prior, new=cp,
+            )
+        origin.check_extends(note_bytes, proof, what=what, root_at=ev.root_at)
         # (5)
-        relog = []
-        for _i, data in ev.entries():
-            foreign = LogEntry.from_bytes(data)
-            if foreign.kind not in NOT_RELOGGED:
-                relog.append(EntrySpec(foreign.kind, foreign.subject, foreign.envelope,
-                                       foreign.signers))
-        logged = tuple(ledger.log.append(relog, foreign=True))
-        # (6)
-        cp = ev.checkpoint
-        note_text = ev.checkpoint_note().decode("utf-8")
-        tree = (cp.origin, cp.size, cp.root)
-        earlier = _earlier_import(ledger, ev.subject, tree)
-        if earlier is not None:
-            return ImportResult(ev.subject, entry.kind, name, cp.origin, earlier, False,
-                                len(ev.objects), report, logged)
-        predicate = {
-            "artifact": {"digest": ev.subject, "kind": entry.kind, "name": name, "logIndex": index},
-            "log": {"origin": cp.origin, "vkey": ev.index.vkey, "checkpoint": note_text},
-            "entries": [
-                {
-                    "index": i,
-                    "entry": data.decode("utf-8"),
-                    "inclusion": [
-                        base64.b64encode(h).decode("ascii") for h in ev.inclusion_proof(i, cp.size)
-                    ],
-                }
-                for i, data in ev.entries()
-            ],
-            "dataIncluded": not ev.index.omitted,
-        }
-        recorded = record_statement(
-            ledger, name, ev.subject, predicates.IMPORT, predicate, keys, kind="import"
+        subject = ev.subject
+        artifact = None
+        if subject is not None:
+            index, entry, statement = _primary(ev, subject)
+            name = next(s.name for s in statement.subjects if s.digest == subject)
+            artifact = {"digest": subject, "kind": entry.kind, "name": name, "logIndex": index}
+        elif applied is not None and cp.size <= applied:
+            return ImportResult(None, "", "", origin_name(ev.index.vkey), -1, False, 0, report,
+                                (), Changes(origin_name(ev.index.vkey)))
+        entries = dict(ev.entries())
+        start = ext.size if ext is not None else None
+        logs = {ev.index.vkey}  # this log's keys: its current one and those it rotated from
+        for h in ev.key_handovers():  # verified by verify_bundle
+            logs |= {parse_handover(h).old, parse_handover(h).new}
+        taken, consulted = select(ledger, entries, extension=start,
+                                  asked=set(report.nodes),
+                                  have=lambda d: d in ev.objects or ledger.store.exists(d),
+                                  logs=logs)
+        update = Update(ev.index.vkey, note_bytes, entries, taken, consulted,
+                        lambda i: ev.inclusion_proof(i, cp.size), ev.objects, artifact,
+                        cp.size, not ev.index.omitted)
+        done = apply_update(
+            ledger, policy, keys, update, what=f"import {path.name}",
+            floor=lambda: origin.advance_floor(note_bytes, proof, what=what,
+                                               root_at=ev.root_at, applied=cp.size),
         )
-        origin.advance_floor(note_bytes, proof, what=what)
-        return ImportResult(ev.subject, entry.kind, name, cp.origin, recorded.index, True,
-                            len(ev.objects), report, logged)
+        return ImportResult(subject, str(artifact["kind"]) if artifact else "",
+                            str(artifact["name"]) if artifact else "", origin_name(ev.index.vkey),
+                            done.index, done.recorded, len(ev.objects), report, done.logged,
+                            done.changes)

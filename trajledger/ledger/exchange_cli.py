@@ -50,7 +50,7 @@ POLICY = click.option(
 
 
 @click.command("export")
-@click.argument("ref")
+@click.argument("ref", required=False)
 @click.option(
     "--out",
     required=True,
@@ -97,6 +97,15 @@ POLICY = click.option(
     help="Include a consistency proof from this tree size (a checkpoint the recipient holds).",
 )
 @click.option(
+    "--updates-since",
+    "updates_since",
+    type=click.IntRange(min=0),
+    metavar="SIZE",
+    help="An update bundle: every entry of this log since tree SIZE (what the recipient "
+    "applied: its 'import' and 'monitor' say), with the envelopes this policy publishes "
+    "(revocations, erasures, policies by default); REF may then be left out.",
+)
+@click.option(
     "--include-revoked",
     is_flag=True,
     help="Export REF in a plain format even though it is revoked, writing the revocation "
@@ -116,6 +125,7 @@ def export(
     dataset_id: str | None,
     no_data: bool,
     consistency_from: tuple[int, ...],
+    updates_since: int | None,
     include_revoked: bool,
     policy_file: Path | None,
     as_json: bool,
@@ -135,17 +145,29 @@ def export(
     revocation, unless --include-revoked, which writes it into the output's metadata. An
     evidence bundle may carry revoked artifacts: it says so, and so does its verification.
 
+    With --updates-since SIZE, the bundle also carries this log's extension since SIZE, so a
+    buyer that applied SIZE takes in what changed about what it holds (a revocation, an
+    erasure, a key compromise); without REF it carries nothing else: a revocation travels
+    alone in a few kilobytes.
+
     \b
     Examples:
       trajledger export cartpole-bc@2 --out cartpole-bc-2.tar.zst
+      trajledger export --updates-since 6 --out updates.tar.zst
+      trajledger export cartpole-train@3 --updates-since 6 --out cartpole-train-3.tar.zst
       trajledger export cartpole-random --format parquet --out cartpole-random/
     """
     from .exchange import export_bundle
     from .remote import is_uri, upload
 
+    if ref is None and (fmt != "bundle" or updates_since is None):
+        raise click.UsageError("name what to export (REF), or give --updates-since SIZE for an "
+                               "update bundle")
     if fmt != "bundle":
-        if no_data or consistency_from:
-            raise click.UsageError("--no-data and --consistency-from apply to --format bundle")
+        assert ref is not None
+        if no_data or consistency_from or updates_since is not None:
+            raise click.UsageError("--no-data, --consistency-from and --updates-since apply to "
+                                   "--format bundle")
         if is_uri(out):
             raise click.UsageError(f"--out {out}: a URI is for --format bundle; give a path")
         revoked = _revoked(ctx.ledger(), ref, policy_file, include_revoked)
@@ -188,6 +210,7 @@ def export(
             data=not no_data,
             policy=_policy(ledger, policy_file),
             consistency_from=consistency_from,
+            updates_since=updates_since,
         )
         if is_uri(out):
             upload(local, out)
@@ -203,17 +226,20 @@ def export(
             f"{len(result.erased)} blob(s) of the lineage are not in the bundle: erasure "
             "records deleted them (listed as erased in bundle.json; their digests still verify)"
         )
+    since = (f", the log's {result.extension} entries since size {updates_since}"
+             if updates_since is not None else "")
     ok(
-        f"{ref}: bundle {out} written: {len(result.entries)} log entries, {result.objects} "
-        f"objects{omitted}, {result.size} bytes, checkpoint size {result.checkpoint_size}"
+        f"{ref or 'updates'}: bundle {out} written: {len(result.entries)} log entries"
+        f"{since}, {result.objects} objects{omitted}, {result.size} bytes, checkpoint size "
+        f"{result.checkpoint_size}"
     )
     if result.terms:
         ok(f"terms stated in bundle.json: {_terms_summary(result.terms)}")
-    emit_result(as_json, result.digest, {
+    emit_result(as_json, result.digest or str(result.checkpoint_size), {
         "digest": result.digest, "format": fmt, "out": out, "entries": len(result.entries),
         "objects": result.objects, "omitted": result.omitted, "erased": len(result.erased),
         "size": result.size, "checkpointSize": result.checkpoint_size,
-        "failures": result.report.failures()})
+        "extension": result.extension, "failures": result.report.failures()})
 
 
 def _revoked(ledger: Ledger, ref: str, policy_file: Path | None, include: bool) -> list[str]:
@@ -345,12 +371,18 @@ def import_(
 
             raise LedgerError(f"bundle {file}: no such file")
         result = import_bundle(ledger, path, policy, signers)
-    if as_json:
-        emit_json(result.report.to_json())  # one JSON document: its subject is the digest
+    changes = result.changes
+    if as_json:  # one JSON document: its subject is the digest (or "bundle": updates alone)
+        emit_json(result.report.to_json() | {"import": {
+            "index": result.index, "recorded": result.recorded,
+            "logged": list(result.logged), **(changes.to_json() if changes else {})}})
     else:
         click.echo("\n".join(result.report.render()))
-    what = f"{result.kind} {result.name} ({result.digest[:19]}…) from {result.origin}"
-    if result.recorded:
+    what = (f"{result.kind} {result.name} ({result.digest[:19]}…) from {result.origin}"
+            if result.digest else f"updates from {result.origin}")
+    if result.index < 0:
+        ok(f"{what}: applied already up to the bundle's checkpoint; nothing new")
+    elif result.recorded:
         ok(
             f"{what}: imported, {result.objects} object(s), {len(result.logged)} foreign "
             f"record(s) in this log{_span(result.logged)}, import record at log index "
@@ -358,8 +390,18 @@ def import_(
         )
     else:
         ok(f"{what}: already imported at log index {result.index}; nothing new recorded")
-    if not as_json:
+    if changes is not None:
+        show_changes(changes)
+    if not as_json and result.digest:
         click.echo(result.digest)
+
+
+def show_changes(changes: Any) -> None:
+    """An import's or a monitor's changes (`updates.Changes`), one stderr line each."""
+    from .home import notice
+
+    for level, text in changes.lines():
+        {"ok": ok, "warning": warn, "note": notice}[level](text)
 
 
 def _span(indices: tuple[int, ...]) -> str:

@@ -77,6 +77,10 @@ NEXT_LOG_KEY_NAME = "next"
 replaces ``log.key`` once the handover is published."""
 
 
+_BAR_FROM = 2_000
+"""Entries behind from which reading a log into the user's state draws a bar."""
+
+
 def notice(message: str) -> None:
     """Tell the user something they must know but that fails nothing (``NOTE: ...`` on
     stderr): a first use of a log, a setting of an older trajledger to upgrade."""
@@ -298,6 +302,9 @@ class Ledger:
         self._log: Log | None = None
         self._state: TrustState | None = None
         self._pinned_ahead: set[str] = set()
+        self.progress: ProgressFactory | None = None
+        """Draws a bar for long work of this object's own (``(total, label) -> context of
+        advance(n)``): reading a large log into the user's state. The CLI sets it."""
 
     @property
     def store(self) -> ObjectStore:
@@ -492,6 +499,16 @@ class Ledger:
             LogError: the log cannot be read.
         """
         state = self._trust(self.log.vkey)
+        behind = self.log.size - state.size
+        if on_progress is None and self.progress is not None and behind >= _BAR_FROM:
+            with self.progress(behind, "reading the log into your state") as advance:
+                seen = [0]
+
+                def step(done: int) -> None:
+                    advance(done - seen[0])
+                    seen[0] = done
+
+                return self.trust_state(on_progress=step)
         blob = self.read_blob
         note = self.log.checkpoint_bytes()
         for attempt in range(8):
@@ -522,6 +539,7 @@ class Ledger:
 
         if self._state is None or self._state.vkey != vkey:
             self._state = TrustState.open(vkey)
+            self._state.progress = self.progress
         return self._state
 
     @property

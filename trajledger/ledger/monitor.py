@@ -20,9 +20,13 @@ maximum; a larger Content-Length is refused before reading, a longer body as soo
 exceeds), every read under a socket timeout and every fetch under an overall deadline (a server
 trickling bytes cannot hold the monitor), gzip decoded within the same bound.
 
-Non-scope: serving (``ledger.serve``), reading the vendor's entries (a monitor that audits
-contents would walk ``TileReader.entries``), witness networks (c2sp.org/tlog-witness's HTTP
-API).
+`watch_updates` then applies what the log says about what a ledger holds, as an import of the
+log's extension would (``ledger.updates``): it reads every entry since the size applied from the
+served entry bundles (each proven by the tiles that gave the signed root), fetches the envelopes
+the log publishes (``envelopes/<hex>``, bounded like the rest) of those about what the ledger
+holds, and takes them in; without approver keys to sign the import it only says what is pending.
+
+Non-scope: serving (``ledger.serve``), witness networks (c2sp.org/tlog-witness's HTTP API).
 Spec: c2sp.org/tlog-tiles, c2sp.org/tlog-checkpoint, c2sp.org/tlog-cosignature, RFC 6962 2.1.2.
 """
 
@@ -55,13 +59,17 @@ from trajledger.verify.note import (
 from trajledger.verify.tiles import TileReader
 
 from .errors import LedgerError, TamperError
+from .log.spec import note_key_bytes
 from .log.witness import cosign_note
-from .log.writer import note_key_bytes
 from .serve import max_size, resource_kind
 
 if TYPE_CHECKING:
+    from trajledger.verify.policy import TrustPolicy
+
+    from .home import Ledger
     from .keys import Signer
     from .trust_state import TrustState
+    from .updates import Changes
 
 __all__ = [
     "FetchLimits",
@@ -70,6 +78,7 @@ __all__ = [
     "cosign_note",
     "merge_cosignatures",
     "monitor",
+    "watch_updates",
     "witness_vkey",
 ]
 
@@ -435,3 +444,100 @@ def _follow_rotation(note: bytes, vkey: str, handovers: list[bytes]) -> tuple[st
             continue
     verify_checkpoint(note, verifier_from_vkey(vkey))  # raises the SignatureError
     raise AssertionError("unreachable")
+
+
+# -- applying what the log says ---------------------------------------------------------------
+
+
+def watch_updates(
+    ledger: Ledger,
+    policy: TrustPolicy,
+    signers: list[Signer],
+    log: HttpLog,
+    result: MonitorResult,
+    *,
+    fetch: Callable[[str], bytes] | None = None,
+) -> Changes | None:
+    """Apply the watched log's extension to ``ledger``, as an import of it would.
+
+    Preconditions: `monitor` checked ``result`` (the checkpoint, its tiles, its consistency with
+    the floor, which it advanced).
+
+    Steps:
+        1. The size applied of this log (`updates.origin_state`); none (nothing ever imported
+           from it): nothing here is about it, nothing to do (None).
+        2. Read every entry from there to the checkpoint's size from the entry bundles; each
+           must hash to the level-0 tile's leaf hash (the tiles gave the signed root).
+        3. Fetch the published envelope (``envelopes/<hex>``, a 404 is "not published") of each
+           entry about what the ledger holds, and of the log's policies; choose what to take in
+           (`updates.select`).
+        4. Without ``signers``: nothing is recorded; what would be taken in is listed as
+           pending. With them: take it in (`updates.apply_update`), and advance the size
+           applied.
+
+    Raises:
+        ProofError: an entry does not hash to its tile's leaf hash.
+        LedgerError: the log cannot be fetched; StoreError, LogError: the ledger cannot be
+            written; PolicyError: ``signers`` may not sign an import.
+    """
+    from trajledger.verify.digest import digest_bytes
+    from trajledger.verify.errors import ProofError
+    from trajledger.verify.log_entry import LogEntry
+    from trajledger.verify.merkle import leaf_hash
+
+    from .catalog import origin_name
+    from .updates import Changes, Update, apply_update, held, label, origin_state, select
+
+    get = fetch or log.fetch
+    # (1)
+    origin = origin_state(ledger, result.vkey)
+    applied = origin.applied()
+    if applied is None or applied >= result.size:
+        return None
+    # (2)
+    reader = TileReader(get, result.size)
+    raws = reader.entries(applied, result.size)
+    for i, (raw, want) in enumerate(zip(raws, reader.leaf_hashes(applied, result.size),
+                                        strict=True), applied):
+        if leaf_hash(raw) != want:
+            raise ProofError(f"log {result.origin} at {log.url}: entry {i} does not hash to its "
+                             "leaf in the tiles that gave the signed root")
+    entries = dict(enumerate(raws, applied))
+    # (3)
+    fetched: dict[str, bytes] = {}
+    for raw in raws:
+        entry = LogEntry.from_bytes(raw)
+        if entry.envelope in fetched or ledger.store.exists(entry.envelope) or not (
+                entry.kind == "trust-policy" or held(ledger, entry.subject)):
+            continue
+        try:
+            data = get(f"envelopes/{entry.envelope[7:]}")
+        except FileNotFoundError:
+            continue  # not published: a revocation then fails closed here
+        if digest_bytes(data) != entry.envelope:
+            raise ProofError(f"log {result.origin} at {log.url}: envelope {entry.envelope} "
+                             f"hashes to {digest_bytes(data)}")
+        fetched[entry.envelope] = data
+    taken, consulted = select(ledger, entries, extension=applied, asked=set(),
+                              have=lambda d: d in fetched or ledger.store.exists(d),
+                              logs={result.vkey})
+    # (4)
+    what = f"log {origin_name(result.vkey)} at {log.url}"
+    if not taken and not consulted:
+        origin.advance_floor(result.note, what=what, applied=result.size)
+        return Changes(origin_name(result.vkey))
+    if not signers:
+        changes = Changes(origin_name(result.vkey))
+        for i in taken:
+            e = LogEntry.from_bytes(entries[i])
+            if e.kind in ("revocation", "erasure"):
+                changes.pending.append({"digest": e.subject, "logIndex": i, "kind": e.kind,
+                                        "label": label(ledger, e.subject)})
+        return changes
+    update = Update(result.vkey, result.note, entries, taken, consulted,
+                    lambda i: reader.inclusion_proof(i, result.size), fetched, None,
+                    result.size)
+    done = apply_update(ledger, policy, signers, update, what=what,
+                        floor=lambda: origin.advance_floor(result.note, what=what,
+                                                           applied=result.size))
+    return done.changes

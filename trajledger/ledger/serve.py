@@ -5,7 +5,10 @@ Scope: `LogServer` answers ``GET`` and ``HEAD`` for exactly the resources of c2s
 ``/tile/<L>/<N>[.p/<W>]`` and ``/tile/entries/<N>[.p/<W>]`` (``application/octet-stream``,
 ``Cache-Control: public, max-age=31536000, immutable``: a tile path's bytes never change; entry
 bundles gzip-compressed when the client accepts it, as the spec recommends), and trajledger's
-``/key-handovers/<n>`` (the log key's rotations, ``verify.log_key``; not cached). Paths are matched
+``/key-handovers/<n>`` (the log key's rotations, ``verify.log_key``; not cached) and
+``/envelopes/<64 hex>`` (the envelopes the log publishes, `Published`: those of its records of
+the kinds its policy's ``publish`` names, revocations, erasures and policies by default, so that
+a buyer watching the log takes them in; immutable). Paths are matched
 against the spec's grammar (levels 0..63, three-digit groups with ``x`` prefixes, widths 1..255,
 no leading zeros), never joined from the request: nothing else in the ledger (``log/.state``,
 keys, objects) can be named, nor a tile or bundle beyond the checkpoint on disk (an append writes
@@ -43,11 +46,15 @@ import stat
 import sys
 import threading
 import time
+from collections.abc import Callable, Collection
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
-from trajledger.verify.tiles import MAX_ENTRY_SIZE, TILE_HEIGHT, TILE_WIDTH
+from trajledger.verify.digest import digest_bytes
+from trajledger.verify.errors import ProvenanceError
+from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.tiles import MAX_ENTRY_SIZE, TILE_HEIGHT, TILE_WIDTH, TileReader
 
 from .log.layout import parse_tile_rel
 
@@ -55,11 +62,14 @@ __all__ = [
     "CHECKPOINT_CACHE",
     "IDLE_TIMEOUT",
     "MAX_CONNECTIONS",
+    "MAX_ENVELOPE",
     "REQUEST_TIMEOUT",
     "TILE_CACHE",
     "WORKERS",
     "LogServer",
+    "Published",
     "max_size",
+    "published_size",
     "resource_kind",
 ]
 
@@ -71,12 +81,15 @@ _RESOURCE = re.compile(
     rf"|tile/entries/{_INDEX}(?:\.p/{_WIDTH})?(?P<entries>)"
     rf"|tile/{_LEVEL}/{_INDEX}(?:\.p/{_WIDTH})?(?P<tile>)"
     rf"|key-handovers/[1-9][0-9]{{0,5}}(?P<handover>)"
+    rf"|envelopes/[0-9a-f]{{64}}(?P<envelope>)"
 )
 CHECKPOINT_CACHE = "no-store"
 """The checkpoint changes with every append: never cached (tlog-tiles: "a few seconds" at most)."""
 TILE_CACHE = "public, max-age=31536000, immutable"
 """A tile path's bytes never change (tlog-tiles: "caching headers SHOULD be long-lived")."""
 _MAX_CHECKPOINT = 1 << 20
+MAX_ENVELOPE = 16 << 20
+"""The most bytes a served envelope may hold."""
 WORKERS = 8
 """Threads answering requests (connections waiting for a request hold none)."""
 MAX_CONNECTIONS = 256
@@ -88,6 +101,7 @@ IDLE_TIMEOUT = 30.0
 _CONTENT_TYPE = {
     "checkpoint": "text/plain; charset=utf-8",
     "handover": "text/plain; charset=utf-8",
+    "envelope": "application/vnd.dsse.envelope.v1+json",
     "tile": "application/octet-stream",
     "entries": "application/octet-stream",
 }
@@ -96,7 +110,8 @@ _CONTENT_TYPE = {
 def resource_kind(path: str) -> str | None:
     """``checkpoint``, ``tile`` or ``entries`` for a tlog-tiles resource path (without the
     leading slash), ``handover`` for a key handover (``key-handovers/<n>``, trajledger's: a
-    monitor follows a rotation of the log key with them), None for anything else."""
+    monitor follows a rotation of the log key with them), ``envelope`` for a published
+    envelope (``envelopes/<hex>``), None for anything else."""
     m = _RESOURCE.fullmatch(path)
     if m is None:
         return None
@@ -109,6 +124,8 @@ def max_size(kind: str) -> int:
         return TILE_WIDTH * 32
     if kind == "entries":
         return TILE_WIDTH * (2 + MAX_ENTRY_SIZE)
+    if kind == "envelope":
+        return MAX_ENVELOPE
     return _MAX_CHECKPOINT
 
 
@@ -200,7 +217,8 @@ class _Handler(BaseHTTPRequestHandler):
         if kind is None:
             self._status(404, "not a tlog-tiles resource")
             return
-        data = self.server.read(rel, kind)
+        data = (self.server.read(rel, kind) if kind != "envelope"
+                else self.server.envelope("sha256:" + rel.rsplit("/", 1)[1]))
         if data is None:
             self._status(404, "not found")
             return
@@ -243,6 +261,7 @@ class LogServer(HTTPServer):
         max_connections: int = MAX_CONNECTIONS,
         request_timeout: float = REQUEST_TIMEOUT,
         idle_timeout: float = IDLE_TIMEOUT,
+        published: Published | None = None,
     ) -> None:
         """Bind to ``host:port`` (port 0: any free port) and serve ``directory``.
 
@@ -255,6 +274,7 @@ class LogServer(HTTPServer):
             max_connections: open connections at most.
             request_timeout: seconds to send a request, and to take each write of a response.
             idle_timeout: seconds a connection may wait for its next request.
+            published: the envelopes to serve (`Published`); None serves none.
 
         Raises:
             OSError: the address cannot be bound, or ``directory`` is not a directory.
@@ -264,6 +284,7 @@ class LogServer(HTTPServer):
             raise NotADirectoryError(f"{directory}: not a directory")
         self.verbose = verbose
         self.request_timeout = request_timeout
+        self.published = published
         self._thread: threading.Thread | None = None
         super().__init__((host, port), _Handler)
         self._connections = _Connections(self, workers, max_connections, idle_timeout)
@@ -304,6 +325,10 @@ class LogServer(HTTPServer):
             os.close(fd)
         return data if len(data) <= max_size(kind) else None
 
+    def envelope(self, digest: str) -> bytes | None:
+        """A published envelope's bytes (`Published`), or None."""
+        return None if self.published is None else self.published(digest)
+
     def _published(self, rel: str) -> bool:
         """Whether the tile or bundle at ``rel`` lies within the tree of the checkpoint on disk.
 
@@ -317,15 +342,8 @@ class LogServer(HTTPServer):
         if parsed is None:
             return False
         level, index, width = parsed
-        try:
-            with open(self.directory / "checkpoint", "rb") as f:
-                size_line = f.read(_MAX_CHECKPOINT).split(b"\n", 2)[1]
-        except (OSError, IndexError):
-            return False
-        if not size_line.isdigit():
-            return False
         end = index * TILE_WIDTH + (TILE_WIDTH if width is None else width)
-        return end << (TILE_HEIGHT * max(level, 0)) <= int(size_line)
+        return end << (TILE_HEIGHT * max(level, 0)) <= published_size(self.directory)
 
     def start(self, poll_interval: float = 0.1) -> threading.Thread:
         """Serve on a background (daemon) thread; returns it. `stop` waits at most
@@ -362,6 +380,61 @@ class LogServer(HTTPServer):
                 sys.stderr.write(f"{client_address[0]}: {e}\n")
             return
         super().handle_error(request, client_address)
+
+
+def published_size(directory: Path) -> int:
+    """The size the log directory's published checkpoint states (read, not verified: a client
+    verifies); 0 when it cannot be read."""
+    try:
+        with open(directory / "checkpoint", "rb") as f:
+            size_line = f.read(_MAX_CHECKPOINT).split(b"\n", 2)[1]
+    except (OSError, IndexError):
+        return 0
+    return int(size_line) if size_line.isdigit() else 0
+
+
+class Published:
+    """The envelopes a log publishes: those of its records, under the published checkpoint, of
+    the ``kinds`` its policy names (``publish``). Called from the server's threads with a
+    digest; answers the envelope's bytes only when a record of such a kind names it and the
+    store's bytes hash to it (else None: 404). Entries appended later are indexed on the next
+    request (the policy is read when the server starts: restart it to publish other kinds)."""
+
+    def __init__(self, directory: Path, read_blob: Callable[[str], bytes | None],
+                 kinds: Collection[str]) -> None:
+        """Publish from the log ``directory``, reading blobs with ``read_blob``."""
+        self.directory = directory
+        self.kinds = frozenset(kinds)
+        self._read_blob = read_blob
+        self._lock = threading.Lock()
+        self._size = 0
+        self._envelopes: set[str] = set()
+
+    def __call__(self, digest: str) -> bytes | None:
+        """The envelope ``digest``, when the log publishes it."""
+        with self._lock:
+            self._catch_up()
+            if digest not in self._envelopes:
+                return None
+        data = self._read_blob(digest)
+        if data is None or len(data) > MAX_ENVELOPE or digest_bytes(data) != digest:
+            return None
+        return data
+
+    def _catch_up(self) -> None:
+        size = published_size(self.directory)
+        if size <= self._size or not self.kinds:
+            return
+        reader = TileReader(lambda rel: (self.directory / rel).read_bytes(), size)
+        try:
+            for start in range(self._size, size, TILE_WIDTH):
+                for raw in reader.entries(start, min(start + TILE_WIDTH, size)):
+                    entry = LogEntry.from_bytes(raw)
+                    if entry.kind in self.kinds:
+                        self._envelopes.add(entry.envelope)
+        except (OSError, ProvenanceError):
+            return  # a log being rewritten under us: try again on the next request
+        self._size = size
 
 
 class _Connections:

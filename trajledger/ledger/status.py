@@ -11,7 +11,7 @@ Non-scope: judging them (``verify.lineage`` and the runner's admission gate do).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +28,10 @@ from .record import Recorded, record_statement
 if TYPE_CHECKING:
     from .home import Ledger
 
-__all__ = ["approve", "erase", "record_policy", "revocations", "revoke"]
+__all__ = [
+    "approve", "delete_erased", "erasable_blobs", "erase", "record_policy", "revocations",
+    "revoke",
+]
 
 APPROVABLE = frozenset({"dataset", "rollout-batch"})
 
@@ -95,6 +98,7 @@ def revoke(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> Recorded
     if not reason.strip():
         raise FormatError("--reason: say why the artifact is revoked")
     item = _item(ledger, ref)
+    _check_authority(ledger, item, signer, "revoke")
     predicate = Revocation(reason, format_time(_now()))
     return record_statement(
         ledger, item.ref or item.name, item.digest, predicates.REVOCATION,
@@ -118,9 +122,6 @@ def erase(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> tuple[Rec
         PolicyError: ``ref`` has no manifest in the store; the signer is neither a producer
             nor an approver of the policy in force.
     """
-    from trajledger.verify.manifest import Manifest
-    from trajledger.verify.strict_json import load_object
-
     if reason not in ERASURE_REASONS:
         raise FormatError(
             f"--reason: {reason!r} is not an erasure reason, want one of "
@@ -134,38 +135,83 @@ def erase(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> tuple[Rec
     from .policy_state import check_signers
 
     check_signers(ledger, "erasure", [(signer.name, signer.keyid)], f"erase {item.ref}")
-    manifest = Manifest.from_json(load_object(ledger.store.get_verified(item.digest), "manifest"))
-    blobs = {f.digest for f in manifest.files} | _kept_beside(ledger, item)
-    predicate = Erasure(reason, format_time(_now()), tuple(sorted(blobs)))
+    _check_authority(ledger, item, signer, "erase")
+    blobs = sorted(erasable_blobs(ledger, item.digest))
+    predicate = Erasure(reason, format_time(_now()), tuple(blobs))
     rec = record_statement(
         ledger, item.ref or item.name, item.digest, predicates.ERASURE,
         predicate.to_predicate(), signer, action=f"erase {item.ref}",
     )
-    deleted = sum(ledger.store.delete(d) for d in sorted(blobs))
-    if item.kind == "rollout-batch":
-        from .batch_features import forget_cached
-
-        for f in manifest.files:
-            if f.path == "steps.parquet":
-                forget_cached(ledger.root / "index" / "features", f.digest)
-    return rec, deleted
+    return rec, delete_erased(ledger, blobs)
 
 
-def _kept_beside(ledger: Ledger, item: CatalogItem) -> set[str]:
-    """The blobs a rollout batch keeps beside its manifest's files, erased with them: the
-    ciphertexts of a sealed batch, the episode features file of any; else nothing."""
+def delete_erased(ledger: Ledger, blobs: Iterable[str]) -> int:
+    """Delete erased blobs from the store, and the episode features cached from any of them
+    (nothing derived from erased data is kept); how many blobs were deleted."""
+    from .batch_features import forget_cached
+
+    deleted = 0
+    for d in sorted(blobs):
+        deleted += ledger.store.delete(d)
+        forget_cached(ledger.cache_dir / "features", d)
+    return deleted
+
+
+def erasable_blobs(ledger: Ledger, digest: str) -> set[str]:
+    """The blobs an erasure of the artifact ``digest`` deletes: the files its manifest (in the
+    store, verified) lists, and a rollout batch's blobs kept beside them (a sealed batch's
+    ciphertexts, the episode features file of any); nothing when its manifest is not here.
+    An erasure another log brought deletes no more than these, whatever it lists.
+
+    Raises:
+        DigestMismatchError: the stored manifest does not hash to its name.
+    """
     from trajledger.verify.dsse import Envelope
     from trajledger.verify.kinds import KINDS
+    from trajledger.verify.manifest import Manifest
     from trajledger.verify.predicates import RolloutBatch
     from trajledger.verify.statement import Statement
+    from trajledger.verify.strict_json import load_object
 
-    if item.kind != "rollout-batch":
+    if not ledger.store.exists(digest):
         return set()
-    st = Statement.from_bytes(Envelope.from_bytes(ledger.store.get_verified(item.envelope)).payload)
-    batch = KINDS["rollout-batch"].read(st, f"rollout-batch {item.ref}")
-    assert isinstance(batch, RolloutBatch)
-    out = {d for d, _n in batch.sealed.files.values()} if batch.sealed else set()
-    return out | ({batch.features.digest} if batch.features is not None else set())
+    manifest = Manifest.from_json(load_object(ledger.store.get_verified(digest), "manifest"))
+    out = {f.digest for f in manifest.files}
+    item = Catalog(ledger).resolve(digest)
+    if item.kind == "rollout-batch":
+        st = Statement.from_bytes(Envelope.from_bytes(
+            ledger.store.get_verified(item.envelope)).payload)
+        batch = KINDS["rollout-batch"].read(st, f"rollout-batch {item.ref}")
+        assert isinstance(batch, RolloutBatch)
+        out |= {d for d, _n in batch.sealed.files.values()} if batch.sealed else set()
+        out |= {batch.features.digest} if batch.features is not None else set()
+    return out
+
+
+def _check_authority(ledger: Ledger, item: CatalogItem, signer: Signer, verb: str) -> None:
+    """Refuse a revocation or erasure its signer has no authority for, before anything is
+    written: under the policy in force, an approver may stop the use of anything, a producer
+    only of what it produced (its key signed the artifact's record); verifiers apply the same
+    rule (``verify.lineage``), so such a record would count for nothing.
+
+    Raises:
+        PolicyError: the signer is a producer (and no approver) that did not sign the record.
+    """
+    from .policy_state import current_policy
+
+    found = current_policy(ledger)
+    if found is None or found[1].holds("approver", signer.keyid) or not found[1].holds(
+            "producer", signer.keyid):
+        return  # an approver may; a key of no role is refused by the role check
+    state = ledger.trust_state()
+    entry = state.entry(item.index)
+    if entry is None or signer.keyid in entry.signers:
+        return
+    raise PolicyError(
+        f"{item.kind} {item.ref or item.digest}: key {signer.name} ({signer.keyid[:12]}) did not "
+        f"produce it (its record is signed by {', '.join(k[:12] for k in entry.signers)}): a "
+        f"producer may {verb} only what it produced, an approver anything; nothing was signed"
+    )
 
 
 def record_policy(
@@ -177,10 +223,11 @@ def record_policy(
         1. Read and parse the file (keys named by keyid are looked up in the key store), or
            take the policy as given (``trajledger policy set`` parses the file once, shows
            what it changes, and records exactly what it showed).
-        2. The first policy of a ledger is self-signed: the threshold of its own approvers
-           must sign it (whoever verifies decides to trust it by its digest or by holding the
-           same file). A later policy must have a higher serial and be signed by the threshold
-           of the current policy's approvers (`verify.policy.check_successor`).
+        2. The first policy of a ledger is self-signed: the threshold of its own approvers (of
+           its producers, in a policy without approvers: a vendor's) must sign it (whoever
+           verifies decides to trust it by its digest or by holding the same file). A later
+           policy must have a higher serial and be signed by the threshold of the current
+           policy's approvers, or producers (`verify.policy.check_successor`).
         3. Store its JSON form and record it, signed by every signer; step 2 is checked again
            under the log's lock just before the append, so of two racing successors with the
            same serial one is recorded and the other refused.
@@ -203,12 +250,13 @@ def record_policy(
     def may_follow(_size: int) -> None:
         current = current_policy(ledger)
         if current is None:
-            approvers = new.role("approver")
-            got = len(signer_ids & approvers.keyids)
-            if approvers.threshold == 0 or got < approvers.threshold:
+            role = new.signing_role()
+            signing = new.role(role)
+            got = len(signer_ids & signing.keyids)
+            if signing.threshold == 0 or got < signing.threshold:
                 raise PolicyError(
-                    f"policy {new.name!r}: the first policy must be signed by its own approver "
-                    f"threshold: {got} of {max(approvers.threshold, 1)} approver key(s) signed"
+                    f"policy {new.name!r}: the first policy must be signed by its own {role} "
+                    f"threshold: {got} of {max(signing.threshold, 1)} {role} key(s) signed"
                 )
         else:
             check_successor(current[1], new, signer_ids)

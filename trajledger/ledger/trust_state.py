@@ -47,8 +47,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,9 +63,10 @@ from trajledger.verify.predicates import HELD_OUT, Dataset
 
 from .errors import LedgerError, TamperError
 from .fs import write_file_atomic
-from .home import state_dir
+from .home import notice, state_dir
 
 if TYPE_CHECKING:
+    from .batch_features import ProgressFactory
     from .home import Ledger
 
 __all__ = [
@@ -120,6 +121,28 @@ class NameRow:
 
 _BUSY_TIMEOUT = 60.0
 """Seconds a write waits for another process's transaction on the same state."""
+
+_WAIT_LIMIT = 1800.0
+"""Seconds a process waits, saying so, for another one that holds the state (`_begin`)."""
+
+_READING = "reading"
+"""The file beside the state where a process reading many entries keeps ``done total``."""
+
+
+@contextlib.contextmanager
+def _reading_kept(path: Path) -> Iterator[None]:
+    """Remove the progress file `_write_reading` kept, however the reading ends."""
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            (path / _READING).unlink(missing_ok=True)
+
+
+def _write_reading(path: Path, done: int, total: int) -> None:
+    """Tell waiting processes how far this reading is (`TrustState._reading`)."""
+    with contextlib.suppress(OSError):
+        (path / _READING).write_text(f"{done} {total}\n")
 
 
 def _wal(db: sqlite3.Connection, wait: float = _BUSY_TIMEOUT) -> None:
@@ -278,6 +301,11 @@ class TrustState:
         self.verifier: Verifier = verifier_from_vkey(vkey)
         self._db = _LockedDB(db)
         self._size, self._range, self._note, self._last = self._read_meta()
+        self.progress: ProgressFactory | None = None
+        """Draws the bar shown while waiting for another process reading the log (`_begin`)."""
+        self._verified: tuple[bytes, Checkpoint] | None = None
+        """The last note this object verified by `verifier`, parsed: the floor read back with
+        the same bytes is not verified again (one Ed25519 verification per publication)."""
 
     @classmethod
     def open(cls, vkey: str, directory: Path | None = None) -> TrustState:
@@ -434,17 +462,7 @@ class TrustState:
     @contextlib.contextmanager
     def _write(self) -> Iterator[None]:
         with self._db.lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as e:
-                hint = (
-                    "; another trajledger process (or thread) of yours holds it (the first "
-                    "reading of a large log holds it throughout, about 0.2 ms per entry): let it "
-                    "finish, then run this again"
-                    if "locked" in str(e)
-                    else ""
-                )
-                raise LedgerError(f"trust state {self.path}: cannot write: {e}{hint}") from e
+            self._begin()
             try:
                 yield
             except BaseException:
@@ -452,6 +470,57 @@ class TrustState:
                 raise
             else:
                 self._db.execute("COMMIT")
+
+    def _begin(self) -> None:
+        """Begin a write transaction. When another process of this user holds the state (the
+        first reading of a large log holds it throughout), say so once and wait, drawing that
+        reading's progress (`_READING`), for up to `_WAIT_LIMIT` seconds."""
+        if self._try_begin(0.5):
+            return
+        notice(f"waiting for another trajledger process of yours, which holds your state of "
+               f"this log ({self.path}): reading a large log for the first time takes about "
+               "0.15 ms per entry")
+        deadline = time.monotonic() + _WAIT_LIMIT
+        seen = 0
+        with contextlib.ExitStack() as bar:
+            advance: Callable[[int], None] | None = None
+            while not self._try_begin(0.25):
+                if time.monotonic() > deadline:
+                    raise LedgerError(
+                        f"trust state {self.path}: still held by another trajledger process of "
+                        f"yours after {_WAIT_LIMIT:.0f} s; let it finish, then run this again")
+                done, total = self._reading()
+                if advance is None and total and self.progress is not None:
+                    advance = bar.enter_context(
+                        self.progress(total, "waiting: another process reads the log"))
+                if advance is not None and done > seen:
+                    advance(done - seen)
+                    seen = done
+
+    def _try_begin(self, wait: float) -> bool:
+        """BEGIN IMMEDIATE, waiting up to ``wait`` seconds; False when the state stayed held."""
+        db = self._db
+        try:
+            db.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+            db.execute("BEGIN IMMEDIATE")
+            return True
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e) or "busy" in str(e):
+                return False
+            raise LedgerError(f"trust state {self.path}: cannot write: {e}") from e
+        except sqlite3.Error as e:
+            raise LedgerError(f"trust state {self.path}: cannot write: {e}") from e
+        finally:
+            db.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT * 1000)}")
+
+    def _reading(self) -> tuple[int, int]:
+        """How far another process's reading of the log is (entries done, total), from the
+        file it keeps beside the state while it reads; (0, 0) when there is none."""
+        try:
+            done, total = (self.path / _READING).read_text().split()
+            return int(done), int(total)
+        except (OSError, ValueError):
+            return 0, 0
 
     @property
     def size(self) -> int:
@@ -468,10 +537,14 @@ class TrustState:
         return self._note
 
     def floor_checkpoint(self) -> Checkpoint | None:
-        """The floor, parsed (it was verified when stored)."""
-        if self._note is None:
+        """The floor, parsed and verified by the log key (again unless this object verified
+        these very bytes before)."""
+        note = self._note
+        if note is None:
             return None
-        return verify_checkpoint(self._note, self.verifier)
+        if self._verified is None or self._verified[0] != note:
+            self._verified = (note, verify_checkpoint(note, self.verifier))
+        return self._verified[1]
 
     # -- extending -------------------------------------------------------------------------------
 
@@ -508,7 +581,7 @@ class TrustState:
         """
         # (1)
         cp = verify_checkpoint(note, self.verifier)
-        with self._write():
+        with self._write(), _reading_kept(self.path):
             self._size, self._range, self._note, self._last = self._read_meta()
             self._check_counts()
             floor = self.floor_checkpoint()
@@ -543,7 +616,7 @@ class TrustState:
                 raws = read_entries(done, end)
                 if len(raws) != end - done:
                     raise TamperError(f"log entries {done}..{end - 1}: not all readable", None)
-                hashes = []
+                hashes, entries = [], []
                 for i, raw in enumerate(raws, start=done):
                     try:
                         entry = LogEntry.from_bytes(raw, f"log entry {i}")
@@ -556,7 +629,8 @@ class TrustState:
                             f"{last.hex()[:16]}… (hash chain broken)", None)
                     last = leaf_hash(raw)
                     hashes.append(last)
-                    self._index_entry(i, entry, raw, read_blob)
+                    entries.append((i, entry, raw))
+                self._index_entries(entries, read_blob)
                 rng = rng.extend(hashes)
                 done = end
                 if floor is not None and done == floor.size and rng.root() != floor.root:
@@ -568,6 +642,8 @@ class TrustState:
                     )
                 if on_progress is not None:
                     on_progress(end - self._size)
+                if cp.size - self._size > _CHUNK:
+                    _write_reading(self.path, end - self._size, cp.size - self._size)
             if rng.root() != cp.root:
                 raise TamperError(
                     f"{what}: the entries {self._size}..{cp.size - 1} with the tree seen before "
@@ -584,14 +660,18 @@ class TrustState:
             self._put("checkpoint", note)
             self._size, self._range, self._note, self._last = rng.size, rng, note, last
 
-    def check_extends(self, note: bytes, proof: Sequence[bytes] = (), *, what: str) -> bool:
+    def check_extends(self, note: bytes, proof: Sequence[bytes] = (), *, what: str,
+                      root_at: Callable[[int], bytes | None] | None = None) -> bool:
         """Check that the signed checkpoint ``note`` extends the floor (without storing it).
 
         Steps:
             1. Verify ``note`` with the log's key.
             2. Against the floor: a smaller tree is a rollback, another root at the same size a
                fork; a larger tree needs ``proof``, a consistency proof from the floor's size,
-               and must pass it (else it is unprovable, or a fork).
+               and must pass it (else it is unprovable, or a fork); or ``root_at``, the roots
+               the log's extension (every entry since a size at or below the floor's, which
+               rebuild ``note``'s root) gives, whose root at the floor's size must be the
+               floor's.
 
         Returns:
             True when ``note`` is a larger tree than the floor (it would advance it).
@@ -620,6 +700,13 @@ class TrustState:
                 raise ConsistencyError(f"{what}: fork: two roots at one size: {both}",
                                        old=old, new=new)
             return False
+        rebuilt = root_at(old.size) if root_at is not None else None
+        if rebuilt is not None:
+            if rebuilt != old.root:
+                raise ConsistencyError(f"{what}: fork: {both}: the log's entries give root "
+                                       f"{rebuilt.hex()[:16]}… at size {old.size}",
+                                       old=old, new=new)
+            return True
         if not proof and old.size > 0:
             raise ConsistencyError(
                 f"{what}: unprovable: no consistency proof from size {old.size} ({both}); ask "
@@ -634,17 +721,30 @@ class TrustState:
                                    proof=list(proof)) from e
         return True
 
-    def advance_floor(self, note: bytes, proof: Sequence[bytes] = (), *, what: str) -> None:
+    def advance_floor(self, note: bytes, proof: Sequence[bytes] = (), *, what: str,
+                      root_at: Callable[[int], bytes | None] | None = None,
+                      applied: int | None = None) -> None:
         """Remember a newer signed checkpoint of this log, seen without reading its entries
-        (another party's log, through a bundle or a monitor), after `check_extends`.
+        (another party's log, through a bundle or a monitor), after `check_extends`; with
+        ``applied``, also that every entry up to that size was applied (`applied`).
 
         Raises:
             ConsistencyError, FormatError, SignatureError: as `check_extends`.
         """
         with self._write():
-            if self.check_extends(note, proof, what=what):
+            if self.check_extends(note, proof, what=what, root_at=root_at):
                 self._put("checkpoint", note)
                 self._note = note
+            if applied is not None and applied > (self.applied() or 0):
+                self._put("applied", str(applied).encode())
+
+    def applied(self) -> int | None:
+        """The other party's log as applied here: every entry below this size was examined
+        and the ones about what the ledger holds taken in (by an import of its extension, or
+        a monitor that applied it); None when nothing was. The floor (`floor`) is the size
+        checked for consistency, which a monitor may raise without applying."""
+        raw = self._meta("applied")
+        return None if raw is None else int(raw.decode())
 
     def published(self, note: bytes) -> None:
         """Raise the floor to a checkpoint this process's own log writer just published (its
@@ -653,11 +753,12 @@ class TrustState:
         new = verify_checkpoint(note, self.verifier)
         with self._write():
             self._size, self._range, self._note, self._last = self._read_meta()
-            old = self.floor_checkpoint()
+            old = self.floor_checkpoint()  # the note published before: verified then
             same = old is not None and (new.size, new.root) == (old.size, old.root)
             if old is None or new.size > old.size or same:
                 self._put("checkpoint", note)
                 self._note = note
+                self._verified = (note, new)
 
     def continue_from(self, note: bytes) -> None:
         """Store ``note`` (signed by this key) as the floor of a state that has none, after
@@ -678,54 +779,33 @@ class TrustState:
             self._db.execute("DELETE FROM meta WHERE key IN ('range', 'counts')")
         self._size, self._range, self._note, self._last = self._read_meta()
 
-    def _index_entry(
-        self, i: int, entry: LogEntry, raw: bytes, read_blob: Callable[[str], bytes | None]
+    def _index_entries(
+        self, entries: Sequence[tuple[int, LogEntry, bytes]],
+        read_blob: Callable[[str], bytes | None],
     ) -> None:
-        db = self._db
-        db.execute("INSERT OR REPLACE INTO entries (idx, kind, subject, raw) VALUES (?, ?, ?, ?)",
-                   (i, entry.kind, entry.subject, raw))
-        kind = KINDS[entry.kind]
-        if not (kind.named or kind.lists or kind.lineage):
-            return
-        self._read_envelope(i, entry, read_blob)
-
-    def _read_envelope(
-        self, i: int, entry: LogEntry, read_blob: Callable[[str], bytes | None]
-    ) -> bool:
-        db = self._db
-        kind = KINDS[entry.kind]
-        try:
-            statement, pred = read_record(entry, read_blob(entry.envelope), f"log entry {i}")
-        except (ProvenanceError, OSError):
-            if kind.named:
-                db.execute("INSERT OR REPLACE INTO names VALUES (?, ?, '', '', ?)",
-                           (i, entry.kind, entry.subject))
-            db.execute("INSERT OR IGNORE INTO unreadable (idx) VALUES (?)", (i,))
-            return False
-        if kind.named:
-            name, version = name_version(entry.kind, statement)
-            db.execute("INSERT OR REPLACE INTO names VALUES (?, ?, ?, ?, ?)",
-                       (i, entry.kind, name, version, entry.subject))
-        db.executemany("INSERT INTO listing (digest, idx) VALUES (?, ?)",
-                       [(d, i) for d in kind.listed(pred)])
-        db.executemany("INSERT INTO refs (dst, idx, role) VALUES (?, ?, ?)",
-                       [(d.digest, i, d.role) for d in kind.dependencies(pred)])
-        if isinstance(pred, Dataset) and pred.split in HELD_OUT:
-            db.execute("INSERT OR IGNORE INTO held_out (idx) VALUES (?)", (i,))
-        return True
+        """Index a run of parsed entries: their rows gathered (the envelopes read of the kinds
+        that need them), then inserted table by table, one statement each."""
+        rows = _Derived()
+        for i, entry, _ in entries:
+            if _reads_envelope(entry.kind):
+                _derive(rows, i, entry, _read_or_none(read_blob, entry.envelope))
+        rows.entries = [(i, e.kind, e.subject, raw) for i, e, raw in entries]
+        rows.insert(self._db)
 
     def _retry_unreadable(self, read_blob: Callable[[str], bytes | None]) -> bool:
         """Read again the envelopes that could not be read; True when one now could."""
-        rows = self._db.execute(
+        found = self._db.execute(
             "SELECT u.idx, e.raw FROM unreadable u JOIN entries e ON e.idx = u.idx"
         ).fetchall()
-        done = False
-        for idx, raw in rows:
+        rows, now = _Derived(), []
+        for idx, raw in found:
             entry = LogEntry.from_bytes(bytes(raw))
-            if self._read_envelope(int(idx), entry, read_blob):
-                self._db.execute("DELETE FROM unreadable WHERE idx = ?", (idx,))
-                done = True
-        return done
+            if _derive(rows, int(idx), entry, _read_or_none(read_blob, entry.envelope)):
+                now.append((idx,))
+        rows.unreadable = []  # the ones still unreadable are listed already
+        rows.insert(self._db)
+        self._db.executemany("DELETE FROM unreadable WHERE idx = ?", now)
+        return bool(now)
 
     # -- the derived rows, checked ----------------------------------------------------------------
 
@@ -779,9 +859,9 @@ class TrustState:
                 raws = read_entries(done, end)
                 if len(raws) != end - done:
                     raise TamperError(f"log entries {done}..{end - 1}: not all readable", None)
-                for i, raw in enumerate(raws, start=done):
-                    fresh._index_entry(i, LogEntry.from_bytes(raw, f"log entry {i}"), raw,
-                                       read_blob)
+                fresh._index_entries(
+                    [(i, LogEntry.from_bytes(raw, f"log entry {i}"), raw)
+                     for i, raw in enumerate(raws, start=done)], read_blob)
                 done = end
             out = []
             for table in _TABLES:
@@ -893,6 +973,63 @@ class TrustState:
 
 
 
+def _reads_envelope(kind: str) -> bool:
+    """Whether the index needs a record's statement: its kind is named, lists or links."""
+    k = KINDS[kind]
+    return bool(k.named or k.lists or k.lineage)
+
+
+def _read_or_none(read_blob: Callable[[str], bytes | None], digest: str) -> bytes | None:
+    try:
+        return read_blob(digest)
+    except OSError:
+        return None
+
+
+@dataclass
+class _Derived:
+    """The rows derived from a run of entries, inserted together: one statement per table."""
+
+    entries: list[tuple[int, str, str, bytes]] = field(default_factory=list)
+    names: list[tuple[int, str, str, str, str]] = field(default_factory=list)
+    listing: list[tuple[str, int]] = field(default_factory=list)
+    refs: list[tuple[str, int, str]] = field(default_factory=list)
+    unreadable: list[tuple[int]] = field(default_factory=list)
+    held_out: list[tuple[int]] = field(default_factory=list)
+
+    def insert(self, db: _LockedDB) -> None:
+        db.executemany("INSERT OR REPLACE INTO entries (idx, kind, subject, raw) "
+                       "VALUES (?, ?, ?, ?)", self.entries)
+        db.executemany("INSERT OR REPLACE INTO names VALUES (?, ?, ?, ?, ?)", self.names)
+        db.executemany("INSERT INTO listing (digest, idx) VALUES (?, ?)", self.listing)
+        db.executemany("INSERT INTO refs (dst, idx, role) VALUES (?, ?, ?)", self.refs)
+        db.executemany("INSERT OR IGNORE INTO unreadable (idx) VALUES (?)", self.unreadable)
+        db.executemany("INSERT OR IGNORE INTO held_out (idx) VALUES (?)", self.held_out)
+
+
+def _derive(rows: _Derived, i: int, entry: LogEntry, envelope: bytes | None) -> bool:
+    """Add the rows entry ``i``'s record gives (its name, what it lists, what it references,
+    whether it is a held-out dataset) from its ``envelope``, unverified: a decision verifies
+    the record it uses. A record that cannot be read is listed as unreadable (and a named one
+    keeps a row without its name). False then."""
+    kind = KINDS[entry.kind]
+    try:
+        statement, pred = read_record(entry, envelope, f"log entry {i}")
+    except ProvenanceError:
+        if kind.named:
+            rows.names.append((i, entry.kind, "", "", entry.subject))
+        rows.unreadable.append((i,))
+        return False
+    if kind.named:
+        name, version = name_version(entry.kind, statement)
+        rows.names.append((i, entry.kind, name, version, entry.subject))
+    rows.listing += [(d, i) for d in kind.listed(pred)]
+    rows.refs += [(d.digest, i, d.role) for d in kind.dependencies(pred)]
+    if isinstance(pred, Dataset) and pred.split in HELD_OUT:
+        rows.held_out.append((i,))
+    return True
+
+
 def continue_trust(
     state: TrustState,
     note: bytes,
@@ -900,6 +1037,7 @@ def continue_trust(
     proof: Callable[[int, int], Sequence[bytes]],
     *,
     what: str,
+    distinct: Collection[str] = (),
 ) -> None:
     """Carry this user's floor of a log over to ``state``, a key of it seen for the first time.
 
@@ -919,6 +1057,10 @@ def continue_trust(
         handovers: the log's key handover notes (any order).
         proof: ``(old size, new size) -> consistency proof`` from the log (or the bundle).
         what: names the checkpoint in messages.
+        distinct: log keys the caller trusts on their own (a policy's ``roles.log``): when
+            ``state``'s key is one, a key of the same origin whose handovers do not lead to it
+            is another log that happens to use the same origin name (two vendors), not key
+            confusion, and nothing is carried over from it.
 
     Raises:
         TamperError: key confusion, a bad handover, or a checkpoint that does not extend what
@@ -929,15 +1071,29 @@ def continue_trust(
     # (1)
     earlier = state.siblings()
     # (2) (3)
+    carried = 0
     try:
         for old in earlier:
+            if state.vkey in distinct and not _reaches(old, handovers, state.vkey):
+                continue  # another log of the same origin name, trusted on its own
             _check_continuation(state, cp, old, handovers, proof, what)
+            carried += 1
     finally:
         for old in earlier:
             old.close()
     # (4)
-    if earlier:
+    if carried:
         state.continue_from(note)
+
+
+def _reaches(old: TrustState, handovers: Sequence[bytes], vkey: str) -> bool:
+    """Whether the key handovers lead from ``old``'s key to ``vkey`` (a rotation)."""
+    from trajledger.verify.log_key import key_chain
+
+    try:
+        return vkey in [h.new for h in key_chain(old.vkey, handovers)]
+    except ProvenanceError:
+        return False
 
 
 def _check_continuation(

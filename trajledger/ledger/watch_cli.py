@@ -26,19 +26,27 @@ __all__ = ["log_add_cosignature", "log_serve", "monitor"]
 @JSON_OPTION
 @pass_ctx
 def log_serve(ctx: Context, host: str, port: int, as_json: bool) -> None:
-    """Serve the log read-only over HTTP as a C2SP tiled log: /checkpoint and the tiles.
+    """Serve the log read-only over HTTP as a C2SP tiled log: /checkpoint and the tiles, and
+    the envelopes the policy in force publishes (its 'publish' setting: revocations, erasures
+    and policies by default) at /envelopes/<hex>.
 
-    Others watch it with 'trajledger monitor URL --vkey V' (the vkey is 'log info's). Any
-    static file server can serve the log directory instead (docs/third-party.md). Runs until
-    Ctrl-C.
+    Others watch it with 'trajledger monitor URL --vkey V' (the vkey is 'log info's): a buyer
+    holding your data takes in your revocations that way. Any static file server can serve the
+    log directory instead (docs/third-party.md). Runs until Ctrl-C; restart it after a policy
+    changes what it publishes.
 
     \b
     Example:
-      trajledger log serve --port 8080
+      trajledger log serve --host 0.0.0.0 --port 8080
     """
-    from .serve import LogServer
+    from trajledger.verify.policy import DEFAULT_PUBLISH
+
+    from .policy_state import current_policy
+    from .serve import LogServer, Published
 
     ledger = ctx.ledger()
+    found = current_policy(ledger)
+    kinds = found[1].published if found is not None else DEFAULT_PUBLISH
     try:
         loopback = ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -46,11 +54,14 @@ def log_serve(ctx: Context, host: str, port: int, as_json: bool) -> None:
     if not loopback:
         warn(f"serving on {host}: anyone who can reach it can read the log (it is public by "
              "design: entries name digests, not data); use TLS in front of it")  # fmt: skip
-    server = LogServer(ledger.log.directory, host, port, verbose=ctx.verbose)
+    published = Published(ledger.log.directory, ledger.read_blob, kinds)
+    server = LogServer(ledger.log.directory, host, port, verbose=ctx.verbose,
+                       published=published)
+    shown = ", ".join(kinds) if kinds else "none"
     ok(f"log {ledger.log.origin} served read-only at {server.url} (vkey {ledger.log.vkey}); "
-       "Ctrl-C stops")  # fmt: skip
-    emit_result(as_json, server.url,
-                {"url": server.url, "origin": ledger.log.origin, "vkey": ledger.log.vkey})
+       f"envelopes published: {shown}; Ctrl-C stops")  # fmt: skip
+    emit_result(as_json, server.url, {"url": server.url, "origin": ledger.log.origin,
+                                      "vkey": ledger.log.vkey, "published": list(kinds)})
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -98,6 +109,15 @@ def log_add_cosignature(ctx: Context, file: Path, witnesses: tuple[str, ...]) ->
               "('trajledger log add-cosignature FILE --witness VKEY').")
 @click.option("--timeout", default=20.0, show_default=True, type=click.FloatRange(min=0.1),
               help="Seconds any one network read may wait.")
+@click.option("--key", "keys", multiple=True,
+              help="Approver key signing the import of what the log says about what this "
+              "ledger holds (repeat up to the approver threshold); without it, that is only "
+              "reported as pending.")
+@click.option("--policy", "policy_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Trust policy TOML to judge what is taken in (default: the policy in force).")
+@click.option("--fail-on-revocation", is_flag=True,
+              help="Exit 1 when something this ledger holds, or built on, was revoked or erased "
+              "by the log (taken in now, or pending): for cron and CI.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_ctx
 def monitor(
@@ -107,11 +127,16 @@ def monitor(
     cosign_key: str | None,
     out: Path | None,
     timeout: float,
+    keys: tuple[str, ...],
+    policy_file: Path | None,
+    fail_on_revocation: bool,
     as_json: bool,
 ) -> None:
     """Watch another party's log at URL: verify its checkpoint with VKEY, check its tiles and
     that it only grew since the last checkpoint you accepted from it (here or by 'import'),
-    remember it, and optionally cosign it as a witness.
+    remember it, and optionally cosign it as a witness. Run in a ledger that imported from
+    that log, it then applies the log's new entries about what the ledger holds, as an import
+    of them would: revocations, erasures and key compromises take effect (signed by --key).
 
     A fork or a rollback is refused (exit 1) naming both checkpoints, and nothing is
     remembered; the conflicting checkpoint is printed (keep it: it is signed evidence). The
@@ -121,16 +146,23 @@ def monitor(
     Examples:
       trajledger monitor https://logs.example.com/acme --vkey 'acme/rollouts+1a2b3c4d+AbC...='
       trajledger monitor URL --vkey VKEY --cosign-key witness --out cosigned.txt
+      trajledger monitor URL --vkey VKEY --key approver --fail-on-revocation   # daily cron
     """
-    from trajledger.verify.errors import ConsistencyError
+    from trajledger.verify.errors import ConsistencyError, VerificationError
 
+    from .exchange_cli import show_changes
     from .fs import write_file_atomic
-    from .monitor import FetchLimits, HttpLog
+    from .monitor import FetchLimits, HttpLog, watch_updates
     from .monitor import monitor as run_monitor
 
     if out is not None and cosign_key is None:
         raise click.UsageError("--out writes the cosigned checkpoint: it needs --cosign-key")
-    witness = ctx.ledger().keys.signer(cosign_key) if cosign_key else None
+    has_ledger = (ctx.home / "ledger.toml").exists()
+    if (keys or policy_file) and not has_ledger:
+        raise click.UsageError("--key and --policy apply what the log says to a ledger: run "
+                               "it in one (--ledger DIR)")
+    ledger = ctx.ledger() if has_ledger or cosign_key else None
+    witness = ledger.keys.signer(cosign_key) if cosign_key and ledger is not None else None
     log = HttpLog(url, FetchLimits(timeout=timeout, deadline=max(60.0, 3 * timeout)))
     try:
         result = run_monitor(log, vkey, witness=witness)
@@ -140,8 +172,18 @@ def monitor(
         raise
     if out is not None and result.cosigned is not None:
         write_file_atomic(out, result.cosigned)
+    changes = None
+    if has_ledger and ledger is not None:
+        from .policy_state import current_policy, load_policy
+
+        found = current_policy(ledger) if policy_file is None else None
+        policy = found[1] if found is not None else (
+            load_policy(ledger, policy_file)[0] if policy_file is not None else None)
+        if policy is not None:  # a ledger with no policy yet holds nothing imported
+            changes = watch_updates(ledger, policy, [ledger.keys.signer(k) for k in keys],
+                                    log, result)
     if as_json:
-        emit_json(result.to_json())
+        emit_json(result.to_json() | {"updates": changes.to_json() if changes else None})
     else:
         click.echo(result.note.decode("utf-8"), nl=False)
         if result.cosigned is not None:
@@ -159,3 +201,10 @@ def monitor(
     if result.witness_vkey is not None:
         where = f" written to {out}" if out is not None else " printed above"
         ok(f"cosigned as witness {result.witness_vkey}; the cosigned checkpoint is{where}")
+    if changes is not None:
+        show_changes(changes)
+        if fail_on_revocation and changes.stopped:
+            raise VerificationError(
+                f"log {result.origin} at {result.url}: something this ledger holds was revoked "
+                "or erased there (listed above): see 'trajledger impact REF' for what is built "
+                "on it")

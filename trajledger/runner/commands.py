@@ -106,7 +106,19 @@ def _describe(p: Any) -> list[str]:
     return lines
 
 
+_FORBIDS = {
+    "approver": "nothing recorded here can be approved for training, imported or released, "
+    "and the policy's successors are signed by its producers",
+    "trainer": "no checkpoint can be recorded (training is refused)",
+}
+"""What a policy without the role forbids (``policy init --roles``)."""
+
+
 @policy.command("init")
+@click.option("--roles", default="producer,approver,trainer", show_default=True,
+              metavar="ROLE[,ROLE...]",
+              help="The roles this ledger uses: producer (always), approver, trainer. A data "
+              "vendor that only records and exports needs 'producer'.")
 @click.option("--producer", "producers", multiple=True, metavar="KEY",
               help="Producer key name (repeat); default: keys named vendor* or producer*.")
 @click.option("--approver", "approvers", multiple=True, metavar="KEY",
@@ -120,6 +132,7 @@ def _describe(p: Any) -> list[str]:
 @pass_ctx
 def policy_init(
     ctx: Context,
+    roles: str,
     producers: tuple[str, ...],
     approvers: tuple[str, ...],
     trainers: tuple[str, ...],
@@ -131,44 +144,60 @@ def policy_init(
     Each key is written inline (its PEM), under a comment with its name and fingerprint, so
     the file names no key file someone else could replace. Compare the fingerprints with
     'trajledger key list' (and each key's owner), check it ('trajledger policy check FILE'),
-    edit it, then record it ('trajledger policy set FILE --key APPROVER...').
+    edit it, then record it ('trajledger policy set FILE --key APPROVER...', or --key PRODUCER
+    for a policy without approvers).
+
+    Only the roles in --roles are asked for (all missing keys are named at once), and each
+    role left out is said to forbid what it would have allowed.
 
     \b
-    Example:
+    Examples:
       trajledger policy init --producer vendor --approver approver-a --trainer trainer
+      trajledger policy init --roles producer      # a data vendor: record and export
     """
     from trajledger.ledger.catalog import did_you_mean, suggest
     from trajledger.ledger.errors import LedgerError
     from trajledger.ledger.fs import write_file_atomic
+    from trajledger.ledger.home import notice
     from trajledger.ledger.policy_state import policy_toml
     from trajledger.verify.policy import load_policy_file
 
     ledger = ctx.ledger()
     names = [k.name for k in ledger.keys.list()]
-
-    def pick(given: tuple[str, ...], prefixes: tuple[str, ...], role: str) -> list[str]:
-        chosen = list(given) or [n for n in names if n.startswith(prefixes)]
-        for n in chosen:
+    used = [r.strip() for r in roles.split(",") if r.strip()]
+    unknown = sorted(set(used) - {"producer", "approver", "trainer"})
+    if unknown or "producer" not in used:
+        raise click.BadParameter(f"{', '.join(unknown) or 'no producer'}: want producer, and "
+                                 "any of approver, trainer", param_hint="--roles")
+    asked = {"producer": (producers, ("vendor", "producer")),
+             "approver": (approvers, ("approver",)), "trainer": (trainers, ("trainer",))}
+    for role, (given, _p) in asked.items():
+        if given and role not in used:
+            raise click.UsageError(f"--{role} is given, but --roles leaves {role} out")
+    chosen = {r: list(asked[r][0]) or [n for n in names if n.startswith(asked[r][1])]
+              for r in asked if r in used}
+    for role, keys in chosen.items():
+        for n in keys:
             if n not in names:
                 close = did_you_mean(suggest(n, names))
                 raise click.BadParameter(
                     f"no key {n!r} in {ledger.keys.directory}" + (f"; {close}" if close else ""),
                     param_hint=f"--{role}")
-        if not chosen:
-            raise click.UsageError(
-                f"no {role} key: name one with --{role} KEY (keys: {', '.join(names) or 'none'})"
-            )
-        return chosen
-
-    roles = {
-        "producer": pick(producers, ("vendor", "producer"), "producer"),
-        "approver": pick(approvers, ("approver",), "approver"),
-        "trainer": pick(trainers, ("trainer",), "trainer"),
-    }
-    need = approvals or min(2, len(roles["approver"]))
-    if need > len(roles["approver"]):
+    missing = [r for r, keys in chosen.items() if not keys]
+    if missing:
+        raise click.UsageError(
+            "no " + " and no ".join(f"{r} key (--{r} KEY)" for r in missing) + f" (keys: "
+            f"{', '.join(names) or 'none'}; create them with 'trajledger key new NAME', or leave "
+            "a role out with --roles)"
+        )
+    members = chosen
+    need = approvals or min(2, len(members.get("approver", [])))
+    if "approver" not in members:
+        if approvals is not None:
+            raise click.UsageError("--approvals applies when the policy has approvers")
+    elif need > len(members["approver"]):
         raise click.BadParameter(
-            f"{need} approvals, but only {len(roles['approver'])} approver key(s)",
+            f"{need} approvals, but only {len(members['approver'])} approver key(s)",
             param_hint="--approvals",
         )
     if out.exists():
@@ -177,7 +206,7 @@ def policy_init(
         ledger.config.origin,
         {role: ([(k, ledger.keys.public(k)) for k in keys],
                 need if role == "approver" else 1, "")
-         for role, keys in roles.items()},
+         for role, keys in members.items()},
         ledger.log.vkey,
         header="# A starting trust policy (trajledger policy init): see keys/README.md for every "
         "setting.\n# Keys are inline: compare each fingerprint with its owner's 'trajledger key "
@@ -189,12 +218,20 @@ def policy_init(
     except Exception:
         out.unlink()
         raise
-    for role, keys in roles.items():
+    for role, keys in members.items():
         for k in keys:
             click.echo(f"{role:9} {k:16} {ledger.keys.public(k).keyid}", err=True)
-    ok(f"policy {out} written: {len(roles['producer'])} producer, {len(roles['approver'])} "
-       f"approver ({need} needed), {len(roles['trainer'])} trainer key(s), inline; next: "
-       f"'trajledger policy set {out} --key APPROVER...'")
+    for role, forbids in _FORBIDS.items():
+        if role not in members:
+            notice(f"{out}: no {role} role: {forbids}")
+    counts = [f"{len(members['producer'])} producer"]
+    if "approver" in members:
+        counts.append(f"{len(members['approver'])} approver ({need} needed)")
+    if "trainer" in members:
+        counts.append(f"{len(members['trainer'])} trainer")
+    signer = "APPROVER" if "approver" in members else "PRODUCER"
+    ok(f"policy {out} written: {', '.join(counts)} key(s), inline; next: "
+       f"'trajledger policy set {out} --key {signer}...'")
 
 
 @policy.command("check")
@@ -243,14 +280,16 @@ def _note_paths(file: Path, p: Any) -> None:
     "keys",
     multiple=True,
     required=True,
-    help="Approver key signing the policy (repeat up to the threshold).",
+    help="Approver key signing the policy (repeat up to the threshold); producer keys for a "
+    "policy without approvers.",
 )
 @click.option("--yes", is_flag=True,
               help="Record a policy that adds or removes members of a role (shown first).")
 @JSON_OPTION
 @pass_ctx
 def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool, as_json: bool) -> None:
-    """Record FILE as the policy in force (signed by the current approvers' threshold).
+    """Record FILE as the policy in force (signed by the current approvers' threshold, or its
+    producers' when it has no approvers: a data vendor's ledger).
 
     FILE needs a higher serial than the policy in force. Before anything is signed, each
     role's members that FILE adds or removes are shown by fingerprint (the first policy: all

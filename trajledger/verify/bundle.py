@@ -61,7 +61,7 @@ from .lineage import INFO, OK, LineageVerifier, Node, Record, Report
 from .log_entry import LogEntry
 from .log_key import HANDOVER_DIR, parse_handover
 from .logcheck import check_entries
-from .merkle import HASH_SIZE, leaf_hash, verify_inclusion
+from .merkle import HASH_SIZE, CompactRange, leaf_hash
 from .note import Note, Verifier, b64decode_strict, verifier_from_vkey
 from .policy import TrustPolicy, follow_history
 from .predicates import RolloutBatch
@@ -71,6 +71,7 @@ from .tlog_proof import TlogProof
 
 __all__ = [
     "BUNDLE_FORMAT",
+    "EXTENSION_FORMAT",
     "HANDOVER_FORMAT",
     "INDEX_NAME",
     "READABLE_FORMATS",
@@ -92,7 +93,12 @@ HANDOVER_FORMAT = 3
 """The ``format`` of a bundle that holds ``key-handovers/<n>`` members (a log whose key was
 rotated); otherwise as format 2, which is written whenever there are none."""
 
-READABLE_FORMATS = (1, 2, 3)
+EXTENSION_FORMAT = 4
+"""The ``format`` of an update bundle: it carries the log's extension, every entry since a tree
+size the recipient accepted (``extension``), proven by the root they rebuild; its ``subject``
+may be null (the extension alone). It may hold key handovers too."""
+
+READABLE_FORMATS = (1, 2, 3, 4)
 """Every ``format`` of ``bundle.json`` this module reads (trajledger 0.1.0 wrote 1)."""
 
 INDEX_NAME = "bundle.json"
@@ -109,6 +115,7 @@ _LAYOUT = re.compile(
     rf"|entries/(?P<entry>{_DEC})"
     rf"|proofs/(?P<proof>{_DEC})\.tlog-proof"
     rf"|proofs/(?P<consistency>[1-9][0-9]{{0,19}})\.consistency"
+    rf"|proofs/(?P<range>[1-9][0-9]{{0,19}})\.range"
     rf"|objects/sha256/(?P<object>[0-9a-f]{{64}})"
     rf"|policy/(?P<policy>{_DEC})\.json"
     rf"|{HANDOVER_DIR}/(?P<handover>[1-9][0-9]{{0,5}})"
@@ -119,7 +126,8 @@ _INDEX_KEYS_V1 = frozenset(
     {"format", "subject", "origin", "vkey", "created", "omitted", "members"}
 )
 _INDEX_KEYS = {1: _INDEX_KEYS_V1, 2: _INDEX_KEYS_V1 | {"terms", "erased"},
-               3: _INDEX_KEYS_V1 | {"terms", "erased"}}
+               3: _INDEX_KEYS_V1 | {"terms", "erased"},
+               4: _INDEX_KEYS_V1 | {"terms", "erased", "extension"}}
 _MEMBER_KEYS = frozenset({"name", "size", "sha256"})
 _TERMS_KEYS = frozenset({"batch", "licence", "consent", "retention"})
 _PAX_KEYS = frozenset({"path", "size"})
@@ -268,10 +276,13 @@ class BundleIndex:
             retention its signed record states, sorted by batch digest.
         erased: (format 2) data blobs of the lineage that a verified erasure deleted: not in
             the bundle, by law rather than by choice, sorted.
-        format: 1 (trajledger 0.1.0; no terms, no erased), 2, or 3 (2 with key handovers).
+        format: 1 (trajledger 0.1.0; no terms, no erased), 2, 3 (2 with key handovers) or 4
+            (an update: the log's extension).
+        extension: (format 4) the tree size from which the bundle holds every entry of the
+            log up to its checkpoint; None in other formats.
     """
 
-    subject: str
+    subject: str | None
     origin: str
     vkey: str
     created: str
@@ -280,6 +291,7 @@ class BundleIndex:
     format: int = BUNDLE_FORMAT
     terms: tuple[Terms, ...] = ()
     erased: tuple[str, ...] = ()
+    extension: int | None = None
     by_name: dict[str, Member] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -296,7 +308,14 @@ class BundleIndex:
             )
         if self.format == 1 and (self.terms or self.erased):
             raise FormatError(f"{what}: format 1 has no terms or erased")
-        parse_digest(self.subject, f"{what}: subject")
+        if (self.format == EXTENSION_FORMAT) != (self.extension is not None) or (
+                self.extension is not None
+                and (type(self.extension) is not int or not 0 <= self.extension <= _MAX_INT)):
+            raise FormatError(f"{what}: extension {self.extension!r}: format "
+                              f"{EXTENSION_FORMAT} has an extension (a tree size), no other "
+                              "format has one")
+        if self.subject is not None or self.format != EXTENSION_FORMAT:
+            parse_digest(self.subject, f"{what}: subject")
         if not isinstance(self.origin, str) or not self.origin:
             raise FormatError(f"{what}: origin must be a non-empty string")
         if not isinstance(self.vkey, str):
@@ -314,6 +333,9 @@ class BundleIndex:
                 raise FormatError(
                     f"{what}: member {m.name}: key handovers need format {HANDOVER_FORMAT}"
                 )
+            if kind == "range" and m.name != f"proofs/{self.extension}.range":
+                raise FormatError(f"{what}: member {m.name}: a compact range only for the "
+                                  f"extension's first size ({self.extension})")
             if type(m.size) is not int or not 0 <= m.size <= _MAX_INT:
                 raise FormatError(f"{what}: member {m.name}: size {m.size!r}, want 0..2^53-1")
             if not isinstance(m.sha256, str) or not _HEX64.fullmatch(m.sha256):
@@ -358,6 +380,8 @@ class BundleIndex:
         if self.format >= 2:
             obj["terms"] = [t.to_json() for t in self.terms]
             obj["erased"] = list(self.erased)
+        if self.format >= EXTENSION_FORMAT:
+            obj["extension"] = self.extension
         return canonical_bytes(obj, INDEX_NAME)
 
     @classmethod
@@ -410,6 +434,7 @@ class BundleIndex:
                 Terms.from_json(t, f"{INDEX_NAME}: terms[{i}]") for i, t in enumerate(raw_terms)
             ),
             erased=tuple(erased),
+            extension=obj.get("extension"),
         )
         if index.to_bytes() != data:
             raise FormatError(f"{INDEX_NAME}: not in canonical form (RFC 8785, no whitespace)")
@@ -672,6 +697,7 @@ class BundleEvidence:
         self._consistency: dict[int, list[bytes]] = {}
         self._policies: dict[int, bytes] = {}
         self._handovers: dict[int, bytes] = {}
+        self._range: list[bytes] = []
         self._objects: dict[str, Path] = {}
         self._dir: Path | None = None
         self._cleanup: Callable[[], None] = lambda: None
@@ -865,6 +891,9 @@ class BundleEvidence:
                 self._policies[int(key)] = data
             elif kind == "handover":
                 self._handovers[int(key)] = data
+            elif kind == "range":
+                self._range = parse_consistency_proof(
+                    data, f"bundle {self.path.name}: member {name}")
 
     def _check_members(self, what: str) -> None:
         """Cross-check the members against each other.
@@ -872,11 +901,13 @@ class BundleEvidence:
         Steps:
             1. The checkpoint parses, its origin is the index's, and the index's vkey (named
                after that origin) verifies its signature.
-            2. Each entry has a proof, and each proof is for a bundled entry, at its index,
-               against the bundled checkpoint byte for byte.
+            2. Each entry below the extension (all of them, without one) has a proof, and each
+               proof is for a bundled entry, at its index, against the bundled checkpoint byte
+               for byte.
             3. The entries pass the one chain-and-root checker (`verify.logcheck.check_entries`):
-               each parses and lies inside the tree, neighbours chain by ``prev``, and each is
-               included under the checkpoint.
+               each parses and lies inside the tree, neighbours chain by ``prev``, each is
+               included under the checkpoint; the extension's entries (every one from its first
+               size on) extend its compact range (``proofs/<n>.range``) to the root.
             4. Each consistency proof starts from a size below the checkpoint's.
             5. Each ``policy/<i>.json`` is the preimage of trust-policy entry ``i``'s subject
                and parses as a policy; every bundled trust-policy entry has one.
@@ -908,8 +939,13 @@ class BundleEvidence:
             raise SignatureError(f"{here}: not signed by the log key in {INDEX_NAME}: {e}") from e
         size = self.checkpoint.size
         # (2)
+        ext = index.extension
+        if ext is not None and (ext > size or bool(ext) != bool(self._range)):
+            raise FormatError(f"{what}: {INDEX_NAME}: an extension from size {ext} needs "
+                              f"proofs/{ext}.range (none from 0) and a checkpoint of at least "
+                              f"that size (it has {size})")
         for i in sorted(self._entries):
-            if i not in self._proofs:
+            if i not in self._proofs and (ext is None or i < ext):
                 raise FormatError(f"{what}: member entries/{i}: has no proofs/{i}.tlog-proof")
         for i, proof in sorted(self._proofs.items()):
             where = f"{what}: member proofs/{i}.tlog-proof"
@@ -929,6 +965,7 @@ class BundleEvidence:
             self.checkpoint.root,
             lambda i: self._proofs[i].inclusion,
             name=lambda i: f"entries/{i} and proofs/{i}.tlog-proof",
+            start=self.extension(),
         )
         if findings:
             raise ProofError(f"{what}: members {findings[0].file}: {findings[0].message}")
@@ -997,8 +1034,9 @@ class BundleEvidence:
     # -- what the bundle holds ------------------------------------------------------------------
 
     @property
-    def subject(self) -> str:
-        """The digest the bundle is evidence for."""
+    def subject(self) -> str | None:
+        """The digest the bundle is evidence for (None: an update bundle of the extension
+        alone)."""
         return self.index.subject
 
     @property
@@ -1026,6 +1064,21 @@ class BundleEvidence:
         """The bundled key handover notes, in order (format 3; empty otherwise)."""
         return [self._handovers[n] for n in sorted(self._handovers)]
 
+    def extension(self) -> CompactRange | None:
+        """The compact range the extension starts from (format 4; None otherwise): every entry
+        from its size to the checkpoint's is bundled, and they rebuild the root from it."""
+        ext = self.index.extension
+        return None if ext is None else CompactRange(ext, tuple(self._range))
+
+    def root_at(self, size: int) -> bytes | None:
+        """The root of the log's first ``size`` entries, rebuilt from the extension (checked
+        against the checkpoint when the bundle was opened); None when the extension does not
+        cover ``size``."""
+        ext = self.extension()
+        if ext is None or not ext.size <= size <= self.checkpoint.size:
+            return None
+        return ext.extend([leaf_hash(self._entries[i]) for i in range(ext.size, size)]).root()
+
     def unused(self) -> list[str]:
         """Members no verifier has asked for (entries, objects, omitted digests), by name."""
         out = [f"entries/{i}" for i in sorted(self._entries) if i not in self.touched_entries]
@@ -1047,12 +1100,19 @@ class BundleEvidence:
         yield from sorted(self._entries.items())
 
     def inclusion_proof(self, index: int, size: int) -> list[bytes]:
-        """The bundled proof of ``index`` (bundles hold proofs at their checkpoint's size only).
+        """The bundled proof of ``index`` (bundles hold proofs at their checkpoint's size only);
+        for an entry of the extension, the proof its compact range and entries give.
 
         Raises:
             FileNotFoundError: no proof for that entry at that size.
         """
         proof = self._proofs.get(index)
+        ext = self.extension()
+        if size == self.checkpoint.size and proof is None and ext is not None \
+                and ext.size <= index < size:
+            self.touched_entries.add(index)
+            leaves = [leaf_hash(self._entries[i]) for i in range(ext.size, size)]
+            return ext.inclusion_proof(leaves, index)
         if proof is None or size != self.checkpoint.size:
             raise FileNotFoundError(
                 f"the bundle holds no inclusion proof of entry {index} at size {size}"
@@ -1166,7 +1226,7 @@ def verify_bundle(
         )
     # (1)
     records: list[tuple[int, str, bytes]] = []
-    for i, subject, envelope in evidence.policy_records():
+    for i, about, envelope in evidence.policy_records():
         if envelope is None:
             digest = LogEntry.from_bytes(evidence.entry_bytes(i) or b"").envelope
             bundle.fail(
@@ -1175,7 +1235,7 @@ def verify_bundle(
                 f"(objects/sha256/{digest[7:]}) is missing from the bundle",
             )
         else:
-            records.append((i, subject, envelope))
+            records.append((i, about, envelope))
     in_force, notes = follow_history(policy, records)
     assert in_force is not None  # a trusted policy was given
     for n in notes:
@@ -1186,32 +1246,62 @@ def verify_bundle(
     if known_checkpoint is not None:
         verifier.check_known_checkpoint(known_checkpoint)
     # (4)
-    report = verifier.verify(evidence.subject)
+    subject = evidence.subject
+    if subject is not None:
+        report = verifier.verify(subject)
+    else:
+        verifier.finish()
+        report = verifier.report("bundle", ["log"])
     # (5)
-    cp = verifier.checkpoint
-    if cp is not None:
+    if verifier.checkpoint is not None:
         for i, _subject, _env in records:
-            raw = evidence.entry_bytes(i)
-            assert raw is not None
-            try:
-                verify_inclusion(
-                    i, cp.size, leaf_hash(raw), evidence.inclusion_proof(i, cp.size), cp.root
-                )
-            except (ProvenanceError, FileNotFoundError) as e:
-                bundle.fail("policy history",
-                            f"trust-policy record {i}: not included under the checkpoint: {e}")
+            why = verifier.included(i)
+            if why is not None:
+                bundle.fail("policy history", f"trust-policy record {i}: {why}")
+        _check_extension(evidence, verifier, bundle)
     # (6)
     if index.format >= 2:
         _check_terms(evidence, verifier, report, bundle)
     # (7) The verifier may prove inclusion of many entries at once (when the bundle holds the
     # whole tree it recomputes the root), so what it relied on counts as touched too.
     evidence.touched_entries.update(verifier.used)
-    if report.ok and bundle.ok:
+    if bundle.ok and all(c.what == "revoked" for _n, checks, _d in report.causes()
+                         for c in checks):
         for name in evidence.unused():
-            bundle.fail("members",
-                        f"member {name} is not used by the lineage of {evidence.subject[:19]}…")
+            bundle.fail("members", f"member {name} is not used by the lineage of "
+                        f"{(subject or 'the extension')[:19]}…")
     verifier.decision(bundle)
-    return verifier.report(evidence.subject, ["bundle", "log", evidence.subject])
+    if subject is None:
+        return verifier.report("bundle", ["bundle", "log"])
+    return verifier.report(subject, ["bundle", "log", subject])
+
+
+def _check_extension(evidence: BundleEvidence, verifier: LineageVerifier, bundle: Node) -> None:
+    """Step 5 of `verify_bundle`, for an update bundle: the extension's entries were proven by
+    the root they rebuild (the log's check); each one whose envelope the bundle carries (what
+    the log publishes: revocations, erasures, policies) is verified as a record, and what it
+    says is listed. The others are other parties' records: hashed, not shown."""
+    ext = evidence.extension()
+    cp = verifier.checkpoint
+    if ext is None or cp is None or not verifier.log.ok:
+        return
+    evidence.touched_entries.update(range(ext.size, cp.size))
+    shown = 0
+    for i in range(ext.size, cp.size):
+        entry = LogEntry.from_bytes(evidence.entry_bytes(i) or b"")
+        if entry.kind == "trust-policy" or entry.envelope not in evidence.objects:
+            continue
+        shown += 1
+        rec = verifier.record(i)
+        about = f"about {entry.subject[:19]}…"
+        if isinstance(rec, Record):
+            reason = getattr(rec.predicate, "reason", None)
+            bundle.add(f"{entry.kind} record {i}", INFO, f"{about}: verified"
+                       + (f": {reason}" if reason else ""))
+        else:
+            bundle.add(f"{entry.kind} record {i}", INFO, f"{about}: ignored: {rec.message}")
+    bundle.add("extension", OK, f"entries {ext.size}..{cp.size - 1} of the log rebuild its "
+               f"root from the tree of size {ext.size}; {shown} with their records")
 
 
 def _check_terms(
@@ -1236,9 +1326,11 @@ def _check_terms(
         elif got != terms:
             bundle.fail("terms", f"{INDEX_NAME} states {got.describe()} for batch "
                         f"{digest[:19]}…; its signed record states {terms.describe()}")
+    # Batches a failing subject kept the walk from reaching follow from its failure.
+    cause = next((r for r in report.roots if r in report.failing()), None)
     for digest in sorted(set(stated) - set(signed)):
         bundle.fail("terms", f"{INDEX_NAME} states terms for {digest[:19]}…, which is not a "
-                    "verified rollout batch of this lineage")
+                    "verified rollout batch of this lineage", cause)
     if signed and set(signed) == set(stated):
         by_licence: dict[str, int] = {}
         for t in signed.values():

@@ -19,6 +19,7 @@ from .checkpoint import Checkpoint
 from .digest import parse_digest
 from .errors import FormatError
 from .log_key import HANDOVER_DIR
+from .merkle import CompactRange
 from .note import Note
 from .tiles import TileReader
 
@@ -74,6 +75,12 @@ class Evidence(Protocol):
     def key_handovers(self) -> list[bytes]:
         """The log's key handover notes (``verify.log_key``), oldest first; empty when its key
         was never rotated."""
+        ...
+
+    def extension(self) -> CompactRange | None:
+        """The compact range of the log's first entries when the evidence holds every entry
+        after them (an update bundle's extension: they prove themselves by rebuilding the
+        root); None when each entry comes with its own proof."""
         ...
 
 
@@ -256,6 +263,10 @@ class LedgerDirEvidence:
             FormatError: one cannot be read.
         """
         return read_handovers(self.log_dir)
+
+    def extension(self) -> CompactRange | None:
+        """None: a ledger directory proves any entry from its tiles."""
+        return None
 
     def blob(self, digest: str) -> bytes | None:
         """The blob's bytes, or None when absent."""

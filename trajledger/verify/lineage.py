@@ -126,10 +126,14 @@ class Check:
     what: str
     status: str = OK
     detail: str = ""
+    cause: str | None = None
+    """For a failure that follows from another node's (a record signed by a key the policy
+    does not hold, a batch left unverified because its checkpoint failed): that node's id."""
 
     def to_json(self) -> dict[str, str]:
-        """The JSON form."""
-        return {"what": self.what, "status": self.status, "detail": self.detail}
+        """The JSON form (``cause`` only when there is one)."""
+        out = {"what": self.what, "status": self.status, "detail": self.detail}
+        return out | ({"cause": self.cause} if self.cause else {})
 
 
 @dataclass
@@ -153,15 +157,16 @@ class Node:
     signers: tuple[str, ...] = ()
     checks: list[Check] = field(default_factory=list)
 
-    def add(self, what: str, status: str = OK, detail: str = "") -> Check:
+    def add(self, what: str, status: str = OK, detail: str = "", cause: str | None = None
+            ) -> Check:
         """Record a check and return it."""
-        c = Check(what, status, detail)
+        c = Check(what, status, detail, cause)
         self.checks.append(c)
         return c
 
-    def fail(self, what: str, detail: str) -> Check:
-        """Record a failed check."""
-        return self.add(what, FAIL, detail)
+    def fail(self, what: str, detail: str, cause: str | None = None) -> Check:
+        """Record a failed check (``cause``: the node whose failure it follows from)."""
+        return self.add(what, FAIL, detail, cause)
 
     @property
     def status(self) -> str:
@@ -291,12 +296,70 @@ class Report:
                     todo.append(src)
         return out
 
+    def causes(self) -> list[tuple[Node, list[Check], int]]:
+        """The root causes: each node with failed checks that follow from no other failure
+        (its own problems), those checks, and how many records depend on it (fail only
+        because of it: nodes failing through their lineage, and each check naming it, or a
+        node depending on it, as its cause). In walk order, then nodes no root reaches (a
+        key that signed records the policy does not trust)."""
+        return self._blame()[0]
+
+    def _blame(self) -> tuple[list[tuple[Node, list[Check], int]], int]:
+        """`causes`, and how many records fail only because of a root cause (each once)."""
+        failing = self.failing()
+        deps: dict[str, list[str]] = {}
+        for e in self.edges:
+            deps.setdefault(e.src, []).append(e.dst)
+        failed = {nid: [c for c in n.checks if c.status == FAIL] for nid, n in self.nodes.items()}
+        own = {nid: [c for c in cs if c.cause not in failing] for nid, cs in failed.items()}
+
+        def via(nid: str) -> list[str]:
+            caused = [c.cause for c in failed[nid] if c.cause in failing]
+            return [v for v in caused if v is not None] or [
+                d for d in deps.get(nid, []) if d in failing]
+
+        blamed: dict[str, set[str]] = {}
+        for start in failing:  # iteratively: a lineage may be thousands of nodes deep
+            stack, visiting = [start], set()
+            while stack:
+                nid = stack[-1]
+                if nid in blamed or own[nid]:
+                    stack.pop()
+                    continue
+                todo = [v for v in via(nid) if v not in blamed and not own[v]
+                        and v not in visiting]
+                if todo and nid not in visiting:
+                    visiting.add(nid)
+                    stack.extend(todo)
+                    continue
+                blamed[nid] = set().union(*({v} if own[v] else blamed.get(v, set())
+                                            for v in via(nid)))
+                stack.pop()
+        counts: dict[str, int] = {}
+        total = 0
+        for nid in failing:
+            if own[nid]:
+                continue
+            # A record is an artifact failing through its lineage, or each check that follows
+            # from a cause (a bundle's terms of batches never reached); decisions are not.
+            units = sum(1 for c in failed[nid] if c.cause in failing) or int(
+                self.nodes[nid].kind in KINDS)
+            total += units
+            for r in blamed.get(nid, ()):
+                counts[r] = counts.get(r, 0) + units
+        order = [node.id for _d, _e, node, first in self.walk() if first]
+        walked = set(order)
+        order += [nid for nid in self.nodes if nid not in walked]
+        return [(self.nodes[nid], own[nid], counts.get(nid, 0)) for nid in order
+                if own[nid]], total
+
     def verdict(self) -> str:
         """The report's first line: the outcome, the subject and the count of problems.
 
-        ``✓ OK: <subject>: N checks passed`` or ``✗ FAIL: <subject>: P problem(s) in N checks:
-        in K artifact(s), M more fail through their lineage``; a problem is a failed check of
-        the node it judges (what fails only through its lineage is counted apart).
+        ``✓ OK: <subject>: N checks passed`` or ``✗ FAIL: <subject>: P problem(s) in N checks,
+        in K node(s); M more fail through their lineage``; a problem is a root cause (a failed
+        check that follows from no other failure, `causes`), and what fails only because of
+        one is counted apart.
         """
         n, failed = self.count()
         node = self.nodes.get(self.subject)
@@ -305,11 +368,12 @@ class Report:
             erased = self.erased()
             return f"✓ OK: {subject}: {n} checks passed" + (
                 f" ({erased} erased: data deleted, digests verified)" if erased else "")
-        own = [nid for nid, x in self.nodes.items() if not x.ok]
-        inherited = len(self.failing()) - len(own)
-        where = f"in {len(own)} node(s)" if own != ["log"] else "in the log"
-        return (f"✗ FAIL: {subject}: {failed} problem(s) in {n} checks, {where}"
-                + (f"; {inherited} more fail through their lineage" if inherited else ""))
+        causes, depend = self._blame()
+        problems = sum(len(checks) for _n, checks, _d in causes)
+        where = (f"in {len(causes)} node(s)" if [c[0].id for c in causes] != ["log"]
+                 else "in the log")
+        return (f"✗ FAIL: {subject}: {problems} problem(s) in {n} checks, {where}"
+                + (f"; {depend} more fail through their lineage" if depend else ""))
 
     def erased(self) -> int:
         """How many ``erased`` checks the graph holds."""
@@ -339,13 +403,15 @@ class Report:
                     stack.append((depth + 1, e, other))
 
     def failures(self) -> list[str]:
-        """One line per failed check, ``<node label> > <what>: <detail>``, each node once."""
+        """One line per root cause (`causes`), ``<node label> > <what>: <detail>``, each once;
+        a node's last line ends ``; and N records that depend on it`` when some do. What
+        fails only because of a root cause has no line of its own (``to_json`` keeps it)."""
         out: list[str] = []
-        for _depth, _edge, node, first in self.walk():
-            if first:
-                out.extend(
-                    f"{node.label} > {c.what}: {c.detail}" for c in node.checks if c.status == FAIL
-                )
+        for node, checks, depend in self.causes():
+            out.extend(f"{node.label} > {c.what}: {c.detail}" for c in checks)
+            if depend:
+                out[-1] += (f"; and {depend} records that depend on it" if depend > 1
+                            else "; and 1 record that depends on it")
         return out
 
     def render(self) -> list[str]:
@@ -363,6 +429,9 @@ class Report:
             for nid, role in m.about:
                 marks.setdefault(nid, []).append((role, m))
         lines: list[str] = [self.verdict()]
+        causes = self.causes()
+        if len(causes) > 1 or any(d for _n, _c, d in causes):
+            lines += [f"  {_MARK[FAIL]} cause: {line}" for line in self.failures()]
         for depth, edge, node, first in self.walk():
             pad = "    " * min(depth, _MAX_INDENT)
             via = f"{edge.role} → " if edge is not None else ""
@@ -379,9 +448,19 @@ class Report:
             if node.signers:
                 facts.append("signed by " + ", ".join(s[:12] for s in node.signers))
             lines.append(head + (f" — {', '.join(facts)}" if facts else ""))
+            following: dict[str, list[Check]] = {}
             for c in node.checks:
+                if c.status == FAIL and c.cause in self.nodes and c.cause is not None:
+                    following.setdefault(c.cause, []).append(c)
+                    if len(following[c.cause]) > 1:
+                        continue  # drawn once below, with how many there are
                 text = c.what + (f" — {c.detail}" if c.detail else "")
                 lines.append(f"{pad}    {_MARK[c.status]} {text}")
+            for cause, same in following.items():
+                if len(same) > 1:
+                    lines.append(f"{pad}    {_MARK[FAIL]} and {len(same) - 1} more "
+                                 f"{'/'.join(sorted({c.what for c in same}))} check(s) failing "
+                                 f"because {self.nodes[cause].label} fails")
             if node.ok and node.id in failing:
                 bad = sorted(self.nodes[d].label for d in users.get(node.id, ()) if d in failing)
                 lines.append(f"{pad}    {_MARK[FAIL]} lineage — depends on {len(bad)} failing: "
@@ -406,8 +485,12 @@ class Report:
             "ok": self.ok,
             "checks": n,
             "failed": f,
+            "causes": [{"node": node.id, "dependents": d} for node, _c, d in self.causes()],
             "roots": list(self.roots),
-            "nodes": [node.to_json() | {"lineage": FAIL if node.id in failing else OK}
+            "nodes": [node.to_json() | {"lineage": FAIL if node.id in failing else OK,
+                                        "checks": [c.to_json() if c.cause in self.nodes
+                                                   else Check(c.what, c.status, c.detail).to_json()
+                                                   for c in node.checks]}
                       for node in self.nodes.values()],
             "edges": [e.to_json() for e in self.edges],
         }
@@ -441,6 +524,9 @@ class RecordFailure:
     index: int
     message: str
     damaged: bool
+    cause: str | None = None
+    """What it fails because of: ``log`` (no verified checkpoint), or ``key:<keyid>:<roles>``
+    (its envelope names only that key, which holds none of those roles)."""
 
 
 def _short(digest: str) -> str:
@@ -534,6 +620,7 @@ class LineageVerifier:
         self._deps: dict[str, list[Dependency]] = {}
         self._followed: set[str] = set()
         self._erased_blobs: dict[str, Record | None] = {}
+        self._key_notes: dict[str, str] = {}
         self._index: LogIndex = index if index is not None else MemoryIndex(0, evidence)
         self._check_log(index)
 
@@ -669,6 +756,7 @@ class LineageVerifier:
             cp.root,
             lambda i: self.evidence.inclusion_proof(i, cp.size),
             name=lambda i: f"entry {i}",
+            start=self.evidence.extension(),
         )
         for f in findings[:10]:
             self.log.fail("entries", f.message if f.file.startswith("entry ") else str(f))
@@ -686,7 +774,9 @@ class LineageVerifier:
 
         Steps:
             1. Verify the earlier checkpoint by the policy's log key.
-            2. `check_consistent` it with the current one, using a proof from the evidence.
+            2. `check_consistent` it with the current one, using a proof from the evidence; or,
+               when the evidence holds the log's extension from a size at or below the earlier
+               one, the root its entries give at that size must be the earlier root.
 
         A failure is added to the log node, naming both sizes and roots.
         """
@@ -709,12 +799,30 @@ class LineageVerifier:
             # (2)
             new = self.checkpoint
             proof: list[bytes] = []
-            if 0 < old.size < new.size:
+            ext = self.evidence.extension()
+            if ext is not None and ext.size <= old.size <= new.size and self.log.ok:
+                leaves = [leaf_hash(self._index.entry_bytes(i) or b"")
+                          for i in range(ext.size, old.size)]
+                got = ext.extend(leaves).root()
+                if got != old.root:
+                    raise VerificationError(
+                        f"fork: the log's entries give root {got.hex()[:16]}… at size "
+                        f"{old.size}, the {what} says {old.root.hex()[:16]}…")
+            elif 0 < old.size < new.size:
                 proof = self.evidence.consistency_proof(old.size, new.size)
-            check_consistent(old, new, proof)
+                check_consistent(old, new, proof)
+            else:
+                check_consistent(old, new, proof)
             self.log.add(f"consistent with the {what}", OK, f"size {old.size} -> {new.size}")
         except (ProvenanceError, OSError) as e:
             self.log.fail(f"consistent with the {what}", f"log fork or rollback: {e}")
+
+    def included(self, index: int) -> str | None:
+        """None when entry ``index`` is included under the verified checkpoint; else why not."""
+        raw = self._index.entry_bytes(index)
+        if self.checkpoint is None or raw is None:
+            return f"log entry {index}: not available under a verified checkpoint"
+        return self._included(index, raw)
 
     def _included(self, index: int, raw: bytes) -> str | None:
         """None when entry ``index`` is included under the verified checkpoint; else why not."""
@@ -770,7 +878,7 @@ class LineageVerifier:
 
     def _record(self, index: int) -> Record | RecordFailure:
         if self.checkpoint is None:
-            return RecordFailure(index, "no verified log checkpoint", True)
+            return RecordFailure(index, "no verified log checkpoint", True, "log")
         entry = self._entry(index)
         raw = self._index.entry_bytes(index)
         if entry is None or raw is None:
@@ -853,6 +961,13 @@ class LineageVerifier:
             except SignatureError as e:
                 hint = f"; {'; '.join(notes)}" if notes else ""
                 signed_by = self._signed_by(envelope, kind.roles, index, entry.time)
+                named = {sig.keyid for sig in envelope.signatures if sig.keyid}
+                if len(named) == 1 and not named & {k.keyid for k in keys} and not found:
+                    # One key, which the policy does not hold for this: every record it
+                    # signed fails the same way; the report names it once, as their cause.
+                    cause = f"key:{named.pop()}:{' or '.join(kind.roles)}"
+                    self._key_notes.setdefault(cause, signed_by)
+                    return RecordFailure(index, f"{e}; {signed_by}{hint}", False, cause)
                 raise SignatureError(f"{e}; {signed_by}{hint}") from e
             if statement.predicate_type not in allowed:  # a version the policy does not allow
                 raise PolicyError(
@@ -871,7 +986,32 @@ class LineageVerifier:
             return RecordFailure(index, str(e), True)
         except ProvenanceError as e:
             return RecordFailure(index, str(e), False)
-        return Record(index, entry, statement, predicate, signers, found)
+        record = Record(index, entry, statement, predicate, signers, found)
+        if kind.name in ("revocation", "erasure"):
+            problem = self._authority(record)
+            if problem is not None:
+                return RecordFailure(index, problem, False)
+        return record
+
+    def _authority(self, rec: Record) -> str | None:
+        """Why a revocation or erasure has no authority over its subject, or None when it has:
+        an approver (of the policy it was logged under) may stop the use of anything; a
+        producer only of what it produced (it signed the subject's identity record)."""
+        policy = self.policy.policy_at(rec.index)
+        approver = policy.role("approver")
+        if rec.signers & approver.keyids or rec.identities & set(approver.identities):
+            return None
+        subject = rec.entry.subject
+        kind = self.primary_kind(subject)
+        made = self.identity_record(subject, kind) if kind is not None else None
+        if isinstance(made, Record) and (rec.signers & made.signers
+                                         or rec.identities & made.identities):
+            return None
+        who = ", ".join(k[:12] for k in sorted(rec.signers)) or "an identity"
+        what = f"{kind} {_short(subject)}" if kind else _short(subject)
+        return (f"{rec.entry.kind} record {rec.index}: signed by producer key {who}, which did "
+                f"not produce {what}: a producer may revoke or erase only what it produced, "
+                "an approver anything")
 
     def _signing_keys(
         self, kind: Kind, index: int, time: str
@@ -883,7 +1023,8 @@ class LineageVerifier:
         from a point at or before it (`TrustPolicy.revocation`,
         `TrustPolicy.identity_revocation`)."""
         policy = self.policy.policy_at(index)
-        roles = [policy.role(r) for r in kind.roles]
+        names = (policy.signing_role(),) if kind.name == "trust-policy" else kind.roles
+        roles = [policy.role(r) for r in names]
         held = [k for r in roles for k in r.keys]
         keys = [k for k in held if self.policy.revocation(k.keyid, index, time) is None]
         held_ids = [i for r in roles for i in r.identities]
@@ -915,6 +1056,24 @@ class LineageVerifier:
                 out += (f"; identity {ident.subject} ({ident.issuer}) revoked by policy "
                         f"{self.policy.name!r} serial {self.policy.serial}: {gone.describe()}")
         return out
+
+    def _cause_node(self, failure: RecordFailure) -> str | None:
+        """The node a record failure follows from (`RecordFailure.cause`): the log, or a key
+        that signed records the policy does not trust (made once, as a node of its own, so
+        every record it signed counts under it)."""
+        cause = failure.cause
+        if cause is None or not cause.startswith("key:"):
+            return cause
+        if cause not in self._nodes:
+            _key, keyid, roles = cause.split(":", 2)
+            node = Node(cause, "key", name=f"key {keyid[:12]}")
+            node.fail("trust", f"{self._key_notes.get(cause, '')}: records whose envelope names "
+                      f"only this key do not count under policy {self.policy.name!r} serial "
+                      f"{self.policy.serial}; if you trust its owner as {roles}, add the key "
+                      f"{keyid} to the policy")
+            self._nodes[cause] = node
+            self._edges[cause] = []
+        return cause
 
     def identity_record(self, digest: str, kind: str) -> Record | RecordFailure | None:
         """The identity record of an artifact: its first record of ``kind`` (None: none)."""
@@ -993,7 +1152,8 @@ class LineageVerifier:
             return node
         if isinstance(rec, RecordFailure):
             node.index = rec.index
-            node.fail("record", rec.message + (f"; {_repair_hint()}" if rec.damaged else ""))
+            node.fail("record", rec.message + (f"; {_repair_hint()}" if rec.damaged else ""),
+                      self._cause_node(rec))
             return node
         node.name, node.version = name_version(kind, rec.statement)
         node.index = rec.index
@@ -1277,7 +1437,8 @@ class LineageVerifier:
         # (1)
         rec = self.identity_record(digest, "dataset")
         if not isinstance(rec, Record) or not isinstance(rec.predicate, Dataset):
-            node.fail(f"training on dataset {_short(digest)}", "the dataset record does not verify")
+            node.fail(f"training on dataset {_short(digest)}", "the dataset record does not "
+                      "verify", digest if digest in self._nodes else None)
             return
         ds = rec.predicate
         label = f"dataset {ds.name}@{ds.version}"
@@ -1592,6 +1753,14 @@ class LineageVerifier:
                 nodes.setdefault(e.src, self._nodes[e.src])
                 nodes.setdefault(e.dst, self._nodes[e.dst])
                 edges.append(e)
+        # A key the policy does not hold comes along as the root cause of the records naming
+        # it, when there are several (one such record is clearer shown as itself).
+        named: dict[str, int] = {}
+        for node in nodes.values():
+            for c in node.checks:
+                if c.cause is not None and c.cause not in nodes and c.cause in self._nodes:
+                    named[c.cause] = named.get(c.cause, 0) + 1
+        nodes.update({k: self._nodes[k] for k, n in named.items() if n > 1})
         return Report(subject, list(roots), nodes, edges,
                       "upstream" if downstream is None else "downstream")
 

@@ -49,7 +49,14 @@ from pathlib import Path
 
 from .errors import FormatError, ProofError, ProvenanceError
 from .log_entry import GENESIS_PREV, LogEntry
-from .merkle import EMPTY_ROOT, HASH_SIZE, leaf_hash, node_hash, root_from_leaf_hashes
+from .merkle import (
+    EMPTY_ROOT,
+    HASH_SIZE,
+    CompactRange,
+    leaf_hash,
+    node_hash,
+    root_from_leaf_hashes,
+)
 from .merkle import verify_inclusion as _verify_inclusion
 from .tiles import (
     TILE_HEIGHT,
@@ -478,6 +485,7 @@ def check_entries(
     *,
     name: Callable[[int], str] = lambda i: f"entry {i}",
     on_entry: EntryCallback | None = None,
+    start: CompactRange | None = None,
 ) -> list[Finding]:
     """Check a subset of a log's entries against a tree (size and root).
 
@@ -486,10 +494,11 @@ def check_entries(
         2. Each entry parses strictly; ``on_entry`` runs on it.
         3. Where entries ``i - 1`` and ``i`` are both given, ``i``'s ``prev`` is the leaf hash
            of ``i - 1``; entry 0's is `GENESIS_PREV`.
-        4. When the subset is the whole tree (every index below ``size``), its root is rebuilt
-           from the entries and compared with ``root`` (no proofs needed); otherwise each
-           entry's inclusion proof (``proof_of(i)``, for the tree of ``size``) must lead to
-           ``root``.
+        4. The entries from ``start.size`` on (an extension of the tree: every one of them
+           must be given) extend ``start`` to the root (no proofs needed); so do all of them
+           when they are the whole tree (every index below ``size``: ``start`` is the empty
+           range). Each other entry's inclusion proof (``proof_of(i)``, for the tree of
+           ``size``) must lead to ``root``.
 
     Args:
         entries: entry bytes by index.
@@ -499,13 +508,25 @@ def check_entries(
             OSError or ProvenanceError when there is none.
         name: how to name entry ``i``'s file in findings (e.g. a bundle member).
         on_entry: per-entry check (`EntryCallback`).
+        start: the compact range of the tree's first ``start.size`` entries (unverified: the
+            rebuilt root decides), from which ``entries`` hold every entry to ``size``.
 
     Returns:
         Every problem found, in index order; empty when the subset holds.
     """
     findings: list[Finding] = []
     parsed: dict[int, LogEntry] = {}
-    whole = size > 0 and len(entries) == size and min(entries) == 0 and max(entries) == size - 1
+    if start is None and size > 0 and len(entries) >= size and all(i in entries
+                                                                  for i in range(size)):
+        start = CompactRange()  # the whole tree
+    if start is not None and start.size > size:
+        return [Finding("tree", None, f"the extension starts at size {start.size}, after the "
+                        f"tree's {size}")]
+    whole = start is not None and all(i in entries for i in range(start.size, size))
+    if start is not None and not whole:
+        missing = next(i for i in range(start.size, size) if i not in entries)
+        findings.append(Finding(name(missing), missing, f"entry {missing} of the extension from "
+                                f"size {start.size} is missing"))
     for i in sorted(entries):
         data = entries[i]
         # (1)
@@ -536,7 +557,7 @@ def check_entries(
                     )
                 )
         # (4)
-        if whole:
+        if whole and start is not None and i >= start.size:
             continue
         try:
             proof = proof_of(i)
@@ -547,16 +568,13 @@ def check_entries(
             _verify_inclusion(i, size, leaf_hash(data), proof, root)
         except ProofError as e:
             findings.append(Finding(name(i), i, f"not included under the tree: {e}"))
-    if whole:
-        rebuilt = root_from_leaf_hashes([leaf_hash(entries[i]) for i in range(size)])
+    if whole and start is not None:
+        rebuilt = start.extend([leaf_hash(entries[i]) for i in range(start.size, size)]).root()
         if rebuilt != root:
-            findings.append(
-                Finding(
-                    "tree",
-                    None,
-                    f"the root of the {size} entries is {rebuilt.hex()[:16]}…, the checkpoint "
-                    f"says {root.hex()[:16]}…",
-                )
-            )
+            what = (f"the {size} entries" if start.size == 0 else
+                    f"the tree of size {start.size} extended by entries {start.size}..{size - 1}")
+            findings.append(Finding("tree", None, f"the root of {what} is "
+                                    f"{rebuilt.hex()[:16]}…, the checkpoint says "
+                                    f"{root.hex()[:16]}…"))
     return findings
 

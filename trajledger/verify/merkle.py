@@ -152,6 +152,47 @@ class CompactRange:
             r = node_hash(h, r)
         return r
 
+    def inclusion_proof(self, leaves: Sequence[bytes], index: int) -> list[bytes]:
+        """RFC 6962 PATH(index, D[n]) in the tree of this range followed by ``leaves`` (leaf
+        hashes; n = ``size + len(leaves)``), for a leaf ``index >= size``: every node the path
+        needs left of ``size`` is a subtree of the range (nodes it cuts are rebuilt from it
+        and the leaves after it).
+
+        Raises:
+            ProofError: ``index`` is not one of ``leaves``.
+        """
+        n = self.size + len(leaves)
+        if not self.size <= index < n:
+            raise ProofError(f"leaf {index} is not in the extension {self.size}..{n - 1}")
+        known: dict[tuple[int, int], bytes] = {}
+        at = 0
+        for level in range(self.size.bit_length() - 1, -1, -1):
+            if self.size >> level & 1:
+                known[(at, at + (1 << level))] = self.hashes[len(known)]
+                at += 1 << level
+
+        def mth(a: int, b: int) -> bytes:
+            if (a, b) in known:
+                return known[(a, b)]
+            if a >= self.size:
+                known[(a, b)] = root_from_leaf_hashes(leaves[a - self.size : b - self.size])
+            else:
+                k = 1 << ((b - a - 1).bit_length() - 1)
+                known[(a, b)] = node_hash(mth(a, a + k), mth(a + k, b))
+            return known[(a, b)]
+
+        path: list[bytes] = []
+        a, b = 0, n
+        while b - a > 1:
+            k = 1 << ((b - a - 1).bit_length() - 1)
+            if index < a + k:
+                path.append(mth(a + k, b))
+                b = a + k
+            else:
+                path.append(mth(a, a + k))
+                a += k
+        return path[::-1]
+
 
 def _decompose_inclusion(index: int, size: int) -> tuple[int, int]:
     """Split the proof for ``index`` in a tree of ``size`` into its inner and border lengths.

@@ -8,7 +8,8 @@ which point of the log on (``revoked_keys``, ``revoked_identities``), and which 
 record logged before the one in force (`TrustPolicy.policy_at`: after a succession replaced a
 key, what the old key signed before the succession's log index stays valid).
 Non-scope: applying the policy to evidence (``verify.lineage``) and policy history (a new policy
-takes effect only when the threshold of the current policy's approvers signed it; see
+takes effect only when the threshold of the current policy's approvers (or producers, in a
+policy without approvers) signed it; see
 `check_successor`).
 Spec: keys/README.md (the TOML form, with a full example) and
 ``schemas/trust-policy.v1.schema.json`` (the JSON form).
@@ -31,6 +32,7 @@ from .keys import PublicKey, keyid_of_spki
 from .note import Verifier, verifier_from_vkey
 
 __all__ = [
+    "DEFAULT_PUBLISH",
     "KEY_ROLES",
     "NOTE_ROLES",
     "POLICY_FORMAT",
@@ -53,11 +55,14 @@ __all__ = [
     "policy_from_record",
 ]
 
-POLICY_FORMAT = 2
+POLICY_FORMAT = 3
 """The newest policy format: 2 adds the ``evaluator`` role (with X25519 ``encryption_keys``)
-and ``[release]``. A policy keeps the format it states (default 1), so a format-1 policy's JSON
-form, and its digest, stay what they were."""
-POLICY_FORMATS = (1, 2)
+and ``[release]``; 3 adds ``publish``. A policy keeps the format it states (default 1), so an
+older policy's JSON form, and its digest, stay what they were."""
+POLICY_FORMATS = (1, 2, 3)
+DEFAULT_PUBLISH = ("revocation", "erasure", "trust-policy")
+"""The kinds of record whose envelopes a log publishes (``log serve``, update bundles) when
+its policy does not say (``publish``): what its buyers need to stop using data."""
 KEY_ROLES = ("producer", "approver", "trainer", "evaluator")
 NOTE_ROLES = ("log", "witness")
 ROLES = KEY_ROLES + NOTE_ROLES
@@ -76,9 +81,10 @@ _TOP_KEYS = {
     "revoked_keys",
     "revoked_identities",
     "release",
+    "publish",
 }
-_FORMAT_2 = {"release"}
-"""Settings (and the ``evaluator`` role) a format-1 policy may not use."""
+_NEWER = {"release": 2, "publish": 3}
+"""The format each newer setting needs (the ``evaluator`` role needs 2)."""
 _REVOKED_KEYS = {"key", "compromised_since", "reason"}
 _REVOKED_IDENTITIES = {"issuer", "subject", "compromised_since", "reason"}
 
@@ -339,11 +345,27 @@ class TrustPolicy:
     """The format the policy states (`POLICY_FORMATS`); its JSON form keeps it."""
     release: ReleaseRules | None = None
     """``[release]`` (format 2): what a release needs."""
+    publish: tuple[str, ...] | None = None
+    """``publish`` (format 3): the kinds of record whose envelopes the log publishes to those
+    watching it (``log serve``) and puts in update bundles; None: `DEFAULT_PUBLISH`."""
     earlier: tuple[tuple[int, TrustPolicy], ...] = field(default=(), repr=False, compare=False)
     """The policies in force before this one, oldest first, each with the log index of the
     record of the policy that replaced it: records logged up to that index (the replacing
     record included: its signers are the replaced policy's approvers) were signed under it
     (`policy_at`). Set by `follow_history`; not part of the policy's content or digest."""
+
+    @property
+    def published(self) -> tuple[str, ...]:
+        """The kinds of record whose envelopes the log publishes (``publish``, else
+        `DEFAULT_PUBLISH`)."""
+        return DEFAULT_PUBLISH if self.publish is None else self.publish
+
+    def signing_role(self) -> str:
+        """The role whose threshold signs this policy's successors (and a first policy itself):
+        its approvers; a policy without approvers (a vendor's, which records and exports but
+        approves nothing) is signed by its producers."""
+        approvers = self.roles["approver"]
+        return "approver" if approvers.keys or approvers.identities else "producer"
 
     def policy_at(self, index: int) -> TrustPolicy:
         """The policy whose roles judge the signatures of the record at log ``index``: the one
@@ -435,6 +457,8 @@ class TrustPolicy:
             out["revoked_identities"] = [r.to_json() for r in self.revoked_identities]
         if self.release is not None:
             out["release"] = self.release.to_json()
+        if self.publish is not None:
+            out["publish"] = list(self.publish)
         return out
 
     @classmethod
@@ -492,12 +516,15 @@ class TrustPolicy:
         if fmt not in POLICY_FORMATS or type(fmt) is not int:
             raise FormatError(f"{what}: format {fmt!r}, want one of {POLICY_FORMATS}")
         roles_doc = doc.get("roles")
-        newer = sorted(_FORMAT_2 & set(doc)) + (
-            ["roles.evaluator"] if isinstance(roles_doc, dict) and "evaluator" in roles_doc else []
-        )
-        if fmt < 2 and newer:
-            raise FormatError(f"{what}: {', '.join(newer)} need format = 2 (the policy states "
-                              "format 1, the default)")
+        needs = {k: v for k, v in _NEWER.items() if k in doc}
+        if isinstance(roles_doc, dict) and "evaluator" in roles_doc:
+            needs["roles.evaluator"] = 2
+        newer = sorted(k for k, v in needs.items() if v > fmt)
+        if newer:
+            want = max(needs[k] for k in newer)
+            default = ", the default" if "format" not in doc else ""
+            raise FormatError(f"{what}: {', '.join(newer)} need format = {want} (the policy "
+                              f"states format {fmt}{default})")
         name = doc.get("name", "policy")
         if not isinstance(name, str) or not name:
             raise FormatError(f"{what}: name must be a non-empty string")
@@ -534,8 +561,9 @@ class TrustPolicy:
         revoked = _revoked_keys(doc.get("revoked_keys", []), base_dir, what)
         revoked_ids = _revoked_identities(doc.get("revoked_identities", []), what)
         release = _release(doc.get("release"), roles["evaluator"], what)
+        publish = _publish(doc.get("publish"), what)
         policy = cls(name, serial, roles, frozenset(allowed_raw), max_age, doc, trusted_root,
-                     licences, revoked, revoked_ids, fmt, release)
+                     licences, revoked, revoked_ids, fmt, release, publish=publish)
         # A revoked key holding a role would be trusted and distrusted at once.
         for rk in revoked:
             held = [role for role in KEY_ROLES if rk.keyid in roles[role].keyids]
@@ -646,6 +674,21 @@ def _parse_role(
     if len({k.keyid for k in sealing}) != len(sealing):
         raise FormatError(f"{what}: the same encryption key is listed twice")
     return Role(name, threshold, tuple(keys), tuple(identities), tuple(vkeys), logs, sealing)
+
+
+def _publish(value: object, what: str) -> tuple[str, ...] | None:
+    """``publish``: absent (`DEFAULT_PUBLISH`), or the kinds of record (log entry kinds, each
+    once) whose envelopes the log publishes; ``[]`` publishes none."""
+    from .kinds import KINDS
+
+    if value is None:
+        return None
+    kinds = _strings(value, f"{what}: publish", "a kind of record")
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown:
+        raise FormatError(f"{what}: publish: unknown kind {unknown[0]!r}, want some of "
+                          f"{', '.join(sorted(KINDS))}")
+    return kinds
 
 
 _METRIC = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
@@ -856,7 +899,8 @@ def check_successor(current: TrustPolicy, new: TrustPolicy, signer_keyids: froze
 
     Steps:
         1. ``new.serial`` must be greater than ``current.serial`` (no rollback, no replay).
-        2. At least ``current``'s approver threshold of ``current``'s approvers signed ``new``.
+        2. At least the threshold of ``current``'s signing role signed ``new``: its approvers,
+           or its producers when it has no approvers (`TrustPolicy.signing_role`).
         3. ``new`` still revokes every key and identity ``current`` revokes (a compromised
            signer stays distrusted; ``compromised_since`` may change).
 
@@ -870,12 +914,13 @@ def check_successor(current: TrustPolicy, new: TrustPolicy, signer_keyids: froze
             f"a successor needs a higher serial (serial = {current.serial + 1})"
         )
     # (2)
-    approvers = current.role("approver")
-    got = len(signer_keyids & approvers.keyids)
-    if approvers.threshold == 0 or got < approvers.threshold:
+    role = current.signing_role()
+    signing = current.role(role)
+    got = len(signer_keyids & signing.keyids)
+    if signing.threshold == 0 or got < signing.threshold:
         raise PolicyError(
             f"policy {new.name!r} serial {new.serial}: signed by {got} of the current policy's "
-            f"approvers, want {max(approvers.threshold, 1)}"
+            f"{role}s, want {max(signing.threshold, 1)}"
         )
     # (3)
     kept = {r.keyid for r in new.revoked_keys}
@@ -906,15 +951,16 @@ def policy_digest(policy: TrustPolicy) -> str:
 def policy_from_record(
     envelope_bytes: bytes, subject: str, signers_of: TrustPolicy, what: str
 ) -> tuple[TrustPolicy, frozenset[str]]:
-    """Verify a trust-policy record against the approvers of ``signers_of`` and parse it.
+    """Verify a trust-policy record against the signers of ``signers_of`` and parse it.
 
     Steps:
-        1. The envelope is signed by the approver threshold of ``signers_of``.
+        1. The envelope is signed by the threshold of ``signers_of``'s signing role (its
+           approvers; its producers when it has none: `TrustPolicy.signing_role`).
         2. Its predicate type is trust-policy and its subject is ``subject``.
         3. The predicate's ``policy`` parses, and its digest is ``subject``.
 
     Returns:
-        The policy and the keyids of the approvers that signed it.
+        The policy and the keyids of the signers that counted.
 
     Raises:
         SignatureError, FormatError, PolicyError, DigestMismatchError: a step fails.
@@ -923,15 +969,16 @@ def policy_from_record(
     from .errors import DigestMismatchError
     from .statement import verify_statement
 
-    approvers = signers_of.role("approver")
-    if not approvers.keys:
-        raise PolicyError(f"{what}: the policy that must approve it has no approver keys")
+    signing = signers_of.role(signers_of.signing_role())
+    if not signing.keys:
+        raise PolicyError(f"{what}: the policy that must approve it has no approver or "
+                          "producer keys")
     # (1) (2)
     verified = verify_statement(
         Envelope.from_bytes(envelope_bytes, what),
-        approvers.keys,
+        signing.keys,
         allowed_predicate_types={predicates.TRUST_POLICY},
-        threshold=max(approvers.threshold, 1),
+        threshold=max(signing.threshold, 1),
         subject_digest=subject,
         what=what,
     )
@@ -956,10 +1003,12 @@ def follow_history(
     Steps:
         1. Choose the start. With a ``trusted`` policy: the first record whose subject is that
            policy's digest (later records may replace it); if no record is, ``trusted`` is in
-           force as given. With none: the first record, which must be signed by the approver
-           threshold of the policy it contains (trust on first use of this ledger).
+           force as given. With none: the first record, which must be signed by the threshold
+           of the policy it contains (its approvers, or its producers when it has none: trust
+           on first use of this ledger).
         2. Each later record takes effect only when `check_successor` accepts it (higher
-           serial, signed by the current approvers' threshold); others are reported and ignored.
+           serial, signed by the threshold of the current policy's signing role); others are
+           reported and ignored.
            The policy it replaces is kept in the new one's `TrustPolicy.earlier`, with the
            record's log index: records logged before it are judged by the roles they were
            signed under (`TrustPolicy.policy_at`).

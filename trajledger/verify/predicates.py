@@ -819,29 +819,36 @@ class TrustPolicyRecord(Predicate):
 
 @dataclass(frozen=True)
 class Import(Predicate):
-    """``import/v1``: a foreign artifact accepted from another log, with that log's evidence.
+    """``import/v1``: what was accepted from another log, with that log's evidence.
 
-    ``log`` names the origin log (``origin``, ``vkey``, the signed ``checkpoint`` note accepted);
-    ``entries`` carries each bundled entry with its inclusion proof, so the import verifies
-    against the foreign log alone.
+    ``artifact`` is the foreign artifact asked for (absent in an import of updates alone);
+    ``log`` names the origin log (``origin``, ``vkey``, the signed ``checkpoint`` note
+    accepted); ``entries`` carries each entry taken in or consulted, with its inclusion proof
+    (or, for an entry of the log's extension, none: the extension's entries proved themselves
+    by rebuilding the checkpoint's root); ``applied`` is the tree size up to which every entry
+    of the origin log was examined and the ones about what this ledger holds taken in.
     """
 
     TYPE: ClassVar[str] = IMPORT
-    artifact: Mapping[str, Any] = _f("artifact", "mapping")
+    artifact: Mapping[str, Any] | None = _f("artifact", "mapping", required=False)
     log: Mapping[str, Any] = _f("log", "mapping")
     entries: tuple[Mapping[str, Any], ...] = _f("entries", "objects", default=())
     data_included: bool = _f("dataIncluded", "flag", default=True)
+    applied: int | None = _f("applied", "integer", default=None)
 
     def _check(self, what: str) -> None:
-        parse_digest(self.artifact.get("digest"), f"{what}: artifact.digest")
+        if self.artifact is not None:
+            parse_digest(self.artifact.get("digest"), f"{what}: artifact.digest")
         for k in ("origin", "vkey", "checkpoint"):
             if not isinstance(self.log.get(k), str) or not self.log[k]:
                 raise FormatError(f"{what}: log.{k} is missing")
+        if self.applied is not None and self.applied < 0:
+            raise FormatError(f"{what}: applied is {self.applied}, want a tree size")
 
     @property
-    def artifact_digest(self) -> str:
-        """The foreign artifact's digest."""
-        return str(self.artifact["digest"])
+    def artifact_digest(self) -> str | None:
+        """The foreign artifact's digest (None: updates alone)."""
+        return None if self.artifact is None else str(self.artifact["digest"])
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 from .errors import FormatError, ProofError
-from .merkle import EMPTY_ROOT, HASH_SIZE
+from .merkle import EMPTY_ROOT, HASH_SIZE, CompactRange
 from .merkle import node_hash as _hash_children
 
 __all__ = [
@@ -419,6 +419,22 @@ class TileReader:
             return self.node_hash(n.bit_length() - 1, start // n)
         k = 1 << ((n - 1).bit_length() - 1)  # largest power of two smaller than n
         return _hash_children(self._mth(start, start + k), self._mth(start + k, end))
+
+    def compact_range(self, size: int) -> CompactRange:
+        """Return the compact range of the first ``size`` leaves: the roots of its maximal
+        perfect subtrees, left to right (what an update bundle starts its extension from).
+
+        Raises:
+            ProofError: ``size`` is beyond the tree.
+            FormatError, FileNotFoundError: a tile is malformed or missing.
+        """
+        self._check_range("compact range", 0, size)
+        hashes, start = [], 0
+        for level in range(size.bit_length() - 1, -1, -1):
+            if size >> level & 1:
+                hashes.append(self.node_hash(level, start >> level))
+                start += 1 << level
+        return CompactRange(size, tuple(hashes))
 
     def root(self) -> bytes:
         """Return the root hash of the tree of `size` leaves.

@@ -25,7 +25,7 @@ from trajledger.ledger.errors import LogError, TamperError
 from trajledger.ledger.fs import FsyncGroup, fsync_all
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.log import EntrySpec, Log, format_tree_state, verify_log_dir
-from trajledger.ledger.log import writer as writer_module
+from trajledger.ledger.log import files as files_module
 
 ORIGIN = "example.org/recovery"
 SIGNER = Signer.generate("log")  # TEST ONLY
@@ -348,7 +348,7 @@ def test_a_large_batch_holds_a_bounded_number_of_descriptors(
 
     monkeypatch.setattr(FsyncGroup, "start", start)
     monkeypatch.setattr(FsyncGroup, "wait", wait)
-    monkeypatch.setattr(writer_module._SyncRound, "LIMIT", 4)
+    monkeypatch.setattr(files_module.SyncRound, "LIMIT", 4)
     log = Log.create(tmp_path / "log", ORIGIN, SIGNER)
     most.clear()
     log.append([spec(i) for i in range(256 * 6 + 3)])  # 12 full files, partials, history...

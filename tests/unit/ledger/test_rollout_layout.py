@@ -1,8 +1,10 @@
-"""The rollout layer's layout: modules of one job each, imported without a circle (issue 20).
+"""The rollout layer's and the log's layout: modules of one job each, imported without a circle
+(issue 20).
 
-Every module of ``trajledger/ledger/rollouts/`` (and the Gymnasium recorder) holds at most 1,000
-lines, and the modules of the package import each other in one direction only: the graph of
-their imports, function-level imports included, has no circle.
+Every module of ``trajledger/ledger/rollouts/`` and ``trajledger/ledger/log/`` (and the
+Gymnasium recorder) holds at most 1,000 lines, and the modules of each package import each other
+in one direction only: the graph of their imports, function-level imports included, has no
+circle.
 """
 
 from __future__ import annotations
@@ -15,22 +17,28 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "trajledger" / "ledger" / "rollouts"
+LOG = ROOT / "trajledger" / "ledger" / "log"
 MAX_LINES = 1000
 
 
 def modules() -> list[Path]:
-    return [*sorted(PACKAGE.glob("*.py")), ROOT / "trajledger" / "integrations" / "gymnasium.py"]
+    return [
+        *sorted(PACKAGE.glob("*.py")),
+        *sorted(LOG.glob("*.py")),
+        ROOT / "trajledger" / "integrations" / "gymnasium.py",
+    ]
 
 
-@pytest.mark.parametrize("path", modules(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", modules(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_no_module_over_1000_lines(path: Path) -> None:
     lines = len(path.read_text("utf-8").splitlines())
     assert lines <= MAX_LINES, f"{path.relative_to(ROOT)}: {lines} lines, want <= {MAX_LINES}"
 
 
 def sibling_imports(path: Path) -> set[str]:
-    """The modules of the package that ``path`` imports anywhere (functions included)."""
-    names = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__"}
+    """The modules of its own package that ``path`` imports anywhere (functions included)."""
+    package = path.parent
+    names = {p.stem for p in package.glob("*.py")} - {"__init__"}
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text("utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.level == 1:
@@ -40,7 +48,7 @@ def sibling_imports(path: Path) -> set[str]:
                 found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             parts = node.module.split(".")
-            if parts[:3] == ["trajledger", "ledger", "rollouts"] and len(parts) > 3:
+            if parts[:3] == ["trajledger", "ledger", package.name] and len(parts) > 3:
                 found.add(parts[3])
     return found & names
 
@@ -55,6 +63,18 @@ def test_rollout_modules_import_each_other_without_a_circle() -> None:
     except graphlib.CycleError as e:
         pytest.fail(f"rollouts/ modules import each other in a circle: {e.args[1]}")
     assert order.index("schema") < order.index("validate") < order.index("parquet_io")
+
+
+def test_log_modules_import_each_other_without_a_circle() -> None:
+    graph = {p.stem: sibling_imports(p) for p in LOG.glob("*.py") if p.name != "__init__.py"}
+    assert graph["writer"] >= {"reader", "files", "recovery", "spec", "state"}
+    try:
+        order = list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as e:
+        pytest.fail(f"log/ modules import each other in a circle: {e.args[1]}")
+    for low, high in [("layout", "state"), ("state", "reader"), ("reader", "writer"),
+                      ("files", "recovery"), ("writer", "witness")]:  # fmt: skip
+        assert order.index(low) < order.index(high), (low, high)
 
 
 def test_circle_is_caught() -> None:

@@ -54,18 +54,71 @@ def test_a_writer_thread_publishes_into_the_state_opened_by_another(home: Path) 
 
 
 def test_a_state_held_too_long_by_another_process_says_what_to_do(
-    home: Path, monkeypatch: pytest.MonkeyPatch
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     vkey = Ledger.open(home).log.vkey
     holder = TrustState.open(vkey)  # another process, reading a large log for the first time
-    monkeypatch.setattr(trust_state, "_BUSY_TIMEOUT", 0.1)
+    monkeypatch.setattr(trust_state, "_WAIT_LIMIT", 0.3)
     waiting = TrustState.open(vkey)
     try:
-        said = r"database is locked; another trajledger process \(or thread\) of yours holds it"
+        said = r"still held by another trajledger process of yours after 0 s; let it finish"
         with holder._write(), pytest.raises(LedgerError, match=said), waiting._write():
             pass
-        with waiting._write():  # once it is done, writing works
+        assert "NOTE: waiting for another trajledger process of yours" in capsys.readouterr().err
+        with waiting._write():  # once it is done, writing works, and silently
             pass
+        assert capsys.readouterr().err == ""
+    finally:
+        holder.close()
+        waiting.close()
+
+
+def test_a_process_waiting_for_another_reading_the_log_shows_its_progress(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import contextlib
+
+    vkey = Ledger.open(home).log.vkey
+    holder, waiting = TrustState.open(vkey), TrustState.open(vkey)
+    bars: list[tuple[int, str]] = []
+    advanced: list[int] = []
+    saw = {10_000: threading.Event(), 30_000: threading.Event()}
+
+    def advance(n: int) -> None:
+        advanced.append(n)
+        if sum(advanced) in saw:
+            saw[sum(advanced)].set()
+
+    @contextlib.contextmanager
+    def bar(total: int, label: str) -> Any:
+        bars.append((total, label))
+        yield advance
+
+    waiting.progress = bar
+    monkeypatch.setattr(trust_state, "_WAIT_LIMIT", 60.0)  # a hang fails, not the CI's clock
+    entered = threading.Event()
+    try:
+        with holder._write():
+            # The holder reads 40,000 entries and has done 10,000, then 30,000 of them.
+            trust_state._write_reading(holder.path, 10_000, 40_000)
+
+            def later() -> None:
+                saw[10_000].wait(60)
+                trust_state._write_reading(holder.path, 30_000, 40_000)
+                saw[30_000].wait(60)
+                raw = holder._db._db  # past the lock this thread's holder keeps
+                raw.execute("COMMIT")  # done: the waiter goes ahead
+                raw.execute("BEGIN")  # (for the context's own COMMIT)
+
+            t = threading.Thread(target=later)
+            t.start()
+            with waiting._write():
+                entered.set()
+            t.join()
+        assert entered.is_set()
+        assert bars == [(40_000, "waiting: another process reads the log")]
+        assert sum(advanced) == 30_000 and advanced[0] == 10_000
+        assert "NOTE: waiting for another trajledger process of yours" in capsys.readouterr().err
     finally:
         holder.close()
         waiting.close()
@@ -203,6 +256,36 @@ def test_the_state_is_private_and_durable(home: Path) -> None:
     root.chmod(0o700)
 
 
+def test_a_publication_verifies_its_checkpoint_once(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Raising the floor verifies the new checkpoint, not again the floor it verified before
+    (issue 21 item 7); a floor whose stored bytes changed is verified again."""
+    ledger = Ledger.open(home)
+    state = ledger.trust_state()
+    ledger.log.append([_spec(ledger, 0)])
+    verified: list[bytes] = []
+    real = trust_state.verify_checkpoint
+
+    def counting(note: bytes, *args: Any, **kwargs: Any) -> Any:
+        verified.append(note)
+        return real(note, *args, **kwargs)
+
+    monkeypatch.setattr(trust_state, "verify_checkpoint", counting)
+    for n in range(1, 4):
+        ledger.log.append([_spec(ledger, n)])
+    assert len(verified) == 3 and verified[-1] == ledger.log.checkpoint_bytes()
+    floor = state.floor_checkpoint()
+    assert floor is not None and floor.size == ledger.log.size and len(verified) == 3
+    # Other bytes in the stored floor (the signature changed): verified again, and refused.
+    note = ledger.log.checkpoint_bytes()
+    forged = note[:-6] + (b"B" if note[-6:-5] == b"A" else b"A") + note[-5:]
+    state._note = forged
+    with pytest.raises(ProvenanceError):
+        state.floor_checkpoint()
+    assert verified[-1] == forged
+
+
 @pytest.mark.parametrize("table", ["entries", "listing", "refs", "held_out", "names"])
 def test_a_row_deleted_or_added_is_refused_and_reported(home: Path, table: str) -> None:
     import sqlite3
@@ -252,3 +335,71 @@ def test_pins_and_forgetting(tmp_path: Path) -> None:
     with pytest.raises(ProvenanceError):  # not signed by that key: nothing is pinned
         pin_log_key(other, note)
     assert known_origin("test/other") is None
+
+
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_reading_in_bulk_derives_the_rows_read_one_by_one(
+    chat_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """First use gathers each run of entries' rows and inserts them table by table: the same
+    rows as reading entry by entry, for every table (names, listings, references, held-out
+    datasets, unreadable records), whatever the runs' boundaries."""
+    import json
+
+    from trajledger.runner.api import Ledger as Api
+
+    ledger = Api.open(chat_home)
+    held = tmp_path / "held.jsonl"
+    lines = [{"episode_id": f"held-{n}", "task_id": f"mul-{n}", "reward": 1.0,
+              "messages": [{"role": "user", "content": f"what is {n} * 7 ?"},
+                           {"role": "assistant", "content": f"{7 * n}"}]}
+             for n in range(6)]
+    held.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    batch = ledger.record_batch([held], env="chat@1", policy="model-0", key="vendor",
+                                fmt="chat-jsonl", name="held-batch")
+    ledger.create_dataset("chat-held", "1", "holdout", [batch.digest], key="vendor")
+    ledger.revoke(batch.digest, key="approver", reason="test")
+    gone = ledger.trust_state().entry(ledger.log.size - 3)  # the held-out batch
+    assert gone is not None
+    ledger.store.delete(gone.envelope)  # a record whose envelope cannot be read
+
+    def rows(state_dir: Path, size: int) -> dict[str, set[tuple[Any, ...]]]:
+        monkeypatch.setenv(STATE_DIR_ENV, str(state_dir))
+        monkeypatch.setattr(trust_state, "_CHUNK", size)
+        state = Ledger.open(chat_home).trust_state()
+        try:
+            return {t: state._rows(t) for t in trust_state._TABLES}
+        finally:
+            state.close()
+
+    one_by_one, bulk = rows(tmp_path / "s1", 1), rows(tmp_path / f"s{chunk}", chunk)
+    big = rows(tmp_path / "sbig", 1024)
+    assert one_by_one == bulk == big
+    assert one_by_one["held_out"] and one_by_one["unreadable"] and one_by_one["listing"]
+
+
+def test_first_use_of_a_long_log_draws_its_progress(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import contextlib
+
+    from trajledger.ledger import home as home_module
+
+    Ledger.open(home).log.append([_spec(Ledger.open(home), n) for n in range(40)])
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "new-user"))
+    monkeypatch.setattr(home_module, "_BAR_FROM", 30)
+    monkeypatch.setattr(trust_state, "_CHUNK", 16)
+    bars: list[tuple[int, str]] = []
+    steps: list[int] = []
+
+    @contextlib.contextmanager
+    def bar(total: int, label: str) -> Any:
+        bars.append((total, label))
+        yield steps.append
+
+    ledger = Ledger.open(home)
+    ledger.progress = bar
+    assert ledger.trust_state().size == 40
+    assert bars == [(40, "reading the log into your state")] and steps == [16, 16, 8]
+    ledger.log.append([_spec(ledger, 99)])
+    assert ledger.trust_state().size == 41 and len(bars) == 1  # one entry behind: no bar

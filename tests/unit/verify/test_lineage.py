@@ -57,6 +57,7 @@ from trajledger.verify.lineage import (
     Node,
     Report,
 )
+from trajledger.verify.merkle import CompactRange
 from trajledger.verify.note import format_signature_line, verifier_from_vkey, vkey_string
 from trajledger.verify.policy import TrustPolicy
 
@@ -119,7 +120,8 @@ def test_a_node_reached_twice_is_counted_and_drawn_once() -> None:
     ]
     r.nodes["sha256:" + "b" * 64].fail("steps.parquet", "missing")
     assert not r.ok
-    assert r.failures() == ["rollout-batch b (sha256:bbbbbbbbbbbb…) > steps.parquet: missing"]
+    assert r.failures() == ["rollout-batch b (sha256:bbbbbbbbbbbb…) > steps.parquet: missing; "
+                            "and 3 records that depend on it"]
 
 
 def test_a_failing_lineage_looks_failing() -> None:
@@ -132,8 +134,11 @@ def test_a_failing_lineage_looks_failing() -> None:
     lines = r.render()
     assert lines[0] == ("✗ FAIL: checkpoint m@1 (sha256:cccccccccccc…): 1 problem(s) in 4 "
                         "checks, in 1 node(s); 3 more fail through their lineage")
-    assert lines[2] == "✗ checkpoint m@1 (sha256:cccccccccccc…) — log index 9"
-    assert lines[3] == ("    ✗ lineage — depends on 2 failing: dataset d1@1 "
+    # Issue 19: the root cause once, right under the verdict, with what depends on it.
+    assert lines[1] == ("  ✗ cause: rollout-batch b (sha256:bbbbbbbbbbbb…) > revoked: PII (log "
+                        "index 7); and 3 records that depend on it")
+    assert lines[3] == "✗ checkpoint m@1 (sha256:cccccccccccc…) — log index 9"
+    assert lines[4] == ("    ✗ lineage — depends on 2 failing: dataset d1@1 "
                         "(sha256:111111111111…); dataset d2@1 (sha256:222222222222…)")
     assert not any(x.lstrip().startswith(("✓ checkpoint", "dataset → ✓")) for x in lines)
     doc = r.to_json()
@@ -264,6 +269,9 @@ class TamperedEvidence:
     def key_handovers(self) -> list[bytes]:
         return self.inner.key_handovers()
 
+    def extension(self) -> CompactRange | None:
+        return None
+
     def blob(self, digest: str) -> bytes | None:
         return self.blobs[digest] if digest in self.blobs else self.inner.blob(digest)
 
@@ -286,6 +294,10 @@ def sign_note(s: Setup, size: int, root: bytes) -> bytes:
     verifier = verifier_from_vkey(s.ledger.log.vkey)
     text = Checkpoint("test/lineage", size, root).to_text()
     return text + b"\n" + format_signature_line("test/lineage", verifier.key_hash, key.sign(text))
+
+
+DEPEND = "; and 2 records that depend on it"
+"""The end of a root cause's line when the dataset and checkpoint above a batch depend on it."""
 
 
 def label(kind: str, digest: str, ref: str = "") -> str:
@@ -376,12 +388,13 @@ def test_skip_data_compares_sizes_and_says_so(setup: Setup) -> None:
     assert failures == [
         f"{label('rollout-batch', setup.batch, 'b')} > steps.parquet: tampered: content hashes "
         f"to sha256:{failures[0].split('sha256:')[2][:12]}…, want {files['steps.parquet'][:19]}…"
+        f"{DEPEND}"
     ]
     path.write_bytes(bytes(data[:10]))
     failures = setup.verifier(data="size").verify(setup.checkpoint).failures()
     assert failures == [
         f"{label('rollout-batch', setup.batch, 'b')} > steps.parquet: tampered: 10 bytes, want "
-        f"{len(data)} (blob {files['steps.parquet'][:19]}…)"
+        f"{len(data)} (blob {files['steps.parquet'][:19]}…){DEPEND}"
     ]
 
 
@@ -446,7 +459,7 @@ def test_a_missing_or_replaced_envelope(setup: Setup) -> None:
     assert failures == [
         f"rollout-batch {setup.batch[:19]}… > record: log entry {index} (rollout-batch): envelope "
         f"{envelope[:19]}… is missing; restore it from a copy with 'trajledger fsck --repair "
-        "--from BUNDLE|LEDGER'"
+        f"--from BUNDLE|LEDGER'{DEPEND}"
     ]
     ev.blobs[envelope] = b"{}"
     failures = setup.verifier(ev).verify(setup.checkpoint).failures()
@@ -483,7 +496,7 @@ def test_a_predicate_type_the_policy_does_not_allow(setup: Setup) -> None:
     assert line.startswith("evaluator sha256:")
     assert line.endswith(
         ": predicate type https://trajledger.dev/attestation/evaluator/v1 is not allowed by "
-        "the policy"
+        "the policy; and 1 record that depends on it"
     )
 
 
@@ -495,6 +508,7 @@ def test_a_revocation_fails_the_lineage(setup: Setup) -> None:
     failures = setup.verifier().verify(setup.checkpoint).failures()
     assert failures == [
         f"{label('rollout-batch', setup.batch, 'b')} > revoked: wrong env (log index {rec.index})"
+        f"{DEPEND}"
     ]
 
 
@@ -554,9 +568,10 @@ def test_a_missing_blob_is_excused_only_by_an_erasure_listing_it(setup: Setup) -
     failures = setup.verifier().verify(setup.checkpoint).failures()
     assert failures == [
         f"{label('rollout-batch', setup.batch, 'b')} > episodes.parquet: blob "
-        f"{files['episodes.parquet'][:19]}… is missing"
+        f"{files['episodes.parquet'][:19]}… is missing{DEPEND}"
     ]
-    # Another artifact's erasure listing the same blob (content addressing shares blobs).
+    # Another artifact's erasure listing the same blob (content addressing shares blobs): an
+    # approver's (a producer may erase only what it produced, issue 19).
     body = {
         "reason": "legal",
         "erasedAt": "2024-01-01T00:00:00Z",
@@ -568,7 +583,7 @@ def test_a_missing_blob_is_excused_only_by_an_erasure_listing_it(setup: Setup) -
         "sha256:" + "2" * 64,
         predicates.ERASURE,
         body,
-        setup.keys["vendor"],
+        setup.keys["a"],
     )
     report = setup.verifier().verify(setup.checkpoint)
     assert report.ok, report.failures()

@@ -143,7 +143,12 @@ threshold = 2
         (b"name = [", "policy p.toml: not valid TOML: "),
         (b"\xff", "policy p.toml: not valid TOML: "),
         (b"colour = 1", "policy p.toml: unknown setting(s) colour"),
-        (b"format = 3", "policy p.toml: format 3, want one of (1, 2)"),
+        (b"format = 4", "policy p.toml: format 4, want one of (1, 2, 3)"),
+        (b'format = 2\npublish = ["revocation"]', "policy p.toml: publish need format = 3 (the "
+         "policy states format 2)"),
+        (b'format = 3\npublish = ["revocations"]', "policy p.toml: publish: unknown kind "
+         "'revocations', want some of "),
+        (b'format = 3\npublish = ["erasure", "erasure"]', "publish: an item is listed twice"),
         (b"[roles.evaluator]", "policy p.toml: roles.evaluator need format = 2"),
         (b"format = 2\n[release]\napprovals = 1", "release: require names no suite"),
         (b'name = ""', "policy p.toml: name must be a non-empty string"),
@@ -354,11 +359,46 @@ def test_check_successor(keydir: Path) -> None:
         check_successor(new, current, ids)
 
 
-def test_a_policy_without_approvers_has_no_successor(keydir: Path) -> None:
+def test_a_policy_without_approvers_or_producers_has_no_successor(keydir: Path) -> None:
     current = TrustPolicy.from_toml(b"", None)
     new = parse(keydir, toml(serial=2))
-    with pytest.raises(PolicyError, match="signed by 0 of the current policy's approvers, want 1"):
+    with pytest.raises(PolicyError, match="signed by 0 of the current policy's producers, want 1"):
         check_successor(current, new, frozenset({SIGNERS["a"].keyid}))
+
+
+VENDOR_ONLY = f"""
+name = "vendor"
+format = 3
+publish = ["revocation", "erasure"]
+[roles.producer]
+keys = ["vendor.pub"]
+[roles.log]
+vkeys = ["{LOG_VKEY}"]
+"""
+
+
+def test_a_vendor_policy_is_signed_by_its_producers(keydir: Path) -> None:
+    """Issue 19: a policy with only producer and log roles records and exports; its first
+    record and its successors are signed by its producers, not by approvers it does not have."""
+    vendor = parse(keydir, VENDOR_ONLY.encode())
+    assert vendor.signing_role() == "producer" and not vendor.role("approver").keys
+    assert vendor.published == ("revocation", "erasure")
+    assert vendor.to_json()["publish"] == ["revocation", "erasure"]
+    assert TrustPolicy.from_json(vendor.to_json()) == vendor  # the JSON form keeps it
+    assert parse(keydir, toml()).published == ("revocation", "erasure", "trust-policy")
+    assert "publish" not in parse(keydir, toml()).to_json()  # older digests unchanged
+    d1, e1 = record(vendor, ["vendor"])
+    second = parse(keydir, VENDOR_ONLY.replace('name = "vendor"', 'name = "vendor"\nserial = 2')
+                   .encode())
+    d2, e2 = record(second, ["vendor"])
+    d3, e3 = record(parse(keydir, toml(serial=3)), ["a", "b"])  # not the producers: ignored
+    policy, notes = follow_history(None, [(0, d1, e1), (4, d2, e2), (9, d3, e3)])
+    assert policy is not None and (policy.name, policy.serial) == ("vendor", 2), notes
+    assert notes[-1].startswith("policy at log index 9: ignored: ") and "no signature by a " \
+        "trusted key" in notes[-1]
+    with pytest.raises(PolicyError, match="signed by 0 of the current policy's producers"):
+        check_successor(vendor, second, frozenset({SIGNERS["a"].keyid}))
+    check_successor(vendor, second, frozenset({SIGNERS["vendor"].keyid}))
 
 
 def record(
@@ -395,7 +435,7 @@ def test_policy_from_record(keydir: Path) -> None:
     _, files = record(p, ["a", "b"], ptype=predicates.FILES)
     with pytest.raises(PolicyError, match="is not allowed here"):
         policy_from_record(files, digest, p, "policy at log index 0")
-    with pytest.raises(PolicyError, match="has no approver keys"):
+    with pytest.raises(PolicyError, match="has no approver or producer keys"):
         policy_from_record(env, digest, TrustPolicy.from_toml(b"", None), "x")
 
 

@@ -7,7 +7,11 @@ Split along Tessera's lines (each module states its scope):
 - ``state``    classifying a log directory before use: normal, unpublished tail, or tampering;
                the floor (a checkpoint seen before) and its consistency
 - ``lookup``   the derived lookup cache (envelope and subject -> entries), outside ``log/``
-- ``writer``   `Log`: readers that never write, the single writer that only grows the log
+- ``spec``     what an append is given: `EntrySpec`, `OneRecord`, the log's key
+- ``reader``   `LogReader`: opening, the classified state, entries, proofs, lookups; never writes
+- ``files``    the write side's files: written under their own names, synced in one round
+- ``recovery`` removing what an append that died before its commit left
+- ``writer``   `Log`, a `LogReader` that is also the single writer that only grows the log
 - ``check``    `verify_log_dir`: the whole directory, over ``verify.logcheck``
 - ``witness``  `cosign`: cosign the checkpoint after checking it only grew
 

@@ -31,7 +31,8 @@ from trajledger.verify.note import (
 from ..errors import LogError
 from ..fs import write_file_atomic
 from ..keys import Signer
-from .writer import Log, note_key_bytes
+from .spec import note_key_bytes
+from .writer import Log
 
 __all__ = ["CosignResult", "cosign", "cosign_note"]
 

@@ -1,0 +1,435 @@
+"""End to end, issue 19: exchange as a stream of signed updates between organisations.
+
+A data vendor keeps a vendor-only ledger (a policy of producer and log roles alone); a buyer
+imports its dataset, approves it and trains. Then the vendor's changes reach the buyer: a
+revocation by an update bundle (``export --updates-since``) and by ``monitor`` of the served
+log (``log serve`` publishes the envelopes), an erasure that deletes the buyer's copy, two
+vendors that share an origin name and a dataset name (with the buyer's own dataset of that
+name), and a cascade of one missing key reported as one root cause.
+
+Every command goes through the CLI (click's CliRunner; ``log serve`` as a subprocess), each
+party with its own ``TRAJLEDGER_STATE_DIR``; the checks are exit codes, exact messages, and what
+the buyer's gate then decides.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner, Result
+
+from trajledger.runner.cli import main
+from trajledger.verify.__main__ import main as verify_main
+
+
+class Party:
+    """One organisation: a ledger directory and a user state directory of its own."""
+
+    def __init__(self, root: Path, name: str) -> None:
+        self.name = name
+        self.home = root / name
+        self.state = root / f"{name}-state"
+        self.state.mkdir(parents=True)
+
+    def run(self, *args: str | Path, code: int = 0) -> Result:
+        try:
+            runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+        except TypeError:
+            runner = CliRunner()
+        r = runner.invoke(main, ["--ledger", str(self.home), *map(str, args)],
+                          env={"TRAJLEDGER_STATE_DIR": str(self.state)})  # fmt: skip
+        assert r.exit_code == code, f"{self.name} {args}: {r.output}"
+        assert "Traceback" not in r.output
+        return r
+
+    def last(self, *args: str | Path) -> str:
+        return self.run(*args).stdout.strip().splitlines()[-1]
+
+    def vkey(self) -> str:
+        return str(json.loads(self.run("log", "info", "--json").stdout)["vkey"])
+
+    def size(self) -> int:
+        return int(json.loads(self.run("log", "info", "--json").stdout)["size"])
+
+
+def rollouts(path: Path, seed: int) -> Path:
+    cols: dict[str, list[Any]] = {k: [] for k in (
+        "episode_id", "step", "obs", "action", "reward", "terminated", "truncated")}  # fmt: skip
+    for e in range(4):
+        for s in range(4):
+            cols["episode_id"].append(f"ep-{seed}-{e}")
+            cols["step"].append(s)
+            cols["obs"].append([float(seed), float(e), s / 4])
+            cols["action"].append([float((e + s) % 2)])
+            cols["reward"].append(float(e % 3))
+            cols["terminated"].append(s == 3)
+            cols["truncated"].append(False)
+    pq.write_table(pa.table(cols), path)
+    return path
+
+
+class Vendor(Party):
+    """A vendor-only ledger: producer and log roles, an environment, two batches, a dataset."""
+
+    def __init__(self, root: Path, name: str, origin: str, seeds: tuple[int, int] = (1, 2)
+                 ) -> None:
+        super().__init__(root, name)
+        self.run("init", "--origin", origin)
+        self.run("key", "new", "vendor", "--no-encrypt")
+        self.init = self.run("policy", "init", "--roles", "producer", "--out",
+                             self.home / "policy.toml")  # fmt: skip
+        self.run("policy", "set", self.home / "policy.toml", "--key", "vendor", "--yes")
+        self.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key",
+                 "vendor")  # fmt: skip
+        self.batches = [
+            self.last("record", rollouts(root / f"{name}-{seed}.parquet", seed), "--env",
+                      "grid@1", "--policy", "scripted", "--name", f"{name}-{n}",
+                      "--licence", "CC-BY-4.0", "--key", "vendor")
+            for n, seed in enumerate(seeds, 1)
+        ]  # fmt: skip
+        self.dataset = self.last("dataset", "create", "bh", "--version", "1", "--split",
+                                 "train", "--batch", self.batches[0], "--batch",
+                                 self.batches[1], "--key", "vendor")  # fmt: skip
+        self.bundle = root / f"{name}.tar.zst"
+        self.run("export", "bh@1", "--out", self.bundle)
+        self.origin = "+".join(self.vkey().split("+")[:2])  # ORIGIN+KEYHASH
+
+
+BUYER_POLICY = """\
+name = "buyer"
+accepted_licences = ["CC-BY-4.0"]
+[roles.producer]
+keys = [{producers}]
+[roles.approver]
+keys = ["keys/approver.pub"]
+[roles.trainer]
+keys = ["keys/trainer.pub"]
+[roles.log]
+vkeys = [{vkeys}]
+"""
+
+
+class Buyer(Party):
+    def __init__(self, root: Path, vendors: list[Vendor], *, own: bool = False) -> None:
+        super().__init__(root, "buyer")
+        self.run("init", "--origin", "buyer.example/log")
+        for k in ("approver", "trainer", "producer"):
+            self.run("key", "new", k, "--no-encrypt")
+        trust = self.home / "trust"
+        trust.mkdir()
+        pems = [f"trust/{v.name}.pub" for v in vendors] + ["keys/producer.pub"]
+        for v in vendors:
+            (trust / f"{v.name}.pub").write_bytes((v.home / "keys" / "vendor.pub").read_bytes())
+        vkeys = [v.vkey() for v in vendors] + [self.vkey()]
+        (self.home / "policy.toml").write_text(BUYER_POLICY.format(
+            producers=", ".join(f'"{p}"' for p in pems),
+            vkeys=", ".join(f'"{k}"' for k in vkeys)))  # fmt: skip
+        self.run("policy", "set", self.home / "policy.toml", "--key", "approver", "--yes")
+        if own:  # the buyer's own dataset, named like the vendors'
+            self.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key",
+                     "producer")  # fmt: skip
+            batch = self.last("record", rollouts(root / "own.parquet", 9), "--env", "grid@1",
+                              "--policy", "scripted", "--name", "own-1", "--licence",
+                              "CC-BY-4.0", "--key", "producer")  # fmt: skip
+            self.own = self.last("dataset", "create", "bh", "--version", "1", "--split",
+                                 "train", "--batch", batch, "--key", "producer")  # fmt: skip
+
+
+@pytest.fixture
+def trained(tmp_path: Path) -> tuple[Vendor, Buyer, str]:
+    """The vendor's dataset imported, approved and trained on by the buyer."""
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    buyer = Buyer(tmp_path, [vendor])
+    buyer.run("import", vendor.bundle, "--key", "approver")
+    buyer.run("approve", "bh@1", "--key", "approver")
+    ckpt = buyer.last("train", "--dataset", "bh@1", "--key", "trainer", "--name", "bh-policy",
+                      "--version", "1")  # fmt: skip
+    return vendor, buyer, ckpt
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(tmp_path / "nobody-state"))
+
+
+def served(party: Party) -> Iterator[str]:
+    """``log serve`` of ``party``'s log in a subprocess, yielding its URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from trajledger.runner.cli import main; main()",
+         "--ledger", str(party.home), "log", "serve", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TRAJLEDGER_STATE_DIR": str(party.state)},
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), proc.stderr.read() if proc.stderr else ""
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def short(digest: str) -> str:
+    return digest[:19] + "…"
+
+
+# -- item 5: vendor-only ledgers ------------------------------------------------------------------
+
+
+def test_a_vendor_only_ledger_records_and_exports(tmp_path: Path) -> None:
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    policy = vendor.home / "policy.toml"
+    assert vendor.init.stderr.splitlines()[1:] == [
+        f"NOTE: {policy}: no approver role: nothing recorded here can be approved for training, "
+        "imported or released, and the policy's successors are signed by its producers",
+        f"NOTE: {policy}: no trainer role: no checkpoint can be recorded (training is refused)",
+        f"OK: policy {policy} written: 1 producer key(s), inline; next: 'trajledger policy set "
+        f"{policy} --key PRODUCER...'",
+    ], vendor.init.stderr
+    assert "[roles.approver]" not in policy.read_text()
+    # Only the roles asked for are asked for: no approver key is needed.
+    r = vendor.run("policy", "init", "--out", tmp_path / "full.toml", code=2)
+    assert "no approver key (--approver KEY) and no trainer key (--trainer KEY)" in r.stderr
+    # The bundle verifies offline, and a buyer trusting the vendor's producer key imports it.
+    buyer = Buyer(tmp_path, [vendor])
+    r = buyer.run("import", vendor.bundle, "--key", "approver")
+    assert r.stdout.splitlines()[-1] == vendor.dataset
+    # Revocation authority is explicit: a producer revokes only what it produced (the buyer's
+    # own producer key cannot revoke the vendor's batch); an approver anything.
+    before = buyer.size()
+    r = buyer.run("revoke", vendor.batches[0], "--reason", "x", "--key", "producer", code=1)
+    assert r.stderr.startswith("FAIL: rollout-batch vendor-1: key producer (") and r.stderr \
+        .endswith("a producer may revoke only what it produced, an approver anything; nothing "
+                  "was signed\n"), r.stderr  # fmt: skip
+    assert buyer.size() == before
+    buyer.run("revoke", vendor.batches[0], "--reason", "x", "--key", "approver")
+
+
+# -- items 1, 2, 4: a revocation by an update bundle ---------------------------------------------
+
+
+def test_a_revocation_reaches_the_buyer_in_an_update_bundle(
+    trained: tuple[Vendor, Buyer, str], tmp_path: Path
+) -> None:
+    vendor, buyer, ckpt = trained
+    applied = vendor.size()
+    vendor.run("revoke", vendor.batches[0], "--reason", "consent withdrawn", "--key", "vendor")
+    update = tmp_path / "update.tar.zst"
+    r = vendor.run("export", "--updates-since", str(applied), "--out", update)
+    assert r.stdout.strip() == str(applied + 1)
+    assert update.stat().st_size < 8192, update.stat().st_size  # a revocation travels alone
+    before = buyer.size()
+    r = buyer.run("import", update, "--key", "approver")
+    batch = f"rollout-batch vendor-1 ({short(vendor.batches[0])})"
+    lines = r.stderr.splitlines()
+    assert f"WARNING: revoked by {vendor.origin}: {batch}: consent withdrawn (signed by " \
+        in r.stderr, r.stderr  # fmt: skip
+    assert any(line.endswith(f"its log index {applied})") for line in lines), r.stderr
+    assert (f"WARNING: affected here: checkpoint bh-policy@1 ({short(ckpt)}) is built on {batch}"
+            f" — see 'trajledger impact {vendor.batches[0]}'") in lines, r.stderr
+    # The revocation and an import record were logged; nothing else (other records: by hash).
+    assert buyer.size() == before + 2
+    # The buyer's gate refuses, impact names the buyer's checkpoint, verify fails.
+    r = buyer.run("admit", "bh@1", code=1)
+    assert f"{batch} > revoked: consent withdrawn" in r.stderr, r.stderr
+    buyer.run("train", "--dataset", "bh@1", "--key", "trainer", "--name", "bh-policy",
+              "--version", "2", code=1)  # fmt: skip
+    r = buyer.run("impact", vendor.batches[0])
+    assert f"checkpoint bh-policy@1 ({short(ckpt)})" in r.stdout, r.stdout
+    r = buyer.run("verify", ckpt, code=1)
+    assert f"{batch} > revoked: consent withdrawn" in r.stderr
+    # The same update again (a replay) changes nothing.
+    before = buyer.size()
+    r = buyer.run("import", update, "--key", "approver")
+    assert buyer.size() == before
+    assert "revoked by" not in r.stderr
+
+
+def test_an_update_bundle_that_omits_entries_is_refused(
+    trained: tuple[Vendor, Buyer, str], tmp_path: Path
+) -> None:
+    vendor, buyer, _ckpt = trained
+    applied = vendor.size()
+    vendor.run("revoke", vendor.batches[0], "--reason", "leak", "--key", "vendor")
+    vendor.run("revoke", vendor.batches[1], "--reason", "leak", "--key", "vendor")
+    late = tmp_path / "late.tar.zst"
+    vendor.run("export", "--updates-since", str(applied + 1), "--out", late)
+    before = buyer.size()
+    r = buyer.run("import", late, "--key", "approver", code=1)
+    assert r.stderr == (
+        f"FAIL: import late.tar.zst: the log {vendor.origin}: unprovable: the bundle does not "
+        f"carry the log since size {applied}, what you applied of it (its extension starts at "
+        f"{applied + 1}; its checkpoint has size {applied + 2}): ask for a bundle exported with "
+        f"--updates-since {applied}\n"
+    )
+    assert buyer.size() == before
+
+
+# -- items 1, 3: a revocation and an erasure by monitor -------------------------------------------
+
+
+def test_monitor_applies_the_vendors_revocations_and_erasures(
+    trained: tuple[Vendor, Buyer, str],
+) -> None:
+    vendor, buyer, ckpt = trained
+    vendor.run("erase", vendor.batches[1], "--reason", "consent", "--key", "vendor")
+    vendor.run("revoke", vendor.batches[0], "--reason", "wrong env", "--key", "vendor")
+    blobs = sum(1 for p in (buyer.home / "objects").rglob("*") if p.is_file())
+    for url in served(vendor):
+        # Without an approver key: reported as pending, nothing recorded.
+        before = buyer.size()
+        r = buyer.run("monitor", url, "--vkey", vendor.vkey(), "--fail-on-revocation", code=1)
+        assert r.stderr.count("WARNING: pending: ") == 2, r.stderr
+        assert buyer.size() == before
+        r = buyer.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver",
+                      "--fail-on-revocation", "--json", code=1)  # fmt: skip
+        updates = json.loads(r.stdout)["updates"]
+        assert [x["digest"] for x in updates["revoked"]] == [vendor.batches[0]]
+        assert [x["digest"] for x in updates["erased"]] == [vendor.batches[1]]
+        assert updates["erased"][0]["deleted"] >= 1
+        assert {a["digest"] for a in updates["affected"]} == {ckpt}
+        assert r.stderr.splitlines()[-1].startswith(f"FAIL: log {vendor.origin.split('+')[0]} "
+                                                    f"at {url}: something this ledger holds ")
+        # The buyer's copy of the erased bytes is gone, as a local erasure would delete it.
+        after = sum(1 for p in (buyer.home / "objects").rglob("*") if p.is_file())
+        assert after < blobs + 3  # two envelopes and an import record in, data files out
+        r = buyer.run("admit", "bh@1", code=1)
+        assert "revoked: wrong env" in r.stderr
+        # Applied once: the next watch finds nothing new (exit 0 even with the flag).
+        r = buyer.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver",
+                      "--fail-on-revocation")  # fmt: skip
+        assert "revoked by" not in r.stderr
+
+
+# -- item 7: origins bound to their log keys -------------------------------------------------------
+
+
+def test_two_vendors_with_one_origin_name_and_one_dataset_name(tmp_path: Path) -> None:
+    one = Vendor(tmp_path, "one", "vendor.example/log")
+    two = Vendor(tmp_path, "two", "vendor.example/log", seeds=(3, 4))
+    assert one.origin != two.origin  # the same origin name, two keys
+    buyer = Buyer(tmp_path, [one, two], own=True)
+    buyer.run("import", one.bundle, "--key", "approver")
+    r = buyer.run("import", two.bundle, "--key", "approver")
+    # The clash is reported at import: the buyer's own name wins; each import is qualified.
+    assert (f"WARNING: name clash: dataset bh@1 from {two.origin} has the name of your own "
+            f"dataset bh@1 ({short(buyer.own)}): 'bh@1' names yours; refer to the imported one "
+            f"as '{two.origin}+bh@1'") in r.stderr.splitlines(), r.stderr
+    r = buyer.run("show", "bh@1", "--json")
+    assert json.loads(r.stdout)["digest"] == buyer.own
+    for vendor in (one, two):
+        r = buyer.run("show", f"{vendor.origin}+bh@1", "--json")
+        assert json.loads(r.stdout)["digest"] == vendor.dataset
+    # The origin alone names two logs: ambiguous, and it says how to tell them apart.
+    r = buyer.run("show", "vendor.example/log+bh@1", code=3)
+    assert "ambiguous, matches 2 artifacts" in r.stderr and \
+        "use the digest or an origin-qualified name instead" in r.stderr  # fmt: skip
+    # A mistyped qualified name gets the qualified forms as suggestions.
+    r = buyer.run("show", f"{one.origin}+bh@2", code=3)
+    assert f"'{one.origin}+bh@1'" in r.stderr, r.stderr
+
+
+# -- item 6: root causes first ---------------------------------------------------------------------
+
+
+def test_one_missing_key_is_one_root_cause(
+    trained: tuple[Vendor, Buyer, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    vendor, buyer, ckpt = trained
+    bundle = tmp_path / "ckpt.tar.zst"
+    buyer.run("export", ckpt, "--out", bundle)
+    # A third party trusting the vendor's key but not the buyer's trainer key.
+    third = Party(tmp_path, "third")
+    third.run("init", "--origin", "third.example/log")
+    third.run("key", "new", "approver", "--no-encrypt")
+    (third.home / "vendor.pub").write_bytes((vendor.home / "keys" / "vendor.pub").read_bytes())
+    (third.home / "policy.toml").write_text(
+        '[roles.producer]\nkeys = ["vendor.pub"]\n[roles.approver]\nkeys = '
+        f'["keys/approver.pub"]\n[roles.log]\nvkeys = ["{buyer.vkey()}", "{third.vkey()}"]\n'
+    )
+    third.run("policy", "set", third.home / "policy.toml", "--key", "approver", "--yes")
+    r = third.run("import", bundle, "--key", "approver", code=1)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 2, r.stderr
+    assert lines[0].startswith("FAIL: import ckpt.tar.zst: ") and lines[0].endswith(
+        " checks failed; nothing imported")
+    assert lines[1] == (f"FAIL: checkpoint {short(ckpt)} > record: log entry 7 (checkpoint): "
+                        "the policy has no trainer keys or identities; and 2 records that depend "
+                        "on it")
+    # The standalone verifier says the same; its --json keeps every node and names the cause.
+    code = verify_main([str(bundle), "--policy", str(third.home / "policy.toml"), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert [c["node"] for c in report["causes"]] == [ckpt]
+    assert report["causes"][0]["dependents"] == 2
+    terms = [c for n in report["nodes"] for c in n["checks"] if c["what"] == "terms"]
+    assert len(terms) == 2 and all(c["cause"] == ckpt for c in terms)
+
+
+# -- item 3: what the vendor publishes; an envelope withheld fails closed, for its own data only --
+
+
+def test_a_withheld_revocation_fails_closed_only_for_the_vendors_own_data(
+    trained: tuple[Vendor, Buyer, str],
+) -> None:
+    vendor, buyer, _ckpt = trained
+    policy = vendor.home / "policy.toml"
+    text = policy.read_text()
+    assert "serial = 1" in text
+    policy.write_text(text.replace("serial = 1", 'serial = 2\nformat = 3\npublish = ["erasure"]'))
+    vendor.run("policy", "set", policy, "--key", "vendor")
+    vendor.run("revoke", vendor.batches[0], "--reason", "withheld", "--key", "vendor")
+    for url in served(vendor):
+        r = buyer.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver",
+                      "--fail-on-revocation", "--json", code=1)  # fmt: skip
+        updates = json.loads(r.stdout)["updates"]
+        assert [x["digest"] for x in updates["unreadable"]] == [vendor.batches[0]]
+        assert updates["revoked"] == []
+        assert "its envelope is not here (not published), so every decision about it fails " \
+            "until it is" in r.stderr  # fmt: skip
+    r = buyer.run("admit", "bh@1", code=1)
+    assert f"rollout-batch vendor-1 ({short(vendor.batches[0])})" in r.stderr, r.stderr
+
+
+# -- item 1: a vendor's published key compromise --------------------------------------------------
+
+
+def test_a_vendors_key_compromise_revokes_what_it_signed_here(
+    trained: tuple[Vendor, Buyer, str], tmp_path: Path
+) -> None:
+    vendor, buyer, ckpt = trained
+    applied = vendor.size()
+    vendor.run("key", "new", "vendor-new", "--no-encrypt")
+    keyid = json.loads(vendor.run("key", "list", "--json").stdout)
+    old = next(k["keyid"] for k in keyid if k["name"] == "vendor")
+    new = tmp_path / "new.toml"
+    vendor.run("policy", "init", "--roles", "producer", "--producer", "vendor-new", "--out", new)
+    new.write_text(new.read_text().replace("serial = 1", "serial = 2")
+                   + f'\n[[revoked_keys]]\nkey = "{old}"\ncompromised_since = 0\n'
+                   'reason = "stolen laptop"\n')  # fmt: skip
+    vendor.run("policy", "set", new, "--key", "vendor", "--yes")
+    update = tmp_path / "update.tar.zst"
+    vendor.run("export", "--updates-since", str(applied), "--out", update)
+    r = buyer.run("import", update, "--key", "approver")
+    line = next(x for x in r.stderr.splitlines() if " is compromised " in x)
+    assert line.startswith(f"WARNING: key {old[:16]} of {vendor.origin} is compromised ("), line
+    assert "revoked here what it signed since: " in line and "rollout-batch vendor-1" in line
+    # From the first of its records this import logged here; none: from now on.
+    assert line.endswith('your policy still trusts it as producer: record a successor without it '
+                         f'and with [[revoked_keys]] key = "{old}", compromised_since = '
+                         f"{buyer.size()}"), line  # fmt: skip
+    assert f"WARNING: affected here: checkpoint bh-policy@1 ({short(ckpt)}) is built on " \
+        in r.stderr, r.stderr  # fmt: skip
+    # The buyer's gate refuses what that key signed.
+    r = buyer.run("admit", "bh@1", code=1)
+    assert "declares compromised (compromised since log index 0: stolen laptop" in r.stderr

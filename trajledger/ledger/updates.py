@@ -1,0 +1,653 @@
+"""Take in what another party's log says about what this ledger holds: imports and monitors as
+extensions of that log, not one verdict each.
+
+Scope: for each foreign log (an origin, bound to its log key: two logs that share an origin name
+stay two), this ledger keeps two marks in the user's state (`trust_state.TrustState`, per log
+key): the size **checked** (the floor: the newest checkpoint proven consistent with what was
+seen before, by an import or a monitor) and the size **applied** (every entry below it was
+examined, and the ones about what this ledger holds were taken in). Its signed import records
+keep both too (each names the checkpoint it accepted and the size it applied), and restore them
+in a fresh state directory (`origin_state`).
+
+An update (`Update`: an import of a bundle, or a monitor of a served log) brings the log's
+extension: every entry since the applied size, proven by the checkpoint's root it rebuilds. Of
+those, `select` takes in the entries about artifacts this ledger holds or asks for (their
+revocations, erasures, new records), and consults the log's trust policies; every other entry is
+another party's record, checked by hash and never copied. `apply_update` then logs what it took
+in here (the other party's envelopes, unchanged), records a signed ``import`` statement (the
+origin log, its checkpoint, each entry with its inclusion proof, the size applied), and makes
+what they say take effect, judged under this ledger's policy:
+
+- a revocation or erasure that verifies here (signed by an approver, or by the producer of what
+  it names: ``verify.lineage``) makes every decision refuse its subject; an erasure also
+  deletes this ledger's copy of the subject's data (only files of the subject's own manifest,
+  whatever its list says);
+- one whose envelope the other party did not publish is taken in unreadable: every decision
+  about its subject fails closed until the envelope arrives (an update bundle, then ``fsck
+  --repair --from``);
+- the other party's policy successions never change what this ledger trusts; a key it declares
+  compromised (``revoked_keys`` of its policy in force) makes this ledger refuse that key's
+  records from then on: each artifact held here that the key signed at or after that point of
+  its log is revoked here (signed by the importing approver, the reason naming the
+  declaration), and the report says to add the key to this policy's ``revoked_keys``.
+
+`Changes` is what the import or monitor reports: what is new, what the other party revoked or
+erased (reason, signer, its log index), which of this ledger's own datasets and checkpoints are
+affected (their impact), and names that clash with this ledger's.
+
+Non-scope: reading bundles (``verify.bundle``) and served logs (``ledger.monitor``); verifying
+records (``verify.lineage``).
+Spec: schemas/bundle.v1.md ("Import"), docs/third-party.md ("Updates between organisations").
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trajledger.verify import predicates
+from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
+from trajledger.verify.errors import ProvenanceError
+from trajledger.verify.kinds import KINDS, name_version
+from trajledger.verify.lineage import LineageVerifier, Record
+from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.log_index import read_record
+from trajledger.verify.note import verifier_from_vkey
+from trajledger.verify.policy import TrustPolicy, follow_history
+from trajledger.verify.predicates import Erasure, Import, Revocation
+
+from .catalog import Origins, origin_name
+from .errors import StoreError, TamperError
+from .evidence import ledger_evidence
+from .keys import Signer
+from .log import EntrySpec
+from .record import record_statement
+
+if TYPE_CHECKING:
+    from .home import Ledger
+    from .trust_state import TrustState
+
+__all__ = [
+    "NOT_TAKEN",
+    "Applied",
+    "Changes",
+    "Update",
+    "apply_update",
+    "from_log",
+    "held",
+    "label",
+    "origin_state",
+    "select",
+]
+
+NOT_TAKEN = frozenset({"trust-policy", "import", "refusal"})
+"""Kinds never logged here: the other party's policies (consulted for its key compromises,
+never trusted), its own imports and refusals (its business)."""
+_STOPS = ("revocation", "erasure")
+
+
+@dataclass
+class Changes:
+    """What an import or a monitor changed in this ledger (each list item a dict, as
+    ``--json`` prints them).
+
+    Attributes:
+        origin: the other log, ``ORIGIN+KEYHASH`` (`catalog.origin_name`).
+        new: artifacts this ledger did not hold before, by kind.
+        revoked: the other party's revocations of what this ledger holds that count here.
+        erased: its erasures that count here, with how many blobs were deleted here.
+        compromised: keys its policy declares compromised, and what was revoked here for it.
+        unreadable: revocations and erasures taken in without their envelope (fail closed).
+        ignored: its revocations and erasures that do not count here, and why.
+        affected: this ledger's own datasets and checkpoints built on what was revoked or
+            erased.
+        clashes: names of imported records that are also names of other records here.
+        pending: revocations and erasures a monitor found about what this ledger holds but did
+            not take in (no approver key to sign the import).
+    """
+
+    origin: str
+    new: dict[str, list[str]] = field(default_factory=dict)
+    revoked: list[dict[str, Any]] = field(default_factory=list)
+    erased: list[dict[str, Any]] = field(default_factory=list)
+    compromised: list[dict[str, Any]] = field(default_factory=list)
+    unreadable: list[dict[str, Any]] = field(default_factory=list)
+    ignored: list[dict[str, Any]] = field(default_factory=list)
+    affected: list[dict[str, Any]] = field(default_factory=list)
+    clashes: list[str] = field(default_factory=list)
+    pending: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def stopped(self) -> bool:
+        """True when something this ledger holds may no longer be used (revoked, erased,
+        signed by a compromised key, or named by a record that cannot be read)."""
+        return bool(self.revoked or self.erased or self.compromised or self.unreadable
+                    or self.pending)
+
+    def lines(self) -> list[tuple[str, str]]:
+        """``(level, text)`` lines for the command's stderr: ``ok``, ``warning``, ``note``."""
+        out: list[tuple[str, str]] = []
+        if self.new:
+            out.append(("ok", "new: " + ", ".join(f"{len(v)} {k}(s)" for k, v in
+                                                  sorted(self.new.items()))))
+        for r in self.revoked:
+            out.append(("warning", f"revoked by {self.origin}: {r['label']}: {r['reason']} "
+                        f"(signed by {r['signer'][:12]}, its log index {r['logIndex']})"))
+        for r in self.erased:
+            out.append(("warning", f"erased by {self.origin}: {r['label']}: {r['reason']} "
+                        f"(signed by {r['signer'][:12]}, its log index {r['logIndex']}); "
+                        f"{r['deleted']} blob(s) deleted here"))
+        for r in self.compromised:
+            out.append(("warning", r["text"]))
+        for r in self.unreadable:
+            out.append(("warning", f"{r['kind']} at log index {r['logIndex']} of "
+                        f"{self.origin} about {r['label']}: its envelope is not here (not "
+                        "published), so every decision about it fails until it is; ask for an "
+                        f"update (export --updates-since {r['logIndex']})"))
+        for r in self.pending:
+            out.append(("warning", f"pending: {r['kind']} at log index {r['logIndex']} of "
+                        f"{self.origin} about {r['label']}, which you hold: not taken in "
+                        "(pass --key APPROVER to apply it)"))
+        for r in self.ignored:
+            out.append(("note", f"ignored: {r['kind']} at log index {r['logIndex']} of "
+                        f"{self.origin} about {r['label']}: {r['why']}"))
+        for a in self.affected:
+            out.append(("warning", f"affected here: {a['label']} is built on {a['because']} — "
+                        f"see 'trajledger impact {a['becauseDigest']}'"))
+        out += [("warning", c) for c in self.clashes]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON form."""
+        return {"origin": self.origin, "new": self.new, "revoked": self.revoked,
+                "erased": self.erased, "compromised": self.compromised,
+                "unreadable": self.unreadable, "ignored": self.ignored,
+                "affected": self.affected, "clashes": self.clashes, "pending": self.pending}
+
+
+@dataclass(frozen=True)
+class Update:
+    """What an import or a monitor brings from another party's log.
+
+    Attributes:
+        vkey: the log's verifier key (its checkpoint verified with it, or a key it handed
+            over to).
+        note: the signed checkpoint accepted.
+        entries: every entry examined, by its index there (the lineage asked for and the
+            extension), unverified bytes proven under ``note``.
+        taken: the entries to log here (`select`).
+        consulted: entries listed in the import record without being logged (policies).
+        inclusion: ``index -> inclusion proof`` under ``note``.
+        objects: blobs to store (a file, or bytes), by digest.
+        artifact: the artifact asked for (``digest``, ``kind``, ``name``, ``logIndex``), or
+            None for updates alone.
+        applied: the size up to which every entry was examined (the checkpoint's).
+        data_included: the artifact's data came with it.
+    """
+
+    vkey: str
+    note: bytes
+    entries: Mapping[int, bytes]
+    taken: Sequence[int]
+    consulted: Sequence[int]
+    inclusion: Callable[[int], Sequence[bytes]]
+    objects: Mapping[str, Path | bytes]
+    artifact: Mapping[str, Any] | None
+    applied: int
+    data_included: bool = True
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        """The checkpoint ``note`` signs."""
+        return verify_checkpoint(self.note, verifier_from_vkey(self.vkey))
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What `apply_update` did: the import record (an earlier one when nothing was new), this
+    log's indices of the records taken in, and the changes."""
+
+    index: int
+    recorded: bool
+    logged: tuple[int, ...]
+    changes: Changes
+
+
+# -- the marks of a foreign log ------------------------------------------------------------------
+
+
+def _imports(ledger: Ledger, vkey: str | None = None) -> list[tuple[int, Import]]:
+    """This ledger's import records (of the log ``vkey``), read from the store.
+
+    Raises:
+        TamperError: an import record's envelope is missing or damaged (fail closed: it could
+            hide a newer checkpoint, so a rollback).
+    """
+    state = ledger.trust_state()
+    out = []
+    for i in state.of_kind("import"):
+        entry = state.entry(i)
+        assert entry is not None
+        try:
+            _st, pred = read_record(entry, ledger.store.get(entry.envelope),
+                                    f"import record at log index {i}")
+        except (ProvenanceError, StoreError) as e:
+            raise TamperError(
+                f"import record at log index {i}: cannot be read ({e}), so what was accepted "
+                "from other logs cannot be known; restore it with 'trajledger fsck --repair "
+                "--from BUNDLE|LEDGER'"
+            ) from e
+        assert isinstance(pred, Import)
+        if vkey is None or pred.log.get("vkey") == vkey:
+            out.append((i, pred))
+    return out
+
+
+def origin_state(ledger: Ledger, vkey: str, *, distinct: Sequence[str] = (),
+                 handovers: Sequence[bytes] = (), proof: Callable[[int, int], Sequence[bytes]]
+                 | None = None, note: bytes | None = None) -> TrustState:
+    """The user's state of a foreign log: the newest checkpoint checked (the floor) and the size
+    applied, each restored from this ledger's signed import records when the state is behind
+    them (a fresh state directory).
+
+    With ``note`` (the log's checkpoint now) and no floor yet for this key: carry over the
+    floor of a key of the same origin this one took over from (a rotation, through
+    ``handovers``), unless ``distinct`` (the log keys the policy trusts on their own) holds
+    it and no handover leads to it: then it is another log using the same origin name.
+
+    Raises:
+        TamperError: an import record cannot be read; key confusion (`continue_trust`).
+    """
+    from .trust_state import TrustState, continue_trust
+
+    origin = TrustState.open(vkey)
+    verifier = verifier_from_vkey(vkey)
+    best: tuple[int, bytes] | None = None
+    applied = 0
+    for _i, pred in _imports(ledger, vkey):
+        raw = str(pred.log["checkpoint"]).encode("utf-8")
+        try:
+            cp = verify_checkpoint(raw, verifier)
+        except ProvenanceError:
+            continue  # verified when it was imported; a record cannot sign for the log
+        if best is None or cp.size > best[0]:
+            best = (cp.size, raw)
+        # Records written before the applied size existed applied their checkpoint.
+        applied = max(applied, pred.applied if pred.applied is not None else cp.size)
+    floor = origin.floor_checkpoint()
+    what = f"log {origin_name(vkey)}"
+    if best is not None and (floor is None or best[0] > floor.size):
+        origin.advance_floor(best[1], what=what)
+    if applied and applied > (origin.applied() or 0):
+        origin.advance_floor(origin.floor() or b"", what=what, applied=applied)
+    if origin.floor() is None and note is not None and proof is not None:
+        continue_trust(origin, note, handovers, proof, what=what, distinct=distinct)
+    return origin
+
+
+# -- what to take in ------------------------------------------------------------------------------
+
+
+def held(ledger: Ledger, digest: str) -> bool:
+    """True when this ledger holds a record of the artifact ``digest`` (its own or imported)."""
+    state = ledger.trust_state()
+    return any((e := state.entry(i)) is not None and KINDS[e.kind].lineage
+               for i in state.about(digest))
+
+
+def from_log(ledger: Ledger, digest: str, logs: Collection[str]) -> bool:
+    """True when this ledger holds a record of the artifact ``digest`` that an import brought
+    from the log of one of the verifier keys ``logs``."""
+    state = ledger.trust_state()
+    origins = Origins(ledger)
+    return any((e := state.entry(i)) is not None and KINDS[e.kind].lineage
+               and origins.of(i) & set(logs) for i in state.about(digest))
+
+
+def select(
+    ledger: Ledger, entries: Mapping[int, bytes], *, extension: int | None, asked: set[str],
+    have: Callable[[str], bool], logs: Collection[str],
+) -> tuple[list[int], list[int]]:
+    """Which entries of another log to take in, and which to consult only.
+
+    Steps:
+        1. Policies (and the other party's imports and refusals) are consulted, never logged.
+        2. An entry below the extension is of the lineage asked for: taken in (as every import
+           always did).
+        3. An entry of the extension is taken in when it is about an artifact asked for or
+           held here (`held`), with its envelope (``have``), or without it when it can stop a
+           use of data (a revocation or erasure whose envelope the party did not publish:
+           then it fails closed here) of an artifact asked for or brought from this very log
+           (``logs``: its verifier keys; `from_log`): a party cannot make decisions about
+           another party's artifacts, or this ledger's own, fail by withholding an envelope.
+           Every other entry is another party's record.
+
+    Returns:
+        ``(taken, consulted)`` indices, ascending.
+    """
+    taken, consulted = [], []
+    for i in sorted(entries):
+        entry = LogEntry.from_bytes(entries[i])
+        # (1)
+        if entry.kind in NOT_TAKEN:
+            if entry.kind == "trust-policy":
+                consulted.append(i)
+            continue
+        # (2)
+        if extension is None or i < extension:
+            taken.append(i)
+            continue
+        # (3)
+        asked_for = entry.subject in asked
+        if not (asked_for or held(ledger, entry.subject)):
+            continue
+        if have(entry.envelope) or (KINDS[entry.kind].restricts and (
+                asked_for or from_log(ledger, entry.subject, logs))):
+            taken.append(i)
+    return taken, consulted
+
+
+# -- applying -------------------------------------------------------------------------------------
+
+
+def apply_update(
+    ledger: Ledger, policy: TrustPolicy, signers: Sequence[Signer], update: Update, *,
+    what: str, floor: Callable[[], None] | None = None,
+) -> Applied:
+    """Take an update in: store its objects, log what it takes in, record the import, and make
+    what it says take effect here (the module docstring).
+
+    Steps:
+        1. Store the objects (content-addressed; each re-hashed as stored).
+        2. Log the entries taken in, in their log's order (one group commit, idempotent by
+           envelope: a retry adds nothing twice).
+        3. Unless an import record of the same thing under the same tree exists (and nothing
+           new was logged), record one signed by ``signers``: the artifact (if any), the log
+           and its checkpoint, each entry taken in or consulted with its inclusion proof, the
+           size applied. ``floor`` (advancing the marks) runs right after it.
+        4. The other party's key compromises: each held artifact it says a compromised key
+           signed from then on is revoked here.
+        5. Judge what was taken in under ``policy`` in this ledger: revocations and erasures
+           that count (an erasure deletes this ledger's copy of its subject's files), those
+           that cannot be read, those that do not count; then the affected artifacts of this
+           ledger's own, and name clashes.
+
+    Raises:
+        StoreError, LogError: the store or the log cannot be written.
+        PolicyError: ``signers`` may not sign here.
+    """
+    cp = update.checkpoint
+    state = ledger.trust_state()
+    changes = Changes(origin_name(update.vkey))
+    # (1)
+    for digest, obj in update.objects.items():
+        got = (ledger.store.put_file(obj).digest if isinstance(obj, Path)
+               else ledger.store.put_bytes(obj))
+        if got != digest:
+            raise StoreError(f"{what}: object {digest} changed while copied ({got})")
+    # (2)
+    foreign = {i: LogEntry.from_bytes(update.entries[i]) for i in update.taken}
+    fresh = {i for i, e in foreign.items() if KINDS[e.kind].lineage
+             and not any((x := state.entry(j)) is not None and x.kind == e.kind
+                         for j in state.about(e.subject))}
+    specs = [EntrySpec(e.kind, e.subject, e.envelope, e.signers) for e in foreign.values()]
+    before = ledger.log.size
+    logged = tuple(ledger.log.append(specs, foreign=True)) if specs else ()
+    here = dict(zip(foreign, logged, strict=True))
+    # (3)
+    subject, name = _import_subject(update, cp)
+    earlier = _earlier_import(ledger, subject, (cp.origin, cp.size, cp.root))
+    if earlier is not None and ledger.log.size == before:
+        if floor is not None:
+            floor()
+        return Applied(earlier, False, logged, changes)
+    predicate: dict[str, Any] = {
+        "log": {"origin": cp.origin, "vkey": update.vkey,
+                "checkpoint": update.note.decode("utf-8")},
+        "entries": [
+            {"index": i, "entry": update.entries[i].decode("utf-8"),
+             "inclusion": [base64.b64encode(h).decode("ascii") for h in update.inclusion(i)]}
+            for i in sorted({*update.taken, *update.consulted})
+        ],
+        "dataIncluded": update.data_included,
+        "applied": update.applied,
+    }
+    if update.artifact is not None:
+        predicate["artifact"] = dict(update.artifact)
+    recorded = record_statement(ledger, name, subject, predicates.IMPORT, predicate,
+                                list(signers), kind="import")
+    if floor is not None:
+        floor()
+    # (4)
+    _compromises(ledger, policy, signers, update, here, changes)
+    # (5)
+    for i in sorted(fresh):
+        e = foreign[i]
+        changes.new.setdefault(e.kind, []).append(e.subject)
+    _judge(ledger, policy, foreign, here, changes)
+    _clashes(ledger, [here[i] for i in sorted(fresh)], changes)
+    return Applied(recorded.index, True, logged, changes)
+
+
+def _import_subject(update: Update, cp: Checkpoint) -> tuple[str, str]:
+    """The import record's subject: the artifact asked for; for updates alone, the tree they
+    bring the ledger to (the digest of the checkpoint's text, whatever cosigns it)."""
+    if update.artifact is not None:
+        return str(update.artifact["digest"]), str(update.artifact["name"])
+    text = f"{cp.origin}\n{cp.size}\n{base64.b64encode(cp.root).decode()}\n"
+    return ("sha256:" + hashlib.sha256(text.encode()).hexdigest(),
+            f"updates of {origin_name(update.vkey)} to size {cp.size}")
+
+
+def _earlier_import(ledger: Ledger, digest: str, tree: tuple[str, int, bytes]) -> int | None:
+    """The index of an import record of ``digest`` with the same evidence (log, tree), if any."""
+    state = ledger.trust_state()
+    for i, pred in _imports(ledger):
+        entry = state.entry(i)
+        if entry is None or entry.subject != digest:
+            continue
+        try:
+            cp = Checkpoint.from_text(_note_text(str(pred.log["checkpoint"])))
+        except ProvenanceError:
+            continue
+        if (cp.origin, cp.size, cp.root) == tree:
+            return i
+    return None
+
+
+def _note_text(note: str) -> bytes:
+    from trajledger.verify.note import Note
+
+    return Note.from_bytes(note.encode("utf-8")).text
+
+
+def label(ledger: Ledger, digest: str) -> str:
+    """``kind NAME@VERSION (sha256:…)`` of a record of this ledger, or the digest."""
+    state = ledger.trust_state()
+    for i in state.about(digest):
+        e = state.entry(i)
+        if e is None or not KINDS[e.kind].named:
+            continue
+        try:
+            st, _pred = read_record(e, ledger.read_blob(e.envelope), f"log entry {i}")
+        except ProvenanceError:
+            break
+        n, v = name_version(e.kind, st)
+        return f"{e.kind} {n}{'@' + v if v else ''} ({digest[:19]}…)"
+    return digest
+
+
+# -- what the other party says, judged here -------------------------------------------------------
+
+
+def _judge(ledger: Ledger, policy: TrustPolicy, foreign: Mapping[int, LogEntry],
+           here: Mapping[int, int], changes: Changes) -> None:
+    """Step 5 of `apply_update`: each revocation and erasure taken in, verified in this ledger
+    under ``policy``; an erasure that counts deletes this ledger's copy of its subject's files;
+    then what of this ledger's own is built on what stopped."""
+    from .status import delete_erased, erasable_blobs
+
+    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
+                               data="size")
+    stopped: dict[str, str] = {}
+    try:
+        for i, e in sorted(foreign.items()):
+            if e.kind not in _STOPS:
+                continue
+            rec = verifier.record(here[i])
+            name = label(ledger, e.subject)
+            facts = {"digest": e.subject, "label": name, "logIndex": i, "kind": e.kind}
+            if isinstance(rec, Record):
+                pred = rec.predicate
+                assert isinstance(pred, Revocation | Erasure)
+                facts |= {"reason": pred.reason, "signer": ",".join(sorted(rec.signers))}
+                if isinstance(pred, Erasure):
+                    mine = erasable_blobs(ledger, e.subject)
+                    facts["deleted"] = delete_erased(ledger, mine.intersection(pred.blobs))
+                    changes.erased.append(facts)
+                else:
+                    changes.revoked.append(facts)
+                stopped[e.subject] = name
+            elif rec.damaged:
+                changes.unreadable.append(facts)
+                stopped[e.subject] = name
+            else:
+                changes.ignored.append(facts | {"why": rec.message})
+        for c in changes.compromised:
+            stopped.update({d: label(ledger, d) for d in c["revokedHere"]})
+        origins = Origins(ledger)
+        for digest, because in stopped.items():
+            if verifier.primary_kind(digest) is None:
+                continue
+            for node in verifier.impact(digest).nodes.values():
+                if (node.kind in ("dataset", "checkpoint") and node.id != digest
+                        and node.index is not None and not origins.of(node.index)
+                        and not any(a["digest"] == node.id for a in changes.affected)):
+                    changes.affected.append({"digest": node.id, "label": node.label,
+                                             "becauseDigest": digest, "because": because})
+    finally:
+        verifier.close()
+
+
+def _compromises(ledger: Ledger, policy: TrustPolicy, signers: Sequence[Signer],
+                 update: Update, here: Mapping[int, int], changes: Changes) -> None:
+    """Step 4 of `apply_update`: the other party's key compromises.
+
+    Steps:
+        1. Its policy in force, followed from its first policy through every policy record this
+           ledger has seen of it (import records) and this update's, by its own rules; a
+           history that cannot be followed declares nothing.
+        2. For each key it revokes that one of its own policies held (a party cannot declare
+           another party's key compromised): the artifacts held here whose record it signed at
+           or after ``compromised_since`` (of that log: its indices and its entry times) are
+           revoked here, signed by the first of ``signers``, unless a revocation of them
+           already counts here.
+        3. When the key holds a role of ``policy`` that does not revoke it, the report says to
+           add it to ``revoked_keys``, from this log's index of its first record taken in
+           after the compromise (or now).
+    """
+    from .status import revoke
+
+    # (1)
+    seen: dict[int, LogEntry] = {}
+    for _i, pred in _imports(ledger, update.vkey):
+        for item in pred.entries:
+            raw = item.get("entry")
+            if isinstance(raw, str) and isinstance(item.get("index"), int):
+                try:
+                    seen[int(item["index"])] = LogEntry.from_bytes(raw.encode("utf-8"))
+                except ProvenanceError:
+                    continue
+    seen |= {i: LogEntry.from_bytes(update.entries[i]) for i in update.entries}
+    records = []
+    for i, e in sorted(seen.items()):
+        data = ledger.read_blob(e.envelope) if e.kind == "trust-policy" else None
+        if data is not None:
+            records.append((i, e.subject, data))
+    if not records:
+        return
+    theirs, _notes = follow_history(None, records)
+    if theirs is None or not theirs.revoked_keys:
+        return
+    # A party declares compromised only keys its own policies held: not another party's whose
+    # records it imported into its log.
+    own = {k for p in (theirs, *(q for _i, q in theirs.earlier))
+           for role in ("producer", "approver", "trainer", "evaluator")
+           for k in p.role(role).keyids}
+    state = ledger.trust_state()
+    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=state, data="size")
+    try:
+        for rk in theirs.revoked_keys:
+            if rk.keyid not in own:
+                continue
+            # (2)
+            hits = {e.subject: i for i, e in sorted(seen.items()) if KINDS[e.kind].lineage
+                    and rk.keyid in e.signers and rk.covers(i, e.time)
+                    and held(ledger, e.subject)}
+            revoked = []
+            for digest in hits:
+                counted = [r for j in verifier.records(digest, "revocation")
+                           if isinstance(r := verifier.record(j), Record)]
+                if counted:
+                    continue
+                reason = (f"signed by key {rk.keyid[:16]}, which {origin_name(update.vkey)} "
+                          f"declares compromised ({rk.describe()}; its policy "
+                          f"{theirs.name!r} serial {theirs.serial})")
+                revoke(ledger, digest, signers[0], reason=reason)
+                revoked.append(digest)
+            # (3)
+            text = (f"key {rk.keyid[:16]} of {origin_name(update.vkey)} is compromised "
+                    f"({rk.describe()}; its policy {theirs.name!r} serial {theirs.serial})"
+                    + (": revoked here what it signed since: "
+                       + ", ".join(label(ledger, d) for d in revoked) if revoked else ""))
+            roles = [r for r in ("producer", "approver", "trainer", "evaluator")
+                     if policy.holds(r, rk.keyid)]
+            if roles and not any(x.keyid == rk.keyid for x in policy.revoked_keys):
+                since = min((here[i] for i in here if rk.keyid in seen[i].signers
+                             and rk.covers(i, seen[i].time)), default=ledger.log.size)
+                text += (f"; your policy still trusts it as {' and '.join(roles)}: record a "
+                         f"successor without it and with [[revoked_keys]] key = "
+                         f"\"{rk.keyid}\", compromised_since = {since}")
+            if revoked or roles:
+                changes.compromised.append({"key": rk.keyid, "text": text,
+                                            "revokedHere": revoked})
+    finally:
+        verifier.close()
+
+
+def _clashes(ledger: Ledger, indices: Sequence[int], changes: Changes) -> None:
+    """Names of records just imported that other records here also have: this ledger's own
+    name wins (`catalog.Catalog.resolve`); another origin's makes the plain name ambiguous."""
+    state = ledger.trust_state()
+    origins = Origins(ledger)
+    for j in indices:
+        entry = state.entry(j)
+        if entry is None or not KINDS[entry.kind].named:
+            continue
+        try:
+            st, _pred = read_record(entry, ledger.read_blob(entry.envelope), f"log entry {j}")
+        except ProvenanceError:
+            continue
+        name, version = name_version(entry.kind, st)
+        if not version:
+            continue
+        ref = f"{name}@{version}"
+        mine = origins.names(j)[0] if origins.names(j) else changes.origin
+        for other in state.by_name(name, version):
+            if other.subject == entry.subject or other.kind != entry.kind:
+                continue
+            theirs = origins.names(other.index)
+            if not theirs:
+                changes.clashes.append(
+                    f"name clash: {entry.kind} {ref} from {mine} has the name of your own "
+                    f"{entry.kind} {ref} ({other.subject[:19]}…): '{ref}' names yours; refer "
+                    f"to the imported one as '{mine}+{ref}'")
+            else:
+                changes.clashes.append(
+                    f"name clash: {entry.kind} {ref} from {mine} has the name of "
+                    f"{entry.kind} {ref} from {theirs[0]} ({other.subject[:19]}…): refer to "
+                    f"each by its origin-qualified name ('{mine}+{ref}', '{theirs[0]}+{ref}')")
