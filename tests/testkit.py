@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import json
 import os
 import shutil
 import sqlite3
@@ -194,3 +195,43 @@ def new_runner() -> CliRunner:
         return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
     except TypeError:
         return CliRunner()
+
+
+class Party:
+    """One organisation of the exchange tests (tests/e2e/test_updates.py,
+    tests/interop/test_three_parties.py): a ledger directory and a user state directory of its
+    own, driven through the CLI in-process."""
+
+    def __init__(self, root: Path, name: str) -> None:
+        self.name = name
+        self.home = root / name
+        self.state = root / f"{name}-state"
+        self.state.mkdir(parents=True)
+
+    def run(self, *args: str | Path, code: int = 0) -> Any:
+        """``trajledger --ledger HOME ARGS`` as this party; asserts the exit code and that no
+        traceback was printed; the click ``Result``."""
+        from trajledger.runner.cli import main
+
+        r = new_runner().invoke(main, ["--ledger", str(self.home), *map(str, args)],
+                                env={"TRAJLEDGER_STATE_DIR": str(self.state)})
+        assert r.exit_code == code, f"{self.name} {args}: {r.output}"
+        assert "Traceback" not in r.output
+        return r
+
+    def last(self, *args: str | Path) -> str:
+        """Run a command and return its last stdout line (a digest, a vkey)."""
+        return str(self.run(*args).stdout.strip().splitlines()[-1])
+
+    def info(self) -> dict[str, Any]:
+        """``log info --json``."""
+        return dict(json.loads(self.run("log", "info", "--json").stdout))
+
+    def vkey(self) -> str:
+        """The party's log verifier key."""
+        return str(self.info()["vkey"])
+
+    def size(self) -> int:
+        """The party's log size."""
+        return int(self.info()["size"])
+
