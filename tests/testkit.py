@@ -235,3 +235,27 @@ class Party:
         """The party's log size."""
         return int(self.info()["size"])
 
+
+def run_on_terminal(cmd: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run ``cmd`` with stderr on a pseudo-terminal (stdout a pipe, stdin empty), as a user at
+    a terminal sees it; its exit code and what it wrote to the terminal."""
+    import pty
+    import subprocess
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=slave, env=env)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not data:
+            break
+        out += data
+    proc.wait()
+    os.close(master)
+    return proc.returncode, out.decode("utf-8", "replace")
+
