@@ -104,12 +104,25 @@ def _yaml_scalar(value: Any) -> str:
     raise TypeError(f"not a YAML scalar: {value!r}")
 
 
+_YAML_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+_YAML_11_WORDS = frozenset(["y", "n", "yes", "no", "on", "off", "true", "false", "null"])
+"""Words YAML 1.1 reads as booleans or null whatever their case: a key spelled so is quoted."""
+
+
+def _yaml_key(key: str) -> str:
+    """A mapping key: plain when it is an identifier YAML reads as that string, else quoted."""
+    if _YAML_PLAIN_KEY.fullmatch(key) and key.lower() not in _YAML_11_WORDS:
+        return key
+    return _yaml_scalar(key)
+
+
 def _yaml(value: Any, indent: int = 0) -> list[str]:
-    """Block YAML lines for a dict (keys are plain identifiers) or a list."""
+    """Block YAML lines for a dict or a list."""
     pad = "  " * indent
     lines: list[str] = []
     if isinstance(value, dict):
-        for k, v in value.items():
+        for key, v in value.items():
+            k = _yaml_key(str(key))
             if isinstance(v, dict) and v:
                 lines.append(f"{pad}{k}:")
                 lines += _yaml(v, indent + 1)

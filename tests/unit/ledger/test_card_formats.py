@@ -45,6 +45,13 @@ def test_nested_yaml_reads_back_as_written(value: Any) -> None:
     assert yaml.safe_load("\n".join(_yaml(doc)) + "\n") == doc
 
 
+def test_keys_yaml_would_read_as_something_else_are_quoted() -> None:
+    doc = {k: 1 for k in ("no", "On", "y", "NULL", "true", "1st", "a b", "x:y", "#", "", "ok")}
+    lines = _yaml(doc)
+    assert yaml.safe_load("\n".join(lines) + "\n") == doc
+    assert "ok: 1" in lines and '"no": 1' in lines
+
+
 # -- Markdown ------------------------------------------------------------------------------------
 
 
