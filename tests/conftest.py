@@ -112,7 +112,7 @@ def passphrase(monkeypatch: pytest.MonkeyPatch) -> str:
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     """An initialised, empty ledger directory (origin ``test/ledger``)."""
-    from trajledger.ledger.home import Ledger
+    from trajledger import Ledger
 
     root = tmp_path / "home"
     Ledger.init(root, origin="test/ledger")
@@ -198,7 +198,7 @@ def chat_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     environment ``chat@1``; one chat batch of `chat_lines`; dataset ``chat@1`` approved."""
     import json
 
-    from trajledger.runner.api import Ledger
+    from trajledger import Ledger
 
     root = tmp_path_factory.mktemp("chat-template")
     home = root / "home"

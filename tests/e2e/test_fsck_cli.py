@@ -17,9 +17,9 @@ import pytest
 import tamperkit as tk
 from click.testing import CliRunner, Result
 
+from trajledger import Ledger
 from trajledger.ledger.catalog import Catalog
 from trajledger.ledger.fs import STALE_AFTER, temp_name
-from trajledger.ledger.home import Ledger
 from trajledger.runner.cli import main
 from trajledger.verify.manifest import Manifest
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from trajledger.ledger.home import Ledger
+from trajledger import Ledger
 from trajledger.ledger.keys import Signer
 from trajledger.runner.cli import main
 from trajledger.verify.checkpoint import Checkpoint

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner, Result
 
-from trajledger.ledger.home import Ledger
+from trajledger import Ledger
 from trajledger.runner.cli import main
 
 Columns = dict[str, list[Any]]

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from trajledger import Ledger
 from trajledger.ledger.artifacts import register_environment
-from trajledger.ledger.home import Ledger
 
 
 @pytest.fixture

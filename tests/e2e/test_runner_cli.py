@@ -27,6 +27,7 @@ import pytest
 import tamperkit as tk
 from click.testing import CliRunner, Result
 
+from trajledger import Ledger
 from trajledger.ledger.artifacts import (
     batch_files,
     create_dataset,
@@ -36,7 +37,6 @@ from trajledger.ledger.artifacts import (
 )
 from trajledger.ledger.catalog import Catalog
 from trajledger.ledger.errors import TamperError
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.keys import KeyStore, Signer
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import approve, record_policy

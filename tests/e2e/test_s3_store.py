@@ -23,8 +23,8 @@ import pytest
 from click.testing import CliRunner, Result
 from moto.server import ThreadedMotoServer
 
+from trajledger import Ledger
 from trajledger.ledger.artifacts import create_dataset, register_environment
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.status import approve
 from trajledger.runner.cli import main
 from trajledger.runner.rollouts import run_policy

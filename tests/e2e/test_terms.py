@@ -23,7 +23,7 @@ import pytest
 import zstandard
 from click.testing import CliRunner, Result
 
-from trajledger.ledger.home import Ledger
+from trajledger import Ledger
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
 from trajledger.verify.bundle import BundleIndex, Member

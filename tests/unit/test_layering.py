@@ -54,6 +54,7 @@ class Import:
     line: int
     top_level: bool  # runs when the module is imported (not inside a def or TYPE_CHECKING)
     relative: bool = False  # written as a relative import (``from .x import y``)
+    type_only: bool = False  # under ``if TYPE_CHECKING:``: types only, never run
 
     @property
     def root(self) -> str:
@@ -100,31 +101,33 @@ def imports_of(source: str, module: str, file: str, *, is_package: bool = False)
         base = base[: len(base) - (level - 1)]
         return ".".join(base + ([name] if name else []))
 
-    def visit(node: ast.AST, top: bool) -> None:
+    def visit(node: ast.AST, top: bool, types: bool) -> None:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
             top = False
         if isinstance(node, ast.If) and _is_type_checking(node.test):
             for child in node.orelse:
-                visit(child, top)
+                visit(child, top, types)
             for child in node.body:
-                visit(child, False)
+                visit(child, False, True)
             return
         if isinstance(node, ast.Import):
-            found.extend(Import(a.name, file, node.lineno, top) for a in node.names)
+            found.extend(Import(a.name, file, node.lineno, top, type_only=types)
+                         for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = resolve(node.level, node.module)
             rel = node.level > 0
-            found.append(Import(base, file, node.lineno, top, rel))
+            found.append(Import(base, file, node.lineno, top, rel, types))
             if base:
                 # ``from pkg import name`` may load the submodule pkg.name.
-                found.extend(Import(f"{base}.{a.name}", file, node.lineno, top, rel)
+                found.extend(Import(f"{base}.{a.name}", file, node.lineno, top, rel, types)
                              for a in node.names if a.name != "*")
         elif isinstance(node, ast.Call) and _literal_import_call(node):
-            found.append(Import(node.args[0].value, file, node.lineno, top))  # type: ignore[attr-defined]
+            found.append(Import(node.args[0].value, file, node.lineno, top,  # type: ignore[attr-defined]
+                                type_only=types))
         for child in ast.iter_child_nodes(node):
-            visit(child, top)
+            visit(child, top, types)
 
-    visit(ast.parse(source, file), True)
+    visit(ast.parse(source, file), True, False)
     return found
 
 

@@ -40,7 +40,7 @@ from trajledger.verify.statement import Statement
 from .errors import LedgerError
 
 if TYPE_CHECKING:
-    from .home import Ledger
+    from .home import LedgerHome
     from .trust_state import NameRow
 
 __all__ = [
@@ -138,7 +138,7 @@ class Origins:
     it from (an import record lists the envelopes of the records it logged here). Read from the
     user's index and the import records' statements (unverified: naming, not trust)."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: LedgerHome) -> None:
         """Attach to a ledger (its index is brought up to date on first use)."""
         self.ledger = ledger
         self._vkeys: dict[int, str | None] = {}
@@ -223,7 +223,7 @@ class CatalogItem:
 class Catalog:
     """References of one ledger, resolved through the index and confirmed from the log."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: LedgerHome) -> None:
         """Attach to a ledger; the index is brought up to date on first use."""
         self.ledger = ledger
 

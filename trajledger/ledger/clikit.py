@@ -65,9 +65,9 @@ class Context:
     def ledger(self) -> Any:
         """Open the ledger at ``home`` (raises LedgerError when there is none)."""
         if self.opener is None:
-            from .home import Ledger
+            from .home import LedgerHome
 
-            ledger = Ledger.open(self.home, passphrase=ask_passphrase)
+            ledger = LedgerHome.open(self.home, passphrase=ask_passphrase)
         else:
             ledger = self.opener(self.home, passphrase=ask_passphrase)
         quiet = self.quiet

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from trajledger.verify.predicates import Dataset, RolloutBatch, Sealed
 
     from .batch_features import BatchFeatures
-    from .home import Ledger
+    from .home import LedgerHome
     from .store import ObjectStore
 
 __all__ = [
@@ -432,7 +432,7 @@ def duplicate_lines(features: Sequence[BatchFeatures]) -> list[str]:
 class _Reader:
     """Records and features of one ledger, read once each (unverified: see `check_dataset`)."""
 
-    def __init__(self, ledger: Ledger, workdir: Path, progress: ProgressFactory | None) -> None:
+    def __init__(self, ledger: LedgerHome, workdir: Path, progress: ProgressFactory | None) -> None:
         self.ledger = ledger
         self.state = ledger.trust_state()
         self.workdir = workdir
@@ -499,7 +499,7 @@ def _label(ds: Dataset) -> str:
 
 
 def check_dataset(
-    ledger: Ledger,
+    ledger: LedgerHome,
     split: str,
     batches: Sequence[str],
     *,
@@ -590,7 +590,7 @@ def check_dataset(
 
 
 def contamination_findings(
-    ledger: Ledger, dataset: str, *, progress: ProgressFactory | None = None
+    ledger: LedgerHome, dataset: str, *, progress: ProgressFactory | None = None
 ) -> list[Finding]:
     """Contamination of a recorded dataset: `check_dataset` of its split and batches.
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from trajledger import Ledger
 from trajledger.ledger.artifacts import register_environment, register_evaluator
 from trajledger.ledger.catalog import Catalog, CatalogItem, CatalogMismatchError, RefError
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.record import record_files
 

@@ -63,7 +63,7 @@ from .schema import (
 )
 
 if TYPE_CHECKING:
-    from ..home import Ledger
+    from ..home import LedgerHome
 
 __all__ = ["Index", "IndexUpdate", "query_table", "reindex"]
 
@@ -219,7 +219,7 @@ class Index:
 
     def __init__(
         self,
-        ledger: Ledger,
+        ledger: LedgerHome,
         *,
         progress: ProgressFactory | None = None,
         note: Callable[[str], None] | None = None,
@@ -693,7 +693,7 @@ class Index:
 
 
 def query_table(
-    ledger: Ledger,
+    ledger: LedgerHome,
     table: str,
     where: str | None = None,
     *,
@@ -714,7 +714,7 @@ def query_table(
 
 
 def reindex(
-    ledger: Ledger,
+    ledger: LedgerHome,
     *,
     on_progress: Callable[[int], None] | None = None,
     progress: ProgressFactory | None = None,
