@@ -38,9 +38,9 @@ from trajledger.ledger.home import LedgerHome
 if TYPE_CHECKING:
     from trajledger.ledger.artifacts import BatchResult, DatasetResult
     from trajledger.ledger.cards import ProducerCard
-    from trajledger.ledger.contamination import ProgressFactory
     from trajledger.ledger.exchange import ExportResult, ImportResult
     from trajledger.ledger.keys import Signer
+    from trajledger.ledger.progress import ProgressFactory
     from trajledger.ledger.record import Recorded
     from trajledger.runner.admission import Admission
     from trajledger.runner.evaluate import EvalOutcome

@@ -54,8 +54,8 @@ if TYPE_CHECKING:
     from trajledger.verify.policy import EncryptionKey
 
     from .cards import ProducerCard
-    from .contamination import ProgressFactory
     from .home import LedgerHome
+    from .progress import ProgressFactory
     from .rollouts.formats import ReaderOptions
 
 __all__ = [

@@ -313,7 +313,7 @@ def hoist_global_options(args: list[str]) -> list[str]:
 def _closest(e: click.NoSuchOption) -> click.NoSuchOption:
     """click's "no such option" with the catalog's suggestions (`catalog.suggest`): the closest
     options only (``--fromat`` gets ``--format``, not also ``--out``)."""
-    from .catalog import suggest
+    from .suggestions import suggest
 
     return click.NoSuchOption(e.option_name, possibilities=suggest(e.option_name,
                                                                      e.possibilities or []),

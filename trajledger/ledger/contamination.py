@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .batch_features import ProgressFactory, published_features
+from .batch_features import published_features
 from .episode_features import (
     FEATURE_COLUMNS,
     FeatureChunk,
@@ -47,6 +47,7 @@ from .episode_features import (
     private_workdir,
     verified_local_copy,
 )
+from .progress import ProgressFactory
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -41,9 +41,9 @@ if TYPE_CHECKING:
     from trajledger.verify.log_key import Handover
     from trajledger.verify.statement import Statement
 
-    from .contamination import ProgressFactory
     from .keys import Signer
     from .log import EntrySpec, Log
+    from .progress import ProgressFactory
     from .trust_state import TrustState
 
 __all__ = [

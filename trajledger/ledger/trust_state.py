@@ -73,8 +73,7 @@ from .user_state import (
 )
 
 if TYPE_CHECKING:
-    from .batch_features import ProgressFactory
-    from .home import LedgerHome
+    from .progress import ProgressFactory
 
 __all__ = [
     "NameRow",
@@ -368,11 +367,6 @@ class TrustState:
             else:
                 other.close()
         return out
-
-    @classmethod
-    def of(cls, ledger: LedgerHome) -> TrustState:
-        """The state of a ledger's log (its ``log/vkey``)."""
-        return cls.open(ledger.log.vkey)
 
     def close(self) -> None:
         """Close the database."""

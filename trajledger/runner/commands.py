@@ -155,10 +155,10 @@ def policy_init(
       trajledger policy init --producer vendor --approver approver-a --trainer trainer
       trajledger policy init --roles producer      # a data vendor: record and export
     """
-    from trajledger.ledger.catalog import did_you_mean, suggest
     from trajledger.ledger.errors import LedgerError
     from trajledger.ledger.fs import write_file_atomic
     from trajledger.ledger.policy_state import policy_toml
+    from trajledger.ledger.suggestions import did_you_mean, suggest
     from trajledger.ledger.user_state import notice
     from trajledger.verify.policy import load_policy_file
 

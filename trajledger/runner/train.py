@@ -623,7 +623,8 @@ def rollout(
         RefError: no such checkpoint or environment.
     """
     from trajledger.ledger.artifacts import record_batch
-    from trajledger.ledger.catalog import Catalog, RefError, did_you_mean, suggest
+    from trajledger.ledger.catalog import Catalog, RefError
+    from trajledger.ledger.suggestions import did_you_mean, suggest
 
     from .rollouts import run_policy
     from .trainers import load_policy

@@ -100,7 +100,7 @@ def test_did_you_mean(ledger: Ledger, alice: Signer, cart: str, tmp_path: Path) 
 
 
 def test_suggest_is_one_function_over_candidates() -> None:
-    from trajledger.ledger.catalog import did_you_mean, suggest
+    from trajledger.ledger.suggestions import did_you_mean, suggest
 
     keys = ["approver-a", "approver-b", "trainer", "vendor"]
     assert suggest("aprover-a", keys) == ["approver-a"]  # not also approver-b: less alike

@@ -27,9 +27,9 @@ from trajledger.verify.errors import ProvenanceError
 from trajledger.verify.kinds import KINDS
 from trajledger.verify.predicates import Evaluation, Evaluator, Predicate
 
-from ..batch_features import ProgressFactory
 from ..catalog import Catalog
 from ..errors import LedgerError
+from ..progress import ProgressFactory
 from .rows import statement_of
 from .schema import EPISODE_COLUMNS, EPISODES, QueryError
 from .tables import Index

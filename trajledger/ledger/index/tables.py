@@ -37,7 +37,7 @@ from trajledger.verify.kinds import NAMED as NAMED_KINDS
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.merkle import leaf_hash
 
-from ..batch_features import ProgressFactory, batch_features, batch_files, batch_predicate
+from ..batch_features import batch_features, batch_files, batch_predicate
 from ..catalog import Catalog, RefError
 from ..episode_features import (
     FeatureChunk,
@@ -47,6 +47,7 @@ from ..episode_features import (
 )
 from ..errors import LedgerError
 from ..fs import write_file_atomic
+from ..progress import ProgressFactory
 from ..rollouts.success import batch_labels_success
 from .rows import UNUSABLE, UNUSABLE_BATCH, aligned, artifact_row, episode_table, statement_of
 from .schema import (

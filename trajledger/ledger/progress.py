@@ -1,0 +1,16 @@
+"""How long work draws its progress: the one type every layer takes a bar factory as.
+
+Scope: `ProgressFactory`. The command line makes the bars (``clikit.progress``: stderr, not
+under ``-q`` or off a terminal) and hands the factory down; the handle and the services only
+call it. On the ground floor of the ledger package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+__all__ = ["ProgressFactory"]
+
+ProgressFactory = Callable[[int, str], contextlib.AbstractContextManager[Callable[[int], None]]]
+"""``progress(total, label)`` -> a context yielding ``advance(n)`` (as ``clikit.progress``)."""
