@@ -1,9 +1,9 @@
 """Deprecated: ``trajledger.runner.api.Ledger`` is `trajledger.Ledger` (``trajledger/api.py``).
 
 Kept for one release (0.3): reading ``Ledger`` here warns (`DeprecationWarning`) and gives the
-one `trajledger.Ledger` class; import it as ``from trajledger import Ledger``. This module is
-the one import of the house that points up (runner -> the facade above it), named as such in
-tests/unit/test_layering.py; it goes with the alias.
+one `trajledger.Ledger` class; import it as ``from trajledger import Ledger``. It stands with the
+commands, above the facade it names (tests/unit/test_layering.py, ``FLOORS``), and goes with the
+alias.
 """
 
 from __future__ import annotations
