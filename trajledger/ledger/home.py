@@ -1,4 +1,4 @@
-"""The ledger home directory and its settings.
+"""The ledger's handle, `LedgerHome`: a ledger home directory opened for this user.
 
 Layout::
 
@@ -10,8 +10,13 @@ Layout::
     <home>/log-key/        the log's Ed25519 key (log.key, log.pub; next.key, next.pub only
                            while `LedgerHome.rotate_log_key` runs)
 
-Scope: create (atomically) and open a home, read and write ``ledger.toml``, check the modes of
-its directories and key files, pin its settings and its log in the user's state.
+Scope: create (atomically) and open a home, check the modes of its directories and key files,
+pin its settings (``ledger.config``) and its log key in the user's state, open its store and its
+log against this user's floor, keep this user's state of the log up to date, rotate the log's
+key, upgrade a ledger of an older trajledger.
+Non-scope: everything that records, indexes, verifies or exchanges: the services above it take
+the handle, and `trajledger.Ledger` composes them (docs/ARCHITECTURE.md: the handle's floor
+imports nothing above it).
 """
 
 from __future__ import annotations
