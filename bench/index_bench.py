@@ -319,7 +319,7 @@ def main() -> None:
     whole = []
     for label, d in (("small (3,000 steps)", meta["small"]), *targets):
         code = (
-            "from pathlib import Path; from trajledger.ledger.home import Ledger; "
+            "from pathlib import Path; from trajledger import Ledger; "
             "from trajledger.ledger.index import Index; "
             "print(Index(Ledger.open(Path(sys.argv[1]))).index_batches([sys.argv[2]]))"
         )
