@@ -385,11 +385,17 @@ def apply_update(
     state = ledger.trust_state()
     changes = Changes(origin_name(update.vkey))
     # (1)
-    for digest, obj in update.objects.items():
-        got = (ledger.store.put_file(obj).digest if isinstance(obj, Path)
-               else ledger.store.put_bytes(obj))
-        if got != digest:
-            raise StoreError(f"{what}: object {digest} changed while copied ({got})")
+    from .progress import no_progress
+
+    sizes = {d: o.stat().st_size if isinstance(o, Path) else len(o)
+             for d, o in update.objects.items()}
+    with (ledger.progress or no_progress)(sum(sizes.values()), "copying into the store") as bar:
+        for digest, obj in update.objects.items():
+            got = (ledger.store.put_file(obj).digest if isinstance(obj, Path)
+                   else ledger.store.put_bytes(obj))
+            if got != digest:
+                raise StoreError(f"{what}: object {digest} changed while copied ({got})")
+            bar(sizes[digest])
     # (2)
     foreign = {i: LogEntry.from_bytes(update.entries[i]) for i in update.taken}
     fresh = {i for i, e in foreign.items() if KINDS[e.kind].lineage

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import testkit
 
 from trajledger import Ledger
 from trajledger.ledger.artifacts import (
@@ -215,11 +216,16 @@ class Setup:
         return str(entry["envelope"])
 
 
-@pytest.fixture
-def setup(tmp_path: Path) -> Setup:
-    root = tmp_path / "home"
+KEYS = ("vendor", "a", "b", "trainer", "x")
+
+
+def build(root: Path) -> tuple[str, str, str]:
+    """The small ledger at ``root``: keys `KEYS`, the policy (2 approvals), an environment and
+    an evaluator, a batch of 3 random CartPole episodes, dataset ds@1 of it (approved by a and
+    b), and checkpoint m@1 trained on it; returns the batch's, dataset's and checkpoint's
+    digests."""
     ledger = Ledger.init(root, origin="test/lineage")
-    keys = {k: ledger.keys.create(k, encrypt=False) for k in ("vendor", "a", "b", "trainer", "x")}
+    keys = {k: ledger.keys.create(k, encrypt=False) for k in KEYS}
     path = root / "policy.toml"
     path.write_text(POLICY.format(threshold=2, vkey=ledger.log.vkey, extra=""))
     record_policy(ledger, path, [keys["a"], keys["b"]])
@@ -241,7 +247,20 @@ def setup(tmp_path: Path) -> Setup:
         approve(ledger, "ds@1", keys[a])
     policy = TrustPolicy.from_toml(path.read_bytes(), root)
     ckpt = train(ledger, "ds@1", "bc", keys["trainer"], policy, name="m", version="1").digest
-    return Setup(root, ledger, keys, batch, ds, ckpt)
+    return batch, ds, ckpt
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory: pytest.TempPathFactory) -> testkit.Template[tuple[str, str, str]]:
+    return testkit.build_template(tmp_path_factory.mktemp("lineage"), build)
+
+
+@pytest.fixture
+def setup(template: testkit.Template[tuple[str, str, str]], tmp_path: Path) -> Setup:
+    root = testkit.copy_template(template, tmp_path / "home")
+    ledger = Ledger.open(root)
+    keys = {k: ledger.keys.signer(k) for k in KEYS}
+    return Setup(root, ledger, keys, *template.value)
 
 
 class TamperedEvidence:
