@@ -75,7 +75,7 @@ vkeys = ["{ledger.log.vkey}"]
 
 def test_the_standalone_verifier_refuses_a_remote_store_clearly(tmp_path: Path) -> None:
     from trajledger.verify.errors import FormatError
-    from trajledger.verify.evidence import LedgerDirEvidence
+    from trajledger.verify.ledger_dir import LedgerDirEvidence
 
     ledger = Ledger.init(tmp_path / "home", origin="test/remote", store="s3://bucket/ledger")
     with pytest.raises(FormatError, match=r"the store is s3://bucket/ledger; the standalone"):

@@ -64,7 +64,7 @@ from trajledger.verify.errors import (
     ProvenanceError,
     VerificationError,
 )
-from trajledger.verify.evidence import LedgerDirEvidence
+from trajledger.verify.ledger_dir import LedgerDirEvidence
 from trajledger.verify.lineage import LineageVerifier, Record, Report
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.log_key import HANDOVER_DIR, parse_handover

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 from trajledger.verify import predicates
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.errors import ProvenanceError
+from trajledger.verify.impact import impact
 from trajledger.verify.kinds import KINDS, name_version
 from trajledger.verify.lineage import LineageVerifier, Record
 from trajledger.verify.log_entry import LogEntry
@@ -530,7 +531,7 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
         for digest, because in stopped.items():
             if verifier.primary_kind(digest) is None:
                 continue
-            for node in verifier.impact(digest).nodes.values():
+            for node in impact(verifier, digest).nodes.values():
                 if (node.kind in ("dataset", "checkpoint") and node.id != digest
                         and node.index is not None and not origins.of(node.index)
                         and not any(a["digest"] == node.id for a in changes.affected)):
