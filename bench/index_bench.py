@@ -204,8 +204,8 @@ def run_cli(*args: str) -> tuple[float, int, str]:
 
 
 def build(root: Path, gb: float, batch_steps: int, chat_episodes: int) -> dict[str, Any]:
+    from trajledger import Ledger
     from trajledger.ledger.artifacts import create_dataset, record_batch, register_environment
-    from trajledger.ledger.home import Ledger
 
     meta_path = root / "bench.json"
     if meta_path.is_file():
@@ -269,8 +269,8 @@ def main() -> None:
     os.environ["TRAJLEDGER_STATE_DIR"] = str(work / "state")  # never the user's own
     meta = build(root, a.gb, a.batch_steps, a.chat_episodes)
     shutil.rmtree(root / "index" / "lance", ignore_errors=True)  # a cold index every run
+    from trajledger import Ledger
     from trajledger.ledger.artifacts import batch_files
-    from trajledger.ledger.home import Ledger
 
     ledger = Ledger.open(root)
     steps_of = {
@@ -319,7 +319,7 @@ def main() -> None:
     whole = []
     for label, d in (("small (3,000 steps)", meta["small"]), *targets):
         code = (
-            "from pathlib import Path; from trajledger.ledger.home import Ledger; "
+            "from pathlib import Path; from trajledger import Ledger; "
             "from trajledger.ledger.index import Index; "
             "print(Index(Ledger.open(Path(sys.argv[1]))).index_batches([sys.argv[2]]))"
         )

@@ -279,8 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         args.steps, args.repeat, args.jsonl_repeat, args.memory, args.jsonl_mb = (
             5_000, 1, 1, True, 1)
 
+    from trajledger import Ledger
     from trajledger.ledger.artifacts import record_batch
-    from trajledger.ledger.home import Ledger
 
     tl = bin_of("trajledger")
     c.compile_package()  # start the CLI as an installed package starts

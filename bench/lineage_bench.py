@@ -37,8 +37,8 @@ from typing import Any
 import _common as c
 from click.testing import CliRunner
 
+from trajledger import Ledger
 from trajledger.ledger.artifacts import create_dataset, register_environment, register_evaluator
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.status import approve, record_policy
 from trajledger.runner.cli import main
 from trajledger.runner.rollouts import run_policy

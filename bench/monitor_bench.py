@@ -57,7 +57,7 @@ def _median(fn: Callable[[], int], repeat: int) -> tuple[float, int]:
 
 
 def main() -> None:
-    from trajledger.ledger.home import Ledger
+    from trajledger import Ledger
     from trajledger.ledger.monitor import HttpLog, monitor
     from trajledger.ledger.serve import LogServer
     from trajledger.ledger.trust_state import TrustState

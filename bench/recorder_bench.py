@@ -60,9 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     import gymnasium as gym
     import numpy as np
 
+    from trajledger import Ledger
     from trajledger.integrations.gymnasium import LedgerRecorder
     from trajledger.ledger.artifacts import register_environment
-    from trajledger.ledger.home import Ledger
 
     os.environ["TRAJLEDGER_PASSPHRASE"] = PASSPHRASE
 

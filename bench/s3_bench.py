@@ -88,13 +88,13 @@ def start_moto() -> tuple[subprocess.Popen[bytes], str]:
 
 
 def run(store: str, root: Path, tables: list[pa.Table]) -> dict[str, float]:
+    from trajledger import Ledger
     from trajledger.ledger.artifacts import (
         batch_files,
         create_dataset,
         record_batch,
         register_environment,
     )
-    from trajledger.ledger.home import Ledger
     from trajledger.runner.verification import verify_ref
     from trajledger.verify.policy import TrustPolicy
 

@@ -113,7 +113,7 @@ def passphrase(monkeypatch: pytest.MonkeyPatch) -> str:
 
 def build_empty(home: Path) -> None:
     """An initialised, empty ledger at ``home`` (origin ``test/ledger``)."""
-    from trajledger.ledger.home import Ledger
+    from trajledger import Ledger
 
     Ledger.init(home, origin="test/ledger")
 
@@ -208,7 +208,7 @@ def build_chat(home: Path) -> None:
     """The ledger of `chat_template` at ``home``."""
     import json
 
-    from trajledger.runner.api import Ledger
+    from trajledger import Ledger
 
     ledger = Ledger.init(home, origin="test/chat")
     for k in ("vendor", "approver", "trainer"):

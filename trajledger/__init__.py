@@ -17,14 +17,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .runner.api import Ledger
+    from .api import Ledger
 
 __all__ = ["Ledger"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "Ledger":
-        from .runner.api import Ledger
+        from .api import Ledger
 
         return Ledger
     raise AttributeError(f"module 'trajledger' has no attribute {name!r}")

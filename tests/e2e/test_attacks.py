@@ -25,7 +25,8 @@ import tamperkit as tk
 import testkit
 from click.testing import CliRunner, Result
 
-from trajledger.ledger.home import Ledger, LedgerConfig
+from trajledger import Ledger
+from trajledger.ledger.config import LedgerConfig
 from trajledger.ledger.keys import KeyStore, Signer
 from trajledger.runner.cli import main
 from trajledger.verify.log_entry import LogEntry

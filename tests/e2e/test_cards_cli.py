@@ -38,8 +38,8 @@ from huggingface_hub import DatasetCard
 from markdown_it import MarkdownIt
 from testkit import new_runner as runner
 
+from trajledger import Ledger
 from trajledger.ledger.artifacts import record_batch, register_environment, register_evaluator
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.status import approve, record_policy
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from trajledger.ledger.home import Ledger
+from trajledger import Ledger
 from trajledger.ledger.log import verify_log_dir
 from trajledger.verify.log_entry import LogEntry
 
 WORKER = r"""
 import hashlib, json, os, sys, time
 from pathlib import Path
-from trajledger.ledger.home import Ledger
+from trajledger import Ledger
 from trajledger.ledger.record import record_statement
 from trajledger.verify import predicates
 

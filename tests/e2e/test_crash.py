@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from trajledger.ledger.home import Ledger
+from trajledger import Ledger
 from trajledger.runner.cli import main
 from trajledger.verify.log_entry import LogEntry
 
@@ -33,7 +33,7 @@ one: a guard against hangs, not a measure of speed)."""
 CHILD = r"""
 import hashlib, random, sys, time
 from pathlib import Path
-from trajledger.ledger.home import Ledger
+from trajledger import Ledger
 from trajledger.ledger.log import EntrySpec
 from trajledger.ledger.signing import sign_statement
 from trajledger.ledger.store import ObjectStore

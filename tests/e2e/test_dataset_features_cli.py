@@ -19,9 +19,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import tamperkit as tk
 
+from trajledger import Ledger
 from trajledger.ledger.artifacts import batch_files
 from trajledger.ledger.catalog import Catalog
-from trajledger.ledger.home import Ledger
 
 CHILD = """
 import json, sys

@@ -105,7 +105,7 @@ EVALUATE = textwrap.dedent(
 def cartpole_ledger(home: Path, train_episodes: int) -> Any:
     """A ledger with the keys and policy of the module doc, cartpole@1, and train@1 (random
     rollouts of seeds 0.., approved)."""
-    from trajledger.runner.api import Ledger
+    from trajledger import Ledger
     from trajledger.runner.rollouts import run_policy
 
     ledger = Ledger.init(home, origin=f"test/{home.parent.name}")
@@ -161,13 +161,13 @@ def script(tmp_path: Path) -> Path:
 
 
 def log_size(home: Path) -> int:
-    from trajledger.ledger.home import Ledger
+    from trajledger import Ledger
 
     return Ledger.open(home).log.size
 
 
 def entries(home: Path) -> list[Any]:
-    from trajledger.ledger.home import Ledger
+    from trajledger import Ledger
     from trajledger.verify.log_entry import LogEntry
 
     log = Ledger.open(home).log
@@ -175,7 +175,7 @@ def entries(home: Path) -> list[Any]:
 
 
 def predicate(home: Path, digest: str, kind: str) -> dict[str, Any]:
-    from trajledger.ledger.home import Ledger
+    from trajledger import Ledger
     from trajledger.verify.dsse import Envelope
 
     entry = next(e for e in entries(home) if e.subject == digest and e.kind == kind)
@@ -213,7 +213,7 @@ def test_eval_builtin_replays_the_suite_seeds(runner: CliRunner, home: Path) -> 
     assert pred["configuration"][0]["annotations"]["passReturn"] == {"CartPole-v1": 20.0}
     # The seeds the suite recorded are the ones replayed: each result's episode is a suite
     # episode, and a return at or above 20 is exactly what passed.
-    from trajledger.ledger.home import Ledger
+    from trajledger import Ledger
     from trajledger.runner.evaluate import RESULTS_FILE
 
     ledger = Ledger.open(home)
@@ -449,8 +449,8 @@ def test_an_offline_verifier_judges_a_release_under_its_own_policy(
 
 
 def sealed_batch(home: Path) -> tuple[str, dict[str, Any]]:
+    from trajledger import Ledger
     from trajledger.ledger.catalog import Catalog
-    from trajledger.ledger.home import Ledger
 
     item = Catalog(Ledger.open(home)).resolve("holdout-batch", {"rollout-batch"})
     return item.digest, predicate(home, item.digest, "rollout-batch")
@@ -459,7 +459,7 @@ def sealed_batch(home: Path) -> tuple[str, dict[str, Any]]:
 def test_a_sealed_suite_is_unreadable_without_an_evaluator_key(
     runner: CliRunner, home: Path, tmp_path: Path
 ) -> None:
-    from trajledger.ledger.home import Ledger
+    from trajledger import Ledger
 
     digest, pred = sealed_batch(home)
     ledger = Ledger.open(home)
@@ -513,7 +513,7 @@ def test_a_sealed_suite_is_evaluated_with_an_evaluator_key(
 
 
 def test_a_tampered_ciphertext_fails(runner: CliRunner, home: Path) -> None:
-    from trajledger.ledger.home import Ledger
+    from trajledger import Ledger
 
     _digest, pred = sealed_batch(home)
     path = Ledger.open(home).store.path_of(pred["sealed"]["files"][0]["ciphertext"])
@@ -538,8 +538,8 @@ def test_false_fingerprints_are_caught_when_unsealed(
     episode past the gate): the evaluator's unsealing recomputes them and refuses."""
     import dataclasses
 
+    from trajledger import Ledger
     from trajledger.ledger import batch_features
-    from trajledger.runner.api import Ledger
     from trajledger.runner.rollouts import run_policy
 
     real = batch_features.published_episodes
@@ -564,7 +564,7 @@ def test_false_fingerprints_are_caught_when_unsealed(
 def test_the_gate_sees_duplicates_of_a_sealed_suite(runner: CliRunner, home: Path) -> None:
     """A train set holding an episode of the sealed holdout (same seed, same actions) is
     refused by the admission gate from the published fingerprints, without the key."""
-    from trajledger.runner.api import Ledger
+    from trajledger import Ledger
     from trajledger.runner.rollouts import run_policy
 
     ledger = Ledger.open(home)
@@ -627,8 +627,8 @@ def test_failures_become_the_next_regression_suite(
     assert batch["failuresOf"] == evaluation
     assert batch["counts"]["episodes"] == 3
     failed = {t.split("/", 1)[1] for t in predicate(home, evaluation, "evaluation")["failedTests"]}
+    from trajledger import Ledger
     from trajledger.ledger.artifacts import batch_files
-    from trajledger.ledger.home import Ledger
 
     ledger = Ledger.open(home)
     import io
@@ -692,7 +692,7 @@ def test_x25519_keys_are_encrypted_at_rest(
 
 
 def test_stats_judge_calibration(runner: CliRunner, home: Path) -> None:
-    from trajledger.runner.api import Ledger
+    from trajledger import Ledger
     from trajledger.runner.rollouts import run_policy
 
     ledger = Ledger.open(home)

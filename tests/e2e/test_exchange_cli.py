@@ -24,8 +24,8 @@ import zstandard
 from click.testing import Result
 from testkit import new_runner
 
+from trajledger import Ledger
 from trajledger.ledger.catalog import origin_name
-from trajledger.ledger.home import Ledger
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
 from trajledger.verify.bundle import BundleIndex, Member

@@ -38,10 +38,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from trajledger import Ledger
 from trajledger.ledger.artifacts import register_environment
 from trajledger.ledger.errors import LedgerError
 from trajledger.ledger.fsck import leftovers
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.log import EntrySpec, verify_log_dir
 from trajledger.ledger.record import record_statement
 from trajledger.ledger.signing import sign_statement
@@ -415,7 +415,7 @@ class Restorer:
                 self._put(rel)
         # Putting the older ledger back is a rollback for the user who saw the newer one: each
         # fault starts as a user who has not seen the work copy yet.
-        from trajledger.ledger.home import state_dir
+        from trajledger.ledger.user_state import state_dir
 
         shutil.rmtree(state_dir() / "logs", ignore_errors=True)
 

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from trajledger import Ledger
 from trajledger.ledger.artifacts import register_environment
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.log import EntrySpec, verify_log_dir
 from trajledger.ledger.record import record_statement
 from trajledger.runner.cli import main
@@ -144,8 +144,8 @@ def test_recorder_under_async_vector_env(home: Path, context: str) -> None:
         # Spawn: each sub-environment opens the ledger by its path.
         def factory(i: int) -> Any:
             def make() -> Any:
+                from trajledger import Ledger as L
                 from trajledger.integrations.gymnasium import LedgerRecorder
-                from trajledger.ledger.home import Ledger as L
 
                 own = L.open(Path(path))
                 return LedgerRecorder(

@@ -19,9 +19,9 @@ import testkit
 from click.testing import Result
 from testkit import new_runner
 
+from trajledger import Ledger
 from trajledger.ledger.catalog import Catalog
 from trajledger.ledger.fs import STALE_AFTER, temp_name
-from trajledger.ledger.home import Ledger
 from trajledger.runner.cli import main
 from trajledger.verify.manifest import Manifest
 

@@ -41,10 +41,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from testkit import new_runner
 
-from trajledger.ledger.home import STATE_DIR_ENV, LedgerConfig
+from trajledger.ledger.config import LedgerConfig
 from trajledger.ledger.keys import KeyStore
 from trajledger.ledger.log.layout import parse_history, parse_tree_state
 from trajledger.ledger.rollouts.schema import SHAPE_KEY
+from trajledger.ledger.user_state import STATE_DIR_ENV
 from trajledger.ledger.validate_files import validate_files
 from trajledger.runner.cli import main
 from trajledger.verify.bundle import BundleEvidence, BundleIndex, Limits, parse_consistency_proof

@@ -14,8 +14,8 @@ import pytest
 import tamperkit as tk
 from click.testing import CliRunner
 
+from trajledger import Ledger
 from trajledger.ledger.artifacts import record_batch, register_environment
-from trajledger.ledger.home import Ledger
 from trajledger.runner.cli import main
 
 HEAVY = frozenset({"pyarrow", "lancedb", "gymnasium", "sigstore", "pydantic", "numpy", "pandas"})

@@ -33,10 +33,11 @@ import tamperkit as tk
 from click.testing import Result
 from testkit import new_runner
 
-from trajledger.ledger.home import STATE_DIR_ENV, Ledger
+from trajledger import Ledger
 from trajledger.ledger.keys import KeyStore, Signer
 from trajledger.ledger.serve import LogServer
 from trajledger.ledger.trust_state import TrustState
+from trajledger.ledger.user_state import STATE_DIR_ENV
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
 from trajledger.verify.checkpoint import Checkpoint

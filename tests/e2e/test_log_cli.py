@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from trajledger.ledger.home import Ledger
+from trajledger import Ledger
 from trajledger.ledger.log import EntrySpec
 from trajledger.ledger.signing import sign_statement
 from trajledger.runner.cli import main

@@ -21,7 +21,7 @@ import testkit
 from click.testing import Result
 from testkit import new_runner
 
-from trajledger.ledger.home import Ledger
+from trajledger import Ledger
 from trajledger.ledger.keys import Signer
 from trajledger.runner.cli import main
 from trajledger.verify.checkpoint import Checkpoint

@@ -33,12 +33,13 @@ import pytest
 from click.testing import Result
 from testkit import new_runner
 
-from trajledger.ledger.home import STATE_DIR_ENV, Ledger
+from trajledger import Ledger
 from trajledger.ledger.log import EntrySpec
 from trajledger.ledger.monitor import FetchLimits, HttpLog, monitor
 from trajledger.ledger.record import record_files
 from trajledger.ledger.serve import CHECKPOINT_CACHE, TILE_CACHE, LogServer
 from trajledger.ledger.trust_state import TrustState
+from trajledger.ledger.user_state import STATE_DIR_ENV
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
 from trajledger.verify.checkpoint import Checkpoint

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from trajledger.ledger.home import Ledger
+from trajledger import Ledger
 from trajledger.ledger.status import record_policy
 from trajledger.verify.log_entry import LogEntry
 

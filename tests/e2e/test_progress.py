@@ -48,7 +48,7 @@ def _buyer(home: Path, vendor: Path) -> Path:
     vendor's keys and log."""
     import shutil
 
-    from trajledger.ledger.home import Ledger
+    from trajledger import Ledger
     from trajledger.runner.cli import main
 
     runner = testkit.new_runner()

@@ -76,8 +76,8 @@ def test_quickstart(runner: CliRunner, tmp_path: Path) -> None:
     assert run(runner, "policy", "check", policy).exit_code == 0
 
     # Every name of the demo is one artifact: NAME@VERSION never needs a digest there.
+    from trajledger import Ledger
     from trajledger.ledger.catalog import Catalog
-    from trajledger.ledger.home import Ledger
 
     items = Catalog(Ledger.open(directory)).items()
     refs = [i.ref for i in items if i.kind != "trust-policy"]

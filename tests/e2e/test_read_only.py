@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 import tamperkit as tk
 
-from trajledger.ledger.home import Ledger
+from trajledger import Ledger
 from trajledger.runner.cli import main
 
 DERIVED = "index"

@@ -22,7 +22,7 @@ import pytest
 import testkit
 from click.testing import CliRunner, Result
 
-from trajledger.ledger.home import Ledger
+from trajledger import Ledger
 from trajledger.runner.cli import main
 
 Columns = dict[str, list[Any]]

@@ -14,8 +14,8 @@ import pytest
 import zstandard
 from testkit import run_on_terminal
 
+from trajledger import Ledger
 from trajledger.ledger.artifacts import register_environment
-from trajledger.ledger.home import Ledger
 
 
 @pytest.fixture

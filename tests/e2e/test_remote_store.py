@@ -11,9 +11,9 @@ import pytest
 
 pafs = pytest.importorskip("pyarrow.fs")
 
+from trajledger import Ledger  # noqa: E402
 from trajledger.ledger.artifacts import create_dataset, record_batch, register_environment  # noqa: E402
 from trajledger.ledger.exchange import export_bundle  # noqa: E402
-from trajledger.ledger.home import Ledger  # noqa: E402
 from trajledger.ledger.status import approve  # noqa: E402
 from trajledger.runner.admission import admit  # noqa: E402
 from trajledger.runner.rollouts import run_policy  # noqa: E402

@@ -28,6 +28,7 @@ import testkit
 from click.testing import CliRunner, Result
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
+from trajledger import Ledger
 from trajledger.ledger.artifacts import (
     batch_files,
     create_dataset,
@@ -37,7 +38,6 @@ from trajledger.ledger.artifacts import (
 )
 from trajledger.ledger.catalog import Catalog
 from trajledger.ledger.errors import TamperError
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.keys import KeyStore, Signer
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import approve, record_policy

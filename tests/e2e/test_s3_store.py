@@ -24,8 +24,8 @@ from click.testing import Result
 from moto.server import ThreadedMotoServer
 from testkit import new_runner
 
+from trajledger import Ledger
 from trajledger.ledger.artifacts import create_dataset, register_environment
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.status import approve
 from trajledger.runner.cli import main
 from trajledger.runner.rollouts import run_policy

@@ -29,7 +29,7 @@ from google.protobuf import json_format
 from in_toto_attestation.predicates.provenance.v1 import provenance_pb2
 from in_toto_attestation.v1 import statement_pb2
 
-from trajledger.ledger.home import Ledger
+from trajledger import Ledger
 from trajledger.verify import predicates
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.kinds import KINDS

@@ -71,9 +71,10 @@ from pathlib import Path
 import pytest
 import tamperkit as tk
 
+from trajledger import Ledger
 from trajledger.ledger.catalog import Catalog
+from trajledger.ledger.config import LedgerConfig
 from trajledger.ledger.errors import LedgerError
-from trajledger.ledger.home import Ledger, LedgerConfig
 from trajledger.ledger.keys import Signer
 from trajledger.runner.cli import main
 

@@ -59,8 +59,8 @@ import tamperkit as tk
 import testkit
 import zstandard
 
+from trajledger import Ledger
 from trajledger.ledger.catalog import Catalog
-from trajledger.ledger.home import Ledger
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
 from trajledger.verify.bundle import BundleIndex, Member

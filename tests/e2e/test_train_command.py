@@ -31,7 +31,7 @@ from click.testing import CliRunner, Result
 from test_exit_codes import cli  # tests/e2e is on sys.path (its conftest)
 from test_statements_strict import strict_problems
 
-from trajledger.ledger.home import Ledger
+from trajledger import Ledger
 from trajledger.runner.buildinfo import environment_lock
 from trajledger.runner.chat import CHAT_HINT
 from trajledger.runner.cli import main

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from trajledger.runner.api import Ledger
+from trajledger import Ledger
 from trajledger.runner.cli import main
 
 REPO = Path(__file__).resolve().parents[2]

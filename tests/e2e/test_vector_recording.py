@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
+from trajledger import Ledger
 from trajledger.integrations.gymnasium import LedgerRecorder, VectorLedgerRecorder
 from trajledger.ledger.artifacts import batch_files, register_environment
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.rollouts import typed_json
 from trajledger.runner.cli import main

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 from cryptography.x509.oid import NameOID  # noqa: E402
 
-from trajledger.ledger.home import Ledger  # noqa: E402
+from trajledger import Ledger  # noqa: E402
 from trajledger.ledger.record import record_files  # noqa: E402
 from trajledger.runner.cli import main  # noqa: E402
 from trajledger.verify import predicates  # noqa: E402

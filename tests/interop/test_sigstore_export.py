@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from trajledger.ledger.home import Ledger
+from trajledger import Ledger
 from trajledger.ledger.record import record_files
 from trajledger.runner.cli import main
 from trajledger.verify.dsse import Envelope

@@ -242,7 +242,7 @@ def test_attest_sigstore_stores_the_bundle_the_envelope_names(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from trajledger.ledger.home import Ledger
+    from trajledger import Ledger
 
     config, root = trust_files
     home = tmp_path / "ledger"
@@ -323,7 +323,7 @@ def test_attest_sigstore_stores_the_bundle_the_envelope_names(
 def test_attest_sigstore_without_a_token_changes_nothing(
     runner: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trajledger.ledger.home import Ledger
+    from trajledger import Ledger
 
     home = tmp_path / "ledger"
     _ledger(runner, home)
@@ -353,7 +353,7 @@ def test_identities_count_toward_role_thresholds_like_keys(
     """A producer role of one key and one identity, threshold 2: a record signed by the key and
     keylessly by the identity verifies in the lineage; the key alone, or another identity, is
     one short and says so."""
-    from trajledger.ledger.home import Ledger
+    from trajledger import Ledger
 
     config, root = trust_files
     home = tmp_path / "ledger"
@@ -410,7 +410,7 @@ def test_a_revoked_identity_counts_for_nothing_from_its_compromise_on(
     2 drops the identity and revokes it from that record's index on, and the record fails,
     naming the revocation; policy 3 moves the compromise after the record, and it verifies
     again (what the identity signed before its compromise stays valid)."""
-    from trajledger.ledger.home import Ledger
+    from trajledger import Ledger
 
     config, root = trust_files
     home = tmp_path / "ledger"

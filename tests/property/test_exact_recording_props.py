@@ -30,9 +30,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from trajledger import Ledger
 from trajledger.integrations.gymnasium import LedgerRecorder
 from trajledger.ledger.artifacts import batch_files, record_batch, register_environment
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.rollout_export import export_batch
 from trajledger.ledger.rollouts.parquet_io import write_steps_parquet

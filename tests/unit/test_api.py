@@ -61,3 +61,41 @@ def test_the_front_door_runs_the_whole_loop(tmp_path: Path) -> None:
     reopened = Ledger.open(str(tmp_path / "lab"))  # a str is a path too
     assert isinstance(reopened, Ledger)
     assert set(reopened.lineage(ckpt.digest).nodes) == set(report.nodes)
+
+
+PUBLIC_BEFORE_ONE_LEDGER = frozenset({
+    "accept_settings", "admit", "approve", "attached", "cache_dir", "card", "create_dataset",
+    "erase", "evaluate", "expect_log_keys", "export", "impact", "import_bundle", "init",
+    "lineage", "log", "log_dir", "log_keys", "log_vkey", "open", "policy", "read_blob",
+    "record_batch", "register_environment", "register_evaluator", "release", "revoke",
+    "rollout", "rotate_log_key", "seal_recipients", "set_policy", "store",
+    "suite_from_failures", "sweep_leftovers", "train", "training", "trust_state", "trusted",
+    "upgrade", "verify",
+})
+"""The public names of `trajledger.Ledger` before the handle and the facade were parted
+(issue 20 item 2): every one is kept."""
+
+
+def test_one_class_named_ledger_keeps_every_public_method() -> None:
+    import ast
+
+    from trajledger.ledger.home import LedgerHome
+
+    src = Path(trajledger.__file__).parent
+    defined = [p.relative_to(src).as_posix() for p in sorted(src.rglob("*.py"))
+               for node in ast.walk(ast.parse(p.read_text("utf-8")))
+               if isinstance(node, ast.ClassDef) and node.name == "Ledger"]
+    assert defined == ["api.py"]
+    assert issubclass(trajledger.Ledger, LedgerHome)
+    missing = sorted(PUBLIC_BEFORE_ONE_LEDGER - set(dir(trajledger.Ledger)))
+    assert missing == []
+
+
+def test_runner_api_ledger_is_the_same_class_with_a_warning() -> None:
+    import trajledger.runner.api as old
+
+    with pytest.warns(DeprecationWarning, match="use 'from trajledger import Ledger'"):
+        cls = old.Ledger
+    assert cls is trajledger.Ledger
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        getattr(old, "Nope")  # noqa: B009

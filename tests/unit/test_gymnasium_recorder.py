@@ -18,10 +18,10 @@ import pyarrow.parquet as pq
 import pytest
 import testkit
 
+from trajledger import Ledger
 from trajledger.integrations.gymnasium import GENERATOR, LedgerRecorder
 from trajledger.ledger.artifacts import batch_files, register_environment, register_evaluator
 from trajledger.ledger.catalog import RefError
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.rollouts.space_values import column_values
 from trajledger.ledger.validate_files import validate_files

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import ray
 
+from trajledger import Ledger
 from trajledger.integrations.ray import LedgerWriter, _parse_pae
 from trajledger.ledger.artifacts import register_environment
 from trajledger.ledger.errors import LedgerError
-from trajledger.ledger.home import Ledger
 from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, pae
 from trajledger.verify.errors import FormatError
 from trajledger.verify.log_entry import LogEntry

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
     from trajledger.ledger.artifacts import BatchResult
     from trajledger.ledger.catalog import CatalogItem
-    from trajledger.ledger.home import Ledger
+    from trajledger.ledger.home import LedgerHome
     from trajledger.ledger.keys import Signer
 
 __all__ = ["LedgerRecorder", "VectorLedgerRecorder"]
@@ -91,7 +91,7 @@ class _Recording:
 
     def __init__(
         self,
-        ledger: Ledger,
+        ledger: LedgerHome,
         observation_space: gym.Space[Any],
         action_space: gym.Space[Any],
         spec: Any,
@@ -302,7 +302,7 @@ class LedgerRecorder(_Recorded, gym.Wrapper[Any, Any, Any, Any]):
     def __init__(
         self,
         env: gym.Env[Any, Any],
-        ledger: Ledger,
+        ledger: LedgerHome,
         *,
         env_ref: str,
         policy: str,
@@ -438,7 +438,7 @@ class VectorLedgerRecorder(_Recorded, gym.vector.VectorWrapper):
     """
 
     def __init__(
-        self, env: gym.vector.VectorEnv[Any, Any, Any], ledger: Ledger, **options: Any
+        self, env: gym.vector.VectorEnv[Any, Any, Any], ledger: LedgerHome, **options: Any
     ) -> None:
         """Wrap the vector environment ``env``.
 
@@ -610,7 +610,7 @@ def _info_text(info: Mapping[str, Any] | None) -> str | None:
 
 
 def _check_registered_spaces(
-    ledger: Ledger, envelope: str, meta: Mapping[str, Any], env_ref: str
+    ledger: LedgerHome, envelope: str, meta: Mapping[str, Any], env_ref: str
 ) -> None:
     """Refuse an environment whose spaces differ from those its registration records."""
     from trajledger.verify.dsse import Envelope

@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import ray
 
+from trajledger.api import Ledger
+from trajledger.ledger.config import LedgerConfig
 from trajledger.ledger.errors import LedgerError
-from trajledger.ledger.home import Ledger, LedgerConfig
 from trajledger.ledger.keys import Signer
 from trajledger.verify import predicates
 from trajledger.verify.errors import FormatError, PolicyError, ProvenanceError

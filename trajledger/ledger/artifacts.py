@@ -54,8 +54,8 @@ if TYPE_CHECKING:
     from trajledger.verify.policy import EncryptionKey
 
     from .cards import ProducerCard
-    from .contamination import ProgressFactory
-    from .home import Ledger
+    from .home import LedgerHome
+    from .progress import ProgressFactory
     from .rollouts.formats import ReaderOptions
 
 __all__ = [
@@ -92,7 +92,7 @@ def _descriptor(tmp: Path, name: str, body: Mapping[str, Any]) -> dict[str, Path
 
 
 def register_environment(
-    ledger: Ledger,
+    ledger: LedgerHome,
     name: str,
     version: str,
     signer: Signer,
@@ -208,7 +208,7 @@ def environment_spaces(
 
 
 def register_evaluator(
-    ledger: Ledger,
+    ledger: LedgerHome,
     name: str,
     version: str,
     kind: str,
@@ -291,7 +291,7 @@ class BatchResult:
 
 
 def record_batch(
-    ledger: Ledger,
+    ledger: LedgerHome,
     source: str | os.PathLike[str] | Sequence[Path | str] | pa.Table | Sequence[Mapping[str, Any]],
     *,
     env: str,
@@ -478,7 +478,7 @@ def _manifest_of(files: Mapping[str, FileDigest]) -> Manifest:
 
 
 def _refuse_recorded_otherwise(
-    ledger: Ledger, files: Mapping[str, FileDigest], label: str, predicate: Mapping[str, Any]
+    ledger: LedgerHome, files: Mapping[str, FileDigest], label: str, predicate: Mapping[str, Any]
 ) -> Mapping[str, Any] | None:
     """Refuse rollouts that were erased, or that are recorded as a batch with other metadata.
 
@@ -546,7 +546,7 @@ def _schema_version() -> str:
     return str(ROLLOUT_SCHEMA_VERSION)
 
 
-def resolve_registered(ledger: Ledger, ref: str, kind: str) -> CatalogItem:
+def resolve_registered(ledger: LedgerHome, ref: str, kind: str) -> CatalogItem:
     """Resolve a reference to a registered environment or evaluator.
 
     Args:
@@ -690,7 +690,7 @@ class DatasetResult:
 
 
 def create_dataset(
-    ledger: Ledger,
+    ledger: LedgerHome,
     name: str,
     version: str,
     split: str,
@@ -825,7 +825,7 @@ def create_dataset(
     return DatasetResult(recorded, tuple(batches), checked.duplicates, near, checked.warnings)
 
 
-def batch_files(ledger: Ledger, digest: str) -> dict[str, str]:
+def batch_files(ledger: LedgerHome, digest: str) -> dict[str, str]:
     """The ``{path: blob digest}`` of a recorded artifact, from its stored manifest
     (`batch_features.batch_files`)."""
     return _files_of(ledger.store, digest)

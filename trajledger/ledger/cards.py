@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from trajledger.verify.lineage import LineageVerifier
     from trajledger.verify.policy import TrustPolicy
 
-    from .home import Ledger
+    from .home import LedgerHome
 
 __all__ = [
     "CARD_FORMAT",
@@ -565,7 +565,7 @@ class CardFacts:
         }
 
 
-def _manifest_files(ledger: Ledger, digest: str) -> tuple[FileFacts, ...]:
+def _manifest_files(ledger: LedgerHome, digest: str) -> tuple[FileFacts, ...]:
     from trajledger.verify.manifest import Manifest
 
     manifest = Manifest.from_json(load_object(ledger.store.get_verified(digest), "manifest"))
@@ -602,7 +602,7 @@ def _status(
 
 
 def dataset_card(
-    ledger: Ledger, ref: str, policy: TrustPolicy, *, data: str = "hash"
+    ledger: LedgerHome, ref: str, policy: TrustPolicy, *, data: str = "hash"
 ) -> CardFacts:
     """The facts of the dataset ``ref``'s card, from its verified lineage.
 
@@ -711,7 +711,7 @@ def dataset_card(
     )
 
 
-def check_policy_allows_cards(ledger: Ledger, what: str) -> None:
+def check_policy_allows_cards(ledger: LedgerHome, what: str) -> None:
     """Refuse a dataset with a card when the ledger's policy in force would not accept its
     record (``allowed_predicate_types`` without ``dataset/v2``): every verifier would fail it.
 

@@ -17,16 +17,15 @@ envelopes they brought).
 A reference that names nothing gets an error that says why and what exists: a name recorded
 without that version lists its versions; a name without a version says it needs one; a name
 recorded as another kind says which; a mistyped name or digest prefix gets the closest recorded
-ones (`suggest`, the one "did you mean" of every name the command line takes: references, key
-names, environments' Gymnasium ids).
+ones (`trajledger.ledger.suggestions.suggest`, the one "did you mean" of every name the command
+line takes: references, key names, environments' Gymnasium ids).
 Non-scope: verifying signatures and the lineage (``verify.lineage``); the LanceDB audit index.
 """
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,9 +37,10 @@ from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.statement import Statement
 
 from .errors import LedgerError
+from .suggestions import did_you_mean, suggest
 
 if TYPE_CHECKING:
-    from .home import Ledger
+    from .home import LedgerHome
     from .trust_state import NameRow
 
 __all__ = [
@@ -50,72 +50,12 @@ __all__ = [
     "CatalogMismatchError",
     "Origins",
     "RefError",
-    "did_you_mean",
     "origin_name",
-    "suggest",
 ]
 
 _HEX = re.compile(r"[0-9a-f]{6,64}")
 _SHOWN = 8
 """How many recorded versions or names an error lists before "..."."""
-
-
-def suggest(
-    wanted: str, candidates: Iterable[str] | Mapping[str, str], *, limit: int = 3
-) -> list[str]:
-    """The candidates closest to ``wanted`` (a mistyped name, ``NAME@VERSION``, key name or
-    digest prefix), best first: the one "did you mean" of the command line.
-
-    Args:
-        wanted: what the user typed.
-        candidates: the names that exist; or ``{compared form: suggested form}`` (a digest
-            prefix is compared with each digest cut to its length, and the whole digest is
-            suggested; later, origin-qualified names can be fed in beside plain ones).
-        limit: at most this many.
-
-    Returns:
-        Up to ``limit`` suggestions: those equal but for case; else those
-        `difflib.SequenceMatcher` finds at least 75% alike and nearly as alike as the closest
-        (``aprover-a`` gets ``approver-a``, not also ``approver-b``). Empty when nothing is
-        close.
-    """
-    forms = dict(candidates) if isinstance(candidates, Mapping) else {c: c for c in candidates}
-    key = wanted.strip().lower()
-    same = [s for c, s in forms.items() if c.lower() == key and c != wanted]
-    if same:
-        return list(dict.fromkeys(same))[:limit]
-    matcher = difflib.SequenceMatcher()
-    matcher.set_seq2(key)
-    scored: list[tuple[float, str]] = []
-    for compared, shown in forms.items():
-        if compared == wanted.strip():
-            continue  # what was typed exists: the caller refused it for another reason
-        matcher.set_seq1(compared.lower())
-        # The cheap upper bounds first, as difflib.get_close_matches does.
-        if (matcher.real_quick_ratio() >= _CLOSE and matcher.quick_ratio() >= _CLOSE
-                and (score := matcher.ratio()) >= _CLOSE):
-            scored.append((score, shown))
-    if not scored:
-        return []
-    best = max(score for score, _ in scored)
-    ranked = sorted((s for s in scored if s[0] >= best - _MARGIN), key=lambda s: (-s[0], s[1]))
-    return list(dict.fromkeys(shown for _, shown in ranked))[:limit]
-
-
-_CLOSE = 0.75
-"""How alike (`difflib.SequenceMatcher.ratio`) a name must be to be suggested."""
-_MARGIN = 0.05
-"""Suggestions within this of the closest one are offered beside it."""
-
-
-def did_you_mean(suggestions: Sequence[str]) -> str:
-    """``did you mean 'a'?`` or ``did you mean 'a' or 'b'?``; empty for no suggestion."""
-    if not suggestions:
-        return ""
-    quoted = [f"'{s}'" for s in suggestions]
-    return "did you mean " + (
-        quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
-    ) + "?"
 
 
 def _listed(values: Sequence[str]) -> str:
@@ -138,7 +78,7 @@ class Origins:
     it from (an import record lists the envelopes of the records it logged here). Read from the
     user's index and the import records' statements (unverified: naming, not trust)."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: LedgerHome) -> None:
         """Attach to a ledger (its index is brought up to date on first use)."""
         self.ledger = ledger
         self._vkeys: dict[int, str | None] = {}
@@ -223,7 +163,7 @@ class CatalogItem:
 class Catalog:
     """References of one ledger, resolved through the index and confirmed from the log."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: LedgerHome) -> None:
         """Attach to a ledger; the index is brought up to date on first use."""
         self.ledger = ledger
 

@@ -63,11 +63,12 @@ def init(ctx: Context, origin: str | None, store: str, as_json: bool) -> None:
     Example:
       TRAJLEDGER_PASSPHRASE_LOG=... trajledger --ledger ./ledger init --origin acme/rollouts
     """
-    from .home import KEYS_PLAIN, Ledger
+    from .config import KEYS_PLAIN
+    from .home import LedgerHome
 
     # init makes a new ledger here: a ledger found in a parent directory is not where it goes.
     where = Path(DEFAULT_HOME) if ctx.found and HOME_ENV not in os.environ else ctx.home
-    ledger = Ledger.init(where, origin=origin, store=store, passphrase=_ask, check_store=True)
+    ledger = LedgerHome.init(where, origin=origin, store=store, passphrase=_ask, check_store=True)
     if ledger.config.keys == KEYS_PLAIN:
         warn(
             "the log key is written unencrypted and this ledger records plain keys (no "

@@ -65,9 +65,9 @@ class Context:
     def ledger(self) -> Any:
         """Open the ledger at ``home`` (raises LedgerError when there is none)."""
         if self.opener is None:
-            from .home import Ledger
+            from .home import LedgerHome
 
-            ledger = Ledger.open(self.home, passphrase=ask_passphrase)
+            ledger = LedgerHome.open(self.home, passphrase=ask_passphrase)
         else:
             ledger = self.opener(self.home, passphrase=ask_passphrase)
         quiet = self.quiet
@@ -313,7 +313,7 @@ def hoist_global_options(args: list[str]) -> list[str]:
 def _closest(e: click.NoSuchOption) -> click.NoSuchOption:
     """click's "no such option" with the catalog's suggestions (`catalog.suggest`): the closest
     options only (``--fromat`` gets ``--format``, not also ``--out``)."""
-    from .catalog import suggest
+    from .suggestions import suggest
 
     return click.NoSuchOption(e.option_name, possibilities=suggest(e.option_name,
                                                                      e.possibilities or []),

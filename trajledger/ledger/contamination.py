@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .batch_features import ProgressFactory, no_progress, published_features
+from .batch_features import published_features
 from .episode_features import (
     FEATURE_COLUMNS,
     FeatureChunk,
@@ -46,6 +46,7 @@ from .episode_features import (
     private_workdir,
     verified_local_copy,
 )
+from .progress import ProgressFactory, no_progress
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     from trajledger.verify.predicates import Dataset, RolloutBatch, Sealed
 
     from .batch_features import BatchFeatures
-    from .home import Ledger
+    from .home import LedgerHome
     from .store import ObjectStore
 
 __all__ = [
@@ -65,7 +66,6 @@ __all__ = [
     "DatasetCheck",
     "Finding",
     "Matcher",
-    "ProgressFactory",
     "check_dataset",
     "contamination_findings",
     "duplicate_lines",
@@ -431,7 +431,7 @@ def duplicate_lines(features: Sequence[BatchFeatures]) -> list[str]:
 class _Reader:
     """Records and features of one ledger, read once each (unverified: see `check_dataset`)."""
 
-    def __init__(self, ledger: Ledger, workdir: Path, progress: ProgressFactory | None) -> None:
+    def __init__(self, ledger: LedgerHome, workdir: Path, progress: ProgressFactory | None) -> None:
         self.ledger = ledger
         self.state = ledger.trust_state()
         self.workdir = workdir
@@ -493,7 +493,7 @@ def _label(ds: Dataset) -> str:
 
 
 def check_dataset(
-    ledger: Ledger,
+    ledger: LedgerHome,
     split: str,
     batches: Sequence[str],
     *,
@@ -584,7 +584,7 @@ def check_dataset(
 
 
 def contamination_findings(
-    ledger: Ledger, dataset: str, *, progress: ProgressFactory | None = None
+    ledger: LedgerHome, dataset: str, *, progress: ProgressFactory | None = None
 ) -> list[Finding]:
     """Contamination of a recorded dataset: `check_dataset` of its split and batches.
 

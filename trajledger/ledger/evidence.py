@@ -22,7 +22,7 @@ from trajledger.verify.ledger_dir import LedgerDirEvidence
 from .errors import StoreError
 
 if TYPE_CHECKING:
-    from .home import Ledger
+    from .home import LedgerHome
     from .store import ObjectStore
 
 __all__ = ["StoreBlobs", "ledger_evidence"]
@@ -75,7 +75,7 @@ def _raise(digest: str) -> bytes:
     raise StoreError(f"object {digest}: present but unreadable")
 
 
-def ledger_evidence(ledger: Ledger) -> LedgerDirEvidence:
+def ledger_evidence(ledger: LedgerHome) -> LedgerDirEvidence:
     """The ledger's log and store as evidence for ``verify.lineage``, pinned to the signed
     checkpoint the user's trust state was last extended to (so the two agree)."""
     state = ledger.trust_state()

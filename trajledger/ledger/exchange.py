@@ -84,7 +84,7 @@ from .keys import Signer
 from .signing import canonical_json
 
 if TYPE_CHECKING:
-    from .home import Ledger
+    from .home import LedgerHome
     from .updates import Changes
 
 __all__ = ["ExportResult", "ImportResult", "export_bundle", "import_bundle"]
@@ -221,7 +221,7 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _read_entries(ledger: Ledger, indices: Iterable[int]) -> dict[int, bytes]:
+def _read_entries(ledger: LedgerHome, indices: Iterable[int]) -> dict[int, bytes]:
     """Entries by index, reading each entry bundle (256 entries) once."""
     out: dict[int, bytes] = {}
     wanted = sorted(set(indices))
@@ -237,7 +237,7 @@ def _read_entries(ledger: Ledger, indices: Iterable[int]) -> dict[int, bytes]:
 
 
 def export_bundle(
-    ledger: Ledger,
+    ledger: LedgerHome,
     ref: str | None,
     out: Path,
     *,
@@ -419,7 +419,7 @@ def export_bundle(
         format=fmt,
         extension=updates_since,
     )
-    from .batch_features import no_progress
+    from .progress import no_progress
 
     with (ledger.progress or no_progress)(sum(m.size for m in index.members),
                                           "writing the bundle") as advance:
@@ -561,7 +561,7 @@ def _primary(ev: BundleEvidence, subject: str) -> tuple[int, LogEntry, Statement
 
 
 def import_bundle(
-    ledger: Ledger,
+    ledger: LedgerHome,
     path: Path,
     policy: TrustPolicy,
     signers: Signer | Sequence[Signer],

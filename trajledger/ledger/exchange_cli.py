@@ -29,12 +29,12 @@ from .clikit import (
 )
 
 if TYPE_CHECKING:
-    from .home import Ledger
+    from .home import LedgerHome
 
 __all__ = ["COMMANDS"]
 
 
-def _policy(ledger: Ledger, policy_file: Path | None) -> Any:
+def _policy(ledger: LedgerHome, policy_file: Path | None) -> Any:
     """The policy FILE (followed through this ledger's policy history), else the one in force."""
     from .policy_state import load_policy
 
@@ -242,7 +242,7 @@ def export(
         "extension": result.extension, "failures": result.report.failures()})
 
 
-def _revoked(ledger: Ledger, ref: str, policy_file: Path | None, include: bool) -> list[str]:
+def _revoked(ledger: LedgerHome, ref: str, policy_file: Path | None, include: bool) -> list[str]:
     """The revocations of the artifact REF names (under the policy); refused unless
     ``include`` (then they go into the output's metadata)."""
     from trajledger.verify.errors import PolicyError
@@ -398,7 +398,7 @@ def import_(
 
 def show_changes(changes: Any) -> None:
     """An import's or a monitor's changes (`updates.Changes`), one stderr line each."""
-    from .home import notice
+    from .user_state import notice
 
     for level, text in changes.lines():
         {"ok": ok, "warning": warn, "note": notice}[level](text)

@@ -26,7 +26,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
@@ -43,6 +43,7 @@ __all__ = [
     "remove_tree",
     "temp_dir",
     "temp_name",
+    "tmp_entries",
     "write_file_atomic",
 ]
 
@@ -105,6 +106,18 @@ def is_stale(path: Path, *, now: float | None = None) -> bool:
         return False
     current = time.time() if now is None else now
     return newest < _STARTED and current - newest > STALE_AFTER
+
+
+def tmp_entries(tmp: Path) -> Iterator[Path]:
+    """What writers made in a ledger's ``tmp/`` directory (``tmp*`` and ``.tmp-*`` files and
+    directories), sorted; none when it does not exist."""
+    try:
+        names = sorted(os.listdir(tmp))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for n in names:
+        if n.startswith(("tmp", TMP_PREFIX)):
+            yield tmp / n
 
 
 def remove_tree(path: Path) -> None:

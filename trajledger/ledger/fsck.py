@@ -15,9 +15,9 @@ Scope:
 - `gc` (a dry run unless told to apply): removes orphans last written more than ``min_age`` ago
   (a recorder stores blobs before it logs them: the grace period protects one in progress) and
   leftovers no live writer can own (``ledger.fs.is_stale``).
-- `sweep_leftovers`: what every writer does under the log's lock before its first append: the
-  same leftover rule on ``objects/sha256/.tmp-*`` and ``<ledger>/tmp/*`` (cheap: two
-  directories).
+- `LedgerHome.sweep_leftovers` (``ledger.home``): what every writer does under the log's lock
+  before its first append: the same leftover rule on ``objects/sha256/.tmp-*`` and
+  ``<ledger>/tmp/*`` (cheap: two directories).
 
 Non-scope: the log itself (``log verify`` checks every tile and entry; a tampered log is refused
 when opened), lineage and policy (``verify``).
@@ -30,7 +30,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -43,10 +43,10 @@ from trajledger.verify.predicates import Sealed
 from trajledger.verify.statement import Statement
 
 from .errors import LedgerError, StoreError
-from .fs import TMP_PREFIX, is_stale, remove_tree
+from .fs import TMP_PREFIX, is_stale, remove_tree, tmp_entries
 
 if TYPE_CHECKING:
-    from .home import Ledger
+    from .home import LedgerHome
     from .store import ObjectStore
 
 __all__ = [
@@ -62,7 +62,6 @@ __all__ = [
     "leftovers",
     "named_objects",
     "repair",
-    "sweep_leftovers",
 ]
 
 FILE_KINDS = frozenset(
@@ -75,7 +74,7 @@ _HEX = re.compile(r"[0-9a-f]{64}")
 _MAX_JSON = 64 << 20  # a stored manifest or envelope larger than this is not parsed for names
 
 Progress = Callable[[int, int], None]
-DerivedCheck = Callable[["Ledger", Sequence[tuple[int, "LogEntry | None"]]], list[str]]
+DerivedCheck = Callable[["LedgerHome", Sequence[tuple[int, "LogEntry | None"]]], list[str]]
 """A check of a derived cache against the log's entries ((index, entry or None) in log order);
 returns one line per problem, each saying how to rebuild the cache."""
 
@@ -224,7 +223,7 @@ def _sealed(st: Statement) -> Sealed | None:
 
 
 def named_objects(
-    ledger: Ledger, *, on_progress: Progress | None = None
+    ledger: LedgerHome, *, on_progress: Progress | None = None
 ) -> tuple[dict[str, Named], set[str], set[str], list[tuple[int, LogEntry | None]]]:
     """Walk the log (up to its signed checkpoint) and collect what its records name.
 
@@ -274,18 +273,7 @@ class Leftover:
     stale: bool
 
 
-def _tmp_entries(ledger: Ledger) -> Iterator[Path]:
-    tmp = ledger.root / "tmp"
-    try:
-        names = sorted(os.listdir(tmp))
-    except (FileNotFoundError, NotADirectoryError):
-        return
-    for n in names:
-        if n.startswith(("tmp", TMP_PREFIX)):
-            yield tmp / n
-
-
-def leftovers(ledger: Ledger, *, everywhere: bool = True) -> list[Leftover]:
+def leftovers(ledger: LedgerHome, *, everywhere: bool = True) -> list[Leftover]:
     """Temp files of the store and ``<ledger>/tmp/`` entries, each judged stale or not.
 
     Args:
@@ -294,31 +282,17 @@ def leftovers(ledger: Ledger, *, everywhere: bool = True) -> list[Leftover]:
             object) and in the log's directories, not only where writers write them now.
     """
     paths: list[Path] = list(ledger.store.temp_files(everywhere=everywhere))
-    paths.extend(_tmp_entries(ledger))
+    paths.extend(tmp_entries(ledger.root / "tmp"))
     if everywhere:
         for dirpath, _dirs, files in os.walk(ledger.log_dir):
             paths.extend(Path(dirpath) / f for f in files if f.startswith(TMP_PREFIX))
     return [Leftover(p, is_stale(p)) for p in paths]
 
 
-def sweep_leftovers(ledger: Ledger) -> int:
-    """Remove the stale leftovers of killed writers where writers put them now.
-
-    Run by the log's writer under its lock, before its first append; cheap (it lists
-    ``objects/sha256/`` and ``<ledger>/tmp/``). Returns how many were removed.
-    """
-    n = ledger.store.drop_temp_files() if ledger.store.is_local else 0
-    for path in _tmp_entries(ledger):
-        if is_stale(path):
-            remove_tree(path)
-            n += 1
-    return n
-
-
 # -- fsck -----------------------------------------------------------------------------------------
 
 
-def _check_lookup(ledger: Ledger, entries: Sequence[tuple[int, LogEntry | None]]) -> list[str]:
+def _check_lookup(ledger: LedgerHome, entries: Sequence[tuple[int, LogEntry | None]]) -> list[str]:
     from .log import CACHE_DIR
     from .log.lookup import Lookup
 
@@ -333,7 +307,7 @@ def _check_lookup(ledger: Ledger, entries: Sequence[tuple[int, LogEntry | None]]
 
 
 def _check_trust_state(
-    ledger: Ledger, entries: Sequence[tuple[int, LogEntry | None]]
+    ledger: LedgerHome, entries: Sequence[tuple[int, LogEntry | None]]
 ) -> list[str]:
     """The user's trust state (the catalog's index, outside the ledger) against the entries:
     every indexed entry must be the log's, every named record must index an entry of its
@@ -427,7 +401,7 @@ class FsckReport:
         }
 
 
-def fsck(ledger: Ledger, *, on_progress: Progress | None = None) -> FsckReport:
+def fsck(ledger: LedgerHome, *, on_progress: Progress | None = None) -> FsckReport:
     """Check the ledger's objects against its log; reads only.
 
     Steps:
@@ -517,9 +491,9 @@ def _source(path: Path) -> tuple[Callable[[str], IO[bytes] | None], Callable[[],
             return open(p, "rb") if p is not None else None
 
         return from_bundle, ev.close
-    from .home import Ledger
+    from .home import LedgerHome
 
-    other = Ledger.open(path)
+    other = LedgerHome.open(path)
     store = other.store
 
     def from_ledger(digest: str) -> IO[bytes] | None:
@@ -539,7 +513,7 @@ def _source(path: Path) -> tuple[Callable[[str], IO[bytes] | None], Callable[[],
 
 
 def repair(
-    ledger: Ledger,
+    ledger: LedgerHome,
     source: Path,
     *,
     report: FsckReport | None = None,
@@ -621,7 +595,7 @@ class GcResult:
         }
 
 
-def gc(ledger: Ledger, *, apply: bool = False, min_age: float = 86400.0) -> GcResult:
+def gc(ledger: LedgerHome, *, apply: bool = False, min_age: float = 86400.0) -> GcResult:
     """Find (and with ``apply`` remove) orphan objects and stale leftovers.
 
     Steps:

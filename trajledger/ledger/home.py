@@ -1,4 +1,4 @@
-"""The ledger home directory and its settings.
+"""The ledger's handle, `LedgerHome`: a ledger home directory opened for this user.
 
 Layout::
 
@@ -8,84 +8,75 @@ Layout::
     <home>/objects/        the object store (unless ledger.toml points elsewhere)
     <home>/log/            the transparency log (C2SP tlog-tiles layout)
     <home>/log-key/        the log's Ed25519 key (log.key, log.pub; next.key, next.pub only
-                           while `Ledger.rotate_log_key` runs)
+                           while `LedgerHome.rotate_log_key` runs)
 
-Scope: create (atomically) and open a home, read and write ``ledger.toml``, check the modes of
-its directories and key files, pin its settings and its log in the user's state.
+Scope: create (atomically) and open a home, check the modes of its directories and key files,
+pin its settings (``ledger.config``) and its log key in the user's state, open its store and its
+log against this user's floor, keep this user's state of the log up to date, rotate the log's
+key, upgrade a ledger of an older trajledger.
+Non-scope: everything that records, indexes, verifies or exchanges: the services above it take
+the handle, and `trajledger.Ledger` composes them (docs/ARCHITECTURE.md: the handle's floor
+imports nothing above it).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import secrets
-import socket
-import sys
-import tomllib
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
+from .config import (
+    CONFIG_NAME,
+    KEYS_ENCRYPTED,
+    KEYS_PLAIN,
+    LedgerConfig,
+    default_origin,
+    setting_changes,
+)
 from .errors import AlreadyRecordedError, LedgerError, TamperError
-from .fs import fsync_dir, remove_tree, temp_name, write_file_atomic
+from .fs import fsync_dir, is_stale, remove_tree, temp_name, tmp_entries, write_file_atomic
 from .keys import KeyStore
 from .store import ObjectStore
+from .user_state import fingerprint, known_origin, notice, origin_dir, private_dir, state_dir
 
 if TYPE_CHECKING:
     from trajledger.verify.log_key import Handover
-    from trajledger.verify.policy import EncryptionKey, TrustPolicy
     from trajledger.verify.statement import Statement
 
-    from .artifacts import BatchResult, DatasetResult
-    from .cards import ProducerCard
-    from .contamination import ProgressFactory
-    from .exchange import ExportResult, ImportResult
     from .keys import Signer
     from .log import EntrySpec, Log
-    from .record import Recorded
+    from .progress import ProgressFactory
     from .trust_state import TrustState
 
 __all__ = [
-    "FORMAT_VERSION",
+    "LOG_KEY_DIR",
+    "LOG_KEY_NAME",
     "REQUIRE_PIN_ENV",
-    "STATE_DIR_ENV",
-    "Ledger",
-    "LedgerConfig",
+    "LedgerHome",
     "envelope_statement",
-    "notice",
-    "state_dir",
 ]
 
-STATE_DIR_ENV = "TRAJLEDGER_STATE_DIR"
 REQUIRE_PIN_ENV = "TRAJLEDGER_REQUIRE_PIN"
 """Set to 1: the first use of a log whose key was not pinned ahead (`trajledger trust`, a
 ``--policy`` naming it, or this user's ``init``) is refused instead of announced."""
-KEYS_ENCRYPTED, KEYS_PLAIN = "encrypted", "plain"
 SETTINGS_PIN = ".settings.json"
 """The settings a user pinned of a log's ledger, in the state's directory of that origin."""
 
-FORMAT_VERSION = 1
-CONFIG_NAME = "ledger.toml"
 LOG_KEY_DIR = "log-key"
 LOG_KEY_NAME = "log"
 """The log's Ed25519 key, ``log-key/log.key``: apart from the artifact signing keys in ``keys/``
 (it signs checkpoints, nothing else). Encrypted with TRAJLEDGER_PASSPHRASE when that is set at
 ``init`` (and then needed to append), else plain, because the log signs unattended."""
 NEXT_LOG_KEY_NAME = "next"
-"""The log's next key, ``log-key/next.key``, during a rotation (`Ledger.rotate_log_key`): it
+"""The log's next key, ``log-key/next.key``, during a rotation (`LedgerHome.rotate_log_key`): it
 replaces ``log.key`` once the handover is published."""
 
 
 _BAR_FROM = 2_000
 """Entries behind from which reading a log into the user's state draws a bar."""
-
-
-def notice(message: str) -> None:
-    """Tell the user something they must know but that fails nothing (``NOTE: ...`` on
-    stderr): a first use of a log, a setting of an older trajledger to upgrade."""
-    sys.stderr.write(f"NOTE: {message}\n")
-    sys.stderr.flush()
 
 
 def _refuse_writable(root: Path, config: LedgerConfig) -> None:
@@ -113,138 +104,6 @@ def _refuse_writable(root: Path, config: LedgerConfig) -> None:
                         hint=hint if path != root / CONFIG_NAME else "")
 
 
-def state_dir() -> Path:
-    """The user's trajledger state directory, outside every ledger.
-
-    It holds what write access to a ledger directory must not be able to change: the newest
-    checkpoint of each log this user has seen (a floor: the log only grows) and the status of
-    each log derived from verified entries. ``$TRAJLEDGER_STATE_DIR``, else
-    ``$XDG_STATE_HOME/trajledger``, else ``~/.local/state/trajledger``.
-    """
-    explicit = os.environ.get(STATE_DIR_ENV)
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_STATE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
-    return base / "trajledger"
-
-
-def _toml_str(value: str) -> str:
-    out = value.replace("\\", "\\\\").replace('"', '\\"')
-    # TOML forbids raw control characters, DEL (U+007F) included, in basic strings.
-    out = "".join(c if " " <= c != "\x7f" else f"\\u{ord(c):04x}" for c in out)
-    return f'"{out}"'
-
-
-def default_origin() -> str:
-    """A unique log origin: ``trajledger/<host>/<8 random hex>`` (no spaces, no '+')."""
-    host = "".join(c for c in socket.gethostname() if c.isalnum() or c in ".-")[:40] or "host"
-    return f"trajledger/{host}/{secrets.token_hex(4)}"
-
-
-@dataclass(frozen=True)
-class LedgerConfig:
-    """Settings from ``ledger.toml``.
-
-    Attributes:
-        origin: the log's origin (its name).
-        store: where blobs live: a directory relative to the ledger, or a URI.
-        format: the settings format.
-        keys: ``encrypted`` (a plaintext private key here is refused as planted) or ``plain``
-            (demo keys), recorded at ``init``; None in a ledger of trajledger 0.1.0, which did
-            not record it (``trajledger upgrade`` does).
-        group_writable: the ledger is shared through its directory's group: members of the
-            group may write it (others never).
-    """
-
-    origin: str
-    store: str = "objects"
-    format: int = FORMAT_VERSION
-    keys: str | None = None
-    group_writable: bool = False
-
-    def to_toml(self) -> bytes:
-        """The TOML text of these settings."""
-        out = (
-            "# trajledger ledger settings\n[ledger]\n"
-            f"format = {self.format}\n"
-            f"origin = {_toml_str(self.origin)}\n"
-            f"# where blobs live: a directory relative to this file, or a URI (s3://bucket/prefix)\n"
-            f"store = {_toml_str(self.store)}\n"
-        )
-        if self.keys is not None:
-            out += (
-                '# "encrypted": a private key file here that is not encrypted is refused\n'
-                f"keys = {_toml_str(self.keys)}\n"
-            )
-        if self.group_writable:
-            out += "# members of this directory's group may write the ledger (others never)\n"
-            out += "group_writable = true\n"
-        return out.encode()
-
-    @property
-    def store_pin(self) -> str:
-        """The store setting as pinned: a relative directory normalised (it stays valid when
-        the ledger moves), an absolute path or a URI exactly as written."""
-        if "://" in self.store or os.path.isabs(self.store):
-            return self.store
-        return os.path.normpath(self.store)
-
-    @classmethod
-    def from_toml(cls, data: bytes, where: Path) -> LedgerConfig:
-        """Parse and check ``ledger.toml``.
-
-        Raises:
-            LedgerError: not TOML, missing or ill-typed settings, an unknown format version.
-        """
-        try:
-            doc: dict[str, Any] = tomllib.loads(data.decode("utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise LedgerError(f"{where}: not valid TOML: {e}") from e
-        except RecursionError as e:
-            raise LedgerError(f"{where}: not valid TOML: nested too deeply") from e
-        section = doc.get("ledger")
-        if not isinstance(section, dict):
-            raise LedgerError(f"{where}: no [ledger] section")
-        fmt = section.get("format")
-        if fmt != FORMAT_VERSION:
-            raise LedgerError(
-                f"{where}: format {fmt!r}, this trajledger reads format {FORMAT_VERSION}"
-            )
-        origin = section.get("origin")
-        store = section.get("store", "objects")
-        if (
-            not isinstance(origin, str)
-            or not origin
-            or any(c.isspace() or c == "+" for c in origin)
-        ):
-            raise LedgerError(f"{where}: origin must be a non-empty string without spaces or '+'")
-        if not isinstance(store, str) or not store:
-            raise LedgerError(f"{where}: store must be a non-empty string")
-        keys = section.get("keys")
-        if keys is not None and keys not in (KEYS_ENCRYPTED, KEYS_PLAIN):
-            raise LedgerError(f'{where}: keys must be "{KEYS_ENCRYPTED}" or "{KEYS_PLAIN}"')
-        group = section.get("group_writable", False)
-        if not isinstance(group, bool):
-            raise LedgerError(f"{where}: group_writable must be true or false")
-        return cls(origin, store, fmt, keys, group)
-
-
-def _setting_changes(old: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
-    """The changes of pinned settings a user must accept (weaker ones, or a store moved)."""
-    out = []
-    if old.get("store") != now["store"]:
-        out.append(f"store is {now['store']!r}, but it was {old.get('store')!r} when you last "
-                   "used this ledger (blobs would be read from and written to another place)")
-    if old.get("keys") == KEYS_ENCRYPTED and now["keys"] != KEYS_ENCRYPTED:
-        out.append(f"keys is {now['keys']!r}, but this ledger's keys were {KEYS_ENCRYPTED!r} "
-                   "when you last used it (plaintext keys would be accepted)")
-    if not old.get("group_writable") and now["group_writable"]:
-        out.append("group_writable is true, but it was not when you last used this ledger "
-                   "(members of its group could replace keys and evidence)")
-    return out
-
-
 def _encrypt_log_key(keys: KeyStore) -> bool:
     """Whether a new log key is encrypted: its passphrase is set or asked for and given."""
     return keys.require_encrypted or keys.has_passphrase(LOG_KEY_NAME)
@@ -256,7 +115,7 @@ def _inside(store: str) -> bool:
     return not os.path.isabs(norm) and norm != ".." and not norm.startswith("../")
 
 
-def envelope_statement(ledger: Ledger, envelope: str) -> Statement | None:
+def envelope_statement(ledger: LedgerHome, envelope: str) -> Statement | None:
     """The statement of the stored envelope ``envelope``, parsed but not verified; None when it
     is not one (a caller comparing records treats it as different)."""
     from trajledger.verify.dsse import Envelope
@@ -290,11 +149,17 @@ def _move_into_place(build: Path, root: Path) -> list[Callable[[], None]]:
     return undo
 
 
-class Ledger:
-    """An open ledger home. Use `init` to create one and `open` to use it."""
+class LedgerHome:
+    """An open ledger home: its paths, settings, keys, object store, log and this user's
+    trusted state of the log. Use `init` to create one and `open` to use it.
+
+    The floor of the ledger package: it imports nothing that records, indexes or exchanges;
+    the services above take it (``ledger: LedgerHome``), and the public `trajledger.Ledger`
+    composes them on top of it.
+    """
 
     def __init__(self, root: Path, config: LedgerConfig, keys: KeyStore) -> None:
-        """Use `Ledger.open` or `Ledger.init`."""
+        """Use `LedgerHome.open` or `LedgerHome.init` (or `trajledger.Ledger`'s)."""
         self.root = root
         self.config = config
         self.keys = keys
@@ -343,8 +208,6 @@ class Ledger:
             from trajledger.verify.kinds import KINDS
 
             from .log import Log, OneRecord
-            from .trust_state import fingerprint
-
             # (1)
             vkey = self.log_vkey()
             # The newest checkpoint this user has seen is a floor the log must extend (kept
@@ -613,8 +476,6 @@ class Ledger:
         return state_dir() / "ledgers" / f"{hashlib.sha256(where.encode()).hexdigest()[:32]}.json"
 
     def _settings_path(self) -> Path:
-        from .trust_state import origin_dir
-
         return origin_dir(self.config.origin) / SETTINGS_PIN
 
     def _settings_pin(self) -> dict[str, Any]:
@@ -654,7 +515,6 @@ class Ledger:
         import json
 
         from .fs import refuse_writable
-        from .trust_state import private_dir
 
         config = self.root / CONFIG_NAME
         pin, settings = self._pin_path(), self._settings_path()
@@ -680,7 +540,7 @@ class Ledger:
                 write_file_atomic(pin, json.dumps(where).encode(), mode=0o600)
             if not replace and settings.exists():
                 old = json.loads(settings.read_text("utf-8"))
-                changes = _setting_changes(old, now)
+                changes = setting_changes(old, now)
                 if changes and not accept:
                     raise TamperError(
                         f"{config}: {'; '.join(changes)}; nothing was read or changed. If you "
@@ -726,8 +586,6 @@ class Ledger:
         """What this user holds about this ledger (``trajledger trust``): its pinned settings,
         its log key's fingerprint, whether it was pinned ahead and the floor's size."""
         import json
-
-        from .trust_state import fingerprint
 
         pin = self._settings_path()
         doc = json.loads(pin.read_text("utf-8")) if pin.exists() else {}
@@ -792,7 +650,7 @@ class Ledger:
         """Carry this user's floor of the log's earlier keys over to ``state``, a key without
         one (`trust_state.continue_trust`, with the log's handovers and proofs)."""
         from .log import Log
-        from .trust_state import continue_trust
+        from .trust_handover import continue_trust
 
         earlier = state.siblings()
         for other in earlier:
@@ -868,11 +726,15 @@ class Ledger:
         return handover
 
     def sweep_leftovers(self) -> None:
-        """Remove what killed writers left (temp objects, ``tmp/`` directories) that no live
-        writer can own; run by the log's writer under its lock (see ``ledger.fsck``)."""
-        from .fsck import sweep_leftovers
-
-        sweep_leftovers(self)
+        """Remove what killed writers left that no live writer can own (`fs.is_stale`) where
+        writers put it now: temp objects of the store (``objects/sha256/.tmp-*``) and
+        ``<ledger>/tmp/*``. Run by the log's writer under its lock, before its first append;
+        cheap (two directories listed); ``ledger.fsck`` finds leftovers everywhere."""
+        if self.store.is_local:
+            self.store.drop_temp_files()
+        for path in tmp_entries(self.root / "tmp"):
+            if is_stale(path):
+                remove_tree(path)
 
     @classmethod
     def init(
@@ -913,7 +775,7 @@ class Ledger:
             StoreError: ``check_store`` and the remote store cannot be reached.
         """
         from .log import Log
-        from .trust_state import TrustState, known_origin
+        from .trust_state import TrustState
 
         root = Path(root)
         if (root / CONFIG_NAME).exists():
@@ -978,7 +840,7 @@ class Ledger:
         return ledger  # `log` opens it on first use, with this user's floor
 
     @classmethod
-    def attached(cls, root: Path, config: LedgerConfig, log: Log) -> Ledger:
+    def attached(cls, root: Path, config: LedgerConfig, log: Log) -> Self:
         """A view of a ledger whose log is served by another process.
 
         For processes that record into a ledger owned by a single writer elsewhere
@@ -1048,277 +910,3 @@ class Ledger:
                 "planted plaintext key is refused)"
             )
         return ledger
-
-    def record_batch(
-        self,
-        table_or_rows: Any,
-        *,
-        env: str,
-        policy: str,
-        key: str | None = None,
-        signer: Signer | None = None,
-        evaluator: str | None = None,
-        episodes: Any = None,
-        seal: bool = False,
-        **options: Any,
-    ) -> BatchResult:
-        """Record rollouts as one signed, logged batch; see `ledger.artifacts.record_batch`.
-
-        Args:
-            table_or_rows: a step table (pyarrow), one mapping per step, or input file paths.
-            env: the registered environment (``NAME@VERSION``, digest or unique prefix).
-            policy: the policy / model version that acted.
-            key: the name of a signing key in this ledger's key store; or give ``signer``.
-            signer: a loaded signing key; or give ``key``.
-            evaluator: the registered evaluator, if any.
-            episodes: episode attributes (a table with a table or rows, a file with files).
-            seal: store the batch encrypted to the evaluator ``encryption_keys`` of the
-                policy in force (a sealed holdout or regression suite, `seal_recipients`).
-            **options: ``name``, ``fmt``, ``consent``, ``licence``, ``retention``,
-                ``generator``, ``on_chunk`` (see `ledger.artifacts.record_batch`).
-
-        Returns:
-            The recorded batch (``.digest``, ``.recorded.index``, ``.stats``).
-
-        Raises:
-            TypeError: neither or both of ``key`` and ``signer``.
-            KeyError_: the key cannot be loaded.
-            PolicyError, RolloutValidationError, FormatError: as `record_batch`.
-        """
-        from .artifacts import record_batch
-
-        if (key is None) == (signer is None):
-            raise TypeError("record_batch: give exactly one of key= (a key name) or signer=")
-        if signer is None:
-            assert key is not None
-            signer = self.keys.signer(key)
-        if seal:
-            options["seal_to"] = self.seal_recipients()
-        return record_batch(
-            self,
-            table_or_rows,
-            env=env,
-            policy=policy,
-            signer=signer,
-            evaluator=evaluator,
-            episodes=episodes,
-            **options,
-        )
-
-    def seal_recipients(
-        self, policy: str | Path | TrustPolicy | None = None
-    ) -> tuple[EncryptionKey, ...]:
-        """The X25519 keys sealed suites are encrypted to: the evaluator role's
-        ``encryption_keys`` of the policy (default: in force).
-
-        Raises:
-            LedgerError: the policy names none (a format-1 policy has no evaluator role).
-        """
-        p = self.policy(policy)
-        keys = p.role("evaluator").encryption_keys
-        if not keys:
-            raise LedgerError(
-                f"policy {p.name!r} serial {p.serial}: its evaluator role names no "
-                "encryption_keys, so nothing can be sealed to the evaluators; add them "
-                "(format = 2, [roles.evaluator] encryption_keys; keys/README.md)"
-            )
-        return keys
-
-    # -- helpers -----------------------------------------------------------------------------
-
-    def _key(self, key: str | Signer) -> Signer:
-        from .keys import Signer
-
-        return key if isinstance(key, Signer) else self.keys.signer(key)
-
-    def policy(self, policy: str | Path | TrustPolicy | None = None) -> TrustPolicy:
-        """The trust policy to apply: ``policy`` (a file followed through the log's history,
-        or a `TrustPolicy` as given), else the ledger's policy in force.
-
-        Raises:
-            LedgerError: none given and none recorded. TamperError: a policy record is damaged.
-        """
-        from trajledger.verify.policy import TrustPolicy
-
-        from .policy_state import load_policy
-
-        if isinstance(policy, TrustPolicy):
-            return policy
-        return load_policy(self, Path(policy) if policy is not None else None)[0]
-
-    # -- recording ---------------------------------------------------------------------------
-
-    def register_environment(
-        self,
-        name: str,
-        version: str,
-        *,
-        key: str | Signer,
-        files: Sequence[Path] = (),
-        source: str | None = None,
-        gym_id: str | None = None,
-        rules: Path | None = None,
-        observation_space: Mapping[str, Any] | None = None,
-        action_space: Mapping[str, Any] | None = None,
-        env_spec: Mapping[str, Any] | None = None,
-    ) -> Recorded:
-        """``trajledger env register``: see `trajledger.ledger.artifacts.register_environment`."""
-        from .artifacts import register_environment
-
-        return register_environment(
-            self, name, version, self._key(key), files=files, source=source,
-            gymnasium_id=gym_id, rules=rules, observation_space=observation_space,
-            action_space=action_space, env_spec=env_spec,
-        )
-
-    def register_evaluator(
-        self,
-        name: str,
-        version: str,
-        kind: str,
-        *,
-        key: str | Signer,
-        model_id: str | None = None,
-        rubric: Path | None = None,
-        prompt: Path | None = None,
-        files: Sequence[Path] = (),
-        calibration: str | None = None,
-    ) -> Recorded:
-        """``trajledger evaluator register``: see `ledger.artifacts.register_evaluator`."""
-        from .artifacts import register_evaluator
-
-        return register_evaluator(
-            self, name, version, kind, self._key(key), model_id=model_id, rubric=rubric,
-            prompt=prompt, files=files, calibration=calibration,
-        )
-
-    def create_dataset(
-        self,
-        name: str,
-        version: str,
-        split: str,
-        batches: Sequence[str],
-        *,
-        key: str | Signer,
-        purpose: str = "train",
-        card: Path | ProducerCard | None = None,
-        progress: ProgressFactory | None = None,
-    ) -> DatasetResult:
-        """``trajledger dataset create``: see `trajledger.ledger.artifacts.create_dataset`;
-        ``card`` is a ``card.toml`` file or a `ProducerCard` (`trajledger.ledger.cards`)."""
-        from .artifacts import create_dataset
-        from .cards import ProducerCard
-
-        if card is not None and not isinstance(card, ProducerCard):
-            card = ProducerCard.from_file(Path(card))
-        return create_dataset(self, name, version, split, batches, self._key(key),
-                              purpose=purpose, card=card, progress=progress)
-
-    def card(
-        self,
-        ref: str,
-        fmt: str = "hf",
-        *,
-        policy: str | Path | TrustPolicy | None = None,
-        skip_data: bool = False,
-    ) -> bytes:
-        """``trajledger card``: the dataset's card as a Hugging Face ``README.md`` (``hf``) or a
-        Croissant JSON-LD file (``croissant``), from its verified records; see
-        `trajledger.ledger.cards.dataset_card` and `trajledger.ledger.card_formats.render`."""
-        from .card_formats import FORMATS, render
-        from .cards import dataset_card
-
-        if fmt not in FORMATS:
-            raise ValueError(f"card format {fmt!r}, want one of {', '.join(FORMATS)}")
-        facts = dataset_card(self, ref, self.policy(policy), data="size" if skip_data else "hash")
-        return render(facts, fmt)
-
-    def suite_from_failures(
-        self,
-        evaluation: str,
-        name: str,
-        version: str,
-        *,
-        key: str | Signer,
-        evaluator_key: str | Signer | None = None,
-        split: str = "regression",
-        batches: Sequence[str] = (),
-    ) -> tuple[Recorded, list[str]]:
-        """``trajledger dataset create NAME --from-failures EVALUATION``: a regression suite
-        of the evaluation's failed episodes; ``evaluator_key`` opens a sealed suite (its
-        unsealing is logged). See `trajledger.ledger.suites.suite_from_failures`."""
-        from .suites import Unsealer, suite_from_failures
-
-        unsealer = (Unsealer.load(self, self._key(evaluator_key))
-                    if evaluator_key is not None else None)
-        return suite_from_failures(self, evaluation, name, version, self._key(key),
-                                   unsealer=unsealer, split=split, extra_batches=batches)
-
-    def approve(
-        self,
-        ref: str,
-        *,
-        key: str | Signer,
-        purpose: str = "train",
-        expires: str = "30d",
-        note: str | None = None,
-    ) -> Recorded:
-        """``trajledger approve``: see `trajledger.ledger.status.approve`."""
-        from .status import approve
-
-        return approve(self, ref, self._key(key), purpose=purpose, expires=expires, note=note)
-
-    def revoke(self, ref: str, *, key: str | Signer, reason: str) -> Recorded:
-        """``trajledger revoke``: see `trajledger.ledger.status.revoke`."""
-        from .status import revoke
-
-        return revoke(self, ref, self._key(key), reason=reason)
-
-    def erase(self, ref: str, *, key: str | Signer, reason: str) -> tuple[Recorded, int]:
-        """``trajledger erase``: the erasure record and how many blobs were deleted; see
-        `trajledger.ledger.status.erase`."""
-        from .status import erase
-
-        return erase(self, ref, self._key(key), reason=reason)
-
-    def set_policy(
-        self, policy: Path | TrustPolicy, *, keys: Sequence[str | Signer]
-    ) -> Recorded:
-        """``trajledger policy set``: see `trajledger.ledger.status.record_policy`."""
-        from trajledger.verify.policy import TrustPolicy
-
-        from .status import record_policy
-
-        given = policy if isinstance(policy, TrustPolicy) else Path(policy)
-        return record_policy(self, given, [self._key(k) for k in keys])
-
-    # -- exchange ------------------------------------------------------------------------------
-
-    def export(
-        self,
-        ref: str,
-        out: Path,
-        *,
-        data: bool = True,
-        policy: str | Path | TrustPolicy | None = None,
-        consistency_from: Sequence[int] = (),
-    ) -> ExportResult:
-        """``trajledger export``: an evidence bundle; see
-        `trajledger.ledger.exchange.export_bundle`."""
-        from .exchange import export_bundle
-
-        return export_bundle(self, ref, Path(out), data=data, policy=self.policy(policy),
-                             consistency_from=consistency_from)
-
-    def import_bundle(
-        self,
-        path: Path,
-        *,
-        keys: Sequence[str | Signer],
-        policy: str | Path | TrustPolicy | None = None,
-    ) -> ImportResult:
-        """``trajledger import``: verify, then take a bundle in; see
-        `trajledger.ledger.exchange.import_bundle`."""
-        from .exchange import import_bundle
-
-        return import_bundle(self, Path(path), self.policy(policy), [self._key(k) for k in keys])

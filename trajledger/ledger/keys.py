@@ -334,7 +334,7 @@ class KeyStore:
     ) -> str:
         """Why key ``name`` is not in ``folder``: the keys there whose names are close
         ("did you mean"), else ``otherwise`` (how to create it)."""
-        from .catalog import did_you_mean, suggest
+        from .suggestions import did_you_mean, suggest
 
         names = sorted({p.stem for p in folder.glob("*.pub")}) if folder.is_dir() else []
         close = suggest(name, names)

@@ -53,7 +53,7 @@ from .record import record_statement
 from .signing import canonical_json
 
 if TYPE_CHECKING:
-    from .home import Ledger
+    from .home import LedgerHome
     from .keys import Signer
 
 __all__ = ["ModelSigningExport", "export_model_signing", "model_signing_bundle"]
@@ -138,7 +138,7 @@ def _not_ecdsa(signer: Signer) -> str:
 
 
 def export_model_signing(
-    ledger: Ledger, ref: str, out: Path, signer: Signer, policy: TrustPolicy
+    ledger: LedgerHome, ref: str, out: Path, signer: Signer, policy: TrustPolicy
 ) -> ModelSigningExport:
     """Export a checkpoint as a model_signing-signed directory and record the signature.
 

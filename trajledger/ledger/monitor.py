@@ -66,7 +66,7 @@ from .serve import max_size, resource_kind
 if TYPE_CHECKING:
     from trajledger.verify.policy import TrustPolicy
 
-    from .home import Ledger
+    from .home import LedgerHome
     from .keys import Signer
     from .trust_state import TrustState
     from .updates import Changes
@@ -313,7 +313,7 @@ def monitor(
         1. Fetch ``checkpoint`` and verify it with ``vkey`` (its origin is the key's name); when
            the key was rotated, with the key it was handed over to (the log's
            ``key-handovers/<n>``, ``verify.log_key.key_chain``), whose state continues this
-           user's floor of the old key (`trust_state.continue_trust`: the new tree must extend
+           user's floor of the old key (`trust_handover.continue_trust`: the new tree must extend
            it and each handover; a key no handover names is still refused).
         2. Check the served tiles give its root (a server whose tiles are another tree than
            the one its key signed is refused).
@@ -343,7 +343,8 @@ def monitor(
     """
     from trajledger.verify.errors import ProofError
 
-    from .trust_state import TrustState, continue_trust
+    from .trust_handover import continue_trust
+    from .trust_state import TrustState
 
     get = fetch or log.fetch
     given = vkey
@@ -450,7 +451,7 @@ def _follow_rotation(note: bytes, vkey: str, handovers: list[bytes]) -> tuple[st
 
 
 def watch_updates(
-    ledger: Ledger,
+    ledger: LedgerHome,
     policy: TrustPolicy,
     signers: list[Signer],
     log: HttpLog,

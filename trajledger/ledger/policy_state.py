@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from trajledger.verify.keys import PublicKey
     from trajledger.verify.policy import EncryptionKey
 
-    from .home import Ledger
+    from .home import LedgerHome
     from .keys import KeyStore
 
 __all__ = [
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 
-def policy_records(ledger: Ledger) -> list[tuple[int, str, bytes]]:
+def policy_records(ledger: LedgerHome) -> list[tuple[int, str, bytes]]:
     """``(log index, subject, envelope bytes)`` of every trust-policy record, in log order.
 
     Raises:
@@ -80,7 +80,7 @@ def policy_records(ledger: Ledger) -> list[tuple[int, str, bytes]]:
 
 
 def current_policy(
-    ledger: Ledger, trusted: TrustPolicy | None = None
+    ledger: LedgerHome, trusted: TrustPolicy | None = None
 ) -> tuple[list[str], TrustPolicy] | None:
     """The policy in force (following the history from ``trusted``, or from the first record).
 
@@ -95,7 +95,7 @@ def current_policy(
     return None if policy is None else (notes, policy)
 
 
-def key_lookup(ledger: Ledger) -> KeyLookup:
+def key_lookup(ledger: LedgerHome) -> KeyLookup:
     """Find a public key of the ledger's key store by its keyid (None when there is none)."""
     return keystore_lookup(ledger.keys)
 
@@ -116,7 +116,7 @@ def keystore_lookup(keys: KeyStore) -> KeyLookup:
     return lookup
 
 
-def load_policy(ledger: Ledger, policy_file: Path | None) -> tuple[TrustPolicy, list[str]]:
+def load_policy(ledger: LedgerHome, policy_file: Path | None) -> tuple[TrustPolicy, list[str]]:
     """The policy to apply: the file given (followed through the log's policy history), or the
     ledger's policy in force. Every command that applies a policy loads it here.
 
@@ -148,7 +148,7 @@ verifier's question. Every other kind is signed only by a key its role holds (ke
 
 
 def check_signers(
-    ledger: Ledger, kind: str, signers: Sequence[tuple[str, str]], action: str | None = None
+    ledger: LedgerHome, kind: str, signers: Sequence[tuple[str, str]], action: str | None = None
 ) -> None:
     """Refuse to sign a ``kind`` record with a key the ledger's policy in force would not count.
 

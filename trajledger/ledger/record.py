@@ -40,7 +40,7 @@ from .log import EntrySpec
 from .signing import AnySigner, canonical_json, sign_statement
 
 if TYPE_CHECKING:
-    from .home import Ledger
+    from .home import LedgerHome
 
 __all__ = ["KIND_BY_PREDICATE", "Recorded", "kind_for", "record_files", "record_statement"]
 
@@ -115,7 +115,7 @@ def _check_json(value: Mapping[str, Any], what: str) -> None:
 
 
 def _check_signers(
-    ledger: Ledger, kind: str, signers: Sequence[AnySigner], action: str | None
+    ledger: LedgerHome, kind: str, signers: Sequence[AnySigner], action: str | None
 ) -> None:
     from .policy_state import check_signers
 
@@ -124,7 +124,7 @@ def _check_signers(
 
 
 def record_files(
-    ledger: Ledger,
+    ledger: LedgerHome,
     paths_or_files: Sequence[str | os.PathLike[str]] | Mapping[str, Path | FileDigest],
     signers: AnySigner | Sequence[AnySigner],
     predicate_type: str = predicates.FILES,
@@ -253,7 +253,7 @@ def record_files(
 
 
 def record_statement(
-    ledger: Ledger,
+    ledger: LedgerHome,
     subject_name: str,
     subject_digest: str,
     predicate_type: str,
@@ -311,7 +311,7 @@ def record_statement(
 
 
 def _sign_store_append(
-    ledger: Ledger,
+    ledger: LedgerHome,
     subjects: Sequence[tuple[str, str]],
     subject_digest: str,
     predicate_type: str,

@@ -19,13 +19,13 @@ from .catalog import Catalog
 from .errors import LedgerError
 
 if TYPE_CHECKING:
-    from .home import Ledger
+    from .home import LedgerHome
     from .rollouts.export import ExportResult
 
 __all__ = ["export_batch"]
 
 
-def _predicate(ledger: Ledger, envelope: str) -> dict[str, Any]:
+def _predicate(ledger: LedgerHome, envelope: str) -> dict[str, Any]:
     from trajledger.verify.dsse import Envelope
     from trajledger.verify.errors import ProvenanceError
     from trajledger.verify.statement import Statement
@@ -38,7 +38,7 @@ def _predicate(ledger: Ledger, envelope: str) -> dict[str, Any]:
 
 
 def export_batch(
-    ledger: Ledger,
+    ledger: LedgerHome,
     ref: str,
     out: Path,
     fmt: str,

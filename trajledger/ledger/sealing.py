@@ -44,7 +44,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from trajledger.verify.digest import DIGEST_PREFIX, FileDigest
 from trajledger.verify.errors import DigestMismatchError, FormatError, VerificationError
-from trajledger.verify.policy import EncryptionKey
+from trajledger.verify.policy import EncryptionKey, TrustPolicy
 from trajledger.verify.predicates import SEAL_MAGIC, SEAL_SEGMENT, Sealed, SealedEpisode
 
 from .errors import LedgerError
@@ -57,6 +57,7 @@ __all__ = [
     "fingerprints",
     "open_file",
     "seal_files",
+    "seal_recipients",
     "unwrap_key",
 ]
 
@@ -291,3 +292,20 @@ def fingerprints(steps: str | os.PathLike[str] | bytes) -> tuple[SealedEpisode, 
     except (OSError, pa.ArrowException) as e:
         raise FormatError(f"steps.parquet: cannot be read for fingerprints: {e}") from e
     return published_episodes(chunk)
+
+
+def seal_recipients(policy: TrustPolicy) -> tuple[EncryptionKey, ...]:
+    """The X25519 keys sealed suites are encrypted to: the evaluator role's
+    ``encryption_keys`` of ``policy``.
+
+    Raises:
+        LedgerError: the policy names none (a format-1 policy has no evaluator role).
+    """
+    keys = policy.role("evaluator").encryption_keys
+    if not keys:
+        raise LedgerError(
+            f"policy {policy.name!r} serial {policy.serial}: its evaluator role names no "
+            "encryption_keys, so nothing can be sealed to the evaluators; add them "
+            "(format = 2, [roles.evaluator] encryption_keys; keys/README.md)"
+        )
+    return keys

@@ -21,14 +21,14 @@ from trajledger.verify.strict_json import load_object
 from .catalog import Catalog, RefError
 
 if TYPE_CHECKING:
-    from .home import Ledger
+    from .home import LedgerHome
 
 __all__ = ["describe"]
 
 STATUS_KINDS = ("approval", "revocation", "erasure", "refusal")
 
 
-def describe(ledger: Ledger, ref: str) -> dict[str, Any]:
+def describe(ledger: LedgerHome, ref: str) -> dict[str, Any]:
     """A JSON-ready description of the artifact ``ref`` names.
 
     Raises:
@@ -85,7 +85,7 @@ def describe(ledger: Ledger, ref: str) -> dict[str, Any]:
     return info
 
 
-def _envelope_entry(ledger: Ledger, ref: str) -> int | None:
+def _envelope_entry(ledger: LedgerHome, ref: str) -> int | None:
     """The log index of the record whose envelope is the full digest ``ref``, or None."""
     ref = ref.strip()
     if not ref.startswith("sha256:") or len(ref) != len("sha256:") + 64:
@@ -96,7 +96,7 @@ def _envelope_entry(ledger: Ledger, ref: str) -> int | None:
         return None
 
 
-def _describe_record(ledger: Ledger, catalog: Catalog, index: int) -> dict[str, Any]:
+def _describe_record(ledger: LedgerHome, catalog: Catalog, index: int) -> dict[str, Any]:
     """A record named by its envelope digest (an approval, a revocation...): the entry, its
     checked envelope's statement, and the artifact it is about when the catalog names it."""
     entry = LogEntry.from_bytes(ledger.log.entry(index), f"log entry {index}")

@@ -44,7 +44,7 @@ from .errors import LedgerError
 from .fs import write_file_atomic
 
 if TYPE_CHECKING:
-    from .home import Ledger
+    from .home import LedgerHome
 
 __all__ = ["SigstoreExport", "envelope_signature_bundle", "export_sigstore"]
 
@@ -122,7 +122,7 @@ def _choose(envelope: Envelope, key: str | None, names: dict[str, str], what: st
 
 
 def export_sigstore(
-    ledger: Ledger, ref: str, out: Path, *, key: str | None = None
+    ledger: LedgerHome, ref: str, out: Path, *, key: str | None = None
 ) -> SigstoreExport:
     """Write the Sigstore bundle of one signature of REF's envelope to ``out``.
 

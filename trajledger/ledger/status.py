@@ -26,7 +26,7 @@ from .keys import Signer
 from .record import Recorded, record_statement
 
 if TYPE_CHECKING:
-    from .home import Ledger
+    from .home import LedgerHome
 
 __all__ = [
     "approve", "delete_erased", "erasable_blobs", "erase", "record_policy", "revocations",
@@ -40,12 +40,12 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(microsecond=0)
 
 
-def _item(ledger: Ledger, ref: str, kinds: frozenset[str] | None = None) -> CatalogItem:
+def _item(ledger: LedgerHome, ref: str, kinds: frozenset[str] | None = None) -> CatalogItem:
     return Catalog(ledger).resolve(ref, kinds)
 
 
 def approve(
-    ledger: Ledger,
+    ledger: LedgerHome,
     ref: str,
     signer: Signer,
     *,
@@ -84,7 +84,7 @@ def approve(
     )
 
 
-def revoke(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> Recorded:
+def revoke(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str) -> Recorded:
     """Record that ``ref`` must no longer be used (its lineage then fails verification).
 
     The signer must hold the producer or approver role of the policy in force, when there is
@@ -106,7 +106,7 @@ def revoke(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> Recorded
     )
 
 
-def erase(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> tuple[Recorded, int]:
+def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str) -> tuple[Recorded, int]:
     """Delete an artifact's data blobs and record a signed erasure.
 
     The manifest (names, sizes, digests) and every signed record stay, so lineage still
@@ -145,7 +145,7 @@ def erase(ledger: Ledger, ref: str, signer: Signer, *, reason: str) -> tuple[Rec
     return rec, delete_erased(ledger, blobs)
 
 
-def delete_erased(ledger: Ledger, blobs: Iterable[str]) -> int:
+def delete_erased(ledger: LedgerHome, blobs: Iterable[str]) -> int:
     """Delete erased blobs from the store, and the episode features cached from any of them
     (nothing derived from erased data is kept); how many blobs were deleted."""
     from .batch_features import forget_cached
@@ -157,7 +157,7 @@ def delete_erased(ledger: Ledger, blobs: Iterable[str]) -> int:
     return deleted
 
 
-def erasable_blobs(ledger: Ledger, digest: str) -> set[str]:
+def erasable_blobs(ledger: LedgerHome, digest: str) -> set[str]:
     """The blobs an erasure of the artifact ``digest`` deletes: the files its manifest (in the
     store, verified) lists, and a rollout batch's blobs kept beside them (a sealed batch's
     ciphertexts, the episode features file of any); nothing when its manifest is not here.
@@ -188,7 +188,7 @@ def erasable_blobs(ledger: Ledger, digest: str) -> set[str]:
     return out
 
 
-def _check_authority(ledger: Ledger, item: CatalogItem, signer: Signer, verb: str) -> None:
+def _check_authority(ledger: LedgerHome, item: CatalogItem, signer: Signer, verb: str) -> None:
     """Refuse a revocation or erasure its signer has no authority for, before anything is
     written: under the policy in force, an approver may stop the use of anything, a producer
     only of what it produced (its key signed the artifact's record); verifiers apply the same
@@ -215,7 +215,7 @@ def _check_authority(ledger: Ledger, item: CatalogItem, signer: Signer, verb: st
 
 
 def record_policy(
-    ledger: Ledger, policy_file: Path | TrustPolicy, signers: Sequence[Signer]
+    ledger: LedgerHome, policy_file: Path | TrustPolicy, signers: Sequence[Signer]
 ) -> Recorded:
     """Record a trust policy as the ledger's policy in force.
 
@@ -279,7 +279,7 @@ def record_policy(
     )
 
 
-def revocations(ledger: Ledger, digest: str, policy: TrustPolicy | None) -> list[str]:
+def revocations(ledger: LedgerHome, digest: str, policy: TrustPolicy | None) -> list[str]:
     """What says ``digest`` must no longer be used, one line each: its revocations that verify
     under ``policy``, and (fail closed) those whose envelope cannot be read. Without a policy
     (none recorded yet), every revocation record of it counts.

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from trajledger.verify.lineage import LineageVerifier
     from trajledger.verify.policy import EncryptionKey
 
-    from .home import Ledger
+    from .home import LedgerHome
     from .keys import Signer
     from .record import Recorded
 
@@ -81,7 +81,7 @@ class Unsealer:
     signer: Signer
 
     @classmethod
-    def load(cls, ledger: Ledger, signer: Signer, name: str | None = None) -> Unsealer:
+    def load(cls, ledger: LedgerHome, signer: Signer, name: str | None = None) -> Unsealer:
         """The X25519 key ``name`` (default: named as the signing key) of the key store.
 
         Raises:
@@ -107,7 +107,7 @@ def sealed_batches(verifier: LineageVerifier, suite: str) -> list[str]:
 
 
 def read_suite(
-    ledger: Ledger,
+    ledger: LedgerHome,
     verifier: LineageVerifier,
     suite: str,
     *,
@@ -189,7 +189,7 @@ def read_suite(
 
 
 def log_unsealing(
-    ledger: Ledger, suite: str, batches: Sequence[str], unsealer: Unsealer, purpose: str
+    ledger: LedgerHome, suite: str, batches: Sequence[str], unsealer: Unsealer, purpose: str
 ) -> Recorded:
     """Record that ``unsealer`` opens ``batches`` of ``suite`` for ``purpose`` (before it
     does)."""
@@ -259,7 +259,7 @@ def _marked(episodes: pa.Table, evaluation: str) -> pa.Table:
 
 
 def suite_from_failures(
-    ledger: Ledger,
+    ledger: LedgerHome,
     evaluation: str,
     name: str,
     version: str,
@@ -300,13 +300,14 @@ def suite_from_failures(
     from .artifacts import create_dataset, record_batch
     from .catalog import Catalog
     from .evidence import ledger_evidence
+    from .policy_state import load_policy
 
     # (1)
     if split not in predicates.HELD_OUT:
         raise FormatError(f"--split {split}: a suite of failures is a holdout or regression "
                           "dataset, never trained on")
     item = Catalog(ledger).resolve(evaluation, {"evaluation"})
-    policy = ledger.policy()
+    policy = load_policy(ledger, None)[0]
     verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state())
     report = verifier.verify(item.digest)
     if not report.ok:

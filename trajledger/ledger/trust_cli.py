@@ -54,7 +54,7 @@ def trust(
       trajledger --ledger ./ledger trust --settings
       trajledger --ledger ./ledger trust --json
     """
-    from .home import Ledger
+    from .home import LedgerHome
 
     if vkey is not None:
         if settings:
@@ -68,7 +68,7 @@ def trust(
     if checkpoint is not None:
         raise click.UsageError("--checkpoint goes with the VKEY it is signed by")
     if settings:
-        for change in Ledger.accept_settings(ctx.home):
+        for change in LedgerHome.accept_settings(ctx.home):
             ok(f"accepted: {change}")
         ok(f"ledger {ctx.home}: its settings are pinned as they are now")
         return

@@ -1,8 +1,8 @@
 """The user's trusted state of a log: the newest checkpoint seen, and an index of its entries.
 
 Scope: for each log a user works with (identified by its verifier key), a SQLite database in the
-user's state directory (`trajledger.ledger.home.state_dir`), outside every ledger directory, so
-that write access to a ledger cannot lower what was seen or hide what was recorded:
+user's state directory (`trajledger.ledger.user_state.state_dir`), outside every ledger
+directory, so that write access to a ledger cannot lower what was seen or hide what was recorded:
 
 - **the floor**: the newest signed checkpoint this user verified. A log whose checkpoint is
   smaller (rollback) or a different tree (fork) is tampering: `TamperError`, nothing written.
@@ -41,13 +41,12 @@ Non-scope: verifying signatures (``verify.lineage``), the log's files (``ledger.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,22 +62,24 @@ from trajledger.verify.predicates import HELD_OUT, Dataset
 
 from .errors import LedgerError, TamperError
 from .fs import write_file_atomic
-from .home import notice, state_dir
+from .user_state import (
+    fingerprint,
+    known_origin,
+    log_id,
+    notice,
+    origin_dir,
+    private_dir,
+    state_dir,
+)
 
 if TYPE_CHECKING:
-    from .batch_features import ProgressFactory
-    from .home import Ledger
+    from .progress import ProgressFactory
 
 __all__ = [
     "NameRow",
     "Pinned",
     "TrustState",
-    "continue_trust",
-    "fingerprint",
-    "known_origin",
-    "origin_dir",
     "pin_log_key",
-    "private_dir",
 ]
 
 STATE_FORMAT = 3
@@ -160,20 +161,6 @@ def _wal(db: sqlite3.Connection, wait: float = _BUSY_TIMEOUT) -> None:
             time.sleep(0.02)
 
 
-def fingerprint(vkey: str) -> str:
-    """A log key as people compare it: ``<origin>+<8 hex key id>+sha256:<16 hex>`` (the C2SP key
-    id, then a SHA-256 of the 32-byte public key, which a collision of the short id cannot
-    match)."""
-    import base64
-
-    parts = vkey.split("+", 2)
-    try:
-        raw = base64.b64decode(parts[2])[1:]
-    except (IndexError, ValueError):
-        return vkey
-    return f"{parts[0]}+{parts[1]}+sha256:{hashlib.sha256(raw).hexdigest()[:16]}"
-
-
 @dataclass(frozen=True)
 class Pinned:
     """A log key pinned ahead (`pin_log_key`): its origin, fingerprint, and the floor's size
@@ -206,51 +193,6 @@ def pin_log_key(vkey: str, checkpoint: bytes | None = None, directory: Path | No
         return Pinned(verifier.name, fingerprint(vkey), floor.size if floor else None)
     finally:
         state.close()
-
-
-def private_dir(path: Path, *, parent: bool = True) -> Path:
-    """Make (mode 0700) or check a directory of the user's state: one that others or the
-    group may write is refused, since whoever writes it decides what this user trusts; so is
-    its parent unless ``parent`` is False (the state directory's own parent is not the state's).
-
-    Raises:
-        LedgerError: it is writable by others (the message names the chmod), or cannot be made.
-    """
-    from .fs import refuse_writable
-
-    missing = []
-    here = path
-    while not here.exists() and here != here.parent:
-        missing.append(here)
-        here = here.parent
-    try:
-        for d in reversed(missing):  # each made 0700 (mkdir's parents would get the umask's)
-            d.mkdir(mode=0o700, exist_ok=True)
-    except OSError as e:
-        raise LedgerError(f"trust state {path}: cannot create: {e.strerror or e}") from e
-    refuse_writable(path)
-    if parent:
-        refuse_writable(path.parent)
-    return path
-
-
-def origin_dir(origin: str, directory: Path | None = None) -> Path:
-    """The state's directory of a log's origin: a note per key of that log seen (named by the
-    key), and the pinned settings of its ledger (``.settings.json``)."""
-    return (directory or state_dir()) / "origins" / _log_id(origin)
-
-
-def known_origin(origin: str, directory: Path | None = None) -> Path | None:
-    """Where this user's state notes the keys of a log of ``origin``, if it knows one."""
-    path = origin_dir(origin, directory)
-    try:
-        return path if any(not n.startswith(".") for n in os.listdir(path)) else None
-    except OSError:
-        return None
-
-
-def _log_id(vkey: str) -> str:
-    return hashlib.sha256(vkey.encode()).hexdigest()[:32]
 
 
 class _Rows:
@@ -321,7 +263,7 @@ class TrustState:
         from .fs import refuse_writable
 
         root = private_dir(directory or state_dir(), parent=False)
-        base = private_dir(private_dir(root / "logs") / _log_id(vkey))
+        base = private_dir(private_dir(root / "logs") / log_id(vkey))
         file = base / "state.sqlite"
         for f in (file, base / "state.sqlite-wal", base / "state.sqlite-shm"):
             refuse_writable(f)
@@ -366,9 +308,9 @@ class TrustState:
         from .fs import remove_tree
 
         root = directory or state_dir()
-        remove_tree(root / "logs" / _log_id(vkey))
+        remove_tree(root / "logs" / log_id(vkey))
         origin = origin_dir(verifier_from_vkey(vkey).name, root)
-        remove_tree(origin / _log_id(vkey))
+        remove_tree(origin / log_id(vkey))
         if known_origin(verifier_from_vkey(vkey).name, root) is None:
             remove_tree(origin)  # no other key of it: the origin's pins go too
 
@@ -386,7 +328,7 @@ class TrustState:
     def _register(self) -> None:
         """Note this key under its log's origin (``origins/<id>/<key id>`` holds the vkey), so
         that a state for another key of the same log can find it (`siblings`)."""
-        mark = self._root / "origins" / _log_id(self.verifier.name) / _log_id(self.vkey)
+        mark = self._root / "origins" / log_id(self.verifier.name) / log_id(self.vkey)
         if mark.exists():
             return
         try:
@@ -407,13 +349,13 @@ class TrustState:
         """The states of this user's other keys of the same log (same origin) that hold a
         floor: what a key without one must continue (`continue_trust`)."""
         out: list[TrustState] = []
-        directory = self._root / "origins" / _log_id(self.verifier.name)
+        directory = self._root / "origins" / log_id(self.verifier.name)
         try:
             names = sorted(os.listdir(directory))
         except OSError:
             return out
         for name in names:
-            if name == _log_id(self.vkey) or name.startswith("."):
+            if name == log_id(self.vkey) or name.startswith("."):
                 continue
             try:
                 vkey = (directory / name).read_text("utf-8").strip()
@@ -425,11 +367,6 @@ class TrustState:
             else:
                 other.close()
         return out
-
-    @classmethod
-    def of(cls, ledger: Ledger) -> TrustState:
-        """The state of a ledger's log (its ``log/vkey``)."""
-        return cls.open(ledger.log.vkey)
 
     def close(self) -> None:
         """Close the database."""
@@ -1028,117 +965,3 @@ def _derive(rows: _Derived, i: int, entry: LogEntry, envelope: bytes | None) -> 
     if isinstance(pred, Dataset) and pred.split in HELD_OUT:
         rows.held_out.append((i,))
     return True
-
-
-def continue_trust(
-    state: TrustState,
-    note: bytes,
-    handovers: Sequence[bytes],
-    proof: Callable[[int, int], Sequence[bytes]],
-    *,
-    what: str,
-    distinct: Collection[str] = (),
-) -> None:
-    """Carry this user's floor of a log over to ``state``, a key of it seen for the first time.
-
-    Steps:
-        1. The other keys of the log (same origin) this user holds a floor for
-           (`TrustState.siblings`); none: the log is new to this user, nothing to carry.
-        2. For each: the key handovers (``verify.log_key.key_chain``) from it must reach
-           ``state``'s key; otherwise the checkpoint is signed by a key that nobody this user
-           trusted handed over to (key confusion): `TamperError`, nothing stored.
-        3. ``note``, the log's checkpoint signed by ``state``'s key, must extend that floor and
-           every handover's tree on the way (consistency proofs from ``proof``).
-        4. Store ``note`` as ``state``'s floor.
-
-    Args:
-        state: the state of the log's current key, without a floor.
-        note: the log's signed checkpoint, as read now.
-        handovers: the log's key handover notes (any order).
-        proof: ``(old size, new size) -> consistency proof`` from the log (or the bundle).
-        what: names the checkpoint in messages.
-        distinct: log keys the caller trusts on their own (a policy's ``roles.log``): when
-            ``state``'s key is one, a key of the same origin whose handovers do not lead to it
-            is another log that happens to use the same origin name (two vendors), not key
-            confusion, and nothing is carried over from it.
-
-    Raises:
-        TamperError: key confusion, a bad handover, or a checkpoint that does not extend what
-            was seen under an earlier key.
-        FormatError, SignatureError: ``note`` is malformed or not signed by ``state``'s key.
-    """
-    cp = verify_checkpoint(note, state.verifier)
-    # (1)
-    earlier = state.siblings()
-    # (2) (3)
-    carried = 0
-    try:
-        for old in earlier:
-            if state.vkey in distinct and not _reaches(old, handovers, state.vkey):
-                continue  # another log of the same origin name, trusted on its own
-            _check_continuation(state, cp, old, handovers, proof, what)
-            carried += 1
-    finally:
-        for old in earlier:
-            old.close()
-    # (4)
-    if carried:
-        state.continue_from(note)
-
-
-def _reaches(old: TrustState, handovers: Sequence[bytes], vkey: str) -> bool:
-    """Whether the key handovers lead from ``old``'s key to ``vkey`` (a rotation)."""
-    from trajledger.verify.log_key import key_chain
-
-    try:
-        return vkey in [h.new for h in key_chain(old.vkey, handovers)]
-    except ProvenanceError:
-        return False
-
-
-def _check_continuation(
-    state: TrustState,
-    cp: Checkpoint,
-    old: TrustState,
-    handovers: Sequence[bytes],
-    proof: Callable[[int, int], Sequence[bytes]],
-    what: str,
-) -> None:
-    """Steps 2 and 3 of `continue_trust` for one earlier key ``old``."""
-    from trajledger.verify.checkpoint import check_consistent
-    from trajledger.verify.log_key import key_chain
-
-    seen = old.floor_checkpoint()
-    assert seen is not None
-    try:
-        chain = key_chain(old.vkey, handovers)
-    except ProvenanceError as e:
-        raise TamperError(f"{what}: log {cp.origin}: its key handovers: {e}", None) from e
-    # (2)
-    reached = [h.new for h in chain]
-    if state.vkey not in reached:
-        raise TamperError(
-            f"{what}: log {cp.origin} is signed by key {_short_vkey(state.vkey)}, but this "
-            f"user trusted key {_short_vkey(old.vkey)} for it (size {seen.size} seen) and no "
-            "key handover signed by that key leads to the new one: a replaced key, not a "
-            "rotation; nothing was changed (if this is another log reusing the origin, "
-            f"remove {old.path} to trust it from scratch)",
-            Path(what),
-        )
-    # (3)
-    trees = [seen] + [h.checkpoint for h in chain[: reached.index(state.vkey) + 1]]
-    for tree in trees:
-        try:
-            check_consistent(tree, cp, list(proof(tree.size, cp.size))
-                             if 0 < tree.size < cp.size else [])
-        except (ProvenanceError, LedgerError, OSError) as e:
-            raise TamperError(
-                f"{what}: log {cp.origin} under key {_short_vkey(state.vkey)} does not "
-                f"extend the tree of size {tree.size} seen or handed over under key "
-                f"{_short_vkey(old.vkey)}: {e}; nothing was changed",
-                Path(what),
-            ) from e
-
-
-def _short_vkey(vkey: str) -> str:
-    return "+".join(vkey.split("+")[:2])

@@ -69,7 +69,7 @@ from .log import EntrySpec
 from .record import record_statement
 
 if TYPE_CHECKING:
-    from .home import Ledger
+    from .home import LedgerHome
     from .trust_state import TrustState
 
 __all__ = [
@@ -221,7 +221,7 @@ class Applied:
 # -- the marks of a foreign log ------------------------------------------------------------------
 
 
-def _imports(ledger: Ledger, vkey: str | None = None) -> list[tuple[int, Import]]:
+def _imports(ledger: LedgerHome, vkey: str | None = None) -> list[tuple[int, Import]]:
     """This ledger's import records (of the log ``vkey``), read from the store.
 
     Raises:
@@ -248,7 +248,7 @@ def _imports(ledger: Ledger, vkey: str | None = None) -> list[tuple[int, Import]
     return out
 
 
-def origin_state(ledger: Ledger, vkey: str, *, distinct: Sequence[str] = (),
+def origin_state(ledger: LedgerHome, vkey: str, *, distinct: Sequence[str] = (),
                  handovers: Sequence[bytes] = (), proof: Callable[[int, int], Sequence[bytes]]
                  | None = None, note: bytes | None = None) -> TrustState:
     """The user's state of a foreign log: the newest checkpoint checked (the floor) and the size
@@ -263,7 +263,8 @@ def origin_state(ledger: Ledger, vkey: str, *, distinct: Sequence[str] = (),
     Raises:
         TamperError: an import record cannot be read; key confusion (`continue_trust`).
     """
-    from .trust_state import TrustState, continue_trust
+    from .trust_handover import continue_trust
+    from .trust_state import TrustState
 
     origin = TrustState.open(vkey)
     verifier = verifier_from_vkey(vkey)
@@ -293,14 +294,14 @@ def origin_state(ledger: Ledger, vkey: str, *, distinct: Sequence[str] = (),
 # -- what to take in ------------------------------------------------------------------------------
 
 
-def held(ledger: Ledger, digest: str) -> bool:
+def held(ledger: LedgerHome, digest: str) -> bool:
     """True when this ledger holds a record of the artifact ``digest`` (its own or imported)."""
     state = ledger.trust_state()
     return any((e := state.entry(i)) is not None and KINDS[e.kind].lineage
                for i in state.about(digest))
 
 
-def from_log(ledger: Ledger, digest: str, logs: Collection[str]) -> bool:
+def from_log(ledger: LedgerHome, digest: str, logs: Collection[str]) -> bool:
     """True when this ledger holds a record of the artifact ``digest`` that an import brought
     from the log of one of the verifier keys ``logs``."""
     state = ledger.trust_state()
@@ -310,7 +311,7 @@ def from_log(ledger: Ledger, digest: str, logs: Collection[str]) -> bool:
 
 
 def select(
-    ledger: Ledger, entries: Mapping[int, bytes], *, extension: int | None, asked: set[str],
+    ledger: LedgerHome, entries: Mapping[int, bytes], *, extension: int | None, asked: set[str],
     have: Callable[[str], bool], logs: Collection[str],
 ) -> tuple[list[int], list[int]]:
     """Which entries of another log to take in, and which to consult only.
@@ -356,7 +357,7 @@ def select(
 
 
 def apply_update(
-    ledger: Ledger, policy: TrustPolicy, signers: Sequence[Signer], update: Update, *,
+    ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signer], update: Update, *,
     what: str, floor: Callable[[], None] | None = None,
 ) -> Applied:
     """Take an update in: store its objects, log what it takes in, record the import, and make
@@ -385,7 +386,7 @@ def apply_update(
     state = ledger.trust_state()
     changes = Changes(origin_name(update.vkey))
     # (1)
-    from .batch_features import no_progress
+    from .progress import no_progress
 
     sizes = {d: o.stat().st_size if isinstance(o, Path) else len(o)
              for d, o in update.objects.items()}
@@ -450,7 +451,7 @@ def _import_subject(update: Update, cp: Checkpoint) -> tuple[str, str]:
             f"updates of {origin_name(update.vkey)} to size {cp.size}")
 
 
-def _earlier_import(ledger: Ledger, digest: str, tree: tuple[str, int, bytes]) -> int | None:
+def _earlier_import(ledger: LedgerHome, digest: str, tree: tuple[str, int, bytes]) -> int | None:
     """The index of an import record of ``digest`` with the same evidence (log, tree), if any."""
     state = ledger.trust_state()
     for i, pred in _imports(ledger):
@@ -472,7 +473,7 @@ def _note_text(note: str) -> bytes:
     return Note.from_bytes(note.encode("utf-8")).text
 
 
-def label(ledger: Ledger, digest: str) -> str:
+def label(ledger: LedgerHome, digest: str) -> str:
     """``kind NAME@VERSION (sha256:…)`` of a record of this ledger, or the digest."""
     state = ledger.trust_state()
     for i in state.about(digest):
@@ -491,7 +492,7 @@ def label(ledger: Ledger, digest: str) -> str:
 # -- what the other party says, judged here -------------------------------------------------------
 
 
-def _judge(ledger: Ledger, policy: TrustPolicy, foreign: Mapping[int, LogEntry],
+def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEntry],
            here: Mapping[int, int], changes: Changes) -> None:
     """Step 5 of `apply_update`: each revocation and erasure taken in, verified in this ledger
     under ``policy``; an erasure that counts deletes this ledger's copy of its subject's files;
@@ -540,7 +541,7 @@ def _judge(ledger: Ledger, policy: TrustPolicy, foreign: Mapping[int, LogEntry],
         verifier.close()
 
 
-def _compromises(ledger: Ledger, policy: TrustPolicy, signers: Sequence[Signer],
+def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signer],
                  update: Update, here: Mapping[int, int], changes: Changes) -> None:
     """Step 4 of `apply_update`: the other party's key compromises.
 
@@ -626,7 +627,7 @@ def _compromises(ledger: Ledger, policy: TrustPolicy, signers: Sequence[Signer],
         verifier.close()
 
 
-def _clashes(ledger: Ledger, indices: Sequence[int], changes: Changes) -> None:
+def _clashes(ledger: LedgerHome, indices: Sequence[int], changes: Changes) -> None:
     """Names of records just imported that other records here also have: this ledger's own
     name wins (`catalog.Catalog.resolve`); another origin's makes the plain name ambiguous."""
     state = ledger.trust_state()

@@ -46,7 +46,7 @@ from trajledger.verify.predicates import Dataset, Erasure, RolloutBatch
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from trajledger.ledger.home import Ledger
+    from trajledger.ledger.home import LedgerHome
 
 __all__ = [
     "Admission",
@@ -109,7 +109,7 @@ class Admission:
 
 
 def admit(
-    ledger: Ledger,
+    ledger: LedgerHome,
     dataset_ref: str,
     policy: TrustPolicy,
     *,
@@ -213,7 +213,7 @@ def admit(
 
 
 def _contamination(
-    ledger: Ledger,
+    ledger: LedgerHome,
     verifier: LineageVerifier,
     decision: Node,
     batches: list[AdmittedBatch],

@@ -57,7 +57,7 @@ def main(ctx: click.Context, home: Path | None, verbose: bool, quiet: bool) -> N
       trajledger quickstart demo
       trajledger --ledger demo lineage cartpole-bc@2 --format html --out lineage.html
     """
-    from .api import Ledger
+    from trajledger.api import Ledger
 
     ctx.obj = Context(home or default_home(), verbose, quiet, opener=Ledger.open,
                       found=home is None)

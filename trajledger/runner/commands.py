@@ -155,11 +155,11 @@ def policy_init(
       trajledger policy init --producer vendor --approver approver-a --trainer trainer
       trajledger policy init --roles producer      # a data vendor: record and export
     """
-    from trajledger.ledger.catalog import did_you_mean, suggest
     from trajledger.ledger.errors import LedgerError
     from trajledger.ledger.fs import write_file_atomic
-    from trajledger.ledger.home import notice
     from trajledger.ledger.policy_state import policy_toml
+    from trajledger.ledger.suggestions import did_you_mean, suggest
+    from trajledger.ledger.user_state import notice
     from trajledger.verify.policy import load_policy_file
 
     ledger = ctx.ledger()
@@ -261,8 +261,8 @@ def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
 
 def _note_paths(file: Path, p: Any) -> None:
     """One note when a policy file names keys by path (read again each time it is read)."""
-    from trajledger.ledger.home import notice
     from trajledger.ledger.policy_state import path_entries
+    from trajledger.ledger.user_state import notice
 
     paths = path_entries(p)
     if paths:

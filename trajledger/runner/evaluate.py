@@ -45,7 +45,7 @@ from trajledger.verify.predicates import ArtifactRef, Evaluation, ResourceDescri
 from trajledger.verify.times import now
 
 if TYPE_CHECKING:
-    from trajledger.ledger.home import Ledger
+    from trajledger.ledger.home import LedgerHome
     from trajledger.ledger.keys import Signer
     from trajledger.ledger.suites import SuiteBatch
     from trajledger.verify.lineage import Report
@@ -201,7 +201,7 @@ class EvalOutcome:
 
 
 def evaluate(
-    ledger: Ledger,
+    ledger: LedgerHome,
     checkpoint_ref: str,
     suite_ref: str,
     signer: Signer,
@@ -313,7 +313,7 @@ def _split(verifier: Any, suite: str) -> str:
     return "unknown"
 
 
-def _last_unsealing(ledger: Ledger, suite: str) -> tuple[int, str]:
+def _last_unsealing(ledger: LedgerHome, suite: str) -> tuple[int, str]:
     """The unsealing record just logged for ``suite``: (log index, envelope digest)."""
     state = ledger.trust_state()
     for i in reversed(state.about(suite)):
@@ -331,7 +331,7 @@ def _episode_ids(batch: SuiteBatch) -> list[str]:
 
 
 def _record(
-    ledger: Ledger,
+    ledger: LedgerHome,
     signer: Signer,
     described: Mapping[str, Any],
     results: Results,
@@ -379,7 +379,7 @@ def _record(
 
 
 def _builtin(
-    ledger: Ledger,
+    ledger: LedgerHome,
     verifier: Any,
     batches: Sequence[SuiteBatch],
     episodes: Mapping[str, Sequence[str]],
@@ -461,7 +461,7 @@ def _builtin(
 
 
 def _by_command(
-    ledger: Ledger,
+    ledger: LedgerHome,
     batches: Sequence[SuiteBatch],
     episodes: Mapping[str, Sequence[str]],
     signer: Signer,

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from .lineage_layout import CHAR_EM, LABEL_FONT, Layout, Link, Rect, layout, short_names
 
 if TYPE_CHECKING:
-    from trajledger.ledger.home import Ledger
+    from trajledger.ledger.home import LedgerHome
     from trajledger.verify.lineage import Mark, Node, Report
     from trajledger.verify.policy import TrustPolicy
 
@@ -37,7 +37,7 @@ __all__ = ["affected", "impact", "lineage", "render"]
 FORMATS = ("text", "json", "mermaid", "dot", "html")
 
 
-def lineage(ledger: Ledger, ref: str, policy: TrustPolicy) -> Report:
+def lineage(ledger: LedgerHome, ref: str, policy: TrustPolicy) -> Report:
     """The upstream graph of ``ref``: everything that made it, verified under ``policy``, with
     the records about it."""
     from trajledger.ledger.catalog import Catalog
@@ -50,7 +50,7 @@ def lineage(ledger: Ledger, ref: str, policy: TrustPolicy) -> Report:
     return with_records(verifier, verifier.verify(item.digest))
 
 
-def impact(ledger: Ledger, ref: str, policy: TrustPolicy) -> Report:
+def impact(ledger: LedgerHome, ref: str, policy: TrustPolicy) -> Report:
     """The downstream graph of ``ref``: every artifact whose lineage includes it, verified, with
     the records about them."""
     from trajledger.ledger.catalog import Catalog

@@ -63,7 +63,7 @@ def quickstart(ctx: Context, directory: Path, episodes: int, as_json: bool) -> N
         register_evaluator,
     )
     from trajledger.ledger.errors import LedgerError
-    from trajledger.ledger.home import Ledger
+    from trajledger.ledger.home import LedgerHome
     from trajledger.ledger.keys import PASSPHRASE_ENV
     from trajledger.ledger.policy_state import policy_toml
     from trajledger.ledger.status import approve, record_policy
@@ -76,7 +76,7 @@ def quickstart(ctx: Context, directory: Path, episodes: int, as_json: bool) -> N
 
     if directory.exists() and any(directory.iterdir()):
         raise LedgerError(f"{directory}: exists and is not empty; pick a new directory")
-    ledger = Ledger.init(directory, origin=f"trajledger.quickstart/{os.urandom(4).hex()}")
+    ledger = LedgerHome.init(directory, origin=f"trajledger.quickstart/{os.urandom(4).hex()}")
     encrypt = ledger.keys.require_encrypted  # the log key's passphrase was set
     if not encrypt:
         warn(f"{PASSPHRASE_ENV} is not set: the demo keys are written unencrypted (demo only)")

@@ -25,7 +25,7 @@ from trajledger.verify.predicates import ArtifactRef, Release
 from trajledger.verify.times import now
 
 if TYPE_CHECKING:
-    from trajledger.ledger.home import Ledger
+    from trajledger.ledger.home import LedgerHome
     from trajledger.ledger.keys import Signer
     from trajledger.verify.lineage import Report
     from trajledger.verify.policy import TrustPolicy
@@ -52,7 +52,7 @@ class ReleaseOutcome:
 
 
 def release(
-    ledger: Ledger,
+    ledger: LedgerHome,
     checkpoint_ref: str,
     signers: Sequence[Signer],
     policy: TrustPolicy,

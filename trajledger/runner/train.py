@@ -47,7 +47,7 @@ from .buildinfo import GitSource, command_lock, environment_lock, git_source, lo
 
 if TYPE_CHECKING:
     from trajledger.ledger.catalog import CatalogItem
-    from trajledger.ledger.home import Ledger
+    from trajledger.ledger.home import LedgerHome
     from trajledger.ledger.keys import Signer
     from trajledger.ledger.record import Recorded
     from trajledger.verify.policy import TrustPolicy
@@ -154,7 +154,7 @@ def trainer_code_digest(trainer: object) -> str:
 
 
 def start_run(
-    ledger: Ledger,
+    ledger: LedgerHome,
     signer: Signer,
     policy: TrustPolicy,
     *,
@@ -183,7 +183,7 @@ def start_run(
     return RunStart(signer, policy, parent_item, name, version, now())
 
 
-def check_name_free(ledger: Ledger, name: str, version: str) -> None:
+def check_name_free(ledger: LedgerHome, name: str, version: str) -> None:
     """Refuse a checkpoint ``name@version`` that is already recorded (it would be ambiguous).
 
     Raises:
@@ -203,7 +203,7 @@ def check_name_free(ledger: Ledger, name: str, version: str) -> None:
 
 
 def admit_for_training(
-    ledger: Ledger, dataset_ref: str, start: RunStart, trainer_label: str
+    ledger: LedgerHome, dataset_ref: str, start: RunStart, trainer_label: str
 ) -> Admission:
     """Admit the dataset; on refusal record a signed refusal naming every reason, and re-raise.
 
@@ -258,7 +258,7 @@ def metrics_byproduct(metrics: Mapping[str, float]) -> ResourceDescriptor:
 
 
 def record_checkpoint(
-    ledger: Ledger,
+    ledger: LedgerHome,
     files: Mapping[str, Path | FileDigest],
     start: RunStart,
     admission: Admission,
@@ -315,7 +315,7 @@ def record_checkpoint(
 
 
 def train(
-    ledger: Ledger,
+    ledger: LedgerHome,
     dataset_ref: str,
     trainer_name: str,
     signer: Signer,
@@ -407,7 +407,7 @@ def admission_tables(admission: Admission) -> tuple[Any, Any]:
 
 
 def train_command(
-    ledger: Ledger,
+    ledger: LedgerHome,
     dataset_ref: str,
     argv: Sequence[str],
     signer: Signer,
@@ -515,7 +515,7 @@ def exit_message(argv: Sequence[str], code: int) -> str:
     return f"command {shlex.join(argv)!r} {how}; nothing was recorded"
 
 
-def write_checkpoint_dir(ledger: Ledger, digest: str, dest: Path) -> Any:
+def write_checkpoint_dir(ledger: LedgerHome, digest: str, dest: Path) -> Any:
     """The parent checkpoint's files, verified, in a read-only directory (`write_tree`)."""
     from trajledger.verify.manifest import Manifest
     from trajledger.verify.strict_json import load_object
@@ -560,7 +560,7 @@ def environment_dependencies(
 
 
 def _record_refusal(
-    ledger: Ledger, dataset_ref: str, trainer_name: str, signer: Signer, error: DataRefusedError
+    ledger: LedgerHome, dataset_ref: str, trainer_name: str, signer: Signer, error: DataRefusedError
 ) -> None:
     """Append the signed refusal record; a failure to write it is noted on ``error``."""
     from trajledger.ledger.catalog import Catalog
@@ -589,7 +589,7 @@ def _version() -> str:
         return "unknown"
 
 
-def checkpoint_files(ledger: Ledger, ref: str) -> tuple[Any, dict[str, bytes]]:
+def checkpoint_files(ledger: LedgerHome, ref: str) -> tuple[Any, dict[str, bytes]]:
     """A recorded checkpoint's catalog item and files, each checked against its digest."""
     from trajledger.ledger.artifacts import batch_files
     from trajledger.ledger.catalog import Catalog
@@ -602,7 +602,7 @@ def checkpoint_files(ledger: Ledger, ref: str) -> tuple[Any, dict[str, bytes]]:
 
 
 def rollout(
-    ledger: Ledger,
+    ledger: LedgerHome,
     checkpoint_ref: str,
     env: str,
     episodes: int,
@@ -623,7 +623,8 @@ def rollout(
         RefError: no such checkpoint or environment.
     """
     from trajledger.ledger.artifacts import record_batch
-    from trajledger.ledger.catalog import Catalog, RefError, did_you_mean, suggest
+    from trajledger.ledger.catalog import Catalog, RefError
+    from trajledger.ledger.suggestions import did_you_mean, suggest
 
     from .rollouts import run_policy
     from .trainers import load_policy
@@ -667,7 +668,7 @@ def rollout(
     return batch, float(result.mean_return)
 
 
-def _env_gym_id(ledger: Ledger, envelope: str) -> str | None:
+def _env_gym_id(ledger: LedgerHome, envelope: str) -> str | None:
     from trajledger.verify.dsse import Envelope
     from trajledger.verify.errors import ProvenanceError
     from trajledger.verify.statement import Statement

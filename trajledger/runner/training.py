@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     import datasets
     import pyarrow as pa
 
-    from trajledger.ledger.home import Ledger
+    from trajledger.ledger.home import LedgerHome
     from trajledger.verify.predicates import ResourceDescriptor
 
     from .admission import Admission
@@ -66,7 +66,7 @@ class Training:
 
     def __init__(
         self,
-        ledger: Ledger,
+        ledger: LedgerHome,
         start: RunStart,
         admission: Admission,
         *,

@@ -14,19 +14,21 @@ from trajledger.ledger.evidence import ledger_evidence
 from trajledger.verify.lineage import Edge, LineageVerifier, Node, Report
 
 if TYPE_CHECKING:
-    from trajledger.ledger.home import Ledger
+    from trajledger.ledger.home import LedgerHome
     from trajledger.verify.policy import TrustPolicy
 
 __all__ = ["decide", "ledger_verifier", "verify_ref"]
 
 
-def ledger_verifier(ledger: Ledger, policy: TrustPolicy, *, data: str = "hash") -> LineageVerifier:
+def ledger_verifier(
+    ledger: LedgerHome, policy: TrustPolicy, *, data: str = "hash"
+) -> LineageVerifier:
     """A lineage verifier over the live ledger, indexed by the user's trust state."""
     state = ledger.trust_state()
     return LineageVerifier(ledger_evidence(ledger), policy, index=state, data=data)
 
 
-def verify_ref(ledger: Ledger, ref: str, policy: TrustPolicy, *, data: str = "hash") -> Report:
+def verify_ref(ledger: LedgerHome, ref: str, policy: TrustPolicy, *, data: str = "hash") -> Report:
     """Verify the artifact ``ref`` names and its lineage; returns the report graph."""
     from trajledger.ledger.catalog import Catalog
 

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from trajledger import Ledger
 from trajledger.ledger.artifacts import (
     BatchResult,
     batch_files,
@@ -27,7 +28,6 @@ from trajledger.ledger.artifacts import (
 )
 from trajledger.ledger.catalog import RefError
 from trajledger.ledger.errors import LedgerError
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.rollouts import RolloutValidationError
 from trajledger.verify import predicates

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from trajledger import Ledger
 from trajledger.ledger import artifacts
 from trajledger.ledger.artifacts import (
     batch_files,
@@ -59,7 +60,6 @@ from trajledger.ledger.episode_features import (
     parquet_batches,
 )
 from trajledger.ledger.fsck import fsck
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.rollouts.dedup import episode_fingerprints
 from trajledger.ledger.status import erase

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from trajledger import Ledger
 from trajledger.ledger.artifacts import register_environment, register_evaluator
 from trajledger.ledger.catalog import Catalog, CatalogItem, CatalogMismatchError, RefError
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.record import record_files
 
@@ -100,7 +100,7 @@ def test_did_you_mean(ledger: Ledger, alice: Signer, cart: str, tmp_path: Path) 
 
 
 def test_suggest_is_one_function_over_candidates() -> None:
-    from trajledger.ledger.catalog import did_you_mean, suggest
+    from trajledger.ledger.suggestions import did_you_mean, suggest
 
     keys = ["approver-a", "approver-b", "trainer", "vendor"]
     assert suggest("aprover-a", keys) == ["approver-a"]  # not also approver-b: less alike

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from trajledger import Ledger
+from trajledger.ledger.config import CONFIG_NAME, FORMAT_VERSION, LedgerConfig, default_origin
 from trajledger.ledger.errors import LedgerError
-from trajledger.ledger.home import CONFIG_NAME, FORMAT_VERSION, Ledger, LedgerConfig, default_origin
 from trajledger.ledger.keys import KeyStore
 from trajledger.ledger.store import ObjectStore
 
@@ -153,7 +154,8 @@ def test_init_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: s
     import trajledger.ledger.home as home
     from trajledger.ledger.keys import KeyStore as Keys
     from trajledger.ledger.log import Log
-    from trajledger.ledger.trust_state import TrustState, known_origin
+    from trajledger.ledger.trust_state import TrustState
+    from trajledger.ledger.user_state import known_origin
 
     def boom(*_a: object, **_k: object) -> None:
         raise OSError(28, "No space left on device")

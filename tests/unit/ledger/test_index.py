@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from trajledger import Ledger
 from trajledger.ledger.artifacts import (
     batch_files,
     create_dataset,
@@ -34,7 +35,6 @@ from trajledger.ledger.catalog import RefError
 from trajledger.ledger.contamination import Finding, check_dataset, contamination_findings
 from trajledger.ledger.episode_features import fold, iter_step_features, numeric_vectors
 from trajledger.ledger.errors import LedgerError
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.index import (
     MIN_NEAR_STEPS,
     NEAR_NUMERIC_THRESHOLD,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from trajledger.ledger.home import Ledger
+from trajledger import Ledger
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.log import EntrySpec, Log, LogReport, verify_log_dir
 from trajledger.ledger.record import Recorded, record_files, record_statement

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from trajledger.ledger.home import Ledger
+from trajledger import Ledger
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.policy_state import (
     check_signers,

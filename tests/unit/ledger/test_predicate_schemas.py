@@ -358,13 +358,13 @@ def test_schemas_refuse(kind: str, instance: Any, problem: str) -> None:
 
 
 def test_recorded_predicates_validate(tmp_path: Path) -> None:
+    from trajledger import Ledger
     from trajledger.ledger.artifacts import (
         create_dataset,
         record_batch,
         register_environment,
         register_evaluator,
     )
-    from trajledger.ledger.home import Ledger
     from trajledger.ledger.status import approve, erase, record_policy, revoke
     from trajledger.runner.admission import DataRefusedError
     from trajledger.runner.evaluate import evaluate

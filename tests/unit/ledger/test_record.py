@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from trajledger import Ledger
 from trajledger.ledger.errors import KeyError_, LedgerError
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.record import KIND_BY_PREDICATE, kind_for, record_files, record_statement
 from trajledger.verify import predicates

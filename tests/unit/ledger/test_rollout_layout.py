@@ -1,10 +1,9 @@
 """The rollout layer's and the log's layout: modules of one job each, imported without a circle
 (issue 20).
 
-Every module of ``trajledger/ledger/rollouts/`` and ``trajledger/ledger/log/`` (and the
-Gymnasium recorder) holds at most 1,000 lines, and the modules of each package import each other
-in one direction only: the graph of their imports, function-level imports included, has no
-circle.
+Every product module (everything under ``trajledger/``, issue 20 item 4) holds at most 1,000
+lines, and the modules of ``ledger/rollouts/`` and of ``ledger/log/`` import each other in one
+direction only: the graph of their imports, function-level imports included, has no circle.
 """
 
 from __future__ import annotations
@@ -19,17 +18,24 @@ ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "trajledger" / "ledger" / "rollouts"
 LOG = ROOT / "trajledger" / "ledger" / "log"
 MAX_LINES = 1000
+OVER_FOR_NOW = frozenset({
+    # verify/ modules being split by other work of issue 20 (item 3) while this test was
+    # extended to every module; the lead removes these when that work is merged.
+    "trajledger/verify/bundle.py",
+    "trajledger/verify/policy.py",
+    "trajledger/verify/predicates.py",
+})
 
 
 def modules() -> list[Path]:
-    return [
-        *sorted(PACKAGE.glob("*.py")),
-        *sorted(LOG.glob("*.py")),
-        ROOT / "trajledger" / "integrations" / "gymnasium.py",
-    ]
+    """Every product module, but those in `OVER_FOR_NOW`."""
+    src = ROOT / "trajledger"
+    return [p for p in sorted(src.rglob("*.py"))
+            if "__pycache__" not in p.parts
+            and p.relative_to(ROOT).as_posix() not in OVER_FOR_NOW]
 
 
-@pytest.mark.parametrize("path", modules(), ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", modules(), ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_no_module_over_1000_lines(path: Path) -> None:
     lines = len(path.read_text("utf-8").splitlines())
     assert lines <= MAX_LINES, f"{path.relative_to(ROOT)}: {lines} lines, want <= {MAX_LINES}"

@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
+from trajledger import Ledger
 from trajledger.ledger import trust_state
 from trajledger.ledger.errors import LedgerError, TamperError
-from trajledger.ledger.home import STATE_DIR_ENV, Ledger
 from trajledger.ledger.log import EntrySpec
 from trajledger.ledger.trust_state import TrustState
+from trajledger.ledger.user_state import STATE_DIR_ENV
 from trajledger.verify.errors import ProvenanceError
 
 
@@ -318,7 +319,8 @@ def test_a_row_deleted_or_added_is_refused_and_reported(home: Path, table: str) 
 
 
 def test_pins_and_forgetting(tmp_path: Path) -> None:
-    from trajledger.ledger.trust_state import fingerprint, known_origin, pin_log_key
+    from trajledger.ledger.trust_state import pin_log_key
+    from trajledger.ledger.user_state import fingerprint, known_origin
 
     root = tmp_path / "led"
     vkey = Ledger.init(root, origin="test/pins").log.vkey
@@ -346,7 +348,7 @@ def test_reading_in_bulk_derives_the_rows_read_one_by_one(
     datasets, unreadable records), whatever the runs' boundaries."""
     import json
 
-    from trajledger.runner.api import Ledger as Api
+    from trajledger import Ledger as Api
 
     ledger = Api.open(chat_home)
     held = tmp_path / "held.jsonl"

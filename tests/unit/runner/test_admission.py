@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 import pytest
 import testkit
 
+from trajledger import Ledger
 from trajledger.ledger.artifacts import (
     batch_files,
     create_dataset,
@@ -38,7 +39,6 @@ from trajledger.ledger.artifacts import (
 )
 from trajledger.ledger.catalog import Catalog
 from trajledger.ledger.errors import LedgerError, TamperError
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.policy_state import load_policy
 from trajledger.ledger.status import approve, erase, record_policy

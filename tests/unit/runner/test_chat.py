@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from trajledger.ledger.home import Ledger
+from trajledger import Ledger
 from trajledger.runner.admission import admit
 from trajledger.runner.chat import conversations, is_chat
 

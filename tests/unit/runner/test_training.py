@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from trajledger import Ledger
 from trajledger.ledger.errors import LedgerError
 from trajledger.runner.admission import DataRefusedError
-from trajledger.runner.api import Ledger
 from trajledger.runner.trainers import TrainingDataError
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.log_entry import LogEntry

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from trajledger.ledger.home import Ledger
+from trajledger import Ledger
 from trajledger.ledger.store import ObjectStore
 from trajledger.runner.admission import Admission, admit
 from trajledger.runner.workdir import (

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from trajledger import Ledger
 from trajledger.ledger.exchange import export_bundle
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import record_policy
 from trajledger.verify.bundle import (

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
+from trajledger import Ledger
 from trajledger.ledger.artifacts import create_dataset, record_batch, register_environment
 from trajledger.ledger.cards import ProducerCard
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import erase, record_policy
 from trajledger.verify import predicates

@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 import testkit
 
+from trajledger import Ledger
 from trajledger.ledger.artifacts import (
     batch_files,
     create_dataset,
@@ -38,7 +39,6 @@ from trajledger.ledger.artifacts import (
     register_environment,
     register_evaluator,
 )
-from trajledger.ledger.home import Ledger
 from trajledger.ledger.keys import KeyStore, Signer
 from trajledger.ledger.record import record_files, record_statement
 from trajledger.ledger.status import approve, erase, record_policy, revoke

@@ -47,9 +47,9 @@ loads it.
 
 from __future__ import annotations
 
-from ..batch_features import ProgressFactory
 from ..contamination import MIN_NEAR_STEPS, NEAR_NUMERIC_THRESHOLD, NEAR_TEXT_THRESHOLD
 from ..episode_features import VECTOR_DIM
+from ..progress import ProgressFactory
 from .schema import ARTIFACTS_SCHEMA, EPISODES_SCHEMA, QueryError
 from .stats import (
     JUDGE_PASS,

@@ -42,7 +42,7 @@ from ..rollouts.success import episode_success
 from .schema import ARTIFACTS_SCHEMA, EPISODES_SCHEMA, PENDING
 
 if TYPE_CHECKING:
-    from ..home import Ledger
+    from ..home import LedgerHome
 
 __all__ = [
     "UNUSABLE",
@@ -61,7 +61,7 @@ UNUSABLE: tuple[type[BaseException], ...] = (
 whatever a ledger holds)."""
 
 
-def statement_of(ledger: Ledger, envelope: str) -> Statement | None:
+def statement_of(ledger: LedgerHome, envelope: str) -> Statement | None:
     """The statement of an envelope (unverified: the index is derived data); None when the
     envelope is missing or unreadable."""
     try:

@@ -27,15 +27,15 @@ from trajledger.verify.errors import ProvenanceError
 from trajledger.verify.kinds import KINDS
 from trajledger.verify.predicates import Evaluation, Evaluator, Predicate
 
-from ..batch_features import ProgressFactory
 from ..catalog import Catalog
 from ..errors import LedgerError
+from ..progress import ProgressFactory
 from .rows import statement_of
 from .schema import EPISODE_COLUMNS, EPISODES, QueryError
 from .tables import Index
 
 if TYPE_CHECKING:
-    from ..home import Ledger
+    from ..home import LedgerHome
 
 __all__ = [
     "JUDGE_PASS",
@@ -351,7 +351,7 @@ def episode_stats(
 
 
 def segment_stats(
-    ledger: Ledger,
+    ledger: LedgerHome,
     ref: str,
     by: Sequence[str] = (),
     *,
@@ -381,7 +381,7 @@ def segment_stats(
     )
 
 
-def _record_predicate(ledger: Ledger, kind: str, envelope: str) -> Predicate | None:
+def _record_predicate(ledger: LedgerHome, kind: str, envelope: str) -> Predicate | None:
     """A record's typed predicate, read from its envelope (unverified: statistics)."""
     st = statement_of(ledger, envelope)
     try:
@@ -390,7 +390,7 @@ def _record_predicate(ledger: Ledger, kind: str, envelope: str) -> Predicate | N
         return None
 
 
-def _calibration(ledger: Ledger, index: Index, judge: str) -> Calibration:
+def _calibration(ledger: LedgerHome, index: Index, judge: str) -> Calibration:
     """The judge's agreement with the expert labels of the calibration dataset named by the
     newest evaluator version called ``judge``."""
     versions = [i for i in Catalog(ledger).by_kind("evaluator") if i.name == judge]
@@ -414,7 +414,7 @@ def _calibration(ledger: Ledger, index: Index, judge: str) -> Calibration:
                        f"agrees with the expert labels of {label} on {m.judged} episode(s)")
 
 
-def _evaluations(ledger: Ledger, checkpoint: str) -> tuple[EvaluationRow, ...]:
+def _evaluations(ledger: LedgerHome, checkpoint: str) -> tuple[EvaluationRow, ...]:
     """The evaluations of a checkpoint, in log order, as their records say."""
     state = ledger.trust_state()
     out = []

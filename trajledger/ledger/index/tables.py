@@ -37,7 +37,7 @@ from trajledger.verify.kinds import NAMED as NAMED_KINDS
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.merkle import leaf_hash
 
-from ..batch_features import ProgressFactory, batch_features, batch_files, batch_predicate
+from ..batch_features import batch_features, batch_files, batch_predicate
 from ..catalog import Catalog, RefError
 from ..episode_features import (
     FeatureChunk,
@@ -47,6 +47,7 @@ from ..episode_features import (
 )
 from ..errors import LedgerError
 from ..fs import write_file_atomic
+from ..progress import ProgressFactory
 from ..rollouts.success import batch_labels_success
 from .rows import UNUSABLE, UNUSABLE_BATCH, aligned, artifact_row, episode_table, statement_of
 from .schema import (
@@ -63,7 +64,7 @@ from .schema import (
 )
 
 if TYPE_CHECKING:
-    from ..home import Ledger
+    from ..home import LedgerHome
 
 __all__ = ["Index", "IndexUpdate", "query_table", "reindex"]
 
@@ -219,7 +220,7 @@ class Index:
 
     def __init__(
         self,
-        ledger: Ledger,
+        ledger: LedgerHome,
         *,
         progress: ProgressFactory | None = None,
         note: Callable[[str], None] | None = None,
@@ -693,7 +694,7 @@ class Index:
 
 
 def query_table(
-    ledger: Ledger,
+    ledger: LedgerHome,
     table: str,
     where: str | None = None,
     *,
@@ -714,7 +715,7 @@ def query_table(
 
 
 def reindex(
-    ledger: Ledger,
+    ledger: LedgerHome,
     *,
     on_progress: Callable[[int], None] | None = None,
     progress: ProgressFactory | None = None,

@@ -1,0 +1,150 @@
+"""A ledger's settings file, ``<home>/ledger.toml``.
+
+Scope: the settings (`LedgerConfig`: origin, store location, whether keys are encrypted, group
+sharing), their TOML text and its checks, a new log origin (`default_origin`), and which changes
+of pinned settings a user must accept (`setting_changes`).
+Non-scope: pinning them in the user's state and opening the ledger (`trajledger.ledger.home`).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import LedgerError
+
+__all__ = [
+    "CONFIG_NAME",
+    "FORMAT_VERSION",
+    "KEYS_ENCRYPTED",
+    "KEYS_PLAIN",
+    "LedgerConfig",
+    "default_origin",
+    "setting_changes",
+]
+
+FORMAT_VERSION = 1
+CONFIG_NAME = "ledger.toml"
+KEYS_ENCRYPTED, KEYS_PLAIN = "encrypted", "plain"
+
+
+def _toml_str(value: str) -> str:
+    out = value.replace("\\", "\\\\").replace('"', '\\"')
+    # TOML forbids raw control characters, DEL (U+007F) included, in basic strings.
+    out = "".join(c if " " <= c != "\x7f" else f"\\u{ord(c):04x}" for c in out)
+    return f'"{out}"'
+
+
+def default_origin() -> str:
+    """A unique log origin: ``trajledger/<host>/<8 random hex>`` (no spaces, no '+')."""
+    host = "".join(c for c in socket.gethostname() if c.isalnum() or c in ".-")[:40] or "host"
+    return f"trajledger/{host}/{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True)
+class LedgerConfig:
+    """Settings from ``ledger.toml``.
+
+    Attributes:
+        origin: the log's origin (its name).
+        store: where blobs live: a directory relative to the ledger, or a URI.
+        format: the settings format.
+        keys: ``encrypted`` (a plaintext private key here is refused as planted) or ``plain``
+            (demo keys), recorded at ``init``; None in a ledger of trajledger 0.1.0, which did
+            not record it (``trajledger upgrade`` does).
+        group_writable: the ledger is shared through its directory's group: members of the
+            group may write it (others never).
+    """
+
+    origin: str
+    store: str = "objects"
+    format: int = FORMAT_VERSION
+    keys: str | None = None
+    group_writable: bool = False
+
+    def to_toml(self) -> bytes:
+        """The TOML text of these settings."""
+        out = (
+            "# trajledger ledger settings\n[ledger]\n"
+            f"format = {self.format}\n"
+            f"origin = {_toml_str(self.origin)}\n"
+            f"# where blobs live: a directory relative to this file, or a URI (s3://bucket/prefix)\n"
+            f"store = {_toml_str(self.store)}\n"
+        )
+        if self.keys is not None:
+            out += (
+                '# "encrypted": a private key file here that is not encrypted is refused\n'
+                f"keys = {_toml_str(self.keys)}\n"
+            )
+        if self.group_writable:
+            out += "# members of this directory's group may write the ledger (others never)\n"
+            out += "group_writable = true\n"
+        return out.encode()
+
+    @property
+    def store_pin(self) -> str:
+        """The store setting as pinned: a relative directory normalised (it stays valid when
+        the ledger moves), an absolute path or a URI exactly as written."""
+        if "://" in self.store or os.path.isabs(self.store):
+            return self.store
+        return os.path.normpath(self.store)
+
+    @classmethod
+    def from_toml(cls, data: bytes, where: Path) -> LedgerConfig:
+        """Parse and check ``ledger.toml``.
+
+        Raises:
+            LedgerError: not TOML, missing or ill-typed settings, an unknown format version.
+        """
+        try:
+            doc: dict[str, Any] = tomllib.loads(data.decode("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise LedgerError(f"{where}: not valid TOML: {e}") from e
+        except RecursionError as e:
+            raise LedgerError(f"{where}: not valid TOML: nested too deeply") from e
+        section = doc.get("ledger")
+        if not isinstance(section, dict):
+            raise LedgerError(f"{where}: no [ledger] section")
+        fmt = section.get("format")
+        if fmt != FORMAT_VERSION:
+            raise LedgerError(
+                f"{where}: format {fmt!r}, this trajledger reads format {FORMAT_VERSION}"
+            )
+        origin = section.get("origin")
+        store = section.get("store", "objects")
+        if (
+            not isinstance(origin, str)
+            or not origin
+            or any(c.isspace() or c == "+" for c in origin)
+        ):
+            raise LedgerError(f"{where}: origin must be a non-empty string without spaces or '+'")
+        if not isinstance(store, str) or not store:
+            raise LedgerError(f"{where}: store must be a non-empty string")
+        keys = section.get("keys")
+        if keys is not None and keys not in (KEYS_ENCRYPTED, KEYS_PLAIN):
+            raise LedgerError(f'{where}: keys must be "{KEYS_ENCRYPTED}" or "{KEYS_PLAIN}"')
+        group = section.get("group_writable", False)
+        if not isinstance(group, bool):
+            raise LedgerError(f"{where}: group_writable must be true or false")
+        return cls(origin, store, fmt, keys, group)
+
+
+def setting_changes(old: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """The changes of pinned settings a user must accept (weaker ones, or a store moved)."""
+    out = []
+    if old.get("store") != now["store"]:
+        out.append(f"store is {now['store']!r}, but it was {old.get('store')!r} when you last "
+                   "used this ledger (blobs would be read from and written to another place)")
+    if old.get("keys") == KEYS_ENCRYPTED and now["keys"] != KEYS_ENCRYPTED:
+        out.append(f"keys is {now['keys']!r}, but this ledger's keys were {KEYS_ENCRYPTED!r} "
+                   "when you last used it (plaintext keys would be accepted)")
+    if not old.get("group_writable") and now["group_writable"]:
+        out.append("group_writable is true, but it was not when you last used this ledger "
+                   "(members of its group could replace keys and evidence)")
+    return out

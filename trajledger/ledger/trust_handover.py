@@ -1,0 +1,139 @@
+"""Carrying a user's trust in a log over a rotation of the log's key.
+
+Scope: `continue_trust`: a key of a log seen for the first time inherits the floor this user
+holds under the log's earlier keys, when the log's key handovers lead to it and its checkpoint
+extends every tree seen or handed over on the way; otherwise it is key confusion
+(`TamperError`).
+Non-scope: the state itself (`trajledger.ledger.trust_state`), writing handovers
+(``ledger.log``), rotating a ledger's key (`trajledger.ledger.home.LedgerHome.rotate_log_key`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
+from trajledger.verify.errors import ProvenanceError
+
+from .errors import LedgerError, TamperError
+
+if TYPE_CHECKING:
+    from .trust_state import TrustState
+
+__all__ = ["continue_trust"]
+
+
+def continue_trust(
+    state: TrustState,
+    note: bytes,
+    handovers: Sequence[bytes],
+    proof: Callable[[int, int], Sequence[bytes]],
+    *,
+    what: str,
+    distinct: Collection[str] = (),
+) -> None:
+    """Carry this user's floor of a log over to ``state``, a key of it seen for the first time.
+
+    Steps:
+        1. The other keys of the log (same origin) this user holds a floor for
+           (`TrustState.siblings`); none: the log is new to this user, nothing to carry.
+        2. For each: the key handovers (``verify.log_key.key_chain``) from it must reach
+           ``state``'s key; otherwise the checkpoint is signed by a key that nobody this user
+           trusted handed over to (key confusion): `TamperError`, nothing stored.
+        3. ``note``, the log's checkpoint signed by ``state``'s key, must extend that floor and
+           every handover's tree on the way (consistency proofs from ``proof``).
+        4. Store ``note`` as ``state``'s floor.
+
+    Args:
+        state: the state of the log's current key, without a floor.
+        note: the log's signed checkpoint, as read now.
+        handovers: the log's key handover notes (any order).
+        proof: ``(old size, new size) -> consistency proof`` from the log (or the bundle).
+        what: names the checkpoint in messages.
+        distinct: log keys the caller trusts on their own (a policy's ``roles.log``): when
+            ``state``'s key is one, a key of the same origin whose handovers do not lead to it
+            is another log that happens to use the same origin name (two vendors), not key
+            confusion, and nothing is carried over from it.
+
+    Raises:
+        TamperError: key confusion, a bad handover, or a checkpoint that does not extend what
+            was seen under an earlier key.
+        FormatError, SignatureError: ``note`` is malformed or not signed by ``state``'s key.
+    """
+    cp = verify_checkpoint(note, state.verifier)
+    # (1)
+    earlier = state.siblings()
+    # (2) (3)
+    carried = 0
+    try:
+        for old in earlier:
+            if state.vkey in distinct and not _reaches(old, handovers, state.vkey):
+                continue  # another log of the same origin name, trusted on its own
+            _check_continuation(state, cp, old, handovers, proof, what)
+            carried += 1
+    finally:
+        for old in earlier:
+            old.close()
+    # (4)
+    if carried:
+        state.continue_from(note)
+
+
+def _reaches(old: TrustState, handovers: Sequence[bytes], vkey: str) -> bool:
+    """Whether the key handovers lead from ``old``'s key to ``vkey`` (a rotation)."""
+    from trajledger.verify.log_key import key_chain
+
+    try:
+        return vkey in [h.new for h in key_chain(old.vkey, handovers)]
+    except ProvenanceError:
+        return False
+
+
+def _check_continuation(
+    state: TrustState,
+    cp: Checkpoint,
+    old: TrustState,
+    handovers: Sequence[bytes],
+    proof: Callable[[int, int], Sequence[bytes]],
+    what: str,
+) -> None:
+    """Steps 2 and 3 of `continue_trust` for one earlier key ``old``."""
+    from trajledger.verify.checkpoint import check_consistent
+    from trajledger.verify.log_key import key_chain
+
+    seen = old.floor_checkpoint()
+    assert seen is not None
+    try:
+        chain = key_chain(old.vkey, handovers)
+    except ProvenanceError as e:
+        raise TamperError(f"{what}: log {cp.origin}: its key handovers: {e}", None) from e
+    # (2)
+    reached = [h.new for h in chain]
+    if state.vkey not in reached:
+        raise TamperError(
+            f"{what}: log {cp.origin} is signed by key {_short_vkey(state.vkey)}, but this "
+            f"user trusted key {_short_vkey(old.vkey)} for it (size {seen.size} seen) and no "
+            "key handover signed by that key leads to the new one: a replaced key, not a "
+            "rotation; nothing was changed (if this is another log reusing the origin, "
+            f"remove {old.path} to trust it from scratch)",
+            Path(what),
+        )
+    # (3)
+    trees = [seen] + [h.checkpoint for h in chain[: reached.index(state.vkey) + 1]]
+    for tree in trees:
+        try:
+            check_consistent(tree, cp, list(proof(tree.size, cp.size))
+                             if 0 < tree.size < cp.size else [])
+        except (ProvenanceError, LedgerError, OSError) as e:
+            raise TamperError(
+                f"{what}: log {cp.origin} under key {_short_vkey(state.vkey)} does not "
+                f"extend the tree of size {tree.size} seen or handed over under key "
+                f"{_short_vkey(old.vkey)}: {e}; nothing was changed",
+                Path(what),
+            ) from e
+
+
+def _short_vkey(vkey: str) -> str:
+    return "+".join(vkey.split("+")[:2])

@@ -1,0 +1,113 @@
+"""The user's state directory: where each user keeps what write access to a ledger must not
+change (the floors and indexes of `trajledger.ledger.trust_state`, the pins of
+`trajledger.ledger.home`), and how its directories are named, made and checked.
+
+Scope: the state directory's location (`state_dir`), its per-origin and per-key directory names,
+making them private (0700) or refusing them when others may write them, a log key's fingerprint
+as people compare it, and the one-line notices to the user.
+Non-scope: what is kept inside (``trust_state``, ``home``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+from .errors import LedgerError
+from .fs import refuse_writable
+
+__all__ = [
+    "STATE_DIR_ENV",
+    "fingerprint",
+    "known_origin",
+    "log_id",
+    "notice",
+    "origin_dir",
+    "private_dir",
+    "state_dir",
+]
+
+STATE_DIR_ENV = "TRAJLEDGER_STATE_DIR"
+
+
+def notice(message: str) -> None:
+    """Tell the user something they must know but that fails nothing (``NOTE: ...`` on
+    stderr): a first use of a log, a setting of an older trajledger to upgrade."""
+    sys.stderr.write(f"NOTE: {message}\n")
+    sys.stderr.flush()
+
+
+def state_dir() -> Path:
+    """The user's trajledger state directory, outside every ledger.
+
+    It holds what write access to a ledger directory must not be able to change: the newest
+    checkpoint of each log this user has seen (a floor: the log only grows) and the status of
+    each log derived from verified entries. ``$TRAJLEDGER_STATE_DIR``, else
+    ``$XDG_STATE_HOME/trajledger``, else ``~/.local/state/trajledger``.
+    """
+    explicit = os.environ.get(STATE_DIR_ENV)
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
+    return base / "trajledger"
+
+
+def fingerprint(vkey: str) -> str:
+    """A log key as people compare it: ``<origin>+<8 hex key id>+sha256:<16 hex>`` (the C2SP key
+    id, then a SHA-256 of the 32-byte public key, which a collision of the short id cannot
+    match)."""
+    import base64
+
+    parts = vkey.split("+", 2)
+    try:
+        raw = base64.b64decode(parts[2])[1:]
+    except (IndexError, ValueError):
+        return vkey
+    return f"{parts[0]}+{parts[1]}+sha256:{hashlib.sha256(raw).hexdigest()[:16]}"
+
+
+def private_dir(path: Path, *, parent: bool = True) -> Path:
+    """Make (mode 0700) or check a directory of the user's state: one that others or the
+    group may write is refused, since whoever writes it decides what this user trusts; so is
+    its parent unless ``parent`` is False (the state directory's own parent is not the state's).
+
+    Raises:
+        LedgerError: it is writable by others (the message names the chmod), or cannot be made.
+    """
+    missing = []
+    here = path
+    while not here.exists() and here != here.parent:
+        missing.append(here)
+        here = here.parent
+    try:
+        for d in reversed(missing):  # each made 0700 (mkdir's parents would get the umask's)
+            d.mkdir(mode=0o700, exist_ok=True)
+    except OSError as e:
+        raise LedgerError(f"trust state {path}: cannot create: {e.strerror or e}") from e
+    refuse_writable(path)
+    if parent:
+        refuse_writable(path.parent)
+    return path
+
+
+def origin_dir(origin: str, directory: Path | None = None) -> Path:
+    """The state's directory of a log's origin: a note per key of that log seen (named by the
+    key), and the pinned settings of its ledger (``.settings.json``)."""
+    return (directory or state_dir()) / "origins" / log_id(origin)
+
+
+def known_origin(origin: str, directory: Path | None = None) -> Path | None:
+    """Where this user's state notes the keys of a log of ``origin``, if it knows one."""
+    path = origin_dir(origin, directory)
+    try:
+        return path if any(not n.startswith(".") for n in os.listdir(path)) else None
+    except OSError:
+        return None
+
+
+def log_id(vkey: str) -> str:
+    """The name of a log's (or an origin's) directory in the state: a hash of its key."""
+    return hashlib.sha256(vkey.encode()).hexdigest()[:32]
