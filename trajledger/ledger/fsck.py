@@ -317,7 +317,7 @@ def _check_trust_state(
     vkey = ledger.log_vkey()
     if vkey is None:
         return []
-    state = ledger._trust(vkey)
+    state = ledger.log_state(vkey)
     rebuild = "rebuild it with 'trajledger reindex' (the checkpoint seen before is kept)"
     problems: list[str] = []
     by_index = dict(entries)

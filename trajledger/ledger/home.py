@@ -223,7 +223,7 @@ class LedgerHome:
                     self.log_dir / "vkey",
                 )
             # (2)
-            state = self._trust(state_key) if state_key is not None else None
+            state = self.log_state(state_key) if state_key is not None else None
             if state is not None and state.floor() is None:
                 self._continue_trust(state)
             first_use = state is not None and state.floor() is None and not state.pinned()
@@ -361,7 +361,7 @@ class LedgerHome:
                 entries do not give its signed root.
             LogError: the log cannot be read.
         """
-        state = self._trust(self.log.vkey)
+        state = self.log_state(self.log.vkey)
         behind = self.log.size - state.size
         if on_progress is None and self.progress is not None and behind >= _BAR_FROM:
             with self.progress(behind, "reading the log into your state") as advance:
@@ -397,7 +397,10 @@ class LedgerHome:
         except (OSError, LedgerError):
             return None
 
-    def _trust(self, vkey: str) -> TrustState:
+    def log_state(self, vkey: str) -> TrustState:
+        """This user's state of the log with verifier key ``vkey`` (this ledger's, or one it
+        rotated from), opened once and kept, as it is, without reading the log (`trust_state`
+        extends it to the signed checkpoint)."""
         from .trust_state import TrustState
 
         if self._state is None or self._state.vkey != vkey:
@@ -602,7 +605,7 @@ class LedgerHome:
             "floor": None,
         }
         if vkey is not None:
-            state = self._trust(vkey)
+            state = self.log_state(vkey)
             floor = state.floor_checkpoint()
             out["pinned"] = state.pinned()
             out["floor"] = floor.size if floor is not None else None

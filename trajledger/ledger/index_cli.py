@@ -103,7 +103,7 @@ def reindex(ctx: Context, check: bool) -> None:
     ledger = ctx.ledger()
     vkey = ledger.log_vkey()
     if vkey is not None:
-        ledger._trust(vkey).rebuild()
+        ledger.log_state(vkey).rebuild()
         with progress(ledger.log.size, "reading the log", quiet=ctx.quiet) as advance:
             ledger.trust_state(on_progress=advance)
     with progress(ledger.log.size, "indexing log entries", quiet=ctx.quiet) as advance:
@@ -119,7 +119,7 @@ def _check_state(ctx: Context) -> None:
     from trajledger.verify.errors import VerificationError
 
     ledger = ctx.ledger()
-    state = ledger._trust(ledger.log_vkey() or ledger.log.vkey)
+    state = ledger.log_state(ledger.log_vkey() or ledger.log.vkey)
     problems = state.disagreements(ledger.log.entries, ledger.read_blob)
     if problems:
         raise VerificationError("\n".join(problems))
