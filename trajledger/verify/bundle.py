@@ -12,12 +12,12 @@ log's key, ``verify.log_key``, so that a verifier trusting an earlier key follow
 lineage verifier on it under a caller's trust policy.
 
 How a bundle is read (`BundleEvidence.open`): one streaming pass, never a whole-file read. The
-zstd stream is decompressed through a counter that refuses more than `Limits.total` bytes (and
-a first frame declaring more is refused before decompressing); the tar is parsed by the small
-strict reader of `verify.bundle_stream`, not by ``tarfile``, so no header can make it allocate more than
-`Limits.pax` bytes. ``bundle.json`` must come first; every later member must be listed in it,
-once, with the declared size. Objects are streamed into a private temporary directory (mode
-0700) under names derived from their validated digest, never from the member's path; every
+zstd stream is decompressed through a counter that refuses more than `Limits.total` bytes (and a
+first frame declaring more is refused before decompressing); the tar is parsed by the small
+strict reader of `verify.bundle_stream`, not by ``tarfile``, so no header can make it allocate
+more than `Limits.pax` bytes. ``bundle.json`` must come first; every later member must be listed
+in it, once, with the declared size. Objects are streamed into a private temporary directory
+(mode 0700) under names derived from their validated digest, never from the member's path; every
 other member is small and kept in memory under a per-kind cap. Each member is hashed while it is
 read; objects must also hash to their own name. The directory is removed by `close` (use the
 evidence as a context manager).
@@ -75,7 +75,8 @@ from .log_key import HANDOVER_DIR, parse_handover
 from .logcheck import check_entries
 from .merkle import CompactRange, leaf_hash
 from .note import Note, Verifier, verifier_from_vkey
-from .policy import TrustPolicy, follow_history
+from .policy import TrustPolicy
+from .policy_history import follow_history
 from .predicates import RolloutBatch
 from .strict_json import load_object
 from .tlog_proof import TlogProof
@@ -615,7 +616,7 @@ def verify_bundle(
 
     Steps:
         1. Follow the trust-policy history the bundle carries, starting from ``policy``
-           (`verify.policy.follow_history`): a later policy applies only when the approvers
+           (`verify.policy_history.follow_history`): a later policy applies only when the approvers
            of the one before signed it. A trust-policy record whose envelope is missing fails
            the bundle (fail closed: it could be a successor).
         2. Build the lineage verifier on the bundle with the policy in force: it verifies the
