@@ -73,6 +73,7 @@ from .lineage import INFO, OK, LineageVerifier, Node, Record, Report
 from .log_entry import LogEntry
 from .log_key import HANDOVER_DIR, parse_handover
 from .logcheck import check_entries
+from .manifest import Manifest, diff_tree, tree_files
 from .merkle import CompactRange, leaf_hash
 from .note import Note, Verifier, verifier_from_vkey
 from .policy import TrustPolicy
@@ -94,6 +95,7 @@ __all__ = [
     "Terms",
     "check_member_name",
     "consistency_proof_bytes",
+    "name_files",
     "parse_consistency_proof",
     "verify_bundle",
 ]
@@ -609,6 +611,7 @@ def verify_bundle(
     now: dt.datetime | None = None,
     data: str = "hash",
     known_checkpoint: bytes | None = None,
+    files: Path | None = None,
 ) -> Report:
     """Verify the artifact a bundle is for, and its whole lineage, under ``policy``.
 
@@ -630,6 +633,8 @@ def verify_bundle(
            and every blob it lists as erased was deleted by a verified erasure.
         7. When everything passed: no member may be unused by the verification (a bundle
            holds the lineage's evidence and nothing else).
+        8. Name the subject's files with their digests (`name_files`); with ``files``, each
+           is found in that directory by path and hashed.
 
     Args:
         evidence: the opened bundle.
@@ -637,6 +642,7 @@ def verify_bundle(
         now: the time approvals are judged at (default now).
         data: ``"hash"`` re-hashes data blobs; ``"size"`` compares their sizes only.
         known_checkpoint: a signed checkpoint of the same log seen earlier.
+        files: a directory of the subject's files (a model) to check against its manifest.
 
     Returns:
         The report: a graph with a ``bundle`` node, the log and the subject's lineage.
@@ -699,10 +705,66 @@ def verify_bundle(
         for name in evidence.unused():
             bundle.fail("members", f"member {name} is not used by the lineage of "
                         f"{(subject or 'the extension')[:19]}…")
+    # (8)
+    if subject is not None:
+        name_files(report.nodes[subject], evidence, files)
     verifier.decision(bundle)
     if subject is None:
         return verifier.report("bundle", ["bundle", "log"])
     return verifier.report(subject, ["bundle", "log", subject])
+
+
+def name_files(node: Node, evidence: BundleEvidence, files: Path | None = None) -> None:
+    """Name each file of ``node``'s manifest with its digest and size; with ``files``, check it.
+
+    Steps:
+        1. Only a manifest the lineage verified is named: ``node`` passed its ``files`` check
+           (the manifest hashes to its digest, which its signed record names).
+        2. Without ``files``: one ``file <path>`` line each (information).
+        3. With ``files``: the directory's regular files by path (`verify.manifest.tree_files`:
+           no symbolic link is followed, so nothing outside it is read), compared with the
+           manifest (`verify.manifest.diff_tree`: sizes, then SHA-256). Each listed file
+           matches, differs or is missing (the last two fail); files the manifest does not
+           list are reported as extra (information).
+
+    Raises:
+        OSError: ``files`` is not a directory, or cannot be listed.
+    """
+    # (1)
+    raw = evidence.blob(node.id) if any(c.what == "files" and c.status == OK
+                                        for c in node.checks) else None
+    if raw is None or digest_bytes(raw) != node.id:
+        if files is not None:
+            node.fail("files", f"{files}: not compared: {node.label} has no verified file list")
+        return
+    manifest = Manifest.from_json(load_object(raw, "manifest"))
+    # (2)
+    if files is None:
+        for f in manifest.files:
+            node.add(f"file {f.path}", INFO, f"{f.digest}, {f.size} bytes")
+        return
+    # (3)
+    if not files.is_dir():
+        raise OSError(f"--files {files}: not a directory")
+    found, other = tree_files(files)
+    diff = diff_tree(manifest, found)
+    why = dict(diff.changed)
+    missing = set(diff.missing)
+    for f in manifest.files:
+        what, want = f"file {f.path}", f"{f.digest}, {f.size} bytes"
+        if f.path in why:
+            node.fail(what, f"{want}: {files / f.path} differs: {why[f.path]}")
+        elif f.path in missing:
+            link = next((f"{files / o} is {other[o]}" for o in sorted(other)
+                         if f.path == o or f.path.startswith(o + "/")), "no such file")
+            node.fail(what, f"{want}: missing from {files} ({link})")
+        else:
+            node.add(what, OK, f"{want}: matches {files / f.path}")
+    for rel in diff.extra:
+        node.add(f"extra file {rel}", INFO, f"in {files}, not listed by {node.label}")
+    for rel, kind in sorted(other.items()):
+        if rel not in manifest.by_path():
+            node.add(f"extra file {rel}", INFO, f"in {files}: {kind}")
 
 
 def _check_extension(evidence: BundleEvidence, verifier: LineageVerifier, bundle: Node) -> None:
