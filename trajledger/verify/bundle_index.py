@@ -121,6 +121,13 @@ class Terms:
             ("licence", self.licence), ("consent", self.consent), ("retention", self.retention)))
 
 
+def _check_format(fmt: object) -> int:
+    if type(fmt) is not int or fmt not in READABLE_FORMATS:
+        raise FormatError(f"{INDEX_NAME}: format {fmt!r}, want one of {list(READABLE_FORMATS)} "
+                          "(a newer trajledger wrote it? upgrade the verifier)")
+    return fmt
+
+
 def check_member_name(name: str) -> tuple[str, str]:
     """Check a member name is canonical and in the bundle layout.
 
@@ -204,11 +211,7 @@ class BundleIndex:
             FormatError: a field is not what the format allows.
         """
         what = INDEX_NAME
-        if type(self.format) is not int or self.format not in READABLE_FORMATS:
-            raise FormatError(
-                f"{what}: format {self.format!r}, want one of {list(READABLE_FORMATS)} (a newer "
-                "trajledger wrote it? upgrade the verifier)"
-            )
+        _check_format(self.format)
         if self.format == 1 and (self.terms or self.erased):
             raise FormatError(f"{what}: format 1 has no terms or erased")
         if (self.format == EXTENSION_FORMAT) != (self.extension is not None) or (
@@ -246,14 +249,11 @@ class BundleIndex:
             if i and names[i - 1] >= m.name:
                 problem = "listed twice" if names[i - 1] == m.name else "out of order"
                 raise FormatError(f"{what}: member {m.name}: {problem} (want sorted, unique)")
-        for i, d in enumerate(self.omitted):
-            parse_digest(d, f"{what}: omitted[{i}]")
-            if i and self.omitted[i - 1] >= d:
-                raise FormatError(f"{what}: omitted digests must be sorted and unique")
-        for i, d in enumerate(self.erased):
-            parse_digest(d, f"{what}: erased[{i}]")
-            if i and self.erased[i - 1] >= d:
-                raise FormatError(f"{what}: erased digests must be sorted and unique")
+        for key, digests in (("omitted", self.omitted), ("erased", self.erased)):
+            for i, d in enumerate(digests):
+                parse_digest(d, f"{what}: {key}[{i}]")
+                if i and digests[i - 1] >= d:
+                    raise FormatError(f"{what}: {key} digests must be sorted and unique")
         for i, t in enumerate(self.terms):
             if i and self.terms[i - 1].batch >= t.batch:
                 raise FormatError(f"{what}: terms must be sorted by batch, one per batch")
@@ -296,12 +296,7 @@ class BundleIndex:
                 other than the canonical encoding.
         """
         obj = load_object(data, INDEX_NAME)
-        fmt = obj.get("format")
-        if type(fmt) is not int or fmt not in READABLE_FORMATS:
-            raise FormatError(
-                f"{INDEX_NAME}: format {fmt!r}, want one of {list(READABLE_FORMATS)} (a newer "
-                "trajledger wrote it? upgrade the verifier)"
-            )
+        fmt = _check_format(obj.get("format"))
         keys = _INDEX_KEYS[fmt]
         if set(obj) != keys:
             missing, extra = sorted(keys - set(obj)), sorted(set(obj) - keys)

@@ -444,19 +444,17 @@ class TrustPolicy:
             "allowed_predicate_types": sorted(self.allowed_predicate_types),
             "roles": roles,
         }
-        if self.sigstore_trusted_root is not None:
-            out["sigstore_trusted_root"] = dict(self.sigstore_trusted_root)
-        if self.accepted_licences is not None:
-            out["accepted_licences"] = list(self.accepted_licences)
-        if self.revoked_keys:
-            out["revoked_keys"] = [r.to_json() for r in self.revoked_keys]
-        if self.revoked_identities:
-            out["revoked_identities"] = [r.to_json() for r in self.revoked_identities]
-        if self.release is not None:
-            out["release"] = self.release.to_json()
-        if self.publish is not None:
-            out["publish"] = list(self.publish)
-        return out
+        optional = {  # each written only when set, so older policies keep their digests
+            "sigstore_trusted_root": None if self.sigstore_trusted_root is None
+            else dict(self.sigstore_trusted_root),
+            "accepted_licences": None if self.accepted_licences is None
+            else list(self.accepted_licences),
+            "revoked_keys": [r.to_json() for r in self.revoked_keys] or None,
+            "revoked_identities": [r.to_json() for r in self.revoked_identities] or None,
+            "release": self.release and self.release.to_json(),
+            "publish": None if self.publish is None else list(self.publish),
+        }
+        return out | {k: v for k, v in optional.items() if v is not None}
 
     @classmethod
     def from_toml(
