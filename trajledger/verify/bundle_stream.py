@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .errors import FormatError
-from .tiles import MAX_ENTRY_SIZE
+from .log_entry import MAX_ENTRY_SIZE
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 MAX_WINDOW = 1 << 27
