@@ -122,7 +122,8 @@ class Manifest:
         for i, f in enumerate(raw):
             w = f"{what}: file {i}"
             if not isinstance(f, dict) or set(f) != {"digest", "mediaType", "path", "size"}:
-                raise FormatError(f"{w}: want exactly digest, mediaType, path, size")
+                got = sorted(f) if isinstance(f, dict) else type(f).__name__
+                raise FormatError(f"{w}: has {got}, want exactly digest, mediaType, path, size")
             path = check_path(f["path"], f"{w} path")
             size = f["size"]
             if type(size) is not int or not 0 <= size <= MAX_SAFE_INTEGER:

@@ -4,11 +4,17 @@ Scope: the shape of each predicate, defined once and shared by the writer (``led
 reader (the verifier, the catalog, the audit index) and the runner. Each predicate is a frozen
 dataclass with
 
-- ``from_predicate(obj, what)``: strict reading of the fields this version knows (types,
-  digests, times), every other field kept verbatim in ``unrecognized`` so that a newer writer's
-  additions survive a round trip and are never silently dropped;
-- ``to_predicate()``: the JSON object to sign (known fields, omitting absent optional ones, plus
-  ``unrecognized``).
+- its fields declared once, in order, each with its JSON key and a type from a small closed set
+  (`_f`; the types are the keys of ``_READ``) and, where the fields must agree with each other,
+  one ``_check`` method;
+- ``from_predicate(obj, what)``: one generic strict reader of the fields this version knows
+  (types, digests, times), every other field kept verbatim in ``unrecognized`` (at every level:
+  nested records keep theirs) so that a newer writer's additions survive a round trip and are
+  never silently dropped (schemas/SPEC.md, "Unknown fields");
+- ``to_predicate()``: one generic writer: the JSON object to sign (known fields, omitting absent
+  optional ones, plus ``unrecognized``).
+
+Adding a field is one line: ``new_thing: str | None = _f("newThing", "text", default=None)``.
 
 Nothing here is a trust decision: a predicate is read from a statement whose signature was
 verified first (`verify.statement.verify_statement`), or from an unverified one when only
@@ -26,9 +32,9 @@ from __future__ import annotations
 import base64
 import math
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
+from typing import Any, ClassVar, Self
 
 from .digest import parse_digest
 from .errors import FormatError
@@ -132,9 +138,9 @@ ALL = frozenset(
 )
 
 SPLITS = ("train", "holdout", "regression")
+"""Dataset splits. Only ``train`` data is ever trained on."""
 HELD_OUT = ("holdout", "regression")
 """The splits that are never trained on."""
-"""Dataset splits. Only ``train`` data is ever trained on."""
 
 EVALUATOR_KINDS = ("deterministic", "llm-judge", "human")
 ERASURE_REASONS = ("retention", "consent", "legal")
@@ -148,171 +154,329 @@ SEAL_MAGIC = b"trajledger-sealed-v1\n"
 SEAL_SEGMENT = 64 * 1024
 _SEAL_OVERHEAD = len(SEAL_MAGIC) + 16  # magic, salt; then a 16-byte tag per segment
 
-P = TypeVar("P", bound="Predicate")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-# -- reading fields -----------------------------------------------------------------------------
+# -- the table: one spec per field, one reader and one writer for every record -------------------
 
 
-class _Reader:
-    """Takes the known fields out of a JSON object; what is left is ``unrecognized``."""
-
-    def __init__(self, obj: object, what: str) -> None:
-        if not isinstance(obj, Mapping):
-            raise FormatError(f"{what}: the predicate is not a JSON object")
-        self.rest: dict[str, Any] = dict(obj)
-        self.what = what
-
-    def _take(self, key: str, required: bool) -> Any:
-        if key not in self.rest:
-            if required:
-                raise FormatError(f"{self.what}: {key} is missing")
-            return None
-        value = self.rest.pop(key)
-        if value is None and required:
-            raise FormatError(f"{self.what}: {key} is null")
-        return value
-
-    def text(self, key: str, *, required: bool = True, empty: bool = False) -> str | None:
-        value = self._take(key, required)
-        if value is None:
-            return None
-        if not isinstance(value, str) or (not empty and not value):
-            raise FormatError(f"{self.what}: {key} is {value!r}, want a non-empty string")
-        return value
-
-    def req_text(self, key: str, *, empty: bool = False) -> str:
-        value = self.text(key, empty=empty)
-        assert value is not None
-        return value
-
-    def choice(self, key: str, allowed: Iterable[str], default: str | None = None) -> str:
-        value = self.text(key, required=default is None)
-        if value is None:
-            assert default is not None
-            return default
-        allowed = tuple(allowed)
-        if value not in allowed:
-            raise FormatError(f"{self.what}: {key} is {value!r}, want one of {list(allowed)}")
-        return value
-
-    def digest(self, key: str, *, required: bool = True) -> str | None:
-        value = self._take(key, required)
-        if value is None:
-            return None
-        parse_digest(value, f"{self.what}: {key}")
-        return str(value)
-
-    def time(self, key: str, *, required: bool = True) -> str | None:
-        value = self._take(key, required)
-        if value is None:
-            return None
-        parse_time(value, f"{self.what}: {key}")
-        return str(value)
-
-    def digests(
-        self, key: str, *, required: bool = True, non_empty: bool = False
-    ) -> tuple[str, ...]:
-        value = self._take(key, required)
-        if value is None:
-            return ()
-        if not isinstance(value, list):
-            raise FormatError(f"{self.what}: {key} is not a list")
-        for i, v in enumerate(value):
-            parse_digest(v, f"{self.what}: {key}[{i}]")
-        out = tuple(str(v) for v in value)
-        if non_empty and not out:
-            raise FormatError(f"{self.what}: {key} is empty")
-        if len(set(out)) != len(out):
-            raise FormatError(f"{self.what}: {key} lists a digest twice")
-        return out
-
-    def strings(
-        self, key: str, *, required: bool = True, non_empty: bool = False
-    ) -> tuple[str, ...]:
-        value = self._take(key, required)
-        if value is None:
-            return ()
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise FormatError(f"{self.what}: {key} is not a list of strings")
-        if non_empty and not value:
-            raise FormatError(f"{self.what}: {key} is empty")
-        return tuple(value)
-
-    def mapping(self, key: str, *, required: bool = True) -> dict[str, Any] | None:
-        value = self._take(key, required)
-        if value is None:
-            return None
-        if not isinstance(value, Mapping):
-            raise FormatError(f"{self.what}: {key} is not a JSON object")
-        return dict(value)
-
-    def integer(self, key: str, *, required: bool = True) -> int | None:
-        value = self._take(key, required)
-        if value is None:
-            return None
-        if type(value) is not int:
-            raise FormatError(f"{self.what}: {key} is {value!r}, want an integer")
-        return value
-
-    def flag(self, key: str, *, required: bool = True) -> bool | None:
-        value = self._take(key, required)
-        if value is None:
-            return None
-        if not isinstance(value, bool):
-            raise FormatError(f"{self.what}: {key} is {value!r}, want true or false")
-        return value
-
-    def array(self, key: str, *, required: bool = True) -> list[Any]:
-        value = self._take(key, required)
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            raise FormatError(f"{self.what}: {key} is not a list")
-        return value
-
-    def raw(self, key: str, *, required: bool = False) -> Any:
-        return self._take(key, required)
-
-
-def _put(out: dict[str, Any], key: str, value: Any) -> None:
-    if value is not None:
-        out[key] = value
+_UNSET: Any = object()  # no ``absent`` value: the field is required
 
 
 @dataclass(frozen=True)
-class Predicate:
-    """Base of every typed predicate: its type URI and the fields it does not know."""
+class _Spec:
+    """How one dataclass field appears in JSON (in the field's metadata; build with `_f`).
 
-    TYPE: ClassVar[str] = ""
+    ``key`` is the JSON key, dotted for a member of a nested object (SLSA's
+    ``buildDefinition.buildType``). A field is required unless it has a default or ``absent``
+    (what an absent one reads as); ``required`` overrides. ``empty``: a text may be "";
+    ``nonempty``: a list may not be []; ``choices``: the texts allowed; ``record``: the nested
+    record type; ``sort``: a list read and written sorted; ``omit_empty``: written only when
+    non-empty (else only ``None`` is omitted); ``columns``: the members of each row (``rows``),
+    the first keys a mapping when ``keyed``.
+    """
+
+    key: str
+    type: str
+    required: bool | None = None
+    absent: Any = _UNSET
+    empty: bool = False
+    nonempty: bool = False
+    choices: tuple[str, ...] = ()
+    record: Any = None
+    sort: bool = False
+    omit_empty: bool = False
+    columns: tuple[_Spec, ...] = ()
+    keyed: bool = False
+
+
+def _f(key: str, type_: str = "text", *, default: Any = MISSING, kw_only: bool = False,
+       compare: bool = True, **options: Any) -> Any:
+    """A dataclass field read from and written to JSON key ``key`` as ``type_`` (`_Spec`)."""
+    if type_ not in _READ:
+        raise ValueError(f"field {key}: type {type_!r}, want one of {sorted(_READ)}")
+    spec = _Spec(key, type_, **options)
+    mutable = isinstance(default, dict)
+    return field(default=MISSING if mutable else default,
+                 default_factory=dict if mutable else MISSING,
+                 kw_only=kw_only, compare=compare, metadata={"spec": spec})
+
+
+def _col(key: str, type_: str = "text", **options: Any) -> _Spec:
+    """One member of a row (``rows``)."""
+    return _Spec(key, type_, **options)
+
+
+def _text(s: _Spec, v: Any, at: str) -> str:
+    if not isinstance(v, str) or (not s.empty and not v):
+        raise FormatError(f"{at} is {v!r}, want a non-empty string")
+    if s.choices and v not in s.choices:
+        raise FormatError(f"{at} is {v!r}, want one of {list(s.choices)}")
+    return v
+
+
+def _digest(s: _Spec, v: Any, at: str) -> str:
+    parse_digest(v, at)
+    return str(v)
+
+
+def _time(s: _Spec, v: Any, at: str) -> str:
+    parse_time(v, at)
+    return str(v)
+
+
+def _integer(s: _Spec, v: Any, at: str) -> int:
+    if type(v) is not int:
+        raise FormatError(f"{at} is {v!r}, want an integer")
+    return v
+
+
+def _flag(s: _Spec, v: Any, at: str) -> bool:
+    if not isinstance(v, bool):
+        raise FormatError(f"{at} is {v!r}, want true or false")
+    return v
+
+
+def _mapping(s: _Spec, v: Any, at: str) -> dict[str, Any]:
+    if not isinstance(v, Mapping):
+        raise FormatError(f"{at} is not a JSON object")
+    return dict(v)
+
+
+def _list(s: _Spec, v: Any, at: str, of: str = "") -> list[Any]:
+    if not isinstance(v, list):
+        raise FormatError(f"{at} is not a list{of}")
+    if s.nonempty and not v:
+        raise FormatError(f"{at} is empty")
+    return v
+
+
+def _strings(s: _Spec, v: Any, at: str) -> tuple[str, ...]:
+    items = _list(s, v, at, " of strings")
+    if not all(isinstance(x, str) for x in items):
+        raise FormatError(f"{at} is not a list of strings")
+    return tuple(items)
+
+
+def _digests(s: _Spec, v: Any, at: str) -> tuple[str, ...]:
+    out = tuple(_digest(s, x, f"{at}[{i}]") for i, x in enumerate(_list(s, v, at)))
+    if len(set(out)) != len(out):
+        raise FormatError(f"{at} lists a digest twice")
+    return tuple(sorted(out)) if s.sort else out
+
+
+def _objects(s: _Spec, v: Any, at: str) -> tuple[dict[str, Any], ...]:
+    return tuple(_mapping(s, x, f"{at}[{i}]") for i, x in enumerate(_list(s, v, at)))
+
+
+def _records(s: _Spec, v: Any, at: str) -> tuple[Any, ...]:
+    return tuple(s.record.from_json(x, f"{at}[{i}]") for i, x in enumerate(_list(s, v, at)))
+
+
+def _rows(s: _Spec, v: Any, at: str) -> tuple[Any, tuple[dict[str, Any], ...]]:
+    """Rows of plain values (a tuple each, or ``{first: rest}`` when keyed) and each row's
+    unknown members, in the order they are written (keyed rows are written sorted)."""
+    rows, extras = [], []
+    for i, item in enumerate(_list(s, v, at)):
+        values, rest = _read_members(s.columns, item, f"{at}[{i}]")
+        rows.append(tuple(values))
+        extras.append(rest[""])
+    if not s.keyed:
+        return tuple(rows), tuple(extras)
+    keyed: dict[Any, Any] = {}
+    for i, row in enumerate(rows):
+        if row[0] in keyed:
+            raise FormatError(f"{at}[{i}]: {s.columns[0].key} {row[0]!r} is listed twice")
+        keyed[row[0]] = row[1:] if len(row) > 2 else row[1]
+    order = sorted(range(len(rows)), key=lambda i: rows[i][0])
+    return keyed, tuple(extras[i] for i in order)
+
+
+_READ: dict[str, Callable[[_Spec, Any, str], Any]] = {
+    "text": _text,
+    "digest": _digest,
+    "time": _time,
+    "integer": _integer,
+    "flag": _flag,
+    "mapping": _mapping,
+    "strings": _strings,
+    "digests": _digests,
+    "objects": _objects,
+    "manifest": lambda s, v, at: Manifest.from_json(_mapping(s, v, at), at),
+    "record": lambda s, v, at: s.record.from_json(v, at),
+    "records": _records,
+    "rows": _rows,
+    "rest": lambda s, v, at: v,  # a nested object's unknown members (collected, not read)
+}
+"""The field types: each reads a JSON value at ``at`` into its Python value, or raises."""
+
+
+def _read_members(
+    specs: tuple[_Spec, ...], obj: object, what: str
+) -> tuple[list[Any], dict[str, dict[str, Any]]]:
+    """Read ``specs`` from ``obj``: their values, and the members no spec took, by the dotted
+    path of the object holding them (``""`` for ``obj`` itself).
+
+    Raises:
+        FormatError: ``obj`` or a nested object is not an object; a required member is missing
+            or null; a member is malformed.
+    """
+    if not isinstance(obj, Mapping):
+        raise FormatError(f"{what} is not a JSON object")
+    objects: dict[str, tuple[dict[str, Any], str]] = {"": (dict(obj), what)}
+
+    def members(path: str) -> tuple[dict[str, Any], str]:
+        if path not in objects:
+            parent, _, name = path.rpartition(".")
+            outer, outer_what = members(parent)
+            value = outer.pop(name, MISSING)
+            if value is MISSING or value is None:
+                raise FormatError(f"{outer_what}: {name} is "
+                                  f"{'missing' if value is MISSING else 'null'}")
+            objects[path] = (_mapping(_NESTED, value, f"{outer_what}: {name}"),
+                             f"{outer_what}: {name}")
+        return objects[path]
+
+    values = []
+    for s in specs:
+        path, _, name = s.key.rpartition(".")
+        rest, at = members(path)
+        value = rest.pop(name, MISSING) if s.type != "rest" else MISSING
+        if value is MISSING or value is None:
+            if s.required or (s.required is None and s.absent is _UNSET):
+                raise FormatError(f"{at}: {name} is {'missing' if value is MISSING else 'null'}")
+            values.append(None if s.absent is _UNSET else _fresh(s.absent))
+        else:
+            values.append(_READ[s.type](s, value, f"{at}: {name}"))
+    return values, {path: rest for path, (rest, _) in objects.items()}
+
+
+_NESTED = _Spec("", "mapping")
+
+
+def _fresh(value: Any) -> Any:
+    return dict(value) if isinstance(value, dict) else value
+
+
+def _specs(cls: type) -> list[tuple[Field[Any], _Spec]]:
+    return [(f, f.metadata["spec"]) for f in fields(cls) if "spec" in f.metadata]
+
+
+def _absent(f: Field[Any], s: _Spec) -> _Spec:
+    """The spec with ``absent`` from the field's default (what an absent member reads as)."""
+    if f.default is not MISSING:
+        return replace(s, absent=f.default)
+    if f.default_factory is not MISSING:
+        return replace(s, absent=f.default_factory())
+    return s
+
+
+def _at(out: dict[str, Any], path: str) -> dict[str, Any]:
+    """The object at dotted ``path`` in ``out``, created or copied (never shared) on the way."""
+    for name in filter(None, path.split(".")):
+        out[name] = dict(out.get(name) or {})
+        out = out[name]
+    return out
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, Record | Manifest):
+        return value.to_json()
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, tuple | list):
+        return [_json(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Record:
+    """A JSON object of a predicate (or a predicate): its fields from the table (`_f`), and
+    every member it does not know, kept verbatim in ``unrecognized``."""
+
     unrecognized: Mapping[str, Any] = field(default_factory=dict, kw_only=True, compare=False,
                                             repr=False)
 
     @classmethod
-    def from_predicate(cls: type[P], obj: object, what: str = "predicate") -> P:
+    def from_json(cls, obj: object, what: str) -> Self:
+        """Read the object (strict on known fields; others kept in ``unrecognized``).
+
+        Raises:
+            FormatError: not an object, or a known field is missing or malformed.
+        """
+        specs = _specs(cls)
+        values, rest = _read_members(tuple(_absent(f, s) for f, s in specs), obj, what)
+        kept: dict[str, Any] = {f.name: v for (f, s), v in zip(specs, values, strict=True)}
+        rows = {s.key: kept[f.name][1] for f, s in specs if s.type == "rows"}
+        kept.update({f.name: kept[f.name][0] for f, s in specs if s.type == "rows"})
+        owners = {s.key: f.name for f, s in specs if s.type == "rest"}
+        unrecognized: dict[str, Any] = {}
+        for path, members in sorted(rest.items()):  # parents first: nested members go inside
+            key = next((k for k in owners if path == k or path.startswith(k + ".")), "")
+            if members or not path:
+                into = kept[owners[key]] if key else unrecognized
+                _at(into, path.removeprefix(key)).update(members)
+        made = cls(**kept, unrecognized=unrecognized,
+                   **({"row_unrecognized": rows} if rows else {}))
+        made._check(what)
+        return made
+
+    def _check(self, what: str) -> None:
+        """Rules across fields, beyond each field's type (none by default).
+
+        Raises:
+            FormatError: a rule is broken.
+        """
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form: the known fields (absent optional ones omitted), then every
+        unrecognized member."""
+        out = dict(self.unrecognized)
+        specs = sorted(_specs(type(self)), key=lambda fs: fs[1].type != "rest")
+        for f, s in specs:
+            value = getattr(self, f.name)
+            path, _, name = s.key.rpartition(".")
+            if s.type == "rest":
+                _at(out, s.key).update(value)
+            elif value is not None and (value or not s.omit_empty):
+                _at(out, path)[name] = (
+                    self._rows_json(s, value) if s.type == "rows"
+                    else sorted(value) if s.sort else _json(value)
+                )
+        return out
+
+    def _rows_json(self, s: _Spec, value: Any) -> list[dict[str, Any]]:
+        rows = [(k, *(v if isinstance(v, tuple) else (v,))) for k, v in sorted(value.items())] \
+            if s.keyed else list(value)
+        extras = getattr(self, "row_unrecognized", {}).get(s.key, ())
+        if len(extras) != len(rows):
+            extras = ({},) * len(rows)
+        return [{**x, **{c.key: v for c, v in zip(s.columns, row, strict=True)}}
+                for x, row in zip(extras, rows, strict=True)]
+
+
+@dataclass(frozen=True)
+class Predicate(Record):
+    """Base of every typed predicate: its type URI, its fields (`Record`) and the fields it does
+    not know."""
+
+    TYPE: ClassVar[str] = ""
+
+    @classmethod
+    def from_predicate(cls, obj: object, what: str = "predicate") -> Self:
         """Read a predicate JSON object (strict on known fields; others kept).
 
         Raises:
             FormatError: a known field is missing or malformed.
         """
-        r = _Reader(obj, f"{what} ({cls.TYPE.removeprefix(PROJECT_PREFIX)})")
-        made = cls._read(r)
-        object.__setattr__(made, "unrecognized", r.rest)
-        return made
-
-    @classmethod
-    def _read(cls: type[P], r: _Reader) -> P:
-        raise NotImplementedError
-
-    def _fields(self) -> dict[str, Any]:
-        raise NotImplementedError
+        what = f"{what} ({cls.TYPE.removeprefix(PROJECT_PREFIX)})"
+        if not isinstance(obj, Mapping):
+            raise FormatError(f"{what}: the predicate is not a JSON object")
+        return cls.from_json(obj, what)
 
     def to_predicate(self) -> dict[str, Any]:
         """The JSON object to sign: the known fields, then every unrecognized one."""
-        out = dict(self.unrecognized)
-        out.update(self._fields())
-        return out
+        return self.to_json()
 
     def written(self, what: str = "predicate") -> dict[str, Any]:
         """`to_predicate`, checked by reading it back with the strict reader: what a writer
@@ -326,32 +490,159 @@ class Predicate:
         return out
 
 
-def _opt_dict(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    return None if value is None else dict(value)
+def _finite(what: str, values: Mapping[str, Any], want: str, null: bool = False) -> None:
+    """Check a map of names to finite numbers (JSON has no NaN; a reader refuses one)."""
+    for k, v in values.items():
+        if not (v is None and null) and (type(v) not in (int, float) or not math.isfinite(v)):
+            raise FormatError(f"{what}.{k} is {v!r}, want {want}")
 
 
-def _features(r: _Reader) -> FeaturesRef | None:
-    obj = r.mapping("features", required=False)
-    return None if obj is None else FeaturesRef.from_json(obj, f"{r.what}: features")
+# -- nested records -------------------------------------------------------------------------------
 
 
-def _manifest(r: _Reader) -> Manifest | None:
-    obj = r.mapping("manifest", required=False)
-    return None if obj is None else Manifest.from_json(obj, f"{r.what}: manifest")
+@dataclass(frozen=True)
+class ArtifactRef(Record):
+    """A reference to another artifact: its name, version and digest."""
+
+    name: str = _f("name")
+    version: str = _f("version")
+    digest: str = _f("digest", "digest")
 
 
-def _ref(r: _Reader, key: str, *, required: bool = True) -> ArtifactRef | None:
-    obj = r.mapping(key, required=required)
-    return None if obj is None else ArtifactRef.from_json(obj, f"{r.what}: {key}")
+@dataclass(frozen=True)
+class FeaturesRef(Record):
+    """A rollout batch's episode features file, kept beside its data: the blob's digest and
+    size, and the version of the feature definitions it holds (SPEC, "Episode features")."""
+
+    digest: str = _f("digest", "digest")
+    size: int = _f("size", "integer")
+    version: int = _f("version", "integer")
+
+    def _check(self, what: str) -> None:
+        if self.size < 0 or self.version < 1:
+            raise FormatError(f"{what}: size {self.size}, version {self.version}, want >= 0 "
+                              "and >= 1")
 
 
-def _numbers(r: _Reader, key: str) -> dict[str, float | int]:
-    """A map of metric names to finite numbers (JSON has no NaN; a reader refuses one)."""
-    out = r.mapping(key, required=False) or {}
-    for k, v in out.items():
-        if type(v) not in (int, float) or not math.isfinite(v):
-            raise FormatError(f"{r.what}: {key}.{k} is {v!r}, want a finite number")
-    return out
+@dataclass(frozen=True)
+class ResourceDescriptor(Record):
+    """An in-toto ResourceDescriptor v1: MUST have at least one of ``uri``, ``digest``, ``content``.
+
+    ``digest`` maps algorithm to lowercase hex (``{"sha256": "..."}``).
+    """
+
+    name: str | None = _f("name", default=None, empty=True)
+    uri: str | None = _f("uri", default=None)
+    digest: Mapping[str, str] = _f("digest", "mapping", default={}, omit_empty=True)
+    content: str | None = _f("content", default=None, empty=True)
+    download_location: str | None = _f("downloadLocation", default=None)
+    media_type: str | None = _f("mediaType", default=None)
+    annotations: Mapping[str, Any] = _f("annotations", "mapping", default={}, omit_empty=True)
+
+    def _check(self, what: str) -> None:
+        for alg, value in self.digest.items():
+            if not isinstance(value, str) or not value:
+                raise FormatError(f"{what}: digest.{alg} is {value!r}")
+        if "sha256" in self.digest:
+            parse_digest("sha256:" + self.digest["sha256"], f"{what}: digest.sha256")
+
+    def check(self) -> None:
+        """Enforce the ResourceDescriptor rule (writers): one of uri, digest or content.
+
+        Readers accept descriptors without them (trajledger 0.1.0 wrote such byproducts), so
+        old records stay verifiable; nothing new is written that breaks the rule.
+
+        Raises:
+            FormatError: none of uri, digest and content.
+        """
+        if not (self.uri or self.digest or self.content):
+            raise FormatError(
+                f"resource descriptor {self.name!r}: has none of uri, digest and content"
+            )
+
+    @classmethod
+    def of(cls, name: str, digest: str, **annotations: Any) -> ResourceDescriptor:
+        """A descriptor naming an artifact by its ``sha256:<hex>`` digest."""
+        return cls(name=name, digest={"sha256": parse_digest(digest)}, annotations=annotations)
+
+    @property
+    def sha256(self) -> str | None:
+        """``sha256:<hex>`` when the descriptor has a sha256 digest."""
+        hexd = self.digest.get("sha256")
+        return f"sha256:{hexd}" if hexd else None
+
+    @property
+    def role(self) -> str | None:
+        """The ``role`` annotation (trajledger's dependency roles)."""
+        role = self.annotations.get("role")
+        return role if isinstance(role, str) else None
+
+
+@dataclass(frozen=True)
+class SealedEpisode(Record):
+    """What a sealed batch shows of one episode: the duplicate fingerprints the admission gate
+    compares (``ledger.episode_features``): the exact content ``fingerprint`` (hex SHA-256),
+    the ``modality`` and step count, and the near-duplicate ``sketch`` (128 float32, little
+    endian, base64; None where the episode has no vector)."""
+
+    episode_id: str = _f("episodeId")
+    steps: int = _f("steps", "integer")
+    modality: str = _f("modality", choices=("numeric", "text"))
+    fingerprint: str = _f("fingerprint")
+    sketch: str | None = _f("sketch", required=False)
+
+    def _check(self, what: str) -> None:
+        if self.steps < 1 or not _HEX64.fullmatch(self.fingerprint):
+            raise FormatError(f"{what}: steps must be >= 1 and fingerprint 64 lowercase hex")
+        if self.sketch is not None:
+            try:
+                raw = base64.b64decode(self.sketch, validate=True)
+            except ValueError as e:
+                raise FormatError(f"{what}: sketch is not base64") from e
+            if len(raw) != 512:
+                raise FormatError(f"{what}: sketch holds {len(raw)} bytes, want 512")
+
+
+@dataclass(frozen=True)
+class Sealed(Record):
+    """A rollout batch stored encrypted (``sealed`` of rollout-batch/v1; schemas/SPEC.md,
+    "Sealed suites"). The batch's manifest lists the plaintext files (what lineage uses); the
+    store holds only their ciphertexts, bound here: ``files`` maps each manifest path to its
+    ciphertext's digest and size. ``recipients`` holds the batch's data key wrapped for each
+    recipient X25519 key by keyid (HPKE ``enc || ciphertext``, base64); ``episodes`` the
+    duplicate fingerprints of every episode, so that the gate needs no key, computed with the
+    episode feature definitions of version ``feature_version`` (a reader of another version
+    cannot compare them)."""
+
+    recipients: tuple[tuple[str, str], ...] = _f(
+        "recipients", "rows", columns=(_col("keyid"), _col("encapsulatedKey")))
+    files: Mapping[str, tuple[str, int]] = _f(
+        "files", "rows", keyed=True,
+        columns=(_col("path"), _col("ciphertext", "digest"), _col("size", "integer")))
+    episodes: tuple[SealedEpisode, ...] = _f("episodes", "records", record=SealedEpisode)
+    feature_version: int = _f("featureVersion", "integer")
+    scheme: str = _f("scheme", default=SEAL_SCHEME, required=True, choices=(SEAL_SCHEME,))
+    row_unrecognized: Mapping[str, tuple[Mapping[str, Any], ...]] = field(
+        default_factory=dict, kw_only=True, compare=False, repr=False)
+    """Each row's unknown members, by JSON key, in written order (kept on a round trip)."""
+
+    @staticmethod
+    def ciphertext_size(plain: int) -> int:
+        """The size of the ciphertext of a ``plain``-byte file (one tag per 64 KiB segment, at
+        least one segment)."""
+        return _SEAL_OVERHEAD + plain + 16 * max(1, -(-plain // SEAL_SEGMENT))
+
+    def _check(self, what: str) -> None:
+        if not self.recipients or not self.files or self.feature_version < 1:
+            raise FormatError(f"{what}: want recipients, files and a featureVersion >= 1, got "
+                              f"{len(self.recipients)}, {len(self.files)} and "
+                              f"{self.feature_version}")
+        for i, (keyid, _) in enumerate(self.recipients):
+            if not _HEX64.fullmatch(keyid):
+                raise FormatError(f"{what}: recipients[{i}]: keyid is not 64 lowercase hex")
+        for path, (_, size) in self.files.items():
+            if size < 0:
+                raise FormatError(f"{what}: files: {path!r} has size {size}, want >= 0")
 
 
 # -- artifacts with files ----------------------------------------------------------------------
@@ -362,17 +653,7 @@ class Files(Predicate):
     """``files/v1``: a tree of files, its manifest inline so one envelope verifies it alone."""
 
     TYPE: ClassVar[str] = FILES
-    manifest: Manifest
-
-    @classmethod
-    def _read(cls, r: _Reader) -> Files:
-        m = _manifest(r)
-        if m is None:
-            raise FormatError(f"{r.what}: manifest is missing")
-        return cls(m)
-
-    def _fields(self) -> dict[str, Any]:
-        return {"manifest": self.manifest.to_json()}
+    manifest: Manifest = _f("manifest", "manifest")
 
 
 @dataclass(frozen=True)
@@ -380,43 +661,17 @@ class Environment(Predicate):
     """``environment/v1``: an environment version (code, config, rules files)."""
 
     TYPE: ClassVar[str] = ENVIRONMENT
-    name: str
-    version: str
-    source: str | None = None
-    rules_digest: str | None = None
-    gymnasium_id: str | None = None
-    manifest: Manifest | None = None
-    observation_space: Mapping[str, Any] | None = None
+    name: str = _f("name")
+    version: str = _f("version")
+    source: str | None = _f("source", default=None, empty=True)
+    rules_digest: str | None = _f("rulesDigest", "digest", default=None)
+    gymnasium_id: str | None = _f("gymnasiumId", default=None)
+    manifest: Manifest | None = _f("manifest", "manifest", default=None)
+    observation_space: Mapping[str, Any] | None = _f("observationSpace", "mapping", default=None)
     """The observation space (schemas/rollout.v2.md, "Spaces"): enough to undo flattening."""
-    action_space: Mapping[str, Any] | None = None
-    env_spec: Mapping[str, Any] | None = None
+    action_space: Mapping[str, Any] | None = _f("actionSpace", "mapping", default=None)
+    env_spec: Mapping[str, Any] | None = _f("envSpec", "mapping", default=None)
     """The Gymnasium ``EnvSpec`` (id, kwargs, ...) the environment is made from."""
-
-    @classmethod
-    def _read(cls, r: _Reader) -> Environment:
-        return cls(
-            r.req_text("name"),
-            r.req_text("version"),
-            r.text("source", required=False, empty=True),
-            r.digest("rulesDigest", required=False),
-            r.text("gymnasiumId", required=False),
-            _manifest(r),
-            r.mapping("observationSpace", required=False),
-            r.mapping("actionSpace", required=False),
-            r.mapping("envSpec", required=False),
-        )
-
-    def _fields(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "version": self.version}
-        _put(out, "source", self.source)
-        _put(out, "rulesDigest", self.rules_digest)
-        _put(out, "gymnasiumId", self.gymnasium_id)
-        _put(out, "observationSpace", _opt_dict(self.observation_space))
-        _put(out, "actionSpace", _opt_dict(self.action_space))
-        _put(out, "envSpec", _opt_dict(self.env_spec))
-        if self.manifest is not None:
-            out["manifest"] = self.manifest.to_json()
-        return out
 
 
 @dataclass(frozen=True)
@@ -424,207 +679,16 @@ class Evaluator(Predicate):
     """``evaluator/v1``: an evaluator version (deterministic, LLM judge or human)."""
 
     TYPE: ClassVar[str] = EVALUATOR
-    name: str
-    version: str
-    kind: str
-    model_id: str | None = None
-    rubric_digest: str | None = None
-    prompt_digest: str | None = None
-    manifest: Manifest | None = None
-    calibration: ArtifactRef | None = None
+    name: str = _f("name")
+    version: str = _f("version")
+    kind: str = _f("kind", choices=EVALUATOR_KINDS)
+    model_id: str | None = _f("modelId", default=None)
+    rubric_digest: str | None = _f("rubricDigest", "digest", default=None)
+    prompt_digest: str | None = _f("promptDigest", "digest", default=None)
+    manifest: Manifest | None = _f("manifest", "manifest", default=None)
+    calibration: ArtifactRef | None = _f("calibration", "record", default=None,
+                                         record=ArtifactRef)
     """The expert-labelled dataset the judge's agreement is measured on (``stats --judge``)."""
-
-    @classmethod
-    def _read(cls, r: _Reader) -> Evaluator:
-        return cls(
-            r.req_text("name"),
-            r.req_text("version"),
-            r.choice("kind", EVALUATOR_KINDS),
-            r.text("modelId", required=False),
-            r.digest("rubricDigest", required=False),
-            r.digest("promptDigest", required=False),
-            _manifest(r),
-            _ref(r, "calibration", required=False),
-        )
-
-    def _fields(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "version": self.version, "kind": self.kind}
-        _put(out, "modelId", self.model_id)
-        _put(out, "rubricDigest", self.rubric_digest)
-        _put(out, "promptDigest", self.prompt_digest)
-        if self.calibration is not None:
-            out["calibration"] = self.calibration.to_json()
-        if self.manifest is not None:
-            out["manifest"] = self.manifest.to_json()
-        return out
-
-
-@dataclass(frozen=True)
-class ArtifactRef:
-    """A reference to another artifact: its name, version and digest."""
-
-    name: str
-    version: str
-    digest: str
-
-    @classmethod
-    def from_json(cls, obj: object, what: str) -> ArtifactRef:
-        """Read ``{"name","version","digest"}`` (strict).
-
-        Raises:
-            FormatError: a field is missing or malformed.
-        """
-        r = _Reader(obj, what)
-        ref = cls(r.req_text("name"), r.req_text("version"), str(r.digest("digest")))
-        if r.rest:
-            raise FormatError(f"{what}: unknown field(s) {sorted(r.rest)}")
-        return ref
-
-    def to_json(self) -> dict[str, str]:
-        """The JSON form."""
-        return {"name": self.name, "version": self.version, "digest": self.digest}
-
-
-@dataclass(frozen=True)
-class FeaturesRef:
-    """A rollout batch's episode features file, kept beside its data: the blob's digest and
-    size, and the version of the feature definitions it holds (SPEC, "Episode features")."""
-
-    digest: str
-    size: int
-    version: int
-
-    @classmethod
-    def from_json(cls, obj: object, what: str) -> FeaturesRef:
-        """Read ``{"digest","size","version"}`` (strict).
-
-        Raises:
-            FormatError: a field is missing or malformed.
-        """
-        r = _Reader(obj, what)
-        size, version = r.integer("size"), r.integer("version")
-        assert size is not None and version is not None
-        ref = cls(str(r.digest("digest")), size, version)
-        if r.rest:
-            raise FormatError(f"{what}: unknown field(s) {sorted(r.rest)}")
-        if size < 0 or version < 1:
-            raise FormatError(f"{what}: size {size}, version {version}, want >= 0 and >= 1")
-        return ref
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form."""
-        return {"digest": self.digest, "size": self.size, "version": self.version}
-
-
-@dataclass(frozen=True)
-class SealedEpisode:
-    """What a sealed batch shows of one episode: the duplicate fingerprints the admission gate
-    compares (``ledger.episode_features``): the exact content ``fingerprint`` (hex SHA-256),
-    the ``modality`` and step count, and the near-duplicate ``sketch`` (128 float32, little
-    endian, base64; None where the episode has no vector)."""
-
-    episode_id: str
-    steps: int
-    modality: str
-    fingerprint: str
-    sketch: str | None
-
-    @classmethod
-    def from_json(cls, obj: object, what: str) -> SealedEpisode:
-        """Read one episode's fingerprints (strict).
-
-        Raises:
-            FormatError: a field is missing, malformed or unknown.
-        """
-        r = _Reader(obj, what)
-        ep = cls(r.req_text("episodeId"), r.integer("steps") or 0,
-                 r.choice("modality", ("numeric", "text")), r.req_text("fingerprint"),
-                 r.text("sketch", required=False))
-        if r.rest:
-            raise FormatError(f"{what}: unknown field(s) {sorted(r.rest)}")
-        if ep.steps < 1 or not _HEX64.fullmatch(ep.fingerprint):
-            raise FormatError(f"{what}: steps must be >= 1 and fingerprint 64 lowercase hex")
-        if ep.sketch is not None:
-            try:
-                raw = base64.b64decode(ep.sketch, validate=True)
-            except ValueError as e:
-                raise FormatError(f"{what}: sketch is not base64") from e
-            if len(raw) != 512:
-                raise FormatError(f"{what}: sketch holds {len(raw)} bytes, want 512")
-        return ep
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form (``sketch`` omitted when None)."""
-        out: dict[str, Any] = {"episodeId": self.episode_id, "steps": self.steps,
-                               "modality": self.modality, "fingerprint": self.fingerprint}
-        _put(out, "sketch", self.sketch)
-        return out
-
-
-@dataclass(frozen=True)
-class Sealed:
-    """A rollout batch stored encrypted (``sealed`` of rollout-batch/v1; schemas/SPEC.md,
-    "Sealed suites"). The batch's manifest lists the plaintext files (what lineage uses); the
-    store holds only their ciphertexts, bound here: ``files`` maps each manifest path to its
-    ciphertext's digest and size. ``recipients`` holds the batch's data key wrapped for each
-    recipient X25519 key by keyid (HPKE ``enc || ciphertext``, base64); ``episodes`` the
-    duplicate fingerprints of every episode, so that the gate needs no key, computed with the
-    episode feature definitions of version ``feature_version`` (a reader of another version
-    cannot compare them)."""
-
-    recipients: tuple[tuple[str, str], ...]
-    files: Mapping[str, tuple[str, int]]
-    episodes: tuple[SealedEpisode, ...]
-    feature_version: int
-    scheme: str = SEAL_SCHEME
-
-    @staticmethod
-    def ciphertext_size(plain: int) -> int:
-        """The size of the ciphertext of a ``plain``-byte file (one tag per 64 KiB segment, at
-        least one segment)."""
-        return _SEAL_OVERHEAD + plain + 16 * max(1, -(-plain // SEAL_SEGMENT))
-
-    @classmethod
-    def from_json(cls, obj: object, what: str) -> Sealed:
-        """Read ``sealed`` (strict: the one scheme, at least one recipient and file).
-
-        Raises:
-            FormatError: anything malformed or unknown.
-        """
-        r = _Reader(obj, what)
-        scheme = r.choice("scheme", (SEAL_SCHEME,))
-        recipients = []
-        for i, item in enumerate(r.array("recipients")):
-            rr = _Reader(item, f"{what}: recipients[{i}]")
-            keyid, enc = rr.req_text("keyid"), rr.req_text("encapsulatedKey")
-            if rr.rest or not _HEX64.fullmatch(keyid):
-                raise FormatError(f"{rr.what}: want exactly keyid (64 hex) and encapsulatedKey")
-            recipients.append((keyid, enc))
-        files: dict[str, tuple[str, int]] = {}
-        for i, item in enumerate(r.array("files")):
-            fr = _Reader(item, f"{what}: files[{i}]")
-            path, digest, size = fr.req_text("path"), fr.digest("ciphertext"), fr.integer("size")
-            if fr.rest or size is None or size < 0 or path in files:
-                raise FormatError(f"{fr.what}: want a new path, ciphertext and size only")
-            files[path] = (str(digest), size)
-        episodes = tuple(SealedEpisode.from_json(e, f"{what}: episodes[{i}]")
-                         for i, e in enumerate(r.array("episodes")))
-        version = r.integer("featureVersion")
-        if r.rest or not recipients or not files or version is None or version < 1:
-            raise FormatError(f"{what}: want recipients, files and a featureVersion >= 1 (and "
-                              "nothing unknown)")
-        return cls(tuple(recipients), files, episodes, version, scheme)
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form."""
-        return {
-            "scheme": self.scheme,
-            "recipients": [{"keyid": k, "encapsulatedKey": e} for k, e in self.recipients],
-            "files": [{"path": p, "ciphertext": d, "size": n}
-                      for p, (d, n) in sorted(self.files.items())],
-            "episodes": [e.to_json() for e in self.episodes],
-            "featureVersion": self.feature_version,
-        }
 
 
 @dataclass(frozen=True)
@@ -632,106 +696,42 @@ class RolloutBatch(Predicate):
     """``rollout-batch/v1``: a batch of rollouts (steps.parquet, episodes.parquet)."""
 
     TYPE: ClassVar[str] = ROLLOUT_BATCH
-    schema_version: str
-    environment: ArtifactRef
-    policy_version: str
-    generator: str
-    counts: Mapping[str, int]
-    stats: Mapping[str, float | int | None]
-    evaluator: ArtifactRef | None = None
-    seeds: tuple[str, ...] = ()
-    consent: str | None = None
-    licence: str | None = None
-    retention: str | None = None
-    manifest: Manifest | None = None
-    source: Mapping[str, Any] | None = None
+    schema_version: str = _f("schemaVersion")
+    environment: ArtifactRef = _f("environment", "record", record=ArtifactRef)
+    policy_version: str = _f("policyVersion")
+    generator: str = _f("generator", empty=True)
+    counts: Mapping[str, int] = _f("counts", "mapping")
+    stats: Mapping[str, float | int | None] = _f("stats", "mapping")
+    evaluator: ArtifactRef | None = _f("evaluator", "record", default=None, record=ArtifactRef)
+    seeds: tuple[str, ...] = _f("seeds", "strings", default=())
+    consent: str | None = _f("consent", default=None, empty=True)
+    licence: str | None = _f("licence", default=None, empty=True)
+    retention: str | None = _f("retention", default=None, empty=True)
+    manifest: Manifest | None = _f("manifest", "manifest", default=None)
+    source: Mapping[str, Any] | None = _f("source", "mapping", default=None)
     """Where the rollouts were read from (input formats, a Minari dataset's metadata)."""
-    observation_space: Mapping[str, Any] | None = None
-    action_space: Mapping[str, Any] | None = None
-    env_spec: Mapping[str, Any] | None = None
-    features: FeaturesRef | None = None
+    observation_space: Mapping[str, Any] | None = _f("observationSpace", "mapping", default=None)
+    action_space: Mapping[str, Any] | None = _f("actionSpace", "mapping", default=None)
+    env_spec: Mapping[str, Any] | None = _f("envSpec", "mapping", default=None)
+    features: FeaturesRef | None = _f("features", "record", default=None, record=FeaturesRef)
     """The episode features file recorded with the batch (derived data; not in the manifest,
     so the batch digest does not depend on the feature definitions)."""
-    sealed: Sealed | None = None
+    sealed: Sealed | None = _f("sealed", "record", default=None, record=Sealed)
     """Set when the batch's files are stored encrypted (`Sealed`)."""
-    failures_of: str | None = None
+    failures_of: str | None = _f("failuresOf", "digest", default=None)
     """The evaluation whose failed episodes the batch holds (a regression suite's next
     version, ``dataset create --from-failures``)."""
 
-    @classmethod
-    def _read(cls, r: _Reader) -> RolloutBatch:
-        schema_version = r.req_text("schemaVersion")
-        env = ArtifactRef.from_json(r.mapping("environment"), f"{r.what}: environment")
-        ev_obj = r.mapping("evaluator", required=False)
-        ev = None if ev_obj is None else ArtifactRef.from_json(ev_obj, f"{r.what}: evaluator")
-        policy_version = r.req_text("policyVersion")
-        generator = r.req_text("generator", empty=True)
-        seeds = r.strings("seeds", required=False)
-        counts = r.mapping("counts") or {}
-        for k, v in counts.items():
+    def _check(self, what: str) -> None:
+        for k, v in self.counts.items():
             if type(v) is not int or v < 0:
-                raise FormatError(f"{r.what}: counts.{k} is {v!r}, want a count")
-        stats = r.mapping("stats") or {}
-        for k, v in stats.items():
-            if v is not None and (
-                type(v) not in (int, float) or (isinstance(v, float) and not math.isfinite(v))
-            ):
-                raise FormatError(f"{r.what}: stats.{k} is {v!r}, want a finite number or null")
-        out = cls(
-            schema_version,
-            env,
-            policy_version,
-            generator,
-            counts,
-            stats,
-            ev,
-            seeds,
-            r.text("consent", required=False, empty=True),
-            r.text("licence", required=False, empty=True),
-            r.text("retention", required=False, empty=True),
-            _manifest(r),
-            r.mapping("source", required=False),
-            r.mapping("observationSpace", required=False),
-            r.mapping("actionSpace", required=False),
-            r.mapping("envSpec", required=False),
-            _features(r),
-            None if (sealed := r.mapping("sealed", required=False)) is None
-            else Sealed.from_json(sealed, f"{r.what}: sealed"),
-            r.digest("failuresOf", required=False),
-        )
-        if out.sealed is not None and out.features is not None:
+                raise FormatError(f"{what}: counts.{k} is {v!r}, want a count")
+        _finite(f"{what}: stats", self.stats, "a finite number or null", null=True)
+        if self.sealed is not None and self.features is not None:
             # A features file is stored in the clear: it would show more of a sealed batch
             # than its published fingerprints (SPEC, "Sealed suites").
-            raise FormatError(f"{r.what}: a sealed batch has no features file (its episodes' "
+            raise FormatError(f"{what}: a sealed batch has no features file (its episodes' "
                               "published fingerprints are its features)")
-        return out
-
-    def _fields(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "schemaVersion": self.schema_version,
-            "environment": self.environment.to_json(),
-            "policyVersion": self.policy_version,
-            "generator": self.generator,
-            "seeds": list(self.seeds),
-            "counts": dict(self.counts),
-            "stats": dict(self.stats),
-        }
-        if self.evaluator is not None:
-            out["evaluator"] = self.evaluator.to_json()
-        _put(out, "consent", self.consent)
-        _put(out, "licence", self.licence)
-        _put(out, "retention", self.retention)
-        _put(out, "source", _opt_dict(self.source))
-        _put(out, "observationSpace", _opt_dict(self.observation_space))
-        _put(out, "actionSpace", _opt_dict(self.action_space))
-        _put(out, "envSpec", _opt_dict(self.env_spec))
-        _put(out, "features", self.features.to_json() if self.features else None)
-        if self.sealed is not None:
-            out["sealed"] = self.sealed.to_json()
-        _put(out, "failuresOf", self.failures_of)
-        if self.manifest is not None:
-            out["manifest"] = self.manifest.to_json()
-        return out
 
 
 @dataclass(frozen=True)
@@ -739,38 +739,12 @@ class Dataset(Predicate):
     """``dataset/v1``: a named, versioned set of batches with a split and a purpose."""
 
     TYPE: ClassVar[str] = DATASET
-    name: str
-    version: str
-    split: str
-    batches: tuple[str, ...]
-    purpose: str = "train"
-    manifest: Manifest | None = None
-
-    @classmethod
-    def _read(cls, r: _Reader) -> Dataset:
-        name, version = r.req_text("name"), r.req_text("version")
-        split = r.choice("split", SPLITS)
-        purpose = r.text("purpose", required=False) or "train"
-        batches = r.digests("batches", non_empty=True)
-        return cls(name, version, split, tuple(sorted(batches)), purpose, _manifest(r),
-                   **cls._read_more(r))
-
-    @classmethod
-    def _read_more(cls, r: _Reader) -> dict[str, Any]:
-        """The fields a later version adds (none in v1)."""
-        return {}
-
-    def _fields(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "name": self.name,
-            "version": self.version,
-            "split": self.split,
-            "purpose": self.purpose,
-            "batches": sorted(self.batches),
-        }
-        if self.manifest is not None:
-            out["manifest"] = self.manifest.to_json()
-        return out
+    name: str = _f("name")
+    version: str = _f("version")
+    split: str = _f("split", choices=SPLITS)
+    batches: tuple[str, ...] = _f("batches", "digests", nonempty=True, sort=True)
+    purpose: str = _f("purpose", default="train")
+    manifest: Manifest | None = _f("manifest", "manifest", default=None)
 
 
 CARD_PATH = "card.json"
@@ -787,14 +761,7 @@ class DatasetV2(Dataset):
     the exact card bytes and verifiers check them (`verify.kinds.Kind.documents`)."""
 
     TYPE: ClassVar[str] = DATASET_V2
-    card: str = field(kw_only=True)
-
-    @classmethod
-    def _read_more(cls, r: _Reader) -> dict[str, Any]:
-        return {"card": str(r.digest("card"))}
-
-    def _fields(self) -> dict[str, Any]:
-        return {**super()._fields(), "card": self.card}
+    card: str = _f("card", "digest", kw_only=True)
 
 
 # -- status records ------------------------------------------------------------------------------
@@ -805,27 +772,11 @@ class Approval(Predicate):
     """``approval/v1``: an approver's yes for a purpose, until an expiry."""
 
     TYPE: ClassVar[str] = APPROVAL
-    purpose: str
-    approved_at: str
-    expires: str
-    note: str | None = None
-    validation_report: str | None = None
-
-    @classmethod
-    def _read(cls, r: _Reader) -> Approval:
-        return cls(
-            r.req_text("purpose"),
-            str(r.time("approvedAt")),
-            str(r.time("expires")),
-            r.text("note", required=False, empty=True),
-            r.digest("validationReport", required=False),
-        )
-
-    def _fields(self) -> dict[str, Any]:
-        out = {"purpose": self.purpose, "approvedAt": self.approved_at, "expires": self.expires}
-        _put(out, "note", self.note)
-        _put(out, "validationReport", self.validation_report)
-        return out
+    purpose: str = _f("purpose")
+    approved_at: str = _f("approvedAt", "time")
+    expires: str = _f("expires", "time")
+    note: str | None = _f("note", default=None, empty=True)
+    validation_report: str | None = _f("validationReport", "digest", default=None)
 
 
 @dataclass(frozen=True)
@@ -833,15 +784,8 @@ class Revocation(Predicate):
     """``revocation/v1``: the subject must no longer be used."""
 
     TYPE: ClassVar[str] = REVOCATION
-    reason: str
-    revoked_at: str
-
-    @classmethod
-    def _read(cls, r: _Reader) -> Revocation:
-        return cls(r.req_text("reason"), str(r.time("revokedAt")))
-
-    def _fields(self) -> dict[str, Any]:
-        return {"reason": self.reason, "revokedAt": self.revoked_at}
+    reason: str = _f("reason")
+    revoked_at: str = _f("revokedAt", "time")
 
 
 @dataclass(frozen=True)
@@ -849,17 +793,9 @@ class Erasure(Predicate):
     """``erasure/v1``: the subject's blobs were deleted; digests and lineage remain."""
 
     TYPE: ClassVar[str] = ERASURE
-    reason: str
-    erased_at: str
-    blobs: tuple[str, ...]
-
-    @classmethod
-    def _read(cls, r: _Reader) -> Erasure:
-        return cls(r.choice("reason", ERASURE_REASONS), str(r.time("erasedAt")),
-                   r.digests("blobs"))
-
-    def _fields(self) -> dict[str, Any]:
-        return {"reason": self.reason, "erasedAt": self.erased_at, "blobs": list(self.blobs)}
+    reason: str = _f("reason", choices=ERASURE_REASONS)
+    erased_at: str = _f("erasedAt", "time")
+    blobs: tuple[str, ...] = _f("blobs", "digests")
 
 
 @dataclass(frozen=True)
@@ -867,19 +803,10 @@ class Refusal(Predicate):
     """``refusal/v1``: the runner refused to train on a dataset, and why."""
 
     TYPE: ClassVar[str] = REFUSAL
-    dataset: str
-    trainer: str
-    reasons: tuple[str, ...]
-    refused_at: str
-
-    @classmethod
-    def _read(cls, r: _Reader) -> Refusal:
-        return cls(str(r.digest("dataset")), r.req_text("trainer"),
-                   r.strings("reasons", non_empty=True), str(r.time("refusedAt")))
-
-    def _fields(self) -> dict[str, Any]:
-        return {"dataset": self.dataset, "trainer": self.trainer, "reasons": list(self.reasons),
-                "refusedAt": self.refused_at}
+    dataset: str = _f("dataset", "digest")
+    trainer: str = _f("trainer")
+    reasons: tuple[str, ...] = _f("reasons", "strings", nonempty=True)
+    refused_at: str = _f("refusedAt", "time")
 
 
 @dataclass(frozen=True)
@@ -887,16 +814,7 @@ class TrustPolicyRecord(Predicate):
     """``trust-policy/v1``: a trust policy in its JSON form (`verify.policy.TrustPolicy`)."""
 
     TYPE: ClassVar[str] = TRUST_POLICY
-    policy: Mapping[str, Any]
-
-    @classmethod
-    def _read(cls, r: _Reader) -> TrustPolicyRecord:
-        body = r.mapping("policy")
-        assert body is not None
-        return cls(body)
-
-    def _fields(self) -> dict[str, Any]:
-        return {"policy": dict(self.policy)}
+    policy: Mapping[str, Any] = _f("policy", "mapping")
 
 
 @dataclass(frozen=True)
@@ -912,47 +830,25 @@ class Import(Predicate):
     """
 
     TYPE: ClassVar[str] = IMPORT
-    artifact: Mapping[str, Any] | None
-    log: Mapping[str, Any]
-    entries: tuple[Mapping[str, Any], ...] = ()
-    data_included: bool = True
-    applied: int | None = None
+    artifact: Mapping[str, Any] | None = _f("artifact", "mapping", required=False)
+    log: Mapping[str, Any] = _f("log", "mapping")
+    entries: tuple[Mapping[str, Any], ...] = _f("entries", "objects", default=())
+    data_included: bool = _f("dataIncluded", "flag", default=True)
+    applied: int | None = _f("applied", "integer", default=None)
 
-    @classmethod
-    def _read(cls, r: _Reader) -> Import:
-        artifact = r.mapping("artifact", required=False)
-        if artifact is not None:
-            parse_digest(artifact.get("digest"), f"{r.what}: artifact.digest")
-        log = r.mapping("log") or {}
+    def _check(self, what: str) -> None:
+        if self.artifact is not None:
+            parse_digest(self.artifact.get("digest"), f"{what}: artifact.digest")
         for k in ("origin", "vkey", "checkpoint"):
-            if not isinstance(log.get(k), str) or not log[k]:
-                raise FormatError(f"{r.what}: log.{k} is missing")
-        entries = r.array("entries", required=False)
-        if not all(isinstance(e, Mapping) for e in entries):
-            raise FormatError(f"{r.what}: entries must be objects")
-        included = r.flag("dataIncluded", required=False)
-        applied = r.integer("applied", required=False)
-        if applied is not None and applied < 0:
-            raise FormatError(f"{r.what}: applied is {applied}, want a tree size")
-        return cls(artifact, log, tuple(entries), True if included is None else included,
-                   applied)
+            if not isinstance(self.log.get(k), str) or not self.log[k]:
+                raise FormatError(f"{what}: log.{k} is missing")
+        if self.applied is not None and self.applied < 0:
+            raise FormatError(f"{what}: applied is {self.applied}, want a tree size")
 
     @property
     def artifact_digest(self) -> str | None:
         """The foreign artifact's digest (None: updates alone)."""
         return None if self.artifact is None else str(self.artifact["digest"])
-
-    def _fields(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "log": dict(self.log),
-            "entries": [dict(e) for e in self.entries],
-            "dataIncluded": self.data_included,
-        }
-        if self.artifact is not None:
-            out["artifact"] = dict(self.artifact)
-        if self.applied is not None:
-            out["applied"] = self.applied
-        return out
 
 
 @dataclass(frozen=True)
@@ -962,22 +858,11 @@ class ModelSignature(Predicate):
     names the model and model_signing's root digest of its files."""
 
     TYPE: ClassVar[str] = MODEL_SIGNATURE
-    bundle: str
-    signed_predicate_type: str
-    model: Mapping[str, Any]
-    signature_name: str
-    signed_at: str
-
-    @classmethod
-    def _read(cls, r: _Reader) -> ModelSignature:
-        return cls(str(r.digest("bundle")), r.req_text("signedPredicateType"),
-                   r.mapping("model") or {}, r.req_text("signatureName"),
-                   str(r.time("signedAt")))
-
-    def _fields(self) -> dict[str, Any]:
-        return {"bundle": self.bundle, "signedPredicateType": self.signed_predicate_type,
-                "model": dict(self.model), "signatureName": self.signature_name,
-                "signedAt": self.signed_at}
+    bundle: str = _f("bundle", "digest")
+    signed_predicate_type: str = _f("signedPredicateType")
+    model: Mapping[str, Any] = _f("model", "mapping")
+    signature_name: str = _f("signatureName")
+    signed_at: str = _f("signedAt", "time")
 
 
 # -- evaluations and releases ----------------------------------------------------------------------
@@ -1005,50 +890,28 @@ class Evaluation(Predicate):
     what an evaluating command wrote) are its manifest."""
 
     TYPE: ClassVar[str] = EVALUATION
-    result: str
-    checkpoint: ArtifactRef
-    suite: ArtifactRef
-    passed_tests: tuple[str, ...]
-    failed_tests: tuple[str, ...]
-    metrics: Mapping[str, float | int]
-    evaluated_at: str
-    evaluator: ArtifactRef | None = None
-    configuration: tuple[ResourceDescriptor, ...] = ()
-    manifest: Manifest | None = None
+    result: str = _f("result", choices=RESULTS)
+    checkpoint: ArtifactRef = _f("checkpoint", "record", record=ArtifactRef)
+    suite: ArtifactRef = _f("suite", "record", record=ArtifactRef)
+    passed_tests: tuple[str, ...] = _f("passedTests", "strings")
+    failed_tests: tuple[str, ...] = _f("failedTests", "strings")
+    metrics: Mapping[str, float | int] = _f("metrics", "mapping", absent={})
+    evaluated_at: str = _f("evaluatedAt", "time")
+    evaluator: ArtifactRef | None = _f("evaluator", "record", default=None, record=ArtifactRef)
+    configuration: tuple[ResourceDescriptor, ...] = _f(
+        "configuration", "records", default=(), record=ResourceDescriptor)
+    manifest: Manifest | None = _f("manifest", "manifest", default=None)
 
-    @classmethod
-    def _read(cls, r: _Reader) -> Evaluation:
-        made = cls(
-            r.choice("result", RESULTS), _req(_ref(r, "checkpoint")), _req(_ref(r, "suite")),
-            r.strings("passedTests"), r.strings("failedTests"), _numbers(r, "metrics"),
-            str(r.time("evaluatedAt")), _ref(r, "evaluator", required=False),
-            tuple(ResourceDescriptor.from_json(d, f"{r.what}: configuration[{i}]")
-                  for i, d in enumerate(r.array("configuration", required=False))),
-            _manifest(r),
-        )
-        tests = made.passed_tests + made.failed_tests
+    def _check(self, what: str) -> None:
+        _finite(f"{what}: metrics", self.metrics, "a finite number")
+        tests = self.passed_tests + self.failed_tests
         for t in tests:
-            split_test_name(t, f"{r.what}: test")
+            split_test_name(t, f"{what}: test")
         if not tests or len(set(tests)) != len(tests):
-            raise FormatError(f"{r.what}: want at least one test, each listed once")
-        if (made.result == "FAILED") != bool(made.failed_tests):
-            raise FormatError(f"{r.what}: result {made.result} with {len(made.failed_tests)} "
+            raise FormatError(f"{what}: want at least one test, each listed once")
+        if (self.result == "FAILED") != bool(self.failed_tests):
+            raise FormatError(f"{what}: result {self.result} with {len(self.failed_tests)} "
                               "failed test(s)")
-        return made
-
-    def _fields(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "result": self.result, "checkpoint": self.checkpoint.to_json(),
-            "suite": self.suite.to_json(), "passedTests": list(self.passed_tests),
-            "failedTests": list(self.failed_tests), "metrics": dict(self.metrics),
-            "evaluatedAt": self.evaluated_at,
-            "configuration": [d.to_json() for d in self.configuration],
-        }
-        if self.evaluator is not None:
-            out["evaluator"] = self.evaluator.to_json()
-        if self.manifest is not None:
-            out["manifest"] = self.manifest.to_json()
-        return out
 
     @property
     def success_rate(self) -> float:
@@ -1072,28 +935,17 @@ class Release(Predicate):
     SHA-256 of this predicate's RFC 8785 bytes: the release is named by what it says."""
 
     TYPE: ClassVar[str] = RELEASE
-    checkpoint: ArtifactRef
-    evaluations: tuple[str, ...]
-    policy: Mapping[str, Any]
-    released_at: str
-    note: str | None = None
+    checkpoint: ArtifactRef = _f("checkpoint", "record", record=ArtifactRef)
+    evaluations: tuple[str, ...] = _f("evaluations", "digests", nonempty=True)
+    policy: Mapping[str, Any] = _f("policy", "mapping")
+    released_at: str = _f("releasedAt", "time")
+    note: str | None = _f("note", default=None, empty=True)
 
-    @classmethod
-    def _read(cls, r: _Reader) -> Release:
-        made = cls(_req(_ref(r, "checkpoint")), r.digests("evaluations", non_empty=True),
-                   r.mapping("policy") or {}, str(r.time("releasedAt")),
-                   r.text("note", required=False, empty=True))
-        pr = _Reader(made.policy, f"{r.what}: policy")
-        named = (pr.req_text("name"), pr.integer("serial"), pr.digest("digest"))
-        if pr.rest or named[1] < 1:  # type: ignore[operator]
-            raise FormatError(f"{pr.what}: want exactly name, serial (>= 1) and digest")
-        return made
-
-    def _fields(self) -> dict[str, Any]:
-        out = {"checkpoint": self.checkpoint.to_json(), "evaluations": list(self.evaluations),
-               "policy": dict(self.policy), "releasedAt": self.released_at}
-        _put(out, "note", self.note)
-        return out
+    def _check(self, what: str) -> None:
+        name, serial = self.policy.get("name"), self.policy.get("serial")
+        if not (isinstance(name, str) and name and type(serial) is int and serial >= 1):
+            raise FormatError(f"{what}: policy: want a name, a serial (>= 1) and a digest")
+        parse_digest(self.policy.get("digest"), f"{what}: policy: digest")
 
 
 @dataclass(frozen=True)
@@ -1103,118 +955,17 @@ class Unsealing(Predicate):
     decrypted."""
 
     TYPE: ClassVar[str] = UNSEALING
-    batches: tuple[str, ...]
-    recipient: str
-    purpose: str
-    unsealed_at: str
+    batches: tuple[str, ...] = _f("batches", "digests", nonempty=True)
+    recipient: str = _f("recipient")
+    purpose: str = _f("purpose")
+    unsealed_at: str = _f("unsealedAt", "time")
 
-    @classmethod
-    def _read(cls, r: _Reader) -> Unsealing:
-        made = cls(r.digests("batches", non_empty=True), r.req_text("recipient"),
-                   r.req_text("purpose"), str(r.time("unsealedAt")))
-        if not _HEX64.fullmatch(made.recipient):
-            raise FormatError(f"{r.what}: recipient is not a keyid (64 lowercase hex)")
-        return made
-
-    def _fields(self) -> dict[str, Any]:
-        return {"batches": list(self.batches), "recipient": self.recipient,
-                "purpose": self.purpose, "unsealedAt": self.unsealed_at}
-
-
-def _req(ref: ArtifactRef | None) -> ArtifactRef:
-    assert ref is not None  # a required field: the reader raised when it was missing
-    return ref
+    def _check(self, what: str) -> None:
+        if not _HEX64.fullmatch(self.recipient):
+            raise FormatError(f"{what}: recipient is not a keyid (64 lowercase hex)")
 
 
 # -- SLSA Provenance v1 (checkpoints) ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ResourceDescriptor:
-    """An in-toto ResourceDescriptor v1: MUST have at least one of ``uri``, ``digest``, ``content``.
-
-    ``digest`` maps algorithm to lowercase hex (``{"sha256": "..."}``).
-    """
-
-    name: str | None = None
-    uri: str | None = None
-    digest: Mapping[str, str] = field(default_factory=dict)
-    content: str | None = None
-    download_location: str | None = None
-    media_type: str | None = None
-    annotations: Mapping[str, Any] = field(default_factory=dict)
-
-    def check(self) -> None:
-        """Enforce the ResourceDescriptor rule (writers): one of uri, digest or content.
-
-        Readers accept descriptors without them (trajledger 0.1.0 wrote such byproducts), so
-        old records stay verifiable; nothing new is written that breaks the rule.
-
-        Raises:
-            FormatError: none of uri, digest and content.
-        """
-        if not (self.uri or self.digest or self.content):
-            raise FormatError(
-                f"resource descriptor {self.name!r}: has none of uri, digest and content"
-            )
-
-    @classmethod
-    def from_json(cls, obj: object, what: str) -> ResourceDescriptor:
-        """Read a descriptor (strict on the fields it knows; unknown fields refused).
-
-        Raises:
-            FormatError: malformed.
-        """
-        r = _Reader(obj, what)
-        digest = r.mapping("digest", required=False) or {}
-        for alg, value in digest.items():
-            if not isinstance(value, str) or not value:
-                raise FormatError(f"{what}: digest.{alg} is {value!r}")
-        if "sha256" in digest:
-            parse_digest("sha256:" + digest["sha256"], f"{what}: digest.sha256")
-        rd = cls(
-            r.text("name", required=False, empty=True),
-            r.text("uri", required=False),
-            digest,
-            r.text("content", required=False, empty=True),
-            r.text("downloadLocation", required=False),
-            r.text("mediaType", required=False),
-            r.mapping("annotations", required=False) or {},
-        )
-        if r.rest:
-            raise FormatError(f"{what}: unknown field(s) {sorted(r.rest)}")
-        return rd
-
-    @classmethod
-    def of(cls, name: str, digest: str, **annotations: Any) -> ResourceDescriptor:
-        """A descriptor naming an artifact by its ``sha256:<hex>`` digest."""
-        return cls(name=name, digest={"sha256": parse_digest(digest)}, annotations=annotations)
-
-    @property
-    def sha256(self) -> str | None:
-        """``sha256:<hex>`` when the descriptor has a sha256 digest."""
-        hexd = self.digest.get("sha256")
-        return f"sha256:{hexd}" if hexd else None
-
-    @property
-    def role(self) -> str | None:
-        """The ``role`` annotation (trajledger's dependency roles)."""
-        role = self.annotations.get("role")
-        return role if isinstance(role, str) else None
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form (absent fields omitted)."""
-        out: dict[str, Any] = {}
-        _put(out, "name", self.name)
-        _put(out, "uri", self.uri)
-        if self.digest:
-            out["digest"] = dict(self.digest)
-        _put(out, "content", self.content)
-        _put(out, "downloadLocation", self.download_location)
-        _put(out, "mediaType", self.media_type)
-        if self.annotations:
-            out["annotations"] = dict(self.annotations)
-        return out
 
 
 @dataclass(frozen=True)
@@ -1227,57 +978,27 @@ class Provenance(Predicate):
     """
 
     TYPE: ClassVar[str] = SLSA_PROVENANCE_V1
-    build_type: str
-    external_parameters: Mapping[str, Any]
-    internal_parameters: Mapping[str, Any] = field(default_factory=dict)
-    resolved_dependencies: tuple[ResourceDescriptor, ...] = ()
-    builder_id: str = ""
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-    byproducts: tuple[ResourceDescriptor, ...] = ()
-    build_unrecognized: Mapping[str, Any] = field(default_factory=dict, compare=False)
-    run_unrecognized: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    build_type: str = _f("buildDefinition.buildType")
+    external_parameters: Mapping[str, Any] = _f("buildDefinition.externalParameters", "mapping")
+    internal_parameters: Mapping[str, Any] = _f(
+        "buildDefinition.internalParameters", "mapping", default={}, omit_empty=True)
+    resolved_dependencies: tuple[ResourceDescriptor, ...] = _f(
+        "buildDefinition.resolvedDependencies", "records", default=(), record=ResourceDescriptor)
+    builder_id: str = _f("runDetails.builder.id", default="", required=True)
+    metadata: Mapping[str, Any] = _f("runDetails.metadata", "mapping", default={},
+                                     omit_empty=True)
+    byproducts: tuple[ResourceDescriptor, ...] = _f(
+        "runDetails.byproducts", "records", default=(), record=ResourceDescriptor,
+        omit_empty=True)
+    build_unrecognized: Mapping[str, Any] = _f("buildDefinition", "rest", default={},
+                                               compare=False)
+    run_unrecognized: Mapping[str, Any] = _f("runDetails", "rest", default={}, compare=False)
 
-    @classmethod
-    def _read(cls, r: _Reader) -> Provenance:
-        bd = _Reader(r.mapping("buildDefinition"), f"{r.what}: buildDefinition")
-        build_type = bd.req_text("buildType")
-        ext = bd.mapping("externalParameters") or {}
-        internal = bd.mapping("internalParameters", required=False) or {}
-        deps = tuple(
-            ResourceDescriptor.from_json(d, f"{bd.what}: resolvedDependencies[{i}]")
-            for i, d in enumerate(bd.array("resolvedDependencies", required=False))
-        )
-        rd = _Reader(r.mapping("runDetails"), f"{r.what}: runDetails")
-        builder = _Reader(rd.mapping("builder"), f"{rd.what}: builder")
-        builder_id = builder.req_text("id")
-        metadata = rd.mapping("metadata", required=False) or {}
-        byproducts = tuple(
-            ResourceDescriptor.from_json(d, f"{rd.what}: byproducts[{i}]")
-            for i, d in enumerate(rd.array("byproducts", required=False))
-        )
-        return cls(build_type, ext, internal, deps, builder_id, metadata, byproducts,
-                   bd.rest, {**rd.rest, **({"builder": builder.rest} if builder.rest else {})})
-
-    def _fields(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form, after checking every descriptor names something (`check`)."""
         for d in (*self.resolved_dependencies, *self.byproducts):
             d.check()
-        build: dict[str, Any] = dict(self.build_unrecognized)
-        build.update({
-            "buildType": self.build_type,
-            "externalParameters": dict(self.external_parameters),
-            "resolvedDependencies": [d.to_json() for d in self.resolved_dependencies],
-        })
-        if self.internal_parameters:
-            build["internalParameters"] = dict(self.internal_parameters)
-        run_rest = dict(self.run_unrecognized)
-        builder_rest = run_rest.pop("builder", {})
-        run: dict[str, Any] = dict(run_rest)
-        run["builder"] = {**builder_rest, "id": self.builder_id}
-        if self.metadata:
-            run["metadata"] = dict(self.metadata)
-        if self.byproducts:
-            run["byproducts"] = [b.to_json() for b in self.byproducts]
-        return {"buildDefinition": build, "runDetails": run}
+        return super().to_json()
 
     @property
     def name(self) -> str | None:

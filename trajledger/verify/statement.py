@@ -11,8 +11,8 @@ Spec: schemas/SPEC.md section "Statement".
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .dsse import INTOTO_PAYLOAD_TYPE, Envelope, verify_envelope
@@ -35,10 +35,13 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 @dataclass(frozen=True)
 class Subject:
-    """One statement subject: a name and its SHA-256 (64 lowercase hex)."""
+    """One statement subject: a name and its SHA-256 (64 lowercase hex); its other members (an
+    in-toto ResourceDescriptor's ``uri``, ``annotations``, other digests) kept verbatim."""
 
     name: str
     sha256: str
+    unrecognized: Mapping[str, Any] = field(default_factory=dict, kw_only=True, compare=False,
+                                            repr=False)
 
     @property
     def digest(self) -> str:
@@ -54,11 +57,15 @@ class Statement:
         subjects: at least one subject, names unique.
         predicate_type: the predicateType URI.
         predicate: the predicate object (parsed, never re-serialised for verification).
+        unrecognized: members other than those four, kept verbatim (schemas/SPEC.md, "Unknown
+            fields": statements accept them, as in-toto does).
     """
 
     subjects: tuple[Subject, ...]
     predicate_type: str
     predicate: dict[str, Any]
+    unrecognized: Mapping[str, Any] = field(default_factory=dict, kw_only=True, compare=False,
+                                            repr=False)
 
     @classmethod
     def from_bytes(cls, payload: bytes, what: str = "statement") -> Statement:
@@ -71,9 +78,6 @@ class Statement:
         obj = load_object(payload, what)
         if obj.get("_type") != STATEMENT_TYPE:
             raise FormatError(f"{what}: _type is {obj.get('_type')!r}, want {STATEMENT_TYPE!r}")
-        unknown = set(obj) - {"_type", "subject", "predicateType", "predicate"}
-        if unknown:
-            raise FormatError(f"{what}: unknown field(s) {', '.join(sorted(unknown))}")
         raw_subjects = obj.get("subject")
         if not isinstance(raw_subjects, list) or not raw_subjects:
             raise FormatError(f"{what}: subject must be a non-empty list")
@@ -95,14 +99,19 @@ class Statement:
                 raise FormatError(
                     f"{what}: subject {name!r} sha256 {digest['sha256']!r} is not 64 lowercase hex"
                 )
-            subjects.append(Subject(name, digest["sha256"]))
+            rest = {k: v for k, v in raw.items() if k != "name"}
+            rest["digest"] = {k: v for k, v in digest.items() if k != "sha256"}
+            subjects.append(Subject(name, digest["sha256"],
+                                    unrecognized={k: v for k, v in rest.items() if v}))
         predicate_type = obj.get("predicateType")
         if not isinstance(predicate_type, str) or not predicate_type:
             raise FormatError(f"{what}: predicateType must be a non-empty string")
         predicate = obj.get("predicate", {})
         if not isinstance(predicate, dict):
             raise FormatError(f"{what}: predicate must be an object")
-        return cls(tuple(subjects), predicate_type, predicate)
+        known = ("_type", "subject", "predicateType", "predicate")
+        return cls(tuple(subjects), predicate_type, predicate,
+                   unrecognized={k: v for k, v in obj.items() if k not in known})
 
     @property
     def identity(self) -> Subject:

@@ -81,7 +81,7 @@ def test_release_and_unsealing_read_strictly() -> None:
     release = {"checkpoint": REF, "evaluations": [B], "releasedAt": T,
                "policy": {"name": "p", "serial": 2, "digest": D}}
     assert p.Release.from_predicate(release).written() == release
-    with pytest.raises(FormatError, match="want exactly name, serial"):
+    with pytest.raises(FormatError, match=r"policy: want a name, a serial \(>= 1\)"):
         p.Release.from_predicate({**release, "policy": {"name": "p", "serial": 0, "digest": D}})
     with pytest.raises(FormatError, match="evaluations is empty"):
         p.Release.from_predicate({**release, "evaluations": []})
@@ -116,8 +116,11 @@ def test_sealed_batches_read_strictly() -> None:
         (sealed(recipients=[]), "want recipients, files and a featureVersion"),
         (sealed(episodes=[episode]), "sketch holds 511 bytes, want 512"),
         (sealed(episodes=[dict(episode, sketch="!")]), "sketch is not base64"),
-        (sealed(files=[{"path": "a", "ciphertext": B, "size": 1}] * 2), "want a new path"),
-        (sealed(extra=1), "nothing unknown"),
+        (sealed(files=[{"path": "a", "ciphertext": B, "size": 1}] * 2),
+         r"files\[1\]: path 'a' is listed twice"),
+        (sealed(recipients=[{"keyid": "EF" * 32, "encapsulatedKey": "A"}]),
+         r"recipients\[0\]: keyid is not 64 lowercase hex"),
+        (sealed(files=[{"path": "a", "ciphertext": B, "size": -1}]), "size -1, want >= 0"),
         (sealed(featureVersion=0), "a featureVersion >= 1"),
         ({k: v for k, v in sealed().items() if k != "featureVersion"},
          "featureVersion is missing"),
