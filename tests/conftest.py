@@ -2,7 +2,8 @@
 
 - ``runner``: a click ``CliRunner`` whose results keep stdout and stderr apart
   (``result.stdout``, ``result.stderr``; ``result.output`` is both, interleaved).
-- ``home``: an initialised ledger directory under ``tmp_path``.
+- ``home``: an initialised ledger directory under ``tmp_path`` (a copy of a template built once
+  per session: `testkit.copy_template`).
 - ``make_tree``: a factory writing a directory of files from a ``{path: content}`` spec.
 - ``passphrase``: sets ``TRAJLEDGER_PASSPHRASE`` for one test and returns it.
 - ``--update-goldens``: rewrite golden files instead of comparing; tests read it through the
@@ -13,7 +14,9 @@
 
 Test modules are imported by path (``--import-mode=importlib`` in pyproject.toml), because the
 tree mirrors the packages and file names repeat (tests/unit/verify/test_keys.py and
-tests/unit/ledger/test_keys.py).
+tests/unit/ledger/test_keys.py). That puts no test directory on ``sys.path``: this directory is
+put there, once, so that tests ``import testkit`` (the helpers the packages share: ledger
+templates built once per session and copied per test, log entry specs).
 
 Every test runs with ``TRAJLEDGER_HOME`` and ``TRAJLEDGER_PASSPHRASE`` removed from the
 environment, so a developer's own settings never leak into a result, and with its own
@@ -23,6 +26,7 @@ environment, so a developer's own settings never leak into a result, and with it
 from __future__ import annotations
 
 import random
+import sys
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -30,7 +34,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-TEST_PASSPHRASE = "correct horse battery staple (TEST ONLY)"
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+
+import testkit
+
+TEST_PASSPHRASE = testkit.TEST_PASSPHRASE
 
 TreeSpec = Mapping[str, "bytes | str | int"]
 """``{relative POSIX path: content}``; an ``int`` means that many seeded random bytes."""
@@ -91,15 +100,8 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPat
 
 @pytest.fixture
 def runner() -> CliRunner:
-    """A CliRunner with stderr kept apart from stdout.
-
-    click < 8.2 mixes the streams unless ``mix_stderr=False``; click 8.2 removed that argument
-    and always records both (``result.output`` interleaves them, as a terminal would).
-    """
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
+    """A CliRunner with stderr kept apart from stdout (`testkit.new_runner`)."""
+    return testkit.new_runner()
 
 
 @pytest.fixture
@@ -109,14 +111,24 @@ def passphrase(monkeypatch: pytest.MonkeyPatch) -> str:
     return TEST_PASSPHRASE
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    """An initialised, empty ledger directory (origin ``test/ledger``)."""
+def build_empty(home: Path) -> None:
+    """An initialised, empty ledger at ``home`` (origin ``test/ledger``)."""
     from trajledger.ledger.home import Ledger
 
-    root = tmp_path / "home"
-    Ledger.init(root, origin="test/ledger")
-    return root
+    Ledger.init(home, origin="test/ledger")
+
+
+@pytest.fixture(scope="session")
+def empty_template(tmp_path_factory: pytest.TempPathFactory) -> testkit.Template[None]:
+    """`build_empty`, once."""
+    return testkit.build_template(tmp_path_factory.mktemp("empty-template"), build_empty)
+
+
+@pytest.fixture
+def home(empty_template: testkit.Template[None], tmp_path: Path) -> Path:
+    """An initialised, empty ledger directory (origin ``test/ledger``) at ``tmp_path/home``,
+    initialised by this test's user (a copy of `empty_template`)."""
+    return testkit.copy_template(empty_template, tmp_path / "home")
 
 
 @pytest.fixture
@@ -192,16 +204,12 @@ def chat_lines(n: int = 8) -> list[dict[str, object]]:
     return out
 
 
-@pytest.fixture(scope="session")
-def chat_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A ledger (built once) with keys vendor, approver, trainer; a policy (1 approval); an
-    environment ``chat@1``; one chat batch of `chat_lines`; dataset ``chat@1`` approved."""
+def build_chat(home: Path) -> None:
+    """The ledger of `chat_template` at ``home``."""
     import json
 
     from trajledger.runner.api import Ledger
 
-    root = tmp_path_factory.mktemp("chat-template")
-    home = root / "home"
     ledger = Ledger.init(home, origin="test/chat")
     for k in ("vendor", "approver", "trainer"):
         ledger.keys.create(k, encrypt=False)
@@ -209,24 +217,25 @@ def chat_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     policy.write_text(CHAT_POLICY.format(vkey=ledger.log.vkey))
     ledger.set_policy(policy, keys=["approver"])
     ledger.register_environment("chat", "1", key="vendor", source="tests")
-    jsonl = root / "chat.jsonl"
+    jsonl = home.parent / "chat.jsonl"
     jsonl.write_text("".join(json.dumps(line) + "\n" for line in chat_lines()))
     batch = ledger.record_batch([jsonl], env="chat@1", policy="model-0", key="vendor",
                                 fmt="chat-jsonl", name="chat-batch")
     ledger.create_dataset("chat", "1", "train", [batch.digest], key="vendor")
     ledger.approve("chat@1", key="approver")
-    return home
+
+
+@pytest.fixture(scope="session")
+def chat_template(tmp_path_factory: pytest.TempPathFactory) -> testkit.Template[None]:
+    """A ledger (built once) with keys vendor, approver, trainer; a policy (1 approval); an
+    environment ``chat@1``; one chat batch of `chat_lines`; dataset ``chat@1`` approved."""
+    return testkit.build_template(tmp_path_factory.mktemp("chat-template"), build_chat)
 
 
 @pytest.fixture
-def chat_home(chat_template: Path, tmp_path: Path) -> Path:
-    """A copy of `chat_template` for one test (its own log state: one origin per copy is fine,
-    each test has its own state directory)."""
-    import shutil
-
-    home = tmp_path / "home"
-    shutil.copytree(chat_template, home, symlinks=True)
-    return home
+def chat_home(chat_template: testkit.Template[None], tmp_path: Path) -> Path:
+    """A copy of `chat_template` for one test, known to its user (`testkit.copy_template`)."""
+    return testkit.copy_template(chat_template, tmp_path / "home")
 
 
 # -- a torchrun-like launcher (the training-command tests) ------------------------------------

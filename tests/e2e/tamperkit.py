@@ -1,12 +1,11 @@
 """Helpers shared by the tamper tests (tests/e2e/test_tamper_*.py, test_read_only.py).
 
-Scope: a click runner that keeps stderr apart; pinning a copied ledger's log key ahead for this
-test's user (`pin_log`: the user knows the ledger; no first-use note); the byte mutations
-(flip one byte, truncate);
-writing over a read-only store blob; swapping two files; a snapshot of a directory's bytes and
-modes; building a quickstart ledger in process with its own user state directory; running
-command lines in a child process that file modes bind even as root (run as a script, this file
-is that child).
+Scope: a click runner that keeps stderr apart (`testkit.new_runner`); pinning a copied ledger's
+log key ahead for this test's user (`pin_log`: the user knows the ledger; no first-use note); the
+byte mutations (flip one byte, truncate); writing over a read-only store blob; swapping two
+files; a snapshot of a directory's bytes and modes; building a quickstart ledger in process with
+its own user state directory; running command lines in a child process that file modes bind even
+as root (run as a script, this file is that child).
 Non-scope: what a test concludes from a mutation (each test module classifies for itself).
 
 Not a test module (pytest collects ``test_*.py`` only): tests import it as ``tamperkit``
@@ -28,18 +27,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+
+if str(Path(__file__).parents[1]) not in sys.path:  # run as a script: testkit is beside e2e/
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+
+import testkit
+from testkit import new_runner
 
 PASSPHRASE = "tamper matrix passphrase (TEST ONLY)"
 """Encrypts the quickstart's keys, as the attacker model of issue 9 has them."""
-
-
-def new_runner() -> CliRunner:
-    """A CliRunner with stderr kept apart (click < 8.2 needs ``mix_stderr=False``)."""
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
 
 
 def pin_log(home: Path) -> None:
@@ -115,20 +111,15 @@ def build_quickstart(root: Path, *, lookup_tail: int | None = None) -> Quickstar
             every 1024 otherwise, so a quickstart ledger has none on disk).
     """
     from trajledger.ledger.log import lookup
-    from trajledger.runner.cli import main
 
     home, state = root / "ledger", root / "state"
     state.mkdir()
     with pytest.MonkeyPatch.context() as m:
+        m.setenv(testkit.STATE_ENV, str(state))
         if lookup_tail is not None:
             m.setattr(lookup, "TAIL", lookup_tail)
-        r = new_runner().invoke(
-            main,
-            ["quickstart", str(home), "--episodes", "10"],
-            env={"TRAJLEDGER_STATE_DIR": str(state), "TRAJLEDGER_PASSPHRASE": PASSPHRASE},
-        )
-    assert r.exit_code == 0, r.output
-    return Quickstart(home, state, r.stdout.strip().splitlines()[-1])
+        checkpoint = testkit.quickstart(home, passphrase=PASSPHRASE)
+    return Quickstart(home, state, checkpoint)
 
 
 def run_elsewhere(

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import tamperkit as tk
+import testkit
 from click.testing import CliRunner, Result
 
 from trajledger.ledger.home import Ledger, LedgerConfig
@@ -44,14 +45,9 @@ def evidence(home: Path) -> dict[str, str]:
     return out
 
 
-@pytest.fixture(scope="module")
-def quickstart(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A quickstart ledger, then: a successor policy (serial 2) and a revocation of a batch
-    that is not in the final checkpoint's lineage (so the checkpoint still verifies)."""
-    home = tmp_path_factory.mktemp("attacks") / "demo"
-    r = CliRunner().invoke(main, ["quickstart", str(home), "--episodes", "10"])
-    assert r.exit_code == 0, r.output
-    ckpt = r.stdout.strip().splitlines()[-1]
+def succeed_and_revoke(home: Path, ckpt: str) -> str:
+    """A successor policy (serial 2) and a revocation of a batch that is not in the final
+    checkpoint's lineage (so the checkpoint still verifies)."""
     policy = home / "policy.toml"
     two = home / "policy-2.toml"
     two.write_text(policy.read_text().replace("serial = 1", "serial = 2"))
@@ -60,7 +56,18 @@ def quickstart(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     r = run(home, "revoke", "cartpole-holdout@1", "--key", "approver-a", "--reason", "leak")
     assert r.exit_code == 0, r.output
     assert run(home, "verify", ckpt).exit_code == 0
-    return home, ckpt
+    return ckpt
+
+
+@pytest.fixture(scope="module")
+def quickstart(
+    quickstart_template: testkit.Template[str], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, str]:
+    """A quickstart ledger, then `succeed_and_revoke` (in a user state of its own)."""
+    t = testkit.extend_template(
+        tmp_path_factory.mktemp("attacks"), quickstart_template, succeed_and_revoke
+    )
+    return t.home, t.value
 
 
 @pytest.fixture
@@ -315,8 +322,8 @@ class Scene:
 
 
 @pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> tk.Quickstart:
-    return tk.build_quickstart(tmp_path_factory.mktemp("secured"))
+def secured(secured_quickstart: tk.Quickstart) -> tk.Quickstart:
+    return secured_quickstart
 
 
 @pytest.fixture

@@ -33,9 +33,10 @@ import mlcroissant as mlc
 import pytest
 import tamperkit as tk
 import zstandard
-from click.testing import CliRunner, Result
+from click.testing import Result
 from huggingface_hub import DatasetCard
 from markdown_it import MarkdownIt
+from testkit import new_runner as runner
 
 from trajledger.ledger.artifacts import record_batch, register_environment, register_evaluator
 from trajledger.ledger.home import Ledger
@@ -103,13 +104,6 @@ HEADINGS = [
     "Personal and Sensitive Information", "Bias, Risks, and Limitations", "Provenance",
     "Approvals", "Revocations", "Erasures", "Citation", "Dataset Card Contact",
 ]
-
-
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
 
 
 def run(home: Path, *args: str | Path) -> Result:

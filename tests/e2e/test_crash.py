@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -25,6 +26,9 @@ from trajledger.runner.cli import main
 from trajledger.verify.log_entry import LogEntry
 
 KILLS = 55
+START_GUARD = 120
+"""Seconds a child may take to print READY before the test fails as hung (it takes well under
+one: a guard against hangs, not a measure of speed)."""
 
 CHILD = r"""
 import hashlib, random, sys, time
@@ -74,7 +78,6 @@ def test_sigkill_at_random_points_loses_no_acknowledged_append(home: Path) -> No
     acked: dict[int, int] = {}  # item -> index
     next_item = 0
     runner = CliRunner()
-    started = time.monotonic()
     interrupted = 0  # kills that landed between an append's first write and its publication
     for kill in range(KILLS):
         child = subprocess.Popen(
@@ -83,6 +86,10 @@ def test_sigkill_at_random_points_loses_no_acknowledged_append(home: Path) -> No
             stderr=subprocess.PIPE,
         )
         assert child.stdout is not None
+        # A hang guard, not a timing assertion: a child that neither starts nor dies fails here.
+        if not select.select([child.stdout], [], [], START_GUARD)[0]:
+            child.kill()
+            pytest.fail(f"kill {kill}: the child printed nothing in {START_GUARD} s")
         assert child.stdout.readline() == b"READY\n", child.stderr.read() if child.stderr else ""
         time.sleep(rng.uniform(0.0, 0.05))
         os.kill(child.pid, signal.SIGKILL)
@@ -109,8 +116,6 @@ def test_sigkill_at_random_points_loses_no_acknowledged_append(home: Path) -> No
         assert len(set(subjects)) == len(subjects), "an item was appended twice"
         result = runner.invoke(main, ["--ledger", str(home), "log", "verify"])
         assert result.exit_code == 0, result.output
-    elapsed = time.monotonic() - started
     assert len(acked) > KILLS, "the children should have acknowledged appends"
     assert interrupted > 0, "no kill landed inside a commit"
     print(f"{KILLS} kills, {interrupted} inside a commit, {len(acked)} appends acknowledged")
-    assert elapsed < 90, f"the sweep took {elapsed:.0f} s"

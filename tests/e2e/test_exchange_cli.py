@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pytest
 import tamperkit as tk
+import testkit
 import zstandard
-from click.testing import CliRunner, Result
+from click.testing import Result
+from testkit import new_runner
 
 from trajledger.ledger.catalog import origin_name
 from trajledger.ledger.home import Ledger
@@ -29,13 +31,6 @@ from trajledger.verify.__main__ import main as verify_main
 from trajledger.verify.bundle import BundleIndex, Member
 from trajledger.verify.kinds import KINDS
 from trajledger.verify.log_entry import LogEntry
-
-
-def new_runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
 
 
 def run(home: Path, *args: str | Path, state: Path | None = None) -> Result:
@@ -52,11 +47,9 @@ def expect(result: Result, code: int, stderr: str | None = None) -> None:
 
 
 class Vendor:
-    def __init__(self, root: Path) -> None:
-        self.home = root / "vendor"
-        r = new_runner().invoke(main, ["quickstart", str(self.home), "--episodes", "10"])
-        assert r.exit_code == 0, r.output
-        self.ref = r.stdout.strip().splitlines()[-1]
+    def __init__(self, root: Path, quickstart: testkit.Template[str]) -> None:
+        self.home = testkit.copy_template(quickstart, root / "vendor")
+        self.ref = quickstart.value
         self.policy = self.home / "policy.toml"
         self.bundle = root / "vendor.tar.zst"
         r = run(self.home, "export", self.ref, "--out", self.bundle)
@@ -78,8 +71,12 @@ class Vendor:
 
 
 @pytest.fixture(scope="module")
-def vendor(tmp_path_factory: pytest.TempPathFactory) -> Vendor:
-    return Vendor(tmp_path_factory.mktemp("exchange"))
+def vendor(
+    quickstart_template: testkit.Template[str], tmp_path_factory: pytest.TempPathFactory
+) -> Vendor:
+    """A copy of the quickstart ledger, exported, as a user of its own (`testkit.as_own_user`)."""
+    root = tmp_path_factory.mktemp("exchange")
+    return testkit.as_own_user(root, lambda r: Vendor(r, quickstart_template))
 
 
 BUYER_POLICY = """\

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 import tamperkit as tk
-from click.testing import CliRunner, Result
+import testkit
+from click.testing import Result
+from testkit import new_runner
 
 from trajledger.ledger.catalog import Catalog
 from trajledger.ledger.fs import STALE_AFTER, temp_name
@@ -24,29 +26,25 @@ from trajledger.runner.cli import main
 from trajledger.verify.manifest import Manifest
 
 
-def new_runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
-
-
 def run(home: Path, *args: str | Path) -> Result:
     return new_runner().invoke(main, ["--ledger", str(home), *map(str, args)])
 
 
-@pytest.fixture(scope="module")
-def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Path]:
-    """A quickstart ledger, its final checkpoint, and an exported bundle of it."""
-    base = tmp_path_factory.mktemp("fsck")
-    home = base / "ledger"
-    r = new_runner().invoke(main, ["quickstart", str(home), "--episodes", "10"])
-    assert r.exit_code == 0, r.output
-    final = r.stdout.strip().splitlines()[-1]
-    bundle = base / "final.tar.zst"
+def export_final(home: Path, final: str) -> tuple[str, Path]:
+    """The final checkpoint, and a bundle of it exported beside the ledger."""
+    bundle = home.parent / "final.tar.zst"
     r = run(home, "export", final, "--out", bundle)
     assert r.exit_code == 0, r.output
-    return home, final, bundle
+    return final, bundle
+
+
+@pytest.fixture(scope="module")
+def quick(
+    quickstart_template: testkit.Template[str], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, str, Path]:
+    """A quickstart ledger, its final checkpoint, and an exported bundle of it."""
+    t = testkit.extend_template(tmp_path_factory.mktemp("fsck"), quickstart_template, export_final)
+    return t.home, *t.value
 
 
 @pytest.fixture

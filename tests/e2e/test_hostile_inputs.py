@@ -36,9 +36,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-from click.testing import CliRunner, Result
+from click.testing import Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testkit import new_runner
 
 from trajledger.ledger.home import STATE_DIR_ENV, LedgerConfig
 from trajledger.ledger.keys import KeyStore
@@ -64,13 +65,6 @@ from trajledger.verify.tlog_proof import TlogProof
 DEEP = 100_000
 NEST = "[" * DEEP + "]" * DEEP
 """JSON nested 100,000 deep."""
-
-
-def new_runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
 
 
 class World:

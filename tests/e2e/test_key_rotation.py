@@ -30,7 +30,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import tamperkit as tk
-from click.testing import CliRunner, Result
+from click.testing import Result
+from testkit import new_runner
 
 from trajledger.ledger.home import STATE_DIR_ENV, Ledger
 from trajledger.ledger.keys import KeyStore, Signer
@@ -61,13 +62,6 @@ keys = ["keys/trainer.pub"]
 [roles.log]
 vkeys = [{vkeys}]
 {extra}"""
-
-
-def new_runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
 
 
 def run(home: Path, *args: str | Path, state: Path | None = None) -> Result:

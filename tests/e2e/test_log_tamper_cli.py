@@ -17,7 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+import testkit
+from click.testing import Result
+from testkit import new_runner
 
 from trajledger.ledger.home import Ledger
 from trajledger.ledger.keys import Signer
@@ -26,28 +28,25 @@ from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.note import ALG_ED25519, Note, format_signature_line, key_hash
 
 
-def new_runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
-
-
-@pytest.fixture(scope="module")
-def revoked(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, bytes]:
-    """A quickstart ledger whose final checkpoint was then revoked; returns (ledger, checkpoint
-    digest, the treeState from before the revocation)."""
-    home = tmp_path_factory.mktemp("tamper") / "ledger"
-    runner = new_runner()
-    r = runner.invoke(main, ["quickstart", str(home), "--episodes", "10"])
-    assert r.exit_code == 0, r.output
-    final = r.stdout.strip().splitlines()[-1]
+def revoke_final(home: Path, final: str) -> tuple[str, bytes]:
+    """Revoke the final checkpoint; returns its digest and the treeState from before."""
     before = (home / "log/.state/treeState").read_bytes()
-    r = runner.invoke(
+    r = new_runner().invoke(
         main, ["--ledger", str(home), "revoke", final, "--key", "approver-a", "--reason", "leak"]
     )
     assert r.exit_code == 0, r.output
-    return home, final, before
+    return final, before
+
+
+@pytest.fixture(scope="module")
+def revoked(
+    quickstart_template: testkit.Template[str], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, str, bytes]:
+    """A quickstart ledger whose final checkpoint was then revoked; returns (ledger, checkpoint
+    digest, the treeState from before the revocation)."""
+    t = testkit.extend_template(tmp_path_factory.mktemp("tamper"), quickstart_template,
+                                revoke_final)  # fmt: skip
+    return t.home, *t.value
 
 
 def snapshot(d: Path) -> dict[str, bytes]:

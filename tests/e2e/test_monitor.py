@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
+from testkit import new_runner
 
 from trajledger.ledger.home import STATE_DIR_ENV, Ledger
 from trajledger.ledger.log import EntrySpec
@@ -131,10 +132,7 @@ def serve() -> Iterator[Callable[[Path], LogServer]]:
 
 
 def run(*args: str | Path) -> Result:
-    try:
-        r = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        r = CliRunner()
+    r = new_runner()
     return r.invoke(main, [str(a) for a in args])
 
 

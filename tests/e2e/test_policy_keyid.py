@@ -16,28 +16,25 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+import testkit
+from click.testing import Result
+from testkit import new_runner
 
 from trajledger.ledger.keys import KeyStore
 from trajledger.runner.cli import main
 
 
 def run(*args: str | Path) -> Result:
-    try:
-        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        runner = CliRunner()
+    runner = new_runner()
     return runner.invoke(main, [str(a) for a in args])
 
 
 class Vendor:
     """A quickstart ledger, its final checkpoint, and its policy written both ways."""
 
-    def __init__(self, root: Path) -> None:
-        self.home = root / "vendor"
-        r = run("quickstart", self.home, "--episodes", "10")
-        assert r.exit_code == 0, r.output
-        self.ref = r.stdout.strip().splitlines()[-1]
+    def __init__(self, root: Path, quickstart: testkit.Template[str]) -> None:
+        self.home = testkit.copy_template(quickstart, root / "vendor")
+        self.ref = quickstart.value
         inline = (self.home / "policy.toml").read_text()  # keys inline, as quickstart writes
         by_file, by_keyid = inline, inline
         for info in KeyStore(self.home / "keys").list():
@@ -52,8 +49,12 @@ class Vendor:
 
 
 @pytest.fixture(scope="module")
-def vendor(tmp_path_factory: pytest.TempPathFactory) -> Vendor:
-    return Vendor(tmp_path_factory.mktemp("keyid"))
+def vendor(
+    quickstart_template: testkit.Template[str], tmp_path_factory: pytest.TempPathFactory
+) -> Vendor:
+    """A copy of the quickstart ledger, as a user of its own (`testkit.as_own_user`)."""
+    root = tmp_path_factory.mktemp("keyid")
+    return testkit.as_own_user(root, lambda r: Vendor(r, quickstart_template))
 
 
 def both(vendor: Vendor, tmp_path: Path, *args: str) -> tuple[Result, Result]:

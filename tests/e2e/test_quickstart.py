@@ -1,8 +1,9 @@
 """``trajledger quickstart DIR`` end to end, through click's CliRunner.
 
-It must finish in under two minutes (measured here and printed), exit 0, show the refusals,
-and print as its last stdout line the final checkpoint's digest, which ``trajledger verify``
-then accepts, from the ledger's policy in force and from the ``policy.toml`` it wrote.
+It must exit 0, show the refusals, and print as its last stdout line the final checkpoint's
+digest, which ``trajledger verify`` then accepts, from the ledger's policy in force and from
+the ``policy.toml`` it wrote. Its wall time is printed, not asserted (no timing assertions in
+tests): the two-minute target is measured in docs/PERFORMANCE.md (Quickstart).
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from pathlib import Path
 from click.testing import CliRunner, Result
 
 from trajledger.runner.cli import main
-
-BUDGET_SECONDS = 120
 
 
 def run(runner: CliRunner, *args: str | Path) -> Result:
@@ -31,7 +30,6 @@ def test_quickstart(runner: CliRunner, tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert r.exception is None or isinstance(r.exception, SystemExit)
     assert "Traceback" not in r.output
-    assert elapsed < BUDGET_SECONDS
 
     digest = r.stdout.splitlines()[-1]
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest)

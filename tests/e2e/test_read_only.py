@@ -65,8 +65,8 @@ READS: dict[str, Callable[[tk.Quickstart, Path], list[str]]] = {
 
 
 @pytest.fixture(scope="module")
-def pristine(tmp_path_factory: pytest.TempPathFactory) -> tk.Quickstart:
-    return tk.build_quickstart(tmp_path_factory.mktemp("read-only"))
+def pristine(secured_quickstart: tk.Quickstart) -> tk.Quickstart:
+    return secured_quickstart
 
 
 def copy(q: tk.Quickstart, tmp_path: Path, *, derived: bool = True) -> tuple[Path, Path]:

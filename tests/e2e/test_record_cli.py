@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import testkit
 from click.testing import CliRunner, Result
 
 from trajledger.ledger.home import Ledger
@@ -175,19 +176,29 @@ VERL = [
 ]
 
 
-@pytest.fixture
-def home(runner: CliRunner, tmp_path: Path, passphrase: str) -> Path:
-    """A ledger with key alice, environment cart@1 and evaluator judge@1."""
-    home = tmp_path / "home"
+def build(home: Path) -> None:
+    """A ledger with key alice (encrypted), environment cart@1 and evaluator judge@1."""
+    runner = testkit.new_runner()
     for args in (
         "init --origin test/e2e",
         "key new alice",
         "env register cart --version 1 --gym-id CartPole-v1 --key alice",
         "evaluator register judge --version 1 --kind deterministic --key alice",
     ):
-        r = run(runner, home, *args.split())
+        r = runner.invoke(main, ["--ledger", str(home), *args.split()], prog_name="trajledger",
+                          env={"TRAJLEDGER_PASSPHRASE": testkit.TEST_PASSPHRASE})  # fmt: skip
         assert r.exit_code == 0, r.output
-    return home
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory: pytest.TempPathFactory) -> testkit.Template[None]:
+    return testkit.build_template(tmp_path_factory.mktemp("record-cli"), build)
+
+
+@pytest.fixture
+def home(template: testkit.Template[None], tmp_path: Path, passphrase: str) -> Path:
+    """A copy of `build`'s ledger (this test's user built it); its key's passphrase set."""
+    return testkit.copy_template(template, tmp_path / "home")
 
 
 def record(

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import zstandard
+from testkit import run_on_terminal
 
 from trajledger.ledger.artifacts import register_environment
 from trajledger.ledger.home import Ledger
@@ -43,22 +43,7 @@ def record(home: Path, chat: Path, *extra: str, tty: bool) -> tuple[int, str]:
     if not tty:
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
         return r.returncode, r.stderr
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=slave, env=env)  # fmt: skip
-    os.close(slave)
-    out = b""
-    while True:
-        try:
-            data = os.read(master, 4096)
-        except OSError:  # the terminal closed with the process
-            break
-        if not data:
-            break
-        out += data
-    proc.wait()
-    os.close(master)
-    return proc.returncode, out.decode("utf-8", "replace")
+    return run_on_terminal(cmd, env)
 
 
 def test_a_bar_with_its_percentage_on_a_terminal(world: tuple[Path, Path]) -> None:

@@ -15,7 +15,6 @@ from trajledger.ledger.artifacts import create_dataset, record_batch, register_e
 from trajledger.ledger.exchange import export_bundle  # noqa: E402
 from trajledger.ledger.home import Ledger  # noqa: E402
 from trajledger.ledger.status import approve  # noqa: E402
-from trajledger.ledger.store import ObjectStore  # noqa: E402
 from trajledger.runner.admission import admit  # noqa: E402
 from trajledger.runner.rollouts import run_policy  # noqa: E402
 from trajledger.runner.train import train  # noqa: E402
@@ -25,10 +24,8 @@ from trajledger.verify.policy import TrustPolicy  # noqa: E402
 
 
 def test_a_remote_store_serves_the_whole_pipeline(tmp_path: Path) -> None:
-    if not hasattr(pafs, "_MockFileSystem"):
-        pytest.skip("this pyarrow has no mock filesystem")
-    ledger = Ledger.init(tmp_path / "home", origin="test/remote", store="s3://bucket/ledger")
-    ledger._store = ObjectStore.with_filesystem(pafs._MockFileSystem(), "bucket/ledger")
+    # pyarrow's in-memory filesystem (``mock:``): this Ledger's store lives as long as it does.
+    ledger = Ledger.init(tmp_path / "home", origin="test/remote", store="mock:///bucket/ledger")
     keys = {n: ledger.keys.create(n, encrypt=False) for n in ("vendor", "a", "b", "trainer")}
     policy_path = ledger.root / "policy.toml"
     policy_path.write_text(
@@ -78,7 +75,7 @@ vkeys = ["{ledger.log.vkey}"]
 
 def test_the_standalone_verifier_refuses_a_remote_store_clearly(tmp_path: Path) -> None:
     from trajledger.verify.errors import FormatError
-    from trajledger.verify.evidence import LedgerDirEvidence
+    from trajledger.verify.ledger_dir import LedgerDirEvidence
 
     ledger = Ledger.init(tmp_path / "home", origin="test/remote", store="s3://bucket/ledger")
     with pytest.raises(FormatError, match=r"the store is s3://bucket/ledger; the standalone"):

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tamperkit as tk
+import testkit
 from click.testing import CliRunner, Result
+from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from trajledger.ledger.artifacts import (
     batch_files,
@@ -184,8 +185,7 @@ class World:
         return digest
 
 
-def build_template(root: Path) -> World:
-    home = root / "home"
+def build_world(home: Path) -> World:
     ledger = Ledger.init(home, origin=ORIGIN)
     signers = {k: ledger.keys.create(k, encrypt=False) for k in KEYS}
     policy_path = home / "policy.toml"
@@ -217,16 +217,16 @@ def build_template(root: Path) -> World:
 
 
 @pytest.fixture(scope="session")
-def template(tmp_path_factory: pytest.TempPathFactory) -> World:
-    return build_template(tmp_path_factory.mktemp("template"))
+def template(tmp_path_factory: pytest.TempPathFactory) -> testkit.Template[World]:
+    return testkit.build_template(tmp_path_factory.mktemp("template"), build_world)
 
 
 @pytest.fixture
-def world(template: World, tmp_path: Path) -> Iterator[World]:
-    home = tmp_path / "home"
-    shutil.copytree(template.home, home, symlinks=True)
-    tk.pin_log(home)
-    yield World(home, home / "policy.toml", template.batch, template.spare, template.dataset)
+def world(template: testkit.Template[World], tmp_path: Path) -> Iterator[World]:
+    """A copy of `build_world`'s ledger, known to this test's user (`testkit.copy_template`)."""
+    home = testkit.copy_template(template, tmp_path / "home")
+    w = template.value
+    yield World(home, home / "policy.toml", w.batch, w.spare, w.dataset)
 
 
 DEPENDS = "; and 1 record that depends on it"
@@ -371,7 +371,8 @@ def test_refuses_an_envelope_without_a_valid_signature(runner: CliRunner, world:
         def sign(self, data: bytes) -> bytes:
             return bytes(64)
 
-    forged = Forger(vendor.name, vendor.public, vendor._key)
+    # Any private half will do (`sign` never uses it): the vendor's is not the test's to take.
+    forged = Forger(vendor.name, vendor.public, ed25519.Ed25519PrivateKey.generate())
     batch = world.new_batch(7, forged)
     index = [e.subject for e in world.entries()].index(batch)
     world.dataset_of("unsigned", batch)
@@ -1086,7 +1087,7 @@ def test_second_iteration_through_the_ledger_beats_random(
     from trajledger.runner.train import checkpoint_files
     from trajledger.runner.trainers import load_policy
 
-    w = build_template(tmp_path)
+    w = build_world(tmp_path / "home")
     home = w.home
     played = run_policy(None, "CartPole-v1", 100, 0, policy_version="random", clock=clock)
     batch0 = record_batch(

@@ -20,8 +20,9 @@ import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 from moto.server import ThreadedMotoServer
+from testkit import new_runner
 
 from trajledger.ledger.artifacts import create_dataset, register_environment
 from trajledger.ledger.home import Ledger
@@ -72,10 +73,7 @@ def s3() -> Iterator[S3]:
 
 
 def run(home: Path, *args: str | Path) -> Result:
-    try:
-        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        runner = CliRunner()
+    runner = new_runner()
     return runner.invoke(main, ["--ledger", str(home), *map(str, args)])
 
 

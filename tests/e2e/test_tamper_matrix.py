@@ -452,9 +452,9 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> tk.Quickstart:
 
 
 @pytest.fixture(scope="module")
-def attacker(tmp_path_factory: pytest.TempPathFactory) -> tk.Quickstart:
+def attacker(secured_quickstart: tk.Quickstart) -> tk.Quickstart:
     """The attacker's own quickstart ledger (its state database is of another log)."""
-    return tk.build_quickstart(tmp_path_factory.mktemp("attacker"))
+    return secured_quickstart
 
 
 @pytest.mark.slow  # about 220 tamperings x 5 decisions, in process: about 50 s of CPU

@@ -56,6 +56,7 @@ from typing import Any
 
 import pytest
 import tamperkit as tk
+import testkit
 import zstandard
 
 from trajledger.ledger.catalog import Catalog
@@ -93,11 +94,13 @@ class Tally:
 
 
 @pytest.fixture(scope="module")
-def quickstart(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+def quickstart(
+    quickstart_template: testkit.Template[str], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, str]:
+    """A copy of the quickstart ledger (10 episodes) for this module, and its final checkpoint."""
     home = tmp_path_factory.mktemp("sweep") / "ledger"
-    r = new_runner().invoke(main, ["quickstart", str(home), "--episodes", "10"])
-    assert r.exit_code == 0, r.output
-    return home, r.stdout.strip().splitlines()[-1]
+    shutil.copytree(quickstart_template.home, home, symlinks=True)
+    return home, quickstart_template.value
 
 
 # -- the ledger -----------------------------------------------------------------------------------

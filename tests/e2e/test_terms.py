@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 import zstandard
-from click.testing import CliRunner, Result
+from click.testing import Result
+from testkit import new_runner
 
 from trajledger.ledger.home import Ledger
 from trajledger.runner.cli import main
@@ -53,10 +54,7 @@ def rows(episodes: int, seed: int) -> list[dict[str, Any]]:
 
 
 def run(*args: str | Path) -> Result:
-    try:
-        r = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        r = CliRunner()
+    r = new_runner()
     return r.invoke(main, [str(a) for a in args])
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from click.testing import CliRunner
+from testkit import new_runner
 
 from trajledger.runner.cli import main
 from trajledger.verify.bundle import BundleIndex, Member
@@ -75,10 +75,7 @@ def tamper(bundle: Path, out: Path) -> str:
 @pytest.mark.slow
 def test_a_third_party_verifies_a_bundle_with_verify_alone(tmp_path: Path) -> None:
     # The vendor: a quickstart ledger, its final checkpoint exported.
-    try:
-        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        runner = CliRunner()
+    runner = new_runner()
     home = tmp_path / "vendor"
     r = runner.invoke(main, ["quickstart", str(home), "--episodes", "10"])
     assert r.exit_code == 0, r.output

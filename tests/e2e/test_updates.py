@@ -25,40 +25,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner, Result
+from testkit import Party
 
-from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
-
-
-class Party:
-    """One organisation: a ledger directory and a user state directory of its own."""
-
-    def __init__(self, root: Path, name: str) -> None:
-        self.name = name
-        self.home = root / name
-        self.state = root / f"{name}-state"
-        self.state.mkdir(parents=True)
-
-    def run(self, *args: str | Path, code: int = 0) -> Result:
-        try:
-            runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-        except TypeError:
-            runner = CliRunner()
-        r = runner.invoke(main, ["--ledger", str(self.home), *map(str, args)],
-                          env={"TRAJLEDGER_STATE_DIR": str(self.state)})  # fmt: skip
-        assert r.exit_code == code, f"{self.name} {args}: {r.output}"
-        assert "Traceback" not in r.output
-        return r
-
-    def last(self, *args: str | Path) -> str:
-        return self.run(*args).stdout.strip().splitlines()[-1]
-
-    def vkey(self) -> str:
-        return str(json.loads(self.run("log", "info", "--json").stdout)["vkey"])
-
-    def size(self) -> int:
-        return int(json.loads(self.run("log", "info", "--json").stdout)["size"])
 
 
 def rollouts(path: Path, seed: int) -> Path:

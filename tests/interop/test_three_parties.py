@@ -41,39 +41,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-from click.testing import CliRunner, Result
-
-from trajledger.runner.cli import main
+from testkit import Party
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-class Party:
-    """One organisation: a ledger directory and a user state directory of its own."""
-
-    def __init__(self, root: Path, name: str) -> None:
-        self.name = name
-        self.home = root / name
-        self.state = root / f"{name}-state"
-        self.state.mkdir(parents=True)
-
-    def run(self, *args: str | Path, code: int = 0) -> Result:
-        try:
-            runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-        except TypeError:
-            runner = CliRunner()
-        r = runner.invoke(main, ["--ledger", str(self.home), *map(str, args)],
-                          env={"TRAJLEDGER_STATE_DIR": str(self.state)})  # fmt: skip
-        assert r.exit_code == code, f"{self.name} {args}: {r.output}"
-        assert "Traceback" not in r.output
-        return r
-
-    def last(self, *args: str | Path) -> str:
-        """Run a command and return its last stdout line (a digest, a vkey)."""
-        return self.run(*args).stdout.strip().splitlines()[-1]
-
-    def vkey(self) -> str:
-        return str(json.loads(self.run("log", "info", "--json").stdout)["vkey"])
 
 
 def rollouts(path: Path, seed: int) -> Path:

@@ -1,5 +1,6 @@
-"""Property tests: envelopes and statements resist every single-byte change; JCS agrees with the
-``rfc8785`` package; base64 decoding round-trips and refuses mixed alphabets.
+"""Property tests: envelopes and statements resist every single-byte change; base64 decoding
+round-trips and refuses mixed alphabets (the verifier's JCS is tested against the ``rfc8785``
+package in tests/unit/verify/test_jcs.py).
 
 What "rejected" means. A changed envelope must raise FormatError or SignatureError (never
 another exception type) unless the change leaves every signed byte as it was. One such change
@@ -18,14 +19,12 @@ import json
 from typing import Any
 
 import pytest
-import rfc8785
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trajledger.ledger.keys import Signer
-from trajledger.ledger.signing import canonical_json, files_predicate, sign_statement
+from trajledger.ledger.signing import files_predicate, sign_statement
 from trajledger.verify import predicates
-from trajledger.verify._jcs import MAX_SAFE_INTEGER, canonical_bytes
 from trajledger.verify.dsse import (
     INTOTO_PAYLOAD_TYPE,
     Envelope,
@@ -144,33 +143,6 @@ def test_single_byte_change_to_statement_payload_is_rejected(
 @given(data=st.binary(max_size=4096))
 def test_arbitrary_bytes_never_raise_another_type(data: bytes) -> None:
     assert _outcome(data, ED.public) is None
-
-
-# --- JCS ---------------------------------------------------------------------------------------
-
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)
-    | st.text(),
-    lambda children: st.lists(children, max_size=5)
-    | st.dictionaries(st.text(), children, max_size=5),
-    max_leaves=30,
-)
-
-
-@PROPS
-@given(value=json_values)
-def test_jcs_matches_rfc8785_package(value: Any) -> None:
-    assert canonical_bytes(value) == rfc8785.dumps(value)
-
-
-@PROPS
-@given(value=json_values)
-def test_jcs_is_a_fixed_point(value: Any) -> None:
-    once = canonical_bytes(value)
-    assert canonical_bytes(json.loads(once)) == once
-    assert canonical_json(value) == once  # the writer's serialiser agrees
 
 
 # --- base64 ------------------------------------------------------------------------------------

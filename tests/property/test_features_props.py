@@ -1,12 +1,12 @@
 """Episode features computed while recording equal those computed again from the stored bytes
 (issue 21 item 1): for random step tables (tensor, Dict and Tuple observations and actions of
-every recordable dtype, text leaves, chat columns, episodes longer than a sketch span), cut
-into random chunks and written in random row groups, the features file the recorder writes
-holds, bit for bit, what `iter_step_features` computes from the step file read back (and its
-bytes are `encode_features` of those), and every fingerprint is the one
-`rollouts.dedup.episode_fingerprints` gives.
+every recordable dtype, text leaves, chat columns), cut into random chunks and written in
+random row groups, the features file the recorder writes holds, bit for bit, what
+`iter_step_features` computes from the step file read back (and its bytes are `encode_features`
+of those), and every fingerprint is the one `rollouts.dedup.episode_fingerprints` gives.
+(Episodes longer than a sketch span: the white-box test in
+tests/unit/ledger/test_episode_features.py.)
 """
-
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,7 +18,6 @@ import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trajledger.ledger import episode_features
 from trajledger.ledger.batch_features import FeatureRecorder, decode_features, encode_features
 from trajledger.ledger.episode_features import (
     FEATURE_COLUMNS,
@@ -139,21 +138,3 @@ def test_recorded_features_equal_those_of_the_stored_bytes(
     assert dict(zip(again.episode_ids, again.fingerprints, strict=True)) == episode_fingerprints(
         stored
     )
-
-
-def test_long_episodes_are_sketched_in_spans_from_their_first_step(monkeypatch: Any) -> None:
-    # An episode longer than a sketch span gets the same vector whatever the record batches.
-    monkeypatch.setattr(episode_features, "_SKETCH_BLOCK", 256)
-    rng = np.random.default_rng(1)
-    n = 1000
-    t = pa.table({
-        "episode_id": ["long"] * 900 + ["short"] * 100,
-        "step": pa.array(np.r_[np.arange(900), np.arange(100)], pa.int64()),
-        "obs": pa.FixedSizeListArray.from_arrays(pa.array(rng.normal(size=n * 5)), 5),
-        "reward": rng.normal(size=n),
-    })  # fmt: skip
-    whole = FeatureChunk.concat(list(iter_step_features([t])))
-    for size in (1, 97, 256, 512):
-        cut = FeatureChunk.concat(list(iter_step_features(t.to_batches(max_chunksize=size))))
-        assert np.array_equal(whole.vectors, cut.vectors), size
-    assert whole.valid.all()

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import testkit
 
 from trajledger.integrations.gymnasium import GENERATOR, LedgerRecorder
 from trajledger.ledger.artifacts import batch_files, register_environment, register_evaluator
@@ -31,18 +32,29 @@ from trajledger.verify.statement import Statement
 CLOCK_START = 1_700_000_000_000_000
 
 
-@pytest.fixture
-def ledger(home: Path) -> Ledger:
-    return Ledger.open(home)
-
-
-@pytest.fixture
-def alice(ledger: Ledger) -> Signer:
+def build_alice(home: Path) -> None:
+    """A ledger with key alice, environments cartpole@1 and pendulum@1, evaluator env-reward@1."""
+    ledger = Ledger.init(home, origin="test/ledger")
     signer = ledger.keys.create("alice", encrypt=False)
     register_environment(ledger, "cartpole", "1", signer, gymnasium_id="CartPole-v1")
     register_environment(ledger, "pendulum", "1", signer, gymnasium_id="Pendulum-v1")
     register_evaluator(ledger, "env-reward", "1", "deterministic", signer)
-    return signer
+
+
+@pytest.fixture(scope="module")
+def alice_template(tmp_path_factory: pytest.TempPathFactory) -> testkit.Template[None]:
+    """`build_alice`, once."""
+    return testkit.build_template(tmp_path_factory.mktemp("gym-template"), build_alice)
+
+
+@pytest.fixture
+def ledger(alice_template: testkit.Template[None], tmp_path: Path) -> Ledger:
+    return Ledger.open(testkit.copy_template(alice_template, tmp_path / "home"))
+
+
+@pytest.fixture
+def alice(ledger: Ledger) -> Signer:
+    return ledger.keys.signer("alice")
 
 
 def ticking() -> Iterator[int]:

@@ -7,6 +7,19 @@
   two modules share is public in the one that defines it (in its ``__all__``).
 
 (Private *modules* of trajledger's own packages are the business of tests/unit/test_layering.py.)
+
+And on the tests (``tests/``): a test uses trajledger's public names. A private name (``_name``:
+a function, class, constant, attribute or method defined in ``trajledger/``, or a private
+module) appears only in the unit test file of a module that defines it, a white-box test of its
+own helpers: ``tests/unit/<package>/test_<name>.py`` or ``test_<name>_<aspect>.py``, where
+``<package>`` is the module's package (``verify``, ``ledger``, ``runner``; ``tests/unit/`` itself
+for the others) and ``<name>`` the module's name or one of its subpackages' (without a leading
+underscore; a trailing ``s`` may go: ``test_rollout_convert.py`` owns ``ledger/rollouts/*``).
+The few seams a test of another file must reach (a crash injected between two steps of the log
+writer, an expired certificate) are listed in `SEAMS` with the reason. What is checked is
+what the source shows: imports, attribute names (``x._name``, whatever ``x`` is: a private name
+trajledger defines is taken to be that one), ``setattr(x, "_name", ...)`` and dotted targets
+(``monkeypatch.setattr("trajledger.m._name", ...)``).
 """
 
 from __future__ import annotations
@@ -15,7 +28,27 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "trajledger"
+TESTS = Path(__file__).resolve().parents[1]
 TYPING_ONLY = frozenset({"_typeshed"})
+TOP = ("verify", "ledger", "runner")
+"""The packages whose unit tests have a directory of their own under tests/unit/."""
+
+SEAMS: dict[tuple[str, str], str] = {
+    ("e2e/test_log_tamper_cli.py", "_publish"):
+        "a crash between committing entries and publishing their checkpoint, seen by commands",
+    ("unit/test_ray_integration.py", "_write"):
+        "holds the user state's write lock (TrustState) while a Ray worker appends",
+    ("unit/ledger/test_trust_state.py", "_BAR_FROM"):
+        "the Ledger's first use draws its progress bar from 30 entries behind, not 2,000",
+    ("interop/test_sigstore_keyless.py", "_not_after"):
+        "the signer's certificate expires now (sigstore signs only while it is valid)",
+    ("interop/test_sigstore_keyless.py", "_signing_context"):
+        "a missing trust config is reported when the signing context is first built",
+}
+"""``(test file from tests/, private name): why`` for the private seams reached from a test
+file that does not own them."""
+TARGETS = frozenset({"setattr", "delattr", "patch", "import_module", "importorskip"})
+"""Calls whose string argument names what they reach (``monkeypatch.setattr("a.b._c", v)``)."""
 
 
 def _private(name: str) -> bool:
@@ -87,3 +120,159 @@ def test_the_checker_catches_both_kinds() -> None:
         f"{file}:2: imports sigstore._internal.fulcio.client, private to sigstore",
         f"{file}:3: imports the private name _b64decode_strict of .note",
     ]
+
+
+# -- tests use public names ---------------------------------------------------------------------
+
+
+def private_definitions(root: Path = SRC) -> dict[str, set[str]]:
+    """``{private name: dotted modules defining it}`` for every module under ``root``: its
+    private functions, classes and module or class variables, the attributes it sets on
+    ``self`` or ``cls``, and the private module itself."""
+    out: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        module = ".".join(path.relative_to(root.parent).with_suffix("").parts)
+        names = [path.stem]
+        for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.append(node.name)
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for e in ast.walk(target):
+                        if isinstance(e, ast.Name):
+                            names.append(e.id)
+                        elif (isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name)
+                              and e.value.id in ("self", "cls")):
+                            names.append(e.attr)
+        for name in names:
+            if _private(name):
+                out.setdefault(name, set()).add(module)
+    return out
+
+
+def owns(test: str, module: str) -> bool:
+    """Whether the test file ``test`` (its path from tests/) is the unit test of the dotted
+    ``module`` (``trajledger.<package>...``), by the rule of this module's docstring."""
+    parts = module.split(".")[1:]
+    folder, _, file = test.rpartition("/")
+    if parts[0] in TOP:
+        want, names = f"unit/{parts[0]}", parts[1:]
+    else:
+        want, names = "unit", parts
+    if folder != want or not file.startswith("test_"):
+        return False
+    words = file.removeprefix("test_").removesuffix(".py")
+    for name in names:
+        name = name.lstrip("_")
+        for own in {name, name.removesuffix("s")}:
+            if words == own or words.startswith(own + "_"):
+                return True
+    return False
+
+
+def private_uses(source: str) -> list[tuple[int, str]]:
+    """``(line, name)`` of each private name one test module's source uses and does not
+    define itself (a test's own helper class may have private attributes)."""
+    tree = ast.parse(source)
+    own: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            own.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+        elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+              and isinstance(node.value, ast.Name) and node.value.id == "self"):
+            own.add(node.attr)
+    uses: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("trajledger"):
+            uses += [(node.lineno, p) for p in (node.module or "").split(".") if _private(p)]
+            uses += [(node.lineno, a.name) for a in node.names if _private(a.name)]
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("trajledger."):
+                    uses += [(node.lineno, p) for p in a.name.split(".") if _private(p)]
+        elif isinstance(node, ast.Attribute) and _private(node.attr):
+            uses.append((node.lineno, node.attr))
+        elif isinstance(node, ast.Call):
+            # setattr(x, "_name", ...), and a dotted target: monkeypatch.setattr("trajledger...")
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            words = [a.value for a in node.args[:2]
+                     if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            for word in words:
+                if called == "setattr" and _private(word):
+                    uses.append((node.lineno, word))
+                elif called in TARGETS and word.startswith("trajledger."):
+                    uses += [(node.lineno, p) for p in word.split(".") if _private(p)]
+    return [(line, name) for line, name in uses if name not in own]
+
+
+def reaches(test: str, source: str, defined: dict[str, set[str]]) -> list[str]:
+    """The private names of trajledger the test file ``test`` (from tests/) uses without
+    owning a module that defines them, and without a `SEAMS` entry."""
+    return [
+        f"tests/{test}:{line}: uses {name} of {', '.join(sorted(defined[name]))}"
+        for line, name in private_uses(source)
+        if name in defined
+        and not any(owns(test, m) for m in defined[name])
+        and (test, name) not in SEAMS
+    ]
+
+
+def test_tests_use_public_names_outside_a_modules_own_unit_tests() -> None:
+    defined = private_definitions()
+    files = sorted(p for p in TESTS.rglob("*.py") if "__pycache__" not in p.parts)
+    bad: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for path in files:
+        test = path.relative_to(TESTS).as_posix()
+        source = path.read_text("utf-8")
+        bad += reaches(test, source, defined)
+        seen |= {(test, name) for _, name in private_uses(source)}
+    assert bad == [], "tests reaching private names (use a public one, or test it in the " \
+        "module's own unit test file):\n" + "\n".join(bad)
+    assert set(SEAMS) <= seen, f"SEAMS no longer used: {sorted(set(SEAMS) - seen)}"
+
+
+def test_the_test_checker_knows_whose_private_names_a_test_may_use() -> None:
+    defined = {"_helper": {"trajledger.ledger.log.writer"}, "_jcs": {"trajledger.verify._jcs"},
+               "_Writer": {"trajledger.integrations.ray"}}
+    source = (
+        "from trajledger.ledger.log.writer import _helper\n"
+        "import trajledger.verify._jcs\n"
+        "log._helper()\n"
+        "monkeypatch.setattr(Log, '_helper', f)\n"
+        "monkeypatch.setattr('trajledger.integrations.ray._Writer', f)\n"
+        "os._exit(0)\n"  # not trajledger's
+        "class Fake:\n"
+        "    def __init__(self):\n"
+        "        self._helper = 1\n"  # the test's own
+    )
+    fake = source.replace("class Fake:\n    def __init__(self):\n        self._helper = 1\n", "")
+    assert sorted(private_uses(fake)) == [
+        (1, "_helper"), (2, "_jcs"), (3, "_helper"), (4, "_helper"), (5, "_Writer"), (6, "_exit")
+    ]
+    assert sorted(private_uses(source)) == [(2, "_jcs"), (5, "_Writer"), (6, "_exit")]
+    assert sorted(reaches("e2e/test_log_cli.py", fake, defined)) == sorted([
+        f"tests/e2e/test_log_cli.py:{n}: uses {name} of {module}"
+        for n, name, module in [
+            (1, "_helper", "trajledger.ledger.log.writer"),
+            (2, "_jcs", "trajledger.verify._jcs"),
+            (3, "_helper", "trajledger.ledger.log.writer"),
+            (4, "_helper", "trajledger.ledger.log.writer"),
+            (5, "_Writer", "trajledger.integrations.ray"),
+        ]
+    ])
+    assert owns("unit/ledger/test_log_recovery.py", "trajledger.ledger.log.writer")
+    assert owns("unit/ledger/test_writer.py", "trajledger.ledger.log.writer")
+    assert owns("unit/ledger/test_rollout_convert.py", "trajledger.ledger.rollouts.readers")
+    assert owns("unit/verify/test_jcs.py", "trajledger.verify._jcs")
+    assert owns("unit/test_ray_integration.py", "trajledger.integrations.ray")
+    assert owns("unit/test_platform.py", "trajledger._platform")
+    assert not owns("unit/verify/test_log.py", "trajledger.ledger.log.writer")  # other package
+    assert not owns("e2e/test_log_cli.py", "trajledger.ledger.log.writer")  # not a unit test
+    assert not owns("unit/ledger/test_logs.py", "trajledger.ledger.log.writer")
+    assert not owns("unit/ledger/test_cards.py", "trajledger.ledger.card_formats")
+    assert not owns("property/test_jcs.py", "trajledger.verify._jcs")

@@ -86,14 +86,14 @@ def fixed_keys(cache: dict[str, list[bytes]]) -> dict[str, FixedKey]:
     """The fixed keys, P-256 sharing ``cache``."""
     keys = {
         name: FixedKey(
-            Signer._from_private(
+            Signer.from_private(
                 name, ed25519.Ed25519PrivateKey.from_private_bytes(bytes.fromhex(seed))
             )
         )
         for name, seed in ED25519_SEEDS.items()
     }
     p256 = ec.derive_private_key(P256_SECRET, ec.SECP256R1())
-    keys["p256"] = FixedKey(Signer._from_private("p256", p256), cache)
+    keys["p256"] = FixedKey(Signer.from_private("p256", p256), cache)
     return keys
 
 

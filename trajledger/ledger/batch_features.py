@@ -47,7 +47,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -90,6 +90,7 @@ __all__ = [
     "decode_features",
     "encode_features",
     "forget_cached",
+    "no_progress",
     "published_episodes",
     "published_features",
     "steps_file_of",
@@ -117,6 +118,12 @@ _MODALITIES = ("numeric", "text")
 
 ProgressFactory = Callable[[int, str], contextlib.AbstractContextManager[Callable[[int], None]]]
 """``progress(total, label)`` -> a context yielding ``advance(n)`` (as ``clikit.progress``)."""
+
+
+@contextlib.contextmanager
+def no_progress(total: int, label: str) -> Iterator[Callable[[int], None]]:
+    """The `ProgressFactory` that draws nothing (a library caller, ``-q``, no terminal)."""
+    yield lambda n: None
 
 
 # --------------------------------------------------------------------------------------------

@@ -28,9 +28,8 @@ Spec: docs/audit-index.md ("Duplicates and contamination between splits").
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .batch_features import ProgressFactory, published_features
+from .batch_features import ProgressFactory, no_progress, published_features
 from .episode_features import (
     FEATURE_COLUMNS,
     FeatureChunk,
@@ -481,17 +480,12 @@ class _Reader:
         from .batch_features import BatchFeatures, batch_features
 
         label = f"episode features of {len(digests)} batch(es)"
-        with (self.progress or _no_progress)(len(digests), label) as advance:
+        with (self.progress or no_progress)(len(digests), label) as advance:
             for d in digests:
                 yield BatchFeatures(d, None, "none") if self.erased(d) else batch_features(
                     self.ledger.store, d, self.batch(d), workdir=self.workdir, cache=self.cache
                 )
                 advance(1)
-
-
-@contextlib.contextmanager
-def _no_progress(total: int, label: str) -> Iterator[Callable[[int], None]]:
-    yield lambda n: None
 
 
 def _label(ds: Dataset) -> str:

@@ -17,7 +17,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trajledger.verify.evidence import LedgerDirEvidence
+from trajledger.verify.ledger_dir import LedgerDirEvidence
 
 from .errors import StoreError
 
@@ -29,7 +29,7 @@ __all__ = ["StoreBlobs", "ledger_evidence"]
 
 
 class StoreBlobs:
-    """`verify.evidence.Blobs` over an `ObjectStore` (unverified reads: the verifier hashes)."""
+    """`verify.ledger_dir.Blobs` over an `ObjectStore` (unverified reads: the verifier hashes)."""
 
     def __init__(self, store: ObjectStore) -> None:
         """Read blobs from ``store``."""

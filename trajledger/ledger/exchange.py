@@ -37,7 +37,7 @@ import datetime as dt
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -64,7 +64,7 @@ from trajledger.verify.errors import (
     ProvenanceError,
     VerificationError,
 )
-from trajledger.verify.evidence import LedgerDirEvidence
+from trajledger.verify.ledger_dir import LedgerDirEvidence
 from trajledger.verify.lineage import LineageVerifier, Record, Report
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.log_key import HANDOVER_DIR, parse_handover
@@ -419,7 +419,11 @@ def export_bundle(
         format=fmt,
         extension=updates_since,
     )
-    written = _write_bundle(out, index, small, files)
+    from .batch_features import no_progress
+
+    with (ledger.progress or no_progress)(sum(m.size for m in index.members),
+                                          "writing the bundle") as advance:
+        written = _write_bundle(out, index, small, files, advance)
     return ExportResult(
         path=out,
         digest=digest,
@@ -451,22 +455,26 @@ def _policy_bytes(envelope: bytes, subject: str, index: int) -> bytes:
 
 
 class _Hashing:
-    """A file reader that hashes what it delivers."""
+    """A file reader that hashes what it delivers (and counts it on a progress bar)."""
 
-    def __init__(self, fh: IO[bytes]) -> None:
+    def __init__(self, fh: IO[bytes], advance: Callable[[int], None]) -> None:
         self.fh = fh
         self.h = hashlib.sha256()
+        self.advance = advance
 
     def read(self, n: int = -1) -> bytes:
         data = self.fh.read(n)
         self.h.update(data)
+        self.advance(len(data))
         return data
 
 
 def _write_bundle(
-    out: Path, index: BundleIndex, small: dict[str, bytes], files: dict[str, Path]
+    out: Path, index: BundleIndex, small: dict[str, bytes], files: dict[str, Path],
+    advance: Callable[[int], None],
 ) -> int:
-    """Write the tar.zst to a temp file next to ``out``, then rename it; returns its size."""
+    """Write the tar.zst to a temp file next to ``out``, then rename it; returns its size.
+    ``advance(n)`` is told of each member's bytes as they are written."""
     import tarfile
 
     import zstandard
@@ -483,9 +491,10 @@ def _write_bundle(
                 for m in index.members:
                     if m.name in small:
                         _add(tar, m.name, small[m.name])
+                        advance(m.size)
                         continue
                     with open(files[m.name], "rb") as fh:
-                        reader = _Hashing(fh)
+                        reader = _Hashing(fh, advance)
                         tar.addfile(_info(m.name, m.size), reader)
                     if reader.h.hexdigest() != m.sha256:
                         raise StoreError(

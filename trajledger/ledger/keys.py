@@ -80,10 +80,21 @@ class Signer:
             raise KeyError_(
                 f"key {name}: unknown algorithm {algorithm!r}, want one of {ALGORITHMS}"
             )
-        return cls._from_private(name, key)
+        return cls.from_private(name, key)
 
     @classmethod
-    def _from_private(cls, name: str, key: _PrivateKey) -> Signer:
+    def from_private(
+        cls, name: str, key: ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey
+    ) -> Signer:
+        """A signer named ``name`` of a private key object of ``cryptography`` held in memory
+        (a key loaded by other means than the key store, or a known-answer test key).
+
+        The key is used as given: `KeyStore`'s rules (encryption at rest, file modes) do not
+        apply to it.
+
+        Raises:
+            FormatError: the key is neither Ed25519 nor ECDSA P-256.
+        """
         pem = key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
@@ -303,7 +314,7 @@ class KeyStore:
             isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1)
         ):
             raise KeyError_(f"key {name}: unsupported algorithm, want Ed25519 or ECDSA P-256")
-        signer = Signer._from_private(name, key)
+        signer = Signer.from_private(name, key)
         # The public half is what policies and key lists name: a private key that is not its
         # pair (a replaced or symlinked file) would sign under another key's name and role.
         public = self.public(name)

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 from trajledger.verify import predicates
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.errors import ProvenanceError
+from trajledger.verify.impact import impact
 from trajledger.verify.kinds import KINDS, name_version
 from trajledger.verify.lineage import LineageVerifier, Record
 from trajledger.verify.log_entry import LogEntry
@@ -385,11 +386,17 @@ def apply_update(
     state = ledger.trust_state()
     changes = Changes(origin_name(update.vkey))
     # (1)
-    for digest, obj in update.objects.items():
-        got = (ledger.store.put_file(obj).digest if isinstance(obj, Path)
-               else ledger.store.put_bytes(obj))
-        if got != digest:
-            raise StoreError(f"{what}: object {digest} changed while copied ({got})")
+    from .batch_features import no_progress
+
+    sizes = {d: o.stat().st_size if isinstance(o, Path) else len(o)
+             for d, o in update.objects.items()}
+    with (ledger.progress or no_progress)(sum(sizes.values()), "copying into the store") as bar:
+        for digest, obj in update.objects.items():
+            got = (ledger.store.put_file(obj).digest if isinstance(obj, Path)
+                   else ledger.store.put_bytes(obj))
+            if got != digest:
+                raise StoreError(f"{what}: object {digest} changed while copied ({got})")
+            bar(sizes[digest])
     # (2)
     foreign = {i: LogEntry.from_bytes(update.entries[i]) for i in update.taken}
     fresh = {i for i, e in foreign.items() if KINDS[e.kind].lineage
@@ -524,7 +531,7 @@ def _judge(ledger: Ledger, policy: TrustPolicy, foreign: Mapping[int, LogEntry],
         for digest, because in stopped.items():
             if verifier.primary_kind(digest) is None:
                 continue
-            for node in verifier.impact(digest).nodes.values():
+            for node in impact(verifier, digest).nodes.values():
                 if (node.kind in ("dataset", "checkpoint") and node.id != digest
                         and node.index is not None and not origins.of(node.index)
                         and not any(a["digest"] == node.id for a in changes.affected)):

@@ -41,24 +41,27 @@ def lineage(ledger: Ledger, ref: str, policy: TrustPolicy) -> Report:
     """The upstream graph of ``ref``: everything that made it, verified under ``policy``, with
     the records about it."""
     from trajledger.ledger.catalog import Catalog
+    from trajledger.verify.impact import with_records
 
     from .verification import ledger_verifier
 
     item = Catalog(ledger).resolve(ref)
     verifier = ledger_verifier(ledger, policy)
-    return verifier.with_records(verifier.verify(item.digest))
+    return with_records(verifier, verifier.verify(item.digest))
 
 
 def impact(ledger: Ledger, ref: str, policy: TrustPolicy) -> Report:
     """The downstream graph of ``ref``: every artifact whose lineage includes it, verified, with
     the records about them."""
     from trajledger.ledger.catalog import Catalog
+    from trajledger.verify.impact import impact as verify_impact
+    from trajledger.verify.impact import with_records
 
     from .verification import ledger_verifier
 
     item = Catalog(ledger).resolve(ref)
     verifier = ledger_verifier(ledger, policy)
-    return verifier.with_records(verifier.impact(item.digest))
+    return with_records(verifier, verify_impact(verifier, item.digest))
 
 
 def _status(node: Node, failing: set[str]) -> str:

@@ -18,8 +18,15 @@ Layer map (imports run one way: runner -> ledger -> verify):
 - ``sigstore_adapter``  Sigstore bundles: key mode with ``cryptography``; keyless through the
                  ``sigstore`` package, imported lazily here only (else "not verifiable here")
 - ``model_signing``  OpenSSF model_signing's signed statement and a model directory against it
-- ``evidence``   read-only access to a ledger directory (and exported bundles)
-- ``lineage``    verification of an artifact and its whole lineage against a policy
+- ``evidence``   the read-only `Evidence` protocol; ``ledger_dir`` it over a ledger directory
+                 (``bundle`` over an exported bundle)
+- ``report``     the verified graph (nodes, checks, edges), its verdict, text and JSON
+- ``judge``      pure judgement: a record from its envelope's bytes, approvals, held-out
+                 batches, evaluations, releases (no I/O, no threads)
+- ``trusted_log`` the checkpoint and the entries it proves included, checked once
+- ``blobs``      the blob checker: re-hashing data on a thread pool
+- ``lineage``    the walker: verification of an artifact and its whole lineage against a policy
+                 (reads and memoises; asks ``judge``, ``trusted_log`` and ``blobs``)
 
 Depends on the standard library and ``cryptography`` only (``sigstore``, optional, for keyless
 Sigstore bundles). Copy this directory into any venv with ``cryptography`` installed and it

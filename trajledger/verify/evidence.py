@@ -1,34 +1,25 @@
 """Where a verifier reads evidence from: a ledger directory or an exported bundle.
 
 Scope: a small read-only protocol, `Evidence`, over the things lineage verification needs (the
-signed checkpoint, log entries with their indices, inclusion proofs, blobs by digest), and its
-implementation over a ledger directory on local disk (stdlib only: tiles, entry bundles and the
-object store are plain files). The bundle implementation is in ``verify.bundle``.
+signed checkpoint, log entries with their indices, inclusion proofs, blobs by digest). Its
+implementations: over an exported bundle in ``verify.bundle``; over a ledger directory on local
+disk in ``verify.ledger_dir`` (loaded only by those who read one).
 Non-scope: deciding anything. Every byte returned here is checked by the caller against a
 signature, a digest or a Merkle proof before it is believed.
 """
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from .checkpoint import Checkpoint
-from .digest import parse_digest
-from .errors import FormatError
-from .log_key import HANDOVER_DIR
 from .merkle import CompactRange
-from .note import Note
-from .tiles import TileReader
 
-__all__ = ["Blobs", "DirBlobs", "Evidence", "LedgerDirEvidence", "read_handovers"]
+__all__ = ["MAX_BLOB_READ", "Evidence"]
 
 MAX_BLOB_READ = 1 << 34
 """A verifier never reads a blob larger than this into memory (16 GiB)."""
-MAX_NOTE = 1 << 20
-"""The most bytes a signed note (a checkpoint, a key handover) may hold."""
 
 
 class Evidence(Protocol):
@@ -82,192 +73,3 @@ class Evidence(Protocol):
         after them (an update bundle's extension: they prove themselves by rebuilding the
         root); None when each entry comes with its own proof."""
         ...
-
-
-def read_handovers(log_dir: Path) -> list[bytes]:
-    """The key handover notes of a log directory, ``key-handovers/1``, ``2``, ... in order, up
-    to the first number without a file (unverified).
-
-    Raises:
-        FormatError: a file cannot be read, or is larger than a checkpoint may be.
-    """
-    out: list[bytes] = []
-    directory = log_dir / HANDOVER_DIR
-    while True:
-        path = directory / str(len(out) + 1)
-        try:
-            with open(path, "rb") as f:
-                data = f.read(MAX_NOTE + 1)
-        except FileNotFoundError:
-            return out
-        except OSError as e:
-            raise FormatError(f"key handover {path}: cannot read: {e.strerror}") from e
-        if len(data) > MAX_NOTE:
-            raise FormatError(f"key handover {path}: larger than {MAX_NOTE} bytes")
-        out.append(data)
-
-
-class Blobs(Protocol):
-    """Where blobs are read from: a local object directory, or (in ``ledger``) any store."""
-
-    def blob(self, digest: str) -> bytes | None:
-        """The blob's bytes, or None when absent."""
-        ...
-
-    def has_blob(self, digest: str) -> bool:
-        """True when the blob is present."""
-        ...
-
-    def blob_path(self, digest: str) -> Path | None:
-        """A local file holding the blob (for streaming hashes), or None when absent."""
-        ...
-
-    def blob_size(self, digest: str) -> int | None:
-        """The stored size of a blob, or None when absent."""
-        ...
-
-
-class DirBlobs:
-    """Blobs in a local ``objects/sha256/<2>/<2>/<64>`` directory."""
-
-    def __init__(self, objects: Path) -> None:
-        """Read blobs under ``objects``."""
-        self.objects = objects
-
-    def blob_path(self, digest: str) -> Path | None:
-        """Path of a blob in the object store, when present."""
-        h = parse_digest(digest, "blob digest")
-        path = self.objects / "sha256" / h[:2] / h[2:4] / h
-        return path if path.is_file() else None
-
-    def has_blob(self, digest: str) -> bool:
-        """True when the blob file exists."""
-        return self.blob_path(digest) is not None
-
-    def blob_size(self, digest: str) -> int | None:
-        """The blob file's size, or None when absent."""
-        path = self.blob_path(digest)
-        return None if path is None else path.stat().st_size
-
-    def blob(self, digest: str) -> bytes | None:
-        """The blob's bytes, or None when absent."""
-        path = self.blob_path(digest)
-        if path is None:
-            return None
-        if path.stat().st_size > MAX_BLOB_READ:
-            raise FormatError(f"blob {digest}: larger than {MAX_BLOB_READ} bytes")
-        return path.read_bytes()
-
-
-class LedgerDirEvidence:
-    """Evidence read straight from a ledger directory (``ledger.toml``, ``log/``, objects)."""
-
-    def __init__(self, root: Path, blobs: Blobs | None = None, *, note: bytes | None = None
-                 ) -> None:
-        """Open a ledger directory for reading.
-
-        Args:
-            root: the ledger directory (its ``log/`` is read directly).
-            blobs: where blobs come from; default the local store named in ``ledger.toml``.
-                trajledger passes a reader over its configured store (``s3://`` included).
-            note: the signed checkpoint to read the log at (default: ``log/checkpoint``).
-
-        Raises:
-            FormatError: no readable checkpoint, or (without ``blobs``) a store that is not a
-                local directory.
-        """
-        self.root = root
-        self.log_dir = root / "log"
-        if blobs is None:
-            store = "objects"
-            cfg = root / "ledger.toml"
-            if cfg.is_file():
-                try:
-                    doc = tomllib.loads(cfg.read_text("utf-8"))
-                except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-                    raise FormatError(f"{cfg}: not valid TOML: {e}") from e
-                except RecursionError as e:
-                    raise FormatError(f"{cfg}: not valid TOML: nested too deeply") from e
-                section = doc.get("ledger", {})
-                if not isinstance(section, dict):
-                    raise FormatError(f"{cfg}: [ledger] must be a table")
-                store = str(section.get("store", "objects"))
-            if "://" in store:
-                raise FormatError(
-                    f"{cfg}: the store is {store}; the standalone verifier reads local "
-                    "ledgers only (export a bundle, or verify through trajledger)"
-                )
-            blobs = DirBlobs(root / store)
-        self.blobs = blobs
-        self._note = note if note is not None else self._read(
-            self.log_dir / "checkpoint", "log checkpoint"
-        )
-        try:
-            self.size = Checkpoint.from_text(Note.from_bytes(self._note).text).size
-        except FormatError as e:
-            raise FormatError(f"{self.log_dir / 'checkpoint'}: {e}") from e
-        self._tiles = TileReader(self._fetch, self.size, cache_tiles=256)
-
-    @staticmethod
-    def _read(path: Path, what: str) -> bytes:
-        try:
-            return path.read_bytes()
-        except FileNotFoundError as e:
-            raise FormatError(f"{what} {path}: missing") from e
-        except OSError as e:
-            raise FormatError(f"{what} {path}: cannot read: {e.strerror}") from e
-
-    def _fetch(self, rel: str) -> bytes:
-        return (self.log_dir / rel).read_bytes()
-
-    def checkpoint_note(self) -> bytes:
-        """The log's ``checkpoint`` file."""
-        return self._note
-
-    def entries(self) -> Iterator[tuple[int, bytes]]:
-        """Every entry of the checkpoint's tree, read bundle by bundle."""
-        step = 256
-        for start in range(0, self.size, step):
-            end = min(start + step, self.size)
-            for i, e in enumerate(self._tiles.entries(start, end)):
-                yield start + i, e
-
-    def inclusion_proof(self, index: int, size: int) -> list[bytes]:
-        """A proof built from the hash tiles."""
-        return self._tiles.inclusion_proof(index, size)
-
-    def consistency_proof(self, old_size: int, new_size: int) -> list[bytes]:
-        """A consistency proof built from the hash tiles."""
-        return self._tiles.consistency_proof(old_size, new_size)
-
-    def blob_path(self, digest: str) -> Path | None:
-        """A local file holding the blob, when present."""
-        return self.blobs.blob_path(digest)
-
-    def has_blob(self, digest: str) -> bool:
-        """True when the blob is present."""
-        return self.blobs.has_blob(digest)
-
-    def blob_size(self, digest: str) -> int | None:
-        """The blob's stored size, or None when absent."""
-        return self.blobs.blob_size(digest)
-
-    def omitted(self, digest: str) -> bool:
-        """A ledger directory omits nothing."""
-        return False
-
-    def key_handovers(self) -> list[bytes]:
-        """The files ``log/key-handovers/1``, ``2``, ... (up to the first one missing).
-
-        Raises:
-            FormatError: one cannot be read.
-        """
-        return read_handovers(self.log_dir)
-
-    def extension(self) -> CompactRange | None:
-        """None: a ledger directory proves any entry from its tiles."""
-        return None
-
-    def blob(self, digest: str) -> bytes | None:
-        """The blob's bytes, or None when absent."""
-        return self.blobs.blob(digest)

@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import testkit
 
 from trajledger.ledger.errors import LogError, TamperError
 from trajledger.ledger.keys import Signer
@@ -40,13 +41,7 @@ PRODUCER = Signer.generate("producer")  # TEST ONLY
 
 
 def spec(i: int, *, kind: str = "files", subject: str | None = None) -> EntrySpec:
-    seed = str(i).encode()
-    return EntrySpec(
-        kind=kind,
-        subject=subject or "sha256:" + hashlib.sha256(b"s" + seed).hexdigest(),
-        envelope="sha256:" + hashlib.sha256(b"e" + seed).hexdigest(),
-        signers=(PRODUCER.keyid,),
-    )
+    return testkit.entry_spec(i, PRODUCER.keyid, kind=kind, subject=subject)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import testkit
 
 from trajledger.ledger.errors import LogError, TamperError
 from trajledger.ledger.keys import Signer
@@ -25,13 +26,7 @@ KEYID = Signer.generate("producer").keyid  # TEST ONLY
 
 
 def spec(i: int) -> EntrySpec:
-    seed = str(i).encode()
-    return EntrySpec(
-        "files",
-        "sha256:" + hashlib.sha256(b"s" + seed).hexdigest(),
-        "sha256:" + hashlib.sha256(b"e" + seed).hexdigest(),
-        (KEYID,),
-    )
+    return testkit.entry_spec(i, KEYID)
 
 
 def snapshot(d: Path) -> dict[str, bytes]:

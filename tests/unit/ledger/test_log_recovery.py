@@ -10,7 +10,6 @@ lock. An append of an entry already logged (idempotent: it adds nothing) plays t
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import testkit
 
 from trajledger.ledger.errors import LogError, TamperError
 from trajledger.ledger.fs import FsyncGroup, fsync_all
@@ -37,13 +37,7 @@ class Killed(BaseException):
 
 
 def spec(i: int) -> EntrySpec:
-    seed = str(i).encode()
-    return EntrySpec(
-        "files",
-        "sha256:" + hashlib.sha256(b"s" + seed).hexdigest(),
-        "sha256:" + hashlib.sha256(b"e" + seed).hexdigest(),
-        (KEYID,),
-    )
+    return testkit.entry_spec(i, KEYID)
 
 
 def tree(log_dir: Path) -> dict[str, bytes]:

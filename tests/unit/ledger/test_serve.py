@@ -11,7 +11,6 @@ from __future__ import annotations
 import socket
 import struct
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -186,7 +185,6 @@ def test_a_request_sent_a_byte_at_a_time_is_cut_at_the_request_timeout(
     server: LogServer,
 ) -> None:
     with socket.create_connection(("127.0.0.1", server.server_address[1])) as s:
-        started = time.monotonic()
         for c in b"GET /checkpoint HTTP/1.1\r\n":
             try:
                 s.sendall(bytes([c]))
@@ -194,9 +192,8 @@ def test_a_request_sent_a_byte_at_a_time_is_cut_at_the_request_timeout(
                 break
             if _closed_by_server(s, 0.2):
                 break
-        else:
+        else:  # 26 bytes, one each 0.2 s: over 5 s, the timeout is 1 s
             pytest.fail("the server waited for the whole slow request")
-        assert time.monotonic() - started < 5  # a generous bound; the timeout is 1 s
 
 
 def test_keep_alive_and_pipelined_requests_are_answered(server: LogServer) -> None:

@@ -193,7 +193,7 @@ def _three_datasets(ledger: Ledger) -> tuple[int, int, int]:
 
 def test_the_held_out_datasets_are_indexed(home: Path) -> None:
     """The admission gate verifies the holdout and regression datasets, not every dataset."""
-    from trajledger.verify.evidence import LedgerDirEvidence
+    from trajledger.verify.ledger_dir import LedgerDirEvidence
     from trajledger.verify.log_index import MemoryIndex
 
     ledger = Ledger.open(home)

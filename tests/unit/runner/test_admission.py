@@ -27,6 +27,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+import testkit
 
 from trajledger.ledger.artifacts import (
     batch_files,
@@ -99,17 +100,17 @@ class Setup:
         return Path(self.ledger.store.path_of(batch_files(self.ledger, batch)[name]))
 
 
-@pytest.fixture
-def setup(tmp_path: Path) -> Setup:
-    ledger = Ledger.init(tmp_path / "home", origin="test/admission")
-    keys = {
-        k: ledger.keys.create(k, encrypt=False)
-        for k in ("vendor", "approver-a", "approver-b", "trainer")
-    }
-    s = Setup(ledger, keys, tmp_path / "home" / "policy.toml", None, [])  # type: ignore[arg-type]
-    s.policy_path = s.write_policy(1)
-    record_policy(ledger, s.policy_path, [keys["approver-a"], keys["approver-b"]])
-    s.policy = TrustPolicy.from_toml(s.policy_path.read_bytes(), s.policy_path.parent)
+KEYS = ("vendor", "approver-a", "approver-b", "trainer")
+
+
+def build(root: Path) -> list[str]:
+    """The ledger at ``root``: keys `KEYS`, policy serial 1 in force, cartpole@1 and return@1,
+    batches b0 and b50 (4 random episodes each), dataset ds@1 of b0 approved by both approvers;
+    returns the batches' digests."""
+    ledger = Ledger.init(root, origin="test/admission")
+    keys = {k: ledger.keys.create(k, encrypt=False) for k in KEYS}
+    s = Setup(ledger, keys, root / "policy.toml", None, [])  # type: ignore[arg-type]
+    record_policy(ledger, s.write_policy(1), [keys["approver-a"], keys["approver-b"]])
     register_environment(ledger, "cartpole", "1", keys["vendor"], gymnasium_id="CartPole-v1")
     register_evaluator(ledger, "return", "1", "deterministic", keys["vendor"])
     for seed in (0, 50):
@@ -128,7 +129,25 @@ def setup(tmp_path: Path) -> Setup:
         )
     create_dataset(ledger, "ds", "1", "train", [s.batches[0]], keys["vendor"])
     s.approve_both("ds@1")
-    return s
+    return s.batches
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory: pytest.TempPathFactory) -> testkit.Template[list[str]]:
+    return testkit.build_template(tmp_path_factory.mktemp("admission"), build)
+
+
+@pytest.fixture
+def setup(template: testkit.Template[list[str]], tmp_path: Path) -> Setup:
+    ledger = Ledger.open(testkit.copy_template(template, tmp_path / "home"))
+    policy_path = ledger.root / "policy.toml"
+    return Setup(
+        ledger,
+        {k: ledger.keys.signer(k) for k in KEYS},
+        policy_path,
+        TrustPolicy.from_toml(policy_path.read_bytes(), policy_path.parent),
+        list(template.value),
+    )
 
 
 # -- what admission returns ---------------------------------------------------------------------

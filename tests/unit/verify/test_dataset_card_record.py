@@ -26,8 +26,8 @@ from trajledger.ledger.record import record_files
 from trajledger.ledger.status import erase, record_policy
 from trajledger.verify import predicates
 from trajledger.verify.errors import FormatError
-from trajledger.verify.evidence import LedgerDirEvidence
 from trajledger.verify.kinds import BY_PREDICATE_TYPE, KINDS
+from trajledger.verify.ledger_dir import LedgerDirEvidence
 from trajledger.verify.lineage import ERASED, FAIL, OK, LineageVerifier, Report
 from trajledger.verify.policy import TrustPolicy
 from trajledger.verify.statement import Statement

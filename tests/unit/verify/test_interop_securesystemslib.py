@@ -52,7 +52,7 @@ def _trajledger_envelope(signer: Signer) -> bytes:
 @pytest.mark.parametrize("alg", ALGS)
 def test_trajledger_envelope_verifies_with_securesystemslib(alg: str) -> None:
     private = _private(alg)
-    signer = Signer._from_private("vendor", private)
+    signer = Signer.from_private("vendor", private)
     data = _trajledger_envelope(signer)
 
     env = dsse.Envelope.from_dict(json.loads(data))
@@ -69,7 +69,7 @@ def test_trajledger_envelope_verifies_with_securesystemslib(alg: str) -> None:
 @pytest.mark.parametrize("alg", ALGS)
 def test_securesystemslib_refuses_tampered_trajledger_envelope(alg: str) -> None:
     private = _private(alg)
-    signer = Signer._from_private("vendor", private)
+    signer = Signer.from_private("vendor", private)
     obj = json.loads(_trajledger_envelope(signer))
     obj["payloadType"] = "application/json"
     env = dsse.Envelope.from_dict(obj)
@@ -102,7 +102,7 @@ def test_securesystemslib_envelope_verifies_with_trajledger(alg: str) -> None:
     ).encode()
     data, sslib_keyid = _securesystemslib_envelope(private, payload)
 
-    trusted = Signer._from_private("vendor", private).public
+    trusted = Signer.from_private("vendor", private).public
     assert sslib_keyid != trusted.keyid
     env = Envelope.from_bytes(data)
     assert env.payload == payload
@@ -122,7 +122,7 @@ def test_securesystemslib_envelope_verifies_with_trajledger(alg: str) -> None:
 @pytest.mark.parametrize("alg", ALGS)
 def test_securesystemslib_envelope_with_our_keyid(alg: str) -> None:
     private = _private(alg)
-    trusted = Signer._from_private("vendor", private).public
+    trusted = Signer.from_private("vendor", private).public
     key = sslib_signer.SSlibKey.from_crypto(private.public_key(), keyid=trusted.keyid)
     env = dsse.Envelope(b"hello", INTOTO_PAYLOAD_TYPE, {})
     env.sign(sslib_signer.CryptoSigner(private, key))
@@ -142,6 +142,6 @@ def test_securesystemslib_envelope_by_untrusted_key_is_refused(alg: str) -> None
 def test_public_keys_agree() -> None:
     """securesystemslib reads the PEM trajledger writes as the same key."""
     private = ed25519.Ed25519PrivateKey.generate()
-    ours = PublicKey.from_pem(Signer._from_private("k", private).public.to_pem())
+    ours = PublicKey.from_pem(Signer.from_private("k", private).public.to_pem())
     theirs = sslib_signer.SSlibKey.from_crypto(private.public_key(), keyid=ours.keyid)
     assert theirs.keyval["public"] == ours.raw_ed25519().hex()

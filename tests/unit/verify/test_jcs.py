@@ -1,14 +1,19 @@
-"""RFC 8785 canonical JSON (the float-free subset in verify/_jcs.py): known answers.
-
-The property test in tests/property/test_envelope_props.py checks it against the ``rfc8785``
-package for random values.
+"""RFC 8785 canonical JSON (the float-free subset in verify/_jcs.py): known answers, and
+properties (hypothesis): it agrees with the ``rfc8785`` package and with the writer's
+serialiser for random values, and is a fixed point.
 """
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 import rfc8785
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from trajledger.ledger.signing import canonical_json
 from trajledger.verify._jcs import MAX_SAFE_INTEGER, canonical_bytes
 from trajledger.verify.errors import FormatError
 
@@ -80,3 +85,32 @@ def test_known_answers(value: object, want: bytes) -> None:
 def test_refuses(value: object, match: str) -> None:
     with pytest.raises(FormatError, match=match):
         canonical_bytes(value, "doc")
+
+
+# --- properties --------------------------------------------------------------------------------
+
+PROPS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)
+    | st.text(),
+    lambda children: st.lists(children, max_size=5)
+    | st.dictionaries(st.text(), children, max_size=5),
+    max_leaves=30,
+)
+
+
+@PROPS
+@given(value=json_values)
+def test_jcs_matches_rfc8785_package(value: Any) -> None:
+    assert canonical_bytes(value) == rfc8785.dumps(value)
+
+
+@PROPS
+@given(value=json_values)
+def test_jcs_is_a_fixed_point(value: Any) -> None:
+    once = canonical_bytes(value)
+    assert canonical_bytes(json.loads(once)) == once
+    assert canonical_json(value) == once  # the writer's serialiser agrees

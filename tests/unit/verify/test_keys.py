@@ -44,7 +44,7 @@ def test_keyid_ed25519_known_answer() -> None:
     assert key.spki_der == spki
     # The same key reached from its private half, as ledger/keys.py does.
     priv = ed25519.Ed25519PrivateKey.from_private_bytes(RFC8032_SECRET)
-    assert Signer._from_private("t", priv).keyid == key.keyid
+    assert Signer.from_private("t", priv).keyid == key.keyid
 
 
 def test_keyid_p256_known_answer() -> None:
@@ -54,7 +54,7 @@ def test_keyid_p256_known_answer() -> None:
     assert key.keyid == "5a7a78cca4a0f420d9bc62bb669c3c2759e39f723d3ae10dcbe0f0815a07ecd4"
     assert key.algorithm == "ecdsa-p256"
     priv = ec.derive_private_key(RFC6979_X, ec.SECP256R1())
-    assert Signer._from_private("t", priv).keyid == key.keyid
+    assert Signer.from_private("t", priv).keyid == key.keyid
 
 
 def test_keyid_of_spki_is_plain_sha256() -> None:
@@ -138,7 +138,7 @@ def test_algorithms() -> None:
 
 
 def test_ed25519_signature_is_raw_64_bytes_and_rfc8032() -> None:
-    signer = Signer._from_private("t", ed25519.Ed25519PrivateKey.from_private_bytes(RFC8032_SECRET))
+    signer = Signer.from_private("t", ed25519.Ed25519PrivateKey.from_private_bytes(RFC8032_SECRET))
     # RFC 8032 section 7.1 test 1: the signature of the empty message.
     want = bytes.fromhex(
         "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e3970"
@@ -150,7 +150,7 @@ def test_ed25519_signature_is_raw_64_bytes_and_rfc8032() -> None:
 
 def test_ecdsa_signature_is_der_over_sha256() -> None:
     priv = ec.derive_private_key(RFC6979_X, ec.SECP256R1())
-    signer = Signer._from_private("t", priv)
+    signer = Signer.from_private("t", priv)
     sig = signer.sign(b"sample")
     r, s = decode_dss_signature(sig)  # DER SEQUENCE { r, s }
     priv.public_key().verify(sig, b"sample", ec.ECDSA(hashes.SHA256()))

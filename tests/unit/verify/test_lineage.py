@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import testkit
 
 from trajledger.ledger.artifacts import (
     batch_files,
@@ -43,10 +44,11 @@ from trajledger.ledger.record import record_files, record_statement
 from trajledger.ledger.status import approve, erase, record_policy, revoke
 from trajledger.runner.rollouts import run_policy
 from trajledger.runner.train import train
-from trajledger.verify import lineage as lineage_module
+from trajledger.verify import blobs as blobs_module
 from trajledger.verify import predicates
 from trajledger.verify.checkpoint import Checkpoint
-from trajledger.verify.evidence import LedgerDirEvidence
+from trajledger.verify.impact import impact, with_records
+from trajledger.verify.ledger_dir import LedgerDirEvidence
 from trajledger.verify.lineage import (
     ERASED,
     FAIL,
@@ -215,11 +217,16 @@ class Setup:
         return str(entry["envelope"])
 
 
-@pytest.fixture
-def setup(tmp_path: Path) -> Setup:
-    root = tmp_path / "home"
+KEYS = ("vendor", "a", "b", "trainer", "x")
+
+
+def build(root: Path) -> tuple[str, str, str]:
+    """The small ledger at ``root``: keys `KEYS`, the policy (2 approvals), an environment and
+    an evaluator, a batch of 3 random CartPole episodes, dataset ds@1 of it (approved by a and
+    b), and checkpoint m@1 trained on it; returns the batch's, dataset's and checkpoint's
+    digests."""
     ledger = Ledger.init(root, origin="test/lineage")
-    keys = {k: ledger.keys.create(k, encrypt=False) for k in ("vendor", "a", "b", "trainer", "x")}
+    keys = {k: ledger.keys.create(k, encrypt=False) for k in KEYS}
     path = root / "policy.toml"
     path.write_text(POLICY.format(threshold=2, vkey=ledger.log.vkey, extra=""))
     record_policy(ledger, path, [keys["a"], keys["b"]])
@@ -241,7 +248,20 @@ def setup(tmp_path: Path) -> Setup:
         approve(ledger, "ds@1", keys[a])
     policy = TrustPolicy.from_toml(path.read_bytes(), root)
     ckpt = train(ledger, "ds@1", "bc", keys["trainer"], policy, name="m", version="1").digest
-    return Setup(root, ledger, keys, batch, ds, ckpt)
+    return batch, ds, ckpt
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory: pytest.TempPathFactory) -> testkit.Template[tuple[str, str, str]]:
+    return testkit.build_template(tmp_path_factory.mktemp("lineage"), build)
+
+
+@pytest.fixture
+def setup(template: testkit.Template[tuple[str, str, str]], tmp_path: Path) -> Setup:
+    root = testkit.copy_template(template, tmp_path / "home")
+    ledger = Ledger.open(root)
+    keys = {k: ledger.keys.signer(k) for k in KEYS}
+    return Setup(root, ledger, keys, *template.value)
 
 
 class TamperedEvidence:
@@ -345,25 +365,25 @@ def test_each_artifact_is_verified_once(setup: Setup) -> None:
 def test_an_interrupted_walk_stops_the_rehashing(
     setup: Setup, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(lineage_module, "_GROUP_BLOBS", 1)  # each blob handed over at once
+    monkeypatch.setattr(blobs_module, "GROUP_BLOBS", 1)  # each blob handed over at once
     v = setup.verifier()
     hashed: list[str] = []
-    real = v._hash_blob
+    real = v.blobs.check
 
     def spy(digest: str, size: int, stop: threading.Event) -> str | None:
         hashed.append(digest)
         return real(digest, size, stop)
 
-    monkeypatch.setattr(v, "_hash_blob", spy)
+    monkeypatch.setattr(v.blobs, "check", spy)
 
     def interrupted(*args: Any, **kw: Any) -> None:
-        assert v._pool is not None  # the batch's blobs are being re-hashed during the walk
+        assert v.blobs.pool is not None  # the batch's blobs are being re-hashed during the walk
         raise KeyboardInterrupt
 
     monkeypatch.setattr(v, "dataset_use", interrupted)
     with pytest.raises(KeyboardInterrupt):
         v.verify(setup.checkpoint)
-    assert v._pool is None and v._stop.is_set() and not v._pending
+    assert v.blobs.pool is None and v.blobs.stop.is_set() and not v.blobs.pending
     # What was dropped does not look verified.
     assert "not re-hashed: the verification was interrupted" in "\n".join(
         v.report(setup.checkpoint, ["log", setup.checkpoint]).render()
@@ -372,7 +392,7 @@ def test_an_interrupted_walk_stops_the_rehashing(
     # A whole walk re-hashes every blob and leaves no pool behind either.
     w = setup.verifier()
     report = w.verify(setup.checkpoint)
-    assert report.ok and w._pool is None and "re-hashed" in "\n".join(report.render())
+    assert report.ok and w.blobs.pool is None and "re-hashed" in "\n".join(report.render())
 
 
 def test_skip_data_compares_sizes_and_says_so(setup: Setup) -> None:
@@ -725,7 +745,7 @@ def test_a_dataset_record_that_cannot_be_read_fails_a_later_use(setup: Setup) ->
 
 
 def test_impact_reaches_the_checkpoint_through_the_dataset(setup: Setup) -> None:
-    report = setup.verifier().impact(setup.batch)
+    report = impact(setup.verifier(), setup.batch)
     assert report.direction == "downstream" and report.ok
     kinds = sorted(n.kind for n in report.nodes.values())
     assert kinds == ["checkpoint", "dataset", "log", "rollout-batch"]
@@ -806,9 +826,9 @@ def test_reports_validate_against_their_schema(setup: Setup) -> None:
     )
     revoke(setup.ledger, setup.batch, setup.keys["a"], reason="x")
     v = setup.verifier()
-    for report in (v.verify(setup.checkpoint), v.impact(setup.batch)):
+    for report in (v.verify(setup.checkpoint), impact(v, setup.batch)):
         assert "records" not in report.to_json()  # verify --json is as it was
-        for doc in (report.to_json(), v.with_records(report).to_json()):
+        for doc in (report.to_json(), with_records(v, report).to_json()):
             jsonschema.validate(doc, schema)
             ids = [n["id"] for n in doc["nodes"]]
             assert len(ids) == len(set(ids)) and all(

@@ -6,10 +6,10 @@ The log is written by the ledger's writer, then read back into memory.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
+import testkit
 
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.log import EntrySpec, Log
@@ -23,13 +23,7 @@ SIGNER = Signer.generate("log")  # TEST ONLY
 
 
 def spec(i: int) -> EntrySpec:
-    seed = str(i).encode()
-    return EntrySpec(
-        "files",
-        "sha256:" + hashlib.sha256(b"s" + seed).hexdigest(),
-        "sha256:" + hashlib.sha256(b"e" + seed).hexdigest(),
-        ("a" * 64,),
-    )
+    return testkit.entry_spec(i, "a" * 64)
 
 
 @pytest.fixture

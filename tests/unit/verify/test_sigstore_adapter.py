@@ -199,7 +199,7 @@ def _cert_bundle(env: Envelope, cert: bytes) -> bytes:
 
 def test_pinned_certificates() -> None:
     key = ec.generate_private_key(ec.SECP256R1())
-    signer = Signer._from_private("c", key)
+    signer = Signer.from_private("c", key)
     env = _signed(signer)
     good = _cert_bundle(env, _cert(key, sign_usage=True))
     v = verify_sigstore_bundle(good, keys=[signer.public], artifact_digest=D)

@@ -25,9 +25,8 @@ from referencing import Registry, Resource
 
 from trajledger.ledger.cards import ProducerCard
 from trajledger.ledger.keys import Signer
-from trajledger.ledger.signing import sign_statement
+from trajledger.ledger.signing import canonical_json, sign_statement
 from trajledger.verify import predicates as p
-from trajledger.verify._jcs import canonical_bytes
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import FormatError
 from trajledger.verify.log_entry import LogEntry
@@ -136,7 +135,7 @@ def _signed(changes: Callable[[dict[str, Any]], None]) -> bytes:
                  "subject": [{"name": "x", "digest": {"sha256": "ab" * 32}}],
                  "predicate": {"manifest": MANIFEST}}
     changes(statement)
-    return canonical_bytes(statement)
+    return canonical_json(statement)
 
 
 CARD = b"""title = "t"
@@ -157,7 +156,7 @@ conditions = "internal"
 
 
 def _log_entry(obj: dict[str, Any]) -> LogEntry:
-    return LogEntry.from_bytes(canonical_bytes(obj))
+    return LogEntry.from_bytes(canonical_json(obj))
 
 
 ENTRY = json.loads(LogEntry("files", D, D, ("ab" * 32,), T, "00" * 32).to_bytes())

@@ -590,7 +590,7 @@ def verify_log_dir(
 
 def _check_handovers(directory: Path, vkey: str, size: int, report: LogReport) -> None:
     """Step 9 of `verify_log_dir`."""
-    from trajledger.verify.evidence import read_handovers
+    from trajledger.verify.ledger_dir import read_handovers
     from trajledger.verify.log_key import HANDOVER_DIR, key_chain, parse_handover
     from trajledger.verify.merkle import EMPTY_ROOT
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Self
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.digest import parse_digest
 from trajledger.verify.errors import FormatError, SignatureError, VerificationError
-from trajledger.verify.evidence import read_handovers
+from trajledger.verify.ledger_dir import read_handovers
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.note import Verifier, verifier_from_vkey
 from trajledger.verify.tiles import TileReader

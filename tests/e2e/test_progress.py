@@ -1,0 +1,90 @@
+"""Progress on long work (issue 23 item 4), seen on a pseudo-terminal: export draws a bar over
+the bundle's bytes, import one over the bytes it copies into the store, and a user's first use
+of a log one over its entries; none under ``-q`` or when stderr is not a terminal.
+(``record``'s bar: test_record_progress.py; waiting for another process: test_trust_state.py.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import testkit
+from testkit import run_on_terminal
+
+
+@pytest.fixture
+def home(quickstart_template: testkit.Template[str], tmp_path: Path) -> Path:
+    return testkit.copy_template(quickstart_template, tmp_path / "home")
+
+
+def _cmd(home: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "trajledger", "--ledger", str(home), *args]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return dict(os.environ, COLUMNS="100", **extra)
+
+
+BUYER_POLICY = """\
+name = "buyer"
+serial = 1
+[roles.producer]
+keys = ["trust/vendor.pub"]
+[roles.approver]
+keys = ["trust/approver-a.pub", "trust/approver-b.pub", "trust/b1.pub", "trust/b2.pub"]
+threshold = 2
+[roles.trainer]
+keys = ["trust/trainer.pub"]
+[roles.log]
+vkeys = ["{vendor}", "{buyer}"]
+"""
+
+
+def _buyer(home: Path, vendor: Path) -> Path:
+    """A second organisation: its own log, approvers b1 and b2, and a policy trusting the
+    vendor's keys and log."""
+    import shutil
+
+    from trajledger.ledger.home import Ledger
+    from trajledger.runner.cli import main
+
+    runner = testkit.new_runner()
+    for args in (["init", "--origin", "buyer/log"], *(["key", "new", k, "--no-encrypt"]
+                                                       for k in ("b1", "b2"))):
+        r = runner.invoke(main, ["--ledger", str(home), *args])
+        assert r.exit_code == 0, r.output
+    trust = home / "trust"
+    trust.mkdir()
+    for pub in [*(vendor / "keys").glob("*.pub"), *(home / "keys").glob("b*.pub")]:
+        shutil.copy(pub, trust / pub.name)
+    (home / "policy.toml").write_text(BUYER_POLICY.format(
+        vendor=Ledger.open(vendor).log.vkey, buyer=Ledger.open(home).log.vkey))
+    return home
+
+
+def test_export_and_import_draw_bars_over_bytes(home: Path, tmp_path: Path) -> None:
+    bundle = tmp_path / "ck.tar.zst"
+    code, err = run_on_terminal(_cmd(home, "export", "cartpole-bc@2", "--out", str(bundle)),
+                                _env())
+    assert code == 0, err
+    assert "writing the bundle" in err and "100%" in err
+    buyer = _buyer(tmp_path / "buyer", home)
+    code, err = run_on_terminal(
+        _cmd(buyer, "import", str(bundle), "--policy", str(buyer / "policy.toml"),
+             "--key", "b1", "--key", "b2"), _env())
+    assert "copying into the store" in err and "100%" in err, err
+    assert code == 0, err
+
+
+def test_no_bar_under_quiet_or_off_a_terminal(home: Path, tmp_path: Path) -> None:
+    code, err = run_on_terminal(
+        _cmd(home, "-q", "export", "cartpole-bc@2", "--out", str(tmp_path / "a.tar.zst")), _env())
+    assert code == 0, err
+    assert "%" not in err and "writing the bundle" not in err
+    r = subprocess.run(_cmd(home, "export", "cartpole-bc@2", "--out", str(tmp_path / "b.tar.zst")),
+                       capture_output=True, text=True, env=_env(), check=False)
+    assert r.returncode == 0, r.stderr
+    assert "%" not in r.stderr and "writing the bundle" not in r.stderr

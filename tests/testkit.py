@@ -1,0 +1,261 @@
+"""Helpers shared by the test packages (tests/unit, tests/e2e, tests/property, tests/interop).
+
+Scope:
+
+- Ledger templates (`build_template`, `copy_template`): a ledger built once per pytest session
+  (once per xdist worker: each worker is a session of its own) by a session-scoped fixture, and
+  copied for each test that uses it. A template is built with a user state directory of its
+  own, and a copy takes both the ledger (to a directory of the test's) and that user state (into
+  the test's own ``TRAJLEDGER_STATE_DIR``): the test's user is the one who built the ledger, as
+  when each test built it, so no first use is announced, the floor and the index of the log are
+  there, and nothing is read again. Copies keep file modes (0600 keys, 0700 directories, 0444
+  blobs) and symbolic links as links; `copy_template` checks the modes. A module fixture that
+  copies a template and goes on appending does so as a user of its own (`as_own_user`).
+- `entry_spec`: the log entry spec number ``i`` of the log tests (distinct subjects and
+  envelope digests).
+- `new_runner`: a click ``CliRunner`` keeping stderr apart.
+
+Non-scope: fixtures (tests/conftest.py and each package's conftest declare them, using these),
+what a test concludes.
+
+Not a test module (pytest collects ``test_*.py`` only): tests import it as ``testkit``
+(tests/conftest.py puts this directory on ``sys.path``, as ``--import-mode=importlib`` puts none).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import pytest
+from click.testing import CliRunner
+
+from trajledger.ledger.log import EntrySpec
+
+TEST_PASSPHRASE = "correct horse battery staple (TEST ONLY)"
+"""The passphrase of the tests' encrypted keys (the ``passphrase`` fixture sets it)."""
+STATE_ENV = "TRAJLEDGER_STATE_DIR"
+"""The user state directory (``trajledger.ledger.home.STATE_DIR_ENV``)."""
+PER_DIRECTORY = "ledgers"
+"""The part of a user state keyed by a ledger directory's path (its origin pin): a copy is
+another directory, pinned when first opened, so the template's pins are not copied."""
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+@dataclass(frozen=True)
+class Template(Generic[T]):
+    """A ledger built once, the user state it was built with, and what its build returned."""
+
+    home: Path
+    state: Path
+    value: T
+    """What the build function returned (digests, names: whatever its tests need)."""
+
+
+@contextlib.contextmanager
+def user_state(directory: Path) -> Iterator[Path]:
+    """Run the block as a user whose state directory is ``directory`` (made, 0700, if absent).
+
+    Session and module fixtures that use a ledger run so: copies of one template share its log
+    (origin and key), and the user state they would otherwise share (the session's) remembers
+    each log's newest checkpoint: one fixture's appends would be another's fork.
+    """
+    directory.mkdir(mode=0o700, exist_ok=True)
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv(STATE_ENV, str(directory))
+        yield directory
+
+
+def as_own_user(root: Path, make: Callable[[Path], T]) -> T:
+    """``make(root)`` as a user of its own (state directory ``root / "state"``): a module
+    fixture's copy of a template, whose appends then fork no other fixture's view of the log."""
+    with user_state(root / "state"):
+        return make(root)
+
+
+def build_template(root: Path, build: Callable[[Path], T]) -> Template[T]:
+    """``build(root / "home")`` with ``root / "state"`` as the user state directory.
+
+    Args:
+        root: an empty directory (``tmp_path_factory.mktemp(...)``).
+        build: makes a ledger at the path it is given; what it returns is kept as ``value``.
+
+    The user state's SQLite databases are checkpointed after the build (their write-ahead logs
+    emptied into them), so that a copy of the directory is a copy of the state.
+    """
+    home, state = root / "home", root / "state"
+    with user_state(state):
+        value = build(home)
+    gc.collect()  # the build's Ledger objects, and their database connections, are gone
+    for db in state.rglob("*.sqlite"):
+        con = sqlite3.connect(db)
+        try:
+            busy, _, _ = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            con.close()
+        assert busy == 0, f"{db}: still in use after the template's build"
+    return Template(home, state, value)
+
+
+def modes(root: Path, *, skip: Callable[[Path], bool] = lambda _p: False) -> dict[str, int]:
+    """``{relative path: permission bits}`` of ``root`` and everything below it (links not
+    followed), without the paths ``skip`` answers true for."""
+    out = {".": stat.S_IMODE(root.lstat().st_mode)}
+    for p in root.rglob("*"):
+        if not skip(p):
+            out[p.relative_to(root).as_posix()] = stat.S_IMODE(p.lstat().st_mode)
+    return out
+
+
+def copy_template(template: Template[Any], dest: Path) -> Path:
+    """Copy ``template``'s ledger to ``dest`` (which must not exist) and its user state into
+    this test's ``TRAJLEDGER_STATE_DIR``; returns ``dest``.
+
+    Raises:
+        AssertionError: a mode differs between the template and its copy.
+    """
+    def skipped(p: Path) -> bool:
+        # SQLite's write-ahead log and shared memory (empty after `build_template`'s
+        # checkpoint), and the per-directory pins.
+        rel = p.relative_to(template.state)
+        return p.name.endswith(("-wal", "-shm")) or rel.parts[:1] == (PER_DIRECTORY,)
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        return {n for n in names if skipped(Path(directory, n))}
+
+    shutil.copytree(template.home, dest, symlinks=True)
+    state = Path(os.environ[STATE_ENV])
+    shutil.copytree(template.state, state, symlinks=True, ignore=ignore, dirs_exist_ok=True)
+    assert modes(dest) == modes(template.home), f"{dest}: modes differ from the template's"
+    copied = modes(template.state, skip=skipped)
+    assert {k: v for k, v in modes(state).items() if k in copied} == copied, (
+        f"{state}: modes differ from the template's user state"
+    )
+    return dest
+
+
+def extend_template(
+    root: Path, base: Template[T], extend: Callable[[Path, T], U]
+) -> Template[U]:
+    """A template made of a copy of ``base`` (ledger and user state) and then
+    ``extend(home, base.value)``, whose result is the new template's value."""
+
+    def build(home: Path) -> U:
+        copy_template(base, home)
+        return extend(home, base.value)
+
+    return build_template(root, build)
+
+
+def quickstart(home: Path, *, episodes: int = 10, passphrase: str | None = None) -> str:
+    """``trajledger quickstart HOME --episodes N`` in process, keys encrypted under
+    ``passphrase`` (None: in the clear, as the demo writes them without one); returns the final
+    checkpoint's digest (the last stdout line)."""
+    from trajledger.runner.cli import main
+
+    r = new_runner().invoke(
+        main,
+        ["quickstart", str(home), "--episodes", str(episodes)],
+        env={"TRAJLEDGER_PASSPHRASE": passphrase},
+    )
+    assert r.exit_code == 0, r.output
+    return r.stdout.strip().splitlines()[-1]
+
+
+def entry_spec(
+    i: int, signer: str = "a" * 64, *, kind: str = "files", subject: str | None = None
+) -> EntrySpec:
+    """Log entry spec number ``i``, naming the keyid ``signer``: its subject (unless given) and
+    envelope digests are the SHA-256 of ``s<i>`` and ``e<i>``, distinct for each ``i``."""
+    seed = str(i).encode()
+    return EntrySpec(
+        kind,
+        subject or "sha256:" + hashlib.sha256(b"s" + seed).hexdigest(),
+        "sha256:" + hashlib.sha256(b"e" + seed).hexdigest(),
+        (signer,),
+    )
+
+
+def new_runner() -> CliRunner:
+    """A CliRunner with stderr kept apart (click < 8.2 needs ``mix_stderr=False``; click 8.2
+    removed it and always records both: ``result.output`` interleaves them)."""
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        return CliRunner()
+
+
+class Party:
+    """One organisation of the exchange tests (tests/e2e/test_updates.py,
+    tests/interop/test_three_parties.py): a ledger directory and a user state directory of its
+    own, driven through the CLI in-process."""
+
+    def __init__(self, root: Path, name: str) -> None:
+        self.name = name
+        self.home = root / name
+        self.state = root / f"{name}-state"
+        self.state.mkdir(parents=True)
+
+    def run(self, *args: str | Path, code: int = 0) -> Any:
+        """``trajledger --ledger HOME ARGS`` as this party; asserts the exit code and that no
+        traceback was printed; the click ``Result``."""
+        from trajledger.runner.cli import main
+
+        r = new_runner().invoke(main, ["--ledger", str(self.home), *map(str, args)],
+                                env={"TRAJLEDGER_STATE_DIR": str(self.state)})
+        assert r.exit_code == code, f"{self.name} {args}: {r.output}"
+        assert "Traceback" not in r.output
+        return r
+
+    def last(self, *args: str | Path) -> str:
+        """Run a command and return its last stdout line (a digest, a vkey)."""
+        return str(self.run(*args).stdout.strip().splitlines()[-1])
+
+    def info(self) -> dict[str, Any]:
+        """``log info --json``."""
+        return dict(json.loads(self.run("log", "info", "--json").stdout))
+
+    def vkey(self) -> str:
+        """The party's log verifier key."""
+        return str(self.info()["vkey"])
+
+    def size(self) -> int:
+        """The party's log size."""
+        return int(self.info()["size"])
+
+
+def run_on_terminal(cmd: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run ``cmd`` with stderr on a pseudo-terminal (stdout a pipe, stdin empty), as a user at
+    a terminal sees it; its exit code and what it wrote to the terminal."""
+    import pty
+    import subprocess
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=slave, env=env)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not data:
+            break
+        out += data
+    proc.wait()
+    os.close(master)
+    return proc.returncode, out.decode("utf-8", "replace")
+

@@ -1,0 +1,167 @@
+"""The judgement layer (``verify.judge``) decides from bytes and records alone: no ledger, no
+files, no index, no threads.
+
+- A revocation's envelope bytes judged under an in-memory policy: a `Record` signed by an
+  approver; the same bytes altered, a damaged `RecordFailure` (fail closed); signed by a key the
+  policy does not hold, a failure whose cause is that key (`key_node`).
+- A revocation has authority over its subject when an approver or the subject's own producer
+  signed it; another producer's does not count.
+- A revoked batch's cascade: the revocation judged from bytes fails the batch (`standing`);
+  the dataset and checkpoint built on it fail through their lineage, with the batch as the one
+  root cause.
+- Approvals are counted from in-memory records by their log time and purpose.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+
+from cryptography.hazmat.primitives import serialization
+
+from trajledger.ledger.keys import Signer
+from trajledger.ledger.signing import sign_statement
+from trajledger.verify import predicates
+from trajledger.verify.judge import (
+    Record,
+    RecordFailure,
+    approvals,
+    authority,
+    judge_record,
+    key_node,
+    standing,
+)
+from trajledger.verify.log_entry import GENESIS_PREV, LogEntry
+from trajledger.verify.policy import TrustPolicy
+from trajledger.verify.report import FAIL, OK, Edge, Node, Report, Status
+
+PRODUCER = Signer.generate("producer")  # TEST ONLY
+APPROVER = Signer.generate("approver")  # TEST ONLY
+STRANGER = Signer.generate("stranger")  # TEST ONLY
+
+
+def pem(s: Signer) -> str:
+    key = serialization.load_der_public_key(s.public.spki_der)
+    return key.public_bytes(serialization.Encoding.PEM,
+                            serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+
+
+POLICY = TrustPolicy.from_toml(f'''
+name = "judge"
+serial = 1
+[roles.producer]
+keys = ["""{pem(PRODUCER)}"""]
+[roles.approver]
+keys = ["""{pem(APPROVER)}"""]
+threshold = 1
+'''.encode())
+
+
+def digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def revocation(subject: str, signer: Signer, reason: str = "leaked test data"
+               ) -> tuple[LogEntry, bytes]:
+    """A revocation's log entry and envelope bytes, signed by ``signer``."""
+    env = sign_statement([("artifact", subject)], predicates.REVOCATION,
+                         {"reason": reason, "revokedAt": "2026-01-02T03:04:05Z"}, [signer])
+    data = env.to_bytes()
+    entry = LogEntry("revocation", subject, "sha256:" + hashlib.sha256(data).hexdigest(),
+                     (signer.keyid,), "2026-01-02T03:04:06Z", GENESIS_PREV)
+    return entry, data
+
+
+def nothing(_digest: str) -> bytes | None:
+    return None
+
+
+def test_a_record_is_judged_from_its_envelope_bytes() -> None:
+    batch = digest("batch")
+    entry, data = revocation(batch, APPROVER)
+    rec = judge_record(7, entry, data, POLICY, nothing)
+    assert isinstance(rec, Record)
+    assert rec.index == 7 and rec.signers == {APPROVER.keyid}
+    assert isinstance(rec.predicate, predicates.Revocation)
+    assert rec.predicate.reason == "leaked test data"
+    # Other bytes than the entry names, or none: damaged, what it says is unknown.
+    bad = judge_record(7, entry, data[:-1] + b" }", POLICY, nothing)
+    assert isinstance(bad, RecordFailure) and bad.damaged
+    assert "envelope hashes to" in bad.message
+    gone = judge_record(7, entry, None, POLICY, nothing)
+    assert isinstance(gone, RecordFailure) and gone.damaged and "is missing" in gone.message
+
+
+def test_a_key_the_policy_does_not_hold_is_the_cause() -> None:
+    entry, data = revocation(digest("batch"), STRANGER)
+    rec = judge_record(3, entry, data, POLICY, nothing)
+    assert isinstance(rec, RecordFailure) and not rec.damaged
+    assert rec.cause == f"key:{STRANGER.keyid}:producer or approver"
+    assert "not in the policy" in rec.note
+    node = key_node(rec, POLICY)
+    assert node.id == rec.cause and node.status is Status.FAIL
+    assert f"add the key {STRANGER.keyid} to the policy" in node.checks[0].detail
+
+
+def test_who_may_revoke() -> None:
+    batch = digest("batch")
+    made_entry = LogEntry("rollout-batch", batch, digest("env"), (PRODUCER.keyid,),
+                          "2026-01-01T00:00:00Z", GENESIS_PREV)
+    made = Record(0, made_entry, None, None, frozenset({PRODUCER.keyid}))  # type: ignore[arg-type]
+    by_approver = judge_record(1, *revocation(batch, APPROVER), POLICY, nothing)
+    by_producer = judge_record(2, *revocation(batch, PRODUCER), POLICY, nothing)
+    assert isinstance(by_approver, Record) and isinstance(by_producer, Record)
+    assert authority(by_approver, POLICY, "rollout-batch", None) is None
+    assert authority(by_producer, POLICY, "rollout-batch", made) is None
+    # Another producer's batch: a producer may revoke only what it produced.
+    other = Record(0, made_entry, None, None, frozenset({STRANGER.keyid}))  # type: ignore[arg-type]
+    why = authority(by_producer, POLICY, "rollout-batch", other)
+    assert why is not None and "a producer may revoke or erase only what it produced" in why
+
+
+def test_a_revoked_batch_fails_what_was_built_on_it() -> None:
+    batch, dataset, checkpoint = digest("batch"), digest("dataset"), digest("checkpoint")
+    rec = judge_record(9, *revocation(batch, APPROVER), POLICY, nothing)
+    assert isinstance(rec, Record)
+    nodes = {d: Node(d, k, name=k) for d, k in ((batch, "rollout-batch"),
+                                                  (dataset, "dataset"),
+                                                  (checkpoint, "checkpoint"))}
+    for n in nodes.values():
+        n.add("record", OK, "signature, role and inclusion verified")
+    standing(nodes[batch], rec.predicate, [rec], POLICY)
+    assert [(c.what, c.status) for c in nodes[batch].checks][-1] == ("revoked", FAIL)
+    assert nodes[batch].checks[-1].detail == "leaked test data (log index 9)"
+    log = Node("log", "log", name="log")
+    report = Report(checkpoint, ["log", checkpoint], {"log": log, **nodes},
+                    [Edge(checkpoint, dataset, "dataset"), Edge(dataset, batch, "batch")])
+    assert not report.ok
+    assert report.failing() == {batch, dataset, checkpoint}
+    causes = report.causes()
+    assert [(n.id, [c.what for c in cs], d) for n, cs, d in causes] == [(batch, ["revoked"], 2)]
+    assert report.verdict().endswith("1 problem(s) in 4 checks, in 1 node(s); "
+                                     "2 more fail through their lineage")
+    assert report.to_json()["nodes"][3]["lineage"] == "fail"  # the checkpoint, as a string
+
+
+def test_approvals_from_in_memory_records() -> None:
+    ds = digest("dataset")
+    env = sign_statement([("dataset", ds)], predicates.APPROVAL, {
+        "purpose": "train", "approvedAt": "2026-01-02T00:00:00Z",
+        "expires": "2026-02-02T00:00:00Z"}, [APPROVER])
+    data = env.to_bytes()
+    entry = LogEntry("approval", ds, "sha256:" + hashlib.sha256(data).hexdigest(),
+                     (APPROVER.keyid,), "2026-01-02T00:00:10Z", GENESIS_PREV)
+    rec = judge_record(4, entry, data, POLICY, nothing)
+    assert isinstance(rec, Record), rec
+    at = dt.datetime(2026, 1, 10, tzinfo=dt.UTC)
+    node = Node("decision", "admission")
+    assert approvals(node, "ds@1", [rec], POLICY, "train", 10, at) == {APPROVER.keyid}
+    assert node.checks[-1].status is Status.OK
+    # Logged after the use, or for another purpose: it does not count, and the check says why.
+    late = Node("decision", "admission")
+    assert approvals(late, "ds@1", [rec], POLICY, "train", 3, at) == set()
+    assert late.checks[-1].status is Status.FAIL
+    assert "was logged after the use (log index 3)" in late.checks[-1].detail
+    other = Node("decision", "admission")
+    assert approvals(other, "ds@1", [rec], POLICY, "eval", 10, at) == set()
+    assert "is for 'train', not 'eval'" in other.checks[-1].detail

@@ -1,0 +1,141 @@
+"""Views around a verified lineage: what was built on an artifact, and the records about a
+report's artifacts that are not nodes of it.
+
+Scope: `impact` (everything downstream of an artifact, each verified, with the edges that reach
+it) and `with_records` (a report with its `Mark`s: approvals, revocations, erasures,
+evaluations... each verified as a record), both over a `LineageVerifier`, and `gist`, what a
+record says in one line. Used by ``trajledger lineage``/``impact`` and updates; never by
+``python -m verify BUNDLE``, which loads none of this.
+Non-scope: verifying anything itself (the verifier does, memoised).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from .digest import parse_digest
+from .judge import Record
+from .kinds import KINDS
+from .report import FAIL, INFO, OK, Direction, Edge, Mark, Report
+from .report import short as _short
+
+if TYPE_CHECKING:
+    from .lineage import LineageVerifier
+
+__all__ = ["gist", "impact", "with_records"]
+
+
+def impact(verifier: LineageVerifier, digest: str) -> Report:
+    """Everything downstream of ``digest``: the artifacts whose lineage includes it, each
+    verified (memoised), with the edges that reach them. Cost: O(downstream)."""
+    parse_digest(digest, "artifact digest")
+    kind = verifier.primary_kind(digest)
+    if kind is None:
+        return verifier.verify(digest)
+    # Everything downstream was built on the subject: when it fails, they fail through
+    # their lineage (`Report.failing`), each counted once as the subject's problem.
+    down = verifier.run(lambda: _downstream(verifier, digest, kind))
+    return verifier.report(digest, ["log", digest], down)
+
+
+def _downstream(verifier: LineageVerifier, digest: str, kind: str) -> list[Edge]:
+    """Verify ``digest`` and walk the referrers: the edges reaching it."""
+    verifier.artifact(digest, kind, follow=False)
+    down: list[Edge] = []
+    seen = {digest}
+    todo = [digest]
+    while todo:
+        d = todo.pop()
+        for i, role in verifier.index.referrers(d):
+            e = verifier.entry(i)
+            if e is None:
+                continue
+            src = e.subject
+            # A referrer counts only when its own verified identity record names the edge.
+            src_node = verifier.artifact(src, e.kind, follow=False)
+            if src_node.index != i or not any(
+                dep.digest == d and dep.role == role for dep in verifier.dependencies(src)
+            ):
+                continue
+            down.append(Edge(src, d, role))
+            if src not in seen:
+                seen.add(src)
+                todo.append(src)
+    return down
+
+
+def with_records(verifier: LineageVerifier, report: Report) -> Report:
+    """``report`` with the records about its artifacts that are not nodes of it (`Mark`),
+    found generically from the kinds (`verify.kinds`), in log order:
+
+    - every record whose subject is an artifact of the report and whose kind is not an
+      artifact kind (approvals, revocations, erasures, refusals, imports...);
+    - every record of an artifact kind that judges (`Kind.judges`: evaluations, releases)
+      and names an artifact of the report as a dependency, when it is not a node itself.
+
+    Each is verified as a record (`LineageVerifier.record`: signature, role, inclusion); what
+    it decides is already in the checks of the nodes (a revocation fails its artifact,
+    approvals count in the checkpoint's use of a dataset). Call it after `verify` or `impact`.
+    """
+    found: dict[int, list[tuple[str, str]]] = {}
+    for nid, node in report.nodes.items():
+        if node.kind not in KINDS:
+            continue
+        for i in verifier.index.about(nid):
+            e = verifier.entry(i)
+            if e is not None and e.kind in KINDS and not KINDS[e.kind].lineage:
+                found.setdefault(i, []).append((nid, e.kind))
+        for i, role in verifier.index.referrers(nid):
+            e = verifier.entry(i)
+            if (e is not None and e.kind in KINDS and KINDS[e.kind].lineage
+                    and KINDS[e.kind].judges and e.subject not in report.nodes):
+                found.setdefault(i, []).append((nid, role))
+    marks = []
+    for i in sorted(found):
+        rec = verifier.record(i)
+        entry = verifier.entry(i)
+        assert entry is not None
+        if isinstance(rec, Record):
+            status, detail = OK, gist(rec.statement.predicate)
+            signers = tuple(sorted(rec.signers))
+        else:
+            status = FAIL if rec.damaged else INFO
+            detail = rec.message if rec.damaged else f"ignored: {rec.message}"
+            signers = entry.signers
+        marks.append(Mark(i, entry.kind, tuple(dict.fromkeys(found[i])), signers, status,
+                          detail))
+    return Report(report.subject, report.roots, report.nodes, report.edges,
+                  Direction(report.direction), marks)
+
+
+_GIST_CHARS = 160
+"""How much of a record's predicate `gist` shows."""
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z")
+
+
+def gist(predicate: Any) -> str:
+    """A record's plain fields, ``key: value; ...`` (numbers one level deep too; digests cut),
+    for a picture: what an approval, revocation or evaluation says, read generically."""
+
+    def plain(value: Any) -> str | None:
+        if isinstance(value, bool) or value is None:
+            return None if value is None else str(value).lower()
+        if isinstance(value, int | float):
+            return f"{value:.4g}" if isinstance(value, float) else str(value)
+        if isinstance(value, str):
+            return _short(value) if value.startswith("sha256:") else value
+        return None
+
+    parts: list[str] = []
+    nested: list[str] = []  # then the numbers one level down (an evaluation's metrics)
+    times: list[str] = []  # last: what a record says comes before when it said it
+    for key, value in (predicate.items() if isinstance(predicate, dict) else ()):
+        if isinstance(value, dict):
+            nested += [f"{key}.{k}: {t}" for k, v in value.items()
+                       if not isinstance(v, dict | str) and (t := plain(v)) is not None]
+        elif (text := plain(value)) is not None:
+            (times if _TIME.fullmatch(text) else parts).append(f"{key}: {text}")
+    out = "; ".join(parts + nested + times)
+    return out if len(out) <= _GIST_CHARS else out[: _GIST_CHARS - 1] + "…"
+

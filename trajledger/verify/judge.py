@@ -1,0 +1,488 @@
+"""The judgement of lineage verification: what a record, an approval, a dataset use, an
+evaluation or a release is worth under a trust policy, decided from bytes and records alone.
+
+Scope: pure functions over what the walker (``verify.lineage``) hands over: a log entry and its
+envelope's bytes become a `Record` (signed by the roles and threshold its kind requires, of the
+policy in force when it was logged, less revoked keys) or a `RecordFailure` (damaged evidence:
+fail closed; or intact but not signed under the policy); verified records become checks on a
+`Node` (approvals counted, held-out batches, evaluation suites, release requirements). Nothing
+here reads a file, looks anything up in a log or starts a thread: the caller finds the records
+(and checks their inclusion), this module decides what they mean. As python-tuf's
+``TrustedMetadataSet`` is to its updater.
+Non-scope: finding records and blobs, memoising, the graph (``verify.lineage``); the report's
+form (``verify.report``).
+Spec: schemas/SPEC.md, section "Lineage verification".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._jcs import canonical_bytes
+from .digest import digest_bytes
+from .dsse import Envelope
+from .errors import FormatError, PolicyError, ProvenanceError, SignatureError, VerificationError
+from .kinds import KINDS, Kind, Signing
+from .log_entry import LogEntry
+from .manifest import Manifest
+from .policy import KEY_ROLES, Identity, Requirement, TrustPolicy
+from .predicates import (
+    HELD_OUT,
+    Approval,
+    Dataset,
+    Erasure,
+    Evaluation,
+    Predicate,
+    Revocation,
+    RolloutBatch,
+    Sealed,
+    split_test_name,
+)
+from .report import OK, Node
+from .report import short as _short
+from .statement import Statement, unsigned_statement, verify_statement
+from .times import format_time, parse_time
+
+__all__ = ["CLOCK_SKEW", "REPAIR_HINT", "Record", "RecordFailure", "approvals", "authority",
+           "erasure_note", "evaluation_problems", "held_out", "judge_record", "key_node",
+           "release_named", "release_requirement", "signed_by", "signing_keys", "standing",
+           "stored_files"]
+
+CLOCK_SKEW = 300
+"""Seconds a signed time may run ahead of the time the log integrated its record (clocks
+differ a little); more, and the signed time is not believed."""
+REPAIR_HINT = "restore it from a copy with 'trajledger fsck --repair --from BUNDLE|LEDGER'"
+
+
+@dataclass(frozen=True)
+class Record:
+    """A log record whose envelope verified: what the rest of the verification builds on.
+
+    ``signers`` are the keyids of the policy keys that signed it; ``identities`` the policy's
+    Sigstore identities that signed it keylessly (each counts toward a threshold like a key).
+    """
+
+    index: int
+    entry: LogEntry
+    statement: Statement
+    predicate: Predicate
+    signers: frozenset[str]
+    identities: frozenset[Identity] = frozenset()
+
+
+@dataclass(frozen=True)
+class RecordFailure:
+    """A log record that did not verify.
+
+    ``damaged``: the evidence itself is missing or corrupt (not included, envelope absent or not
+    hashing to the entry, unparsable): what the record says is unknown. Otherwise the record is
+    intact but does not verify under the policy (an unknown key, too few signatures).
+    """
+
+    index: int
+    message: str
+    damaged: bool
+    cause: str | None = None
+    """What it fails because of: ``log`` (no verified checkpoint), or ``key:<keyid>:<roles>``
+    (its envelope names only that key, which holds none of those roles)."""
+    note: str = ""
+    """For a ``key:`` cause: which policy roles the keys its envelope names hold."""
+
+
+# -- records ---------------------------------------------------------------------------------
+
+
+def judge_record(
+    index: int,
+    entry: LogEntry,
+    data: bytes | None,
+    policy: TrustPolicy,
+    read: Callable[[str], bytes | None],
+) -> Record | RecordFailure:
+    """Judge the record of log entry ``index`` (included under the checkpoint: the caller
+    checked) from its envelope's bytes ``data`` (None: missing).
+
+    Steps:
+        1. The envelope is present, hashes to the digest in the entry, and parses.
+        2. Its signatures meet what the kind requires of the policy's roles
+           (`verify.kinds.Signing`, `signing_keys`); the predicate type is the kind's and the
+           policy allows it; a subject of the statement is the entry's subject.
+        3. The entry names the signers that verified; the predicate reads as the kind's typed
+           predicate.
+
+    ``read`` gives a blob by digest: the Sigstore bundles of keyless signatures (a policy
+    with identities only).
+    """
+    # (1)
+    head = f"log entry {index} ({entry.kind})"
+    if data is None:
+        return RecordFailure(index, f"{head}: envelope {_short(entry.envelope)} is missing", True)
+    got = digest_bytes(data)
+    if got != entry.envelope:
+        return RecordFailure(
+            index, f"{head}: envelope hashes to {_short(got)}, want {_short(entry.envelope)}", True
+        )
+    try:
+        envelope = Envelope.from_bytes(data, f"envelope of entry {index}")
+    except FormatError as e:
+        return RecordFailure(index, str(e), True)
+    kind = KINDS[entry.kind]
+    try:
+        # (2)
+        ptypes = kind.predicate_types
+        allowed = policy.allowed_predicate_types
+        if not any(t in allowed for t in ptypes):
+            raise VerificationError(
+                f"log entry {index}: predicate type {' or '.join(ptypes)} is not allowed by the "
+                "policy"
+            )
+        keys, idents, threshold, revoked = signing_keys(policy, kind, index, entry.time)
+        if not keys and not idents and not revoked:
+            raise VerificationError(
+                f"{head}: the policy has no {' or '.join(kind.roles)} keys or identities"
+            )
+        what = f"{entry.kind} record {index}"
+        # Keyless signatures by the policy's Sigstore identities count like keys.
+        found: frozenset[Identity] = frozenset()
+        notes: tuple[str, ...] = ()
+        if idents:
+            # Loaded only here: with cryptography.x509, a sixth of `verify`'s imports.
+            from .sigstore_adapter import identity_signers
+
+            found, notes = identity_signers(
+                envelope, read, idents, trusted_root=policy.sigstore_trusted_root_bytes,
+                what=what,
+            )
+        need = max(threshold - len(found), 0)
+        try:
+            if need and not keys and not idents:  # every key of the role is revoked
+                raise SignatureError(
+                    f"{what}: no signature by a trusted key: 0 of {threshold} required "
+                    "signature(s) verified"
+                )
+            if need and not keys:
+                raise SignatureError(
+                    f"{what}: signed by {len(found)} of {threshold} required identities"
+                    + (f" ({'; '.join(notes)})" if notes else "")
+                )
+            if need:
+                verified = verify_statement(
+                    envelope, keys, allowed_predicate_types=ptypes, threshold=need,
+                    subject_digest=entry.subject, what=what,
+                )
+                statement, key_signers = verified.statement, verified.signers
+            else:
+                statement, key_signers = unsigned_statement(
+                    envelope, allowed_predicate_types=ptypes, subject_digest=entry.subject,
+                    what=what,
+                ), ()
+        except SignatureError as e:
+            hint = f"; {'; '.join(notes)}" if notes else ""
+            by = signed_by(policy, envelope, kind.roles, index, entry.time)
+            named = {sig.keyid for sig in envelope.signatures if sig.keyid}
+            if len(named) == 1 and not named & {k.keyid for k in keys} and not found:
+                # One key, which the policy does not hold for this: every record it signed
+                # fails the same way; the report names it once, as their cause (`key_node`).
+                cause = f"key:{named.pop()}:{' or '.join(kind.roles)}"
+                return RecordFailure(index, f"{e}; {by}{hint}", False, cause, by)
+            raise SignatureError(f"{e}; {by}{hint}") from e
+        if statement.predicate_type not in allowed:  # a version the policy does not allow
+            raise PolicyError(
+                f"{what}: predicate type {statement.predicate_type} is not allowed by the "
+                "policy; add it to allowed_predicate_types to accept such records"
+            )
+        # (3)
+        signers = frozenset(k.keyid for k in key_signers)
+        if not signers <= set(entry.signers):
+            raise VerificationError(
+                f"log entry {index}: records signers {sorted(entry.signers)}, "
+                f"but {sorted(signers)} signed"
+            )
+        predicate = kind.read(statement, what)
+    except FormatError as e:
+        return RecordFailure(index, str(e), True)
+    except ProvenanceError as e:
+        return RecordFailure(index, str(e), False)
+    return Record(index, entry, statement, predicate, signers, found)
+
+
+def signing_keys(
+    policy: TrustPolicy, kind: Kind, index: int, time: str
+) -> tuple[list[Any], list[Identity], int, int]:
+    """The keys and identities that may sign a record of ``kind`` logged at ``index`` at
+    ``time``, how many must, and how many of the role's keys and identities are left out as
+    revoked: the roles of the policy in force when it was logged (`TrustPolicy.policy_at`),
+    less the keys and identities the policy in force now revokes from a point at or before it
+    (`TrustPolicy.revocation`, `TrustPolicy.identity_revocation`)."""
+    then = policy.policy_at(index)
+    names = (then.signing_role(),) if kind.name == "trust-policy" else kind.roles
+    roles = [then.role(r) for r in names]
+    held = [k for r in roles for k in r.keys]
+    keys = [k for k in held if policy.revocation(k.keyid, index, time) is None]
+    held_ids = [i for r in roles for i in r.identities]
+    identities = [i for i in held_ids if policy.identity_revocation(i, index, time) is None]
+    threshold = max(roles[0].threshold, 1) if kind.signing is Signing.THRESHOLD else 1
+    revoked = len(held) - len(keys) + len(held_ids) - len(identities)
+    return keys, identities, threshold, revoked
+
+
+def signed_by(policy: TrustPolicy, envelope: Envelope, roles: tuple[str, ...], index: int,
+              time: str) -> str:
+    """Which policy roles the keys an envelope names hold (the keyids are only hints)."""
+    then = policy.policy_at(index)
+    by = f"policy {policy.name!r} serial {policy.serial}"
+    named = []
+    for sig in envelope.signatures:
+        revoked = policy.revocation(sig.keyid, index, time) if sig.keyid else None
+        held = [r for r in KEY_ROLES if sig.keyid and then.holds(r, sig.keyid)]
+        if revoked is not None:
+            who = f"revoked by {by}: {revoked.describe()}"
+        else:
+            who = f"{', '.join(held)} role" if held else "not in the policy"
+        named.append(f"key {sig.keyid[:12] or '(no keyid)'} ({who})")
+    out = f"the envelope names {'; '.join(named)}, want {' or '.join(roles)} key(s)"
+    for ident in (i for r in roles for i in then.role(r).identities):
+        gone = policy.identity_revocation(ident, index, time)
+        if gone is not None:  # its keyless signatures were not even checked
+            out += f"; identity {ident.subject} ({ident.issuer}) revoked by {by}: " \
+                + gone.describe()
+    return out
+
+
+def authority(rec: Record, policy: TrustPolicy, kind: str | None,
+              made: Record | RecordFailure | None) -> str | None:
+    """Why a revocation or erasure has no authority over its subject, or None when it has:
+    an approver (of the policy it was logged under) may stop the use of anything; a producer
+    only of what it produced (it signed ``made``, the subject's identity record, of ``kind``)."""
+    approver = policy.policy_at(rec.index).role("approver")
+    if rec.signers & approver.keyids or rec.identities & set(approver.identities):
+        return None
+    if isinstance(made, Record) and (rec.signers & made.signers
+                                     or rec.identities & made.identities):
+        return None
+    who = ", ".join(k[:12] for k in sorted(rec.signers)) or "an identity"
+    subject = _short(rec.entry.subject)
+    what = f"{kind} {subject}" if kind else subject
+    return (f"{rec.entry.kind} record {rec.index}: signed by producer key {who}, which did "
+            f"not produce {what}: a producer may revoke or erase only what it produced, "
+            "an approver anything")
+
+
+def key_node(failure: RecordFailure, policy: TrustPolicy) -> Node:
+    """The node of a key the policy does not trust that signed ``failure`` (its ``key:``
+    cause): every record it signed counts under it."""
+    assert failure.cause is not None
+    _key, keyid, roles = failure.cause.split(":", 2)
+    node = Node(failure.cause, "key", name=f"key {keyid[:12]}")
+    node.fail("trust", f"{failure.note}: records whose envelope names only this key do not "
+              f"count under policy {policy.name!r} serial {policy.serial}; if you trust its "
+              f"owner as {roles}, add the key {keyid} to the policy")
+    return node
+
+
+def standing(node: Node, predicate: Predicate, revocations: Iterable[Record],
+             policy: TrustPolicy) -> None:
+    """Add an artifact's standing to ``node``: each verified revocation of it (``revocations``)
+    fails it; a rollout batch's licence must be one the policy accepts (its terms)."""
+    for r in revocations:
+        reason = r.predicate.reason if isinstance(r.predicate, Revocation) else ""
+        node.fail("revoked", f"{reason} (log index {r.index})")
+    if isinstance(predicate, RolloutBatch):
+        problem = policy.licence_problem(predicate.licence)
+        if problem is not None:
+            node.fail("licence", problem)
+        elif policy.accepted_licences is not None:
+            node.add("licence", OK, f"{predicate.licence} (accepted by the policy)")
+
+
+# -- the rules of training on a dataset -------------------------------------------------------
+
+
+def held_out(node: Node, label: str, others: Iterable[tuple[int, str, Record | RecordFailure]],
+             unreadable: Iterable[int]) -> None:
+    """Add the ``not held out`` check: ``others`` are the other dataset records logged before
+    the use that list a batch of the dataset (``(index, batch, record)``), ``unreadable`` the
+    dataset records before it whose envelopes cannot be read (they may hold any batch out)."""
+    what = f"{label}: not held out"
+    before = len(node.checks)
+    for i, b, other in others:
+        if isinstance(other, RecordFailure):
+            if other.damaged:
+                node.fail(what, f"dataset record {i} lists batch {_short(b)} but cannot be "
+                          f"read: {other.message}; {REPAIR_HINT}")
+            continue
+        o = other.predicate
+        if isinstance(o, Dataset) and o.split in HELD_OUT:
+            node.fail(what, f"rollout-batch {_short(b)} is in {o.split} dataset "
+                      f"{o.name}@{o.version} (log index {i})")
+    for i in unreadable:
+        node.fail(what, f"dataset record {i} cannot be read, so it may hold these batches out; "
+                  f"{REPAIR_HINT}")
+    if len(node.checks) == before:
+        node.add(what, OK, "no batch is in a holdout or regression split")
+
+
+def approvals(
+    node: Node, label: str, found: Iterable[Record | RecordFailure], policy: TrustPolicy,
+    purpose: str, before: int, at_time: dt.datetime,
+) -> set[str]:
+    """Count valid approvals for ``purpose`` among ``found`` (the approval records of one
+    artifact), for a use at log index ``before`` at ``at_time``.
+
+    Steps:
+        1. Each approval record verified (signed by an approver key).
+        2. It names ``purpose`` and was logged before ``before``. Its age and expiry are
+           judged by the time the log integrated it (its entry's time), never the
+           ``approvedAt`` its signer wrote: one dated more than `CLOCK_SKEW` after its log
+           time does not count; it expires at its signed ``expires`` or at its log time
+           plus the lifetime it was given (``expires - approvedAt``), whichever is first,
+           and must not be older than the policy's maximum approval age at ``at_time``.
+        3. Distinct approver keys of the counted records reach the approver threshold.
+
+    Adds an ``approvals`` check to ``node`` (failed with every reason a record did not
+    count) and returns the keyids that counted.
+    """
+    approvers: set[str] = set()
+    notes: list[str] = []
+    for r in found:
+        # (1)
+        if isinstance(r, RecordFailure):
+            notes.append(f"approval {r.index} does not count: {r.message}")
+            continue
+        # (2)
+        i, p = r.index, r.predicate
+        assert isinstance(p, Approval)
+        logged = parse_time(r.entry.time)
+        signed = parse_time(p.approved_at)
+        # The approval lasts what its signer gave it, from when the log took it in.
+        expires = min(parse_time(p.expires), logged + (parse_time(p.expires) - signed))
+        if p.purpose != purpose:
+            notes.append(f"approval {i} is for {p.purpose!r}, not {purpose!r}")
+        elif i > before:
+            notes.append(f"approval {i} was logged after the use (log index {before})")
+        elif (signed - logged).total_seconds() > CLOCK_SKEW:
+            notes.append(
+                f"approval {i} is dated {p.approved_at}, after the log took it in at "
+                f"{r.entry.time} (more than {CLOCK_SKEW // 60} minutes): a signer's clock "
+                "does not decide how old an approval is"
+            )
+        elif expires <= at_time:
+            notes.append(f"approval {i} expired at {format_time(expires)} (logged "
+                         f"{r.entry.time}; judged at {format_time(at_time)})")
+        elif (at_time - logged).total_seconds() > policy.max_approval_age:
+            notes.append(
+                f"approval {i} logged {r.entry.time} is older than the policy's maximum "
+                f"approval age ({policy.max_approval_age}s)"
+            )
+        else:
+            # The record verified against the approver keys in force when it was logged.
+            approvers |= r.signers
+            approvers |= {f"identity {i.issuer} {i.subject}" for i in r.identities}
+    # (3)
+    need = max(policy.role("approver").threshold, 1)
+    detail = f"{len(approvers)} of {need} required approver(s) for {purpose!r}"
+    if len(approvers) < need:
+        node.fail(f"{label}: approvals", detail + ("; " + "; ".join(notes) if notes else ""))
+    else:
+        node.add(f"{label}: approvals", OK, detail)
+    return approvers
+
+
+# -- evaluations and releases ------------------------------------------------------------------
+
+
+def evaluation_problems(ev: Evaluation, suite: Record | RecordFailure | None) -> list[str]:
+    """Why an evaluation is not one of a held-out suite: the suite's verified record (``suite``)
+    is a holdout or regression dataset, and each test names one of its batches."""
+    if not isinstance(suite, Record) or not isinstance(suite.predicate, Dataset):
+        return ["the suite's dataset record does not verify"]
+    ds, out = suite.predicate, []
+    if ds.split not in HELD_OUT:
+        out.append(f"dataset {ds.name}@{ds.version} is a {ds.split!r} split; evaluations "
+                   "run on holdout or regression suites")
+    outside = {split_test_name(t)[0] for t in ev.passed_tests + ev.failed_tests} - set(ds.batches)
+    if outside:
+        out.append(f"tests name {len(outside)} batch(es) not in the suite "
+                   f"(first {_short(min(outside))})")
+    return out
+
+
+def release_named(rec: Record) -> str | None:
+    """Why a release record is not named by its content (its subject must be the SHA-256 of
+    its predicate's canonical JSON); None when it is."""
+    try:
+        named = digest_bytes(canonical_bytes(rec.statement.predicate, "release"))
+    except FormatError as e:
+        named = str(e)
+    return None if named == rec.entry.subject else (
+        f"its subject is not the SHA-256 of its predicate ({named})")
+
+
+def release_requirement(
+    node: Node, req: Requirement, checkpoint: str, ev: Record | None,
+    parent: Record | None, parents: Sequence[str], cited: Sequence[str] | None,
+) -> set[str]:
+    """Judge one requirement of the policy's ``[release]`` for ``checkpoint``: ``ev`` is its
+    latest verified evaluation on the suite, ``parent`` that of its parent (``parents[0]``)
+    when the rule has ``max_drop``; both must be ``cited`` when it is given. Adds a check to
+    ``node``; returns the digests of the evaluations used."""
+    label = f"{req.metric} on {req.suite}"
+    if ev is None:
+        node.fail(label, f"missing: no verified evaluation of {_short(checkpoint)} on "
+                  f"{req.suite}; run 'trajledger eval {checkpoint} --suite {req.suite}'")
+        return set()
+    runs = [ev] + ([parent] if parent is not None else [])
+    assert isinstance(ev.predicate, Evaluation)
+    problems = req.judge(
+        ev.predicate.metric(req.metric),
+        parent.predicate.metric(req.metric) if parent is not None
+        and isinstance(parent.predicate, Evaluation) else None,
+    )
+    if req.max_drop is not None and parents and parent is None:
+        problems.append(f"the parent {_short(parents[0])} has no verified evaluation "
+                        f"on {req.suite}")
+    problems += [f"evaluation {_short(r.entry.subject)} (log index {r.index}) is the "
+                 "latest but not cited" for r in runs
+                 if cited is not None and r.entry.subject not in cited]
+    what = "; ".join(f"{'parent ' if r is parent else ''}evaluation "
+                     f"{_short(r.entry.subject)} (log index {r.index})" for r in runs)
+    if problems:
+        node.fail(label, "; ".join(problems) + f" ({what})")
+    else:
+        node.add(label, OK, f"{ev.predicate.metric(req.metric):.4g} ({what})")
+    return {r.entry.subject for r in runs}
+
+
+# -- files -------------------------------------------------------------------------------------
+
+
+def stored_files(
+    manifest: Manifest, sealed: Sealed | None, node: Node
+) -> dict[str, tuple[str, int]]:
+    """Each manifest file's stored blob (digest, size): itself, or for a sealed batch its
+    ciphertext, whose size must be the sealing's for the plaintext size."""
+    if sealed is None:
+        return {f.path: (f.digest, f.size) for f in manifest.files}
+    paths = {f.path for f in manifest.files}
+    if set(sealed.files) != paths:
+        node.fail("sealed", f"seals {sorted(sealed.files)}, the manifest lists {sorted(paths)}")
+    out = {}
+    for f in manifest.files:
+        if f.path in sealed.files:
+            digest, size = sealed.files[f.path]
+            if size != Sealed.ciphertext_size(f.size):
+                node.fail(f.path, f"sealed: ciphertext of {size} bytes for {f.size} plaintext "
+                          f"bytes, want {Sealed.ciphertext_size(f.size)}")
+            out[f.path] = (digest, size)
+    return out
+
+
+def erasure_note(erased: Record, extra: str = "") -> str:
+    """What an erasure says, for an ``erased`` check."""
+    pred = erased.predicate
+    reason = pred.reason if isinstance(pred, Erasure) else ""
+    return (f"{reason} (log index {erased.index})" + (f"; {extra}" if extra else "")
+            + "; digests and signed records still verify")

@@ -1,0 +1,436 @@
+"""The verified graph a lineage verification produces, and its text and JSON forms.
+
+Scope: `Node` (an artifact, the log, or a decision, with its `Check`s), `Edge`, `Mark` (a record
+about the graph's artifacts that is not a node), and `Report`: which nodes fail (their own checks,
+or through their lineage), the root causes, the verdict line, the text tree and the JSON form
+(``schemas/report.v1.md``). Pure: no I/O, no evidence, no policy.
+Non-scope: deciding what the checks say (``verify.judge``, ``verify.lineage``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from .kinds import KINDS
+
+__all__ = ["ERASED", "FAIL", "INFO", "OK", "REPORT_FORMAT", "Check", "Direction", "Edge", "Mark",
+           "Node", "Report", "Status", "short"]
+
+
+class Status(StrEnum):
+    """The outcome of a check, a node or a record (str-valued: the JSON form is the value)."""
+
+    OK = "ok"
+    FAIL = "fail"
+    ERASED = "erased"
+    """Blobs deleted by a valid erasure (digests and signed records still verify)."""
+    INFO = "info"
+
+
+class Direction(StrEnum):
+    """Which way a report follows its edges (`Report.direction`)."""
+
+    UPSTREAM = "upstream"
+    DOWNSTREAM = "downstream"
+
+
+OK, FAIL, ERASED, INFO = Status.OK, Status.FAIL, Status.ERASED, Status.INFO
+REPORT_FORMAT = "https://trajledger.dev/report/v1"
+"""The ``format`` of a report's JSON form (schemas/report.v1.md)."""
+
+_MARK = {OK: "✓", FAIL: "✗", ERASED: "∅", INFO: "·"}
+_MAX_INDENT = 12
+"""Depth at which the text report stops indenting further. A chain of training iterations
+nests three levels per iteration; indenting all the way would make each line's width, and the
+report's size, grow with the chain (quadratic in its length). Deeper lines name their depth."""
+
+
+def short(digest: str) -> str:
+    """``sha256:1234abcd12…``: a digest cut for a message (other text unchanged)."""
+    return digest[:19] + "…" if len(digest) > 20 else digest
+
+
+@dataclass
+class Check:
+    """One check of a node: what was checked, its outcome and why.
+
+    Attributes:
+        what: e.g. ``files``, ``record``, ``revoked``, ``dataset cartpole@2: approvals``.
+        status: ``ok``, ``fail``, ``erased`` (blobs deleted by a valid erasure) or ``info``.
+        detail: the reason or a short fact.
+    """
+
+    what: str
+    status: Status = OK
+    detail: str = ""
+    cause: str | None = None
+    """For a failure that follows from another node's (a record signed by a key the policy
+    does not hold, a batch left unverified because its checkpoint failed): that node's id."""
+
+    def to_json(self) -> dict[str, str]:
+        """The JSON form (``cause`` only when there is one)."""
+        out = {"what": self.what, "status": self.status, "detail": self.detail}
+        return out | ({"cause": self.cause} if self.cause else {})
+
+
+@dataclass
+class Node:
+    """One node of a report: an artifact (keyed by digest), the log, or a decision.
+
+    Attributes:
+        id: the artifact's digest, ``log``, or ``<decision>:<digest>``.
+        kind: the artifact kind, ``log`` or the decision (``admission``).
+        name, version: from the artifact's signed predicate (empty when unknown).
+        index: the log index of its identity record, when it has one.
+        signers: keyids that signed that record.
+        checks: every check made of it.
+    """
+
+    id: str
+    kind: str
+    name: str = ""
+    version: str = ""
+    index: int | None = None
+    signers: tuple[str, ...] = ()
+    checks: list[Check] = field(default_factory=list)
+
+    def add(self, what: str, status: Status = OK, detail: str = "", cause: str | None = None
+            ) -> Check:
+        """Record a check and return it."""
+        c = Check(what, status, detail, cause)
+        self.checks.append(c)
+        return c
+
+    def fail(self, what: str, detail: str, cause: str | None = None) -> Check:
+        """Record a failed check (``cause``: the node whose failure it follows from)."""
+        return self.add(what, FAIL, detail, cause)
+
+    @property
+    def status(self) -> Status:
+        """``fail`` when a check failed; else ``erased`` when data was erased; else ``ok``."""
+        statuses = {c.status for c in self.checks}
+        if FAIL in statuses:
+            return FAIL
+        return ERASED if ERASED in statuses else OK
+
+    @property
+    def ok(self) -> bool:
+        """True when no check of this node failed."""
+        return self.status != FAIL
+
+    @property
+    def label(self) -> str:
+        """``kind name@version (sha256:1234abcd…)`` (or the node's own name)."""
+        if self.kind in KINDS:
+            ref = f"{self.name}@{self.version}" if self.version else self.name
+            if not ref:
+                return f"{self.kind} {short(self.id)}"
+            return f"{self.kind} {ref} ({short(self.id)})"
+        return self.name or self.kind
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (a row of the report's node table)."""
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "name": self.name,
+            "version": self.version,
+            "logIndex": self.index,
+            "signers": list(self.signers),
+            "status": self.status,
+            "checks": [c.to_json() for c in self.checks],
+        }
+
+
+@dataclass(frozen=True)
+class Edge:
+    """``src`` depends on ``dst`` in the role ``role`` (a dataset's ``batch``...)."""
+
+    src: str
+    dst: str
+    role: str
+
+    def to_json(self) -> dict[str, str]:
+        """The JSON form."""
+        return {"from": self.src, "to": self.dst, "role": self.role}
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A log record about artifacts of a report that is not a node of it: an approval, a
+    revocation, an erasure, an evaluation of a checkpoint... (`verify.impact.with_records`).
+
+    Attributes:
+        index: its log index.
+        kind: its entry kind.
+        about: ``(node id, role)`` for each artifact of the report it is about: its subject
+            (the role is the kind) or a dependency it names (the dependency's role).
+        signers: the keyids its entry names.
+        status: ``ok`` (it verifies as a record: signature, role, inclusion), ``info`` (intact,
+            not signed under the policy: ignored) or ``fail`` (missing or damaged evidence).
+        detail: what it says (its predicate's plain fields), or why it does not verify.
+    """
+
+    index: int
+    kind: str
+    about: tuple[tuple[str, str], ...]
+    signers: tuple[str, ...]
+    status: Status
+    detail: str
+
+    @property
+    def label(self) -> str:
+        """``approval at log index 12``."""
+        return f"{self.kind} at log index {self.index}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (a row of the report's ``records``)."""
+        return {"logIndex": self.index, "kind": self.kind,
+                "about": [{"id": i, "role": r} for i, r in self.about],
+                "signers": list(self.signers), "status": self.status, "detail": self.detail}
+
+
+@dataclass
+class Report:
+    """A verified graph: the nodes reachable from ``roots`` and the edges between them.
+
+    ``direction`` is ``upstream`` (what made the subject: edges followed from depending to
+    dependency) or ``downstream`` (what the subject reached: edges followed backwards).
+    ``records`` are the records about its artifacts that are not nodes (`Mark`), when asked
+    for (`verify.impact.with_records`).
+    """
+
+    subject: str
+    roots: list[str]
+    nodes: dict[str, Node]
+    edges: list[Edge]
+    direction: Direction = Direction.UPSTREAM
+    records: list[Mark] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when no check of any node failed."""
+        return all(n.ok for n in self.nodes.values())
+
+    def count(self) -> tuple[int, int]:
+        """(checks, failed checks) over the whole graph, each node counted once."""
+        n = sum(len(node.checks) for node in self.nodes.values())
+        f = sum(1 for node in self.nodes.values() for c in node.checks if c.status == FAIL)
+        return n, f
+
+    def failing(self) -> set[str]:
+        """The nodes that fail: a check of their own failed, or they depend (through any
+        number of edges) on a node that does: what was built on a revoked batch fails too."""
+        users: dict[str, list[str]] = {}
+        for e in self.edges:
+            users.setdefault(e.dst, []).append(e.src)
+        out = {nid for nid, n in self.nodes.items() if not n.ok}
+        todo = list(out)
+        while todo:
+            for src in users.get(todo.pop(), []):
+                if src not in out:
+                    out.add(src)
+                    todo.append(src)
+        return out
+
+    def causes(self) -> list[tuple[Node, list[Check], int]]:
+        """The root causes: each node with failed checks that follow from no other failure
+        (its own problems), those checks, and how many records depend on it (fail only
+        because of it: nodes failing through their lineage, and each check naming it, or a
+        node depending on it, as its cause). In walk order, then nodes no root reaches (a
+        key that signed records the policy does not trust)."""
+        return self._blame()[0]
+
+    def _blame(self) -> tuple[list[tuple[Node, list[Check], int]], int]:
+        """`causes`, and how many records fail only because of a root cause (each once)."""
+        failing = self.failing()
+        deps: dict[str, list[str]] = {}
+        for e in self.edges:
+            deps.setdefault(e.src, []).append(e.dst)
+        failed = {nid: [c for c in n.checks if c.status == FAIL] for nid, n in self.nodes.items()}
+        own = {nid: [c for c in cs if c.cause not in failing] for nid, cs in failed.items()}
+
+        def via(nid: str) -> list[str]:
+            caused = [c.cause for c in failed[nid] if c.cause in failing]
+            return [v for v in caused if v is not None] or [
+                d for d in deps.get(nid, []) if d in failing]
+
+        blamed: dict[str, set[str]] = {}
+        for start in failing:  # iteratively: a lineage may be thousands of nodes deep
+            stack, visiting = [start], set()
+            while stack:
+                nid = stack[-1]
+                if nid in blamed or own[nid]:
+                    stack.pop()
+                    continue
+                todo = [v for v in via(nid) if v not in blamed and not own[v]
+                        and v not in visiting]
+                if todo and nid not in visiting:
+                    visiting.add(nid)
+                    stack.extend(todo)
+                    continue
+                blamed[nid] = set().union(*({v} if own[v] else blamed.get(v, set())
+                                            for v in via(nid)))
+                stack.pop()
+        counts: dict[str, int] = {}
+        total = 0
+        for nid in failing:
+            if own[nid]:
+                continue
+            # A record is an artifact failing through its lineage, or each check that follows
+            # from a cause (a bundle's terms of batches never reached); decisions are not.
+            units = sum(1 for c in failed[nid] if c.cause in failing) or int(
+                self.nodes[nid].kind in KINDS)
+            total += units
+            for r in blamed.get(nid, ()):
+                counts[r] = counts.get(r, 0) + units
+        order = [node.id for _d, _e, node, first in self.walk() if first]
+        walked = set(order)
+        order += [nid for nid in self.nodes if nid not in walked]
+        return [(self.nodes[nid], own[nid], counts.get(nid, 0)) for nid in order
+                if own[nid]], total
+
+    def verdict(self) -> str:
+        """The report's first line: the outcome, the subject and the count of problems.
+
+        ``✓ OK: <subject>: N checks passed`` or ``✗ FAIL: <subject>: P problem(s) in N checks,
+        in K node(s); M more fail through their lineage``; a problem is a root cause (a failed
+        check that follows from no other failure, `causes`), and what fails only because of
+        one is counted apart.
+        """
+        n, failed = self.count()
+        node = self.nodes.get(self.subject)
+        subject = node.label if node is not None else self.subject
+        if not failed:
+            erased = self.erased()
+            return f"✓ OK: {subject}: {n} checks passed" + (
+                f" ({erased} erased: data deleted, digests verified)" if erased else "")
+        causes, depend = self._blame()
+        problems = sum(len(checks) for _n, checks, _d in causes)
+        where = (f"in {len(causes)} node(s)" if [c[0].id for c in causes] != ["log"]
+                 else "in the log")
+        return (f"✗ FAIL: {subject}: {problems} problem(s) in {n} checks, {where}"
+                + (f"; {depend} more fail through their lineage" if depend else ""))
+
+    def erased(self) -> int:
+        """How many ``erased`` checks the graph holds."""
+        return sum(1 for n in self.nodes.values() for c in n.checks if c.status == ERASED)
+
+    def _children(self) -> dict[str, list[Edge]]:
+        out: dict[str, list[Edge]] = {}
+        for e in self.edges:
+            key = e.src if self.direction == Direction.UPSTREAM else e.dst
+            out.setdefault(key, []).append(e)
+        return out
+
+    def walk(self) -> Iterator[tuple[int, Edge | None, Node, bool]]:
+        """Depth-first from each root: ``(depth, edge followed, node, first visit)``."""
+        children = self._children()
+        seen: set[str] = set()
+        stack: list[tuple[int, Edge | None, str]] = [(0, None, r) for r in reversed(self.roots)]
+        while stack:
+            depth, edge, nid = stack.pop()
+            node = self.nodes[nid]
+            first = nid not in seen
+            seen.add(nid)
+            yield depth, edge, node, first
+            if first:
+                for e in reversed(children.get(nid, [])):
+                    other = e.dst if self.direction == Direction.UPSTREAM else e.src
+                    stack.append((depth + 1, e, other))
+
+    def failures(self) -> list[str]:
+        """One line per root cause (`causes`), ``<node label> > <what>: <detail>``, each once;
+        a node's last line ends ``; and N records that depend on it`` when some do. What
+        fails only because of a root cause has no line of its own (``to_json`` keeps it)."""
+        out: list[str] = []
+        for node, checks, depend in self.causes():
+            out.extend(f"{node.label} > {c.what}: {c.detail}" for c in checks)
+            if depend:
+                out[-1] += (f"; and {depend} records that depend on it" if depend > 1
+                            else "; and 1 record that depends on it")
+        return out
+
+    def render(self) -> list[str]:
+        """A text tree under the verdict line (`verdict`): ``✓`` passed, ``✗`` failed (its own
+        check, or something it depends on: then a ``lineage`` line says what), ``∅`` erased,
+        ``·`` information. A node reached again is one line saying "(see above)". Indentation
+        stops at depth 12; deeper nodes say ``[depth N]``, so the text stays linear in the
+        size of the graph."""
+        failing = self.failing()
+        users: dict[str, set[str]] = {}
+        for e in self.edges:
+            users.setdefault(e.src, set()).add(e.dst)
+        marks: dict[str, list[tuple[str, Mark]]] = {}
+        for m in self.records:
+            for nid, role in m.about:
+                marks.setdefault(nid, []).append((role, m))
+        lines: list[str] = [self.verdict()]
+        causes = self.causes()
+        if len(causes) > 1 or any(d for _n, _c, d in causes):
+            lines += [f"  {_MARK[FAIL]} cause: {line}" for line in self.failures()]
+        for depth, edge, node, first in self.walk():
+            pad = "    " * min(depth, _MAX_INDENT)
+            via = f"{edge.role} → " if edge is not None else ""
+            if depth > _MAX_INDENT:
+                via = f"[depth {depth}] {via}"
+            mark = _MARK[FAIL if node.id in failing else node.status]
+            if not first:
+                lines.append(f"{pad}{via}{mark} {node.label} (see above)")
+                continue
+            head = f"{pad}{via}{mark} {node.label}"
+            facts = []
+            if node.index is not None:
+                facts.append(f"log index {node.index}")
+            if node.signers:
+                facts.append("signed by " + ", ".join(s[:12] for s in node.signers))
+            lines.append(head + (f" — {', '.join(facts)}" if facts else ""))
+            following: dict[str, list[Check]] = {}
+            for c in node.checks:
+                if c.status == FAIL and c.cause in self.nodes and c.cause is not None:
+                    following.setdefault(c.cause, []).append(c)
+                    if len(following[c.cause]) > 1:
+                        continue  # drawn once below, with how many there are
+                text = c.what + (f" — {c.detail}" if c.detail else "")
+                lines.append(f"{pad}    {_MARK[c.status]} {text}")
+            for cause, same in following.items():
+                if len(same) > 1:
+                    lines.append(f"{pad}    {_MARK[FAIL]} and {len(same) - 1} more "
+                                 f"{'/'.join(sorted({c.what for c in same}))} check(s) failing "
+                                 f"because {self.nodes[cause].label} fails")
+            if node.ok and node.id in failing:
+                bad = sorted(self.nodes[d].label for d in users.get(node.id, ()) if d in failing)
+                lines.append(f"{pad}    {_MARK[FAIL]} lineage — depends on {len(bad)} failing: "
+                             + "; ".join(bad))
+            for role, m in marks.get(node.id, []):
+                by = f", signed by {', '.join(s[:12] for s in m.signers)}" if m.signers else ""
+                via = "" if role == m.kind else f" (names it as {role})"
+                lines.append(f"{pad}    {_MARK[INFO if m.status == OK else m.status]} "
+                             f"{m.label}{via}{by} — {m.detail}")
+        return lines
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON form: a node table and an edge list (schemas/report.v1.md); and the
+        records about its artifacts, when it carries them (`verify.impact.with_records`)."""
+        n, f = self.count()
+        failing = self.failing()
+        records = {"records": [m.to_json() for m in self.records]} if self.records else {}
+        return records | {
+            "format": REPORT_FORMAT,
+            "subject": self.subject,
+            "direction": self.direction,
+            "ok": self.ok,
+            "checks": n,
+            "failed": f,
+            "causes": [{"node": node.id, "dependents": d} for node, _c, d in self.causes()],
+            "roots": list(self.roots),
+            "nodes": [node.to_json() | {"lineage": FAIL if node.id in failing else OK,
+                                        "checks": [c.to_json() if c.cause in self.nodes
+                                                   else Check(c.what, c.status, c.detail).to_json()
+                                                   for c in node.checks]}
+                      for node in self.nodes.values()],
+            "edges": [e.to_json() for e in self.edges],
+        }

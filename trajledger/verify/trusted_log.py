@@ -1,0 +1,268 @@
+"""The log a lineage verification trusts: its checkpoint, and which entries it proves included.
+
+Scope: `TrustedLog` checks, once, the evidence's checkpoint against the policy's log key(s)
+(following key handovers) and witnesses, and the entries it holds (hash chain, root or
+inclusion proofs); then answers whether an entry is included under the verified checkpoint and
+whether a checkpoint seen earlier is consistent with it (no fork, no rollback). Its findings
+are checks of the report's ``log`` node.
+Non-scope: what the records say (``verify.judge``), walking the lineage (``verify.lineage``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from .checkpoint import Checkpoint, check_consistent, verify_checkpoint, verify_cosignatures
+from .errors import FormatError, ProvenanceError, SignatureError, VerificationError
+from .evidence import Evidence
+from .log_index import LogIndex, MemoryIndex
+from .log_key import Handover, key_chain
+from .logcheck import check_entries
+from .merkle import leaf_hash, verify_inclusion
+from .note import verifier_from_vkey
+from .policy import TrustPolicy
+from .report import OK, Node
+
+__all__ = ["TrustedLog"]
+
+
+class TrustedLog:
+    """The log of one evidence source, checked under one policy on construction."""
+
+    def __init__(self, evidence: Evidence, policy: TrustPolicy, index: LogIndex | None) -> None:
+        """Check the log.
+
+        Steps:
+            1. Verify the checkpoint: signed by the policy's log key(s) (threshold; a key
+               counts through the keys it handed over to, `_verify_checkpoint`) and, when the
+               policy requires witnesses, cosigned by their threshold.
+            2. Without an ``index``: read every available entry into a `MemoryIndex`, check
+               the hash chain between neighbours, and when every entry is at hand recompute
+               the root once (it proves each entry included, and nothing else).
+            3. With an ``index``: it must cover the checkpoint's tree.
+        """
+        self.evidence = evidence
+        self.policy = policy
+        self.log = Node("log", "log", name="log")
+        self.checkpoint: Checkpoint | None = None
+        self.used: set[int] = set()
+        """Indices of the log entries the verification relied on (an export bundles these)."""
+        self.trusted_vkeys: list[str] = []
+        """The policy's log keys that verified the checkpoint and the keys they handed over
+        to (a checkpoint seen earlier may be signed by any of them)."""
+        self._proven_root: bytes | None = None
+        self._proven: set[int] = set()  # entries checked under the checkpoint already
+        self.index: LogIndex = index if index is not None else MemoryIndex(0, evidence)
+        self._check_log(index)
+
+    def _check_log(self, index: LogIndex | None) -> None:
+        log_role = self.policy.role("log")
+        note = self.evidence.checkpoint_note()
+        # (1)
+        if not log_role.vkeys:
+            self.log.fail("checkpoint", "the policy names no log key (roles.log.vkeys)")
+            return
+        verified: list[Checkpoint] = []
+        errors: list[str] = []
+        handed: list[Handover] = []
+        for vkey in log_role.vkeys:
+            try:
+                cp, chain = self._verify_checkpoint(note, vkey)
+            except (ProvenanceError, OSError) as e:
+                errors.append(str(e))
+                continue
+            verified.append(cp)
+            handed += chain
+            self.trusted_vkeys += [vkey, *(h.new for h in chain)]
+        need = max(log_role.threshold, 1)
+        if len(verified) < need:
+            self.log.fail(
+                "checkpoint",
+                f"signed by {len(verified)} of {need} trusted log key(s) ({'; '.join(errors)})",
+            )
+            return
+        cp = verified[0]
+        self.checkpoint = cp
+        self.log.name = f"log {cp.origin}"
+        self.log.add("checkpoint", OK, f"size {cp.size}, signed by {len(verified)} of {need} "
+                     "trusted log key(s)")
+        for h in handed:
+            self.log.add("key handover", OK, f"log key {_key_id(h.old)} handed over to "
+                         f"{_key_id(h.new)} at size {h.checkpoint.size}, signed by both; "
+                         "the log since extends that tree")
+        witness = self.policy.role("witness")
+        if witness.witnessed(cp.origin):
+            try:
+                names = verify_cosignatures(
+                    note, witness.note_verifiers(), threshold=witness.threshold
+                )
+                self.log.add("witnesses", OK, f"cosigned by {', '.join(sorted(names))}")
+            except ProvenanceError as e:
+                self.log.fail("witnesses", str(e))
+        if index is not None:
+            # (3)
+            if index.size != cp.size:
+                self.log.fail(
+                    "index", f"the log index covers size {index.size}, the checkpoint {cp.size}"
+                )
+            root = getattr(index, "root", None)
+            if root == cp.root:
+                self._proven_root = cp.root
+            return
+        # (2)
+        built = MemoryIndex(cp.size, self.evidence)
+        self.index = built
+        try:
+            self._read_entries(cp, built)
+        except (OSError, ProvenanceError) as e:
+            where = f"{e.filename}: " if isinstance(e, OSError) and e.filename else ""
+            self.log.fail("entries", f"cannot be read: {where}{getattr(e, 'strerror', None) or e}")
+
+    def _verify_checkpoint(self, note: bytes, vkey: str) -> tuple[Checkpoint, list[Handover]]:
+        """Verify the checkpoint by the trusted log key ``vkey``, or by a key it handed over to.
+
+        Steps:
+            1. Verify the note by ``vkey``; done when it is signed by it.
+            2. Otherwise follow the evidence's key handovers from ``vkey`` (`key_chain`) and
+               verify the note by the first key of the chain that signed it.
+            3. The tree of every handover up to that key must be extended by the checkpoint
+               (a consistency proof from the evidence).
+
+        Returns:
+            The checkpoint and the handovers followed (empty when ``vkey`` signed it).
+
+        Raises:
+            ProvenanceError: not signed by ``vkey`` nor a successor, a bad handover, or a tree
+                the checkpoint does not extend.
+            OSError: a consistency proof is not in the evidence.
+        """
+        # (1)
+        try:
+            return verify_checkpoint(note, verifier_from_vkey(vkey)), []
+        except SignatureError as e:
+            first = e
+        # (2)
+        chain = key_chain(vkey, self.evidence.key_handovers())
+        for n, h in enumerate(chain):
+            try:
+                cp = verify_checkpoint(note, verifier_from_vkey(h.new))
+            except SignatureError:
+                continue
+            # (3)
+            for earlier in chain[: n + 1]:
+                old = earlier.checkpoint
+                proof = (self.evidence.consistency_proof(old.size, cp.size)
+                         if 0 < old.size < cp.size else [])
+                try:
+                    check_consistent(old, cp, proof)
+                except ProvenanceError as e:
+                    raise VerificationError(
+                        f"the log under key {_key_id(h.new)} does not extend the tree its key "
+                        f"handover vouched for: {e}"
+                    ) from e
+            return cp, chain[: n + 1]
+        raise first
+
+    def _read_entries(self, cp: Checkpoint, built: MemoryIndex) -> None:
+        """Index the evidence's entries and check them with the one chain-and-root checker
+        (`verify.logcheck.check_entries`): the whole tree's root rebuilt when every entry is
+        there, else each entry's inclusion proof; the ``prev`` chain between neighbours."""
+        entries: dict[int, bytes] = {}
+        for index, data in self.evidence.entries():
+            if index >= cp.size:
+                break
+            entries[index] = data
+            with contextlib.suppress(FormatError):  # check_entries reports it
+                built.add(index, data)
+        findings = check_entries(
+            entries,
+            cp.size,
+            cp.root,
+            lambda i: self.evidence.inclusion_proof(i, cp.size),
+            name=lambda i: f"entry {i}",
+            start=self.evidence.extension(),
+        )
+        for f in findings[:10]:
+            self.log.fail("entries", f.message if f.file.startswith("entry ") else str(f))
+        if len(findings) > 10:
+            self.log.fail("entries", f"{len(findings) - 10} more problem(s)")
+        bad = {f.index for f in findings}
+        self._proven = {i for i in entries if i not in bad} if None not in bad else set()
+        if entries and not findings:
+            how = (f"root recomputed from all {cp.size} entries" if len(entries) == cp.size
+                   else f"{len(entries)} entries proven included")
+            self.log.add("tree", OK, how)
+
+    def check_known_checkpoint(self, note: bytes, what: str = "checkpoint seen before") -> None:
+        """Check the log's checkpoint extends one seen earlier (no fork, no rollback).
+
+        Steps:
+            1. Verify the earlier checkpoint by the policy's log key.
+            2. `check_consistent` it with the current one, using a proof from the evidence; or,
+               when the evidence holds the log's extension from a size at or below the earlier
+               one, the root its entries give at that size must be the earlier root.
+
+        A failure is added to the log node, naming both sizes and roots.
+        """
+        if self.checkpoint is None:
+            return
+        try:
+            # (1)
+            old = None
+            problems: list[str] = []
+            for vkey in self.trusted_vkeys:
+                try:
+                    old = verify_checkpoint(note, verifier_from_vkey(vkey))
+                    break
+                except ProvenanceError as e:
+                    problems.append(str(e))
+            if old is None:
+                raise VerificationError(
+                    f"{what}: not signed by a trusted log key ({'; '.join(problems)})"
+                )
+            # (2)
+            new = self.checkpoint
+            proof: list[bytes] = []
+            ext = self.evidence.extension()
+            if ext is not None and ext.size <= old.size <= new.size and self.log.ok:
+                leaves = [leaf_hash(self.index.entry_bytes(i) or b"")
+                          for i in range(ext.size, old.size)]
+                got = ext.extend(leaves).root()
+                if got != old.root:
+                    raise VerificationError(
+                        f"fork: the log's entries give root {got.hex()[:16]}… at size "
+                        f"{old.size}, the {what} says {old.root.hex()[:16]}…")
+            elif 0 < old.size < new.size:
+                proof = self.evidence.consistency_proof(old.size, new.size)
+                check_consistent(old, new, proof)
+            else:
+                check_consistent(old, new, proof)
+            self.log.add(f"consistent with the {what}", OK, f"size {old.size} -> {new.size}")
+        except (ProvenanceError, OSError) as e:
+            self.log.fail(f"consistent with the {what}", f"log fork or rollback: {e}")
+
+    def included(self, index: int) -> str | None:
+        """None when entry ``index`` is included under the verified checkpoint; else why not."""
+        raw = self.index.entry_bytes(index)
+        if self.checkpoint is None or raw is None:
+            return f"log entry {index}: not available under a verified checkpoint"
+        return self.included_raw(index, raw)
+
+    def included_raw(self, index: int, raw: bytes) -> str | None:
+        """None when entry ``index`` is included under the verified checkpoint; else why not."""
+        assert self.checkpoint is not None
+        self.used.add(index)
+        if self._proven_root is not None or index in self._proven:
+            return None
+        try:
+            proof = self.evidence.inclusion_proof(index, self.checkpoint.size)
+            verify_inclusion(index, self.checkpoint.size, leaf_hash(raw), proof,
+                             self.checkpoint.root)
+        except (ProvenanceError, OSError) as e:
+            return f"log entry {index}: not included under the checkpoint: {e}"
+        return None
+
+
+def _key_id(vkey: str) -> str:
+    """``origin+keyhash`` of a vkey (the public key itself is long and says nothing more)."""
+    return "+".join(vkey.split("+")[:2])
