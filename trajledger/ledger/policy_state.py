@@ -2,8 +2,8 @@
 
 Scope: the one way every command loads a policy (`load_policy`): a file the user trusts (read by
 `verify.policy.load_policy_file`, keys named by keyid looked up in the ledger's key store), then
-followed through the log's trust-policy records (`verify.policy.follow_history`); or, with no
-file, the log's own policy history from its first record.
+followed through the log's trust-policy records (`verify.policy_history.follow_history`); or,
+with no file, the log's own policy history from its first record.
 **Fail closed**: every trust-policy record of the log must have its envelope present and hashing
 to its entry; otherwise the policy in force cannot be known and loading fails naming the record
 (a deleted or damaged successor must never silently put an older, weaker policy back in force).
@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 
 from trajledger.verify.digest import digest_bytes
 from trajledger.verify.errors import PolicyError
-from trajledger.verify.policy import KeyLookup, TrustPolicy, follow_history, load_policy_file
+from trajledger.verify.policy import KeyLookup, TrustPolicy, load_policy_file
+from trajledger.verify.policy_history import follow_history
 
 from .errors import LedgerError, StoreError, TamperError
 

@@ -58,7 +58,8 @@ from trajledger.verify.lineage import LineageVerifier, Record
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.log_index import read_record
 from trajledger.verify.note import verifier_from_vkey
-from trajledger.verify.policy import TrustPolicy, follow_history
+from trajledger.verify.policy import TrustPolicy
+from trajledger.verify.policy_history import follow_history
 from trajledger.verify.predicates import Erasure, Import, Revocation
 
 from .catalog import Origins, origin_name

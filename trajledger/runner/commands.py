@@ -733,6 +733,14 @@ def rollout(
     "report says 'size only, not re-hashed'). Manifests, envelopes, signatures and proofs are "
     "always checked in full.",
 )
+@click.option(
+    "--files",
+    "files_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Bundle mode: a directory of the subject's files (the model), each checked against "
+    "its manifest by path and SHA-256 and named OK, differs or missing; symbolic links are not "
+    "followed.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_ctx
 def verify(
@@ -744,6 +752,7 @@ def verify(
     sigstore_bundle: Path | None,
     policy_file: Path | None,
     skip_data: bool,
+    files_dir: Path | None,
     as_json: bool,
 ) -> None:
     """Verify an artifact's whole lineage, or files against an envelope.
@@ -761,7 +770,11 @@ def verify(
     Examples:
       trajledger verify cartpole-bc@2
       trajledger verify cartpole-train-2.tar.zst --policy policy.toml --json
+      trajledger verify cartpole-bc-2.tar.zst --policy policy.toml --files ./model
     """
+    if files_dir is not None and (sigstore_bundle is not None or envelope is not None):
+        raise click.UsageError("--files is for a bundle; the files of --envelope or "
+                               "--sigstore-bundle mode are the PATHs given")
     if sigstore_bundle is not None:
         if envelope is not None or pubkey:
             raise click.UsageError("--sigstore-bundle and --envelope/--pubkey: choose one mode")
@@ -787,13 +800,17 @@ def verify(
     # A file named like a bundle is read as one even when its bytes are not (then refused as
     # not zstd), rather than looked up as an artifact name.
     if bundle.is_file() and (_is_zstd(bundle) or bundle.name.endswith(".zst")):
-        report = _verify_bundle(ctx, bundle, policy_file, skip_data)
+        report = _verify_bundle(ctx, bundle, policy_file, skip_data, files_dir)
         if as_json:
             emit_json(report.to_json())
         else:
             click.echo("\n".join(report.render()))
         report_raise(report, str(bundle), skip_data)
         return
+    if files_dir is not None:
+        raise click.UsageError("--files checks a model directory against a bundle: export the "
+                               "checkpoint ('trajledger export REF --out B.tar.zst'), then "
+                               "verify B.tar.zst --files DIR")
     ledger = ctx.ledger()
     p = command_policy(ctx, ledger, policy_file)
     report = ledger.verify(targets[0], policy=p, skip_data=skip_data)
@@ -828,7 +845,9 @@ def _is_zstd(path: Path) -> bool:
         return f.read(4) == b"\x28\xb5\x2f\xfd"
 
 
-def _verify_bundle(ctx: Context, path: Path, policy_file: Path | None, skip_data: bool) -> Any:
+def _verify_bundle(
+    ctx: Context, path: Path, policy_file: Path | None, skip_data: bool, files: Path | None
+) -> Any:
     """Verify an exported bundle offline with the given policy (no ledger needed)."""
     from trajledger.verify.bundle import BundleEvidence, verify_bundle
 
@@ -836,7 +855,7 @@ def _verify_bundle(ctx: Context, path: Path, policy_file: Path | None, skip_data
         raise click.UsageError("verifying a bundle needs --policy FILE (the policy you trust)")
     with BundleEvidence.open(path) as evidence:
         return verify_bundle(evidence, _policy_file(ctx, policy_file),
-                             data="size" if skip_data else "hash")
+                             data="size" if skip_data else "hash", files=files)
 
 
 def report_raise(report: Any, subject: str, skip_data: bool = False) -> None:

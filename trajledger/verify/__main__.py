@@ -3,7 +3,8 @@
 Scope: the third party's command line (argparse, so it runs from a copy of ``verify/`` in a
 venv holding only ``cryptography`` and ``zstandard``). It opens the bundle
 (`verify.bundle.BundleEvidence`), verifies the artifact and its lineage under the policy given
-(`verify.bundle.verify_bundle`) and renders the report.
+(`verify.bundle.verify_bundle`), with ``--files DIR`` checks a directory of the subject's files
+against its manifest, and renders the report.
 
 Output: the report on stdout (a text tree, or ``--json``); on stderr ``OK: <bundle>: N checks
 passed`` or one ``FAIL: <bundle>: <reason>`` line per failure. Exit codes, as ``trajledger``:
@@ -54,6 +55,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a signed checkpoint of the same log seen before: the bundle's must extend it",
     )
+    p.add_argument(
+        "--files",
+        type=Path,
+        metavar="DIR",
+        help="a directory of the subject's files (the model): each file its manifest lists is "
+        "found there by path and hashed, and named OK, differs or missing (exit 1 for the last "
+        "two); files it does not list are reported as extra; symbolic links are not followed",
+    )
     return p
 
 
@@ -78,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
         raise OSError(f"bundle {args.bundle}: no such file")
     with BundleEvidence.open(args.bundle) as evidence:
         report = verify_bundle(
-            evidence, policy, data="size" if args.skip_data else "hash", known_checkpoint=known
+            evidence, policy, data="size" if args.skip_data else "hash", known_checkpoint=known,
+            files=args.files,
         )
     if args.json:
         print(json.dumps(report.to_json(), sort_keys=True, separators=(",", ":")))

@@ -12,12 +12,12 @@ log's key, ``verify.log_key``, so that a verifier trusting an earlier key follow
 lineage verifier on it under a caller's trust policy.
 
 How a bundle is read (`BundleEvidence.open`): one streaming pass, never a whole-file read. The
-zstd stream is decompressed through a counter that refuses more than `Limits.total` bytes (and
-a first frame declaring more is refused before decompressing); the tar is parsed by the small
-strict reader below, not by ``tarfile``, so no header can make it allocate more than
-`Limits.pax` bytes. ``bundle.json`` must come first; every later member must be listed in it,
-once, with the declared size. Objects are streamed into a private temporary directory (mode
-0700) under names derived from their validated digest, never from the member's path; every
+zstd stream is decompressed through a counter that refuses more than `Limits.total` bytes (and a
+first frame declaring more is refused before decompressing); the tar is parsed by the small
+strict reader of `verify.bundle_stream`, not by ``tarfile``, so no header can make it allocate
+more than `Limits.pax` bytes. ``bundle.json`` must come first; every later member must be listed
+in it, once, with the declared size. Objects are streamed into a private temporary directory
+(mode 0700) under names derived from their validated digest, never from the member's path; every
 other member is small and kept in memory under a per-kind cap. Each member is hashed while it is
 read; objects must also hash to their own name. The directory is removed by `close` (use the
 evidence as a context manager).
@@ -32,7 +32,8 @@ Non-scope: trust. A bundle is an unauthenticated container; what makes its conte
 is the trust policy's log key over the checkpoint, the Merkle proofs, and the signatures over
 envelopes, all checked by `verify.lineage`. ``created`` is informational and not authenticated.
 A bundle cannot prove absence: records left out of it (a later revocation) are invisible to it.
-Writing bundles is ``ledger.exchange``.
+Writing bundles is ``ledger.exchange``. The index format (``bundle.json``, member names) is
+`verify.bundle_index`; its names are re-exported here.
 
 Spec: schemas/bundle.v1.md; c2sp.org/tlog-proof; c2sp.org/tlog-checkpoint; POSIX pax/ustar.
 """
@@ -42,17 +43,28 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
-import re
 import shutil
 import tempfile
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
 
-from ._jcs import canonical_bytes
+from .bundle_index import (
+    BUNDLE_FORMAT,
+    CHECKPOINT_NAME,
+    EXTENSION_FORMAT,
+    HANDOVER_FORMAT,
+    INDEX_NAME,
+    READABLE_FORMATS,
+    BundleIndex,
+    Member,
+    Terms,
+    check_member_name,
+    consistency_proof_bytes,
+    parse_consistency_proof,
+)
+from .bundle_stream import BLOCK, CHUNK, Bounded, Limits, open_zstd, tar_headers
 from .checkpoint import Checkpoint, verify_checkpoint
 from .digest import digest_bytes, parse_digest
 from .errors import DigestMismatchError, FormatError, ProofError, ProvenanceError, SignatureError
@@ -61,12 +73,13 @@ from .lineage import INFO, OK, LineageVerifier, Node, Record, Report
 from .log_entry import LogEntry
 from .log_key import HANDOVER_DIR, parse_handover
 from .logcheck import check_entries
-from .merkle import HASH_SIZE, CompactRange, leaf_hash
-from .note import Note, Verifier, b64decode_strict, verifier_from_vkey
-from .policy import TrustPolicy, follow_history
+from .manifest import Manifest, diff_tree, tree_files
+from .merkle import CompactRange, leaf_hash
+from .note import Note, Verifier, verifier_from_vkey
+from .policy import TrustPolicy
+from .policy_history import follow_history
 from .predicates import RolloutBatch
 from .strict_json import load_object
-from .tiles import MAX_ENTRY_SIZE
 from .tlog_proof import TlogProof
 
 __all__ = [
@@ -82,592 +95,10 @@ __all__ = [
     "Terms",
     "check_member_name",
     "consistency_proof_bytes",
+    "name_files",
     "parse_consistency_proof",
     "verify_bundle",
 ]
-
-BUNDLE_FORMAT = 2
-"""The ``format`` of ``bundle.json`` written: 2 adds ``terms`` and ``erased`` to format 1."""
-
-HANDOVER_FORMAT = 3
-"""The ``format`` of a bundle that holds ``key-handovers/<n>`` members (a log whose key was
-rotated); otherwise as format 2, which is written whenever there are none."""
-
-EXTENSION_FORMAT = 4
-"""The ``format`` of an update bundle: it carries the log's extension, every entry since a tree
-size the recipient accepted (``extension``), proven by the root they rebuild; its ``subject``
-may be null (the extension alone). It may hold key handovers too."""
-
-READABLE_FORMATS = (1, 2, 3, 4)
-"""Every ``format`` of ``bundle.json`` this module reads (trajledger 0.1.0 wrote 1)."""
-
-INDEX_NAME = "bundle.json"
-CHECKPOINT_NAME = "checkpoint"
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-MAX_WINDOW = 1 << 27
-"""Largest zstd window accepted (128 MiB, zstd's default limit): bounds decompressor memory."""
-
-_BLOCK = 512
-_CHUNK = 1 << 20
-_DEC = r"(0|[1-9][0-9]{0,19})"
-_LAYOUT = re.compile(
-    rf"(?P<checkpoint>checkpoint)"
-    rf"|entries/(?P<entry>{_DEC})"
-    rf"|proofs/(?P<proof>{_DEC})\.tlog-proof"
-    rf"|proofs/(?P<consistency>[1-9][0-9]{{0,19}})\.consistency"
-    rf"|proofs/(?P<range>[1-9][0-9]{{0,19}})\.range"
-    rf"|objects/sha256/(?P<object>[0-9a-f]{{64}})"
-    rf"|policy/(?P<policy>{_DEC})\.json"
-    rf"|{HANDOVER_DIR}/(?P<handover>[1-9][0-9]{{0,5}})"
-)
-_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-_INDEX_KEYS_V1 = frozenset(
-    {"format", "subject", "origin", "vkey", "created", "omitted", "members"}
-)
-_INDEX_KEYS = {1: _INDEX_KEYS_V1, 2: _INDEX_KEYS_V1 | {"terms", "erased"},
-               3: _INDEX_KEYS_V1 | {"terms", "erased"},
-               4: _INDEX_KEYS_V1 | {"terms", "erased", "extension"}}
-_MEMBER_KEYS = frozenset({"name", "size", "sha256"})
-_TERMS_KEYS = frozenset({"batch", "licence", "consent", "retention"})
-_PAX_KEYS = frozenset({"path", "size"})
-_MAX_INT = 2**53 - 1
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Bounds on what reading one bundle may cost. Every one is checked before the bytes are.
-
-    Attributes:
-        total: uncompressed bytes of the whole tar stream (default 64 GiB).
-        member: bytes of any one member (default 64 GiB).
-        members: number of members.
-        index: bytes of ``bundle.json``.
-        small: bytes of a checkpoint, a proof or a policy (held in memory).
-        memory: bytes of all members but objects together (entries, proofs, policies, the
-            checkpoint: they are held in memory; objects go to disk).
-        pax: bytes of one pax extended header.
-    """
-
-    total: int = 64 << 30
-    member: int = 64 << 30
-    members: int = 1_000_000
-    index: int = 64 << 20
-    small: int = 1 << 20
-    memory: int = 1 << 30
-    pax: int = 1 << 16
-
-    def cap(self, kind: str) -> int:
-        """The most bytes a member of ``kind`` may hold."""
-        if kind == "entry":
-            return min(MAX_ENTRY_SIZE, self.member)
-        if kind == "object":
-            return self.member
-        return min(self.small, self.member)
-
-
-@dataclass(frozen=True)
-class Member:
-    """One member as listed in ``bundle.json``."""
-
-    name: str
-    size: int
-    sha256: str
-
-    def to_json(self) -> dict[str, Any]:
-        """The member's object in ``bundle.json``."""
-        return {"name": self.name, "sha256": self.sha256, "size": self.size}
-
-
-@dataclass(frozen=True)
-class Terms:
-    """The terms a rollout batch travels with, as ``bundle.json`` states them (format 2).
-
-    Copied by the exporter from the batch's signed record; the reader checks them against that
-    record (`verify_bundle`), so what a buyer reads in the index is what the vendor signed.
-    """
-
-    batch: str
-    licence: str | None = None
-    consent: str | None = None
-    retention: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The object in ``bundle.json``'s ``terms`` (absent values are null)."""
-        return {"batch": self.batch, "consent": self.consent, "licence": self.licence,
-                "retention": self.retention}
-
-    @classmethod
-    def from_json(cls, obj: object, what: str) -> Terms:
-        """Read one ``terms`` object strictly.
-
-        Raises:
-            FormatError: other members, a bad digest, a value neither a string nor null.
-        """
-        if not isinstance(obj, dict) or set(obj) != _TERMS_KEYS:
-            raise FormatError(f"{what}: must have exactly batch, consent, licence, retention")
-        parse_digest(obj["batch"], f"{what}: batch")
-        for k in ("licence", "consent", "retention"):
-            if obj[k] is not None and not isinstance(obj[k], str):
-                raise FormatError(f"{what}: {k} must be a string or null")
-        return cls(obj["batch"], obj["licence"], obj["consent"], obj["retention"])
-
-    def describe(self) -> str:
-        """``licence X, consent Y, retention Z`` (``none`` for absent values)."""
-        return ", ".join(f"{k} {v if v is not None else 'none'}" for k, v in (
-            ("licence", self.licence), ("consent", self.consent), ("retention", self.retention)))
-
-
-def check_member_name(name: str) -> tuple[str, str]:
-    """Check a member name is canonical and in the bundle layout.
-
-    Returns:
-        ``(kind, key)``: kind one of ``index checkpoint entry proof consistency object policy
-        handover`` and key the index, size or hex digest the name carries ("" for the first two).
-
-    Raises:
-        FormatError: an absolute path, a ``..`` or ``.`` segment, a backslash, NUL or other
-            control character, a non-ASCII or empty name, an empty segment, or a name outside
-            the layout (which also refuses leading zeros and upper-case hex).
-    """
-    what = f"member {name!r}"
-    if not name:
-        raise FormatError("member with an empty name")
-    if name.startswith("/"):
-        raise FormatError(f"{what}: absolute path")
-    segments = name.split("/")
-    if ".." in segments:
-        raise FormatError(f"{what}: path escapes the bundle ('..')")
-    if not name.isascii() or any(c < " " or c == "\x7f" or c == "\\" for c in name):
-        raise FormatError(f"{what}: non-canonical name (non-ASCII, control or backslash)")
-    if "." in segments or "" in segments:
-        raise FormatError(f"{what}: non-canonical name (empty or '.' segment)")
-    if name == INDEX_NAME:
-        return "index", ""
-    m = _LAYOUT.fullmatch(name)
-    if m is None:
-        raise FormatError(f"{what}: not in the bundle layout (see schemas/bundle.v1.md)")
-    kind = next(k for k, v in m.groupdict().items() if v is not None)
-    return kind, "" if kind == "checkpoint" else m.group(kind)
-
-
-def _check_time(value: object, what: str) -> str:
-    if not isinstance(value, str) or not _TIME.fullmatch(value):
-        raise FormatError(f"{what}: {value!r} is not YYYY-MM-DDTHH:MM:SSZ")
-    try:
-        dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
-    except ValueError as e:
-        raise FormatError(f"{what}: {value!r} is not a valid date and time") from e
-    return value
-
-
-@dataclass(frozen=True)
-class BundleIndex:
-    """``bundle.json``: what the bundle claims to hold. Nothing in it is trusted by itself.
-
-    Attributes:
-        subject: ``sha256:<hex>`` of the artifact the bundle is evidence for.
-        origin: the log's origin (must be the checkpoint's).
-        vkey: the log's verifier key (must verify the checkpoint; the policy decides trust).
-        created: when the bundle was written, UTC (informational, unauthenticated).
-        members: every member but ``bundle.json``, sorted by name.
-        omitted: data blobs the lineage uses that were left out (export ``--no-data``).
-        terms: (format 2) each rollout batch of the lineage with the licence, consent and
-            retention its signed record states, sorted by batch digest.
-        erased: (format 2) data blobs of the lineage that a verified erasure deleted: not in
-            the bundle, by law rather than by choice, sorted.
-        format: 1 (trajledger 0.1.0; no terms, no erased), 2, 3 (2 with key handovers) or 4
-            (an update: the log's extension).
-        extension: (format 4) the tree size from which the bundle holds every entry of the
-            log up to its checkpoint; None in other formats.
-    """
-
-    subject: str | None
-    origin: str
-    vkey: str
-    created: str
-    members: tuple[Member, ...]
-    omitted: tuple[str, ...] = ()
-    format: int = BUNDLE_FORMAT
-    terms: tuple[Terms, ...] = ()
-    erased: tuple[str, ...] = ()
-    extension: int | None = None
-    by_name: dict[str, Member] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        """Check every field, so that an invalid index cannot exist.
-
-        Raises:
-            FormatError: a field is not what the format allows.
-        """
-        what = INDEX_NAME
-        if type(self.format) is not int or self.format not in READABLE_FORMATS:
-            raise FormatError(
-                f"{what}: format {self.format!r}, want one of {list(READABLE_FORMATS)} (a newer "
-                "trajledger wrote it? upgrade the verifier)"
-            )
-        if self.format == 1 and (self.terms or self.erased):
-            raise FormatError(f"{what}: format 1 has no terms or erased")
-        if (self.format == EXTENSION_FORMAT) != (self.extension is not None) or (
-                self.extension is not None
-                and (type(self.extension) is not int or not 0 <= self.extension <= _MAX_INT)):
-            raise FormatError(f"{what}: extension {self.extension!r}: format "
-                              f"{EXTENSION_FORMAT} has an extension (a tree size), no other "
-                              "format has one")
-        if self.subject is not None or self.format != EXTENSION_FORMAT:
-            parse_digest(self.subject, f"{what}: subject")
-        if not isinstance(self.origin, str) or not self.origin:
-            raise FormatError(f"{what}: origin must be a non-empty string")
-        if not isinstance(self.vkey, str):
-            raise FormatError(f"{what}: vkey must be a string")
-        _check_time(self.created, f"{what}: created")
-        names = [m.name for m in self.members]
-        for i, m in enumerate(self.members):
-            try:
-                kind, _ = check_member_name(m.name)
-            except FormatError as e:
-                raise FormatError(f"{what}: {e}") from e
-            if kind == "index":
-                raise FormatError(f"{what}: lists itself as a member")
-            if kind == "handover" and self.format < HANDOVER_FORMAT:
-                raise FormatError(
-                    f"{what}: member {m.name}: key handovers need format {HANDOVER_FORMAT}"
-                )
-            if kind == "range" and m.name != f"proofs/{self.extension}.range":
-                raise FormatError(f"{what}: member {m.name}: a compact range only for the "
-                                  f"extension's first size ({self.extension})")
-            if type(m.size) is not int or not 0 <= m.size <= _MAX_INT:
-                raise FormatError(f"{what}: member {m.name}: size {m.size!r}, want 0..2^53-1")
-            if not isinstance(m.sha256, str) or not _HEX64.fullmatch(m.sha256):
-                raise FormatError(f"{what}: member {m.name}: sha256 must be 64 lowercase hex")
-            if i and names[i - 1] >= m.name:
-                problem = "listed twice" if names[i - 1] == m.name else "out of order"
-                raise FormatError(f"{what}: member {m.name}: {problem} (want sorted, unique)")
-        for i, d in enumerate(self.omitted):
-            parse_digest(d, f"{what}: omitted[{i}]")
-            if i and self.omitted[i - 1] >= d:
-                raise FormatError(f"{what}: omitted digests must be sorted and unique")
-        for i, d in enumerate(self.erased):
-            parse_digest(d, f"{what}: erased[{i}]")
-            if i and self.erased[i - 1] >= d:
-                raise FormatError(f"{what}: erased digests must be sorted and unique")
-        for i, t in enumerate(self.terms):
-            if i and self.terms[i - 1].batch >= t.batch:
-                raise FormatError(f"{what}: terms must be sorted by batch, one per batch")
-        if self.format == HANDOVER_FORMAT and not any(
-            n.startswith(HANDOVER_DIR + "/") for n in names
-        ):
-            raise FormatError(f"{what}: format {HANDOVER_FORMAT} without key handovers")
-        object.__setattr__(self, "by_name", {m.name: m for m in self.members})
-        for d in self.omitted:
-            if f"objects/sha256/{d[7:]}" in self.by_name:
-                raise FormatError(f"{what}: {d} is both a member and omitted")
-        for d in self.erased:
-            if f"objects/sha256/{d[7:]}" in self.by_name or d in self.omitted:
-                raise FormatError(f"{what}: {d} is listed as erased and also present or omitted")
-
-    def to_bytes(self) -> bytes:
-        """The canonical (RFC 8785) bytes of ``bundle.json``: the only encoding."""
-        obj: dict[str, Any] = {
-            "created": self.created,
-            "format": self.format,
-            "members": [m.to_json() for m in self.members],
-            "omitted": list(self.omitted),
-            "origin": self.origin,
-            "subject": self.subject,
-            "vkey": self.vkey,
-        }
-        if self.format >= 2:
-            obj["terms"] = [t.to_json() for t in self.terms]
-            obj["erased"] = list(self.erased)
-        if self.format >= EXTENSION_FORMAT:
-            obj["extension"] = self.extension
-        return canonical_bytes(obj, INDEX_NAME)
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> BundleIndex:
-        """Parse ``bundle.json`` strictly: exact members, canonical bytes.
-
-        Raises:
-            FormatError: not strict JSON, missing or unknown members, invalid values, or bytes
-                other than the canonical encoding.
-        """
-        obj = load_object(data, INDEX_NAME)
-        fmt = obj.get("format")
-        if type(fmt) is not int or fmt not in READABLE_FORMATS:
-            raise FormatError(
-                f"{INDEX_NAME}: format {fmt!r}, want one of {list(READABLE_FORMATS)} (a newer "
-                "trajledger wrote it? upgrade the verifier)"
-            )
-        keys = _INDEX_KEYS[fmt]
-        if set(obj) != keys:
-            missing, extra = sorted(keys - set(obj)), sorted(set(obj) - keys)
-            raise FormatError(f"{INDEX_NAME}: missing {missing}, unknown {extra}")
-        raw_members = obj["members"]
-        if not isinstance(raw_members, list):
-            raise FormatError(f"{INDEX_NAME}: members must be a list")
-        members = []
-        for i, m in enumerate(raw_members):
-            if not isinstance(m, dict) or set(m) != _MEMBER_KEYS:
-                raise FormatError(
-                    f"{INDEX_NAME}: members[{i}] must have exactly name, sha256, size"
-                )
-            if not isinstance(m["name"], str):
-                raise FormatError(f"{INDEX_NAME}: members[{i}].name must be a string")
-            members.append(Member(m["name"], m["size"], m["sha256"]))
-        omitted = obj["omitted"]
-        if not isinstance(omitted, list):
-            raise FormatError(f"{INDEX_NAME}: omitted must be a list")
-        raw_terms = obj.get("terms", [])
-        erased = obj.get("erased", [])
-        if not isinstance(raw_terms, list) or not isinstance(erased, list):
-            raise FormatError(f"{INDEX_NAME}: terms and erased must be lists")
-        index = cls(
-            subject=obj["subject"],
-            origin=obj["origin"],
-            vkey=obj["vkey"],
-            created=obj["created"],
-            members=tuple(members),
-            omitted=tuple(omitted),
-            format=fmt,
-            terms=tuple(
-                Terms.from_json(t, f"{INDEX_NAME}: terms[{i}]") for i, t in enumerate(raw_terms)
-            ),
-            erased=tuple(erased),
-            extension=obj.get("extension"),
-        )
-        if index.to_bytes() != data:
-            raise FormatError(f"{INDEX_NAME}: not in canonical form (RFC 8785, no whitespace)")
-        return index
-
-
-def consistency_proof_bytes(proof: list[bytes]) -> bytes:
-    """A ``proofs/<n>.consistency`` member: one standard base64 hash per line, each ending LF."""
-    import base64
-
-    return b"".join(base64.b64encode(h) + b"\n" for h in proof)
-
-
-def parse_consistency_proof(data: bytes, what: str) -> list[bytes]:
-    """Parse a ``.consistency`` member strictly.
-
-    Raises:
-        FormatError: not LF-terminated lines of canonical base64 of 32 bytes, empty, or more
-            than 64 lines.
-    """
-    if not data or not data.endswith(b"\n"):
-        raise FormatError(f"{what}: want one base64 hash per line, each ending in a newline")
-    lines = data[:-1].split(b"\n")
-    if len(lines) > 64:
-        raise FormatError(f"{what}: {len(lines)} hashes, want at most 64")
-    out = []
-    for i, line in enumerate(lines):
-        try:
-            text = line.decode("ascii")
-        except UnicodeDecodeError as e:
-            raise FormatError(f"{what}: line {i + 1} is not ASCII") from e
-        h = b64decode_strict(text, f"{what}: line {i + 1}")
-        if len(h) != HASH_SIZE:
-            raise FormatError(f"{what}: line {i + 1} holds {len(h)} bytes, want {HASH_SIZE}")
-        out.append(h)
-    return out
-
-
-# -- the stream: bounded zstd, strict tar -----------------------------------------------------
-
-
-class _Bounded:
-    """A reader that refuses to deliver more than ``limit`` bytes in total."""
-
-    def __init__(
-        self, raw: Any, limit: int, what: str, errors: tuple[type[BaseException], ...]
-    ) -> None:
-        self.raw = raw
-        self.limit = limit
-        self.count = 0
-        self.what = what
-        self.errors = errors
-
-    def read(self, n: int) -> bytes:
-        try:
-            data: bytes = self.raw.read(n)
-        except self.errors as e:
-            raise FormatError(f"{self.what}: corrupt zstd stream: {e}") from e
-        self.count += len(data)
-        if self.count > self.limit:
-            raise FormatError(
-                f"{self.what}: decompresses to more than {self.limit} bytes (the limit); "
-                "refusing a possible decompression bomb"
-            )
-        return data
-
-    def exact(self, n: int, what: str) -> bytes:
-        parts = []
-        left = n
-        while left:
-            chunk = self.read(min(left, _CHUNK))
-            if not chunk:
-                raise FormatError(f"{what}: truncated ({n - left} of {n} bytes)")
-            parts.append(chunk)
-            left -= len(chunk)
-        return b"".join(parts)
-
-
-def _octal(field_bytes: bytes, what: str) -> int:
-    text = field_bytes.rstrip(b"\x00 ").lstrip(b" ")
-    if field_bytes[:1] and field_bytes[0] & 0x80:
-        raise FormatError(f"{what}: base-256 number fields are not allowed (use pax)")
-    if not text:
-        return 0
-    if not re.fullmatch(rb"[0-7]+", text):
-        raise FormatError(f"{what}: {field_bytes!r} is not an octal number")
-    return int(text, 8)
-
-
-_TYPE_NAMES = {
-    b"1": "a hard link",
-    b"2": "a symbolic link",
-    b"3": "a character device",
-    b"4": "a block device",
-    b"5": "a directory",
-    b"6": "a FIFO",
-    b"7": "a contiguous file",
-    b"g": "a global pax header",
-    b"L": "a GNU long name",
-    b"K": "a GNU long link name",
-    b"S": "a GNU sparse file",
-}
-
-
-@dataclass(frozen=True)
-class _Header:
-    name: str
-    size: int
-
-
-def _parse_pax(data: bytes, what: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    rest = data
-    while rest:
-        length_text, sep, _ = rest.partition(b" ")
-        if not sep or not re.fullmatch(rb"[1-9][0-9]{0,5}", length_text):
-            raise FormatError(f"{what}: malformed pax record")
-        length = int(length_text)
-        record, rest = rest[:length], rest[length:]
-        if len(record) != length or not record.endswith(b"\n"):
-            raise FormatError(f"{what}: malformed pax record")
-        key, eq, value = record[len(length_text) + 1 : -1].partition(b"=")
-        try:
-            k, v = key.decode("ascii"), value.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise FormatError(f"{what}: pax record is not text") from e
-        if not eq or k not in _PAX_KEYS:
-            raise FormatError(f"{what}: pax key {k!r} is not allowed (only path and size)")
-        if k in out:
-            raise FormatError(f"{what}: pax key {k!r} appears twice")
-        out[k] = v
-    return out
-
-
-def _tar_headers(stream: _Bounded, limits: Limits, what: str) -> Iterator[_Header]:
-    """Yield each regular member's header; the caller must then read exactly its content.
-
-    Steps:
-        1. Read a 512-byte header; two zero blocks end the archive, and only zero padding may
-           follow them.
-        2. Check the ustar magic and version and the header checksum.
-        3. A pax extended header (type ``x``, at most ``limits.pax`` bytes, keys ``path`` and
-           ``size`` only) applies to the next header, which must be a regular file.
-        4. Refuse every type but a regular file, naming what it is; refuse a link name.
-    """
-    pax: dict[str, str] | None = None
-    number = 0
-    while True:
-        # (1)
-        block = stream.exact(_BLOCK, f"{what}: tar header {number}")
-        if block == bytes(_BLOCK):
-            second = stream.exact(_BLOCK, f"{what}: tar end-of-archive")
-            if second != bytes(_BLOCK) or pax is not None:
-                raise FormatError(f"{what}: malformed end of the tar archive")
-            while tail := stream.read(_CHUNK):
-                if tail.count(0) != len(tail):
-                    raise FormatError(f"{what}: data after the end of the tar archive")
-            return
-        # (2)
-        here = f"{what}: tar header {number}"
-        if block[257:263] != b"ustar\x00" or block[263:265] != b"00":
-            raise FormatError(f"{here}: not a POSIX ustar/pax header")
-        want = _octal(block[148:156], f"{here}: checksum")
-        if sum(block[:148]) + 8 * 32 + sum(block[156:]) != want:
-            raise FormatError(f"{here}: header checksum does not match")
-        size = _octal(block[124:136], f"{here}: size")
-        typeflag = block[156:157]
-        try:
-            raw_name = block[:100].split(b"\x00", 1)[0].decode("ascii")
-            prefix = block[345:500].split(b"\x00", 1)[0].decode("ascii")
-        except UnicodeDecodeError as e:
-            raise FormatError(f"{here}: member name is not ASCII (non-canonical)") from e
-        name = f"{prefix}/{raw_name}" if prefix else raw_name
-        number += 1
-        # (3)
-        if typeflag == b"x":
-            if pax is not None:
-                raise FormatError(f"{here}: two pax headers in a row")
-            if size > limits.pax:
-                raise FormatError(f"{here}: pax header of {size} bytes, limit {limits.pax}")
-            data = stream.exact(size, here)
-            stream.exact(-size % _BLOCK, here)
-            pax = _parse_pax(data, here)
-            continue
-        if pax is not None:
-            name = pax.get("path", name)
-            if "size" in pax:
-                if not re.fullmatch(r"0|[1-9][0-9]{0,19}", pax["size"]):
-                    raise FormatError(f"{here}: pax size {pax['size']!r} is not a decimal")
-                size = int(pax["size"])
-            pax = None
-        # (4)
-        if typeflag not in (b"0", b"\x00"):
-            kind = _TYPE_NAMES.get(typeflag, f"of tar type {typeflag!r}")
-            raise FormatError(f"{what}: member {name!r} is {kind}; only regular files allowed")
-        if block[157:257].strip(b"\x00"):
-            raise FormatError(f"{what}: member {name!r} carries a link name")
-        yield _Header(name, size)
-
-
-def _open_zstd(path: Path, limits: Limits) -> tuple[IO[bytes], _Bounded]:
-    """Open ``path`` as a bounded decompressed stream (the caller closes the file)."""
-    try:
-        import zstandard
-    except ImportError as e:
-        raise OSError(
-            "reading a bundle needs the 'zstandard' package (pip install zstandard)"
-        ) from e
-    what = f"bundle {path.name}"
-    fh = open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
-    try:
-        head = fh.read(18)
-        if head[:4] != ZSTD_MAGIC:
-            raise FormatError(f"{what}: not zstd-compressed (magic {head[:4].hex()})")
-        try:
-            declared = zstandard.get_frame_parameters(head).content_size
-        except zstandard.ZstdError as e:
-            raise FormatError(f"{what}: corrupt zstd frame header: {e}") from e
-        if 0 <= declared < (1 << 63) and declared > limits.total:
-            raise FormatError(
-                f"{what}: zstd frame declares {declared} bytes, more than the limit {limits.total}"
-            )
-        fh.seek(0)
-        dctx = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
-        reader = dctx.stream_reader(fh, read_size=_CHUNK, read_across_frames=True)
-    except BaseException:
-        fh.close()
-        raise
-    return fh, _Bounded(reader, limits.total, what, (zstandard.ZstdError,))
-
-
-# -- the evidence ------------------------------------------------------------------------------
-
 
 class BundleEvidence:
     """`verify.evidence.Evidence` over an exported bundle. Build it with `open`.
@@ -746,7 +177,7 @@ class BundleEvidence:
         self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, True)
         try:
             # (1)
-            fh, stream = _open_zstd(self.path, limits)
+            fh, stream = open_zstd(self.path, limits)
             with fh:
                 self._read_members(stream, limits, what)
             # (4)
@@ -756,7 +187,7 @@ class BundleEvidence:
             raise
         return self
 
-    def _read_members(self, stream: _Bounded, limits: Limits, what: str) -> None:
+    def _read_members(self, stream: Bounded, limits: Limits, what: str) -> None:
         # (2)
         seen: set[str] = set()
         mismatches: list[str] = []
@@ -765,7 +196,7 @@ class BundleEvidence:
         assert self._dir is not None
         objects_dir = self._dir / "objects"
         objects_dir.mkdir(mode=0o700)
-        for header in _tar_headers(stream, limits, what):
+        for header in tar_headers(stream, limits, what):
             name = header.name
             kind, key = check_member_name(name)
             here = f"{what}: member {name}"
@@ -778,7 +209,7 @@ class BundleEvidence:
                 if header.size > limits.index:
                     raise FormatError(f"{here}: {header.size} bytes, limit {limits.index}")
                 index = self._read_index(stream.exact(header.size, here), limits, what)
-                stream.exact(-header.size % _BLOCK, here)
+                stream.exact(-header.size % BLOCK, here)
                 # Objects go to disk: refuse before writing any when they cannot fit.
                 need = sum(m.size for m in index.members if m.name.startswith("objects/"))
                 free = shutil.disk_usage(objects_dir).free
@@ -803,7 +234,7 @@ class BundleEvidence:
                 with os.fdopen(fd, "wb") as out:
                     left = header.size
                     while left:
-                        chunk = stream.exact(min(left, _CHUNK), here)
+                        chunk = stream.exact(min(left, CHUNK), here)
                         h.update(chunk)
                         out.write(chunk)
                         left -= len(chunk)
@@ -812,7 +243,7 @@ class BundleEvidence:
                 data = stream.exact(header.size, here)
                 h.update(data)
                 small[name] = data
-            pad = stream.exact(-header.size % _BLOCK, here)
+            pad = stream.exact(-header.size % BLOCK, here)
             if pad.count(0) != len(pad):
                 raise FormatError(f"{here}: non-zero tar padding")
             got = h.hexdigest()
@@ -1180,6 +611,7 @@ def verify_bundle(
     now: dt.datetime | None = None,
     data: str = "hash",
     known_checkpoint: bytes | None = None,
+    files: Path | None = None,
 ) -> Report:
     """Verify the artifact a bundle is for, and its whole lineage, under ``policy``.
 
@@ -1187,7 +619,7 @@ def verify_bundle(
 
     Steps:
         1. Follow the trust-policy history the bundle carries, starting from ``policy``
-           (`verify.policy.follow_history`): a later policy applies only when the approvers
+           (`verify.policy_history.follow_history`): a later policy applies only when the approvers
            of the one before signed it. A trust-policy record whose envelope is missing fails
            the bundle (fail closed: it could be a successor).
         2. Build the lineage verifier on the bundle with the policy in force: it verifies the
@@ -1201,6 +633,8 @@ def verify_bundle(
            and every blob it lists as erased was deleted by a verified erasure.
         7. When everything passed: no member may be unused by the verification (a bundle
            holds the lineage's evidence and nothing else).
+        8. Name the subject's files with their digests (`name_files`); with ``files``, each
+           is found in that directory by path and hashed.
 
     Args:
         evidence: the opened bundle.
@@ -1208,6 +642,7 @@ def verify_bundle(
         now: the time approvals are judged at (default now).
         data: ``"hash"`` re-hashes data blobs; ``"size"`` compares their sizes only.
         known_checkpoint: a signed checkpoint of the same log seen earlier.
+        files: a directory of the subject's files (a model) to check against its manifest.
 
     Returns:
         The report: a graph with a ``bundle`` node, the log and the subject's lineage.
@@ -1270,10 +705,66 @@ def verify_bundle(
         for name in evidence.unused():
             bundle.fail("members", f"member {name} is not used by the lineage of "
                         f"{(subject or 'the extension')[:19]}…")
+    # (8)
+    if subject is not None:
+        name_files(report.nodes[subject], evidence, files)
     verifier.decision(bundle)
     if subject is None:
         return verifier.report("bundle", ["bundle", "log"])
     return verifier.report(subject, ["bundle", "log", subject])
+
+
+def name_files(node: Node, evidence: BundleEvidence, files: Path | None = None) -> None:
+    """Name each file of ``node``'s manifest with its digest and size; with ``files``, check it.
+
+    Steps:
+        1. Only a manifest the lineage verified is named: ``node`` passed its ``files`` check
+           (the manifest hashes to its digest, which its signed record names).
+        2. Without ``files``: one ``file <path>`` line each (information).
+        3. With ``files``: the directory's regular files by path (`verify.manifest.tree_files`:
+           no symbolic link is followed, so nothing outside it is read), compared with the
+           manifest (`verify.manifest.diff_tree`: sizes, then SHA-256). Each listed file
+           matches, differs or is missing (the last two fail); files the manifest does not
+           list are reported as extra (information).
+
+    Raises:
+        OSError: ``files`` is not a directory, or cannot be listed.
+    """
+    # (1)
+    raw = evidence.blob(node.id) if any(c.what == "files" and c.status == OK
+                                        for c in node.checks) else None
+    if raw is None or digest_bytes(raw) != node.id:
+        if files is not None:
+            node.fail("files", f"{files}: not compared: {node.label} has no verified file list")
+        return
+    manifest = Manifest.from_json(load_object(raw, "manifest"))
+    # (2)
+    if files is None:
+        for f in manifest.files:
+            node.add(f"file {f.path}", INFO, f"{f.digest}, {f.size} bytes")
+        return
+    # (3)
+    if not files.is_dir():
+        raise OSError(f"--files {files}: not a directory")
+    found, other = tree_files(files)
+    diff = diff_tree(manifest, found)
+    why = dict(diff.changed)
+    missing = set(diff.missing)
+    for f in manifest.files:
+        what, want = f"file {f.path}", f"{f.digest}, {f.size} bytes"
+        if f.path in why:
+            node.fail(what, f"{want}: {files / f.path} differs: {why[f.path]}")
+        elif f.path in missing:
+            link = next((f"{files / o} is {other[o]}" for o in sorted(other)
+                         if f.path == o or f.path.startswith(o + "/")), "no such file")
+            node.fail(what, f"{want}: missing from {files} ({link})")
+        else:
+            node.add(what, OK, f"{want}: matches {files / f.path}")
+    for rel in diff.extra:
+        node.add(f"extra file {rel}", INFO, f"in {files}, not listed by {node.label}")
+    for rel, kind in sorted(other.items()):
+        if rel not in manifest.by_path():
+            node.add(f"extra file {rel}", INFO, f"in {files}: {kind}")
 
 
 def _check_extension(evidence: BundleEvidence, verifier: LineageVerifier, bundle: Node) -> None:

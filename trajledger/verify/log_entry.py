@@ -31,15 +31,19 @@ from .errors import DigestMismatchError, FormatError
 from .kinds import KINDS as _REGISTRY
 from .merkle import leaf_hash
 from .strict_json import load_object
-from .tiles import MAX_ENTRY_SIZE
 
 __all__ = [
     "ENTRY_VERSION",
     "GENESIS_PREV",
     "KINDS",
+    "MAX_ENTRY_SIZE",
     "LogEntry",
     "verify_chain",
 ]
+
+MAX_ENTRY_SIZE = 0xFFFF
+"""Largest entry a log holds: an entry bundle (c2sp.org/tlog-tiles) stores its length as a
+uint16. `verify.tiles` re-exports it."""
 
 ENTRY_VERSION = 1
 """The ``v`` field of every entry this module reads and writes."""

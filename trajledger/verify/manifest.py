@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ __all__ = [
     "check_path",
     "diff_tree",
     "manifest_from_statement",
+    "tree_files",
 ]
 
 MANIFEST_MEDIA_TYPE = "application/vnd.trajledger.manifest.v1+json"
@@ -249,6 +251,37 @@ def diff_tree(
             changed.append((path, f"content hashes to sha256:{got.sha256}, want {exp.digest}"))
     changed.sort()
     return TreeDiff(tuple(sorted(missing)), tuple(extra), tuple(changed))
+
+
+def tree_files(root: Path) -> tuple[dict[str, Path], dict[str, str]]:
+    """The regular files under ``root`` by manifest path, never following a symbolic link.
+
+    Returns:
+        The regular files, and every other entry (a symbolic link, to a file or a directory,
+        inside or outside ``root``; a device, a FIFO...) with what it is: none is read or
+        entered, so nothing outside ``root`` is hashed.
+
+    Raises:
+        OSError: a directory cannot be listed (its files are not silently left out).
+    """
+    files: dict[str, Path] = {}
+    other: dict[str, str] = {}
+
+    def refuse(e: OSError) -> None:
+        raise e
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=refuse):
+        for name in dirnames + filenames:
+            path = Path(dirpath, name)
+            mode = path.lstat().st_mode
+            rel = path.relative_to(root).as_posix()
+            if stat.S_ISREG(mode):
+                files[rel] = path
+            elif stat.S_ISLNK(mode):
+                other[rel] = f"a symbolic link (to {os.readlink(path)}), not followed"
+            elif not stat.S_ISDIR(mode):
+                other[rel] = "not a regular file, not read"
+    return files, other
 
 
 def manifest_from_statement(statement: Any, what: str = "statement") -> Manifest:

@@ -26,6 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 from .errors import FormatError, ProofError
+from .log_entry import MAX_ENTRY_SIZE
 from .merkle import EMPTY_ROOT, HASH_SIZE, CompactRange
 from .merkle import node_hash as _hash_children
 
@@ -47,9 +48,6 @@ TILE_HEIGHT = 8
 
 TILE_WIDTH = 1 << TILE_HEIGHT
 """Hashes in a full tile (and entries in a full entry bundle): 256."""
-
-MAX_ENTRY_SIZE = 0xFFFF
-"""Largest entry an entry bundle can hold: its length must fit in a uint16."""
 
 _MAX_LEVEL = 63
 _U16 = struct.Struct(">H")

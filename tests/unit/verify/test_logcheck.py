@@ -14,7 +14,8 @@ import testkit
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.log import EntrySpec, Log
 from trajledger.verify.log_entry import LogEntry
-from trajledger.verify.logcheck import check_entries, check_log, directory_fetch
+from trajledger.verify.log_fsck import check_log, directory_fetch
+from trajledger.verify.logcheck import check_entries
 from trajledger.verify.merkle import leaf_hash
 from trajledger.verify.tiles import TileReader, format_entry_bundle
 

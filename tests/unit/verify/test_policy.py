@@ -25,12 +25,10 @@ from trajledger.verify.policy import (
     ROLES,
     Identity,
     TrustPolicy,
-    check_successor,
-    follow_history,
     parse_duration,
     policy_digest,
-    policy_from_record,
 )
+from trajledger.verify.policy_history import check_successor, follow_history, policy_from_record
 
 ROOT = Path(__file__).resolve().parents[3]
 LOG_VKEY = vkey_string("test/log", bytes(range(32)))

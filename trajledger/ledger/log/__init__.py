@@ -12,7 +12,7 @@ Split along Tessera's lines (each module states its scope):
 - ``files``    the write side's files: written under their own names, synced in one round
 - ``recovery`` removing what an append that died before its commit left
 - ``writer``   `Log`, a `LogReader` that is also the single writer that only grows the log
-- ``check``    `verify_log_dir`: the whole directory, over ``verify.logcheck``
+- ``check``    `verify_log_dir`: the whole directory, over ``verify.log_fsck``
 - ``witness``  `cosign`: cosign the checkpoint after checking it only grew
 
 Files, relative to the log directory (Tessera's POSIX layout)::

@@ -1,6 +1,6 @@
 """Checking a whole log directory (``log verify``): every file, the chain, envelopes and data.
 
-Scope: `verify_log_dir` runs the one chain-and-root checker (``verify.logcheck.check_log``) over a
+Scope: `verify_log_dir` runs the one chain-and-root checker (``verify.log_fsck.check_log``) over a
 ledger's log directory and adds what only a writer's directory has: ``vkey``, treeState and the
 signed checkpoint against each other (the tamper rules of ``state``), older partial tiles that
 published checkpoints need (``.state/history``), leftovers of interrupted appends, an envelope
@@ -36,7 +36,8 @@ from trajledger.verify.errors import (
 )
 from trajledger.verify.keys import PublicKey
 from trajledger.verify.log_entry import LogEntry
-from trajledger.verify.logcheck import Finding, LogCheck, check_log, directory_fetch
+from trajledger.verify.log_fsck import LogCheck, check_log, directory_fetch
+from trajledger.verify.logcheck import Finding
 from trajledger.verify.manifest import manifest_from_statement
 from trajledger.verify.note import Verifier, verifier_from_vkey
 from trajledger.verify.statement import Statement
@@ -447,7 +448,7 @@ def verify_log_dir(
         3. Verify the checkpoint's signature by the log key and its origin; treeState must not
            be behind it, nor at its size with another root.
         4. List every file under ``tile/``.
-        5. Check the tree (`verify.logcheck.check_log`) at the larger of the two sizes against
+        5. Check the tree (`verify.log_fsck.check_log`) at the larger of the two sizes against
            the signed root (or treeState's, for an unpublished tail): bundles, leaves, tiles,
            the ``prev`` chain, and for each entry with a store its envelope (present, hashing
            to its digest, naming the subject, signed by the entry's signers, verified for the

@@ -1,0 +1,110 @@
+"""The verifier core an auditor reads: the modules ``python -m verify BUNDLE --policy P`` loads
+for a key-signed bundle hold at most 4,500 lines of code (issue 20 item 3), and none of them is
+Sigstore, model_signing or ledger-directory code (those load only when used).
+
+A quickstart ledger exports its final checkpoint (key-signed); ``python -m trajledger.verify``
+verifies it under the ledger's policy in a subprocess whose ``sys.modules`` a small wrapper
+dumps at exit. Lines of code are counted here (not in product code) as
+``/work/tools/core_size.py`` counts them: tokens' lines, without blank lines, comments and
+docstrings (a module's, class's or function's first string).
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tokenize
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from trajledger.runner.cli import main
+
+REPO = Path(__file__).resolve().parents[3]
+LIMIT = 4500
+WRAPPER = """
+import atexit, json, runpy, sys
+atexit.register(lambda: print("MODULES " + json.dumps(sorted(sys.modules)), file=sys.stderr))
+sys.argv = ["verify", *sys.argv[1:]]
+runpy.run_module("trajledger.verify", run_name="__main__", alter_sys=True)
+"""
+SKIP = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+        tokenize.ENDMARKER)
+
+
+def code_lines(source: str) -> int:
+    """Lines holding a token, less comments, blank lines and docstrings."""
+    doc: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0] if node.body else None
+            if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                    and isinstance(first.value.value, str)):
+                doc.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    lines: set[int] = set()
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type not in SKIP:
+            lines.update(n for n in range(tok.start[0], tok.end[0] + 1) if n not in doc)
+    return len(lines)
+
+
+def test_code_lines_counts_code_only() -> None:
+    source = '"""Module.\n\nMore."""\n\n# a comment\nX = 1  # trailing\n\n\ndef f(\n    a: int,\n' \
+             ') -> int:\n    """Doc."""\n    return """not a\ndocstring"""\n'
+    assert code_lines(source) == 6  # X, def f( , a, ), return (two lines)
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The modules a bundle's verification loaded (it must have passed)."""
+    tmp = tmp_path_factory.mktemp("core")
+    r = CliRunner().invoke(main, ["quickstart", str(tmp / "v"), "--episodes", "10"])
+    assert r.exit_code == 0, r.output
+    ref = r.output.strip().splitlines()[-1]
+    r = CliRunner().invoke(main, ["--ledger", str(tmp / "v"), "export", ref, "--out",
+                                  str(tmp / "b.tar.zst")])
+    assert r.exit_code == 0, r.output
+    shutil.copy(tmp / "v" / "policy.toml", tmp / "policy.toml")
+    shutil.copytree(tmp / "v" / "keys", tmp / "keys", ignore=shutil.ignore_patterns("*.key"))
+    run = subprocess.run(
+        [sys.executable, "-c", WRAPPER, str(tmp / "b.tar.zst"), "--policy",
+         str(tmp / "policy.toml")],
+        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)),
+        timeout=600, check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    dump = next(x for x in run.stderr.splitlines() if x.startswith("MODULES "))
+    modules: list[str] = json.loads(dump.removeprefix("MODULES "))
+    return modules
+
+
+def test_no_sigstore_model_signing_or_ledger_code_is_loaded(loaded: list[str]) -> None:
+    assert "trajledger.verify.bundle" in loaded and "trajledger.verify.lineage" in loaded
+    unwanted = [m for m in loaded if m.split(".")[0] in ("sigstore", "model_signing")
+                or m.startswith(("trajledger.ledger", "trajledger.runner",
+                                 "trajledger.verify.sigstore_adapter",
+                                 "trajledger.verify.model_signing"))]
+    assert unwanted == []
+
+
+@pytest.mark.xfail(strict=True, reason="measured 6,288 lines of code in 32 verify modules with "
+                   "main's lineage split and table-driven predicates merged (7,163 before): "
+                   "policy 679, predicates 668, bundle 571 + index 260 + stream 186, lineage 504, "
+                   "judge 343, report 292; left: policy parsing, the bundle evidence, the judge")
+def test_the_verifier_core_is_at_most_4500_lines_of_code(loaded: list[str]) -> None:
+    root = REPO / "trajledger" / "verify"
+    sizes = {"__main__": code_lines((root / "__main__.py").read_text())}  # run, not imported
+    for name in loaded:
+        if name == "trajledger.verify" or name.startswith("trajledger.verify."):
+            rel = name.removeprefix("trajledger.verify").lstrip(".")
+            path = root / (rel.replace(".", "/") + ".py") if rel else root / "__init__.py"
+            sizes[name] = code_lines(path.read_text())
+    total = sum(sizes.values())
+    assert total <= LIMIT, f"{total} lines of code, limit {LIMIT}: " + ", ".join(
+        f"{n.rsplit('.', 1)[-1]} {s}" for n, s in sorted(sizes.items(), key=lambda x: -x[1]))

@@ -1,0 +1,369 @@
+"""The bundle index, ``bundle.json``: its format, its members and the bundle's layout.
+
+Scope: `BundleIndex` (what a bundle claims to hold: subject, log origin and key, creation time,
+members with sizes and SHA-256, omitted and erased blobs, terms, extension), `Member`, `Terms`,
+`check_member_name` (a member name is canonical and in the layout) and the ``.consistency`` /
+``.range`` member encoding. Every field is checked when an index is built, so an invalid index
+cannot exist; `BundleIndex.from_bytes` also requires the canonical (RFC 8785) bytes.
+
+Non-scope: reading the archive (`verify.bundle_stream`), cross-checking the members and
+verifying (`verify.bundle`). Nothing in the index is trusted by itself.
+
+Spec: schemas/bundle.v1.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._jcs import canonical_bytes
+from .digest import parse_digest
+from .errors import FormatError
+from .log_key import HANDOVER_DIR
+from .merkle import HASH_SIZE
+from .note import b64decode_strict
+from .strict_json import load_object
+
+BUNDLE_FORMAT = 2
+"""The ``format`` of ``bundle.json`` written: 2 adds ``terms`` and ``erased`` to format 1."""
+
+HANDOVER_FORMAT = 3
+"""The ``format`` of a bundle that holds ``key-handovers/<n>`` members (a log whose key was
+rotated); otherwise as format 2, which is written whenever there are none."""
+
+EXTENSION_FORMAT = 4
+"""The ``format`` of an update bundle: it carries the log's extension, every entry since a tree
+size the recipient accepted (``extension``), proven by the root they rebuild; its ``subject``
+may be null (the extension alone). It may hold key handovers too."""
+
+READABLE_FORMATS = (1, 2, 3, 4)
+"""Every ``format`` of ``bundle.json`` this module reads (trajledger 0.1.0 wrote 1)."""
+
+INDEX_NAME = "bundle.json"
+CHECKPOINT_NAME = "checkpoint"
+_DEC = r"(0|[1-9][0-9]{0,19})"
+_LAYOUT = re.compile(
+    rf"(?P<checkpoint>checkpoint)"
+    rf"|entries/(?P<entry>{_DEC})"
+    rf"|proofs/(?P<proof>{_DEC})\.tlog-proof"
+    rf"|proofs/(?P<consistency>[1-9][0-9]{{0,19}})\.consistency"
+    rf"|proofs/(?P<range>[1-9][0-9]{{0,19}})\.range"
+    rf"|objects/sha256/(?P<object>[0-9a-f]{{64}})"
+    rf"|policy/(?P<policy>{_DEC})\.json"
+    rf"|{HANDOVER_DIR}/(?P<handover>[1-9][0-9]{{0,5}})"
+)
+_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_INDEX_KEYS_V1 = frozenset(
+    {"format", "subject", "origin", "vkey", "created", "omitted", "members"}
+)
+_INDEX_KEYS = {1: _INDEX_KEYS_V1, 2: _INDEX_KEYS_V1 | {"terms", "erased"},
+               3: _INDEX_KEYS_V1 | {"terms", "erased"},
+               4: _INDEX_KEYS_V1 | {"terms", "erased", "extension"}}
+_MEMBER_KEYS = frozenset({"name", "size", "sha256"})
+_TERMS_KEYS = frozenset({"batch", "licence", "consent", "retention"})
+_MAX_INT = 2**53 - 1
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member as listed in ``bundle.json``."""
+
+    name: str
+    size: int
+    sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The member's object in ``bundle.json``."""
+        return {"name": self.name, "sha256": self.sha256, "size": self.size}
+
+
+@dataclass(frozen=True)
+class Terms:
+    """The terms a rollout batch travels with, as ``bundle.json`` states them (format 2).
+
+    Copied by the exporter from the batch's signed record; the reader checks them against that
+    record (`verify_bundle`), so what a buyer reads in the index is what the vendor signed.
+    """
+
+    batch: str
+    licence: str | None = None
+    consent: str | None = None
+    retention: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The object in ``bundle.json``'s ``terms`` (absent values are null)."""
+        return {"batch": self.batch, "consent": self.consent, "licence": self.licence,
+                "retention": self.retention}
+
+    @classmethod
+    def from_json(cls, obj: object, what: str) -> Terms:
+        """Read one ``terms`` object strictly.
+
+        Raises:
+            FormatError: other members, a bad digest, a value neither a string nor null.
+        """
+        if not isinstance(obj, dict) or set(obj) != _TERMS_KEYS:
+            raise FormatError(f"{what}: must have exactly batch, consent, licence, retention")
+        parse_digest(obj["batch"], f"{what}: batch")
+        for k in ("licence", "consent", "retention"):
+            if obj[k] is not None and not isinstance(obj[k], str):
+                raise FormatError(f"{what}: {k} must be a string or null")
+        return cls(obj["batch"], obj["licence"], obj["consent"], obj["retention"])
+
+    def describe(self) -> str:
+        """``licence X, consent Y, retention Z`` (``none`` for absent values)."""
+        return ", ".join(f"{k} {v if v is not None else 'none'}" for k, v in (
+            ("licence", self.licence), ("consent", self.consent), ("retention", self.retention)))
+
+
+def _check_format(fmt: object) -> int:
+    if type(fmt) is not int or fmt not in READABLE_FORMATS:
+        raise FormatError(f"{INDEX_NAME}: format {fmt!r}, want one of {list(READABLE_FORMATS)} "
+                          "(a newer trajledger wrote it? upgrade the verifier)")
+    return fmt
+
+
+def check_member_name(name: str) -> tuple[str, str]:
+    """Check a member name is canonical and in the bundle layout.
+
+    Returns:
+        ``(kind, key)``: kind one of ``index checkpoint entry proof consistency object policy
+        handover`` and key the index, size or hex digest the name carries ("" for the first two).
+
+    Raises:
+        FormatError: an absolute path, a ``..`` or ``.`` segment, a backslash, NUL or other
+            control character, a non-ASCII or empty name, an empty segment, or a name outside
+            the layout (which also refuses leading zeros and upper-case hex).
+    """
+    what = f"member {name!r}"
+    if not name:
+        raise FormatError("member with an empty name")
+    if name.startswith("/"):
+        raise FormatError(f"{what}: absolute path")
+    segments = name.split("/")
+    if ".." in segments:
+        raise FormatError(f"{what}: path escapes the bundle ('..')")
+    if not name.isascii() or any(c < " " or c == "\x7f" or c == "\\" for c in name):
+        raise FormatError(f"{what}: non-canonical name (non-ASCII, control or backslash)")
+    if "." in segments or "" in segments:
+        raise FormatError(f"{what}: non-canonical name (empty or '.' segment)")
+    if name == INDEX_NAME:
+        return "index", ""
+    m = _LAYOUT.fullmatch(name)
+    if m is None:
+        raise FormatError(f"{what}: not in the bundle layout (see schemas/bundle.v1.md)")
+    kind = next(k for k, v in m.groupdict().items() if v is not None)
+    return kind, "" if kind == "checkpoint" else m.group(kind)
+
+
+def _check_time(value: object, what: str) -> str:
+    if not isinstance(value, str) or not _TIME.fullmatch(value):
+        raise FormatError(f"{what}: {value!r} is not YYYY-MM-DDTHH:MM:SSZ")
+    try:
+        dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError as e:
+        raise FormatError(f"{what}: {value!r} is not a valid date and time") from e
+    return value
+
+
+@dataclass(frozen=True)
+class BundleIndex:
+    """``bundle.json``: what the bundle claims to hold. Nothing in it is trusted by itself.
+
+    Attributes:
+        subject: ``sha256:<hex>`` of the artifact the bundle is evidence for.
+        origin: the log's origin (must be the checkpoint's).
+        vkey: the log's verifier key (must verify the checkpoint; the policy decides trust).
+        created: when the bundle was written, UTC (informational, unauthenticated).
+        members: every member but ``bundle.json``, sorted by name.
+        omitted: data blobs the lineage uses that were left out (export ``--no-data``).
+        terms: (format 2) each rollout batch of the lineage with the licence, consent and
+            retention its signed record states, sorted by batch digest.
+        erased: (format 2) data blobs of the lineage that a verified erasure deleted: not in
+            the bundle, by law rather than by choice, sorted.
+        format: 1 (trajledger 0.1.0; no terms, no erased), 2, 3 (2 with key handovers) or 4
+            (an update: the log's extension).
+        extension: (format 4) the tree size from which the bundle holds every entry of the
+            log up to its checkpoint; None in other formats.
+    """
+
+    subject: str | None
+    origin: str
+    vkey: str
+    created: str
+    members: tuple[Member, ...]
+    omitted: tuple[str, ...] = ()
+    format: int = BUNDLE_FORMAT
+    terms: tuple[Terms, ...] = ()
+    erased: tuple[str, ...] = ()
+    extension: int | None = None
+    by_name: dict[str, Member] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """Check every field, so that an invalid index cannot exist.
+
+        Raises:
+            FormatError: a field is not what the format allows.
+        """
+        what = INDEX_NAME
+        _check_format(self.format)
+        if self.format == 1 and (self.terms or self.erased):
+            raise FormatError(f"{what}: format 1 has no terms or erased")
+        if (self.format == EXTENSION_FORMAT) != (self.extension is not None) or (
+                self.extension is not None
+                and (type(self.extension) is not int or not 0 <= self.extension <= _MAX_INT)):
+            raise FormatError(f"{what}: extension {self.extension!r}: format "
+                              f"{EXTENSION_FORMAT} has an extension (a tree size), no other "
+                              "format has one")
+        if self.subject is not None or self.format != EXTENSION_FORMAT:
+            parse_digest(self.subject, f"{what}: subject")
+        if not isinstance(self.origin, str) or not self.origin:
+            raise FormatError(f"{what}: origin must be a non-empty string")
+        if not isinstance(self.vkey, str):
+            raise FormatError(f"{what}: vkey must be a string")
+        _check_time(self.created, f"{what}: created")
+        names = [m.name for m in self.members]
+        for i, m in enumerate(self.members):
+            try:
+                kind, _ = check_member_name(m.name)
+            except FormatError as e:
+                raise FormatError(f"{what}: {e}") from e
+            if kind == "index":
+                raise FormatError(f"{what}: lists itself as a member")
+            if kind == "handover" and self.format < HANDOVER_FORMAT:
+                raise FormatError(
+                    f"{what}: member {m.name}: key handovers need format {HANDOVER_FORMAT}"
+                )
+            if kind == "range" and m.name != f"proofs/{self.extension}.range":
+                raise FormatError(f"{what}: member {m.name}: a compact range only for the "
+                                  f"extension's first size ({self.extension})")
+            if type(m.size) is not int or not 0 <= m.size <= _MAX_INT:
+                raise FormatError(f"{what}: member {m.name}: size {m.size!r}, want 0..2^53-1")
+            if not isinstance(m.sha256, str) or not _HEX64.fullmatch(m.sha256):
+                raise FormatError(f"{what}: member {m.name}: sha256 must be 64 lowercase hex")
+            if i and names[i - 1] >= m.name:
+                problem = "listed twice" if names[i - 1] == m.name else "out of order"
+                raise FormatError(f"{what}: member {m.name}: {problem} (want sorted, unique)")
+        for key, digests in (("omitted", self.omitted), ("erased", self.erased)):
+            for i, d in enumerate(digests):
+                parse_digest(d, f"{what}: {key}[{i}]")
+                if i and digests[i - 1] >= d:
+                    raise FormatError(f"{what}: {key} digests must be sorted and unique")
+        for i, t in enumerate(self.terms):
+            if i and self.terms[i - 1].batch >= t.batch:
+                raise FormatError(f"{what}: terms must be sorted by batch, one per batch")
+        if self.format == HANDOVER_FORMAT and not any(
+            n.startswith(HANDOVER_DIR + "/") for n in names
+        ):
+            raise FormatError(f"{what}: format {HANDOVER_FORMAT} without key handovers")
+        object.__setattr__(self, "by_name", {m.name: m for m in self.members})
+        for d in self.omitted:
+            if f"objects/sha256/{d[7:]}" in self.by_name:
+                raise FormatError(f"{what}: {d} is both a member and omitted")
+        for d in self.erased:
+            if f"objects/sha256/{d[7:]}" in self.by_name or d in self.omitted:
+                raise FormatError(f"{what}: {d} is listed as erased and also present or omitted")
+
+    def to_bytes(self) -> bytes:
+        """The canonical (RFC 8785) bytes of ``bundle.json``: the only encoding."""
+        obj: dict[str, Any] = {
+            "created": self.created,
+            "format": self.format,
+            "members": [m.to_json() for m in self.members],
+            "omitted": list(self.omitted),
+            "origin": self.origin,
+            "subject": self.subject,
+            "vkey": self.vkey,
+        }
+        if self.format >= 2:
+            obj["terms"] = [t.to_json() for t in self.terms]
+            obj["erased"] = list(self.erased)
+        if self.format >= EXTENSION_FORMAT:
+            obj["extension"] = self.extension
+        return canonical_bytes(obj, INDEX_NAME)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> BundleIndex:
+        """Parse ``bundle.json`` strictly: exact members, canonical bytes.
+
+        Raises:
+            FormatError: not strict JSON, missing or unknown members, invalid values, or bytes
+                other than the canonical encoding.
+        """
+        obj = load_object(data, INDEX_NAME)
+        fmt = _check_format(obj.get("format"))
+        keys = _INDEX_KEYS[fmt]
+        if set(obj) != keys:
+            missing, extra = sorted(keys - set(obj)), sorted(set(obj) - keys)
+            raise FormatError(f"{INDEX_NAME}: missing {missing}, unknown {extra}")
+        raw_members = obj["members"]
+        if not isinstance(raw_members, list):
+            raise FormatError(f"{INDEX_NAME}: members must be a list")
+        members = []
+        for i, m in enumerate(raw_members):
+            if not isinstance(m, dict) or set(m) != _MEMBER_KEYS:
+                raise FormatError(
+                    f"{INDEX_NAME}: members[{i}] must have exactly name, sha256, size"
+                )
+            if not isinstance(m["name"], str):
+                raise FormatError(f"{INDEX_NAME}: members[{i}].name must be a string")
+            members.append(Member(m["name"], m["size"], m["sha256"]))
+        omitted = obj["omitted"]
+        if not isinstance(omitted, list):
+            raise FormatError(f"{INDEX_NAME}: omitted must be a list")
+        raw_terms = obj.get("terms", [])
+        erased = obj.get("erased", [])
+        if not isinstance(raw_terms, list) or not isinstance(erased, list):
+            raise FormatError(f"{INDEX_NAME}: terms and erased must be lists")
+        index = cls(
+            subject=obj["subject"],
+            origin=obj["origin"],
+            vkey=obj["vkey"],
+            created=obj["created"],
+            members=tuple(members),
+            omitted=tuple(omitted),
+            format=fmt,
+            terms=tuple(
+                Terms.from_json(t, f"{INDEX_NAME}: terms[{i}]") for i, t in enumerate(raw_terms)
+            ),
+            erased=tuple(erased),
+            extension=obj.get("extension"),
+        )
+        if index.to_bytes() != data:
+            raise FormatError(f"{INDEX_NAME}: not in canonical form (RFC 8785, no whitespace)")
+        return index
+
+
+def consistency_proof_bytes(proof: list[bytes]) -> bytes:
+    """A ``proofs/<n>.consistency`` member: one standard base64 hash per line, each ending LF."""
+    return b"".join(base64.b64encode(h) + b"\n" for h in proof)
+
+
+def parse_consistency_proof(data: bytes, what: str) -> list[bytes]:
+    """Parse a ``.consistency`` member strictly.
+
+    Raises:
+        FormatError: not LF-terminated lines of canonical base64 of 32 bytes, empty, or more
+            than 64 lines.
+    """
+    if not data or not data.endswith(b"\n"):
+        raise FormatError(f"{what}: want one base64 hash per line, each ending in a newline")
+    lines = data[:-1].split(b"\n")
+    if len(lines) > 64:
+        raise FormatError(f"{what}: {len(lines)} hashes, want at most 64")
+    out = []
+    for i, line in enumerate(lines):
+        try:
+            text = line.decode("ascii")
+        except UnicodeDecodeError as e:
+            raise FormatError(f"{what}: line {i + 1} is not ASCII") from e
+        h = b64decode_strict(text, f"{what}: line {i + 1}")
+        if len(h) != HASH_SIZE:
+            raise FormatError(f"{what}: line {i + 1} holds {len(h)} bytes, want {HASH_SIZE}")
+        out.append(h)
+    return out
