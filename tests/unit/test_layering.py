@@ -344,13 +344,6 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     )),
 )
 
-KNOWN_CYCLES = [
-    # verify/ is being split by other work of issue 20 (item 3: kinds, the log entry); the lead
-    # removes this exception when that work is merged.
-    ["trajledger.verify.kinds", "trajledger.verify.log_entry"],
-]
-
-
 def floor_of(module: str) -> int | None:
     """The index in `FLOORS` of the floor ``module`` stands on; None when on none."""
     found = [i for i, (_, patterns) in enumerate(FLOORS)
@@ -410,7 +403,7 @@ def test_no_import_runs_back_up() -> None:
 def test_no_import_cycles() -> None:
     """No circle, module-level or function-level imports alike (TYPE_CHECKING ones aside)."""
     graph, where = running_graph()
-    cycles = [c for c in import_cycles(graph) if c not in KNOWN_CYCLES]
+    cycles = import_cycles(graph)
     described = [" <-> ".join(c) + ": " + "; ".join(
         str(where[a, b]) for a in c for b in sorted(graph[a] & set(c))) for c in cycles]
     assert cycles == [], "import cycles:\n" + "\n".join(described)

@@ -29,6 +29,7 @@ from typing import Any
 from . import predicates as p
 from .digest import parse_digest
 from .errors import FormatError
+from .log_entry import LogEntry
 from .statement import Statement
 
 __all__ = [
@@ -148,8 +149,6 @@ def _erasure_listed(pred: Any) -> tuple[str, ...]:
 def _import_listed(pred: Any) -> tuple[str, ...]:
     """The envelopes of the foreign records an import brought (logged here before it): so a
     local record of the same digest is not taken for a second record of this origin."""
-    from .log_entry import LogEntry
-
     i: p.Import = pred
     out = []
     for e in i.entries:

@@ -28,7 +28,6 @@ from typing import Any
 
 from .digest import parse_digest
 from .errors import DigestMismatchError, FormatError
-from .kinds import KINDS as _REGISTRY
 from .merkle import leaf_hash
 from .strict_json import load_object
 
@@ -51,8 +50,13 @@ ENTRY_VERSION = 1
 GENESIS_PREV = "0" * 64
 """The ``prev`` of entry 0: there is no entry before it."""
 
-KINDS = frozenset(_REGISTRY)
-"""Every entry kind (the kind registry's names, `verify.kinds`)."""
+KINDS = frozenset({
+    "approval", "checkpoint", "dataset", "environment", "erasure", "evaluation", "evaluator",
+    "files", "import", "model-signature", "refusal", "release", "revocation", "rollout-batch",
+    "trust-policy", "unsealing",
+})
+"""Every entry kind: the encoding's closed set (schemas/log-entry.v1.schema.json); the kind
+registry (`verify.kinds.KINDS`) describes each one, and only these (a test checks both)."""
 
 _FIELDS = ("envelope", "kind", "prev", "signers", "subject", "time", "v")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
