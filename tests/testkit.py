@@ -259,3 +259,20 @@ def run_on_terminal(cmd: list[str], env: dict[str, str] | None = None) -> tuple[
     os.close(master)
     return proc.returncode, out.decode("utf-8", "replace")
 
+
+BUYER_POLICY = """\
+name = "buyer"
+serial = 1
+[roles.producer]
+keys = ["trust/vendor.pub"]
+[roles.approver]
+keys = ["trust/approver-a.pub", "trust/approver-b.pub", "trust/b1.pub", "trust/b2.pub"]
+threshold = 2
+[roles.trainer]
+keys = ["trust/trainer.pub"]
+[roles.log]
+vkeys = [{vkeys}]
+"""
+"""A buyer's policy over a quickstart vendor (its keys copied to ``trust/``) and its own
+approvers b1 and b2; ``{vkeys}``: the quoted log keys it trusts."""
+

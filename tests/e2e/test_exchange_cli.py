@@ -79,19 +79,7 @@ def vendor(
     return testkit.as_own_user(root, lambda r: Vendor(r, quickstart_template))
 
 
-BUYER_POLICY = """\
-name = "buyer"
-serial = 1
-[roles.producer]
-keys = ["trust/vendor.pub"]
-[roles.approver]
-keys = ["trust/approver-a.pub", "trust/approver-b.pub", "trust/b1.pub", "trust/b2.pub"]
-threshold = 2
-[roles.trainer]
-keys = ["trust/trainer.pub"]
-[roles.log]
-vkeys = [{vkeys}]
-"""
+BUYER_POLICY = testkit.BUYER_POLICY
 
 
 @pytest.fixture

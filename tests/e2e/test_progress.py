@@ -28,21 +28,6 @@ def _env(**extra: str) -> dict[str, str]:
     return dict(os.environ, COLUMNS="100", **extra)
 
 
-BUYER_POLICY = """\
-name = "buyer"
-serial = 1
-[roles.producer]
-keys = ["trust/vendor.pub"]
-[roles.approver]
-keys = ["trust/approver-a.pub", "trust/approver-b.pub", "trust/b1.pub", "trust/b2.pub"]
-threshold = 2
-[roles.trainer]
-keys = ["trust/trainer.pub"]
-[roles.log]
-vkeys = ["{vendor}", "{buyer}"]
-"""
-
-
 def _buyer(home: Path, vendor: Path) -> Path:
     """A second organisation: its own log, approvers b1 and b2, and a policy trusting the
     vendor's keys and log."""
@@ -60,8 +45,8 @@ def _buyer(home: Path, vendor: Path) -> Path:
     trust.mkdir()
     for pub in [*(vendor / "keys").glob("*.pub"), *(home / "keys").glob("b*.pub")]:
         shutil.copy(pub, trust / pub.name)
-    (home / "policy.toml").write_text(BUYER_POLICY.format(
-        vendor=Ledger.open(vendor).log.vkey, buyer=Ledger.open(home).log.vkey))
+    vkeys = f'"{Ledger.open(vendor).log.vkey}", "{Ledger.open(home).log.vkey}"'
+    (home / "policy.toml").write_text(testkit.BUYER_POLICY.format(vkeys=vkeys))
     return home
 
 

@@ -68,7 +68,7 @@ from .bundle_stream import BLOCK, CHUNK, Bounded, Limits, open_zstd, tar_headers
 from .checkpoint import Checkpoint, verify_checkpoint
 from .digest import digest_bytes, parse_digest
 from .errors import DigestMismatchError, FormatError, ProofError, ProvenanceError, SignatureError
-from .evidence import MAX_BLOB_READ
+from .evidence import read_blob_file
 from .lineage import INFO, OK, LineageVerifier, Node, Record, Report
 from .log_entry import LogEntry
 from .log_key import HANDOVER_DIR, parse_handover
@@ -593,12 +593,7 @@ class BundleEvidence:
 
     def blob(self, digest: str) -> bytes | None:
         """The bytes of an object member, or None."""
-        path = self.blob_path(digest)
-        if path is None:
-            return None
-        if path.stat().st_size > MAX_BLOB_READ:
-            raise FormatError(f"blob {digest}: larger than {MAX_BLOB_READ} bytes")
-        return path.read_bytes()
+        return read_blob_file(self.blob_path(digest), digest)
 
 
 # -- verification -------------------------------------------------------------------------------

@@ -14,12 +14,27 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
+from .errors import FormatError
 from .merkle import CompactRange
 
-__all__ = ["MAX_BLOB_READ", "Evidence"]
+__all__ = ["MAX_BLOB_READ", "Evidence", "read_blob_file"]
 
 MAX_BLOB_READ = 1 << 34
 """A verifier never reads a blob larger than this into memory (16 GiB)."""
+
+
+def read_blob_file(path: Path | None, digest: str) -> bytes | None:
+    """The bytes of the file holding blob ``digest`` (None: absent), refusing one larger than
+    `MAX_BLOB_READ` before reading it.
+
+    Raises:
+        FormatError: the file is larger than `MAX_BLOB_READ`.
+    """
+    if path is None:
+        return None
+    if path.stat().st_size > MAX_BLOB_READ:
+        raise FormatError(f"blob {digest}: larger than {MAX_BLOB_READ} bytes")
+    return path.read_bytes()
 
 
 class Evidence(Protocol):

@@ -18,7 +18,7 @@ from typing import Protocol
 from .checkpoint import Checkpoint
 from .digest import parse_digest
 from .errors import FormatError
-from .evidence import MAX_BLOB_READ
+from .evidence import read_blob_file
 from .log_key import HANDOVER_DIR
 from .merkle import CompactRange
 from .note import Note
@@ -97,12 +97,7 @@ class DirBlobs:
 
     def blob(self, digest: str) -> bytes | None:
         """The blob's bytes, or None when absent."""
-        path = self.blob_path(digest)
-        if path is None:
-            return None
-        if path.stat().st_size > MAX_BLOB_READ:
-            raise FormatError(f"blob {digest}: larger than {MAX_BLOB_READ} bytes")
-        return path.read_bytes()
+        return read_blob_file(self.blob_path(digest), digest)
 
 
 class LedgerDirEvidence:
