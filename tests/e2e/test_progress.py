@@ -1,6 +1,6 @@
 """Progress on long work (issue 23 item 4), seen on a pseudo-terminal: export draws a bar over
-the bundle's bytes, import one over the bytes it copies into the store, and a user's first use
-of a log one over its entries; none under ``-q`` or when stderr is not a terminal.
+the bundle's bytes, import one over the bytes it copies into the store, verify one over the
+data it re-hashes; none under ``-q`` or when stderr is not a terminal.
 (``record``'s bar: test_record_progress.py; waiting for another process: test_trust_state.py.)"""
 
 from __future__ import annotations
@@ -62,6 +62,15 @@ def test_export_and_import_draw_bars_over_bytes(home: Path, tmp_path: Path) -> N
              "--key", "b1", "--key", "b2"), _env())
     assert "copying into the store" in err and "100%" in err, err
     assert code == 0, err
+
+
+def test_verify_draws_a_bar_while_it_waits_for_the_re_hashing(home: Path) -> None:
+    code, err = run_on_terminal(_cmd(home, "verify", "cartpole-bc@2"), _env())
+    assert code == 0, err
+    assert "re-hashing data" in err and "100%" in err
+    code, err = run_on_terminal(_cmd(home, "-q", "verify", "cartpole-bc@2"), _env())
+    assert code == 0, err
+    assert "re-hashing data" not in err and "%" not in err
 
 
 def test_no_bar_under_quiet_or_off_a_terminal(home: Path, tmp_path: Path) -> None:

@@ -24,8 +24,12 @@ def ledger_verifier(
     ledger: LedgerHome, policy: TrustPolicy, *, data: str = "hash"
 ) -> LineageVerifier:
     """A lineage verifier over the live ledger, indexed by the user's trust state."""
+    from trajledger.verify.blobs import BlobHasher
+
     state = ledger.trust_state()
-    return LineageVerifier(ledger_evidence(ledger), policy, index=state, data=data)
+    evidence = ledger_evidence(ledger)
+    return LineageVerifier(evidence, policy, index=state, data=data,
+                           blobs=BlobHasher(evidence, progress=ledger.progress))
 
 
 def verify_ref(ledger: LedgerHome, ref: str, policy: TrustPolicy, *, data: str = "hash") -> Report:

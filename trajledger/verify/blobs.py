@@ -10,8 +10,10 @@ verified manifests).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from enum import StrEnum
 from pathlib import Path
@@ -21,7 +23,10 @@ from .digest import hash_file, result_of
 from .report import Node
 from .report import short as _short
 
-__all__ = ["BlobHasher", "DataMode"]
+__all__ = ["BlobHasher", "DataMode", "Progress"]
+
+Progress = Callable[[int, str], contextlib.AbstractContextManager[Callable[[int], None]]]
+"""``(total, label) -> context of advance(n)``: a progress bar (the CLI gives one)."""
 
 
 class DataMode(StrEnum):
@@ -59,8 +64,12 @@ class BlobHasher:
     (bench/verify_bench.py, docs/PERFORMANCE.md).
     """
 
-    def __init__(self, evidence: _Paths) -> None:
+    def __init__(self, evidence: _Paths, *, progress: Progress | None = None) -> None:
+        """Re-hash blobs of ``evidence``; ``progress`` draws a bar over their bytes while
+        `finish` waits for them."""
         self.evidence = evidence
+        self.progress = progress
+        self.queued = 0
         self.group: list[_Blob] = []
         self.group_bytes = 0
         self.pending: list[tuple[list[_Blob], Future[list[str | None]]]] = []
@@ -83,6 +92,7 @@ class BlobHasher:
         """Queue a blob; a failure goes to ``node`` as a check named ``path`` (`finish`)."""
         self.group.append(_Blob(node, path, digest, size))
         self.group_bytes += size
+        self.queued += size
         if len(self.group) >= GROUP_BLOBS or self.group_bytes >= GROUP_BYTES:
             self._submit()
 
@@ -104,11 +114,16 @@ class BlobHasher:
         try:
             self._submit()
             pending, self.pending = self.pending, []
-            for group, future in pending:
-                problems: list[str | None] = result_of(future)
-                for blob, problem in zip(group, problems, strict=True):
-                    if problem:
-                        blob.node.fail(blob.path, problem)
+            bar = (self.progress(self.queued, "re-hashing data")
+                   if self.progress is not None and self.queued
+                   else contextlib.nullcontext(lambda n: None))
+            with bar as advance:
+                for group, future in pending:
+                    problems: list[str | None] = result_of(future)
+                    for blob, problem in zip(group, problems, strict=True):
+                        if problem:
+                            blob.node.fail(blob.path, problem)
+                    advance(sum(b.size for b in group))
         finally:
             self.close()
 
