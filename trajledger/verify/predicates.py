@@ -5,7 +5,7 @@ reader (the verifier, the catalog, the audit index) and the runner. Each predica
 dataclass with
 
 - its fields declared once, in order, each with its JSON key and a type from a small closed set
-  (`_f`; the types are the keys of ``_READ``) and, where the fields must agree with each other,
+  (`spec`; the types are the keys of ``_READ``) and, where the fields must agree with each other,
   one ``_check`` method;
 - ``from_predicate(obj, what)``: one generic strict reader of the fields this version knows
   (types, digests, times), every other field kept verbatim in ``unrecognized`` (at every level:
@@ -14,7 +14,7 @@ dataclass with
 - ``to_predicate()``: one generic writer: the JSON object to sign (known fields, omitting absent
   optional ones, plus ``unrecognized``).
 
-Adding a field is one line: ``new_thing: str | None = _f("newThing", "text", default=None)``.
+Adding a field is one line: ``new_thing: str | None = spec("newThing", "text", default=None)``.
 
 Nothing here is a trust decision: a predicate is read from a statement whose signature was
 verified first (`verify.statement.verify_statement`), or from an unverified one when only
@@ -30,16 +30,15 @@ Spec: ``schemas/<kind>.v1.schema.json`` (and ``dataset.v2.schema.json``), SLSA P
 from __future__ import annotations
 
 import base64
-import math
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import MISSING, Field, dataclass, field, fields, replace
-from typing import Any, ClassVar, Self
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from .digest import parse_digest
 from .errors import FormatError
 from .manifest import Manifest
-from .times import parse_time
+from .records import PROJECT_PREFIX, Predicate, Record, check_finite, column, spec
 
 __all__ = [
     "ALL",
@@ -93,7 +92,6 @@ __all__ = [
     "split_test_name",
 ]
 
-PROJECT_PREFIX = "https://trajledger.dev/attestation/"
 
 FILES = PROJECT_PREFIX + "files/v1"
 ENVIRONMENT = PROJECT_PREFIX + "environment/v1"
@@ -157,346 +155,6 @@ _SEAL_OVERHEAD = len(SEAL_MAGIC) + 16  # magic, salt; then a 16-byte tag per seg
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-# -- the table: one spec per field, one reader and one writer for every record -------------------
-
-
-_UNSET: Any = object()  # no ``absent`` value: the field is required
-
-
-@dataclass(frozen=True)
-class _Spec:
-    """How one dataclass field appears in JSON (in the field's metadata; build with `_f`).
-
-    ``key`` is the JSON key, dotted for a member of a nested object (SLSA's
-    ``buildDefinition.buildType``). A field is required unless it has a default or ``absent``
-    (what an absent one reads as); ``required`` overrides. ``empty``: a text may be "";
-    ``nonempty``: a list may not be []; ``choices``: the texts allowed; ``record``: the nested
-    record type; ``sort``: a list read and written sorted; ``omit_empty``: written only when
-    non-empty (else only ``None`` is omitted); ``columns``: the members of each row (``rows``),
-    the first keys a mapping when ``keyed``.
-    """
-
-    key: str
-    type: str
-    required: bool | None = None
-    absent: Any = _UNSET
-    empty: bool = False
-    nonempty: bool = False
-    choices: tuple[str, ...] = ()
-    record: Any = None
-    sort: bool = False
-    omit_empty: bool = False
-    columns: tuple[_Spec, ...] = ()
-    keyed: bool = False
-
-
-def _f(key: str, type_: str = "text", *, default: Any = MISSING, kw_only: bool = False,
-       compare: bool = True, **options: Any) -> Any:
-    """A dataclass field read from and written to JSON key ``key`` as ``type_`` (`_Spec`)."""
-    if type_ not in _READ:
-        raise ValueError(f"field {key}: type {type_!r}, want one of {sorted(_READ)}")
-    spec = _Spec(key, type_, **options)
-    mutable = isinstance(default, dict)
-    return field(default=MISSING if mutable else default,
-                 default_factory=dict if mutable else MISSING,
-                 kw_only=kw_only, compare=compare, metadata={"spec": spec})
-
-
-def _col(key: str, type_: str = "text", **options: Any) -> _Spec:
-    """One member of a row (``rows``)."""
-    return _Spec(key, type_, **options)
-
-
-def _text(s: _Spec, v: Any, at: str) -> str:
-    if not isinstance(v, str) or (not s.empty and not v):
-        raise FormatError(f"{at} is {v!r}, want a non-empty string")
-    if s.choices and v not in s.choices:
-        raise FormatError(f"{at} is {v!r}, want one of {list(s.choices)}")
-    return v
-
-
-def _digest(s: _Spec, v: Any, at: str) -> str:
-    parse_digest(v, at)
-    return str(v)
-
-
-def _time(s: _Spec, v: Any, at: str) -> str:
-    parse_time(v, at)
-    return str(v)
-
-
-def _integer(s: _Spec, v: Any, at: str) -> int:
-    if type(v) is not int:
-        raise FormatError(f"{at} is {v!r}, want an integer")
-    return v
-
-
-def _flag(s: _Spec, v: Any, at: str) -> bool:
-    if not isinstance(v, bool):
-        raise FormatError(f"{at} is {v!r}, want true or false")
-    return v
-
-
-def _mapping(s: _Spec, v: Any, at: str) -> dict[str, Any]:
-    if not isinstance(v, Mapping):
-        raise FormatError(f"{at} is not a JSON object")
-    return dict(v)
-
-
-def _list(s: _Spec, v: Any, at: str, of: str = "") -> list[Any]:
-    if not isinstance(v, list):
-        raise FormatError(f"{at} is not a list{of}")
-    if s.nonempty and not v:
-        raise FormatError(f"{at} is empty")
-    return v
-
-
-def _strings(s: _Spec, v: Any, at: str) -> tuple[str, ...]:
-    items = _list(s, v, at, " of strings")
-    if not all(isinstance(x, str) for x in items):
-        raise FormatError(f"{at} is not a list of strings")
-    return tuple(items)
-
-
-def _digests(s: _Spec, v: Any, at: str) -> tuple[str, ...]:
-    out = tuple(_digest(s, x, f"{at}[{i}]") for i, x in enumerate(_list(s, v, at)))
-    if len(set(out)) != len(out):
-        raise FormatError(f"{at} lists a digest twice")
-    return tuple(sorted(out)) if s.sort else out
-
-
-def _objects(s: _Spec, v: Any, at: str) -> tuple[dict[str, Any], ...]:
-    return tuple(_mapping(s, x, f"{at}[{i}]") for i, x in enumerate(_list(s, v, at)))
-
-
-def _records(s: _Spec, v: Any, at: str) -> tuple[Any, ...]:
-    return tuple(s.record.from_json(x, f"{at}[{i}]") for i, x in enumerate(_list(s, v, at)))
-
-
-def _rows(s: _Spec, v: Any, at: str) -> tuple[Any, tuple[dict[str, Any], ...]]:
-    """Rows of plain values (a tuple each, or ``{first: rest}`` when keyed) and each row's
-    unknown members, in the order they are written (keyed rows are written sorted)."""
-    rows, extras = [], []
-    for i, item in enumerate(_list(s, v, at)):
-        values, rest = _read_members(s.columns, item, f"{at}[{i}]")
-        rows.append(tuple(values))
-        extras.append(rest[""])
-    if not s.keyed:
-        return tuple(rows), tuple(extras)
-    keyed: dict[Any, Any] = {}
-    for i, row in enumerate(rows):
-        if row[0] in keyed:
-            raise FormatError(f"{at}[{i}]: {s.columns[0].key} {row[0]!r} is listed twice")
-        keyed[row[0]] = row[1:] if len(row) > 2 else row[1]
-    order = sorted(range(len(rows)), key=lambda i: rows[i][0])
-    return keyed, tuple(extras[i] for i in order)
-
-
-_READ: dict[str, Callable[[_Spec, Any, str], Any]] = {
-    "text": _text,
-    "digest": _digest,
-    "time": _time,
-    "integer": _integer,
-    "flag": _flag,
-    "mapping": _mapping,
-    "strings": _strings,
-    "digests": _digests,
-    "objects": _objects,
-    "manifest": lambda s, v, at: Manifest.from_json(_mapping(s, v, at), at),
-    "record": lambda s, v, at: s.record.from_json(v, at),
-    "records": _records,
-    "rows": _rows,
-    "rest": lambda s, v, at: v,  # a nested object's unknown members (collected, not read)
-}
-"""The field types: each reads a JSON value at ``at`` into its Python value, or raises."""
-
-
-def _read_members(
-    specs: tuple[_Spec, ...], obj: object, what: str
-) -> tuple[list[Any], dict[str, dict[str, Any]]]:
-    """Read ``specs`` from ``obj``: their values, and the members no spec took, by the dotted
-    path of the object holding them (``""`` for ``obj`` itself).
-
-    Raises:
-        FormatError: ``obj`` or a nested object is not an object; a required member is missing
-            or null; a member is malformed.
-    """
-    if not isinstance(obj, Mapping):
-        raise FormatError(f"{what} is not a JSON object")
-    objects: dict[str, tuple[dict[str, Any], str]] = {"": (dict(obj), what)}
-
-    def members(path: str) -> tuple[dict[str, Any], str]:
-        if path not in objects:
-            parent, _, name = path.rpartition(".")
-            outer, outer_what = members(parent)
-            value = outer.pop(name, MISSING)
-            if value is MISSING or value is None:
-                raise FormatError(f"{outer_what}: {name} is "
-                                  f"{'missing' if value is MISSING else 'null'}")
-            objects[path] = (_mapping(_NESTED, value, f"{outer_what}: {name}"),
-                             f"{outer_what}: {name}")
-        return objects[path]
-
-    values = []
-    for s in specs:
-        path, _, name = s.key.rpartition(".")
-        rest, at = members(path)
-        value = rest.pop(name, MISSING) if s.type != "rest" else MISSING
-        if value is MISSING or value is None:
-            if s.required or (s.required is None and s.absent is _UNSET):
-                raise FormatError(f"{at}: {name} is {'missing' if value is MISSING else 'null'}")
-            values.append(None if s.absent is _UNSET else _fresh(s.absent))
-        else:
-            values.append(_READ[s.type](s, value, f"{at}: {name}"))
-    return values, {path: rest for path, (rest, _) in objects.items()}
-
-
-_NESTED = _Spec("", "mapping")
-
-
-def _fresh(value: Any) -> Any:
-    return dict(value) if isinstance(value, dict) else value
-
-
-def _specs(cls: type) -> list[tuple[Field[Any], _Spec]]:
-    return [(f, f.metadata["spec"]) for f in fields(cls) if "spec" in f.metadata]
-
-
-def _absent(f: Field[Any], s: _Spec) -> _Spec:
-    """The spec with ``absent`` from the field's default (what an absent member reads as)."""
-    if f.default is not MISSING:
-        return replace(s, absent=f.default)
-    if f.default_factory is not MISSING:
-        return replace(s, absent=f.default_factory())
-    return s
-
-
-def _at(out: dict[str, Any], path: str) -> dict[str, Any]:
-    """The object at dotted ``path`` in ``out``, created or copied (never shared) on the way."""
-    for name in filter(None, path.split(".")):
-        out[name] = dict(out.get(name) or {})
-        out = out[name]
-    return out
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, Record | Manifest):
-        return value.to_json()
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, tuple | list):
-        return [_json(v) for v in value]
-    return value
-
-
-@dataclass(frozen=True)
-class Record:
-    """A JSON object of a predicate (or a predicate): its fields from the table (`_f`), and
-    every member it does not know, kept verbatim in ``unrecognized``."""
-
-    unrecognized: Mapping[str, Any] = field(default_factory=dict, kw_only=True, compare=False,
-                                            repr=False)
-
-    @classmethod
-    def from_json(cls, obj: object, what: str) -> Self:
-        """Read the object (strict on known fields; others kept in ``unrecognized``).
-
-        Raises:
-            FormatError: not an object, or a known field is missing or malformed.
-        """
-        specs = _specs(cls)
-        values, rest = _read_members(tuple(_absent(f, s) for f, s in specs), obj, what)
-        kept: dict[str, Any] = {f.name: v for (f, s), v in zip(specs, values, strict=True)}
-        rows = {s.key: kept[f.name][1] for f, s in specs if s.type == "rows"}
-        kept.update({f.name: kept[f.name][0] for f, s in specs if s.type == "rows"})
-        owners = {s.key: f.name for f, s in specs if s.type == "rest"}
-        unrecognized: dict[str, Any] = {}
-        for path, members in sorted(rest.items()):  # parents first: nested members go inside
-            key = next((k for k in owners if path == k or path.startswith(k + ".")), "")
-            if members or not path:
-                into = kept[owners[key]] if key else unrecognized
-                _at(into, path.removeprefix(key)).update(members)
-        made = cls(**kept, unrecognized=unrecognized,
-                   **({"row_unrecognized": rows} if rows else {}))
-        made._check(what)
-        return made
-
-    def _check(self, what: str) -> None:
-        """Rules across fields, beyond each field's type (none by default).
-
-        Raises:
-            FormatError: a rule is broken.
-        """
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form: the known fields (absent optional ones omitted), then every
-        unrecognized member."""
-        out = dict(self.unrecognized)
-        specs = sorted(_specs(type(self)), key=lambda fs: fs[1].type != "rest")
-        for f, s in specs:
-            value = getattr(self, f.name)
-            path, _, name = s.key.rpartition(".")
-            if s.type == "rest":
-                _at(out, s.key).update(value)
-            elif value is not None and (value or not s.omit_empty):
-                _at(out, path)[name] = (
-                    self._rows_json(s, value) if s.type == "rows"
-                    else sorted(value) if s.sort else _json(value)
-                )
-        return out
-
-    def _rows_json(self, s: _Spec, value: Any) -> list[dict[str, Any]]:
-        rows = [(k, *(v if isinstance(v, tuple) else (v,))) for k, v in sorted(value.items())] \
-            if s.keyed else list(value)
-        extras = getattr(self, "row_unrecognized", {}).get(s.key, ())
-        if len(extras) != len(rows):
-            extras = ({},) * len(rows)
-        return [{**x, **{c.key: v for c, v in zip(s.columns, row, strict=True)}}
-                for x, row in zip(extras, rows, strict=True)]
-
-
-@dataclass(frozen=True)
-class Predicate(Record):
-    """Base of every typed predicate: its type URI, its fields (`Record`) and the fields it does
-    not know."""
-
-    TYPE: ClassVar[str] = ""
-
-    @classmethod
-    def from_predicate(cls, obj: object, what: str = "predicate") -> Self:
-        """Read a predicate JSON object (strict on known fields; others kept).
-
-        Raises:
-            FormatError: a known field is missing or malformed.
-        """
-        what = f"{what} ({cls.TYPE.removeprefix(PROJECT_PREFIX)})"
-        if not isinstance(obj, Mapping):
-            raise FormatError(f"{what}: the predicate is not a JSON object")
-        return cls.from_json(obj, what)
-
-    def to_predicate(self) -> dict[str, Any]:
-        """The JSON object to sign: the known fields, then every unrecognized one."""
-        return self.to_json()
-
-    def written(self, what: str = "predicate") -> dict[str, Any]:
-        """`to_predicate`, checked by reading it back with the strict reader: what a writer
-        signs is exactly what every reader accepts (one definition of the format).
-
-        Raises:
-            FormatError: a field the reader would refuse (an empty name, a bad digest...).
-        """
-        out = self.to_predicate()
-        type(self).from_predicate(out, what)
-        return out
-
-
-def _finite(what: str, values: Mapping[str, Any], want: str, null: bool = False) -> None:
-    """Check a map of names to finite numbers (JSON has no NaN; a reader refuses one)."""
-    for k, v in values.items():
-        if not (v is None and null) and (type(v) not in (int, float) or not math.isfinite(v)):
-            raise FormatError(f"{what}.{k} is {v!r}, want {want}")
-
-
 # -- nested records -------------------------------------------------------------------------------
 
 
@@ -504,9 +162,9 @@ def _finite(what: str, values: Mapping[str, Any], want: str, null: bool = False)
 class ArtifactRef(Record):
     """A reference to another artifact: its name, version and digest."""
 
-    name: str = _f("name")
-    version: str = _f("version")
-    digest: str = _f("digest", "digest")
+    name: str = spec("name")
+    version: str = spec("version")
+    digest: str = spec("digest", "digest")
 
 
 @dataclass(frozen=True)
@@ -514,9 +172,9 @@ class FeaturesRef(Record):
     """A rollout batch's episode features file, kept beside its data: the blob's digest and
     size, and the version of the feature definitions it holds (SPEC, "Episode features")."""
 
-    digest: str = _f("digest", "digest")
-    size: int = _f("size", "integer")
-    version: int = _f("version", "integer")
+    digest: str = spec("digest", "digest")
+    size: int = spec("size", "integer")
+    version: int = spec("version", "integer")
 
     def _check(self, what: str) -> None:
         if self.size < 0 or self.version < 1:
@@ -531,13 +189,13 @@ class ResourceDescriptor(Record):
     ``digest`` maps algorithm to lowercase hex (``{"sha256": "..."}``).
     """
 
-    name: str | None = _f("name", default=None, empty=True)
-    uri: str | None = _f("uri", default=None)
-    digest: Mapping[str, str] = _f("digest", "mapping", default={}, omit_empty=True)
-    content: str | None = _f("content", default=None, empty=True)
-    download_location: str | None = _f("downloadLocation", default=None)
-    media_type: str | None = _f("mediaType", default=None)
-    annotations: Mapping[str, Any] = _f("annotations", "mapping", default={}, omit_empty=True)
+    name: str | None = spec("name", default=None, empty=True)
+    uri: str | None = spec("uri", default=None)
+    digest: Mapping[str, str] = spec("digest", "mapping", default={}, omit_empty=True)
+    content: str | None = spec("content", default=None, empty=True)
+    download_location: str | None = spec("downloadLocation", default=None)
+    media_type: str | None = spec("mediaType", default=None)
+    annotations: Mapping[str, Any] = spec("annotations", "mapping", default={}, omit_empty=True)
 
     def _check(self, what: str) -> None:
         for alg, value in self.digest.items():
@@ -585,11 +243,11 @@ class SealedEpisode(Record):
     the ``modality`` and step count, and the near-duplicate ``sketch`` (128 float32, little
     endian, base64; None where the episode has no vector)."""
 
-    episode_id: str = _f("episodeId")
-    steps: int = _f("steps", "integer")
-    modality: str = _f("modality", choices=("numeric", "text"))
-    fingerprint: str = _f("fingerprint")
-    sketch: str | None = _f("sketch", required=False)
+    episode_id: str = spec("episodeId")
+    steps: int = spec("steps", "integer")
+    modality: str = spec("modality", choices=("numeric", "text"))
+    fingerprint: str = spec("fingerprint")
+    sketch: str | None = spec("sketch", required=False)
 
     def _check(self, what: str) -> None:
         if self.steps < 1 or not _HEX64.fullmatch(self.fingerprint):
@@ -614,14 +272,14 @@ class Sealed(Record):
     episode feature definitions of version ``feature_version`` (a reader of another version
     cannot compare them)."""
 
-    recipients: tuple[tuple[str, str], ...] = _f(
-        "recipients", "rows", columns=(_col("keyid"), _col("encapsulatedKey")))
-    files: Mapping[str, tuple[str, int]] = _f(
+    recipients: tuple[tuple[str, str], ...] = spec(
+        "recipients", "rows", columns=(column("keyid"), column("encapsulatedKey")))
+    files: Mapping[str, tuple[str, int]] = spec(
         "files", "rows", keyed=True,
-        columns=(_col("path"), _col("ciphertext", "digest"), _col("size", "integer")))
-    episodes: tuple[SealedEpisode, ...] = _f("episodes", "records", record=SealedEpisode)
-    feature_version: int = _f("featureVersion", "integer")
-    scheme: str = _f("scheme", default=SEAL_SCHEME, required=True, choices=(SEAL_SCHEME,))
+        columns=(column("path"), column("ciphertext", "digest"), column("size", "integer")))
+    episodes: tuple[SealedEpisode, ...] = spec("episodes", "records", record=SealedEpisode)
+    feature_version: int = spec("featureVersion", "integer")
+    scheme: str = spec("scheme", default=SEAL_SCHEME, required=True, choices=(SEAL_SCHEME,))
     row_unrecognized: Mapping[str, tuple[Mapping[str, Any], ...]] = field(
         default_factory=dict, kw_only=True, compare=False, repr=False)
     """Each row's unknown members, by JSON key, in written order (kept on a round trip)."""
@@ -653,7 +311,7 @@ class Files(Predicate):
     """``files/v1``: a tree of files, its manifest inline so one envelope verifies it alone."""
 
     TYPE: ClassVar[str] = FILES
-    manifest: Manifest = _f("manifest", "manifest")
+    manifest: Manifest = spec("manifest", "manifest")
 
 
 @dataclass(frozen=True)
@@ -661,16 +319,16 @@ class Environment(Predicate):
     """``environment/v1``: an environment version (code, config, rules files)."""
 
     TYPE: ClassVar[str] = ENVIRONMENT
-    name: str = _f("name")
-    version: str = _f("version")
-    source: str | None = _f("source", default=None, empty=True)
-    rules_digest: str | None = _f("rulesDigest", "digest", default=None)
-    gymnasium_id: str | None = _f("gymnasiumId", default=None)
-    manifest: Manifest | None = _f("manifest", "manifest", default=None)
-    observation_space: Mapping[str, Any] | None = _f("observationSpace", "mapping", default=None)
+    name: str = spec("name")
+    version: str = spec("version")
+    source: str | None = spec("source", default=None, empty=True)
+    rules_digest: str | None = spec("rulesDigest", "digest", default=None)
+    gymnasium_id: str | None = spec("gymnasiumId", default=None)
+    manifest: Manifest | None = spec("manifest", "manifest", default=None)
+    observation_space: Mapping[str, Any] | None = spec("observationSpace", "mapping", default=None)
     """The observation space (schemas/rollout.v2.md, "Spaces"): enough to undo flattening."""
-    action_space: Mapping[str, Any] | None = _f("actionSpace", "mapping", default=None)
-    env_spec: Mapping[str, Any] | None = _f("envSpec", "mapping", default=None)
+    action_space: Mapping[str, Any] | None = spec("actionSpace", "mapping", default=None)
+    env_spec: Mapping[str, Any] | None = spec("envSpec", "mapping", default=None)
     """The Gymnasium ``EnvSpec`` (id, kwargs, ...) the environment is made from."""
 
 
@@ -679,14 +337,14 @@ class Evaluator(Predicate):
     """``evaluator/v1``: an evaluator version (deterministic, LLM judge or human)."""
 
     TYPE: ClassVar[str] = EVALUATOR
-    name: str = _f("name")
-    version: str = _f("version")
-    kind: str = _f("kind", choices=EVALUATOR_KINDS)
-    model_id: str | None = _f("modelId", default=None)
-    rubric_digest: str | None = _f("rubricDigest", "digest", default=None)
-    prompt_digest: str | None = _f("promptDigest", "digest", default=None)
-    manifest: Manifest | None = _f("manifest", "manifest", default=None)
-    calibration: ArtifactRef | None = _f("calibration", "record", default=None,
+    name: str = spec("name")
+    version: str = spec("version")
+    kind: str = spec("kind", choices=EVALUATOR_KINDS)
+    model_id: str | None = spec("modelId", default=None)
+    rubric_digest: str | None = spec("rubricDigest", "digest", default=None)
+    prompt_digest: str | None = spec("promptDigest", "digest", default=None)
+    manifest: Manifest | None = spec("manifest", "manifest", default=None)
+    calibration: ArtifactRef | None = spec("calibration", "record", default=None,
                                          record=ArtifactRef)
     """The expert-labelled dataset the judge's agreement is measured on (``stats --judge``)."""
 
@@ -696,29 +354,29 @@ class RolloutBatch(Predicate):
     """``rollout-batch/v1``: a batch of rollouts (steps.parquet, episodes.parquet)."""
 
     TYPE: ClassVar[str] = ROLLOUT_BATCH
-    schema_version: str = _f("schemaVersion")
-    environment: ArtifactRef = _f("environment", "record", record=ArtifactRef)
-    policy_version: str = _f("policyVersion")
-    generator: str = _f("generator", empty=True)
-    counts: Mapping[str, int] = _f("counts", "mapping")
-    stats: Mapping[str, float | int | None] = _f("stats", "mapping")
-    evaluator: ArtifactRef | None = _f("evaluator", "record", default=None, record=ArtifactRef)
-    seeds: tuple[str, ...] = _f("seeds", "strings", default=())
-    consent: str | None = _f("consent", default=None, empty=True)
-    licence: str | None = _f("licence", default=None, empty=True)
-    retention: str | None = _f("retention", default=None, empty=True)
-    manifest: Manifest | None = _f("manifest", "manifest", default=None)
-    source: Mapping[str, Any] | None = _f("source", "mapping", default=None)
+    schema_version: str = spec("schemaVersion")
+    environment: ArtifactRef = spec("environment", "record", record=ArtifactRef)
+    policy_version: str = spec("policyVersion")
+    generator: str = spec("generator", empty=True)
+    counts: Mapping[str, int] = spec("counts", "mapping")
+    stats: Mapping[str, float | int | None] = spec("stats", "mapping")
+    evaluator: ArtifactRef | None = spec("evaluator", "record", default=None, record=ArtifactRef)
+    seeds: tuple[str, ...] = spec("seeds", "strings", default=())
+    consent: str | None = spec("consent", default=None, empty=True)
+    licence: str | None = spec("licence", default=None, empty=True)
+    retention: str | None = spec("retention", default=None, empty=True)
+    manifest: Manifest | None = spec("manifest", "manifest", default=None)
+    source: Mapping[str, Any] | None = spec("source", "mapping", default=None)
     """Where the rollouts were read from (input formats, a Minari dataset's metadata)."""
-    observation_space: Mapping[str, Any] | None = _f("observationSpace", "mapping", default=None)
-    action_space: Mapping[str, Any] | None = _f("actionSpace", "mapping", default=None)
-    env_spec: Mapping[str, Any] | None = _f("envSpec", "mapping", default=None)
-    features: FeaturesRef | None = _f("features", "record", default=None, record=FeaturesRef)
+    observation_space: Mapping[str, Any] | None = spec("observationSpace", "mapping", default=None)
+    action_space: Mapping[str, Any] | None = spec("actionSpace", "mapping", default=None)
+    env_spec: Mapping[str, Any] | None = spec("envSpec", "mapping", default=None)
+    features: FeaturesRef | None = spec("features", "record", default=None, record=FeaturesRef)
     """The episode features file recorded with the batch (derived data; not in the manifest,
     so the batch digest does not depend on the feature definitions)."""
-    sealed: Sealed | None = _f("sealed", "record", default=None, record=Sealed)
+    sealed: Sealed | None = spec("sealed", "record", default=None, record=Sealed)
     """Set when the batch's files are stored encrypted (`Sealed`)."""
-    failures_of: str | None = _f("failuresOf", "digest", default=None)
+    failures_of: str | None = spec("failuresOf", "digest", default=None)
     """The evaluation whose failed episodes the batch holds (a regression suite's next
     version, ``dataset create --from-failures``)."""
 
@@ -726,7 +384,7 @@ class RolloutBatch(Predicate):
         for k, v in self.counts.items():
             if type(v) is not int or v < 0:
                 raise FormatError(f"{what}: counts.{k} is {v!r}, want a count")
-        _finite(f"{what}: stats", self.stats, "a finite number or null", null=True)
+        check_finite(f"{what}: stats", self.stats, "a finite number or null", null=True)
         if self.sealed is not None and self.features is not None:
             # A features file is stored in the clear: it would show more of a sealed batch
             # than its published fingerprints (SPEC, "Sealed suites").
@@ -739,12 +397,12 @@ class Dataset(Predicate):
     """``dataset/v1``: a named, versioned set of batches with a split and a purpose."""
 
     TYPE: ClassVar[str] = DATASET
-    name: str = _f("name")
-    version: str = _f("version")
-    split: str = _f("split", choices=SPLITS)
-    batches: tuple[str, ...] = _f("batches", "digests", nonempty=True, sort=True)
-    purpose: str = _f("purpose", default="train")
-    manifest: Manifest | None = _f("manifest", "manifest", default=None)
+    name: str = spec("name")
+    version: str = spec("version")
+    split: str = spec("split", choices=SPLITS)
+    batches: tuple[str, ...] = spec("batches", "digests", nonempty=True, sort=True)
+    purpose: str = spec("purpose", default="train")
+    manifest: Manifest | None = spec("manifest", "manifest", default=None)
 
 
 CARD_PATH = "card.json"
@@ -761,7 +419,7 @@ class DatasetV2(Dataset):
     the exact card bytes and verifiers check them (`verify.kinds.Kind.documents`)."""
 
     TYPE: ClassVar[str] = DATASET_V2
-    card: str = _f("card", "digest", kw_only=True)
+    card: str = spec("card", "digest", kw_only=True)
 
 
 # -- status records ------------------------------------------------------------------------------
@@ -772,11 +430,11 @@ class Approval(Predicate):
     """``approval/v1``: an approver's yes for a purpose, until an expiry."""
 
     TYPE: ClassVar[str] = APPROVAL
-    purpose: str = _f("purpose")
-    approved_at: str = _f("approvedAt", "time")
-    expires: str = _f("expires", "time")
-    note: str | None = _f("note", default=None, empty=True)
-    validation_report: str | None = _f("validationReport", "digest", default=None)
+    purpose: str = spec("purpose")
+    approved_at: str = spec("approvedAt", "time")
+    expires: str = spec("expires", "time")
+    note: str | None = spec("note", default=None, empty=True)
+    validation_report: str | None = spec("validationReport", "digest", default=None)
 
 
 @dataclass(frozen=True)
@@ -784,8 +442,8 @@ class Revocation(Predicate):
     """``revocation/v1``: the subject must no longer be used."""
 
     TYPE: ClassVar[str] = REVOCATION
-    reason: str = _f("reason")
-    revoked_at: str = _f("revokedAt", "time")
+    reason: str = spec("reason")
+    revoked_at: str = spec("revokedAt", "time")
 
 
 @dataclass(frozen=True)
@@ -793,9 +451,9 @@ class Erasure(Predicate):
     """``erasure/v1``: the subject's blobs were deleted; digests and lineage remain."""
 
     TYPE: ClassVar[str] = ERASURE
-    reason: str = _f("reason", choices=ERASURE_REASONS)
-    erased_at: str = _f("erasedAt", "time")
-    blobs: tuple[str, ...] = _f("blobs", "digests")
+    reason: str = spec("reason", choices=ERASURE_REASONS)
+    erased_at: str = spec("erasedAt", "time")
+    blobs: tuple[str, ...] = spec("blobs", "digests")
 
 
 @dataclass(frozen=True)
@@ -803,10 +461,10 @@ class Refusal(Predicate):
     """``refusal/v1``: the runner refused to train on a dataset, and why."""
 
     TYPE: ClassVar[str] = REFUSAL
-    dataset: str = _f("dataset", "digest")
-    trainer: str = _f("trainer")
-    reasons: tuple[str, ...] = _f("reasons", "strings", nonempty=True)
-    refused_at: str = _f("refusedAt", "time")
+    dataset: str = spec("dataset", "digest")
+    trainer: str = spec("trainer")
+    reasons: tuple[str, ...] = spec("reasons", "strings", nonempty=True)
+    refused_at: str = spec("refusedAt", "time")
 
 
 @dataclass(frozen=True)
@@ -814,7 +472,7 @@ class TrustPolicyRecord(Predicate):
     """``trust-policy/v1``: a trust policy in its JSON form (`verify.policy.TrustPolicy`)."""
 
     TYPE: ClassVar[str] = TRUST_POLICY
-    policy: Mapping[str, Any] = _f("policy", "mapping")
+    policy: Mapping[str, Any] = spec("policy", "mapping")
 
 
 @dataclass(frozen=True)
@@ -830,11 +488,11 @@ class Import(Predicate):
     """
 
     TYPE: ClassVar[str] = IMPORT
-    artifact: Mapping[str, Any] | None = _f("artifact", "mapping", required=False)
-    log: Mapping[str, Any] = _f("log", "mapping")
-    entries: tuple[Mapping[str, Any], ...] = _f("entries", "objects", default=())
-    data_included: bool = _f("dataIncluded", "flag", default=True)
-    applied: int | None = _f("applied", "integer", default=None)
+    artifact: Mapping[str, Any] | None = spec("artifact", "mapping", required=False)
+    log: Mapping[str, Any] = spec("log", "mapping")
+    entries: tuple[Mapping[str, Any], ...] = spec("entries", "objects", default=())
+    data_included: bool = spec("dataIncluded", "flag", default=True)
+    applied: int | None = spec("applied", "integer", default=None)
 
     def _check(self, what: str) -> None:
         if self.artifact is not None:
@@ -858,11 +516,11 @@ class ModelSignature(Predicate):
     names the model and model_signing's root digest of its files."""
 
     TYPE: ClassVar[str] = MODEL_SIGNATURE
-    bundle: str = _f("bundle", "digest")
-    signed_predicate_type: str = _f("signedPredicateType")
-    model: Mapping[str, Any] = _f("model", "mapping")
-    signature_name: str = _f("signatureName")
-    signed_at: str = _f("signedAt", "time")
+    bundle: str = spec("bundle", "digest")
+    signed_predicate_type: str = spec("signedPredicateType")
+    model: Mapping[str, Any] = spec("model", "mapping")
+    signature_name: str = spec("signatureName")
+    signed_at: str = spec("signedAt", "time")
 
 
 # -- evaluations and releases ----------------------------------------------------------------------
@@ -890,20 +548,20 @@ class Evaluation(Predicate):
     what an evaluating command wrote) are its manifest."""
 
     TYPE: ClassVar[str] = EVALUATION
-    result: str = _f("result", choices=RESULTS)
-    checkpoint: ArtifactRef = _f("checkpoint", "record", record=ArtifactRef)
-    suite: ArtifactRef = _f("suite", "record", record=ArtifactRef)
-    passed_tests: tuple[str, ...] = _f("passedTests", "strings")
-    failed_tests: tuple[str, ...] = _f("failedTests", "strings")
-    metrics: Mapping[str, float | int] = _f("metrics", "mapping", absent={})
-    evaluated_at: str = _f("evaluatedAt", "time")
-    evaluator: ArtifactRef | None = _f("evaluator", "record", default=None, record=ArtifactRef)
-    configuration: tuple[ResourceDescriptor, ...] = _f(
+    result: str = spec("result", choices=RESULTS)
+    checkpoint: ArtifactRef = spec("checkpoint", "record", record=ArtifactRef)
+    suite: ArtifactRef = spec("suite", "record", record=ArtifactRef)
+    passed_tests: tuple[str, ...] = spec("passedTests", "strings")
+    failed_tests: tuple[str, ...] = spec("failedTests", "strings")
+    metrics: Mapping[str, float | int] = spec("metrics", "mapping", absent={})
+    evaluated_at: str = spec("evaluatedAt", "time")
+    evaluator: ArtifactRef | None = spec("evaluator", "record", default=None, record=ArtifactRef)
+    configuration: tuple[ResourceDescriptor, ...] = spec(
         "configuration", "records", default=(), record=ResourceDescriptor)
-    manifest: Manifest | None = _f("manifest", "manifest", default=None)
+    manifest: Manifest | None = spec("manifest", "manifest", default=None)
 
     def _check(self, what: str) -> None:
-        _finite(f"{what}: metrics", self.metrics, "a finite number")
+        check_finite(f"{what}: metrics", self.metrics, "a finite number")
         tests = self.passed_tests + self.failed_tests
         for t in tests:
             split_test_name(t, f"{what}: test")
@@ -935,11 +593,11 @@ class Release(Predicate):
     SHA-256 of this predicate's RFC 8785 bytes: the release is named by what it says."""
 
     TYPE: ClassVar[str] = RELEASE
-    checkpoint: ArtifactRef = _f("checkpoint", "record", record=ArtifactRef)
-    evaluations: tuple[str, ...] = _f("evaluations", "digests", nonempty=True)
-    policy: Mapping[str, Any] = _f("policy", "mapping")
-    released_at: str = _f("releasedAt", "time")
-    note: str | None = _f("note", default=None, empty=True)
+    checkpoint: ArtifactRef = spec("checkpoint", "record", record=ArtifactRef)
+    evaluations: tuple[str, ...] = spec("evaluations", "digests", nonempty=True)
+    policy: Mapping[str, Any] = spec("policy", "mapping")
+    released_at: str = spec("releasedAt", "time")
+    note: str | None = spec("note", default=None, empty=True)
 
     def _check(self, what: str) -> None:
         name, serial = self.policy.get("name"), self.policy.get("serial")
@@ -955,10 +613,10 @@ class Unsealing(Predicate):
     decrypted."""
 
     TYPE: ClassVar[str] = UNSEALING
-    batches: tuple[str, ...] = _f("batches", "digests", nonempty=True)
-    recipient: str = _f("recipient")
-    purpose: str = _f("purpose")
-    unsealed_at: str = _f("unsealedAt", "time")
+    batches: tuple[str, ...] = spec("batches", "digests", nonempty=True)
+    recipient: str = spec("recipient")
+    purpose: str = spec("purpose")
+    unsealed_at: str = spec("unsealedAt", "time")
 
     def _check(self, what: str) -> None:
         if not _HEX64.fullmatch(self.recipient):
@@ -978,21 +636,21 @@ class Provenance(Predicate):
     """
 
     TYPE: ClassVar[str] = SLSA_PROVENANCE_V1
-    build_type: str = _f("buildDefinition.buildType")
-    external_parameters: Mapping[str, Any] = _f("buildDefinition.externalParameters", "mapping")
-    internal_parameters: Mapping[str, Any] = _f(
+    build_type: str = spec("buildDefinition.buildType")
+    external_parameters: Mapping[str, Any] = spec("buildDefinition.externalParameters", "mapping")
+    internal_parameters: Mapping[str, Any] = spec(
         "buildDefinition.internalParameters", "mapping", default={}, omit_empty=True)
-    resolved_dependencies: tuple[ResourceDescriptor, ...] = _f(
+    resolved_dependencies: tuple[ResourceDescriptor, ...] = spec(
         "buildDefinition.resolvedDependencies", "records", default=(), record=ResourceDescriptor)
-    builder_id: str = _f("runDetails.builder.id", default="", required=True)
-    metadata: Mapping[str, Any] = _f("runDetails.metadata", "mapping", default={},
+    builder_id: str = spec("runDetails.builder.id", default="", required=True)
+    metadata: Mapping[str, Any] = spec("runDetails.metadata", "mapping", default={},
                                      omit_empty=True)
-    byproducts: tuple[ResourceDescriptor, ...] = _f(
+    byproducts: tuple[ResourceDescriptor, ...] = spec(
         "runDetails.byproducts", "records", default=(), record=ResourceDescriptor,
         omit_empty=True)
-    build_unrecognized: Mapping[str, Any] = _f("buildDefinition", "rest", default={},
+    build_unrecognized: Mapping[str, Any] = spec("buildDefinition", "rest", default={},
                                                compare=False)
-    run_unrecognized: Mapping[str, Any] = _f("runDetails", "rest", default={}, compare=False)
+    run_unrecognized: Mapping[str, Any] = spec("runDetails", "rest", default={}, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form, after checking every descriptor names something (`check`)."""

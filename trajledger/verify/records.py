@@ -1,0 +1,364 @@
+"""The machinery every signed record's JSON shape is read and written by: one spec per field,
+one reader and one writer for every record (`Record`, `Predicate`).
+
+Scope: a record type declares each field once, as a dataclass field built with `spec` (its JSON
+key, one of a closed set of field types, optional or required, a default) and one `_check`
+for rules across fields; `Record.from_json` and `Record.to_json` serve every type, nested
+records included; members a reader does not know are kept and written back where they were.
+Non-scope: which records exist and what they mean (``verify.predicates``), trust decisions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
+from typing import Any, ClassVar, Self
+
+from .digest import parse_digest
+from .errors import FormatError
+from .manifest import Manifest
+from .times import parse_time
+
+__all__ = ["PROJECT_PREFIX", "Predicate", "Record", "check_finite", "column", "spec"]
+
+PROJECT_PREFIX = "https://trajledger.dev/attestation/"
+
+# -- the table: one spec per field, one reader and one writer for every record -------------------
+
+
+_UNSET: Any = object()  # no ``absent`` value: the field is required
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """How one dataclass field appears in JSON (in the field's metadata; build with `spec`).
+
+    ``key`` is the JSON key, dotted for a member of a nested object (SLSA's
+    ``buildDefinition.buildType``). A field is required unless it has a default or ``absent``
+    (what an absent one reads as); ``required`` overrides. ``empty``: a text may be "";
+    ``nonempty``: a list may not be []; ``choices``: the texts allowed; ``record``: the nested
+    record type; ``sort``: a list read and written sorted; ``omit_empty``: written only when
+    non-empty (else only ``None`` is omitted); ``columns``: the members of each row (``rows``),
+    the first keys a mapping when ``keyed``.
+    """
+
+    key: str
+    type: str
+    required: bool | None = None
+    absent: Any = _UNSET
+    empty: bool = False
+    nonempty: bool = False
+    choices: tuple[str, ...] = ()
+    record: Any = None
+    sort: bool = False
+    omit_empty: bool = False
+    columns: tuple[_Spec, ...] = ()
+    keyed: bool = False
+
+
+def spec(key: str, type_: str = "text", *, default: Any = MISSING, kw_only: bool = False,
+       compare: bool = True, **options: Any) -> Any:
+    """A dataclass field read from and written to JSON key ``key`` as ``type_`` (`_Spec`)."""
+    if type_ not in _READ:
+        raise ValueError(f"field {key}: type {type_!r}, want one of {sorted(_READ)}")
+    spec = _Spec(key, type_, **options)
+    mutable = isinstance(default, dict)
+    return field(default=MISSING if mutable else default,
+                 default_factory=dict if mutable else MISSING,
+                 kw_only=kw_only, compare=compare, metadata={"spec": spec})
+
+
+def column(key: str, type_: str = "text", **options: Any) -> _Spec:
+    """One member of a row (``rows``)."""
+    return _Spec(key, type_, **options)
+
+
+def _text(s: _Spec, v: Any, at: str) -> str:
+    if not isinstance(v, str) or (not s.empty and not v):
+        raise FormatError(f"{at} is {v!r}, want a non-empty string")
+    if s.choices and v not in s.choices:
+        raise FormatError(f"{at} is {v!r}, want one of {list(s.choices)}")
+    return v
+
+
+def _digest(s: _Spec, v: Any, at: str) -> str:
+    parse_digest(v, at)
+    return str(v)
+
+
+def _time(s: _Spec, v: Any, at: str) -> str:
+    parse_time(v, at)
+    return str(v)
+
+
+def _integer(s: _Spec, v: Any, at: str) -> int:
+    if type(v) is not int:
+        raise FormatError(f"{at} is {v!r}, want an integer")
+    return v
+
+
+def _flag(s: _Spec, v: Any, at: str) -> bool:
+    if not isinstance(v, bool):
+        raise FormatError(f"{at} is {v!r}, want true or false")
+    return v
+
+
+def _mapping(s: _Spec, v: Any, at: str) -> dict[str, Any]:
+    if not isinstance(v, Mapping):
+        raise FormatError(f"{at} is not a JSON object")
+    return dict(v)
+
+
+def _list(s: _Spec, v: Any, at: str, of: str = "") -> list[Any]:
+    if not isinstance(v, list):
+        raise FormatError(f"{at} is not a list{of}")
+    if s.nonempty and not v:
+        raise FormatError(f"{at} is empty")
+    return v
+
+
+def _strings(s: _Spec, v: Any, at: str) -> tuple[str, ...]:
+    items = _list(s, v, at, " of strings")
+    if not all(isinstance(x, str) for x in items):
+        raise FormatError(f"{at} is not a list of strings")
+    return tuple(items)
+
+
+def _digests(s: _Spec, v: Any, at: str) -> tuple[str, ...]:
+    out = tuple(_digest(s, x, f"{at}[{i}]") for i, x in enumerate(_list(s, v, at)))
+    if len(set(out)) != len(out):
+        raise FormatError(f"{at} lists a digest twice")
+    return tuple(sorted(out)) if s.sort else out
+
+
+def _objects(s: _Spec, v: Any, at: str) -> tuple[dict[str, Any], ...]:
+    return tuple(_mapping(s, x, f"{at}[{i}]") for i, x in enumerate(_list(s, v, at)))
+
+
+def _records(s: _Spec, v: Any, at: str) -> tuple[Any, ...]:
+    return tuple(s.record.from_json(x, f"{at}[{i}]") for i, x in enumerate(_list(s, v, at)))
+
+
+def _rows(s: _Spec, v: Any, at: str) -> tuple[Any, tuple[dict[str, Any], ...]]:
+    """Rows of plain values (a tuple each, or ``{first: rest}`` when keyed) and each row's
+    unknown members, in the order they are written (keyed rows are written sorted)."""
+    rows, extras = [], []
+    for i, item in enumerate(_list(s, v, at)):
+        values, rest = _read_members(s.columns, item, f"{at}[{i}]")
+        rows.append(tuple(values))
+        extras.append(rest[""])
+    if not s.keyed:
+        return tuple(rows), tuple(extras)
+    keyed: dict[Any, Any] = {}
+    for i, row in enumerate(rows):
+        if row[0] in keyed:
+            raise FormatError(f"{at}[{i}]: {s.columns[0].key} {row[0]!r} is listed twice")
+        keyed[row[0]] = row[1:] if len(row) > 2 else row[1]
+    order = sorted(range(len(rows)), key=lambda i: rows[i][0])
+    return keyed, tuple(extras[i] for i in order)
+
+
+_READ: dict[str, Callable[[_Spec, Any, str], Any]] = {
+    "text": _text,
+    "digest": _digest,
+    "time": _time,
+    "integer": _integer,
+    "flag": _flag,
+    "mapping": _mapping,
+    "strings": _strings,
+    "digests": _digests,
+    "objects": _objects,
+    "manifest": lambda s, v, at: Manifest.from_json(_mapping(s, v, at), at),
+    "record": lambda s, v, at: s.record.from_json(v, at),
+    "records": _records,
+    "rows": _rows,
+    "rest": lambda s, v, at: v,  # a nested object's unknown members (collected, not read)
+}
+"""The field types: each reads a JSON value at ``at`` into its Python value, or raises."""
+
+
+def _read_members(
+    specs: tuple[_Spec, ...], obj: object, what: str
+) -> tuple[list[Any], dict[str, dict[str, Any]]]:
+    """Read ``specs`` from ``obj``: their values, and the members no spec took, by the dotted
+    path of the object holding them (``""`` for ``obj`` itself).
+
+    Raises:
+        FormatError: ``obj`` or a nested object is not an object; a required member is missing
+            or null; a member is malformed.
+    """
+    if not isinstance(obj, Mapping):
+        raise FormatError(f"{what} is not a JSON object")
+    objects: dict[str, tuple[dict[str, Any], str]] = {"": (dict(obj), what)}
+
+    def members(path: str) -> tuple[dict[str, Any], str]:
+        if path not in objects:
+            parent, _, name = path.rpartition(".")
+            outer, outer_what = members(parent)
+            value = outer.pop(name, MISSING)
+            if value is MISSING or value is None:
+                raise FormatError(f"{outer_what}: {name} is "
+                                  f"{'missing' if value is MISSING else 'null'}")
+            objects[path] = (_mapping(_NESTED, value, f"{outer_what}: {name}"),
+                             f"{outer_what}: {name}")
+        return objects[path]
+
+    values = []
+    for s in specs:
+        path, _, name = s.key.rpartition(".")
+        rest, at = members(path)
+        value = rest.pop(name, MISSING) if s.type != "rest" else MISSING
+        if value is MISSING or value is None:
+            if s.required or (s.required is None and s.absent is _UNSET):
+                raise FormatError(f"{at}: {name} is {'missing' if value is MISSING else 'null'}")
+            values.append(None if s.absent is _UNSET else _fresh(s.absent))
+        else:
+            values.append(_READ[s.type](s, value, f"{at}: {name}"))
+    return values, {path: rest for path, (rest, _) in objects.items()}
+
+
+_NESTED = _Spec("", "mapping")
+
+
+def _fresh(value: Any) -> Any:
+    return dict(value) if isinstance(value, dict) else value
+
+
+def _specs(cls: type) -> list[tuple[Field[Any], _Spec]]:
+    return [(f, f.metadata["spec"]) for f in fields(cls) if "spec" in f.metadata]
+
+
+def _absent(f: Field[Any], s: _Spec) -> _Spec:
+    """The spec with ``absent`` from the field's default (what an absent member reads as)."""
+    if f.default is not MISSING:
+        return replace(s, absent=f.default)
+    if f.default_factory is not MISSING:
+        return replace(s, absent=f.default_factory())
+    return s
+
+
+def _at(out: dict[str, Any], path: str) -> dict[str, Any]:
+    """The object at dotted ``path`` in ``out``, created or copied (never shared) on the way."""
+    for name in filter(None, path.split(".")):
+        out[name] = dict(out.get(name) or {})
+        out = out[name]
+    return out
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, Record | Manifest):
+        return value.to_json()
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, tuple | list):
+        return [_json(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Record:
+    """A JSON object of a predicate (or a predicate): its fields from the table (`spec`), and
+    every member it does not know, kept verbatim in ``unrecognized``."""
+
+    unrecognized: Mapping[str, Any] = field(default_factory=dict, kw_only=True, compare=False,
+                                            repr=False)
+
+    @classmethod
+    def from_json(cls, obj: object, what: str) -> Self:
+        """Read the object (strict on known fields; others kept in ``unrecognized``).
+
+        Raises:
+            FormatError: not an object, or a known field is missing or malformed.
+        """
+        specs = _specs(cls)
+        values, rest = _read_members(tuple(_absent(f, s) for f, s in specs), obj, what)
+        kept: dict[str, Any] = {f.name: v for (f, s), v in zip(specs, values, strict=True)}
+        rows = {s.key: kept[f.name][1] for f, s in specs if s.type == "rows"}
+        kept.update({f.name: kept[f.name][0] for f, s in specs if s.type == "rows"})
+        owners = {s.key: f.name for f, s in specs if s.type == "rest"}
+        unrecognized: dict[str, Any] = {}
+        for path, members in sorted(rest.items()):  # parents first: nested members go inside
+            key = next((k for k in owners if path == k or path.startswith(k + ".")), "")
+            if members or not path:
+                into = kept[owners[key]] if key else unrecognized
+                _at(into, path.removeprefix(key)).update(members)
+        made = cls(**kept, unrecognized=unrecognized,
+                   **({"row_unrecognized": rows} if rows else {}))
+        made._check(what)
+        return made
+
+    def _check(self, what: str) -> None:
+        """Rules across fields, beyond each field's type (none by default).
+
+        Raises:
+            FormatError: a rule is broken.
+        """
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form: the known fields (absent optional ones omitted), then every
+        unrecognized member."""
+        out = dict(self.unrecognized)
+        specs = sorted(_specs(type(self)), key=lambda fs: fs[1].type != "rest")
+        for f, s in specs:
+            value = getattr(self, f.name)
+            path, _, name = s.key.rpartition(".")
+            if s.type == "rest":
+                _at(out, s.key).update(value)
+            elif value is not None and (value or not s.omit_empty):
+                _at(out, path)[name] = (
+                    self._rows_json(s, value) if s.type == "rows"
+                    else sorted(value) if s.sort else _json(value)
+                )
+        return out
+
+    def _rows_json(self, s: _Spec, value: Any) -> list[dict[str, Any]]:
+        rows = [(k, *(v if isinstance(v, tuple) else (v,))) for k, v in sorted(value.items())] \
+            if s.keyed else list(value)
+        extras = getattr(self, "row_unrecognized", {}).get(s.key, ())
+        if len(extras) != len(rows):
+            extras = ({},) * len(rows)
+        return [{**x, **{c.key: v for c, v in zip(s.columns, row, strict=True)}}
+                for x, row in zip(extras, rows, strict=True)]
+
+
+@dataclass(frozen=True)
+class Predicate(Record):
+    """Base of every typed predicate: its type URI, its fields (`Record`) and the fields it does
+    not know."""
+
+    TYPE: ClassVar[str] = ""
+
+    @classmethod
+    def from_predicate(cls, obj: object, what: str = "predicate") -> Self:
+        """Read a predicate JSON object (strict on known fields; others kept).
+
+        Raises:
+            FormatError: a known field is missing or malformed.
+        """
+        what = f"{what} ({cls.TYPE.removeprefix(PROJECT_PREFIX)})"
+        if not isinstance(obj, Mapping):
+            raise FormatError(f"{what}: the predicate is not a JSON object")
+        return cls.from_json(obj, what)
+
+    def to_predicate(self) -> dict[str, Any]:
+        """The JSON object to sign: the known fields, then every unrecognized one."""
+        return self.to_json()
+
+    def written(self, what: str = "predicate") -> dict[str, Any]:
+        """`to_predicate`, checked by reading it back with the strict reader: what a writer
+        signs is exactly what every reader accepts (one definition of the format).
+
+        Raises:
+            FormatError: a field the reader would refuse (an empty name, a bad digest...).
+        """
+        out = self.to_predicate()
+        type(self).from_predicate(out, what)
+        return out
+
+
+def check_finite(what: str, values: Mapping[str, Any], want: str, null: bool = False) -> None:
+    """Check a map of names to finite numbers (JSON has no NaN; a reader refuses one)."""
+    for k, v in values.items():
+        if not (v is None and null) and (type(v) not in (int, float) or not math.isfinite(v)):
+            raise FormatError(f"{what}.{k} is {v!r}, want {want}")
