@@ -1,9 +1,10 @@
 """How long work draws its progress: the one type every layer takes a bar factory as.
 
-Scope: `ProgressFactory`, and `no_progress`, the one that draws nothing. The command line
-makes the bars (``clikit.progress``: stderr, not under ``-q`` or off a terminal) and hands the
-factory down; the handle and the services only call it. On the ground floor of the ledger
-package.
+Scope: `ProgressFactory` (``progress(total, label)`` -> a context yielding ``advance(n)``;
+the verifier's re-hashing takes the same type, `verify.blobs.Progress`), and `no_progress`,
+the one that draws nothing. The command line makes the bars (``clikit.progress``: stderr, not
+under ``-q`` or off a terminal) and hands the factory down; the handle and the services only
+call it. On the ground floor of the ledger package.
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 
-__all__ = ["ProgressFactory", "no_progress"]
+from trajledger.verify.blobs import Progress as ProgressFactory
 
-ProgressFactory = Callable[[int, str], contextlib.AbstractContextManager[Callable[[int], None]]]
-"""``progress(total, label)`` -> a context yielding ``advance(n)`` (as ``clikit.progress``)."""
+__all__ = ["ProgressFactory", "no_progress"]
 
 
 @contextlib.contextmanager

@@ -124,7 +124,10 @@ _BUSY_TIMEOUT = 60.0
 """Seconds a write waits for another process's transaction on the same state."""
 
 _WAIT_LIMIT = 1800.0
-"""Seconds a process waits, saying so, for another one that holds the state (`_begin`)."""
+"""Seconds a process waits for another one that holds the state (`_begin`)."""
+
+_QUIET_WAIT = 5.0
+"""Seconds a process waits for another one's write before it says it is waiting."""
 
 _READING = "reading"
 """The file beside the state where a process reading many entries keeps ``done total``."""
@@ -409,24 +412,29 @@ class TrustState:
                 self._db.execute("COMMIT")
 
     def _begin(self) -> None:
-        """Begin a write transaction. When another process of this user holds the state (the
-        first reading of a large log holds it throughout), say so once and wait, drawing that
-        reading's progress (`_READING`), for up to `_WAIT_LIMIT` seconds."""
+        """Begin a write transaction. When another process of this user holds the state, wait
+        for up to `_WAIT_LIMIT` seconds; say so once when that process is reading the log for
+        the first time (it holds the state throughout, and keeps `_READING` up to date: its
+        progress is drawn) or when the wait passes `_QUIET_WAIT` seconds (another writer's
+        commit is usually shorter)."""
         if self._try_begin(0.5):
             return
-        notice(f"waiting for another trajledger process of yours, which holds your state of "
-               f"this log ({self.path}): reading a large log for the first time takes about "
-               "0.15 ms per entry")
-        deadline = time.monotonic() + _WAIT_LIMIT
-        seen = 0
+        start = time.monotonic()
+        told, seen = False, 0
         with contextlib.ExitStack() as bar:
             advance: Callable[[int], None] | None = None
             while not self._try_begin(0.25):
-                if time.monotonic() > deadline:
+                waited = time.monotonic() - start
+                if waited > _WAIT_LIMIT:
                     raise LedgerError(
                         f"trust state {self.path}: still held by another trajledger process of "
                         f"yours after {_WAIT_LIMIT:.0f} s; let it finish, then run this again")
                 done, total = self._reading()
+                if not told and (total or waited > _QUIET_WAIT):
+                    told = True
+                    notice(f"waiting for another trajledger process of yours, which holds your "
+                           f"state of this log ({self.path}); reading a large log for the first "
+                           "time takes about 0.15 ms per entry")
                 if advance is None and total and self.progress is not None:
                     advance = bar.enter_context(
                         self.progress(total, "waiting: another process reads the log"))

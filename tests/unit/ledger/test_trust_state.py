@@ -60,6 +60,7 @@ def test_a_state_held_too_long_by_another_process_says_what_to_do(
     vkey = Ledger.open(home).log.vkey
     holder = TrustState.open(vkey)  # another process, reading a large log for the first time
     monkeypatch.setattr(trust_state, "_WAIT_LIMIT", 0.3)
+    monkeypatch.setattr(trust_state, "_QUIET_WAIT", 0.0)  # it says so at once
     waiting = TrustState.open(vkey)
     try:
         said = r"still held by another trajledger process of yours after 0 s; let it finish"
@@ -69,6 +70,35 @@ def test_a_state_held_too_long_by_another_process_says_what_to_do(
         with waiting._write():  # once it is done, writing works, and silently
             pass
         assert capsys.readouterr().err == ""
+    finally:
+        holder.close()
+        waiting.close()
+
+
+def test_a_short_wait_for_another_writer_says_nothing(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another process's commit (not a first reading of the log) is waited for silently."""
+    vkey = Ledger.open(home).log.vkey
+    holder, waiting = TrustState.open(vkey), TrustState.open(vkey)
+    monkeypatch.setattr(trust_state, "_QUIET_WAIT", 60.0)
+    entered = threading.Event()
+    try:
+        with holder._write():
+
+            def later() -> None:
+                threading.Event().wait(1.0)  # past the first half-second try
+                raw = holder._db._db  # past the lock this thread's holder keeps
+                raw.execute("COMMIT")
+                raw.execute("BEGIN")  # (for the context's own COMMIT)
+
+            t = threading.Thread(target=later)
+            t.start()
+            with waiting._write():
+                entered.set()
+            t.join()
+        assert entered.is_set()
+        assert "waiting" not in capsys.readouterr().err
     finally:
         holder.close()
         waiting.close()
