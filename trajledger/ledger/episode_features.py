@@ -140,15 +140,27 @@ def _splitmix64(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
         return np.asarray(z ^ (z >> _U64(31)), dtype=np.uint64)
 
 
-@lru_cache(maxsize=4)
-def _powers(n: int) -> npt.NDArray[np.uint64]:
-    """``_POLY ** k mod 2**64`` for k < n."""
-    out = np.empty(max(n, 1), dtype=np.uint64)
-    out[0] = 1
-    with np.errstate(over="ignore"):
-        for k in range(1, len(out)):  # once per distinct longest-token length (cached)
-            out[k] = out[k - 1] * _POLY
-    return out
+_POLY_INVERSE = _U64(pow(int(_POLY), -1, 1 << 64))  # P is odd: invertible mod 2**64
+_power_cache: dict[bool, npt.NDArray[np.uint64]] = {}
+_POWER_CACHE_MAX = 1 << 22
+
+
+def _powers(n: int, inverse: bool = False) -> npt.NDArray[np.uint64]:
+    """``P ** k mod 2**64`` (``P ** -k`` with ``inverse``) for k < n (at least), P `_POLY`."""
+    have = _power_cache.get(inverse)
+    if have is None or len(have) < n:
+        out = np.empty(max(n, 1024, 2 * len(have) if have is not None else 0), dtype=np.uint64)
+        out[0] = 1
+        size, step = 1, _POLY_INVERSE if inverse else _POLY
+        with np.errstate(over="ignore"):
+            while size < len(out):  # doubling: P**(k + size) = P**k * P**size
+                m = min(size, len(out) - size)
+                out[size : size + m] = out[:m] * (out[size - 1] * step)
+                size += m
+        if len(out) > _POWER_CACHE_MAX:
+            return out  # a very long text: not kept
+        _power_cache[inverse] = have = out
+    return have
 
 
 def _string_parts(arr: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
@@ -175,21 +187,79 @@ def token_hashes(tokens: pa.Array) -> npt.NDArray[np.uint64]:
         return np.zeros(0, dtype=np.uint64)
     offsets, data = _string_parts(tokens)
     start, end = offsets[:-1], offsets[1:]
-    lengths = end - start
-    if int(lengths.min()) <= 0:
+    if int((end - start).min()) <= 0:
         raise ValueError("token_hashes: empty tokens cannot be hashed")
     base = int(start[0])
-    total = int(end[-1]) - base
-    # Token of each byte by a cumulative sum of token starts (cheaper than np.repeat).
-    marks = np.zeros(total, dtype=np.int32)
-    marks[(start[1:] - base)] = 1
-    token = np.cumsum(marks, dtype=np.int32)
-    rev = (end - base - 1)[token] - np.arange(total, dtype=np.int64)
+    return _span_hashes(data[base : int(end[-1])], start - base, end - base)
+
+
+def _span_hashes(
+    data: npt.NDArray[np.uint8], start: npt.NDArray[np.int64], end: npt.NDArray[np.int64]
+) -> npt.NDArray[np.uint64]:
+    """`token_hashes` of the byte spans ``data[start[i]:end[i]]`` (not empty; bytes outside
+    every span are ignored).
+
+    The polynomial of a span from prefix sums: with ``C[j] = sum_{i<j} data[i] * P**-i`` (P is
+    odd, so invertible mod 2**64), ``poly(data[s:e]) = (C[e] - C[s]) * P**(e - 1)``: three
+    operations per byte, whatever the spans.
+    """
+    lengths = end - start
+    total = len(data)
+    prefix = np.zeros(total + 1, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        terms = data[base : base + total].astype(np.uint64) * _powers(int(lengths.max()))[rev]
-        h = np.add.reduceat(terms, start - base)
+        np.cumsum(data * _powers(total, inverse=True)[:total], out=prefix[1:])
+        h = (prefix[end] - prefix[start]) * _powers(total)[end - 1]
         h = h ^ (lengths.astype(np.uint64) * _GOLDEN)
     return _splitmix64(np.asarray(h, dtype=np.uint64))
+
+
+_ASCII_WORD = np.zeros(256, dtype=bool)
+for _c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_":
+    _ASCII_WORD[_c] = True
+_ASCII_LOWER = np.arange(256, dtype=np.uint8)
+_ASCII_LOWER[ord("A") : ord("Z") + 1] += 32
+
+
+def _words_arrow(texts: pa.Array) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+    """The hash of each word of ``texts`` (`WORD_SPLIT`, lower-cased) and the text it is in."""
+    words = pc.split_pattern_regex(pc.utf8_lower(texts), pattern=WORD_SPLIT)
+    flat = pc.list_flatten(words)
+    parent = np.asarray(pc.list_parent_indices(words).to_numpy(zero_copy_only=False))
+    keep = pc.greater(pc.binary_length(flat), 0)
+    tokens = flat.filter(keep)
+    text_of = parent[np.asarray(keep.to_numpy(zero_copy_only=False), dtype=bool)]
+    return token_hashes(tokens), text_of.astype(np.int64)
+
+
+def _words_ascii(
+    offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8]
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+    """`_words_arrow` of texts whose bytes are all ASCII, from their offsets and data, with
+    numpy alone: in ASCII, ``[^\\p{L}\\p{N}_]+`` separates runs of ``[A-Za-z0-9_]`` and
+    lower-casing maps A-Z to a-z, so words are found and hashed byte-wise, without regular
+    expressions or building the words (tests/unit/ledger/test_episode_features.py compares)."""
+    base, total = int(offsets[0]), int(offsets[-1] - offsets[0])
+    if total == 0:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    raw = data[base : base + total]
+    word = _ASCII_WORD[raw]
+    bounds = offsets - base
+    inner = bounds[(bounds > 0) & (bounds < total)]  # a text starts here: words end before
+    prev = np.empty(total, dtype=bool)
+    prev[0] = False
+    prev[1:] = word[:-1]
+    prev[inner] = False
+    after = np.empty(total, dtype=bool)
+    after[-1] = False
+    after[:-1] = word[1:]
+    after[inner - 1] = False
+    start = np.flatnonzero(word & ~prev)
+    if len(start) == 0:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    end = np.flatnonzero(word & ~after) + 1
+    h = _span_hashes(_ASCII_LOWER[raw], start, end)
+    text_of = np.searchsorted(bounds[1:], start, side="right").astype(np.int64)
+    return h, text_of
 
 
 def _bigram_hashes(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -226,15 +296,15 @@ def text_vectors(
     out = np.zeros((n, VECTOR_DIM), dtype=np.float64)
     if len(texts) == 0:
         return _unit_rows(out)
-    words = pc.split_pattern_regex(pc.utf8_lower(texts), pattern=WORD_SPLIT)
-    flat = pc.list_flatten(words)
-    parent = np.asarray(pc.list_parent_indices(words).to_numpy(zero_copy_only=False))
-    keep = pc.greater(pc.binary_length(flat), 0)
-    tokens = flat.filter(keep)
-    if len(tokens) == 0:
+    if texts.null_count:
+        texts = texts.fill_null("")
+    offsets, data = _string_parts(texts)
+    if int(np.max(data[int(offsets[0]) : int(offsets[-1])], initial=0)) < 0x80:
+        h, text_of = _words_ascii(offsets, data)
+    else:
+        h, text_of = _words_arrow(texts)
+    if len(h) == 0:
         return _unit_rows(out)
-    text_of = parent[np.asarray(keep.to_numpy(zero_copy_only=False), dtype=bool)]
-    h = token_hashes(tokens)
     owner = rows[text_of]
     pair = text_of[1:] == text_of[:-1]
     keys = np.concatenate([h, _bigram_hashes(h[:-1], h[1:])[pair]])
@@ -724,9 +794,9 @@ class FeatureStream:
         ids = t.column("episode_id")
         differs = np.flatnonzero(
             np.asarray(
-                pc.not_equal(ids, ids[t.num_rows - 1]).fill_null(True).to_numpy(
-                    zero_copy_only=False
-                )
+                pc.not_equal(ids, ids[t.num_rows - 1])
+                .fill_null(True)
+                .to_numpy(zero_copy_only=False)
             )
         )
         cut = int(differs[-1]) + 1 if len(differs) else 0
