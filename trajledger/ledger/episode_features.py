@@ -45,6 +45,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -532,23 +533,32 @@ class _ColumnBytes:
             self.a, self.a_size = _bytes_view(nulls), nulls.itemsize
             self.b, self.b_size = _bytes_view(values), values.itemsize
 
-    def parts(self, a: int, b: int) -> list[Any]:
+    def views(
+        self, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
+    ) -> Iterator[tuple[Any, ...]]:
+        """Each episode's bytes of this column (rows ``starts[i] .. ends[i]``, not empty): the
+        column's prefix, then views of the layout; the offsets are computed for all episodes in
+        one go, the views one episode at a time (kept all at once, they would be hundreds of
+        thousands of objects for the garbage collector to walk)."""
+        p = self.prefix
         if self.kind == "nulls":
-            return [self.prefix, self.a[: 2 * (b - a) - 1]]
+            a = self.a
+            return ((p, a[: 2 * n - 1]) for n in (ends - starts).tolist())
         if self.kind == "string":
-            return [self.prefix, self.a[int(self.offsets[a]) : int(self.offsets[b]) - 1]]
+            a = self.a
+            lo, hi = self.offsets[starts].tolist(), (self.offsets[ends] - 1).tolist()
+            return ((p, a[x:y]) for x, y in zip(lo, hi, strict=True))
+        a, b = self.a, self.b
         if self.kind == "list":
-            lo, hi = int(self.cum[a]), int(self.cum[b])
-            return [
-                self.prefix,
-                self.a[a * 8 : b * 8],
-                self.b[lo * self.b_size : hi * self.b_size],
-            ]
-        return [
-            self.prefix,
-            self.a[a * self.a_size : b * self.a_size],
-            self.b[a * self.b_size : b * self.b_size],
-        ]
+            a_lo, a_hi = (starts * 8).tolist(), (ends * 8).tolist()
+            b_lo, b_hi = (
+                (self.cum[starts] * self.b_size).tolist(),
+                (self.cum[ends] * self.b_size).tolist(),
+            )
+        else:
+            a_lo, a_hi = (starts * self.a_size).tolist(), (ends * self.a_size).tolist()
+            b_lo, b_hi = (starts * self.b_size).tolist(), (ends * self.b_size).tolist()
+        return ((p, a[w:x], b[y:z]) for w, x, y, z in zip(a_lo, a_hi, b_lo, b_hi, strict=True))
 
 
 # --------------------------------------------------------------------------------------------
@@ -652,12 +662,12 @@ def _features(t: pa.Table, previous: str | None) -> FeatureChunk:
         if c in names
         for name, leaf in leaf_arrays(c, col(c))
     ]
-    fingerprints = []
-    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
-        parts: list[Any] = [str(b - a).encode()]
-        for layout in layouts:
-            parts.extend(layout.parts(a, b))
-        fingerprints.append(hashlib.sha256(b"".join(parts)).hexdigest())
+    counts = ((str(k).encode(),) for k in lengths.tolist())
+    views = [layout.views(starts, ends) for layout in layouts]
+    fingerprints = [
+        hashlib.sha256(b"".join(chain.from_iterable(parts))).hexdigest()
+        for parts in zip(counts, *views, strict=True)
+    ]
     # Safety interventions: sum of the known values per episode.
     safety_col = col("safety_interventions")
     if safety_col is None or safety_col.null_count == n:

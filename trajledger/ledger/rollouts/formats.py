@@ -170,10 +170,9 @@ def to_utc(value: dt.datetime) -> dt.datetime:
     return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
-_JSON_TEXT: Final = json.JSONDecoder(parse_constant=typed_json.reject_constant)
 _COMPACT_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _LINK_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-"""Made once: ``json.loads`` and ``json.dumps`` with options make a new one per call."""
+"""Made once: ``json.dumps`` with options makes a new encoder per call."""
 
 
 def _json_text(v: object, rec: RecordProblems, field: str) -> str | None:
@@ -182,7 +181,7 @@ def _json_text(v: object, rec: RecordProblems, field: str) -> str | None:
         return None
     if isinstance(v, str):
         try:
-            _JSON_TEXT.decode(v)
+            typed_json.JSON_TEXT.decode(v)
         except ValueError as e:
             rec.error(field, f"string is not JSON text ({e}); give the JSON value itself")
             return None
