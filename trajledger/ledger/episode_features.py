@@ -143,14 +143,16 @@ def _splitmix64(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
 
 _POLY_INVERSE = _U64(pow(int(_POLY), -1, 1 << 64))  # P is odd: invertible mod 2**64
 _power_cache: dict[bool, npt.NDArray[np.uint64]] = {}
-_POWER_CACHE_MAX = 1 << 22
+_POWER_CACHE_MAX = 2 * TEXT_SLICE
+"""Powers kept for the next call, at most (16 MiB a table); a longer text makes its own."""
 
 
 def _powers(n: int, inverse: bool = False) -> npt.NDArray[np.uint64]:
     """``P ** k mod 2**64`` (``P ** -k`` with ``inverse``) for k < n (at least), P `_POLY`."""
     have = _power_cache.get(inverse)
     if have is None or len(have) < n:
-        out = np.empty(max(n, 1024, 2 * len(have) if have is not None else 0), dtype=np.uint64)
+        grown = min(2 * len(have), _POWER_CACHE_MAX) if have is not None else 0
+        out = np.empty(max(n, 1024, grown), dtype=np.uint64)
         out[0] = 1
         size, step = 1, _POLY_INVERSE if inverse else _POLY
         with np.errstate(over="ignore"):
