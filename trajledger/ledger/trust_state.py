@@ -46,7 +46,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -849,6 +849,17 @@ class TrustState:
         )
         return [int(r[0]) for r in rows]
 
+    def entries_about(self, subjects: Collection[str]) -> dict[int, tuple[LogEntry, bytes]]:
+        """Entries about any of ``subjects``, in a query per `_BULK` subjects (not one each)."""
+        out: dict[int, tuple[LogEntry, bytes]] = {}
+        for chunk in _chunks(subjects):
+            rows = self._db.execute(
+                f"SELECT idx, raw FROM entries WHERE subject IN ({','.join('?' * len(chunk))}) "
+                "AND idx < ?", (*chunk, self._size))
+            for i, raw in rows:
+                out[int(i)] = (LogEntry.from_bytes(bytes(raw), f"log entry {i}"), bytes(raw))
+        return out
+
     def of_kind(self, kind: str) -> list[int]:
         """Entries of ``kind``."""
         rows = self._db.execute(
@@ -863,6 +874,17 @@ class TrustState:
             (digest, self._size),
         )
         return [int(r[0]) for r in rows]
+
+    def listings(self, digests: Collection[str]) -> dict[str, list[int]]:
+        """Records listing each of ``digests``, in a query per `_BULK` digests."""
+        out: dict[str, list[int]] = {d: [] for d in digests}
+        for chunk in _chunks(digests):
+            rows = self._db.execute(
+                f"SELECT digest, idx FROM listing WHERE digest IN ({','.join('?' * len(chunk))}) "
+                "AND idx < ? ORDER BY idx", (*chunk, self._size))
+            for d, i in rows:
+                out[str(d)].append(int(i))
+        return out
 
     def referrers(self, digest: str) -> list[tuple[int, str]]:
         """``(index, role)`` of the artifacts depending on ``digest``."""
@@ -916,6 +938,17 @@ class TrustState:
         return [NameRow(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows]
 
 
+
+
+_BULK = 500
+"""The most digests one bulk look-up (`TrustState.entries_about`, `listings`) binds to a
+query (SQLite allows 999 parameters in older builds)."""
+
+
+def _chunks(items: Collection[str]) -> Iterator[list[str]]:
+    values = list(items)
+    for start in range(0, len(values), _BULK):
+        yield values[start:start + _BULK]
 
 
 def _reads_envelope(kind: str) -> bool:

@@ -174,6 +174,7 @@ class LineageVerifier:
         self.blobs = blobs if blobs is not None else BlobHasher(evidence)
         self._records: dict[int, Record | RecordFailure] = {}
         self._entries: dict[int, LogEntry | None] = {}
+        self._raw: dict[int, bytes] = {}
         self._about: dict[str, list[tuple[int, str]]] = {}
         self._nodes: dict[str, Node] = {}
         self._edges: dict[str, list[Edge]] = {}
@@ -201,6 +202,24 @@ class LineageVerifier:
         if index not in self._entries:
             self._entries[index] = self.index.entry(index)
         return self._entries[index]
+
+    def _entry_bytes(self, index: int) -> bytes | None:
+        raw = self._raw.get(index)
+        return raw if raw is not None else self.index.entry_bytes(index)
+
+    def prefetch(self, subjects: Iterable[str]) -> None:
+        """Look up the records about many artifacts at once (`LogIndex.entries_about`): a
+        dataset's batches in one query, not one round trip per batch. What `records` and
+        `record` then read comes from this look-up."""
+        todo = [d for d in dict.fromkeys(subjects) if d not in self._about]
+        if len(todo) < 2:
+            return
+        found: dict[str, list[tuple[int, str]]] = {d: [] for d in todo}
+        for i, (e, raw) in sorted(self.index.entries_about(todo).items()):
+            self._entries.setdefault(i, e)
+            self._raw.setdefault(i, raw)
+            found[e.subject].append((i, e.kind))
+        self._about.update(found)
 
     def _kind_at(self, index: int, kind: str) -> LogEntry | None:
         """The entry at ``index`` when it is of ``kind``."""
@@ -236,7 +255,7 @@ class LineageVerifier:
         if self.checkpoint is None:
             return RecordFailure(index, "no verified log checkpoint", True, "log")
         entry = self.entry(index)
-        raw = self.index.entry_bytes(index)
+        raw = self._entry_bytes(index)
         if entry is None or raw is None:
             return RecordFailure(index, f"log entry {index} is not available", True)
         # (1)
@@ -373,6 +392,7 @@ class LineageVerifier:
     def _follow(self, node: Node) -> None:
         # (4)
         rec = self.identity_record(node.id, node.kind)
+        self.prefetch(d.digest for d in self._deps.get(node.id, []))
         for dep in self._deps.get(node.id, []):
             self.artifact(dep.digest, dep.kind)
             self._edges[node.id].append(Edge(node.id, dep.digest, dep.role))
@@ -424,15 +444,18 @@ class LineageVerifier:
             if documents.get(f.path) == f.digest or f.path not in stored:
                 continue  # read whole and checked above; or sealed without a ciphertext: failed
             f_digest, f_size = stored[f.path]
+            # One look at the file per blob: its presence to re-hash it, else its size.
+            rehash = self.data == DataMode.HASH and not caller
+            size = None if rehash else self.evidence.blob_size(f_digest)
             if self.evidence.omitted(f_digest):
                 absent += 1
-            elif self.evidence.has_blob(f_digest):
+            elif size is not None or (rehash and self.evidence.has_blob(f_digest)):
                 present += 1
                 if caller:
                     continue  # the caller hashes the bytes as it reads them, and reports
-                if self.data == DataMode.HASH:
+                if rehash:
                     self.blobs.later(node, f.path, f_digest, f_size)
-                elif (size := self.evidence.blob_size(f_digest)) is not None and size != f_size:
+                elif size != f_size:
                     node.fail(f.path, f"tampered: {size} bytes, want {f_size} (blob "
                               f"{_short(f_digest)})")
             # A missing blob is erased only when a verified erasure lists it; otherwise lost.
@@ -557,8 +580,9 @@ class LineageVerifier:
         def other(e: LogEntry | None, i: int) -> bool:
             return e is not None and e.kind == "dataset" and i < before and e.subject != digest
 
+        listed = self.index.listings(ds.batches)  # one look-up for every batch
         held_out(node, label,
-                 ((i, b, self.record(i)) for b in ds.batches for i in self.index.listing(b)
+                 ((i, b, self.record(i)) for b in ds.batches for i in listed[b]
                   if other(self.entry(i), i)),
                  [i for i in self.index.unreadable() if other(self.entry(i), i)])
         # (4)

@@ -10,6 +10,7 @@ Non-scope: which records exist and what they mean (``verify.predicates``), trust
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
@@ -206,7 +207,7 @@ def _read_members(
 
     values = []
     for s in specs:
-        path, _, name = s.key.rpartition(".")
+        path, name = _split(s.key)
         rest, at = members(path)
         value = rest.pop(name, MISSING) if s.type != "rest" else MISSING
         if value is MISSING or value is None:
@@ -221,12 +222,38 @@ def _read_members(
 _NESTED = _Spec("", "mapping")
 
 
+@functools.cache
+def _split(key: str) -> tuple[str, str]:
+    """A dotted key's parent path and member name (once per key: every record reads them)."""
+    path, _, name = key.rpartition(".")
+    return path, name
+
+
 def _fresh(value: Any) -> Any:
     return dict(value) if isinstance(value, dict) else value
 
 
-def _specs(cls: type) -> list[tuple[Field[Any], _Spec]]:
-    return [(f, f.metadata["spec"]) for f in fields(cls) if "spec" in f.metadata]
+_SPECS: dict[type, tuple[tuple[Field[Any], _Spec], ...]] = {}
+_READ_SPECS: dict[type, tuple[_Spec, ...]] = {}
+
+
+def _specs(cls: type) -> tuple[tuple[Field[Any], _Spec], ...]:
+    """The fields of ``cls`` read from JSON and their specs (made once per class)."""
+    found = _SPECS.get(cls)
+    if found is None:
+        found = _SPECS[cls] = tuple(
+            (f, f.metadata["spec"]) for f in fields(cls) if "spec" in f.metadata)
+    return found
+
+
+def _read_specs(cls: type) -> tuple[_Spec, ...]:
+    """The specs `Record.from_json` reads ``cls`` by, made once per class: each with
+    ``absent`` from its field's default (what an absent member reads as; `_fresh` copies a
+    mutable one per read)."""
+    found = _READ_SPECS.get(cls)
+    if found is None:
+        found = _READ_SPECS[cls] = tuple(_absent(f, s) for f, s in _specs(cls))
+    return found
 
 
 def _absent(f: Field[Any], s: _Spec) -> _Spec:
@@ -272,7 +299,7 @@ class Record:
             FormatError: not an object, or a known field is missing or malformed.
         """
         specs = _specs(cls)
-        values, rest = _read_members(tuple(_absent(f, s) for f, s in specs), obj, what)
+        values, rest = _read_members(_read_specs(cls), obj, what)
         kept: dict[str, Any] = {f.name: v for (f, s), v in zip(specs, values, strict=True)}
         rows = {s.key: kept[f.name][1] for f, s in specs if s.type == "rows"}
         kept.update({f.name: kept[f.name][0] for f, s in specs if s.type == "rows"})
