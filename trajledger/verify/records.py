@@ -10,7 +10,6 @@ Non-scope: which records exist and what they mean (``verify.predicates``), trust
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
@@ -191,7 +190,8 @@ def _read_members(
     """
     if not isinstance(obj, Mapping):
         raise FormatError(f"{what} is not a JSON object")
-    objects: dict[str, tuple[dict[str, Any], str]] = {"": (dict(obj), what)}
+    top = dict(obj)
+    objects: dict[str, tuple[dict[str, Any], str]] = {"": (top, what)}
 
     def members(path: str) -> tuple[dict[str, Any], str]:
         if path not in objects:
@@ -206,27 +206,40 @@ def _read_members(
         return objects[path]
 
     values = []
-    for s in specs:
-        path, name = _split(s.key)
-        rest, at = members(path)
-        value = rest.pop(name, MISSING) if s.type != "rest" else MISSING
+    for s, path, name, read, required, collected in _plan(specs):
+        rest, at = (top, what) if not path else members(path)
+        value = MISSING if collected else rest.pop(name, MISSING)
         if value is MISSING or value is None:
-            if s.required or (s.required is None and s.absent is _UNSET):
+            if required:
                 raise FormatError(f"{at}: {name} is {'missing' if value is MISSING else 'null'}")
             values.append(None if s.absent is _UNSET else _fresh(s.absent))
         else:
-            values.append(_READ[s.type](s, value, f"{at}: {name}"))
+            values.append(read(s, value, f"{at}: {name}"))
     return values, {path: rest for path, (rest, _) in objects.items()}
 
 
+_Step = tuple[_Spec, str, str, Callable[[_Spec, Any, str], Any], bool, bool]
+_PLANS: dict[int, tuple[tuple[_Spec, ...], tuple[_Step, ...]]] = {}
+
+
+def _plan(specs: tuple[_Spec, ...]) -> tuple[_Step, ...]:
+    """How `_read_members` reads ``specs``, worked out once per tuple of specs (every record
+    of a type reads the same): each spec, its parent path and member name, its reader,
+    whether it is required, and whether it stands for the unknown members of a nested object
+    (collected, not read)."""
+    found = _PLANS.get(id(specs))
+    if found is None or found[0] is not specs:
+        steps = []
+        for s in specs:
+            path, _, name = s.key.rpartition(".")
+            steps.append((s, path, name, _READ[s.type],
+                          bool(s.required or (s.required is None and s.absent is _UNSET)),
+                          s.type == "rest"))
+        found = _PLANS[id(specs)] = (specs, tuple(steps))
+    return found[1]
+
+
 _NESTED = _Spec("", "mapping")
-
-
-@functools.cache
-def _split(key: str) -> tuple[str, str]:
-    """A dotted key's parent path and member name (once per key: every record reads them)."""
-    path, _, name = key.rpartition(".")
-    return path, name
 
 
 def _fresh(value: Any) -> Any:
