@@ -850,15 +850,11 @@ class TrustState:
         return [int(r[0]) for r in rows]
 
     def entries_about(self, subjects: Collection[str]) -> dict[int, tuple[LogEntry, bytes]]:
-        """Entries about any of ``subjects``, in a query per `_BULK` subjects (not one each)."""
-        out: dict[int, tuple[LogEntry, bytes]] = {}
-        for chunk in _chunks(subjects):
-            rows = self._db.execute(
-                f"SELECT idx, raw FROM entries WHERE subject IN ({','.join('?' * len(chunk))}) "
-                "AND idx < ?", (*chunk, self._size))
-            for i, raw in rows:
-                out[int(i)] = (LogEntry.from_bytes(bytes(raw), f"log entry {i}"), bytes(raw))
-        return out
+        """Entries about any of ``subjects``, in a query per 500 subjects (`_rows_in`)."""
+        rows = self._rows_in("SELECT idx, raw FROM entries WHERE subject IN ({}) AND idx < ?",
+                             subjects)
+        return {int(i): (LogEntry.from_bytes(bytes(r), f"log entry {i}"), bytes(r))
+                for i, r in rows}
 
     def of_kind(self, kind: str) -> list[int]:
         """Entries of ``kind``."""
@@ -876,15 +872,22 @@ class TrustState:
         return [int(r[0]) for r in rows]
 
     def listings(self, digests: Collection[str]) -> dict[str, list[int]]:
-        """Records listing each of ``digests``, in a query per `_BULK` digests."""
+        """Records listing each of ``digests``, in a query per 500 digests (`_rows_in`)."""
         out: dict[str, list[int]] = {d: [] for d in digests}
-        for chunk in _chunks(digests):
-            rows = self._db.execute(
-                f"SELECT digest, idx FROM listing WHERE digest IN ({','.join('?' * len(chunk))}) "
-                "AND idx < ? ORDER BY idx", (*chunk, self._size))
-            for d, i in rows:
-                out[str(d)].append(int(i))
+        for d, i in sorted(self._rows_in(
+                "SELECT digest, idx FROM listing WHERE digest IN ({}) AND idx < ?", digests),
+                key=lambda r: int(r[1])):
+            out[str(d)].append(int(i))
         return out
+
+    def _rows_in(self, sql: str, values: Collection[str]) -> list[tuple[Any, ...]]:
+        """``sql`` (``IN ({})``, the size bound) over ``values``, 500 a query (SQLite: 999)."""
+        items, rows = list(values), []
+        for at in range(0, len(items), 500):
+            chunk = items[at:at + 500]
+            rows += self._db.execute(sql.format(",".join("?" * len(chunk))),
+                                     (*chunk, self._size)).fetchall()
+        return rows
 
     def referrers(self, digest: str) -> list[tuple[int, str]]:
         """``(index, role)`` of the artifacts depending on ``digest``."""
@@ -938,17 +941,6 @@ class TrustState:
         return [NameRow(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows]
 
 
-
-
-_BULK = 500
-"""The most digests one bulk look-up (`TrustState.entries_about`, `listings`) binds to a
-query (SQLite allows 999 parameters in older builds)."""
-
-
-def _chunks(items: Collection[str]) -> Iterator[list[str]]:
-    values = list(items)
-    for start in range(0, len(values), _BULK):
-        yield values[start:start + _BULK]
 
 
 def _reads_envelope(kind: str) -> bool:

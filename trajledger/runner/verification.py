@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from trajledger.ledger.home import LedgerHome
     from trajledger.verify.policy import TrustPolicy
 
-__all__ = ["decide", "ledger_verifier", "verify_ref"]
+__all__ = ["decide", "ledger_verifier", "verify_naming_files", "verify_ref"]
 
 
 def ledger_verifier(
@@ -46,12 +46,24 @@ def verify_ref(
         OSError: ``files`` is not a directory, or cannot be listed.
     """
     from trajledger.ledger.catalog import Catalog
-    from trajledger.verify.lineage import name_files
 
     item = Catalog(ledger).resolve(ref)
-    verifier = ledger_verifier(ledger, policy, data=data)
-    report = verifier.verify(item.digest)
-    name_files(report.nodes[item.digest], verifier.evidence, files)
+    return verify_naming_files(ledger_verifier(ledger, policy, data=data), item.digest, files)
+
+
+def verify_naming_files(
+    verifier: LineageVerifier, digest: str, files: Path | None = None
+) -> Report:
+    """`LineageVerifier.verify` of ``digest``, its files then named (`verify.lineage.name_files`:
+    every report of an artifact names them); with ``files``, a directory checked against them.
+
+    Raises:
+        OSError: ``files`` is not a directory, or cannot be listed.
+    """
+    from trajledger.verify.lineage import name_files
+
+    report = verifier.verify(digest)
+    name_files(report.nodes[digest], verifier.evidence, files)
     return report
 
 
