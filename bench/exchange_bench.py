@@ -50,8 +50,8 @@ from typing import Any
 
 import _common as c
 
-BYTES_PER_STEP = 100
-"""About what a random step costs in the batch's Parquet file (`_common.steps_table`)."""
+BYTES_PER_STEP = 85
+"""About what a random step costs in the batch's Parquet file (`_common.steps_table`), measured."""
 
 BUYER_POLICY = """\
 name = "buyer"

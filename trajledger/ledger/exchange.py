@@ -79,7 +79,7 @@ from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 from .catalog import Catalog, origin_name
 from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
-from .fs import TMP_PREFIX, fsync_dir, temp_dir
+from .fs import TMP_PREFIX, fsync_dir, sync_paths_ahead, temp_dir
 from .keys import Signer
 from .signing import canonical_json
 
@@ -572,6 +572,23 @@ def _primary(ev: BundleEvidence, subject: str) -> tuple[int, LogEntry, Statement
     raise FormatError(f"bundle {ev.path.name}: no record of {subject} in the bundle")
 
 
+@contextlib.contextmanager
+def _synced_ahead(ledger: LedgerHome, ev: BundleEvidence) -> Iterator[Callable[[], None] | None]:
+    """The staged objects' data written to the disk on a thread while the bundle is verified
+    (`fs.sync_paths_ahead`); yields the wait (None when the store does not fsync or is not
+    local: `store.ObjectStore.adopt_files` then does as it does). Waited for on the way out,
+    so no fsync outlives the staging directory."""
+    if not (ledger.store.is_local and ledger.store.durable):
+        yield None
+        return
+    wait = sync_paths_ahead(list(ev.objects.values()))
+    try:
+        yield wait
+    finally:
+        with contextlib.suppress(OSError):
+            wait()  # a failure was raised to whoever needed the data durable
+
+
 def import_bundle(
     ledger: LedgerHome,
     path: Path,
@@ -616,7 +633,8 @@ def import_bundle(
     ledger.log.require_signer()
     # (2)
     with (temp_dir(ledger.root / "tmp") as staging,
-          BundleEvidence.open(path, limits=limits, workdir=Path(staging)) as ev):
+          BundleEvidence.open(path, limits=limits, workdir=Path(staging)) as ev,
+          _synced_ahead(ledger, ev) as synced):
         # (3)
         report = verify_bundle(ev, policy, now=now, data="size")
         n, failed = report.count()
@@ -672,7 +690,7 @@ def import_bundle(
                                   logs=logs)
         update = Update(ev.index.vkey, note_bytes, entries, taken, consulted,
                         lambda i: ev.inclusion_proof(i, cp.size), objects, artifact,
-                        cp.size, not ev.index.omitted)
+                        cp.size, not ev.index.omitted, synced)
         done = apply_update(
             ledger, policy, keys, update, what=f"import {path.name}",
             floor=lambda: origin.advance_floor(note_bytes, proof, what=what,

@@ -26,7 +26,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
@@ -42,6 +42,7 @@ __all__ = [
     "refuse_writable",
     "remove_tree",
     "sync_paths",
+    "sync_paths_ahead",
     "temp_dir",
     "temp_name",
     "tmp_entries",
@@ -242,6 +243,28 @@ def sync_paths(paths: Sequence[Path]) -> None:
         finally:
             for fd in fds:
                 os.close(fd)
+
+
+def sync_paths_ahead(paths: Sequence[Path]) -> Callable[[], None]:
+    """Start `sync_paths` on a thread of its own (the disk writes while the caller works on);
+    returns the wait, which raises what `sync_paths` raised."""
+    failed: list[OSError] = []
+
+    def run() -> None:
+        try:
+            sync_paths(paths)
+        except OSError as e:
+            failed.append(e)
+
+    thread = threading.Thread(target=run, name="trajledger-sync-ahead", daemon=True)
+    thread.start()
+
+    def wait() -> None:
+        thread.join()
+        if failed:
+            raise failed[0]
+
+    return wait
 
 
 def write_file_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:

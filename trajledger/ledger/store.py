@@ -299,7 +299,8 @@ class ObjectStore:
         return FileDigest(Path(path), known.size, known.sha256)
 
     def adopt_files(
-        self, files: Sequence[FileDigest], advance: Callable[[int], None] = lambda _n: None
+        self, files: Sequence[FileDigest], advance: Callable[[int], None] = lambda _n: None,
+        *, synced: Callable[[], None] | None = None,
     ) -> None:
         """Move many files whose digests are known into the store, with one durability pass.
 
@@ -310,8 +311,10 @@ class ObjectStore:
         at once. The data is durable before any object has its name, so a crash never leaves
         a named object with other bytes; a crash before the last pass leaves at most objects
         that no log entry names yet (``trajledger gc`` collects orphans). ``advance(n)`` is
-        told of each file's bytes once it is in place. Elsewhere (a remote store, or a store
-        that does not fsync) each goes through `adopt_file`.
+        told of each file's bytes once it is in place; ``synced``, when given, waits for the
+        files' data pass started earlier (`fs.sync_paths_ahead`, while the caller verified
+        them) instead of running it here. Elsewhere (a remote store, or a store that does not
+        fsync) each goes through `adopt_file`.
 
         Raises:
             StoreError: a file cannot be moved, or its size is not the known one.
@@ -334,7 +337,10 @@ class ObjectStore:
                 else:
                     todo.append((f, final))
             # (the data first, then the names, then the directories holding the names)
-            sync_paths([f.path for f, _ in todo])
+            if synced is not None:
+                synced()
+            else:
+                sync_paths([f.path for f, _ in todo])
             named: set[Path] = set()
             made: set[Path] = set()
             for f, final in todo:

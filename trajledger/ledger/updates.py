@@ -71,7 +71,7 @@ from .record import record_statement
 
 if TYPE_CHECKING:
     from .home import LedgerHome
-    from .trust_state import TrustState
+    from .trust_state import NameRow, TrustState
 
 __all__ = [
     "NOT_TAKEN",
@@ -190,6 +190,8 @@ class Update:
             None for updates alone.
         applied: the size up to which every entry was examined (the checkpoint's).
         data_included: the artifact's data came with it.
+        synced: waits for the staged files' data to be on disk (a pass started while the
+            bundle was verified); None: `store.ObjectStore.adopt_files` runs it.
     """
 
     vkey: str
@@ -202,6 +204,7 @@ class Update:
     artifact: Mapping[str, Any] | None
     applied: int
     data_included: bool = True
+    synced: Callable[[], None] | None = None
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -400,7 +403,7 @@ def apply_update(
                 if (got := ledger.store.put_bytes(obj)) != digest:
                     raise StoreError(f"{what}: object {digest} changed while copied ({got})")
                 bar(len(obj))
-        ledger.store.adopt_files(staged, bar)
+        ledger.store.adopt_files(staged, bar, synced=update.synced)
     # (2)
     foreign = {i: LogEntry.from_bytes(update.entries[i]) for i in update.taken}
     fresh = {i for i, e in foreign.items() if KINDS[e.kind].lineage
@@ -633,23 +636,24 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
 
 def _clashes(ledger: LedgerHome, indices: Sequence[int], changes: Changes) -> None:
     """Names of records just imported that other records here also have: this ledger's own
-    name wins (`catalog.Catalog.resolve`); another origin's makes the plain name ambiguous."""
+    name wins (`catalog.Catalog.resolve`); another origin's makes the plain name ambiguous.
+    Names come from the trust state's index of names (one query; it read them from the same
+    statements), not from re-reading every record just imported."""
     state = ledger.trust_state()
     origins = Origins(ledger)
+    rows = state.named()
+    by_index = {row.index: row for row in rows}
+    by_name: dict[tuple[str, str], list[NameRow]] = {}
+    for row in rows:
+        by_name.setdefault((row.name, row.version), []).append(row)
     for j in indices:
-        entry = state.entry(j)
-        if entry is None or not KINDS[entry.kind].named:
+        entry = by_index.get(j)
+        if entry is None or not entry.version:
             continue
-        try:
-            st, _pred = read_record(entry, ledger.read_blob(entry.envelope), f"log entry {j}")
-        except ProvenanceError:
-            continue
-        name, version = name_version(entry.kind, st)
-        if not version:
-            continue
+        name, version = entry.name, entry.version
         ref = f"{name}@{version}"
         mine = origins.names(j)[0] if origins.names(j) else changes.origin
-        for other in state.by_name(name, version):
+        for other in by_name[(name, version)]:
             if other.subject == entry.subject or other.kind != entry.kind:
                 continue
             theirs = origins.names(other.index)
