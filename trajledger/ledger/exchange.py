@@ -6,8 +6,10 @@ directory, recording every log entry whose inclusion the walk checks (artifact r
 approvals, revocations, erasures) and every blob it reads or looks for (envelopes, manifests,
 data), adds the ledger's trust-policy records, and writes them with a ``c2sp.org/tlog-proof``
 per entry against the published checkpoint, in one zstd-compressed tar, atomically.
-`import_bundle` verifies a bundle under the importer's policy (``verify.bundle``) before
-anything is copied, then copies its objects into the store, logs the foreign records in this
+`import_bundle` streams a bundle's objects once, hashed as read, into a staging directory on
+the ledger's disk (``<ledger>/tmp``), verifies the bundle under the importer's policy
+(``verify.bundle``) and only then renames its objects into the store (one durability pass,
+`store.ObjectStore.adopt_files`), logs the foreign records in this
 ledger's own log (the vendor's envelopes, unchanged: the same signatures, now also included
 under this log's checkpoint, so this ledger can approve, train on and export the data like its
 own), and records a signed ``import`` statement about the foreign artifact (origin log, signed
@@ -259,15 +261,16 @@ def export_bundle(
     Steps:
         1. Resolve ``ref``; choose the policy (``policy``, else the ledger's policy in force);
            open the ledger as evidence at its published checkpoint (a consistent snapshot).
-        2. Walk the lineage (`LineageVerifier`, this log's own key as the log role), recording
-           the entries whose inclusion it checks and the blobs it reads or looks for.
+        2. Walk the lineage (`LineageVerifier`, this log's own key as the log role; data
+           blobs by size, as step 8 hashes every object it writes), recording the entries
+           whose inclusion it checks and the blobs it reads or looks for.
         3. Add every trust-policy record under the checkpoint, with its policy's bytes.
         4. With ``updates_since`` (an update, format 4): every entry from that size to the
            checkpoint's, the compact range they extend, and the envelopes of those of the
            kinds the policy publishes (`TrustPolicy.published`: revocations, erasures and
            policies by default); others' records travel as entries only.
-        5. Build a tlog-proof per entry below the extension against the checkpoint, checked
-           before use; the consistency proofs asked for; every key handover of the log, each
+        5. Build a tlog-proof per entry below the extension against the checkpoint
+           (`_NodeCache`: each node hashed once), checked before use; the consistency proofs asked for; every key handover of the log, each
            with a consistency proof from its tree.
         6. Choose the objects: every blob read (envelopes, manifests); every data blob looked
            for, or, with ``data=False``, list it as omitted. A blob a verified erasure deleted
@@ -275,7 +278,8 @@ def export_bundle(
         7. State each rollout batch's terms (licence, consent, retention) from its verified
            record, for ``bundle.json``.
         8. Write the bundle: ``bundle.json`` first, then every member by name, into a temp file
-           renamed over ``out`` when complete (objects are re-hashed while written).
+           renamed over ``out`` when complete (`_write_bundle`: each object read once,
+           hashed as written, compressed on a worker thread).
 
     Args:
         ledger: the open ledger.
@@ -354,15 +358,15 @@ def export_bundle(
     # (5)
     log_verifier = verifier_from_vkey(vkey)
     small: dict[str, bytes] = {"checkpoint": note}
+    tiles = _NodeCache(lambda rel: (ledger.log_dir / rel).read_bytes(), size)
     for i in sorted(indices | extension):
         small[f"entries/{i}"] = entries[i]
         if i in extension:
             continue  # proven by the root the extension rebuilds
-        proof = TlogProof(i, tuple(inner.inclusion_proof(i, size)), note)
+        proof = TlogProof(i, tuple(tiles.inclusion_proof(i, size)), note)
         verify_tlog_proof(proof, entries[i], log_verifier, checkpoint.origin)
         small[f"proofs/{i}.tlog-proof"] = proof.to_bytes()
     if updates_since:
-        tiles = TileReader(lambda rel: (ledger.log_dir / rel).read_bytes(), size)
         small[f"proofs/{updates_since}.range"] = consistency_proof_bytes(
             list(tiles.compact_range(updates_since).hashes))
     for old in sorted(set(consistency_from)):
@@ -446,6 +450,24 @@ def export_bundle(
         terms=tuple(terms),
         extension=len(extension),
     )
+
+
+class _NodeCache(TileReader):
+    """A tile reader that keeps every node hash it computes: an export builds a proof for
+    each bundled entry, and the proofs of neighbouring entries share most of their nodes
+    (each would otherwise hash up to 255 tile hashes again). Every proof is still verified
+    against the signed checkpoint before it is written."""
+
+    def __init__(self, fetch: Callable[[str], bytes], size: int) -> None:
+        super().__init__(fetch, size)
+        self._nodes: dict[tuple[int, int], bytes] = {}
+
+    def node_hash(self, level: int, index: int) -> bytes:
+        """`TileReader.node_hash`, computed once per node."""
+        got = self._nodes.get((level, index))
+        if got is None:
+            got = self._nodes[level, index] = super().node_hash(level, index)
+        return got
 
 
 def _policy_bytes(envelope: bytes, subject: str, index: int) -> bytes:
@@ -603,10 +625,13 @@ def import_bundle(
     Steps:
         1. The signers must meet the approver threshold of ``policy`` (import records are
            signed by approvers), checked before the bundle is read.
-        2. Open the bundle (every hostile-input check of `BundleEvidence.open`).
-        3. Verify it (`verify_bundle`): the log key, the proofs, the signatures, roles and
-           thresholds, approvals, revocations, the policy history. A failure refuses the whole
-           bundle, and nothing has been copied, unless every failure is a revocation that
+        2. Open the bundle (every hostile-input check of `BundleEvidence.open`), its objects
+           streamed once, each hashed as read, into a staging directory under
+           ``<ledger>/tmp``, whose data then goes to the disk on a thread (`_synced_ahead`).
+        3. Verify it (`verify_bundle`, data blobs by size: each already hashed to its name):
+           the log key, the proofs, the signatures, roles and thresholds, approvals,
+           revocations, the policy history. A failure refuses the whole bundle, and nothing
+           has been stored (the staging is removed), unless every failure is a revocation that
            counts under ``policy`` (the artifact is then taken in as revoked: its records are
            kept and every decision refuses them).
         4. The bundle's log must extend what was accepted from it before (`updates.origin_state`:
@@ -615,7 +640,7 @@ def import_bundle(
            at or below that size (export ``--updates-since``), whose entries rebuild its root.
         5. Choose what to take in (`updates.select`): the lineage asked for, and the
            extension's entries about what this ledger holds or asks for; then take it in and
-           record the import (`updates.apply_update`: objects copied, records logged in their
+           record the import (`updates.apply_update`: objects renamed in, records logged in their
            order, the import statement signed, revocations, erasures and key compromises
            judged here). The floor and the size applied advance.
 
