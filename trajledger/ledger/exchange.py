@@ -270,8 +270,9 @@ def export_bundle(
            kinds the policy publishes (`TrustPolicy.published`: revocations, erasures and
            policies by default); others' records travel as entries only.
         5. Build a tlog-proof per entry below the extension against the checkpoint
-           (`_NodeCache`: each node hashed once), checked before use; the consistency proofs asked for; every key handover of the log, each
-           with a consistency proof from its tree.
+           (`_NodeCache`: each node hashed once), checked before use; the consistency
+           proofs asked for; every key handover of the log, each with a consistency proof
+           from its tree.
         6. Choose the objects: every blob read (envelopes, manifests); every data blob looked
            for, or, with ``data=False``, list it as omitted. A blob a verified erasure deleted
            is listed as erased (it is not here to export).
