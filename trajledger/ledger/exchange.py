@@ -149,7 +149,7 @@ class ImportResult:
         index: the log index of the import record (an earlier one on re-import; -1 when
             nothing was new).
         recorded: False when the same evidence had been imported before (nothing appended).
-        objects: objects copied into the store (already present ones count).
+        objects: objects stored (already present ones count).
         report: the verification report of the bundle.
         logged: this log's indices of the foreign records (earlier ones on re-import).
         changes: what the import changed here (`updates.Changes`).
