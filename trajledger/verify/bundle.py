@@ -65,13 +65,12 @@ from .bundle_index import (
     parse_consistency_proof,
 )
 from .bundle_stream import BLOCK, CHUNK, Bounded, Limits, open_zstd, tar_headers
-from .checkpoint import Checkpoint, verify_checkpoint
+from .checkpoint import HANDOVER_DIR, Checkpoint, verify_checkpoint
 from .digest import digest_bytes, parse_digest
 from .errors import DigestMismatchError, FormatError, ProofError, ProvenanceError, SignatureError
 from .evidence import read_blob_file
 from .lineage import INFO, OK, LineageVerifier, Node, Record, Report
 from .log_entry import LogEntry
-from .log_key import HANDOVER_DIR, parse_handover
 from .logcheck import check_entries
 from .manifest import Manifest, diff_tree, tree_files
 from .merkle import CompactRange, leaf_hash
@@ -438,9 +437,11 @@ class BundleEvidence:
         # (7)
         if sorted(self._handovers) != list(range(1, len(self._handovers) + 1)):
             raise FormatError(f"{what}: key handovers are not numbered 1..{len(self._handovers)}")
-        for n, data in sorted(self._handovers.items()):
-            where = f"{what}: member {HANDOVER_DIR}/{n}"
-            parse_handover(data, where)
+        if self._handovers:  # a rotated log key; most logs never rotate theirs
+            from .log_key import parse_handover
+
+            for n, data in sorted(self._handovers.items()):
+                parse_handover(data, f"{what}: member {HANDOVER_DIR}/{n}")
 
     # -- lifetime -------------------------------------------------------------------------------
 

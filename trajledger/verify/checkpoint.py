@@ -33,12 +33,18 @@ from .note import (
 )
 
 __all__ = [
+    "HANDOVER_DIR",
     "Checkpoint",
     "check_consistent",
     "cosignature_message",
     "verify_checkpoint",
     "verify_cosignatures",
 ]
+
+HANDOVER_DIR = "key-handovers"
+"""Where a log directory keeps the checkpoints by which its key handed over to the next
+(``<n>``, 1, 2, ... in order), and the prefix of their members in a bundle: here, so that
+finding them does not load ``verify.log_key``, which checks them only when there are some."""
 
 _MAX_SIZE = (1 << 64) - 1
 _DECIMAL = re.compile(r"0|[1-9][0-9]*")

@@ -11,17 +11,20 @@ Non-scope: what the records say (``verify.judge``), walking the lineage (``verif
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING
 
 from .checkpoint import Checkpoint, check_consistent, verify_checkpoint, verify_cosignatures
 from .errors import FormatError, ProvenanceError, SignatureError, VerificationError
 from .evidence import Evidence
 from .log_index import LogIndex, MemoryIndex
-from .log_key import Handover, key_chain
 from .logcheck import check_entries
 from .merkle import leaf_hash, verify_inclusion
 from .note import verifier_from_vkey
 from .policy import TrustPolicy
 from .report import OK, Node
+
+if TYPE_CHECKING:
+    from .log_key import Handover
 
 __all__ = ["TrustedLog"]
 
@@ -142,6 +145,8 @@ class TrustedLog:
         except SignatureError as e:
             first = e
         # (2)
+        from .log_key import key_chain  # loaded only for a log whose key rotated
+
         chain = key_chain(vkey, self.evidence.key_handovers())
         for n, h in enumerate(chain):
             try:
