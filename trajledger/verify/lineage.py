@@ -59,12 +59,9 @@ from .judge import (
     approvals,
     authority,
     erasure_note,
-    evaluation_problems,
     held_out,
     judge_record,
     key_node,
-    release_named,
-    release_requirement,
     standing,
     stored_files,
 )
@@ -576,7 +573,7 @@ class LineageVerifier:
     # -- evaluations and releases ------------------------------------------------------------------
 
     def _evaluation_use(self, node: Node, ev: Evaluation) -> None:
-        """An evaluation ran on a held-out suite (`verify.judge.evaluation_problems`)."""
+        """An evaluation ran on a held-out suite (`verify.releases.evaluation_problems`)."""
         problems = self._evaluation_problems(ev)
         for p in problems:
             node.fail("suite", p)
@@ -586,12 +583,16 @@ class LineageVerifier:
                      f"{len(ev.passed_tests)} of {tests} episode(s) passed")
 
     def _evaluation_problems(self, ev: Evaluation) -> list[str]:
+        from .releases import evaluation_problems
+
         self.artifact(ev.suite.digest, "dataset")
         return evaluation_problems(ev, self.identity_record(ev.suite.digest, "dataset"))
 
     def _release_use(self, node: Node, rec: Record, rel: Release) -> None:
         """A release is named by its content, and meets the policy's ``[release]`` on the
         evaluations it cites (`release_rules`)."""
+        from .releases import release_named
+
         problem = release_named(rec)
         if problem is not None:
             node.fail("release", problem)
@@ -615,7 +616,7 @@ class LineageVerifier:
             3. Its metric is within ``min`` / ``max``; with ``max_drop`` and a parent
                checkpoint, the parent's evaluation on the same suite (found as in 2) exists,
                is cited, and the metric dropped no more than ``max_drop`` from it
-               (`verify.judge.release_requirement`).
+               (`verify.releases.release_requirement`).
 
         Args:
             cited: the evaluations a release cites; None to choose them (``trajledger
@@ -626,6 +627,8 @@ class LineageVerifier:
         Returns:
             The digests of the evaluations the rules used (what a release must cite).
         """
+        from .releases import release_requirement  # loaded only to judge a release
+
         rules = self.policy.release
         assert self.checkpoint is not None
         until = self.checkpoint.size if before is None else before

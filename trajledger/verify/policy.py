@@ -173,28 +173,14 @@ class Requirement:
     on, and bounds on one ``metric`` of that evaluation (``success_rate``, computed from the
     passed and failed episodes, by default): at least ``min``, at most ``max``, and no drop of
     more than ``max_drop`` (in the metric's units: 0.02 is 2 points of success rate) below the
-    parent checkpoint's evaluation on the same suite."""
+    parent checkpoint's evaluation on the same suite (judged by
+    `verify.releases.requirement_problems`)."""
 
     suite: str
     metric: str = "success_rate"
     min: float | None = None
     max: float | None = None
     max_drop: float | None = None
-
-    def judge(self, value: float | None, parent: float | None) -> list[str]:
-        """Why ``value`` (and its drop from the parent's ``parent``, when the rule has
-        ``max_drop`` and the checkpoint a parent) fails this rule; empty when it passes."""
-        if value is None:
-            return [f"the evaluation records no metric {self.metric!r}"]
-        out = []
-        if self.min is not None and value < self.min:
-            out.append(f"{self.metric} {value:.4g} is below the minimum {self.min:g}")
-        if self.max is not None and value > self.max:
-            out.append(f"{self.metric} {value:.4g} is above the maximum {self.max:g}")
-        if self.max_drop is not None and parent is not None and parent - value > self.max_drop:
-            out.append(f"{self.metric} {value:.4g} dropped {parent - value:.4g} from the parent's "
-                       f"{parent:.4g}, more than {self.max_drop:g}")
-        return out
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form (bounds as decimal strings: the policy is hashed as RFC 8785 JSON,
