@@ -10,7 +10,7 @@ key, what the old key signed before the succession's log index stays valid).
 Non-scope: applying the policy to evidence (``verify.lineage``) and policy history (a new policy
 takes effect only when the threshold of the current policy's approvers (or producers, in a
 policy without approvers) signed it; see
-`check_successor`).
+`verify.succession.check_successor`).
 Spec: keys/README.md (the TOML form, with a full example) and
 ``schemas/trust-policy.v1.schema.json`` (the JSON form).
 """
