@@ -72,7 +72,7 @@ from .evidence import read_blob_file
 from .lineage import INFO, OK, LineageVerifier, Node, Record, Report
 from .log_entry import LogEntry
 from .logcheck import check_entries
-from .manifest import Manifest, diff_tree, tree_files
+from .manifest import Manifest
 from .merkle import CompactRange, leaf_hash
 from .note import Note, Verifier, verifier_from_vkey
 from .policy import TrustPolicy
@@ -717,9 +717,9 @@ def name_files(node: Node, evidence: BundleEvidence, files: Path | None = None) 
         1. Only a manifest the lineage verified is named: ``node`` passed its ``files`` check
            (the manifest hashes to its digest, which its signed record names).
         2. Without ``files``: one ``file <path>`` line each (information).
-        3. With ``files``: the directory's regular files by path (`verify.manifest.tree_files`:
+        3. With ``files``: the directory's regular files by path (`verify.tree.tree_files`:
            no symbolic link is followed, so nothing outside it is read), compared with the
-           manifest (`verify.manifest.diff_tree`: sizes, then SHA-256). Each listed file
+           manifest (`verify.tree.diff_tree`: sizes, then SHA-256). Each listed file
            matches, differs or is missing (the last two fail); files the manifest does not
            list are reported as extra (information).
 
@@ -742,6 +742,8 @@ def name_files(node: Node, evidence: BundleEvidence, files: Path | None = None) 
     # (3)
     if not files.is_dir():
         raise OSError(f"--files {files}: not a directory")
+    from .tree import diff_tree, tree_files  # loaded only to compare files on disk
+
     found, other = tree_files(files)
     diff = diff_tree(manifest, found)
     why = dict(diff.changed)

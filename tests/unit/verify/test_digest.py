@@ -12,12 +12,12 @@ from trajledger.verify.digest import (
     DIGEST_PREFIX,
     digest_bytes,
     hash_file,
-    hash_files,
     parse_digest,
     sha256_hex,
     verify_bytes,
 )
 from trajledger.verify.errors import DigestMismatchError, FormatError
+from trajledger.verify.tree import hash_files
 
 # FIPS 180-2 known answers.
 EMPTY = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
