@@ -24,11 +24,11 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import predicates
 from .errors import FormatError
-from .keys import PublicKey, keyid_of_spki
+from .keys import PublicKey
 from .note import Verifier, verifier_from_vkey
 
 __all__ = [
@@ -38,7 +38,6 @@ __all__ = [
     "POLICY_FORMAT",
     "POLICY_FORMATS",
     "ROLES",
-    "EncryptionKey",
     "Identity",
     "KeyLookup",
     "ReleaseRules",
@@ -85,6 +84,9 @@ _NEWER = {"release": 2, "publish": 3}
 _REVOKED_KEYS = {"key", "compromised_since", "reason"}
 _REVOKED_IDENTITIES = {"issuer", "subject", "compromised_since", "reason"}
 
+if TYPE_CHECKING:
+    from .encryption_key import EncryptionKey
+
 KeyLookup = Callable[[str], PublicKey | None]
 """Finds a public key by keyid (for policies that name keys by keyid), or returns None."""
 
@@ -110,49 +112,6 @@ class Identity:
 
     issuer: str
     subject: str
-
-
-@dataclass(frozen=True)
-class EncryptionKey:
-    """An X25519 public key of the evaluator role (format 2): sealed suites wrap their data
-    keys to it. ``keyid`` is the lowercase hex SHA-256 of its DER SubjectPublicKeyInfo, as for
-    signing keys."""
-
-    keyid: str
-    raw: bytes
-
-    @classmethod
-    def from_pem(cls, data: bytes, what: str = "encryption key") -> EncryptionKey:
-        """Load a PEM ``PUBLIC KEY`` holding an X25519 key.
-
-        Raises:
-            FormatError: not PEM, or not X25519.
-        """
-        from cryptography.exceptions import UnsupportedAlgorithm
-        from cryptography.hazmat.primitives import serialization as ser
-        from cryptography.hazmat.primitives.asymmetric import x25519
-
-        try:
-            key = ser.load_pem_public_key(data)
-        except (ValueError, UnsupportedAlgorithm, TypeError) as e:
-            raise FormatError(f"{what}: not a valid PEM public key") from e
-        if not isinstance(key, x25519.X25519PublicKey):
-            raise FormatError(f"{what}: {type(key).__name__.strip('_')} is not an X25519 key")
-        spki = key.public_bytes(ser.Encoding.DER, ser.PublicFormat.SubjectPublicKeyInfo)
-        return cls(keyid_of_spki(spki), key.public_bytes(ser.Encoding.Raw, ser.PublicFormat.Raw))
-
-    @property
-    def algorithm(self) -> str:
-        """``x25519``, as `keys.PublicKey.algorithm` names a signing key's."""
-        return "x25519"
-
-    def to_pem(self) -> str:
-        """The key as a PEM ``PUBLIC KEY``."""
-        from cryptography.hazmat.primitives import serialization as ser
-        from cryptography.hazmat.primitives.asymmetric import x25519
-
-        key = x25519.X25519PublicKey.from_public_bytes(self.raw)
-        return key.public_bytes(ser.Encoding.PEM, ser.PublicFormat.SubjectPublicKeyInfo).decode()
 
 
 def _decimal(value: object, what: str) -> float:
@@ -648,7 +607,7 @@ def _parse_role(
     if logs and threshold == 0:
         raise FormatError(f"{what}: logs is set but threshold is 0, so it would require nothing")
     sealing = tuple(
-        EncryptionKey.from_pem(_key_bytes(spec, base_dir, f"{what}: encryption key {i}"),
+        _encryption_key(_key_bytes(spec, base_dir, f"{what}: encryption key {i}"),
                                f"{what}: encryption key {i}")
         for i, spec in enumerate(_list(raw.get("encryption_keys", []), f"{what}: encryption_keys"))
     )
@@ -858,6 +817,13 @@ def _load_key(
             raise FormatError(f"{what}: key found for {keyid[:16]}… has keyid {found.keyid}")
         return found
     return PublicKey.from_pem(_key_bytes(spec, base_dir, what), what)
+
+
+def _encryption_key(data: bytes, what: str) -> EncryptionKey:
+    """An evaluator's X25519 key (`verify.encryption_key`, loaded only for a policy naming one)."""
+    from .encryption_key import EncryptionKey
+
+    return EncryptionKey.from_pem(data, what)
 
 
 def _key_bytes(spec: object, base_dir: Path | None, what: str) -> bytes:

@@ -24,9 +24,10 @@ from cryptography.hazmat.primitives.asymmetric import x25519
 
 from trajledger.ledger.keys import Signer
 from trajledger.verify import predicates as p
+from trajledger.verify.encryption_key import EncryptionKey
 from trajledger.verify.errors import FormatError
 from trajledger.verify.note import vkey_string
-from trajledger.verify.policy import EncryptionKey, Requirement, TrustPolicy, policy_digest
+from trajledger.verify.policy import Requirement, TrustPolicy, policy_digest
 from trajledger.verify.releases import requirement_problems
 
 D = "sha256:" + "ab" * 32
