@@ -626,7 +626,7 @@ class TrustState:
                 checkpoints and the error carries them.
             FormatError, SignatureError: ``note`` is malformed or not signed by the log.
         """
-        from trajledger.verify.checkpoint import check_consistent
+        from trajledger.verify.consistency import check_consistent
         from trajledger.verify.errors import ConsistencyError
 
         # (1)

@@ -1,12 +1,11 @@
 """Transparency-log checkpoints: parsing, signature and cosignature checks, consistency.
 
 Scope: the c2sp.org/tlog-checkpoint note text (origin, tree size, root hash, optional extension
-lines), verifying a signed checkpoint against the log's key, verifying witness cosignatures
-(c2sp.org/tlog-cosignature v1, Ed25519), and judging two checkpoints of one log: a rollback
-(smaller size), a fork (same size, other root) or a failed consistency proof is a
-`ConsistencyError` carrying both checkpoints and the proof.
+lines), verifying a signed checkpoint against the log's key, and verifying witness cosignatures
+(c2sp.org/tlog-cosignature v1, Ed25519).
 
-Non-scope: the note format itself (``verify.note``), Merkle proof arithmetic (``verify.merkle``),
+Non-scope: judging two checkpoints of one log (``verify.consistency``), the note format itself
+(``verify.note``), Merkle proof arithmetic (``verify.merkle``),
 fetching checkpoints or proofs, and trust policy (which witnesses, how many): callers pass the
 keys and thresholds they trust.
 
@@ -20,8 +19,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .errors import ConsistencyError, FormatError, PolicyError, ProofError, SignatureError
-from .merkle import EMPTY_ROOT, HASH_SIZE, verify_consistency
+from .errors import FormatError, PolicyError, SignatureError
+from .merkle import HASH_SIZE
 from .note import (
     Note,
     Verifier,
@@ -35,7 +34,6 @@ from .note import (
 __all__ = [
     "HANDOVER_DIR",
     "Checkpoint",
-    "check_consistent",
     "cosignature_message",
     "verify_checkpoint",
     "verify_cosignatures",
@@ -227,64 +225,3 @@ def verify_cosignatures(
             f"checkpoint has {len(found)} valid witness cosignatures, want at least {threshold}"
         )
     return found
-
-
-def check_consistent(old: Checkpoint, new: Checkpoint, proof: Sequence[bytes]) -> None:
-    """Check that ``new`` is an append-only extension of ``old`` (both already verified).
-
-    Steps:
-        1. Require the same origin.
-        2. Refuse a rollback: ``new.size < old.size``.
-        3. Same size: refuse a fork (different roots); the proof must be empty.
-        4. From an empty tree: ``old.root`` must be the empty root; the proof must be empty.
-        5. Otherwise verify the consistency proof between the two roots.
-
-    Args:
-        old: the checkpoint seen earlier.
-        new: the checkpoint seen now.
-        proof: the consistency proof from ``old.size`` to ``new.size``.
-
-    Raises:
-        ConsistencyError: the checkpoints cannot both be honest, or the proof fails; it carries
-            ``old``, ``new`` and ``proof``.
-    """
-
-    def fail(message: str) -> ConsistencyError:
-        return ConsistencyError(message, old=old, new=new, proof=list(proof))
-
-    # (1)
-    if old.origin != new.origin:
-        raise fail(f"checkpoints are of different logs: {old.origin!r} and {new.origin!r}")
-    # (2)
-    if new.size < old.size:
-        raise fail(
-            f"checkpoint rollback for {new.origin}: size {new.size} is smaller than the "
-            f"{old.size} seen before"
-        )
-    # (3)
-    if new.size == old.size:
-        if new.root != old.root:
-            raise fail(
-                f"checkpoint fork for {new.origin}: two roots at size {new.size}: "
-                f"{old.root.hex()} and {new.root.hex()}"
-            )
-        if proof:
-            raise fail(
-                f"consistency proof for equal sizes {new.size} has {len(proof)} hashes, want 0"
-            )
-        return
-    # (4)
-    if old.size == 0:
-        if old.root != EMPTY_ROOT:
-            raise fail(
-                f"checkpoint of size 0 for {old.origin} has root {old.root.hex()}, "
-                f"want {EMPTY_ROOT.hex()}"
-            )
-        if proof:
-            raise fail(f"consistency proof from size 0 has {len(proof)} hashes, want 0")
-        return
-    # (5)
-    try:
-        verify_consistency(old.size, new.size, proof, old.root, new.root)
-    except ProofError as e:
-        raise fail(f"checkpoints of {new.origin} are not consistent: {e}") from e

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-from .checkpoint import Checkpoint, check_consistent, verify_checkpoint, verify_cosignatures
+from .checkpoint import Checkpoint, verify_checkpoint, verify_cosignatures
 from .errors import FormatError, ProvenanceError, SignatureError, VerificationError
 from .evidence import Evidence
 from .log_index import LogIndex, MemoryIndex
@@ -154,6 +154,8 @@ class TrustedLog:
             except SignatureError:
                 continue
             # (3)
+            from .consistency import check_consistent
+
             for earlier in chain[: n + 1]:
                 old = earlier.checkpoint
                 proof = (self.evidence.consistency_proof(old.size, cp.size)
@@ -203,12 +205,15 @@ class TrustedLog:
 
         Steps:
             1. Verify the earlier checkpoint by the policy's log key.
-            2. `check_consistent` it with the current one, using a proof from the evidence; or,
+            2. Check it is consistent with the current one
+               (`verify.consistency.check_consistent`), using a proof from the evidence; or,
                when the evidence holds the log's extension from a size at or below the earlier
                one, the root its entries give at that size must be the earlier root.
 
         A failure is added to the log node, naming both sizes and roots.
         """
+        from .consistency import check_consistent  # loaded only with a checkpoint seen before
+
         if self.checkpoint is None:
             return
         try:
