@@ -24,7 +24,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from .digest import parse_digest
 from .errors import DigestMismatchError, FormatError
@@ -163,18 +162,6 @@ class LogEntry:
     def leaf_hash(self) -> bytes:
         """The RFC 6962 leaf hash of `to_bytes`; the next entry's ``prev`` is its hex."""
         return leaf_hash(self._raw)
-
-    def to_json(self) -> dict[str, Any]:
-        """The entry as a JSON object (the same fields as its bytes)."""
-        return {
-            "envelope": self.envelope,
-            "kind": self.kind,
-            "prev": self.prev,
-            "signers": list(self.signers),
-            "subject": self.subject,
-            "time": self.time,
-            "v": ENTRY_VERSION,
-        }
 
     @classmethod
     def from_bytes(cls, data: bytes, what: str = "log entry") -> LogEntry:
