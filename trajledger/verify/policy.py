@@ -18,7 +18,6 @@ Spec: keys/README.md (the TOML form, with a full example) and
 from __future__ import annotations
 
 import json
-import math
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -40,8 +39,6 @@ __all__ = [
     "ROLES",
     "Identity",
     "KeyLookup",
-    "ReleaseRules",
-    "Requirement",
     "RevokedIdentity",
     "RevokedKey",
     "Role",
@@ -86,6 +83,7 @@ _REVOKED_IDENTITIES = {"issuer", "subject", "compromised_since", "reason"}
 
 if TYPE_CHECKING:
     from .encryption_key import EncryptionKey
+    from .releases import ReleaseRules
 
 KeyLookup = Callable[[str], PublicKey | None]
 """Finds a public key by keyid (for policies that name keys by keyid), or returns None."""
@@ -112,56 +110,6 @@ class Identity:
 
     issuer: str
     subject: str
-
-
-def _decimal(value: object, what: str) -> float:
-    """A finite number (TOML or JSON number, or a decimal string as the JSON form writes)."""
-    try:
-        if type(value) in (int, float) or isinstance(value, str):
-            number = float(value)  # type: ignore[arg-type]
-            if math.isfinite(number):
-                return number
-    except ValueError:
-        pass
-    raise FormatError(f"{what}: {value!r} is not a finite number")
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """One rule of ``[release]``: the suite ``NAME@VERSION`` a checkpoint must be evaluated
-    on, and bounds on one ``metric`` of that evaluation (``success_rate``, computed from the
-    passed and failed episodes, by default): at least ``min``, at most ``max``, and no drop of
-    more than ``max_drop`` (in the metric's units: 0.02 is 2 points of success rate) below the
-    parent checkpoint's evaluation on the same suite (judged by
-    `verify.releases.requirement_problems`)."""
-
-    suite: str
-    metric: str = "success_rate"
-    min: float | None = None
-    max: float | None = None
-    max_drop: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form (bounds as decimal strings: the policy is hashed as RFC 8785 JSON,
-        which the verifier canonicalises without floating point)."""
-        out: dict[str, Any] = {"suite": self.suite, "metric": self.metric}
-        for k in ("min", "max", "max_drop"):
-            if (v := getattr(self, k)) is not None:
-                out[k] = repr(v)
-        return out
-
-
-@dataclass(frozen=True)
-class ReleaseRules:
-    """``[release]``: the evaluations a release needs (`Requirement`) and how many approvers
-    must have recorded it (``approvals``)."""
-
-    require: tuple[Requirement, ...]
-    approvals: int = 1
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form."""
-        return {"approvals": self.approvals, "require": [r.to_json() for r in self.require]}
 
 
 @dataclass(frozen=True)
@@ -500,7 +448,11 @@ class TrustPolicy:
         licences = _licences(doc.get("accepted_licences"), what)
         revoked = _revoked_keys(doc.get("revoked_keys", []), base_dir, what)
         revoked_ids = _revoked_identities(doc.get("revoked_identities", []), what)
-        release = _release(doc.get("release"), roles["evaluator"], what)
+        release = None
+        if doc.get("release") is not None:  # format 2's [release]: its rules load only then
+            from .releases import parse_release
+
+            release = parse_release(doc["release"], roles["evaluator"], what)
         publish = _publish(doc.get("publish"), what)
         policy = cls(name, serial, roles, frozenset(allowed_raw), max_age, doc, trusted_root,
                      licences, revoked, revoked_ids, fmt, release, publish=publish)
@@ -629,47 +581,6 @@ def _publish(value: object, what: str) -> tuple[str, ...] | None:
         raise FormatError(f"{what}: publish: unknown kind {unknown[0]!r}, want some of "
                           f"{', '.join(sorted(KINDS))}")
     return kinds
-
-
-_METRIC = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
-_REQUIREMENT = {"suite", "metric", "min", "max", "max_drop"}
-
-
-def _release(value: object, evaluator: Role, what: str) -> ReleaseRules | None:
-    """``[release]``: ``approvals`` (default 1) and ``[[release.require]]`` tables of ``suite``
-    (``NAME@VERSION``), ``metric`` (default ``success_rate``) and ``min`` / ``max`` /
-    ``max_drop`` (at least one)."""
-    if value is None:
-        return None
-    what = f"{what}: release"
-    if not isinstance(value, dict) or set(value) - {"approvals", "require"}:
-        raise FormatError(f"{what}: must be a table of approvals and require")
-    approvals = value.get("approvals", 1)
-    if type(approvals) is not int or approvals < 1:
-        raise FormatError(f"{what}: approvals must be an integer >= 1, got {approvals!r}")
-    out: list[Requirement] = []
-    for i, item in enumerate(_list(value.get("require", []), f"{what}: require")):
-        here = f"{what}: require item {i}"
-        if not isinstance(item, dict) or set(item) - _REQUIREMENT:
-            raise FormatError(f"{here}: must be a table of {', '.join(sorted(_REQUIREMENT))}")
-        suite, metric = item.get("suite"), item.get("metric", "success_rate")
-        name, at, version = suite.rpartition("@") if isinstance(suite, str) else ("", "", "")
-        if not (isinstance(suite, str) and name and at and version):
-            raise FormatError(f"{here}: suite {suite!r} must be NAME@VERSION")
-        if not isinstance(metric, str) or not _METRIC.fullmatch(metric):
-            raise FormatError(f"{here}: metric {metric!r} is not a metric name")
-        bounds = {k: _decimal(item[k], f"{here}: {k}") for k in ("min", "max", "max_drop")
-                  if k in item}
-        if not bounds or bounds.get("max_drop", 0) < 0:
-            raise FormatError(f"{here}: give min, max or max_drop (max_drop >= 0)")
-        if any(r.suite == suite and r.metric == metric for r in out):
-            raise FormatError(f"{here}: {metric} on {suite} is required twice")
-        out.append(Requirement(suite, metric, **bounds))
-    if not out:
-        raise FormatError(f"{what}: require names no suite; add [[release.require]] tables")
-    if not (evaluator.keys or evaluator.identities):
-        raise FormatError(f"{what}: needs evaluator keys (roles.evaluator) to sign evaluations")
-    return ReleaseRules(tuple(out), approvals)
 
 
 def _revoked_keys(value: object, base_dir: Path | None, what: str) -> tuple[RevokedKey, ...]:
