@@ -444,7 +444,11 @@ class TrustPolicy:
             r: _parse_role(r, raw_roles.get(r, {}), base_dir, f"{what}: role {r}", key_lookup)
             for r in ROLES
         }
-        trusted_root = _trusted_root(doc.get("sigstore_trusted_root"), base_dir, what)
+        trusted_root = None
+        if doc.get("sigstore_trusted_root") is not None:  # keyless signing: Sigstore's adapter
+            from .sigstore_adapter import parse_trusted_root
+
+            trusted_root = parse_trusted_root(doc["sigstore_trusted_root"], base_dir, what)
         licences = _licences(doc.get("accepted_licences"), what)
         revoked = _revoked_keys(doc.get("revoked_keys", []), base_dir, what)
         revoked_ids = _revoked_identities(doc.get("revoked_identities", []), what)
@@ -672,32 +676,6 @@ def _licences(value: object, what: str) -> tuple[str, ...] | None:
     if len({v.casefold() for v in licences}) != len(licences):
         raise FormatError(f"{what}: accepted_licences: a licence is listed twice")
     return licences
-
-
-def _trusted_root(value: object, base_dir: Path | None, what: str) -> dict[str, Any] | None:
-    """``sigstore_trusted_root``: a path to a ``trusted_root.json`` (TOML form, relative to the
-    policy file) or the object itself (JSON form, so the recorded policy verifies alone)."""
-    from .strict_json import load_object
-
-    what = f"{what}: sigstore_trusted_root"
-    if value is None:
-        return None
-    if isinstance(value, str) and base_dir is not None:
-        path = (base_dir / value) if not Path(value).is_absolute() else Path(value)
-        try:
-            value = load_object(path.read_bytes(), f"{what} ({path})")
-        except OSError as e:
-            raise FormatError(f"{what}: cannot read {path}: {e.strerror}") from e
-    if not isinstance(value, dict):
-        raise FormatError(
-            f"{what}: must be a path to a trusted_root.json (or, in JSON, its object)"
-        )
-    media_type = value.get("mediaType")
-    if not isinstance(media_type, str) or not media_type.startswith(
-        "application/vnd.dev.sigstore.trustedroot"
-    ):
-        raise FormatError(f"{what}: mediaType {media_type!r} is not a Sigstore trusted root")
-    return value
 
 
 def _list(value: object, what: str) -> list[Any]:
