@@ -39,8 +39,6 @@ __all__ = [
     "ROLES",
     "Identity",
     "KeyLookup",
-    "RevokedIdentity",
-    "RevokedKey",
     "Role",
     "TrustPolicy",
     "load_policy_file",
@@ -78,10 +76,9 @@ _TOP_KEYS = {
 }
 _NEWER = {"release": 2, "publish": 3}
 """The format each newer setting needs (the ``evaluator`` role needs 2)."""
-_REVOKED_KEYS = {"key", "compromised_since", "reason"}
-_REVOKED_IDENTITIES = {"issuer", "subject", "compromised_since", "reason"}
 
 if TYPE_CHECKING:
+    from .compromise import RevokedIdentity, RevokedKey
     from .encryption_key import EncryptionKey
     from .releases import ReleaseRules
 
@@ -142,72 +139,6 @@ class Role:
     def note_verifiers(self) -> list[Verifier]:
         """Signed-note verifiers for the log and witness roles."""
         return [verifier_from_vkey(v) for v in self.vkeys]
-
-
-class _Compromise:
-    """What `RevokedKey` and `RevokedIdentity` share: from which point of the log on their
-    signatures do not count, and why."""
-
-    since_index: int | None
-    since_time: str | None
-    reason: str | None
-
-    def covers(self, index: int, time: str) -> bool:
-        """True when a signature by the revoked key or identity on the record logged at
-        ``index``, at ``time`` (``YYYY-MM-DDTHH:MM:SSZ``, which compares as a string), does
-        not count."""
-        if self.since_index is not None:
-            return index >= self.since_index
-        assert self.since_time is not None
-        return time >= self.since_time
-
-    def describe(self) -> str:
-        """``compromised since log index 7`` or ``compromised since 2025-01-01T00:00:00Z``."""
-        since = f"log index {self.since_index}" if self.since_index is not None else self.since_time
-        return f"compromised since {since}" + (f": {self.reason}" if self.reason else "")
-
-    def _json(self, who: Mapping[str, Any]) -> dict[str, Any]:
-        """The JSON form: ``who``, then the index (an integer) or time (a string), and the
-        reason if any."""
-        since = self.since_index if self.since_index is not None else str(self.since_time)
-        out = {**who, "compromised_since": since}
-        if self.reason is not None:
-            out["reason"] = self.reason
-        return out
-
-
-@dataclass(frozen=True)
-class RevokedKey(_Compromise):
-    """A key the policy distrusts from a point of the log on: it was compromised.
-
-    Its signatures do not count on any record logged at or after ``since_index`` (a log index)
-    or, with ``since_time``, at or after that time (the log entry's ``time``); records it
-    signed before stay valid. ``since_index`` 0 distrusts everything it ever signed.
-    """
-
-    keyid: str
-    since_index: int | None = None
-    since_time: str | None = None
-    reason: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form: the keyid, and the index (an integer) or time (a string)."""
-        return self._json({"key": self.keyid})
-
-
-@dataclass(frozen=True)
-class RevokedIdentity(_Compromise):
-    """A Sigstore identity the policy distrusts from a point of the log on (a CI workflow or
-    an account someone else could sign as): like `RevokedKey`, for keyless signatures."""
-
-    identity: Identity
-    since_index: int | None = None
-    since_time: str | None = None
-    reason: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form: issuer, subject, and the index (an integer) or time (a string)."""
-        return self._json({"issuer": self.identity.issuer, "subject": self.identity.subject})
 
 
 @dataclass(frozen=True)
@@ -450,8 +381,16 @@ class TrustPolicy:
 
             trusted_root = parse_trusted_root(doc["sigstore_trusted_root"], base_dir, what)
         licences = _licences(doc.get("accepted_licences"), what)
-        revoked = _revoked_keys(doc.get("revoked_keys", []), base_dir, what)
-        revoked_ids = _revoked_identities(doc.get("revoked_identities", []), what)
+        revoked: tuple[RevokedKey, ...] = ()
+        revoked_ids: tuple[RevokedIdentity, ...] = ()
+        if "revoked_keys" in doc or "revoked_identities" in doc:  # loaded only then
+            from .compromise import revoked_identities, revoked_keys
+
+            revoked = revoked_keys(
+                doc.get("revoked_keys", []), what,
+                lambda spec, here: _load_key(spec, base_dir, here, None),
+            )
+            revoked_ids = revoked_identities(doc.get("revoked_identities", []), what)
         release = None
         if doc.get("release") is not None:  # format 2's [release]: its rules load only then
             from .releases import parse_release
@@ -585,76 +524,6 @@ def _publish(value: object, what: str) -> tuple[str, ...] | None:
         raise FormatError(f"{what}: publish: unknown kind {unknown[0]!r}, want some of "
                           f"{', '.join(sorted(KINDS))}")
     return kinds
-
-
-def _revoked_keys(value: object, base_dir: Path | None, what: str) -> tuple[RevokedKey, ...]:
-    """``revoked_keys``: a list of ``{key, compromised_since, reason?}`` tables.
-
-    ``key`` is a keyid (64 hex, optionally ``sha256:``-prefixed; the JSON form writes this), a
-    PEM file or inline PEM; ``compromised_since`` a log index (integer >= 0) or a time
-    ``YYYY-MM-DDTHH:MM:SSZ`` (a string; a TOML date-time must be quoted).
-    """
-    out: list[RevokedKey] = []
-    for i, item in enumerate(_list(value, f"{what}: revoked_keys")):
-        here = f"{what}: revoked_keys item {i}"
-        if not isinstance(item, dict):
-            raise FormatError(f"{here}: must be a table with key and compromised_since")
-        unknown = set(item) - _REVOKED_KEYS
-        if unknown:
-            raise FormatError(f"{here}: unknown field(s) {', '.join(sorted(unknown))}")
-        spec = item.get("key")
-        if isinstance(spec, str) and _HEX64.fullmatch(spec.removeprefix("sha256:")):
-            keyid = spec.removeprefix("sha256:")
-        else:
-            keyid = _load_key(spec, base_dir, f"{here}: key", None).keyid
-        if any(r.keyid == keyid for r in out):
-            raise FormatError(f"{here}: key {keyid[:16]} is listed twice")
-        out.append(RevokedKey(keyid, *_compromise(item, here)))
-    return tuple(out)
-
-
-def _revoked_identities(value: object, what: str) -> tuple[RevokedIdentity, ...]:
-    """``revoked_identities``: a list of ``{issuer, subject, compromised_since, reason?}``
-    tables, ``compromised_since`` as in `_revoked_keys`."""
-    out: list[RevokedIdentity] = []
-    for i, item in enumerate(_list(value, f"{what}: revoked_identities")):
-        here = f"{what}: revoked_identities item {i}"
-        if not isinstance(item, dict):
-            raise FormatError(f"{here}: must be a table with issuer, subject and "
-                              "compromised_since")
-        unknown = set(item) - _REVOKED_IDENTITIES
-        if unknown:
-            raise FormatError(f"{here}: unknown field(s) {', '.join(sorted(unknown))}")
-        issuer, subject = item.get("issuer"), item.get("subject")
-        if not (isinstance(issuer, str) and issuer and isinstance(subject, str) and subject):
-            raise FormatError(f"{here}: issuer and subject must be non-empty strings")
-        identity = Identity(issuer, subject)
-        if any(r.identity == identity for r in out):
-            raise FormatError(f"{here}: {subject} ({issuer}) is listed twice")
-        out.append(RevokedIdentity(identity, *_compromise(item, here)))
-    return tuple(out)
-
-
-def _compromise(item: Mapping[str, Any], here: str) -> tuple[int | None, str | None, str | None]:
-    """``compromised_since`` (a log index, or a time) and ``reason`` of a revocation item."""
-    from .times import parse_time
-
-    since = item.get("compromised_since")
-    index = time = None
-    if type(since) is int and since >= 0:
-        index = since
-    elif isinstance(since, str):
-        parse_time(since, f"{here}: compromised_since")
-        time = since
-    else:
-        raise FormatError(
-            f"{here}: compromised_since must be a log index (an integer >= 0) or a time "
-            f"\"YYYY-MM-DDTHH:MM:SSZ\" (a quoted string), got {since!r}"
-        )
-    reason = item.get("reason")
-    if reason is not None and (not isinstance(reason, str) or not reason.strip()):
-        raise FormatError(f"{here}: reason must be a non-empty string")
-    return index, time, reason
 
 
 def _strings(value: object, what: str, item: str) -> tuple[str, ...]:
