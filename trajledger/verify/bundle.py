@@ -49,6 +49,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from .bundle_index import (
     BUNDLE_FORMAT,
@@ -73,13 +74,16 @@ from .lineage import INFO, OK, LineageVerifier, Node, Record, Report
 from .log_entry import LogEntry
 from .logcheck import check_entries
 from .manifest import Manifest
-from .merkle import CompactRange, leaf_hash
+from .merkle import leaf_hash
 from .note import Note, Verifier, verifier_from_vkey
 from .policy import TrustPolicy
 from .policy_history import follow_history
 from .predicates import RolloutBatch
 from .strict_json import load_object
 from .tlog_proof import TlogProof
+
+if TYPE_CHECKING:
+    from .compact import CompactRange
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -500,7 +504,11 @@ class BundleEvidence:
         """The compact range the extension starts from (format 4; None otherwise): every entry
         from its size to the checkpoint's is bundled, and they rebuild the root from it."""
         ext = self.index.extension
-        return None if ext is None else CompactRange(ext, tuple(self._range))
+        if ext is None:
+            return None
+        from .compact import CompactRange  # loaded only for a bundle holding an extension
+
+        return CompactRange(ext, tuple(self._range))
 
     def root_at(self, size: int) -> bytes | None:
         """The root of the log's first ``size`` entries, rebuilt from the extension (checked

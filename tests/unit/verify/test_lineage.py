@@ -47,6 +47,7 @@ from trajledger.runner.train import train
 from trajledger.verify import blobs as blobs_module
 from trajledger.verify import predicates
 from trajledger.verify.checkpoint import Checkpoint
+from trajledger.verify.compact import CompactRange
 from trajledger.verify.impact import impact, with_records
 from trajledger.verify.ledger_dir import LedgerDirEvidence
 from trajledger.verify.lineage import (
@@ -59,7 +60,6 @@ from trajledger.verify.lineage import (
     Node,
     Report,
 )
-from trajledger.verify.merkle import CompactRange
 from trajledger.verify.note import format_signature_line, verifier_from_vkey, vkey_string
 from trajledger.verify.policy import TrustPolicy
 
