@@ -1,10 +1,10 @@
 """Transparency-log checkpoints: parsing, signature and cosignature checks, consistency.
 
 Scope: the c2sp.org/tlog-checkpoint note text (origin, tree size, root hash, optional extension
-lines), verifying a signed checkpoint against the log's key, and verifying witness cosignatures
-(c2sp.org/tlog-cosignature v1, Ed25519).
+lines) and verifying a signed checkpoint against the log's key.
 
-Non-scope: judging two checkpoints of one log (``verify.consistency``), the note format itself
+Non-scope: witness cosignatures (``verify.cosignatures``), judging two checkpoints of one log
+(``verify.consistency``), the note format itself
 (``verify.note``), Merkle proof arithmetic (``verify.merkle``),
 fetching checkpoints or proofs, and trust policy (which witnesses, how many): callers pass the
 keys and thresholds they trust.
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .errors import FormatError, PolicyError, SignatureError
@@ -27,7 +26,6 @@ from .note import (
     b64decode_strict,
     check_text_bytes,
     cosignature_message,
-    verified_signatures,
     verify_note,
 )
 
@@ -36,7 +34,6 @@ __all__ = [
     "Checkpoint",
     "cosignature_message",
     "verify_checkpoint",
-    "verify_cosignatures",
 ]
 
 HANDOVER_DIR = "key-handovers"
@@ -163,65 +160,3 @@ def verify_checkpoint(
     if origin is not None and cp.origin != origin:
         raise PolicyError(f"checkpoint origin {cp.origin!r}, want {origin!r}")
     return cp
-
-
-def verify_cosignatures(
-    note_bytes: bytes,
-    witnesses: Sequence[Verifier],
-    *,
-    threshold: int = 1,
-    not_after: int | None = None,
-) -> dict[str, int | None]:
-    """Verify witness cosignatures on a checkpoint and count them against a threshold.
-
-    Steps:
-        1. Parse the note and its checkpoint text (cosignatures only sign checkpoints).
-        2. Verify the signatures by the given witness keys; a failing one rejects the note.
-        3. When ``not_after`` is given, refuse cosignatures timestamped after it.
-        4. Count each witness key once (two names of one key are one witness), and require at
-           least ``threshold`` of them.
-
-    This does not check the log's own signature: call `verify_checkpoint` as well.
-
-    Args:
-        note_bytes: the signed checkpoint with its cosignature lines.
-        witnesses: the trusted witness keys (usually cosignature/v1, type 0x04).
-        threshold: the number of distinct witness keys required, at least 1.
-        not_after: latest acceptable cosignature time (POSIX seconds), e.g. now plus skew.
-
-    Returns:
-        Each witness that verified (by the first name its key verified under), with its
-        cosignature timestamp (None for keys of a type without one).
-
-    Raises:
-        ValueError: ``threshold`` is below 1.
-        FormatError: the note or checkpoint is malformed.
-        SignatureError: a witness cosignature fails, is from the future, or fewer than
-            ``threshold`` witnesses cosigned.
-    """
-    if threshold < 1:
-        raise ValueError(f"cosignature threshold {threshold}, want >= 1")
-    # (1)
-    note = Note.from_bytes(note_bytes)
-    Checkpoint.from_text(note.text)
-    # (2)
-    found: dict[str, int | None] = {}
-    counted: set[bytes] = set()
-    for sig, w in verified_signatures(note, witnesses):
-        ts = w.cosignature_timestamp(sig.signature)
-        # (3)
-        if not_after is not None and ts is not None and ts > not_after:
-            raise SignatureError(
-                f"cosignature by {w.name} is timestamped {ts}, want at most {not_after}"
-            )
-        # A witness counts once by its key, whatever name its line carries: the signed
-        # message does not name the witness, so a line copied under another name verifies too.
-        if w.public_key not in counted:
-            counted.add(w.public_key)
-            found.setdefault(w.name, ts)
-    # (4)
-    if len(found) < threshold:
-        raise SignatureError(
-            f"checkpoint has {len(found)} valid witness cosignatures, want at least {threshold}"
-        )
-    return found

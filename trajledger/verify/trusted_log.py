@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-from .checkpoint import Checkpoint, verify_checkpoint, verify_cosignatures
+from .checkpoint import Checkpoint, verify_checkpoint
 from .errors import FormatError, ProvenanceError, SignatureError, VerificationError
 from .evidence import Evidence
 from .log_index import LogIndex, MemoryIndex
@@ -95,6 +95,8 @@ class TrustedLog:
                          "the log since extends that tree")
         witness = self.policy.role("witness")
         if witness.witnessed(cp.origin):
+            from .cosignatures import verify_cosignatures  # a witnessed log only
+
             try:
                 names = verify_cosignatures(
                     note, witness.note_verifiers(), threshold=witness.threshold

@@ -19,9 +19,9 @@ from trajledger.verify.checkpoint import (
     Checkpoint,
     cosignature_message,
     verify_checkpoint,
-    verify_cosignatures,
 )
 from trajledger.verify.consistency import check_consistent
+from trajledger.verify.cosignatures import verify_cosignatures
 from trajledger.verify.errors import ConsistencyError, FormatError, PolicyError, SignatureError
 from trajledger.verify.merkle import EMPTY_ROOT, leaf_hash
 from trajledger.verify.note import (
