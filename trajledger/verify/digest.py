@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from .errors import DigestMismatchError, FormatError
+from .errors import FormatError
 
 __all__ = [
     "DIGEST_PREFIX",
@@ -33,7 +33,6 @@ __all__ = [
     "parse_digest",
     "result_of",
     "sha256_hex",
-    "verify_bytes",
 ]
 
 _T = TypeVar("_T")
@@ -72,24 +71,6 @@ def parse_digest(value: object, what: str = "digest") -> str:
     if not _HEX64.fullmatch(hexpart):
         raise FormatError(f"{what}: {value!r} is not of the form sha256:<64 lowercase hex>")
     return hexpart
-
-
-def verify_bytes(data: bytes, expected: str, subject: str) -> None:
-    """Check that ``data`` hashes to the digest string ``expected``.
-
-    Raises:
-        FormatError: ``expected`` is not a digest string.
-        DigestMismatchError: the bytes hash to something else.
-    """
-    parse_digest(expected, f"expected digest of {subject}")
-    observed = digest_bytes(data)
-    if observed != expected:
-        raise DigestMismatchError(
-            f"{subject}: content hashes to {observed}, want {expected}",
-            subject=subject,
-            expected=expected,
-            observed=observed,
-        )
 
 
 @dataclass(frozen=True)

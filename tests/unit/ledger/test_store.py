@@ -19,7 +19,7 @@ import pytest
 
 from trajledger.ledger.errors import StoreError
 from trajledger.ledger.fs import TMP_PREFIX
-from trajledger.ledger.store import ObjectStore
+from trajledger.ledger.store import ObjectStore, verify_bytes
 from trajledger.verify.errors import DigestMismatchError, FormatError
 
 pafs = pytest.importorskip("pyarrow.fs")
@@ -445,3 +445,20 @@ def test_streams_without_a_file_are_stored_through_the_page_cache(tmp_path: Path
     for stream in (io.BytesIO(data), ReadOnly()):
         got = store.put_stream(stream, name="s")  # type: ignore[arg-type]
         assert store.path_of(got.digest).read_bytes() == data
+
+
+EMPTY = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+ABC = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+def test_verify_bytes() -> None:
+    verify_bytes(b"abc", "sha256:" + ABC, "blob")
+    with pytest.raises(
+        DigestMismatchError, match=rf"^blob: content hashes to sha256:{EMPTY}, want sha256:{ABC}$"
+    ) as e:
+        verify_bytes(b"", "sha256:" + ABC, "blob")
+    assert (e.value.subject, e.value.expected, e.value.observed) == (
+        "blob", "sha256:" + ABC, "sha256:" + EMPTY
+    )
+    with pytest.raises(FormatError, match=r"expected digest of blob"):
+        verify_bytes(b"abc", ABC, "blob")
