@@ -15,10 +15,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .dsse import Envelope
 from .errors import ProvenanceError
 from .policy import TrustPolicy, policy_digest
-from .statement import Statement
 
 __all__ = ["follow_history"]
 
@@ -71,14 +69,12 @@ def follow_history(
     elif not records:
         return None, notes
     # Loaded only here: most logs record one policy, the one the verifier holds.
-    from .succession import check_successor, policy_from_record
+    from .succession import check_successor, first_policy, policy_from_record
 
     if trusted is None:
         index, subject, env = records[0]
         try:
-            body = Statement.from_bytes(Envelope.from_bytes(env).payload).predicate.get("policy")
-            genesis = TrustPolicy.from_json(body, f"policy at log index {index}")
-            current, _ = policy_from_record(env, subject, genesis, f"policy at log index {index}")
+            current = first_policy(env, subject, f"policy at log index {index}")
             notes.append(
                 f"policy {current.name!r} serial {current.serial}: first policy, log index {index}"
             )

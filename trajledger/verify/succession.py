@@ -2,8 +2,9 @@
 
 Scope: the judgement of one succession. `check_successor` (may ``new`` replace ``current``:
 higher serial, signed by the threshold of the current policy's signing role, no revocation
-dropped) and `policy_from_record` (a trust-policy record's envelope verified against the signers
-of the policy before it, and its policy parsed). Pure: they take bytes and parsed policies and
+dropped), `policy_from_record` (a trust-policy record's envelope verified against the signers
+of the policy before it, and its policy parsed) and `first_policy` (a log's first policy,
+signed by its own signing role: trust on first use). Pure: they take bytes and parsed policies and
 read nothing. Loaded only when a log's trust-policy records go beyond the policy a verifier
 holds (`verify.policy_history.follow_history`), or a command checks a new policy.
 
@@ -19,9 +20,9 @@ from . import predicates
 from .dsse import Envelope
 from .errors import DigestMismatchError, PolicyError
 from .policy import TrustPolicy, policy_digest
-from .statement import verify_statement
+from .statement import Statement, verify_statement
 
-__all__ = ["check_successor", "policy_from_record"]
+__all__ = ["check_successor", "first_policy", "policy_from_record"]
 
 
 def check_successor(current: TrustPolicy, new: TrustPolicy, signer_keyids: frozenset[str]) -> None:
@@ -111,3 +112,15 @@ def policy_from_record(
             observed=digest,
         )
     return policy, frozenset(k.keyid for k in verified.signers)
+
+
+def first_policy(envelope_bytes: bytes, subject: str, what: str) -> TrustPolicy:
+    """A log's first trust-policy record, judged by the policy it contains: signed by the
+    threshold of that policy's own signing role (`policy_from_record`; trust on first use of a
+    ledger, when the verifier holds no policy).
+
+    Raises:
+        ProvenanceError: the record does not parse, or its policy did not sign it.
+    """
+    body = Statement.from_bytes(Envelope.from_bytes(envelope_bytes).payload).predicate.get("policy")
+    return policy_from_record(envelope_bytes, subject, TrustPolicy.from_json(body, what), what)[0]
