@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import FormatError
-from .keys import PublicKey
-from .policy import Identity
+from .keys import Identity, PublicKey
 from .times import parse_time
 
 __all__ = ["RevokedIdentity", "RevokedKey", "revoked_identities", "revoked_keys"]

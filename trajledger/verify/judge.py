@@ -24,10 +24,11 @@ from typing import Any
 from .digest import digest_bytes
 from .dsse import Envelope
 from .errors import FormatError, PolicyError, ProvenanceError, SignatureError, VerificationError
+from .keys import Identity
 from .kinds import KINDS, Kind, Signing
 from .log_entry import LogEntry
 from .manifest import Manifest
-from .policy import KEY_ROLES, Identity, TrustPolicy
+from .policy import KEY_ROLES, TrustPolicy
 from .predicates import (
     HELD_OUT,
     Approval,

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import predicates
 from .errors import FormatError
-from .keys import PublicKey
+from .keys import Identity, PublicKey
 from .note import Verifier, verifier_from_vkey
 
 __all__ = [
@@ -37,7 +37,6 @@ __all__ = [
     "POLICY_FORMAT",
     "POLICY_FORMATS",
     "ROLES",
-    "Identity",
     "KeyLookup",
     "Role",
     "TrustPolicy",
@@ -80,7 +79,7 @@ _NEWER = {"release": 2, "publish": 3}
 if TYPE_CHECKING:
     from .compromise import RevokedIdentity, RevokedKey
     from .encryption_key import EncryptionKey
-    from .releases import ReleaseRules
+    from .release_rules import ReleaseRules
 
 KeyLookup = Callable[[str], PublicKey | None]
 """Finds a public key by keyid (for policies that name keys by keyid), or returns None."""
@@ -99,14 +98,6 @@ def parse_duration(value: object, what: str = "duration") -> int:
         if m:
             return int(m.group(1)) * _UNITS[m.group(2)]
     raise FormatError(f"{what}: {value!r} is not a duration such as '30d', '12h' or seconds")
-
-
-@dataclass(frozen=True)
-class Identity:
-    """A Sigstore identity: OIDC issuer and certificate subject (SAN)."""
-
-    issuer: str
-    subject: str
 
 
 @dataclass(frozen=True)
@@ -393,7 +384,7 @@ class TrustPolicy:
             revoked_ids = revoked_identities(doc.get("revoked_identities", []), what)
         release = None
         if doc.get("release") is not None:  # format 2's [release]: its rules load only then
-            from .releases import parse_release
+            from .release_rules import parse_release
 
             release = parse_release(doc["release"], roles["evaluator"], what)
         publish = _publish(doc.get("publish"), what)

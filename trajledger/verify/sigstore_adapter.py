@@ -56,8 +56,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 from .digest import parse_digest
 from .dsse import MAX_ENVELOPE_BYTES, Envelope, Signature, b64decode, pae
 from .errors import FormatError, SignatureError
-from .keys import PublicKey
-from .policy import Identity
+from .keys import Identity, PublicKey
 from .strict_json import load_object
 
 __all__ = [

@@ -38,8 +38,8 @@ atexit.register(lambda: print("MODULES " + json.dumps(sorted(sys.modules)), file
 sys.argv = ["verify", *sys.argv[1:]]
 runpy.run_module("trajledger.verify", run_name="__main__", alter_sys=True)
 """
-ON_USE = ("log_key", "succession", "releases", "tree", "encryption_key", "consistency",
-          "compromise", "compact", "cosignatures")
+ON_USE = ("log_key", "succession", "releases", "release_rules", "tree", "encryption_key",
+          "consistency", "compromise", "compact", "cosignatures")
 """Modules of ``verify/`` that load only when used: a rotated log key, a policy succession,
 evaluations and ``[release]``, files on disk (``--files``), an evaluator's encryption keys,
 a checkpoint seen before, revoked keys, a tree rebuilt from its entries, witnesses."""

@@ -28,7 +28,7 @@ from trajledger.verify.encryption_key import EncryptionKey
 from trajledger.verify.errors import FormatError
 from trajledger.verify.note import vkey_string
 from trajledger.verify.policy import TrustPolicy, policy_digest
-from trajledger.verify.releases import Requirement, requirement_problems
+from trajledger.verify.release_rules import Requirement, requirement_problems
 
 D = "sha256:" + "ab" * 32
 B = "sha256:" + "cd" * 32
