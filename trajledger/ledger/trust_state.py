@@ -46,7 +46,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -850,6 +850,13 @@ class TrustState:
         )
         return [int(r[0]) for r in rows]
 
+    def entries_about(self, subjects: Collection[str]) -> dict[int, tuple[LogEntry, bytes]]:
+        """Entries about any of ``subjects``, in a query per 500 subjects (`_rows_in`)."""
+        rows = self._rows_in("SELECT idx, raw FROM entries WHERE subject IN ({}) AND idx < ?",
+                             subjects)
+        return {int(i): (LogEntry.from_bytes(bytes(r), f"log entry {i}"), bytes(r))
+                for i, r in rows}
+
     def of_kind(self, kind: str) -> list[int]:
         """Entries of ``kind``."""
         rows = self._db.execute(
@@ -864,6 +871,24 @@ class TrustState:
             (digest, self._size),
         )
         return [int(r[0]) for r in rows]
+
+    def listings(self, digests: Collection[str]) -> dict[str, list[int]]:
+        """Records listing each of ``digests``, in a query per 500 digests (`_rows_in`)."""
+        out: dict[str, list[int]] = {d: [] for d in digests}
+        for d, i in sorted(self._rows_in(
+                "SELECT digest, idx FROM listing WHERE digest IN ({}) AND idx < ?", digests),
+                key=lambda r: int(r[1])):
+            out[str(d)].append(int(i))
+        return out
+
+    def _rows_in(self, sql: str, values: Collection[str]) -> list[tuple[Any, ...]]:
+        """``sql`` (``IN ({})``, the size bound) over ``values``, 500 a query (SQLite: 999)."""
+        items, rows = list(values), []
+        for at in range(0, len(items), 500):
+            chunk = items[at:at + 500]
+            rows += self._db.execute(sql.format(",".join("?" * len(chunk))),
+                                     (*chunk, self._size)).fetchall()
+        return rows
 
     def referrers(self, digest: str) -> list[tuple[int, str]]:
         """``(index, role)`` of the artifacts depending on ``digest``."""
