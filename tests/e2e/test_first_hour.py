@@ -5,6 +5,8 @@ each test is one mistake.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -61,3 +63,43 @@ def test_exporting_a_dataset_as_rollout_files_names_where_its_batches_are(
     expect(r, 3, "FAIL: cartpole-holdout@1: is a dataset, not a rollout-batch; give one of its "
                  "batches ('trajledger show cartpole-holdout@1' lists them)\n")
     assert not (tmp_path / "out").exists()
+
+
+def test_train_output_keeps_a_plug_in_checkpoints_files(
+    runner: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    """An RL engineer who trained with the built-in trainer gets the model files (and an auditor
+    checks them with --files); before, --output went with a COMMAND only."""
+    from trajledger import Ledger
+
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "x").write_text("mine")
+    size = Ledger.open(home).log.size
+    r = run(runner, home, "train", "--dataset", "cartpole-train@2", "--key", "trainer",
+            "--name", "bc-out", "--version", "1", "--seed", "1", "--output", taken)
+    expect(r, 3, f"FAIL: --output {taken}: not empty; give a new or empty directory, so that "
+                 "only what the command writes is recorded\n")
+    assert Ledger.open(home).log.size == size  # refused before training
+    model = tmp_path / "model"
+    r = run(runner, home, "train", "--dataset", "cartpole-train@2", "--key", "trainer",
+            "--name", "bc-out", "--version", "1", "--seed", "1", "--output", model)
+    expect(r, 0)
+    assert r.stderr.splitlines()[-1] == (
+        f"OK: 2 checkpoint file(s) written to {model}: policy.npz, trainer.json")
+    shown = json.loads(run(runner, home, "show", "bc-out@1", "--json").stdout)
+    assert {f["path"]: f["digest"] for f in shown["files"]} == {
+        p.name: "sha256:" + hashlib.sha256(p.read_bytes()).hexdigest() for p in model.iterdir()}
+    assert not any(p.is_symlink() or p.stat().st_nlink > 1 for p in model.iterdir())
+
+
+def test_training_the_same_files_again_says_to_change_the_seed(
+    runner: CliRunner, home: Path
+) -> None:
+    # The quickstart trained cartpole-train@2 with seed 0 (parent cartpole-bc@1): the same files.
+    r = run(runner, home, "train", "--dataset", "cartpole-train@2", "--key", "trainer")
+    expect(r, 1)
+    assert r.stderr.startswith("FAIL: checkpoint sha256:")
+    assert r.stderr.endswith(
+        "so nothing was recorded: the same dataset, trainer, config and seed train the same "
+        "files; give another --seed (this was --seed 0) for a new checkpoint\n")
