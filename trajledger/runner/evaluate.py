@@ -303,8 +303,14 @@ def evaluate(
                  if ev_item else None, "unsealing": unsealing}
     episodes = {b.digest: _episode_ids(b) for b in batches}
     if command is None:
-        return _builtin(ledger, verifier, batches, episodes, signer, described, report,
-                        pass_return=pass_return, max_steps=max_steps, output=output)
+        from trajledger.ledger.progress import no_progress
+
+        # The bar first: importing Gymnasium and loading the policy take their time too.
+        total = sum(len(ids) for ids in episodes.values())
+        with (ledger.progress or no_progress)(total, "evaluating episodes") as advance:
+            return _builtin(ledger, verifier, batches, episodes, signer, described, report,
+                            pass_return=pass_return, max_steps=max_steps, output=output,
+                            advance=advance)
     return _by_command(ledger, batches, episodes, signer, described, report, list(command),
                        output=output, keep_logs=keep_logs, cwd=cwd)
 
@@ -395,12 +401,13 @@ def _builtin(
     pass_return: float | None,
     max_steps: int | None,
     output: Path | None,
+    advance: Callable[[int], None],
 ) -> EvalOutcome:
-    """Replay every suite episode's seed with the checkpoint's policy in its environment."""
+    """Replay every suite episode's seed with the checkpoint's policy in its environment
+    (``advance(1)`` after each)."""
     import gymnasium as gym
 
     from trajledger.ledger.fs import temp_dir
-    from trajledger.ledger.progress import no_progress
 
     from .train import checkpoint_files
     from .trainers import load_policy
@@ -415,11 +422,9 @@ def _builtin(
                           "'-- COMMAND'") from e
     rows: list[EpisodeResult] = []
     thresholds: dict[str, float] = {}
-    total = sum(len(ids) for ids in episodes.values())
-    with (ledger.progress or no_progress)(total, "evaluating episodes") as advance:
-        for b in batches:
-            rows.extend(_replay(verifier, b, policy, thresholds, pass_return=pass_return,
-                                max_steps=max_steps, ck=ck, on_episode=lambda: advance(1)))
+    for b in batches:
+        rows.extend(_replay(verifier, b, policy, thresholds, pass_return=pass_return,
+                            max_steps=max_steps, ck=ck, on_episode=lambda: advance(1)))
     returns = [r.metrics["return"] for r in rows]
     results = Results(tuple(rows), {
         "mean_return": sum(returns) / len(returns),
