@@ -35,6 +35,9 @@ def test_a_mistyped_command_gets_the_closest_only(runner: CliRunner) -> None:
     r = runner.invoke(main, ["dataset", "creat"], prog_name="trajledger")
     assert r.exit_code == 2
     assert r.stderr.endswith("Error: No such command 'creat'. Did you mean 'create'?\n")
+    r = runner.invoke(main, ["key", "nwe"], prog_name="trajledger")  # short: 67% alike
+    assert r.exit_code == 2
+    assert r.stderr.endswith("Error: No such command 'nwe'. Did you mean 'new'?\n")
     r = runner.invoke(main, ["zzz"], prog_name="trajledger")
     assert r.exit_code == 2
     assert r.stderr.endswith("Error: No such command 'zzz'.\n")
