@@ -57,7 +57,6 @@ from trajledger.verify.errors import FormatError, ProvenanceError
 from trajledger.verify.kinds import KINDS, name_version
 from trajledger.verify.log_entry import GENESIS_PREV, LogEntry
 from trajledger.verify.log_index import read_record
-from trajledger.verify.merkle import leaf_hash
 from trajledger.verify.note import Verifier, verifier_from_vkey
 from trajledger.verify.predicates import HELD_OUT, Dataset
 
@@ -573,7 +572,7 @@ class TrustState:
                         raise TamperError(
                             f"log entry {i}: prev is {entry.prev[:16]}…, want "
                             f"{last.hex()[:16]}… (hash chain broken)", None)
-                    last = leaf_hash(raw)
+                    last = entry.leaf_hash
                     hashes.append(last)
                     entries.append((i, entry, raw))
                 self._index_entries(entries, read_blob)
