@@ -346,6 +346,8 @@ def train(
         PolicyError: the signer is not a trainer of the policy.
         TrainingDataError: the admitted batches cannot be combined (different schemas).
     """
+    from trajledger.ledger.progress import no_progress
+
     from .trainers import TrainingData, load_trainer
 
     # (1)
@@ -358,7 +360,8 @@ def train(
     admission = admit_for_training(ledger, dataset_ref, start, trainer_name)
     # (3)
     steps, episodes = admission_tables(admission)
-    result = trainer.train(TrainingData(steps, episodes), dict(config or {}), seed)
+    tables = TrainingData(steps, episodes, progress=ledger.progress or no_progress)
+    result = trainer.train(tables, dict(config or {}), seed)
     # (4)
     ckpt_name = name or f"{admission.name}-{trainer_name}"
     ckpt_version = version or f"seed{seed}-{uuid.uuid4().hex[:8]}"
@@ -599,6 +602,32 @@ def checkpoint_files(ledger: LedgerHome, ref: str) -> tuple[Any, dict[str, bytes
         path: ledger.store.get_verified(d) for path, d in batch_files(ledger, item.digest).items()
     }
     return item, files
+
+
+def copy_checkpoint_files(ledger: LedgerHome, ref: str, dest: Path) -> list[str]:
+    """Write a recorded checkpoint's files, each checked against its digest, into ``dest``
+    (new or empty; ``train --output`` with a trainer plug-in): plain copies the user may
+    change, never links into the store.
+
+    Returns:
+        The files' paths, as the manifest names them.
+
+    Raises:
+        LedgerError: ``dest`` is not a new or empty directory.
+    """
+    from trajledger.ledger.fs import write_file_atomic
+    from trajledger.verify.manifest import check_path
+
+    from .workdir import check_output_dir
+
+    check_output_dir(dest)
+    _item, files = checkpoint_files(ledger, ref)
+    dest.mkdir(exist_ok=True)
+    for path, data in files.items():
+        target = dest / check_path(path, f"file name {path!r}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_file_atomic(target, data)
+    return sorted(files)
 
 
 def rollout(
