@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
+from functools import cache
 from typing import Any, ClassVar, Self
 
 from .digest import parse_digest
@@ -229,6 +230,13 @@ def _specs(cls: type) -> list[tuple[Field[Any], _Spec]]:
     return [(f, f.metadata["spec"]) for f in fields(cls) if "spec" in f.metadata]
 
 
+@cache
+def _reading(cls: type) -> tuple[list[tuple[Field[Any], _Spec]], tuple[_Spec, ...]]:
+    """A class's specs, and each as read (`_absent`): worked out once per class."""
+    specs = _specs(cls)
+    return specs, tuple(_absent(f, s) for f, s in specs)
+
+
 def _absent(f: Field[Any], s: _Spec) -> _Spec:
     """The spec with ``absent`` from the field's default (what an absent member reads as)."""
     if f.default is not MISSING:
@@ -271,8 +279,8 @@ class Record:
         Raises:
             FormatError: not an object, or a known field is missing or malformed.
         """
-        specs = _specs(cls)
-        values, rest = _read_members(tuple(_absent(f, s) for f, s in specs), obj, what)
+        specs, read = _reading(cls)
+        values, rest = _read_members(read, obj, what)
         kept: dict[str, Any] = {f.name: v for (f, s), v in zip(specs, values, strict=True)}
         rows = {s.key: kept[f.name][1] for f, s in specs if s.type == "rows"}
         kept.update({f.name: kept[f.name][0] for f, s in specs if s.type == "rows"})
