@@ -92,6 +92,10 @@ they brought (a state of an older format re-reads the log once, keeping its floo
 _TABLES = ("entries", "names", "listing", "refs", "unreadable", "held_out")
 """The derived tables: counted after each extension, compared by `TrustState.disagreements`."""
 _CHUNK = 1024
+_BULK_FROM = 4 * _CHUNK
+"""A first use of at least this many entries builds the indexes of the derived tables after
+inserting their rows (one sort each, instead of a random B-tree insert per row: 2 to 3 times
+less system time at 100k entries)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
@@ -111,6 +115,9 @@ CREATE INDEX IF NOT EXISTS refs_dst ON refs (dst);
 CREATE TABLE IF NOT EXISTS unreadable (idx INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS held_out (idx INTEGER PRIMARY KEY);
 """
+_INDEXES = {line.split()[5]: line for line in _SCHEMA.splitlines()
+            if line.startswith("CREATE INDEX")}
+"""The secondary indexes of the derived tables: ``{name: CREATE statement}``."""
 
 
 @dataclass(frozen=True)
@@ -558,6 +565,10 @@ class TrustState:
             # (2)
             rng, last = self._range, self._last
             done = self._size
+            bulk = done == 0 and cp.size >= _BULK_FROM
+            if bulk:  # rows appended in index order, the indexes sorted once at the end
+                for name in _INDEXES:
+                    self._db.execute(f"DROP INDEX IF EXISTS {name}")
             while done < cp.size:
                 end = min(done + _CHUNK, cp.size)
                 if floor is not None and done < floor.size < end:
@@ -601,6 +612,9 @@ class TrustState:
                     Path(what),
                 )
             # (3)
+            if bulk:
+                for statement in _INDEXES.values():
+                    self._db.execute(statement)
             self._retry_unreadable(read_blob)
             self._store_counts()
             self._put("range", json.dumps(

@@ -452,9 +452,10 @@ def _all_rows(home: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 def test_first_use_in_bulk_equals_the_state_extended_entry_by_entry(
     chat_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The rows of a first use (rollout batches read by `_batch_fields`, the rest strictly)
-    are those of a state extended after every record, and those of reading every record
-    strictly: batches with an evaluator and a policy version naming a checkpoint included."""
+    """The rows of a first use (rollout batches read by `_batch_fields`, the rest strictly;
+    the indexes built after the rows) are those of a state extended after every record, and
+    those of reading every record strictly: batches with an evaluator and a policy version
+    naming a checkpoint included."""
     from trajledger import Ledger as Api
 
     monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "incremental"))
@@ -473,7 +474,14 @@ def test_first_use_in_bulk_equals_the_state_extended_entry_by_entry(
     step_by_step = {t: incremental._rows(t) for t in trust_state._TABLES}
     incremental.close()
     monkeypatch.setattr(trust_state, "_CHUNK", 1024)
+    monkeypatch.setattr(trust_state, "_BULK_FROM", 1)  # the indexes built after the rows
     bulk = _all_rows(chat_home, tmp_path / "bulk", monkeypatch)
+    state = Ledger.open(chat_home).trust_state()
+    indexes = {r[0] for r in state._db.execute("SELECT name FROM sqlite_master WHERE type = "
+                                               "'index' AND sql IS NOT NULL")}
+    state.close()
+    assert indexes == set(trust_state._INDEXES)
+    monkeypatch.setattr(trust_state, "_BULK_FROM", 10**9)
     monkeypatch.setattr(trust_state, "_batch_fields", lambda entry, envelope: None)
     strict = _all_rows(chat_home, tmp_path / "strict", monkeypatch)
     assert bulk == step_by_step == strict
