@@ -45,6 +45,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -92,6 +93,12 @@ they brought (a state of an older format re-reads the log once, keeping its floo
 _TABLES = ("entries", "names", "listing", "refs", "unreadable", "held_out")
 """The derived tables: counted after each extension, compared by `TrustState.disagreements`."""
 _CHUNK = 1024
+_PARALLEL_FROM = 8 * _CHUNK
+"""A reading of at least this many entries, from a store a process can open (local), reads and
+parses envelopes in `_WORKERS` forked processes (`_Workers`)."""
+_WORKERS = 2
+_AHEAD = 2 * _WORKERS
+"""Runs handed to the workers ahead of the one being inserted."""
 _BULK_FROM = 4 * _CHUNK
 """A first use of at least this many entries builds the indexes of the derived tables after
 inserting their rows (one sort each, instead of a random B-tree insert per row: 2 to 3 times
@@ -512,6 +519,7 @@ class TrustState:
         *,
         what: str = "log/checkpoint",
         on_progress: Callable[[int], None] | None = None,
+        blob_reader: Callable[[], Callable[[str], bytes | None]] | None = None,
     ) -> None:
         """Extend the state to the signed checkpoint ``note``.
 
@@ -530,6 +538,9 @@ class TrustState:
             read_blob: ``digest -> bytes or None`` from the store (unverified).
             what: names the checkpoint in messages.
             on_progress: called with the number of entries indexed so far, in chunks.
+            blob_reader: makes a ``read_blob`` in another process (picklable: a local store's);
+                given, a long reading (`_PARALLEL_FROM`) reads and parses the envelopes in
+                worker processes while this one reads, chains and inserts.
 
         Raises:
             TamperError: a rollback, a fork, or entries that do not give the signed root.
@@ -569,41 +580,46 @@ class TrustState:
             if bulk:  # rows appended in index order, the indexes sorted once at the end
                 for name in _INDEXES:
                     self._db.execute(f"DROP INDEX IF EXISTS {name}")
-            while done < cp.size:
-                end = min(done + _CHUNK, cp.size)
-                if floor is not None and done < floor.size < end:
-                    end = floor.size  # stop there to compare with the root seen before
-                raws = read_entries(done, end)
-                if len(raws) != end - done:
-                    raise TamperError(f"log entries {done}..{end - 1}: not all readable", None)
-                hashes, entries = [], []
-                for i, raw in enumerate(raws, start=done):
-                    try:
-                        entry = LogEntry.from_bytes(raw, f"log entry {i}")
-                    except FormatError as e:
-                        raise TamperError(f"{e}; the log is damaged (run 'trajledger log "
-                                          "verify')", None) from e
-                    if entry.prev != last.hex():
-                        raise TamperError(
-                            f"log entry {i}: prev is {entry.prev[:16]}…, want "
-                            f"{last.hex()[:16]}… (hash chain broken)", None)
-                    last = leaf_hash(raw)
-                    hashes.append(last)
-                    entries.append((i, entry, raw))
-                self._index_entries(entries, read_blob)
-                rng = rng.extend(hashes)
-                done = end
-                if floor is not None and done == floor.size and rng.root() != floor.root:
-                    raise TamperError(
-                        f"{what}: fork: the log's first {floor.size} entries give root "
-                        f"{rng.root().hex()[:16]}…, but root {floor.root.hex()[:16]}… was seen "
-                        "before at that size. Nothing was changed.",
-                        Path(what),
-                    )
+            workers = (_Workers(blob_reader) if blob_reader is not None and _Workers.possible()
+                       and cp.size - done >= _PARALLEL_FROM else None)
+            runs: list[tuple[list[tuple[int, LogEntry, bytes]], Any]] = []
+            start = self._size
+
+            def insert(entries: list[tuple[int, LogEntry, bytes]], rows: Any) -> None:
+                """Insert a run's rows (``rows``: derived here when None, or a worker's)."""
+                if rows is None:
+                    self._index_entries(entries, read_blob)
+                else:
+                    got: _Derived = rows.result()
+                    got.entries = [(i, e.kind, e.subject, raw) for i, e, raw in entries]
+                    got.insert(self._db)
+                last_index = entries[-1][0] + 1
                 if on_progress is not None:
-                    on_progress(end - self._size)
-                if cp.size - self._size > _CHUNK:
-                    _write_reading(self.path, end - self._size, cp.size - self._size)
+                    on_progress(last_index - start)
+                if cp.size - start > _CHUNK:
+                    _write_reading(self.path, last_index - start, cp.size - start)
+
+            with contextlib.ExitStack() as pool:
+                if workers is not None:
+                    pool.enter_context(workers)
+                while done < cp.size:
+                    end = min(done + _CHUNK, cp.size)
+                    if floor is not None and done < floor.size < end:
+                        end = floor.size  # stop there to compare with the root seen before
+                    rng, last = self._read_run(read_entries, done, end, rng, last, runs,
+                                               workers)
+                    while len(runs) > (_AHEAD if workers is not None else 0):
+                        insert(*runs.pop(0))
+                    done = end
+                    if floor is not None and done == floor.size and rng.root() != floor.root:
+                        raise TamperError(
+                            f"{what}: fork: the log's first {floor.size} entries give root "
+                            f"{rng.root().hex()[:16]}…, but root {floor.root.hex()[:16]}… was "
+                            "seen before at that size. Nothing was changed.",
+                            Path(what),
+                        )
+                while runs:
+                    insert(*runs.pop(0))
             if rng.root() != cp.root:
                 raise TamperError(
                     f"{what}: the entries {self._size}..{cp.size - 1} with the tree seen before "
@@ -741,6 +757,38 @@ class TrustState:
                 self._db.execute(f"DELETE FROM {table}")
             self._db.execute("DELETE FROM meta WHERE key IN ('range', 'counts')")
         self._size, self._range, self._note, self._last = self._read_meta()
+
+    def _read_run(
+        self, read_entries: Callable[[int, int], Sequence[bytes]], start: int, end: int,
+        rng: CompactRange, last: bytes,
+        runs: list[tuple[list[tuple[int, LogEntry, bytes]], Any]], workers: _Workers | None,
+    ) -> tuple[CompactRange, bytes]:
+        """Read entries ``start..end-1``, parse each and chain it to ``last``; queue the run on
+        ``runs`` with its rows' future (a worker's) or None (derived when inserted). Returns
+        the range and the last leaf hash extended by them.
+
+        Raises:
+            TamperError: an entry is missing or malformed, or does not chain.
+        """
+        raws = read_entries(start, end)
+        if len(raws) != end - start:
+            raise TamperError(f"log entries {start}..{end - 1}: not all readable", None)
+        hashes, entries = [], []
+        for i, raw in enumerate(raws, start=start):
+            try:
+                entry = LogEntry.from_bytes(raw, f"log entry {i}")
+            except FormatError as e:
+                raise TamperError(f"{e}; the log is damaged (run 'trajledger log verify')",
+                                  None) from e
+            if entry.prev != last.hex():
+                raise TamperError(
+                    f"log entry {i}: prev is {entry.prev[:16]}…, want {last.hex()[:16]}… (hash "
+                    "chain broken)", None)
+            last = leaf_hash(raw)
+            hashes.append(last)
+            entries.append((i, entry, raw))
+        runs.append((entries, None if workers is None else workers.derive(entries)))
+        return rng.extend(hashes), last
 
     def _index_entries(
         self, entries: Sequence[tuple[int, LogEntry, bytes]],
@@ -934,6 +982,57 @@ class TrustState:
         return [NameRow(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows]
 
 
+
+
+class _Workers:
+    """Processes that read and parse envelopes for a long first use (`TrustState.sync`): each
+    makes its own ``read_blob`` with the factory it is given, and derives the rows of a run of
+    entries (`_derive_run`) while the caller reads, chains and inserts the runs before it."""
+
+    def __init__(self, blob_reader: Callable[[], Callable[[str], bytes | None]]) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        self._pool = ProcessPoolExecutor(
+            _WORKERS, mp_context=multiprocessing.get_context("fork"),
+            initializer=_start_worker, initargs=(blob_reader,))
+
+    @staticmethod
+    def possible() -> bool:
+        """Workers are forked, on Linux, from a process with no other thread: a fork copies
+        no lock another thread holds, and (unlike spawn) re-runs no caller's script."""
+        return sys.platform == "linux" and threading.active_count() == 1
+
+    def __enter__(self) -> _Workers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(cancel_futures=True)
+
+    def derive(self, entries: Sequence[tuple[int, LogEntry, bytes]]) -> Any:
+        """The future of the rows of ``entries`` that need their envelopes."""
+        return self._pool.submit(_derive_run, [(i, raw) for i, e, raw in entries
+                                               if _reads_envelope(e.kind)])
+
+
+_worker_read: Callable[[str], bytes | None] | None = None
+"""A worker process's ``read_blob`` (`_start_worker`)."""
+
+
+def _start_worker(blob_reader: Callable[[], Callable[[str], bytes | None]]) -> None:
+    global _worker_read
+    _worker_read = blob_reader()
+
+
+def _derive_run(run: Sequence[tuple[int, bytes]]) -> _Derived:
+    """In a worker: the rows of ``(index, entry bytes)`` (entries of kinds that read their
+    envelope, already parsed and chained by the caller)."""
+    assert _worker_read is not None
+    rows = _Derived()
+    for i, raw in run:
+        entry = LogEntry.from_bytes(raw, f"log entry {i}")
+        _derive(rows, i, entry, _read_or_none(_worker_read, entry.envelope))
+    return rows
 
 
 def _reads_envelope(kind: str) -> bool:

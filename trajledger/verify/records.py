@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
-from functools import cache
 from typing import Any, ClassVar, Self
 
 from .digest import parse_digest
@@ -230,11 +229,15 @@ def _specs(cls: type) -> list[tuple[Field[Any], _Spec]]:
     return [(f, f.metadata["spec"]) for f in fields(cls) if "spec" in f.metadata]
 
 
-@cache
+_READING: dict[type, tuple[list[tuple[Field[Any], _Spec]], tuple[_Spec, ...]]] = {}
+
+
 def _reading(cls: type) -> tuple[list[tuple[Field[Any], _Spec]], tuple[_Spec, ...]]:
     """A class's specs, and each as read (`_absent`): worked out once per class."""
-    specs = _specs(cls)
-    return specs, tuple(_absent(f, s) for f, s in specs)
+    if cls not in _READING:
+        specs = _specs(cls)
+        _READING[cls] = specs, tuple(_absent(f, s) for f, s in specs)
+    return _READING[cls]
 
 
 def _absent(f: Field[Any], s: _Spec) -> _Spec:

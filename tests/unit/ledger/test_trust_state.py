@@ -453,9 +453,9 @@ def test_first_use_in_bulk_equals_the_state_extended_entry_by_entry(
     chat_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The rows of a first use (rollout batches read by `_batch_fields`, the rest strictly;
-    the indexes built after the rows) are those of a state extended after every record, and
-    those of reading every record strictly: batches with an evaluator and a policy version
-    naming a checkpoint included."""
+    the indexes built after the rows; the envelopes read by worker processes) are those of a
+    state extended after every record, and those of reading every record strictly: batches
+    with an evaluator and a policy version naming a checkpoint included."""
     from trajledger import Ledger as Api
 
     monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "incremental"))
@@ -482,9 +482,25 @@ def test_first_use_in_bulk_equals_the_state_extended_entry_by_entry(
     state.close()
     assert indexes == set(trust_state._INDEXES)
     monkeypatch.setattr(trust_state, "_BULK_FROM", 10**9)
+    # Envelopes read and parsed by worker processes, runs of 2 entries, several in flight.
+    monkeypatch.setattr(trust_state, "_PARALLEL_FROM", 1)
+    monkeypatch.setattr(trust_state, "_CHUNK", 2)
+    monkeypatch.setattr(trust_state._Workers, "possible", staticmethod(lambda: True))
+    handed: list[int] = []
+    derive = trust_state._Workers.derive
+
+    def counted(self: Any, entries: Any) -> Any:
+        handed.append(len(entries))
+        return derive(self, entries)
+
+    monkeypatch.setattr(trust_state._Workers, "derive", counted)
+    parallel = _all_rows(chat_home, tmp_path / "parallel", monkeypatch)
+    assert sum(handed) == Ledger.open(chat_home).log.size and len(handed) > 2
+    monkeypatch.setattr(trust_state, "_PARALLEL_FROM", 10**9)
+    monkeypatch.setattr(trust_state, "_CHUNK", 1024)
     monkeypatch.setattr(trust_state, "_batch_fields", lambda entry, envelope: None)
     strict = _all_rows(chat_home, tmp_path / "strict", monkeypatch)
-    assert bulk == step_by_step == strict
+    assert bulk == step_by_step == strict == parallel
     refs = {(role, dst) for dst, _, role in bulk["refs"]}
     assert {"environment", "evaluator", "generated-by"} <= {r for r, _ in refs}
     assert any(row[2] == "with-evaluator" for row in bulk["names"])
@@ -523,7 +539,7 @@ def test_a_batch_the_index_takes_but_the_strict_read_refuses_fails_closed(
     assert bad.index not in state.unreadable()
     assert [(i, role) for _, i, role in state._rows("refs") if i == bad.index] == [
         (bad.index, "environment")]
-    with pytest.raises(FormatError, match="counts.episodes is -1"):
+    with pytest.raises(FormatError, match=r"counts\.episodes is -1"):
         read_record(entry, fresh.store.get(entry.envelope), "bad batch")
 
     report = fresh.verify("bad-batch")
