@@ -498,7 +498,7 @@ def test_first_use_in_bulk_equals_the_state_extended_entry_by_entry(
     assert sum(handed) == Ledger.open(chat_home).log.size and len(handed) > 2
     monkeypatch.setattr(trust_state, "_PARALLEL_FROM", 10**9)
     monkeypatch.setattr(trust_state, "_CHUNK", 1024)
-    monkeypatch.setattr(trust_state, "_batch_fields", lambda entry, envelope: None)
+    monkeypatch.setattr(trust_state, "_batch_fields", lambda *args: None)
     strict = _all_rows(chat_home, tmp_path / "strict", monkeypatch)
     assert bulk == step_by_step == strict == parallel
     refs = {(role, dst) for dst, _, role in bulk["refs"]}
