@@ -1135,8 +1135,10 @@ def _batch_fields(envelope_digest: str, subject: str, envelope: bytes
         statement = json.loads(base64.b64decode(doc["payload"], validate=True))
         pred = statement["predicate"]
         first = statement["subject"][0]
+        if not isinstance(pred, dict) or not isinstance(first, dict):
+            return None
         refs = {k: pred.get(k) for k in ("environment", "evaluator")}
-        if (statement["predicateType"] != ROLLOUT_BATCH or not isinstance(pred, dict)
+        if (statement["predicateType"] != ROLLOUT_BATCH
                 or not isinstance(first["name"], str) or not first["name"]
                 or not isinstance(refs["environment"], dict)
                 or not (refs["evaluator"] is None or isinstance(refs["evaluator"], dict))):
@@ -1154,7 +1156,7 @@ def _batch_fields(envelope_digest: str, subject: str, envelope: bytes
                 parse_digest(d)
         if not isinstance(batch.policy_version, str) or not batch.policy_version:
             return None
-    except (ValueError, TypeError, KeyError, IndexError, FormatError):
+    except (ValueError, TypeError, KeyError, IndexError, RecursionError, FormatError):
         return None
     return Statement((Subject(first["name"], subject.removeprefix("sha256:")),),
                      ROLLOUT_BATCH, pred), batch

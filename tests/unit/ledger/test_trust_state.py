@@ -550,3 +550,32 @@ def test_a_batch_the_index_takes_but_the_strict_read_refuses_fails_closed(
     uses = fresh.verify("uses-bad@1")
     assert not uses.ok
     assert any("counts.episodes is -1" in str(f) for f in uses.failures())
+
+
+@pytest.mark.parametrize("statement", [
+    [], "x", {"predicate": "x", "subject": [{"name": "b"}]},
+    {"predicate": [], "subject": [{"name": "b"}]},
+    {"predicate": {}, "subject": "ab", "predicateType": "x"},
+    {"predicate": {"environment": "x"}, "subject": [["b"]]},
+    {"predicate": {"environment": {"digest": 7}, "policyVersion": "p"}, "subject": [{"name": "b"}]},
+    {"predicate": {"environment": {"digest": "sha256:" + "0" * 64}, "evaluator": [],
+                   "policyVersion": "p"}, "subject": [{"name": "b"}]},
+    {"predicate": {"environment": {"digest": "sha256:" + "0" * 64}, "policyVersion": ""},
+     "subject": [{"name": "b"}]},
+    {"predicate": {"environment": {"digest": "sha256:" + "0" * 64}, "policyVersion": "p",
+                   "failuresOf": "sha256:xyz"}, "subject": [{"name": "b"}]},
+])
+def test_a_batch_the_fast_reading_cannot_read_goes_to_the_strict_one(statement: Any) -> None:
+    """Whatever a batch's envelope holds, the fast reading gives its fields or None (the
+    strict parse then decides), never an exception that would stop a first use."""
+    import base64
+
+    from trajledger.verify.predicates import ROLLOUT_BATCH
+
+    if isinstance(statement, dict):
+        statement = {"predicateType": ROLLOUT_BATCH, **statement}
+    payload = base64.b64encode(json.dumps(statement).encode()).decode()
+    for envelope in (json.dumps({"payload": payload}).encode(), b"[1]", b"{", b"\xff",
+                     b"[" * 100_000):
+        digest = "sha256:" + hashlib.sha256(envelope).hexdigest()
+        assert trust_state._batch_fields(digest, "sha256:" + "1" * 64, envelope) is None
