@@ -27,9 +27,11 @@ the whole state (the next use is a first use: announced, or refused under
 It is extended incrementally (`TrustState.sync`): the stored right edge of the tree (a
 `verify.merkle.CompactRange`) plus the new entries must give the new signed root, and each new
 entry's ``prev`` must be the leaf hash before it, so only the new entries are read. A fresh state
-reads the whole log once (with progress). Answers are where to look, never what to believe: the
-verifier still verifies each record it uses. Envelopes are read unverified here only to learn
-what a record lists and names.
+reads the whole log once (with progress; a long reading from a local store reads envelopes in
+worker processes, `_Workers`). Answers are where to look, never what to believe: the verifier
+still verifies each record it uses. Envelopes are read unverified here only to learn what a
+record lists and names: strictly parsed, except a rollout batch's, whose rows come from a few
+members (`_batch_fields`).
 
 Concurrency: SQLite transactions (``BEGIN IMMEDIATE``) serialise processes extending the same
 state; a reader sees a consistent snapshot. Threads of one process may share a `TrustState`
