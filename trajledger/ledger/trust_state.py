@@ -28,10 +28,10 @@ It is extended incrementally (`TrustState.sync`): the stored right edge of the t
 `verify.merkle.CompactRange`) plus the new entries must give the new signed root, and each new
 entry's ``prev`` must be the leaf hash before it, so only the new entries are read. A fresh state
 reads the whole log once (with progress; a long reading from a local store reads envelopes in
-worker processes, `_Workers`). Answers are where to look, never what to believe: the verifier
+worker processes, `Workers`). Answers are where to look, never what to believe: the verifier
 still verifies each record it uses. Envelopes are read unverified here only to learn what a
 record lists and names: strictly parsed, except a rollout batch's, whose rows come from a few
-members (`_batch_fields`).
+members (`batch_fields`).
 
 Concurrency: SQLite transactions (``BEGIN IMMEDIATE``) serialise processes extending the same
 state; a reader sees a consistent snapshot. Threads of one process may share a `TrustState`
@@ -42,33 +42,26 @@ Non-scope: verifying signatures (``verify.lineage``), the log's files (``ledger.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
 import sqlite3
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
-from trajledger.verify.digest import digest_bytes, parse_digest
 from trajledger.verify.errors import FormatError, ProvenanceError
-from trajledger.verify.kinds import KINDS, name_version
 from trajledger.verify.log_entry import GENESIS_PREV, LogEntry
-from trajledger.verify.log_index import read_record
 from trajledger.verify.merkle import CompactRange, leaf_hash
 from trajledger.verify.note import Verifier, verifier_from_vkey
-from trajledger.verify.predicates import HELD_OUT, ROLLOUT_BATCH, Dataset
-from trajledger.verify.statement import Statement, Subject
 
 from .errors import LedgerError, TamperError
 from .fs import write_file_atomic
+from .trust_rows import WORKERS, DerivedRows, Workers, derive, read_or_none, reads_envelope
 from .user_state import (
     fingerprint,
     known_origin,
@@ -97,9 +90,8 @@ _TABLES = ("entries", "names", "listing", "refs", "unreadable", "held_out")
 _CHUNK = 1024
 _PARALLEL_FROM = 8 * _CHUNK
 """A reading of at least this many entries, from a store a process can open (local), reads and
-parses envelopes in `_WORKERS` forked processes (`_Workers`)."""
-_WORKERS = 2
-_AHEAD = 2 * _WORKERS
+parses envelopes in `trust_rows.WORKERS` forked processes (`trust_rows.Workers`)."""
+_AHEAD = 2 * WORKERS
 """Runs handed to the workers ahead of the one being inserted."""
 _BULK_FROM = 4 * _CHUNK
 """A first use of at least this many entries builds the indexes of the derived tables after
@@ -582,7 +574,7 @@ class TrustState:
             if bulk:  # rows appended in index order, the indexes sorted once at the end
                 for name in _INDEXES:
                     self._db.execute(f"DROP INDEX IF EXISTS {name}")
-            workers = (_Workers(blob_reader) if blob_reader is not None and _Workers.possible()
+            workers = (Workers(blob_reader) if blob_reader is not None and Workers.possible()
                        and cp.size - done >= _PARALLEL_FROM else None)
             runs: list[tuple[list[tuple[int, LogEntry, bytes]], Any]] = []
             start = self._size
@@ -592,9 +584,9 @@ class TrustState:
                 if rows is None:
                     self._index_entries(entries, read_blob)
                 else:
-                    got: _Derived = rows.result()
+                    got: DerivedRows = rows.result()
                     got.entries = [(i, e.kind, e.subject, raw) for i, e, raw in entries]
-                    got.insert(self._db)
+                    got.insert(self._db.executemany)
                 last_index = entries[-1][0] + 1
                 if on_progress is not None:
                     on_progress(last_index - start)
@@ -763,7 +755,7 @@ class TrustState:
     def _read_run(
         self, read_entries: Callable[[int, int], Sequence[bytes]], start: int, end: int,
         rng: CompactRange, last: bytes,
-        runs: list[tuple[list[tuple[int, LogEntry, bytes]], Any]], workers: _Workers | None,
+        runs: list[tuple[list[tuple[int, LogEntry, bytes]], Any]], workers: Workers | None,
     ) -> tuple[CompactRange, bytes]:
         """Read entries ``start..end-1``, parse each and chain it to ``last``; queue the run on
         ``runs`` with its rows' future (a worker's) or None (derived when inserted). Returns
@@ -798,25 +790,25 @@ class TrustState:
     ) -> None:
         """Index a run of parsed entries: their rows gathered (the envelopes read of the kinds
         that need them), then inserted table by table, one statement each."""
-        rows = _Derived()
+        rows = DerivedRows()
         for i, entry, _ in entries:
-            if _reads_envelope(entry.kind):
-                _derive(rows, i, entry, _read_or_none(read_blob, entry.envelope))
+            if reads_envelope(entry.kind):
+                derive(rows, i, entry, read_or_none(read_blob, entry.envelope))
         rows.entries = [(i, e.kind, e.subject, raw) for i, e, raw in entries]
-        rows.insert(self._db)
+        rows.insert(self._db.executemany)
 
     def _retry_unreadable(self, read_blob: Callable[[str], bytes | None]) -> bool:
         """Read again the envelopes that could not be read; True when one now could."""
         found = self._db.execute(
             "SELECT u.idx, e.raw FROM unreadable u JOIN entries e ON e.idx = u.idx"
         ).fetchall()
-        rows, now = _Derived(), []
+        rows, now = DerivedRows(), []
         for idx, raw in found:
             entry = LogEntry.from_bytes(bytes(raw))
-            if _derive(rows, int(idx), entry, _read_or_none(read_blob, entry.envelope)):
+            if derive(rows, int(idx), entry, read_or_none(read_blob, entry.envelope)):
                 now.append((idx,))
         rows.unreadable = []  # the ones still unreadable are listed already
-        rows.insert(self._db)
+        rows.insert(self._db.executemany)
         self._db.executemany("DELETE FROM unreadable WHERE idx = ?", now)
         return bool(now)
 
@@ -982,183 +974,3 @@ class TrustState:
             (*args, self._size),
         )
         return [NameRow(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows]
-
-
-
-
-class _Workers:
-    """Processes that read and parse envelopes for a long first use (`TrustState.sync`): each
-    makes its own ``read_blob`` with the factory it is given, and derives the rows of a run of
-    entries (`_derive_run`) while the caller reads, chains and inserts the runs before it."""
-
-    def __init__(self, blob_reader: Callable[[], Callable[[str], bytes | None]]) -> None:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        self._pool = ProcessPoolExecutor(
-            _WORKERS, mp_context=multiprocessing.get_context("fork"),
-            initializer=_start_worker, initargs=(blob_reader,))
-
-    @staticmethod
-    def possible() -> bool:
-        """Workers are forked, on Linux, from a process with no other thread: a fork copies
-        no lock another thread holds, and (unlike spawn) re-runs no caller's script."""
-        return sys.platform == "linux" and threading.active_count() == 1
-
-    def __enter__(self) -> _Workers:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._pool.shutdown(cancel_futures=True)
-
-    def derive(self, entries: Sequence[tuple[int, LogEntry, bytes]]) -> Any:
-        """The future of the rows of ``entries`` that need their envelopes."""
-        return self._pool.submit(_derive_run, [(i, e.kind, e.envelope, e.subject, raw)
-                                               for i, e, raw in entries
-                                               if _reads_envelope(e.kind)])
-
-
-_worker_read: Callable[[str], bytes | None] | None = None
-"""A worker process's ``read_blob`` (`_start_worker`)."""
-
-
-def _start_worker(blob_reader: Callable[[], Callable[[str], bytes | None]]) -> None:
-    global _worker_read
-    _worker_read = blob_reader()
-
-
-def _derive_run(run: Sequence[tuple[int, str, str, str, bytes]]) -> _Derived:
-    """In a worker: the rows of entries of kinds that read their envelope, already parsed and
-    chained by the caller, each ``(index, kind, envelope digest, subject, entry bytes)``: a
-    rollout batch's entry is parsed again only when its envelope does not give its rows."""
-    assert _worker_read is not None
-    rows = _Derived()
-    for i, kind, digest, subject, raw in run:
-        envelope = _read_or_none(_worker_read, digest)
-        if kind != "rollout-batch" or not _derive_batch(rows, i, digest, subject, envelope):
-            _derive(rows, i, LogEntry.from_bytes(raw, f"log entry {i}"), envelope)
-    return rows
-
-
-def _reads_envelope(kind: str) -> bool:
-    """Whether the index needs a record's statement: its kind is named, lists or links."""
-    k = KINDS[kind]
-    return bool(k.named or k.lists or k.lineage)
-
-
-def _read_or_none(read_blob: Callable[[str], bytes | None], digest: str) -> bytes | None:
-    try:
-        return read_blob(digest)
-    except OSError:
-        return None
-
-
-@dataclass
-class _Derived:
-    """The rows derived from a run of entries, inserted together: one statement per table."""
-
-    entries: list[tuple[int, str, str, bytes]] = field(default_factory=list)
-    names: list[tuple[int, str, str, str, str]] = field(default_factory=list)
-    listing: list[tuple[str, int]] = field(default_factory=list)
-    refs: list[tuple[str, int, str]] = field(default_factory=list)
-    unreadable: list[tuple[int]] = field(default_factory=list)
-    held_out: list[tuple[int]] = field(default_factory=list)
-
-    def insert(self, db: _LockedDB) -> None:
-        db.executemany("INSERT OR REPLACE INTO entries (idx, kind, subject, raw) "
-                       "VALUES (?, ?, ?, ?)", self.entries)
-        db.executemany("INSERT OR REPLACE INTO names VALUES (?, ?, ?, ?, ?)", self.names)
-        db.executemany("INSERT INTO listing (digest, idx) VALUES (?, ?)", self.listing)
-        db.executemany("INSERT INTO refs (dst, idx, role) VALUES (?, ?, ?)", self.refs)
-        db.executemany("INSERT OR IGNORE INTO unreadable (idx) VALUES (?)", self.unreadable)
-        db.executemany("INSERT OR IGNORE INTO held_out (idx) VALUES (?)", self.held_out)
-
-
-def _derive(rows: _Derived, i: int, entry: LogEntry, envelope: bytes | None) -> bool:
-    """Add the rows entry ``i``'s record gives (its name, what it lists, what it references,
-    whether it is a held-out dataset) from its ``envelope``, unverified: a decision verifies
-    the record it uses. A record that cannot be read is listed as unreadable (and a named one
-    keeps a row without its name). False then.
-
-    A rollout batch is read by `_batch_fields` (the few members its rows come from), every
-    other record, and a batch that does not give those members, strictly (`read_record`)."""
-    kind = KINDS[entry.kind]
-    if entry.kind == "rollout-batch" and _derive_batch(rows, i, entry.envelope, entry.subject,
-                                                       envelope):
-        return True
-    try:
-        statement, pred = read_record(entry, envelope, f"log entry {i}")
-    except ProvenanceError:
-        if kind.named:
-            rows.names.append((i, entry.kind, "", "", entry.subject))
-        rows.unreadable.append((i,))
-        return False
-    if kind.named:
-        name, version = name_version(entry.kind, statement)
-        rows.names.append((i, entry.kind, name, version, entry.subject))
-    rows.listing += [(d, i) for d in kind.listed(pred)]
-    rows.refs += [(d.digest, i, d.role) for d in kind.dependencies(pred)]
-    if isinstance(pred, Dataset) and pred.split in HELD_OUT:
-        rows.held_out.append((i,))
-    return True
-
-
-def _derive_batch(rows: _Derived, i: int, envelope_digest: str, subject: str,
-                  envelope: bytes | None) -> bool:
-    """Add the rows of rollout batch ``i`` (its envelope's digest and its subject as its log
-    entry gives them) read by `_batch_fields`; False (nothing added) when it cannot."""
-    fields = None if envelope is None else _batch_fields(envelope_digest, subject, envelope)
-    if fields is None:
-        return False
-    statement, pred = fields
-    rows.names.append((i, "rollout-batch", *name_version("rollout-batch", statement), subject))
-    rows.refs += [(d.digest, i, d.role) for d in KINDS["rollout-batch"].dependencies(pred)]
-    return True
-
-
-def _batch_fields(envelope_digest: str, subject: str, envelope: bytes
-                  ) -> tuple[Statement, Any] | None:
-    """The members of a rollout batch's record its index rows come from (its first subject's
-    name, the artifacts it depends on: `verify.kinds` reads them from these), read without the
-    strict parse; None when one is missing or of another type (the strict read decides then).
-
-    Why a batch may skip the strict parse (about 80 of its 100 µs here): a rollout batch names
-    and links, it neither lists nor restricts (`Kind.restricts`), and is never a held-out
-    dataset, so nothing fails closed on its being unreadable; every decision that uses a batch
-    reads its record strictly and verifies it (`verify.lineage.LineageVerifier.record`), so a
-    batch this reads but the strict read refuses fails there, as it did when it was listed
-    unreadable (tests/unit/ledger/test_trust_state.py). Its envelope's digest is still checked:
-    the rows are those of the record the entry names.
-    """
-    if digest_bytes(envelope) != envelope_digest:
-        return None
-    try:
-        doc = json.loads(envelope)
-        statement = json.loads(base64.b64decode(doc["payload"], validate=True))
-        pred = statement["predicate"]
-        first = statement["subject"][0]
-        if not isinstance(pred, dict) or not isinstance(first, dict):
-            return None
-        refs = {k: pred.get(k) for k in ("environment", "evaluator")}
-        if (statement["predicateType"] != ROLLOUT_BATCH
-                or not isinstance(first["name"], str) or not first["name"]
-                or not isinstance(refs["environment"], dict)
-                or not (refs["evaluator"] is None or isinstance(refs["evaluator"], dict))):
-            return None
-        batch = SimpleNamespace(
-            environment=SimpleNamespace(digest=refs["environment"]["digest"]),
-            evaluator=None if refs["evaluator"] is None
-            else SimpleNamespace(digest=refs["evaluator"]["digest"]),
-            failures_of=pred.get("failuresOf"),
-            policy_version=pred["policyVersion"],
-        )
-        for d in (batch.environment.digest, getattr(batch.evaluator, "digest", None),
-                  batch.failures_of):
-            if d is not None:
-                parse_digest(d)
-        if not isinstance(batch.policy_version, str) or not batch.policy_version:
-            return None
-    except (ValueError, TypeError, KeyError, IndexError, RecursionError, FormatError):
-        return None
-    return Statement((Subject(first["name"], subject.removeprefix("sha256:")),),
-                     ROLLOUT_BATCH, pred), batch

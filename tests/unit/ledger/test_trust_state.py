@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from trajledger import Ledger
-from trajledger.ledger import trust_state
+from trajledger.ledger import trust_rows, trust_state
 from trajledger.ledger.errors import LedgerError, TamperError
 from trajledger.ledger.log import EntrySpec
 from trajledger.ledger.trust_state import TrustState
@@ -452,10 +452,10 @@ def _all_rows(home: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 def test_first_use_in_bulk_equals_the_state_extended_entry_by_entry(
     chat_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The rows of a first use (rollout batches read by `_batch_fields`, the rest strictly;
-    the indexes built after the rows; the envelopes read by worker processes) are those of a
-    state extended after every record, and those of reading every record strictly: batches
-    with an evaluator and a policy version naming a checkpoint included."""
+    """The rows of a first use (rollout batches read by `trust_rows.batch_fields`, the rest
+    strictly; the indexes built after the rows; the envelopes read by worker processes) are
+    those of a state extended after every record, and those of reading every record strictly:
+    batches with an evaluator and a policy version naming a checkpoint included."""
     from trajledger import Ledger as Api
 
     monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "incremental"))
@@ -485,20 +485,20 @@ def test_first_use_in_bulk_equals_the_state_extended_entry_by_entry(
     # Envelopes read and parsed by worker processes, runs of 2 entries, several in flight.
     monkeypatch.setattr(trust_state, "_PARALLEL_FROM", 1)
     monkeypatch.setattr(trust_state, "_CHUNK", 2)
-    monkeypatch.setattr(trust_state._Workers, "possible", staticmethod(lambda: True))
+    monkeypatch.setattr(trust_rows.Workers, "possible", staticmethod(lambda: True))
     handed: list[int] = []
-    derive = trust_state._Workers.derive
+    derive = trust_rows.Workers.derive
 
     def counted(self: Any, entries: Any) -> Any:
         handed.append(len(entries))
         return derive(self, entries)
 
-    monkeypatch.setattr(trust_state._Workers, "derive", counted)
+    monkeypatch.setattr(trust_rows.Workers, "derive", counted)
     parallel = _all_rows(chat_home, tmp_path / "parallel", monkeypatch)
     assert sum(handed) == Ledger.open(chat_home).log.size and len(handed) > 2
     monkeypatch.setattr(trust_state, "_PARALLEL_FROM", 10**9)
     monkeypatch.setattr(trust_state, "_CHUNK", 1024)
-    monkeypatch.setattr(trust_state, "_batch_fields", lambda *args: None)
+    monkeypatch.setattr(trust_rows, "batch_fields", lambda *args: None)
     strict = _all_rows(chat_home, tmp_path / "strict", monkeypatch)
     assert bulk == step_by_step == strict == parallel
     refs = {(role, dst) for dst, _, role in bulk["refs"]}
@@ -528,7 +528,7 @@ def test_a_batch_the_index_takes_but_the_strict_read_refuses_fails_closed(
     bad_pred = dict(statement.predicate, counts={"episodes": -1, "steps": 3})
     subject = ledger.store.put_bytes(b"not a manifest: the record is refused before its data")
     bad = record_statement(ledger, "bad-batch", subject, ROLLOUT_BATCH, bad_pred,
-                           ledger._key("vendor"), "rollout-batch")
+                           ledger.keys.signer("vendor"), "rollout-batch")
 
     monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "first-use"))
     fresh = Api.open(chat_home)
@@ -578,4 +578,4 @@ def test_a_batch_the_fast_reading_cannot_read_goes_to_the_strict_one(statement: 
     for envelope in (json.dumps({"payload": payload}).encode(), b"[1]", b"{", b"\xff",
                      b"[" * 100_000):
         digest = "sha256:" + hashlib.sha256(envelope).hexdigest()
-        assert trust_state._batch_fields(digest, "sha256:" + "1" * 64, envelope) is None
+        assert trust_rows.batch_fields(digest, "sha256:" + "1" * 64, envelope) is None
