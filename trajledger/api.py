@@ -488,12 +488,16 @@ class Ledger(LedgerHome):
         *,
         policy: str | Path | TrustPolicy | None = None,
         skip_data: bool = False,
+        files: str | Path | None = None,
     ) -> Report:
         """``trajledger verify REF``: the verified lineage graph (``.ok``, ``.nodes``,
-        ``.edges``, ``.failures()``); see `trajledger.runner.verification.verify_ref`."""
+        ``.edges``, ``.failures()``), the artifact's files named with their digests; with
+        ``files``, a directory of them checked against its manifest; see
+        `trajledger.runner.verification.verify_ref`."""
         from trajledger.runner.verification import verify_ref
 
-        return verify_ref(self, ref, self.policy(policy), data="size" if skip_data else "hash")
+        return verify_ref(self, ref, self.policy(policy), data="size" if skip_data else "hash",
+                          files=None if files is None else Path(files))
 
     def lineage(self, ref: str, *, policy: str | Path | TrustPolicy | None = None) -> Report:
         """``trajledger lineage``: what made ``ref`` (the same graph as `verify`), with the

@@ -6,6 +6,7 @@ data it re-hashes; none under ``-q`` or when stderr is not a terminal.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,13 +65,26 @@ def test_export_and_import_draw_bars_over_bytes(home: Path, tmp_path: Path) -> N
     assert code == 0, err
 
 
-def test_verify_draws_a_bar_while_it_waits_for_the_re_hashing(home: Path) -> None:
+def test_verify_draws_a_bar_over_the_re_hashing_from_the_first_blob(home: Path) -> None:
     code, err = run_on_terminal(_cmd(home, "verify", "cartpole-bc@2"), _env())
     assert code == 0, err
     assert "re-hashing data" in err and "100%" in err
+    # Drawn when the walk finds the checkpoint's first file (0% of what is known by then),
+    # before the walk is done; the total grows as it finds the rest (tests/unit/verify/
+    # test_blobs.py follows the totals).
+    drawn = re.search(r"re-hashing data  \[-+\]    0%", err)
+    assert drawn is not None and drawn.start() < err.index("100%"), err
     code, err = run_on_terminal(_cmd(home, "-q", "verify", "cartpole-bc@2"), _env())
     assert code == 0, err
     assert "re-hashing data" not in err and "%" not in err
+    # Nothing is re-hashed with --skip-data: no bar.
+    code, err = run_on_terminal(_cmd(home, "verify", "--skip-data", "cartpole-bc@2"), _env())
+    assert code == 0, err
+    assert "re-hashing data" not in err and "%" not in err
+    r = subprocess.run(_cmd(home, "verify", "cartpole-bc@2"), capture_output=True, text=True,
+                       env=_env(), check=False)
+    assert r.returncode == 0, r.stderr
+    assert "%" not in r.stderr and "re-hashing data" not in r.stderr
 
 
 def test_no_bar_under_quiet_or_off_a_terminal(home: Path, tmp_path: Path) -> None:

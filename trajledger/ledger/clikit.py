@@ -239,7 +239,26 @@ def progress(total: int, label: str, *, quiet: bool = False) -> Iterator[Callabl
         yield lambda n: None
         return
     with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
-        yield bar.update
+        yield _Advance(bar)
+
+
+class _Advance:
+    """``advance(n)`` of a drawn bar, whose total may grow (`verify.blobs.Growing`: work
+    whose size is learnt as it goes shows a bar from its start)."""
+
+    def __init__(self, bar: Any) -> None:
+        self.bar = bar
+
+    def __call__(self, n: int) -> None:
+        self.bar.update(n)
+
+    def grow(self, total: int) -> None:
+        """Make the total ``total`` (never below the bar's position) and redraw."""
+        bar = self.bar
+        if total > bar.length:
+            bar.length = total
+            bar.finished = bar.pos >= total
+            bar.render_progress()
 
 
 @contextmanager

@@ -45,6 +45,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -140,15 +141,29 @@ def _splitmix64(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
         return np.asarray(z ^ (z >> _U64(31)), dtype=np.uint64)
 
 
-@lru_cache(maxsize=4)
-def _powers(n: int) -> npt.NDArray[np.uint64]:
-    """``_POLY ** k mod 2**64`` for k < n."""
-    out = np.empty(max(n, 1), dtype=np.uint64)
-    out[0] = 1
-    with np.errstate(over="ignore"):
-        for k in range(1, len(out)):  # once per distinct longest-token length (cached)
-            out[k] = out[k - 1] * _POLY
-    return out
+_POLY_INVERSE = _U64(pow(int(_POLY), -1, 1 << 64))  # P is odd: invertible mod 2**64
+_power_cache: dict[bool, npt.NDArray[np.uint64]] = {}
+_POWER_CACHE_MAX = 2 * TEXT_SLICE
+"""Powers kept for the next call, at most (16 MiB a table); a longer text makes its own."""
+
+
+def _powers(n: int, inverse: bool = False) -> npt.NDArray[np.uint64]:
+    """``P ** k mod 2**64`` (``P ** -k`` with ``inverse``) for k < n (at least), P `_POLY`."""
+    have = _power_cache.get(inverse)
+    if have is None or len(have) < n:
+        grown = min(2 * len(have), _POWER_CACHE_MAX) if have is not None else 0
+        out = np.empty(max(n, 1024, grown), dtype=np.uint64)
+        out[0] = 1
+        size, step = 1, _POLY_INVERSE if inverse else _POLY
+        with np.errstate(over="ignore"):
+            while size < len(out):  # doubling: P**(k + size) = P**k * P**size
+                m = min(size, len(out) - size)
+                out[size : size + m] = out[:m] * (out[size - 1] * step)
+                size += m
+        if len(out) > _POWER_CACHE_MAX:
+            return out  # a very long text: not kept
+        _power_cache[inverse] = have = out
+    return have
 
 
 def _string_parts(arr: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
@@ -175,21 +190,79 @@ def token_hashes(tokens: pa.Array) -> npt.NDArray[np.uint64]:
         return np.zeros(0, dtype=np.uint64)
     offsets, data = _string_parts(tokens)
     start, end = offsets[:-1], offsets[1:]
-    lengths = end - start
-    if int(lengths.min()) <= 0:
+    if int((end - start).min()) <= 0:
         raise ValueError("token_hashes: empty tokens cannot be hashed")
     base = int(start[0])
-    total = int(end[-1]) - base
-    # Token of each byte by a cumulative sum of token starts (cheaper than np.repeat).
-    marks = np.zeros(total, dtype=np.int32)
-    marks[(start[1:] - base)] = 1
-    token = np.cumsum(marks, dtype=np.int32)
-    rev = (end - base - 1)[token] - np.arange(total, dtype=np.int64)
+    return _span_hashes(data[base : int(end[-1])], start - base, end - base)
+
+
+def _span_hashes(
+    data: npt.NDArray[np.uint8], start: npt.NDArray[np.int64], end: npt.NDArray[np.int64]
+) -> npt.NDArray[np.uint64]:
+    """`token_hashes` of the byte spans ``data[start[i]:end[i]]`` (not empty; bytes outside
+    every span are ignored).
+
+    The polynomial of a span from prefix sums: with ``C[j] = sum_{i<j} data[i] * P**-i`` (P is
+    odd, so invertible mod 2**64), ``poly(data[s:e]) = (C[e] - C[s]) * P**(e - 1)``: three
+    operations per byte, whatever the spans.
+    """
+    lengths = end - start
+    total = len(data)
+    prefix = np.zeros(total + 1, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        terms = data[base : base + total].astype(np.uint64) * _powers(int(lengths.max()))[rev]
-        h = np.add.reduceat(terms, start - base)
+        np.cumsum(data * _powers(total, inverse=True)[:total], out=prefix[1:])
+        h = (prefix[end] - prefix[start]) * _powers(total)[end - 1]
         h = h ^ (lengths.astype(np.uint64) * _GOLDEN)
     return _splitmix64(np.asarray(h, dtype=np.uint64))
+
+
+_ASCII_WORD = np.zeros(256, dtype=bool)
+for _c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_":
+    _ASCII_WORD[_c] = True
+_ASCII_LOWER = np.arange(256, dtype=np.uint8)
+_ASCII_LOWER[ord("A") : ord("Z") + 1] += 32
+
+
+def _words_arrow(texts: pa.Array) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+    """The hash of each word of ``texts`` (`WORD_SPLIT`, lower-cased) and the text it is in."""
+    words = pc.split_pattern_regex(pc.utf8_lower(texts), pattern=WORD_SPLIT)
+    flat = pc.list_flatten(words)
+    parent = np.asarray(pc.list_parent_indices(words).to_numpy(zero_copy_only=False))
+    keep = pc.greater(pc.binary_length(flat), 0)
+    tokens = flat.filter(keep)
+    text_of = parent[np.asarray(keep.to_numpy(zero_copy_only=False), dtype=bool)]
+    return token_hashes(tokens), text_of.astype(np.int64)
+
+
+def _words_ascii(
+    offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8]
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+    """`_words_arrow` of texts whose bytes are all ASCII, from their offsets and data, with
+    numpy alone: in ASCII, ``[^\\p{L}\\p{N}_]+`` separates runs of ``[A-Za-z0-9_]`` and
+    lower-casing maps A-Z to a-z, so words are found and hashed byte-wise, without regular
+    expressions or building the words (tests/unit/ledger/test_episode_features.py compares)."""
+    base, total = int(offsets[0]), int(offsets[-1] - offsets[0])
+    if total == 0:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    raw = data[base : base + total]
+    word = _ASCII_WORD[raw]
+    bounds = offsets - base
+    inner = bounds[(bounds > 0) & (bounds < total)]  # a text starts here: words end before
+    prev = np.empty(total, dtype=bool)
+    prev[0] = False
+    prev[1:] = word[:-1]
+    prev[inner] = False
+    after = np.empty(total, dtype=bool)
+    after[-1] = False
+    after[:-1] = word[1:]
+    after[inner - 1] = False
+    start = np.flatnonzero(word & ~prev)
+    if len(start) == 0:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    end = np.flatnonzero(word & ~after) + 1
+    h = _span_hashes(_ASCII_LOWER[raw], start, end)
+    text_of = np.searchsorted(bounds[1:], start, side="right").astype(np.int64)
+    return h, text_of
 
 
 def _bigram_hashes(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -226,15 +299,15 @@ def text_vectors(
     out = np.zeros((n, VECTOR_DIM), dtype=np.float64)
     if len(texts) == 0:
         return _unit_rows(out)
-    words = pc.split_pattern_regex(pc.utf8_lower(texts), pattern=WORD_SPLIT)
-    flat = pc.list_flatten(words)
-    parent = np.asarray(pc.list_parent_indices(words).to_numpy(zero_copy_only=False))
-    keep = pc.greater(pc.binary_length(flat), 0)
-    tokens = flat.filter(keep)
-    if len(tokens) == 0:
+    if texts.null_count:
+        texts = texts.fill_null("")
+    offsets, data = _string_parts(texts)
+    if int(np.max(data[int(offsets[0]) : int(offsets[-1])], initial=0)) < 0x80:
+        h, text_of = _words_ascii(offsets, data)
+    else:
+        h, text_of = _words_arrow(texts)
+    if len(h) == 0:
         return _unit_rows(out)
-    text_of = parent[np.asarray(keep.to_numpy(zero_copy_only=False), dtype=bool)]
-    h = token_hashes(tokens)
     owner = rows[text_of]
     pair = text_of[1:] == text_of[:-1]
     keys = np.concatenate([h, _bigram_hashes(h[:-1], h[1:])[pair]])
@@ -462,23 +535,32 @@ class _ColumnBytes:
             self.a, self.a_size = _bytes_view(nulls), nulls.itemsize
             self.b, self.b_size = _bytes_view(values), values.itemsize
 
-    def parts(self, a: int, b: int) -> list[Any]:
+    def views(
+        self, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
+    ) -> Iterator[tuple[Any, ...]]:
+        """Each episode's bytes of this column (rows ``starts[i] .. ends[i]``, not empty): the
+        column's prefix, then views of the layout; the offsets are computed for all episodes in
+        one go, the views one episode at a time (kept all at once, they would be hundreds of
+        thousands of objects for the garbage collector to walk)."""
+        p = self.prefix
         if self.kind == "nulls":
-            return [self.prefix, self.a[: 2 * (b - a) - 1]]
+            a = self.a
+            return ((p, a[: 2 * n - 1]) for n in (ends - starts).tolist())
         if self.kind == "string":
-            return [self.prefix, self.a[int(self.offsets[a]) : int(self.offsets[b]) - 1]]
+            a = self.a
+            lo, hi = self.offsets[starts].tolist(), (self.offsets[ends] - 1).tolist()
+            return ((p, a[x:y]) for x, y in zip(lo, hi, strict=True))
+        a, b = self.a, self.b
         if self.kind == "list":
-            lo, hi = int(self.cum[a]), int(self.cum[b])
-            return [
-                self.prefix,
-                self.a[a * 8 : b * 8],
-                self.b[lo * self.b_size : hi * self.b_size],
-            ]
-        return [
-            self.prefix,
-            self.a[a * self.a_size : b * self.a_size],
-            self.b[a * self.b_size : b * self.b_size],
-        ]
+            a_lo, a_hi = (starts * 8).tolist(), (ends * 8).tolist()
+            b_lo, b_hi = (
+                (self.cum[starts] * self.b_size).tolist(),
+                (self.cum[ends] * self.b_size).tolist(),
+            )
+        else:
+            a_lo, a_hi = (starts * self.a_size).tolist(), (ends * self.a_size).tolist()
+            b_lo, b_hi = (starts * self.b_size).tolist(), (ends * self.b_size).tolist()
+        return ((p, a[w:x], b[y:z]) for w, x, y, z in zip(a_lo, a_hi, b_lo, b_hi, strict=True))
 
 
 # --------------------------------------------------------------------------------------------
@@ -582,12 +664,12 @@ def _features(t: pa.Table, previous: str | None) -> FeatureChunk:
         if c in names
         for name, leaf in leaf_arrays(c, col(c))
     ]
-    fingerprints = []
-    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
-        parts: list[Any] = [str(b - a).encode()]
-        for layout in layouts:
-            parts.extend(layout.parts(a, b))
-        fingerprints.append(hashlib.sha256(b"".join(parts)).hexdigest())
+    counts = ((str(k).encode(),) for k in lengths.tolist())
+    views = [layout.views(starts, ends) for layout in layouts]
+    fingerprints = [
+        hashlib.sha256(b"".join(chain.from_iterable(parts))).hexdigest()
+        for parts in zip(counts, *views, strict=True)
+    ]
     # Safety interventions: sum of the known values per episode.
     safety_col = col("safety_interventions")
     if safety_col is None or safety_col.null_count == n:
@@ -724,9 +806,9 @@ class FeatureStream:
         ids = t.column("episode_id")
         differs = np.flatnonzero(
             np.asarray(
-                pc.not_equal(ids, ids[t.num_rows - 1]).fill_null(True).to_numpy(
-                    zero_copy_only=False
-                )
+                pc.not_equal(ids, ids[t.num_rows - 1])
+                .fill_null(True)
+                .to_numpy(zero_copy_only=False)
             )
         )
         cut = int(differs[-1]) + 1 if len(differs) else 0

@@ -737,9 +737,9 @@ def rollout(
     "--files",
     "files_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Bundle mode: a directory of the subject's files (the model), each checked against "
-    "its manifest by path and SHA-256 and named OK, differs or missing; symbolic links are not "
-    "followed.",
+    help="REF or bundle mode: a directory of the artifact's files (the model), each checked "
+    "against its manifest by path and SHA-256 and named OK, differs or missing (exit 1 for "
+    "the last two); symbolic links are not followed.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_ctx
@@ -769,11 +769,12 @@ def verify(
     \b
     Examples:
       trajledger verify cartpole-bc@2
+      trajledger verify cartpole-bc@2 --files ./model
       trajledger verify cartpole-train-2.tar.zst --policy policy.toml --json
       trajledger verify cartpole-bc-2.tar.zst --policy policy.toml --files ./model
     """
     if files_dir is not None and (sigstore_bundle is not None or envelope is not None):
-        raise click.UsageError("--files is for a bundle; the files of --envelope or "
+        raise click.UsageError("--files is for a REF or a bundle; the files of --envelope or "
                                "--sigstore-bundle mode are the PATHs given")
     if sigstore_bundle is not None:
         if envelope is not None or pubkey:
@@ -807,13 +808,9 @@ def verify(
             click.echo("\n".join(report.render()))
         report_raise(report, str(bundle), skip_data)
         return
-    if files_dir is not None:
-        raise click.UsageError("--files checks a model directory against a bundle: export the "
-                               "checkpoint ('trajledger export REF --out B.tar.zst'), then "
-                               "verify B.tar.zst --files DIR")
     ledger = ctx.ledger()
     p = command_policy(ctx, ledger, policy_file)
-    report = ledger.verify(targets[0], policy=p, skip_data=skip_data)
+    report = ledger.verify(targets[0], policy=p, skip_data=skip_data, files=files_dir)
     if as_json:
         emit_json(report.to_json())
     else:

@@ -43,11 +43,11 @@ def lineage(ledger: LedgerHome, ref: str, policy: TrustPolicy) -> Report:
     from trajledger.ledger.catalog import Catalog
     from trajledger.verify.impact import with_records
 
-    from .verification import ledger_verifier
+    from .verification import ledger_verifier, verify_naming_files
 
     item = Catalog(ledger).resolve(ref)
     verifier = ledger_verifier(ledger, policy)
-    return with_records(verifier, verifier.verify(item.digest))
+    return with_records(verifier, verify_naming_files(verifier, item.digest))
 
 
 def impact(ledger: LedgerHome, ref: str, policy: TrustPolicy) -> Report:

@@ -2,12 +2,14 @@
 
 Scope: resolve the reference (confirmed from the log), then run ``verify.lineage`` on the ledger
 directory with the policy in force, looking records up in the user's trust state (so the cost
-does not grow with the log); the same verifier checks an exported bundle (``python -m verify``).
+does not grow with the log), and name the artifact's files (or check a directory of them,
+``--files``); the same verifier checks an exported bundle (``python -m verify``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trajledger.ledger.evidence import ledger_evidence
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
     from trajledger.ledger.home import LedgerHome
     from trajledger.verify.policy import TrustPolicy
 
-__all__ = ["decide", "ledger_verifier", "verify_ref"]
+__all__ = ["decide", "ledger_verifier", "verify_naming_files", "verify_ref"]
 
 
 def ledger_verifier(
@@ -32,12 +34,37 @@ def ledger_verifier(
                            blobs=BlobHasher(evidence, progress=ledger.progress))
 
 
-def verify_ref(ledger: LedgerHome, ref: str, policy: TrustPolicy, *, data: str = "hash") -> Report:
-    """Verify the artifact ``ref`` names and its lineage; returns the report graph."""
+def verify_ref(
+    ledger: LedgerHome, ref: str, policy: TrustPolicy, *, data: str = "hash",
+    files: Path | None = None,
+) -> Report:
+    """Verify the artifact ``ref`` names and its lineage; returns the report graph. Its files
+    are named with their digests (`verify.lineage.name_files`, as a bundle's report names
+    them); with ``files``, a directory of them (a model) is checked against its manifest.
+
+    Raises:
+        OSError: ``files`` is not a directory, or cannot be listed.
+    """
     from trajledger.ledger.catalog import Catalog
 
     item = Catalog(ledger).resolve(ref)
-    return ledger_verifier(ledger, policy, data=data).verify(item.digest)
+    return verify_naming_files(ledger_verifier(ledger, policy, data=data), item.digest, files)
+
+
+def verify_naming_files(
+    verifier: LineageVerifier, digest: str, files: Path | None = None
+) -> Report:
+    """`LineageVerifier.verify` of ``digest``, its files then named (`verify.lineage.name_files`:
+    every report of an artifact names them); with ``files``, a directory checked against them.
+
+    Raises:
+        OSError: ``files`` is not a directory, or cannot be listed.
+    """
+    from trajledger.verify.lineage import name_files
+
+    report = verifier.verify(digest)
+    name_files(report.nodes[digest], verifier.evidence, files)
+    return report
 
 
 def decide(

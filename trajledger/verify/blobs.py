@@ -17,16 +17,27 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from enum import StrEnum
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from .digest import hash_file, result_of
 from .report import Node
 from .report import short as _short
 
-__all__ = ["BlobHasher", "DataMode", "Progress"]
+__all__ = ["BlobHasher", "DataMode", "Growing", "Progress"]
 
 Progress = Callable[[int, str], contextlib.AbstractContextManager[Callable[[int], None]]]
-"""``(total, label) -> context of advance(n)``: a progress bar (the CLI gives one)."""
+"""``(total, label) -> context of advance(n)``: a progress bar (the CLI gives one). An
+``advance`` that is also `Growing` takes a larger total while the work is under way."""
+
+
+@runtime_checkable
+class Growing(Protocol):
+    """A bar whose total may grow: the re-hashing bar is drawn from the first blob the walk
+    finds, its total the bytes found so far (the CLI's bars are)."""
+
+    def grow(self, total: int) -> None:
+        """Make the bar's total ``total`` (at least what it was)."""
+        ...
 
 
 class DataMode(StrEnum):
@@ -61,12 +72,17 @@ class BlobHasher:
     Blobs go to the workers in groups (up to `GROUP_BLOBS` blobs or `GROUP_BYTES` bytes): a
     worker switching between the walker's Python code and hashlib's released GIL pays for each
     switch, and one task per small blob was measured to cost about 10% more CPU
-    (bench/verify_bench.py, docs/PERFORMANCE.md).
+    (bench/verify_bench.py, docs/PERFORMANCE.md). The first group goes out as soon as it is
+    full, so hashing overlaps the walk from its first records.
+
+    With a progress factory, the bar is drawn when the walk finds the first blob (a long walk
+    shows it within its first second), its total the bytes found so far, and a `Growing` bar
+    (the CLI's) takes each new total as groups go out; groups already hashed are counted as
+    the walk goes on.
     """
 
     def __init__(self, evidence: _Paths, *, progress: Progress | None = None) -> None:
-        """Re-hash blobs of ``evidence``; ``progress`` draws a bar over their bytes while
-        `finish` waits for them."""
+        """Re-hash blobs of ``evidence``; ``progress`` draws a bar over their bytes."""
         self.evidence = evidence
         self.progress = progress
         self.queued = 0
@@ -75,6 +91,8 @@ class BlobHasher:
         self.pending: list[tuple[list[_Blob], Future[list[str | None]]]] = []
         self.pool: ThreadPoolExecutor | None = None
         self.stop = threading.Event()
+        self._bar: contextlib.ExitStack | None = None
+        self._advance: Callable[[int], None] = _nothing
 
     def check(self, digest: str, size: int, stop: threading.Event) -> str | None:
         """Why the blob ``digest`` is not ``size`` bytes hashing to it; None when it is."""
@@ -93,8 +111,19 @@ class BlobHasher:
         self.group.append(_Blob(node, path, digest, size))
         self.group_bytes += size
         self.queued += size
+        if self._bar is None:
+            self._draw()
         if len(self.group) >= GROUP_BLOBS or self.group_bytes >= GROUP_BYTES:
             self._submit()
+            self._collect(wait=False)
+
+    def _draw(self) -> None:
+        """Open the bar over the bytes queued so far."""
+        if self.progress is None or not self.queued:
+            return
+        bar = contextlib.ExitStack()
+        self._advance = bar.enter_context(self.progress(self.queued, "re-hashing data"))
+        self._bar = bar
 
     def _submit(self) -> None:
         group, self.group, self.group_bytes = self.group, [], 0
@@ -106,6 +135,20 @@ class BlobHasher:
         stop = self.stop
         future = self.pool.submit(lambda: [self.check(b.digest, b.size, stop) for b in group])
         self.pending.append((group, future))
+        if isinstance(self._advance, Growing):
+            self._advance.grow(self.queued)
+
+    def _collect(self, *, wait: bool) -> None:
+        """File the results of the groups hashed so far, oldest first, and advance the bar;
+        with ``wait``, of every group (waiting for each)."""
+        while self.pending and (wait or self.pending[0][1].done()):
+            group, future = self.pending[0]
+            problems: list[str | None] = result_of(future)
+            self.pending.pop(0)
+            for blob, problem in zip(group, problems, strict=True):
+                if problem:
+                    blob.node.fail(blob.path, problem)
+            self._advance(sum(b.size for b in group))
 
     def finish(self) -> None:
         """Wait for the blobs being re-hashed and file their failures on their nodes.
@@ -113,24 +156,16 @@ class BlobHasher:
         Interrupted (Ctrl-C), the workers stop within one chunk instead of hashing on."""
         try:
             self._submit()
-            pending, self.pending = self.pending, []
-            bar = (self.progress(self.queued, "re-hashing data")
-                   if self.progress is not None and self.queued
-                   else contextlib.nullcontext(lambda n: None))
-            with bar as advance:
-                for group, future in pending:
-                    problems: list[str | None] = result_of(future)
-                    for blob, problem in zip(group, problems, strict=True):
-                        if problem:
-                            blob.node.fail(blob.path, problem)
-                    advance(sum(b.size for b in group))
+            if self._bar is None:
+                self._draw()
+            self._collect(wait=True)
         finally:
             self.close()
 
     def close(self) -> None:
         """Stop any re-hashing still under way (a walk that raised): the workers stop within
         one chunk and queued blobs are dropped, each failing its node (never left looking
-        verified)."""
+        verified). The bar, if drawn, is closed."""
         pool, self.pool = self.pool, None
         dropped = [b for group, _ in self.pending for b in group] + self.group
         self.pending, self.group, self.group_bytes = [], [], 0
@@ -139,3 +174,10 @@ class BlobHasher:
         if pool is not None:
             self.stop.set()
             pool.shutdown(wait=True, cancel_futures=True)
+        bar, self._bar, self._advance = self._bar, None, _nothing
+        if bar is not None:
+            bar.close()
+
+
+def _nothing(n: int) -> None:
+    """The advance of no bar."""

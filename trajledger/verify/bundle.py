@@ -69,11 +69,10 @@ from .checkpoint import Checkpoint, verify_checkpoint
 from .digest import digest_bytes, parse_digest
 from .errors import DigestMismatchError, FormatError, ProofError, ProvenanceError, SignatureError
 from .evidence import read_blob_file
-from .lineage import INFO, OK, LineageVerifier, Node, Record, Report
+from .lineage import INFO, OK, LineageVerifier, Node, Record, Report, name_files
 from .log_entry import LogEntry
 from .log_key import HANDOVER_DIR, parse_handover
 from .logcheck import check_entries
-from .manifest import Manifest, diff_tree, tree_files
 from .merkle import CompactRange, leaf_hash
 from .note import Note, Verifier, verifier_from_vkey
 from .policy import TrustPolicy
@@ -707,59 +706,6 @@ def verify_bundle(
     if subject is None:
         return verifier.report("bundle", ["bundle", "log"])
     return verifier.report(subject, ["bundle", "log", subject])
-
-
-def name_files(node: Node, evidence: BundleEvidence, files: Path | None = None) -> None:
-    """Name each file of ``node``'s manifest with its digest and size; with ``files``, check it.
-
-    Steps:
-        1. Only a manifest the lineage verified is named: ``node`` passed its ``files`` check
-           (the manifest hashes to its digest, which its signed record names).
-        2. Without ``files``: one ``file <path>`` line each (information).
-        3. With ``files``: the directory's regular files by path (`verify.manifest.tree_files`:
-           no symbolic link is followed, so nothing outside it is read), compared with the
-           manifest (`verify.manifest.diff_tree`: sizes, then SHA-256). Each listed file
-           matches, differs or is missing (the last two fail); files the manifest does not
-           list are reported as extra (information).
-
-    Raises:
-        OSError: ``files`` is not a directory, or cannot be listed.
-    """
-    # (1)
-    raw = evidence.blob(node.id) if any(c.what == "files" and c.status == OK
-                                        for c in node.checks) else None
-    if raw is None or digest_bytes(raw) != node.id:
-        if files is not None:
-            node.fail("files", f"{files}: not compared: {node.label} has no verified file list")
-        return
-    manifest = Manifest.from_json(load_object(raw, "manifest"))
-    # (2)
-    if files is None:
-        for f in manifest.files:
-            node.add(f"file {f.path}", INFO, f"{f.digest}, {f.size} bytes")
-        return
-    # (3)
-    if not files.is_dir():
-        raise OSError(f"--files {files}: not a directory")
-    found, other = tree_files(files)
-    diff = diff_tree(manifest, found)
-    why = dict(diff.changed)
-    missing = set(diff.missing)
-    for f in manifest.files:
-        what, want = f"file {f.path}", f"{f.digest}, {f.size} bytes"
-        if f.path in why:
-            node.fail(what, f"{want}: {files / f.path} differs: {why[f.path]}")
-        elif f.path in missing:
-            link = next((f"{files / o} is {other[o]}" for o in sorted(other)
-                         if f.path == o or f.path.startswith(o + "/")), "no such file")
-            node.fail(what, f"{want}: missing from {files} ({link})")
-        else:
-            node.add(what, OK, f"{want}: matches {files / f.path}")
-    for rel in diff.extra:
-        node.add(f"extra file {rel}", INFO, f"in {files}, not listed by {node.label}")
-    for rel, kind in sorted(other.items()):
-        if rel not in manifest.by_path():
-            node.add(f"extra file {rel}", INFO, f"in {files}: {kind}")
 
 
 def _check_extension(evidence: BundleEvidence, verifier: LineageVerifier, bundle: Node) -> None:

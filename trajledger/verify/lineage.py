@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import TypeVar
 
 from .blobs import BlobHasher, DataMode
@@ -71,7 +72,7 @@ from .judge import (
 from .kinds import CHECKPOINT_ROLES, KINDS, NAMED, Dependency, name_version
 from .log_entry import LogEntry
 from .log_index import LogIndex
-from .manifest import Manifest, check_file_subjects
+from .manifest import Manifest, check_file_subjects, diff_tree, tree_files
 from .policy import TrustPolicy
 from .predicates import (
     CARD_MAX_BYTES,
@@ -119,6 +120,7 @@ __all__ = [
     "RecordFailure",
     "Report",
     "Status",
+    "name_files",
 ]
 
 
@@ -174,6 +176,7 @@ class LineageVerifier:
         self.blobs = blobs if blobs is not None else BlobHasher(evidence)
         self._records: dict[int, Record | RecordFailure] = {}
         self._entries: dict[int, LogEntry | None] = {}
+        self._raw: dict[int, bytes] = {}
         self._about: dict[str, list[tuple[int, str]]] = {}
         self._nodes: dict[str, Node] = {}
         self._edges: dict[str, list[Edge]] = {}
@@ -201,6 +204,24 @@ class LineageVerifier:
         if index not in self._entries:
             self._entries[index] = self.index.entry(index)
         return self._entries[index]
+
+    def _entry_bytes(self, index: int) -> bytes | None:
+        raw = self._raw.get(index)
+        return raw if raw is not None else self.index.entry_bytes(index)
+
+    def prefetch(self, subjects: Iterable[str]) -> None:
+        """Look up the records about many artifacts at once (`LogIndex.entries_about`): a
+        dataset's batches in one query, not one round trip per batch. What `records` and
+        `record` then read comes from this look-up."""
+        todo = [d for d in dict.fromkeys(subjects) if d not in self._about]
+        if len(todo) < 2:
+            return
+        found: dict[str, list[tuple[int, str]]] = {d: [] for d in todo}
+        for i, (e, raw) in sorted(self.index.entries_about(todo).items()):
+            self._entries.setdefault(i, e)
+            self._raw.setdefault(i, raw)
+            found[e.subject].append((i, e.kind))
+        self._about.update(found)
 
     def _kind_at(self, index: int, kind: str) -> LogEntry | None:
         """The entry at ``index`` when it is of ``kind``."""
@@ -236,7 +257,7 @@ class LineageVerifier:
         if self.checkpoint is None:
             return RecordFailure(index, "no verified log checkpoint", True, "log")
         entry = self.entry(index)
-        raw = self.index.entry_bytes(index)
+        raw = self._entry_bytes(index)
         if entry is None or raw is None:
             return RecordFailure(index, f"log entry {index} is not available", True)
         # (1)
@@ -373,6 +394,7 @@ class LineageVerifier:
     def _follow(self, node: Node) -> None:
         # (4)
         rec = self.identity_record(node.id, node.kind)
+        self.prefetch(d.digest for d in self._deps.get(node.id, []))
         for dep in self._deps.get(node.id, []):
             self.artifact(dep.digest, dep.kind)
             self._edges[node.id].append(Edge(node.id, dep.digest, dep.role))
@@ -424,15 +446,18 @@ class LineageVerifier:
             if documents.get(f.path) == f.digest or f.path not in stored:
                 continue  # read whole and checked above; or sealed without a ciphertext: failed
             f_digest, f_size = stored[f.path]
+            # One look at the file per blob: its presence to re-hash it, else its size.
+            rehash = self.data == DataMode.HASH and not caller
+            size = None if rehash else self.evidence.blob_size(f_digest)
             if self.evidence.omitted(f_digest):
                 absent += 1
-            elif self.evidence.has_blob(f_digest):
+            elif size is not None or (rehash and self.evidence.has_blob(f_digest)):
                 present += 1
                 if caller:
                     continue  # the caller hashes the bytes as it reads them, and reports
-                if self.data == DataMode.HASH:
+                if rehash:
                     self.blobs.later(node, f.path, f_digest, f_size)
-                elif (size := self.evidence.blob_size(f_digest)) is not None and size != f_size:
+                elif size != f_size:
                     node.fail(f.path, f"tampered: {size} bytes, want {f_size} (blob "
                               f"{_short(f_digest)})")
             # A missing blob is erased only when a verified erasure lists it; otherwise lost.
@@ -557,8 +582,9 @@ class LineageVerifier:
         def other(e: LogEntry | None, i: int) -> bool:
             return e is not None and e.kind == "dataset" and i < before and e.subject != digest
 
+        listed = self.index.listings(ds.batches)  # one look-up for every batch
         held_out(node, label,
-                 ((i, b, self.record(i)) for b in ds.batches for i in self.index.listing(b)
+                 ((i, b, self.record(i)) for b in ds.batches for i in listed[b]
                   if other(self.entry(i), i)),
                  [i for i in self.index.unreadable() if other(self.entry(i), i)])
         # (4)
@@ -753,3 +779,56 @@ class LineageVerifier:
         nodes.update({k: self._nodes[k] for k, n in named.items() if n > 1})
         return Report(subject, list(roots), nodes, edges,
                       Direction.UPSTREAM if downstream is None else Direction.DOWNSTREAM)
+
+
+def name_files(node: Node, evidence: Evidence, files: Path | None = None) -> None:
+    """Name each file of ``node``'s manifest with its digest and size; with ``files``, check it.
+
+    Steps:
+        1. Only a manifest the lineage verified is named: ``node`` passed its ``files`` check
+           (the manifest hashes to its digest, which its signed record names).
+        2. Without ``files``: one ``file <path>`` line each (information).
+        3. With ``files``: the directory's regular files by path (`verify.manifest.tree_files`:
+           no symbolic link is followed, so nothing outside it is read), compared with the
+           manifest (`verify.manifest.diff_tree`: sizes, then SHA-256). Each listed file
+           matches, differs or is missing (the last two fail); files the manifest does not
+           list are reported as extra (information).
+
+    Raises:
+        OSError: ``files`` is not a directory, or cannot be listed.
+    """
+    # (1)
+    raw = evidence.blob(node.id) if any(c.what == "files" and c.status == OK
+                                        for c in node.checks) else None
+    if raw is None or digest_bytes(raw) != node.id:
+        if files is not None:
+            node.fail("files", f"{files}: not compared: {node.label} has no verified file list")
+        return
+    manifest = Manifest.from_json(load_object(raw, "manifest"))
+    # (2)
+    if files is None:
+        for f in manifest.files:
+            node.add(f"file {f.path}", INFO, f"{f.digest}, {f.size} bytes")
+        return
+    # (3)
+    if not files.is_dir():
+        raise OSError(f"--files {files}: not a directory")
+    found, other = tree_files(files)
+    diff = diff_tree(manifest, found)
+    why = dict(diff.changed)
+    missing = set(diff.missing)
+    for f in manifest.files:
+        what, want = f"file {f.path}", f"{f.digest}, {f.size} bytes"
+        if f.path in why:
+            node.fail(what, f"{want}: {files / f.path} differs: {why[f.path]}")
+        elif f.path in missing:
+            link = next((f"{files / o} is {other[o]}" for o in sorted(other)
+                         if f.path == o or f.path.startswith(o + "/")), "no such file")
+            node.fail(what, f"{want}: missing from {files} ({link})")
+        else:
+            node.add(what, OK, f"{want}: matches {files / f.path}")
+    for rel in diff.extra:
+        node.add(f"extra file {rel}", INFO, f"in {files}, not listed by {node.label}")
+    for rel, kind in sorted(other.items()):
+        if rel not in manifest.by_path():
+            node.add(f"extra file {rel}", INFO, f"in {files}: {kind}")

@@ -20,7 +20,7 @@ verifier fails the decisions it could affect (fail closed).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from .digest import digest_bytes
@@ -66,9 +66,19 @@ class LogIndex(Protocol):
         """Indices of every entry of ``kind``, ascending."""
         ...
 
+    def entries_about(self, subjects: Collection[str]) -> dict[int, tuple[LogEntry, bytes]]:
+        """Every entry whose subject is one of ``subjects``, parsed and as bytes, by index:
+        `about`, `entry` and `entry_bytes` of many subjects in one look-up (a dataset's
+        batches)."""
+        ...
+
     def listing(self, digest: str) -> Sequence[int]:
         """Indices of the records whose predicate lists ``digest`` (`verify.kinds.Kind.listed`):
         the datasets holding a batch, the erasures that deleted a blob. Ascending."""
+        ...
+
+    def listings(self, digests: Collection[str]) -> Mapping[str, Sequence[int]]:
+        """`listing` of each of ``digests`` in one look-up (every digest a key)."""
         ...
 
     def referrers(self, digest: str) -> Sequence[tuple[int, str]]:
@@ -176,6 +186,10 @@ class MemoryIndex:
         """Entries of ``kind``."""
         return self._kind.get(kind, [])
 
+    def entries_about(self, subjects: Collection[str]) -> dict[int, tuple[LogEntry, bytes]]:
+        """Entries about any of ``subjects``."""
+        return {i: (self._entries[i], self._raw[i]) for s in subjects for i in self.about(s)}
+
     def _read_envelopes(self) -> None:
         listing: dict[str, list[int]] = {}
         referrers: dict[str, list[tuple[int, str]]] = {}
@@ -206,6 +220,10 @@ class MemoryIndex:
             self._read_envelopes()
         assert self._listing is not None
         return self._listing.get(digest, [])
+
+    def listings(self, digests: Collection[str]) -> dict[str, Sequence[int]]:
+        """Records listing each of ``digests``."""
+        return {d: self.listing(d) for d in digests}
 
     def referrers(self, digest: str) -> Sequence[tuple[int, str]]:
         """Artifacts depending on ``digest``."""

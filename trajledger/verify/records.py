@@ -190,7 +190,8 @@ def _read_members(
     """
     if not isinstance(obj, Mapping):
         raise FormatError(f"{what} is not a JSON object")
-    objects: dict[str, tuple[dict[str, Any], str]] = {"": (dict(obj), what)}
+    top = dict(obj)
+    objects: dict[str, tuple[dict[str, Any], str]] = {"": (top, what)}
 
     def members(path: str) -> tuple[dict[str, Any], str]:
         if path not in objects:
@@ -205,17 +206,37 @@ def _read_members(
         return objects[path]
 
     values = []
-    for s in specs:
-        path, _, name = s.key.rpartition(".")
-        rest, at = members(path)
-        value = rest.pop(name, MISSING) if s.type != "rest" else MISSING
+    for s, path, name, read, required, collected in _plan(specs):
+        rest, at = (top, what) if not path else members(path)
+        value = MISSING if collected else rest.pop(name, MISSING)
         if value is MISSING or value is None:
-            if s.required or (s.required is None and s.absent is _UNSET):
+            if required:
                 raise FormatError(f"{at}: {name} is {'missing' if value is MISSING else 'null'}")
             values.append(None if s.absent is _UNSET else _fresh(s.absent))
         else:
-            values.append(_READ[s.type](s, value, f"{at}: {name}"))
+            values.append(read(s, value, f"{at}: {name}"))
     return values, {path: rest for path, (rest, _) in objects.items()}
+
+
+_Step = tuple[_Spec, str, str, Callable[[_Spec, Any, str], Any], bool, bool]
+_PLANS: dict[int, tuple[tuple[_Spec, ...], tuple[_Step, ...]]] = {}
+
+
+def _plan(specs: tuple[_Spec, ...]) -> tuple[_Step, ...]:
+    """How `_read_members` reads ``specs``, worked out once per tuple of specs (every record
+    of a type reads the same): each spec, its parent path and member name, its reader,
+    whether it is required, and whether it stands for the unknown members of a nested object
+    (collected, not read)."""
+    found = _PLANS.get(id(specs))
+    if found is None or found[0] is not specs:
+        steps = []
+        for s in specs:
+            path, _, name = s.key.rpartition(".")
+            steps.append((s, path, name, _READ[s.type],
+                          bool(s.required or (s.required is None and s.absent is _UNSET)),
+                          s.type == "rest"))
+        found = _PLANS[id(specs)] = (specs, tuple(steps))
+    return found[1]
 
 
 _NESTED = _Spec("", "mapping")
@@ -225,19 +246,27 @@ def _fresh(value: Any) -> Any:
     return dict(value) if isinstance(value, dict) else value
 
 
-def _specs(cls: type) -> list[tuple[Field[Any], _Spec]]:
-    return [(f, f.metadata["spec"]) for f in fields(cls) if "spec" in f.metadata]
+_SPECS: dict[type, tuple[tuple[Field[Any], _Spec], ...]] = {}
+_READ_SPECS: dict[type, tuple[_Spec, ...]] = {}
 
 
-_READING: dict[type, tuple[list[tuple[Field[Any], _Spec]], tuple[_Spec, ...]]] = {}
+def _specs(cls: type) -> tuple[tuple[Field[Any], _Spec], ...]:
+    """The fields of ``cls`` read from JSON and their specs (made once per class)."""
+    found = _SPECS.get(cls)
+    if found is None:
+        found = _SPECS[cls] = tuple(
+            (f, f.metadata["spec"]) for f in fields(cls) if "spec" in f.metadata)
+    return found
 
 
-def _reading(cls: type) -> tuple[list[tuple[Field[Any], _Spec]], tuple[_Spec, ...]]:
-    """A class's specs, and each as read (`_absent`): worked out once per class."""
-    if cls not in _READING:
-        specs = _specs(cls)
-        _READING[cls] = specs, tuple(_absent(f, s) for f, s in specs)
-    return _READING[cls]
+def _read_specs(cls: type) -> tuple[_Spec, ...]:
+    """The specs `Record.from_json` reads ``cls`` by, made once per class: each with
+    ``absent`` from its field's default (what an absent member reads as; `_fresh` copies a
+    mutable one per read)."""
+    found = _READ_SPECS.get(cls)
+    if found is None:
+        found = _READ_SPECS[cls] = tuple(_absent(f, s) for f, s in _specs(cls))
+    return found
 
 
 def _absent(f: Field[Any], s: _Spec) -> _Spec:
@@ -282,8 +311,8 @@ class Record:
         Raises:
             FormatError: not an object, or a known field is missing or malformed.
         """
-        specs, read = _reading(cls)
-        values, rest = _read_members(read, obj, what)
+        specs = _specs(cls)
+        values, rest = _read_members(_read_specs(cls), obj, what)
         kept: dict[str, Any] = {f.name: v for (f, s), v in zip(specs, values, strict=True)}
         rows = {s.key: kept[f.name][1] for f, s in specs if s.type == "rows"}
         kept.update({f.name: kept[f.name][0] for f, s in specs if s.type == "rows"})

@@ -23,11 +23,13 @@ __all__ = ["SURROGATE_ESCAPE", "load_object", "loads_strict", "lone_surrogate"]
 
 def _no_duplicates(what: str):  # type: ignore[no-untyped-def]
     def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in out:
-                raise FormatError(f"{what}: duplicate JSON key {key!r}")
-            out[key] = value
+        out = dict(pairs)  # built in C; a repeated key makes it shorter than the pairs
+        if len(out) != len(pairs):
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen:
+                    raise FormatError(f"{what}: duplicate JSON key {key!r}")
+                seen.add(key)
         return out
 
     return hook

@@ -31,3 +31,61 @@ def test_long_episodes_are_sketched_in_spans_from_their_first_step(monkeypatch: 
         cut = FeatureChunk.concat(list(iter_step_features(t.to_batches(max_chunksize=size))))
         assert np.array_equal(whole.vectors, cut.vectors), size
     assert whole.valid.all()
+
+
+def _reference_hash(token: bytes) -> int:
+    """token_hashes' definition, one token in Python: SplitMix64(poly(bytes) xor len * golden)."""
+    mask = (1 << 64) - 1
+    h = 0
+    for b in token:
+        h = (h * 0x100000001B3 + b) & mask
+    z = (h ^ (len(token) * 0x9E3779B97F4A7C15 & mask)) + 0x9E3779B97F4A7C15 & mask
+    z = (z ^ z >> 30) * 0xBF58476D1CE4E5B9 & mask
+    z = (z ^ z >> 27) * 0x94D049BB133111EB & mask
+    return z ^ z >> 31
+
+
+def test_token_hashes_follow_their_definition_token_by_token() -> None:
+    rng = np.random.default_rng(5)
+    tokens = [
+        "a",
+        "Z",
+        "é",
+        "中文",
+        "x" * 5000,
+        "_9",
+        *(
+            "".join(chr(c) for c in rng.integers(33, 0x3000, rng.integers(1, 40)))
+            for _ in range(200)
+        ),
+    ]
+    got = episode_features.token_hashes(pa.array(tokens).slice(1))
+    assert got.tolist() == [_reference_hash(t.encode()) for t in tokens[1:]]
+
+
+def test_words_of_ascii_text_are_those_of_the_regular_expression() -> None:
+    """The byte-wise word split of ASCII text (the fast path) gives the words, hashes and texts
+    of the Arrow kernels (utf8_lower, split on WORD_SPLIT), also for empty texts, nulls filled,
+    texts of separators only, and a sliced array."""
+    rng = np.random.default_rng(6)
+    alphabet = np.array(list("aZq_09 .,-\n\t!'\"/"))
+    for _ in range(300):
+        n = int(rng.integers(1, 12))
+        texts = ["".join(rng.choice(alphabet, rng.integers(0, 25))) for _ in range(n)]
+        arr = pa.array(texts, pa.string()).slice(int(rng.integers(0, n)))
+        offsets, data = episode_features._string_parts(arr)
+        h1, of1 = episode_features._words_arrow(arr)
+        h2, of2 = episode_features._words_ascii(offsets, data)
+        assert h1.tolist() == h2.tolist(), texts
+        assert of1.tolist() == of2.tolist(), texts
+
+
+def test_text_vectors_take_the_arrow_path_for_text_beyond_ascii() -> None:
+    """A text with a non-ASCII letter is split by the Unicode classes: 'naïve' is one word."""
+    rows = np.zeros(1, np.int64)
+    accented, _ = episode_features.text_vectors(pa.array(["naïve naïve"]), rows, 1)
+    split, _ = episode_features.text_vectors(pa.array(["na ve na ve"]), rows, 1)
+    whole, _ = episode_features.text_vectors(pa.array(["naive naive"]), rows, 1)
+    assert np.count_nonzero(accented) <= 2  # one word and one bigram
+    assert not np.array_equal(accented, split)
+    assert not np.array_equal(accented, whole)

@@ -12,7 +12,6 @@ Spec: ``schemas/rollout.v3.md`` section "Validity".
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -27,7 +26,7 @@ from .arrays import invalid_utf8_rows
 from .arrays import numbers as _numbers
 from .problems import ProblemCollector
 from .schema import tensor_shape
-from .typed_json import reject_constant
+from .typed_json import JSON_TEXT
 
 __all__ = [
     "ROW_RULES",
@@ -259,7 +258,7 @@ def _check_json_column(arr: pa.Array, name: str, offset: int, c: ProblemCollecto
 def _json_error(text: str) -> str | None:
     """Why ``text`` is not JSON text (NaN and Infinity are not JSON), or None."""
     try:
-        json.loads(text, parse_constant=reject_constant)
+        JSON_TEXT.decode(text)
     except ValueError as e:
         return str(e)
     except RecursionError:

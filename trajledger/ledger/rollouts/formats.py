@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import numpy as np
 import pyarrow as pa
 
 from . import typed_json
@@ -169,13 +170,18 @@ def to_utc(value: dt.datetime) -> dt.datetime:
     return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
+_COMPACT_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_LINK_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""Made once: ``json.dumps`` with options makes a new encoder per call."""
+
+
 def _json_text(v: object, rec: RecordProblems, field: str) -> str | None:
     """Tool calls and results are stored as JSON text; a string must already be JSON."""
     if v is None:
         return None
     if isinstance(v, str):
         try:
-            json.loads(v, parse_constant=typed_json.reject_constant)
+            typed_json.JSON_TEXT.decode(v)
         except ValueError as e:
             rec.error(field, f"string is not JSON text ({e}); give the JSON value itself")
             return None
@@ -184,7 +190,7 @@ def _json_text(v: object, rec: RecordProblems, field: str) -> str | None:
             return None
         return v
     try:
-        return json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return _COMPACT_JSON.encode(v)
     except (TypeError, ValueError) as e:
         rec.error(field, f"cannot be written as JSON: {e}")
         return None
@@ -305,8 +311,43 @@ _STEP_FIELDS: Final = (
 )
 
 
+def _tool_link(m: dict[str, Any]) -> str | None:
+    """A tool message's ``tool_call_id`` and ``name`` as JSON text (None when it has neither)."""
+    if m.get("tool_call_id") is None and m.get("name") is None:
+        return None
+    return _LINK_JSON.encode({k: m[k] for k in ("tool_call_id", "name") if m.get(k) is not None})
+
+
+_PLAIN_MESSAGE_KEYS: Final = frozenset({"role", "content", "tool_calls", "tool_call_id", "name"})
+
+
+def _plain_message(m: dict[str, Any], rec: RecordProblems, where: str) -> dict[str, Any] | None:
+    """`_message` of the common message: only `_PLAIN_MESSAGE_KEYS`, a string role, string or
+    null content; None when ``m`` is not one (then `_message` maps it). Every check `_message`
+    makes that could fail on such a message is made here, in the same order, and the step is
+    the same (tests/unit/ledger/test_rollout_formats.py compares both)."""
+    if not m.keys() <= _PLAIN_MESSAGE_KEYS:
+        return None
+    role, content = m.get("role"), m.get("content")
+    if type(role) is not str or not (content is None or type(content) is str):
+        return None
+    calls = m.get("tool_calls")
+    tool_calls = None if calls is None else _json_text(calls, rec, f"{where}.tool_calls")
+    tool_results = _tool_link(m)
+    return {
+        "role": role, "content": content, "reasoning_content": None, "tool_calls": tool_calls,
+        "tool_results": tool_results, "reward": None, "action_logprob": None, "timestamp": None,
+        "latency_ms": None, "prompt_tokens": None, "completion_tokens": None, "cost_usd": None,
+        "model_id": None, "safety_interventions": None, "extras": None,
+    }  # fmt: skip
+
+
 def _message(m: object, rec: RecordProblems, where: str) -> dict[str, Any] | None:
     """Map one chat message to the step columns it fills; other fields go to step extras."""
+    if type(m) is dict:
+        plain = _plain_message(m, rec, where)
+        if plain is not None:
+            return plain
     if not isinstance(m, dict):
         rec.error(where, f"{json_type(m)}, want a message object")
         return None
@@ -320,9 +361,9 @@ def _message(m: object, rec: RecordProblems, where: str) -> dict[str, Any] | Non
     reasoning = _opt(m, "reasoning_content", "str", rec, f"{where}.reasoning_content")
     tool_results = _json_text(m.get("tool_results"), rec, f"{where}.tool_results")
     known = _MESSAGE_KEYS
-    if tool_results is None and (m.get("tool_call_id") is not None or m.get("name") is not None):
-        link = {k: m[k] for k in ("tool_call_id", "name") if m.get(k) is not None}
-        tool_results = json.dumps(link, ensure_ascii=False, separators=(",", ":"))
+    link = None if tool_results is not None else _tool_link(m)
+    if link is not None:
+        tool_results = link
     else:
         known = _MESSAGE_KEYS_NO_LINK  # kept in extras: tool_results holds the results
     usage = _opt(m, "usage", "obj", rec, f"{where}.usage") or {}
@@ -756,7 +797,8 @@ class ChunkBuilder:
         self._reset()
 
     def _reset(self) -> None:
-        self.steps: dict[str, list[Any]] = {f.name: [] for f in STEP_SCHEMA}
+        self._steps: list[dict[str, Any]] = []  # every step's dict, in order
+        self._episodes: list[tuple[str, int, bool]] = []  # (id, steps, truncated)
         self.attrs: dict[str, list[Any]] = {f.name: [] for f in EPISODE_ATTR_SCHEMA}
         self.rows = 0
         self.text_bytes = 0
@@ -797,28 +839,15 @@ class ChunkBuilder:
                 self._add(eid, ep)
 
     def _add(self, eid: str, ep: _Episode) -> None:
-        s = self.steps
-        n = len(ep.steps)
-        last = n - 1
-        for i, step in enumerate(ep.steps):
-            s["episode_id"].append(eid)
-            s["step"].append(i)
-            s["is_first"].append(i == 0)
-            s["is_last"].append(i == last)
-            s["terminated"].append(i == last and not ep.truncated)
-            s["truncated"].append(i == last and ep.truncated)
-            reward = step["reward"]
-            if reward is None and ep.reward is not None:
-                reward = ep.reward if i == last else 0.0
-            s["reward"].append(None if reward is None else float(reward))
-            for name in _STEP_FIELDS:
-                value = step[name]
-                s[name].append(list(value.items()) if name == "extras" and value else value)
-            for name in ("discount", "obs", "action", "info"):
-                s[name].append(None)
-            content = step["content"]
-            if content is not None:
-                self.text_bytes += len(content)
+        steps = ep.steps
+        n = len(steps)
+        if ep.reward is not None:  # an episode-level reward: on the last step, 0 before it
+            for i, step in enumerate(steps):
+                if step["reward"] is None:
+                    step["reward"] = ep.reward if i == n - 1 else 0.0
+        self._steps.extend(steps)
+        self._episodes.append((eid, n, ep.truncated))
+        self.text_bytes += sum(len(c) for step in steps if (c := step["content"]) is not None)
         a = self.attrs
         for name in a:
             a[name].append(ep.attrs.get(name))
@@ -833,7 +862,7 @@ class ChunkBuilder:
     def flush(self) -> RolloutChunk:
         """The queued episodes as one chunk; the builder starts empty again."""
         steps = pa.RecordBatch.from_arrays(
-            [_list_array(self.steps[f.name], f.type) for f in STEP_SCHEMA], schema=STEP_SCHEMA
+            [self._column(f.name, f.type) for f in STEP_SCHEMA], schema=STEP_SCHEMA
         )
         attrs = pa.RecordBatch.from_arrays(
             [pa.array(self.attrs[f.name], type=f.type) for f in EPISODE_ATTR_SCHEMA],
@@ -842,6 +871,36 @@ class ChunkBuilder:
         meta, self._meta = self._meta, None
         self._reset()
         return RolloutChunk(steps, attrs, meta or None)
+
+    def _column(self, name: str, typ: pa.DataType) -> pa.Array:
+        """One step column of the queued episodes, built a column at a time."""
+        n = self.rows
+        if name in ("discount", "obs", "action", "info"):
+            return pa.nulls(n, typ)
+        if name in _STEP_FIELDS or name == "reward":
+            values = [step[name] for step in self._steps]
+            if name == "extras":
+                values = [list(v.items()) if v else v for v in values]
+            elif name == "reward":
+                values = [None if v is None else float(v) for v in values]
+            return _list_array(values, typ)
+        lengths = np.fromiter((e[1] for e in self._episodes), np.int64, len(self._episodes))
+        episode = np.repeat(np.arange(len(lengths)), lengths)
+        if name == "episode_id":
+            return pa.array([e[0] for e in self._episodes], typ).take(episode)
+        first = np.cumsum(lengths) - lengths
+        step = np.arange(n, dtype=np.int64) - first[episode]
+        if name == "step":
+            return pa.array(step, typ)
+        last = step == (lengths - 1)[episode]
+        if name == "is_first":
+            return pa.array(step == 0, typ)
+        if name == "is_last":
+            return pa.array(last, typ)
+        truncated = np.fromiter((e[2] for e in self._episodes), bool, len(self._episodes))
+        if name == "terminated":
+            return pa.array(last & ~truncated[episode], typ)
+        return pa.array(last & truncated[episode], typ)  # truncated
 
 
 def _list_array(values: list[Any], typ: pa.DataType) -> pa.Array:

@@ -12,13 +12,23 @@ line (tested), and only the time differs.
 Non-scope: the mappings (``formats.py``), decoding (``jsonl.py``), other inputs.
 Spec: ``schemas/rollout-inputs.md``.
 
-Why processes and the standard library's JSON decoder, not pyarrow's JSON reader or orjson: a
-record's mapping (messages to steps, fields to extras, typed JSON) is Python whatever parses
-the text, and it costs several times the parsing; pyarrow's reader infers one type per block
-(a record unlike its neighbours would need the slow path anyway) and neither it nor orjson
-refuses duplicate keys, which the strict decoder must. So the same strict code runs, on every
-core. Workers are started with ``spawn`` (no state or lock of this process's threads is
-copied) and get at most `IN_FLIGHT` blocks at a time, so memory stays bounded.
+Why processes and the standard library's JSON decoder, not pyarrow's JSON reader, orjson or
+msgspec (measured on the bench's chat records, issue 21 item 5): decoding is about a quarter of
+a worker's time, the mapping (messages to steps, fields to extras and typed JSON) the rest, and
+the mapping is Python whatever parses the text. orjson and msgspec decode these lines about
+twice as fast as ``json`` (0.15 against 0.29 CPU-s for 32 MiB), which would save an eighth of
+the recording's CPU, but both keep the last of two equal keys (``{"a": 1, "a": 2}`` is
+``{"a": 2}``), so the strict reader's refusal of duplicate keys would need a second pass over
+every object. pyarrow's reader refuses duplicate keys, but a whole block at once (the strict
+path would have to run again to name the line and go on with the next ones), infers one Arrow
+type per block (a record whose field changes type, ``1`` then ``"x"``, refuses the block too,
+and multi-part content or a tool call with other fields gives another struct type), and its
+output has lost what the strict path keeps: the JSON text of tool calls and extras with their
+keys in order. Mapping its columns with Arrow kernels and falling back per block is the way to
+pyarrow's speed, with an equivalence test of its own; not done. So the same strict code runs,
+on every core. Workers are started with
+``spawn`` (no state or lock of this process's threads is copied) and get at most `IN_FLIGHT`
+blocks at a time, so memory stays bounded.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import numpy as np
 
-__all__ = ["TypedJSONError", "dumps", "loads", "reject_constant"]
+__all__ = ["JSON_TEXT", "TypedJSONError", "dumps", "loads", "reject_constant"]
 
 _TAGS: Final = frozenset({"$nd", "$f", "$t", "$b", "$o"})
 _MAX_DEPTH: Final = 64
@@ -72,6 +72,11 @@ def reject_constant(name: str) -> Any:
         ValueError: always, naming the constant.
     """
     raise ValueError(f"{name} is not valid JSON")
+
+
+JSON_TEXT: Final = json.JSONDecoder(parse_constant=reject_constant)
+"""A decoder of JSON text that refuses NaN and Infinity, made once (``json.loads`` with an
+option makes a new decoder per call): ``JSON_TEXT.decode(text)``."""
 
 
 def _encode(v: object, path: str, depth: int) -> Any:
