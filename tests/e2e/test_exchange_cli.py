@@ -10,9 +10,12 @@ copied into the buyer's ledger when an import is refused.
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import hashlib
 import io
 import json
+import os
 import shutil
 import tarfile
 from pathlib import Path
@@ -478,3 +481,139 @@ def test_import_json_prints_one_document(vendor: Vendor, buyer: Path) -> None:
     expect(again, 0)
     assert again.stdout.splitlines()[-1] == vendor.ref
     assert again.stdout.splitlines()[0].startswith("✓ ")
+
+
+# -- streamed import: a refusal leaves nothing -----------------------------------------------------
+
+
+def tree(home: Path) -> dict[str, bytes]:
+    """Every file under ``home`` by relative path, with its bytes."""
+    return {str(p.relative_to(home)): p.read_bytes() for p in sorted(home.rglob("*"))
+            if p.is_file()}
+
+
+def tar_raw(path: Path, infos: list[tuple[tarfile.TarInfo, bytes]]) -> Path:
+    """A bundle of exactly these tar members (links, odd names and all), zstd-compressed."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for info, data in infos:
+            tar.addfile(info, io.BytesIO(data) if info.isfile() else None)
+    path.write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
+    return path
+
+
+def _file(name: str, data: bytes, size: int | None = None) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.size = len(data) if size is None else size
+    return info, data.ljust(info.size, b"\0")[: info.size]
+
+
+def hostile(vendor: Vendor, where: Path) -> dict[str, tuple[Path, str]]:
+    """Bundles made from the vendor's real one that every import must refuse, each with the
+    start of the message it is refused with. All but the first three are refused while the
+    bundle is read; those three open (every object streamed into staging) and then fail."""
+    members = members_of(vendor.bundle)
+    index = members[0][1]
+    name, data = max(members[1:], key=lambda m: len(m[1]))  # the biggest data blob
+    flipped = data[:-1] + bytes([data[-1] ^ 1])
+    cp = next(d for n, d in members if n == "checkpoint")
+    head, _, sig = cp.rstrip(b"\n").rpartition(b" ")
+    raw = base64.b64decode(sig)
+    bad_cp = head + b" " + base64.b64encode(raw[:-1] + bytes([raw[-1] ^ 1])) + b"\n"
+    plain = [_file(n, d) for n, d in members]
+    at = {n: i for i, (n, _) in enumerate(members)}
+    b = vendor.bundle.name
+
+    def swap(i: int, item: tuple[tarfile.TarInfo, bytes]) -> list[tuple[tarfile.TarInfo, bytes]]:
+        return [*plain[:i], item, *plain[i + 1:]]
+
+    spare = spare_name()
+    listed = BundleIndex.from_bytes(index)
+    spare_index = dataclasses.replace(listed, members=tuple(sorted(
+        [*listed.members, Member(spare, 5, spare[15:])], key=lambda m: m.name))).to_bytes()
+    link = tarfile.TarInfo(name)
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    whole = vendor.bundle.read_bytes()
+    out = {
+        "untrusted-policy": (vendor.bundle, f"FAIL: import {b}: "),
+        "checkpoint-resigned": (
+            repack(where / "cp.tar.zst", [(n, bad_cp if n == "checkpoint" else d)
+                                          for n, d in members], reindex=True),
+            "FAIL: bundle cp.tar.zst: member checkpoint: not signed by the log key in bundle.json"),
+        "unused-member": (tar_raw(where / "unused.tar.zst", [_file("bundle.json", spare_index),
+                                                            *plain[1:], _file(spare, b"spare")]),
+                          "FAIL: import unused.tar.zst: 1 of "),
+        "digest-mismatch": (tar_raw(where / "digest.tar.zst", swap(at[name], _file(name, flipped))),
+                            f"FAIL: bundle digest.tar.zst: member {name}: content hashes to"),
+        "not-its-name": (repack(where / "name.tar.zst", [(n, flipped if n == name else d)
+                                                         for n, d in members], reindex=True),
+                         f"FAIL: bundle name.tar.zst: member {name}: content hashes to"),
+        "size-lie": (tar_raw(where / "size.tar.zst", swap(at[name], _file(name, data[:-1]))),
+                     f"FAIL: bundle size.tar.zst: member {name}: {len(data) - 1} bytes, "
+                     f"bundle.json says {len(data)}"),
+        "unknown-member": (tar_raw(where / "extra.tar.zst", [*plain, _file("entries/999", b"x")]),
+                           "FAIL: bundle extra.tar.zst: member entries/999: not listed"),
+        "duplicate": (tar_raw(where / "dup.tar.zst", [*plain, plain[at[name]]]),
+                      f"FAIL: bundle dup.tar.zst: member {name}: appears twice"),
+        "traversal": (tar_raw(where / "up.tar.zst", [*plain, _file("objects/../../x", b"x")]),
+                      "FAIL: member 'objects/../../x': path escapes the bundle ('..')"),
+        "symlink": (tar_raw(where / "link.tar.zst", swap(at[name], (link, b""))),
+                    f"FAIL: bundle link.tar.zst: member '{name}' is a symbolic link"),
+        "index-lies": (tar_raw(where / "missing.tar.zst", [m for m in plain if m[0].name != name]),
+                       f"FAIL: bundle missing.tar.zst: member {name}: listed in bundle.json "
+                       "but missing"),
+        "truncated": (where / "cut.tar.zst", "FAIL: bundle cut.tar.zst: "),
+        "bomb": (tar_raw(where / "bomb.tar.zst", [_file("bundle.json", index.replace(
+            f'"size":{len(data)}'.encode(), f'"size":{65 << 30}'.encode()))]),
+            "FAIL: bundle bomb.tar.zst: bundle.json declares"),
+    }
+    (where / "cut.tar.zst").write_bytes(whole[: len(whole) * 2 // 3])
+    return out
+
+
+def spare_name() -> str:
+    return "objects/sha256/" + hashlib.sha256(b"spare").hexdigest()
+
+
+HOSTILE = ["untrusted-policy", "checkpoint-resigned", "unused-member", "digest-mismatch",
+           "not-its-name", "size-lie", "unknown-member", "duplicate", "traversal", "symlink",
+           "index-lies", "truncated", "bomb"]
+
+
+@pytest.mark.parametrize("case", HOSTILE)
+def test_a_refused_import_leaves_the_ledger_byte_identical(
+    vendor: Vendor, buyer: Path, tmp_path: Path, case: str
+) -> None:
+    """Streamed import refuses every hostile bundle, and the refusal leaves every file of the
+    buyer's ledger as it was (store, log, keys) and no staging behind, whether the bundle was
+    refused while read or after every object was staged (a failed verification)."""
+    path, message = hostile(vendor, tmp_path)[case]
+    policy = buyer / "policy.toml"
+    if case == "untrusted-policy":
+        policy = buyer / "untrusting.toml"
+        policy.write_text((buyer / "policy.toml").read_text().replace(f'"{vendor.vkey}", ', ""))
+    before = tree(buyer)
+    r = run(buyer, "import", path, "--policy", policy, "--key", "b1", "--key", "b2")
+    assert r.exit_code == 1, r.output
+    assert r.stderr.startswith(message), r.stderr
+    assert case != "truncated" or "truncated" in r.stderr, r.stderr
+    assert case != "unused-member" or f"member {spare_name()} is not used" in r.stderr, r.stderr
+    assert "Traceback" not in r.output
+    assert tree(buyer) == before
+    assert not (buyer / "tmp").exists() or list((buyer / "tmp").iterdir()) == []
+
+
+def test_staging_a_killed_import_left_is_cleaned_by_the_next(vendor: Vendor, buyer: Path) -> None:
+    """A killed import leaves only its staging directory under ``<ledger>/tmp``: ``fsck``
+    names it a stale leftover, and the next import removes it before it appends."""
+    from trajledger.ledger.fs import temp_name
+
+    dead = 2**22 + 12345  # above the default pid_max: no live process has it
+    staging = buyer / "tmp" / temp_name(".d").replace(f"-{os.getpid()}-", f"-{dead}-")
+    (staging / "trajledger-bundle-x" / "objects").mkdir(parents=True)
+    (staging / "trajledger-bundle-x" / "objects" / ("ab" * 32)).write_bytes(b"half")
+    r = run(buyer, "fsck", "--json")
+    assert str(staging) in r.output, r.output
+    expect(run(buyer, "import", vendor.bundle, "--policy", buyer / "policy.toml",
+               "--key", "b1", "--key", "b2"), 0)
+    assert list((buyer / "tmp").iterdir()) == []

@@ -61,7 +61,7 @@ def test_export_and_import_draw_bars_over_bytes(home: Path, tmp_path: Path) -> N
     code, err = run_on_terminal(
         _cmd(buyer, "import", str(bundle), "--policy", str(buyer / "policy.toml"),
              "--key", "b1", "--key", "b2"), _env())
-    assert "copying into the store" in err and "100%" in err, err
+    assert "moving into the store" in err and "100%" in err, err
     assert code == 0, err
 
 

@@ -339,7 +339,7 @@ def test_keep_logs_without_a_command_is_a_usage_error(runner: CliRunner, chat_ho
     r = run(runner, chat_home, "train", "--dataset", "chat@1", "--key", "trainer", "--keep-logs")
     assert r.exit_code == 2
     assert r.stderr.splitlines()[-1] == (
-        "Error: --output and --keep-logs go with a COMMAND (after '--')")
+        "Error: --keep-logs goes with a COMMAND (after '--')")
 
 
 def test_a_refused_dataset_runs_nothing_and_records_the_refusal(

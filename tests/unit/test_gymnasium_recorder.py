@@ -374,13 +374,30 @@ def test_dict_tuple_spaces_float64_final_obs_and_info(ledger: Ledger, alice: Sig
 def test_registered_spaces_must_match(ledger: Ledger, alice: Signer) -> None:
     from trajledger.ledger.artifacts import environment_spaces
 
-    register_environment(ledger, "cp-spaces", "1", alice, gymnasium_id="CartPole-v1",
+    # The spaces alone (no Gymnasium id: an environment of one's own with CartPole's spaces).
+    register_environment(ledger, "cp-spaces", "1", alice,
                          **environment_spaces(gymnasium_id="CartPole-v1"))  # fmt: skip
     LedgerRecorder(gym.make("CartPole-v1"), ledger, env_ref="cp-spaces@1", policy="p",
                    signer=alice)  # fmt: skip
     with pytest.raises(ValueError, match="observationSpace differs from the one recorded"):
         LedgerRecorder(gym.make("Pendulum-v1"), ledger, env_ref="cp-spaces@1", policy="p",
                        signer=alice)  # fmt: skip
+
+
+def test_the_registered_gymnasium_id_must_match(ledger: Ledger, alice: Signer) -> None:
+    """Another Gymnasium environment than the registered one is refused at once (issue 23's
+    first hour: Pendulum wrapped as cartpole@1 was recorded under CartPole's name), for one
+    environment and a vector environment alike."""
+    register_environment(ledger, "cp-id", "1", alice, gymnasium_id="CartPole-v1")
+    want = (r"^LedgerRecorder: the environment is Pendulum-v1, but cp-id@1 is registered for "
+            r"CartPole-v1: wrap CartPole-v1, or register Pendulum-v1 as an environment of its "
+            r"own \(trajledger env register NAME --version V --gym-id Pendulum-v1\)$")
+    for env in (gym.make("Pendulum-v1"), gym.make_vec("Pendulum-v1", num_envs=2)):
+        with pytest.raises(ValueError, match=want):
+            LedgerRecorder(env, ledger, env_ref="cp-id@1", policy="p", signer=alice)
+        env.close()
+    LedgerRecorder(gym.make("CartPole-v1"), ledger, env_ref="cp-id@1", policy="p",
+                   signer=alice).close()  # fmt: skip
 
 
 def test_info_that_cannot_be_kept_is_refused(ledger: Ledger, alice: Signer) -> None:

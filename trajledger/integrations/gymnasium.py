@@ -612,7 +612,8 @@ def _info_text(info: Mapping[str, Any] | None) -> str | None:
 def _check_registered_spaces(
     ledger: LedgerHome, envelope: str, meta: Mapping[str, Any], env_ref: str
 ) -> None:
-    """Refuse an environment whose spaces differ from those its registration records."""
+    """Refuse an environment whose spaces differ from those its registration records, or that
+    is another Gymnasium environment than the one it names."""
     from trajledger.verify.dsse import Envelope
     from trajledger.verify.errors import ProvenanceError
     from trajledger.verify.statement import Statement
@@ -621,6 +622,13 @@ def _check_registered_spaces(
         predicate = Statement.from_bytes(Envelope.from_bytes(ledger.store.get(envelope)).payload)
     except ProvenanceError:
         return  # recording verifies nothing; `verify` reports an unreadable record
+    registered, playing = predicate.predicate.get("gymnasiumId"), meta.get("envSpec", {}).get("id")
+    if registered and playing and registered != playing:
+        raise ValueError(
+            f"LedgerRecorder: the environment is {playing}, but {env_ref} is registered for "
+            f"{registered}: wrap {registered}, or register {playing} as an environment of its "
+            f"own (trajledger env register NAME --version V --gym-id {playing})"
+        )
     for key in ("observationSpace", "actionSpace"):
         recorded = predicate.predicate.get(key)
         if recorded is not None and recorded != meta[key]:

@@ -317,7 +317,11 @@ class Catalog:
         others = sorted({r.kind for r in rows if r.kind not in wanted
                          and (r.name, r.version) in ((name, version), (ref, ""))})
         if others:
-            return RefError(f"{ref}: is {' and '.join(_a(k) for k in others)}, not {_a(what)}")
+            # A dataset where a batch is wanted (export --format parquet): say where they are.
+            batches = (f"; give one of its batches ('trajledger show {ref}' lists them)"
+                       if others == ["dataset"] and wanted == {"rollout-batch"} else "")
+            return RefError(f"{ref}: is {' and '.join(_a(k) for k in others)}, not "
+                            f"{_a(what)}{batches}")
         origins = Origins(self.ledger)
         names = {f"{n}{ORIGIN_SEPARATOR}{plain}" if n else plain
                  for r in mine

@@ -354,6 +354,22 @@ class Group(click.Group):
         except click.NoSuchOption as e:
             raise _closest(e) from None
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """Find the subcommand; a mistyped one gets the closest (``verfy``: ``verify``, not
+        also ``query``), by `suggestions.suggest` as names and options are (with click's 60%
+        cutoff: ``nwe`` gets ``new``)."""
+        from .suggestions import suggest
+
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as e:
+            raise click.exceptions.NoSuchCommand(
+                e.command_name,
+                possibilities=suggest(e.command_name, self.list_commands(ctx), close=0.6),
+                ctx=e.ctx) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; translate expected errors, report bugs."""
         try:

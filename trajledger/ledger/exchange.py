@@ -6,8 +6,10 @@ directory, recording every log entry whose inclusion the walk checks (artifact r
 approvals, revocations, erasures) and every blob it reads or looks for (envelopes, manifests,
 data), adds the ledger's trust-policy records, and writes them with a ``c2sp.org/tlog-proof``
 per entry against the published checkpoint, in one zstd-compressed tar, atomically.
-`import_bundle` verifies a bundle under the importer's policy (``verify.bundle``) before
-anything is copied, then copies its objects into the store, logs the foreign records in this
+`import_bundle` streams a bundle's objects once, hashed as read, into a staging directory on
+the ledger's disk (``<ledger>/tmp``), verifies the bundle under the importer's policy
+(``verify.bundle``) and only then renames its objects into the store (one durability pass,
+`store.ObjectStore.adopt_files`), logs the foreign records in this
 ledger's own log (the vendor's envelopes, unchanged: the same signatures, now also included
 under this log's checkpoint, so this ledger can approve, train on and export the data like its
 own), and records a signed ``import`` statement about the foreign artifact (origin log, signed
@@ -40,7 +42,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trajledger.verify.bundle import (
     BUNDLE_FORMAT,
@@ -55,7 +57,7 @@ from trajledger.verify.bundle import (
     consistency_proof_bytes,
     verify_bundle,
 )
-from trajledger.verify.digest import digest_bytes
+from trajledger.verify.digest import DIGEST_PREFIX, FileDigest, copy_hashing, digest_bytes
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import (
     ConsistencyError,
@@ -79,7 +81,7 @@ from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 from .catalog import Catalog, origin_name
 from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
-from .fs import TMP_PREFIX, fsync_dir
+from .fs import TMP_PREFIX, fsync_dir, sync_paths_ahead, temp_dir
 from .keys import Signer
 from .signing import canonical_json
 
@@ -89,7 +91,14 @@ if TYPE_CHECKING:
 
 __all__ = ["ExportResult", "ImportResult", "export_bundle", "import_bundle"]
 
-ZSTD_LEVEL = 6
+ZSTD_LEVEL = 3
+"""zstd's default level, as ``tar --zstd`` uses: bundles are mostly data that compresses
+little (numbers, Parquet already compressed); higher levels cost far more time than they save
+bytes."""
+ZSTD_THREADS = 1
+"""Compression workers beside the thread that reads and hashes the members (zstd's own
+default, as ``tar --zstd`` runs it). The frames are standard zstd, read by ``verify.bundle``
+and ``tar --zstd -x`` alike."""
 PRIMARY_EXCLUDED = frozenset({"approval", "revocation", "erasure", "refusal", "import"})
 """Kinds that are statements about an artifact, not the artifact's own record."""
 
@@ -140,7 +149,7 @@ class ImportResult:
         index: the log index of the import record (an earlier one on re-import; -1 when
             nothing was new).
         recorded: False when the same evidence had been imported before (nothing appended).
-        objects: objects copied into the store (already present ones count).
+        objects: objects stored (already present ones count).
         report: the verification report of the bundle.
         logged: this log's indices of the foreign records (earlier ones on re-import).
         changes: what the import changed here (`updates.Changes`).
@@ -252,23 +261,26 @@ def export_bundle(
     Steps:
         1. Resolve ``ref``; choose the policy (``policy``, else the ledger's policy in force);
            open the ledger as evidence at its published checkpoint (a consistent snapshot).
-        2. Walk the lineage (`LineageVerifier`, this log's own key as the log role), recording
-           the entries whose inclusion it checks and the blobs it reads or looks for.
+        2. Walk the lineage (`LineageVerifier`, this log's own key as the log role; data
+           blobs by size, as step 8 hashes every object it writes), recording the entries
+           whose inclusion it checks and the blobs it reads or looks for.
         3. Add every trust-policy record under the checkpoint, with its policy's bytes.
         4. With ``updates_since`` (an update, format 4): every entry from that size to the
            checkpoint's, the compact range they extend, and the envelopes of those of the
            kinds the policy publishes (`TrustPolicy.published`: revocations, erasures and
            policies by default); others' records travel as entries only.
-        5. Build a tlog-proof per entry below the extension against the checkpoint, checked
-           before use; the consistency proofs asked for; every key handover of the log, each
-           with a consistency proof from its tree.
+        5. Build a tlog-proof per entry below the extension against the checkpoint
+           (`_NodeCache`: each node hashed once), checked before use; the consistency
+           proofs asked for; every key handover of the log, each with a consistency proof
+           from its tree.
         6. Choose the objects: every blob read (envelopes, manifests); every data blob looked
            for, or, with ``data=False``, list it as omitted. A blob a verified erasure deleted
            is listed as erased (it is not here to export).
         7. State each rollout batch's terms (licence, consent, retention) from its verified
            record, for ``bundle.json``.
         8. Write the bundle: ``bundle.json`` first, then every member by name, into a temp file
-           renamed over ``out`` when complete (objects are re-hashed while written).
+           renamed over ``out`` when complete (`_write_bundle`: each object read once,
+           hashed as written, compressed on a worker thread).
 
     Args:
         ledger: the open ledger.
@@ -309,7 +321,9 @@ def export_bundle(
     note = inner.checkpoint_note()
     vkey = ledger.log.vkey
     # (2)
-    verifier = LineageVerifier(evidence, _walking_policy(policy, vkey), index=state)
+    # Sizes only: every object is hashed as it is written into the bundle (step 8).
+    verifier = LineageVerifier(evidence, _walking_policy(policy, vkey), index=state,
+                               data="size")
     if digest is not None:
         report = verifier.verify(digest)
     else:
@@ -345,15 +359,15 @@ def export_bundle(
     # (5)
     log_verifier = verifier_from_vkey(vkey)
     small: dict[str, bytes] = {"checkpoint": note}
+    tiles = _NodeCache(lambda rel: (ledger.log_dir / rel).read_bytes(), size)
     for i in sorted(indices | extension):
         small[f"entries/{i}"] = entries[i]
         if i in extension:
             continue  # proven by the root the extension rebuilds
-        proof = TlogProof(i, tuple(inner.inclusion_proof(i, size)), note)
+        proof = TlogProof(i, tuple(tiles.inclusion_proof(i, size)), note)
         verify_tlog_proof(proof, entries[i], log_verifier, checkpoint.origin)
         small[f"proofs/{i}.tlog-proof"] = proof.to_bytes()
     if updates_since:
-        tiles = TileReader(lambda rel: (ledger.log_dir / rel).read_bytes(), size)
         small[f"proofs/{updates_since}.range"] = consistency_proof_bytes(
             list(tiles.compact_range(updates_since).hashes))
     for old in sorted(set(consistency_from)):
@@ -439,6 +453,24 @@ def export_bundle(
     )
 
 
+class _NodeCache(TileReader):
+    """A tile reader that keeps every node hash it computes: an export builds a proof for
+    each bundled entry, and the proofs of neighbouring entries share most of their nodes
+    (each would otherwise hash up to 255 tile hashes again). Every proof is still verified
+    against the signed checkpoint before it is written."""
+
+    def __init__(self, fetch: Callable[[str], bytes], size: int) -> None:
+        super().__init__(fetch, size)
+        self._nodes: dict[tuple[int, int], bytes] = {}
+
+    def node_hash(self, level: int, index: int) -> bytes:
+        """`TileReader.node_hash`, computed once per node."""
+        got = self._nodes.get((level, index))
+        if got is None:
+            got = self._nodes[level, index] = super().node_hash(level, index)
+        return got
+
+
 def _policy_bytes(envelope: bytes, subject: str, index: int) -> bytes:
     """The canonical bytes of the policy a trust-policy record is about (its subject)."""
     what = f"trust-policy record {index}"
@@ -454,53 +486,55 @@ def _policy_bytes(envelope: bytes, subject: str, index: int) -> bytes:
     return body
 
 
-class _Hashing:
-    """A file reader that hashes what it delivers (and counts it on a progress bar)."""
-
-    def __init__(self, fh: IO[bytes], advance: Callable[[int], None]) -> None:
-        self.fh = fh
-        self.h = hashlib.sha256()
-        self.advance = advance
-
-    def read(self, n: int = -1) -> bytes:
-        data = self.fh.read(n)
-        self.h.update(data)
-        self.advance(len(data))
-        return data
-
-
 def _write_bundle(
     out: Path, index: BundleIndex, small: dict[str, bytes], files: dict[str, Path],
     advance: Callable[[int], None],
 ) -> int:
     """Write the tar.zst to a temp file next to ``out``, then rename it; returns its size.
-    ``advance(n)`` is told of each member's bytes as they are written."""
-    import tarfile
+    ``advance(n)`` is told of each member's bytes as they are written.
 
+    Each object is read once, in 1 MiB chunks, hashed (it must hash to its name) and handed
+    to the compressor, which runs on its own worker threads (`ZSTD_THREADS`) meanwhile. The
+    tar is what ``tarfile`` writes in ``w|`` pax mode, byte for byte (`_tar_header`, then the
+    content padded to 512 bytes; two zero blocks and zero padding to a 10,240-byte record at
+    the end), without its 16 KiB copy loop."""
     import zstandard
 
     fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=out.parent)
     try:
         with os.fdopen(fd, "wb") as raw:
-            cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
-            with (
-                cctx.stream_writer(raw, closefd=False) as zw,
-                tarfile.open(fileobj=zw, mode="w|", format=tarfile.PAX_FORMAT) as tar,
-            ):
-                _add(tar, INDEX_NAME, index.to_bytes())
+            cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=ZSTD_THREADS)
+            with cctx.stream_writer(raw, closefd=False) as zw:
+                written = 0
+
+                def put(data: bytes | memoryview) -> None:
+                    nonlocal written
+                    zw.write(data)
+                    written += len(data)
+
+                def member(name: str, size: int) -> None:
+                    put(_tar_header(name, size))
+
+                member(INDEX_NAME, len(data := index.to_bytes()))
+                put(data + bytes(-len(data) % _BLOCK))
                 for m in index.members:
+                    member(m.name, m.size)
                     if m.name in small:
-                        _add(tar, m.name, small[m.name])
+                        put(small[m.name] + bytes(-m.size % _BLOCK))
                         advance(m.size)
                         continue
-                    with open(files[m.name], "rb") as fh:
-                        reader = _Hashing(fh, advance)
-                        tar.addfile(_info(m.name, m.size), reader)
-                    if reader.h.hexdigest() != m.sha256:
+                    with open(files[m.name], "rb", buffering=0) as fh:
+                        got, size = copy_hashing(fh, put)
+                    if (size, got) != (m.size, DIGEST_PREFIX + m.sha256):
                         raise StoreError(
-                            f"export: object sha256:{m.sha256} in the store hashes to "
-                            f"sha256:{reader.h.hexdigest()} (run 'trajledger log verify --deep')"
+                            f"export: object sha256:{m.sha256} in the store is {size} bytes "
+                            f"hashing to {got}, want {m.size} bytes (run 'trajledger log "
+                            "verify --deep')"
                         )
+                    put(bytes(-m.size % _BLOCK))
+                    advance(m.size)
+                put(bytes(2 * _BLOCK))
+                put(bytes(-written % _RECORD))
             raw.flush()
             os.fsync(raw.fileno())
         os.chmod(tmp, 0o644)
@@ -513,22 +547,23 @@ def _write_bundle(
     return out.stat().st_size
 
 
-def _info(name: str, size: int) -> Any:
+_BLOCK = 512
+_RECORD = 20 * _BLOCK
+"""tar's block and record sizes (``tarfile.BLOCKSIZE``, ``tarfile.RECORDSIZE``)."""
+
+
+def _tar_header(name: str, size: int) -> bytes:
+    """The pax/ustar header block(s) of a regular member: mode 0644, owner 0, mtime 0, so the
+    same evidence gives the same tar."""
     import tarfile
 
     info = tarfile.TarInfo(name)
     info.size = size
-    info.mtime = 0  # reproducible: the same evidence gives the same tar
+    info.mtime = 0
     info.mode = 0o644
     info.uid = info.gid = 0
     info.uname = info.gname = ""
-    return info
-
-
-def _add(tar: Any, name: str, data: bytes) -> None:
-    import io
-
-    tar.addfile(_info(name, len(data)), io.BytesIO(data))
+    return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
 
 
 # -- import --------------------------------------------------------------------------------
@@ -560,6 +595,23 @@ def _primary(ev: BundleEvidence, subject: str) -> tuple[int, LogEntry, Statement
     raise FormatError(f"bundle {ev.path.name}: no record of {subject} in the bundle")
 
 
+@contextlib.contextmanager
+def _synced_ahead(ledger: LedgerHome, ev: BundleEvidence) -> Iterator[Callable[[], None] | None]:
+    """The staged objects' data written to the disk on a thread while the bundle is verified
+    (`fs.sync_paths_ahead`); yields the wait (None when the store does not fsync or is not
+    local: `store.ObjectStore.adopt_files` then does as it does). Waited for on the way out,
+    so no fsync outlives the staging directory."""
+    if not (ledger.store.is_local and ledger.store.durable):
+        yield None
+        return
+    wait = sync_paths_ahead(list(ev.objects.values()))
+    try:
+        yield wait
+    finally:
+        with contextlib.suppress(OSError):
+            wait()  # a failure was raised to whoever needed the data durable
+
+
 def import_bundle(
     ledger: LedgerHome,
     path: Path,
@@ -574,10 +626,13 @@ def import_bundle(
     Steps:
         1. The signers must meet the approver threshold of ``policy`` (import records are
            signed by approvers), checked before the bundle is read.
-        2. Open the bundle (every hostile-input check of `BundleEvidence.open`).
-        3. Verify it (`verify_bundle`): the log key, the proofs, the signatures, roles and
-           thresholds, approvals, revocations, the policy history. A failure refuses the whole
-           bundle, and nothing has been copied, unless every failure is a revocation that
+        2. Open the bundle (every hostile-input check of `BundleEvidence.open`), its objects
+           streamed once, each hashed as read, into a staging directory under
+           ``<ledger>/tmp``, whose data then goes to the disk on a thread (`_synced_ahead`).
+        3. Verify it (`verify_bundle`, data blobs by size: each already hashed to its name):
+           the log key, the proofs, the signatures, roles and thresholds, approvals,
+           revocations, the policy history. A failure refuses the whole bundle, and nothing
+           has been stored (the staging is removed), unless every failure is a revocation that
            counts under ``policy`` (the artifact is then taken in as revoked: its records are
            kept and every decision refuses them).
         4. The bundle's log must extend what was accepted from it before (`updates.origin_state`:
@@ -586,7 +641,7 @@ def import_bundle(
            at or below that size (export ``--updates-since``), whose entries rebuild its root.
         5. Choose what to take in (`updates.select`): the lineage asked for, and the
            extension's entries about what this ledger holds or asks for; then take it in and
-           record the import (`updates.apply_update`: objects copied, records logged in their
+           record the import (`updates.apply_update`: objects renamed in, records logged in their
            order, the import statement signed, revocations, erasures and key compromises
            judged here). The floor and the size applied advance.
 
@@ -603,9 +658,11 @@ def import_bundle(
     _check_signers(policy, keys)
     ledger.log.require_signer()
     # (2)
-    with BundleEvidence.open(path, limits=limits) as ev:
+    with (temp_dir(ledger.root / "tmp") as staging,
+          BundleEvidence.open(path, limits=limits, workdir=Path(staging)) as ev,
+          _synced_ahead(ledger, ev) as synced):
         # (3)
-        report = verify_bundle(ev, policy, now=now)
+        report = verify_bundle(ev, policy, now=now, data="size")
         n, failed = report.count()
         if any(c.what != "revoked" for _node, checks, _d in report.causes() for c in checks):
             raise VerificationError(
@@ -651,13 +708,15 @@ def import_bundle(
         logs = {ev.index.vkey}  # this log's keys: its current one and those it rotated from
         for h in ev.key_handovers():  # verified by verify_bundle
             logs |= {parse_handover(h).old, parse_handover(h).new}
+        objects = {d: FileDigest(p, ev.index.by_name[f"objects/sha256/{d[7:]}"].size, d[7:])
+                   for d, p in ev.objects.items()}
         taken, consulted = select(ledger, entries, extension=start,
                                   asked=set(report.nodes),
-                                  have=lambda d: d in ev.objects or ledger.store.exists(d),
+                                  have=lambda d: d in objects or ledger.store.exists(d),
                                   logs=logs)
         update = Update(ev.index.vkey, note_bytes, entries, taken, consulted,
-                        lambda i: ev.inclusion_proof(i, cp.size), ev.objects, artifact,
-                        cp.size, not ev.index.omitted)
+                        lambda i: ev.inclusion_proof(i, cp.size), objects, artifact,
+                        cp.size, not ev.index.omitted, synced)
         done = apply_update(
             ledger, policy, keys, update, what=f"import {path.name}",
             floor=lambda: origin.advance_floor(note_bytes, proof, what=what,
@@ -665,5 +724,5 @@ def import_bundle(
         )
         return ImportResult(subject, str(artifact["kind"]) if artifact else "",
                             str(artifact["name"]) if artifact else "", origin_name(ev.index.vkey),
-                            done.index, done.recorded, len(ev.objects), report, done.logged,
+                            done.index, done.recorded, len(objects), report, done.logged,
                             done.changes)

@@ -343,13 +343,16 @@ def _export_interop(
 def import_(
     ctx: Context, file: str, policy_file: Path | None, keys: tuple[str, ...], as_json: bool
 ) -> None:
-    """Verify the bundle FILE under the policy, then copy its objects, log the vendor's records
+    """Verify the bundle FILE under the policy, then store its objects, log the vendor's records
     in this ledger's log (so they can be approved and trained on here) and record the import.
 
     FILE may be a URI (s3://bucket/key): it is downloaded to a temporary file first. Nothing is
-    copied unless the whole lineage verifies (licences the policy does not accept, witness
+    stored unless the whole lineage verifies (licences the policy does not accept, witness
     cosignatures it requires, a rollback or fork of the vendor's log: refused, saying why).
-    Importing the same evidence again changes nothing and names the earlier record.
+    Importing the same evidence again changes nothing and names the earlier record. The
+    objects are read once, hashed as read, into a staging directory under LEDGER/tmp (it needs
+    their size free on the ledger's disk) and moved into the store only once everything
+    verified.
 
     Prints the verification report, then the imported artifact's digest as the last line
     (with --json, only the report: one JSON document whose subject is that digest).

@@ -14,7 +14,11 @@ __all__ = ["did_you_mean", "suggest"]
 
 
 def suggest(
-    wanted: str, candidates: Iterable[str] | Mapping[str, str], *, limit: int = 3
+    wanted: str,
+    candidates: Iterable[str] | Mapping[str, str],
+    *,
+    limit: int = 3,
+    close: float | None = None,
 ) -> list[str]:
     """The candidates closest to ``wanted`` (a mistyped name, ``NAME@VERSION``, key name or
     digest prefix), best first: the one "did you mean" of the command line.
@@ -25,10 +29,12 @@ def suggest(
             prefix is compared with each digest cut to its length, and the whole digest is
             suggested; later, origin-qualified names can be fed in beside plain ones).
         limit: at most this many.
+        close: how alike a candidate must be (default 75%); commands take click's 60%, as
+            their names are few and short (``nwe`` is 67% alike ``new``).
 
     Returns:
         Up to ``limit`` suggestions: those equal but for case; else those
-        `difflib.SequenceMatcher` finds at least 75% alike and nearly as alike as the closest
+        `difflib.SequenceMatcher` finds at least ``close`` alike and nearly as alike as the closest
         (``aprover-a`` gets ``approver-a``, not also ``approver-b``). Empty when nothing is
         close.
     """
@@ -37,6 +43,7 @@ def suggest(
     same = [s for c, s in forms.items() if c.lower() == key and c != wanted]
     if same:
         return list(dict.fromkeys(same))[:limit]
+    cutoff = _CLOSE if close is None else close
     matcher = difflib.SequenceMatcher()
     matcher.set_seq2(key)
     scored: list[tuple[float, str]] = []
@@ -45,8 +52,8 @@ def suggest(
             continue  # what was typed exists: the caller refused it for another reason
         matcher.set_seq1(compared.lower())
         # The cheap upper bounds first, as difflib.get_close_matches does.
-        if (matcher.real_quick_ratio() >= _CLOSE and matcher.quick_ratio() >= _CLOSE
-                and (score := matcher.ratio()) >= _CLOSE):
+        if (matcher.real_quick_ratio() >= cutoff and matcher.quick_ratio() >= cutoff
+                and (score := matcher.ratio()) >= cutoff):
             scored.append((score, shown))
     if not scored:
         return []

@@ -46,11 +46,11 @@ import base64
 import hashlib
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trajledger.verify import predicates
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
+from trajledger.verify.digest import FileDigest
 from trajledger.verify.errors import ProvenanceError
 from trajledger.verify.impact import impact
 from trajledger.verify.kinds import KINDS, name_version
@@ -71,7 +71,7 @@ from .record import record_statement
 
 if TYPE_CHECKING:
     from .home import LedgerHome
-    from .trust_state import TrustState
+    from .trust_state import NameRow, TrustState
 
 __all__ = [
     "NOT_TAKEN",
@@ -184,11 +184,14 @@ class Update:
         taken: the entries to log here (`select`).
         consulted: entries listed in the import record without being logged (policies).
         inclusion: ``index -> inclusion proof`` under ``note``.
-        objects: blobs to store (a file, or bytes), by digest.
+        objects: blobs to store, by digest: bytes, or a staged file on the store's
+            filesystem whose digest was computed as it was written (moved into the store).
         artifact: the artifact asked for (``digest``, ``kind``, ``name``, ``logIndex``), or
             None for updates alone.
         applied: the size up to which every entry was examined (the checkpoint's).
         data_included: the artifact's data came with it.
+        synced: waits for the staged files' data to be on disk (a pass started while the
+            bundle was verified); None: `store.ObjectStore.adopt_files` runs it.
     """
 
     vkey: str
@@ -197,10 +200,11 @@ class Update:
     taken: Sequence[int]
     consulted: Sequence[int]
     inclusion: Callable[[int], Sequence[bytes]]
-    objects: Mapping[str, Path | bytes]
+    objects: Mapping[str, FileDigest | bytes]
     artifact: Mapping[str, Any] | None
     applied: int
     data_included: bool = True
+    synced: Callable[[], None] | None = None
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -365,7 +369,9 @@ def apply_update(
     what it says take effect here (the module docstring).
 
     Steps:
-        1. Store the objects (content-addressed; each re-hashed as stored).
+        1. Store the objects (content-addressed): bytes are hashed as stored; staged files,
+           hashed as they were written, are moved in with one durability pass
+           (`store.ObjectStore.adopt_files`).
         2. Log the entries taken in, in their log's order (one group commit, idempotent by
            envelope: a retry adds nothing twice).
         3. Unless an import record of the same thing under the same tree exists (and nothing
@@ -389,15 +395,15 @@ def apply_update(
     # (1)
     from .progress import no_progress
 
-    sizes = {d: o.stat().st_size if isinstance(o, Path) else len(o)
-             for d, o in update.objects.items()}
-    with (ledger.progress or no_progress)(sum(sizes.values()), "copying into the store") as bar:
+    staged = [o for o in update.objects.values() if isinstance(o, FileDigest)]
+    total = sum(o.size if isinstance(o, FileDigest) else len(o) for o in update.objects.values())
+    with (ledger.progress or no_progress)(total, "moving into the store") as bar:
         for digest, obj in update.objects.items():
-            got = (ledger.store.put_file(obj).digest if isinstance(obj, Path)
-                   else ledger.store.put_bytes(obj))
-            if got != digest:
-                raise StoreError(f"{what}: object {digest} changed while copied ({got})")
-            bar(sizes[digest])
+            if isinstance(obj, bytes):
+                if (got := ledger.store.put_bytes(obj)) != digest:
+                    raise StoreError(f"{what}: object {digest} changed while copied ({got})")
+                bar(len(obj))
+        ledger.store.adopt_files(staged, bar, synced=update.synced)
     # (2)
     foreign = {i: LogEntry.from_bytes(update.entries[i]) for i in update.taken}
     fresh = {i for i, e in foreign.items() if KINDS[e.kind].lineage
@@ -630,23 +636,24 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
 
 def _clashes(ledger: LedgerHome, indices: Sequence[int], changes: Changes) -> None:
     """Names of records just imported that other records here also have: this ledger's own
-    name wins (`catalog.Catalog.resolve`); another origin's makes the plain name ambiguous."""
+    name wins (`catalog.Catalog.resolve`); another origin's makes the plain name ambiguous.
+    Names come from the trust state's index of names (one query; it read them from the same
+    statements), not from re-reading every record just imported."""
     state = ledger.trust_state()
     origins = Origins(ledger)
+    rows = state.named()
+    by_index = {row.index: row for row in rows}
+    by_name: dict[tuple[str, str], list[NameRow]] = {}
+    for row in rows:
+        by_name.setdefault((row.name, row.version), []).append(row)
     for j in indices:
-        entry = state.entry(j)
-        if entry is None or not KINDS[entry.kind].named:
+        entry = by_index.get(j)
+        if entry is None or not entry.version:
             continue
-        try:
-            st, _pred = read_record(entry, ledger.read_blob(entry.envelope), f"log entry {j}")
-        except ProvenanceError:
-            continue
-        name, version = name_version(entry.kind, st)
-        if not version:
-            continue
+        name, version = entry.name, entry.version
         ref = f"{name}@{version}"
         mine = origins.names(j)[0] if origins.names(j) else changes.origin
-        for other in state.by_name(name, version):
+        for other in by_name[(name, version)]:
             if other.subject == entry.subject or other.kind != entry.kind:
                 continue
             theirs = origins.names(other.index)

@@ -23,6 +23,7 @@ from trajledger.ledger.clikit import (
     pass_ctx,
     recorded_json,
 )
+from trajledger.ledger.errors import AlreadyRecordedError
 
 __all__ = ["COMMANDS"]
 
@@ -525,8 +526,9 @@ def admit(
 @click.option(
     "--output",
     type=click.Path(file_okay=False, path_type=Path),
-    help="COMMAND's output directory ($TRAJLEDGER_OUTPUT_DIR), new or empty, kept afterwards "
-    "[default: a temporary directory in the ledger, removed].",
+    help="Where the checkpoint's files go, new or empty, kept: COMMAND's output directory "
+    "($TRAJLEDGER_OUTPUT_DIR), or a trainer plug-in's files copied out once recorded "
+    "[default: a temporary directory in the ledger, removed; none for a plug-in].",
 )
 @click.option("--keep-logs", is_flag=True, help="Also store COMMAND's stdout and stderr text "
               "with the checkpoint (trajledger-run/*.log); without it only their digests are "
@@ -594,24 +596,39 @@ def train(
            f"{out.admission.name}@{out.admission.version})")
         emit_result(as_json, out.digest, _trained_json(ledger, out) if as_json else {})
         return
-    if output is not None or keep_logs:
-        raise click.UsageError("--output and --keep-logs go with a COMMAND (after '--')")
+    if keep_logs:
+        raise click.UsageError("--keep-logs goes with a COMMAND (after '--')")
+    if output is not None:
+        from .workdir import check_output_dir
+
+        check_output_dir(output)  # before training: a refusal trains nothing
     p = command_policy(ctx, ledger, policy_file)
     config = _read_config(config_file) if config_file else {}
-    out = ledger.train(
-        dataset,
-        key=key,
-        trainer=trainer_name or "bc",
-        policy=p,
-        config=config,
-        seed=seed or 0,
-        name=name,
-        version=version,
-        parent=parent,
-    )
+    try:
+        out = ledger.train(
+            dataset,
+            key=key,
+            trainer=trainer_name or "bc",
+            policy=p,
+            config=config,
+            seed=seed or 0,
+            name=name,
+            version=version,
+            parent=parent,
+        )
+    except AlreadyRecordedError as e:
+        # A plug-in trains the same files from the same data, config and seed.
+        raise AlreadyRecordedError(
+            f"{e}: the same dataset, trainer, config and seed train the same files; give "
+            f"another --seed (this was --seed {seed or 0}) for a new checkpoint", e.index) from e
     metrics = ", ".join(f"{k}={v:.4g}" for k, v in sorted(out.metrics.items()))
     where = "" if out.new else "already "
     ok(f"checkpoint {where}recorded at log index {out.index} ({metrics})")
+    if output is not None:
+        from .train import copy_checkpoint_files
+
+        copied = copy_checkpoint_files(ledger, out.digest, output)
+        ok(f"{len(copied)} checkpoint file(s) written to {output}: {', '.join(copied)}")
     emit_result(as_json, out.digest, _trained_json(ledger, out) if as_json else {})
 
 

@@ -33,7 +33,7 @@ import math
 import os
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -247,10 +247,15 @@ def evaluate(
 
     # (1)
     if not policy.holds("evaluator", signer.keyid):
+        held = policy.role("evaluator").keyids
+        fix = (f"sign with an evaluator key ({len(held)} in the policy), or record a policy "
+               "naming this key in [roles.evaluator]" if held else
+               "record a policy with [roles.evaluator] naming it (format = 2, a higher "
+               "serial; docs/evaluations.md shows one)")
         raise PolicyError(
             f"key {signer.name} ({signer.keyid[:12]}): does not hold the evaluator role in "
             f"policy {policy.name!r} serial {policy.serial} (format {policy.format}); "
-            "evaluations are signed by roles.evaluator keys"
+            f"evaluations are signed by roles.evaluator keys: {fix}"
         )
     catalog = Catalog(ledger)
     ck = catalog.resolve(checkpoint_ref, {"checkpoint"})
@@ -298,8 +303,14 @@ def evaluate(
                  if ev_item else None, "unsealing": unsealing}
     episodes = {b.digest: _episode_ids(b) for b in batches}
     if command is None:
-        return _builtin(ledger, verifier, batches, episodes, signer, described, report,
-                        pass_return=pass_return, max_steps=max_steps, output=output)
+        from trajledger.ledger.progress import no_progress
+
+        # The bar first: importing Gymnasium and loading the policy take their time too.
+        total = sum(len(ids) for ids in episodes.values())
+        with (ledger.progress or no_progress)(total, "evaluating episodes") as advance:
+            return _builtin(ledger, verifier, batches, episodes, signer, described, report,
+                            pass_return=pass_return, max_steps=max_steps, output=output,
+                            advance=advance)
     return _by_command(ledger, batches, episodes, signer, described, report, list(command),
                        output=output, keep_logs=keep_logs, cwd=cwd)
 
@@ -390,15 +401,14 @@ def _builtin(
     pass_return: float | None,
     max_steps: int | None,
     output: Path | None,
+    advance: Callable[[int], None],
 ) -> EvalOutcome:
-    """Replay every suite episode's seed with the checkpoint's policy in its environment."""
+    """Replay every suite episode's seed with the checkpoint's policy in its environment
+    (``advance(1)`` after each)."""
     import gymnasium as gym
-    import pyarrow.parquet as pq
 
     from trajledger.ledger.fs import temp_dir
-    from trajledger.verify.lineage import Record
 
-    from .rollouts import run_policy
     from .train import checkpoint_files
     from .trainers import load_policy
 
@@ -413,32 +423,8 @@ def _builtin(
     rows: list[EpisodeResult] = []
     thresholds: dict[str, float] = {}
     for b in batches:
-        env = verifier.identity_record(b.predicate.environment.digest, "environment")
-        gym_id = (env.predicate.gymnasium_id if isinstance(env, Record)
-                  and isinstance(env.predicate, predicates.Environment) else None)
-        if not gym_id:
-            raise FormatError(f"batch {b.digest[:19]}… of the suite: its environment "
-                              f"{b.predicate.environment.name}@{b.predicate.environment.version} "
-                              "names no Gymnasium id; evaluate with '-- COMMAND'")
-        table = pq.read_table(io.BytesIO(b.files["episodes.parquet"]),
-                              columns=["episode_id", "seed"])
-        ids, seeds = table.column("episode_id").to_pylist(), table.column("seed").to_pylist()
-        if any(s is None for s in seeds):
-            first = ids[seeds.index(None)]
-            raise FormatError(f"episode {first!r} of batch {b.digest[:19]}… has no seed: the "
-                              "built-in evaluator replays seeds; evaluate with '-- COMMAND'")
-        if gym_id not in thresholds:
-            found = pass_return if pass_return is not None else gym.spec(gym_id).reward_threshold
-            if found is None:
-                raise FormatError(f"{gym_id} has no reward_threshold in its spec: give "
-                                  "--pass-return R (an episode passes with a return of R or more)")
-            thresholds[gym_id] = float(found)
-        played = run_policy(policy, gym_id, len(seeds), 0, seeds=[int(s) for s in seeds],
-                            max_steps=max_steps, policy_version=ck.digest)
-        lengths = played.episodes.column("num_steps").to_pylist()
-        for eid, ret, n in zip(ids, played.returns, lengths, strict=True):
-            rows.append(EpisodeResult(b.digest, str(eid), ret >= thresholds[gym_id],
-                                      {"return": float(ret), "length": float(n)}))
+        rows.extend(_replay(verifier, b, policy, thresholds, pass_return=pass_return,
+                            max_steps=max_steps, ck=ck, on_episode=lambda: advance(1)))
     returns = [r.metrics["return"] for r in rows]
     results = Results(tuple(rows), {
         "mean_return": sum(returns) / len(returns),
@@ -458,6 +444,55 @@ def _builtin(
         (where / RESULTS_FILE).write_bytes(data)
         return _record(ledger, signer, described, results, {RESULTS_FILE: where / RESULTS_FILE},
                        config, report, Path(tmp))
+
+
+def _replay(
+    verifier: Any,
+    b: SuiteBatch,
+    policy: Any,
+    thresholds: dict[str, float],
+    *,
+    pass_return: float | None,
+    max_steps: int | None,
+    ck: ArtifactRef,
+    on_episode: Callable[[], None],
+) -> list[EpisodeResult]:
+    """Replay one suite batch's episodes (their seeds, in the environment it names)."""
+    import gymnasium as gym
+    import pyarrow.parquet as pq
+
+    from trajledger.verify.lineage import Record
+
+    from .rollouts import run_policy
+
+    out: list[EpisodeResult] = []
+    env = verifier.identity_record(b.predicate.environment.digest, "environment")
+    gym_id = (env.predicate.gymnasium_id if isinstance(env, Record)
+              and isinstance(env.predicate, predicates.Environment) else None)
+    if not gym_id:
+        raise FormatError(f"batch {b.digest[:19]}… of the suite: its environment "
+                          f"{b.predicate.environment.name}@{b.predicate.environment.version} "
+                          "names no Gymnasium id; evaluate with '-- COMMAND'")
+    table = pq.read_table(io.BytesIO(b.files["episodes.parquet"]),
+                          columns=["episode_id", "seed"])
+    ids, seeds = table.column("episode_id").to_pylist(), table.column("seed").to_pylist()
+    if any(s is None for s in seeds):
+        first = ids[seeds.index(None)]
+        raise FormatError(f"episode {first!r} of batch {b.digest[:19]}… has no seed: the "
+                          "built-in evaluator replays seeds; evaluate with '-- COMMAND'")
+    if gym_id not in thresholds:
+        found = pass_return if pass_return is not None else gym.spec(gym_id).reward_threshold
+        if found is None:
+            raise FormatError(f"{gym_id} has no reward_threshold in its spec: give "
+                              "--pass-return R (an episode passes with a return of R or more)")
+        thresholds[gym_id] = float(found)
+    played = run_policy(policy, gym_id, len(seeds), 0, seeds=[int(s) for s in seeds],
+                        max_steps=max_steps, policy_version=ck.digest, on_episode=on_episode)
+    lengths = played.episodes.column("num_steps").to_pylist()
+    for eid, ret, n in zip(ids, played.returns, lengths, strict=True):
+        out.append(EpisodeResult(b.digest, str(eid), ret >= thresholds[gym_id],
+                                  {"return": float(ret), "length": float(n)}))
+    return out
 
 
 def _by_command(

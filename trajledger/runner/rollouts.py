@@ -133,6 +133,7 @@ def run_policy(
     policy_version: str,
     clock: Callable[[], int] | None = None,
     seeds: Sequence[int] | None = None,
+    on_episode: Callable[[], None] | None = None,
 ) -> RolloutResult:
     """Play ``episodes`` episodes of ``env_id`` and return them as rollout tables.
 
@@ -147,6 +148,7 @@ def run_policy(
             wall clock. Inject a fixed clock to get byte-identical tables for equal seeds.
         seeds: the reset seed of each episode instead (``episodes`` must be their number): a
             suite's episodes replayed (``trajledger eval``).
+        on_episode: called after each episode ends (``eval``'s progress bar).
 
     Returns:
         The step and episode tables, the returns and the seeds.
@@ -241,6 +243,8 @@ def run_policy(
                 ("termination_reason", "terminated" if terminated else "truncated"),
             ):
                 ep_cols[key].append(value)
+            if on_episode is not None:
+                on_episode()
     finally:
         env.close()
 

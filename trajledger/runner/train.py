@@ -601,6 +601,32 @@ def checkpoint_files(ledger: LedgerHome, ref: str) -> tuple[Any, dict[str, bytes
     return item, files
 
 
+def copy_checkpoint_files(ledger: LedgerHome, ref: str, dest: Path) -> list[str]:
+    """Write a recorded checkpoint's files, each checked against its digest, into ``dest``
+    (new or empty; ``train --output`` with a trainer plug-in): plain copies the user may
+    change, never links into the store.
+
+    Returns:
+        The files' paths, as the manifest names them.
+
+    Raises:
+        LedgerError: ``dest`` is not a new or empty directory.
+    """
+    from trajledger.ledger.fs import write_file_atomic
+    from trajledger.verify.manifest import check_path
+
+    from .workdir import check_output_dir
+
+    check_output_dir(dest)
+    _item, files = checkpoint_files(ledger, ref)
+    dest.mkdir(exist_ok=True)
+    for path, data in files.items():
+        target = dest / check_path(path, f"file name {path!r}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_file_atomic(target, data)
+    return sorted(files)
+
+
 def rollout(
     ledger: LedgerHome,
     checkpoint_ref: str,

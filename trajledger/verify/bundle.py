@@ -214,9 +214,9 @@ class BundleEvidence:
                 free = shutil.disk_usage(objects_dir).free
                 if need > free:
                     raise OSError(
-                        f"{what}: its objects need {need} bytes of temporary space, "
-                        f"{free} are free in {objects_dir.parent.parent}; set TMPDIR to a "
-                        "larger disk"
+                        f"{what}: its objects need {need} bytes where they are staged, "
+                        f"{free} are free in {objects_dir.parent.parent}; free space "
+                        "there (or, to verify only, set TMPDIR to a larger disk)"
                     )
                 continue
             listed = index.by_name.get(name)

@@ -148,7 +148,7 @@ def check_member_name(name: str) -> tuple[str, str]:
     segments = name.split("/")
     if ".." in segments:
         raise FormatError(f"{what}: path escapes the bundle ('..')")
-    if not name.isascii() or any(c < " " or c == "\x7f" or c == "\\" for c in name):
+    if not (name.isascii() and name.isprintable()) or "\\" in name:  # no control character
         raise FormatError(f"{what}: non-canonical name (non-ASCII, control or backslash)")
     if "." in segments or "" in segments:
         raise FormatError(f"{what}: non-canonical name (empty or '.' segment)")
@@ -157,7 +157,7 @@ def check_member_name(name: str) -> tuple[str, str]:
     m = _LAYOUT.fullmatch(name)
     if m is None:
         raise FormatError(f"{what}: not in the bundle layout (see schemas/bundle.v1.md)")
-    kind = next(k for k, v in m.groupdict().items() if v is not None)
+    kind = str(m.lastgroup)  # the outermost named group matched (each alternative has one)
     return kind, "" if kind == "checkpoint" else m.group(kind)
 
 

@@ -445,3 +445,70 @@ def test_streams_without_a_file_are_stored_through_the_page_cache(tmp_path: Path
     for stream in (io.BytesIO(data), ReadOnly()):
         got = store.put_stream(stream, name="s")  # type: ignore[arg-type]
         assert store.path_of(got.digest).read_bytes() == data
+
+
+# -- adopting staged files (import) ----------------------------------------------------------------
+
+
+def _staged(where: Path, blobs: list[bytes]) -> list[Any]:
+    from trajledger.verify.digest import FileDigest
+
+    where.mkdir(exist_ok=True)
+    out = []
+    for data in blobs:
+        path = where / hashlib.sha256(data).hexdigest()
+        path.write_bytes(data)
+        out.append(FileDigest(path, len(data), path.name))
+    return out
+
+
+def test_adopt_files_one_durability_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The staged files' data is synced in one pass before any of them has its name in the
+    store, then the directories that gained a name (made ones' parents too) in one more."""
+    import trajledger.ledger.store as store_module
+
+    store = ObjectStore(tmp_path / "objects")
+    store.put_bytes(HELLO)  # an object already there: adopted as a no-op
+    blobs = [b"one", b"two", b"three", HELLO]
+    files = _staged(tmp_path / "staging", blobs)
+    passes: list[tuple[list[Path], list[str]]] = []
+
+    def sync_paths(paths: list[Path]) -> None:
+        passes.append((list(paths), sorted(store.iter_digests())))
+
+    monkeypatch.setattr(store_module, "sync_paths", sync_paths)
+    advanced: list[int] = []
+    store.adopt_files(files, advanced.append)
+    new = [f for f in files if f.digest != HELLO_DIGEST]
+    assert passes[0][0] == [f.path for f in new]
+    assert passes[0][1] == [HELLO_DIGEST]  # nothing new named before the data pass
+    dirs = set(passes[1][0])
+    for f in new:
+        final = store.path_of(f.digest)
+        assert final.read_bytes() == next(b for b in blobs if hashlib.sha256(b).hexdigest()
+                                          == f.sha256)
+        assert stat.S_IMODE(final.stat().st_mode) == 0o444
+        assert {final.parent, final.parent.parent} <= dirs
+    assert len(passes) == 2 and sorted(advanced) == sorted(len(b) for b in blobs)
+    assert list((tmp_path / "staging").iterdir()) == []
+
+
+def test_adopt_files_refuses_a_size_that_changed(tmp_path: Path) -> None:
+    from trajledger.verify.digest import FileDigest
+
+    store = ObjectStore(tmp_path / "objects")
+    (f,) = _staged(tmp_path / "staging", [b"grown"])
+    with pytest.raises(StoreError, match="not 6 bytes: the file changed after it was written"):
+        store.adopt_files([FileDigest(f.path, 6, f.sha256)])
+    assert list(store.iter_digests()) == []
+
+
+def test_adopt_files_waits_for_a_pass_started_ahead(tmp_path: Path) -> None:
+    from trajledger.ledger.fs import sync_paths_ahead
+
+    store = ObjectStore(tmp_path / "objects")
+    files = _staged(tmp_path / "staging", [b"a", b"b"])
+    waited: list[bool] = []
+    wait = sync_paths_ahead([f.path for f in files])
+    store.adopt_files(files, synced=lambda: waited.append(True) or wait())
+    assert waited == [True] and sorted(store.iter_digests()) == sorted(f.digest for f in files)

@@ -529,7 +529,8 @@ def test_a_bundle_that_cannot_fit_on_disk_writes_nothing(
     monkeypatch.setattr(
         bundle_module.shutil, "disk_usage", lambda p: usage._replace(free=1000)
     )
-    with pytest.raises(OSError, match=r"its objects need \d+ bytes of temporary space, 1000 are "
-                       r"free in .*; set TMPDIR to a larger disk"):
+    with pytest.raises(OSError, match=r"its objects need \d+ bytes where they are staged, 1000 "
+                       r"are free in .*; free space there \(or, to verify only, set TMPDIR to a "
+                       r"larger disk\)"):
         open_(world.bundle, workdir=tmp_path)
     assert list(tmp_path.iterdir()) == []  # the temporary directory is gone, nothing written

@@ -1,0 +1,108 @@
+"""Mistakes of a first hour with trajledger (issue 23), each answered with one readable line, the
+exit code of its kind and the next step. Found by following README.md and docs/ as new users;
+each test is one mistake.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import testkit
+from click.testing import CliRunner
+from test_runner_cli import expect, run  # tests/e2e is on sys.path (its conftest)
+
+from trajledger.runner.cli import main
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return testkit.new_runner()
+
+
+@pytest.fixture
+def home(quickstart_template: testkit.Template[str], tmp_path: Path) -> Path:
+    return testkit.copy_template(quickstart_template, tmp_path / "home")
+
+
+def test_a_mistyped_command_gets_the_closest_only(runner: CliRunner) -> None:
+    # click's own matching also offered 'query' for 'verfy'.
+    r = runner.invoke(main, ["verfy", "x"], prog_name="trajledger")
+    assert r.exit_code == 2
+    assert r.stderr.endswith("Error: No such command 'verfy'. Did you mean 'verify'?\n")
+    r = runner.invoke(main, ["dataset", "creat"], prog_name="trajledger")
+    assert r.exit_code == 2
+    assert r.stderr.endswith("Error: No such command 'creat'. Did you mean 'create'?\n")
+    r = runner.invoke(main, ["key", "nwe"], prog_name="trajledger")  # short: 67% alike
+    assert r.exit_code == 2
+    assert r.stderr.endswith("Error: No such command 'nwe'. Did you mean 'new'?\n")
+    r = runner.invoke(main, ["zzz"], prog_name="trajledger")
+    assert r.exit_code == 2
+    assert r.stderr.endswith("Error: No such command 'zzz'.\n")
+
+
+def test_eval_without_an_evaluator_role_says_how_to_get_one(
+    runner: CliRunner, home: Path
+) -> None:
+    # The quickstart's policy is format 1: no evaluator role at all.
+    r = run(runner, home, "eval", "cartpole-bc@2", "--suite", "cartpole-holdout@1", "--key",
+            "trainer")
+    expect(r, 1)
+    assert r.stderr.splitlines()[-1].endswith(
+        "does not hold the evaluator role in policy 'quickstart' serial 1 (format 1); "
+        "evaluations are signed by roles.evaluator keys: record a policy with "
+        "[roles.evaluator] naming it (format = 2, a higher serial; docs/evaluations.md shows "
+        "one)")
+    assert r.stderr.startswith("FAIL: key trainer (")
+
+
+def test_exporting_a_dataset_as_rollout_files_names_where_its_batches_are(
+    runner: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    r = run(runner, home, "export", "cartpole-holdout@1", "--format", "parquet", "--out",
+            tmp_path / "out")
+    expect(r, 3, "FAIL: cartpole-holdout@1: is a dataset, not a rollout-batch; give one of its "
+                 "batches ('trajledger show cartpole-holdout@1' lists them)\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_train_output_keeps_a_plug_in_checkpoints_files(
+    runner: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    """An RL engineer who trained with the built-in trainer gets the model files (and an auditor
+    checks them with --files); before, --output went with a COMMAND only."""
+    from trajledger import Ledger
+
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "x").write_text("mine")
+    size = Ledger.open(home).log.size
+    r = run(runner, home, "train", "--dataset", "cartpole-train@2", "--key", "trainer",
+            "--name", "bc-out", "--version", "1", "--seed", "1", "--output", taken)
+    expect(r, 3, f"FAIL: --output {taken}: not empty; give a new or empty directory, so that "
+                 "only what the command writes is recorded\n")
+    assert Ledger.open(home).log.size == size  # refused before training
+    model = tmp_path / "model"
+    r = run(runner, home, "train", "--dataset", "cartpole-train@2", "--key", "trainer",
+            "--name", "bc-out", "--version", "1", "--seed", "1", "--output", model)
+    expect(r, 0)
+    assert r.stderr.splitlines()[-1] == (
+        f"OK: 2 checkpoint file(s) written to {model}: policy.npz, trainer.json")
+    shown = json.loads(run(runner, home, "show", "bc-out@1", "--json").stdout)
+    assert {f["path"]: f["digest"] for f in shown["files"]} == {
+        p.name: "sha256:" + hashlib.sha256(p.read_bytes()).hexdigest() for p in model.iterdir()}
+    assert not any(p.is_symlink() or p.stat().st_nlink > 1 for p in model.iterdir())
+
+
+def test_training_the_same_files_again_says_to_change_the_seed(
+    runner: CliRunner, home: Path
+) -> None:
+    # The quickstart trained cartpole-train@2 with seed 0 (parent cartpole-bc@1): the same files.
+    r = run(runner, home, "train", "--dataset", "cartpole-train@2", "--key", "trainer")
+    expect(r, 1)
+    assert r.stderr.startswith("FAIL: checkpoint sha256:")
+    assert r.stderr.endswith(
+        "so nothing was recorded: the same dataset, trainer, config and seed train the same "
+        "files; give another --seed (this was --seed 0) for a new checkpoint\n")

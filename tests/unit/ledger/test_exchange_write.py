@@ -1,0 +1,90 @@
+"""The bundle writer (``ledger.exchange._write_bundle``): the tar is what ``tarfile`` writes.
+
+The writer streams each object once (read, hashed, compressed on a worker thread) and writes the
+tar headers itself; its tar must be, byte for byte, what ``tarfile`` writes in ``w|`` pax mode
+for the same members (the format readers and ``tar --zstd -x`` take), whatever the member sizes
+around the 512-byte block and the 10,240-byte record; a stored object that changed is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zstandard
+
+from trajledger.ledger.errors import StoreError
+from trajledger.ledger.exchange import _write_bundle
+from trajledger.verify.bundle import Member
+
+
+class _Index:
+    """What the writer reads of a `BundleIndex`: its bytes and its members."""
+
+    def __init__(self, members: list[Member]) -> None:
+        self.members = tuple(sorted(members, key=lambda m: m.name))
+
+    def to_bytes(self) -> bytes:
+        return b'{"format":2,"members":%d}' % len(self.members)
+
+
+def _members(tmp_path: Path, sizes: list[int]) -> tuple[dict[str, bytes], dict[str, Path]]:
+    small = {"checkpoint": b"c" * 100, "entries/0": b"e" * 512, "proofs/0.tlog-proof": b"p"}
+    files = {}
+    for n in sizes:
+        data = os.urandom(n)
+        name = hashlib.sha256(data).hexdigest()
+        (tmp_path / name).write_bytes(data)
+        files[f"objects/sha256/{name}"] = tmp_path / name
+    return small, files
+
+
+def _index(small: dict[str, bytes], files: dict[str, Path]) -> Any:
+    members = [Member(n, len(b), hashlib.sha256(b).hexdigest()) for n, b in small.items()]
+    members += [Member(n, p.stat().st_size, n.rsplit("/", 1)[1]) for n, p in files.items()]
+    return _Index(members)
+
+
+def _tarfile_reference(index: Any, small: dict[str, bytes], files: dict[str, Path]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in [("bundle.json", index.to_bytes()),
+                           *((m.name, small[m.name] if m.name in small
+                              else files[m.name].read_bytes()) for m in index.members)]:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("sizes", [[], [0], [1, 511, 512, 513], [(1 << 20) + 7, 3 << 20, 10239]])
+def test_the_tar_is_what_tarfile_writes(tmp_path: Path, sizes: list[int]) -> None:
+    small, files = _members(tmp_path, sizes)
+    index = _index(small, files)
+    out = tmp_path / "b.tar.zst"
+    told: list[int] = []
+    written = _write_bundle(out, index, small, files, told.append)
+    assert written == out.stat().st_size
+    with open(out, "rb") as fh:
+        tar = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True).read()
+    assert tar == _tarfile_reference(index, small, files)
+    assert sum(told) == sum(m.size for m in index.members)
+
+
+def test_an_object_that_changed_in_the_store_is_refused(tmp_path: Path) -> None:
+    small, files = _members(tmp_path, [1000])
+    index = _index(small, files)
+    path = next(iter(files.values()))
+    path.write_bytes(b"x" * 1000)  # same size, other bytes
+    out = tmp_path / "b.tar.zst"
+    with pytest.raises(StoreError, match=f"object sha256:{path.name} in the store is 1000 "
+                                         "bytes hashing to sha256:"):
+        _write_bundle(out, index, small, files, lambda _n: None)
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == [path.name]
