@@ -61,7 +61,8 @@ def main() -> None:
     from trajledger.ledger.monitor import HttpLog, monitor
     from trajledger.ledger.serve import LogServer
     from trajledger.ledger.trust_state import TrustState
-    from trajledger.verify.checkpoint import check_consistent, verify_checkpoint
+    from trajledger.verify.checkpoint import verify_checkpoint
+    from trajledger.verify.consistency import check_consistent
     from trajledger.verify.note import verifier_from_vkey
     from trajledger.verify.tiles import TileReader
 

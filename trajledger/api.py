@@ -47,8 +47,9 @@ if TYPE_CHECKING:
     from trajledger.runner.release import ReleaseOutcome
     from trajledger.runner.train import TrainOutcome
     from trajledger.runner.training import Training
+    from trajledger.verify.encryption_key import EncryptionKey
     from trajledger.verify.lineage import Report
-    from trajledger.verify.policy import EncryptionKey, TrustPolicy
+    from trajledger.verify.policy import TrustPolicy
 
 __all__ = ["Ledger"]
 

@@ -223,7 +223,7 @@ def test_cosign_follows_the_log_and_refuses_rollback_and_fork(
         0,
         "OK: log test/ledger at size 3 cosigned by witness (consistent with size 1)\n",
     )
-    from trajledger.verify.checkpoint import verify_cosignatures
+    from trajledger.verify.cosignatures import verify_cosignatures
 
     cp = (home / "log/checkpoint").read_bytes()
     assert list(verify_cosignatures(cp, [verifier_from_vkey(wvkey)])) == ["witness"]

@@ -2,7 +2,8 @@
 evaluator draws a bar over the suite's episodes (their number is known once the suite is
 read), with a percentage and the time left; none under ``-q`` or when stderr is not a terminal.
 (``eval -- COMMAND`` shows COMMAND's own output as it comes: trajledger cannot know how far
-COMMAND is.)"""
+COMMAND is.) ``trajledger train`` with the built-in trainer draws one over its epochs
+(`TrainingData.progress`)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,21 @@ def test_eval_draws_no_bar_under_quiet_or_off_a_terminal(home: Path) -> None:
     r = subprocess.run(_eval(home), capture_output=True, text=True, env=_env(), check=False)
     assert r.returncode == 0, r.stderr
     assert "evaluating episodes" not in r.stderr and "%" not in r.stderr, r.stderr
+
+
+def _train(home: Path, version: str, *first: str) -> list[str]:
+    config = home.parent / "bc.toml"
+    config.write_text("epochs = 4\n")
+    return [sys.executable, "-m", "trajledger", "--ledger", str(home), *first, "train",
+            "--dataset", "train@1", "--key", "trainer", "--name", "bc-bar", "--version",
+            version, "--config", str(config)]
+
+
+def test_train_draws_a_bar_over_the_built_in_trainers_epochs(home: Path) -> None:
+    code, err = run_on_terminal(_train(home, "1"), _env())
+    assert code == 0, err
+    assert "training (epochs)" in err, err
+    assert "0%" in err and "50%" in err and "100%" in err, err
+    code, err = run_on_terminal(_train(home, "2", "-q"), _env())
+    assert code == 0, err
+    assert "training (epochs)" not in err and "%" not in err, err

@@ -21,8 +21,7 @@ from typing import Any
 import pytest
 
 from trajledger.verify.errors import ProvenanceError
-from trajledger.verify.keys import PublicKey
-from trajledger.verify.policy import Identity
+from trajledger.verify.keys import Identity, PublicKey
 from trajledger.verify.sigstore_adapter import (
     NOT_INSTALLED,
     NotVerifiableHere,
@@ -151,7 +150,7 @@ assert importlib.util.find_spec("sigstore") is None, "sigstore is importable"
 assert importlib.util.find_spec("trajledger") is None, "trajledger is importable"
 from pathlib import Path
 from verify.keys import PublicKey
-from verify.policy import Identity
+from verify.keys import Identity
 from verify.sigstore_adapter import NotVerifiableHere, sigstore_available, verify_sigstore_bundle
 cases = Path({str(CASES)!r})
 digest = "sha256:" + hashlib.sha256((cases / "a.txt").read_bytes()).hexdigest()

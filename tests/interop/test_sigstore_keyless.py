@@ -23,8 +23,8 @@ from trajledger.ledger.sigstore_sign import TOKEN_ENV, TRUST_CONFIG_ENV, Keyless
 from trajledger.runner.cli import main
 from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope
 from trajledger.verify.errors import SignatureError
+from trajledger.verify.keys import Identity
 from trajledger.verify.log_entry import LogEntry
-from trajledger.verify.policy import Identity
 from trajledger.verify.sigstore_adapter import (
     bundle_keyid,
     identity_signers,

@@ -564,13 +564,14 @@ present = [m for m in ("trajledger", "ledger", "runner", "click", "pyarrow", "py
                        "rfc8785")
            if importlib.util.find_spec(m) is not None]
 assert not present, f"not a clean venv: {present}"
-import verify, verify.dsse, verify.statement, verify.manifest
+import verify, verify.dsse, verify.statement, verify.manifest, verify.tree
 for m in sys.argv[1].split(","):
     importlib.import_module(m)
 from verify import predicates
 from verify.dsse import Envelope
 from verify.keys import PublicKey
-from verify.manifest import diff_tree, manifest_from_statement
+from verify.manifest import manifest_from_statement
+from verify.tree import diff_tree
 from verify.statement import verify_statement
 work = pathlib.Path(sys.argv[2])
 key = PublicKey.from_pem((work / "key.pub").read_bytes())

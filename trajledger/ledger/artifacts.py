@@ -50,8 +50,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from trajledger.verify.digest import FileDigest
+    from trajledger.verify.encryption_key import EncryptionKey
     from trajledger.verify.manifest import Manifest
-    from trajledger.verify.policy import EncryptionKey
 
     from .cards import ProducerCard
     from .home import LedgerHome

@@ -57,6 +57,7 @@ from trajledger.verify.bundle import (
     consistency_proof_bytes,
     verify_bundle,
 )
+from trajledger.verify.compact import CompactRange
 from trajledger.verify.digest import DIGEST_PREFIX, FileDigest, copy_hashing, digest_bytes
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import (
@@ -70,7 +71,6 @@ from trajledger.verify.ledger_dir import LedgerDirEvidence
 from trajledger.verify.lineage import LineageVerifier, Record, Report
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.log_key import HANDOVER_DIR, parse_handover
-from trajledger.verify.merkle import CompactRange
 from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.policy import Role, TrustPolicy
 from trajledger.verify.predicates import RolloutBatch

@@ -13,9 +13,10 @@ import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from trajledger.verify.digest import FileDigest, hash_files
+from trajledger.verify.digest import FileDigest
 from trajledger.verify.errors import FormatError
 from trajledger.verify.manifest import FileEntry, Manifest, check_path
+from trajledger.verify.tree import hash_files
 
 from .errors import LedgerError
 

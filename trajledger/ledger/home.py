@@ -289,15 +289,14 @@ class LedgerHome:
             1. Records of the same kind and digest logged here by an import are another log's
                (an import record lists their envelopes): not this origin's, not compared.
             2. A record of this origin whose signed metadata other than times is the same
-               (`Kind.differences`) is the one the new entry would repeat: its index is
+               (`log.spec.differences`) is the one the new entry would repeat: its index is
                returned and nothing is appended; other metadata is refused.
 
         Raises:
             AlreadyRecordedError: the digest is recorded with other signed metadata.
         """
-        from trajledger.verify.kinds import KINDS
+        from .log.spec import differences
 
-        kind = KINDS[spec.kind]
         # (1)
         state = self.trust_state()
 
@@ -313,7 +312,7 @@ class LedgerHome:
                 continue
             # (2)
             theirs = envelope_statement(self, env)
-            diff = (kind.differences(theirs, mine) if theirs is not None and mine is not None
+            diff = (differences(spec.kind, theirs, mine) if theirs is not None and mine is not None
                     else ["the signed statement cannot be read"])
             if not diff:
                 return i

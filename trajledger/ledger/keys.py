@@ -24,8 +24,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, x25519
 
+from trajledger.verify.encryption_key import EncryptionKey
 from trajledger.verify.keys import ALGORITHMS, PublicKey
-from trajledger.verify.policy import EncryptionKey
 
 from .errors import KeyError_, TamperError
 from .fs import write_file_atomic

@@ -28,8 +28,8 @@ from .errors import LedgerError, StoreError, TamperError
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 if TYPE_CHECKING:
+    from trajledger.verify.encryption_key import EncryptionKey
     from trajledger.verify.keys import PublicKey
-    from trajledger.verify.policy import EncryptionKey
 
     from .home import LedgerHome
     from .keys import KeyStore
@@ -342,9 +342,10 @@ def inline_paths(
         FormatError: a key file cannot be read, or the result is not the same policy.
         OSError: the file cannot be written.
     """
+    from trajledger.verify.encryption_key import EncryptionKey
     from trajledger.verify.errors import FormatError
     from trajledger.verify.keys import PublicKey
-    from trajledger.verify.policy import EncryptionKey, policy_digest
+    from trajledger.verify.policy import policy_digest
 
     from .fs import write_file_atomic
 

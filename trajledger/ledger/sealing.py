@@ -43,8 +43,9 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from trajledger.verify.digest import DIGEST_PREFIX, FileDigest
+from trajledger.verify.encryption_key import EncryptionKey
 from trajledger.verify.errors import DigestMismatchError, FormatError, VerificationError
-from trajledger.verify.policy import EncryptionKey, TrustPolicy
+from trajledger.verify.policy import TrustPolicy
 from trajledger.verify.predicates import SEAL_MAGIC, SEAL_SEGMENT, Sealed, SealedEpisode
 
 from .errors import LedgerError

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 from trajledger.verify import predicates
 from trajledger.verify.errors import FormatError, PolicyError
 from trajledger.verify.policy import TrustPolicy, parse_duration
-from trajledger.verify.policy_history import check_successor
 from trajledger.verify.predicates import ERASURE_REASONS, Approval, Erasure, Revocation
+from trajledger.verify.succession import check_successor
 from trajledger.verify.times import format_time
 
 from .catalog import Catalog, CatalogItem
@@ -228,7 +228,7 @@ def record_policy(
            its producers, in a policy without approvers: a vendor's) must sign it (whoever
            verifies decides to trust it by its digest or by holding the same file). A later
            policy must have a higher serial and be signed by the threshold of the current
-           policy's approvers, or producers (`verify.policy_history.check_successor`).
+           policy's approvers, or producers (`verify.succession.check_successor`).
         3. Store its JSON form and record it, signed by every signer; step 2 is checked again
            under the log's lock just before the append, so of two racing successors with the
            same serial one is recorded and the other refused.

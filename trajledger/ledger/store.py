@@ -39,17 +39,34 @@ from trajledger.verify.digest import (
     digest_bytes,
     hash_file,
     parse_digest,
-    verify_bytes,
 )
 from trajledger.verify.errors import DigestMismatchError
 
 from .errors import StoreError
 from .fs import TMP_PREFIX, fsync_dir, is_stale, sync_paths, temp_name
 
-__all__ = ["REMOTE_CHUNK", "ObjectStore"]
+__all__ = ["REMOTE_CHUNK", "ObjectStore", "verify_bytes"]
 
 REMOTE_CHUNK = 8 << 20
 """Read size for remote blobs (few large requests; a whole-object read is slower)."""
+
+
+def verify_bytes(data: bytes, expected: str, subject: str) -> None:
+    """Check that ``data`` hashes to the digest string ``expected``.
+
+    Raises:
+        FormatError: ``expected`` is not a digest string.
+        DigestMismatchError: the bytes hash to something else.
+    """
+    parse_digest(expected, f"expected digest of {subject}")
+    observed = digest_bytes(data)
+    if observed != expected:
+        raise DigestMismatchError(
+            f"{subject}: content hashes to {observed}, want {expected}",
+            subject=subject,
+            expected=expected,
+            observed=observed,
+        )
 
 
 class ObjectStore:

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from cryptography.hazmat.primitives.asymmetric import x25519
 
+    from trajledger.verify.encryption_key import EncryptionKey
     from trajledger.verify.lineage import LineageVerifier
-    from trajledger.verify.policy import EncryptionKey
 
     from .home import LedgerHome
     from .keys import Signer

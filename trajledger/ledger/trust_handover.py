@@ -100,7 +100,7 @@ def _check_continuation(
     what: str,
 ) -> None:
     """Steps 2 and 3 of `continue_trust` for one earlier key ``old``."""
-    from trajledger.verify.checkpoint import check_consistent
+    from trajledger.verify.consistency import check_consistent
     from trajledger.verify.log_key import key_chain
 
     seen = old.floor_checkpoint()

@@ -25,7 +25,7 @@ the whole state (the next use is a first use: announced, or refused under
 ``TRAJLEDGER_REQUIRE_PIN=1``); docs/SECURITY.md says so.
 
 It is extended incrementally (`TrustState.sync`): the stored right edge of the tree (a
-`verify.merkle.CompactRange`) plus the new entries must give the new signed root, and each new
+`verify.compact.CompactRange`) plus the new entries must give the new signed root, and each new
 entry's ``prev`` must be the leaf hash before it, so only the new entries are read. A fresh state
 reads the whole log once (with progress; a long reading from a local store reads envelopes in
 worker processes, `Workers`). Answers are where to look, never what to believe: the verifier
@@ -54,9 +54,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
+from trajledger.verify.compact import CompactRange
 from trajledger.verify.errors import FormatError, ProvenanceError
 from trajledger.verify.log_entry import GENESIS_PREV, LogEntry
-from trajledger.verify.merkle import CompactRange, leaf_hash
+from trajledger.verify.merkle import leaf_hash
 from trajledger.verify.note import Verifier, verifier_from_vkey
 
 from .errors import LedgerError, TamperError
@@ -652,7 +653,7 @@ class TrustState:
                 checkpoints and the error carries them.
             FormatError, SignatureError: ``note`` is malformed or not signed by the log.
         """
-        from trajledger.verify.checkpoint import check_consistent
+        from trajledger.verify.consistency import check_consistent
         from trajledger.verify.errors import ConsistencyError
 
         # (1)

@@ -9,7 +9,7 @@ evaluation is within ``max_drop``. Only then is a ``release/v1`` record appended
 evaluations, named by the digest of its predicate and signed by the approver keys; otherwise
 `ReleaseRefusedError` names each missing or failing evaluation and nothing is recorded. The log
 must not grow between the decision and the append (a later evaluation would change it).
-Non-scope: the rules themselves (``verify.policy.ReleaseRules``, ``verify.lineage``).
+Non-scope: the rules themselves (``verify.release_rules.ReleaseRules``, ``verify.lineage``).
 """
 
 from __future__ import annotations

@@ -346,6 +346,8 @@ def train(
         PolicyError: the signer is not a trainer of the policy.
         TrainingDataError: the admitted batches cannot be combined (different schemas).
     """
+    from trajledger.ledger.progress import no_progress
+
     from .trainers import TrainingData, load_trainer
 
     # (1)
@@ -358,7 +360,8 @@ def train(
     admission = admit_for_training(ledger, dataset_ref, start, trainer_name)
     # (3)
     steps, episodes = admission_tables(admission)
-    result = trainer.train(TrainingData(steps, episodes), dict(config or {}), seed)
+    tables = TrainingData(steps, episodes, progress=ledger.progress or no_progress)
+    result = trainer.train(tables, dict(config or {}), seed)
     # (4)
     ckpt_name = name or f"{admission.name}-{trainer_name}"
     ckpt_version = version or f"seed{seed}-{uuid.uuid4().hex[:8]}"

@@ -390,7 +390,7 @@ def check_data_dir(data: DataDir, store: ObjectStore, *, what: str = "the data d
 
     Steps:
         1. List its regular files (a link or special file is a change).
-        2. Compare with the manifest: sizes, then digests (`verify.manifest.diff_tree`).
+        2. Compare with the manifest: sizes, then digests (`verify.tree.diff_tree`).
         3. Put back each store object that was hard-linked to a changed file, from the verified
            bytes (the link shared the object's inode).
 
@@ -398,7 +398,7 @@ def check_data_dir(data: DataDir, store: ObjectStore, *, what: str = "the data d
         DataDirChangedError: a file was changed, removed or added (every one named).
     """
     from trajledger.ledger.files import collect_files
-    from trajledger.verify.manifest import diff_tree
+    from trajledger.verify.tree import diff_tree
 
     # (1)
     try:

@@ -49,6 +49,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from .bundle_index import (
     BUNDLE_FORMAT,
@@ -65,21 +66,23 @@ from .bundle_index import (
     parse_consistency_proof,
 )
 from .bundle_stream import BLOCK, CHUNK, Bounded, Limits, open_zstd, tar_headers
-from .checkpoint import Checkpoint, verify_checkpoint
+from .checkpoint import HANDOVER_DIR, Checkpoint, verify_checkpoint
 from .digest import digest_bytes, parse_digest
 from .errors import DigestMismatchError, FormatError, ProofError, ProvenanceError, SignatureError
 from .evidence import read_blob_file
 from .lineage import INFO, OK, LineageVerifier, Node, Record, Report, name_files
 from .log_entry import LogEntry
-from .log_key import HANDOVER_DIR, parse_handover
 from .logcheck import check_entries
-from .merkle import CompactRange, leaf_hash
+from .merkle import leaf_hash
 from .note import Note, Verifier, verifier_from_vkey
 from .policy import TrustPolicy
 from .policy_history import follow_history
 from .predicates import RolloutBatch
 from .strict_json import load_object
 from .tlog_proof import TlogProof
+
+if TYPE_CHECKING:
+    from .compact import CompactRange
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -437,9 +440,11 @@ class BundleEvidence:
         # (7)
         if sorted(self._handovers) != list(range(1, len(self._handovers) + 1)):
             raise FormatError(f"{what}: key handovers are not numbered 1..{len(self._handovers)}")
-        for n, data in sorted(self._handovers.items()):
-            where = f"{what}: member {HANDOVER_DIR}/{n}"
-            parse_handover(data, where)
+        if self._handovers:  # a rotated log key; most logs never rotate theirs
+            from .log_key import parse_handover
+
+            for n, data in sorted(self._handovers.items()):
+                parse_handover(data, f"{what}: member {HANDOVER_DIR}/{n}")
 
     # -- lifetime -------------------------------------------------------------------------------
 
@@ -498,7 +503,11 @@ class BundleEvidence:
         """The compact range the extension starts from (format 4; None otherwise): every entry
         from its size to the checkpoint's is bundled, and they rebuild the root from it."""
         ext = self.index.extension
-        return None if ext is None else CompactRange(ext, tuple(self._range))
+        if ext is None:
+            return None
+        from .compact import CompactRange  # loaded only for a bundle holding an extension
+
+        return CompactRange(ext, tuple(self._range))
 
     def root_at(self, size: int) -> bytes | None:
         """The root of the log's first ``size`` entries, rebuilt from the extension (checked

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._jcs import canonical_bytes
+from .checkpoint import HANDOVER_DIR
 from .digest import parse_digest
 from .errors import FormatError
-from .log_key import HANDOVER_DIR
 from .merkle import HASH_SIZE
 from .note import b64decode_strict
 from .strict_json import load_object

@@ -1,12 +1,11 @@
 """Transparency-log checkpoints: parsing, signature and cosignature checks, consistency.
 
 Scope: the c2sp.org/tlog-checkpoint note text (origin, tree size, root hash, optional extension
-lines), verifying a signed checkpoint against the log's key, verifying witness cosignatures
-(c2sp.org/tlog-cosignature v1, Ed25519), and judging two checkpoints of one log: a rollback
-(smaller size), a fork (same size, other root) or a failed consistency proof is a
-`ConsistencyError` carrying both checkpoints and the proof.
+lines) and verifying a signed checkpoint against the log's key.
 
-Non-scope: the note format itself (``verify.note``), Merkle proof arithmetic (``verify.merkle``),
+Non-scope: witness cosignatures (``verify.cosignatures``), judging two checkpoints of one log
+(``verify.consistency``), the note format itself
+(``verify.note``), Merkle proof arithmetic (``verify.merkle``),
 fetching checkpoints or proofs, and trust policy (which witnesses, how many): callers pass the
 keys and thresholds they trust.
 
@@ -17,28 +16,30 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .errors import ConsistencyError, FormatError, PolicyError, ProofError, SignatureError
-from .merkle import EMPTY_ROOT, HASH_SIZE, verify_consistency
+from .errors import FormatError, PolicyError, SignatureError
+from .merkle import HASH_SIZE
 from .note import (
     Note,
     Verifier,
     b64decode_strict,
     check_text_bytes,
     cosignature_message,
-    verified_signatures,
     verify_note,
 )
 
 __all__ = [
+    "HANDOVER_DIR",
     "Checkpoint",
-    "check_consistent",
     "cosignature_message",
     "verify_checkpoint",
-    "verify_cosignatures",
 ]
+
+HANDOVER_DIR = "key-handovers"
+"""Where a log directory keeps the checkpoints by which its key handed over to the next
+(``<n>``, 1, 2, ... in order), and the prefix of their members in a bundle: here, so that
+finding them does not load ``verify.log_key``, which checks them only when there are some."""
 
 _MAX_SIZE = (1 << 64) - 1
 _DECIMAL = re.compile(r"0|[1-9][0-9]*")
@@ -159,126 +160,3 @@ def verify_checkpoint(
     if origin is not None and cp.origin != origin:
         raise PolicyError(f"checkpoint origin {cp.origin!r}, want {origin!r}")
     return cp
-
-
-def verify_cosignatures(
-    note_bytes: bytes,
-    witnesses: Sequence[Verifier],
-    *,
-    threshold: int = 1,
-    not_after: int | None = None,
-) -> dict[str, int | None]:
-    """Verify witness cosignatures on a checkpoint and count them against a threshold.
-
-    Steps:
-        1. Parse the note and its checkpoint text (cosignatures only sign checkpoints).
-        2. Verify the signatures by the given witness keys; a failing one rejects the note.
-        3. When ``not_after`` is given, refuse cosignatures timestamped after it.
-        4. Count each witness key once (two names of one key are one witness), and require at
-           least ``threshold`` of them.
-
-    This does not check the log's own signature: call `verify_checkpoint` as well.
-
-    Args:
-        note_bytes: the signed checkpoint with its cosignature lines.
-        witnesses: the trusted witness keys (usually cosignature/v1, type 0x04).
-        threshold: the number of distinct witness keys required, at least 1.
-        not_after: latest acceptable cosignature time (POSIX seconds), e.g. now plus skew.
-
-    Returns:
-        Each witness that verified (by the first name its key verified under), with its
-        cosignature timestamp (None for keys of a type without one).
-
-    Raises:
-        ValueError: ``threshold`` is below 1.
-        FormatError: the note or checkpoint is malformed.
-        SignatureError: a witness cosignature fails, is from the future, or fewer than
-            ``threshold`` witnesses cosigned.
-    """
-    if threshold < 1:
-        raise ValueError(f"cosignature threshold {threshold}, want >= 1")
-    # (1)
-    note = Note.from_bytes(note_bytes)
-    Checkpoint.from_text(note.text)
-    # (2)
-    found: dict[str, int | None] = {}
-    counted: set[bytes] = set()
-    for sig, w in verified_signatures(note, witnesses):
-        ts = w.cosignature_timestamp(sig.signature)
-        # (3)
-        if not_after is not None and ts is not None and ts > not_after:
-            raise SignatureError(
-                f"cosignature by {w.name} is timestamped {ts}, want at most {not_after}"
-            )
-        # A witness counts once by its key, whatever name its line carries: the signed
-        # message does not name the witness, so a line copied under another name verifies too.
-        if w.public_key not in counted:
-            counted.add(w.public_key)
-            found.setdefault(w.name, ts)
-    # (4)
-    if len(found) < threshold:
-        raise SignatureError(
-            f"checkpoint has {len(found)} valid witness cosignatures, want at least {threshold}"
-        )
-    return found
-
-
-def check_consistent(old: Checkpoint, new: Checkpoint, proof: Sequence[bytes]) -> None:
-    """Check that ``new`` is an append-only extension of ``old`` (both already verified).
-
-    Steps:
-        1. Require the same origin.
-        2. Refuse a rollback: ``new.size < old.size``.
-        3. Same size: refuse a fork (different roots); the proof must be empty.
-        4. From an empty tree: ``old.root`` must be the empty root; the proof must be empty.
-        5. Otherwise verify the consistency proof between the two roots.
-
-    Args:
-        old: the checkpoint seen earlier.
-        new: the checkpoint seen now.
-        proof: the consistency proof from ``old.size`` to ``new.size``.
-
-    Raises:
-        ConsistencyError: the checkpoints cannot both be honest, or the proof fails; it carries
-            ``old``, ``new`` and ``proof``.
-    """
-
-    def fail(message: str) -> ConsistencyError:
-        return ConsistencyError(message, old=old, new=new, proof=list(proof))
-
-    # (1)
-    if old.origin != new.origin:
-        raise fail(f"checkpoints are of different logs: {old.origin!r} and {new.origin!r}")
-    # (2)
-    if new.size < old.size:
-        raise fail(
-            f"checkpoint rollback for {new.origin}: size {new.size} is smaller than the "
-            f"{old.size} seen before"
-        )
-    # (3)
-    if new.size == old.size:
-        if new.root != old.root:
-            raise fail(
-                f"checkpoint fork for {new.origin}: two roots at size {new.size}: "
-                f"{old.root.hex()} and {new.root.hex()}"
-            )
-        if proof:
-            raise fail(
-                f"consistency proof for equal sizes {new.size} has {len(proof)} hashes, want 0"
-            )
-        return
-    # (4)
-    if old.size == 0:
-        if old.root != EMPTY_ROOT:
-            raise fail(
-                f"checkpoint of size 0 for {old.origin} has root {old.root.hex()}, "
-                f"want {EMPTY_ROOT.hex()}"
-            )
-        if proof:
-            raise fail(f"consistency proof from size 0 has {len(proof)} hashes, want 0")
-        return
-    # (5)
-    try:
-        verify_consistency(old.size, new.size, proof, old.root, new.root)
-    except ProofError as e:
-        raise fail(f"checkpoints of {new.origin} are not consistent: {e}") from e

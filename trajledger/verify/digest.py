@@ -15,13 +15,13 @@ import mmap
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from collections.abc import Callable
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from .errors import DigestMismatchError, FormatError
+from .errors import FormatError
 
 __all__ = [
     "DIGEST_PREFIX",
@@ -30,11 +30,9 @@ __all__ = [
     "copy_hashing",
     "digest_bytes",
     "hash_file",
-    "hash_files",
     "parse_digest",
     "result_of",
     "sha256_hex",
-    "verify_bytes",
 ]
 
 _T = TypeVar("_T")
@@ -73,24 +71,6 @@ def parse_digest(value: object, what: str = "digest") -> str:
     if not _HEX64.fullmatch(hexpart):
         raise FormatError(f"{what}: {value!r} is not of the form sha256:<64 lowercase hex>")
     return hexpart
-
-
-def verify_bytes(data: bytes, expected: str, subject: str) -> None:
-    """Check that ``data`` hashes to the digest string ``expected``.
-
-    Raises:
-        FormatError: ``expected`` is not a digest string.
-        DigestMismatchError: the bytes hash to something else.
-    """
-    parse_digest(expected, f"expected digest of {subject}")
-    observed = digest_bytes(data)
-    if observed != expected:
-        raise DigestMismatchError(
-            f"{subject}: content hashes to {observed}, want {expected}",
-            subject=subject,
-            expected=expected,
-            observed=observed,
-        )
 
 
 @dataclass(frozen=True)
@@ -188,40 +168,6 @@ def copy_hashing(
 
 class Cancelled(Exception):
     """Work stopped because its caller was interrupted (not an error of the input)."""
-
-
-def hash_files(
-    paths: Iterable[str | os.PathLike[str]],
-    *,
-    workers: int | None = None,
-    on_done: Callable[[FileDigest], None] | None = None,
-) -> Iterator[FileDigest]:
-    """Hash many files on a thread pool, yielding results in input order.
-
-    Interrupting the caller (Ctrl-C) or closing the generator stops the workers within one
-    chunk instead of finishing every file.
-
-    Args:
-        paths: files to hash.
-        workers: threads to use; default one per core (at least 2).
-        on_done: called with each result as it is yielded (for progress bars).
-
-    Yields:
-        One `FileDigest` per path, in the order given.
-    """
-    n = workers or max(2, os.cpu_count() or 1)
-    stop = threading.Event()
-    pool = ThreadPoolExecutor(max_workers=n)
-    try:
-        futures = [pool.submit(hash_file, p, stop) for p in paths]
-        for future in futures:
-            result = result_of(future)
-            if on_done is not None:
-                on_done(result)
-            yield result
-    finally:
-        stop.set()
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def result_of(future: Future[_T]) -> _T:

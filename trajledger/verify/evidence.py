@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .errors import FormatError
-from .merkle import CompactRange
+
+if TYPE_CHECKING:
+    from .compact import CompactRange
 
 __all__ = ["MAX_BLOB_READ", "Evidence", "read_blob_file"]
 

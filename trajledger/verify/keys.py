@@ -19,12 +19,20 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from .errors import FormatError
 
-__all__ = ["ALGORITHMS", "PublicKey", "keyid_of_spki"]
+__all__ = ["ALGORITHMS", "Identity", "PublicKey", "keyid_of_spki"]
 
 ALGORITHMS = ("ed25519", "ecdsa-p256")
 """Signature algorithms trajledger accepts, by the name used in key listings and policies."""
 
 _PublicKeyType = ed25519.Ed25519PublicKey | ec.EllipticCurvePublicKey
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A Sigstore identity, which signs keylessly: OIDC issuer and certificate subject (SAN)."""
+
+    issuer: str
+    subject: str
 
 
 def keyid_of_spki(spki_der: bytes) -> str:

@@ -174,32 +174,6 @@ def _no_documents(pred: Any) -> dict[str, str]:
     return {}
 
 
-def _signed_metadata(statement: Statement) -> dict[str, Any]:
-    """An artifact's signed metadata but times: its subject name and predicate (an artifact's
-    predicate holds no time)."""
-    return {"name": statement.subjects[0].name, **statement.predicate}
-
-
-def _checkpoint_metadata(statement: Statement) -> dict[str, Any]:
-    """What makes two checkpoint records one: the same dataset, parent, trainer, config and
-    seed, or the same command for a run of ``train -- COMMAND`` (its name, version, invocation
-    and times may differ: training twice on identical inputs gives the same weights)."""
-    pred = statement.predicate
-    build = pred.get("buildDefinition")
-    build = build if isinstance(build, Mapping) else {}
-    ext = build.get("externalParameters")
-    ext = ext if isinstance(ext, Mapping) else {}
-    deps = build.get("resolvedDependencies")
-    parents = sorted(
-        f"sha256:{d['digest'].get('sha256')}" for d in (deps if isinstance(deps, list) else [])
-        if isinstance(d, Mapping) and isinstance(d.get("annotations"), Mapping)
-        and d["annotations"].get("role") == "base-checkpoint"
-        and isinstance(d.get("digest"), Mapping)
-    )
-    return {k: ext.get(k) for k in ("dataset", "trainer", "config", "seed", "command")} | {
-        "parent": parents}
-
-
 @dataclass(frozen=True)
 class Kind:
     """One kind of log entry.
@@ -231,7 +205,6 @@ class Kind:
     _listed: Callable[[Any], tuple[str, ...]] = _nothing_listed
     versions: tuple[type[p.Predicate], ...] = ()
     _documents: Callable[[Any], dict[str, str]] = _no_documents
-    _essence: Callable[[Statement], dict[str, Any]] = _signed_metadata
 
     @property
     def predicate_type(self) -> str:
@@ -286,14 +259,6 @@ class Kind:
         foreign records."""
         return self._listed(predicate)
 
-    def differences(self, first: Statement, second: Statement) -> list[str]:
-        """How two records of one digest of this (artifact) kind differ in their signed
-        metadata other than times, one ``field: first vs second`` each; none: the same
-        record, written twice."""
-        a, b = self._essence(first), self._essence(second)
-        return [f"{k}: {a.get(k)!r} vs {b.get(k)!r}" for k in sorted(set(a) | set(b))
-                if k != "manifest" and a.get(k) != b.get(k)]
-
 
 _K = Kind
 KINDS: Mapping[str, Kind] = {
@@ -307,7 +272,7 @@ KINDS: Mapping[str, Kind] = {
         _K("dataset", p.Dataset, ("producer",), Signing.THRESHOLD, True, True, True, True,
            _dataset_deps, _dataset_listed, (p.DatasetV2,), _dataset_documents),
         _K("checkpoint", p.Provenance, ("trainer",), Signing.THRESHOLD, True, True, False, True,
-           _checkpoint_deps, _nothing_listed, _essence=_checkpoint_metadata),
+           _checkpoint_deps),
         _K("approval", p.Approval, ("approver",), Signing.PER_RECORD, False, False, False, False),
         _K("revocation", p.Revocation, ("producer", "approver"), Signing.ANY_ONE, False, False,
            True, False),

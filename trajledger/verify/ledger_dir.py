@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Protocol
 
 from .checkpoint import Checkpoint
+from .compact import CompactRange
 from .digest import parse_digest
 from .errors import FormatError
 from .evidence import read_blob_file
 from .log_key import HANDOVER_DIR
-from .merkle import CompactRange
 from .note import Note
 from .tiles import TileReader
 

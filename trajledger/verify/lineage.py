@@ -60,19 +60,16 @@ from .judge import (
     approvals,
     authority,
     erasure_note,
-    evaluation_problems,
     held_out,
     judge_record,
     key_node,
-    release_named,
-    release_requirement,
     standing,
     stored_files,
 )
 from .kinds import CHECKPOINT_ROLES, KINDS, NAMED, Dependency, name_version
 from .log_entry import LogEntry
 from .log_index import LogIndex
-from .manifest import Manifest, check_file_subjects, diff_tree, tree_files
+from .manifest import Manifest, check_file_subjects
 from .policy import TrustPolicy
 from .predicates import (
     CARD_MAX_BYTES,
@@ -602,7 +599,7 @@ class LineageVerifier:
     # -- evaluations and releases ------------------------------------------------------------------
 
     def _evaluation_use(self, node: Node, ev: Evaluation) -> None:
-        """An evaluation ran on a held-out suite (`verify.judge.evaluation_problems`)."""
+        """An evaluation ran on a held-out suite (`verify.releases.evaluation_problems`)."""
         problems = self._evaluation_problems(ev)
         for p in problems:
             node.fail("suite", p)
@@ -612,12 +609,16 @@ class LineageVerifier:
                      f"{len(ev.passed_tests)} of {tests} episode(s) passed")
 
     def _evaluation_problems(self, ev: Evaluation) -> list[str]:
+        from .releases import evaluation_problems
+
         self.artifact(ev.suite.digest, "dataset")
         return evaluation_problems(ev, self.identity_record(ev.suite.digest, "dataset"))
 
     def _release_use(self, node: Node, rec: Record, rel: Release) -> None:
         """A release is named by its content, and meets the policy's ``[release]`` on the
         evaluations it cites (`release_rules`)."""
+        from .releases import release_named
+
         problem = release_named(rec)
         if problem is not None:
             node.fail("release", problem)
@@ -641,7 +642,7 @@ class LineageVerifier:
             3. Its metric is within ``min`` / ``max``; with ``max_drop`` and a parent
                checkpoint, the parent's evaluation on the same suite (found as in 2) exists,
                is cited, and the metric dropped no more than ``max_drop`` from it
-               (`verify.judge.release_requirement`).
+               (`verify.releases.release_requirement`).
 
         Args:
             cited: the evaluations a release cites; None to choose them (``trajledger
@@ -652,6 +653,8 @@ class LineageVerifier:
         Returns:
             The digests of the evaluations the rules used (what a release must cite).
         """
+        from .releases import release_requirement  # loaded only to judge a release
+
         rules = self.policy.release
         assert self.checkpoint is not None
         until = self.checkpoint.size if before is None else before
@@ -788,9 +791,9 @@ def name_files(node: Node, evidence: Evidence, files: Path | None = None) -> Non
         1. Only a manifest the lineage verified is named: ``node`` passed its ``files`` check
            (the manifest hashes to its digest, which its signed record names).
         2. Without ``files``: one ``file <path>`` line each (information).
-        3. With ``files``: the directory's regular files by path (`verify.manifest.tree_files`:
+        3. With ``files``: the directory's regular files by path (`verify.tree.tree_files`:
            no symbolic link is followed, so nothing outside it is read), compared with the
-           manifest (`verify.manifest.diff_tree`: sizes, then SHA-256). Each listed file
+           manifest (`verify.tree.diff_tree`: sizes, then SHA-256). Each listed file
            matches, differs or is missing (the last two fail); files the manifest does not
            list are reported as extra (information).
 
@@ -813,6 +816,8 @@ def name_files(node: Node, evidence: Evidence, files: Path | None = None) -> Non
     # (3)
     if not files.is_dir():
         raise OSError(f"--files {files}: not a directory")
+    from .tree import diff_tree, tree_files  # loaded only to compare files on disk
+
     found, other = tree_files(files)
     diff = diff_tree(manifest, found)
     why = dict(diff.changed)

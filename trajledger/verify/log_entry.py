@@ -9,7 +9,7 @@ Scope: one log entry is the RFC 8785 (JCS) JSON object
 (``ledger.log``) builds entries with `LogEntry.to_bytes`, and verifiers read them with
 `LogEntry.from_bytes`, which accepts exactly the canonical bytes and nothing else, so one entry
 has one encoding and one leaf hash. ``prev`` is the RFC 6962 leaf hash of the entry before it
-(64 zeros for entry 0): `verify_chain` checks that hash chain.
+(64 zeros for entry 0): ``verify.logcheck.check_entries`` checks that hash chain.
 
 Non-scope: where entries live (``verify.tiles``), Merkle proofs (``verify.merkle``), and whether
 the envelope an entry names exists or is validly signed (the ledger's ``log verify`` and the
@@ -21,13 +21,11 @@ Spec: schemas/log-entry.v1.md; RFC 8785; RFC 6962 section 2.1 (leaf hash).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from .digest import parse_digest
-from .errors import DigestMismatchError, FormatError
+from .errors import FormatError
 from .merkle import leaf_hash
 from .strict_json import load_object
 
@@ -37,7 +35,6 @@ __all__ = [
     "KINDS",
     "MAX_ENTRY_SIZE",
     "LogEntry",
-    "verify_chain",
 ]
 
 MAX_ENTRY_SIZE = 0xFFFF
@@ -164,18 +161,6 @@ class LogEntry:
         """The RFC 6962 leaf hash of `to_bytes`; the next entry's ``prev`` is its hex."""
         return leaf_hash(self._raw)
 
-    def to_json(self) -> dict[str, Any]:
-        """The entry as a JSON object (the same fields as its bytes)."""
-        return {
-            "envelope": self.envelope,
-            "kind": self.kind,
-            "prev": self.prev,
-            "signers": list(self.signers),
-            "subject": self.subject,
-            "time": self.time,
-            "v": ENTRY_VERSION,
-        }
-
     @classmethod
     def from_bytes(cls, data: bytes, what: str = "log entry") -> LogEntry:
         """Parse an entry strictly: only its canonical encoding is accepted.
@@ -238,54 +223,3 @@ class LogEntry:
                 "sorted, no escapes), want the canonical encoding"
             )
         return entry
-
-
-def verify_chain(entries: Iterable[bytes], *, start: int = 0, prev: str = GENESIS_PREV) -> str:
-    """Check that consecutive entries link by ``prev``, each naming its predecessor's leaf hash.
-
-    Steps:
-        1. Check the preconditions: ``start`` >= 0; ``prev`` is 64 lowercase hex, and
-           `GENESIS_PREV` when ``start`` is 0.
-        2. Parse each entry strictly (`LogEntry.from_bytes`).
-        3. Compare its ``prev`` with the leaf hash of the entry before it (``prev`` for the
-           first one).
-
-    The chain adds nothing the Merkle tree does not already prove; it lets a reader holding only
-    a run of consecutive entries see that none was removed or reordered inside the run.
-
-    Args:
-        entries: consecutive entries' exact bytes, from index ``start``.
-        start: the index of the first entry.
-        prev: hex leaf hash of entry ``start - 1`` (`GENESIS_PREV` when ``start`` is 0).
-
-    Returns:
-        The hex leaf hash of the last entry (``prev`` when ``entries`` is empty), to continue
-        the chain with the next run.
-
-    Raises:
-        ValueError: a precondition does not hold (a caller bug).
-        FormatError: an entry does not parse.
-        DigestMismatchError: an entry's ``prev`` is not its predecessor's leaf hash.
-    """
-    # (1)
-    if start < 0:
-        raise ValueError(f"chain start {start}, want >= 0")
-    if not _HEX64.fullmatch(prev):
-        raise ValueError(f"chain prev {prev!r}, want 64 lowercase hex")
-    if start == 0 and prev != GENESIS_PREV:
-        raise ValueError(f"chain from entry 0 must start from {GENESIS_PREV}, got {prev}")
-    want = prev
-    for i, data in enumerate(entries, start):
-        # (2)
-        entry = LogEntry.from_bytes(data, f"log entry {i}")
-        # (3)
-        if entry.prev != want:
-            before = f"entry {i - 1}" if i else "no entry (genesis)"
-            raise DigestMismatchError(
-                f"log entry {i}: prev is {entry.prev}, want {want} (the leaf hash of {before})",
-                subject=f"log entry {i}",
-                expected=want,
-                observed=entry.prev,
-            )
-        want = entry.leaf_hash.hex()
-    return want

@@ -20,7 +20,7 @@ verifier fails the decisions it could affect (fail closed).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from .digest import digest_bytes
@@ -132,20 +132,6 @@ class MemoryIndex:
         self._referrers: dict[str, list[tuple[int, str]]] | None = None
         self._unreadable: list[int] | None = None
         self._held_out: list[int] | None = None
-
-    @classmethod
-    def build(cls, size: int, entries: Iterable[tuple[int, bytes]], blobs: Blobs) -> MemoryIndex:
-        """Index ``(index, entry bytes)`` pairs below ``size``; unparsable entries are skipped
-        (the log check reports them)."""
-        idx = cls(size, blobs)
-        for i, raw in entries:
-            if i >= size:
-                break
-            try:
-                idx.add(i, raw)
-            except FormatError:
-                continue
-        return idx
 
     def add(self, index: int, raw: bytes) -> LogEntry:
         """Add one entry (parsed strictly).

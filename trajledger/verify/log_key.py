@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .checkpoint import Checkpoint, verify_checkpoint
+from .checkpoint import HANDOVER_DIR, Checkpoint, verify_checkpoint
 from .errors import FormatError, SignatureError, VerificationError
 from .note import ALG_ED25519, Note, verifier_from_vkey
 
@@ -46,10 +46,6 @@ __all__ = [
 
 HANDOVER_EXTENSION = "trajledger.dev/log-key-handover"
 """The first word of a handover checkpoint's extension line."""
-
-HANDOVER_DIR = "key-handovers"
-"""Where a log directory keeps its handovers (``<n>``, 1, 2, ... in order), and the prefix of
-their members in a bundle."""
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .errors import FormatError, ProofError, ProvenanceError
 from .log_entry import GENESIS_PREV, LogEntry
-from .merkle import CompactRange, leaf_hash
+from .merkle import leaf_hash
 from .merkle import verify_inclusion as _verify_inclusion
+
+if TYPE_CHECKING:
+    from .compact import CompactRange
 
 __all__ = ["EntryCallback", "Finding", "check_entries"]
 
@@ -97,6 +101,8 @@ def check_entries(
     parsed: dict[int, LogEntry] = {}
     if start is None and size > 0 and len(entries) >= size and all(i in entries
                                                                   for i in range(size)):
+        from .compact import CompactRange
+
         start = CompactRange()  # the whole tree
     if start is not None and start.size > size:
         return [Finding("tree", None, f"the extension starts at size {start.size}, after the "

@@ -15,28 +15,22 @@ Spec: schemas/SPEC.md section "Manifest".
 from __future__ import annotations
 
 import itertools
-import os
 import re
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ._jcs import MAX_SAFE_INTEGER, canonical_bytes
-from .digest import DIGEST_PREFIX, FileDigest, hash_files
+from .digest import DIGEST_PREFIX
 from .errors import DigestMismatchError, FormatError
 
 __all__ = [
     "MANIFEST_MEDIA_TYPE",
     "FileEntry",
     "Manifest",
-    "TreeDiff",
     "check_file_subjects",
     "check_path",
-    "diff_tree",
     "manifest_from_statement",
-    "tree_files",
 ]
 
 MANIFEST_MEDIA_TYPE = "application/vnd.trajledger.manifest.v1+json"
@@ -174,114 +168,6 @@ class Manifest:
     def by_path(self) -> Mapping[str, FileEntry]:
         """Entries keyed by path."""
         return {f.path: f for f in self.files}
-
-
-@dataclass(frozen=True)
-class TreeDiff:
-    """How a directory differs from a manifest. Empty lists mean it matches."""
-
-    missing: tuple[str, ...]
-    extra: tuple[str, ...]
-    changed: tuple[tuple[str, str], ...]
-    """(path, reason) pairs: size or digest observed vs expected."""
-
-    @property
-    def ok(self) -> bool:
-        """True when nothing is missing, extra or changed."""
-        return not (self.missing or self.extra or self.changed)
-
-    def problems(self) -> list[str]:
-        """One readable line per problem."""
-        return (
-            [f"{p}: missing" for p in self.missing]
-            + [f"{p}: extra file, not in the manifest" for p in self.extra]
-            + [f"{p}: {why}" for p, why in self.changed]
-        )
-
-    def raise_if_failed(self, what: str = "files") -> None:
-        """Raise `DigestMismatchError` listing every problem, one per line."""
-        if not self.ok:
-            lines = self.problems()
-            raise DigestMismatchError(
-                f"{what}: {len(lines)} problem(s)\n" + "\n".join(lines), subject=what
-            )
-
-
-def diff_tree(
-    manifest: Manifest,
-    files: Mapping[str, Path],
-    *,
-    workers: int | None = None,
-    on_done: Any = None,
-) -> TreeDiff:
-    """Compare files on disk with a manifest: sizes first (cheap), then hashes in parallel.
-
-    Args:
-        manifest: what the signer listed.
-        files: the files present, by manifest-relative path.
-        workers: hashing threads.
-        on_done: progress callback receiving each `FileDigest`.
-
-    Returns:
-        The differences (hashing only files whose size already matches).
-    """
-    want = manifest.by_path()
-    missing = sorted(set(want) - set(files))
-    extra = sorted(set(files) - set(want))
-    changed: list[tuple[str, str]] = []
-    to_hash: list[str] = []
-    for path in sorted(set(want) & set(files)):
-        try:
-            size = os.stat(files[path]).st_size
-        except OSError:
-            missing.append(path)
-            continue
-        if size != want[path].size:
-            changed.append((path, f"size {size}, want {want[path].size}"))
-        else:
-            to_hash.append(path)
-    results: list[FileDigest] = list(
-        hash_files([files[p] for p in to_hash], workers=workers, on_done=on_done)
-    )
-    for path, got in zip(to_hash, results, strict=True):
-        exp = want[path]
-        if got.size != exp.size:
-            changed.append((path, f"size {got.size}, want {exp.size}"))
-        elif got.sha256 != exp.sha256:
-            changed.append((path, f"content hashes to sha256:{got.sha256}, want {exp.digest}"))
-    changed.sort()
-    return TreeDiff(tuple(sorted(missing)), tuple(extra), tuple(changed))
-
-
-def tree_files(root: Path) -> tuple[dict[str, Path], dict[str, str]]:
-    """The regular files under ``root`` by manifest path, never following a symbolic link.
-
-    Returns:
-        The regular files, and every other entry (a symbolic link, to a file or a directory,
-        inside or outside ``root``; a device, a FIFO...) with what it is: none is read or
-        entered, so nothing outside ``root`` is hashed.
-
-    Raises:
-        OSError: a directory cannot be listed (its files are not silently left out).
-    """
-    files: dict[str, Path] = {}
-    other: dict[str, str] = {}
-
-    def refuse(e: OSError) -> None:
-        raise e
-
-    for dirpath, dirnames, filenames in os.walk(root, onerror=refuse):
-        for name in dirnames + filenames:
-            path = Path(dirpath, name)
-            mode = path.lstat().st_mode
-            rel = path.relative_to(root).as_posix()
-            if stat.S_ISREG(mode):
-                files[rel] = path
-            elif stat.S_ISLNK(mode):
-                other[rel] = f"a symbolic link (to {os.readlink(path)}), not followed"
-            elif not stat.S_ISDIR(mode):
-                other[rel] = "not a regular file, not read"
-    return files, other
 
 
 def manifest_from_statement(statement: Any, what: str = "statement") -> Manifest:

@@ -36,8 +36,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .errors import FormatError
-from .manifest import TreeDiff, check_path
+from .manifest import check_path
 from .statement import Statement
+from .tree import TreeDiff
 
 __all__ = [
     "DEFAULT_SIGNATURE_NAME",

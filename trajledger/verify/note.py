@@ -297,7 +297,7 @@ def cosignature_message(body: bytes, timestamp: int) -> bytes:
 class Verifier:
     """A public key that can verify note signatures of one type under one name.
 
-    Build it from a verifier key string with `verifier_from_vkey` (or `Verifier.from_vkey`).
+    Build it from a verifier key string with `verifier_from_vkey`.
 
     Attributes:
         name: the key name.
@@ -325,11 +325,6 @@ class Verifier:
             raise FormatError(
                 f"verifier key {self.name}: public key has {len(self.public_key)} bytes, want 32"
             )
-
-    @classmethod
-    def from_vkey(cls, vkey: str) -> Verifier:
-        """Parse a verifier key string; see `verifier_from_vkey`."""
-        return verifier_from_vkey(vkey)
 
     @property
     def key_hash(self) -> bytes:

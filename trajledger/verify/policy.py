@@ -10,7 +10,7 @@ key, what the old key signed before the succession's log index stays valid).
 Non-scope: applying the policy to evidence (``verify.lineage``) and policy history (a new policy
 takes effect only when the threshold of the current policy's approvers (or producers, in a
 policy without approvers) signed it; see
-`check_successor`).
+`verify.succession.check_successor`).
 Spec: keys/README.md (the TOML form, with a full example) and
 ``schemas/trust-policy.v1.schema.json`` (the JSON form).
 """
@@ -18,17 +18,16 @@ Spec: keys/README.md (the TOML form, with a full example) and
 from __future__ import annotations
 
 import json
-import math
 import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import predicates
 from .errors import FormatError
-from .keys import PublicKey, keyid_of_spki
+from .keys import Identity, PublicKey
 from .note import Verifier, verifier_from_vkey
 
 __all__ = [
@@ -38,13 +37,7 @@ __all__ = [
     "POLICY_FORMAT",
     "POLICY_FORMATS",
     "ROLES",
-    "EncryptionKey",
-    "Identity",
     "KeyLookup",
-    "ReleaseRules",
-    "Requirement",
-    "RevokedIdentity",
-    "RevokedKey",
     "Role",
     "TrustPolicy",
     "load_policy_file",
@@ -82,8 +75,11 @@ _TOP_KEYS = {
 }
 _NEWER = {"release": 2, "publish": 3}
 """The format each newer setting needs (the ``evaluator`` role needs 2)."""
-_REVOKED_KEYS = {"key", "compromised_since", "reason"}
-_REVOKED_IDENTITIES = {"issuer", "subject", "compromised_since", "reason"}
+
+if TYPE_CHECKING:
+    from .compromise import RevokedIdentity, RevokedKey
+    from .encryption_key import EncryptionKey
+    from .release_rules import ReleaseRules
 
 KeyLookup = Callable[[str], PublicKey | None]
 """Finds a public key by keyid (for policies that name keys by keyid), or returns None."""
@@ -102,121 +98,6 @@ def parse_duration(value: object, what: str = "duration") -> int:
         if m:
             return int(m.group(1)) * _UNITS[m.group(2)]
     raise FormatError(f"{what}: {value!r} is not a duration such as '30d', '12h' or seconds")
-
-
-@dataclass(frozen=True)
-class Identity:
-    """A Sigstore identity: OIDC issuer and certificate subject (SAN)."""
-
-    issuer: str
-    subject: str
-
-
-@dataclass(frozen=True)
-class EncryptionKey:
-    """An X25519 public key of the evaluator role (format 2): sealed suites wrap their data
-    keys to it. ``keyid`` is the lowercase hex SHA-256 of its DER SubjectPublicKeyInfo, as for
-    signing keys."""
-
-    keyid: str
-    raw: bytes
-
-    @classmethod
-    def from_pem(cls, data: bytes, what: str = "encryption key") -> EncryptionKey:
-        """Load a PEM ``PUBLIC KEY`` holding an X25519 key.
-
-        Raises:
-            FormatError: not PEM, or not X25519.
-        """
-        from cryptography.exceptions import UnsupportedAlgorithm
-        from cryptography.hazmat.primitives import serialization as ser
-        from cryptography.hazmat.primitives.asymmetric import x25519
-
-        try:
-            key = ser.load_pem_public_key(data)
-        except (ValueError, UnsupportedAlgorithm, TypeError) as e:
-            raise FormatError(f"{what}: not a valid PEM public key") from e
-        if not isinstance(key, x25519.X25519PublicKey):
-            raise FormatError(f"{what}: {type(key).__name__.strip('_')} is not an X25519 key")
-        spki = key.public_bytes(ser.Encoding.DER, ser.PublicFormat.SubjectPublicKeyInfo)
-        return cls(keyid_of_spki(spki), key.public_bytes(ser.Encoding.Raw, ser.PublicFormat.Raw))
-
-    @property
-    def algorithm(self) -> str:
-        """``x25519``, as `keys.PublicKey.algorithm` names a signing key's."""
-        return "x25519"
-
-    def to_pem(self) -> str:
-        """The key as a PEM ``PUBLIC KEY``."""
-        from cryptography.hazmat.primitives import serialization as ser
-        from cryptography.hazmat.primitives.asymmetric import x25519
-
-        key = x25519.X25519PublicKey.from_public_bytes(self.raw)
-        return key.public_bytes(ser.Encoding.PEM, ser.PublicFormat.SubjectPublicKeyInfo).decode()
-
-
-def _decimal(value: object, what: str) -> float:
-    """A finite number (TOML or JSON number, or a decimal string as the JSON form writes)."""
-    try:
-        if type(value) in (int, float) or isinstance(value, str):
-            number = float(value)  # type: ignore[arg-type]
-            if math.isfinite(number):
-                return number
-    except ValueError:
-        pass
-    raise FormatError(f"{what}: {value!r} is not a finite number")
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """One rule of ``[release]``: the suite ``NAME@VERSION`` a checkpoint must be evaluated
-    on, and bounds on one ``metric`` of that evaluation (``success_rate``, computed from the
-    passed and failed episodes, by default): at least ``min``, at most ``max``, and no drop of
-    more than ``max_drop`` (in the metric's units: 0.02 is 2 points of success rate) below the
-    parent checkpoint's evaluation on the same suite."""
-
-    suite: str
-    metric: str = "success_rate"
-    min: float | None = None
-    max: float | None = None
-    max_drop: float | None = None
-
-    def judge(self, value: float | None, parent: float | None) -> list[str]:
-        """Why ``value`` (and its drop from the parent's ``parent``, when the rule has
-        ``max_drop`` and the checkpoint a parent) fails this rule; empty when it passes."""
-        if value is None:
-            return [f"the evaluation records no metric {self.metric!r}"]
-        out = []
-        if self.min is not None and value < self.min:
-            out.append(f"{self.metric} {value:.4g} is below the minimum {self.min:g}")
-        if self.max is not None and value > self.max:
-            out.append(f"{self.metric} {value:.4g} is above the maximum {self.max:g}")
-        if self.max_drop is not None and parent is not None and parent - value > self.max_drop:
-            out.append(f"{self.metric} {value:.4g} dropped {parent - value:.4g} from the parent's "
-                       f"{parent:.4g}, more than {self.max_drop:g}")
-        return out
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form (bounds as decimal strings: the policy is hashed as RFC 8785 JSON,
-        which the verifier canonicalises without floating point)."""
-        out: dict[str, Any] = {"suite": self.suite, "metric": self.metric}
-        for k in ("min", "max", "max_drop"):
-            if (v := getattr(self, k)) is not None:
-                out[k] = repr(v)
-        return out
-
-
-@dataclass(frozen=True)
-class ReleaseRules:
-    """``[release]``: the evaluations a release needs (`Requirement`) and how many approvers
-    must have recorded it (``approvals``)."""
-
-    require: tuple[Requirement, ...]
-    approvals: int = 1
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form."""
-        return {"approvals": self.approvals, "require": [r.to_json() for r in self.require]}
 
 
 @dataclass(frozen=True)
@@ -249,72 +130,6 @@ class Role:
     def note_verifiers(self) -> list[Verifier]:
         """Signed-note verifiers for the log and witness roles."""
         return [verifier_from_vkey(v) for v in self.vkeys]
-
-
-class _Compromise:
-    """What `RevokedKey` and `RevokedIdentity` share: from which point of the log on their
-    signatures do not count, and why."""
-
-    since_index: int | None
-    since_time: str | None
-    reason: str | None
-
-    def covers(self, index: int, time: str) -> bool:
-        """True when a signature by the revoked key or identity on the record logged at
-        ``index``, at ``time`` (``YYYY-MM-DDTHH:MM:SSZ``, which compares as a string), does
-        not count."""
-        if self.since_index is not None:
-            return index >= self.since_index
-        assert self.since_time is not None
-        return time >= self.since_time
-
-    def describe(self) -> str:
-        """``compromised since log index 7`` or ``compromised since 2025-01-01T00:00:00Z``."""
-        since = f"log index {self.since_index}" if self.since_index is not None else self.since_time
-        return f"compromised since {since}" + (f": {self.reason}" if self.reason else "")
-
-    def _json(self, who: Mapping[str, Any]) -> dict[str, Any]:
-        """The JSON form: ``who``, then the index (an integer) or time (a string), and the
-        reason if any."""
-        since = self.since_index if self.since_index is not None else str(self.since_time)
-        out = {**who, "compromised_since": since}
-        if self.reason is not None:
-            out["reason"] = self.reason
-        return out
-
-
-@dataclass(frozen=True)
-class RevokedKey(_Compromise):
-    """A key the policy distrusts from a point of the log on: it was compromised.
-
-    Its signatures do not count on any record logged at or after ``since_index`` (a log index)
-    or, with ``since_time``, at or after that time (the log entry's ``time``); records it
-    signed before stay valid. ``since_index`` 0 distrusts everything it ever signed.
-    """
-
-    keyid: str
-    since_index: int | None = None
-    since_time: str | None = None
-    reason: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form: the keyid, and the index (an integer) or time (a string)."""
-        return self._json({"key": self.keyid})
-
-
-@dataclass(frozen=True)
-class RevokedIdentity(_Compromise):
-    """A Sigstore identity the policy distrusts from a point of the log on (a CI workflow or
-    an account someone else could sign as): like `RevokedKey`, for keyless signatures."""
-
-    identity: Identity
-    since_index: int | None = None
-    since_time: str | None = None
-    reason: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form: issuer, subject, and the index (an integer) or time (a string)."""
-        return self._json({"issuer": self.identity.issuer, "subject": self.identity.subject})
 
 
 @dataclass(frozen=True)
@@ -551,11 +366,27 @@ class TrustPolicy:
             r: _parse_role(r, raw_roles.get(r, {}), base_dir, f"{what}: role {r}", key_lookup)
             for r in ROLES
         }
-        trusted_root = _trusted_root(doc.get("sigstore_trusted_root"), base_dir, what)
+        trusted_root = None
+        if doc.get("sigstore_trusted_root") is not None:  # keyless signing: Sigstore's adapter
+            from .sigstore_adapter import parse_trusted_root
+
+            trusted_root = parse_trusted_root(doc["sigstore_trusted_root"], base_dir, what)
         licences = _licences(doc.get("accepted_licences"), what)
-        revoked = _revoked_keys(doc.get("revoked_keys", []), base_dir, what)
-        revoked_ids = _revoked_identities(doc.get("revoked_identities", []), what)
-        release = _release(doc.get("release"), roles["evaluator"], what)
+        revoked: tuple[RevokedKey, ...] = ()
+        revoked_ids: tuple[RevokedIdentity, ...] = ()
+        if "revoked_keys" in doc or "revoked_identities" in doc:  # loaded only then
+            from .compromise import revoked_identities, revoked_keys
+
+            revoked = revoked_keys(
+                doc.get("revoked_keys", []), what,
+                lambda spec, here: _load_key(spec, base_dir, here, None),
+            )
+            revoked_ids = revoked_identities(doc.get("revoked_identities", []), what)
+        release = None
+        if doc.get("release") is not None:  # format 2's [release]: its rules load only then
+            from .release_rules import parse_release
+
+            release = parse_release(doc["release"], roles["evaluator"], what)
         publish = _publish(doc.get("publish"), what)
         policy = cls(name, serial, roles, frozenset(allowed_raw), max_age, doc, trusted_root,
                      licences, revoked, revoked_ids, fmt, release, publish=publish)
@@ -662,7 +493,7 @@ def _parse_role(
     if logs and threshold == 0:
         raise FormatError(f"{what}: logs is set but threshold is 0, so it would require nothing")
     sealing = tuple(
-        EncryptionKey.from_pem(_key_bytes(spec, base_dir, f"{what}: encryption key {i}"),
+        _encryption_key(_key_bytes(spec, base_dir, f"{what}: encryption key {i}"),
                                f"{what}: encryption key {i}")
         for i, spec in enumerate(_list(raw.get("encryption_keys", []), f"{what}: encryption_keys"))
     )
@@ -686,117 +517,6 @@ def _publish(value: object, what: str) -> tuple[str, ...] | None:
     return kinds
 
 
-_METRIC = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
-_REQUIREMENT = {"suite", "metric", "min", "max", "max_drop"}
-
-
-def _release(value: object, evaluator: Role, what: str) -> ReleaseRules | None:
-    """``[release]``: ``approvals`` (default 1) and ``[[release.require]]`` tables of ``suite``
-    (``NAME@VERSION``), ``metric`` (default ``success_rate``) and ``min`` / ``max`` /
-    ``max_drop`` (at least one)."""
-    if value is None:
-        return None
-    what = f"{what}: release"
-    if not isinstance(value, dict) or set(value) - {"approvals", "require"}:
-        raise FormatError(f"{what}: must be a table of approvals and require")
-    approvals = value.get("approvals", 1)
-    if type(approvals) is not int or approvals < 1:
-        raise FormatError(f"{what}: approvals must be an integer >= 1, got {approvals!r}")
-    out: list[Requirement] = []
-    for i, item in enumerate(_list(value.get("require", []), f"{what}: require")):
-        here = f"{what}: require item {i}"
-        if not isinstance(item, dict) or set(item) - _REQUIREMENT:
-            raise FormatError(f"{here}: must be a table of {', '.join(sorted(_REQUIREMENT))}")
-        suite, metric = item.get("suite"), item.get("metric", "success_rate")
-        name, at, version = suite.rpartition("@") if isinstance(suite, str) else ("", "", "")
-        if not (isinstance(suite, str) and name and at and version):
-            raise FormatError(f"{here}: suite {suite!r} must be NAME@VERSION")
-        if not isinstance(metric, str) or not _METRIC.fullmatch(metric):
-            raise FormatError(f"{here}: metric {metric!r} is not a metric name")
-        bounds = {k: _decimal(item[k], f"{here}: {k}") for k in ("min", "max", "max_drop")
-                  if k in item}
-        if not bounds or bounds.get("max_drop", 0) < 0:
-            raise FormatError(f"{here}: give min, max or max_drop (max_drop >= 0)")
-        if any(r.suite == suite and r.metric == metric for r in out):
-            raise FormatError(f"{here}: {metric} on {suite} is required twice")
-        out.append(Requirement(suite, metric, **bounds))
-    if not out:
-        raise FormatError(f"{what}: require names no suite; add [[release.require]] tables")
-    if not (evaluator.keys or evaluator.identities):
-        raise FormatError(f"{what}: needs evaluator keys (roles.evaluator) to sign evaluations")
-    return ReleaseRules(tuple(out), approvals)
-
-
-def _revoked_keys(value: object, base_dir: Path | None, what: str) -> tuple[RevokedKey, ...]:
-    """``revoked_keys``: a list of ``{key, compromised_since, reason?}`` tables.
-
-    ``key`` is a keyid (64 hex, optionally ``sha256:``-prefixed; the JSON form writes this), a
-    PEM file or inline PEM; ``compromised_since`` a log index (integer >= 0) or a time
-    ``YYYY-MM-DDTHH:MM:SSZ`` (a string; a TOML date-time must be quoted).
-    """
-    out: list[RevokedKey] = []
-    for i, item in enumerate(_list(value, f"{what}: revoked_keys")):
-        here = f"{what}: revoked_keys item {i}"
-        if not isinstance(item, dict):
-            raise FormatError(f"{here}: must be a table with key and compromised_since")
-        unknown = set(item) - _REVOKED_KEYS
-        if unknown:
-            raise FormatError(f"{here}: unknown field(s) {', '.join(sorted(unknown))}")
-        spec = item.get("key")
-        if isinstance(spec, str) and _HEX64.fullmatch(spec.removeprefix("sha256:")):
-            keyid = spec.removeprefix("sha256:")
-        else:
-            keyid = _load_key(spec, base_dir, f"{here}: key", None).keyid
-        if any(r.keyid == keyid for r in out):
-            raise FormatError(f"{here}: key {keyid[:16]} is listed twice")
-        out.append(RevokedKey(keyid, *_compromise(item, here)))
-    return tuple(out)
-
-
-def _revoked_identities(value: object, what: str) -> tuple[RevokedIdentity, ...]:
-    """``revoked_identities``: a list of ``{issuer, subject, compromised_since, reason?}``
-    tables, ``compromised_since`` as in `_revoked_keys`."""
-    out: list[RevokedIdentity] = []
-    for i, item in enumerate(_list(value, f"{what}: revoked_identities")):
-        here = f"{what}: revoked_identities item {i}"
-        if not isinstance(item, dict):
-            raise FormatError(f"{here}: must be a table with issuer, subject and "
-                              "compromised_since")
-        unknown = set(item) - _REVOKED_IDENTITIES
-        if unknown:
-            raise FormatError(f"{here}: unknown field(s) {', '.join(sorted(unknown))}")
-        issuer, subject = item.get("issuer"), item.get("subject")
-        if not (isinstance(issuer, str) and issuer and isinstance(subject, str) and subject):
-            raise FormatError(f"{here}: issuer and subject must be non-empty strings")
-        identity = Identity(issuer, subject)
-        if any(r.identity == identity for r in out):
-            raise FormatError(f"{here}: {subject} ({issuer}) is listed twice")
-        out.append(RevokedIdentity(identity, *_compromise(item, here)))
-    return tuple(out)
-
-
-def _compromise(item: Mapping[str, Any], here: str) -> tuple[int | None, str | None, str | None]:
-    """``compromised_since`` (a log index, or a time) and ``reason`` of a revocation item."""
-    from .times import parse_time
-
-    since = item.get("compromised_since")
-    index = time = None
-    if type(since) is int and since >= 0:
-        index = since
-    elif isinstance(since, str):
-        parse_time(since, f"{here}: compromised_since")
-        time = since
-    else:
-        raise FormatError(
-            f"{here}: compromised_since must be a log index (an integer >= 0) or a time "
-            f"\"YYYY-MM-DDTHH:MM:SSZ\" (a quoted string), got {since!r}"
-        )
-    reason = item.get("reason")
-    if reason is not None and (not isinstance(reason, str) or not reason.strip()):
-        raise FormatError(f"{here}: reason must be a non-empty string")
-    return index, time, reason
-
-
 def _strings(value: object, what: str, item: str) -> tuple[str, ...]:
     """A list of unique non-empty strings."""
     out = _list(value, what)
@@ -816,32 +536,6 @@ def _licences(value: object, what: str) -> tuple[str, ...] | None:
     if len({v.casefold() for v in licences}) != len(licences):
         raise FormatError(f"{what}: accepted_licences: a licence is listed twice")
     return licences
-
-
-def _trusted_root(value: object, base_dir: Path | None, what: str) -> dict[str, Any] | None:
-    """``sigstore_trusted_root``: a path to a ``trusted_root.json`` (TOML form, relative to the
-    policy file) or the object itself (JSON form, so the recorded policy verifies alone)."""
-    from .strict_json import load_object
-
-    what = f"{what}: sigstore_trusted_root"
-    if value is None:
-        return None
-    if isinstance(value, str) and base_dir is not None:
-        path = (base_dir / value) if not Path(value).is_absolute() else Path(value)
-        try:
-            value = load_object(path.read_bytes(), f"{what} ({path})")
-        except OSError as e:
-            raise FormatError(f"{what}: cannot read {path}: {e.strerror}") from e
-    if not isinstance(value, dict):
-        raise FormatError(
-            f"{what}: must be a path to a trusted_root.json (or, in JSON, its object)"
-        )
-    media_type = value.get("mediaType")
-    if not isinstance(media_type, str) or not media_type.startswith(
-        "application/vnd.dev.sigstore.trustedroot"
-    ):
-        raise FormatError(f"{what}: mediaType {media_type!r} is not a Sigstore trusted root")
-    return value
 
 
 def _list(value: object, what: str) -> list[Any]:
@@ -872,6 +566,13 @@ def _load_key(
             raise FormatError(f"{what}: key found for {keyid[:16]}… has keyid {found.keyid}")
         return found
     return PublicKey.from_pem(_key_bytes(spec, base_dir, what), what)
+
+
+def _encryption_key(data: bytes, what: str) -> EncryptionKey:
+    """An evaluator's X25519 key (`verify.encryption_key`, loaded only for a policy naming one)."""
+    from .encryption_key import EncryptionKey
+
+    return EncryptionKey.from_pem(data, what)
 
 
 def _key_bytes(spec: object, base_dir: Path | None, what: str) -> bytes:

@@ -44,6 +44,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from cryptography import x509
@@ -55,8 +56,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 from .digest import parse_digest
 from .dsse import MAX_ENVELOPE_BYTES, Envelope, Signature, b64decode, pae
 from .errors import FormatError, SignatureError
-from .keys import PublicKey
-from .policy import Identity
+from .keys import Identity, PublicKey
 from .strict_json import load_object
 
 __all__ = [
@@ -70,6 +70,7 @@ __all__ = [
     "bundle_keyid",
     "certificate_identity",
     "identity_signers",
+    "parse_trusted_root",
     "public_key_hint",
     "sigstore_available",
     "verify_envelope_signature",
@@ -827,3 +828,30 @@ def identity_signers(
         assert signer.identity is not None
         found.add(signer.identity)
     return frozenset(found), tuple(notes)
+
+
+def parse_trusted_root(value: object, base_dir: Path | None, what: str) -> dict[str, Any]:
+    """A policy's ``sigstore_trusted_root`` (for ``verify.policy``): a path to a
+    ``trusted_root.json`` (TOML form, relative to the policy file) or the object itself (JSON
+    form, so the recorded policy verifies alone).
+
+    Raises:
+        FormatError: not readable, not an object, or not a Sigstore trusted root.
+    """
+    what = f"{what}: sigstore_trusted_root"
+    if isinstance(value, str) and base_dir is not None:
+        path = (base_dir / value) if not Path(value).is_absolute() else Path(value)
+        try:
+            value = load_object(path.read_bytes(), f"{what} ({path})")
+        except OSError as e:
+            raise FormatError(f"{what}: cannot read {path}: {e.strerror}") from e
+    if not isinstance(value, dict):
+        raise FormatError(
+            f"{what}: must be a path to a trusted_root.json (or, in JSON, its object)"
+        )
+    media_type = value.get("mediaType")
+    if not isinstance(media_type, str) or not media_type.startswith(
+        "application/vnd.dev.sigstore.trustedroot"
+    ):
+        raise FormatError(f"{what}: mediaType {media_type!r} is not a Sigstore trusted root")
+    return value

@@ -216,12 +216,7 @@ def verify_statement(
     signers = verify_envelope(
         envelope, keys, threshold=threshold, payload_type=INTOTO_PAYLOAD_TYPE, what=what
     )
-    # (3)
-    statement = Statement.from_bytes(envelope.payload, f"{what}: statement")
-    # (4)
-    if statement.predicate_type not in allowed_predicate_types:
-        raise PolicyError(f"{what}: predicateType {statement.predicate_type!r} is not allowed here")
-    # (5)
-    if subject_digest is not None:
-        statement.check_identity(subject_digest, what)
+    # (3) (4) (5)
+    statement = unsigned_statement(envelope, allowed_predicate_types=allowed_predicate_types,
+                                   subject_digest=subject_digest, what=what)
     return VerifiedStatement(statement, signers)

@@ -25,9 +25,10 @@ import struct
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
+from .compact import CompactRange
 from .errors import FormatError, ProofError
 from .log_entry import MAX_ENTRY_SIZE
-from .merkle import EMPTY_ROOT, HASH_SIZE, CompactRange
+from .merkle import EMPTY_ROOT, HASH_SIZE
 from .merkle import node_hash as _hash_children
 
 __all__ = [

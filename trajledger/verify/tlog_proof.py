@@ -4,10 +4,10 @@ Scope: parsing and writing the format (header line, optional ``extra`` line, ``i
 inclusion proof hashes, a blank line, the signed checkpoint verbatim) and verifying that an entry
 is included in the log under a checkpoint signed by the log's key.
 
-Non-scope: witness cosignature policy (call ``verify.checkpoint.verify_cosignatures`` on
-``TlogProof.checkpoint``), consistency with other checkpoints (``check_consistent``), building
-proofs (``verify.tiles.TileReader``), and the meaning of the extra data, which is not
-authenticated and must not be trusted.
+Non-scope: witness cosignature policy (call ``verify.cosignatures.verify_cosignatures`` on
+``TlogProof.checkpoint``), consistency with other checkpoints
+(``verify.consistency.check_consistent``), building proofs (``verify.tiles.TileReader``), and
+the meaning of the extra data, which is not authenticated and must not be trusted.
 
 Spec: c2sp.org/tlog-proof (v1), c2sp.org/tlog-checkpoint, RFC 6962 section 2.1.1.
 """

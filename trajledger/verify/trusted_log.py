@@ -11,17 +11,20 @@ Non-scope: what the records say (``verify.judge``), walking the lineage (``verif
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING
 
-from .checkpoint import Checkpoint, check_consistent, verify_checkpoint, verify_cosignatures
+from .checkpoint import Checkpoint, verify_checkpoint
 from .errors import FormatError, ProvenanceError, SignatureError, VerificationError
 from .evidence import Evidence
 from .log_index import LogIndex, MemoryIndex
-from .log_key import Handover, key_chain
 from .logcheck import check_entries
 from .merkle import leaf_hash, verify_inclusion
 from .note import verifier_from_vkey
 from .policy import TrustPolicy
 from .report import OK, Node
+
+if TYPE_CHECKING:
+    from .log_key import Handover
 
 __all__ = ["TrustedLog"]
 
@@ -92,6 +95,8 @@ class TrustedLog:
                          "the log since extends that tree")
         witness = self.policy.role("witness")
         if witness.witnessed(cp.origin):
+            from .cosignatures import verify_cosignatures  # a witnessed log only
+
             try:
                 names = verify_cosignatures(
                     note, witness.note_verifiers(), threshold=witness.threshold
@@ -142,6 +147,8 @@ class TrustedLog:
         except SignatureError as e:
             first = e
         # (2)
+        from .log_key import key_chain  # loaded only for a log whose key rotated
+
         chain = key_chain(vkey, self.evidence.key_handovers())
         for n, h in enumerate(chain):
             try:
@@ -149,6 +156,8 @@ class TrustedLog:
             except SignatureError:
                 continue
             # (3)
+            from .consistency import check_consistent
+
             for earlier in chain[: n + 1]:
                 old = earlier.checkpoint
                 proof = (self.evidence.consistency_proof(old.size, cp.size)
@@ -198,12 +207,15 @@ class TrustedLog:
 
         Steps:
             1. Verify the earlier checkpoint by the policy's log key.
-            2. `check_consistent` it with the current one, using a proof from the evidence; or,
+            2. Check it is consistent with the current one
+               (`verify.consistency.check_consistent`), using a proof from the evidence; or,
                when the evidence holds the log's extension from a size at or below the earlier
                one, the root its entries give at that size must be the earlier root.
 
         A failure is added to the log node, naming both sizes and roots.
         """
+        from .consistency import check_consistent  # loaded only with a checkpoint seen before
+
         if self.checkpoint is None:
             return
         try:

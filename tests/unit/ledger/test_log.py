@@ -24,7 +24,8 @@ from trajledger.ledger.log import CACHE_DIR, EntrySpec, Log, format_tree_state, 
 from trajledger.ledger.log.lookup import TAIL
 from trajledger.verify.checkpoint import verify_checkpoint
 from trajledger.verify.errors import FormatError, ProofError
-from trajledger.verify.log_entry import GENESIS_PREV, LogEntry, verify_chain
+from trajledger.verify.log_entry import GENESIS_PREV, LogEntry
+from trajledger.verify.logcheck import check_entries
 from trajledger.verify.merkle import (
     leaf_hash,
     root_from_leaf_hashes,
@@ -140,7 +141,7 @@ def test_entries_chain_and_match_the_specs(log: Log) -> None:
     specs = [spec(i, kind=k) for i, k in enumerate(["files", "dataset", "approval", "erasure"])]
     assert log.append(specs) == [0, 1, 2, 3]
     raws = log.entries(0, 4)
-    verify_chain(raws)
+    assert check_entries(dict(enumerate(raws)), 4, log.checkpoint().root, lambda i: []) == []
     parsed = [LogEntry.from_bytes(r) for r in raws]
     assert parsed[0].prev == GENESIS_PREV
     for s, e in zip(specs, parsed, strict=True):
@@ -179,7 +180,8 @@ def test_append_sees_other_writers(log: Log) -> None:
     other.append([spec(1)])
     log.append([spec(2)])
     assert log.size == 3
-    verify_chain(log.entries(0, 3))
+    assert check_entries(dict(enumerate(log.entries(0, 3))), 3, log.checkpoint().root,
+                         lambda i: []) == []
     assert log.verify().ok
 
 

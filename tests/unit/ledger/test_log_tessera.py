@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from trajledger.ledger.log import Log, verify_log_dir
-from trajledger.verify.checkpoint import check_consistent, verify_checkpoint
+from trajledger.verify.checkpoint import verify_checkpoint
+from trajledger.verify.consistency import check_consistent
 from trajledger.verify.errors import ProofError
 from trajledger.verify.merkle import leaf_hash, verify_inclusion
 from trajledger.verify.note import verifier_from_vkey

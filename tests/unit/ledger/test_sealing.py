@@ -32,8 +32,8 @@ from trajledger.ledger.keys import KeyStore
 from trajledger.ledger.sealing import SealError, open_file, seal_files, unwrap_key
 from trajledger.ledger.store import ObjectStore
 from trajledger.verify.digest import FileDigest, hash_file
+from trajledger.verify.encryption_key import EncryptionKey
 from trajledger.verify.errors import DigestMismatchError
-from trajledger.verify.policy import EncryptionKey
 from trajledger.verify.predicates import SEAL_SEGMENT, Sealed
 
 BATCH = "sha256:" + "ab" * 32

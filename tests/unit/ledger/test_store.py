@@ -19,7 +19,7 @@ import pytest
 
 from trajledger.ledger.errors import StoreError
 from trajledger.ledger.fs import TMP_PREFIX
-from trajledger.ledger.store import ObjectStore
+from trajledger.ledger.store import ObjectStore, verify_bytes
 from trajledger.verify.errors import DigestMismatchError, FormatError
 
 pafs = pytest.importorskip("pyarrow.fs")
@@ -512,3 +512,20 @@ def test_adopt_files_waits_for_a_pass_started_ahead(tmp_path: Path) -> None:
     wait = sync_paths_ahead([f.path for f in files])
     store.adopt_files(files, synced=lambda: waited.append(True) or wait())
     assert waited == [True] and sorted(store.iter_digests()) == sorted(f.digest for f in files)
+
+
+EMPTY = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+ABC = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+def test_verify_bytes() -> None:
+    verify_bytes(b"abc", "sha256:" + ABC, "blob")
+    with pytest.raises(
+        DigestMismatchError, match=rf"^blob: content hashes to sha256:{EMPTY}, want sha256:{ABC}$"
+    ) as e:
+        verify_bytes(b"", "sha256:" + ABC, "blob")
+    assert (e.value.subject, e.value.expected, e.value.observed) == (
+        "blob", "sha256:" + ABC, "sha256:" + EMPTY
+    )
+    with pytest.raises(FormatError, match=r"expected digest of blob"):
+        verify_bytes(b"abc", ABC, "blob")

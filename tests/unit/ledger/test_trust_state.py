@@ -232,7 +232,9 @@ def test_the_held_out_datasets_are_indexed(home: Path) -> None:
     _train, holdout, regression = _three_datasets(ledger)
     assert ledger.trust_state().held_out() == [holdout, regression]
     evidence = LedgerDirEvidence(home)
-    memory = MemoryIndex.build(ledger.log.size, evidence.entries(), evidence)
+    memory = MemoryIndex(ledger.log.size, evidence)
+    for i, raw in evidence.entries():
+        memory.add(i, raw)
     assert list(memory.held_out()) == [holdout, regression]
 
 

@@ -17,11 +17,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from trajledger.verify.checkpoint import (
     Checkpoint,
-    check_consistent,
     cosignature_message,
     verify_checkpoint,
-    verify_cosignatures,
 )
+from trajledger.verify.consistency import check_consistent
+from trajledger.verify.cosignatures import verify_cosignatures
 from trajledger.verify.errors import ConsistencyError, FormatError, PolicyError, SignatureError
 from trajledger.verify.merkle import EMPTY_ROOT, leaf_hash
 from trajledger.verify.note import (

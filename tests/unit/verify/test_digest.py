@@ -12,12 +12,11 @@ from trajledger.verify.digest import (
     DIGEST_PREFIX,
     digest_bytes,
     hash_file,
-    hash_files,
     parse_digest,
     sha256_hex,
-    verify_bytes,
 )
-from trajledger.verify.errors import DigestMismatchError, FormatError
+from trajledger.verify.errors import FormatError
+from trajledger.verify.tree import hash_files
 
 # FIPS 180-2 known answers.
 EMPTY = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -53,19 +52,6 @@ def test_parse_digest() -> None:
 def test_parse_digest_refuses(value: object) -> None:
     with pytest.raises(FormatError, match=r"^d: .* is not of the form sha256:<64 lowercase hex>$"):
         parse_digest(value, "d")
-
-
-def test_verify_bytes() -> None:
-    verify_bytes(b"abc", "sha256:" + ABC, "blob")
-    with pytest.raises(
-        DigestMismatchError, match=rf"^blob: content hashes to sha256:{EMPTY}, want sha256:{ABC}$"
-    ) as e:
-        verify_bytes(b"", "sha256:" + ABC, "blob")
-    assert (e.value.subject, e.value.expected, e.value.observed) == (
-        "blob", "sha256:" + ABC, "sha256:" + EMPTY
-    )
-    with pytest.raises(FormatError, match=r"expected digest of blob"):
-        verify_bytes(b"abc", ABC, "blob")
 
 
 @pytest.mark.parametrize("size", [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 7])

@@ -24,9 +24,11 @@ from cryptography.hazmat.primitives.asymmetric import x25519
 
 from trajledger.ledger.keys import Signer
 from trajledger.verify import predicates as p
+from trajledger.verify.encryption_key import EncryptionKey
 from trajledger.verify.errors import FormatError
 from trajledger.verify.note import vkey_string
-from trajledger.verify.policy import EncryptionKey, Requirement, TrustPolicy, policy_digest
+from trajledger.verify.policy import TrustPolicy, policy_digest
+from trajledger.verify.release_rules import Requirement, requirement_problems
 
 D = "sha256:" + "ab" * 32
 B = "sha256:" + "cd" * 32
@@ -256,14 +258,16 @@ def test_format_2_refusals(keydir: Path, text: bytes, message: str) -> None:
 
 def test_requirement_judges_bounds_and_drops() -> None:
     r = Requirement("r@1", min=0.9, max_drop=0.02)
-    assert r.judge(0.95, 0.96) == []
-    assert r.judge(0.95, None) == []  # no parent: no drop to measure
-    assert r.judge(0.89, None) == ["success_rate 0.89 is below the minimum 0.9"]
-    assert r.judge(0.93, 0.96) == [
+    assert requirement_problems(r, 0.95, 0.96) == []
+    assert requirement_problems(r, 0.95, None) == []  # no parent: no drop to measure
+    assert requirement_problems(r, 0.89, None) == ["success_rate 0.89 is below the minimum 0.9"]
+    assert requirement_problems(r, 0.93, 0.96) == [
         "success_rate 0.93 dropped 0.03 from the parent's 0.96, more than 0.02"
     ]
-    assert r.judge(None, None) == ["the evaluation records no metric 'success_rate'"]
-    assert Requirement("r@1", "loss", max=1.0).judge(2.0, None) == [
+    assert requirement_problems(r, None, None) == [
+        "the evaluation records no metric 'success_rate'"
+    ]
+    assert requirement_problems(Requirement("r@1", "loss", max=1.0), 2.0, None) == [
         "loss 2 is above the maximum 1"
     ]
 

@@ -47,6 +47,7 @@ from trajledger.runner.train import train
 from trajledger.verify import blobs as blobs_module
 from trajledger.verify import predicates
 from trajledger.verify.checkpoint import Checkpoint
+from trajledger.verify.compact import CompactRange
 from trajledger.verify.impact import impact, with_records
 from trajledger.verify.ledger_dir import LedgerDirEvidence
 from trajledger.verify.lineage import (
@@ -59,7 +60,6 @@ from trajledger.verify.lineage import (
     Node,
     Report,
 )
-from trajledger.verify.merkle import CompactRange
 from trajledger.verify.note import format_signature_line, verifier_from_vkey, vkey_string
 from trajledger.verify.policy import TrustPolicy
 
@@ -839,33 +839,3 @@ def test_reports_validate_against_their_schema(setup: Setup) -> None:
     assert {r["kind"] for r in doc["records"]} == {"approval", "revocation"}
 
 
-def test_two_records_of_one_digest_are_compared_by_their_signed_metadata() -> None:
-    """verify.kinds: what two records of one artifact digest must share (issue 18): all but
-    times; a checkpoint, its dataset, parent, trainer, config and seed (not its name)."""
-    from trajledger.verify.kinds import KINDS
-    from trajledger.verify.statement import Statement
-
-    def st(pred: dict[str, Any], name: str = "b") -> Statement:
-        return Statement.from_bytes(json.dumps({
-            "_type": "https://in-toto.io/Statement/v1",
-            "subject": [{"name": name, "digest": {"sha256": "1" * 64}}],
-            "predicateType": "https://x.example/p", "predicate": pred}).encode())
-
-    batch = KINDS["rollout-batch"]
-    assert batch.differences(st({"licence": "MIT"}), st({"licence": "MIT"})) == []
-    assert batch.differences(st({"licence": "MIT"}), st({"licence": "x"}, "c")) == [
-        "licence: 'MIT' vs 'x'", "name: 'b' vs 'c'"]
-
-    def ckpt(seed: int, version: str, parent: str = "2" * 64) -> Statement:
-        return st({"buildDefinition": {
-            "externalParameters": {"name": "m", "version": version, "dataset": "d@1",
-                                   "trainer": "bc", "config": {}, "seed": seed},
-            "resolvedDependencies": [{"digest": {"sha256": parent},
-                                      "annotations": {"role": "base-checkpoint"}}]},
-            "runDetails": {"metadata": {"startedOn": version}}}, f"m@{version}")
-
-    one = KINDS["checkpoint"]
-    assert one.differences(ckpt(0, "1"), ckpt(0, "2")) == []
-    assert one.differences(ckpt(0, "1"), ckpt(1, "1")) == ["seed: 0 vs 1"]
-    assert one.differences(ckpt(0, "1"), ckpt(0, "1", "3" * 64)) == [
-        f"parent: ['sha256:{'2' * 64}'] vs ['sha256:{'3' * 64}']"]

@@ -28,7 +28,8 @@ from trajledger.verify.policy import (
     parse_duration,
     policy_digest,
 )
-from trajledger.verify.policy_history import check_successor, follow_history, policy_from_record
+from trajledger.verify.policy_history import follow_history
+from trajledger.verify.succession import check_successor, policy_from_record
 
 ROOT = Path(__file__).resolve().parents[3]
 LOG_VKEY = vkey_string("test/log", bytes(range(32)))

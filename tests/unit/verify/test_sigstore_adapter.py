@@ -24,8 +24,8 @@ from trajledger.ledger.signing import sign_statement
 from trajledger.ledger.sigstore_export import envelope_signature_bundle
 from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature, pae
 from trajledger.verify.errors import FormatError, SignatureError
-from trajledger.verify.keys import PublicKey
-from trajledger.verify.policy import Identity, TrustPolicy, policy_digest
+from trajledger.verify.keys import Identity, PublicKey
+from trajledger.verify.policy import TrustPolicy, policy_digest
 from trajledger.verify.sigstore_adapter import (
     BUNDLE_MEDIA_TYPE,
     SigstoreBundle,

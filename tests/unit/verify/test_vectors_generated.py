@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 import trajledger.verify.errors as errors
-from trajledger.verify.checkpoint import check_consistent, verify_checkpoint, verify_cosignatures
+from trajledger.verify.checkpoint import verify_checkpoint
+from trajledger.verify.consistency import check_consistent
+from trajledger.verify.cosignatures import verify_cosignatures
 from trajledger.verify.note import Note, verifier_from_vkey, verify_note
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 

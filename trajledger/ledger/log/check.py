@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
-from trajledger.verify.digest import verify_bytes
 from trajledger.verify.dsse import Envelope, verify_envelope
 from trajledger.verify.errors import (
     DigestMismatchError,
@@ -51,6 +50,7 @@ from trajledger.verify.tiles import (
 
 from ..errors import StoreError
 from ..fs import TMP_PREFIX
+from ..store import verify_bytes
 from .layout import (
     CHECKPOINT_FILE,
     HISTORY_FILE,

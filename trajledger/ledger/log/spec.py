@@ -1,5 +1,5 @@
-"""What an append is given: the entries (`EntrySpec`), the one-record rule (`OneRecord`), the
-log's key (`SignerSource`, `note_key_bytes`).
+"""What an append is given: the entries (`EntrySpec`), the one-record rule (`OneRecord`,
+`differences`), the log's key (`SignerSource`, `note_key_bytes`).
 
 Scope: the values a caller hands to `Log` and their checks (an `EntrySpec` is checked with the
 entry parser's rules when it is made). Non-scope: appending them (``writer``).
@@ -8,16 +8,18 @@ Spec: schemas/log-entry.v1.md; c2sp.org/signed-note.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from trajledger.verify.errors import FormatError
 from trajledger.verify.log_entry import GENESIS_PREV, LogEntry
+from trajledger.verify.statement import Statement
 
 from ..errors import LogError
 from ..keys import Signer
 
-__all__ = ["EntrySpec", "OneRecord", "SignerSource", "note_key_bytes"]
+__all__ = ["EntrySpec", "OneRecord", "SignerSource", "differences", "note_key_bytes"]
 
 SignerSource = Signer | Callable[[], Signer] | None
 """The log's key, or a function returning it (called on the first append), or None (reader)."""
@@ -76,6 +78,48 @@ class OneRecord:
 
     kinds: frozenset[str]
     judge: Callable[[EntrySpec, Sequence[tuple[int, str]]], int | None]
+
+
+def _signed_metadata(statement: Statement) -> dict[str, Any]:
+    """An artifact's signed metadata but times: its subject name and predicate (an artifact's
+    predicate holds no time)."""
+    return {"name": statement.subjects[0].name, **statement.predicate}
+
+
+def _checkpoint_metadata(statement: Statement) -> dict[str, Any]:
+    """What makes two checkpoint records one: the same dataset, parent, trainer, config and
+    seed, or the same command for a run of ``train -- COMMAND`` (its name, version, invocation
+    and times may differ: training twice on identical inputs gives the same weights)."""
+    pred = statement.predicate
+    build = pred.get("buildDefinition")
+    build = build if isinstance(build, Mapping) else {}
+    ext = build.get("externalParameters")
+    ext = ext if isinstance(ext, Mapping) else {}
+    deps = build.get("resolvedDependencies")
+    parents = sorted(
+        f"sha256:{d['digest'].get('sha256')}" for d in (deps if isinstance(deps, list) else [])
+        if isinstance(d, Mapping) and isinstance(d.get("annotations"), Mapping)
+        and d["annotations"].get("role") == "base-checkpoint"
+        and isinstance(d.get("digest"), Mapping)
+    )
+    return {k: ext.get(k) for k in ("dataset", "trainer", "config", "seed", "command")} | {
+        "parent": parents}
+
+
+_ESSENCE: Mapping[str, Callable[[Statement], dict[str, Any]]] = {
+    "checkpoint": _checkpoint_metadata,
+}
+"""What two records of one digest must share, by artifact kind (default: `_signed_metadata`)."""
+
+
+def differences(kind: str, first: Statement, second: Statement) -> list[str]:
+    """How two records of one digest of the (artifact) ``kind`` differ in their signed metadata
+    other than times, one ``field: first vs second`` each; none: the same record, written
+    twice (the one-record rule, `OneRecord`)."""
+    essence = _ESSENCE.get(kind, _signed_metadata)
+    a, b = essence(first), essence(second)
+    return [f"{k}: {a.get(k)!r} vs {b.get(k)!r}" for k in sorted(set(a) | set(b))
+            if k != "manifest" and a.get(k) != b.get(k)]
 
 
 def note_key_bytes(signer: Signer, role: str) -> bytes:

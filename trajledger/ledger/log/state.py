@@ -34,7 +34,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from trajledger.verify.checkpoint import Checkpoint, check_consistent, verify_checkpoint
+from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
+from trajledger.verify.consistency import check_consistent
 from trajledger.verify.errors import ConsistencyError, FormatError, ProofError, SignatureError
 from trajledger.verify.merkle import EMPTY_ROOT
 from trajledger.verify.note import Verifier

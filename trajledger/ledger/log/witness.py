@@ -16,7 +16,8 @@ import time as _time
 from dataclasses import dataclass
 from pathlib import Path
 
-from trajledger.verify.checkpoint import check_consistent, cosignature_message, verify_checkpoint
+from trajledger.verify.checkpoint import cosignature_message, verify_checkpoint
+from trajledger.verify.consistency import check_consistent
 from trajledger.verify.errors import SignatureError
 from trajledger.verify.log_key import Handover, key_chain
 from trajledger.verify.note import (

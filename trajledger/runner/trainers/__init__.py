@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from trajledger.ledger.errors import LedgerError
+from trajledger.ledger.progress import ProgressFactory, no_progress
 from trajledger.verify.errors import FormatError, ProvenanceError
 
 if TYPE_CHECKING:
@@ -97,10 +98,15 @@ class TrainingData:
     Attributes:
         steps: the step table (``ledger.rollouts.schema.STEP_SCHEMA``) of every admitted batch.
         episodes: the episode table (``EPISODE_SCHEMA``) of the same batches.
+        progress: how a long run shows how far it is: ``with data.progress(total, label) as
+            advance:`` then ``advance(n)`` as work is done (an epoch, a step). The command
+            line draws it as a bar on stderr (none under ``-q`` or off a terminal); a library
+            caller's default draws nothing. A trainer need not use it.
     """
 
     steps: pa.Table
     episodes: pa.Table
+    progress: ProgressFactory = no_progress
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import itertools
 import json
 import math
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
@@ -313,9 +313,12 @@ def _gradients(params: Params, x: F64, y: F64, kind: ActionKind, l2: float) -> P
 
 
 def _fit(
-    x: F64, y: F64, kind: ActionKind, out_dim: int, cfg: Mapping[str, Any], seed: int
+    x: F64, y: F64, kind: ActionKind, out_dim: int, cfg: Mapping[str, Any], seed: int,
+    advance: Callable[[int], None],
 ) -> Params:
-    """Minibatch Adam (beta 0.9 / 0.999, eps 1e-8); the seed orders init, then each epoch."""
+    """Minibatch Adam (beta 0.9 / 0.999, eps 1e-8); the seed orders init, then each epoch.
+
+    ``advance(1)`` is called after each epoch (the bar of `TrainingData.progress`)."""
     rng = np.random.default_rng(seed)
     hidden = cfg["hidden"]
     params = _init(rng, [x.shape[1], hidden, out_dim] if hidden else [x.shape[1], out_dim])
@@ -334,6 +337,7 @@ def _fit(
                 m[j] = beta1 * m[j] + (1.0 - beta1) * g
                 v[j] = beta2 * v[j] + (1.0 - beta2) * g * g
                 params[j] = params[j] - lr * (m[j] / c1) / (np.sqrt(v[j] / c2) + eps)
+        advance(1)
     return params
 
 
@@ -455,7 +459,8 @@ class BCTrainer:
                 action_dim=out_dim, action_mean=_floats(act_mean), action_std=_floats(act_std)
             )
         y = (a_raw - act_mean) / act_std
-        params = _fit(x, y, kind, out_dim, cfg, seed)
+        with data.progress(cfg["epochs"], "training (epochs)") as advance:
+            params = _fit(x, y, kind, out_dim, cfg, seed, advance)
 
         # Measured on the training set.
         out = _forward(params, x)[-1]

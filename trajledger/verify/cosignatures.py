@@ -1,0 +1,82 @@
+"""Witness cosignatures on a checkpoint, counted against a threshold.
+
+Scope: `verify_cosignatures`: the c2sp.org/tlog-cosignature v1 (Ed25519, timestamped)
+signatures of trusted witnesses on a log's checkpoint note, each witness key counted once.
+Loaded only when a policy requires witnesses for the log (``roles.witness``): a checkpoint
+signed by its log alone never needs it.
+Non-scope: the log's own signature (``verify.checkpoint.verify_checkpoint``), the signed-note
+format and the cosignature message (``verify.note``), which witnesses a policy trusts.
+Spec: c2sp.org/tlog-cosignature, c2sp.org/tlog-checkpoint, c2sp.org/signed-note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .checkpoint import Checkpoint
+from .errors import SignatureError
+from .note import Note, Verifier, verified_signatures
+
+__all__ = ["verify_cosignatures"]
+
+
+def verify_cosignatures(
+    note_bytes: bytes,
+    witnesses: Sequence[Verifier],
+    *,
+    threshold: int = 1,
+    not_after: int | None = None,
+) -> dict[str, int | None]:
+    """Verify witness cosignatures on a checkpoint and count them against a threshold.
+
+    Steps:
+        1. Parse the note and its checkpoint text (cosignatures only sign checkpoints).
+        2. Verify the signatures by the given witness keys; a failing one rejects the note.
+        3. When ``not_after`` is given, refuse cosignatures timestamped after it.
+        4. Count each witness key once (two names of one key are one witness), and require at
+           least ``threshold`` of them.
+
+    This does not check the log's own signature: call `verify_checkpoint` as well.
+
+    Args:
+        note_bytes: the signed checkpoint with its cosignature lines.
+        witnesses: the trusted witness keys (usually cosignature/v1, type 0x04).
+        threshold: the number of distinct witness keys required, at least 1.
+        not_after: latest acceptable cosignature time (POSIX seconds), e.g. now plus skew.
+
+    Returns:
+        Each witness that verified (by the first name its key verified under), with its
+        cosignature timestamp (None for keys of a type without one).
+
+    Raises:
+        ValueError: ``threshold`` is below 1.
+        FormatError: the note or checkpoint is malformed.
+        SignatureError: a witness cosignature fails, is from the future, or fewer than
+            ``threshold`` witnesses cosigned.
+    """
+    if threshold < 1:
+        raise ValueError(f"cosignature threshold {threshold}, want >= 1")
+    # (1)
+    note = Note.from_bytes(note_bytes)
+    Checkpoint.from_text(note.text)
+    # (2)
+    found: dict[str, int | None] = {}
+    counted: set[bytes] = set()
+    for sig, w in verified_signatures(note, witnesses):
+        ts = w.cosignature_timestamp(sig.signature)
+        # (3)
+        if not_after is not None and ts is not None and ts > not_after:
+            raise SignatureError(
+                f"cosignature by {w.name} is timestamped {ts}, want at most {not_after}"
+            )
+        # A witness counts once by its key, whatever name its line carries: the signed
+        # message does not name the witness, so a line copied under another name verifies too.
+        if w.public_key not in counted:
+            counted.add(w.public_key)
+            found.setdefault(w.name, ts)
+    # (4)
+    if len(found) < threshold:
+        raise SignatureError(
+            f"checkpoint has {len(found)} valid witness cosignatures, want at least {threshold}"
+        )
+    return found

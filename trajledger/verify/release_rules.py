@@ -1,0 +1,135 @@
+"""``[release]`` of a trust policy (format 2): the evaluations a release needs.
+
+Scope: `ReleaseRules` and `Requirement` (a suite ``NAME@VERSION``, a metric and its bounds:
+``min``, ``max``, ``max_drop`` from the parent checkpoint's), their parsing (`parse_release`,
+for ``verify.policy``) and `requirement_problems` (one metric against one rule). Loaded only
+for a policy with ``[release]``, and by the release judgement (``verify.releases``).
+Non-scope: the rest of the policy (``verify.policy``), judging evaluation records
+(``verify.releases``).
+Spec: keys/README.md (``[release]``), schemas/SPEC.md section "Release".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import FormatError
+
+if TYPE_CHECKING:
+    from .policy import Role
+
+__all__ = ["ReleaseRules", "Requirement", "parse_release", "requirement_problems"]
+
+
+def _decimal(value: object, what: str) -> float:
+    """A finite number (TOML or JSON number, or a decimal string as the JSON form writes)."""
+    try:
+        if type(value) in (int, float) or isinstance(value, str):
+            number = float(value)  # type: ignore[arg-type]
+            if math.isfinite(number):
+                return number
+    except ValueError:
+        pass
+    raise FormatError(f"{what}: {value!r} is not a finite number")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One rule of ``[release]``: the suite ``NAME@VERSION`` a checkpoint must be evaluated
+    on, and bounds on one ``metric`` of that evaluation (``success_rate``, computed from the
+    passed and failed episodes, by default): at least ``min``, at most ``max``, and no drop of
+    more than ``max_drop`` (in the metric's units: 0.02 is 2 points of success rate) below the
+    parent checkpoint's evaluation on the same suite (judged by
+    `requirement_problems`)."""
+
+    suite: str
+    metric: str = "success_rate"
+    min: float | None = None
+    max: float | None = None
+    max_drop: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (bounds as decimal strings: the policy is hashed as RFC 8785 JSON,
+        which the verifier canonicalises without floating point)."""
+        out: dict[str, Any] = {"suite": self.suite, "metric": self.metric}
+        for k in ("min", "max", "max_drop"):
+            if (v := getattr(self, k)) is not None:
+                out[k] = repr(v)
+        return out
+
+
+@dataclass(frozen=True)
+class ReleaseRules:
+    """``[release]``: the evaluations a release needs (`Requirement`) and how many approvers
+    must have recorded it (``approvals``)."""
+
+    require: tuple[Requirement, ...]
+    approvals: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"approvals": self.approvals, "require": [r.to_json() for r in self.require]}
+
+
+_METRIC = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+_REQUIREMENT = {"suite", "metric", "min", "max", "max_drop"}
+
+
+def parse_release(value: object, evaluator: Role, what: str) -> ReleaseRules | None:
+    """``[release]``: ``approvals`` (default 1) and ``[[release.require]]`` tables of ``suite``
+    (``NAME@VERSION``), ``metric`` (default ``success_rate``) and ``min`` / ``max`` /
+    ``max_drop`` (at least one)."""
+    if value is None:
+        return None
+    what = f"{what}: release"
+    if not isinstance(value, dict) or set(value) - {"approvals", "require"}:
+        raise FormatError(f"{what}: must be a table of approvals and require")
+    approvals = value.get("approvals", 1)
+    if type(approvals) is not int or approvals < 1:
+        raise FormatError(f"{what}: approvals must be an integer >= 1, got {approvals!r}")
+    require = value.get("require", [])
+    if not isinstance(require, list):
+        raise FormatError(f"{what}: require: must be a list")
+    out: list[Requirement] = []
+    for i, item in enumerate(require):
+        here = f"{what}: require item {i}"
+        if not isinstance(item, dict) or set(item) - _REQUIREMENT:
+            raise FormatError(f"{here}: must be a table of {', '.join(sorted(_REQUIREMENT))}")
+        suite, metric = item.get("suite"), item.get("metric", "success_rate")
+        name, at, version = suite.rpartition("@") if isinstance(suite, str) else ("", "", "")
+        if not (isinstance(suite, str) and name and at and version):
+            raise FormatError(f"{here}: suite {suite!r} must be NAME@VERSION")
+        if not isinstance(metric, str) or not _METRIC.fullmatch(metric):
+            raise FormatError(f"{here}: metric {metric!r} is not a metric name")
+        bounds = {k: _decimal(item[k], f"{here}: {k}") for k in ("min", "max", "max_drop")
+                  if k in item}
+        if not bounds or bounds.get("max_drop", 0) < 0:
+            raise FormatError(f"{here}: give min, max or max_drop (max_drop >= 0)")
+        if any(r.suite == suite and r.metric == metric for r in out):
+            raise FormatError(f"{here}: {metric} on {suite} is required twice")
+        out.append(Requirement(suite, metric, **bounds))
+    if not out:
+        raise FormatError(f"{what}: require names no suite; add [[release.require]] tables")
+    if not (evaluator.keys or evaluator.identities):
+        raise FormatError(f"{what}: needs evaluator keys (roles.evaluator) to sign evaluations")
+    return ReleaseRules(tuple(out), approvals)
+
+
+def requirement_problems(req: Requirement, value: float | None,
+                         parent: float | None) -> list[str]:
+    """Why ``value`` (and its drop from the parent's ``parent``, when the rule has
+    ``max_drop`` and the checkpoint a parent) fails the rule ``req``; empty when it passes."""
+    if value is None:
+        return [f"the evaluation records no metric {req.metric!r}"]
+    out = []
+    if req.min is not None and value < req.min:
+        out.append(f"{req.metric} {value:.4g} is below the minimum {req.min:g}")
+    if req.max is not None and value > req.max:
+        out.append(f"{req.metric} {value:.4g} is above the maximum {req.max:g}")
+    if req.max_drop is not None and parent is not None and parent - value > req.max_drop:
+        out.append(f"{req.metric} {value:.4g} dropped {parent - value:.4g} from the parent's "
+                   f"{parent:.4g}, more than {req.max_drop:g}")
+    return out

@@ -1,0 +1,170 @@
+"""A directory compared with a manifest: which files are missing, extra or changed.
+
+Scope: `tree_files` (the regular files under a directory, never following a link),
+`hash_files` (many files hashed on a thread pool, in input order) and `diff_tree` (a directory
+against a manifest: sizes first, then SHA-256), with the result a `TreeDiff`. Loaded only when
+files on disk are checked (``verify BUNDLE --files DIR``, ``trajledger verify-files``, a
+training work directory): a verification of evidence never needs it.
+Non-scope: the manifest format (``verify.manifest``), hashing one file (``verify.digest``).
+Spec: schemas/SPEC.md section "Manifest".
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .digest import FileDigest, hash_file, result_of
+from .errors import DigestMismatchError
+from .manifest import Manifest
+
+__all__ = ["TreeDiff", "diff_tree", "hash_files", "tree_files"]
+
+
+def hash_files(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    workers: int | None = None,
+    on_done: Callable[[FileDigest], None] | None = None,
+) -> Iterator[FileDigest]:
+    """Hash many files on a thread pool, yielding results in input order.
+
+    Interrupting the caller (Ctrl-C) or closing the generator stops the workers within one
+    chunk instead of finishing every file.
+
+    Args:
+        paths: files to hash.
+        workers: threads to use; default one per core (at least 2).
+        on_done: called with each result as it is yielded (for progress bars).
+
+    Yields:
+        One `FileDigest` per path, in the order given.
+    """
+    n = workers or max(2, os.cpu_count() or 1)
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=n)
+    try:
+        futures = [pool.submit(hash_file, p, stop) for p in paths]
+        for future in futures:
+            result = result_of(future)
+            if on_done is not None:
+                on_done(result)
+            yield result
+    finally:
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+
+@dataclass(frozen=True)
+class TreeDiff:
+    """How a directory differs from a manifest. Empty lists mean it matches."""
+
+    missing: tuple[str, ...]
+    extra: tuple[str, ...]
+    changed: tuple[tuple[str, str], ...]
+    """(path, reason) pairs: size or digest observed vs expected."""
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is missing, extra or changed."""
+        return not (self.missing or self.extra or self.changed)
+
+    def problems(self) -> list[str]:
+        """One readable line per problem."""
+        return (
+            [f"{p}: missing" for p in self.missing]
+            + [f"{p}: extra file, not in the manifest" for p in self.extra]
+            + [f"{p}: {why}" for p, why in self.changed]
+        )
+
+    def raise_if_failed(self, what: str = "files") -> None:
+        """Raise `DigestMismatchError` listing every problem, one per line."""
+        if not self.ok:
+            lines = self.problems()
+            raise DigestMismatchError(
+                f"{what}: {len(lines)} problem(s)\n" + "\n".join(lines), subject=what
+            )
+
+
+def diff_tree(
+    manifest: Manifest,
+    files: Mapping[str, Path],
+    *,
+    workers: int | None = None,
+    on_done: Any = None,
+) -> TreeDiff:
+    """Compare files on disk with a manifest: sizes first (cheap), then hashes in parallel.
+
+    Args:
+        manifest: what the signer listed.
+        files: the files present, by manifest-relative path.
+        workers: hashing threads.
+        on_done: progress callback receiving each `FileDigest`.
+
+    Returns:
+        The differences (hashing only files whose size already matches).
+    """
+    want = manifest.by_path()
+    missing = sorted(set(want) - set(files))
+    extra = sorted(set(files) - set(want))
+    changed: list[tuple[str, str]] = []
+    to_hash: list[str] = []
+    for path in sorted(set(want) & set(files)):
+        try:
+            size = os.stat(files[path]).st_size
+        except OSError:
+            missing.append(path)
+            continue
+        if size != want[path].size:
+            changed.append((path, f"size {size}, want {want[path].size}"))
+        else:
+            to_hash.append(path)
+    results: list[FileDigest] = list(
+        hash_files([files[p] for p in to_hash], workers=workers, on_done=on_done)
+    )
+    for path, got in zip(to_hash, results, strict=True):
+        exp = want[path]
+        if got.size != exp.size:
+            changed.append((path, f"size {got.size}, want {exp.size}"))
+        elif got.sha256 != exp.sha256:
+            changed.append((path, f"content hashes to sha256:{got.sha256}, want {exp.digest}"))
+    changed.sort()
+    return TreeDiff(tuple(sorted(missing)), tuple(extra), tuple(changed))
+
+
+def tree_files(root: Path) -> tuple[dict[str, Path], dict[str, str]]:
+    """The regular files under ``root`` by manifest path, never following a symbolic link.
+
+    Returns:
+        The regular files, and every other entry (a symbolic link, to a file or a directory,
+        inside or outside ``root``; a device, a FIFO...) with what it is: none is read or
+        entered, so nothing outside ``root`` is hashed.
+
+    Raises:
+        OSError: a directory cannot be listed (its files are not silently left out).
+    """
+    files: dict[str, Path] = {}
+    other: dict[str, str] = {}
+
+    def refuse(e: OSError) -> None:
+        raise e
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=refuse):
+        for name in dirnames + filenames:
+            path = Path(dirpath, name)
+            mode = path.lstat().st_mode
+            rel = path.relative_to(root).as_posix()
+            if stat.S_ISREG(mode):
+                files[rel] = path
+            elif stat.S_ISLNK(mode):
+                other[rel] = f"a symbolic link (to {os.readlink(path)}), not followed"
+            elif not stat.S_ISDIR(mode):
+                other[rel] = "not a regular file, not read"
+    return files, other
