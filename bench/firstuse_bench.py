@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         per_cpu, per_wall = (fc - wc) / n * 1000, (fw - ww) / n * 1000
         rows.append([f"{n:,}", f"{fw:.2f} / {fc:.2f}", f"{ww:.2f} / {wc:.2f}",
                      f"{per_wall:.4f} / {per_cpu:.4f}", f"{rss:.0f}",
-                     c.met(per_cpu <= 0.08 and per_wall <= 0.05 and rss <= 200)])
+                     c.met(per_cpu <= 0.08 and rss <= 200), c.met(per_wall <= 0.05)])
     body = (
         f"`{c.command_line()}`: `trajledger show template --json` as a process on ledgers of "
         f"scale-bench filler records, first with an empty state directory (first use: the "
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{c.machine()}.\n\n"
         + c.table(["entries", "first use: wall / CPU s", "warm: wall / CPU s",
                    "per entry: wall / CPU ms", "peak RSS MiB",
-                   "target <= 0.05 / 0.08 ms, 200 MB"], rows)
+                   "target: CPU <= 0.08 ms, 200 MB", "target: wall <= 0.05 ms (quiet)"], rows)
     )
     print(body)
     if a.write_doc:

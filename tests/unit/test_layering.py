@@ -310,7 +310,8 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.ledger.interop_verify", "trajledger.ledger.episode_features",
         "trajledger.ledger.rollouts", "trajledger.ledger.rollouts.*",
         "trajledger.ledger.log", "trajledger.ledger.log.*",
-        "trajledger.ledger.trust_state", "trajledger.ledger.trust_handover",
+        "trajledger.ledger.trust_rows", "trajledger.ledger.trust_state",
+        "trajledger.ledger.trust_handover",
     )),
     ("ledger handle: LedgerHome", ("trajledger.ledger.home",)),
     ("ledger services: they take the handle", (

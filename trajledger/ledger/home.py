@@ -22,6 +22,7 @@ imports nothing above it).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -126,6 +127,20 @@ def envelope_statement(ledger: LedgerHome, envelope: str) -> Statement | None:
         return Statement.from_bytes(Envelope.from_bytes(ledger.store.get(envelope)).payload)
     except ProvenanceError:
         return None
+
+
+def _read_or_none(store: ObjectStore, digest: str) -> bytes | None:
+    """A stored blob's bytes, unverified, or None when it is missing or unreadable."""
+    try:
+        return store.get(digest)
+    except (OSError, LedgerError):
+        return None
+
+
+def local_blob_reader(root: Path) -> Callable[[str], bytes | None]:
+    """`LedgerHome.read_blob` of the local store at ``root``, made in another process (the
+    workers of a long first use: `trust_state.TrustState.sync`)."""
+    return functools.partial(_read_or_none, ObjectStore(root))
 
 
 def _move_into_place(build: Path, root: Path) -> list[Callable[[], None]]:
@@ -376,7 +391,9 @@ class LedgerHome:
         for attempt in range(8):
             try:
                 state.sync(note, self.log.entries, blob,
-                           what=f"{self.log_dir / 'checkpoint'}", on_progress=on_progress)
+                           what=f"{self.log_dir / 'checkpoint'}", on_progress=on_progress,
+                           blob_reader=(functools.partial(local_blob_reader, self.store.root)
+                                        if self.store.is_local else None))
                 break
             except TamperError:
                 # Another process may have published (and raised the floor) after this one
@@ -390,11 +407,7 @@ class LedgerHome:
     def read_blob(self, digest: str) -> bytes | None:
         """A stored blob's bytes, unverified, or None when it is missing or unreadable (what
         the user's state reads to learn what a record lists: never what to believe)."""
-        store = self.store
-        try:
-            return store.get(digest) if store.exists(digest) else None
-        except (OSError, LedgerError):
-            return None
+        return _read_or_none(self.store, digest)
 
     def log_state(self, vkey: str) -> TrustState:
         """This user's state of the log with verifier key ``vkey`` (this ledger's, or one it

@@ -8,6 +8,7 @@ raised floor for a rollback, and processes opening a new state at once must not 
 from __future__ import annotations
 
 import hashlib
+import json
 import multiprocessing
 import os
 import re
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 from trajledger import Ledger
-from trajledger.ledger import trust_state
+from trajledger.ledger import trust_rows, trust_state
 from trajledger.ledger.errors import LedgerError, TamperError
 from trajledger.ledger.log import EntrySpec
 from trajledger.ledger.trust_state import TrustState
@@ -437,3 +438,146 @@ def test_first_use_of_a_long_log_draws_its_progress(
     assert bars == [(40, "reading the log into your state")] and steps == [16, 16, 8]
     ledger.log.append([_spec(ledger, 99)])
     assert ledger.trust_state().size == 41 and len(bars) == 1  # one entry behind: no bar
+
+
+def _all_rows(home: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+              ) -> dict[str, set[tuple[Any, ...]]]:
+    """Every derived table of a first use of ``home``'s log in the new ``state_dir``."""
+    monkeypatch.setenv(STATE_DIR_ENV, str(state_dir))
+    state = Ledger.open(home).trust_state()
+    try:
+        return {t: state._rows(t) for t in trust_state._TABLES}
+    finally:
+        state.close()
+
+
+def test_first_use_in_bulk_equals_the_state_extended_entry_by_entry(
+    chat_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows of a first use (rollout batches read by `trust_rows.batch_fields`, the rest
+    strictly; the indexes built after the rows; the envelopes read by worker processes) are
+    those of a state extended after every record, and those of reading every record strictly:
+    batches with an evaluator and a policy version naming a checkpoint included."""
+    from trajledger import Ledger as Api
+
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "incremental"))
+    monkeypatch.setattr(trust_state, "_CHUNK", 1)
+    ledger = Api.open(chat_home)
+    ledger.register_evaluator("judge", "1", "deterministic", key="vendor")
+    src = tmp_path / "more.jsonl"
+    src.write_text(json.dumps({"episode_id": "m-1", "task_id": "t", "reward": 0.5, "messages": [
+        {"role": "user", "content": "2 + 2 ?"}, {"role": "assistant", "content": "4"}]}) + "\n")
+    fake = "sha256:" + "ab" * 32
+    ledger.record_batch([src], env="chat@1", policy=fake, key="vendor", fmt="chat-jsonl",
+                        name="with-evaluator", evaluator="judge@1")
+    ledger.record_batch([src], env="chat@1", policy="model-1", key="vendor", fmt="chat-jsonl",
+                        name="plain")
+    incremental = Ledger.open(chat_home).trust_state()
+    step_by_step = {t: incremental._rows(t) for t in trust_state._TABLES}
+    incremental.close()
+    monkeypatch.setattr(trust_state, "_CHUNK", 1024)
+    monkeypatch.setattr(trust_state, "_BULK_FROM", 1)  # the indexes built after the rows
+    bulk = _all_rows(chat_home, tmp_path / "bulk", monkeypatch)
+    state = Ledger.open(chat_home).trust_state()
+    indexes = {r[0] for r in state._db.execute("SELECT name FROM sqlite_master WHERE type = "
+                                               "'index' AND sql IS NOT NULL")}
+    state.close()
+    assert indexes == set(trust_state._INDEXES)
+    monkeypatch.setattr(trust_state, "_BULK_FROM", 10**9)
+    # Envelopes read and parsed by worker processes, runs of 2 entries, several in flight.
+    monkeypatch.setattr(trust_state, "_PARALLEL_FROM", 1)
+    monkeypatch.setattr(trust_state, "_CHUNK", 2)
+    monkeypatch.setattr(trust_rows.Workers, "possible", staticmethod(lambda: True))
+    handed: list[int] = []
+    derive = trust_rows.Workers.derive
+
+    def counted(self: Any, entries: Any) -> Any:
+        handed.append(len(entries))
+        return derive(self, entries)
+
+    monkeypatch.setattr(trust_rows.Workers, "derive", counted)
+    parallel = _all_rows(chat_home, tmp_path / "parallel", monkeypatch)
+    assert sum(handed) == Ledger.open(chat_home).log.size and len(handed) > 2
+    monkeypatch.setattr(trust_state, "_PARALLEL_FROM", 10**9)
+    monkeypatch.setattr(trust_state, "_CHUNK", 1024)
+    monkeypatch.setattr(trust_rows, "batch_fields", lambda *args: None)
+    strict = _all_rows(chat_home, tmp_path / "strict", monkeypatch)
+    assert bulk == step_by_step == strict == parallel
+    refs = {(role, dst) for dst, _, role in bulk["refs"]}
+    assert {"environment", "evaluator", "generated-by"} <= {r for r, _ in refs}
+    assert any(row[2] == "with-evaluator" for row in bulk["names"])
+
+
+def test_a_batch_the_index_takes_but_the_strict_read_refuses_fails_closed(
+    chat_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """First use reads a rollout batch's name and links without the strict parse; a record
+    that gives them but that the strict read refuses (here: a negative episode count, signed
+    by the vendor) is indexed by its name, and every decision that uses it reads it strictly
+    and fails: verifying it, and a dataset listing it, are refused."""
+    from trajledger import Ledger as Api
+    from trajledger.ledger.record import record_statement
+    from trajledger.verify.errors import FormatError
+    from trajledger.verify.log_index import read_record
+    from trajledger.verify.predicates import ROLLOUT_BATCH
+
+    ledger = Api.open(chat_home)
+    good = ledger.trust_state().by_name("chat-batch", "")[0]
+    good_entry = ledger.trust_state().entry(good.index)
+    assert good_entry is not None
+    envelope = ledger.store.get(good_entry.envelope)
+    statement, _ = read_record(good_entry, envelope, "good batch")
+    bad_pred = dict(statement.predicate, counts={"episodes": -1, "steps": 3})
+    subject = ledger.store.put_bytes(b"not a manifest: the record is refused before its data")
+    bad = record_statement(ledger, "bad-batch", subject, ROLLOUT_BATCH, bad_pred,
+                           ledger.keys.signer("vendor"), "rollout-batch")
+
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "first-use"))
+    fresh = Api.open(chat_home)
+    state = fresh.trust_state()
+    entry = state.entry(bad.index)
+    assert entry is not None
+    assert [r.index for r in state.by_name("bad-batch", "")] == [bad.index]
+    assert bad.index not in state.unreadable()
+    assert [(i, role) for _, i, role in state._rows("refs") if i == bad.index] == [
+        (bad.index, "environment")]
+    with pytest.raises(FormatError, match=r"counts\.episodes is -1"):
+        read_record(entry, fresh.store.get(entry.envelope), "bad batch")
+
+    report = fresh.verify("bad-batch")
+    assert not report.ok
+    assert any("counts.episodes is -1" in str(f) for f in report.failures())
+    fresh.create_dataset("uses-bad", "1", "train", [bad.digest], key="vendor")
+    fresh.approve("uses-bad@1", key="approver")
+    uses = fresh.verify("uses-bad@1")
+    assert not uses.ok
+    assert any("counts.episodes is -1" in str(f) for f in uses.failures())
+
+
+@pytest.mark.parametrize("statement", [
+    [], "x", {"predicate": "x", "subject": [{"name": "b"}]},
+    {"predicate": [], "subject": [{"name": "b"}]},
+    {"predicate": {}, "subject": "ab", "predicateType": "x"},
+    {"predicate": {"environment": "x"}, "subject": [["b"]]},
+    {"predicate": {"environment": {"digest": 7}, "policyVersion": "p"}, "subject": [{"name": "b"}]},
+    {"predicate": {"environment": {"digest": "sha256:" + "0" * 64}, "evaluator": [],
+                   "policyVersion": "p"}, "subject": [{"name": "b"}]},
+    {"predicate": {"environment": {"digest": "sha256:" + "0" * 64}, "policyVersion": ""},
+     "subject": [{"name": "b"}]},
+    {"predicate": {"environment": {"digest": "sha256:" + "0" * 64}, "policyVersion": "p",
+                   "failuresOf": "sha256:xyz"}, "subject": [{"name": "b"}]},
+])
+def test_a_batch_the_fast_reading_cannot_read_goes_to_the_strict_one(statement: Any) -> None:
+    """Whatever a batch's envelope holds, the fast reading gives its fields or None (the
+    strict parse then decides), never an exception that would stop a first use."""
+    import base64
+
+    from trajledger.verify.predicates import ROLLOUT_BATCH
+
+    if isinstance(statement, dict):
+        statement = {"predicateType": ROLLOUT_BATCH, **statement}
+    payload = base64.b64encode(json.dumps(statement).encode()).decode()
+    for envelope in (json.dumps({"payload": payload}).encode(), b"[1]", b"{", b"\xff",
+                     b"[" * 100_000):
+        digest = "sha256:" + hashlib.sha256(envelope).hexdigest()
+        assert trust_rows.batch_fields(digest, "sha256:" + "1" * 64, envelope) is None

@@ -23,10 +23,10 @@ Files, relative to the log directory (Tessera's POSIX layout)::
                                  and the new one, naming both (``verify.log_key``)
     tile/<L>/<N>[.p/<W>]         hash tiles
     tile/entries/<N>[.p/<W>]     entry bundles (uint16 big-endian length prefix per entry)
-    .state/lock                  flock()ed by the one process appending
+    .state/lock                  flock()ed by the one process appending; its first byte is 1
+                                 from an append's first write to its publication
     .state/treeState             {"size":n,"root":"<b64>"}: the commit point
     .state/history               every committed size (u64 BE + CRC-32)
-    .state/inflight              exists from an append's first write to its publication
 
 Spec: schemas/log-entry.v1.md, c2sp.org/tlog-tiles, c2sp.org/tlog-checkpoint,
 c2sp.org/signed-note, c2sp.org/tlog-cosignature, RFC 6962.

@@ -29,6 +29,7 @@ __all__ = [
     "HISTORY_FILE",
     "HISTORY_RECORD",
     "INFLIGHT_FILE",
+    "INFLIGHT_MARK",
     "LEGACY_INDEX_FILE",
     "LOCK_FILE",
     "STATE_DIR",
@@ -51,7 +52,13 @@ STATE_DIR = ".state"
 LOCK_FILE = ".state/lock"
 TREE_STATE_FILE = ".state/treeState"
 HISTORY_FILE = ".state/history"
+INFLIGHT_MARK = b"1"
+"""The first byte of ``.state/lock`` from an append's first write until its publication (``0``,
+or an empty file, otherwise): written on the descriptor the writer holds locked, so a commit
+creates and frees no inode for it."""
 INFLIGHT_FILE = ".state/inflight"
+"""The marker of writers before the lock's byte (`INFLIGHT_MARK`): still honoured, and removed,
+by recovery."""
 LEGACY_INDEX_FILE = ".state/index"
 """Where trajledger 0.1 kept its lookup index; now derived data lives outside ``log/``."""
 

@@ -66,6 +66,7 @@ from .layout import (
     HANDOVER_DIR,
     HISTORY_FILE,
     INFLIGHT_FILE,
+    INFLIGHT_MARK,
     LEGACY_INDEX_FILE,
     LOCK_FILE,
     STATE_DIR,
@@ -303,11 +304,10 @@ class Log(LogReader):
         new_edge, writes, completed, _partial = edge.extend(raws, hashes)
         ts = format_tree_state(new_edge.size, new_edge.root)
         cp, note = self._sign(signer, new_edge)  # before any write: a refusal leaves nothing
-        inflight = self.directory / INFLIGHT_FILE
         ts_tmp = self.directory / STATE_DIR / (TMP_PREFIX + "treeState")
         cp_tmp = self.directory / (TMP_PREFIX + CHECKPOINT_FILE)
         try:
-            os.close(os.open(inflight, os.O_WRONLY | os.O_CREAT, 0o644))
+            self._mark_inflight(True)
             # (5)
             with SyncRound() as durable:
                 for rel, data in writes:
@@ -337,7 +337,7 @@ class Log(LogReader):
             ) from e
         # After publication: housekeeping whose failure changes nothing.
         with contextlib.suppress(OSError):
-            unlink(inflight)
+            self._mark_inflight(False)
         for rel in completed:
             pdir = self.directory / (rel + ".p")
             shutil.rmtree(pdir, ignore_errors=True)
@@ -559,8 +559,8 @@ class Log(LogReader):
     def _writer_state(self, signer: Signer) -> LogState:
         """Under the lock: classify, recover forward, republish a committed unsigned tail."""
         st = self._state_now()
-        inflight = self.directory / INFLIGHT_FILE
-        crashed = inflight.exists()
+        legacy = self.directory / INFLIGHT_FILE
+        crashed = self._inflight() or legacy.exists()
         if not self._recovered or crashed:
             self._dirs.clear()
             try:
@@ -588,8 +588,24 @@ class Log(LogReader):
             st = self._state_now()
         if crashed:
             with contextlib.suppress(OSError):
-                unlink(inflight)
+                self._mark_inflight(False)
+                unlink(legacy)
         return st
+
+    def _inflight(self) -> bool:
+        """Under the lock: whether an append marked itself in flight and never finished."""
+        assert self._lock_fd is not None
+        try:
+            return os.pread(self._lock_fd, 1, 0) == INFLIGHT_MARK
+        except OSError as e:
+            raise LogError(f"{self.directory / LOCK_FILE}: cannot read: {e.strerror}") from e
+
+    def _mark_inflight(self, inflight: bool) -> None:
+        """Under the lock: set or clear the in-flight byte of ``.state/lock`` (not fsynced: a
+        killed writer leaves it in the page cache; a power cut may lose it, but after one every
+        writer is a new process, which recovers before its first append)."""
+        assert self._lock_fd is not None
+        os.pwrite(self._lock_fd, INFLIGHT_MARK if inflight else b"0", 0)
 
     def _check_tail(self, st: LogState) -> None:
         """A committed tail about to be signed must parse and chain from the signed tree."""
