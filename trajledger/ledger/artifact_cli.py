@@ -364,13 +364,18 @@ def _step_progress(
     """Progress on stderr, when it is a terminal and not ``--quiet``: ``(on_chunk, on_read)``.
 
     A bar with the percentage and the time left: in steps for Parquet inputs (their footers
-    count the rows), in bytes read for other files (JSON lines, plain or compressed: their
-    sizes are known); a running count of steps otherwise (a Minari directory).
+    count the rows) and a Minari directory (its ``metadata.json`` states ``total_steps``), in
+    bytes read for other files (JSON lines, plain or compressed: their sizes are known); a
+    running count of steps otherwise (a Minari directory that does not state its size).
     """
     if quiet or not sys.stderr.isatty():
         yield (lambda n: None), (lambda n: None)
         return
     total = _parquet_rows(paths)
+    if total is None and len(paths) == 1 and paths[0].is_dir():
+        from .rollouts.minari_io import minari_total_steps
+
+        total = minari_total_steps(paths[0])
     if total is not None:
         with click.progressbar(length=total, label="recording", file=sys.stderr) as bar:
             yield bar.update, (lambda n: None)

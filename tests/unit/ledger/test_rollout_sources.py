@@ -37,7 +37,7 @@ import pytest
 from trajledger.ledger.rollouts import typed_json
 from trajledger.ledger.rollouts.export import export_rollouts
 from trajledger.ledger.rollouts.formats import ReaderOptions
-from trajledger.ledger.rollouts.minari_io import unflatten_batch
+from trajledger.ledger.rollouts.minari_io import minari_total_steps, unflatten_batch
 from trajledger.ledger.rollouts.parquet_io import WriteStats, write_steps_parquet
 from trajledger.ledger.rollouts.problems import RolloutValidationError
 from trajledger.ledger.rollouts.readers import detect_format, iter_batch_inputs, iter_rollout_chunks
@@ -685,3 +685,22 @@ def test_large_rows_are_read_in_chunks_of_bounded_size(tmp_path: Path) -> None:
     finally:
         readers.CHUNK_BYTES = old
     assert 3 <= len(sizes) <= 6 and sum(sizes) == 40
+
+
+@pytest.mark.parametrize("fmt", ["arrow", "hdf5"])
+def test_minari_total_steps_is_what_minari_wrote(minari_root: Path, fmt: str) -> None:
+    """The recording bar's total for a Minari directory: its metadata.json's ``total_steps``,
+    read without minari, from the data directory or the dataset's."""
+    src = data_dir(minari_root, "cartpole", fmt)
+    steps = minari.MinariDataset(src).total_steps
+    assert minari_total_steps(src) == minari_total_steps(src.parent) == steps > 0
+
+
+@pytest.mark.parametrize("meta", ['{"data_format": "arrow"}', '{"data_format": "arrow", '
+                                  '"total_steps": true}', '{"data_format": "arrow", '
+                                  '"total_steps": -3}', '{"data_format": "arrow", '
+                                  '"total_steps": "12"}', '["data_format"]', '{"data_format": '])
+def test_minari_total_steps_none_when_not_stated(tmp_path: Path, meta: str) -> None:
+    (tmp_path / "metadata.json").write_text(meta)
+    assert minari_total_steps(tmp_path) is None
+    assert minari_total_steps(tmp_path / "absent") is None

@@ -43,6 +43,7 @@ __all__ = [
     "is_composite",
     "iter_minari_chunks",
     "minari_root",
+    "minari_total_steps",
     "require_minari",
     "stack_infos",
     "unflatten_batch",
@@ -92,6 +93,22 @@ def minari_root(path: Path) -> Path | None:
             except OSError:
                 return None
     return None
+
+
+def minari_total_steps(path: Path) -> int | None:
+    """The step count a Minari dataset's ``metadata.json`` states (``total_steps``), or None.
+
+    For a progress bar's total only: read without minari and trusted for nothing (the steps
+    are counted again as they are read).
+    """
+    root = minari_root(path)
+    if root is None:
+        return None
+    try:
+        total = json.loads((root / "metadata.json").read_bytes()).get("total_steps")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return total if isinstance(total, int) and not isinstance(total, bool) and total > 0 else None
 
 
 def dataset_spaces(path: Path) -> dict[str, Any]:
