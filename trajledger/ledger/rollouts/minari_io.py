@@ -105,9 +105,10 @@ def minari_total_steps(path: Path) -> int | None:
     if root is None:
         return None
     try:
-        total = json.loads((root / "metadata.json").read_bytes()).get("total_steps")
-    except (OSError, ValueError, AttributeError):
+        meta = json.loads((root / "metadata.json").read_bytes())
+    except (OSError, ValueError):
         return None
+    total = meta.get("total_steps") if isinstance(meta, dict) else None
     return total if isinstance(total, int) and not isinstance(total, bool) and total > 0 else None
 
 
