@@ -330,7 +330,8 @@ class ObjectStore:
         that no log entry names yet (``trajledger gc`` collects orphans). ``advance(n)`` is
         told of each file's bytes once it is in place; ``synced``, when given, waits for the
         files' data pass started earlier (`fs.sync_paths_ahead`, while the caller verified
-        them) instead of running it here. Elsewhere (a remote store, or a store that does not
+        them) instead of running it here; it is waited for first, before any staged file is
+        moved or removed. Elsewhere (a remote store, or a store that does not
         fsync) each goes through `adopt_file`.
 
         Raises:
@@ -343,6 +344,9 @@ class ObjectStore:
             return
         todo: list[tuple[FileDigest, Path]] = []
         try:
+            if synced is not None:
+                # (before any staged file is removed: the pass ahead opens each one by name)
+                synced()
             for f in files:
                 final = self.path_of(f.digest)
                 if os.stat(f.path).st_size != f.size:
@@ -354,9 +358,7 @@ class ObjectStore:
                 else:
                     todo.append((f, final))
             # (the data first, then the names, then the directories holding the names)
-            if synced is not None:
-                synced()
-            else:
+            if synced is None:
                 sync_paths([f.path for f, _ in todo])
             named: set[Path] = set()
             made: set[Path] = set()

@@ -514,6 +514,20 @@ def test_adopt_files_waits_for_a_pass_started_ahead(tmp_path: Path) -> None:
     assert waited == [True] and sorted(store.iter_digests()) == sorted(f.digest for f in files)
 
 
+def test_adopt_files_removes_no_staged_file_before_the_pass_ahead_ended(tmp_path: Path) -> None:
+    """A staged object the store already holds is dropped, but only once the pass started
+    ahead (which opens every staged file by name) is over: before, a slow pass met a file
+    removed under it and the import failed "No such file or directory" (a race seen in CI)."""
+    store = ObjectStore(tmp_path / "objects")
+    store.put_bytes(HELLO)
+    files = _staged(tmp_path / "staging", [b"new", HELLO])
+    present: list[list[bool]] = []
+    store.adopt_files(files, synced=lambda: present.append([f.path.exists() for f in files]))
+    assert present == [[True, True]]
+    assert sorted(store.iter_digests()) == sorted(f.digest for f in files)
+    assert list((tmp_path / "staging").iterdir()) == []
+
+
 EMPTY = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 ABC = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 
