@@ -129,6 +129,41 @@ def test_ctrl_c_while_the_command_loads_exits_130(monkeypatch: pytest.MonkeyPatc
     assert capsys.readouterr().err == "FAIL: interrupted; nothing was half-written\n"
 
 
+_EXITS = """
+import atexit, sys, weakref
+from pathlib import Path
+import pyarrow  # loaded, as by any command that reads rollouts
+marks = Path(sys.argv[1])
+atexit.register(lambda: (marks / "atexit").write_text("ran"))
+class Teardown:
+    def __del__(self):  # runs only if the interpreter tears its modules down
+        (marks / "teardown").write_text("ran")
+keep = Teardown()
+sys.stdout.write("x" * 300_000)  # more than a pipe holds: flushed on the way out
+sys.argv = ["trajledger", *sys.argv[2:]]
+from trajledger.__main__ import main
+main()
+"""
+
+
+@pytest.mark.parametrize(("args", "code"), [(["--version"], 0), (["no-such-command"], 2),
+                                            (["log", "info"], 3)])
+def test_a_command_that_loaded_arrow_ends_without_its_teardown(
+    tmp_path: Path, args: list[str], code: int
+) -> None:
+    """With pyarrow loaded, the command's exit handlers run, its output is flushed and its exit
+    code kept, and the process ends before the interpreter tears down Arrow's thread pools,
+    which can abort a finished command (apache/arrow#34314: exit 134, seen in CI)."""
+    env = {**os.environ, "TRAJLEDGER_HOME": str(tmp_path / "none")}
+    r = subprocess.run([sys.executable, "-c", _EXITS, str(tmp_path), *args], capture_output=True,
+                       text=True, env=env, cwd=tmp_path, timeout=120)
+    assert r.returncode == code, r.stderr
+    assert r.stdout.startswith("x" * 300_000), len(r.stdout)
+    assert (tmp_path / "atexit").read_text() == "ran"
+    assert not (tmp_path / "teardown").exists()
+    assert "Traceback" not in r.stderr
+
+
 # -- the rules of the command line (issue 10 item 7), in process ---------------------------------
 
 from click.testing import CliRunner, Result  # noqa: E402
