@@ -35,6 +35,7 @@ def test_every_script_has_a_quick_mode() -> None:
     assert not missing, f"scripts without --quick: {missing}"
 
 
+@pytest.mark.slow  # a process per script, each building its own ledgers
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_quick_mode_runs(name: str, tmp_path: Path) -> None:
     for module in NEEDS.get(name, ()):

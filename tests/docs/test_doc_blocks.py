@@ -199,6 +199,7 @@ def doc_id(doc: Path) -> str:
     return str(doc.relative_to(ROOT)) if doc.is_relative_to(ROOT) else str(doc)
 
 
+@pytest.mark.slow  # one bash session per document, a command line each
 @pytest.mark.parametrize("doc", [d for d in DOCS if any(b.skip is None for b in runnable(d))],
                          ids=doc_id)
 def test_doc_runs_as_written(doc: Path, tmp_path: Path) -> None:

@@ -29,6 +29,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 CI_RUN = ROOT / ".ci" / "run"
@@ -64,6 +66,7 @@ def tour_script(text: str) -> str:
     return "set -euo pipefail\n" + "\n".join(marked)
 
 
+@pytest.mark.slow  # the tour as a bash script
 def test_the_tour_runs_as_written(tmp_path: Path) -> None:
     script = tmp_path / "tour.sh"
     script.write_text(tour_script(README.read_text("utf-8")))

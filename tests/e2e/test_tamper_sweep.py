@@ -277,6 +277,7 @@ def member_names_of(name: str) -> list[str]:
     return [name]
 
 
+@pytest.mark.slow
 def test_tamper_sweep_of_a_bundle(
     quickstart: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

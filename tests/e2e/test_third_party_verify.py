@@ -96,11 +96,15 @@ def test_a_third_party_verifies_a_bundle_with_verify_alone(tmp_path: Path) -> No
 
     # The auditor: a fresh venv with cryptography and zstandard only.
     venv_dir = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv_dir)], check=True, timeout=120)
+    # Without a pip of its own (installing one costs seconds): this environment's pip installs
+    # into it and lists it (``--python``).
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv_dir)], check=True,
+                   timeout=120)
     python = venv_dir / "bin" / "python"
+    venv_pip = [sys.executable, "-m", "pip", "--python", str(python)]
     wanted = [f"{p}=={importlib.metadata.version(p)}" for p in ("cryptography", "zstandard")]
     pip = subprocess.run(
-        [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", *wanted],
+        [*venv_pip, "install", "--disable-pip-version-check", "-q", *wanted],
         capture_output=True,
         text=True,
         timeout=600,
@@ -110,7 +114,7 @@ def test_a_third_party_verifies_a_bundle_with_verify_alone(tmp_path: Path) -> No
             pytest.skip(f"pip cannot install {wanted} (no index?): {pip.stderr.strip()[-300:]}")
         pytest.fail(f"pip install {wanted} failed:\n{pip.stdout}\n{pip.stderr}")
     listed = subprocess.run(
-        [str(python), "-m", "pip", "list", "--format=json"],
+        [*venv_pip, "list", "--format=json"],
         capture_output=True,
         text=True,
         check=True,

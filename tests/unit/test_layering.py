@@ -611,18 +611,22 @@ def test_verify_alone_in_a_venv_with_only_cryptography(tmp_path: Path) -> None:
     (work / "key.pub").write_bytes(signer.public.to_pem())
 
     venv_dir = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv_dir)], check=True, timeout=120)
+    # Without a pip of its own (installing one costs seconds): this environment's pip installs
+    # into it and lists it (``--python``).
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv_dir)], check=True,
+                   timeout=120)
     python = venv_dir / "bin" / "python"
+    venv_pip = [sys.executable, "-m", "pip", "--python", str(python)]
     crypto = f"cryptography=={importlib.metadata.version('cryptography')}"
     pip = subprocess.run(
-        [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", crypto],
+        [*venv_pip, "install", "--disable-pip-version-check", "-q", crypto],
         capture_output=True, text=True, timeout=600,
     )
     if pip.returncode != 0:
         if any(s in pip.stdout + pip.stderr for s in _NETWORK_TROUBLE):
             pytest.skip(f"pip cannot install {crypto} (no network?): {pip.stderr.strip()[-300:]}")
         pytest.fail(f"pip install {crypto} failed:\n{pip.stdout}\n{pip.stderr}")
-    listed = subprocess.run([str(python), "-m", "pip", "list", "--format=json"],
+    listed = subprocess.run([*venv_pip, "list", "--format=json"],
                             capture_output=True, text=True, check=True, timeout=120)
     installed = {d["name"].lower() for d in json.loads(listed.stdout)}
     assert installed <= {"cryptography", "cffi", "pycparser", "pip", "setuptools", "wheel"}

@@ -88,6 +88,7 @@ def fleet(ray_instance: None, tmp_path_factory: pytest.TempPathFactory) -> dict[
     }
 
 
+@pytest.mark.slow  # its module starts a Ray instance
 def test_a_fleet_records_into_one_ledger(fleet: dict[str, Any]) -> None:
     ledger = Ledger.open(fleet["root"])
     digests = fleet["digests"]
