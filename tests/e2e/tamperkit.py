@@ -89,6 +89,27 @@ def snapshot(root: Path, *, skip: tuple[str, ...] = ()) -> dict[str, tuple[str, 
     return out
 
 
+def snapshot_changed(
+    before: dict[str, tuple[str, int]],
+    root: Path,
+    changed: list[str],
+    *,
+    skip: tuple[str, ...] = (),
+) -> dict[str, tuple[str, int]]:
+    """`snapshot` of ``root`` where ``root`` is the tree ``before`` was taken of but for the
+    files ``changed`` (relative paths): only those are read."""
+    out = dict(before)
+    for rel in changed:
+        p = root / rel
+        if rel.split("/", 1)[0] in skip:
+            continue
+        if p.is_file() and not p.is_symlink():
+            out[rel] = (hashlib.sha256(p.read_bytes()).hexdigest(), stat.S_IMODE(p.stat().st_mode))
+        else:
+            out.pop(rel, None)
+    return out
+
+
 @dataclass(frozen=True)
 class Quickstart:
     """A quickstart ledger as ``trajledger quickstart`` builds it, and its user's state."""

@@ -475,6 +475,10 @@ def test_tamper_matrix(
             shutil.copytree(src, dst)
 
     fresh()
+    # The evidence before each run's decisions: the pristine ledger's, but for the files the
+    # run tampered with (each run starts from a fresh copy: checked here, on the first).
+    pristine_evidence = tk.snapshot(q.home, skip=(DERIVED,))
+    assert tk.snapshot(home, skip=(DERIVED,)) == pristine_evidence
     baseline = decide(q, home, state)
     assert all(o.positive for o in baseline.values()), baseline
     files = sorted(tk.snapshot(q.home))
@@ -495,7 +499,7 @@ def test_tamper_matrix(
             mutate(home / rel, home / (partner or rel))
             touched = [rel, partner] if what == "swap" and partner else [rel]
             allowed = [unread(f, allow_list, q.home, home) for f in touched]
-            evidence = tk.snapshot(home, skip=(DERIVED,))
+            evidence = tk.snapshot_changed(pristine_evidence, home, touched, skip=(DERIVED,))
             verdict, why = classify(baseline, decide(q, home, state))
             label = f"{what} {' <-> '.join(touched)}"
             tally.add(label, verdict, why, None if None in allowed else allowed[0])
@@ -528,7 +532,8 @@ def test_tamper_matrix(
             con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             con.close()
         tk.overwrite(path, make(path))
-        evidence = tk.snapshot(home, skip=(DERIVED,))
+        changed = [] if rel.startswith("state:") else [rel]
+        evidence = tk.snapshot_changed(pristine_evidence, home, changed, skip=(DERIVED,))
         got = decide(q, home, state)
         if tk.snapshot(home, skip=(DERIVED,)) != evidence:
             tally.failures.append(f"replace {rel}: the decisions changed the evidence")
