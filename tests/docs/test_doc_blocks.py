@@ -26,7 +26,9 @@ What does not run, visibly. A block right after the line
 ``<!-- docs-harness: skip (REASON) -->`` is not run; REASON is required and shown. Output and
 formats are fenced ``text``, ``toml``, ``json`` (or untagged) and are not runnable.
 ``test_skipped_blocks_are_listed`` prints every skipped block with its reason under "docs
-harness: skipped blocks" at the end of the run, so a skip cannot hide.
+harness: skipped blocks" at the end of the run, so a skip cannot hide. README's tour blocks (after
+a ``<!-- tour -->`` line) are run by tests/e2e/test_readme_tour.py, in this environment, and
+listed here as skipped.
 
 A failing block fails its document's test with the document, the block's line, the command that
 failed (bash's ``ERR`` trap) and the end of its output.
@@ -58,6 +60,10 @@ SAVABLE = {"python", "toml"}
 FENCE = re.compile(r"^(?P<indent>[ ]{0,3})(?P<fence>```+)(?P<tag>[^\s`]*)[^\n`]*$")
 SKIP = re.compile(r"^<!-- docs-harness: skip \((?P<reason>[^)]+(?:\([^)]*\)[^)]*)*)\) -->$")
 MARK = re.compile(r"^<!-- docs-harness:")
+TOUR = "<!-- tour -->"
+TOUR_SKIP = "the README tour: tests/e2e/test_readme_tour.py runs the tour's blocks as one script"
+"""README's tour blocks (each after a ``<!-- tour -->`` line) run once, in the tour's test (under
+``set -euo pipefail``, in the environment this harness gives a document), not here again."""
 FILE_COMMENT = re.compile(r"^# (?P<name>[A-Za-z0-9_.-]+\.(?:py|toml))(?::.*)?$")
 SHOWN = re.compile(r"^(OK:|FAIL:|WARNING:|Error:|sha256:)")
 HEX = re.compile(r"[0-9a-f]{8,}")
@@ -108,6 +114,8 @@ def blocks(doc: Path, text: str | None = None) -> list[Block]:
             want = "<!-- docs-harness: skip (REASON) -->"
             assert sm, f"{doc}:{i}: malformed mark {prev!r}: want {want}"
             skip = sm.group("reason")
+        elif prev == TOUR:
+            skip = TOUR_SKIP
         out.append(Block(doc, i + 1, m.group("tag").lower(), body + "\n", skip))
         i = j + 1
     return out

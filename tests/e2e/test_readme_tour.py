@@ -6,13 +6,16 @@ every ``sh`` block under the ``## A tour`` heading carries the mark, so a new st
 out of the run by forgetting it, and that no marked block lies outside that section.
 
 The tour test concatenates the marked blocks, in README order, into one bash script run with
-``set -euo pipefail`` in an empty temporary directory: a fresh ``TRAJLEDGER_STATE_DIR``,
-``TRAJLEDGER_HOME`` and ``TRAJLEDGER_PASSPHRASE`` unset (the tour sets the passphrase itself),
-no standard input, and the directory of ``sys.executable`` first on ``PATH`` (the ``trajledger``
-console script and ``python`` of this environment). It must exit 0. Steps whose point is to
-fail check their own exit code in the README (``code=0; cmd || code=$?`` then
-``test "$code" -eq 1``), so a refusal that stopped happening fails the run. The script runs
-with ``-x``: on failure, the assertion message ends with the trace of the failing command.
+``set -euo pipefail`` in an empty temporary directory: a fresh ``HOME`` and
+``TRAJLEDGER_STATE_DIR``; ``TRAJLEDGER_HOME``, ``TRAJLEDGER_PASSPHRASE`` (the tour sets it itself),
+``TRAJLEDGER_REQUIRE_PIN``, ``XDG_STATE_HOME`` and ``NO_COLOR`` unset, no standard input, and the
+directory of ``sys.executable`` first on ``PATH`` (the ``trajledger`` console script and ``python``
+of this environment). It must exit 0. (That is the environment tests/docs/test_doc_blocks.py gives
+a document; the docs harness leaves the tour's blocks to this test rather than run them a second
+time.) Steps whose point is to fail check their own exit code in the README
+(``code=0; cmd || code=$?`` then ``test "$code" -eq 1``), so a refusal that stopped happening fails
+the run. The script runs with ``-x``: on failure, the assertion message ends with the trace of the
+failing command.
 
 The CI test parses README's "Start" section (its first two ``sh`` blocks) and ``.ci/run`` (the
 lines after its ``# README, command 1`` and ``# README, command 2`` comments) and requires the
@@ -72,8 +75,11 @@ def test_the_tour_runs_as_written(tmp_path: Path) -> None:
     script.write_text(tour_script(README.read_text("utf-8")))
     work = tmp_path / "work"
     work.mkdir()
+    (tmp_path / "home").mkdir()
     env = {k: v for k, v in os.environ.items()
-           if k not in ("TRAJLEDGER_HOME", "TRAJLEDGER_PASSPHRASE")}  # fmt: skip
+           if k not in ("TRAJLEDGER_HOME", "TRAJLEDGER_PASSPHRASE", "TRAJLEDGER_REQUIRE_PIN",
+                        "XDG_STATE_HOME", "NO_COLOR")}  # fmt: skip
+    env["HOME"] = str(tmp_path / "home")
     env["TRAJLEDGER_STATE_DIR"] = str(tmp_path / "state")
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     done = subprocess.run(
