@@ -54,7 +54,6 @@ from trajledger.verify.bundle import (
     Limits,
     Member,
     Terms,
-    consistency_proof_bytes,
     verify_bundle,
 )
 from trajledger.verify.compact import CompactRange
@@ -79,6 +78,7 @@ from trajledger.verify.tiles import TileReader
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
 from .catalog import Catalog, origin_name
+from .encode import consistency_proof_bytes
 from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
 from .fs import TMP_PREFIX, fsync_dir, sync_paths_ahead, temp_dir

@@ -62,8 +62,6 @@ from .bundle_index import (
     Member,
     Terms,
     check_member_name,
-    consistency_proof_bytes,
-    parse_consistency_proof,
 )
 from .bundle_stream import BLOCK, CHUNK, Bounded, Limits, open_zstd, tar_headers
 from .checkpoint import HANDOVER_DIR, Checkpoint, verify_checkpoint
@@ -96,9 +94,7 @@ __all__ = [
     "Member",
     "Terms",
     "check_member_name",
-    "consistency_proof_bytes",
     "name_files",
-    "parse_consistency_proof",
     "verify_bundle",
 ]
 
@@ -316,17 +312,18 @@ class BundleEvidence:
                 except FormatError as e:
                     raise FormatError(f"bundle {self.path.name}: member {name}: {e}") from e
                 self._proofs[int(key)] = proof
-            elif kind == "consistency":
-                self._consistency[int(key)] = parse_consistency_proof(
-                    data, f"bundle {self.path.name}: member {name}"
-                )
             elif kind == "policy":
                 self._policies[int(key)] = data
             elif kind == "handover":
                 self._handovers[int(key)] = data
-            elif kind == "range":
-                self._range = parse_consistency_proof(
-                    data, f"bundle {self.path.name}: member {name}")
+            elif kind in ("consistency", "range"):
+                from .consistency import parse_consistency_proof  # only a bundle with proofs
+
+                hashes = parse_consistency_proof(data, f"bundle {self.path.name}: member {name}")
+                if kind == "range":
+                    self._range = hashes
+                else:
+                    self._consistency[int(key)] = hashes
 
     def _check_members(self, what: str) -> None:
         """Cross-check the members against each other.

@@ -2,9 +2,11 @@
 
 Scope: `check_consistent`: a rollback (smaller size), a fork (same size, other root) or a failed
 consistency proof (``verify.merkle.verify_consistency``) is a `ConsistencyError` carrying both
-checkpoints and the proof. Loaded only by a verifier that holds an earlier checkpoint (``verify
---known-checkpoint``, a ledger's floor, a witness, a monitor, a log key handover): verifying a
-bundle on its own never needs it.
+checkpoints and the proof; `check_known_checkpoint`, which judges a checkpoint seen earlier
+against a `TrustedLog`'s; and `parse_consistency_proof`, the bundle members that carry proofs.
+Loaded only by a verifier that holds an earlier checkpoint (``verify --known-checkpoint``, a
+ledger's floor, a witness, a monitor, a log key handover) or a bundle that carries proofs:
+verifying a bundle on its own never needs it.
 Non-scope: verifying each checkpoint's signature (``verify.checkpoint``), fetching proofs.
 Spec: c2sp.org/tlog-checkpoint, RFC 6962 section 2.1.2 (consistency proofs).
 """
@@ -12,12 +14,18 @@ Spec: c2sp.org/tlog-checkpoint, RFC 6962 section 2.1.2 (consistency proofs).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from .checkpoint import Checkpoint
-from .errors import ConsistencyError, ProofError
-from .merkle import EMPTY_ROOT, verify_consistency
+from .checkpoint import Checkpoint, verify_checkpoint
+from .errors import ConsistencyError, FormatError, ProofError, ProvenanceError, VerificationError
+from .merkle import EMPTY_ROOT, HASH_SIZE, leaf_hash, verify_consistency
+from .note import b64decode_strict, verifier_from_vkey
+from .report import OK
 
-__all__ = ["check_consistent"]
+if TYPE_CHECKING:
+    from .trusted_log import TrustedLog
+
+__all__ = ["check_consistent", "check_known_checkpoint", "parse_consistency_proof"]
 
 
 def check_consistent(old: Checkpoint, new: Checkpoint, proof: Sequence[bytes]) -> None:
@@ -79,3 +87,80 @@ def check_consistent(old: Checkpoint, new: Checkpoint, proof: Sequence[bytes]) -
         verify_consistency(old.size, new.size, proof, old.root, new.root)
     except ProofError as e:
         raise fail(f"checkpoints of {new.origin} are not consistent: {e}") from e
+
+
+def check_known_checkpoint(trusted: TrustedLog, note: bytes,
+                           what: str = "checkpoint seen before") -> None:
+    """Check the checkpoint ``trusted`` verified extends one seen earlier (no fork, no
+    rollback).
+
+    Steps:
+        1. Verify the earlier checkpoint by the policy's log key.
+        2. Check it is consistent with the current one (`check_consistent`), using a proof
+           from the evidence; or,
+           when the evidence holds the log's extension from a size at or below the earlier
+           one, the root its entries give at that size must be the earlier root.
+
+    A failure is added to the log node, naming both sizes and roots.
+    """
+    if trusted.checkpoint is None:
+        return
+    try:
+        # (1)
+        old = None
+        problems: list[str] = []
+        for vkey in trusted.trusted_vkeys:
+            try:
+                old = verify_checkpoint(note, verifier_from_vkey(vkey))
+                break
+            except ProvenanceError as e:
+                problems.append(str(e))
+        if old is None:
+            raise VerificationError(
+                f"{what}: not signed by a trusted log key ({'; '.join(problems)})"
+            )
+        # (2)
+        new = trusted.checkpoint
+        proof: list[bytes] = []
+        ext = trusted.evidence.extension()
+        if ext is not None and ext.size <= old.size <= new.size and trusted.log.ok:
+            leaves = [leaf_hash(trusted.index.entry_bytes(i) or b"")
+                      for i in range(ext.size, old.size)]
+            got = ext.extend(leaves).root()
+            if got != old.root:
+                raise VerificationError(
+                    f"fork: the log's entries give root {got.hex()[:16]}… at size "
+                    f"{old.size}, the {what} says {old.root.hex()[:16]}…")
+        elif 0 < old.size < new.size:
+            proof = trusted.evidence.consistency_proof(old.size, new.size)
+            check_consistent(old, new, proof)
+        else:
+            check_consistent(old, new, proof)
+        trusted.log.add(f"consistent with the {what}", OK, f"size {old.size} -> {new.size}")
+    except (ProvenanceError, OSError) as e:
+        trusted.log.fail(f"consistent with the {what}", f"log fork or rollback: {e}")
+
+
+def parse_consistency_proof(data: bytes, what: str) -> list[bytes]:
+    """Parse a ``.consistency`` member strictly.
+
+    Raises:
+        FormatError: not LF-terminated lines of canonical base64 of 32 bytes, empty, or more
+            than 64 lines.
+    """
+    if not data or not data.endswith(b"\n"):
+        raise FormatError(f"{what}: want one base64 hash per line, each ending in a newline")
+    lines = data[:-1].split(b"\n")
+    if len(lines) > 64:
+        raise FormatError(f"{what}: {len(lines)} hashes, want at most 64")
+    out = []
+    for i, line in enumerate(lines):
+        try:
+            text = line.decode("ascii")
+        except UnicodeDecodeError as e:
+            raise FormatError(f"{what}: line {i + 1} is not ASCII") from e
+        h = b64decode_strict(text, f"{what}: line {i + 1}")
+        if len(h) != HASH_SIZE:
+            raise FormatError(f"{what}: line {i + 1} holds {len(h)} bytes, want {HASH_SIZE}")
+        out.append(h)
+    return out
