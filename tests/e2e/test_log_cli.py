@@ -24,8 +24,9 @@ from trajledger.ledger.signing import sign_statement
 from trajledger.runner.cli import main
 from trajledger.verify import predicates
 from trajledger.verify.checkpoint import Checkpoint
+from trajledger.verify.consistency import verify_consistency
 from trajledger.verify.log_entry import LogEntry
-from trajledger.verify.merkle import leaf_hash, verify_consistency
+from trajledger.verify.merkle import leaf_hash
 from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 

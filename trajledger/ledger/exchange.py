@@ -57,7 +57,7 @@ from trajledger.verify.bundle import (
     verify_bundle,
 )
 from trajledger.verify.compact import CompactRange
-from trajledger.verify.digest import DIGEST_PREFIX, FileDigest, copy_hashing, digest_bytes
+from trajledger.verify.digest import DIGEST_PREFIX, FileDigest, digest_bytes
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import (
     ConsistencyError,
@@ -82,6 +82,7 @@ from .encode import consistency_proof_bytes
 from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
 from .fs import TMP_PREFIX, fsync_dir, sync_paths_ahead, temp_dir
+from .hashing import copy_hashing
 from .keys import Signer
 from .signing import canonical_json
 

@@ -314,7 +314,7 @@ def log_consistency(ctx: Context, old: int, new: int | None, as_json: bool) -> N
     Example:
       trajledger log consistency 8 --json
     """
-    from trajledger.verify.merkle import verify_consistency
+    from trajledger.verify.consistency import verify_consistency
 
     lg = ctx.ledger().log
     size = lg.size

@@ -35,7 +35,6 @@ from trajledger.verify.digest import (
     CHUNK,
     DIGEST_PREFIX,
     FileDigest,
-    copy_hashing,
     digest_bytes,
     hash_file,
     parse_digest,
@@ -44,6 +43,7 @@ from trajledger.verify.errors import DigestMismatchError
 
 from .errors import StoreError
 from .fs import TMP_PREFIX, fsync_dir, is_stale, sync_paths, temp_name
+from .hashing import copy_hashing
 
 __all__ = ["REMOTE_CHUNK", "ObjectStore", "verify_bytes"]
 
