@@ -29,12 +29,13 @@ if __name__ == "__main__":  # pragma: no cover - script use without an installed
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
 
+from trajledger.ledger import encode  # noqa: E402
+from trajledger.ledger.encode import format_signature_line  # noqa: E402
 from trajledger.verify.checkpoint import Checkpoint, cosignature_message  # noqa: E402
 from trajledger.verify.merkle import leaf_hash  # noqa: E402
 from trajledger.verify.note import (  # noqa: E402
     ALG_COSIGNATURE_V1,
     ALG_ED25519,
-    format_signature_line,
     key_hash,
     vkey_string,
 )
@@ -172,7 +173,7 @@ def reader(entries: list[bytes], size: int | None = None) -> TileReader:
 def checkpoint_text(size: int, origin: str = LOG_NAME, extensions: tuple[str, ...] = ()) -> bytes:
     """The checkpoint text of the vector log at ``size``."""
     root = reader(ENTRIES[:size]).root()
-    return Checkpoint(origin, size, root, extensions).to_text()
+    return encode.checkpoint_text(Checkpoint(origin, size, root, extensions))
 
 
 def signed_checkpoint(size: int) -> bytes:
@@ -674,7 +675,7 @@ def checkpoint_cases() -> dict[str, Case]:
         "ConsistencyError",
         "rollback .* size 6 is smaller than the 11 seen before",
     )
-    fork_text = Checkpoint(LOG_NAME, 11, leaf_hash(b"fork"), ()).to_text()
+    fork_text = encode.checkpoint_text(Checkpoint(LOG_NAME, 11, leaf_hash(b"fork"), ()))
     fork = signed(fork_text, sign_line(fork_text, LOG_NAME, LOG_KEY))
     consistency_case(
         "checkpoint-fork",

@@ -2,8 +2,9 @@
 reads back with its strict parsers, and nothing a verification needs (so ``verify/`` keeps only
 the reading half).
 
-Scope: a bundle's ``proofs/<n>.consistency`` and ``.range`` members (read by
-``verify.consistency.parse_consistency_proof``).
+Scope: a checkpoint's note text (``verify.checkpoint.Checkpoint.from_text``), a signed note's
+signature lines and wire form (``verify.note.Note.from_bytes``), a bundle's
+``proofs/<n>.consistency`` and ``.range`` members (``verify.consistency.parse_consistency_proof``).
 Non-scope: signing (``ledger.signing``), what is written where (``ledger.exchange``,
 ``ledger.log``).
 """
@@ -12,7 +13,59 @@ from __future__ import annotations
 
 import base64
 
-__all__ = ["consistency_proof_bytes"]
+from trajledger.verify.checkpoint import Checkpoint
+from trajledger.verify.errors import FormatError
+from trajledger.verify.note import Note, NoteSignature
+
+__all__ = [
+    "checkpoint_text",
+    "consistency_proof_bytes",
+    "format_signature_line",
+    "note_bytes",
+    "signature_line",
+]
+
+
+def checkpoint_text(cp: Checkpoint) -> bytes:
+    """The note text of a checkpoint (origin, size, base64 root, extension lines), final
+    newline included: what the log key signs."""
+    lines = [cp.origin, str(cp.size), base64.b64encode(cp.root).decode(), *cp.extensions]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def format_signature_line(name: str, key_hash: bytes, sig: bytes) -> bytes:
+    """Return one note signature line: ``— <name> <base64(key_hash || sig)>`` and a newline.
+
+    Args:
+        name: the key name.
+        key_hash: the 4-byte key ID.
+        sig: the signature over the note text.
+
+    Returns:
+        The UTF-8 line, newline included.
+
+    Raises:
+        FormatError: a key ID that is not 4 bytes, an empty signature, or a name no reader
+            accepts (`NoteSignature`).
+    """
+    if len(key_hash) != 4 or not sig:
+        raise FormatError(
+            f"signature line for {name}: key ID has {len(key_hash)} bytes and signature "
+            f"{len(sig)}, want 4 and at least 1"
+        )
+    NoteSignature(name, key_hash, sig)
+    return "\u2014 ".encode() + name.encode() + b" " + base64.b64encode(key_hash + sig) + b"\n"
+
+
+def signature_line(sig: NoteSignature) -> bytes:
+    """A parsed signature line written back, newline included."""
+    return format_signature_line(sig.name, sig.key_hash, sig.signature)
+
+
+def note_bytes(note: Note) -> bytes:
+    """A note in its wire form: text, blank line, signature lines (a parsed note's exact
+    input)."""
+    return note.text + b"\n" + b"".join(signature_line(s) for s in note.signatures)
 
 
 def consistency_proof_bytes(proof: list[bytes]) -> bytes:

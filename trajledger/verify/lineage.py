@@ -71,12 +71,7 @@ from .log_entry import LogEntry
 from .log_index import LogIndex
 from .manifest import Manifest, check_file_subjects
 from .policy import TrustPolicy
-from .predicates import (
-    CARD_MAX_BYTES,
-    Dataset,
-    Provenance,
-    Sealed,
-)
+from .predicates import Dataset, Provenance, Sealed
 from .report import (
     ERASED,
     FAIL,
@@ -438,8 +433,11 @@ class LineageVerifier:
         except ProvenanceError as e:
             node.fail("files", str(e))
             return
-        for path, want in documents.items():
-            self._check_document(node, manifest, path, want)
+        if documents:  # a dataset's card: its check loads only then
+            from .documents import check_document
+
+            for path, want in documents.items():
+                check_document(self, node, manifest, path, want)
         gone = present = absent = 0
         by_other: dict[int, Record] = {}
         caller = node.kind in self.caller_hashes and sealed is None
@@ -488,43 +486,6 @@ class LineageVerifier:
         if absent:
             node.add("data", INFO, f"{absent} data blob(s) not present here (exported without "
                      "data): their digests are bound by the manifest, their bytes not checked")
-
-    def _check_document(self, node: Node, manifest: Manifest, path: str, digest: str) -> None:
-        """Check a file the signed predicate names as a document (a dataset's card).
-
-        Steps:
-            1. The manifest lists ``path`` with the digest the predicate names.
-            2. It is at most `CARD_MAX_BYTES`; its blob is present (or deleted by a verified
-               erasure) with the listed size.
-            3. Its bytes, read whole (so an export carries them even without data), hash to
-               the digest.
-        """
-        # (1)
-        listed = next((f for f in manifest.files if f.path == path), None)
-        if listed is None or listed.digest != digest:
-            node.fail(path, f"the signed record names {path} {_short(digest)}, the manifest "
-                      + (f"lists {_short(listed.digest)}" if listed else "does not list it"))
-            return
-        # (2)
-        if listed.size > CARD_MAX_BYTES:
-            node.fail(path, f"{listed.size} bytes, want at most {CARD_MAX_BYTES}")
-            return
-        size = self.evidence.blob_size(digest)
-        data = self.evidence.blob(digest) if size == listed.size else None
-        if size is None or (data is None and size == listed.size):
-            by = self.erased_blob(digest)
-            if by is not None:
-                node.add(path, ERASED, erasure_note(by, f"{path} deleted"))
-            else:
-                node.fail(path, f"blob {_short(digest)} is missing (exports carry it, with "
-                          "data or without)")
-        elif data is None:
-            node.fail(path, f"tampered: {size} bytes, want {listed.size} (blob {_short(digest)})")
-        elif (got := digest_bytes(data)) != digest:
-            # (3)
-            node.fail(path, f"tampered: content hashes to {_short(got)}, want {_short(digest)}")
-        else:
-            node.add(path, OK, f"{listed.size} bytes, the digest its signed record names")
 
     def finish(self) -> None:
         """Wait for the blobs being re-hashed and file their failures in the report

@@ -23,13 +23,13 @@ from trajledger.ledger.keys import Signer
 from trajledger.ledger.log import CACHE_DIR, EntrySpec, Log, format_tree_state, parse_tree_state
 from trajledger.ledger.log.lookup import TAIL
 from trajledger.verify.checkpoint import verify_checkpoint
+from trajledger.verify.consistency import verify_consistency
 from trajledger.verify.errors import FormatError, ProofError
 from trajledger.verify.log_entry import GENESIS_PREV, LogEntry
 from trajledger.verify.logcheck import check_entries
 from trajledger.verify.merkle import (
     leaf_hash,
     root_from_leaf_hashes,
-    verify_consistency,
     verify_inclusion,
 )
 from trajledger.verify.note import verifier_from_vkey

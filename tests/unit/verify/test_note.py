@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from trajledger.ledger.encode import format_signature_line, note_bytes
 from trajledger.verify.errors import FormatError, SignatureError
 from trajledger.verify.note import (
     ALG_COSIGNATURE_V1,
@@ -23,7 +24,6 @@ from trajledger.verify.note import (
     Note,
     NoteSignature,
     Verifier,
-    format_signature_line,
     key_hash,
     verifier_from_vkey,
     verify_note,
@@ -57,7 +57,7 @@ def test_signed_note_example_from_the_spec_repository() -> None:
     assert [(s.name, s.key_hash.hex(), len(s.signature)) for s in note.signatures] == [
         ("example.com/foo", "530d903a", 64)
     ]
-    assert note.to_bytes() == EXAMPLE["note"].encode()
+    assert note_bytes(note) == EXAMPLE["note"].encode()
     assert verify_note(note, [v]) == ["example.com/foo"]
 
 
@@ -220,17 +220,5 @@ def test_note_round_trips_text_with_blank_lines() -> None:
         data = text + b"\n" + sign(text)
         note = Note.from_bytes(data)
         assert note.text == text
-        assert note.to_bytes() == data
+        assert note_bytes(note) == data
         assert verify_note(data, [Verifier(NAME, ALG_ED25519, PUB)]) == [NAME]
-
-
-def test_format_signature_line() -> None:
-    kh = key_hash(NAME, ALG_ED25519, PUB)
-    line = format_signature_line(NAME, kh, b"\x01\x02")
-    assert line == "\u2014 note.test/key ".encode() + base64.b64encode(kh + b"\x01\x02") + b"\n"
-    with pytest.raises(FormatError, match="key ID has 2 bytes and signature 2"):
-        format_signature_line(NAME, kh[:2], b"\x01\x02")
-    with pytest.raises(FormatError, match="must be non-empty"):
-        format_signature_line("", kh, b"\x01")
-    with pytest.raises(FormatError, match="without spaces"):
-        format_signature_line("a\u00a0b", kh, b"\x01")  # NO-BREAK SPACE is a Unicode space

@@ -51,11 +51,11 @@ from trajledger.verify.note import (
     ALG_ED25519,
     Note,
     Verifier,
-    format_signature_line,
     verifier_from_vkey,
     vkey_string,
 )
 
+from ..encode import checkpoint_text, format_signature_line
 from ..errors import LedgerError, LogError
 from ..fs import TMP_PREFIX, fsync_dir, write_file_atomic
 from ..keys import Signer
@@ -393,7 +393,7 @@ class Log(LogReader):
     def _sign(self, signer: Signer, edge: Edge) -> tuple[Checkpoint, bytes]:
         """The checkpoint of ``edge``'s tree and its signed note."""
         cp = Checkpoint(self.origin, edge.size, edge.root)
-        text = cp.to_text()
+        text = checkpoint_text(cp)
         line = format_signature_line(self.origin, self.verifier.key_hash, signer.sign(text))
         return cp, text + b"\n" + line
 
@@ -491,7 +491,7 @@ class Log(LogReader):
             # (2)
             cp = handover_checkpoint(Checkpoint(self.origin, st.edge.size, st.edge.root),
                                      self.vkey, target.vkey)
-            text = cp.to_text()
+            text = checkpoint_text(cp)
             note = (text + b"\n"
                     + format_signature_line(self.origin, self.verifier.key_hash, old.sign(text))
                     + format_signature_line(self.origin, target.key_hash, new.sign(text)))
