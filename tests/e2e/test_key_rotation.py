@@ -34,7 +34,7 @@ from click.testing import Result
 from testkit import new_runner
 
 from trajledger import Ledger
-from trajledger.ledger.encode import checkpoint_text, format_signature_line
+from trajledger.ledger.encode import checkpoint_text, format_signature_line, vkey_string
 from trajledger.ledger.keys import KeyStore, Signer
 from trajledger.ledger.serve import LogServer
 from trajledger.ledger.trust_state import TrustState
@@ -42,7 +42,7 @@ from trajledger.ledger.user_state import STATE_DIR_ENV
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
 from trajledger.verify.checkpoint import Checkpoint
-from trajledger.verify.note import Note, vkey_string
+from trajledger.verify.note import Note
 
 ORIGIN = "test/rotation"
 KEYS = ("vendor", "vendor2", "approver-a", "approver-b", "approver-c", "trainer")

@@ -30,14 +30,13 @@ if __name__ == "__main__":  # pragma: no cover - script use without an installed
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
 
 from trajledger.ledger import encode  # noqa: E402
-from trajledger.ledger.encode import format_signature_line  # noqa: E402
+from trajledger.ledger.encode import format_signature_line, vkey_string  # noqa: E402
 from trajledger.verify.checkpoint import Checkpoint, cosignature_message  # noqa: E402
 from trajledger.verify.merkle import leaf_hash  # noqa: E402
 from trajledger.verify.note import (  # noqa: E402
     ALG_COSIGNATURE_V1,
     ALG_ED25519,
     key_hash,
-    vkey_string,
 )
 from trajledger.verify.tiles import (  # noqa: E402
     TILE_HEIGHT,

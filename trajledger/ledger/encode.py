@@ -2,9 +2,10 @@
 reads back with its strict parsers, and nothing a verification needs (so ``verify/`` keeps only
 the reading half).
 
-Scope: a checkpoint's note text (``verify.checkpoint.Checkpoint.from_text``), a signed note's
-signature lines and wire form (``verify.note.Note.from_bytes``), a bundle's
-``proofs/<n>.consistency`` and ``.range`` members (``verify.consistency.parse_consistency_proof``).
+Scope: a verifier key string (``verify.note.verifier_from_vkey``), a checkpoint's note text
+(``verify.checkpoint.Checkpoint.from_text``), a signed note's signature lines and wire form
+(``verify.note.Note.from_bytes``), a bundle's ``proofs/<n>.consistency`` and ``.range``
+members (``verify.consistency.parse_consistency_proof``).
 Non-scope: signing (``ledger.signing``), what is written where (``ledger.exchange``,
 ``ledger.log``).
 """
@@ -15,7 +16,7 @@ import base64
 
 from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.errors import FormatError
-from trajledger.verify.note import Note, NoteSignature
+from trajledger.verify.note import ALG_ED25519, Note, NoteSignature, Verifier, key_hash
 
 __all__ = [
     "checkpoint_text",
@@ -23,6 +24,8 @@ __all__ = [
     "format_signature_line",
     "note_bytes",
     "signature_line",
+    "verifier_vkey",
+    "vkey_string",
 ]
 
 
@@ -71,3 +74,27 @@ def note_bytes(note: Note) -> bytes:
 def consistency_proof_bytes(proof: list[bytes]) -> bytes:
     """A ``proofs/<n>.consistency`` member: one standard base64 hash per line, each ending LF."""
     return b"".join(base64.b64encode(h) + b"\n" for h in proof)
+
+
+def vkey_string(name: str, ed25519_public_bytes: bytes, alg: int = ALG_ED25519) -> str:
+    """Return the verifier key string for an Ed25519 public key.
+
+    Args:
+        name: the key name.
+        ed25519_public_bytes: the 32-byte raw public key.
+        alg: `ALG_ED25519` for a log key, `ALG_COSIGNATURE_V1` for a witness key.
+
+    Returns:
+        ``<name>+<key ID hex>+<base64(alg || key)>``.
+
+    Raises:
+        FormatError: invalid name, unsupported type or a key that is not 32 bytes.
+    """
+    Verifier(name=name, alg=alg, public_key=ed25519_public_bytes)
+    kh = key_hash(name, alg, ed25519_public_bytes)
+    return f"{name}+{kh.hex()}+{base64.b64encode(bytes([alg]) + ed25519_public_bytes).decode()}"
+
+
+def verifier_vkey(verifier: Verifier) -> str:
+    """The verifier key string of a parsed verifier key (what it was parsed from)."""
+    return vkey_string(verifier.name, verifier.public_key, verifier.alg)

@@ -54,11 +54,10 @@ from trajledger.verify.note import (
     Note,
     verifier_from_vkey,
     verify_note,
-    vkey_string,
 )
 from trajledger.verify.tiles import TileReader
 
-from .encode import signature_line
+from .encode import signature_line, vkey_string
 from .errors import LedgerError, TamperError
 from .log.spec import note_key_bytes
 from .log.witness import cosign_note

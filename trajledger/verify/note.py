@@ -49,7 +49,6 @@ __all__ = [
     "verified_signatures",
     "verifier_from_vkey",
     "verify_note",
-    "vkey_string",
 ]
 
 ALG_ED25519 = 0x01
@@ -299,11 +298,6 @@ class Verifier:
         """The 4-byte key ID that signature lines by this key carry."""
         return key_hash(self.name, self.alg, self.public_key)
 
-    @property
-    def vkey(self) -> str:
-        """The verifier key string of this key."""
-        return vkey_string(self.name, self.public_key, self.alg)
-
     def cosignature_timestamp(self, sig: bytes) -> int | None:
         """Return the timestamp of a cosignature/v1 signature, None for other types.
 
@@ -373,25 +367,6 @@ def verifier_from_vkey(vkey: str) -> Verifier:
             f"want {verifier.key_hash.hex()}"
         )
     return verifier
-
-
-def vkey_string(name: str, ed25519_public_bytes: bytes, alg: int = ALG_ED25519) -> str:
-    """Return the verifier key string for an Ed25519 public key.
-
-    Args:
-        name: the key name.
-        ed25519_public_bytes: the 32-byte raw public key.
-        alg: `ALG_ED25519` for a log key, `ALG_COSIGNATURE_V1` for a witness key.
-
-    Returns:
-        ``<name>+<key ID hex>+<base64(alg || key)>``.
-
-    Raises:
-        FormatError: invalid name, unsupported type or a key that is not 32 bytes.
-    """
-    Verifier(name=name, alg=alg, public_key=ed25519_public_bytes)
-    kh = key_hash(name, alg, ed25519_public_bytes)
-    return f"{name}+{kh.hex()}+{base64.b64encode(bytes([alg]) + ed25519_public_bytes).decode()}"
 
 
 def verified_signatures(

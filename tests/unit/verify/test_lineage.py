@@ -39,7 +39,7 @@ from trajledger.ledger.artifacts import (
     register_environment,
     register_evaluator,
 )
-from trajledger.ledger.encode import checkpoint_text, format_signature_line
+from trajledger.ledger.encode import checkpoint_text, format_signature_line, vkey_string
 from trajledger.ledger.keys import KeyStore, Signer
 from trajledger.ledger.record import record_files, record_statement
 from trajledger.ledger.status import approve, erase, record_policy, revoke
@@ -61,7 +61,7 @@ from trajledger.verify.lineage import (
     Node,
     Report,
 )
-from trajledger.verify.note import verifier_from_vkey, vkey_string
+from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.policy import TrustPolicy
 
 POLICY = """\

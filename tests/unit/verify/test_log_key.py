@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from trajledger.ledger.encode import checkpoint_text, format_signature_line
+from trajledger.ledger.encode import checkpoint_text, format_signature_line, vkey_string
 from trajledger.ledger.keys import Signer
 from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.errors import FormatError, SignatureError, VerificationError
@@ -19,7 +19,7 @@ from trajledger.verify.log_key import (
     key_chain,
     parse_handover,
 )
-from trajledger.verify.note import verifier_from_vkey, vkey_string
+from trajledger.verify.note import verifier_from_vkey
 
 ORIGIN = "test/log"
 KEYS = [Signer.generate(f"k{i}") for i in range(4)]

@@ -25,10 +25,9 @@ from trajledger.verify.note import (
     Note,
     key_hash,
     verifier_from_vkey,
-    vkey_string,
 )
 
-from ..encode import format_signature_line, signature_line
+from ..encode import format_signature_line, signature_line, vkey_string
 from ..errors import LogError
 from ..fs import write_file_atomic
 from ..keys import Signer
