@@ -4,8 +4,9 @@ the reading half).
 
 Scope: a verifier key string (``verify.note.verifier_from_vkey``), a checkpoint's note text
 (``verify.checkpoint.Checkpoint.from_text``), a signed note's signature lines and wire form
-(``verify.note.Note.from_bytes``), a bundle's ``proofs/<n>.consistency`` and ``.range``
-members (``verify.consistency.parse_consistency_proof``).
+(``verify.note.Note.from_bytes``), a tlog-proof (``verify.tlog_proof.TlogProof.from_bytes``),
+a bundle's ``proofs/<n>.consistency`` and ``.range`` members
+(``verify.consistency.parse_consistency_proof``).
 Non-scope: signing (``ledger.signing``), what is written where (``ledger.exchange``,
 ``ledger.log``).
 """
@@ -17,6 +18,7 @@ import base64
 from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.errors import FormatError
 from trajledger.verify.note import ALG_ED25519, Note, NoteSignature, Verifier, key_hash
+from trajledger.verify.tlog_proof import TLOG_PROOF_HEADER, TlogProof
 
 __all__ = [
     "checkpoint_text",
@@ -24,6 +26,7 @@ __all__ = [
     "format_signature_line",
     "note_bytes",
     "signature_line",
+    "tlog_proof_bytes",
     "verifier_vkey",
     "vkey_string",
 ]
@@ -58,6 +61,17 @@ def format_signature_line(name: str, key_hash: bytes, sig: bytes) -> bytes:
         )
     NoteSignature(name, key_hash, sig)
     return "\u2014 ".encode() + name.encode() + b" " + base64.b64encode(key_hash + sig) + b"\n"
+
+
+def tlog_proof_bytes(proof: TlogProof) -> bytes:
+    """A proof in its text form (c2sp.org/tlog-proof): header, ``extra``, index, hashes, a
+    blank line, the checkpoint."""
+    lines = [TLOG_PROOF_HEADER]
+    if proof.extra is not None:
+        lines.append(b"extra " + base64.b64encode(proof.extra))
+    lines.append(b"index " + str(proof.index).encode())
+    lines.extend(base64.b64encode(h) for h in proof.inclusion)
+    return b"\n".join(lines) + b"\n\n" + proof.checkpoint
 
 
 def signature_line(sig: NoteSignature) -> bytes:

@@ -78,7 +78,7 @@ from trajledger.verify.tiles import TileReader
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
 from .catalog import Catalog, origin_name
-from .encode import consistency_proof_bytes
+from .encode import consistency_proof_bytes, tlog_proof_bytes
 from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
 from .fs import TMP_PREFIX, fsync_dir, sync_paths_ahead, temp_dir
@@ -367,7 +367,7 @@ def export_bundle(
             continue  # proven by the root the extension rebuilds
         proof = TlogProof(i, tuple(tiles.inclusion_proof(i, size)), note)
         verify_tlog_proof(proof, entries[i], log_verifier, checkpoint.origin)
-        small[f"proofs/{i}.tlog-proof"] = proof.to_bytes()
+        small[f"proofs/{i}.tlog-proof"] = tlog_proof_bytes(proof)
     if updates_since:
         small[f"proofs/{updates_since}.range"] = consistency_proof_bytes(
             list(tiles.compact_range(updates_since).hashes))

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import testkit
 
+from trajledger.ledger.encode import tlog_proof_bytes
 from trajledger.ledger.errors import LogError, TamperError
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.log import CACHE_DIR, EntrySpec, Log, format_tree_state, parse_tree_state
@@ -275,7 +276,7 @@ def test_proof_arguments_are_checked(log: Log) -> None:
 def test_tlog_proof_round_trips_and_verifies(log: Log) -> None:
     log.append([spec(i) for i in range(40)])
     proof = log.tlog_proof(17)
-    data = proof.to_bytes()
+    data = tlog_proof_bytes(proof)
     assert data.startswith(b"c2sp.org/tlog-proof@v1\nindex 17\n")
     parsed = TlogProof.from_bytes(data)
     cp = verify_tlog_proof(parsed, log.entry(17), log.verifier, ORIGIN)
