@@ -2,7 +2,8 @@
 reads back with its strict parsers, and nothing a verification needs (so ``verify/`` keeps only
 the reading half).
 
-Scope: a verifier key string (``verify.note.verifier_from_vkey``), a checkpoint's note text
+Scope: a DSSE envelope (``verify.dsse.Envelope.from_bytes``), a verifier key string
+(``verify.note.verifier_from_vkey``), a checkpoint's note text
 (``verify.checkpoint.Checkpoint.from_text``), a signed note's signature lines and wire form
 (``verify.note.Note.from_bytes``), a tlog-proof (``verify.tlog_proof.TlogProof.from_bytes``),
 a bundle's ``proofs/<n>.consistency`` and ``.range`` members
@@ -14,15 +15,19 @@ Non-scope: signing (``ledger.signing``), what is written where (``ledger.exchang
 from __future__ import annotations
 
 import base64
+import json
 
 from trajledger.verify.checkpoint import Checkpoint
+from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import FormatError
 from trajledger.verify.note import ALG_ED25519, Note, NoteSignature, Verifier, key_hash
 from trajledger.verify.tlog_proof import TLOG_PROOF_HEADER, TlogProof
 
 __all__ = [
+    "b64encode",
     "checkpoint_text",
     "consistency_proof_bytes",
+    "envelope_bytes",
     "format_signature_line",
     "note_bytes",
     "signature_line",
@@ -30,6 +35,24 @@ __all__ = [
     "verifier_vkey",
     "vkey_string",
 ]
+
+
+def b64encode(data: bytes) -> str:
+    """Standard base64 with padding, as DSSE writers emit it."""
+    return base64.b64encode(data).decode("ascii")
+
+
+def envelope_bytes(envelope: Envelope) -> bytes:
+    """An envelope as compact JSON with standard padded base64 (the form written to disk)."""
+    obj = {
+        "payload": b64encode(envelope.payload),
+        "payloadType": envelope.payload_type,
+        "signatures": [
+            ({"keyid": s.keyid} if s.keyid else {}) | {"sig": b64encode(s.sig)}
+            for s in envelope.signatures
+        ],
+    }
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode("ascii")
 
 
 def checkpoint_text(cp: Checkpoint) -> bytes:
