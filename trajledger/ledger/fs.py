@@ -1,13 +1,15 @@
 """Durable file writes (temp file, fsync, rename, directory fsync) and their leftovers.
 
 Temp files and directories are named ``.tmp-<host>-<pid>-<random>`` (`temp_name`): ``host`` is
-8 hex digits of the SHA-256 of this machine's host name, ``pid`` the writing process. A process
-killed mid-write leaves one behind. `is_stale` decides whether one can still belong to a live
-writer, so that the next writer (and ``trajledger gc``) removes only dead ones:
+8 hex digits of the SHA-256 of this machine's host name and, on Linux, of its process-id
+namespace (`_host_tag`), ``pid`` the writing process. A process killed mid-write leaves one
+behind. `is_stale` decides whether one can still belong to a live writer, so that the next
+writer (and ``trajledger gc``) removes only dead ones:
 
 - named by this host: stale when that process is gone (``kill(pid, 0)`` says no such process;
   a reused pid only delays the removal, never hastens it);
-- anything else (another host sharing the directory, or a name without an owner such as
+- anything else (another host sharing the directory, a container of this host with a process-id
+  namespace of its own, whose pids mean nothing here, or a name without an owner such as
   ``tmpXXXXXXXX`` from ``tempfile`` or a ``.tmp-`` file of trajledger 0.1): stale when nothing in
   it changed for `STALE_AFTER` seconds and not since this process started (a writer that has
   been silent for an hour on another host is presumed dead).
@@ -53,7 +55,21 @@ TMP_PREFIX = ".tmp-"
 STALE_AFTER = 3600.0
 """Seconds without change after which a leftover of unknown owner is presumed dead."""
 
-_HOST = hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+
+def _host_tag() -> str:
+    """Who can judge a pid in a temp name by ``kill(pid, 0)``: processes of this host name in
+    this process-id namespace. Containers often share a host name (``--network host``) and a
+    ledger volume, each with pids of its own: a pid one names is not the other's (without the
+    namespace, a live writer's staging in one was swept by a writer in the other)."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:  # not Linux, or no /proc: the host name alone
+        namespace = ""
+    ident = socket.gethostname() + (f"\0{namespace}" if namespace else "")
+    return hashlib.sha256(ident.encode("utf-8", "replace")).hexdigest()[:8]
+
+
+_HOST = _host_tag()
 _STARTED = time.time()
 _OWNED = re.compile(r"\.tmp-([0-9a-f]{8})-([0-9]+)-[0-9a-f]+(?:\..*)?")
 
