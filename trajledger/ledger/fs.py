@@ -239,21 +239,33 @@ def fsync_all(fds: Sequence[int]) -> None:
 
 
 _SYNC_BATCH = 256
-"""`sync_paths` holds at most this many descriptors open at once."""
+"""`sync_paths` holds at most this many descriptors open at once (`_sync_batch`)."""
+
+
+def _sync_batch() -> int:
+    """`_SYNC_BATCH`, or a quarter of the process's soft limit of open files when that is
+    smaller (macOS's default is 256): the rest of the command keeps files open too."""
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return _SYNC_BATCH
+    return max(1, min(_SYNC_BATCH, soft // 4))
 
 
 def sync_paths(paths: Sequence[Path]) -> None:
-    """fsync files and directories by path, concurrently (`fsync_all`, in batches of
+    """fsync files and directories by path, concurrently (`fsync_all`, in batches of at most
     `_SYNC_BATCH` open descriptors): one durability pass over many files instead of one
     fsync after each.
 
     Raises:
         OSError: a path cannot be opened, or the first fsync that failed.
     """
-    for start in range(0, len(paths), _SYNC_BATCH):
+    batch = _sync_batch()
+    for start in range(0, len(paths), batch):
         fds: list[int] = []
         try:
-            for path in paths[start:start + _SYNC_BATCH]:
+            for path in paths[start:start + batch]:
                 fds.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
             fsync_all(fds)
         finally:
