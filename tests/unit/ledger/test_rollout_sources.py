@@ -280,6 +280,21 @@ def test_unknown_formats_are_named(tmp_path: Path) -> None:
         detect_format(tmp_path)
 
 
+@pytest.mark.parametrize("ext", ["parquet", "jsonl"])
+def test_a_directory_an_export_wrote_names_the_files_to_give(tmp_path: Path, ext: str) -> None:
+    out = tmp_path / "export"
+    out.mkdir()
+    steps, episodes = out / f"steps.{ext}", out / f"episodes.{ext}"
+    steps.write_bytes(b"")
+    for given in (f"{steps}", f"{steps} --episodes {episodes}"):
+        with pytest.raises(RolloutValidationError) as info:
+            detect_format(out)
+        assert problems(info) == [
+            f"a directory, not a rollout file; it holds an export's steps.{ext}: give {given}"
+        ]
+        episodes.write_bytes(b"")
+
+
 # --- Minari ----------------------------------------------------------------------------------
 
 

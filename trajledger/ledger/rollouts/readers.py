@@ -137,6 +137,15 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     if subject.is_dir():
         if minari_root(subject) is not None:
             return "minari"
+        for ext in ("parquet", "jsonl"):  # what `trajledger export --format parquet|jsonl` wrote
+            steps, episodes = subject / f"steps.{ext}", subject / f"episodes.{ext}"
+            if steps.is_file():
+                given = f"{steps} --episodes {episodes}" if episodes.is_file() else str(steps)
+                raise refusal(
+                    path,
+                    f"a directory, not a rollout file; it holds an export's {steps.name}: "
+                    f"give {given}",
+                )
         raise refusal(
             path,
             "a directory that is not a Minari dataset (no metadata.json with a data_format in "
