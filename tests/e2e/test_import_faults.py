@@ -58,9 +58,8 @@ def fails_at_rename(monkeypatch: pytest.MonkeyPatch, nth: int, error: BaseExcept
     monkeypatch.setattr(store_module.os, "replace", replace)
 
 
-def sound_after(buyer: Buyer, vendor: Vendor, before: int) -> None:
-    """The log as it was, no staging left; then the import goes through and fsck passes."""
-    assert buyer.size() == before
+def sound_after(buyer: Buyer, vendor: Vendor) -> None:
+    """No staging left; the import then goes through and fsck passes."""
     assert os.listdir(buyer.home / "tmp") == []
     buyer.run("import", vendor.bundle, "--key", "approver")
     r = buyer.run("fsck")
@@ -83,38 +82,46 @@ def test_a_store_the_importer_cannot_write_is_named_and_nothing_changes(
         rf"FAIL: (.*trajledger-bundle-.* -> )?{store}/\w\w(/\w\w(/\w{{64}})?)?: cannot move "
         r"into the store: Permission denied\n", r["stderr"]), r["stderr"]
     assert tk.snapshot(buyer.home / "objects") == objects
+    assert buyer.size() == before
     subprocess.run(["chmod", "-R", "u+w", buyer.home / "objects"], check=True)
-    sound_after(buyer, vendor, before)
+    sound_after(buyer, vendor)
+
+
+def failed_import(parties: tuple[Vendor, Buyer], monkeypatch: pytest.MonkeyPatch, nth: int,
+                  error: BaseException, code: int) -> str:
+    """Import with the ``nth`` rename failing with ``error``: nothing logged; its stderr (the
+    fault undone)."""
+    vendor, buyer = parties
+    before = buyer.size()
+    fails_at_rename(monkeypatch, nth, error)
+    r = buyer.run("import", vendor.bundle, "--key", "approver", code=code)
+    monkeypatch.undo()
+    assert buyer.size() == before
+    return str(r.stderr)
 
 
 @pytest.mark.parametrize("nth", [1, 3])
 def test_an_io_error_half_way_leaves_orphans_the_next_import_adopts(
     parties: tuple[Vendor, Buyer], monkeypatch: pytest.MonkeyPatch, nth: int,
 ) -> None:
+    err = failed_import(parties, monkeypatch, nth, OSError(errno.EIO, "Input/output error"), 3)
     vendor, buyer = parties
-    before = buyer.size()
-    fails_at_rename(monkeypatch, nth, OSError(errno.EIO, "Input/output error"))
-    r = buyer.run("import", vendor.bundle, "--key", "approver", code=3)
     store = re.escape(str(buyer.home / "objects" / "sha256"))
     assert re.fullmatch(rf"FAIL: {re.escape(str(buyer.home / 'tmp'))}/\S*/trajledger-bundle-\S*"
                         rf"/objects/(\w{{64}}) -> {store}/\w\w/\w\w/\1: cannot move into the "
-                        r"store: Input/output error\n", r.stderr), r.stderr
-    monkeypatch.undo()
-    sound_after(buyer, vendor, before)
+                        r"store: Input/output error\n", err), err
+    sound_after(buyer, vendor)
 
 
 def test_an_interrupted_import_leaves_orphans_the_next_import_adopts(
     parties: tuple[Vendor, Buyer], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    assert failed_import(parties, monkeypatch, 3, KeyboardInterrupt(), 130) == (
+        "FAIL: interrupted; nothing was half-written\n")
     vendor, buyer = parties
-    before = buyer.size()
-    fails_at_rename(monkeypatch, 3, KeyboardInterrupt())
-    r = buyer.run("import", vendor.bundle, "--key", "approver", code=130)
-    assert r.stderr == "FAIL: interrupted; nothing was half-written\n"
-    monkeypatch.undo()
     r = buyer.run("fsck")
     assert "orphans\t2\n" in r.stdout  # the two objects moved before the interruption
-    sound_after(buyer, vendor, before)
+    sound_after(buyer, vendor)
 
 
 def test_another_filesystem_copies_each_object(
