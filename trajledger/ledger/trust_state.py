@@ -579,8 +579,7 @@ class TrustState:
             start = self._size
 
             def insert(entries: list[tuple[int, LogEntry, bytes]], rows: Any) -> None:
-                """Insert a run's rows (``rows``: derived here when None or when the worker
-                died, or a worker's)."""
+                """Insert a run's rows: a worker's, else (none, or it died) derived here."""
                 got = Workers.rows(rows)
                 if got is None:
                     self._index_entries(entries, read_blob)

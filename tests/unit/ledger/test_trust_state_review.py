@@ -24,6 +24,10 @@ import contextlib
 import hashlib
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -123,7 +127,7 @@ def test_a_worker_killed_mid_reading_leaves_the_rows_to_this_process(
 ) -> None:
     alone = _read(chat_home, tmp_path / "alone", monkeypatch)
     # Envelopes read by worker processes, runs of 2 entries; the first read in a worker
-    # kills it (os._exit, as the out-of-memory killer would): the pool is then broken.
+    # kills it (SIGKILL, as the out-of-memory killer does): the pool is then broken.
     flag = tmp_path / "killed"
     real = home_module.local_blob_reader
 
@@ -135,7 +139,8 @@ def test_a_worker_killed_mid_reading_leaves_the_rows_to_this_process(
                 os.close(os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
             except FileExistsError:
                 return read(digest)
-            os._exit(9)
+            os.kill(os.getpid(), signal.SIGKILL)
+            return None
 
         return first_read_kills
 
@@ -170,11 +175,6 @@ def test_ctrl_c_during_a_long_first_use_says_one_line_and_the_next_command_reads
 ) -> None:
     """Found by review: Ctrl-C (SIGINT to the terminal's process group) during a first use read
     by worker processes printed a traceback of each idle worker above the one FAIL line."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
     state_dir, flag = tmp_path / "state", tmp_path / "reading"
     proc = subprocess.Popen(
         [sys.executable, "-c", INTERRUPTED, str(chat_home), str(flag)], start_new_session=True,
