@@ -155,3 +155,30 @@ def test_an_object_held_with_other_bytes_is_replaced(parties: tuple[Vendor, Buye
     r = buyer.run("fsck")
     assert "damaged\t0\n" in r.stdout, r.stdout
     buyer.run("verify", "bh@1")
+
+
+def test_two_imports_of_one_bundle_at_once_record_it_once(
+    parties: tuple[Vendor, Buyer], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A second import of the same bundle runs whole between the first one's move into the
+    store and its log commit (as another process could): its sweep of leftovers spares the
+    first one's staging, and the first one's commit then adds nothing twice."""
+    from trajledger.ledger.log import Log
+
+    vendor, buyer = parties
+    real = Log.append
+    inner: list[Any] = []
+
+    def other_import_first(self: Log, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("foreign") and not inner:
+            inner.append(None)  # once: the second import's own append goes straight through
+            inner[0] = buyer.run("import", vendor.bundle, "--key", "approver")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Log, "append", other_import_first)
+    outer = buyer.run("import", vendor.bundle, "--key", "approver")
+    monkeypatch.undo()
+    assert inner and inner[0].stdout == outer.stdout  # the dataset's digest
+    assert buyer.size() == 6  # the policy, 4 foreign records, one import record
+    r = buyer.run("fsck")
+    assert "orphans\t0\n" in r.stdout and "damaged\t0\n" in r.stdout, r.stdout
