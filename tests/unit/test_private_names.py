@@ -47,9 +47,6 @@ SEAMS: dict[tuple[str, str], str] = {
 }
 """``(test file from tests/, private name): why`` for the private seams reached from a test
 file that does not own them."""
-STDLIB = frozenset({"os", "sys"})
-"""Standard modules whose private names tests use (``os._exit``): not trajledger's, even where
-trajledger defines a name alike (``trajledger.__main__._exit``)."""
 TARGETS = frozenset({"setattr", "delattr", "patch", "import_module", "importorskip"})
 """Calls whose string argument names what they reach (``monkeypatch.setattr("a.b._c", v)``)."""
 
@@ -196,8 +193,7 @@ def private_uses(source: str) -> list[tuple[int, str]]:
             for a in node.names:
                 if a.name.startswith("trajledger."):
                     uses += [(node.lineno, p) for p in a.name.split(".") if _private(p)]
-        elif isinstance(node, ast.Attribute) and _private(node.attr) and not (
-                isinstance(node.value, ast.Name) and node.value.id in STDLIB):
+        elif isinstance(node, ast.Attribute) and _private(node.attr):
             uses.append((node.lineno, node.attr))
         elif isinstance(node, ast.Call):
             # setattr(x, "_name", ...), and a dotted target: monkeypatch.setattr("trajledger...")
@@ -242,23 +238,23 @@ def test_tests_use_public_names_outside_a_modules_own_unit_tests() -> None:
 
 def test_the_test_checker_knows_whose_private_names_a_test_may_use() -> None:
     defined = {"_helper": {"trajledger.ledger.log.writer"}, "_jcs": {"trajledger.verify._jcs"},
-               "_Writer": {"trajledger.integrations.ray"}, "_exit": {"trajledger.__main__"}}
+               "_Writer": {"trajledger.integrations.ray"}}
     source = (
         "from trajledger.ledger.log.writer import _helper\n"
         "import trajledger.verify._jcs\n"
         "log._helper()\n"
         "monkeypatch.setattr(Log, '_helper', f)\n"
         "monkeypatch.setattr('trajledger.integrations.ray._Writer', f)\n"
-        "os._exit(0)\n"  # not trajledger's, though trajledger has an _exit
+        "os._exit(0)\n"  # not trajledger's
         "class Fake:\n"
         "    def __init__(self):\n"
         "        self._helper = 1\n"  # the test's own
     )
     fake = source.replace("class Fake:\n    def __init__(self):\n        self._helper = 1\n", "")
     assert sorted(private_uses(fake)) == [
-        (1, "_helper"), (2, "_jcs"), (3, "_helper"), (4, "_helper"), (5, "_Writer")
+        (1, "_helper"), (2, "_jcs"), (3, "_helper"), (4, "_helper"), (5, "_Writer"), (6, "_exit")
     ]
-    assert sorted(private_uses(source)) == [(2, "_jcs"), (5, "_Writer")]
+    assert sorted(private_uses(source)) == [(2, "_jcs"), (5, "_Writer"), (6, "_exit")]
     assert sorted(reaches("e2e/test_log_cli.py", fake, defined)) == sorted([
         f"tests/e2e/test_log_cli.py:{n}: uses {name} of {module}"
         for n, name, module in [
