@@ -715,6 +715,13 @@ def import_bundle(
                                   asked=set(report.nodes),
                                   have=lambda d: d in objects or ledger.store.exists(d),
                                   logs=logs)
+        if subject is None:
+            # An update alone carries envelopes only (of its policies and of its extension's
+            # records: a member nothing used refuses the bundle). Those of records neither
+            # taken in nor consulted are about what this ledger does not hold: stored, no
+            # record here would name them (orphans, a vendor's to send at will).
+            used = {LogEntry.from_bytes(entries[i]).envelope for i in (*taken, *consulted)}
+            objects = {d: f for d, f in objects.items() if d in used}
         update = Update(ev.index.vkey, note_bytes, entries, taken, consulted,
                         lambda i: ev.inclusion_proof(i, cp.size), objects, artifact,
                         cp.size, not ev.index.omitted, synced)

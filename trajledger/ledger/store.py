@@ -381,7 +381,10 @@ class ObjectStore:
                 advance(f.size)
             sync_paths(sorted(named | made))
         except OSError as e:
-            raise StoreError(f"cannot move into the store: {e.strerror or e}") from e
+            # Name the file (and, for a rename, where it was going): the error alone does not.
+            where = " -> ".join(str(n) for n in (e.filename, e.filename2) if n is not None)
+            raise StoreError(f"{where or self.root}: cannot move into the store: "
+                             f"{e.strerror or e}") from e
 
     def _adopt_by_copy(self, path: Path, known: FileDigest) -> FileDigest:
         """`adopt_file` across filesystems: copy (hashing), check, remove the source."""
