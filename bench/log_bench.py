@@ -52,7 +52,8 @@ import _common as c
 
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.log import EntrySpec, Log, verify_log_dir
-from trajledger.verify.merkle import leaf_hash, verify_consistency, verify_inclusion
+from trajledger.verify.consistency import verify_consistency
+from trajledger.verify.merkle import leaf_hash, verify_inclusion
 
 KINDS = ("files", "rollout-batch", "dataset", "approval")
 

@@ -94,6 +94,7 @@ class Filler:
     def _one(self, n: int) -> Any:
         import datetime as dt
 
+        from trajledger.ledger.encode import envelope_bytes
         from trajledger.ledger.log import EntrySpec
         from trajledger.ledger.signing import sign_statement
         from trajledger.verify import predicates
@@ -136,7 +137,7 @@ class Filler:
             kind, ptype = "approval", predicates.APPROVAL
             signer = self.keys["a" if slot == 98 else "b"]
         envelope = sign_statement([(name, subject)], ptype, predicate, [signer])
-        digest = self.ledger.store.put_bytes(envelope.to_bytes())
+        digest = self.ledger.store.put_bytes(envelope_bytes(envelope))
         return EntrySpec(kind=kind, subject=subject, envelope=digest, signers=(signer.keyid,))
 
 

@@ -119,6 +119,7 @@ def main() -> None:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
+    from trajledger.ledger.encode import envelope_bytes
     from trajledger.ledger.files import collect_files, manifest_for
     from trajledger.ledger.keys import KeyStore
     from trajledger.ledger.signing import files_predicate, sign_statement
@@ -161,7 +162,7 @@ def main() -> None:
             manifest = manifest_for(collect_files([data]))
             ptype, predicate = files_predicate(manifest)
             envelope = sign_statement([("data", manifest.digest)], ptype, predicate, [signer])
-            tl_env.write_bytes(envelope.to_bytes() + b"\n")
+            tl_env.write_bytes(envelope_bytes(envelope) + b"\n")
 
         def tl_lib_verify() -> None:
             verify_files([data], tl_env, [tl_pub]).raise_if_failed()

@@ -34,11 +34,11 @@ def main() -> None:
     try:
         command()
     except SystemExit as e:
-        _exit(e.code)
-    _exit(0)
+        _finish(e.code)
+    _finish(0)
 
 
-def _exit(code: object) -> None:
+def _finish(code: object) -> None:
     """Exit with ``code`` once the command is done, past Arrow's teardown when it was loaded.
 
     A process that used pyarrow can abort after its work is done and its output written:

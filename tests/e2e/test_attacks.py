@@ -27,6 +27,7 @@ from click.testing import CliRunner, Result
 
 from trajledger import Ledger
 from trajledger.ledger.config import LedgerConfig
+from trajledger.ledger.encode import vkey_string
 from trajledger.ledger.keys import KeyStore, Signer
 from trajledger.runner.cli import main
 from trajledger.verify.log_entry import LogEntry
@@ -530,7 +531,7 @@ def test_a_forged_ledger_is_refused_on_first_use(scene: Scene, tmp_path: Path) -
 def test_a_witness_counts_once_whatever_its_name(scene: Scene) -> None:
     """Finding 3: one witness key listed as w1 and w1-alias: refused by policy check and set
     (the cosignature counting by key is tests/unit/verify/test_checkpoint.py)."""
-    from trajledger.verify.note import ALG_COSIGNATURE_V1, vkey_string
+    from trajledger.verify.note import ALG_COSIGNATURE_V1
 
     pub = Signer.generate("w1").public.raw_ed25519()
     one = vkey_string("w1", pub, ALG_COSIGNATURE_V1)

@@ -34,6 +34,7 @@ CHILD = r"""
 import hashlib, random, sys, time
 from pathlib import Path
 from trajledger import Ledger
+from trajledger.ledger.encode import envelope_bytes
 from trajledger.ledger.log import EntrySpec
 from trajledger.ledger.signing import sign_statement
 from trajledger.ledger.store import ObjectStore
@@ -51,7 +52,8 @@ specs = []
 for i in range(item, item + 200):
     subject = "sha256:" + hashlib.sha256(b"item-%d" % i).hexdigest()
     env = sign_statement([("item", subject)], predicates.APPROVAL, {"item": i}, [signer])
-    specs.append(EntrySpec("approval", subject, store.put_bytes(env.to_bytes()), (signer.keyid,)))
+    data = envelope_bytes(env)
+    specs.append(EntrySpec("approval", subject, store.put_bytes(data), (signer.keyid,)))
 log.find_envelope(specs[0].envelope)  # load the lookup index before the kills start
 print("READY", flush=True)
 pos = 0

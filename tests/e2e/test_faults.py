@@ -40,6 +40,7 @@ from click.testing import CliRunner
 
 from trajledger import Ledger
 from trajledger.ledger.artifacts import register_environment
+from trajledger.ledger.encode import envelope_bytes
 from trajledger.ledger.errors import LedgerError
 from trajledger.ledger.fsck import leftovers
 from trajledger.ledger.log import EntrySpec, verify_log_dir
@@ -250,7 +251,7 @@ def big(
     for i in range(257):
         subject = "sha256:" + hashlib.sha256(b"s%d" % i).hexdigest()
         env = sign_statement([("s", subject)], predicates.APPROVAL, {"i": i}, [vendor])
-        digest = ledger.store.put_bytes(env.to_bytes())
+        digest = ledger.store.put_bytes(envelope_bytes(env))
         specs.append(EntrySpec("approval", subject, digest, (vendor.keyid,)))
     n = 250 - ledger.log.size
     ledger.log.append(specs[:n])

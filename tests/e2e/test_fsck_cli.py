@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tamperkit as tk
@@ -256,3 +257,73 @@ def test_the_next_writer_removes_only_dead_leftovers(home: Path, tmp_path: Path)
     r = run(home, "attest", src, "--key", "vendor")  # the next writer
     assert r.exit_code == 0, r.output
     assert [p.exists() for p in (dead, alive, old_tmp, young_tmp)] == [False, True, False, True]
+
+
+# -- gc against a writer that keeps an orphan (review of issue 21) ---------------------------------
+
+
+def _old_orphan(home: Path, data: bytes) -> tuple[Ledger, str, Path]:
+    ledger = Ledger.open(home)
+    digest = ledger.store.put_bytes(data)
+    path = ledger.store.path_of(digest)
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(path, (two_days_ago, two_days_ago))
+    return ledger, digest, path
+
+
+@pytest.mark.parametrize("keep", ["put_bytes", "put_file"])
+def test_gc_does_not_remove_an_orphan_a_writer_keeps_meanwhile(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep: str
+) -> None:
+    """An orphan gc chose is stored again by a writer (which finds it intact and keeps it, to
+    name it in its next entry) before gc removes it under the log's lock: gc leaves it."""
+    from trajledger.ledger import fsck as lib
+
+    data = b"an old orphan a record is about to name"
+    ledger, digest, path = _old_orphan(home, data)
+    source = tmp_path / "source"
+    source.write_bytes(data)
+    log = ledger.log
+    exclusive = log.exclusive
+
+    def writer_first() -> Any:  # the writer keeps the object between gc's choice and its lock
+        if keep == "put_bytes":
+            assert ledger.store.put_bytes(data) == digest
+        else:
+            assert ledger.store.put_file(source).digest == digest
+        return exclusive()
+
+    monkeypatch.setattr(log, "exclusive", writer_first)
+    result = lib.gc(ledger, apply=True)
+    assert result.applied and digest not in result.orphans
+    assert path.read_bytes() == data
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_gc_removes_an_orphan_nobody_touched(home: Path) -> None:
+    from trajledger.ledger import fsck as lib
+
+    ledger, digest, path = _old_orphan(home, b"an old orphan nobody wants")
+    result = lib.gc(ledger, apply=True)
+    assert result.orphans == {digest: 26} and not path.exists()
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_a_writer_that_touches_an_orphan_gc_set_aside_stores_it_again(home: Path) -> None:
+    """The other order: gc has renamed the orphan aside when the writer looks for it; the
+    writer finds nothing there and stores the bytes again, and gc, seeing the time it chose
+    the orphan by, removes only its own copy set aside."""
+    ledger, digest, path = _old_orphan(home, b"set aside")
+    mtime = path.stat().st_mtime
+    real_rename = os.rename
+
+    def rename_then_writer(src: Any, dst: Any) -> None:
+        real_rename(src, dst)
+        assert ledger.store.put_bytes(b"set aside") == digest  # the writer, meanwhile
+
+    import trajledger.ledger.store as store_module
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(store_module.os, "rename", rename_then_writer)
+        assert ledger.store.delete_unchanged(digest, mtime)
+    assert path.read_bytes() == b"set aside"

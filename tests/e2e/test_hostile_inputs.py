@@ -48,8 +48,9 @@ from trajledger.ledger.rollouts.schema import SHAPE_KEY
 from trajledger.ledger.user_state import STATE_DIR_ENV
 from trajledger.ledger.validate_files import validate_files
 from trajledger.runner.cli import main
-from trajledger.verify.bundle import BundleEvidence, BundleIndex, Limits, parse_consistency_proof
+from trajledger.verify.bundle import BundleEvidence, BundleIndex, Limits
 from trajledger.verify.checkpoint import Checkpoint
+from trajledger.verify.consistency import parse_consistency_proof
 from trajledger.verify.dsse import Envelope, pae
 from trajledger.verify.errors import FormatError, ProvenanceError
 from trajledger.verify.keys import PublicKey

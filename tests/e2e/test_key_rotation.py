@@ -34,6 +34,7 @@ from click.testing import Result
 from testkit import new_runner
 
 from trajledger import Ledger
+from trajledger.ledger.encode import checkpoint_text, format_signature_line, vkey_string
 from trajledger.ledger.keys import KeyStore, Signer
 from trajledger.ledger.serve import LogServer
 from trajledger.ledger.trust_state import TrustState
@@ -41,7 +42,7 @@ from trajledger.ledger.user_state import STATE_DIR_ENV
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
 from trajledger.verify.checkpoint import Checkpoint
-from trajledger.verify.note import Note, format_signature_line, vkey_string
+from trajledger.verify.note import Note
 
 ORIGIN = "test/rotation"
 KEYS = ("vendor", "vendor2", "approver-a", "approver-b", "approver-c", "trainer")
@@ -438,8 +439,8 @@ def test_a_key_no_handover_names_is_refused(world: World) -> None:
     vkey = vkey_string(ORIGIN, forged.public.raw_ed25519())
     tree = Checkpoint.from_text(Note.from_bytes(
         (world.home / "log" / "checkpoint").read_bytes()).text)
-    text = Checkpoint(tree.origin, tree.size, tree.root,
-                      (f"trajledger.dev/log-key-handover {v2} {vkey}",)).to_text()
+    text = checkpoint_text(Checkpoint(tree.origin, tree.size, tree.root,
+                      (f"trajledger.dev/log-key-handover {v2} {vkey}",)))
     kh = bytes.fromhex(vkey.split("+")[1])
     (world.home / "log" / "key-handovers" / "2").write_bytes(
         text + b"\n" + format_signature_line(ORIGIN, kh, forged.sign(text)))

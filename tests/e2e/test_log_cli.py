@@ -19,13 +19,15 @@ import pytest
 from click.testing import CliRunner, Result
 
 from trajledger import Ledger
+from trajledger.ledger.encode import envelope_bytes
 from trajledger.ledger.log import EntrySpec
 from trajledger.ledger.signing import sign_statement
 from trajledger.runner.cli import main
 from trajledger.verify import predicates
 from trajledger.verify.checkpoint import Checkpoint
+from trajledger.verify.consistency import verify_consistency
 from trajledger.verify.log_entry import LogEntry
-from trajledger.verify.merkle import leaf_hash, verify_consistency
+from trajledger.verify.merkle import leaf_hash
 from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
@@ -282,9 +284,8 @@ def build_sweep_log(home: Path) -> list[str]:
             subject = "sha256:" + hashlib.sha256(str(i).encode()).hexdigest()
             env = sign_statement([("s", subject)], predicates.APPROVAL, {"i": i}, [signer])
             specs.append(
-                EntrySpec(
-                    "approval", subject, ledger.store.put_bytes(env.to_bytes()), (signer.keyid,)
-                )
+                EntrySpec("approval", subject, ledger.store.put_bytes(envelope_bytes(env)),
+                          (signer.keyid,))
             )
         ledger.log.append(specs)
         n += b

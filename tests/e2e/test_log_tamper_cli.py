@@ -22,10 +22,11 @@ from click.testing import Result
 from testkit import new_runner
 
 from trajledger import Ledger
+from trajledger.ledger.encode import format_signature_line
 from trajledger.ledger.keys import Signer
 from trajledger.runner.cli import main
 from trajledger.verify.checkpoint import Checkpoint
-from trajledger.verify.note import ALG_ED25519, Note, format_signature_line, key_hash
+from trajledger.verify.note import ALG_ED25519, Note, key_hash
 
 
 def revoke_final(home: Path, final: str) -> tuple[str, bytes]:

@@ -37,6 +37,7 @@ from trajledger.ledger.artifacts import (
     register_evaluator,
 )
 from trajledger.ledger.catalog import Catalog
+from trajledger.ledger.encode import checkpoint_text, format_signature_line
 from trajledger.ledger.errors import TamperError
 from trajledger.ledger.keys import KeyStore, Signer
 from trajledger.ledger.record import record_files
@@ -49,7 +50,7 @@ from trajledger.verify.digest import digest_bytes
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import PolicyError
 from trajledger.verify.log_entry import LogEntry
-from trajledger.verify.note import Note, format_signature_line, verifier_from_vkey
+from trajledger.verify.note import Note, verifier_from_vkey
 from trajledger.verify.statement import Statement
 
 ORIGIN = "test/runner"
@@ -557,7 +558,7 @@ def _sign_checkpoint(w: World, size: int, root: bytes) -> bytes:
     operator can produce)."""
     log_key = KeyStore(w.home / "log-key").signer("log")
     verifier = verifier_from_vkey(w.ledger.log.vkey)
-    text = Checkpoint(ORIGIN, size, root).to_text()
+    text = checkpoint_text(Checkpoint(ORIGIN, size, root))
     return text + b"\n" + format_signature_line(ORIGIN, verifier.key_hash, log_key.sign(text))
 
 

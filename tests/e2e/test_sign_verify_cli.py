@@ -21,6 +21,7 @@ from click.testing import CliRunner, Result
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from trajledger.ledger.encode import envelope_bytes
 from trajledger.ledger.files import collect_files, manifest_for
 from trajledger.ledger.keys import KeyStore
 from trajledger.ledger.signing import statement_bytes
@@ -74,7 +75,7 @@ class Signed:
     def write(self, name: str, content: bytes | dict[str, Any] | Envelope) -> Path:
         path = self.envelope.parent / name
         if isinstance(content, Envelope):
-            content = content.to_bytes()
+            content = envelope_bytes(content)
         elif isinstance(content, dict):
             content = json.dumps(content).encode()
         path.write_bytes(content)

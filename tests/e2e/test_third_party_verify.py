@@ -154,3 +154,10 @@ def test_a_third_party_verifies_a_bundle_with_verify_alone(tmp_path: Path) -> No
 
     usage = verify("bundle.tar.zst")
     assert usage.returncode == 2 and "--policy" in usage.stderr
+    typo = verify("bundle.tar.zst", "--polcy", "policy.toml")
+    assert typo.returncode == 2
+    assert typo.stderr.endswith("for --polcy, did you mean --policy?\n"), typo.stderr
+    version = verify("-V")  # a copy of verify/ alone: no trajledger installed to name
+    assert version.returncode == 0 and version.stdout == (
+        "python -m verify (a copy of verify/; trajledger is not installed)\n"
+    ), version.stdout

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from trajledger.ledger.encode import b64encode, envelope_bytes
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.signing import files_predicate, sign_statement
 from trajledger.verify import predicates
@@ -29,7 +30,6 @@ from trajledger.verify.dsse import (
     INTOTO_PAYLOAD_TYPE,
     Envelope,
     b64decode,
-    b64encode,
     pae,
 )
 from trajledger.verify.errors import FormatError, SignatureError
@@ -50,7 +50,7 @@ def _signed(signer: Signer, name: str = "dataset") -> Envelope:
     return sign_statement([(name, MANIFEST.digest)], ptype, predicate, [signer])
 
 
-ENVELOPES = {"ed25519": _signed(ED).to_bytes(), "p256": _signed(P256).to_bytes()}
+ENVELOPES = {"ed25519": envelope_bytes(_signed(ED)), "p256": envelope_bytes(_signed(P256))}
 KEYS = {"ed25519": ED.public, "p256": P256.public}
 
 
@@ -96,7 +96,7 @@ def _strict_envelope() -> bytes:
         env = _signed(ED, f"dataset-{n}")
         strings = [b64encode(env.payload), b64encode(env.signatures[0].sig)]
         if all(("+" in s) == ("/" in s) for s in strings):
-            return env.to_bytes()
+            return envelope_bytes(env)
     raise AssertionError("no suitable envelope")
 
 
@@ -132,7 +132,7 @@ def test_single_byte_change_to_statement_payload_is_rejected(
     i = data.draw(st.integers(0, len(env.payload) - 1), label="index")
     new = data.draw(st.integers(0, 255).filter(lambda b: b != env.payload[i]), label="byte")
     payload = env.payload[:i] + bytes([new]) + env.payload[i + 1 :]
-    forged = Envelope(payload, env.payload_type, env.signatures).to_bytes()
+    forged = envelope_bytes(Envelope(payload, env.payload_type, env.signatures))
     with pytest.raises(REJECTED):
         verify_statement(
             Envelope.from_bytes(forged), [KEYS[alg]], allowed_predicate_types={predicates.FILES}

@@ -17,13 +17,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from trajledger.verify.consistency import root_from_consistency_proof, verify_consistency
 from trajledger.verify.errors import ProofError
 from trajledger.verify.merkle import (
     leaf_hash,
-    root_from_consistency_proof,
     root_from_inclusion_proof,
     root_from_leaf_hashes,
-    verify_consistency,
     verify_inclusion,
 )
 from trajledger.verify.tiles import TileReader

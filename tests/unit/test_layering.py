@@ -305,6 +305,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.ledger.fs", "trajledger.ledger.progress", "trajledger.ledger.suggestions",
         "trajledger.ledger.user_state", "trajledger.ledger.keys", "trajledger.ledger.remote",
         "trajledger.ledger.store", "trajledger.ledger.files", "trajledger.ledger.signing",
+        "trajledger.ledger.encode", "trajledger.ledger.hashing",
         "trajledger.ledger.sigstore_sign",
         "trajledger.ledger.validate_files", "trajledger.ledger.verify_files",
         "trajledger.ledger.interop_verify", "trajledger.ledger.episode_features",
@@ -594,6 +595,7 @@ _NETWORK_TROUBLE = ("Could not find a version", "No matching distribution", "New
 
 @pytest.mark.slow
 def test_verify_alone_in_a_venv_with_only_cryptography(tmp_path: Path) -> None:
+    from trajledger.ledger.encode import envelope_bytes
     from trajledger.ledger.files import collect_files, manifest_for
     from trajledger.ledger.keys import Signer
     from trajledger.ledger.signing import files_predicate, sign_statement
@@ -607,7 +609,7 @@ def test_verify_alone_in_a_venv_with_only_cryptography(tmp_path: Path) -> None:
     manifest = manifest_for(collect_files([work / "data"]))
     ptype, predicate = files_predicate(manifest)
     envelope = sign_statement([("data", manifest.digest)], ptype, predicate, [signer])
-    (work / "envelope.json").write_bytes(envelope.to_bytes())
+    (work / "envelope.json").write_bytes(envelope_bytes(envelope))
     (work / "key.pub").write_bytes(signer.public.to_pem())
 
     venv_dir = tmp_path / "venv"

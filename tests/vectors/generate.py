@@ -29,14 +29,14 @@ if __name__ == "__main__":  # pragma: no cover - script use without an installed
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
 
+from trajledger.ledger import encode  # noqa: E402
+from trajledger.ledger.encode import format_signature_line, tlog_proof_bytes, vkey_string  # noqa: E402
 from trajledger.verify.checkpoint import Checkpoint, cosignature_message  # noqa: E402
 from trajledger.verify.merkle import leaf_hash  # noqa: E402
 from trajledger.verify.note import (  # noqa: E402
     ALG_COSIGNATURE_V1,
     ALG_ED25519,
-    format_signature_line,
     key_hash,
-    vkey_string,
 )
 from trajledger.verify.tiles import (  # noqa: E402
     TILE_HEIGHT,
@@ -172,7 +172,7 @@ def reader(entries: list[bytes], size: int | None = None) -> TileReader:
 def checkpoint_text(size: int, origin: str = LOG_NAME, extensions: tuple[str, ...] = ()) -> bytes:
     """The checkpoint text of the vector log at ``size``."""
     root = reader(ENTRIES[:size]).root()
-    return Checkpoint(origin, size, root, extensions).to_text()
+    return encode.checkpoint_text(Checkpoint(origin, size, root, extensions))
 
 
 def signed_checkpoint(size: int) -> bytes:
@@ -674,7 +674,7 @@ def checkpoint_cases() -> dict[str, Case]:
         "ConsistencyError",
         "rollback .* size 6 is smaller than the 11 seen before",
     )
-    fork_text = Checkpoint(LOG_NAME, 11, leaf_hash(b"fork"), ()).to_text()
+    fork_text = encode.checkpoint_text(Checkpoint(LOG_NAME, 11, leaf_hash(b"fork"), ()))
     fork = signed(fork_text, sign_line(fork_text, LOG_NAME, LOG_KEY))
     consistency_case(
         "checkpoint-fork",
@@ -723,8 +723,8 @@ def tlog_proof_cases() -> dict[str, Case]:
     incl = log.inclusion_proof(index)
     cp_text = checkpoint_text(size)
     cp = signed(cp_text, sign_line(cp_text, LOG_NAME, LOG_KEY))
-    good = TlogProof(index, tuple(incl), cp, extra=b"opaque extra data").to_bytes()
-    plain = TlogProof(index, tuple(incl), cp).to_bytes()
+    good = tlog_proof_bytes(TlogProof(index, tuple(incl), cp, extra=b"opaque extra data"))
+    plain = tlog_proof_bytes(TlogProof(index, tuple(incl), cp))
     cases: dict[str, Case] = {}
 
     def case(
@@ -759,14 +759,14 @@ def tlog_proof_cases() -> dict[str, Case]:
     case(
         "valid-first-entry",
         "entry 0",
-        TlogProof(0, tuple(log.inclusion_proof(0)), cp).to_bytes(),
+        tlog_proof_bytes(TlogProof(0, tuple(log.inclusion_proof(0)), cp)),
         None,
         entry=ENTRIES[0],
     )
     case(
         "valid-single-entry-tree",
         "the only entry of a tree of size 1 (empty inclusion proof)",
-        TlogProof(0, (), signed_checkpoint(1)).to_bytes(),
+        tlog_proof_bytes(TlogProof(0, (), signed_checkpoint(1))),
         None,
         entry=ENTRIES[0],
     )
@@ -781,14 +781,14 @@ def tlog_proof_cases() -> dict[str, Case]:
     case(
         "wrong-index",
         "the index of a neighbouring entry",
-        TlogProof(index - 1, tuple(incl), cp).to_bytes(),
+        tlog_proof_bytes(TlogProof(index - 1, tuple(incl), cp)),
         "ProofError",
         f"leaf {index - 1} \\(size {size}\\) leads to root",
     )
     case(
         "index-beyond-size",
         "an index past the checkpoint's tree size",
-        TlogProof(size, tuple(incl), cp).to_bytes(),
+        tlog_proof_bytes(TlogProof(size, tuple(incl), cp)),
         "ProofError",
         f"want 0 <= index < {size}",
     )
@@ -796,41 +796,41 @@ def tlog_proof_cases() -> dict[str, Case]:
         case(
             f"proof-bit-flip-{i}",
             f"one bit of inclusion proof hash {i} flipped",
-            TlogProof(
+            tlog_proof_bytes(TlogProof(
                 index, tuple(flip(h, 0) if j == i else h for j, h in enumerate(incl)), cp
-            ).to_bytes(),
+            )),
             "ProofError",
             "leads to root",
         )
     case(
         "proof-hash-removed",
         "the last inclusion hash removed",
-        TlogProof(index, tuple(incl[:-1]), cp).to_bytes(),
+        tlog_proof_bytes(TlogProof(index, tuple(incl[:-1]), cp)),
         "ProofError",
         f"has {len(incl) - 1} hashes, want {len(incl)}",
     )
     case(
         "proof-hash-added",
         "an extra inclusion hash appended",
-        TlogProof(index, (*incl, incl[0]), cp).to_bytes(),
+        tlog_proof_bytes(TlogProof(index, (*incl, incl[0]), cp)),
         "ProofError",
         f"has {len(incl) + 1} hashes, want {len(incl)}",
     )
     case(
         "checkpoint-signature-bit-flip",
         "one bit of the checkpoint's log signature flipped",
-        TlogProof(
+        tlog_proof_bytes(TlogProof(
             index, tuple(incl), signed(cp_text, tamper(sign_line(cp_text, LOG_NAME, LOG_KEY), 2))
-        ).to_bytes(),
+        )),
         "SignatureError",
         "does not verify",
     )
     case(
         "checkpoint-wrong-key",
         "the checkpoint signed by another key under the log's name",
-        TlogProof(
+        tlog_proof_bytes(TlogProof(
             index, tuple(incl), signed(cp_text, sign_line(cp_text, LOG_NAME, OTHER_LOG_KEY))
-        ).to_bytes(),
+        )),
         "SignatureError",
         "no signature by a known key",
     )

@@ -32,10 +32,12 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
+from trajledger.ledger import encode
+from trajledger.ledger.encode import b64encode
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.signing import canonical_json, statement_bytes
 from trajledger.verify import predicates
-from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature, b64encode, pae
+from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature, pae
 from trajledger.verify.errors import FormatError
 from trajledger.verify.manifest import FileEntry, Manifest
 
@@ -183,7 +185,7 @@ def sign_env(
 
 def env_obj(env: Envelope) -> dict[str, Any]:
     """The envelope as a JSON object, in the form ``Envelope.to_bytes`` writes."""
-    obj: dict[str, Any] = json.loads(env.to_bytes())
+    obj: dict[str, Any] = json.loads(encode.envelope_bytes(env))
     return obj
 
 
@@ -264,12 +266,13 @@ def dsse_vectors(k: dict[str, FixedKey]) -> dict[str, dict[str, Any]]:
         out[name] = case
 
     env_case("ed25519-valid", "One Ed25519 signature over an in-toto statement.",
-             good.to_bytes(), [a], None, signers=[a])
+             encode.envelope_bytes(good), [a], None, signers=[a])
     env_case("p256-valid", "One ECDSA P-256 / SHA-256 signature (DER). Stored once: ECDSA "
              "signatures are randomised, so this one is reused, never regenerated.",
-             sign_env(payload, [p]).to_bytes(), [p], None, signers=[p])
+             encode.envelope_bytes(sign_env(payload, [p])), [p], None, signers=[p])
     env_case("co-signed-threshold-2", "Ed25519 and P-256 co-sign; threshold 2 of 2 trusted.",
-             sign_env(payload, [a, p]).to_bytes(), [a, p], None, threshold=2, signers=[a, p])
+             encode.envelope_bytes(sign_env(payload, [a, p])), [a, p], None, threshold=2,
+             signers=[a, p])
 
     o = env_obj(good)
     o["payload"] = base64.urlsafe_b64encode(good.payload).decode().rstrip("=")
@@ -297,11 +300,11 @@ def dsse_vectors(k: dict[str, FixedKey]) -> dict[str, dict[str, Any]]:
 
     env_case("unknown-key-signature-ignored", "A co-signature by a key outside the trusted set "
              "is ignored; the trusted one meets threshold 1.",
-             sign_env(payload, [out_, a]).to_bytes(), [a], None, signers=[a])
+             encode.envelope_bytes(sign_env(payload, [out_, a])), [a], None, signers=[a])
 
     env_case("wrong-payload-type", "Validly signed, but payloadType is application/json: "
              "refused after the signature check.",
-             sign_env(payload, [a], "application/json").to_bytes(), [a], "FormatError",
+             encode.envelope_bytes(sign_env(payload, [a], "application/json")), [a], "FormatError",
              r"payloadType is 'application/json', want 'application/vnd\.in-toto\+json'")
 
     o = env_obj(good)
@@ -396,13 +399,13 @@ def dsse_vectors(k: dict[str, FixedKey]) -> dict[str, dict[str, Any]]:
              "SignatureError", r"invalid signature by key")
 
     env_case("wrong-key", "Signed by a key outside the trusted set.",
-             sign_env(payload, [out_]).to_bytes(), [a], "SignatureError",
+             encode.envelope_bytes(sign_env(payload, [out_])), [a], "SignatureError",
              r"no signature by a trusted key: 0 of 1")
 
     env_case("key-confusion-p256-sig-ed25519-keyid", "A valid P-256 signature labelled with "
              "the Ed25519 key's keyid: a keyid naming a trusted key binds the signature to it.",
-             sign_env(payload, [p], keyids=[a.keyid]).to_bytes(), [a, p], "SignatureError",
-             r"invalid signature by key")
+             encode.envelope_bytes(sign_env(payload, [p], keyids=[a.keyid])), [a, p],
+             "SignatureError", r"invalid signature by key")
 
     o = env_obj(good)
     o["signatures"] = [o["signatures"][0], o["signatures"][0]]
@@ -410,11 +413,12 @@ def dsse_vectors(k: dict[str, FixedKey]) -> dict[str, dict[str, Any]]:
              "meet threshold 2.", compact(o), [a, b], "SignatureError",
              r"too few signatures by trusted keys: 1 of 2", threshold=2)
 
-    env_case("below-threshold", "One trusted signature, threshold 2.", good.to_bytes(), [a, b],
-             "SignatureError", r"1 of 2 required", threshold=2)
+    env_case("below-threshold", "One trusted signature, threshold 2.",
+             encode.envelope_bytes(good), [a, b], "SignatureError", r"1 of 2 required",
+             threshold=2)
 
     env_case("bom", "A UTF-8 byte-order mark before the JSON.",
-             b"\xef\xbb\xbf" + good.to_bytes(), [a], "FormatError", r"byte-order mark")
+             b"\xef\xbb\xbf" + encode.envelope_bytes(good), [a], "FormatError", r"byte-order mark")
 
     o = env_obj(good)
     bad = _sub(compact(o), b'"keyid":"', b'"keyid":"\xff')
@@ -436,11 +440,11 @@ def dsse_vectors(k: dict[str, FixedKey]) -> dict[str, dict[str, Any]]:
     env_case("integer-too-long", "An integer of 5000 digits: one line of FormatError, not a "
              "bare ValueError from int().", digits, [a], "FormatError", r"more than \d+ digits")
 
-    env_case("trailing-garbage", "Bytes after the JSON object.", good.to_bytes() + b"x", [a],
-             "FormatError", r"malformed JSON")
+    env_case("trailing-garbage", "Bytes after the JSON object.",
+             encode.envelope_bytes(good) + b"x", [a], "FormatError", r"malformed JSON")
 
     env_case("top-level-array", "The envelope wrapped in an array.",
-             b"[" + good.to_bytes() + b"]", [a], "FormatError", r"top level is list")
+             b"[" + encode.envelope_bytes(good) + b"]", [a], "FormatError", r"top level is list")
 
     o = env_obj(good)
     surrogate = _sub(compact(o), b'"payloadType":"', b'"payloadType":"\\ud800')
@@ -472,7 +476,7 @@ def statement_vectors(k: dict[str, FixedKey]) -> dict[str, dict[str, Any]]:
         subject_digest: str | None = m.digest,
         check_manifest: bool = True,
     ) -> None:
-        data = env if isinstance(env, bytes) else env.to_bytes()
+        data = env if isinstance(env, bytes) else encode.envelope_bytes(env)
         c: dict[str, Any] = {
             "description": desc,
             "kind": "statement",

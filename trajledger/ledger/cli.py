@@ -236,6 +236,7 @@ def sign(
     Example:
       trajledger sign model/ --key vendor --out model.intoto.json
     """
+    from .encode import envelope_bytes
     from .files import collect_files, manifest_for
     from .fs import write_file_atomic
     from .signing import files_predicate, sign_statement
@@ -247,7 +248,7 @@ def sign(
     subject = name or (paths[0].resolve().name or "files")
     ptype, predicate = files_predicate(manifest)
     envelope = sign_statement([(subject, manifest.digest)], ptype, predicate, [signer])
-    write_file_atomic(out, envelope.to_bytes() + b"\n")
+    write_file_atomic(out, envelope_bytes(envelope) + b"\n")
     emit_result(as_json, manifest.digest, {
         "digest": manifest.digest, "name": subject, "envelope": str(out),
         "files": len(manifest.files), "size": manifest.total_size, "keyid": signer.keyid})

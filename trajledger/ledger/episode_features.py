@@ -54,9 +54,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from trajledger.verify.digest import DIGEST_PREFIX, copy_hashing, hash_file, parse_digest
+from trajledger.verify.digest import DIGEST_PREFIX, hash_file, parse_digest
 from trajledger.verify.errors import DigestMismatchError, FormatError
 
+from .hashing import copy_hashing
 from .rollouts.space_values import leaf_arrays
 
 if TYPE_CHECKING:

@@ -54,11 +54,10 @@ from trajledger.verify.bundle import (
     Limits,
     Member,
     Terms,
-    consistency_proof_bytes,
     verify_bundle,
 )
 from trajledger.verify.compact import CompactRange
-from trajledger.verify.digest import DIGEST_PREFIX, FileDigest, copy_hashing, digest_bytes
+from trajledger.verify.digest import DIGEST_PREFIX, FileDigest, digest_bytes
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import (
     ConsistencyError,
@@ -79,9 +78,11 @@ from trajledger.verify.tiles import TileReader
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
 from .catalog import Catalog, origin_name
+from .encode import consistency_proof_bytes, tlog_proof_bytes
 from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
 from .fs import TMP_PREFIX, fsync_dir, sync_paths_ahead, temp_dir
+from .hashing import copy_hashing
 from .keys import Signer
 from .signing import canonical_json
 
@@ -366,7 +367,7 @@ def export_bundle(
             continue  # proven by the root the extension rebuilds
         proof = TlogProof(i, tuple(tiles.inclusion_proof(i, size)), note)
         verify_tlog_proof(proof, entries[i], log_verifier, checkpoint.origin)
-        small[f"proofs/{i}.tlog-proof"] = proof.to_bytes()
+        small[f"proofs/{i}.tlog-proof"] = tlog_proof_bytes(proof)
     if updates_since:
         small[f"proofs/{updates_since}.range"] = consistency_proof_bytes(
             list(tiles.compact_range(updates_since).hashes))
@@ -714,6 +715,13 @@ def import_bundle(
                                   asked=set(report.nodes),
                                   have=lambda d: d in objects or ledger.store.exists(d),
                                   logs=logs)
+        if subject is None:
+            # An update alone carries envelopes only (of its policies and of its extension's
+            # records: a member nothing used refuses the bundle). Those of records neither
+            # taken in nor consulted are about what this ledger does not hold: stored, no
+            # record here would name them (orphans, a vendor's to send at will).
+            used = {LogEntry.from_bytes(entries[i]).envelope for i in (*taken, *consulted)}
+            objects = {d: f for d, f in objects.items() if d in used}
         update = Update(ev.index.vkey, note_bytes, entries, taken, consulted,
                         lambda i: ev.inclusion_proof(i, cp.size), objects, artifact,
                         cp.size, not ev.index.omitted, synced)

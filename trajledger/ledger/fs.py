@@ -1,13 +1,15 @@
 """Durable file writes (temp file, fsync, rename, directory fsync) and their leftovers.
 
 Temp files and directories are named ``.tmp-<host>-<pid>-<random>`` (`temp_name`): ``host`` is
-8 hex digits of the SHA-256 of this machine's host name, ``pid`` the writing process. A process
-killed mid-write leaves one behind. `is_stale` decides whether one can still belong to a live
-writer, so that the next writer (and ``trajledger gc``) removes only dead ones:
+8 hex digits of the SHA-256 of this machine's host name and, on Linux, of its process-id
+namespace (`_host_tag`), ``pid`` the writing process. A process killed mid-write leaves one
+behind. `is_stale` decides whether one can still belong to a live writer, so that the next
+writer (and ``trajledger gc``) removes only dead ones:
 
 - named by this host: stale when that process is gone (``kill(pid, 0)`` says no such process;
   a reused pid only delays the removal, never hastens it);
-- anything else (another host sharing the directory, or a name without an owner such as
+- anything else (another host sharing the directory, a container of this host with a process-id
+  namespace of its own, whose pids mean nothing here, or a name without an owner such as
   ``tmpXXXXXXXX`` from ``tempfile`` or a ``.tmp-`` file of trajledger 0.1): stale when nothing in
   it changed for `STALE_AFTER` seconds and not since this process started (a writer that has
   been silent for an hour on another host is presumed dead).
@@ -53,7 +55,21 @@ TMP_PREFIX = ".tmp-"
 STALE_AFTER = 3600.0
 """Seconds without change after which a leftover of unknown owner is presumed dead."""
 
-_HOST = hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+
+def _host_tag() -> str:
+    """Who can judge a pid in a temp name by ``kill(pid, 0)``: processes of this host name in
+    this process-id namespace. Containers often share a host name (``--network host``) and a
+    ledger volume, each with pids of its own: a pid one names is not the other's (without the
+    namespace, a live writer's staging in one was swept by a writer in the other)."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:  # not Linux, or no /proc: the host name alone
+        namespace = ""
+    ident = socket.gethostname() + (f"\0{namespace}" if namespace else "")
+    return hashlib.sha256(ident.encode("utf-8", "replace")).hexdigest()[:8]
+
+
+_HOST = _host_tag()
 _STARTED = time.time()
 _OWNED = re.compile(r"\.tmp-([0-9a-f]{8})-([0-9]+)-[0-9a-f]+(?:\..*)?")
 
@@ -223,21 +239,33 @@ def fsync_all(fds: Sequence[int]) -> None:
 
 
 _SYNC_BATCH = 256
-"""`sync_paths` holds at most this many descriptors open at once."""
+"""`sync_paths` holds at most this many descriptors open at once (`_sync_batch`)."""
+
+
+def _sync_batch() -> int:
+    """`_SYNC_BATCH`, or a quarter of the process's soft limit of open files when that is
+    smaller (macOS's default is 256): the rest of the command keeps files open too."""
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return _SYNC_BATCH
+    return max(1, min(_SYNC_BATCH, soft // 4))
 
 
 def sync_paths(paths: Sequence[Path]) -> None:
-    """fsync files and directories by path, concurrently (`fsync_all`, in batches of
+    """fsync files and directories by path, concurrently (`fsync_all`, in batches of at most
     `_SYNC_BATCH` open descriptors): one durability pass over many files instead of one
     fsync after each.
 
     Raises:
         OSError: a path cannot be opened, or the first fsync that failed.
     """
-    for start in range(0, len(paths), _SYNC_BATCH):
+    batch = _sync_batch()
+    for start in range(0, len(paths), batch):
         fds: list[int] = []
         try:
-            for path in paths[start:start + _SYNC_BATCH]:
+            for path in paths[start:start + batch]:
                 fds.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
             fsync_all(fds)
         finally:

@@ -604,7 +604,9 @@ def gc(ledger: LedgerHome, *, apply: bool = False, min_age: float = 86400.0) -> 
            seconds ago (younger ones may belong to a record in progress).
         3. Leftovers: temp files and directories no live writer can own.
         4. With ``apply``: remove them, holding the log's lock, after reading any entries
-           appended since step 1 (an orphan they name is kept).
+           appended since step 1 (an orphan they name is kept), each only if its mtime is
+           still the one seen in step 2 (a writer about to name it touched it:
+           `store.ObjectStore.delete_unchanged`).
 
     Raises:
         TamperError: the log is tampered with.
@@ -615,6 +617,7 @@ def gc(ledger: LedgerHome, *, apply: bool = False, min_age: float = 86400.0) -> 
     _named, _erased, mentioned, entries = named_objects(ledger)
     # (2)
     now = time.time()
+    seen: dict[str, float] = {}  # each orphan's mtime when chosen: removed only if unchanged
     for digest in store.iter_digests():
         if digest in mentioned:
             continue
@@ -627,6 +630,7 @@ def gc(ledger: LedgerHome, *, apply: bool = False, min_age: float = 86400.0) -> 
             result.young += 1
         else:
             result.orphans[digest] = size
+            seen[digest] = mtime
     # (3)
     result.leftovers = [x.path for x in leftovers(ledger) if x.stale]
     if not apply:
@@ -638,8 +642,9 @@ def gc(ledger: LedgerHome, *, apply: bool = False, min_age: float = 86400.0) -> 
             _again, _e, newer, _ents = named_objects(ledger)
             for digest in newer & set(result.orphans):
                 del result.orphans[digest]
-        for digest in result.orphans:
-            store.delete(digest)
+        for digest in list(result.orphans):
+            if not store.delete_unchanged(digest, seen[digest]):  # a writer keeps it
+                del result.orphans[digest]
         for path in result.leftovers:
             remove_tree(path)
     result.applied = True

@@ -450,7 +450,8 @@ class LedgerHome:
 
     def _log_key_vkey(self, name: str) -> str | None:
         from trajledger.verify.errors import FormatError
-        from trajledger.verify.note import vkey_string
+
+        from .encode import vkey_string
 
         path = self.root / LOG_KEY_DIR / f"{name}.pub"
         if not path.exists() and not path.is_symlink():

@@ -282,6 +282,7 @@ def log_proof(ctx: Context, index: int, out: Path | None, as_json: bool) -> None
     Example:
       trajledger log proof 12 --out entry-12.proof
     """
+    from .encode import tlog_proof_bytes
     from .fs import write_file_atomic
 
     lg = ctx.ledger().log
@@ -289,7 +290,7 @@ def log_proof(ctx: Context, index: int, out: Path | None, as_json: bool) -> None
     if index >= size:
         raise click.BadParameter(f"{index} is beyond the log size {size}", param_hint="INDEX")
     proof = lg.tlog_proof(index)
-    data = proof.to_bytes()
+    data = tlog_proof_bytes(proof)
     if out is not None:
         write_file_atomic(out, data)
     if as_json:
@@ -314,7 +315,7 @@ def log_consistency(ctx: Context, old: int, new: int | None, as_json: bool) -> N
     Example:
       trajledger log consistency 8 --json
     """
-    from trajledger.verify.merkle import verify_consistency
+    from trajledger.verify.consistency import verify_consistency
 
     lg = ctx.ledger().log
     size = lg.size

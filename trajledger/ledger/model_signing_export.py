@@ -41,13 +41,14 @@ from typing import TYPE_CHECKING
 
 from trajledger.verify import model_signing, predicates
 from trajledger.verify.digest import hash_file
-from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, b64encode, pae
+from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, pae
 from trajledger.verify.manifest import Manifest
 from trajledger.verify.policy import TrustPolicy
 from trajledger.verify.sigstore_adapter import BUNDLE_MEDIA_TYPE, verify_sigstore_bundle
 from trajledger.verify.statement import STATEMENT_TYPE
 from trajledger.verify.strict_json import load_object
 
+from .encode import b64encode
 from .errors import KeyError_, LedgerError, TamperError
 from .record import record_statement
 from .signing import canonical_json

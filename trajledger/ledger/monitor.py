@@ -54,10 +54,10 @@ from trajledger.verify.note import (
     Note,
     verifier_from_vkey,
     verify_note,
-    vkey_string,
 )
 from trajledger.verify.tiles import TileReader
 
+from .encode import signature_line, vkey_string
 from .errors import LedgerError, TamperError
 from .log.spec import note_key_bytes
 from .log.witness import cosign_note
@@ -242,8 +242,8 @@ def merge_cosignatures(current: bytes, cosigned: bytes, witness_vkeys: list[str]
         except ProvenanceError as e:
             raise SignatureError(f"witness {v.name}: no valid cosignature in the file: {e}") from e
     # (3)
-    kept = [s.to_line() for s in cur.signatures if (s.name, s.key_hash) not in keys]
-    added = [s.to_line() for s in new.signatures if (s.name, s.key_hash) in keys]
+    kept = [signature_line(s) for s in cur.signatures if (s.name, s.key_hash) not in keys]
+    added = [signature_line(s) for s in new.signatures if (s.name, s.key_hash) in keys]
     return cur.text + b"\n" + b"".join(kept + added)
 
 

@@ -34,6 +34,7 @@ from trajledger.verify.kinds import BY_PREDICATE_TYPE
 from trajledger.verify.log_entry import KINDS, LogEntry
 from trajledger.verify.manifest import FileEntry, Manifest, check_path
 
+from .encode import envelope_bytes
 from .files import collect_files, media_type_for
 from .keys import Signer
 from .log import EntrySpec
@@ -331,7 +332,7 @@ def _sign_store_append(
         signers,
         on_bundle=ledger.store.put_bytes,
     )
-    envelope_digest = ledger.store.put_bytes(envelope.to_bytes())
+    envelope_digest = ledger.store.put_bytes(envelope_bytes(envelope))
     spec = EntrySpec(
         kind=kind,
         subject=subject_digest,

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trajledger.verify.dsse import Envelope, Signature, b64encode
+from trajledger.verify.dsse import Envelope, Signature
 from trajledger.verify.errors import FormatError
 from trajledger.verify.sigstore_adapter import (
     BUNDLE_MEDIA_TYPE,
@@ -40,6 +40,7 @@ from trajledger.verify.sigstore_adapter import (
     verify_sigstore_bundle,
 )
 
+from .encode import b64encode
 from .errors import LedgerError
 from .fs import write_file_atomic
 

@@ -35,7 +35,6 @@ from trajledger.verify.digest import (
     CHUNK,
     DIGEST_PREFIX,
     FileDigest,
-    copy_hashing,
     digest_bytes,
     hash_file,
     parse_digest,
@@ -44,6 +43,7 @@ from trajledger.verify.errors import DigestMismatchError
 
 from .errors import StoreError
 from .fs import TMP_PREFIX, fsync_dir, is_stale, sync_paths, temp_name
+from .hashing import copy_hashing
 
 __all__ = ["REMOTE_CHUNK", "ObjectStore", "verify_bytes"]
 
@@ -381,7 +381,10 @@ class ObjectStore:
                 advance(f.size)
             sync_paths(sorted(named | made))
         except OSError as e:
-            raise StoreError(f"cannot move into the store: {e.strerror or e}") from e
+            # Name the file (and, for a rename, where it was going): the error alone does not.
+            where = " -> ".join(str(n) for n in (e.filename, e.filename2) if n is not None)
+            raise StoreError(f"{where or self.root}: cannot move into the store: "
+                             f"{e.strerror or e}") from e
 
     def _adopt_by_copy(self, path: Path, known: FileDigest) -> FileDigest:
         """`adopt_file` across filesystems: copy (hashing), check, remove the source."""
@@ -530,6 +533,43 @@ class ObjectStore:
                 self._fs.delete_file(self._location(digest))
         except FileNotFoundError:
             return False
+        return True
+
+    def delete_unchanged(self, digest: str, mtime: float) -> bool:
+        """Remove an orphan blob (`fsck.gc`) unless it was written or touched since its
+        modification time was ``mtime``; returns whether it was removed.
+
+        On a local disk the object is first renamed aside (atomic), then its time is read
+        again: a writer that touched it before the rename (`_touch`, as it keeps it) has
+        changed that time, and the object is linked back; one that touches it after the
+        rename finds it absent and stores it again. Either way a writer never keeps an object
+        that is then removed. A remote store reads the time and deletes, the narrow window
+        between the two being unclosed there.
+
+        Raises:
+            StoreError: the object cannot be removed.
+        """
+        try:
+            if self._fs is not None:
+                if self.modified(digest) != mtime:
+                    return False
+                return self.delete(digest)
+            final = self.path_of(digest)
+            aside = final.with_name(temp_name())
+            try:
+                os.rename(final, aside)
+            except FileNotFoundError:
+                return False
+            if os.stat(aside).st_mtime != mtime:
+                with contextlib.suppress(FileExistsError):  # a writer stored it again meanwhile
+                    os.link(aside, final)
+                os.unlink(aside)
+                return False
+            os.unlink(aside)
+            if self.durable:
+                fsync_dir(final.parent)
+        except OSError as e:
+            raise StoreError(f"object {digest}: cannot remove: {e.strerror or e}") from e
         return True
 
     def temp_files(self, *, everywhere: bool = False) -> list[Path]:
@@ -726,9 +766,28 @@ def _unlink(path: str) -> None:
         os.unlink(path)
 
 
-def _holds(path: Path, data: bytes) -> bool:
-    """Whether the object file at ``path`` exists and holds exactly ``data``."""
+def _touch(path: Path) -> None:
+    """Mark an object a writer is about to keep as just written (its mtime set to now).
+
+    A stored object nothing names yet (an orphan) can be the one a writer needs: `fsck.gc`
+    removes an orphan only if its mtime is the one it saw when it chose it, so touching it
+    before the writer checks it keeps it (`ObjectStore.delete_unchanged`: the removal and the
+    touch cannot interleave so that the writer keeps an object that is then removed). Raises
+    FileNotFoundError when the object is not there; an object this user may not touch (a
+    store shared with others, a read-only file system) is left as it is.
+    """
     try:
+        os.utime(path)
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.EACCES, errno.EROFS):
+            raise
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether the object file at ``path`` exists and holds exactly ``data`` (touched first:
+    `_touch`)."""
+    try:
+        _touch(path)
         with open(path, "rb") as f:
             return f.read(len(data) + 1) == data
     except (FileNotFoundError, IsADirectoryError):
@@ -736,8 +795,10 @@ def _holds(path: Path, data: bytes) -> bool:
 
 
 def _intact(path: Path, size: int, hexdigest: str) -> bool:
-    """Whether the object file at ``path`` exists and hashes to ``hexdigest``."""
+    """Whether the object file at ``path`` exists and hashes to ``hexdigest`` (touched first:
+    `_touch`)."""
     try:
+        _touch(path)
         if path.stat().st_size != size:
             return False
         return hash_file(path).sha256 == hexdigest

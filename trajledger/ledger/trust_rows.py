@@ -63,10 +63,31 @@ class Workers:
         self._pool.shutdown(cancel_futures=True)
 
     def derive(self, entries: Sequence[tuple[int, LogEntry, bytes]]) -> Any:
-        """The future of the rows of ``entries`` that need their envelopes."""
-        return self._pool.submit(_derive_run, [(i, e.kind, e.envelope, e.subject, raw)
-                                               for i, e, raw in entries
-                                               if reads_envelope(e.kind)])
+        """The future of the rows of ``entries`` that need their envelopes; None when a worker
+        died before (the caller derives them itself: `rows`)."""
+        from concurrent.futures import BrokenExecutor
+
+        try:
+            return self._pool.submit(_derive_run, [(i, e.kind, e.envelope, e.subject, raw)
+                                                   for i, e, raw in entries
+                                                   if reads_envelope(e.kind)])
+        except BrokenExecutor:
+            return None
+
+    @staticmethod
+    def rows(future: Any) -> DerivedRows | None:
+        """The rows a worker derived (`derive`'s future); None when it gave none because a
+        worker process died (the out-of-memory killer, a signal): the caller then derives
+        them itself, as without workers, instead of failing the whole reading."""
+        from concurrent.futures import BrokenExecutor
+
+        if future is None:
+            return None
+        try:
+            rows: DerivedRows = future.result()
+        except BrokenExecutor:
+            return None
+        return rows
 
 
 _worker_read: Callable[[str], bytes | None] | None = None
@@ -74,7 +95,12 @@ _worker_read: Callable[[str], bytes | None] | None = None
 
 
 def _start_worker(blob_reader: Callable[[], Callable[[str], bytes | None]]) -> None:
+    import signal
+
     global _worker_read
+    # Ctrl-C reaches the whole process group: the parent stops the reading and the pool; a
+    # worker interrupted too would print its own traceback on the user's terminal.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker_read = blob_reader()
 
 

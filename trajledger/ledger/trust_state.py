@@ -579,11 +579,11 @@ class TrustState:
             start = self._size
 
             def insert(entries: list[tuple[int, LogEntry, bytes]], rows: Any) -> None:
-                """Insert a run's rows (``rows``: derived here when None, or a worker's)."""
-                if rows is None:
+                """Insert a run's rows: a worker's, else (none, or it died) derived here."""
+                got = Workers.rows(rows)
+                if got is None:
                     self._index_entries(entries, read_blob)
                 else:
-                    got: DerivedRows = rows.result()
                     got.entries = [(i, e.kind, e.subject, raw) for i, e, raw in entries]
                     got.insert(self._db.executemany)
                 last_index = entries[-1][0] + 1

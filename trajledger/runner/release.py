@@ -1,7 +1,7 @@
 """Releases: record that approvers release a checkpoint, only when the policy's rules hold.
 
 Scope: ``trajledger release CK --key APPROVER`` (docs/evaluations.md). The decision is the one
-every verifier makes again offline (``verify.lineage.LineageVerifier.release_rules``): the
+every verifier makes again offline (``verify.releases.release_rules``): the
 checkpoint's whole lineage verifies, and for each ``[release]`` requirement the latest verified
 evaluation of the checkpoint on the suite ``NAME@VERSION`` (signed by an evaluator key, on a
 holdout or regression dataset) exists and meets its bounds, and its drop from the parent's
@@ -79,6 +79,7 @@ def release(
     from trajledger.verify.digest import digest_bytes
     from trajledger.verify.lineage import Edge, Node
     from trajledger.verify.policy import policy_digest
+    from trajledger.verify.releases import release_rules
 
     from .verification import decide, ledger_verifier
 
@@ -102,7 +103,7 @@ def release(
 
     def walk() -> list[Edge]:
         verifier.artifact(ck.digest, "checkpoint")
-        used.update(verifier.release_rules(decision, ck.digest, None, len(signers)))
+        used.update(release_rules(verifier, decision, ck.digest, None, len(signers)))
         return [Edge(decision.id, ck.digest, "checkpoint"),
                 *(Edge(decision.id, d, "evaluation") for d in sorted(used))]
 

@@ -20,6 +20,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, NoReturn
 
 from .bundle import BundleEvidence, verify_bundle
 from .errors import FormatError, ProvenanceError, VerificationError
@@ -28,14 +29,55 @@ from .policy import load_policy_file
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_OPERATIONAL, EXIT_BUG = 0, 1, 2, 3, 4
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with "did you mean" for a misspelt option in any usage error (its options
+    kept as added, the arguments as given)."""
+
+    options: tuple[str, ...] = ()
+    given: Sequence[str] = ()
+
+    def add_argument(self, *names: Any, **kwargs: Any) -> argparse.Action:
+        self.options += tuple(n for n in names if isinstance(n, str) and n.startswith("-"))
+        return super().add_argument(*names, **kwargs)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self.given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        import difflib
+
+        for arg in self.given:
+            name = arg.split("=")[0]
+            known = any(o.startswith(name) for o in self.options)  # or an abbreviation
+            close = difflib.get_close_matches(name, self.options, 1)
+            if name.startswith("--") and close and not known:
+                message += f"; for {name}, did you mean {close[0]}?"
+        super().error(message)
+
+
+class _Version(argparse.Action):
+    """``-V``: the installed trajledger's version, or that this is a copy of ``verify/``."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any) -> NoReturn:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"{parser.prog} (trajledger {version('trajledger')})")
+        except PackageNotFoundError:
+            print(f"{parser.prog} (a copy of verify/; trajledger is not installed)")
+        parser.exit(0)
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog=f"python -m {__package__ or 'verify'}",
         description="Verify an evidence bundle exported by 'trajledger export': the artifact "
         "and its whole lineage, offline, under your trust policy.",
         epilog="Exit codes: 0 ok, 1 verification failed, 2 usage, 3 operational problem.",
     )
     p.add_argument("bundle", type=Path, help="the bundle (.tar.zst)")
+    p.add_argument("-V", "--version", nargs=0, action=_Version, help="show the version and exit")
     p.add_argument(
         "--policy",
         required=True,

@@ -62,8 +62,6 @@ from .bundle_index import (
     Member,
     Terms,
     check_member_name,
-    consistency_proof_bytes,
-    parse_consistency_proof,
 )
 from .bundle_stream import BLOCK, CHUNK, Bounded, Limits, open_zstd, tar_headers
 from .checkpoint import HANDOVER_DIR, Checkpoint, verify_checkpoint
@@ -96,9 +94,7 @@ __all__ = [
     "Member",
     "Terms",
     "check_member_name",
-    "consistency_proof_bytes",
     "name_files",
-    "parse_consistency_proof",
     "verify_bundle",
 ]
 
@@ -316,17 +312,18 @@ class BundleEvidence:
                 except FormatError as e:
                     raise FormatError(f"bundle {self.path.name}: member {name}: {e}") from e
                 self._proofs[int(key)] = proof
-            elif kind == "consistency":
-                self._consistency[int(key)] = parse_consistency_proof(
-                    data, f"bundle {self.path.name}: member {name}"
-                )
             elif kind == "policy":
                 self._policies[int(key)] = data
             elif kind == "handover":
                 self._handovers[int(key)] = data
-            elif kind == "range":
-                self._range = parse_consistency_proof(
-                    data, f"bundle {self.path.name}: member {name}")
+            elif kind in ("consistency", "range"):
+                from .consistency import parse_consistency_proof  # only a bundle with proofs
+
+                hashes = parse_consistency_proof(data, f"bundle {self.path.name}: member {name}")
+                if kind == "range":
+                    self._range = hashes
+                else:
+                    self._consistency[int(key)] = hashes
 
     def _check_members(self, what: str) -> None:
         """Cross-check the members against each other.
@@ -696,7 +693,10 @@ def verify_bundle(
             why = verifier.included(i)
             if why is not None:
                 bundle.fail("policy history", f"trust-policy record {i}: {why}")
-        _check_extension(evidence, verifier, bundle)
+        if index.extension is not None:  # an update bundle
+            from .update_bundle import check_extension
+
+            check_extension(evidence, verifier, bundle)
     # (6)
     if index.format >= 2:
         _check_terms(evidence, verifier, report, bundle)
@@ -715,34 +715,6 @@ def verify_bundle(
     if subject is None:
         return verifier.report("bundle", ["bundle", "log"])
     return verifier.report(subject, ["bundle", "log", subject])
-
-
-def _check_extension(evidence: BundleEvidence, verifier: LineageVerifier, bundle: Node) -> None:
-    """Step 5 of `verify_bundle`, for an update bundle: the extension's entries were proven by
-    the root they rebuild (the log's check); each one whose envelope the bundle carries (what
-    the log publishes: revocations, erasures, policies) is verified as a record, and what it
-    says is listed. The others are other parties' records: hashed, not shown."""
-    ext = evidence.extension()
-    cp = verifier.checkpoint
-    if ext is None or cp is None or not verifier.log.ok:
-        return
-    evidence.touched_entries.update(range(ext.size, cp.size))
-    shown = 0
-    for i in range(ext.size, cp.size):
-        entry = LogEntry.from_bytes(evidence.entry_bytes(i) or b"")
-        if entry.kind == "trust-policy" or entry.envelope not in evidence.objects:
-            continue
-        shown += 1
-        rec = verifier.record(i)
-        about = f"about {entry.subject[:19]}…"
-        if isinstance(rec, Record):
-            reason = getattr(rec.predicate, "reason", None)
-            bundle.add(f"{entry.kind} record {i}", INFO, f"{about}: verified"
-                       + (f": {reason}" if reason else ""))
-        else:
-            bundle.add(f"{entry.kind} record {i}", INFO, f"{about}: ignored: {rec.message}")
-    bundle.add("extension", OK, f"entries {ext.size}..{cp.size - 1} of the log rebuild its "
-               f"root from the tree of size {ext.size}; {shown} with their records")
 
 
 def _check_terms(

@@ -2,9 +2,9 @@
 
 Scope: `BundleIndex` (what a bundle claims to hold: subject, log origin and key, creation time,
 members with sizes and SHA-256, omitted and erased blobs, terms, extension), `Member`, `Terms`,
-`check_member_name` (a member name is canonical and in the layout) and the ``.consistency`` /
-``.range`` member encoding. Every field is checked when an index is built, so an invalid index
-cannot exist; `BundleIndex.from_bytes` also requires the canonical (RFC 8785) bytes.
+`check_member_name` (a member name is canonical and in the layout). Every field is checked
+when an index is built, so an invalid index cannot exist; `BundleIndex.from_bytes` also
+requires the canonical (RFC 8785) bytes.
 
 Non-scope: reading the archive (`verify.bundle_stream`), cross-checking the members and
 verifying (`verify.bundle`). Nothing in the index is trusted by itself.
@@ -14,7 +14,6 @@ Spec: schemas/bundle.v1.md.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import re
 from dataclasses import dataclass, field
@@ -24,8 +23,6 @@ from ._jcs import canonical_bytes
 from .checkpoint import HANDOVER_DIR
 from .digest import parse_digest
 from .errors import FormatError
-from .merkle import HASH_SIZE
-from .note import b64decode_strict
 from .strict_json import load_object
 
 BUNDLE_FORMAT = 2
@@ -337,33 +334,3 @@ class BundleIndex:
         if index.to_bytes() != data:
             raise FormatError(f"{INDEX_NAME}: not in canonical form (RFC 8785, no whitespace)")
         return index
-
-
-def consistency_proof_bytes(proof: list[bytes]) -> bytes:
-    """A ``proofs/<n>.consistency`` member: one standard base64 hash per line, each ending LF."""
-    return b"".join(base64.b64encode(h) + b"\n" for h in proof)
-
-
-def parse_consistency_proof(data: bytes, what: str) -> list[bytes]:
-    """Parse a ``.consistency`` member strictly.
-
-    Raises:
-        FormatError: not LF-terminated lines of canonical base64 of 32 bytes, empty, or more
-            than 64 lines.
-    """
-    if not data or not data.endswith(b"\n"):
-        raise FormatError(f"{what}: want one base64 hash per line, each ending in a newline")
-    lines = data[:-1].split(b"\n")
-    if len(lines) > 64:
-        raise FormatError(f"{what}: {len(lines)} hashes, want at most 64")
-    out = []
-    for i, line in enumerate(lines):
-        try:
-            text = line.decode("ascii")
-        except UnicodeDecodeError as e:
-            raise FormatError(f"{what}: line {i + 1} is not ASCII") from e
-        h = b64decode_strict(text, f"{what}: line {i + 1}")
-        if len(h) != HASH_SIZE:
-            raise FormatError(f"{what}: line {i + 1} holds {len(h)} bytes, want {HASH_SIZE}")
-        out.append(h)
-    return out

@@ -14,7 +14,6 @@ Spec: c2sp.org/tlog-checkpoint, c2sp.org/tlog-cosignature, c2sp.org/signed-note.
 
 from __future__ import annotations
 
-import base64
 import re
 from dataclasses import dataclass
 
@@ -62,7 +61,8 @@ class Checkpoint:
     extensions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        """Check that the checkpoint can be written as a valid note text.
+        """Check that the checkpoint can be written as a valid note text
+        (``ledger.encode.checkpoint_text``).
 
         Raises:
             FormatError: empty origin, a field holding a newline or control character, a size
@@ -108,16 +108,6 @@ class Checkpoint:
             )
         root = b64decode_strict(root_text, "checkpoint root")
         return cls(origin=origin, size=int(size_text), root=root, extensions=tuple(extensions))
-
-    def to_text(self) -> bytes:
-        """Return the note text of this checkpoint, final newline included."""
-        lines = [
-            self.origin,
-            str(self.size),
-            base64.b64encode(self.root).decode(),
-            *self.extensions,
-        ]
-        return ("\n".join(lines) + "\n").encode()
 
 
 def verify_checkpoint(

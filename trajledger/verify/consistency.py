@@ -1,10 +1,14 @@
 """Two checkpoints of one log: is the later one an append-only extension of the earlier one.
 
-Scope: `check_consistent`: a rollback (smaller size), a fork (same size, other root) or a failed
-consistency proof (``verify.merkle.verify_consistency``) is a `ConsistencyError` carrying both
-checkpoints and the proof. Loaded only by a verifier that holds an earlier checkpoint (``verify
---known-checkpoint``, a ledger's floor, a witness, a monitor, a log key handover): verifying a
-bundle on its own never needs it.
+Scope: RFC 6962 consistency proofs (`verify_consistency`, `root_from_consistency_proof`, as
+``transparency-dev/merkle`` ``proof.VerifyConsistency``, line for line); `check_consistent`: a
+rollback (smaller size), a fork (same size, other root) or a failed consistency proof is a
+`ConsistencyError` carrying both checkpoints and the proof; `check_known_checkpoint`, which
+judges a checkpoint seen earlier against a `TrustedLog`'s; and `parse_consistency_proof`, the
+bundle members that carry proofs.
+Loaded only by a verifier that holds an earlier checkpoint (``verify --known-checkpoint``, a
+ledger's floor, a witness, a monitor, a log key handover) or a bundle that carries proofs:
+verifying a bundle on its own never needs it.
 Non-scope: verifying each checkpoint's signature (``verify.checkpoint``), fetching proofs.
 Spec: c2sp.org/tlog-checkpoint, RFC 6962 section 2.1.2 (consistency proofs).
 """
@@ -12,12 +16,130 @@ Spec: c2sp.org/tlog-checkpoint, RFC 6962 section 2.1.2 (consistency proofs).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from .checkpoint import Checkpoint
-from .errors import ConsistencyError, ProofError
-from .merkle import EMPTY_ROOT, verify_consistency
+from .checkpoint import Checkpoint, verify_checkpoint
+from .errors import ConsistencyError, FormatError, ProofError, ProvenanceError, VerificationError
+from .merkle import (
+    EMPTY_ROOT,
+    HASH_SIZE,
+    chain_border_right,
+    chain_inner,
+    check_proof_hashes,
+    decompose_inclusion,
+    leaf_hash,
+    node_hash,
+)
+from .note import b64decode_strict, verifier_from_vkey
+from .report import OK
 
-__all__ = ["check_consistent"]
+if TYPE_CHECKING:
+    from .trusted_log import TrustedLog
+
+__all__ = [
+    "check_consistent",
+    "check_known_checkpoint",
+    "parse_consistency_proof",
+    "root_from_consistency_proof",
+    "verify_consistency",
+]
+
+
+def root_from_consistency_proof(
+    size1: int, size2: int, proof: Sequence[bytes], root1: bytes
+) -> bytes:
+    """Compute the newer root implied by a consistency proof from a trusted older root.
+
+    The proof is checked against ``root1`` along the way (it must rebuild it), because the newer
+    root is only meaningful if the older one is reproduced from the same hashes.
+
+    Args:
+        size1: size of the older tree; must be positive.
+        size2: size of the newer tree; must be at least ``size1``.
+        proof: the RFC 6962 consistency proof (PROOF(size1, D[size2])).
+        root1: the trusted root of the older tree.
+
+    Returns:
+        The root of the tree of ``size2`` leaves that the proof implies.
+
+    Raises:
+        ProofError: ``size2 < size1``; ``size1`` is 0; equal sizes with a non-empty proof; a proof
+            of the wrong length or with a hash that is not 32 bytes; a proof that does not
+            rebuild ``root1``.
+    """
+    what = f"consistency proof from size {size1} to size {size2}"
+    if size1 < 0 or size2 < size1:
+        raise ProofError(
+            f"{what}: size2 {size2} is smaller than size1 {size1}, want size1 <= size2"
+        )
+    if size1 == 0:
+        raise ProofError(f"{what}: a proof from the empty tree is meaningless, want size1 > 0")
+    if size1 == size2:
+        if proof:
+            raise ProofError(f"{what} has {len(proof)} hashes, want 0")
+        return root1
+
+    inner, border = decompose_inclusion(size1 - 1, size2)
+    shift = (size1 & -size1).bit_length() - 1  # trailing zeros of size1
+    inner -= shift  # the levels below `shift` are covered by one complete subtree of size1
+    # The proof starts with the root of the subtree of size 2**shift that ends at size1, unless
+    # that subtree is the whole older tree, whose root the verifier already trusts.
+    if size1 == 1 << shift:
+        seed, start = root1, 0
+    else:
+        seed, start = (proof[0] if proof else b""), 1
+    want = start + inner + border
+    if len(proof) != want:
+        raise ProofError(f"{what} has {len(proof)} hashes, want {want}")
+    check_proof_hashes(what, proof)
+    rest = proof[start:]
+
+    mask = (size1 - 1) >> shift
+    hash1 = _chain_inner_right(seed, rest[:inner], mask)
+    hash1 = chain_border_right(hash1, rest[inner:])
+    if hash1 != root1:
+        raise ProofError(f"{what} leads to old root {hash1.hex()}, want {root1.hex()}")
+
+    hash2 = chain_inner(seed, rest[:inner], mask)
+    return chain_border_right(hash2, rest[inner:])
+
+
+def verify_consistency(
+    size1: int, size2: int, proof: Sequence[bytes], root1: bytes, root2: bytes
+) -> None:
+    """Check that the tree of ``size2`` leaves with ``root2`` extends the one with ``root1``.
+
+    Steps:
+        1. Check the preconditions, rebuild ``root1`` from the proof and compute the newer root
+           the proof implies (`root_from_consistency_proof`).
+        2. Compare it with the trusted ``root2``.
+
+    Args:
+        size1: size of the older tree; must be positive.
+        size2: size of the newer tree; must be at least ``size1``.
+        proof: the RFC 6962 consistency proof.
+        root1: trusted root of the older tree.
+        root2: trusted root of the newer tree.
+
+    Raises:
+        ProofError: the proof is malformed or does not link the two roots.
+    """
+    # (1)
+    calculated = root_from_consistency_proof(size1, size2, proof, root1)
+    # (2)
+    if calculated != root2:
+        raise ProofError(
+            f"consistency proof from size {size1} to size {size2} leads to new root "
+            f"{calculated.hex()}, want {root2.hex()}"
+        )
+
+
+def _chain_inner_right(seed: bytes, proof: Sequence[bytes], index: int) -> bytes:
+    # Only left siblings count: the result is the hash of the older, smaller version of the tree.
+    for i, h in enumerate(proof):
+        if (index >> i) & 1 == 1:
+            seed = node_hash(h, seed)
+    return seed
 
 
 def check_consistent(old: Checkpoint, new: Checkpoint, proof: Sequence[bytes]) -> None:
@@ -79,3 +201,80 @@ def check_consistent(old: Checkpoint, new: Checkpoint, proof: Sequence[bytes]) -
         verify_consistency(old.size, new.size, proof, old.root, new.root)
     except ProofError as e:
         raise fail(f"checkpoints of {new.origin} are not consistent: {e}") from e
+
+
+def check_known_checkpoint(trusted: TrustedLog, note: bytes,
+                           what: str = "checkpoint seen before") -> None:
+    """Check the checkpoint ``trusted`` verified extends one seen earlier (no fork, no
+    rollback).
+
+    Steps:
+        1. Verify the earlier checkpoint by the policy's log key.
+        2. Check it is consistent with the current one (`check_consistent`), using a proof
+           from the evidence; or,
+           when the evidence holds the log's extension from a size at or below the earlier
+           one, the root its entries give at that size must be the earlier root.
+
+    A failure is added to the log node, naming both sizes and roots.
+    """
+    if trusted.checkpoint is None:
+        return
+    try:
+        # (1)
+        old = None
+        problems: list[str] = []
+        for vkey in trusted.trusted_vkeys:
+            try:
+                old = verify_checkpoint(note, verifier_from_vkey(vkey))
+                break
+            except ProvenanceError as e:
+                problems.append(str(e))
+        if old is None:
+            raise VerificationError(
+                f"{what}: not signed by a trusted log key ({'; '.join(problems)})"
+            )
+        # (2)
+        new = trusted.checkpoint
+        proof: list[bytes] = []
+        ext = trusted.evidence.extension()
+        if ext is not None and ext.size <= old.size <= new.size and trusted.log.ok:
+            leaves = [leaf_hash(trusted.index.entry_bytes(i) or b"")
+                      for i in range(ext.size, old.size)]
+            got = ext.extend(leaves).root()
+            if got != old.root:
+                raise VerificationError(
+                    f"fork: the log's entries give root {got.hex()[:16]}… at size "
+                    f"{old.size}, the {what} says {old.root.hex()[:16]}…")
+        elif 0 < old.size < new.size:
+            proof = trusted.evidence.consistency_proof(old.size, new.size)
+            check_consistent(old, new, proof)
+        else:
+            check_consistent(old, new, proof)
+        trusted.log.add(f"consistent with the {what}", OK, f"size {old.size} -> {new.size}")
+    except (ProvenanceError, OSError) as e:
+        trusted.log.fail(f"consistent with the {what}", f"log fork or rollback: {e}")
+
+
+def parse_consistency_proof(data: bytes, what: str) -> list[bytes]:
+    """Parse a ``.consistency`` member strictly.
+
+    Raises:
+        FormatError: not LF-terminated lines of canonical base64 of 32 bytes, empty, or more
+            than 64 lines.
+    """
+    if not data or not data.endswith(b"\n"):
+        raise FormatError(f"{what}: want one base64 hash per line, each ending in a newline")
+    lines = data[:-1].split(b"\n")
+    if len(lines) > 64:
+        raise FormatError(f"{what}: {len(lines)} hashes, want at most 64")
+    out = []
+    for i, line in enumerate(lines):
+        try:
+            text = line.decode("ascii")
+        except UnicodeDecodeError as e:
+            raise FormatError(f"{what}: line {i + 1} is not ASCII") from e
+        h = b64decode_strict(text, f"{what}: line {i + 1}")
+        if len(h) != HASH_SIZE:
+            raise FormatError(f"{what}: line {i + 1} holds {len(h)} bytes, want {HASH_SIZE}")
+        out.append(h)
+    return out

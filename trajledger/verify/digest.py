@@ -1,8 +1,9 @@
 """Content digests: the identity of every blob and artifact.
 
-Scope: the ``sha256:<64 lowercase hex>`` digest string, hashing bytes and files, and hashing many
-files in parallel with constant memory. hashlib releases the GIL while it hashes buffers larger
-than 2 KiB, so threads use every core without copying data between processes.
+Scope: the ``sha256:<64 lowercase hex>`` digest string, hashing bytes and files with constant
+memory (one reused 1 MiB buffer per thread, `read_buffer`, which the ledger's hash-while-copy
+shares), on many threads at once: hashlib releases the GIL while it hashes buffers larger than
+2 KiB, so threads use every core without copying data between processes.
 Non-scope: storage. Callers hand in bytes or paths.
 Spec: schemas/SPEC.md section "Digests".
 """
@@ -10,12 +11,10 @@ Spec: schemas/SPEC.md section "Digests".
 from __future__ import annotations
 
 import hashlib
-import io
 import mmap
 import os
 import re
 import threading
-from collections.abc import Callable
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,10 +26,10 @@ __all__ = [
     "DIGEST_PREFIX",
     "Cancelled",
     "FileDigest",
-    "copy_hashing",
     "digest_bytes",
     "hash_file",
     "parse_digest",
+    "read_buffer",
     "result_of",
     "sha256_hex",
 ]
@@ -90,7 +89,7 @@ class FileDigest:
 _local = threading.local()
 
 
-def _read_buffer() -> tuple[mmap.mmap, memoryview]:
+def read_buffer() -> tuple[mmap.mmap, memoryview]:
     """This thread's 1 MiB read buffer, reused from file to file (a fresh megabyte per file
     costs an allocation, zeroing and page faults for every file). An anonymous mapping, so it
     starts on a page boundary: a writer may hand its views to direct I/O (``O_DIRECT``)."""
@@ -116,7 +115,7 @@ def hash_file(
     """
     h = hashlib.sha256()
     size = 0
-    buf, view = _read_buffer()
+    buf, view = read_buffer()
     with open(path, "rb", buffering=0) as f:
         while True:
             if stop is not None and stop.is_set():
@@ -127,43 +126,6 @@ def hash_file(
             h.update(view[:n])
             size += n
     return FileDigest(Path(path), size, h.hexdigest())
-
-
-def copy_hashing(
-    read: Callable[[int], bytes] | io.BufferedIOBase | io.RawIOBase,
-    write: Callable[[bytes | memoryview], object],
-    chunk: int = CHUNK,
-) -> tuple[str, int]:
-    """Copy a stream while hashing it, in one pass: the one hash-while-copy loop.
-
-    Args:
-        read: ``read(n)`` returns up to ``n`` bytes, ``b""`` at the end (a file's ``read``); or
-            a binary file, read with ``readinto`` into this thread's reused 1 MiB buffer
-            (nothing allocated per chunk: a fresh megabyte per chunk costs its zeroing and page
-            faults, more than the copy). ``write`` then gets views of that buffer, valid only
-            during the call: a sink that keeps them (a queue, an asynchronous upload) must be
-            given ``read`` instead.
-        write: receives every chunk, in order.
-        chunk: the read size (for ``read(n)``).
-
-    Returns:
-        The ``sha256:<hex>`` digest and the size of what was copied.
-    """
-    h = hashlib.sha256()
-    size = 0
-    if isinstance(read, io.BufferedIOBase | io.RawIOBase):
-        buf, view = _read_buffer()
-        while n := read.readinto(buf):
-            part = view[:n]
-            h.update(part)
-            write(part)
-            size += n
-        return DIGEST_PREFIX + h.hexdigest(), size
-    while data := read(chunk):
-        h.update(data)
-        write(data)
-        size += len(data)
-    return DIGEST_PREFIX + h.hexdigest(), size
 
 
 class Cancelled(Exception):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,7 +30,6 @@ __all__ = [
     "Envelope",
     "Signature",
     "b64decode",
-    "b64encode",
     "pae",
     "verify_envelope",
 ]
@@ -54,11 +52,6 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     """
     type_bytes = payload_type.encode("utf-8")
     return b"DSSEv1 %d %b %d %b" % (len(type_bytes), type_bytes, len(payload), payload)
-
-
-def b64encode(data: bytes) -> str:
-    """Standard base64 with padding, as DSSE writers emit it."""
-    return base64.b64encode(data).decode("ascii")
 
 
 def b64decode(value: object, what: str) -> bytes:
@@ -99,7 +92,8 @@ class Signature:
 
 @dataclass(frozen=True)
 class Envelope:
-    """A parsed DSSE envelope. Build with `from_bytes`, or directly when signing.
+    """A parsed DSSE envelope. Build with `from_bytes`, or directly when signing (the ledger
+    writes it with ``ledger.encode.envelope_bytes``).
 
     Attributes:
         payload: the exact signed payload bytes.
@@ -159,18 +153,6 @@ class Envelope:
                 raise FormatError(f"{what}: signature {i} is empty")
             sigs.append(Signature(keyid, sig))
         return cls(payload, payload_type, tuple(sigs))
-
-    def to_bytes(self) -> bytes:
-        """Serialise as compact JSON with standard padded base64 (the form written to disk)."""
-        obj = {
-            "payload": b64encode(self.payload),
-            "payloadType": self.payload_type,
-            "signatures": [
-                ({"keyid": s.keyid} if s.keyid else {}) | {"sig": b64encode(s.sig)}
-                for s in self.signatures
-            ],
-        }
-        return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode("ascii")
 
 
 def verify_envelope(

@@ -71,14 +71,7 @@ from .log_entry import LogEntry
 from .log_index import LogIndex
 from .manifest import Manifest, check_file_subjects
 from .policy import TrustPolicy
-from .predicates import (
-    CARD_MAX_BYTES,
-    Dataset,
-    Evaluation,
-    Provenance,
-    Release,
-    Sealed,
-)
+from .predicates import Dataset, Provenance, Sealed
 from .report import (
     ERASED,
     FAIL,
@@ -187,8 +180,11 @@ class LineageVerifier:
         return self.trusted.index
 
     def check_known_checkpoint(self, note: bytes, what: str = "checkpoint seen before") -> None:
-        """`TrustedLog.check_known_checkpoint`: the log extends a checkpoint seen earlier."""
-        self.trusted.check_known_checkpoint(note, what)
+        """`verify.consistency.check_known_checkpoint`: the log extends a checkpoint seen
+        earlier."""
+        from .consistency import check_known_checkpoint  # loaded only with one seen before
+
+        check_known_checkpoint(self.trusted, note, what)
 
     def included(self, index: int) -> str | None:
         """None when entry ``index`` is included under the verified checkpoint; else why not."""
@@ -220,7 +216,7 @@ class LineageVerifier:
             found[e.subject].append((i, e.kind))
         self._about.update(found)
 
-    def _kind_at(self, index: int, kind: str) -> LogEntry | None:
+    def kind_at(self, index: int, kind: str) -> LogEntry | None:
         """The entry at ``index`` when it is of ``kind``."""
         e = self.entry(index)
         return e if e is not None and e.kind == kind else None
@@ -283,6 +279,10 @@ class LineageVerifier:
             self._edges[cause] = []
         return cause
 
+    def node(self, digest: str) -> Node:
+        """The node of an artifact verified already (`artifact`)."""
+        return self._nodes[digest]
+
     def dependencies(self, digest: str) -> list[Dependency]:
         """The dependencies of a verified artifact its identity record names (empty when it
         does not verify, or has not been verified)."""
@@ -314,7 +314,7 @@ class LineageVerifier:
         """The verified erasure that lists ``blob`` among its deleted blobs, if any."""
         if blob not in self._erased_blobs:
             found = (self.record(i) for i in self.index.listing(blob)
-                     if self._kind_at(i, "erasure") is not None)
+                     if self.kind_at(i, "erasure") is not None)
             self._erased_blobs[blob] = next((r for r in found if isinstance(r, Record)), None)
         return self._erased_blobs[blob]
 
@@ -399,10 +399,10 @@ class LineageVerifier:
                 self.dataset_use(node, dep.digest, rec)
         if not isinstance(rec, Record):
             return
-        if isinstance(rec.predicate, Evaluation) and node.kind == "evaluation":
-            self._evaluation_use(node, rec.predicate)
-        elif isinstance(rec.predicate, Release) and node.kind == "release":
-            self._release_use(node, rec, rec.predicate)
+        if node.kind in ("evaluation", "release"):
+            from .releases import judge_use  # loaded only for an evaluation or a release
+
+            judge_use(self, node, rec)
 
     def _check_files(
         self,
@@ -433,8 +433,11 @@ class LineageVerifier:
         except ProvenanceError as e:
             node.fail("files", str(e))
             return
-        for path, want in documents.items():
-            self._check_document(node, manifest, path, want)
+        if documents:  # a dataset's card: its check loads only then
+            from .documents import check_document
+
+            for path, want in documents.items():
+                check_document(self, node, manifest, path, want)
         gone = present = absent = 0
         by_other: dict[int, Record] = {}
         caller = node.kind in self.caller_hashes and sealed is None
@@ -483,43 +486,6 @@ class LineageVerifier:
         if absent:
             node.add("data", INFO, f"{absent} data blob(s) not present here (exported without "
                      "data): their digests are bound by the manifest, their bytes not checked")
-
-    def _check_document(self, node: Node, manifest: Manifest, path: str, digest: str) -> None:
-        """Check a file the signed predicate names as a document (a dataset's card).
-
-        Steps:
-            1. The manifest lists ``path`` with the digest the predicate names.
-            2. It is at most `CARD_MAX_BYTES`; its blob is present (or deleted by a verified
-               erasure) with the listed size.
-            3. Its bytes, read whole (so an export carries them even without data), hash to
-               the digest.
-        """
-        # (1)
-        listed = next((f for f in manifest.files if f.path == path), None)
-        if listed is None or listed.digest != digest:
-            node.fail(path, f"the signed record names {path} {_short(digest)}, the manifest "
-                      + (f"lists {_short(listed.digest)}" if listed else "does not list it"))
-            return
-        # (2)
-        if listed.size > CARD_MAX_BYTES:
-            node.fail(path, f"{listed.size} bytes, want at most {CARD_MAX_BYTES}")
-            return
-        size = self.evidence.blob_size(digest)
-        data = self.evidence.blob(digest) if size == listed.size else None
-        if size is None or (data is None and size == listed.size):
-            by = self.erased_blob(digest)
-            if by is not None:
-                node.add(path, ERASED, erasure_note(by, f"{path} deleted"))
-            else:
-                node.fail(path, f"blob {_short(digest)} is missing (exports carry it, with "
-                          "data or without)")
-        elif data is None:
-            node.fail(path, f"tampered: {size} bytes, want {listed.size} (blob {_short(digest)})")
-        elif (got := digest_bytes(data)) != digest:
-            # (3)
-            node.fail(path, f"tampered: content hashes to {_short(got)}, want {_short(digest)}")
-        else:
-            node.add(path, OK, f"{listed.size} bytes, the digest its signed record names")
 
     def finish(self) -> None:
         """Wait for the blobs being re-hashed and file their failures in the report
@@ -595,115 +561,6 @@ class LineageVerifier:
         approvers that counted."""
         found = (self.record(i) for i in self.records(digest, "approval"))
         return approvals(node, label, found, self.policy, purpose, before, at_time)
-
-    # -- evaluations and releases ------------------------------------------------------------------
-
-    def _evaluation_use(self, node: Node, ev: Evaluation) -> None:
-        """An evaluation ran on a held-out suite (`verify.releases.evaluation_problems`)."""
-        problems = self._evaluation_problems(ev)
-        for p in problems:
-            node.fail("suite", p)
-        if not problems:
-            tests = len(ev.passed_tests) + len(ev.failed_tests)
-            node.add("suite", OK, f"{ev.suite.name}@{ev.suite.version}: "
-                     f"{len(ev.passed_tests)} of {tests} episode(s) passed")
-
-    def _evaluation_problems(self, ev: Evaluation) -> list[str]:
-        from .releases import evaluation_problems
-
-        self.artifact(ev.suite.digest, "dataset")
-        return evaluation_problems(ev, self.identity_record(ev.suite.digest, "dataset"))
-
-    def _release_use(self, node: Node, rec: Record, rel: Release) -> None:
-        """A release is named by its content, and meets the policy's ``[release]`` on the
-        evaluations it cites (`release_rules`)."""
-        from .releases import release_named
-
-        problem = release_named(rec)
-        if problem is not None:
-            node.fail("release", problem)
-        self.release_rules(node, rel.checkpoint.digest, rel.evaluations,
-                           len(rec.signers) + len(rec.identities), before=rec.index)
-
-    def release_rules(
-        self, node: Node, checkpoint: str, cited: Sequence[str] | None, approvers: int,
-        *, before: int | None = None,
-    ) -> set[str]:
-        """Check the policy's ``[release]`` for releasing ``checkpoint`` (verified already with
-        `artifact`), adding one check per requirement to ``node``.
-
-        Steps:
-            1. The policy has ``[release]``; ``approvers`` reach its ``approvals``.
-            2. For each requirement, the evaluation that counts is the latest verified one
-               (signed by the evaluator role) of the checkpoint on the suite ``NAME@VERSION``
-               (a holdout or regression dataset) logged before ``before``, among those the
-               index knows and those ``cited``; it must exist and, when ``cited`` is given,
-               be cited (no choosing an older, better run).
-            3. Its metric is within ``min`` / ``max``; with ``max_drop`` and a parent
-               checkpoint, the parent's evaluation on the same suite (found as in 2) exists,
-               is cited, and the metric dropped no more than ``max_drop`` from it
-               (`verify.releases.release_requirement`).
-
-        Args:
-            cited: the evaluations a release cites; None to choose them (``trajledger
-                release`` before recording).
-            approvers: how many approver keys sign the release.
-            before: the log index of the release (default: the end of the log).
-
-        Returns:
-            The digests of the evaluations the rules used (what a release must cite).
-        """
-        from .releases import release_requirement  # loaded only to judge a release
-
-        rules = self.policy.release
-        assert self.checkpoint is not None
-        until = self.checkpoint.size if before is None else before
-        used: set[str] = set()
-        # (1)
-        if rules is None:
-            node.fail("release", f"policy {self.policy.name!r} serial {self.policy.serial} has "
-                      "no [release]: nothing is released under it")
-            return used
-        if approvers < rules.approvals:
-            node.fail("release", f"signed by {approvers} approver(s), [release] needs "
-                      f"{rules.approvals}")
-        parents = [d.digest for d in self._deps.get(checkpoint, []) if d.role == "base-checkpoint"]
-        for req in rules.require:
-            # (2)
-            ev = self._latest_evaluation(checkpoint, req.suite, cited or (), until)
-            parent = None
-            if ev is not None and req.max_drop is not None and parents:
-                parent = self._latest_evaluation(parents[0], req.suite, cited or (), until)
-            # (3)
-            used |= release_requirement(node, req, checkpoint, ev, parent, parents, cited)
-        return used
-
-    def _latest_evaluation(
-        self, checkpoint: str, suite: str, cited: Iterable[str], before: int
-    ) -> Record | None:
-        """The latest verified evaluation record of ``checkpoint`` on the suite
-        ``NAME@VERSION`` logged before ``before``, among the index's referrers and the records
-        of ``cited`` evaluations. Each record counts on its own (a run whose results equal an
-        earlier run's is a later record of the same artifact)."""
-        found = None
-        seen = {i for i, role in self.index.referrers(checkpoint) if role == "checkpoint"}
-        seen |= {i for d in cited for i in self.records(d, "evaluation")}
-        for i in sorted(seen):
-            e = self._kind_at(i, "evaluation")
-            if e is None or i >= before:
-                continue
-            node = self.artifact(e.subject, "evaluation")
-            rec = self.record(i)
-            if not node.ok or not isinstance(rec, Record):
-                continue
-            ev = rec.predicate
-            assert isinstance(ev, Evaluation)
-            if ev.checkpoint.digest != checkpoint or self._evaluation_problems(ev):
-                continue
-            s = self._nodes[ev.suite.digest]
-            if s.ok and f"{s.name}@{s.version}" == suite:
-                found = rec
-        return found
 
     # -- reports -----------------------------------------------------------------------------------
 

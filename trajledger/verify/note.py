@@ -7,7 +7,8 @@ cosignatures (type 0x04, c2sp.org/tlog-cosignature v1), and `verify_note`, which
 against known keys the way Go's ``golang.org/x/mod/sumdb/note.Open`` does.
 
 Non-scope: the meaning of the text (``verify.checkpoint`` parses checkpoints), signing keys and
-signing (the ledger holds keys and appends lines made with `format_signature_line`), ECDSA
+signing and writing notes (the ledger holds keys and appends lines made with
+``ledger.encode.format_signature_line``), ECDSA
 (type 0x02), ML-DSA and other signature types: verifier keys of those types are refused.
 
 Spec: c2sp.org/signed-note, c2sp.org/tlog-cosignature (Ed25519 signed message).
@@ -44,12 +45,10 @@ __all__ = [
     "b64decode_strict",
     "check_text_bytes",
     "cosignature_message",
-    "format_signature_line",
     "key_hash",
     "verified_signatures",
     "verifier_from_vkey",
     "verify_note",
-    "vkey_string",
 ]
 
 ALG_ED25519 = 0x01
@@ -165,16 +164,12 @@ class NoteSignature:
         if not self.signature:
             raise FormatError(f"note signature by {self.name}: signature is empty")
 
-    def to_line(self) -> bytes:
-        """Return the signature line, newline included."""
-        return format_signature_line(self.name, self.key_hash, self.signature)
-
 
 @dataclass(frozen=True)
 class Note:
     """A signed note: its text and its (unverified) signatures.
 
-    Build it with `Note.from_bytes`; `to_bytes` gives back the exact input.
+    Build it with `Note.from_bytes`; ``ledger.encode.note_bytes`` gives back the exact input.
 
     Attributes:
         text: the signed message, including its final newline but not the blank line.
@@ -231,10 +226,6 @@ class Note:
         sigs = tuple(_parse_signature_line(line, i) for i, line in enumerate(lines))
         return cls(text=text, signatures=sigs)
 
-    def to_bytes(self) -> bytes:
-        """Return the note in its wire form: text, blank line, signature lines."""
-        return self.text + b"\n" + b"".join(s.to_line() for s in self.signatures)
-
 
 def _parse_signature_line(line: bytes, i: int) -> NoteSignature:
     what = f"signature line {i + 1}"
@@ -249,30 +240,6 @@ def _parse_signature_line(line: bytes, i: int) -> NoteSignature:
     if len(raw) < _KEY_HASH_SIZE + 1:
         raise FormatError(f"{what}: signature has {len(raw)} bytes, want at least 5")
     return NoteSignature(name=name, key_hash=raw[:_KEY_HASH_SIZE], signature=raw[_KEY_HASH_SIZE:])
-
-
-def format_signature_line(name: str, key_hash: bytes, sig: bytes) -> bytes:
-    """Return one note signature line: ``— <name> <base64(key_hash || sig)>`` and a newline.
-
-    Args:
-        name: the key name.
-        key_hash: the 4-byte key ID.
-        sig: the signature over the note text.
-
-    Returns:
-        The UTF-8 line, newline included.
-
-    Raises:
-        FormatError: invalid name, a key ID that is not 4 bytes, or an empty signature.
-    """
-    _check_name(name, "signature line")
-    if len(key_hash) != _KEY_HASH_SIZE or not sig:
-        raise FormatError(
-            f"signature line for {name}: key ID has {len(key_hash)} bytes and signature "
-            f"{len(sig)}, want 4 and at least 1"
-        )
-    b64 = base64.b64encode(key_hash + sig)
-    return _EM_DASH_PREFIX + name.encode() + b" " + b64 + b"\n"
 
 
 def cosignature_message(body: bytes, timestamp: int) -> bytes:
@@ -330,11 +297,6 @@ class Verifier:
     def key_hash(self) -> bytes:
         """The 4-byte key ID that signature lines by this key carry."""
         return key_hash(self.name, self.alg, self.public_key)
-
-    @property
-    def vkey(self) -> str:
-        """The verifier key string of this key."""
-        return vkey_string(self.name, self.public_key, self.alg)
 
     def cosignature_timestamp(self, sig: bytes) -> int | None:
         """Return the timestamp of a cosignature/v1 signature, None for other types.
@@ -405,25 +367,6 @@ def verifier_from_vkey(vkey: str) -> Verifier:
             f"want {verifier.key_hash.hex()}"
         )
     return verifier
-
-
-def vkey_string(name: str, ed25519_public_bytes: bytes, alg: int = ALG_ED25519) -> str:
-    """Return the verifier key string for an Ed25519 public key.
-
-    Args:
-        name: the key name.
-        ed25519_public_bytes: the 32-byte raw public key.
-        alg: `ALG_ED25519` for a log key, `ALG_COSIGNATURE_V1` for a witness key.
-
-    Returns:
-        ``<name>+<key ID hex>+<base64(alg || key)>``.
-
-    Raises:
-        FormatError: invalid name, unsupported type or a key that is not 32 bytes.
-    """
-    Verifier(name=name, alg=alg, public_key=ed25519_public_bytes)
-    kh = key_hash(name, alg, ed25519_public_bytes)
-    return f"{name}+{kh.hex()}+{base64.b64encode(bytes([alg]) + ed25519_public_bytes).decode()}"
 
 
 def verified_signatures(

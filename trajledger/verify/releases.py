@@ -4,28 +4,35 @@ whether a checkpoint's evaluations meet the policy's ``[release]`` rules.
 Scope: pure functions, as ``verify.judge``, over verified records: `evaluation_problems`
 (the suite is a holdout or regression dataset holding every batch a test names),
 `release_named` (a release record is named by its content) and `release_requirement` (one rule
-of ``[release]`` judged for a checkpoint, as a check on its node). Loaded only when a lineage
-holds an evaluation or release record, or a release is decided (``trajledger release``): a
-verification of data and training never needs it.
-Non-scope: finding the evaluations (``verify.lineage``), the rules and their bounds
+of ``[release]`` judged for a checkpoint, as a check on its node); and over a
+`LineageVerifier`, `judge_use` (the checks of an evaluation's or a release's node) and
+`release_rules` (which evaluations count for each rule: the latest verified one). Loaded only
+when a lineage holds an evaluation or release record, or a release is decided (``trajledger
+release``): a verification of data and training never needs it.
+Non-scope: verifying the records (``verify.lineage``), the rules and their bounds
 (``verify.release_rules``).
 Spec: schemas/SPEC.md, sections "Evaluation" and "Release".
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ._jcs import canonical_bytes
 from .digest import digest_bytes
 from .errors import FormatError
 from .judge import Record, RecordFailure
-from .predicates import HELD_OUT, Dataset, Evaluation, split_test_name
+from .predicates import HELD_OUT, Dataset, Evaluation, Release, split_test_name
 from .release_rules import Requirement, requirement_problems
 from .report import OK, Node
 from .report import short as _short
 
-__all__ = ["evaluation_problems", "release_named", "release_requirement"]
+if TYPE_CHECKING:
+    from .lineage import LineageVerifier
+
+__all__ = ["evaluation_problems", "judge_use", "release_named", "release_requirement",
+           "release_rules"]
 
 
 def evaluation_problems(ev: Evaluation, suite: Record | RecordFailure | None) -> list[str]:
@@ -88,3 +95,109 @@ def release_requirement(
     else:
         node.add(label, OK, f"{ev.predicate.metric(req.metric):.4g} ({what})")
     return {r.entry.subject for r in runs}
+
+
+def judge_use(v: LineageVerifier, node: Node, rec: Record) -> None:
+    """Add to an evaluation's node whether it ran on a held-out suite, and to a release's
+    whether it is named by its content and meets the policy's ``[release]`` on the
+    evaluations it cites (`release_rules`); ``rec`` is the artifact's identity record."""
+    if isinstance(rec.predicate, Evaluation) and node.kind == "evaluation":
+        ev = rec.predicate
+        problems = _suite_problems(v, ev)
+        for p in problems:
+            node.fail("suite", p)
+        if not problems:
+            tests = len(ev.passed_tests) + len(ev.failed_tests)
+            node.add("suite", OK, f"{ev.suite.name}@{ev.suite.version}: "
+                     f"{len(ev.passed_tests)} of {tests} episode(s) passed")
+    elif isinstance(rec.predicate, Release) and node.kind == "release":
+        problem = release_named(rec)
+        if problem is not None:
+            node.fail("release", problem)
+        release_rules(v, node, rec.predicate.checkpoint.digest, rec.predicate.evaluations,
+                      len(rec.signers) + len(rec.identities), before=rec.index)
+
+
+def _suite_problems(v: LineageVerifier, ev: Evaluation) -> list[str]:
+    v.artifact(ev.suite.digest, "dataset")
+    return evaluation_problems(ev, v.identity_record(ev.suite.digest, "dataset"))
+
+
+def release_rules(
+    v: LineageVerifier, node: Node, checkpoint: str, cited: Sequence[str] | None,
+    approvers: int, *, before: int | None = None,
+) -> set[str]:
+    """Check the policy's ``[release]`` for releasing ``checkpoint`` (verified already by
+    ``v`` with `LineageVerifier.artifact`), adding one check per requirement to ``node``.
+
+    Steps:
+        1. The policy has ``[release]``; ``approvers`` reach its ``approvals``.
+        2. For each requirement, the evaluation that counts is the latest verified one
+           (signed by the evaluator role) of the checkpoint on the suite ``NAME@VERSION``
+           (a holdout or regression dataset) logged before ``before``, among those the
+           index knows and those ``cited``; it must exist and, when ``cited`` is given,
+           be cited (no choosing an older, better run).
+        3. Its metric is within ``min`` / ``max``; with ``max_drop`` and a parent
+           checkpoint, the parent's evaluation on the same suite (found as in 2) exists,
+           is cited, and the metric dropped no more than ``max_drop`` from it
+           (`release_requirement`).
+
+    Args:
+        cited: the evaluations a release cites; None to choose them (``trajledger
+            release`` before recording).
+        approvers: how many approver keys sign the release.
+        before: the log index of the release (default: the end of the log).
+
+    Returns:
+        The digests of the evaluations the rules used (what a release must cite).
+    """
+    rules = v.policy.release
+    assert v.checkpoint is not None
+    until = v.checkpoint.size if before is None else before
+    used: set[str] = set()
+    # (1)
+    if rules is None:
+        node.fail("release", f"policy {v.policy.name!r} serial {v.policy.serial} has "
+                  "no [release]: nothing is released under it")
+        return used
+    if approvers < rules.approvals:
+        node.fail("release", f"signed by {approvers} approver(s), [release] needs "
+                  f"{rules.approvals}")
+    parents = [d.digest for d in v.dependencies(checkpoint) if d.role == "base-checkpoint"]
+    for req in rules.require:
+        # (2)
+        ev = _latest_evaluation(v, checkpoint, req.suite, cited or (), until)
+        parent = None
+        if ev is not None and req.max_drop is not None and parents:
+            parent = _latest_evaluation(v, parents[0], req.suite, cited or (), until)
+        # (3)
+        used |= release_requirement(node, req, checkpoint, ev, parent, parents, cited)
+    return used
+
+
+def _latest_evaluation(
+    v: LineageVerifier, checkpoint: str, suite: str, cited: Iterable[str], before: int
+) -> Record | None:
+    """The latest verified evaluation record of ``checkpoint`` on the suite ``NAME@VERSION``
+    logged before ``before``, among the index's referrers and the records of ``cited``
+    evaluations. Each record counts on its own (a run whose results equal an earlier run's is
+    a later record of the same artifact)."""
+    found = None
+    seen = {i for i, role in v.index.referrers(checkpoint) if role == "checkpoint"}
+    seen |= {i for d in cited for i in v.records(d, "evaluation")}
+    for i in sorted(seen):
+        e = v.kind_at(i, "evaluation")
+        if e is None or i >= before:
+            continue
+        node = v.artifact(e.subject, "evaluation")
+        rec = v.record(i)
+        if not node.ok or not isinstance(rec, Record):
+            continue
+        ev = rec.predicate
+        assert isinstance(ev, Evaluation)
+        if ev.checkpoint.digest != checkpoint or _suite_problems(v, ev):
+            continue
+        s = v.node(ev.suite.digest)
+        if s.ok and f"{s.name}@{s.version}" == suite:
+            found = rec
+    return found

@@ -1,12 +1,13 @@
 """Offline transparency-log proofs in the ``c2sp.org/tlog-proof@v1`` text format.
 
-Scope: parsing and writing the format (header line, optional ``extra`` line, ``index`` line,
-inclusion proof hashes, a blank line, the signed checkpoint verbatim) and verifying that an entry
-is included in the log under a checkpoint signed by the log's key.
+Scope: parsing the format (header line, optional ``extra`` line, ``index`` line, inclusion proof
+hashes, a blank line, the signed checkpoint verbatim) and verifying that an entry is included in
+the log under a checkpoint signed by the log's key.
 
 Non-scope: witness cosignature policy (call ``verify.cosignatures.verify_cosignatures`` on
 ``TlogProof.checkpoint``), consistency with other checkpoints
-(``verify.consistency.check_consistent``), building proofs (``verify.tiles.TileReader``), and
+(``verify.consistency.check_consistent``), building and writing proofs
+(``verify.tiles.TileReader``, ``ledger.encode.tlog_proof_bytes``), and
 the meaning of the extra data, which is not authenticated and must not be trusted.
 
 Spec: c2sp.org/tlog-proof (v1), c2sp.org/tlog-checkpoint, RFC 6962 section 2.1.1.
@@ -14,7 +15,6 @@ Spec: c2sp.org/tlog-proof (v1), c2sp.org/tlog-checkpoint, RFC 6962 section 2.1.1
 
 from __future__ import annotations
 
-import base64
 import re
 from dataclasses import dataclass
 
@@ -117,15 +117,6 @@ class TlogProof:
                 )
             hashes.append(h)
         return cls(index=int(m.group(1)), inclusion=tuple(hashes), checkpoint=rest, extra=extra)
-
-    def to_bytes(self) -> bytes:
-        """Return the proof in its text form."""
-        lines = [TLOG_PROOF_HEADER]
-        if self.extra is not None:
-            lines.append(b"extra " + base64.b64encode(self.extra))
-        lines.append(b"index " + str(self.index).encode())
-        lines.extend(base64.b64encode(h) for h in self.inclusion)
-        return b"\n".join(lines) + b"\n\n" + self.checkpoint
 
 
 def _ascii(line: bytes, what: str) -> str:

@@ -2,10 +2,11 @@
 
 Scope: `TrustedLog` checks, once, the evidence's checkpoint against the policy's log key(s)
 (following key handovers) and witnesses, and the entries it holds (hash chain, root or
-inclusion proofs); then answers whether an entry is included under the verified checkpoint and
-whether a checkpoint seen earlier is consistent with it (no fork, no rollback). Its findings
-are checks of the report's ``log`` node.
-Non-scope: what the records say (``verify.judge``), walking the lineage (``verify.lineage``).
+inclusion proofs); then answers whether an entry is included under the verified checkpoint.
+Its findings are checks of the report's ``log`` node.
+Non-scope: whether a checkpoint seen earlier is consistent with it (no fork, no rollback:
+``verify.consistency.check_known_checkpoint``, loaded on use), what the records say
+(``verify.judge``), walking the lineage (``verify.lineage``).
 """
 
 from __future__ import annotations
@@ -201,57 +202,6 @@ class TrustedLog:
             how = (f"root recomputed from all {cp.size} entries" if len(entries) == cp.size
                    else f"{len(entries)} entries proven included")
             self.log.add("tree", OK, how)
-
-    def check_known_checkpoint(self, note: bytes, what: str = "checkpoint seen before") -> None:
-        """Check the log's checkpoint extends one seen earlier (no fork, no rollback).
-
-        Steps:
-            1. Verify the earlier checkpoint by the policy's log key.
-            2. Check it is consistent with the current one
-               (`verify.consistency.check_consistent`), using a proof from the evidence; or,
-               when the evidence holds the log's extension from a size at or below the earlier
-               one, the root its entries give at that size must be the earlier root.
-
-        A failure is added to the log node, naming both sizes and roots.
-        """
-        from .consistency import check_consistent  # loaded only with a checkpoint seen before
-
-        if self.checkpoint is None:
-            return
-        try:
-            # (1)
-            old = None
-            problems: list[str] = []
-            for vkey in self.trusted_vkeys:
-                try:
-                    old = verify_checkpoint(note, verifier_from_vkey(vkey))
-                    break
-                except ProvenanceError as e:
-                    problems.append(str(e))
-            if old is None:
-                raise VerificationError(
-                    f"{what}: not signed by a trusted log key ({'; '.join(problems)})"
-                )
-            # (2)
-            new = self.checkpoint
-            proof: list[bytes] = []
-            ext = self.evidence.extension()
-            if ext is not None and ext.size <= old.size <= new.size and self.log.ok:
-                leaves = [leaf_hash(self.index.entry_bytes(i) or b"")
-                          for i in range(ext.size, old.size)]
-                got = ext.extend(leaves).root()
-                if got != old.root:
-                    raise VerificationError(
-                        f"fork: the log's entries give root {got.hex()[:16]}… at size "
-                        f"{old.size}, the {what} says {old.root.hex()[:16]}…")
-            elif 0 < old.size < new.size:
-                proof = self.evidence.consistency_proof(old.size, new.size)
-                check_consistent(old, new, proof)
-            else:
-                check_consistent(old, new, proof)
-            self.log.add(f"consistent with the {what}", OK, f"size {old.size} -> {new.size}")
-        except (ProvenanceError, OSError) as e:
-            self.log.fail(f"consistent with the {what}", f"log fork or rollback: {e}")
 
     def included(self, index: int) -> str | None:
         """None when entry ``index`` is included under the verified checkpoint; else why not."""

@@ -18,18 +18,19 @@ from pathlib import Path
 import pytest
 import testkit
 
+from trajledger.ledger.encode import tlog_proof_bytes
 from trajledger.ledger.errors import LogError, TamperError
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.log import CACHE_DIR, EntrySpec, Log, format_tree_state, parse_tree_state
 from trajledger.ledger.log.lookup import TAIL
 from trajledger.verify.checkpoint import verify_checkpoint
+from trajledger.verify.consistency import verify_consistency
 from trajledger.verify.errors import FormatError, ProofError
 from trajledger.verify.log_entry import GENESIS_PREV, LogEntry
 from trajledger.verify.logcheck import check_entries
 from trajledger.verify.merkle import (
     leaf_hash,
     root_from_leaf_hashes,
-    verify_consistency,
     verify_inclusion,
 )
 from trajledger.verify.note import verifier_from_vkey
@@ -275,7 +276,7 @@ def test_proof_arguments_are_checked(log: Log) -> None:
 def test_tlog_proof_round_trips_and_verifies(log: Log) -> None:
     log.append([spec(i) for i in range(40)])
     proof = log.tlog_proof(17)
-    data = proof.to_bytes()
+    data = tlog_proof_bytes(proof)
     assert data.startswith(b"c2sp.org/tlog-proof@v1\nindex 17\n")
     parsed = TlogProof.from_bytes(data)
     cp = verify_tlog_proof(parsed, log.entry(17), log.verifier, ORIGIN)

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 import testkit
 
+from trajledger.ledger.encode import checkpoint_text, format_signature_line
 from trajledger.ledger.errors import LogError, TamperError
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.log import EntrySpec, Log, format_tree_state
 from trajledger.verify.checkpoint import Checkpoint
-from trajledger.verify.note import ALG_ED25519, format_signature_line, key_hash
+from trajledger.verify.note import ALG_ED25519, key_hash
 
 ORIGIN = "example.org/grows"
 SIGNER = Signer.generate("log")  # TEST ONLY
@@ -79,7 +80,7 @@ def test_foreign_checkpoint(log: Log) -> None:
     """Same origin, size and root, signed by a key that is not the log's."""
     other = Signer.generate("impostor")
     cp = log.checkpoint()
-    text = Checkpoint(ORIGIN, cp.size, cp.root).to_text()
+    text = checkpoint_text(Checkpoint(ORIGIN, cp.size, cp.root))
     raw = other.public.raw_ed25519()
     line = format_signature_line(ORIGIN, key_hash(ORIGIN, ALG_ED25519, raw), other.sign(text))
     (log.directory / "checkpoint").write_bytes(text + b"\n" + line)

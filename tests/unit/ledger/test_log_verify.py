@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from trajledger import Ledger
+from trajledger.ledger.encode import envelope_bytes
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.log import EntrySpec, Log, LogReport, verify_log_dir
 from trajledger.ledger.record import Recorded, record_files, record_statement
@@ -92,7 +93,7 @@ def test_altered_envelope(ledger: Ledger, alice: Signer, make_tree: Any) -> None
 def test_entry_with_another_subject(ledger: Ledger, alice: Signer, make_tree: Any) -> None:
     recs = record(ledger, alice, make_tree)
     env = sign_statement([("x", recs[0].digest)], predicates.FILES, {}, [alice])
-    digest = ledger.store.put_bytes(env.to_bytes())
+    digest = ledger.store.put_bytes(envelope_bytes(env))
     ledger.log.one_record = None  # another tool, which does not keep one record per digest
     ledger.log.append([EntrySpec("files", recs[1].digest, digest, (alice.keyid,))])
     report = check(ledger)
@@ -108,7 +109,7 @@ def test_entry_naming_a_later_subject(ledger: Ledger, alice: Signer, make_tree: 
     env = sign_statement(
         [("x", recs[0].digest), ("part", recs[1].digest)], predicates.FILES, {}, [alice]
     )
-    digest = ledger.store.put_bytes(env.to_bytes())
+    digest = ledger.store.put_bytes(envelope_bytes(env))
     ledger.log.one_record = None  # another tool, which does not keep one record per digest
     ledger.log.append([EntrySpec("files", recs[1].digest, digest, (alice.keyid,))])
     report = check(ledger)
@@ -120,7 +121,7 @@ def test_entry_with_other_signers(ledger: Ledger, alice: Signer, make_tree: Any)
     recs = record(ledger, alice, make_tree, 1)
     bob = ledger.keys.create("bob", encrypt=False)
     env = sign_statement([("x", recs[0].digest)], predicates.APPROVAL, {}, [alice])
-    digest = ledger.store.put_bytes(env.to_bytes())
+    digest = ledger.store.put_bytes(envelope_bytes(env))
     ledger.log.append([EntrySpec("approval", recs[0].digest, digest, (bob.keyid,))])
     report = check(ledger)
     assert problems(report) == [("tile/entries/000.p/2", 1)]
@@ -133,7 +134,7 @@ def test_bad_signature_by_a_known_key(ledger: Ledger, alice: Signer, make_tree: 
     recs = record(ledger, alice, make_tree, 1)
     env = sign_statement([("x", recs[0].digest)], predicates.APPROVAL, {"a": 1}, [alice])
     forged = Envelope(env.payload, env.payload_type, (Signature(alice.keyid, b"\x01" * 64),))
-    digest = ledger.store.put_bytes(forged.to_bytes())
+    digest = ledger.store.put_bytes(envelope_bytes(forged))
     ledger.log.append([EntrySpec("approval", recs[0].digest, digest, (alice.keyid,))])
     report = check(ledger)
     assert problems(report) == [("tile/entries/000.p/2", 1)]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from trajledger import Ledger
+from trajledger.ledger.encode import vkey_string
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.policy_state import (
     check_signers,
@@ -20,7 +21,6 @@ from trajledger.ledger.policy_state import (
 )
 from trajledger.ledger.status import record_policy
 from trajledger.verify.errors import FormatError, PolicyError
-from trajledger.verify.note import vkey_string
 from trajledger.verify.policy import TrustPolicy, load_policy_file, policy_digest
 
 VKEY = vkey_string("test/ps", bytes(range(32)))

@@ -21,6 +21,7 @@ import pytest
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from referencing import Registry, Resource
 
+from trajledger.ledger.encode import vkey_string
 from trajledger.verify import predicates
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.kinds import KINDS as REGISTRY_KINDS
@@ -501,7 +502,6 @@ def test_the_card_schema_refuses_what_the_reader_refuses(change: Any, problem: s
 def test_trust_policy_terms_and_witnessed_logs_validate() -> None:
     """accepted_licences and the witness role's logs (written only when set) are in the schema;
     logs belongs to the witness role only."""
-    from trajledger.verify.note import vkey_string
     from trajledger.verify.policy import TrustPolicy
 
     witness = vkey_string("witness", bytes(range(32)), 0x04)

@@ -22,6 +22,7 @@ import pytest
 import zstandard
 
 from trajledger import Ledger
+from trajledger.ledger.encode import tlog_proof_bytes
 from trajledger.ledger.exchange import export_bundle
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import record_policy
@@ -377,7 +378,7 @@ def test_extra_listed_but_unused_member_fails_verification(world: World, tmp_pat
 def test_proof_for_another_checkpoint_is_refused(world: World, tmp_path: Path) -> None:
     name = world.named("proofs/0.")
     proof = TlogProof.from_bytes(dict(world.members)[name])
-    other = replace(proof, checkpoint=world.checkpoint_before).to_bytes()
+    other = tlog_proof_bytes(replace(proof, checkpoint=world.checkpoint_before))
     bad = pack(tmp_path / "b.tar.zst", reindex(changed(world.members, name, lambda _: other)))
     with pytest.raises(ProofError, match=rf"member {name}: proves against another checkpoint"):
         open_(bad)

@@ -83,18 +83,3 @@ def test_hash_files_keeps_input_order_and_reports_progress(tmp_path: Path) -> No
     assert [g.sha256 for g in got] == [
         hashlib.sha256(b"x" * (i * 1000)).hexdigest() for i in reversed(range(20))
     ]
-
-
-def test_copy_hashing_copies_and_hashes_in_one_pass() -> None:
-    import io
-
-    from trajledger.verify.digest import copy_hashing
-
-    data = bytes(range(256)) * 5000
-    out = io.BytesIO()
-    assert copy_hashing(io.BytesIO(data).read, out.write, chunk=4096) == (
-        digest_bytes(data),
-        len(data),
-    )
-    assert out.getvalue() == data
-    assert copy_hashing(io.BytesIO(b"").read, out.write) == (digest_bytes(b""), 0)

@@ -22,11 +22,11 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import x25519
 
+from trajledger.ledger.encode import vkey_string
 from trajledger.ledger.keys import Signer
 from trajledger.verify import predicates as p
 from trajledger.verify.encryption_key import EncryptionKey
 from trajledger.verify.errors import FormatError
-from trajledger.verify.note import vkey_string
 from trajledger.verify.policy import TrustPolicy, policy_digest
 from trajledger.verify.release_rules import Requirement, requirement_problems
 

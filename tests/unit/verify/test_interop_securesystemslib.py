@@ -21,6 +21,7 @@ import securesystemslib.signer as sslib_signer
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from securesystemslib import dsse
 
+from trajledger.ledger.encode import envelope_bytes
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.signing import files_predicate, sign_statement
 from trajledger.verify import predicates
@@ -46,7 +47,7 @@ def _manifest() -> Manifest:
 def _trajledger_envelope(signer: Signer) -> bytes:
     m = _manifest()
     ptype, predicate = files_predicate(m)
-    return sign_statement([("dataset", m.digest)], ptype, predicate, [signer]).to_bytes()
+    return envelope_bytes(sign_statement([("dataset", m.digest)], ptype, predicate, [signer]))
 
 
 @pytest.mark.parametrize("alg", ALGS)

@@ -19,6 +19,7 @@ import hashlib
 
 from cryptography.hazmat.primitives import serialization
 
+from trajledger.ledger.encode import envelope_bytes
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.signing import sign_statement
 from trajledger.verify import predicates
@@ -66,7 +67,7 @@ def revocation(subject: str, signer: Signer, reason: str = "leaked test data"
     """A revocation's log entry and envelope bytes, signed by ``signer``."""
     env = sign_statement([("artifact", subject)], predicates.REVOCATION,
                          {"reason": reason, "revokedAt": "2026-01-02T03:04:05Z"}, [signer])
-    data = env.to_bytes()
+    data = envelope_bytes(env)
     entry = LogEntry("revocation", subject, "sha256:" + hashlib.sha256(data).hexdigest(),
                      (signer.keyid,), "2026-01-02T03:04:06Z", GENESIS_PREV)
     return entry, data
@@ -148,7 +149,7 @@ def test_approvals_from_in_memory_records() -> None:
     env = sign_statement([("dataset", ds)], predicates.APPROVAL, {
         "purpose": "train", "approvedAt": "2026-01-02T00:00:00Z",
         "expires": "2026-02-02T00:00:00Z"}, [APPROVER])
-    data = env.to_bytes()
+    data = envelope_bytes(env)
     entry = LogEntry("approval", ds, "sha256:" + hashlib.sha256(data).hexdigest(),
                      (APPROVER.keyid,), "2026-01-02T00:00:10Z", GENESIS_PREV)
     rec = judge_record(4, entry, data, POLICY, nothing)

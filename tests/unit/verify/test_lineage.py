@@ -39,6 +39,7 @@ from trajledger.ledger.artifacts import (
     register_environment,
     register_evaluator,
 )
+from trajledger.ledger.encode import checkpoint_text, format_signature_line, vkey_string
 from trajledger.ledger.keys import KeyStore, Signer
 from trajledger.ledger.record import record_files, record_statement
 from trajledger.ledger.status import approve, erase, record_policy, revoke
@@ -60,7 +61,7 @@ from trajledger.verify.lineage import (
     Node,
     Report,
 )
-from trajledger.verify.note import format_signature_line, verifier_from_vkey, vkey_string
+from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.policy import TrustPolicy
 
 POLICY = """\
@@ -312,7 +313,7 @@ class TamperedEvidence:
 def sign_note(s: Setup, size: int, root: bytes) -> bytes:
     key = KeyStore(s.root / "log-key").signer("log")
     verifier = verifier_from_vkey(s.ledger.log.vkey)
-    text = Checkpoint("test/lineage", size, root).to_text()
+    text = checkpoint_text(Checkpoint("test/lineage", size, root))
     return text + b"\n" + format_signature_line("test/lineage", verifier.key_hash, key.sign(text))
 
 
@@ -799,7 +800,7 @@ def test_check_known_checkpoint(setup: Setup) -> None:
 
     stranger = setup.verifier()
     other = Signer.generate("log")
-    text = Checkpoint("test/lineage", size, root).to_text()
+    text = checkpoint_text(Checkpoint("test/lineage", size, root))
     forged = text + b"\n" + format_signature_line("test/lineage", b"\0\0\0\0", other.sign(text))
     stranger.check_known_checkpoint(forged)
     assert "checkpoint seen before: not signed by a trusted log key" in failures(stranger)[0]

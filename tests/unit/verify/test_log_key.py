@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from trajledger.ledger.encode import checkpoint_text, format_signature_line, vkey_string
 from trajledger.ledger.keys import Signer
 from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.errors import FormatError, SignatureError, VerificationError
@@ -18,7 +19,7 @@ from trajledger.verify.log_key import (
     key_chain,
     parse_handover,
 )
-from trajledger.verify.note import format_signature_line, verifier_from_vkey, vkey_string
+from trajledger.verify.note import verifier_from_vkey
 
 ORIGIN = "test/log"
 KEYS = [Signer.generate(f"k{i}") for i in range(4)]
@@ -38,7 +39,7 @@ def sign(text: bytes, *who: int, origin: str = ORIGIN) -> bytes:
 
 def handover(old: int, new: int, size: int = 5, signers: tuple[int, ...] | None = None) -> bytes:
     cp = handover_checkpoint(Checkpoint(ORIGIN, size, bytes(32)), vkey(old), vkey(new))
-    return sign(cp.to_text(), *(signers if signers is not None else (old, new)))
+    return sign(checkpoint_text(cp), *(signers if signers is not None else (old, new)))
 
 
 def test_a_handover_names_both_keys_and_is_signed_by_both() -> None:
@@ -56,7 +57,7 @@ def test_a_handover_needs_both_signatures(signers: tuple[int, ...], missing: str
 
 def test_a_plain_checkpoint_cannot_become_a_handover() -> None:
     # The old key's signature over a checkpoint names no successor.
-    text = Checkpoint(ORIGIN, 5, bytes(32)).to_text()
+    text = checkpoint_text(Checkpoint(ORIGIN, 5, bytes(32)))
     with pytest.raises(FormatError, match="want one extension line"):
         parse_handover(sign(text, 0, 1))
 
@@ -74,7 +75,7 @@ def test_a_plain_checkpoint_cannot_become_a_handover() -> None:
     ids=["one key", "other extension", "same key", "other log", "bad vkey"],
 )
 def test_malformed_handovers(line: str, message: str) -> None:
-    text = Checkpoint(ORIGIN, 5, bytes(32), (line,)).to_text()
+    text = checkpoint_text(Checkpoint(ORIGIN, 5, bytes(32), (line,)))
     with pytest.raises(FormatError, match=message):
         parse_handover(sign(text, 0, 1), "handover")
     with pytest.raises(FormatError, match="handover: "):

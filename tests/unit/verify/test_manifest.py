@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from trajledger.ledger.encode import envelope_bytes
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.signing import files_predicate, sign_statement
 from trajledger.verify import predicates
@@ -183,7 +184,7 @@ def _signed_statement(signer: Signer, subject_digest: str, manifest_json: object
     env = sign_statement(
         [("dataset", subject_digest)], predicates.FILES, {"manifest": manifest_json}, [signer]
     )
-    env = Envelope.from_bytes(env.to_bytes())
+    env = Envelope.from_bytes(envelope_bytes(env))
     return verify_statement(
         env, [signer.public], allowed_predicate_types={predicates.FILES}
     ).statement
@@ -218,26 +219,26 @@ def test_attack_manifest_bound_to_a_later_subject(signer: Signer) -> None:
     other = _manifest_of({"b": b"xyz"})
     env = sign_statement([("x", other.digest), ("y", m.digest)], predicates.FILES,
                          {"manifest": m.to_json()}, [signer])  # fmt: skip
-    st = verify_statement(Envelope.from_bytes(env.to_bytes()), [signer.public],
+    st = verify_statement(Envelope.from_bytes(envelope_bytes(env)), [signer.public],
                           allowed_predicate_types={predicates.FILES}).statement  # fmt: skip
     with pytest.raises(DigestMismatchError, match="but the first subject"):
         manifest_from_statement(st, "st")
     env = sign_statement([("x", m.digest), ("a", "sha256:" + "0" * 64)], predicates.FILES,
                          {"manifest": m.to_json()}, [signer])  # fmt: skip
-    st = verify_statement(Envelope.from_bytes(env.to_bytes()), [signer.public],
+    st = verify_statement(Envelope.from_bytes(envelope_bytes(env)), [signer.public],
                           allowed_predicate_types={predicates.FILES}).statement  # fmt: skip
     assert manifest_from_statement(st) == m
     with pytest.raises(DigestMismatchError, match=r"subject 'a' has sha256:0{64}, the manifest"):
         check_file_subjects(st, m, "st")
     env = sign_statement([("x", m.digest), ("zz", m.files[0].digest)], predicates.FILES,
                          {"manifest": m.to_json()}, [signer])  # fmt: skip
-    st = verify_statement(Envelope.from_bytes(env.to_bytes()), [signer.public],
+    st = verify_statement(Envelope.from_bytes(envelope_bytes(env)), [signer.public],
                           allowed_predicate_types={predicates.FILES}).statement  # fmt: skip
     with pytest.raises(DigestMismatchError, match=r"subject 'zz' is not a file of the artifact"):
         check_file_subjects(st, m, "st")
     env = sign_statement([("x", m.digest), ("a", m.files[0].digest)], predicates.FILES,
                          {"manifest": m.to_json()}, [signer])  # fmt: skip
-    st = verify_statement(Envelope.from_bytes(env.to_bytes()), [signer.public],
+    st = verify_statement(Envelope.from_bytes(envelope_bytes(env)), [signer.public],
                           allowed_predicate_types={predicates.FILES}).statement  # fmt: skip
     assert check_file_subjects(st, m, "st") == 1
 

@@ -14,16 +14,15 @@ from typing import Any
 
 import pytest
 
+from trajledger.verify.consistency import root_from_consistency_proof, verify_consistency
 from trajledger.verify.errors import FormatError, ProofError
 from trajledger.verify.merkle import (
     EMPTY_ROOT,
     HASH_SIZE,
     leaf_hash,
     node_hash,
-    root_from_consistency_proof,
     root_from_inclusion_proof,
     root_from_leaf_hashes,
-    verify_consistency,
     verify_inclusion,
 )
 

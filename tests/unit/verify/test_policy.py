@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from trajledger.ledger.encode import envelope_bytes, vkey_string
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.signing import sign_statement
 from trajledger.verify import predicates
 from trajledger.verify.errors import DigestMismatchError, FormatError, PolicyError, SignatureError
-from trajledger.verify.note import vkey_string
 from trajledger.verify.policy import (
     ROLES,
     Identity,
@@ -413,7 +413,7 @@ def record(
         {"policy": p.to_json()},
         [SIGNERS[s] for s in signers],
     )
-    return digest, env.to_bytes()
+    return digest, envelope_bytes(env)
 
 
 def test_policy_from_record(keydir: Path) -> None:

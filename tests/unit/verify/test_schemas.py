@@ -19,6 +19,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
+from trajledger.ledger.encode import envelope_bytes
 from trajledger.ledger.files import collect_files, manifest_for
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.signing import files_predicate, sign_statement
@@ -84,7 +85,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[Envelope, Manifes
 
 def test_written_envelope_validates(written: tuple[Envelope, Manifest]) -> None:
     env, _ = written
-    assert errors("envelope", json.loads(env.to_bytes())) == []
+    assert errors("envelope", json.loads(envelope_bytes(env))) == []
 
 
 def test_written_statement_validates(written: tuple[Envelope, Manifest]) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from trajledger.ledger.encode import envelope_bytes
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.signing import (
     canonical_json,
@@ -65,7 +66,7 @@ def sign_obj(signer: Signer, obj: dict[str, Any]) -> Envelope:
 
 
 def reparse(env: Envelope) -> Envelope:
-    return Envelope.from_bytes(env.to_bytes())
+    return Envelope.from_bytes(envelope_bytes(env))
 
 
 # --- parsing ---------------------------------------------------------------------------------

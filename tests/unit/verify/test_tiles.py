@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
+from trajledger.verify.consistency import verify_consistency
 from trajledger.verify.errors import FormatError, ProofError
 from trajledger.verify.merkle import (
     EMPTY_ROOT,
     leaf_hash,
     root_from_leaf_hashes,
-    verify_consistency,
     verify_inclusion,
 )
 from trajledger.verify.note import verifier_from_vkey

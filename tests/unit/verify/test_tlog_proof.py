@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from trajledger.ledger.encode import tlog_proof_bytes
 from trajledger.verify.errors import FormatError, PolicyError, ProofError
 from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.tiles import TileReader
@@ -39,14 +40,14 @@ def proof_for(index: int, extra: bytes | None = None) -> TlogProof:
 
 def test_every_tessera_entry_has_a_verifying_proof() -> None:
     for i, entry in enumerate(ENTRIES):
-        data = proof_for(i).to_bytes()
+        data = tlog_proof_bytes(proof_for(i))
         cp = verify_tlog_proof(data, entry, LOG, origin="example.com/log/testdata")
         assert (cp.origin, cp.size) == ("example.com/log/testdata", 15)
 
 
 def test_text_layout_and_round_trip() -> None:
     p = proof_for(6, extra=b"\x00extra")
-    data = p.to_bytes()
+    data = tlog_proof_bytes(p)
     lines = data.split(b"\n")
     assert lines[0] == TLOG_PROOF_HEADER
     assert lines[1] == b"extra " + base64.b64encode(b"\x00extra")
@@ -55,19 +56,19 @@ def test_text_layout_and_round_trip() -> None:
     assert lines[3 + len(p.inclusion)] == b""
     assert data.endswith(b"\n\n" + CHECKPOINT) or data.endswith(b"\n" + CHECKPOINT)
     assert TlogProof.from_bytes(data) == p
-    assert TlogProof.from_bytes(proof_for(6).to_bytes()).extra is None
+    assert TlogProof.from_bytes(tlog_proof_bytes(proof_for(6))).extra is None
 
 
 def test_single_entry_tree_has_no_hash_lines() -> None:
     one = str(TESSERA["checkpoints"]["1"]).encode()
-    data = TlogProof(0, (), one).to_bytes()
+    data = tlog_proof_bytes(TlogProof(0, (), one))
     assert data.startswith(TLOG_PROOF_HEADER + b"\nindex 0\n\n")
     verify_tlog_proof(data, ENTRIES[0], LOG)
 
 
 def test_extra_data_is_not_authenticated() -> None:
     # Changing the extra data changes nothing that is verified: callers must not trust it.
-    verify_tlog_proof(proof_for(3, extra=b"anything").to_bytes(), ENTRIES[3], LOG)
+    verify_tlog_proof(tlog_proof_bytes(proof_for(3, extra=b"anything")), ENTRIES[3], LOG)
 
 
 def test_verification_errors() -> None:
@@ -95,7 +96,7 @@ def test_verification_errors() -> None:
 )
 def test_strict_parsing(mutate: Any, message: str) -> None:
     with pytest.raises(FormatError, match=message):
-        TlogProof.from_bytes(mutate(proof_for(3).to_bytes()))
+        TlogProof.from_bytes(mutate(tlog_proof_bytes(proof_for(3))))
 
 
 def test_invariants() -> None:

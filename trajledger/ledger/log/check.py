@@ -48,6 +48,7 @@ from trajledger.verify.tiles import (
     format_entry_bundle,
 )
 
+from ..encode import verifier_vkey
 from ..errors import StoreError
 from ..fs import TMP_PREFIX
 from ..store import verify_bytes
@@ -583,7 +584,7 @@ def verify_log_dir(
         )
     # (9)
     if verifier is not None:
-        _check_handovers(directory, verifier.vkey, size, report)
+        _check_handovers(directory, verifier_vkey(verifier), size, report)
     report.problems.sort(key=lambda p: -1 if p.index is None else p.index)
     return report
 

@@ -32,6 +32,7 @@ from trajledger.verify.note import Verifier, verifier_from_vkey
 from trajledger.verify.tiles import TileReader
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
+from ..encode import verifier_vkey
 from ..errors import LogError
 from ..keys import Signer
 from .layout import CHECKPOINT_FILE, TREE_STATE_FILE, VKEY_FILE
@@ -268,7 +269,7 @@ class LogReader:
     @property
     def vkey(self) -> str:
         """The log's C2SP verifier key string, ``<origin>+<key ID>+<base64 key>``."""
-        return self.verifier.vkey
+        return verifier_vkey(self.verifier)
 
     def tree_state(self) -> tuple[int, bytes]:
         """The committed size and root (treeState's, checked against the tiles).

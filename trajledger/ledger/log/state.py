@@ -41,6 +41,7 @@ from trajledger.verify.merkle import EMPTY_ROOT
 from trajledger.verify.note import Verifier
 from trajledger.verify.tiles import TILE_WIDTH, TileReader, tile_width
 
+from ..encode import verifier_vkey
 from ..errors import TamperError
 from .edge import ZERO_HASH, Edge, EdgeMismatch, load_edge
 from .layout import (
@@ -193,7 +194,7 @@ def read_state(directory: Path, verifier: Verifier) -> LogState:
             cp = verify_checkpoint(note, verifier, origin=verifier.name)
         except (FormatError, SignatureError) as e:
             raise tamper(
-                cp_path, f"not a checkpoint signed by the log key {verifier.vkey}: {e}"
+                cp_path, f"not a checkpoint signed by the log key {verifier_vkey(verifier)}: {e}"
             ) from e
     # (3)
     if cp is not None and size < cp.size:

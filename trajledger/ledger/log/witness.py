@@ -23,12 +23,11 @@ from trajledger.verify.log_key import Handover, key_chain
 from trajledger.verify.note import (
     ALG_COSIGNATURE_V1,
     Note,
-    format_signature_line,
     key_hash,
     verifier_from_vkey,
-    vkey_string,
 )
 
+from ..encode import format_signature_line, signature_line, vkey_string
 from ..errors import LogError
 from ..fs import write_file_atomic
 from ..keys import Signer
@@ -178,6 +177,6 @@ def cosign_note(note_bytes: bytes, witness: Signer, *, now: int | None = None) -
     kh = key_hash(witness.name, ALG_COSIGNATURE_V1, raw)
     line = format_signature_line(witness.name, kh, struct.pack(">Q", timestamp) + sig)
     kept = b"".join(
-        s.to_line() for s in note.signatures if (s.name, s.key_hash) != (witness.name, kh)
+        signature_line(s) for s in note.signatures if (s.name, s.key_hash) != (witness.name, kh)
     )
     return note.text + b"\n" + kept + line

@@ -51,11 +51,10 @@ from trajledger.verify.note import (
     ALG_ED25519,
     Note,
     Verifier,
-    format_signature_line,
     verifier_from_vkey,
-    vkey_string,
 )
 
+from ..encode import checkpoint_text, format_signature_line, verifier_vkey, vkey_string
 from ..errors import LedgerError, LogError
 from ..fs import TMP_PREFIX, fsync_dir, write_file_atomic
 from ..keys import Signer
@@ -142,7 +141,7 @@ class Log(LogReader):
         log = cls(directory, verifier, signer, cache_dir=cache_dir, on_publish=on_publish)
         try:
             (directory / STATE_DIR).mkdir(parents=True, exist_ok=True)
-            write_file_atomic(directory / VKEY_FILE, verifier.vkey.encode() + b"\n")
+            write_file_atomic(directory / VKEY_FILE, verifier_vkey(verifier).encode() + b"\n")
             with log._locked():
                 ts = format_tree_state(0, EMPTY_ROOT)
                 write_file_atomic(directory / TREE_STATE_FILE, ts)
@@ -393,7 +392,7 @@ class Log(LogReader):
     def _sign(self, signer: Signer, edge: Edge) -> tuple[Checkpoint, bytes]:
         """The checkpoint of ``edge``'s tree and its signed note."""
         cp = Checkpoint(self.origin, edge.size, edge.root)
-        text = cp.to_text()
+        text = checkpoint_text(cp)
         line = format_signature_line(self.origin, self.verifier.key_hash, signer.sign(text))
         return cp, text + b"\n" + line
 
@@ -479,10 +478,10 @@ class Log(LogReader):
         """
         target = _log_verifier(self.origin, new)
         with self._locked():
-            if target.vkey == self.vkey:
+            if verifier_vkey(target) == self.vkey:
                 handovers = self.key_handovers()
                 last = parse_handover(handovers[-1]) if handovers else None
-                if last is None or last.new != target.vkey:
+                if last is None or last.new != verifier_vkey(target):
                     raise LogError(f"log key {new.name}: is already the key of log {self.origin}")
                 return last
             old = self._get_signer()
@@ -490,8 +489,8 @@ class Log(LogReader):
             st = self._writer_state(old)
             # (2)
             cp = handover_checkpoint(Checkpoint(self.origin, st.edge.size, st.edge.root),
-                                     self.vkey, target.vkey)
-            text = cp.to_text()
+                                     self.vkey, verifier_vkey(target))
+            text = checkpoint_text(cp)
             note = (text + b"\n"
                     + format_signature_line(self.origin, self.verifier.key_hash, old.sign(text))
                     + format_signature_line(self.origin, target.key_hash, new.sign(text)))
@@ -502,7 +501,7 @@ class Log(LogReader):
             if handovers:
                 last = parse_handover(handovers[-1])
                 if last.old == self.vkey:
-                    if last.new != target.vkey:
+                    if last.new != verifier_vkey(target):
                         raise LogError(
                             f"log {self.origin}: an interrupted rotation handed the key over to "
                             f"{last.new}; finish it with that key"
@@ -512,7 +511,8 @@ class Log(LogReader):
                 (self.directory / HANDOVER_DIR).mkdir(exist_ok=True)
                 write_file_atomic(self.directory / HANDOVER_DIR / str(number), note)
                 write_file_atomic(self.directory / CHECKPOINT_FILE, note)
-                write_file_atomic(self.directory / VKEY_FILE, target.vkey.encode() + b"\n")
+                write_file_atomic(self.directory / VKEY_FILE,
+                                  verifier_vkey(target).encode() + b"\n")
             except OSError as e:
                 raise LogError(f"log {self.origin}: cannot rotate its key: {e.strerror}") from e
             self.verifier = target

@@ -1,0 +1,42 @@
+"""``python -m verify``'s usage errors and ``-V`` (the installed package; a copy of ``verify/``
+alone is run by tests/e2e/test_third_party_verify.py)."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+
+import pytest
+
+from trajledger.verify.__main__ import main
+
+
+@pytest.mark.parametrize(
+    ("argv", "tail"),
+    [
+        (["b.tar.zst", "--polcy", "p.toml"], "for --polcy, did you mean --policy?"),
+        (["b.tar.zst", "--policy", "p.toml", "--jsn"], "unrecognized arguments: --jsn; for "
+         "--jsn, did you mean --json?"),
+        (["b.tar.zst", "--policy=p", "--fils=d"], "for --fils, did you mean --files?"),
+        (["b.tar.zst", "--policy", "p.toml", "--zzz"], "unrecognized arguments: --zzz"),
+    ],
+)
+def test_a_misspelt_option_gets_the_close_one(
+    argv: list[str], tail: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert capsys.readouterr().err.rstrip("\n").endswith(tail)
+
+
+def test_an_abbreviation_is_not_a_misspelling(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["b.tar.zst", "--polic", "p.toml", "--jsn"])
+    assert "for --polic" not in capsys.readouterr().err
+
+
+def test_dash_v_names_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["-V"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.endswith(f"(trajledger {version('trajledger')})\n")

@@ -1,0 +1,137 @@
+"""The write side's encodings of what ``verify/`` parses: what the ledger writes, the verifier
+reads back with its strict parsers, and nothing a verification needs (so ``verify/`` keeps only
+the reading half).
+
+Scope: a DSSE envelope (``verify.dsse.Envelope.from_bytes``), a verifier key string
+(``verify.note.verifier_from_vkey``), a checkpoint's note text
+(``verify.checkpoint.Checkpoint.from_text``), a signed note's signature lines and wire form
+(``verify.note.Note.from_bytes``), a tlog-proof (``verify.tlog_proof.TlogProof.from_bytes``),
+a bundle's ``proofs/<n>.consistency`` and ``.range`` members
+(``verify.consistency.parse_consistency_proof``).
+Non-scope: signing (``ledger.signing``), what is written where (``ledger.exchange``,
+``ledger.log``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from trajledger.verify.checkpoint import Checkpoint
+from trajledger.verify.dsse import Envelope
+from trajledger.verify.errors import FormatError
+from trajledger.verify.note import ALG_ED25519, Note, NoteSignature, Verifier, key_hash
+from trajledger.verify.tlog_proof import TLOG_PROOF_HEADER, TlogProof
+
+__all__ = [
+    "b64encode",
+    "checkpoint_text",
+    "consistency_proof_bytes",
+    "envelope_bytes",
+    "format_signature_line",
+    "note_bytes",
+    "signature_line",
+    "tlog_proof_bytes",
+    "verifier_vkey",
+    "vkey_string",
+]
+
+
+def b64encode(data: bytes) -> str:
+    """Standard base64 with padding, as DSSE writers emit it."""
+    return base64.b64encode(data).decode("ascii")
+
+
+def envelope_bytes(envelope: Envelope) -> bytes:
+    """An envelope as compact JSON with standard padded base64 (the form written to disk)."""
+    obj = {
+        "payload": b64encode(envelope.payload),
+        "payloadType": envelope.payload_type,
+        "signatures": [
+            ({"keyid": s.keyid} if s.keyid else {}) | {"sig": b64encode(s.sig)}
+            for s in envelope.signatures
+        ],
+    }
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode("ascii")
+
+
+def checkpoint_text(cp: Checkpoint) -> bytes:
+    """The note text of a checkpoint (origin, size, base64 root, extension lines), final
+    newline included: what the log key signs."""
+    lines = [cp.origin, str(cp.size), base64.b64encode(cp.root).decode(), *cp.extensions]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def format_signature_line(name: str, key_hash: bytes, sig: bytes) -> bytes:
+    """Return one note signature line: ``— <name> <base64(key_hash || sig)>`` and a newline.
+
+    Args:
+        name: the key name.
+        key_hash: the 4-byte key ID.
+        sig: the signature over the note text.
+
+    Returns:
+        The UTF-8 line, newline included.
+
+    Raises:
+        FormatError: a key ID that is not 4 bytes, an empty signature, or a name no reader
+            accepts (`NoteSignature`).
+    """
+    if len(key_hash) != 4 or not sig:
+        raise FormatError(
+            f"signature line for {name}: key ID has {len(key_hash)} bytes and signature "
+            f"{len(sig)}, want 4 and at least 1"
+        )
+    NoteSignature(name, key_hash, sig)
+    return "\u2014 ".encode() + name.encode() + b" " + base64.b64encode(key_hash + sig) + b"\n"
+
+
+def tlog_proof_bytes(proof: TlogProof) -> bytes:
+    """A proof in its text form (c2sp.org/tlog-proof): header, ``extra``, index, hashes, a
+    blank line, the checkpoint."""
+    lines = [TLOG_PROOF_HEADER]
+    if proof.extra is not None:
+        lines.append(b"extra " + base64.b64encode(proof.extra))
+    lines.append(b"index " + str(proof.index).encode())
+    lines.extend(base64.b64encode(h) for h in proof.inclusion)
+    return b"\n".join(lines) + b"\n\n" + proof.checkpoint
+
+
+def signature_line(sig: NoteSignature) -> bytes:
+    """A parsed signature line written back, newline included."""
+    return format_signature_line(sig.name, sig.key_hash, sig.signature)
+
+
+def note_bytes(note: Note) -> bytes:
+    """A note in its wire form: text, blank line, signature lines (a parsed note's exact
+    input)."""
+    return note.text + b"\n" + b"".join(signature_line(s) for s in note.signatures)
+
+
+def consistency_proof_bytes(proof: list[bytes]) -> bytes:
+    """A ``proofs/<n>.consistency`` member: one standard base64 hash per line, each ending LF."""
+    return b"".join(base64.b64encode(h) + b"\n" for h in proof)
+
+
+def vkey_string(name: str, ed25519_public_bytes: bytes, alg: int = ALG_ED25519) -> str:
+    """Return the verifier key string for an Ed25519 public key.
+
+    Args:
+        name: the key name.
+        ed25519_public_bytes: the 32-byte raw public key.
+        alg: `ALG_ED25519` for a log key, `ALG_COSIGNATURE_V1` for a witness key.
+
+    Returns:
+        ``<name>+<key ID hex>+<base64(alg || key)>``.
+
+    Raises:
+        FormatError: invalid name, unsupported type or a key that is not 32 bytes.
+    """
+    Verifier(name=name, alg=alg, public_key=ed25519_public_bytes)
+    kh = key_hash(name, alg, ed25519_public_bytes)
+    return f"{name}+{kh.hex()}+{base64.b64encode(bytes([alg]) + ed25519_public_bytes).decode()}"
+
+
+def verifier_vkey(verifier: Verifier) -> str:
+    """The verifier key string of a parsed verifier key (what it was parsed from)."""
+    return vkey_string(verifier.name, verifier.public_key, verifier.alg)
