@@ -937,7 +937,11 @@ def test_policy_check_good(runner: CliRunner, world: World) -> None:
             '[roles.producer]\nkeys = ["keys/nobody.pub"]\n',
             "role producer: key 0: cannot read key file ",
         ),
-        ("[roles.producer]\ntreshold = 1\n", "role producer: unknown field(s) treshold"),
+        (
+            "[roles.producer]\ntreshold = 1\n",
+            "role producer: unknown field(s) treshold (did you mean threshold?); known: "
+            "identities, keys, threshold",
+        ),
         ('max_approval_age = "forever"\n', "max_approval_age: 'forever' is not a duration"),
         (
             'allowed_predicate_types = ["https://example.com/x"]\n',

@@ -319,9 +319,7 @@ class TrustPolicy:
         what: str,
         key_lookup: KeyLookup | None = None,
     ) -> TrustPolicy:
-        unknown = set(doc) - _TOP_KEYS
-        if unknown:
-            raise FormatError(f"{what}: unknown setting(s) {', '.join(sorted(unknown))}")
+        _refuse_unknown(set(doc), _TOP_KEYS, f"{what}: unknown setting(s)")
         fmt = doc.get("format", 1)
         if fmt not in POLICY_FORMATS or type(fmt) is not int:
             raise FormatError(f"{what}: format {fmt!r}, want one of {POLICY_FORMATS}")
@@ -440,9 +438,7 @@ def _parse_role(
         allowed = {"threshold", "vkeys", "logs"}
     else:
         allowed = {"threshold", "vkeys"}
-    unknown = set(raw) - allowed
-    if unknown:
-        raise FormatError(f"{what}: unknown field(s) {', '.join(sorted(unknown))}")
+    _refuse_unknown(set(raw), allowed, f"{what}: unknown field(s)")
     keys: list[PublicKey] = []
     identities: list[Identity] = []
     vkeys: list[str] = []
@@ -619,3 +615,16 @@ def load_policy_file(path: Path, *, key_lookup: KeyLookup | None = None) -> Trus
 
         return TrustPolicy.from_json(load_object(data, f"policy {path}"), f"policy {path}")
     return TrustPolicy.from_toml(data, path.parent, f"policy {path}", key_lookup=key_lookup)
+
+
+def _refuse_unknown(given: set[str], allowed: set[str] | frozenset[str], message: str) -> None:
+    """A policy is read in full or refused: a name it does not know is an error, with the
+    known name it most resembles (a misspelling) or the names it knows."""
+    unknown = sorted(given - allowed)
+    if not unknown:
+        return
+    import difflib
+
+    hints = [f"{u} (did you mean {c[0]}?)" if (c := difflib.get_close_matches(u, allowed, 1))
+             else u for u in unknown]
+    raise FormatError(f"{message} {', '.join(hints)}; known: {', '.join(sorted(allowed))}")

@@ -141,7 +141,8 @@ threshold = 2
     [
         (b"name = [", "policy p.toml: not valid TOML: "),
         (b"\xff", "policy p.toml: not valid TOML: "),
-        (b"colour = 1", "policy p.toml: unknown setting(s) colour"),
+        (b"colour = 1", "policy p.toml: unknown setting(s) colour; known: "),
+        (b"serail = 2", "policy p.toml: unknown setting(s) serail (did you mean serial?)"),
         (b"format = 4", "policy p.toml: format 4, want one of (1, 2, 3)"),
         (b'format = 2\npublish = ["revocation"]', "policy p.toml: publish need format = 3 (the "
          "policy states format 2)"),
@@ -168,7 +169,10 @@ threshold = 2
             "approver, trainer, evaluator, log, witness",
         ),
         (b"[roles]\nproducer = 1", "policy p.toml: role producer: must be a table"),
-        (b"[roles.producer]\ntreshold = 1", "role producer: unknown field(s) treshold"),
+        (
+            b"[roles.producer]\ntreshold = 1",
+            "role producer: unknown field(s) treshold (did you mean threshold?)",
+        ),
         (b'[roles.producer]\nvkeys = ["x"]', "role producer: unknown field(s) vkeys"),
         (b'[roles.log]\nkeys = ["x"]', "role log: unknown field(s) keys"),
         (b'[roles.producer]\nkeys = "vendor.pub"', "role producer: keys: must be a list"),
