@@ -31,36 +31,44 @@ def main() -> None:
     except UnsupportedPlatformError as e:
         sys.stderr.write(f"FAIL: {e}\n")
         raise SystemExit(3) from None  # operational: this system, not the input
+    status: list[int] = []
+    atexit.register(_end_past_native_teardown, status)  # the first registered runs last
     try:
         command()
     except SystemExit as e:
-        _finish(e.code)
-    _finish(0)
+        status.append(_exit_status(e.code))
+        raise
+    status.append(0)
 
 
-def _finish(code: object) -> None:
-    """Exit with ``code`` once the command is done, past Arrow's teardown when it was loaded.
+def _exit_status(code: object) -> int:
+    """The process's exit status for ``SystemExit(code)``, as Python computes it."""
+    if code is None:
+        return 0
+    return code if isinstance(code, int) else 1
+
+
+def _end_past_native_teardown(status: list[int]) -> None:
+    """The last exit handler: once the command is done, end the process before the
+    interpreter and the C++ runtime tear down, when a library with native thread pools was
+    loaded.
 
     A process that used pyarrow can abort after its work is done and its output written:
     "terminate called without an active exception", exit 134, when a worker of Arrow's
-    thread pools is still alive while the interpreter and then the C++ runtime tear down
-    (apache/arrow#34314, open; seen here once in CI, after ``export --format parquet`` had
-    written its files). So when a library with native thread pools was loaded, the command's
-    exit handlers run (temporary directories left to finalizers are removed), the output is
-    flushed, and the process ends with ``os._exit``: nothing is left to tear down. Every
-    file the command wrote was made durable by the command itself before it returned.
+    thread pools is still alive during that teardown (apache/arrow#34314, open; seen here once
+    in CI, after ``export --format parquet`` had written its files). Registered first, this
+    handler runs after every exit handler the command's libraries registered (temporary
+    directories left to finalizers are removed); it flushes the output and ends with
+    ``os._exit`` and the command's status. Every file the command wrote was made durable by
+    the command itself before it returned. Without a status (an exception escaped the
+    command: a bug) the interpreter ends as usual.
     """
-    if isinstance(code, str):  # SystemExit("message"): printed, exit 1, as Python does
-        sys.stderr.write(code + "\n")
-        code = 1
-    status = 0 if code is None else code if isinstance(code, int) else 1
-    if not any(name in sys.modules for name in _NATIVE_POOLS):
-        raise SystemExit(status)
-    atexit._run_exitfuncs()
+    if not status or not any(name in sys.modules for name in _NATIVE_POOLS):
+        return
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe (`| head`), a closed stream
             stream.flush()
-    os._exit(status)
+    os._exit(status[0])
 
 
 if __name__ == "__main__":

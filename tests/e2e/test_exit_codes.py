@@ -134,12 +134,17 @@ import atexit, sys, weakref
 from pathlib import Path
 import pyarrow  # loaded, as by any command that reads rollouts
 marks = Path(sys.argv[1])
-atexit.register(lambda: (marks / "atexit").write_text("ran"))
 class Teardown:
     def __del__(self):  # runs only if the interpreter tears its modules down
         (marks / "teardown").write_text("ran")
 keep = Teardown()
-sys.stdout.write("x" * 300_000)  # more than a pipe holds: flushed on the way out
+import trajledger.runner.cli as cli
+command = cli.main
+def with_a_handler():  # an exit handler a library registers while the command runs
+    atexit.register(lambda: (marks / "atexit").write_text("ran"))
+    sys.stdout.write("x" * 300_000)  # more than a pipe holds: flushed on the way out
+    command()
+cli.main = with_a_handler
 sys.argv = ["trajledger", *sys.argv[2:]]
 from trajledger.__main__ import main
 main()
@@ -151,9 +156,10 @@ main()
 def test_a_command_that_loaded_arrow_ends_without_its_teardown(
     tmp_path: Path, args: list[str], code: int
 ) -> None:
-    """With pyarrow loaded, the command's exit handlers run, its output is flushed and its exit
-    code kept, and the process ends before the interpreter tears down Arrow's thread pools,
-    which can abort a finished command (apache/arrow#34314: exit 134, seen in CI)."""
+    """With pyarrow loaded, the exit handlers the command's libraries registered run, its
+    output is flushed and its exit code kept, and the process ends before the interpreter
+    tears down Arrow's thread pools, which can abort a finished command (apache/arrow#34314:
+    exit 134, seen in CI)."""
     env = {**os.environ, "TRAJLEDGER_HOME": str(tmp_path / "none")}
     r = subprocess.run([sys.executable, "-c", _EXITS, str(tmp_path), *args], capture_output=True,
                        text=True, env=env, cwd=tmp_path, timeout=120)
