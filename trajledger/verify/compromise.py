@@ -20,6 +20,7 @@ from typing import Any
 
 from .errors import FormatError
 from .keys import Identity, PublicKey
+from .strict_json import json_list
 from .times import parse_time
 
 __all__ = ["RevokedIdentity", "RevokedKey", "revoked_identities", "revoked_keys"]
@@ -105,7 +106,7 @@ def revoked_keys(value: object, what: str, load_key: Callable[[object, str], Pub
     what)`` reads a PEM (``verify.policy``: inline, or a file relative to the policy).
     """
     out: list[RevokedKey] = []
-    for i, item in enumerate(_items(value, f"{what}: revoked_keys")):
+    for i, item in enumerate(json_list(value, f"{what}: revoked_keys")):
         here = f"{what}: revoked_keys item {i}"
         if not isinstance(item, dict):
             raise FormatError(f"{here}: must be a table with key and compromised_since")
@@ -127,7 +128,7 @@ def revoked_identities(value: object, what: str) -> tuple[RevokedIdentity, ...]:
     """``revoked_identities``: a list of ``{issuer, subject, compromised_since, reason?}``
     tables, ``compromised_since`` as in `revoked_keys`."""
     out: list[RevokedIdentity] = []
-    for i, item in enumerate(_items(value, f"{what}: revoked_identities")):
+    for i, item in enumerate(json_list(value, f"{what}: revoked_identities")):
         here = f"{what}: revoked_identities item {i}"
         if not isinstance(item, dict):
             raise FormatError(f"{here}: must be a table with issuer, subject and "
@@ -163,9 +164,3 @@ def _compromise(item: Mapping[str, Any], here: str) -> tuple[int | None, str | N
     if reason is not None and (not isinstance(reason, str) or not reason.strip()):
         raise FormatError(f"{here}: reason must be a non-empty string")
     return index, time, reason
-
-
-def _items(value: object, what: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise FormatError(f"{what}: must be a list")
-    return value

@@ -11,6 +11,9 @@ Non-scope: applying the policy to evidence (``verify.lineage``) and policy histo
 takes effect only when the threshold of the current policy's approvers (or producers, in a
 policy without approvers) signed it; see
 `verify.succession.check_successor`).
+The settings a key-signed policy does without (Sigstore identities and root, witnesses, an
+evaluator's encryption keys, licences, revocations, ``[release]``, ``publish``) are read by
+``verify.policy_settings``, loaded only for a policy that has one.
 Spec: keys/README.md (the TOML form, with a full example) and
 ``schemas/trust-policy.v1.schema.json`` (the JSON form).
 """
@@ -29,6 +32,7 @@ from . import predicates
 from .errors import FormatError
 from .keys import Identity, PublicKey
 from .note import Verifier, verifier_from_vkey
+from .strict_json import json_list, load_object
 
 __all__ = [
     "DEFAULT_PUBLISH",
@@ -73,6 +77,11 @@ _TOP_KEYS = {
     "release",
     "publish",
 }
+_SETTINGS = frozenset({"sigstore_trusted_root", "accepted_licences", "revoked_keys",
+                       "revoked_identities", "release", "publish"})
+"""The settings of `_TOP_KEYS` a key-signed policy does without: `verify.policy_settings`
+reads them (and a role's identities, logs and encryption keys, and witnesses), loaded only for
+a policy that has one."""
 _NEWER = {"release": 2, "publish": 3}
 """The format each newer setting needs (the ``evaluator`` role needs 2)."""
 
@@ -209,13 +218,9 @@ class TrustPolicy:
         """Why a batch's ``licence`` is not accepted, or None when it is."""
         if self.accepted_licences is None:
             return None
-        accepted = ", ".join(self.accepted_licences) or "none"
-        if not licence:
-            return (f"the batch states no licence; policy {self.name!r} accepts only "
-                    f"{accepted}")
-        if licence.casefold() in {a.casefold() for a in self.accepted_licences}:
-            return None
-        return f"licence {licence!r} is not accepted by policy {self.name!r} (accepted: {accepted})"
+        from .policy_settings import licence_problem
+
+        return licence_problem(self, licence)
 
     @property
     def sigstore_trusted_root_bytes(self) -> bytes | None:
@@ -364,54 +369,18 @@ class TrustPolicy:
             r: _parse_role(r, raw_roles.get(r, {}), base_dir, f"{what}: role {r}", key_lookup)
             for r in ROLES
         }
-        trusted_root = None
-        if doc.get("sigstore_trusted_root") is not None:  # keyless signing: Sigstore's adapter
-            from .sigstore_adapter import parse_trusted_root
+        settings: dict[str, Any] = {}
+        if _SETTINGS & set(doc):  # keyless signing, licences, revocations, [release], publish
+            from .policy_settings import top_settings
 
-            trusted_root = parse_trusted_root(doc["sigstore_trusted_root"], base_dir, what)
-        licences = _licences(doc.get("accepted_licences"), what)
-        revoked: tuple[RevokedKey, ...] = ()
-        revoked_ids: tuple[RevokedIdentity, ...] = ()
-        if "revoked_keys" in doc or "revoked_identities" in doc:  # loaded only then
-            from .compromise import revoked_identities, revoked_keys
+            settings = top_settings(doc, roles, base_dir, what,
+                                    lambda spec, here: _load_key(spec, base_dir, here, None))
+        policy = cls(name, serial, roles, frozenset(allowed_raw), max_age, doc, format=fmt,
+                     **settings)
+        if roles["witness"].vkeys:  # witnesses: loaded only for a policy requiring some
+            from .policy_settings import check_witnesses
 
-            revoked = revoked_keys(
-                doc.get("revoked_keys", []), what,
-                lambda spec, here: _load_key(spec, base_dir, here, None),
-            )
-            revoked_ids = revoked_identities(doc.get("revoked_identities", []), what)
-        release = None
-        if doc.get("release") is not None:  # format 2's [release]: its rules load only then
-            from .release_rules import parse_release
-
-            release = parse_release(doc["release"], roles["evaluator"], what)
-        publish = _publish(doc.get("publish"), what)
-        policy = cls(name, serial, roles, frozenset(allowed_raw), max_age, doc, trusted_root,
-                     licences, revoked, revoked_ids, fmt, release, publish=publish)
-        # A revoked key holding a role would be trusted and distrusted at once.
-        for rk in revoked:
-            held = [role for role in KEY_ROLES if rk.keyid in roles[role].keyids]
-            if held:
-                raise FormatError(
-                    f"{what}: revoked_keys: key {rk.keyid[:16]} still holds the {held[0]} role; "
-                    "remove it from the role"
-                )
-        for ri in revoked_ids:
-            held = [role for role in KEY_ROLES if ri.identity in roles[role].identities]
-            if held:
-                raise FormatError(
-                    f"{what}: revoked_identities: {ri.identity.subject} "
-                    f"({ri.identity.issuer}) still holds the {held[0]} role; remove it from the "
-                    "role"
-                )
-        # A log cannot witness itself: its own key among the witnesses would count as one.
-        log_keys = {v.public_key for v in roles["log"].note_verifiers()}
-        for v in roles["witness"].note_verifiers():
-            if v.public_key in log_keys:
-                raise FormatError(
-                    f"{what}: role witness: {v.name} is the key of the log role; a witness "
-                    "needs a key of its own"
-                )
+            check_witnesses(roles, what)
         # Approvers must be independent of the keys whose work they approve: one stolen key
         # must not both produce (or train) and approve.
         approver_ids = roles["approver"].keyids
@@ -443,22 +412,18 @@ def _parse_role(
     identities: list[Identity] = []
     vkeys: list[str] = []
     if name in KEY_ROLES:
-        for i, spec in enumerate(_list(raw.get("keys", []), f"{what}: keys")):
+        for i, spec in enumerate(json_list(raw.get("keys", []), f"{what}: keys")):
             keys.append(_load_key(spec, base_dir, f"{what}: key {i}", key_lookup))
-        for i, ident in enumerate(_list(raw.get("identities", []), f"{what}: identities")):
-            if not isinstance(ident, dict) or set(ident) != {"issuer", "subject"}:
-                raise FormatError(f"{what}: identity {i} must have exactly issuer and subject")
-            if not all(isinstance(v, str) and v for v in ident.values()):
-                raise FormatError(
-                    f"{what}: identity {i} issuer and subject must be non-empty strings"
-                )
-            identities.append(Identity(ident["issuer"], ident["subject"]))
+        if raw.get("identities", []) != []:  # keyless signers: loaded only for some
+            from .policy_settings import role_identities
+
+            identities = role_identities(raw["identities"], what)
         if len({k.keyid for k in keys}) != len(keys):
             raise FormatError(f"{what}: the same key is listed twice")
         members = len(keys) + len(identities)
     else:
         by_key: dict[bytes, int] = {}
-        for i, v in enumerate(_list(raw.get("vkeys", []), f"{what}: vkeys")):
+        for i, v in enumerate(json_list(raw.get("vkeys", []), f"{what}: vkeys")):
             if not isinstance(v, str):
                 raise FormatError(f"{what}: vkey {i} must be a string")
             try:
@@ -485,59 +450,18 @@ def _parse_role(
         raise FormatError(f"{what}: threshold {threshold} but only {members} member(s)")
     if threshold == 0 and name != "witness" and members:
         raise FormatError(f"{what}: threshold 0 would accept anything; use at least 1")
-    logs = _strings(raw.get("logs", []), f"{what}: logs", "a log origin")
-    if logs and threshold == 0:
-        raise FormatError(f"{what}: logs is set but threshold is 0, so it would require nothing")
-    sealing = tuple(
-        _encryption_key(_key_bytes(spec, base_dir, f"{what}: encryption key {i}"),
-                               f"{what}: encryption key {i}")
-        for i, spec in enumerate(_list(raw.get("encryption_keys", []), f"{what}: encryption_keys"))
-    )
-    if len({k.keyid for k in sealing}) != len(sealing):
-        raise FormatError(f"{what}: the same encryption key is listed twice")
+    logs: tuple[str, ...] = ()
+    if raw.get("logs", []) != []:  # the logs that need witnesses
+        from .policy_settings import role_logs
+
+        logs = role_logs(raw["logs"], threshold, what)
+    sealing: tuple[EncryptionKey, ...] = ()
+    if raw.get("encryption_keys", []) != []:  # sealed suites: an evaluator's X25519 keys
+        from .policy_settings import role_encryption_keys
+
+        sealing = role_encryption_keys(raw["encryption_keys"], what,
+                                       lambda spec, here: _key_bytes(spec, base_dir, here))
     return Role(name, threshold, tuple(keys), tuple(identities), tuple(vkeys), logs, sealing)
-
-
-def _publish(value: object, what: str) -> tuple[str, ...] | None:
-    """``publish``: absent (`DEFAULT_PUBLISH`), or the kinds of record (log entry kinds, each
-    once) whose envelopes the log publishes; ``[]`` publishes none."""
-    from .kinds import KINDS
-
-    if value is None:
-        return None
-    kinds = _strings(value, f"{what}: publish", "a kind of record")
-    unknown = sorted(set(kinds) - set(KINDS))
-    if unknown:
-        raise FormatError(f"{what}: publish: unknown kind {unknown[0]!r}, want some of "
-                          f"{', '.join(sorted(KINDS))}")
-    return kinds
-
-
-def _strings(value: object, what: str, item: str) -> tuple[str, ...]:
-    """A list of unique non-empty strings."""
-    out = _list(value, what)
-    for i, v in enumerate(out):
-        if not isinstance(v, str) or not v.strip():
-            raise FormatError(f"{what}: item {i} must be {item}, a non-empty string")
-    if len(set(out)) != len(out):
-        raise FormatError(f"{what}: an item is listed twice")
-    return tuple(out)
-
-
-def _licences(value: object, what: str) -> tuple[str, ...] | None:
-    """``accepted_licences``: absent (no restriction) or a list of licence names (SPDX ids)."""
-    if value is None:
-        return None
-    licences = _strings(value, f"{what}: accepted_licences", "a licence (an SPDX id)")
-    if len({v.casefold() for v in licences}) != len(licences):
-        raise FormatError(f"{what}: accepted_licences: a licence is listed twice")
-    return licences
-
-
-def _list(value: object, what: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise FormatError(f"{what}: must be a list")
-    return value
 
 
 def _load_key(
@@ -562,13 +486,6 @@ def _load_key(
             raise FormatError(f"{what}: key found for {keyid[:16]}… has keyid {found.keyid}")
         return found
     return PublicKey.from_pem(_key_bytes(spec, base_dir, what), what)
-
-
-def _encryption_key(data: bytes, what: str) -> EncryptionKey:
-    """An evaluator's X25519 key (`verify.encryption_key`, loaded only for a policy naming one)."""
-    from .encryption_key import EncryptionKey
-
-    return EncryptionKey.from_pem(data, what)
 
 
 def _key_bytes(spec: object, base_dir: Path | None, what: str) -> bytes:
@@ -611,8 +528,6 @@ def load_policy_file(path: Path, *, key_lookup: KeyLookup | None = None) -> Trus
     except OSError as e:
         raise OSError(f"policy {path}: cannot read: {e.strerror or e}") from e
     if path.suffix == ".json":
-        from .strict_json import load_object
-
         return TrustPolicy.from_json(load_object(data, f"policy {path}"), f"policy {path}")
     return TrustPolicy.from_toml(data, path.parent, f"policy {path}", key_lookup=key_lookup)
 

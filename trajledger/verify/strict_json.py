@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from .errors import FormatError
 
-__all__ = ["SURROGATE_ESCAPE", "load_object", "loads_strict", "lone_surrogate"]
+__all__ = ["SURROGATE_ESCAPE", "json_list", "load_object", "loads_strict", "lone_surrogate"]
 
 
 def _no_duplicates(what: str):  # type: ignore[no-untyped-def]
@@ -150,4 +150,15 @@ def load_object(data: bytes | str, what: str = "JSON document") -> dict[str, Any
     value = loads_strict(data, what)
     if not isinstance(value, dict):
         raise FormatError(f"{what}: top level is {type(value).__name__}, want an object")
+    return value
+
+
+def json_list(value: object, what: str) -> list[Any]:
+    """A decoded value that must be a list (a policy's lists of keys, origins, licences...).
+
+    Raises:
+        FormatError: it is not a list.
+    """
+    if not isinstance(value, list):
+        raise FormatError(f"{what}: must be a list")
     return value

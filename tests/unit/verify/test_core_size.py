@@ -44,6 +44,7 @@ sys.argv = ["verify", *sys.argv[1:]]
 runpy.run_module("trajledger.verify", run_name="__main__", alter_sys=True)
 """
 ON_USE = ("log_key", "succession", "releases", "release_rules", "tree", "encryption_key",
+          "policy_settings",
           "consistency", "compromise", "compact", "cosignatures", "update_bundle", "documents")
 """Modules of ``verify/`` that load only when used: a rotated log key, a policy succession,
 evaluations and ``[release]``, files on disk (``--files``), an evaluator's encryption keys,

@@ -10,7 +10,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -270,6 +273,32 @@ def test_accepted_licences_and_witnessed_logs(keydir: Path) -> None:
     assert p.to_json()["roles"]["witness"]["logs"] == ["vendor.example/log"]
     plain = parse(keydir, toml()).to_json()
     assert "accepted_licences" not in plain and "logs" not in plain["roles"]["witness"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "loaded"),
+    [
+        ("", False),
+        ('accepted_licences = ["MIT"]', True),
+        ('publish = ["revocation"]', True),
+        (f'[roles.witness]\nvkeys = ["{WITNESS_VKEY}"]\nthreshold = 1', True),
+        ('[roles.evaluator]\nidentities = [{issuer = "https://i.example", subject = "s"}]', True),
+    ],
+)
+def test_settings_a_key_signed_policy_does_without_load_only_when_present(
+    keydir: Path, extra: str, loaded: bool
+) -> None:
+    """``verify.policy_settings`` reads licences, publish, witnesses, identities... and loads
+    only for a policy that has one (a fresh interpreter: nothing else loaded it)."""
+    data = toml(extra="format = 3\n" + extra)
+    code = ("import sys; from pathlib import Path; from trajledger.verify.policy import "
+            "TrustPolicy; p = TrustPolicy.from_toml(sys.stdin.buffer.read(), Path(sys.argv[1])); "
+            "print('trajledger.verify.policy_settings' in sys.modules)")
+    run = subprocess.run([sys.executable, "-c", code, str(keydir)], input=data,
+                         capture_output=True, check=False,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.decode().strip() == str(loaded)
 
 
 def test_a_vkey_listed_twice(keydir: Path) -> None:
