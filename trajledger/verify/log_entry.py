@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from .digest import parse_digest
 from .errors import FormatError
 from .merkle import leaf_hash
 from .strict_json import load_object
+from .times import parse_time
 
 __all__ = [
     "ENTRY_VERSION",
@@ -57,7 +57,6 @@ registry (`verify.kinds.KINDS`) describes each one, and only these (a test check
 
 _FIELDS = ("envelope", "kind", "prev", "signers", "subject", "time", "v")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _KIND_ALT = "|".join(sorted(KINDS, key=len, reverse=True))
 # The canonical encoding, field by field. Every value is ASCII without characters JSON escapes,
 # so JCS reduces to this template; anything else (whitespace, other key order, escapes, other
@@ -68,16 +67,6 @@ _CANONICAL = re.compile(
     rb'"subject":"sha256:([0-9a-f]{64})",'
     rb'"time":"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)","v":1\}'
 )
-
-
-def _check_time(value: object, what: str) -> str:
-    if not isinstance(value, str) or not _TIME.fullmatch(value):
-        raise FormatError(f"{what}: time {value!r} is not of the form YYYY-MM-DDTHH:MM:SSZ")
-    try:
-        datetime.fromisoformat(value[:-1])
-    except ValueError as e:
-        raise FormatError(f"{what}: time {value!r} is not a valid UTC date and time") from e
-    return value
 
 
 def _check_fields(
@@ -101,7 +90,7 @@ def _check_fields(
             raise FormatError(f"{what}: signer keyid {k!r} is not 64 lowercase hex")
     if list(signers) != sorted(set(signers)):
         raise FormatError(f"{what}: signers {list(signers)} are not sorted and unique")
-    _check_time(time, what)
+    parse_time(time, what)
     if not isinstance(prev, str) or not _HEX64.fullmatch(prev):
         raise FormatError(f"{what}: prev {prev!r} is not 64 lowercase hex")
 
@@ -186,7 +175,8 @@ class LogEntry:
         signers = tuple(s[1:-1] for s in m.group(4).decode().split(","))
         if list(signers) != sorted(set(signers)):
             raise FormatError(f"{what}: signers {list(signers)} are not sorted and unique")
-        time = _check_time(m.group(6).decode(), what)
+        time = m.group(6).decode()
+        parse_time(time, what)
         entry = object.__new__(cls)
         for name, value in (
             ("kind", m.group(2).decode()),
