@@ -113,28 +113,6 @@ UNSEALING = PROJECT_PREFIX + "unsealing/v1"
 SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
 CHECKPOINT = SLSA_PROVENANCE_V1
 
-ALL = frozenset(
-    {
-        FILES,
-        ENVIRONMENT,
-        EVALUATOR,
-        ROLLOUT_BATCH,
-        DATASET,
-        DATASET_V2,
-        APPROVAL,
-        REVOCATION,
-        ERASURE,
-        IMPORT,
-        TRUST_POLICY,
-        REFUSAL,
-        MODEL_SIGNATURE,
-        EVALUATION,
-        RELEASE,
-        UNSEALING,
-        SLSA_PROVENANCE_V1,
-    }
-)
-
 SPLITS = ("train", "holdout", "regression")
 """Dataset splits. Only ``train`` data is ever trained on."""
 HELD_OUT = ("holdout", "regression")
@@ -679,3 +657,7 @@ class Provenance(Predicate):
     def dependencies(self, role: str) -> list[ResourceDescriptor]:
         """The resolved dependencies with this ``role`` annotation, in order."""
         return [d for d in self.resolved_dependencies if d.role == role]
+
+
+ALL = frozenset(Predicate.TYPES)
+"""Every predicate type trajledger reads (each class above declares one)."""

@@ -368,6 +368,14 @@ class Predicate(Record):
     not know."""
 
     TYPE: ClassVar[str] = ""
+    TYPES: ClassVar[dict[str, type[Predicate]]] = {}
+    """Every predicate class that declares a ``TYPE``, by it (``verify.predicates.ALL``)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Register a predicate class that declares its type URI in `TYPES`."""
+        super().__init_subclass__(**kwargs)
+        if "TYPE" in cls.__dict__:
+            Predicate.TYPES[cls.TYPE] = cls
 
     @classmethod
     def from_predicate(cls, obj: object, what: str = "predicate") -> Self:
