@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from operator import attrgetter
 from typing import Any
 
 from . import predicates as p
@@ -74,25 +75,26 @@ class Dependency:
     log_index: int | None = None
 
 
-def _batch_deps(pred: Any) -> list[Dependency]:
+def _named(predicate: p.Predicate, field: str) -> tuple[str, ...]:
+    """The digests a predicate's ``field`` names: an artifact reference's, a digest, a list of
+    digests, or none."""
+    value = getattr(predicate, field)
+    if value is None:
+        return ()
+    return value if isinstance(value, tuple) else (getattr(value, "digest", value),)
+
+
+def _generated_by(pred: Any) -> list[Dependency]:
+    """A batch's policy version, when it is a digest: the checkpoint that generated it, if
+    one is recorded under that digest."""
     b: p.RolloutBatch = pred
-    deps = [Dependency("environment", b.environment.digest, "environment")]
-    if b.evaluator is not None:
-        deps.append(Dependency("evaluator", b.evaluator.digest, "evaluator"))
-    if b.failures_of is not None:
-        deps.append(Dependency("failures-of", b.failures_of, "evaluation"))
     if b.policy_version.startswith("sha256:"):
         try:
             parse_digest(b.policy_version)
         except FormatError:
-            return deps
-        deps.append(Dependency("generated-by", b.policy_version, "checkpoint", optional=True))
-    return deps
-
-
-def _dataset_deps(pred: Any) -> list[Dependency]:
-    d: p.Dataset = pred
-    return [Dependency("batch", b, "rollout-batch") for b in d.batches]
+            return []
+        return [Dependency("generated-by", b.policy_version, "checkpoint", optional=True)]
+    return []
 
 
 CHECKPOINT_ROLES: Mapping[str, str] = {
@@ -117,33 +119,8 @@ def _checkpoint_deps(pred: Any) -> list[Dependency]:
     return out
 
 
-def _evaluation_deps(pred: Any) -> list[Dependency]:
-    e: p.Evaluation = pred
-    deps = [Dependency("checkpoint", e.checkpoint.digest, "checkpoint"),
-            Dependency("suite", e.suite.digest, "dataset")]
-    if e.evaluator is not None:
-        deps.append(Dependency("evaluator", e.evaluator.digest, "evaluator"))
-    return deps
-
-
-def _release_deps(pred: Any) -> list[Dependency]:
-    r: p.Release = pred
-    return [Dependency("checkpoint", r.checkpoint.digest, "checkpoint"),
-            *(Dependency("evaluation", d, "evaluation") for d in r.evaluations)]
-
-
 def _no_deps(pred: Any) -> list[Dependency]:
     return []
-
-
-def _dataset_listed(pred: Any) -> tuple[str, ...]:
-    d: p.Dataset = pred
-    return d.batches
-
-
-def _erasure_listed(pred: Any) -> tuple[str, ...]:
-    e: p.Erasure = pred
-    return e.blobs
 
 
 def _import_listed(pred: Any) -> tuple[str, ...]:
@@ -191,6 +168,8 @@ class Kind:
         lineage: it is a node of the lineage (an artifact), not a record about one.
         versions: later versions of its predicate, also read (each a subclass of
             ``predicate`` with its own type URI); writers choose one.
+        uses: the lineage edges its predicate's fields name, ``(role, field, kind)``: the
+            field holds an artifact reference, a digest or a list of digests (`_named`).
     """
 
     name: str
@@ -205,6 +184,7 @@ class Kind:
     _listed: Callable[[Any], tuple[str, ...]] = _nothing_listed
     versions: tuple[type[p.Predicate], ...] = ()
     _documents: Callable[[Any], dict[str, str]] = _no_documents
+    uses: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def predicate_type(self) -> str:
@@ -238,7 +218,8 @@ class Kind:
 
     def dependencies(self, predicate: p.Predicate) -> list[Dependency]:
         """The lineage edges this artifact's predicate names (its upstream)."""
-        return self._deps(predicate)
+        return [Dependency(role, digest, kind) for role, field, kind in self.uses
+                for digest in _named(predicate, field)] + self._deps(predicate)
 
     @property
     def judges(self) -> bool:
@@ -268,16 +249,19 @@ KINDS: Mapping[str, Kind] = {
         _K("environment", p.Environment, ("producer",), Signing.THRESHOLD, True, True, False, True),
         _K("evaluator", p.Evaluator, ("producer",), Signing.THRESHOLD, True, True, False, True),
         _K("rollout-batch", p.RolloutBatch, ("producer",), Signing.THRESHOLD, True, True, False,
-           True, _batch_deps),
+           True, _generated_by, uses=(("environment", "environment", "environment"),
+                                      ("evaluator", "evaluator", "evaluator"),
+                                      ("failures-of", "failures_of", "evaluation"))),
         _K("dataset", p.Dataset, ("producer",), Signing.THRESHOLD, True, True, True, True,
-           _dataset_deps, _dataset_listed, (p.DatasetV2,), _dataset_documents),
+           _no_deps, attrgetter("batches"), (p.DatasetV2,), _dataset_documents,
+           uses=(("batch", "batches", "rollout-batch"),)),
         _K("checkpoint", p.Provenance, ("trainer",), Signing.THRESHOLD, True, True, False, True,
            _checkpoint_deps),
         _K("approval", p.Approval, ("approver",), Signing.PER_RECORD, False, False, False, False),
         _K("revocation", p.Revocation, ("producer", "approver"), Signing.ANY_ONE, False, False,
            True, False),
         _K("erasure", p.Erasure, ("producer", "approver"), Signing.ANY_ONE, False, False, True,
-           False, _no_deps, _erasure_listed),
+           False, _no_deps, attrgetter("blobs")),
         _K("import", p.Import, ("approver",), Signing.THRESHOLD, False, True, False, False,
            _no_deps, _import_listed),
         _K("trust-policy", p.TrustPolicyRecord, ("approver",), Signing.THRESHOLD, False, True,
@@ -286,10 +270,12 @@ KINDS: Mapping[str, Kind] = {
         _K("model-signature", p.ModelSignature, ("trainer",), Signing.THRESHOLD, False, False,
            False, False),
         _K("evaluation", p.Evaluation, ("evaluator",), Signing.THRESHOLD, True, True, False,
-           True, _evaluation_deps),
+           True, uses=(("checkpoint", "checkpoint", "checkpoint"), ("suite", "suite", "dataset"),
+                       ("evaluator", "evaluator", "evaluator"))),
         # Any one approver records a release; the policy's [release] approvals counts them.
         _K("release", p.Release, ("approver",), Signing.ANY_ONE, False, True, False, True,
-           _release_deps),
+           uses=(("checkpoint", "checkpoint", "checkpoint"),
+                 ("evaluation", "evaluations", "evaluation"))),
         _K("unsealing", p.Unsealing, ("evaluator",), Signing.ANY_ONE, False, False, False,
            False),
     )
