@@ -13,11 +13,11 @@ Spec: keys/README.md (``revoked_keys``, ``revoked_identities``),
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .digest import HEX64
 from .errors import FormatError
 from .keys import Identity, PublicKey
 from .strict_json import json_list
@@ -25,7 +25,6 @@ from .times import parse_time
 
 __all__ = ["RevokedIdentity", "RevokedKey", "revoked_identities", "revoked_keys"]
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 _REVOKED_KEYS = {"key", "compromised_since", "reason"}
 _REVOKED_IDENTITIES = {"issuer", "subject", "compromised_since", "reason"}
 
@@ -114,7 +113,7 @@ def revoked_keys(value: object, what: str, load_key: Callable[[object, str], Pub
         if unknown:
             raise FormatError(f"{here}: unknown field(s) {', '.join(sorted(unknown))}")
         spec = item.get("key")
-        if isinstance(spec, str) and _HEX64.fullmatch(spec.removeprefix("sha256:")):
+        if isinstance(spec, str) and HEX64.fullmatch(spec.removeprefix("sha256:")):
             keyid = spec.removeprefix("sha256:")
         else:
             keyid = load_key(spec, f"{here}: key").keyid

@@ -24,6 +24,7 @@ from .errors import FormatError
 
 __all__ = [
     "DIGEST_PREFIX",
+    "HEX64",
     "Cancelled",
     "FileDigest",
     "digest_bytes",
@@ -37,7 +38,8 @@ __all__ = [
 _T = TypeVar("_T")
 
 DIGEST_PREFIX = "sha256:"
-_HEX64 = re.compile(r"[0-9a-f]{64}")
+HEX64 = re.compile(r"[0-9a-f]{64}")
+"""64 lowercase hex: a SHA-256 written out (a digest's hex part, a keyid, a fingerprint)."""
 CHUNK = 1 << 20
 
 
@@ -67,7 +69,7 @@ def parse_digest(value: object, what: str = "digest") -> str:
     if not isinstance(value, str) or not value.startswith(DIGEST_PREFIX):
         raise FormatError(f"{what}: {value!r} is not of the form sha256:<64 lowercase hex>")
     hexpart = value[len(DIGEST_PREFIX) :]
-    if not _HEX64.fullmatch(hexpart):
+    if not HEX64.fullmatch(hexpart):
         raise FormatError(f"{what}: {value!r} is not of the form sha256:<64 lowercase hex>")
     return hexpart
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .digest import parse_digest
+from .digest import HEX64, parse_digest
 from .errors import FormatError
 from .merkle import leaf_hash
 from .strict_json import load_object
@@ -56,7 +56,6 @@ KINDS = frozenset({
 registry (`verify.kinds.KINDS`) describes each one, and only these (a test checks both)."""
 
 _FIELDS = ("envelope", "kind", "prev", "signers", "subject", "time", "v")
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 _KIND_ALT = "|".join(sorted(KINDS, key=len, reverse=True))
 # The canonical encoding, field by field. Every value is ASCII without characters JSON escapes,
 # so JCS reduces to this template; anything else (whitespace, other key order, escapes, other
@@ -86,12 +85,12 @@ def _check_fields(
     if not isinstance(signers, tuple) or not signers:
         raise FormatError(f"{what}: signers is empty, want at least one keyid")
     for k in signers:
-        if not isinstance(k, str) or not _HEX64.fullmatch(k):
+        if not isinstance(k, str) or not HEX64.fullmatch(k):
             raise FormatError(f"{what}: signer keyid {k!r} is not 64 lowercase hex")
     if list(signers) != sorted(set(signers)):
         raise FormatError(f"{what}: signers {list(signers)} are not sorted and unique")
     parse_time(time, what)
-    if not isinstance(prev, str) or not _HEX64.fullmatch(prev):
+    if not isinstance(prev, str) or not HEX64.fullmatch(prev):
         raise FormatError(f"{what}: prev {prev!r} is not 64 lowercase hex")
 
 

@@ -15,13 +15,12 @@ Spec: schemas/SPEC.md section "Manifest".
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ._jcs import MAX_SAFE_INTEGER, canonical_bytes
-from .digest import DIGEST_PREFIX
+from .digest import DIGEST_PREFIX, HEX64
 from .errors import DigestMismatchError, FormatError
 
 __all__ = [
@@ -34,7 +33,6 @@ __all__ = [
 ]
 
 MANIFEST_MEDIA_TYPE = "application/vnd.trajledger.manifest.v1+json"
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 MAX_FILES = 1_000_000
 
 
@@ -125,7 +123,7 @@ class Manifest:
             d = f["digest"]
             if not isinstance(d, dict) or set(d) != {"sha256"} or not isinstance(d["sha256"], str):
                 raise FormatError(f"{w} ({path}): digest must be {{'sha256': <hex>}}")
-            if not _HEX64.fullmatch(d["sha256"]):
+            if not HEX64.fullmatch(d["sha256"]):
                 raise FormatError(f"{w} ({path}): sha256 is not 64 lowercase hex")
             if not isinstance(f["mediaType"], str) or not f["mediaType"]:
                 raise FormatError(f"{w} ({path}): mediaType must be a non-empty string")

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import predicates
+from .digest import HEX64, digest_bytes
 from .errors import FormatError
 from .keys import Identity, PublicKey
 from .note import Verifier, verifier_from_vkey
@@ -62,7 +63,6 @@ NOTE_ROLES = ("log", "witness")
 ROLES = KEY_ROLES + NOTE_ROLES
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 _TOP_KEYS = {
     "format",
     "name",
@@ -474,7 +474,7 @@ def _load_key(
             return PublicKey.from_pem(spec.encode("ascii"), what)
         except UnicodeEncodeError as e:
             raise FormatError(f"{what}: an inline PEM must be ASCII") from e
-    if _HEX64.fullmatch(spec.removeprefix("sha256:")):
+    if HEX64.fullmatch(spec.removeprefix("sha256:")):
         keyid = spec.removeprefix("sha256:")
         found = key_lookup(keyid) if key_lookup is not None else None
         if found is None:
@@ -506,7 +506,6 @@ def _key_bytes(spec: object, base_dir: Path | None, what: str) -> bytes:
 def policy_digest(policy: TrustPolicy) -> str:
     """The identity of a policy: ``sha256:`` of the RFC 8785 bytes of its JSON form."""
     from ._jcs import canonical_bytes
-    from .digest import digest_bytes
 
     return digest_bytes(canonical_bytes(policy.to_json(), "policy"))
 

@@ -30,12 +30,11 @@ Spec: ``schemas/<kind>.v1.schema.json`` (and ``dataset.v2.schema.json``), SLSA P
 from __future__ import annotations
 
 import base64
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .digest import parse_digest
+from .digest import HEX64, parse_digest
 from .errors import FormatError
 from .manifest import Manifest
 from .records import PROJECT_PREFIX, Predicate, Record, check_finite, column, spec
@@ -130,7 +129,6 @@ SEAL_MAGIC = b"trajledger-sealed-v1\n"
 SEAL_SEGMENT = 64 * 1024
 _SEAL_OVERHEAD = len(SEAL_MAGIC) + 16  # magic, salt; then a 16-byte tag per segment
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 # -- nested records -------------------------------------------------------------------------------
@@ -228,7 +226,7 @@ class SealedEpisode(Record):
     sketch: str | None = spec("sketch", required=False)
 
     def _check(self, what: str) -> None:
-        if self.steps < 1 or not _HEX64.fullmatch(self.fingerprint):
+        if self.steps < 1 or not HEX64.fullmatch(self.fingerprint):
             raise FormatError(f"{what}: steps must be >= 1 and fingerprint 64 lowercase hex")
         if self.sketch is not None:
             try:
@@ -274,7 +272,7 @@ class Sealed(Record):
                               f"{len(self.recipients)}, {len(self.files)} and "
                               f"{self.feature_version}")
         for i, (keyid, _) in enumerate(self.recipients):
-            if not _HEX64.fullmatch(keyid):
+            if not HEX64.fullmatch(keyid):
                 raise FormatError(f"{what}: recipients[{i}]: keyid is not 64 lowercase hex")
         for path, (_, size) in self.files.items():
             if size < 0:
@@ -597,7 +595,7 @@ class Unsealing(Predicate):
     unsealed_at: str = spec("unsealedAt", "time")
 
     def _check(self, what: str) -> None:
-        if not _HEX64.fullmatch(self.recipient):
+        if not HEX64.fullmatch(self.recipient):
             raise FormatError(f"{what}: recipient is not a keyid (64 lowercase hex)")
 
 

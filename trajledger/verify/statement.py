@@ -10,11 +10,11 @@ Spec: schemas/SPEC.md section "Statement".
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .digest import HEX64
 from .dsse import INTOTO_PAYLOAD_TYPE, Envelope, verify_envelope
 from .errors import DigestMismatchError, FormatError, PolicyError
 from .keys import PublicKey
@@ -30,7 +30,6 @@ __all__ = [
 ]
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -95,7 +94,7 @@ class Statement:
             digest = raw.get("digest")
             if not isinstance(digest, dict) or not isinstance(digest.get("sha256"), str):
                 raise FormatError(f"{what}: subject {name!r} has no sha256 digest")
-            if not _HEX64.fullmatch(digest["sha256"]):
+            if not HEX64.fullmatch(digest["sha256"]):
                 raise FormatError(
                     f"{what}: subject {name!r} sha256 {digest['sha256']!r} is not 64 lowercase hex"
                 )
