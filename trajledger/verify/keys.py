@@ -11,6 +11,7 @@ SubjectPublicKeyInfo.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
@@ -64,13 +65,7 @@ class PublicKey:
         Raises:
             FormatError: not a PEM public key, truncated, or an unsupported algorithm.
         """
-        try:
-            key = serialization.load_pem_public_key(data)
-        except (ValueError, UnsupportedAlgorithm, TypeError) as e:
-            raise FormatError(
-                f"{what}: not a valid PEM public key (truncated, corrupt or not PEM)"
-            ) from e
-        return cls._from_key(key, what)
+        return cls._load(serialization.load_pem_public_key, "PEM", data, what)
 
     @classmethod
     def from_der(cls, data: bytes, what: str = "public key") -> PublicKey:
@@ -79,16 +74,18 @@ class PublicKey:
         Raises:
             FormatError: not a DER public key, or an unsupported algorithm.
         """
-        try:
-            key = serialization.load_der_public_key(data)
-        except (ValueError, UnsupportedAlgorithm, TypeError) as e:
-            raise FormatError(
-                f"{what}: not a valid DER public key (truncated, corrupt or not DER)"
-            ) from e
-        return cls._from_key(key, what)
+        return cls._load(serialization.load_der_public_key, "DER", data, what)
 
     @classmethod
-    def _from_key(cls, key: object, what: str) -> PublicKey:
+    def _load(cls, load: Callable[[bytes], object], form: str, data: bytes, what: str
+              ) -> PublicKey:
+        """A key read by ``load`` (PEM or DER, ``form``), if of an accepted algorithm."""
+        try:
+            key = load(data)
+        except (ValueError, UnsupportedAlgorithm, TypeError) as e:
+            raise FormatError(
+                f"{what}: not a valid {form} public key (truncated, corrupt or not {form})"
+            ) from e
         if isinstance(key, ed25519.Ed25519PublicKey):
             algorithm = "ed25519"
         elif isinstance(key, ec.EllipticCurvePublicKey) and isinstance(key.curve, ec.SECP256R1):
