@@ -24,14 +24,12 @@ from .note import (
     Verifier,
     b64decode_strict,
     check_text_bytes,
-    cosignature_message,
     verify_note,
 )
 
 __all__ = [
     "HANDOVER_DIR",
     "Checkpoint",
-    "cosignature_message",
     "verify_checkpoint",
 ]
 
