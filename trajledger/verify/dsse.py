@@ -36,10 +36,10 @@ __all__ = [
 
 INTOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 MAX_ENVELOPE_BYTES = 64 << 20
+"""Envelopes larger than this are refused before parsing (64 MiB)."""
 MAX_SIGNATURES = 64
 """An envelope with more signatures is refused before any is checked (each costs a verification;
 no policy needs more co-signers than this)."""
-"""Envelopes larger than this are refused before parsing (64 MiB)."""
 
 _B64_STD = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _B64_URL = re.compile(r"[A-Za-z0-9_-]*={0,2}")
