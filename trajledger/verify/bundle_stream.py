@@ -28,6 +28,9 @@ MAX_WINDOW = 1 << 27
 
 BLOCK = 512
 CHUNK = 1 << 20
+SMALL_KINDS = ("checkpoint", "entry", "proof", "consistency", "range", "policy", "handover")
+"""The kinds of member (`verify.bundle_index.check_member_name`) held in memory, each under
+its kind's cap (`Limits.cap`); objects stream to disk."""
 _PAX_KEYS = frozenset({"path", "size"})
 
 
