@@ -46,6 +46,7 @@ import os
 import shutil
 import tempfile
 import weakref
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
@@ -95,6 +96,7 @@ __all__ = [
     "Terms",
     "check_member_name",
     "name_files",
+    "signed_terms",
     "verify_bundle",
 ]
 
@@ -700,14 +702,7 @@ def _check_terms(
     """Step 6 of `verify_bundle`: ``bundle.json``'s terms and erased list against the records."""
     index = evidence.index
     stated = {t.batch: t for t in index.terms}
-    signed: dict[str, Terms] = {}
-    for node in report.nodes.values():
-        if node.kind != "rollout-batch":
-            continue
-        rec = verifier.identity_record(node.id, "rollout-batch")
-        if isinstance(rec, Record) and isinstance(rec.predicate, RolloutBatch):
-            b = rec.predicate
-            signed[node.id] = Terms(node.id, b.licence, b.consent, b.retention)
+    signed = signed_terms(verifier, report)
     for digest, terms in sorted(signed.items()):
         got = stated.get(digest)
         if got is None:
@@ -722,10 +717,7 @@ def _check_terms(
         bundle.fail("terms", f"{INDEX_NAME} states terms for {digest[:19]}…, which is not a "
                     "verified rollout batch of this lineage", cause)
     if signed and set(signed) == set(stated):
-        by_licence: dict[str, int] = {}
-        for t in signed.values():
-            key = t.licence or "none stated"
-            by_licence[key] = by_licence.get(key, 0) + 1
+        by_licence = Counter(t.licence or "none stated" for t in signed.values())
         bundle.add("terms", OK, f"{len(signed)} batch(es), as signed: licence "
                    + ", ".join(f"{k} ({n})" for k, n in sorted(by_licence.items())))
     for digest in index.erased:
@@ -735,3 +727,18 @@ def _check_terms(
     if index.erased:
         bundle.add("erased", INFO, f"{len(index.erased)} blob(s) not in the bundle: deleted "
                    "by verified erasure records (their digests still verify)")
+
+
+def signed_terms(verifier: LineageVerifier, report: Report) -> dict[str, Terms]:
+    """The terms each verified rollout batch of ``report``'s lineage states in its signed
+    record, by batch digest: what an exporter writes in ``bundle.json`` and `verify_bundle`
+    holds it to."""
+    signed: dict[str, Terms] = {}
+    for node in report.nodes.values():
+        if node.kind != "rollout-batch":
+            continue
+        rec = verifier.identity_record(node.id, "rollout-batch")
+        if isinstance(rec, Record) and isinstance(rec.predicate, RolloutBatch):
+            b = rec.predicate
+            signed[node.id] = Terms(node.id, b.licence, b.consent, b.retention)
+    return signed
