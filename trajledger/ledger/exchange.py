@@ -44,18 +44,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trajledger.verify.bundle import (
+from trajledger.verify.bundle import BundleEvidence, Limits, signed_terms, verify_bundle
+from trajledger.verify.bundle_index import (
     BUNDLE_FORMAT,
     EXTENSION_FORMAT,
     HANDOVER_FORMAT,
     INDEX_NAME,
-    BundleEvidence,
     BundleIndex,
-    Limits,
     Member,
     Terms,
-    signed_terms,
-    verify_bundle,
 )
 from trajledger.verify.compact import CompactRange
 from trajledger.verify.digest import DIGEST_PREFIX, FileDigest, digest_bytes

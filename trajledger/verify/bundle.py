@@ -32,8 +32,9 @@ Non-scope: trust. A bundle is an unauthenticated container; what makes its conte
 is the trust policy's log key over the checkpoint, the Merkle proofs, and the signatures over
 envelopes, all checked by `verify.lineage`. ``created`` is informational and not authenticated.
 A bundle cannot prove absence: records left out of it (a later revocation) are invisible to it.
-Writing bundles is ``ledger.exchange``. The index format (``bundle.json``, member names) is
-`verify.bundle_index`; its names are re-exported here.
+Writing bundles is ``ledger.exchange``. The index format (``bundle.json``, member names, its
+formats) is `verify.bundle_index`; `BundleIndex` (the type of `BundleEvidence.index`) and
+`Limits` (of `BundleEvidence.open`) are re-exported here.
 
 Spec: schemas/bundle.v1.md; c2sp.org/tlog-proof; c2sp.org/tlog-checkpoint; POSIX pax/ustar.
 """
@@ -52,18 +53,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from .bundle_index import (
-    BUNDLE_FORMAT,
-    CHECKPOINT_NAME,
-    EXTENSION_FORMAT,
-    HANDOVER_FORMAT,
-    INDEX_NAME,
-    READABLE_FORMATS,
-    BundleIndex,
-    Member,
-    Terms,
-    check_member_name,
-)
+from .bundle_index import CHECKPOINT_NAME, INDEX_NAME, BundleIndex, Terms, check_member_name
 from .bundle_stream import BLOCK, CHUNK, SMALL_KINDS, Bounded, Limits, open_zstd, tar_headers
 from .checkpoint import HANDOVER_DIR, Checkpoint, verify_checkpoint
 from .digest import digest_bytes, parse_digest
@@ -84,18 +74,9 @@ if TYPE_CHECKING:
     from .compact import CompactRange
 
 __all__ = [
-    "BUNDLE_FORMAT",
-    "EXTENSION_FORMAT",
-    "HANDOVER_FORMAT",
-    "INDEX_NAME",
-    "READABLE_FORMATS",
     "BundleEvidence",
     "BundleIndex",
     "Limits",
-    "Member",
-    "Terms",
-    "check_member_name",
-    "name_files",
     "signed_terms",
     "verify_bundle",
 ]

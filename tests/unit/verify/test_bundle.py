@@ -26,14 +26,8 @@ from trajledger.ledger.encode import tlog_proof_bytes
 from trajledger.ledger.exchange import export_bundle
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import record_policy
-from trajledger.verify.bundle import (
-    BundleEvidence,
-    BundleIndex,
-    Limits,
-    Member,
-    check_member_name,
-    verify_bundle,
-)
+from trajledger.verify.bundle import BundleEvidence, Limits, verify_bundle
+from trajledger.verify.bundle_index import BundleIndex, Member, check_member_name
 from trajledger.verify.errors import DigestMismatchError, FormatError, ProofError, SignatureError
 from trajledger.verify.policy import TrustPolicy
 from trajledger.verify.tlog_proof import TlogProof
