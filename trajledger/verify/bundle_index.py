@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ._jcs import canonical_bytes
@@ -74,10 +74,6 @@ class Member:
     size: int
     sha256: str
 
-    def to_json(self) -> dict[str, Any]:
-        """The member's object in ``bundle.json``."""
-        return {"name": self.name, "sha256": self.sha256, "size": self.size}
-
 
 @dataclass(frozen=True)
 class Terms:
@@ -91,11 +87,6 @@ class Terms:
     licence: str | None = None
     consent: str | None = None
     retention: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The object in ``bundle.json``'s ``terms`` (absent values are null)."""
-        return {"batch": self.batch, "consent": self.consent, "licence": self.licence,
-                "retention": self.retention}
 
     @classmethod
     def from_json(cls, obj: object, what: str) -> Terms:
@@ -267,22 +258,22 @@ class BundleIndex:
                 raise FormatError(f"{what}: {d} is listed as erased and also present or omitted")
 
     def to_bytes(self) -> bytes:
-        """The canonical (RFC 8785) bytes of ``bundle.json``: the only encoding."""
+        """The canonical (RFC 8785) bytes of ``bundle.json``: the only encoding. Its members
+        are its format's (``_INDEX_KEYS``, as `from_bytes` requires); a member or terms object
+        holds its dataclass's fields (absent terms are null)."""
         obj: dict[str, Any] = {
             "created": self.created,
+            "erased": list(self.erased),
+            "extension": self.extension,
             "format": self.format,
-            "members": [m.to_json() for m in self.members],
+            "members": [asdict(m) for m in self.members],
             "omitted": list(self.omitted),
             "origin": self.origin,
             "subject": self.subject,
+            "terms": [asdict(t) for t in self.terms],
             "vkey": self.vkey,
         }
-        if self.format >= 2:
-            obj["terms"] = [t.to_json() for t in self.terms]
-            obj["erased"] = list(self.erased)
-        if self.format >= EXTENSION_FORMAT:
-            obj["extension"] = self.extension
-        return canonical_bytes(obj, INDEX_NAME)
+        return canonical_bytes({k: obj[k] for k in _INDEX_KEYS[self.format]}, INDEX_NAME)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> BundleIndex:
