@@ -444,13 +444,10 @@ class BundleEvidence:
         """The bundled entry at ``index``, or None."""
         return self._entries.get(index)
 
-    def policy_records(self) -> list[tuple[int, str, bytes | None]]:
-        """``(index, subject, envelope bytes or None)`` of each bundled trust-policy record."""
-        out = []
-        for i in sorted(self._small["policy"]):
-            entry = LogEntry.from_bytes(self._entries[i])
-            out.append((i, entry.subject, self.blob(entry.envelope)))
-        return out
+    def policy_records(self) -> list[tuple[int, LogEntry, bytes | None]]:
+        """``(index, entry, envelope bytes or None)`` of each bundled trust-policy record."""
+        parsed = [(i, LogEntry.from_bytes(self._entries[i])) for i in sorted(self._small["policy"])]
+        return [(i, entry, self.blob(entry.envelope)) for i, entry in parsed]
 
     def key_handovers(self) -> list[bytes]:
         """The bundled key handover notes, in order (format 3; empty otherwise)."""
@@ -621,16 +618,15 @@ def verify_bundle(
         )
     # (1)
     records: list[tuple[int, str, bytes]] = []
-    for i, about, envelope in evidence.policy_records():
+    for i, entry, envelope in evidence.policy_records():
         if envelope is None:
-            digest = LogEntry.from_bytes(evidence.entry_bytes(i) or b"").envelope
             bundle.fail(
                 "policy history",
-                f"trust-policy record {i}: envelope {digest[:19]}… "
-                f"(objects/sha256/{digest[7:]}) is missing from the bundle",
+                f"trust-policy record {i}: envelope {entry.envelope[:19]}… "
+                f"(objects/sha256/{entry.envelope[7:]}) is missing from the bundle",
             )
         else:
-            records.append((i, about, envelope))
+            records.append((i, entry.subject, envelope))
     in_force, notes = follow_history(policy, records)
     assert in_force is not None  # a trusted policy was given
     for n in notes:

@@ -230,6 +230,19 @@ def test_policy_of_another_log_fails(world: World, tmp_path: Path) -> None:
     assert any("trusted log key" in f for f in report.failures()), report.failures()
 
 
+def test_a_trust_policy_record_without_its_envelope_fails(world: World, tmp_path: Path) -> None:
+    """Fail closed: the record left without its envelope could be a successor policy."""
+    with open_(world.bundle) as ev:
+        [(i, entry, envelope)] = ev.policy_records()
+    assert envelope is not None
+    gone = f"objects/sha256/{entry.envelope[7:]}"
+    stripped = pack(tmp_path / "b.tar.zst", reindex([m for m in world.members if m[0] != gone]))
+    with open_(stripped) as ev:
+        report = verify_bundle(ev, world.policy)
+    assert f"trust-policy record {i}: envelope {entry.envelope[:19]}… ({gone}) is missing from " \
+        "the bundle" in "\n".join(report.failures()), report.failures()
+
+
 # -- one test per attack -------------------------------------------------------------------------
 
 
