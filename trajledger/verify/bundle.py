@@ -108,7 +108,7 @@ class BundleEvidence:
         self._entries = self._small["entry"]
         self._proofs: dict[int, TlogProof] = {}
         self._consistency: dict[int, list[bytes]] = {}
-        self._range: list[bytes] = []
+        self._extension: CompactRange | None = None
         self._objects: dict[str, Path] = {}
         self._dir: Path | None = None
         self._cleanup: Callable[[], None] = lambda: None
@@ -284,10 +284,12 @@ class BundleEvidence:
 
         Steps:
             1. The proofs parse (``c2sp.org/tlog-proof``, and the hash lists of consistency
-               proofs and of the extension's compact range).
+               proofs).
             2. The checkpoint parses, its origin is the index's, and the index's vkey (named
                after that origin) verifies its signature.
-            3. Each entry below the extension (all of them, without one) has a proof, and each
+            3. An update bundle's extension starts from a compact range it holds, at a size no
+               larger than the checkpoint's (`verify.update_bundle.extension_start`). Each
+               entry below the extension (all of them, without one) has a proof, and each
                proof is for a bundled entry, at its index, against the bundled checkpoint byte
                for byte.
             4. The entries pass the one chain-and-root checker (`verify.logcheck.check_entries`):
@@ -310,14 +312,12 @@ class BundleEvidence:
                 self._proofs[i] = TlogProof.from_bytes(data)
             except FormatError as e:
                 raise FormatError(f"{what}: member proofs/{i}.tlog-proof: {e}") from e
-        if self._small["consistency"] or self._small["range"]:  # only a bundle with proofs
+        if self._small["consistency"]:  # only a bundle with consistency proofs
             from .consistency import parse_consistency_proof
 
             for old, data in self._small["consistency"].items():
                 here = f"{what}: member proofs/{old}.consistency"
                 self._consistency[old] = parse_consistency_proof(data, here)
-            for n, data in self._small["range"].items():
-                self._range = parse_consistency_proof(data, f"{what}: member proofs/{n}.range")
         # (2)
         here = f"{what}: member {CHECKPOINT_NAME}"
         if not note:
@@ -341,10 +341,10 @@ class BundleEvidence:
         size = self.checkpoint.size
         # (3)
         ext = index.extension
-        if ext is not None and (ext > size or bool(ext) != bool(self._range)):
-            raise FormatError(f"{what}: {INDEX_NAME}: an extension from size {ext} needs "
-                              f"proofs/{ext}.range (none from 0) and a checkpoint of at least "
-                              f"that size (it has {size})")
+        if ext is not None:  # an update bundle (format 4)
+            from .update_bundle import extension_start
+
+            self._extension = extension_start(ext, self._small["range"], size, what)
         for i in sorted(entries):
             if i not in self._proofs and (ext is None or i < ext):
                 raise FormatError(f"{what}: member entries/{i}: has no proofs/{i}.tlog-proof")
@@ -456,12 +456,7 @@ class BundleEvidence:
     def extension(self) -> CompactRange | None:
         """The compact range the extension starts from (format 4; None otherwise): every entry
         from its size to the checkpoint's is bundled, and they rebuild the root from it."""
-        ext = self.index.extension
-        if ext is None:
-            return None
-        from .compact import CompactRange  # loaded only for a bundle holding an extension
-
-        return CompactRange(ext, tuple(self._range))
+        return self._extension
 
     def root_at(self, size: int) -> bytes | None:
         """The root of the log's first ``size`` entries, rebuilt from the extension (checked
