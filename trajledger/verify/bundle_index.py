@@ -215,12 +215,13 @@ class BundleIndex:
         if not isinstance(self.vkey, str):
             raise FormatError(f"{what}: vkey must be a string")
         _check_time(self.created, f"{what}: created")
-        names = [m.name for m in self.members]
+        kinds: set[str] = set()
         for i, m in enumerate(self.members):
             try:
                 kind, _ = check_member_name(m.name)
             except FormatError as e:
                 raise FormatError(f"{what}: {e}") from e
+            kinds.add(kind)
             if kind == "index":
                 raise FormatError(f"{what}: lists itself as a member")
             if kind == "handover" and self.format < HANDOVER_FORMAT:
@@ -234,8 +235,8 @@ class BundleIndex:
                 raise FormatError(f"{what}: member {m.name}: size {m.size!r}, want 0..2^53-1")
             if not isinstance(m.sha256, str) or not _HEX64.fullmatch(m.sha256):
                 raise FormatError(f"{what}: member {m.name}: sha256 must be 64 lowercase hex")
-            if i and names[i - 1] >= m.name:
-                problem = "listed twice" if names[i - 1] == m.name else "out of order"
+            if i and (before := self.members[i - 1].name) >= m.name:
+                problem = "listed twice" if before == m.name else "out of order"
                 raise FormatError(f"{what}: member {m.name}: {problem} (want sorted, unique)")
         for key, digests in (("omitted", self.omitted), ("erased", self.erased)):
             for i, d in enumerate(digests):
@@ -245,9 +246,7 @@ class BundleIndex:
         for i, t in enumerate(self.terms):
             if i and self.terms[i - 1].batch >= t.batch:
                 raise FormatError(f"{what}: terms must be sorted by batch, one per batch")
-        if self.format == HANDOVER_FORMAT and not any(
-            n.startswith(HANDOVER_DIR + "/") for n in names
-        ):
+        if self.format == HANDOVER_FORMAT and "handover" not in kinds:
             raise FormatError(f"{what}: format {HANDOVER_FORMAT} without key handovers")
         object.__setattr__(self, "by_name", {m.name: m for m in self.members})
         for d in self.omitted:
