@@ -43,7 +43,7 @@ from trajledger.ledger.artifacts import record_batch, register_environment, regi
 from trajledger.ledger.status import approve, record_policy
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
-from trajledger.verify.bundle import BundleIndex
+from trajledger.verify.bundle_index import BundleIndex
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "compat-0.1.0"
 POLICY = """\

@@ -31,7 +31,7 @@ from trajledger import Ledger
 from trajledger.ledger.catalog import origin_name
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
-from trajledger.verify.bundle import BundleIndex, Member
+from trajledger.verify.bundle_index import BundleIndex, Member
 from trajledger.verify.kinds import KINDS
 from trajledger.verify.log_entry import LogEntry
 

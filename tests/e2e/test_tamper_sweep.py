@@ -63,7 +63,7 @@ from trajledger import Ledger
 from trajledger.ledger.catalog import Catalog
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
-from trajledger.verify.bundle import BundleIndex, Member
+from trajledger.verify.bundle_index import BundleIndex, Member
 
 EXCLUDED_DIRS = ("keys", "log-key", "index")
 EXCLUDED_FILES = {"ledger.toml", "policy.toml", "log/.state/lock"}

@@ -27,7 +27,7 @@ from testkit import new_runner
 from trajledger import Ledger
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
-from trajledger.verify.bundle import BundleIndex, Member
+from trajledger.verify.bundle_index import BundleIndex, Member
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "compat-0.1.0"
 

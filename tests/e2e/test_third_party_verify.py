@@ -28,7 +28,7 @@ import zstandard
 from testkit import new_runner
 
 from trajledger.runner.cli import main
-from trajledger.verify.bundle import BundleIndex, Member
+from trajledger.verify.bundle_index import BundleIndex, Member
 
 REPO = Path(__file__).resolve().parents[2]
 NETWORK_TROUBLE = (

@@ -44,17 +44,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trajledger.verify.bundle import (
+from trajledger.verify.bundle import BundleEvidence, Limits, signed_terms, verify_bundle
+from trajledger.verify.bundle_index import (
     BUNDLE_FORMAT,
     EXTENSION_FORMAT,
     HANDOVER_FORMAT,
     INDEX_NAME,
-    BundleEvidence,
     BundleIndex,
-    Limits,
     Member,
     Terms,
-    verify_bundle,
 )
 from trajledger.verify.compact import CompactRange
 from trajledger.verify.digest import DIGEST_PREFIX, FileDigest, digest_bytes
@@ -67,12 +65,11 @@ from trajledger.verify.errors import (
     VerificationError,
 )
 from trajledger.verify.ledger_dir import LedgerDirEvidence
-from trajledger.verify.lineage import LineageVerifier, Record, Report
+from trajledger.verify.lineage import LineageVerifier, Report
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.log_key import HANDOVER_DIR, parse_handover
 from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.policy import Role, TrustPolicy
-from trajledger.verify.predicates import RolloutBatch
 from trajledger.verify.statement import Statement
 from trajledger.verify.tiles import TileReader
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
@@ -407,15 +404,7 @@ def export_bundle(
         else:
             omitted.append(d)
     # (7)
-    terms = []
-    for node in report.nodes.values():
-        if node.kind != "rollout-batch":
-            continue
-        batch = verifier.identity_record(node.id, "rollout-batch")
-        if isinstance(batch, Record) and isinstance(batch.predicate, RolloutBatch):
-            b = batch.predicate
-            terms.append(Terms(node.id, b.licence, b.consent, b.retention))
-    terms.sort(key=lambda t: t.batch)
+    terms = [t for _batch, t in sorted(signed_terms(verifier, report).items())]
     # (8)
     members = [Member(n, len(b), hashlib.sha256(b).hexdigest()) for n, b in small.items()]
     members += [Member(n, p.stat().st_size, n.rsplit("/", 1)[1]) for n, p in files.items()]

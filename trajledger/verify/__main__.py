@@ -45,15 +45,9 @@ class _Parser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
-        import difflib
+        from .did_you_mean import suggestions  # only on a usage error
 
-        for arg in self.given:
-            name = arg.split("=")[0]
-            known = any(o.startswith(name) for o in self.options)  # or an abbreviation
-            close = difflib.get_close_matches(name, self.options, 1)
-            if name.startswith("--") and close and not known:
-                message += f"; for {name}, did you mean {close[0]}?"
-        super().error(message)
+        super().error(message + suggestions(self.given, self.options))
 
 
 class _Version(argparse.Action):

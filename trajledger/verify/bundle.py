@@ -32,8 +32,9 @@ Non-scope: trust. A bundle is an unauthenticated container; what makes its conte
 is the trust policy's log key over the checkpoint, the Merkle proofs, and the signatures over
 envelopes, all checked by `verify.lineage`. ``created`` is informational and not authenticated.
 A bundle cannot prove absence: records left out of it (a later revocation) are invisible to it.
-Writing bundles is ``ledger.exchange``. The index format (``bundle.json``, member names) is
-`verify.bundle_index`; its names are re-exported here.
+Writing bundles is ``ledger.exchange``. The index format (``bundle.json``, member names, its
+formats) is `verify.bundle_index`; `BundleIndex` (the type of `BundleEvidence.index`) and
+`Limits` (of `BundleEvidence.open`) are re-exported here.
 
 Spec: schemas/bundle.v1.md; c2sp.org/tlog-proof; c2sp.org/tlog-checkpoint; POSIX pax/ustar.
 """
@@ -46,24 +47,14 @@ import os
 import shutil
 import tempfile
 import weakref
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from .bundle_index import (
-    BUNDLE_FORMAT,
-    CHECKPOINT_NAME,
-    EXTENSION_FORMAT,
-    HANDOVER_FORMAT,
-    INDEX_NAME,
-    READABLE_FORMATS,
-    BundleIndex,
-    Member,
-    Terms,
-    check_member_name,
-)
-from .bundle_stream import BLOCK, CHUNK, Bounded, Limits, open_zstd, tar_headers
+from .bundle_index import CHECKPOINT_NAME, INDEX_NAME, BundleIndex, Terms, check_member_name
+from .bundle_stream import BLOCK, CHUNK, SMALL_KINDS, Bounded, Limits, open_zstd, tar_headers
 from .checkpoint import HANDOVER_DIR, Checkpoint, verify_checkpoint
 from .digest import digest_bytes, parse_digest
 from .errors import DigestMismatchError, FormatError, ProofError, ProvenanceError, SignatureError
@@ -83,18 +74,10 @@ if TYPE_CHECKING:
     from .compact import CompactRange
 
 __all__ = [
-    "BUNDLE_FORMAT",
-    "EXTENSION_FORMAT",
-    "HANDOVER_FORMAT",
-    "INDEX_NAME",
-    "READABLE_FORMATS",
     "BundleEvidence",
     "BundleIndex",
     "Limits",
-    "Member",
-    "Terms",
-    "check_member_name",
-    "name_files",
+    "signed_terms",
     "verify_bundle",
 ]
 
@@ -120,13 +103,12 @@ class BundleEvidence:
         self.path = Path()
         self.index: BundleIndex
         self.checkpoint: Checkpoint
-        self._note = b""
-        self._entries: dict[int, bytes] = {}
+        # Every member but the objects, by kind and the number its name carries (0: checkpoint).
+        self._small: dict[str, dict[int, bytes]] = {kind: {} for kind in SMALL_KINDS}
+        self._entries = self._small["entry"]
         self._proofs: dict[int, TlogProof] = {}
         self._consistency: dict[int, list[bytes]] = {}
-        self._policies: dict[int, bytes] = {}
-        self._handovers: dict[int, bytes] = {}
-        self._range: list[bytes] = []
+        self._extension: CompactRange | None = None
         self._objects: dict[str, Path] = {}
         self._dir: Path | None = None
         self._cleanup: Callable[[], None] = lambda: None
@@ -186,45 +168,46 @@ class BundleEvidence:
         return self
 
     def _read_members(self, stream: Bounded, limits: Limits, what: str) -> None:
-        # (2)
-        seen: set[str] = set()
-        mismatches: list[str] = []
-        index: BundleIndex | None = None
-        small: dict[str, bytes] = {}
+        # (2) Each member is checked once, as it streams: its name against the layout and the
+        # index, its size against the index, its bytes hashed on the way to memory or disk.
         assert self._dir is not None
         objects_dir = self._dir / "objects"
         objects_dir.mkdir(mode=0o700)
-        for header in tar_headers(stream, limits, what):
+        headers = tar_headers(stream, limits, what)
+        first = next(headers, None)
+        if first is None:
+            raise FormatError(f"{what}: empty archive, no {INDEX_NAME}")
+        here = f"{what}: member {first.name}"
+        if check_member_name(first.name)[0] != "index":
+            raise FormatError(f"{here}: the first member must be {INDEX_NAME}")
+        if first.size > limits.index:
+            raise FormatError(f"{here}: {first.size} bytes, limit {limits.index}")
+        index = self._read_index(stream.exact(first.size, here), limits, what)
+        stream.exact(-first.size % BLOCK, here)
+        # Objects go to disk: refuse before writing any when they cannot fit.
+        need = sum(m.size for m in index.members if m.name.startswith("objects/"))
+        free = shutil.disk_usage(objects_dir).free
+        if need > free:
+            raise OSError(
+                f"{what}: its objects need {need} bytes where they are staged, "
+                f"{free} are free in {objects_dir.parent.parent}; free space "
+                "there (or, to verify only, set TMPDIR to a larger disk)"
+            )
+        seen = {INDEX_NAME}
+        mismatches: list[str] = []
+        for header in headers:
             name = header.name
             kind, key = check_member_name(name)
             here = f"{what}: member {name}"
             if name in seen:
                 raise FormatError(f"{here}: appears twice (duplicate member)")
             seen.add(name)
-            if index is None:
-                if kind != "index":
-                    raise FormatError(f"{here}: the first member must be {INDEX_NAME}")
-                if header.size > limits.index:
-                    raise FormatError(f"{here}: {header.size} bytes, limit {limits.index}")
-                index = self._read_index(stream.exact(header.size, here), limits, what)
-                stream.exact(-header.size % BLOCK, here)
-                # Objects go to disk: refuse before writing any when they cannot fit.
-                need = sum(m.size for m in index.members if m.name.startswith("objects/"))
-                free = shutil.disk_usage(objects_dir).free
-                if need > free:
-                    raise OSError(
-                        f"{what}: its objects need {need} bytes where they are staged, "
-                        f"{free} are free in {objects_dir.parent.parent}; free space "
-                        "there (or, to verify only, set TMPDIR to a larger disk)"
-                    )
-                continue
             listed = index.by_name.get(name)
             if listed is None:
                 raise FormatError(f"{here}: not listed in {INDEX_NAME} (extra member)")
+            # Equal to the listed size, which `_read_index` held to the kind's cap.
             if header.size != listed.size:
                 raise FormatError(f"{here}: {header.size} bytes, {INDEX_NAME} says {listed.size}")
-            if header.size > limits.cap(kind):
-                raise FormatError(f"{here}: {header.size} bytes, limit {limits.cap(kind)}")
             h = hashlib.sha256()
             if kind == "object":
                 target = objects_dir / key
@@ -240,7 +223,7 @@ class BundleEvidence:
             else:
                 data = stream.exact(header.size, here)
                 h.update(data)
-                small[name] = data
+                self._small[kind][int(key or 0)] = data
             pad = stream.exact(-header.size % BLOCK, here)
             if pad.count(0) != len(pad):
                 raise FormatError(f"{here}: non-zero tar padding")
@@ -252,8 +235,6 @@ class BundleEvidence:
                 )
             elif kind == "object" and got != key:
                 mismatches.append(f"{here}: content hashes to sha256:{got[:16]}…, not its name")
-        if index is None:
-            raise FormatError(f"{what}: empty archive, no {INDEX_NAME}")
         # (3)
         missing = [n for n in index.by_name if n not in seen]
         if missing:
@@ -266,7 +247,6 @@ class BundleEvidence:
         if mismatches:
             raise DigestMismatchError("\n".join(mismatches), subject=what)
         self.index = index
-        self._sort_small(small)
 
     @staticmethod
     def _read_index(data: bytes, limits: Limits, what: str) -> BundleIndex:
@@ -299,60 +279,51 @@ class BundleEvidence:
             )
         return index
 
-    def _sort_small(self, small: dict[str, bytes]) -> None:
-        for name, data in small.items():
-            kind, key = check_member_name(name)
-            if kind == "checkpoint":
-                self._note = data
-            elif kind == "entry":
-                self._entries[int(key)] = data
-            elif kind == "proof":
-                try:
-                    proof = TlogProof.from_bytes(data)
-                except FormatError as e:
-                    raise FormatError(f"bundle {self.path.name}: member {name}: {e}") from e
-                self._proofs[int(key)] = proof
-            elif kind == "policy":
-                self._policies[int(key)] = data
-            elif kind == "handover":
-                self._handovers[int(key)] = data
-            elif kind in ("consistency", "range"):
-                from .consistency import parse_consistency_proof  # only a bundle with proofs
-
-                hashes = parse_consistency_proof(data, f"bundle {self.path.name}: member {name}")
-                if kind == "range":
-                    self._range = hashes
-                else:
-                    self._consistency[int(key)] = hashes
-
     def _check_members(self, what: str) -> None:
         """Cross-check the members against each other.
 
         Steps:
-            1. The checkpoint parses, its origin is the index's, and the index's vkey (named
+            1. The proofs parse (``c2sp.org/tlog-proof``, and the hash lists of consistency
+               proofs).
+            2. The checkpoint parses, its origin is the index's, and the index's vkey (named
                after that origin) verifies its signature.
-            2. Each entry below the extension (all of them, without one) has a proof, and each
+            3. An update bundle's extension starts from a compact range it holds, at a size no
+               larger than the checkpoint's (`verify.update_bundle.extension_start`). Each
+               entry below the extension (all of them, without one) has a proof, and each
                proof is for a bundled entry, at its index, against the bundled checkpoint byte
                for byte.
-            3. The entries pass the one chain-and-root checker (`verify.logcheck.check_entries`):
+            4. The entries pass the one chain-and-root checker (`verify.logcheck.check_entries`):
                each parses and lies inside the tree, neighbours chain by ``prev``, each is
                included under the checkpoint; the extension's entries (every one from its first
                size on) extend its compact range (``proofs/<n>.range``) to the root.
-            4. Each consistency proof starts from a size below the checkpoint's.
-            5. Each ``policy/<i>.json`` is the preimage of trust-policy entry ``i``'s subject
+            5. Each consistency proof starts from a size below the checkpoint's.
+            6. Each ``policy/<i>.json`` is the preimage of trust-policy entry ``i``'s subject
                and parses as a policy; every bundled trust-policy entry has one.
-            6. No omitted digest is also present.
             7. The key handovers are numbered 1, 2, ... without a gap, and each parses and is
                signed by both keys it names (``verify.log_key.parse_handover``; whether the
                verifier trusts any of those keys is its policy's business).
         """
         index = self.index
+        note = self.checkpoint_note()
+        entries, policies, handovers = (self._small[k] for k in ("entry", "policy", "handover"))
         # (1)
+        for i, data in self._small["proof"].items():
+            try:
+                self._proofs[i] = TlogProof.from_bytes(data)
+            except FormatError as e:
+                raise FormatError(f"{what}: member proofs/{i}.tlog-proof: {e}") from e
+        if self._small["consistency"]:  # only a bundle with consistency proofs
+            from .consistency import parse_consistency_proof
+
+            for old, data in self._small["consistency"].items():
+                here = f"{what}: member proofs/{old}.consistency"
+                self._consistency[old] = parse_consistency_proof(data, here)
+        # (2)
         here = f"{what}: member {CHECKPOINT_NAME}"
-        if not self._note:
+        if not note:
             raise FormatError(f"{here}: missing or empty")
         try:
-            self.checkpoint = Checkpoint.from_text(Note.from_bytes(self._note).text)
+            self.checkpoint = Checkpoint.from_text(Note.from_bytes(note).text)
         except FormatError as e:
             raise FormatError(f"{here}: {e}") from e
         if self.checkpoint.origin != index.origin:
@@ -364,33 +335,33 @@ class BundleEvidence:
         except FormatError as e:
             raise FormatError(f"{what}: {INDEX_NAME}: vkey: {e}") from e
         try:
-            verify_checkpoint(self._note, verifier, origin=index.origin)
+            verify_checkpoint(note, verifier, origin=index.origin)
         except ProvenanceError as e:
             raise SignatureError(f"{here}: not signed by the log key in {INDEX_NAME}: {e}") from e
         size = self.checkpoint.size
-        # (2)
+        # (3)
         ext = index.extension
-        if ext is not None and (ext > size or bool(ext) != bool(self._range)):
-            raise FormatError(f"{what}: {INDEX_NAME}: an extension from size {ext} needs "
-                              f"proofs/{ext}.range (none from 0) and a checkpoint of at least "
-                              f"that size (it has {size})")
-        for i in sorted(self._entries):
+        if ext is not None:  # an update bundle (format 4)
+            from .update_bundle import extension_start
+
+            self._extension = extension_start(ext, self._small["range"], size, what)
+        for i in sorted(entries):
             if i not in self._proofs and (ext is None or i < ext):
                 raise FormatError(f"{what}: member entries/{i}: has no proofs/{i}.tlog-proof")
         for i, proof in sorted(self._proofs.items()):
             where = f"{what}: member proofs/{i}.tlog-proof"
-            if i not in self._entries:
+            if i not in entries:
                 raise FormatError(f"{where}: proves entries/{i}, which the bundle does not hold")
             if proof.index != i:
                 raise ProofError(f"{where}: is for entry {proof.index}, want {i}")
-            if proof.checkpoint != self._note:
+            if proof.checkpoint != note:
                 raise ProofError(
                     f"{where}: proves against another checkpoint, not the bundle's "
                     f"(size {size}, root {self.checkpoint.root.hex()[:16]}…)"
                 )
-        # (3)
+        # (4)
         findings = check_entries(
-            self._entries,
+            entries,
             size,
             self.checkpoint.root,
             lambda i: self._proofs[i].inclusion,
@@ -399,16 +370,16 @@ class BundleEvidence:
         )
         if findings:
             raise ProofError(f"{what}: members {findings[0].file}: {findings[0].message}")
-        parsed = {i: LogEntry.from_bytes(data) for i, data in self._entries.items()}
-        # (4)
+        parsed = {i: LogEntry.from_bytes(data) for i, data in entries.items()}
+        # (5)
         for old in self._consistency:
             if old >= size:
                 raise FormatError(
                     f"{what}: member proofs/{old}.consistency: from size {old}, not below the "
                     f"checkpoint's {size}"
                 )
-        # (5)
-        for i, data in sorted(self._policies.items()):
+        # (6)
+        for i, data in sorted(policies.items()):
             where = f"{what}: member policy/{i}.json"
             entry = parsed.get(i)
             if entry is None or entry.kind != "trust-policy":
@@ -421,26 +392,19 @@ class BundleEvidence:
                     expected=entry.subject,
                     observed=digest_bytes(data),
                 )
-            try:
-                TrustPolicy.from_json(load_object(data, where), where)
-            except FormatError as e:
-                raise FormatError(str(e)) from e
+            TrustPolicy.from_json(load_object(data, where), where)
         for i, entry in parsed.items():
-            if entry.kind == "trust-policy" and i not in self._policies:
+            if entry.kind == "trust-policy" and i not in policies:
                 raise FormatError(
                     f"{what}: member entries/{i}: trust-policy record without policy/{i}.json"
                 )
-        # (6)
-        for d in index.omitted:
-            if d in self._objects:
-                raise FormatError(f"{what}: {INDEX_NAME}: {d} is omitted but present")
         # (7)
-        if sorted(self._handovers) != list(range(1, len(self._handovers) + 1)):
-            raise FormatError(f"{what}: key handovers are not numbered 1..{len(self._handovers)}")
-        if self._handovers:  # a rotated log key; most logs never rotate theirs
+        if sorted(handovers) != list(range(1, len(handovers) + 1)):
+            raise FormatError(f"{what}: key handovers are not numbered 1..{len(handovers)}")
+        if handovers:  # a rotated log key; most logs never rotate theirs
             from .log_key import parse_handover
 
-            for n, data in sorted(self._handovers.items()):
+            for n, data in sorted(handovers.items()):
                 parse_handover(data, f"{what}: member {HANDOVER_DIR}/{n}")
 
     # -- lifetime -------------------------------------------------------------------------------
@@ -480,31 +444,19 @@ class BundleEvidence:
         """The bundled entry at ``index``, or None."""
         return self._entries.get(index)
 
-    def tlog_proof(self, index: int) -> TlogProof | None:
-        """The bundled proof of entry ``index``, or None."""
-        return self._proofs.get(index)
-
-    def policy_records(self) -> list[tuple[int, str, bytes | None]]:
-        """``(index, subject, envelope bytes or None)`` of each bundled trust-policy record."""
-        out = []
-        for i in sorted(self._policies):
-            entry = LogEntry.from_bytes(self._entries[i])
-            out.append((i, entry.subject, self.blob(entry.envelope)))
-        return out
+    def policy_records(self) -> list[tuple[int, LogEntry, bytes | None]]:
+        """``(index, entry, envelope bytes or None)`` of each bundled trust-policy record."""
+        parsed = [(i, LogEntry.from_bytes(self._entries[i])) for i in sorted(self._small["policy"])]
+        return [(i, entry, self.blob(entry.envelope)) for i, entry in parsed]
 
     def key_handovers(self) -> list[bytes]:
         """The bundled key handover notes, in order (format 3; empty otherwise)."""
-        return [self._handovers[n] for n in sorted(self._handovers)]
+        return [data for _n, data in sorted(self._small["handover"].items())]
 
     def extension(self) -> CompactRange | None:
         """The compact range the extension starts from (format 4; None otherwise): every entry
         from its size to the checkpoint's is bundled, and they rebuild the root from it."""
-        ext = self.index.extension
-        if ext is None:
-            return None
-        from .compact import CompactRange  # loaded only for a bundle holding an extension
-
-        return CompactRange(ext, tuple(self._range))
+        return self._extension
 
     def root_at(self, size: int) -> bytes | None:
         """The root of the log's first ``size`` entries, rebuilt from the extension (checked
@@ -529,7 +481,7 @@ class BundleEvidence:
 
     def checkpoint_note(self) -> bytes:
         """The bundled checkpoint note."""
-        return self._note
+        return self._small["checkpoint"].get(0, b"")
 
     def entries(self) -> Iterator[tuple[int, bytes]]:
         """The bundled entries only, in index order."""
@@ -661,16 +613,15 @@ def verify_bundle(
         )
     # (1)
     records: list[tuple[int, str, bytes]] = []
-    for i, about, envelope in evidence.policy_records():
+    for i, entry, envelope in evidence.policy_records():
         if envelope is None:
-            digest = LogEntry.from_bytes(evidence.entry_bytes(i) or b"").envelope
             bundle.fail(
                 "policy history",
-                f"trust-policy record {i}: envelope {digest[:19]}… "
-                f"(objects/sha256/{digest[7:]}) is missing from the bundle",
+                f"trust-policy record {i}: envelope {entry.envelope[:19]}… "
+                f"(objects/sha256/{entry.envelope[7:]}) is missing from the bundle",
             )
         else:
-            records.append((i, about, envelope))
+            records.append((i, entry.subject, envelope))
     in_force, notes = follow_history(policy, records)
     assert in_force is not None  # a trusted policy was given
     for n in notes:
@@ -723,14 +674,7 @@ def _check_terms(
     """Step 6 of `verify_bundle`: ``bundle.json``'s terms and erased list against the records."""
     index = evidence.index
     stated = {t.batch: t for t in index.terms}
-    signed: dict[str, Terms] = {}
-    for node in report.nodes.values():
-        if node.kind != "rollout-batch":
-            continue
-        rec = verifier.identity_record(node.id, "rollout-batch")
-        if isinstance(rec, Record) and isinstance(rec.predicate, RolloutBatch):
-            b = rec.predicate
-            signed[node.id] = Terms(node.id, b.licence, b.consent, b.retention)
+    signed = signed_terms(verifier, report)
     for digest, terms in sorted(signed.items()):
         got = stated.get(digest)
         if got is None:
@@ -745,10 +689,7 @@ def _check_terms(
         bundle.fail("terms", f"{INDEX_NAME} states terms for {digest[:19]}…, which is not a "
                     "verified rollout batch of this lineage", cause)
     if signed and set(signed) == set(stated):
-        by_licence: dict[str, int] = {}
-        for t in signed.values():
-            key = t.licence or "none stated"
-            by_licence[key] = by_licence.get(key, 0) + 1
+        by_licence = Counter(t.licence or "none stated" for t in signed.values())
         bundle.add("terms", OK, f"{len(signed)} batch(es), as signed: licence "
                    + ", ".join(f"{k} ({n})" for k, n in sorted(by_licence.items())))
     for digest in index.erased:
@@ -758,3 +699,18 @@ def _check_terms(
     if index.erased:
         bundle.add("erased", INFO, f"{len(index.erased)} blob(s) not in the bundle: deleted "
                    "by verified erasure records (their digests still verify)")
+
+
+def signed_terms(verifier: LineageVerifier, report: Report) -> dict[str, Terms]:
+    """The terms each verified rollout batch of ``report``'s lineage states in its signed
+    record, by batch digest: what an exporter writes in ``bundle.json`` and `verify_bundle`
+    holds it to."""
+    signed: dict[str, Terms] = {}
+    for node in report.nodes.values():
+        if node.kind != "rollout-batch":
+            continue
+        rec = verifier.identity_record(node.id, "rollout-batch")
+        if isinstance(rec, Record) and isinstance(rec.predicate, RolloutBatch):
+            b = rec.predicate
+            signed[node.id] = Terms(node.id, b.licence, b.consent, b.retention)
+    return signed

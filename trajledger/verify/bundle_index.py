@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ._jcs import canonical_bytes
@@ -74,10 +74,6 @@ class Member:
     size: int
     sha256: str
 
-    def to_json(self) -> dict[str, Any]:
-        """The member's object in ``bundle.json``."""
-        return {"name": self.name, "sha256": self.sha256, "size": self.size}
-
 
 @dataclass(frozen=True)
 class Terms:
@@ -91,11 +87,6 @@ class Terms:
     licence: str | None = None
     consent: str | None = None
     retention: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The object in ``bundle.json``'s ``terms`` (absent values are null)."""
-        return {"batch": self.batch, "consent": self.consent, "licence": self.licence,
-                "retention": self.retention}
 
     @classmethod
     def from_json(cls, obj: object, what: str) -> Terms:
@@ -224,12 +215,13 @@ class BundleIndex:
         if not isinstance(self.vkey, str):
             raise FormatError(f"{what}: vkey must be a string")
         _check_time(self.created, f"{what}: created")
-        names = [m.name for m in self.members]
+        kinds: set[str] = set()
         for i, m in enumerate(self.members):
             try:
                 kind, _ = check_member_name(m.name)
             except FormatError as e:
                 raise FormatError(f"{what}: {e}") from e
+            kinds.add(kind)
             if kind == "index":
                 raise FormatError(f"{what}: lists itself as a member")
             if kind == "handover" and self.format < HANDOVER_FORMAT:
@@ -243,8 +235,8 @@ class BundleIndex:
                 raise FormatError(f"{what}: member {m.name}: size {m.size!r}, want 0..2^53-1")
             if not isinstance(m.sha256, str) or not _HEX64.fullmatch(m.sha256):
                 raise FormatError(f"{what}: member {m.name}: sha256 must be 64 lowercase hex")
-            if i and names[i - 1] >= m.name:
-                problem = "listed twice" if names[i - 1] == m.name else "out of order"
+            if i and (before := self.members[i - 1].name) >= m.name:
+                problem = "listed twice" if before == m.name else "out of order"
                 raise FormatError(f"{what}: member {m.name}: {problem} (want sorted, unique)")
         for key, digests in (("omitted", self.omitted), ("erased", self.erased)):
             for i, d in enumerate(digests):
@@ -254,9 +246,7 @@ class BundleIndex:
         for i, t in enumerate(self.terms):
             if i and self.terms[i - 1].batch >= t.batch:
                 raise FormatError(f"{what}: terms must be sorted by batch, one per batch")
-        if self.format == HANDOVER_FORMAT and not any(
-            n.startswith(HANDOVER_DIR + "/") for n in names
-        ):
+        if self.format == HANDOVER_FORMAT and "handover" not in kinds:
             raise FormatError(f"{what}: format {HANDOVER_FORMAT} without key handovers")
         object.__setattr__(self, "by_name", {m.name: m for m in self.members})
         for d in self.omitted:
@@ -267,22 +257,22 @@ class BundleIndex:
                 raise FormatError(f"{what}: {d} is listed as erased and also present or omitted")
 
     def to_bytes(self) -> bytes:
-        """The canonical (RFC 8785) bytes of ``bundle.json``: the only encoding."""
+        """The canonical (RFC 8785) bytes of ``bundle.json``: the only encoding. Its members
+        are its format's (``_INDEX_KEYS``, as `from_bytes` requires); a member or terms object
+        holds its dataclass's fields (absent terms are null)."""
         obj: dict[str, Any] = {
             "created": self.created,
+            "erased": list(self.erased),
+            "extension": self.extension,
             "format": self.format,
-            "members": [m.to_json() for m in self.members],
+            "members": [asdict(m) for m in self.members],
             "omitted": list(self.omitted),
             "origin": self.origin,
             "subject": self.subject,
+            "terms": [asdict(t) for t in self.terms],
             "vkey": self.vkey,
         }
-        if self.format >= 2:
-            obj["terms"] = [t.to_json() for t in self.terms]
-            obj["erased"] = list(self.erased)
-        if self.format >= EXTENSION_FORMAT:
-            obj["extension"] = self.extension
-        return canonical_bytes(obj, INDEX_NAME)
+        return canonical_bytes({k: obj[k] for k in _INDEX_KEYS[self.format]}, INDEX_NAME)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> BundleIndex:

@@ -28,6 +28,9 @@ MAX_WINDOW = 1 << 27
 
 BLOCK = 512
 CHUNK = 1 << 20
+SMALL_KINDS = ("checkpoint", "entry", "proof", "consistency", "range", "policy", "handover")
+"""The kinds of member (`verify.bundle_index.check_member_name`) held in memory, each under
+its kind's cap (`Limits.cap`); objects stream to disk."""
 _PAX_KEYS = frozenset({"path", "size"})
 
 
@@ -65,17 +68,23 @@ class Limits:
 
 
 
+@dataclass
 class Bounded:
-    """A reader that refuses to deliver more than ``limit`` bytes in total."""
+    """A reader that refuses to deliver more than ``limit`` bytes in total.
 
-    def __init__(
-        self, raw: Any, limit: int, what: str, errors: tuple[type[BaseException], ...]
-    ) -> None:
-        self.raw = raw
-        self.limit = limit
-        self.count = 0
-        self.what = what
-        self.errors = errors
+    Attributes:
+        raw: the decompressing reader.
+        limit: the most bytes it may deliver.
+        what: the bundle, for messages.
+        errors: what ``raw`` raises on corrupt input (reported as `FormatError`).
+        count: bytes delivered so far.
+    """
+
+    raw: Any
+    limit: int
+    what: str
+    errors: tuple[type[BaseException], ...]
+    count: int = 0
 
     def read(self, n: int) -> bytes:
         try:

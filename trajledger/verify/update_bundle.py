@@ -1,7 +1,9 @@
 """An update bundle's extension (``bundle.json`` format 4): what its records say.
 
-Scope: `check_extension`, step 5 of ``verify.bundle.verify_bundle`` for an update bundle.
-Loaded only for one: a bundle of a lineage never needs it.
+Scope: `extension_start`, where an update bundle's extension starts (``proofs/<n>.range``,
+checked when the bundle is opened), and `check_extension`, step 5 of
+``verify.bundle.verify_bundle`` for an update bundle. Loaded only for one: a bundle of a
+lineage never needs it.
 Non-scope: reading the members and proving the extension's entries by the root they rebuild
 (``verify.bundle``, ``verify.compact``), applying an update (``ledger.updates``).
 Spec: schemas/bundle.v1.md.
@@ -11,6 +13,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .bundle_index import INDEX_NAME
+from .compact import CompactRange
+from .consistency import parse_consistency_proof
+from .errors import FormatError
 from .judge import Record
 from .log_entry import LogEntry
 from .report import INFO, OK, Node
@@ -19,7 +25,28 @@ if TYPE_CHECKING:
     from .bundle import BundleEvidence
     from .lineage import LineageVerifier
 
-__all__ = ["check_extension"]
+__all__ = ["check_extension", "extension_start"]
+
+
+def extension_start(ext: int, ranges: dict[int, bytes], size: int, what: str) -> CompactRange:
+    """The compact range an update bundle's extension starts from (none from size 0).
+
+    Args:
+        ext: ``bundle.json``'s extension, the tree size the extension starts from.
+        ranges: the ``proofs/<n>.range`` members by ``n`` (the index allows only ``n = ext``).
+        size: the bundled checkpoint's tree size.
+        what: the bundle, for messages.
+
+    Raises:
+        FormatError: the range is missing (or given from size 0), the checkpoint is smaller
+            than the extension's start, or the range does not parse.
+    """
+    if ext > size or bool(ext) != bool(ranges):
+        raise FormatError(f"{what}: {INDEX_NAME}: an extension from size {ext} needs "
+                          f"proofs/{ext}.range (none from 0) and a checkpoint of at least "
+                          f"that size (it has {size})")
+    here = f"{what}: member proofs/{ext}.range"
+    return CompactRange(ext, tuple(parse_consistency_proof(ranges[ext], here) if ext else ()))
 
 
 def check_extension(evidence: BundleEvidence, verifier: LineageVerifier, bundle: Node) -> None:

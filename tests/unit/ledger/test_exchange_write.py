@@ -20,7 +20,7 @@ import zstandard
 
 from trajledger.ledger.errors import StoreError
 from trajledger.ledger.exchange import _write_bundle
-from trajledger.verify.bundle import Member
+from trajledger.verify.bundle_index import Member
 
 
 class _Index:

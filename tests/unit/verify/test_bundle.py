@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import sys
 import tarfile
 from collections.abc import Callable
 from dataclasses import replace
@@ -26,14 +27,8 @@ from trajledger.ledger.encode import tlog_proof_bytes
 from trajledger.ledger.exchange import export_bundle
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import record_policy
-from trajledger.verify.bundle import (
-    BundleEvidence,
-    BundleIndex,
-    Limits,
-    Member,
-    check_member_name,
-    verify_bundle,
-)
+from trajledger.verify.bundle import BundleEvidence, Limits, verify_bundle
+from trajledger.verify.bundle_index import BundleIndex, Member, check_member_name
 from trajledger.verify.errors import DigestMismatchError, FormatError, ProofError, SignatureError
 from trajledger.verify.policy import TrustPolicy
 from trajledger.verify.tlog_proof import TlogProof
@@ -234,6 +229,64 @@ def test_policy_of_another_log_fails(world: World, tmp_path: Path) -> None:
         report = verify_bundle(ev, policy)
     assert not report.ok
     assert any("trusted log key" in f for f in report.failures()), report.failures()
+
+
+def test_a_trust_policy_record_without_its_envelope_fails(world: World, tmp_path: Path) -> None:
+    """Fail closed: the record left without its envelope could be a successor policy."""
+    with open_(world.bundle) as ev:
+        [(i, entry, envelope)] = ev.policy_records()
+    assert envelope is not None
+    gone = f"objects/sha256/{entry.envelope[7:]}"
+    stripped = pack(tmp_path / "b.tar.zst", reindex([m for m in world.members if m[0] != gone]))
+    with open_(stripped) as ev:
+        report = verify_bundle(ev, world.policy)
+    assert f"trust-policy record {i}: envelope {entry.envelope[:19]}… ({gone}) is missing from " \
+        "the bundle" in "\n".join(report.failures()), report.failures()
+
+
+def update_bundle(world: World, path: Path) -> Members:
+    """An update bundle of ``world``'s log since the size before its artifact (format 4)."""
+    export_bundle(Ledger.open(world.home), None, path, updates_since=world.size_before,
+                  now=CREATED)
+    return unpack(path)
+
+
+def test_an_update_bundle_loads_its_extension_on_use(world: World, tmp_path: Path) -> None:
+    members = update_bundle(world, tmp_path / "u.tar.zst")
+    assert f"proofs/{world.size_before}.range" in [n for n, _ in members]
+    sys.modules.pop("trajledger.verify.update_bundle", None)
+    with open_(tmp_path / "u.tar.zst") as ev:
+        assert "trajledger.verify.update_bundle" in sys.modules
+        ext = ev.extension()
+        assert ext is not None and ext.size == world.size_before
+        assert ev.root_at(ev.checkpoint.size) == ev.checkpoint.root
+        report = verify_bundle(ev, world.policy)
+    assert report.ok, report.failures()
+
+
+def relisted(members: Members) -> Members:
+    """`reindex` that keeps the index's format and its other fields (an update bundle's)."""
+    listed = (Member(n, len(d), hashlib.sha256(d).hexdigest()) for n, d in members[1:])
+    index = replace(BundleIndex.from_bytes(members[0][1]),
+                    members=tuple(sorted(listed, key=lambda m: m.name)))
+    return [("bundle.json", index.to_bytes()), *members[1:]]
+
+
+def test_an_extension_without_its_compact_range_is_refused(world: World, tmp_path: Path) -> None:
+    members = update_bundle(world, tmp_path / "u.tar.zst")
+    gone = f"proofs/{world.size_before}.range"
+    bad = pack(tmp_path / "b.tar.zst", relisted([m for m in members if m[0] != gone]))
+    with pytest.raises(FormatError, match=rf"bundle\.json: an extension from size "
+                       rf"{world.size_before} needs proofs/{world.size_before}\.range"):
+        open_(bad)
+
+
+def test_a_malformed_compact_range_is_refused(world: World, tmp_path: Path) -> None:
+    members = update_bundle(world, tmp_path / "u.tar.zst")
+    name = f"proofs/{world.size_before}.range"
+    bad = pack(tmp_path / "b.tar.zst", relisted(changed(members, name, lambda d: d[1:])))
+    with pytest.raises(FormatError, match=rf"member {name}: "):
+        open_(bad)
 
 
 # -- one test per attack -------------------------------------------------------------------------
