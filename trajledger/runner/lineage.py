@@ -29,7 +29,8 @@ from .lineage_layout import CHAR_EM, LABEL_FONT, Layout, Link, Rect, layout, sho
 
 if TYPE_CHECKING:
     from trajledger.ledger.home import LedgerHome
-    from trajledger.verify.lineage import Mark, Node, Report
+    from trajledger.verify.impact import Mark
+    from trajledger.verify.lineage import Node, Report
     from trajledger.verify.policy import TrustPolicy
 
 __all__ = ["affected", "impact", "lineage", "render"]

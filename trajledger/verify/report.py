@@ -12,12 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .kinds import KINDS
 
-__all__ = ["ERASED", "FAIL", "INFO", "OK", "REPORT_FORMAT", "Check", "Direction", "Edge", "Mark",
-           "Node", "Report", "Status", "short"]
+if TYPE_CHECKING:
+    from .impact import Mark
+
+__all__ = ["ERASED", "FAIL", "INFO", "OK", "Check", "Direction", "Edge", "Node", "Report",
+           "Status", "short"]
 
 
 class Status(StrEnum):
@@ -38,8 +41,6 @@ class Direction(StrEnum):
 
 
 OK, FAIL, ERASED, INFO = Status.OK, Status.FAIL, Status.ERASED, Status.INFO
-REPORT_FORMAT = "https://trajledger.dev/report/v1"
-"""The ``format`` of a report's JSON form (schemas/report.v1.md)."""
 
 _MARK = {OK: "✓", FAIL: "✗", ERASED: "∅", INFO: "·"}
 _MAX_INDENT = 12
@@ -69,11 +70,6 @@ class Check:
     cause: str | None = None
     """For a failure that follows from another node's (a record signed by a key the policy
     does not hold, a batch left unverified because its checkpoint failed): that node's id."""
-
-    def to_json(self) -> dict[str, str]:
-        """The JSON form (``cause`` only when there is one)."""
-        out = {"what": self.what, "status": self.status, "detail": self.detail}
-        return out | ({"cause": self.cause} if self.cause else {})
 
 
 @dataclass
@@ -131,19 +127,6 @@ class Node:
             return f"{self.kind} {ref} ({short(self.id)})"
         return self.name or self.kind
 
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form (a row of the report's node table)."""
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "name": self.name,
-            "version": self.version,
-            "logIndex": self.index,
-            "signers": list(self.signers),
-            "status": self.status,
-            "checks": [c.to_json() for c in self.checks],
-        }
-
 
 @dataclass(frozen=True)
 class Edge:
@@ -152,45 +135,6 @@ class Edge:
     src: str
     dst: str
     role: str
-
-    def to_json(self) -> dict[str, str]:
-        """The JSON form."""
-        return {"from": self.src, "to": self.dst, "role": self.role}
-
-
-@dataclass(frozen=True)
-class Mark:
-    """A log record about artifacts of a report that is not a node of it: an approval, a
-    revocation, an erasure, an evaluation of a checkpoint... (`verify.impact.with_records`).
-
-    Attributes:
-        index: its log index.
-        kind: its entry kind.
-        about: ``(node id, role)`` for each artifact of the report it is about: its subject
-            (the role is the kind) or a dependency it names (the dependency's role).
-        signers: the keyids its entry names.
-        status: ``ok`` (it verifies as a record: signature, role, inclusion), ``info`` (intact,
-            not signed under the policy: ignored) or ``fail`` (missing or damaged evidence).
-        detail: what it says (its predicate's plain fields), or why it does not verify.
-    """
-
-    index: int
-    kind: str
-    about: tuple[tuple[str, str], ...]
-    signers: tuple[str, ...]
-    status: Status
-    detail: str
-
-    @property
-    def label(self) -> str:
-        """``approval at log index 12``."""
-        return f"{self.kind} at log index {self.index}"
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form (a row of the report's ``records``)."""
-        return {"logIndex": self.index, "kind": self.kind,
-                "about": [{"id": i, "role": r} for i, r in self.about],
-                "signers": list(self.signers), "status": self.status, "detail": self.detail}
 
 
 @dataclass
@@ -414,23 +358,9 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON form: a node table and an edge list (schemas/report.v1.md); and the
-        records about its artifacts, when it carries them (`verify.impact.with_records`)."""
-        n, f = self.count()
+        records about its artifacts, when it carries them (`verify.impact.with_records`).
+        Written by `verify.report_json.report_json`, loaded only when this form is asked for."""
+        from .report_json import report_json
+
         failing = self.failing()
-        records = {"records": [m.to_json() for m in self.records]} if self.records else {}
-        return records | {
-            "format": REPORT_FORMAT,
-            "subject": self.subject,
-            "direction": self.direction,
-            "ok": self.ok,
-            "checks": n,
-            "failed": f,
-            "causes": [{"node": node.id, "dependents": d} for node, _c, d in self.causes()],
-            "roots": list(self.roots),
-            "nodes": [node.to_json() | {"lineage": FAIL if node.id in failing else OK,
-                                        "checks": [c.to_json() if c.cause in self.nodes
-                                                   else Check(c.what, c.status, c.detail).to_json()
-                                                   for c in node.checks]}
-                      for node in self.nodes.values()],
-            "edges": [e.to_json() for e in self.edges],
-        }
+        return report_json(self, {nid: FAIL if nid in failing else OK for nid in self.nodes})

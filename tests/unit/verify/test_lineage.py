@@ -55,7 +55,6 @@ from trajledger.verify.lineage import (
     ERASED,
     FAIL,
     INFO,
-    REPORT_FORMAT,
     Edge,
     LineageVerifier,
     Node,
@@ -63,6 +62,7 @@ from trajledger.verify.lineage import (
 )
 from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.policy import TrustPolicy
+from trajledger.verify.report_json import REPORT_FORMAT
 
 POLICY = """\
 name = "lineage"
