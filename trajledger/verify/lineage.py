@@ -77,11 +77,9 @@ from .report import (
     FAIL,
     INFO,
     OK,
-    REPORT_FORMAT,
     Check,
     Direction,
     Edge,
-    Mark,
     Node,
     Report,
     Status,
@@ -98,13 +96,11 @@ __all__ = [
     "FAIL",
     "INFO",
     "OK",
-    "REPORT_FORMAT",
     "Check",
     "DataMode",
     "Direction",
     "Edge",
     "LineageVerifier",
-    "Mark",
     "Node",
     "Record",
     "RecordFailure",
@@ -648,11 +644,8 @@ def name_files(node: Node, evidence: Evidence, files: Path | None = None) -> Non
         1. Only a manifest the lineage verified is named: ``node`` passed its ``files`` check
            (the manifest hashes to its digest, which its signed record names).
         2. Without ``files``: one ``file <path>`` line each (information).
-        3. With ``files``: the directory's regular files by path (`verify.tree.tree_files`:
-           no symbolic link is followed, so nothing outside it is read), compared with the
-           manifest (`verify.tree.diff_tree`: sizes, then SHA-256). Each listed file
-           matches, differs or is missing (the last two fail); files the manifest does not
-           list are reported as extra (information).
+        3. With ``files``: the directory compared with the manifest (`verify.tree.check_tree`,
+           loaded only then).
 
     Raises:
         OSError: ``files`` is not a directory, or cannot be listed.
@@ -671,26 +664,6 @@ def name_files(node: Node, evidence: Evidence, files: Path | None = None) -> Non
             node.add(f"file {f.path}", INFO, f"{f.digest}, {f.size} bytes")
         return
     # (3)
-    if not files.is_dir():
-        raise OSError(f"--files {files}: not a directory")
-    from .tree import diff_tree, tree_files  # loaded only to compare files on disk
+    from .tree import check_tree  # loaded only to compare files on disk
 
-    found, other = tree_files(files)
-    diff = diff_tree(manifest, found)
-    why = dict(diff.changed)
-    missing = set(diff.missing)
-    for f in manifest.files:
-        what, want = f"file {f.path}", f"{f.digest}, {f.size} bytes"
-        if f.path in why:
-            node.fail(what, f"{want}: {files / f.path} differs: {why[f.path]}")
-        elif f.path in missing:
-            link = next((f"{files / o} is {other[o]}" for o in sorted(other)
-                         if f.path == o or f.path.startswith(o + "/")), "no such file")
-            node.fail(what, f"{want}: missing from {files} ({link})")
-        else:
-            node.add(what, OK, f"{want}: matches {files / f.path}")
-    for rel in diff.extra:
-        node.add(f"extra file {rel}", INFO, f"in {files}, not listed by {node.label}")
-    for rel, kind in sorted(other.items()):
-        if rel not in manifest.by_path():
-            node.add(f"extra file {rel}", INFO, f"in {files}: {kind}")
+    check_tree(node, manifest, files)
