@@ -56,6 +56,13 @@ class Mark:
         """``approval at log index 12``."""
         return f"{self.kind} at log index {self.index}"
 
+    def line(self, role: str) -> tuple[Status, str]:
+        """Its line under a node of a text report it is about in ``role``: the status drawn
+        (``info`` for one that verifies: a record, not a check) and the text."""
+        by = f", signed by {', '.join(s[:12] for s in self.signers)}" if self.signers else ""
+        via = "" if role == self.kind else f" (names it as {role})"
+        return INFO if self.status == OK else self.status, f"{self.label}{via}{by} — {self.detail}"
+
 
 def impact(verifier: LineageVerifier, digest: str) -> Report:
     """Everything downstream of ``digest``: the artifacts whose lineage includes it, each

@@ -1,10 +1,11 @@
-"""The verified graph a lineage verification produces, and its text and JSON forms.
+"""The verified graph a lineage verification produces, and its text form.
 
-Scope: `Node` (an artifact, the log, or a decision, with its `Check`s), `Edge`, `Mark` (a record
-about the graph's artifacts that is not a node), and `Report`: which nodes fail (their own checks,
-or through their lineage), the root causes, the verdict line, the text tree and the JSON form
-(``schemas/report.v1.md``). Pure: no I/O, no evidence, no policy.
-Non-scope: deciding what the checks say (``verify.judge``, ``verify.lineage``).
+Scope: `Node` (an artifact, the log, or a decision, with its `Check`s), `Edge`, and `Report`:
+which nodes fail (their own checks, or through their lineage), the root causes, the verdict
+line and the text tree. Pure: no I/O, no evidence, no policy.
+Non-scope: deciding what the checks say (``verify.judge``, ``verify.lineage``); the JSON form
+(``schemas/report.v1.md``: ``verify.report_json``, loaded only when asked for); the records
+about the graph's artifacts that are not nodes of it (``verify.impact.Mark``).
 """
 
 from __future__ import annotations
@@ -308,10 +309,10 @@ class Report:
         users: dict[str, set[str]] = {}
         for e in self.edges:
             users.setdefault(e.src, set()).add(e.dst)
-        marks: dict[str, list[tuple[str, Mark]]] = {}
+        marks: dict[str, list[tuple[Status, str]]] = {}
         for m in self.records:
             for nid, role in m.about:
-                marks.setdefault(nid, []).append((role, m))
+                marks.setdefault(nid, []).append(m.line(role))
         lines: list[str] = [self.verdict()]
         causes = self.causes()
         if len(causes) > 1 or any(d for _n, _c, d in causes):
@@ -349,11 +350,7 @@ class Report:
                 bad = sorted(self.nodes[d].label for d in users.get(node.id, ()) if d in failing)
                 lines.append(f"{pad}    {_MARK[FAIL]} lineage — depends on {len(bad)} failing: "
                              + "; ".join(bad))
-            for role, m in marks.get(node.id, []):
-                by = f", signed by {', '.join(s[:12] for s in m.signers)}" if m.signers else ""
-                via = "" if role == m.kind else f" (names it as {role})"
-                lines.append(f"{pad}    {_MARK[INFO if m.status == OK else m.status]} "
-                             f"{m.label}{via}{by} — {m.detail}")
+            lines += [f"{pad}    {_MARK[status]} {text}" for status, text in marks.get(node.id, [])]
         return lines
 
     def to_json(self) -> dict[str, Any]:
