@@ -64,7 +64,6 @@ from .judge import (
     judge_record,
     key_node,
     standing,
-    stored_files,
 )
 from .kinds import CHECKPOINT_ROLES, KINDS, NAMED, Dependency, name_version
 from .log_entry import LogEntry
@@ -437,7 +436,11 @@ class LineageVerifier:
         gone = present = absent = 0
         by_other: dict[int, Record] = {}
         caller = node.kind in self.caller_hashes and sealed is None
-        stored = stored_files(manifest, sealed, node)
+        stored = {f.path: (f.digest, f.size) for f in manifest.files}
+        if sealed is not None:  # its blobs are ciphertexts: their check loads only then
+            from .sealed_files import ciphertexts
+
+            stored = ciphertexts(manifest, sealed, node)
         for f in manifest.files:
             if documents.get(f.path) == f.digest or f.path not in stored:
                 continue  # read whole and checked above; or sealed without a ciphertext: failed
