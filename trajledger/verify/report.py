@@ -169,16 +169,21 @@ class Report:
     def failing(self) -> set[str]:
         """The nodes that fail: a check of their own failed, or they depend (through any
         number of edges) on a node that does: what was built on a revoked batch fails too."""
-        users: dict[str, list[str]] = {}
-        for e in self.edges:
-            users.setdefault(e.dst, []).append(e.src)
+        users = self._edges_by("dst")
         out = {nid for nid, n in self.nodes.items() if not n.ok}
         todo = list(out)
         while todo:
-            for src in users.get(todo.pop(), []):
-                if src not in out:
-                    out.add(src)
-                    todo.append(src)
+            for e in users.get(todo.pop(), []):
+                if e.src not in out:
+                    out.add(e.src)
+                    todo.append(e.src)
+        return out
+
+    def _edges_by(self, end: str) -> dict[str, list[Edge]]:
+        """The edges by the node at their ``src`` or ``dst`` end, in report order."""
+        out: dict[str, list[Edge]] = {}
+        for e in self.edges:
+            out.setdefault(getattr(e, end), []).append(e)
         return out
 
     def causes(self) -> list[tuple[Node, list[Check], int]]:
@@ -192,16 +197,14 @@ class Report:
     def _blame(self) -> tuple[list[tuple[Node, list[Check], int]], int]:
         """`causes`, and how many records fail only because of a root cause (each once)."""
         failing = self.failing()
-        deps: dict[str, list[str]] = {}
-        for e in self.edges:
-            deps.setdefault(e.src, []).append(e.dst)
+        deps = self._edges_by("src")
         failed = {nid: [c for c in n.checks if c.status == FAIL] for nid, n in self.nodes.items()}
         own = {nid: [c for c in cs if c.cause not in failing] for nid, cs in failed.items()}
 
         def via(nid: str) -> list[str]:
             caused = [c.cause for c in failed[nid] if c.cause in failing]
             return [v for v in caused if v is not None] or [
-                d for d in deps.get(nid, []) if d in failing]
+                e.dst for e in deps.get(nid, []) if e.dst in failing]
 
         blamed: dict[str, set[str]] = {}
         for start in failing:  # iteratively: a lineage may be thousands of nodes deep
@@ -264,16 +267,9 @@ class Report:
         """How many ``erased`` checks the graph holds."""
         return sum(1 for n in self.nodes.values() for c in n.checks if c.status == ERASED)
 
-    def _children(self) -> dict[str, list[Edge]]:
-        out: dict[str, list[Edge]] = {}
-        for e in self.edges:
-            key = e.src if self.direction == Direction.UPSTREAM else e.dst
-            out.setdefault(key, []).append(e)
-        return out
-
     def walk(self) -> Iterator[tuple[int, Edge | None, Node, bool]]:
         """Depth-first from each root: ``(depth, edge followed, node, first visit)``."""
-        children = self._children()
+        children = self._edges_by("src" if self.direction == Direction.UPSTREAM else "dst")
         seen: set[str] = set()
         stack: list[tuple[int, Edge | None, str]] = [(0, None, r) for r in reversed(self.roots)]
         while stack:
@@ -306,9 +302,7 @@ class Report:
         stops at depth 12; deeper nodes say ``[depth N]``, so the text stays linear in the
         size of the graph."""
         failing = self.failing()
-        users: dict[str, set[str]] = {}
-        for e in self.edges:
-            users.setdefault(e.src, set()).add(e.dst)
+        deps = self._edges_by("src")
         marks: dict[str, list[tuple[Status, str]]] = {}
         for m in self.records:
             for nid, role in m.about:
@@ -347,7 +341,8 @@ class Report:
                                  f"{'/'.join(sorted({c.what for c in same}))} check(s) failing "
                                  f"because {self.nodes[cause].label} fails")
             if node.ok and node.id in failing:
-                bad = sorted(self.nodes[d].label for d in users.get(node.id, ()) if d in failing)
+                bad = sorted(self.nodes[d].label
+                             for d in {e.dst for e in deps.get(node.id, ()) if e.dst in failing})
                 lines.append(f"{pad}    {_MARK[FAIL]} lineage — depends on {len(bad)} failing: "
                              + "; ".join(bad))
             lines += [f"{pad}    {_MARK[status]} {text}" for status, text in marks.get(node.id, [])]
