@@ -25,7 +25,7 @@ from .report import short as _short
 if TYPE_CHECKING:
     from .hash_bar import HashBar, Progress
 
-__all__ = ["BlobHasher", "DataMode"]
+__all__ = ["BlobHasher", "DataMode", "size_problem"]
 
 
 class DataMode(StrEnum):
@@ -89,7 +89,7 @@ class BlobHasher:
             return f"blob {_short(digest)} is missing"
         got = hash_file(path, stop)
         if got.size != size:
-            return f"tampered: {got.size} bytes, want {size} (blob {_short(digest)})"
+            return size_problem(digest, got.size, size)
         if got.digest != digest:
             return f"tampered: content hashes to sha256:{got.sha256[:12]}…, want {_short(digest)}"
         return None
@@ -155,3 +155,9 @@ class BlobHasher:
             pool.shutdown(wait=True, cancel_futures=True)
         if self.bar is not None:
             self.bar.close()
+
+
+def size_problem(digest: str, got: int, want: int) -> str:
+    """The failure of blob ``digest`` stored with ``got`` bytes where its manifest says
+    ``want`` (re-hashed, or with ``data="size"`` compared by size only)."""
+    return f"tampered: {got} bytes, want {want} (blob {_short(digest)})"

@@ -29,6 +29,7 @@ from .errors import FormatError, ProvenanceError
 from .kinds import KINDS
 from .log_entry import LogEntry
 from .predicates import HELD_OUT, Dataset, Predicate
+from .report import short
 from .statement import Statement
 
 __all__ = ["Blobs", "LogIndex", "MemoryIndex", "read_record"]
@@ -106,9 +107,9 @@ def read_record(entry: LogEntry, envelope: bytes | None, what: str) -> tuple[Sta
             statement of the entry's kind.
     """
     if envelope is None:
-        raise FormatError(f"{what}: envelope {entry.envelope[:19]}… is missing")
+        raise FormatError(f"{what}: envelope {short(entry.envelope)} is missing")
     if digest_bytes(envelope) != entry.envelope:
-        raise FormatError(f"{what}: envelope does not hash to {entry.envelope[:19]}…")
+        raise FormatError(f"{what}: envelope does not hash to {short(entry.envelope)}")
     statement = Statement.from_bytes(Envelope.from_bytes(envelope, what).payload, what)
     return statement, KINDS[entry.kind].read(statement, what)
 
