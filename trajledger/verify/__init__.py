@@ -25,7 +25,8 @@ Layer map (imports run one way: runner -> ledger -> verify):
 - ``judge``      pure judgement: a record from its envelope's bytes, approvals, held-out
                  batches, evaluations, releases (no I/O, no threads)
 - ``trusted_log`` the checkpoint and the entries it proves included, checked once
-- ``blobs``      the blob checker: re-hashing data on a thread pool
+- ``blobs``      the blob checker: re-hashing data on a thread pool (``hash_bar`` its progress
+                 bar, ``sealed_files`` a sealed batch's ciphertexts: each loaded only when used)
 - ``lineage``    the walker: verification of an artifact and its whole lineage against a policy
                  (reads and memoises; asks ``judge``, ``trusted_log`` and ``blobs``)
 
