@@ -141,13 +141,15 @@ class MemoryIndex:
         self._kind: dict[str, list[int]] = {}
         self._read: _Predicates | None = None
 
-    def add(self, index: int, raw: bytes) -> LogEntry:
-        """Add one entry (parsed strictly).
+    def add(self, index: int, raw: bytes, entry: LogEntry | None = None) -> LogEntry:
+        """Add one entry: ``raw`` parsed strictly, unless ``entry`` is given, parsed from it
+        already (`verify.logcheck.check_entries` parses every entry it checks).
 
         Raises:
             FormatError: the entry does not parse.
         """
-        entry = LogEntry.from_bytes(raw, f"log entry {index}")
+        if entry is None:
+            entry = LogEntry.from_bytes(raw, f"log entry {index}")
         self._entries[index] = entry
         self._raw[index] = raw
         self._about.setdefault(entry.subject, []).append(index)

@@ -11,12 +11,12 @@ Non-scope: whether a checkpoint seen earlier is consistent with it (no fork, no 
 
 from __future__ import annotations
 
-import contextlib
 from typing import TYPE_CHECKING
 
 from .checkpoint import Checkpoint, verify_checkpoint
-from .errors import FormatError, ProvenanceError, SignatureError
+from .errors import ProvenanceError, SignatureError
 from .evidence import Evidence
+from .log_entry import LogEntry
 from .log_index import LogIndex, MemoryIndex
 from .logcheck import check_entries
 from .merkle import leaf_hash, verify_inclusion
@@ -144,20 +144,26 @@ class TrustedLog:
     def _read_entries(self, cp: Checkpoint, built: MemoryIndex) -> None:
         """Index the evidence's entries and check them with the one chain-and-root checker
         (`verify.logcheck.check_entries`): the whole tree's root rebuilt when every entry is
-        there, else each entry's inclusion proof; the ``prev`` chain between neighbours."""
+        there, else each entry's inclusion proof; the ``prev`` chain between neighbours. Each
+        entry is parsed once, by the checker, which indexes those that parse (the others are
+        its findings)."""
         entries: dict[int, bytes] = {}
         for index, data in self.evidence.entries():
             if index >= cp.size:
                 break
             entries[index] = data
-            with contextlib.suppress(FormatError):  # check_entries reports it
-                built.add(index, data)
+
+        def add(index: int, entry: LogEntry) -> tuple[str, ...]:
+            built.add(index, entries[index], entry)
+            return ()  # no problem of its own: the checker's are its findings
+
         findings = check_entries(
             entries,
             cp.size,
             cp.root,
             lambda i: self.evidence.inclusion_proof(i, cp.size),
             name=lambda i: f"entry {i}",
+            on_entry=add,
             start=self.evidence.extension(),
         )
         for f in findings[:10]:
