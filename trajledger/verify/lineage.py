@@ -27,10 +27,10 @@ dataset or a rollout batch:
 The result is a DAG: one `Node` per artifact (keyed by digest), verified once however many
 artifacts use it, with `Edge`s carrying the dependency's role. Rendering it as text shows each
 node once and refers back ("see above"); its JSON is a node table plus an edge list
-(``schemas/report.v1.md``). The cost is linear in nodes + edges. On request
-(`verify.impact.with_records`), a report also carries the records about its artifacts that
-are not nodes of it (`Mark`: approvals, revocations, erasures, evaluations...), each verified
-as a record, for a picture of the lineage.
+(``schemas/report.v1.md``, ``verify.report_json``). The cost is linear in nodes + edges. On
+request (`verify.impact.with_records`), a report also carries the records about its artifacts
+that are not nodes of it (`verify.impact.Mark`: approvals, revocations, erasures,
+evaluations...), each verified as a record, for a picture of the lineage.
 The work is split as python-tuf splits its updater from ``TrustedMetadataSet``: this module
 walks (finds records in the index, reads envelopes and manifests from the evidence, memoises,
 builds the graph); ``verify.trusted_log`` checks the log, ``verify.judge`` decides what each
