@@ -28,8 +28,7 @@ from trajledger.runner.lineage_layout import (
     overlaps,
     short_names,
 )
-from trajledger.verify.impact import Mark
-from trajledger.verify.lineage import Edge, Node, Report
+from trajledger.verify.lineage import Edge, Mark, Node, Report
 
 SVG = "{http://www.w3.org/2000/svg}"
 KEY = "ab" * 32
