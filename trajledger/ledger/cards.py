@@ -625,8 +625,9 @@ def dataset_card(
         LedgerError: the store cannot be read.
     """
     from trajledger.verify.kinds import KINDS
-    from trajledger.verify.lineage import FAIL, LineageVerifier, Record
+    from trajledger.verify.lineage import LineageVerifier, Record
     from trajledger.verify.policy import policy_digest
+    from trajledger.verify.report import FAIL
 
     from .catalog import Catalog
     from .evidence import ledger_evidence

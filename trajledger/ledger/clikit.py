@@ -243,7 +243,7 @@ def progress(total: int, label: str, *, quiet: bool = False) -> Iterator[Callabl
 
 
 class _Advance:
-    """``advance(n)`` of a drawn bar, whose total may grow (`verify.blobs.Growing`: work
+    """``advance(n)`` of a drawn bar, whose total may grow (`verify.hash_bar.Growing`: work
     whose size is learnt as it goes shows a bar from its start)."""
 
     def __init__(self, bar: Any) -> None:

@@ -20,11 +20,13 @@ Layer map (imports run one way: runner -> ledger -> verify):
 - ``model_signing``  OpenSSF model_signing's signed statement and a model directory against it
 - ``evidence``   the read-only `Evidence` protocol; ``ledger_dir`` it over a ledger directory
                  (``bundle`` over an exported bundle)
-- ``report``     the verified graph (nodes, checks, edges), its verdict, text and JSON
+- ``report``     the verified graph (nodes, checks, edges), its verdict and text form;
+                 ``report_json`` its JSON form (loaded only when asked for)
 - ``judge``      pure judgement: a record from its envelope's bytes, approvals, held-out
                  batches, evaluations, releases (no I/O, no threads)
 - ``trusted_log`` the checkpoint and the entries it proves included, checked once
-- ``blobs``      the blob checker: re-hashing data on a thread pool
+- ``blobs``      the blob checker: re-hashing data on a thread pool (``hash_bar`` its progress
+                 bar, ``sealed_files`` a sealed batch's ciphertexts: each loaded only when used)
 - ``lineage``    the walker: verification of an artifact and its whole lineage against a policy
                  (reads and memoises; asks ``judge``, ``trusted_log`` and ``blobs``)
 

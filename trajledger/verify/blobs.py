@@ -3,41 +3,29 @@
 Scope: `BlobHasher`, the blob checker the lineage walker (``verify.lineage``) is given: it
 re-hashes blobs from an evidence source's files in groups on worker threads, files each
 failure on the node that asked, and stops promptly (and fails what it dropped) when the walk is
-interrupted. `DataMode` says how data blobs are checked at all.
+interrupted; with a bar factory, a bar over the bytes (``verify.hash_bar``, loaded only then).
+`DataMode` says how data blobs are checked at all.
 Non-scope: which blobs to check and what their digests must be (``verify.lineage``, from the
 verified manifests).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from enum import StrEnum
 from pathlib import Path
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from .digest import hash_file, result_of
 from .report import Node
 from .report import short as _short
 
-__all__ = ["BlobHasher", "DataMode", "Growing", "Progress"]
+if TYPE_CHECKING:
+    from .hash_bar import HashBar, Progress
 
-Progress = Callable[[int, str], contextlib.AbstractContextManager[Callable[[int], None]]]
-"""``(total, label) -> context of advance(n)``: a progress bar (the CLI gives one). An
-``advance`` that is also `Growing` takes a larger total while the work is under way."""
-
-
-@runtime_checkable
-class Growing(Protocol):
-    """A bar whose total may grow: the re-hashing bar is drawn from the first blob the walk
-    finds, its total the bytes found so far (the CLI's bars are)."""
-
-    def grow(self, total: int) -> None:
-        """Make the bar's total ``total`` (at least what it was)."""
-        ...
+__all__ = ["BlobHasher", "DataMode", "size_problem"]
 
 
 class DataMode(StrEnum):
@@ -75,24 +63,24 @@ class BlobHasher:
     (bench/verify_bench.py, docs/PERFORMANCE.md). The first group goes out as soon as it is
     full, so hashing overlaps the walk from its first records.
 
-    With a progress factory, the bar is drawn when the walk finds the first blob (a long walk
-    shows it within its first second), its total the bytes found so far, and a `Growing` bar
-    (the CLI's) takes each new total as groups go out; groups already hashed are counted as
-    the walk goes on.
+    With a progress factory, a bar over the bytes (`verify.hash_bar.HashBar`) is drawn when
+    the walk finds the first blob, grows as groups go out and advances as they are hashed.
     """
 
     def __init__(self, evidence: _Paths, *, progress: Progress | None = None) -> None:
         """Re-hash blobs of ``evidence``; ``progress`` draws a bar over their bytes."""
         self.evidence = evidence
-        self.progress = progress
         self.queued = 0
         self.group: list[_Blob] = []
         self.group_bytes = 0
         self.pending: list[tuple[list[_Blob], Future[list[str | None]]]] = []
         self.pool: ThreadPoolExecutor | None = None
         self.stop = threading.Event()
-        self._bar: contextlib.ExitStack | None = None
-        self._advance: Callable[[int], None] = _nothing
+        self.bar: HashBar | None = None
+        if progress is not None:
+            from .hash_bar import HashBar  # loaded only to draw a bar (trajledger's command)
+
+            self.bar = HashBar(progress)
 
     def check(self, digest: str, size: int, stop: threading.Event) -> str | None:
         """Why the blob ``digest`` is not ``size`` bytes hashing to it; None when it is."""
@@ -101,7 +89,7 @@ class BlobHasher:
             return f"blob {_short(digest)} is missing"
         got = hash_file(path, stop)
         if got.size != size:
-            return f"tampered: {got.size} bytes, want {size} (blob {_short(digest)})"
+            return size_problem(digest, got.size, size)
         if got.digest != digest:
             return f"tampered: content hashes to sha256:{got.sha256[:12]}…, want {_short(digest)}"
         return None
@@ -111,19 +99,11 @@ class BlobHasher:
         self.group.append(_Blob(node, path, digest, size))
         self.group_bytes += size
         self.queued += size
-        if self._bar is None:
-            self._draw()
+        if self.bar is not None:
+            self.bar.queued(self.queued)
         if len(self.group) >= GROUP_BLOBS or self.group_bytes >= GROUP_BYTES:
             self._submit()
             self._collect(wait=False)
-
-    def _draw(self) -> None:
-        """Open the bar over the bytes queued so far."""
-        if self.progress is None or not self.queued:
-            return
-        bar = contextlib.ExitStack()
-        self._advance = bar.enter_context(self.progress(self.queued, "re-hashing data"))
-        self._bar = bar
 
     def _submit(self) -> None:
         group, self.group, self.group_bytes = self.group, [], 0
@@ -135,8 +115,8 @@ class BlobHasher:
         stop = self.stop
         future = self.pool.submit(lambda: [self.check(b.digest, b.size, stop) for b in group])
         self.pending.append((group, future))
-        if isinstance(self._advance, Growing):
-            self._advance.grow(self.queued)
+        if self.bar is not None:
+            self.bar.queued(self.queued, sent=True)
 
     def _collect(self, *, wait: bool) -> None:
         """File the results of the groups hashed so far, oldest first, and advance the bar;
@@ -148,7 +128,8 @@ class BlobHasher:
             for blob, problem in zip(group, problems, strict=True):
                 if problem:
                     blob.node.fail(blob.path, problem)
-            self._advance(sum(b.size for b in group))
+            if self.bar is not None:
+                self.bar.advance(sum(b.size for b in group))
 
     def finish(self) -> None:
         """Wait for the blobs being re-hashed and file their failures on their nodes.
@@ -156,8 +137,6 @@ class BlobHasher:
         Interrupted (Ctrl-C), the workers stop within one chunk instead of hashing on."""
         try:
             self._submit()
-            if self._bar is None:
-                self._draw()
             self._collect(wait=True)
         finally:
             self.close()
@@ -174,10 +153,11 @@ class BlobHasher:
         if pool is not None:
             self.stop.set()
             pool.shutdown(wait=True, cancel_futures=True)
-        bar, self._bar, self._advance = self._bar, None, _nothing
-        if bar is not None:
-            bar.close()
+        if self.bar is not None:
+            self.bar.close()
 
 
-def _nothing(n: int) -> None:
-    """The advance of no bar."""
+def size_problem(digest: str, got: int, want: int) -> str:
+    """The failure of blob ``digest`` stored with ``got`` bytes where its manifest says
+    ``want`` (re-hashed, or with ``data="size"`` compared by size only)."""
+    return f"tampered: {got} bytes, want {want} (blob {_short(digest)})"

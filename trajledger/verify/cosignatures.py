@@ -1,7 +1,8 @@
 """Witness cosignatures on a checkpoint, counted against a threshold.
 
 Scope: `verify_cosignatures`: the c2sp.org/tlog-cosignature v1 (Ed25519, timestamped)
-signatures of trusted witnesses on a log's checkpoint note, each witness key counted once.
+signatures of trusted witnesses on a log's checkpoint note, each witness key counted once;
+`check_witnesses`, that count as the ``witnesses`` check of a verification's log.
 Loaded only when a policy requires witnesses for the log (``roles.witness``): a checkpoint
 signed by its log alone never needs it.
 Non-scope: the log's own signature (``verify.checkpoint.verify_checkpoint``), the signed-note
@@ -12,12 +13,28 @@ Spec: c2sp.org/tlog-cosignature, c2sp.org/tlog-checkpoint, c2sp.org/signed-note.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .checkpoint import Checkpoint
-from .errors import SignatureError
+from .errors import ProvenanceError, SignatureError
 from .note import Note, Verifier, verified_signatures
+from .report import OK, Node
 
-__all__ = ["verify_cosignatures"]
+if TYPE_CHECKING:
+    from .policy import Role
+
+__all__ = ["check_witnesses", "verify_cosignatures"]
+
+
+def check_witnesses(log: Node, note: bytes, witness: Role) -> None:
+    """The ``witnesses`` check of a verification's ``log`` node: ``note`` (its checkpoint,
+    verified by the log key) cosigned by the threshold of the policy's ``witness`` role
+    (`verify_cosignatures`), for `verify.trusted_log.TrustedLog`."""
+    try:
+        names = verify_cosignatures(note, witness.note_verifiers(), threshold=witness.threshold)
+        log.add("witnesses", OK, f"cosigned by {', '.join(sorted(names))}")
+    except ProvenanceError as e:
+        log.fail("witnesses", str(e))
 
 
 def verify_cosignatures(

@@ -4,8 +4,9 @@ report's artifacts that are not nodes of it.
 Scope: `impact` (everything downstream of an artifact, each verified, with the edges that reach
 it) and `with_records` (a report with its `Mark`s: approvals, revocations, erasures,
 evaluations... each verified as a record), both over a `LineageVerifier`, and `gist`, what a
-record says in one line. Used by ``trajledger lineage``/``impact`` and updates; never by
-``python -m verify BUNDLE``, which loads none of this.
+record says in one line. Used by
+``trajledger lineage``/``impact`` and updates; never by ``python -m verify BUNDLE``, which loads
+none of this.
 Non-scope: verifying anything itself (the verifier does, memoised).
 """
 

@@ -27,7 +27,6 @@ from .errors import FormatError, PolicyError, ProvenanceError, SignatureError, V
 from .keys import Identity
 from .kinds import KINDS, Kind, Signing
 from .log_entry import LogEntry
-from .manifest import Manifest
 from .policy import KEY_ROLES, TrustPolicy
 from .predicates import (
     HELD_OUT,
@@ -37,7 +36,6 @@ from .predicates import (
     Predicate,
     Revocation,
     RolloutBatch,
-    Sealed,
 )
 from .report import OK, Node
 from .report import short as _short
@@ -46,7 +44,7 @@ from .times import format_time, parse_time
 
 __all__ = ["CLOCK_SKEW", "REPAIR_HINT", "Record", "RecordFailure", "approvals", "authority",
            "erasure_note", "held_out", "judge_record", "key_node", "signed_by", "signing_keys",
-           "standing", "stored_files"]
+           "standing"]
 
 CLOCK_SKEW = 300
 """Seconds a signed time may run ahead of the time the log integrated its record (clocks
@@ -389,27 +387,6 @@ def approvals(
 
 
 # -- files -------------------------------------------------------------------------------------
-
-
-def stored_files(
-    manifest: Manifest, sealed: Sealed | None, node: Node
-) -> dict[str, tuple[str, int]]:
-    """Each manifest file's stored blob (digest, size): itself, or for a sealed batch its
-    ciphertext, whose size must be the sealing's for the plaintext size."""
-    if sealed is None:
-        return {f.path: (f.digest, f.size) for f in manifest.files}
-    paths = {f.path for f in manifest.files}
-    if set(sealed.files) != paths:
-        node.fail("sealed", f"seals {sorted(sealed.files)}, the manifest lists {sorted(paths)}")
-    out = {}
-    for f in manifest.files:
-        if f.path in sealed.files:
-            digest, size = sealed.files[f.path]
-            if size != Sealed.ciphertext_size(f.size):
-                node.fail(f.path, f"sealed: ciphertext of {size} bytes for {f.size} plaintext "
-                          f"bytes, want {Sealed.ciphertext_size(f.size)}")
-            out[f.path] = (digest, size)
-    return out
 
 
 def erasure_note(erased: Record, extra: str = "") -> str:

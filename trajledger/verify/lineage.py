@@ -27,10 +27,10 @@ dataset or a rollout batch:
 The result is a DAG: one `Node` per artifact (keyed by digest), verified once however many
 artifacts use it, with `Edge`s carrying the dependency's role. Rendering it as text shows each
 node once and refers back ("see above"); its JSON is a node table plus an edge list
-(``schemas/report.v1.md``). The cost is linear in nodes + edges. On request
-(`verify.impact.with_records`), a report also carries the records about its artifacts that
-are not nodes of it (`Mark`: approvals, revocations, erasures, evaluations...), each verified
-as a record, for a picture of the lineage.
+(``schemas/report.v1.md``, ``verify.report_json``). The cost is linear in nodes + edges. On
+request (`verify.impact.with_records`), a report also carries the records about its artifacts
+that are not nodes of it (`Mark`: approvals, revocations, erasures,
+evaluations...), each verified as a record, for a picture of the lineage.
 The work is split as python-tuf splits its updater from ``TrustedMetadataSet``: this module
 walks (finds records in the index, reads envelopes and manifests from the evidence, memoises,
 builds the graph); ``verify.trusted_log`` checks the log, ``verify.judge`` decides what each
@@ -48,12 +48,11 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from .blobs import BlobHasher, DataMode
+from .blobs import BlobHasher, DataMode, size_problem
 from .digest import digest_bytes, parse_digest
 from .errors import ProvenanceError, VerificationError
 from .evidence import Evidence
 from .judge import (
-    CLOCK_SKEW,
     REPAIR_HINT,
     Record,
     RecordFailure,
@@ -64,7 +63,6 @@ from .judge import (
     judge_record,
     key_node,
     standing,
-    stored_files,
 )
 from .kinds import CHECKPOINT_ROLES, KINDS, NAMED, Dependency, name_version
 from .log_entry import LogEntry
@@ -74,17 +72,13 @@ from .policy import TrustPolicy
 from .predicates import Dataset, Provenance, Sealed
 from .report import (
     ERASED,
-    FAIL,
     INFO,
     OK,
-    REPORT_FORMAT,
-    Check,
     Direction,
     Edge,
     Mark,
     Node,
     Report,
-    Status,
 )
 from .report import short as _short
 from .statement import Statement
@@ -93,13 +87,9 @@ from .times import parse_time
 from .trusted_log import TrustedLog
 
 __all__ = [
-    "CLOCK_SKEW",
     "ERASED",
-    "FAIL",
     "INFO",
     "OK",
-    "REPORT_FORMAT",
-    "Check",
     "DataMode",
     "Direction",
     "Edge",
@@ -109,7 +99,6 @@ __all__ = [
     "Record",
     "RecordFailure",
     "Report",
-    "Status",
     "name_files",
 ]
 
@@ -441,7 +430,11 @@ class LineageVerifier:
         gone = present = absent = 0
         by_other: dict[int, Record] = {}
         caller = node.kind in self.caller_hashes and sealed is None
-        stored = stored_files(manifest, sealed, node)
+        stored = {f.path: (f.digest, f.size) for f in manifest.files}
+        if sealed is not None:  # its blobs are ciphertexts: their check loads only then
+            from .sealed_files import ciphertexts
+
+            stored = ciphertexts(manifest, sealed, node)
         for f in manifest.files:
             if documents.get(f.path) == f.digest or f.path not in stored:
                 continue  # read whole and checked above; or sealed without a ciphertext: failed
@@ -457,9 +450,8 @@ class LineageVerifier:
                     continue  # the caller hashes the bytes as it reads them, and reports
                 if rehash:
                     self.blobs.later(node, f.path, f_digest, f_size)
-                elif size != f_size:
-                    node.fail(f.path, f"tampered: {size} bytes, want {f_size} (blob "
-                              f"{_short(f_digest)})")
+                elif size is not None and size != f_size:  # (not None: not re-hashed)
+                    node.fail(f.path, size_problem(f_digest, size, f_size))
             # A missing blob is erased only when a verified erasure lists it; otherwise lost.
             elif (by := self.erased_blob(f_digest)) is None:
                 node.fail(f.path, f"blob {_short(f_digest)} is missing")
@@ -648,11 +640,8 @@ def name_files(node: Node, evidence: Evidence, files: Path | None = None) -> Non
         1. Only a manifest the lineage verified is named: ``node`` passed its ``files`` check
            (the manifest hashes to its digest, which its signed record names).
         2. Without ``files``: one ``file <path>`` line each (information).
-        3. With ``files``: the directory's regular files by path (`verify.tree.tree_files`:
-           no symbolic link is followed, so nothing outside it is read), compared with the
-           manifest (`verify.tree.diff_tree`: sizes, then SHA-256). Each listed file
-           matches, differs or is missing (the last two fail); files the manifest does not
-           list are reported as extra (information).
+        3. With ``files``: the directory compared with the manifest (`verify.tree.check_tree`,
+           loaded only then).
 
     Raises:
         OSError: ``files`` is not a directory, or cannot be listed.
@@ -671,26 +660,6 @@ def name_files(node: Node, evidence: Evidence, files: Path | None = None) -> Non
             node.add(f"file {f.path}", INFO, f"{f.digest}, {f.size} bytes")
         return
     # (3)
-    if not files.is_dir():
-        raise OSError(f"--files {files}: not a directory")
-    from .tree import diff_tree, tree_files  # loaded only to compare files on disk
+    from .tree import check_tree  # loaded only to compare files on disk
 
-    found, other = tree_files(files)
-    diff = diff_tree(manifest, found)
-    why = dict(diff.changed)
-    missing = set(diff.missing)
-    for f in manifest.files:
-        what, want = f"file {f.path}", f"{f.digest}, {f.size} bytes"
-        if f.path in why:
-            node.fail(what, f"{want}: {files / f.path} differs: {why[f.path]}")
-        elif f.path in missing:
-            link = next((f"{files / o} is {other[o]}" for o in sorted(other)
-                         if f.path == o or f.path.startswith(o + "/")), "no such file")
-            node.fail(what, f"{want}: missing from {files} ({link})")
-        else:
-            node.add(what, OK, f"{want}: matches {files / f.path}")
-    for rel in diff.extra:
-        node.add(f"extra file {rel}", INFO, f"in {files}, not listed by {node.label}")
-    for rel, kind in sorted(other.items()):
-        if rel not in manifest.by_path():
-            node.add(f"extra file {rel}", INFO, f"in {files}: {kind}")
+    check_tree(node, manifest, files)

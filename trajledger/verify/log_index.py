@@ -21,7 +21,7 @@ verifier fails the decisions it could affect (fail closed).
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from .digest import digest_bytes
 from .dsse import Envelope
@@ -29,6 +29,7 @@ from .errors import FormatError, ProvenanceError
 from .kinds import KINDS
 from .log_entry import LogEntry
 from .predicates import HELD_OUT, Dataset, Predicate
+from .report import short
 from .statement import Statement
 
 __all__ = ["Blobs", "LogIndex", "MemoryIndex", "read_record"]
@@ -106,11 +107,21 @@ def read_record(entry: LogEntry, envelope: bytes | None, what: str) -> tuple[Sta
             statement of the entry's kind.
     """
     if envelope is None:
-        raise FormatError(f"{what}: envelope {entry.envelope[:19]}… is missing")
+        raise FormatError(f"{what}: envelope {short(entry.envelope)} is missing")
     if digest_bytes(envelope) != entry.envelope:
-        raise FormatError(f"{what}: envelope does not hash to {entry.envelope[:19]}…")
+        raise FormatError(f"{what}: envelope does not hash to {short(entry.envelope)}")
     statement = Statement.from_bytes(Envelope.from_bytes(envelope, what).payload, what)
     return statement, KINDS[entry.kind].read(statement, what)
+
+
+class _Predicates(NamedTuple):
+    """What a `MemoryIndex`'s records say, read from their envelopes (`MemoryIndex.listing`,
+    `MemoryIndex.referrers`, `MemoryIndex.unreadable`, `MemoryIndex.held_out`)."""
+
+    listing: dict[str, list[int]]
+    referrers: dict[str, list[tuple[int, str]]]
+    unreadable: list[int]
+    held_out: list[int]
 
 
 class MemoryIndex:
@@ -128,23 +139,22 @@ class MemoryIndex:
         self._raw: dict[int, bytes] = {}
         self._about: dict[str, list[int]] = {}
         self._kind: dict[str, list[int]] = {}
-        self._listing: dict[str, list[int]] | None = None
-        self._referrers: dict[str, list[tuple[int, str]]] | None = None
-        self._unreadable: list[int] | None = None
-        self._held_out: list[int] | None = None
+        self._read: _Predicates | None = None
 
-    def add(self, index: int, raw: bytes) -> LogEntry:
-        """Add one entry (parsed strictly).
+    def add(self, index: int, raw: bytes, entry: LogEntry | None = None) -> LogEntry:
+        """Add one entry: ``raw`` parsed strictly, unless ``entry`` is given, parsed from it
+        already (`verify.logcheck.check_entries` parses every entry it checks).
 
         Raises:
             FormatError: the entry does not parse.
         """
-        entry = LogEntry.from_bytes(raw, f"log entry {index}")
+        if entry is None:
+            entry = LogEntry.from_bytes(raw, f"log entry {index}")
         self._entries[index] = entry
         self._raw[index] = raw
         self._about.setdefault(entry.subject, []).append(index)
         self._kind.setdefault(entry.kind, []).append(index)
-        self._listing = self._referrers = self._unreadable = self._held_out = None
+        self._read = None
         return entry
 
     @property
@@ -176,11 +186,14 @@ class MemoryIndex:
         """Entries about any of ``subjects``."""
         return {i: (self._entries[i], self._raw[i]) for s in subjects for i in self.about(s)}
 
-    def _read_envelopes(self) -> None:
-        listing: dict[str, list[int]] = {}
-        referrers: dict[str, list[tuple[int, str]]] = {}
-        unreadable: list[int] = []
-        held_out: list[int] = []
+    def _predicates(self) -> _Predicates:
+        """What the records' predicates say, read once (again after `add`)."""
+        if self._read is None:
+            self._read = self._read_envelopes()
+        return self._read
+
+    def _read_envelopes(self) -> _Predicates:
+        read = _Predicates({}, {}, [], [])
         for i in sorted(self._entries):
             entry = self._entries[i]
             kind = KINDS[entry.kind]
@@ -189,23 +202,19 @@ class MemoryIndex:
             try:
                 _st, pred = read_record(entry, self._blobs.blob(entry.envelope), f"log entry {i}")
             except ProvenanceError:
-                unreadable.append(i)
+                read.unreadable.append(i)
                 continue
             for d in kind.listed(pred):
-                listing.setdefault(d, []).append(i)
+                read.listing.setdefault(d, []).append(i)
             for dep in kind.dependencies(pred):
-                referrers.setdefault(dep.digest, []).append((i, dep.role))
+                read.referrers.setdefault(dep.digest, []).append((i, dep.role))
             if isinstance(pred, Dataset) and pred.split in HELD_OUT:
-                held_out.append(i)
-        self._listing, self._referrers, self._unreadable = listing, referrers, unreadable
-        self._held_out = held_out
+                read.held_out.append(i)
+        return read
 
     def listing(self, digest: str) -> Sequence[int]:
         """Records listing ``digest``."""
-        if self._listing is None:
-            self._read_envelopes()
-        assert self._listing is not None
-        return self._listing.get(digest, [])
+        return self._predicates().listing.get(digest, [])
 
     def listings(self, digests: Collection[str]) -> dict[str, Sequence[int]]:
         """Records listing each of ``digests``."""
@@ -213,21 +222,12 @@ class MemoryIndex:
 
     def referrers(self, digest: str) -> Sequence[tuple[int, str]]:
         """Artifacts depending on ``digest``."""
-        if self._referrers is None:
-            self._read_envelopes()
-        assert self._referrers is not None
-        return self._referrers.get(digest, [])
+        return self._predicates().referrers.get(digest, [])
 
     def unreadable(self) -> Sequence[int]:
         """Records whose envelope cannot be read."""
-        if self._unreadable is None:
-            self._read_envelopes()
-        assert self._unreadable is not None
-        return self._unreadable
+        return self._predicates().unreadable
 
     def held_out(self) -> Sequence[int]:
         """Holdout and regression dataset records."""
-        if self._held_out is None:
-            self._read_envelopes()
-        assert self._held_out is not None
-        return self._held_out
+        return self._predicates().held_out

@@ -18,7 +18,8 @@ its holder took part. `parse_handover` checks one; `key_chain` follows the hando
 a verifier trusts to the keys that succeeded it, refusing two successors of one key (a fork of
 the log's identity). Whoever follows a chain must still check that what the new key signs
 extends each handover's tree (a consistency proof from the handover's size): the handover vouches
-for the new key only as the continuation of that tree.
+for the new key only as the continuation of that tree. `follow_handovers` does both for a
+verification whose trusted log key did not sign the checkpoint (loaded only then).
 
 Non-scope: writing handovers (``ledger.log.writer``, ``trajledger log rotate-key``), where they
 are kept (``log/key-handovers/<n>``, bundle members ``key-handovers/<n>``), and trust state.
@@ -30,17 +31,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .checkpoint import HANDOVER_DIR, Checkpoint, verify_checkpoint
-from .errors import FormatError, SignatureError, VerificationError
+from .errors import FormatError, ProvenanceError, SignatureError, VerificationError
 from .note import ALG_ED25519, Note, verifier_from_vkey
+
+if TYPE_CHECKING:
+    from .evidence import Evidence
 
 __all__ = [
     "HANDOVER_DIR",
     "HANDOVER_EXTENSION",
     "Handover",
+    "follow_handovers",
     "handover_checkpoint",
     "key_chain",
+    "key_id",
     "parse_handover",
 ]
 
@@ -63,6 +70,16 @@ class Handover:
     new: str
     checkpoint: Checkpoint
     note: bytes
+
+    def describe(self) -> str:
+        """What a verification that followed it says (the ``key handover`` check)."""
+        return (f"log key {key_id(self.old)} handed over to {key_id(self.new)} at size "
+                f"{self.checkpoint.size}, signed by both; the log since extends that tree")
+
+
+def key_id(vkey: str) -> str:
+    """``origin+keyhash`` of a vkey (the public key itself is long and says nothing more)."""
+    return "+".join(vkey.split("+")[:2])
 
 
 def handover_checkpoint(cp: Checkpoint, old: str, new: str) -> Checkpoint:
@@ -180,3 +197,48 @@ def key_chain(trusted: str, notes: Sequence[bytes]) -> list[Handover]:
         seen.add(h.new)
         current = h.new
     return chain
+
+
+def follow_handovers(
+    note: bytes, vkey: str, evidence: Evidence, unsigned: SignatureError
+) -> tuple[Checkpoint, list[Handover]]:
+    """Verify the checkpoint ``note`` by a key the trusted log key ``vkey`` handed over to
+    (``vkey`` itself did not sign it: ``unsigned``), for `verify.trusted_log.TrustedLog`.
+
+    Steps:
+        1. Follow the evidence's key handovers from ``vkey`` (`key_chain`) and verify the
+           note by the first key of the chain that signed it.
+        2. The tree of every handover up to that key must be extended by the checkpoint
+           (a consistency proof from the evidence).
+
+    Returns:
+        The checkpoint and the handovers followed.
+
+    Raises:
+        ProvenanceError: not signed by a successor (``unsigned``), a bad handover, or a tree
+            the checkpoint does not extend.
+        OSError: a consistency proof is not in the evidence.
+    """
+    # (1)
+    chain = key_chain(vkey, evidence.key_handovers())
+    for n, h in enumerate(chain):
+        try:
+            cp = verify_checkpoint(note, verifier_from_vkey(h.new))
+        except SignatureError:
+            continue
+        # (2)
+        from .consistency import check_consistent
+
+        for earlier in chain[: n + 1]:
+            old = earlier.checkpoint
+            proof = (evidence.consistency_proof(old.size, cp.size)
+                     if 0 < old.size < cp.size else [])
+            try:
+                check_consistent(old, cp, proof)
+            except ProvenanceError as e:
+                raise VerificationError(
+                    f"the log under key {key_id(h.new)} does not extend the tree its key "
+                    f"handover vouched for: {e}"
+                ) from e
+        return cp, chain[: n + 1]
+    raise unsigned

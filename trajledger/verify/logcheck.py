@@ -98,7 +98,6 @@ def check_entries(
         Every problem found, in index order; empty when the subset holds.
     """
     findings: list[Finding] = []
-    parsed: dict[int, LogEntry] = {}
     if start is None and size > 0 and len(entries) >= size and all(i in entries
                                                                   for i in range(size)):
         from .compact import CompactRange
@@ -124,7 +123,6 @@ def check_entries(
         except FormatError as e:
             findings.append(Finding(name(i), i, str(e)))
         else:
-            parsed[i] = entry
             if on_entry is not None:
                 findings.extend(Finding(name(i), i, m) for m in on_entry(i, entry))
             # (3)

@@ -1,10 +1,11 @@
-"""The verified graph a lineage verification produces, and its text and JSON forms.
+"""The verified graph a lineage verification produces, and its text form.
 
 Scope: `Node` (an artifact, the log, or a decision, with its `Check`s), `Edge`, `Mark` (a record
-about the graph's artifacts that is not a node), and `Report`: which nodes fail (their own checks,
-or through their lineage), the root causes, the verdict line, the text tree and the JSON form
-(``schemas/report.v1.md``). Pure: no I/O, no evidence, no policy.
-Non-scope: deciding what the checks say (``verify.judge``, ``verify.lineage``).
+about the graph's artifacts that is not a node), and `Report`: which nodes fail (their own
+checks, or through their lineage), the root causes, the verdict line and the text tree. Pure: no
+I/O, no evidence, no policy.
+Non-scope: deciding what the checks say (``verify.judge``, ``verify.lineage``); the JSON form
+(``schemas/report.v1.md``: ``verify.report_json``, loaded only when asked for).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Any
 
 from .kinds import KINDS
 
-__all__ = ["ERASED", "FAIL", "INFO", "OK", "REPORT_FORMAT", "Check", "Direction", "Edge", "Mark",
-           "Node", "Report", "Status", "short"]
+__all__ = ["ERASED", "FAIL", "INFO", "OK", "Check", "Direction", "Edge", "Mark", "Node",
+           "Report", "Status", "short"]
 
 
 class Status(StrEnum):
@@ -38,8 +39,6 @@ class Direction(StrEnum):
 
 
 OK, FAIL, ERASED, INFO = Status.OK, Status.FAIL, Status.ERASED, Status.INFO
-REPORT_FORMAT = "https://trajledger.dev/report/v1"
-"""The ``format`` of a report's JSON form (schemas/report.v1.md)."""
 
 _MARK = {OK: "✓", FAIL: "✗", ERASED: "∅", INFO: "·"}
 _MAX_INDENT = 12
@@ -69,11 +68,6 @@ class Check:
     cause: str | None = None
     """For a failure that follows from another node's (a record signed by a key the policy
     does not hold, a batch left unverified because its checkpoint failed): that node's id."""
-
-    def to_json(self) -> dict[str, str]:
-        """The JSON form (``cause`` only when there is one)."""
-        out = {"what": self.what, "status": self.status, "detail": self.detail}
-        return out | ({"cause": self.cause} if self.cause else {})
 
 
 @dataclass
@@ -131,19 +125,6 @@ class Node:
             return f"{self.kind} {ref} ({short(self.id)})"
         return self.name or self.kind
 
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form (a row of the report's node table)."""
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "name": self.name,
-            "version": self.version,
-            "logIndex": self.index,
-            "signers": list(self.signers),
-            "status": self.status,
-            "checks": [c.to_json() for c in self.checks],
-        }
-
 
 @dataclass(frozen=True)
 class Edge:
@@ -152,10 +133,6 @@ class Edge:
     src: str
     dst: str
     role: str
-
-    def to_json(self) -> dict[str, str]:
-        """The JSON form."""
-        return {"from": self.src, "to": self.dst, "role": self.role}
 
 
 @dataclass(frozen=True)
@@ -186,11 +163,12 @@ class Mark:
         """``approval at log index 12``."""
         return f"{self.kind} at log index {self.index}"
 
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form (a row of the report's ``records``)."""
-        return {"logIndex": self.index, "kind": self.kind,
-                "about": [{"id": i, "role": r} for i, r in self.about],
-                "signers": list(self.signers), "status": self.status, "detail": self.detail}
+    def line(self, role: str) -> tuple[Status, str]:
+        """Its line under a node of a text report it is about in ``role``: the status drawn
+        (``info`` for one that verifies: a record, not a check) and the text."""
+        by = f", signed by {', '.join(s[:12] for s in self.signers)}" if self.signers else ""
+        via = "" if role == self.kind else f" (names it as {role})"
+        return INFO if self.status == OK else self.status, f"{self.label}{via}{by} — {self.detail}"
 
 
 @dataclass
@@ -224,16 +202,21 @@ class Report:
     def failing(self) -> set[str]:
         """The nodes that fail: a check of their own failed, or they depend (through any
         number of edges) on a node that does: what was built on a revoked batch fails too."""
-        users: dict[str, list[str]] = {}
-        for e in self.edges:
-            users.setdefault(e.dst, []).append(e.src)
+        users = self._edges_by("dst")
         out = {nid for nid, n in self.nodes.items() if not n.ok}
         todo = list(out)
         while todo:
-            for src in users.get(todo.pop(), []):
-                if src not in out:
-                    out.add(src)
-                    todo.append(src)
+            for e in users.get(todo.pop(), []):
+                if e.src not in out:
+                    out.add(e.src)
+                    todo.append(e.src)
+        return out
+
+    def _edges_by(self, end: str) -> dict[str, list[Edge]]:
+        """The edges by the node at their ``src`` or ``dst`` end, in report order."""
+        out: dict[str, list[Edge]] = {}
+        for e in self.edges:
+            out.setdefault(getattr(e, end), []).append(e)
         return out
 
     def causes(self) -> list[tuple[Node, list[Check], int]]:
@@ -247,16 +230,14 @@ class Report:
     def _blame(self) -> tuple[list[tuple[Node, list[Check], int]], int]:
         """`causes`, and how many records fail only because of a root cause (each once)."""
         failing = self.failing()
-        deps: dict[str, list[str]] = {}
-        for e in self.edges:
-            deps.setdefault(e.src, []).append(e.dst)
+        deps = self._edges_by("src")
         failed = {nid: [c for c in n.checks if c.status == FAIL] for nid, n in self.nodes.items()}
         own = {nid: [c for c in cs if c.cause not in failing] for nid, cs in failed.items()}
 
         def via(nid: str) -> list[str]:
             caused = [c.cause for c in failed[nid] if c.cause in failing]
             return [v for v in caused if v is not None] or [
-                d for d in deps.get(nid, []) if d in failing]
+                e.dst for e in deps.get(nid, []) if e.dst in failing]
 
         blamed: dict[str, set[str]] = {}
         for start in failing:  # iteratively: a lineage may be thousands of nodes deep
@@ -319,16 +300,9 @@ class Report:
         """How many ``erased`` checks the graph holds."""
         return sum(1 for n in self.nodes.values() for c in n.checks if c.status == ERASED)
 
-    def _children(self) -> dict[str, list[Edge]]:
-        out: dict[str, list[Edge]] = {}
-        for e in self.edges:
-            key = e.src if self.direction == Direction.UPSTREAM else e.dst
-            out.setdefault(key, []).append(e)
-        return out
-
     def walk(self) -> Iterator[tuple[int, Edge | None, Node, bool]]:
         """Depth-first from each root: ``(depth, edge followed, node, first visit)``."""
-        children = self._children()
+        children = self._edges_by("src" if self.direction == Direction.UPSTREAM else "dst")
         seen: set[str] = set()
         stack: list[tuple[int, Edge | None, str]] = [(0, None, r) for r in reversed(self.roots)]
         while stack:
@@ -361,13 +335,11 @@ class Report:
         stops at depth 12; deeper nodes say ``[depth N]``, so the text stays linear in the
         size of the graph."""
         failing = self.failing()
-        users: dict[str, set[str]] = {}
-        for e in self.edges:
-            users.setdefault(e.src, set()).add(e.dst)
-        marks: dict[str, list[tuple[str, Mark]]] = {}
+        deps = self._edges_by("src")
+        marks: dict[str, list[tuple[Status, str]]] = {}
         for m in self.records:
             for nid, role in m.about:
-                marks.setdefault(nid, []).append((role, m))
+                marks.setdefault(nid, []).append(m.line(role))
         lines: list[str] = [self.verdict()]
         causes = self.causes()
         if len(causes) > 1 or any(d for _n, _c, d in causes):
@@ -402,35 +374,18 @@ class Report:
                                  f"{'/'.join(sorted({c.what for c in same}))} check(s) failing "
                                  f"because {self.nodes[cause].label} fails")
             if node.ok and node.id in failing:
-                bad = sorted(self.nodes[d].label for d in users.get(node.id, ()) if d in failing)
+                bad = sorted(self.nodes[d].label
+                             for d in {e.dst for e in deps.get(node.id, ()) if e.dst in failing})
                 lines.append(f"{pad}    {_MARK[FAIL]} lineage — depends on {len(bad)} failing: "
                              + "; ".join(bad))
-            for role, m in marks.get(node.id, []):
-                by = f", signed by {', '.join(s[:12] for s in m.signers)}" if m.signers else ""
-                via = "" if role == m.kind else f" (names it as {role})"
-                lines.append(f"{pad}    {_MARK[INFO if m.status == OK else m.status]} "
-                             f"{m.label}{via}{by} — {m.detail}")
+            lines += [f"{pad}    {_MARK[status]} {text}" for status, text in marks.get(node.id, [])]
         return lines
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON form: a node table and an edge list (schemas/report.v1.md); and the
-        records about its artifacts, when it carries them (`verify.impact.with_records`)."""
-        n, f = self.count()
+        records about its artifacts, when it carries them (`verify.impact.with_records`).
+        Written by `verify.report_json.report_json`, loaded only when this form is asked for."""
+        from .report_json import report_json
+
         failing = self.failing()
-        records = {"records": [m.to_json() for m in self.records]} if self.records else {}
-        return records | {
-            "format": REPORT_FORMAT,
-            "subject": self.subject,
-            "direction": self.direction,
-            "ok": self.ok,
-            "checks": n,
-            "failed": f,
-            "causes": [{"node": node.id, "dependents": d} for node, _c, d in self.causes()],
-            "roots": list(self.roots),
-            "nodes": [node.to_json() | {"lineage": FAIL if node.id in failing else OK,
-                                        "checks": [c.to_json() if c.cause in self.nodes
-                                                   else Check(c.what, c.status, c.detail).to_json()
-                                                   for c in node.checks]}
-                      for node in self.nodes.values()],
-            "edges": [e.to_json() for e in self.edges],
-        }
+        return report_json(self, {nid: FAIL if nid in failing else OK for nid in self.nodes})

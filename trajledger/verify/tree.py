@@ -2,7 +2,8 @@
 
 Scope: `tree_files` (the regular files under a directory, never following a link),
 `hash_files` (many files hashed on a thread pool, in input order) and `diff_tree` (a directory
-against a manifest: sizes first, then SHA-256), with the result a `TreeDiff`. Loaded only when
+against a manifest: sizes first, then SHA-256), with the result a `TreeDiff`; `check_tree`, that
+comparison as one check per file of a report's node (``--files``). Loaded only when
 files on disk are checked (``verify BUNDLE --files DIR``, ``trajledger verify-files``, a
 training work directory): a verification of evidence never needs it.
 Non-scope: the manifest format (``verify.manifest``), hashing one file (``verify.digest``).
@@ -23,8 +24,9 @@ from typing import Any
 from .digest import FileDigest, hash_file, result_of
 from .errors import DigestMismatchError
 from .manifest import Manifest
+from .report import INFO, OK, Node
 
-__all__ = ["TreeDiff", "diff_tree", "hash_files", "tree_files"]
+__all__ = ["TreeDiff", "check_tree", "diff_tree", "hash_files", "tree_files"]
 
 
 def hash_files(
@@ -168,3 +170,42 @@ def tree_files(root: Path) -> tuple[dict[str, Path], dict[str, str]]:
             elif not stat.S_ISDIR(mode):
                 other[rel] = "not a regular file, not read"
     return files, other
+
+
+def check_tree(node: Node, manifest: Manifest, files: Path) -> None:
+    """Check the directory ``files`` against ``node``'s verified ``manifest``, one check per
+    file (``verify BUNDLE --files DIR``, `verify.lineage.name_files`).
+
+    Steps:
+        1. The directory's regular files by path (`tree_files`: no symbolic link is followed,
+           so nothing outside it is read), compared with the manifest (`diff_tree`: sizes,
+           then SHA-256).
+        2. Each listed file matches, differs or is missing (the last two fail); files the
+           manifest does not list are reported as extra (information).
+
+    Raises:
+        OSError: ``files`` is not a directory, or cannot be listed.
+    """
+    # (1)
+    if not files.is_dir():
+        raise OSError(f"--files {files}: not a directory")
+    found, other = tree_files(files)
+    diff = diff_tree(manifest, found)
+    why = dict(diff.changed)
+    missing = set(diff.missing)
+    # (2)
+    for f in manifest.files:
+        what, want = f"file {f.path}", f"{f.digest}, {f.size} bytes"
+        if f.path in why:
+            node.fail(what, f"{want}: {files / f.path} differs: {why[f.path]}")
+        elif f.path in missing:
+            link = next((f"{files / o} is {other[o]}" for o in sorted(other)
+                         if f.path == o or f.path.startswith(o + "/")), "no such file")
+            node.fail(what, f"{want}: missing from {files} ({link})")
+        else:
+            node.add(what, OK, f"{want}: matches {files / f.path}")
+    for rel in diff.extra:
+        node.add(f"extra file {rel}", INFO, f"in {files}, not listed by {node.label}")
+    for rel, kind in sorted(other.items()):
+        if rel not in manifest.by_path():
+            node.add(f"extra file {rel}", INFO, f"in {files}: {kind}")

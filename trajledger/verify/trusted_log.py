@@ -11,12 +11,12 @@ Non-scope: whether a checkpoint seen earlier is consistent with it (no fork, no 
 
 from __future__ import annotations
 
-import contextlib
 from typing import TYPE_CHECKING
 
 from .checkpoint import Checkpoint, verify_checkpoint
-from .errors import FormatError, ProvenanceError, SignatureError, VerificationError
+from .errors import ProvenanceError, SignatureError
 from .evidence import Evidence
+from .log_entry import LogEntry
 from .log_index import LogIndex, MemoryIndex
 from .logcheck import check_entries
 from .merkle import leaf_hash, verify_inclusion
@@ -91,20 +91,12 @@ class TrustedLog:
         self.log.add("checkpoint", OK, f"size {cp.size}, signed by {len(verified)} of {need} "
                      "trusted log key(s)")
         for h in handed:
-            self.log.add("key handover", OK, f"log key {_key_id(h.old)} handed over to "
-                         f"{_key_id(h.new)} at size {h.checkpoint.size}, signed by both; "
-                         "the log since extends that tree")
+            self.log.add("key handover", OK, h.describe())
         witness = self.policy.role("witness")
         if witness.witnessed(cp.origin):
-            from .cosignatures import verify_cosignatures  # a witnessed log only
+            from .cosignatures import check_witnesses  # a witnessed log only
 
-            try:
-                names = verify_cosignatures(
-                    note, witness.note_verifiers(), threshold=witness.threshold
-                )
-                self.log.add("witnesses", OK, f"cosigned by {', '.join(sorted(names))}")
-            except ProvenanceError as e:
-                self.log.fail("witnesses", str(e))
+            check_witnesses(self.log, note, witness)
         if index is not None:
             # (3)
             if index.size != cp.size:
@@ -129,10 +121,8 @@ class TrustedLog:
 
         Steps:
             1. Verify the note by ``vkey``; done when it is signed by it.
-            2. Otherwise follow the evidence's key handovers from ``vkey`` (`key_chain`) and
-               verify the note by the first key of the chain that signed it.
-            3. The tree of every handover up to that key must be extended by the checkpoint
-               (a consistency proof from the evidence).
+            2. Otherwise follow the evidence's key handovers from ``vkey``
+               (`verify.log_key.follow_handovers`, loaded only for a log whose key rotated).
 
         Returns:
             The checkpoint and the handovers followed (empty when ``vkey`` signed it).
@@ -146,50 +136,34 @@ class TrustedLog:
         try:
             return verify_checkpoint(note, verifier_from_vkey(vkey)), []
         except SignatureError as e:
-            first = e
-        # (2)
-        from .log_key import key_chain  # loaded only for a log whose key rotated
+            # (2)
+            from .log_key import follow_handovers
 
-        chain = key_chain(vkey, self.evidence.key_handovers())
-        for n, h in enumerate(chain):
-            try:
-                cp = verify_checkpoint(note, verifier_from_vkey(h.new))
-            except SignatureError:
-                continue
-            # (3)
-            from .consistency import check_consistent
-
-            for earlier in chain[: n + 1]:
-                old = earlier.checkpoint
-                proof = (self.evidence.consistency_proof(old.size, cp.size)
-                         if 0 < old.size < cp.size else [])
-                try:
-                    check_consistent(old, cp, proof)
-                except ProvenanceError as e:
-                    raise VerificationError(
-                        f"the log under key {_key_id(h.new)} does not extend the tree its key "
-                        f"handover vouched for: {e}"
-                    ) from e
-            return cp, chain[: n + 1]
-        raise first
+            return follow_handovers(note, vkey, self.evidence, e)
 
     def _read_entries(self, cp: Checkpoint, built: MemoryIndex) -> None:
         """Index the evidence's entries and check them with the one chain-and-root checker
         (`verify.logcheck.check_entries`): the whole tree's root rebuilt when every entry is
-        there, else each entry's inclusion proof; the ``prev`` chain between neighbours."""
+        there, else each entry's inclusion proof; the ``prev`` chain between neighbours. Each
+        entry is parsed once, by the checker, which indexes those that parse (the others are
+        its findings)."""
         entries: dict[int, bytes] = {}
         for index, data in self.evidence.entries():
             if index >= cp.size:
                 break
             entries[index] = data
-            with contextlib.suppress(FormatError):  # check_entries reports it
-                built.add(index, data)
+
+        def add(index: int, entry: LogEntry) -> tuple[str, ...]:
+            built.add(index, entries[index], entry)
+            return ()  # no problem of its own: the checker's are its findings
+
         findings = check_entries(
             entries,
             cp.size,
             cp.root,
             lambda i: self.evidence.inclusion_proof(i, cp.size),
             name=lambda i: f"entry {i}",
+            on_entry=add,
             start=self.evidence.extension(),
         )
         for f in findings[:10]:
@@ -224,7 +198,3 @@ class TrustedLog:
             return f"log entry {index}: not included under the checkpoint: {e}"
         return None
 
-
-def _key_id(vkey: str) -> str:
-    """``origin+keyhash`` of a vkey (the public key itself is long and says nothing more)."""
-    return "+".join(vkey.split("+")[:2])

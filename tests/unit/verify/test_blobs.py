@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from trajledger.verify.blobs import GROUP_BLOBS, BlobHasher, Growing
+from trajledger.verify.blobs import GROUP_BLOBS, BlobHasher
+from trajledger.verify.hash_bar import Growing
 from trajledger.verify.report import FAIL, Node
 
 

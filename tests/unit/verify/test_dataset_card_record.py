@@ -28,8 +28,9 @@ from trajledger.verify import predicates
 from trajledger.verify.errors import FormatError
 from trajledger.verify.kinds import BY_PREDICATE_TYPE, KINDS
 from trajledger.verify.ledger_dir import LedgerDirEvidence
-from trajledger.verify.lineage import ERASED, FAIL, OK, LineageVerifier, Report
+from trajledger.verify.lineage import ERASED, OK, LineageVerifier, Report
 from trajledger.verify.policy import TrustPolicy
+from trajledger.verify.report import FAIL
 from trajledger.verify.statement import Statement
 
 D = "sha256:" + "ab" * 32

@@ -53,9 +53,7 @@ from trajledger.verify.impact import impact, with_records
 from trajledger.verify.ledger_dir import LedgerDirEvidence
 from trajledger.verify.lineage import (
     ERASED,
-    FAIL,
     INFO,
-    REPORT_FORMAT,
     Edge,
     LineageVerifier,
     Node,
@@ -63,6 +61,8 @@ from trajledger.verify.lineage import (
 )
 from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.policy import TrustPolicy
+from trajledger.verify.report import FAIL
+from trajledger.verify.report_json import REPORT_FORMAT
 
 POLICY = """\
 name = "lineage"
@@ -664,7 +664,8 @@ def test_time_comes_from_the_log(setup: Setup) -> None:
     """Issue 18: an approval's age and expiry are judged by the time the log integrated it,
     not the approvedAt its signer wrote; one dated more than CLOCK_SKEW after its log time does
     not count."""
-    from trajledger.verify.lineage import CLOCK_SKEW, Node
+    from trajledger.verify.judge import CLOCK_SKEW
+    from trajledger.verify.lineage import Node
 
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     ds = create_dataset(setup.ledger, "t", "1", "train", [setup.batch], setup.keys["vendor"])

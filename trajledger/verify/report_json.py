@@ -1,0 +1,61 @@
+"""The JSON form of a verified graph (``schemas/report.v1.md``), loaded only when asked for.
+
+Scope: `report_json`, what `verify.report.Report.to_json` returns: a node table, an edge list,
+the root causes and, when the report carries them, the records about its artifacts
+(`verify.report.Mark`). A run asks for one form of its report: the text tree
+(`verify.report.Report.render`) or this one (``--json``); ``python -m verify BUNDLE`` loads this
+module only with ``--json``.
+Non-scope: which nodes fail and why (``verify.report``); deciding anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .report import Report, Status
+
+__all__ = ["REPORT_FORMAT", "report_json"]
+
+REPORT_FORMAT = "https://trajledger.dev/report/v1"
+"""The ``format`` of a report's JSON form (schemas/report.v1.md)."""
+
+
+def report_json(report: Report, lineage: Mapping[str, Status]) -> dict[str, Any]:
+    """The stable JSON form of ``report``; ``lineage`` is each node's status through its
+    lineage (``fail`` when it or anything it depends on fails, `Report.failing`).
+
+    A check names its ``cause`` only when that node is in the report (a key the policy does
+    not hold comes along only when several records name it); ``records`` is present only when
+    the report carries some (`verify.impact.with_records`)."""
+    n, f = report.count()
+    records = {"records": [
+        {"logIndex": m.index, "kind": m.kind, "about": [{"id": i, "role": r} for i, r in m.about],
+         "signers": list(m.signers), "status": m.status, "detail": m.detail}
+        for m in report.records
+    ]} if report.records else {}
+    return records | {
+        "format": REPORT_FORMAT,
+        "subject": report.subject,
+        "direction": report.direction,
+        "ok": report.ok,
+        "checks": n,
+        "failed": f,
+        "causes": [{"node": node.id, "dependents": d} for node, _c, d in report.causes()],
+        "roots": list(report.roots),
+        "nodes": [{
+            "id": node.id,
+            "kind": node.kind,
+            "name": node.name,
+            "version": node.version,
+            "logIndex": node.index,
+            "signers": list(node.signers),
+            "status": node.status,
+            "checks": [{"what": c.what, "status": c.status, "detail": c.detail}
+                       | ({"cause": c.cause} if c.cause and c.cause in report.nodes else {})
+                       for c in node.checks],
+            "lineage": lineage[node.id],
+        } for node in report.nodes.values()],
+        "edges": [{"from": e.src, "to": e.dst, "role": e.role} for e in report.edges],
+    }
