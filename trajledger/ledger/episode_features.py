@@ -209,9 +209,13 @@ def _span_hashes(
     """
     lengths = end - start
     total = len(data)
-    prefix = np.zeros(total + 1, dtype=np.uint64)
+    prefix = np.empty(total + 1, dtype=np.uint64)
+    prefix[0] = 0
     with np.errstate(over="ignore"):
-        np.cumsum(data * _powers(total, inverse=True)[:total], out=prefix[1:])
+        # In place: no temporary of 8 bytes per byte of text (allocating and faulting in a
+        # fresh one per call cost about as much as the arithmetic).
+        np.multiply(data, _powers(total, inverse=True)[:total], out=prefix[1:])
+        np.cumsum(prefix[1:], out=prefix[1:])
         h = (prefix[end] - prefix[start]) * _powers(total)[end - 1]
         h = h ^ (lengths.astype(np.uint64) * _GOLDEN)
     return _splitmix64(np.asarray(h, dtype=np.uint64))
@@ -246,7 +250,7 @@ def _words_ascii(
     if total == 0:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
     raw = data[base : base + total]
-    word = _ASCII_WORD[raw]
+    word = np.take(_ASCII_WORD, raw)  # a table lookup per byte: faster than ``table[raw]``
     bounds = offsets - base
     inner = bounds[(bounds > 0) & (bounds < total)]  # a text starts here: words end before
     prev = np.empty(total, dtype=bool)
@@ -261,8 +265,11 @@ def _words_ascii(
     if len(start) == 0:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
     end = np.flatnonzero(word & ~after) + 1
-    h = _span_hashes(_ASCII_LOWER[raw], start, end)
-    text_of = np.searchsorted(bounds[1:], start, side="right").astype(np.int64)
+    h = _span_hashes(np.take(_ASCII_LOWER, raw), start, end)
+    # The text of each word: text i holds the words starting in bounds[i] .. bounds[i + 1]
+    # (a search per text, not per word).
+    per_text = np.diff(np.searchsorted(start, bounds))
+    text_of = np.repeat(np.arange(len(per_text), dtype=np.int64), per_text)
     return h, text_of
 
 
@@ -317,7 +324,8 @@ def text_vectors(
     # owner in the top 24 bits, the hash's low 40 bits below (sign and bucket come from those).
     if n >= 1 << 24:
         raise ValueError(f"text_vectors: {n} vectors in one call, want fewer than 2**24")
-    packed = np.sort((owners << _U64(40)) | (keys & _U64((1 << 40) - 1)))
+    packed = (owners << _U64(40)) | (keys & _U64((1 << 40) - 1))
+    packed.sort()  # in place
     first = np.concatenate(([True], packed[1:] != packed[:-1]))
     starts = np.flatnonzero(first)
     counts = np.diff(np.append(starts, len(packed)))
