@@ -45,7 +45,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain
+from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -544,32 +544,34 @@ class _ColumnBytes:
             self.a, self.a_size = _bytes_view(nulls), nulls.itemsize
             self.b, self.b_size = _bytes_view(values), values.itemsize
 
-    def views(
+    def parts(
         self, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
-    ) -> Iterator[tuple[Any, ...]]:
-        """Each episode's bytes of this column (rows ``starts[i] .. ends[i]``, not empty): the
-        column's prefix, then views of the layout; the offsets are computed for all episodes in
-        one go, the views one episode at a time (kept all at once, they would be hundreds of
-        thousands of objects for the garbage collector to walk)."""
-        p = self.prefix
+    ) -> list[Iterator[Any]]:
+        """Each episode's bytes of this column (rows ``starts[i] .. ends[i]``, not empty), as
+        parallel iterators, each giving one part per episode: the column's prefix, then views of
+        the layout. The offsets are computed for all episodes in one go; the views are cut one
+        episode at a time (kept all at once, they would be hundreds of thousands of objects for
+        the garbage collector to walk) by ``map`` over slices, so no Python code runs per
+        episode (a generator per column cost more than hashing the bytes, for short episodes)."""
+        p = repeat(self.prefix, len(starts))
         if self.kind == "nulls":
-            a = self.a
-            return ((p, a[: 2 * n - 1]) for n in (ends - starts).tolist())
+            return [p, _cut(self.a, np.zeros_like(starts), 2 * (ends - starts) - 1)]
         if self.kind == "string":
-            a = self.a
-            lo, hi = self.offsets[starts].tolist(), (self.offsets[ends] - 1).tolist()
-            return ((p, a[x:y]) for x, y in zip(lo, hi, strict=True))
-        a, b = self.a, self.b
+            return [p, _cut(self.a, self.offsets[starts], self.offsets[ends] - 1)]
         if self.kind == "list":
-            a_lo, a_hi = (starts * 8).tolist(), (ends * 8).tolist()
-            b_lo, b_hi = (
-                (self.cum[starts] * self.b_size).tolist(),
-                (self.cum[ends] * self.b_size).tolist(),
-            )
+            a_lo, a_hi = starts * 8, ends * 8
+            b_lo, b_hi = self.cum[starts] * self.b_size, self.cum[ends] * self.b_size
         else:
-            a_lo, a_hi = (starts * self.a_size).tolist(), (ends * self.a_size).tolist()
-            b_lo, b_hi = (starts * self.b_size).tolist(), (ends * self.b_size).tolist()
-        return ((p, a[w:x], b[y:z]) for w, x, y, z in zip(a_lo, a_hi, b_lo, b_hi, strict=True))
+            a_lo, a_hi = starts * self.a_size, ends * self.a_size
+            b_lo, b_hi = starts * self.b_size, ends * self.b_size
+        return [p, _cut(self.a, a_lo, a_hi), _cut(self.b, b_lo, b_hi)]
+
+
+def _cut(
+    view: memoryview, lo: npt.NDArray[np.int64], hi: npt.NDArray[np.int64]
+) -> Iterator[memoryview]:
+    """``view[lo[i]:hi[i]]`` for each i, lazily."""
+    return map(view.__getitem__, map(slice, lo.tolist(), hi.tolist()))
 
 
 # --------------------------------------------------------------------------------------------
@@ -673,11 +675,10 @@ def _features(t: pa.Table, previous: str | None) -> FeatureChunk:
         if c in names
         for name, leaf in leaf_arrays(c, col(c))
     ]
-    counts = ((str(k).encode(),) for k in lengths.tolist())
-    views = [layout.views(starts, ends) for layout in layouts]
+    counts = map(str.encode, map(str, lengths.tolist()))
+    parts = [part for layout in layouts for part in layout.parts(starts, ends)]
     fingerprints = [
-        hashlib.sha256(b"".join(chain.from_iterable(parts))).hexdigest()
-        for parts in zip(counts, *views, strict=True)
+        h.hexdigest() for h in map(hashlib.sha256, map(b"".join, zip(counts, *parts, strict=True)))
     ]
     # Safety interventions: sum of the known values per episode.
     safety_col = col("safety_interventions")
