@@ -45,7 +45,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain
+from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -209,9 +209,13 @@ def _span_hashes(
     """
     lengths = end - start
     total = len(data)
-    prefix = np.zeros(total + 1, dtype=np.uint64)
+    prefix = np.empty(total + 1, dtype=np.uint64)
+    prefix[0] = 0
     with np.errstate(over="ignore"):
-        np.cumsum(data * _powers(total, inverse=True)[:total], out=prefix[1:])
+        # In place: no temporary of 8 bytes per byte of text (allocating and faulting in a
+        # fresh one per call cost about as much as the arithmetic).
+        np.multiply(data, _powers(total, inverse=True)[:total], out=prefix[1:])
+        np.cumsum(prefix[1:], out=prefix[1:])
         h = (prefix[end] - prefix[start]) * _powers(total)[end - 1]
         h = h ^ (lengths.astype(np.uint64) * _GOLDEN)
     return _splitmix64(np.asarray(h, dtype=np.uint64))
@@ -246,7 +250,7 @@ def _words_ascii(
     if total == 0:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
     raw = data[base : base + total]
-    word = _ASCII_WORD[raw]
+    word = np.take(_ASCII_WORD, raw)  # a table lookup per byte: faster than ``table[raw]``
     bounds = offsets - base
     inner = bounds[(bounds > 0) & (bounds < total)]  # a text starts here: words end before
     prev = np.empty(total, dtype=bool)
@@ -261,8 +265,11 @@ def _words_ascii(
     if len(start) == 0:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
     end = np.flatnonzero(word & ~after) + 1
-    h = _span_hashes(_ASCII_LOWER[raw], start, end)
-    text_of = np.searchsorted(bounds[1:], start, side="right").astype(np.int64)
+    h = _span_hashes(np.take(_ASCII_LOWER, raw), start, end)
+    # The text of each word: text i holds the words starting in bounds[i] .. bounds[i + 1]
+    # (a search per text, not per word).
+    per_text = np.diff(np.searchsorted(start, bounds))
+    text_of = np.repeat(np.arange(len(per_text), dtype=np.int64), per_text)
     return h, text_of
 
 
@@ -317,7 +324,8 @@ def text_vectors(
     # owner in the top 24 bits, the hash's low 40 bits below (sign and bucket come from those).
     if n >= 1 << 24:
         raise ValueError(f"text_vectors: {n} vectors in one call, want fewer than 2**24")
-    packed = np.sort((owners << _U64(40)) | (keys & _U64((1 << 40) - 1)))
+    packed = (owners << _U64(40)) | (keys & _U64((1 << 40) - 1))
+    packed.sort()  # in place
     first = np.concatenate(([True], packed[1:] != packed[:-1]))
     starts = np.flatnonzero(first)
     counts = np.diff(np.append(starts, len(packed)))
@@ -536,32 +544,34 @@ class _ColumnBytes:
             self.a, self.a_size = _bytes_view(nulls), nulls.itemsize
             self.b, self.b_size = _bytes_view(values), values.itemsize
 
-    def views(
+    def parts(
         self, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
-    ) -> Iterator[tuple[Any, ...]]:
-        """Each episode's bytes of this column (rows ``starts[i] .. ends[i]``, not empty): the
-        column's prefix, then views of the layout; the offsets are computed for all episodes in
-        one go, the views one episode at a time (kept all at once, they would be hundreds of
-        thousands of objects for the garbage collector to walk)."""
-        p = self.prefix
+    ) -> list[Iterator[Any]]:
+        """Each episode's bytes of this column (rows ``starts[i] .. ends[i]``, not empty), as
+        parallel iterators, each giving one part per episode: the column's prefix, then views of
+        the layout. The offsets are computed for all episodes in one go; the views are cut one
+        episode at a time (kept all at once, they would be hundreds of thousands of objects for
+        the garbage collector to walk) by ``map`` over slices, so no Python code runs per
+        episode (a generator per column cost more than hashing the bytes, for short episodes)."""
+        p = repeat(self.prefix, len(starts))
         if self.kind == "nulls":
-            a = self.a
-            return ((p, a[: 2 * n - 1]) for n in (ends - starts).tolist())
+            return [p, _cut(self.a, np.zeros_like(starts), 2 * (ends - starts) - 1)]
         if self.kind == "string":
-            a = self.a
-            lo, hi = self.offsets[starts].tolist(), (self.offsets[ends] - 1).tolist()
-            return ((p, a[x:y]) for x, y in zip(lo, hi, strict=True))
-        a, b = self.a, self.b
+            return [p, _cut(self.a, self.offsets[starts], self.offsets[ends] - 1)]
         if self.kind == "list":
-            a_lo, a_hi = (starts * 8).tolist(), (ends * 8).tolist()
-            b_lo, b_hi = (
-                (self.cum[starts] * self.b_size).tolist(),
-                (self.cum[ends] * self.b_size).tolist(),
-            )
+            a_lo, a_hi = starts * 8, ends * 8
+            b_lo, b_hi = self.cum[starts] * self.b_size, self.cum[ends] * self.b_size
         else:
-            a_lo, a_hi = (starts * self.a_size).tolist(), (ends * self.a_size).tolist()
-            b_lo, b_hi = (starts * self.b_size).tolist(), (ends * self.b_size).tolist()
-        return ((p, a[w:x], b[y:z]) for w, x, y, z in zip(a_lo, a_hi, b_lo, b_hi, strict=True))
+            a_lo, a_hi = starts * self.a_size, ends * self.a_size
+            b_lo, b_hi = starts * self.b_size, ends * self.b_size
+        return [p, _cut(self.a, a_lo, a_hi), _cut(self.b, b_lo, b_hi)]
+
+
+def _cut(
+    view: memoryview, lo: npt.NDArray[np.int64], hi: npt.NDArray[np.int64]
+) -> Iterator[memoryview]:
+    """``view[lo[i]:hi[i]]`` for each i, lazily."""
+    return map(view.__getitem__, map(slice, lo.tolist(), hi.tolist()))
 
 
 # --------------------------------------------------------------------------------------------
@@ -665,11 +675,10 @@ def _features(t: pa.Table, previous: str | None) -> FeatureChunk:
         if c in names
         for name, leaf in leaf_arrays(c, col(c))
     ]
-    counts = ((str(k).encode(),) for k in lengths.tolist())
-    views = [layout.views(starts, ends) for layout in layouts]
+    counts = map(str.encode, map(str, lengths.tolist()))
+    parts = [part for layout in layouts for part in layout.parts(starts, ends)]
     fingerprints = [
-        hashlib.sha256(b"".join(chain.from_iterable(parts))).hexdigest()
-        for parts in zip(counts, *views, strict=True)
+        h.hexdigest() for h in map(hashlib.sha256, map(b"".join, zip(counts, *parts, strict=True)))
     ]
     # Safety interventions: sum of the known values per episode.
     safety_col = col("safety_interventions")
