@@ -436,16 +436,16 @@ class TrustState:
             advance: Callable[[int], None] | None = None
             while not self._try_begin(0.25):
                 waited = time.monotonic() - start
-                if waited > _WAIT_LIMIT:
-                    raise LedgerError(
-                        f"trust state {self.path}: still held by another trajledger process of "
-                        f"yours after {_WAIT_LIMIT:.0f} s; let it finish, then run this again")
                 done, total = self._reading()
-                if not told and (total or waited > _QUIET_WAIT):
+                if not told and (total or waited > _QUIET_WAIT):  # said before giving up
                     told = True
                     notice(f"waiting for another trajledger process of yours, which holds your "
                            f"state of this log ({self.path}); reading a large log for the first "
                            "time takes about 0.1 ms per entry")
+                if waited > _WAIT_LIMIT:
+                    raise LedgerError(
+                        f"trust state {self.path}: still held by another trajledger process of "
+                        f"yours after {_WAIT_LIMIT:.0f} s; let it finish, then run this again")
                 if advance is None and total and self.progress is not None:
                     advance = bar.enter_context(
                         self.progress(total, "waiting: another process reads the log"))
