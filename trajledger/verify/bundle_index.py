@@ -14,16 +14,16 @@ Spec: schemas/bundle.v1.md.
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ._jcs import canonical_bytes
 from .checkpoint import HANDOVER_DIR
-from .digest import parse_digest
+from .digest import HEX64, parse_digest
 from .errors import FormatError
 from .strict_json import load_object
+from .times import parse_time
 
 BUNDLE_FORMAT = 2
 """The ``format`` of ``bundle.json`` written: 2 adds ``terms`` and ``erased`` to format 1."""
@@ -53,8 +53,6 @@ _LAYOUT = re.compile(
     rf"|policy/(?P<policy>{_DEC})\.json"
     rf"|{HANDOVER_DIR}/(?P<handover>[1-9][0-9]{{0,5}})"
 )
-_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 _INDEX_KEYS_V1 = frozenset(
     {"format", "subject", "origin", "vkey", "created", "omitted", "members"}
 )
@@ -149,16 +147,6 @@ def check_member_name(name: str) -> tuple[str, str]:
     return kind, "" if kind == "checkpoint" else m.group(kind)
 
 
-def _check_time(value: object, what: str) -> str:
-    if not isinstance(value, str) or not _TIME.fullmatch(value):
-        raise FormatError(f"{what}: {value!r} is not YYYY-MM-DDTHH:MM:SSZ")
-    try:
-        dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
-    except ValueError as e:
-        raise FormatError(f"{what}: {value!r} is not a valid date and time") from e
-    return value
-
-
 @dataclass(frozen=True)
 class BundleIndex:
     """``bundle.json``: what the bundle claims to hold. Nothing in it is trusted by itself.
@@ -214,7 +202,7 @@ class BundleIndex:
             raise FormatError(f"{what}: origin must be a non-empty string")
         if not isinstance(self.vkey, str):
             raise FormatError(f"{what}: vkey must be a string")
-        _check_time(self.created, f"{what}: created")
+        parse_time(self.created, f"{what}: created")
         kinds: set[str] = set()
         for i, m in enumerate(self.members):
             try:
@@ -233,7 +221,7 @@ class BundleIndex:
                                   f"extension's first size ({self.extension})")
             if type(m.size) is not int or not 0 <= m.size <= _MAX_INT:
                 raise FormatError(f"{what}: member {m.name}: size {m.size!r}, want 0..2^53-1")
-            if not isinstance(m.sha256, str) or not _HEX64.fullmatch(m.sha256):
+            if not isinstance(m.sha256, str) or not HEX64.fullmatch(m.sha256):
                 raise FormatError(f"{what}: member {m.name}: sha256 must be 64 lowercase hex")
             if i and (before := self.members[i - 1].name) >= m.name:
                 problem = "listed twice" if before == m.name else "out of order"

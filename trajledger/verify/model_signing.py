@@ -31,10 +31,10 @@ Spec: model_signing ``_signing/signing.py`` (``Payload``, ``dsse_payload_to_mani
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .digest import HEX64
 from .errors import FormatError
 from .manifest import check_path
 from .statement import Statement
@@ -56,7 +56,6 @@ DEFAULT_SIGNATURE_NAME = "model.sig"
 GIT_PATHS = (".git", ".gitattributes", ".github", ".gitignore")
 """Paths model_signing ignores by default (and records as ignored)."""
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 _SERIALIZATION_FIELDS = {"method", "hash_type", "allow_symlinks", "ignore_paths"}
 
 
@@ -154,7 +153,7 @@ class ModelSignature:
                 raise FormatError(
                     f"{what}: resource {name!r} algorithm {r['algorithm']!r}, want sha256"
                 )
-            if not isinstance(r["digest"], str) or not _HEX64.fullmatch(r["digest"]):
+            if not isinstance(r["digest"], str) or not HEX64.fullmatch(r["digest"]):
                 raise FormatError(f"{what}: resource {name!r} digest is not 64 lowercase hex")
             if name in files:
                 raise FormatError(f"{what}: resource {name!r} is listed twice")
