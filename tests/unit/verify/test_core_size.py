@@ -15,7 +15,7 @@ does not use load on use (`ON_USE`), 5,639 in 32; 5,715 with the fast walk (issu
 and releases, update bundles and dataset cards left the path and the writers of envelopes,
 verifier keys, checkpoint texts, note signature lines, tlog-proofs, bundle proofs and
 hash-while-copy moved to ``ledger/`` (``ledger.encode``, ``ledger.hashing``); 5,449 with
-``python -m verify -V`` and "did you mean" for its options (issue 23); 5,133 in 32 after the
+``python -m verify -V`` and "did you mean" for its options (issue 23); 5,123 in 32 after the
 bundle's members were checked once as they stream, the JSON form, the re-hashing bar, sealed
 batches, the settings a key-signed policy does without, log-key handovers and witnesses were
 read where used, and duplicated helpers (digest patterns, time parsing, list checks, edge
@@ -142,8 +142,8 @@ def test_a_part_loaded_on_use_loads_and_works(exported: Path) -> None:
     assert "trajledger.verify.consistency" in modules
 
 
-@pytest.mark.xfail(strict=True, reason="measured 5,133 lines of code in 32 verify modules "
-                   "(5,449 before the last pass): bundle 461 + index 230 + stream 187, lineage "
+@pytest.mark.xfail(strict=True, reason="measured 5,123 lines of code in 32 verify modules "
+                   "(5,449 before the last pass): bundle 461 + index 220 + stream 187, lineage "
                    "437, predicates 426, policy 410, judge 273, records 260, report 248, note "
                    "209, kinds 193; the rest is the checks a key-signed bundle runs and the "
                    "messages that explain them, so it needs rewrites of the judgement itself "
