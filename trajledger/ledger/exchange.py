@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import os
 import tempfile
@@ -73,6 +74,7 @@ from trajledger.verify.policy import Role, TrustPolicy
 from trajledger.verify.statement import Statement
 from trajledger.verify.tiles import TileReader
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
+from trajledger.verify.update_bundle import extension_root
 
 from .catalog import Catalog, origin_name
 from .encode import consistency_proof_bytes, tlog_proof_bytes
@@ -673,6 +675,7 @@ def import_bundle(
                 proof = ev.consistency_proof(prior.size, cp.size)
         applied = origin.applied()
         ext = ev.extension()
+        root_at = functools.partial(extension_root, ev)  # the roots the extension rebuilds
         if applied is not None and cp.size > applied and (ext is None or ext.size > applied):
             raise ConsistencyError(
                 f"{what}: unprovable: the bundle does not carry the log since size {applied}, "
@@ -682,7 +685,7 @@ def import_bundle(
                 f"a bundle exported with --updates-since {applied}",
                 old=prior, new=cp,
             )
-        origin.check_extends(note_bytes, proof, what=what, root_at=ev.root_at)
+        origin.check_extends(note_bytes, proof, what=what, root_at=root_at)
         # (5)
         subject = ev.subject
         artifact = None
@@ -717,7 +720,7 @@ def import_bundle(
         done = apply_update(
             ledger, policy, keys, update, what=f"import {path.name}",
             floor=lambda: origin.advance_floor(note_bytes, proof, what=what,
-                                               root_at=ev.root_at, applied=cp.size),
+                                               root_at=root_at, applied=cp.size),
         )
         return ImportResult(subject, str(artifact["kind"]) if artifact else "",
                             str(artifact["name"]) if artifact else "", origin_name(ev.index.vkey),

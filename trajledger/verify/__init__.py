@@ -2,7 +2,8 @@
 
 Layer map (imports run one way: runner -> ledger -> verify):
 
-- ``errors``     the exception hierarchy (imports nothing)
+- ``errors``     the exception hierarchy (imports nothing; import it from there, the package
+                 itself exports nothing)
 - ``digest``     ``sha256:<hex>`` digests, parallel streaming file hashing
 - ``keys``       public keys (Ed25519, ECDSA P-256) and keyids
 - ``dsse``       DSSE envelopes and PAE
@@ -34,27 +35,3 @@ Depends on the standard library and ``cryptography`` only (``sigstore``, optiona
 Sigstore bundles). Copy this directory into any venv with ``cryptography`` installed and it
 works.
 """
-
-from __future__ import annotations
-
-from .errors import (
-    ConsistencyError,
-    DigestMismatchError,
-    FormatError,
-    PolicyError,
-    ProofError,
-    ProvenanceError,
-    SignatureError,
-    VerificationError,
-)
-
-__all__ = [
-    "ConsistencyError",
-    "DigestMismatchError",
-    "FormatError",
-    "PolicyError",
-    "ProofError",
-    "ProvenanceError",
-    "SignatureError",
-    "VerificationError",
-]

@@ -30,24 +30,16 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_OPERATIONAL, EXIT_BUG = 0, 1, 2, 3, 4
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with "did you mean" for a misspelt option in any usage error (its options
-    kept as added, the arguments as given)."""
+    """argparse, with "did you mean" for a misspelt option in any usage error (its options as
+    added, the arguments as given: ``given``)."""
 
-    options: tuple[str, ...] = ()
     given: Sequence[str] = ()
-
-    def add_argument(self, *names: Any, **kwargs: Any) -> argparse.Action:
-        self.options += tuple(n for n in names if isinstance(n, str) and n.startswith("-"))
-        return super().add_argument(*names, **kwargs)
-
-    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
-        self.given = list(sys.argv[1:] if args is None else args)
-        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
         from .did_you_mean import suggestions  # only on a usage error
 
-        super().error(message + suggestions(self.given, self.options))
+        options = tuple(o for action in self._actions for o in action.option_strings)
+        super().error(message + suggestions(self.given, options))
 
 
 class _Version(argparse.Action):
@@ -63,13 +55,14 @@ class _Version(argparse.Action):
         parser.exit(0)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(given: Sequence[str]) -> argparse.ArgumentParser:
     p = _Parser(
         prog=f"python -m {__package__ or 'verify'}",
         description="Verify an evidence bundle exported by 'trajledger export': the artifact "
         "and its whole lineage, offline, under your trust policy.",
         epilog="Exit codes: 0 ok, 1 verification failed, 2 usage, 3 operational problem.",
     )
+    p.given = given
     p.add_argument("bundle", type=Path, help="the bundle (.tar.zst)")
     p.add_argument("-V", "--version", nargs=0, action=_Version, help="show the version and exit")
     p.add_argument(
@@ -141,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; returns the exit code (argparse exits 2 on usage errors itself)."""
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser(argv).parse_args(argv)
     try:
         return run(args)
     except (VerificationError, FormatError) as e:

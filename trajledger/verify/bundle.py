@@ -62,7 +62,6 @@ from .evidence import read_blob_file
 from .lineage import INFO, OK, LineageVerifier, Node, Record, Report, name_files
 from .log_entry import LogEntry
 from .logcheck import check_entries
-from .merkle import leaf_hash
 from .note import Note, Verifier, verifier_from_vkey
 from .policy import TrustPolicy
 from .policy_history import follow_history
@@ -458,15 +457,6 @@ class BundleEvidence:
         from its size to the checkpoint's is bundled, and they rebuild the root from it."""
         return self._extension
 
-    def root_at(self, size: int) -> bytes | None:
-        """The root of the log's first ``size`` entries, rebuilt from the extension (checked
-        against the checkpoint when the bundle was opened); None when the extension does not
-        cover ``size``."""
-        ext = self.extension()
-        if ext is None or not ext.size <= size <= self.checkpoint.size:
-            return None
-        return ext.extend([leaf_hash(self._entries[i]) for i in range(ext.size, size)]).root()
-
     def unused(self) -> list[str]:
         """Members no verifier has asked for (entries, objects, omitted digests), by name."""
         out = [f"entries/{i}" for i in sorted(self._entries) if i not in self.touched_entries]
@@ -495,12 +485,12 @@ class BundleEvidence:
             FileNotFoundError: no proof for that entry at that size.
         """
         proof = self._proofs.get(index)
-        ext = self.extension()
-        if size == self.checkpoint.size and proof is None and ext is not None \
+        ext = self._extension
+        if proof is None and size == self.checkpoint.size and ext is not None \
                 and ext.size <= index < size:
-            self.touched_entries.add(index)
-            leaves = [leaf_hash(self._entries[i]) for i in range(ext.size, size)]
-            return ext.inclusion_proof(leaves, index)
+            from .update_bundle import extension_inclusion
+
+            return extension_inclusion(self, index)
         if proof is None or size != self.checkpoint.size:
             raise FileNotFoundError(
                 f"the bundle holds no inclusion proof of entry {index} at size {size}"

@@ -433,10 +433,7 @@ def verify_note(note: Note | bytes, verifiers: Sequence[Verifier]) -> list[str]:
     if isinstance(note, bytes):
         note = Note.from_bytes(note)
     # (2) and (3)
-    verified: list[str] = []
-    for _sig, v in verified_signatures(note, verifiers):
-        if v.name not in verified:
-            verified.append(v.name)
+    verified = list(dict.fromkeys(v.name for _sig, v in verified_signatures(note, verifiers)))
     # (4)
     if not verified:
         wanted = ", ".join(f"{v.name}+{v.key_hash.hex()}" for v in verifiers) or "none"

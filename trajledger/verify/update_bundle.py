@@ -1,7 +1,8 @@
 """An update bundle's extension (``bundle.json`` format 4): what its records say.
 
 Scope: `extension_start`, where an update bundle's extension starts (``proofs/<n>.range``,
-checked when the bundle is opened), and `check_extension`, step 5 of
+checked when the bundle is opened), `extension_root` and `extension_inclusion`, the roots and
+inclusion proofs its entries give, and `check_extension`, step 5 of
 ``verify.bundle.verify_bundle`` for an update bundle. Loaded only for one: a bundle of a
 lineage never needs it.
 Non-scope: reading the members and proving the extension's entries by the root they rebuild
@@ -19,13 +20,14 @@ from .consistency import parse_consistency_proof
 from .errors import FormatError
 from .judge import Record
 from .log_entry import LogEntry
+from .merkle import leaf_hash
 from .report import INFO, OK, Node
 
 if TYPE_CHECKING:
     from .bundle import BundleEvidence
     from .lineage import LineageVerifier
 
-__all__ = ["check_extension", "extension_start"]
+__all__ = ["check_extension", "extension_inclusion", "extension_root", "extension_start"]
 
 
 def extension_start(ext: int, ranges: dict[int, bytes], size: int, what: str) -> CompactRange:
@@ -47,6 +49,31 @@ def extension_start(ext: int, ranges: dict[int, bytes], size: int, what: str) ->
                           f"that size (it has {size})")
     here = f"{what}: member proofs/{ext}.range"
     return CompactRange(ext, tuple(parse_consistency_proof(ranges[ext], here) if ext else ()))
+
+
+def extension_root(evidence: BundleEvidence, size: int) -> bytes | None:
+    """The root of the log's first ``size`` entries, rebuilt from the extension (checked
+    against the checkpoint when the bundle was opened); None when the extension does not
+    cover ``size``."""
+    ext = evidence.extension()
+    if ext is None or not ext.size <= size <= evidence.checkpoint.size:
+        return None
+    return ext.extend(_leaves(evidence, ext.size, size)).root()
+
+
+def extension_inclusion(evidence: BundleEvidence, index: int) -> list[bytes]:
+    """The proof of inclusion of entry ``index`` of the extension at the checkpoint's size,
+    from the compact range it starts from and its entries (the bundle holds them all)."""
+    ext = evidence.extension()
+    assert ext is not None and ext.size <= index < evidence.checkpoint.size
+    evidence.touched_entries.add(index)
+    return ext.inclusion_proof(_leaves(evidence, ext.size, evidence.checkpoint.size), index)
+
+
+def _leaves(evidence: BundleEvidence, start: int, end: int) -> list[bytes]:
+    """The leaf hashes of the bundled entries ``start`` to ``end - 1`` (all of them are
+    bundled from the extension's start on)."""
+    return [leaf_hash(data) for i, data in evidence.entries() if start <= i < end]
 
 
 def check_extension(evidence: BundleEvidence, verifier: LineageVerifier, bundle: Node) -> None:

@@ -32,6 +32,7 @@ from trajledger.verify.bundle_index import BundleIndex, Member, check_member_nam
 from trajledger.verify.errors import DigestMismatchError, FormatError, ProofError, SignatureError
 from trajledger.verify.policy import TrustPolicy
 from trajledger.verify.tlog_proof import TlogProof
+from trajledger.verify.update_bundle import extension_root
 
 Members = list[tuple[str, bytes]]
 CREATED = "2025-01-02T03:04:05Z"
@@ -259,7 +260,7 @@ def test_an_update_bundle_loads_its_extension_on_use(world: World, tmp_path: Pat
         assert "trajledger.verify.update_bundle" in sys.modules
         ext = ev.extension()
         assert ext is not None and ext.size == world.size_before
-        assert ev.root_at(ev.checkpoint.size) == ev.checkpoint.root
+        assert extension_root(ev, ev.checkpoint.size) == ev.checkpoint.root
         report = verify_bundle(ev, world.policy)
     assert report.ok, report.failures()
 
