@@ -40,6 +40,7 @@ from testkit import new_runner as runner
 
 from trajledger import Ledger
 from trajledger.ledger.artifacts import record_batch, register_environment, register_evaluator
+from trajledger.ledger.encode import bundle_index_bytes
 from trajledger.ledger.status import approve, record_policy
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
@@ -436,7 +437,7 @@ def test_a_bundle_without_data_carries_the_card_and_the_verifier_checks_it(
                                                sort_keys=True).encode())
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, data in [("bundle.json", edited.to_bytes()), *kept]:
+        for name, data in [("bundle.json", bundle_index_bytes(edited)), *kept]:
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))

@@ -29,6 +29,7 @@ from testkit import new_runner
 
 from trajledger import Ledger
 from trajledger.ledger.catalog import origin_name
+from trajledger.ledger.encode import bundle_index_bytes
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
 from trajledger.verify.bundle_index import BundleIndex, Member
@@ -122,7 +123,7 @@ def repack(path: Path, members: list[tuple[str, bytes]], *, reindex: bool) -> Pa
         new = BundleIndex(
             old.subject, old.origin, old.vkey, old.created, tuple(listed), old.omitted
         )
-        members = [("bundle.json", new.to_bytes()), *members[1:]]
+        members = [("bundle.json", bundle_index_bytes(new)), *members[1:]]
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name, data in members:
@@ -529,8 +530,8 @@ def hostile(vendor: Vendor, where: Path) -> dict[str, tuple[Path, str]]:
 
     spare = spare_name()
     listed = BundleIndex.from_bytes(index)
-    spare_index = dataclasses.replace(listed, members=tuple(sorted(
-        [*listed.members, Member(spare, 5, spare[15:])], key=lambda m: m.name))).to_bytes()
+    spare_index = bundle_index_bytes(dataclasses.replace(listed, members=tuple(sorted(
+        [*listed.members, Member(spare, 5, spare[15:])], key=lambda m: m.name))))
     link = tarfile.TarInfo(name)
     link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
     whole = vendor.bundle.read_bytes()

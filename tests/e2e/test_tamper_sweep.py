@@ -61,6 +61,7 @@ import zstandard
 
 from trajledger import Ledger
 from trajledger.ledger.catalog import Catalog
+from trajledger.ledger.encode import bundle_index_bytes
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
 from trajledger.verify.bundle_index import BundleIndex, Member
@@ -259,7 +260,7 @@ def pack(path: Path, members: list[tuple[str, bytes]], *, reindex: bool) -> Path
         new = BundleIndex(
             old.subject, old.origin, old.vkey, old.created, tuple(listed), old.omitted
         )
-        members = [("bundle.json", new.to_bytes()), *members[1:]]
+        members = [("bundle.json", bundle_index_bytes(new)), *members[1:]]
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name, data in members:

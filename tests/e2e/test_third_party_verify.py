@@ -27,6 +27,7 @@ import pytest
 import zstandard
 from testkit import new_runner
 
+from trajledger.ledger.encode import bundle_index_bytes
 from trajledger.runner.cli import main
 from trajledger.verify.bundle_index import BundleIndex, Member
 
@@ -64,7 +65,7 @@ def tamper(bundle: Path, out: Path) -> str:
     new = BundleIndex(old.subject, old.origin, old.vkey, old.created, tuple(listed), old.omitted)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for n, d in [("bundle.json", new.to_bytes()), *changed[1:]]:
+        for n, d in [("bundle.json", bundle_index_bytes(new)), *changed[1:]]:
             info = tarfile.TarInfo(n)
             info.size = len(d)
             tar.addfile(info, io.BytesIO(d))

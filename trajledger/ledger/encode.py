@@ -7,7 +7,8 @@ Scope: a DSSE envelope (``verify.dsse.Envelope.from_bytes``), a verifier key str
 (``verify.checkpoint.Checkpoint.from_text``), a signed note's signature lines and wire form
 (``verify.note.Note.from_bytes``), a tlog-proof (``verify.tlog_proof.TlogProof.from_bytes``),
 a bundle's ``proofs/<n>.consistency`` and ``.range`` members
-(``verify.consistency.parse_consistency_proof``).
+(``verify.consistency.parse_consistency_proof``), its ``bundle.json``
+(``verify.bundle_index.BundleIndex.from_bytes``).
 Non-scope: signing (``ledger.signing``), what is written where (``ledger.exchange``,
 ``ledger.log``).
 """
@@ -16,15 +17,30 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import asdict
+from typing import Any
 
+from trajledger.verify.bundle_index import INDEX_KEYS, BundleIndex
 from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import FormatError
-from trajledger.verify.note import ALG_ED25519, Note, NoteSignature, Verifier, key_hash
+from trajledger.verify.note import (
+    ALG_ED25519,
+    MAX_SIGNATURES,
+    Note,
+    NoteSignature,
+    Verifier,
+    check_key_name,
+    check_text_bytes,
+    key_hash,
+)
 from trajledger.verify.tlog_proof import TLOG_PROOF_HEADER, TlogProof
+
+from .signing import canonical_json
 
 __all__ = [
     "b64encode",
+    "bundle_index_bytes",
     "checkpoint_text",
     "consistency_proof_bytes",
     "envelope_bytes",
@@ -75,14 +91,14 @@ def format_signature_line(name: str, key_hash: bytes, sig: bytes) -> bytes:
 
     Raises:
         FormatError: a key ID that is not 4 bytes, an empty signature, or a name no reader
-            accepts (`NoteSignature`).
+            accepts (``verify.note.check_key_name``).
     """
     if len(key_hash) != 4 or not sig:
         raise FormatError(
             f"signature line for {name}: key ID has {len(key_hash)} bytes and signature "
             f"{len(sig)}, want 4 and at least 1"
         )
-    NoteSignature(name, key_hash, sig)
+    check_key_name(name, "note signature")
     return "\u2014 ".encode() + name.encode() + b" " + base64.b64encode(key_hash + sig) + b"\n"
 
 
@@ -98,13 +114,39 @@ def tlog_proof_bytes(proof: TlogProof) -> bytes:
 
 
 def signature_line(sig: NoteSignature) -> bytes:
-    """A parsed signature line written back, newline included."""
+    """A parsed signature line written back, newline included.
+
+    Raises:
+        FormatError: (a line not parsed) a bad name, a key ID that is not 4 bytes, or an empty
+            signature.
+    """
+    check_key_name(sig.name, "note signature")
+    if len(sig.key_hash) != 4:
+        raise FormatError(
+            f"note signature by {sig.name}: key ID has {len(sig.key_hash)} bytes, want 4"
+        )
+    if not sig.signature:
+        raise FormatError(f"note signature by {sig.name}: signature is empty")
     return format_signature_line(sig.name, sig.key_hash, sig.signature)
 
 
 def note_bytes(note: Note) -> bytes:
     """A note in its wire form: text, blank line, signature lines (a parsed note's exact
-    input)."""
+    input).
+
+    Raises:
+        FormatError: (a note not parsed) the text is not valid UTF-8, has control characters or
+            does not end in a newline; no signatures or more than 100; a bad signature line.
+    """
+    check_text_bytes(note.text, "note text")
+    if not note.text.endswith(b"\n"):
+        raise FormatError("note text does not end in a newline")
+    if not note.signatures:
+        raise FormatError("note has no signature lines, want at least 1")
+    if len(note.signatures) > MAX_SIGNATURES:
+        raise FormatError(
+            f"note has {len(note.signatures)} signature lines, want at most {MAX_SIGNATURES}"
+        )
     return note.text + b"\n" + b"".join(signature_line(s) for s in note.signatures)
 
 
@@ -135,3 +177,22 @@ def vkey_string(name: str, ed25519_public_bytes: bytes, alg: int = ALG_ED25519) 
 def verifier_vkey(verifier: Verifier) -> str:
     """The verifier key string of a parsed verifier key (what it was parsed from)."""
     return vkey_string(verifier.name, verifier.public_key, verifier.alg)
+
+
+def bundle_index_bytes(index: BundleIndex) -> bytes:
+    """The canonical (RFC 8785) bytes of ``bundle.json``: the only encoding. Its members are
+    its format's (``verify.bundle_index.INDEX_KEYS``, as ``BundleIndex.from_bytes`` requires);
+    a member or terms object holds its dataclass's fields (absent terms are null)."""
+    obj: dict[str, Any] = {
+        "created": index.created,
+        "erased": list(index.erased),
+        "extension": index.extension,
+        "format": index.format,
+        "members": [asdict(m) for m in index.members],
+        "omitted": list(index.omitted),
+        "origin": index.origin,
+        "subject": index.subject,
+        "terms": [asdict(t) for t in index.terms],
+        "vkey": index.vkey,
+    }
+    return canonical_json({k: obj[k] for k in INDEX_KEYS[index.format]})

@@ -77,7 +77,7 @@ from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 from trajledger.verify.update_bundle import extension_root
 
 from .catalog import Catalog, origin_name
-from .encode import consistency_proof_bytes, tlog_proof_bytes
+from .encode import bundle_index_bytes, consistency_proof_bytes, tlog_proof_bytes
 from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
 from .fs import TMP_PREFIX, fsync_dir, sync_paths_ahead, temp_dir
@@ -507,7 +507,7 @@ def _write_bundle(
                 def member(name: str, size: int) -> None:
                     put(_tar_header(name, size))
 
-                member(INDEX_NAME, len(data := index.to_bytes()))
+                member(INDEX_NAME, len(data := bundle_index_bytes(index)))
                 put(data + bytes(-len(data) % _BLOCK))
                 for m in index.members:
                     member(m.name, m.size)

@@ -4,7 +4,7 @@ Scope: `BundleIndex` (what a bundle claims to hold: subject, log origin and key,
 members with sizes and SHA-256, omitted and erased blobs, terms, extension), `Member`, `Terms`,
 `check_member_name` (a member name is canonical and in the layout). Every field is checked
 when an index is built, so an invalid index cannot exist; `BundleIndex.from_bytes` also
-requires the canonical (RFC 8785) bytes.
+requires the canonical (RFC 8785) bytes (which ``ledger.encode.bundle_index_bytes`` writes).
 
 Non-scope: reading the archive (`verify.bundle_stream`), cross-checking the members and
 verifying (`verify.bundle`). Nothing in the index is trusted by itself.
@@ -15,8 +15,7 @@ Spec: schemas/bundle.v1.md.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 from ._jcs import canonical_bytes
 from .checkpoint import HANDOVER_DIR
@@ -56,9 +55,10 @@ _LAYOUT = re.compile(
 _INDEX_KEYS_V1 = frozenset(
     {"format", "subject", "origin", "vkey", "created", "omitted", "members"}
 )
-_INDEX_KEYS = {1: _INDEX_KEYS_V1, 2: _INDEX_KEYS_V1 | {"terms", "erased"},
-               3: _INDEX_KEYS_V1 | {"terms", "erased"},
-               4: _INDEX_KEYS_V1 | {"terms", "erased", "extension"}}
+INDEX_KEYS = {1: _INDEX_KEYS_V1, 2: _INDEX_KEYS_V1 | {"terms", "erased"},
+              3: _INDEX_KEYS_V1 | {"terms", "erased"},
+              4: _INDEX_KEYS_V1 | {"terms", "erased", "extension"}}
+"""The members of ``bundle.json`` in each format: exactly these, no more, no fewer."""
 _MEMBER_KEYS = frozenset({"name", "size", "sha256"})
 _TERMS_KEYS = frozenset({"batch", "licence", "consent", "retention"})
 _MAX_INT = 2**53 - 1
@@ -244,24 +244,6 @@ class BundleIndex:
             if f"objects/sha256/{d[7:]}" in self.by_name or d in self.omitted:
                 raise FormatError(f"{what}: {d} is listed as erased and also present or omitted")
 
-    def to_bytes(self) -> bytes:
-        """The canonical (RFC 8785) bytes of ``bundle.json``: the only encoding. Its members
-        are its format's (``_INDEX_KEYS``, as `from_bytes` requires); a member or terms object
-        holds its dataclass's fields (absent terms are null)."""
-        obj: dict[str, Any] = {
-            "created": self.created,
-            "erased": list(self.erased),
-            "extension": self.extension,
-            "format": self.format,
-            "members": [asdict(m) for m in self.members],
-            "omitted": list(self.omitted),
-            "origin": self.origin,
-            "subject": self.subject,
-            "terms": [asdict(t) for t in self.terms],
-            "vkey": self.vkey,
-        }
-        return canonical_bytes({k: obj[k] for k in _INDEX_KEYS[self.format]}, INDEX_NAME)
-
     @classmethod
     def from_bytes(cls, data: bytes) -> BundleIndex:
         """Parse ``bundle.json`` strictly: exact members, canonical bytes.
@@ -272,7 +254,7 @@ class BundleIndex:
         """
         obj = load_object(data, INDEX_NAME)
         fmt = _check_format(obj.get("format"))
-        keys = _INDEX_KEYS[fmt]
+        keys = INDEX_KEYS[fmt]
         if set(obj) != keys:
             missing, extra = sorted(keys - set(obj)), sorted(set(obj) - keys)
             raise FormatError(f"{INDEX_NAME}: missing {missing}, unknown {extra}")
@@ -309,6 +291,6 @@ class BundleIndex:
             erased=tuple(erased),
             extension=obj.get("extension"),
         )
-        if index.to_bytes() != data:
+        if canonical_bytes(obj, INDEX_NAME) != data:
             raise FormatError(f"{INDEX_NAME}: not in canonical form (RFC 8785, no whitespace)")
         return index

@@ -43,6 +43,7 @@ __all__ = [
     "NoteSignature",
     "Verifier",
     "b64decode_strict",
+    "check_key_name",
     "check_text_bytes",
     "cosignature_message",
     "key_hash",
@@ -70,7 +71,13 @@ _U64 = struct.Struct(">Q")
 _HEX8 = re.compile(r"[0-9a-fA-F]{8}")
 
 
-def _check_name(name: str, what: str) -> None:
+def check_key_name(name: str, what: str) -> None:
+    """Refuse a key name the signed-note format does not allow: empty, holding a Unicode space
+    or a '+'.
+
+    Raises:
+        FormatError: such a name.
+    """
     if not name or "+" in name or any(c.isspace() for c in name):
         raise FormatError(f"{what}: key name {name!r} must be non-empty, without spaces or '+'")
 
@@ -138,7 +145,8 @@ def key_hash(name: str, alg: int, pub: bytes) -> bytes:
 
 @dataclass(frozen=True)
 class NoteSignature:
-    """One signature line of a note, parsed but not verified.
+    """One signature line of a note, parsed but not verified. `Note.from_bytes` builds only
+    valid ones; ``ledger.encode.signature_line`` checks one built otherwise before writing it.
 
     Attributes:
         name: the key name.
@@ -150,26 +158,13 @@ class NoteSignature:
     key_hash: bytes
     signature: bytes
 
-    def __post_init__(self) -> None:
-        """Refuse a signature line that could not be written back.
-
-        Raises:
-            FormatError: bad name, a key ID that is not 4 bytes, or an empty signature.
-        """
-        _check_name(self.name, "note signature")
-        if len(self.key_hash) != _KEY_HASH_SIZE:
-            raise FormatError(
-                f"note signature by {self.name}: key ID has {len(self.key_hash)} bytes, want 4"
-            )
-        if not self.signature:
-            raise FormatError(f"note signature by {self.name}: signature is empty")
-
 
 @dataclass(frozen=True)
 class Note:
     """A signed note: its text and its (unverified) signatures.
 
-    Build it with `Note.from_bytes`; ``ledger.encode.note_bytes`` gives back the exact input.
+    Build it with `Note.from_bytes`, which holds it to the format; ``ledger.encode.note_bytes``
+    gives back the exact input (and checks a note built otherwise before writing it).
 
     Attributes:
         text: the signed message, including its final newline but not the blank line.
@@ -178,23 +173,6 @@ class Note:
 
     text: bytes
     signatures: tuple[NoteSignature, ...]
-
-    def __post_init__(self) -> None:
-        """Check the invariants of a note.
-
-        Raises:
-            FormatError: the text is not valid UTF-8, has control characters or does not end in
-                a newline; no signatures or more than 100.
-        """
-        check_text_bytes(self.text, "note text")
-        if not self.text.endswith(b"\n"):
-            raise FormatError("note text does not end in a newline")
-        if not self.signatures:
-            raise FormatError("note has no signature lines, want at least 1")
-        if len(self.signatures) > MAX_SIGNATURES:
-            raise FormatError(
-                f"note has {len(self.signatures)} signature lines, want at most {MAX_SIGNATURES}"
-            )
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Note:
@@ -235,7 +213,7 @@ def _parse_signature_line(line: bytes, i: int) -> NoteSignature:
     name, sep, b64 = rest.partition(" ")
     if not sep:
         raise FormatError(f"{what}: no space between key name and signature")
-    _check_name(name, what)
+    check_key_name(name, what)
     raw = b64decode_strict(b64, what)
     if len(raw) < _KEY_HASH_SIZE + 1:
         raise FormatError(f"{what}: signature has {len(raw)} bytes, want at least 5")
@@ -282,7 +260,7 @@ class Verifier:
         Raises:
             FormatError: invalid name, unsupported type or a key that is not 32 bytes.
         """
-        _check_name(self.name, "verifier key")
+        check_key_name(self.name, "verifier key")
         if self.alg not in (ALG_ED25519, ALG_COSIGNATURE_V1):
             raise FormatError(
                 f"verifier key {self.name}: signature type 0x{self.alg:02x} is not supported, "
@@ -356,7 +334,7 @@ def verifier_from_vkey(vkey: str) -> Verifier:
     hash_hex, sep2, key_b64 = rest.partition("+")
     if not (sep1 and sep2) or not _HEX8.fullmatch(hash_hex):
         raise FormatError(f"verifier key {vkey!r}: want <name>+<8 hex digits>+<base64 key>")
-    _check_name(name, "verifier key")
+    check_key_name(name, "verifier key")
     key = b64decode_strict(key_b64, f"verifier key {name}")
     if len(key) < 2:
         raise FormatError(f"verifier key {name}: key data has {len(key)} bytes, want 33")

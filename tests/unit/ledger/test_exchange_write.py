@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import zstandard
 
+from trajledger.ledger.encode import bundle_index_bytes
 from trajledger.ledger.errors import StoreError
 from trajledger.ledger.exchange import _write_bundle
 from trajledger.verify.bundle_index import Member
@@ -53,7 +54,7 @@ def _index(small: dict[str, bytes], files: dict[str, Path]) -> Any:
 def _tarfile_reference(index: Any, small: dict[str, bytes], files: dict[str, Path]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-        for name, data in [("bundle.json", index.to_bytes()),
+        for name, data in [("bundle.json", bundle_index_bytes(index)),
                            *((m.name, small[m.name] if m.name in small
                               else files[m.name].read_bytes()) for m in index.members)]:
             info = tarfile.TarInfo(name)

@@ -23,7 +23,7 @@ import pytest
 import zstandard
 
 from trajledger import Ledger
-from trajledger.ledger.encode import tlog_proof_bytes
+from trajledger.ledger.encode import bundle_index_bytes, tlog_proof_bytes
 from trajledger.ledger.exchange import export_bundle
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import record_policy
@@ -147,7 +147,7 @@ def reindex(members: Members) -> Members:
         key=lambda m: m.name,
     )
     new = BundleIndex(old.subject, old.origin, old.vkey, old.created, tuple(listed), old.omitted)
-    return [("bundle.json", new.to_bytes()), *members[1:]]
+    return [("bundle.json", bundle_index_bytes(new)), *members[1:]]
 
 
 def changed(members: Members, name: str, fn: Callable[[bytes], bytes]) -> Members:
@@ -270,7 +270,7 @@ def relisted(members: Members) -> Members:
     listed = (Member(n, len(d), hashlib.sha256(d).hexdigest()) for n, d in members[1:])
     index = replace(BundleIndex.from_bytes(members[0][1]),
                     members=tuple(sorted(listed, key=lambda m: m.name)))
-    return [("bundle.json", index.to_bytes()), *members[1:]]
+    return [("bundle.json", bundle_index_bytes(index)), *members[1:]]
 
 
 def test_an_extension_without_its_compact_range_is_refused(world: World, tmp_path: Path) -> None:
@@ -511,7 +511,7 @@ def test_non_canonical_index_is_refused(world: World, tmp_path: Path) -> None:
 def test_index_with_a_wrong_vkey_is_refused(world: World, tmp_path: Path) -> None:
     index = BundleIndex.from_bytes(world.members[0][1])
     other = Ledger.init(tmp_path / "other", origin=index.origin).log.vkey
-    forged = replace(index, vkey=other).to_bytes()
+    forged = bundle_index_bytes(replace(index, vkey=other))
     bad = pack(tmp_path / "b.tar.zst", [("bundle.json", forged), *world.members[1:]])
     with pytest.raises(SignatureError, match="member checkpoint: not signed by the log key"):
         open_(bad)

@@ -197,21 +197,22 @@ def test_ed25519_verifier_refuses_wrong_lengths() -> None:
 
 
 def test_note_invariants() -> None:
+    """A note built other than by parsing is held to the format when it is written."""
     sig = NoteSignature(NAME, b"\x00\x01\x02\x03", b"s")
     with pytest.raises(FormatError, match="does not end in a newline"):
-        Note(b"hello", (sig,))
+        note_bytes(Note(b"hello", (sig,)))
     with pytest.raises(FormatError, match="no signature lines, want at least 1"):
-        Note(TEXT, ())
+        note_bytes(Note(TEXT, ()))
     with pytest.raises(FormatError, match="101 signature lines, want at most 100"):
-        Note(TEXT, (sig,) * 101)
+        note_bytes(Note(TEXT, (sig,) * 101))
     with pytest.raises(FormatError, match="control character U\\+0000"):
-        Note(b"a\x00\n", (sig,))
+        note_bytes(Note(b"a\x00\n", (sig,)))
     with pytest.raises(FormatError, match="key ID has 3 bytes, want 4"):
-        NoteSignature(NAME, b"\x00\x01\x02", b"s")
+        note_bytes(Note(TEXT, (NoteSignature(NAME, b"\x00\x01\x02", b"s"),)))
     with pytest.raises(FormatError, match="signature is empty"):
-        NoteSignature(NAME, b"\x00\x01\x02\x03", b"")
+        note_bytes(Note(TEXT, (NoteSignature(NAME, b"\x00\x01\x02\x03", b""),)))
     with pytest.raises(FormatError, match="without spaces or '\\+'"):
-        NoteSignature("a+b", b"\x00\x01\x02\x03", b"s")
+        note_bytes(Note(TEXT, (NoteSignature("a+b", b"\x00\x01\x02\x03", b"s"),)))
 
 
 def test_note_round_trips_text_with_blank_lines() -> None:
