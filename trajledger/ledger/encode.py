@@ -8,7 +8,8 @@ Scope: a DSSE envelope (``verify.dsse.Envelope.from_bytes``), a verifier key str
 (``verify.note.Note.from_bytes``), a tlog-proof (``verify.tlog_proof.TlogProof.from_bytes``),
 a bundle's ``proofs/<n>.consistency`` and ``.range`` members
 (``verify.consistency.parse_consistency_proof``), its ``bundle.json``
-(``verify.bundle_index.BundleIndex.from_bytes``).
+(``verify.bundle_index.BundleIndex.from_bytes``), a log entry
+(``verify.log_entry.LogEntry.from_bytes``).
 Non-scope: signing (``ledger.signing``), what is written where (``ledger.exchange``,
 ``ledger.log``).
 """
@@ -24,6 +25,12 @@ from trajledger.verify.bundle_index import INDEX_KEYS, BundleIndex
 from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import FormatError
+from trajledger.verify.log_entry import (
+    ENTRY_VERSION,
+    MAX_ENTRY_SIZE,
+    LogEntry,
+    check_entry_fields,
+)
 from trajledger.verify.note import (
     ALG_ED25519,
     MAX_SIGNATURES,
@@ -45,6 +52,7 @@ __all__ = [
     "consistency_proof_bytes",
     "envelope_bytes",
     "format_signature_line",
+    "log_entry",
     "note_bytes",
     "signature_line",
     "tlog_proof_bytes",
@@ -196,3 +204,24 @@ def bundle_index_bytes(index: BundleIndex) -> bytes:
         "vkey": index.vkey,
     }
     return canonical_json({k: obj[k] for k in INDEX_KEYS[index.format]})
+
+
+def log_entry(
+    kind: str, subject: str, envelope: str, signers: tuple[str, ...], time: str, prev: str
+) -> LogEntry:
+    """A log entry from its fields, with its canonical (RFC 8785) bytes: every value is ASCII
+    without characters JSON escapes, so the encoding is this template.
+
+    Raises:
+        FormatError: a field is not what the format allows (``check_entry_fields``), or the
+            encoding exceeds 65,535 bytes (the largest entry an entry bundle can hold).
+    """
+    check_entry_fields(kind, subject, envelope, signers, time, prev, "log entry")
+    quoted = ",".join(f'"{k}"' for k in signers)
+    raw = (
+        f'{{"envelope":"{envelope}","kind":"{kind}","prev":"{prev}","signers":[{quoted}],'
+        f'"subject":"{subject}","time":"{time}","v":{ENTRY_VERSION}}}'
+    ).encode("ascii")
+    if len(raw) > MAX_ENTRY_SIZE:
+        raise FormatError(f"log entry: encodes to {len(raw)} bytes, want at most {MAX_ENTRY_SIZE}")
+    return LogEntry(kind, subject, envelope, signers, time, prev, raw)

@@ -6,9 +6,10 @@ Scope: one log entry is the RFC 8785 (JCS) JSON object
      "subject":"sha256:<hex>","time":"YYYY-MM-DDTHH:MM:SSZ","v":1}
 
 (keys in JCS order, no whitespace). `LogEntry` is the one definition of that format: the writer
-(``ledger.log``) builds entries with `LogEntry.to_bytes`, and verifiers read them with
-`LogEntry.from_bytes`, which accepts exactly the canonical bytes and nothing else, so one entry
-has one encoding and one leaf hash. ``prev`` is the RFC 6962 leaf hash of the entry before it
+(``ledger.log``) builds entries with ``ledger.encode.log_entry`` (its fields checked by
+`check_entry_fields`, then encoded), and verifiers read them with `LogEntry.from_bytes`, which
+accepts exactly the canonical bytes and nothing else, so one entry has one encoding and one
+leaf hash. ``prev`` is the RFC 6962 leaf hash of the entry before it
 (64 zeros for entry 0): ``verify.logcheck.check_entries`` checks that hash chain.
 
 Non-scope: where entries live (``verify.tiles``), Merkle proofs (``verify.merkle``), and whether
@@ -23,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ._jcs import canonical_bytes
 from .digest import HEX64, parse_digest
 from .errors import FormatError
 from .merkle import leaf_hash
@@ -35,6 +37,7 @@ __all__ = [
     "KINDS",
     "MAX_ENTRY_SIZE",
     "LogEntry",
+    "check_entry_fields",
 ]
 
 MAX_ENTRY_SIZE = 0xFFFF
@@ -68,7 +71,7 @@ _CANONICAL = re.compile(
 )
 
 
-def _check_fields(
+def check_entry_fields(
     kind: object,
     subject: object,
     envelope: object,
@@ -96,7 +99,8 @@ def _check_fields(
 
 @dataclass(frozen=True)
 class LogEntry:
-    """One log entry. An instance always holds valid fields; `to_bytes` is its only encoding.
+    """One log entry. Build it with `from_bytes` (a writer: ``ledger.encode.log_entry``), so
+    that it holds valid fields and `to_bytes` is their only encoding.
 
     Attributes:
         kind: one of `KINDS`.
@@ -105,6 +109,7 @@ class LogEntry:
         signers: keyids (64 lowercase hex) of the envelope's signatures, sorted, unique, >= 1.
         time: when the log appended the entry, ``YYYY-MM-DDTHH:MM:SSZ`` (UTC).
         prev: hex leaf hash of the entry before, `GENESIS_PREV` for entry 0.
+        raw: the entry's canonical bytes (`to_bytes`).
     """
 
     kind: str
@@ -113,41 +118,16 @@ class LogEntry:
     signers: tuple[str, ...]
     time: str
     prev: str
-    _raw: bytes = field(default=b"", repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        """Check every field, so that an invalid entry cannot exist.
-
-        Raises:
-            FormatError: a field is not what the format allows, or the encoding exceeds
-                65,535 bytes (the largest entry an entry bundle can hold).
-        """
-        _check_fields(
-            self.kind, self.subject, self.envelope, self.signers, self.time, self.prev, "log entry"
-        )
-        raw = self._encode()
-        if len(raw) > MAX_ENTRY_SIZE:
-            raise FormatError(
-                f"log entry: encodes to {len(raw)} bytes, want at most {MAX_ENTRY_SIZE}"
-            )
-        object.__setattr__(self, "_raw", raw)
-
-    def _encode(self) -> bytes:
-        signers = ",".join(f'"{k}"' for k in self.signers)
-        return (
-            f'{{"envelope":"{self.envelope}","kind":"{self.kind}","prev":"{self.prev}",'
-            f'"signers":[{signers}],"subject":"{self.subject}","time":"{self.time}",'
-            f'"v":{ENTRY_VERSION}}}'
-        ).encode("ascii")
+    raw: bytes = field(repr=False, compare=False)
 
     def to_bytes(self) -> bytes:
         """Return the canonical (RFC 8785) bytes of the entry: what the log stores and hashes."""
-        return self._raw
+        return self.raw
 
     @property
     def leaf_hash(self) -> bytes:
         """The RFC 6962 leaf hash of `to_bytes`; the next entry's ``prev`` is its hex."""
-        return leaf_hash(self._raw)
+        return leaf_hash(self.raw)
 
     @classmethod
     def from_bytes(cls, data: bytes, what: str = "log entry") -> LogEntry:
@@ -176,18 +156,15 @@ class LogEntry:
             raise FormatError(f"{what}: signers {list(signers)} are not sorted and unique")
         time = m.group(6).decode()
         parse_time(time, what)
-        entry = object.__new__(cls)
-        for name, value in (
-            ("kind", m.group(2).decode()),
-            ("subject", "sha256:" + m.group(5).decode()),
-            ("envelope", "sha256:" + m.group(1).decode()),
-            ("signers", signers),
-            ("time", time),
-            ("prev", m.group(3).decode()),
-            ("_raw", bytes(data)),
-        ):
-            object.__setattr__(entry, name, value)
-        return entry
+        return cls(
+            kind=m.group(2).decode(),
+            subject="sha256:" + m.group(5).decode(),
+            envelope="sha256:" + m.group(1).decode(),
+            signers=signers,
+            time=time,
+            prev=m.group(3).decode(),
+            raw=bytes(data),
+        )
 
     @classmethod
     def _from_json(cls, data: bytes, what: str) -> LogEntry:
@@ -204,11 +181,10 @@ class LogEntry:
         if not isinstance(signers, list):
             raise FormatError(f"{what}: signers is {type(signers).__name__}, want a list")
         fields = (obj["kind"], obj["subject"], obj["envelope"], tuple(signers), obj["time"])
-        _check_fields(*fields, obj["prev"], what)
-        entry = cls(*fields, obj["prev"])
-        if entry.to_bytes() != data:
+        check_entry_fields(*fields, obj["prev"], what)
+        if canonical_bytes(obj, what) != data:
             raise FormatError(
                 f"{what}: is valid JSON but not in canonical form (RFC 8785: no whitespace, keys "
                 "sorted, no escapes), want the canonical encoding"
             )
-        return entry
+        return cls(*fields, obj["prev"], bytes(data))

@@ -21,17 +21,7 @@ import zstandard
 from trajledger.ledger.encode import bundle_index_bytes
 from trajledger.ledger.errors import StoreError
 from trajledger.ledger.exchange import _write_bundle
-from trajledger.verify.bundle_index import Member
-
-
-class _Index:
-    """What the writer reads of a `BundleIndex`: its bytes and its members."""
-
-    def __init__(self, members: list[Member]) -> None:
-        self.members = tuple(sorted(members, key=lambda m: m.name))
-
-    def to_bytes(self) -> bytes:
-        return b'{"format":2,"members":%d}' % len(self.members)
+from trajledger.verify.bundle_index import BundleIndex, Member
 
 
 def _members(tmp_path: Path, sizes: list[int]) -> tuple[dict[str, bytes], dict[str, Path]]:
@@ -48,7 +38,8 @@ def _members(tmp_path: Path, sizes: list[int]) -> tuple[dict[str, bytes], dict[s
 def _index(small: dict[str, bytes], files: dict[str, Path]) -> Any:
     members = [Member(n, len(b), hashlib.sha256(b).hexdigest()) for n, b in small.items()]
     members += [Member(n, p.stat().st_size, n.rsplit("/", 1)[1]) for n, p in files.items()]
-    return _Index(members)
+    return BundleIndex("sha256:" + "0" * 64, "example.com/log", "vkey", "2025-01-01T00:00:00Z",
+                       tuple(sorted(members, key=lambda m: m.name)))
 
 
 def _tarfile_reference(index: Any, small: dict[str, bytes], files: dict[str, Path]) -> bytes:

@@ -18,6 +18,7 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from trajledger.ledger.encode import log_entry
 from trajledger.verify.errors import FormatError
 from trajledger.verify.log_entry import ENTRY_VERSION, GENESIS_PREV, KINDS, LogEntry
 from trajledger.verify.logcheck import check_entries
@@ -47,12 +48,12 @@ def entry(**over: object) -> LogEntry:
         "prev": GENESIS_PREV,
     }
     fields.update(over)
-    return LogEntry(**fields)  # type: ignore[arg-type]
+    return log_entry(**fields)  # type: ignore[arg-type]
 
 
 hex64 = st.text(alphabet=HEX, min_size=64, max_size=64)
 entries = st.builds(
-    lambda kind, s, e, signers, t, prev: LogEntry(
+    lambda kind, s, e, signers, t, prev: log_entry(
         kind, "sha256:" + s, "sha256:" + e, tuple(sorted(signers)), t, prev
     ),
     st.sampled_from(sorted(KINDS)),

@@ -19,7 +19,7 @@ import hashlib
 
 from cryptography.hazmat.primitives import serialization
 
-from trajledger.ledger.encode import envelope_bytes
+from trajledger.ledger.encode import envelope_bytes, log_entry
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.signing import sign_statement
 from trajledger.verify import predicates
@@ -68,7 +68,7 @@ def revocation(subject: str, signer: Signer, reason: str = "leaked test data"
     env = sign_statement([("artifact", subject)], predicates.REVOCATION,
                          {"reason": reason, "revokedAt": "2026-01-02T03:04:05Z"}, [signer])
     data = envelope_bytes(env)
-    entry = LogEntry("revocation", subject, "sha256:" + hashlib.sha256(data).hexdigest(),
+    entry = log_entry("revocation", subject, "sha256:" + hashlib.sha256(data).hexdigest(),
                      (signer.keyid,), "2026-01-02T03:04:06Z", GENESIS_PREV)
     return entry, data
 
@@ -106,7 +106,7 @@ def test_a_key_the_policy_does_not_hold_is_the_cause() -> None:
 
 def test_who_may_revoke() -> None:
     batch = digest("batch")
-    made_entry = LogEntry("rollout-batch", batch, digest("env"), (PRODUCER.keyid,),
+    made_entry = log_entry("rollout-batch", batch, digest("env"), (PRODUCER.keyid,),
                           "2026-01-01T00:00:00Z", GENESIS_PREV)
     made = Record(0, made_entry, None, None, frozenset({PRODUCER.keyid}))  # type: ignore[arg-type]
     by_approver = judge_record(1, *revocation(batch, APPROVER), POLICY, nothing)
@@ -150,7 +150,7 @@ def test_approvals_from_in_memory_records() -> None:
         "purpose": "train", "approvedAt": "2026-01-02T00:00:00Z",
         "expires": "2026-02-02T00:00:00Z"}, [APPROVER])
     data = envelope_bytes(env)
-    entry = LogEntry("approval", ds, "sha256:" + hashlib.sha256(data).hexdigest(),
+    entry = log_entry("approval", ds, "sha256:" + hashlib.sha256(data).hexdigest(),
                      (APPROVER.keyid,), "2026-01-02T00:00:10Z", GENESIS_PREV)
     rec = judge_record(4, entry, data, POLICY, nothing)
     assert isinstance(rec, Record), rec

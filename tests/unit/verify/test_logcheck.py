@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import testkit
 
+from trajledger.ledger.encode import log_entry
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.log import EntrySpec, Log
 from trajledger.verify.log_entry import LogEntry
@@ -97,7 +98,7 @@ def test_a_broken_chain(files: tuple[dict[str, bytes], int, bytes]) -> None:
     data, size, _root = files
     entries = TileReader(fetcher(data), size).entries(256, 300)
     e = LogEntry.from_bytes(entries[5])
-    forged = LogEntry(e.kind, e.subject, e.envelope, e.signers, e.time, "f" * 64).to_bytes()
+    forged = log_entry(e.kind, e.subject, e.envelope, e.signers, e.time, "f" * 64).to_bytes()
     entries[5] = forged
     data["tile/entries/001.p/44"] = format_entry_bundle(entries)
     result = check_log(fetcher(data), size, None)
@@ -156,7 +157,7 @@ def test_a_subset_of_entries(files: tuple[dict[str, bytes], int, bytes]) -> None
     assert check_entries(subset, size, root, proofs.__getitem__) == []
     # A forged neighbour breaks the chain; a wrong proof and a missing one are named.
     e = LogEntry.from_bytes(subset[2])
-    subset[2] = LogEntry(e.kind, e.subject, e.envelope, e.signers, e.time, "e" * 64).to_bytes()
+    subset[2] = log_entry(e.kind, e.subject, e.envelope, e.signers, e.time, "e" * 64).to_bytes()
     proofs[150] = proofs[150][::-1]
     del proofs[299]
     subset[400] = subset[0]

@@ -24,7 +24,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
 from trajledger.ledger.cards import ProducerCard
-from trajledger.ledger.encode import envelope_bytes
+from trajledger.ledger.encode import envelope_bytes, log_entry
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.signing import canonical_json, sign_statement
 from trajledger.verify import predicates as p
@@ -160,7 +160,7 @@ def _log_entry(obj: dict[str, Any]) -> LogEntry:
     return LogEntry.from_bytes(canonical_json(obj))
 
 
-ENTRY = json.loads(LogEntry("files", D, D, ("ab" * 32,), T, "00" * 32).to_bytes())
+ENTRY = json.loads(log_entry("files", D, D, ("ab" * 32,), T, "00" * 32).to_bytes())
 ENVELOPE = json.loads(envelope_bytes(sign_statement([("x", D)], p.FILES, {"manifest": MANIFEST},
                                      [Signer.generate("k")])))
 

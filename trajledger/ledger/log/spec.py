@@ -16,6 +16,7 @@ from trajledger.verify.errors import FormatError
 from trajledger.verify.log_entry import GENESIS_PREV, LogEntry
 from trajledger.verify.statement import Statement
 
+from ..encode import log_entry
 from ..errors import LogError
 from ..keys import Signer
 
@@ -54,7 +55,7 @@ class EntrySpec:
 
     def entry(self, prev: str, now: str) -> LogEntry:
         """Build the entry with ``prev`` (and ``now`` unless `time` is set)."""
-        return LogEntry(
+        return log_entry(
             kind=self.kind,
             subject=self.subject,
             envelope=self.envelope,
