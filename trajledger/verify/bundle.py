@@ -54,7 +54,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from .bundle_index import CHECKPOINT_NAME, INDEX_NAME, BundleIndex, Terms, check_member_name
-from .bundle_stream import BLOCK, CHUNK, SMALL_KINDS, Bounded, Limits, open_zstd, tar_headers
+from .bundle_stream import BLOCK, SMALL_KINDS, Bounded, Limits, open_zstd, tar_headers
 from .checkpoint import HANDOVER_DIR, Checkpoint, verify_checkpoint
 from .digest import digest_bytes, parse_digest
 from .errors import DigestMismatchError, FormatError, ProofError, ProvenanceError, SignatureError
@@ -212,12 +212,9 @@ class BundleEvidence:
                 target = objects_dir / key
                 fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                 with os.fdopen(fd, "wb") as out:
-                    left = header.size
-                    while left:
-                        chunk = stream.exact(min(left, CHUNK), here)
+                    for chunk in stream.chunks(header.size, here):
                         h.update(chunk)
                         out.write(chunk)
-                        left -= len(chunk)
                 self._objects["sha256:" + key] = target
             else:
                 data = stream.exact(header.size, here)
@@ -235,14 +232,10 @@ class BundleEvidence:
             elif kind == "object" and got != key:
                 mismatches.append(f"{here}: content hashes to sha256:{got[:16]}…, not its name")
         # (3)
-        missing = [n for n in index.by_name if n not in seen]
+        missing = [f"{what}: member {n}: listed in {INDEX_NAME} but missing"
+                   for n in index.by_name if n not in seen]
         if missing:
-            raise FormatError(
-                "\n".join(
-                    f"{what}: member {n}: listed in {INDEX_NAME} but missing" for n in missing
-                )
-                + ("\n" + "\n".join(mismatches) if mismatches else "")
-            )
+            raise FormatError("\n".join(missing + mismatches))
         if mismatches:
             raise DigestMismatchError("\n".join(mismatches), subject=what)
         self.index = index
@@ -282,10 +275,10 @@ class BundleEvidence:
         """Cross-check the members against each other.
 
         Steps:
-            1. The proofs parse (``c2sp.org/tlog-proof``, and the hash lists of consistency
-               proofs).
+            1. The proofs parse (``c2sp.org/tlog-proof``).
             2. The checkpoint parses, its origin is the index's, and the index's vkey (named
-               after that origin) verifies its signature.
+               after that origin) verifies its signature. Each consistency proof starts from a
+               size below the checkpoint's, and its hash list parses.
             3. An update bundle's extension starts from a compact range it holds, at a size no
                larger than the checkpoint's (`verify.update_bundle.extension_start`). Each
                entry below the extension (all of them, without one) has a proof, and each
@@ -295,10 +288,9 @@ class BundleEvidence:
                each parses and lies inside the tree, neighbours chain by ``prev``, each is
                included under the checkpoint; the extension's entries (every one from its first
                size on) extend its compact range (``proofs/<n>.range``) to the root.
-            5. Each consistency proof starts from a size below the checkpoint's.
-            6. Each ``policy/<i>.json`` is the preimage of trust-policy entry ``i``'s subject
+            5. Each ``policy/<i>.json`` is the preimage of trust-policy entry ``i``'s subject
                and parses as a policy; every bundled trust-policy entry has one.
-            7. The key handovers are numbered 1, 2, ... without a gap, and each parses and is
+            6. The key handovers are numbered 1, 2, ... without a gap, and each parses and is
                signed by both keys it names (``verify.log_key.parse_handover``; whether the
                verifier trusts any of those keys is its policy's business).
         """
@@ -311,12 +303,6 @@ class BundleEvidence:
                 self._proofs[i] = TlogProof.from_bytes(data)
             except FormatError as e:
                 raise FormatError(f"{what}: member proofs/{i}.tlog-proof: {e}") from e
-        if self._small["consistency"]:  # only a bundle with consistency proofs
-            from .consistency import parse_consistency_proof
-
-            for old, data in self._small["consistency"].items():
-                here = f"{what}: member proofs/{old}.consistency"
-                self._consistency[old] = parse_consistency_proof(data, here)
         # (2)
         here = f"{what}: member {CHECKPOINT_NAME}"
         if not note:
@@ -338,6 +324,16 @@ class BundleEvidence:
         except ProvenanceError as e:
             raise SignatureError(f"{here}: not signed by the log key in {INDEX_NAME}: {e}") from e
         size = self.checkpoint.size
+        if self._small["consistency"]:  # only a bundle with consistency proofs
+            from .consistency import parse_consistency_proof
+
+            for old, data in self._small["consistency"].items():
+                here = f"{what}: member proofs/{old}.consistency"
+                if old >= size:
+                    raise FormatError(
+                        f"{here}: from size {old}, not below the checkpoint's {size}"
+                    )
+                self._consistency[old] = parse_consistency_proof(data, here)
         # (3)
         ext = index.extension
         if ext is not None:  # an update bundle (format 4)
@@ -371,13 +367,6 @@ class BundleEvidence:
             raise ProofError(f"{what}: members {findings[0].file}: {findings[0].message}")
         parsed = {i: LogEntry.from_bytes(data) for i, data in entries.items()}
         # (5)
-        for old in self._consistency:
-            if old >= size:
-                raise FormatError(
-                    f"{what}: member proofs/{old}.consistency: from size {old}, not below the "
-                    f"checkpoint's {size}"
-                )
-        # (6)
         for i, data in sorted(policies.items()):
             where = f"{what}: member policy/{i}.json"
             entry = parsed.get(i)
@@ -397,7 +386,7 @@ class BundleEvidence:
                 raise FormatError(
                     f"{what}: member entries/{i}: trust-policy record without policy/{i}.json"
                 )
-        # (7)
+        # (6)
         if sorted(handovers) != list(range(1, len(handovers) + 1)):
             raise FormatError(f"{what}: key handovers are not numbered 1..{len(handovers)}")
         if handovers:  # a rotated log key; most logs never rotate theirs

@@ -99,16 +99,20 @@ class Bounded:
             )
         return data
 
-    def exact(self, n: int, what: str) -> bytes:
-        parts = []
+    def chunks(self, n: int, what: str) -> Iterator[bytes]:
+        """The next ``n`` bytes, in pieces of at most `CHUNK` (``what`` is truncated if fewer
+        come)."""
         left = n
         while left:
             chunk = self.read(min(left, CHUNK))
             if not chunk:
                 raise FormatError(f"{what}: truncated ({n - left} of {n} bytes)")
-            parts.append(chunk)
             left -= len(chunk)
-        return b"".join(parts)
+            yield chunk
+
+    def exact(self, n: int, what: str) -> bytes:
+        """The next ``n`` bytes (``what`` is truncated if fewer come)."""
+        return b"".join(self.chunks(n, what))
 
 
 def _octal(field_bytes: bytes, what: str) -> int:
