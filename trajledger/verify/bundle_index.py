@@ -114,8 +114,9 @@ def _check_format(fmt: object) -> int:
     return fmt
 
 
-def check_member_name(name: str) -> tuple[str, str]:
-    """Check a member name is canonical and in the bundle layout.
+def check_member_name(name: str, where: str = "") -> tuple[str, str]:
+    """Check a member name is canonical and in the bundle layout; ``where`` starts each
+    message (``bundle.json: `` for a listed name).
 
     Returns:
         ``(kind, key)``: kind one of ``index checkpoint entry proof consistency object policy
@@ -126,9 +127,9 @@ def check_member_name(name: str) -> tuple[str, str]:
             control character, a non-ASCII or empty name, an empty segment, or a name outside
             the layout (which also refuses leading zeros and upper-case hex).
     """
-    what = f"member {name!r}"
+    what = f"{where}member {name!r}"
     if not name:
-        raise FormatError("member with an empty name")
+        raise FormatError(f"{where}member with an empty name")
     if name.startswith("/"):
         raise FormatError(f"{what}: absolute path")
     segments = name.split("/")
@@ -205,10 +206,7 @@ class BundleIndex:
         parse_time(self.created, f"{what}: created")
         kinds: set[str] = set()
         for i, m in enumerate(self.members):
-            try:
-                kind, _ = check_member_name(m.name)
-            except FormatError as e:
-                raise FormatError(f"{what}: {e}") from e
+            kind, _ = check_member_name(m.name, f"{what}: ")
             kinds.add(kind)
             if kind == "index":
                 raise FormatError(f"{what}: lists itself as a member")
