@@ -176,13 +176,14 @@ class BundleEvidence:
         first = next(headers, None)
         if first is None:
             raise FormatError(f"{what}: empty archive, no {INDEX_NAME}")
-        here = f"{what}: member {first.name}"
-        if check_member_name(first.name)[0] != "index":
+        name, size = first
+        here = f"{what}: member {name}"
+        if check_member_name(name)[0] != "index":
             raise FormatError(f"{here}: the first member must be {INDEX_NAME}")
-        if first.size > limits.index:
-            raise FormatError(f"{here}: {first.size} bytes, limit {limits.index}")
-        index = self._read_index(stream.exact(first.size, here), limits, what)
-        stream.exact(-first.size % BLOCK, here)
+        if size > limits.index:
+            raise FormatError(f"{here}: {size} bytes, limit {limits.index}")
+        index = self._read_index(stream.exact(size, here), limits, what)
+        stream.exact(-size % BLOCK, here)
         # Objects go to disk: refuse before writing any when they cannot fit.
         need = sum(m.size for m in index.members if m.name.startswith("objects/"))
         free = shutil.disk_usage(objects_dir).free
@@ -194,8 +195,7 @@ class BundleEvidence:
             )
         seen = {INDEX_NAME}
         mismatches: list[str] = []
-        for header in headers:
-            name = header.name
+        for name, size in headers:
             kind, key = check_member_name(name)
             here = f"{what}: member {name}"
             if name in seen:
@@ -205,22 +205,22 @@ class BundleEvidence:
             if listed is None:
                 raise FormatError(f"{here}: not listed in {INDEX_NAME} (extra member)")
             # Equal to the listed size, which `_read_index` held to the kind's cap.
-            if header.size != listed.size:
-                raise FormatError(f"{here}: {header.size} bytes, {INDEX_NAME} says {listed.size}")
+            if size != listed.size:
+                raise FormatError(f"{here}: {size} bytes, {INDEX_NAME} says {listed.size}")
             h = hashlib.sha256()
             if kind == "object":
                 target = objects_dir / key
                 fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                 with os.fdopen(fd, "wb") as out:
-                    for chunk in stream.chunks(header.size, here):
+                    for chunk in stream.chunks(size, here):
                         h.update(chunk)
                         out.write(chunk)
                 self._objects["sha256:" + key] = target
             else:
-                data = stream.exact(header.size, here)
+                data = stream.exact(size, here)
                 h.update(data)
                 self._small[kind][int(key or 0)] = data
-            pad = stream.exact(-header.size % BLOCK, here)
+            pad = stream.exact(-size % BLOCK, here)
             if pad.count(0) != len(pad):
                 raise FormatError(f"{here}: non-zero tar padding")
             got = h.hexdigest()

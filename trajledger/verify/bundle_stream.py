@@ -141,12 +141,6 @@ _TYPE_NAMES = {
 }
 
 
-@dataclass(frozen=True)
-class _Header:
-    name: str
-    size: int
-
-
 def _parse_pax(data: bytes, what: str) -> dict[str, str]:
     out: dict[str, str] = {}
     rest = data
@@ -171,8 +165,9 @@ def _parse_pax(data: bytes, what: str) -> dict[str, str]:
     return out
 
 
-def tar_headers(stream: Bounded, limits: Limits, what: str) -> Iterator[_Header]:
-    """Yield each regular member's header; the caller must then read exactly its content.
+def tar_headers(stream: Bounded, limits: Limits, what: str) -> Iterator[tuple[str, int]]:
+    """Yield each regular member's name and size; the caller must then read exactly its
+    content.
 
     Steps:
         1. Read a 512-byte header; two zero blocks end the archive, and only zero padding may
@@ -234,7 +229,7 @@ def tar_headers(stream: Bounded, limits: Limits, what: str) -> Iterator[_Header]
             raise FormatError(f"{what}: member {name!r} is {kind}; only regular files allowed")
         if block[157:257].strip(b"\x00"):
             raise FormatError(f"{what}: member {name!r} carries a link name")
-        yield _Header(name, size)
+        yield name, size
 
 
 def open_zstd(path: Path, limits: Limits) -> tuple[IO[bytes], Bounded]:
