@@ -1,9 +1,9 @@
 """The verified graph a lineage verification produces, and its text form.
 
-Scope: `Node` (an artifact, the log, or a decision, with its `Check`s), `Edge`, `Mark` (a record
-about the graph's artifacts that is not a node), and `Report`: which nodes fail (their own
-checks, or through their lineage), the root causes, the verdict line and the text tree. Pure: no
-I/O, no evidence, no policy.
+Scope: `Node` (an artifact, the log, or a decision, with its `Check`s), `Edge`, and `Report`:
+which nodes fail (their own checks, or through their lineage), the root causes, the verdict
+line and the text tree. Pure: no I/O, no evidence, no policy. The records a report may carry
+about its artifacts (`verify.impact.Mark`) are made, and defined, only where asked for.
 Non-scope: deciding what the checks say (``verify.judge``, ``verify.lineage``); the JSON form
 (``schemas/report.v1.md``: ``verify.report_json``, loaded only when asked for).
 """
@@ -13,12 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .kinds import KINDS
 
-__all__ = ["ERASED", "FAIL", "INFO", "OK", "Check", "Direction", "Edge", "Mark", "Node",
-           "Report", "Status", "short"]
+if TYPE_CHECKING:
+    from .impact import Mark
+
+__all__ = ["ERASED", "FAIL", "INFO", "OK", "Check", "Direction", "Edge", "Node", "Report", "Status",
+           "short"]
 
 
 class Status(StrEnum):
@@ -133,42 +136,6 @@ class Edge:
     src: str
     dst: str
     role: str
-
-
-@dataclass(frozen=True)
-class Mark:
-    """A log record about artifacts of a report that is not a node of it: an approval, a
-    revocation, an erasure, an evaluation of a checkpoint... (`verify.impact.with_records`).
-
-    Attributes:
-        index: its log index.
-        kind: its entry kind.
-        about: ``(node id, role)`` for each artifact of the report it is about: its subject
-            (the role is the kind) or a dependency it names (the dependency's role).
-        signers: the keyids its entry names.
-        status: ``ok`` (it verifies as a record: signature, role, inclusion), ``info`` (intact,
-            not signed under the policy: ignored) or ``fail`` (missing or damaged evidence).
-        detail: what it says (its predicate's plain fields), or why it does not verify.
-    """
-
-    index: int
-    kind: str
-    about: tuple[tuple[str, str], ...]
-    signers: tuple[str, ...]
-    status: Status
-    detail: str
-
-    @property
-    def label(self) -> str:
-        """``approval at log index 12``."""
-        return f"{self.kind} at log index {self.index}"
-
-    def line(self, role: str) -> tuple[Status, str]:
-        """Its line under a node of a text report it is about in ``role``: the status drawn
-        (``info`` for one that verifies: a record, not a check) and the text."""
-        by = f", signed by {', '.join(s[:12] for s in self.signers)}" if self.signers else ""
-        via = "" if role == self.kind else f" (names it as {role})"
-        return INFO if self.status == OK else self.status, f"{self.label}{via}{by} — {self.detail}"
 
 
 @dataclass

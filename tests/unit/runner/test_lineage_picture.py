@@ -28,7 +28,8 @@ from trajledger.runner.lineage_layout import (
     overlaps,
     short_names,
 )
-from trajledger.verify.lineage import Edge, Mark, Node, Report
+from trajledger.verify.impact import Mark
+from trajledger.verify.lineage import Edge, Node, Report
 
 SVG = "{http://www.w3.org/2000/svg}"
 KEY = "ab" * 32
