@@ -57,8 +57,6 @@ from .judge import (
     Record,
     RecordFailure,
     approvals,
-    authority,
-    erasure_note,
     held_out,
     judge_record,
     key_node,
@@ -226,7 +224,8 @@ class LineageVerifier:
             1. The entry is included under the checkpoint.
             2. Its envelope, read from the evidence, is judged (`verify.judge.judge_record`:
                digest, signatures by the roles its kind requires, predicate type, subject).
-            3. A revocation or erasure must have authority over its subject (`authority`).
+            3. A revocation or erasure must have authority over its subject
+               (`verify.retractions.authority`).
         """
         cached = self._records.get(index)
         if cached is None:
@@ -249,6 +248,8 @@ class LineageVerifier:
         rec = judge_record(index, entry, data, self.policy, self.evidence.blob)
         # (3)
         if isinstance(rec, Record) and entry.kind in ("revocation", "erasure"):
+            from .retractions import authority  # loaded only for a revocation or an erasure
+
             kind = self.primary_kind(entry.subject)
             made = self.identity_record(entry.subject, kind) if kind is not None else None
             problem = authority(rec, self.policy, kind, made)
@@ -358,7 +359,9 @@ class LineageVerifier:
             self._check_files(node, erased, rec.statement, k.documents(rec.predicate),
                               getattr(rec.predicate, "sealed", None))
         elif erased is not None:
-            node.add("erased", ERASED, erasure_note(erased))
+            from .retractions import note_erased  # loaded only for erased data
+
+            note_erased(node, erased)
         self._deps[digest] = [
             d for d in k.dependencies(rec.predicate)
             if not (d.optional and not self.records(d.digest, d.kind))
@@ -406,7 +409,9 @@ class LineageVerifier:
         raw = self.evidence.blob(digest)
         if raw is None:
             if erased is not None:
-                node.add("erased", ERASED, erasure_note(erased, "manifest deleted"))
+                from .retractions import note_erased
+
+                note_erased(node, erased, "manifest deleted")
             else:
                 node.fail("files", f"manifest {_short(digest)} is missing")
             return
@@ -457,13 +462,11 @@ class LineageVerifier:
                 gone += 1
                 if erased is None or by.index != erased.index:
                     by_other[by.index] = by
-        if erased is not None:
-            node.add("erased", ERASED,
-                     erasure_note(erased, f"{gone} of {len(manifest.files)} blob(s) deleted"))
-        for other in by_other.values():
-            node.add("erased", ERASED, f"blob(s) deleted by the erasure of "
-                     f"{_short(other.entry.subject)} (log index {other.index}); digests still "
-                     "verify")
+        if erased is not None or by_other:
+            from .retractions import note_erased
+
+            note_erased(node, erased, f"{gone} of {len(manifest.files)} blob(s) deleted",
+                        by_other.values())
         how = ("hashed by the runner as read" if caller else "re-hashed"
                if self.data == DataMode.HASH else "size only, not re-hashed")
         if sealed is not None:
