@@ -201,45 +201,35 @@ class Report:
         failed = {nid: [c for c in n.checks if c.status == FAIL] for nid, n in self.nodes.items()}
         own = {nid: [c for c in cs if c.cause not in failing] for nid, cs in failed.items()}
 
-        def via(nid: str) -> list[str]:
-            caused = [c.cause for c in failed[nid] if c.cause in failing]
-            return [v for v in caused if v is not None] or [
-                e.dst for e in deps.get(nid, []) if e.dst in failing]
-
-        blamed: dict[str, set[str]] = {}
-        for start in failing:  # iteratively: a lineage may be thousands of nodes deep
-            stack, visiting = [start], set()
-            while stack:
-                nid = stack[-1]
-                if nid in blamed or own[nid]:
-                    stack.pop()
-                    continue
-                todo = [v for v in via(nid) if v not in blamed and not own[v]
-                        and v not in visiting]
-                if todo and nid not in visiting:
-                    visiting.add(nid)
-                    stack.extend(todo)
-                    continue
-                blamed[nid] = set().union(*({v} if own[v] else blamed.get(v, set())
-                                            for v in via(nid)))
-                stack.pop()
-        counts: dict[str, int] = {}
-        total = 0
+        # A node failing through its lineage (no problem of its own) reaches the failing nodes
+        # it fails because of: the causes its checks name, else its failing dependencies. A
+        # root cause counts each node that reaches it, through such nodes, once.
+        users: dict[str, list[str]] = {}
+        units: dict[str, int] = {}
         for nid in failing:
             if own[nid]:
                 continue
+            caused = [c.cause for c in failed[nid] if c.cause in failing and c.cause is not None]
+            for v in caused or [e.dst for e in deps.get(nid, []) if e.dst in failing]:
+                users.setdefault(v, []).append(nid)
             # A record is an artifact failing through its lineage, or each check that follows
             # from a cause (a bundle's terms of batches never reached); decisions are not.
-            units = sum(1 for c in failed[nid] if c.cause in failing) or int(
-                self.nodes[nid].kind in KINDS)
-            total += units
-            for r in blamed.get(nid, ()):
-                counts[r] = counts.get(r, 0) + units
+            units[nid] = len(caused) or int(self.nodes[nid].kind in KINDS)
+        counts: dict[str, int] = {}
+        for root in (nid for nid in failing if own[nid]):
+            seen: set[str] = set()
+            todo = [root]
+            while todo:  # iteratively: a lineage may be thousands of nodes deep
+                for nid in users.get(todo.pop(), ()):
+                    if nid not in seen:
+                        seen.add(nid)
+                        todo.append(nid)
+            counts[root] = sum(units[nid] for nid in seen)
         order = [node.id for _d, _e, node, first in self.walk() if first]
         walked = set(order)
         order += [nid for nid in self.nodes if nid not in walked]
         return [(self.nodes[nid], own[nid], counts.get(nid, 0)) for nid in order
-                if own[nid]], total
+                if own[nid]], sum(units.values())
 
     def verdict(self) -> str:
         """The report's first line: the outcome, the subject and the count of problems.
