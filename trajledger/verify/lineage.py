@@ -156,7 +156,6 @@ class LineageVerifier:
         self._nodes: dict[str, Node] = {}
         self._edges: dict[str, list[Edge]] = {}
         self._deps: dict[str, list[Dependency]] = {}
-        self._followed: set[str] = set()
         self._erased_blobs: dict[str, Record | None] = {}
 
     @property
@@ -264,7 +263,6 @@ class LineageVerifier:
         cause = failure.cause
         if cause is not None and cause.startswith("key:") and cause not in self._nodes:
             self._nodes[cause] = key_node(failure, self.policy)
-            self._edges[cause] = []
         return cause
 
     def node(self, digest: str) -> Node:
@@ -327,15 +325,13 @@ class LineageVerifier:
         elif node.kind != kind:
             node.fail("kind", f"used as {kind} but recorded as {node.kind}")
             return node
-        if follow and digest not in self._followed:
-            self._followed.add(digest)
+        if follow and digest not in self._edges:  # followed once
+            self._edges[digest] = []
             self._follow(node)
         return node
 
     def _verify_node(self, digest: str, kind: str) -> Node:
         node = self._nodes[digest] = Node(digest, kind)
-        self._edges[digest] = []
-        self._deps[digest] = []
         # (1)
         rec = self.identity_record(digest, kind)
         if rec is None:
@@ -438,22 +434,21 @@ class LineageVerifier:
             from .sealed_files import ciphertexts
 
             stored = ciphertexts(manifest, sealed, node)
+        rehash = self.data == DataMode.HASH and not caller
         for f in manifest.files:
             if documents.get(f.path) == f.digest or f.path not in stored:
                 continue  # read whole and checked above; or sealed without a ciphertext: failed
             f_digest, f_size = stored[f.path]
             # One look at the file per blob: its presence to re-hash it, else its size.
-            rehash = self.data == DataMode.HASH and not caller
             size = None if rehash else self.evidence.blob_size(f_digest)
             if self.evidence.omitted(f_digest):
                 absent += 1
             elif size is not None or (rehash and self.evidence.has_blob(f_digest)):
                 present += 1
-                if caller:
-                    continue  # the caller hashes the bytes as it reads them, and reports
                 if rehash:
                     self.blobs.later(node, f.path, f_digest, f_size)
-                elif size is not None and size != f_size:  # (not None: not re-hashed)
+                # (the caller hashes the bytes as it reads them, and reports)
+                elif not caller and size is not None and size != f_size:
                     node.fail(f.path, size_problem(f_digest, size, f_size))
             # A missing blob is erased only when a verified erasure lists it; otherwise lost.
             elif (by := self.erased_blob(f_digest)) is None:
@@ -600,28 +595,20 @@ class LineageVerifier:
     ) -> Report:
         """The graph as a `Report`, each node once: upstream, what is reachable from ``roots``
         through the dependency edges; downstream, the ``downstream`` edges given."""
-        nodes: dict[str, Node] = {"log": self.log}
-        for r in roots:
-            if r != "log":
-                nodes[r] = self._nodes[r]
-        edges: list[Edge] = []
-        if downstream is None:
-            todo = [r for r in roots if r != "log"]
-            done: set[str] = set()
-            while todo:
-                nid = todo.pop()
-                if nid in done:
-                    continue
+        nodes = {"log": self.log} | {r: self._nodes[r] for r in roots if r != "log"}
+        edges = list(downstream) if downstream is not None else []
+        todo = [r for r in roots if r != "log"] if downstream is None else []
+        done: set[str] = set()
+        while todo:  # upstream: what the roots reach through the dependency edges
+            nid = todo.pop()
+            if nid not in done:
                 done.add(nid)
                 nodes.setdefault(nid, self._nodes[nid])
-                for e in self._edges.get(nid, []):
-                    edges.append(e)
-                    todo.append(e.dst)
-        else:
-            for e in downstream:
-                nodes.setdefault(e.src, self._nodes[e.src])
-                nodes.setdefault(e.dst, self._nodes[e.dst])
-                edges.append(e)
+                edges += self._edges.get(nid, [])
+                todo += [e.dst for e in self._edges.get(nid, [])]
+        for e in edges:  # downstream: the ends of the edges given
+            nodes.setdefault(e.src, self._nodes[e.src])
+            nodes.setdefault(e.dst, self._nodes[e.dst])
         # A key the policy does not hold comes along as the root cause of the records naming
         # it, when there are several (one such record is clearer shown as itself).
         named: dict[str, int] = {}
