@@ -13,55 +13,19 @@ Non-scope: verifying anything itself (the verifier does, memoised).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .digest import parse_digest
 from .judge import Record
 from .kinds import KINDS
-from .report import FAIL, INFO, OK, Direction, Edge, Report, Status
+from .marks import Mark
+from .report import FAIL, INFO, OK, Direction, Edge, Report
 from .report import short as _short
 
 if TYPE_CHECKING:
     from .lineage import LineageVerifier
 
-__all__ = ["Mark", "gist", "impact", "with_records"]
-
-
-@dataclass(frozen=True)
-class Mark:
-    """A log record about artifacts of a report that is not a node of it: an approval, a
-    revocation, an erasure, an evaluation of a checkpoint... (`verify.impact.with_records`).
-
-    Attributes:
-        index: its log index.
-        kind: its entry kind.
-        about: ``(node id, role)`` for each artifact of the report it is about: its subject
-            (the role is the kind) or a dependency it names (the dependency's role).
-        signers: the keyids its entry names.
-        status: ``ok`` (it verifies as a record: signature, role, inclusion), ``info`` (intact,
-            not signed under the policy: ignored) or ``fail`` (missing or damaged evidence).
-        detail: what it says (its predicate's plain fields), or why it does not verify.
-    """
-
-    index: int
-    kind: str
-    about: tuple[tuple[str, str], ...]
-    signers: tuple[str, ...]
-    status: Status
-    detail: str
-
-    @property
-    def label(self) -> str:
-        """``approval at log index 12``."""
-        return f"{self.kind} at log index {self.index}"
-
-    def line(self, role: str) -> tuple[Status, str]:
-        """Its line under a node of a text report it is about in ``role``: the status drawn
-        (``info`` for one that verifies: a record, not a check) and the text."""
-        by = f", signed by {', '.join(s[:12] for s in self.signers)}" if self.signers else ""
-        via = "" if role == self.kind else f" (names it as {role})"
-        return INFO if self.status == OK else self.status, f"{self.label}{via}{by} — {self.detail}"
+__all__ = ["gist", "impact", "with_records"]
 
 
 def impact(verifier: LineageVerifier, digest: str) -> Report:

@@ -29,7 +29,7 @@ artifacts use it, with `Edge`s carrying the dependency's role. Rendering it as t
 node once and refers back ("see above"); its JSON is a node table plus an edge list
 (``schemas/report.v1.md``, ``verify.report_json``). The cost is linear in nodes + edges. On
 request (`verify.impact.with_records`), a report also carries the records about its artifacts
-that are not nodes of it (`verify.impact.Mark`: approvals, revocations, erasures,
+that are not nodes of it (`verify.marks.Mark`: approvals, revocations, erasures,
 evaluations...), each verified as a record, for a picture of the lineage.
 The work is split as python-tuf splits its updater from ``TrustedMetadataSet``: this module
 walks (finds records in the index, reads envelopes and manifests from the evidence, memoises,

@@ -3,7 +3,7 @@
 Scope: `Node` (an artifact, the log, or a decision, with its `Check`s), `Edge`, and `Report`:
 which nodes fail (their own checks, or through their lineage), the root causes, the verdict
 line and the text tree. Pure: no I/O, no evidence, no policy. The records a report may carry
-about its artifacts (`verify.impact.Mark`) are made, and defined, only where asked for.
+about its artifacts (`verify.marks.Mark`) load only where asked for.
 Non-scope: deciding what the checks say (``verify.judge``, ``verify.lineage``); the JSON form
 (``schemas/report.v1.md``: ``verify.report_json``, loaded only when asked for).
 """
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .kinds import KINDS
 
 if TYPE_CHECKING:
-    from .impact import Mark
+    from .marks import Mark
 
 __all__ = ["ERASED", "FAIL", "INFO", "OK", "Check", "Direction", "Edge", "Node", "Report", "Status",
            "short"]
