@@ -7,7 +7,7 @@ the batches' environments, evaluators and generating checkpoints, parent checkpo
 an artifact reached (a batch's datasets, the checkpoints trained on them, the rollouts those
 checkpoints generated, and onwards, found through the user's index of the log in O(downstream)).
 Both carry the records about their artifacts that are not nodes (approvals, revocations,
-erasures, evaluations, releases...: `verify.lineage.Mark`, found generically from the kinds).
+erasures, evaluations, releases...: `verify.marks.Mark`, found generically from the kinds).
 
 Renders as text, JSON (the report's node table, edge list and records), Mermaid, DOT or one
 self-contained HTML page. Every picture gives each artifact a distinct short name (cut where
@@ -29,7 +29,8 @@ from .lineage_layout import CHAR_EM, LABEL_FONT, Layout, Link, Rect, layout, sho
 
 if TYPE_CHECKING:
     from trajledger.ledger.home import LedgerHome
-    from trajledger.verify.lineage import Mark, Node, Report
+    from trajledger.verify.lineage import Node, Report
+    from trajledger.verify.marks import Mark
     from trajledger.verify.policy import TrustPolicy
 
 __all__ = ["affected", "impact", "lineage", "render"]

@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .digest import digest_bytes
-from .judge import erasure_note
 from .manifest import Manifest
 from .predicates import CARD_MAX_BYTES
 from .report import ERASED, OK, Node
 from .report import short as _short
+from .retractions import erasure_note
 
 if TYPE_CHECKING:
     from .lineage import LineageVerifier

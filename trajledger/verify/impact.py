@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from .digest import parse_digest
 from .judge import Record
 from .kinds import KINDS
-from .report import FAIL, INFO, OK, Direction, Edge, Mark, Report
+from .marks import Mark
+from .report import FAIL, INFO, OK, Direction, Edge, Report
 from .report import short as _short
 
 if TYPE_CHECKING:

@@ -32,7 +32,6 @@ from .predicates import (
     HELD_OUT,
     Approval,
     Dataset,
-    Erasure,
     Predicate,
     Revocation,
     RolloutBatch,
@@ -42,9 +41,8 @@ from .report import short as _short
 from .statement import Statement, unsigned_statement, verify_statement
 from .times import format_time, parse_time
 
-__all__ = ["CLOCK_SKEW", "REPAIR_HINT", "Record", "RecordFailure", "approvals", "authority",
-           "erasure_note", "held_out", "judge_record", "key_node", "signed_by", "signing_keys",
-           "standing"]
+__all__ = ["CLOCK_SKEW", "REPAIR_HINT", "Record", "RecordFailure", "approvals", "held_out",
+           "judge_record", "key_node", "signed_by", "signing_keys", "standing"]
 
 CLOCK_SKEW = 300
 """Seconds a signed time may run ahead of the time the log integrated its record (clocks
@@ -247,25 +245,6 @@ def signed_by(policy: TrustPolicy, envelope: Envelope, roles: tuple[str, ...], i
     return out
 
 
-def authority(rec: Record, policy: TrustPolicy, kind: str | None,
-              made: Record | RecordFailure | None) -> str | None:
-    """Why a revocation or erasure has no authority over its subject, or None when it has:
-    an approver (of the policy it was logged under) may stop the use of anything; a producer
-    only of what it produced (it signed ``made``, the subject's identity record, of ``kind``)."""
-    approver = policy.policy_at(rec.index).role("approver")
-    if rec.signers & approver.keyids or rec.identities & set(approver.identities):
-        return None
-    if isinstance(made, Record) and (rec.signers & made.signers
-                                     or rec.identities & made.identities):
-        return None
-    who = ", ".join(k[:12] for k in sorted(rec.signers)) or "an identity"
-    subject = _short(rec.entry.subject)
-    what = f"{kind} {subject}" if kind else subject
-    return (f"{rec.entry.kind} record {rec.index}: signed by producer key {who}, which did "
-            f"not produce {what}: a producer may revoke or erase only what it produced, "
-            "an approver anything")
-
-
 def key_node(failure: RecordFailure, policy: TrustPolicy) -> Node:
     """The node of a key the policy does not trust that signed ``failure`` (its ``key:``
     cause): every record it signed counts under it."""
@@ -384,14 +363,3 @@ def approvals(
     else:
         node.add(f"{label}: approvals", OK, detail)
     return approvers
-
-
-# -- files -------------------------------------------------------------------------------------
-
-
-def erasure_note(erased: Record, extra: str = "") -> str:
-    """What an erasure says, for an ``erased`` check."""
-    pred = erased.predicate
-    reason = pred.reason if isinstance(pred, Erasure) else ""
-    return (f"{reason} (log index {erased.index})" + (f"; {extra}" if extra else "")
-            + "; digests and signed records still verify")

@@ -29,7 +29,7 @@ artifacts use it, with `Edge`s carrying the dependency's role. Rendering it as t
 node once and refers back ("see above"); its JSON is a node table plus an edge list
 (``schemas/report.v1.md``, ``verify.report_json``). The cost is linear in nodes + edges. On
 request (`verify.impact.with_records`), a report also carries the records about its artifacts
-that are not nodes of it (`Mark`: approvals, revocations, erasures,
+that are not nodes of it (`verify.marks.Mark`: approvals, revocations, erasures,
 evaluations...), each verified as a record, for a picture of the lineage.
 The work is split as python-tuf splits its updater from ``TrustedMetadataSet``: this module
 walks (finds records in the index, reads envelopes and manifests from the evidence, memoises,
@@ -57,8 +57,6 @@ from .judge import (
     Record,
     RecordFailure,
     approvals,
-    authority,
-    erasure_note,
     held_out,
     judge_record,
     key_node,
@@ -76,7 +74,6 @@ from .report import (
     OK,
     Direction,
     Edge,
-    Mark,
     Node,
     Report,
 )
@@ -94,7 +91,6 @@ __all__ = [
     "Direction",
     "Edge",
     "LineageVerifier",
-    "Mark",
     "Node",
     "Record",
     "RecordFailure",
@@ -160,7 +156,6 @@ class LineageVerifier:
         self._nodes: dict[str, Node] = {}
         self._edges: dict[str, list[Edge]] = {}
         self._deps: dict[str, list[Dependency]] = {}
-        self._followed: set[str] = set()
         self._erased_blobs: dict[str, Record | None] = {}
 
     @property
@@ -228,7 +223,8 @@ class LineageVerifier:
             1. The entry is included under the checkpoint.
             2. Its envelope, read from the evidence, is judged (`verify.judge.judge_record`:
                digest, signatures by the roles its kind requires, predicate type, subject).
-            3. A revocation or erasure must have authority over its subject (`authority`).
+            3. A revocation or erasure must have authority over its subject
+               (`verify.retractions.authority`).
         """
         cached = self._records.get(index)
         if cached is None:
@@ -251,6 +247,8 @@ class LineageVerifier:
         rec = judge_record(index, entry, data, self.policy, self.evidence.blob)
         # (3)
         if isinstance(rec, Record) and entry.kind in ("revocation", "erasure"):
+            from .retractions import authority  # loaded only for a revocation or an erasure
+
             kind = self.primary_kind(entry.subject)
             made = self.identity_record(entry.subject, kind) if kind is not None else None
             problem = authority(rec, self.policy, kind, made)
@@ -265,7 +263,6 @@ class LineageVerifier:
         cause = failure.cause
         if cause is not None and cause.startswith("key:") and cause not in self._nodes:
             self._nodes[cause] = key_node(failure, self.policy)
-            self._edges[cause] = []
         return cause
 
     def node(self, digest: str) -> Node:
@@ -328,15 +325,13 @@ class LineageVerifier:
         elif node.kind != kind:
             node.fail("kind", f"used as {kind} but recorded as {node.kind}")
             return node
-        if follow and digest not in self._followed:
-            self._followed.add(digest)
+        if follow and digest not in self._edges:  # followed once
+            self._edges[digest] = []
             self._follow(node)
         return node
 
     def _verify_node(self, digest: str, kind: str) -> Node:
         node = self._nodes[digest] = Node(digest, kind)
-        self._edges[digest] = []
-        self._deps[digest] = []
         # (1)
         rec = self.identity_record(digest, kind)
         if rec is None:
@@ -360,7 +355,9 @@ class LineageVerifier:
             self._check_files(node, erased, rec.statement, k.documents(rec.predicate),
                               getattr(rec.predicate, "sealed", None))
         elif erased is not None:
-            node.add("erased", ERASED, erasure_note(erased))
+            from .retractions import note_erased  # loaded only for erased data
+
+            note_erased(node, erased)
         self._deps[digest] = [
             d for d in k.dependencies(rec.predicate)
             if not (d.optional and not self.records(d.digest, d.kind))
@@ -408,7 +405,9 @@ class LineageVerifier:
         raw = self.evidence.blob(digest)
         if raw is None:
             if erased is not None:
-                node.add("erased", ERASED, erasure_note(erased, "manifest deleted"))
+                from .retractions import note_erased
+
+                note_erased(node, erased, "manifest deleted")
             else:
                 node.fail("files", f"manifest {_short(digest)} is missing")
             return
@@ -435,22 +434,21 @@ class LineageVerifier:
             from .sealed_files import ciphertexts
 
             stored = ciphertexts(manifest, sealed, node)
+        rehash = self.data == DataMode.HASH and not caller
         for f in manifest.files:
             if documents.get(f.path) == f.digest or f.path not in stored:
                 continue  # read whole and checked above; or sealed without a ciphertext: failed
             f_digest, f_size = stored[f.path]
             # One look at the file per blob: its presence to re-hash it, else its size.
-            rehash = self.data == DataMode.HASH and not caller
             size = None if rehash else self.evidence.blob_size(f_digest)
             if self.evidence.omitted(f_digest):
                 absent += 1
             elif size is not None or (rehash and self.evidence.has_blob(f_digest)):
                 present += 1
-                if caller:
-                    continue  # the caller hashes the bytes as it reads them, and reports
                 if rehash:
                     self.blobs.later(node, f.path, f_digest, f_size)
-                elif size is not None and size != f_size:  # (not None: not re-hashed)
+                # (the caller hashes the bytes as it reads them, and reports)
+                elif not caller and size is not None and size != f_size:
                     node.fail(f.path, size_problem(f_digest, size, f_size))
             # A missing blob is erased only when a verified erasure lists it; otherwise lost.
             elif (by := self.erased_blob(f_digest)) is None:
@@ -459,13 +457,11 @@ class LineageVerifier:
                 gone += 1
                 if erased is None or by.index != erased.index:
                     by_other[by.index] = by
-        if erased is not None:
-            node.add("erased", ERASED,
-                     erasure_note(erased, f"{gone} of {len(manifest.files)} blob(s) deleted"))
-        for other in by_other.values():
-            node.add("erased", ERASED, f"blob(s) deleted by the erasure of "
-                     f"{_short(other.entry.subject)} (log index {other.index}); digests still "
-                     "verify")
+        if erased is not None or by_other:
+            from .retractions import note_erased
+
+            note_erased(node, erased, f"{gone} of {len(manifest.files)} blob(s) deleted",
+                        by_other.values())
         how = ("hashed by the runner as read" if caller else "re-hashed"
                if self.data == DataMode.HASH else "size only, not re-hashed")
         if sealed is not None:
@@ -599,28 +595,20 @@ class LineageVerifier:
     ) -> Report:
         """The graph as a `Report`, each node once: upstream, what is reachable from ``roots``
         through the dependency edges; downstream, the ``downstream`` edges given."""
-        nodes: dict[str, Node] = {"log": self.log}
-        for r in roots:
-            if r != "log":
-                nodes[r] = self._nodes[r]
-        edges: list[Edge] = []
-        if downstream is None:
-            todo = [r for r in roots if r != "log"]
-            done: set[str] = set()
-            while todo:
-                nid = todo.pop()
-                if nid in done:
-                    continue
+        nodes = {"log": self.log} | {r: self._nodes[r] for r in roots if r != "log"}
+        edges = list(downstream) if downstream is not None else []
+        todo = [r for r in roots if r != "log"] if downstream is None else []
+        done: set[str] = set()
+        while todo:  # upstream: what the roots reach through the dependency edges
+            nid = todo.pop()
+            if nid not in done:
                 done.add(nid)
                 nodes.setdefault(nid, self._nodes[nid])
-                for e in self._edges.get(nid, []):
-                    edges.append(e)
-                    todo.append(e.dst)
-        else:
-            for e in downstream:
-                nodes.setdefault(e.src, self._nodes[e.src])
-                nodes.setdefault(e.dst, self._nodes[e.dst])
-                edges.append(e)
+                edges += self._edges.get(nid, [])
+                todo += [e.dst for e in self._edges.get(nid, [])]
+        for e in edges:  # downstream: the ends of the edges given
+            nodes.setdefault(e.src, self._nodes[e.src])
+            nodes.setdefault(e.dst, self._nodes[e.dst])
         # A key the policy does not hold comes along as the root cause of the records naming
         # it, when there are several (one such record is clearer shown as itself).
         named: dict[str, int] = {}

@@ -3,7 +3,8 @@
 Scope: `check_entries` checks a *subset* of a log's entries against a tree (size and root,
 normally from a verified checkpoint): each parses strictly (`LogEntry.from_bytes`), the
 ``prev`` chain between neighbouring indices, and each entry's inclusion proof under the root (or
-the root the entries rebuild, when they are the whole tree or an extension of a compact range).
+the root the entries rebuild, when they are the whole tree or an extension of a compact range:
+``verify.rebuild``, loaded only then).
 It reports every problem as a `Finding` (the caller's name for the file, the entry, what is
 wrong), not only the first.
 
@@ -98,19 +99,15 @@ def check_entries(
         Every problem found, in index order; empty when the subset holds.
     """
     findings: list[Finding] = []
-    if start is None and size > 0 and len(entries) >= size and all(i in entries
-                                                                  for i in range(size)):
-        from .compact import CompactRange
+    rebuilt, last = size, None  # the entries from ``rebuilt`` on need no proofs
+    if start is not None or (size > 0 and len(entries) >= size
+                             and all(i in entries for i in range(size))):
+        from .rebuild import rebuild  # loaded only for a whole tree or an extension
 
-        start = CompactRange()  # the whole tree
-    if start is not None and start.size > size:
-        return [Finding("tree", None, f"the extension starts at size {start.size}, after the "
-                        f"tree's {size}")]
-    whole = start is not None and all(i in entries for i in range(start.size, size))
-    if start is not None and not whole:
-        missing = next(i for i in range(start.size, size) if i not in entries)
-        findings.append(Finding(name(missing), missing, f"entry {missing} of the extension from "
-                                f"size {start.size} is missing"))
+        rebuilt, first, last = rebuild(entries, size, root, start, name)
+        findings += [Finding(*f) for f in first]
+        if rebuilt > size:  # the extension starts after the tree: nothing else is checked
+            return findings
     for i in sorted(entries):
         data = entries[i]
         # (1)
@@ -140,7 +137,7 @@ def check_entries(
                     )
                 )
         # (4)
-        if whole and start is not None and i >= start.size:
+        if i >= rebuilt:
             continue
         try:
             proof = proof_of(i)
@@ -151,13 +148,5 @@ def check_entries(
             _verify_inclusion(i, size, leaf_hash(data), proof, root)
         except ProofError as e:
             findings.append(Finding(name(i), i, f"not included under the tree: {e}"))
-    if whole and start is not None:
-        rebuilt = start.extend([leaf_hash(entries[i]) for i in range(start.size, size)]).root()
-        if rebuilt != root:
-            what = (f"the {size} entries" if start.size == 0 else
-                    f"the tree of size {start.size} extended by entries {start.size}..{size - 1}")
-            findings.append(Finding("tree", None, f"the root of {what} is "
-                                    f"{rebuilt.hex()[:16]}…, the checkpoint says "
-                                    f"{root.hex()[:16]}…"))
-    return findings
+    return findings + ([Finding(*last)] if last is not None else [])
 

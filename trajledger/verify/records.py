@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, Field, dataclass, field, fields, replace
+from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, ClassVar, Self
 
 from .digest import parse_digest
@@ -59,9 +59,12 @@ class _Spec:
 
 def spec(key: str, type_: str = "text", *, default: Any = MISSING, kw_only: bool = False,
        compare: bool = True, **options: Any) -> Any:
-    """A dataclass field read from and written to JSON key ``key`` as ``type_`` (`_Spec`)."""
+    """A dataclass field read from and written to JSON key ``key`` as ``type_`` (`_Spec`); an
+    absent member reads as its ``default`` (`_fresh` copies a mutable one per read)."""
     if type_ not in _READ:
         raise ValueError(f"field {key}: type {type_!r}, want one of {sorted(_READ)}")
+    if default is not MISSING:
+        options["absent"] = default
     spec = _Spec(key, type_, **options)
     mutable = isinstance(default, dict)
     return field(default=MISSING if mutable else default,
@@ -246,36 +249,18 @@ def _fresh(value: Any) -> Any:
     return dict(value) if isinstance(value, dict) else value
 
 
-_SPECS: dict[type, tuple[tuple[Field[Any], _Spec], ...]] = {}
-_READ_SPECS: dict[type, tuple[_Spec, ...]] = {}
+_Fields = tuple[tuple[Field[Any], _Spec], ...]
+_SPECS: dict[type, tuple[_Fields, tuple[_Spec, ...]]] = {}
 
 
-def _specs(cls: type) -> tuple[tuple[Field[Any], _Spec], ...]:
-    """The fields of ``cls`` read from JSON and their specs (made once per class)."""
+def _specs(cls: type) -> tuple[_Fields, tuple[_Spec, ...]]:
+    """The fields of ``cls`` read from JSON with their specs, and the specs alone (what
+    `Record.from_json` reads ``cls`` by), made once per class."""
     found = _SPECS.get(cls)
     if found is None:
-        found = _SPECS[cls] = tuple(
-            (f, f.metadata["spec"]) for f in fields(cls) if "spec" in f.metadata)
+        pairs = tuple((f, f.metadata["spec"]) for f in fields(cls) if "spec" in f.metadata)
+        found = _SPECS[cls] = (pairs, tuple(s for _f, s in pairs))
     return found
-
-
-def _read_specs(cls: type) -> tuple[_Spec, ...]:
-    """The specs `Record.from_json` reads ``cls`` by, made once per class: each with
-    ``absent`` from its field's default (what an absent member reads as; `_fresh` copies a
-    mutable one per read)."""
-    found = _READ_SPECS.get(cls)
-    if found is None:
-        found = _READ_SPECS[cls] = tuple(_absent(f, s) for f, s in _specs(cls))
-    return found
-
-
-def _absent(f: Field[Any], s: _Spec) -> _Spec:
-    """The spec with ``absent`` from the field's default (what an absent member reads as)."""
-    if f.default is not MISSING:
-        return replace(s, absent=f.default)
-    if f.default_factory is not MISSING:
-        return replace(s, absent=f.default_factory())
-    return s
 
 
 def _at(out: dict[str, Any], path: str) -> dict[str, Any]:
@@ -311,8 +296,8 @@ class Record:
         Raises:
             FormatError: not an object, or a known field is missing or malformed.
         """
-        specs = _specs(cls)
-        values, rest = _read_members(_read_specs(cls), obj, what)
+        specs, read = _specs(cls)
+        values, rest = _read_members(read, obj, what)
         kept: dict[str, Any] = {f.name: v for (f, s), v in zip(specs, values, strict=True)}
         rows = {s.key: kept[f.name][1] for f, s in specs if s.type == "rows"}
         kept.update({f.name: kept[f.name][0] for f, s in specs if s.type == "rows"})
@@ -339,7 +324,7 @@ class Record:
         """The JSON form: the known fields (absent optional ones omitted), then every
         unrecognized member."""
         out = dict(self.unrecognized)
-        specs = sorted(_specs(type(self)), key=lambda fs: fs[1].type != "rest")
+        specs = sorted(_specs(type(self))[0], key=lambda fs: fs[1].type != "rest")
         for f, s in specs:
             value = getattr(self, f.name)
             path, _, name = s.key.rpartition(".")

@@ -1,9 +1,9 @@
 """The verified graph a lineage verification produces, and its text form.
 
-Scope: `Node` (an artifact, the log, or a decision, with its `Check`s), `Edge`, `Mark` (a record
-about the graph's artifacts that is not a node), and `Report`: which nodes fail (their own
-checks, or through their lineage), the root causes, the verdict line and the text tree. Pure: no
-I/O, no evidence, no policy.
+Scope: `Node` (an artifact, the log, or a decision, with its `Check`s), `Edge`, and `Report`:
+which nodes fail (their own checks, or through their lineage), the root causes, the verdict
+line and the text tree. Pure: no I/O, no evidence, no policy. The records a report may carry
+about its artifacts (`verify.marks.Mark`) load only where asked for.
 Non-scope: deciding what the checks say (``verify.judge``, ``verify.lineage``); the JSON form
 (``schemas/report.v1.md``: ``verify.report_json``, loaded only when asked for).
 """
@@ -13,12 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .kinds import KINDS
 
-__all__ = ["ERASED", "FAIL", "INFO", "OK", "Check", "Direction", "Edge", "Mark", "Node",
-           "Report", "Status", "short"]
+if TYPE_CHECKING:
+    from .marks import Mark
+
+__all__ = ["ERASED", "FAIL", "INFO", "OK", "Check", "Direction", "Edge", "Node", "Report", "Status",
+           "short"]
 
 
 class Status(StrEnum):
@@ -135,42 +138,6 @@ class Edge:
     role: str
 
 
-@dataclass(frozen=True)
-class Mark:
-    """A log record about artifacts of a report that is not a node of it: an approval, a
-    revocation, an erasure, an evaluation of a checkpoint... (`verify.impact.with_records`).
-
-    Attributes:
-        index: its log index.
-        kind: its entry kind.
-        about: ``(node id, role)`` for each artifact of the report it is about: its subject
-            (the role is the kind) or a dependency it names (the dependency's role).
-        signers: the keyids its entry names.
-        status: ``ok`` (it verifies as a record: signature, role, inclusion), ``info`` (intact,
-            not signed under the policy: ignored) or ``fail`` (missing or damaged evidence).
-        detail: what it says (its predicate's plain fields), or why it does not verify.
-    """
-
-    index: int
-    kind: str
-    about: tuple[tuple[str, str], ...]
-    signers: tuple[str, ...]
-    status: Status
-    detail: str
-
-    @property
-    def label(self) -> str:
-        """``approval at log index 12``."""
-        return f"{self.kind} at log index {self.index}"
-
-    def line(self, role: str) -> tuple[Status, str]:
-        """Its line under a node of a text report it is about in ``role``: the status drawn
-        (``info`` for one that verifies: a record, not a check) and the text."""
-        by = f", signed by {', '.join(s[:12] for s in self.signers)}" if self.signers else ""
-        via = "" if role == self.kind else f" (names it as {role})"
-        return INFO if self.status == OK else self.status, f"{self.label}{via}{by} — {self.detail}"
-
-
 @dataclass
 class Report:
     """A verified graph: the nodes reachable from ``roots`` and the edges between them.
@@ -234,45 +201,35 @@ class Report:
         failed = {nid: [c for c in n.checks if c.status == FAIL] for nid, n in self.nodes.items()}
         own = {nid: [c for c in cs if c.cause not in failing] for nid, cs in failed.items()}
 
-        def via(nid: str) -> list[str]:
-            caused = [c.cause for c in failed[nid] if c.cause in failing]
-            return [v for v in caused if v is not None] or [
-                e.dst for e in deps.get(nid, []) if e.dst in failing]
-
-        blamed: dict[str, set[str]] = {}
-        for start in failing:  # iteratively: a lineage may be thousands of nodes deep
-            stack, visiting = [start], set()
-            while stack:
-                nid = stack[-1]
-                if nid in blamed or own[nid]:
-                    stack.pop()
-                    continue
-                todo = [v for v in via(nid) if v not in blamed and not own[v]
-                        and v not in visiting]
-                if todo and nid not in visiting:
-                    visiting.add(nid)
-                    stack.extend(todo)
-                    continue
-                blamed[nid] = set().union(*({v} if own[v] else blamed.get(v, set())
-                                            for v in via(nid)))
-                stack.pop()
-        counts: dict[str, int] = {}
-        total = 0
+        # A node failing through its lineage (no problem of its own) reaches the failing nodes
+        # it fails because of: the causes its checks name, else its failing dependencies. A
+        # root cause counts each node that reaches it, through such nodes, once.
+        users: dict[str, list[str]] = {}
+        units: dict[str, int] = {}
         for nid in failing:
             if own[nid]:
                 continue
+            caused = [c.cause for c in failed[nid] if c.cause in failing and c.cause is not None]
+            for v in caused or [e.dst for e in deps.get(nid, []) if e.dst in failing]:
+                users.setdefault(v, []).append(nid)
             # A record is an artifact failing through its lineage, or each check that follows
             # from a cause (a bundle's terms of batches never reached); decisions are not.
-            units = sum(1 for c in failed[nid] if c.cause in failing) or int(
-                self.nodes[nid].kind in KINDS)
-            total += units
-            for r in blamed.get(nid, ()):
-                counts[r] = counts.get(r, 0) + units
+            units[nid] = len(caused) or int(self.nodes[nid].kind in KINDS)
+        counts: dict[str, int] = {}
+        for root in (nid for nid in failing if own[nid]):
+            seen: set[str] = set()
+            todo = [root]
+            while todo:  # iteratively: a lineage may be thousands of nodes deep
+                for nid in users.get(todo.pop(), ()):
+                    if nid not in seen:
+                        seen.add(nid)
+                        todo.append(nid)
+            counts[root] = sum(units[nid] for nid in seen)
         order = [node.id for _d, _e, node, first in self.walk() if first]
         walked = set(order)
         order += [nid for nid in self.nodes if nid not in walked]
         return [(self.nodes[nid], own[nid], counts.get(nid, 0)) for nid in order
-                if own[nid]], total
+                if own[nid]], sum(units.values())
 
     def verdict(self) -> str:
         """The report's first line: the outcome, the subject and the count of problems.

@@ -2,7 +2,7 @@
 
 Scope: `report_json`, what `verify.report.Report.to_json` returns: a node table, an edge list,
 the root causes and, when the report carries them, the records about its artifacts
-(`verify.report.Mark`). A run asks for one form of its report: the text tree
+(`verify.marks.Mark`). A run asks for one form of its report: the text tree
 (`verify.report.Report.render`) or this one (``--json``); ``python -m verify BUNDLE`` loads this
 module only with ``--json``.
 Non-scope: which nodes fail and why (``verify.report``); deciding anything.

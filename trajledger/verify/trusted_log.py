@@ -162,7 +162,6 @@ class TrustedLog:
             cp.size,
             cp.root,
             lambda i: self.evidence.inclusion_proof(i, cp.size),
-            name=lambda i: f"entry {i}",
             on_entry=add,
             start=self.evidence.extension(),
         )

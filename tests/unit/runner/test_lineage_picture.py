@@ -28,7 +28,8 @@ from trajledger.runner.lineage_layout import (
     overlaps,
     short_names,
 )
-from trajledger.verify.lineage import Edge, Mark, Node, Report
+from trajledger.verify.lineage import Edge, Node, Report
+from trajledger.verify.marks import Mark
 
 SVG = "{http://www.w3.org/2000/svg}"
 KEY = "ab" * 32

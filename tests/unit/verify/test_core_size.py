@@ -50,7 +50,7 @@ runpy.run_module("trajledger.verify", run_name="__main__", alter_sys=True)
 ON_USE = ("log_key", "succession", "releases", "release_rules", "tree", "encryption_key",
           "policy_settings", "consistency", "compromise", "compact", "cosignatures",
           "update_bundle", "documents", "did_you_mean", "report_json", "hash_bar",
-          "sealed_files")
+          "sealed_files", "marks", "retractions", "rebuild")
 """Modules of ``verify/`` that load only when used: a rotated log key, a policy succession,
 evaluations and ``[release]``, files on disk (``--files``), an evaluator's encryption keys,
 a checkpoint seen before (and consistency proofs), revoked keys, a tree rebuilt from its

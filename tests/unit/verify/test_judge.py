@@ -5,7 +5,7 @@ files, no index, no threads.
   approver; the same bytes altered, a damaged `RecordFailure` (fail closed); signed by a key the
   policy does not hold, a failure whose cause is that key (`key_node`).
 - A revocation has authority over its subject when an approver or the subject's own producer
-  signed it; another producer's does not count.
+  signed it; another producer's does not count (`verify.retractions.authority`, as pure).
 - A revoked batch's cascade: the revocation judged from bytes fails the batch (`standing`);
   the dataset and checkpoint built on it fail through their lineage, with the batch as the one
   root cause.
@@ -27,7 +27,6 @@ from trajledger.verify.judge import (
     Record,
     RecordFailure,
     approvals,
-    authority,
     judge_record,
     key_node,
     standing,
@@ -35,6 +34,7 @@ from trajledger.verify.judge import (
 from trajledger.verify.log_entry import GENESIS_PREV, LogEntry
 from trajledger.verify.policy import TrustPolicy
 from trajledger.verify.report import FAIL, OK, Edge, Node, Report, Status
+from trajledger.verify.retractions import authority
 
 PRODUCER = Signer.generate("producer")  # TEST ONLY
 APPROVER = Signer.generate("approver")  # TEST ONLY

@@ -1,0 +1,63 @@
+"""Revocations and erasures as a lineage meets them: who may make one, and what an erasure
+excuses.
+
+Scope: `authority` (an approver may stop the use of anything, a producer only of what it
+produced), `erasure_note` and `note_erased` (the ``erased`` checks of an artifact whose data a
+verified erasure deleted). Pure, as ``verify.judge``; loaded only when the walk meets a
+revocation or an erasure (``verify.lineage``), or a document a verified erasure deleted
+(``verify.documents``).
+Non-scope: finding those records and verifying them (``verify.lineage``, ``verify.judge``); a
+revocation's ``revoked`` check (``verify.judge.standing``).
+Spec: schemas/SPEC.md, section "Lineage verification".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .judge import Record, RecordFailure
+from .policy import TrustPolicy
+from .predicates import Erasure
+from .report import ERASED, Node
+from .report import short as _short
+
+__all__ = ["authority", "erasure_note", "note_erased"]
+
+
+def authority(rec: Record, policy: TrustPolicy, kind: str | None,
+              made: Record | RecordFailure | None) -> str | None:
+    """Why a revocation or erasure has no authority over its subject, or None when it has:
+    an approver (of the policy it was logged under) may stop the use of anything; a producer
+    only of what it produced (it signed ``made``, the subject's identity record, of ``kind``)."""
+    approver = policy.policy_at(rec.index).role("approver")
+    if rec.signers & approver.keyids or rec.identities & set(approver.identities):
+        return None
+    if isinstance(made, Record) and (rec.signers & made.signers
+                                     or rec.identities & made.identities):
+        return None
+    who = ", ".join(k[:12] for k in sorted(rec.signers)) or "an identity"
+    subject = _short(rec.entry.subject)
+    what = f"{kind} {subject}" if kind else subject
+    return (f"{rec.entry.kind} record {rec.index}: signed by producer key {who}, which did "
+            f"not produce {what}: a producer may revoke or erase only what it produced, "
+            "an approver anything")
+
+
+def erasure_note(erased: Record, extra: str = "") -> str:
+    """What an erasure says, for an ``erased`` check."""
+    pred = erased.predicate
+    reason = pred.reason if isinstance(pred, Erasure) else ""
+    return (f"{reason} (log index {erased.index})" + (f"; {extra}" if extra else "")
+            + "; digests and signed records still verify")
+
+
+def note_erased(node: Node, erased: Record | None, extra: str = "",
+                others: Iterable[Record] = ()) -> None:
+    """Add ``node``'s ``erased`` checks: its own erasure ``erased`` (``extra``: what of it was
+    deleted), and each other erasure that deleted blobs of it (``others``)."""
+    if erased is not None:
+        node.add("erased", ERASED, erasure_note(erased, extra))
+    for other in others:
+        node.add("erased", ERASED, f"blob(s) deleted by the erasure of "
+                 f"{_short(other.entry.subject)} (log index {other.index}); digests still "
+                 "verify")
