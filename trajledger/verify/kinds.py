@@ -2,7 +2,9 @@
 
 Scope: for each kind a log entry can have, the one definition every part of trajledger reads:
 
-- its predicate type and typed predicate (`verify.predicates`);
+- its predicate types and typed predicates (`verify.predicates`; the kinds a checkpoint's
+  lineage does not hold have theirs in `verify.other_predicates`, loaded on first use:
+  `predicate_class`);
 - which policy roles may sign it, and how signatures count (`Signing`);
 - whether its subject is a manifest of files in the store, whether users refer to it by
   ``NAME@VERSION``, and whether it can restrict a decision (so a missing or corrupt envelope must
@@ -15,7 +17,8 @@ Scope: for each kind a log entry can have, the one definition every part of traj
 - for an artifact (one record per digest and origin), the signed metadata two records of its
   digest must share to be the same record (`Kind.essence`).
 
-Adding a kind means adding its predicate in ``predicates.py`` and one `Kind` here.
+Adding a kind means adding its predicate in ``predicates.py`` (or ``other_predicates.py``, its
+type URI in ``predicates.py``) and one `Kind` here.
 Non-scope: verifying anything (``verify.lineage`` does, using these definitions).
 """
 
@@ -30,7 +33,6 @@ from typing import Any
 from . import predicates as p
 from .digest import parse_digest
 from .errors import FormatError
-from .log_entry import LogEntry
 from .statement import Statement
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "Signing",
     "kind",
     "name_version",
+    "predicate_class",
 ]
 
 
@@ -123,22 +126,6 @@ def _no_deps(pred: Any) -> list[Dependency]:
     return []
 
 
-def _import_listed(pred: Any) -> tuple[str, ...]:
-    """The envelopes of the foreign records an import brought (logged here before it): so a
-    local record of the same digest is not taken for a second record of this origin."""
-    i: p.Import = pred
-    out = []
-    for e in i.entries:
-        raw = e.get("entry")
-        if not isinstance(raw, str):
-            continue  # the verifier judges the import's evidence; nothing to list
-        try:
-            out.append(LogEntry.from_bytes(raw.encode("utf-8")).envelope)
-        except (FormatError, UnicodeEncodeError):
-            continue
-    return tuple(dict.fromkeys(out))
-
-
 def _nothing_listed(pred: Any) -> tuple[str, ...]:
     return ()
 
@@ -157,7 +144,9 @@ class Kind:
 
     Attributes:
         name: the entry's ``kind`` field.
-        predicate: the typed predicate class (its ``TYPE`` is the predicate type URI).
+        types: the predicate type URIs a statement of this kind may carry, oldest first: its
+            first version (what most writers write), then later versions, also read; writers
+            choose one. Each names its typed predicate class (`predicate_class`).
         roles: the policy roles whose keys may sign it.
         signing: how the signatures count.
         files: the subject is a manifest of files in the store.
@@ -166,14 +155,12 @@ class Kind:
             policy, a holdout dataset): its envelope must be present and intact, else every
             decision it could affect fails (fail closed).
         lineage: it is a node of the lineage (an artifact), not a record about one.
-        versions: later versions of its predicate, also read (each a subclass of
-            ``predicate`` with its own type URI); writers choose one.
         uses: the lineage edges its predicate's fields name, ``(role, field, kind)``: the
             field holds an artifact reference, a digest or a list of digests (`_named`).
     """
 
     name: str
-    predicate: type[p.Predicate]
+    types: tuple[str, ...]
     roles: tuple[str, ...]
     signing: Signing
     files: bool
@@ -182,19 +169,28 @@ class Kind:
     lineage: bool
     _deps: Callable[[Any], list[Dependency]] = _no_deps
     _listed: Callable[[Any], tuple[str, ...]] = _nothing_listed
-    versions: tuple[type[p.Predicate], ...] = ()
     _documents: Callable[[Any], dict[str, str]] = _no_documents
     uses: tuple[tuple[str, str, str], ...] = ()
 
     @property
+    def predicate(self) -> type[p.Predicate]:
+        """The typed predicate class of its first version."""
+        return predicate_class(self.types[0])
+
+    @property
+    def versions(self) -> tuple[type[p.Predicate], ...]:
+        """The typed predicate classes of its later versions (subclasses of `predicate`)."""
+        return tuple(predicate_class(t) for t in self.types[1:])
+
+    @property
     def predicate_type(self) -> str:
         """The predicate type URI of its first version (what most writers write)."""
-        return self.predicate.TYPE
+        return self.types[0]
 
     @property
     def predicate_types(self) -> tuple[str, ...]:
         """Every predicate type URI a statement of this kind may carry, oldest first."""
-        return tuple(c.TYPE for c in (self.predicate, *self.versions))
+        return self.types
 
     def read(self, statement: Statement, what: str) -> p.Predicate:
         """The statement's predicate as this kind's typed predicate (of its version).
@@ -202,9 +198,9 @@ class Kind:
         Raises:
             FormatError: another predicate type, or a malformed predicate.
         """
-        for cls in (self.predicate, *self.versions):
-            if statement.predicate_type == cls.TYPE:
-                return cls.from_predicate(statement.predicate, what)
+        if statement.predicate_type in self.types:
+            cls = predicate_class(statement.predicate_type)
+            return cls.from_predicate(statement.predicate, what)
         raise FormatError(
             f"{what}: predicate type {statement.predicate_type}, want "
             + " or ".join(self.predicate_types)
@@ -241,42 +237,53 @@ class Kind:
         return self._listed(predicate)
 
 
+def predicate_class(type_uri: str) -> type[p.Predicate]:
+    """The typed predicate class of a predicate type URI of `verify.predicates.ALL`: the kinds
+    a checkpoint's lineage does not hold have theirs in `verify.other_predicates`, imported on
+    the first use of one."""
+    if type_uri not in p.Predicate.TYPES:
+        from . import other_predicates  # noqa: F401  (its classes register their types)
+    return p.Predicate.TYPES[type_uri]
+
+
 _K = Kind
 KINDS: Mapping[str, Kind] = {
     k.name: k
     for k in (
-        _K("files", p.Files, ("producer",), Signing.THRESHOLD, True, True, False, True),
-        _K("environment", p.Environment, ("producer",), Signing.THRESHOLD, True, True, False, True),
-        _K("evaluator", p.Evaluator, ("producer",), Signing.THRESHOLD, True, True, False, True),
-        _K("rollout-batch", p.RolloutBatch, ("producer",), Signing.THRESHOLD, True, True, False,
+        _K("files", (p.FILES,), ("producer",), Signing.THRESHOLD, True, True, False, True),
+        _K("environment", (p.ENVIRONMENT,), ("producer",), Signing.THRESHOLD, True, True, False,
+           True),
+        _K("evaluator", (p.EVALUATOR,), ("producer",), Signing.THRESHOLD, True, True, False, True),
+        _K("rollout-batch", (p.ROLLOUT_BATCH,), ("producer",), Signing.THRESHOLD, True, True, False,
            True, _generated_by, uses=(("environment", "environment", "environment"),
                                       ("evaluator", "evaluator", "evaluator"),
                                       ("failures-of", "failures_of", "evaluation"))),
-        _K("dataset", p.Dataset, ("producer",), Signing.THRESHOLD, True, True, True, True,
-           _no_deps, attrgetter("batches"), (p.DatasetV2,), _dataset_documents,
+        _K("dataset", (p.DATASET, p.DATASET_V2), ("producer",), Signing.THRESHOLD, True, True,
+           True, True, _no_deps, attrgetter("batches"), _dataset_documents,
            uses=(("batch", "batches", "rollout-batch"),)),
-        _K("checkpoint", p.Provenance, ("trainer",), Signing.THRESHOLD, True, True, False, True,
-           _checkpoint_deps),
-        _K("approval", p.Approval, ("approver",), Signing.PER_RECORD, False, False, False, False),
-        _K("revocation", p.Revocation, ("producer", "approver"), Signing.ANY_ONE, False, False,
+        _K("checkpoint", (p.SLSA_PROVENANCE_V1,), ("trainer",), Signing.THRESHOLD, True, True,
+           False, True, _checkpoint_deps),
+        _K("approval", (p.APPROVAL,), ("approver",), Signing.PER_RECORD, False, False, False,
+           False),
+        _K("revocation", (p.REVOCATION,), ("producer", "approver"), Signing.ANY_ONE, False, False,
            True, False),
-        _K("erasure", p.Erasure, ("producer", "approver"), Signing.ANY_ONE, False, False, True,
+        _K("erasure", (p.ERASURE,), ("producer", "approver"), Signing.ANY_ONE, False, False, True,
            False, _no_deps, attrgetter("blobs")),
-        _K("import", p.Import, ("approver",), Signing.THRESHOLD, False, True, False, False,
-           _no_deps, _import_listed),
-        _K("trust-policy", p.TrustPolicyRecord, ("approver",), Signing.THRESHOLD, False, True,
+        _K("import", (p.IMPORT,), ("approver",), Signing.THRESHOLD, False, True, False, False,
+           _no_deps, attrgetter("envelopes")),
+        _K("trust-policy", (p.TRUST_POLICY,), ("approver",), Signing.THRESHOLD, False, True,
            True, False),
-        _K("refusal", p.Refusal, ("trainer",), Signing.THRESHOLD, False, False, False, False),
-        _K("model-signature", p.ModelSignature, ("trainer",), Signing.THRESHOLD, False, False,
+        _K("refusal", (p.REFUSAL,), ("trainer",), Signing.THRESHOLD, False, False, False, False),
+        _K("model-signature", (p.MODEL_SIGNATURE,), ("trainer",), Signing.THRESHOLD, False, False,
            False, False),
-        _K("evaluation", p.Evaluation, ("evaluator",), Signing.THRESHOLD, True, True, False,
+        _K("evaluation", (p.EVALUATION,), ("evaluator",), Signing.THRESHOLD, True, True, False,
            True, uses=(("checkpoint", "checkpoint", "checkpoint"), ("suite", "suite", "dataset"),
                        ("evaluator", "evaluator", "evaluator"))),
         # Any one approver records a release; the policy's [release] approvals counts them.
-        _K("release", p.Release, ("approver",), Signing.ANY_ONE, False, True, False, True,
+        _K("release", (p.RELEASE,), ("approver",), Signing.ANY_ONE, False, True, False, True,
            uses=(("checkpoint", "checkpoint", "checkpoint"),
                  ("evaluation", "evaluations", "evaluation"))),
-        _K("unsealing", p.Unsealing, ("evaluator",), Signing.ANY_ONE, False, False, False,
+        _K("unsealing", (p.UNSEALING,), ("evaluator",), Signing.ANY_ONE, False, False, False,
            False),
     )
 }

@@ -22,7 +22,7 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from referencing import Registry, Resource
 
 from trajledger.ledger.encode import vkey_string
-from trajledger.verify import predicates
+from trajledger.verify import other_predicates, predicates
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.kinds import KINDS as REGISTRY_KINDS
 from trajledger.verify.log_entry import LogEntry
@@ -232,7 +232,7 @@ MODELS: list[tuple[str, Any, dict[str, Any]]] = [
     ("erasure", predicates.Erasure, {"reason": "consent", "erasedAt": T, "blobs": [D]}),
     (
         "refusal",
-        predicates.Refusal,
+        other_predicates.Refusal,
         {"dataset": D, "trainer": "bc", "reasons": ["a", "b"], "refusedAt": T},
     ),
     (
@@ -242,7 +242,7 @@ MODELS: list[tuple[str, Any, dict[str, Any]]] = [
     ),
     (
         "evaluation",
-        predicates.Evaluation,
+        other_predicates.Evaluation,
         {
             "result": "FAILED", "checkpoint": REF, "suite": REF, "evaluator": REF,
             "passedTests": [f"{D}/e-1"], "failedTests": [f"{D}/e-2"],
@@ -253,13 +253,13 @@ MODELS: list[tuple[str, Any, dict[str, Any]]] = [
     ),
     (
         "release",
-        predicates.Release,
+        other_predicates.Release,
         {"checkpoint": REF, "evaluations": [D], "releasedAt": T, "note": "n",
          "policy": {"name": "p", "serial": 1, "digest": D}},
     ),
     (
         "unsealing",
-        predicates.Unsealing,
+        other_predicates.Unsealing,
         {"batches": [D], "recipient": "ab" * 32, "purpose": "evaluation", "unsealedAt": T},
     ),
     (
