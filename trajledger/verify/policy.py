@@ -63,25 +63,14 @@ NOTE_ROLES = ("log", "witness")
 ROLES = KEY_ROLES + NOTE_ROLES
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_TOP_KEYS = {
-    "format",
-    "name",
-    "serial",
-    "max_approval_age",
-    "allowed_predicate_types",
-    "roles",
-    "sigstore_trusted_root",
-    "accepted_licences",
-    "revoked_keys",
-    "revoked_identities",
-    "release",
-    "publish",
-}
 _SETTINGS = frozenset({"sigstore_trusted_root", "accepted_licences", "revoked_keys",
                        "revoked_identities", "release", "publish"})
 """The settings of `_TOP_KEYS` a key-signed policy does without: `verify.policy_settings`
 reads them (and a role's identities, logs and encryption keys, and witnesses), loaded only for
 a policy that has one."""
+_TOP_KEYS = _SETTINGS | {"format", "name", "serial", "max_approval_age",
+                         "allowed_predicate_types", "roles"}
+"""Every setting of a policy's top level (any other is refused)."""
 _NEWER = {"release": 2, "publish": 3}
 """The format each newer setting needs (the ``evaluator`` role needs 2)."""
 
@@ -474,17 +463,10 @@ def _load_key(
             return PublicKey.from_pem(spec.encode("ascii"), what)
         except UnicodeEncodeError as e:
             raise FormatError(f"{what}: an inline PEM must be ASCII") from e
-    if HEX64.fullmatch(spec.removeprefix("sha256:")):
-        keyid = spec.removeprefix("sha256:")
-        found = key_lookup(keyid) if key_lookup is not None else None
-        if found is None:
-            raise FormatError(
-                f"{what}: keyid {keyid[:16]}… is not a key of this ledger's key store; "
-                "name the key by its .pub file instead"
-            )
-        if found.keyid != keyid:
-            raise FormatError(f"{what}: key found for {keyid[:16]}… has keyid {found.keyid}")
-        return found
+    if HEX64.fullmatch(spec.removeprefix("sha256:")):  # a key of a ledger's key store
+        from .policy_settings import key_by_keyid
+
+        return key_by_keyid(spec.removeprefix("sha256:"), key_lookup, what)
     return PublicKey.from_pem(_key_bytes(spec, base_dir, what), what)
 
 
