@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from operator import attrgetter
 from typing import Any
 
 from . import predicates as p
@@ -126,18 +125,6 @@ def _no_deps(pred: Any) -> list[Dependency]:
     return []
 
 
-def _nothing_listed(pred: Any) -> tuple[str, ...]:
-    return ()
-
-
-def _dataset_documents(pred: Any) -> dict[str, str]:
-    return {p.CARD_PATH: pred.card} if isinstance(pred, p.DatasetV2) else {}
-
-
-def _no_documents(pred: Any) -> dict[str, str]:
-    return {}
-
-
 @dataclass(frozen=True)
 class Kind:
     """One kind of log entry.
@@ -155,6 +142,8 @@ class Kind:
             policy, a holdout dataset): its envelope must be present and intact, else every
             decision it could affect fails (fail closed).
         lineage: it is a node of the lineage (an artifact), not a record about one.
+        listing: the field of its predicate holding the digests a status lookup finds its
+            records by (`listed`); "" for none.
         uses: the lineage edges its predicate's fields name, ``(role, field, kind)``: the
             field holds an artifact reference, a digest or a list of digests (`_named`).
     """
@@ -168,8 +157,7 @@ class Kind:
     restricts: bool
     lineage: bool
     _deps: Callable[[Any], list[Dependency]] = _no_deps
-    _listed: Callable[[Any], tuple[str, ...]] = _nothing_listed
-    _documents: Callable[[Any], dict[str, str]] = _no_documents
+    listing: str = ""
     uses: tuple[tuple[str, str, str], ...] = ()
 
     @property
@@ -210,7 +198,7 @@ class Kind:
         """The files of its manifest the predicate names as documents, ``{path: digest}`` (a
         dataset's card): verifiers read them whole and check them against the signed digest,
         so every export carries them, with data or without."""
-        return self._documents(predicate)
+        return {p.CARD_PATH: predicate.card} if isinstance(predicate, p.DatasetV2) else {}
 
     def dependencies(self, predicate: p.Predicate) -> list[Dependency]:
         """The lineage edges this artifact's predicate names (its upstream)."""
@@ -228,13 +216,13 @@ class Kind:
     @property
     def lists(self) -> bool:
         """Records of this kind are found by the digests they list (`listed`)."""
-        return self._listed is not _nothing_listed
+        return bool(self.listing)
 
     def listed(self, predicate: p.Predicate) -> tuple[str, ...]:
         """The digests a status lookup finds this record by: a dataset's batches (to find the
         holdout datasets of a batch), an erasure's deleted blobs, the envelopes of an import's
         foreign records."""
-        return self._listed(predicate)
+        return tuple(getattr(predicate, self.listing)) if self.listing else ()
 
 
 def predicate_class(type_uri: str) -> type[p.Predicate]:
@@ -259,7 +247,7 @@ KINDS: Mapping[str, Kind] = {
                                       ("evaluator", "evaluator", "evaluator"),
                                       ("failures-of", "failures_of", "evaluation"))),
         _K("dataset", (p.DATASET, p.DATASET_V2), ("producer",), Signing.THRESHOLD, True, True,
-           True, True, _no_deps, attrgetter("batches"), _dataset_documents,
+           True, True, listing="batches",
            uses=(("batch", "batches", "rollout-batch"),)),
         _K("checkpoint", (p.SLSA_PROVENANCE_V1,), ("trainer",), Signing.THRESHOLD, True, True,
            False, True, _checkpoint_deps),
@@ -268,9 +256,9 @@ KINDS: Mapping[str, Kind] = {
         _K("revocation", (p.REVOCATION,), ("producer", "approver"), Signing.ANY_ONE, False, False,
            True, False),
         _K("erasure", (p.ERASURE,), ("producer", "approver"), Signing.ANY_ONE, False, False, True,
-           False, _no_deps, attrgetter("blobs")),
+           False, listing="blobs"),
         _K("import", (p.IMPORT,), ("approver",), Signing.THRESHOLD, False, True, False, False,
-           _no_deps, attrgetter("envelopes")),
+           listing="envelopes"),
         _K("trust-policy", (p.TRUST_POLICY,), ("approver",), Signing.THRESHOLD, False, True,
            True, False),
         _K("refusal", (p.REFUSAL,), ("trainer",), Signing.THRESHOLD, False, False, False, False),
