@@ -41,7 +41,6 @@ __all__ = [
     "Dependency",
     "Kind",
     "Signing",
-    "kind",
     "name_version",
     "predicate_class",
 ]
@@ -286,18 +285,6 @@ for _kind in KINDS.values():
 
 NAMED = frozenset(k.name for k in KINDS.values() if k.named)
 """Kinds users refer to by name (artifacts, policies, imports)."""
-
-
-def kind(name: str) -> Kind:
-    """The kind named ``name``.
-
-    Raises:
-        FormatError: no such kind.
-    """
-    try:
-        return KINDS[name]
-    except KeyError:
-        raise FormatError(f"kind {name!r} is unknown, want one of {sorted(KINDS)}") from None
 
 
 def name_version(entry_kind: str, statement: Statement) -> tuple[str, str]:

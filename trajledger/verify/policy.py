@@ -36,7 +36,6 @@ from .note import Verifier, verifier_from_vkey
 from .strict_json import json_list, load_object
 
 __all__ = [
-    "DEFAULT_PUBLISH",
     "KEY_ROLES",
     "NOTE_ROLES",
     "POLICY_FORMAT",
@@ -55,9 +54,6 @@ POLICY_FORMAT = 3
 and ``[release]``; 3 adds ``publish``. A policy keeps the format it states (default 1), so an
 older policy's JSON form, and its digest, stay what they were."""
 POLICY_FORMATS = (1, 2, 3)
-DEFAULT_PUBLISH = ("revocation", "erasure", "trust-policy")
-"""The kinds of record whose envelopes a log publishes (``log serve``, update bundles) when
-its policy does not say (``publish``): what its buyers need to stop using data."""
 KEY_ROLES = ("producer", "approver", "trainer", "evaluator")
 NOTE_ROLES = ("log", "witness")
 ROLES = KEY_ROLES + NOTE_ROLES
@@ -157,18 +153,13 @@ class TrustPolicy:
     """``[release]`` (format 2): what a release needs."""
     publish: tuple[str, ...] | None = None
     """``publish`` (format 3): the kinds of record whose envelopes the log publishes to those
-    watching it (``log serve``) and puts in update bundles; None: `DEFAULT_PUBLISH`."""
+    watching it (``log serve``) and puts in update bundles; None: the default
+    (`verify.policy_settings.published`)."""
     earlier: tuple[tuple[int, TrustPolicy], ...] = field(default=(), repr=False, compare=False)
     """The policies in force before this one, oldest first, each with the log index of the
     record of the policy that replaced it: records logged up to that index (the replacing
     record included: its signers are the replaced policy's approvers) were signed under it
     (`policy_at`). Set by `follow_history`; not part of the policy's content or digest."""
-
-    @property
-    def published(self) -> tuple[str, ...]:
-        """The kinds of record whose envelopes the log publishes (``publish``, else
-        `DEFAULT_PUBLISH`)."""
-        return DEFAULT_PUBLISH if self.publish is None else self.publish
 
     def signing_role(self) -> str:
         """The role whose threshold signs this policy's successors (and a first policy itself):

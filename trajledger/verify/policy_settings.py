@@ -7,8 +7,8 @@ keys named by keyid (found in a ledger's key store).
 
 Scope: reading and checking those settings for ``verify.policy`` (`role_identities`,
 `role_logs`, `role_encryption_keys`, `check_witnesses`, `top_settings`, `key_by_keyid`), and
-what they answer (`licence_problem`). Every refusal is the one ``verify.policy`` made when it
-read them.
+what they answer (`licence_problem`, `published`). Every refusal is the one ``verify.policy``
+made when it read them.
 Non-scope: the rest of the policy (``verify.policy``: roles, keys, thresholds, the predicate
 types, approval lifetime), and judging signatures against it (``verify.judge``).
 Spec: keys/README.md, ``schemas/trust-policy.v1.schema.json``.
@@ -29,14 +29,21 @@ if TYPE_CHECKING:
     from .policy import KeyLookup, Role, TrustPolicy
 
 __all__ = [
+    "DEFAULT_PUBLISH",
     "check_witnesses",
     "key_by_keyid",
     "licence_problem",
+    "published",
     "role_encryption_keys",
     "role_identities",
     "role_logs",
     "top_settings",
 ]
+
+DEFAULT_PUBLISH = ("revocation", "erasure", "trust-policy")
+"""The kinds of record whose envelopes a log publishes (``log serve``, update bundles) when
+its policy does not say (``publish``): what its buyers need to stop using data."""
+
 
 def role_identities(value: object, what: str) -> list[Identity]:
     """A key role's ``identities``: Sigstore identities, each exactly an issuer and a subject
@@ -214,3 +221,9 @@ def licence_problem(policy: TrustPolicy, licence: str | None) -> str | None:
         return None
     return (f"licence {licence!r} is not accepted by policy {policy.name!r} (accepted: "
             f"{accepted})")
+
+
+def published(policy: TrustPolicy) -> tuple[str, ...]:
+    """The kinds of record whose envelopes the log of ``policy`` publishes (``publish``, else
+    `DEFAULT_PUBLISH`)."""
+    return DEFAULT_PUBLISH if policy.publish is None else policy.publish

@@ -42,7 +42,7 @@ def test_the_predicates_a_checkpoints_lineage_does_not_hold_load_on_first_use() 
         assert "trajledger.verify.other_predicates" not in sys.modules
         st = Statement((Subject("e", "a" * 64),), {predicates.EVALUATION!r}, {{}})
         try:
-            kinds.kind("evaluation").read(st, "evaluation")
+            kinds.KINDS["evaluation"].read(st, "evaluation")
         except FormatError as e:
             print(e)
         assert "trajledger.verify.other_predicates" in sys.modules
