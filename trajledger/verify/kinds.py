@@ -130,9 +130,10 @@ class Kind:
 
     Attributes:
         name: the entry's ``kind`` field.
-        types: the predicate type URIs a statement of this kind may carry, oldest first: its
-            first version (what most writers write), then later versions, also read; writers
-            choose one. Each names its typed predicate class (`predicate_class`).
+        predicate_types: the predicate type URIs a statement of this kind may carry, oldest
+            first: its first version (what most writers write), then later versions, also
+            read; writers choose one. Each names its typed predicate class (`predicate_class`;
+            a later version's is a subclass of the first's).
         roles: the policy roles whose keys may sign it.
         signing: how the signatures count.
         files: the subject is a manifest of files in the store.
@@ -148,7 +149,7 @@ class Kind:
     """
 
     name: str
-    types: tuple[str, ...]
+    predicate_types: tuple[str, ...]
     roles: tuple[str, ...]
     signing: Signing
     files: bool
@@ -159,33 +160,13 @@ class Kind:
     listing: str = ""
     uses: tuple[tuple[str, str, str], ...] = ()
 
-    @property
-    def predicate(self) -> type[p.Predicate]:
-        """The typed predicate class of its first version."""
-        return predicate_class(self.types[0])
-
-    @property
-    def versions(self) -> tuple[type[p.Predicate], ...]:
-        """The typed predicate classes of its later versions (subclasses of `predicate`)."""
-        return tuple(predicate_class(t) for t in self.types[1:])
-
-    @property
-    def predicate_type(self) -> str:
-        """The predicate type URI of its first version (what most writers write)."""
-        return self.types[0]
-
-    @property
-    def predicate_types(self) -> tuple[str, ...]:
-        """Every predicate type URI a statement of this kind may carry, oldest first."""
-        return self.types
-
     def read(self, statement: Statement, what: str) -> p.Predicate:
         """The statement's predicate as this kind's typed predicate (of its version).
 
         Raises:
             FormatError: another predicate type, or a malformed predicate.
         """
-        if statement.predicate_type in self.types:
+        if statement.predicate_type in self.predicate_types:
             cls = predicate_class(statement.predicate_type)
             return cls.from_predicate(statement.predicate, what)
         raise FormatError(
