@@ -13,13 +13,13 @@ Scope: for each kind a log entry can have, the one definition every part of traj
   predicate (`Kind.dependencies`); and the digests it lists for a status lookup (a dataset's
   batches, an erasure's deleted blobs, an import's foreign records: `Kind.listed`);
 - the later versions of its predicate it also reads (a dataset with a card, ``dataset/v2``),
-  and the files of its manifest its predicate names as documents (the card: `Kind.documents`);
-- for an artifact (one record per digest and origin), the signed metadata two records of its
-  digest must share to be the same record (`Kind.essence`).
+  and the files of its manifest its predicate names as documents (the card: `Kind.documents`).
 
 Adding a kind means adding its predicate in ``predicates.py`` (or ``other_predicates.py``, its
 type URI in ``predicates.py``) and one `Kind` here.
-Non-scope: verifying anything (``verify.lineage`` does, using these definitions).
+Non-scope: verifying anything (``verify.lineage`` does, using these definitions); the signed
+metadata two records of an artifact's digest must share to be the same record
+(``ledger.log.spec.differences``).
 """
 
 from __future__ import annotations
