@@ -229,7 +229,7 @@ def test_eval_builtin_replays_the_suite_seeds(runner: CliRunner, home: Path) -> 
 
 
 def test_eval_by_command(runner: CliRunner, home: Path, script: Path) -> None:
-    from trajledger.verify.predicates import Evaluation
+    from trajledger.verify.other_predicates import Evaluation
 
     digest = evaluate(runner, home, script, "alternate")
     pred = predicate(home, digest, "evaluation")

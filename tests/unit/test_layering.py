@@ -571,8 +571,7 @@ for m in sys.argv[1].split(","):
 from verify import predicates
 from verify.dsse import Envelope
 from verify.keys import PublicKey
-from verify.manifest import manifest_from_statement
-from verify.tree import diff_tree
+from verify.tree import diff_tree, manifest_from_statement
 from verify.statement import verify_statement
 work = pathlib.Path(sys.argv[2])
 key = PublicKey.from_pem((work / "key.pub").read_bytes())

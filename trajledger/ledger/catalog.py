@@ -102,7 +102,7 @@ class Origins:
 
     def _import_vkey(self, index: int) -> str | None:
         from trajledger.verify.log_index import read_record
-        from trajledger.verify.predicates import Import
+        from trajledger.verify.other_predicates import Import
 
         state = self.ledger.trust_state()
         entry = state.entry(index)

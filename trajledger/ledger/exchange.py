@@ -71,6 +71,7 @@ from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.log_key import HANDOVER_DIR, parse_handover
 from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.policy import Role, TrustPolicy
+from trajledger.verify.policy_settings import published
 from trajledger.verify.statement import Statement
 from trajledger.verify.tiles import TileReader
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
@@ -267,8 +268,8 @@ def export_bundle(
         3. Add every trust-policy record under the checkpoint, with its policy's bytes.
         4. With ``updates_since`` (an update, format 4): every entry from that size to the
            checkpoint's, the compact range they extend, and the envelopes of those of the
-           kinds the policy publishes (`TrustPolicy.published`: revocations, erasures and
-           policies by default); others' records travel as entries only.
+           kinds the policy publishes (`verify.policy_settings.published`: revocations,
+           erasures and policies by default); others' records travel as entries only.
         5. Build a tlog-proof per entry below the extension against the checkpoint
            (`_NodeCache`: each node hashed once), checked before use; the consistency
            proofs asked for; every key handover of the log, each with a consistency proof
@@ -351,10 +352,10 @@ def export_bundle(
                               "checkpoint's size)")
         extension = set(range(updates_since, size))
     entries = _read_entries(ledger, indices | extension)
-    published = set(policy.published)
+    publishes = set(published(policy))
     for i in extension:
         entry = LogEntry.from_bytes(entries[i])
-        if entry.kind in published and ledger.store.exists(entry.envelope):
+        if entry.kind in publishes and ledger.store.exists(entry.envelope):
             evidence.read.add(entry.envelope)
     # (5)
     log_verifier = verifier_from_vkey(vkey)

@@ -29,11 +29,11 @@ from trajledger.verify import model_signing
 from trajledger.verify.digest import FileDigest, hash_file
 from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE
 from trajledger.verify.errors import DigestMismatchError, SignatureError
-from trajledger.verify.manifest import FileEntry, Manifest, manifest_from_statement
+from trajledger.verify.manifest import FileEntry, Manifest
 from trajledger.verify.policy import KEY_ROLES, TrustPolicy
 from trajledger.verify.sigstore_adapter import VerifiedBundle, verify_sigstore_bundle
 from trajledger.verify.statement import Statement
-from trajledger.verify.tree import TreeDiff, diff_tree, hash_files
+from trajledger.verify.tree import TreeDiff, diff_tree, hash_files, manifest_from_statement
 
 from .errors import LedgerError
 from .files import collect_files, manifest_for, media_type_for

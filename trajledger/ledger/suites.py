@@ -30,7 +30,8 @@ from trajledger.verify import predicates
 from trajledger.verify.digest import digest_bytes
 from trajledger.verify.errors import DigestMismatchError, FormatError, PolicyError
 from trajledger.verify.manifest import Manifest
-from trajledger.verify.predicates import Dataset, RolloutBatch, Unsealing
+from trajledger.verify.other_predicates import Unsealing
+from trajledger.verify.predicates import Dataset, RolloutBatch
 from trajledger.verify.strict_json import load_object
 from trajledger.verify.times import now
 
@@ -295,7 +296,7 @@ def suite_from_failures(
 
     from trajledger.verify.errors import VerificationError
     from trajledger.verify.lineage import LineageVerifier, Record
-    from trajledger.verify.predicates import Evaluation, split_test_name
+    from trajledger.verify.other_predicates import Evaluation, split_test_name
 
     from .artifacts import create_dataset, record_batch
     from .catalog import Catalog

@@ -58,9 +58,10 @@ from trajledger.verify.lineage import LineageVerifier, Record
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.log_index import read_record
 from trajledger.verify.note import verifier_from_vkey
+from trajledger.verify.other_predicates import Import
 from trajledger.verify.policy import TrustPolicy
 from trajledger.verify.policy_history import follow_history
-from trajledger.verify.predicates import Erasure, Import, Revocation
+from trajledger.verify.predicates import Erasure, Revocation
 
 from .catalog import Origins, origin_name
 from .errors import StoreError, TamperError

@@ -15,9 +15,8 @@ from trajledger.verify import predicates
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import DigestMismatchError, FormatError
 from trajledger.verify.keys import PublicKey
-from trajledger.verify.manifest import manifest_from_statement
 from trajledger.verify.statement import verify_statement
-from trajledger.verify.tree import TreeDiff, diff_tree
+from trajledger.verify.tree import TreeDiff, diff_tree, manifest_from_statement
 
 from .errors import KeyError_, LedgerError
 from .files import collect_files

@@ -39,14 +39,15 @@ def log_serve(ctx: Context, host: str, port: int, as_json: bool) -> None:
     Example:
       trajledger log serve --host 0.0.0.0 --port 8080
     """
-    from trajledger.verify.policy import DEFAULT_PUBLISH
+    from trajledger.verify import policy_settings
 
     from .policy_state import current_policy
     from .serve import LogServer, Published
 
     ledger = ctx.ledger()
     found = current_policy(ledger)
-    kinds = found[1].published if found is not None else DEFAULT_PUBLISH
+    kinds = (policy_settings.published(found[1]) if found is not None
+             else policy_settings.DEFAULT_PUBLISH)
     try:
         loopback = ipaddress.ip_address(host).is_loopback
     except ValueError:

@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any, Final
 from trajledger.ledger.errors import LedgerError
 from trajledger.verify import predicates
 from trajledger.verify.errors import FormatError, PolicyError, VerificationError
-from trajledger.verify.predicates import ArtifactRef, Evaluation, ResourceDescriptor
+from trajledger.verify.other_predicates import Evaluation
+from trajledger.verify.predicates import ArtifactRef, ResourceDescriptor
 from trajledger.verify.times import now
 
 if TYPE_CHECKING:

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from trajledger.ledger.errors import LedgerError
 from trajledger.verify import predicates
 from trajledger.verify.errors import PolicyError, VerificationError
-from trajledger.verify.predicates import ArtifactRef, Release
+from trajledger.verify.other_predicates import Release
+from trajledger.verify.predicates import ArtifactRef
 from trajledger.verify.times import now
 
 if TYPE_CHECKING:

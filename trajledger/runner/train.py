@@ -39,7 +39,8 @@ from trajledger.ledger.fs import temp_dir
 from trajledger.verify import predicates
 from trajledger.verify.digest import FileDigest, digest_bytes
 from trajledger.verify.errors import PolicyError, VerificationError
-from trajledger.verify.predicates import Provenance, Refusal, ResourceDescriptor
+from trajledger.verify.other_predicates import Refusal
+from trajledger.verify.predicates import Provenance, ResourceDescriptor
 from trajledger.verify.times import now
 
 from .admission import Admission, DataRefusedError, admit

@@ -25,45 +25,31 @@ def _key(s: str) -> bytes:
     return s.encode("utf-16-be", "surrogatepass")
 
 
-def _write(value: Any, out: list[str], path: str) -> None:
-    if value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif isinstance(value, int):
+def _text(value: Any, path: str) -> str:
+    """The canonical JSON text of ``value`` (``path`` names it in errors)."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "true" if value else "false"
+    if isinstance(value, int):
         if abs(value) > MAX_SAFE_INTEGER:
             raise FormatError(f"{path}: integer {value} exceeds 2^53-1; encode it as a string")
-        out.append(str(value))
-    elif isinstance(value, str):
+        return str(value)
+    if isinstance(value, str):
         # json.dumps with ensure_ascii=False escapes exactly ", \, and U+0000..U+001F, using
         # \b \t \n \f \r and lowercase \u00XX otherwise: the RFC 8785 escapes.
-        out.append(json.dumps(value, ensure_ascii=False))
-    elif isinstance(value, list | tuple):
-        out.append("[")
-        for i, item in enumerate(value):
-            if i:
-                out.append(",")
-            _write(item, out, f"{path}[{i}]")
-        out.append("]")
-    elif isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_text(v, f"{path}[{i}]") for i, v in enumerate(value)) + "]"
+    if isinstance(value, dict):
         for k in value:
             if not isinstance(k, str):
                 raise FormatError(f"{path}: object key {k!r} is not a string")
-        out.append("{")
-        for i, k in enumerate(sorted(value, key=_key)):
-            if i:
-                out.append(",")
-            out.append(json.dumps(k, ensure_ascii=False))
-            out.append(":")
-            _write(value[k], out, f"{path}.{k}")
-        out.append("}")
-    else:
-        raise FormatError(
-            f"{path}: {type(value).__name__} cannot be canonicalised here (only int, str, bool, "
-            "null, list, object)"
-        )
+        members = (json.dumps(k, ensure_ascii=False) + ":" + _text(value[k], f"{path}.{k}")
+                   for k in sorted(value, key=_key))
+        return "{" + ",".join(members) + "}"
+    raise FormatError(
+        f"{path}: {type(value).__name__} cannot be canonicalised here (only int, str, bool, "
+        "null, list, object)"
+    )
 
 
 def canonical_bytes(value: Any, what: str = "document") -> bytes:
@@ -72,9 +58,7 @@ def canonical_bytes(value: Any, what: str = "document") -> bytes:
     Raises:
         FormatError: a float, an integer beyond 2^53-1, a non-string key, or a lone surrogate.
     """
-    out: list[str] = []
-    _write(value, out, what)
     try:
-        return "".join(out).encode("utf-8")
+        return _text(value, what).encode("utf-8")
     except UnicodeEncodeError as e:
         raise FormatError(f"{what}: contains a lone surrogate, not valid Unicode") from e

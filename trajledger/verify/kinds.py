@@ -2,7 +2,9 @@
 
 Scope: for each kind a log entry can have, the one definition every part of trajledger reads:
 
-- its predicate type and typed predicate (`verify.predicates`);
+- its predicate types and typed predicates (`verify.predicates`; the kinds a checkpoint's
+  lineage does not hold have theirs in `verify.other_predicates`, loaded on first use:
+  `predicate_class`);
 - which policy roles may sign it, and how signatures count (`Signing`);
 - whether its subject is a manifest of files in the store, whether users refer to it by
   ``NAME@VERSION``, and whether it can restrict a decision (so a missing or corrupt envelope must
@@ -11,12 +13,13 @@ Scope: for each kind a log entry can have, the one definition every part of traj
   predicate (`Kind.dependencies`); and the digests it lists for a status lookup (a dataset's
   batches, an erasure's deleted blobs, an import's foreign records: `Kind.listed`);
 - the later versions of its predicate it also reads (a dataset with a card, ``dataset/v2``),
-  and the files of its manifest its predicate names as documents (the card: `Kind.documents`);
-- for an artifact (one record per digest and origin), the signed metadata two records of its
-  digest must share to be the same record (`Kind.essence`).
+  and the files of its manifest its predicate names as documents (the card: `Kind.documents`).
 
-Adding a kind means adding its predicate in ``predicates.py`` and one `Kind` here.
-Non-scope: verifying anything (``verify.lineage`` does, using these definitions).
+Adding a kind means adding its predicate in ``predicates.py`` (or ``other_predicates.py``, its
+type URI in ``predicates.py``) and one `Kind` here.
+Non-scope: verifying anything (``verify.lineage`` does, using these definitions); the signed
+metadata two records of an artifact's digest must share to be the same record
+(``ledger.log.spec.differences``).
 """
 
 from __future__ import annotations
@@ -24,13 +27,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from operator import attrgetter
 from typing import Any
 
 from . import predicates as p
 from .digest import parse_digest
 from .errors import FormatError
-from .log_entry import LogEntry
 from .statement import Statement
 
 __all__ = [
@@ -40,8 +41,8 @@ __all__ = [
     "Dependency",
     "Kind",
     "Signing",
-    "kind",
     "name_version",
+    "predicate_class",
 ]
 
 
@@ -123,41 +124,16 @@ def _no_deps(pred: Any) -> list[Dependency]:
     return []
 
 
-def _import_listed(pred: Any) -> tuple[str, ...]:
-    """The envelopes of the foreign records an import brought (logged here before it): so a
-    local record of the same digest is not taken for a second record of this origin."""
-    i: p.Import = pred
-    out = []
-    for e in i.entries:
-        raw = e.get("entry")
-        if not isinstance(raw, str):
-            continue  # the verifier judges the import's evidence; nothing to list
-        try:
-            out.append(LogEntry.from_bytes(raw.encode("utf-8")).envelope)
-        except (FormatError, UnicodeEncodeError):
-            continue
-    return tuple(dict.fromkeys(out))
-
-
-def _nothing_listed(pred: Any) -> tuple[str, ...]:
-    return ()
-
-
-def _dataset_documents(pred: Any) -> dict[str, str]:
-    return {p.CARD_PATH: pred.card} if isinstance(pred, p.DatasetV2) else {}
-
-
-def _no_documents(pred: Any) -> dict[str, str]:
-    return {}
-
-
 @dataclass(frozen=True)
 class Kind:
     """One kind of log entry.
 
     Attributes:
         name: the entry's ``kind`` field.
-        predicate: the typed predicate class (its ``TYPE`` is the predicate type URI).
+        predicate_types: the predicate type URIs a statement of this kind may carry, oldest
+            first: its first version (what most writers write), then later versions, also
+            read; writers choose one. Each names its typed predicate class (`predicate_class`;
+            a later version's is a subclass of the first's).
         roles: the policy roles whose keys may sign it.
         signing: how the signatures count.
         files: the subject is a manifest of files in the store.
@@ -166,14 +142,14 @@ class Kind:
             policy, a holdout dataset): its envelope must be present and intact, else every
             decision it could affect fails (fail closed).
         lineage: it is a node of the lineage (an artifact), not a record about one.
-        versions: later versions of its predicate, also read (each a subclass of
-            ``predicate`` with its own type URI); writers choose one.
+        listing: the field of its predicate holding the digests a status lookup finds its
+            records by (`listed`); "" for none.
         uses: the lineage edges its predicate's fields name, ``(role, field, kind)``: the
             field holds an artifact reference, a digest or a list of digests (`_named`).
     """
 
     name: str
-    predicate: type[p.Predicate]
+    predicate_types: tuple[str, ...]
     roles: tuple[str, ...]
     signing: Signing
     files: bool
@@ -181,20 +157,8 @@ class Kind:
     restricts: bool
     lineage: bool
     _deps: Callable[[Any], list[Dependency]] = _no_deps
-    _listed: Callable[[Any], tuple[str, ...]] = _nothing_listed
-    versions: tuple[type[p.Predicate], ...] = ()
-    _documents: Callable[[Any], dict[str, str]] = _no_documents
+    listing: str = ""
     uses: tuple[tuple[str, str, str], ...] = ()
-
-    @property
-    def predicate_type(self) -> str:
-        """The predicate type URI of its first version (what most writers write)."""
-        return self.predicate.TYPE
-
-    @property
-    def predicate_types(self) -> tuple[str, ...]:
-        """Every predicate type URI a statement of this kind may carry, oldest first."""
-        return tuple(c.TYPE for c in (self.predicate, *self.versions))
 
     def read(self, statement: Statement, what: str) -> p.Predicate:
         """The statement's predicate as this kind's typed predicate (of its version).
@@ -202,9 +166,9 @@ class Kind:
         Raises:
             FormatError: another predicate type, or a malformed predicate.
         """
-        for cls in (self.predicate, *self.versions):
-            if statement.predicate_type == cls.TYPE:
-                return cls.from_predicate(statement.predicate, what)
+        if statement.predicate_type in self.predicate_types:
+            cls = predicate_class(statement.predicate_type)
+            return cls.from_predicate(statement.predicate, what)
         raise FormatError(
             f"{what}: predicate type {statement.predicate_type}, want "
             + " or ".join(self.predicate_types)
@@ -214,7 +178,7 @@ class Kind:
         """The files of its manifest the predicate names as documents, ``{path: digest}`` (a
         dataset's card): verifiers read them whole and check them against the signed digest,
         so every export carries them, with data or without."""
-        return self._documents(predicate)
+        return {p.CARD_PATH: predicate.card} if isinstance(predicate, p.DatasetV2) else {}
 
     def dependencies(self, predicate: p.Predicate) -> list[Dependency]:
         """The lineage edges this artifact's predicate names (its upstream)."""
@@ -232,51 +196,62 @@ class Kind:
     @property
     def lists(self) -> bool:
         """Records of this kind are found by the digests they list (`listed`)."""
-        return self._listed is not _nothing_listed
+        return bool(self.listing)
 
     def listed(self, predicate: p.Predicate) -> tuple[str, ...]:
         """The digests a status lookup finds this record by: a dataset's batches (to find the
         holdout datasets of a batch), an erasure's deleted blobs, the envelopes of an import's
         foreign records."""
-        return self._listed(predicate)
+        return tuple(getattr(predicate, self.listing)) if self.listing else ()
+
+
+def predicate_class(type_uri: str) -> type[p.Predicate]:
+    """The typed predicate class of a predicate type URI of `verify.predicates.ALL`: the kinds
+    a checkpoint's lineage does not hold have theirs in `verify.other_predicates`, imported on
+    the first use of one."""
+    if type_uri not in p.Predicate.TYPES:
+        from . import other_predicates  # noqa: F401  (its classes register their types)
+    return p.Predicate.TYPES[type_uri]
 
 
 _K = Kind
 KINDS: Mapping[str, Kind] = {
     k.name: k
     for k in (
-        _K("files", p.Files, ("producer",), Signing.THRESHOLD, True, True, False, True),
-        _K("environment", p.Environment, ("producer",), Signing.THRESHOLD, True, True, False, True),
-        _K("evaluator", p.Evaluator, ("producer",), Signing.THRESHOLD, True, True, False, True),
-        _K("rollout-batch", p.RolloutBatch, ("producer",), Signing.THRESHOLD, True, True, False,
+        _K("files", (p.FILES,), ("producer",), Signing.THRESHOLD, True, True, False, True),
+        _K("environment", (p.ENVIRONMENT,), ("producer",), Signing.THRESHOLD, True, True, False,
+           True),
+        _K("evaluator", (p.EVALUATOR,), ("producer",), Signing.THRESHOLD, True, True, False, True),
+        _K("rollout-batch", (p.ROLLOUT_BATCH,), ("producer",), Signing.THRESHOLD, True, True, False,
            True, _generated_by, uses=(("environment", "environment", "environment"),
                                       ("evaluator", "evaluator", "evaluator"),
                                       ("failures-of", "failures_of", "evaluation"))),
-        _K("dataset", p.Dataset, ("producer",), Signing.THRESHOLD, True, True, True, True,
-           _no_deps, attrgetter("batches"), (p.DatasetV2,), _dataset_documents,
+        _K("dataset", (p.DATASET, p.DATASET_V2), ("producer",), Signing.THRESHOLD, True, True,
+           True, True, listing="batches",
            uses=(("batch", "batches", "rollout-batch"),)),
-        _K("checkpoint", p.Provenance, ("trainer",), Signing.THRESHOLD, True, True, False, True,
-           _checkpoint_deps),
-        _K("approval", p.Approval, ("approver",), Signing.PER_RECORD, False, False, False, False),
-        _K("revocation", p.Revocation, ("producer", "approver"), Signing.ANY_ONE, False, False,
+        _K("checkpoint", (p.SLSA_PROVENANCE_V1,), ("trainer",), Signing.THRESHOLD, True, True,
+           False, True, _checkpoint_deps),
+        _K("approval", (p.APPROVAL,), ("approver",), Signing.PER_RECORD, False, False, False,
+           False),
+        _K("revocation", (p.REVOCATION,), ("producer", "approver"), Signing.ANY_ONE, False, False,
            True, False),
-        _K("erasure", p.Erasure, ("producer", "approver"), Signing.ANY_ONE, False, False, True,
-           False, _no_deps, attrgetter("blobs")),
-        _K("import", p.Import, ("approver",), Signing.THRESHOLD, False, True, False, False,
-           _no_deps, _import_listed),
-        _K("trust-policy", p.TrustPolicyRecord, ("approver",), Signing.THRESHOLD, False, True,
+        _K("erasure", (p.ERASURE,), ("producer", "approver"), Signing.ANY_ONE, False, False, True,
+           False, listing="blobs"),
+        _K("import", (p.IMPORT,), ("approver",), Signing.THRESHOLD, False, True, False, False,
+           listing="envelopes"),
+        _K("trust-policy", (p.TRUST_POLICY,), ("approver",), Signing.THRESHOLD, False, True,
            True, False),
-        _K("refusal", p.Refusal, ("trainer",), Signing.THRESHOLD, False, False, False, False),
-        _K("model-signature", p.ModelSignature, ("trainer",), Signing.THRESHOLD, False, False,
+        _K("refusal", (p.REFUSAL,), ("trainer",), Signing.THRESHOLD, False, False, False, False),
+        _K("model-signature", (p.MODEL_SIGNATURE,), ("trainer",), Signing.THRESHOLD, False, False,
            False, False),
-        _K("evaluation", p.Evaluation, ("evaluator",), Signing.THRESHOLD, True, True, False,
+        _K("evaluation", (p.EVALUATION,), ("evaluator",), Signing.THRESHOLD, True, True, False,
            True, uses=(("checkpoint", "checkpoint", "checkpoint"), ("suite", "suite", "dataset"),
                        ("evaluator", "evaluator", "evaluator"))),
         # Any one approver records a release; the policy's [release] approvals counts them.
-        _K("release", p.Release, ("approver",), Signing.ANY_ONE, False, True, False, True,
+        _K("release", (p.RELEASE,), ("approver",), Signing.ANY_ONE, False, True, False, True,
            uses=(("checkpoint", "checkpoint", "checkpoint"),
                  ("evaluation", "evaluations", "evaluation"))),
-        _K("unsealing", p.Unsealing, ("evaluator",), Signing.ANY_ONE, False, False, False,
+        _K("unsealing", (p.UNSEALING,), ("evaluator",), Signing.ANY_ONE, False, False, False,
            False),
     )
 }
@@ -291,18 +266,6 @@ for _kind in KINDS.values():
 
 NAMED = frozenset(k.name for k in KINDS.values() if k.named)
 """Kinds users refer to by name (artifacts, policies, imports)."""
-
-
-def kind(name: str) -> Kind:
-    """The kind named ``name``.
-
-    Raises:
-        FormatError: no such kind.
-    """
-    try:
-        return KINDS[name]
-    except KeyError:
-        raise FormatError(f"kind {name!r} is unknown, want one of {sorted(KINDS)}") from None
 
 
 def name_version(entry_kind: str, statement: Statement) -> tuple[str, str]:

@@ -8,7 +8,8 @@ hand. A manifest is RFC 8785 JSON::
 
 ``files`` sorted by ``path`` (relative POSIX, no ``.``/``..``/empty segments, unique). The
 artifact's identity is ``sha256:`` of those canonical bytes.
-Non-scope: where the bytes live (ledger object store, an exported bundle, a directory).
+Non-scope: where the bytes live (ledger object store, an exported bundle, a directory); the
+manifest inline in one artifact statement (`verify.tree.manifest_from_statement`).
 Spec: schemas/SPEC.md section "Manifest".
 """
 
@@ -29,7 +30,6 @@ __all__ = [
     "Manifest",
     "check_file_subjects",
     "check_path",
-    "manifest_from_statement",
 ]
 
 MANIFEST_MEDIA_TYPE = "application/vnd.trajledger.manifest.v1+json"
@@ -166,39 +166,6 @@ class Manifest:
     def by_path(self) -> Mapping[str, FileEntry]:
         """Entries keyed by path."""
         return {f.path: f for f in self.files}
-
-
-def manifest_from_statement(statement: Any, what: str = "statement") -> Manifest:
-    """Extract the inline manifest of an artifact statement and bind it to its identity.
-
-    Steps:
-        1. The predicate must carry a ``manifest`` object; validate it.
-        2. Its canonical bytes must hash to the digest of the statement's first subject (the
-           artifact's identity).
-
-    Args:
-        statement: a `verify.statement.Statement` (already signature-verified).
-        what: names the statement in error messages.
-
-    Raises:
-        FormatError: no or invalid manifest.
-        DigestMismatchError: the manifest is not what the statement's first subject names.
-    """
-    # (1)
-    raw = statement.predicate.get("manifest")
-    if raw is None:
-        raise FormatError(f"{what}: predicate has no manifest")
-    manifest = Manifest.from_json(raw, f"{what}: manifest")
-    # (2)
-    digest = manifest.digest
-    if statement.subjects[0].digest != digest:
-        raise DigestMismatchError(
-            f"{what}: manifest hashes to {digest}, but the first subject (the artifact) is "
-            f"{statement.subjects[0].digest}",
-            subject=what,
-            observed=digest,
-        )
-    return manifest
 
 
 def check_file_subjects(statement: Any, manifest: Manifest, what: str = "statement") -> int:

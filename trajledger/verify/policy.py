@@ -36,7 +36,6 @@ from .note import Verifier, verifier_from_vkey
 from .strict_json import json_list, load_object
 
 __all__ = [
-    "DEFAULT_PUBLISH",
     "KEY_ROLES",
     "NOTE_ROLES",
     "POLICY_FORMAT",
@@ -55,33 +54,19 @@ POLICY_FORMAT = 3
 and ``[release]``; 3 adds ``publish``. A policy keeps the format it states (default 1), so an
 older policy's JSON form, and its digest, stay what they were."""
 POLICY_FORMATS = (1, 2, 3)
-DEFAULT_PUBLISH = ("revocation", "erasure", "trust-policy")
-"""The kinds of record whose envelopes a log publishes (``log serve``, update bundles) when
-its policy does not say (``publish``): what its buyers need to stop using data."""
 KEY_ROLES = ("producer", "approver", "trainer", "evaluator")
 NOTE_ROLES = ("log", "witness")
 ROLES = KEY_ROLES + NOTE_ROLES
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_TOP_KEYS = {
-    "format",
-    "name",
-    "serial",
-    "max_approval_age",
-    "allowed_predicate_types",
-    "roles",
-    "sigstore_trusted_root",
-    "accepted_licences",
-    "revoked_keys",
-    "revoked_identities",
-    "release",
-    "publish",
-}
 _SETTINGS = frozenset({"sigstore_trusted_root", "accepted_licences", "revoked_keys",
                        "revoked_identities", "release", "publish"})
 """The settings of `_TOP_KEYS` a key-signed policy does without: `verify.policy_settings`
 reads them (and a role's identities, logs and encryption keys, and witnesses), loaded only for
 a policy that has one."""
+_TOP_KEYS = _SETTINGS | {"format", "name", "serial", "max_approval_age",
+                         "allowed_predicate_types", "roles"}
+"""Every setting of a policy's top level (any other is refused)."""
 _NEWER = {"release": 2, "publish": 3}
 """The format each newer setting needs (the ``evaluator`` role needs 2)."""
 
@@ -168,18 +153,13 @@ class TrustPolicy:
     """``[release]`` (format 2): what a release needs."""
     publish: tuple[str, ...] | None = None
     """``publish`` (format 3): the kinds of record whose envelopes the log publishes to those
-    watching it (``log serve``) and puts in update bundles; None: `DEFAULT_PUBLISH`."""
+    watching it (``log serve``) and puts in update bundles; None: the default
+    (`verify.policy_settings.published`)."""
     earlier: tuple[tuple[int, TrustPolicy], ...] = field(default=(), repr=False, compare=False)
     """The policies in force before this one, oldest first, each with the log index of the
     record of the policy that replaced it: records logged up to that index (the replacing
     record included: its signers are the replaced policy's approvers) were signed under it
     (`policy_at`). Set by `follow_history`; not part of the policy's content or digest."""
-
-    @property
-    def published(self) -> tuple[str, ...]:
-        """The kinds of record whose envelopes the log publishes (``publish``, else
-        `DEFAULT_PUBLISH`)."""
-        return DEFAULT_PUBLISH if self.publish is None else self.publish
 
     def signing_role(self) -> str:
         """The role whose threshold signs this policy's successors (and a first policy itself):
@@ -474,17 +454,10 @@ def _load_key(
             return PublicKey.from_pem(spec.encode("ascii"), what)
         except UnicodeEncodeError as e:
             raise FormatError(f"{what}: an inline PEM must be ASCII") from e
-    if HEX64.fullmatch(spec.removeprefix("sha256:")):
-        keyid = spec.removeprefix("sha256:")
-        found = key_lookup(keyid) if key_lookup is not None else None
-        if found is None:
-            raise FormatError(
-                f"{what}: keyid {keyid[:16]}… is not a key of this ledger's key store; "
-                "name the key by its .pub file instead"
-            )
-        if found.keyid != keyid:
-            raise FormatError(f"{what}: key found for {keyid[:16]}… has keyid {found.keyid}")
-        return found
+    if HEX64.fullmatch(spec.removeprefix("sha256:")):  # a key of a ledger's key store
+        from .policy_settings import key_by_keyid
+
+        return key_by_keyid(spec.removeprefix("sha256:"), key_lookup, what)
     return PublicKey.from_pem(_key_bytes(spec, base_dir, what), what)
 
 

@@ -1,10 +1,11 @@
 """A trust policy's history: which policy is in force after the log's trust-policy records.
 
 Scope: `follow_history`, the policy in force after a list of a log's trust-policy records,
-each succession judged by ``verify.succession`` (loaded only when a record goes beyond the
-policy the verifier holds). Pure: it takes bytes and parsed policies and reads nothing.
+each succession judged, and the records after the start followed, by ``verify.succession``
+(loaded only when a record goes beyond the policy the verifier holds). Pure: it takes bytes
+and parsed policies and reads nothing.
 
-Non-scope: parsing a policy (`verify.policy`), the judgement of one succession
+Non-scope: parsing a policy (`verify.policy`), the judgement of successions
 (`verify.succession`), finding the records in a log or bundle (the callers: `verify.bundle`,
 ``ledger.policy_state``).
 
@@ -13,9 +14,6 @@ Spec: schemas/SPEC.md (trust policy, succession).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from .errors import ProvenanceError
 from .policy import TrustPolicy, policy_digest
 
 __all__ = ["follow_history"]
@@ -48,7 +46,6 @@ def follow_history(
         The policy in force (None when there is none) and one note per record examined.
     """
     notes: list[str] = []
-    current = trusted
     start = 0
     # (1)
     if trusted is not None:
@@ -69,29 +66,6 @@ def follow_history(
     elif not records:
         return None, notes
     # Loaded only here: most logs record one policy, the one the verifier holds.
-    from .succession import check_successor, first_policy, policy_from_record
+    from .succession import follow_successions
 
-    if trusted is None:
-        index, subject, env = records[0]
-        try:
-            current = first_policy(env, subject, f"policy at log index {index}")
-            notes.append(
-                f"policy {current.name!r} serial {current.serial}: first policy, log index {index}"
-            )
-        except ProvenanceError as e:
-            notes.append(f"policy at log index {index}: not valid as a first policy: {e}")
-            return None, notes
-        start = 1
-    # (2)
-    for index, subject, env in records[start:]:
-        assert current is not None
-        what = f"policy at log index {index}"
-        try:
-            new, signers = policy_from_record(env, subject, current, what)
-            check_successor(current, new, signers)
-        except ProvenanceError as e:
-            notes.append(f"{what}: ignored: {e}")
-            continue
-        current = replace(new, earlier=(*current.earlier, (index, replace(current, earlier=()))))
-        notes.append(f"policy {new.name!r} serial {new.serial}: in force from log index {index}")
-    return current, notes
+    return follow_successions(trusted, records, start, notes)

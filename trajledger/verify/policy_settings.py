@@ -2,11 +2,13 @@
 one: Sigstore identities and ``sigstore_trusted_root`` (keyless signing), witnesses (the
 ``witness`` role's keys and ``logs``), an evaluator's ``encryption_keys`` (sealed suites),
 ``accepted_licences``, ``revoked_keys`` and ``revoked_identities`` (with `verify.compromise`),
-``[release]`` (with `verify.release_rules`) and ``publish`` (what a vendor's log publishes).
+``[release]`` (with `verify.release_rules`), ``publish`` (what a vendor's log publishes), and
+keys named by keyid (found in a ledger's key store).
 
 Scope: reading and checking those settings for ``verify.policy`` (`role_identities`,
-`role_logs`, `role_encryption_keys`, `check_witnesses`, `top_settings`), and what they
-answer (`licence_problem`). Every refusal is the one ``verify.policy`` made when it read them.
+`role_logs`, `role_encryption_keys`, `check_witnesses`, `top_settings`, `key_by_keyid`), and
+what they answer (`licence_problem`, `published`). Every refusal is the one ``verify.policy``
+made when it read them.
 Non-scope: the rest of the policy (``verify.policy``: roles, keys, thresholds, the predicate
 types, approval lifetime), and judging signatures against it (``verify.judge``).
 Spec: keys/README.md, ``schemas/trust-policy.v1.schema.json``.
@@ -24,16 +26,24 @@ from .strict_json import json_list
 
 if TYPE_CHECKING:
     from .encryption_key import EncryptionKey
-    from .policy import Role, TrustPolicy
+    from .policy import KeyLookup, Role, TrustPolicy
 
 __all__ = [
+    "DEFAULT_PUBLISH",
     "check_witnesses",
+    "key_by_keyid",
     "licence_problem",
+    "published",
     "role_encryption_keys",
     "role_identities",
     "role_logs",
     "top_settings",
 ]
+
+DEFAULT_PUBLISH = ("revocation", "erasure", "trust-policy")
+"""The kinds of record whose envelopes a log publishes (``log serve``, update bundles) when
+its policy does not say (``publish``): what its buyers need to stop using data."""
+
 
 def role_identities(value: object, what: str) -> list[Identity]:
     """A key role's ``identities``: Sigstore identities, each exactly an issuer and a subject
@@ -48,6 +58,24 @@ def role_identities(value: object, what: str) -> list[Identity]:
             )
         identities.append(Identity(ident["issuer"], ident["subject"]))
     return identities
+
+
+def key_by_keyid(keyid: str, key_lookup: KeyLookup | None, what: str) -> PublicKey:
+    """A key a policy names by its keyid (64 lowercase hex), found with ``key_lookup`` (a
+    ledger's key store; without one, every keyid is refused).
+
+    Raises:
+        FormatError: no key has that keyid, or the key found has another.
+    """
+    found = key_lookup(keyid) if key_lookup is not None else None
+    if found is None:
+        raise FormatError(
+            f"{what}: keyid {keyid[:16]}… is not a key of this ledger's key store; "
+            "name the key by its .pub file instead"
+        )
+    if found.keyid != keyid:
+        raise FormatError(f"{what}: key found for {keyid[:16]}… has keyid {found.keyid}")
+    return found
 
 
 def role_logs(value: object, threshold: int, what: str) -> tuple[str, ...]:
@@ -193,3 +221,9 @@ def licence_problem(policy: TrustPolicy, licence: str | None) -> str | None:
         return None
     return (f"licence {licence!r} is not accepted by policy {policy.name!r} (accepted: "
             f"{accepted})")
+
+
+def published(policy: TrustPolicy) -> tuple[str, ...]:
+    """The kinds of record whose envelopes the log of ``policy`` publishes (``publish``, else
+    `DEFAULT_PUBLISH`)."""
+    return DEFAULT_PUBLISH if policy.publish is None else policy.publish

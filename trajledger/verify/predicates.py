@@ -15,6 +15,9 @@ dataclass with
   optional ones, plus ``unrecognized``).
 
 Adding a field is one line: ``new_thing: str | None = spec("newThing", "text", default=None)``.
+The predicates of the kinds a checkpoint's lineage does not hold (evaluations, releases,
+unsealings, imports, refusals, model signatures) are in `verify.other_predicates`, loaded when
+used; their type URIs are here.
 
 Nothing here is a trust decision: a predicate is read from a statement whose signature was
 verified first (`verify.statement.verify_statement`), or from an unverified one when only
@@ -71,24 +74,17 @@ __all__ = [
     "DatasetV2",
     "Environment",
     "Erasure",
-    "Evaluation",
     "Evaluator",
     "FeaturesRef",
     "Files",
-    "Import",
-    "ModelSignature",
     "Predicate",
     "Provenance",
-    "Refusal",
-    "Release",
     "ResourceDescriptor",
     "Revocation",
     "RolloutBatch",
     "Sealed",
     "SealedEpisode",
     "TrustPolicyRecord",
-    "Unsealing",
-    "split_test_name",
 ]
 
 
@@ -119,8 +115,6 @@ HELD_OUT = ("holdout", "regression")
 
 EVALUATOR_KINDS = ("deterministic", "llm-judge", "human")
 ERASURE_REASONS = ("retention", "consent", "legal")
-RESULTS = ("PASSED", "FAILED")
-"""An evaluation's ``result`` (in-toto test-result/v0.1 without ``WARNED``)."""
 SEAL_SCHEME = "hpke-x25519-sha256-chacha20poly1305/stream-64k/v1"
 """The one sealing scheme (schemas/SPEC.md, "Sealed suites"): RFC 9180 HPKE base mode,
 DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305 wraps a batch's data key for each
@@ -433,170 +427,11 @@ class Erasure(Predicate):
 
 
 @dataclass(frozen=True)
-class Refusal(Predicate):
-    """``refusal/v1``: the runner refused to train on a dataset, and why."""
-
-    TYPE: ClassVar[str] = REFUSAL
-    dataset: str = spec("dataset", "digest")
-    trainer: str = spec("trainer")
-    reasons: tuple[str, ...] = spec("reasons", "strings", nonempty=True)
-    refused_at: str = spec("refusedAt", "time")
-
-
-@dataclass(frozen=True)
 class TrustPolicyRecord(Predicate):
     """``trust-policy/v1``: a trust policy in its JSON form (`verify.policy.TrustPolicy`)."""
 
     TYPE: ClassVar[str] = TRUST_POLICY
     policy: Mapping[str, Any] = spec("policy", "mapping")
-
-
-@dataclass(frozen=True)
-class Import(Predicate):
-    """``import/v1``: what was accepted from another log, with that log's evidence.
-
-    ``artifact`` is the foreign artifact asked for (absent in an import of updates alone);
-    ``log`` names the origin log (``origin``, ``vkey``, the signed ``checkpoint`` note
-    accepted); ``entries`` carries each entry taken in or consulted, with its inclusion proof
-    (or, for an entry of the log's extension, none: the extension's entries proved themselves
-    by rebuilding the checkpoint's root); ``applied`` is the tree size up to which every entry
-    of the origin log was examined and the ones about what this ledger holds taken in.
-    """
-
-    TYPE: ClassVar[str] = IMPORT
-    artifact: Mapping[str, Any] | None = spec("artifact", "mapping", required=False)
-    log: Mapping[str, Any] = spec("log", "mapping")
-    entries: tuple[Mapping[str, Any], ...] = spec("entries", "objects", default=())
-    data_included: bool = spec("dataIncluded", "flag", default=True)
-    applied: int | None = spec("applied", "integer", default=None)
-
-    def _check(self, what: str) -> None:
-        if self.artifact is not None:
-            parse_digest(self.artifact.get("digest"), f"{what}: artifact.digest")
-        for k in ("origin", "vkey", "checkpoint"):
-            if not isinstance(self.log.get(k), str) or not self.log[k]:
-                raise FormatError(f"{what}: log.{k} is missing")
-        if self.applied is not None and self.applied < 0:
-            raise FormatError(f"{what}: applied is {self.applied}, want a tree size")
-
-    @property
-    def artifact_digest(self) -> str | None:
-        """The foreign artifact's digest (None: updates alone)."""
-        return None if self.artifact is None else str(self.artifact["digest"])
-
-
-@dataclass(frozen=True)
-class ModelSignature(Predicate):
-    """``model-signature/v1``: a checkpoint's files were signed in OpenSSF model_signing's
-    format; ``bundle`` is the signature file (a Sigstore bundle v0.3) in the store, ``model``
-    names the model and model_signing's root digest of its files."""
-
-    TYPE: ClassVar[str] = MODEL_SIGNATURE
-    bundle: str = spec("bundle", "digest")
-    signed_predicate_type: str = spec("signedPredicateType")
-    model: Mapping[str, Any] = spec("model", "mapping")
-    signature_name: str = spec("signatureName")
-    signed_at: str = spec("signedAt", "time")
-
-
-# -- evaluations and releases ----------------------------------------------------------------------
-
-
-def split_test_name(name: str, what: str = "test") -> tuple[str, str]:
-    """An evaluation's test name ``<batch digest>/<episode id>`` as ``(batch, episode)``.
-
-    Raises:
-        FormatError: not a digest, a slash and a non-empty episode id.
-    """
-    batch, sep, episode = name.partition("/")
-    parse_digest(batch, f"{what} {name[:80]!r}")
-    if not sep or not episode:
-        raise FormatError(f"{what} {name[:80]!r}: want <batch digest>/<episode id>")
-    return batch, episode
-
-
-@dataclass(frozen=True)
-class Evaluation(Predicate):
-    """``evaluation/v1``: a checkpoint run on a holdout or regression suite, one test per
-    episode (in-toto test-result/v0.1's ``result``, ``configuration``, ``passedTests`` and
-    ``failedTests``; tests are named ``<batch digest>/<episode id>``), with the checkpoint, the
-    suite, the evaluator version and the metrics. The evaluation's files (``results.json``,
-    what an evaluating command wrote) are its manifest."""
-
-    TYPE: ClassVar[str] = EVALUATION
-    result: str = spec("result", choices=RESULTS)
-    checkpoint: ArtifactRef = spec("checkpoint", "record", record=ArtifactRef)
-    suite: ArtifactRef = spec("suite", "record", record=ArtifactRef)
-    passed_tests: tuple[str, ...] = spec("passedTests", "strings")
-    failed_tests: tuple[str, ...] = spec("failedTests", "strings")
-    metrics: Mapping[str, float | int] = spec("metrics", "mapping", absent={})
-    evaluated_at: str = spec("evaluatedAt", "time")
-    evaluator: ArtifactRef | None = spec("evaluator", "record", default=None, record=ArtifactRef)
-    configuration: tuple[ResourceDescriptor, ...] = spec(
-        "configuration", "records", default=(), record=ResourceDescriptor)
-    manifest: Manifest | None = spec("manifest", "manifest", default=None)
-
-    def _check(self, what: str) -> None:
-        check_finite(f"{what}: metrics", self.metrics, "a finite number")
-        tests = self.passed_tests + self.failed_tests
-        for t in tests:
-            split_test_name(t, f"{what}: test")
-        if not tests or len(set(tests)) != len(tests):
-            raise FormatError(f"{what}: want at least one test, each listed once")
-        if (self.result == "FAILED") != bool(self.failed_tests):
-            raise FormatError(f"{what}: result {self.result} with {len(self.failed_tests)} "
-                              "failed test(s)")
-
-    @property
-    def success_rate(self) -> float:
-        """Passed tests over all tests (computed here, never taken from ``metrics``)."""
-        return len(self.passed_tests) / (len(self.passed_tests) + len(self.failed_tests))
-
-    def metric(self, name: str) -> float | None:
-        """``success_rate`` (computed), ``episodes`` (counted) or a recorded metric."""
-        if name == "success_rate":
-            return self.success_rate
-        if name == "episodes":
-            return len(self.passed_tests) + len(self.failed_tests)
-        value = self.metrics.get(name)
-        return None if value is None else float(value)
-
-
-@dataclass(frozen=True)
-class Release(Predicate):
-    """``release/v1``: approvers release a checkpoint on the evaluations the policy's
-    ``[release]`` requires (and the parent's, for "no drop" rules). Its subject digest is the
-    SHA-256 of this predicate's RFC 8785 bytes: the release is named by what it says."""
-
-    TYPE: ClassVar[str] = RELEASE
-    checkpoint: ArtifactRef = spec("checkpoint", "record", record=ArtifactRef)
-    evaluations: tuple[str, ...] = spec("evaluations", "digests", nonempty=True)
-    policy: Mapping[str, Any] = spec("policy", "mapping")
-    released_at: str = spec("releasedAt", "time")
-    note: str | None = spec("note", default=None, empty=True)
-
-    def _check(self, what: str) -> None:
-        name, serial = self.policy.get("name"), self.policy.get("serial")
-        if not (isinstance(name, str) and name and type(serial) is int and serial >= 1):
-            raise FormatError(f"{what}: policy: want a name, a serial (>= 1) and a digest")
-        parse_digest(self.policy.get("digest"), f"{what}: policy: digest")
-
-
-@dataclass(frozen=True)
-class Unsealing(Predicate):
-    """``unsealing/v1``: an evaluator unwrapped the data key of sealed batches of a suite (the
-    subject) with its X25519 key ``recipient``, for ``purpose``; logged before any byte is
-    decrypted."""
-
-    TYPE: ClassVar[str] = UNSEALING
-    batches: tuple[str, ...] = spec("batches", "digests", nonempty=True)
-    recipient: str = spec("recipient")
-    purpose: str = spec("purpose")
-    unsealed_at: str = spec("unsealedAt", "time")
-
-    def _check(self, what: str) -> None:
-        if not HEX64.fullmatch(self.recipient):
-            raise FormatError(f"{what}: recipient is not a keyid (64 lowercase hex)")
 
 
 # -- SLSA Provenance v1 (checkpoints) ------------------------------------------------------------
@@ -657,5 +492,8 @@ class Provenance(Predicate):
         return [d for d in self.resolved_dependencies if d.role == role]
 
 
-ALL = frozenset(Predicate.TYPES)
-"""Every predicate type trajledger reads (each class above declares one)."""
+ALL = frozenset((FILES, ENVIRONMENT, EVALUATOR, ROLLOUT_BATCH, DATASET, DATASET_V2, APPROVAL,
+                 REVOCATION, ERASURE, IMPORT, TRUST_POLICY, REFUSAL, MODEL_SIGNATURE, EVALUATION,
+                 RELEASE, UNSEALING, SLSA_PROVENANCE_V1))
+"""Every predicate type trajledger reads: each class above declares one, each class of
+`verify.other_predicates` (the kinds a checkpoint's lineage does not hold) the others."""

@@ -23,7 +23,8 @@ from ._jcs import canonical_bytes
 from .digest import digest_bytes
 from .errors import FormatError
 from .judge import Record, RecordFailure
-from .predicates import HELD_OUT, Dataset, Evaluation, Release, split_test_name
+from .other_predicates import Evaluation, Release, split_test_name
+from .predicates import HELD_OUT, Dataset
 from .release_rules import Requirement, requirement_problems
 from .report import OK, Node
 from .report import short as _short

@@ -1,10 +1,11 @@
 """A trust policy's succession: may a new policy replace the one in force.
 
-Scope: the judgement of one succession. `check_successor` (may ``new`` replace ``current``:
+Scope: the judgement of successions. `check_successor` (may ``new`` replace ``current``:
 higher serial, signed by the threshold of the current policy's signing role, no revocation
 dropped), `policy_from_record` (a trust-policy record's envelope verified against the signers
-of the policy before it, and its policy parsed) and `first_policy` (a log's first policy,
-signed by its own signing role: trust on first use). Pure: they take bytes and parsed policies and
+of the policy before it, and its policy parsed), `first_policy` (a log's first policy,
+signed by its own signing role: trust on first use), and `follow_successions` (the policy in
+force after a log's records from a start). Pure: they take bytes and parsed policies and
 read nothing. Loaded only when a log's trust-policy records go beyond the policy a verifier
 holds (`verify.policy_history.follow_history`), or a command checks a new policy.
 
@@ -16,13 +17,15 @@ Spec: schemas/SPEC.md (trust policy, succession).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from . import predicates
 from .dsse import Envelope
-from .errors import DigestMismatchError, PolicyError
+from .errors import DigestMismatchError, PolicyError, ProvenanceError
 from .policy import TrustPolicy, policy_digest
 from .statement import Statement, verify_statement
 
-__all__ = ["check_successor", "first_policy", "policy_from_record"]
+__all__ = ["check_successor", "first_policy", "follow_successions", "policy_from_record"]
 
 
 def check_successor(current: TrustPolicy, new: TrustPolicy, signer_keyids: frozenset[str]) -> None:
@@ -124,3 +127,37 @@ def first_policy(envelope_bytes: bytes, subject: str, what: str) -> TrustPolicy:
     """
     body = Statement.from_bytes(Envelope.from_bytes(envelope_bytes).payload).predicate.get("policy")
     return policy_from_record(envelope_bytes, subject, TrustPolicy.from_json(body, what), what)[0]
+
+
+def follow_successions(
+    trusted: TrustPolicy | None, records: list[tuple[int, str, bytes]], start: int,
+    notes: list[str],
+) -> tuple[TrustPolicy | None, list[str]]:
+    """The policy in force after ``records[start:]``, from ``trusted`` (None: from the first
+    record, judged as a first policy), with ``notes`` and one note per record examined: steps
+    1 (without a trusted policy) and 2 of `verify.policy_history.follow_history`."""
+    current = trusted
+    if trusted is None:
+        index, subject, env = records[0]
+        try:
+            current = first_policy(env, subject, f"policy at log index {index}")
+            notes.append(
+                f"policy {current.name!r} serial {current.serial}: first policy, log index {index}"
+            )
+        except ProvenanceError as e:
+            notes.append(f"policy at log index {index}: not valid as a first policy: {e}")
+            return None, notes
+        start = 1
+    # (2)
+    for index, subject, env in records[start:]:
+        assert current is not None
+        what = f"policy at log index {index}"
+        try:
+            new, signers = policy_from_record(env, subject, current, what)
+            check_successor(current, new, signers)
+        except ProvenanceError as e:
+            notes.append(f"{what}: ignored: {e}")
+            continue
+        current = replace(new, earlier=(*current.earlier, (index, replace(current, earlier=()))))
+        notes.append(f"policy {new.name!r} serial {new.serial}: in force from log index {index}")
+    return current, notes

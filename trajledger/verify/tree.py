@@ -3,7 +3,9 @@
 Scope: `tree_files` (the regular files under a directory, never following a link),
 `hash_files` (many files hashed on a thread pool, in input order) and `diff_tree` (a directory
 against a manifest: sizes first, then SHA-256), with the result a `TreeDiff`; `check_tree`, that
-comparison as one check per file of a report's node (``--files``). Loaded only when
+comparison as one check per file of a report's node (``--files``); `manifest_from_statement`, the
+manifest inline in an artifact's statement, bound to its identity (what one envelope's files
+are compared with: ``verify-files``, a log's checks). Loaded only when
 files on disk are checked (``verify BUNDLE --files DIR``, ``trajledger verify-files``, a
 training work directory): a verification of evidence never needs it.
 Non-scope: the manifest format (``verify.manifest``), hashing one file (``verify.digest``).
@@ -22,11 +24,45 @@ from pathlib import Path
 from typing import Any
 
 from .digest import FileDigest, hash_file, result_of
-from .errors import DigestMismatchError
+from .errors import DigestMismatchError, FormatError
 from .manifest import Manifest
 from .report import INFO, OK, Node
 
-__all__ = ["TreeDiff", "check_tree", "diff_tree", "hash_files", "tree_files"]
+__all__ = ["TreeDiff", "check_tree", "diff_tree", "hash_files", "manifest_from_statement",
+           "tree_files"]
+
+
+def manifest_from_statement(statement: Any, what: str = "statement") -> Manifest:
+    """Extract the inline manifest of an artifact statement and bind it to its identity.
+
+    Steps:
+        1. The predicate must carry a ``manifest`` object; validate it.
+        2. Its canonical bytes must hash to the digest of the statement's first subject (the
+           artifact's identity).
+
+    Args:
+        statement: a `verify.statement.Statement` (already signature-verified).
+        what: names the statement in error messages.
+
+    Raises:
+        FormatError: no or invalid manifest.
+        DigestMismatchError: the manifest is not what the statement's first subject names.
+    """
+    # (1)
+    raw = statement.predicate.get("manifest")
+    if raw is None:
+        raise FormatError(f"{what}: predicate has no manifest")
+    manifest = Manifest.from_json(raw, f"{what}: manifest")
+    # (2)
+    digest = manifest.digest
+    if statement.subjects[0].digest != digest:
+        raise DigestMismatchError(
+            f"{what}: manifest hashes to {digest}, but the first subject (the artifact) is "
+            f"{statement.subjects[0].digest}",
+            subject=what,
+            observed=digest,
+        )
+    return manifest
 
 
 def hash_files(

@@ -18,9 +18,10 @@ from trajledger.verify import predicates
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import FormatError
 from trajledger.verify.log_entry import KINDS, LogEntry
-from trajledger.verify.manifest import Manifest, manifest_from_statement
+from trajledger.verify.manifest import Manifest
 from trajledger.verify.statement import verify_statement
 from trajledger.verify.tlog_proof import verify_tlog_proof
+from trajledger.verify.tree import manifest_from_statement
 
 TREE = {"steps.jsonl": '{"r": 1}\n', "meta/config.toml": "seed = 1\n", "weights.bin": 2048}
 

@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import x25519
 
 from trajledger.ledger.encode import vkey_string
 from trajledger.ledger.keys import Signer
+from trajledger.verify import other_predicates as op
 from trajledger.verify import predicates as p
 from trajledger.verify.encryption_key import EncryptionKey
 from trajledger.verify.errors import FormatError
@@ -48,7 +49,7 @@ def evaluation(**changes: Any) -> dict[str, Any]:
 
 
 def test_evaluation_round_trips_and_computes_its_success_rate() -> None:
-    ev = p.Evaluation.from_predicate(evaluation(metrics={"success_rate": 1.0, "mean_return": 2}))
+    ev = op.Evaluation.from_predicate(evaluation(metrics={"success_rate": 1.0, "mean_return": 2}))
     assert ev.to_predicate() == {**evaluation(metrics={"success_rate": 1.0, "mean_return": 2}),
                                  "configuration": []}
     assert ev.success_rate == pytest.approx(2 / 3)
@@ -56,7 +57,7 @@ def test_evaluation_round_trips_and_computes_its_success_rate() -> None:
     assert ev.metric("episodes") == 3
     assert ev.metric("mean_return") == 2.0
     assert ev.metric("nothing") is None
-    assert p.split_test_name(f"{D}/a/b") == (D, "a/b")
+    assert op.split_test_name(f"{D}/a/b") == (D, "a/b")
 
 
 @pytest.mark.parametrize(
@@ -76,22 +77,22 @@ def test_evaluation_round_trips_and_computes_its_success_rate() -> None:
 )
 def test_evaluation_refuses(changes: dict[str, Any], message: str) -> None:
     with pytest.raises(FormatError, match=re.escape(message)):
-        p.Evaluation.from_predicate(evaluation(**changes))
+        op.Evaluation.from_predicate(evaluation(**changes))
 
 
 def test_release_and_unsealing_read_strictly() -> None:
     release = {"checkpoint": REF, "evaluations": [B], "releasedAt": T,
                "policy": {"name": "p", "serial": 2, "digest": D}}
-    assert p.Release.from_predicate(release).written() == release
+    assert op.Release.from_predicate(release).written() == release
     with pytest.raises(FormatError, match=r"policy: want a name, a serial \(>= 1\)"):
-        p.Release.from_predicate({**release, "policy": {"name": "p", "serial": 0, "digest": D}})
+        op.Release.from_predicate({**release, "policy": {"name": "p", "serial": 0, "digest": D}})
     with pytest.raises(FormatError, match="evaluations is empty"):
-        p.Release.from_predicate({**release, "evaluations": []})
+        op.Release.from_predicate({**release, "evaluations": []})
     unsealing = {"batches": [B], "recipient": "ef" * 32, "purpose": "evaluation",
                  "unsealedAt": T}
-    assert p.Unsealing.from_predicate(unsealing).written() == unsealing
+    assert op.Unsealing.from_predicate(unsealing).written() == unsealing
     with pytest.raises(FormatError, match="recipient is not a keyid"):
-        p.Unsealing.from_predicate({**unsealing, "recipient": "EF" * 32})
+        op.Unsealing.from_predicate({**unsealing, "recipient": "EF" * 32})
 
 
 def sealed(**changes: Any) -> dict[str, Any]:

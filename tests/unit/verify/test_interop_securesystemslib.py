@@ -28,8 +28,9 @@ from trajledger.verify import predicates
 from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature, pae, verify_envelope
 from trajledger.verify.errors import SignatureError
 from trajledger.verify.keys import PublicKey
-from trajledger.verify.manifest import FileEntry, Manifest, manifest_from_statement
+from trajledger.verify.manifest import FileEntry, Manifest
 from trajledger.verify.statement import verify_statement
+from trajledger.verify.tree import manifest_from_statement
 
 ALGS = ["ed25519", "ecdsa-p256"]
 

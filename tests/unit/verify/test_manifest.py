@@ -19,10 +19,9 @@ from trajledger.verify.manifest import (
     Manifest,
     check_file_subjects,
     check_path,
-    manifest_from_statement,
 )
 from trajledger.verify.statement import Statement, verify_statement
-from trajledger.verify.tree import diff_tree
+from trajledger.verify.tree import diff_tree, manifest_from_statement
 
 ABC_SHA256 = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"  # FIPS 180-2
 

@@ -32,6 +32,7 @@ from trajledger.verify.policy import (
     policy_digest,
 )
 from trajledger.verify.policy_history import follow_history
+from trajledger.verify.policy_settings import published
 from trajledger.verify.succession import check_successor, policy_from_record
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -414,10 +415,10 @@ def test_a_vendor_policy_is_signed_by_its_producers(keydir: Path) -> None:
     record and its successors are signed by its producers, not by approvers it does not have."""
     vendor = parse(keydir, VENDOR_ONLY.encode())
     assert vendor.signing_role() == "producer" and not vendor.role("approver").keys
-    assert vendor.published == ("revocation", "erasure")
+    assert published(vendor) == ("revocation", "erasure")
     assert vendor.to_json()["publish"] == ["revocation", "erasure"]
     assert TrustPolicy.from_json(vendor.to_json()) == vendor  # the JSON form keeps it
-    assert parse(keydir, toml()).published == ("revocation", "erasure", "trust-policy")
+    assert published(parse(keydir, toml())) == ("revocation", "erasure", "trust-policy")
     assert "publish" not in parse(keydir, toml()).to_json()  # older digests unchanged
     d1, e1 = record(vendor, ["vendor"])
     second = parse(keydir, VENDOR_ONLY.replace('name = "vendor"', 'name = "vendor"\nserial = 2')

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from trajledger.verify import other_predicates as op
 from trajledger.verify import predicates as p
 from trajledger.verify.errors import FormatError
 from trajledger.verify.manifest import FileEntry, Manifest
@@ -84,37 +85,37 @@ CASES: dict[str, tuple[type[p.Predicate], dict[str, Any]]] = {
     "revocation": (p.Revocation, {"reason": "r", "revokedAt": T, **UNKNOWN}),
     "erasure": (p.Erasure, {"reason": "consent", "erasedAt": T, "blobs": [B, D], **UNKNOWN}),
     "erasure-empty": (p.Erasure, {"reason": "legal", "erasedAt": T, "blobs": []}),
-    "import-min": (p.Import, {"artifact": {"digest": D},
+    "import-min": (op.Import, {"artifact": {"digest": D},
                               "log": {"origin": "o", "vkey": "k", "checkpoint": "c"}}),
-    "import-full": (p.Import, {
+    "import-full": (op.Import, {
         "artifact": {"digest": D, "kind": "dataset"},
         "log": {"origin": "o", "vkey": "k", "checkpoint": "c", "x": 1},
         "entries": [{"entry": "e", "proof": []}], "dataIncluded": False, **UNKNOWN}),
-    "import-updates": (p.Import, {"log": {"origin": "o", "vkey": "k", "checkpoint": "c"},
+    "import-updates": (op.Import, {"log": {"origin": "o", "vkey": "k", "checkpoint": "c"},
                                   "entries": [], "applied": 12, **UNKNOWN}),
     "trust-policy": (p.TrustPolicyRecord, {"policy": {"format": 2, "roles": {}}, **UNKNOWN}),
-    "refusal": (p.Refusal, {"dataset": D, "trainer": "bc", "reasons": ["a", "b"],
+    "refusal": (op.Refusal, {"dataset": D, "trainer": "bc", "reasons": ["a", "b"],
                             "refusedAt": T, **UNKNOWN}),
-    "model-signature": (p.ModelSignature, {
+    "model-signature": (op.ModelSignature, {
         "bundle": D, "signedPredicateType": "https://model_signing/signature/v1.0",
         "model": {"name": "m", "digest": {"sha256": "ab" * 32}}, "signatureName": "s.sig",
         "signedAt": T, **UNKNOWN}),
-    "evaluation-min": (p.Evaluation, {
+    "evaluation-min": (op.Evaluation, {
         "result": "PASSED", "checkpoint": REF, "suite": REF, "passedTests": [f"{D}/e-1"],
         "failedTests": [], "evaluatedAt": T}),
-    "evaluation-full": (p.Evaluation, {
+    "evaluation-full": (op.Evaluation, {
         "result": "FAILED", "checkpoint": REF, "suite": REF, "evaluator": REF,
         "passedTests": [f"{D}/e-1"], "failedTests": [f"{D}/e-2"],
         "metrics": {"episodes": 2, "success_rate": 0.5}, "evaluatedAt": T,
         "configuration": [{"name": "command", "content": "cHl0aG9u",
                            "annotations": {"role": "command"}}, DESCRIPTOR],
         "manifest": MANIFEST, **UNKNOWN}),
-    "release-min": (p.Release, {"checkpoint": REF, "evaluations": [B, D], "releasedAt": T,
+    "release-min": (op.Release, {"checkpoint": REF, "evaluations": [B, D], "releasedAt": T,
                                 "policy": {"name": "p", "serial": 1, "digest": D}}),
-    "release-full": (p.Release, {"checkpoint": REF, "evaluations": [D], "releasedAt": T,
+    "release-full": (op.Release, {"checkpoint": REF, "evaluations": [D], "releasedAt": T,
                                  "policy": {"name": "p", "serial": 7, "digest": D},
                                  "note": "", **UNKNOWN}),
-    "unsealing": (p.Unsealing, {"batches": [D, B], "recipient": "ab" * 32,
+    "unsealing": (op.Unsealing, {"batches": [D, B], "recipient": "ab" * 32,
                                 "purpose": "evaluation", "unsealedAt": T, **UNKNOWN}),
     "provenance-min": (p.Provenance, {
         "buildDefinition": {"buildType": "bt", "externalParameters": {}},
@@ -154,16 +155,16 @@ def positional() -> dict[str, p.Predicate]:
         "approval": p.Approval("train", T, T, None, D),
         "revocation": p.Revocation("r", T),
         "erasure": p.Erasure("retention", T, (D, B)),
-        "refusal": p.Refusal(D, "bc", ("x",), T),
+        "refusal": op.Refusal(D, "bc", ("x",), T),
         "trust-policy": p.TrustPolicyRecord({"format": 1}),
-        "import": p.Import({"digest": D}, {"origin": "o", "vkey": "k", "checkpoint": "c"}),
-        "import-updates": p.Import(None, {"origin": "o", "vkey": "k", "checkpoint": "c"}, (),
+        "import": op.Import({"digest": D}, {"origin": "o", "vkey": "k", "checkpoint": "c"}),
+        "import-updates": op.Import(None, {"origin": "o", "vkey": "k", "checkpoint": "c"}, (),
                                    False, 0),
-        "model-signature": p.ModelSignature(D, "t", {"name": "m"}, "s", T),
-        "evaluation": p.Evaluation("FAILED", ref, ref, (f"{D}/a",), (f"{D}/b",), {"m": 1.0}, T,
+        "model-signature": op.ModelSignature(D, "t", {"name": "m"}, "s", T),
+        "evaluation": op.Evaluation("FAILED", ref, ref, (f"{D}/a",), (f"{D}/b",), {"m": 1.0}, T,
                                    None, (descriptor,), manifest),
-        "release": p.Release(ref, (D,), {"name": "p", "serial": 1, "digest": D}, T),
-        "unsealing": p.Unsealing((D,), "ab" * 32, "evaluation", T),
+        "release": op.Release(ref, (D,), {"name": "p", "serial": 1, "digest": D}, T),
+        "unsealing": op.Unsealing((D,), "ab" * 32, "evaluation", T),
         "provenance": p.Provenance("bt", {"name": "m"}, {}, (descriptor,), "b", {"x": 1}, ()),
     }
 

@@ -26,9 +26,10 @@ from trajledger.ledger.signing import files_predicate, sign_statement
 from trajledger.verify import predicates
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import FormatError
-from trajledger.verify.manifest import FileEntry, Manifest, manifest_from_statement
+from trajledger.verify.manifest import FileEntry, Manifest
 from trajledger.verify.statement import Statement
 from trajledger.verify.strict_json import loads_strict
+from trajledger.verify.tree import manifest_from_statement
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMAS = ROOT / "schemas"

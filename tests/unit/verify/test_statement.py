@@ -23,8 +23,9 @@ from trajledger.ledger.signing import (
 from trajledger.verify import predicates
 from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature, pae
 from trajledger.verify.errors import DigestMismatchError, FormatError, PolicyError, SignatureError
-from trajledger.verify.manifest import FileEntry, Manifest, manifest_from_statement
+from trajledger.verify.manifest import FileEntry, Manifest
 from trajledger.verify.statement import STATEMENT_TYPE, Statement, Subject, verify_statement
+from trajledger.verify.tree import manifest_from_statement
 
 HEX_A = "a" * 64
 HEX_B = "b" * 64

@@ -27,6 +27,7 @@ from trajledger.ledger.cards import ProducerCard
 from trajledger.ledger.encode import envelope_bytes, log_entry
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.signing import canonical_json, sign_statement
+from trajledger.verify import other_predicates as op
 from trajledger.verify import predicates as p
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import FormatError
@@ -101,24 +102,24 @@ OPEN: list[tuple[str | None, type[p.Predicate], dict[str, Any], list[tuple[str |
     ("approval.v1", p.Approval, {"purpose": "train", "approvedAt": T, "expires": T}, [()]),
     ("revocation.v1", p.Revocation, {"reason": "r", "revokedAt": T}, [()]),
     ("erasure.v1", p.Erasure, {"reason": "consent", "erasedAt": T, "blobs": [D]}, [()]),
-    ("refusal.v1", p.Refusal,
+    ("refusal.v1", op.Refusal,
      {"dataset": D, "trainer": "bc", "reasons": ["a"], "refusedAt": T}, [()]),
     ("trust-policy.v1", p.TrustPolicyRecord, POLICY, [()]),
-    ("model-signature.v1", p.ModelSignature,
+    ("model-signature.v1", op.ModelSignature,
      {"bundle": D, "signedPredicateType": "https://model_signing/signature/v1.0",
       "model": {"name": "m", "digest": {"sha256": "ab" * 32}},
       "signatureName": "model.sig", "signedAt": T}, [(), ("model",)]),
-    ("evaluation.v1", p.Evaluation,
+    ("evaluation.v1", op.Evaluation,
      {"result": "PASSED", "checkpoint": REF, "suite": REF, "passedTests": [f"{D}/e"],
       "failedTests": [], "metrics": {}, "evaluatedAt": T,
       "configuration": [{"name": "c", "content": "eA==", "annotations": {"role": "command"}}]},
      [(), ("checkpoint",), ("suite",), ("configuration", 0)]),
-    ("release.v1", p.Release,
+    ("release.v1", op.Release,
      {"checkpoint": REF, "evaluations": [D], "releasedAt": T,
       "policy": {"name": "p", "serial": 1, "digest": D}}, [(), ("checkpoint",), ("policy",)]),
-    ("unsealing.v1", p.Unsealing,
+    ("unsealing.v1", op.Unsealing,
      {"batches": [D], "recipient": "ab" * 32, "purpose": "evaluation", "unsealedAt": T}, [()]),
-    (None, p.Import,
+    (None, op.Import,
      {"artifact": {"digest": D}, "log": {"origin": "o", "vkey": "k", "checkpoint": "c"},
       "entries": [{"entry": "e"}], "dataIncluded": True},
      [(), ("artifact",), ("log",), ("entries", 0)]),

@@ -22,9 +22,10 @@ import pytest
 import trajledger.verify.errors as verify_errors
 from trajledger.verify.dsse import Envelope, pae, verify_envelope
 from trajledger.verify.keys import PublicKey
-from trajledger.verify.manifest import Manifest, manifest_from_statement
+from trajledger.verify.manifest import Manifest
 from trajledger.verify.statement import verify_statement
 from trajledger.verify.strict_json import load_object
+from trajledger.verify.tree import manifest_from_statement
 
 VECTORS = Path(__file__).resolve().parents[2] / "vectors"
 DIRS = ("dsse", "statement", "manifest")

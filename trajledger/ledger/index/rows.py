@@ -22,6 +22,7 @@ from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import FormatError, ProvenanceError
 from trajledger.verify.kinds import KINDS
 from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.other_predicates import Refusal
 from trajledger.verify.predicates import (
     Approval,
     Dataset,
@@ -30,7 +31,6 @@ from trajledger.verify.predicates import (
     Evaluator,
     Predicate,
     Provenance,
-    Refusal,
     Revocation,
     RolloutBatch,
 )

@@ -25,7 +25,8 @@ import pyarrow as pa
 
 from trajledger.verify.errors import ProvenanceError
 from trajledger.verify.kinds import KINDS
-from trajledger.verify.predicates import Evaluation, Evaluator, Predicate
+from trajledger.verify.other_predicates import Evaluation
+from trajledger.verify.predicates import Evaluator, Predicate
 
 from ..catalog import Catalog
 from ..errors import LedgerError

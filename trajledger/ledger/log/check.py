@@ -37,7 +37,6 @@ from trajledger.verify.keys import PublicKey
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.log_fsck import LogCheck, check_log, directory_fetch
 from trajledger.verify.logcheck import Finding
-from trajledger.verify.manifest import manifest_from_statement
 from trajledger.verify.note import Verifier, verifier_from_vkey
 from trajledger.verify.statement import Statement
 from trajledger.verify.tiles import (
@@ -47,6 +46,7 @@ from trajledger.verify.tiles import (
     entries_path,
     format_entry_bundle,
 )
+from trajledger.verify.tree import manifest_from_statement
 
 from ..encode import verifier_vkey
 from ..errors import StoreError
