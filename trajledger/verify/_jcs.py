@@ -10,7 +10,7 @@ verifier re-canonicalises may contain a float (a property test checks both agree
 
 from __future__ import annotations
 
-import json
+from json.encoder import encode_basestring
 from typing import Any
 
 from .errors import FormatError
@@ -37,9 +37,10 @@ def _write(value: Any, out: list[str], path: str) -> None:
             raise FormatError(f"{path}: integer {value} exceeds 2^53-1; encode it as a string")
         out.append(str(value))
     elif isinstance(value, str):
-        # json.dumps with ensure_ascii=False escapes exactly ", \, and U+0000..U+001F, using
-        # \b \t \n \f \r and lowercase \u00XX otherwise: the RFC 8785 escapes.
-        out.append(json.dumps(value, ensure_ascii=False))
+        # json's encoder without ensure_ascii (what json.dumps(ensure_ascii=False) calls for a
+        # string) escapes exactly ", \, and U+0000..U+001F, using \b \t \n \f \r and
+        # lowercase \u00XX otherwise: the RFC 8785 escapes.
+        out.append(encode_basestring(value))
     elif isinstance(value, list | tuple):
         out.append("[")
         for i, item in enumerate(value):
@@ -55,7 +56,7 @@ def _write(value: Any, out: list[str], path: str) -> None:
         for i, k in enumerate(sorted(value, key=_key)):
             if i:
                 out.append(",")
-            out.append(json.dumps(k, ensure_ascii=False))
+            out.append(encode_basestring(k))
             out.append(":")
             _write(value[k], out, f"{path}.{k}")
         out.append("}")
