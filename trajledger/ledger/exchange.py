@@ -39,6 +39,7 @@ import datetime as dt
 import hashlib
 import os
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -616,13 +617,18 @@ def _synced_ahead(ledger: LedgerHome, ev: BundleEvidence) -> Iterator[Callable[[
     """The staged objects' data written to the disk on a thread while the bundle is verified
     (`fs.sync_paths_ahead`); yields the wait (None when the store does not fsync or is not
     local: `store.ObjectStore.adopt_files` then does as it does). Waited for on the way out,
-    so no fsync outlives the staging directory."""
+    so no fsync outlives the staging directory; a refused bundle abandons the pass first
+    (its objects are not kept: the refusal waits for one batch of fsyncs, not all of them)."""
     if not (ledger.store.is_local and ledger.store.durable):
         yield None
         return
-    wait = sync_paths_ahead(list(ev.objects.values()))
+    stop = threading.Event()
+    wait = sync_paths_ahead(list(ev.objects.values()), stop)
     try:
         yield wait
+    except BaseException:
+        stop.set()
+        raise
     finally:
         with contextlib.suppress(OSError):
             wait()  # a failure was raised to whoever needed the data durable
