@@ -253,16 +253,19 @@ def _sync_batch() -> int:
     return max(1, min(_SYNC_BATCH, soft // 4))
 
 
-def sync_paths(paths: Sequence[Path]) -> None:
+def sync_paths(paths: Sequence[Path], stop: threading.Event | None = None) -> None:
     """fsync files and directories by path, concurrently (`fsync_all`, in batches of at most
     `_SYNC_BATCH` open descriptors): one durability pass over many files instead of one
-    fsync after each.
+    fsync after each. Once ``stop`` is set, no further batch starts (the pass is abandoned:
+    its files will not be kept).
 
     Raises:
         OSError: a path cannot be opened, or the first fsync that failed.
     """
     batch = _sync_batch()
     for start in range(0, len(paths), batch):
+        if stop is not None and stop.is_set():
+            return
         fds: list[int] = []
         try:
             for path in paths[start:start + batch]:
@@ -273,14 +276,17 @@ def sync_paths(paths: Sequence[Path]) -> None:
                 os.close(fd)
 
 
-def sync_paths_ahead(paths: Sequence[Path]) -> Callable[[], None]:
+def sync_paths_ahead(
+    paths: Sequence[Path], stop: threading.Event | None = None
+) -> Callable[[], None]:
     """Start `sync_paths` on a thread of its own (the disk writes while the caller works on);
-    returns the wait, which raises what `sync_paths` raised."""
+    returns the wait, which raises what `sync_paths` raised. Setting ``stop`` abandons the
+    pass after the batch in flight (then wait, before removing the files it opens by name)."""
     failed: list[OSError] = []
 
     def run() -> None:
         try:
-            sync_paths(paths)
+            sync_paths(paths, stop)
         except OSError as e:
             failed.append(e)
 

@@ -365,11 +365,7 @@ class ObjectStore:
             for f, final in todo:
                 os.chmod(f.path, 0o444)
                 if final.parent not in named:
-                    new = final.parent
-                    while not new.is_dir():  # each directory made is a new name in its parent
-                        made.add(new.parent)
-                        new = new.parent
-                    final.parent.mkdir(parents=True, exist_ok=True)
+                    _make_dirs(final.parent, made)
                 try:
                     os.replace(f.path, final)
                 except OSError as e:
@@ -792,6 +788,24 @@ def _holds(path: Path, data: bytes) -> bool:
             return f.read(len(data) + 1) == data
     except (FileNotFoundError, IsADirectoryError):
         return False
+
+
+def _make_dirs(path: Path, made: set[Path]) -> None:
+    """Make the directory ``path`` and its missing parents (``mkdir -p``), adding to ``made``
+    the parent of each directory made: each gained a name to make durable. One ``mkdir`` for
+    a directory that exists or whose parent does (every object's in a store that has its
+    fan-out), instead of a ``stat`` per level first."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        return
+    except FileNotFoundError:
+        _make_dirs(path.parent, made)
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            return
+    made.add(path.parent)
 
 
 def _intact(path: Path, size: int, hexdigest: str) -> bool:

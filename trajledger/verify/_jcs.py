@@ -10,7 +10,7 @@ verifier re-canonicalises may contain a float (a property test checks both agree
 
 from __future__ import annotations
 
-import json
+from json.encoder import encode_basestring
 from typing import Any
 
 from .errors import FormatError
@@ -34,16 +34,17 @@ def _text(value: Any, path: str) -> str:
             raise FormatError(f"{path}: integer {value} exceeds 2^53-1; encode it as a string")
         return str(value)
     if isinstance(value, str):
-        # json.dumps with ensure_ascii=False escapes exactly ", \, and U+0000..U+001F, using
-        # \b \t \n \f \r and lowercase \u00XX otherwise: the RFC 8785 escapes.
-        return json.dumps(value, ensure_ascii=False)
+        # json's encoder without ensure_ascii (what json.dumps(ensure_ascii=False) calls for a
+        # string) escapes exactly ", \, and U+0000..U+001F, using \b \t \n \f \r and
+        # lowercase \u00XX otherwise: the RFC 8785 escapes.
+        return encode_basestring(value)
     if isinstance(value, list | tuple):
         return "[" + ",".join(_text(v, f"{path}[{i}]") for i, v in enumerate(value)) + "]"
     if isinstance(value, dict):
         for k in value:
             if not isinstance(k, str):
                 raise FormatError(f"{path}: object key {k!r} is not a string")
-        members = (json.dumps(k, ensure_ascii=False) + ":" + _text(value[k], f"{path}.{k}")
+        members = (encode_basestring(k) + ":" + _text(value[k], f"{path}.{k}")
                    for k in sorted(value, key=_key))
         return "{" + ",".join(members) + "}"
     raise FormatError(

@@ -17,10 +17,12 @@ from typing import Any
 
 import pytest
 import zstandard
+from hypothesis import given
+from hypothesis import strategies as st
 
 from trajledger.ledger.encode import bundle_index_bytes
 from trajledger.ledger.errors import StoreError
-from trajledger.ledger.exchange import _write_bundle
+from trajledger.ledger.exchange import _tar_header, _write_bundle
 from trajledger.verify.bundle_index import BundleIndex, Member
 
 
@@ -40,6 +42,24 @@ def _index(small: dict[str, bytes], files: dict[str, Path]) -> Any:
     members += [Member(n, p.stat().st_size, n.rsplit("/", 1)[1]) for n, p in files.items()]
     return BundleIndex("sha256:" + "0" * 64, "example.com/log", "vkey", "2025-01-01T00:00:00Z",
                        tuple(sorted(members, key=lambda m: m.name)))
+
+
+def _tarfile_header(name: str, size: int) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = size, 0, 0o644
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+
+
+@given(name=st.text(min_size=1, max_size=120) | st.text("abc/_.-0123456789", min_size=95,
+                                                        max_size=105),
+       size=st.integers(0, 8**11 - 1) | st.integers(8**11 - 2, 8**12) | st.sampled_from(
+           [0, 511, 512, 8**11 - 1, 8**11]))
+def test_a_member_header_is_what_tarfile_builds(name: str, size: int) -> None:
+    """The writer's own ustar block (ASCII names up to 100 characters, sizes below 8**11) and
+    its fall-back to ``tarfile`` (longer or non-ASCII names, larger sizes: a pax record)."""
+    assert _tar_header(name, size) == _tarfile_header(name, size)
 
 
 def _tarfile_reference(index: Any, small: dict[str, bytes], files: dict[str, Path]) -> bytes:

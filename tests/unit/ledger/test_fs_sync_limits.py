@@ -10,10 +10,14 @@ open). The pass now holds at most a quarter of the soft limit.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
+
+import pytest
 
 CHILD = textwrap.dedent("""
     import resource, sys
@@ -37,3 +41,34 @@ def test_the_sync_pass_stays_within_a_small_open_file_limit(tmp_path: Path) -> N
     r = subprocess.run([sys.executable, "-c", CHILD, str(staged)], capture_output=True,
                        text=True, timeout=300, check=False)
     assert (r.returncode, r.stdout, r.stderr[-500:]) == (0, "synced 600\n", "")
+
+
+def test_a_pass_ahead_that_is_abandoned_stops_after_the_batch_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refused import abandons the data pass it started ahead (its objects are not kept):
+    the batch in flight finishes (no descriptor is closed under its fsync), no other starts,
+    so the refusal waits for one batch, not for every staged object."""
+    import trajledger.ledger.fs as fs
+
+    monkeypatch.setattr(fs, "_sync_batch", lambda: 2)
+    in_flight, release = threading.Event(), threading.Event()
+    synced: list[int] = []
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        in_flight.set()
+        release.wait(30)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    files = []
+    for n in range(10):
+        (f := tmp_path / f"{n}").write_bytes(b"%d" % n)
+        files.append(f)
+    stop = threading.Event()
+    wait = fs.sync_paths_ahead(files, stop)
+    assert in_flight.wait(30)
+    stop.set()
+    release.set()
+    wait()
+    assert len(synced) == 2
