@@ -103,11 +103,18 @@ def test_what_the_leader_leaves_running_is_stopped(tmp_path: Path, launcher: Pat
 
 
 def _send_when_ready(directory: Path, signum: int) -> threading.Thread:
-    """Signal this process once both workers have started (as a user's Ctrl-C would)."""
+    """Signal this process once both workers have started and `run_command`'s handler for the
+    signal is in place (as a user's Ctrl-C would, while the command runs). Without the second
+    condition a signal sent outside that window meets the default action, and SIGTERM's kills
+    the test process: once, under load, the xdist worker running the SIGTERM case died instead
+    of the test failing (a main thread held off the processor between starting the launcher and
+    installing its handlers is the likely window; a command that ended early is the other)."""
+    before = signal.getsignal(signum)
 
     def send() -> None:
         for _ in range(6000):
-            if all((directory / f"worker{i}.pid").exists() for i in range(2)):
+            if (signal.getsignal(signum) is not before
+                    and all((directory / f"worker{i}.pid").exists() for i in range(2))):
                 os.kill(os.getpid(), signum)
                 return
             time.sleep(0.01)
