@@ -75,7 +75,7 @@ def _metrics(state: TrainerState) -> dict[str, float]:
     return out
 
 
-class LedgerCallback(TrainerCallback):  # type: ignore[misc]
+class LedgerCallback(TrainerCallback):
     """Records each checkpoint a Trainer saves, and the final model, into a training run.
 
     Args:
@@ -100,7 +100,7 @@ class LedgerCallback(TrainerCallback):  # type: ignore[misc]
         try:
             with warnings.catch_warnings():  # serialising reads deprecated aliases too
                 warnings.simplefilter("ignore", FutureWarning)
-                text = args.to_json_string()  # type: ignore[no-untyped-call]
+                text = args.to_json_string()
             config = _finite(json.loads(text))
         except (TypeError, ValueError):
             config = {"repr": repr(args)[:10_000]}
