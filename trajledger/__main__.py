@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib.abc
+import importlib.machinery
 import os
 import sys
+from types import ModuleType
+from typing import Any
 
 __all__ = ["main"]
 
@@ -31,6 +35,7 @@ def main() -> None:
     except UnsupportedPlatformError as e:
         sys.stderr.write(f"FAIL: {e}\n")
         raise SystemExit(3) from None  # operational: this system, not the input
+    _arrow_without_pandas()
     status: list[int] = []
     atexit.register(_end_past_native_teardown, status)  # the first registered runs last
     try:
@@ -39,6 +44,96 @@ def main() -> None:
         status.append(_exit_status(e.code))
         raise
     status.append(0)
+
+
+def _arrow_without_pandas() -> None:
+    """Spare the command the import of pandas that pyarrow makes for nothing.
+
+    pyarrow's ``pa.array(values)`` asks, on its first call with anything but a numpy array,
+    whether pandas is installed, by importing it (about 0.45 CPU-s, a third of a small
+    ``record``): the command never hands pyarrow a pandas object, but where pandas is installed
+    (it is, with TRL or ``datasets``) every command that builds a table paid for it. So in this
+    process, once pyarrow is imported, its first ``pa.array`` runs while pandas cannot be
+    imported, and pyarrow settles on "no pandas". Nothing is lost: whatever imports pandas
+    later (``datasets``, a trainer) is served as before, and pyarrow is then told pandas is there
+    (its ``to_pandas`` looks again), so pandas objects handed to pyarrow convert as pandas
+    objects. A library user's process is not touched: only the command's entry point does this.
+    """
+    if "pyarrow" not in sys.modules and "pandas" not in sys.modules:
+        hooks = {"pyarrow": _pyarrow_loaded, "pandas": _pandas_loaded}
+        sys.meta_path.insert(0, _AfterImport(hooks))
+
+
+def _pyarrow_loaded(pyarrow: Any) -> None:
+    if "pandas" in sys.modules:  # pyarrow imported by pandas: nothing to spare
+        return
+    refuse = _Refuse("pandas")
+    sys.meta_path.insert(0, refuse)
+    try:
+        pyarrow.array([])
+    finally:
+        sys.meta_path.remove(refuse)
+
+
+def _pandas_loaded(_pandas: ModuleType) -> None:
+    pyarrow = sys.modules.get("pyarrow")
+    if pyarrow is not None:
+        pyarrow.table({}).to_pandas()
+
+
+class _Refuse(importlib.abc.MetaPathFinder):
+    """A finder that makes importing one top-level package fail, as if it were not installed."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
+        if name == self.name:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs a function on a top-level package once its import has run (a post-import hook):
+    the spec comes from the finders after this one, with a loader that calls the function
+    after the package's own code."""
+
+    def __init__(self, hooks: dict[str, Any]) -> None:
+        self.hooks = hooks
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        hook = self.hooks.pop(name, None)
+        if hook is None:
+            return None
+        if not self.hooks:
+            sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if isinstance(spec.loader, importlib.abc.Loader):
+                    spec.loader = _ThenCall(spec.loader, hook)
+                return spec
+        return None
+
+
+class _ThenCall(importlib.abc.Loader):
+    """The package's own loader, then the hook; the module keeps its own loader (resources,
+    ``get_source`` and the like are asked of it, as without the hook)."""
+
+    def __init__(self, loader: importlib.abc.Loader, hook: Any) -> None:
+        self.loader, self.hook = loader, hook
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__loader__ = self.loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
+        self.hook(module)
 
 
 def _exit_status(code: object) -> int:

@@ -73,3 +73,68 @@ def test_help_lists_the_commands() -> None:
     result = run_cli("--help")
     for command in ("init", "key", "sign", "verify"):
         assert f"\n  {command} " in result.stdout
+
+
+# -- pandas: pyarrow's first pa.array would import it for nothing -----------------------------
+
+_STEPS = "".join(
+    f'{{"episode_id": {e}, "step": {t}, "obs": [0.5, 0.25], "action": 1, "reward": 1.0, '
+    f'"terminated": {"true" if t == 3 else "false"}, "truncated": false}}\n'
+    for e in range(2) for t in range(4)
+)
+_RUN_THEN = """
+import sys
+from trajledger.__main__ import main
+sys.argv = ["trajledger", "validate", sys.argv[1]]
+try:
+    main()
+except SystemExit as e:
+    assert e.code in (0, None), e.code
+assert "pyarrow" in sys.modules, "the command built no table: the test tests nothing"
+print("pandas loaded by the command:", "pandas" in sys.modules)
+"""
+
+
+def _python(code: str, *args: str) -> str:
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.fixture
+def steps(tmp_path: Path) -> str:
+    pytest.importorskip("pandas")  # without pandas there is nothing to spare
+    path = tmp_path / "steps.jsonl"
+    path.write_text(_STEPS)
+    return str(path)
+
+
+def test_a_command_that_builds_tables_does_not_import_pandas(steps: str) -> None:
+    out = _python(_RUN_THEN, steps)
+    assert "pandas loaded by the command: False" in out
+
+
+def test_pandas_imported_after_the_command_converts_as_pandas(steps: str) -> None:
+    """What imports pandas later in the command's process (a trainer's ``datasets``) gets
+    pyarrow's pandas conversions: a pandas NaN is a null, as in any other process."""
+    out = _python(_RUN_THEN + """
+import pandas as pd
+import pyarrow as pa
+print("nulls:", pa.array(pd.Series([1.0, None])).null_count)
+print("frame:", pa.table({"a": [1, 2]}).to_pandas()["a"].tolist())
+""", steps)
+    assert "nulls: 1" in out and "frame: [1, 2]" in out
+
+
+def test_a_library_users_process_is_not_touched(steps: str) -> None:
+    """Only the command's entry point settles pyarrow: importing trajledger changes nothing."""
+    out = _python("""
+import sys
+import trajledger
+from trajledger import Ledger
+import pyarrow as pa
+pa.array([1, 2])
+print("pandas loaded:", "pandas" in sys.modules)
+""")
+    assert "pandas loaded: True" in out
