@@ -124,18 +124,77 @@ def cli() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "trajledger.runner.cli"]
 
 
-def run_cli(args: Sequence[str], ok: Sequence[int] = (0,)) -> float:
-    """Run ``trajledger ARGS`` as a process; return its wall time in seconds.
+CLI_MAIN = "import sys\nfrom trajledger.runner.cli import main\nmain(args=sys.argv[1:])\n"
+"""``python -c CLI_MAIN ARGS`` is ``trajledger ARGS``."""
+SCRIPT_MAIN = (
+    "import runpy, sys\nsys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name='__main__')\n"
+)
+"""``python -c SCRIPT_MAIN SCRIPT ARGS`` is ``python SCRIPT ARGS``."""
+
+
+def run_cli(args: Sequence[str], ok: Sequence[int] = (0,), *, here: bool = False,
+            env: dict[str, str] | None = None) -> float:
+    """Run ``trajledger ARGS`` as a process (``here``: in this process, `run_here`, for the
+    ``--quick`` modes), in environment ``env`` (default: this one's); return its wall time in
+    seconds.
 
     Raises:
         RuntimeError: it exited with a code not in ``ok``.
     """
     t = time.perf_counter()
-    p = subprocess.run([*cli(), *args], capture_output=True, text=True)
+    if here:
+        code, _, err = run_here(CLI_MAIN, args, env=env)
+    else:
+        p = subprocess.run([*cli(), *args], capture_output=True, text=True, env=env)
+        code, err = p.returncode, p.stderr
     elapsed = time.perf_counter() - t
-    if p.returncode not in ok:
-        raise RuntimeError(f"trajledger {' '.join(args)}: exit {p.returncode}\n{p.stderr[-2000:]}")
+    if code not in ok:
+        raise RuntimeError(f"trajledger {' '.join(args)}: exit {code}\n{err[-2000:]}")
     return elapsed
+
+
+def run_here(code: str, args: Sequence[str], *, env: dict[str, str] | None = None
+             ) -> tuple[int, str, str]:
+    """Run ``code`` as ``python -c CODE ARGS`` runs it, but in this process: its exit code,
+    stdout and stderr. ``env`` (default: this process's) is its environment while it runs;
+    ``sys.argv``, ``sys.path``, the environment and the streams are restored after it.
+
+    For the ``--quick`` modes only, where a process started for each run would cost more than
+    all the rest (the interpreter and its imports): a run in this process exercises the same
+    code, and its figures (times, peak RSS) are this process's, which nobody reads.
+    """
+    import contextlib
+    import io
+    import traceback
+
+    # Streams with a binary buffer under them, as sys.stdout has (a command may write bytes).
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8") for _ in range(2))
+    argv, path, environ = sys.argv, list(sys.path), dict(os.environ)
+    sys.argv = ["-c", *args]
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                exec(compile(code, "<string>", "exec"), {"__name__": "__main__"})
+                status = 0
+            except SystemExit as e:
+                status = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+            except Exception:  # reported as the interpreter reports it
+                traceback.print_exc()
+                status = 1
+    finally:
+        sys.argv, sys.path[:] = argv, path
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(environ)
+    return status, _text(out), _text(err)
+
+
+def _text(stream: Any) -> str:
+    stream.flush()
+    return str(stream.buffer.getvalue().decode("utf-8", "replace"))
 
 
 def timed(fn: Callable[[], object]) -> float:

@@ -26,7 +26,8 @@ Usage::
 
     python bench/append_bench.py [--commits 200] [--rounds 5] [--dir DIR] [--markdown]
                                  [--write-doc]
-    python bench/append_bench.py --quick      (tiny: tests/bench checks the script runs)
+    python bench/append_bench.py --quick      (tiny: tests/bench checks the script runs; one
+                                               child process, the other kinds in this one)
 
 ``--write-doc`` puts the table into docs/PERFORMANCE.md (section "Durable appends").
 """
@@ -115,22 +116,25 @@ def child(kind: str, directory: Path, commits: int) -> None:
     print(json.dumps(times))
 
 
-def run(work: Path, commits: int, rounds: int) -> dict[str, Any]:
-    """Every kind, ``rounds`` times, interleaved; each run a new process on a new directory."""
+def run(work: Path, commits: int, rounds: int, quick: bool = False) -> dict[str, Any]:
+    """Every kind, ``rounds`` times, interleaved; each run a new process on a new directory
+    (``quick``: the first one; the others run in this process, `_common.run_here`)."""
     times: dict[str, list[tuple[float, float]]] = {k: [] for k in KINDS}
     env = dict(os.environ, TRAJLEDGER_STATE_DIR=str(work / "state"))
     for r in range(rounds):
         order = KINDS[r % len(KINDS):] + KINDS[: r % len(KINDS)]
-        for kind in order:
+        for n, kind in enumerate(order):
             where = work / f"{kind}-{r}"
-            proc = subprocess.run(
-                [sys.executable, __file__, "--child", kind, "--dir", str(where),
-                 "--commits", str(commits)],
-                capture_output=True, text=True, env=env, check=False,
-            )  # fmt: skip
-            if proc.returncode:
-                raise SystemExit(f"{kind}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
-            times[kind] += [tuple(t) for t in json.loads(proc.stdout)]  # type: ignore[misc]
+            argv = [__file__, "--child", kind, "--dir", str(where), "--commits", str(commits)]
+            if quick and (r or n):
+                code, stdout, stderr = c.run_here(c.SCRIPT_MAIN, argv, env=env)
+            else:
+                proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True,
+                                      env=env, check=False)  # fmt: skip
+                code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+            if code:
+                raise SystemExit(f"{kind}: exit {code}\n{stderr[-3000:]}")
+            times[kind] += [tuple(t) for t in json.loads(stdout)]  # type: ignore[misc]
             shutil.rmtree(where, ignore_errors=True)
     result: dict[str, Any] = {"commits": commits, "rounds": rounds, "machine": c.machine()}
     base, _ = c.median_wall_cpu(times["baseline"])
@@ -193,7 +197,7 @@ def main() -> None:
     work = Path(args.dir or tempfile.mkdtemp(prefix="append-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        result = run(work, args.commits, args.rounds)
+        result = run(work, args.commits, args.rounds, args.quick)
     finally:
         if args.dir is None:
             shutil.rmtree(work, ignore_errors=True)

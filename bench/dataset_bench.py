@@ -32,7 +32,8 @@ Usage::
     python bench/dataset_bench.py [--dir /tmp/datasetbench] [--batches 100,200] [--steps 8400]
         [--entries 100000] [--repeat 3] [--write-doc] [--quick]
 
-``--quick`` (tiny sizes, a temporary directory) only checks the script runs.
+``--quick`` (tiny sizes, a temporary directory; one ``record`` process, the ``dataset create``
+calls run in this process) only checks the script runs.
 """
 
 from __future__ import annotations
@@ -63,25 +64,34 @@ _CLI = (
 )
 
 
-def trajledger(*args: str, ok: tuple[int, ...] = (0,)) -> dict[str, Any]:
-    """``trajledger ARGS`` in a fresh interpreter: wall and CPU seconds, peak RSS, output."""
+def trajledger(*args: str, ok: tuple[int, ...] = (0,), here: bool = False) -> dict[str, Any]:
+    """``trajledger ARGS`` in a fresh interpreter: wall and CPU seconds, peak RSS, output.
+
+    ``here`` (``--quick``): in this process instead (`_common.run_here`; its CPU time and peak
+    RSS then this process's)."""
     c.compile_package()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-c", _CLI + _HWM + "sys.exit(_code)", *args],
-                                stdout=out, stderr=err)  # fmt: skip
-        _pid, status, usage = os.wait4(proc.pid, 0)  # the child's own rusage
-        wall = time.perf_counter() - start
-        proc.returncode = code = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(), err.read().decode()
+    code_text = _CLI + _HWM + "sys.exit(_code)"
+    if here:
+        start, before = time.perf_counter(), c.cpu_seconds()
+        code, stdout, stderr = c.run_here(code_text, args)
+        wall, cpu = time.perf_counter() - start, c.cpu_seconds() - before
+    else:
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            start = time.perf_counter()
+            proc = subprocess.Popen([sys.executable, "-c", code_text, *args], stdout=out,
+                                    stderr=err)  # fmt: skip
+            _pid, status, usage = os.wait4(proc.pid, 0)  # the child's own rusage
+            wall = time.perf_counter() - start
+            proc.returncode = code = os.waitstatus_to_exitcode(status)
+            out.seek(0)
+            err.seek(0)
+            stdout, stderr = out.read().decode(), err.read().decode()
+        cpu = usage.ru_utime + usage.ru_stime
     if code not in ok:
         raise RuntimeError(f"trajledger {' '.join(args[:6])}…: exit {code}\n{stderr[-3000:]}")
     hwm = re.search(r"VmHWM (\d+)", stderr)
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
-            "rss": int(hwm.group(1)) * 1024 if hwm else 0, "stdout": stdout,
-            "stderr": stderr}  # fmt: skip
+    return {"wall": wall, "cpu": cpu, "rss": int(hwm.group(1)) * 1024 if hwm else 0,
+            "stdout": stdout, "stderr": stderr}  # fmt: skip
 
 
 def write_inputs(where: Path, n: int, steps: int, seed: int) -> list[Path]:
@@ -135,7 +145,8 @@ def create_run(root: Path, args: argparse.Namespace, n: int) -> dict[str, Any]:
     for k in range(1 + args.repeat):
         refs = [x for b in batches for x in ("--batch", b)]
         runs.append(trajledger(*base, "-q", "dataset", "create", f"train-{k}", "--version", "1",
-                               "--split", "train", *refs, "--key", "vendor"))  # fmt: skip
+                               "--split", "train", *refs, "--key", "vendor",
+                               here=args.quick))  # fmt: skip
     return {"n": n, "mb": mb, "rec_wall": rec_wall, "rec_cpu": rec_cpu, "hash": baseline,
             "first": runs[0], "again": runs[1:]}  # fmt: skip
 
@@ -199,9 +210,9 @@ def large_run(root: Path, args: argparse.Namespace) -> dict[str, Any]:
                                 policy="random", key="vendor", name="new").digest
     base = ["--ledger", str(root), "-q", "dataset", "create"]
     first = trajledger(*base, "probe-1", "--version", "1", "--split", "train", "--batch", batch,
-                       "--key", "vendor")  # fmt: skip
+                       "--key", "vendor", here=args.quick)  # fmt: skip
     again = trajledger(*base, "probe-2", "--version", "1", "--split", "train", "--batch", batch,
-                       "--key", "vendor")  # fmt: skip
+                       "--key", "vendor", here=args.quick)  # fmt: skip
     return {"entries": built["entries"], "catch_up": built["catch_up"], "first": first,
             "again": again}  # fmt: skip
 
@@ -277,9 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.dir = Path(tempfile.mkdtemp(prefix="datasetbench-"))
-        args.batches, args.steps, args.big_steps, args.holdout = "3", 400, 2000, 2
-        args.chat_episodes = 50
-        args.entries, args.repeat = 300, 1
+        args.batches, args.steps, args.big_steps, args.holdout = "1", 400, 2000, 1
+        args.chat_episodes = 20
+        args.entries, args.repeat = 110, 1  # 110: every kind of filler record (slots 97-99)
     shutil.rmtree(args.dir, ignore_errors=True)
     args.dir.mkdir(parents=True)
     os.environ["TRAJLEDGER_STATE_DIR"] = str(args.dir / "state")  # never the user's own

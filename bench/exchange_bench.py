@@ -35,7 +35,8 @@ Usage::
     python bench/exchange_bench.py [--dir /tmp/exchangebench] [--size-mb 800]
         [--batches 1000] [--repeat 3] [--keep] [--write-doc] [--quick]
 
-``--quick`` (4 small batches, one round, a temporary directory) only checks the script runs;
+``--quick`` (2 small batches, one round, a temporary directory; one process of ``export`` and
+of ``import``, the others run in this process) only checks the script runs;
 ``--write-doc`` puts the results into docs/PERFORMANCE.md.
 """
 
@@ -125,10 +126,11 @@ def read_bundle(bundle: Path, where: Path) -> None:
         pass
 
 
-def measure(work: Path, vendor: Path, repeat: int) -> dict[str, Any]:
-    """The interleaved rounds (the first one, unreported, warms the page cache)."""
+def measure(work: Path, vendor: Path, repeat: int, quick: bool = False) -> dict[str, Any]:
+    """The interleaved rounds (the first one, unreported, warms the page cache). ``quick``:
+    the ``trajledger`` commands of all but the last round run in this process."""
     bundle = work / "bundle.tar.zst"
-    c.run_cli(["--ledger", str(vendor), "export", "bench@1", "--out", str(bundle)])
+    c.run_cli(["--ledger", str(vendor), "export", "bench@1", "--out", str(bundle)], here=quick)
     members = work / "members"
     shutil.rmtree(members, ignore_errors=True)
     members.mkdir()
@@ -161,9 +163,14 @@ def measure(work: Path, vendor: Path, repeat: int) -> dict[str, Any]:
             "import": [*cli, "--ledger", str(buyer), "import", str(bundle), "--policy",
                        str(policy), "--key", "b1", "--key", "b2"],
         }
+        here = quick and r < repeat  # --quick: one process of each command, the last round's
         for name, argv in ops.items():
             os.sync()
-            got = c.wall_cpu(lambda argv=argv, env=env: run(argv, env))
+            if here and argv[: len(cli)] == cli:
+                got = c.wall_cpu(lambda argv=argv, env=env: c.run_cli(argv[len(cli):], here=True,
+                                                                      env=env))
+            else:
+                got = c.wall_cpu(lambda argv=argv, env=env: run(argv, env))
             if r:
                 runs[name].append(got)
             if name == "tar_x":  # the import's reading pass alone, in this process
@@ -245,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.dir = Path(tempfile.mkdtemp(prefix="exchangebench-"))
-        args.size_mb, args.batches, args.repeat = 2, 4, 1
+        args.size_mb, args.batches, args.repeat = 1, 2, 1
     vendor = args.dir / "vendor"
     work = args.dir / "work"
     os.environ["TRAJLEDGER_STATE_DIR"] = str(args.dir / "state")
@@ -257,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"built in {time.perf_counter() - t:.0f} s", file=sys.stderr)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    results = measure(work, vendor, args.repeat)
+    results = measure(work, vendor, args.repeat, args.quick)
     shutil.rmtree(work)
     if args.quick:
         shutil.rmtree(args.dir)

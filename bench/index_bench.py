@@ -25,7 +25,8 @@ Usage::
 
     python bench/index_bench.py [--dir /tmp/indexbench] [--gb 5] [--write-doc] [--quick]
 
-``--quick`` (a ledger of a few MiB in a temporary directory) only checks the script runs;
+``--quick`` (a ledger of a few hundred KiB in a temporary directory: a chat batch, two numeric
+ones; the children of parts 2 and 3 run in this process) only checks the script runs;
 ``--write-doc`` puts the results into docs/PERFORMANCE.md.
 """
 
@@ -175,21 +176,27 @@ _HWM = (
 )
 
 
-def run_child(code: str, *args: str) -> tuple[float, int, str]:
+def run_child(code: str, *args: str, fresh: bool = True) -> tuple[float, int, str]:
     """Run Python code in a fresh child; wall seconds, its peak RSS bytes, stdout.
 
     The peak is the child's own ``VmHWM`` (``ru_maxrss`` of a child also counts its parent's
-    pages at spawn, which says nothing about the child)."""
+    pages at spawn, which says nothing about the child). ``fresh=False`` (``--quick``): the
+    code runs in this process instead (`_common.run_here`), its peak that of this process."""
     start = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-c", "import sys\n" + code + _HWM, *args], capture_output=True
-    )
+    if fresh:
+        proc = subprocess.run(
+            [sys.executable, "-c", "import sys\n" + code + _HWM, *args], capture_output=True
+        )
+        status, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    else:
+        status, out, err = c.run_here("import sys\n" + code + _HWM, args)
+        stdout, stderr = out.encode(), err.encode()
     elapsed = time.perf_counter() - start
-    if proc.returncode:
-        raise SystemExit(f"child failed: {proc.stderr.decode()[-2000:]}")
-    hwm = re.search(rb"VmHWM (\d+)", proc.stderr)
+    if status:
+        raise SystemExit(f"child failed: {stderr.decode()[-2000:]}")
+    hwm = re.search(rb"VmHWM (\d+)", stderr)
     assert hwm is not None
-    return elapsed, int(hwm.group(1)) * 1024, proc.stdout.decode()
+    return elapsed, int(hwm.group(1)) * 1024, stdout.decode()
 
 
 def run_cli(*args: str) -> tuple[float, int, str]:
@@ -262,8 +269,8 @@ def main() -> None:
     ap.add_argument("--write-doc", action="store_true", help="update docs/PERFORMANCE.md")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: check the script runs")
     a = ap.parse_args()
-    if a.quick:
-        a.dir, a.gb, a.batch_steps, a.chat_episodes = None, 0.004, 5_000, 300
+    if a.quick:  # a chat batch, two numeric ones
+        a.dir, a.gb, a.batch_steps, a.chat_episodes = None, 0.0003, 2_000, 20
     work = a.dir or Path(tempfile.mkdtemp(prefix="indexbench-"))
     root = work / "ledger"
     os.environ["TRAJLEDGER_STATE_DIR"] = str(work / "state")  # never the user's own
@@ -293,7 +300,10 @@ def main() -> None:
                  f"{pending.num_rows} unrelated batches left unindexed"))  # fmt: skip
 
     # (2) features of one batch, old in-memory per-token path vs new streaming path, each in a
-    # fresh child (time and the child's own peak RSS), on the same step files.
+    # fresh child (time and the child's own peak RSS), on the same step files. --quick runs
+    # these and (3) in this process: a child importing pyarrow or lancedb (3.5 CPU-s) each
+    # time would cost more than the rest of the run; (1) is its one child.
+    fresh = not a.quick
     bench_dir = str(Path(__file__).resolve().parent)
     feat: list[tuple[str, int, float, int, float, int]] = []
     targets = (("chat", meta["chat"]), ("numeric", meta["numeric"][0]))
@@ -309,8 +319,8 @@ def main() -> None:
             f"sys.path.insert(0, {bench_dir!r}); import index_bench as ib; "
             "from pathlib import Path; print(ib.new_features(Path(sys.argv[1])))"
         )
-        old_s, old_rss, n_old = run_child(old_code, path)
-        new_s, new_rss, n_new = run_child(new_code, path)
+        old_s, old_rss, n_old = run_child(old_code, path, fresh=fresh)
+        new_s, new_rss, n_new = run_child(new_code, path, fresh=fresh)
         assert n_old.strip() == n_new.strip(), (n_old, n_new)
         feat.append((label, int(n_new), old_s, old_rss, new_s, new_rss))
 
@@ -324,7 +334,7 @@ def main() -> None:
             "print(Index(Ledger.open(Path(sys.argv[1]))).index_batches([sys.argv[2]]))"
         )
         size = ledger.store.path_of(batch_files(ledger, d)["steps.parquet"]).stat().st_size
-        secs, rss, out = run_child(code, str(root), d)
+        secs, rss, out = run_child(code, str(root), d, fresh=fresh)
         whole.append((label, secs, rss, size, out.strip()))
 
     rec_s, rec_b = sum(meta["record_s"]), sum(meta["record_bytes"])

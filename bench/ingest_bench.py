@@ -35,7 +35,8 @@ Usage::
     python bench/ingest_bench.py [--steps 1000000] [--repeat 7] [--markdown] [--write-doc]
     python bench/ingest_bench.py --memory [--jsonl-mb 2048] [--markdown] [--write-doc]
 
-``--quick`` (5,000 steps, one run, a 1 MiB chat file) only checks the script runs;
+``--quick`` (2,000 steps, one run, a 1 MiB chat file; the ledgers made by commands run in this
+process, the sizes read from the CLI's run) only checks the script runs;
 ``--write-doc`` puts the markdown section into docs/PERFORMANCE.md.
 """
 
@@ -174,14 +175,17 @@ def run(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]
     return r
 
 
-def fresh_ledger(tl: str, root: Path, env: dict[str, str]) -> Path:
-    """A new ledger with key ``bench`` (encrypted) and environment ``bench@1``."""
+def fresh_ledger(tl: str, root: Path, env: dict[str, str], here: bool = False) -> Path:
+    """A new ledger with key ``bench`` (encrypted) and environment ``bench@1``, made by three
+    ``trajledger`` processes (``here``, for --quick: the same commands in this process)."""
     home = Path(tempfile.mkdtemp(prefix="ledger-", dir=root))
     shutil.rmtree(home)
-    run([tl, "--ledger", str(home), "init", "--origin", c.unique_origin("ingest")], env)
-    run([tl, "--ledger", str(home), "key", "new", "bench"], env)
-    run([tl, "--ledger", str(home), "env", "register", "bench", "--version", "1",
-         "--key", "bench"], env)  # fmt: skip
+    for args in (["init", "--origin", c.unique_origin("ingest")], ["key", "new", "bench"],
+                 ["env", "register", "bench", "--version", "1", "--key", "bench"]):
+        if here:
+            c.run_cli(["--ledger", str(home), *args], here=True, env=env)
+        else:
+            run([tl, "--ledger", str(home), *args], env)
     return home
 
 
@@ -277,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.steps, args.repeat, args.jsonl_repeat, args.memory, args.jsonl_mb = (
-            5_000, 1, 1, True, 1)
+            2_000, 1, 1, True, 1)
 
     from trajledger import Ledger
     from trajledger.ledger.artifacts import record_batch
@@ -302,14 +306,16 @@ def main(argv: list[str] | None = None) -> int:
         result["input_bytes"] = src.stat().st_size
 
         homes: list[Path] = []
+        cli_homes: list[Path] = []
 
         def cli_record() -> None:
-            home = fresh_ledger(tl, work, env)
+            home = fresh_ledger(tl, work, env, here=args.quick)
             homes.append(home)
+            cli_homes.append(home)
             cli_times.append(timed(lambda: run(record_cmd(tl, home, src), env)))
 
         def lib_record() -> None:
-            home = fresh_ledger(tl, work, env)
+            home = fresh_ledger(tl, work, env, here=args.quick)
             homes.append(home)
             ledger = Ledger.open(home)
 
@@ -344,8 +350,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"record CLI {cli_times[-1][0]:.2f} s, library {lib_times[-1][0]:.2f} s",
                 file=sys.stderr,
             )
+            keep = cli_homes[-1] if args.quick else None  # --quick reads the sizes from it
             while homes:
-                shutil.rmtree(homes.pop())
+                if (home := homes.pop()) != keep:
+                    shutil.rmtree(home)
         times: dict[str, list[tuple[float, float]]] = {
             BASE: inproc,
             BASE_PROC: proc,
@@ -363,8 +371,11 @@ def main(argv: list[str] | None = None) -> int:
             ]
             result["sizes"]["JSON lines"] = jsonl.stat().st_size
             jsonl.unlink()
-        home = fresh_ledger(tl, work, env)
-        run(record_cmd(tl, home, src), env)
+        if args.quick:  # the ledger the timed CLI run recorded into: one more would repeat it
+            home = cli_homes[-1]
+        else:
+            home = fresh_ledger(tl, work, env)
+            run(record_cmd(tl, home, src), env)
         ledger = Ledger.open(home)
         batch = ledger.log.size - 1
         from trajledger.ledger.catalog import Catalog
@@ -411,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
                     if name == CHAT_BASE:
                         runs[name].append(measured(base_cmd, env))
                     else:
-                        home = fresh_ledger(tl, work, env)
+                        home = fresh_ledger(tl, work, env, here=args.quick)
                         runs[name].append(measured(record_cmd(tl, home, chat), env))
                         shutil.rmtree(home)
                     print(f"  chat {i + 1}: {name} {runs[name][-1][0]:.1f} s", file=sys.stderr)

@@ -18,7 +18,7 @@ most) and of JSON bytes per node. Run by hand::
     python bench/lineage_bench.py [--iterations 100] [--dir /tmp/lineagebench] [--repeat 5]
         [--write-doc] [--quick]
 
-``--quick`` (4 iterations, one run each, a temporary directory) only checks the script runs;
+``--quick`` (2 iterations, one run each, a temporary directory) only checks the script runs;
 ``--write-doc`` puts the results into docs/PERFORMANCE.md.
 """
 
@@ -95,11 +95,11 @@ def main_(argv: list[str] | None = None) -> None:
     ap.add_argument("--dir", type=Path, default=Path("/tmp/lineagebench"))
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--write-doc", action="store_true", help="update docs/PERFORMANCE.md")
-    ap.add_argument("--quick", action="store_true", help="4 iterations: check the script runs")
+    ap.add_argument("--quick", action="store_true", help="2 iterations: check the script runs")
     args = ap.parse_args(argv)
     if args.quick:
         args.dir = Path(tempfile.mkdtemp(prefix="lineagebench-"))
-        args.iterations, args.repeat = 4, 1
+        args.iterations, args.repeat = 2, 1
     shutil.rmtree(args.dir, ignore_errors=True)
     args.dir.mkdir(parents=True)
     os.environ["TRAJLEDGER_STATE_DIR"] = str(args.dir / "state")  # never the user's own

@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="tiny sizes: check the script runs")
     args = ap.parse_args(argv)
     if args.quick:
-        args.episodes, args.prompts = 60, 40
+        args.episodes, args.prompts = 20, 10
     from trajledger.ledger.episode_features import FEATURE_VERSION
 
     text = "\n".join([

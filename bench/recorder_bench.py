@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="tiny sizes: check the script runs")
     args = ap.parse_args(argv)
     if args.quick:
-        args.episodes, args.every, args.repeat = 20, 10, 1
+        args.episodes, args.every, args.repeat = 4, 2, 1
 
     import gymnasium as gym
     import numpy as np

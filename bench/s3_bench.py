@@ -18,7 +18,7 @@ Usage::
 
     python bench/s3_bench.py [--batches 8] [--steps 200000] [--repeat 3] [--write-doc] [--quick]
 
-``--quick`` (2 batches of 2,000 steps, one run) only checks the script runs; ``--write-doc``
+``--quick`` (2 batches of 500 steps, one run) only checks the script runs; ``--write-doc``
 puts the results into docs/PERFORMANCE.md.
 """
 
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="tiny sizes: check the script runs")
     a = ap.parse_args(argv)
     if a.quick:
-        a.batches, a.steps, a.repeat = 2, 2_000, 1
+        a.batches, a.steps, a.repeat = 2, 500, 1
     proc, endpoint = start_moto()
     os.environ.update(
         AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_ENDPOINT_URL=endpoint,

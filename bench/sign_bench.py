@@ -14,7 +14,8 @@ trajledger is faster than model_signing; "x hashlib" below 1.0 means faster than
 Needs ``pip install model-signing pyopenssl`` (bench only; not a trajledger dependency).
 
     python bench/sign_bench.py [--size-mb 1024] [--files 200] [--repeat 3] [--markdown]
-    python bench/sign_bench.py --quick    (tiny sizes: tests/bench checks the script runs)
+    python bench/sign_bench.py --quick    (tiny sizes: tests/bench checks the script runs;
+                                           the ledger made by commands run in this process)
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="tiny sizes: check the script runs")
     args = ap.parse_args()
     if args.quick:
-        args.size_mb, args.files, args.repeat, args.help_runs = 4, 8, 1, 1
+        args.size_mb, args.files, args.repeat, args.help_runs = 1, 4, 1, 1
 
     try:
         import model_signing.signing
@@ -141,8 +142,12 @@ def main() -> None:
 
         env = dict(os.environ, TRAJLEDGER_PASSPHRASE=PASSPHRASE)
         home = work / "ledger"
-        run([tl, "--ledger", str(home), "init", "--origin", "bench/local"], env)
-        run([tl, "--ledger", str(home), "key", "new", "bench", "--alg", "p256"], env)
+        for setup in (["init", "--origin", "bench/local"],
+                      ["key", "new", "bench", "--alg", "p256"]):
+            if args.quick:  # the same commands, in this process
+                c.run_cli(["--ledger", str(home), *setup], here=True, env=env)
+            else:
+                run([tl, "--ledger", str(home), *setup], env)
         tl_pub = out / "bench.pub"
         tl_pub.write_bytes(KeyStore(home / "keys").public("bench").to_pem())
 

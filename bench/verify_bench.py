@@ -37,8 +37,9 @@ Usage::
     python bench/verify_bench.py [--shape bench|issue21|both] [--dir /tmp/verifybench]
         [--batches 1000] [--steps 12500] [--repeat 3] [--keep] [--write-doc] [--quick]
 
-``--quick`` (10 batches of 300 steps, one round, a temporary directory) only checks the script
-runs; ``--write-doc`` puts the results into docs/PERFORMANCE.md (block ``verify_bench_SHAPE``).
+``--quick`` (2 batches of 300 steps, one round, one start-up, a temporary directory) only
+checks the script runs; ``--write-doc`` puts the results into docs/PERFORMANCE.md (block
+``verify_bench_SHAPE``).
 """
 
 from __future__ import annotations
@@ -255,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         repeat = args.repeat
         if args.quick:
             root = Path(tempfile.mkdtemp(prefix="verifybench-"))
-            batches, steps, repeat = 10, 300, 1
+            batches, steps, repeat = 2, 300, 1
         text = run_shape(shape, root, batches, steps, obs, repeat, keep=args.keep,
                          quick=args.quick)
         print(text)
@@ -279,7 +280,7 @@ def run_shape(shape: str, root: Path, batches: int, steps: int, obs: int, repeat
         marker.write_text(digest)
         print(f"built in {time.perf_counter() - t:.0f} s", file=sys.stderr)
     shutil.rmtree(state, ignore_errors=True)
-    results = measure(root, digest, repeat, 3 if quick else 10)
+    results = measure(root, digest, repeat, 1 if quick else 10)
     results["shape"] = shape
     results["obs"] = obs
     if quick:

@@ -1,20 +1,28 @@
 """The benchmark scripts keep working: each one under ``bench/`` runs in its ``--quick`` mode.
 
 Scope: every ``bench/*.py`` script (the ``_`` helpers excepted) has a ``--quick`` mode (tiny
-sizes, a temporary directory) and exits 0 in it; the helper that writes a script's block into
-docs/PERFORMANCE.md replaces only that block. Nothing is timed or compared here: the numbers
-go to docs/PERFORMANCE.md when the scripts are run by hand at full size.
+sizes, a temporary directory) and exits 0 in it, having printed its results; the helper that
+writes a script's block into docs/PERFORMANCE.md replaces only that block. Nothing is timed or
+compared here: the numbers go to docs/PERFORMANCE.md when the scripts are run by hand at full
+size. Each script runs as a process of its own, forked by one ``quick_runner.py`` per test
+process, which has imported what most scripts import (the start-up and those imports, about
+1 CPU-s a script, are paid once).
 Non-scope: whether a target is met (the full runs say, in docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import select
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -35,19 +43,65 @@ def test_every_script_has_a_quick_mode() -> None:
     assert not missing, f"scripts without --quick: {missing}"
 
 
-@pytest.mark.slow  # a process per script, each building its own ledgers
+class QuickRunner:
+    """One ``quick_runner.py`` process (in a session of its own, so that a timeout ends it with
+    whatever its scripts started), started on first use; a new one after one dies."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self.proc: subprocess.Popen[str] | None = None
+
+    def run(self, script: Path, cwd: Path, env: dict[str, str], timeout: float) -> dict[str, Any]:
+        """Run ``script --quick`` in ``cwd`` with environment ``env``; the runner's answer."""
+        if self.proc is None or self.proc.poll() is not None:
+            with open(self.log, "a") as log:
+                self.proc = subprocess.Popen(
+                    [sys.executable, str(Path(__file__).with_name("quick_runner.py"))],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                    start_new_session=True,
+                )  # fmt: skip
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"script": str(script), "cwd": str(cwd), "env": env}))
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        answer = self.proc.stdout.readline() if ready else ""
+        if not answer:
+            self.close()
+            pytest.fail(f"{script.name}: no answer from the runner (timeout {timeout} s, or it "
+                        f"died):\n{self.log.read_text()[-4000:]}")
+        return dict(json.loads(answer))
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait()
+            self.proc = None
+
+
+@pytest.fixture(scope="session")
+def quick_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QuickRunner]:
+    runner = QuickRunner(tmp_path_factory.mktemp("quick-runner") / "runner.log")
+    yield runner
+    runner.close()
+
+
+@pytest.mark.slow  # each script builds its own ledgers and starts processes of its own
 @pytest.mark.parametrize("name", SCRIPTS)
-def test_quick_mode_runs(name: str, tmp_path: Path) -> None:
+def test_quick_mode_runs(
+    name: str, tmp_path: Path, quick_runner: QuickRunner, record_property: Any
+) -> None:
     for module in NEEDS.get(name, ()):
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"{name} needs {module}")
     env = dict(os.environ, TRAJLEDGER_STATE_DIR=str(tmp_path / "state"), TMPDIR=str(tmp_path))
-    proc = subprocess.run(
-        [sys.executable, str(BENCH / f"{name}.py"), "--quick"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
-    )
-    assert proc.returncode == 0, f"{name} --quick exited {proc.returncode}:\n{proc.stderr[-4000:]}"
-    assert proc.stdout.strip(), f"{name} --quick printed nothing"
+    got = quick_runner.run(BENCH / f"{name}.py", tmp_path, env, timeout=900)
+    record_property("summary:bench --quick: CPU-s of each script (its process and children)",
+                    f"{got['cpu']:6.2f}  {name}")
+    stdout, stderr = (tmp_path / "stdout").read_text(), (tmp_path / "stderr").read_text()
+    assert got["code"] == 0, f"{name} --quick exited {got['code']}:\n{stderr[-4000:]}"
+    assert stdout.strip(), f"{name} --quick printed nothing"
 
 
 def _common() -> ModuleType:
