@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
+from importlib import import_module
 from typing import Any, ClassVar, Self
 
 from .digest import parse_digest
@@ -38,9 +39,9 @@ class _Spec:
     ``buildDefinition.buildType``). A field is required unless it has a default or ``absent``
     (what an absent one reads as); ``required`` overrides. ``empty``: a text may be "";
     ``nonempty``: a list may not be []; ``choices``: the texts allowed; ``record``: the nested
-    record type; ``sort``: a list read and written sorted; ``omit_empty``: written only when
-    non-empty (else only ``None`` is omitted); ``columns``: the members of each row (``rows``),
-    the first keys a mapping when ``keyed``.
+    record type (or its name, `_nested`); ``sort``: a list read and written sorted;
+    ``omit_empty``: written only when non-empty (else only ``None`` is omitted); ``columns``:
+    the members of each row (``rows``), the first keys a mapping when ``keyed``.
     """
 
     key: str
@@ -139,8 +140,17 @@ def _objects(s: _Spec, v: Any, at: str) -> tuple[dict[str, Any], ...]:
     return tuple(_mapping(s, x, f"{at}[{i}]") for i, x in enumerate(_list(s, v, at)))
 
 
+def _nested(s: _Spec) -> Any:
+    """The nested record type of ``s``: a class, or ``"module.Class"`` of this package, loaded
+    when a member of that type is first read (``verify.sealed_files``: few records hold one)."""
+    if isinstance(s.record, str):
+        module, _, name = s.record.rpartition(".")
+        return getattr(import_module(f"{__package__}.{module}"), name)
+    return s.record
+
+
 def _records(s: _Spec, v: Any, at: str) -> tuple[Any, ...]:
-    return tuple(s.record.from_json(x, f"{at}[{i}]") for i, x in enumerate(_list(s, v, at)))
+    return tuple(_nested(s).from_json(x, f"{at}[{i}]") for i, x in enumerate(_list(s, v, at)))
 
 
 def _rows(s: _Spec, v: Any, at: str) -> tuple[Any, tuple[dict[str, Any], ...]]:
@@ -173,7 +183,7 @@ _READ: dict[str, Callable[[_Spec, Any, str], Any]] = {
     "digests": _digests,
     "objects": _objects,
     "manifest": lambda s, v, at: Manifest.from_json(_mapping(s, v, at), at),
-    "record": lambda s, v, at: s.record.from_json(v, at),
+    "record": lambda s, v, at: _nested(s).from_json(v, at),
     "records": _records,
     "rows": _rows,
     "rest": lambda s, v, at: v,  # a nested object's unknown members (collected, not read)
