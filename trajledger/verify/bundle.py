@@ -663,13 +663,10 @@ def _check_terms(
         by_licence = Counter(t.licence or "none stated" for t in signed.values())
         bundle.add("terms", OK, f"{len(signed)} batch(es), as signed: licence "
                    + ", ".join(f"{k} ({n})" for k, n in sorted(by_licence.items())))
-    for digest in index.erased:
-        if verifier.erased_blob(digest) is None:
-            bundle.fail("erased", f"{INDEX_NAME} lists {digest[:19]}… as erased, but no "
-                        "verified erasure record of this lineage deleted it")
-    if index.erased:
-        bundle.add("erased", INFO, f"{len(index.erased)} blob(s) not in the bundle: deleted "
-                   "by verified erasure records (their digests still verify)")
+    if index.erased:  # blobs erasures deleted: loaded only for a bundle listing some
+        from .retractions import check_erased
+
+        check_erased(index.erased, verifier.erased_blob, bundle)
 
 
 def signed_terms(verifier: LineageVerifier, report: Report) -> dict[str, Terms]:
