@@ -2,23 +2,23 @@
 
 Scope: `verify_cosignatures`: the c2sp.org/tlog-cosignature v1 (Ed25519, timestamped)
 signatures of trusted witnesses on a log's checkpoint note, each witness key counted once;
-`check_witnesses`, that count as the ``witnesses`` check of a verification's log; the
-cosignature message (`cosignature_message`: what a witness signs, `cosigned_message`: what
-`verify.note.Verifier.verify` checks a type 0x04 signature against, `cosignature_timestamp`).
+`check_witnesses`, that count as the ``witnesses`` check of a verification's log;
+`cosignature_timestamp`, the time a witness's cosignature states.
 Loaded only when a policy requires witnesses for the log (``roles.witness``): a checkpoint
 signed by its log alone never needs it.
 Non-scope: the log's own signature (``verify.checkpoint.verify_checkpoint``), the signed-note
-format (``verify.note``), which witnesses a policy trusts.
+format (``verify.note``), the cosignature message (``verify.cosigned``), which witnesses a
+policy trusts.
 Spec: c2sp.org/tlog-cosignature, c2sp.org/tlog-checkpoint, c2sp.org/signed-note.
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .checkpoint import Checkpoint
+from .cosigned import signed_timestamp
 from .errors import ProvenanceError, SignatureError
 from .note import ALG_COSIGNATURE_V1, Note, Verifier, verified_signatures
 from .report import OK, Node
@@ -26,29 +26,7 @@ from .report import OK, Node
 if TYPE_CHECKING:
     from .policy import Role
 
-__all__ = ["check_witnesses", "cosignature_message", "cosignature_timestamp", "cosigned_message",
-           "verify_cosignatures"]
-
-_MAX_TIMESTAMP = (1 << 63) - 1
-_U64 = struct.Struct(">Q")
-
-
-def cosignature_message(body: bytes, timestamp: int) -> bytes:
-    r"""Return the message a tlog-cosignature v1 (Ed25519) witness signs.
-
-    Args:
-        body: the checkpoint note text, including its final newline.
-        timestamp: POSIX seconds, 0..2**63-1.
-
-    Returns:
-        ``"cosignature/v1\ntime <timestamp>\n" || body``.
-
-    Raises:
-        ValueError: the timestamp is out of range.
-    """
-    if not 0 <= timestamp <= _MAX_TIMESTAMP:
-        raise ValueError(f"cosignature timestamp {timestamp}, want 0..2**63-1")
-    return b"cosignature/v1\ntime " + str(timestamp).encode() + b"\n" + body
+__all__ = ["check_witnesses", "cosignature_timestamp", "verify_cosignatures"]
 
 
 def cosignature_timestamp(verifier: Verifier, sig: bytes) -> int | None:
@@ -62,18 +40,7 @@ def cosignature_timestamp(verifier: Verifier, sig: bytes) -> int | None:
         The POSIX timestamp, or None when ``verifier`` is not a cosignature key or ``sig`` is
         not 72 bytes.
     """
-    if verifier.alg != ALG_COSIGNATURE_V1 or len(sig) != 8 + 64:
-        return None
-    return int(_U64.unpack_from(sig)[0])
-
-
-def cosigned_message(msg: bytes, sig: bytes) -> tuple[bytes, bytes] | None:
-    """What a cosignature/v1 signature ``sig`` (``u64 timestamp || Ed25519 signature``, the
-    timestamp at most 2**63 - 1) on the note text ``msg`` signs, and its Ed25519 signature;
-    None when ``sig`` cannot be one."""
-    if len(sig) != 8 + 64 or (timestamp := int(_U64.unpack_from(sig)[0])) > _MAX_TIMESTAMP:
-        return None
-    return cosignature_message(msg, timestamp), sig[8:]
+    return signed_timestamp(sig) if verifier.alg == ALG_COSIGNATURE_V1 else None
 
 
 def check_witnesses(log: Node, note: bytes, witness: Role) -> None:

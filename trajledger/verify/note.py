@@ -4,7 +4,7 @@ Scope: the signed-note text format (a text, a blank line, signature lines
 ``— <name> <base64(key ID || signature)>``), verifier keys (``<name>+<8 hex key ID>+<base64(type
 || public key)>``), key IDs, Ed25519 note signatures (type 0x01) and timestamped Ed25519 witness
 cosignatures (type 0x04, c2sp.org/tlog-cosignature v1: their message is
-``verify.cosignatures``', loaded for a witness's key), and `verify_note`, which checks a note
+``verify.cosigned``, loaded for a witness's key), and `verify_note`, which checks a note
 against known keys the way Go's ``golang.org/x/mod/sumdb/note.Open`` does.
 
 Non-scope: the meaning of the text (``verify.checkpoint`` parses checkpoints), signing keys and
@@ -270,7 +270,7 @@ class Verifier:
             True if the signature is valid.
         """
         if self.alg == ALG_COSIGNATURE_V1:  # a witness's key: loaded only for a policy with some
-            from .cosignatures import cosigned_message
+            from .cosigned import cosigned_message
 
             signed = cosigned_message(msg, sig)
             if signed is None:

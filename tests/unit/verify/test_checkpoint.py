@@ -18,7 +18,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from trajledger.ledger.encode import checkpoint_text, format_signature_line
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.consistency import check_consistent, parse_consistency_proofs
-from trajledger.verify.cosignatures import cosignature_message, verify_cosignatures
+from trajledger.verify.cosignatures import verify_cosignatures
+from trajledger.verify.cosigned import cosignature_message
 from trajledger.verify.errors import ConsistencyError, FormatError, PolicyError, SignatureError
 from trajledger.verify.merkle import EMPTY_ROOT, leaf_hash
 from trajledger.verify.note import (
