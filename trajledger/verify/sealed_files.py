@@ -2,8 +2,9 @@
 manifest: loaded only for one.
 
 Scope: the ``sealed`` format of rollout-batch/v1 (`Sealed`, `SealedEpisode`, the scheme's
-constants): read by `verify.records` when a batch's predicate has the member
-(``RolloutBatch.sealed`` names it lazily); and `ciphertexts`, which blob holds each file of a
+constants, and the ``rows`` field type its lists of recipients and files are read and written
+as): read by `verify.records` when a batch's predicate has the member (``RolloutBatch.sealed``
+names it lazily); and `ciphertexts`, which blob holds each file of a
 sealed batch (the store keeps only ciphertexts, bound by the signed predicate) and whether each
 ciphertext's size is the sealing's for its plaintext's size. A lineage that holds no sealed
 batch (a checkpoint's: sealed suites are never trained on) never loads it.
@@ -16,13 +17,13 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .digest import HEX64
 from .errors import FormatError
 from .manifest import Manifest
-from .records import Record, column, spec
+from .records import Record, column, field_type, read_members, spec
 from .report import Node
 
 __all__ = ["SEAL_MAGIC", "SEAL_SCHEME", "SEAL_SEGMENT", "Sealed", "SealedEpisode", "ciphertexts"]
@@ -34,6 +35,55 @@ recipient; each file is ChaCha20-Poly1305 in 64 KiB segments under a key derived
 SEAL_MAGIC = b"trajledger-sealed-v1\n"
 SEAL_SEGMENT = 64 * 1024
 _SEAL_OVERHEAD = len(SEAL_MAGIC) + 16  # magic, salt; then a 16-byte tag per segment
+
+
+class _Rows(tuple[Any, ...]):
+    """Rows read from JSON, each a tuple of its members, with each row's unknown members."""
+
+    extras: tuple[dict[str, Any], ...] = ()
+
+
+class _KeyedRows(dict[Any, Any]):
+    """Keyed rows read from JSON (``{first: rest}``), with each row's unknown members, in the
+    rows' sorted order."""
+
+    extras: tuple[dict[str, Any], ...] = ()
+
+
+def _rows(s: Any, v: Any, at: str) -> _Rows | _KeyedRows:
+    """Rows of plain values (a tuple each, or ``{first: rest}`` when keyed) and each row's
+    unknown members, in the order they are written (keyed rows are written sorted)."""
+    if not isinstance(v, list):
+        raise FormatError(f"{at} is not a list")
+    rows, extras = [], []
+    for i, item in enumerate(v):
+        values, rest = read_members(s.columns, item, f"{at}[{i}]")
+        rows.append(tuple(values))
+        extras.append(rest[""])
+    out: _Rows | _KeyedRows = _Rows(rows)
+    if s.keyed:
+        out = _KeyedRows()
+        for i, row in enumerate(rows):
+            if row[0] in out:
+                raise FormatError(f"{at}[{i}]: {s.columns[0].key} {row[0]!r} is listed twice")
+            out[row[0]] = row[1:] if len(row) > 2 else row[1]
+        order = sorted(range(len(rows)), key=lambda i: rows[i][0])
+        extras = [extras[i] for i in order]
+    out.extras = tuple(extras)
+    return out
+
+
+def _rows_json(s: Any, value: Any) -> list[dict[str, Any]]:
+    rows = [(k, *(v if isinstance(v, tuple) else (v,))) for k, v in sorted(value.items())] \
+        if s.keyed else list(value)
+    extras = getattr(value, "extras", ())
+    if len(extras) != len(rows):
+        extras = ({},) * len(rows)
+    return [{**x, **{c.key: v for c, v in zip(s.columns, row, strict=True)}}
+            for x, row in zip(extras, rows, strict=True)]
+
+
+field_type("rows", _rows, _rows_json)
 
 
 @dataclass(frozen=True)
@@ -80,9 +130,6 @@ class Sealed(Record):
     episodes: tuple[SealedEpisode, ...] = spec("episodes", "records", record=SealedEpisode)
     feature_version: int = spec("featureVersion", "integer")
     scheme: str = spec("scheme", default=SEAL_SCHEME, required=True, choices=(SEAL_SCHEME,))
-    row_unrecognized: Mapping[str, tuple[Mapping[str, Any], ...]] = field(
-        default_factory=dict, kw_only=True, compare=False, repr=False)
-    """Each row's unknown members, by JSON key, in written order (kept on a round trip)."""
 
     @staticmethod
     def ciphertext_size(plain: int) -> int:
