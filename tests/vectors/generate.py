@@ -32,11 +32,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey 
 from trajledger.ledger import encode  # noqa: E402
 from trajledger.ledger.encode import format_signature_line, tlog_proof_bytes, vkey_string  # noqa: E402
 from trajledger.verify.checkpoint import Checkpoint  # noqa: E402
+from trajledger.verify.cosigned import cosignature_message  # noqa: E402
 from trajledger.verify.merkle import leaf_hash  # noqa: E402
 from trajledger.verify.note import (  # noqa: E402
     ALG_COSIGNATURE_V1,
     ALG_ED25519,
-    cosignature_message,
     key_hash,
 )
 from trajledger.verify.tiles import (  # noqa: E402

@@ -32,8 +32,8 @@ from trajledger.verify.predicates import (
     Evaluator,
     FeaturesRef,
     RolloutBatch,
-    Sealed,
 )
+from trajledger.verify.sealed_files import Sealed
 
 from .batch_features import FeatureRecorder
 from .batch_features import batch_files as _files_of

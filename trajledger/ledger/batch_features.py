@@ -71,7 +71,8 @@ from .errors import LedgerError
 from .fs import write_file_atomic
 
 if TYPE_CHECKING:
-    from trajledger.verify.predicates import RolloutBatch, Sealed, SealedEpisode
+    from trajledger.verify.predicates import RolloutBatch
+    from trajledger.verify.sealed_files import Sealed, SealedEpisode
 
     from .store import ObjectStore
 
@@ -221,7 +222,7 @@ def published_episodes(chunk: FeatureChunk) -> tuple[SealedEpisode, ...]:
     base64) where the episode has one. The safety counts are not published."""
     import base64
 
-    from trajledger.verify.predicates import SealedEpisode
+    from trajledger.verify.sealed_files import SealedEpisode
 
     vectors = np.ascontiguousarray(chunk.vectors, dtype="<f4")
     return tuple(

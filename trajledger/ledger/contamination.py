@@ -51,7 +51,8 @@ from .progress import ProgressFactory, no_progress
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from trajledger.verify.predicates import Dataset, RolloutBatch, Sealed
+    from trajledger.verify.predicates import Dataset, RolloutBatch
+    from trajledger.verify.sealed_files import Sealed
 
     from .batch_features import BatchFeatures
     from .home import LedgerHome

@@ -39,7 +39,7 @@ from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import DigestMismatchError, FormatError, ProvenanceError
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.manifest import Manifest
-from trajledger.verify.predicates import Sealed
+from trajledger.verify.sealed_files import Sealed
 from trajledger.verify.statement import Statement
 
 from .errors import LedgerError, StoreError

@@ -27,10 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trajledger.verify import predicates
+from trajledger.verify import kinds, predicates
 from trajledger.verify.digest import FileDigest, parse_digest, result_of
 from trajledger.verify.errors import FormatError
-from trajledger.verify.kinds import BY_PREDICATE_TYPE
 from trajledger.verify.log_entry import KINDS, LogEntry
 from trajledger.verify.manifest import FileEntry, Manifest, check_path
 
@@ -45,8 +44,13 @@ if TYPE_CHECKING:
 
 __all__ = ["KIND_BY_PREDICATE", "Recorded", "kind_for", "record_files", "record_statement"]
 
-KIND_BY_PREDICATE: Mapping[str, str] = {t: k.name for t, k in BY_PREDICATE_TYPE.items()}
-"""The log entry kind of each predicate type."""
+KIND_BY_PREDICATE: dict[str, str] = {}
+"""The log entry kind of each predicate type (every version). SLSA provenance is a checkpoint
+(``files`` and the others are one kind each); a predicate type maps to the first kind that
+declares it."""
+for _kind in kinds.KINDS.values():
+    for _type in _kind.predicate_types:
+        KIND_BY_PREDICATE.setdefault(_type, _kind.name)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from trajledger.verify.digest import DIGEST_PREFIX, FileDigest
 from trajledger.verify.encryption_key import EncryptionKey
 from trajledger.verify.errors import DigestMismatchError, FormatError, VerificationError
 from trajledger.verify.policy import TrustPolicy
-from trajledger.verify.predicates import SEAL_MAGIC, SEAL_SEGMENT, Sealed, SealedEpisode
+from trajledger.verify.sealed_files import SEAL_MAGIC, SEAL_SEGMENT, Sealed, SealedEpisode
 
 from .errors import LedgerError
 

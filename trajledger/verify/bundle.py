@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING
 
 from .bundle_index import CHECKPOINT_NAME, INDEX_NAME, BundleIndex, Terms, check_member_name
 from .bundle_stream import BLOCK, SMALL_KINDS, Bounded, Limits, open_zstd, tar_headers
-from .checkpoint import HANDOVER_DIR, Checkpoint, verify_checkpoint
+from .checkpoint import Checkpoint, verify_checkpoint
 from .digest import digest_bytes, parse_digest
 from .errors import DigestMismatchError, FormatError, ProofError, ProvenanceError, SignatureError
 from .evidence import read_blob_file
@@ -278,7 +278,8 @@ class BundleEvidence:
             1. The proofs parse (``c2sp.org/tlog-proof``).
             2. The checkpoint parses, its origin is the index's, and the index's vkey (named
                after that origin) verifies its signature. Each consistency proof starts from a
-               size below the checkpoint's, and its hash list parses.
+               size below the checkpoint's, and its hash list parses
+               (`verify.consistency.parse_consistency_proofs`).
             3. An update bundle's extension starts from a compact range it holds, at a size no
                larger than the checkpoint's (`verify.update_bundle.extension_start`). Each
                entry below the extension (all of them, without one) has a proof, and each
@@ -291,7 +292,7 @@ class BundleEvidence:
             5. Each ``policy/<i>.json`` is the preimage of trust-policy entry ``i``'s subject
                and parses as a policy; every bundled trust-policy entry has one.
             6. The key handovers are numbered 1, 2, ... without a gap, and each parses and is
-               signed by both keys it names (``verify.log_key.parse_handover``; whether the
+               signed by both keys it names (``verify.log_key.parse_handovers``; whether the
                verifier trusts any of those keys is its policy's business).
         """
         index = self.index
@@ -325,15 +326,9 @@ class BundleEvidence:
             raise SignatureError(f"{here}: not signed by the log key in {INDEX_NAME}: {e}") from e
         size = self.checkpoint.size
         if self._small["consistency"]:  # only a bundle with consistency proofs
-            from .consistency import parse_consistency_proof
+            from .consistency import parse_consistency_proofs
 
-            for old, data in self._small["consistency"].items():
-                here = f"{what}: member proofs/{old}.consistency"
-                if old >= size:
-                    raise FormatError(
-                        f"{here}: from size {old}, not below the checkpoint's {size}"
-                    )
-                self._consistency[old] = parse_consistency_proof(data, here)
+            self._consistency = parse_consistency_proofs(self._small["consistency"], size, what)
         # (3)
         ext = index.extension
         if ext is not None:  # an update bundle (format 4)
@@ -387,13 +382,10 @@ class BundleEvidence:
                     f"{what}: member entries/{i}: trust-policy record without policy/{i}.json"
                 )
         # (6)
-        if sorted(handovers) != list(range(1, len(handovers) + 1)):
-            raise FormatError(f"{what}: key handovers are not numbered 1..{len(handovers)}")
         if handovers:  # a rotated log key; most logs never rotate theirs
-            from .log_key import parse_handover
+            from .log_key import parse_handovers
 
-            for n, data in sorted(handovers.items()):
-                parse_handover(data, f"{what}: member {HANDOVER_DIR}/{n}")
+            parse_handovers(handovers, what)
 
     # -- lifetime -------------------------------------------------------------------------------
 
@@ -671,13 +663,10 @@ def _check_terms(
         by_licence = Counter(t.licence or "none stated" for t in signed.values())
         bundle.add("terms", OK, f"{len(signed)} batch(es), as signed: licence "
                    + ", ".join(f"{k} ({n})" for k, n in sorted(by_licence.items())))
-    for digest in index.erased:
-        if verifier.erased_blob(digest) is None:
-            bundle.fail("erased", f"{INDEX_NAME} lists {digest[:19]}… as erased, but no "
-                        "verified erasure record of this lineage deleted it")
-    if index.erased:
-        bundle.add("erased", INFO, f"{len(index.erased)} blob(s) not in the bundle: deleted "
-                   "by verified erasure records (their digests still verify)")
+    if index.erased:  # blobs erasures deleted: loaded only for a bundle listing some
+        from .retractions import check_erased
+
+        check_erased(index.erased, verifier.erased_blob, bundle)
 
 
 def signed_terms(verifier: LineageVerifier, report: Report) -> dict[str, Terms]:

@@ -40,6 +40,7 @@ __all__ = [
     "check_consistent",
     "check_known_checkpoint",
     "parse_consistency_proof",
+    "parse_consistency_proofs",
     "root_from_consistency_proof",
     "verify_consistency",
 ]
@@ -253,6 +254,24 @@ def check_known_checkpoint(trusted: TrustedLog, note: bytes,
         trusted.log.add(f"consistent with the {what}", OK, f"size {old.size} -> {new.size}")
     except (ProvenanceError, OSError) as e:
         trusted.log.fail(f"consistent with the {what}", f"log fork or rollback: {e}")
+
+
+def parse_consistency_proofs(
+    members: dict[int, bytes], size: int, what: str
+) -> dict[int, list[bytes]]:
+    """A bundle's ``proofs/<old>.consistency`` members, by ``old``, each parsed
+    (`parse_consistency_proof`) and from a size below its checkpoint's ``size``.
+
+    Raises:
+        FormatError: a proof from a size at or above ``size``, or a malformed one.
+    """
+    out = {}
+    for old, data in members.items():
+        here = f"{what}: member proofs/{old}.consistency"
+        if old >= size:
+            raise FormatError(f"{here}: from size {old}, not below the checkpoint's {size}")
+        out[old] = parse_consistency_proof(data, here)
+    return out
 
 
 def parse_consistency_proof(data: bytes, what: str) -> list[bytes]:

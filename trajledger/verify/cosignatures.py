@@ -2,11 +2,13 @@
 
 Scope: `verify_cosignatures`: the c2sp.org/tlog-cosignature v1 (Ed25519, timestamped)
 signatures of trusted witnesses on a log's checkpoint note, each witness key counted once;
-`check_witnesses`, that count as the ``witnesses`` check of a verification's log.
+`check_witnesses`, that count as the ``witnesses`` check of a verification's log;
+`cosignature_timestamp`, the time a witness's cosignature states.
 Loaded only when a policy requires witnesses for the log (``roles.witness``): a checkpoint
 signed by its log alone never needs it.
 Non-scope: the log's own signature (``verify.checkpoint.verify_checkpoint``), the signed-note
-format and the cosignature message (``verify.note``), which witnesses a policy trusts.
+format (``verify.note``), the cosignature message (``verify.cosigned``), which witnesses a
+policy trusts.
 Spec: c2sp.org/tlog-cosignature, c2sp.org/tlog-checkpoint, c2sp.org/signed-note.
 """
 
@@ -16,14 +18,29 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .checkpoint import Checkpoint
+from .cosigned import signed_timestamp
 from .errors import ProvenanceError, SignatureError
-from .note import Note, Verifier, verified_signatures
+from .note import ALG_COSIGNATURE_V1, Note, Verifier, verified_signatures
 from .report import OK, Node
 
 if TYPE_CHECKING:
     from .policy import Role
 
-__all__ = ["check_witnesses", "verify_cosignatures"]
+__all__ = ["check_witnesses", "cosignature_timestamp", "verify_cosignatures"]
+
+
+def cosignature_timestamp(verifier: Verifier, sig: bytes) -> int | None:
+    """Return the timestamp of a cosignature/v1 signature, None for other types.
+
+    Args:
+        verifier: the key that verified it.
+        sig: the signature bytes after the key ID.
+
+    Returns:
+        The POSIX timestamp, or None when ``verifier`` is not a cosignature key or ``sig`` is
+        not 72 bytes.
+    """
+    return signed_timestamp(sig) if verifier.alg == ALG_COSIGNATURE_V1 else None
 
 
 def check_witnesses(log: Node, note: bytes, witness: Role) -> None:
@@ -80,7 +97,7 @@ def verify_cosignatures(
     found: dict[str, int | None] = {}
     counted: set[bytes] = set()
     for sig, w in verified_signatures(note, witnesses):
-        ts = w.cosignature_timestamp(sig.signature)
+        ts = cosignature_timestamp(w, sig.signature)
         # (3)
         if not_after is not None and ts is not None and ts > not_after:
             raise SignatureError(

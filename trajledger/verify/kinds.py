@@ -35,7 +35,6 @@ from .errors import FormatError
 from .statement import Statement
 
 __all__ = [
-    "BY_PREDICATE_TYPE",
     "KINDS",
     "NAMED",
     "Dependency",
@@ -256,13 +255,6 @@ KINDS: Mapping[str, Kind] = {
     )
 }
 """Every kind, by entry kind name."""
-
-BY_PREDICATE_TYPE: dict[str, Kind] = {}
-"""Kinds by predicate type (every version). SLSA provenance is a checkpoint (``files`` and the
-others are one kind each); a predicate type maps to the first kind that declares it."""
-for _kind in KINDS.values():
-    for _type in _kind.predicate_types:
-        BY_PREDICATE_TYPE.setdefault(_type, _kind)
 
 NAMED = frozenset(k.name for k in KINDS.values() if k.named)
 """Kinds users refer to by name (artifacts, policies, imports)."""

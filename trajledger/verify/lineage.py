@@ -46,7 +46,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .blobs import BlobHasher, DataMode, size_problem
 from .digest import digest_bytes, parse_digest
@@ -67,7 +67,7 @@ from .log_entry import LogEntry
 from .log_index import LogIndex
 from .manifest import Manifest, check_file_subjects
 from .policy import TrustPolicy
-from .predicates import Dataset, Provenance, Sealed
+from .predicates import Dataset, Provenance
 from .report import (
     ERASED,
     INFO,
@@ -82,6 +82,9 @@ from .statement import Statement
 from .strict_json import load_object
 from .times import parse_time
 from .trusted_log import TrustedLog
+
+if TYPE_CHECKING:
+    from .sealed_files import Sealed
 
 __all__ = [
     "ERASED",

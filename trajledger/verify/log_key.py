@@ -49,6 +49,7 @@ __all__ = [
     "key_chain",
     "key_id",
     "parse_handover",
+    "parse_handovers",
 ]
 
 HANDOVER_EXTENSION = "trajledger.dev/log-key-handover"
@@ -142,6 +143,19 @@ def parse_handover(note: bytes, what: str = "key handover") -> Handover:
         except SignatureError as e:
             raise SignatureError(f"{what}: not signed by the {role} key {vkey}: {e}") from e
     return Handover(old, new, cp, note)
+
+
+def parse_handovers(members: dict[int, bytes], what: str) -> None:
+    """Check a bundle's key handovers (``<HANDOVER_DIR>/<n>``): numbered 1, 2, ... without
+    a gap, each parsed and signed by both keys it names (`parse_handover`).
+
+    Raises:
+        FormatError, SignatureError: as `parse_handover`; or a gap in the numbers.
+    """
+    if sorted(members) != list(range(1, len(members) + 1)):
+        raise FormatError(f"{what}: key handovers are not numbered 1..{len(members)}")
+    for n, data in sorted(members.items()):
+        parse_handover(data, f"{what}: member {HANDOVER_DIR}/{n}")
 
 
 def key_chain(trusted: str, notes: Sequence[bytes]) -> list[Handover]:

@@ -3,7 +3,8 @@
 Scope: the signed-note text format (a text, a blank line, signature lines
 ``— <name> <base64(key ID || signature)>``), verifier keys (``<name>+<8 hex key ID>+<base64(type
 || public key)>``), key IDs, Ed25519 note signatures (type 0x01) and timestamped Ed25519 witness
-cosignatures (type 0x04, c2sp.org/tlog-cosignature v1), and `verify_note`, which checks a note
+cosignatures (type 0x04, c2sp.org/tlog-cosignature v1: their message is
+``verify.cosigned``, loaded for a witness's key), and `verify_note`, which checks a note
 against known keys the way Go's ``golang.org/x/mod/sumdb/note.Open`` does.
 
 Non-scope: the meaning of the text (``verify.checkpoint`` parses checkpoints), signing keys and
@@ -26,7 +27,6 @@ import base64
 import binascii
 import hashlib
 import re
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,7 +45,6 @@ __all__ = [
     "b64decode_strict",
     "check_key_name",
     "check_text_bytes",
-    "cosignature_message",
     "key_hash",
     "verified_signatures",
     "verifier_from_vkey",
@@ -65,8 +64,6 @@ _EM_DASH_PREFIX = "\u2014 ".encode()
 _KEY_HASH_SIZE = 4
 _ED25519_KEY_SIZE = 32
 _ED25519_SIG_SIZE = 64
-_MAX_TIMESTAMP = (1 << 63) - 1
-_U64 = struct.Struct(">Q")
 # Unicode spaces: Python's str.isspace() covers the White_Space property Go's unicode.IsSpace tests.
 _HEX8 = re.compile(r"[0-9a-fA-F]{8}")
 
@@ -220,23 +217,6 @@ def _parse_signature_line(line: bytes, i: int) -> NoteSignature:
     return NoteSignature(name=name, key_hash=raw[:_KEY_HASH_SIZE], signature=raw[_KEY_HASH_SIZE:])
 
 
-def cosignature_message(body: bytes, timestamp: int) -> bytes:
-    r"""Return the message a tlog-cosignature v1 (Ed25519) witness signs.
-
-    Args:
-        body: the checkpoint note text, including its final newline.
-        timestamp: POSIX seconds, 0..2**63-1.
-
-    Returns:
-        ``"cosignature/v1\ntime <timestamp>\n" || body``.
-
-    Raises:
-        ValueError: the timestamp is out of range.
-    """
-    if not 0 <= timestamp <= _MAX_TIMESTAMP:
-        raise ValueError(f"cosignature timestamp {timestamp}, want 0..2**63-1")
-    return b"cosignature/v1\ntime " + str(timestamp).encode() + b"\n" + body
-
 
 @dataclass(frozen=True)
 class Verifier:
@@ -276,20 +256,6 @@ class Verifier:
         """The 4-byte key ID that signature lines by this key carry."""
         return key_hash(self.name, self.alg, self.public_key)
 
-    def cosignature_timestamp(self, sig: bytes) -> int | None:
-        """Return the timestamp of a cosignature/v1 signature, None for other types.
-
-        Args:
-            sig: the signature bytes after the key ID.
-
-        Returns:
-            The POSIX timestamp, or None when this is not a cosignature key or ``sig`` is not
-            72 bytes.
-        """
-        if self.alg != ALG_COSIGNATURE_V1 or len(sig) != 8 + _ED25519_SIG_SIZE:
-            return None
-        return int(_U64.unpack_from(sig)[0])
-
     def verify(self, msg: bytes, sig: bytes) -> bool:
         r"""Check a signature over a note text.
 
@@ -303,11 +269,13 @@ class Verifier:
         Returns:
             True if the signature is valid.
         """
-        if self.alg == ALG_COSIGNATURE_V1:
-            timestamp = self.cosignature_timestamp(sig)
-            if timestamp is None or timestamp > _MAX_TIMESTAMP:
+        if self.alg == ALG_COSIGNATURE_V1:  # a witness's key: loaded only for a policy with some
+            from .cosigned import cosigned_message
+
+            signed = cosigned_message(msg, sig)
+            if signed is None:
                 return False
-            msg, sig = cosignature_message(msg, timestamp), sig[8:]
+            msg, sig = signed
         if len(sig) != _ED25519_SIG_SIZE:
             return False
         try:

@@ -24,7 +24,7 @@ import json
 import re
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -244,17 +244,13 @@ class TrustPolicy:
             "allowed_predicate_types": sorted(self.allowed_predicate_types),
             "roles": roles,
         }
-        optional = {  # each written only when set, so older policies keep their digests
-            "sigstore_trusted_root": None if self.sigstore_trusted_root is None
-            else dict(self.sigstore_trusted_root),
-            "accepted_licences": None if self.accepted_licences is None
-            else list(self.accepted_licences),
-            "revoked_keys": [r.to_json() for r in self.revoked_keys] or None,
-            "revoked_identities": [r.to_json() for r in self.revoked_identities] or None,
-            "release": self.release and self.release.to_json(),
-            "publish": None if self.publish is None else list(self.publish),
-        }
-        return out | {k: v for k, v in optional.items() if v is not None}
+        # The settings a key-signed policy does without: written, each only when set (so older
+        # policies keep their digests), by policy_settings, loaded only for a policy with one.
+        if any(getattr(self, f.name) != f.default for f in fields(self) if f.name in _SETTINGS):
+            from .policy_settings import settings_json
+
+            out |= settings_json(self)
+        return out
 
     @classmethod
     def from_toml(

@@ -7,8 +7,8 @@ keys named by keyid (found in a ledger's key store).
 
 Scope: reading and checking those settings for ``verify.policy`` (`role_identities`,
 `role_logs`, `role_encryption_keys`, `check_witnesses`, `top_settings`, `key_by_keyid`), and
-what they answer (`licence_problem`, `published`). Every refusal is the one ``verify.policy``
-made when it read them.
+what they answer (`licence_problem`, `published`), and their JSON form (`settings_json`).
+Every refusal is the one ``verify.policy`` made when it read them.
 Non-scope: the rest of the policy (``verify.policy``: roles, keys, thresholds, the predicate
 types, approval lifetime), and judging signatures against it (``verify.judge``).
 Spec: keys/README.md, ``schemas/trust-policy.v1.schema.json``.
@@ -37,6 +37,7 @@ __all__ = [
     "role_encryption_keys",
     "role_identities",
     "role_logs",
+    "settings_json",
     "top_settings",
 ]
 
@@ -192,6 +193,22 @@ def top_settings(
                 "role"
             )
     return out
+
+
+def settings_json(policy: TrustPolicy) -> dict[str, Any]:
+    """The JSON form of the settings ``policy`` has (for `verify.policy.TrustPolicy.to_json`):
+    each only when set, so that older policies keep their digests."""
+    optional = {
+        "sigstore_trusted_root": None if policy.sigstore_trusted_root is None
+        else dict(policy.sigstore_trusted_root),
+        "accepted_licences": None if policy.accepted_licences is None
+        else list(policy.accepted_licences),
+        "revoked_keys": [r.to_json() for r in policy.revoked_keys] or None,
+        "revoked_identities": [r.to_json() for r in policy.revoked_identities] or None,
+        "release": policy.release and policy.release.to_json(),
+        "publish": None if policy.publish is None else list(policy.publish),
+    }
+    return {k: v for k, v in optional.items() if v is not None}
 
 
 def strings(value: object, what: str, item: str) -> tuple[str, ...]:

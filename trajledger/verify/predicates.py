@@ -32,15 +32,17 @@ Spec: ``schemas/<kind>.v1.schema.json`` (and ``dataset.v2.schema.json``), SLSA P
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from .digest import HEX64, parse_digest
+from .digest import parse_digest
 from .errors import FormatError
 from .manifest import Manifest
-from .records import PROJECT_PREFIX, Predicate, Record, check_finite, column, spec
+from .records import PROJECT_PREFIX, Predicate, Record, check_finite, spec
+
+if TYPE_CHECKING:
+    from .sealed_files import Sealed
 
 __all__ = [
     "ALL",
@@ -63,7 +65,6 @@ __all__ = [
     "RELEASE",
     "REVOCATION",
     "ROLLOUT_BATCH",
-    "SEAL_SCHEME",
     "SLSA_PROVENANCE_V1",
     "SPLITS",
     "TRUST_POLICY",
@@ -82,8 +83,6 @@ __all__ = [
     "ResourceDescriptor",
     "Revocation",
     "RolloutBatch",
-    "Sealed",
-    "SealedEpisode",
     "TrustPolicyRecord",
 ]
 
@@ -115,13 +114,6 @@ HELD_OUT = ("holdout", "regression")
 
 EVALUATOR_KINDS = ("deterministic", "llm-judge", "human")
 ERASURE_REASONS = ("retention", "consent", "legal")
-SEAL_SCHEME = "hpke-x25519-sha256-chacha20poly1305/stream-64k/v1"
-"""The one sealing scheme (schemas/SPEC.md, "Sealed suites"): RFC 9180 HPKE base mode,
-DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305 wraps a batch's data key for each
-recipient; each file is ChaCha20-Poly1305 in 64 KiB segments under a key derived from it."""
-SEAL_MAGIC = b"trajledger-sealed-v1\n"
-SEAL_SEGMENT = 64 * 1024
-_SEAL_OVERHEAD = len(SEAL_MAGIC) + 16  # magic, salt; then a 16-byte tag per segment
 
 
 
@@ -206,73 +198,6 @@ class ResourceDescriptor(Record):
         return role if isinstance(role, str) else None
 
 
-@dataclass(frozen=True)
-class SealedEpisode(Record):
-    """What a sealed batch shows of one episode: the duplicate fingerprints the admission gate
-    compares (``ledger.episode_features``): the exact content ``fingerprint`` (hex SHA-256),
-    the ``modality`` and step count, and the near-duplicate ``sketch`` (128 float32, little
-    endian, base64; None where the episode has no vector)."""
-
-    episode_id: str = spec("episodeId")
-    steps: int = spec("steps", "integer")
-    modality: str = spec("modality", choices=("numeric", "text"))
-    fingerprint: str = spec("fingerprint")
-    sketch: str | None = spec("sketch", required=False)
-
-    def _check(self, what: str) -> None:
-        if self.steps < 1 or not HEX64.fullmatch(self.fingerprint):
-            raise FormatError(f"{what}: steps must be >= 1 and fingerprint 64 lowercase hex")
-        if self.sketch is not None:
-            try:
-                raw = base64.b64decode(self.sketch, validate=True)
-            except ValueError as e:
-                raise FormatError(f"{what}: sketch is not base64") from e
-            if len(raw) != 512:
-                raise FormatError(f"{what}: sketch holds {len(raw)} bytes, want 512")
-
-
-@dataclass(frozen=True)
-class Sealed(Record):
-    """A rollout batch stored encrypted (``sealed`` of rollout-batch/v1; schemas/SPEC.md,
-    "Sealed suites"). The batch's manifest lists the plaintext files (what lineage uses); the
-    store holds only their ciphertexts, bound here: ``files`` maps each manifest path to its
-    ciphertext's digest and size. ``recipients`` holds the batch's data key wrapped for each
-    recipient X25519 key by keyid (HPKE ``enc || ciphertext``, base64); ``episodes`` the
-    duplicate fingerprints of every episode, so that the gate needs no key, computed with the
-    episode feature definitions of version ``feature_version`` (a reader of another version
-    cannot compare them)."""
-
-    recipients: tuple[tuple[str, str], ...] = spec(
-        "recipients", "rows", columns=(column("keyid"), column("encapsulatedKey")))
-    files: Mapping[str, tuple[str, int]] = spec(
-        "files", "rows", keyed=True,
-        columns=(column("path"), column("ciphertext", "digest"), column("size", "integer")))
-    episodes: tuple[SealedEpisode, ...] = spec("episodes", "records", record=SealedEpisode)
-    feature_version: int = spec("featureVersion", "integer")
-    scheme: str = spec("scheme", default=SEAL_SCHEME, required=True, choices=(SEAL_SCHEME,))
-    row_unrecognized: Mapping[str, tuple[Mapping[str, Any], ...]] = field(
-        default_factory=dict, kw_only=True, compare=False, repr=False)
-    """Each row's unknown members, by JSON key, in written order (kept on a round trip)."""
-
-    @staticmethod
-    def ciphertext_size(plain: int) -> int:
-        """The size of the ciphertext of a ``plain``-byte file (one tag per 64 KiB segment, at
-        least one segment)."""
-        return _SEAL_OVERHEAD + plain + 16 * max(1, -(-plain // SEAL_SEGMENT))
-
-    def _check(self, what: str) -> None:
-        if not self.recipients or not self.files or self.feature_version < 1:
-            raise FormatError(f"{what}: want recipients, files and a featureVersion >= 1, got "
-                              f"{len(self.recipients)}, {len(self.files)} and "
-                              f"{self.feature_version}")
-        for i, (keyid, _) in enumerate(self.recipients):
-            if not HEX64.fullmatch(keyid):
-                raise FormatError(f"{what}: recipients[{i}]: keyid is not 64 lowercase hex")
-        for path, (_, size) in self.files.items():
-            if size < 0:
-                raise FormatError(f"{what}: files: {path!r} has size {size}, want >= 0")
-
-
 # -- artifacts with files ----------------------------------------------------------------------
 
 
@@ -344,8 +269,9 @@ class RolloutBatch(Predicate):
     features: FeaturesRef | None = spec("features", "record", default=None, record=FeaturesRef)
     """The episode features file recorded with the batch (derived data; not in the manifest,
     so the batch digest does not depend on the feature definitions)."""
-    sealed: Sealed | None = spec("sealed", "record", default=None, record=Sealed)
-    """Set when the batch's files are stored encrypted (`Sealed`)."""
+    sealed: Sealed | None = spec("sealed", "record", default=None, record="sealed_files.Sealed")
+    """Set when the batch's files are stored encrypted (`verify.sealed_files.Sealed`, loaded
+    when a batch has the member)."""
     failures_of: str | None = spec("failuresOf", "digest", default=None)
     """The evaluation whose failed episodes the batch holds (a regression suite's next
     version, ``dataset create --from-failures``)."""

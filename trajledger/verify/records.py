@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
+from importlib import import_module
 from typing import Any, ClassVar, Self
 
 from .digest import parse_digest
@@ -20,7 +21,8 @@ from .errors import FormatError
 from .manifest import Manifest
 from .times import parse_time
 
-__all__ = ["PROJECT_PREFIX", "Predicate", "Record", "check_finite", "column", "spec"]
+__all__ = ["PROJECT_PREFIX", "Predicate", "Record", "check_finite", "column", "field_type",
+           "read_members", "spec"]
 
 PROJECT_PREFIX = "https://trajledger.dev/attestation/"
 
@@ -38,9 +40,10 @@ class _Spec:
     ``buildDefinition.buildType``). A field is required unless it has a default or ``absent``
     (what an absent one reads as); ``required`` overrides. ``empty``: a text may be "";
     ``nonempty``: a list may not be []; ``choices``: the texts allowed; ``record``: the nested
-    record type; ``sort``: a list read and written sorted; ``omit_empty``: written only when
-    non-empty (else only ``None`` is omitted); ``columns``: the members of each row (``rows``),
-    the first keys a mapping when ``keyed``.
+    record type (or its name, `_nested`); ``sort``: a list read and written sorted;
+    ``omit_empty``: written only when non-empty (else only ``None`` is omitted); ``columns``:
+    the members of each row (``rows``, a type of ``verify.sealed_files``), the first keys a
+    mapping when ``keyed``.
     """
 
     key: str
@@ -139,27 +142,17 @@ def _objects(s: _Spec, v: Any, at: str) -> tuple[dict[str, Any], ...]:
     return tuple(_mapping(s, x, f"{at}[{i}]") for i, x in enumerate(_list(s, v, at)))
 
 
+def _nested(s: _Spec) -> Any:
+    """The nested record type of ``s``: a class, or ``"module.Class"`` of this package, loaded
+    when a member of that type is first read (``verify.sealed_files``: few records hold one)."""
+    if isinstance(s.record, str):
+        module, _, name = s.record.rpartition(".")
+        return getattr(import_module(f"{__package__}.{module}"), name)
+    return s.record
+
+
 def _records(s: _Spec, v: Any, at: str) -> tuple[Any, ...]:
-    return tuple(s.record.from_json(x, f"{at}[{i}]") for i, x in enumerate(_list(s, v, at)))
-
-
-def _rows(s: _Spec, v: Any, at: str) -> tuple[Any, tuple[dict[str, Any], ...]]:
-    """Rows of plain values (a tuple each, or ``{first: rest}`` when keyed) and each row's
-    unknown members, in the order they are written (keyed rows are written sorted)."""
-    rows, extras = [], []
-    for i, item in enumerate(_list(s, v, at)):
-        values, rest = _read_members(s.columns, item, f"{at}[{i}]")
-        rows.append(tuple(values))
-        extras.append(rest[""])
-    if not s.keyed:
-        return tuple(rows), tuple(extras)
-    keyed: dict[Any, Any] = {}
-    for i, row in enumerate(rows):
-        if row[0] in keyed:
-            raise FormatError(f"{at}[{i}]: {s.columns[0].key} {row[0]!r} is listed twice")
-        keyed[row[0]] = row[1:] if len(row) > 2 else row[1]
-    order = sorted(range(len(rows)), key=lambda i: rows[i][0])
-    return keyed, tuple(extras[i] for i in order)
+    return tuple(_nested(s).from_json(x, f"{at}[{i}]") for i, x in enumerate(_list(s, v, at)))
 
 
 _READ: dict[str, Callable[[_Spec, Any, str], Any]] = {
@@ -173,15 +166,23 @@ _READ: dict[str, Callable[[_Spec, Any, str], Any]] = {
     "digests": _digests,
     "objects": _objects,
     "manifest": lambda s, v, at: Manifest.from_json(_mapping(s, v, at), at),
-    "record": lambda s, v, at: s.record.from_json(v, at),
+    "record": lambda s, v, at: _nested(s).from_json(v, at),
     "records": _records,
-    "rows": _rows,
     "rest": lambda s, v, at: v,  # a nested object's unknown members (collected, not read)
 }
 """The field types: each reads a JSON value at ``at`` into its Python value, or raises."""
+_WRITE: dict[str, Callable[[_Spec, Any], Any]] = {}
+"""How the field types `field_type` added write their values (others: `_json`)."""
 
 
-def _read_members(
+def field_type(name: str, read: Callable[[_Spec, Any, str], Any],
+               write: Callable[[_Spec, Any], Any]) -> None:
+    """Add a field type that only the records of a module loaded on use hold (a sealed batch's
+    rows: ``verify.sealed_files``): ``read`` as the types of `_READ`, ``write`` its JSON."""
+    _READ[name], _WRITE[name] = read, write
+
+
+def read_members(
     specs: tuple[_Spec, ...], obj: object, what: str
 ) -> tuple[list[Any], dict[str, dict[str, Any]]]:
     """Read ``specs`` from ``obj``: their values, and the members no spec took, by the dotted
@@ -226,7 +227,7 @@ _PLANS: dict[int, tuple[tuple[_Spec, ...], tuple[_Step, ...]]] = {}
 
 
 def _plan(specs: tuple[_Spec, ...]) -> tuple[_Step, ...]:
-    """How `_read_members` reads ``specs``, worked out once per tuple of specs (every record
+    """How `read_members` reads ``specs``, worked out once per tuple of specs (every record
     of a type reads the same): each spec, its parent path and member name, its reader,
     whether it is required, and whether it stands for the unknown members of a nested object
     (collected, not read)."""
@@ -297,10 +298,8 @@ class Record:
             FormatError: not an object, or a known field is missing or malformed.
         """
         specs, read = _specs(cls)
-        values, rest = _read_members(read, obj, what)
+        values, rest = read_members(read, obj, what)
         kept: dict[str, Any] = {f.name: v for (f, s), v in zip(specs, values, strict=True)}
-        rows = {s.key: kept[f.name][1] for f, s in specs if s.type == "rows"}
-        kept.update({f.name: kept[f.name][0] for f, s in specs if s.type == "rows"})
         owners = {s.key: f.name for f, s in specs if s.type == "rest"}
         unrecognized: dict[str, Any] = {}
         for path, members in sorted(rest.items()):  # parents first: nested members go inside
@@ -308,8 +307,7 @@ class Record:
             if members or not path:
                 into = kept[owners[key]] if key else unrecognized
                 _at(into, path.removeprefix(key)).update(members)
-        made = cls(**kept, unrecognized=unrecognized,
-                   **({"row_unrecognized": rows} if rows else {}))
+        made = cls(**kept, unrecognized=unrecognized)
         made._check(what)
         return made
 
@@ -332,19 +330,10 @@ class Record:
                 _at(out, s.key).update(value)
             elif value is not None and (value or not s.omit_empty):
                 _at(out, path)[name] = (
-                    self._rows_json(s, value) if s.type == "rows"
+                    _WRITE[s.type](s, value) if s.type in _WRITE
                     else sorted(value) if s.sort else _json(value)
                 )
         return out
-
-    def _rows_json(self, s: _Spec, value: Any) -> list[dict[str, Any]]:
-        rows = [(k, *(v if isinstance(v, tuple) else (v,))) for k, v in sorted(value.items())] \
-            if s.keyed else list(value)
-        extras = getattr(self, "row_unrecognized", {}).get(s.key, ())
-        if len(extras) != len(rows):
-            extras = ({},) * len(rows)
-        return [{**x, **{c.key: v for c, v in zip(s.columns, row, strict=True)}}
-                for x, row in zip(extras, rows, strict=True)]
 
 
 @dataclass(frozen=True)

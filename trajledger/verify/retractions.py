@@ -3,9 +3,10 @@ excuses.
 
 Scope: `authority` (an approver may stop the use of anything, a producer only of what it
 produced), `erasure_note` and `note_erased` (the ``erased`` checks of an artifact whose data a
-verified erasure deleted). Pure, as ``verify.judge``; loaded only when the walk meets a
-revocation or an erasure (``verify.lineage``), or a document a verified erasure deleted
-(``verify.documents``).
+verified erasure deleted), `check_erased` (a bundle's list of erased blobs). Pure, as
+``verify.judge``; loaded only when the walk meets a revocation or an erasure
+(``verify.lineage``), a document a verified erasure deleted (``verify.documents``), or a bundle
+that lists erased blobs (``verify.bundle``).
 Non-scope: finding those records and verifying them (``verify.lineage``, ``verify.judge``); a
 revocation's ``revoked`` check (``verify.judge.standing``).
 Spec: schemas/SPEC.md, section "Lineage verification".
@@ -13,15 +14,28 @@ Spec: schemas/SPEC.md, section "Lineage verification".
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
+from .bundle_index import INDEX_NAME
 from .judge import Record, RecordFailure
 from .policy import TrustPolicy
 from .predicates import Erasure
-from .report import ERASED, Node
+from .report import ERASED, INFO, Node
 from .report import short as _short
 
-__all__ = ["authority", "erasure_note", "note_erased"]
+__all__ = ["authority", "check_erased", "erasure_note", "note_erased"]
+
+
+def check_erased(erased: Sequence[str], erased_blob: Callable[[str], Record | None],
+                 bundle: Node) -> None:
+    """The ``erased`` checks of a ``bundle`` node whose ``bundle.json`` lists ``erased`` blobs:
+    a verified erasure record of the lineage (``erased_blob``, by digest) deleted each."""
+    for digest in erased:
+        if erased_blob(digest) is None:
+            bundle.fail("erased", f"{INDEX_NAME} lists {digest[:19]}… as erased, but no "
+                        "verified erasure record of this lineage deleted it")
+    bundle.add("erased", INFO, f"{len(erased)} blob(s) not in the bundle: deleted "
+               "by verified erasure records (their digests still verify)")
 
 
 def authority(rec: Record, policy: TrustPolicy, kind: str | None,

@@ -136,22 +136,6 @@ class Statement:
             observed=self.identity.digest,
         )
 
-    def subject(self, digest: str) -> Subject:
-        """Return the subject whose digest is ``digest``.
-
-        Raises:
-            DigestMismatchError: no subject has that digest.
-        """
-        for s in self.subjects:
-            if s.digest == digest:
-                return s
-        names = ", ".join(s.digest for s in self.subjects)
-        raise DigestMismatchError(
-            f"statement: no subject has digest {digest} (subjects: {names})",
-            subject="statement",
-            expected=digest,
-        )
-
 
 @dataclass(frozen=True)
 class VerifiedStatement:

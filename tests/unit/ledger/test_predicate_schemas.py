@@ -27,6 +27,7 @@ from trajledger.verify.dsse import Envelope
 from trajledger.verify.kinds import KINDS as REGISTRY_KINDS
 from trajledger.verify.kinds import predicate_class
 from trajledger.verify.log_entry import LogEntry
+from trajledger.verify.sealed_files import SEAL_SCHEME
 from trajledger.verify.statement import Statement
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -270,7 +271,7 @@ MODELS: list[tuple[str, Any, dict[str, Any]]] = [
             "schemaVersion": "2", "environment": REF, "policyVersion": "p", "generator": "g",
             "counts": {"steps": 3, "episodes": 1}, "stats": {},
             "sealed": {
-                "scheme": predicates.SEAL_SCHEME,
+                "scheme": SEAL_SCHEME,
                 "recipients": [{"keyid": "ab" * 32, "encapsulatedKey": "AAAA"}],
                 "files": [{"path": "steps.parquet", "ciphertext": D, "size": 90}],
                 "episodes": [{"episodeId": "e", "steps": 3, "modality": "text",
@@ -345,7 +346,7 @@ def test_typed_predicates_write_what_the_schema_describes(
             "rollout-batch",
             {"schemaVersion": "2", "environment": REF, "policyVersion": "p", "generator": "g",
              "counts": {}, "stats": {}, "features": {"digest": D, "size": 1, "version": 3},
-             "sealed": {"scheme": predicates.SEAL_SCHEME, "episodes": [], "featureVersion": 3,
+             "sealed": {"scheme": SEAL_SCHEME, "episodes": [], "featureVersion": 3,
                         "recipients": [{"keyid": "ab" * 32, "encapsulatedKey": "AAAA"}],
                         "files": [{"path": "steps.parquet", "ciphertext": D, "size": 90}]}},
             "should not be valid under",  # a sealed batch names no features file

@@ -34,7 +34,7 @@ from trajledger.ledger.store import ObjectStore
 from trajledger.verify.digest import FileDigest, hash_file
 from trajledger.verify.encryption_key import EncryptionKey
 from trajledger.verify.errors import DigestMismatchError
-from trajledger.verify.predicates import SEAL_SEGMENT, Sealed
+from trajledger.verify.sealed_files import SEAL_SEGMENT, Sealed
 
 BATCH = "sha256:" + "ab" * 32
 

@@ -17,8 +17,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from trajledger.ledger.encode import checkpoint_text, format_signature_line
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
-from trajledger.verify.consistency import check_consistent
+from trajledger.verify.consistency import check_consistent, parse_consistency_proofs
 from trajledger.verify.cosignatures import verify_cosignatures
+from trajledger.verify.cosigned import cosignature_message
 from trajledger.verify.errors import ConsistencyError, FormatError, PolicyError, SignatureError
 from trajledger.verify.merkle import EMPTY_ROOT, leaf_hash
 from trajledger.verify.note import (
@@ -26,7 +27,6 @@ from trajledger.verify.note import (
     ALG_ED25519,
     Note,
     Verifier,
-    cosignature_message,
     key_hash,
     verifier_from_vkey,
 )
@@ -272,3 +272,14 @@ def test_empty_tree_and_other_log() -> None:
         check_consistent(bogus_empty, _cp(5), [])
     with pytest.raises(ConsistencyError, match=r"different logs: '.*testdata' and 'b'"):
         check_consistent(_cp(5), Checkpoint("b", 5, _cp(5).root), [])
+
+
+def test_a_bundle_s_consistency_proofs_start_below_its_checkpoint() -> None:
+    h = bytes(range(32))
+    line = base64.b64encode(h) + b"\n"
+    assert parse_consistency_proofs({3: line}, 5, "b") == {3: [h]}
+    with pytest.raises(FormatError, match=r"^b: member proofs/5\.consistency: from size 5, not "
+                       r"below the checkpoint's 5$"):
+        parse_consistency_proofs({3: line, 5: line}, 5, "b")
+    with pytest.raises(FormatError, match=r"^b: member proofs/3\.consistency: want one base64"):
+        parse_consistency_proofs({3: b""}, 5, "b")

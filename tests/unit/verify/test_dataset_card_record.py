@@ -22,11 +22,11 @@ import pytest
 from trajledger import Ledger
 from trajledger.ledger.artifacts import create_dataset, record_batch, register_environment
 from trajledger.ledger.cards import ProducerCard
-from trajledger.ledger.record import record_files
+from trajledger.ledger.record import KIND_BY_PREDICATE, record_files
 from trajledger.ledger.status import erase, record_policy
 from trajledger.verify import predicates
 from trajledger.verify.errors import FormatError
-from trajledger.verify.kinds import BY_PREDICATE_TYPE, KINDS
+from trajledger.verify.kinds import KINDS
 from trajledger.verify.ledger_dir import LedgerDirEvidence
 from trajledger.verify.lineage import ERASED, OK, LineageVerifier, Report
 from trajledger.verify.policy import TrustPolicy
@@ -129,7 +129,7 @@ def test_v2_is_v1_with_the_cards_digest() -> None:
 def test_the_dataset_kind_reads_both_versions() -> None:
     kind = KINDS["dataset"]
     assert kind.predicate_types == (predicates.DATASET, predicates.DATASET_V2)
-    assert BY_PREDICATE_TYPE[predicates.DATASET_V2] is kind
+    assert KIND_BY_PREDICATE[predicates.DATASET_V2] == kind.name
     assert predicates.DATASET_V2 in predicates.ALL
     subject = [{"name": "d@1", "digest": {"sha256": "ab" * 32}}]
     body = {"name": "d", "version": "1", "split": "train", "batches": [D]}

@@ -25,11 +25,11 @@ from cryptography.hazmat.primitives.asymmetric import x25519
 from trajledger.ledger.encode import vkey_string
 from trajledger.ledger.keys import Signer
 from trajledger.verify import other_predicates as op
-from trajledger.verify import predicates as p
 from trajledger.verify.encryption_key import EncryptionKey
 from trajledger.verify.errors import FormatError
 from trajledger.verify.policy import TrustPolicy, policy_digest
 from trajledger.verify.release_rules import Requirement, requirement_problems
+from trajledger.verify.sealed_files import SEAL_SCHEME, Sealed
 
 D = "sha256:" + "ab" * 32
 B = "sha256:" + "cd" * 32
@@ -97,7 +97,7 @@ def test_release_and_unsealing_read_strictly() -> None:
 
 def sealed(**changes: Any) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "scheme": p.SEAL_SCHEME,
+        "scheme": SEAL_SCHEME,
         "recipients": [{"keyid": "ef" * 32, "encapsulatedKey": "AAAA"}],
         "files": [{"path": "steps.parquet", "ciphertext": B, "size": 100}],
         "episodes": [{"episodeId": "e", "steps": 3, "modality": "numeric",
@@ -110,7 +110,7 @@ def sealed(**changes: Any) -> dict[str, Any]:
 
 
 def test_sealed_batches_read_strictly() -> None:
-    s = p.Sealed.from_json(sealed(), "sealed")
+    s = Sealed.from_json(sealed(), "sealed")
     assert s.to_json() == sealed()
     assert s.files == {"steps.parquet": (B, 100)}
     episode = dict(sealed()["episodes"][0], sketch=base64.b64encode(bytes(511)).decode())
@@ -129,7 +129,7 @@ def test_sealed_batches_read_strictly() -> None:
          "featureVersion is missing"),
     ]:
         with pytest.raises(FormatError, match=message):
-            p.Sealed.from_json(bad, "sealed")
+            Sealed.from_json(bad, "sealed")
 
 
 @pytest.mark.parametrize(("plain", "want"), [(0, 53), (1, 54), (65536, 65589),
@@ -137,7 +137,7 @@ def test_sealed_batches_read_strictly() -> None:
 def test_ciphertext_size(plain: int, want: int) -> None:
     """21 bytes of magic, a 16-byte salt, the plaintext, a 16-byte tag per 64 KiB segment (at
     least one: an empty file is one empty final segment)."""
-    assert p.Sealed.ciphertext_size(plain) == want
+    assert Sealed.ciphertext_size(plain) == want
 
 
 # -- trust policy format 2 -----------------------------------------------------------------

@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from trajledger.ledger.record import KIND_BY_PREDICATE
 from trajledger.verify import kinds, log_entry, predicates
 
 SCHEMA = Path(__file__).resolve().parents[3] / "schemas" / "log-entry.v1.schema.json"
@@ -30,7 +31,7 @@ def test_every_kind_names_its_predicate_types_and_each_resolves_to_its_class() -
         for t in k.predicate_types:
             cls = kinds.predicate_class(t)
             assert t == cls.TYPE and issubclass(cls, first)
-            assert kinds.BY_PREDICATE_TYPE[t] is k
+            assert KIND_BY_PREDICATE[t] == k.name
 
 
 def test_the_predicates_a_checkpoints_lineage_does_not_hold_load_on_first_use() -> None:

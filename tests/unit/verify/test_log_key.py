@@ -18,6 +18,7 @@ from trajledger.verify.log_key import (
     handover_checkpoint,
     key_chain,
     parse_handover,
+    parse_handovers,
 )
 from trajledger.verify.note import verifier_from_vkey
 
@@ -108,3 +109,11 @@ def test_a_smaller_tree_cannot_be_handed_over() -> None:
 def test_a_bad_note_fails_the_chain() -> None:
     with pytest.raises(SignatureError, match="key handover 2: not signed by the new key"):
         key_chain(vkey(0), [handover(0, 1), handover(1, 2, signers=(1,))])
+
+
+def test_a_bundle_s_handovers_are_numbered_from_1_and_each_is_checked() -> None:
+    parse_handovers({1: handover(0, 1), 2: handover(1, 2)}, "b")
+    with pytest.raises(FormatError, match=r"^b: key handovers are not numbered 1\.\.2$"):
+        parse_handovers({1: handover(0, 1), 3: handover(1, 2)}, "b")
+    with pytest.raises(SignatureError, match=r"^b: member key-handovers/2: not signed by the new"):
+        parse_handovers({1: handover(0, 1), 2: handover(1, 2, signers=(1,))}, "b")

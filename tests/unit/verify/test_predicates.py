@@ -25,6 +25,7 @@ from trajledger.verify import other_predicates as op
 from trajledger.verify import predicates as p
 from trajledger.verify.errors import FormatError
 from trajledger.verify.manifest import FileEntry, Manifest
+from trajledger.verify.sealed_files import SEAL_SCHEME, Sealed, SealedEpisode
 
 GOLDEN = Path(__file__).resolve().parents[2] / "vectors" / "predicates" / "golden.json"
 D = "sha256:" + "ab" * 32
@@ -34,7 +35,7 @@ REF = {"name": "cartpole", "version": "1", "digest": D}
 MANIFEST = Manifest.from_files([FileEntry("a.txt", 3, "ef" * 32)]).to_json()
 SPACE = {"type": "Discrete", "dtype": "int64", "n": 2, "start": 0}
 SEALED = {
-    "scheme": p.SEAL_SCHEME,
+    "scheme": SEAL_SCHEME,
     "recipients": [{"keyid": "ef" * 32, "encapsulatedKey": "AAAA"}],
     "files": [{"path": "z.parquet", "ciphertext": B, "size": 90},
               {"path": "a.parquet", "ciphertext": D, "size": 53}],
@@ -137,8 +138,8 @@ def positional() -> dict[str, p.Predicate]:
     """Predicates built positionally, as the writers in ``ledger`` and ``runner`` build them."""
     ref = p.ArtifactRef("cartpole", "1", D)
     manifest = Manifest.from_json(MANIFEST)
-    episode = p.SealedEpisode("e", 3, "numeric", "01" * 32, None)
-    sealed = p.Sealed((("ef" * 32, "AAAA"),), {"b": (B, 90), "a": (D, 53)}, (episode,), 1)
+    episode = SealedEpisode("e", 3, "numeric", "01" * 32, None)
+    sealed = Sealed((("ef" * 32, "AAAA"),), {"b": (B, 90), "a": (D, 53)}, (episode,), 1)
     descriptor = p.ResourceDescriptor.of("ds", D, role="dataset")
     return {
         "files": p.Files(manifest),

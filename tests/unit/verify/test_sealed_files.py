@@ -1,13 +1,17 @@
 """verify.sealed_files.ciphertexts: a sealed batch's blobs are its ciphertexts, each bound by the
 signed predicate to a manifest path, with the size the sealing gives its plaintext (the walk
-through a sealed suite loads it: tests/e2e/test_evaluations.py)."""
+through a sealed suite loads it: tests/e2e/test_evaluations.py); and the ``sealed`` member of a
+rollout batch, which `RolloutBatch` names lazily (``verify.records``) and reads with `Sealed`."""
 
 from __future__ import annotations
 
+import pytest
+
+from trajledger.verify.errors import FormatError
 from trajledger.verify.manifest import FileEntry, Manifest
-from trajledger.verify.predicates import Sealed
+from trajledger.verify.predicates import ArtifactRef, RolloutBatch
 from trajledger.verify.report import FAIL, Node
-from trajledger.verify.sealed_files import ciphertexts
+from trajledger.verify.sealed_files import Sealed, ciphertexts
 
 A, B, C = ("sha256:" + c * 64 for c in "abc")
 
@@ -36,3 +40,13 @@ def test_a_ciphertext_of_the_wrong_size_or_a_file_not_sealed_fails() -> None:
         ("steps.parquet", FAIL, "sealed: ciphertext of 70000 bytes for 70000 plaintext bytes, "
          f"want {Sealed.ciphertext_size(70000)}"),
     ]
+
+
+def test_a_batch_reads_its_sealed_member_with_this_module() -> None:
+    sealed = Sealed((("ef" * 32, "AAAA"),), {"a": (A, 53)}, (), 1)
+    batch = RolloutBatch("1", ArtifactRef("e", "1", B), "p", "g", {}, {}, sealed=sealed)
+    got = RolloutBatch.from_json(batch.to_json(), "batch")
+    assert isinstance(got.sealed, Sealed) and got.sealed == sealed
+    bad = {**batch.to_json(), "sealed": {**sealed.to_json(), "recipients": []}}
+    with pytest.raises(FormatError, match=r"^batch: sealed: want recipients, files and a"):
+        RolloutBatch.from_json(bad, "batch")

@@ -119,14 +119,6 @@ def test_parse_refuses(changes: dict[str, Any], match: str) -> None:
         Statement.from_bytes(canonical_json(statement_obj(**changes)))
 
 
-def test_subject_lookup() -> None:
-    st = Statement.from_bytes(canonical_json(statement_obj()))
-    assert st.subject("sha256:" + HEX_A).name == "dataset"
-    with pytest.raises(DigestMismatchError, match=r"no subject has digest sha256:b{64}") as e:
-        st.subject("sha256:" + HEX_B)
-    assert e.value.expected == "sha256:" + HEX_B
-
-
 # --- verify_statement ------------------------------------------------------------------------
 
 

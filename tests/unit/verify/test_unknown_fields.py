@@ -34,6 +34,7 @@ from trajledger.verify.errors import FormatError
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.manifest import FileEntry, Manifest
 from trajledger.verify.policy import TrustPolicy
+from trajledger.verify.sealed_files import SEAL_SCHEME
 from trajledger.verify.statement import STATEMENT_TYPE, Statement
 
 SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
@@ -49,7 +50,7 @@ EXTRA = {"futureField": {"added": ["by", "a", "newer", "writer"]}}
 MANIFEST = Manifest.from_files([FileEntry("a.txt", 3, "ef" * 32)]).to_json()
 SPACE = {"type": "Discrete", "dtype": "int64", "n": 2, "start": 0}
 SEALED = {
-    "scheme": p.SEAL_SCHEME,
+    "scheme": SEAL_SCHEME,
     "recipients": [{"keyid": "ef" * 32, "encapsulatedKey": "AAAA"}],
     "files": [{"path": "steps.parquet", "ciphertext": D, "size": 90}],
     "episodes": [{"episodeId": "e", "steps": 3, "modality": "numeric", "fingerprint": "01" * 32,

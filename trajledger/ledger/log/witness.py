@@ -18,12 +18,12 @@ from pathlib import Path
 
 from trajledger.verify.checkpoint import verify_checkpoint
 from trajledger.verify.consistency import check_consistent
+from trajledger.verify.cosigned import cosignature_message
 from trajledger.verify.errors import SignatureError
 from trajledger.verify.log_key import Handover, key_chain
 from trajledger.verify.note import (
     ALG_COSIGNATURE_V1,
     Note,
-    cosignature_message,
     key_hash,
     verifier_from_vkey,
 )
