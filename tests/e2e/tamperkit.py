@@ -117,7 +117,7 @@ class Pristine:
 
     `reset` makes ``work`` what a fresh ``shutil.copytree`` of the tree as taken makes: the
     same directories and files, each file's bytes, and every directory's and file's permission
-    bits and access and modification times. It touches only what differs (deleting and copying
+    bits and modification time. It touches only what differs (deleting and copying
     a whole ledger again costs more than a decision on it): a file is kept when its type, mode,
     size, modification time and bytes are the pristine one's (the bytes are compared each time:
     a write in place within the clock's granularity may keep the size and the time); anything

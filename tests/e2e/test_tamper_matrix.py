@@ -458,7 +458,7 @@ def attacker(secured_quickstart: tk.Quickstart) -> tk.Quickstart:
     return secured_quickstart
 
 
-@pytest.mark.slow  # about 220 tamperings x 5 decisions, in process: about 50 s of CPU
+@pytest.mark.slow  # about 220 tamperings x 5 decisions, in process: about 30 s of CPU
 def test_tamper_matrix(
     pristine: tk.Quickstart,
     attacker: tk.Quickstart,
