@@ -3,7 +3,8 @@
 Scope: a click runner that keeps stderr apart (`testkit.new_runner`); pinning a copied ledger's
 log key ahead for this test's user (`pin_log`: the user knows the ledger; no first-use note); the
 byte mutations (flip one byte, truncate); writing over a read-only store blob; swapping two
-files; a snapshot of a directory's bytes and modes; building a quickstart ledger in process with
+files; a snapshot of a directory's bytes and modes; a pristine tree that work copies are put
+back to between tamperings (`Pristine`); building a quickstart ledger in process with
 its own user state directory; running command lines in a child process that file modes bind even
 as root (run as a script, this file is that child).
 Non-scope: what a test concludes from a mutation (each test module classifies for itself).
@@ -108,6 +109,71 @@ def snapshot_changed(
         else:
             out.pop(rel, None)
     return out
+
+
+class Pristine:
+    """A directory tree (no symbolic links in it) as it was when taken, and work copies of it
+    put back to it between tamperings.
+
+    `reset` makes ``work`` what a fresh ``shutil.copytree`` of the tree as taken makes: the
+    same directories and files, each file's bytes, and every directory's and file's permission
+    bits and modification time. It touches only what differs (deleting and copying
+    a whole ledger again costs more than a decision on it): a file is kept when its type, mode,
+    size, modification time and bytes are the pristine one's (the bytes are compared each time:
+    a write in place within the clock's granularity may keep the size and the time); anything
+    else is deleted and written again, and a directory that is no longer pristine gets its
+    mode and times back.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.dirs: dict[str, os.stat_result] = {".": root.lstat()}
+        self.files: dict[str, tuple[os.stat_result, bytes]] = {}
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in [*dirnames, *filenames]:
+                path = os.path.join(dirpath, name)
+                rel, st = os.path.relpath(path, root), os.lstat(path)
+                if stat.S_ISDIR(st.st_mode):
+                    self.dirs[rel] = st
+                else:
+                    assert stat.S_ISREG(st.st_mode), f"{path}: not a directory or a file"
+                    self.files[rel] = (st, Path(path).read_bytes())
+
+    def _same(self, path: str, rel: str) -> bool:
+        if rel in self.dirs:
+            return os.path.isdir(path) and not os.path.islink(path)
+        if rel not in self.files:
+            return False
+        want, data = self.files[rel]
+        st = os.lstat(path)
+        return (st.st_mode, st.st_size, st.st_mtime_ns) == (
+            want.st_mode, want.st_size, want.st_mtime_ns
+        ) and Path(path).read_bytes() == data
+
+    def reset(self, work: Path) -> None:
+        """Make ``work`` (made when absent) a fresh copy of the pristine tree."""
+        work.mkdir(exist_ok=True)
+        for dirpath, dirnames, filenames in os.walk(work, topdown=False):
+            for name in [*filenames, *dirnames]:
+                path = os.path.join(dirpath, name)
+                if self._same(path, os.path.relpath(path, work)):
+                    continue
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
+        for rel in sorted(self.dirs):  # parents first
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(work / rel)
+        for rel, (st, data) in self.files.items():
+            if not os.path.lexists(work / rel):
+                (work / rel).write_bytes(data)
+                os.chmod(work / rel, stat.S_IMODE(st.st_mode))
+                os.utime(work / rel, ns=(st.st_atime_ns, st.st_mtime_ns))
+        for rel in sorted(self.dirs, reverse=True):  # children first: theirs touch the parent
+            st, want = os.lstat(work / rel), self.dirs[rel]
+            if (st.st_mode, st.st_mtime_ns) != (want.st_mode, want.st_mtime_ns):
+                os.chmod(work / rel, stat.S_IMODE(want.st_mode))
+                os.utime(work / rel, ns=(want.st_atime_ns, want.st_mtime_ns))
 
 
 @dataclass(frozen=True)

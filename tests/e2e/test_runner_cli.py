@@ -1085,14 +1085,14 @@ def test_example_policy_is_accepted(runner: CliRunner, world: World) -> None:
 
 
 def test_second_iteration_through_the_ledger_beats_random(
-    runner: CliRunner, tmp_path: Path
+    runner: CliRunner, world: World
 ) -> None:
     """record -> dataset -> approve -> train -> rollout -> dataset -> approve -> train, all
     through the ledger and the CLI; the returns are measured here with fixed seeds."""
     from trajledger.runner.train import checkpoint_files
     from trajledger.runner.trainers import load_policy
 
-    w = build_world(tmp_path / "home")
+    w = world
     home = w.home
     played = run_policy(None, "CartPole-v1", 100, 0, policy_version="random", clock=clock)
     batch0 = record_batch(

@@ -45,6 +45,7 @@ file, and lands in the member list.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
@@ -177,6 +178,10 @@ def test_tamper_sweep_of_a_ledger(
         (f"verify {r[:15]} --deep", ["verify", r, "--policy", str(policy)]) for r in refs
     ]
 
+    # The log, and the derived caches (index/, made when needed), as they are before the sweep.
+    pristine_dirs = {d: tk.Pristine(pristine / d) for d in ("log", "index")
+                     if (pristine / d).exists()}
+
     def restore(*touched: str) -> None:
         """Put back what a mutation (or a detector's log recovery) may have changed."""
         if not touched:
@@ -189,9 +194,10 @@ def test_tamper_sweep_of_a_ledger(
                 os.chmod(home / rel, 0o444)
             else:
                 for d in ("log", "index"):
-                    shutil.rmtree(home / d, ignore_errors=True)
-                    if (pristine / d).exists():  # index/: derived caches, made when needed
-                        shutil.copytree(pristine / d, home / d)
+                    if d in pristine_dirs:
+                        pristine_dirs[d].reset(home / d)
+                    else:
+                        shutil.rmtree(home / d, ignore_errors=True)
 
     restore()
     runner = new_runner()
@@ -261,14 +267,24 @@ def pack(path: Path, members: list[tuple[str, bytes]], *, reindex: bool) -> Path
             old.subject, old.origin, old.vkey, old.created, tuple(listed), old.omitted
         )
         members = [("bundle.json", bundle_index_bytes(new)), *members[1:]]
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    path.write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
+    # What ``tarfile.open(mode="w", format=PAX_FORMAT)`` writes for these members: each one's
+    # header block(s) and data padded to a block, two zero blocks, zeros to a whole record.
+    tar = b"".join(tar_member(name, data) for name, data in members) + NUL * (2 * BLOCK)
+    tar += NUL * (-len(tar) % tarfile.RECORDSIZE)
+    path.write_bytes(zstandard.ZstdCompressor().compress(tar))
     return path
+
+
+NUL, BLOCK = b"\0", tarfile.BLOCKSIZE
+
+
+@functools.lru_cache(maxsize=256)  # the members a mutation leaves as they are: most of them
+def tar_member(name: str, data: bytes) -> bytes:
+    """One member as ``TarFile.addfile`` writes it in a PAX archive (mode 0644, times 0)."""
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    header = info.tobuf(tarfile.PAX_FORMAT, tarfile.ENCODING, "surrogateescape")
+    return header + data + NUL * (-len(data) % BLOCK)
 
 
 def member_names_of(name: str) -> list[str]:

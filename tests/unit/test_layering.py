@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import importlib.metadata
 import json
 import os
@@ -157,8 +158,15 @@ def project_files() -> Iterator[Path]:
 
 
 def all_imports(path: Path) -> list[Import]:
-    return imports_of(path.read_text("utf-8"), module_name(path), str(path.relative_to(REPO)),
-                      is_package=path.name == "__init__.py")
+    """`imports_of` a file of the product, parsed once per session (per xdist worker): the
+    tests below read the same files, and each parse of them all costs about a second of CPU."""
+    return list(_parsed_imports(path))
+
+
+@functools.cache
+def _parsed_imports(path: Path) -> tuple[Import, ...]:
+    return tuple(imports_of(path.read_text("utf-8"), module_name(path),
+                            str(path.relative_to(REPO)), is_package=path.name == "__init__.py"))
 
 
 # -- the rules, as functions the self-tests below can feed -----------------------------------------

@@ -25,6 +25,7 @@ trajledger defines is taken to be that one), ``setattr(x, "_name", ...)`` and do
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "trajledger"
@@ -70,10 +71,18 @@ def _is_module(file: str, level: int, module: str | None, name: str) -> bool:
     return target.with_suffix(".py").is_file() or (target / "__init__.py").is_file()
 
 
+@functools.cache
+def nodes(source: str, file: str) -> tuple[ast.AST, ...]:
+    """``ast.walk(ast.parse(source, file))``, once per session (per xdist worker): the tests
+    below go over the product's source twice and the tests' twice (parsing and walking either
+    costs a second or two of CPU). The nodes are only read."""
+    return tuple(ast.walk(ast.parse(source, file)))
+
+
 def violations(source: str, file: str) -> list[str]:
     """The private reaches in one module's source (``file``: its path from the repository)."""
     bad: list[str] = []
-    for node in ast.walk(ast.parse(source, file)):
+    for node in nodes(source, file):
         if isinstance(node, ast.Import):
             modules = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -133,7 +142,8 @@ def private_definitions(root: Path = SRC) -> dict[str, set[str]]:
     for path in sorted(root.rglob("*.py")):
         module = ".".join(path.relative_to(root.parent).with_suffix("").parts)
         names = [path.stem]
-        for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+        file = str(path.relative_to(root.parent))
+        for node in nodes(path.read_text("utf-8"), file):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 names.append(node.name)
             elif isinstance(node, ast.Assign | ast.AnnAssign):
@@ -174,9 +184,14 @@ def owns(test: str, module: str) -> bool:
 def private_uses(source: str) -> list[tuple[int, str]]:
     """``(line, name)`` of each private name one test module's source uses and does not
     define itself (a test's own helper class may have private attributes)."""
-    tree = ast.parse(source)
+    return list(_private_uses(source))
+
+
+@functools.cache  # each test file's source is read twice (`reaches`, and SEAMS still used)
+def _private_uses(source: str) -> tuple[tuple[int, str], ...]:
     own: set[str] = set()
-    for node in ast.walk(tree):
+    uses: list[tuple[int, str]] = []
+    for node in nodes(source, "<unknown>"):  # one pass: the uses are filtered last
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             own.add(node.name)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -184,8 +199,6 @@ def private_uses(source: str) -> list[tuple[int, str]]:
         elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
               and isinstance(node.value, ast.Name) and node.value.id == "self"):
             own.add(node.attr)
-    uses: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("trajledger"):
             uses += [(node.lineno, p) for p in (node.module or "").split(".") if _private(p)]
             uses += [(node.lineno, a.name) for a in node.names if _private(a.name)]
@@ -206,7 +219,7 @@ def private_uses(source: str) -> list[tuple[int, str]]:
                     uses.append((node.lineno, word))
                 elif called in TARGETS and word.startswith("trajledger."):
                     uses += [(node.lineno, p) for p in word.split(".") if _private(p)]
-    return [(line, name) for line, name in uses if name not in own]
+    return tuple((line, name) for line, name in uses if name not in own)
 
 
 def reaches(test: str, source: str, defined: dict[str, set[str]]) -> list[str]:

@@ -46,6 +46,13 @@ def spec(i: int, *, kind: str = "files", subject: str | None = None) -> EntrySpe
     return testkit.entry_spec(i, PRODUCER.keyid, kind=kind, subject=subject)
 
 
+def next_specs(log: Log, n: int) -> list[EntrySpec]:
+    """The ``n`` specs that follow the log's last entry (``spec(size)`` on), the size read once:
+    each read of ``Log.size`` reads the log's state from disk (it sees other writers)."""
+    size = log.size
+    return [spec(size + i) for i in range(n)]
+
+
 @pytest.fixture
 def log(tmp_path: Path) -> Log:
     return Log.create(tmp_path / "log", ORIGIN, SIGNER)
@@ -116,7 +123,7 @@ def test_layout_follows_tlog_tiles(log: Log) -> None:
 
 def test_older_partials_are_kept_until_the_tile_is_full(log: Log) -> None:
     for n in (3, 5, 240):
-        log.append([spec(log.size + i) for i in range(n)])
+        log.append(next_specs(log, n))
     assert [f for f in files(log) if f.startswith("tile/")] == [
         "tile/0/000.p/248",
         "tile/0/000.p/3",
@@ -125,7 +132,7 @@ def test_older_partials_are_kept_until_the_tile_is_full(log: Log) -> None:
         "tile/entries/000.p/3",
         "tile/entries/000.p/8",
     ]
-    log.append([spec(log.size + i) for i in range(10)])
+    log.append(next_specs(log, 10))
     assert [f for f in files(log) if f.startswith("tile/")] == [
         "tile/0/000",
         "tile/0/001.p/2",
@@ -224,7 +231,7 @@ def test_proofs_verify_against_the_checkpoint_for_many_sizes(log: Log) -> None:
     batches = [1, 1, 2, 3, 9, 48, 191, 1, 255, 1, 256, 257, 2, 511, 560]
     seen: list[tuple[int, bytes]] = []
     for b in batches:
-        log.append([spec(log.size + i) for i in range(b)])
+        log.append(next_specs(log, b))
         cp = log.checkpoint()
         leaves = all_leaves(log)
         # The root is the RFC 6962 MTH of all leaves (spec-literal reference in verify.merkle).
@@ -245,7 +252,7 @@ def test_proofs_verify_against_the_checkpoint_for_many_sizes(log: Log) -> None:
 def test_proofs_across_level_2_tiles(log: Log) -> None:
     sizes = []
     for b in (4096,) * 16 + (700, 1):
-        log.append([spec(log.size + i) for i in range(b)])
+        log.append(next_specs(log, b))
         sizes.append((log.size, log.checkpoint().root))
     cp = log.checkpoint()
     assert cp.size == 65536 + 701
