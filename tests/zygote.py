@@ -14,7 +14,10 @@ and 2 (``SCM_RIGHTS``); the server forks a child that takes all of them, sets up
 ``sys.stdout`` and ``sys.stderr`` on those descriptors as the interpreter does at start-up, and
 runs the real console script (`runpy.run_path`, as ``__main__``, with ``sys.argv[0]`` the
 console script's path). The child ends as an interpreter does (exit handlers, flushing,
-finalisation: its ``SystemExit`` leaves the server's code and ends the process). The server
+finalisation: its ``SystemExit`` leaves the server's code and ends the process; an uncaught
+exception is printed from the console script's frame on, then the child exits 1; only an
+uncaught ``KeyboardInterrupt``, which trajledger's own handlers leave no room for, ends it
+killed by SIGINT before its exit handlers run). The server
 reports the child's wait status; the client exits with it (a child killed by signal N: the
 client kills itself with N, else exits 128+N). SIGINT, SIGTERM and SIGHUP sent to the client
 are sent on to the child; a client that dies first takes its child with it (SIGKILL).
@@ -245,18 +248,19 @@ class Zygote:
 
 
 @contextlib.contextmanager
-def serving(root: Path, templates: Path) -> Iterator[Zygote | None]:
+def serving(root: Path, templates: Path, path: str | None = None) -> Iterator[Zygote | None]:
     """A zygote serving while the block runs (None when `enabled` says no), started in the
     environment of this process with the ``PATH`` the harness gives a document (the directory
     of ``sys.executable`` first). Requests carry their own environment; one server serves
     every test of a session (an xdist worker). Quickstart templates (`quickstart_template`) are
-    kept under ``templates``, which the servers of a session's xdist workers share.
+    kept under ``templates``, which the servers of a session's xdist workers share. ``path``:
+    another ``PATH`` to find the console script on (tests/docs/test_zygote.py's stand-in).
     """
     if not enabled():
         yield None
         return
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRAJLEDGER_")}
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env["PATH"] = path or os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     script = real_script(env)
     python = script.read_text("utf-8").split("\n", 1)[0].removeprefix("#!").strip()
     root.mkdir(parents=True, exist_ok=True)
@@ -450,7 +454,22 @@ class Server:
         def run() -> None:
             import runpy
 
-            runpy.run_path(script, run_name="__main__")
+            try:
+                runpy.run_path(script, run_name="__main__")
+            except SystemExit:
+                raise
+            except BaseException as e:  # uncaught: printed from the script's frame on, as Python
+                tb = e.__traceback__  # would print it; then the interpreter's exit for it
+                while tb is not None and tb.tb_frame.f_code.co_filename != script:
+                    tb = tb.tb_next
+                sys.excepthook(type(e), e.with_traceback(tb), tb)
+                if isinstance(e, KeyboardInterrupt):  # Python ends killed by SIGINT
+                    for stream in (sys.stdout, sys.stderr):
+                        with contextlib.suppress(Exception):
+                            stream.flush()  # type: ignore[union-attr]
+                    signal.signal(signal.SIGINT, signal.SIG_DFL)
+                    os.kill(os.getpid(), signal.SIGINT)
+                raise SystemExit(1) from None
 
         served = self.templates and quickstart_template(
             Path(self.templates), self.client, script, sys.argv[1:])
