@@ -568,6 +568,7 @@ def build_template(template: Path, script: str, env: dict[bytes, bytes]) -> Path
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (template / "status").exists() and not (template / "unusable").exists():
+            shutil.rmtree(template, ignore_errors=True)  # a build killed half-way
             reason = build(template, script, env)
             if reason:
                 (template / "unusable").write_text(reason, "utf-8")
