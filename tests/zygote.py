@@ -302,12 +302,12 @@ def real_script(env: Mapping[str, str]) -> Path:
 # -- the server -----------------------------------------------------------------------------------
 
 
-def std_stream(fd: int, name: str) -> io.TextIOWrapper:
+def std_stream(fd: int, name: str, buffered: bool) -> io.TextIOWrapper:
     """The ``sys.<name>`` a starting interpreter makes for ``fd`` (Python/pylifecycle.c,
-    create_stdio), with the encoding and errors of this interpreter's own."""
+    create_stdio), with the encoding and errors of this interpreter's own; ``buffered``: not
+    under ``PYTHONUNBUFFERED``."""
     write = fd != 0
     original = getattr(sys, f"__{name}__")
-    buffered = not sys.__stdout__.write_through  # PYTHONUNBUFFERED
     buf = open(fd, "wb" if write else "rb", buffering=-1 if buffered or not write else 0,  # noqa: SIM115
                closefd=False)  # fmt: skip
     raw = getattr(buf, "raw", buf)
@@ -329,6 +329,7 @@ class Server:
         self.templates = templates
         self.client = Path(path).parent / "bin"
         self.frozen = frozen(os.environ)
+        self.buffered = not sys.__stdout__.write_through  # as PYTHONUNBUFFERED says
         self.started = time.monotonic()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.listener.bind(path)
@@ -401,8 +402,9 @@ class Server:
                 cpu = usage.ru_utime + usage.ru_stime
                 with open(self.log, "a", encoding="utf-8") as f:
                     f.write(f"{cpu:.3f}\ttrajledger {' '.join(args)}\n")
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(KeyError):  # not if `client_gone` unregistered it
                 self.selector.unregister(conn)
+            with contextlib.suppress(OSError):
                 conn.send(marshal.dumps(("status", status)))
             conn.close()
 
@@ -445,7 +447,7 @@ class Server:
             default = signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL
             signal.signal(s, signal.SIG_IGN if s in ignored else default)
         for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
-            stream = std_stream(fd, name) if fd in received else None
+            stream = std_stream(fd, name, self.buffered) if fd in received else None
             setattr(sys, name, stream)
             setattr(sys, f"__{name}__", stream)
         script = os.fsdecode(argv0)
