@@ -131,6 +131,21 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPat
     monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(tmp_path_factory.mktemp("state")))
 
 
+@pytest.fixture(scope="session")
+def docs_zygote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """The fork server of the docs harness and the README tour (tests/zygote.py: one per
+    session, an xdist worker), or None under ``TRAJLEDGER_DOCS_NO_ZYGOTE=1``."""
+    import os
+
+    import zygote
+
+    shared = tmp_path_factory.getbasetemp()  # xdist: the workers' directories are under one
+    shared = shared.parent if os.environ.get("PYTEST_XDIST_WORKER") else shared
+    templates = shared / "quickstart-templates"
+    with zygote.serving(tmp_path_factory.mktemp("zygote"), templates) as server:
+        yield server
+
+
 @pytest.fixture
 def runner() -> CliRunner:
     """A CliRunner with stderr kept apart from stdout (`testkit.new_runner`)."""

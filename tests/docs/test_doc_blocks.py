@@ -32,6 +32,20 @@ listed here as skipped.
 
 A failing block fails its document's test with the document, the block's line, the command that
 failed (bash's ``ERR`` trap) and the end of its output.
+
+How ``trajledger`` runs (tests/zygote.py; the README tour runs the same way). A fresh process
+per command spends most of its CPU on the interpreter's start and imports, so each command runs
+in a fork of a server that has imported the command line and the libraries commands load (the
+``docs_zygote`` fixture: one server per session, an xdist worker). The ``trajledger`` found
+first on the session's ``PATH`` is a small client that hands the server its arguments, working
+directory, environment, umask and standard streams; the fork becomes the process the console
+script would have been (same output, exit status, ``isatty`` answers, environment) and the
+client exits with its status. ``python -m trajledger``, ``python -c`` and every other program run
+as real processes. ``trajledger quickstart DIR``, with no other argument or option, is served
+from a template built for real once per session (a copy of its ledger and user state to ``DIR``,
+its output and exit status replayed) when nothing would differ; otherwise it runs for real
+(`zygote.quickstart_template` says when). ``TRAJLEDGER_DOCS_NO_ZYGOTE=1`` in the test run's
+environment runs every command as a real process, as a reader's shell does.
 """
 
 from __future__ import annotations
@@ -43,6 +57,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -210,7 +225,7 @@ def doc_id(doc: Path) -> str:
 @pytest.mark.slow  # one bash session per document, a command line each
 @pytest.mark.parametrize("doc", [d for d in DOCS if any(b.skip is None for b in runnable(d))],
                          ids=doc_id)
-def test_doc_runs_as_written(doc: Path, tmp_path: Path) -> None:
+def test_doc_runs_as_written(doc: Path, tmp_path: Path, docs_zygote: Any) -> None:
     harness = tmp_path / "harness"
     harness.mkdir()
     text, checks = script(doc, harness)
@@ -223,11 +238,15 @@ def test_doc_runs_as_written(doc: Path, tmp_path: Path) -> None:
                         "XDG_STATE_HOME", "NO_COLOR")}  # fmt: skip
     env.update(HOME=str(home), TRAJLEDGER_STATE_DIR=str(tmp_path / "state"),
                PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""))  # fmt: skip
+    if docs_zygote is not None:
+        env["PATH"] = docs_zygote.path(env["PATH"])
     done = subprocess.run(
         ["bash", str(harness / "doc.sh")], cwd=work, env=env, stdin=subprocess.DEVNULL,
         capture_output=True, text=True,
         timeout=900,  # a hang guard, not a timing assertion
     )  # fmt: skip
+    if docs_zygote is not None:
+        docs_zygote.check()
     if done.returncode != 0:
         placed = [ln for ln in done.stderr.splitlines() if ln.startswith("@@docs-harness block")]
         failed = [ln for ln in done.stderr.splitlines() if "@@docs-harness command " in ln

@@ -15,7 +15,9 @@ a document; the docs harness leaves the tour's blocks to this test rather than r
 time.) Steps whose point is to fail check their own exit code in the README
 (``code=0; cmd || code=$?`` then ``test "$code" -eq 1``), so a refusal that stopped happening fails
 the run. The script runs with ``-x``: on failure, the assertion message ends with the trace of the
-failing command.
+failing command. Its ``trajledger`` commands run as the docs harness runs them (a fork server and
+its client first on ``PATH``; ``TRAJLEDGER_DOCS_NO_ZYGOTE=1``: real processes): see
+tests/docs/test_doc_blocks.py and tests/zygote.py.
 
 The CI test parses README's "Start" section (its first two ``sh`` blocks) and ``.ci/run`` (the
 lines after its ``# README, command 1`` and ``# README, command 2`` comments) and requires the
@@ -31,6 +33,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,7 +73,7 @@ def tour_script(text: str) -> str:
 
 
 @pytest.mark.slow  # the tour as a bash script
-def test_the_tour_runs_as_written(tmp_path: Path) -> None:
+def test_the_tour_runs_as_written(tmp_path: Path, docs_zygote: Any) -> None:
     script = tmp_path / "tour.sh"
     script.write_text(tour_script(README.read_text("utf-8")))
     work = tmp_path / "work"
@@ -82,6 +85,8 @@ def test_the_tour_runs_as_written(tmp_path: Path) -> None:
     env["HOME"] = str(tmp_path / "home")
     env["TRAJLEDGER_STATE_DIR"] = str(tmp_path / "state")
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    if docs_zygote is not None:
+        env["PATH"] = docs_zygote.path(env["PATH"])
     done = subprocess.run(
         ["bash", "-x", str(script)],
         cwd=work,
@@ -91,6 +96,8 @@ def test_the_tour_runs_as_written(tmp_path: Path) -> None:
         text=True,
         timeout=600,  # a hang guard, not a timing assertion
     )
+    if docs_zygote is not None:
+        docs_zygote.check()
     assert done.returncode == 0, (
         f"the README tour exited {done.returncode}\n--- stdout (end)\n{done.stdout[-3000:]}"
         f"\n--- stderr (end)\n{done.stderr[-6000:]}"
