@@ -5,6 +5,7 @@ Scope: a record type declares each field once, as a dataclass field built with `
 key, one of a closed set of field types, optional or required, a default) and one `_check`
 for rules across fields; `Record.from_json` and `Record.to_json` serve every type, nested
 records included; members a reader does not know are kept and written back where they were.
+The writer (`verify.record_json`) loads only when a record is written: a verifier only reads.
 Non-scope: which records exist and what they mean (``verify.predicates``), trust decisions.
 """
 
@@ -171,15 +172,16 @@ _READ: dict[str, Callable[[_Spec, Any, str], Any]] = {
     "rest": lambda s, v, at: v,  # a nested object's unknown members (collected, not read)
 }
 """The field types: each reads a JSON value at ``at`` into its Python value, or raises."""
-_WRITE: dict[str, Callable[[_Spec, Any], Any]] = {}
-"""How the field types `field_type` added write their values (others: `_json`)."""
 
 
 def field_type(name: str, read: Callable[[_Spec, Any, str], Any],
                write: Callable[[_Spec, Any], Any]) -> None:
     """Add a field type that only the records of a module loaded on use hold (a sealed batch's
-    rows: ``verify.sealed_files``): ``read`` as the types of `_READ`, ``write`` its JSON."""
-    _READ[name], _WRITE[name] = read, write
+    rows: ``verify.sealed_files``): ``read`` as the types of `_READ`, ``write`` its JSON
+    (`verify.record_json.WRITERS`)."""
+    from .record_json import WRITERS  # the writer: loaded with the few records of such a type
+
+    _READ[name], WRITERS[name] = read, write
 
 
 def read_members(
@@ -254,7 +256,7 @@ _Fields = tuple[tuple[Field[Any], _Spec], ...]
 _SPECS: dict[type, tuple[_Fields, tuple[_Spec, ...]]] = {}
 
 
-def _specs(cls: type) -> tuple[_Fields, tuple[_Spec, ...]]:
+def field_specs(cls: type) -> tuple[_Fields, tuple[_Spec, ...]]:
     """The fields of ``cls`` read from JSON with their specs, and the specs alone (what
     `Record.from_json` reads ``cls`` by), made once per class."""
     found = _SPECS.get(cls)
@@ -264,22 +266,12 @@ def _specs(cls: type) -> tuple[_Fields, tuple[_Spec, ...]]:
     return found
 
 
-def _at(out: dict[str, Any], path: str) -> dict[str, Any]:
+def member_at(out: dict[str, Any], path: str) -> dict[str, Any]:
     """The object at dotted ``path`` in ``out``, created or copied (never shared) on the way."""
     for name in filter(None, path.split(".")):
         out[name] = dict(out.get(name) or {})
         out = out[name]
     return out
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, Record | Manifest):
-        return value.to_json()
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, tuple | list):
-        return [_json(v) for v in value]
-    return value
 
 
 @dataclass(frozen=True)
@@ -297,7 +289,7 @@ class Record:
         Raises:
             FormatError: not an object, or a known field is missing or malformed.
         """
-        specs, read = _specs(cls)
+        specs, read = field_specs(cls)
         values, rest = read_members(read, obj, what)
         kept: dict[str, Any] = {f.name: v for (f, s), v in zip(specs, values, strict=True)}
         owners = {s.key: f.name for f, s in specs if s.type == "rest"}
@@ -306,7 +298,7 @@ class Record:
             key = next((k for k in owners if path == k or path.startswith(k + ".")), "")
             if members or not path:
                 into = kept[owners[key]] if key else unrecognized
-                _at(into, path.removeprefix(key)).update(members)
+                member_at(into, path.removeprefix(key)).update(members)
         made = cls(**kept, unrecognized=unrecognized)
         made._check(what)
         return made
@@ -320,20 +312,10 @@ class Record:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form: the known fields (absent optional ones omitted), then every
-        unrecognized member."""
-        out = dict(self.unrecognized)
-        specs = sorted(_specs(type(self))[0], key=lambda fs: fs[1].type != "rest")
-        for f, s in specs:
-            value = getattr(self, f.name)
-            path, _, name = s.key.rpartition(".")
-            if s.type == "rest":
-                _at(out, s.key).update(value)
-            elif value is not None and (value or not s.omit_empty):
-                _at(out, path)[name] = (
-                    _WRITE[s.type](s, value) if s.type in _WRITE
-                    else sorted(value) if s.sort else _json(value)
-                )
-        return out
+        unrecognized member (`verify.record_json.record_json`, loaded only to write one)."""
+        from .record_json import record_json
+
+        return record_json(self, field_specs(type(self))[0], member_at)
 
 
 @dataclass(frozen=True)
