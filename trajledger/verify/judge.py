@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .digest import digest_bytes
-from .dsse import Envelope
+from .dsse import Envelope, verify_envelope
 from .errors import FormatError, PolicyError, ProvenanceError, SignatureError, VerificationError
-from .keys import Identity
+from .keys import Identity, PublicKey
 from .kinds import KINDS, Kind, Signing
 from .log_entry import LogEntry
 from .policy import KEY_ROLES, TrustPolicy
@@ -38,7 +38,7 @@ from .predicates import (
 )
 from .report import OK, Node
 from .report import short as _short
-from .statement import Statement, unsigned_statement, verify_statement
+from .statement import Statement, unsigned_statement
 from .times import format_time, parse_time
 
 __all__ = ["CLOCK_SKEW", "REPAIR_HINT", "Record", "RecordFailure", "approvals", "held_out",
@@ -109,21 +109,17 @@ def judge_record(
     ``read`` gives a blob by digest: the Sigstore bundles of keyless signatures (a policy
     with identities only).
     """
-    # (1)
     head = f"log entry {index} ({entry.kind})"
-    if data is None:
-        return RecordFailure(index, f"{head}: envelope {_short(entry.envelope)} is missing", True)
-    got = digest_bytes(data)
-    if got != entry.envelope:
-        return RecordFailure(
-            index, f"{head}: envelope hashes to {_short(got)}, want {_short(entry.envelope)}", True
-        )
-    try:
-        envelope = Envelope.from_bytes(data, f"envelope of entry {index}")
-    except FormatError as e:
-        return RecordFailure(index, str(e), True)
     kind = KINDS[entry.kind]
     try:
+        # (1) Damaged evidence is a FormatError: the record fails closed (below).
+        if data is None:
+            raise FormatError(f"{head}: envelope {_short(entry.envelope)} is missing")
+        got = digest_bytes(data)
+        if got != entry.envelope:
+            raise FormatError(f"{head}: envelope hashes to {_short(got)}, want "
+                              f"{_short(entry.envelope)}")
+        envelope = Envelope.from_bytes(data, f"envelope of entry {index}")
         # (2)
         ptypes = kind.predicate_types
         allowed = policy.allowed_predicate_types
@@ -150,28 +146,17 @@ def judge_record(
                 what=what,
             )
         need = max(threshold - len(found), 0)
+        key_signers: tuple[PublicKey, ...] = ()
         try:
-            if need and not keys and not idents:  # every key of the role is revoked
-                raise SignatureError(
+            if need and not keys:  # every key of the role is revoked, or it has identities
+                raise SignatureError(  # only, too few of which signed
+                    (f"{what}: signed by {len(found)} of {threshold} required identities"
+                     + (f" ({'; '.join(notes)})" if notes else "")) if idents else
                     f"{what}: no signature by a trusted key: 0 of {threshold} required "
                     "signature(s) verified"
                 )
-            if need and not keys:
-                raise SignatureError(
-                    f"{what}: signed by {len(found)} of {threshold} required identities"
-                    + (f" ({'; '.join(notes)})" if notes else "")
-                )
             if need:
-                verified = verify_statement(
-                    envelope, keys, allowed_predicate_types=ptypes, threshold=need,
-                    subject_digest=entry.subject, what=what,
-                )
-                statement, key_signers = verified.statement, verified.signers
-            else:
-                statement, key_signers = unsigned_statement(
-                    envelope, allowed_predicate_types=ptypes, subject_digest=entry.subject,
-                    what=what,
-                ), ()
+                key_signers = verify_envelope(envelope, keys, threshold=need, what=what)
         except SignatureError as e:
             hint = f"; {'; '.join(notes)}" if notes else ""
             by = signed_by(policy, envelope, kind.roles, index, entry.time)
@@ -182,6 +167,8 @@ def judge_record(
                 cause = f"key:{named.pop()}:{' or '.join(kind.roles)}"
                 return RecordFailure(index, f"{e}; {by}{hint}", False, cause, by)
             raise SignatureError(f"{e}; {by}{hint}") from e
+        statement = unsigned_statement(envelope, allowed_predicate_types=ptypes,
+                                       subject_digest=entry.subject, what=what)
         if statement.predicate_type not in allowed:  # a version the policy does not allow
             raise PolicyError(
                 f"{what}: predicate type {statement.predicate_type} is not allowed by the "
