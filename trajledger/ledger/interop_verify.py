@@ -31,7 +31,11 @@ from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE
 from trajledger.verify.errors import DigestMismatchError, SignatureError
 from trajledger.verify.manifest import FileEntry, Manifest
 from trajledger.verify.policy import KEY_ROLES, TrustPolicy
-from trajledger.verify.sigstore_adapter import VerifiedBundle, verify_sigstore_bundle
+from trajledger.verify.sigstore_adapter import (
+    VerifiedBundle,
+    trusted_root_bytes,
+    verify_sigstore_bundle,
+)
 from trajledger.verify.statement import Statement
 from trajledger.verify.tree import TreeDiff, diff_tree, hash_files, manifest_from_statement
 
@@ -142,7 +146,7 @@ def verify_with_bundle(target: Path, bundle_path: Path, policy: TrustPolicy) -> 
         data,
         keys=keys,
         identities=identities,
-        trusted_root=policy.sigstore_trusted_root_bytes,
+        trusted_root=trusted_root_bytes(policy.sigstore_trusted_root),
         artifact_digest=digest,
         expected_payload=None,
         what=what,

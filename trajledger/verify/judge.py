@@ -139,11 +139,11 @@ def judge_record(
         notes: tuple[str, ...] = ()
         if idents:
             # Loaded only here: with cryptography.x509, a sixth of `verify`'s imports.
-            from .sigstore_adapter import identity_signers
+            from .sigstore_adapter import identity_signers, trusted_root_bytes
 
             found, notes = identity_signers(
-                envelope, read, idents, trusted_root=policy.sigstore_trusted_root_bytes,
-                what=what,
+                envelope, read, idents,
+                trusted_root=trusted_root_bytes(policy.sigstore_trusted_root), what=what,
             )
         need = max(threshold - len(found), 0)
         key_signers: tuple[PublicKey, ...] = ()

@@ -20,7 +20,7 @@ verifier fails the decisions it could affect (fail closed).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import NamedTuple, Protocol
 
 from .digest import digest_bytes
@@ -161,10 +161,6 @@ class MemoryIndex:
     def size(self) -> int:
         """The tree size."""
         return self._size
-
-    def indices(self) -> Iterator[int]:
-        """Every index held, ascending."""
-        return iter(sorted(self._entries))
 
     def entry(self, index: int) -> LogEntry | None:
         """The parsed entry, or None."""

@@ -20,7 +20,6 @@ Spec: keys/README.md (the TOML form, with a full example) and
 
 from __future__ import annotations
 
-import json
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -137,8 +136,9 @@ class TrustPolicy:
     max_approval_age: int
     source: Mapping[str, Any] = field(repr=False, compare=False, default_factory=dict)
     sigstore_trusted_root: Mapping[str, Any] | None = field(repr=False, default=None)
-    """A Sigstore ``trusted_root.json`` that keyless signatures verify against; None: the
-    ``sigstore`` package's production root."""
+    """A Sigstore ``trusted_root.json`` that keyless signatures verify against
+    (`verify.sigstore_adapter.trusted_root_bytes` gives its bytes); None: the ``sigstore``
+    package's production root."""
     accepted_licences: tuple[str, ...] | None = None
     """The licences of rollout data this policy accepts (compared ignoring case, as SPDX
     identifiers are); a batch stating another licence, or none, fails verification. None: no
@@ -201,13 +201,6 @@ class TrustPolicy:
         from .policy_settings import licence_problem
 
         return licence_problem(self, licence)
-
-    @property
-    def sigstore_trusted_root_bytes(self) -> bytes | None:
-        """`sigstore_trusted_root` as JSON bytes (what ``verify.sigstore_adapter`` takes)."""
-        if self.sigstore_trusted_root is None:
-            return None
-        return json.dumps(self.sigstore_trusted_root, sort_keys=True).encode("utf-8")
 
     def role(self, name: str) -> Role:
         """The role named ``name`` (every role exists; an unset one has no keys)."""

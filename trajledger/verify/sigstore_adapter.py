@@ -40,9 +40,10 @@ import base64
 import functools
 import hashlib
 import importlib.util
+import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,7 @@ __all__ = [
     "parse_trusted_root",
     "public_key_hint",
     "sigstore_available",
+    "trusted_root_bytes",
     "verify_envelope_signature",
     "verify_sigstore_bundle",
 ]
@@ -700,6 +702,12 @@ def _first_line(e: BaseException) -> str:
     if isinstance(e.args, tuple) and len(e.args) > 1:
         text = " ".join(str(a) for a in e.args)
     return text.strip().splitlines()[0][:300]
+
+
+def trusted_root_bytes(root: Mapping[str, Any] | None) -> bytes | None:
+    """A policy's ``sigstore_trusted_root`` (`verify.policy.TrustPolicy`) as the
+    ``trusted_root.json`` bytes the functions here take; None (the production root) for none."""
+    return None if root is None else json.dumps(root, sort_keys=True).encode("utf-8")
 
 
 @functools.lru_cache(maxsize=8)

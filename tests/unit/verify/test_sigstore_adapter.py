@@ -33,6 +33,7 @@ from trajledger.verify.sigstore_adapter import (
     certificate_identity,
     identity_signers,
     public_key_hint,
+    trusted_root_bytes,
     verify_envelope_signature,
     verify_sigstore_bundle,
 )
@@ -249,11 +250,11 @@ def test_a_policy_names_a_trusted_root(tmp_path: Path) -> None:
     toml = b'sigstore_trusted_root = "root.json"\n'
     policy = TrustPolicy.from_toml(toml, tmp_path)
     assert policy.sigstore_trusted_root == root
-    assert json.loads(policy.sigstore_trusted_root_bytes or b"") == root
+    assert json.loads(trusted_root_bytes(policy.sigstore_trusted_root) or b"") == root
     again = TrustPolicy.from_json(policy.to_json())
     assert again.sigstore_trusted_root == root and policy_digest(again) == policy_digest(policy)
     assert policy_digest(policy) != policy_digest(TrustPolicy.from_toml(b"", tmp_path))
-    assert TrustPolicy.from_toml(b"", tmp_path).sigstore_trusted_root_bytes is None
+    assert trusted_root_bytes(TrustPolicy.from_toml(b"", tmp_path).sigstore_trusted_root) is None
     (tmp_path / "bad.json").write_text('{"mediaType": "application/json"}')
     with pytest.raises(FormatError, match="is not a Sigstore trusted root"):
         TrustPolicy.from_toml(b'sigstore_trusted_root = "bad.json"\n', tmp_path)
