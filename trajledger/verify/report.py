@@ -1,9 +1,10 @@
 """The verified graph a lineage verification produces, and its text form.
 
 Scope: `Node` (an artifact, the log, or a decision, with its `Check`s), `Edge`, and `Report`:
-which nodes fail (their own checks, or through their lineage), the root causes, the verdict
-line and the text tree. Pure: no I/O, no evidence, no policy. The records a report may carry
-about its artifacts (`verify.marks.Mark`) load only where asked for.
+which nodes fail (their own checks, or through their lineage), the root causes (found by
+`verify.blame`, loaded only when a node fails), the verdict line and the text tree. Pure: no
+I/O, no evidence, no policy. The records a report may carry about its artifacts
+(`verify.marks.Mark`) load only where asked for.
 Non-scope: deciding what the checks say (``verify.judge``, ``verify.lineage``); the JSON form
 (``schemas/report.v1.md``: ``verify.report_json``, loaded only when asked for).
 """
@@ -169,7 +170,7 @@ class Report:
     def failing(self) -> set[str]:
         """The nodes that fail: a check of their own failed, or they depend (through any
         number of edges) on a node that does: what was built on a revoked batch fails too."""
-        users = self._edges_by("dst")
+        users = self.edges_by("dst")
         out = {nid for nid, n in self.nodes.items() if not n.ok}
         todo = list(out)
         while todo:
@@ -179,7 +180,7 @@ class Report:
                     todo.append(e.src)
         return out
 
-    def _edges_by(self, end: str) -> dict[str, list[Edge]]:
+    def edges_by(self, end: str) -> dict[str, list[Edge]]:
         """The edges by the node at their ``src`` or ``dst`` end, in report order."""
         out: dict[str, list[Edge]] = {}
         for e in self.edges:
@@ -195,41 +196,14 @@ class Report:
         return self._blame()[0]
 
     def _blame(self) -> tuple[list[tuple[Node, list[Check], int]], int]:
-        """`causes`, and how many records fail only because of a root cause (each once)."""
+        """`causes`, and how many records fail only because of a root cause (each once):
+        `verify.blame.blame`, loaded only when a node fails (a report that passes has none)."""
         failing = self.failing()
-        deps = self._edges_by("src")
-        failed = {nid: [c for c in n.checks if c.status == FAIL] for nid, n in self.nodes.items()}
-        own = {nid: [c for c in cs if c.cause not in failing] for nid, cs in failed.items()}
+        if not failing:
+            return [], 0
+        from .blame import blame
 
-        # A node failing through its lineage (no problem of its own) reaches the failing nodes
-        # it fails because of: the causes its checks name, else its failing dependencies. A
-        # root cause counts each node that reaches it, through such nodes, once.
-        users: dict[str, list[str]] = {}
-        units: dict[str, int] = {}
-        for nid in failing:
-            if own[nid]:
-                continue
-            caused = [c.cause for c in failed[nid] if c.cause in failing and c.cause is not None]
-            for v in caused or [e.dst for e in deps.get(nid, []) if e.dst in failing]:
-                users.setdefault(v, []).append(nid)
-            # A record is an artifact failing through its lineage, or each check that follows
-            # from a cause (a bundle's terms of batches never reached); decisions are not.
-            units[nid] = len(caused) or int(self.nodes[nid].kind in KINDS)
-        counts: dict[str, int] = {}
-        for root in (nid for nid in failing if own[nid]):
-            seen: set[str] = set()
-            todo = [root]
-            while todo:  # iteratively: a lineage may be thousands of nodes deep
-                for nid in users.get(todo.pop(), ()):
-                    if nid not in seen:
-                        seen.add(nid)
-                        todo.append(nid)
-            counts[root] = sum(units[nid] for nid in seen)
-        order = [node.id for _d, _e, node, first in self.walk() if first]
-        walked = set(order)
-        order += [nid for nid in self.nodes if nid not in walked]
-        return [(self.nodes[nid], own[nid], counts.get(nid, 0)) for nid in order
-                if own[nid]], sum(units.values())
+        return blame(self, failing)
 
     def verdict(self) -> str:
         """The report's first line: the outcome, the subject and the count of problems.
@@ -259,7 +233,7 @@ class Report:
 
     def walk(self) -> Iterator[tuple[int, Edge | None, Node, bool]]:
         """Depth-first from each root: ``(depth, edge followed, node, first visit)``."""
-        children = self._edges_by("src" if self.direction == Direction.UPSTREAM else "dst")
+        children = self.edges_by("src" if self.direction == Direction.UPSTREAM else "dst")
         seen: set[str] = set()
         stack: list[tuple[int, Edge | None, str]] = [(0, None, r) for r in reversed(self.roots)]
         while stack:
@@ -292,7 +266,7 @@ class Report:
         stops at depth 12; deeper nodes say ``[depth N]``, so the text stays linear in the
         size of the graph."""
         failing = self.failing()
-        deps = self._edges_by("src")
+        deps = self.edges_by("src")
         marks: dict[str, list[tuple[Status, str]]] = {}
         for m in self.records:
             for nid, role in m.about:

@@ -1,0 +1,60 @@
+"""Why a report fails: its root causes, and what fails only because of one.
+
+Scope: `blame`, what `verify.report.Report.causes` and the verdict line of a failing report
+are made of: each node with failed checks that follow from no other failure (its own
+problems), those checks, and how many records fail only because of it (nodes failing through
+their lineage, and each check naming it as its cause); loaded only when a node of a report
+fails (a report that passes has no cause to find).
+Non-scope: which nodes fail (`verify.report.Report.failing`); the text and JSON forms.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .kinds import KINDS
+
+if TYPE_CHECKING:
+    from .report import Check, Node, Report
+
+__all__ = ["blame"]
+
+
+def blame(report: Report, failing: set[str]) -> tuple[list[tuple[Node, list[Check], int]], int]:
+    """The root causes of ``report`` (`verify.report.Report.causes`: in walk order, then
+    nodes no root reaches), and how many records fail only because of one (each once).
+    ``failing``: `verify.report.Report.failing`."""
+    deps = report.edges_by("src")
+    failed = {nid: [c for c in n.checks if c.status == "fail"]  # `verify.report.FAIL`
+              for nid, n in report.nodes.items()}
+    own = {nid: [c for c in cs if c.cause not in failing] for nid, cs in failed.items()}
+
+    # A node failing through its lineage (no problem of its own) reaches the failing nodes
+    # it fails because of: the causes its checks name, else its failing dependencies. A
+    # root cause counts each node that reaches it, through such nodes, once.
+    users: dict[str, list[str]] = {}
+    units: dict[str, int] = {}
+    for nid in failing:
+        if own[nid]:
+            continue
+        caused = [c.cause for c in failed[nid] if c.cause in failing and c.cause is not None]
+        for v in caused or [e.dst for e in deps.get(nid, []) if e.dst in failing]:
+            users.setdefault(v, []).append(nid)
+        # A record is an artifact failing through its lineage, or each check that follows
+        # from a cause (a bundle's terms of batches never reached); decisions are not.
+        units[nid] = len(caused) or int(report.nodes[nid].kind in KINDS)
+    counts: dict[str, int] = {}
+    for root in (nid for nid in failing if own[nid]):
+        seen: set[str] = set()
+        todo = [root]
+        while todo:  # iteratively: a lineage may be thousands of nodes deep
+            for nid in users.get(todo.pop(), ()):
+                if nid not in seen:
+                    seen.add(nid)
+                    todo.append(nid)
+        counts[root] = sum(units[nid] for nid in seen)
+    order = [node.id for _d, _e, node, first in report.walk() if first]
+    walked = set(order)
+    order += [nid for nid in report.nodes if nid not in walked]
+    return [(report.nodes[nid], own[nid], counts.get(nid, 0)) for nid in order
+            if own[nid]], sum(units.values())
