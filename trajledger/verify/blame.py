@@ -3,8 +3,9 @@
 Scope: `blame`, what `verify.report.Report.causes` and the verdict line of a failing report
 are made of: each node with failed checks that follow from no other failure (its own
 problems), those checks, and how many records fail only because of it (nodes failing through
-their lineage, and each check naming it as its cause); loaded only when a node of a report
-fails (a report that passes has no cause to find).
+their lineage, and each check naming it as its cause); `failure_lines`, one line per cause
+(`verify.report.Report.failures`). Loaded only when a report fails (a report that passes has
+no cause to find).
 Non-scope: which nodes fail (`verify.report.Report.failing`); the text and JSON forms.
 """
 
@@ -17,7 +18,7 @@ from .kinds import KINDS
 if TYPE_CHECKING:
     from .report import Check, Node, Report
 
-__all__ = ["blame"]
+__all__ = ["blame", "failure_lines"]
 
 
 def blame(report: Report, failing: set[str]) -> tuple[list[tuple[Node, list[Check], int]], int]:
@@ -58,3 +59,16 @@ def blame(report: Report, failing: set[str]) -> tuple[list[tuple[Node, list[Chec
     order += [nid for nid in report.nodes if nid not in walked]
     return [(report.nodes[nid], own[nid], counts.get(nid, 0)) for nid in order
             if own[nid]], sum(units.values())
+
+
+def failure_lines(causes: list[tuple[Node, list[Check], int]]) -> list[str]:
+    """One line per root cause of ``causes`` (`verify.report.Report.causes`), ``<node label> >
+    <what>: <detail>``, each once; a node's last line ends ``; and N records that depend on
+    it`` when some do."""
+    out: list[str] = []
+    for node, checks, depend in causes:
+        out.extend(f"{node.label} > {c.what}: {c.detail}" for c in checks)
+        if depend:
+            out[-1] += (f"; and {depend} records that depend on it" if depend > 1
+                        else "; and 1 record that depends on it")
+    return out

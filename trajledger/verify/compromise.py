@@ -75,6 +75,11 @@ class RevokedKey(_Compromise):
     since_time: str | None = None
     reason: str | None = None
 
+    @property
+    def who(self) -> str:
+        """The keyid (`verify.policy.TrustPolicy.revocation` finds a revocation by it)."""
+        return self.keyid
+
     def to_json(self) -> dict[str, Any]:
         """The JSON form: the keyid, and the index (an integer) or time (a string)."""
         return self._json({"key": self.keyid})
@@ -89,6 +94,11 @@ class RevokedIdentity(_Compromise):
     since_index: int | None = None
     since_time: str | None = None
     reason: str | None = None
+
+    @property
+    def who(self) -> Identity:
+        """The identity (`verify.policy.TrustPolicy.revocation` finds a revocation by it)."""
+        return self.identity
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form: issuer, subject, and the index (an integer) or time (a string)."""

@@ -196,14 +196,14 @@ def signing_keys(
     ``time``, how many must, and how many of the role's keys and identities are left out as
     revoked: the roles of the policy in force when it was logged (`TrustPolicy.policy_at`),
     less the keys and identities the policy in force now revokes from a point at or before it
-    (`TrustPolicy.revocation`, `TrustPolicy.identity_revocation`)."""
+    (`TrustPolicy.revocation`)."""
     then = policy.policy_at(index)
     names = (then.signing_role(),) if kind.name == "trust-policy" else kind.roles
     roles = [then.role(r) for r in names]
     held = [k for r in roles for k in r.keys]
     keys = [k for k in held if policy.revocation(k.keyid, index, time) is None]
     held_ids = [i for r in roles for i in r.identities]
-    identities = [i for i in held_ids if policy.identity_revocation(i, index, time) is None]
+    identities = [i for i in held_ids if policy.revocation(i, index, time) is None]
     threshold = max(roles[0].threshold, 1) if kind.signing is Signing.THRESHOLD else 1
     revoked = len(held) - len(keys) + len(held_ids) - len(identities)
     return keys, identities, threshold, revoked
@@ -225,7 +225,7 @@ def signed_by(policy: TrustPolicy, envelope: Envelope, roles: tuple[str, ...], i
         named.append(f"key {sig.keyid[:12] or '(no keyid)'} ({who})")
     out = f"the envelope names {'; '.join(named)}, want {' or '.join(roles)} key(s)"
     for ident in (i for r in roles for i in then.role(r).identities):
-        gone = policy.identity_revocation(ident, index, time)
+        gone = policy.revocation(ident, index, time)
         if gone is not None:  # its keyless signatures were not even checked
             out += f"; identity {ident.subject} ({ident.issuer}) revoked by {by}: " \
                 + gone.describe()

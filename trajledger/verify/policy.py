@@ -176,21 +176,16 @@ class TrustPolicy:
                 return policy
         return self
 
-    def revocation(self, keyid: str, index: int, time: str) -> RevokedKey | None:
-        """The revocation that makes ``keyid``'s signature on the record logged at ``index``,
-        at ``time``, count for nothing; None when it counts."""
-        for r in self.revoked_keys:
-            if r.keyid == keyid and r.covers(index, time):
-                return r
-        return None
-
-    def identity_revocation(
-        self, identity: Identity, index: int, time: str
-    ) -> RevokedIdentity | None:
-        """The revocation that makes ``identity``'s keyless signature on the record logged at
-        ``index``, at ``time``, count for nothing; None when it counts."""
-        for r in self.revoked_identities:
-            if r.identity == identity and r.covers(index, time):
+    def revocation(
+        self, who: str | Identity, index: int, time: str
+    ) -> RevokedKey | RevokedIdentity | None:
+        """The revocation that makes the signature of ``who`` (a keyid, or a Sigstore identity
+        signing keylessly) on the record logged at ``index``, at ``time``, count for nothing;
+        None when it counts."""
+        revoked: tuple[RevokedKey | RevokedIdentity, ...] = (*self.revoked_keys,
+                                                             *self.revoked_identities)
+        for r in revoked:
+            if r.who == who and r.covers(index, time):
                 return r
         return None
 

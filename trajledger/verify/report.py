@@ -250,14 +250,11 @@ class Report:
     def failures(self) -> list[str]:
         """One line per root cause (`causes`), ``<node label> > <what>: <detail>``, each once;
         a node's last line ends ``; and N records that depend on it`` when some do. What
-        fails only because of a root cause has no line of its own (``to_json`` keeps it)."""
-        out: list[str] = []
-        for node, checks, depend in self.causes():
-            out.extend(f"{node.label} > {c.what}: {c.detail}" for c in checks)
-            if depend:
-                out[-1] += (f"; and {depend} records that depend on it" if depend > 1
-                            else "; and 1 record that depends on it")
-        return out
+        fails only because of a root cause has no line of its own (``to_json`` keeps it):
+        `verify.blame.failure_lines`."""
+        from .blame import failure_lines
+
+        return failure_lines(self.causes())
 
     def render(self) -> list[str]:
         """A text tree under the verdict line (`verdict`): ``✓`` passed, ``✗`` failed (its own

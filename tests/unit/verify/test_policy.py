@@ -596,14 +596,14 @@ def test_revoked_identities(keydir: Path) -> None:
     """A compromised Sigstore identity is distrusted from a point of the log on, as a key."""
     p = parse(keydir, toml() + _revoked_identity(extra='reason = "workflow hijacked"\n'))
     who = Identity(ISSUER, WORKFLOW)
-    assert p.identity_revocation(who, 4, "2030-01-01T00:00:00Z") is None
-    revoked = p.identity_revocation(who, 5, "2000-01-01T00:00:00Z")
+    assert p.revocation(who, 4, "2030-01-01T00:00:00Z") is None
+    revoked = p.revocation(who, 5, "2000-01-01T00:00:00Z")
     assert revoked is not None
     assert revoked.describe() == "compromised since log index 5: workflow hijacked"
-    assert p.identity_revocation(Identity(ISSUER, "other"), 9, "2030-01-01T00:00:00Z") is None
+    assert p.revocation(Identity(ISSUER, "other"), 9, "2030-01-01T00:00:00Z") is None
     timed = parse(keydir, toml() + _revoked_identity('"2025-01-02T03:04:05Z"'))
-    assert timed.identity_revocation(who, 0, "2025-01-02T03:04:04Z") is None
-    assert timed.identity_revocation(who, 0, "2025-01-02T03:04:05Z") is not None
+    assert timed.revocation(who, 0, "2025-01-02T03:04:04Z") is None
+    assert timed.revocation(who, 0, "2025-01-02T03:04:05Z") is not None
     body = p.to_json()
     assert body["revoked_identities"] == [{"issuer": ISSUER, "subject": WORKFLOW,
                                            "compromised_since": 5,
