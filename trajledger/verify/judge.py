@@ -42,7 +42,7 @@ from .statement import Statement, unsigned_statement
 from .times import format_time, parse_time
 
 __all__ = ["CLOCK_SKEW", "REPAIR_HINT", "Record", "RecordFailure", "approvals", "held_out",
-           "judge_record", "key_node", "signed_by", "signing_keys", "standing"]
+           "judge_record", "signed_by", "signing_keys", "standing"]
 
 CLOCK_SKEW = 300
 """Seconds a signed time may run ahead of the time the log integrated its record (clocks
@@ -163,7 +163,8 @@ def judge_record(
             named = {sig.keyid for sig in envelope.signatures if sig.keyid}
             if len(named) == 1 and not named & {k.keyid for k in keys} and not found:
                 # One key, which the policy does not hold for this: every record it signed
-                # fails the same way; the report names it once, as their cause (`key_node`).
+                # fails the same way; the report names it once, as their cause
+                # (`verify.untrusted_key.key_node`).
                 cause = f"key:{named.pop()}:{' or '.join(kind.roles)}"
                 return RecordFailure(index, f"{e}; {by}{hint}", False, cause, by)
             raise SignatureError(f"{e}; {by}{hint}") from e
@@ -230,18 +231,6 @@ def signed_by(policy: TrustPolicy, envelope: Envelope, roles: tuple[str, ...], i
             out += f"; identity {ident.subject} ({ident.issuer}) revoked by {by}: " \
                 + gone.describe()
     return out
-
-
-def key_node(failure: RecordFailure, policy: TrustPolicy) -> Node:
-    """The node of a key the policy does not trust that signed ``failure`` (its ``key:``
-    cause): every record it signed counts under it."""
-    assert failure.cause is not None
-    _key, keyid, roles = failure.cause.split(":", 2)
-    node = Node(failure.cause, "key", name=f"key {keyid[:12]}")
-    node.fail("trust", f"{failure.note}: records whose envelope names only this key do not "
-              f"count under policy {policy.name!r} serial {policy.serial}; if you trust its "
-              f"owner as {roles}, add the key {keyid} to the policy")
-    return node
 
 
 def standing(node: Node, predicate: Predicate, revocations: Iterable[Record],

@@ -59,7 +59,6 @@ from .judge import (
     approvals,
     held_out,
     judge_record,
-    key_node,
     standing,
 )
 from .kinds import CHECKPOINT_ROLES, KINDS, NAMED, Dependency, name_version
@@ -259,15 +258,6 @@ class LineageVerifier:
                 return RecordFailure(index, problem, False)
         return rec
 
-    def _cause_node(self, failure: RecordFailure) -> str | None:
-        """The node a record failure follows from (`RecordFailure.cause`): the log, or a key
-        that signed records the policy does not trust (made once, as a node of its own, so
-        every record it signed counts under it)."""
-        cause = failure.cause
-        if cause is not None and cause.startswith("key:") and cause not in self._nodes:
-            self._nodes[cause] = key_node(failure, self.policy)
-        return cause
-
     def node(self, digest: str) -> Node:
         """The node of an artifact verified already (`artifact`)."""
         return self._nodes[digest]
@@ -342,8 +332,15 @@ class LineageVerifier:
             return node
         node.index = rec.index
         if isinstance(rec, RecordFailure):
-            node.fail("record", rec.message + (f"; {REPAIR_HINT}" if rec.damaged else ""),
-                      self._cause_node(rec))
+            # It may follow from another node (`RecordFailure.cause`): the log, or a key that
+            # signed records the policy does not trust, made once, as a node of its own, so
+            # every record it signed counts under it (loaded only for such a key).
+            cause = rec.cause
+            if cause is not None and cause.startswith("key:") and cause not in self._nodes:
+                from .untrusted_key import key_node
+
+                self._nodes[cause] = key_node(rec, self.policy)
+            node.fail("record", rec.message + (f"; {REPAIR_HINT}" if rec.damaged else ""), cause)
             return node
         node.name, node.version = name_version(kind, rec.statement)
         node.signers = tuple(sorted(rec.signers))

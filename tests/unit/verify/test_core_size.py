@@ -58,7 +58,7 @@ ON_USE = ("log_key", "succession", "releases", "release_rules", "tree", "encrypt
           "policy_settings", "consistency", "compromise", "compact", "cosignatures",
           "update_bundle", "documents", "did_you_mean", "report_json", "hash_bar",
           "sealed_files", "marks", "retractions", "rebuild", "other_predicates", "cosigned",
-          "record_json", "blame")
+          "record_json", "blame", "untrusted_key")
 """Modules of ``verify/`` that load only when used: a rotated log key, a policy succession,
 evaluations and ``[release]``, files on disk (``--files``), an evaluator's encryption keys,
 a checkpoint seen before (and consistency proofs), revoked keys, a tree rebuilt from its
@@ -67,7 +67,7 @@ dataset's card, the settings a key-signed policy does without, the suggestion fo
 option, the JSON form of a report, the re-hashing bar, a sealed batch (its format, its
 ciphertexts), the predicates of kinds a checkpoint's lineage does not hold (evaluations,
 releases, unsealings, imports, refusals, model signatures), the writer of records' JSON, the
-root causes of a report that fails."""
+root causes of a report that fails, the node of a key the policy does not hold."""
 SKIP = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENDMARKER)
 

@@ -3,7 +3,7 @@ files, no index, no threads.
 
 - A revocation's envelope bytes judged under an in-memory policy: a `Record` signed by an
   approver; the same bytes altered, a damaged `RecordFailure` (fail closed); signed by a key the
-  policy does not hold, a failure whose cause is that key (`key_node`).
+  policy does not hold, a failure whose cause is that key (`verify.untrusted_key.key_node`).
 - A revocation has authority over its subject when an approver or the subject's own producer
   signed it; another producer's does not count (`verify.retractions.authority`, as pure).
 - A revoked batch's cascade: the revocation judged from bytes fails the batch (`standing`);
@@ -28,13 +28,13 @@ from trajledger.verify.judge import (
     RecordFailure,
     approvals,
     judge_record,
-    key_node,
     standing,
 )
 from trajledger.verify.log_entry import GENESIS_PREV, LogEntry
 from trajledger.verify.policy import TrustPolicy
 from trajledger.verify.report import FAIL, OK, Edge, Node, Report, Status
 from trajledger.verify.retractions import authority
+from trajledger.verify.untrusted_key import key_node
 
 PRODUCER = Signer.generate("producer")  # TEST ONLY
 APPROVER = Signer.generate("approver")  # TEST ONLY
