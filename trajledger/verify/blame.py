@@ -3,9 +3,9 @@
 Scope: `blame`, what `verify.report.Report.causes` and the verdict line of a failing report
 are made of: each node with failed checks that follow from no other failure (its own
 problems), those checks, and how many records fail only because of it (nodes failing through
-their lineage, and each check naming it as its cause); `failure_lines`, one line per cause
-(`verify.report.Report.failures`). Loaded only when a report fails (a report that passes has
-no cause to find).
+their lineage, and each check naming it as its cause); `fail_verdict`, the verdict line of a
+failing report; `failure_lines`, one line per cause (`verify.report.Report.failures`). Loaded
+only when a report fails (a report that passes has no cause to find).
 Non-scope: which nodes fail (`verify.report.Report.failing`); the text and JSON forms.
 """
 
@@ -18,7 +18,7 @@ from .kinds import KINDS
 if TYPE_CHECKING:
     from .report import Check, Node, Report
 
-__all__ = ["blame", "failure_lines"]
+__all__ = ["blame", "fail_verdict", "failure_lines"]
 
 
 def blame(report: Report, failing: set[str]) -> tuple[list[tuple[Node, list[Check], int]], int]:
@@ -72,3 +72,16 @@ def failure_lines(causes: list[tuple[Node, list[Check], int]]) -> list[str]:
             out[-1] += (f"; and {depend} records that depend on it" if depend > 1
                         else "; and 1 record that depends on it")
     return out
+
+
+def fail_verdict(report: Report, subject: str, n: int) -> str:
+    """The verdict line of a failing ``report`` (`verify.report.Report.verdict`) about
+    ``subject`` (its label) after ``n`` checks: ``✗ FAIL: <subject>: P problem(s) in N
+    checks, in K node(s); M more fail through their lineage``; a problem is a root cause, and
+    what fails only because of one is counted apart."""
+    causes, depend = blame(report, report.failing())
+    problems = sum(len(checks) for _n, checks, _d in causes)
+    where = (f"in {len(causes)} node(s)" if [c[0].id for c in causes] != ["log"]
+             else "in the log")
+    return (f"✗ FAIL: {subject}: {problems} problem(s) in {n} checks, {where}"
+            + (f"; {depend} more fail through their lineage" if depend else ""))

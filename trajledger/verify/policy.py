@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +66,11 @@ a policy that has one."""
 _TOP_KEYS = _SETTINGS | {"format", "name", "serial", "max_approval_age",
                          "allowed_predicate_types", "roles"}
 """Every setting of a policy's top level (any other is refused)."""
+_KEY_ROLE_FIELDS = frozenset({"threshold", "keys", "identities"})
+_ROLE_FIELDS = {"evaluator": _KEY_ROLE_FIELDS | {"encryption_keys"},
+                "log": frozenset({"threshold", "vkeys"}),
+                "witness": frozenset({"threshold", "vkeys", "logs"})}
+"""The fields of each role's table: of a key role (`_KEY_ROLE_FIELDS`), and the others'."""
 _NEWER = {"release": 2, "publish": 3}
 """The format each newer setting needs (the ``evaluator`` role needs 2)."""
 
@@ -214,9 +219,7 @@ class TrustPolicy:
             entry: dict[str, Any] = {"threshold": r.threshold}
             if name in KEY_ROLES:
                 entry["keys"] = [k.to_pem().decode("ascii") for k in r.keys]
-                entry["identities"] = [
-                    {"issuer": i.issuer, "subject": i.subject} for i in r.identities
-                ]
+                entry["identities"] = [asdict(i) for i in r.identities]  # issuer, subject
                 if name == "evaluator":
                     entry["encryption_keys"] = [k.to_pem() for k in r.encryption_keys]
             else:
@@ -363,15 +366,7 @@ def _parse_role(
 ) -> Role:
     if not isinstance(raw, dict):
         raise FormatError(f"{what}: must be a table")
-    if name in KEY_ROLES:
-        allowed = {"threshold", "keys", "identities"} | (
-            {"encryption_keys"} if name == "evaluator" else set()
-        )
-    elif name == "witness":
-        allowed = {"threshold", "vkeys", "logs"}
-    else:
-        allowed = {"threshold", "vkeys"}
-    _refuse_unknown(set(raw), allowed, f"{what}: unknown field(s)")
+    _refuse_unknown(set(raw), _ROLE_FIELDS.get(name, _KEY_ROLE_FIELDS), f"{what}: unknown field(s)")
     keys: list[PublicKey] = []
     identities: list[Identity] = []
     vkeys: list[str] = []

@@ -192,18 +192,14 @@ class Report:
         (its own problems), those checks, and how many records depend on it (fail only
         because of it: nodes failing through their lineage, and each check naming it, or a
         node depending on it, as its cause). In walk order, then nodes no root reaches (a
-        key that signed records the policy does not trust)."""
-        return self._blame()[0]
-
-    def _blame(self) -> tuple[list[tuple[Node, list[Check], int]], int]:
-        """`causes`, and how many records fail only because of a root cause (each once):
-        `verify.blame.blame`, loaded only when a node fails (a report that passes has none)."""
+        key that signed records the policy does not trust). Found by `verify.blame.blame`,
+        loaded only when a node fails (a report that passes has none)."""
         failing = self.failing()
         if not failing:
-            return [], 0
+            return []
         from .blame import blame
 
-        return blame(self, failing)
+        return blame(self, failing)[0]
 
     def verdict(self) -> str:
         """The report's first line: the outcome, the subject and the count of problems.
@@ -220,12 +216,9 @@ class Report:
             erased = self.erased()
             return f"✓ OK: {subject}: {n} checks passed" + (
                 f" ({erased} erased: data deleted, digests verified)" if erased else "")
-        causes, depend = self._blame()
-        problems = sum(len(checks) for _n, checks, _d in causes)
-        where = (f"in {len(causes)} node(s)" if [c[0].id for c in causes] != ["log"]
-                 else "in the log")
-        return (f"✗ FAIL: {subject}: {problems} problem(s) in {n} checks, {where}"
-                + (f"; {depend} more fail through their lineage" if depend else ""))
+        from .blame import fail_verdict  # it fails: its root causes are found
+
+        return fail_verdict(self, subject, n)
 
     def erased(self) -> int:
         """How many ``erased`` checks the graph holds."""
