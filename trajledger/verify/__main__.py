@@ -95,13 +95,6 @@ def _parser(given: Sequence[str]) -> argparse.ArgumentParser:
     return p
 
 
-def _read(path: Path, what: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as e:
-        raise OSError(f"{what} {path}: {e.strerror or e}") from e
-
-
 def _fail(subject: str, message: str) -> None:
     for line in message.splitlines() or [""]:
         print(f"FAIL: {subject}: {line}", file=sys.stderr)
@@ -111,7 +104,10 @@ def run(args: argparse.Namespace) -> int:
     """Verify the bundle named in ``args``; print the report; return the exit code."""
     subject = str(args.bundle)
     policy = load_policy_file(args.policy)
-    known = _read(args.known_checkpoint, "known checkpoint") if args.known_checkpoint else None
+    try:
+        known = args.known_checkpoint.read_bytes() if args.known_checkpoint else None
+    except OSError as e:
+        raise OSError(f"known checkpoint {args.known_checkpoint}: {e.strerror or e}") from e
     if not args.bundle.is_file():
         raise OSError(f"bundle {args.bundle}: no such file")
     with BundleEvidence.open(args.bundle) as evidence:

@@ -66,10 +66,8 @@ def parse_digest(value: object, what: str = "digest") -> str:
     Raises:
         FormatError: any other algorithm, case or length.
     """
-    if not isinstance(value, str) or not value.startswith(DIGEST_PREFIX):
-        raise FormatError(f"{what}: {value!r} is not of the form sha256:<64 lowercase hex>")
-    hexpart = value[len(DIGEST_PREFIX) :]
-    if not HEX64.fullmatch(hexpart):
+    hexpart = value.removeprefix(DIGEST_PREFIX) if isinstance(value, str) else ""
+    if hexpart == value or not HEX64.fullmatch(hexpart):  # no prefix, or not 64 hex after it
         raise FormatError(f"{what}: {value!r} is not of the form sha256:<64 lowercase hex>")
     return hexpart
 

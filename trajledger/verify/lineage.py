@@ -44,6 +44,7 @@ Spec: schemas/SPEC.md, section "Lineage verification"; schemas/report.v1.md.
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -611,11 +612,8 @@ class LineageVerifier:
             nodes.setdefault(e.dst, self._nodes[e.dst])
         # A key the policy does not hold comes along as the root cause of the records naming
         # it, when there are several (one such record is clearer shown as itself).
-        named: dict[str, int] = {}
-        for node in nodes.values():
-            for c in node.checks:
-                if c.cause is not None and c.cause not in nodes and c.cause in self._nodes:
-                    named[c.cause] = named.get(c.cause, 0) + 1
+        named = Counter(c.cause for node in nodes.values() for c in node.checks
+                        if c.cause is not None and c.cause not in nodes and c.cause in self._nodes)
         nodes.update({k: self._nodes[k] for k, n in named.items() if n > 1})
         return Report(subject, list(roots), nodes, edges,
                       Direction.UPSTREAM if downstream is None else Direction.DOWNSTREAM)
