@@ -268,17 +268,13 @@ def name_version(entry_kind: str, statement: Statement) -> tuple[str, str]:
     subject name); others (batches, files, imports) the statement's first subject name with no
     version. Malformed predicates fall back to the subject name: naming is never a check.
     """
-    pred = statement.predicate
-    subject = statement.subjects[0].name
+    named: object = statement.predicate  # the object holding the name and version, if any
     if entry_kind == "checkpoint":
-        build = pred.get("buildDefinition")
-        ext = build.get("externalParameters") if isinstance(build, Mapping) else None
-        if isinstance(ext, Mapping) and isinstance(ext.get("name"), str) and ext["name"]:
-            version = ext.get("version")
-            return str(ext["name"]), version if isinstance(version, str) else ""
-        return subject, ""
-    if entry_kind in ("environment", "evaluator", "dataset"):
-        name, version = pred.get("name"), pred.get("version")
-        if isinstance(name, str) and name:
-            return name, version if isinstance(version, str) else ""
-    return subject, ""
+        build = statement.predicate.get("buildDefinition")
+        named = build.get("externalParameters") if isinstance(build, Mapping) else None
+    elif entry_kind not in ("environment", "evaluator", "dataset"):
+        named = None
+    if isinstance(named, Mapping) and isinstance(named.get("name"), str) and named["name"]:
+        version = named.get("version")
+        return str(named["name"]), version if isinstance(version, str) else ""
+    return statement.subjects[0].name, ""

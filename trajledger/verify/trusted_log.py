@@ -11,6 +11,7 @@ Non-scope: whether a checkpoint seen earlier is consistent with it (no fork, no 
 
 from __future__ import annotations
 
+from itertools import takewhile
 from typing import TYPE_CHECKING
 
 from .checkpoint import Checkpoint, verify_checkpoint
@@ -147,11 +148,8 @@ class TrustedLog:
         there, else each entry's inclusion proof; the ``prev`` chain between neighbours. Each
         entry is parsed once, by the checker, which indexes those that parse (the others are
         its findings)."""
-        entries: dict[int, bytes] = {}
-        for index, data in self.evidence.entries():
-            if index >= cp.size:
-                break
-            entries[index] = data
+        # The entries in the tree (the evidence gives them in index order).
+        entries = dict(takewhile(lambda e: e[0] < cp.size, self.evidence.entries()))
 
         def add(index: int, entry: LogEntry) -> tuple[str, ...]:
             built.add(index, entries[index], entry)
