@@ -84,13 +84,12 @@ class Manifest:
     @classmethod
     def from_files(cls, files: list[FileEntry]) -> Manifest:
         """Build a manifest, sorting by path and refusing duplicates and unsafe paths."""
-        return cls.from_json(
-            {"mediaType": MANIFEST_MEDIA_TYPE, "files": [f.to_json() for f in files]},
-            sort=True,
-        )
+        ordered = sorted(files, key=lambda f: f.path)
+        return cls.from_json({"mediaType": MANIFEST_MEDIA_TYPE,
+                              "files": [f.to_json() for f in ordered]})
 
     @classmethod
-    def from_json(cls, obj: object, what: str = "manifest", *, sort: bool = False) -> Manifest:
+    def from_json(cls, obj: object, what: str = "manifest") -> Manifest:
         """Validate a parsed manifest object.
 
         Raises:
@@ -128,8 +127,6 @@ class Manifest:
             if not isinstance(f["mediaType"], str) or not f["mediaType"]:
                 raise FormatError(f"{w} ({path}): mediaType must be a non-empty string")
             entries.append(FileEntry(path, size, d["sha256"], f["mediaType"]))
-        if sort:
-            entries.sort(key=lambda e: e.path)
         paths = [e.path for e in entries]
         for a, b in itertools.pairwise(paths):
             if a == b:
