@@ -34,6 +34,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from .errors import FormatError, SignatureError
+from .strict_json import utf8_text
 
 __all__ = [
     "ALG_COSIGNATURE_V1",
@@ -114,10 +115,7 @@ def check_text_bytes(data: bytes, what: str) -> str:
     Raises:
         FormatError: not UTF-8, or a control character other than newline.
     """
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise FormatError(f"{what}: not valid UTF-8 at byte {e.start}") from e
+    text = utf8_text(data, what)
     for i, c in enumerate(text):
         if c < " " and c != "\n":
             raise FormatError(

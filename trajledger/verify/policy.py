@@ -295,9 +295,9 @@ class TrustPolicy:
         fmt = doc.get("format", 1)
         if fmt not in POLICY_FORMATS or type(fmt) is not int:
             raise FormatError(f"{what}: format {fmt!r}, want one of {POLICY_FORMATS}")
-        roles_doc = doc.get("roles")
+        raw_roles = doc.get("roles", {})
         needs = {k: v for k, v in _NEWER.items() if k in doc}
-        if isinstance(roles_doc, dict) and "evaluator" in roles_doc:
+        if isinstance(raw_roles, dict) and "evaluator" in raw_roles:
             needs["roles.evaluator"] = 2
         newer = sorted(k for k, v in needs.items() if v > fmt)
         if newer:
@@ -324,7 +324,6 @@ class TrustPolicy:
             )
         if max_age == 0:
             raise FormatError(f"{what}: max_approval_age is 0, no approval could ever count")
-        raw_roles = doc.get("roles", {})
         if not isinstance(raw_roles, dict):
             raise FormatError(f"{what}: roles must be a table")
         extra = set(raw_roles) - set(ROLES)

@@ -18,7 +18,8 @@ from typing import Any, Final
 
 from .errors import FormatError
 
-__all__ = ["SURROGATE_ESCAPE", "json_list", "load_object", "loads_strict", "lone_surrogate"]
+__all__ = ["SURROGATE_ESCAPE", "json_list", "load_object", "loads_strict", "lone_surrogate",
+           "utf8_text"]
 
 
 def _no_duplicates(what: str):  # type: ignore[no-untyped-def]
@@ -78,6 +79,18 @@ def lone_surrogate(value: object) -> str | None:
     return None
 
 
+def utf8_text(data: bytes, what: str) -> str:
+    """``data`` decoded as UTF-8 (JSON, a signed note's text).
+
+    Raises:
+        FormatError: not valid UTF-8 (the message names the first bad byte).
+    """
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FormatError(f"{what}: not valid UTF-8 at byte {e.start}") from e
+
+
 def loads_strict(data: bytes | str, what: str = "JSON document") -> Any:
     """Parse JSON strictly.
 
@@ -96,10 +109,7 @@ def loads_strict(data: bytes | str, what: str = "JSON document") -> Any:
     if isinstance(data, bytes):
         if data.startswith(b"\xef\xbb\xbf"):
             raise FormatError(f"{what}: starts with a UTF-8 byte-order mark")
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise FormatError(f"{what}: not valid UTF-8 at byte {e.start}") from e
+        text = utf8_text(data, what)
     else:
         text = data
         try:
