@@ -485,13 +485,9 @@ class BundleEvidence:
         Raises:
             FileNotFoundError: the bundle holds none for these sizes.
         """
-        proof = self._consistency.get(old_size)
-        if proof is None or new_size != self.checkpoint.size:
-            raise FileNotFoundError(
-                f"the bundle holds no consistency proof from size {old_size} to {new_size} "
-                f"(export it with --consistency-from {old_size})"
-            )
-        return list(proof)
+        from .consistency import bundled_proof  # loaded only by a checkpoint seen before
+
+        return bundled_proof(self._consistency, old_size, new_size, self.checkpoint.size)
 
     def blob_path(self, digest: str) -> Path | None:
         """The extracted file of an object member; None when absent or omitted."""

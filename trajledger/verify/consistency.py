@@ -5,7 +5,7 @@ Scope: RFC 6962 consistency proofs (`verify_consistency`, `root_from_consistency
 rollback (smaller size), a fork (same size, other root) or a failed consistency proof is a
 `ConsistencyError` carrying both checkpoints and the proof; `check_known_checkpoint`, which
 judges a checkpoint seen earlier against a `TrustedLog`'s; and `parse_consistency_proof`, the
-bundle members that carry proofs.
+bundle members that carry proofs (`bundled_proof`: the one a bundle gives for two sizes).
 Loaded only by a verifier that holds an earlier checkpoint (``verify --known-checkpoint``, a
 ledger's floor, a witness, a monitor, a log key handover) or a bundle that carries proofs:
 verifying a bundle on its own never needs it.
@@ -15,7 +15,7 @@ Spec: c2sp.org/tlog-checkpoint, RFC 6962 section 2.1.2 (consistency proofs).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from .checkpoint import Checkpoint, verify_checkpoint
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .trusted_log import TrustedLog
 
 __all__ = [
+    "bundled_proof",
     "check_consistent",
     "check_known_checkpoint",
     "parse_consistency_proof",
@@ -254,6 +255,25 @@ def check_known_checkpoint(trusted: TrustedLog, note: bytes,
         trusted.log.add(f"consistent with the {what}", OK, f"size {old.size} -> {new.size}")
     except (ProvenanceError, OSError) as e:
         trusted.log.fail(f"consistent with the {what}", f"log fork or rollback: {e}")
+
+
+def bundled_proof(
+    proofs: Mapping[int, list[bytes]], old_size: int, new_size: int, size: int
+) -> list[bytes]:
+    """The consistency proof from ``old_size`` to ``new_size`` among a bundle's ``proofs``
+    (`parse_consistency_proofs`), which all end at its checkpoint's ``size``
+    (`verify.bundle.BundleEvidence.consistency_proof`).
+
+    Raises:
+        FileNotFoundError: the bundle holds none for these sizes.
+    """
+    proof = proofs.get(old_size)
+    if proof is None or new_size != size:
+        raise FileNotFoundError(
+            f"the bundle holds no consistency proof from size {old_size} to {new_size} "
+            f"(export it with --consistency-from {old_size})"
+        )
+    return list(proof)
 
 
 def parse_consistency_proofs(
