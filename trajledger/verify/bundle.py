@@ -644,12 +644,10 @@ def _check_terms(
     signed = signed_terms(verifier, report)
     for digest, terms in sorted(signed.items()):
         got = stated.get(digest)
-        if got is None:
-            bundle.fail("terms", f"{INDEX_NAME} states no terms for batch {digest[:19]}…; its "
+        if got != terms:  # other terms, or none
+            said = got.describe() if got is not None else "no terms"
+            bundle.fail("terms", f"{INDEX_NAME} states {said} for batch {digest[:19]}…; its "
                         f"signed record states {terms.describe()}")
-        elif got != terms:
-            bundle.fail("terms", f"{INDEX_NAME} states {got.describe()} for batch "
-                        f"{digest[:19]}…; its signed record states {terms.describe()}")
     # Batches a failing subject kept the walk from reaching follow from its failure.
     cause = next((r for r in report.roots if r in report.failing()), None)
     for digest in sorted(set(stated) - set(signed)):

@@ -88,13 +88,11 @@ def _generated_by(pred: Any) -> list[Dependency]:
     """A batch's policy version, when it is a digest: the checkpoint that generated it, if
     one is recorded under that digest."""
     b: p.RolloutBatch = pred
-    if b.policy_version.startswith("sha256:"):
-        try:
-            parse_digest(b.policy_version)
-        except FormatError:
-            return []
-        return [Dependency("generated-by", b.policy_version, "checkpoint", optional=True)]
-    return []
+    try:
+        parse_digest(b.policy_version)
+    except FormatError:  # a version that is not a digest names no checkpoint
+        return []
+    return [Dependency("generated-by", b.policy_version, "checkpoint", optional=True)]
 
 
 CHECKPOINT_ROLES: Mapping[str, str] = {
