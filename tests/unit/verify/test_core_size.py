@@ -26,7 +26,7 @@ table, the policy's settings, records' defaults and the lineage walk's state sim
 after a sealed batch's format (and the keyed rows only it holds), the cosignature message, a
 bundle's consistency proofs, key handovers and erased list, and the JSON form of the settings a
 key-signed policy does without loaded where used, ``Statement.subject`` (unused) went and the
-predicate-type-to-kind map moved to ``ledger.record``; 4,492 in 31, under the limit, after
+predicate-type-to-kind map moved to ``ledger.record``; 4,488 in 31, under the limit, after
 ``judge_record`` became one stream of checks (damaged evidence fails closed in one place, the
 envelope's keys verified and its statement read once for keyed and keyless signers), the
 writer of records' JSON (``verify.record_json``), a failing report's root causes, verdict and
@@ -34,7 +34,7 @@ lines (``verify.blame``), the node of a key the policy does not hold
 (``verify.untrusted_key``), a bundle's consistency proof for two sizes and Sigstore's trusted
 root as bytes loaded where used, and near-parallel code became one (key and identity
 revocations, the name and version of every kind, a role's fields as a table, one UTF-8
-decoder, one refusal in ``parse_digest``).
+decoder, one refusal in ``parse_digest`` and one for a batch's terms).
 """
 
 from __future__ import annotations
