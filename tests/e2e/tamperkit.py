@@ -81,13 +81,20 @@ def snapshot(root: Path, *, skip: tuple[str, ...] = ()) -> dict[str, tuple[str, 
     """``{relative path: (sha256 hex, mode)}`` of every file under ``root`` (links not
     followed), leaving out the paths under the top-level directories named in ``skip``."""
     out = {}
-    for p in sorted(root.rglob("*")):
-        rel = p.relative_to(root)
-        if rel.parts[0] in skip or not p.is_file() or p.is_symlink():
-            continue
-        mode = stat.S_IMODE(p.stat().st_mode)
-        out[rel.as_posix()] = (hashlib.sha256(p.read_bytes()).hexdigest(), mode)
-    return out
+    for dirpath, dirnames, filenames in os.walk(root):  # links to directories not followed
+        if dirpath == str(root):
+            dirnames[:] = [d for d in dirnames if d not in skip]
+            filenames = [f for f in filenames if f not in skip]
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode):
+                with open(path, "rb") as f:
+                    digest = hashlib.sha256(f.read()).hexdigest()
+                out[os.path.relpath(path, root).replace(os.sep, "/")] = (
+                    digest, stat.S_IMODE(st.st_mode)
+                )
+    return dict(sorted(out.items()))
 
 
 def snapshot_changed(
