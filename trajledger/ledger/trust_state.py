@@ -295,7 +295,9 @@ class TrustState:
             # The floor must survive a crash once a command said it was seen: every commit is
             # synced (NORMAL in WAL mode may lose the last ones).
             db.execute("PRAGMA synchronous=FULL")
-            db.executescript(_SCHEMA)
+            # A new database's tables in one transaction: one synced commit, not one per
+            # statement (taken IMMEDIATE: a process creating it at once waits, then finds them).
+            db.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;" if new else _SCHEMA)
         except (OSError, sqlite3.Error) as e:
             raise LedgerError(f"trust state {base}: cannot open: {e}") from e
         state = cls(base, vkey, db)
