@@ -498,8 +498,11 @@ class TrustState:
         """The floor, parsed and verified by the log key (again unless this object verified
         these very bytes before)."""
         note = self._note
-        if note is None:
-            return None
+        return None if note is None else self._checkpoint(note)
+
+    def _checkpoint(self, note: bytes) -> Checkpoint:
+        """``note`` parsed and verified by the log key, unless these very bytes were the last
+        this object verified (the same bytes, the same key: the same answer)."""
         if self._verified is None or self._verified[0] != note:
             self._verified = (note, verify_checkpoint(note, self.verifier))
         return self._verified[1]
@@ -541,8 +544,8 @@ class TrustState:
             TamperError: a rollback, a fork, or entries that do not give the signed root.
             FormatError, SignatureError: the checkpoint is malformed or not signed by the log.
         """
-        # (1)
-        cp = verify_checkpoint(note, self.verifier)
+        # (1) (each use of the state syncs it: the same note is verified once per object)
+        cp = self._checkpoint(note)
         with self._write(), _reading_kept(self.path):
             self._size, self._range, self._note, self._last = self._read_meta()
             self._check_counts()

@@ -320,6 +320,34 @@ def test_a_publication_verifies_its_checkpoint_once(
     assert verified[-1] == forged
 
 
+def test_each_use_of_the_state_verifies_a_checkpoint_it_has_not_verified(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every use of the state syncs it to the log's checkpoint: the same note, already verified
+    by this object, is not verified again; other bytes are, and a forged note is refused."""
+    ledger = Ledger.open(home)
+    ledger.log.append([_spec(ledger, 0)])
+    state = ledger.trust_state()
+    verified: list[bytes] = []
+    real = trust_state.verify_checkpoint
+
+    def counting(note: bytes, *args: Any, **kwargs: Any) -> Any:
+        verified.append(note)
+        return real(note, *args, **kwargs)
+
+    monkeypatch.setattr(trust_state, "verify_checkpoint", counting)
+    for _ in range(3):
+        assert ledger.trust_state() is state
+    assert verified == []  # the note the first use verified, read again
+    note = ledger.log.checkpoint_bytes()
+    forged = note[:-6] + (b"B" if note[-6:-5] == b"A" else b"A") + note[-5:]
+    with pytest.raises(ProvenanceError):
+        state.sync(forged, ledger.log.entries, ledger.read_blob)
+    assert verified == [forged]
+    state.sync(note, ledger.log.entries, ledger.read_blob)  # a refused note is not kept
+    assert verified == [forged]
+
+
 @pytest.mark.parametrize("table", ["entries", "listing", "refs", "held_out", "names"])
 def test_a_row_deleted_or_added_is_refused_and_reported(home: Path, table: str) -> None:
     import sqlite3
