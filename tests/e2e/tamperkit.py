@@ -159,10 +159,13 @@ class Pristine:
     def reset(self, work: Path) -> None:
         """Make ``work`` (made when absent) a fresh copy of the pristine tree."""
         work.mkdir(exist_ok=True)
+        kept: set[str] = set()  # the pristine files found as they were
         for dirpath, dirnames, filenames in os.walk(work, topdown=False):
             for name in [*filenames, *dirnames]:
                 path = os.path.join(dirpath, name)
-                if self._same(path, os.path.relpath(path, work)):
+                rel = os.path.relpath(path, work)
+                if self._same(path, rel):
+                    kept.add(rel)
                     continue
                 if os.path.isdir(path) and not os.path.islink(path):
                     shutil.rmtree(path)
@@ -170,12 +173,14 @@ class Pristine:
                     os.unlink(path)
         for rel in sorted(self.dirs):  # parents first
             with contextlib.suppress(FileExistsError):
-                os.mkdir(work / rel)
-        for rel, (st, data) in self.files.items():
-            if not os.path.lexists(work / rel):
-                (work / rel).write_bytes(data)
-                os.chmod(work / rel, stat.S_IMODE(st.st_mode))
-                os.utime(work / rel, ns=(st.st_atime_ns, st.st_mtime_ns))
+                os.mkdir(os.path.join(work, rel))
+        for rel in self.files.keys() - kept:
+            st, data = self.files[rel]
+            path = os.path.join(work, rel)
+            with open(path, "wb") as f:
+                f.write(data)
+            os.chmod(path, stat.S_IMODE(st.st_mode))
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
         for rel in sorted(self.dirs, reverse=True):  # children first: theirs touch the parent
             st, want = os.lstat(work / rel), self.dirs[rel]
             if (st.st_mode, st.st_mtime_ns) != (want.st_mode, want.st_mtime_ns):
