@@ -290,14 +290,8 @@ def test_the_state_is_private_and_durable(home: Path) -> None:
     root.chmod(0o700)
 
 
-def test_a_publication_verifies_its_checkpoint_once(
-    home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Raising the floor verifies the new checkpoint, not again the floor it verified before
-    (issue 21 item 7); a floor whose stored bytes changed is verified again."""
-    ledger = Ledger.open(home)
-    state = ledger.trust_state()
-    ledger.log.append([_spec(ledger, 0)])
+def count_verifications(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """From now on, each note the trust state verifies is appended to the list returned."""
     verified: list[bytes] = []
     real = trust_state.verify_checkpoint
 
@@ -306,6 +300,18 @@ def test_a_publication_verifies_its_checkpoint_once(
         return real(note, *args, **kwargs)
 
     monkeypatch.setattr(trust_state, "verify_checkpoint", counting)
+    return verified
+
+
+def test_a_publication_verifies_its_checkpoint_once(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Raising the floor verifies the new checkpoint, not again the floor it verified before
+    (issue 21 item 7); a floor whose stored bytes changed is verified again."""
+    ledger = Ledger.open(home)
+    state = ledger.trust_state()
+    ledger.log.append([_spec(ledger, 0)])
+    verified = count_verifications(monkeypatch)
     for n in range(1, 4):
         ledger.log.append([_spec(ledger, n)])
     assert len(verified) == 3 and verified[-1] == ledger.log.checkpoint_bytes()
@@ -328,14 +334,7 @@ def test_each_use_of_the_state_verifies_a_checkpoint_it_has_not_verified(
     ledger = Ledger.open(home)
     ledger.log.append([_spec(ledger, 0)])
     state = ledger.trust_state()
-    verified: list[bytes] = []
-    real = trust_state.verify_checkpoint
-
-    def counting(note: bytes, *args: Any, **kwargs: Any) -> Any:
-        verified.append(note)
-        return real(note, *args, **kwargs)
-
-    monkeypatch.setattr(trust_state, "verify_checkpoint", counting)
+    verified = count_verifications(monkeypatch)
     for _ in range(3):
         assert ledger.trust_state() is state
     assert verified == []  # the note the first use verified, read again
