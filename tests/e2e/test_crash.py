@@ -148,10 +148,13 @@ def test_sigkill_at_random_points_loses_no_acknowledged_append(home: Path, tmp_p
             pid, fd = start_child(server, home, next_item, kill, tmp_path / "out")
             with os.fdopen(fd, "rb") as child:
                 # A hang guard, not a timing assertion: a child that neither starts nor dies
-                # fails here.
-                if not select.select([child], [], [], START_GUARD)[0]:
+                # fails here; one that dies first (the server reports its status) too.
+                ready = select.select([child, server.stdout], [], [], START_GUARD)[0]
+                if not ready:
                     os.kill(pid, signal.SIGKILL)
                     pytest.fail(f"kill {kill}: the child printed nothing in {START_GUARD} s")
+                if child not in ready:
+                    pytest.fail(f"kill {kill}: the child ended first:\n{errors.read_text()}")
                 os.set_blocking(fd, True)
                 assert child.readline() == b"READY\n", errors.read_text()
                 time.sleep(rng.uniform(0.0, 0.05))
