@@ -81,13 +81,20 @@ def snapshot(root: Path, *, skip: tuple[str, ...] = ()) -> dict[str, tuple[str, 
     """``{relative path: (sha256 hex, mode)}`` of every file under ``root`` (links not
     followed), leaving out the paths under the top-level directories named in ``skip``."""
     out = {}
-    for p in sorted(root.rglob("*")):
-        rel = p.relative_to(root)
-        if rel.parts[0] in skip or not p.is_file() or p.is_symlink():
-            continue
-        mode = stat.S_IMODE(p.stat().st_mode)
-        out[rel.as_posix()] = (hashlib.sha256(p.read_bytes()).hexdigest(), mode)
-    return out
+    for dirpath, dirnames, filenames in os.walk(root):  # links to directories not followed
+        if dirpath == str(root):
+            dirnames[:] = [d for d in dirnames if d not in skip]
+            filenames = [f for f in filenames if f not in skip]
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode):
+                with open(path, "rb") as f:
+                    digest = hashlib.sha256(f.read()).hexdigest()
+                out[os.path.relpath(path, root).replace(os.sep, "/")] = (
+                    digest, stat.S_IMODE(st.st_mode)
+                )
+    return dict(sorted(out.items()))
 
 
 def snapshot_changed(
@@ -152,10 +159,13 @@ class Pristine:
     def reset(self, work: Path) -> None:
         """Make ``work`` (made when absent) a fresh copy of the pristine tree."""
         work.mkdir(exist_ok=True)
+        kept: set[str] = set()  # the pristine files found as they were
         for dirpath, dirnames, filenames in os.walk(work, topdown=False):
             for name in [*filenames, *dirnames]:
                 path = os.path.join(dirpath, name)
-                if self._same(path, os.path.relpath(path, work)):
+                rel = os.path.relpath(path, work)
+                if self._same(path, rel):
+                    kept.add(rel)
                     continue
                 if os.path.isdir(path) and not os.path.islink(path):
                     shutil.rmtree(path)
@@ -163,12 +173,14 @@ class Pristine:
                     os.unlink(path)
         for rel in sorted(self.dirs):  # parents first
             with contextlib.suppress(FileExistsError):
-                os.mkdir(work / rel)
-        for rel, (st, data) in self.files.items():
-            if not os.path.lexists(work / rel):
-                (work / rel).write_bytes(data)
-                os.chmod(work / rel, stat.S_IMODE(st.st_mode))
-                os.utime(work / rel, ns=(st.st_atime_ns, st.st_mtime_ns))
+                os.mkdir(os.path.join(work, rel))
+        for rel in self.files.keys() - kept:
+            st, data = self.files[rel]
+            path = os.path.join(work, rel)
+            with open(path, "wb") as f:
+                f.write(data)
+            os.chmod(path, stat.S_IMODE(st.st_mode))
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
         for rel in sorted(self.dirs, reverse=True):  # children first: theirs touch the parent
             st, want = os.lstat(work / rel), self.dirs[rel]
             if (st.st_mode, st.st_mtime_ns) != (want.st_mode, want.st_mtime_ns):

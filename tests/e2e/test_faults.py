@@ -367,6 +367,7 @@ class Restorer:
     def __init__(self, pristine: Path, work: Path) -> None:
         self.pristine, self.work = pristine, work
         self.files: dict[str, tuple[bool, int]] = {}  # rel -> (hard-linked, pristine inode)
+        self.data: dict[str, bytes] = {}  # rel -> the pristine bytes of a copied file
         self.dirs: set[str] = set()
         for dirpath, dirnames, filenames in os.walk(pristine):
             rel_dir = os.path.relpath(dirpath, pristine)
@@ -375,6 +376,8 @@ class Restorer:
                 rel = os.path.normpath(os.path.join(rel_dir, f))
                 linked = rel.startswith(("objects" + os.sep, os.path.join("log", "tile") + os.sep))
                 self.files[rel] = (linked, os.stat(os.path.join(dirpath, f)).st_ino)
+                if not linked:
+                    self.data[rel] = Path(dirpath, f).read_bytes()
         shutil.rmtree(work, ignore_errors=True)
         for d in sorted(self.dirs):
             (work / d).mkdir(parents=True, exist_ok=True)
@@ -382,7 +385,7 @@ class Restorer:
             self._put(rel)
 
     def _put(self, rel: str) -> None:
-        src, dst = self.pristine / rel, self.work / rel
+        src, dst = os.path.join(self.pristine, rel), os.path.join(self.work, rel)
         if self.files[rel][0]:
             os.link(src, dst)
         else:
@@ -390,6 +393,7 @@ class Restorer:
 
     def restore(self) -> None:
         """Make the work copy equal to the pristine ledger again."""
+        present: set[str] = set()
         for dirpath, dirnames, filenames in os.walk(self.work, topdown=False):
             rel_dir = os.path.relpath(dirpath, self.work)
             for f in filenames:
@@ -398,22 +402,26 @@ class Restorer:
                 want = self.files.get(rel)
                 if want is None:
                     os.unlink(path)
-                elif want[0]:
+                    continue
+                if want[0]:
                     if os.stat(path).st_ino != want[1]:
                         os.unlink(path)
                         self._put(rel)
-                elif (self.pristine / rel).read_bytes() != Path(path).read_bytes():
-                    os.unlink(path)
-                    self._put(rel)
+                else:
+                    with open(path, "rb") as fh:
+                        same = fh.read() == self.data[rel]
+                    if not same:
+                        os.unlink(path)
+                        self._put(rel)
+                present.add(rel)
             for d in dirnames:
                 rel = os.path.normpath(os.path.join(rel_dir, d))
                 if rel not in self.dirs:
                     shutil.rmtree(os.path.join(dirpath, d))
         for d in sorted(self.dirs):
-            (self.work / d).mkdir(parents=True, exist_ok=True)
-        for rel in self.files:
-            if not (self.work / rel).exists():
-                self._put(rel)
+            os.makedirs(os.path.join(self.work, d), exist_ok=True)
+        for rel in self.files.keys() - present:
+            self._put(rel)
         # Putting the older ledger back is a rollback for the user who saw the newer one: each
         # fault starts as a user who has not seen the work copy yet.
         from trajledger.ledger.user_state import state_dir

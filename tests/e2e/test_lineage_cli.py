@@ -1,20 +1,19 @@
 """End to end: ``trajledger lineage`` and ``trajledger impact`` on a quickstart ledger.
 
-The quickstart ledger (built once per session, copied per test) has two training iterations:
-checkpoint 2 was trained on dataset 2 (the random batch + checkpoint 1's rollouts) with
-checkpoint 1 as parent, so lineage spans iterations and a revocation of the random batch must
-reach both checkpoints.
+The quickstart ledger (10 episodes: the session's ``quickstart_template``, copied per test) has
+two training iterations: checkpoint 2 was trained on dataset 2 (the random batch + checkpoint
+1's rollouts) with checkpoint 1 as parent, so lineage spans iterations and a revocation of the
+random batch must reach both checkpoints.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
-import tamperkit as tk
+import testkit
 from click.testing import CliRunner, Result
 
 from trajledger.runner.cli import main
@@ -24,20 +23,11 @@ def run(runner: CliRunner, home: Path, *args: str) -> Result:
     return runner.invoke(main, ["--ledger", str(home), *args], prog_name="trajledger")
 
 
-@pytest.fixture(scope="session")
-def quickstart_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    home = tmp_path_factory.mktemp("qs") / "demo"
-    r = CliRunner().invoke(main, ["quickstart", str(home)], prog_name="trajledger")
-    assert r.exit_code == 0, r.output
-    return home, r.stdout.splitlines()[-1]
-
-
 @pytest.fixture
-def demo(quickstart_home: tuple[Path, str], tmp_path: Path) -> tuple[Path, str]:
-    home = tmp_path / "demo"
-    shutil.copytree(quickstart_home[0], home)
-    tk.pin_log(home)
-    return home, quickstart_home[1]
+def demo(quickstart_template: testkit.Template[str], tmp_path: Path) -> tuple[Path, str]:
+    """A copy of the session's quickstart ledger (tests/e2e/conftest.py) and its user state
+    (the user knows its log), and the final checkpoint."""
+    return testkit.copy_template(quickstart_template, tmp_path / "demo"), quickstart_template.value
 
 
 def test_lineage_text_spans_both_iterations(runner: CliRunner, demo: tuple[Path, str]) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import testkit
 from click.testing import CliRunner, Result
 
 from trajledger import Ledger
@@ -289,12 +290,33 @@ def build_sweep_log(home: Path) -> list[str]:
             )
         ledger.log.append(specs)
         n += b
+    return build_sweep_files(home)
+
+
+def build_sweep_files(home: Path) -> list[str]:
+    """The log's files (but its lock and lookup index), relative to ``log/``."""
     log_dir = home / "log"
     return sorted(
         str(p.relative_to(log_dir))
         for p in log_dir.rglob("*")
         if p.is_file() and p.name not in ("lock", "index")
     )
+
+
+@pytest.fixture(scope="module")
+def sweep_template(
+    empty_template: testkit.Template[None], tmp_path_factory: pytest.TempPathFactory
+) -> testkit.Template[list[str]]:
+    """`build_sweep_log` once per module (its files are the template's value)."""
+    return testkit.extend_template(
+        tmp_path_factory.mktemp("sweep-log"), empty_template, lambda h, _: build_sweep_log(h)
+    )
+
+
+@pytest.fixture
+def sweep_home(sweep_template: testkit.Template[list[str]], tmp_path: Path) -> Path:
+    """A copy of the sweep log's ledger, and its user state (this test's)."""
+    return testkit.copy_template(sweep_template, tmp_path / "home")
 
 
 def flip(data: bytes) -> bytes:
@@ -310,10 +332,14 @@ MUTATIONS: dict[str, Callable[[Path], object]] = {
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", MUTATIONS)  # a case each: the workers of a run share them
 def test_every_corruption_of_every_file_is_reported(
-    runner: CliRunner, home: Path, tmp_path: Path
-) -> None:
-    files = build_sweep_log(home)
+    runner: CliRunner, sweep_template: testkit.Template[list[str]], sweep_home: Path,
+    tmp_path: Path, name: str,
+) -> None:  # fmt: skip
+    home, mutate = sweep_home, MUTATIONS[name]
+    files = sweep_template.value
+    assert files == build_sweep_files(home)
     assert files == [
         ".state/history",
         ".state/treeState",
@@ -335,20 +361,19 @@ def test_every_corruption_of_every_file_is_reported(
     shutil.copytree(home / "log", pristine)
     missed: list[str] = []
     for rel in files:
-        for name, mutate in MUTATIONS.items():
-            shutil.rmtree(home / "log")
-            shutil.copytree(pristine, home / "log")
-            mutate(home / "log" / rel)
-            r = run(runner, home, "log", "verify")
-            assert "Traceback" not in r.output
-            named = any(line.startswith(f"FAIL: log/{rel}") for line in r.stderr.splitlines())
-            if r.exit_code != 1 or not named:
-                missed.append(f"{name} of {rel}: exit {r.exit_code}\n{r.stderr}")
+        shutil.rmtree(home / "log")
+        shutil.copytree(pristine, home / "log")
+        mutate(home / "log" / rel)
+        r = run(runner, home, "log", "verify")
+        assert "Traceback" not in r.output
+        named = any(line.startswith(f"FAIL: log/{rel}") for line in r.stderr.splitlines())
+        if r.exit_code != 1 or not named:
+            missed.append(f"{name} of {rel}: exit {r.exit_code}\n{r.stderr}")
     assert not missed, "\n".join(missed)
 
 
-def test_verify_reports_index_and_file(runner: CliRunner, home: Path, tmp_path: Path) -> None:
-    build_sweep_log(home)
+def test_verify_reports_index_and_file(runner: CliRunner, sweep_home: Path) -> None:
+    home = sweep_home
     ledger = Ledger.open(home)
     entry = LogEntry.from_bytes(ledger.log.entry(300))
     ledger.store.delete(entry.envelope)

@@ -51,9 +51,11 @@ cache and every envelope, with every mutation; of the log's tiles, the other obj
 private keys and the audit index, a seeded sample of each kind, always with the log's right
 edge. With ``TRAJLEDGER_FULL_MATRIX=1``, every file (about 640 runs instead of about 220).
 
-The summary ("tamper matrix: N tried: R refused, U changed no decision (n x file: why; ...)")
-is printed (visible with ``-s``) and listed at the end of the run (``record_property``,
-tests/conftest.py).
+The runs are dealt round-robin into `PARTS` cases of the test (the workers of a run share
+them), each from the same pristine ledger, baseline and allow-list (the ``matrix`` fixture, once
+per module). Each part's summary ("part i/4: tamper matrix: N tried: R refused, U changed no
+decision (n x file: why; ...)") is printed (visible with ``-s``) and listed at the end of the
+run (``record_property``, tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -447,68 +449,55 @@ class Tally:
 # -- the test ------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory: pytest.TempPathFactory) -> tk.Quickstart:
-    return tk.build_quickstart(tmp_path_factory.mktemp("matrix"), lookup_tail=4)
+PARTS = 4
+"""The runs are dealt round-robin into this many cases of the test, so that the workers of a
+run share them; each case starts from the same pristine ledger, baseline and allow-list."""
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """What every part of the matrix starts from: the pristine ledger and its evidence, the
+    baseline decisions, the files by kind, the allow-list, and the runs."""
+
+    q: tk.Quickstart
+    ledger: tk.Pristine
+    evidence: dict[str, tuple[str, int]]
+    baseline: dict[str, Outcome]
+    files: list[str]
+    by_kind: dict[str, list[str]]
+    allow_list: list[Unread]
+    runs: list[tuple[str, str, str | None]]
+    """``(mutation, file, partner)``: each mutation of each file tried."""
+    replacements: list[tuple[str, str, Callable[[Path], bytes]]]
+    """``(file, label, make)``: each attacker-made file put in place of a file."""
+    signed: dict[tuple[str, ...], Outcome]
+    """The baseline of each signing decision a replacement run takes."""
+
+
+def fresh(m: Matrix, home: Path, state: Path) -> None:
+    """Put the work copies back to the pristine ledger and user state."""
+    m.ledger.reset(home)
+    # The user state whole: its database may still be open in this process (a decision's
+    # objects not yet collected), and a copy of it is a new file, as a fresh copy's is.
+    shutil.rmtree(state, ignore_errors=True)
+    shutil.copytree(m.q.state, state)
 
 
 @pytest.fixture(scope="module")
-def attacker(secured_quickstart: tk.Quickstart) -> tk.Quickstart:
-    """The attacker's own quickstart ledger (its state database is of another log)."""
-    return secured_quickstart
-
-
-@pytest.mark.slow  # about 220 tamperings x 5 decisions, in process: about 30 s of CPU
-def test_tamper_matrix(
-    pristine: tk.Quickstart,
-    attacker: tk.Quickstart,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    record_property: Callable[[str, object], None],
-) -> None:
-    q = pristine
-    home, state = tmp_path / "ledger", tmp_path / "state"
-
+def matrix(
+    tmp_path_factory: pytest.TempPathFactory, secured_quickstart: tk.Quickstart
+) -> Matrix:
+    q = tk.build_quickstart(tmp_path_factory.mktemp("matrix"), lookup_tail=4)
+    attacker = secured_quickstart  # the attacker's own ledger: its state is of another log
+    work = tmp_path_factory.mktemp("matrix-baseline")
+    home, state = work / "ledger", work / "state"
     ledger = tk.Pristine(q.home)
-
-    def fresh() -> None:
-        ledger.reset(home)
-        # The user state whole: its database may still be open in this process (a decision's
-        # objects not yet collected), and a copy of it is a new file, as a fresh copy's is.
-        shutil.rmtree(state, ignore_errors=True)
-        shutil.copytree(q.state, state)
-
-    fresh()
-    # The evidence before each run's decisions: the pristine ledger's, but for the files the
-    # run tampered with (each run starts from a fresh copy: checked here, on the first).
-    pristine_evidence = tk.snapshot(q.home, skip=(DERIVED,))
-    assert tk.snapshot(home, skip=(DERIVED,)) == pristine_evidence
-    baseline = decide(q, home, state)
-    assert all(o.positive for o in baseline.values()), baseline
     files = sorted(tk.snapshot(q.home))
     by_kind: dict[str, list[str]] = {}
     for rel in files:
         by_kind.setdefault(kind_of(q.home, rel), []).append(rel)
-    assert len(by_kind["entry bundle"]) > 10 and len(by_kind["object: envelope"]) > 10
-    assert len(by_kind["cache: index/log-lookup log-lookup"]) == 3  # MANIFEST, lock, a run
-
-    allow_list = [*UNREAD, policy_copy(q), *kept_features(q)]
-    tally = Tally()
-    for rel in tried(by_kind):
-        partner = partner_of(rel, by_kind[kind_of(q.home, rel)])
-        for what, mutate in MUTATIONS.items():
-            if what == "swap" and partner is None:
-                continue
-            fresh()
-            mutate(home / rel, home / (partner or rel))
-            touched = [rel, partner] if what == "swap" and partner else [rel]
-            allowed = [unread(f, allow_list, q.home, home) for f in touched]
-            evidence = tk.snapshot_changed(pristine_evidence, home, touched, skip=(DERIVED,))
-            verdict, why = classify(baseline, decide(q, home, state))
-            label = f"{what} {' <-> '.join(touched)}"
-            tally.add(label, verdict, why, None if None in allowed else allowed[0])
-            if tk.snapshot(home, skip=(DERIVED,)) != evidence:
-                tally.failures.append(f"{label}: the decisions changed the evidence")
+    runs = [(what, rel, partner_of(rel, by_kind[kind_of(q.home, rel)]))
+            for rel in tried(by_kind) for what in MUTATIONS]  # fmt: skip
     # Replaced by an attacker-made file of the same kind, then a signing decision too.
     (other,) = attacker.state.glob("logs/*/state.sqlite")
     makers = dict(REPLACEMENTS)
@@ -517,17 +506,55 @@ def test_tamper_matrix(
         ("another log's state database", lambda _p: other.read_bytes()),
     ]
     targets = [f"state:{p.relative_to(q.state).as_posix()}" for p in q.state.rglob("*.sqlite")]
-    runs = [(rel, label, make) for rel in [*files, *targets]
-            for pattern, replacements in makers.items() if fnmatch.fnmatch(rel, pattern)
-            for label, make in replacements]
-    assert {r[0].split("/")[0] for r in runs} >= {"keys", "log-key", "ledger.toml"}
-    signed: dict[tuple[str, ...], Outcome] = {}
-    for args in sorted({tuple(signing(rel, q)) for rel, _l, _m in runs}):
-        fresh()
-        signed[args] = sign_outcome(list(args), home, state)
-        assert signed[args].positive, signed[args].stderr
-    for rel, label, make in runs:
-        fresh()
+    replacements = [(rel, label, make) for rel in [*files, *targets]
+                    for pattern, made in makers.items() if fnmatch.fnmatch(rel, pattern)
+                    for label, make in made]  # fmt: skip
+    m = Matrix(q, ledger, tk.snapshot(q.home, skip=(DERIVED,)), {}, files, by_kind,
+               [*UNREAD, policy_copy(q), *kept_features(q)],
+               [r for r in runs if r[0] != "swap" or r[2] is not None], replacements, {})
+    fresh(m, home, state)
+    m.baseline.update(decide(q, home, state))
+    for args in sorted({tuple(signing(rel, q)) for rel, _l, _m in replacements}):
+        fresh(m, home, state)
+        m.signed[args] = sign_outcome(list(args), home, state)
+    return m
+
+
+@pytest.mark.slow  # about 220 tamperings x 5 decisions, in process: about 30 s of CPU in all
+@pytest.mark.parametrize("part", range(PARTS))
+def test_tamper_matrix(
+    matrix: Matrix,
+    part: int,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    record_property: Callable[[str, object], None],
+) -> None:
+    m, q = matrix, matrix.q
+    home, state = tmp_path / "ledger", tmp_path / "state"
+    fresh(m, home, state)
+    # The evidence before each run's decisions: the pristine ledger's, but for the files the
+    # run tampered with (each run starts from a fresh copy: checked here, on the first).
+    assert tk.snapshot(home, skip=(DERIVED,)) == m.evidence
+    assert all(o.positive for o in m.baseline.values()), m.baseline
+    assert len(m.by_kind["entry bundle"]) > 10 and len(m.by_kind["object: envelope"]) > 10
+    assert len(m.by_kind["cache: index/log-lookup log-lookup"]) == 3  # MANIFEST, lock, a run
+    assert {r[0].split("/")[0] for r in m.replacements} >= {"keys", "log-key", "ledger.toml"}
+    assert all(o.positive for o in m.signed.values()), m.signed
+
+    tally = Tally()
+    for what, rel, partner in m.runs[part::PARTS]:
+        fresh(m, home, state)
+        MUTATIONS[what](home / rel, home / (partner or rel))
+        touched = [rel, partner] if what == "swap" and partner else [rel]
+        allowed = [unread(f, m.allow_list, q.home, home) for f in touched]
+        evidence = tk.snapshot_changed(m.evidence, home, touched, skip=(DERIVED,))
+        verdict, why = classify(m.baseline, decide(q, home, state))
+        label = f"{what} {' <-> '.join(touched)}"
+        tally.add(label, verdict, why, None if None in allowed else allowed[0])
+        if tk.snapshot(home, skip=(DERIVED,)) != evidence:
+            tally.failures.append(f"{label}: the decisions changed the evidence")
+    for rel, label, make in m.replacements[part::PARTS]:
+        fresh(m, home, state)
         path = state / rel[6:] if rel.startswith("state:") else home / rel
         if rel.startswith("state:"):  # the database whole in its file, its log emptied
             import sqlite3
@@ -537,7 +564,7 @@ def test_tamper_matrix(
             con.close()
         tk.overwrite(path, make(path))
         changed = [] if rel.startswith("state:") else [rel]
-        evidence = tk.snapshot_changed(pristine_evidence, home, changed, skip=(DERIVED,))
+        evidence = tk.snapshot_changed(m.evidence, home, changed, skip=(DERIVED,))
         got = decide(q, home, state)
         if tk.snapshot(home, skip=(DERIVED,)) != evidence:
             tally.failures.append(f"replace {rel}: the decisions changed the evidence")
@@ -546,11 +573,11 @@ def test_tamper_matrix(
             continue
         args = tuple(signing(rel, q))
         got["sign"] = sign_outcome(list(args), home, state)
-        verdict, why = classify({**baseline, "sign": signed[args]}, got)
+        verdict, why = classify({**m.baseline, "sign": m.signed[args]}, got)
         tally.add(f"replace {rel} with {label}", verdict, why, None)
-    line = tally.summary()
+    line = f"part {part + 1}/{PARTS}: {tally.summary()}"
     record_property("summary:tamper matrix", line)
     with capsys.disabled():
         print("\n" + line)
     assert not tally.failures, f"{line}\n\n" + "\n\n".join(tally.failures)
-    assert sorted(tk.snapshot(q.home)) == files
+    assert sorted(tk.snapshot(q.home)) == m.files

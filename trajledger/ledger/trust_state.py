@@ -295,7 +295,8 @@ class TrustState:
             # The floor must survive a crash once a command said it was seen: every commit is
             # synced (NORMAL in WAL mode may lose the last ones).
             db.execute("PRAGMA synchronous=FULL")
-            db.executescript(_SCHEMA)
+            # A new database's tables in one synced commit (IMMEDIATE: a second creator waits).
+            db.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;" if new else _SCHEMA)
         except (OSError, sqlite3.Error) as e:
             raise LedgerError(f"trust state {base}: cannot open: {e}") from e
         state = cls(base, vkey, db)
@@ -493,11 +494,11 @@ class TrustState:
         return self._note
 
     def floor_checkpoint(self) -> Checkpoint | None:
-        """The floor, parsed and verified by the log key (again unless this object verified
-        these very bytes before)."""
-        note = self._note
-        if note is None:
-            return None
+        """The floor, parsed and verified by the log key (`_checkpoint`)."""
+        return None if self._note is None else self._checkpoint(self._note)
+
+    def _checkpoint(self, note: bytes) -> Checkpoint:
+        """``note`` verified by the log key, unless these very bytes were the last it verified."""
         if self._verified is None or self._verified[0] != note:
             self._verified = (note, verify_checkpoint(note, self.verifier))
         return self._verified[1]
@@ -539,8 +540,7 @@ class TrustState:
             TamperError: a rollback, a fork, or entries that do not give the signed root.
             FormatError, SignatureError: the checkpoint is malformed or not signed by the log.
         """
-        # (1)
-        cp = verify_checkpoint(note, self.verifier)
+        cp = self._checkpoint(note)  # (1)
         with self._write(), _reading_kept(self.path):
             self._size, self._range, self._note, self._last = self._read_meta()
             self._check_counts()

@@ -317,3 +317,23 @@ def test_package_import_does_not_load_pyarrow() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_no_episodes_follow_the_tensor_types_as_they_are_fixed() -> None:
+    """The empty episode batch is made once per schema: when a tensor type is fixed later (or
+    only its shape, which lives in the field's metadata), the next one has the new schema."""
+    from trajledger.ledger.rollouts.episodes import EpisodeBuilder
+    from trajledger.ledger.rollouts.normalise import TensorTypes
+
+    tensors = TensorTypes()
+    builder = EpisodeBuilder(tensors=tensors)
+    first = builder.finish()
+    assert first.num_rows == 0 and first.schema.equals(tensors.episode_schema(), True)
+    assert builder.finish() is first
+    for shape in ((2,), (3,)):  # the same type: the shape, in the metadata, differs
+        tensors.fields["obs"] = tensor_field("obs", pa.uint8(), shape)
+        out = builder.finish()
+        assert out.num_rows == 0 and out is not first
+        assert tensor_shape(out.schema.field("final_obs")) == shape
+        assert out.schema.equals(tensors.episode_schema(), check_metadata=True)
+        first = out

@@ -290,14 +290,8 @@ def test_the_state_is_private_and_durable(home: Path) -> None:
     root.chmod(0o700)
 
 
-def test_a_publication_verifies_its_checkpoint_once(
-    home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Raising the floor verifies the new checkpoint, not again the floor it verified before
-    (issue 21 item 7); a floor whose stored bytes changed is verified again."""
-    ledger = Ledger.open(home)
-    state = ledger.trust_state()
-    ledger.log.append([_spec(ledger, 0)])
+def count_verifications(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """From now on, each note the trust state verifies is appended to the list returned."""
     verified: list[bytes] = []
     real = trust_state.verify_checkpoint
 
@@ -306,6 +300,18 @@ def test_a_publication_verifies_its_checkpoint_once(
         return real(note, *args, **kwargs)
 
     monkeypatch.setattr(trust_state, "verify_checkpoint", counting)
+    return verified
+
+
+def test_a_publication_verifies_its_checkpoint_once(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Raising the floor verifies the new checkpoint, not again the floor it verified before
+    (issue 21 item 7); a floor whose stored bytes changed is verified again."""
+    ledger = Ledger.open(home)
+    state = ledger.trust_state()
+    ledger.log.append([_spec(ledger, 0)])
+    verified = count_verifications(monkeypatch)
     for n in range(1, 4):
         ledger.log.append([_spec(ledger, n)])
     assert len(verified) == 3 and verified[-1] == ledger.log.checkpoint_bytes()
@@ -318,6 +324,27 @@ def test_a_publication_verifies_its_checkpoint_once(
     with pytest.raises(ProvenanceError):
         state.floor_checkpoint()
     assert verified[-1] == forged
+
+
+def test_each_use_of_the_state_verifies_a_checkpoint_it_has_not_verified(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every use of the state syncs it to the log's checkpoint: the same note, already verified
+    by this object, is not verified again; other bytes are, and a forged note is refused."""
+    ledger = Ledger.open(home)
+    ledger.log.append([_spec(ledger, 0)])
+    state = ledger.trust_state()
+    verified = count_verifications(monkeypatch)
+    for _ in range(3):
+        assert ledger.trust_state() is state
+    assert verified == []  # the note the first use verified, read again
+    note = ledger.log.checkpoint_bytes()
+    forged = note[:-6] + (b"B" if note[-6:-5] == b"A" else b"A") + note[-5:]
+    with pytest.raises(ProvenanceError):
+        state.sync(forged, ledger.log.entries, ledger.read_blob)
+    assert verified == [forged]
+    state.sync(note, ledger.log.entries, ledger.read_blob)  # a refused note is not kept
+    assert verified == [forged]
 
 
 @pytest.mark.parametrize("table", ["entries", "listing", "refs", "held_out", "names"])

@@ -69,6 +69,15 @@ class EpisodeBuilder:
         self._attr_ids: set[str] = set()
         self._episode_rows = 0
         self._drop_next = False  # after `skip`: the next episode may lack its first steps
+        self._empty: tuple[pa.Schema, pa.RecordBatch] | None = None
+
+    def _no_episodes(self) -> pa.RecordBatch:
+        """No rows in the episode schema as the tensor types now have it, made once per schema
+        (a stream cut into single steps asks for one per step; building it costs a millisecond)."""
+        schema = self.tensors.episode_schema()
+        if self._empty is None or not self._empty[0].equals(schema, check_metadata=True):
+            self._empty = (schema, pa.RecordBatch.from_pylist([], schema=schema))
+        return self._empty[1]
 
     def add_attrs(self, attrs: pa.RecordBatch | pa.Table) -> None:
         """Queue given attributes of episodes (in `EPISODE_ATTR_SCHEMA`).
@@ -128,7 +137,7 @@ class EpisodeBuilder:
         """
         n = steps.num_rows
         if n == 0:
-            return _empty_episodes(self.tensors)
+            return self._no_episodes()
         ids = steps.column("episode_id")
         reward_col = steps.column("reward")
         rewards = floats(reward_col)
@@ -222,7 +231,7 @@ class EpisodeBuilder:
         """
         opened, self._open = self._open, None
         if opened is None:
-            out = _empty_episodes(self.tensors)
+            out = self._no_episodes()
         else:
             out = self._emit(
                 [opened.episode_id],
@@ -259,7 +268,7 @@ class EpisodeBuilder:
             term, trunc, costs = term[1:], trunc[1:], costs[1:]
         n = len(ids)
         if not n:
-            return _empty_episodes(self.tensors)
+            return self._no_episodes()
         id_arr = pa.array(ids, type=pa.string())
         reason = pa.array(
             [
@@ -387,10 +396,6 @@ def _num_text(x: np.float64) -> str:
 
 def _return(ep: _OpenEpisode) -> float | None:
     return float(np.add.reduceat(ep.rewards, [0])[0]) if ep.reward_count else None
-
-
-def _empty_episodes(tensors: TensorTypes) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist([], schema=tensors.episode_schema())
 
 
 def derive_episodes(steps: pa.Table | pa.RecordBatch, episodes: pa.Table | None = None) -> pa.Table:
