@@ -3,24 +3,27 @@ processes whose start-up is most of their CPU.
 
 Why. A process started with ``spawn`` (or as ``python -c``) starts an interpreter and imports
 trajledger, pyarrow and pandas again: 0.3 to 1 CPU-s each, for work of a few milliseconds in
-tests/unit/ledger/test_rollout_parallel.py (a pool of two workers for each of a dozen files) or
-of a few hundred in tests/e2e/test_fork_writers.py's eight command-line writers (`Script`).
+tests/unit/ledger/test_rollout_parallel.py (a pool of two workers for each of a dozen files),
+tests/e2e/test_fork_writers.py's eight command-line writers, the newline bombs of
+tests/e2e/test_hostile_inputs.py and the commands of tests/e2e/test_dataset_features_cli.py
+(`Script`).
 
 How. `context` is ``multiprocessing``'s ``forkserver`` context, its server told to import
 `PRELOAD` first. The server is a fresh interpreter (started by ``multiprocessing`` with this
 process's ``sys.path``, not a fork of it), started on first use and kept for the session (an
 xdist worker); each process started from the context is a fork of that server: a process of
 its own that shares nothing with the test process but what it is sent (pickled), whose state is
-that of a fresh interpreter that has imported `PRELOAD`. What differs from ``spawn``: the
-modules of `PRELOAD` are already imported (as each worker imports them first anyway), the
+that of a fresh interpreter that has imported `PRELOAD`. `Script` runs ``python -c CODE`` so,
+with the caller's environment and working directory. What differs from ``spawn``: the modules
+of `PRELOAD` are already imported (as each worker imports them first anyway), a pool worker's
 environment is the server's (read when the first test used it; trajledger's modules read none
 at import) and `trajledger.ledger.fs`'s note of when the process started is the server's (it
 judges leftovers of dead writers older than an hour: see tests/zygote.py's ``MAX_AGE``; no test
-here leaves one). `Script` runs ``python -c CODE`` so, with the caller's environment and
-working directory. Only tests whose assertions hold alike under either start method use it; the
+here leaves one). Only tests whose assertions hold alike under either start method use it; the
 start methods themselves keep tests of their own (the rollout reader's ``spawn`` pool in
-test_rollout_parallel's large-file test and the record command's tests; tests/e2e/
-test_concurrency.py's writers are fresh interpreters).
+test_rollout_parallel's large-file test, the ``record`` command in real processes in
+tests/e2e/test_record_progress.py; tests/e2e/test_concurrency.py's writers are fresh
+interpreters).
 
 The server is not a child this process waits for: its CPU and its children's are not in the
 test run's children times (read them from ``/proc``, as the docs harness's zygote log does).
@@ -90,10 +93,11 @@ class Script:
             self.process.join()
             raise subprocess.TimeoutExpired(["python", "-c", "..."], timeout or 0)
         self.returncode = self.process.exitcode
+        out, err = (self._dir / "stdout", self._dir / "stderr")
         try:
-            return tuple(  # type: ignore[return-value]
-                (self._dir / name).read_text("utf-8", "replace") for name in ("stdout", "stderr")
-            )
+            if not err.exists():  # it died before it could run the code (see the server's stderr)
+                return "", f"preforked: the process ended ({self.returncode}) before it started\n"
+            return out.read_text("utf-8", "replace"), err.read_text("utf-8", "replace")
         finally:
             shutil.rmtree(self._dir, ignore_errors=True)
 
