@@ -47,12 +47,14 @@ from pathlib import Path
 PRELOAD = [
     "pyarrow", "pyarrow.parquet", "pandas", "click.testing", "trajledger.runner.cli",
     "trajledger.api", "trajledger.ledger.artifacts", "trajledger.ledger.record",
-    "trajledger.ledger.rollouts.reader_process",
+    "trajledger.ledger.rollouts.reader_process", "trajledger.ledger.trust_state",
+    "trajledger.ledger.policy_state", "sqlite3", "pyarrow.pandas_compat",
 ]  # fmt: skip
 """What the server imports before it forks: the rollout reader's workers' modules and what a
 ``record`` through the command line loads (pyarrow imports pandas on its first array of a
-list). None of it starts a thread of its own (pyarrow's jemalloc restarts its background thread
-in a forked child, as under ``multiprocessing``'s ``fork``)."""
+list; the user's trust state and its SQLite database). None of it starts a thread of its own
+(pyarrow's jemalloc restarts its background thread in a forked child, as under
+``multiprocessing``'s ``fork``)."""
 
 
 def context() -> ForkServerContext:
