@@ -93,6 +93,7 @@ class Script:
         if self.process.exitcode is None:
             self.process.kill()
             self.process.join()
+            shutil.rmtree(self._dir, ignore_errors=True)
             raise subprocess.TimeoutExpired(["python", "-c", "..."], timeout or 0)
         self.returncode = self.process.exitcode
         out, err = (self._dir / "stdout", self._dir / "stderr")
