@@ -14,6 +14,7 @@ Scope:
 - `entry_spec`: the log entry spec number ``i`` of the log tests (distinct subjects and
   envelope digests).
 - `new_runner`: a click ``CliRunner`` keeping stderr apart.
+- `installed_distributions`: what a venv made by a test holds (as ``pip list`` lists it).
 
 Non-scope: fixtures (tests/conftest.py and each package's conftest declare them, using these),
 what a test concludes.
@@ -32,6 +33,7 @@ import os
 import shutil
 import sqlite3
 import stat
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -276,3 +278,12 @@ vkeys = [{vkeys}]
 """A buyer's policy over a quickstart vendor (its keys copied to ``trust/``) and its own
 approvers b1 and b2; ``{vkeys}``: the quoted log keys it trusts."""
 
+
+def installed_distributions(python: Path) -> list[str]:
+    """The names of the distributions a venv's interpreter finds (as ``pip list`` lists them,
+    without starting pip: isolated from ``PYTHONPATH`` and the user's site directory)."""
+    code = ("import importlib.metadata as m, json; "
+            "print(json.dumps([d.metadata['Name'] for d in m.distributions()]))")
+    done = subprocess.run([str(python), "-I", "-c", code], capture_output=True, text=True,
+                          check=True, timeout=120)  # fmt: skip
+    return list(json.loads(done.stdout))

@@ -113,11 +113,25 @@ PRELOAD = (
     "trajledger.runner.evaluate",
     "trajledger.runner.lineage",
     "trajledger.runner.verification",
+    "trajledger.ledger.trust_state",
+    "trajledger.ledger.policy_state",
+    "trajledger.ledger.artifacts",
+    "trajledger.verify.succession",
+    "trajledger.verify.sealed_files",
+    "trajledger.verify.release_rules",
+    "sqlite3",
+    "pyarrow.pandas_compat",
+    "pyarrow.dataset",
+    "cryptography.hazmat.backends.openssl",
+    "encodings.utf_16_be",
 )
 """What the server imports before it forks: the command line, the modules its commands load,
 and the heavy libraries they use (pandas too: pyarrow imports it on the first ``pa.array`` of a
-list). Not lancedb (its import starts a thread), torch, ray or transformers (few commands load
-them)."""
+list); from ``trajledger.ledger.trust_state`` on, what most served commands of the documents
+still imported after the fork (the user's trust state and its SQLite database, the policy
+state, the artifact readers, pyarrow's pandas shim and datasets, cryptography's OpenSSL
+backend, a codec). Not lancedb (its import starts a thread), torch, ray or transformers (few
+commands load them)."""
 
 MAX_AGE = 1800.0
 """Seconds after its start during which the server serves requests (later ones run the console

@@ -1,6 +1,7 @@
 """``dataset create`` and the admission gate without the audit index (issue 21 item 1).
 
-On a quickstart ledger, in a fresh interpreter per command (as a user runs them): ``dataset
+On a quickstart ledger, in a process of its own per command (forked from tests/preforked.py's
+server, which has imported the command line, pyarrow and pandas but not lancedb): ``dataset
 create`` of a holdout whose batch copies train episodes under other ids is refused (exit 1, one
 ``FAIL:`` line naming the episodes), a clean one is recorded, and ``admit`` of the trained
 dataset passes its contamination check; none of them imports lancedb. ``stats``, which queries
@@ -11,10 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
+import preforked
 import pyarrow as pa
 import pyarrow.parquet as pq
 import tamperkit as tk
@@ -34,14 +34,14 @@ print(json.dumps({"exit": r.exit_code, "stdout": r.stdout, "stderr": r.stderr,
 
 
 def trajledger(q: tk.Quickstart, *args: str) -> dict[str, object]:
-    """One command in a new interpreter: its exit code, output, and whether lancedb loaded."""
+    """One command in a process of its own: its exit code, output, and whether lancedb
+    loaded."""
     env = {**os.environ, "TRAJLEDGER_STATE_DIR": str(q.state),
            "TRAJLEDGER_PASSPHRASE": tk.PASSPHRASE}  # fmt: skip
-    r = subprocess.run(
-        [sys.executable, "-c", CHILD, "--ledger", str(q.home), *args],
-        env=env, capture_output=True, text=True, timeout=600, check=True,
-    )  # fmt: skip
-    out: dict[str, object] = json.loads(r.stdout.strip().splitlines()[-1])
+    p = preforked.Script(CHILD, ["--ledger", str(q.home), *args], env=env)
+    stdout, stderr = p.communicate(timeout=600)
+    assert p.returncode == 0, stderr
+    out: dict[str, object] = json.loads(stdout.strip().splitlines()[-1])
     return out
 
 

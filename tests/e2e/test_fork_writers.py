@@ -6,6 +6,11 @@ forked children shared its open file description, so they did not exclude each o
 log was corrupted. Now a `Log` used after ``fork()`` re-opens its lock (``os.register_at_fork``
 and a pid check), including when another thread of the parent held its lock at the fork.
 
+The eight command-line writers are processes forked from a preloaded server
+(tests/preforked.py): each opens the ledger itself, as a fresh interpreter would, and skips the
+second of imports that was most of its CPU (tests/e2e/test_concurrency.py's writers are fresh
+interpreters).
+
 ``TRAJLEDGER_WRITERS_BATCHES`` sets the batches per CLI process (10 in CI; 50 by hand).
 """
 
@@ -15,13 +20,12 @@ import hashlib
 import json
 import multiprocessing
 import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import preforked
 import pytest
 from click.testing import CliRunner
 
@@ -206,15 +210,7 @@ def test_eight_cli_processes_record_batches(home: Path) -> None:
     signer = ledger.keys.create("producer", encrypt=False)
     register_environment(ledger, "chat", "1", signer)
     size = ledger.log.size
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", CLI_WORKER, str(home), f"w{w}", str(per)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for w in range(8)
-    ]
+    procs = [preforked.Script(CLI_WORKER, [str(home), f"w{w}", str(per)]) for w in range(8)]
     digests: list[str] = []
     for p in procs:
         out, err = p.communicate(timeout=600)

@@ -5,9 +5,10 @@ Through the command line (``record``, ``validate``, ``verify``, ``import``, ``po
 random bytes; chat JSONL nested 100,000 deep in content, tool_calls and judge_scores; lone
 surrogates (a ``\\ud800`` escape in JSON, raw invalid UTF-8, a file name that is not UTF-8);
 Parquet shape metadata nested or huge; a policy TOML nested 100,000 deep; a gzip and a zstd
-newline bomb (10 GB of newlines in about 10 MB, built in the test, read in a subprocess under a
-timeout); bundles that are random, truncated, whose tar members are larger than ``bundle.json``
-lists, or whose declared total is over the default cap. Each is refused with exit 1 or 3 and
+newline bomb (10 GB of newlines in about 10 MB, built in the test, read in a process of its own
+under a timeout, forked from tests/preforked.py's preloaded server); bundles that are random,
+truncated, whose tar members are larger than ``bundle.json`` lists, or whose declared total is
+over the default cap. Each is refused with exit 1 or 3 and
 ``FAIL:`` lines naming the cause, no traceback and no ``BUG:``, and the ledger is unchanged.
 
 Then, in process, a few hundred random and mutated inputs into each reader of a file or
@@ -25,13 +26,12 @@ import io
 import json
 import os
 import random
-import subprocess
-import sys
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import preforked
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -284,16 +284,14 @@ def test_a_newline_bomb_is_refused_in_bounded_time(world: World, codec: str) -> 
     env = {**os.environ, STATE_DIR_ENV: str(world.home.parent / "state")}
     size = world.size()
     for args in (record(bomb), ("validate", str(bomb))):
-        # A hang must fail the test, not hold it: a subprocess under a timeout.
-        p = subprocess.run(
-            [sys.executable, "-c", "from trajledger.runner.cli import main; main()",
-             "--ledger", str(world.home), *args],
-            capture_output=True, text=True, env=env, timeout=120,
-        )  # fmt: skip
-        assert p.returncode == 1, p.stderr
+        # A hang must fail the test, not hold it: a process of its own under a timeout.
+        p = preforked.Script("from trajledger.runner.cli import main; main()",
+                             ["--ledger", str(world.home), *args], env=env)  # fmt: skip
+        _, stderr = p.communicate(timeout=120)
+        assert p.returncode == 1, stderr
         assert "bytes of blank lines, want at most 1,048,576 (MAX_BLANK_BYTES): refused as a " \
-            "possible decompression bomb" in p.stderr
-        assert "Traceback" not in p.stderr and "BUG:" not in p.stderr
+            "possible decompression bomb" in stderr
+        assert "Traceback" not in stderr and "BUG:" not in stderr
     assert world.size() == size
 
 

@@ -6,6 +6,11 @@ blank-line and line-length limits, undecodable data, the cut of chunks) is decid
 parent. For random mixes of good records, bad JSON, mistyped fields, repeated ids and blank
 lines, cut into tiny blocks, both readers yield the same chunks and raise the same problems; so
 do the refusals of the whole file (a line too long, too many blank lines, corrupt zstd).
+
+The comparisons start their pools' workers from a preloaded fork server (tests/preforked.py:
+what a worker decides does not depend on how it was started, and a ``spawn`` start costs each
+of the two dozen workers 0.3 to 0.6 CPU-s of imports); the large file's recording starts them
+as the reader does, with ``spawn``.
 """
 
 from __future__ import annotations
@@ -13,8 +18,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import preforked
 import pytest
 import zstandard
 from hypothesis import HealthCheck, given, settings
@@ -72,10 +79,20 @@ def both(path: Path, batch_rows: int = 5) -> tuple[Any, Any]:
     )
 
 
+def preforked_start(method: str) -> Any:
+    """The reader's ``multiprocessing.get_context``, with the preloaded fork server in place of
+    the ``spawn`` start it asks for (module docstring)."""
+    assert method == "spawn", method
+    return preforked.context()
+
+
 @pytest.fixture
 def tiny_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reader_process, "BLOCK_BYTES", 300)
     monkeypatch.setattr(reader_process, "_READ", 97)
+    monkeypatch.setattr(
+        reader_process, "multiprocessing", SimpleNamespace(get_context=preforked_start)
+    )
 
 
 @settings(max_examples=8, deadline=None,
