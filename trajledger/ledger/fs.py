@@ -38,6 +38,7 @@ __all__ = [
     "STALE_AFTER",
     "TMP_PREFIX",
     "FsyncGroup",
+    "SyncBehind",
     "fsync_all",
     "fsync_dir",
     "is_stale",
@@ -210,6 +211,55 @@ class FsyncGroup:
         errors = [x for f in futures if (x := f.exception()) is not None]
         if errors:
             raise errors[0]
+
+
+class SyncBehind:
+    """The data of a file being written sent to the disk on a thread as the file grows, so that
+    its one final ``fsync`` finds little left to write: the disk works while the writer still
+    computes what comes next (an export's compression), instead of after it.
+
+    `wrote` is told of every byte written; each time ``every`` (default `EVERY`) more bytes
+    have been written and no earlier pass is still running, one ``fdatasync`` of the whole file
+    starts on the fsync pool. It only moves work earlier: the writer still fsyncs the file once it is
+    complete, after `wait`. The file's descriptor must stay open until `wait` returned (also
+    when the writing failed: a pass may be running).
+    """
+
+    EVERY = 32 << 20
+    """Bytes between two passes: large enough that a pass is a long sequential write."""
+
+    def __init__(self, fd: int, every: int | None = None) -> None:
+        self._fd = fd
+        self._every = self.EVERY if every is None else every
+        self._pending = 0
+        self._running: Future[None] | None = None
+
+    def wrote(self, n: int) -> None:
+        """``n`` more bytes were written to the file.
+
+        Raises:
+            OSError: an earlier pass failed (an error ``fdatasync`` reports once per open
+                file: the final ``fsync`` would not see it again).
+        """
+        self._pending += n
+        if self._pending < self._every:
+            return
+        if self._running is not None:
+            if not self._running.done():
+                return  # the disk is behind: the next pass takes this data too
+            self._running.result()
+        self._pending = 0
+        self._running = _pool().submit(getattr(os, "fdatasync", os.fsync), self._fd)
+
+    def wait(self) -> None:
+        """Wait for the pass in flight, if any.
+
+        Raises:
+            OSError: it failed.
+        """
+        running, self._running = self._running, None
+        if running is not None:
+            running.result()
 
 
 def fsync_all(fds: Sequence[int]) -> None:

@@ -1,0 +1,89 @@
+"""The data of a file being written, sent to the disk on a thread as it grows
+(`ledger.fs.SyncBehind`, an export's bundle): passes start as the file grows, one at a time,
+and a pass that failed is raised to the writer, which then refuses (no bundle left behind).
+
+An error ``fdatasync`` reports is reported once per open file: a pass on a thread that swallowed
+it would let the final ``fsync`` succeed over data that never reached the disk.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from trajledger.ledger import fs
+from trajledger.ledger.errors import StoreError
+from trajledger.ledger.exchange import _write_bundle
+from trajledger.verify.bundle_index import BundleIndex, Member
+
+
+def _recording(monkeypatch: pytest.MonkeyPatch, fail: bool = False) -> list[int]:
+    """``os.fdatasync`` replaced: each call recorded (a slow pass: at most one may run);
+    ``fail``: each raises EIO."""
+    calls: list[int] = []
+    running = threading.Lock()
+
+    def fdatasync(fd: int) -> None:
+        assert running.acquire(blocking=False), "two passes at once"
+        try:
+            calls.append(os.fstat(fd).st_size)
+            if fail:
+                raise OSError(errno.EIO, "Input/output error")
+        finally:
+            running.release()
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync, raising=False)
+    return calls
+
+
+def test_passes_start_as_the_file_grows_one_at_a_time(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _recording(monkeypatch)
+    with open(tmp_path / "f", "wb", buffering=0) as fh:
+        behind = fs.SyncBehind(fh.fileno(), every=1000)
+        behind.wrote(fh.write(b"x" * 999))
+        assert not calls  # not yet `every` bytes
+        for _ in range(50):
+            behind.wrote(fh.write(b"y" * 400))
+        behind.wait()
+    assert calls and calls[0] >= 1000
+    assert calls == sorted(calls) and calls[-1] <= 999 + 50 * 400
+    assert (tmp_path / "f").read_bytes() == b"x" * 999 + b"y" * 400 * 50
+
+
+def test_a_failed_pass_is_raised_to_the_writer(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    _recording(monkeypatch, fail=True)
+    with open(tmp_path / "f", "wb", buffering=0) as fh:
+        behind = fs.SyncBehind(fh.fileno(), every=10)
+        behind.wrote(fh.write(b"x" * 10))
+        with pytest.raises(OSError, match="Input/output error"):
+            behind.wait()
+        behind.wrote(fh.write(b"x" * 10))  # the next pass; raised by the write after it
+        with pytest.raises(OSError, match="Input/output error"):
+            for _ in range(100):
+                behind.wrote(fh.write(b"x" * 10))
+
+
+def test_an_export_whose_pass_failed_is_refused_and_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _recording(monkeypatch, fail=True)
+    monkeypatch.setattr(fs.SyncBehind, "EVERY", 1)
+    store = tmp_path / "store"
+    store.mkdir()
+    data = os.urandom(3 << 20)
+    name = hashlib.sha256(data).hexdigest()
+    (store / name).write_bytes(data)
+    index = BundleIndex("sha256:" + "0" * 64, "example.com/log", "vkey", "2025-01-01T00:00:00Z",
+                        (Member(f"objects/sha256/{name}", len(data), name),))
+    out = tmp_path / "out" / "b.tar.zst"
+    out.parent.mkdir()
+    with pytest.raises((OSError, StoreError), match="Input/output error"):
+        _write_bundle(out, index, {}, {f"objects/sha256/{name}": store / name}, lambda _n: None)
+    assert list(out.parent.iterdir()) == []
