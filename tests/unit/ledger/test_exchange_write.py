@@ -100,3 +100,27 @@ def test_an_object_that_changed_in_the_store_is_refused(tmp_path: Path) -> None:
                                          "bytes hashing to sha256:"):
         _write_bundle(out, index, small, files, lambda _n: None)
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_the_bundle_does_not_depend_on_the_number_of_compression_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same members give the same bytes with 1, 2 or 3 zstd workers (`ZSTD_THREADS` is a
+    matter of time only): large enough members that the work is cut into several jobs."""
+    import trajledger.ledger.exchange as exchange
+
+    small: dict[str, bytes] = {"checkpoint": b"c" * 100}
+    files: dict[str, Path] = {}
+    for data in (os.urandom(9 << 20), bytes(range(256)) * (12 << 12), os.urandom(5 << 20)):
+        name = hashlib.sha256(data).hexdigest()
+        (tmp_path / name).write_bytes(data)
+        files[f"objects/sha256/{name}"] = tmp_path / name
+    index = _index(small, files)
+    written = []
+    for workers in (1, 2, 3):
+        monkeypatch.setattr(exchange, "ZSTD_THREADS", workers)
+        out = tmp_path / f"b{workers}.tar.zst"
+        _write_bundle(out, index, small, files, lambda _n: None)
+        written.append(out.read_bytes())
+    assert written[0] == written[1] == written[2]
+    assert len(written[0]) < sum(m.size for m in index.members)
