@@ -84,7 +84,14 @@ from .catalog import Catalog, origin_name
 from .encode import bundle_index_bytes, consistency_proof_bytes, tlog_proof_bytes
 from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
-from .fs import TMP_PREFIX, SyncBehind, fsync_dir, sync_paths_ahead, temp_dir
+from .fs import (
+    TMP_PREFIX,
+    SyncBehind,
+    fsync_dir,
+    sync_paths_ahead,
+    sync_tree_behind,
+    temp_dir,
+)
 from .hashing import copy_hashing
 from .keys import Signer
 from .signing import canonical_json
@@ -651,12 +658,35 @@ def _primary(ev: BundleEvidence, subject: str) -> tuple[int, LogEntry, Statement
 
 
 @contextlib.contextmanager
-def _synced_ahead(ledger: LedgerHome, ev: BundleEvidence) -> Iterator[Callable[[], None] | None]:
+def _synced_behind(ledger: LedgerHome, staging: Path) -> Iterator[Callable[[], None]]:
+    """While the bundle is read, the objects staged so far go to the disk on a thread
+    (`fs.sync_tree_behind`), so that the pass after the reading (`_synced_ahead`) finds most
+    of their data written; yields the stop (`_synced_ahead` calls it once the reading is
+    over; it raises a failed fsync), also called on the way out, before the staging directory
+    is removed. Nothing when the store does not fsync or is not local."""
+    if not (ledger.store.is_local and ledger.store.durable):
+        yield lambda: None
+        return
+    end = sync_tree_behind(staging)
+    try:
+        yield end
+    except BaseException:
+        with contextlib.suppress(OSError):
+            end()
+        raise
+    end()
+
+
+@contextlib.contextmanager
+def _synced_ahead(
+    ledger: LedgerHome, ev: BundleEvidence, read: Callable[[], None] = lambda: None,
+) -> Iterator[Callable[[], None] | None]:
     """The staged objects' data written to the disk on a thread while the bundle is verified
     (`fs.sync_paths_ahead`); yields the wait (None when the store does not fsync or is not
     local: `store.ObjectStore.adopt_files` then does as it does). Waited for on the way out,
     so no fsync outlives the staging directory; a refused bundle abandons the pass first
     (its objects are not kept: the refusal waits for one batch of fsyncs, not all of them)."""
+    read()  # (the pass behind the reading ends: this one takes every object)
     if not (ledger.store.is_local and ledger.store.durable):
         yield None
         return
@@ -719,8 +749,9 @@ def import_bundle(
     ledger.log.require_signer()
     # (2)
     with (temp_dir(ledger.root / "tmp") as staging,
+          _synced_behind(ledger, Path(staging)) as read,
           BundleEvidence.open(path, limits=limits, workdir=Path(staging)) as ev,
-          _synced_ahead(ledger, ev) as synced):
+          _synced_ahead(ledger, ev, read) as synced):
         # (3)
         report = verify_bundle(ev, policy, now=now, data="size")
         n, failed = report.count()

@@ -46,6 +46,7 @@ __all__ = [
     "remove_tree",
     "sync_paths",
     "sync_paths_ahead",
+    "sync_tree_behind",
     "temp_dir",
     "temp_name",
     "tmp_entries",
@@ -220,9 +221,9 @@ class SyncBehind:
 
     `wrote` is told of every byte written; each time ``every`` (default `EVERY`) more bytes
     have been written and no earlier pass is still running, one ``fdatasync`` of the whole file
-    starts on the fsync pool. It only moves work earlier: the writer still fsyncs the file once it is
-    complete, after `wait`. The file's descriptor must stay open until `wait` returned (also
-    when the writing failed: a pass may be running).
+    starts on the fsync pool. It only moves work earlier: the writer still fsyncs the file
+    once it is complete, after `wait`. The file's descriptor must stay open until `wait`
+    returned (also when the writing failed: a pass may be running).
     """
 
     EVERY = 32 << 20
@@ -349,6 +350,61 @@ def sync_paths_ahead(
             raise failed[0]
 
     return wait
+
+
+def sync_tree_behind(root: Path, interval: float = 0.1) -> Callable[[], None]:
+    """fsync, on a thread, the regular files that appear under ``root`` while something else
+    writes them there (an import's reading pass, staging the bundle's objects), so that the
+    disk writes them meanwhile; returns the stop, which ends the thread, waits for it and
+    raises the first fsync that failed.
+
+    It only moves work earlier: a file may be synced before it is complete, and whoever needs
+    the files durable still syncs them all once written (`sync_paths`). Every ``interval``
+    seconds the tree is listed again and the files not seen before are synced together
+    (`fsync_all`, in batches of `_sync_batch`); a file that cannot be opened (removed
+    meanwhile) is skipped. A failed fsync ends the pass and is raised by the stop: the error
+    is reported to the first fsync after it only, so the later pass would not see it again.
+    """
+    stop = threading.Event()
+    failed: list[OSError] = []
+
+    def run() -> None:
+        seen: set[str] = set()
+        while not stop.wait(interval):
+            found = []
+            for parent, _dirs, names in os.walk(root):
+                for name in names:
+                    path = os.path.join(parent, name)
+                    if path not in seen:
+                        seen.add(path)
+                        found.append(path)
+            batch = _sync_batch()
+            for start in range(0, len(found), batch):
+                if stop.is_set():
+                    return
+                fds: list[int] = []
+                try:
+                    for path in found[start:start + batch]:
+                        with contextlib.suppress(OSError):
+                            fds.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW))
+                    fsync_all(fds)
+                except OSError as e:
+                    failed.append(e)
+                    return
+                finally:
+                    for fd in fds:
+                        os.close(fd)
+
+    thread = threading.Thread(target=run, name="trajledger-sync-behind", daemon=True)
+    thread.start()
+
+    def end() -> None:
+        stop.set()
+        thread.join()
+        if failed:
+            raise failed[0]
+
+    return end
 
 
 def write_file_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:

@@ -87,3 +87,45 @@ def test_an_export_whose_pass_failed_is_refused_and_leaves_no_file(
     with pytest.raises((OSError, StoreError), match="Input/output error"):
         _write_bundle(out, index, {}, {f"objects/sha256/{name}": store / name}, lambda _n: None)
     assert list(out.parent.iterdir()) == []
+
+
+def test_files_written_under_a_tree_are_synced_while_they_come(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`fs.sync_tree_behind` (an import's reading pass): each file that appears under the tree,
+    in any directory, is fsynced on the thread, once; the stop waits for the thread."""
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.fstat(fd).st_ino) or real(fd))
+    (tmp_path / "objects").mkdir()
+    end = fs.sync_tree_behind(tmp_path, interval=0.01)
+    inodes = set()
+    for n in range(20):
+        path = tmp_path / ("objects" if n % 2 else "") / f"f{n}"
+        path.write_bytes(b"%d" % n)
+        inodes.add(path.stat().st_ino)
+    for _ in range(500):
+        if inodes <= set(synced):
+            break
+        threading.Event().wait(0.01)
+    end()
+    assert inodes <= set(synced) and len(synced) == len(set(synced))
+
+
+def test_a_failed_sync_behind_is_raised_by_its_stop(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    tried: list[int] = []
+
+    def fsync(fd: int) -> None:
+        tried.append(fd)
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    (tmp_path / "f").write_bytes(b"x")
+    end = fs.sync_tree_behind(tmp_path, interval=0.01)
+    for _ in range(1000):
+        if tried:
+            break
+        threading.Event().wait(0.01)
+    with pytest.raises(OSError, match="Input/output error"):
+        end()
