@@ -718,7 +718,8 @@ def import_bundle(
            signed by approvers), checked before the bundle is read.
         2. Open the bundle (every hostile-input check of `BundleEvidence.open`), its objects
            streamed once, each hashed as read, into a staging directory under
-           ``<ledger>/tmp``, whose data then goes to the disk on a thread (`_synced_ahead`).
+           ``<ledger>/tmp``, whose data goes to the disk on a thread as it comes
+           (`_synced_behind`), then all of it once read (`_synced_ahead`, before any is moved).
         3. Verify it (`verify_bundle`, data blobs by size: each already hashed to its name):
            the log key, the proofs, the signatures, roles and thresholds, approvals,
            revocations, the policy history. A failure refuses the whole bundle, and nothing
