@@ -333,18 +333,28 @@ def sync_paths_ahead(
     """Start `sync_paths` on a thread of its own (the disk writes while the caller works on);
     returns the wait, which raises what `sync_paths` raised. Setting ``stop`` abandons the
     pass after the batch in flight (then wait, before removing the files it opens by name)."""
+    return _on_thread(lambda: sync_paths(paths, stop), "trajledger-sync-ahead")
+
+
+def _on_thread(
+    work: Callable[[], None], name: str, stop: threading.Event | None = None
+) -> Callable[[], None]:
+    """Run ``work`` on a thread of its own; returns the wait, which sets ``stop`` (when given),
+    joins the thread and raises the `OSError` ``work`` raised."""
     failed: list[OSError] = []
 
     def run() -> None:
         try:
-            sync_paths(paths, stop)
+            work()
         except OSError as e:
             failed.append(e)
 
-    thread = threading.Thread(target=run, name="trajledger-sync-ahead", daemon=True)
+    thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
 
     def wait() -> None:
+        if stop is not None:
+            stop.set()
         thread.join()
         if failed:
             raise failed[0]
@@ -366,7 +376,6 @@ def sync_tree_behind(root: Path, interval: float = 0.1) -> Callable[[], None]:
     is reported to the first fsync after it only, so the later pass would not see it again.
     """
     stop = threading.Event()
-    failed: list[OSError] = []
 
     def run() -> None:
         seen: set[str] = set()
@@ -387,24 +396,12 @@ def sync_tree_behind(root: Path, interval: float = 0.1) -> Callable[[], None]:
                     for path in found[start:start + batch]:
                         with contextlib.suppress(OSError):
                             fds.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW))
-                    fsync_all(fds)
-                except OSError as e:
-                    failed.append(e)
-                    return
+                    fsync_all(fds)  # a failure ends the pass, raised by the stop
                 finally:
                     for fd in fds:
                         os.close(fd)
 
-    thread = threading.Thread(target=run, name="trajledger-sync-behind", daemon=True)
-    thread.start()
-
-    def end() -> None:
-        stop.set()
-        thread.join()
-        if failed:
-            raise failed[0]
-
-    return end
+    return _on_thread(run, "trajledger-sync-behind", stop)
 
 
 def write_file_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:
