@@ -8,6 +8,7 @@ around the 512-byte block and the 10,240-byte record; a stored object that chang
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
@@ -124,3 +125,25 @@ def test_the_bundle_does_not_depend_on_the_number_of_compression_workers(
         written.append(out.read_bytes())
     assert written[0] == written[1] == written[2]
     assert len(written[0]) < sum(m.size for m in index.members)
+
+
+def test_an_export_whose_pass_to_the_disk_failed_is_refused_and_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`fs.SyncBehind` (the bundle's data sent to the disk while it is compressed): a failed
+    ``fdatasync`` is an error the final ``fsync`` would not see again; the export refuses."""
+    from trajledger.ledger import fs
+
+    def fdatasync(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync, raising=False)
+    monkeypatch.setattr(fs.SyncBehind, "EVERY", 1)
+    (tmp_path / "store").mkdir()
+    small, files = _members(tmp_path / "store", [3 << 20])
+    index = _index(small, files)
+    out = tmp_path / "out" / "b.tar.zst"
+    out.parent.mkdir()
+    with pytest.raises(OSError, match="Input/output error"):
+        _write_bundle(out, index, small, files, lambda _n: None)
+    assert list(out.parent.iterdir()) == []

@@ -1,6 +1,8 @@
 """The data of a file being written, sent to the disk on a thread as it grows
 (`ledger.fs.SyncBehind`, an export's bundle): passes start as the file grows, one at a time,
-and a pass that failed is raised to the writer, which then refuses (no bundle left behind).
+and a pass that failed is raised to the writer (an export then refuses and leaves no bundle:
+``test_exchange_write.py``); and the files of a tree synced while they are written there
+(`ledger.fs.sync_tree_behind`, an import's staged objects).
 
 An error ``fdatasync`` reports is reported once per open file: a pass on a thread that swallowed
 it would let the final ``fsync`` succeed over data that never reached the disk.
@@ -9,7 +11,6 @@ it would let the final ``fsync`` succeed over data that never reached the disk.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import threading
 from pathlib import Path
@@ -17,9 +18,6 @@ from pathlib import Path
 import pytest
 
 from trajledger.ledger import fs
-from trajledger.ledger.errors import StoreError
-from trajledger.ledger.exchange import _write_bundle
-from trajledger.verify.bundle_index import BundleIndex, Member
 
 
 def _recording(monkeypatch: pytest.MonkeyPatch, fail: bool = False) -> list[int]:
@@ -68,25 +66,6 @@ def test_a_failed_pass_is_raised_to_the_writer(tmp_path: Path,
         with pytest.raises(OSError, match="Input/output error"):
             for _ in range(100):
                 behind.wrote(fh.write(b"x" * 10))
-
-
-def test_an_export_whose_pass_failed_is_refused_and_leaves_no_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _recording(monkeypatch, fail=True)
-    monkeypatch.setattr(fs.SyncBehind, "EVERY", 1)
-    store = tmp_path / "store"
-    store.mkdir()
-    data = os.urandom(3 << 20)
-    name = hashlib.sha256(data).hexdigest()
-    (store / name).write_bytes(data)
-    index = BundleIndex("sha256:" + "0" * 64, "example.com/log", "vkey", "2025-01-01T00:00:00Z",
-                        (Member(f"objects/sha256/{name}", len(data), name),))
-    out = tmp_path / "out" / "b.tar.zst"
-    out.parent.mkdir()
-    with pytest.raises((OSError, StoreError), match="Input/output error"):
-        _write_bundle(out, index, {}, {f"objects/sha256/{name}": store / name}, lambda _n: None)
-    assert list(out.parent.iterdir()) == []
 
 
 def test_files_written_under_a_tree_are_synced_while_they_come(
