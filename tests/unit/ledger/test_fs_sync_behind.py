@@ -62,10 +62,11 @@ def test_a_failed_pass_is_raised_to_the_writer(tmp_path: Path,
         behind.wrote(fh.write(b"x" * 10))
         with pytest.raises(OSError, match="Input/output error"):
             behind.wait()
-        behind.wrote(fh.write(b"x" * 10))  # the next pass; raised by the write after it
+        behind.wrote(fh.write(b"x" * 10))  # the next pass; raised by a write after it ended
         with pytest.raises(OSError, match="Input/output error"):
-            for _ in range(100):
+            for _ in range(10_000):  # (at most 10 s for the pass on the thread to end)
                 behind.wrote(fh.write(b"x" * 10))
+                threading.Event().wait(0.001)
 
 
 def test_files_written_under_a_tree_are_synced_while_they_come(
