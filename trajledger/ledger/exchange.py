@@ -44,7 +44,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, BinaryIO, cast
 
 from trajledger.verify.bundle import BundleEvidence, Limits, signed_terms, verify_bundle
 from trajledger.verify.bundle_index import (
@@ -84,7 +84,14 @@ from .catalog import Catalog, origin_name
 from .encode import bundle_index_bytes, consistency_proof_bytes, tlog_proof_bytes
 from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
-from .fs import TMP_PREFIX, fsync_dir, sync_paths_ahead, temp_dir
+from .fs import (
+    TMP_PREFIX,
+    SyncBehind,
+    fsync_dir,
+    sync_paths_ahead,
+    sync_tree_behind,
+    temp_dir,
+)
 from .hashing import copy_hashing
 from .keys import Signer
 from .signing import canonical_json
@@ -99,10 +106,12 @@ ZSTD_LEVEL = 3
 """zstd's default level, as ``tar --zstd`` uses: bundles are mostly data that compresses
 little (numbers, Parquet already compressed); higher levels cost far more time than they save
 bytes."""
-ZSTD_THREADS = 1
-"""Compression workers beside the thread that reads and hashes the members (zstd's own
-default, as ``tar --zstd`` runs it). The frames are standard zstd, read by ``verify.bundle``
-and ``tar --zstd -x`` alike."""
+ZSTD_THREADS = 2
+"""Compression workers beside the thread that reads and hashes the members. zstd's output does
+not depend on how many workers make it (one frame, the same bytes for 1, 2 or more), so this
+is a matter of time only: with one worker (as ``tar --zstd`` runs ``zstd``) a core waited
+while the other compressed, whenever the hashing thread was ahead. The frames are standard
+zstd, read by ``verify.bundle`` and ``tar --zstd -x`` alike."""
 PRIMARY_EXCLUDED = frozenset({"approval", "revocation", "erasure", "refusal", "import"})
 """Kinds that are statements about an artifact, not the artifact's own record."""
 
@@ -496,45 +505,20 @@ def _write_bundle(
     to the compressor, which runs on its own worker threads (`ZSTD_THREADS`) meanwhile. The
     tar is what ``tarfile`` writes in ``w|`` pax mode, byte for byte (`_tar_header`, then the
     content padded to 512 bytes; two zero blocks and zero padding to a 10,240-byte record at
-    the end), without its 16 KiB copy loop."""
-    import zstandard
-
+    the end), without its 16 KiB copy loop. The file's data goes to the disk on a thread as it
+    grows (`fs.SyncBehind`), while the rest is compressed; it is fsynced once complete."""
     fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=out.parent)
     try:
         with os.fdopen(fd, "wb") as raw:
-            cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=ZSTD_THREADS)
-            with cctx.stream_writer(raw, closefd=False) as zw:
-                written = 0
-
-                def put(data: bytes | memoryview) -> None:
-                    nonlocal written
-                    zw.write(data)
-                    written += len(data)
-
-                def member(name: str, size: int) -> None:
-                    put(_tar_header(name, size))
-
-                member(INDEX_NAME, len(data := bundle_index_bytes(index)))
-                put(data + bytes(-len(data) % _BLOCK))
-                for m in index.members:
-                    member(m.name, m.size)
-                    if m.name in small:
-                        put(small[m.name] + bytes(-m.size % _BLOCK))
-                        advance(m.size)
-                        continue
-                    with open(files[m.name], "rb", buffering=0) as fh:
-                        got, size = copy_hashing(fh, put)
-                    if (size, got) != (m.size, DIGEST_PREFIX + m.sha256):
-                        raise StoreError(
-                            f"export: object sha256:{m.sha256} in the store is {size} bytes "
-                            f"hashing to {got}, want {m.size} bytes (run 'trajledger log "
-                            "verify --deep')"
-                        )
-                    put(bytes(-m.size % _BLOCK))
-                    advance(m.size)
-                put(bytes(2 * _BLOCK))
-                put(bytes(-written % _RECORD))
-            raw.flush()
+            behind = SyncBehind(raw.fileno())
+            try:
+                _compress_members(_SyncedSink(raw, behind), index, small, files, advance)
+                raw.flush()
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    behind.wait()  # (a pass may be running on the file's descriptor)
+                raise
+            behind.wait()
             os.fsync(raw.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, out)
@@ -544,6 +528,64 @@ def _write_bundle(
         raise
     fsync_dir(out.parent)
     return out.stat().st_size
+
+
+class _SyncedSink:
+    """The bundle file as the compressor writes it: each write told to `fs.SyncBehind`."""
+
+    def __init__(self, raw: BinaryIO, behind: SyncBehind) -> None:
+        self.raw = raw
+        self.behind = behind
+
+    def write(self, data: bytes) -> int:
+        n = self.raw.write(data)
+        self.behind.wrote(len(data))
+        return n
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+
+def _compress_members(
+    sink: _SyncedSink, index: BundleIndex, small: dict[str, bytes], files: dict[str, Path],
+    advance: Callable[[int], None],
+) -> None:
+    """The tar of ``bundle.json`` and the members, compressed into ``sink`` (`_write_bundle`)."""
+    import zstandard
+
+    cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=ZSTD_THREADS)
+    # (the compressor only calls ``write`` and ``flush``: a sink, not a whole file object)
+    with cctx.stream_writer(cast("IO[bytes]", sink), closefd=False) as zw:
+        written = 0
+
+        def put(data: bytes | memoryview) -> None:
+            nonlocal written
+            zw.write(data)
+            written += len(data)
+
+        def member(name: str, size: int) -> None:
+            put(_tar_header(name, size))
+
+        member(INDEX_NAME, len(data := bundle_index_bytes(index)))
+        put(data + bytes(-len(data) % _BLOCK))
+        for m in index.members:
+            member(m.name, m.size)
+            if m.name in small:
+                put(small[m.name] + bytes(-m.size % _BLOCK))
+                advance(m.size)
+                continue
+            with open(files[m.name], "rb", buffering=0) as fh:
+                got, size = copy_hashing(fh, put)
+            if (size, got) != (m.size, DIGEST_PREFIX + m.sha256):
+                raise StoreError(
+                    f"export: object sha256:{m.sha256} in the store is {size} bytes "
+                    f"hashing to {got}, want {m.size} bytes (run 'trajledger log "
+                    "verify --deep')"
+                )
+            put(bytes(-m.size % _BLOCK))
+            advance(m.size)
+        put(bytes(2 * _BLOCK))
+        put(bytes(-written % _RECORD))
 
 
 _BLOCK = 512
@@ -616,12 +658,35 @@ def _primary(ev: BundleEvidence, subject: str) -> tuple[int, LogEntry, Statement
 
 
 @contextlib.contextmanager
-def _synced_ahead(ledger: LedgerHome, ev: BundleEvidence) -> Iterator[Callable[[], None] | None]:
+def _synced_behind(ledger: LedgerHome, staging: Path) -> Iterator[Callable[[], None]]:
+    """While the bundle is read, the objects staged so far go to the disk on a thread
+    (`fs.sync_tree_behind`), so that the pass after the reading (`_synced_ahead`) finds most
+    of their data written; yields the stop (`_synced_ahead` calls it once the reading is
+    over; it raises a failed fsync), also called on the way out, before the staging directory
+    is removed. Nothing when the store does not fsync or is not local."""
+    if not (ledger.store.is_local and ledger.store.durable):
+        yield lambda: None
+        return
+    end = sync_tree_behind(staging)
+    try:
+        yield end
+    except BaseException:
+        with contextlib.suppress(OSError):
+            end()
+        raise
+    end()
+
+
+@contextlib.contextmanager
+def _synced_ahead(
+    ledger: LedgerHome, ev: BundleEvidence, read: Callable[[], None] = lambda: None,
+) -> Iterator[Callable[[], None] | None]:
     """The staged objects' data written to the disk on a thread while the bundle is verified
     (`fs.sync_paths_ahead`); yields the wait (None when the store does not fsync or is not
     local: `store.ObjectStore.adopt_files` then does as it does). Waited for on the way out,
     so no fsync outlives the staging directory; a refused bundle abandons the pass first
     (its objects are not kept: the refusal waits for one batch of fsyncs, not all of them)."""
+    read()  # (the pass behind the reading ends: this one takes every object)
     if not (ledger.store.is_local and ledger.store.durable):
         yield None
         return
@@ -653,7 +718,8 @@ def import_bundle(
            signed by approvers), checked before the bundle is read.
         2. Open the bundle (every hostile-input check of `BundleEvidence.open`), its objects
            streamed once, each hashed as read, into a staging directory under
-           ``<ledger>/tmp``, whose data then goes to the disk on a thread (`_synced_ahead`).
+           ``<ledger>/tmp``, whose data goes to the disk on a thread as it comes
+           (`_synced_behind`), then all of it once read (`_synced_ahead`, before any is moved).
         3. Verify it (`verify_bundle`, data blobs by size: each already hashed to its name):
            the log key, the proofs, the signatures, roles and thresholds, approvals,
            revocations, the policy history. A failure refuses the whole bundle, and nothing
@@ -684,8 +750,9 @@ def import_bundle(
     ledger.log.require_signer()
     # (2)
     with (temp_dir(ledger.root / "tmp") as staging,
+          _synced_behind(ledger, Path(staging)) as read,
           BundleEvidence.open(path, limits=limits, workdir=Path(staging)) as ev,
-          _synced_ahead(ledger, ev) as synced):
+          _synced_ahead(ledger, ev, read) as synced):
         # (3)
         report = verify_bundle(ev, policy, now=now, data="size")
         n, failed = report.count()

@@ -38,6 +38,7 @@ __all__ = [
     "STALE_AFTER",
     "TMP_PREFIX",
     "FsyncGroup",
+    "SyncBehind",
     "fsync_all",
     "fsync_dir",
     "is_stale",
@@ -45,6 +46,7 @@ __all__ = [
     "remove_tree",
     "sync_paths",
     "sync_paths_ahead",
+    "sync_tree_behind",
     "temp_dir",
     "temp_name",
     "tmp_entries",
@@ -212,6 +214,55 @@ class FsyncGroup:
             raise errors[0]
 
 
+class SyncBehind:
+    """The data of a file being written sent to the disk on a thread as the file grows, so that
+    its one final ``fsync`` finds little left to write: the disk works while the writer still
+    computes what comes next (an export's compression), instead of after it.
+
+    `wrote` is told of every byte written; each time ``every`` (default `EVERY`) more bytes
+    have been written and no earlier pass is still running, one ``fdatasync`` of the whole file
+    starts on the fsync pool. It only moves work earlier: the writer still fsyncs the file
+    once it is complete, after `wait`. The file's descriptor must stay open until `wait`
+    returned (also when the writing failed: a pass may be running).
+    """
+
+    EVERY = 32 << 20
+    """Bytes between two passes: large enough that a pass is a long sequential write."""
+
+    def __init__(self, fd: int, every: int | None = None) -> None:
+        self._fd = fd
+        self._every = self.EVERY if every is None else every
+        self._pending = 0
+        self._running: Future[None] | None = None
+
+    def wrote(self, n: int) -> None:
+        """``n`` more bytes were written to the file.
+
+        Raises:
+            OSError: an earlier pass failed (an error ``fdatasync`` reports once per open
+                file: the final ``fsync`` would not see it again).
+        """
+        self._pending += n
+        if self._pending < self._every:
+            return
+        if self._running is not None:
+            if not self._running.done():
+                return  # the disk is behind: the next pass takes this data too
+            self._running.result()
+        self._pending = 0
+        self._running = _pool().submit(getattr(os, "fdatasync", os.fsync), self._fd)
+
+    def wait(self) -> None:
+        """Wait for the pass in flight, if any.
+
+        Raises:
+            OSError: it failed.
+        """
+        running, self._running = self._running, None
+        if running is not None:
+            running.result()
+
+
 def fsync_all(fds: Sequence[int]) -> None:
     """fsync several open files and directories, all of them concurrently (`FsyncGroup`; this
     thread takes the first). Returns when every one is done.
@@ -282,23 +333,75 @@ def sync_paths_ahead(
     """Start `sync_paths` on a thread of its own (the disk writes while the caller works on);
     returns the wait, which raises what `sync_paths` raised. Setting ``stop`` abandons the
     pass after the batch in flight (then wait, before removing the files it opens by name)."""
+    return _on_thread(lambda: sync_paths(paths, stop), "trajledger-sync-ahead")
+
+
+def _on_thread(
+    work: Callable[[], None], name: str, stop: threading.Event | None = None
+) -> Callable[[], None]:
+    """Run ``work`` on a thread of its own; returns the wait, which sets ``stop`` (when given),
+    joins the thread and raises the `OSError` ``work`` raised."""
     failed: list[OSError] = []
 
     def run() -> None:
         try:
-            sync_paths(paths, stop)
+            work()
         except OSError as e:
             failed.append(e)
 
-    thread = threading.Thread(target=run, name="trajledger-sync-ahead", daemon=True)
+    thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
 
     def wait() -> None:
+        if stop is not None:
+            stop.set()
         thread.join()
         if failed:
             raise failed[0]
 
     return wait
+
+
+def sync_tree_behind(root: Path, interval: float = 0.1) -> Callable[[], None]:
+    """fsync, on a thread, the regular files that appear under ``root`` while something else
+    writes them there (an import's reading pass, staging the bundle's objects), so that the
+    disk writes them meanwhile; returns the stop, which ends the thread, waits for it and
+    raises the first fsync that failed.
+
+    It only moves work earlier: a file may be synced before it is complete, and whoever needs
+    the files durable still syncs them all once written (`sync_paths`). Every ``interval``
+    seconds the tree is listed again and the files not seen before are synced together
+    (`fsync_all`, in batches of `_sync_batch`); a file that cannot be opened (removed
+    meanwhile) is skipped. A failed fsync ends the pass and is raised by the stop: the error
+    is reported to the first fsync after it only, so the later pass would not see it again.
+    """
+    stop = threading.Event()
+
+    def run() -> None:
+        seen: set[str] = set()
+        while not stop.wait(interval):
+            found = []
+            for parent, _dirs, names in os.walk(root):
+                for name in names:
+                    path = os.path.join(parent, name)
+                    if path not in seen:
+                        seen.add(path)
+                        found.append(path)
+            batch = _sync_batch()
+            for start in range(0, len(found), batch):
+                if stop.is_set():
+                    return
+                fds: list[int] = []
+                try:
+                    for path in found[start:start + batch]:
+                        with contextlib.suppress(OSError):
+                            fds.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW))
+                    fsync_all(fds)  # a failure ends the pass, raised by the stop
+                finally:
+                    for fd in fds:
+                        os.close(fd)
+
+    return _on_thread(run, "trajledger-sync-behind", stop)
 
 
 def write_file_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:

@@ -28,6 +28,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
@@ -324,15 +325,15 @@ class ObjectStore:
         `adopt_file` for a batch (an import's objects, staged on the store's filesystem and
         hashed as they were written): instead of a file fsync and a directory fsync per
         object, every file's data is fsynced at once (`fs.sync_paths`: concurrently), then
-        every file is renamed into place, then every directory that gained a name is fsynced
-        at once. The data is durable before any object has its name, so a crash never leaves
-        a named object with other bytes; a crash before the last pass leaves at most objects
-        that no log entry names yet (``trajledger gc`` collects orphans). ``advance(n)`` is
-        told of each file's bytes once it is in place; ``synced``, when given, waits for the
-        files' data pass started earlier (`fs.sync_paths_ahead`, while the caller verified
-        them) instead of running it here; it is waited for first, before any staged file is
-        moved or removed. Elsewhere (a remote store, or a store that does not
-        fsync) each goes through `adopt_file`.
+        every file is renamed into place (on two threads from `MOVE_IN_SPLIT` files on), then
+        every directory that gained a name is fsynced at once. The data is durable before any
+        object has its name, so a crash never leaves a named object with other bytes; a crash
+        before the last pass leaves at most objects that no log entry names yet (``trajledger
+        gc`` collects orphans). ``advance(n)`` is told of each file's bytes once it is in
+        place; ``synced``, when given, waits for the files' data pass started earlier
+        (`fs.sync_paths_ahead`, while the caller verified them) instead of running it here; it
+        is waited for first, before any staged file is moved or removed. Elsewhere (a remote
+        store, or a store that does not fsync) each goes through `adopt_file`.
 
         Raises:
             StoreError: a file cannot be moved, or its size is not the known one.
@@ -362,25 +363,48 @@ class ObjectStore:
                 sync_paths([f.path for f, _ in todo])
             named: set[Path] = set()
             made: set[Path] = set()
-            for f, final in todo:
-                os.chmod(f.path, 0o444)
-                if final.parent not in named:
-                    _make_dirs(final.parent, made)
-                try:
-                    os.replace(f.path, final)
-                except OSError as e:
-                    if e.errno != errno.EXDEV:
-                        raise
-                    self._adopt_by_copy(f.path, f)  # another filesystem: copied, made durable
-                else:
-                    named.add(final.parent)
-                advance(f.size)
+            if len(todo) < MOVE_IN_SPLIT:
+                self._move_in(todo, named, made, advance)
+            else:
+                # Two halves by the digest's first hex digit: each its own fan-out directories
+                # (no two threads make the same one); the system calls leave the GIL.
+                high = [t for t in todo if t[0].sha256 >= "8"]
+                with ThreadPoolExecutor(1, thread_name_prefix="trajledger-move-in") as pool:
+                    other = pool.submit(self._move_in, high, set(), set(), lambda _n: None)
+                    self._move_in([t for t in todo if t[0].sha256 < "8"], named, made,
+                                  advance)
+                    high_named, high_made = other.result()
+                named |= high_named
+                made |= high_made
+                advance(sum(f.size for f, _ in high))
             sync_paths(sorted(named | made))
         except OSError as e:
             # Name the file (and, for a rename, where it was going): the error alone does not.
             where = " -> ".join(str(n) for n in (e.filename, e.filename2) if n is not None)
             raise StoreError(f"{where or self.root}: cannot move into the store: "
                              f"{e.strerror or e}") from e
+
+    def _move_in(
+        self, todo: Sequence[tuple[FileDigest, Path]], named: set[Path], made: set[Path],
+        advance: Callable[[int], None],
+    ) -> tuple[set[Path], set[Path]]:
+        """Rename each staged file (its data already durable) to its place, read-only, making
+        its directories; adds to ``named`` the directories that gained a name and to ``made``
+        the parents of those made (`adopt_files`, which fsyncs them all); returns both."""
+        for f, final in todo:
+            os.chmod(f.path, 0o444)
+            if final.parent not in named:
+                _make_dirs(final.parent, made)
+            try:
+                os.replace(f.path, final)
+            except OSError as e:
+                if e.errno != errno.EXDEV:
+                    raise
+                self._adopt_by_copy(f.path, f)  # another filesystem: copied, made durable
+            else:
+                named.add(final.parent)
+            advance(f.size)
+        return named, made
 
     def _adopt_by_copy(self, path: Path, known: FileDigest) -> FileDigest:
         """`adopt_file` across filesystems: copy (hashing), check, remove the source."""
@@ -788,6 +812,12 @@ def _holds(path: Path, data: bytes) -> bool:
             return f.read(len(data) + 1) == data
     except (FileNotFoundError, IsADirectoryError):
         return False
+
+
+MOVE_IN_SPLIT = 64
+"""`ObjectStore.adopt_files` moves this many staged files or more in on two threads: an
+import's thousands of ``mkdir`` and ``rename`` calls are the kernel's work, which two cores
+share (a new store makes a directory for nearly every object)."""
 
 
 def _make_dirs(path: Path, made: set[Path]) -> None:

@@ -8,6 +8,7 @@ around the 512-byte block and the 10,240-byte record; a stored object that chang
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
@@ -100,3 +101,49 @@ def test_an_object_that_changed_in_the_store_is_refused(tmp_path: Path) -> None:
                                          "bytes hashing to sha256:"):
         _write_bundle(out, index, small, files, lambda _n: None)
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_the_bundle_does_not_depend_on_the_number_of_compression_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same members give the same bytes with 1, 2 or 3 zstd workers (`ZSTD_THREADS` is a
+    matter of time only): large enough members that the work is cut into several jobs."""
+    import trajledger.ledger.exchange as exchange
+
+    small: dict[str, bytes] = {"checkpoint": b"c" * 100}
+    files: dict[str, Path] = {}
+    for data in (os.urandom(9 << 20), bytes(range(256)) * (12 << 12), os.urandom(5 << 20)):
+        name = hashlib.sha256(data).hexdigest()
+        (tmp_path / name).write_bytes(data)
+        files[f"objects/sha256/{name}"] = tmp_path / name
+    index = _index(small, files)
+    written = []
+    for workers in (1, 2, 3):
+        monkeypatch.setattr(exchange, "ZSTD_THREADS", workers)
+        out = tmp_path / f"b{workers}.tar.zst"
+        _write_bundle(out, index, small, files, lambda _n: None)
+        written.append(out.read_bytes())
+    assert written[0] == written[1] == written[2]
+    assert len(written[0]) < sum(m.size for m in index.members)
+
+
+def test_an_export_whose_pass_to_the_disk_failed_is_refused_and_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`fs.SyncBehind` (the bundle's data sent to the disk while it is compressed): a failed
+    ``fdatasync`` is an error the final ``fsync`` would not see again; the export refuses."""
+    from trajledger.ledger import fs
+
+    def fdatasync(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync, raising=False)
+    monkeypatch.setattr(fs.SyncBehind, "EVERY", 1)
+    (tmp_path / "store").mkdir()
+    small, files = _members(tmp_path / "store", [3 << 20])
+    index = _index(small, files)
+    out = tmp_path / "out" / "b.tar.zst"
+    out.parent.mkdir()
+    with pytest.raises(OSError, match="Input/output error"):
+        _write_bundle(out, index, small, files, lambda _n: None)
+    assert list(out.parent.iterdir()) == []

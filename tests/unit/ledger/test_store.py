@@ -493,6 +493,41 @@ def test_adopt_files_one_durability_pass(tmp_path: Path, monkeypatch: pytest.Mon
     assert list((tmp_path / "staging").iterdir()) == []
 
 
+def test_adopt_files_moves_many_in_on_two_threads(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """From `MOVE_IN_SPLIT` files on, the renames run on two threads (digests below 8 and from
+    8 on): every file is in place, read-only, each directory that gained a name is in the
+    directory pass, and every byte is told to ``advance``; a failure on the other thread is
+    raised as the store's error, naming the file."""
+    import trajledger.ledger.store as store_module
+
+    store = ObjectStore(tmp_path / "objects")
+    blobs = [b"blob %d" % n for n in range(store_module.MOVE_IN_SPLIT + 36)]
+    files = _staged(tmp_path / "staging", blobs)
+    assert {f.sha256 >= "8" for f in files} == {True, False}
+    passes: list[list[Path]] = []
+    real = store_module.sync_paths
+    monkeypatch.setattr(store_module, "sync_paths", lambda paths: passes.append(list(paths))
+                        or real(paths))
+    advanced: list[int] = []
+    store.adopt_files(files, advanced.append)
+    for f in files:
+        final = store.path_of(f.digest)
+        assert final.read_bytes() == blobs[[hashlib.sha256(b).hexdigest() for b in blobs]
+                                           .index(f.sha256)]
+        assert stat.S_IMODE(final.stat().st_mode) == 0o444
+        assert {final.parent, final.parent.parent} <= set(passes[-1])
+    assert sum(advanced) == sum(len(b) for b in blobs)
+    assert list((tmp_path / "staging").iterdir()) == []
+    # a rename that fails on the second thread: a directory where the object goes
+    more = _staged(tmp_path / "staging2", [b"more %d" % n for n in range(80)])
+    blocked = next(f for f in more if f.sha256 >= "8")
+    store.path_of(blocked.digest).mkdir(parents=True)
+    with pytest.raises(StoreError, match=f"{blocked.sha256} -> .*{blocked.sha256}: cannot move "
+                                         "into the store"):
+        store.adopt_files(more)
+
+
 def test_adopt_files_refuses_a_size_that_changed(tmp_path: Path) -> None:
     from trajledger.verify.digest import FileDigest
 
