@@ -22,36 +22,37 @@ __all__ = ["SURROGATE_ESCAPE", "json_list", "load_object", "loads_strict", "lone
            "utf8_text"]
 
 
-def _no_duplicates(what: str):  # type: ignore[no-untyped-def]
-    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out = dict(pairs)  # built in C; a repeated key makes it shorter than the pairs
-        if len(out) != len(pairs):
-            seen: set[str] = set()
-            for key, _ in pairs:
-                if key in seen:
-                    raise FormatError(f"{what}: duplicate JSON key {key!r}")
-                seen.add(key)
-        return out
-
-    return hook
+class _Refused(ValueError):
+    """What a decoder hook refuses, without the document's name (`loads_strict` adds it)."""
 
 
-def _no_constant(what: str):  # type: ignore[no-untyped-def]
-    def hook(name: str) -> Any:
-        raise FormatError(f"{what}: {name} is not valid JSON")
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)  # built in C; a repeated key makes it shorter than the pairs
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Refused(f"duplicate JSON key {key!r}")
+            seen.add(key)
+    return out
 
-    return hook
+
+def _no_constant(name: str) -> Any:
+    raise _Refused(f"{name} is not valid JSON")
 
 
-def _finite_float(what: str):  # type: ignore[no-untyped-def]
-    def hook(text: str) -> float:
-        value = float(text)
-        # json turns 1e400 into inf: refuse it as it refuses the Infinity literal.
-        if value in (float("inf"), float("-inf")):
-            raise FormatError(f"{what}: number {text[:40]} overflows to infinity")
-        return value
+def _finite_float(text: str) -> float:
+    value = float(text)
+    # json turns 1e400 into inf: refuse it as it refuses the Infinity literal.
+    if value in (float("inf"), float("-inf")):
+        raise _Refused(f"number {text[:40]} overflows to infinity")
+    return value
 
-    return hook
+
+_DECODER: Final = json.JSONDecoder(object_pairs_hook=_no_duplicates,
+                                   parse_constant=_no_constant, parse_float=_finite_float)
+"""One strict decoder for every document (its hooks name no document: made once, not per
+call; a decoder keeps no state between calls, so threads share it as ``json.loads`` does)."""
 
 
 SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
@@ -117,14 +118,9 @@ def loads_strict(data: bytes | str, what: str = "JSON document") -> Any:
         except UnicodeEncodeError as e:  # a lone surrogate character, not an escape
             raise FormatError(f"{what}: not valid Unicode at character {e.start}") from e
     try:
-        value = json.loads(
-            text,
-            object_pairs_hook=_no_duplicates(what),
-            parse_constant=_no_constant(what),
-            parse_float=_finite_float(what),
-        )
-    except FormatError:
-        raise
+        value = _DECODER.decode(text)
+    except _Refused as e:
+        raise FormatError(f"{what}: {e}") from None
     except json.JSONDecodeError as e:
         raise FormatError(
             f"{what}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}"
