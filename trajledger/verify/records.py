@@ -253,16 +253,26 @@ def _fresh(value: Any) -> Any:
 
 
 _Fields = tuple[tuple[Field[Any], _Spec], ...]
-_SPECS: dict[type, tuple[_Fields, tuple[_Spec, ...]]] = {}
+_SPECS: dict[type, tuple[_Fields, tuple[_Spec, ...], tuple[str, ...], dict[str, str]]] = {}
 
 
-def field_specs(cls: type) -> tuple[_Fields, tuple[_Spec, ...]]:
-    """The fields of ``cls`` read from JSON with their specs, and the specs alone (what
-    `Record.from_json` reads ``cls`` by), made once per class."""
+def field_specs(cls: type) -> tuple[_Fields, tuple[_Spec, ...], tuple[str, ...], dict[str, str]]:
+    """The fields of ``cls`` read from JSON with their specs; the specs alone and the fields'
+    names (what `Record.from_json` reads ``cls`` by); the fields that keep a nested object's
+    unknown members, by key. Made once per class.
+
+    Raises:
+        TypeError: a field other than ``unrecognized`` has no spec, or the class has a
+            ``__post_init__`` (`Record.from_json` sets the fields without calling it).
+    """
     found = _SPECS.get(cls)
     if found is None:
         pairs = tuple((f, f.metadata["spec"]) for f in fields(cls) if "spec" in f.metadata)
-        found = _SPECS[cls] = (pairs, tuple(s for _f, s in pairs))
+        if len(pairs) != len(fields(cls)) - 1 or hasattr(cls, "__post_init__"):
+            raise TypeError(f"{cls.__name__}: a record's fields all have specs, and no "
+                            "__post_init__")
+        found = _SPECS[cls] = (pairs, tuple(s for _f, s in pairs), tuple(f.name for f, _s in pairs),
+                               {s.key: f.name for f, s in pairs if s.type == "rest"})
     return found
 
 
@@ -289,17 +299,18 @@ class Record:
         Raises:
             FormatError: not an object, or a known field is missing or malformed.
         """
-        specs, read = field_specs(cls)
-        values, rest = read_members(read, obj, what)
-        kept: dict[str, Any] = {f.name: v for (f, s), v in zip(specs, values, strict=True)}
-        owners = {s.key: f.name for f, s in specs if s.type == "rest"}
-        unrecognized: dict[str, Any] = {}
+        _pairs, specs, names, owners = field_specs(cls)
+        values, rest = read_members(specs, obj, what)
+        kept: dict[str, Any] = dict(zip(names, values, strict=True))
+        unrecognized = rest.pop("")  # a copy of ``obj``: the members no spec took
         for path, members in sorted(rest.items()):  # parents first: nested members go inside
             key = next((k for k in owners if path == k or path.startswith(k + ".")), "")
-            if members or not path:
+            if members:
                 into = kept[owners[key]] if key else unrecognized
                 member_at(into, path.removeprefix(key)).update(members)
-        made = cls(**kept, unrecognized=unrecognized)
+        # Every field is read (`field_specs`): set them as a frozen dataclass's __init__ would.
+        made = object.__new__(cls)
+        made.__dict__.update(kept, unrecognized=unrecognized)
         made._check(what)
         return made
 
