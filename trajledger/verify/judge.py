@@ -27,7 +27,7 @@ from .errors import FormatError, PolicyError, ProvenanceError, SignatureError, V
 from .keys import Identity, PublicKey
 from .kinds import KINDS, Kind, Signing
 from .log_entry import LogEntry
-from .policy import KEY_ROLES, TrustPolicy
+from .policy import TrustPolicy
 from .predicates import (
     HELD_OUT,
     Approval,
@@ -42,7 +42,7 @@ from .statement import Statement, unsigned_statement
 from .times import format_time, parse_time
 
 __all__ = ["CLOCK_SKEW", "REPAIR_HINT", "Record", "RecordFailure", "approvals", "held_out",
-           "judge_record", "signed_by", "signing_keys", "standing"]
+           "judge_record", "signing_keys", "standing"]
 
 CLOCK_SKEW = 300
 """Seconds a signed time may run ahead of the time the log integrated its record (clocks
@@ -158,6 +158,8 @@ def judge_record(
             if need:
                 key_signers = verify_envelope(envelope, keys, threshold=need, what=what)
         except SignatureError as e:
+            from .key_roles import signed_by  # loaded only for a record that does not verify
+
             hint = f"; {'; '.join(notes)}" if notes else ""
             by = signed_by(policy, envelope, kind.roles, index, entry.time)
             named = {sig.keyid for sig in envelope.signatures if sig.keyid}
@@ -208,29 +210,6 @@ def signing_keys(
     threshold = max(roles[0].threshold, 1) if kind.signing is Signing.THRESHOLD else 1
     revoked = len(held) - len(keys) + len(held_ids) - len(identities)
     return keys, identities, threshold, revoked
-
-
-def signed_by(policy: TrustPolicy, envelope: Envelope, roles: tuple[str, ...], index: int,
-              time: str) -> str:
-    """Which policy roles the keys an envelope names hold (the keyids are only hints)."""
-    then = policy.policy_at(index)
-    by = f"policy {policy.name!r} serial {policy.serial}"
-    named = []
-    for sig in envelope.signatures:
-        revoked = policy.revocation(sig.keyid, index, time) if sig.keyid else None
-        held = [r for r in KEY_ROLES if sig.keyid and then.holds(r, sig.keyid)]
-        if revoked is not None:
-            who = f"revoked by {by}: {revoked.describe()}"
-        else:
-            who = f"{', '.join(held)} role" if held else "not in the policy"
-        named.append(f"key {sig.keyid[:12] or '(no keyid)'} ({who})")
-    out = f"the envelope names {'; '.join(named)}, want {' or '.join(roles)} key(s)"
-    for ident in (i for r in roles for i in then.role(r).identities):
-        gone = policy.revocation(ident, index, time)
-        if gone is not None:  # its keyless signatures were not even checked
-            out += f"; identity {ident.subject} ({ident.issuer}) revoked by {by}: " \
-                + gone.describe()
-    return out
 
 
 def standing(node: Node, predicate: Predicate, revocations: Iterable[Record],
