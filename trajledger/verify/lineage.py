@@ -47,7 +47,7 @@ import datetime as dt
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from .blobs import BlobHasher, DataMode, size_problem
 from .digest import digest_bytes, parse_digest
@@ -67,7 +67,7 @@ from .log_entry import LogEntry
 from .log_index import LogIndex
 from .manifest import Manifest, check_file_subjects
 from .policy import TrustPolicy
-from .predicates import Dataset, Provenance
+from .predicates import Dataset, Predicate, Provenance
 from .report import (
     ERASED,
     INFO,
@@ -79,12 +79,8 @@ from .report import (
 )
 from .report import short as _short
 from .statement import Statement
-from .strict_json import load_object
 from .times import parse_time
 from .trusted_log import TrustedLog
-
-if TYPE_CHECKING:
-    from .sealed_files import Sealed
 
 __all__ = [
     "ERASED",
@@ -354,7 +350,7 @@ class LineageVerifier:
         k = KINDS[kind]
         if k.files:
             self._check_files(node, erased, rec.statement, k.documents(rec.predicate),
-                              getattr(rec.predicate, "sealed", None))
+                              rec.predicate)
         elif erased is not None:
             from .retractions import note_erased  # loaded only for erased data
 
@@ -397,12 +393,14 @@ class LineageVerifier:
         erased: Record | None,
         statement: Statement,
         documents: dict[str, str],
-        sealed: Sealed | None,
+        predicate: Predicate,
     ) -> None:
         """Check an artifact's manifest (its digest is the node's) and data blobs: each
         present blob is given to the blob checker (or its size compared), each missing one
-        must be listed by a verified erasure; ``documents`` are read whole."""
-        digest = node.id
+        must be listed by a verified erasure; ``documents`` are read whole. The copy of the
+        manifest the ``predicate`` holds, if any, is taken when the file is it, byte for byte
+        (`Manifest.from_bytes`); a sealed batch's files are its ``sealed`` ciphertexts."""
+        digest, sealed = node.id, getattr(predicate, "sealed", None)
         raw = self.evidence.blob(digest)
         if raw is None:
             if erased is not None:
@@ -416,7 +414,7 @@ class LineageVerifier:
             got = digest_bytes(raw)
             if got != digest:
                 raise VerificationError(f"manifest hashes to {_short(got)}, want {_short(digest)}")
-            manifest = Manifest.from_json(load_object(raw, "manifest"))
+            manifest = Manifest.from_bytes(raw, getattr(predicate, "manifest", None))
             # A checkpoint's statement also lists its model files: they must be the manifest's.
             file_subjects = check_file_subjects(statement, manifest, "the signed statement")
         except ProvenanceError as e:
@@ -639,7 +637,7 @@ def name_files(node: Node, evidence: Evidence, files: Path | None = None) -> Non
         if files is not None:
             node.fail("files", f"{files}: not compared: {node.label} has no verified file list")
         return
-    manifest = Manifest.from_json(load_object(raw, "manifest"))
+    manifest = Manifest.from_bytes(raw)
     # (2)
     if files is None:
         for f in manifest.files:

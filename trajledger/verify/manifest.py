@@ -16,6 +16,7 @@ Spec: schemas/SPEC.md section "Manifest".
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 from ._jcs import MAX_SAFE_INTEGER, canonical_bytes
 from .digest import DIGEST_PREFIX, HEX64
 from .errors import DigestMismatchError, FormatError
+from .strict_json import load_object
 
 __all__ = [
     "MANIFEST_MEDIA_TYPE",
@@ -139,6 +141,20 @@ class Manifest:
         if clash:
             raise FormatError(f"{what}: {sorted(clash)[0]!r} is both a file and a directory")
         return cls(tuple(entries))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, signed: Manifest | None = None) -> Manifest:
+        """Read a manifest's bytes (strict JSON, `from_json`). ``signed``, a manifest read
+        already (the copy a signed predicate holds), is returned when ``data`` is its JSON
+        written out byte for byte, which would read as exactly it: one parse, not two.
+
+        Raises:
+            FormatError: as `verify.strict_json.load_object` and `from_json`.
+        """
+        if signed is not None and data == json.dumps(signed.to_json(), sort_keys=True,
+                                                     separators=(",", ":")).encode():
+            return signed
+        return cls.from_json(load_object(data, "manifest"))
 
     def to_json(self) -> dict[str, Any]:
         """The manifest as a JSON object."""

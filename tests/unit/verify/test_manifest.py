@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,30 @@ def test_canonical_bytes_known_answer() -> None:
     assert m.canonical_bytes() == want
     # Identity: SHA-256 over exactly those bytes, computed here without trajledger.
     assert m.digest == "sha256:" + hashlib.sha256(want).hexdigest()
+
+
+def test_from_bytes_takes_the_signed_copy_only_for_its_own_bytes() -> None:
+    signed = Manifest.from_files([FileEntry("a.txt", 3, ABC_SHA256, "text/plain"),
+                                  FileEntry("b/c", 0, ABC_SHA256)])
+    raw = signed.canonical_bytes()
+    assert Manifest.from_bytes(raw, signed) is signed  # its JSON, byte for byte: one parse
+    assert Manifest.from_bytes(raw) == signed
+    # Any other bytes are read as they are, and decide as they would alone: equal in value
+    # is not enough (a size 3.0, a repeated key, spaces, another order, another manifest).
+    text = raw.decode()
+    for other, match in [
+        (text.replace('"size":3', '"size":3.0'), "size 3.0 is not an integer"),
+        (text.replace('{"files"', '{"mediaType":"x","files"', 1), "duplicate JSON key"),
+        (text.replace(",", ", "), None),
+        (json.dumps(signed.to_json()), None),
+        (text.replace('"size":0', '"size":1'), None),
+    ]:
+        if match is None:
+            got = Manifest.from_bytes(other.encode(), signed)
+            assert got is not signed and got == Manifest.from_bytes(other.encode())
+        else:
+            with pytest.raises(FormatError, match=match):
+                Manifest.from_bytes(other.encode(), signed)
 
 
 def test_from_files_sorts_by_path() -> None:
