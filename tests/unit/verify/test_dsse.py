@@ -8,7 +8,9 @@ test_manifest.py.
 from __future__ import annotations
 
 import base64
+import itertools
 import json
+import re
 
 import pytest
 
@@ -126,6 +128,42 @@ def test_b64decode_accepts(text: str, want: bytes) -> None:
 def test_b64decode_refuses(text: str, match: str) -> None:
     with pytest.raises(FormatError, match=match):
         b64decode(text, "x")
+
+
+def _b64decode_checked_whole(text: str) -> bytes | str:
+    """The checks of `b64decode` spelled out one by one, none skipped (the fast path of
+    standard, canonical base64 must decide and word everything as they do): the bytes, or the
+    end of the message."""
+    if re.fullmatch(r"[A-Za-z0-9+/]*={0,2}", text):
+        alt = None
+    elif re.fullmatch(r"[A-Za-z0-9_-]*={0,2}", text):
+        alt = b"-_"
+    else:
+        return "is not valid base64"
+    bare = text.rstrip("=")
+    if len(bare) % 4 == 1 or (text != bare and len(text) % 4):
+        return "bad length or padding)"
+    out = base64.b64decode(bare + "=" * (-len(bare) % 4), altchars=alt, validate=True)
+    if base64.b64encode(out, altchars=alt).decode().rstrip("=") != bare:
+        return "(non-zero padding bits)"
+    return out
+
+
+def test_b64decode_decides_as_every_check_does() -> None:
+    # Every string of up to 5 characters over letters of each kind (standard, URL-safe,
+    # padding, bits left over in a last group), and encodings with padding added or removed.
+    texts = ["".join(t) for n in range(6) for t in itertools.product("AQ/+-_=", repeat=n)]
+    for k in range(7):
+        enc = base64.b64encode(bytes(range(250, 250 - k, -1))).decode()
+        texts += [enc, enc.rstrip("="), enc + "=", enc + "==", enc.rstrip("=") + "==="]
+    for text in texts:
+        want = _b64decode_checked_whole(text)
+        try:
+            got: bytes | str = b64decode(text, "x")
+        except FormatError as e:
+            assert isinstance(want, str) and str(e).endswith(want), (text, str(e), want)
+        else:
+            assert got == want, text
 
 
 def test_b64decode_refuses_non_string() -> None:

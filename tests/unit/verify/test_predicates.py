@@ -248,3 +248,36 @@ def test_each_field_type_refuses_with_its_message(
     cls, obj = CASES[name]
     with pytest.raises(FormatError, match=re.escape(message)):
         cls.from_predicate({**obj, **change})
+
+
+def test_a_record_class_reads_only_fields_with_specs() -> None:
+    # Record.from_json sets every field from its spec without calling __init__: a class with a
+    # field it would leave unset, or a __post_init__ it would skip, is refused when first read.
+    from dataclasses import dataclass, field
+
+    from trajledger.verify.records import Record, field_specs, spec
+
+    @dataclass(frozen=True)
+    class Plain(Record):
+        name: str = spec("name")
+        extra: int = field(default=0)
+
+    @dataclass(frozen=True)
+    class Checked(Record):
+        name: str = spec("name")
+
+        def __post_init__(self) -> None:
+            pass
+
+    for cls in (Plain, Checked):
+        with pytest.raises(TypeError, match="fields all have specs, and no __post_init__"):
+            field_specs(cls)
+
+    @dataclass(frozen=True)
+    class Ref(Record):
+        name: str = spec("name")
+        size: int = spec("size", "integer", default=0)
+
+    read = Ref.from_json({"name": "a", "other": [1]}, "ref")
+    assert read == Ref("a", unrecognized={"other": [1]}) and read.size == 0
+    assert read.unrecognized == {"other": [1]} and hash(read) == hash(Ref("a"))
