@@ -478,9 +478,9 @@ class ObjectStore:
             DigestMismatchError: a remote blob whose bytes were altered.
         """
         try:
-            if self._fs is None:
-                with open(self._location(digest), "rb") as f:
-                    return f.read()
+            if self._fs is None:  # unbuffered: one read of the whole file, no buffer object
+                with open(self._location(digest), "rb", buffering=0) as f:
+                    return f.readall()
             with self._fs.open_input_stream(self._location(digest)) as f:
                 # Chunked reads: read() of a whole S3 stream is several times slower.
                 data = b"".join(iter(lambda: bytes(f.read(REMOTE_CHUNK)), b""))
