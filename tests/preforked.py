@@ -5,8 +5,8 @@ Why. A process started with ``spawn`` (or as ``python -c``) starts an interprete
 trajledger, pyarrow and pandas again: 0.3 to 1 CPU-s each, for work of a few milliseconds in
 tests/unit/ledger/test_rollout_parallel.py (a pool of two workers for each of a dozen files),
 tests/e2e/test_fork_writers.py's eight command-line writers, the newline bombs of
-tests/e2e/test_hostile_inputs.py and the commands of tests/e2e/test_dataset_features_cli.py
-(`Script`).
+tests/e2e/test_hostile_inputs.py, the commands of tests/e2e/test_dataset_features_cli.py and the
+four writers of tests/e2e/test_concurrency.py's 1,000 appends (`Script`).
 
 How. `context` is ``multiprocessing``'s ``forkserver`` context, its server told to import
 `PRELOAD` first. The server is a fresh interpreter (started by ``multiprocessing`` with this
@@ -22,8 +22,8 @@ judges leftovers of dead writers older than an hour: see tests/zygote.py's ``MAX
 here leaves one). Only tests whose assertions hold alike under either start method use it; the
 start methods themselves keep tests of their own (the rollout reader's ``spawn`` pool in
 test_rollout_parallel's large-file test, the ``record`` command in real processes in
-tests/e2e/test_record_progress.py; tests/e2e/test_concurrency.py's writers are fresh
-interpreters).
+tests/e2e/test_record_progress.py; tests/e2e/test_concurrency.py's writers of the same
+envelopes are fresh interpreters).
 
 The server is not a child this process waits for: its CPU and its children's are not in the
 test run's children times (read them from ``/proc``, as the docs harness's zygote log does).

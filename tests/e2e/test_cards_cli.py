@@ -16,6 +16,9 @@ dataset with the producer's card through the command line. Checked:
   it out (listed as omitted) fails;
 - a buyer that imported the dataset writes the same card from its own log;
 - a dataset recorded by trajledger 0.1.0 (no card) still gets a card, saying what is missing.
+
+mlcroissant and huggingface_hub are imported by the tests that use them, not at collection
+(1.4 CPU-s of imports in every xdist worker, most of them running none of these tests).
 """
 
 from __future__ import annotations
@@ -29,12 +32,10 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-import mlcroissant as mlc
 import pytest
 import tamperkit as tk
 import zstandard
 from click.testing import Result
-from huggingface_hub import DatasetCard
 from markdown_it import MarkdownIt
 from testkit import new_runner as runner
 
@@ -219,6 +220,7 @@ def test_a_bad_card_is_refused_whole_and_nothing_is_recorded(world: World) -> No
 
 
 def test_the_hf_card_loads_with_huggingface_hub(world: World, tmp_path: Path) -> None:
+    from huggingface_hub import DatasetCard
     out = tmp_path / "README.md"
     r = expect(world.card("grid@1", "hf", out), 0)
     assert r.stderr == f"OK: card of dataset grid@1 (hf) written to {out}\n"
@@ -294,6 +296,7 @@ def _blob_files(world: World, digest: str) -> list[Path]:
 def test_the_croissant_card_validates_with_mlcroissant(
     world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import mlcroissant as mlc
     bundle = tmp_path / "grid.tar.zst"
     expect(run(world.home, "export", "grid@1", "--out", bundle), 0)
     extracted = tmp_path / "extracted"
@@ -344,6 +347,7 @@ def test_the_croissant_card_validates_with_mlcroissant(
 
 
 def test_a_revoked_dataset_gets_a_card_that_says_so(world: World, tmp_path: Path) -> None:
+    from huggingface_hub import DatasetCard
     digest = world.create("gone", [world.batches[2]], "Gone rollouts")
     expect(run(world.home, "revoke", "gone@1", "--key", "approver", "--reason",
                "consent withdrawn"), 0)
@@ -368,6 +372,7 @@ def test_a_revoked_dataset_gets_a_card_that_says_so(world: World, tmp_path: Path
 
 
 def test_a_revocation_anywhere_upstream_is_on_the_card(world: World, tmp_path: Path) -> None:
+    from huggingface_hub import DatasetCard
     ledger = Ledger.open(world.home)
     register_environment(ledger, "shaky", "1", world.vendor, source="tests")
     batch = record_batch(ledger, rows(9), env="shaky@1", policy="random", signer=world.vendor,
@@ -496,6 +501,8 @@ def test_a_buyer_writes_the_same_card_from_its_own_log(world: World, tmp_path: P
 def test_a_dataset_recorded_without_a_card_gets_one_saying_what_is_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import mlcroissant as mlc
+    from huggingface_hub import DatasetCard
     ledger = tmp_path / "ledger"
     shutil.copytree(FIXTURES / "ledger", ledger)
     out = tmp_path / "README.md"

@@ -8,8 +8,8 @@ and a pid check), including when another thread of the parent held its lock at t
 
 The eight command-line writers are processes forked from a preloaded server
 (tests/preforked.py): each opens the ledger itself, as a fresh interpreter would, and skips the
-second of imports that was most of its CPU (tests/e2e/test_concurrency.py's writers are fresh
-interpreters).
+second of imports that was most of its CPU (tests/e2e/test_concurrency.py's writers of the
+same envelopes are fresh interpreters).
 
 ``TRAJLEDGER_WRITERS_BATCHES`` sets the batches per CLI process (10 in CI; 50 by hand).
 """

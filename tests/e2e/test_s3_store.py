@@ -16,12 +16,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import Result
-from moto.server import ThreadedMotoServer
 from testkit import new_runner
 
 from trajledger import Ledger
@@ -48,6 +46,9 @@ class S3:
 
 @pytest.fixture(scope="module")
 def s3() -> Iterator[S3]:
+    import boto3  # here, not at collection: boto3 and moto cost every xdist worker 0.4 s
+    from moto.server import ThreadedMotoServer
+
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

@@ -9,7 +9,8 @@ Scope: a DSSE envelope (``verify.dsse.Envelope.from_bytes``), a verifier key str
 a bundle's ``proofs/<n>.consistency`` and ``.range`` members
 (``verify.consistency.parse_consistency_proof``), its ``bundle.json``
 (``verify.bundle_index.BundleIndex.from_bytes``), a log entry
-(``verify.log_entry.LogEntry.from_bytes``).
+(``verify.log_entry.LogEntry.from_bytes``; `relinked_entry` re-checks only the two fields an
+append fills in).
 Non-scope: signing (``ledger.signing``), what is written where (``ledger.exchange``,
 ``ledger.log``).
 """
@@ -23,6 +24,7 @@ from typing import Any
 
 from trajledger.verify.bundle_index import INDEX_KEYS, BundleIndex
 from trajledger.verify.checkpoint import Checkpoint
+from trajledger.verify.digest import HEX64
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import FormatError
 from trajledger.verify.log_entry import (
@@ -41,6 +43,7 @@ from trajledger.verify.note import (
     check_text_bytes,
     key_hash,
 )
+from trajledger.verify.times import parse_time
 from trajledger.verify.tlog_proof import TLOG_PROOF_HEADER, TlogProof
 
 from .signing import canonical_json
@@ -54,6 +57,7 @@ __all__ = [
     "format_signature_line",
     "log_entry",
     "note_bytes",
+    "relinked_entry",
     "signature_line",
     "tlog_proof_bytes",
     "verifier_vkey",
@@ -217,6 +221,32 @@ def log_entry(
             encoding exceeds 65,535 bytes (the largest entry an entry bundle can hold).
     """
     check_entry_fields(kind, subject, envelope, signers, time, prev, "log entry")
+    return _encoded(kind, subject, envelope, signers, time, prev)
+
+
+def relinked_entry(entry: LogEntry, prev: str, time: str) -> LogEntry:
+    """``entry`` (made by `log_entry`, so its kind, subject, envelope and signers are checked)
+    with another ``prev`` and ``time``, the two fields checked here (as `log_entry` checks
+    them): what the log appends, once per entry, from an `EntrySpec` checked when it was made.
+
+    Raises:
+        FormatError: ``prev`` is not 64 lowercase hex, or ``time`` is not a valid
+            ``YYYY-MM-DDTHH:MM:SSZ``.
+    """
+    parse_time(time, "log entry")
+    if not isinstance(prev, str) or not HEX64.fullmatch(prev):
+        raise FormatError(f"log entry: prev {prev!r} is not 64 lowercase hex")
+    return _encoded(entry.kind, entry.subject, entry.envelope, entry.signers, time, prev)
+
+
+def _encoded(
+    kind: str, subject: str, envelope: str, signers: tuple[str, ...], time: str, prev: str
+) -> LogEntry:
+    """The entry of checked fields with its canonical bytes (the template `log_entry` names).
+
+    Raises:
+        FormatError: the encoding exceeds `MAX_ENTRY_SIZE` bytes.
+    """
     quoted = ",".join(f'"{k}"' for k in signers)
     raw = (
         f'{{"envelope":"{envelope}","kind":"{kind}","prev":"{prev}","signers":[{quoted}],'

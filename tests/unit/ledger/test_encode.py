@@ -12,11 +12,14 @@ from trajledger.ledger.encode import (
     checkpoint_text,
     consistency_proof_bytes,
     format_signature_line,
+    log_entry,
     note_bytes,
+    relinked_entry,
 )
 from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.consistency import parse_consistency_proof
 from trajledger.verify.errors import FormatError
+from trajledger.verify.log_entry import GENESIS_PREV, LogEntry
 from trajledger.verify.note import ALG_ED25519, Note, key_hash
 
 KEY = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"TEST ONLY test_encode").digest())
@@ -51,3 +54,22 @@ def test_a_consistency_proof_member_reads_back() -> None:
     data = consistency_proof_bytes(proof)
     assert data.count(b"\n") == 3
     assert parse_consistency_proof(data, "proof") == proof
+
+
+def test_a_relinked_entry_is_the_entry_log_entry_builds_and_checks_prev_and_time() -> None:
+    fields = dict(kind="files", subject="sha256:" + "1" * 64, envelope="sha256:" + "2" * 64,
+                  signers=("a" * 64, "b" * 64))  # fmt: skip
+    first = log_entry(**fields, time="1970-01-01T00:00:00Z", prev=GENESIS_PREV)
+    prev, time = "c" * 64, "2026-12-03T02:30:00Z"
+    again = relinked_entry(first, prev, time)
+    assert again == log_entry(**fields, time=time, prev=prev)
+    assert again.raw == log_entry(**fields, time=time, prev=prev).raw
+    assert LogEntry.from_bytes(again.raw) == again
+    with pytest.raises(FormatError, match=r"log entry: prev 'C+' is not 64 lowercase hex"):
+        relinked_entry(first, "C" * 64, time)
+    with pytest.raises(FormatError, match=r"log entry: prev 'c+' is not 64 lowercase hex"):
+        relinked_entry(first, "c" * 63, time)
+    with pytest.raises(FormatError, match=r"log entry: time '2026-12-03' is not of the form"):
+        relinked_entry(first, prev, "2026-12-03")
+    with pytest.raises(FormatError, match=r"log entry: time .* is not a valid UTC date"):
+        relinked_entry(first, prev, "2026-02-30T00:00:00Z")

@@ -9,14 +9,14 @@ Spec: schemas/log-entry.v1.md; c2sp.org/signed-note.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from trajledger.verify.errors import FormatError
 from trajledger.verify.log_entry import GENESIS_PREV, LogEntry
 from trajledger.verify.statement import Statement
 
-from ..encode import log_entry
+from ..encode import log_entry, relinked_entry
 from ..errors import LogError
 from ..keys import Signer
 
@@ -43,26 +43,33 @@ class EntrySpec:
     envelope: str
     signers: tuple[str, ...]
     time: str | None = None
+    _checked: LogEntry = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        """Normalise the signers and check every field with the entry parser's rules.
+        """Normalise the signers and check every field with the entry parser's rules (kept as
+        an entry, so that `entry` checks only the fields it fills in).
 
         Raises:
             FormatError: a field the entry format does not allow.
         """
         object.__setattr__(self, "signers", tuple(sorted(set(self.signers))))
-        self.entry(GENESIS_PREV, self.time or "1970-01-01T00:00:00Z")
-
-    def entry(self, prev: str, now: str) -> LogEntry:
-        """Build the entry with ``prev`` (and ``now`` unless `time` is set)."""
-        return log_entry(
+        checked = log_entry(
             kind=self.kind,
             subject=self.subject,
             envelope=self.envelope,
             signers=self.signers,
-            time=self.time or now,
-            prev=prev,
+            time=self.time or "1970-01-01T00:00:00Z",
+            prev=GENESIS_PREV,
         )
+        object.__setattr__(self, "_checked", checked)
+
+    def entry(self, prev: str, now: str) -> LogEntry:
+        """Build the entry with ``prev`` (and ``now`` unless `time` is set).
+
+        Raises:
+            FormatError: ``prev`` or the time is not what the entry format allows.
+        """
+        return relinked_entry(self._checked, prev, self.time or now)
 
 
 @dataclass(frozen=True)
