@@ -170,6 +170,7 @@ def to_utc(value: dt.datetime) -> dt.datetime:
     return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
+_quoted: Final = json.encoder.encode_basestring  # a string as `_LINK_JSON` quotes it
 _COMPACT_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _LINK_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 """Made once: ``json.dumps`` with options makes a new encoder per call."""
@@ -313,8 +314,11 @@ _STEP_FIELDS: Final = (
 
 def _tool_link(m: dict[str, Any]) -> str | None:
     """A tool message's ``tool_call_id`` and ``name`` as JSON text (None when it has neither)."""
-    if m.get("tool_call_id") is None and m.get("name") is None:
+    call, name = m.get("tool_call_id"), m.get("name")
+    if call is None and name is None:
         return None
+    if type(call) is str and type(name) is str:  # the common case, as `_LINK_JSON` writes it
+        return f'{{"tool_call_id":{_quoted(call)},"name":{_quoted(name)}}}'
     return _LINK_JSON.encode({k: m[k] for k in ("tool_call_id", "name") if m.get(k) is not None})
 
 
@@ -461,7 +465,10 @@ _CHAT_KEYS: Final = frozenset(
 
 
 def _attrs(obj: dict[str, Any], rec: RecordProblems) -> dict[str, Any]:
-    attrs: dict[str, Any] = {k: _opt(obj, k, "str", rec, k) for k in _EPISODE_KEYS}
+    attrs: dict[str, Any] = {}
+    for k in _EPISODE_KEYS:  # `_opt` of a string, without its call for absent keys and strings
+        v = obj.get(k)
+        attrs[k] = v if v is None or type(v) is str else _opt(obj, k, "str", rec, k)
     seed = obj.get("seed")
     if isinstance(seed, str) and seed.lstrip("-").isdigit():
         seed = int(seed)  # large seeds may come as decimal strings (JSON's 2^53 limit)
