@@ -24,6 +24,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Final
 
 import numpy as np
@@ -855,9 +856,9 @@ class ChunkBuilder:
         self._steps.extend(steps)
         self._episodes.append((eid, n, ep.truncated))
         self.text_bytes += sum(len(c) for step in steps if (c := step["content"]) is not None)
-        a = self.attrs
-        for name in a:
-            a[name].append(ep.attrs.get(name))
+        a, get = self.attrs, ep.attrs.get
+        for name, values in a.items():
+            values.append(get(name))
         a["episode_id"][-1] = eid
         a["extras"][-1] = list(ep.extras.items()) if ep.extras else None
         self.rows += n
@@ -885,7 +886,7 @@ class ChunkBuilder:
         if name in ("discount", "obs", "action", "info"):
             return pa.nulls(n, typ)
         if name in _STEP_FIELDS or name == "reward":
-            values = [step[name] for step in self._steps]
+            values = list(map(itemgetter(name), self._steps))
             if name == "extras":
                 values = [list(v.items()) if v else v for v in values]
             elif name == "reward":
