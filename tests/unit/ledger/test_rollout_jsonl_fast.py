@@ -71,6 +71,9 @@ HOSTILE = [
     b'{"a": ' + b"7" * 4301 + b"}",
     b'{"a": 17976931348623157e292}',
     b'{"a": 0.1e1, "b": 1E+2, "c": 2.5e-3}',
+    b'{"a": [2.2250738585072011e-308, 4.9e-324, 2.4703282292062328e-324, 1e23, 9007199254740993]}',
+    b'{"a": [1.00000000000000011102230246251565404236316680908203125, 8.988465674311579e307]}',
+    b'{"a": [0.1000000000000000055511151231257827021181583404541015625, 7.3177701707893310e+15]}',
     b'{"a": "\x01"}',
     b'{"a": "\x7f"}',
     b'{"a": 01}',
@@ -150,6 +153,21 @@ def test_random_objects_decide_alike(
     assert got is None or repr(got) == repr(want)
     if twice is None and "\\u003" not in text:
         assert got is not None  # no key twice: the fast path decides
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    number=st.from_regex(
+        r"-?(0|[1-9][0-9]{0,25})(\.[0-9]{1,25})?([eE][-+]?[0-9]{1,3})?", fullmatch=True
+    )
+)
+def test_numbers_in_any_spelling_decode_alike(number: str) -> None:
+    """Numbers of up to 26 digits before and after the point, any exponent: msgspec's value is
+    the strict decoder's (correctly rounded floats, exact integers), or it leaves the line."""
+    raw = f'{{"n": {number}}}'.encode()
+    got = jsonl.fast_object(raw)
+    want = jsonl.strict_decoder().decode(raw.decode())
+    assert got is None or repr(got) == repr(want)
 
 
 def test_a_recording_is_the_same_either_way(
