@@ -69,3 +69,34 @@ def test_the_builder_sets_flags_and_episode_rewards_per_step() -> None:
     assert steps["truncated"] == [False, True, False, False, False, False]
     assert steps["reward"] == [0.0, 2.0, 0.5, 1.0, 2.0, 3.0]
     assert steps["obs"] == [None] * 6
+
+
+_LINK = st.one_of(
+    st.none(),
+    st.text(max_size=6),
+    st.sampled_from(["\ud800", 'é\u2028\x00"\\', "</x>"]),
+    st.integers(-3, 3),
+    st.lists(st.none(), max_size=1),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(call=_LINK, name=_LINK)
+def test_a_tool_link_is_written_as_the_encoder_writes_it(call: Any, name: Any) -> None:
+    """`_tool_link` quotes two strings itself: the text `_LINK_JSON` would write (any text,
+    escapes and lone surrogates too), and the encoder's for other values."""
+    m = {k: v for k, v in (("tool_call_id", call), ("name", name)) if v is not None}
+    want = formats._LINK_JSON.encode(m) if m else None
+    assert formats._tool_link({"role": "tool", "tool_call_id": call, "name": name}) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(["task_id", "label", "language", "x"]), _VALUES))
+def test_episode_attributes_read_as_optional_strings(record: dict[str, Any]) -> None:
+    """`_attrs` reads each episode key as `_opt` of a string does, with the same problems."""
+    c, want_c = ProblemCollector(), ProblemCollector()
+    attrs = formats._attrs(record, RecordProblems(1, c))
+    want = {k: formats._opt(record, k, "str", RecordProblems(1, want_c), k)
+            for k in formats._EPISODE_KEYS}  # fmt: skip
+    assert {k: attrs[k] for k in formats._EPISODE_KEYS} == want
+    assert c.problems() == want_c.problems()

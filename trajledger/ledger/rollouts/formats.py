@@ -24,6 +24,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Final
 
 import numpy as np
@@ -170,6 +171,7 @@ def to_utc(value: dt.datetime) -> dt.datetime:
     return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
+_quoted: Final = json.encoder.encode_basestring  # a string as `_LINK_JSON` quotes it
 _COMPACT_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _LINK_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 """Made once: ``json.dumps`` with options makes a new encoder per call."""
@@ -313,8 +315,11 @@ _STEP_FIELDS: Final = (
 
 def _tool_link(m: dict[str, Any]) -> str | None:
     """A tool message's ``tool_call_id`` and ``name`` as JSON text (None when it has neither)."""
-    if m.get("tool_call_id") is None and m.get("name") is None:
+    call, name = m.get("tool_call_id"), m.get("name")
+    if call is None and name is None:
         return None
+    if type(call) is str and type(name) is str:  # the common case, as `_LINK_JSON` writes it
+        return f'{{"tool_call_id":{_quoted(call)},"name":{_quoted(name)}}}'
     return _LINK_JSON.encode({k: m[k] for k in ("tool_call_id", "name") if m.get(k) is not None})
 
 
@@ -461,7 +466,10 @@ _CHAT_KEYS: Final = frozenset(
 
 
 def _attrs(obj: dict[str, Any], rec: RecordProblems) -> dict[str, Any]:
-    attrs: dict[str, Any] = {k: _opt(obj, k, "str", rec, k) for k in _EPISODE_KEYS}
+    attrs: dict[str, Any] = {}
+    for k in _EPISODE_KEYS:  # `_opt` of a string, without its call for absent keys and strings
+        v = obj.get(k)
+        attrs[k] = v if v is None or type(v) is str else _opt(obj, k, "str", rec, k)
     seed = obj.get("seed")
     if isinstance(seed, str) and seed.lstrip("-").isdigit():
         seed = int(seed)  # large seeds may come as decimal strings (JSON's 2^53 limit)
@@ -848,9 +856,9 @@ class ChunkBuilder:
         self._steps.extend(steps)
         self._episodes.append((eid, n, ep.truncated))
         self.text_bytes += sum(len(c) for step in steps if (c := step["content"]) is not None)
-        a = self.attrs
-        for name in a:
-            a[name].append(ep.attrs.get(name))
+        a, get = self.attrs, ep.attrs.get
+        for name, values in a.items():
+            values.append(get(name))
         a["episode_id"][-1] = eid
         a["extras"][-1] = list(ep.extras.items()) if ep.extras else None
         self.rows += n
@@ -878,7 +886,7 @@ class ChunkBuilder:
         if name in ("discount", "obs", "action", "info"):
             return pa.nulls(n, typ)
         if name in _STEP_FIELDS or name == "reward":
-            values = [step[name] for step in self._steps]
+            values = list(map(itemgetter(name), self._steps))
             if name == "extras":
                 values = [list(v.items()) if v else v for v in values]
             elif name == "reward":

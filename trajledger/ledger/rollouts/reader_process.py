@@ -1,9 +1,9 @@
 """JSON lines of records read in blocks on every core, deciding exactly as the reader in line.
 
 Scope: `iter_jsonl_parallel` reads a JSON-lines file of records (chat, TRL, verl) as
-`RolloutChunk` objects, the parsing and mapping of its lines (pure Python: strict JSON
-decoding, then ``formats.map_record``) done in worker processes, one block of lines each,
-while this process splits the file into blocks and assembles the workers' Arrow batches. What
+`RolloutChunk` objects, the parsing and mapping of its lines (``jsonl.decode_line``, then
+``formats.map_record`` in Python) done in worker processes, one block of lines each, while this
+process splits the file into blocks and assembles the workers' Arrow batches. What
 depends on the whole file stays here and runs in line order, as in `readers._iter_jsonl`:
 line numbers, the blank-line and line-length limits, episode ids given twice, the cap on
 problems listed per kind, and the cut of chunks (every ``batch_rows`` steps or 64 MiB of text,
@@ -12,29 +12,30 @@ line (tested), and only the time differs.
 Non-scope: the mappings (``formats.py``), decoding (``jsonl.py``), other inputs.
 Spec: ``schemas/rollout-inputs.md``.
 
-Why processes and the standard library's JSON decoder, not pyarrow's JSON reader, orjson or
-msgspec (measured on the bench's chat records, issue 21 item 5): decoding is about a quarter of
-a worker's time, the mapping (messages to steps, fields to extras and typed JSON) the rest, and
-the mapping is Python whatever parses the text. orjson and msgspec decode these lines about
-twice as fast as ``json`` (0.15 against 0.29 CPU-s for 32 MiB), which would save an eighth of
-the recording's CPU, but both keep the last of two equal keys (``{"a": 1, "a": 2}`` is
-``{"a": 2}``), so the strict reader's refusal of duplicate keys would need a second pass over
-every object. pyarrow's reader refuses duplicate keys, but a whole block at once (the strict
-path would have to run again to name the line and go on with the next ones), infers one Arrow
-type per block (a record whose field changes type, ``1`` then ``"x"``, refuses the block too,
-and multi-part content or a tool call with other fields gives another struct type), and its
-output has lost what the strict path keeps: the JSON text of tool calls and extras with their
-keys in order. Mapping its columns with Arrow kernels and falling back per block is the way to
-pyarrow's speed, but some of what it loses it loses silently, so a block cannot be proved
-mappable from the reader's output alone (pyarrow 26, checked): an object's keys come back in
-the order of the block's first record that had them (``{"y": 3, "x": 4}`` reads as
-``{"x": 4, "y": 3}``), a missing key and an explicit null are one null (``judge_scores`` with a
-null score is refused by the strict path), an integer past int64 becomes a float, an integer
-column with one float becomes floats, and blank lines are dropped (line numbers and default ids
-shift). An explicit schema with unexpected fields refused catches the type changes; key order
-and null against missing would need a check over the text itself. Not done. So the same strict
-code runs, on every core. Workers are started with
-``spawn`` (no state or lock of this process's threads is copied) and get at most `IN_FLIGHT`
+Why processes, msgspec and the strict decoder behind it, not pyarrow's JSON reader or orjson
+(measured on the bench's chat records, issue 21 item 5): decoding is about a quarter of a
+worker's time, the mapping (messages to steps, fields to extras and typed JSON) the rest, and
+the mapping is Python whatever parses the text. ``jsonl.decode_line`` decodes a line with
+msgspec (``jsonl.fast_object``) when it can prove the object is the strict decoder's, and with
+the standard library's strict decoder otherwise; msgspec refuses everything the strict decoder
+refuses and keeps key order, big integers, null against missing, and a colon count catches the
+one thing it loses silently (the first of two equal keys). orjson was not taken: it turns an
+integer past 64 bits into a float, silently. pyarrow's reader refuses duplicate keys, but a
+whole block at once (the strict path would have to run again to name the line and go on with
+the next ones), infers one Arrow type per block (a record whose field changes type, ``1`` then
+``"x"``, refuses the block too, and multi-part content or a tool call with other fields gives
+another struct type), and its output has lost what the strict path keeps: the JSON text of
+tool calls and extras with their keys in order. Mapping its columns with Arrow kernels and
+falling back per block is the way to pyarrow's speed, but some of what it loses it loses
+silently, so a block cannot be proved mappable from the reader's output alone (pyarrow 26,
+checked): an object's keys come back in the order of the block's first record that had them
+(``{"y": 3, "x": 4}`` reads as ``{"x": 4, "y": 3}``), a missing key and an explicit null are
+one null (``judge_scores`` with a null score is refused by the strict path), an integer past
+int64 becomes a float, an integer column with one float becomes floats, and blank lines are
+dropped (line numbers and default ids shift). An explicit schema with unexpected fields refused
+catches the type changes; key order and null against missing would need a check over the text
+itself. Not done. So the same decoding and mapping run, on every core. Workers are started
+with ``spawn`` (no state or lock of this process's threads is copied) and get at most `IN_FLIGHT`
 blocks at a time, so memory stays bounded.
 """
 

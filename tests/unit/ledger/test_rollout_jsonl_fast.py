@@ -1,0 +1,213 @@
+"""The JSON lines decoded by msgspec are the objects the strict decoder gives (issue 21 item 5).
+
+`jsonl.fast_object` decodes a line with msgspec when it can prove the object is the strict
+decoder's, and leaves every other line (and every refusal, with its message) to the strict
+decoder. Hostile lines (keys given twice, also nested and spelled with escapes, lone surrogates,
+bad UTF-8, trailing text, NaN and Infinity, numbers past every range, deep nesting, odd
+whitespace) and random JSON values give the same object or the same problems both ways, and a
+recorded batch has the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trajledger.ledger.rollouts import jsonl
+from trajledger.ledger.rollouts.formats import ReaderOptions, RecordProblems
+from trajledger.ledger.rollouts.parquet_io import write_steps_parquet
+from trajledger.ledger.rollouts.problems import ProblemCollector, RolloutValidationError
+from trajledger.ledger.rollouts.readers import iter_rollout_chunks
+
+
+def decided(raw: bytes, *, fast: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Any]:
+    """What `jsonl.decode_line` makes of a line, with or without the fast decoder: the object's
+    repr (types, key order and the sign of zero kept) and the problems."""
+    with monkeypatch.context() as m:
+        if not fast:
+            m.setattr(jsonl, "fast_object", lambda raw: None)
+        c = ProblemCollector()
+        obj = jsonl.decode_line(jsonl.strict_decoder(), raw, RecordProblems(1, c))
+    return repr(obj), [(p.message, p.line) for p in c.problems()]
+
+
+HOSTILE = [
+    b'{"a": 1, "a": 2}',
+    b'{"m": [{"role": "user", "role": "tool"}]}',
+    b'{"m": {"x": {"k": 1, "k": {"deep": ":"}}}}',
+    b'{"a": 1, "\\u0061": 2}',
+    b'{"a:b": "x:", "a:b": "y"}',
+    b'{"a": "\\u003a", "a": "\\u003A"}',
+    b'{"a": "\\u003a"}',
+    b'{"a": "\\ud800"}',
+    b'{"a": "\\udc00x"}',
+    b'{"a": "\\ud800\\ud800"}',
+    b'{"a": "\\ud83d\\ude00"}',
+    b'{"a": "\\ud800\\u0041"}',
+    b'{"a": "\xff"}',
+    b'{"a": "\xed\xa0\x80"}',
+    b'{"a": "\xc0\xaf"}',
+    b'{"a": 1} x',
+    b'{"a": 1}{"b": 2}',
+    b'{"a": 1}\x00',
+    b'{"a": 1}\x0c\n',
+    b'\x0c{"a": 1}',
+    b'\xef\xbb\xbf{"a": 1}',
+    b'{"a": NaN}',
+    b'{"a": -Infinity}',
+    b'{"a": 1e400}',
+    b'{"a": -1e400}',
+    b'{"a": 1e-400}',
+    b'{"a": -0}',
+    b'{"a": -0.0}',
+    b'{"a": 123456789012345678901234567890}',
+    b'{"a": -9223372036854775809}',
+    b'{"a": ' + b"7" * 4300 + b"}",
+    b'{"a": ' + b"7" * 4301 + b"}",
+    b'{"a": 17976931348623157e292}',
+    b'{"a": 0.1e1, "b": 1E+2, "c": 2.5e-3}',
+    b'{"a": [2.2250738585072011e-308, 4.9e-324, 2.4703282292062328e-324, 1e23, 9007199254740993]}',
+    b'{"a": [1.00000000000000011102230246251565404236316680908203125, 8.988465674311579e307]}',
+    b'{"a": [0.1000000000000000055511151231257827021181583404541015625, 7.3177701707893310e+15]}',
+    b'{"a": "\x01"}',
+    b'{"a": "\x7f"}',
+    b'{"a": 01}',
+    b'{"a": [1,]}',
+    b'{"a": 1,}',
+    b'{"a": tru}',
+    b"[1, 2]",
+    b'"text"',
+    b"null",
+    b"{}",
+    b' \t{"a" :1 , "b":[ ]}\r\n',
+    *(b'{"a": ' + b"[" * n + b"]" * n + b"}" for n in (255, 256, 300, 990, 1000, 3000)),
+    b'{"a": ' + b'{"b": ' * 1200 + b"1" + b"}" * 1201,
+]
+
+
+@pytest.mark.parametrize("raw", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_lines_decide_alike(raw: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = decided(raw + b"\n", fast=True, monkeypatch=monkeypatch)
+    assert fast == decided(raw + b"\n", fast=False, monkeypatch=monkeypatch)
+
+
+def test_the_fast_decoder_leaves_what_it_cannot_prove() -> None:
+    """Keys given twice (a pair lost), a colon spelled as an escape, deep lines, not objects:
+    None, for the strict decoder to decide; a plain object is decoded."""
+    for raw in (b'{"a": 1, "a": 2}', b'{"m": [{"a": {}, "a": {}}]}', b'{"a": "\\u003a"}',
+                b'{"a": ' + b"[" * 300 + b"]" * 300 + b"}", b"[1]", b'{"a": NaN}'):  # fmt: skip
+        assert jsonl.fast_object(raw) is None, raw
+    assert jsonl.fast_object(b'{"a": "x:y", "b": [{"c": null}]}\n') == {
+        "a": "x:y", "b": [{"c": None}]
+    }  # fmt: skip
+
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(1 << 80), max_value=1 << 80)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet=st.characters(codec="utf-8"), max_size=8)
+    | st.sampled_from([":", '":"', "\\u003a", "a:b", "\u2028", "\x00"])
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(["a", "b", ":", "a:", "é"]), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    value=st.dictionaries(st.sampled_from(["a", "b", "c", "x:"]), _VALUES, max_size=5),
+    compact=st.booleans(),
+    ascii_only=st.booleans(),
+    twice=st.sampled_from([None, '"a": 0', '"x:": ":"', '"\\u0061": 1']),
+)
+def test_random_objects_decide_alike(
+    value: dict[str, Any], compact: bool, ascii_only: bool, twice: str | None
+) -> None:
+    """Random objects, written compact or spaced, escaped or not, some with a key given twice
+    (at the start, so a later one repeats it): the fast decoder gives the strict object or
+    None; never another object."""
+    text = json.dumps(
+        value, ensure_ascii=ascii_only, separators=(",", ":") if compact else (", ", ": ")
+    )
+    if twice is not None:
+        text = "{" + twice + ("," + text[1:] if value else "}")
+    raw = text.encode("utf-8", "surrogatepass") + b"\n"
+    got = jsonl.fast_object(raw)
+    try:
+        want = jsonl.strict_decoder().decode(raw.decode())
+    except ValueError:
+        assert got is None
+        return
+    assert got is None or repr(got) == repr(want)
+    if twice is None and "\\u003" not in text:
+        assert got is not None  # no key twice: the fast path decides
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    number=st.from_regex(
+        r"-?(0|[1-9][0-9]{0,25})(\.[0-9]{1,25})?([eE][-+]?[0-9]{1,3})?", fullmatch=True
+    )
+)
+def test_numbers_in_any_spelling_decode_alike(number: str) -> None:
+    """Numbers of up to 26 digits before and after the point, any exponent: msgspec's value is
+    the strict decoder's (correctly rounded floats, exact integers), or it leaves the line."""
+    raw = f'{{"n": {number}}}'.encode()
+    got = jsonl.fast_object(raw)
+    want = jsonl.strict_decoder().decode(raw.decode())
+    assert got is None or repr(got) == repr(want)
+
+
+def test_a_recording_is_the_same_either_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same lines, good and hostile, recorded with and without the fast decoder: the same
+    files, byte for byte, and the same refusal."""
+    good = {
+        "episode_id": "e1",
+        "messages": [
+            {"role": "user", "content": "q: é \u2028"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c", "f": {"y": 1, "x": 2}}],
+            },
+            {"role": "tool", "tool_call_id": "c", "name": "f", "content": "r"},
+        ],
+        "reward": 0.5,
+        "judge_scores": {"b": 1, "a": 0.25},
+        "seed": 9223372036854775807,
+        "extra": {"k": [123456789012345678901, 2.5, None, "\\u003a"]},
+    }
+    lines = [json.dumps(good), json.dumps({**good, "episode_id": "e2"}, ensure_ascii=False)]
+    path = tmp_path / "good.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(path.read_bytes() + b"\n".join(HOSTILE) + b"\n")
+    outcomes = []
+    for fast in (True, False):
+        with monkeypatch.context() as m:
+            if not fast:
+                m.setattr(jsonl, "fast_object", lambda raw: None)
+            out = tmp_path / f"out-{fast}"
+            out.mkdir()
+            chunks = iter_rollout_chunks(path, options=ReaderOptions(), process_min_bytes=1 << 40)
+            stats = write_steps_parquet(chunks, out / "steps.parquet")
+            with pytest.raises(RolloutValidationError) as refusal:
+                list(iter_rollout_chunks(bad, "chat-jsonl", process_min_bytes=1 << 40))
+            outcomes.append(
+                (stats.steps_file.sha256, stats.episodes_file.sha256, refusal.value.problems)
+            )
+    assert outcomes[0] == outcomes[1]
