@@ -39,6 +39,7 @@ import datetime as dt
 import functools
 import hashlib
 import os
+import queue
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -56,6 +57,7 @@ from trajledger.verify.bundle_index import (
     Member,
     Terms,
 )
+from trajledger.verify.bundle_stream import CHUNK
 from trajledger.verify.checkpoint import verify_checkpoint
 from trajledger.verify.compact import CompactRange
 from trajledger.verify.digest import DIGEST_PREFIX, FileDigest, digest_bytes
@@ -657,6 +659,68 @@ def _primary(ev: BundleEvidence, subject: str) -> tuple[int, LogEntry, Statement
     raise FormatError(f"bundle {ev.path.name}: no record of {subject} in the bundle")
 
 
+READ_AHEAD = 8
+"""Decompressed chunks (1 MiB each) the reading thread of an import may hold ahead of the
+checks (`_read_ahead`): the memory it may take beyond them, whatever the bundle."""
+
+
+class _ReadAhead:
+    """A reader of a bundle's decompressed stream that decompresses on a thread of its own,
+    at most `READ_AHEAD` chunks ahead of its reader, as ``tar --zstd`` runs ``zstd`` beside
+    itself: zstd, hashing and writing leave the GIL, so decompressing one chunk overlaps
+    checking, hashing and staging the one before. The reader still sees every byte, in order,
+    through the same bound (``verify.bundle_stream.Bounded``): an error the decompressor
+    raises (a corrupt frame) is raised to it when it reaches that point, and the thread ends
+    when the reader stops (`_read_ahead`), at a refusal too."""
+
+    def __init__(self, raw: BinaryIO, chunk: int) -> None:
+        self.queue: queue.Queue[bytes | BaseException] = queue.Queue(READ_AHEAD)
+        self.stop = threading.Event()
+        self.buf, self.pos = b"", 0
+        self.last: bytes | BaseException = b"-"  # the thread's last item: b"" at the end
+        self.thread = threading.Thread(target=self.run, args=(raw, chunk), daemon=True,
+                                       name="trajledger-read-ahead")
+        self.thread.start()
+
+    def run(self, raw: BinaryIO, chunk: int) -> None:
+        while not self.stop.is_set():
+            item: bytes | BaseException
+            try:
+                item = raw.read(chunk)
+            except BaseException as e:  # raised to the reader when it gets there
+                item = e
+            while not self.stop.is_set():
+                with contextlib.suppress(queue.Full):
+                    self.queue.put(item, timeout=0.1)
+                    break
+            if isinstance(item, BaseException) or not item:
+                return
+
+    def read(self, n: int) -> bytes:
+        """Up to ``n`` bytes, fewer at the end of a chunk; ``b""`` at the end of the stream."""
+        if self.pos == len(self.buf):
+            if self.last and not isinstance(self.last, BaseException):
+                self.last = self.queue.get()
+            if isinstance(self.last, BaseException):
+                raise self.last
+            self.buf, self.pos = self.last, 0
+        start, self.pos = self.pos, min(self.pos + n, len(self.buf))
+        return self.buf if (start, self.pos) == (0, len(self.buf)) else self.buf[start:self.pos]
+
+
+@contextlib.contextmanager
+def _read_ahead(raw: BinaryIO) -> Iterator[_ReadAhead]:
+    """`_ReadAhead` over the decompressing reader ``raw`` (``BundleEvidence.open``'s
+    ``reader``); on the way out the thread is stopped and joined, before the bundle file
+    closes."""
+    ahead = _ReadAhead(raw, CHUNK)
+    try:
+        yield ahead
+    finally:
+        ahead.stop.set()
+        ahead.thread.join()
+
+
 @contextlib.contextmanager
 def _synced_behind(ledger: LedgerHome, staging: Path) -> Iterator[Callable[[], None]]:
     """While the bundle is read, the objects staged so far go to the disk on a thread
@@ -751,7 +815,8 @@ def import_bundle(
     # (2)
     with (temp_dir(ledger.root / "tmp") as staging,
           _synced_behind(ledger, Path(staging)) as read,
-          BundleEvidence.open(path, limits=limits, workdir=Path(staging)) as ev,
+          BundleEvidence.open(path, limits=limits, workdir=Path(staging),
+                              reader=_read_ahead) as ev,
           _synced_ahead(ledger, ev, read) as synced):
         # (3)
         report = verify_bundle(ev, policy, now=now, data="size")

@@ -49,9 +49,10 @@ import tempfile
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .bundle_index import CHECKPOINT_NAME, INDEX_NAME, BundleIndex, Terms, check_member_name
 from .bundle_stream import BLOCK, SMALL_KINDS, Bounded, Limits, open_zstd, tar_headers
@@ -80,8 +81,9 @@ __all__ = [
     "verify_bundle",
 ]
 
-class BundleEvidence:
-    """`verify.evidence.Evidence` over an exported bundle. Build it with `open`.
+class BundleEvidence(AbstractContextManager["BundleEvidence"]):
+    """`verify.evidence.Evidence` over an exported bundle. Build it with `open`; use it in a
+    ``with`` block (it is closed at the end).
 
     After `open` returned, the bundle is well formed: every member is listed, hashes as listed,
     and sits where the layout says; objects hash to their names; every entry has a proof of
@@ -123,6 +125,7 @@ class BundleEvidence:
         *,
         limits: Limits | None = None,
         workdir: Path | None = None,
+        reader: Callable[[Any], AbstractContextManager[Any]] = nullcontext,
     ) -> BundleEvidence:
         """Read and check a bundle; objects go to a private temporary directory.
 
@@ -140,6 +143,10 @@ class BundleEvidence:
             path: the bundle file.
             limits: bounds on sizes; default `Limits()`.
             workdir: where to make the temporary directory (default: the system's).
+            reader: given the decompressing reader, a context manager giving the reader the
+                members are read from (default: that one); ``ledger.exchange`` gives one that
+                decompresses on a thread of its own, ahead of the checks. Every byte still
+                passes the bound on the total and every check, in order.
 
         Raises:
             FormatError: the bundle is malformed, hostile, or larger than the limits.
@@ -157,7 +164,7 @@ class BundleEvidence:
         try:
             # (1)
             fh, stream = open_zstd(self.path, limits)
-            with fh:
+            with fh, reader(stream.raw) as stream.raw:
                 self._read_members(stream, limits, what)
             # (4)
             self._check_members(what)
@@ -393,10 +400,6 @@ class BundleEvidence:
         """Remove the temporary directory (idempotent)."""
         self._cleanup()
         self._objects = {}
-
-    def __enter__(self) -> BundleEvidence:
-        """Use the evidence in a ``with`` block; it is closed at the end."""
-        return self
 
     def __exit__(
         self,
