@@ -6,7 +6,8 @@ directory, recording every log entry whose inclusion the walk checks (artifact r
 approvals, revocations, erasures) and every blob it reads or looks for (envelopes, manifests,
 data), adds the ledger's trust-policy records, and writes them with a ``c2sp.org/tlog-proof``
 per entry against the published checkpoint, in one zstd-compressed tar, atomically.
-`import_bundle` streams a bundle's objects once, hashed as read, into a staging directory on
+`import_bundle` streams a bundle's objects once (decompressed on a thread of their own, beside
+the hashing and writing), hashed as read, into a staging directory on
 the ledger's disk (``<ledger>/tmp``), verifies the bundle under the importer's policy
 (``verify.bundle``) and only then renames its objects into the store (one durability pass,
 `store.ObjectStore.adopt_files`), logs the foreign records in this
@@ -102,7 +103,14 @@ if TYPE_CHECKING:
     from .home import LedgerHome
     from .updates import Changes
 
-__all__ = ["ExportResult", "ImportResult", "export_bundle", "import_bundle"]
+__all__ = [
+    "ExportResult",
+    "ImportResult",
+    "ReadAhead",
+    "export_bundle",
+    "import_bundle",
+    "read_ahead",
+]
 
 ZSTD_LEVEL = 3
 """zstd's default level, as ``tar --zstd`` uses: bundles are mostly data that compresses
@@ -661,17 +669,17 @@ def _primary(ev: BundleEvidence, subject: str) -> tuple[int, LogEntry, Statement
 
 READ_AHEAD = 8
 """Decompressed chunks (1 MiB each) the reading thread of an import may hold ahead of the
-checks (`_read_ahead`): the memory it may take beyond them, whatever the bundle."""
+checks (`read_ahead`): the memory it may take beyond them, whatever the bundle."""
 
 
-class _ReadAhead:
+class ReadAhead:
     """A reader of a bundle's decompressed stream that decompresses on a thread of its own,
     at most `READ_AHEAD` chunks ahead of its reader, as ``tar --zstd`` runs ``zstd`` beside
     itself: zstd, hashing and writing leave the GIL, so decompressing one chunk overlaps
     checking, hashing and staging the one before. The reader still sees every byte, in order,
     through the same bound (``verify.bundle_stream.Bounded``): an error the decompressor
     raises (a corrupt frame) is raised to it when it reaches that point, and the thread ends
-    when the reader stops (`_read_ahead`), at a refusal too."""
+    when the reader stops (`read_ahead`), at a refusal too."""
 
     def __init__(self, raw: BinaryIO, chunk: int) -> None:
         self.queue: queue.Queue[bytes | BaseException] = queue.Queue(READ_AHEAD)
@@ -709,11 +717,11 @@ class _ReadAhead:
 
 
 @contextlib.contextmanager
-def _read_ahead(raw: BinaryIO) -> Iterator[_ReadAhead]:
-    """`_ReadAhead` over the decompressing reader ``raw`` (``BundleEvidence.open``'s
+def read_ahead(raw: BinaryIO) -> Iterator[ReadAhead]:
+    """`ReadAhead` over the decompressing reader ``raw`` (``BundleEvidence.open``'s
     ``reader``); on the way out the thread is stopped and joined, before the bundle file
     closes."""
-    ahead = _ReadAhead(raw, CHUNK)
+    ahead = ReadAhead(raw, CHUNK)
     try:
         yield ahead
     finally:
@@ -780,7 +788,8 @@ def import_bundle(
     Steps:
         1. The signers must meet the approver threshold of ``policy`` (import records are
            signed by approvers), checked before the bundle is read.
-        2. Open the bundle (every hostile-input check of `BundleEvidence.open`), its objects
+        2. Open the bundle (every hostile-input check of `BundleEvidence.open`), decompressed
+           on a thread of its own ahead of the checks (`read_ahead`), its objects
            streamed once, each hashed as read, into a staging directory under
            ``<ledger>/tmp``, whose data goes to the disk on a thread as it comes
            (`_synced_behind`), then all of it once read (`_synced_ahead`, before any is moved).
@@ -816,7 +825,7 @@ def import_bundle(
     with (temp_dir(ledger.root / "tmp") as staging,
           _synced_behind(ledger, Path(staging)) as read,
           BundleEvidence.open(path, limits=limits, workdir=Path(staging),
-                              reader=_read_ahead) as ev,
+                              reader=read_ahead) as ev,
           _synced_ahead(ledger, ev, read) as synced):
         # (3)
         report = verify_bundle(ev, policy, now=now, data="size")

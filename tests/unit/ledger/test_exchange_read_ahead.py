@@ -1,4 +1,4 @@
-"""The import's read-ahead (``ledger.exchange._read_ahead``): the bundle's stream decompressed on
+"""The import's read-ahead (``ledger.exchange.read_ahead``): the bundle's stream decompressed on
 a thread of its own, handed on whole, in order, with the decompressor's errors where they
 happened, and the thread bounded and ended with the reading."""
 
@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from trajledger.ledger.exchange import READ_AHEAD, _read_ahead
+from trajledger.ledger.exchange import READ_AHEAD, read_ahead
 
 
 class Source(io.RawIOBase):
@@ -31,7 +31,7 @@ class Source(io.RawIOBase):
 
 def test_every_byte_comes_in_order_in_pieces_of_any_size() -> None:
     chunks = [bytes([i]) * (1000 + 37 * i) for i in range(20)]
-    with _read_ahead(Source(chunks)) as ahead:  # type: ignore[arg-type]
+    with read_ahead(Source(chunks)) as ahead:  # type: ignore[arg-type]
         got = []
         for n in range(1, 10_000):
             piece = ahead.read(n % 700 + 1)
@@ -45,7 +45,7 @@ def test_every_byte_comes_in_order_in_pieces_of_any_size() -> None:
 
 def test_a_decompressor_error_is_raised_after_the_bytes_before_it_and_again() -> None:
     error = ValueError("corrupt frame")
-    with _read_ahead(Source([b"a" * 10, b"b" * 10], error)) as ahead:  # type: ignore[arg-type]
+    with read_ahead(Source([b"a" * 10, b"b" * 10], error)) as ahead:  # type: ignore[arg-type]
         assert ahead.read(15) == b"a" * 10
         assert ahead.read(15) == b"b" * 10
         for _ in range(2):
@@ -56,7 +56,7 @@ def test_a_decompressor_error_is_raised_after_the_bytes_before_it_and_again() ->
 def test_the_thread_stays_bounded_and_ends_when_the_reader_stops() -> None:
     endless = Source([b"x" * 100] * 10_000)
     before = threading.active_count()
-    with _read_ahead(endless) as ahead:  # type: ignore[arg-type]
+    with read_ahead(endless) as ahead:  # type: ignore[arg-type]
         assert ahead.read(100) == b"x" * 100
         for _ in range(100):  # the thread fills its queue, then waits
             if endless.reads >= READ_AHEAD + 2:
