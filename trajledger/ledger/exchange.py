@@ -685,12 +685,15 @@ class ReadAhead:
         self.queue: queue.Queue[bytes | BaseException] = queue.Queue(READ_AHEAD)
         self.stop = threading.Event()
         self.buf, self.pos = b"", 0
-        self.last: bytes | BaseException = b"-"  # the thread's last item: b"" at the end
+        self.ended = False  # the thread's last item came: b"" (the end)
+        self.error: BaseException | None = None  # or what the decompressor raised
         self.thread = threading.Thread(target=self.run, args=(raw, chunk), daemon=True,
                                        name="trajledger-read-ahead")
         self.thread.start()
 
     def run(self, raw: BinaryIO, chunk: int) -> None:
+        """The thread: each chunk into the queue (waiting while it is full), then the end
+        (``b""``) or the error; it stops when told to."""
         while not self.stop.is_set():
             item: bytes | BaseException
             try:
@@ -707,11 +710,15 @@ class ReadAhead:
     def read(self, n: int) -> bytes:
         """Up to ``n`` bytes, fewer at the end of a chunk; ``b""`` at the end of the stream."""
         if self.pos == len(self.buf):
-            if self.last and not isinstance(self.last, BaseException):
-                self.last = self.queue.get()
-            if isinstance(self.last, BaseException):
-                raise self.last
-            self.buf, self.pos = self.last, 0
+            if self.error is not None:
+                raise self.error
+            if self.ended:
+                return b""
+            item = self.queue.get()
+            if isinstance(item, BaseException):
+                self.error = item
+                raise item
+            self.buf, self.pos, self.ended = item, 0, not item
         start, self.pos = self.pos, min(self.pos + n, len(self.buf))
         return self.buf if (start, self.pos) == (0, len(self.buf)) else self.buf[start:self.pos]
 

@@ -164,6 +164,7 @@ class BundleEvidence(AbstractContextManager["BundleEvidence"]):
         try:
             # (1)
             fh, stream = open_zstd(self.path, limits)
+            # (the members are read from what ``reader`` gives: the decompressor, or one ahead)
             with fh, reader(stream.raw) as stream.raw:
                 self._read_members(stream, limits, what)
             # (4)
