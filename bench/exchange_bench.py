@@ -18,9 +18,8 @@ Then, in one run, ``--repeat`` rounds of, in this order, each followed by ``sync
 - ``trajledger --ledger VENDOR export bench@1 --out OUT`` (a new file each round);
 - ``tar --zstd -xf BUNDLE -C FRESH`` (the baseline of import, into a new directory);
 - the import's reading pass alone, in this process (`BundleEvidence.open` into a staging
-  directory, decompressing on a thread as ``import`` does: every member checked and hashed,
-  the objects written; not a target, it shows what the rest of ``import`` costs: verifying,
-  logging, indexing);
+  directory: every member checked and hashed, the objects written; not a target, it shows
+  what the rest of ``import`` costs: verifying, logging, indexing);
 - ``trajledger --ledger BUYER import BUNDLE --policy P --key b1 --key b2`` into a new buyer
   ledger (and a new user state) each round: everything verified (signatures, the policy, every
   member's digest, the proofs) before anything is moved into the store, one fsync pass.
@@ -120,14 +119,10 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> None:
 
 def read_bundle(bundle: Path, where: Path) -> None:
     """What ``import`` does before it verifies: read the bundle once, every member checked
-    and hashed, the objects written to a staging directory (`BundleEvidence.open`), with the
-    reader ``import`` gives it (``exchange.read_ahead``: decompression on a thread of its own;
-    code before it had none, and is measured as it was)."""
-    from trajledger.ledger import exchange
+    and hashed, the objects written to a staging directory (`BundleEvidence.open`)."""
     from trajledger.verify.bundle import BundleEvidence
 
-    reader = getattr(exchange, "read_ahead", None)
-    with BundleEvidence.open(bundle, workdir=where, **({"reader": reader} if reader else {})):
+    with BundleEvidence.open(bundle, workdir=where):
         pass
 
 

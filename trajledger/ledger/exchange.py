@@ -6,8 +6,7 @@ directory, recording every log entry whose inclusion the walk checks (artifact r
 approvals, revocations, erasures) and every blob it reads or looks for (envelopes, manifests,
 data), adds the ledger's trust-policy records, and writes them with a ``c2sp.org/tlog-proof``
 per entry against the published checkpoint, in one zstd-compressed tar, atomically.
-`import_bundle` streams a bundle's objects once (decompressed on a thread of their own, beside
-the hashing and writing), hashed as read, into a staging directory on
+`import_bundle` streams a bundle's objects once, hashed as read, into a staging directory on
 the ledger's disk (``<ledger>/tmp``), verifies the bundle under the importer's policy
 (``verify.bundle``) and only then renames its objects into the store (one durability pass,
 `store.ObjectStore.adopt_files`), logs the foreign records in this
@@ -40,7 +39,6 @@ import datetime as dt
 import functools
 import hashlib
 import os
-import queue
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -58,7 +56,6 @@ from trajledger.verify.bundle_index import (
     Member,
     Terms,
 )
-from trajledger.verify.bundle_stream import CHUNK
 from trajledger.verify.checkpoint import verify_checkpoint
 from trajledger.verify.compact import CompactRange
 from trajledger.verify.digest import DIGEST_PREFIX, FileDigest, digest_bytes
@@ -103,14 +100,7 @@ if TYPE_CHECKING:
     from .home import LedgerHome
     from .updates import Changes
 
-__all__ = [
-    "ExportResult",
-    "ImportResult",
-    "ReadAhead",
-    "export_bundle",
-    "import_bundle",
-    "read_ahead",
-]
+__all__ = ["ExportResult", "ImportResult", "export_bundle", "import_bundle"]
 
 ZSTD_LEVEL = 3
 """zstd's default level, as ``tar --zstd`` uses: bundles are mostly data that compresses
@@ -667,75 +657,6 @@ def _primary(ev: BundleEvidence, subject: str) -> tuple[int, LogEntry, Statement
     raise FormatError(f"bundle {ev.path.name}: no record of {subject} in the bundle")
 
 
-READ_AHEAD = 8
-"""Decompressed chunks (1 MiB each) the reading thread of an import may hold ahead of the
-checks (`read_ahead`): the memory it may take beyond them, whatever the bundle."""
-
-
-class ReadAhead:
-    """A reader of a bundle's decompressed stream that decompresses on a thread of its own,
-    at most `READ_AHEAD` chunks ahead of its reader, as ``tar --zstd`` runs ``zstd`` beside
-    itself: zstd, hashing and writing leave the GIL, so decompressing one chunk overlaps
-    checking, hashing and staging the one before. The reader still sees every byte, in order,
-    through the same bound (``verify.bundle_stream.Bounded``): an error the decompressor
-    raises (a corrupt frame) is raised to it when it reaches that point, and the thread ends
-    when the reader stops (`read_ahead`), at a refusal too."""
-
-    def __init__(self, raw: BinaryIO, chunk: int) -> None:
-        self.queue: queue.Queue[bytes | BaseException] = queue.Queue(READ_AHEAD)
-        self.stop = threading.Event()
-        self.buf, self.pos = b"", 0
-        self.ended = False  # the thread's last item came: b"" (the end)
-        self.error: BaseException | None = None  # or what the decompressor raised
-        self.thread = threading.Thread(target=self.run, args=(raw, chunk), daemon=True,
-                                       name="trajledger-read-ahead")
-        self.thread.start()
-
-    def run(self, raw: BinaryIO, chunk: int) -> None:
-        """The thread: each chunk into the queue (waiting while it is full), then the end
-        (``b""``) or the error; it stops when told to."""
-        while not self.stop.is_set():
-            item: bytes | BaseException
-            try:
-                item = raw.read(chunk)
-            except BaseException as e:  # raised to the reader when it gets there
-                item = e
-            while not self.stop.is_set():
-                with contextlib.suppress(queue.Full):
-                    self.queue.put(item, timeout=0.1)
-                    break
-            if isinstance(item, BaseException) or not item:
-                return
-
-    def read(self, n: int) -> bytes:
-        """Up to ``n`` bytes, fewer at the end of a chunk; ``b""`` at the end of the stream."""
-        if self.pos == len(self.buf):
-            if self.error is not None:
-                raise self.error
-            if self.ended:
-                return b""
-            item = self.queue.get()
-            if isinstance(item, BaseException):
-                self.error = item
-                raise item
-            self.buf, self.pos, self.ended = item, 0, not item
-        start, self.pos = self.pos, min(self.pos + n, len(self.buf))
-        return self.buf if (start, self.pos) == (0, len(self.buf)) else self.buf[start:self.pos]
-
-
-@contextlib.contextmanager
-def read_ahead(raw: BinaryIO) -> Iterator[ReadAhead]:
-    """`ReadAhead` over the decompressing reader ``raw`` (``BundleEvidence.open``'s
-    ``reader``); on the way out the thread is stopped and joined, before the bundle file
-    closes."""
-    ahead = ReadAhead(raw, CHUNK)
-    try:
-        yield ahead
-    finally:
-        ahead.stop.set()
-        ahead.thread.join()
-
-
 @contextlib.contextmanager
 def _synced_behind(ledger: LedgerHome, staging: Path) -> Iterator[Callable[[], None]]:
     """While the bundle is read, the objects staged so far go to the disk on a thread
@@ -795,8 +716,7 @@ def import_bundle(
     Steps:
         1. The signers must meet the approver threshold of ``policy`` (import records are
            signed by approvers), checked before the bundle is read.
-        2. Open the bundle (every hostile-input check of `BundleEvidence.open`), decompressed
-           on a thread of its own ahead of the checks (`read_ahead`), its objects
+        2. Open the bundle (every hostile-input check of `BundleEvidence.open`), its objects
            streamed once, each hashed as read, into a staging directory under
            ``<ledger>/tmp``, whose data goes to the disk on a thread as it comes
            (`_synced_behind`), then all of it once read (`_synced_ahead`, before any is moved).
@@ -831,8 +751,7 @@ def import_bundle(
     # (2)
     with (temp_dir(ledger.root / "tmp") as staging,
           _synced_behind(ledger, Path(staging)) as read,
-          BundleEvidence.open(path, limits=limits, workdir=Path(staging),
-                              reader=read_ahead) as ev,
+          BundleEvidence.open(path, limits=limits, workdir=Path(staging)) as ev,
           _synced_ahead(ledger, ev, read) as synced):
         # (3)
         report = verify_bundle(ev, policy, now=now, data="size")

@@ -49,10 +49,9 @@ import tempfile
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .bundle_index import CHECKPOINT_NAME, INDEX_NAME, BundleIndex, Terms, check_member_name
 from .bundle_stream import BLOCK, SMALL_KINDS, Bounded, Limits, open_zstd, tar_headers
@@ -81,9 +80,8 @@ __all__ = [
     "verify_bundle",
 ]
 
-class BundleEvidence(AbstractContextManager["BundleEvidence"]):
-    """`verify.evidence.Evidence` over an exported bundle. Build it with `open`; use it in a
-    ``with`` block (it is closed at the end).
+class BundleEvidence:
+    """`verify.evidence.Evidence` over an exported bundle. Build it with `open`.
 
     After `open` returned, the bundle is well formed: every member is listed, hashes as listed,
     and sits where the layout says; objects hash to their names; every entry has a proof of
@@ -125,7 +123,6 @@ class BundleEvidence(AbstractContextManager["BundleEvidence"]):
         *,
         limits: Limits | None = None,
         workdir: Path | None = None,
-        reader: Callable[[Any], AbstractContextManager[Any]] = nullcontext,
     ) -> BundleEvidence:
         """Read and check a bundle; objects go to a private temporary directory.
 
@@ -143,10 +140,6 @@ class BundleEvidence(AbstractContextManager["BundleEvidence"]):
             path: the bundle file.
             limits: bounds on sizes; default `Limits()`.
             workdir: where to make the temporary directory (default: the system's).
-            reader: given the decompressing reader, a context manager giving the reader the
-                members are read from (default: that one); ``ledger.exchange`` gives one that
-                decompresses on a thread of its own, ahead of the checks. Every byte still
-                passes the bound on the total and every check, in order.
 
         Raises:
             FormatError: the bundle is malformed, hostile, or larger than the limits.
@@ -164,8 +157,7 @@ class BundleEvidence(AbstractContextManager["BundleEvidence"]):
         try:
             # (1)
             fh, stream = open_zstd(self.path, limits)
-            # (the members are read from what ``reader`` gives: the decompressor, or one ahead)
-            with fh, reader(stream.raw) as stream.raw:
+            with fh:
                 self._read_members(stream, limits, what)
             # (4)
             self._check_members(what)
@@ -401,6 +393,10 @@ class BundleEvidence(AbstractContextManager["BundleEvidence"]):
         """Remove the temporary directory (idempotent)."""
         self._cleanup()
         self._objects = {}
+
+    def __enter__(self) -> BundleEvidence:
+        """Use the evidence in a ``with`` block; it is closed at the end."""
+        return self
 
     def __exit__(
         self,

@@ -24,7 +24,7 @@ import zstandard
 
 from trajledger import Ledger
 from trajledger.ledger.encode import bundle_index_bytes, tlog_proof_bytes
-from trajledger.ledger.exchange import export_bundle, read_ahead
+from trajledger.ledger.exchange import export_bundle
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import record_policy
 from trajledger.verify.bundle import BundleEvidence, Limits, verify_bundle
@@ -543,37 +543,6 @@ def test_not_zstd_and_truncated_streams_are_refused(world: World, tmp_path: Path
     cut.write_bytes(world.bundle.read_bytes()[: world.bundle.stat().st_size // 2])
     with pytest.raises(FormatError):
         open_(cut)
-
-
-def test_the_imports_read_ahead_reads_and_refuses_as_the_reader_does(
-    world: World, tmp_path: Path
-) -> None:
-    """``import`` decompresses on a thread ahead of the checks (``exchange.read_ahead``, given
-    as ``reader``): a bundle opens to the same members, and a bomb, a truncated or corrupt
-    stream, data after the archive and a changed member are refused with the same error."""
-    cut = tmp_path / "cut.tar.zst"
-    cut.write_bytes(world.bundle.read_bytes()[: world.bundle.stat().st_size // 2])
-    corrupt = tmp_path / "corrupt.tar.zst"
-    corrupt.write_bytes(flip(world.bundle.read_bytes()))
-    cases = [
-        (pack(tmp_path / "bomb.tar.zst", world.members, tail=bytes(4 << 20),
-              declare_size=False), Limits(total=1 << 20)),
-        (cut, Limits()),
-        (corrupt, Limits()),
-        (pack(tmp_path / "tail.tar.zst", world.members, tail=bytes(1024) + b"hidden"), Limits()),
-        (pack(tmp_path / "flip.tar.zst", changed(world.members, world.named("entries/"), flip)),
-         Limits()),
-    ]
-    for path, limits in cases:
-        with pytest.raises((FormatError, DigestMismatchError)) as plain:
-            open_(path, limits=limits)
-        with pytest.raises(type(plain.value)) as ahead:
-            open_(path, limits=limits, reader=read_ahead)
-        assert str(ahead.value) == str(plain.value)
-    with open_(world.bundle) as ev, open_(world.bundle, reader=read_ahead) as ev_ahead:
-        assert ev_ahead.index == ev.index
-        assert {d: p.read_bytes() for d, p in ev_ahead.objects.items()} == {
-            d: p.read_bytes() for d, p in ev.objects.items()}
 
 
 def test_consistency_member_is_parsed_strictly(world: World, tmp_path: Path) -> None:
