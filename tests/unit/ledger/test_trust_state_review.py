@@ -151,7 +151,10 @@ def test_a_worker_killed_mid_reading_leaves_the_rows_to_this_process(
 
 
 INTERRUPTED = """
-import sys, time
+import signal, sys, time
+# As at a terminal: a pytest started with SIGINT ignored (a shell without job control) would
+# hand that on, and Python then never raises KeyboardInterrupt.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from pathlib import Path
 from trajledger.ledger import trust_rows, trust_state
 trust_state._PARALLEL_FROM = 1
