@@ -123,6 +123,19 @@ def _session_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
         os.environ["TRAJLEDGER_STATE_DIR"] = old
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _module_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Each set-up of a module's fixtures has a state directory of its own: under xdist a
+    module's fixtures may be built twice in one worker, and a ledger built again under the same
+    origin with a new key must not meet the first one's pinned key."""
+    import os
+
+    old = os.environ["TRAJLEDGER_STATE_DIR"]
+    os.environ["TRAJLEDGER_STATE_DIR"] = str(tmp_path_factory.mktemp("module-state"))
+    yield
+    os.environ["TRAJLEDGER_STATE_DIR"] = old
+
+
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     for name in ("TRAJLEDGER_HOME", "TRAJLEDGER_PASSPHRASE"):
