@@ -369,16 +369,20 @@ def test_an_interrupted_walk_stops_the_rehashing(
     monkeypatch.setattr(blobs_module, "GROUP_BLOBS", 1)  # each blob handed over at once
     v = setup.verifier()
     hashed: list[str] = []
+    started = threading.Event()
     real = v.blobs.check
 
     def spy(digest: str, size: int, stop: threading.Event) -> str | None:
         hashed.append(digest)
+        started.set()
+        stop.wait(60)  # the first blob is still being hashed when the walk is interrupted
         return real(digest, size, stop)
 
     monkeypatch.setattr(v.blobs, "check", spy)
 
     def interrupted(*args: Any, **kw: Any) -> None:
         assert v.blobs.pool is not None  # the batch's blobs are being re-hashed during the walk
+        assert started.wait(60)  # (on a loaded machine the pool's thread may start late)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(v, "dataset_use", interrupted)
