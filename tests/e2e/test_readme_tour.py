@@ -127,13 +127,14 @@ def test_the_tour_blocks_are_found() -> None:
 
 def ci_section(lines: list[str], marker: str) -> list[str]:
     """The commands of ``.ci/run`` after the comment starting ``marker``, up to the next
-    comment or blank line."""
+    comment or blank line; ``phase NAME`` lines only print the time a phase took."""
     start = next(i for i, line in enumerate(lines) if line.startswith(marker))
     out = []
     for line in lines[start + 1 :]:
         if not line.strip() or line.startswith("#"):
             break
-        out.append(line.strip())
+        if not line.startswith("phase "):
+            out.append(line.strip())
     return out
 
 
