@@ -629,21 +629,31 @@ class FeatureChunk:
         )
 
 
-def _runs(t: pa.Table, previous: str | None) -> tuple[npt.NDArray[np.int64], list[str]]:
-    """Start rows of each episode run of ``t`` and the run ids; checks contiguity and order."""
-    ids_arr = t.column("episode_id").combine_chunks()
-    if ids_arr.null_count:
+def _run_starts(ids: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.int64]:
+    """Start rows of each run of equal ids (one comparison of neighbours for the whole batch)."""
+    if ids.null_count:
         raise FeatureOrderError("steps: an episode_id is null")
-    n = len(ids_arr)
-    changes = pc.not_equal(ids_arr.slice(1), ids_arr.slice(0, n - 1))
-    starts = np.concatenate(
+    n = len(ids)
+    changes = pc.not_equal(ids.slice(1), ids.slice(0, n - 1))
+    return np.concatenate(
         ([0], np.flatnonzero(np.asarray(changes.to_numpy(zero_copy_only=False))) + 1)
     ).astype(np.int64)
+
+
+def _runs(
+    t: pa.Table, previous: str | None, starts: npt.NDArray[np.int64] | None = None
+) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """Start rows of each episode run of ``t`` (``starts`` when the caller found them) and the
+    run ids; checks contiguity and order."""
+    ids_arr = _column(t, "episode_id")
+    if starts is None:
+        starts = _run_starts(ids_arr)
+    n = len(ids_arr)
     run_ids = [str(v) for v in ids_arr.take(pa.array(starts)).to_pylist()]
     if len(set(run_ids)) != len(run_ids) or (previous is not None and run_ids[0] == previous):
         raise FeatureOrderError("steps: an episode's steps are not contiguous")
     if "step" in t.column_names:
-        step = np.asarray(t.column("step").combine_chunks().fill_null(-1).to_numpy())
+        step = np.asarray(_column(t, "step").fill_null(-1).to_numpy())
         boundary = np.zeros(n, dtype=bool)
         boundary[starts] = True
         if np.any(~boundary[1:] & (step[1:] <= step[:-1])):
@@ -651,11 +661,20 @@ def _runs(t: pa.Table, previous: str | None) -> tuple[npt.NDArray[np.int64], lis
     return starts, run_ids
 
 
-def _features(t: pa.Table, previous: str | None) -> FeatureChunk:
-    """Features of the complete episodes that make up ``t``."""
+def _column(t: pa.Table, name: str) -> pa.Array:
+    """A column of ``t`` as one array: its only chunk as it is (no copy), or the chunks joined."""
+    column = t.column(name)
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def _features(
+    t: pa.Table, previous: str | None, starts: npt.NDArray[np.int64] | None = None
+) -> FeatureChunk:
+    """Features of the complete episodes that make up ``t`` (starting at rows ``starts``, when
+    the caller found them)."""
     n = t.num_rows
     names = set(t.column_names)
-    starts, run_ids = _runs(t, previous)
+    starts, run_ids = _runs(t, previous, starts)
     ends = np.append(starts[1:], n)
     lengths = ends - starts
 
@@ -665,7 +684,7 @@ def _features(t: pa.Table, previous: str | None) -> FeatureChunk:
         if name not in names:
             return None
         if name not in combined:  # each column joined into one array once
-            combined[name] = t.column(name).combine_chunks()
+            combined[name] = _column(t, name)
         return combined[name]
 
     # Fingerprints: one SHA-256 per episode over slices of per-column byte layouts.
@@ -812,23 +831,16 @@ class FeatureStream:
             self._carry = None
             done.append(self._complete(head))
             t = t.slice(b)
-        # The last run starts after the last row whose id differs from the final one.
-        ids = t.column("episode_id")
-        differs = np.flatnonzero(
-            np.asarray(
-                pc.not_equal(ids, ids[t.num_rows - 1])
-                .fill_null(True)
-                .to_numpy(zero_copy_only=False)
-            )
-        )
-        cut = int(differs[-1]) + 1 if len(differs) else 0
+        # The episodes of t, found once: all but the last run are complete.
+        starts = _run_starts(_column(t, "episode_id"))
+        cut = int(starts[-1])
         self._carry = t.slice(cut)
         if cut:
-            done.append(self._complete(t.slice(0, cut)))
+            done.append(self._complete(t.slice(0, cut), starts[:-1]))
         return FeatureChunk.concat(done) if done else None
 
-    def _complete(self, t: pa.Table) -> FeatureChunk:
-        chunk = _features(t, self._previous)
+    def _complete(self, t: pa.Table, starts: npt.NDArray[np.int64] | None = None) -> FeatureChunk:
+        chunk = _features(t, self._previous, starts)
         self._previous = chunk.episode_ids[-1]
         return chunk
 
