@@ -408,10 +408,16 @@ def _fold_any(arr: pa.Array, n: int, width: int) -> npt.NDArray[np.float64]:
 
 
 def _fold_fixed(
-    arr: pa.FixedSizeListArray, n: int, width: int, out: npt.NDArray[np.float64] | None = None
+    arr: pa.FixedSizeListArray,
+    n: int,
+    width: int,
+    out: npt.NDArray[np.float64] | None = None,
+    *,
+    finite: bool = False,
 ) -> npt.NDArray[np.float64]:
     """`fold` of a fixed-size list column without null rows: whole blocks of ``width`` values
-    added and subtracted in turn, in the order (and so with the sums) of the general case."""
+    added and subtracted in turn, in the order (and so with the sums) of the general case.
+    ``finite``: the values are known to be finite (not checked again)."""
     size = arr.type.list_size
     values = np.asarray(arr.flatten().to_numpy(zero_copy_only=False)).reshape(n, size)
     if values.dtype.kind not in "biuf":
@@ -425,17 +431,25 @@ def _fold_fixed(
             out[:, : part.shape[1]] -= part
         else:
             out[:, : part.shape[1]] += part
-    if values.dtype.kind == "f" and not np.isfinite(np.sum(values, dtype=np.float64)):
-        # A NaN or infinity counts as 0 where it is (rare: one float64 sum tells; a sum that
-        # overflows only sends finite values down this exact path too).
+    with np.errstate(over="ignore"):
+        total = np.sum(values) if not finite and values.dtype.kind == "f" else 0.0
+    if not np.isfinite(total):
+        # A NaN or infinity counts as 0 where it is (rare: one sum in the values' own type
+        # tells; a sum that overflows only sends finite values down this exact path too, which
+        # gives them the same result).
         clean = np.nan_to_num(values.astype(np.float64), nan=0.0, posinf=0.0, neginf=0.0)
         fixed = pa.FixedSizeListArray.from_arrays(clean.reshape(-1), size)
-        return _fold_fixed(fixed, n, width, out)
+        # (Checked again, finite values whose sum overflows came back here without end.)
+        return _fold_fixed(fixed, n, width, out, finite=True)
     return out
 
 
 def numeric_vectors(
-    x: npt.NDArray[np.float64], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
+    x: npt.NDArray[np.float64],
+    starts: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+    *,
+    overwrite: bool = False,
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
     """Count sketches of episodes' time-aligned step features (obs, action, reward).
 
@@ -445,6 +459,8 @@ def numeric_vectors(
     unbiased sketch of the whole ``t x 21`` series, so cosine similarity of the sketches
     estimates that of the series (as a dense random projection would, at 21 additions per
     step instead of 2,688 multiplications). Sums run in float64 in step order per episode.
+    With ``overwrite``, the signed values of episodes of one length are formed in ``x`` itself
+    (a C-contiguous array the caller has no further use for): no second array of its size.
     """
     n_ep = len(starts)
     out = np.zeros((n_ep, VECTOR_DIM))
@@ -467,12 +483,17 @@ def numeric_vectors(
         first = int(starts[a])
         contiguous = np.array_equal(starts[a:b], first + np.cumsum(lens) - lens)
         buckets, signs = _sketch_tables(0, -(-longest // _CHUNK_STEPS))
-        owner = np.arange(b - a) * VECTOR_DIM
         if contiguous and longest * (b - a) == total:
-            # Episodes of one length, one after the other (the usual case): no gathers.
-            keys = buckets[None, :longest] + owner[:, None, None]
-            weights = x[first : first + total].reshape(b - a, longest, -1) * signs[:longest]
+            # Episodes of one length, one after the other (the usual case): no gathers, and
+            # the keys are the same for every such block (made once).
+            keys = _block_keys(b - a, longest)
+            span = x[first : first + total].reshape(b - a, longest, -1)
+            if overwrite and x.flags.c_contiguous:
+                weights = np.multiply(span, signs[:longest], out=span)
+            else:
+                weights = span * signs[:longest]
         else:
+            owner = np.arange(b - a) * VECTOR_DIM
             pos = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens)
             rows = pos + np.repeat(starts[a:b], lens)
             keys = buckets[pos] + np.repeat(owner, lens)[:, None]
@@ -482,6 +503,16 @@ def numeric_vectors(
         ).reshape(b - a, VECTOR_DIM)
         a = b
     return _unit_rows(out)
+
+
+@lru_cache(maxsize=4)
+def _block_keys(count: int, length: int) -> npt.NDArray[np.intp]:
+    """The ``bincount`` keys of `count` episodes of `length` steps sketched together (episode k
+    counts into buckets ``k*128 ..``); read-only, shared by every block of that shape."""
+    buckets, _ = _sketch_tables(0, -(-length // _CHUNK_STEPS))
+    keys = buckets[None, :length] + (np.arange(count) * VECTOR_DIM)[:, None, None]
+    keys.flags.writeable = False
+    return keys
 
 
 def _long_sketch(x: npt.NDArray[np.float64], start: int, length: int) -> npt.NDArray[np.float64]:
@@ -738,7 +769,9 @@ def _features(
                 nan=0.0, posinf=0.0, neginf=0.0,
             )
         )  # fmt: skip
-        vectors[numeric], valid[numeric] = numeric_vectors(x, starts[numeric], lengths[numeric])
+        vectors[numeric], valid[numeric] = numeric_vectors(
+            x, starts[numeric], lengths[numeric], overwrite=True
+        )
     if text_ep.any():
         # The task side: rows whose role is neither system nor assistant; an episode with no
         # such text row uses every non-system row.
