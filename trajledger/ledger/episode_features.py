@@ -198,10 +198,13 @@ def token_hashes(tokens: pa.Array) -> npt.NDArray[np.uint64]:
 
 
 def _span_hashes(
-    data: npt.NDArray[np.uint8], start: npt.NDArray[np.int64], end: npt.NDArray[np.int64]
+    data: npt.NDArray[np.uint8],
+    start: npt.NDArray[np.int64],
+    end: npt.NDArray[np.int64],
+    table: npt.NDArray[np.uint64] | None = None,
 ) -> npt.NDArray[np.uint64]:
     """`token_hashes` of the byte spans ``data[start[i]:end[i]]`` (not empty; bytes outside
-    every span are ignored).
+    every span are ignored), each byte mapped through ``table`` first when one is given.
 
     The polynomial of a span from prefix sums: with ``C[j] = sum_{i<j} data[i] * P**-i`` (P is
     odd, so invertible mod 2**64), ``poly(data[s:e]) = (C[e] - C[s]) * P**(e - 1)``: three
@@ -214,7 +217,11 @@ def _span_hashes(
     with np.errstate(over="ignore"):
         # In place: no temporary of 8 bytes per byte of text (allocating and faulting in a
         # fresh one per call cost about as much as the arithmetic).
-        np.multiply(data, _powers(total, inverse=True)[:total], out=prefix[1:])
+        if table is None:
+            prefix[1:] = data
+        else:  # the byte's value through the table, written as 64 bits (no cast after)
+            np.take(table, data, out=prefix[1:], mode="clip")  # (clip: not buffered)
+        np.multiply(prefix[1:], _powers(total, inverse=True)[:total], out=prefix[1:])
         np.cumsum(prefix[1:], out=prefix[1:])
         h = (prefix[end] - prefix[start]) * _powers(total)[end - 1]
         h = h ^ (lengths.astype(np.uint64) * _GOLDEN)
@@ -224,8 +231,8 @@ def _span_hashes(
 _ASCII_WORD = np.zeros(256, dtype=bool)
 for _c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_":
     _ASCII_WORD[_c] = True
-_ASCII_LOWER = np.arange(256, dtype=np.uint8)
-_ASCII_LOWER[ord("A") : ord("Z") + 1] += 32
+_ASCII_LOWER = np.arange(256, dtype=np.uint64)
+_ASCII_LOWER[ord("A") : ord("Z") + 1] += _U64(32)
 
 
 def _words_arrow(texts: pa.Array) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
@@ -253,19 +260,21 @@ def _words_ascii(
     word = np.take(_ASCII_WORD, raw)  # a table lookup per byte: faster than ``table[raw]``
     bounds = offsets - base
     inner = bounds[(bounds > 0) & (bounds < total)]  # a text starts here: words end before
-    prev = np.empty(total, dtype=bool)
-    prev[0] = False
-    prev[1:] = word[:-1]
-    prev[inner] = False
-    after = np.empty(total, dtype=bool)
-    after[-1] = False
-    after[:-1] = word[1:]
-    after[inner - 1] = False
-    start = np.flatnonzero(word & ~prev)
+    # A word starts at a word byte after a byte that is not (for booleans ``a > b`` is
+    # ``a and not b``), or at the start of a text; it ends likewise before one, or at a text's
+    # end. One pass each, written in place.
+    edge = np.empty(total, dtype=bool)
+    edge[0] = word[0]
+    np.greater(word[1:], word[:-1], out=edge[1:])
+    edge[inner] = word[inner]
+    start = np.flatnonzero(edge)
     if len(start) == 0:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
-    end = np.flatnonzero(word & ~after) + 1
-    h = _span_hashes(np.take(_ASCII_LOWER, raw), start, end)
+    edge[-1] = word[-1]
+    np.greater(word[:-1], word[1:], out=edge[:-1])
+    edge[inner - 1] = word[inner - 1]
+    end = np.flatnonzero(edge) + 1
+    h = _span_hashes(raw, start, end, _ASCII_LOWER)
     # The text of each word: text i holds the words starting in bounds[i] .. bounds[i + 1]
     # (a search per text, not per word).
     per_text = np.diff(np.searchsorted(start, bounds))
@@ -283,7 +292,8 @@ def _bigram_hashes(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]) -> npt.
 
 
 def _unit_rows(v: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
-    norms = np.linalg.norm(v, axis=1)
+    with np.errstate(over="ignore"):  # a norm past float64's range: no vector (not valid)
+        norms = np.linalg.norm(v, axis=1)
     valid = np.isfinite(norms) & (norms > 0)
     out = np.zeros(v.shape, dtype=np.float32)
     out[valid] = (v[valid] / norms[valid, None]).astype(np.float32)
@@ -330,13 +340,13 @@ def text_vectors(
     starts = np.flatnonzero(first)
     counts = np.diff(np.append(starts, len(packed)))
     unique = packed[starts]
-    weight = 1.0 + np.log(counts)
-    sign = 1.0 - 2.0 * ((unique >> _U64(39)) & _U64(1)).astype(np.float64)
-    bucket = (unique & _U64(VECTOR_DIM - 1)).astype(np.int64)
-    uowners = (unique >> _U64(40)).astype(np.int64)
-    out += np.bincount(
-        uowners * VECTOR_DIM + bucket, weights=sign * weight, minlength=n * VECTOR_DIM
-    ).reshape(n, VECTOR_DIM)
+    weight = np.log(counts)
+    weight += 1.0
+    np.negative(weight, out=weight, where=(unique & _U64(1 << 39)) != 0)  # exactly -1.0 * w
+    # The slot: owner * 128 + bucket (below 2**31, so the same value as an int64).
+    slot = ((unique >> _U64(40)) << _U64(7)) | (unique & _U64(VECTOR_DIM - 1))
+    counted = np.bincount(slot.view(np.int64), weights=weight, minlength=n * VECTOR_DIM)
+    out += counted.reshape(n, VECTOR_DIM)
     return _unit_rows(out)
 
 
@@ -508,11 +518,10 @@ def numeric_vectors(
 @lru_cache(maxsize=4)
 def _block_keys(count: int, length: int) -> npt.NDArray[np.intp]:
     """The ``bincount`` keys of `count` episodes of `length` steps sketched together (episode k
-    counts into buckets ``k*128 ..``); read-only, shared by every block of that shape."""
+    counts into buckets ``k*128 ..``), shared by every block of that shape: never written to
+    (left writeable, as ``bincount`` copies a read-only array)."""
     buckets, _ = _sketch_tables(0, -(-length // _CHUNK_STEPS))
-    keys = buckets[None, :length] + (np.arange(count) * VECTOR_DIM)[:, None, None]
-    keys.flags.writeable = False
-    return keys
+    return buckets[None, :length] + (np.arange(count) * VECTOR_DIM)[:, None, None]
 
 
 def _long_sketch(x: npt.NDArray[np.float64], start: int, length: int) -> npt.NDArray[np.float64]:
@@ -698,6 +707,19 @@ def _column(t: pa.Table, name: str) -> pa.Array:
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
+_LONG_EPISODE = 256
+"""Mean steps per episode from which a fingerprint hashes each part in turn instead of joining
+them first (the join copies every byte once more)."""
+
+
+def _sha256_hex(parts: tuple[Any, ...]) -> str:
+    """The hex SHA-256 of the parts one after the other (as of their join, without it)."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part)
+    return h.hexdigest()
+
+
 def _features(
     t: pa.Table, previous: str | None, starts: npt.NDArray[np.int64] | None = None
 ) -> FeatureChunk:
@@ -727,9 +749,11 @@ def _features(
     ]
     counts = map(str.encode, map(str, lengths.tolist()))
     parts = [part for layout in layouts for part in layout.parts(starts, ends)]
-    fingerprints = [
-        h.hexdigest() for h in map(hashlib.sha256, map(b"".join, zip(counts, *parts, strict=True)))
-    ]
+    per_episode = zip(counts, *parts, strict=True)
+    if n >= _LONG_EPISODE * len(starts):  # long episodes: their parts hashed as they are
+        fingerprints = list(map(_sha256_hex, per_episode))
+    else:  # short ones: one join and one call each beat a call per part
+        fingerprints = [h.hexdigest() for h in map(hashlib.sha256, map(b"".join, per_episode))]
     # Safety interventions: sum of the known values per episode.
     safety_col = col("safety_interventions")
     if safety_col is None or safety_col.null_count == n:
@@ -777,14 +801,17 @@ def _features(
         # such text row uses every non-system row.
         row_ep = np.repeat(np.arange(len(starts)), lengths)
         role_col = col("role")
-        roles = (
-            np.asarray(role_col.fill_null("").to_numpy(zero_copy_only=False))
-            if role_col is not None
-            else np.full(n, "", dtype=object)
-        )
-        task_row = has_text & ~np.isin(roles, PROMPT_EXCLUDED)
+        if role_col is None:
+            excluded, system = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        else:  # a null role is neither (as the empty string)
+            if not (pa.types.is_string(role_col.type) or pa.types.is_large_string(role_col.type)):
+                role_col = role_col.cast(pa.string())  # a dictionary-encoded column
+            roles = role_col.fill_null("")
+            excluded = _bools(pc.is_in(roles, value_set=pa.array(PROMPT_EXCLUDED, roles.type)))
+            system = _bools(pc.equal(roles, pa.scalar("system", roles.type)))
+        task_row = has_text & ~excluded
         task_ep = np.add.reduceat(task_row.astype(np.int64), starts) > 0
-        chosen = np.where(task_ep[row_ep], task_row, has_text & (roles != "system"))
+        chosen = np.where(task_ep[row_ep], task_row, has_text & ~system)
         chosen &= text_ep[row_ep]
         idx = np.flatnonzero(chosen)
         if len(idx):
@@ -821,6 +848,11 @@ def _features(
         valid,
         safety,
     )
+
+
+def _bools(arr: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
+    """A boolean array without nulls as numpy."""
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _first_other(ids: pa.ChunkedArray, value: pa.Scalar) -> int | None:
