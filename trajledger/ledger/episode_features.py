@@ -559,8 +559,11 @@ class _ColumnBytes:
         self.kind = "other"
         if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
             self.kind = "list"
+            counts = pc.list_value_length(arr)
             lengths = np.asarray(
-                pc.list_value_length(arr).fill_null(-1).to_numpy(zero_copy_only=False),
+                (counts.fill_null(-1) if arr.null_count else counts).to_numpy(
+                    zero_copy_only=False
+                ),
                 dtype=np.int64,
             )
             values = np.asarray(pc.list_flatten(arr).to_numpy(zero_copy_only=False))
@@ -577,7 +580,11 @@ class _ColumnBytes:
             self.offsets = offsets - offsets[0]
             self.a = _bytes_view(data[int(offsets[0]) : int(offsets[-1])])
         else:
-            nulls = np.asarray(arr.is_null().to_numpy(zero_copy_only=False))
+            nulls = (
+                np.asarray(arr.is_null().to_numpy(zero_copy_only=False))
+                if arr.null_count
+                else np.zeros(len(arr), dtype=bool)  # the same bytes, without converting
+            )
             values = np.asarray(
                 (arr.fill_null(0) if arr.null_count else arr).to_numpy(zero_copy_only=False)
             )
@@ -881,6 +888,16 @@ class FeatureStream:
         Raises:
             FeatureOrderError: an episode's steps are not contiguous or not ascending.
         """
+        if isinstance(batch, pa.Table) and any(c.num_chunks > 1 for c in batch.columns):
+            # A table of several record batches (a row group gathered from chunks) is taken a
+            # batch at a time: joining its chunks would copy every column, carrying over
+            # copies only the episode that spans two batches. (The features of an episode
+            # never depend on how its steps were cut.)
+            done = [c for b in batch.to_batches() if (c := self._add(b)) is not None]
+            return FeatureChunk.concat(done) if done else None
+        return self._add(batch)
+
+    def _add(self, batch: pa.RecordBatch | pa.Table) -> FeatureChunk | None:
         t = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
         if t.num_rows == 0:
             return None
