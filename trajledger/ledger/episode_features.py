@@ -561,9 +561,7 @@ class _ColumnBytes:
             self.kind = "list"
             counts = pc.list_value_length(arr)
             lengths = np.asarray(
-                (counts.fill_null(-1) if arr.null_count else counts).to_numpy(
-                    zero_copy_only=False
-                ),
+                (counts.fill_null(-1) if arr.null_count else counts).to_numpy(zero_copy_only=False),
                 dtype=np.int64,
             )
             values = np.asarray(pc.list_flatten(arr).to_numpy(zero_copy_only=False))
