@@ -679,10 +679,8 @@ def _run_starts(ids: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.int64]:
     if ids.null_count:
         raise FeatureOrderError("steps: an episode_id is null")
     n = len(ids)
-    changes = pc.not_equal(ids.slice(1), ids.slice(0, n - 1))
-    return np.concatenate(
-        ([0], np.flatnonzero(np.asarray(changes.to_numpy(zero_copy_only=False))) + 1)
-    ).astype(np.int64)
+    changes = _bools(pc.not_equal(ids.slice(1), ids.slice(0, n - 1)))
+    return np.concatenate(([0], np.flatnonzero(changes) + 1)).astype(np.int64)
 
 
 def _runs(
@@ -786,21 +784,10 @@ def _features(
     valid = np.zeros(len(starts), dtype=bool)
     numeric = np.flatnonzero(~text_ep)
     if len(numeric):
-        x = np.empty((n, _STEP_FEATURES))
-        fold(col("obs"), n, _OBS_SLOTS, x[:, :_OBS_SLOTS])
-        fold(col("action"), n, _ACTION_SLOTS, x[:, _OBS_SLOTS : _OBS_SLOTS + _ACTION_SLOTS])
-        reward = col("reward")
-        x[:, -1] = (
-            0.0
-            if reward is None
-            else np.nan_to_num(
-                np.asarray(reward.cast(pa.float64()).fill_null(0).to_numpy(), dtype=np.float64),
-                nan=0.0, posinf=0.0, neginf=0.0,
-            )
+        _numeric_features(
+            (col("obs"), col("action"), col("reward")), starts[numeric], lengths[numeric],
+            out=(vectors, valid, numeric),
         )  # fmt: skip
-        vectors[numeric], valid[numeric] = numeric_vectors(
-            x, starts[numeric], lengths[numeric], overwrite=True
-        )
     if text_ep.any():
         # The task side: rows whose role is neither system nor assistant; an episode with no
         # such text row uses every non-system row.
@@ -855,9 +842,66 @@ def _features(
     )
 
 
+_NUMERIC_SLICE = 1 << 15
+"""Steps whose numeric features are folded and sketched at once (whole episodes; a longer
+episode alone): a scratch array of 21 float64 a step, small enough to stay in cache."""
+
+
+def _numeric_features(
+    columns: tuple[pa.Array | None, pa.Array | None, pa.Array | None],
+    starts: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+    *,
+    out: tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_], npt.NDArray[np.int64]],
+) -> None:
+    """The count sketches of numeric episodes (rows ``starts[k] ..`` of the obs, action and
+    reward columns), written to ``vectors[at]`` and ``valid[at]`` of ``out``.
+
+    Each step's 21 features depend on its row alone and each sketch on its episode's rows
+    alone, so episodes are taken in slices of about `_NUMERIC_SLICE` steps through one
+    scratch array: the same values as all rows at once, without an array of the whole batch's
+    size (allocated and faulted in anew for every batch)."""
+    obs, action, reward = columns
+    vectors, valid, at = out
+    ends = starts + lengths
+    scratch = np.empty((min(int(ends[-1] - starts[0]), _NUMERIC_SLICE), _STEP_FEATURES))
+    k = 0
+    while k < len(starts):
+        lo = int(starts[k])
+        j = max(k + 1, int(np.searchsorted(ends, lo + _NUMERIC_SLICE, side="right")))
+        m = int(ends[j - 1]) - lo
+        x = scratch[:m] if m <= len(scratch) else np.empty((m, _STEP_FEATURES))
+        fold(None if obs is None else obs.slice(lo, m), m, _OBS_SLOTS, x[:, :_OBS_SLOTS])
+        fold(
+            None if action is None else action.slice(lo, m), m, _ACTION_SLOTS,
+            x[:, _OBS_SLOTS : _OBS_SLOTS + _ACTION_SLOTS],
+        )  # fmt: skip
+        x[:, -1] = (
+            0.0
+            if reward is None
+            else np.nan_to_num(
+                np.asarray(
+                    reward.slice(lo, m).cast(pa.float64()).fill_null(0).to_numpy(),
+                    dtype=np.float64,
+                ),
+                nan=0.0, posinf=0.0, neginf=0.0,
+            )
+        )  # fmt: skip
+        vectors[at[k:j]], valid[at[k:j]] = numeric_vectors(
+            x, starts[k:j] - lo, lengths[k:j], overwrite=True
+        )
+        k = j
+
+
 def _bools(arr: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
-    """A boolean array without nulls as numpy."""
-    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
+    """A boolean array without nulls as numpy (its bits unpacked: a tenth of ``to_numpy``)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if arr.null_count or not pa.types.is_boolean(arr.type) or arr.buffers()[1] is None:
+        return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
+    bits = np.frombuffer(arr.buffers()[1], dtype=np.uint8)
+    unpacked = np.unpackbits(bits, count=arr.offset + len(arr), bitorder="little")
+    return unpacked[arr.offset :].view(bool)
 
 
 def _first_other(ids: pa.ChunkedArray, value: pa.Scalar) -> int | None:

@@ -194,3 +194,19 @@ def test_numeric_vectors_in_place_are_those_of_a_copy() -> None:
         got = episode_features.numeric_vectors(x, starts, lens, overwrite=True)
         assert got[0].tobytes() == want[0].tobytes()
         assert np.array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("steps", [1, 7, 250])
+def test_numeric_episodes_sketched_in_slices_are_those_of_the_whole(
+    steps: int, monkeypatch: Any
+) -> None:
+    # Numeric episodes are folded and sketched a slice of about _NUMERIC_SLICE steps at a time
+    # (whole episodes; a longer one alone), through one scratch array: the same vectors, bit
+    # for bit, as with every row at once, among chat episodes, NaNs and an infinity.
+    t = _known_steps()
+    whole = FeatureChunk.concat(list(iter_step_features([t])))
+    monkeypatch.setattr(episode_features, "_NUMERIC_SLICE", steps)
+    sliced = FeatureChunk.concat(list(iter_step_features([t])))
+    assert sliced.vectors.tobytes() == whole.vectors.tobytes()
+    assert np.array_equal(sliced.valid, whole.valid)
+    assert sliced.fingerprints == whole.fingerprints
