@@ -25,9 +25,6 @@ record batch: tokenising, token hashing (a polynomial hash over the UTF-8 bytes,
 SplitMix64), counting, bucketing and sketching have no per-token or per-step Python step. Only
 the SHA-256 of the fingerprint runs once per episode.
 
-`verified_local_copy` gives a blob as a local file whose bytes were hashed on the way and match
-its digest (a private copy when it must not change after the check).
-
 Non-scope: storing features (``ledger.batch_features``, ``ledger.index``), judging them
 (``ledger.contamination``).
 Spec: docs/audit-index.md ("Duplicates and contamination between splits").
@@ -40,13 +37,10 @@ against ``episodes.parquet`` in order, which catches an episode that reappears l
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import repeat
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -54,16 +48,13 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from trajledger.verify.digest import DIGEST_PREFIX, hash_file, parse_digest
-from trajledger.verify.errors import DigestMismatchError, FormatError
+from trajledger.verify.errors import FormatError
 
-from .hashing import copy_hashing
 from .rollouts.space_values import leaf_arrays
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
-    from .store import ObjectStore
 
 __all__ = [
     "CONTENT_COLUMNS",
@@ -76,10 +67,8 @@ __all__ = [
     "fold",
     "iter_step_features",
     "numeric_vectors",
-    "private_workdir",
     "text_vectors",
     "token_hashes",
-    "verified_local_copy",
 ]
 
 FEATURE_VERSION = 3
@@ -999,62 +988,3 @@ def parquet_batches(pf: pq.ParquetFile, columns: Sequence[str]) -> Iterator[pa.R
     cols = [c for c in columns if c in present]
     for g in range(pf.metadata.num_row_groups):
         yield from pf.read_row_group(g, columns=cols).to_batches()
-
-
-# --------------------------------------------------------------------------------------------
-# Verified local copies of blobs
-
-
-def verified_local_copy(
-    store: ObjectStore, digest: str, workdir: Path, *, private: bool = True
-) -> Path:
-    """A local file holding the blob, whose bytes hashed to ``digest`` as they were read.
-
-    With ``private`` (or a remote store) the blob is copied into ``workdir`` while hashing, so
-    the file that is parsed afterwards is the one that was checked: nothing can change it
-    between the check and the use. Without ``private``, a local store's file is hashed in place
-    and returned (for derived data, where such a race changes nothing that is trusted).
-
-    Raises:
-        StoreError: the blob is absent or unreadable.
-        DigestMismatchError: its bytes do not hash to ``digest``.
-    """
-    from .errors import StoreError
-    from .store import REMOTE_CHUNK
-
-    want = parse_digest(digest, "object digest")
-    if store.is_local and not private:
-        path = store.path_of(digest)
-        try:
-            observed = hash_file(path).digest
-        except FileNotFoundError as e:
-            raise StoreError(f"object {digest}: not in the store") from e
-        except OSError as e:
-            raise StoreError(f"object {digest}: cannot read: {e.strerror}") from e
-        _check(observed, want, digest)
-        return path
-    fd, name = tempfile.mkstemp(dir=workdir, prefix="blob-")
-    dest = Path(name)
-    try:
-        with os.fdopen(fd, "wb") as out, store.open_input(digest) as src:
-            observed, _ = copy_hashing(src.read, out.write, REMOTE_CHUNK)
-        _check(observed, want, digest)
-    except BaseException:
-        dest.unlink(missing_ok=True)
-        raise
-    return dest
-
-
-def _check(observed: str, want: str, digest: str) -> None:
-    """``observed`` (``sha256:<hex>``) must be ``want`` (the hex of ``digest``)."""
-    if observed != DIGEST_PREFIX + want:
-        raise DigestMismatchError(
-            f"object {digest[:19]}…: content hashes to {observed[:19]}…, want {digest[:19]}…"
-        )
-
-
-def private_workdir(base: Path | None = None) -> tempfile.TemporaryDirectory[str]:
-    """A 0700 temporary directory for verified copies (under ``base`` when given)."""
-    if base is not None:
-        base.mkdir(parents=True, exist_ok=True)
-    return tempfile.TemporaryDirectory(prefix="trajledger-verified-", dir=base)
