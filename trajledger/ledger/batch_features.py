@@ -26,7 +26,10 @@ Scope:
   its steps nor a cache;
 - `published_episodes` / `published_features`: features as a sealed batch's record publishes
   them (``sealed.episodes``: fingerprint, modality, step count and the vector as 128 float32
-  little endian) and back, bit for bit.
+  little endian) and back, bit for bit;
+- `verified_local_copy` / `private_workdir`: a blob as a local file whose bytes were hashed on
+  the way and match its digest (a private copy when it must not change after the check), for
+  whatever computes features from a batch's stored bytes.
 
 Why a ledger writer cannot swap a kept file without detection: the file is named by its
 SHA-256 in the batch's signed statement, whose envelope is named by digest in a log entry under
@@ -47,6 +50,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,8 +59,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from trajledger.verify.digest import FileDigest, hash_file, parse_digest
-from trajledger.verify.errors import FormatError, ProvenanceError
+from trajledger.verify.digest import DIGEST_PREFIX, FileDigest, hash_file, parse_digest
+from trajledger.verify.errors import DigestMismatchError, FormatError, ProvenanceError
 
 from .episode_features import (
     FEATURE_COLUMNS,
@@ -65,10 +70,10 @@ from .episode_features import (
     FeatureStream,
     iter_step_features,
     parquet_batches,
-    verified_local_copy,
 )
 from .errors import LedgerError
 from .fs import write_file_atomic
+from .hashing import copy_hashing
 
 if TYPE_CHECKING:
     from trajledger.verify.predicates import RolloutBatch
@@ -89,9 +94,11 @@ __all__ = [
     "decode_features",
     "encode_features",
     "forget_cached",
+    "private_workdir",
     "published_episodes",
     "published_features",
     "steps_file_of",
+    "verified_local_copy",
 ]
 
 METADATA_KEY = b"trajledger.features"
@@ -227,7 +234,10 @@ def published_episodes(chunk: FeatureChunk) -> tuple[SealedEpisode, ...]:
     vectors = np.ascontiguousarray(chunk.vectors, dtype="<f4")
     return tuple(
         SealedEpisode(
-            eid, int(chunk.num_steps[i]), chunk.modality[i], chunk.fingerprints[i],
+            eid,
+            int(chunk.num_steps[i]),
+            chunk.modality[i],
+            chunk.fingerprints[i],
             base64.b64encode(vectors[i].tobytes()).decode("ascii") if chunk.valid[i] else None,
         )
         for i, eid in enumerate(chunk.episode_ids)
@@ -259,8 +269,12 @@ def published_features(sealed: Sealed) -> FeatureChunk:
     if not np.isfinite(vectors).all():
         raise FormatError("a published sketch holds a value that is not finite")
     return FeatureChunk(
-        [e.episode_id for e in episodes], np.array([e.steps for e in episodes], dtype=np.int64),
-        [e.fingerprint for e in episodes], [e.modality for e in episodes], vectors, valid,
+        [e.episode_id for e in episodes],
+        np.array([e.steps for e in episodes], dtype=np.int64),
+        [e.fingerprint for e in episodes],
+        [e.modality for e in episodes],
+        vectors,
+        valid,
         [None] * len(episodes),
     )
 
@@ -480,9 +494,7 @@ def batch_features(
                 raise FormatError(f"{len(data)} bytes, want {ref.size}")
             return BatchFeatures(batch, decode_features(data, digest), "recorded")
         except _UNREADABLE as e:
-            kept = (
-                f"its recorded features file {ref.digest[:19]}… cannot be used ({_reason(e)})"
-            )
+            kept = f"its recorded features file {ref.digest[:19]}… cannot be used ({_reason(e)})"
     # (3)
     where = cache_path(cache, digest) if cache is not None else None
     chunk = None
@@ -534,3 +546,62 @@ def _cache(where: Path, data: bytes) -> None:
 
 def _reason(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
+
+
+# --------------------------------------------------------------------------------------------
+# Verified local copies of blobs
+
+
+def verified_local_copy(
+    store: ObjectStore, digest: str, workdir: Path, *, private: bool = True
+) -> Path:
+    """A local file holding the blob, whose bytes hashed to ``digest`` as they were read.
+
+    With ``private`` (or a remote store) the blob is copied into ``workdir`` while hashing, so
+    the file that is parsed afterwards is the one that was checked: nothing can change it
+    between the check and the use. Without ``private``, a local store's file is hashed in place
+    and returned (for derived data, where such a race changes nothing that is trusted).
+
+    Raises:
+        StoreError: the blob is absent or unreadable.
+        DigestMismatchError: its bytes do not hash to ``digest``.
+    """
+    from .errors import StoreError
+    from .store import REMOTE_CHUNK
+
+    want = parse_digest(digest, "object digest")
+    if store.is_local and not private:
+        path = store.path_of(digest)
+        try:
+            observed = hash_file(path).digest
+        except FileNotFoundError as e:
+            raise StoreError(f"object {digest}: not in the store") from e
+        except OSError as e:
+            raise StoreError(f"object {digest}: cannot read: {e.strerror}") from e
+        _check(observed, want, digest)
+        return path
+    fd, name = tempfile.mkstemp(dir=workdir, prefix="blob-")
+    dest = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as out, store.open_input(digest) as src:
+            observed, _ = copy_hashing(src.read, out.write, REMOTE_CHUNK)
+        _check(observed, want, digest)
+    except BaseException:
+        dest.unlink(missing_ok=True)
+        raise
+    return dest
+
+
+def _check(observed: str, want: str, digest: str) -> None:
+    """``observed`` (``sha256:<hex>``) must be ``want`` (the hex of ``digest``)."""
+    if observed != DIGEST_PREFIX + want:
+        raise DigestMismatchError(
+            f"object {digest[:19]}…: content hashes to {observed[:19]}…, want {digest[:19]}…"
+        )
+
+
+def private_workdir(base: Path | None = None) -> tempfile.TemporaryDirectory[str]:
+    """A 0700 temporary directory for verified copies (under ``base`` when given)."""
+    if base is not None:
+        base.mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryDirectory(prefix="trajledger-verified-", dir=base)

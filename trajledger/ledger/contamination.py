@@ -37,14 +37,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .batch_features import published_features
+from .batch_features import private_workdir, published_features, verified_local_copy
 from .episode_features import (
     FEATURE_COLUMNS,
     FeatureChunk,
     iter_step_features,
     parquet_batches,
-    private_workdir,
-    verified_local_copy,
 )
 from .progress import ProgressFactory, no_progress
 

@@ -25,9 +25,6 @@ record batch: tokenising, token hashing (a polynomial hash over the UTF-8 bytes,
 SplitMix64), counting, bucketing and sketching have no per-token or per-step Python step. Only
 the SHA-256 of the fingerprint runs once per episode.
 
-`verified_local_copy` gives a blob as a local file whose bytes were hashed on the way and match
-its digest (a private copy when it must not change after the check).
-
 Non-scope: storing features (``ledger.batch_features``, ``ledger.index``), judging them
 (``ledger.contamination``).
 Spec: docs/audit-index.md ("Duplicates and contamination between splits").
@@ -40,13 +37,10 @@ against ``episodes.parquet`` in order, which catches an episode that reappears l
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import repeat
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -54,16 +48,13 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from trajledger.verify.digest import DIGEST_PREFIX, hash_file, parse_digest
-from trajledger.verify.errors import DigestMismatchError, FormatError
+from trajledger.verify.errors import FormatError
 
-from .hashing import copy_hashing
 from .rollouts.space_values import leaf_arrays
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
-    from .store import ObjectStore
 
 __all__ = [
     "CONTENT_COLUMNS",
@@ -76,10 +67,8 @@ __all__ = [
     "fold",
     "iter_step_features",
     "numeric_vectors",
-    "private_workdir",
     "text_vectors",
     "token_hashes",
-    "verified_local_copy",
 ]
 
 FEATURE_VERSION = 3
@@ -198,10 +187,13 @@ def token_hashes(tokens: pa.Array) -> npt.NDArray[np.uint64]:
 
 
 def _span_hashes(
-    data: npt.NDArray[np.uint8], start: npt.NDArray[np.int64], end: npt.NDArray[np.int64]
+    data: npt.NDArray[np.uint8],
+    start: npt.NDArray[np.int64],
+    end: npt.NDArray[np.int64],
+    table: npt.NDArray[np.uint64] | None = None,
 ) -> npt.NDArray[np.uint64]:
     """`token_hashes` of the byte spans ``data[start[i]:end[i]]`` (not empty; bytes outside
-    every span are ignored).
+    every span are ignored), each byte mapped through ``table`` first when one is given.
 
     The polynomial of a span from prefix sums: with ``C[j] = sum_{i<j} data[i] * P**-i`` (P is
     odd, so invertible mod 2**64), ``poly(data[s:e]) = (C[e] - C[s]) * P**(e - 1)``: three
@@ -214,7 +206,11 @@ def _span_hashes(
     with np.errstate(over="ignore"):
         # In place: no temporary of 8 bytes per byte of text (allocating and faulting in a
         # fresh one per call cost about as much as the arithmetic).
-        np.multiply(data, _powers(total, inverse=True)[:total], out=prefix[1:])
+        if table is None:
+            prefix[1:] = data
+        else:  # the byte's value through the table, written as 64 bits (no cast after)
+            np.take(table, data, out=prefix[1:], mode="clip")  # (clip: not buffered)
+        np.multiply(prefix[1:], _powers(total, inverse=True)[:total], out=prefix[1:])
         np.cumsum(prefix[1:], out=prefix[1:])
         h = (prefix[end] - prefix[start]) * _powers(total)[end - 1]
         h = h ^ (lengths.astype(np.uint64) * _GOLDEN)
@@ -224,8 +220,8 @@ def _span_hashes(
 _ASCII_WORD = np.zeros(256, dtype=bool)
 for _c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_":
     _ASCII_WORD[_c] = True
-_ASCII_LOWER = np.arange(256, dtype=np.uint8)
-_ASCII_LOWER[ord("A") : ord("Z") + 1] += 32
+_ASCII_LOWER = np.arange(256, dtype=np.uint64)
+_ASCII_LOWER[ord("A") : ord("Z") + 1] += _U64(32)
 
 
 def _words_arrow(texts: pa.Array) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
@@ -253,19 +249,21 @@ def _words_ascii(
     word = np.take(_ASCII_WORD, raw)  # a table lookup per byte: faster than ``table[raw]``
     bounds = offsets - base
     inner = bounds[(bounds > 0) & (bounds < total)]  # a text starts here: words end before
-    prev = np.empty(total, dtype=bool)
-    prev[0] = False
-    prev[1:] = word[:-1]
-    prev[inner] = False
-    after = np.empty(total, dtype=bool)
-    after[-1] = False
-    after[:-1] = word[1:]
-    after[inner - 1] = False
-    start = np.flatnonzero(word & ~prev)
+    # A word starts at a word byte after a byte that is not (for booleans ``a > b`` is
+    # ``a and not b``), or at the start of a text; it ends likewise before one, or at a text's
+    # end. One pass each, written in place.
+    edge = np.empty(total, dtype=bool)
+    edge[0] = word[0]
+    np.greater(word[1:], word[:-1], out=edge[1:])
+    edge[inner] = word[inner]
+    start = np.flatnonzero(edge)
     if len(start) == 0:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
-    end = np.flatnonzero(word & ~after) + 1
-    h = _span_hashes(np.take(_ASCII_LOWER, raw), start, end)
+    edge[-1] = word[-1]
+    np.greater(word[:-1], word[1:], out=edge[:-1])
+    edge[inner - 1] = word[inner - 1]
+    end = np.flatnonzero(edge) + 1
+    h = _span_hashes(raw, start, end, _ASCII_LOWER)
     # The text of each word: text i holds the words starting in bounds[i] .. bounds[i + 1]
     # (a search per text, not per word).
     per_text = np.diff(np.searchsorted(start, bounds))
@@ -283,7 +281,8 @@ def _bigram_hashes(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]) -> npt.
 
 
 def _unit_rows(v: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
-    norms = np.linalg.norm(v, axis=1)
+    with np.errstate(over="ignore"):  # a norm past float64's range: no vector (not valid)
+        norms = np.linalg.norm(v, axis=1)
     valid = np.isfinite(norms) & (norms > 0)
     out = np.zeros(v.shape, dtype=np.float32)
     out[valid] = (v[valid] / norms[valid, None]).astype(np.float32)
@@ -330,13 +329,13 @@ def text_vectors(
     starts = np.flatnonzero(first)
     counts = np.diff(np.append(starts, len(packed)))
     unique = packed[starts]
-    weight = 1.0 + np.log(counts)
-    sign = 1.0 - 2.0 * ((unique >> _U64(39)) & _U64(1)).astype(np.float64)
-    bucket = (unique & _U64(VECTOR_DIM - 1)).astype(np.int64)
-    uowners = (unique >> _U64(40)).astype(np.int64)
-    out += np.bincount(
-        uowners * VECTOR_DIM + bucket, weights=sign * weight, minlength=n * VECTOR_DIM
-    ).reshape(n, VECTOR_DIM)
+    weight = np.log(counts)
+    weight += 1.0
+    np.negative(weight, out=weight, where=(unique & _U64(1 << 39)) != 0)  # exactly -1.0 * w
+    # The slot: owner * 128 + bucket (below 2**31, so the same value as an int64).
+    slot = ((unique >> _U64(40)) << _U64(7)) | (unique & _U64(VECTOR_DIM - 1))
+    counted = np.bincount(slot.view(np.int64), weights=weight, minlength=n * VECTOR_DIM)
+    out += counted.reshape(n, VECTOR_DIM)
     return _unit_rows(out)
 
 
@@ -408,10 +407,16 @@ def _fold_any(arr: pa.Array, n: int, width: int) -> npt.NDArray[np.float64]:
 
 
 def _fold_fixed(
-    arr: pa.FixedSizeListArray, n: int, width: int, out: npt.NDArray[np.float64] | None = None
+    arr: pa.FixedSizeListArray,
+    n: int,
+    width: int,
+    out: npt.NDArray[np.float64] | None = None,
+    *,
+    finite: bool = False,
 ) -> npt.NDArray[np.float64]:
     """`fold` of a fixed-size list column without null rows: whole blocks of ``width`` values
-    added and subtracted in turn, in the order (and so with the sums) of the general case."""
+    added and subtracted in turn, in the order (and so with the sums) of the general case.
+    ``finite``: the values are known to be finite (not checked again)."""
     size = arr.type.list_size
     values = np.asarray(arr.flatten().to_numpy(zero_copy_only=False)).reshape(n, size)
     if values.dtype.kind not in "biuf":
@@ -425,17 +430,25 @@ def _fold_fixed(
             out[:, : part.shape[1]] -= part
         else:
             out[:, : part.shape[1]] += part
-    if values.dtype.kind == "f" and not np.isfinite(np.sum(values, dtype=np.float64)):
-        # A NaN or infinity counts as 0 where it is (rare: one float64 sum tells; a sum that
-        # overflows only sends finite values down this exact path too).
+    with np.errstate(over="ignore"):
+        total = np.sum(values) if not finite and values.dtype.kind == "f" else 0.0
+    if not np.isfinite(total):
+        # A NaN or infinity counts as 0 where it is (rare: one sum in the values' own type
+        # tells; a sum that overflows only sends finite values down this exact path too, which
+        # gives them the same result).
         clean = np.nan_to_num(values.astype(np.float64), nan=0.0, posinf=0.0, neginf=0.0)
         fixed = pa.FixedSizeListArray.from_arrays(clean.reshape(-1), size)
-        return _fold_fixed(fixed, n, width, out)
+        # (Checked again, finite values whose sum overflows came back here without end.)
+        return _fold_fixed(fixed, n, width, out, finite=True)
     return out
 
 
 def numeric_vectors(
-    x: npt.NDArray[np.float64], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
+    x: npt.NDArray[np.float64],
+    starts: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+    *,
+    overwrite: bool = False,
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
     """Count sketches of episodes' time-aligned step features (obs, action, reward).
 
@@ -445,6 +458,8 @@ def numeric_vectors(
     unbiased sketch of the whole ``t x 21`` series, so cosine similarity of the sketches
     estimates that of the series (as a dense random projection would, at 21 additions per
     step instead of 2,688 multiplications). Sums run in float64 in step order per episode.
+    With ``overwrite``, the signed values of episodes of one length are formed in ``x`` itself
+    (a C-contiguous array the caller has no further use for): no second array of its size.
     """
     n_ep = len(starts)
     out = np.zeros((n_ep, VECTOR_DIM))
@@ -467,12 +482,17 @@ def numeric_vectors(
         first = int(starts[a])
         contiguous = np.array_equal(starts[a:b], first + np.cumsum(lens) - lens)
         buckets, signs = _sketch_tables(0, -(-longest // _CHUNK_STEPS))
-        owner = np.arange(b - a) * VECTOR_DIM
         if contiguous and longest * (b - a) == total:
-            # Episodes of one length, one after the other (the usual case): no gathers.
-            keys = buckets[None, :longest] + owner[:, None, None]
-            weights = x[first : first + total].reshape(b - a, longest, -1) * signs[:longest]
+            # Episodes of one length, one after the other (the usual case): no gathers, and
+            # the keys are the same for every such block (made once).
+            keys = _block_keys(b - a, longest)
+            span = x[first : first + total].reshape(b - a, longest, -1)
+            if overwrite and x.flags.c_contiguous:
+                weights = np.multiply(span, signs[:longest], out=span)
+            else:
+                weights = span * signs[:longest]
         else:
+            owner = np.arange(b - a) * VECTOR_DIM
             pos = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens)
             rows = pos + np.repeat(starts[a:b], lens)
             keys = buckets[pos] + np.repeat(owner, lens)[:, None]
@@ -482,6 +502,15 @@ def numeric_vectors(
         ).reshape(b - a, VECTOR_DIM)
         a = b
     return _unit_rows(out)
+
+
+@lru_cache(maxsize=4)
+def _block_keys(count: int, length: int) -> npt.NDArray[np.intp]:
+    """The ``bincount`` keys of `count` episodes of `length` steps sketched together (episode k
+    counts into buckets ``k*128 ..``), shared by every block of that shape: never written to
+    (left writeable, as ``bincount`` copies a read-only array)."""
+    buckets, _ = _sketch_tables(0, -(-length // _CHUNK_STEPS))
+    return buckets[None, :length] + (np.arange(count) * VECTOR_DIM)[:, None, None]
 
 
 def _long_sketch(x: npt.NDArray[np.float64], start: int, length: int) -> npt.NDArray[np.float64]:
@@ -519,8 +548,9 @@ class _ColumnBytes:
         self.kind = "other"
         if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
             self.kind = "list"
+            counts = pc.list_value_length(arr)
             lengths = np.asarray(
-                pc.list_value_length(arr).fill_null(-1).to_numpy(zero_copy_only=False),
+                (counts.fill_null(-1) if arr.null_count else counts).to_numpy(zero_copy_only=False),
                 dtype=np.int64,
             )
             values = np.asarray(pc.list_flatten(arr).to_numpy(zero_copy_only=False))
@@ -537,7 +567,11 @@ class _ColumnBytes:
             self.offsets = offsets - offsets[0]
             self.a = _bytes_view(data[int(offsets[0]) : int(offsets[-1])])
         else:
-            nulls = np.asarray(arr.is_null().to_numpy(zero_copy_only=False))
+            nulls = (
+                np.asarray(arr.is_null().to_numpy(zero_copy_only=False))
+                if arr.null_count
+                else np.zeros(len(arr), dtype=bool)  # the same bytes, without converting
+            )
             values = np.asarray(
                 (arr.fill_null(0) if arr.null_count else arr).to_numpy(zero_copy_only=False)
             )
@@ -629,21 +663,29 @@ class FeatureChunk:
         )
 
 
-def _runs(t: pa.Table, previous: str | None) -> tuple[npt.NDArray[np.int64], list[str]]:
-    """Start rows of each episode run of ``t`` and the run ids; checks contiguity and order."""
-    ids_arr = t.column("episode_id").combine_chunks()
-    if ids_arr.null_count:
+def _run_starts(ids: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.int64]:
+    """Start rows of each run of equal ids (one comparison of neighbours for the whole batch)."""
+    if ids.null_count:
         raise FeatureOrderError("steps: an episode_id is null")
+    n = len(ids)
+    changes = _bools(pc.not_equal(ids.slice(1), ids.slice(0, n - 1)))
+    return np.concatenate(([0], np.flatnonzero(changes) + 1)).astype(np.int64)
+
+
+def _runs(
+    t: pa.Table, previous: str | None, starts: npt.NDArray[np.int64] | None = None
+) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """Start rows of each episode run of ``t`` (``starts`` when the caller found them) and the
+    run ids; checks contiguity and order."""
+    ids_arr = _column(t, "episode_id")
+    if starts is None:
+        starts = _run_starts(ids_arr)
     n = len(ids_arr)
-    changes = pc.not_equal(ids_arr.slice(1), ids_arr.slice(0, n - 1))
-    starts = np.concatenate(
-        ([0], np.flatnonzero(np.asarray(changes.to_numpy(zero_copy_only=False))) + 1)
-    ).astype(np.int64)
     run_ids = [str(v) for v in ids_arr.take(pa.array(starts)).to_pylist()]
     if len(set(run_ids)) != len(run_ids) or (previous is not None and run_ids[0] == previous):
         raise FeatureOrderError("steps: an episode's steps are not contiguous")
     if "step" in t.column_names:
-        step = np.asarray(t.column("step").combine_chunks().fill_null(-1).to_numpy())
+        step = np.asarray(_column(t, "step").fill_null(-1).to_numpy())
         boundary = np.zeros(n, dtype=bool)
         boundary[starts] = True
         if np.any(~boundary[1:] & (step[1:] <= step[:-1])):
@@ -651,11 +693,33 @@ def _runs(t: pa.Table, previous: str | None) -> tuple[npt.NDArray[np.int64], lis
     return starts, run_ids
 
 
-def _features(t: pa.Table, previous: str | None) -> FeatureChunk:
-    """Features of the complete episodes that make up ``t``."""
+def _column(t: pa.Table, name: str) -> pa.Array:
+    """A column of ``t`` as one array: its only chunk as it is (no copy), or the chunks joined."""
+    column = t.column(name)
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+_LONG_EPISODE = 256
+"""Mean steps per episode from which a fingerprint hashes each part in turn instead of joining
+them first (the join copies every byte once more)."""
+
+
+def _sha256_hex(parts: tuple[Any, ...]) -> str:
+    """The hex SHA-256 of the parts one after the other (as of their join, without it)."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part)
+    return h.hexdigest()
+
+
+def _features(
+    t: pa.Table, previous: str | None, starts: npt.NDArray[np.int64] | None = None
+) -> FeatureChunk:
+    """Features of the complete episodes that make up ``t`` (starting at rows ``starts``, when
+    the caller found them)."""
     n = t.num_rows
     names = set(t.column_names)
-    starts, run_ids = _runs(t, previous)
+    starts, run_ids = _runs(t, previous, starts)
     ends = np.append(starts[1:], n)
     lengths = ends - starts
 
@@ -665,7 +729,7 @@ def _features(t: pa.Table, previous: str | None) -> FeatureChunk:
         if name not in names:
             return None
         if name not in combined:  # each column joined into one array once
-            combined[name] = t.column(name).combine_chunks()
+            combined[name] = _column(t, name)
         return combined[name]
 
     # Fingerprints: one SHA-256 per episode over slices of per-column byte layouts.
@@ -677,9 +741,11 @@ def _features(t: pa.Table, previous: str | None) -> FeatureChunk:
     ]
     counts = map(str.encode, map(str, lengths.tolist()))
     parts = [part for layout in layouts for part in layout.parts(starts, ends)]
-    fingerprints = [
-        h.hexdigest() for h in map(hashlib.sha256, map(b"".join, zip(counts, *parts, strict=True)))
-    ]
+    per_episode = zip(counts, *parts, strict=True)
+    if n >= _LONG_EPISODE * len(starts):  # long episodes: their parts hashed as they are
+        fingerprints = list(map(_sha256_hex, per_episode))
+    else:  # short ones: one join and one call each beat a call per part
+        fingerprints = [h.hexdigest() for h in map(hashlib.sha256, map(b"".join, per_episode))]
     # Safety interventions: sum of the known values per episode.
     safety_col = col("safety_interventions")
     if safety_col is None or safety_col.null_count == n:
@@ -707,32 +773,26 @@ def _features(t: pa.Table, previous: str | None) -> FeatureChunk:
     valid = np.zeros(len(starts), dtype=bool)
     numeric = np.flatnonzero(~text_ep)
     if len(numeric):
-        x = np.empty((n, _STEP_FEATURES))
-        fold(col("obs"), n, _OBS_SLOTS, x[:, :_OBS_SLOTS])
-        fold(col("action"), n, _ACTION_SLOTS, x[:, _OBS_SLOTS : _OBS_SLOTS + _ACTION_SLOTS])
-        reward = col("reward")
-        x[:, -1] = (
-            0.0
-            if reward is None
-            else np.nan_to_num(
-                np.asarray(reward.cast(pa.float64()).fill_null(0).to_numpy(), dtype=np.float64),
-                nan=0.0, posinf=0.0, neginf=0.0,
-            )
+        _numeric_features(
+            (col("obs"), col("action"), col("reward")), starts[numeric], lengths[numeric],
+            out=(vectors, valid, numeric),
         )  # fmt: skip
-        vectors[numeric], valid[numeric] = numeric_vectors(x, starts[numeric], lengths[numeric])
     if text_ep.any():
         # The task side: rows whose role is neither system nor assistant; an episode with no
         # such text row uses every non-system row.
         row_ep = np.repeat(np.arange(len(starts)), lengths)
         role_col = col("role")
-        roles = (
-            np.asarray(role_col.fill_null("").to_numpy(zero_copy_only=False))
-            if role_col is not None
-            else np.full(n, "", dtype=object)
-        )
-        task_row = has_text & ~np.isin(roles, PROMPT_EXCLUDED)
+        if role_col is None:
+            excluded, system = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        else:  # a null role is neither (as the empty string)
+            if not (pa.types.is_string(role_col.type) or pa.types.is_large_string(role_col.type)):
+                role_col = role_col.cast(pa.string())  # a dictionary-encoded column
+            roles = role_col.fill_null("")
+            excluded = _bools(pc.is_in(roles, value_set=pa.array(PROMPT_EXCLUDED, roles.type)))
+            system = _bools(pc.equal(roles, pa.scalar("system", roles.type)))
+        task_row = has_text & ~excluded
         task_ep = np.add.reduceat(task_row.astype(np.int64), starts) > 0
-        chosen = np.where(task_ep[row_ep], task_row, has_text & (roles != "system"))
+        chosen = np.where(task_ep[row_ep], task_row, has_text & ~system)
         chosen &= text_ep[row_ep]
         idx = np.flatnonzero(chosen)
         if len(idx):
@@ -771,6 +831,68 @@ def _features(t: pa.Table, previous: str | None) -> FeatureChunk:
     )
 
 
+_NUMERIC_SLICE = 1 << 15
+"""Steps whose numeric features are folded and sketched at once (whole episodes; a longer
+episode alone): a scratch array of 21 float64 a step, small enough to stay in cache."""
+
+
+def _numeric_features(
+    columns: tuple[pa.Array | None, pa.Array | None, pa.Array | None],
+    starts: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+    *,
+    out: tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_], npt.NDArray[np.int64]],
+) -> None:
+    """The count sketches of numeric episodes (rows ``starts[k] ..`` of the obs, action and
+    reward columns), written to ``vectors[at]`` and ``valid[at]`` of ``out``.
+
+    Each step's 21 features depend on its row alone and each sketch on its episode's rows
+    alone, so episodes are taken in slices of about `_NUMERIC_SLICE` steps through one
+    scratch array: the same values as all rows at once, without an array of the whole batch's
+    size (allocated and faulted in anew for every batch)."""
+    obs, action, reward = columns
+    vectors, valid, at = out
+    ends = starts + lengths
+    scratch = np.empty((min(int(ends[-1] - starts[0]), _NUMERIC_SLICE), _STEP_FEATURES))
+    k = 0
+    while k < len(starts):
+        lo = int(starts[k])
+        j = max(k + 1, int(np.searchsorted(ends, lo + _NUMERIC_SLICE, side="right")))
+        m = int(ends[j - 1]) - lo
+        x = scratch[:m] if m <= len(scratch) else np.empty((m, _STEP_FEATURES))
+        fold(None if obs is None else obs.slice(lo, m), m, _OBS_SLOTS, x[:, :_OBS_SLOTS])
+        fold(
+            None if action is None else action.slice(lo, m), m, _ACTION_SLOTS,
+            x[:, _OBS_SLOTS : _OBS_SLOTS + _ACTION_SLOTS],
+        )  # fmt: skip
+        x[:, -1] = (
+            0.0
+            if reward is None
+            else np.nan_to_num(
+                np.asarray(
+                    reward.slice(lo, m).cast(pa.float64()).fill_null(0).to_numpy(),
+                    dtype=np.float64,
+                ),
+                nan=0.0, posinf=0.0, neginf=0.0,
+            )
+        )  # fmt: skip
+        vectors[at[k:j]], valid[at[k:j]] = numeric_vectors(
+            x, starts[k:j] - lo, lengths[k:j], overwrite=True
+        )
+        k = j
+
+
+def _bools(arr: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
+    """A boolean array without nulls as numpy (its bits unpacked: a tenth of ``to_numpy``)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if arr.null_count or not pa.types.is_boolean(arr.type) or arr.buffers()[1] is None:
+        return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
+    bits = np.frombuffer(arr.buffers()[1], dtype=np.uint8)
+    unpacked = np.unpackbits(bits, count=arr.offset + len(arr), bitorder="little")
+    return unpacked[arr.offset :].view(bool)
+
+
 def _first_other(ids: pa.ChunkedArray, value: pa.Scalar) -> int | None:
     """The first row whose id is not ``value`` (None when every row's is)."""
     differs = pc.not_equal(ids, value).fill_null(True)
@@ -797,6 +919,16 @@ class FeatureStream:
         Raises:
             FeatureOrderError: an episode's steps are not contiguous or not ascending.
         """
+        if isinstance(batch, pa.Table) and any(c.num_chunks > 1 for c in batch.columns):
+            # A table of several record batches (a row group gathered from chunks) is taken a
+            # batch at a time: joining its chunks would copy every column, carrying over
+            # copies only the episode that spans two batches. (The features of an episode
+            # never depend on how its steps were cut.)
+            done = [c for b in batch.to_batches() if (c := self._add(b)) is not None]
+            return FeatureChunk.concat(done) if done else None
+        return self._add(batch)
+
+    def _add(self, batch: pa.RecordBatch | pa.Table) -> FeatureChunk | None:
         t = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
         if t.num_rows == 0:
             return None
@@ -812,23 +944,16 @@ class FeatureStream:
             self._carry = None
             done.append(self._complete(head))
             t = t.slice(b)
-        # The last run starts after the last row whose id differs from the final one.
-        ids = t.column("episode_id")
-        differs = np.flatnonzero(
-            np.asarray(
-                pc.not_equal(ids, ids[t.num_rows - 1])
-                .fill_null(True)
-                .to_numpy(zero_copy_only=False)
-            )
-        )
-        cut = int(differs[-1]) + 1 if len(differs) else 0
+        # The episodes of t, found once: all but the last run are complete.
+        starts = _run_starts(_column(t, "episode_id"))
+        cut = int(starts[-1])
         self._carry = t.slice(cut)
         if cut:
-            done.append(self._complete(t.slice(0, cut)))
+            done.append(self._complete(t.slice(0, cut), starts[:-1]))
         return FeatureChunk.concat(done) if done else None
 
-    def _complete(self, t: pa.Table) -> FeatureChunk:
-        chunk = _features(t, self._previous)
+    def _complete(self, t: pa.Table, starts: npt.NDArray[np.int64] | None = None) -> FeatureChunk:
+        chunk = _features(t, self._previous, starts)
         self._previous = chunk.episode_ids[-1]
         return chunk
 
@@ -863,62 +988,3 @@ def parquet_batches(pf: pq.ParquetFile, columns: Sequence[str]) -> Iterator[pa.R
     cols = [c for c in columns if c in present]
     for g in range(pf.metadata.num_row_groups):
         yield from pf.read_row_group(g, columns=cols).to_batches()
-
-
-# --------------------------------------------------------------------------------------------
-# Verified local copies of blobs
-
-
-def verified_local_copy(
-    store: ObjectStore, digest: str, workdir: Path, *, private: bool = True
-) -> Path:
-    """A local file holding the blob, whose bytes hashed to ``digest`` as they were read.
-
-    With ``private`` (or a remote store) the blob is copied into ``workdir`` while hashing, so
-    the file that is parsed afterwards is the one that was checked: nothing can change it
-    between the check and the use. Without ``private``, a local store's file is hashed in place
-    and returned (for derived data, where such a race changes nothing that is trusted).
-
-    Raises:
-        StoreError: the blob is absent or unreadable.
-        DigestMismatchError: its bytes do not hash to ``digest``.
-    """
-    from .errors import StoreError
-    from .store import REMOTE_CHUNK
-
-    want = parse_digest(digest, "object digest")
-    if store.is_local and not private:
-        path = store.path_of(digest)
-        try:
-            observed = hash_file(path).digest
-        except FileNotFoundError as e:
-            raise StoreError(f"object {digest}: not in the store") from e
-        except OSError as e:
-            raise StoreError(f"object {digest}: cannot read: {e.strerror}") from e
-        _check(observed, want, digest)
-        return path
-    fd, name = tempfile.mkstemp(dir=workdir, prefix="blob-")
-    dest = Path(name)
-    try:
-        with os.fdopen(fd, "wb") as out, store.open_input(digest) as src:
-            observed, _ = copy_hashing(src.read, out.write, REMOTE_CHUNK)
-        _check(observed, want, digest)
-    except BaseException:
-        dest.unlink(missing_ok=True)
-        raise
-    return dest
-
-
-def _check(observed: str, want: str, digest: str) -> None:
-    """``observed`` (``sha256:<hex>``) must be ``want`` (the hex of ``digest``)."""
-    if observed != DIGEST_PREFIX + want:
-        raise DigestMismatchError(
-            f"object {digest[:19]}…: content hashes to {observed[:19]}…, want {digest[:19]}…"
-        )
-
-
-def private_workdir(base: Path | None = None) -> tempfile.TemporaryDirectory[str]:
-    """A 0700 temporary directory for verified copies (under ``base`` when given)."""
-    if base is not None:
-        base.mkdir(parents=True, exist_ok=True)
-    return tempfile.TemporaryDirectory(prefix="trajledger-verified-", dir=base)

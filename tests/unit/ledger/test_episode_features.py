@@ -167,3 +167,46 @@ def test_features_of_a_fixed_table_are_the_known_answer(text_slice: int, monkeyp
             3,
             "8590b32ea890b8d4e407121f802e61caf8e73fc18cc6117952accb597b956a20",
         ), size
+
+
+def test_finite_values_whose_sum_overflows_fold_as_the_general_path() -> None:
+    # Finite float64 values whose sum overflows take the path for NaN and infinities; they once
+    # came back to it without end (RecursionError). They fold as the general path folds them.
+    values = np.array([[1e308, 1e308, 1.0], [-1e308, 2.0, 3.0]])
+    fixed = pa.FixedSizeListArray.from_arrays(pa.array(values.ravel()), 3)
+    got = episode_features.fold(fixed, 2, 2)
+    want = episode_features._fold_any(fixed.cast(pa.list_(pa.float64())), 2, 2)
+    assert np.array_equal(got, want)
+    t = pa.table({"episode_id": ["a", "a"], "step": pa.array([0, 1], pa.int64()), "obs": fixed})
+    (chunk,) = iter_step_features([t])
+    assert chunk.modality == ["numeric"]
+
+
+def test_numeric_vectors_in_place_are_those_of_a_copy() -> None:
+    # The recording forms the signed values in its scratch array (overwrite): the same
+    # vectors, bit for bit, as from an untouched array; episodes of one length and of many.
+    rng = np.random.default_rng(5)
+    for lengths in ([1000] * 40, [200] * 90 + [7], [3, 17000, 5]):
+        lens = np.array(lengths, dtype=np.int64)
+        starts = np.cumsum(lens) - lens
+        x = rng.normal(size=(int(lens.sum()), 21))
+        want = episode_features.numeric_vectors(x.copy(), starts, lens)
+        got = episode_features.numeric_vectors(x, starts, lens, overwrite=True)
+        assert got[0].tobytes() == want[0].tobytes()
+        assert np.array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("steps", [1, 7, 250])
+def test_numeric_episodes_sketched_in_slices_are_those_of_the_whole(
+    steps: int, monkeypatch: Any
+) -> None:
+    # Numeric episodes are folded and sketched a slice of about _NUMERIC_SLICE steps at a time
+    # (whole episodes; a longer one alone), through one scratch array: the same vectors, bit
+    # for bit, as with every row at once, among chat episodes, NaNs and an infinity.
+    t = _known_steps()
+    whole = FeatureChunk.concat(list(iter_step_features([t])))
+    monkeypatch.setattr(episode_features, "_NUMERIC_SLICE", steps)
+    sliced = FeatureChunk.concat(list(iter_step_features([t])))
+    assert sliced.vectors.tobytes() == whole.vectors.tobytes()
+    assert np.array_equal(sliced.valid, whole.valid)
+    assert sliced.fingerprints == whole.fingerprints

@@ -37,13 +37,17 @@ from trajledger.verify.kinds import NAMED as NAMED_KINDS
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.merkle import leaf_hash
 
-from ..batch_features import batch_features, batch_files, batch_predicate
+from ..batch_features import (
+    batch_features,
+    batch_files,
+    batch_predicate,
+    private_workdir,
+    verified_local_copy,
+)
 from ..catalog import Catalog, RefError
 from ..episode_features import (
     FeatureChunk,
     parquet_batches,
-    private_workdir,
-    verified_local_copy,
 )
 from ..errors import LedgerError
 from ..fs import write_file_atomic
@@ -524,8 +528,12 @@ class Index:
                 if found.chunk is None:
                     return "missing", 0
                 chunk = found.chunk
-                ep = pa.table({"episode_id": pa.array(chunk.episode_ids, pa.string()),
-                               "num_steps": pa.array(chunk.num_steps, pa.int64())})
+                ep = pa.table(
+                    {
+                        "episode_id": pa.array(chunk.episode_ids, pa.string()),
+                        "num_steps": pa.array(chunk.num_steps, pa.int64()),
+                    }
+                )
                 if len(chunk):
                     self._episodes_table().add(episode_table(ep, row, chunk, False))
                 advance(int(chunk.num_steps.sum()))
