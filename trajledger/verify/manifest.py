@@ -151,9 +151,12 @@ class Manifest:
         Raises:
             FormatError: as `verify.strict_json.load_object` and `from_json`.
         """
-        if signed is not None and data == json.dumps(signed.to_json(), sort_keys=True,
-                                                     separators=(",", ":")).encode():
-            return signed
+        if signed is not None and data == ('{"files":[' + ",".join(
+                f'{{"digest":{{"sha256":"{f.sha256}"}},"mediaType":{json.dumps(f.media_type)},'
+                f'"path":{json.dumps(f.path)},"size":{f.size}}}' for f in signed.files)
+                + f'],"mediaType":"{MANIFEST_MEDIA_TYPE}"}}').encode():
+            return signed  # (the bytes of json.dumps(signed.to_json(), sort_keys=True,
+            # separators=(",", ":")), written out directly: half the time)
         return cls.from_json(load_object(data, "manifest"))
 
     def to_json(self) -> dict[str, Any]:
