@@ -41,6 +41,8 @@ MAX_SIGNATURES = 64
 """An envelope with more signatures is refused before any is checked (each costs a verification;
 no policy needs more co-signers than this)."""
 
+_FIELDS = frozenset(("payload", "payloadType", "signatures"))
+_SIG_FIELDS = frozenset(("keyid", "sig"))
 _B64_STD = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _B64_URL = re.compile(r"[A-Za-z0-9_-]*={0,2}")
 
@@ -73,7 +75,7 @@ def b64decode(value: object, what: str) -> bytes:
             # Only a last, partial group of 2 or 3 characters has padding bits.
             tail = len(out) % 3
             if not tail or base64.b64encode(out[-tail:]).decode("ascii").rstrip("=") \
-                    == value.rstrip("=")[-tail - 1:]:
+                    == value[-4:].rstrip("=")[-tail - 1:]:
                 return out
     if _B64_STD.fullmatch(value):
         alt = None
@@ -131,12 +133,12 @@ class Envelope:
         if len(data) > MAX_ENVELOPE_BYTES:
             raise FormatError(f"{what}: {len(data)} bytes, more than {MAX_ENVELOPE_BYTES}")
         obj = load_object(data, what)
-        unknown = set(obj) - {"payload", "payloadType", "signatures"}
-        if unknown:
-            raise FormatError(f"{what}: unknown field(s) {', '.join(sorted(unknown))}")
-        for name in ("payload", "payloadType", "signatures"):
-            if name not in obj:
-                raise FormatError(f"{what}: missing field {name!r}")
+        if obj.keys() != _FIELDS:
+            if unknown := obj.keys() - _FIELDS:
+                raise FormatError(f"{what}: unknown field(s) {', '.join(sorted(unknown))}")
+            missing = next(name for name in ("payload", "payloadType", "signatures")
+                           if name not in obj)
+            raise FormatError(f"{what}: missing field {missing!r}")
         payload_type = obj["payloadType"]
         if not isinstance(payload_type, str) or not payload_type:
             raise FormatError(f"{what}: payloadType must be a non-empty string")
@@ -153,8 +155,7 @@ class Envelope:
         for i, raw in enumerate(raw_sigs):
             if not isinstance(raw, dict):
                 raise FormatError(f"{what}: signature {i} is not an object")
-            extra = set(raw) - {"keyid", "sig"}
-            if extra:
+            if extra := raw.keys() - _SIG_FIELDS:
                 raise FormatError(f"{what}: signature {i} has unknown field(s) {sorted(extra)}")
             keyid = raw.get("keyid", "")
             if not isinstance(keyid, str):

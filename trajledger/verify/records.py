@@ -112,7 +112,7 @@ def _flag(s: _Spec, v: Any, at: str) -> bool:
 
 
 def _mapping(s: _Spec, v: Any, at: str) -> dict[str, Any]:
-    if not isinstance(v, Mapping):
+    if type(v) is not dict and not isinstance(v, Mapping):  # (a JSON object: a dict)
         raise FormatError(f"{at} is not a JSON object")
     return dict(v)
 
@@ -196,13 +196,13 @@ def read_members(
         FormatError: ``obj`` or a nested object is not an object; a required member is missing
             or null; a member is malformed.
     """
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):
         raise FormatError(f"{what} is not a JSON object")
     steps, known = _plan(specs)
     objects: dict[str, tuple[Mapping[str, Any], str]] = {"": (obj, what)}
     values = []
     for s, path, name, read, required, absent in steps:
-        src, at = objects.get(path) or _member(objects, path)
+        src, at = (obj, what) if not path else objects.get(path) or _member(objects, path)
         value = None if read is _COLLECTED else src.get(name)
         if value is None:
             if required:
@@ -223,7 +223,7 @@ def _member(objects: dict[str, tuple[Mapping[str, Any], str]], path: str
     value, at = outer.get(name), f"{outer_what}: {name}"
     if value is None:
         raise FormatError(f"{at} is {'null' if name in outer else 'missing'}")
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise FormatError(f"{at} is not a JSON object")
     objects[path] = (value, at)
     return objects[path]
@@ -361,7 +361,7 @@ class Predicate(Record):
             FormatError: a known field is missing or malformed.
         """
         what = f"{what} ({cls.TYPE.removeprefix(PROJECT_PREFIX)})"
-        if not isinstance(obj, Mapping):
+        if type(obj) is not dict and not isinstance(obj, Mapping):
             raise FormatError(f"{what}: the predicate is not a JSON object")
         return cls.from_json(obj, what)
 
