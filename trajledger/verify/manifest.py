@@ -36,6 +36,8 @@ __all__ = [
 
 MANIFEST_MEDIA_TYPE = "application/vnd.trajledger.manifest.v1+json"
 MAX_FILES = 1_000_000
+_KEYS, _BAD_SEGMENTS = frozenset(("mediaType", "files")), frozenset(("", ".", ".."))
+_FILE_KEYS = frozenset(("digest", "mediaType", "path", "size"))
 
 
 def check_path(path: object, what: str = "path") -> str:
@@ -48,7 +50,7 @@ def check_path(path: object, what: str = "path") -> str:
         raise FormatError(f"{what}: must be a non-empty string")
     if path.startswith("/") or "\\" in path or "\x00" in path:
         raise FormatError(f"{what}: {path!r} must be a relative POSIX path")
-    if any(seg in ("", ".", "..") for seg in path.split("/")):
+    if not _BAD_SEGMENTS.isdisjoint(path.split("/")):
         raise FormatError(f"{what}: {path!r} has an empty, '.' or '..' segment")
     return path
 
@@ -104,7 +106,7 @@ class Manifest:
             raise FormatError(
                 f"{what}: mediaType is {obj.get('mediaType')!r}, want {MANIFEST_MEDIA_TYPE!r}"
             )
-        if set(obj) != {"mediaType", "files"}:
+        if obj.keys() != _KEYS:
             raise FormatError(f"{what}: fields are {sorted(obj)}, want ['files', 'mediaType']")
         raw = obj["files"]
         if not isinstance(raw, list):
@@ -114,7 +116,7 @@ class Manifest:
         entries = []
         for i, f in enumerate(raw):
             w = f"{what}: file {i}"
-            if not isinstance(f, dict) or set(f) != {"digest", "mediaType", "path", "size"}:
+            if not isinstance(f, dict) or f.keys() != _FILE_KEYS:
                 got = sorted(f) if isinstance(f, dict) else type(f).__name__
                 raise FormatError(f"{w}: has {got}, want exactly digest, mediaType, path, size")
             path = check_path(f["path"], f"{w} path")
