@@ -41,8 +41,7 @@ MAX_SIGNATURES = 64
 """An envelope with more signatures is refused before any is checked (each costs a verification;
 no policy needs more co-signers than this)."""
 
-_FIELDS = frozenset(("payload", "payloadType", "signatures"))
-_SIG_FIELDS = frozenset(("keyid", "sig"))
+_FIELDS, _SIG_FIELDS = frozenset(("payload", "payloadType", "signatures")), {"keyid", "sig"}
 _B64_STD = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _B64_URL = re.compile(r"[A-Za-z0-9_-]*={0,2}")
 
@@ -77,11 +76,8 @@ def b64decode(value: object, what: str) -> bytes:
             if not tail or base64.b64encode(out[-tail:]).decode("ascii").rstrip("=") \
                     == value[-4:].rstrip("=")[-tail - 1:]:
                 return out
-    if _B64_STD.fullmatch(value):
-        alt = None
-    elif _B64_URL.fullmatch(value):
-        alt = b"-_"
-    else:
+    alt = None if _B64_STD.fullmatch(value) else b"-_"  # standard, else URL-safe
+    if alt and not _B64_URL.fullmatch(value):
         raise FormatError(f"{what}: is not valid base64")
     unpadded = value.rstrip("=")
     if len(unpadded) % 4 == 1 or (value != unpadded and len(value) % 4 != 0):
@@ -133,12 +129,10 @@ class Envelope:
         if len(data) > MAX_ENVELOPE_BYTES:
             raise FormatError(f"{what}: {len(data)} bytes, more than {MAX_ENVELOPE_BYTES}")
         obj = load_object(data, what)
-        if obj.keys() != _FIELDS:
-            if unknown := obj.keys() - _FIELDS:
-                raise FormatError(f"{what}: unknown field(s) {', '.join(sorted(unknown))}")
-            missing = next(name for name in ("payload", "payloadType", "signatures")
-                           if name not in obj)
-            raise FormatError(f"{what}: missing field {missing!r}")
+        if obj.keys() != _FIELDS:  # unknown fields first; else the first missing, by name
+            unknown = sorted(obj.keys() - _FIELDS)
+            raise FormatError(f"{what}: unknown field(s) {', '.join(unknown)}" if unknown else
+                              f"{what}: missing field {min(_FIELDS - obj.keys())!r}")
         payload_type = obj["payloadType"]
         if not isinstance(payload_type, str) or not payload_type:
             raise FormatError(f"{what}: payloadType must be a non-empty string")

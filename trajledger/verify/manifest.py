@@ -36,8 +36,7 @@ __all__ = [
 
 MANIFEST_MEDIA_TYPE = "application/vnd.trajledger.manifest.v1+json"
 MAX_FILES = 1_000_000
-_KEYS, _BAD_SEGMENTS = frozenset(("mediaType", "files")), frozenset(("", ".", ".."))
-_FILE_KEYS = frozenset(("digest", "mediaType", "path", "size"))
+_FILE_KEYS, _BAD_SEGMENTS = frozenset(("digest", "mediaType", "path", "size")), {"", ".", ".."}
 
 
 def check_path(path: object, what: str = "path") -> str:
@@ -106,7 +105,7 @@ class Manifest:
             raise FormatError(
                 f"{what}: mediaType is {obj.get('mediaType')!r}, want {MANIFEST_MEDIA_TYPE!r}"
             )
-        if obj.keys() != _KEYS:
+        if set(obj) != {"mediaType", "files"}:
             raise FormatError(f"{what}: fields are {sorted(obj)}, want ['files', 'mediaType']")
         raw = obj["files"]
         if not isinstance(raw, list):

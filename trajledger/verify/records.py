@@ -210,9 +210,8 @@ def read_members(
             values.append(dict(absent) if type(absent) is dict else absent)
         else:
             values.append(read(s, value, f"{at}: {name}"))
-    return values, {path: {} if known[path].issuperset(o) else
-                    {k: v for k, v in o.items() if k not in known[path]}
-                    for path, (o, _) in objects.items()}
+    return values, {path: {k: v for k, v in o.items() if k not in known[path]}
+                    if not known[path].issuperset(o) else {} for path, (o, _) in objects.items()}
 
 
 def _member(objects: dict[str, tuple[Mapping[str, Any], str]], path: str
@@ -221,17 +220,16 @@ def _member(objects: dict[str, tuple[Mapping[str, Any], str]], path: str
     parent, _, name = path.rpartition(".")
     outer, outer_what = objects.get(parent) or _member(objects, parent)
     value, at = outer.get(name), f"{outer_what}: {name}"
-    if value is None:
-        raise FormatError(f"{at} is {'null' if name in outer else 'missing'}")
-    if type(value) is not dict and not isinstance(value, Mapping):
-        raise FormatError(f"{at} is not a JSON object")
+    if type(value) is not dict and not isinstance(value, Mapping):  # (None: missing or null)
+        raise FormatError(f"{at} is " + ("not a JSON object" if value is not None else
+                                         "null" if name in outer else "missing"))
     objects[path] = (value, at)
     return objects[path]
 
 
 _COLLECTED = _READ["rest"]
-_Step = tuple[_Spec, str, str, Callable[[_Spec, Any, str], Any], bool, Any]
-_Plan = tuple[tuple[_Step, ...], dict[str, frozenset[str]]]
+_Plan = tuple[tuple[tuple[_Spec, str, str, Callable[[_Spec, Any, str], Any], bool, Any], ...],
+              dict[str, set[str]]]
 _PLANS: dict[int, tuple[tuple[_Spec, ...], _Plan]] = {}
 
 
@@ -246,18 +244,14 @@ def _plan(specs: tuple[_Spec, ...]) -> _Plan:
         steps, known = [], {"": set[str]()}
         for s in specs:
             path, _, name = s.key.rpartition(".")
-            collected = s.type == "rest"
             steps.append((s, path, name, _READ[s.type],
                           bool(s.required or (s.required is None and s.absent is _UNSET)),
                           None if s.absent is _UNSET else s.absent))
-            names = known.setdefault(path, set())
-            if not collected:
-                names.add(name)
+            known.setdefault(path, set()).update(() if s.type == "rest" else (name,))
             while path:  # each nested object is a member its parent knows
                 path, _, member = path.rpartition(".")
                 known.setdefault(path, set()).add(member)
-        found = _PLANS[id(specs)] = (specs, (tuple(steps), {k: frozenset(v)
-                                                            for k, v in known.items()}))
+        found = _PLANS[id(specs)] = (specs, (tuple(steps), known))
     return found[1]
 
 
