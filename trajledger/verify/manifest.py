@@ -204,7 +204,7 @@ def check_file_subjects(statement: Any, manifest: Manifest, what: str = "stateme
     Raises:
         DigestMismatchError: a subject names a path the manifest lacks, or another digest.
     """
-    files = {f.path: f for f in manifest.files}
+    files = {f.path: f for f in manifest.files} if len(statement.subjects) > 1 else {}
     for s in statement.subjects[1:]:
         f = files.get(s.name)
         if f is None:
