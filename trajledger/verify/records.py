@@ -304,16 +304,16 @@ class Record:
         """
         _pairs, specs, names, owners = field_specs(cls)
         values, rest = read_members(specs, obj, what)
-        kept: dict[str, Any] = dict(zip(names, values, strict=True))
-        unrecognized = rest.pop("")  # a copy of ``obj``: the members no spec took
+        # Every field is read (`field_specs`): set them as a frozen dataclass's __init__ would.
+        made = object.__new__(cls)
+        kept: dict[str, Any] = made.__dict__
+        kept.update(zip(names, values, strict=True))
+        unrecognized = kept["unrecognized"] = rest.pop("")  # the members no spec took
         for path, members in sorted(rest.items()):  # parents first: nested members go inside
             if members:
                 key = next((k for k in owners if path == k or path.startswith(k + ".")), "")
                 into = kept[owners[key]] if key else unrecognized
                 member_at(into, path.removeprefix(key)).update(members)
-        # Every field is read (`field_specs`): set them as a frozen dataclass's __init__ would.
-        made = object.__new__(cls)
-        made.__dict__.update(kept, unrecognized=unrecognized)
         made._check(what)
         return made
 
