@@ -51,6 +51,24 @@ __all__ = ["REMOTE_CHUNK", "ObjectStore", "verify_bytes"]
 REMOTE_CHUNK = 8 << 20
 """Read size for remote blobs (few large requests; a whole-object read is slower)."""
 
+_SMALL = 1 << 16
+"""A local blob smaller than this (an envelope, a manifest) is read in one call, no file object."""
+
+
+def _read_local(path: str) -> bytes:
+    """The bytes of a local file: a small one in one ``read`` (and a ``pread`` of one byte
+    past it that finds the end), a larger one whole, in one read sized by the file."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = os.read(fd, _SMALL)
+        if len(data) == _SMALL or os.pread(fd, 1, len(data)):
+            os.lseek(fd, 0, os.SEEK_SET)
+            with open(fd, "rb", buffering=0, closefd=False) as f:
+                data = f.readall()
+        return data
+    finally:
+        os.close(fd)
+
 
 def verify_bytes(data: bytes, expected: str, subject: str) -> None:
     """Check that ``data`` hashes to the digest string ``expected``.
@@ -478,9 +496,8 @@ class ObjectStore:
             DigestMismatchError: a remote blob whose bytes were altered.
         """
         try:
-            if self._fs is None:  # unbuffered: one read of the whole file, no buffer object
-                with open(self._location(digest), "rb", buffering=0) as f:
-                    return f.readall()
+            if self._fs is None:
+                return _read_local(self._location(digest))
             with self._fs.open_input_stream(self._location(digest)) as f:
                 # Chunked reads: read() of a whole S3 stream is several times slower.
                 data = b"".join(iter(lambda: bytes(f.read(REMOTE_CHUNK)), b""))

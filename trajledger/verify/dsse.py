@@ -41,6 +41,7 @@ MAX_SIGNATURES = 64
 """An envelope with more signatures is refused before any is checked (each costs a verification;
 no policy needs more co-signers than this)."""
 
+_FIELDS, _SIG_FIELDS = frozenset(("payload", "payloadType", "signatures")), {"keyid", "sig"}
 _B64_STD = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _B64_URL = re.compile(r"[A-Za-z0-9_-]*={0,2}")
 
@@ -73,13 +74,10 @@ def b64decode(value: object, what: str) -> bytes:
             # Only a last, partial group of 2 or 3 characters has padding bits.
             tail = len(out) % 3
             if not tail or base64.b64encode(out[-tail:]).decode("ascii").rstrip("=") \
-                    == value.rstrip("=")[-tail - 1:]:
+                    == value[-4:].rstrip("=")[-tail - 1:]:
                 return out
-    if _B64_STD.fullmatch(value):
-        alt = None
-    elif _B64_URL.fullmatch(value):
-        alt = b"-_"
-    else:
+    alt = None if _B64_STD.fullmatch(value) else b"-_"  # standard, else URL-safe
+    if alt and not _B64_URL.fullmatch(value):
         raise FormatError(f"{what}: is not valid base64")
     unpadded = value.rstrip("=")
     if len(unpadded) % 4 == 1 or (value != unpadded and len(value) % 4 != 0):
@@ -131,12 +129,10 @@ class Envelope:
         if len(data) > MAX_ENVELOPE_BYTES:
             raise FormatError(f"{what}: {len(data)} bytes, more than {MAX_ENVELOPE_BYTES}")
         obj = load_object(data, what)
-        unknown = set(obj) - {"payload", "payloadType", "signatures"}
-        if unknown:
-            raise FormatError(f"{what}: unknown field(s) {', '.join(sorted(unknown))}")
-        for name in ("payload", "payloadType", "signatures"):
-            if name not in obj:
-                raise FormatError(f"{what}: missing field {name!r}")
+        if obj.keys() != _FIELDS:  # unknown fields first; else the first missing, by name
+            unknown = sorted(obj.keys() - _FIELDS)
+            raise FormatError(f"{what}: unknown field(s) {', '.join(unknown)}" if unknown else
+                              f"{what}: missing field {min(_FIELDS - obj.keys())!r}")
         payload_type = obj["payloadType"]
         if not isinstance(payload_type, str) or not payload_type:
             raise FormatError(f"{what}: payloadType must be a non-empty string")
@@ -153,8 +149,7 @@ class Envelope:
         for i, raw in enumerate(raw_sigs):
             if not isinstance(raw, dict):
                 raise FormatError(f"{what}: signature {i} is not an object")
-            extra = set(raw) - {"keyid", "sig"}
-            if extra:
+            if extra := raw.keys() - _SIG_FIELDS:
                 raise FormatError(f"{what}: signature {i} has unknown field(s) {sorted(extra)}")
             keyid = raw.get("keyid", "")
             if not isinstance(keyid, str):

@@ -30,7 +30,7 @@ from enum import Enum
 from typing import Any
 
 from . import predicates as p
-from .digest import parse_digest
+from .digest import DIGEST_PREFIX, HEX64
 from .errors import FormatError
 from .statement import Statement
 
@@ -88,10 +88,8 @@ def _generated_by(pred: Any) -> list[Dependency]:
     """A batch's policy version, when it is a digest: the checkpoint that generated it, if
     one is recorded under that digest."""
     b: p.RolloutBatch = pred
-    try:
-        parse_digest(b.policy_version)
-    except FormatError:  # a version that is not a digest names no checkpoint
-        return []
+    if not (b.policy_version.startswith(DIGEST_PREFIX) and HEX64.fullmatch(b.policy_version, 7)):
+        return []  # a version that is not a digest (`parse_digest`) names no checkpoint
     return [Dependency("generated-by", b.policy_version, "checkpoint", optional=True)]
 
 

@@ -64,7 +64,7 @@ class _Spec:
 def spec(key: str, type_: str = "text", *, default: Any = MISSING, kw_only: bool = False,
        compare: bool = True, **options: Any) -> Any:
     """A dataclass field read from and written to JSON key ``key`` as ``type_`` (`_Spec`); an
-    absent member reads as its ``default`` (`_fresh` copies a mutable one per read)."""
+    absent member reads as its ``default`` (a mutable one copied per read)."""
     if type_ not in _READ:
         raise ValueError(f"field {key}: type {type_!r}, want one of {sorted(_READ)}")
     if default is not MISSING:
@@ -112,7 +112,7 @@ def _flag(s: _Spec, v: Any, at: str) -> bool:
 
 
 def _mapping(s: _Spec, v: Any, at: str) -> dict[str, Any]:
-    if not isinstance(v, Mapping):
+    if type(v) is not dict and not isinstance(v, Mapping):  # (a JSON object: a dict)
         raise FormatError(f"{at} is not a JSON object")
     return dict(v)
 
@@ -188,68 +188,71 @@ def read_members(
     specs: tuple[_Spec, ...], obj: object, what: str
 ) -> tuple[list[Any], dict[str, dict[str, Any]]]:
     """Read ``specs`` from ``obj``: their values, and the members no spec took, by the dotted
-    path of the object holding them (``""`` for ``obj`` itself).
+    path of the object holding them (``""`` for ``obj`` itself). Nothing is copied but what is
+    kept: each member is looked up where it is, and the members no spec took are found by
+    comparing each object's keys with the names its specs know (`_plan`).
 
     Raises:
         FormatError: ``obj`` or a nested object is not an object; a required member is missing
             or null; a member is malformed.
     """
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):
         raise FormatError(f"{what} is not a JSON object")
-    top = dict(obj)
-    objects: dict[str, tuple[dict[str, Any], str]] = {"": (top, what)}
-
-    def members(path: str) -> tuple[dict[str, Any], str]:
-        if path not in objects:
-            parent, _, name = path.rpartition(".")
-            outer, outer_what = members(parent)
-            value = outer.pop(name, MISSING)
-            if value is MISSING or value is None:
-                raise FormatError(f"{outer_what}: {name} is "
-                                  f"{'missing' if value is MISSING else 'null'}")
-            objects[path] = (_mapping(_NESTED, value, f"{outer_what}: {name}"),
-                             f"{outer_what}: {name}")
-        return objects[path]
-
+    steps, known = _plan(specs)
+    objects: dict[str, tuple[Mapping[str, Any], str]] = {"": (obj, what)}
     values = []
-    for s, path, name, read, required, collected in _plan(specs):
-        rest, at = (top, what) if not path else members(path)
-        value = MISSING if collected else rest.pop(name, MISSING)
-        if value is MISSING or value is None:
+    for s, path, name, read, required, absent in steps:
+        src, at = (obj, what) if not path else objects.get(path) or _member(objects, path)
+        value = None if read is _COLLECTED else src.get(name)
+        if value is None:
             if required:
-                raise FormatError(f"{at}: {name} is {'missing' if value is MISSING else 'null'}")
-            values.append(None if s.absent is _UNSET else _fresh(s.absent))
+                raise FormatError(f"{at}: {name} is {'null' if name in src else 'missing'}")
+            values.append(dict(absent) if type(absent) is dict else absent)
         else:
             values.append(read(s, value, f"{at}: {name}"))
-    return values, {path: rest for path, (rest, _) in objects.items()}
+    return values, {path: {k: v for k, v in o.items() if k not in known[path]}
+                    if not known[path].issuperset(o) else {} for path, (o, _) in objects.items()}
 
 
-_Step = tuple[_Spec, str, str, Callable[[_Spec, Any, str], Any], bool, bool]
-_PLANS: dict[int, tuple[tuple[_Spec, ...], tuple[_Step, ...]]] = {}
+def _member(objects: dict[str, tuple[Mapping[str, Any], str]], path: str
+            ) -> tuple[Mapping[str, Any], str]:
+    """The nested object at dotted ``path`` (its parents first), and its name in messages."""
+    parent, _, name = path.rpartition(".")
+    outer, outer_what = objects.get(parent) or _member(objects, parent)
+    value, at = outer.get(name), f"{outer_what}: {name}"
+    if type(value) is not dict and not isinstance(value, Mapping):  # (None: missing or null)
+        raise FormatError(f"{at} is " + ("not a JSON object" if value is not None else
+                                         "null" if name in outer else "missing"))
+    objects[path] = (value, at)
+    return objects[path]
 
 
-def _plan(specs: tuple[_Spec, ...]) -> tuple[_Step, ...]:
+_COLLECTED = _READ["rest"]
+_Plan = tuple[tuple[tuple[_Spec, str, str, Callable[[_Spec, Any, str], Any], bool, Any], ...],
+              dict[str, set[str]]]
+_PLANS: dict[int, tuple[tuple[_Spec, ...], _Plan]] = {}
+
+
+def _plan(specs: tuple[_Spec, ...]) -> _Plan:
     """How `read_members` reads ``specs``, worked out once per tuple of specs (every record
-    of a type reads the same): each spec, its parent path and member name, its reader,
-    whether it is required, and whether it stands for the unknown members of a nested object
-    (collected, not read)."""
+    of a type reads the same): each spec, its parent path and member name, its reader
+    (`_COLLECTED` for one that stands for the unknown members of a nested object),
+    whether it is required, and what an absent one reads as; and the member names each
+    object's specs know (its own and its nested objects'), by path."""
     found = _PLANS.get(id(specs))
     if found is None or found[0] is not specs:
-        steps = []
+        steps, known = [], {"": set[str]()}
         for s in specs:
             path, _, name = s.key.rpartition(".")
             steps.append((s, path, name, _READ[s.type],
                           bool(s.required or (s.required is None and s.absent is _UNSET)),
-                          s.type == "rest"))
-        found = _PLANS[id(specs)] = (specs, tuple(steps))
+                          None if s.absent is _UNSET else s.absent))
+            known.setdefault(path, set()).update(() if s.type == "rest" else (name,))
+            while path:  # each nested object is a member its parent knows
+                path, _, member = path.rpartition(".")
+                known.setdefault(path, set()).add(member)
+        found = _PLANS[id(specs)] = (specs, (tuple(steps), known))
     return found[1]
-
-
-_NESTED = _Spec("", "mapping")
-
-
-def _fresh(value: Any) -> Any:
-    return dict(value) if isinstance(value, dict) else value
 
 
 _Fields = tuple[tuple[Field[Any], _Spec], ...]
@@ -301,16 +304,16 @@ class Record:
         """
         _pairs, specs, names, owners = field_specs(cls)
         values, rest = read_members(specs, obj, what)
-        kept: dict[str, Any] = dict(zip(names, values, strict=True))
-        unrecognized = rest.pop("")  # a copy of ``obj``: the members no spec took
-        for path, members in sorted(rest.items()):  # parents first: nested members go inside
-            key = next((k for k in owners if path == k or path.startswith(k + ".")), "")
-            if members:
-                into = kept[owners[key]] if key else unrecognized
-                member_at(into, path.removeprefix(key)).update(members)
         # Every field is read (`field_specs`): set them as a frozen dataclass's __init__ would.
         made = object.__new__(cls)
-        made.__dict__.update(kept, unrecognized=unrecognized)
+        kept: dict[str, Any] = made.__dict__
+        kept.update(zip(names, values, strict=True))
+        unrecognized = kept["unrecognized"] = rest.pop("")  # the members no spec took
+        for path, members in sorted(rest.items()):  # parents first: nested members go inside
+            if members:
+                key = next((k for k in owners if path == k or path.startswith(k + ".")), "")
+                into = kept[owners[key]] if key else unrecognized
+                member_at(into, path.removeprefix(key)).update(members)
         made._check(what)
         return made
 
@@ -352,7 +355,7 @@ class Predicate(Record):
             FormatError: a known field is missing or malformed.
         """
         what = f"{what} ({cls.TYPE.removeprefix(PROJECT_PREFIX)})"
-        if not isinstance(obj, Mapping):
+        if type(obj) is not dict and not isinstance(obj, Mapping):
             raise FormatError(f"{what}: the predicate is not a JSON object")
         return cls.from_json(obj, what)
 

@@ -30,6 +30,7 @@ __all__ = [
 ]
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+_KNOWN = frozenset(("_type", "subject", "predicateType", "predicate"))
 
 
 @dataclass(frozen=True)
@@ -98,19 +99,19 @@ class Statement:
                 raise FormatError(
                     f"{what}: subject {name!r} sha256 {digest['sha256']!r} is not 64 lowercase hex"
                 )
-            rest = {k: v for k, v in raw.items() if k != "name"}
-            rest["digest"] = {k: v for k, v in digest.items() if k != "sha256"}
-            subjects.append(Subject(name, digest["sha256"],
-                                    unrecognized={k: v for k, v in rest.items() if v}))
+            rest = {} if len(raw) == 2 and len(digest) == 1 else {  # (a name and a sha256)
+                k: v for k, v in (raw | {"digest": {
+                    k: v for k, v in digest.items() if k != "sha256"}}).items()
+                if v and k != "name"}
+            subjects.append(Subject(name, digest["sha256"], unrecognized=rest))
         predicate_type = obj.get("predicateType")
         if not isinstance(predicate_type, str) or not predicate_type:
             raise FormatError(f"{what}: predicateType must be a non-empty string")
         predicate = obj.get("predicate", {})
         if not isinstance(predicate, dict):
             raise FormatError(f"{what}: predicate must be an object")
-        known = ("_type", "subject", "predicateType", "predicate")
-        return cls(tuple(subjects), predicate_type, predicate,
-                   unrecognized={k: v for k, v in obj.items() if k not in known})
+        return cls(tuple(subjects), predicate_type, predicate, unrecognized={}
+                   if obj.keys() <= _KNOWN else {k: v for k, v in obj.items() if k not in _KNOWN})
 
     @property
     def identity(self) -> Subject:

@@ -198,6 +198,14 @@ def test_local_blobs_are_read_only(tmp_path: Path) -> None:
         assert stat.S_IMODE(store.path_of(digest).stat().st_mode) == 0o444
 
 
+
+@pytest.mark.parametrize("size", [0, 1, (1 << 16) - 1, 1 << 16, (1 << 16) + 1, 3 << 20])
+def test_local_get_reads_every_size_whole(tmp_path: Path, size: int) -> None:
+    """A small blob is read in one call, a larger one whole: the same bytes either way."""
+    store = ObjectStore(tmp_path / "objects")
+    data = os.urandom(size)
+    assert store.get(store.put_bytes(data)) == data
+
 def test_local_second_put_does_not_rewrite(tmp_path: Path) -> None:
     store = ObjectStore(tmp_path / "objects")
     store.put_bytes(HELLO)

@@ -96,6 +96,19 @@ def test_from_bytes_takes_the_signed_copy_only_for_its_own_bytes() -> None:
                 Manifest.from_bytes(other.encode(), signed)
 
 
+
+@pytest.mark.parametrize("name", ["a.txt", "é/ü", 'q"uote', "tab\tx", "日本/x", "\U0001f600",
+                                  "ctl\x01"])
+def test_from_bytes_takes_the_signed_copy_for_json_dumps_bytes(name: str) -> None:
+    """The signed copy's JSON, written out directly, is ``json.dumps`` of it (sorted keys, no
+    spaces, ASCII escapes), byte for byte, whatever a path or media type holds."""
+    signed = Manifest.from_files([FileEntry(name, 7, ABC_SHA256, f"text/{name}\\"),
+                                  FileEntry("z", 2**53 - 1, ABC_SHA256)])
+    raw = json.dumps(signed.to_json(), sort_keys=True, separators=(",", ":")).encode()
+    assert Manifest.from_bytes(raw, signed) is signed
+    assert Manifest.from_bytes(raw.replace(b'"size":7', b'"size":8'), signed) is not signed
+
+
 def test_from_files_sorts_by_path() -> None:
     m = Manifest.from_files([FileEntry("b", 1, ABC_SHA256), FileEntry("a/z", 1, ABC_SHA256)])
     assert [f.path for f in m.files] == ["a/z", "b"]

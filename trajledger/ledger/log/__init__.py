@@ -34,13 +34,33 @@ c2sp.org/signed-note, c2sp.org/tlog-cosignature, RFC 6962.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from trajledger.verify.log_entry import KINDS
 
-from .check import DATA_REHASHED, DATA_SIZE_ONLY, LogReport, Problem, verify_log_dir
 from .layout import CHECKPOINT_FILE, format_tree_state, parse_tree_state
 from .lookup import CACHE_DIR
-from .witness import CosignResult, cosign
 from .writer import EntrySpec, Log, OneRecord, SignerSource
+
+if TYPE_CHECKING:
+    from .check import DATA_REHASHED, DATA_SIZE_ONLY, LogReport, Problem, verify_log_dir
+    from .witness import CosignResult, cosign
+
+_ON_USE = {"DATA_REHASHED": "check", "DATA_SIZE_ONLY": "check", "LogReport": "check",
+           "Problem": "check", "verify_log_dir": "check", "CosignResult": "witness",
+           "cosign": "witness"}
+"""Names of the whole-log check (``check``, over ``verify.log_fsck``) and of the witness
+(``witness``), loaded when first used: the commands that open a log to read or append do not
+import them (a tenth of ``verify``'s imports)."""
+
+
+def __getattr__(name: str) -> Any:
+    """A name of `_ON_USE`, its module imported on first use."""
+    if name not in _ON_USE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(f"{__name__}.{_ON_USE[name]}"), name)
 
 __all__ = [
     "CACHE_DIR",
