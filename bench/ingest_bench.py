@@ -489,7 +489,8 @@ def markdown(r: dict[str, Any]) -> str:
             f"Record / baseline: {wall:.2f} x in wall time (target <= {CHAT_TARGET}: "
             f"{'met' if wall <= CHAT_TARGET else 'missed'}), {cpu_ratio:.2f} x in CPU time; "
             f"peak memory {rss / 2**20:,.0f} MiB (target < 1 GiB for 2 GiB: "
-            f"{'met' if rss < MEMORY_TARGET else 'missed'}).\n"
+            + (f"{'met' if rss < MEMORY_TARGET else 'missed'}).\n"
+               if mem["jsonl_bytes"] >= 2 << 30 else "not judged: run --jsonl-mb 2048).\n")
         )
     return text
 
