@@ -197,6 +197,21 @@ def test_infinite_action() -> None:
     assert (p.row, p.column, p.message) == (2, "action", "action[1] is -inf, want a finite number")
 
 
+def test_vector_sums_that_overflow_are_not_refused() -> None:
+    """Finite values whose sum overflows (the check's first, summed look) pass."""
+    big = float(np.finfo(np.float64).max)
+    for column in ("obs", "action"):
+        assert validate_steps(replace(steps([3]), column, [[big, big], [big], [-big, big]])).ok
+
+
+def test_opposite_infinities_in_obs_are_data_and_nan_beside_them_is_found() -> None:
+    """inf + -inf sums to NaN: the values are then looked at one by one."""
+    inf = float("inf")
+    assert validate_steps(replace(steps([2]), "obs", [[inf, 0.0], [-inf, 1.0]])).ok
+    p = only(validate_steps(replace(steps([3]), "obs", [[inf], [-inf], [float("nan")]])))
+    assert (p.row, p.column, p.message) == (2, "obs", "obs[0] is nan, want a number")
+
+
 def test_non_finite_vectors_name_rows_of_the_stream() -> None:
     obs = [[0.0], [1.0], [], [2.0, 3.0], None, [float("nan")]]
     table = replace(steps([3, 3]), "obs", obs)

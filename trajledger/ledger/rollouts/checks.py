@@ -337,8 +337,15 @@ def _check_tensor_column(
     # list_flatten skips null vectors; a null value inside a vector is not a number to judge.
     # NaN is never data. Infinity is refused in actions, but observations may hold it (a
     # range sensor that saw nothing), as Gymnasium's unbounded Box spaces allow.
-    values = np.asarray(_numbers(pc.list_flatten(arr), 0.0), dtype=np.float64)
+    raw = _numbers(pc.list_flatten(arr), 0.0)
     action = name.partition(".")[0] == "action"
+    # One sum in the values' own type first: a NaN anywhere makes it NaN, an infinity NaN or
+    # infinite; only a sum that says so (or finite values overflowing it) looks at each value.
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = raw.sum()
+    if np.isfinite(total) or not (action or np.isnan(total)):
+        return
+    values = np.asarray(raw, dtype=np.float64)
     bad = ~np.isfinite(values) if action else np.isnan(values)
     if bad.any():
         flat = np.flatnonzero(bad)
