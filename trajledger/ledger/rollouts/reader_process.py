@@ -61,7 +61,9 @@ from .formats import (
     RecordProblems,
     RolloutChunk,
     map_record,
+    repeated_id,
 )
+from .idset import IdSet
 from .jsonl import (
     MAX_BLANK_BYTES,
     MAX_LINE_BYTES,
@@ -223,7 +225,7 @@ class _Assembly:
     def __init__(self, path: Path, kind: str, batch_rows: int) -> None:
         self.path = path
         self.c = ProblemCollector()
-        self.ids = ChunkBuilder(self.c, ReaderOptions(), {})
+        self.ids = IdSet()  # every good record's episode ids, with its line (compact)
         self.batch_rows = batch_rows
         self.meta: dict[str, Any] | None = {"format": kind}
         self.blank = 0
@@ -239,6 +241,12 @@ class _Assembly:
         step_at = ep_at = 0
         keep_steps: list[tuple[int, int]] = []
         keep_eps: list[tuple[int, int]] = []
+        # The block's ids proved new and distinct at once (the common case): no record's ids
+        # are then reported, and the good records' ids are remembered at the end of the block.
+        given = [e for r in block.records if r[2] is not None for e in r[2]]
+        quick = all(type(e) is str for e in given) and not self.ids.maybe_any(given)
+        new_ids: list[str] = []
+        new_lines: list[int] = []
         for number, failed, ids, steps, eps, text in block.records:
             while blanks and blanks[0][0] < number:
                 self._blank(*blanks.popleft())
@@ -249,7 +257,11 @@ class _Assembly:
             rec.failed = failed
             if ids is not None:  # a JSON object: its ids checked as the reader in line does
                 self.seen = True
-                self.ids.check_ids(ids, rec)
+                if not quick:
+                    self._check_ids(ids, rec)
+                elif not rec.failed:
+                    new_ids += ids
+                    new_lines += [number] * len(ids)
             if not rec.failed:
                 keep_steps.append((step_at, steps))
                 keep_eps.append((ep_at, eps))
@@ -261,11 +273,21 @@ class _Assembly:
                 self._part(block.chunk, keep_steps, keep_eps)
                 keep_steps, keep_eps = [], []
                 yield self.flush()
+        self.ids.add(new_ids, new_lines)
         while blanks:
             self._blank(*blanks.popleft())
         for kind, n in block.more.items():
             self.c.count_more(kind, n)
         self._part(block.chunk, keep_steps, keep_eps)
+
+    def _check_ids(self, ids: list[str], rec: RecordProblems) -> None:
+        """`ChunkBuilder.check_ids`, over the compact set of ids."""
+        for eid in ids:
+            line = self.ids.get(eid)
+            if line is not None:
+                rec.error("episode_id", repeated_id(eid, rec.unit, line))
+        if not rec.failed:
+            self.ids.add(ids, rec.number)
 
     def _blank(self, number: int, size: int) -> None:
         self.blank += size
