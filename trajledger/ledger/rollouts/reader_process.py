@@ -48,6 +48,7 @@ import os
 import signal
 from collections import deque
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -77,7 +78,13 @@ from .jsonl import (
 from .problems import ROWS_PER_KIND, ProblemCollector, RolloutValidationError
 from .schema import EPISODE_ATTR_SCHEMA, STEP_SCHEMA
 
-__all__ = ["BLOCK_BYTES", "IN_FLIGHT", "PROCESS_MIN_BYTES", "iter_jsonl_parallel"]
+__all__ = [
+    "BLOCK_BYTES",
+    "IN_FLIGHT",
+    "PROCESS_MIN_BYTES",
+    "freed_memory_returned",
+    "iter_jsonl_parallel",
+]
 
 PROCESS_MIN_BYTES: Final = 32 << 20
 """Files at least this large are read in parallel; a smaller one in line (starting the worker
@@ -349,8 +356,35 @@ def _concat(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.RecordBatch:
 
 def _worker_start() -> None:
     """A worker leaves Ctrl-C to the recording process, which stops it (no traceback of its own:
-    the terminal sends the signal to the whole process group)."""
+    the terminal sends the signal to the whole process group), and allocates Arrow's memory
+    as `freed_memory_returned` says."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
+        pa.set_memory_pool(pa.system_memory_pool())
+
+
+@contextmanager
+def freed_memory_returned() -> Iterator[None]:
+    """Arrow allocates from the C library's allocator while the file is read (unless
+    ``ARROW_DEFAULT_MEMORY_POOL`` says otherwise), then from the pool it used before.
+
+    Arrow's default pool (mimalloc) keeps freed memory for reuse; reading a large file
+    allocates and frees a block's or a chunk's buffers many times, and the pages it keeps
+    count in the recording's memory. The C library's allocator returns large buffers to the
+    system when they are freed: about 65 MiB less in the recording process and 18 MiB less in
+    each worker for a 256 MiB chat file, in the same CPU time (measured, issue 21 item 5).
+    Buffers keep the pool they came from, so switching back is safe. The ``record`` command
+    holds it for the whole recording (the last row group, the features file, storing).
+    """
+    if "ARROW_DEFAULT_MEMORY_POOL" in os.environ:
+        yield
+        return
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(before)
 
 
 def iter_jsonl_parallel(
@@ -377,7 +411,7 @@ def iter_jsonl_parallel(
         max_workers=workers or os.cpu_count() or 1, mp_context=ctx, initializer=_worker_start
     )
     try:
-        with open_jsonl(path, check_end=True) as (_, f):
+        with freed_memory_returned(), open_jsonl(path, check_end=True) as (_, f):
             pending: deque[tuple[cf.Future[_Block], int]] = deque()
 
             def take() -> Iterator[RolloutChunk]:
