@@ -42,12 +42,13 @@ blocks at a time, so memory stays bounded.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import ctypes
 import io
 import multiprocessing
 import os
 import signal
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -316,6 +317,7 @@ class _Assembly:
 
     def flush(self) -> RolloutChunk:
         """The records taken since the last chunk, as one chunk."""
+        _trim()
         steps = [b for c, r, _ in self.parts for b in _rows(c.steps, r)]
         eps = [b for c, _, r in self.parts for b in _rows(_batch(c.episodes), r)]
         meta, self.meta = self.meta, None
@@ -352,6 +354,28 @@ def _concat(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.RecordBatch:
     if len(batches) == 1:
         return batches[0]
     return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc only
+    except OSError:
+        return None
+
+
+_MALLOC_TRIM: Final = _malloc_trim()
+
+
+def _trim() -> None:
+    """Give the C library's free memory back to the system, once a chunk (about 65,536 steps).
+
+    The recording process frees much of what it allocates for a chunk (the features' numpy
+    scratch, message texts, Arrow buffers), and glibc keeps the freed pages in its arenas:
+    for a 256 MiB chat file, 388 MiB of 503 were free at the peak (``mallinfo2``). Trimming
+    costs a walk over the arenas, about a millisecond; taking every buffer straight from the
+    system instead (``MALLOC_MMAP_THRESHOLD_``) cost a quarter more CPU time (measured)."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 def _worker_start() -> None:
