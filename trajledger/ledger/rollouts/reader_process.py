@@ -98,7 +98,9 @@ allocators keep of them): 1 MiB rather than 4 MiB took about 140 MiB off the rec
 256 MiB chat file, summed over its processes, at no cost in CPU time (measured, issue 21)."""
 
 IN_FLIGHT: Final = 4
-"""Blocks given to the workers and not yet assembled, at most."""
+"""Blocks given to the workers and not yet assembled, at most: bounds the lines and mapped
+batches held for the workers and this process at once to about ``IN_FLIGHT`` blocks' worth,
+whatever the file's size (tested: test_rollout_parallel.py)."""
 
 _READ: Final = 1 << 20
 
