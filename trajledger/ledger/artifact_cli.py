@@ -320,12 +320,13 @@ def record(
     """
     from .artifacts import record_batch
     from .catalog import Catalog
+    from .rollouts.reader_process import freed_memory_returned
 
     ledger = ctx.ledger()
     options = _reader_options(reward_weights, reward_column)
     signer = _signer(ctx, key)
     seal_to = ledger.seal_recipients() if seal else None
-    with _step_progress(paths, quiet=ctx.quiet) as (advance, read):
+    with freed_memory_returned(), _step_progress(paths, quiet=ctx.quiet) as (advance, read):
         result = record_batch(
             ledger,
             list(paths),

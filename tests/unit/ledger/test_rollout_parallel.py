@@ -16,7 +16,9 @@ as the reader does, with ``spawn``.
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -27,8 +29,9 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trajledger.ledger.rollouts import jsonl, reader_process
+from trajledger.ledger.rollouts import idset, jsonl, reader_process
 from trajledger.ledger.rollouts.formats import ReaderOptions, RolloutChunk
+from trajledger.ledger.rollouts.idset import IdSet
 from trajledger.ledger.rollouts.parquet_io import write_steps_parquet
 from trajledger.ledger.rollouts.problems import RolloutValidationError
 from trajledger.ledger.rollouts.readers import _iter_jsonl, iter_rollout_chunks
@@ -152,3 +155,103 @@ def test_recording_a_large_file_gives_the_same_files(tmp_path: Path) -> None:
         stats = write_steps_parquet(chunks, out / "steps.parquet")
         digests.append((stats.steps_file.sha256, stats.episodes_file.sha256))
     assert digests[0] == digests[1]
+
+
+# --------------------------------------------------------------------------------------------
+# Memory: the compact id set (`idset.IdSet`) decides as a dict of ids, and the blocks in flight
+# stay within their bound (issue 21 item 5: a 2 GiB chat file in at most 1 GiB). Each id-set
+# test runs with Python's hash and with one that makes most ids collide, so that the exact
+# confirmation decides and the batch proof `maybe_any` sends every batch to it.
+
+
+@pytest.fixture(params=["hash", "colliding"])
+def hashing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "colliding":
+        monkeypatch.setattr(idset, "_hash", lambda s: len(s) % 3)
+    return str(request.param)
+
+
+def test_idset_agrees_with_a_dict(hashing: str) -> None:
+    rng = random.Random(7)
+    model: dict[object, int] = {}
+    ids = IdSet()
+    for round_ in range(300):
+        batch: list[object] = []
+        for _ in range(rng.randint(0, 12)):
+            eid: object = f"ep-{rng.randint(0, 400)}"
+            if rng.random() < 0.05:
+                eid = str(eid).encode() + b"\xff"  # not UTF-8: kept aside, as bytes
+            batch.append(eid)
+        strings = [e for e in batch if type(e) is str]
+        if len(strings) == len(batch) and not ids.maybe_any(strings):
+            # proved: none held and none twice
+            assert not any(e in model for e in batch) and len(set(batch)) == len(batch)
+        fresh = list(dict.fromkeys(e for e in batch if e not in model))
+        for e in batch:
+            assert ids.get(e) == model.get(e)
+            assert (e in ids) == (e in model)
+        ids.add(fresh, [round_] * len(fresh))
+        model.update((e, round_) for e in fresh)
+        assert len(ids) == len(model)
+    for n in range(401):
+        assert ids.get(f"ep-{n}") == model.get(f"ep-{n}")
+
+
+def test_parallel_reader_decides_alike_with_colliding_ids(
+    hashing: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reader_process, "BLOCK_BYTES", 300)
+    monkeypatch.setattr(
+        reader_process, "multiprocessing", SimpleNamespace(get_context=preforked_start)
+    )
+    rng = random.Random(3)
+    kinds = ["good", "named", "named", "bad json", "mistyped", "blank"]
+    lines = [LINES[rng.choice(kinds)](n) for n in range(160)]
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    opts = ReaderOptions()
+    inline = outcome(_iter_jsonl(path, "chat-jsonl", 5, opts))
+    parallel = outcome(reader_process.iter_jsonl_parallel(path, "chat-jsonl", 5, opts, 2))
+    assert parallel == inline
+    assert inline[1] is not None and any("already given on line" in p.message
+                                         for p in inline[1][1])  # fmt: skip
+
+
+class _CountingPool:
+    """A pool that maps blocks in this process and counts the blocks handed out and not yet
+    taken back: `reader_process.IN_FLIGHT` bounds them."""
+
+    most = 0
+
+    def __init__(self, **_: Any) -> None:
+        self.out = 0
+
+    def submit(self, fn: Any, *args: Any) -> Future[Any]:
+        self.out += 1
+        _CountingPool.most = max(_CountingPool.most, self.out)
+        pool = self
+
+        class _Taken(Future[Any]):
+            def result(self, timeout: float | None = None) -> Any:
+                pool.out -= 1
+                return super().result(timeout)
+
+        f = _Taken()
+        f.set_result(fn(*args))
+        return f
+
+    def shutdown(self, **_: Any) -> None:
+        pass
+
+
+def test_blocks_in_flight_never_exceed_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reader_process, "BLOCK_BYTES", 200)
+    monkeypatch.setattr(reader_process, "_READ", 97)
+    monkeypatch.setattr(reader_process.cf, "ProcessPoolExecutor", _CountingPool)
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(LINES["good"](n) for n in range(120)) + "\n", encoding="utf-8")
+    chunks = list(reader_process.iter_jsonl_parallel(path, "chat-jsonl", 7, ReaderOptions(), 2))
+    assert sum(c.steps.num_rows for c in chunks) == 240
+    assert _CountingPool.most == reader_process.IN_FLIGHT  # reached, never passed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 from typing import Any
 
@@ -639,3 +640,48 @@ def test_discount_is_kept_and_checked() -> None:
         "discount",
         "discount is -1.0, want a finite number >= 0",
     )
+
+
+@pytest.mark.parametrize("colliding", [False, True])
+def test_reappearing_episodes_found_alike_in_any_cut(
+    colliding: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ids seen are kept in the compact `idset.IdSet` (issue 21 item 5): in any cut of the
+    stream, and when every id's hash collides with others', the repeats found are those a set of
+    ids finds (the model below), and the problems those of the whole table at once."""
+    from trajledger.ledger.rollouts import idset
+
+    rng = random.Random(11)
+    runs: list[str] = []
+    while len(runs) < 40:
+        eid = rng.choice("abcdefgh")
+        if not runs or runs[-1] != eid:
+            runs.append(eid)
+    lengths = [rng.randint(1, 3) for _ in runs]
+    ids = [e for e, n in zip(runs, lengths, strict=True) for _ in range(n)]
+    table = steps(lengths, episode_id=ids)
+    whole = [str(p) for p in validate_steps(table).problems]
+    seen: set[str] = set()
+    model: list[int] = []
+    row = 0
+    for eid, n in zip(runs, lengths, strict=True):
+        if eid in seen:
+            model.append(row)
+        seen.add(eid)
+        row += n
+    found = [
+        p.row
+        for p in validate_steps(table).problems
+        if "appears again" in p.message and p.row is not None  # (past the cap: a count)
+    ]
+    assert found == model[: len(found)] and found
+    if colliding:
+        monkeypatch.setattr(idset, "_hash", lambda s: len(s) % 2)
+    for _ in range(5):
+        v = StreamValidator("steps")
+        at = 0
+        while at < table.num_rows:
+            n = rng.randint(1, 9)
+            v.feed(table.slice(at, n).to_batches()[0])
+            at += n
+        assert [str(p) for p in v.finish().problems] == whole

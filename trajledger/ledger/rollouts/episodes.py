@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .arrays import bools, floats, is_stringish
+from .idset import IdSet
 from .normalise import TensorTypes, conform_batch, normalise_episodes, normalise_steps
 from .problems import ProblemCollector, RolloutValidationError
 
@@ -66,7 +67,7 @@ class EpisodeBuilder:
         self._open: _OpenEpisode | None = None
         self._pending: pa.Table | None = None
         self._attr_rows = 0
-        self._attr_ids: set[str] = set()
+        self._attr_ids = IdSet()  # compact: one id each of a batch's episodes
         self._episode_rows = 0
         self._drop_next = False  # after `skip`: the next episode may lack its first steps
         self._empty: tuple[pa.Schema, pa.RecordBatch] | None = None
@@ -87,7 +88,11 @@ class EpisodeBuilder:
         """
         table = pa.Table.from_batches([attrs]) if isinstance(attrs, pa.RecordBatch) else attrs
         seen = self._attr_ids
-        for eid in table.column("episode_id").to_pylist():
+        ids = table.column("episode_id").to_pylist()
+        if table.column("episode_id").null_count == 0 and not seen.maybe_any(ids):
+            seen.add(ids)  # none given before: the checks below would find nothing
+            ids = []
+        for eid in ids:
             if eid is None:
                 self.collector.add(
                     "attrs:null-id", "episode attributes without an episode_id", column="episode_id"
@@ -99,7 +104,7 @@ class EpisodeBuilder:
                     column="episode_id",
                 )
             else:
-                seen.add(eid)
+                seen.add([eid])
         self._attr_rows += table.num_rows
         self._pending = table if self._pending is None else pa.concat_tables([self._pending, table])
 

@@ -46,6 +46,7 @@ __all__ = [
     "json_type",
     "kind_of_record",
     "map_record",
+    "repeated_id",
     "to_utc",
 ]
 
@@ -833,9 +834,7 @@ class ChunkBuilder:
         """Report ids given before (on an earlier line or row); remember those of a good record."""
         for eid in ids:
             if eid in self._ids:
-                rec.error(
-                    "episode_id", f"episode {eid!r} already given on {rec.unit} {self._ids[eid]}"
-                )
+                rec.error("episode_id", repeated_id(eid, rec.unit, self._ids[eid]))
         if not rec.failed:
             for eid in ids:
                 self._ids[eid] = rec.number
@@ -909,6 +908,11 @@ class ChunkBuilder:
         if name == "terminated":
             return pa.array(last & ~truncated[episode], typ)
         return pa.array(last & truncated[episode], typ)  # truncated
+
+
+def repeated_id(eid: str, unit: str, first: int) -> str:
+    """The problem of an episode id given again (first on line or row ``first``)."""
+    return f"episode {eid!r} already given on {unit} {first}"
 
 
 def _list_array(values: list[Any], typ: pa.DataType) -> pa.Array:

@@ -31,6 +31,7 @@ from .arrays import bools as _bools
 from .arrays import numbers as _numbers
 from .checks import ROW_RULES, check_nulls, check_row_values, value_at, values_of
 from .episodes import derive_episodes
+from .idset import IdSet
 from .problems import ProblemCollector, ValidationReport
 from .schema import (
     EPISODE_SCHEMA,
@@ -144,7 +145,7 @@ class _EpisodeRuns:
     """
 
     def __init__(self) -> None:
-        self._seen: set[object] = set()  # str ids (bytes if not UTF-8, reported on their own)
+        self._seen = IdSet()  # str ids (bytes if not UTF-8, reported on their own)
         # Last row of the previous batch: (episode id, step, terminated, truncated); None
         # before the first row. A null id or step is carried as None.
         self._last: tuple[object, int | None, bool, bool] | None = None
@@ -296,15 +297,23 @@ class _EpisodeRuns:
         run_ids = values_of(ids.take(pa.array(starts_idx)))
         seen = self._seen
         again: list[int] = []
-        for i, eid in zip(starts_idx.tolist(), run_ids, strict=True):
-            if eid is None:
+        starts_list = starts_idx.tolist()
+        # The first run after a gap may continue an episode already seen; judged alone, first.
+        head = 1 if starts_list and starts_list[0] == 0 and gap else 0
+        for part in ((starts_list[:head], run_ids[:head]), (starts_list[head:], run_ids[head:])):
+            at, eids = part
+            if eids and all(type(e) is str for e in eids) and not seen.maybe_any(eids):
+                seen.add(eids)  # proved at once: none seen before, none twice
                 continue
-            if eid in seen:
-                if i == 0 and gap:
+            for i, eid in zip(at, eids, strict=True):
+                if eid is None:
                     continue
-                again.append(i)
-            else:
-                seen.add(eid)
+                if eid in seen:
+                    if i == 0 and gap:
+                        continue
+                    again.append(i)
+                else:
+                    seen.add([eid])
         c.add_rows(
             "episode:again",
             np.asarray(again, dtype=np.int64),
