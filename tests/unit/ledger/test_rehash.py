@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
+import sys
+import textwrap
 import threading
 from pathlib import Path
 
 import pytest
 
 from trajledger.ledger import rehash
-from trajledger.ledger.fs import sync_paths
 from trajledger.ledger.rehash import ForkedHasher, can_fork
 from trajledger.verify import blobs as blobs_module
 from trajledger.verify.blobs import BlobHasher
@@ -68,6 +70,13 @@ def small_groups(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(blobs_module, "GROUP_BLOBS", 3)
 
 
+@pytest.fixture
+def may_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fork here whatever idle threads other tests left in this process (`can_fork` itself is
+    tested in a fresh interpreter below)."""
+    monkeypatch.setattr(rehash, "can_fork", lambda: True)
+
+
 def forked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The pids of the workers forked from here on."""
     pids: list[int] = []
@@ -88,11 +97,10 @@ def gone(pid: int) -> bool:
     return True
 
 
-@pytest.mark.usefixtures("small_groups")
+@pytest.mark.usefixtures("small_groups", "may_fork")
 def test_forked_workers_file_what_the_thread_pool_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert can_fork(), "the test process runs no other thread"
     files = lineage(tmp_path)
     pids = forked(monkeypatch)
     got = checks(ForkedHasher(Blobs(tmp_path), workers=2), files)
@@ -106,7 +114,7 @@ def test_forked_workers_file_what_the_thread_pool_files(
     assert any(d.endswith("is missing") for d in details)
 
 
-@pytest.mark.usefixtures("small_groups")
+@pytest.mark.usefixtures("small_groups", "may_fork")
 def test_a_blob_that_cannot_be_read_raises_what_a_thread_raises(tmp_path: Path) -> None:
     store = Blobs(tmp_path)
     unreadable = "sha256:" + "5" * 64
@@ -121,7 +129,7 @@ def test_a_blob_that_cannot_be_read_raises_what_a_thread_raises(tmp_path: Path) 
         assert e.value.filename == str(tmp_path / ("5" * 64))
 
 
-@pytest.mark.usefixtures("small_groups")
+@pytest.mark.usefixtures("small_groups", "may_fork")
 def test_a_walk_that_stops_kills_the_workers_and_fails_what_they_held(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -159,20 +167,26 @@ def test_no_fork_beside_another_thread(tmp_path: Path, monkeypatch: pytest.Monke
     assert got == checks(BlobHasher(Blobs(tmp_path)), files)
 
 
-@pytest.mark.usefixtures("small_groups")
-def test_the_idle_fsync_threads_are_ended_and_the_workers_forked(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    pids = forked(monkeypatch)
-    files = [tmp_path / f"s{i}" for i in range(3)]
-    for f in files:
-        f.write_bytes(b"s")
-    sync_paths(files)  # starts the fsync pool, whose threads stay
-    assert any(t.name.startswith("trajledger-fsync") for t in threading.enumerate())
-    got = checks(ForkedHasher(Blobs(tmp_path), workers=2), lineage(tmp_path))
-    assert len(pids) == 2 and threading.active_count() == 1
-    assert got == checks(BlobHasher(Blobs(tmp_path)), lineage(tmp_path))
-    sync_paths(files)  # a new pool
+def test_the_idle_fsync_threads_are_ended_then_a_fork_is_safe(tmp_path: Path) -> None:
+    code = textwrap.dedent(f"""
+        import threading
+        from pathlib import Path
+        from trajledger.ledger.fs import sync_paths
+        from trajledger.ledger.rehash import can_fork
+        files = [Path({str(tmp_path)!r}) / f"s{{i}}" for i in range(3)]
+        for f in files:
+            f.write_bytes(b"s")
+        sync_paths(files)  # starts the fsync pool, whose threads stay
+        assert threading.active_count() > 1
+        assert can_fork() and threading.active_count() == 1
+        sync_paths(files)  # a new pool
+        other = threading.Thread(target=threading.Event().wait, args=(5,), daemon=True)
+        other.start()
+        assert not can_fork()
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert r.stdout.strip() == "ok", r.stderr
 
 
 def test_less_than_a_group_is_hashed_on_threads(
