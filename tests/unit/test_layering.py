@@ -314,7 +314,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.ledger.fs", "trajledger.ledger.progress", "trajledger.ledger.suggestions",
         "trajledger.ledger.user_state", "trajledger.ledger.keys", "trajledger.ledger.remote",
         "trajledger.ledger.store", "trajledger.ledger.files", "trajledger.ledger.signing",
-        "trajledger.ledger.encode", "trajledger.ledger.hashing",
+        "trajledger.ledger.encode", "trajledger.ledger.hashing", "trajledger.ledger.rehash",
         "trajledger.ledger.sigstore_sign",
         "trajledger.ledger.validate_files", "trajledger.ledger.verify_files",
         "trajledger.ledger.interop_verify", "trajledger.ledger.episode_features",

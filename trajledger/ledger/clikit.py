@@ -72,6 +72,7 @@ class Context:
             ledger = self.opener(self.home, passphrase=ask_passphrase)
         quiet = self.quiet
         ledger.progress = lambda total, label: progress(total, label, quiet=quiet)
+        ledger.own_process = True
         return ledger
 
     def keystore(self) -> Any:

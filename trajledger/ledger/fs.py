@@ -42,6 +42,7 @@ __all__ = [
     "fsync_all",
     "fsync_dir",
     "is_stale",
+    "only_thread",
     "refuse_writable",
     "remove_tree",
     "sync_paths",
@@ -174,6 +175,22 @@ def _forget_sync_pool() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_sync_pool)
+
+
+def only_thread() -> bool:
+    """Whether the calling thread is the process's only one, once the fsync pool's threads are
+    ended when they are the only others (idle between commits: every fsync is waited for; the
+    next one starts a new pool). A process forks safely only then: a fork keeps the calling
+    thread alone, and a lock another thread held stays held in the child."""
+    global _sync_pool
+    me = threading.current_thread()
+    others = [t for t in threading.enumerate() if t is not me]
+    if others and all(t.name.startswith("trajledger-fsync") for t in others):
+        with _sync_lock:
+            pool, _sync_pool = _sync_pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+    return threading.active_count() == 1
 
 
 def _pool() -> ThreadPoolExecutor:

@@ -185,6 +185,9 @@ class LedgerHome:
         self.progress: ProgressFactory | None = None
         """Draws a bar for long work of this object's own (``(total, label) -> context of
         advance(n)``): reading a large log into the user's state. The CLI sets it."""
+        self.own_process = False
+        """This object's process is a command's own (the CLI sets it): work may be spread over
+        forked processes (re-hashing a lineage's blobs, `ledger.rehash`)."""
 
     @property
     def store(self) -> ObjectStore:

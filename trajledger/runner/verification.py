@@ -25,13 +25,20 @@ __all__ = ["decide", "ledger_verifier", "verify_naming_files", "verify_ref"]
 def ledger_verifier(
     ledger: LedgerHome, policy: TrustPolicy, *, data: str = "hash"
 ) -> LineageVerifier:
-    """A lineage verifier over the live ledger, indexed by the user's trust state."""
+    """A lineage verifier over the live ledger, indexed by the user's trust state; in a
+    command's own process, the blobs of a local store re-hashed by forked workers
+    (`ledger.rehash`), else on threads."""
     from trajledger.verify.blobs import BlobHasher
 
     state = ledger.trust_state()
     evidence = ledger_evidence(ledger)
+    hasher = BlobHasher
+    # A remote store's blobs are downloaded on demand into a directory this process removes
+    # at exit (`ledger.evidence`): a worker's downloads would outlive it. Those stay on threads.
+    if ledger.own_process and data == "hash" and ledger.store.is_local:
+        from trajledger.ledger.rehash import ForkedHasher as hasher
     return LineageVerifier(evidence, policy, index=state, data=data,
-                           blobs=BlobHasher(evidence, progress=ledger.progress))
+                           blobs=hasher(evidence, progress=ledger.progress))
 
 
 def verify_ref(

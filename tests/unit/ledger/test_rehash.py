@@ -1,0 +1,204 @@
+"""ledger.rehash.ForkedHasher: a walk's blobs re-hashed by forked worker processes decide as the
+thread pool of verify.blobs.BlobHasher does (the same failures, filed on the same nodes, with the
+same messages; an unreadable blob raises the same error), stop when the walk stops (the workers
+killed and reaped, what they held failing its node), and are not forked where a fork is unsafe
+(another thread running) or costs more than it saves (less than one group of blobs)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from trajledger.ledger import rehash
+from trajledger.ledger.rehash import ForkedHasher, can_fork
+from trajledger.verify import blobs as blobs_module
+from trajledger.verify.blobs import BlobHasher
+from trajledger.verify.report import FAIL, Node
+
+
+class Blobs:
+    """Blobs as files named by their hex digest."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def put(self, data: bytes) -> str:
+        h = hashlib.sha256(data).hexdigest()
+        (self.root / h).write_bytes(data)
+        return f"sha256:{h}"
+
+    def blob_path(self, digest: str) -> Path | None:
+        path = self.root / digest.removeprefix("sha256:")
+        return path if path.exists() else None
+
+
+def lineage(root: Path) -> list[tuple[str, str, int]]:
+    """(path, digest, size) of sound, tampered, short and missing blobs, mixed."""
+    store = Blobs(root)
+    out = []
+    for i in range(23):
+        data = bytes([i]) * (1000 + i)
+        digest = store.put(data)
+        size = len(data)
+        if i % 5 == 1:  # tampered
+            (root / digest.removeprefix("sha256:")).write_bytes(b"x" + data[1:])
+        elif i % 5 == 2:  # not the size its manifest says
+            size += 3
+        elif i % 7 == 3:  # missing
+            digest = "sha256:" + f"{i:064x}"
+        out.append((f"f{i}", digest, size))
+    return out
+
+
+def checks(hasher: BlobHasher, files: list[tuple[str, str, int]]) -> list[list[tuple[str, str]]]:
+    nodes = [Node("sha256:" + f"{n:064x}", "rollout-batch") for n in range(4)]
+    for i, (path, digest, size) in enumerate(files):
+        hasher.later(nodes[i % 4], path, digest, size)
+    hasher.finish()
+    return [[(c.what, c.detail) for c in n.checks if c.status == FAIL] for n in nodes]
+
+
+@pytest.fixture
+def small_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blobs_module, "GROUP_BLOBS", 3)
+
+
+@pytest.fixture
+def may_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fork here whatever idle threads other tests left in this process (`can_fork` itself is
+    tested in a fresh interpreter below)."""
+    monkeypatch.setattr(rehash, "can_fork", lambda: True)
+
+
+def forked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The pids of the workers forked from here on."""
+    pids: list[int] = []
+    real = ForkedHasher._fork
+
+    def spy(self: ForkedHasher) -> list[rehash._Worker]:
+        workers = real(self)
+        pids.extend(w.pid for w in workers)
+        return workers
+
+    monkeypatch.setattr(ForkedHasher, "_fork", spy)
+    return pids
+
+
+def gone(pid: int) -> bool:
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+    return True
+
+
+@pytest.mark.usefixtures("small_groups", "may_fork")
+def test_forked_workers_file_what_the_thread_pool_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = lineage(tmp_path)
+    pids = forked(monkeypatch)
+    got = checks(ForkedHasher(Blobs(tmp_path), workers=2), files)
+    assert len(pids) == 2 and os.getpid() not in pids
+    assert all(gone(p) for p in pids)  # reaped when the walk finished
+    want = checks(BlobHasher(Blobs(tmp_path)), files)
+    assert got == want
+    details = [d for node in got for _, d in node]
+    assert any(d.startswith("tampered: content hashes to") for d in details)
+    assert any(d.startswith("tampered: 1") and "bytes, want" in d for d in details)
+    assert any(d.endswith("is missing") for d in details)
+
+
+@pytest.mark.usefixtures("small_groups", "may_fork")
+def test_a_blob_that_cannot_be_read_raises_what_a_thread_raises(tmp_path: Path) -> None:
+    store = Blobs(tmp_path)
+    unreadable = "sha256:" + "5" * 64
+    (tmp_path / ("5" * 64)).mkdir()  # a directory where the blob should be
+    for hasher in (ForkedHasher(store, workers=2), BlobHasher(store)):
+        node = Node("sha256:" + "6" * 64, "rollout-batch")
+        for i in range(6):
+            hasher.later(node, f"f{i}", store.put(bytes([i]) * 10), 10)
+        hasher.later(node, "weights", unreadable, 10)
+        with pytest.raises(IsADirectoryError, match="Is a directory") as e:
+            hasher.finish()
+        assert e.value.filename == str(tmp_path / ("5" * 64))
+
+
+@pytest.mark.usefixtures("small_groups", "may_fork")
+def test_a_walk_that_stops_kills_the_workers_and_fails_what_they_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Blobs(tmp_path)
+    pids = forked(monkeypatch)
+    hasher = ForkedHasher(store, workers=2)
+    node = Node("sha256:" + "7" * 64, "rollout-batch")
+    for i in range(7):
+        hasher.later(node, f"f{i}", store.put(bytes([i]) * 100), 100)
+    assert len(pids) == 2
+    hasher.close()  # as LineageVerifier.close does when the walk raises
+    assert all(gone(p) for p in pids)
+    assert not hasher.pending and hasher.workers is None
+    dropped = [c for c in node.checks if c.status == FAIL]
+    # Whatever had not been collected fails its node, never looking verified.
+    assert dropped and {c.detail for c in dropped} == {
+        "not re-hashed: the verification was interrupted"}
+    assert len(dropped) <= 7
+
+
+@pytest.mark.usefixtures("small_groups")
+def test_no_fork_beside_another_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pids = forked(monkeypatch)
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        assert not can_fork()
+        files = lineage(tmp_path)
+        got = checks(ForkedHasher(Blobs(tmp_path), workers=2), files)
+    finally:
+        release.set()
+        other.join()
+    assert pids == []
+    assert got == checks(BlobHasher(Blobs(tmp_path)), files)
+
+
+def test_the_idle_fsync_threads_are_ended_then_a_fork_is_safe(tmp_path: Path) -> None:
+    code = textwrap.dedent(f"""
+        import threading
+        from pathlib import Path
+        from trajledger.ledger.fs import sync_paths
+        from trajledger.ledger.rehash import can_fork
+        files = [Path({str(tmp_path)!r}) / f"s{{i}}" for i in range(3)]
+        for f in files:
+            f.write_bytes(b"s")
+        sync_paths(files)  # starts the fsync pool, whose threads stay
+        assert threading.active_count() > 1
+        assert can_fork() and threading.active_count() == 1
+        sync_paths(files)  # a new pool
+        other = threading.Thread(target=threading.Event().wait, args=(5,), daemon=True)
+        other.start()
+        assert not can_fork()
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert r.stdout.strip() == "ok", r.stderr
+
+
+def test_less_than_a_group_is_hashed_on_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pids = forked(monkeypatch)
+    store = Blobs(tmp_path)
+    hasher = ForkedHasher(store)
+    node = Node("sha256:" + "8" * 64, "checkpoint")
+    hasher.later(node, "weights", store.put(b"w" * 10), 10)
+    hasher.later(node, "config", store.put(b"c" * 10), 9)
+    hasher.finish()
+    assert pids == []
+    assert [c.detail for c in node.checks if c.status == FAIL] == [
+        f"tampered: 10 bytes, want 9 (blob sha256:{hashlib.sha256(b'c' * 10).hexdigest()[:12]}…)"]

@@ -1,0 +1,198 @@
+"""Re-hashing a walk's blobs in forked worker processes, for a command in a process of its own.
+
+Scope: `ForkedHasher`, a `verify.blobs.BlobHasher` whose groups of blobs are hashed by worker
+processes (one per core) forked when the first group goes out, each checking its blobs with
+the same `BlobHasher.check`: the same digests compared, the same failures filed on the same
+nodes, in the same order. Non-scope: which blobs and what they must hash to
+(``verify.lineage``); a process with other threads, or a caller's own process: there the
+thread pool of `BlobHasher` runs (a fork copies one thread, and a lock another thread held
+stays held in the child).
+
+Why processes: a thread of the pool takes the GIL back after every read and every hashlib
+call, and the walking thread, which gives the GIL up at each of its system calls (a few every
+record) and takes it straight back, wins nearly every hand-over: on an idle core the hashing
+waited for the walk to end (docs/PERFORMANCE.md, "`verify` at hashing speed"). A worker
+process has a GIL of its own, so the walk and the hashing run side by side.
+
+The protocol, over two pipes a worker: a request is one line of JSON, ``[[digest, size],
+...]``, one group; the answer one line, ``[problem or null, ...]`` in the same order, or
+``{"errno": n, "strerror": s, "filename": f}`` when a blob could not be read (raised in the
+caller as the `OSError` the thread would have raised). At most `IN_FLIGHT` groups wait on a
+worker, so neither pipe fills while the other waits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import threading
+import traceback
+from collections import deque
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+from trajledger.verify import blobs
+from trajledger.verify.blobs import BlobHasher
+
+from .fs import only_thread
+
+if TYPE_CHECKING:
+    from trajledger.verify.hash_bar import Progress
+
+__all__ = ["IN_FLIGHT", "ForkedHasher", "can_fork"]
+
+IN_FLIGHT = 8
+"""Groups sent to one worker and not yet answered, at most (each line under 4 KiB)."""
+
+
+def can_fork() -> bool:
+    """Whether this process may fork hashing workers: POSIX, and no thread but this one once
+    the fsync pool's idle threads are ended (`ledger.fs.only_thread`)."""
+    return hasattr(os, "fork") and only_thread()
+
+
+class _Worker:
+    """One forked worker: its pid, the two pipe ends this process keeps, the answers owed."""
+
+    def __init__(self, pid: int, requests: int, answers: int) -> None:
+        self.pid = pid
+        self.requests = requests
+        self.answers = answers
+        self.buffer = b""
+        self.owed: deque[tuple[Future[list[str | None]], int]] = deque()
+        self.bytes = 0
+
+    def read(self) -> None:
+        """Take what the worker has written (the pipe is readable) and settle the futures of
+        each whole line."""
+        data = os.read(self.answers, 1 << 16)
+        if not data:
+            raise RuntimeError(f"re-hashing worker {self.pid} exited with groups unanswered")
+        self.buffer += data
+        *lines, self.buffer = self.buffer.split(b"\n")
+        for line in lines:
+            future, size = self.owed.popleft()
+            self.bytes -= size
+            answer = json.loads(line)
+            if isinstance(answer, dict):
+                future.set_exception(
+                    OSError(answer["errno"], answer["strerror"], answer["filename"])
+                )
+            else:
+                future.set_result(answer)
+
+
+class ForkedHasher(BlobHasher):
+    """A `BlobHasher` whose groups go to forked worker processes (see the module's docstring).
+
+    The workers are forked when the first full group goes out (a lineage of fewer blobs is
+    hashed on the thread pool: a fork would cost more than it saves), if the process can fork
+    then (`can_fork`); otherwise the thread pool hashes every group.
+    """
+
+    def __init__(
+        self, evidence: Any, *, progress: Progress | None = None, workers: int | None = None
+    ) -> None:
+        """Re-hash blobs of ``evidence`` on ``workers`` processes (default: one per core)."""
+        super().__init__(evidence, progress=progress)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        self.count = workers or max(2, cores or os.cpu_count() or 1)
+        self.workers: list[_Worker] | None = None
+
+    def _submit(self) -> None:
+        if self.workers is None:
+            full = (len(self.group) >= blobs.GROUP_BLOBS
+                    or self.group_bytes >= blobs.GROUP_BYTES)
+            self.workers = self._fork() if full and can_fork() else []
+        if not self.workers:
+            super()._submit()
+            return
+        group, self.group, self.group_bytes = self.group, [], 0
+        if not group:
+            return
+        while min(len(w.owed) for w in self.workers) >= IN_FLIGHT:
+            self._read(block=True)
+        worker = min((w for w in self.workers if len(w.owed) < IN_FLIGHT),
+                     key=lambda w: w.bytes)
+        size = sum(b.size for b in group)
+        future: Future[list[str | None]] = Future()
+        worker.owed.append((future, size))
+        worker.bytes += size
+        line = json.dumps([[b.digest, b.size] for b in group]).encode() + b"\n"
+        while line:
+            line = line[os.write(worker.requests, line):]
+        self.pending.append((group, future))
+        if self.bar is not None:
+            self.bar.queued(self.queued, sent=True)
+
+    def _read(self, *, block: bool) -> None:
+        """Settle the answers the workers have written (with ``block``, wait for one)."""
+        busy = {w.answers: w for w in self.workers or () if w.owed}
+        if not busy:
+            return
+        ready, _, _ = select.select(list(busy), [], [], None if block else 0)
+        for fd in ready:
+            busy[fd].read()
+
+    def _collect(self, *, wait: bool) -> None:
+        if self.workers:
+            self._read(block=False)
+            while wait and any(not f.done() for _, f in self.pending):
+                self._read(block=True)
+        super()._collect(wait=wait)
+
+    def close(self) -> None:
+        """Stop the workers (killed: a walk that raised drops what they were hashing) and
+        reap them, then `BlobHasher.close`."""
+        workers, self.workers = self.workers or [], None
+        for w in workers:
+            os.close(w.requests)
+            os.close(w.answers)
+            os.kill(w.pid, signal.SIGKILL)
+        for w in workers:
+            os.waitpid(w.pid, 0)
+        super().close()
+
+    def _fork(self) -> list[_Worker]:
+        workers: list[_Worker] = []
+        for _ in range(self.count):
+            requests_r, requests_w = os.pipe()
+            answers_r, answers_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the worker: never returns
+                for fd in [requests_w, answers_r] + [
+                    fd for w in workers for fd in (w.requests, w.answers)
+                ]:
+                    os.close(fd)
+                self._serve(requests_r, answers_w)
+            os.close(requests_r)
+            os.close(answers_w)
+            workers.append(_Worker(pid, requests_w, answers_r))
+        return workers
+
+    def _serve(self, requests: int, answers: int) -> None:
+        """A worker's life: answer each group in turn until the requests end; exit without
+        running anything of the parent's (no atexit, no flush of its buffers)."""
+        status = 1
+        try:
+            # Ctrl-C is the parent's to handle (it kills the workers).
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            stop = threading.Event()
+            with open(requests, "rb") as lines, open(answers, "wb", buffering=0) as out:
+                for line in lines:
+                    try:
+                        answer: Any = [self.check(d, s, stop) for d, s in json.loads(line)]
+                    except OSError as e:
+                        answer = {"errno": e.errno, "strerror": e.strerror,
+                                  "filename": e.filename}
+                    out.write(json.dumps(answer).encode() + b"\n")
+            status = 0
+        except BaseException:
+            # Said on the inherited stderr, unbuffered (the parent's buffers stay unwritten);
+            # the parent then finds the answers cut short.
+            os.write(2, traceback.format_exc().encode())
+            raise
+        finally:
+            os._exit(status)
