@@ -15,6 +15,7 @@ Scope:
   envelope digests).
 - `new_runner`: a click ``CliRunner`` keeping stderr apart.
 - `installed_distributions`: what a venv made by a test holds (as ``pip list`` lists it).
+- `DigestFiles`: blobs as files named by their digest (the blob checker's tests).
 
 Non-scope: fixtures (tests/conftest.py and each package's conftest declare them, using these),
 what a test concludes.
@@ -287,3 +288,23 @@ def installed_distributions(python: Path) -> list[str]:
     done = subprocess.run([str(python), "-I", "-c", code], capture_output=True, text=True,
                           check=True, timeout=120)  # fmt: skip
     return list(json.loads(done.stdout))
+
+
+class DigestFiles:
+    """Blobs as files named by their hex digest, in one directory: the evidence a
+    `verify.blobs.BlobHasher` reads (``blob_path``); whatever stands at a blob's name is its
+    path (a directory there is a blob that cannot be read)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def put(self, data: bytes) -> str:
+        """Store ``data``; its digest string."""
+        h = hashlib.sha256(data).hexdigest()
+        (self.root / h).write_bytes(data)
+        return f"sha256:{h}"
+
+    def blob_path(self, digest: str) -> Path | None:
+        """The path of blob ``digest``, or None when nothing stands at its name."""
+        path = self.root / digest.removeprefix("sha256:")
+        return path if path.exists() else None

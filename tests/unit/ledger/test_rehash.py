@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from testkit import DigestFiles
 
 from trajledger.ledger import rehash
 from trajledger.ledger.rehash import ForkedHasher, can_fork
@@ -23,25 +24,9 @@ from trajledger.verify.blobs import BlobHasher
 from trajledger.verify.report import FAIL, Node
 
 
-class Blobs:
-    """Blobs as files named by their hex digest."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def put(self, data: bytes) -> str:
-        h = hashlib.sha256(data).hexdigest()
-        (self.root / h).write_bytes(data)
-        return f"sha256:{h}"
-
-    def blob_path(self, digest: str) -> Path | None:
-        path = self.root / digest.removeprefix("sha256:")
-        return path if path.exists() else None
-
-
 def lineage(root: Path) -> list[tuple[str, str, int]]:
     """(path, digest, size) of sound, tampered, short and missing blobs, mixed."""
-    store = Blobs(root)
+    store = DigestFiles(root)
     out = []
     for i in range(23):
         data = bytes([i]) * (1000 + i)
@@ -103,10 +88,10 @@ def test_forked_workers_file_what_the_thread_pool_files(
 ) -> None:
     files = lineage(tmp_path)
     pids = forked(monkeypatch)
-    got = checks(ForkedHasher(Blobs(tmp_path), workers=2), files)
+    got = checks(ForkedHasher(DigestFiles(tmp_path), workers=2), files)
     assert len(pids) == 2 and os.getpid() not in pids
     assert all(gone(p) for p in pids)  # reaped when the walk finished
-    want = checks(BlobHasher(Blobs(tmp_path)), files)
+    want = checks(BlobHasher(DigestFiles(tmp_path)), files)
     assert got == want
     details = [d for node in got for _, d in node]
     assert any(d.startswith("tampered: content hashes to") for d in details)
@@ -116,7 +101,7 @@ def test_forked_workers_file_what_the_thread_pool_files(
 
 @pytest.mark.usefixtures("small_groups", "may_fork")
 def test_a_blob_that_cannot_be_read_raises_what_a_thread_raises(tmp_path: Path) -> None:
-    store = Blobs(tmp_path)
+    store = DigestFiles(tmp_path)
     unreadable = "sha256:" + "5" * 64
     (tmp_path / ("5" * 64)).mkdir()  # a directory where the blob should be
     for hasher in (ForkedHasher(store, workers=2), BlobHasher(store)):
@@ -133,7 +118,7 @@ def test_a_blob_that_cannot_be_read_raises_what_a_thread_raises(tmp_path: Path) 
 def test_a_walk_that_stops_kills_the_workers_and_fails_what_they_held(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = Blobs(tmp_path)
+    store = DigestFiles(tmp_path)
     pids = forked(monkeypatch)
     hasher = ForkedHasher(store, workers=2)
     node = Node("sha256:" + "7" * 64, "rollout-batch")
@@ -159,12 +144,12 @@ def test_no_fork_beside_another_thread(tmp_path: Path, monkeypatch: pytest.Monke
     try:
         assert not can_fork()
         files = lineage(tmp_path)
-        got = checks(ForkedHasher(Blobs(tmp_path), workers=2), files)
+        got = checks(ForkedHasher(DigestFiles(tmp_path), workers=2), files)
     finally:
         release.set()
         other.join()
     assert pids == []
-    assert got == checks(BlobHasher(Blobs(tmp_path)), files)
+    assert got == checks(BlobHasher(DigestFiles(tmp_path)), files)
 
 
 def test_the_idle_fsync_threads_are_ended_then_a_fork_is_safe(tmp_path: Path) -> None:
@@ -193,7 +178,7 @@ def test_less_than_a_group_is_hashed_on_threads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pids = forked(monkeypatch)
-    store = Blobs(tmp_path)
+    store = DigestFiles(tmp_path)
     hasher = ForkedHasher(store)
     node = Node("sha256:" + "8" * 64, "checkpoint")
     hasher.later(node, "weights", store.put(b"w" * 10), 10)

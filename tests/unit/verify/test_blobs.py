@@ -10,26 +10,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from testkit import DigestFiles
 
 from trajledger.verify.blobs import GROUP_BLOBS, BlobHasher
 from trajledger.verify.hash_bar import Growing
 from trajledger.verify.report import FAIL, Node
-
-
-class Blobs:
-    """Blobs as files named by their hex digest."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def put(self, data: bytes) -> str:
-        h = hashlib.sha256(data).hexdigest()
-        (self.root / h).write_bytes(data)
-        return f"sha256:{h}"
-
-    def blob_path(self, digest: str) -> Path | None:
-        path = self.root / digest.removeprefix("sha256:")
-        return path if path.is_file() else None
 
 
 class Bar:
@@ -68,7 +53,7 @@ class Bar:
 def test_the_bar_is_drawn_from_the_first_blob_and_covers_every_byte(
     tmp_path: Path, grows: bool
 ) -> None:
-    blobs = Blobs(tmp_path)
+    blobs = DigestFiles(tmp_path)
     bar = Bar(grows)
     hasher = BlobHasher(blobs, progress=bar)
     node = Node("sha256:" + "0" * 64, "rollout-batch")
@@ -93,7 +78,7 @@ def test_the_bar_is_drawn_from_the_first_blob_and_covers_every_byte(
 
 
 def test_failures_are_filed_on_their_nodes_with_the_same_messages(tmp_path: Path) -> None:
-    blobs = Blobs(tmp_path)
+    blobs = DigestFiles(tmp_path)
     hasher = BlobHasher(blobs, progress=Bar(True))
     good, bad = Node("sha256:" + "1" * 64, "checkpoint"), Node("sha256:" + "2" * 64, "dataset")
     ok = blobs.put(b"weights")
@@ -117,7 +102,7 @@ def test_failures_are_filed_on_their_nodes_with_the_same_messages(tmp_path: Path
 
 
 def test_a_walk_that_stops_closes_the_bar_and_fails_what_it_dropped(tmp_path: Path) -> None:
-    blobs = Blobs(tmp_path)
+    blobs = DigestFiles(tmp_path)
     bar = Bar(True)
     hasher = BlobHasher(blobs, progress=bar)
     node = Node("sha256:" + "4" * 64, "rollout-batch")
@@ -130,5 +115,5 @@ def test_a_walk_that_stops_closes_the_bar_and_fails_what_it_dropped(tmp_path: Pa
 
 def test_no_blob_no_bar(tmp_path: Path) -> None:
     bar = Bar(True)
-    BlobHasher(Blobs(tmp_path), progress=bar).finish()
+    BlobHasher(DigestFiles(tmp_path), progress=bar).finish()
     assert bar.events == []
