@@ -171,7 +171,13 @@ def hashing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     return str(request.param)
 
 
-def test_idset_agrees_with_a_dict(hashing: str) -> None:
+@pytest.mark.parametrize("small", [5, IdSet.SMALL])
+def test_idset_agrees_with_a_dict(
+    hashing: str, small: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches of up to 12 ids are small adds: with ``SMALL`` 5 they move into runs every few
+    rounds, with the real bound they all stay in the dict; both decide as a dict."""
+    monkeypatch.setattr(IdSet, "SMALL", small)
     rng = random.Random(7)
     model: dict[object, int] = {}
     ids = IdSet()
@@ -195,6 +201,7 @@ def test_idset_agrees_with_a_dict(hashing: str) -> None:
         assert len(ids) == len(model)
     for n in range(401):
         assert ids.get(f"ep-{n}") == model.get(f"ep-{n}")
+    assert bool(ids._runs) == (small == 5)  # the runs were used, or the dict alone
 
 
 def test_parallel_reader_decides_alike_with_colliding_ids(

@@ -37,8 +37,13 @@ class IdSet:
 
     The hashes are kept in sorted runs whose sizes halve from the first (a new batch is a run;
     runs of comparable size are merged), so adding costs O(log n) an id, amortised, and a
-    lookup one binary search a run.
+    lookup one binary search a run. Strings added a few at a time (the callers' slow paths:
+    an id or a record at a time) wait in a plain dict until `SMALL` of them are held, then
+    become one run together: never an Arrow array of one id.
     """
+
+    SMALL: Final = 4096
+    """Strings from small adds (under 64 ids) kept in a plain dict, at most."""
 
     def __init__(self) -> None:
         """Start empty."""
@@ -48,14 +53,17 @@ class IdSet:
         self._ends: list[int] = []  # ids held after each chunk
         self._count = 0
         self._other: dict[object, int] = {}
+        self._small: dict[str, int] = {}
 
     def __len__(self) -> int:
-        return self._count + len(self._other)
+        return self._count + len(self._other) + len(self._small)
 
     def get(self, eid: object) -> int | None:
         """The number kept with ``eid``, or None when it was never added."""
         if type(eid) is not str:
             return self._other.get(eid)
+        if eid in self._small:
+            return self._small[eid]
         h = _hash(eid)
         for keys, slots in self._runs:
             lo = int(np.searchsorted(keys, h, "left"))
@@ -78,6 +86,8 @@ class IdSet:
         by two different ids gives True here, and nothing wrong there)."""
         if not ids:
             return False
+        if self._small and not self._small.keys().isdisjoint(ids):
+            return True
         h = np.fromiter(map(_hash, ids), _I64, len(ids))
         h.sort()
         if len(h) > 1 and bool((h[1:] == h[:-1]).any()):
@@ -107,6 +117,12 @@ class IdSet:
             ids, nums = [ids[i] for i in keep], nums[keep]
             if not ids:
                 return
+        if len(ids) < 64:
+            self._small.update((str(e), n) for e, n in zip(ids, nums.tolist(), strict=True))
+            if len(self._small) < self.SMALL:
+                return
+            small, self._small = self._small, {}
+            ids, nums = list(small), np.fromiter(small.values(), _I64, len(small))
         h = np.fromiter(map(_hash, ids), _I64, len(ids))
         slots = np.arange(self._count, self._count + len(ids), dtype=_I64)
         self._chunks.append(pa.array(ids, pa.large_string()))
