@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -60,3 +61,31 @@ def test_the_command_hashes_in_workers_and_reports_as_the_library(
     assert settled(json.loads(r.stdout)) == settled(library)
     if tampered:
         assert "tampered: content hashes to" in r.stdout
+
+
+@pytest.mark.parametrize("tampered", [False, True])
+def test_a_worker_killed_mid_walk_changes_nothing_the_command_reports(
+    home: Path, tampered: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every re-hashing worker killed (SIGKILL, as the OOM killer does) at its first blob: the
+    command hashes their groups itself and reports what the library reports, with its exit
+    code (not an internal error)."""
+    if tampered:
+        tamper_blob(home)
+    library = json.loads(json.dumps(Ledger.open(home).verify(REF).to_json()))
+    monkeypatch.setattr(blobs_module, "GROUP_BLOBS", 1)
+    monkeypatch.setattr(rehash, "can_fork", lambda: True)
+    parent, real = os.getpid(), rehash.ForkedHasher.check
+    killed = []
+
+    def check(self: rehash.ForkedHasher, digest: str, size: int, stop: Any) -> str | None:
+        if os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        killed.append(digest)  # (hashed here, in the command's process)
+        return real(self, digest, size, stop)
+
+    monkeypatch.setattr(rehash.ForkedHasher, "check", check)
+    r = testkit.new_runner().invoke(main, ["--ledger", str(home), "verify", REF, "--json"])
+    assert killed, "the workers' groups were hashed by the command"
+    assert r.exit_code == (1 if tampered else 0), r.output
+    assert settled(json.loads(r.stdout)) == settled(library)

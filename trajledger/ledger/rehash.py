@@ -18,7 +18,15 @@ The protocol, over two pipes a worker: a request is one line of JSON, ``[[digest
 ...]``, one group; the answer one line, ``[problem or null, ...]`` in the same order, or
 ``{"errno": n, "strerror": s, "filename": f}`` when a blob could not be read (raised in the
 caller as the `OSError` the thread would have raised). At most `IN_FLIGHT` groups wait on a
-worker, so neither pipe fills while the other waits.
+worker, so neither pipe fills while the other waits. Each worker answers its groups in the
+order they were sent, so answers are matched to groups by order, per worker.
+
+A worker that dies (killed, or out of memory) is reaped and the groups it had not answered are
+hashed in this process (`ForkedHasher._lost`): the walk decides as if it had lived; once no
+worker is left, the thread pool hashes the groups still to come. A fork that fails (no memory,
+too many processes) leaves the workers forked before it, or the thread pool. Ctrl-C is held
+back while a worker is forked, and each is recorded before the next, so `close` finds and
+kills every one.
 """
 
 from __future__ import annotations
@@ -53,6 +61,10 @@ def can_fork() -> bool:
     return hasattr(os, "fork") and only_thread()
 
 
+_Owed = tuple[Future[list[str | None]], list[Any], int]
+"""A group sent to a worker and not yet answered: its future, its blobs, their bytes."""
+
+
 class _Worker:
     """One forked worker: its pid, the two pipe ends this process keeps, the answers owed."""
 
@@ -61,19 +73,23 @@ class _Worker:
         self.requests = requests
         self.answers = answers
         self.buffer = b""
-        self.owed: deque[tuple[Future[list[str | None]], int]] = deque()
+        self.owed: deque[_Owed] = deque()
         self.bytes = 0
 
-    def read(self) -> None:
+    def read(self) -> bool:
         """Take what the worker has written (the pipe is readable) and settle the futures of
-        each whole line."""
+        each whole line; False when the pipe has ended (the worker exited: a line it had
+        begun is dropped, its group still owed)."""
         data = os.read(self.answers, 1 << 16)
         if not data:
-            raise RuntimeError(f"re-hashing worker {self.pid} exited with groups unanswered")
+            return False
         self.buffer += data
         *lines, self.buffer = self.buffer.split(b"\n")
         for line in lines:
-            future, size = self.owed.popleft()
+            if not self.owed:
+                raise RuntimeError(f"re-hashing worker {self.pid} answered a group it was "
+                                   "not sent")
+            future, _group, size = self.owed.popleft()
             self.bytes -= size
             answer = json.loads(line)
             if isinstance(answer, dict):
@@ -82,6 +98,7 @@ class _Worker:
                 )
             else:
                 future.set_result(answer)
+        return True
 
 
 class ForkedHasher(BlobHasher):
@@ -105,27 +122,37 @@ class ForkedHasher(BlobHasher):
         if self.workers is None:
             full = (len(self.group) >= blobs.GROUP_BLOBS
                     or self.group_bytes >= blobs.GROUP_BYTES)
-            self.workers = self._fork() if full and can_fork() else []
-        if not self.workers:
+            self.workers = []
+            if full and can_fork():
+                self._fork(self.workers)
+        worker = self._free() if self.group else None
+        if worker is None:  # no worker (none forked, or every one lost), or nothing to send
             super()._submit()
             return
         group, self.group, self.group_bytes = self.group, [], 0
-        if not group:
-            return
-        while min(len(w.owed) for w in self.workers) >= IN_FLIGHT:
-            self._read(block=True)
-        worker = min((w for w in self.workers if len(w.owed) < IN_FLIGHT),
-                     key=lambda w: w.bytes)
         size = sum(b.size for b in group)
         future: Future[list[str | None]] = Future()
-        worker.owed.append((future, size))
+        worker.owed.append((future, group, size))
         worker.bytes += size
-        line = json.dumps([[b.digest, b.size] for b in group]).encode() + b"\n"
-        while line:
-            line = line[os.write(worker.requests, line):]
         self.pending.append((group, future))
+        line = json.dumps([[b.digest, b.size] for b in group]).encode() + b"\n"
+        try:
+            while line:
+                line = line[os.write(worker.requests, line):]
+        except BrokenPipeError:  # the worker has exited: this group is hashed here
+            self._lost(worker)
         if self.bar is not None:
             self.bar.queued(self.queued, sent=True)
+
+    def _free(self) -> _Worker | None:
+        """The worker with room for a group that owes the fewest bytes (waiting for answers
+        while every one is full); None when no worker is left."""
+        while self.workers:
+            free = [w for w in self.workers if len(w.owed) < IN_FLIGHT]
+            if free:
+                return min(free, key=lambda w: w.bytes)
+            self._read(block=True)
+        return None
 
     def _read(self, *, block: bool) -> None:
         """Settle the answers the workers have written (with ``block``, wait for one)."""
@@ -134,12 +161,30 @@ class ForkedHasher(BlobHasher):
             return
         ready, _, _ = select.select(list(busy), [], [], None if block else 0)
         for fd in ready:
-            busy[fd].read()
+            if not busy[fd].read():
+                self._lost(busy[fd])
+
+    def _lost(self, worker: _Worker) -> None:
+        """A worker that exited before answering every group (killed, out of memory): reaped,
+        and the groups it owed hashed in this process, in order, as it would have hashed them
+        (an unreadable blob raises its `OSError` where the worker's answer would have)."""
+        if self.workers is not None:
+            self.workers.remove(worker)
+        os.close(worker.requests)
+        os.close(worker.answers)
+        os.kill(worker.pid, signal.SIGKILL)  # (if it only closed its pipe)
+        os.waitpid(worker.pid, 0)
+        for future, group, _size in worker.owed:
+            try:
+                future.set_result([self.check(b.digest, b.size, self.stop) for b in group])
+            except OSError as e:
+                future.set_exception(e)
+        worker.owed.clear()
 
     def _collect(self, *, wait: bool) -> None:
         if self.workers:
             self._read(block=False)
-            while wait and any(not f.done() for _, f in self.pending):
+            while wait and any(w.owed for w in self.workers):
                 self._read(block=True)
         super()._collect(wait=wait)
 
@@ -147,47 +192,63 @@ class ForkedHasher(BlobHasher):
         """Stop the workers (killed: a walk that raised drops what they were hashing) and
         reap them, then `BlobHasher.close`."""
         workers, self.workers = self.workers or [], None
+        for w in workers:  # killed first: none is left to write into a closed pipe
+            os.kill(w.pid, signal.SIGKILL)
         for w in workers:
             os.close(w.requests)
             os.close(w.answers)
-            os.kill(w.pid, signal.SIGKILL)
-        for w in workers:
             os.waitpid(w.pid, 0)
         super().close()
 
-    def _fork(self) -> list[_Worker]:
-        workers: list[_Worker] = []
+    def _fork(self, workers: list[_Worker]) -> None:
+        """Fork the workers into ``workers``, each added as soon as it runs (interrupted
+        between two forks, `close` still finds every one), with SIGINT held back around each
+        fork: a Ctrl-C reaches the parent only, after the child has set it aside. A fork that
+        fails ends the forking: the workers so far hash (none: the thread pool)."""
         for _ in range(self.count):
             requests_r, requests_w = os.pipe()
             answers_r, answers_w = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the worker: never returns
-                for fd in [requests_w, answers_r] + [
-                    fd for w in workers for fd in (w.requests, w.answers)
-                ]:
-                    os.close(fd)
-                self._serve(requests_r, answers_w)
-            os.close(requests_r)
-            os.close(answers_w)
-            workers.append(_Worker(pid, requests_w, answers_r))
-        return workers
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                try:
+                    pid = os.fork()
+                except OSError:
+                    for fd in (requests_r, requests_w, answers_r, answers_w):
+                        os.close(fd)
+                    return
+                if pid == 0:  # the worker: never returns
+                    inherited = [fd for w in workers for fd in (w.requests, w.answers)]
+                    self._serve(requests_r, answers_w, [requests_w, answers_r, *inherited], mask)
+                os.close(requests_r)
+                os.close(answers_w)
+                workers.append(_Worker(pid, requests_w, answers_r))
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
-    def _serve(self, requests: int, answers: int) -> None:
+    def _serve(self, requests: int, answers: int, others: list[int], mask: set[Any]) -> None:
         """A worker's life: answer each group in turn until the requests end; exit without
         running anything of the parent's (no atexit, no flush of its buffers)."""
         status = 1
         try:
-            # Ctrl-C is the parent's to handle (it kills the workers).
+            # Ctrl-C is the parent's to handle (it kills the workers): ignored before the
+            # signal mask the parent held it back with is restored.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            for fd in others:
+                os.close(fd)
             stop = threading.Event()
-            with open(requests, "rb") as lines, open(answers, "wb", buffering=0) as out:
+            with open(requests, "rb") as lines:
                 for line in lines:
                     try:
                         answer: Any = [self.check(d, s, stop) for d, s in json.loads(line)]
                     except OSError as e:
                         answer = {"errno": e.errno, "strerror": e.strerror,
                                   "filename": e.filename}
-                    out.write(json.dumps(answer).encode() + b"\n")
+                    out = json.dumps(answer).encode() + b"\n"
+                    while out:  # a write to a pipe may be cut short (by a signal)
+                        out = out[os.write(answers, out):]
+            status = 0
+        except BrokenPipeError:  # the parent has closed the answers: it needs none now
             status = 0
         except BaseException:
             # Said on the inherited stderr, unbuffered (the parent's buffers stay unwritten);

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -67,10 +69,11 @@ def forked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     pids: list[int] = []
     real = ForkedHasher._fork
 
-    def spy(self: ForkedHasher) -> list[rehash._Worker]:
-        workers = real(self)
-        pids.extend(w.pid for w in workers)
-        return workers
+    def spy(self: ForkedHasher, workers: list[rehash._Worker]) -> None:
+        try:
+            real(self, workers)
+        finally:
+            pids.extend(w.pid for w in workers)
 
     monkeypatch.setattr(ForkedHasher, "_fork", spy)
     return pids
@@ -187,3 +190,196 @@ def test_less_than_a_group_is_hashed_on_threads(
     assert pids == []
     assert [c.detail for c in node.checks if c.status == FAIL] == [
         f"tampered: 10 bytes, want 9 (blob sha256:{hashlib.sha256(b'c' * 10).hexdigest()[:12]}…)"]
+
+
+# -- workers that die, forks that fail, Ctrl-C: the walk decides as the thread pool does --------
+
+
+def dies_on(monkeypatch: pytest.MonkeyPatch, digests: set[str]) -> None:
+    """A worker that comes to one of ``digests`` is killed there (as the OOM killer would):
+    SIGKILL, mid-group, before it answers; this process hashes them as usual."""
+    parent = os.getpid()
+    real = ForkedHasher.check
+
+    def check(self: ForkedHasher, digest: str, size: int, stop: threading.Event) -> str | None:
+        if os.getpid() != parent and digest in digests:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(self, digest, size, stop)
+
+    monkeypatch.setattr(ForkedHasher, "check", check)
+
+
+@pytest.mark.usefixtures("small_groups", "may_fork")
+@pytest.mark.parametrize("dying", [1, 2])
+def test_a_worker_that_dies_leaves_its_groups_to_this_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dying: int
+) -> None:
+    """One worker killed mid-group, or both (then the thread pool takes the groups still to
+    come): the same failures on the same nodes as the thread pool, every worker reaped."""
+    files = lineage(tmp_path)
+    want = checks(BlobHasher(DigestFiles(tmp_path)), files)
+    pids = forked(monkeypatch)
+    # The 4th blob is in the second group (groups of 3), the 7th in the third: each worker
+    # is sent one of the first two groups.
+    dies_on(monkeypatch, {files[3][1], files[0][1]} if dying == 2 else {files[3][1]})
+    hasher = ForkedHasher(DigestFiles(tmp_path), workers=2)
+    got = checks(hasher, files)
+    assert len(pids) == 2 and all(gone(p) for p in pids)
+    assert got == want
+
+
+@pytest.mark.usefixtures("small_groups", "may_fork")
+def test_workers_killed_from_outside_between_groups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both workers killed once forked (their pipes end; a request meets a broken pipe): the
+    groups they owed and the rest hashed here, the same failures as the thread pool."""
+    files = lineage(tmp_path)
+    want = checks(BlobHasher(DigestFiles(tmp_path)), files)
+    pids = forked(monkeypatch)
+    hasher = ForkedHasher(DigestFiles(tmp_path), workers=2)
+    nodes = [Node("sha256:" + f"{n:064x}", "rollout-batch") for n in range(4)]
+    for i, (path, digest, size) in enumerate(files):
+        hasher.later(nodes[i % 4], path, digest, size)
+        if i == 2:  # the first group has gone out
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+    hasher.finish()
+    got = [[(c.what, c.detail) for c in n.checks if c.status == FAIL] for n in nodes]
+    assert len(pids) == 2 and all(gone(p) for p in pids)
+    assert got == want
+
+
+@pytest.mark.usefixtures("small_groups", "may_fork")
+def test_a_dead_worker_with_an_unreadable_blob_raises_what_a_thread_raises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = DigestFiles(tmp_path)
+    (tmp_path / ("5" * 64)).mkdir()  # a directory where the blob should be
+    dies_on(monkeypatch, {"sha256:" + "5" * 64})
+    hasher = ForkedHasher(store, workers=2)
+    node = Node("sha256:" + "6" * 64, "rollout-batch")
+    for i in range(6):
+        hasher.later(node, f"f{i}", store.put(bytes([i]) * 10), 10)
+    hasher.later(node, "weights", "sha256:" + "5" * 64, 10)
+    with pytest.raises(IsADirectoryError, match="Is a directory"):
+        hasher.finish()
+
+
+@pytest.mark.usefixtures("small_groups", "may_fork")
+def test_a_fork_that_fails_leaves_the_workers_forked_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = lineage(tmp_path)
+    want = checks(BlobHasher(DigestFiles(tmp_path)), files)
+    real = os.fork
+    for fail_at in (1, 2):  # no worker (the thread pool), or one
+        pids: list[int] = []
+
+        def fork(fail_at: int = fail_at, pids: list[int] = pids) -> int:
+            if len(pids) + 1 == fail_at:
+                raise BlockingIOError(11, "Resource temporarily unavailable")
+            pid = real()
+            if pid:
+                pids.append(pid)
+            return pid
+
+        monkeypatch.setattr(os, "fork", fork)
+        got = checks(ForkedHasher(DigestFiles(tmp_path), workers=2), files)
+        assert len(pids) == fail_at - 1 and all(gone(p) for p in pids)
+        assert got == want
+
+
+@pytest.mark.usefixtures("small_groups", "may_fork")
+def test_an_interrupt_between_two_forks_leaves_no_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = DigestFiles(tmp_path)
+    pids: list[int] = []
+    real = os.fork
+
+    def fork() -> int:
+        if pids:
+            raise KeyboardInterrupt
+        pid = real()
+        if pid:
+            pids.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", fork)
+    hasher = ForkedHasher(store, workers=3)
+    node = Node("sha256:" + "7" * 64, "rollout-batch")
+    with pytest.raises(KeyboardInterrupt):
+        for i in range(3):
+            hasher.later(node, f"f{i}", store.put(bytes([i]) * 100), 100)
+    hasher.close()  # as the walk's close does
+    assert len(pids) == 1 and gone(pids[0])
+
+
+@pytest.mark.usefixtures("small_groups", "may_fork")
+def test_an_interrupt_while_waiting_for_answers_leaves_no_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = DigestFiles(tmp_path)
+    pids = forked(monkeypatch)
+    real = ForkedHasher._read
+
+    def read(self: ForkedHasher, *, block: bool) -> None:
+        if block:
+            raise KeyboardInterrupt
+        real(self, block=block)
+
+    monkeypatch.setattr(ForkedHasher, "_read", read)
+    hasher = ForkedHasher(store, workers=2)
+    node = Node("sha256:" + "7" * 64, "rollout-batch")
+    for i in range(7):
+        hasher.later(node, f"f{i}", store.put(bytes([i]) * 100), 100)
+    with pytest.raises(KeyboardInterrupt):
+        hasher.finish()
+    assert len(pids) == 2 and all(gone(p) for p in pids)
+    assert {c.detail for c in node.checks if c.status == FAIL} <= {
+        "not re-hashed: the verification was interrupted"}
+
+
+def test_ctrl_c_reaches_the_parent_and_no_worker_is_left(tmp_path: Path) -> None:
+    """SIGINT sent to the whole process group (as a terminal's Ctrl-C is) while the workers
+    hash: the workers ignore it, the parent stops, kills and reaps them; none is left running."""
+    code = textwrap.dedent(f"""
+        import os, sys, time, threading
+        sys.path.insert(0, {str(Path(__file__).parents[2])!r})
+        from pathlib import Path
+        from testkit import DigestFiles
+        from trajledger.ledger.rehash import ForkedHasher
+        from trajledger.verify import blobs
+        from trajledger.verify.report import Node
+        blobs.GROUP_BLOBS = 1
+        real = ForkedHasher.check
+        def check(self, digest, size, stop):
+            time.sleep(0.2)  # hashing that lasts
+            return real(self, digest, size, stop)
+        ForkedHasher.check = check
+        store = DigestFiles(Path({str(tmp_path)!r}))
+        hasher = ForkedHasher(store, workers=2)
+        node = Node("sha256:" + "7" * 64, "rollout-batch")
+        try:  # as LineageVerifier.run does
+            for i in range(40):
+                hasher.later(node, f"f{{i}}", store.put(bytes([i]) * 10), 10)
+            print(" ".join(str(w.pid) for w in hasher.workers), flush=True)
+            hasher.finish()
+        except KeyboardInterrupt:
+            hasher.close()
+            print("interrupted", flush=True)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout is not None
+    workers = [int(p) for p in proc.stdout.readline().split()]
+    assert len(workers) == 2
+    time.sleep(0.3)  # while it waits in finish() for the workers' answers
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert out.strip() == "interrupted"
+    assert err == ""  # no worker's traceback
+    for pid in workers:  # reaped by the parent, or gone with it: not running
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
