@@ -10,7 +10,8 @@ How: each id's hash (``hash()``, SipHash keyed per process, cached in the string
 numpy runs beside the id's number, the ids themselves in Arrow string arrays (their bytes and
 an offset). A lookup whose hash matches is confirmed by comparing the id itself, so the set is
 exact: equal hashes never make two ids equal. Ids that are not strings (bytes that are not
-UTF-8, reported on their own) are kept in a plain dict.
+UTF-8, reported on their own) are kept in a plain dict; an instance of a subclass of str (numpy's
+``np.str_``) is the str of its text, as a dict takes it.
 Non-scope: what a repeated id means (the callers report it, as before).
 """
 
@@ -61,7 +62,9 @@ class IdSet:
     def get(self, eid: object) -> int | None:
         """The number kept with ``eid``, or None when it was never added."""
         if type(eid) is not str:
-            return self._other.get(eid)
+            if not isinstance(eid, str):
+                return self._other.get(eid)
+            eid = str.__str__(eid)  # a subclass's text, as a plain str
         if eid in self._small:
             return self._small[eid]
         h = _hash(eid)
@@ -110,11 +113,11 @@ class IdSet:
             else np.fromiter(values, _I64, len(ids))
         )
         if any(type(e) is not str for e in ids):
-            keep = [i for i, e in enumerate(ids) if type(e) is str]
+            keep = [i for i, e in enumerate(ids) if isinstance(e, str)]
             for i, e in enumerate(ids):
-                if type(e) is not str:
+                if not isinstance(e, str):
                     self._other[e] = int(nums[i])
-            ids, nums = [ids[i] for i in keep], nums[keep]
+            ids, nums = [str.__str__(ids[i]) for i in keep], nums[keep]
             if not ids:
                 return
         if len(ids) < 64:
