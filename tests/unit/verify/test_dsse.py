@@ -13,6 +13,8 @@ import json
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trajledger.ledger.encode import b64encode, envelope_bytes
 from trajledger.ledger.keys import Signer
@@ -164,6 +166,39 @@ def test_b64decode_decides_as_every_check_does() -> None:
             assert isinstance(want, str) and str(e).endswith(want), (text, str(e), want)
         else:
             assert got == want, text
+
+
+def _decides_as_every_check_does(text: str) -> None:
+    want = _b64decode_checked_whole(text)
+    try:
+        got: bytes | str = b64decode(text, "x")
+    except FormatError as e:
+        assert isinstance(want, str) and str(e).endswith(want), (text, str(e), want)
+    else:
+        assert got == want, text
+
+
+def test_b64decode_decides_as_every_check_does_on_odd_characters() -> None:
+    # Every string of up to 4 characters over letters, padding and what the C decoder of the
+    # fast path might skip or take: whitespace, a newline, NUL, a non-ASCII letter and digit.
+    for n in range(5):
+        for t in itertools.product("Ag/_= \n\t\r\x00é٣", repeat=n):
+            _decides_as_every_check_does("".join(t))
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=40), cut=st.integers(0, 60),
+       put=st.sampled_from(["", "=", "==", "===", "\n", " ", "\r\n", "A", "-", "_", "+", "/",
+                            "é", "\x00", "=A"]),
+       url=st.booleans(), bare=st.booleans())
+def test_b64decode_decides_as_every_check_does_on_changed_encodings(
+    data: bytes, cut: int, put: str, url: bool, bare: bool
+) -> None:
+    """Encodings of any bytes, standard or URL-safe, padded or bare, with one thing put in
+    anywhere (padding, whitespace, a newline, a letter of the other alphabet...)."""
+    text = (base64.urlsafe_b64encode if url else base64.b64encode)(data).decode()
+    text = text.rstrip("=") if bare else text
+    _decides_as_every_check_does(text[:cut] + put + text[cut:])
 
 
 def test_b64decode_refuses_non_string() -> None:
