@@ -87,6 +87,28 @@ HOSTILE = [
     b' \t{"a" :1 , "b":[ ]}\r\n',
     *(b'{"a": ' + b"[" * n + b"]" * n + b"}" for n in (255, 256, 300, 990, 1000, 3000)),
     b'{"a": ' + b'{"b": ' * 1200 + b"1" + b"}" * 1201,
+    # Integers at and past every machine range; numbers JSON does not allow.
+    *(b'{"a": %d}' % n for n in (1 << 63, -(1 << 63), (1 << 64) - 1, 1 << 64, -(1 << 64),
+                                   -(1 << 64) - 1, 10**30, -(10**30))),
+    b'{"a": 1.}', b'{"a": .5}', b'{"a": +1}', b'{"a": 1.e5}', b'{"a": -}', b'{"a": 1e}',
+    b'{"a": 1E+}', b'{"a": 0x1}', b'{"a": 00}', b'{"a": -01}', b'{"a": -0e0}', b'{"a": -0E-0}',
+    b'{"a": Infinity}', b'{"a": -NaN}', b'{"a": nan}', b'{"a": inf}', b'{"a": 1e309}',
+    b'{"a": ' + b"9" * 4301 + b"e0}", b'{"a": -' + b"7" * 4301 + b"}",
+    b'{"a": ' + b"1" * 5000 + b".0}", b'{"a": 0.' + b"0" * 5000 + b"1}",
+    b'{"a": 1' + b"0" * 400 + b".0e-400}",
+    # Whitespace other than JSON's four, outside strings (Python's str.strip takes some).
+    b'{"a":\x0b1}', b'\x0b{"a": 1}', b'{"a": 1}\x0b', b'\xc2\xa0{"a": 1}', b'{"a": 1}\xc2\xa0',
+    b'{"a":\xc2\xa01}', b'\xe2\x80\xa8{"a": 1}', b'{"a": 1}\xe2\x80\xa9', b'\x1c{"a": 1}',
+    b'{"a": 1}\x1f', b'\xc2\x85{"a": 1}', b'{"a": 1}\r', b'{"a": 1}\r\r', b'\r{"a": 1}',
+    # Escapes and UTF-8: surrogates in keys, reversed, upper case; beyond U+10FFFF, overlong.
+    b'{"\\ud800": 1}', b'{"\xed\xa0\x80": 1}', b'{"a": "\\ude00\\ud83d"}',
+    b'{"a": "\\uD83D\\uDE00"}', b'{"\\ud83d\\ude00": 1, "\xf0\x9f\x98\x80": 2}',
+    b'{"a": "\xf4\x90\x80\x80"}', b'{"a": "\xf8\x88\x80\x80\x80"}', b'{"a": "\xe0\x80\x80"}',
+    b'{"a": "\\U0041"}', b'{"a": "\\x41"}', b'{"a": "\\u12"}', b'{"a": "\t"}', b'{"a": "\\/"}',
+    b'{"\xef\xbb\xbfa": 1}', b'{"a": "\xef\xbb\xbf"}', b'{"a": "\\ufeff"}',
+    # Keys given twice where the pair lost holds no colon of its own in a string.
+    b'{"": 1, "": 2}', b'{"a": [], "a": []}', b'{"a": {}, "b": {}, "a": {}}',
+    b'{"a": 1, "b": {"c": 2, "c": 3}}', b'{"a": "\\u003A", "\\u0061": "x"}',
 ]
 
 
@@ -168,6 +190,49 @@ def test_numbers_in_any_spelling_decode_alike(number: str) -> None:
     got = jsonl.fast_object(raw)
     want = jsonl.strict_decoder().decode(raw.decode())
     assert got is None or repr(got) == repr(want)
+
+
+_SEEDS = [
+    b'{"a": 1, "b": [1.5, -0, "x:y", {"c": null}], "d": "\\ud83d\\ude00", "e": 1e5, "f": true}',
+    b'{"k": "\xc3\xa9\\u00e9", "k2": 18446744073709551616, "z": {"q": [[], {}]}, "n": -0.0}',
+    b'{"a": 1, "b": {"a": "x"}}',
+]
+_TOKENS = [
+    b"\\u", b"\\ud800", b"\\udc00", b'"', b":", b",", b"{", b"}", b"[", b"]", b"e", b"-",
+    b"0", b".", b"\xed\xa0\x80", b"\\u003a", b'"a": 1,', b'"a": {},', b'"b": ":",', b'"a":',
+    b"\xef\xbb\xbf", b"NaN", b"\xc2\xa0", b"\\", b"\x0b", b"\x00", b"\xff",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    seed=st.sampled_from(_SEEDS),
+    edits=st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 1 << 16),
+                  st.sampled_from(_TOKENS) | st.binary(min_size=1, max_size=1)),
+        min_size=1, max_size=3,
+    ),
+)
+def test_changed_lines_decide_alike(seed: bytes, edits: list[tuple[int, int, bytes]]) -> None:
+    """Lines a byte or a token away from good ones (put in, taken out or replaced anywhere,
+    or put in where a member starts: a key given twice, among others): the same object or the
+    same problems with and without the fast decoder."""
+    line = bytearray(seed)
+    for op, at, piece in edits:
+        if op == 3:  # where an object or a member starts
+            starts = [i + 1 for i, b in enumerate(line) if b in b"{,"] or [0]
+            line[starts[at % len(starts)]:starts[at % len(starts)]] = piece
+            continue
+        at %= len(line) + 1
+        if op == 0:
+            line[at:at] = piece
+        elif op == 1:
+            del line[at : at + 1]
+        else:
+            line[at : at + 1] = piece
+    raw = bytes(line) + b"\n"
+    with pytest.MonkeyPatch.context() as m:
+        assert decided(raw, fast=True, monkeypatch=m) == decided(raw, fast=False, monkeypatch=m)
 
 
 def test_a_recording_is_the_same_either_way(
