@@ -21,10 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trajledger.verify import predicates as p
 from trajledger.verify import records, sealed_files
 from trajledger.verify.errors import FormatError
+from trajledger.verify.statement import STATEMENT_TYPE, Statement
 
 _SPEC = importlib.util.spec_from_file_location(
     "unknown_fields_table", Path(__file__).with_name("test_unknown_fields.py"))
@@ -154,3 +157,33 @@ def test_records_by_plan_decide_as_before_the_plan(
     assert not differ, differ[:3]
     # The changes reach both outcomes: some refused, some read with unknown members kept.
     assert {kind for kind, _ in now} == {"read", "refused"}
+
+
+_JSON = st.none() | st.booleans() | st.integers(-2, 2) | st.sampled_from(["", "x"]) | \
+    st.sampled_from([[], [0], {}, {"a": 0}])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    extra=st.dictionaries(st.sampled_from(["uri", "digest", "x", "name2", "annotations"]), _JSON,
+                          max_size=3),
+    algs=st.dictionaries(st.sampled_from(["sha512", "gitCommit", "sha256x"]),
+                         st.sampled_from(["", "cd" * 64]), max_size=2),
+    top=st.dictionaries(st.sampled_from(["_type2", "futureField", "predicat"]), _JSON,
+                        max_size=2),
+)
+def test_statements_keep_what_they_kept_before(
+    extra: dict[str, Any], algs: dict[str, str], top: dict[str, Any]
+) -> None:
+    """A statement's and a subject's unknown members (the skip for a plain document, commit
+    cd1784e) are what the formula before it kept: every member but the name, the digest's other
+    algorithms, each only when not empty or false."""
+    digest = {"sha256": "ab" * 32, **algs}
+    subject = {"name": "x", "digest": digest, **{k: v for k, v in extra.items() if k != "digest"}}
+    doc = {"_type": STATEMENT_TYPE, "subject": [subject], "predicateType": p.FILES,
+           "predicate": {}, **top}
+    st_ = Statement.from_bytes(json.dumps(doc).encode())
+    rest = {k: v for k, v in subject.items() if k != "name"}
+    rest["digest"] = {k: v for k, v in digest.items() if k != "sha256"}
+    assert st_.subjects[0].unrecognized == {k: v for k, v in rest.items() if v}
+    assert st_.unrecognized == top
