@@ -561,13 +561,14 @@ class LineageVerifier:
 
     def run(self, walk: Callable[[], T]) -> T:
         """Run ``walk`` (verification with this verifier), then `finish`. On any exception
-        the blob checker is closed (`close`) before it propagates."""
+        (also a Ctrl-C as `finish` begins) the blob checker is closed (`close`) before it
+        propagates."""
         try:
             out = walk()
+            self.finish()
         except BaseException:
             self.close()
             raise
-        self.finish()
         return out
 
     def verify(self, digest: str) -> Report:

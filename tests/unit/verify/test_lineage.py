@@ -845,3 +845,27 @@ def test_reports_validate_against_their_schema(setup: Setup) -> None:
     assert {r["kind"] for r in doc["records"]} == {"approval", "revocation"}
 
 
+
+
+def test_an_interrupt_as_the_walk_finishes_still_stops_the_rehashing(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C between the walk's end and the re-hashing's finish (before `BlobHasher.finish`
+    has begun its own clean-up): the blob checker is still closed, so no worker (thread or
+    forked process) is left hashing."""
+    v = setup.verifier()
+    closed: list[bool] = []
+    real_close = v.blobs.close
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    def close() -> None:
+        closed.append(True)
+        real_close()
+
+    monkeypatch.setattr(v.blobs, "finish", interrupted)
+    monkeypatch.setattr(v.blobs, "close", close)
+    with pytest.raises(KeyboardInterrupt):
+        v.verify(setup.checkpoint)
+    assert closed and v.blobs.pool is None and not v.blobs.pending
