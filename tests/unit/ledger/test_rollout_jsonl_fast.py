@@ -118,6 +118,27 @@ def test_hostile_lines_decide_alike(raw: bytes, monkeypatch: pytest.MonkeyPatch)
     assert fast == decided(raw + b"\n", fast=False, monkeypatch=monkeypatch)
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'\xc2\xa0{"a": 1}',
+        b'{"a": 1}\xe2\x80\xa8',
+        b'\x1c{"a": 1}',
+        b'{"a": 1}\x0b',
+        b'\xc2\x85{"a": 1}',
+        b'{"a": 1}\x0c',
+    ],
+)
+def test_only_json_whitespace_may_stand_around_the_object(
+    raw: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RFC 8259 allows space, tab, CR and LF around a value; U+00A0, U+2028, U+0085 and the
+    control characters `str.strip` also takes are refused, as any other extra text."""
+    _, problems = decided(raw + b"\n", fast=False, monkeypatch=monkeypatch)
+    assert len(problems) == 1 and problems[0][0].startswith("not valid JSON"), problems
+    assert decided(b'\t {"a": 1} \r\n', fast=False, monkeypatch=monkeypatch)[1] == []
+
+
 def test_the_fast_decoder_leaves_what_it_cannot_prove() -> None:
     """Keys given twice (a pair lost), a colon spelled as an escape, deep lines, not objects:
     None, for the strict decoder to decide; a plain object is decoded."""

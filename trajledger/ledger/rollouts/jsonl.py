@@ -74,6 +74,10 @@ _ZSTD_SKIPPABLE: Final = 0x184D2A50
 """Skippable zstd frames (user data) have magic numbers 0x184D2A50 to 0x184D2A5F."""
 _READ_BUFFER: Final = 1 << 20
 
+_JSON_SPACE: Final = " \t\r\n"
+"""JSON's whitespace (RFC 8259): the only characters a line's object may stand between.
+`str.strip` alone would also take U+00A0, U+2028 and other Unicode spaces off a line."""
+
 
 class InputError(Exception):
     """Compressed data that cannot be read on, raised from inside a buffered read.
@@ -339,8 +343,9 @@ def decode_line(
         rec.error(None, f"not valid UTF-8 ({e.reason} at byte {e.start})")
         return None
     try:
-        obj, end = decoder.raw_decode(text.strip())
-        if end != len(text.strip()):
+        text = text.strip(_JSON_SPACE)
+        obj, end = decoder.raw_decode(text)
+        if end != len(text):
             raise ValueError(f"extra data after the JSON value at column {end + 1}")
     except ValueError as e:
         rec.error(None, f"not valid JSON: {e}")
