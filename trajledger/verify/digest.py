@@ -92,10 +92,12 @@ _local = threading.local()
 def read_buffer() -> tuple[mmap.mmap, memoryview]:
     """This thread's 1 MiB read buffer, reused from file to file (a fresh megabyte per file
     costs an allocation, zeroing and page faults for every file). An anonymous mapping, so it
-    starts on a page boundary: a writer may hand its views to direct I/O (``O_DIRECT``)."""
+    starts on a page boundary: a writer may hand its views to direct I/O (``O_DIRECT``).
+    Private: Python maps ``-1`` shared by default, and a forked child (`ledger.rehash`'s
+    workers) would then read its files into the very buffer its parent and siblings use."""
     buf: tuple[mmap.mmap, memoryview] | None = getattr(_local, "buf", None)
     if buf is None:
-        raw = mmap.mmap(-1, CHUNK)
+        raw = mmap.mmap(-1, CHUNK, flags=mmap.MAP_PRIVATE)
         buf = _local.buf = (raw, memoryview(raw))
     return buf
 

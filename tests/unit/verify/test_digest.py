@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from trajledger.verify.digest import (
     digest_bytes,
     hash_file,
     parse_digest,
+    read_buffer,
     sha256_hex,
 )
 from trajledger.verify.errors import FormatError
@@ -83,3 +85,22 @@ def test_hash_files_keeps_input_order_and_reports_progress(tmp_path: Path) -> No
     assert [g.sha256 for g in got] == [
         hashlib.sha256(b"x" * (i * 1000)).hexdigest() for i in reversed(range(20))
     ]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
+def test_a_forked_child_reads_into_a_buffer_of_its_own(tmp_path: Path) -> None:
+    """The read buffer this thread made before a fork is the child's copy, not shared memory:
+    `ledger.rehash`'s workers hash their files at once, and a shared buffer mixed their bytes
+    (a sound blob reported as tampered)."""
+    p = tmp_path / "f"
+    p.write_bytes(b"c" * 4096)
+    _, view = read_buffer()
+    view[:4096] = b"p" * 4096
+    pid = os.fork()
+    if pid == 0:  # the child: reads its file into the buffer, as a worker does
+        try:
+            hash_file(p)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert bytes(view[:4096]) == b"p" * 4096
