@@ -162,7 +162,10 @@ class NoFeatures:
     def add(self, group: Any) -> None:
         pass
 
-    def finish(self, steps: str) -> Any:
+    def given(self, features: Any) -> None:
+        pass
+
+    def finish(self, steps: str, steps_path: Path | None = None) -> Any:
         return self._real.finish(steps)
 
 

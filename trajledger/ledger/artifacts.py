@@ -15,7 +15,7 @@ import itertools
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,7 @@ from trajledger.verify.predicates import (
 )
 from trajledger.verify.sealed_files import Sealed
 
-from .batch_features import FeatureRecorder
+from .batch_features import FeatureRecorder, whole_episode_features
 from .batch_features import batch_files as _files_of
 from .catalog import Catalog, CatalogItem, Origins
 from .episode_features import FEATURE_VERSION
@@ -383,6 +383,9 @@ def record_batch(
     catalog = Catalog(ledger)
     env_item = _registered(catalog, env, "environment")
     eval_item = _registered(catalog, evaluator, "evaluator") if evaluator else None
+    if options is not None and options.workers > 1 and options.features is None:
+        # The episode features computed by the reader's workers, from the steps they map.
+        options = replace(options, features=whole_episode_features)
     chunks = _counted(
         _chunks(source, episodes, fmt, rows_to_table, options, meta), on_chunk, on_read
     )
@@ -398,8 +401,9 @@ def record_batch(
             subject=subject,
             fill={"env_version": env_item.digest, "policy_version": policy},
             on_steps=recorder.add,
+            on_features=recorder.given,
         )
-        features = recorder.finish(stats.steps_file.digest)
+        features = recorder.finish(stats.steps_file.digest, steps_path)
         summary = stats.summary()
         found = dict(stats.meta)
         source_meta: dict[str, Any] = {k: found.pop(k) for k in ("formats", "minari") if k in found}

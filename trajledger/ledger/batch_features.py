@@ -13,8 +13,9 @@ Scope:
   features, not on how the steps were read;
 - `FeatureRecorder`: fed the validated step batches as recording writes them
   (``write_steps_parquet(on_steps=...)``), it computes the features
-  (``ledger.episode_features``) on a worker thread, beside validation and Parquet encoding,
-  and writes the features file; the rollout-batch predicate names its digest, size and version
+  (``ledger.episode_features``), or takes those the parallel reader's workers computed from
+  the very columns written (``on_features``, `whole_episode_features`), and writes the
+  features file; the rollout-batch predicate names its digest, size and version
   (``features``) and the blob is stored with the batch;
 - `batch_features`: a recorded batch's features: the kept file when the signed record names
   one of the current version that hashes to its digest and names the batch's step file; else
@@ -67,9 +68,11 @@ from .episode_features import (
     FEATURE_VERSION,
     VECTOR_DIM,
     FeatureChunk,
+    FeatureOrderError,
     FeatureStream,
     iter_step_features,
     parquet_batches,
+    whole_episodes,
 )
 from .errors import LedgerError
 from .fs import write_file_atomic
@@ -99,6 +102,7 @@ __all__ = [
     "published_features",
     "steps_file_of",
     "verified_local_copy",
+    "whole_episode_features",
 ]
 
 METADATA_KEY = b"trajledger.features"
@@ -283,8 +287,24 @@ def published_features(sealed: Sealed) -> FeatureChunk:
 # While recording
 
 
+def whole_episode_features(steps: pa.RecordBatch) -> FeatureChunk | None:
+    """Features of every episode of ``steps``, a batch of whole episodes (a block of the
+    parallel reader's records, in its worker: ``ReaderOptions.features``).
+
+    Returns:
+        The features as `iter_step_features` gives them (each episode's from its rows alone,
+        so the same as in any cut of the step file); None when the steps are not in the order
+        features need (such input is refused by the reader's or the schema's checks).
+    """
+    try:
+        return whole_episodes(steps) if steps.num_rows else None
+    except FeatureOrderError:
+        return None
+
+
 class FeatureRecorder:
-    """Computes a batch's features from its step file's row groups as they are written.
+    """Computes a batch's features from its step file's row groups as they are written, or
+    takes them as the parallel reader's workers computed them.
 
     `add` takes each row group, in file order, exactly as stored, while its columns are in
     memory for writing; the features of the episodes it completes are spooled to a temporary
@@ -293,6 +313,14 @@ class FeatureRecorder:
     features file once the step file's digest is known. The work runs on the recording
     thread: a worker thread of its own was measured slower (numpy's many short calls fight
     the validation and Parquet threads for the interpreter lock).
+
+    `given` takes instead, chunk by chunk, the features the reader's worker processes computed
+    from the columns written (``write_steps_parquet(on_features=...)``): the work then runs
+    on the other cores. The first chunk decides: given features from then on (row groups are
+    not looked at), or row groups. A chunk given without features after that (its columns
+    changed when normalised or written) makes `finish` compute every feature from the stored
+    step file instead: the same values (each episode's features depend on its rows alone),
+    more slowly.
     """
 
     def __init__(self, workdir: Path) -> None:
@@ -302,6 +330,7 @@ class FeatureRecorder:
         self._held: list[FeatureChunk] = []
         self._spool: pa.ipc.RecordBatchStreamWriter | None = None
         self._episodes = 0
+        self._source: str | None = None  # "groups", "given" or "file", once decided
 
     def add(self, group: pa.Table) -> None:
         """The next row group of the step file, as written.
@@ -309,7 +338,21 @@ class FeatureRecorder:
         Raises:
             FeatureOrderError: steps out of order (schema validation rules that out first).
         """
-        self._keep(self._stream.add(group), last=False)
+        if self._source is None:
+            self._source = "groups"
+        if self._source == "groups":
+            self._keep(self._stream.add(group), last=False)
+
+    def given(self, features: FeatureChunk | None) -> None:
+        """The features of the next chunk written, computed from its columns as written (None:
+        not known for this chunk)."""
+        if self._source is None:
+            self._source = "given" if features is not None else "groups"
+        if self._source == "given":
+            if features is None:
+                self._source = "file"
+            else:
+                self._keep(features, last=False)
 
     def _keep(self, chunk: FeatureChunk | None, *, last: bool) -> None:
         if chunk is not None:
@@ -324,19 +367,36 @@ class FeatureRecorder:
         self._episodes += cut
         self._held = [whole.slice(cut, len(whole))] if cut < len(whole) else []
 
-    def finish(self, steps: str) -> FileDigest:
+    def finish(self, steps: str, steps_path: Path | None = None) -> FileDigest:
         """Write the features file (after the last row group).
 
         Args:
             steps: the digest of the step file the row groups were written to.
+            steps_path: that file, read again when a chunk came without its features after
+                others came with theirs (needed only when `given` was used).
 
         Returns:
             The features file, hashed after it was written.
+
+        Raises:
+            ValueError: the features must be computed from the step file, and no
+                ``steps_path`` was given.
         """
+        spool, path = self._workdir / "features.spool", self._workdir / "features.arrow"
+        if self._source == "file":
+            if steps_path is None:
+                raise ValueError("features: some chunks came without them, want steps_path")
+            import pyarrow.parquet as pq
+
+            if self._spool is not None:
+                self._spool.close()
+            self._spool, self._held, self._episodes = None, [], 0
+            with pq.ParquetFile(steps_path) as pf:
+                for chunk in iter_step_features(parquet_batches(pf, FEATURE_COLUMNS)):
+                    self._keep(chunk, last=False)
         self._keep(self._stream.finish(), last=True)
         assert self._spool is not None
         self._spool.close()
-        spool, path = self._workdir / "features.spool", self._workdir / "features.arrow"
         schema = FEATURES_SCHEMA.with_metadata(_metadata(steps, self._episodes))
         # Read, not mapped: a batch at a time in memory (a mapping's pages count in the
         # process's resident memory, 290 MiB for a 2 GiB chat file's 982,200 episodes).

@@ -69,6 +69,7 @@ __all__ = [
     "numeric_vectors",
     "text_vectors",
     "token_hashes",
+    "whole_episodes",
 ]
 
 FEATURE_VERSION = 3
@@ -980,6 +981,12 @@ def iter_step_features(batches: Iterable[pa.RecordBatch | pa.Table]) -> Iterator
     last = stream.finish()
     if last is not None:
         yield last
+
+
+def whole_episodes(steps: pa.RecordBatch) -> FeatureChunk:
+    """`iter_step_features` of a batch of whole episodes in one pass (the last episode is not
+    held back for a next batch). Raises FeatureOrderError as `iter_step_features` does."""
+    return _features(pa.Table.from_batches([steps]), None)
 
 
 def parquet_batches(pf: pq.ParquetFile, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:

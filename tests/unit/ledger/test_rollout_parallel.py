@@ -1,4 +1,5 @@
-"""The parallel JSON-lines reader decides as the reader in line (issue 21 item 5).
+"""The parallel JSON-lines reader decides as the reader in line, and its workers compute the
+episode features of the steps written (issue 21 item 5).
 
 `reader_process.iter_jsonl_parallel` parses and maps blocks of lines in worker processes; what
 depends on the lines before (line numbers, repeated ids, the cap on problems listed per kind,
@@ -17,18 +18,24 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import preforked
+import pyarrow as pa
 import pytest
 import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from trajledger.ledger.batch_features import FeatureRecorder, whole_episode_features
+from trajledger.ledger.episode_features import FeatureChunk
 from trajledger.ledger.rollouts import idset, jsonl, reader_process
 from trajledger.ledger.rollouts.formats import ReaderOptions, RolloutChunk
 from trajledger.ledger.rollouts.idset import IdSet
@@ -262,3 +269,170 @@ def test_blocks_in_flight_never_exceed_the_bound(
     chunks = list(reader_process.iter_jsonl_parallel(path, "chat-jsonl", 7, ReaderOptions(), 2))
     assert sum(c.steps.num_rows for c in chunks) == 240
     assert _CountingPool.most == reader_process.IN_FLIGHT  # reached, never passed
+
+
+# --------------------------------------------------------------------------------------------
+# Episode features computed in the workers are those of the steps written. With
+# ``ReaderOptions(features=...)`` each worker computes the features of its block's steps (whole
+# records, so whole episodes), the parent slices them to the records it keeps, and each chunk
+# carries the features of exactly its steps; `write_steps_parquet` hands them to the
+# `FeatureRecorder` only when the step file stores the very columns they were computed from,
+# and the recorder falls back to the row groups (first chunk) or to the stored step file (a
+# later chunk) otherwise. Every way gives the features file the row groups give, byte for byte.
+
+FEATURES = ReaderOptions(features=whole_episode_features)
+
+
+def same(a: FeatureChunk, b: FeatureChunk) -> bool:
+    return (
+        a.episode_ids == b.episode_ids
+        and a.fingerprints == b.fingerprints
+        and a.modality == b.modality
+        and a.safety == b.safety
+        and np.array_equal(a.num_steps, b.num_steps)
+        and np.array_equal(a.valid, b.valid)
+        and a.vectors.tobytes() == b.vectors.tobytes()
+    )
+
+
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(kinds=st.lists(st.sampled_from(sorted(LINES)), min_size=1, max_size=60))
+def test_each_chunk_carries_the_features_of_its_steps(
+    tiny_blocks: None, tmp_path: Path, kinds: list[str]
+) -> None:
+    """Good records, bad ones (dropped by the worker) and repeated ids (dropped by the parent)
+    in tiny blocks: a chunk's features are those of its steps, or None, never others."""
+    path = tmp_path / "mix.jsonl"
+    path.write_text("".join(LINES[k](n) + "\n" for n, k in enumerate(kinds)))
+    clean = all(k in ("good", "blank") for k in kinds)
+    chunks: list[RolloutChunk] = []
+    try:
+        for c in reader_process.iter_jsonl_parallel(path, "chat-jsonl", 5, FEATURES, 2):
+            chunks.append(c)
+    except RolloutValidationError:
+        assert not clean
+    for c in chunks:
+        if c.steps.num_rows == 0:
+            continue
+        expected = whole_episode_features(c.steps)
+        assert expected is not None
+        if clean:
+            assert c.features is not None
+        if c.features is not None:
+            assert same(c.features, expected)
+
+
+class _Counts:
+    """Features reduced to step counts, sliced and joined as `FeatureChunk` is."""
+
+    def __init__(self, num_steps: Any) -> None:
+        self.num_steps = np.asarray(num_steps, dtype=np.int64)
+
+    def slice(self, a: int, b: int) -> _Counts:
+        return _Counts(self.num_steps[a:b])
+
+    @staticmethod
+    def concat(chunks: list[_Counts]) -> _Counts:
+        return _Counts(np.concatenate([c.num_steps for c in chunks]))
+
+
+def test_kept_features_refuse_ranges_that_cut_an_episode() -> None:
+    chunk = RolloutChunk(pa.RecordBatch.from_pylist([{"step": s} for s in range(6)]))
+    counts = _Counts([2, 1, 3])
+
+    def kept(ranges: list[tuple[int, int]], features: Any = counts) -> Any:
+        got = reader_process._kept_features([(chunk, ranges, [], features)])
+        return None if got is None else got.num_steps.tolist()
+
+    assert kept([(0, 2), (2, 1)]) == [2, 1]  # neighbouring ranges joined
+    assert kept([(0, 2), (3, 3)]) == [2, 3]  # a record left out between
+    assert kept([(0, 0), (3, 3), (6, 0)]) == [3]  # records without steps
+    assert kept([(0, 1)]) is None  # half an episode
+    assert kept([(1, 2)]) is None
+    assert kept([(3, 4)]) is None  # past the end
+    assert kept([(0, 2)], None) is None  # a block without features
+
+
+def record(chunks: Any, out: Path) -> tuple[str, str, str, list[Any]]:
+    """The steps, episodes and features digests of a recording, and what `given` received."""
+    out.mkdir()
+    recorder = FeatureRecorder(out)
+    seen: list[Any] = []
+
+    def given(f: Any) -> None:
+        seen.append(f)
+        recorder.given(f)
+
+    stats = write_steps_parquet(
+        chunks, out / "steps.parquet", on_steps=recorder.add, on_features=given
+    )
+    kept = recorder.finish(stats.steps_file.digest, out / "steps.parquet")
+    return stats.steps_file.sha256, stats.episodes_file.sha256, kept.sha256, seen
+
+
+def test_recording_with_the_workers_features_gives_the_same_files(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(good(n) + "\n" for n in range(3000)))
+    inline = record(iter_rollout_chunks(path, options=FEATURES, process_min_bytes=1 << 40),
+                    tmp_path / "inline")  # fmt: skip
+    parallel = record(
+        iter_rollout_chunks(path, options=ReaderOptions(workers=2, features=whole_episode_features),
+                            process_min_bytes=0),
+        tmp_path / "parallel",
+    )  # fmt: skip
+    assert inline[:3] == parallel[:3]
+    assert inline[3] and all(f is None for f in inline[3])  # in line: computed from row groups
+    assert parallel[3] and all(f is not None for f in parallel[3])  # taken from the workers
+
+
+def chunks_of(path: Path, cut: int) -> list[RolloutChunk]:
+    """The in-line reader's chunks of ``path`` with the features of their steps attached."""
+    out = []
+    for c in iter_rollout_chunks(path, batch_rows=cut, process_min_bytes=1 << 40):
+        f = whole_episode_features(c.steps) if c.steps.num_rows else None
+        out.append(RolloutChunk(c.steps, c.episodes, c.meta, c.read, f))
+    return out
+
+
+def test_a_chunk_without_features_falls_back_to_the_row_groups_or_the_file(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(good(n) + "\n" for n in range(300)))
+    plain = record(iter_rollout_chunks(path, process_min_bytes=1 << 40), tmp_path / "plain")
+    given = chunks_of(path, 64)
+    assert record(given, tmp_path / "given")[:3] == plain[:3]
+    first = [RolloutChunk(given[0].steps, given[0].episodes, given[0].meta), *given[1:]]
+    assert record(first, tmp_path / "first")[:3] == plain[:3]  # row groups from the start
+    later = [*given[:2], RolloutChunk(given[2].steps, given[2].episodes), *given[3:]]
+    assert record(later, tmp_path / "later")[:3] == plain[:3]  # the stored file, read again
+
+
+def test_features_of_columns_changed_when_normalised_are_not_taken(tmp_path: Path) -> None:
+    """A chunk whose steps the normaliser converts (here: without its optional columns) is
+    written with other columns than its features saw: they are not handed on."""
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(good(n) + "\n" for n in range(50)))
+    (chunk,) = chunks_of(path, 1 << 20)
+    keep = ["episode_id", "step", "is_first", "is_last", "terminated", "truncated", "reward",
+            "role", "content", "tool_calls"]  # fmt: skip
+    narrow = chunk.steps.select(keep)
+    plain = record([RolloutChunk(narrow, chunk.episodes, chunk.meta)], tmp_path / "plain")
+    got = record([RolloutChunk(narrow, chunk.episodes, chunk.meta, None, chunk.features)],
+                 tmp_path / "narrow")  # fmt: skip
+    assert got[3] == [None] and got[:3] == plain[:3]
+
+
+def test_a_worker_does_not_import_pandas() -> None:
+    code = (
+        "import sys\n"
+        "from trajledger.ledger.rollouts import reader_process as rp\n"
+        "rp._worker_start()\n"
+        "import pyarrow as pa\n"
+        "assert pa.array(['a', None]).to_pylist() == ['a', None]\n"
+        "assert 'pandas' not in sys.modules\n"
+        "import gc\n"
+        "assert gc.get_threshold() == rp.GC_THRESHOLD\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -91,12 +91,16 @@ class RolloutChunk:
             spec, dataset metadata), recorded in the batch predicate; None when nothing.
         read: bytes of the input files read by the time the chunk was cut (a compressed
             file's bytes as stored), for progress; None when the reader does not tell.
+        features: what ``ReaderOptions.features`` made of ``steps`` (their episodes' features,
+            computed in the parallel reader's workers), when the chunk holds whole episodes
+            only; None otherwise.
     """
 
     steps: pa.RecordBatch
     episodes: pa.RecordBatch | pa.Table | None = None
     meta: Mapping[str, Any] | None = None
     read: int | None = None
+    features: Any = None
 
 
 @dataclass(frozen=True)
@@ -115,12 +119,17 @@ class ReaderOptions:
             worker interpreters (``spawn``): a script that asks for them needs the
             ``if __name__ == "__main__":`` guard that ``multiprocessing`` needs. The batch and
             every refusal are the same either way. ``trajledger record`` uses every core.
+        features: with ``workers`` above 1, a module-level function the workers apply to the
+            steps of each block of whole records (the recorder passes the episode features',
+            so they are computed where the steps already are); its result, sliced to the
+            records kept, is each chunk's ``features``. None: nothing computed.
     """
 
     reward_weights: Mapping[str, float] | None = None
     reward_column: str | None = None
     id_prefix: str = ""
     workers: int = 1
+    features: Callable[[pa.RecordBatch], Any] | None = None
 
 
 class RecordProblems:

@@ -355,6 +355,11 @@ class _RowGroupBuffer:
         with contextlib.suppress(Exception):
             self._sink.close()
 
+    @property
+    def schema(self) -> pa.Schema:
+        """The schema the file was written with (after `close`)."""
+        return self._open().schema
+
     def _open(self) -> pq.ParquetWriter:
         if self._writer is None:
             self._writer = parquet_writer(self._sink.stream, self._schema())
@@ -425,16 +430,16 @@ class _RowGroupBuffer:
 def _chunks(
     batches: Iterable[pa.RecordBatch | pa.Table | RolloutChunk],
 ) -> Iterator[
-    tuple[pa.RecordBatch | None, pa.RecordBatch | pa.Table | None, Mapping[str, Any] | None]
+    tuple[pa.RecordBatch | None, pa.RecordBatch | pa.Table | None, Mapping[str, Any] | None, Any]
 ]:
     for item in batches:
         if isinstance(item, RolloutChunk):
-            yield item.steps, item.episodes, item.meta
+            yield item.steps, item.episodes, item.meta, item.features
         elif isinstance(item, pa.Table):
             for b in item.to_batches():
-                yield b, None, None
+                yield b, None, None, None
         elif isinstance(item, pa.RecordBatch):
-            yield item, None, None
+            yield item, None, None, None
         else:
             raise TypeError(
                 f"rollout input item is a {type(item).__name__}, want a pyarrow RecordBatch, "
@@ -508,6 +513,7 @@ def write_steps_parquet(
     subject: str | None = None,
     fill: Mapping[str, str] | None = None,
     on_steps: Callable[[pa.Table], None] | None = None,
+    on_features: Callable[[Any], None] | None = None,
 ) -> WriteStats:
     """Validate a stream of step batches and write the step and episode tables.
 
@@ -537,6 +543,11 @@ def write_steps_parquet(
             fills ``env_version`` and ``policy_version``).
         on_steps: called with each row group of the step file as it is written, in order,
             exactly as stored (the recorder computes episode features from them).
+        on_features: called for each chunk with steps, in order, as it is taken for the step
+            file, with the chunk's ``features`` when the file stores the very columns they
+            were computed from (the chunk's, unchanged by normalising and by the writer's
+            schema), else None; and once more with None at the end if the writer's schema
+            turned out not to be the chunks'.
 
     Returns:
         Summary statistics, the files' digests and the input's batch metadata.
@@ -579,6 +590,7 @@ def write_steps_parquet(
     totals = _EpisodeTotals()
     meta = _Meta(collector)
     reader_problems: tuple[Problem, ...] = ()
+    given_schema: pa.Schema | None = None  # of the chunks written with their features
 
     tmp_steps, tmp_eps = _temp_path(steps_path), _temp_path(ep_path)
     steps_sink = _Sink(tmp_steps)
@@ -616,7 +628,7 @@ def write_steps_parquet(
 
         # (1)
         try:
-            for steps, attrs, chunk_meta in _chunks(_prefetch(batches)):
+            for steps, attrs, chunk_meta, features in _chunks(_prefetch(batches)):
                 if chunk_meta is not None:
                     meta.add(chunk_meta)
                 if attrs is not None:
@@ -634,6 +646,10 @@ def write_steps_parquet(
                 step_check.feed(batch)
                 emit(builder.feed(batch))
                 if not collector.count and not reader_problems:
+                    if on_features is not None and batch.num_rows:
+                        same = features is not None and _unchanged(steps, batch, given_schema)
+                        given_schema = batch.schema if same else given_schema
+                        on_features(features if same else None)
                     groups.add(batch)
         except RolloutValidationError as e:
             reader_problems += e.problems
@@ -647,6 +663,9 @@ def write_steps_parquet(
         if problems:
             raise RolloutValidationError(name, problems)
         steps_file = groups.close(steps_path)
+        if given_schema is not None and not given_schema.equals(groups.schema, True):
+            assert on_features is not None
+            on_features(None)  # conformed to another schema when written
         episodes_file = episode_groups.close(ep_path)
         os.replace(tmp_steps, steps_path)
         try:
@@ -674,6 +693,17 @@ def write_steps_parquet(
         step_check.rows,
         totals,
         meta.value(),
+    )
+
+
+def _unchanged(given: pa.RecordBatch, taken: pa.RecordBatch, schema: pa.Schema | None) -> bool:
+    """Whether ``taken`` (a chunk normalised) holds ``given``'s columns as they were, in the
+    schema of the chunks before it (``schema``, when any): then what was computed from the
+    chunk's steps holds for the rows written."""
+    return (
+        taken.schema.equals(given.schema, True)
+        and (schema is None or taken.schema.equals(schema, True))
+        and all(a.equals(b) for a, b in zip(taken.columns, given.columns, strict=True))
     )
 
 

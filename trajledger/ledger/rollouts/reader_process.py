@@ -8,7 +8,10 @@ depends on the whole file stays here and runs in line order, as in `readers._ite
 line numbers, the blank-line and line-length limits, episode ids given twice, the cap on
 problems listed per kind, and the cut of chunks (every ``batch_rows`` steps or 64 MiB of text,
 at the same records). So the chunks, the problems and the refusal are those of the reader in
-line (tested), and only the time differs.
+line (tested), and only the time differs. With ``ReaderOptions.features`` (the recorder's
+episode features) a worker also computes the features of its block's steps (whole records, so
+whole episodes), and each chunk carries those of the records kept (`_kept_features`): the
+recording process no longer computes them on its one thread.
 Non-scope: the mappings (``formats.py``), decoding (``jsonl.py``), other inputs.
 Spec: ``schemas/rollout-inputs.md``.
 
@@ -43,10 +46,13 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import ctypes
+import gc
+import importlib.abc
 import io
 import multiprocessing
 import os
 import signal
+import sys
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -54,6 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import numpy as np
 import pyarrow as pa
 
 from .formats import (
@@ -148,6 +155,36 @@ class _Block:
     """Per blank line: (line, bytes), until the block alone passes `MAX_BLANK_BYTES`."""
     events: list[_Event] = field(default_factory=list)
     more: dict[str, int] = field(default_factory=dict)
+    features: Any = None
+    """``ReaderOptions.features`` of ``chunk.steps`` (None when not asked, or it gave None)."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (sent to the parent) with the chunk's batches as Arrow IPC streams: one
+        copy of their buffers each way, read back without a copy (about 1 ms less a block of
+        the bench's chat records than pickling the arrays, measured)."""
+        state = dict(self.__dict__)
+        c = self.chunk
+        if c is not None:
+            state["chunk"] = (_ipc(c.steps), _ipc(_batch(c.episodes)), c.meta, c.read, c.features)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if state["chunk"] is not None:
+            steps, episodes, meta, read, features = state["chunk"]
+            state["chunk"] = RolloutChunk(_read_ipc(steps), _read_ipc(episodes), meta, read,
+                                          features)  # fmt: skip
+        self.__dict__.update(state)
+
+
+def _ipc(batch: pa.RecordBatch) -> pa.Buffer:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as out:
+        out.write_batch(batch)
+    return sink.getvalue()
+
+
+def _read_ipc(data: pa.Buffer) -> pa.RecordBatch:
+    return pa.ipc.open_stream(data).read_next_batch()
 
 
 def _map_block(kind: str, opts: ReaderOptions, first_line: int, data: bytes) -> _Block:
@@ -179,6 +216,8 @@ def _map_block(kind: str, opts: ReaderOptions, first_line: int, data: bytes) -> 
         )  # fmt: skip
     if builder.rows:
         block.chunk = builder.flush()
+        if opts.features is not None:  # a block holds whole records, so whole episodes
+            block.features = opts.features(block.chunk.steps)
     block.events, block.more = events.events, events.more
     return block
 
@@ -240,7 +279,7 @@ class _Assembly:
         self.meta: dict[str, Any] | None = {"format": kind}
         self.blank = 0
         self.seen = False
-        self.parts: list[tuple[RolloutChunk, list[tuple[int, int]], list[tuple[int, int]]]] = []
+        self.parts: list[_Part] = []
         self.rows = self.text = 0
         self.read: int | None = None  # bytes of the file read by the block being taken
 
@@ -280,7 +319,7 @@ class _Assembly:
             if not failed:  # the worker kept its rows
                 step_at, ep_at = step_at + steps, ep_at + eps
             if self.rows >= self.batch_rows or self.text >= CHUNK_TEXT_BYTES:
-                self._part(block.chunk, keep_steps, keep_eps)
+                self._part(block, keep_steps, keep_eps)
                 keep_steps, keep_eps = [], []
                 yield self.flush()
         self.ids.add(new_ids, new_lines)
@@ -288,7 +327,7 @@ class _Assembly:
             self._blank(*blanks.popleft())
         for kind, n in block.more.items():
             self.c.count_more(kind, n)
-        self._part(block.chunk, keep_steps, keep_eps)
+        self._part(block, keep_steps, keep_eps)
 
     def _check_ids(self, ids: list[str], rec: RecordProblems) -> None:
         """`ChunkBuilder.check_ids`, over the compact set of ids."""
@@ -312,37 +351,61 @@ class _Assembly:
             raise RolloutValidationError(str(self.path), [*self.c.problems(), *cause.problems])
 
     def _part(
-        self, chunk: RolloutChunk | None, steps: list[tuple[int, int]], eps: list[tuple[int, int]]
+        self, block: _Block, steps: list[tuple[int, int]], eps: list[tuple[int, int]]
     ) -> None:
-        if chunk is not None and steps:
-            self.parts.append((chunk, steps, eps))
+        if block.chunk is not None and steps:
+            self.parts.append((block.chunk, steps, eps, block.features))
 
     def flush(self) -> RolloutChunk:
         """The records taken since the last chunk, as one chunk."""
         _trim()
-        steps = [b for c, r, _ in self.parts for b in _rows(c.steps, r)]
-        eps = [b for c, _, r in self.parts for b in _rows(_batch(c.episodes), r)]
+        steps = [b for c, r, _, _ in self.parts for b in _rows(c.steps, r)]
+        eps = [b for c, _, r, _ in self.parts for b in _rows(_batch(c.episodes), r)]
+        features = _kept_features(self.parts)
         meta, self.meta = self.meta, None
         self.parts, self.rows, self.text = [], 0, 0
         return RolloutChunk(
-            _concat(steps, STEP_SCHEMA), _concat(eps, EPISODE_ATTR_SCHEMA), meta, self.read
-        )
+            _concat(steps, STEP_SCHEMA), _concat(eps, EPISODE_ATTR_SCHEMA), meta, self.read,
+            features,
+        )  # fmt: skip
+
+
+_Part = tuple[RolloutChunk, list[tuple[int, int]], list[tuple[int, int]], Any]
+"""A block's chunk, the step and episode row ranges kept of it, and its features."""
+
+
+def _kept_features(parts: list[_Part]) -> Any:
+    """The features of the steps kept of each part, in order: each part's features sliced to
+    the episodes its kept step ranges hold (per episode, so the same as of the kept steps
+    alone). None when a part has none, or a range does not hold whole episodes of them."""
+    kept: list[Any] = []
+    for _, ranges, _, features in parts:
+        if features is None:
+            return None
+        ends = np.cumsum(features.num_steps)
+        ends = np.concatenate((np.zeros(1, ends.dtype), ends))
+        for at, n in _merged(ranges):
+            lo, hi = np.searchsorted(ends, (at, at + n))
+            if hi >= len(ends) or ends[lo] != at or ends[hi] != at + n:
+                return None
+            kept.append(features.slice(int(lo), int(hi)))
+    return type(kept[0]).concat(kept) if kept else None
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Row ranges ``(at, n)`` with neighbouring ones joined."""
+    out: list[tuple[int, int]] = []
+    for at, n in ranges:
+        if out and at == out[-1][0] + out[-1][1]:
+            out[-1] = (out[-1][0], out[-1][1] + n)
+        elif n:
+            out.append((at, n))
+    return out
 
 
 def _rows(batch: pa.RecordBatch, ranges: list[tuple[int, int]]) -> list[pa.RecordBatch]:
     """The given row ranges of a batch, neighbouring ranges joined."""
-    out: list[pa.RecordBatch] = []
-    start = length = 0
-    for at, n in ranges:
-        if length and at == start + length:
-            length += n
-            continue
-        if length:
-            out.append(batch.slice(start, length))
-        start, length = at, n
-    if length:
-        out.append(batch.slice(start, length))
-    return out
+    return [batch.slice(at, n) for at, n in _merged(ranges)]
 
 
 def _batch(episodes: pa.RecordBatch | pa.Table | None) -> pa.RecordBatch:
@@ -358,14 +421,24 @@ def _concat(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.RecordBatch:
     return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
-def _malloc_trim() -> Callable[[int], int] | None:
+def _libc(name: str) -> Callable[..., int] | None:
     try:
-        return getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc only
+        return getattr(ctypes.CDLL(None), name, None)  # glibc only
     except OSError:
         return None
 
 
-_MALLOC_TRIM: Final = _malloc_trim()
+_MALLOC_TRIM: Final = _libc("malloc_trim")
+_MALLOPT: Final = _libc("mallopt")
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
+
+WORKER_HEAP: Final = (32 << 20, 64 << 20)
+"""A worker's C heap: blocks up to the first size come from the heap, not a mapping of their
+own, and its top is given back to the system past the second. Each block's features allocate
+and free numpy scratch of tens of MiB; by default glibc mapped each anew and every page of it
+faulted in again (2,300-2,900 page faults and 4-7 ms of system time a 1 MiB block of the
+bench's chat records; with these settings about 70 and 1-2 ms, the peak memory within 5 MiB,
+measured, issue 21 item 5)."""
 
 
 def _trim() -> None:
@@ -380,13 +453,41 @@ def _trim() -> None:
         _MALLOC_TRIM(0)
 
 
+class _NoPandas(importlib.abc.MetaPathFinder):
+    """Refuses to import pandas, which nothing in a worker uses.
+
+    pyarrow imports pandas (when installed) at its first conversion of a Python list
+    (``pa.array`` asks whether the list is a pandas object): 0.2-0.25 CPU-s and tens of MiB in
+    each worker, for an answer that is always no here (measured, issue 21 item 5). With the
+    import refused, pyarrow takes pandas as absent; the arrays it builds are the same."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if fullname == "pandas" or fullname.startswith("pandas."):
+            raise ImportError(f"{fullname} is not imported in a reader worker")
+
+
+GC_THRESHOLD: Final = (20_000, 20, 20)
+"""A worker's collector thresholds (Python's default is 700, 10, 10). Mapping a block allocates
+a dict or a list per message, few of them in cycles: with the default the collector ran every
+700 of them, about 8 % of a worker's time; the objects alive after start-up are frozen out of
+its passes. Cycles are still collected (measured, issue 21 item 5)."""
+
+
 def _worker_start() -> None:
     """A worker leaves Ctrl-C to the recording process, which stops it (no traceback of its own:
-    the terminal sends the signal to the whole process group), and allocates Arrow's memory
-    as `freed_memory_returned` says."""
+    the terminal sends the signal to the whole process group), allocates Arrow's memory
+    as `freed_memory_returned` says, keeps freed scratch in its heap (`WORKER_HEAP`), refuses
+    pandas (`_NoPandas`) and collects garbage less often (`GC_THRESHOLD`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
         pa.set_memory_pool(pa.system_memory_pool())
+    if "pandas" not in sys.modules:
+        sys.meta_path.insert(0, _NoPandas())
+    if _MALLOPT is not None:
+        _MALLOPT(_M_MMAP_THRESHOLD, WORKER_HEAP[0])
+        _MALLOPT(_M_TRIM_THRESHOLD, WORKER_HEAP[1])
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLD)
 
 
 @contextmanager
