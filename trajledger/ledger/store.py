@@ -729,10 +729,11 @@ class _Sink:
     system allows it: its bytes go from the hashing buffer to the disk once, instead of being
     copied into the page cache and written back by the fsync in this process (which, for a
     GiB, costs more CPU than hashing it). Chunks are direct while they are whole blocks from
-    an aligned buffer (`copy_hashing` reads files into a page-aligned one); the first one that
-    is not (the file's tail, or a buffer direct I/O refuses) and everything after it are
-    written through the page cache at the same offset. The object reads the same either way;
-    it is just not cached after it is stored.
+    an aligned buffer (`copy_hashing` reads files into a page-aligned one); of the first chunk
+    that is not, the whole blocks still go direct, and what follows them (the file's last
+    partial block, under 4 KiB), like everything after a buffer direct I/O refuses, is written
+    through the page cache at the same offset. The object reads the same either way; it is
+    just not cached after it is stored.
     """
 
     BLOCK = 4096
@@ -766,10 +767,16 @@ class _Sink:
         if self._fd is None:
             self._open_for(len(view))
         while view:
+            part = view
             if self._direct and len(view) % self.BLOCK:
-                self._through_cache()
+                # The whole blocks still go direct; only the last partial one (under 4 KiB)
+                # through the page cache.
+                part = view[: len(view) - len(view) % self.BLOCK]
+                if not part:
+                    self._through_cache()
+                    part = view
             try:
-                n = os.write(self.fd, view)
+                n = os.write(self.fd, part)
             except OSError as e:
                 if not (self._direct and e.errno == errno.EINVAL):
                     raise
