@@ -11,12 +11,14 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
-import importlib.abc
-import importlib.machinery
 import os
 import sys
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:  # (importlib.abc costs every command 1.5 ms to import; duck typing does)
+    import importlib.abc
+    import importlib.machinery
 
 __all__ = ["main"]
 
@@ -100,7 +102,7 @@ def _pandas_loaded(_pandas: ModuleType) -> None:
         pyarrow.table({}).to_pandas()
 
 
-class _Refuse(importlib.abc.MetaPathFinder):
+class _Refuse:
     """A finder that makes importing one top-level package fail, as if it were not installed."""
 
     def __init__(self, name: str) -> None:
@@ -112,7 +114,7 @@ class _Refuse(importlib.abc.MetaPathFinder):
         return None
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
+class _AfterImport:
     """Runs a function on a top-level package once its import has run (a post-import hook):
     the spec comes from the finders after this one, with a loader that calls the function
     after the package's own code."""
@@ -131,13 +133,14 @@ class _AfterImport(importlib.abc.MetaPathFinder):
                 continue
             spec = finder.find_spec(name, path, target)
             if spec is not None:
-                if isinstance(spec.loader, importlib.abc.Loader):
-                    spec.loader = _ThenCall(spec.loader, hook)
+                loader = spec.loader
+                if loader is not None and hasattr(loader, "exec_module"):
+                    spec.loader = cast("importlib.abc.Loader", _ThenCall(loader, hook))
                 return spec
         return None
 
 
-class _ThenCall(importlib.abc.Loader):
+class _ThenCall:
     """The package's own loader, then the hook; the module keeps its own loader (resources,
     ``get_source`` and the like are asked of it, as without the hook)."""
 
