@@ -244,14 +244,14 @@ def record_files(
             for n, d in zip(names, digests, strict=True)
         ]
     )
-    store.put_bytes(manifest.canonical_bytes())
+    manifest_digest = store.put_bytes(manifest.canonical_bytes())  # (canonicalised once)
     # (5) (6)
     predicate = {"manifest": manifest.to_json(), **extra} if inline_manifest else extra
-    subjects = [(subject_name, manifest.digest)]
+    subjects = [(subject_name, manifest_digest)]
     if file_subjects:
         subjects += [(f.path, f.digest) for f in manifest.files]
     recorded = _sign_store_append(
-        ledger, subjects, manifest.digest, predicate_type, predicate, keys, entry_kind
+        ledger, subjects, manifest_digest, predicate_type, predicate, keys, entry_kind
     )
     return Recorded(recorded.digest, recorded.envelope_digest, recorded.index, manifest,
                     recorded.new)
