@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -43,7 +42,7 @@ def _toml_str(value: str) -> str:
 
 def default_origin() -> str:
     """A unique log origin: ``trajledger/<host>/<8 random hex>`` (no spaces, no '+')."""
-    host = "".join(c for c in socket.gethostname() if c.isalnum() or c in ".-")[:40] or "host"
+    host = "".join(c for c in os.uname().nodename if c.isalnum() or c in ".-")[:40] or "host"
     return f"trajledger/{host}/{secrets.token_hex(4)}"
 
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from trajledger.verify.digest import FileDigest
 from trajledger.verify.errors import FormatError
 from trajledger.verify.manifest import FileEntry, Manifest, check_path
-from trajledger.verify.tree import hash_files
 
 from .errors import LedgerError
 
@@ -104,6 +103,8 @@ def manifest_for(
     files: dict[str, Path], *, on_done: Callable[[FileDigest], None] | None = None
 ) -> Manifest:
     """Hash the files in parallel (streaming) and build their manifest."""
+    from trajledger.verify.tree import hash_files  # (not loaded by `attest`: it copies)
+
     names = sorted(files)
     try:
         digests = list(hash_files([files[n] for n in names], on_done=on_done))

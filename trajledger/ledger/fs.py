@@ -23,7 +23,6 @@ import os
 import re
 import secrets
 import shutil
-import socket
 import stat
 import tempfile
 import threading
@@ -68,7 +67,7 @@ def _host_tag() -> str:
         namespace = os.readlink("/proc/self/ns/pid")
     except OSError:  # not Linux, or no /proc: the host name alone
         namespace = ""
-    ident = socket.gethostname() + (f"\0{namespace}" if namespace else "")
+    ident = os.uname().nodename + (f"\0{namespace}" if namespace else "")
     return hashlib.sha256(ident.encode("utf-8", "replace")).hexdigest()[:8]
 
 

@@ -28,6 +28,7 @@ from .clikit import (
     emit_json,
     emit_result,
     fail,
+    loading,
     ok,
     pass_ctx,
     progress_to,
@@ -109,13 +110,14 @@ def attest(
       trajledger attest model/ --key trainer --name model
       trajledger attest model/ --key trainer --sigstore
     """
-    from trajledger.verify import predicates
+    with loading():
+        from trajledger.verify import predicates
 
-    from .record import kind_for, record_files
-    from .sigstore_sign import signers_from_options
+        from .record import kind_for, record_files
+        from .sigstore_sign import signers_from_options
 
-    extra = _load_predicate(predicate_file) if predicate_file is not None else {}
-    ledger = ctx.ledger()
+        extra = _load_predicate(predicate_file) if predicate_file is not None else {}
+        ledger = ctx.ledger()
     try:
         signers = signers_from_options(ledger, key_names, sigstore)
     except ValueError as e:

@@ -150,7 +150,8 @@ def record_files(
            (JSON that RFC 8785 can canonicalise, no ``manifest`` key); open the log and load
            its key, so that nothing is stored when it cannot be appended to.
         2. Expand the paths (`collect_files`) or take the name-to-file map as given.
-        3. Copy every file into the store, hashing while copying (or move a pre-hashed one).
+        3. Copy every file into the store, hashing while copying (or move a pre-hashed one);
+           then make the copies' names durable, all in one pass (`ObjectStore.sync_names`).
         4. Build the manifest and store its canonical bytes (the artifact digest's preimage).
         5. Sign the statement ``subject (name, manifest digest)`` (then, with
            ``file_subjects``, one subject per file: its manifest path and sha256), predicate
@@ -221,6 +222,7 @@ def record_files(
     # (3)
     names = sorted(files)
     store = ledger.store
+    named: set[Path] = set()  # (the directories that gained an object's name: synced below)
     with ThreadPoolExecutor(max_workers=min(4, max(1, len(names)))) as pool:
         digests = []
 
@@ -230,13 +232,16 @@ def record_files(
                 if not isinstance(f, FileDigest):
                     raise FormatError(f"{n}: a file not stored must be given with its digest")
                 return f
-            return store.adopt_file(f.path, f) if isinstance(f, FileDigest) else store.put_file(f)
+            if isinstance(f, FileDigest):
+                return store.adopt_file(f.path, f)
+            return store.put_file(f, names=named)
 
         for future in [pool.submit(put, n) for n in names]:
             d = result_of(future)  # Ctrl-C is seen, whichever thread the kernel hands it to
             digests.append(d)
             if on_file is not None:
                 on_file(d)
+    store.sync_names(named)  # (every name durable before the manifest or the log names it)
     # (4)
     manifest = Manifest.from_files(
         [
@@ -244,14 +249,14 @@ def record_files(
             for n, d in zip(names, digests, strict=True)
         ]
     )
-    store.put_bytes(manifest.canonical_bytes())
+    manifest_digest = store.put_bytes(manifest.canonical_bytes())  # (canonicalised once)
     # (5) (6)
     predicate = {"manifest": manifest.to_json(), **extra} if inline_manifest else extra
-    subjects = [(subject_name, manifest.digest)]
+    subjects = [(subject_name, manifest_digest)]
     if file_subjects:
         subjects += [(f.path, f.digest) for f in manifest.files]
     recorded = _sign_store_append(
-        ledger, subjects, manifest.digest, predicate_type, predicate, keys, entry_kind
+        ledger, subjects, manifest_digest, predicate_type, predicate, keys, entry_kind
     )
     return Recorded(recorded.digest, recorded.envelope_digest, recorded.index, manifest,
                     recorded.new)

@@ -184,16 +184,26 @@ class ObjectStore:
         os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         return tmp
 
-    def _install(self, tmp: Path, final: Path) -> None:
-        """Rename a complete temp file to its object path (replacing a damaged object)."""
+    def _install(self, tmp: Path, final: Path, names: set[Path] | None = None) -> None:
+        """Rename a complete temp file to its object path (replacing a damaged object); the
+        directory that gained the name is fsynced, or added to ``names`` (`sync_names`)."""
         os.chmod(tmp, 0o444)
         final.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, final)
         if self.durable:
-            fsync_dir(final.parent)
+            if names is None:
+                fsync_dir(final.parent)
+            else:
+                names.add(final.parent)
 
-    def put_file(self, path: str | os.PathLike[str]) -> FileDigest:
+    def put_file(
+        self, path: str | os.PathLike[str], *, names: set[Path] | None = None
+    ) -> FileDigest:
         """Copy a file into the store, hashing while copying (one read of the source).
+
+        Args:
+            path: the file.
+            names: as `put_stream`.
 
         Raises:
             StoreError: the source cannot be read or the store cannot be written.
@@ -205,10 +215,28 @@ class ObjectStore:
         except OSError as e:
             raise StoreError(f"{path}: cannot read: {e.strerror}") from e
         with src:
-            return self.put_stream(src, name=str(path))
+            return self.put_stream(src, name=str(path), names=names)
+
+    def sync_names(self, names: set[Path]) -> None:
+        """Make the names of objects stored with ``names=`` durable: fsync every directory
+        that gained one, all at once (`fs.sync_paths`), instead of one after each object.
+
+        An object's bytes were made durable before it got its name, as always; until this
+        returns, a crash may lose the names (the objects are then not stored, never stored
+        with other bytes). A caller records nothing that refers to the objects before it.
+
+        Raises:
+            StoreError: a directory cannot be opened or fsynced.
+        """
+        try:
+            sync_paths(sorted(names))
+        except OSError as e:
+            raise StoreError(f"{e.filename or self.root}: cannot make the stored objects' "
+                             f"names durable: {e.strerror or e}") from e
 
     def put_stream(
-        self, stream: IO[bytes], *, name: str = "stream", expect: str | None = None
+        self, stream: IO[bytes], *, name: str = "stream", expect: str | None = None,
+        names: set[Path] | None = None,
     ) -> FileDigest:
         """Store everything read from ``stream``, hashing while copying; constant memory.
 
@@ -219,6 +247,10 @@ class ObjectStore:
             stream: the bytes to store.
             name: what to call the source in messages.
             expect: the digest the bytes must have; otherwise nothing is stored.
+            names: when given, the directory that gains the object's name (a durable local
+                store) is added to it instead of being fsynced here: the caller makes them all
+                durable at once (`sync_names`) before it records anything that refers to the
+                object. Many objects stored at once pay one pass for their names.
 
         Raises:
             StoreError: the source cannot be read or the store cannot be written.
@@ -246,7 +278,7 @@ class ObjectStore:
                 if _intact(final, size, digest[len(DIGEST_PREFIX):]):
                     _unlink(str(local))
                 else:
-                    self._install(local, final)
+                    self._install(local, final, names)
             except BaseException as e:
                 if local is not None:
                     _unlink(str(local))
@@ -729,10 +761,11 @@ class _Sink:
     system allows it: its bytes go from the hashing buffer to the disk once, instead of being
     copied into the page cache and written back by the fsync in this process (which, for a
     GiB, costs more CPU than hashing it). Chunks are direct while they are whole blocks from
-    an aligned buffer (`copy_hashing` reads files into a page-aligned one); the first one that
-    is not (the file's tail, or a buffer direct I/O refuses) and everything after it are
-    written through the page cache at the same offset. The object reads the same either way;
-    it is just not cached after it is stored.
+    an aligned buffer (`copy_hashing` reads files into a page-aligned one); of the first chunk
+    that is not, the whole blocks still go direct, and what follows them (the file's last
+    partial block, under 4 KiB), like everything after a buffer direct I/O refuses, is written
+    through the page cache at the same offset. The object reads the same either way; it is
+    just not cached after it is stored.
     """
 
     BLOCK = 4096
@@ -766,10 +799,16 @@ class _Sink:
         if self._fd is None:
             self._open_for(len(view))
         while view:
+            part = view
             if self._direct and len(view) % self.BLOCK:
-                self._through_cache()
+                # The whole blocks still go direct; only the last partial one (under 4 KiB)
+                # through the page cache.
+                part = view[: len(view) - len(view) % self.BLOCK]
+                if not part:
+                    self._through_cache()
+                    part = view
             try:
-                n = os.write(self.fd, view)
+                n = os.write(self.fd, part)
             except OSError as e:
                 if not (self._direct and e.errno == errno.EINVAL):
                     raise

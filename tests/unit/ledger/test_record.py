@@ -225,3 +225,84 @@ def test_another_logs_record_of_a_digest_is_no_second_record_of_this_one(
             rf"^files {ours.digest}: already recorded at log index {ours.index} with other "
             r"signed metadata \(name: 'ours' vs 'again'\)")):
         record_files(ledger, [data], alice, name="again")
+
+
+# -- the copies' names: made durable in one pass before anything names them --------------------
+
+
+def test_the_copies_names_are_made_durable_before_the_manifest_and_the_log_name_them(
+    ledger: Ledger, alice: Signer, make_tree: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No directory fsync per object: every directory that gained an object's name is fsynced
+    in one pass (`ObjectStore.sync_names`), after the last copy and before the manifest is
+    stored or the entry appended."""
+    from trajledger.ledger import store as store_module
+
+    data = make_tree(TREE)
+    events: list[str] = []
+    synced: list[Path] = []
+    real_sync, real_put, real_append = (
+        store_module.sync_paths, type(ledger.store).put_bytes, type(ledger.log).append)
+
+    def sync_paths(paths: list[Path], *a: Any, **kw: Any) -> None:
+        events.append("names")
+        synced.extend(paths)
+        real_sync(paths, *a, **kw)
+
+    def put_bytes(self: Any, b: bytes) -> str:
+        events.append("put_bytes")
+        return real_put(self, b)
+
+    def append(self: Any, *a: Any, **kw: Any) -> Any:
+        events.append("append")
+        return real_append(self, *a, **kw)
+
+    def fsync_dir(path: Path) -> None:  # (the manifest's and the envelope's own)
+        events.append("dir")
+        real_fsync_dir(path)
+
+    real_fsync_dir = store_module.fsync_dir
+    monkeypatch.setattr(store_module, "sync_paths", sync_paths)
+    monkeypatch.setattr(store_module, "fsync_dir", fsync_dir)
+    monkeypatch.setattr(type(ledger.store), "put_bytes", put_bytes)
+    monkeypatch.setattr(type(ledger.log), "append", append)
+    rec = record_files(ledger, [data], alice, name="batch-7")
+    monkeypatch.undo()
+    assert events[0] == "names" and events.count("names") == 1 and "append" in events
+    assert rec.manifest is not None
+    assert sorted(synced) == sorted({ledger.store.path_of(f.digest).parent
+                                     for f in rec.manifest.files})
+
+
+def test_a_failing_flush_of_the_names_records_nothing(
+    ledger: Ledger, alice: Signer, make_tree: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The directories' fsync fails (EIO: the disk lost the names): the command fails as an
+    operational error, nothing is logged, and no manifest names the copies."""
+    import errno
+    import os
+
+    from trajledger.ledger import fs
+    from trajledger.ledger.errors import StoreError
+
+    data = make_tree(TREE)
+    size, before = snapshot(ledger)
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        import stat
+
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.EIO, "Input/output error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(fs.os, "fsync", fsync)
+    with pytest.raises(StoreError, match=r"cannot make the stored objects' names durable: "
+                                         r"Input/output error$"):
+        record_files(ledger, [data], alice, name="batch-7")
+    monkeypatch.undo()
+    assert ledger.log.size == size
+    # Only the copies themselves are in the store (orphans for gc): no manifest, no envelope.
+    copies = {"sha256:" + hashlib.sha256(p.read_bytes()).hexdigest()
+              for p in data.rglob("*") if p.is_file()}
+    assert set(ledger.store.iter_digests()) - before == copies

@@ -396,6 +396,46 @@ def _tmp_allows_direct(where: Path) -> bool:
 
 
 @pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="no O_DIRECT here")
+@pytest.mark.parametrize("tail", [1, 4095, 4096, 4097, 5000, (1 << 20) - 1])
+def test_only_the_last_partial_block_goes_through_the_page_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tail: int
+) -> None:
+    """A file's last chunk that is not whole blocks: its whole blocks are still written
+    directly; only the bytes after the last whole block (under 4 KiB) through the page cache,
+    at the same offset."""
+    if not _tmp_allows_direct(tmp_path):
+        pytest.skip("this file system refuses O_DIRECT")
+    src = tmp_path / "src"
+    data = os.urandom((1 << 20) + tail)
+    src.write_bytes(data)
+    real_open, real_write = os.open, os.write
+    direct_fds: set[int] = set()
+    written = {"direct": 0, "cached": 0}
+
+    def fopen(path: Any, flags: int, *a: Any, **kw: Any) -> int:
+        fd = real_open(path, flags, *a, **kw)
+        if flags & os.O_DIRECT:
+            direct_fds.add(fd)
+        else:
+            direct_fds.discard(fd)
+        return fd
+
+    def fwrite(fd: int, view: Any) -> int:
+        n = real_write(fd, view)
+        written["direct" if fd in direct_fds else "cached"] += n
+        return n
+
+    monkeypatch.setattr(os, "open", fopen)
+    monkeypatch.setattr(os, "write", fwrite)
+    store = ObjectStore(tmp_path / "objects")
+    got = store.put_file(src)
+    monkeypatch.undo()
+    assert got.sha256 == hashlib.sha256(data).hexdigest()
+    assert store.path_of(got.digest).read_bytes() == data
+    assert written == {"direct": len(data) - tail % 4096, "cached": tail % 4096}
+
+
+@pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="no O_DIRECT here")
 @pytest.mark.parametrize("refused", ["open", "write"])
 def test_a_file_system_that_refuses_direct_io_gets_the_page_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refused: str
