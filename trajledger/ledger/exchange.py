@@ -86,6 +86,7 @@ from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
 from .fs import (
     TMP_PREFIX,
+    FileSystemSync,
     SyncBehind,
     fsync_dir,
     sync_paths_ahead,
@@ -658,16 +659,38 @@ def _primary(ev: BundleEvidence, subject: str) -> tuple[int, LogEntry, Statement
 
 
 @contextlib.contextmanager
-def _synced_behind(ledger: LedgerHome, staging: Path) -> Iterator[Callable[[], None]]:
-    """While the bundle is read, the objects staged so far go to the disk on a thread
-    (`fs.sync_tree_behind`), so that the pass after the reading (`_synced_ahead`) finds most
-    of their data written; yields the stop (`_synced_ahead` calls it once the reading is
-    over; it raises a failed fsync), also called on the way out, before the staging directory
-    is removed. Nothing when the store does not fsync or is not local."""
+def _whole_disk(ledger: LedgerHome) -> Iterator[FileSystemSync | None]:
+    """The import's durability by ``syncfs`` (`fs.FileSystemSync`): its descriptor opened on
+    ``<ledger>/tmp`` before the bundle is read (``syncfs`` reports the writeback errors met
+    since then), when the store is on that file system, local and durable, and ``syncfs`` is
+    available; closed on the way out. None: each object and directory is fsynced instead."""
+    if not (ledger.store.is_local and ledger.store.durable):
+        yield None
+        return
+    disk = FileSystemSync.open(ledger.root / "tmp", ledger.store.root)
+    if disk is None:
+        yield None
+        return
+    try:
+        yield disk
+    finally:
+        disk.close()
+
+
+@contextlib.contextmanager
+def _synced_behind(
+    ledger: LedgerHome, staging: Path, disk: FileSystemSync | None = None,
+) -> Iterator[Callable[[], None]]:
+    """While the bundle is read, the objects staged so far go to the disk on a thread (by
+    ``disk``: its file system flushed every 0.1 s; else `fs.sync_tree_behind`), so that the
+    pass after the reading (`_synced_ahead`) finds most of their data written; yields the
+    stop (`_synced_ahead` calls it once the reading is over; it raises a failed sync), also
+    called on the way out, before the staging directory is removed. Nothing when the store
+    does not fsync or is not local."""
     if not (ledger.store.is_local and ledger.store.durable):
         yield lambda: None
         return
-    end = sync_tree_behind(staging)
+    end = disk.behind() if disk is not None else sync_tree_behind(staging)
     try:
         yield end
     except BaseException:
@@ -680,18 +703,21 @@ def _synced_behind(ledger: LedgerHome, staging: Path) -> Iterator[Callable[[], N
 @contextlib.contextmanager
 def _synced_ahead(
     ledger: LedgerHome, ev: BundleEvidence, read: Callable[[], None] = lambda: None,
+    disk: FileSystemSync | None = None,
 ) -> Iterator[Callable[[], None] | None]:
     """The staged objects' data written to the disk on a thread while the bundle is verified
-    (`fs.sync_paths_ahead`); yields the wait (None when the store does not fsync or is not
-    local: `store.ObjectStore.adopt_files` then does as it does). Waited for on the way out,
-    so no fsync outlives the staging directory; a refused bundle abandons the pass first
-    (its objects are not kept: the refusal waits for one batch of fsyncs, not all of them)."""
+    (by ``disk``: one flush of its file system; else `fs.sync_paths_ahead`); yields the wait
+    (None when the store does not fsync or is not local: `store.ObjectStore.adopt_files` then
+    does as it does). Waited for on the way out, so no sync outlives the staging directory;
+    a refused bundle abandons a pass by paths first (its objects are not kept: the refusal
+    waits for one batch of fsyncs, not all of them; a flush in flight is waited for)."""
     read()  # (the pass behind the reading ends: this one takes every object)
     if not (ledger.store.is_local and ledger.store.durable):
         yield None
         return
     stop = threading.Event()
-    wait = sync_paths_ahead(list(ev.objects.values()), stop)
+    wait = disk.ahead() if disk is not None else sync_paths_ahead(list(ev.objects.values()),
+                                                                  stop)
     try:
         yield wait
     except BaseException:
@@ -719,7 +745,9 @@ def import_bundle(
         2. Open the bundle (every hostile-input check of `BundleEvidence.open`), its objects
            streamed once, each hashed as read, into a staging directory under
            ``<ledger>/tmp``, whose data goes to the disk on a thread as it comes
-           (`_synced_behind`), then all of it once read (`_synced_ahead`, before any is moved).
+           (`_synced_behind`), then all of it once read (`_synced_ahead`, before any is moved):
+           on Linux 5.8 and later by flushing the file system (``syncfs``, `_whole_disk`: once
+           more after the renames, before the log commit), else by an fsync of each file.
         3. Verify it (`verify_bundle`, data blobs by size: each already hashed to its name):
            the log key, the proofs, the signatures, roles and thresholds, approvals,
            revocations, the policy history. A failure refuses the whole bundle, and nothing
@@ -750,9 +778,10 @@ def import_bundle(
     ledger.log.require_signer()
     # (2)
     with (temp_dir(ledger.root / "tmp") as staging,
-          _synced_behind(ledger, Path(staging)) as read,
+          _whole_disk(ledger) as disk,
+          _synced_behind(ledger, Path(staging), disk) as read,
           BundleEvidence.open(path, limits=limits, workdir=Path(staging)) as ev,
-          _synced_ahead(ledger, ev, read) as synced):
+          _synced_ahead(ledger, ev, read, disk) as synced):
         # (3)
         report = verify_bundle(ev, policy, now=now, data="size")
         n, failed = report.count()
@@ -816,7 +845,8 @@ def import_bundle(
             objects = {d: f for d, f in objects.items() if d in used}
         update = Update(ev.index.vkey, note_bytes, entries, taken, consulted,
                         lambda i: ev.inclusion_proof(i, cp.size), objects, artifact,
-                        cp.size, not ev.index.omitted, synced)
+                        cp.size, not ev.index.omitted, synced,
+                        disk.sync if disk is not None else None)
         done = apply_update(
             ledger, policy, keys, update, what=f"import {path.name}",
             floor=lambda: origin.advance_floor(note_bytes, proof, what=what,

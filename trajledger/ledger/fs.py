@@ -18,24 +18,30 @@ writer (and ``trajledger gc``) removes only dead ones:
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import hashlib
 import os
 import re
 import secrets
 import shutil
 import stat
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import cast
 
 from .errors import LedgerError
 
 __all__ = [
     "STALE_AFTER",
+    "SYNCFS_KERNEL",
     "TMP_PREFIX",
+    "FileSystemSync",
     "FsyncGroup",
     "SyncBehind",
     "fsync_all",
@@ -47,6 +53,7 @@ __all__ = [
     "sync_paths",
     "sync_paths_ahead",
     "sync_tree_behind",
+    "syncfs",
     "temp_dir",
     "temp_name",
     "tmp_entries",
@@ -418,6 +425,135 @@ def sync_tree_behind(root: Path, interval: float = 0.1) -> Callable[[], None]:
                         os.close(fd)
 
     return _on_thread(run, "trajledger-sync-behind", stop)
+
+
+SYNCFS_KERNEL = (5, 8)
+"""The first Linux release whose ``syncfs`` reports writeback errors (`FileSystemSync`): before
+it, ``syncfs`` returned 0 after an I/O error, so it could not stand for the fsyncs it replaces."""
+
+
+def _release_at_least(release: str, floor: tuple[int, int]) -> bool:
+    m = re.match(r"(\d+)\.(\d+)", release)
+    return m is not None and (int(m[1]), int(m[2])) >= floor
+
+
+@functools.cache
+def _libc_syncfs() -> Callable[[int], int] | None:
+    """libc's ``syncfs`` (through ctypes: the call leaves the GIL), on Linux from
+    `SYNCFS_KERNEL` on; None elsewhere, or when libc has none."""
+    if not sys.platform.startswith("linux") or not _release_at_least(os.uname().release,
+                                                                     SYNCFS_KERNEL):
+        return None
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return cast("Callable[[int], int]", fn)
+
+
+def syncfs(fd: int, path: str | None = None) -> None:
+    """Write the whole file system holding the open ``fd`` to its disk (Linux ``syncfs``: every
+    dirty file's data and metadata, the journal, the device's cache), and report a writeback
+    error it met since ``fd`` was opened, on any file of that file system.
+
+    Raises:
+        OSError: the flush failed (``EIO``, ``ENOSPC``, ...), or ``ENOSYS`` where there is no
+            ``syncfs`` that reports errors (not Linux, or before `SYNCFS_KERNEL`); its
+            filename is ``path`` (what ``fd`` is open on), when given.
+    """
+    fn = _libc_syncfs()
+    if fn is None:
+        raise OSError(errno.ENOSYS, "syncfs: not available here (Linux 5.8 or later needed)",
+                      path)
+    if fn(fd) != 0:
+        import ctypes
+
+        code = ctypes.get_errno()
+        raise OSError(code, f"syncfs: {os.strerror(code)}", path)
+
+
+class FileSystemSync:
+    """Many new files and names on one file system made durable by a few ``syncfs`` calls
+    instead of an fsync of each file and of each directory that gained a name (an import's
+    staged objects and their renames into the store).
+
+    Build it with `open` before anything it must cover is written: ``syncfs`` reports the
+    writeback errors met since its descriptor was opened (and on any file of that file system:
+    another process's failed write refuses the work too, which is the safe side). Each error
+    is reported once, so every call here raises what it met, and whoever waits for a thread
+    that calls it gets the error raised.
+
+    Cost: ``syncfs`` writes every dirty file of the file system, other processes' too; when
+    other work dirties the same disk, the flush waits for their data as well.
+    """
+
+    def __init__(self, fd: int, path: Path) -> None:
+        """Use `open`."""
+        self._fd = fd
+        self.path = path
+
+    @classmethod
+    def open(cls, directory: Path, *others: Path) -> FileSystemSync | None:
+        """A ``syncfs`` handle on the file system of ``directory``, or None when ``syncfs`` is
+        not available (not Linux, a kernel before `SYNCFS_KERNEL`, or a first call on the new
+        descriptor fails: a sandbox that filters it) or when one of ``others`` (the nearest
+        existing directory of each) is on another file system: the caller then fsyncs each
+        file and directory."""
+        if _libc_syncfs() is None:
+            return None
+        try:
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            dev = os.fstat(fd).st_dev
+            for other in others:
+                while not other.exists() and other.parent != other:
+                    other = other.parent
+                if os.stat(other).st_dev != dev:
+                    os.close(fd)
+                    return None
+            syncfs(fd)  # the probe: also writes what was dirty before, not this work's
+        except OSError:
+            os.close(fd)
+            return None
+        return cls(fd, directory)
+
+    def close(self) -> None:
+        """Close the descriptor (idempotent)."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def sync(self) -> None:
+        """One ``syncfs``: everything written on the file system so far is on the disk.
+
+        Raises:
+            OSError: it failed, or reported a writeback error (its filename: `path`).
+        """
+        syncfs(self._fd, str(self.path))
+
+    def ahead(self) -> Callable[[], None]:
+        """`sync` on a thread of its own (the disk writes while the caller works on); returns
+        the wait, which raises what it raised. Wait before `close`."""
+        return _on_thread(self.sync, "trajledger-syncfs-ahead")
+
+    def behind(self, interval: float = 0.1) -> Callable[[], None]:
+        """`sync` on a thread every ``interval`` seconds while something else writes (it only
+        moves the disk's work earlier: whoever needs the data durable calls `sync` once it is
+        all written); returns the stop, which ends the thread, waits for it and raises the
+        first failure (which ended the thread). Stop before `close`."""
+        stop = threading.Event()
+
+        def run() -> None:
+            while not stop.wait(interval):
+                self.sync()
+
+        return _on_thread(run, "trajledger-syncfs-behind", stop)
 
 
 def write_file_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:

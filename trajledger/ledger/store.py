@@ -26,6 +26,7 @@ import errno
 import io
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -368,7 +369,7 @@ class ObjectStore:
 
     def adopt_files(
         self, files: Sequence[FileDigest], advance: Callable[[int], None] = lambda _n: None,
-        *, synced: Callable[[], None] | None = None,
+        *, synced: Callable[[], None] | None = None, flush: Callable[[], None] | None = None,
     ) -> None:
         """Move many files whose digests are known into the store, with one durability pass.
 
@@ -382,8 +383,11 @@ class ObjectStore:
         gc`` collects orphans). ``advance(n)`` is told of each file's bytes once it is in
         place; ``synced``, when given, waits for the files' data pass started earlier
         (`fs.sync_paths_ahead`, while the caller verified them) instead of running it here; it
-        is waited for first, before any staged file is moved or removed. Elsewhere (a remote
-        store, or a store that does not fsync) each goes through `adopt_file`.
+        is waited for first, before any staged file is moved or removed. ``flush``, when
+        given, makes the whole file system durable (`fs.FileSystemSync.sync`: staging and
+        store on one file system) and stands for the directory pass. A staged file already
+        read-only (created so) keeps its mode: no ``chmod``. Elsewhere (a remote store, or a
+        store that does not fsync) each goes through `adopt_file`.
 
         Raises:
             StoreError: a file cannot be moved, or its size is not the known one.
@@ -393,24 +397,25 @@ class ObjectStore:
                 self.adopt_file(f.path, f)
                 advance(f.size)
             return
-        todo: list[tuple[FileDigest, Path]] = []
+        todo: list[tuple[FileDigest, Path, bool]] = []
         try:
             if synced is not None:
                 # (before any staged file is removed: the pass ahead opens each one by name)
                 synced()
             for f in files:
                 final = self.path_of(f.digest)
-                if os.stat(f.path).st_size != f.size:
+                st = os.stat(f.path)
+                if st.st_size != f.size:
                     raise StoreError(f"{f.path}: not {f.size} bytes: the file changed after it "
                                      "was written")
                 if _intact(final, f.size, f.sha256):
                     os.unlink(f.path)
                     advance(f.size)
                 else:
-                    todo.append((f, final))
+                    todo.append((f, final, stat.S_IMODE(st.st_mode) != 0o444))
             # (the data first, then the names, then the directories holding the names)
             if synced is None:
-                sync_paths([f.path for f, _ in todo])
+                sync_paths([f.path for f, _, _ in todo])
             named: set[Path] = set()
             made: set[Path] = set()
             if len(todo) < MOVE_IN_SPLIT:
@@ -426,8 +431,11 @@ class ObjectStore:
                     high_named, high_made = other.result()
                 named |= high_named
                 made |= high_made
-                advance(sum(f.size for f, _ in high))
-            sync_paths(sorted(named | made))
+                advance(sum(f.size for f, _, _ in high))
+            if flush is not None:
+                flush()
+            else:
+                sync_paths(sorted(named | made))
         except OSError as e:
             # Name the file (and, for a rename, where it was going): the error alone does not.
             where = " -> ".join(str(n) for n in (e.filename, e.filename2) if n is not None)
@@ -435,14 +443,16 @@ class ObjectStore:
                              f"{e.strerror or e}") from e
 
     def _move_in(
-        self, todo: Sequence[tuple[FileDigest, Path]], named: set[Path], made: set[Path],
+        self, todo: Sequence[tuple[FileDigest, Path, bool]], named: set[Path], made: set[Path],
         advance: Callable[[int], None],
     ) -> tuple[set[Path], set[Path]]:
-        """Rename each staged file (its data already durable) to its place, read-only, making
-        its directories; adds to ``named`` the directories that gained a name and to ``made``
-        the parents of those made (`adopt_files`, which fsyncs them all); returns both."""
-        for f, final in todo:
-            os.chmod(f.path, 0o444)
+        """Rename each staged file (its data already durable) to its place, read-only (made so
+        when its flag says it is not), making its directories; adds to ``named`` the
+        directories that gained a name and to ``made`` the parents of those made
+        (`adopt_files`, which fsyncs them all); returns both."""
+        for f, final, writable in todo:
+            if writable:
+                os.chmod(f.path, 0o444)
             if final.parent not in named:
                 _make_dirs(final.parent, made)
             try:

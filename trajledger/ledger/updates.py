@@ -193,6 +193,8 @@ class Update:
         data_included: the artifact's data came with it.
         synced: waits for the staged files' data to be on disk (a pass started while the
             bundle was verified); None: `store.ObjectStore.adopt_files` runs it.
+        flush: makes the store's whole file system durable once the objects have their
+            names (`fs.FileSystemSync.sync`); None: each directory that gained one is fsynced.
     """
 
     vkey: str
@@ -206,6 +208,7 @@ class Update:
     applied: int
     data_included: bool = True
     synced: Callable[[], None] | None = None
+    flush: Callable[[], None] | None = None
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -404,7 +407,7 @@ def apply_update(
                 if (got := ledger.store.put_bytes(obj)) != digest:
                     raise StoreError(f"{what}: object {digest} changed while copied ({got})")
                 bar(len(obj))
-        ledger.store.adopt_files(staged, bar, synced=update.synced)
+        ledger.store.adopt_files(staged, bar, synced=update.synced, flush=update.flush)
     # (2)
     foreign = {i: LogEntry.from_bytes(update.entries[i]) for i in update.taken}
     fresh = {i for i, e in foreign.items() if KINDS[e.kind].lineage

@@ -210,7 +210,9 @@ class BundleEvidence:
             h = hashlib.sha256()
             if kind == "object":
                 target = objects_dir / key
-                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                # Read-only from the start (the directory is private): an importer's store
+                # takes it as it is, without a chmod per object.
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
                 with os.fdopen(fd, "wb") as out:
                     for chunk in stream.chunks(size, here):
                         h.update(chunk)

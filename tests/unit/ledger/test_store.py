@@ -576,6 +576,31 @@ def test_adopt_files_moves_many_in_on_two_threads(tmp_path: Path,
         store.adopt_files(more)
 
 
+def test_adopt_files_with_a_flush_of_the_file_system(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Given ``flush`` (an import's `fs.FileSystemSync.sync`), it runs once, after every file has
+    its name, instead of the directory pass; a staged file already read-only is renamed as it
+    is (no ``chmod``), one the umask left otherwise is made read-only."""
+    import trajledger.ledger.store as store_module
+
+    store = ObjectStore(tmp_path / "objects")
+    files = _staged(tmp_path / "staging", [b"read-only", b"writable"])
+    files[0].path.chmod(0o444)
+    files[1].path.chmod(0o600)
+    monkeypatch.setattr(store_module, "sync_paths", lambda paths: pytest.fail("a fsync pass"))
+    chmods: list[Path] = []
+    real_chmod = os.chmod
+    monkeypatch.setattr(store_module.os, "chmod",
+                        lambda path, mode: chmods.append(Path(path)) or real_chmod(path, mode))
+    flushed: list[list[str]] = []
+    store.adopt_files(files, synced=lambda: None,
+                      flush=lambda: flushed.append(sorted(store.iter_digests())))
+    assert flushed == [sorted(f.digest for f in files)]
+    assert chmods == [files[1].path]
+    for f in files:
+        assert stat.S_IMODE(store.path_of(f.digest).stat().st_mode) == 0o444
+
+
 def test_adopt_files_refuses_a_size_that_changed(tmp_path: Path) -> None:
     from trajledger.verify.digest import FileDigest
 
