@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import platform
@@ -123,8 +124,17 @@ def test_ctrl_c_while_the_command_loads_exits_130(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.delitem(sys.modules, "trajledger.runner.cli", raising=False)
     monkeypatch.setattr(sys, "meta_path", [Interrupt(), *sys.meta_path])
-    with pytest.raises(SystemExit) as e:
-        entry()
+    frozen = gc.get_freeze_count()
+    try:
+        with pytest.raises(SystemExit) as e:
+            entry()
+    finally:
+        if not frozen:
+            # The entry point froze what this process holds (``gc.freeze``, as a command's
+            # own process): thawed, or the rest of this pytest worker would run as one
+            # (`clikit.loading` would freeze in CliRunner tests, test_clikit_loading fails).
+            gc.unfreeze()
+    assert gc.isenabled()  # the collector is back on after an interrupted start-up
     assert e.value.code == 130
     assert capsys.readouterr().err == "FAIL: interrupted; nothing was half-written\n"
 

@@ -12,7 +12,9 @@ call fails, each object and directory is fsynced (`store.ObjectStore.adopt_files
 from __future__ import annotations
 
 import errno
+import os
 import re
+import stat
 import threading
 from pathlib import Path
 from typing import Any
@@ -155,3 +157,37 @@ def test_a_failed_flush_refuses_the_import_as_a_failed_fsync(
     else:
         assert tk.snapshot(buyer.home / "objects") == objects
     sound_after(buyer, vendor)
+
+
+def test_on_a_file_system_syncfs_may_not_cover_each_object_is_fsynced(
+    parties: tuple[Vendor, Buyer], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ledger on FUSE (or NFS, overlayfs, ...: not `fs.SYNCFS_FILE_SYSTEMS`): ``syncfs``
+    could return 0 with the objects not durable, so it is not called; each object and
+    directory is fsynced as before."""
+    vendor, buyer = parties
+    monkeypatch.setattr(fs_module, "SYNCFS_FILE_SYSTEMS", {})  # (this one not among them)
+    calls = spy_syncfs(monkeypatch)
+    passes = no_fsync_pass(monkeypatch)
+    buyer.run("import", vendor.bundle, "--key", "approver")
+    assert calls == []
+    assert len(passes) == 1 and passes[0]  # the directories that gained a name
+    r = buyer.run("fsck")
+    assert "orphans\t0\n" in r.stdout and "damaged\t0\n" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("umask", [0o077, 0o027])
+def test_objects_staged_read_only_are_stored_read_only_whatever_the_umask(
+    parties: tuple[Vendor, Buyer], umask: int,
+) -> None:
+    """Staged objects are created 0444 less the umask (0400 under 077): the store makes any
+    that is not 0444 so; a refused import's read-only staging is removed all the same."""
+    vendor, buyer = parties
+    old = os.umask(umask)
+    try:
+        buyer.run("import", vendor.bundle, "--key", "approver")
+    finally:
+        os.umask(old)
+    objects = [p for p in (buyer.home / "objects").rglob("*") if p.is_file()]
+    assert objects and {stat.S_IMODE(p.stat().st_mode) for p in objects} == {0o444}
+    assert os.listdir(buyer.home / "tmp") == []

@@ -39,6 +39,7 @@ from .errors import LedgerError
 
 __all__ = [
     "STALE_AFTER",
+    "SYNCFS_FILE_SYSTEMS",
     "SYNCFS_KERNEL",
     "TMP_PREFIX",
     "FileSystemSync",
@@ -455,6 +456,35 @@ def _libc_syncfs() -> Callable[[int], int] | None:
     return cast("Callable[[int], int]", fn)
 
 
+SYNCFS_FILE_SYSTEMS = {
+    0xEF53: "ext2/ext3/ext4", 0x58465342: "xfs", 0x9123683E: "btrfs", 0xF2F52010: "f2fs",
+    0x01021994: "tmpfs",
+}
+"""The file systems (``statfs`` type) whose ``syncfs`` stands for an fsync of each file and
+directory (`FileSystemSync`): local ones whose writeback errors reach the superblock that
+``syncfs`` reports from (tmpfs: nothing to write either way). Not the others, where ``syncfs``
+can return 0 with the data not durable or an error unseen while an fsync asks the layer below:
+FUSE (no ``FUSE_FSYNC``; ``FUSE_SYNCFS`` for virtiofs only), 9p, SMB and NFS, overlayfs (the
+upper layer's writeback errors are recorded on its own superblock, not the overlay's), ZFS."""
+
+
+def _fs_type(fd: int) -> int | None:
+    """The ``statfs`` type (magic number) of the file system holding the open ``fd`` (Linux);
+    None when it cannot be told."""
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).fstatfs
+    except (OSError, AttributeError):
+        return None
+    buf = ctypes.create_string_buffer(256)  # struct statfs: 120 bytes on 64-bit Linux
+    if fn(ctypes.c_int(fd), buf) != 0:
+        return None
+    # f_type comes first, a C long (where it is not, s390x, the value matches none of
+    # `SYNCFS_FILE_SYSTEMS`: the caller fsyncs each file, the safe side).
+    return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF
+
+
 def syncfs(fd: int, path: str | None = None) -> None:
     """Write the whole file system holding the open ``fd`` to its disk (Linux ``syncfs``: every
     dirty file's data and metadata, the journal, the device's cache), and report a writeback
@@ -500,9 +530,10 @@ class FileSystemSync:
     def open(cls, directory: Path, *others: Path) -> FileSystemSync | None:
         """A ``syncfs`` handle on the file system of ``directory``, or None when ``syncfs`` is
         not available (not Linux, a kernel before `SYNCFS_KERNEL`, or a first call on the new
-        descriptor fails: a sandbox that filters it) or when one of ``others`` (the nearest
-        existing directory of each) is on another file system: the caller then fsyncs each
-        file and directory."""
+        descriptor fails: a sandbox that filters it), when the file system is not one of
+        `SYNCFS_FILE_SYSTEMS` (FUSE, NFS, overlayfs, ...) or when one of ``others`` (the
+        nearest existing directory of each) is on another file system: the caller then fsyncs
+        each file and directory."""
         if _libc_syncfs() is None:
             return None
         try:
@@ -511,6 +542,9 @@ class FileSystemSync:
             return None
         try:
             dev = os.fstat(fd).st_dev
+            if _fs_type(fd) not in SYNCFS_FILE_SYSTEMS:
+                os.close(fd)
+                return None
             for other in others:
                 while not other.exists() and other.parent != other:
                     other = other.parent

@@ -211,8 +211,10 @@ class BundleEvidence:
             if kind == "object":
                 target = objects_dir / key
                 # Read-only from the start (the directory is private): an importer's store
-                # takes it as it is, without a chmod per object.
-                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+                # takes it as it is, without a chmod per object. Not on Windows, where the
+                # clean-up (rmtree) could not remove a read-only file: the bundle's data left.
+                mode = 0o444 if os.name == "posix" else 0o600
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
                 with os.fdopen(fd, "wb") as out:
                     for chunk in stream.chunks(size, here):
                         h.update(chunk)
@@ -400,12 +402,8 @@ class BundleEvidence:
         """Use the evidence in a ``with`` block; it is closed at the end."""
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         """Close the evidence."""
         self.close()
 

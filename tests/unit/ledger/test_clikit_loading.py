@@ -69,3 +69,34 @@ def test_the_entry_point_freezes_its_start_up_and_leaves_the_collector_on() -> N
         main()
     """)
     assert out.splitlines()[-1] == "True True"
+
+
+
+def test_the_collector_is_back_on_whatever_ends_the_start_up() -> None:
+    """A usage error, ``--help``, a platform refused and an import that fails (as a broken
+    install does): the entry point leaves the collector on every way out."""
+    for argv, failure in [
+        (["trajledger", "no-such-command"], ""),
+        (["trajledger", "--help"], ""),
+        (["trajledger", "--version"], "UnsupportedPlatformError('not here')"),
+        (["trajledger", "--version"], "ImportError('broken install')"),
+    ]:
+        code = f"""
+            import gc, sys
+            from trajledger._platform import UnsupportedPlatformError
+            class Fail:
+                def find_spec(self, name, *args):
+                    if name == "trajledger.runner.cli" and {failure!r}:
+                        raise {failure or "None"}
+            sys.meta_path.insert(0, Fail())
+            sys.argv = {argv!r}
+            from trajledger.__main__ import main
+            try:
+                main()
+            except BaseException as e:
+                print("ended by", type(e).__name__)
+            print("on" if gc.isenabled() else "off", flush=True)
+        """
+        done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                              text=True, timeout=60, check=False)
+        assert done.stdout.splitlines()[-1] == "on", (argv, failure, done.stdout, done.stderr)

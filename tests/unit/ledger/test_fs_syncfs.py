@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -148,3 +149,62 @@ def test_a_pass_behind_runs_until_stopped(tmp_path: Path, monkeypatch: pytest.Mo
     threading.Event().wait(0.02)
     assert len(calls) == n and set(calls[1:]) == {"trajledger-syncfs-behind"}
     disk.close()
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@linux_syncfs
+def test_the_file_system_type_is_the_kernel_s(tmp_path: Path) -> None:
+    """`fs._fs_type` reads ``statfs``'s f_type as ``stat -f`` prints it."""
+    try:
+        shown = subprocess.run(["stat", "-f", "-c", "%t", str(tmp_path)], check=True,
+                               capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("no stat -f here")
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        assert fs._fs_type(fd) == int(shown, 16)
+    finally:
+        os.close(fd)
+
+
+@linux_syncfs
+@pytest.mark.parametrize("magic", [
+    0x65735546,  # FUSE: syncfs does not reach the daemon (FUSE_SYNCFS: virtiofs only)
+    0x01021997,  # 9p (WSL's /mnt, some sandboxes): no sync_fs at all
+    0x6969, 0xFE534D42,  # NFS, SMB2
+    0x794C7630,  # overlayfs: the upper layer's writeback errors are not the overlay's
+    0x2FC12FC1,  # ZFS
+    None,  # not told
+])
+def test_none_on_a_file_system_whose_syncfs_may_not_stand_for_fsyncs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, magic: int | None
+) -> None:
+    """There ``syncfs`` may return 0 while an fsync of each file would have asked the layer
+    below (or reported its error): the caller fsyncs each file. Not probed; no descriptor
+    left open."""
+    calls: list[str] = []
+    _failing(monkeypatch, calls, set())
+    monkeypatch.setattr(fs, "_fs_type", lambda fd: magic)
+    before = _open_fds()
+    assert fs.FileSystemSync.open(tmp_path) is None
+    assert calls == [] and _open_fds() == before
+
+
+@linux_syncfs
+def test_no_descriptor_is_left_open_on_any_way_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = _open_fds()
+    assert fs.FileSystemSync.open(tmp_path / "missing") is None  # cannot be opened
+    calls: list[str] = []
+    _failing(monkeypatch, calls, {1})
+    assert fs.FileSystemSync.open(tmp_path) is None  # the probe fails
+    assert _open_fds() == before
+    monkeypatch.undo()
+    disk = fs.FileSystemSync.open(tmp_path)
+    assert disk is not None and _open_fds() == before + 1
+    disk.close()
+    assert _open_fds() == before

@@ -31,7 +31,7 @@ import preforked
 import pyarrow as pa
 import pytest
 import zstandard
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from trajledger.ledger.batch_features import FeatureRecorder, whole_episode_features
@@ -436,3 +436,184 @@ def test_a_worker_does_not_import_pandas() -> None:
         "assert gc.get_threshold() == rp.GC_THRESHOLD\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+# --------------------------------------------------------------------------------------------
+# The features file a recording keeps is the same, byte for byte, whether the reader's workers
+# computed the features (``ReaderOptions.features``, as ``record`` asks with workers) or the
+# recorder computed them from the row groups written (the features off): for any mix of inputs
+# of one batch, read in parallel or in line in either order, with records of other shapes
+# (text, non-ASCII text, no text: numeric features, system prompts, tool calls, multi-part
+# content, preference pairs: two episodes a record), blank lines and empty blocks, chunks cut
+# by ``batch_rows`` inside a block, tiny row groups, and the recorder's text slices cut
+# otherwise than the workers' (`episode_features.TEXT_SLICE`: each episode's vector from its
+# own words).
+
+CHAT = {
+    "ascii": lambda n: json.dumps({"messages": [
+        {"role": "user", "content": f"question {n} " * (n % 7)},
+        {"role": "assistant", "content": f"Answer_{n} is {n * 3}"}], "reward": n / 7}),
+    "unicode": lambda n: json.dumps({"messages": [
+        {"role": "system", "content": "Sei höflich."},
+        {"role": "user", "content": f"Größe {n} café 東京 " * (n % 3 + 1)},
+        {"role": "assistant", "content": "naïve ÉCOLE"}], "reward": -0.0}, ensure_ascii=n % 2),
+    "no text": lambda n: json.dumps({"messages": [
+        {"role": "user", "content": ""}, {"role": "assistant", "content": None}], "reward": n}),
+    "system only": lambda n: json.dumps({"messages": [
+        {"role": "system", "content": f"only the system {n}"},
+        {"role": "assistant", "content": "ok"}]}),
+    "tools": lambda n: good(n),
+    "named": lambda n: good(n, f"given-{n}"),
+    "multi-part": lambda n: json.dumps({"messages": [
+        {"role": "user", "content": [{"type": "text", "text": f"part {n}"}]},
+        {"role": "assistant", "content": "x"}], "reward": 1}),
+    "long": lambda n: json.dumps({"messages": [
+        {"role": "user", "content": f"word{n} other " * 300},
+        {"role": "assistant", "content": "short"}]}),
+    "blank": lambda n: "   ",
+}
+
+
+def preference(n: int, kind: str) -> str:
+    if kind == "blank":
+        return ""
+    return json.dumps({"prompt": f"which {n}?", "chosen": f"this one {n} " * (n % 4),
+                       "rejected": f"nicht dieses {n} ü"})  # fmt: skip
+
+
+def recorded(chunks: Any, out: Path, row_group_rows: int) -> tuple[str, str, str, list[Any]]:
+    """`record_batch`'s way of writing: the steps, episodes and features files' digests, and
+    what the recorder was given (None: features not known for a chunk)."""
+    out.mkdir()
+    recorder = FeatureRecorder(out)
+    seen: list[Any] = []
+
+    def given(f: Any) -> None:
+        seen.append(f)
+        recorder.given(f)
+
+    steps = out / "steps.parquet"
+    stats = write_steps_parquet(
+        chunks, steps, episodes_path=out / "episodes.parquet", row_group_rows=row_group_rows,
+        fill={"env_version": "sha256:" + "e" * 64, "policy_version": "p1"},
+        on_steps=recorder.add, on_features=given,
+    )  # fmt: skip
+    kept = recorder.finish(stats.steps_file.digest, steps)
+    return stats.steps_file.sha256, stats.episodes_file.sha256, kept.sha256, seen
+
+
+def batch_of(
+    tmp_path: Path, files: list[tuple[bool, str, list[str]]], batch_rows: int, *,
+    features: bool, monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[RolloutChunk]:
+    """The chunks of one batch of ``files`` (parallel or not, chat or preference records of
+    the kinds given), read as `artifacts.record_batch` reads several inputs."""
+    from trajledger.ledger.rollouts import readers
+
+    paths = []
+    for i, (parallel, fmt, kinds) in enumerate(files):
+        path = tmp_path / f"{'p' if parallel else 'i'}{i}.jsonl"
+        if not path.exists():
+            lines = [CHAT[k](n) if fmt == "chat" else preference(n, k)
+                     for n, k in enumerate(kinds, 1000 * i)]  # (ids of its own)  # fmt: skip
+            if not any(line.strip() for line in lines):
+                lines.append(CHAT["tools"](len(lines)) if fmt == "chat" else preference(0, ""))
+            path.write_text("".join(line + "\n" for line in lines))
+        paths.append(path)
+    real = readers.iter_rollout_chunks
+
+    def per_file(path: Any, *args: Any, **kwargs: Any) -> Iterator[RolloutChunk]:
+        parallel = Path(path).name.startswith("p")
+        return real(path, *args, **kwargs, process_min_bytes=0 if parallel else 1 << 40)
+
+    monkeypatch.setattr(readers, "iter_rollout_chunks", per_file)
+    options = ReaderOptions(workers=2, features=whole_episode_features if features else None)
+    return readers.iter_batch_inputs(paths, None, batch_rows, options=options)
+
+
+def outcome_of(run: Any) -> tuple[str, Any]:
+    try:
+        return "recorded", run()
+    except RolloutValidationError as e:
+        return "refused", e.problems
+
+
+FILES = st.lists(
+    st.tuples(st.booleans(), st.sampled_from(["chat", "preference"]),
+              st.lists(st.sampled_from(sorted(CHAT)), max_size=25)),
+    min_size=1, max_size=3,
+)  # fmt: skip
+
+
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(files=FILES, batch_rows=st.integers(1, 12), row_group_rows=st.sampled_from([1, 5, 4096]))
+def test_the_workers_features_give_the_features_file_of_the_row_groups(
+    tiny_blocks: None, tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch, files: list[tuple[bool, str, list[str]]], batch_rows: int,
+    row_group_rows: int,
+) -> None:
+    from trajledger.ledger import episode_features
+
+    tmp = tmp_path_factory.mktemp("given")
+    monkeypatch.setattr(episode_features, "TEXT_SLICE", 64)  # (this process's slices only)
+
+    def run(features: bool) -> Any:
+        with monkeypatch.context() as m:
+            chunks = batch_of(tmp, files, batch_rows, features=features, monkeypatch=m)
+            return recorded(chunks, tmp / ("on" if features else "off"), row_group_rows)
+
+    (how, on), (how_off, off) = outcome_of(lambda: run(True)), outcome_of(lambda: run(False))
+    assert how == how_off, (on, off)
+    event(how if how == "refused" else
+          "recorded: " + ("row groups" if not on[3] or on[3][0] is None else
+                          "the stored file" if None in on[3] else "the workers' features"))
+    if how == "recorded":
+        assert on[:3] == off[:3]  # the same step, episode and features files
+        assert all(f is None for f in off[3])
+        if files[0][0]:  # read in parallel first: the workers' features are taken
+            assert on[3] and on[3][0] is not None
+    else:
+        assert on == off  # the same refusal
+
+
+@pytest.mark.parametrize("order", [(True, False), (False, True), (True, True), (True, False, True)])
+def test_inputs_read_in_parallel_and_in_line_give_the_same_features(
+    tiny_blocks: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, order: tuple[bool, ...],
+) -> None:
+    """Parallel then in line: the first chunk in line has no features, so the features come
+    from the stored step file; in line then parallel: from the row groups throughout."""
+    kinds = sorted(CHAT) * 3
+    files = [(parallel, "chat", kinds) for parallel in order]
+    got = {}
+    for features in (True, False):
+        with monkeypatch.context() as m:
+            chunks = batch_of(tmp_path, files, 7, features=features, monkeypatch=m)
+            got[features] = recorded(chunks, tmp_path / str(features), 5)
+    assert got[True][:3] == got[False][:3]
+    seen = got[True][3]
+    if order[0]:
+        assert seen[0] is not None
+        assert (None in seen) == (False in order)  # then read again from the stored file
+    else:
+        assert seen[0] is None
+
+
+SPACES = [" ", "\t", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\xa0", "\u2028", "\u3000", "\ufeff"]
+
+
+def test_whitespace_around_and_instead_of_a_record_is_decided_alike(
+    tiny_blocks: None, tmp_path: Path
+) -> None:
+    """JSON's four whitespace characters may stand around a line's object; any other one
+    refuses the line (or, alone on a line and ASCII, makes it blank) in both readers, with
+    the same messages (commit 930a329: the in-line reader's rule)."""
+    lines = []
+    for n, space in enumerate(SPACES):
+        lines += [space + good(n) + space, good(100 + n) + space, space * 3, space + "\t"]
+    path = tmp_path / "spaces.jsonl"
+    path.write_bytes("".join(line + "\n" for line in lines).encode())
+    inline, parallel = both(path)
+    assert parallel == inline
+    refused = {p.message for p in inline[1][1]}
+    assert any("not valid JSON" in m for m in refused), refused

@@ -13,6 +13,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import os
+import stat
 import sys
 import tarfile
 from collections.abc import Callable
@@ -27,6 +29,7 @@ from trajledger.ledger.encode import bundle_index_bytes, tlog_proof_bytes
 from trajledger.ledger.exchange import export_bundle
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import record_policy
+from trajledger.verify import bundle as bundle_module
 from trajledger.verify.bundle import BundleEvidence, Limits, verify_bundle
 from trajledger.verify.bundle_index import BundleIndex, Member, check_member_name
 from trajledger.verify.errors import DigestMismatchError, FormatError, ProofError, SignatureError
@@ -186,6 +189,36 @@ def test_exported_bundle_verifies(world: World) -> None:
         # Only the artifact's record and the policy record: not the unrelated artifact.
         assert sorted(i for i, _ in ev.entries()) == [0, 1]
     assert workdir is not None and not workdir.exists()  # the temporary directory is gone
+
+
+
+class _WindowsOs:
+    """``os`` as the bundle reader sees it on Windows (the rest is this system's)."""
+
+    name = "nt"
+
+    def __getattr__(self, attr: str) -> object:
+        return getattr(os, attr)
+
+
+@pytest.mark.parametrize(("system", "mode"), [("posix", 0o444), ("nt", 0o600)])
+def test_staged_objects_are_read_only_where_the_clean_up_can_remove_them(
+    world: World, monkeypatch: pytest.MonkeyPatch, system: str, mode: int
+) -> None:
+    """POSIX: staged read-only (0444 less the umask), so an importer's store takes each as it
+    is. Windows: writable, as a read-only file would be left behind by the clean-up (rmtree
+    cannot remove one there), with the bundle's data in it."""
+    if system == "nt":
+        monkeypatch.setattr(bundle_module, "os", _WindowsOs())
+    umask = os.umask(0o022)
+    try:
+        with open_(world.bundle) as ev:
+            staged = list(ev.objects.values())
+            assert staged and {stat.S_IMODE(p.stat().st_mode) for p in staged} == {mode}
+            workdir = ev._dir
+    finally:
+        os.umask(umask)
+    assert workdir is not None and not workdir.exists()
 
 
 def test_export_is_reproducible(world: World, tmp_path: Path) -> None:
