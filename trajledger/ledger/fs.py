@@ -328,7 +328,7 @@ def _sync_batch() -> int:
     return max(1, min(_SYNC_BATCH, soft // 4))
 
 
-def sync_paths(paths: Sequence[Path], stop: threading.Event | None = None) -> None:
+def sync_paths(paths: Sequence[str | Path], stop: threading.Event | None = None) -> None:
     """fsync files and directories by path, concurrently (`fsync_all`, in batches of at most
     `_SYNC_BATCH` open descriptors): one durability pass over many files instead of one
     fsync after each. Once ``stop`` is set, no further batch starts (the pass is abandoned:

@@ -1,14 +1,16 @@
 """Make signed statements: in-toto Statement v1 in a DSSE envelope.
 
-Scope: serialise a statement (RFC 8785 via the ``rfc8785`` package, so floats in predicates are
-canonical too), sign PAE(payloadType, payload) with one or several keys (or keylessly through
-Sigstore, ``sigstore_sign.KeylessSigner``), and the ``files`` predicate used by ``sign`` and
-``attest``.
+Scope: serialise a statement (RFC 8785: plain JSON through json's C encoder, anything else via
+the ``rfc8785`` package, so floats in predicates are canonical too), sign PAE(payloadType,
+payload) with one or several keys (or keylessly through Sigstore,
+``sigstore_sign.KeylessSigner``), and the ``files`` predicate used by ``sign`` and ``attest``.
 Non-scope: verification, which lives in ``verify/`` and is the only reader of these bytes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -31,8 +33,32 @@ AnySigner: TypeAlias = "Signer | KeylessSigner"
 """A key (``keys.Signer``) or Sigstore keyless signing (``sigstore_sign.KeylessSigner``)."""
 
 
+_SAFE_INTEGER = 2**53 - 1
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is JSON whose RFC 8785 form json's C encoder writes byte for byte:
+    exactly None, bool, str, int within +-(2**53 - 1), list, tuple, and dict with str keys of
+    the Basic Multilingual Plane (their code-point order is their UTF-16 order). No float: its
+    canonical form is ECMAScript's, which only ``rfc8785`` writes."""
+    t = type(value)
+    if t is str or t is bool or value is None:
+        return True
+    if t is int:
+        return bool(-_SAFE_INTEGER <= value <= _SAFE_INTEGER)
+    if t is dict:
+        return all(type(k) is str and (k.isascii() or max(k) <= "\uffff") and _plain(v)
+                   for k, v in value.items())
+    return (t is list or t is tuple) and all(_plain(v) for v in value)
+
+
 def canonical_json(value: Any) -> bytes:
     """RFC 8785 bytes of ``value``.
+
+    Plain JSON (`_plain`: a signed statement's usual contents) goes through json's C encoder,
+    whose escapes (``ensure_ascii`` off) are RFC 8785's, about 3x faster than ``rfc8785`` on
+    an import record; anything else, and text that is not Unicode, through ``rfc8785``, which
+    writes floats and refuses what cannot be canonicalised.
 
     Raises:
         FormatError: NaN or an infinity, an integer beyond 2^53, or text that is not Unicode (a
@@ -40,6 +66,10 @@ def canonical_json(value: Any) -> bytes:
             pair).
     """
     try:
+        if _plain(value):
+            with contextlib.suppress(UnicodeEncodeError, RecursionError):
+                return json.dumps(value, ensure_ascii=False, sort_keys=True,
+                                  separators=(",", ":")).encode("utf-8")
         return bytes(rfc8785.dumps(value))
     except rfc8785.CanonicalizationError as e:
         why = ("contains a lone surrogate, not valid Unicode" if "UTF-8" in str(e) else str(e))

@@ -397,13 +397,15 @@ class ObjectStore:
                 self.adopt_file(f.path, f)
                 advance(f.size)
             return
-        todo: list[tuple[FileDigest, Path, bool]] = []
+        # Paths as strings: pathlib's objects cost more than the system calls here (thousands
+        # of objects: their hashing in sets, ``parent``, joining).
+        todo: list[tuple[FileDigest, str, bool]] = []
         try:
             if synced is not None:
                 # (before any staged file is removed: the pass ahead opens each one by name)
                 synced()
             for f in files:
-                final = self.path_of(f.digest)
+                final = self._location(f.digest)
                 st = os.stat(f.path)
                 if st.st_size != f.size:
                     raise StoreError(f"{f.path}: not {f.size} bytes: the file changed after it "
@@ -416,8 +418,8 @@ class ObjectStore:
             # (the data first, then the names, then the directories holding the names)
             if synced is None:
                 sync_paths([f.path for f, _, _ in todo])
-            named: set[Path] = set()
-            made: set[Path] = set()
+            named: set[str] = set()
+            made: set[str] = set()
             if len(todo) < MOVE_IN_SPLIT:
                 self._move_in(todo, named, made, advance)
             else:
@@ -443,9 +445,9 @@ class ObjectStore:
                              f"{e.strerror or e}") from e
 
     def _move_in(
-        self, todo: Sequence[tuple[FileDigest, Path, bool]], named: set[Path], made: set[Path],
+        self, todo: Sequence[tuple[FileDigest, str, bool]], named: set[str], made: set[str],
         advance: Callable[[int], None],
-    ) -> tuple[set[Path], set[Path]]:
+    ) -> tuple[set[str], set[str]]:
         """Rename each staged file (its data already durable) to its place, read-only (made so
         when its flag says it is not), making its directories; adds to ``named`` the
         directories that gained a name and to ``made`` the parents of those made
@@ -453,8 +455,9 @@ class ObjectStore:
         for f, final, writable in todo:
             if writable:
                 os.chmod(f.path, 0o444)
-            if final.parent not in named:
-                _make_dirs(final.parent, made)
+            parent = final.rpartition("/")[0]
+            if parent not in named:
+                _make_dirs(parent, made)
             try:
                 os.replace(f.path, final)
             except OSError as e:
@@ -462,7 +465,7 @@ class ObjectStore:
                     raise
                 self._adopt_by_copy(f.path, f)  # another filesystem: copied, made durable
             else:
-                named.add(final.parent)
+                named.add(parent)
             advance(f.size)
         return named, made
 
@@ -852,7 +855,7 @@ def _unlink(path: str) -> None:
         os.unlink(path)
 
 
-def _touch(path: Path) -> None:
+def _touch(path: str | Path) -> None:
     """Mark an object a writer is about to keep as just written (its mtime set to now).
 
     A stored object nothing names yet (an orphan) can be the one a writer needs: `fsck.gc`
@@ -886,30 +889,31 @@ import's thousands of ``mkdir`` and ``rename`` calls are the kernel's work, whic
 share (a new store makes a directory for nearly every object)."""
 
 
-def _make_dirs(path: Path, made: set[Path]) -> None:
+def _make_dirs(path: str, made: set[str]) -> None:
     """Make the directory ``path`` and its missing parents (``mkdir -p``), adding to ``made``
     the parent of each directory made: each gained a name to make durable. One ``mkdir`` for
     a directory that exists or whose parent does (every object's in a store that has its
     fan-out), instead of a ``stat`` per level first."""
+    parent = os.path.dirname(path) or "."
     try:
         os.mkdir(path)
     except FileExistsError:
         return
     except FileNotFoundError:
-        _make_dirs(path.parent, made)
+        _make_dirs(parent, made)
         try:
             os.mkdir(path)
         except FileExistsError:
             return
-    made.add(path.parent)
+    made.add(parent)
 
 
-def _intact(path: Path, size: int, hexdigest: str) -> bool:
+def _intact(path: str | Path, size: int, hexdigest: str) -> bool:
     """Whether the object file at ``path`` exists and hashes to ``hexdigest`` (touched first:
     `_touch`)."""
     try:
         _touch(path)
-        if path.stat().st_size != size:
+        if os.stat(path).st_size != size:
             return False
         return hash_file(path).sha256 == hexdigest
     except (FileNotFoundError, IsADirectoryError):

@@ -442,7 +442,7 @@ def apply_update(
     if floor is not None:
         floor()
     # (4)
-    _compromises(ledger, policy, signers, update, here, changes)
+    _compromises(ledger, policy, signers, update, here, changes, foreign)
     # (5)
     for i in sorted(fresh):
         e = foreign[i]
@@ -553,8 +553,10 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
 
 
 def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signer],
-                 update: Update, here: Mapping[int, int], changes: Changes) -> None:
-    """Step 4 of `apply_update`: the other party's key compromises.
+                 update: Update, here: Mapping[int, int], changes: Changes,
+                 parsed: Mapping[int, LogEntry]) -> None:
+    """Step 4 of `apply_update`: the other party's key compromises (``parsed``: entries of
+    ``update`` already parsed, by index).
 
     Steps:
         1. Its policy in force, followed from its first policy through every policy record this
@@ -571,17 +573,19 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
     """
     from .status import revoke
 
-    # (1)
+    # (1) (an entry this update brings is its own: what import records say of that index,
+    # this one's included, is not parsed only to be replaced)
     seen: dict[int, LogEntry] = {}
     for _i, pred in _imports(ledger, update.vkey):
         for item in pred.entries:
-            raw = item.get("entry")
-            if isinstance(raw, str) and isinstance(item.get("index"), int):
+            raw, at = item.get("entry"), item.get("index")
+            if isinstance(raw, str) and isinstance(at, int) and at not in update.entries:
                 try:
-                    seen[int(item["index"])] = LogEntry.from_bytes(raw.encode("utf-8"))
+                    seen[int(at)] = LogEntry.from_bytes(raw.encode("utf-8"))
                 except ProvenanceError:
                     continue
-    seen |= {i: LogEntry.from_bytes(update.entries[i]) for i in update.entries}
+    seen |= {i: parsed[i] if i in parsed else LogEntry.from_bytes(update.entries[i])
+             for i in update.entries}
     records = []
     for i, e in sorted(seen.items()):
         data = ledger.read_blob(e.envelope) if e.kind == "trust-policy" else None

@@ -519,9 +519,9 @@ def test_adopt_files_one_durability_pass(tmp_path: Path, monkeypatch: pytest.Mon
     store.put_bytes(HELLO)  # an object already there: adopted as a no-op
     blobs = [b"one", b"two", b"three", HELLO]
     files = _staged(tmp_path / "staging", blobs)
-    passes: list[tuple[list[Path], list[str]]] = []
+    passes: list[tuple[list[str | Path], list[str]]] = []
 
-    def sync_paths(paths: list[Path]) -> None:
+    def sync_paths(paths: list[str | Path]) -> None:
         passes.append((list(paths), sorted(store.iter_digests())))
 
     monkeypatch.setattr(store_module, "sync_paths", sync_paths)
@@ -530,7 +530,7 @@ def test_adopt_files_one_durability_pass(tmp_path: Path, monkeypatch: pytest.Mon
     new = [f for f in files if f.digest != HELLO_DIGEST]
     assert passes[0][0] == [f.path for f in new]
     assert passes[0][1] == [HELLO_DIGEST]  # nothing new named before the data pass
-    dirs = set(passes[1][0])
+    dirs = {Path(p) for p in passes[1][0]}
     for f in new:
         final = store.path_of(f.digest)
         assert final.read_bytes() == next(b for b in blobs if hashlib.sha256(b).hexdigest()
@@ -553,7 +553,7 @@ def test_adopt_files_moves_many_in_on_two_threads(tmp_path: Path,
     blobs = [b"blob %d" % n for n in range(store_module.MOVE_IN_SPLIT + 36)]
     files = _staged(tmp_path / "staging", blobs)
     assert {f.sha256 >= "8" for f in files} == {True, False}
-    passes: list[list[Path]] = []
+    passes: list[list[str | Path]] = []
     real = store_module.sync_paths
     monkeypatch.setattr(store_module, "sync_paths", lambda paths: passes.append(list(paths))
                         or real(paths))
@@ -564,7 +564,7 @@ def test_adopt_files_moves_many_in_on_two_threads(tmp_path: Path,
         assert final.read_bytes() == blobs[[hashlib.sha256(b).hexdigest() for b in blobs]
                                            .index(f.sha256)]
         assert stat.S_IMODE(final.stat().st_mode) == 0o444
-        assert {final.parent, final.parent.parent} <= set(passes[-1])
+        assert {final.parent, final.parent.parent} <= {Path(p) for p in passes[-1]}
     assert sum(advanced) == sum(len(b) for b in blobs)
     assert list((tmp_path / "staging").iterdir()) == []
     # a rename that fails on the second thread: a directory where the object goes
