@@ -330,6 +330,13 @@ def test_an_interrupt_while_waiting_for_answers_leaves_no_worker(
         real(self, block=block)
 
     monkeypatch.setattr(ForkedHasher, "_read", read)
+    check = ForkedHasher.check
+
+    def slow(self: ForkedHasher, digest: str, size: int, stop: threading.Event) -> str | None:
+        time.sleep(0.2)  # (in the workers: so finish() has answers to wait for)
+        return check(self, digest, size, stop)
+
+    monkeypatch.setattr(ForkedHasher, "check", slow)
     hasher = ForkedHasher(store, workers=2)
     node = Node("sha256:" + "7" * 64, "rollout-batch")
     for i in range(7):
