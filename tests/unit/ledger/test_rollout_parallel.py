@@ -605,8 +605,8 @@ SPACES = [" ", "\t", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\xa0", "\u2028", "\u
 def test_whitespace_around_and_instead_of_a_record_is_decided_alike(
     tiny_blocks: None, tmp_path: Path
 ) -> None:
-    """JSON's four whitespace characters may stand around a line's object; any other one
-    refuses the line (or, alone on a line and ASCII, makes it blank) in both readers, with
+    """JSON's four whitespace characters may stand around a line's object or make up a blank
+    line; any other one refuses the line, around an object or alone, in both readers, with
     the same messages (commit 930a329: the in-line reader's rule)."""
     lines = []
     for n, space in enumerate(SPACES):
@@ -617,3 +617,13 @@ def test_whitespace_around_and_instead_of_a_record_is_decided_alike(
     assert parallel == inline
     refused = {p.message for p in inline[1][1]}
     assert any("not valid JSON" in m for m in refused), refused
+    # Line by line, a file each (the problems listed are capped): the lines of JSON's space,
+    # tab and CR pass or are blank; every line of any other character is refused, a line of
+    # it alone too (a vertical tab or a form feed is no blank line).
+    for space in SPACES:
+        path.write_bytes("".join(line + "\n" for line in [
+            space + good(1) + space, good(2) + space, space * 3, space + "\t", good(3)]).encode())
+        inline, parallel = both(path)
+        assert parallel == inline
+        bad = set() if inline[1] is None else {p.line for p in inline[1][1]}
+        assert bad == (set() if space in " \t\r" else {1, 2, 3, 4}), (repr(space), bad)

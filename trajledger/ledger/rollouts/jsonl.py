@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
 __all__ = [
+    "JSON_SPACE_BYTES",
     "MAX_BLANK_BYTES",
     "MAX_DECOMPRESSED_BYTES",
     "MAX_LINE_BYTES",
@@ -77,6 +78,10 @@ _READ_BUFFER: Final = 1 << 20
 _JSON_SPACE: Final = " \t\r\n"
 """JSON's whitespace (RFC 8259): the only characters a line's object may stand between.
 `str.strip` alone would also take U+00A0, U+2028 and other Unicode spaces off a line."""
+
+JSON_SPACE_BYTES: Final = _JSON_SPACE.encode()
+"""`_JSON_SPACE` as bytes: a line of nothing else is blank. `bytes.strip` alone would also
+take a vertical tab or a form feed, making a line of them blank where JSON calls it no value."""
 
 
 class InputError(Exception):
@@ -264,7 +269,7 @@ def read_lines(f: io.BufferedReader, path: Path) -> Iterator[tuple[int, bytes]]:
                 f"line is over {limit:,} bytes, want at most {limit:,} (MAX_LINE_BYTES)",
                 number,
             )
-        if not raw.strip():
+        if not raw.strip(JSON_SPACE_BYTES):
             blank += len(raw)
             if blank > MAX_BLANK_BYTES:
                 raise refused(
@@ -391,7 +396,7 @@ def jsonl_objects(
             position.append(lambda: read_position(f))
         try:
             for number, raw in read_lines(f, path):
-                if not raw.strip():
+                if not raw.strip(JSON_SPACE_BYTES):
                     continue
                 rec = RecordProblems(number, c)
                 obj = decode_line(decoder, raw, rec)

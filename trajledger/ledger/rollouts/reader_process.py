@@ -74,6 +74,7 @@ from .formats import (
 )
 from .idset import IdSet
 from .jsonl import (
+    JSON_SPACE_BYTES,
     MAX_BLANK_BYTES,
     MAX_LINE_BYTES,
     InputError,
@@ -196,7 +197,7 @@ def _map_block(kind: str, opts: ReaderOptions, first_line: int, data: bytes) -> 
     block = _Block()
     blank = 0
     for number, raw in enumerate(io.BytesIO(data), first_line):
-        if not raw.strip():
+        if not raw.strip(JSON_SPACE_BYTES):
             if blank <= MAX_BLANK_BYTES:
                 blank += len(raw)
                 block.blanks.append((number, len(raw)))

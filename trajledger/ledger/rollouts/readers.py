@@ -40,7 +40,14 @@ from .formats import (
     kind_of_record,
     map_record,
 )
-from .jsonl import InputError, jsonl_objects, open_jsonl, read_lines, refused
+from .jsonl import (
+    JSON_SPACE_BYTES,
+    InputError,
+    jsonl_objects,
+    open_jsonl,
+    read_lines,
+    refused,
+)
 from .minari_io import iter_minari_chunks, minari_root
 from .normalise import normalise_episodes
 from .problems import ProblemCollector, RolloutValidationError, refusal
@@ -195,7 +202,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
                     None,
                 )
         for number, raw in read_lines(f, subject):
-            if raw.strip():
+            if raw.strip(JSON_SPACE_BYTES):
                 return _jsonl_kind(raw, number, str(path))
     raise refusal(path, "file is empty, want a rollout input (see FORMATS)")
 
