@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, Final
@@ -183,6 +183,15 @@ def to_utc(value: dt.datetime) -> dt.datetime:
 
 _quoted: Final = json.encoder.encode_basestring  # a string as `_LINK_JSON` quotes it
 _COMPACT_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_COMPACT_C: Final[Callable[[object, int], tuple[str, ...]] | None] = (
+    None if json.encoder.c_make_encoder is None  # type: ignore[attr-defined]
+    else json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+        None, _COMPACT_JSON.default, json.encoder.encode_basestring, None, ":", ",", False,
+        False, False,
+    )
+)  # fmt: skip
+"""The C encoder `_COMPACT_JSON.encode` makes anew for each list or object, made once (with no
+check for cycles, which decoded JSON cannot have: one would end in `RecursionError`)."""
 _LINK_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 """Made once: ``json.dumps`` with options makes a new encoder per call."""
 
@@ -323,6 +332,13 @@ _STEP_FIELDS: Final = (
 )
 
 
+_ROW_FIELDS: Final = ("reward", *_STEP_FIELDS)
+"""The fields of a step as `ChunkBuilder` keeps it (a tuple), in this order."""
+_ROW: Final = itemgetter(*_ROW_FIELDS)
+_ROW_INDEX: Final = {name: i for i, name in enumerate(_ROW_FIELDS)}
+_CONTENT: Final = _ROW_INDEX["content"]
+
+
 def _tool_link(m: dict[str, Any]) -> str | None:
     """A tool message's ``tool_call_id`` and ``name`` as JSON text (None when it has neither)."""
     call, name = m.get("tool_call_id"), m.get("name")
@@ -444,6 +460,9 @@ class _Episode:
     truncated: bool
     extras: dict[str, str] = field(default_factory=dict)
     id_suffix: str = ""  # for the default id of a pair's episodes ("/chosen", "/rejected")
+    rows: list[tuple[Any, ...]] | None = None
+    """`_plain_chat`'s steps, as `ChunkBuilder` keeps them (``_ROW_FIELDS``, the episode's
+    reward already on them); ``steps`` and ``reward`` are then empty."""
 
 
 _EPISODE_KEYS: Final = (
@@ -562,6 +581,9 @@ def _policy_step(obj: dict[str, Any], rec: RecordProblems) -> str | None:
 
 
 def _map_chat(obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions) -> list[_Episode]:
+    plain = _plain_chat(obj)
+    if plain is not None:
+        return [plain]
     messages = obj.get("messages")
     steps: list[dict[str, Any]] = []
     if not isinstance(messages, list | tuple) or not messages:
@@ -588,6 +610,97 @@ def _map_chat(obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions) -> 
             extras=_extras(obj, _CHAT_KEYS, rec),
         )
     ]
+
+
+_PLAIN_CHAT_KEYS: Final = frozenset(
+    {"episode_id", "messages", "reward", "judge_scores", "usage", "cost_usd", "latency_ms",
+     "model_id", *_EPISODE_KEYS}
+)  # fmt: skip
+_INT64: Final = range(-(1 << 63), 1 << 63)
+
+
+def _num(v: object) -> bool:
+    """A JSON number as `_opt` of a number takes it (never a boolean)."""
+    return type(v) is int or type(v) is float
+
+
+def _plain_chat(obj: dict[str, Any]) -> _Episode | None:
+    """`_map_chat` of the common chat record, its steps straight as `ChunkBuilder` keeps them;
+    None when ``obj`` is not one, and then `_map_chat` maps it (with its problems).
+
+    The common record has only `_PLAIN_CHAT_KEYS`; an episode id that is a non-empty string or
+    none; a non-empty list of messages, each one `_plain_message` takes, with tool calls a list
+    or an object (written by `_COMPACT_JSON`); string episode attributes; numbers for reward,
+    cost and latency; judge scores an object of numbers; usage an object whose token counts are
+    int64 integers or absent; a string model_id. No check of `_map_chat` fails on such a record
+    (it has no problem), and the steps, attributes and flags are those `_map_chat` and
+    ``ChunkBuilder._add`` give it: tested against them with this path off, on random records
+    of every shape (tests/unit/ledger/test_rollout_formats.py). Nothing is raised here: what
+    could raise is left to `_map_chat`."""
+    if not obj.keys() <= _PLAIN_CHAT_KEYS:
+        return None
+    get = obj.get
+    messages, eid, reward = get("messages"), get("episode_id"), get("reward")
+    if type(messages) is not list or not messages:
+        return None
+    if eid is not None and (type(eid) is not str or not eid):
+        return None
+    attrs: dict[str, Any] = {k: get(k) for k in _EPISODE_KEYS}
+    if not all(v is None or type(v) is str for v in attrs.values()):
+        return None
+    cost, scores, usage = get("cost_usd"), get("judge_scores"), get("usage")
+    latency, model = get("latency_ms"), get("model_id")
+    if not (
+        (reward is None or _num(reward))
+        and (cost is None or _num(cost))
+        and (latency is None or _num(latency))
+        and (model is None or type(model) is str)
+    ):
+        return None
+    if scores is not None:
+        if type(scores) is not dict or not all(map(_num, scores.values())):
+            return None
+        scores = [(k, float(v)) for k, v in scores.items()]
+    prompt = completion = None
+    if usage is not None:
+        if type(usage) is not dict:
+            return None
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        for v in (prompt, completion):
+            if v is not None and (type(v) is not int or v not in _INT64):
+                return None
+    attrs.update(seed=None, invalid=None, success=None, cost_usd=cost, judge_scores=scores)
+    steps: list[tuple[str, str | None, str | None, str | None]] = []
+    target = -1  # the last assistant message, which takes the episode's usage and latency
+    for m in messages:
+        if type(m) is not dict or not m.keys() <= _PLAIN_MESSAGE_KEYS:
+            return None
+        role, content, calls = m.get("role"), m.get("content"), m.get("tool_calls")
+        if type(role) is not str or not (content is None or type(content) is str):
+            return None
+        try:
+            if calls is not None:
+                if type(calls) is not list and type(calls) is not dict:
+                    return None
+                calls = "".join(_COMPACT_C(calls, 0)) if _COMPACT_C else _COMPACT_JSON.encode(calls)
+            link = _tool_link(m)
+        except (TypeError, ValueError, RecursionError):
+            return None
+        if role == "assistant":
+            target = len(steps)
+        steps.append((role, content, calls, link))
+    last = len(steps) - 1
+    if target < 0:
+        target = last
+    rows = [
+        (None if reward is None else reward if i == last else 0.0, role, content, None, calls,
+         link, None, None, latency if i == target else None, prompt if i == target else None,
+         completion if i == target else None, model if role == "assistant" else None, None,
+         None, None)
+        for i, (role, content, calls, link) in enumerate(steps)
+    ]  # fmt: skip
+    truncated = attrs["termination_reason"] in TRUNCATION_REASONS
+    return _Episode(eid, [], attrs, None, truncated, rows=rows)
 
 
 _TRL_FIXED: Final = frozenset({"episode_id", "task_id", "step", "prompt", "completion", "success"})
@@ -815,7 +928,7 @@ class ChunkBuilder:
         self._reset()
 
     def _reset(self) -> None:
-        self._steps: list[dict[str, Any]] = []  # every step's dict, in order
+        self._rows: list[tuple[Any, ...]] = []  # every step's `_ROW_FIELDS`, in order
         self._episodes: list[tuple[str, int, bool]] = []  # (id, steps, truncated)
         self.attrs: dict[str, list[Any]] = {f.name: [] for f in EPISODE_ATTR_SCHEMA}
         self.rows = 0
@@ -855,15 +968,18 @@ class ChunkBuilder:
                 self._add(eid, ep)
 
     def _add(self, eid: str, ep: _Episode) -> None:
-        steps = ep.steps
-        n = len(steps)
-        if ep.reward is not None:  # an episode-level reward: on the last step, 0 before it
-            for i, step in enumerate(steps):
-                if step["reward"] is None:
-                    step["reward"] = ep.reward if i == n - 1 else 0.0
-        self._steps.extend(steps)
+        rows = ep.rows
+        if rows is None:
+            steps = ep.steps
+            if ep.reward is not None:  # an episode-level reward: on the last step, 0 before it
+                for i, step in enumerate(steps):
+                    if step["reward"] is None:
+                        step["reward"] = ep.reward if i == len(steps) - 1 else 0.0
+            rows = list(map(_ROW, steps))
+        n = len(rows)
+        self._rows.extend(rows)
         self._episodes.append((eid, n, ep.truncated))
-        self.text_bytes += sum(len(c) for step in steps if (c := step["content"]) is not None)
+        self.text_bytes += sum(len(c) for row in rows if (c := row[_CONTENT]) is not None)
         a, get = self.attrs, ep.attrs.get
         for name, values in a.items():
             values.append(get(name))
@@ -877,8 +993,9 @@ class ChunkBuilder:
 
     def flush(self) -> RolloutChunk:
         """The queued episodes as one chunk; the builder starts empty again."""
+        columns = list(zip(*self._rows, strict=True)) or [()] * len(_ROW_FIELDS)
         steps = pa.RecordBatch.from_arrays(
-            [self._column(f.name, f.type) for f in STEP_SCHEMA], schema=STEP_SCHEMA
+            [self._column(f.name, f.type, columns) for f in STEP_SCHEMA], schema=STEP_SCHEMA
         )
         attrs = pa.RecordBatch.from_arrays(
             [pa.array(self.attrs[f.name], type=f.type) for f in EPISODE_ATTR_SCHEMA],
@@ -888,13 +1005,13 @@ class ChunkBuilder:
         self._reset()
         return RolloutChunk(steps, attrs, meta or None)
 
-    def _column(self, name: str, typ: pa.DataType) -> pa.Array:
-        """One step column of the queued episodes, built a column at a time."""
+    def _column(self, name: str, typ: pa.DataType, columns: list[tuple[Any, ...]]) -> pa.Array:
+        """One step column of the queued episodes (``columns``: the rows' fields, transposed)."""
         n = self.rows
         if name in ("discount", "obs", "action", "info"):
             return pa.nulls(n, typ)
-        if name in _STEP_FIELDS or name == "reward":
-            values = list(map(itemgetter(name), self._steps))
+        if name in _ROW_INDEX:
+            values: Sequence[Any] = columns[_ROW_INDEX[name]]
             if name == "extras":
                 values = [list(v.items()) if v else v for v in values]
             elif name == "reward":
@@ -924,7 +1041,7 @@ def repeated_id(eid: str, unit: str, first: int) -> str:
     return f"episode {eid!r} already given on {unit} {first}"
 
 
-def _list_array(values: list[Any], typ: pa.DataType) -> pa.Array:
+def _list_array(values: Sequence[Any], typ: pa.DataType) -> pa.Array:
     if pa.types.is_timestamp(typ):
         return pa.array(values, type=pa.int64()).cast(typ)
     return pa.array(values, type=typ)
