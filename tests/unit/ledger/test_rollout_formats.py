@@ -208,7 +208,44 @@ _ANY_RECORD = st.fixed_dictionaries(
         "tags": _VALUES,
     },
 )
-_CHAT_RECORD = st.one_of(_GOOD_RECORD, _ANY_RECORD)
+_OFF_THE_PLAIN_PATH: list[tuple[str, Any]] = [
+    *(("usage", {"prompt_tokens": v}) for v in (1 << 63, True, 2.0, "3")),
+    ("usage", {"completion_tokens": -(1 << 63) - 1}),
+    ("usage", []),
+    *(("judge_scores", {"acc": v}) for v in (True, "1", None, [1])),
+    ("judge_scores", [["acc", 1]]),
+    *((k, v) for k in ("reward", "cost_usd", "latency_ms") for v in (True, "3", [1], {})),
+    *((k, v) for k in ("model_id", "task_id", "language") for v in (3, False, ["a"])),
+    *(("episode_id", v) for v in ("", 7, True, 1.5)),
+    ("rewards", [1]), ("seed", 3), ("invalid", True), ("success", False), ("tags", 1),
+    ("messages", []),
+    ("messages", ({"role": "user"},)),
+    *(("message", m) for m in (
+        None, [], {"role": "user", "x": 1}, {"role": 1}, {"content": "c"},
+        {"role": "user", "content": ["part"]}, {"role": "user", "content": 3},
+        {"role": "assistant", "tool_calls": "[]"}, {"role": "assistant", "tool_calls": 3},
+        {"role": "assistant", "tool_calls": [float("inf")]}, {"role": "user", "reward": 1},
+        {"role": "tool", "tool_call_id": 3}, {"role": "tool", "name": [None]},
+        {"role": "assistant", "tool_calls": [], "reasoning_content": "r"},
+    )),
+]  # fmt: skip
+"""One change each that takes an otherwise plain record off `_plain_chat` (or not: a
+changed key the general path accepts too)."""
+
+
+def _one_off(draw: Any) -> dict[str, Any]:
+    record = dict(draw(_GOOD_RECORD))
+    key, value = draw(st.sampled_from(_OFF_THE_PLAIN_PATH))
+    if key == "message":
+        messages = list(record["messages"])
+        messages.insert(draw(st.integers(0, len(messages))), value)
+        record["messages"] = messages
+    else:
+        record[key] = value
+    return record
+
+
+_CHAT_RECORD = st.one_of(_GOOD_RECORD, st.composite(_one_off)(), _ANY_RECORD)
 
 
 def _built(records: list[dict[str, Any]]) -> tuple[Any, ...]:
