@@ -583,9 +583,11 @@ def _plain_chat(obj: dict[str, Any]) -> _Episode | None:
             if v is not None and (type(v) is not int or v not in _INT64):
                 return None
     attrs.update(seed=None, invalid=None, success=None, cost_usd=cost, judge_scores=scores)
-    steps: list[tuple[str, str | None, str | None, str | None]] = []
+    rows: list[tuple[Any, ...]] = []
+    last = len(messages) - 1
+    before_last = None if reward is None else 0.0  # an episode's reward: on its last step
     target = -1  # the last assistant message, which takes the episode's usage and latency
-    for m in messages:
+    for i, m in enumerate(messages):
         if type(m) is not dict or not m.keys() <= _PLAIN_MESSAGE_KEYS:
             return None
         role, content, calls = m.get("role"), m.get("content"), m.get("tool_calls")
@@ -599,19 +601,16 @@ def _plain_chat(obj: dict[str, Any]) -> _Episode | None:
             link = _tool_link(m)
         except (TypeError, ValueError, RecursionError):
             return None
-        if role == "assistant":
-            target = len(steps)
-        steps.append((role, content, calls, link))
-    last = len(steps) - 1
-    if target < 0:
-        target = last
-    rows = [
-        (None if reward is None else reward if i == last else 0.0, role, content, None, calls,
-         link, None, None, latency if i == target else None, prompt if i == target else None,
-         completion if i == target else None, model if role == "assistant" else None, None,
-         None, None)
-        for i, (role, content, calls, link) in enumerate(steps)
-    ]  # fmt: skip
+        assistant = role == "assistant"
+        if assistant:
+            target = i
+        rows.append(
+            (before_last if i < last else reward, role, content, None, calls, link, None, None,
+             None, None, None, model if assistant else None, None, None, None)
+        )  # fmt: skip
+    if latency is not None or prompt is not None or completion is not None:
+        r = rows[target]  # the last step when no message is the assistant's (target -1)
+        rows[target] = (*r[:8], latency, prompt, completion, *r[11:])
     truncated = attrs["termination_reason"] in TRUNCATION_REASONS
     return _Episode(eid, [], attrs, None, truncated, rows=rows)
 
