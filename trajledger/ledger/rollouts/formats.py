@@ -906,9 +906,11 @@ class ChunkBuilder:
     def flush(self) -> RolloutChunk:
         """The queued episodes as one chunk; the builder starts empty again."""
         columns = list(zip(*self._rows, strict=True)) or [()] * len(_ROW_FIELDS)
+        flags = self._episode_columns()
         steps = pa.RecordBatch.from_arrays(
-            [self._column(f.name, f.type, columns) for f in STEP_SCHEMA], schema=STEP_SCHEMA
-        )
+            [flags[f.name] if f.name in flags else self._column(f.name, f.type, columns)
+             for f in STEP_SCHEMA], schema=STEP_SCHEMA,
+        )  # fmt: skip
         attrs = pa.RecordBatch.from_arrays(
             [pa.array(self.attrs[f.name], type=f.type) for f in EPISODE_ATTR_SCHEMA],
             schema=EPISODE_ATTR_SCHEMA,
@@ -929,23 +931,27 @@ class ChunkBuilder:
             elif name == "reward":
                 values = [None if v is None else float(v) for v in values]
             return _list_array(values, typ)
-        lengths = np.fromiter((e[1] for e in self._episodes), np.int64, len(self._episodes))
-        episode = np.repeat(np.arange(len(lengths)), lengths)
-        if name == "episode_id":
-            return pa.array([e[0] for e in self._episodes], typ).take(episode)
-        first = np.cumsum(lengths) - lengths
-        step = np.arange(n, dtype=np.int64) - first[episode]
-        if name == "step":
-            return pa.array(step, typ)
-        last = step == (lengths - 1)[episode]
-        if name == "is_first":
-            return pa.array(step == 0, typ)
-        if name == "is_last":
-            return pa.array(last, typ)
-        truncated = np.fromiter((e[2] for e in self._episodes), bool, len(self._episodes))
-        if name == "terminated":
-            return pa.array(last & ~truncated[episode], typ)
-        return pa.array(last & truncated[episode], typ)  # truncated
+        raise AssertionError(name)  # the columns of `_episode_columns`
+
+    def _episode_columns(self) -> dict[str, pa.Array]:
+        """The step columns that come from the queued episodes (id, step, flags), made once."""
+        ids, lengths, ends = zip(*self._episodes, strict=True) if self._episodes else ((), (), ())
+        length = np.array(lengths, dtype=np.int64)
+        truncated = np.array(ends, dtype=bool)
+        episode = np.repeat(np.arange(len(length)), length)
+        first = np.cumsum(length) - length
+        step = np.arange(self.rows, dtype=np.int64) - first[episode]
+        last = step == (length - 1)[episode]
+        columns = {
+            "step": step,
+            "is_first": step == 0,
+            "is_last": last,
+            "terminated": last & ~truncated[episode],
+            "truncated": last & truncated[episode],
+        }
+        out = {k: pa.array(v, STEP_SCHEMA.field(k).type) for k, v in columns.items()}
+        out["episode_id"] = pa.array(ids, STEP_SCHEMA.field("episode_id").type).take(episode)
+        return out
 
 
 def repeated_id(eid: str, unit: str, first: int) -> str:
