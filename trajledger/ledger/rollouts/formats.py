@@ -250,6 +250,11 @@ _ROW_FIELDS: Final = ("reward", *_STEP_FIELDS)
 _ROW: Final = itemgetter(*_ROW_FIELDS)
 _ROW_INDEX: Final = {name: i for i, name in enumerate(_ROW_FIELDS)}
 _CONTENT: Final = _ROW_INDEX["content"]
+_ATTR_NAMES: Final = tuple(
+    n for n in EPISODE_ATTR_SCHEMA.names if n not in ("episode_id", "extras")
+)
+"""The episode attributes a mapping gives (``_Episode.attrs``); `ChunkBuilder` sets the id and
+``extras``. An episode's attributes are kept as ``(id, extras, *these)``."""
 
 
 def _tool_link(m: dict[str, Any]) -> str | None:
@@ -842,7 +847,7 @@ class ChunkBuilder:
     def _reset(self) -> None:
         self._rows: list[tuple[Any, ...]] = []  # every step's `_ROW_FIELDS`, in order
         self._episodes: list[tuple[str, int, bool]] = []  # (id, steps, truncated)
-        self.attrs: dict[str, list[Any]] = {f.name: [] for f in EPISODE_ATTR_SCHEMA}
+        self._attrs: list[tuple[Any, ...]] = []  # each episode's `EPISODE_ATTR_SCHEMA` values
         self.rows = 0
         self.text_bytes = 0
 
@@ -892,12 +897,14 @@ class ChunkBuilder:
         self._rows.extend(rows)
         self._episodes.append((eid, n, ep.truncated))
         self.text_bytes += sum(len(c) for row in rows if (c := row[_CONTENT]) is not None)
-        a, get = self.attrs, ep.attrs.get
-        for name, values in a.items():
-            values.append(get(name))
-        a["episode_id"][-1] = eid
-        a["extras"][-1] = list(ep.extras.items()) if ep.extras else None
+        extras = list(ep.extras.items()) if ep.extras else None
+        self._attrs.append((eid, extras, *map(ep.attrs.get, _ATTR_NAMES)))
         self.rows += n
+
+    @property
+    def episodes(self) -> int:
+        """Episodes queued."""
+        return len(self._episodes)
 
     def full(self, batch_rows: int) -> bool:
         """Whether the chunk should be flushed now."""
@@ -911,8 +918,10 @@ class ChunkBuilder:
             [flags[f.name] if f.name in flags else self._column(f.name, f.type, columns)
              for f in STEP_SCHEMA], schema=STEP_SCHEMA,
         )  # fmt: skip
+        names = ("episode_id", "extras", *_ATTR_NAMES)
+        given = dict(zip(names, zip(*self._attrs, strict=True), strict=True)) if self._attrs else {}
         attrs = pa.RecordBatch.from_arrays(
-            [pa.array(self.attrs[f.name], type=f.type) for f in EPISODE_ATTR_SCHEMA],
+            [pa.array(given.get(f.name, ()), type=f.type) for f in EPISODE_ATTR_SCHEMA],
             schema=EPISODE_ATTR_SCHEMA,
         )
         meta, self._meta = self._meta, None

@@ -210,11 +210,11 @@ def _map_block(kind: str, opts: ReaderOptions, first_line: int, data: bytes) -> 
             continue
         episodes = map_record(kind, obj, rec, opts)
         ids = builder.ids_of(episodes, rec)
-        rows, eps, text = builder.rows, len(builder.attrs["episode_id"]), builder.text_bytes
+        rows, eps, text = builder.rows, builder.episodes, builder.text_bytes
         builder.take(ids, episodes, rec)
         block.records.append(
             (number, rec.failed, ids, builder.rows - rows,
-             len(builder.attrs["episode_id"]) - eps, builder.text_bytes - text)
+             builder.episodes - eps, builder.text_bytes - text)
         )  # fmt: skip
     if builder.rows:
         block.chunk = builder.flush()
