@@ -309,7 +309,8 @@ def test_the_common_chat_record_takes_the_plain_path() -> None:
     assert got["model_id"] == [None, None, "agent-7b", None, "agent-7b"]
     assert got["prompt_tokens"] == [None, None, None, None, 120]
     assert got["tool_calls"][2] == (
-        '[{"id":"c1","type":"function","function":{"name":"fetch","arguments":"{\\"url\\": \\"x\\"}"}}]'
+        '[{"id":"c1","type":"function",'
+        '"function":{"name":"fetch","arguments":"{\\"url\\": \\"x\\"}"}}]'
     )
     assert got["tool_results"][3] == '{"tool_call_id":"c1","name":"fetch"}'
     assert episodes.to_pydict()["judge_scores"] == [[("accuracy", 0.25), ("safety", 1.0)]]
