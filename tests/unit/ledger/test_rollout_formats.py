@@ -100,3 +100,217 @@ def test_episode_attributes_read_as_optional_strings(record: dict[str, Any]) -> 
             for k in formats._EPISODE_KEYS}  # fmt: skip
     assert {k: attrs[k] for k in formats._EPISODE_KEYS} == want
     assert c.problems() == want_c.problems()
+
+
+# The common chat record (`formats._plain_chat`): every field near its plain shape, and the
+# values that take a record off it (wrong types, extra keys, out-of-range counts, tool calls
+# that cannot be written), so both sides of each of its tests are drawn.
+# (No lone surrogate: no decoder gives one, and Arrow cannot hold it.)
+_TEXT = st.one_of(st.none(), st.text(max_size=4), st.sampled_from(["é\u2028", '"\\', ""]))
+_ID = st.one_of(_TEXT, st.integers(-3, 3), st.lists(st.none(), max_size=1))
+_NUMBER = st.one_of(
+    st.none(),
+    st.integers(-3, 3),
+    st.floats(allow_nan=False, width=32),
+    st.sampled_from([True, "1", 1 << 53, float("inf"), [1]]),
+)
+_CALLS = st.one_of(
+    st.none(),
+    st.lists(st.dictionaries(st.sampled_from(["id", "type", "function"]), _VALUES), max_size=2),
+    st.dictionaries(st.sampled_from(["id", "é"]), st.one_of(_VALUES, st.just(float("inf")))),
+    st.sampled_from(['[{"id": "c"}]', "not json", 3, [[[[1]]]], [float("-inf")]]),
+)
+_PLAIN_MESSAGE = st.fixed_dictionaries(
+    {"role": st.one_of(st.sampled_from(["user", "assistant", "tool", "system"]), _VALUES)},
+    optional={
+        "content": st.one_of(_TEXT, st.just(["part"])),
+        "tool_calls": _CALLS,
+        "tool_call_id": _ID,
+        "name": _ID,
+        "reward": _NUMBER,
+        "x": _VALUES,
+    },
+)
+_USAGE = st.one_of(
+    st.none(),
+    st.dictionaries(
+        st.sampled_from(["prompt_tokens", "completion_tokens", "total"]),
+        st.one_of(st.integers(-2, 900), st.sampled_from([1 << 63, -(1 << 63), 2.0, True, None])),
+    ),
+    st.sampled_from([[], "usage", 3]),
+)
+_GOOD_NUMBER = st.one_of(st.none(), st.integers(-3, 1 << 53), st.floats(allow_nan=False))
+_GOOD_TEXT = st.one_of(st.none(), st.text(max_size=4))
+_GOOD_RECORD = st.fixed_dictionaries(
+    {
+        "messages": st.lists(
+            st.fixed_dictionaries(
+                {"role": st.sampled_from(["user", "assistant", "tool", "system", ""])},
+                optional={
+                    "content": _GOOD_TEXT,
+                    "tool_calls": st.one_of(
+                        st.none(),
+                        st.lists(st.dictionaries(st.text(max_size=2), _VALUES), max_size=2),
+                    ),
+                    "tool_call_id": _GOOD_TEXT,
+                    "name": _GOOD_TEXT,
+                },
+            ),
+            min_size=1,
+            max_size=5,
+        )
+    },
+    optional={
+        "episode_id": st.one_of(st.none(), st.text(min_size=1, max_size=3)),
+        "reward": _GOOD_NUMBER,
+        "judge_scores": st.one_of(
+            st.none(), st.dictionaries(st.text(max_size=2), st.integers() | st.floats(-1, 1))
+        ),
+        "usage": st.one_of(
+            st.none(),
+            st.dictionaries(
+                st.sampled_from(["prompt_tokens", "completion_tokens", "total"]),
+                st.one_of(st.none(), st.integers(-(1 << 63), (1 << 63) - 1), _VALUES),
+            ),
+        ),
+        "cost_usd": _GOOD_NUMBER,
+        "latency_ms": _GOOD_NUMBER,
+        "model_id": _GOOD_TEXT,
+        "task_id": _GOOD_TEXT,
+        "group_id": _GOOD_TEXT,
+        "termination_reason": st.one_of(st.sampled_from(["length", "timeout", "success"])),
+    },
+)
+_ANY_RECORD = st.fixed_dictionaries(
+    {
+        "messages": st.one_of(
+            st.lists(_PLAIN_MESSAGE, min_size=1, max_size=5),
+            st.sampled_from([[], "hi", None, [None], [{"role": "user"}, 3]]),
+        )
+    },
+    optional={
+        "episode_id": st.one_of(st.sampled_from(["e1", "e2", "", 7, True, None]), _TEXT),
+        "reward": _NUMBER,
+        "rewards": st.sampled_from([None, [1, 2], [0.5]]),
+        "judge_scores": st.one_of(
+            st.dictionaries(st.sampled_from(["acc", "safety", "é"]), _NUMBER, max_size=3),
+            st.sampled_from([None, [], "good"]),
+        ),
+        "usage": _USAGE,
+        "cost_usd": _NUMBER,
+        "latency_ms": _NUMBER,
+        "model_id": st.one_of(_TEXT, st.just(3)),
+        "task_id": _TEXT,
+        "termination_reason": st.one_of(st.sampled_from(["length", "timeout", "success"]), _VALUES),
+        "language": st.one_of(_TEXT, st.just(1)),
+        "seed": st.sampled_from([None, 3, "12", True]),
+        "success": st.sampled_from([None, True, 1]),
+        "tags": _VALUES,
+    },
+)
+_OFF_THE_PLAIN_PATH: list[tuple[str, Any]] = [
+    *(("usage", {"prompt_tokens": v}) for v in (1 << 63, True, 2.0, "3")),
+    ("usage", {"completion_tokens": -(1 << 63) - 1}),
+    ("usage", []),
+    *(("judge_scores", {"acc": v}) for v in (True, "1", None, [1])),
+    ("judge_scores", [["acc", 1]]),
+    *((k, v) for k in ("reward", "cost_usd", "latency_ms") for v in (True, "3", [1], {})),
+    *((k, v) for k in ("model_id", "task_id", "language") for v in (3, False, ["a"])),
+    *(("episode_id", v) for v in ("", 7, True, 1.5)),
+    ("rewards", [1]), ("seed", 3), ("invalid", True), ("success", False), ("tags", 1),
+    ("messages", []),
+    ("messages", ({"role": "user"},)),
+    *(("message", m) for m in (
+        None, [], {"role": "user", "x": 1}, {"role": 1}, {"content": "c"},
+        {"role": "user", "content": ["part"]}, {"role": "user", "content": 3},
+        {"role": "assistant", "tool_calls": "[]"}, {"role": "assistant", "tool_calls": 3},
+        {"role": "assistant", "tool_calls": [float("inf")]}, {"role": "user", "reward": 1},
+        {"role": "tool", "tool_call_id": 3}, {"role": "tool", "name": [None]},
+        {"role": "assistant", "tool_calls": [], "reasoning_content": "r"},
+    )),
+]  # fmt: skip
+"""One change each that takes an otherwise plain record off `_plain_chat` (or not: a
+changed key the general path accepts too)."""
+
+
+def _one_off(draw: Any) -> dict[str, Any]:
+    record = dict(draw(_GOOD_RECORD))
+    key, value = draw(st.sampled_from(_OFF_THE_PLAIN_PATH))
+    if key == "message":
+        messages = list(record["messages"])
+        messages.insert(draw(st.integers(0, len(messages))), value)
+        record["messages"] = messages
+    else:
+        record[key] = value
+    return record
+
+
+_CHAT_RECORD = st.one_of(_GOOD_RECORD, st.composite(_one_off)(), _ANY_RECORD)
+
+
+def _built(records: list[dict[str, Any]]) -> tuple[Any, ...]:
+    """What a builder makes of the records, as the readers feed it."""
+    c = ProblemCollector()
+    builder = ChunkBuilder(c, ReaderOptions(id_prefix="p/"), {})
+    texts = []
+    for number, record in enumerate(records, 1):
+        rec = RecordProblems(number, c)
+        builder.add(formats.map_record("chat-jsonl", record, rec, ReaderOptions()), rec)
+        texts.append((builder.rows, builder.text_bytes))
+    chunk = builder.flush()
+    assert chunk.episodes is not None
+    return chunk.steps, chunk.episodes, texts, c.problems()
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_CHAT_RECORD, min_size=1, max_size=4))
+def test_plain_chat_records_map_as_the_general_path(records: list[dict[str, Any]]) -> None:
+    """`_plain_chat` gives each record it takes the step and episode columns, row and text
+    counts `_map_chat` and the builder give it with the fast path off, and no problem (it
+    takes no record with one): columns compared with their types, bit for bit."""
+    fast = _built(records)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(formats, "_plain_chat", lambda _: None)
+        general = _built(records)
+    assert fast[0].schema == general[0].schema and fast[1].schema == general[1].schema
+    assert fast[0].to_pydict() == general[0].to_pydict()
+    assert fast[1].to_pydict() == general[1].to_pydict()
+    assert fast[0].equals(general[0]) and fast[1].equals(general[1])
+    assert fast[2:] == general[2:]
+
+
+def test_the_common_chat_record_takes_the_plain_path() -> None:
+    """The record `bench/ingest_bench.py` writes (and records like it) is taken by
+    `_plain_chat`, so the test above compares something; one extra key or a numeric
+    attribute sends it to the general path."""
+    record = {
+        "episode_id": "ep-1", "task_id": "task-1",
+        "messages": [
+            {"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function",
+                 "function": {"name": "fetch", "arguments": '{"url": "x"}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "name": "fetch", "content": "t"},
+            {"role": "assistant", "content": "a"},
+        ],
+        "reward": 0.5, "judge_scores": {"accuracy": 0.25, "safety": 1.0},
+        "usage": {"prompt_tokens": 120, "completion_tokens": 60}, "cost_usd": 0.0012,
+        "latency_ms": 300, "termination_reason": "success", "language": "en",
+        "task_type": "web", "model_id": "agent-7b",
+    }  # fmt: skip
+    ep = formats._plain_chat(record)
+    assert ep is not None and ep.rows is not None and len(ep.rows) == 5
+    assert formats._plain_chat({**record, "tags": ["a"]}) is None
+    assert formats._plain_chat({**record, "language": 1}) is None
+    steps, episodes, _, problems = _built([record])
+    assert problems == ()
+    got = steps.to_pydict()
+    assert got["reward"] == [0.0, 0.0, 0.0, 0.0, 0.5]
+    assert got["model_id"] == [None, None, "agent-7b", None, "agent-7b"]
+    assert got["prompt_tokens"] == [None, None, None, None, 120]
+    assert got["tool_calls"][2] == (
+        '[{"id":"c1","type":"function",'
+        '"function":{"name":"fetch","arguments":"{\\"url\\": \\"x\\"}"}}]'
+    )
+    assert got["tool_results"][3] == '{"tool_call_id":"c1","name":"fetch"}'
+    assert episodes.to_pydict()["judge_scores"] == [[("accuracy", 0.25), ("safety", 1.0)]]

@@ -627,3 +627,53 @@ def test_whitespace_around_and_instead_of_a_record_is_decided_alike(
         assert parallel == inline
         bad = set() if inline[1] is None else {p.line for p in inline[1][1]}
         assert bad == (set() if space in " \t\r" else {1, 2, 3, 4}), (repr(space), bad)
+
+
+def assembled(blocks: list[tuple[int, bytes]], batch_rows: int) -> tuple[Any, ...]:
+    """The parent's side of the parallel reader over blocks mapped in this process: each chunk
+    (steps, episodes, bytes read, features), the problems, whether a record was seen, and the
+    line kept with each id."""
+    assembly = reader_process._Assembly(Path("mix.jsonl"), "chat-jsonl", batch_rows)
+    got: list[Any] = []
+    for n, (first, data) in enumerate(blocks):
+        assembly.read = n
+        for c in assembly.take(reader_process._map_block("chat-jsonl", FEATURES, first, data)):
+            assert c.episodes is not None
+            features = None if c.features is None else (c.features.episode_ids,
+                                                         c.features.fingerprints)  # fmt: skip
+            got.append((c.steps.to_pylist(), c.episodes.to_pylist(), c.read, features))
+    ids = [(f"ep-{n}", assembly.ids.get(f"ep-{n}")) for n in range(5)]
+    return got, assembly.c.problems(), assembly.seen, assembly.rows, assembly.text, ids
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    kinds=st.lists(st.sampled_from([*sorted(LINES), *["good"] * 8]), max_size=40),
+    cuts=st.lists(st.integers(1, 6), min_size=1, max_size=8),
+    batch_rows=st.integers(0, 9),
+    text_bytes=st.sampled_from([1, 40, 1 << 26, 1 << 26, 1 << 26]),
+)
+def test_clean_blocks_are_assembled_as_records_one_by_one(
+    kinds: list[str], cuts: list[int], batch_rows: int, text_bytes: int
+) -> None:
+    """`_Assembly._take_clean` (a block with no problem, blank line or repeated id) gives the
+    chunks, cuts (by steps and by text), features, problems and ids of `take`'s loop over its
+    records, for random mixes of good and bad lines cut into blocks of a few lines."""
+    lines = [LINES[k](n) + "\n" for n, k in enumerate(kinds)]
+    blocks, at = [], 0
+    while at < len(lines):
+        n = cuts[len(blocks) % len(cuts)]
+        blocks.append((at + 1, "".join(lines[at : at + n]).encode()))
+        at += n
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(reader_process, "CHUNK_TEXT_BYTES", text_bytes)
+        fast = assembled(blocks, batch_rows)
+        mp.setattr(reader_process, "_all_kept", lambda _: False)
+        slow = assembled(blocks, batch_rows)
+    assert fast == slow
+
+
+@given(st.binary(max_size=600))
+def test_newlines_are_counted_as_bytes_count_does(data: bytes) -> None:
+    assert reader_process._newlines(data) == data.count(b"\n")
+    assert reader_process._newlines(data + b"\n" * 40) == data.count(b"\n") + 40

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from typing import Any
@@ -9,7 +10,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from trajledger.ledger.rollouts import checks
 from trajledger.ledger.rollouts.normalise import normalise_steps
 from trajledger.ledger.rollouts.problems import (
     MAX_LISTED_PROBLEMS,
@@ -685,3 +689,78 @@ def test_reappearing_episodes_found_alike_in_any_cut(
             v.feed(table.slice(at, n).to_batches()[0])
             at += n
         assert [str(p) for p in v.finish().problems] == whole
+
+
+# --- JSON text proved by msgspec (checks._proved_json_text) --------------------------------
+
+_JSON_VALUES = st.recursive(
+    st.one_of(
+        st.none(), st.booleans(), st.integers(-(1 << 70), 1 << 70),
+        st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=4),
+    ),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(max_size=2), inner, max_size=3),
+    max_leaves=8,
+)  # fmt: skip
+_ODD = [
+    "NaN", "Infinity", "-Infinity", "1e400", "-1e400", "01", "1.", ".5", "+1", "0x10", "[1,]",
+    '{"a":1,}', '{"a":1,"a":2}', '{"a":{"b":1,"b":2}}', '"\\ud800"', '"\\udc00x"', '"\\u00"',
+    '"a\tb"', '"\x00"', '"\\x41"', "'a'", "[1] [2]", "[1]x", " [1] ", "\n{}\r\n", "\x0b[]",
+    "\xa0[]", "[]\u2028", "\ufeff[]", "", " ", "tru", "nul", "1" * 4301, "-",
+    "[" * 255 + "]" * 255, "[" * 257 + "]" * 257, "[" * 990 + "]" * 990,
+    "[" * 1200 + "]" * 1200, '{"a":[1,{"b":2}]}',
+]  # fmt: skip
+
+
+@st.composite
+def _json_texts(draw: Any) -> str:
+    """JSON texts as writers spell them, and near misses: a character put in or taken out,
+    and the cases where JSON decoders differ."""
+    kind = draw(st.sampled_from(["json", "odd", "edit", "text"]))
+    if kind == "odd":
+        return str(draw(st.sampled_from(_ODD)))
+    if kind == "text":
+        return str(draw(st.text(alphabet='[]{}",:0123456789.eE+-aNIn \t\\u', max_size=12)))
+    text = json.dumps(
+        draw(_JSON_VALUES), ensure_ascii=draw(st.booleans()),
+        separators=draw(st.sampled_from([(",", ":"), (", ", ": "), (" ,", " :")])),
+    )  # fmt: skip
+    if kind == "edit" and text:
+        at = draw(st.integers(0, len(text)))
+        if draw(st.booleans()):
+            extra = draw(st.sampled_from([*',:[]{}"\\ \x01', "NaN", "1e999"]))
+            text = text[:at] + extra + text[at:]
+        else:
+            text = text[:at] + text[at + 1 :]
+    return text
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_json_texts())
+def test_json_text_proved_by_msgspec_is_json_text(text: str) -> None:
+    """Whatever `_proved_json_text` proves, `JSON_TEXT` decodes (its check finds no error)."""
+    if checks._proved_json_text(text):
+        assert checks._json_error(text) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_json_texts(), min_size=1, max_size=6))
+def test_json_columns_are_judged_alike_with_and_without_the_proof(texts: list[str]) -> None:
+    """The problems of a JSON text column (tool calls, info) are the same with the msgspec
+    proof and with `JSON_TEXT` alone: same rows, same messages."""
+    table = replace(steps([len(texts)]), "tool_calls", texts)
+    table = replace(table, "info", list(reversed(texts)))
+    fast = [str(p) for p in validate_steps(table).problems]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(checks, "_proved_json_text", lambda _: False)
+        slow = [str(p) for p in validate_steps(table).problems]
+    assert fast == slow
+
+
+def test_the_common_json_texts_are_proved() -> None:
+    """The texts a recording stores are proved (so the tests above compare something)."""
+    for text in ('[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]',
+                 '{"tool_call_id":"c1","name":"fetch"}', "[]", '"x"', "1.5"):  # fmt: skip
+        assert checks._proved_json_text(text)
+    for text in ("NaN", "1e400", '"\\ud800"', "[1]x", "[" * 300 + "]" * 300):
+        assert not checks._proved_json_text(text)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -24,6 +25,7 @@ import pyarrow.compute as pc
 from .arrays import bools as _bools
 from .arrays import invalid_utf8_rows
 from .arrays import numbers as _numbers
+from .jsonl import FAST_BRACKETS
 from .problems import ProblemCollector
 from .schema import tensor_shape
 from .typed_json import JSON_TEXT
@@ -243,6 +245,8 @@ def _check_json_column(arr: pa.Array, name: str, offset: int, c: ProblemCollecto
     rows = np.flatnonzero(valid)
     errors: dict[int, str] = {}
     for i, text in zip(rows.tolist(), arr.filter(pa.array(valid)).to_pylist(), strict=True):
+        if _proved_json_text(text):
+            continue
         error = _json_error(text)
         if error is not None:
             errors[i] = error
@@ -253,6 +257,28 @@ def _check_json_column(arr: pa.Array, name: str, offset: int, c: ProblemCollecto
         name,
         lambda i: f"value is not valid JSON: {errors[i]}",
     )
+
+
+_MSGSPEC_JSON: Final = msgspec.json.Decoder()
+
+
+def _proved_json_text(text: str) -> bool:
+    """Whether ``text`` is proved JSON text as `_json_error` judges it (`JSON_TEXT` decodes
+    it), by msgspec in C: a text msgspec decodes, with at most ``jsonl.FAST_BRACKETS``
+    opening brackets (so neither decoder nears the recursion limit). msgspec refuses
+    everything `JSON_TEXT` refuses (NaN and Infinity, trailing text, control characters in
+    strings, integers past 4,300 digits: see ``jsonl.fast_object``); what it refuses that
+    `JSON_TEXT` takes (a lone surrogate escape, ``1e400``) is not proved, and `_json_error`
+    decides it. A repeated key, which msgspec takes silently, `JSON_TEXT` takes too. About a
+    quarter of the time of decoding with `JSON_TEXT` (tested against it:
+    tests/unit/ledger/test_rollout_validate.py)."""
+    if text.count("[") + text.count("{") > FAST_BRACKETS:
+        return False
+    try:
+        _MSGSPEC_JSON.decode(text)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return True
 
 
 def _json_error(text: str) -> str | None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, Final
@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import typed_json
+from .chunks import CHUNK_BYTES, CHUNK_TEXT_BYTES, ReaderOptions, RecordProblems, RolloutChunk
 from .problems import ProblemCollector
 from .schema import EPISODE_ATTR_SCHEMA, STEP_SCHEMA
 
@@ -50,14 +51,6 @@ __all__ = [
     "to_utc",
 ]
 
-CHUNK_BYTES: Final = 64 << 20
-"""A chunk of any input holds about this much data at most: a chunk is cut early once its text
-fields (records) or values (Parquet, Arrow, Minari) reach it, so memory stays bounded however
-large the rows are (long texts, image observations)."""
-
-CHUNK_TEXT_BYTES: Final = CHUNK_BYTES
-"""A record chunk is cut early once its text fields hold this many bytes."""
-
 RECORD_FORMATS: Final = (
     "chat-jsonl",
     "trl-completions",
@@ -75,86 +68,6 @@ TRUNCATION_REASONS: Final = frozenset(
 
 _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _US: Final = dt.timedelta(microseconds=1)
-
-
-@dataclass(frozen=True)
-class RolloutChunk:
-    """A slice of an input: steps, plus attributes of some episodes, plus batch metadata.
-
-    Attributes:
-        steps: step rows (in `STEP_SCHEMA`, or as a Parquet/Arrow input stores them: they are
-            normalised when written).
-        episodes: episode attributes given by the input (`EPISODE_ATTR_SCHEMA` columns), for
-            episodes whose steps are in this chunk or another one; None when the input gives
-            none.
-        meta: what the input says about the whole batch (source format, spaces, environment
-            spec, dataset metadata), recorded in the batch predicate; None when nothing.
-        read: bytes of the input files read by the time the chunk was cut (a compressed
-            file's bytes as stored), for progress; None when the reader does not tell.
-        features: what ``ReaderOptions.features`` made of ``steps`` (their episodes' features,
-            computed in the parallel reader's workers), when the chunk holds whole episodes
-            only; None otherwise.
-    """
-
-    steps: pa.RecordBatch
-    episodes: pa.RecordBatch | pa.Table | None = None
-    meta: Mapping[str, Any] | None = None
-    read: int | None = None
-    features: Any = None
-
-
-@dataclass(frozen=True)
-class ReaderOptions:
-    """Choices the input cannot express itself.
-
-    Attributes:
-        reward_weights: TRL completions: the reward-function columns and their weights (TRL's
-            ``reward_weights``); the reward is their weighted sum over the scores present
-            (``nansum``). None: every numeric column is a reward function of weight 1.
-        reward_column: TRL completions: take the reward from this one column instead.
-        id_prefix: prefix of default episode ids (``<prefix>line-<n>``), so that several files
-            of one batch give unique ids.
-        workers: processes that parse and map a large JSON-lines file of records (chat, TRL,
-            verl) in blocks (``reader_process.py``); 1 reads it in line. More than one starts
-            worker interpreters (``spawn``): a script that asks for them needs the
-            ``if __name__ == "__main__":`` guard that ``multiprocessing`` needs. The batch and
-            every refusal are the same either way. ``trajledger record`` uses every core.
-        features: with ``workers`` above 1, a module-level function the workers apply to the
-            steps of each block of whole records (the recorder passes the episode features',
-            so they are computed where the steps already are); its result, sliced to the
-            records kept, is each chunk's ``features``. None: nothing computed.
-    """
-
-    reward_weights: Mapping[str, float] | None = None
-    reward_column: str | None = None
-    id_prefix: str = ""
-    workers: int = 1
-    features: Callable[[pa.RecordBatch], Any] | None = None
-
-
-class RecordProblems:
-    """Problems found in one record (a line, or a row); the record is skipped if there is any."""
-
-    def __init__(self, number: int, collector: ProblemCollector, *, unit: str = "line") -> None:
-        """Start a record.
-
-        Args:
-            number: 1-based line, or 0-based row.
-            collector: where problems go.
-            unit: ``line`` (problems carry the line) or ``row``.
-        """
-        self.number = number
-        self.unit = unit
-        self.c = collector
-        self.failed = False
-
-    def error(self, field: str | None, message: str) -> None:
-        """Record a problem with ``field`` (a path such as ``messages[2].role``)."""
-        self.failed = True
-        if self.unit == "line":
-            self.c.add(f"line:{field}:{message[:24]}", message, column=field, line=self.number)
-        else:
-            self.c.add(f"row:{field}:{message[:24]}", message, column=field, row=self.number)
 
 
 def _is_num(v: object) -> bool:
@@ -183,6 +96,15 @@ def to_utc(value: dt.datetime) -> dt.datetime:
 
 _quoted: Final = json.encoder.encode_basestring  # a string as `_LINK_JSON` quotes it
 _COMPACT_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_COMPACT_C: Final[Callable[[object, int], tuple[str, ...]] | None] = (
+    None if json.encoder.c_make_encoder is None  # type: ignore[attr-defined]
+    else json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+        None, _COMPACT_JSON.default, json.encoder.encode_basestring, None, ":", ",", False,
+        False, False,
+    )
+)  # fmt: skip
+"""The C encoder `_COMPACT_JSON.encode` makes anew for each list or object, made once (with no
+check for cycles, which decoded JSON cannot have: one would end in `RecursionError`)."""
 _LINK_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 """Made once: ``json.dumps`` with options makes a new encoder per call."""
 
@@ -323,6 +245,18 @@ _STEP_FIELDS: Final = (
 )
 
 
+_ROW_FIELDS: Final = ("reward", *_STEP_FIELDS)
+"""The fields of a step as `ChunkBuilder` keeps it (a tuple), in this order."""
+_ROW: Final = itemgetter(*_ROW_FIELDS)
+_ROW_INDEX: Final = {name: i for i, name in enumerate(_ROW_FIELDS)}
+_CONTENT: Final = _ROW_INDEX["content"]
+_ATTR_NAMES: Final = tuple(
+    n for n in EPISODE_ATTR_SCHEMA.names if n not in ("episode_id", "extras")
+)
+"""The episode attributes a mapping gives (``_Episode.attrs``); `ChunkBuilder` sets the id and
+``extras``. An episode's attributes are kept as ``(id, extras, *these)``."""
+
+
 def _tool_link(m: dict[str, Any]) -> str | None:
     """A tool message's ``tool_call_id`` and ``name`` as JSON text (None when it has neither)."""
     call, name = m.get("tool_call_id"), m.get("name")
@@ -444,6 +378,9 @@ class _Episode:
     truncated: bool
     extras: dict[str, str] = field(default_factory=dict)
     id_suffix: str = ""  # for the default id of a pair's episodes ("/chosen", "/rejected")
+    rows: list[tuple[Any, ...]] | None = None
+    """`_plain_chat`'s steps, as `ChunkBuilder` keeps them (``_ROW_FIELDS``, the episode's
+    reward already on them); ``steps`` and ``reward`` are then empty."""
 
 
 _EPISODE_KEYS: Final = (
@@ -562,6 +499,9 @@ def _policy_step(obj: dict[str, Any], rec: RecordProblems) -> str | None:
 
 
 def _map_chat(obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions) -> list[_Episode]:
+    plain = _plain_chat(obj)
+    if plain is not None:
+        return [plain]
     messages = obj.get("messages")
     steps: list[dict[str, Any]] = []
     if not isinstance(messages, list | tuple) or not messages:
@@ -588,6 +528,96 @@ def _map_chat(obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions) -> 
             extras=_extras(obj, _CHAT_KEYS, rec),
         )
     ]
+
+
+_PLAIN_CHAT_KEYS: Final = frozenset(
+    {"episode_id", "messages", "reward", "judge_scores", "usage", "cost_usd", "latency_ms",
+     "model_id", *_EPISODE_KEYS}
+)  # fmt: skip
+_INT64: Final = range(-(1 << 63), 1 << 63)
+
+
+def _num(v: object) -> bool:
+    """A JSON number as `_opt` of a number takes it (never a boolean)."""
+    return type(v) is int or type(v) is float
+
+
+def _plain_chat(obj: dict[str, Any]) -> _Episode | None:
+    """`_map_chat` of the common chat record, its steps straight as `ChunkBuilder` keeps them;
+    None when ``obj`` is not one, and then `_map_chat` maps it (with its problems).
+
+    The common record has only `_PLAIN_CHAT_KEYS`; an episode id that is a non-empty string or
+    none; a non-empty list of messages, each one `_plain_message` takes, with tool calls a list
+    or an object (written by `_COMPACT_JSON`); string episode attributes; numbers for reward,
+    cost and latency; judge scores an object of numbers; usage an object whose token counts are
+    int64 integers or absent; a string model_id. No check of `_map_chat` fails on such a record
+    (it has no problem), and the steps, attributes and flags are those `_map_chat` and
+    ``ChunkBuilder._add`` give it: tested against them with this path off, on random records
+    of every shape (tests/unit/ledger/test_rollout_formats.py). Nothing is raised here: what
+    could raise is left to `_map_chat`."""
+    if not obj.keys() <= _PLAIN_CHAT_KEYS:
+        return None
+    get = obj.get
+    messages, eid, reward = get("messages"), get("episode_id"), get("reward")
+    if type(messages) is not list or not messages:
+        return None
+    if eid is not None and (type(eid) is not str or not eid):
+        return None
+    attrs: dict[str, Any] = {k: get(k) for k in _EPISODE_KEYS}
+    if not all(v is None or type(v) is str for v in attrs.values()):
+        return None
+    cost, scores, usage = get("cost_usd"), get("judge_scores"), get("usage")
+    latency, model = get("latency_ms"), get("model_id")
+    if not (
+        (reward is None or _num(reward))
+        and (cost is None or _num(cost))
+        and (latency is None or _num(latency))
+        and (model is None or type(model) is str)
+    ):
+        return None
+    if scores is not None:
+        if type(scores) is not dict or not all(map(_num, scores.values())):
+            return None
+        scores = [(k, float(v)) for k, v in scores.items()]
+    prompt = completion = None
+    if usage is not None:
+        if type(usage) is not dict:
+            return None
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        for v in (prompt, completion):
+            if v is not None and (type(v) is not int or v not in _INT64):
+                return None
+    attrs.update(seed=None, invalid=None, success=None, cost_usd=cost, judge_scores=scores)
+    rows: list[tuple[Any, ...]] = []
+    last = len(messages) - 1
+    before_last = None if reward is None else 0.0  # an episode's reward: on its last step
+    target = -1  # the last assistant message, which takes the episode's usage and latency
+    for i, m in enumerate(messages):
+        if type(m) is not dict or not m.keys() <= _PLAIN_MESSAGE_KEYS:
+            return None
+        role, content, calls = m.get("role"), m.get("content"), m.get("tool_calls")
+        if type(role) is not str or not (content is None or type(content) is str):
+            return None
+        try:
+            if calls is not None:
+                if type(calls) is not list and type(calls) is not dict:
+                    return None
+                calls = "".join(_COMPACT_C(calls, 0)) if _COMPACT_C else _COMPACT_JSON.encode(calls)
+            link = _tool_link(m)
+        except (TypeError, ValueError, RecursionError):
+            return None
+        assistant = role == "assistant"
+        if assistant:
+            target = i
+        rows.append(
+            (before_last if i < last else reward, role, content, None, calls, link, None, None,
+             None, None, None, model if assistant else None, None, None, None)
+        )  # fmt: skip
+    if latency is not None or prompt is not None or completion is not None:
+        r = rows[target]  # the last step when no message is the assistant's (target -1)
+        rows[target] = (*r[:8], latency, prompt, completion, *r[11:])
+    truncated = attrs["termination_reason"] in TRUNCATION_REASONS
+    return _Episode(eid, [], attrs, None, truncated, rows=rows)
 
 
 _TRL_FIXED: Final = frozenset({"episode_id", "task_id", "step", "prompt", "completion", "success"})
@@ -815,9 +845,9 @@ class ChunkBuilder:
         self._reset()
 
     def _reset(self) -> None:
-        self._steps: list[dict[str, Any]] = []  # every step's dict, in order
+        self._rows: list[tuple[Any, ...]] = []  # every step's `_ROW_FIELDS`, in order
         self._episodes: list[tuple[str, int, bool]] = []  # (id, steps, truncated)
-        self.attrs: dict[str, list[Any]] = {f.name: [] for f in EPISODE_ATTR_SCHEMA}
+        self._attrs: list[tuple[Any, ...]] = []  # each episode's `EPISODE_ATTR_SCHEMA` values
         self.rows = 0
         self.text_bytes = 0
 
@@ -855,21 +885,26 @@ class ChunkBuilder:
                 self._add(eid, ep)
 
     def _add(self, eid: str, ep: _Episode) -> None:
-        steps = ep.steps
-        n = len(steps)
-        if ep.reward is not None:  # an episode-level reward: on the last step, 0 before it
-            for i, step in enumerate(steps):
-                if step["reward"] is None:
-                    step["reward"] = ep.reward if i == n - 1 else 0.0
-        self._steps.extend(steps)
+        rows = ep.rows
+        if rows is None:
+            steps = ep.steps
+            if ep.reward is not None:  # an episode-level reward: on the last step, 0 before it
+                for i, step in enumerate(steps):
+                    if step["reward"] is None:
+                        step["reward"] = ep.reward if i == len(steps) - 1 else 0.0
+            rows = list(map(_ROW, steps))
+        n = len(rows)
+        self._rows.extend(rows)
         self._episodes.append((eid, n, ep.truncated))
-        self.text_bytes += sum(len(c) for step in steps if (c := step["content"]) is not None)
-        a, get = self.attrs, ep.attrs.get
-        for name, values in a.items():
-            values.append(get(name))
-        a["episode_id"][-1] = eid
-        a["extras"][-1] = list(ep.extras.items()) if ep.extras else None
+        self.text_bytes += sum(len(c) for row in rows if (c := row[_CONTENT]) is not None)
+        extras = list(ep.extras.items()) if ep.extras else None
+        self._attrs.append((eid, extras, *map(ep.attrs.get, _ATTR_NAMES)))
         self.rows += n
+
+    @property
+    def episodes(self) -> int:
+        """Episodes queued."""
+        return len(self._episodes)
 
     def full(self, batch_rows: int) -> bool:
         """Whether the chunk should be flushed now."""
@@ -877,46 +912,55 @@ class ChunkBuilder:
 
     def flush(self) -> RolloutChunk:
         """The queued episodes as one chunk; the builder starts empty again."""
+        columns = list(zip(*self._rows, strict=True)) or [()] * len(_ROW_FIELDS)
+        flags = self._episode_columns()
         steps = pa.RecordBatch.from_arrays(
-            [self._column(f.name, f.type) for f in STEP_SCHEMA], schema=STEP_SCHEMA
-        )
+            [flags[f.name] if f.name in flags else self._column(f.name, f.type, columns)
+             for f in STEP_SCHEMA], schema=STEP_SCHEMA,
+        )  # fmt: skip
+        names = ("episode_id", "extras", *_ATTR_NAMES)
+        given = dict(zip(names, zip(*self._attrs, strict=True), strict=True)) if self._attrs else {}
         attrs = pa.RecordBatch.from_arrays(
-            [pa.array(self.attrs[f.name], type=f.type) for f in EPISODE_ATTR_SCHEMA],
+            [pa.array(given.get(f.name, ()), type=f.type) for f in EPISODE_ATTR_SCHEMA],
             schema=EPISODE_ATTR_SCHEMA,
         )
         meta, self._meta = self._meta, None
         self._reset()
         return RolloutChunk(steps, attrs, meta or None)
 
-    def _column(self, name: str, typ: pa.DataType) -> pa.Array:
-        """One step column of the queued episodes, built a column at a time."""
+    def _column(self, name: str, typ: pa.DataType, columns: list[tuple[Any, ...]]) -> pa.Array:
+        """One step column of the queued episodes (``columns``: the rows' fields, transposed)."""
         n = self.rows
         if name in ("discount", "obs", "action", "info"):
             return pa.nulls(n, typ)
-        if name in _STEP_FIELDS or name == "reward":
-            values = list(map(itemgetter(name), self._steps))
+        if name in _ROW_INDEX:
+            values: Sequence[Any] = columns[_ROW_INDEX[name]]
             if name == "extras":
                 values = [list(v.items()) if v else v for v in values]
             elif name == "reward":
                 values = [None if v is None else float(v) for v in values]
             return _list_array(values, typ)
-        lengths = np.fromiter((e[1] for e in self._episodes), np.int64, len(self._episodes))
-        episode = np.repeat(np.arange(len(lengths)), lengths)
-        if name == "episode_id":
-            return pa.array([e[0] for e in self._episodes], typ).take(episode)
-        first = np.cumsum(lengths) - lengths
-        step = np.arange(n, dtype=np.int64) - first[episode]
-        if name == "step":
-            return pa.array(step, typ)
-        last = step == (lengths - 1)[episode]
-        if name == "is_first":
-            return pa.array(step == 0, typ)
-        if name == "is_last":
-            return pa.array(last, typ)
-        truncated = np.fromiter((e[2] for e in self._episodes), bool, len(self._episodes))
-        if name == "terminated":
-            return pa.array(last & ~truncated[episode], typ)
-        return pa.array(last & truncated[episode], typ)  # truncated
+        raise AssertionError(name)  # the columns of `_episode_columns`
+
+    def _episode_columns(self) -> dict[str, pa.Array]:
+        """The step columns that come from the queued episodes (id, step, flags), made once."""
+        ids, lengths, ends = zip(*self._episodes, strict=True) if self._episodes else ((), (), ())
+        length = np.array(lengths, dtype=np.int64)
+        truncated = np.array(ends, dtype=bool)
+        episode = np.repeat(np.arange(len(length)), length)
+        first = np.cumsum(length) - length
+        step = np.arange(self.rows, dtype=np.int64) - first[episode]
+        last = step == (length - 1)[episode]
+        columns = {
+            "step": step,
+            "is_first": step == 0,
+            "is_last": last,
+            "terminated": last & ~truncated[episode],
+            "truncated": last & truncated[episode],
+        }
+        out = {k: pa.array(v, STEP_SCHEMA.field(k).type) for k, v in columns.items()}
+        out["episode_id"] = pa.array(ids, STEP_SCHEMA.field("episode_id").type).take(episode)
+        return out
 
 
 def repeated_id(eid: str, unit: str, first: int) -> str:
@@ -924,7 +968,7 @@ def repeated_id(eid: str, unit: str, first: int) -> str:
     return f"episode {eid!r} already given on {unit} {first}"
 
 
-def _list_array(values: list[Any], typ: pa.DataType) -> pa.Array:
+def _list_array(values: Sequence[Any], typ: pa.DataType) -> pa.Array:
     if pa.types.is_timestamp(typ):
         return pa.array(values, type=pa.int64()).cast(typ)
     return pa.array(values, type=typ)
