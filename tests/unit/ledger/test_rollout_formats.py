@@ -215,6 +215,9 @@ _OFF_THE_PLAIN_PATH: list[tuple[str, Any]] = [
     *(("judge_scores", {"acc": v}) for v in (True, "1", None, [1])),
     ("judge_scores", [["acc", 1]]),
     *((k, v) for k in ("reward", "cost_usd", "latency_ms") for v in (True, "3", [1], {})),
+    *((k, v) for k in ("reward", "cost_usd", "latency_ms")
+      for v in ((1 << 53) + 1, -(1 << 60) - 1, 10**400, -(10**400))),
+    *(("judge_scores", {"acc": v}) for v in ((1 << 53) + 1, 10**400)),
     *((k, v) for k in ("model_id", "task_id", "language") for v in (3, False, ["a"])),
     *(("episode_id", v) for v in ("", 7, True, 1.5)),
     ("rewards", [1]), ("seed", 3), ("invalid", True), ("success", False), ("tags", 1),
@@ -314,3 +317,45 @@ def test_the_common_chat_record_takes_the_plain_path() -> None:
     )
     assert got["tool_results"][3] == '{"tool_call_id":"c1","name":"fetch"}'
     assert episodes.to_pydict()["judge_scores"] == [[("accuracy", 0.25), ("safety", 1.0)]]
+
+
+@pytest.mark.parametrize("key", ["reward", "cost_usd", "latency_ms", "judge_scores", "message"])
+def test_integers_past_float64_are_problems_and_past_2_53_rounded(key: str) -> None:
+    """JSON allows integers of any size; a float64 column holds those within +-2**1024 as
+    their nearest double (Arrow refused to convert one past 2**53 and `record` ended in a
+    BUG line) and one beyond it is a problem of its record (it ended in OverflowError)."""
+    def record(v: int) -> dict[str, Any]:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "q"},
+                                          {"role": "assistant", "content": "a"}]
+        r: dict[str, Any] = {"messages": messages}
+        if key == "judge_scores":
+            r[key] = {"acc": v}
+        elif key == "message":
+            messages[1]["reward"] = v
+        else:
+            r[key] = v
+        return r
+
+    steps, episodes, _, problems = _built([record((1 << 60) + 1)])
+    assert not problems
+    columns = {**steps.to_pydict(), **episodes.to_pydict()}
+    got = {"reward": columns["reward"][-1], "cost_usd": columns["cost_usd"][0],
+           "latency_ms": columns["latency_ms"][-1], "judge_scores": columns["judge_scores"][0],
+           "message": columns["reward"][-1]}[key]
+    assert got in (float((1 << 60) + 1), [("acc", float((1 << 60) + 1))]), got
+    for big in (10**400, -(10**400)):
+        *_, problems = _built([record(big)])
+        assert [p.message for p in problems] == ["an integer of 401 digits, beyond float64's range"]
+
+
+@pytest.mark.parametrize("seconds", [10**300, 1e300, -(2.0**63), 10**400],
+                         ids=["int-1e300", "1e300", "-2**63", "int-1e400"])
+def test_a_timestamp_beyond_the_column_is_a_problem(seconds: Any) -> None:
+    """Seconds since the epoch whose microseconds int64 cannot hold: a problem of the record,
+    not an overflow (a float's `inf`, `round` of it, or Arrow's refusal)."""
+    messages = [{"role": "user", "content": "q", "timestamp": seconds},
+                {"role": "assistant", "content": "a"}]
+    *_, problems = _built([{"messages": messages}])
+    assert [(p.column, p.message) for p in problems] == [(
+        "messages[0].timestamp",
+        "seconds since the epoch beyond a timestamp's range (int64 microseconds)")]

@@ -71,7 +71,22 @@ _US: Final = dt.timedelta(microseconds=1)
 
 
 def _is_num(v: object) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
+    """A JSON number (never a boolean) that float64 holds: an integer beyond float64's range
+    (JSON allows any number of digits) is none."""
+    if isinstance(v, bool):
+        return False
+    return isinstance(v, float) or (isinstance(v, int) and -_FLOAT_INT < v < _FLOAT_INT)
+
+
+_FLOAT_INT: Final = 1 << 1024
+"""Integers strictly within +-2**1024 round to a finite float64; from it on, `float` raises."""
+
+
+def _beyond(v: object) -> str:
+    """The problem of a number `_is_num` refuses for its size alone, or of any other value."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"an integer of {len(str(abs(v)))} digits, beyond float64's range"
+    return f"{json_type(v)}, want a number"
 
 
 def json_type(v: object) -> str:
@@ -148,6 +163,9 @@ def _opt(obj: Mapping[str, Any], key: str, kind: str, rec: RecordProblems, field
         ok = isinstance(v, str)
     elif kind == "num":
         ok = isinstance(v, int | float) and not isinstance(v, bool)
+        if ok and not _is_num(v):
+            rec.error(field, _beyond(v))
+            return None
     elif kind == "int":
         ok = isinstance(v, int) and not isinstance(v, bool)
     elif kind == "bool":
@@ -160,7 +178,7 @@ def _opt(obj: Mapping[str, Any], key: str, kind: str, rec: RecordProblems, field
     if kind == "int" and not -(1 << 63) <= v < (1 << 63):
         rec.error(field, f"{v} is out of the int64 range")
         return None
-    return v
+    return float(v) if kind == "num" else v  # an integer past 2**53: float64's nearest
 
 
 def _timestamp_us(v: object, rec: RecordProblems, field: str) -> int | None:
@@ -175,8 +193,12 @@ def _timestamp_us(v: object, rec: RecordProblems, field: str) -> int | None:
             rec.error(field, f"{v!r} is not an ISO 8601 time")
             return None
         return (to_utc(parsed) - _EPOCH) // _US
-    if _is_num(v):
-        return round(float(v) * 1_000_000)  # type: ignore[arg-type]  # seconds since the epoch
+    if isinstance(v, int | float) and not isinstance(v, bool):  # seconds since the epoch
+        us = float(v) * 1_000_000 if _is_num(v) else math.inf
+        if math.isfinite(us) and -(1 << 63) <= us < (1 << 63):
+            return round(us)
+        rec.error(field, "seconds since the epoch beyond a timestamp's range (int64 microseconds)")
+        return None
     rec.error(field, f"{json_type(v)}, want an ISO 8601 string or seconds since the epoch")
     return None
 
@@ -363,7 +385,7 @@ def _scores(v: object, rec: RecordProblems, field: str) -> list[tuple[str, float
     out = []
     for k, s in v.items():
         if not _is_num(s):
-            rec.error(f"{field}.{k}", f"{json_type(s)}, want a number")
+            rec.error(f"{field}.{k}", _beyond(s))
         else:
             out.append((k, float(s)))
     return out
@@ -538,8 +560,12 @@ _INT64: Final = range(-(1 << 63), 1 << 63)
 
 
 def _num(v: object) -> bool:
-    """A JSON number as `_opt` of a number takes it (never a boolean)."""
-    return type(v) is int or type(v) is float
+    """A JSON number as `_opt` of a number takes it (never a boolean), and as float64 holds it
+    exactly (an integer past 2**53 goes to `_map_chat`, which rounds it or refuses it)."""
+    return type(v) is float or (type(v) is int and -_EXACT_INT <= v <= _EXACT_INT)
+
+
+_EXACT_INT: Final = 1 << 53
 
 
 def _plain_chat(obj: dict[str, Any]) -> _Episode | None:
@@ -660,7 +686,7 @@ def _map_trl_completions(
         elif _is_num(v):
             reward = float(v)
         else:
-            rec.error(opts.reward_column, f"{json_type(v)}, want a number")
+            rec.error(opts.reward_column, _beyond(v))
             reward = None
     elif scores:
         w = weights or {}
