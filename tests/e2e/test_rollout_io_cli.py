@@ -142,7 +142,7 @@ def test_trl_completions_with_reward_weights(runner: CliRunner, home: Path, tmp_
     assert eps["return"].tolist() == [2.5, 0.0]
     r = run(runner, home, "record", path, "--env", "llm@1", "--policy", "p",
             "--reward-weights", "accuracy_reward=x", *KEY)  # fmt: skip
-    assert r.exit_code == 2 and "want NAME=WEIGHT with a number" in r.stderr
+    assert r.exit_code == 2 and "want NAME=WEIGHT with a finite number" in r.stderr
 
 
 def test_export_refusals(runner: CliRunner, home: Path, tmp_path: Path) -> None:

@@ -375,7 +375,7 @@ def test_a_seed_string_not_a_decimal_int64_is_a_problem(seed: str) -> None:
     minus reach `int` (ValueError, a BUG line), and 5,000 digits its digit limit."""
     problems = _problems("chat-jsonl", {"messages": [{"role": "user"}], "seed": seed})
     assert len(problems) == 1 and problems[0][0] == "seed", problems
-    assert problems[0][1] in ("a string, want an integer",
+    assert problems[0][1] in ("string, want an integer",
                               f"a decimal string of {len(seed)} digits, out of the int64 range")
 
 
