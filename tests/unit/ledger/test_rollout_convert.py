@@ -1386,3 +1386,28 @@ def test_write_accepts_tables_and_many_batches(tmp_path: Path) -> None:
     )
     assert stats.num_steps == 100
     assert pq.read_table(stats.steps_path).equals(normalise_steps(table))
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "want"),
+    [("info", {"$nd": 1}, "malformed $nd value: 1"),
+     ("reset_info", {"$f": "x"}, "malformed $f value: 'x'"),
+     ("extras", {"a": {"$t": 3}}, "malformed $t value: 3"),
+     ("info", "deep", "nested deeper than 64 levels")],
+    ids=["info", "reset_info", "extras", "deep"],
+)  # fmt: skip
+def test_rollout_jsonl_typed_json_that_does_not_decode_is_a_problem(
+    tmp_path: Path, column: str, value: Any, want: str
+) -> None:
+    """Rollout JSON lines (and an episodes file in them): a typed JSON value that is not one
+    (a malformed ``$nd``, ``$f`` or ``$t``, nesting past typed JSON's depth) is a problem of
+    the input, as in Parquet; it ended in TypedJSONError (``BUG`` through the CLI)."""
+    if value == "deep":
+        value = json.loads("[" * 70 + "]" * 70)
+    row = {"episode_id": "e", "step": 0, "reward": 1.0, "terminated": True, "truncated": False,
+           column: value}  # fmt: skip
+    path = tmp_path / "steps.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(RolloutValidationError) as info:
+        list(iter_rollout_chunks(path, "rollout-jsonl"))
+    assert any(want in p for p in problems(info)), problems(info)
