@@ -1411,3 +1411,13 @@ def test_rollout_jsonl_typed_json_that_does_not_decode_is_a_problem(
     with pytest.raises(RolloutValidationError) as info:
         list(iter_rollout_chunks(path, "rollout-jsonl"))
     assert any(want in p for p in problems(info)), problems(info)
+
+
+def test_an_episodes_file_whose_typed_json_does_not_decode_is_refused(tmp_path: Path) -> None:
+    """The same for an episodes file in rollout JSON lines (read whole, `_jsonl_rows_table`)."""
+    steps = write_jsonl(tmp_path / "steps.jsonl", [
+        {"episode_id": "e", "step": 0, "reward": 1.0, "terminated": True, "truncated": False}])
+    eps = write_jsonl(tmp_path / "eps.jsonl", [{"episode_id": "e", "extras": {"a": {"$t": 3}}}])
+    with pytest.raises(RolloutValidationError) as info:
+        list(iter_rollout_chunks(steps, "rollout-jsonl", episodes=eps))
+    assert any("malformed $t value: 3" in p for p in problems(info)), problems(info)
