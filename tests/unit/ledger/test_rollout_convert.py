@@ -1421,3 +1421,19 @@ def test_an_episodes_file_whose_typed_json_does_not_decode_is_refused(tmp_path: 
     with pytest.raises(RolloutValidationError) as info:
         list(iter_rollout_chunks(steps, "rollout-jsonl", episodes=eps))
     assert any("malformed $t value: 3" in p for p in problems(info)), problems(info)
+
+
+@pytest.mark.parametrize("hours", [1, -1])
+def test_rows_whose_time_in_utc_leaves_the_calendar_are_refused(hours: int) -> None:
+    """`rows_to_table` of a timezone-aware time whose UTC is before year 1 or after 9999: a
+    problem naming the row and column, not OverflowError from ``astimezone``."""
+    import datetime as dt
+
+    tz = dt.timezone(dt.timedelta(hours=hours))
+    when = dt.datetime(1, 1, 1, tzinfo=tz) if hours > 0 else dt.datetime.max.replace(tzinfo=tz)
+    row = {"episode_id": "e", "step": 0, "reward": 1.0, "terminated": True, "truncated": False,
+           "timestamp": when}  # fmt: skip
+    with pytest.raises(RolloutValidationError) as info:
+        rows_to_table([row])
+    assert any("out of the range of times in UTC (years 1 to 9999)" in p
+               for p in problems(info)), problems(info)  # fmt: skip
