@@ -142,7 +142,7 @@ def test_trl_completions_with_reward_weights(runner: CliRunner, home: Path, tmp_
     assert eps["return"].tolist() == [2.5, 0.0]
     r = run(runner, home, "record", path, "--env", "llm@1", "--policy", "p",
             "--reward-weights", "accuracy_reward=x", *KEY)  # fmt: skip
-    assert r.exit_code == 2 and "want NAME=WEIGHT with a number" in r.stderr
+    assert r.exit_code == 2 and "want NAME=WEIGHT with a finite number" in r.stderr
 
 
 def test_export_refusals(runner: CliRunner, home: Path, tmp_path: Path) -> None:
@@ -227,3 +227,16 @@ def test_manifest_and_stats_agree_on_success(runner: CliRunner, home: Path, tmp_
     ok(r)
     report = json.loads(r.stdout)
     assert manifest == report["aggregate"]["success_rate"] == 3 / 7
+
+
+@pytest.mark.parametrize("weight", ["inf", "-inf", "nan", "1e400"])
+def test_reward_weights_must_be_finite(
+    runner: CliRunner, home: Path, tmp_path: Path, weight: str
+) -> None:
+    """``float`` takes inf and nan: a weight must be a finite number (an infinite one made
+    every reward infinite or NaN, or the weighted sum raise)."""
+    chat = tmp_path / "c.jsonl"
+    chat.write_text(json.dumps({"prompt": "p", "completion": "c", "step": 1, "a": 1}) + "\n")
+    r = run(runner, home, "record", chat, "--env", "llm@1", "--policy", "p",
+            "--reward-weights", f"a={weight}", *KEY)  # fmt: skip
+    assert r.exit_code == 2 and "want NAME=WEIGHT with a finite number" in r.stderr

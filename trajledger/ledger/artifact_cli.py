@@ -7,6 +7,7 @@ Heavy modules (pyarrow, gymnasium) load inside the commands.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -243,9 +244,12 @@ def _reader_options(reward_weights: str | None, reward_column: str | None) -> An
                 )
             try:
                 weights[name] = float(w) if sep else 1.0
+                if not math.isfinite(weights[name]):
+                    raise ValueError(w)  # float takes inf and nan
             except ValueError:
                 raise click.BadParameter(
-                    f"{part!r}: want NAME=WEIGHT with a number", param_hint="--reward-weights"
+                    f"{part!r}: want NAME=WEIGHT with a finite number",
+                    param_hint="--reward-weights",
                 ) from None
     return ReaderOptions(reward_weights=weights, reward_column=reward_column, workers=workers)
 

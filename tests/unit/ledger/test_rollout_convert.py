@@ -1386,3 +1386,54 @@ def test_write_accepts_tables_and_many_batches(tmp_path: Path) -> None:
     )
     assert stats.num_steps == 100
     assert pq.read_table(stats.steps_path).equals(normalise_steps(table))
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "want"),
+    [("info", {"$nd": 1}, "malformed $nd value: 1"),
+     ("reset_info", {"$f": "x"}, "malformed $f value: 'x'"),
+     ("extras", {"a": {"$t": 3}}, "malformed $t value: 3"),
+     ("info", "deep", "nested deeper than 64 levels")],
+    ids=["info", "reset_info", "extras", "deep"],
+)  # fmt: skip
+def test_rollout_jsonl_typed_json_that_does_not_decode_is_a_problem(
+    tmp_path: Path, column: str, value: Any, want: str
+) -> None:
+    """Rollout JSON lines (and an episodes file in them): a typed JSON value that is not one
+    (a malformed ``$nd``, ``$f`` or ``$t``, nesting past typed JSON's depth) is a problem of
+    the input, as in Parquet; it ended in TypedJSONError (``BUG`` through the CLI)."""
+    if value == "deep":
+        value = json.loads("[" * 70 + "]" * 70)
+    row = {"episode_id": "e", "step": 0, "reward": 1.0, "terminated": True, "truncated": False,
+           column: value}  # fmt: skip
+    path = tmp_path / "steps.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(RolloutValidationError) as info:
+        list(iter_rollout_chunks(path, "rollout-jsonl"))
+    assert any(want in p for p in problems(info)), problems(info)
+
+
+def test_an_episodes_file_whose_typed_json_does_not_decode_is_refused(tmp_path: Path) -> None:
+    """The same for an episodes file in rollout JSON lines (read whole, `_jsonl_rows_table`)."""
+    steps = write_jsonl(tmp_path / "steps.jsonl", [
+        {"episode_id": "e", "step": 0, "reward": 1.0, "terminated": True, "truncated": False}])
+    eps = write_jsonl(tmp_path / "eps.jsonl", [{"episode_id": "e", "extras": {"a": {"$t": 3}}}])
+    with pytest.raises(RolloutValidationError) as info:
+        list(iter_rollout_chunks(steps, "rollout-jsonl", episodes=eps))
+    assert any("malformed $t value: 3" in p for p in problems(info)), problems(info)
+
+
+@pytest.mark.parametrize("hours", [1, -1])
+def test_rows_whose_time_in_utc_leaves_the_calendar_are_refused(hours: int) -> None:
+    """`rows_to_table` of a timezone-aware time whose UTC is before year 1 or after 9999: a
+    problem naming the row and column, not OverflowError from ``astimezone``."""
+    import datetime as dt
+
+    tz = dt.timezone(dt.timedelta(hours=hours))
+    when = dt.datetime(1, 1, 1, tzinfo=tz) if hours > 0 else dt.datetime.max.replace(tzinfo=tz)
+    row = {"episode_id": "e", "step": 0, "reward": 1.0, "terminated": True, "truncated": False,
+           "timestamp": when}  # fmt: skip
+    with pytest.raises(RolloutValidationError) as info:
+        rows_to_table([row])
+    assert any("out of the range of times in UTC (years 1 to 9999)" in p
+               for p in problems(info)), problems(info)  # fmt: skip

@@ -359,3 +359,59 @@ def test_a_timestamp_beyond_the_column_is_a_problem(seconds: Any) -> None:
     assert [(p.column, p.message) for p in problems] == [(
         "messages[0].timestamp",
         "seconds since the epoch beyond a timestamp's range (int64 microseconds)")]
+
+
+def _problems(kind: str, record: dict[str, Any], opts: ReaderOptions | None = None) -> Any:
+    """The problems `map_record` finds in one record of ``kind`` (it must not raise)."""
+    c = ProblemCollector()
+    formats.map_record(kind, record, RecordProblems(1, c), opts or ReaderOptions())
+    return [(p.column, p.message) for p in c.problems()]
+
+
+@pytest.mark.parametrize("seed", ["²", "--5", "-", "5-", "٣", "1" * 5000, "9" * 20])
+def test_a_seed_string_not_a_decimal_int64_is_a_problem(seed: str) -> None:
+    """A seed may come as a decimal string (JSON's 2**53 limit); any other string, or one past
+    int64, is a problem of its record. ``str.isdigit`` let superscript digits and a doubled
+    minus reach `int` (ValueError, a BUG line), and 5,000 digits its digit limit."""
+    problems = _problems("chat-jsonl", {"messages": [{"role": "user"}], "seed": seed})
+    assert len(problems) == 1 and problems[0][0] == "seed", problems
+    assert problems[0][1] in ("string, want an integer",
+                              f"a decimal string of {len(seed)} digits, out of the int64 range")
+
+
+@pytest.mark.parametrize(("seed", "want"), [("12", 12), ("-0012", -12),
+                                           (str(-(1 << 63)), -(1 << 63))])
+def test_a_decimal_seed_string_is_its_integer(seed: str, want: int) -> None:
+    c = ProblemCollector()
+    (ep,) = formats.map_record("chat-jsonl", {"messages": [{"role": "user"}], "seed": seed},
+                               RecordProblems(1, c), ReaderOptions())  # fmt: skip
+    assert not c.problems() and ep.attrs["seed"] == want
+
+
+@pytest.mark.parametrize("time", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-00:30"])
+def test_a_time_beyond_the_calendar_in_utc_is_a_problem(time: str) -> None:
+    """An ISO time whose UTC falls before year 1 or after 9999: a problem of its record, not
+    an OverflowError from `datetime.astimezone`."""
+    record = {"messages": [{"role": "user", "content": "q", "timestamp": time}]}
+    assert _problems("chat-jsonl", record) == [
+        ("messages[0].timestamp", f"{time!r} is out of the range of times in UTC (years 1 to 9999)")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("scores", "weights"),
+    [({"a": 1e308, "b": 1e308}, None), ({"a": 1.0, "b": 1.0}, {"a": 1e308, "b": 1e308}),
+     ({"a": 1.0, "b": 1.0}, {"a": float("inf"), "b": float("-inf")}),
+     ({"a": 1.0}, {"a": float("inf")}), ({"a": 1.0}, {"a": float("nan")})],
+    ids=["scores", "weights", "inf-minus-inf", "inf", "nan"],
+)
+def test_a_weighted_reward_beyond_float64_is_a_problem(
+    scores: dict[str, float], weights: dict[str, float] | None
+) -> None:
+    """TRL completions: a weighted sum of finite scores that is not finite (`math.fsum` raised
+    OverflowError past float64, ValueError for inf - inf; a library caller's infinite or NaN
+    weight made an infinite or NaN reward) is a problem of its record."""
+    record = {"prompt": "p", "completion": "c", "step": 1, **scores}
+    assert _problems("trl-completions", record, ReaderOptions(reward_weights=weights)) == [
+        (None, "the weighted sum of the reward functions' scores is not a finite number")
+    ]

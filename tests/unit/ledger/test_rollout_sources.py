@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -719,3 +720,35 @@ def test_minari_total_steps_none_when_not_stated(tmp_path: Path, meta: str) -> N
     (tmp_path / "metadata.json").write_text(meta)
     assert minari_total_steps(tmp_path) is None
     assert minari_total_steps(tmp_path / "absent") is None
+
+
+@pytest.mark.parametrize(("fmt", "seed", "want"), [
+    *(("arrow", s, f"episode 0: seed {s!r}, want an integer within int64")
+      for s in (1 << 63, float("inf"), float("nan"), 1.5)),
+    ("hdf5", 1 << 63, "episode 0: seed 9223372036854775808, want an integer within int64"),
+    ("hdf5", float("inf"), "cannot be read: OverflowError('cannot convert float infinity"),
+])  # fmt: skip
+def test_a_minari_seed_that_is_no_int64_integer_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, seed: Any, want: str
+) -> None:
+    """An episode's seed past int64 or infinite ended in OverflowError (a BUG line through
+    the CLI), 1.5 was recorded as 1, NaN refused as an unreadable dataset: each is a refusal
+    naming the episode and its seed. (minari's own HDF5 storage takes `int` of the seed: there
+    an infinity is refused as unreadable, and 1.5 is 1 before this reader sees it.)"""
+    from minari.data_collector import EpisodeBuffer
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+    env = gym.make("CartPole-v1")
+    (_, obs, act, rew, te, tr, _), = play(env, [0])
+    buffer = EpisodeBuffer(seed=seed, observations=np.stack(obs), actions=np.array(act),
+                           rewards=rew, terminations=te, truncations=tr, infos={})  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = minari.create_dataset_from_buffers(
+            f"test/seeds-{fmt}-v0", [buffer], env=env, algorithm_name="random",
+            author="tester", author_email="t@example.org", code_permalink="https://e.org/c",
+            description="fixture", data_format=fmt,
+        )  # fmt: skip
+    with pytest.raises(RolloutValidationError) as info:
+        list(iter_rollout_chunks(Path(ds.storage.data_path)))
+    assert want in str(info.value)

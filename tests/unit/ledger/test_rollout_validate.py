@@ -764,3 +764,11 @@ def test_the_common_json_texts_are_proved() -> None:
         assert checks._proved_json_text(text)
     for text in ("NaN", "1e400", '"\\ud800"', "[1]x", "[" * 300 + "]" * 300):
         assert not checks._proved_json_text(text)
+
+
+def test_a_text_msgspec_cannot_encode_is_not_proved() -> None:
+    """A str holding a lone surrogate (no Arrow column gives one, a library caller's str may):
+    msgspec raises UnicodeEncodeError encoding it for its decoder; not proved, and
+    `_json_error` decides (it was raised out of the check)."""
+    for text in ("\ud800", '"\ud800"', '["a\udfff"]'):
+        assert not checks._proved_json_text(text)

@@ -276,7 +276,7 @@ def _proved_json_text(text: str) -> bool:
         return False
     try:
         _MSGSPEC_JSON.decode(text)
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):  # (a lone surrogate)
         return False
     return True
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -184,15 +185,17 @@ def _opt(obj: Mapping[str, Any], key: str, kind: str, rec: RecordProblems, field
 def _timestamp_us(v: object, rec: RecordProblems, field: str) -> int | None:
     if v is None:
         return None
-    if isinstance(v, dt.datetime):
-        return (to_utc(v) - _EPOCH) // _US
-    if isinstance(v, str):
+    if isinstance(v, dt.datetime | str):
         try:
-            parsed = dt.datetime.fromisoformat(v)
+            parsed = v if isinstance(v, dt.datetime) else dt.datetime.fromisoformat(v)
         except ValueError:
             rec.error(field, f"{v!r} is not an ISO 8601 time")
             return None
-        return (to_utc(parsed) - _EPOCH) // _US
+        try:
+            return (to_utc(parsed) - _EPOCH) // _US
+        except OverflowError:  # before year 1 or after 9999 once in UTC
+            rec.error(field, f"{v!r} is out of the range of times in UTC (years 1 to 9999)")
+            return None
     if isinstance(v, int | float) and not isinstance(v, bool):  # seconds since the epoch
         us = float(v) * 1_000_000 if _is_num(v) else math.inf
         if math.isfinite(us) and -(1 << 63) <= us < (1 << 63):
@@ -406,32 +409,17 @@ class _Episode:
 
 
 _EPISODE_KEYS: Final = (
-    "task_id",
-    "group_id",
-    "label",
-    "env_version",
-    "policy_version",
-    "language",
-    "task_type",
+    "task_id", "group_id", "label", "env_version", "policy_version", "language", "task_type",
     "termination_reason",
-)
+)  # fmt: skip
 _CHAT_KEYS: Final = frozenset(
-    {
-        "episode_id",
-        "messages",
-        "reward",
-        "rewards",
-        "judge_scores",
-        "usage",
-        "cost_usd",
-        "latency_ms",
-        "model_id",
-        "seed",
-        "invalid",
-        "success",
-        *_EPISODE_KEYS,
-    }
-)
+    {"episode_id", "messages", "reward", "rewards", "judge_scores", "usage", "cost_usd",
+     "latency_ms", "model_id", "seed", "invalid", "success", *_EPISODE_KEYS}
+)  # fmt: skip
+
+
+_DECIMAL: Final = re.compile("-?[0-9]+")
+"""A decimal integer's text (``str.isdigit`` takes superscripts, which `int` refuses)."""
 
 
 def _attrs(obj: dict[str, Any], rec: RecordProblems) -> dict[str, Any]:
@@ -440,8 +428,11 @@ def _attrs(obj: dict[str, Any], rec: RecordProblems) -> dict[str, Any]:
         v = obj.get(k)
         attrs[k] = v if v is None or type(v) is str else _opt(obj, k, "str", rec, k)
     seed = obj.get("seed")
-    if isinstance(seed, str) and seed.lstrip("-").isdigit():
-        seed = int(seed)  # large seeds may come as decimal strings (JSON's 2^53 limit)
+    if isinstance(seed, str) and _DECIMAL.fullmatch(seed):  # large seeds may come as decimal
+        digits = len(seed.lstrip("-").lstrip("0"))  # strings (JSON's 2^53 limit)
+        if digits > 19:  # past int64 (and past `int`'s 4,300 digits, in the end)
+            rec.error("seed", f"a decimal string of {len(seed)} digits, out of the int64 range")
+        seed = int(seed) if digits <= 19 else None
     attrs["seed"] = _opt({"seed": seed}, "seed", "int", rec, "seed")
     attrs["invalid"] = _opt(obj, "invalid", "bool", rec, "invalid")
     attrs["success"] = _opt(obj, "success", "bool", rec, "success")
@@ -690,7 +681,14 @@ def _map_trl_completions(
             reward = None
     elif scores:
         w = weights or {}
-        reward = math.fsum(w.get(n, 1.0) * s for n, s in scores)  # TRL: weighted nansum
+        try:  # TRL: weighted nansum (OverflowError past float64, ValueError of inf - inf)
+            reward = math.fsum(w.get(n, 1.0) * s for n, s in scores)
+        except (OverflowError, ValueError):
+            reward = math.nan
+        if not math.isfinite(reward):  # (an infinite or NaN weight, too)
+            rec.error(None, "the weighted sum of the reward functions' scores is not a finite "
+                      "number")  # fmt: skip
+            reward = None
     else:
         reward = None  # every function returned None: unscorable, no reward
     attrs = {

@@ -271,10 +271,28 @@ def iter_minari_chunks(root: Path, batch_rows: int, opts: ReaderOptions) -> Iter
                 meta, pending, rows, held = None, [], 0, 0
         if pending or meta is not None:
             yield _chunk(pending, obs_space, act_space, opts, meta)
-    except (SpaceError, typed_json.TypedJSONError) as e:
+    except (SpaceError, typed_json.TypedJSONError, _SeedError) as e:
         raise refusal(subject, f"{root}: {e}") from e
-    except (OSError, ValueError, KeyError, AssertionError) as e:
+    except (OSError, ValueError, KeyError, AssertionError, OverflowError) as e:
+        # (OverflowError: minari's HDF5 storage takes `int` of an infinite seed)
         raise refusal(subject, f"{root}: Minari dataset cannot be read: {e!r}") from e
+
+
+class _SeedError(ValueError):
+    """An episode's seed that is no int64 integer."""
+
+
+def _seed(seed: Any, eid: str) -> int | None:
+    """An episode's seed as int64 (an integral float taken as its integer, as `int` took it;
+    `int` truncated 1.5 to 1 and raised OverflowError past int64 or for an infinity)."""
+    if isinstance(seed, float | np.floating) and float(seed).is_integer():
+        seed = int(seed)
+    if seed is None or (
+        isinstance(seed, int | np.integer) and not isinstance(seed, bool)
+        and -(1 << 63) <= int(seed) < (1 << 63)
+    ):  # fmt: skip
+        return None if seed is None else int(seed)
+    raise _SeedError(f"episode {eid}: seed {seed}, want an integer within int64")
 
 
 def _nbytes(values: Any) -> int:
@@ -326,8 +344,7 @@ def _chunk(
             for i in range(n)
         ]
         attrs["episode_id"].append(eid)
-        seed = em.get("seed")
-        attrs["seed"].append(None if seed is None else int(seed))
+        attrs["seed"].append(_seed(em.get("seed"), eid))
         attrs["reset_info"].append(
             None if ep_infos is None else typed_json.dumps(_info_at(ep_infos, 0))
         )

@@ -553,24 +553,32 @@ def _iter_jsonl(
 def _jsonl_rows_table(path: Path, schema: pa.Schema, what: str) -> pa.Table:
     c = ProblemCollector()
     rows = [obj for _, obj in jsonl_objects(path, c)]
-    fields, arrays, c2 = rows_to_columns(_json_rows(rows, schema), schema, what)
+    fields, arrays, c2 = rows_to_columns(_json_rows(rows, schema, c), schema, what)
     problems = c.problems() + c2.problems()
     if problems:
         raise RolloutValidationError(str(path), problems)
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields)) if fields else pa.table({})
 
 
-def _json_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> list[dict[str, Any]]:
-    """Rows as ``export --format jsonl`` writes them: JSON values back to column values."""
-    for r in rows:
-        for key in ("extras",):
+def _json_rows(
+    rows: list[dict[str, Any]], schema: pa.Schema, c: ProblemCollector
+) -> list[dict[str, Any]]:
+    """Rows as ``export --format jsonl`` writes them: JSON values back to column values; a
+    typed JSON value that does not decode is a problem in ``c`` (its row's value left null)."""
+    for i, r in enumerate(rows):
+        for key in ("extras", "info", "reset_info"):
             v = r.get(key)
-            if isinstance(v, dict):
-                r[key] = {k: typed_json.loads(json.dumps(x)) for k, x in v.items()}
-        for key in ("info", "reset_info"):
-            v = r.get(key)
-            if v is not None and not isinstance(v, str):
-                r[key] = typed_json.loads(json.dumps(v))
+            try:
+                if key == "extras" and isinstance(v, dict):
+                    r[key] = {k: typed_json.loads(json.dumps(x)) for k, x in v.items()}
+                elif key != "extras" and v is not None and not isinstance(v, str):
+                    r[key] = typed_json.loads(json.dumps(v))
+            except typed_json.TypedJSONError as e:
+                c.add(f"{key}:typed", str(e), row=i, column=key)
+                r[key] = None
+            except RecursionError:
+                c.add(f"{key}:typed", "nested too deeply", row=i, column=key)
+                r[key] = None
     return rows
 
 
@@ -579,11 +587,13 @@ def _iter_rollout_jsonl(path: Path, batch_rows: int) -> Iterator[pa.RecordBatch]
     rows: list[dict[str, Any]] = []
 
     def flush() -> pa.RecordBatch | None:
-        fields, arrays, c2 = rows_to_columns(_json_rows(rows, STEP_SCHEMA), STEP_SCHEMA, "step")
+        typed = ProblemCollector()
+        rows_typed = _json_rows(rows, STEP_SCHEMA, typed)
+        fields, arrays, c2 = rows_to_columns(rows_typed, STEP_SCHEMA, "step")
         rows.clear()
-        for p in c2.problems():
+        for p in (*typed.problems(), *c2.problems()):
             c.add(f"{p.column}:{p.message[:24]}", p.message, column=p.column)
-        if c2.count:
+        if c2.count or typed.count:
             return None
         return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 

@@ -159,7 +159,15 @@ def _column_from_values(values: list[Any], field: pa.Field, c: ProblemCollector)
     elif name == "episode_id":
         values = [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in values]
     elif pa.types.is_timestamp(typ):
-        values = [to_utc(v) if isinstance(v, dt.datetime) else v for v in values]
+        utc: list[Any] = []
+        for i, v in enumerate(values):
+            try:
+                utc.append(to_utc(v) if isinstance(v, dt.datetime) else v)
+            except OverflowError:  # before year 1 or after 9999 once in UTC
+                message = f"{v} is out of the range of times in UTC (years 1 to 9999)"
+                c.add(f"{name}:range", message, row=i, column=name)
+                utc.append(None)
+        values = utc
     try:
         return pa.array(values, type=typ, from_pandas=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
