@@ -354,8 +354,10 @@ def test_kept_features_refuse_ranges_that_cut_an_episode() -> None:
     assert kept([(0, 2)], None) is None  # a block without features
 
 
-def record(chunks: Any, out: Path) -> tuple[str, str, str, list[Any]]:
-    """The steps, episodes and features digests of a recording, and what `given` received."""
+def record(chunks: Any, out: Path, **options: Any) -> tuple[str, str, str, list[Any]]:
+    """The steps, episodes and features digests of a recording (``options`` for
+    `write_steps_parquet`), and what `given` received (None: features not known for a
+    chunk)."""
     out.mkdir()
     recorder = FeatureRecorder(out)
     seen: list[Any] = []
@@ -364,10 +366,10 @@ def record(chunks: Any, out: Path) -> tuple[str, str, str, list[Any]]:
         seen.append(f)
         recorder.given(f)
 
-    stats = write_steps_parquet(
-        chunks, out / "steps.parquet", on_steps=recorder.add, on_features=given
-    )
-    kept = recorder.finish(stats.steps_file.digest, out / "steps.parquet")
+    steps = out / "steps.parquet"
+    stats = write_steps_parquet(chunks, steps, on_steps=recorder.add, on_features=given,
+                                **options)  # fmt: skip
+    kept = recorder.finish(stats.steps_file.digest, steps)
     return stats.steps_file.sha256, stats.episodes_file.sha256, kept.sha256, seen
 
 
@@ -482,24 +484,10 @@ def preference(n: int, kind: str) -> str:
 
 
 def recorded(chunks: Any, out: Path, row_group_rows: int) -> tuple[str, str, str, list[Any]]:
-    """`record_batch`'s way of writing: the steps, episodes and features files' digests, and
-    what the recorder was given (None: features not known for a chunk)."""
-    out.mkdir()
-    recorder = FeatureRecorder(out)
-    seen: list[Any] = []
-
-    def given(f: Any) -> None:
-        seen.append(f)
-        recorder.given(f)
-
-    steps = out / "steps.parquet"
-    stats = write_steps_parquet(
-        chunks, steps, episodes_path=out / "episodes.parquet", row_group_rows=row_group_rows,
-        fill={"env_version": "sha256:" + "e" * 64, "policy_version": "p1"},
-        on_steps=recorder.add, on_features=given,
-    )  # fmt: skip
-    kept = recorder.finish(stats.steps_file.digest, steps)
-    return stats.steps_file.sha256, stats.episodes_file.sha256, kept.sha256, seen
+    """`record` as `record_batch` writes: an episodes file, row groups, filled columns."""
+    return record(chunks, out, episodes_path=out / "episodes.parquet",
+                  row_group_rows=row_group_rows,
+                  fill={"env_version": "sha256:" + "e" * 64, "policy_version": "p1"})  # fmt: skip
 
 
 def batch_of(

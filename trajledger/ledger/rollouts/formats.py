@@ -275,6 +275,7 @@ _ROW_FIELDS: Final = ("reward", *_STEP_FIELDS)
 _ROW: Final = itemgetter(*_ROW_FIELDS)
 _ROW_INDEX: Final = {name: i for i, name in enumerate(_ROW_FIELDS)}
 _CONTENT: Final = _ROW_INDEX["content"]
+_LATENCY: Final = _ROW_INDEX["latency_ms"]  # (then prompt_tokens and completion_tokens)
 _ATTR_NAMES: Final = tuple(
     n for n in EPISODE_ATTR_SCHEMA.names if n not in ("episode_id", "extras")
 )
@@ -632,7 +633,7 @@ def _plain_chat(obj: dict[str, Any]) -> _Episode | None:
         )  # fmt: skip
     if latency is not None or prompt is not None or completion is not None:
         r = rows[target]  # the last step when no message is the assistant's (target -1)
-        rows[target] = (*r[:8], latency, prompt, completion, *r[11:])
+        rows[target] = (*r[:_LATENCY], latency, prompt, completion, *r[_LATENCY + 3:])
     truncated = attrs["termination_reason"] in TRUNCATION_REASONS
     return _Episode(eid, [], attrs, None, truncated, rows=rows)
 
