@@ -96,7 +96,7 @@ def test_episode_attributes_read_as_optional_strings(record: dict[str, Any]) -> 
     """`_attrs` reads each episode key as `_opt` of a string does, with the same problems."""
     c, want_c = ProblemCollector(), ProblemCollector()
     attrs = formats._attrs(record, RecordProblems(1, c))
-    want = {k: formats._opt(record, k, "str", RecordProblems(1, want_c), k)
+    want = {k: formats.opt(record, k, "str", RecordProblems(1, want_c), k)
             for k in formats._EPISODE_KEYS}  # fmt: skip
     assert {k: attrs[k] for k in formats._EPISODE_KEYS} == want
     assert c.problems() == want_c.problems()

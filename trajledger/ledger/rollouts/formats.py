@@ -71,7 +71,7 @@ _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _US: Final = dt.timedelta(microseconds=1)
 
 
-def _is_num(v: object) -> bool:
+def is_num(v: object) -> bool:
     """A JSON number (never a boolean) that float64 holds: an integer beyond float64's range
     (JSON allows any number of digits) is none."""
     if isinstance(v, bool):
@@ -83,8 +83,8 @@ _FLOAT_INT: Final = 1 << 1024
 """Integers strictly within +-2**1024 round to a finite float64; from it on, `float` raises."""
 
 
-def _beyond(v: object) -> str:
-    """The problem of a number `_is_num` refuses for its size alone, or of any other value."""
+def beyond(v: object) -> str:
+    """The problem of a number `is_num` refuses for its size alone, or of any other value."""
     if isinstance(v, int) and not isinstance(v, bool):
         return f"an integer of {len(str(abs(v)))} digits, beyond float64's range"
     return f"{json_type(v)}, want a number"
@@ -111,21 +111,21 @@ def to_utc(value: dt.datetime) -> dt.datetime:
 
 
 _quoted: Final = json.encoder.encode_basestring  # a string as `_LINK_JSON` quotes it
-_COMPACT_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+COMPACT_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _COMPACT_C: Final[Callable[[object, int], tuple[str, ...]] | None] = (
     None if json.encoder.c_make_encoder is None  # type: ignore[attr-defined]
     else json.encoder.c_make_encoder(  # type: ignore[attr-defined]
-        None, _COMPACT_JSON.default, json.encoder.encode_basestring, None, ":", ",", False,
+        None, COMPACT_JSON.default, json.encoder.encode_basestring, None, ":", ",", False,
         False, False,
     )
 )  # fmt: skip
-"""The C encoder `_COMPACT_JSON.encode` makes anew for each list or object, made once (with no
+"""The C encoder `COMPACT_JSON.encode` makes anew for each list or object, made once (with no
 check for cycles, which decoded JSON cannot have: one would end in `RecursionError`)."""
 _LINK_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 """Made once: ``json.dumps`` with options makes a new encoder per call."""
 
 
-def _json_text(v: object, rec: RecordProblems, field: str) -> str | None:
+def json_text(v: object, rec: RecordProblems, field: str) -> str | None:
     """Tool calls and results are stored as JSON text; a string must already be JSON."""
     if v is None:
         return None
@@ -140,7 +140,7 @@ def _json_text(v: object, rec: RecordProblems, field: str) -> str | None:
             return None
         return v
     try:
-        return _COMPACT_JSON.encode(v)
+        return COMPACT_JSON.encode(v)
     except (TypeError, ValueError) as e:
         rec.error(field, f"cannot be written as JSON: {e}")
         return None
@@ -155,7 +155,7 @@ _KIND_NAMES: Final = {
 }
 
 
-def _opt(obj: Mapping[str, Any], key: str, kind: str, rec: RecordProblems, field: str) -> Any:
+def opt(obj: Mapping[str, Any], key: str, kind: str, rec: RecordProblems, field: str) -> Any:
     """Read an optional field, checking its JSON type (a boolean is not a number)."""
     v = obj.get(key)
     if v is None:
@@ -164,8 +164,8 @@ def _opt(obj: Mapping[str, Any], key: str, kind: str, rec: RecordProblems, field
         ok = isinstance(v, str)
     elif kind == "num":
         ok = isinstance(v, int | float) and not isinstance(v, bool)
-        if ok and not _is_num(v):
-            rec.error(field, _beyond(v))
+        if ok and not is_num(v):
+            rec.error(field, beyond(v))
             return None
     elif kind == "int":
         ok = isinstance(v, int) and not isinstance(v, bool)
@@ -182,7 +182,7 @@ def _opt(obj: Mapping[str, Any], key: str, kind: str, rec: RecordProblems, field
     return float(v) if kind == "num" else v  # an integer past 2**53: float64's nearest
 
 
-def _timestamp_us(v: object, rec: RecordProblems, field: str) -> int | None:
+def timestamp_us(v: object, rec: RecordProblems, field: str) -> int | None:
     if v is None:
         return None
     if isinstance(v, dt.datetime | str):
@@ -197,7 +197,7 @@ def _timestamp_us(v: object, rec: RecordProblems, field: str) -> int | None:
             rec.error(field, f"{v!r} is out of the range of times in UTC (years 1 to 9999)")
             return None
     if isinstance(v, int | float) and not isinstance(v, bool):  # seconds since the epoch
-        us = float(v) * 1_000_000 if _is_num(v) else math.inf
+        us = float(v) * 1_000_000 if is_num(v) else math.inf
         if math.isfinite(us) and -(1 << 63) <= us < (1 << 63):
             return round(us)
         rec.error(field, "seconds since the epoch beyond a timestamp's range (int64 microseconds)")
@@ -217,7 +217,7 @@ def _typed(v: object, rec: RecordProblems, field: str) -> str | None:
         return None
 
 
-def _extras(
+def extras_of(
     obj: Mapping[str, Any], known: frozenset[str], rec: RecordProblems, where: str = ""
 ) -> dict[str, str]:
     out: dict[str, str] = {}
@@ -269,17 +269,16 @@ _STEP_FIELDS: Final = (
     "extras",
 )
 
-
 _ROW_FIELDS: Final = ("reward", *_STEP_FIELDS)
 """The fields of a step as `ChunkBuilder` keeps it (a tuple), in this order."""
 _ROW: Final = itemgetter(*_ROW_FIELDS)
 _ROW_INDEX: Final = {name: i for i, name in enumerate(_ROW_FIELDS)}
 _CONTENT: Final = _ROW_INDEX["content"]
-_LATENCY: Final = _ROW_INDEX["latency_ms"]  # (then prompt_tokens and completion_tokens)
+LATENCY: Final = _ROW_INDEX["latency_ms"]  # (then prompt_tokens and completion_tokens)
 _ATTR_NAMES: Final = tuple(
     n for n in EPISODE_ATTR_SCHEMA.names if n not in ("episode_id", "extras")
 )
-"""The episode attributes a mapping gives (``_Episode.attrs``); `ChunkBuilder` sets the id and
+"""The episode attributes a mapping gives (``Episode.attrs``); `ChunkBuilder` sets the id and
 ``extras``. An episode's attributes are kept as ``(id, extras, *these)``."""
 
 
@@ -307,7 +306,7 @@ def _plain_message(m: dict[str, Any], rec: RecordProblems, where: str) -> dict[s
     if type(role) is not str or not (content is None or type(content) is str):
         return None
     calls = m.get("tool_calls")
-    tool_calls = None if calls is None else _json_text(calls, rec, f"{where}.tool_calls")
+    tool_calls = None if calls is None else json_text(calls, rec, f"{where}.tool_calls")
     tool_results = _tool_link(m)
     return {
         "role": role, "content": content, "reasoning_content": None, "tool_calls": tool_calls,
@@ -332,40 +331,40 @@ def _message(m: object, rec: RecordProblems, where: str) -> dict[str, Any] | Non
     content = m.get("content")
     if content is not None and not isinstance(content, str):
         # Multi-part content (a list of parts) is kept whole, as JSON text.
-        content = _json_text(content, rec, f"{where}.content")
-    reasoning = _opt(m, "reasoning_content", "str", rec, f"{where}.reasoning_content")
-    tool_results = _json_text(m.get("tool_results"), rec, f"{where}.tool_results")
+        content = json_text(content, rec, f"{where}.content")
+    reasoning = opt(m, "reasoning_content", "str", rec, f"{where}.reasoning_content")
+    tool_results = json_text(m.get("tool_results"), rec, f"{where}.tool_results")
     known = _MESSAGE_KEYS
     link = None if tool_results is not None else _tool_link(m)
     if link is not None:
         tool_results = link
     else:
         known = _MESSAGE_KEYS_NO_LINK  # kept in extras: tool_results holds the results
-    usage = _opt(m, "usage", "obj", rec, f"{where}.usage") or {}
+    usage = opt(m, "usage", "obj", rec, f"{where}.usage") or {}
     return {
         "role": role,
         "content": content,
         "reasoning_content": reasoning,
-        "tool_calls": _json_text(m.get("tool_calls"), rec, f"{where}.tool_calls"),
+        "tool_calls": json_text(m.get("tool_calls"), rec, f"{where}.tool_calls"),
         "tool_results": tool_results,
-        "reward": _opt(m, "reward", "num", rec, f"{where}.reward"),
-        "action_logprob": _opt(m, "logprob", "num", rec, f"{where}.logprob"),
-        "timestamp": _timestamp_us(m.get("timestamp"), rec, f"{where}.timestamp"),
-        "latency_ms": _opt(m, "latency_ms", "num", rec, f"{where}.latency_ms"),
-        "prompt_tokens": _opt(usage, "prompt_tokens", "int", rec, f"{where}.usage.prompt_tokens"),
-        "completion_tokens": _opt(
+        "reward": opt(m, "reward", "num", rec, f"{where}.reward"),
+        "action_logprob": opt(m, "logprob", "num", rec, f"{where}.logprob"),
+        "timestamp": timestamp_us(m.get("timestamp"), rec, f"{where}.timestamp"),
+        "latency_ms": opt(m, "latency_ms", "num", rec, f"{where}.latency_ms"),
+        "prompt_tokens": opt(usage, "prompt_tokens", "int", rec, f"{where}.usage.prompt_tokens"),
+        "completion_tokens": opt(
             usage, "completion_tokens", "int", rec, f"{where}.usage.completion_tokens"
         ),
-        "cost_usd": _opt(m, "cost_usd", "num", rec, f"{where}.cost_usd"),
-        "model_id": _opt(m, "model_id", "str", rec, f"{where}.model_id"),
-        "safety_interventions": _opt(
+        "cost_usd": opt(m, "cost_usd", "num", rec, f"{where}.cost_usd"),
+        "model_id": opt(m, "model_id", "str", rec, f"{where}.model_id"),
+        "safety_interventions": opt(
             m, "safety_interventions", "int", rec, f"{where}.safety_interventions"
         ),
-        "extras": _extras(m, known, rec, f"{where}.") or None,
+        "extras": extras_of(m, known, rec, f"{where}.") or None,
     }
 
 
-def _text_or_messages(
+def text_or_messages(
     v: object, role: str, rec: RecordProblems, field: str
 ) -> list[dict[str, Any]]:
     """Prompts and completions: a string (one message) or a list of messages."""
@@ -388,15 +387,15 @@ def _scores(v: object, rec: RecordProblems, field: str) -> list[tuple[str, float
         return None
     out = []
     for k, s in v.items():
-        if not _is_num(s):
-            rec.error(f"{field}.{k}", _beyond(s))
+        if not is_num(s):
+            rec.error(f"{field}.{k}", beyond(s))
         else:
             out.append((k, float(s)))
     return out
 
 
 @dataclass
-class _Episode:
+class Episode:
     episode_id: str | None
     steps: list[dict[str, Any]]
     attrs: dict[str, Any]
@@ -425,19 +424,19 @@ _DECIMAL: Final = re.compile("-?[0-9]+")
 
 def _attrs(obj: dict[str, Any], rec: RecordProblems) -> dict[str, Any]:
     attrs: dict[str, Any] = {}
-    for k in _EPISODE_KEYS:  # `_opt` of a string, without its call for absent keys and strings
+    for k in _EPISODE_KEYS:  # `opt` of a string, without its call for absent keys and strings
         v = obj.get(k)
-        attrs[k] = v if v is None or type(v) is str else _opt(obj, k, "str", rec, k)
+        attrs[k] = v if v is None or type(v) is str else opt(obj, k, "str", rec, k)
     seed = obj.get("seed")
     if isinstance(seed, str) and _DECIMAL.fullmatch(seed):  # large seeds may come as decimal
         digits = len(seed.lstrip("-").lstrip("0"))  # strings (JSON's 2^53 limit)
         if digits > 19:  # past int64 (and past `int`'s 4,300 digits, in the end)
             rec.error("seed", f"a decimal string of {len(seed)} digits, out of the int64 range")
         seed = int(seed) if digits <= 19 else None
-    attrs["seed"] = _opt({"seed": seed}, "seed", "int", rec, "seed")
-    attrs["invalid"] = _opt(obj, "invalid", "bool", rec, "invalid")
-    attrs["success"] = _opt(obj, "success", "bool", rec, "success")
-    attrs["cost_usd"] = _opt(obj, "cost_usd", "num", rec, "cost_usd")
+    attrs["seed"] = opt({"seed": seed}, "seed", "int", rec, "seed")
+    attrs["invalid"] = opt(obj, "invalid", "bool", rec, "invalid")
+    attrs["success"] = opt(obj, "success", "bool", rec, "success")
+    attrs["cost_usd"] = opt(obj, "cost_usd", "num", rec, "cost_usd")
     attrs["judge_scores"] = _scores(obj.get("judge_scores"), rec, "judge_scores")
     return attrs
 
@@ -448,15 +447,15 @@ def _episode_usage(obj: dict[str, Any], steps: list[dict[str, Any]], rec: Record
         return
     assistant = [s for s in steps if s.get("role") == "assistant"]
     target = assistant[-1] if assistant else steps[-1]
-    usage = _opt(obj, "usage", "obj", rec, "usage") or {}
+    usage = opt(obj, "usage", "obj", rec, "usage") or {}
     for key in ("prompt_tokens", "completion_tokens"):
-        v = _opt(usage, key, "int", rec, f"usage.{key}")
+        v = opt(usage, key, "int", rec, f"usage.{key}")
         if v is not None and target[key] is None:
             target[key] = v
-    latency = _opt(obj, "latency_ms", "num", rec, "latency_ms")
+    latency = opt(obj, "latency_ms", "num", rec, "latency_ms")
     if latency is not None and target["latency_ms"] is None:
         target["latency_ms"] = latency
-    model = _opt(obj, "model_id", "str", rec, "model_id")
+    model = opt(obj, "model_id", "str", rec, "model_id")
     if model is not None:
         for s in assistant:
             if s["model_id"] is None:
@@ -477,7 +476,7 @@ def _rewards(obj: dict[str, Any], steps: list[dict[str, Any]], rec: RecordProble
         return None
     if "rewards" in given:
         rewards = obj["rewards"]
-        if not isinstance(rewards, list) or not all(_is_num(r) for r in rewards):
+        if not isinstance(rewards, list) or not all(is_num(r) for r in rewards):
             rec.error("rewards", "want a list of numbers, one per message")
         elif len(rewards) != len(steps):
             rec.error(
@@ -488,11 +487,11 @@ def _rewards(obj: dict[str, Any], steps: list[dict[str, Any]], rec: RecordProble
                 s["reward"] = r
         return None
     if "reward" in given:
-        return _opt(obj, "reward", "num", rec, "reward")  # type: ignore[no-any-return]
+        return opt(obj, "reward", "num", rec, "reward")  # type: ignore[no-any-return]
     return None
 
 
-def _episode_id(obj: Mapping[str, Any], rec: RecordProblems) -> str | None:
+def episode_id_of(obj: Mapping[str, Any], rec: RecordProblems) -> str | None:
     eid = obj.get("episode_id")
     if eid is None:
         return None
@@ -508,11 +507,11 @@ def _policy_step(obj: dict[str, Any], rec: RecordProblems) -> str | None:
     step = obj.get("step")
     if isinstance(step, float) and step.is_integer():
         step = int(step)  # pandas may write an integer column as floats
-    step = _opt({"step": step}, "step", "int", rec, "step")
+    step = opt({"step": step}, "step", "int", rec, "step")
     return None if step is None else str(step)
 
 
-def _map_chat(obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions) -> list[_Episode]:
+def map_chat(obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions) -> list[Episode]:
     plain = _plain_chat(obj)
     if plain is not None:
         return [plain]
@@ -533,13 +532,13 @@ def _map_chat(obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions) -> 
     attrs = _attrs(obj, rec)
     _episode_usage(obj, steps, rec)
     return [
-        _Episode(
-            _episode_id(obj, rec),
+        Episode(
+            episode_id_of(obj, rec),
             steps,
             attrs,
             _rewards(obj, steps, rec),
             truncated=attrs.get("termination_reason") in TRUNCATION_REASONS,
-            extras=_extras(obj, _CHAT_KEYS, rec),
+            extras=extras_of(obj, _CHAT_KEYS, rec),
         )
     ]
 
@@ -552,27 +551,27 @@ _INT64: Final = range(-(1 << 63), 1 << 63)
 
 
 def _num(v: object) -> bool:
-    """A JSON number as `_opt` of a number takes it (never a boolean), and as float64 holds it
-    exactly (an integer past 2**53 goes to `_map_chat`, which rounds it or refuses it)."""
+    """A JSON number as `opt` of a number takes it (never a boolean), and as float64 holds it
+    exactly (an integer past 2**53 goes to `map_chat`, which rounds it or refuses it)."""
     return type(v) is float or (type(v) is int and -_EXACT_INT <= v <= _EXACT_INT)
 
 
 _EXACT_INT: Final = 1 << 53
 
 
-def _plain_chat(obj: dict[str, Any]) -> _Episode | None:
-    """`_map_chat` of the common chat record, its steps straight as `ChunkBuilder` keeps them;
-    None when ``obj`` is not one, and then `_map_chat` maps it (with its problems).
+def _plain_chat(obj: dict[str, Any]) -> Episode | None:
+    """`map_chat` of the common chat record, its steps straight as `ChunkBuilder` keeps them;
+    None when ``obj`` is not one, and then `map_chat` maps it (with its problems).
 
     The common record has only `_PLAIN_CHAT_KEYS`; an episode id that is a non-empty string or
     none; a non-empty list of messages, each one `_plain_message` takes, with tool calls a list
-    or an object (written by `_COMPACT_JSON`); string episode attributes; numbers for reward,
+    or an object (written by `COMPACT_JSON`); string episode attributes; numbers for reward,
     cost and latency; judge scores an object of numbers; usage an object whose token counts are
-    int64 integers or absent; a string model_id. No check of `_map_chat` fails on such a record
-    (it has no problem), and the steps, attributes and flags are those `_map_chat` and
+    int64 integers or absent; a string model_id. No check of `map_chat` fails on such a record
+    (it has no problem), and the steps, attributes and flags are those `map_chat` and
     ``ChunkBuilder._add`` give it: tested against them with this path off, on random records
     of every shape (tests/unit/ledger/test_rollout_formats.py). Nothing is raised here: what
-    could raise is left to `_map_chat`."""
+    could raise is left to `map_chat`."""
     if not obj.keys() <= _PLAIN_CHAT_KEYS:
         return None
     get = obj.get
@@ -620,7 +619,7 @@ def _plain_chat(obj: dict[str, Any]) -> _Episode | None:
             if calls is not None:
                 if type(calls) is not list and type(calls) is not dict:
                     return None
-                calls = "".join(_COMPACT_C(calls, 0)) if _COMPACT_C else _COMPACT_JSON.encode(calls)
+                calls = "".join(_COMPACT_C(calls, 0)) if _COMPACT_C else COMPACT_JSON.encode(calls)
             link = _tool_link(m)
         except (TypeError, ValueError, RecursionError):
             return None
@@ -633,20 +632,20 @@ def _plain_chat(obj: dict[str, Any]) -> _Episode | None:
         )  # fmt: skip
     if latency is not None or prompt is not None or completion is not None:
         r = rows[target]  # the last step when no message is the assistant's (target -1)
-        rows[target] = (*r[:_LATENCY], latency, prompt, completion, *r[_LATENCY + 3:])
+        rows[target] = (*r[:LATENCY], latency, prompt, completion, *r[LATENCY + 3:])
     truncated = attrs["termination_reason"] in TRUNCATION_REASONS
-    return _Episode(eid, [], attrs, None, truncated, rows=rows)
+    return Episode(eid, [], attrs, None, truncated, rows=rows)
 
 
 _TRL_FIXED: Final = frozenset({"episode_id", "task_id", "step", "prompt", "completion", "success"})
 
 
-def _map_trl_completions(
+def map_trl_completions(
     obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions
-) -> list[_Episode]:
+) -> list[Episode]:
     """A row of TRL's completions table (``GRPOTrainer.log``; see rollout-inputs.md)."""
-    steps = _text_or_messages(obj.get("prompt"), "user", rec, "prompt")
-    steps += _text_or_messages(obj.get("completion"), "assistant", rec, "completion")
+    steps = text_or_messages(obj.get("prompt"), "user", rec, "prompt")
+    steps += text_or_messages(obj.get("completion"), "assistant", rec, "completion")
     weights = opts.reward_weights
     if weights is not None:
         for name in weights:
@@ -657,14 +656,14 @@ def _map_trl_completions(
         reward_cols = [
             k
             for k, v in obj.items()
-            if k not in _TRL_FIXED and k != "advantage" and (v is None or _is_num(v))
+            if k not in _TRL_FIXED and k != "advantage" and (v is None or is_num(v))
         ]
     scores: list[tuple[str, float]] = []
     for name in reward_cols:
         v = obj.get(name)
         if v is None or (isinstance(v, float) and math.isnan(v)):
             continue  # the function did not apply: a missing score, never a NaN reward
-        if not _is_num(v) or not math.isfinite(v):
+        if not is_num(v) or not math.isfinite(v):
             rec.error(name, f"reward function score {v!r}, want a finite number or NaN")
             continue
         scores.append((name, float(v)))
@@ -675,10 +674,10 @@ def _map_trl_completions(
             rec.error(opts.reward_column, "missing: the column named by --reward-column")
         if v is None or (isinstance(v, float) and math.isnan(v)):
             reward = None
-        elif _is_num(v):
+        elif is_num(v):
             reward = float(v)
         else:
-            rec.error(opts.reward_column, _beyond(v))
+            rec.error(opts.reward_column, beyond(v))
             reward = None
     elif scores:
         w = weights or {}
@@ -693,58 +692,60 @@ def _map_trl_completions(
     else:
         reward = None  # every function returned None: unscorable, no reward
     attrs = {
-        "task_id": _opt(obj, "task_id", "str", rec, "task_id"),
+        "task_id": opt(obj, "task_id", "str", rec, "task_id"),
         "policy_version": _policy_step(obj, rec),
         "judge_scores": scores or None,
-        "success": _opt(obj, "success", "bool", rec, "success"),
+        "success": opt(obj, "success", "bool", rec, "success"),
     }
-    extras = _extras(obj, _TRL_FIXED | set(reward_cols), rec)
-    return [_Episode(_episode_id(obj, rec), steps, attrs, reward, False, extras)]
+    extras = extras_of(obj, _TRL_FIXED | set(reward_cols), rec)
+    return [Episode(episode_id_of(obj, rec), steps, attrs, reward, False, extras)]
 
 
-def _map_trl_prompt_completion(
+def map_trl_prompt_completion(
     obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions
-) -> list[_Episode]:
+) -> list[Episode]:
     """TRL prompt-completion dataset rows; with a boolean ``label``, unpaired preference (KTO)."""
     steps: list[dict[str, Any]] = []
     if obj.get("prompt") is not None:
-        steps = _text_or_messages(obj["prompt"], "user", rec, "prompt")
-    steps += _text_or_messages(obj.get("completion"), "assistant", rec, "completion")
+        steps = text_or_messages(obj["prompt"], "user", rec, "prompt")
+    steps += text_or_messages(obj.get("completion"), "assistant", rec, "completion")
     attrs: dict[str, Any] = {
-        "task_id": _opt(obj, "task_id", "str", rec, "task_id"),
-        "success": _opt(obj, "success", "bool", rec, "success"),
+        "task_id": opt(obj, "task_id", "str", rec, "task_id"),
+        "success": opt(obj, "success", "bool", rec, "success"),
     }
     known = {"episode_id", "task_id", "prompt", "completion", "success"}
     if "label" in obj:
-        label = _opt(obj, "label", "bool", rec, "label")
+        label = opt(obj, "label", "bool", rec, "label")
         if label is None and obj.get("label") is None:
             rec.error("label", "null, want a boolean (KTO: desirable or not)")
         attrs["label"] = None if label is None else ("desirable" if label else "undesirable")
         known.add("label")
-    reward = _opt(obj, "reward", "num", rec, "reward")
+    reward = opt(obj, "reward", "num", rec, "reward")
     known.add("reward")
-    extras = _extras(obj, frozenset(known), rec)
-    return [_Episode(_episode_id(obj, rec), steps, attrs, reward, False, extras)]
+    extras = extras_of(obj, frozenset(known), rec)
+    return [Episode(episode_id_of(obj, rec), steps, attrs, reward, False, extras)]
 
 
-def _map_trl_preference(
+def map_trl_preference(
     obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions
-) -> list[_Episode]:
+) -> list[Episode]:
     """TRL preference rows: ``chosen`` and ``rejected`` (with or without ``prompt``) become two
     episodes of one group, labelled ``chosen`` and ``rejected``."""
     prompt: list[dict[str, Any]] = []
     if obj.get("prompt") is not None:
-        prompt = _text_or_messages(obj["prompt"], "user", rec, "prompt")
-    base = _episode_id(obj, rec)
-    task = _opt(obj, "task_id", "str", rec, "task_id")
-    extras = _extras(obj, frozenset({"episode_id", "task_id", "prompt", "chosen", "rejected"}), rec)
+        prompt = text_or_messages(obj["prompt"], "user", rec, "prompt")
+    base = episode_id_of(obj, rec)
+    task = opt(obj, "task_id", "str", rec, "task_id")
+    extras = extras_of(
+        obj, frozenset({"episode_id", "task_id", "prompt", "chosen", "rejected"}), rec
+    )
     out = []
     for side in ("chosen", "rejected"):
         steps = [dict(s) for s in prompt]
-        steps += _text_or_messages(obj.get(side), "assistant", rec, side)
+        steps += text_or_messages(obj.get(side), "assistant", rec, side)
         attrs = {"task_id": task, "label": side, "group_id": base}
         out.append(
-            _Episode(
+            Episode(
                 None if base is None else f"{base}/{side}",
                 steps,
                 attrs,
@@ -773,50 +774,50 @@ _VERL_FIXED: Final = frozenset(
 )
 
 
-def _map_verl(obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions) -> list[_Episode]:
+def map_verl(obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions) -> list[Episode]:
     """A line of verl's rollout dump (``RayPPOTrainer._write_generations``)."""
     for a, b in (("prompt", "input"), ("response", "output"), ("score", "reward")):
         if a in obj and b in obj:
             rec.error(b, f"both {a} and {b} given, want one")
     prompt = obj.get("prompt", obj.get("input"))
     response = obj.get("response", obj.get("output"))
-    steps = _text_or_messages(prompt, "user", rec, "prompt" if "prompt" in obj else "input")
-    steps += _text_or_messages(
+    steps = text_or_messages(prompt, "user", rec, "prompt" if "prompt" in obj else "input")
+    steps += text_or_messages(
         response, "assistant", rec, "response" if "response" in obj else "output"
     )
     key = "score" if "score" in obj else "reward"
-    reward = _opt(obj, key, "num", rec, key)
-    extras = _extras(obj, _VERL_FIXED, rec)
+    reward = opt(obj, key, "num", rec, key)
+    extras = extras_of(obj, _VERL_FIXED, rec)
     # Numeric reward details (verl's reward_extra_info, e.g. acc) are also judge scores.
     scores = [
         (k, float(v))
         for k, v in obj.items()
         if k not in _VERL_FIXED
-        and (_is_num(v) or isinstance(v, bool))
+        and (is_num(v) or isinstance(v, bool))
         and math.isfinite(float(v))
         and k != "gts"
     ]
     uid = obj.get("uid")
     attrs = {
-        "task_id": _opt(obj, "task_id", "str", rec, "task_id"),
+        "task_id": opt(obj, "task_id", "str", rec, "task_id"),
         "policy_version": _policy_step(obj, rec),
         "judge_scores": scores or None,
         # verl's uid names the prompt a group of n responses answers (GRPO's group).
         "group_id": uid if isinstance(uid, str) else None,
-        "success": _opt(obj, "success", "bool", rec, "success"),
+        "success": opt(obj, "success", "bool", rec, "success"),
     }
-    return [_Episode(_episode_id(obj, rec), steps, attrs, reward, False, extras)]
+    return [Episode(episode_id_of(obj, rec), steps, attrs, reward, False, extras)]
 
 
 _MAPPERS: Final[
-    dict[str, Callable[[dict[str, Any], RecordProblems, ReaderOptions], list[_Episode]]]
+    dict[str, Callable[[dict[str, Any], RecordProblems, ReaderOptions], list[Episode]]]
 ] = {
-    "chat-jsonl": _map_chat,
-    "trl-completions": _map_trl_completions,
-    "trl-prompt-completion": _map_trl_prompt_completion,
-    "trl-kto": _map_trl_prompt_completion,
-    "trl-preference": _map_trl_preference,
-    "verl-jsonl": _map_verl,
+    "chat-jsonl": map_chat,
+    "trl-completions": map_trl_completions,
+    "trl-prompt-completion": map_trl_prompt_completion,
+    "trl-kto": map_trl_prompt_completion,
+    "trl-preference": map_trl_preference,
+    "verl-jsonl": map_verl,
 }
 
 
@@ -843,7 +844,7 @@ def kind_of_record(keys: set[str] | frozenset[str]) -> str | None:
 
 def map_record(
     kind: str, obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions
-) -> list[_Episode]:
+) -> list[Episode]:
     """Map one record of format ``kind`` to its episodes (two for a preference pair)."""
     return _MAPPERS[kind](obj, rec, opts)
 
@@ -876,13 +877,13 @@ class ChunkBuilder:
         self.rows = 0
         self.text_bytes = 0
 
-    def add(self, episodes: list[_Episode], rec: RecordProblems) -> None:
+    def add(self, episodes: list[Episode], rec: RecordProblems) -> None:
         """Check the ids of one record's episodes and queue them (unless the record failed)."""
         ids = self.ids_of(episodes, rec)
         self.check_ids(ids, rec)
         self.take(ids, episodes, rec)
 
-    def ids_of(self, episodes: list[_Episode], rec: RecordProblems) -> list[str]:
+    def ids_of(self, episodes: list[Episode], rec: RecordProblems) -> list[str]:
         """The episode ids of one record's episodes: given, or ``<prefix><unit>-<n>``."""
         ids = []
         for ep in episodes:
@@ -903,13 +904,13 @@ class ChunkBuilder:
             for eid in ids:
                 self._ids[eid] = rec.number
 
-    def take(self, ids: list[str], episodes: list[_Episode], rec: RecordProblems) -> None:
+    def take(self, ids: list[str], episodes: list[Episode], rec: RecordProblems) -> None:
         """Queue a record's episodes under ``ids``, unless the record failed."""
         if not rec.failed:
             for eid, ep in zip(ids, episodes, strict=True):
                 self._add(eid, ep)
 
-    def _add(self, eid: str, ep: _Episode) -> None:
+    def _add(self, eid: str, ep: Episode) -> None:
         rows = ep.rows
         if rows is None:
             steps = ep.steps
