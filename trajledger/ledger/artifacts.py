@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from .cards import ProducerCard
     from .home import LedgerHome
     from .progress import ProgressFactory
-    from .rollouts.formats import ReaderOptions
+    from .rollouts.chunks import ReaderOptions
 
 __all__ = [
     "BatchResult",

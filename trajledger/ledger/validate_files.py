@@ -18,7 +18,7 @@ from trajledger.verify.errors import FormatError
 from .errors import LedgerError
 
 if TYPE_CHECKING:
-    from .rollouts.formats import ReaderOptions
+    from .rollouts.chunks import ReaderOptions
 
 __all__ = ["FilesReport", "validate_files"]
 

@@ -19,8 +19,8 @@ import pytest
 import zstandard
 
 from trajledger.ledger.rollouts import jsonl, parquet_io, readers, typed_json
+from trajledger.ledger.rollouts.chunks import ReaderOptions, RolloutChunk
 from trajledger.ledger.rollouts.episodes import derive_episodes
-from trajledger.ledger.rollouts.formats import ReaderOptions, RolloutChunk
 from trajledger.ledger.rollouts.normalise import (
     StepNormaliser,
     normalise_episodes,

@@ -1,7 +1,7 @@
-"""Record mappings (``ledger/rollouts/formats.py``), white-box: the fast path for the common
-chat message (`_plain_message`) maps every message it takes as the general `_message` does,
-with the same problems, and the column-wise `ChunkBuilder` gives the per-step flags and rewards
-of its definition."""
+"""Record mappings (``ledger/rollouts/chat.py``, ``chunk_builder.py``), white-box: the fast
+path for the common chat message (`_plain_message`) maps every message it takes as the general
+`_message` does, with the same problems, and the column-wise `ChunkBuilder` gives the per-step
+flags and rewards of its definition."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trajledger.ledger.rollouts import formats
-from trajledger.ledger.rollouts.formats import ChunkBuilder, ReaderOptions, RecordProblems
+from trajledger.ledger.rollouts import chat, fields, formats
+from trajledger.ledger.rollouts.chunk_builder import ChunkBuilder
+from trajledger.ledger.rollouts.chunks import ReaderOptions, RecordProblems
 from trajledger.ledger.rollouts.problems import ProblemCollector
 
 _VALUES = st.one_of(
@@ -33,7 +34,7 @@ _MESSAGES = st.dictionaries(
 
 def _mapped(m: dict[str, Any]) -> tuple[dict[str, Any] | None, tuple[Any, ...]]:
     c = ProblemCollector()
-    step = formats._message(m, RecordProblems(7, c), "messages[0]")
+    step = chat._message(m, RecordProblems(7, c), "messages[0]")
     return step, c.problems()
 
 
@@ -42,7 +43,7 @@ def _mapped(m: dict[str, Any]) -> tuple[dict[str, Any] | None, tuple[Any, ...]]:
 def test_plain_messages_map_as_the_general_path(m: dict[str, Any]) -> None:
     fast = _mapped(m)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(formats, "_plain_message", lambda *_: None)
+        mp.setattr(chat, "_plain_message", lambda *_: None)
         general = _mapped(m)
     assert fast == general
 
@@ -86,23 +87,23 @@ def test_a_tool_link_is_written_as_the_encoder_writes_it(call: Any, name: Any) -
     """`_tool_link` quotes two strings itself: the text `_LINK_JSON` would write (any text,
     escapes and lone surrogates too), and the encoder's for other values."""
     m = {k: v for k, v in (("tool_call_id", call), ("name", name)) if v is not None}
-    want = formats._LINK_JSON.encode(m) if m else None
-    assert formats._tool_link({"role": "tool", "tool_call_id": call, "name": name}) == want
+    want = chat._LINK_JSON.encode(m) if m else None
+    assert chat._tool_link({"role": "tool", "tool_call_id": call, "name": name}) == want
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.sampled_from(["task_id", "label", "language", "x"]), _VALUES))
 def test_episode_attributes_read_as_optional_strings(record: dict[str, Any]) -> None:
-    """`_attrs` reads each episode key as `_opt` of a string does, with the same problems."""
+    """`_attrs` reads each episode key as `opt` of a string does, with the same problems."""
     c, want_c = ProblemCollector(), ProblemCollector()
-    attrs = formats._attrs(record, RecordProblems(1, c))
-    want = {k: formats.opt(record, k, "str", RecordProblems(1, want_c), k)
-            for k in formats._EPISODE_KEYS}  # fmt: skip
-    assert {k: attrs[k] for k in formats._EPISODE_KEYS} == want
+    attrs = chat._attrs(record, RecordProblems(1, c))
+    want = {k: fields.opt(record, k, "str", RecordProblems(1, want_c), k)
+            for k in chat._EPISODE_KEYS}  # fmt: skip
+    assert {k: attrs[k] for k in chat._EPISODE_KEYS} == want
     assert c.problems() == want_c.problems()
 
 
-# The common chat record (`formats._plain_chat`): every field near its plain shape, and the
+# The common chat record (`chat._plain_chat`): every field near its plain shape, and the
 # values that take a record off it (wrong types, extra keys, out-of-range counts, tool calls
 # that cannot be written), so both sides of each of its tests are drawn.
 # (No lone surrogate: no decoder gives one, and Arrow cannot hold it.)
@@ -269,11 +270,11 @@ def _built(records: list[dict[str, Any]]) -> tuple[Any, ...]:
 @given(st.lists(_CHAT_RECORD, min_size=1, max_size=4))
 def test_plain_chat_records_map_as_the_general_path(records: list[dict[str, Any]]) -> None:
     """`_plain_chat` gives each record it takes the step and episode columns, row and text
-    counts `_map_chat` and the builder give it with the fast path off, and no problem (it
+    counts `map_chat` and the builder give it with the fast path off, and no problem (it
     takes no record with one): columns compared with their types, bit for bit."""
     fast = _built(records)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(formats, "_plain_chat", lambda _: None)
+        mp.setattr(chat, "_plain_chat", lambda _: None)
         general = _built(records)
     assert fast[0].schema == general[0].schema and fast[1].schema == general[1].schema
     assert fast[0].to_pydict() == general[0].to_pydict()
@@ -301,10 +302,10 @@ def test_the_common_chat_record_takes_the_plain_path() -> None:
         "latency_ms": 300, "termination_reason": "success", "language": "en",
         "task_type": "web", "model_id": "agent-7b",
     }  # fmt: skip
-    ep = formats._plain_chat(record)
+    ep = chat._plain_chat(record)
     assert ep is not None and ep.rows is not None and len(ep.rows) == 5
-    assert formats._plain_chat({**record, "tags": ["a"]}) is None
-    assert formats._plain_chat({**record, "language": 1}) is None
+    assert chat._plain_chat({**record, "tags": ["a"]}) is None
+    assert chat._plain_chat({**record, "language": 1}) is None
     steps, episodes, _, problems = _built([record])
     assert problems == ()
     got = steps.to_pydict()

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trajledger.ledger.rollouts import jsonl
-from trajledger.ledger.rollouts.formats import ReaderOptions, RecordProblems
+from trajledger.ledger.rollouts.chunks import ReaderOptions, RecordProblems
 from trajledger.ledger.rollouts.parquet_io import write_steps_parquet
 from trajledger.ledger.rollouts.problems import ProblemCollector, RolloutValidationError
 from trajledger.ledger.rollouts.readers import iter_rollout_chunks

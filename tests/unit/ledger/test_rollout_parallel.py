@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 from trajledger.ledger.batch_features import FeatureRecorder, whole_episode_features
 from trajledger.ledger.episode_features import FeatureChunk
 from trajledger.ledger.rollouts import idset, jsonl, reader_process
-from trajledger.ledger.rollouts.formats import ReaderOptions, RolloutChunk
+from trajledger.ledger.rollouts.chunks import ReaderOptions, RolloutChunk
 from trajledger.ledger.rollouts.idset import IdSet
 from trajledger.ledger.rollouts.parquet_io import write_steps_parquet
 from trajledger.ledger.rollouts.problems import RolloutValidationError

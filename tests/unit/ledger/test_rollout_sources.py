@@ -36,8 +36,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from trajledger.ledger.rollouts import typed_json
+from trajledger.ledger.rollouts.chunks import ReaderOptions
 from trajledger.ledger.rollouts.export import export_rollouts
-from trajledger.ledger.rollouts.formats import ReaderOptions
 from trajledger.ledger.rollouts.minari_io import minari_total_steps, unflatten_batch
 from trajledger.ledger.rollouts.parquet_io import WriteStats, write_steps_parquet
 from trajledger.ledger.rollouts.problems import RolloutValidationError

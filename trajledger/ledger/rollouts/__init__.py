@@ -2,17 +2,20 @@
 
 Scope: schema v3 of the step and episode tables (``schema``; v2 and v1 kept for reading); reading
 inputs (``readers``: format detection, Parquet, Arrow IPC; ``jsonl``: JSON lines, plain or
-compressed; ``formats``: chat, TRL and verl records; ``minari_io``: Minari datasets; ``rows``:
-Python rows); normalising them into the schema (``normalise``) and deriving the episode table
-(``episodes``); validating (``validate``, with the checks of each row in ``checks`` and the
-problems reported in ``problems``); writing Parquet with summary statistics (``parquet_io``);
-the one definition of success (``success``), spaces and typed JSON (``spaces``,
-``typed_json``), and writing batches back out (``export``).
+compressed, read in worker processes by ``reader_process``; ``formats``: the record formats,
+mapped by ``chat`` (chat records) and ``trl_verl`` (TRL's and verl's), reading fields alike
+(``fields``), their episodes queued by ``chunk_builder`` into ``chunks``; ``minari_io``: Minari
+datasets; ``rows``: Python rows); normalising them into the schema (``normalise``) and deriving
+the episode table (``episodes``); validating (``validate``, with the checks of each row in
+``checks`` and the problems reported in ``problems``); writing Parquet with summary statistics
+(``parquet_io``); the one definition of success (``success``), spaces and typed JSON
+(``spaces``, ``typed_json``), and writing batches back out (``export``).
 
-Floors, from the ground up: ``schema``, ``typed_json``, ``spaces``, ``success``, ``dedup``,
-``arrays``, ``problems``; ``formats``, ``normalise``, ``checks``; ``jsonl``, ``episodes``,
-``rows``, ``minari_io``; ``validate``, ``readers``; ``parquet_io``, ``export``. No module imports
-one on its floor or above it.
+Floors, from the ground up: ``schema``, ``typed_json``, ``spaces``, ``success``, ``arrays``,
+``idset``; ``problems``, ``space_values``; ``chunks``, ``normalise``, ``dedup``; ``fields``,
+``chunk_builder``, ``episodes``, ``minari_io``; ``chat``, ``jsonl``, ``rows``, ``export``;
+``trl_verl``, ``checks``; ``formats``, ``validate``; ``reader_process``, ``parquet_io``;
+``readers``. No module imports one on its floor or above it (function-level imports included).
 Non-scope: hashing, storing, signing and logging the written files; that is the recording
 layer's job, which calls `write_steps_parquet` and puts `WriteStats.summary` in the manifest.
 Spec: ``schemas/rollout.v3.md``, ``schemas/rollout-inputs.md``.
@@ -27,8 +30,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .chunks import ReaderOptions, RolloutChunk
     from .episodes import EpisodeBuilder, derive_episodes
-    from .formats import ReaderOptions, RolloutChunk
     from .normalise import StepNormaliser, normalise_episodes, normalise_steps
     from .parquet_io import WriteStats, write_steps_parquet
     from .problems import Problem, RolloutValidationError, ValidationReport
@@ -87,8 +90,8 @@ _HOME = {
     "STEP_SCHEMA": "schema",
     "EpisodeBuilder": "episodes",
     "Problem": "problems",
-    "ReaderOptions": "formats",
-    "RolloutChunk": "formats",
+    "ReaderOptions": "chunks",
+    "RolloutChunk": "chunks",
     "RolloutValidationError": "problems",
     "StepNormaliser": "normalise",
     "ValidationReport": "problems",

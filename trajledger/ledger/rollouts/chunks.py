@@ -3,9 +3,9 @@
 Scope: `RolloutChunk` (a slice of an input: steps, episode attributes, batch metadata, and the
 features the parallel reader's workers computed), `ReaderOptions` (what an input cannot say
 itself), `RecordProblems` (the problems of one record, a line or a row) and the chunks' size
-bounds. Moved out of ``formats.py`` (which re-exports them) to keep each module under 1,000
-lines.
-Non-scope: the mappings (``formats.py``), the readers (``readers.py``, ``reader_process.py``).
+bounds. Moved out of ``formats.py`` to keep each module under 1,000 lines.
+Non-scope: the mappings (``formats.py``), building chunks from mapped episodes
+(``chunk_builder.py``), the readers (``readers.py``, ``reader_process.py``).
 Spec: ``schemas/rollout-inputs.md``.
 """
 

@@ -29,7 +29,8 @@ import msgspec
 
 from trajledger.verify.strict_json import SURROGATE_ESCAPE, lone_surrogate
 
-from .formats import RecordProblems, json_type
+from .chunks import RecordProblems
+from .fields import json_type
 from .problems import ProblemCollector, RolloutValidationError, refusal
 from .typed_json import reject_constant
 

@@ -31,7 +31,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from . import typed_json
-from .formats import CHUNK_BYTES, ReaderOptions, RolloutChunk
+from .chunks import CHUNK_BYTES, ReaderOptions, RolloutChunk
 from .problems import refusal
 from .schema import EPISODE_ATTR_SCHEMA, STEP_SCHEMA, with_columns
 from .space_values import in_space_order, space_column

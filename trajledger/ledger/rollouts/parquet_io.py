@@ -43,8 +43,8 @@ import pyarrow.parquet as pq
 
 from trajledger.verify.digest import FileDigest
 
+from .chunks import RolloutChunk
 from .episodes import EpisodeBuilder
-from .formats import RolloutChunk
 from .normalise import StepNormaliser, TensorTypes, conform_batch, normalise_episodes
 from .problems import Problem, ProblemCollector, RolloutValidationError
 from .schema import parquet_float_paths

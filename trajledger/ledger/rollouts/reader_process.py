@@ -65,15 +65,9 @@ from typing import Any, Final
 import numpy as np
 import pyarrow as pa
 
-from .formats import (
-    CHUNK_TEXT_BYTES,
-    ChunkBuilder,
-    ReaderOptions,
-    RecordProblems,
-    RolloutChunk,
-    map_record,
-    repeated_id,
-)
+from .chunk_builder import ChunkBuilder, repeated_id
+from .chunks import CHUNK_TEXT_BYTES, ReaderOptions, RecordProblems, RolloutChunk
+from .formats import map_record
 from .idset import IdSet
 from .jsonl import (
     JSON_SPACE_BYTES,

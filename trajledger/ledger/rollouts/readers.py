@@ -30,16 +30,9 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from . import typed_json
-from .formats import (
-    CHUNK_BYTES,
-    RECORD_FORMATS,
-    ChunkBuilder,
-    ReaderOptions,
-    RecordProblems,
-    RolloutChunk,
-    kind_of_record,
-    map_record,
-)
+from .chunk_builder import ChunkBuilder
+from .chunks import CHUNK_BYTES, ReaderOptions, RecordProblems, RolloutChunk
+from .formats import RECORD_FORMATS, kind_of_record, map_record
 from .jsonl import (
     JSON_SPACE_BYTES,
     InputError,

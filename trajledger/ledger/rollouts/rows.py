@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import typed_json
-from .formats import to_utc
+from .fields import to_utc
 from .normalise import normalise_episodes, normalise_steps
 from .problems import ProblemCollector, RolloutValidationError
 from .schema import (
