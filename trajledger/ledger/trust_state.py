@@ -225,7 +225,7 @@ class _Rows:
         return iter(self._rows)
 
 
-class _LockedDB:
+class LockedDB:
     """A connection shared by the threads of a process: each statement runs, and its rows are
     fetched, under one reentrant lock, which `TrustState._write` also holds for a transaction."""
 
@@ -255,7 +255,7 @@ class TrustState:
         self._root = path.parent.parent  # the state directory (path is <root>/logs/<id>)
         self.vkey = vkey
         self.verifier: Verifier = verifier_from_vkey(vkey)
-        self._db = _LockedDB(db)
+        self._db = LockedDB(db)
         self._size, self._range, self._note, self._last = self._read_meta()
         self.progress: ProgressFactory | None = None
         """Draws the bar shown while waiting for another process reading the log (`_begin`)."""
@@ -855,7 +855,7 @@ class TrustState:
         fresh.path = self.path
         mem = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         mem.executescript(_SCHEMA)
-        fresh._db = _LockedDB(mem)
+        fresh._db = LockedDB(mem)
         try:
             done = 0
             while done < self._size:
