@@ -41,7 +41,7 @@ from .suggestions import did_you_mean, suggest
 
 if TYPE_CHECKING:
     from .home import LedgerHome
-    from .trust_state import NameRow
+    from .trust_index import NameRow
 
 __all__ = [
     "ORIGIN_SEPARATOR",

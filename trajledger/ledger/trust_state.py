@@ -37,7 +37,8 @@ Concurrency: SQLite transactions (``BEGIN IMMEDIATE``) serialise processes exten
 state; a reader sees a consistent snapshot. Threads of one process may share a `TrustState`
 (a log writer's group commit publishes from its own thread): one lock serialises each statement
 and holds for a whole transaction, so no thread reads another's uncommitted work.
-Non-scope: verifying signatures (``verify.lineage``), the log's files (``ledger.log``).
+Non-scope: verifying signatures (``verify.lineage``), the log's files (``ledger.log``), the
+queries answered from the index and the connection threads share (``trust_index.py``).
 """
 
 from __future__ import annotations
@@ -46,9 +47,8 @@ import contextlib
 import json
 import os
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,6 +62,7 @@ from trajledger.verify.note import Verifier, verifier_from_vkey
 
 from .errors import LedgerError, TamperError
 from .fs import write_file_atomic
+from .trust_index import LockedDB, TrustIndex
 from .trust_rows import WORKERS, DerivedRows, Workers, derive, read_or_none, reads_envelope
 from .user_state import (
     fingerprint,
@@ -77,7 +78,6 @@ if TYPE_CHECKING:
     from .progress import ProgressFactory
 
 __all__ = [
-    "NameRow",
     "Pinned",
     "TrustState",
     "pin_log_key",
@@ -118,17 +118,6 @@ CREATE TABLE IF NOT EXISTS held_out (idx INTEGER PRIMARY KEY);
 _INDEXES = {line.split()[5]: line for line in _SCHEMA.splitlines()
             if line.startswith("CREATE INDEX")}
 """The secondary indexes of the derived tables: ``{name: CREATE statement}``."""
-
-
-@dataclass(frozen=True)
-class NameRow:
-    """A named record as the index knows it (unverified until its statement is read)."""
-
-    index: int
-    kind: str
-    name: str
-    version: str
-    subject: str
 
 
 _BUSY_TIMEOUT = 60.0
@@ -209,44 +198,7 @@ def pin_log_key(vkey: str, checkpoint: bytes | None = None, directory: Path | No
         state.close()
 
 
-class _Rows:
-    """The rows of one statement, fetched while its lock was held."""
-
-    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
-        self._rows = rows
-
-    def fetchone(self) -> tuple[Any, ...] | None:
-        return self._rows[0] if self._rows else None
-
-    def fetchall(self) -> list[tuple[Any, ...]]:
-        return self._rows
-
-    def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        return iter(self._rows)
-
-
-class LockedDB:
-    """A connection shared by the threads of a process: each statement runs, and its rows are
-    fetched, under one reentrant lock, which `TrustState._write` also holds for a transaction."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-        self.lock = threading.RLock()
-
-    def execute(self, sql: str, args: Sequence[Any] = ()) -> _Rows:
-        with self.lock:
-            return _Rows(self._db.execute(sql, args).fetchall())
-
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        with self.lock:
-            self._db.executemany(sql, rows)
-
-    def close(self) -> None:
-        with self.lock:
-            self._db.close()
-
-
-class TrustState:
+class TrustState(TrustIndex):
     """The trusted state of one log for this user. Build with `TrustState.open`."""
 
     def __init__(self, path: Path, vkey: str, db: sqlite3.Connection) -> None:
@@ -885,116 +837,3 @@ class TrustState:
     def _rows(self, table: str) -> set[tuple[Any, ...]]:
         rows = self._db.execute(f"SELECT * FROM {table}").fetchall()
         return {tuple(bytes(v) if isinstance(v, memoryview) else v for v in r) for r in rows}
-
-    # -- the LogIndex protocol --------------------------------------------------------------------
-
-    def entry(self, index: int) -> LogEntry | None:
-        """The indexed entry at ``index``."""
-        raw = self.entry_bytes(index)
-        return None if raw is None else LogEntry.from_bytes(raw, f"log entry {index}")
-
-    def entry_bytes(self, index: int) -> bytes | None:
-        """The indexed entry's bytes (proven under the floor checkpoint when indexed)."""
-        if not 0 <= index < self._size:
-            return None
-        row = self._db.execute("SELECT raw FROM entries WHERE idx = ?", (index,)).fetchone()
-        return None if row is None else bytes(row[0])
-
-    def about(self, subject: str) -> list[int]:
-        """Entries about ``subject``."""
-        rows = self._db.execute(
-            "SELECT idx FROM entries WHERE subject = ? AND idx < ? ORDER BY idx",
-            (subject, self._size),
-        )
-        return [int(r[0]) for r in rows]
-
-    def entries_about(self, subjects: Collection[str]) -> dict[int, tuple[LogEntry, bytes]]:
-        """Entries about any of ``subjects``, in a query per 500 subjects (`_rows_in`)."""
-        rows = self._rows_in("SELECT idx, raw FROM entries WHERE subject IN ({}) AND idx < ?",
-                             subjects)
-        return {int(i): (LogEntry.from_bytes(bytes(r), f"log entry {i}"), bytes(r))
-                for i, r in rows}
-
-    def of_kind(self, kind: str) -> list[int]:
-        """Entries of ``kind``."""
-        rows = self._db.execute(
-            "SELECT idx FROM entries WHERE kind = ? AND idx < ? ORDER BY idx", (kind, self._size)
-        )
-        return [int(r[0]) for r in rows]
-
-    def listing(self, digest: str) -> list[int]:
-        """Records listing ``digest``."""
-        rows = self._db.execute(
-            "SELECT idx FROM listing WHERE digest = ? AND idx < ? ORDER BY idx",
-            (digest, self._size),
-        )
-        return [int(r[0]) for r in rows]
-
-    def listings(self, digests: Collection[str]) -> dict[str, list[int]]:
-        """Records listing each of ``digests``, in a query per 500 digests (`_rows_in`)."""
-        out: dict[str, list[int]] = {d: [] for d in digests}
-        for d, i in sorted(self._rows_in(
-                "SELECT digest, idx FROM listing WHERE digest IN ({}) AND idx < ?", digests),
-                key=lambda r: int(r[1])):
-            out[str(d)].append(int(i))
-        return out
-
-    def _rows_in(self, sql: str, values: Collection[str]) -> list[tuple[Any, ...]]:
-        """``sql`` (``IN ({})``, the size bound) over ``values``, 500 a query (SQLite: 999)."""
-        items, rows = list(values), []
-        for at in range(0, len(items), 500):
-            chunk = items[at:at + 500]
-            rows += self._db.execute(sql.format(",".join("?" * len(chunk))),
-                                     (*chunk, self._size)).fetchall()
-        return rows
-
-    def referrers(self, digest: str) -> list[tuple[int, str]]:
-        """``(index, role)`` of the artifacts depending on ``digest``."""
-        rows = self._db.execute(
-            "SELECT idx, role FROM refs WHERE dst = ? AND idx < ? ORDER BY idx",
-            (digest, self._size),
-        )
-        return [(int(r[0]), str(r[1])) for r in rows]
-
-    def unreadable(self) -> list[int]:
-        """Indexed records whose envelope could not be read (retried on every sync)."""
-        rows = self._db.execute("SELECT idx FROM unreadable WHERE idx < ? ORDER BY idx",
-                                (self._size,))
-        return [int(r[0]) for r in rows]
-
-    def held_out(self) -> list[int]:
-        """Dataset records of a split never trained on (holdout, regression)."""
-        rows = self._db.execute("SELECT idx FROM held_out WHERE idx < ? ORDER BY idx",
-                                (self._size,))
-        return [int(r[0]) for r in rows]
-
-    # -- the catalog -------------------------------------------------------------------------------
-
-    def by_name(self, name: str, version: str) -> list[NameRow]:
-        """Named records with this name and version."""
-        return self._names("name = ? AND version = ?", (name, version))
-
-    def by_prefix(self, hexprefix: str) -> list[NameRow]:
-        """Named records whose subject digest starts with ``sha256:<hexprefix>``."""
-        lo = "sha256:" + hexprefix
-        hi = lo + "\uffff"
-        # Named: SQLite otherwise walks the whole table in index order (the ``idx < size``
-        # bound and ORDER BY idx look cheaper to it than the subject range).
-        return self._names("subject >= ? AND subject < ?", (lo, hi), using="names_subject")
-
-    def named(self, kind: str | None = None) -> list[NameRow]:
-        """Every named record (of ``kind``), in log order."""
-        if kind is None:
-            return self._names("1 = 1", ())
-        return self._names("kind = ?", (kind,))
-
-    def _names(
-        self, where: str, args: tuple[str, ...], *, using: str | None = None
-    ) -> list[NameRow]:
-        hint = f" INDEXED BY {using}" if using else ""
-        rows = self._db.execute(
-            f"SELECT idx, kind, name, version, subject FROM names{hint} WHERE {where} AND "
-            "idx < ? ORDER BY idx",
-            (*args, self._size),
-        )
-        return [NameRow(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows]

@@ -72,7 +72,8 @@ from .record import record_statement
 
 if TYPE_CHECKING:
     from .home import LedgerHome
-    from .trust_state import NameRow, TrustState
+    from .trust_index import NameRow
+    from .trust_state import TrustState
 
 __all__ = [
     "NOT_TAKEN",

@@ -147,7 +147,8 @@ def test_same_name_version_in_two_kinds_is_ambiguous(
 
 def test_shared_prefix_is_ambiguous(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
     # Two real digests sharing 6 hex digits would take ~16M tries; fake the index's answer.
-    from trajledger.ledger.trust_state import NameRow, TrustState
+    from trajledger.ledger.trust_index import NameRow
+    from trajledger.ledger.trust_state import TrustState
 
     rows = [
         NameRow(0, "files", "a", "", "sha256:abcdef" + "0" * 58),
