@@ -667,7 +667,7 @@ class LedgerHome:
 
     def _continue_trust(self, state: TrustState) -> None:
         """Carry this user's floor of the log's earlier keys over to ``state``, a key without
-        one (`trust_state.continue_trust`, with the log's handovers and proofs)."""
+        one (`trust_handover.continue_trust`, with the log's handovers and proofs)."""
         from .log import Log
         from .trust_handover import continue_trust
 
@@ -700,7 +700,7 @@ class LedgerHome:
             3. Make the next key the log's key: ``log.pub``, then ``log.key`` replaced (the old
                private key is gone), then ``next.pub`` removed.
             4. This user's trust in the log continues under the new key: the next use carries
-               the floor over (`trust_state.continue_trust`).
+               the floor over (`trust_handover.continue_trust`).
 
         Running it again after an interruption at any step finishes the same rotation.
 
