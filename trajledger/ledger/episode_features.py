@@ -157,7 +157,7 @@ def _powers(n: int, inverse: bool = False) -> npt.NDArray[np.uint64]:
     return have
 
 
-def _string_parts(arr: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
+def string_parts(arr: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
     """The int64 offsets (``len + 1``) and the data bytes of a string array (nulls empty)."""
     large = arr.cast(pa.large_string())
     if isinstance(large, pa.ChunkedArray):
@@ -179,7 +179,7 @@ def token_hashes(tokens: pa.Array) -> npt.NDArray[np.uint64]:
     n = len(tokens)
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
-    offsets, data = _string_parts(tokens)
+    offsets, data = string_parts(tokens)
     start, end = offsets[:-1], offsets[1:]
     if int((end - start).min()) <= 0:
         raise ValueError("token_hashes: empty tokens cannot be hashed")
@@ -309,7 +309,7 @@ def text_vectors(
         return _unit_rows(out)
     if texts.null_count:
         texts = texts.fill_null("")
-    offsets, data = _string_parts(texts)
+    offsets, data = string_parts(texts)
     if int(np.max(data[int(offsets[0]) : int(offsets[-1])], initial=0)) < 0x80:
         h, text_of = _words_ascii(offsets, data)
     else:
@@ -564,7 +564,7 @@ class _ColumnBytes:
         elif pa.types.is_string(t) or pa.types.is_large_string(t):
             self.kind = "string"
             joined = pc.binary_join_element_wise(arr.fill_null("\x01"), pa.scalar("", t), "\x00")
-            offsets, data = _string_parts(joined)
+            offsets, data = string_parts(joined)
             self.offsets = offsets - offsets[0]
             self.a = _bytes_view(data[int(offsets[0]) : int(offsets[-1])])
         else:
@@ -774,7 +774,7 @@ def _features(
     valid = np.zeros(len(starts), dtype=bool)
     numeric = np.flatnonzero(~text_ep)
     if len(numeric):
-        _numeric_features(
+        numeric_features(
             (col("obs"), col("action"), col("reward")), starts[numeric], lengths[numeric],
             out=(vectors, valid, numeric),
         )  # fmt: skip
@@ -832,12 +832,12 @@ def _features(
     )
 
 
-_NUMERIC_SLICE = 1 << 15
+NUMERIC_SLICE = 1 << 15
 """Steps whose numeric features are folded and sketched at once (whole episodes; a longer
 episode alone): a scratch array of 21 float64 a step, small enough to stay in cache."""
 
 
-def _numeric_features(
+def numeric_features(
     columns: tuple[pa.Array | None, pa.Array | None, pa.Array | None],
     starts: npt.NDArray[np.int64],
     lengths: npt.NDArray[np.int64],
@@ -848,17 +848,17 @@ def _numeric_features(
     reward columns), written to ``vectors[at]`` and ``valid[at]`` of ``out``.
 
     Each step's 21 features depend on its row alone and each sketch on its episode's rows
-    alone, so episodes are taken in slices of about `_NUMERIC_SLICE` steps through one
+    alone, so episodes are taken in slices of about `NUMERIC_SLICE` steps through one
     scratch array: the same values as all rows at once, without an array of the whole batch's
     size (allocated and faulted in anew for every batch)."""
     obs, action, reward = columns
     vectors, valid, at = out
     ends = starts + lengths
-    scratch = np.empty((min(int(ends[-1] - starts[0]), _NUMERIC_SLICE), _STEP_FEATURES))
+    scratch = np.empty((min(int(ends[-1] - starts[0]), NUMERIC_SLICE), _STEP_FEATURES))
     k = 0
     while k < len(starts):
         lo = int(starts[k])
-        j = max(k + 1, int(np.searchsorted(ends, lo + _NUMERIC_SLICE, side="right")))
+        j = max(k + 1, int(np.searchsorted(ends, lo + NUMERIC_SLICE, side="right")))
         m = int(ends[j - 1]) - lo
         x = scratch[:m] if m <= len(scratch) else np.empty((m, _STEP_FEATURES))
         fold(None if obs is None else obs.slice(lo, m), m, _OBS_SLOTS, x[:, :_OBS_SLOTS])

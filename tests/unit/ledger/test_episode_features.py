@@ -76,7 +76,7 @@ def test_words_of_ascii_text_are_those_of_the_regular_expression() -> None:
         n = int(rng.integers(1, 12))
         texts = ["".join(rng.choice(alphabet, rng.integers(0, 25))) for _ in range(n)]
         arr = pa.array(texts, pa.string()).slice(int(rng.integers(0, n)))
-        offsets, data = episode_features._string_parts(arr)
+        offsets, data = episode_features.string_parts(arr)
         h1, of1 = episode_features._words_arrow(arr)
         h2, of2 = episode_features._words_ascii(offsets, data)
         assert h1.tolist() == h2.tolist(), texts
@@ -200,12 +200,12 @@ def test_numeric_vectors_in_place_are_those_of_a_copy() -> None:
 def test_numeric_episodes_sketched_in_slices_are_those_of_the_whole(
     steps: int, monkeypatch: Any
 ) -> None:
-    # Numeric episodes are folded and sketched a slice of about _NUMERIC_SLICE steps at a time
+    # Numeric episodes are folded and sketched a slice of about NUMERIC_SLICE steps at a time
     # (whole episodes; a longer one alone), through one scratch array: the same vectors, bit
     # for bit, as with every row at once, among chat episodes, NaNs and an infinity.
     t = _known_steps()
     whole = FeatureChunk.concat(list(iter_step_features([t])))
-    monkeypatch.setattr(episode_features, "_NUMERIC_SLICE", steps)
+    monkeypatch.setattr(episode_features, "NUMERIC_SLICE", steps)
     sliced = FeatureChunk.concat(list(iter_step_features([t])))
     assert sliced.vectors.tobytes() == whole.vectors.tobytes()
     assert np.array_equal(sliced.valid, whole.valid)
