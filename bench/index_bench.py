@@ -133,7 +133,7 @@ def old_features(steps: pa.Table) -> int:
     """Version 1: fingerprints (dedup), then per episode a Python loop (text) or a projection."""
     import pyarrow.compute as pc
 
-    from trajledger.ledger.episode_features import fold, numeric_vectors
+    from trajledger.ledger.episode_vectors import fold, numeric_vectors
     from trajledger.ledger.rollouts.dedup import episode_fingerprints
 
     episode_fingerprints(steps)

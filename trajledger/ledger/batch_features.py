@@ -66,7 +66,6 @@ from trajledger.verify.errors import DigestMismatchError, FormatError, Provenanc
 from .episode_features import (
     FEATURE_COLUMNS,
     FEATURE_VERSION,
-    VECTOR_DIM,
     FeatureChunk,
     FeatureOrderError,
     FeatureStream,
@@ -74,6 +73,7 @@ from .episode_features import (
     parquet_batches,
     whole_episodes,
 )
+from .episode_vectors import VECTOR_DIM
 from .errors import LedgerError
 from .fs import write_file_atomic
 from .hashing import copy_hashing

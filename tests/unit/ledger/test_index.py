@@ -33,7 +33,8 @@ from trajledger.ledger.artifacts import (
 )
 from trajledger.ledger.catalog import RefError
 from trajledger.ledger.contamination import Finding, check_dataset, contamination_findings
-from trajledger.ledger.episode_features import fold, iter_step_features, numeric_vectors
+from trajledger.ledger.episode_features import iter_step_features
+from trajledger.ledger.episode_vectors import fold, numeric_vectors
 from trajledger.ledger.errors import LedgerError
 from trajledger.ledger.index import (
     MIN_NEAR_STEPS,

@@ -194,11 +194,11 @@ def test_published_fingerprints_are_the_gates_features(tmp_path: Path) -> None:
     )
     from trajledger.ledger.episode_features import (
         FEATURE_COLUMNS,
-        VECTOR_DIM,
         FeatureChunk,
         iter_step_features,
         parquet_batches,
     )
+    from trajledger.ledger.episode_vectors import VECTOR_DIM
     from trajledger.ledger.sealing import fingerprints
     from trajledger.runner.rollouts import run_policy
 

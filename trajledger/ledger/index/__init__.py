@@ -48,7 +48,7 @@ loads it.
 from __future__ import annotations
 
 from ..contamination import MIN_NEAR_STEPS, NEAR_NUMERIC_THRESHOLD, NEAR_TEXT_THRESHOLD
-from ..episode_features import VECTOR_DIM
+from ..episode_vectors import VECTOR_DIM
 from ..progress import ProgressFactory
 from .schema import ARTIFACTS_SCHEMA, EPISODES_SCHEMA, QueryError
 from .stats import (

@@ -36,7 +36,8 @@ from trajledger.verify.predicates import (
 )
 from trajledger.verify.statement import Statement
 
-from ..episode_features import VECTOR_DIM, FeatureChunk
+from ..episode_features import FeatureChunk
+from ..episode_vectors import VECTOR_DIM
 from ..errors import LedgerError
 from ..rollouts.success import episode_success
 from .schema import ARTIFACTS_SCHEMA, EPISODES_SCHEMA, PENDING

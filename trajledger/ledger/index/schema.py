@@ -16,7 +16,8 @@ import pyarrow as pa
 
 from trajledger.verify.kinds import NAMED as NAMED_KINDS
 
-from ..episode_features import FEATURE_VERSION, VECTOR_DIM
+from ..episode_features import FEATURE_VERSION
+from ..episode_vectors import VECTOR_DIM
 from ..errors import LedgerError
 
 __all__ = [
