@@ -5,7 +5,7 @@ random row groups, the features file the recorder writes holds, bit for bit, wha
 `iter_step_features` computes from the step file read back (and its bytes are `encode_features`
 of those), and every fingerprint is the one `rollouts.dedup.episode_fingerprints` gives.
 (Episodes longer than a sketch span: the white-box test in
-tests/unit/ledger/test_episode_features.py.)
+tests/unit/ledger/test_episode_vectors.py.)
 """
 from __future__ import annotations
 

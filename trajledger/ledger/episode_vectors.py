@@ -194,7 +194,7 @@ def _words_ascii(
     """`_words_arrow` of texts whose bytes are all ASCII, from their offsets and data, with
     numpy alone: in ASCII, ``[^\\p{L}\\p{N}_]+`` separates runs of ``[A-Za-z0-9_]`` and
     lower-casing maps A-Z to a-z, so words are found and hashed byte-wise, without regular
-    expressions or building the words (tests/unit/ledger/test_episode_features.py compares)."""
+    expressions or building the words (tests/unit/ledger/test_episode_vectors.py compares)."""
     base, total = int(offsets[0]), int(offsets[-1] - offsets[0])
     if total == 0:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
