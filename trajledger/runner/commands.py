@@ -591,9 +591,17 @@ def train(
         out = ledger.train(dataset, key=key, command=list(command), policy=p, name=name,
                            version=version, parent=parent, output=output, keep_logs=keep_logs)
         data = out.admission.batches
-        ok(f"checkpoint {name}@{version} recorded at log index {out.index}: {out.files} file(s) "
-           f"from {command[0]} (exit 0, trained on {len(data)} batch(es) of "
-           f"{out.admission.name}@{out.admission.version})")
+        if out.new:
+            ok(f"checkpoint {name}@{version} recorded at log index {out.index}: {out.files} "
+               f"file(s) from {command[0]} (exit 0, trained on {len(data)} batch(es) of "
+               f"{out.admission.name}@{out.admission.version})")
+        else:  # the one-record rule found this checkpoint recorded under its first name
+            from trajledger.ledger.catalog import Catalog
+
+            first = Catalog(ledger).resolve(out.digest)
+            ok(f"checkpoint {first.name}@{first.version} already recorded at log index "
+               f"{out.index}: this run wrote the same files from the same dataset, parent and "
+               f"command, and a digest names one checkpoint; {name}@{version} was not recorded")
         emit_result(as_json, out.digest, _trained_json(ledger, out) if as_json else {})
         return
     if keep_logs:
