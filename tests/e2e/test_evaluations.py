@@ -531,6 +531,31 @@ def test_a_tampered_ciphertext_fails(runner: CliRunner, home: Path) -> None:
     assert "refused" in r.stderr and "nothing was read" in r.stderr
 
 
+def test_log_verify_rehashes_a_sealed_batchs_ciphertexts(runner: CliRunner, home: Path) -> None:
+    """The store holds a sealed batch's ciphertexts, never the plaintext its manifest lists:
+    'log verify' failed every ledger with a sealed suite ("blob steps.parquet ...: not in the
+    store", exit 1). It checks the ciphertexts, as fsck and verify do, and a tampered one
+    fails."""
+    from trajledger import Ledger
+
+    r = run(runner, home, "log", "verify", "--json")
+    expect(r, 0)
+    assert json.loads(r.stdout)["problems"] == []
+    digest, pred = sealed_batch(home)
+    [index] = [i for i, e in enumerate(entries(home)) if e.subject == digest]
+    ciphertext = pred["sealed"]["files"][0]
+    path = Ledger.open(home).store.path_of(ciphertext["ciphertext"])
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    data[200] ^= 1
+    path.write_bytes(bytes(data))
+    r = run(runner, home, "log", "verify")
+    expect(r, 1)
+    [line] = [x for x in r.stderr.splitlines() if x.startswith("FAIL:")]
+    assert f"(entry {index}): blob {ciphertext['path']} (sealed): " in line, line
+    assert "content hashes to" in line and ciphertext["ciphertext"] in line, line
+
+
 def test_false_fingerprints_are_caught_when_unsealed(
     runner: CliRunner, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
