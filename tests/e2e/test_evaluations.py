@@ -228,6 +228,34 @@ def test_eval_builtin_replays_the_suite_seeds(runner: CliRunner, home: Path) -> 
     expect(run(runner, home, "verify", digest), 0)
 
 
+def test_gc_keeps_an_evaluations_files_and_fsck_checks_them(
+    runner: CliRunner, home: Path
+) -> None:
+    """An evaluation's subject is a manifest of files in the store, as a checkpoint's is. fsck
+    did not name it (its list of such kinds lacked evaluations), so 'gc --yes' deleted the
+    manifest of every evaluation no release or later suite cited, and 'verify EVAL' then
+    failed ("manifest ... is missing") while fsck said the ledger was sound."""
+    from trajledger import Ledger
+    from trajledger.ledger.artifacts import batch_files
+
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+            "--pass-return", "20")
+    expect(r, 0)
+    digest = r.stdout.strip()
+    r = run(runner, home, "fsck", "--json")
+    expect(r, 0)
+    assert json.loads(r.stdout)["orphans"] == {}
+    expect(run(runner, home, "gc", "--yes", "--min-age", "0"), 0)
+    expect(run(runner, home, "verify", digest), 0)
+    ledger = Ledger.open(home)
+    results = ledger.store.path_of(batch_files(ledger, digest)["results.json"])
+    results.chmod(0o644)
+    results.unlink()
+    r = run(runner, home, "fsck")
+    expect(r, 1)
+    assert "blob results.json of entry" in r.stderr, r.stderr
+
+
 def test_eval_by_command(runner: CliRunner, home: Path, script: Path) -> None:
     from trajledger.verify.other_predicates import Evaluation
 
