@@ -256,6 +256,43 @@ def test_gc_keeps_an_evaluations_files_and_fsck_checks_them(
     assert "blob results.json of entry" in r.stderr, r.stderr
 
 
+def test_a_command_that_changes_two_inputs_has_both_named_and_the_store_put_back(
+    runner: CliRunner, home: Path
+) -> None:
+    """A command that writes through the hard links of both its checkpoint and its suite
+    directory: the check stopped at the first input that changed, so the suite's file (whose
+    verified bytes are in memory) was neither named nor put back in the store, which stayed
+    damaged. Every input is checked now: both named, the suite's object put back, the
+    checkpoint's (not in memory) named for 'fsck --repair'."""
+    code = textwrap.dedent(
+        """
+        import os, pathlib
+        for var, suffix in (("TRAJLEDGER_CHECKPOINT_DIR", ".npz"),
+                            ("TRAJLEDGER_SUITE_DIR", ".parquet")):
+            f = sorted(pathlib.Path(os.environ[var]).rglob("*" + suffix))[0]
+            os.chmod(f.parent, 0o755)
+            os.chmod(f, 0o644)
+            with open(f, "r+b") as h:
+                h.seek(10)
+                h.write(b"XXXX")
+        """
+    )
+    size = log_size(home)
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+            "--", sys.executable, "-c", code)
+    expect(r, 1)
+    lines = r.stderr.splitlines()
+    assert any(x.startswith("FAIL: $TRAJLEDGER_CHECKPOINT_DIR (") for x in lines), r.stderr
+    assert any(x.startswith("FAIL: $TRAJLEDGER_SUITE_DIR (") for x in lines), r.stderr
+    assert any("it was put back from the verified bytes" in x for x in lines), r.stderr
+    assert any("restore it with 'trajledger fsck --repair" in x for x in lines), r.stderr
+    assert log_size(home) == size
+    r = run(runner, home, "fsck", "--json")
+    expect(r, 1)
+    [damaged] = json.loads(r.stdout)["damaged"].values()
+    assert "blob policy.npz of entry" in damaged, damaged
+
+
 def test_eval_by_command(runner: CliRunner, home: Path, script: Path) -> None:
     from trajledger.verify.other_predicates import Evaluation
 

@@ -210,8 +210,8 @@ def test_the_same_files_again_under_a_new_version_say_which_checkpoint_they_are(
     and command is the checkpoint already recorded (exit 0, its digest), and the OK line says
     so, naming it, instead of "sft@2 recorded" for a name that was not recorded."""
     code = "import os; open(os.environ['TRAJLEDGER_OUTPUT_DIR'] + '/w.bin', 'wb').write(b'w')"
-    args = ("train", "--dataset", "chat@1", "--key", "trainer", "--name", "sft", "--", sys.executable,
-            "-c", code)
+    args = ("train", "--dataset", "chat@1", "--key", "trainer", "--name", "sft", "--",
+            sys.executable, "-c", code)
     first = run(runner, chat_home, *args[:7], "--version", "1", *args[7:])
     assert first.exit_code == 0, first.output
     before = entries(chat_home)
