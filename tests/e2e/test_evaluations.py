@@ -747,6 +747,9 @@ def test_failures_of_a_sealed_suite_stay_sealed(runner: CliRunner, home: Path) -
             evaluation, "--key", "vendor")
     expect(r, 1)
     assert "are sealed to the evaluators' encryption keys; only an evaluator" in r.stderr
+    # The option to give is dataset create's --evaluator-key (its --key is the producer's).
+    assert r.stderr.rstrip().endswith("(give --evaluator-key KEY: the name of an evaluator's "
+                                      "X25519 key it is sealed to)"), r.stderr
     size = log_size(home)
     r = run(runner, home, "dataset", "create", "hard", "--version", "1", "--from-failures",
             evaluation, "--key", "vendor", "--evaluator-key", "evaluator")
