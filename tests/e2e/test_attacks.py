@@ -726,7 +726,8 @@ def test_one_digest_names_one_record(scene: Scene, tmp_path: Path) -> None:
                   "--version", "1")
     assert r.exit_code == 0, r.output
     first = json.loads(scene.run("show", "cartpole-bc@1", "--json").stdout)["index"]
-    assert f"OK: checkpoint already recorded at log index {first} " in r.stderr
+    assert f"OK: checkpoint already recorded as cartpole-bc@1 at log index {first} (" in r.stderr
+    assert r.stderr.endswith("); again@1 was not recorded\n"), r.stderr
     assert r.stdout.strip() == json.loads(
         scene.run("show", "cartpole-bc@1", "--json").stdout)["digest"]
     assert scene.size() == size

@@ -228,6 +228,71 @@ def test_eval_builtin_replays_the_suite_seeds(runner: CliRunner, home: Path) -> 
     expect(run(runner, home, "verify", digest), 0)
 
 
+def test_gc_keeps_an_evaluations_files_and_fsck_checks_them(
+    runner: CliRunner, home: Path
+) -> None:
+    """An evaluation's subject is a manifest of files in the store, as a checkpoint's is. fsck
+    did not name it (its list of such kinds lacked evaluations), so 'gc --yes' deleted the
+    manifest of every evaluation no release or later suite cited, and 'verify EVAL' then
+    failed ("manifest ... is missing") while fsck said the ledger was sound."""
+    from trajledger import Ledger
+    from trajledger.ledger.artifacts import batch_files
+
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+            "--pass-return", "20")
+    expect(r, 0)
+    digest = r.stdout.strip()
+    r = run(runner, home, "fsck", "--json")
+    expect(r, 0)
+    assert json.loads(r.stdout)["orphans"] == {}
+    expect(run(runner, home, "gc", "--yes", "--min-age", "0"), 0)
+    expect(run(runner, home, "verify", digest), 0)
+    ledger = Ledger.open(home)
+    results = ledger.store.path_of(batch_files(ledger, digest)["results.json"])
+    results.chmod(0o644)
+    results.unlink()
+    r = run(runner, home, "fsck")
+    expect(r, 1)
+    assert "blob results.json of entry" in r.stderr, r.stderr
+
+
+def test_a_command_that_changes_two_inputs_has_both_named_and_the_store_put_back(
+    runner: CliRunner, home: Path
+) -> None:
+    """A command that writes through the hard links of both its checkpoint and its suite
+    directory: the check stopped at the first input that changed, so the suite's file (whose
+    verified bytes are in memory) was neither named nor put back in the store, which stayed
+    damaged. Every input is checked now: both named, the suite's object put back, the
+    checkpoint's (not in memory) named for 'fsck --repair'."""
+    code = textwrap.dedent(
+        """
+        import os, pathlib
+        for var, suffix in (("TRAJLEDGER_CHECKPOINT_DIR", ".npz"),
+                            ("TRAJLEDGER_SUITE_DIR", ".parquet")):
+            f = sorted(pathlib.Path(os.environ[var]).rglob("*" + suffix))[0]
+            os.chmod(f.parent, 0o755)
+            os.chmod(f, 0o644)
+            with open(f, "r+b") as h:
+                h.seek(10)
+                h.write(b"XXXX")
+        """
+    )
+    size = log_size(home)
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+            "--", sys.executable, "-c", code)
+    expect(r, 1)
+    lines = r.stderr.splitlines()
+    assert any(x.startswith("FAIL: $TRAJLEDGER_CHECKPOINT_DIR (") for x in lines), r.stderr
+    assert any(x.startswith("FAIL: $TRAJLEDGER_SUITE_DIR (") for x in lines), r.stderr
+    assert any("it was put back from the verified bytes" in x for x in lines), r.stderr
+    assert any("restore it with 'trajledger fsck --repair" in x for x in lines), r.stderr
+    assert log_size(home) == size
+    r = run(runner, home, "fsck", "--json")
+    expect(r, 1)
+    [damaged] = json.loads(r.stdout)["damaged"].values()
+    assert "blob policy.npz of entry" in damaged, damaged
+
+
 def test_eval_by_command(runner: CliRunner, home: Path, script: Path) -> None:
     from trajledger.verify.other_predicates import Evaluation
 
@@ -531,6 +596,31 @@ def test_a_tampered_ciphertext_fails(runner: CliRunner, home: Path) -> None:
     assert "refused" in r.stderr and "nothing was read" in r.stderr
 
 
+def test_log_verify_rehashes_a_sealed_batchs_ciphertexts(runner: CliRunner, home: Path) -> None:
+    """The store holds a sealed batch's ciphertexts, never the plaintext its manifest lists:
+    'log verify' failed every ledger with a sealed suite ("blob steps.parquet ...: not in the
+    store", exit 1). It checks the ciphertexts, as fsck and verify do, and a tampered one
+    fails."""
+    from trajledger import Ledger
+
+    r = run(runner, home, "log", "verify", "--json")
+    expect(r, 0)
+    assert json.loads(r.stdout)["problems"] == []
+    digest, pred = sealed_batch(home)
+    [index] = [i for i, e in enumerate(entries(home)) if e.subject == digest]
+    ciphertext = pred["sealed"]["files"][0]
+    path = Ledger.open(home).store.path_of(ciphertext["ciphertext"])
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    data[200] ^= 1
+    path.write_bytes(bytes(data))
+    r = run(runner, home, "log", "verify")
+    expect(r, 1)
+    [line] = [x for x in r.stderr.splitlines() if x.startswith("FAIL:")]
+    assert f"(entry {index}): blob {ciphertext['path']} (sealed): " in line, line
+    assert "content hashes to" in line and ciphertext["ciphertext"] in line, line
+
+
 def test_false_fingerprints_are_caught_when_unsealed(
     runner: CliRunner, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -657,6 +747,9 @@ def test_failures_of_a_sealed_suite_stay_sealed(runner: CliRunner, home: Path) -
             evaluation, "--key", "vendor")
     expect(r, 1)
     assert "are sealed to the evaluators' encryption keys; only an evaluator" in r.stderr
+    # The option to give is dataset create's --evaluator-key (its --key is the producer's).
+    assert r.stderr.rstrip().endswith("(give --evaluator-key KEY: the name of an evaluator's "
+                                      "X25519 key it is sealed to)"), r.stderr
     size = log_size(home)
     r = run(runner, home, "dataset", "create", "hard", "--version", "1", "--from-failures",
             evaluation, "--key", "vendor", "--evaluator-key", "evaluator")

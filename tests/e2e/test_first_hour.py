@@ -14,6 +14,7 @@ import testkit
 from click.testing import CliRunner
 from test_runner_cli import expect, run  # tests/e2e is on sys.path (its conftest)
 
+from trajledger import Ledger
 from trajledger.runner.cli import main
 
 
@@ -106,3 +107,34 @@ def test_training_the_same_files_again_says_to_change_the_seed(
     assert r.stderr.endswith(
         "so nothing was recorded: the same dataset, trainer, config and seed train the same "
         "files; give another --seed (this was --seed 0) for a new checkpoint\n")
+
+
+def test_an_option_that_takes_one_value_given_twice_is_a_usage_error(
+    runner: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    """click keeps the last of two values silently: ``train --dataset A --dataset B`` trained on
+    B alone, ``--ledger A --ledger B`` used B, ``export --out a --out b`` wrote b. Now exit 2
+    before anything runs; options that take many values, and flags, may repeat."""
+    size = Ledger.open(home).log.size
+    out = tmp_path / "a.tar.zst"
+    cases = [
+        (["--ledger", home, "train", "--dataset", "cartpole-train@1", "--dataset",
+          "cartpole-train@2", "--key", "trainer", "--seed", "5"], "--dataset"),
+        (["--ledger", home, "--ledger", tmp_path, "log", "info"], "--ledger"),
+        (["log", "info", "--ledger", home, "--ledger", tmp_path], "--ledger"),
+        (["--ledger", home, "export", "cartpole-bc@2", "--out", out, f"--out={out}.2"], "--out"),
+        (["--ledger", home, "log", "show", "--from", "1", "--from", "2"], "--from"),
+        (["--ledger", home, "key", "new", "x", "--alg", "p256", "--alg", "ed25519"], "--alg"),
+    ]
+    for args, option in cases:
+        r = runner.invoke(main, [str(a) for a in args], prog_name="trajledger")
+        expect(r, 2)
+        assert r.stderr.splitlines()[-1] == (
+            f"Error: {option} was given 2 times; it takes one value: give it once"), args
+    assert Ledger.open(home).log.size == size
+    assert not list(tmp_path.glob("a.tar.zst*")) and not (home / "keys" / "x.key").exists()
+    # Options that take many values, and flags, may be given again.
+    r = run(runner, home, "lineage", "cartpole-bc@2", "--json", "--json")
+    expect(r, 0)
+    assert json.loads(r.stdout)["nodes"]
+    expect(run(runner, home, "-q", "verify", "cartpole-bc@2", "-q"), 0)

@@ -12,6 +12,7 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from trajledger.runner.cli import main
@@ -103,3 +104,29 @@ def test_quickstart_with_a_passphrase_encrypts_the_keys(
     assert "WARNING" not in r.stderr
     for key in (tmp_path / "qs" / "keys").glob("*.key"):
         assert key.read_bytes().startswith(b"-----BEGIN ENCRYPTED PRIVATE KEY-----")
+
+
+def test_an_interrupted_quickstart_leaves_no_half_made_demo(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in the middle (here: while training iteration 1) exits 130, and the directory
+    the quickstart made is removed, so running it again works; it left a half-made ledger
+    that the next run refused ("exists and is not empty"). A directory that was there and
+    empty is left empty."""
+    from trajledger.runner import train
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train, "train", interrupted)
+    demo = tmp_path / "demo"
+    r = run(runner, "quickstart", demo)
+    assert r.exit_code == 130, r.output
+    assert r.stderr.splitlines()[-2:] == [
+        f"NOTE: the unfinished demo in {demo} was removed; run the command again",
+        "FAIL: interrupted; nothing was half-written"]
+    assert not demo.exists()
+    demo.mkdir()
+    r = run(runner, "quickstart", demo)
+    assert r.exit_code == 130, r.output
+    assert demo.is_dir() and list(demo.iterdir()) == []

@@ -203,6 +203,30 @@ def test_a_failing_command_records_nothing(
     _no_leftovers(chat_home)
 
 
+def test_the_same_files_again_under_a_new_version_say_which_checkpoint_they_are(
+    runner: CliRunner, chat_home: Path
+) -> None:
+    """A digest names one checkpoint: a run that writes the same files from the same dataset
+    and command is the checkpoint already recorded (exit 0, its digest), and the OK line says
+    so, naming it, instead of "sft@2 recorded" for a name that was not recorded."""
+    code = "import os; open(os.environ['TRAJLEDGER_OUTPUT_DIR'] + '/w.bin', 'wb').write(b'w')"
+    args = ("train", "--dataset", "chat@1", "--key", "trainer", "--name", "sft", "--",
+            sys.executable, "-c", code)
+    first = run(runner, chat_home, *args[:7], "--version", "1", *args[7:])
+    assert first.exit_code == 0, first.output
+    before = entries(chat_home)
+    again = run(runner, chat_home, *args[:7], "--version", "2", *args[7:])
+    assert again.exit_code == 0, again.output
+    assert again.stdout == first.stdout
+    assert again.stderr == (
+        f"OK: checkpoint sft@1 already recorded at log index {len(before) - 1}: this run wrote "
+        "the same files from the same dataset, parent and command, and a digest names one "
+        "checkpoint; sft@2 was not recorded\n")
+    assert entries(chat_home) == before
+    assert run(runner, chat_home, "show", "sft@2").exit_code == 3
+    _no_leftovers(chat_home)
+
+
 def test_a_command_that_changes_its_data_records_nothing(
     runner: CliRunner, chat_home: Path
 ) -> None:

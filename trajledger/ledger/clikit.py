@@ -365,6 +365,29 @@ def _closest(e: click.NoSuchOption) -> click.NoSuchOption:
                               ctx=e.ctx)
 
 
+def refuse_repeats(cmd: click.Command, ctx: click.Context, args: list[str]) -> None:
+    """Refuse an option that takes one value given more than once: click keeps the last value
+    silently (``train --dataset A --dataset B`` would train on B alone). Options that take many
+    values (``multiple``), counts and flags may repeat. A line click cannot parse is left to
+    click, which says what is wrong with it.
+
+    Raises:
+        click.UsageError: an option was given twice (exit 2).
+    """
+    if ctx.resilient_parsing:  # shell completion of a partial line
+        return
+    try:
+        _, _, order = cmd.make_parser(ctx).parse_args(list(args))
+    except click.UsageError:
+        return
+    for param in dict.fromkeys(order):
+        if (isinstance(param, click.Option) and not (param.multiple or param.count
+                                                     or param.is_flag)
+                and (n := order.count(param)) > 1):
+            raise click.UsageError(
+                f"{param.opts[0]} was given {n} times; it takes one value: give it once", ctx)
+
+
 class Group(click.Group):
     """A click group that maps exceptions to exit codes and one-line messages."""
 
@@ -375,6 +398,7 @@ class Group(click.Group):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """Parse the group's own options; a mistyped one gets the closest (`_closest`)."""
+        refuse_repeats(self, ctx, args)
         try:
             return super().parse_args(ctx, args)
         except click.NoSuchOption as e:
@@ -389,12 +413,15 @@ class Group(click.Group):
         from .suggestions import suggest
 
         try:
-            return super().resolve_command(ctx, args)
+            name, cmd, rest = super().resolve_command(ctx, args)
         except click.exceptions.NoSuchCommand as e:
             raise click.exceptions.NoSuchCommand(
                 e.command_name,
                 possibilities=suggest(e.command_name, self.list_commands(ctx), close=0.6),
                 ctx=e.ctx) from None
+        if cmd is not None and not isinstance(cmd, click.Group):  # a group checks its own
+            refuse_repeats(cmd, click.Context(cmd, info_name=name, parent=ctx), rest)
+        return name, cmd, rest
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; translate expected errors, report bugs."""

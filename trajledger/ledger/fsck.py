@@ -37,6 +37,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import DigestMismatchError, FormatError, ProvenanceError
+from trajledger.verify.kinds import KINDS
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.manifest import Manifest
 from trajledger.verify.sealed_files import Sealed
@@ -64,10 +65,9 @@ __all__ = [
     "repair",
 ]
 
-FILE_KINDS = frozenset(
-    {"files", "environment", "evaluator", "rollout-batch", "dataset", "checkpoint"}
-)
-"""Entry kinds whose subject is a manifest stored with the artifact (it stays after erasure)."""
+FILE_KINDS = frozenset(k.name for k in KINDS.values() if k.files)
+"""Entry kinds whose subject is a manifest stored with the artifact (it stays after erasure):
+`verify.kinds.Kind.files`, so a new kind with files (an evaluation) is named, and kept by gc."""
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _HEX = re.compile(r"[0-9a-f]{64}")

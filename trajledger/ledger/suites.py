@@ -155,8 +155,8 @@ def read_suite(
         if unsealer is None:
             raise PolicyError(
                 f"suite {suite[:19]}…: {len(sealed)} batch(es) are sealed to the evaluators' "
-                "encryption keys; only an evaluator holding one can read them (give an "
-                "evaluator --key whose X25519 key it is sealed to)"
+                "encryption keys; only an evaluator holding one can read them (give "
+                "--evaluator-key KEY: the name of an evaluator's X25519 key it is sealed to)"
             )
         for b, s in sealed:
             if unsealer.key.keyid not in {k for k, _ in s.recipients}:

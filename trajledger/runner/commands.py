@@ -591,9 +591,14 @@ def train(
         out = ledger.train(dataset, key=key, command=list(command), policy=p, name=name,
                            version=version, parent=parent, output=output, keep_logs=keep_logs)
         data = out.admission.batches
-        ok(f"checkpoint {name}@{version} recorded at log index {out.index}: {out.files} file(s) "
-           f"from {command[0]} (exit 0, trained on {len(data)} batch(es) of "
-           f"{out.admission.name}@{out.admission.version})")
+        if out.new:
+            ok(f"checkpoint {name}@{version} recorded at log index {out.index}: {out.files} "
+               f"file(s) from {command[0]} (exit 0, trained on {len(data)} batch(es) of "
+               f"{out.admission.name}@{out.admission.version})")
+        else:  # the one-record rule found this checkpoint recorded under its first name
+            ok(f"checkpoint {_first_name(ledger, out.digest)} already recorded at log index "
+               f"{out.index}: this run wrote the same files from the same dataset, parent and "
+               f"command, and a digest names one checkpoint; {name}@{version} was not recorded")
         emit_result(as_json, out.digest, _trained_json(ledger, out) if as_json else {})
         return
     if keep_logs:
@@ -622,14 +627,26 @@ def train(
             f"{e}: the same dataset, trainer, config and seed train the same files; give "
             f"another --seed (this was --seed {seed or 0}) for a new checkpoint", e.index) from e
     metrics = ", ".join(f"{k}={v:.4g}" for k, v in sorted(out.metrics.items()))
-    where = "" if out.new else "already "
-    ok(f"checkpoint {where}recorded at log index {out.index} ({metrics})")
+    if out.new:
+        ok(f"checkpoint recorded at log index {out.index} ({metrics})")
+    else:  # the same files: the checkpoint recorded before, under its first name
+        asked = f"; {name}@{version} was not recorded" if name and version else ""
+        ok(f"checkpoint already recorded as {_first_name(ledger, out.digest)} at log index "
+           f"{out.index} ({metrics}){asked}")
     if output is not None:
         from .train import copy_checkpoint_files
 
         copied = copy_checkpoint_files(ledger, out.digest, output)
         ok(f"{len(copied)} checkpoint file(s) written to {output}: {', '.join(copied)}")
     emit_result(as_json, out.digest, _trained_json(ledger, out) if as_json else {})
+
+
+def _first_name(ledger: Any, digest: str) -> str:
+    """``NAME@VERSION`` of the checkpoint ``digest`` as recorded (a run that made the same
+    files under another name found this one)."""
+    from trajledger.ledger.catalog import Catalog
+
+    return Catalog(ledger).resolve(digest).ref
 
 
 def _trained_json(ledger: Any, out: Any) -> dict[str, Any]:

@@ -57,6 +57,39 @@ def quickstart(ctx: Context, directory: Path, episodes: int, as_json: bool) -> N
     Example:
       trajledger quickstart demo && cd demo && trajledger lineage cartpole-bc@2
     """
+    from trajledger.ledger.errors import LedgerError
+
+    if directory.exists() and any(directory.iterdir()):
+        raise LedgerError(f"{directory}: exists and is not empty; pick a new directory")
+    made = not directory.exists()
+    try:
+        _build(directory, episodes, as_json)
+    except BaseException:
+        # Ctrl-C or a failure midway: a half-made demo would be refused by the next run
+        # ("exists and is not empty"); what this run wrote is all the directory holds.
+        _remove_unfinished(directory, made)
+        raise
+
+
+def _remove_unfinished(directory: Path, made: bool) -> None:
+    """Remove what an unfinished quickstart wrote: ``directory`` if it ``made`` it, else (it was
+    empty) its contents."""
+    import shutil
+
+    if made:
+        shutil.rmtree(directory, ignore_errors=True)
+    elif directory.is_dir():
+        for p in directory.iterdir():
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+    click.echo(f"NOTE: the unfinished demo in {directory} was removed; run the command again",
+               err=True)
+
+
+def _build(directory: Path, episodes: int, as_json: bool) -> None:
+    """The demo, in ``directory`` (new or empty)."""
     from trajledger.ledger.artifacts import (
         create_dataset,
         register_environment,
@@ -74,8 +107,6 @@ def quickstart(ctx: Context, directory: Path, episodes: int, as_json: bool) -> N
     from .train import rollout, train
     from .verification import verify_ref
 
-    if directory.exists() and any(directory.iterdir()):
-        raise LedgerError(f"{directory}: exists and is not empty; pick a new directory")
     ledger = LedgerHome.init(directory, origin=f"trajledger.quickstart/{os.urandom(4).hex()}")
     encrypt = ledger.keys.require_encrypted  # the log key's passphrase was set
     if not encrypt:

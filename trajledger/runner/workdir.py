@@ -531,13 +531,25 @@ class Workspace:
         return env
 
     def check(self) -> None:
-        """Re-hash every input (`check_data_dir`).
+        """Re-hash every input (`check_data_dir`), each whatever another's result: a command
+        may change several, and each store object that shared a changed file is put back or
+        named only by its own input's check.
 
         Raises:
-            DataDirChangedError: the first input that changed, every change named.
+            DataDirChangedError: an input changed: every change of every input named.
         """
+        changed: list[DataDirChangedError] = []
         for variable, d in self.inputs.items():
-            check_data_dir(d, self._store, what=f"${variable} ({d.path})")
+            try:
+                check_data_dir(d, self._store, what=f"${variable} ({d.path})")
+            except DataDirChangedError as e:
+                changed.append(e)
+        if len(changed) == 1:
+            raise changed[0]
+        if changed:
+            raise DataDirChangedError("\n".join(str(e) for e in changed),
+                                      [p for e in changed for p in e.problems],
+                                      [r for e in changed for r in e.repaired])
 
     def outputs(self) -> dict[str, Path]:
         """The output directory's files (`output_files`)."""

@@ -225,8 +225,15 @@ class _Entries:
                 manifest = manifest_from_statement(statement, f"{what}: statement")
             except (FormatError, DigestMismatchError) as e:
                 return [*out, str(e)]
+            sealed = (_sealed(statement.predicate["sealed"], what)
+                      if entry.kind == "rollout-batch" and "sealed" in statement.predicate
+                      else {})
             for f in manifest.files:
-                message = self.blob(i, entry.subject, f.path, f.digest, f.size, store)
+                # A sealed batch's store holds the ciphertext (digest, size) its record binds to
+                # each plaintext file, never the plaintext (schemas/SPEC.md, "Sealed suites").
+                path, (digest, size) = ((f"{f.path} (sealed)", sealed[f.path]) if f.path in sealed
+                                        else (f.path, (f.digest, f.size)))
+                message = self.blob(i, entry.subject, path, digest, size, store)
                 if message:
                     out.append(message)
         return out
@@ -249,6 +256,18 @@ class _Entries:
             if subject in self.erased or digest in self.erased:
                 continue
             self.report.problem(file_of(i), f"blob {path} ({digest}): not in the store", i)
+
+
+def _sealed(value: Any, what: str) -> Mapping[str, tuple[str, int]]:
+    """The ciphertext (digest, size) of each file of a sealed batch, by manifest path; none
+    when its ``sealed`` is malformed (its plaintext files are then looked for, and 'verify'
+    reports the record)."""
+    from trajledger.verify.sealed_files import Sealed
+
+    try:
+        return Sealed.from_json(value, f"{what}: sealed").files
+    except FormatError:
+        return {}
 
 
 class _Files:
