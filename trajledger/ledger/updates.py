@@ -190,6 +190,8 @@ class Update:
         artifact: the artifact asked for (``digest``, ``kind``, ``name``, ``logIndex``), or
             None for updates alone.
         applied: the size up to which every entry was examined (the checkpoint's).
+        logs: the log's verifier keys besides ``vkey`` (those it rotated from): what it brought
+            here before under them is its own too (`_compromises`).
         data_included: the artifact's data came with it.
         synced: waits for the staged files' data to be on disk (a pass started while the
             bundle was verified); None: `store.ObjectStore.adopt_files` runs it.
@@ -209,6 +211,7 @@ class Update:
     data_included: bool = True
     synced: Callable[[], None] | None = None
     flush: Callable[[], None] | None = None
+    logs: frozenset[str] = frozenset()
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -562,14 +565,16 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
         1. Its policy in force, followed from its first policy through every policy record this
            ledger has seen of it (import records) and this update's, by its own rules; a
            history that cannot be followed declares nothing.
-        2. For each key it revokes that one of its own policies held (a party cannot declare
-           another party's key compromised): the artifacts held here whose record it signed at
-           or after ``compromised_since`` (of that log: its indices and its entry times) are
-           revoked here, signed by the first of ``signers``, unless a revocation of them
-           already counts here.
-        3. When the key holds a role of ``policy`` that does not revoke it, the report says to
-           add it to ``revoked_keys``, from this log's index of its first record taken in
-           after the compromise (or now).
+        2. For each key it revokes that one of its own policies held: the artifacts whose
+           record its log says the key signed at or after ``compromised_since`` (of that log:
+           its indices and its entry times) and that this ledger holds from that log alone
+           (`_brought_by`) are revoked here, signed by the first of ``signers``, unless a
+           revocation of them already counts here. A policy may list anyone's public key, and
+           a log's entries are its writer's word: the others (this ledger's own artifacts,
+           another log's) are listed as ignored, never revoked.
+        3. When the key holds a role of ``policy`` that does not revoke it, and signed nothing
+           ignored in step 2, the report says to add it to ``revoked_keys``, from this log's
+           index of its first record taken in after the compromise (or now).
     """
     from .status import revoke
 
@@ -603,6 +608,7 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
            for k in p.role(role).keyids}
     state = ledger.trust_state()
     verifier = LineageVerifier(ledger_evidence(ledger), policy, index=state, data="size")
+    origins, logs = Origins(ledger), {update.vkey, *update.logs}
     try:
         for rk in theirs.revoked_keys:
             if rk.keyid not in own:
@@ -611,6 +617,14 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
             hits = {e.subject: i for i, e in sorted(seen.items()) if KINDS[e.kind].lineage
                     and rk.keyid in e.signers and rk.covers(i, e.time)
                     and held(ledger, e.subject)}
+            foreign = [d for d in hits if not _brought_by(state, origins, d, logs)]
+            for d in foreign:
+                changes.ignored.append({
+                    "digest": d, "label": label(ledger, d), "logIndex": hits.pop(d),
+                    "kind": "key compromise",
+                    "why": f"its log says key {rk.keyid[:16]} signed it, and declares that key "
+                           "compromised, but you hold it as your own or from another log: a "
+                           "log stops only what it alone brought here"})
             revoked = []
             for digest in hits:
                 counted = [r for j in verifier.records(digest, "revocation")
@@ -629,17 +643,28 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
                        + ", ".join(label(ledger, d) for d in revoked) if revoked else ""))
             roles = [r for r in ("producer", "approver", "trainer", "evaluator")
                      if policy.holds(r, rk.keyid)]
-            if roles and not any(x.keyid == rk.keyid for x in policy.revoked_keys):
+            if roles and not foreign and not any(x.keyid == rk.keyid
+                                                 for x in policy.revoked_keys):
                 since = min((here[i] for i in here if rk.keyid in seen[i].signers
                              and rk.covers(i, seen[i].time)), default=ledger.log.size)
                 text += (f"; your policy still trusts it as {' and '.join(roles)}: record a "
                          f"successor without it and with [[revoked_keys]] key = "
                          f"\"{rk.keyid}\", compromised_since = {since}")
-            if revoked or roles:
+            if revoked or (roles and not foreign):
                 changes.compromised.append({"key": rk.keyid, "text": text,
                                             "revokedHere": revoked})
     finally:
         verifier.close()
+
+
+def _brought_by(state: TrustState, origins: Origins, digest: str, logs: Collection[str]
+                ) -> bool:
+    """True when every record of the artifact ``digest`` here was brought by an import from
+    the log of one of the verifier keys ``logs`` (none is this ledger's own, nor another
+    log's)."""
+    found = [origins.of(i) for i in state.about(digest)
+             if (e := state.entry(i)) is not None and KINDS[e.kind].lineage]
+    return bool(found) and all(o and o <= set(logs) for o in found)
 
 
 def _clashes(ledger: LedgerHome, indices: Sequence[int], changes: Changes) -> None:
