@@ -498,6 +498,40 @@ def test_first_use_is_announced_and_can_be_required_pinned(scene: Scene, tmp_pat
     assert evidence(scene.home) == before
 
 
+def test_a_key_pinned_ahead_is_not_replaced_by_another_of_its_origin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user pinned a log's key ahead ('trajledger trust VKEY', no checkpoint); the ledger
+    they are handed holds another log of the same origin (a forgery). Before, without
+    TRAJLEDGER_REQUIRE_PIN, the forgery's key was trusted as a first use (a NOTE), and the
+    genuine log was then refused as a replaced key: pinning ahead made things worse. Now the
+    forgery is refused like a key replaced after a floor; a key the user pinned itself, or a
+    rotation whose handover the pinned key signed, is still followed. Found by rev4."""
+    from testkit import Party
+
+    real, forged = Party(tmp_path, "real"), Party(tmp_path, "forged")
+    for party in (real, forged):
+        party.run("init", "--origin", "x.example/log")
+    victim = Party(tmp_path, "victim")
+    victim.home = forged.home
+    victim.run("trust", real.vkey())
+    r = victim.run("log", "info", code=1)
+    assert r.stderr.startswith(f"FAIL: {forged.home / 'log' / 'checkpoint'}: log x.example/log "
+                               "is signed by key x.example/log+"), r.stderr
+    assert "(pinned ahead) and no key handover signed by that key leads to the new one: a " \
+        "replaced key, not a rotation; nothing was changed" in r.stderr  # fmt: skip
+    victim.run("log", "info", code=1)  # and stays refused: nothing was pinned
+    # The real log rotates its key: the handover the pinned key signed is followed.
+    real.run("log", "rotate-key")
+    victim.home = real.home
+    monkeypatch.setenv("TRAJLEDGER_REQUIRE_PIN", "1")
+    victim.run("log", "info")
+    # Two logs of one origin, each pinned by the user: each is trusted on its own.
+    victim.home = forged.home
+    victim.run("trust", forged.vkey())
+    victim.run("log", "info")
+
+
 def test_a_forged_ledger_is_refused_on_first_use(scene: Scene, tmp_path: Path) -> None:
     """Finding 2: the ledger replaced wholesale by a forged one (same origin, the attacker's
     log key stored unencrypted, a policy listing the victim's public trainer key) used from a

@@ -684,6 +684,10 @@ class LedgerHome:
                 reader.key_handovers(),
                 reader.consistency_proof,
                 what=str(self.log_dir / "checkpoint"),
+                # A key the user pinned itself is trusted on its own (two logs may share an
+                # origin name); one pinned by no one must be handed over to.
+                distinct=(state.vkey,) if state.pinned() or state.vkey in self._pinned_ahead
+                else (),
             )
         finally:
             reader.close()
