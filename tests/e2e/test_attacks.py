@@ -734,6 +734,31 @@ def test_revoked_data_does_not_leave_without_a_word(
     assert "WARNING: the bundle carries 1 revoked artifact(s)" in r.stderr
 
 
+def test_what_was_built_on_revoked_data_does_not_leave_without_a_word(
+    scene: Scene, tmp_path: Path
+) -> None:
+    """Finding 7 again (rev4): only the revocations of REF itself were looked at, so the
+    checkpoint trained on a revoked batch left as a Sigstore bundle of its record (exit 0, no
+    word), as a model would under --format model-signing. Now a revocation anywhere in REF's
+    lineage refuses a plain format the same way, naming it; --include-revoked writes it down."""
+    r = scene.run("revoke", "cartpole-random", "--key", "approver-a", "--reason", "PII")
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "ck.sigstore.json"
+    before = evidence(scene.home)
+    r = scene.run("export", scene.checkpoint, "--format", "sigstore", "--out", out)
+    assert r.exit_code == 1, r.output
+    assert re.match(r"FAIL: checkpoint cartpole-bc@2: in its lineage: rollout-batch "
+                    r"cartpole-random \(sha256:[0-9a-f]{12}…\) > revoked: PII \(log index \d+\)"
+                    r".*: a plain format does not carry that, so nothing was written;",
+                    r.stderr), r.stderr
+    assert not out.exists() and evidence(scene.home) == before
+    r = scene.run("export", scene.checkpoint, "--format", "sigstore", "--out", out,
+                  "--include-revoked")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.with_name(out.name + ".revocations.json").read_text())
+    assert doc["revoked"][0].startswith("in its lineage: rollout-batch cartpole-random (")
+
+
 def test_one_digest_names_one_record(scene: Scene, tmp_path: Path) -> None:
     """Finding 8: the same rows recorded twice with other metadata: the second is refused
     naming the first record; with the same metadata it is that record (exit 0, already
