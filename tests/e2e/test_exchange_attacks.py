@@ -83,3 +83,36 @@ def test_a_vendor_cannot_declare_another_partys_key_compromised_here(tmp_path: P
     assert buyer.size() == before + 1  # the import record, no revocation
     buyer.run("admit", one.dataset)
     buyer.run("verify", ckpt)
+
+
+def test_a_vendors_erasure_deletes_no_blob_another_artifact_here_holds(tmp_path: Path) -> None:
+    """The buyer recorded, as its own batch, a rollout file the vendor's batch also holds (the
+    store keeps one blob per content). The vendor's erasure of its batch deleted that blob here:
+    the buyer's own batch lost its steps.parquet (and features file) and then verified as
+    "erased" by the vendor's record. A vendor's erasure now deletes only what no other
+    artifact here (not erased) lists, and says what it kept."""
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    buyer = Buyer(tmp_path, [vendor])
+    buyer.run("import", vendor.bundle, "--key", "approver")
+    buyer.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key",
+              "producer")  # fmt: skip
+    own = buyer.last("record", tmp_path / "vendor-1.parquet", "--env", "grid@1", "--policy",
+                     "mine", "--name", "own-1", "--licence", "CC-BY-4.0", "--key", "producer")
+    files = {f["path"]: f["digest"] for f in json.loads(buyer.run("show", own, "--json").stdout)
+             ["files"]}  # fmt: skip
+    shared = files["steps.parquet"]
+    theirs = {f["digest"] for f in json.loads(buyer.run("show", vendor.batches[0], "--json")
+                                              .stdout)["files"]}  # fmt: skip
+    assert shared in theirs  # one blob, two batches
+    applied = vendor.size()
+    vendor.run("erase", vendor.batches[0], "--reason", "consent", "--key", "vendor")
+    update = tmp_path / "update.tar.zst"
+    vendor.run("export", "--updates-since", str(applied), "--out", update)
+    r = buyer.run("import", update, "--key", "approver")
+    line = next(x for x in r.stderr.splitlines() if x.startswith("WARNING: erased by "))
+    assert line.endswith("1 blob(s) deleted here; 2 kept: also a file of rollout-batch own-1 "
+                         f"({short(own)})"), line
+    r = buyer.run("verify", own)
+    assert "erased" not in r.stderr + r.stdout, r.output
+    r = buyer.run("verify", vendor.batches[0])
+    assert "1 erased" in r.stderr or "erased" in r.stdout, r.output

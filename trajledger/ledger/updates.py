@@ -64,7 +64,7 @@ from trajledger.verify.policy_history import follow_history
 from trajledger.verify.predicates import Erasure, Revocation
 
 from .catalog import Origins, origin_name
-from .errors import StoreError, TamperError
+from .errors import LedgerError, StoreError, TamperError
 from .evidence import ledger_evidence
 from .keys import Signer
 from .log import EntrySpec
@@ -143,7 +143,9 @@ class Changes:
         for r in self.erased:
             out.append(("warning", f"erased by {self.origin}: {r['label']}: {r['reason']} "
                         f"(signed by {r['signer'][:12]}, its log index {r['logIndex']}); "
-                        f"{r['deleted']} blob(s) deleted here"))
+                        f"{r['deleted']} blob(s) deleted here"
+                        + (f"; {r['keptBlobs']} kept: also a file of {', '.join(r['kept'])}"
+                           if r.get("kept") else "")))
         for r in self.compromised:
             out.append(("warning", r["text"]))
         for r in self.unreadable:
@@ -528,8 +530,11 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
                 assert isinstance(pred, Revocation | Erasure)
                 facts |= {"reason": pred.reason, "signer": ",".join(sorted(rec.signers))}
                 if isinstance(pred, Erasure):
-                    mine = erasable_blobs(ledger, e.subject)
-                    facts["deleted"] = delete_erased(ledger, mine.intersection(pred.blobs))
+                    mine = erasable_blobs(ledger, e.subject).intersection(pred.blobs)
+                    kept = _held_elsewhere(ledger, verifier, mine, e.subject)
+                    facts["deleted"] = delete_erased(ledger, mine.difference(kept))
+                    facts["kept"] = sorted(set(kept.values()))
+                    facts["keptBlobs"] = len(kept)
                     changes.erased.append(facts)
                 else:
                     changes.revoked.append(facts)
@@ -553,6 +558,32 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
                                              "becauseDigest": digest, "because": because})
     finally:
         verifier.close()
+
+
+def _held_elsewhere(ledger: LedgerHome, verifier: LineageVerifier, blobs: set[str],
+                    subject: str) -> dict[str, str]:
+    """Of ``blobs`` (what another log's erasure of ``subject`` would delete here), those a
+    file of another artifact here lists that no verified erasure erased (blob -> its label):
+    one blob is kept per content, and a log's erasure stops only its own artifact.
+
+    Every artifact record here is read (its manifest): an erasure from another log is rare."""
+    from .status import erasable_blobs
+
+    state, out, seen = ledger.trust_state(), dict[str, str](), {subject}
+    for kind in (k for k, v in KINDS.items() if v.lineage and blobs):
+        for i in state.of_kind(kind):
+            entry = state.entry(i)
+            if entry is None or entry.subject in seen or not ledger.store.exists(entry.subject):
+                continue
+            seen.add(entry.subject)
+            try:
+                theirs = erasable_blobs(ledger, entry.subject) & (blobs - out.keys())
+            except (ProvenanceError, LedgerError):
+                continue  # not a manifest here: lists no file
+            if theirs and not any(isinstance(verifier.record(j), Record)
+                                  for j in verifier.records(entry.subject, "erasure")):
+                out |= dict.fromkeys(theirs, label(ledger, entry.subject))
+    return out
 
 
 def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signer],
