@@ -371,8 +371,9 @@ def test_a_planted_public_key_does_not_enter_a_succession_unseen(scene: Scene) -
     assert r.exit_code == 1, r.output
     assert f"  producer    + key {planted.keyid}\n  producer    - key {real}\n" in r.stderr
     assert r.stderr.endswith(
-        f"FAIL: policy {policy}: changes the members of a role (listed above, by fingerprint); "
-        "nothing was recorded. Compare each fingerprint with its owner, then run again with "
+        f"FAIL: policy {policy}: changes the members of a role, or lowers its "
+        "threshold (listed above, by fingerprint); nothing was recorded. Compare each "
+        "fingerprint with its owner, then run again with "
         "--yes\n"
     )
     assert f"NOTE: {policy}: names 4 key(s) by path (keys/vendor.pub, " in r.stderr
