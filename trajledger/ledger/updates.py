@@ -518,6 +518,7 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
     verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
                                data="size")
     stopped: dict[str, str] = {}
+    files: dict[str, set[str]] | None = None  # read at the first erasure that deletes here
     try:
         for i, e in sorted(foreign.items()):
             if e.kind not in _STOPS:
@@ -531,7 +532,9 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
                 facts |= {"reason": pred.reason, "signer": ",".join(sorted(rec.signers))}
                 if isinstance(pred, Erasure):
                     mine = erasable_blobs(ledger, e.subject).intersection(pred.blobs)
-                    kept = _held_elsewhere(ledger, verifier, mine, e.subject)
+                    if files is None and mine:
+                        files = _files_here(ledger)
+                    kept = _held_elsewhere(ledger, verifier, mine, e.subject, files or {})
                     facts["deleted"] = delete_erased(ledger, mine.difference(kept))
                     facts["kept"] = sorted(set(kept.values()))
                     facts["keptBlobs"] = len(kept)
@@ -560,29 +563,40 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
         verifier.close()
 
 
-def _held_elsewhere(ledger: LedgerHome, verifier: LineageVerifier, blobs: set[str],
-                    subject: str) -> dict[str, str]:
-    """Of ``blobs`` (what another log's erasure of ``subject`` would delete here), those a
-    file of another artifact here lists that no verified erasure erased (blob -> its label):
-    one blob is kept per content, and a log's erasure stops only its own artifact.
-
-    Every artifact record here is read (its manifest): an erasure from another log is rare."""
+def _files_here(ledger: LedgerHome) -> dict[str, set[str]]:
+    """Which artifacts here list each blob as a file (blob -> their digests), from every
+    artifact record's manifest: read once per update that brings an erasure (rare)."""
     from .status import erasable_blobs
 
-    state, out, seen = ledger.trust_state(), dict[str, str](), {subject}
-    for kind in (k for k, v in KINDS.items() if v.lineage and blobs):
+    state, out, seen = ledger.trust_state(), dict[str, set[str]](), set[str]()
+    for kind in (k for k, v in KINDS.items() if v.lineage):
         for i in state.of_kind(kind):
             entry = state.entry(i)
             if entry is None or entry.subject in seen or not ledger.store.exists(entry.subject):
                 continue
             seen.add(entry.subject)
             try:
-                theirs = erasable_blobs(ledger, entry.subject) & (blobs - out.keys())
+                blobs = erasable_blobs(ledger, entry.subject)
             except (ProvenanceError, LedgerError):
                 continue  # not a manifest here: lists no file
-            if theirs and not any(isinstance(verifier.record(j), Record)
-                                  for j in verifier.records(entry.subject, "erasure")):
-                out |= dict.fromkeys(theirs, label(ledger, entry.subject))
+            for blob in blobs:
+                out.setdefault(blob, set()).add(entry.subject)
+    return out
+
+
+def _held_elsewhere(ledger: LedgerHome, verifier: LineageVerifier, blobs: set[str],
+                    subject: str, files: Mapping[str, set[str]]) -> dict[str, str]:
+    """Of ``blobs`` (what another log's erasure of ``subject`` would delete here), those a
+    file of another artifact here lists (``files``, `_files_here`) that no verified erasure
+    erased (blob -> its label): one blob is kept per content, and a log's erasure stops only
+    its own artifact."""
+    out: dict[str, str] = {}
+    for blob in sorted(blobs):
+        for holder in sorted(files.get(blob, set()) - {subject}):
+            if not any(isinstance(verifier.record(j), Record)
+                       for j in verifier.records(holder, "erasure")):
+                out[blob] = label(ledger, holder)
+                break
     return out
 
 
