@@ -371,8 +371,9 @@ def test_a_planted_public_key_does_not_enter_a_succession_unseen(scene: Scene) -
     assert r.exit_code == 1, r.output
     assert f"  producer    + key {planted.keyid}\n  producer    - key {real}\n" in r.stderr
     assert r.stderr.endswith(
-        f"FAIL: policy {policy}: changes the members of a role (listed above, by fingerprint); "
-        "nothing was recorded. Compare each fingerprint with its owner, then run again with "
+        f"FAIL: policy {policy}: changes the members of a role, or lowers its "
+        "threshold (listed above, by fingerprint); nothing was recorded. Compare each "
+        "fingerprint with its owner, then run again with "
         "--yes\n"
     )
     assert f"NOTE: {policy}: names 4 key(s) by path (keys/vendor.pub, " in r.stderr
@@ -496,6 +497,40 @@ def test_first_use_is_announced_and_can_be_required_pinned(scene: Scene, tmp_pat
     assert f"FAIL: {scene.home / 'log' / 'checkpoint'}: rollback: the signed checkpoint has " \
         "size" in r.stderr
     assert evidence(scene.home) == before
+
+
+def test_a_key_pinned_ahead_is_not_replaced_by_another_of_its_origin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user pinned a log's key ahead ('trajledger trust VKEY', no checkpoint); the ledger
+    they are handed holds another log of the same origin (a forgery). Before, without
+    TRAJLEDGER_REQUIRE_PIN, the forgery's key was trusted as a first use (a NOTE), and the
+    genuine log was then refused as a replaced key: pinning ahead made things worse. Now the
+    forgery is refused like a key replaced after a floor; a key the user pinned itself, or a
+    rotation whose handover the pinned key signed, is still followed. Found by rev4."""
+    from testkit import Party
+
+    real, forged = Party(tmp_path, "real"), Party(tmp_path, "forged")
+    for party in (real, forged):
+        party.run("init", "--origin", "x.example/log")
+    victim = Party(tmp_path, "victim")
+    victim.home = forged.home
+    victim.run("trust", real.vkey())
+    r = victim.run("log", "info", code=1)
+    assert r.stderr.startswith(f"FAIL: {forged.home / 'log' / 'checkpoint'}: log x.example/log "
+                               "is signed by key x.example/log+"), r.stderr
+    assert "(pinned ahead) and no key handover signed by that key leads to the new one: a " \
+        "replaced key, not a rotation; nothing was changed" in r.stderr  # fmt: skip
+    victim.run("log", "info", code=1)  # and stays refused: nothing was pinned
+    # The real log rotates its key: the handover the pinned key signed is followed.
+    real.run("log", "rotate-key")
+    victim.home = real.home
+    monkeypatch.setenv("TRAJLEDGER_REQUIRE_PIN", "1")
+    victim.run("log", "info")
+    # Two logs of one origin, each pinned by the user: each is trusted on its own.
+    victim.home = forged.home
+    victim.run("trust", forged.vkey())
+    victim.run("log", "info")
 
 
 def test_a_forged_ledger_is_refused_on_first_use(scene: Scene, tmp_path: Path) -> None:
@@ -698,6 +733,31 @@ def test_revoked_data_does_not_leave_without_a_word(
     r = scene.run("export", "cartpole-random", "--out", tmp_path / "b.tar.zst")
     assert r.exit_code == 0, r.output
     assert "WARNING: the bundle carries 1 revoked artifact(s)" in r.stderr
+
+
+def test_what_was_built_on_revoked_data_does_not_leave_without_a_word(
+    scene: Scene, tmp_path: Path
+) -> None:
+    """Finding 7 again (rev4): only the revocations of REF itself were looked at, so the
+    checkpoint trained on a revoked batch left as a Sigstore bundle of its record (exit 0, no
+    word), as a model would under --format model-signing. Now a revocation anywhere in REF's
+    lineage refuses a plain format the same way, naming it; --include-revoked writes it down."""
+    r = scene.run("revoke", "cartpole-random", "--key", "approver-a", "--reason", "PII")
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "ck.sigstore.json"
+    before = evidence(scene.home)
+    r = scene.run("export", scene.checkpoint, "--format", "sigstore", "--out", out)
+    assert r.exit_code == 1, r.output
+    assert re.match(r"FAIL: checkpoint cartpole-bc@2: in its lineage: rollout-batch "
+                    r"cartpole-random \(sha256:[0-9a-f]{12}…\) > revoked: PII \(log index \d+\)"
+                    r".*: a plain format does not carry that, so nothing was written;",
+                    r.stderr), r.stderr
+    assert not out.exists() and evidence(scene.home) == before
+    r = scene.run("export", scene.checkpoint, "--format", "sigstore", "--out", out,
+                  "--include-revoked")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.with_name(out.name + ".revocations.json").read_text())
+    assert doc["revoked"][0].startswith("in its lineage: rollout-batch cartpole-random (")
 
 
 def test_one_digest_names_one_record(scene: Scene, tmp_path: Path) -> None:

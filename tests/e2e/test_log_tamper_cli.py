@@ -220,3 +220,41 @@ def test_read_commands_never_write_under_log(
         assert r.exit_code in (0, 1), (args, r.output)
         assert snapshot(log) == before, f"{' '.join(args)} wrote under log/"
     assert Ledger.open(home).log.size == size  # the tail is still unpublished
+
+
+def test_log_verify_checks_what_this_user_trusts(tmp_path: Path) -> None:
+    """``log verify`` judged a log by itself alone: an older copy of ``log/`` put back after the
+    user saw a newer one, and a ledger whose log and log key were replaced by another of the
+    same origin, each exited 0 ("OK: … entries verified") while every other command refused
+    them and told the user to run ``log verify`` for every problem; and it read a log whose
+    key was not pinned under TRAJLEDGER_REQUIRE_PIN=1. Found by the fifth review (rev4)."""
+    from test_updates import Vendor
+
+    def log_verify(v: Vendor, *args: str, env: dict[str, str] | None = None) -> Result:
+        return new_runner().invoke(main, ["--ledger", str(v.home), "log", "verify", *args],
+                                   env={"TRAJLEDGER_STATE_DIR": str(v.state), **(env or {})})
+
+    v = Vendor(tmp_path, "v", "v.example/log")
+    assert log_verify(v).exit_code == 0
+    old = {d: tmp_path / f"old-{d}" for d in ("log", "log-key")}
+    for d, copy in old.items():
+        shutil.copytree(v.home / d, copy)
+    v.run("revoke", v.batches[0], "--reason", "x", "--key", "vendor")
+    shutil.rmtree(v.home / "log")
+    shutil.copytree(old["log"], v.home / "log")
+    for args in ((), ("--json",), ("--skip-data",)):
+        r = log_verify(v, *args)
+        assert r.exit_code == 1, r.output
+        assert "FAIL: " in r.stderr and "rollback: the signed checkpoint has size" in r.stderr
+    # Another log of the same origin, its key in log-key/: no handover leads to it.
+    other = Vendor(tmp_path, "other", "v.example/log")
+    for d in (*old, "objects"):
+        shutil.rmtree(v.home / d)
+        shutil.copytree(other.home / d, v.home / d)
+    r = log_verify(v)
+    assert r.exit_code == 1 and "a replaced key, not a rotation" in r.stderr, r.output
+    # A first use must be pinned ahead under TRAJLEDGER_REQUIRE_PIN=1.
+    shutil.rmtree(v.state)
+    v.state.mkdir()
+    r = log_verify(v, env={"TRAJLEDGER_REQUIRE_PIN": "1"})
+    assert r.exit_code == 1 and "was not pinned ahead" in r.stderr, r.output

@@ -991,8 +991,9 @@ def test_policy_set_successor_needs_the_current_approvers(runner: CliRunner, wor
         f"  producer    - key {vendor}",
     ]
     assert shown[-1] == (
-        f"FAIL: policy {path}: changes the members of a role (listed above, by fingerprint); "
-        "nothing was recorded. Compare each fingerprint with its owner, then run again with --yes"
+        f"FAIL: policy {path}: changes the members of a role, or lowers its "
+        "threshold (listed above, by fingerprint); nothing was recorded. Compare each "
+        "fingerprint with its owner, then run again with --yes"
     )
     r = run(runner, world.home, "policy", "set", path, "--key", "approver-a", "--yes")
     expect(r, 1)

@@ -846,7 +846,7 @@ def import_bundle(
         update = Update(ev.index.vkey, note_bytes, entries, taken, consulted,
                         lambda i: ev.inclusion_proof(i, cp.size), objects, artifact,
                         cp.size, not ev.index.omitted, synced,
-                        disk.sync if disk is not None else None)
+                        disk.sync if disk is not None else None, frozenset(logs))
         done = apply_update(
             ledger, policy, keys, update, what=f"import {path.name}",
             floor=lambda: origin.advance_floor(note_bytes, proof, what=what,

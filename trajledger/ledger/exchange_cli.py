@@ -29,6 +29,8 @@ from .clikit import (
 )
 
 if TYPE_CHECKING:
+    from trajledger.verify.policy import TrustPolicy
+
     from .home import LedgerHome
 
 __all__ = ["COMMANDS"]
@@ -141,7 +143,8 @@ def export(
     --format minari, parquet or jsonl, write the data of the rollout batch REF (read from the
     store and checked against its digests) into the new directory --out.
 
-    These plain formats carry no revocation: exporting a revoked REF in one exits 1 naming the
+    These plain formats carry no revocation: exporting a REF that is revoked, or built on
+    something revoked (a checkpoint trained on a revoked batch), exits 1 naming the
     revocation, unless --include-revoked, which writes it into the output's metadata. An
     evidence bundle may carry revoked artifacts: it says so, and so does its verification.
 
@@ -243,8 +246,9 @@ def export(
 
 
 def _revoked(ledger: LedgerHome, ref: str, policy_file: Path | None, include: bool) -> list[str]:
-    """The revocations of the artifact REF names (under the policy); refused unless
-    ``include`` (then they go into the output's metadata)."""
+    """The revocations of the artifact REF names and of its lineage (what it was built on: a
+    checkpoint's data, a dataset's batches), under the policy; refused unless ``include``
+    (then they go into the output's metadata)."""
     from trajledger.verify.errors import PolicyError
 
     from .catalog import Catalog
@@ -255,6 +259,9 @@ def _revoked(ledger: LedgerHome, ref: str, policy_file: Path | None, include: bo
     in_force = current_policy(ledger) if policy_file is None else None
     policy = _policy(ledger, policy_file) if policy_file is not None or in_force else None
     found = revocations(ledger, item.digest, policy)
+    if policy is not None:
+        found += [f"in its lineage: {line}" for line in _revoked_lineage(ledger, item.digest,
+                                                                          policy)]
     if found and not include:
         raise PolicyError(
             f"{item.kind} {item.ref or item.digest}: {'; '.join(found)}: a plain format does "
@@ -262,6 +269,26 @@ def _revoked(ledger: LedgerHome, ref: str, policy_file: Path | None, include: bo
             "--include-revoked to write the revocation into the output's metadata"
         )
     return found
+
+
+def _revoked_lineage(ledger: LedgerHome, digest: str, policy: TrustPolicy) -> list[str]:
+    """The root causes of ``digest``'s lineage (verified by size) that are revocations, or
+    revocation records that cannot be read, of other artifacts than ``digest``."""
+    from trajledger.verify.blame import failure_lines
+    from trajledger.verify.lineage import LineageVerifier
+
+    from .evidence import ledger_evidence
+
+    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
+                               data="size")
+    try:
+        report = verifier.verify(digest)
+    finally:
+        verifier.close()
+    return failure_lines([
+        (node, stops, dependents) for node, checks, dependents in report.causes()
+        if node.id != digest and (stops := [c for c in checks if c.what == "revoked"
+                                            or c.what.startswith("revocation record")])])
 
 
 def _write_revocations(path: Path, digest: str, revoked: list[str]) -> None:

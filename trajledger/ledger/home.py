@@ -41,7 +41,16 @@ from .errors import AlreadyRecordedError, LedgerError, TamperError
 from .fs import fsync_dir, is_stale, remove_tree, temp_name, tmp_entries, write_file_atomic
 from .keys import KeyStore
 from .store import ObjectStore
-from .user_state import fingerprint, known_origin, notice, origin_dir, private_dir, state_dir
+from .user_state import (
+    REQUIRE_PIN_ENV,
+    fingerprint,
+    known_origin,
+    notice,
+    origin_dir,
+    private_dir,
+    require_pin,
+    state_dir,
+)
 
 if TYPE_CHECKING:
     from trajledger.verify.log_key import Handover
@@ -60,9 +69,6 @@ __all__ = [
     "envelope_statement",
 ]
 
-REQUIRE_PIN_ENV = "TRAJLEDGER_REQUIRE_PIN"
-"""Set to 1: the first use of a log whose key was not pinned ahead (`trajledger trust`, a
-``--policy`` naming it, or this user's ``init``) is refused instead of announced."""
 SETTINGS_PIN = ".settings.json"
 """The settings a user pinned of a log's ledger, in the state's directory of that origin."""
 
@@ -227,6 +233,7 @@ class LedgerHome:
 
             from .log import Log, OneRecord
             # (1)
+            required = require_pin()  # a value that means nothing is refused, first use or not
             vkey = self.log_vkey()
             # The newest checkpoint this user has seen is a floor the log must extend (kept
             # outside the ledger), and what this process publishes raises it. A key seen for
@@ -249,7 +256,7 @@ class LedgerHome:
                 if state.vkey in self._pinned_ahead:
                     state.pin("a policy you hold names it")
                     first_use = False
-                elif os.environ.get(REQUIRE_PIN_ENV) == "1":
+                elif required:
                     raise TamperError(
                         f"log {self.config.origin} ({self.log_dir}): first use, and its key "
                         f"{fingerprint(state.vkey)} was not pinned ahead ({REQUIRE_PIN_ENV}=1): "
@@ -684,6 +691,10 @@ class LedgerHome:
                 reader.key_handovers(),
                 reader.consistency_proof,
                 what=str(self.log_dir / "checkpoint"),
+                # A key the user pinned itself is trusted on its own (two logs may share an
+                # origin name); one pinned by no one must be handed over to.
+                distinct=(state.vkey,) if state.pinned() or state.vkey in self._pinned_ahead
+                else (),
             )
         finally:
             reader.close()

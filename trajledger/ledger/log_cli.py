@@ -360,14 +360,17 @@ def log_verify(ctx: Context, as_json: bool, skip_data: bool, no_store: bool) -> 
     treeState and the signed checkpoint against each other, and every envelope and blob in the
     store (every blob re-hashed unless --skip-data).
 
-    The log key is trusted from <ledger>/log-key/log.pub. Reads only. Exits 1 naming the file
-    and entry index of every problem, and every key file of keys/ that holds no valid key.
+    The log key is trusted from <ledger>/log-key/log.pub. A log intact by itself must also be
+    the one you trust, as for every command: not rolled back or forked from what you saw, not
+    signed by a key that replaced yours, pinned ahead under TRAJLEDGER_REQUIRE_PIN=1. Reads the
+    ledger only. Exits 1 naming the file and entry index of every problem, and every key file
+    of keys/ that holds no valid key.
 
     \b
     Example:
       trajledger log verify --skip-data
     """
-    from .errors import KeyError_
+    from .errors import KeyError_, TamperError
     from .log import verify_log_dir
 
     ledger = ctx.ledger()
@@ -394,22 +397,29 @@ def log_verify(ctx: Context, as_json: bool, skip_data: bool, no_store: bool) -> 
             skip_data=skip_data,
             on_progress=bar,
         )
+    trust = []  # what this user trusts (`LedgerHome.log`), judged once the log is intact
+    if report.ok:
+        try:
+            ledger.log  # noqa: B018 (opening it checks the floor, the pins and the log key)
+        except TamperError as e:
+            trust.append(str(e))
     if as_json:
-        emit_json({**report.to_json(), "ok": report.ok and not damaged, "key_problems": damaged})
+        emit_json({**report.to_json(), "ok": report.ok and not damaged and not trust,
+                   "key_problems": damaged, "trust_problems": trust})
     else:
         root = base64.b64encode(report.root).decode() if report.root is not None else "-"
         data = f" ({report.data})" if report.data else ""
         click.echo(
             f"size\t{report.size}\nroot\t{root}\nentries\t{report.entries_checked}\n"
             f"envelopes\t{report.envelopes_checked}\nblobs\t{report.blobs_checked}{data}\n"
-            f"problems\t{len(report.problems) + len(damaged)}"
+            f"problems\t{len(report.problems) + len(damaged) + len(trust)}"
         )
     for w in report.warnings:
         warn(f"log/{w}")
-    if damaged or not report.ok:
+    if damaged or trust or not report.ok:
         for p in report.problems:
             fail(f"log/{p}")
-        for d in damaged:
+        for d in [*damaged, *trust]:
             fail(d)
         raise click.exceptions.Exit(EXIT_FAILED)
     blobs = ""

@@ -290,7 +290,8 @@ def _members(policy: TrustPolicy | None, role: str) -> dict[str, str]:
 def membership_changes(current: TrustPolicy | None, new: TrustPolicy) -> tuple[list[str], bool]:
     """What ``new`` changes against the policy in force, role by role, every member named by
     its fingerprint (keyid, or the note key itself): the lines to show before recording it,
-    and whether any role gains or loses a member.
+    and whether any role gains or loses a member or lowers its threshold (fewer keys then
+    decide: as much a change of who is trusted as a new member).
 
     The first policy (``current`` None) lists every member as added.
     """
@@ -305,9 +306,9 @@ def membership_changes(current: TrustPolicy | None, new: TrustPolicy) -> tuple[l
         old, now = _members(current, role), _members(new, role)
         added = [now[k] for k in now if k not in old]
         removed = [old[k] for k in old if k not in now]
-        changed |= bool(added or removed)
         threshold = new.role(role).threshold
         was = current.role(role).threshold if current is not None else None
+        changed |= bool(added or removed) or (was is not None and threshold < was)
         th = (f"threshold {threshold}" if was in (None, threshold)
               else f"threshold {was} -> {threshold}")
         if not added and not removed:

@@ -37,8 +37,8 @@ def continue_trust(
     """Carry this user's floor of a log over to ``state``, a key of it seen for the first time.
 
     Steps:
-        1. The other keys of the log (same origin) this user holds a floor for
-           (`TrustState.siblings`); none: the log is new to this user, nothing to carry.
+        1. The other keys of the log (same origin) this user holds a floor for, or pinned
+           ahead (`TrustState.siblings`); none: the log is new to this user, nothing to carry.
         2. For each: the key handovers (``verify.log_key.key_chain``) from it must reach
            ``state``'s key; otherwise the checkpoint is signed by a key that nobody this user
            trusted handed over to (key confusion): `TamperError`, nothing stored.
@@ -103,8 +103,7 @@ def _check_continuation(
     from trajledger.verify.consistency import check_consistent
     from trajledger.verify.log_key import key_chain
 
-    seen = old.floor_checkpoint()
-    assert seen is not None
+    seen = old.floor_checkpoint()  # None: pinned ahead, no tree seen
     try:
         chain = key_chain(old.vkey, handovers)
     except ProvenanceError as e:
@@ -114,14 +113,16 @@ def _check_continuation(
     if state.vkey not in reached:
         raise TamperError(
             f"{what}: log {cp.origin} is signed by key {_short_vkey(state.vkey)}, but this "
-            f"user trusted key {_short_vkey(old.vkey)} for it (size {seen.size} seen) and no "
+            f"user trusted key {_short_vkey(old.vkey)} for it ("
+            + (f"size {seen.size} seen" if seen else "pinned ahead") + ") and no "
             "key handover signed by that key leads to the new one: a replaced key, not a "
             "rotation; nothing was changed (if this is another log reusing the origin, "
             f"remove {old.path} to trust it from scratch)",
             Path(what),
         )
     # (3)
-    trees = [seen] + [h.checkpoint for h in chain[: reached.index(state.vkey) + 1]]
+    trees = [seen] if seen else []
+    trees += [h.checkpoint for h in chain[: reached.index(state.vkey) + 1]]
     for tree in trees:
         try:
             check_consistent(tree, cp, list(proof(tree.size, cp.size))

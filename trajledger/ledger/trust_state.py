@@ -314,7 +314,7 @@ class TrustState(TrustIndex):
 
     def siblings(self) -> list[TrustState]:
         """The states of this user's other keys of the same log (same origin) that hold a
-        floor: what a key without one must continue (`continue_trust`)."""
+        floor or were pinned ahead: what a key without one must continue (`continue_trust`)."""
         out: list[TrustState] = []
         directory = self._root / "origins" / log_id(self.verifier.name)
         try:
@@ -329,7 +329,7 @@ class TrustState(TrustIndex):
                 other = TrustState.open(vkey, self._root)
             except (OSError, UnicodeDecodeError, ProvenanceError):
                 continue  # not a key: nothing this user trusted
-            if other.floor() is not None:
+            if other.floor() is not None or other.pinned():
                 out.append(other)
             else:
                 other.close()

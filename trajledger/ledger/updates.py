@@ -64,7 +64,7 @@ from trajledger.verify.policy_history import follow_history
 from trajledger.verify.predicates import Erasure, Revocation
 
 from .catalog import Origins, origin_name
-from .errors import StoreError, TamperError
+from .errors import LedgerError, StoreError, TamperError
 from .evidence import ledger_evidence
 from .keys import Signer
 from .log import EntrySpec
@@ -144,7 +144,9 @@ class Changes:
         for r in self.erased:
             out.append(("warning", f"erased by {self.origin}: {r['label']}: {r['reason']} "
                         f"(signed by {r['signer'][:12]}, its log index {r['logIndex']}); "
-                        f"{r['deleted']} blob(s) deleted here"))
+                        f"{r['deleted']} blob(s) deleted here"
+                        + (f"; {r['keptBlobs']} kept: also a file of {', '.join(r['kept'])}"
+                           if r.get("kept") else "")))
         for r in self.compromised:
             out.append(("warning", r["text"]))
         for r in self.unreadable:
@@ -191,6 +193,8 @@ class Update:
         artifact: the artifact asked for (``digest``, ``kind``, ``name``, ``logIndex``), or
             None for updates alone.
         applied: the size up to which every entry was examined (the checkpoint's).
+        logs: the log's verifier keys besides ``vkey`` (those it rotated from): what it brought
+            here before under them is its own too (`_compromises`).
         data_included: the artifact's data came with it.
         synced: waits for the staged files' data to be on disk (a pass started while the
             bundle was verified); None: `store.ObjectStore.adopt_files` runs it.
@@ -210,6 +214,7 @@ class Update:
     data_included: bool = True
     synced: Callable[[], None] | None = None
     flush: Callable[[], None] | None = None
+    logs: frozenset[str] = frozenset()
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -514,6 +519,7 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
     verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
                                data="size")
     stopped: dict[str, str] = {}
+    files: dict[str, set[str]] | None = None  # read at the first erasure that deletes here
     try:
         for i, e in sorted(foreign.items()):
             if e.kind not in _STOPS:
@@ -526,8 +532,13 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
                 assert isinstance(pred, Revocation | Erasure)
                 facts |= {"reason": pred.reason, "signer": ",".join(sorted(rec.signers))}
                 if isinstance(pred, Erasure):
-                    mine = erasable_blobs(ledger, e.subject)
-                    facts["deleted"] = delete_erased(ledger, mine.intersection(pred.blobs))
+                    mine = erasable_blobs(ledger, e.subject).intersection(pred.blobs)
+                    if files is None and mine:
+                        files = _files_here(ledger)
+                    kept = _held_elsewhere(ledger, verifier, mine, e.subject, files or {})
+                    facts["deleted"] = delete_erased(ledger, mine.difference(kept))
+                    facts["kept"] = sorted(set(kept.values()))
+                    facts["keptBlobs"] = len(kept)
                     changes.erased.append(facts)
                 else:
                     changes.revoked.append(facts)
@@ -553,6 +564,43 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
         verifier.close()
 
 
+def _files_here(ledger: LedgerHome) -> dict[str, set[str]]:
+    """Which artifacts here list each blob as a file (blob -> their digests), from every
+    artifact record's manifest: read once per update that brings an erasure (rare)."""
+    from .status import erasable_blobs
+
+    state, out, seen = ledger.trust_state(), dict[str, set[str]](), set[str]()
+    for kind in (k for k, v in KINDS.items() if v.lineage):
+        for i in state.of_kind(kind):
+            entry = state.entry(i)
+            if entry is None or entry.subject in seen or not ledger.store.exists(entry.subject):
+                continue
+            seen.add(entry.subject)
+            try:
+                blobs = erasable_blobs(ledger, entry.subject)
+            except (ProvenanceError, LedgerError):
+                continue  # not a manifest here: lists no file
+            for blob in blobs:
+                out.setdefault(blob, set()).add(entry.subject)
+    return out
+
+
+def _held_elsewhere(ledger: LedgerHome, verifier: LineageVerifier, blobs: set[str],
+                    subject: str, files: Mapping[str, set[str]]) -> dict[str, str]:
+    """Of ``blobs`` (what another log's erasure of ``subject`` would delete here), those a
+    file of another artifact here lists (``files``, `_files_here`) that no verified erasure
+    erased (blob -> its label): one blob is kept per content, and a log's erasure stops only
+    its own artifact."""
+    out: dict[str, str] = {}
+    for blob in sorted(blobs):
+        for holder in sorted(files.get(blob, set()) - {subject}):
+            if not any(isinstance(verifier.record(j), Record)
+                       for j in verifier.records(holder, "erasure")):
+                out[blob] = label(ledger, holder)
+                break
+    return out
+
+
 def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signer],
                  update: Update, here: Mapping[int, int], changes: Changes,
                  parsed: Mapping[int, LogEntry]) -> None:
@@ -563,14 +611,16 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
         1. Its policy in force, followed from its first policy through every policy record this
            ledger has seen of it (import records) and this update's, by its own rules; a
            history that cannot be followed declares nothing.
-        2. For each key it revokes that one of its own policies held (a party cannot declare
-           another party's key compromised): the artifacts held here whose record it signed at
-           or after ``compromised_since`` (of that log: its indices and its entry times) are
-           revoked here, signed by the first of ``signers``, unless a revocation of them
-           already counts here.
-        3. When the key holds a role of ``policy`` that does not revoke it, the report says to
-           add it to ``revoked_keys``, from this log's index of its first record taken in
-           after the compromise (or now).
+        2. For each key it revokes that one of its own policies held: the artifacts whose
+           record its log says the key signed at or after ``compromised_since`` (of that log:
+           its indices and its entry times) and that this ledger holds from that log alone
+           (`_brought_by`) are revoked here, signed by the first of ``signers``, unless a
+           revocation of them already counts here. A policy may list anyone's public key, and
+           a log's entries are its writer's word: the others (this ledger's own artifacts,
+           another log's) are listed as ignored, never revoked.
+        3. When the key holds a role of ``policy`` that does not revoke it, and signed nothing
+           ignored in step 2, the report says to add it to ``revoked_keys``, from this log's
+           index of its first record taken in after the compromise (or now).
     """
     from .status import revoke
 
@@ -604,6 +654,7 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
            for k in p.role(role).keyids}
     state = ledger.trust_state()
     verifier = LineageVerifier(ledger_evidence(ledger), policy, index=state, data="size")
+    origins, logs = Origins(ledger), {update.vkey, *update.logs}
     try:
         for rk in theirs.revoked_keys:
             if rk.keyid not in own:
@@ -612,6 +663,14 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
             hits = {e.subject: i for i, e in sorted(seen.items()) if KINDS[e.kind].lineage
                     and rk.keyid in e.signers and rk.covers(i, e.time)
                     and held(ledger, e.subject)}
+            foreign = [d for d in hits if not _brought_by(state, origins, d, logs)]
+            for d in foreign:
+                changes.ignored.append({
+                    "digest": d, "label": label(ledger, d), "logIndex": hits.pop(d),
+                    "kind": "key compromise",
+                    "why": f"its log says key {rk.keyid[:16]} signed it, and declares that key "
+                           "compromised, but you hold it as your own or from another log: a "
+                           "log stops only what it alone brought here"})
             revoked = []
             for digest in hits:
                 counted = [r for j in verifier.records(digest, "revocation")
@@ -630,17 +689,28 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
                        + ", ".join(label(ledger, d) for d in revoked) if revoked else ""))
             roles = [r for r in ("producer", "approver", "trainer", "evaluator")
                      if policy.holds(r, rk.keyid)]
-            if roles and not any(x.keyid == rk.keyid for x in policy.revoked_keys):
+            if roles and not foreign and not any(x.keyid == rk.keyid
+                                                 for x in policy.revoked_keys):
                 since = min((here[i] for i in here if rk.keyid in seen[i].signers
                              and rk.covers(i, seen[i].time)), default=ledger.log.size)
                 text += (f"; your policy still trusts it as {' and '.join(roles)}: record a "
                          f"successor without it and with [[revoked_keys]] key = "
                          f"\"{rk.keyid}\", compromised_since = {since}")
-            if revoked or roles:
+            if revoked or (roles and not foreign):
                 changes.compromised.append({"key": rk.keyid, "text": text,
                                             "revokedHere": revoked})
     finally:
         verifier.close()
+
+
+def _brought_by(state: TrustState, origins: Origins, digest: str, logs: Collection[str]
+                ) -> bool:
+    """True when every record of the artifact ``digest`` here was brought by an import from
+    the log of one of the verifier keys ``logs`` (none is this ledger's own, nor another
+    log's)."""
+    found = [origins.of(i) for i in state.about(digest)
+             if (e := state.entry(i)) is not None and KINDS[e.kind].lineage]
+    return bool(found) and all(o and o <= set(logs) for o in found)
 
 
 def _clashes(ledger: LedgerHome, indices: Sequence[int], changes: Changes) -> None:

@@ -19,6 +19,7 @@ from .errors import LedgerError
 from .fs import refuse_writable
 
 __all__ = [
+    "REQUIRE_PIN_ENV",
     "STATE_DIR_ENV",
     "fingerprint",
     "known_origin",
@@ -26,10 +27,31 @@ __all__ = [
     "notice",
     "origin_dir",
     "private_dir",
+    "require_pin",
     "state_dir",
 ]
 
 STATE_DIR_ENV = "TRAJLEDGER_STATE_DIR"
+REQUIRE_PIN_ENV = "TRAJLEDGER_REQUIRE_PIN"
+"""Set to 1: the first use of a log whose key was not pinned ahead (`trajledger trust`, a
+``--policy`` naming it, ``init``) is refused instead of announced (`require_pin`)."""
+
+
+def require_pin() -> bool:
+    """Whether ``TRAJLEDGER_REQUIRE_PIN`` requires logs to be pinned ahead: 1, true, yes or on
+    (any case) do; unset, empty, 0, false, no or off do not.
+
+    Raises:
+        LedgerError: any other value (a setting that guards trust is never guessed as off).
+    """
+    raw = os.environ.get(REQUIRE_PIN_ENV, "")
+    value = raw.strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise LedgerError(f"{REQUIRE_PIN_ENV}={raw!r}: want 1 (a log must be pinned ahead) or 0; "
+                      "nothing was read")
 
 
 def notice(message: str) -> None:

@@ -294,8 +294,9 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool, as_js
 
     FILE needs a higher serial than the policy in force. Before anything is signed, each
     role's members that FILE adds or removes are shown by fingerprint (the first policy: all
-    of them); a change of membership needs --yes, or typing 'yes' on a terminal. Keys named
-    by path in FILE are read now: compare the fingerprints before you confirm.
+    of them); a change of membership, or a lowered threshold, needs --yes, or typing 'yes' on
+    a terminal. Keys named by path in FILE are read now: compare the fingerprints before you
+    confirm.
 
     To replace a producer, approver or trainer key, list the new key in its role instead of
     the old one: records the old key signed before this one's log index stay valid, later ones
@@ -325,7 +326,8 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool, as_js
         ) == "yes"
         if not confirmed:
             raise PolicyError(
-                f"policy {file}: changes the members of a role (listed above, by fingerprint); "
+                f"policy {file}: changes the members of a role, or lowers its threshold "
+                "(listed above, by fingerprint); "
                 "nothing was recorded. Compare each fingerprint with its owner, then run again "
                 "with --yes"
             )

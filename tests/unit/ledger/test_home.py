@@ -276,6 +276,37 @@ def test_first_use_is_announced_once_or_refused_when_a_pin_is_required(
     assert ledger.log.size == 0 and capsys.readouterr().err == ""
 
 
+@pytest.mark.parametrize("value", ["true", "yes", "on", "TRUE", " 1 "])
+def test_a_required_pin_is_required_however_it_is_spelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """TRAJLEDGER_REQUIRE_PIN=true (or yes, on) read a log whose key was not pinned ahead as a
+    first use, as if unset: a CI runner told to require pins trusted whatever it was handed.
+    Found by rev4."""
+    from trajledger.ledger.errors import TamperError
+
+    root = tmp_path / "led"
+    Ledger.init(root, origin="test/first")
+    monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(tmp_path / "other"))
+    monkeypatch.setenv("TRAJLEDGER_REQUIRE_PIN", value)
+    with pytest.raises(TamperError, match=r"first use, and its key .* was not pinned ahead"):
+        assert Ledger.open(root).log
+
+
+@pytest.mark.parametrize("value", ["2", "maybe", "enabled"])
+def test_a_require_pin_value_that_means_nothing_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """A value that is neither yes nor no is an error naming the variable (exit 3), never
+    taken as unset."""
+    root = tmp_path / "led"
+    Ledger.init(root, origin="test/first")
+    monkeypatch.setenv("TRAJLEDGER_REQUIRE_PIN", value)
+    with pytest.raises(LedgerError, match=rf"^TRAJLEDGER_REQUIRE_PIN={value!r}: want 1 \(a log "
+                       r"must be pinned ahead\) or 0"):
+        assert Ledger.open(root).log
+
+
 def test_a_plaintext_log_key_is_refused_where_keys_are_encrypted(
     tmp_path: Path, passphrase: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

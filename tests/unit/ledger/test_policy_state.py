@@ -160,6 +160,22 @@ def test_membership_changes_name_every_member_by_fingerprint(tmp_path: Path) -> 
     ]
 
 
+def test_a_lowered_threshold_needs_confirming_like_a_member(tmp_path: Path) -> None:
+    """The approvers' threshold lowered from 2 to 1, members unchanged, was recorded without
+    --yes (one line among the unchanged roles): after it, one approver key alone (stolen, or
+    planted in a policy file an insider edited) signs every successor. Found by rev4."""
+    ks = keys("vendor", "a", "b", "trainer")
+    old = load_policy_file(write(tmp_path, ks))
+    text = (tmp_path / "policy.toml").read_text().replace("serial = 1", "serial = 2")
+    lowered = TrustPolicy.from_toml(text.replace("threshold = 2", "threshold = 1").encode(),
+                                    tmp_path)
+    lines, changed = membership_changes(old, lowered)
+    assert changed and "  approver  unchanged: 2 member(s), threshold 2 -> 1" in lines
+    raised = load_policy_file(write(tmp_path, ks))  # serial 1, threshold 2: from 1 it is higher
+    lines, changed = membership_changes(lowered, raised)
+    assert not changed
+
+
 def test_a_key_signs_a_record_only_when_the_policy_in_force_holds_it_for_the_role(
     tmp_path: Path,
 ) -> None:

@@ -1,0 +1,118 @@
+"""End to end: a hostile vendor against a buyer that imports from two vendors (the fifth review
+round, rev4; docs/SECURITY.md "Review of 2026-12-03, fifth round").
+
+Each party has its own ledger and state directory (`test_updates.Vendor`, `Buyer`); every
+command goes through the CLI. A hostile vendor controls its own log: what its log writer appends
+(an entry's kind, subject and signers) is its word, proven only to be in its log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from test_updates import Buyer, Vendor, short
+
+from trajledger.ledger.home import LedgerHome
+from trajledger.ledger.log import EntrySpec
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(tmp_path / "nobody-state"))
+
+
+def keyid(party: Vendor | Buyer, name: str) -> str:
+    return str(next(k["keyid"] for k in json.loads(party.run("key", "list", "--json").stdout)
+                    if k["name"] == name))
+
+
+def append_claim(party: Vendor, subject: str, signer: str) -> None:
+    """What a hostile vendor's log writer can append: an entry claiming that ``signer`` signed a
+    rollout-batch record of ``subject`` (its envelope is any bytes of the vendor's)."""
+    os.environ["TRAJLEDGER_STATE_DIR"] = str(party.state)
+    home = LedgerHome.open(party.home)
+    envelope = home.store.put_bytes(f'{{"claim": "{subject}"}}'.encode())
+    home.log.append([EntrySpec("rollout-batch", subject, envelope, (signer,))])
+
+
+def test_a_vendor_cannot_declare_another_partys_key_compromised_here(tmp_path: Path) -> None:
+    """Vendor two lists vendor one's producer key and the buyer's trainer key in its own policy,
+    appends entries saying those keys signed vendor one's batch and the buyer's checkpoint,
+    then declares both keys compromised since 0. Before the fix the buyer's import revoked both
+    here, signed by the buyer's own approver (so they counted everywhere), and told the buyer to
+    distrust vendor one's key: a vendor stopped another vendor's data and the buyer's own."""
+    one = Vendor(tmp_path, "one", "one.example/log")
+    two = Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4))
+    buyer = Buyer(tmp_path, [one, two])
+    buyer.run("import", one.bundle, "--key", "approver")
+    buyer.run("import", two.bundle, "--key", "approver")
+    buyer.run("approve", one.dataset, "--key", "approver")
+    ckpt = buyer.last("train", "--dataset", one.dataset, "--key", "trainer", "--name", "p",
+                      "--version", "1")  # fmt: skip
+    applied = two.size()
+    victims = {"one": (one.home / "keys" / "vendor.pub", one.batches[0]),
+               "trainer": (buyer.home / "keys" / "trainer.pub", ckpt)}
+    ids = {"one": keyid(one, "vendor"), "trainer": keyid(buyer, "trainer")}
+    policy = two.home / "policy.toml"
+    first = policy.read_text()
+    for name, (pub, _subject) in victims.items():
+        (two.home / f"{name}.pub").write_bytes(pub.read_bytes())
+    policy.write_text(first.replace("serial = 1", "serial = 2").replace(
+        "keys = [", 'keys = ["one.pub", "trainer.pub", ', 1))
+    two.run("policy", "set", policy, "--key", "vendor", "--yes")
+    for name, (_pub, subject) in victims.items():
+        append_claim(two, subject, ids[name])
+    policy.write_text(first.replace("serial = 1", "serial = 3") + "".join(
+        f'\n[[revoked_keys]]\nkey = "{k}"\ncompromised_since = 0\nreason = "hostile"\n'
+        for k in ids.values()))
+    two.run("policy", "set", policy, "--key", "vendor", "--yes")
+    update = tmp_path / "update.tar.zst"
+    two.run("export", "--updates-since", str(applied), "--out", update)
+    before = buyer.size()
+    r = buyer.run("import", update, "--key", "approver")
+    assert " is compromised" not in r.stderr and "still trusts" not in r.stderr, r.stderr
+    for subject, key in ((one.batches[0], ids["one"]), (ckpt, ids["trainer"])):
+        assert any(line.startswith("NOTE: ignored: key compromise at log index ")
+                   and f" of {two.origin} about " in line and f"({short(subject)}): its log "
+                   f"says key {key[:16]} signed it, and declares that key compromised, but you "
+                   "hold it as your own or from another log" in line
+                   for line in r.stderr.splitlines()), r.stderr
+    assert buyer.size() == before + 1  # the import record, no revocation
+    buyer.run("admit", one.dataset)
+    buyer.run("verify", ckpt)
+
+
+def test_a_vendors_erasure_deletes_no_blob_another_artifact_here_holds(tmp_path: Path) -> None:
+    """The buyer recorded, as its own batch, a rollout file the vendor's batch also holds (the
+    store keeps one blob per content). The vendor's erasure of its batch deleted that blob here:
+    the buyer's own batch lost its steps.parquet (and features file) and then verified as
+    "erased" by the vendor's record. A vendor's erasure now deletes only what no other
+    artifact here (not erased) lists, and says what it kept."""
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    buyer = Buyer(tmp_path, [vendor])
+    buyer.run("import", vendor.bundle, "--key", "approver")
+    buyer.run("env", "register", "grid", "--version", "1", "--source", "sim", "--key",
+              "producer")  # fmt: skip
+    own = buyer.last("record", tmp_path / "vendor-1.parquet", "--env", "grid@1", "--policy",
+                     "mine", "--name", "own-1", "--licence", "CC-BY-4.0", "--key", "producer")
+    files = {f["path"]: f["digest"] for f in json.loads(buyer.run("show", own, "--json").stdout)
+             ["files"]}  # fmt: skip
+    shared = files["steps.parquet"]
+    theirs = {f["digest"] for f in json.loads(buyer.run("show", vendor.batches[0], "--json")
+                                              .stdout)["files"]}  # fmt: skip
+    assert shared in theirs  # one blob, two batches
+    applied = vendor.size()
+    vendor.run("erase", vendor.batches[0], "--reason", "consent", "--key", "vendor")
+    update = tmp_path / "update.tar.zst"
+    vendor.run("export", "--updates-since", str(applied), "--out", update)
+    r = buyer.run("import", update, "--key", "approver")
+    line = next(x for x in r.stderr.splitlines() if x.startswith("WARNING: erased by "))
+    assert line.endswith("1 blob(s) deleted here; 2 kept: also a file of rollout-batch own-1 "
+                         f"({short(own)})"), line
+    r = buyer.run("verify", own)
+    assert "erased" not in r.stderr + r.stdout, r.output
+    r = buyer.run("verify", vendor.batches[0])
+    assert "1 erased" in r.stderr or "erased" in r.stdout, r.output
