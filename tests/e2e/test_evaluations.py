@@ -577,15 +577,20 @@ def test_a_sealed_suite_is_evaluated_with_an_evaluator_key(
     expect(run(runner, home, "fsck"), 0)
 
 
-def test_a_tampered_ciphertext_fails(runner: CliRunner, home: Path) -> None:
+def flip_ciphertext(home: Path, sealed_file: dict[str, Any]) -> None:
+    """Flip one bit of a sealed file's ciphertext in the store."""
     from trajledger import Ledger
 
-    _digest, pred = sealed_batch(home)
-    path = Ledger.open(home).store.path_of(pred["sealed"]["files"][0]["ciphertext"])
+    path = Ledger.open(home).store.path_of(sealed_file["ciphertext"])
     path.chmod(0o644)
     data = bytearray(path.read_bytes())
     data[200] ^= 1
     path.write_bytes(bytes(data))
+
+
+def test_a_tampered_ciphertext_fails(runner: CliRunner, home: Path) -> None:
+    _digest, pred = sealed_batch(home)
+    flip_ciphertext(home, pred["sealed"]["files"][0])
     r = run(runner, home, "verify", "holdout@1")
     expect(r, 1)
     assert "episodes.parquet: tampered: content hashes to" in r.stderr
@@ -601,7 +606,6 @@ def test_log_verify_rehashes_a_sealed_batchs_ciphertexts(runner: CliRunner, home
     'log verify' failed every ledger with a sealed suite ("blob steps.parquet ...: not in the
     store", exit 1). It checks the ciphertexts, as fsck and verify do, and a tampered one
     fails."""
-    from trajledger import Ledger
 
     r = run(runner, home, "log", "verify", "--json")
     expect(r, 0)
@@ -609,11 +613,7 @@ def test_log_verify_rehashes_a_sealed_batchs_ciphertexts(runner: CliRunner, home
     digest, pred = sealed_batch(home)
     [index] = [i for i, e in enumerate(entries(home)) if e.subject == digest]
     ciphertext = pred["sealed"]["files"][0]
-    path = Ledger.open(home).store.path_of(ciphertext["ciphertext"])
-    path.chmod(0o644)
-    data = bytearray(path.read_bytes())
-    data[200] ^= 1
-    path.write_bytes(bytes(data))
+    flip_ciphertext(home, ciphertext)
     r = run(runner, home, "log", "verify")
     expect(r, 1)
     [line] = [x for x in r.stderr.splitlines() if x.startswith("FAIL:")]
