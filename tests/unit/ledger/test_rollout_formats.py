@@ -266,7 +266,7 @@ def _built(records: list[dict[str, Any]]) -> tuple[Any, ...]:
     return chunk.steps, chunk.episodes, texts, c.problems()
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(_CHAT_RECORD, min_size=1, max_size=4))
 def test_plain_chat_records_map_as_the_general_path(records: list[dict[str, Any]]) -> None:
     """`_plain_chat` gives each record it takes the step and episode columns, row and text

@@ -735,7 +735,7 @@ def _json_texts(draw: Any) -> str:
     return text
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(_json_texts())
 def test_json_text_proved_by_msgspec_is_json_text(text: str) -> None:
     """Whatever `_proved_json_text` proves, `JSON_TEXT` decodes (its check finds no error)."""
