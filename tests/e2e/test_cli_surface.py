@@ -224,6 +224,11 @@ def test_click_suggests_commands_and_options(runner: CliRunner) -> None:
 def test_json_and_another_format_is_a_usage_error(runner: CliRunner, home: Path) -> None:
     r = run(runner, home, "lineage", "x", "--json", "--format", "dot")
     assert r.exit_code == 2 and "Error: --json and --format dot: choose one" in r.stderr
+    # text given on the line is a choice too, not the default (it printed JSON silently)
+    r = run(runner, home, "impact", "x", "--format", "text", "--json")
+    assert r.exit_code == 2 and "Error: --json and --format text: choose one" in r.stderr
+    r = run(runner, home, "lineage", "x", "--format", "json", "--json")
+    assert "choose one" not in r.stderr
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])

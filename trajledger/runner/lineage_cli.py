@@ -52,8 +52,11 @@ def _emit(text: str, out: Path | None) -> None:
 
 
 def _format(fmt: str, as_json: bool) -> str:
-    """``--json`` is ``--format json``; with another --format it is a usage error."""
-    if as_json and fmt not in ("text", "json"):
+    """``--json`` is ``--format json``; with another --format given (``text`` included) it is a
+    usage error."""
+    given = (click.get_current_context().get_parameter_source("fmt")
+             is not click.core.ParameterSource.DEFAULT)
+    if as_json and given and fmt != "json":
         raise click.UsageError(f"--json and --format {fmt}: choose one")
     return "json" if as_json else fmt
 
