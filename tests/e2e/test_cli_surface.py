@@ -275,3 +275,18 @@ def test_nothing_styles_text_but_clikit_style() -> None:
                     and py.name != "clikit.py"):
                 calls.append(f"{py.relative_to(root)}:{node.lineno}")
     assert not calls, calls
+
+
+@pytest.mark.parametrize("args", [
+    ["trust", "acme+1a2b3c4d+AbC"],
+    ["monitor", "http://127.0.0.1:9/", "--vkey", "acme+zz+AbC="],
+    ["log", "add-cosignature", "README.md", "--witness", "not a vkey"],
+], ids=["trust", "monitor", "add-cosignature"])
+def test_a_malformed_vkey_is_a_usage_error(runner: CliRunner, home: Path, args: list[str]) -> None:
+    """A verifier key given on the line is parsed before anything opens: a malformed one is
+    exit 2 (it was exit 1, "refused", as if evidence had failed), naming what is wrong."""
+    if args[1] == "add-cosignature":
+        args = [*args[:2], str(Path(__file__)), *args[3:]]
+    r = run(runner, home, *args)
+    assert r.exit_code == 2, r.output
+    assert "verifier key" in r.stderr and "Traceback" not in r.output, r.stderr

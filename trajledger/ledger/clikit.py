@@ -155,8 +155,27 @@ class OutPath(_AnyParam):
         return text if self.uri else path
 
 
+class VKey(_StrParam):
+    """A verifier key (``<name>+<8 hex key ID>+<base64 key>``): a malformed one is a usage
+    error (exit 2) naming what is wrong, before the command opens anything."""
+
+    name = "vkey"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        """Parse the key; the value stays the string given."""
+        from trajledger.verify.errors import FormatError
+        from trajledger.verify.note import verifier_from_vkey
+
+        try:
+            verifier_from_vkey(str(value))
+        except FormatError as e:
+            self.fail(str(e), param, ctx)
+        return str(value)
+
+
 DURATION = Duration()
 KEY_NAME = KeyName()
+VKEY = VKey()
 OUT_PATH = OutPath()
 OUT_PATH_OR_URI = OutPath(uri=True)
 

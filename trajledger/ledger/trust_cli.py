@@ -15,13 +15,13 @@ from pathlib import Path
 
 import click
 
-from .clikit import Context, emit_json, ok, pass_ctx
+from .clikit import VKEY, Context, emit_json, ok, pass_ctx
 
 __all__ = ["COMMANDS"]
 
 
 @click.command()
-@click.argument("vkey", required=False)
+@click.argument("vkey", required=False, type=VKEY)
 @click.option(
     "--checkpoint",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),

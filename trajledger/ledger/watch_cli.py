@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from .clikit import JSON_OPTION, OUT_PATH, Context, emit_json, emit_result, ok, pass_ctx, warn
+from .clikit import JSON_OPTION, OUT_PATH, VKEY, Context, emit_json, emit_result, ok, pass_ctx, warn
 
 __all__ = ["log_add_cosignature", "log_serve", "monitor"]
 
@@ -73,7 +73,8 @@ def log_serve(ctx: Context, host: str, port: int, as_json: bool) -> None:
 
 @click.command("add-cosignature")
 @click.argument("file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
-@click.option("--witness", "witnesses", multiple=True, required=True, metavar="VKEY",
+@click.option("--witness", "witnesses", multiple=True, required=True, type=VKEY,
+              metavar="VKEY",
               help="The witness's verifier key (repeat); only its cosignature lines are added.")
 @pass_ctx
 def log_add_cosignature(ctx: Context, file: Path, witnesses: tuple[str, ...]) -> None:
@@ -101,7 +102,7 @@ def log_add_cosignature(ctx: Context, file: Path, witnesses: tuple[str, ...]) ->
 
 @click.command("monitor")
 @click.argument("url")
-@click.option("--vkey", required=True,
+@click.option("--vkey", required=True, type=VKEY,
               help="The log's verifier key (its operator's 'log info'), got out of band.")
 @click.option("--cosign-key", "cosign_key",
               help="Cosign the checkpoint as a witness with this Ed25519 key of the ledger.")
