@@ -158,11 +158,14 @@ def delete_erased(ledger: LedgerHome, blobs: Iterable[str]) -> int:
     return deleted
 
 
-def erasable_blobs(ledger: LedgerHome, digest: str) -> set[str]:
+def erasable_blobs(ledger: LedgerHome, digest: str, identity: tuple[str, str] | None = None
+                   ) -> set[str]:
     """The blobs an erasure of the artifact ``digest`` deletes: the files its manifest (in the
     store, verified) lists, and a rollout batch's blobs kept beside them (a sealed batch's
     ciphertexts, the episode features file of any); nothing when its manifest is not here.
     An erasure another log brought deletes no more than these, whatever it lists.
+    ``identity``: the kind and envelope digest of the artifact's identity record, when the
+    caller has its log entry (a scan of every artifact); else the catalog finds them.
 
     Raises:
         DigestMismatchError: the stored manifest does not hash to its name.
@@ -178,11 +181,14 @@ def erasable_blobs(ledger: LedgerHome, digest: str) -> set[str]:
         return set()
     manifest = Manifest.from_json(load_object(ledger.store.get_verified(digest), "manifest"))
     out = {f.digest for f in manifest.files}
-    item = Catalog(ledger).resolve(digest)
-    if item.kind == "rollout-batch":
+    if identity is None:
+        item = Catalog(ledger).resolve(digest)
+        identity = (item.kind, item.envelope)
+    kind, envelope = identity
+    if kind == "rollout-batch":
         st = Statement.from_bytes(Envelope.from_bytes(
-            ledger.store.get_verified(item.envelope)).payload)
-        batch = KINDS["rollout-batch"].read(st, f"rollout-batch {item.ref}")
+            ledger.store.get_verified(envelope)).payload)
+        batch = KINDS["rollout-batch"].read(st, f"rollout-batch {digest[:19]}")
         assert isinstance(batch, RolloutBatch)
         out |= {d for d, _n in batch.sealed.files.values()} if batch.sealed else set()
         out |= {batch.features.digest} if batch.features is not None else set()

@@ -577,7 +577,7 @@ def _files_here(ledger: LedgerHome) -> dict[str, set[str]]:
                 continue
             seen.add(entry.subject)
             try:
-                blobs = erasable_blobs(ledger, entry.subject)
+                blobs = erasable_blobs(ledger, entry.subject, (entry.kind, entry.envelope))
             except (ProvenanceError, LedgerError):
                 continue  # not a manifest here: lists no file
             for blob in blobs:
