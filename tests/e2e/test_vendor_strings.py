@@ -12,12 +12,14 @@ renderer's own line breaks remain.
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 import testkit
 from testkit import new_runner
 
+from trajledger import Ledger
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
 
@@ -99,3 +101,38 @@ def test_verify_and_lineage_escape_what_the_vendor_signed(
             code, out = run(home, "verify", *args)
             assert code == 1 and shown(out) == [], out
             assert out.startswith("✗ FAIL: rollout-batch evil\\u001b[2K\\u000d")
+
+
+@pytest.mark.parametrize("command", ["show", "stats", "impact", "query"])
+def test_ledger_commands_escape_what_the_vendor_signed(
+    hostile: tuple[Path, str, Path], command: str
+) -> None:
+    """The names a command prints of the log's artifacts (stdout, and its OK, FAIL and WARNING
+    lines) are escaped as the report's are."""
+    home, digest, _bundle = hostile
+    args = ["query", "artifacts"] if command == "query" else [command, digest]
+    code, out = run(home, *args)
+    assert code in (0, 1) and shown(out) == [], out
+    assert "evil\\u001b[2K\\u000d" in out
+
+
+def test_a_buyer_importing_it_reads_every_line_as_written(
+    hostile: tuple[Path, str, Path], tmp_path: Path
+) -> None:
+    home, _digest, bundle = hostile
+    buyer = tmp_path / "buyer"
+    assert run(buyer, "init", "--origin", "buyer/log")[0] == 0
+    trust = buyer / "trust"
+    trust.mkdir()
+    for k in ("b1", "b2"):
+        assert run(buyer, "key", "new", k, "--no-encrypt")[0] == 0
+    for p in [*(home / "keys").glob("*.pub"), *(buyer / "keys").glob("b*.pub")]:
+        shutil.copy(p, trust / p.name)
+    vkeys = f'"{Ledger.open(home).log.vkey}", "{Ledger.open(buyer).log.vkey}"'
+    (buyer / "policy.toml").write_text(testkit.BUYER_POLICY.format(vkeys=vkeys))
+    code, out = run(buyer, "import", bundle, "--policy", buyer / "policy.toml", "--key", "b1",
+                    "--key", "b2")
+    assert code == 0 and shown(out) == [], out  # a revoked batch is taken in, revoked
+    assert "\nOK: rollout-batch evil\\u001b[2K\\u000d" in out, out
+    assert "\nWARNING: revoked by " in out and ": oops\\u000d\\u001b[2K" in out, out
+    assert not any(line.startswith(("FORGED", "forged")) for line in out.splitlines()), out

@@ -128,13 +128,14 @@ class Node:
 
     @property
     def label(self) -> str:
-        """``kind name@version (sha256:1234abcd…)`` (or the node's own name)."""
+        """``kind name@version (sha256:1234abcd…)`` (or the node's own name), escaped (`HIDDEN`):
+        messages name nodes by it."""
         if self.kind in KINDS:
-            ref = f"{self.name}@{self.version}" if self.version else self.name
+            ref = (f"{self.name}@{self.version}" if self.version else self.name).translate(HIDDEN)
             if not ref:
                 return f"{self.kind} {short(self.id)}"
             return f"{self.kind} {ref} ({short(self.id)})"
-        return self.name or self.kind
+        return (self.name or self.kind).translate(HIDDEN)
 
 
 @dataclass(frozen=True)
