@@ -164,10 +164,11 @@ def verify_with_bundle(target: Path, bundle_path: Path, policy: TrustPolicy) -> 
     predicate = load_object(verified.payload or b"{}", f"{what}: statement").get(
         "predicateType") if in_toto else None
 
-    def result(fmt: str, count: int, diff: TreeDiff, manifest: str | None) -> InteropResult:
+    def result(fmt: str, count: int, diff: TreeDiff, manifest: str | None,
+               notes: tuple[str, ...] = ()) -> InteropResult:
         return InteropResult(
             str(target), fmt, verified.mode, verified.signer.describe(), roles, count, diff,
-            manifest, verified.notes,
+            manifest, verified.notes + notes,
             (predicate if isinstance(predicate, str) else "(none stated)") if in_toto else None,
         )  # fmt: skip
 
@@ -188,8 +189,15 @@ def verify_with_bundle(target: Path, bundle_path: Path, policy: TrustPolicy) -> 
         manifest = Manifest.from_files(
             [FileEntry(n, d.size, d.sha256, media_type_for(n)) for n, d in sorted(digests.items())]
         )
+        # What the signer left out is not verified: named, so that a file planted there (a
+        # .git/config that runs a command) is not passed over in silence.
+        unchecked = sorted(n for n in files if n != inside and model_signing.is_ignored(
+            n, signed.ignore_paths))
         return result(
-            "model_signing", len(signed.files), diff, manifest.digest if diff.ok else None
+            "model_signing", len(signed.files), diff, manifest.digest if diff.ok else None,
+            (f"{len(unchecked)} file(s) under the signer's ignore paths, not checked: "
+             + ", ".join(unchecked[:10]) + (", ..." if len(unchecked) > 10 else ""),)
+            if unchecked else (),
         )
     if inside:
         files.pop(inside, None)
