@@ -522,3 +522,25 @@ def test_a_dataset_recorded_without_a_card_gets_one_saying_what_is_missing(
     no_network(monkeypatch)
     issues = mlc.Dataset(jsonld=croissant).metadata.ctx.issues
     assert not issues.errors, issues.report()
+
+
+def test_a_name_from_a_signed_record_makes_no_heading(world: World, tmp_path: Path) -> None:
+    """The card's facts come from signed records, but their strings are the signer's: a
+    dataset named ``evil<LF><LF>## Revocations<LF><LF>None: …`` added a "Revocations" heading
+    saying nothing was revoked near the top of the card (the name stood raw in "Check it
+    yourself"), so a vendor could write a section that reads as a generated one; its escape
+    sequences reached the file raw (rev5). A name is one line of text, as table cells are."""
+    name = "evil\n\n## Revocations\n\nNone: no verified revocation record.\n\n<b>x</b>\x1b[2K\r"
+    card = world.root / "evil.toml"
+    card.write_text(CARD.format(title="Evil rollouts"))
+    digest = expect(run(world.home, "dataset", "create", name, "--version", "1", "--split",
+                        "train", "--batch", world.batches[3], "--card", card, "--key",
+                        "vendor"), 0).stdout.strip()
+    out = tmp_path / "README.md"
+    expect(world.card(digest, "hf", out), 0)
+    text = out.read_text()
+    tokens = MarkdownIt("commonmark").parse(text)
+    headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+    assert headings == ["Dataset Card for Evil rollouts", *HEADINGS[1:]], headings
+    assert not {t.type for t in tokens} & {"html_block", "html_inline"}
+    assert "\x1b" not in text and "\r" not in text

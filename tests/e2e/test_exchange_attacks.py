@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from test_updates import Buyer, Vendor, short
+from test_updates import Buyer, Vendor, rollouts, short
 
 from trajledger.ledger.home import LedgerHome
 from trajledger.ledger.log import EntrySpec
@@ -116,3 +116,33 @@ def test_a_vendors_erasure_deletes_no_blob_another_artifact_here_holds(tmp_path:
     assert "erased" not in r.stderr + r.stdout, r.output
     r = buyer.run("verify", vendor.batches[0])
     assert "1 erased" in r.stderr or "erased" in r.stdout, r.output
+
+
+def test_a_vendor_cannot_answer_to_another_vendors_qualified_name(tmp_path: Path) -> None:
+    """An origin-qualified reference (``ORIGIN+[KEYHASH+]NAME``) names what that origin's log
+    brought here. Vendor two named a batch ``<one's origin>+one-3``, a name vendor one never
+    used: before the fix, ``show``, ``dataset create --batch`` and every other command given
+    the reference the buyer would write for vendor one's ``one-3`` took vendor two's batch (the
+    literal name was the fallback when the origin held no such name). A reference qualified by
+    an origin names nothing else; vendor two's batch keeps its own qualified name (rev5)."""
+    one = Vendor(tmp_path, "one", "one.example/log")
+    two = Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4))
+    buyer = Buyer(tmp_path, [one, two])
+    buyer.run("import", one.bundle, "--key", "approver")
+    bare = one.origin.split("+")[0]
+    squats = [two.last("record", rollouts(tmp_path / f"squat-{k}.parquet", 5 + k), "--env",
+                       "grid@1", "--policy", "scripted", "--name", f"{origin}+one-3",
+                       "--licence", "CC-BY-4.0", "--key", "vendor")
+              for k, origin in enumerate((one.origin, bare))]  # fmt: skip
+    for squat in squats:
+        bundle = tmp_path / f"{squat[7:15]}.tar.zst"
+        two.run("export", squat, "--out", bundle)
+        buyer.run("import", bundle, "--key", "approver")
+    assert json.loads(buyer.run("show", f"{bare}+one-1", "--json").stdout)["digest"] == \
+        one.batches[0]  # one's own batch, by its qualified name
+    for ref in (f"{one.origin}+one-3", f"{bare}+one-3"):
+        r = buyer.run("show", ref, code=3)
+        assert r.stderr.startswith(f"FAIL: {ref}: no "), r.stderr
+    for squat, origin in zip(squats, (one.origin, bare), strict=True):
+        shown = json.loads(buyer.run("show", f"{two.origin}+{origin}+one-3", "--json").stdout)
+        assert shown["digest"] == squat

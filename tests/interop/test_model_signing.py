@@ -255,6 +255,35 @@ def test_verify_a_model_signed_with_a_key(
     assert "none of the 1 trusted key(s)" in r.stderr
 
 
+def test_files_under_the_signers_ignore_paths_are_named(
+    tmp_path: Path, make_tree: Any, runner: CliRunner
+) -> None:
+    """model_signing leaves paths out of a signature (``.git``, ``.gitignore``... by default,
+    and whatever the signer lists): a file planted there after signing (a ``.git/config``
+    whose ``core.fsmonitor`` runs a command at the buyer's next ``git status``) verified as
+    "files: 3 compared", exit 0, nothing saying it was there. It is still not the signature's
+    business, but the report names every file it did not check (rev5)."""
+    model = make_tree(FILES, tmp_path / "model")
+    priv, _, _ = _key_files(tmp_path, "vendor")
+    sig = tmp_path / "model.sig"
+    ms.signing.Config().use_elliptic_key_signer(private_key=priv).sign(model, sig)
+    policy = _policy(tmp_path, '[roles.producer]\nkeys = ["vendor.pub"]\n')
+    report = json.loads(_verify(runner, model, sig, policy).stdout)
+    assert (report["ok"], [n for n in report["notes"] if "ignore" in n]) == (True, [])
+    (model / ".git").mkdir()
+    (model / ".git" / "config").write_text("[core]\n\tfsmonitor = touch /tmp/pwned\n")
+    (model / ".gitattributes").write_text("* filter=evil\n")
+    r = _verify(runner, model, sig, policy)
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)
+    assert report["ok"] and "2 file(s) under the signer's ignore paths, not checked: " \
+        ".git/config, .gitattributes" in report["notes"], report["notes"]
+    r = runner.invoke(main, ["verify", str(model), "--sigstore-bundle", str(sig), "--policy",
+                             str(policy)])
+    assert "note: 2 file(s) under the signer's ignore paths, not checked: .git/config, " \
+        ".gitattributes" in r.stdout.splitlines(), r.output
+
+
 def _ca(root: Path) -> tuple[Path, Path, Path]:
     """A private CA and a leaf certificate for a P-256 key (model_signing's certificate mode)."""
     now = dt.datetime.now(dt.UTC)

@@ -162,3 +162,34 @@ def test_sigstore_js_verifies_the_export(
     bad.write_text(json.dumps(tampered))
     result = js(bad)
     assert not result["verified"] and result["code"] == "SIGNATURE_ERROR", result
+
+
+def test_a_file_signature_says_what_the_statement_signs(world: World, runner: CliRunner) -> None:
+    """A statement about a file may say anything about it: a SLSA verification summary with
+    ``verificationResult: FAILED`` verified as "OK: … 1 file(s) match, signed by key …" and
+    the report did not say what was signed; a man in the middle could hand an auditor such a
+    statement as the vendor's signature of the file. The report and its JSON name the
+    predicate type; a DSSE envelope of another payloadType signs nothing (rev5)."""
+    from trajledger.ledger.sigstore_export import envelope_signature_bundle
+    from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, Signature, pae
+
+    target = world.data / "a.txt"
+    vsa = "https://slsa.dev/verification_summary/v1"
+    payload = json.dumps({"_type": "https://in-toto.io/Statement/v1", "subject": [
+        {"name": "a.txt", "digest": {"sha256": hashlib.sha256(target.read_bytes()).hexdigest()}}],
+        "predicateType": vsa, "predicate": {"verificationResult": "FAILED"}}).encode()
+    for ptype in ("application/vnd.example+json", INTOTO_PAYLOAD_TYPE):
+        sig = Signature(world.ed.keyid, world.ed.sign(pae(ptype, payload)))
+        out = world.root / "vsa.sigstore.json"
+        out.write_bytes(envelope_signature_bundle(Envelope(payload, ptype, (sig,)), sig))
+        r = world.run(runner, "verify", target, "--sigstore-bundle", out, "--policy",
+                      world.policy)
+        if ptype != INTOTO_PAYLOAD_TYPE:
+            assert r.exit_code == 1, r.output
+            assert f"payloadType {ptype!r}, want {INTOTO_PAYLOAD_TYPE!r}" in r.stderr, r.output
+            continue
+        assert r.exit_code == 0, r.output
+        assert f"signs: an in-toto statement of predicate type {vsa}" in r.stdout.splitlines()
+        r = world.run(runner, "verify", target, "--sigstore-bundle", out, "--policy",
+                      world.policy, "--json")
+        assert json.loads(r.stdout)["predicateType"] == vsa

@@ -27,6 +27,7 @@ from .clikit import (
     pass_ctx,
     progress,
     recorded_json,
+    visible,
     warn,
 )
 
@@ -547,6 +548,11 @@ def dataset_create(
                    "nearDuplicates": list(result.near_duplicates)})
 
 
+def _line(text: str) -> None:
+    """One line of `show`: what a signer chose in it is escaped (`visible`)."""
+    click.echo(visible(text))
+
+
 @click.command()
 @click.argument("ref")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -566,23 +572,23 @@ def show(ctx: Context, ref: str, as_json: bool) -> None:
     if as_json:
         emit_json(info)
         return
-    click.echo(f"{info['kind']} {info['ref'] or 'at log index ' + str(info['index'])}")
-    click.echo(f"  digest      {info['digest']}")
+    _line(f"{info['kind']} {info['ref'] or 'at log index ' + str(info['index'])}")
+    _line(f"  digest      {info['digest']}")
     if "subject" in info:  # a record shown by its envelope digest: what it is about
         about = f"{info['about']} " if info["about"] else ""
-        click.echo(f"  about       {about}{info['subject']}")
-    click.echo(f"  log index   {info['index']}")
-    click.echo(f"  envelope    {info['envelope']}")
-    click.echo(f"  signers     {', '.join(info['signers'])}")
-    click.echo(f"  predicate   {info['predicateType']}")
+        _line(f"  about       {about}{info['subject']}")
+    _line(f"  log index   {info['index']}")
+    _line(f"  envelope    {info['envelope']}")
+    _line(f"  signers     {', '.join(info['signers'])}")
+    _line(f"  predicate   {info['predicateType']}")
     for k, v in info["predicate"].items():
         if k != "manifest":
             text = v if isinstance(v, str) else json.dumps(v, sort_keys=True, ensure_ascii=False)
-            click.echo(f"    {k}: {text}")
+            _line(f"    {k}: {text}")
     for f in info.get("files", []):
-        click.echo(f"  file        {f['path']}  {f['size']} bytes  {f['digest']}")
+        _line(f"  file        {f['path']}  {f['size']} bytes  {f['digest']}")
     for s in info.get("status", []):
-        click.echo(f"  status      {s}")
+        _line(f"  status      {s}")
 
 
 @click.command()

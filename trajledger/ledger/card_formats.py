@@ -171,9 +171,17 @@ def _prose(text: str) -> str:
     return "\n".join(out)
 
 
+def _line(text: str) -> str:
+    """A signer's string as one line of text: white space runs made one space, other control
+    characters and bidirectional controls escaped (`verify.report.HIDDEN`)."""
+    from trajledger.verify.report import HIDDEN
+
+    return " ".join(text.split()).translate(HIDDEN)
+
+
 def _cell(text: str) -> str:
     """Text inside a line (a table cell, a list item's value): one line, no pipes, no HTML."""
-    return " ".join(text.split()).replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|")
+    return _line(text).replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|")
 
 
 def _bullets(items: Iterable[str]) -> str:
@@ -238,7 +246,7 @@ def _citation(facts: CardFacts) -> str:
     if given:
         return str(given)
     key = re.sub(r"[^A-Za-z0-9]+", "-", facts.ref).strip("-") or "dataset"
-    title = _producer(facts, None, "title") or facts.ref
+    title = _producer(facts, None, "title") or _line(facts.ref)
     return (f"@misc{{{key},\n  title = {{{title}}},\n  year = {{{facts.time[:4]}}},\n"
             f"  note = {{trajledger dataset {facts.digest}, log {facts.origin}, "
             f"index {facts.index}}}\n}}")
@@ -351,7 +359,7 @@ def hf_card(facts: CardFacts) -> str:
         "sections (uses, collection, consent, retention, access, personal information, "
         "limitations) are the producer's words, signed with the dataset; everything else comes "
         "from signed records. "
-        f"Check it yourself: `trajledger verify {facts.ref}`, or `python -m verify BUNDLE "
+        f"Check it yourself: `trajledger verify {_cell(facts.ref)}`, or `python -m verify BUNDLE "
         "--policy POLICY` on an exported evidence bundle.",
         "",
         "## Dataset Details",

@@ -248,7 +248,12 @@ class Catalog:
 
     def _qualified(self, ref: str, origins: Origins) -> list[NameRow] | None:
         """Rows an origin-qualified reference names (``ORIGIN+[KEYHASH+]NAME@VERSION``), or
-        None when ``ref`` is not one (no ``+``, or a name of this ledger's own holds it)."""
+        None when ``ref`` is not one (no ``+``, or a name of this ledger's own holds it).
+
+        Only this ledger's own names are taken literally (not an import record's: it is named
+        after what it brought): an imported artifact named ``ORIGIN+NAME`` by another log would
+        otherwise answer to the reference qualified by that origin (when its log brought no
+        NAME here); it keeps its own qualified form."""
         origin, sep, rest = ref.partition(ORIGIN_SEPARATOR)
         if not sep or not origin or not rest or ref.startswith("sha256:"):
             return None
@@ -262,7 +267,8 @@ class Catalog:
                 logs = [v.split("+")[:2] for v in origins.of(r.index)]
                 if any(o == origin and keyhash in (None, h) for o, h in logs):
                     out.append(r)
-        if not out and self._rows(ref)[0]:
+        if not out and any(r.kind != "import" and not origins.of(r.index)
+                           for r in self._rows(ref)[0]):
             return None
         return out
 

@@ -206,20 +206,30 @@ def style(text: str, **styles: Any) -> str:
     return click.style(text, **styles)
 
 
+def visible(text: str) -> str:
+    """``text`` as one line a terminal shows as it is: control characters (line breaks too),
+    line separators and bidirectional controls escaped as ``\\u001b`` (`verify.report.HIDDEN`,
+    as in every report). Names, licences and reasons are chosen by whoever signed them: none
+    may erase, redraw, add or reorder what a reader sees."""
+    from trajledger.verify.report import HIDDEN
+
+    return text.translate(HIDDEN)
+
+
 def ok(subject: str) -> None:
-    """Report success on stderr."""
-    click.echo(f"OK: {subject}", err=True)
+    """Report success on stderr, one line (`visible`)."""
+    click.echo(f"OK: {visible(subject)}", err=True)
 
 
 def fail(message: str) -> None:
-    """Report a problem on stderr: one ``FAIL:`` line per line of ``message``."""
-    for line in message.splitlines() or [""]:
-        click.echo(f"FAIL: {line}", err=True)
+    """Report a problem on stderr: one ``FAIL:`` line per line of ``message`` (`visible`)."""
+    for line in message.split("\n"):
+        click.echo(f"FAIL: {visible(line)}", err=True)
 
 
 def warn(message: str) -> None:
-    """A warning on stderr."""
-    click.echo(f"WARNING: {message}", err=True)
+    """A warning on stderr, one line (`visible`)."""
+    click.echo(f"WARNING: {visible(message)}", err=True)
 
 
 def emit_json(value: Any) -> None:

@@ -14,7 +14,18 @@ from typing import Any, TypeVar
 
 import click
 
-from .clikit import EXIT_USAGE, Context, Group, emit_json, fail, ok, pass_ctx, progress, warn
+from .clikit import (
+    EXIT_USAGE,
+    Context,
+    Group,
+    emit_json,
+    fail,
+    ok,
+    pass_ctx,
+    progress,
+    visible,
+    warn,
+)
 
 __all__ = ["COMMANDS"]
 
@@ -65,6 +76,7 @@ def _cell(v: Any) -> str:
 
 
 def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    rows = [[visible(c) for c in r] for r in rows]  # cells hold what signers chose: names...
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
     for line in [list(header), *rows]:
         click.echo("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
@@ -304,11 +316,11 @@ def stats(ctx: Context, ref: str, by: str | None, judge_key: str | None, as_json
     if as_json:
         emit_json(report.to_json())
     else:
-        click.echo(
+        click.echo(visible(
             f"{report.kind} {report.ref} ({report.digest[:19]}…): {len(report.batches)} "
             f"batch(es), {report.aggregate.episodes} episode(s)"
             + (f", by {', '.join(report.by)}" if report.by else "")
-        )
+        ))
         header = [
             "segment", "episodes", "success", "return", "length", "invalid", "interv.",
             "judge agr.", "cost/ep", "cost/solved",
@@ -317,14 +329,14 @@ def stats(ctx: Context, ref: str, by: str | None, judge_key: str | None, as_json
         rows += [_stats_row(s.label, s.metrics) for s in report.segments]
         _print_table(header, rows)
         for e in report.evaluations:
-            click.echo(f"evaluation {e.digest[:19]}… (log index {e.index}) on {e.suite}: "
-                       f"{e.result}, success rate {e.success_rate:.3f} over {e.episodes} "
-                       "episode(s)")
+            click.echo(visible(f"evaluation {e.digest[:19]}… (log index {e.index}) on "
+                               f"{e.suite}: {e.result}, success rate {e.success_rate:.3f} "
+                               f"over {e.episodes} episode(s)"))
         c = report.calibration
         if c is not None:
             state = (f"calibrated: agreement {c.agreement:.3f} with expert labels (n={c.judged})"
                      if c.agreement is not None else "NOT calibrated")
-            click.echo(f"judge {c.judge}: {state}; {c.why}")
+            click.echo(visible(f"judge {c.judge}: {state}; {c.why}"))
     for w in report.warnings:
         warn(_short(w))
     ok(f"stats of {report.kind} {report.ref}")

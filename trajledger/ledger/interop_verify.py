@@ -37,6 +37,7 @@ from trajledger.verify.sigstore_adapter import (
     verify_sigstore_bundle,
 )
 from trajledger.verify.statement import Statement
+from trajledger.verify.strict_json import load_object
 from trajledger.verify.tree import TreeDiff, diff_tree, hash_files, manifest_from_statement
 
 from .errors import LedgerError
@@ -60,6 +61,9 @@ class InteropResult:
         diff: missing, extra and changed files.
         manifest_digest: the trajledger manifest digest of the files (directories only).
         notes: what was not checked, and why.
+        predicate_type: the predicate type of the in-toto statement signed (None for a
+            message signature): what the signer says about the files (a statement about a
+            file may say anything of it, a failed verification too), named in the report.
     """
 
     target: str
@@ -71,6 +75,7 @@ class InteropResult:
     diff: TreeDiff
     manifest_digest: str | None
     notes: tuple[str, ...]
+    predicate_type: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Stable JSON form."""
@@ -87,6 +92,7 @@ class InteropResult:
             "changed": [{"path": p, "reason": r} for p, r in self.diff.changed],
             "manifest_digest": self.manifest_digest,
             "notes": list(self.notes),
+            "predicateType": self.predicate_type,
         }
 
     def render(self) -> list[str]:
@@ -94,6 +100,8 @@ class InteropResult:
         lines = [
             f"{self.target}: {self.format} signature ({self.mode} mode) by {self.signer}, "
             f"{' and '.join(self.roles)} in the policy",
+            "signs: " + (f"an in-toto statement of predicate type {self.predicate_type}"
+                         if self.predicate_type else "the file's digest (a message signature)"),
             f"files: {self.files} compared" + ("" if self.diff.ok else ", differences:"),
         ]
         lines += [f"  {p}" for p in self.diff.problems()]
@@ -152,18 +160,23 @@ def verify_with_bundle(target: Path, bundle_path: Path, policy: TrustPolicy) -> 
         what=what,
     )
     roles = _roles(verified, policy)
+    in_toto = verified.payload is not None and verified.payload_type == INTOTO_PAYLOAD_TYPE
+    predicate = load_object(verified.payload or b"{}", f"{what}: statement").get(
+        "predicateType") if in_toto else None
 
-    def result(fmt: str, count: int, diff: TreeDiff, manifest: str | None) -> InteropResult:
+    def result(fmt: str, count: int, diff: TreeDiff, manifest: str | None,
+               notes: tuple[str, ...] = ()) -> InteropResult:
         return InteropResult(
             str(target), fmt, verified.mode, verified.signer.describe(), roles, count, diff,
-            manifest, verified.notes,
+            manifest, verified.notes + notes,
+            (predicate if isinstance(predicate, str) else "(none stated)") if in_toto else None,
         )  # fmt: skip
 
     # (3)
     if digest is not None:
         # verify_sigstore_bundle checked the message digest or a statement subject.
         return result("sigstore", 1, TreeDiff((), (), ()), None)
-    if verified.payload is None or verified.payload_type != INTOTO_PAYLOAD_TYPE:
+    if verified.payload is None or not in_toto:
         raise SignatureError(f"{what}: signs a message digest, which cannot name a directory")
     statement = Statement.from_bytes(verified.payload, f"{what}: statement")
     files = collect_files([target])
@@ -176,8 +189,15 @@ def verify_with_bundle(target: Path, bundle_path: Path, policy: TrustPolicy) -> 
         manifest = Manifest.from_files(
             [FileEntry(n, d.size, d.sha256, media_type_for(n)) for n, d in sorted(digests.items())]
         )
+        # What the signer left out is not verified: named, so that a file planted there (a
+        # .git/config that runs a command) is not passed over in silence.
+        unchecked = sorted(n for n in files if n != inside and model_signing.is_ignored(
+            n, signed.ignore_paths))
         return result(
-            "model_signing", len(signed.files), diff, manifest.digest if diff.ok else None
+            "model_signing", len(signed.files), diff, manifest.digest if diff.ok else None,
+            (f"{len(unchecked)} file(s) under the signer's ignore paths, not checked: "
+             + ", ".join(unchecked[:10]) + (", ..." if len(unchecked) > 10 else ""),)
+            if unchecked else (),
         )
     if inside:
         files.pop(inside, None)

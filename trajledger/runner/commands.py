@@ -22,6 +22,7 @@ from trajledger.ledger.clikit import (
     ok,
     pass_ctx,
     recorded_json,
+    visible,
 )
 from trajledger.ledger.errors import AlreadyRecordedError
 
@@ -868,7 +869,7 @@ def _verify_sigstore(
     if as_json:
         emit_json(result.to_json())
     else:
-        click.echo("\n".join(result.render()))
+        click.echo("\n".join(visible(line) for line in result.render()))  # the signer's text
     result.raise_if_failed()
     ok(f"{targets[0]}: {result.files} file(s) match, signed by {result.signer}")
 

@@ -82,6 +82,25 @@ def _detail(node: Node, failing: set[str]) -> str:
     return ""
 
 
+def _escaped(report: Report) -> Report:
+    """A copy of ``report`` whose signed strings (names, versions, checks, what records say)
+    are escaped as the text report escapes them (`verify.report.HIDDEN`): a signer's control
+    characters, line separators and bidirectional controls cannot break a picture's strings
+    or reorder what a reader sees in them."""
+    from dataclasses import replace
+
+    from trajledger.verify.report import HIDDEN
+
+    def seen(text: str) -> str:
+        return text.translate(HIDDEN)
+
+    nodes = {nid: replace(n, name=seen(n.name), version=seen(n.version), checks=[
+        replace(c, what=seen(c.what), detail=seen(c.detail)) for c in n.checks])
+        for nid, n in report.nodes.items()}
+    return replace(report, nodes=nodes,
+                   records=[replace(m, detail=seen(m.detail)) for m in report.records])
+
+
 def _artifacts(report: Report) -> list[Node]:
     return [n for n in report.nodes.values() if n.kind not in ("log", "bundle", "admission")]
 
@@ -195,6 +214,7 @@ def _dot(*lines: str) -> str:
 def render_mermaid(report: Report) -> str:
     """A Mermaid flowchart (arrows point from an artifact to what it was made from; a record's
     dashed arrow to what it is about); each node's full name is its tooltip."""
+    report = _escaped(report)
     pic = _Picture(report)
     lines = ["flowchart TD"]
     for nid, n in pic.nodes.items():
@@ -220,6 +240,7 @@ def render_mermaid(report: Report) -> str:
 
 def render_dot(report: Report) -> str:
     """A Graphviz digraph; each node's full name is its tooltip."""
+    report = _escaped(report)
     pic = _Picture(report)
     lines = ["digraph lineage {", "  rankdir=BT;", '  node [shape=box, fontname="Helvetica"];']
     for nid, n in pic.nodes.items():
@@ -318,6 +339,7 @@ def _curve(points: tuple[tuple[float, float], ...]) -> str:
 def render_svg(report: Report) -> str:
     """The picture as SVG: boxes, records, edges and their labels, as `lineage_layout` places
     them (no two boxes or labels overlap); each box's full name in its ``<title>`` (hover)."""
+    report = _escaped(report)
     pic = _Picture(report)
     placed = _layout(pic)
     svg = [
@@ -384,6 +406,7 @@ def _box(cls: str, ident: str, hover: str, r: Rect, color: str,
 def render_html(report: Report) -> str:
     """One self-contained HTML page: the verdict, the picture (`render_svg`), a table of the
     artifacts and one of the records."""
+    report = _escaped(report)
     pic = _Picture(report)
     nodes = pic.nodes
     failing = pic.failing

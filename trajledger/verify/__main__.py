@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 from .bundle import BundleEvidence, verify_bundle
 from .errors import FormatError, ProvenanceError, VerificationError
 from .policy import load_policy_file
+from .report import HIDDEN
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_OPERATIONAL, EXIT_BUG = 0, 1, 2, 3, 4
 
@@ -96,8 +97,8 @@ def _parser(given: Sequence[str]) -> argparse.ArgumentParser:
 
 
 def _fail(subject: str, message: str) -> None:
-    for line in message.splitlines() or [""]:
-        print(f"FAIL: {subject}: {line}", file=sys.stderr)
+    for line in message.split("\n"):  # one line each, nothing in them may break or redraw it
+        print(f"FAIL: {subject}: {line}".translate(HIDDEN), file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -124,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         _fail(subject, f"{failed} of {n} checks failed\n" + "\n".join(report.failures()))
         return EXIT_FAILED
     how = "" if not args.skip_data else " (data: sizes only, not re-hashed)"
-    print(f"OK: {subject}: {n} checks passed{how}", file=sys.stderr)
+    print(f"OK: {subject}: {n} checks passed{how}".translate(HIDDEN), file=sys.stderr)
     return EXIT_OK
 
 

@@ -235,13 +235,13 @@ class BundleEvidence:
                 )
             elif kind == "object" and got != key:
                 mismatches.append(f"{here}: content hashes to sha256:{got[:16]}…, not its name")
-        # (3)
+        # (3) The first 20 problems, then how many more (an index may list a million members).
         missing = [f"{what}: member {n}: listed in {INDEX_NAME} but missing"
                    for n in index.by_name if n not in seen]
-        if missing:
-            raise FormatError("\n".join(missing + mismatches))
-        if mismatches:
-            raise DigestMismatchError("\n".join(mismatches), subject=what)
+        if bad := missing + mismatches:
+            text = "\n".join(bad[:20] + [f"{what}: and {len(bad) - 20} more member(s) missing "
+                                         "or not as listed"] * (len(bad) > 20))
+            raise FormatError(text) if missing else DigestMismatchError(text, subject=what)
         self.index = index
 
     @staticmethod

@@ -51,6 +51,13 @@ nests three levels per iteration; indenting all the way would make each line's w
 report's size, grow with the chain (quadratic in its length). Deeper lines name their depth."""
 
 
+# Escaped (as ``\u001b``) in every line a report renders: control characters, NEL, line and
+# paragraph separators and bidirectional controls. A signer chooses names, licences and reasons:
+# none may erase, redraw, break or reorder what a reader sees (the lines' own breaks remain).
+HIDDEN = {c: f"\\u{c:04x}" for c in (*range(32), *range(127, 160), 0x61C, 0x200E, 0x200F,
+                                      *range(0x2028, 0x202F), *range(0x2066, 0x206A))}
+
+
 def short(digest: str) -> str:
     """``sha256:1234abcd12…``: a digest cut for a message (other text unchanged)."""
     return digest[:19] + "…" if len(digest) > 20 else digest
@@ -121,13 +128,14 @@ class Node:
 
     @property
     def label(self) -> str:
-        """``kind name@version (sha256:1234abcd…)`` (or the node's own name)."""
+        """``kind name@version (sha256:1234abcd…)`` (or the node's own name), escaped (`HIDDEN`):
+        messages name nodes by it."""
         if self.kind in KINDS:
-            ref = f"{self.name}@{self.version}" if self.version else self.name
+            ref = (f"{self.name}@{self.version}" if self.version else self.name).translate(HIDDEN)
             if not ref:
                 return f"{self.kind} {short(self.id)}"
             return f"{self.kind} {ref} ({short(self.id)})"
-        return self.name or self.kind
+        return (self.name or self.kind).translate(HIDDEN)
 
 
 @dataclass(frozen=True)
@@ -163,9 +171,8 @@ class Report:
 
     def count(self) -> tuple[int, int]:
         """(checks, failed checks) over the whole graph, each node counted once."""
-        n = sum(len(node.checks) for node in self.nodes.values())
-        f = sum(1 for node in self.nodes.values() for c in node.checks if c.status == FAIL)
-        return n, f
+        return (sum(len(node.checks) for node in self.nodes.values()),
+                sum(1 for node in self.nodes.values() for c in node.checks if c.status == FAIL))
 
     def failing(self) -> set[str]:
         """The nodes that fail: a check of their own failed, or they depend (through any
@@ -211,7 +218,7 @@ class Report:
         """
         n, failed = self.count()
         node = self.nodes.get(self.subject)
-        subject = node.label if node is not None else self.subject
+        subject = (node.label if node is not None else self.subject).translate(HIDDEN)
         if not failed:
             erased = self.erased()
             return f"✓ OK: {subject}: {n} checks passed" + (
@@ -247,7 +254,7 @@ class Report:
         `verify.blame.failure_lines`."""
         from .blame import failure_lines
 
-        return failure_lines(self.causes())
+        return [line.translate(HIDDEN) for line in failure_lines(self.causes())]
 
     def render(self) -> list[str]:
         """A text tree under the verdict line (`verdict`): ``✓`` passed, ``✗`` failed (its own
@@ -275,9 +282,7 @@ class Report:
                 lines.append(f"{pad}{via}{mark} {node.label} (see above)")
                 continue
             head = f"{pad}{via}{mark} {node.label}"
-            facts = []
-            if node.index is not None:
-                facts.append(f"log index {node.index}")
+            facts = [f"log index {node.index}"] if node.index is not None else []
             if node.signers:
                 facts.append("signed by " + ", ".join(s[:12] for s in node.signers))
             lines.append(head + (f" — {', '.join(facts)}" if facts else ""))
@@ -300,7 +305,7 @@ class Report:
                 lines.append(f"{pad}    {_MARK[FAIL]} lineage — depends on {len(bad)} failing: "
                              + "; ".join(bad))
             lines += [f"{pad}    {_MARK[status]} {text}" for status, text in marks.get(node.id, [])]
-        return lines
+        return [line.translate(HIDDEN) for line in lines]
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON form: a node table and an edge list (schemas/report.v1.md); and the

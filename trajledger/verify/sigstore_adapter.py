@@ -55,7 +55,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
 from .digest import parse_digest
-from .dsse import MAX_ENVELOPE_BYTES, Envelope, Signature, b64decode, pae
+from .dsse import INTOTO_PAYLOAD_TYPE, MAX_ENVELOPE_BYTES, Envelope, Signature, b64decode, pae
 from .errors import FormatError, SignatureError
 from .keys import Identity, PublicKey
 from .strict_json import load_object
@@ -620,6 +620,11 @@ def _verify_prehashed(key: PublicKey, signature: bytes, digest: bytes) -> bool:
 
 
 def _check_subject(env: Envelope, digest: bytes, what: str) -> None:
+    # Only an in-toto payload has subjects: a signer's envelope of another type is not read as
+    # one, whatever its bytes say (DSSE: reject a payloadType the verifier does not expect).
+    if env.payload_type != INTOTO_PAYLOAD_TYPE:
+        raise FormatError(
+            f"{what}: payloadType {env.payload_type!r}, want {INTOTO_PAYLOAD_TYPE!r}")
     obj = load_object(env.payload, f"{what}: DSSE payload")
     if obj.get("_type") not in _STATEMENT_TYPES:
         raise FormatError(f"{what}: DSSE payload is not an in-toto statement")

@@ -10,6 +10,7 @@ import base64
 import datetime as dt
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -267,3 +268,23 @@ def test_a_policy_names_a_trusted_root(tmp_path: Path) -> None:
 def test_pae_is_the_dsse_one() -> None:
     # What key-mode verification signs over: the same PAE as our envelopes.
     assert pae(INTOTO_PAYLOAD_TYPE, b"") == b"DSSEv1 28 application/vnd.in-toto+json 0 "
+
+
+def test_a_dsse_bundle_of_another_payload_type_signs_no_artifact() -> None:
+    """DSSE: a verifier rejects a payloadType it does not expect. A key-mode bundle whose
+    envelope (validly signed) says ``application/x-other`` over bytes that read as an in-toto
+    statement naming the artifact verified as a signature of it (rev5); only an in-toto
+    payload names subjects."""
+    signer = Signer.generate("k")
+    statement = json.dumps({"_type": "https://in-toto.io/Statement/v1", "subject": [
+        {"name": "x", "digest": {"sha256": D[7:]}}], "predicateType": "p", "predicate": {}})
+    for ptype in ("application/x-other", INTOTO_PAYLOAD_TYPE):
+        payload = statement.encode()
+        env = Envelope(payload, ptype, (Signature(signer.keyid, signer.sign(pae(ptype, payload))),))
+        data = envelope_signature_bundle(env, env.signatures[0])
+        if ptype == INTOTO_PAYLOAD_TYPE:
+            assert verify_sigstore_bundle(data, keys=[signer.public], artifact_digest=D)
+            continue
+        with pytest.raises(FormatError, match=re.escape(
+                "payloadType 'application/x-other', want 'application/vnd.in-toto+json'")):
+            verify_sigstore_bundle(data, keys=[signer.public], artifact_digest=D)

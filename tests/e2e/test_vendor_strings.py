@@ -1,0 +1,138 @@
+"""What an auditor reads cannot be redrawn by the strings a vendor signs (rev5's finding 1).
+
+A vendor chooses every name, licence and reason in its signed records. A batch named
+``evil<ESC>[2K<CR>✓ OK …`` with a right-to-left override, revoked for a reason that moves the
+cursor up and erases lines, exported as a bundle: on a terminal, the failing verdict of
+``python -m verify`` and ``trajledger verify`` was erased and replaced by a passing line.
+Every text the verifier renders (the report, its failure lines, the verdict, the lineage
+pictures) escapes control characters, line separators and bidirectional controls; only the
+renderer's own line breaks remain.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import testkit
+from testkit import new_runner
+
+from trajledger import Ledger
+from trajledger.runner.cli import main
+from trajledger.verify.__main__ import main as verify_main
+
+NAME = "evil\x1b[2K\r\x1b[32m✓ OK: rollout-batch fine\x1b[0m\u202eabc\u2028\x85forged"
+LICENCE = "MIT\x1b[31m\nFORGED LINE\t\x7f"
+REASON = "oops\r\x1b[2K\x1b[1A\x1b[2K\u2066\u200f"
+HIDDEN = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+"""What must not reach a reader: every control character but the line break, NEL, the line
+and paragraph separators and the bidirectional controls."""
+
+
+def run(home: Path, *args: str | Path) -> tuple[int, str]:
+    r = new_runner().invoke(main, ["--ledger", str(home), *map(str, args)])
+    assert "Traceback" not in r.output, r.output
+    return r.exit_code, r.output
+
+
+@pytest.fixture(scope="module")
+def hostile(
+    quickstart_template: testkit.Template[str], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, str, Path]:
+    """A vendor ledger holding a revoked batch whose name, licence and revocation reason are
+    hostile, and the batch's bundle."""
+    root = tmp_path_factory.mktemp("vendor-strings")
+
+    def build(root: Path) -> tuple[Path, str, Path]:
+        home = testkit.copy_template(quickstart_template, root / "vendor")
+        steps = root / "steps.jsonl"
+        steps.write_text("".join(
+            f'{{"episode_id": "e{e}", "step": {s}, "obs": [0.1], "action": 1, "reward": 1.0, '
+            f'"terminated": {str(s == 2).lower()}, "truncated": false}}\n'
+            for e in range(2) for s in range(3)))
+        code, out = run(home, "record", steps, "--env", "cartpole@1", "--policy", "random",
+                        "--key", "vendor", "--name", NAME, "--licence", LICENCE)
+        assert code == 0, out
+        digest = out.strip().splitlines()[-1]
+        assert run(home, "revoke", digest, "--key", "vendor", "--reason", REASON)[0] == 0
+        bundle = root / "evil.tar.zst"
+        assert run(home, "export", digest, "--out", bundle)[0] == 0
+        return home, digest, bundle
+
+    return testkit.as_own_user(root, build)
+
+
+def shown(text: str) -> list[str]:
+    """The hidden characters in ``text`` (none is the answer)."""
+    return sorted(set(HIDDEN.findall(text)))
+
+
+def test_the_offline_verifier_escapes_what_the_vendor_signed(
+    hostile: tuple[Path, str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, _digest, bundle = hostile
+    code = verify_main([str(bundle), "--policy", str(home / "policy.toml")])
+    out = capsys.readouterr()
+    assert code == 1
+    assert shown(out.out) == [] and shown(out.err) == []
+    first = out.out.splitlines()[0]
+    assert first.startswith("✗ FAIL: rollout-batch evil\\u001b[2K\\u000d"), first
+    assert "\\u202eabc\\u2028\\u0085forged" in first
+    assert "licence MIT\\u001b[31m\\u000aFORGED LINE\\u0009\\u007f" in out.out
+    assert not any(line.startswith(("FORGED", "forged")) for line in out.out.splitlines())
+    # One FAIL line per problem: the reason's carriage return no longer splits it.
+    fails = out.err.splitlines()
+    assert len(fails) == 2 and fails[1].endswith("revoked: oops\\u000d\\u001b[2K\\u001b[1A"
+                                                 "\\u001b[2K\\u2066\\u200f (log index 21)"), fails
+
+
+@pytest.mark.parametrize("fmt", ["text", "mermaid", "dot", "html"])
+def test_verify_and_lineage_escape_what_the_vendor_signed(
+    hostile: tuple[Path, str, Path], fmt: str
+) -> None:
+    home, digest, bundle = hostile
+    code, out = run(home, "lineage", digest, "--format", fmt)
+    assert code == 1 and shown(out) == [], out
+    assert "\\u202e" in out
+    if fmt == "text":
+        for args in ([digest], [bundle, "--policy", home / "policy.toml"]):
+            code, out = run(home, "verify", *args)
+            assert code == 1 and shown(out) == [], out
+            assert out.startswith("✗ FAIL: rollout-batch evil\\u001b[2K\\u000d")
+
+
+@pytest.mark.parametrize("command", ["show", "stats", "impact", "query"])
+def test_ledger_commands_escape_what_the_vendor_signed(
+    hostile: tuple[Path, str, Path], command: str
+) -> None:
+    """The names a command prints of the log's artifacts (stdout, and its OK, FAIL and WARNING
+    lines) are escaped as the report's are."""
+    home, digest, _bundle = hostile
+    args = ["query", "artifacts"] if command == "query" else [command, digest]
+    code, out = run(home, *args)
+    assert code in (0, 1) and shown(out) == [], out
+    assert "evil\\u001b[2K\\u000d" in out
+
+
+def test_a_buyer_importing_it_reads_every_line_as_written(
+    hostile: tuple[Path, str, Path], tmp_path: Path
+) -> None:
+    home, _digest, bundle = hostile
+    buyer = tmp_path / "buyer"
+    assert run(buyer, "init", "--origin", "buyer/log")[0] == 0
+    trust = buyer / "trust"
+    trust.mkdir()
+    for k in ("b1", "b2"):
+        assert run(buyer, "key", "new", k, "--no-encrypt")[0] == 0
+    for p in [*(home / "keys").glob("*.pub"), *(buyer / "keys").glob("b*.pub")]:
+        shutil.copy(p, trust / p.name)
+    vkeys = f'"{Ledger.open(home).log.vkey}", "{Ledger.open(buyer).log.vkey}"'
+    (buyer / "policy.toml").write_text(testkit.BUYER_POLICY.format(vkeys=vkeys))
+    code, out = run(buyer, "import", bundle, "--policy", buyer / "policy.toml", "--key", "b1",
+                    "--key", "b2")
+    assert code == 0 and shown(out) == [], out  # a revoked batch is taken in, revoked
+    assert "\nOK: rollout-batch evil\\u001b[2K\\u000d" in out, out
+    assert "\nWARNING: revoked by " in out and ": oops\\u000d\\u001b[2K" in out, out
+    assert not any(line.startswith(("FORGED", "forged")) for line in out.splitlines()), out
