@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import inspect
 import itertools
 import json
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -762,6 +764,55 @@ def test_impact_reaches_the_checkpoint_through_the_dataset(setup: Setup) -> None
     assert any(ln.startswith("✓ rollout-batch b (") for ln in lines)
     assert any(ln.startswith("    batch → ✓ dataset ds@1 (") for ln in lines)
     assert any(ln.startswith("        dataset → ✓ checkpoint m@1 (") for ln in lines)
+
+
+def _generations(setup: Setup, parents: list[str | None], start: int = 0) -> list[str]:
+    """Record one checkpoint per item of ``parents`` (trained on ds@1, by the trainer key),
+    each naming that item as its parent, or the checkpoint recorded just before it when the
+    item is None (the first: m@1); returns their digests."""
+    out, before = [], setup.checkpoint
+    weights = setup.root / "tmp" / "w.bin"
+    weights.parent.mkdir(exist_ok=True)
+    for g, parent in enumerate(parents, start):
+        weights.write_bytes(b"generation %d" % g)
+        deps = [predicates.ResourceDescriptor.of("dataset:ds@1", setup.dataset, role="dataset"),
+                predicates.ResourceDescriptor.of("checkpoint:parent", parent or before,
+                                                 role="base-checkpoint")]
+        prov = predicates.Provenance(
+            build_type="https://example.org/bt", external_parameters={
+                "name": "gen", "version": str(g), "dataset": setup.dataset, "purpose": "train"},
+            internal_parameters={}, resolved_dependencies=tuple(deps),
+            builder_id="https://example.org/b", metadata={}, byproducts=()).to_predicate()
+        before = record_files(setup.ledger, {"w.bin": weights}, setup.keys["trainer"],
+                              predicates.SLSA_PROVENANCE_V1, prov, kind="checkpoint",
+                              name=f"gen@{g}", inline_manifest=False, file_subjects=True).digest
+        out.append(before)
+    return out
+
+
+def test_a_lineage_as_deep_as_a_long_run_is_walked_without_recursion(
+    setup: Setup,
+) -> None:
+    """RL trains each checkpoint from the one before: a lineage is as deep as the run is long.
+    The walk must not nest a Python call per generation: it ended in `RecursionError` past
+    about 480 generations (160 iterations of roll out, dataset, train), caught by the JSON
+    parser as "statement: nested too deeply; restore it from a copy": a sound lineage failed
+    as damaged. Here 300 generations are verified under a recursion limit 200 frames above
+    the caller's, which a walk nesting two frames per generation exceeds."""
+    chain = _generations(setup, [None] * 300)
+    v = setup.verifier()
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack(0)) + 200)
+    try:
+        report = v.verify(chain[-1])
+    finally:
+        sys.setrecursionlimit(limit)
+    assert report.ok, report.failures()[:3]
+    assert set(chain) | {setup.checkpoint} <= set(report.nodes)
+    parents = {(e.src, e.dst) for e in report.edges if e.role == "base-checkpoint"}
+    assert parents == set(zip(chain, [setup.checkpoint, *chain[:-1]], strict=True))
+    down = impact(setup.verifier(), setup.checkpoint)
+    assert down.ok and set(chain) <= set(down.nodes)
 
 
 # -- fork and rollback -----------------------------------------------------------------------------
