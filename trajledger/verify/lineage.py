@@ -154,6 +154,7 @@ class LineageVerifier:
         self._about: dict[str, list[tuple[int, str]]] = {}
         self._nodes: dict[str, Node] = {}
         self._edges: dict[str, list[Edge]] = {}
+        self._walking: set[str] = set()  # (the artifacts being followed: a loop comes back)
         self._deps: dict[str, list[Dependency]] = {}
         self._erased_blobs: dict[str, Record | None] = {}
 
@@ -200,17 +201,14 @@ class LineageVerifier:
 
     def kind_at(self, index: int, kind: str) -> LogEntry | None:
         """The entry at ``index`` when it is of ``kind``."""
-        e = self.entry(index)
-        return e if e is not None and e.kind == kind else None
+        return e if (e := self.entry(index)) is not None and e.kind == kind else None
 
     def records(self, subject: str, kind: str) -> list[int]:
         """Indices of entries of ``kind`` about ``subject`` (looked up once per subject)."""
         found = self._about.get(subject)
         if found is None:
-            found = [
-                (i, e.kind) for i in self.index.about(subject)
-                if (e := self.entry(i)) is not None
-            ]
+            found = [(i, e.kind) for i in self.index.about(subject)
+                     if (e := self.entry(i)) is not None]
             self._about[subject] = found
         return [i for i, k in found if k == kind]
 
@@ -224,10 +222,9 @@ class LineageVerifier:
             3. A revocation or erasure must have authority over its subject
                (`verify.retractions.authority`).
         """
-        cached = self._records.get(index)
-        if cached is None:
-            cached = self._records[index] = self._record(index)
-        return cached
+        if index not in self._records:
+            self._records[index] = self._record(index)
+        return self._records[index]
 
     def _record(self, index: int) -> Record | RecordFailure:
         if self.checkpoint is None:
@@ -381,9 +378,13 @@ class LineageVerifier:
     def _follow(self, node: Node) -> Iterator[Dependency]:
         # (4), yielding each dependency for `artifact` to follow before it goes on
         self._edges[node.id] = []
+        self._walking.add(node.id)
         rec = self.identity_record(node.id, node.kind)
         self.prefetch(d.digest for d in self._deps.get(node.id, []))
         for dep in self._deps.get(node.id, []):
+            if dep.digest in self._walking:  # no run uses what was made from its own output
+                node.fail(dep.role, f"{_short(dep.digest)} is built on this {node.kind}: the "
+                          "lineage comes back to itself, which no run can make")
             yield dep
             self._edges[node.id].append(Edge(node.id, dep.digest, dep.role))
             if node.kind == "checkpoint" and dep.role == "dataset" and isinstance(rec, Record):
@@ -392,6 +393,7 @@ class LineageVerifier:
             from .releases import judge_use  # loaded only for an evaluation or a release
 
             judge_use(self, node, rec)
+        self._walking.discard(node.id)
 
     def _check_files(
         self,
@@ -580,8 +582,7 @@ class LineageVerifier:
         kind = self.primary_kind(digest)
         if kind is None:
             missing = Node(digest, "artifact", name=f"artifact {_short(digest)}")
-            missing.fail("record", f"{digest}: no artifact with this digest is recorded in the "
-                         "log")
+            missing.fail("record", f"{digest}: no artifact with this digest is recorded in the log")
             self._nodes.setdefault(digest, missing)
             self.finish()
         else:

@@ -32,6 +32,7 @@ from typing import Any
 
 import pytest
 import testkit
+from click.testing import CliRunner
 
 from trajledger import Ledger
 from trajledger.ledger.artifacts import (
@@ -42,15 +43,18 @@ from trajledger.ledger.artifacts import (
     register_evaluator,
 )
 from trajledger.ledger.encode import checkpoint_text, format_signature_line, vkey_string
+from trajledger.ledger.files import media_type_for
 from trajledger.ledger.keys import KeyStore, Signer
 from trajledger.ledger.record import record_files, record_statement
 from trajledger.ledger.status import approve, erase, record_policy, revoke
+from trajledger.runner.cli import main
 from trajledger.runner.rollouts import run_policy
 from trajledger.runner.train import train
 from trajledger.verify import blobs as blobs_module
 from trajledger.verify import predicates
 from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.compact import CompactRange
+from trajledger.verify.digest import digest_bytes
 from trajledger.verify.impact import impact, with_records
 from trajledger.verify.ledger_dir import LedgerDirEvidence
 from trajledger.verify.lineage import (
@@ -61,6 +65,7 @@ from trajledger.verify.lineage import (
     Node,
     Report,
 )
+from trajledger.verify.manifest import FileEntry, Manifest
 from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.policy import TrustPolicy
 from trajledger.verify.report import FAIL
@@ -766,6 +771,19 @@ def test_impact_reaches_the_checkpoint_through_the_dataset(setup: Setup) -> None
     assert any(ln.startswith("        dataset → ✓ checkpoint m@1 (") for ln in lines)
 
 
+def _weights(g: int) -> bytes:
+    return b"generation %d" % g
+
+
+def _digest_of_generation(g: int) -> str:
+    """The digest generation ``g`` of `_generations` will have: its manifest's, known before it
+    is recorded (a checkpoint's digest does not depend on its provenance)."""
+    data = _weights(g)
+    manifest = Manifest.from_files([FileEntry("w.bin", len(data), digest_bytes(data)[7:],
+                                              media_type_for("w.bin"))])
+    return digest_bytes(manifest.canonical_bytes())
+
+
 def _generations(setup: Setup, parents: list[str | None], start: int = 0) -> list[str]:
     """Record one checkpoint per item of ``parents`` (trained on ds@1, by the trainer key),
     each naming that item as its parent, or the checkpoint recorded just before it when the
@@ -774,7 +792,7 @@ def _generations(setup: Setup, parents: list[str | None], start: int = 0) -> lis
     weights = setup.root / "tmp" / "w.bin"
     weights.parent.mkdir(exist_ok=True)
     for g, parent in enumerate(parents, start):
-        weights.write_bytes(b"generation %d" % g)
+        weights.write_bytes(_weights(g))
         deps = [predicates.ResourceDescriptor.of("dataset:ds@1", setup.dataset, role="dataset"),
                 predicates.ResourceDescriptor.of("checkpoint:parent", parent or before,
                                                  role="base-checkpoint")]
@@ -813,6 +831,36 @@ def test_a_lineage_as_deep_as_a_long_run_is_walked_without_recursion(
     assert parents == set(zip(chain, [setup.checkpoint, *chain[:-1]], strict=True))
     down = impact(setup.verifier(), setup.checkpoint)
     assert down.ok and set(chain) <= set(down.nodes)
+
+
+@pytest.mark.parametrize("shape", ["self", "pair"])
+def test_a_lineage_that_comes_back_to_itself_fails(
+    setup: Setup, runner: CliRunner, shape: str
+) -> None:
+    """A checkpoint's digest is its files', so its trainer can name, as its parent, itself or
+    a checkpoint recorded later that names it back. No run makes such a history: it is a false
+    claim, and it verified OK ('what made this checkpoint?' answered with a loop), and the HTML
+    page of it ended in 'BUG: ValueError' (exit 4). The record that closes the loop fails, and
+    every output mode exits 1."""
+    a, b = _digest_of_generation(0), _digest_of_generation(1)
+    parents = [a] if shape == "self" else [b, a]
+    assert _generations(setup, parents) == [a, b][: len(parents)]
+    for tip in (a, b)[: len(parents)]:
+        closing = tip if shape == "self" else a if tip == b else b  # (the loop's last record)
+        report = setup.verifier().verify(tip)
+        assert not report.ok
+        problems = [c.detail for c in report.nodes[closing].checks if c.status == FAIL]
+        assert any("comes back to" in p for p in problems), problems
+    for mode in ([], ["--json"], ["--format", "mermaid"], ["--format", "dot"],
+                 ["--format", "html"], ["-q"]):
+        quiet = ["-q"] if mode == ["-q"] else []
+        r = runner.invoke(main, [*quiet, "--ledger", str(setup.root), "lineage", a,
+                                 *[m for m in mode if m != "-q"]])
+        assert r.exit_code == 1, (mode, r.output)
+    r = runner.invoke(main, ["--ledger", str(setup.root), "impact", setup.dataset,
+                             "--format", "html"])
+    assert r.exit_code == 0, r.output
+    assert "<html" in r.stdout
 
 
 # -- fork and rollback -----------------------------------------------------------------------------
