@@ -863,6 +863,42 @@ def test_a_lineage_that_comes_back_to_itself_fails(
     assert "<html" in r.stdout
 
 
+@pytest.mark.parametrize("damage", ["missing", "replaced"])
+def test_impact_lists_a_user_whose_record_cannot_be_read(
+    setup: Setup, runner: CliRunner, damage: str
+) -> None:
+    """'Which checkpoints used this batch?' An insider deletes (or replaces) the envelope of a
+    checkpoint trained on it: the index still names the checkpoint as a user, but its record no
+    longer verifies. impact dropped it without a word ('1 checkpoint(s) reached', OK); now it is
+    listed, failing with its record's problem, and what was built on it is still reached."""
+    child = _generations(setup, [None])[0]  # trained on ds@1 with m@1 as its parent
+    index = setup.index_of(setup.checkpoint, "checkpoint")
+    envelope = setup.envelope_of(index)
+    ev = TamperedEvidence(setup.root)
+    ev.blobs[envelope] = None if damage == "missing" else b"{}"
+    # An index read from the damaged evidence cannot know what the record names: the answer
+    # fails, naming it.
+    report = impact(setup.verifier(ev), setup.batch)
+    assert not report.ok and child in report.nodes
+    problems = [c for c in report.nodes[setup.batch].checks if c.status == FAIL]
+    assert [(c.what, c.detail.split(";")[0]) for c in problems] == [
+        (f"checkpoint record {index}", "cannot be read, so whether it was built on this is "
+         "unknown")]
+    # The user's index, derived while the envelope could be read, names the edge: the
+    # checkpoint is listed, failing with its record's problem.
+    runner.invoke(main, ["--ledger", str(setup.root), "impact", setup.batch])  # (indexed)
+    blob = setup.root / "objects/sha256" / envelope[7:9] / envelope[9:11] / envelope[7:]
+    blob.chmod(0o600)
+    blob.write_bytes(b"{}") if damage == "replaced" else blob.unlink()
+    r = runner.invoke(main, ["--ledger", str(setup.root), "impact", setup.batch])
+    assert r.exit_code == 0, r.output  # (impact answers a question: its verdict says FAIL)
+    assert r.stdout.startswith("✗ FAIL: rollout-batch b (")
+    assert f"checkpoint {setup.checkpoint[:19]}… > record: log entry {index} (checkpoint): " \
+        "envelope" in r.stdout
+    assert r.stderr.splitlines()[-1] == (
+        f"2 checkpoint(s) reached: checkpoint {setup.checkpoint[:19]}…, gen@0")
+
+
 # -- fork and rollback -----------------------------------------------------------------------------
 
 
