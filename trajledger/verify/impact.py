@@ -43,14 +43,15 @@ def impact(verifier: LineageVerifier, digest: str) -> Report:
 
 
 def _unknown_users(verifier: LineageVerifier, node: Node, found: set[str]) -> None:
-    """Fail closed: a record of an artifact kind logged after ``node``'s, whose envelope the
-    index could not read, may have been built on it; what it names is unknown, so ``node``'s
-    answer is incomplete until it is restored (an insider deleting a checkpoint's envelope
-    must not take it out of the answer)."""
+    """Fail closed: a record of an artifact kind whose envelope the index could not read may
+    have been built on ``node``; what it names is unknown, so the answer is incomplete until it
+    is restored (an insider deleting a checkpoint's envelope must not take it out of the
+    answer). Any such record counts, wherever it is in the log: a record may name a
+    dependency recorded after it (only a loop is refused)."""
     for i in verifier.index.unreadable():
         e = verifier.entry(i)
-        if (e is not None and node.index is not None and i > node.index and e.kind in KINDS
-                and KINDS[e.kind].lineage and e.subject not in found):
+        if (e is not None and e.kind in KINDS and KINDS[e.kind].lineage
+                and e.subject != node.id and e.subject not in found):
             node.fail(f"{e.kind} record {i}", "cannot be read, so whether it was built on "
                       f"this is unknown; {REPAIR_HINT}")
 
