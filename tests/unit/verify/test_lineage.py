@@ -469,6 +469,32 @@ def test_a_required_witness_is_missing(setup: Setup) -> None:
     assert len(failures) == 1 and failures[0].startswith("log test/lineage > witnesses: ")
 
 
+def test_the_log_s_own_key_does_not_count_as_its_witness(setup: Setup) -> None:
+    """A witness is there to catch the log showing two views; the log's own key (one the
+    policy's log role lists, or one the log was handed over to, which the role does not list
+    and `policy check` cannot see) must not count as one, else the log cosigns its own forks.
+    The policy is built past `policy check` (which refuses the listed key) to reach the
+    verifier's own rule."""
+    import dataclasses
+
+    from trajledger.ledger.log.witness import cosign_note
+    from trajledger.ledger.monitor import witness_vkey
+    from trajledger.verify.policy import Role
+
+    log_key = KeyStore(setup.root / "log-key").signer("log")
+    note = cosign_note(LedgerDirEvidence(setup.root).checkpoint_note(), log_key)
+    ev = TamperedEvidence(setup.root)
+    ev.note = note
+    base = setup.policy()
+    roles = dict(base.roles)
+    roles["witness"] = Role("witness", 1, vkeys=(witness_vkey(log_key),))
+    report = setup.verifier(ev, policy=dataclasses.replace(base, roles=roles)).verify(
+        setup.checkpoint)
+    assert not report.ok
+    [check] = [c for c in report.nodes["log"].checks if c.what == "witnesses"]
+    assert check.status == FAIL and "is a key of the log itself: not counted" in check.detail
+
+
 def test_a_broken_hash_chain_and_an_entry_not_included(setup: Setup) -> None:
     ev = TamperedEvidence(setup.root)
     index = setup.index_of(setup.batch, "rollout-batch")
