@@ -278,14 +278,43 @@ def _fit(text: str, room: float, font: int) -> str:
     return text if len(text) <= most else text[: most - 1] + "…"
 
 
-def _layers(pic: _Picture) -> dict[str, int]:
+def _drawn(pic: _Picture) -> list[tuple[str, str, str]]:
+    """The edges the picture draws, in layers: every edge but those that close a loop. Only a
+    false claim makes a loop (a checkpoint naming as its parent itself, or one built on it);
+    the verifier fails the record that closes it, and the tables say why. Loops are found
+    depth first from each artifact in turn, on a stack (a lineage may be thousands deep)."""
+    out: dict[str, list[tuple[str, str, str]]] = {nid: [] for nid in pic.nodes}
+    for e in pic.edges:
+        out[e[0]].append(e)
+    on_path: dict[str, bool] = {}  # each artifact reached: True while it is on the path
+    back: set[tuple[str, str, str]] = set()
+    for start in pic.nodes:
+        if start in on_path:
+            continue
+        on_path[start] = True
+        stack = [(start, iter(out[start]))]
+        while stack:
+            nid, todo = stack[-1]
+            if (edge := next(todo, None)) is None:
+                on_path[nid] = False
+                stack.pop()
+            elif on_path.get(edge[1]):
+                back.add(edge)
+            elif edge[1] not in on_path:
+                on_path[edge[1]] = True
+                stack.append((edge[1], iter(out[edge[1]])))
+    return [e for e in pic.edges if e not in back]
+
+
+def _layers(pic: _Picture, edges: list[tuple[str, str, str]]) -> dict[str, int]:
     """Each box's layer: an artifact's longest path from the subject (what it was made from
-    below it; in an impact picture, what was built on it below it); a record just on the users'
-    side of what it is about (above it upstream, below downstream)."""
+    below it; in an impact picture, what was built on it below it), along ``edges`` (`_drawn`);
+    a record just on the users' side of what it is about (above it upstream, below
+    downstream)."""
     up = pic.report.direction == "upstream"
     kids: dict[str, list[str]] = {}
     indegree = {nid: 0 for nid in pic.nodes}
-    for src, dst, _role in pic.edges:
+    for src, dst, _role in edges:
         a, b = (src, dst) if up else (dst, src)
         kids.setdefault(a, []).append(b)
         indegree[b] += 1
@@ -309,8 +338,9 @@ def _layout(pic: _Picture) -> Layout:
     up = pic.report.direction == "upstream"
     sizes = {nid: BOX for nid in pic.nodes} | {f"record:{m.index}": RECORD_BOX
                                                 for m in pic.records}
+    edges = _drawn(pic)
     links = [Link(src, dst, role, "lower") if up else Link(dst, src, role, "upper")
-             for src, dst, role in pic.edges]
+             for src, dst, role in edges]
     links += [Link(f"record:{m.index}", nid, role, "lower", dashed=True) if up
               else Link(nid, f"record:{m.index}", role, "upper", dashed=True)
               for m, nid, role in pic.record_links()]
@@ -322,7 +352,7 @@ def _layout(pic: _Picture) -> Layout:
             return (len(kinds) + 1, int(box.split(":")[1]), box)
         return (kinds.index(n.kind) if n.kind in kinds else len(kinds), n.index or 0, box)
 
-    return layout(sizes, _layers(pic), links, order)
+    return layout(sizes, _layers(pic, edges), links, order)
 
 
 def _curve(points: tuple[tuple[float, float], ...]) -> str:

@@ -121,7 +121,8 @@ def impact(
     hit = affected(graph)
     if hit:
         click.echo(
-            f"{len(hit)} checkpoint(s) reached: {', '.join(n.name + '@' + n.version for n in hit)}",
+            f"{len(hit)} checkpoint(s) reached: "
+            + ", ".join(f"{n.name}@{n.version}" if n.name else n.label for n in hit),
             err=True,
         )
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from .checkpoint import Checkpoint
 from .cosigned import signed_timestamp
 from .errors import ProvenanceError, SignatureError
-from .note import ALG_COSIGNATURE_V1, Note, Verifier, verified_signatures
+from .note import ALG_COSIGNATURE_V1, Note, Verifier, verified_signatures, verifier_from_vkey
 from .report import OK, Node
 
 if TYPE_CHECKING:
@@ -43,15 +43,22 @@ def cosignature_timestamp(verifier: Verifier, sig: bytes) -> int | None:
     return signed_timestamp(sig) if verifier.alg == ALG_COSIGNATURE_V1 else None
 
 
-def check_witnesses(log: Node, note: bytes, witness: Role) -> None:
+def check_witnesses(log: Node, note: bytes, witness: Role, log_vkeys: Sequence[str] = ()) -> None:
     """The ``witnesses`` check of a verification's ``log`` node: ``note`` (its checkpoint,
     verified by the log key) cosigned by the threshold of the policy's ``witness`` role
-    (`verify_cosignatures`), for `verify.trusted_log.TrustedLog`."""
+    (`verify_cosignatures`), for `verify.trusted_log.TrustedLog`. A witness key that is one of
+    ``log_vkeys`` (the keys that verified the checkpoint: the policy's, and those the log was
+    handed over to, which `policy check` cannot see) does not count: a log cannot witness
+    itself, or it would cosign its own forks."""
+    own = {verifier_from_vkey(v).public_key for v in log_vkeys}
+    counted = [w for w in witness.note_verifiers() if w.public_key not in own]
+    why = "".join(f"; witness {w.name} is a key of the log itself: not counted"
+                  for w in witness.note_verifiers() if w.public_key in own)
     try:
-        names = verify_cosignatures(note, witness.note_verifiers(), threshold=witness.threshold)
-        log.add("witnesses", OK, f"cosigned by {', '.join(sorted(names))}")
+        names = verify_cosignatures(note, counted, threshold=witness.threshold)
+        log.add("witnesses", OK, f"cosigned by {', '.join(sorted(names))}{why}")
     except ProvenanceError as e:
-        log.fail("witnesses", str(e))
+        log.fail("witnesses", f"{e}{why}")
 
 
 def verify_cosignatures(

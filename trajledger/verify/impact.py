@@ -16,10 +16,10 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from .digest import parse_digest
-from .judge import Record
+from .judge import REPAIR_HINT, Record
 from .kinds import KINDS
 from .marks import Mark
-from .report import FAIL, INFO, OK, Direction, Edge, Report
+from .report import FAIL, INFO, OK, Direction, Edge, Node, Report
 from .report import short as _short
 
 if TYPE_CHECKING:
@@ -38,11 +38,27 @@ def impact(verifier: LineageVerifier, digest: str) -> Report:
     # Everything downstream was built on the subject: when it fails, they fail through
     # their lineage (`Report.failing`), each counted once as the subject's problem.
     down = verifier.run(lambda: _downstream(verifier, digest, kind))
+    _unknown_users(verifier, verifier.node(digest), {e.src for e in down})
     return verifier.report(digest, ["log", digest], down)
 
 
+def _unknown_users(verifier: LineageVerifier, node: Node, found: set[str]) -> None:
+    """Fail closed: a record of an artifact kind whose envelope the index could not read may
+    have been built on ``node``; what it names is unknown, so the answer is incomplete until it
+    is restored (an insider deleting a checkpoint's envelope must not take it out of the
+    answer). Any such record counts, wherever it is in the log: a record may name a
+    dependency recorded after it (only a loop is refused)."""
+    for i in verifier.index.unreadable():
+        e = verifier.entry(i)
+        if (e is not None and e.kind in KINDS and KINDS[e.kind].lineage
+                and e.subject != node.id and e.subject not in found):
+            node.fail(f"{e.kind} record {i}", "cannot be read, so whether it was built on "
+                      f"this is unknown; {REPAIR_HINT}")
+
+
 def _downstream(verifier: LineageVerifier, digest: str, kind: str) -> list[Edge]:
-    """Verify ``digest`` and walk the referrers: the edges reaching it."""
+    """Verify ``digest`` and walk the referrers: the edges reaching it (a referrer whose
+    record does not verify comes with the index's edge, failing)."""
     verifier.artifact(digest, kind, follow=False)
     down: list[Edge] = []
     seen = {digest}
@@ -54,11 +70,14 @@ def _downstream(verifier: LineageVerifier, digest: str, kind: str) -> list[Edge]
             if e is None:
                 continue
             src = e.subject
-            # A referrer counts only when its own verified identity record names the edge.
+            # A referrer counts when its identity record names the edge. One whose record does
+            # not verify (its envelope deleted or replaced) cannot say; the index, derived
+            # from it when it could be read, does: it is shown, failing (fail closed), never
+            # dropped, or an insider could hide a user of revoked data from the answer.
             src_node = verifier.artifact(src, e.kind, follow=False)
-            if src_node.index != i or not any(
+            if src_node.index != i or (isinstance(verifier.record(i), Record) and not any(
                 dep.digest == d and dep.role == role for dep in verifier.dependencies(src)
-            ):
+            )):
                 continue
             down.append(Edge(src, d, role))
             if src not in seen:

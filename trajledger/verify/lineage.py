@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -154,6 +154,7 @@ class LineageVerifier:
         self._about: dict[str, list[tuple[int, str]]] = {}
         self._nodes: dict[str, Node] = {}
         self._edges: dict[str, list[Edge]] = {}
+        self._walking: set[str] = set()  # (the artifacts being followed: a loop comes back)
         self._deps: dict[str, list[Dependency]] = {}
         self._erased_blobs: dict[str, Record | None] = {}
 
@@ -182,8 +183,7 @@ class LineageVerifier:
         return self._entries[index]
 
     def _entry_bytes(self, index: int) -> bytes | None:
-        raw = self._raw.get(index)
-        return raw if raw is not None else self.index.entry_bytes(index)
+        return self._raw.get(index) or self.index.entry_bytes(index)  # (entries are not empty)
 
     def prefetch(self, subjects: Iterable[str]) -> None:
         """Look up the records about many artifacts at once (`LogIndex.entries_about`): a
@@ -201,17 +201,14 @@ class LineageVerifier:
 
     def kind_at(self, index: int, kind: str) -> LogEntry | None:
         """The entry at ``index`` when it is of ``kind``."""
-        e = self.entry(index)
-        return e if e is not None and e.kind == kind else None
+        return e if (e := self.entry(index)) is not None and e.kind == kind else None
 
     def records(self, subject: str, kind: str) -> list[int]:
         """Indices of entries of ``kind`` about ``subject`` (looked up once per subject)."""
         found = self._about.get(subject)
         if found is None:
-            found = [
-                (i, e.kind) for i in self.index.about(subject)
-                if (e := self.entry(i)) is not None
-            ]
+            found = [(i, e.kind) for i in self.index.about(subject)
+                     if (e := self.entry(i)) is not None]
             self._about[subject] = found
         return [i for i, k in found if k == kind]
 
@@ -225,10 +222,9 @@ class LineageVerifier:
             3. A revocation or erasure must have authority over its subject
                (`verify.retractions.authority`).
         """
-        cached = self._records.get(index)
-        if cached is None:
-            cached = self._records[index] = self._record(index)
-        return cached
+        if index not in self._records:
+            self._records[index] = self._record(index)
+        return self._records[index]
 
     def _record(self, index: int) -> Record | RecordFailure:
         if self.checkpoint is None:
@@ -307,7 +303,11 @@ class LineageVerifier:
                re-hashed (or its size compared), or listed by a verified erasure.
             4. With ``follow``: its dependencies (`verify.kinds.Kind.dependencies`) are
                verified in turn and linked by edges; a checkpoint's use of each dataset is
-               checked (`dataset_use`), an evaluation's suite and a release's rules.
+               checked (`dataset_use`), an evaluation's suite and a release's rules. The walk
+               is depth first, in the order a recursion would take, on a stack of its own
+               (`_follow` yields each dependency): a lineage is as deep as a training run is
+               long, and Python's stack would end it in `RecursionError` after a few hundred
+               generations.
         """
         node = self._nodes.get(digest)
         if node is None:
@@ -315,9 +315,13 @@ class LineageVerifier:
         elif node.kind != kind:
             node.fail("kind", f"used as {kind} but recorded as {node.kind}")
             return node
-        if follow and digest not in self._edges:  # followed once
-            self._edges[digest] = []
-            self._follow(node)
+        walks = [self._follow(node)] if follow and digest not in self._edges else []
+        while walks:  # each followed once, depth first as a recursion, without Python's stack
+            if (dep := next(walks[-1], None)) is None:
+                walks.pop()
+            elif (n := self.artifact(dep.digest, dep.kind, follow=False)).kind == dep.kind \
+                    and n.id not in self._edges:
+                walks.append(self._follow(n))
         return node
 
     def _verify_node(self, digest: str, kind: str) -> Node:
@@ -371,21 +375,25 @@ class LineageVerifier:
                       "'dataset')")
         return node
 
-    def _follow(self, node: Node) -> None:
-        # (4)
+    def _follow(self, node: Node) -> Iterator[Dependency]:
+        # (4), yielding each dependency for `artifact` to follow before it goes on
+        self._edges[node.id] = []
+        self._walking.add(node.id)
         rec = self.identity_record(node.id, node.kind)
         self.prefetch(d.digest for d in self._deps.get(node.id, []))
         for dep in self._deps.get(node.id, []):
-            self.artifact(dep.digest, dep.kind)
+            if dep.digest in self._walking:  # no run uses what was made from its own output
+                node.fail(dep.role, f"{_short(dep.digest)} is built on this {node.kind}: the "
+                          "lineage comes back to itself, which no run can make")
+            yield dep
             self._edges[node.id].append(Edge(node.id, dep.digest, dep.role))
             if node.kind == "checkpoint" and dep.role == "dataset" and isinstance(rec, Record):
                 self.dataset_use(node, dep.digest, rec)
-        if not isinstance(rec, Record):
-            return
-        if node.kind in ("evaluation", "release"):
+        if isinstance(rec, Record) and node.kind in ("evaluation", "release"):
             from .releases import judge_use  # loaded only for an evaluation or a release
 
             judge_use(self, node, rec)
+        self._walking.discard(node.id)
 
     def _check_files(
         self,
@@ -553,11 +561,8 @@ class LineageVerifier:
 
     def primary_kind(self, digest: str) -> str | None:
         """The kind an artifact is recorded as (its first named record), or None."""
-        for i in self.index.about(digest):
-            e = self.entry(i)
-            if e is not None and e.kind in NAMED:
-                return e.kind
-        return None
+        return next((e.kind for i in self.index.about(digest)
+                     if (e := self.entry(i)) is not None and e.kind in NAMED), None)
 
     def run(self, walk: Callable[[], T]) -> T:
         """Run ``walk`` (verification with this verifier), then `finish`. On any exception
@@ -577,8 +582,7 @@ class LineageVerifier:
         kind = self.primary_kind(digest)
         if kind is None:
             missing = Node(digest, "artifact", name=f"artifact {_short(digest)}")
-            missing.fail("record", f"{digest}: no artifact with this digest is recorded in the "
-                         "log")
+            missing.fail("record", f"{digest}: no artifact with this digest is recorded in the log")
             self._nodes.setdefault(digest, missing)
             self.finish()
         else:

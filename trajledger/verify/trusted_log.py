@@ -97,7 +97,7 @@ class TrustedLog:
         if witness.witnessed(cp.origin):
             from .cosignatures import check_witnesses  # a witnessed log only
 
-            check_witnesses(self.log, note, witness)
+            check_witnesses(self.log, note, witness, self.trusted_vkeys)
         if index is not None:
             # (3)
             if index.size != cp.size:

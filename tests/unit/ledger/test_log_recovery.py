@@ -236,6 +236,30 @@ def test_torn_history_record_is_truncated(log: Log) -> None:
     assert history.read_bytes() == good
 
 
+@pytest.mark.parametrize("damage", ["deleted", "emptied", "its last record dropped"])
+def test_a_history_that_lost_the_committed_size_is_refused_not_extended(
+    log: Log, damage: str
+) -> None:
+    """`.state/history` truncated or deleted by an insider: `log verify` reports it, but the
+    next writer appended its record to what was left, and `log verify` then passed: the record
+    of which older partial tiles must be kept was gone, with the evidence that it was removed.
+    A commit makes its history record durable first, so no crash leaves a history without the
+    committed size: the writer refuses it, writing nothing."""
+    log.append([spec(i) for i in range(10, 12)])  # history: 10, 12
+    history = log.directory / ".state/history"
+    good = history.read_bytes()
+    if damage == "deleted":
+        history.unlink()
+    else:
+        history.write_bytes(b"" if damage == "emptied" else good[:12])
+    before = tree(log.directory)
+    writer = Log.open(log.directory, SIGNER)
+    with pytest.raises(TamperError, match=r"\.state/history: .*committed size 12"):
+        writer.append([spec(20)])
+    assert tree(log.directory) == before
+    assert not verify_log_dir(log.directory).ok
+
+
 def test_tiles_are_checked_against_tree_state_on_open(log: Log) -> None:
     state = log.directory / ".state/treeState"
     state.write_bytes(format_tree_state(10, b"\x07" * 32))

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import inspect
 import itertools
 import json
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,6 +32,7 @@ from typing import Any
 
 import pytest
 import testkit
+from click.testing import CliRunner
 
 from trajledger import Ledger
 from trajledger.ledger.artifacts import (
@@ -40,15 +43,18 @@ from trajledger.ledger.artifacts import (
     register_evaluator,
 )
 from trajledger.ledger.encode import checkpoint_text, format_signature_line, vkey_string
+from trajledger.ledger.files import media_type_for
 from trajledger.ledger.keys import KeyStore, Signer
 from trajledger.ledger.record import record_files, record_statement
 from trajledger.ledger.status import approve, erase, record_policy, revoke
+from trajledger.runner.cli import main
 from trajledger.runner.rollouts import run_policy
 from trajledger.runner.train import train
 from trajledger.verify import blobs as blobs_module
 from trajledger.verify import predicates
 from trajledger.verify.checkpoint import Checkpoint
 from trajledger.verify.compact import CompactRange
+from trajledger.verify.digest import digest_bytes
 from trajledger.verify.impact import impact, with_records
 from trajledger.verify.ledger_dir import LedgerDirEvidence
 from trajledger.verify.lineage import (
@@ -59,6 +65,7 @@ from trajledger.verify.lineage import (
     Node,
     Report,
 )
+from trajledger.verify.manifest import FileEntry, Manifest
 from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.policy import TrustPolicy
 from trajledger.verify.report import FAIL
@@ -462,6 +469,32 @@ def test_a_required_witness_is_missing(setup: Setup) -> None:
     assert len(failures) == 1 and failures[0].startswith("log test/lineage > witnesses: ")
 
 
+def test_the_log_s_own_key_does_not_count_as_its_witness(setup: Setup) -> None:
+    """A witness is there to catch the log showing two views; the log's own key (one the
+    policy's log role lists, or one the log was handed over to, which the role does not list
+    and `policy check` cannot see) must not count as one, else the log cosigns its own forks.
+    The policy is built past `policy check` (which refuses the listed key) to reach the
+    verifier's own rule."""
+    import dataclasses
+
+    from trajledger.ledger.log.witness import cosign_note
+    from trajledger.ledger.monitor import witness_vkey
+    from trajledger.verify.policy import Role
+
+    log_key = KeyStore(setup.root / "log-key").signer("log")
+    note = cosign_note(LedgerDirEvidence(setup.root).checkpoint_note(), log_key)
+    ev = TamperedEvidence(setup.root)
+    ev.note = note
+    base = setup.policy()
+    roles = dict(base.roles)
+    roles["witness"] = Role("witness", 1, vkeys=(witness_vkey(log_key),))
+    report = setup.verifier(ev, policy=dataclasses.replace(base, roles=roles)).verify(
+        setup.checkpoint)
+    assert not report.ok
+    [check] = [c for c in report.nodes["log"].checks if c.what == "witnesses"]
+    assert check.status == FAIL and "is a key of the log itself: not counted" in check.detail
+
+
 def test_a_broken_hash_chain_and_an_entry_not_included(setup: Setup) -> None:
     ev = TamperedEvidence(setup.root)
     index = setup.index_of(setup.batch, "rollout-batch")
@@ -762,6 +795,134 @@ def test_impact_reaches_the_checkpoint_through_the_dataset(setup: Setup) -> None
     assert any(ln.startswith("✓ rollout-batch b (") for ln in lines)
     assert any(ln.startswith("    batch → ✓ dataset ds@1 (") for ln in lines)
     assert any(ln.startswith("        dataset → ✓ checkpoint m@1 (") for ln in lines)
+
+
+def _weights(g: int) -> bytes:
+    return b"generation %d" % g
+
+
+def _digest_of_generation(g: int) -> str:
+    """The digest generation ``g`` of `_generations` will have: its manifest's, known before it
+    is recorded (a checkpoint's digest does not depend on its provenance)."""
+    data = _weights(g)
+    manifest = Manifest.from_files([FileEntry("w.bin", len(data), digest_bytes(data)[7:],
+                                              media_type_for("w.bin"))])
+    return digest_bytes(manifest.canonical_bytes())
+
+
+def _generations(setup: Setup, parents: list[str | None], start: int = 0) -> list[str]:
+    """Record one checkpoint per item of ``parents`` (trained on ds@1, by the trainer key),
+    each naming that item as its parent, or the checkpoint recorded just before it when the
+    item is None (the first: m@1); returns their digests."""
+    out, before = [], setup.checkpoint
+    weights = setup.root / "tmp" / "w.bin"
+    weights.parent.mkdir(exist_ok=True)
+    for g, parent in enumerate(parents, start):
+        weights.write_bytes(_weights(g))
+        deps = [predicates.ResourceDescriptor.of("dataset:ds@1", setup.dataset, role="dataset"),
+                predicates.ResourceDescriptor.of("checkpoint:parent", parent or before,
+                                                 role="base-checkpoint")]
+        prov = predicates.Provenance(
+            build_type="https://example.org/bt", external_parameters={
+                "name": "gen", "version": str(g), "dataset": setup.dataset, "purpose": "train"},
+            internal_parameters={}, resolved_dependencies=tuple(deps),
+            builder_id="https://example.org/b", metadata={}, byproducts=()).to_predicate()
+        before = record_files(setup.ledger, {"w.bin": weights}, setup.keys["trainer"],
+                              predicates.SLSA_PROVENANCE_V1, prov, kind="checkpoint",
+                              name=f"gen@{g}", inline_manifest=False, file_subjects=True).digest
+        out.append(before)
+    return out
+
+
+def test_a_lineage_as_deep_as_a_long_run_is_walked_without_recursion(
+    setup: Setup,
+) -> None:
+    """RL trains each checkpoint from the one before: a lineage is as deep as the run is long.
+    The walk must not nest a Python call per generation: it ended in `RecursionError` past
+    about 480 generations (160 iterations of roll out, dataset, train), caught by the JSON
+    parser as "statement: nested too deeply; restore it from a copy": a sound lineage failed
+    as damaged. Here 300 generations are verified under a recursion limit 200 frames above
+    the caller's, which a walk nesting two frames per generation exceeds."""
+    chain = _generations(setup, [None] * 300)
+    v = setup.verifier()
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack(0)) + 200)
+    try:
+        report = v.verify(chain[-1])
+    finally:
+        sys.setrecursionlimit(limit)
+    assert report.ok, report.failures()[:3]
+    assert set(chain) | {setup.checkpoint} <= set(report.nodes)
+    parents = {(e.src, e.dst) for e in report.edges if e.role == "base-checkpoint"}
+    assert parents == set(zip(chain, [setup.checkpoint, *chain[:-1]], strict=True))
+    down = impact(setup.verifier(), setup.checkpoint)
+    assert down.ok and set(chain) <= set(down.nodes)
+
+
+@pytest.mark.parametrize("shape", ["self", "pair"])
+def test_a_lineage_that_comes_back_to_itself_fails(
+    setup: Setup, runner: CliRunner, shape: str
+) -> None:
+    """A checkpoint's digest is its files', so its trainer can name, as its parent, itself or
+    a checkpoint recorded later that names it back. No run makes such a history: it is a false
+    claim, and it verified OK ('what made this checkpoint?' answered with a loop), and the HTML
+    page of it ended in 'BUG: ValueError' (exit 4). The record that closes the loop fails, and
+    every output mode exits 1."""
+    a, b = _digest_of_generation(0), _digest_of_generation(1)
+    parents = [a] if shape == "self" else [b, a]
+    assert _generations(setup, parents) == [a, b][: len(parents)]
+    for tip in (a, b)[: len(parents)]:
+        closing = tip if shape == "self" else a if tip == b else b  # (the loop's last record)
+        report = setup.verifier().verify(tip)
+        assert not report.ok
+        problems = [c.detail for c in report.nodes[closing].checks if c.status == FAIL]
+        assert any("comes back to" in p for p in problems), problems
+    for mode in ([], ["--json"], ["--format", "mermaid"], ["--format", "dot"],
+                 ["--format", "html"], ["-q"]):
+        quiet = ["-q"] if mode == ["-q"] else []
+        r = runner.invoke(main, [*quiet, "--ledger", str(setup.root), "lineage", a,
+                                 *[m for m in mode if m != "-q"]])
+        assert r.exit_code == 1, (mode, r.output)
+    r = runner.invoke(main, ["--ledger", str(setup.root), "impact", setup.dataset,
+                             "--format", "html"])
+    assert r.exit_code == 0, r.output
+    assert "<html" in r.stdout
+
+
+@pytest.mark.parametrize("damage", ["missing", "replaced"])
+def test_impact_lists_a_user_whose_record_cannot_be_read(
+    setup: Setup, runner: CliRunner, damage: str
+) -> None:
+    """'Which checkpoints used this batch?' An insider deletes (or replaces) the envelope of a
+    checkpoint trained on it: the index still names the checkpoint as a user, but its record no
+    longer verifies. impact dropped it without a word ('1 checkpoint(s) reached', OK); now it is
+    listed, failing with its record's problem, and what was built on it is still reached."""
+    child = _generations(setup, [None])[0]  # trained on ds@1 with m@1 as its parent
+    index = setup.index_of(setup.checkpoint, "checkpoint")
+    envelope = setup.envelope_of(index)
+    ev = TamperedEvidence(setup.root)
+    ev.blobs[envelope] = None if damage == "missing" else b"{}"
+    # An index read from the damaged evidence cannot know what the record names: the answer
+    # fails, naming it.
+    report = impact(setup.verifier(ev), setup.batch)
+    assert not report.ok and child in report.nodes
+    problems = [c for c in report.nodes[setup.batch].checks if c.status == FAIL]
+    assert [(c.what, c.detail.split(";")[0]) for c in problems] == [
+        (f"checkpoint record {index}", "cannot be read, so whether it was built on this is "
+         "unknown")]
+    # The user's index, derived while the envelope could be read, names the edge: the
+    # checkpoint is listed, failing with its record's problem.
+    runner.invoke(main, ["--ledger", str(setup.root), "impact", setup.batch])  # (indexed)
+    blob = setup.root / "objects/sha256" / envelope[7:9] / envelope[9:11] / envelope[7:]
+    blob.chmod(0o600)
+    blob.write_bytes(b"{}") if damage == "replaced" else blob.unlink()
+    r = runner.invoke(main, ["--ledger", str(setup.root), "impact", setup.batch])
+    assert r.exit_code == 0, r.output  # (impact answers a question: its verdict says FAIL)
+    assert r.stdout.startswith("✗ FAIL: rollout-batch b (")
+    assert f"checkpoint {setup.checkpoint[:19]}… > record: log entry {index} (checkpoint): " \
+        "envelope" in r.stdout
+    assert r.stderr.splitlines()[-1] == (
+        f"2 checkpoint(s) reached: checkpoint {setup.checkpoint[:19]}…, gen@0")
 
 
 # -- fork and rollback -----------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from trajledger.verify.tiles import TILE_HEIGHT, TILE_WIDTH
 
 from .files import drop_temp_files, remove
 from .layout import HISTORY_FILE, HISTORY_RECORD, STATE_DIR, parse_history, tile_rel
+from .state import tamper
 
 __all__ = ["remove_leftovers", "truncate_history"]
 
@@ -65,12 +66,21 @@ def remove_leftovers(directory: Path, size: int) -> None:
 def truncate_history(directory: Path, size: int) -> None:
     """Drop history records past the committed size (an append that did not commit).
 
-    Reads only the file's tail: the records past the committed size are the last ones.
+    Reads only the file's tail: the records past the committed size are the last ones. A
+    commit makes its history record durable before it commits, so a history without a record
+    of the committed size (deleted, truncated, edited) is tampering, not a crash: refused, so
+    that an append does not bury it (`log verify` would then pass).
+
+    Raises:
+        TamperError: a committed size above 0 and no history, or a history (its records
+            intact) that does not record it.
     """
     path = directory / HISTORY_FILE
     try:
         length = path.stat().st_size
     except FileNotFoundError:
+        if size > 0:
+            raise tamper(path, f"missing, but the committed size {size} needs it") from None
         return
     n = HISTORY_RECORD.size
     whole = length - length % n
@@ -82,16 +92,13 @@ def truncate_history(directory: Path, size: int) -> None:
     if bad is not None:
         return  # damaged, not interrupted: leave it for 'log verify' to report
     keep = [i for i, s in enumerate(sizes) if s <= size]
-    if not keep:
-        if size == 0 and tail_from == 0:
-            end = 0
-        else:
-            return  # it does not record the committed size here: damaged, leave it
+    if not keep and size == 0 and tail_from == 0:
+        end = 0
+    elif not keep or sizes[keep[-1]] != size:
+        last = f"its last record is size {sizes[keep[-1]]}" if keep else "it records no size"
+        raise tamper(path, f"{last}, not the committed size {size}: it was truncated or edited")
     else:
-        last = keep[-1]
-        if sizes[last] != size:
-            return
-        end = tail_from + (last + 1) * n
+        end = tail_from + (keep[-1] + 1) * n
     if end < length:
         with open(path, "r+b") as f:
             f.truncate(end)
