@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from trajledger.verify.marks import Mark
     from trajledger.verify.policy import TrustPolicy
 
-__all__ = ["affected", "impact", "lineage", "render"]
+__all__ = ["affected", "impact", "incomplete", "lineage", "render"]
 
 FORMATS = ("text", "json", "mermaid", "dot", "html")
 
@@ -528,3 +528,17 @@ def affected(report: Report, kinds: Iterable[str] = ("checkpoint",)) -> list[Nod
         (n for n in report.nodes.values() if n.kind in wanted and n.id != report.subject),
         key=lambda n: -1 if n.index is None else n.index,
     )
+
+
+def incomplete(report: Report) -> list[str]:
+    """Why an impact answer cannot be trusted to be complete, one line each (none: it can).
+
+    A revoked, erased or unapproved artifact fails the answer's nodes, but the answer (what was
+    built on REF) is whole. Damaged evidence is another matter: a record that cannot be read
+    (`verify.judge.REPAIR_HINT` names the repair) may name REF, and a log that fails its checks
+    may hold entries not shown; either can hide a user, so `impact` exits 1 on them."""
+    from trajledger.verify.judge import REPAIR_HINT
+
+    return [f"{node.label} > {c.what}: {c.detail}"
+            for node, checks, _n in report.causes() for c in checks
+            if node.id == "log" or REPAIR_HINT in c.detail]

@@ -105,14 +105,18 @@ def impact(
 
     Use it after a revocation: every checkpoint listed was trained, directly or through
     rollouts of an earlier checkpoint, on the revoked data, and is marked failing. The
-    report's first line is the verdict; the command exits 0 (it answers what REF reached).
+    report's first line is the verdict. Exits 0 when the answer is whole, even if what it
+    lists fails (that is the answer); 1 when evidence it needed is damaged (a record that
+    cannot be read, a failing log), since a damaged record can hide a user.
 
     \b
     Examples:
       trajledger impact cartpole-random
       trajledger impact cartpole-random --format html --out impact.html
     """
-    from .lineage import affected, render
+    from trajledger.verify.errors import VerificationError
+
+    from .lineage import affected, incomplete, render
 
     fmt = _format(fmt, as_json)
     ledger = ctx.ledger()
@@ -125,6 +129,11 @@ def impact(
             + ", ".join(f"{n.name}@{n.version}" if n.name else n.label for n in hit),
             err=True,
         )
+    damaged = incomplete(graph)
+    if damaged:
+        raise VerificationError(f"impact {ref}: the answer may be incomplete: "
+                                f"{len(damaged)} problem(s) of damaged evidence\n"
+                                + "\n".join(damaged))
 
 
 COMMANDS = [lineage, impact]

@@ -917,12 +917,18 @@ def test_impact_lists_a_user_whose_record_cannot_be_read(
     blob.chmod(0o600)
     blob.write_bytes(b"{}") if damage == "replaced" else blob.unlink()
     r = runner.invoke(main, ["--ledger", str(setup.root), "impact", setup.batch])
-    assert r.exit_code == 0, r.output  # (impact answers a question: its verdict says FAIL)
+    # The answer is printed whole, but damaged evidence can hide a user: exit 1 (a revoked
+    # batch's answer exits 0: tests/e2e/test_lineage_cli.py).
+    assert r.exit_code == 1, r.output
     assert r.stdout.startswith("✗ FAIL: rollout-batch b (")
     assert f"checkpoint {setup.checkpoint[:19]}… > record: log entry {index} (checkpoint): " \
         "envelope" in r.stdout
-    assert r.stderr.splitlines()[-1] == (
-        f"2 checkpoint(s) reached: checkpoint {setup.checkpoint[:19]}…, gen@0")
+    err = r.stderr.splitlines()
+    assert err[0] == f"2 checkpoint(s) reached: checkpoint {setup.checkpoint[:19]}…, gen@0"
+    assert err[1] == f"FAIL: impact {setup.batch}: the answer may be incomplete: 1 problem(s) " \
+        "of damaged evidence"
+    assert err[2].startswith(f"FAIL: checkpoint {setup.checkpoint[:19]}… > record: log entry "
+                             f"{index} (checkpoint): envelope") and len(err) == 3
 
 
 # -- fork and rollback -----------------------------------------------------------------------------
