@@ -86,6 +86,11 @@ PYTHON_BUILD_TYPE: Final = "https://trajledger.dev/build/python/v1"
 """An in-process run (`runner.training`)."""
 BUILDER_ID: Final = "https://trajledger.dev/runner/v1"
 
+RECORDING_MARGIN: Final = 60
+"""Seconds an approval must still hold after the re-check before a checkpoint is recorded
+(`check_still_admitted`): the entry's log time, at which its lineage judges approvals, comes
+a moment later."""
+
 LOGS_DIR: Final = "trajledger-run"
 """Where a command's kept logs go among the checkpoint's files (``--keep-logs``)."""
 
@@ -302,17 +307,75 @@ def record_checkpoint(
                   "finishedOn": now()},
         byproducts=tuple(byproducts),
     ).to_predicate()
-    return record_files(
-        ledger,
-        files,
-        start.signer,
-        predicates.SLSA_PROVENANCE_V1,
-        provenance,
-        kind="checkpoint",
-        name=f"{name}@{version}",
-        inline_manifest=False,
-        file_subjects=True,
-    )
+    try:
+        return record_files(
+            ledger,
+            files,
+            start.signer,
+            predicates.SLSA_PROVENANCE_V1,
+            provenance,
+            kind="checkpoint",
+            name=f"{name}@{version}",
+            inline_manifest=False,
+            file_subjects=True,
+            check=lambda _size: check_still_admitted(ledger, start, admission),
+        )
+    except DataRefusedError as e:
+        command = external.get("command")
+        label = f"command: {shlex.join(command)}" if isinstance(command, list) else build_type
+        _record_refusal(ledger, admission.dataset, label[:200], start.signer, e)
+        raise
+
+
+def check_still_admitted(ledger: LedgerHome, start: RunStart, admission: Admission) -> None:
+    """Judge again, just before a checkpoint is appended, the rules its lineage is judged by.
+
+    The gate admitted the data when the run started; a checkpoint's lineage is judged at its
+    own log index and time. What changed during the run (a revocation or erasure of the
+    dataset, a batch or the parent; the dataset held out; an approval expired; a key revoked)
+    would make the recorded checkpoint fail verification from the start: the record is
+    refused instead. Approvals must still hold `RECORDING_MARGIN` seconds from now (the entry
+    time comes a moment later). The data's bytes are not hashed again: the run was handed the
+    bytes the gate hashed, whatever the store holds now; their blobs must still be present.
+
+    Raises:
+        DataRefusedError: a rule no longer holds (nothing is recorded).
+    """
+    import datetime as dt
+
+    from trajledger.verify.lineage import Edge, Node
+
+    from .admission import _refuse_erased
+    from .verification import decide, ledger_verifier
+
+    verifier = ledger_verifier(ledger, start.policy, data="size")
+    verifier.caller_hashes = frozenset({"rollout-batch"})  # (held in memory since the gate)
+    verifier.now = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=RECORDING_MARGIN)
+    ref = f"{admission.name}@{admission.version}"
+    decision = Node(f"recording:{admission.dataset}", "admission",
+                    name=f"recording a checkpoint trained on dataset {ref}")
+
+    def walk() -> list[Edge]:
+        node = verifier.artifact(admission.dataset, "dataset")
+        verifier.dataset_use(decision, admission.dataset, None, purpose=admission.purpose)
+        _refuse_erased(verifier, decision, node)
+        for b in admission.batches:
+            _refuse_erased(verifier, decision, verifier.artifact(b.digest, "rollout-batch"))
+        edges = [Edge(decision.id, admission.dataset, "dataset")]
+        if start.parent is not None:
+            verifier.artifact(start.parent.digest, "checkpoint")
+            edges.append(Edge(decision.id, start.parent.digest, "base-checkpoint"))
+        return edges
+
+    report = decide(verifier, decision, admission.dataset, walk)
+    if not report.ok:
+        failures = report.failures()
+        raise DataRefusedError(
+            f"dataset {ref}: refused when the checkpoint was to be recorded (the rules changed "
+            f"during the run), {len(failures)} problem(s); nothing was recorded\n"
+            + "\n".join(failures),
+            report,
+        )
 
 
 def train(
