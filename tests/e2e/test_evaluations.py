@@ -445,6 +445,51 @@ def test_release_refused_missing_then_failing_then_accepted(
     assert "success_rate 0 is below the minimum 0.5" in r.stderr
 
 
+def test_a_second_dataset_of_the_suites_name_is_not_the_suite(
+    runner: CliRunner, home: Path, script: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # rev6 finding 2: `[release]` names its suite NAME@VERSION, and an evaluation counted when
+    # its suite's record carried that name. A producer's own tooling (or two racing `dataset
+    # create`: the name is checked outside the log's lock) can record a second, easy
+    # regression@1; evaluated on it, bc@2 was released. Versions are immutable: the suite is
+    # the first held-out dataset of that name.
+    import trajledger.ledger.artifacts as artifacts
+    from trajledger import Ledger
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.record import record_statement
+    from trajledger.ledger.signing import canonical_json
+    from trajledger.runner.rollouts import run_policy
+    from trajledger.verify import predicates
+    from trajledger.verify.digest import digest_bytes
+    from trajledger.verify.other_predicates import Release
+    from trajledger.verify.predicates import ArtifactRef
+    from trajledger.verify.times import now
+
+    monkeypatch.setattr(artifacts, "_refuse_existing", lambda *a, **k: None)
+    ledger = Ledger.open(home)
+    easy = run_policy(None, "CartPole-v1", 3, 5000, policy_version="random")
+    rb = ledger.record_batch(easy.steps, episodes=easy.episodes, env="cartpole@1",
+                             policy="random", key="vendor", name="easy-batch")
+    fake = ledger.create_dataset("regression", "1", "regression", [rb.digest], key="vendor")
+    cited = [evaluate(runner, home, script, "pass", ck, fake.digest) for ck in ("bc@2", "bc@1")]
+    size = log_size(home)
+    r = run(runner, home, "release", "bc@2", "--key", "approver")
+    expect(r, 1)
+    assert "success_rate on regression@1: missing: no verified evaluation" in r.stderr
+    assert log_size(home) == size
+
+    # A release recorded anyway (an approver's own tooling) fails verification.
+    ck = Catalog(ledger).resolve("bc@2")
+    body = Release(ArtifactRef("bc", "2", ck.digest), tuple(sorted(cited)),
+                   {"name": "evals", "serial": 1, "digest": "sha256:" + "0" * 64},
+                   now(), None).written("release")
+    rec = record_statement(ledger, "release of bc@2", digest_bytes(canonical_json(body)),
+                           predicates.RELEASE, body, [ledger.keys.signer("approver")])
+    r = run(runner, home, "verify", rec.digest)
+    expect(r, 1)
+    assert "✗ success_rate on regression@1 — missing: no verified evaluation" in r.stdout
+
+
 def standalone_verify(tmp: Path, bundle: Path, policy: Path) -> subprocess.CompletedProcess[str]:
     """``python -m verify BUNDLE --policy P`` from a copy of ``verify/`` alone (trajledger
     cannot be imported)."""

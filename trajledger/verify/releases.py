@@ -179,11 +179,16 @@ def release_rules(
 def _latest_evaluation(
     v: LineageVerifier, checkpoint: str, suite: str, cited: Iterable[str], before: int
 ) -> Record | None:
-    """The latest verified evaluation record of ``checkpoint`` on the suite ``NAME@VERSION``
-    logged before ``before``, among the index's referrers and the records of ``cited``
-    evaluations. Each record counts on its own (a run whose results equal an earlier run's is
-    a later record of the same artifact)."""
+    """The latest verified evaluation record of ``checkpoint`` on the suite ``NAME@VERSION`` (the
+    first verified holdout or regression dataset of that name) logged before ``before``, among
+    the index's referrers and the records of ``cited`` evaluations. Each record counts on its
+    own (a run whose results equal an earlier run's is a later record of the same artifact)."""
     found = None
+    # The suite is the first held-out dataset of its NAME@VERSION (versions are immutable): a
+    # later record carrying that name is another suite, whoever signed it.
+    first = next((r.entry.subject for i in v.index.held_out() if i < before
+                  and isinstance(r := v.record(i), Record) and isinstance(p := r.predicate, Dataset)
+                  and f"{p.name}@{p.version}" == suite), None)
     seen = {i for i, role in v.index.referrers(checkpoint) if role == "checkpoint"}
     seen |= {i for d in cited for i in v.records(d, "evaluation")}
     for i in sorted(seen):
@@ -198,7 +203,6 @@ def _latest_evaluation(
         assert isinstance(ev, Evaluation)
         if ev.checkpoint.digest != checkpoint or _suite_problems(v, ev):
             continue
-        s = v.node(ev.suite.digest)
-        if s.ok and f"{s.name}@{s.version}" == suite:
+        if v.node(ev.suite.digest).ok and ev.suite.digest == first:
             found = rec
     return found
