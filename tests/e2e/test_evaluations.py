@@ -490,6 +490,28 @@ def test_a_second_dataset_of_the_suites_name_is_not_the_suite(
     assert "✗ success_rate on regression@1 — missing: no verified evaluation" in r.stdout
 
 
+def test_one_approver_key_given_twice_is_one_approval_of_a_release(
+    runner: CliRunner, home: Path, script: Path
+) -> None:
+    # rev6 finding 3: `release --key approver --key approver` met `approvals = 2`: the decision
+    # counted the keys given, the verifier counts distinct keys, so a release was recorded
+    # (exit 0) that never verifies.
+    from trajledger import Ledger
+
+    policy = (home / "policy.toml").read_text()
+    (home / "policy-2.toml").write_text(policy.replace("serial = 1", "serial = 2")
+                                        .replace("approvals = 1", "approvals = 2"))
+    Ledger.open(home).set_policy(home / "policy-2.toml", keys=["approver"])
+    for ck in ("bc@1", "bc@2"):
+        evaluate(runner, home, script, "pass", ck)
+    size = log_size(home)
+    r = run(runner, home, "release", "bc@2", "--key", "approver", "--key", "approver")
+    expect(r, 1)
+    assert "FAIL: release of bc@2 > release: signed by 1 approver(s), [release] needs 2" in (
+        r.stderr.splitlines())
+    assert log_size(home) == size
+
+
 def standalone_verify(tmp: Path, bundle: Path, policy: Path) -> subprocess.CompletedProcess[str]:
     """``python -m verify BUNDLE --policy P`` from a copy of ``verify/`` alone (trajledger
     cannot be imported)."""
