@@ -446,31 +446,35 @@ def test_release_refused_missing_then_failing_then_accepted(
 
 
 def test_a_second_dataset_of_the_suites_name_is_not_the_suite(
-    runner: CliRunner, home: Path, script: Path, monkeypatch: pytest.MonkeyPatch
+    runner: CliRunner, home: Path, script: Path, tmp_path: Path
 ) -> None:
     # rev6 finding 2: `[release]` names its suite NAME@VERSION, and an evaluation counted when
-    # its suite's record carried that name. A producer's own tooling (or two racing `dataset
-    # create`: the name is checked outside the log's lock) can record a second, easy
-    # regression@1; evaluated on it, bc@2 was released. Versions are immutable: the suite is
-    # the first held-out dataset of that name.
-    import trajledger.ledger.artifacts as artifacts
+    # its suite's record carried that name. A producer's own tooling (here: `record_files`, as
+    # `dataset create` does it, without its name check; or two racing `dataset create`: the
+    # name is checked outside the log's lock) can record a second, easy regression@1;
+    # evaluated on it, bc@2 was released. Versions are immutable: the suite is the first
+    # held-out dataset of that name.
     from trajledger import Ledger
     from trajledger.ledger.catalog import Catalog
-    from trajledger.ledger.record import record_statement
+    from trajledger.ledger.record import record_files, record_statement
     from trajledger.ledger.signing import canonical_json
     from trajledger.runner.rollouts import run_policy
     from trajledger.verify import predicates
     from trajledger.verify.digest import digest_bytes
     from trajledger.verify.other_predicates import Release
-    from trajledger.verify.predicates import ArtifactRef
+    from trajledger.verify.predicates import ArtifactRef, Dataset
     from trajledger.verify.times import now
 
-    monkeypatch.setattr(artifacts, "_refuse_existing", lambda *a, **k: None)
     ledger = Ledger.open(home)
     easy = run_policy(None, "CartPole-v1", 3, 5000, policy_version="random")
     rb = ledger.record_batch(easy.steps, episodes=easy.episodes, env="cartpole@1",
                              policy="random", key="vendor", name="easy-batch")
-    fake = ledger.create_dataset("regression", "1", "regression", [rb.digest], key="vendor")
+    listing = tmp_path / "dataset.json"
+    listing.write_text(json.dumps({"name": "regression", "version": "1", "split": "regression",
+                                   "batches": [rb.digest]}))
+    body = Dataset("regression", "1", "regression", (rb.digest,), "train").written("dataset")
+    fake = record_files(ledger, {"dataset.json": listing}, ledger.keys.signer("vendor"),
+                        predicates.DATASET, body, name="regression@1")
     cited = [evaluate(runner, home, script, "pass", ck, fake.digest) for ck in ("bc@2", "bc@1")]
     size = log_size(home)
     r = run(runner, home, "release", "bc@2", "--key", "approver")

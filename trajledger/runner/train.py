@@ -345,7 +345,7 @@ def check_still_admitted(ledger: LedgerHome, start: RunStart, admission: Admissi
 
     from trajledger.verify.lineage import Edge, Node
 
-    from .admission import _refuse_erased
+    from .admission import refuse_erased
     from .verification import decide, ledger_verifier
 
     verifier = ledger_verifier(ledger, start.policy, data="size")
@@ -358,9 +358,9 @@ def check_still_admitted(ledger: LedgerHome, start: RunStart, admission: Admissi
     def walk() -> list[Edge]:
         node = verifier.artifact(admission.dataset, "dataset")
         verifier.dataset_use(decision, admission.dataset, None, purpose=admission.purpose)
-        _refuse_erased(verifier, decision, node)
+        refuse_erased(verifier, decision, node)
         for b in admission.batches:
-            _refuse_erased(verifier, decision, verifier.artifact(b.digest, "rollout-batch"))
+            refuse_erased(verifier, decision, verifier.artifact(b.digest, "rollout-batch"))
         edges = [Edge(decision.id, admission.dataset, "dataset")]
         if start.parent is not None:
             verifier.artifact(start.parent.digest, "checkpoint")
