@@ -516,6 +516,25 @@ def test_one_approver_key_given_twice_is_one_approval_of_a_release(
     assert log_size(home) == size
 
 
+def test_revoking_the_latest_evaluation_does_not_bring_back_an_earlier_one(
+    runner: CliRunner, home: Path, script: Path
+) -> None:
+    # rev6 finding 5: bc@2 passed, then failed; an approver revoked the failing run ("flaky")
+    # and the earlier passing run counted again: the release was recorded. The latest run
+    # signed by an evaluator decides; revoked, the requirement is missing until a new run.
+    for mode, ck in (("pass", "bc@1"), ("pass", "bc@2")):
+        evaluate(runner, home, script, mode, ck)
+    failing = evaluate(runner, home, script, "fail", "bc@2")
+    expect(run(runner, home, "revoke", failing, "--key", "approver", "--reason", "flaky"), 0)
+    size = log_size(home)
+    r = run(runner, home, "release", "bc@2", "--key", "approver")
+    expect(r, 1)
+    assert "success_rate on regression@1: missing: " in r.stderr
+    assert log_size(home) == size
+    evaluate(runner, home, script, "pass", "bc@2")  # a new run decides
+    expect(run(runner, home, "release", "bc@2", "--key", "approver"), 0)
+
+
 def standalone_verify(tmp: Path, bundle: Path, policy: Path) -> subprocess.CompletedProcess[str]:
     """``python -m verify BUNDLE --policy P`` from a copy of ``verify/`` alone (trajledger
     cannot be imported)."""

@@ -181,7 +181,8 @@ def _latest_evaluation(
 ) -> Record | None:
     """The latest verified evaluation record of ``checkpoint`` on the suite ``NAME@VERSION`` (the
     first verified holdout or regression dataset of that name) logged before ``before``, among
-    the index's referrers and the records of ``cited`` evaluations. Each record counts on its
+    the index's referrers and the records of ``cited`` evaluations, or None when there is none
+    or the latest an evaluator signed does not verify (revoked, say). Each record counts on its
     own (a run whose results equal an earlier run's is a later record of the same artifact)."""
     found = None
     # The suite is the first held-out dataset of its NAME@VERSION (versions are immutable): a
@@ -197,12 +198,13 @@ def _latest_evaluation(
             continue
         node = v.artifact(e.subject, "evaluation")
         rec = v.record(i)
-        if not node.ok or not isinstance(rec, Record):
+        if not isinstance(rec, Record):
             continue
         ev = rec.predicate
         assert isinstance(ev, Evaluation)
-        if ev.checkpoint.digest != checkpoint or _suite_problems(v, ev):
+        if ev.checkpoint.digest != checkpoint or ev.suite.digest != first:
             continue
-        if v.node(ev.suite.digest).ok and ev.suite.digest == first:
-            found = rec
+        # The latest run an evaluator signed decides: one that fails (revoked, say) leaves
+        # the requirement missing; an earlier, better run does not count again.
+        found = rec if node.ok and not _suite_problems(v, ev) and v.node(first).ok else None
     return found
