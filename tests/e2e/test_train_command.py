@@ -439,6 +439,32 @@ def test_an_approval_that_expires_during_the_run_records_nothing(
     _no_leftovers(chat_home)
 
 
+def test_a_parent_whose_lineage_fails_is_refused_before_anything_runs(
+    runner: CliRunner, chat_home: Path, tmp_path: Path
+) -> None:
+    # rev6 finding 6: a revoked parent was handed to COMMAND, which trained; the child was
+    # recorded (exit 0) with a lineage that fails through its parent.
+    code = ("import os, pathlib; "
+            "pathlib.Path(os.environ['TRAJLEDGER_OUTPUT_DIR'], 'w').write_text('w')")
+    first = run(runner, chat_home, "train", "--dataset", "chat@1", "--key", "trainer",
+                "--name", "sft", "--version", "1", "--", sys.executable, "-c", code)
+    assert first.exit_code == 0, first.output
+    Ledger.open(chat_home).revoke("sft@1", key="approver", reason="poisoned")
+    marker = tmp_path / "ran"
+    before = len(entries(chat_home))
+    r = run(runner, chat_home, "train", "--dataset", "chat@1", "--key", "trainer", "--name",
+            "sft", "--version", "2", "--parent", "sft@1", "--", sys.executable, "-c",
+            f"open({str(marker)!r}, 'w'); " + code.replace("'w')", "'w2')"))
+    assert r.exit_code == 1, r.output
+    lines = r.stderr.splitlines()
+    assert lines[0] == ("FAIL: parent checkpoint sft@1: its lineage fails, 1 problem(s); "
+                        "nothing was run"), r.stderr
+    assert "revoked: poisoned" in lines[1]
+    assert not marker.exists()
+    assert len(entries(chat_home)) == before
+    _no_leftovers(chat_home)
+
+
 def test_chat_data_and_no_command_names_the_ways_to_train(
     runner: CliRunner, chat_home: Path
 ) -> None:

@@ -173,6 +173,7 @@ def start_run(
     Raises:
         PolicyError: the signer does not hold the trainer role.
         RefError: the parent is not a recorded checkpoint.
+        DataRefusedError: the parent's lineage fails (revoked, say).
         LedgerError: a checkpoint ``name@version`` is already recorded.
     """
     from trajledger.ledger.catalog import Catalog
@@ -186,7 +187,26 @@ def start_run(
     parent_item = catalog.resolve(parent, {"checkpoint"}) if parent else None
     if name is not None and version is not None:
         check_name_free(ledger, name, version)
+    if parent_item is not None:
+        _check_parent(ledger, policy, parent_item)
     return RunStart(signer, policy, parent_item, name, version, now())
+
+
+def _check_parent(ledger: LedgerHome, policy: TrustPolicy, parent: CatalogItem) -> None:
+    """A run starts from a parent checkpoint only when the parent's lineage verifies (its
+    files are hashed when they are handed over): a child of a failing parent fails too.
+
+    Raises:
+        DataRefusedError: it does not (nothing has run).
+    """
+    from .verification import verify_ref
+
+    report = verify_ref(ledger, parent.digest, policy, data="size")
+    if not report.ok:
+        failures = report.failures()
+        raise DataRefusedError(f"parent checkpoint {parent.ref}: its lineage fails, "
+                               f"{len(failures)} problem(s); nothing was run\n"
+                               + "\n".join(failures), report)
 
 
 def check_name_free(ledger: LedgerHome, name: str, version: str) -> None:
