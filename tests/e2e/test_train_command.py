@@ -403,6 +403,7 @@ def test_data_revoked_during_the_run_records_nothing(
         "pathlib.Path(os.environ['TRAJLEDGER_OUTPUT_DIR'], 'w.bin').write_bytes(b'w')\n"
     )
     before = len(entries(chat_home))
+    objects = {p.name for p in (chat_home / "objects").rglob("*") if p.is_file()}
     r = run(runner, chat_home, "train", "--dataset", "chat@1", "--key", "trainer", "--name",
             "sft", "--version", "1", "--", sys.executable, "-c", code)
     assert r.exit_code == 1, r.output
@@ -411,7 +412,11 @@ def test_data_revoked_during_the_run_records_nothing(
                         "(the rules changed during the run), 1 problem(s); nothing was "
                         "recorded"), r.stderr
     assert "revoked: PII" in lines[1]
-    assert [e.kind for e in entries(chat_home)][before:] == ["revocation", "refusal"]
+    added = entries(chat_home)[before:]
+    assert [e.kind for e in added] == ["revocation", "refusal"]
+    # Judged before the files are stored: no orphan of the refused checkpoint in the store.
+    new = {p.name for p in (chat_home / "objects").rglob("*") if p.is_file()} - objects
+    assert new == {e.envelope.removeprefix("sha256:") for e in added}
     assert "Traceback" not in r.output
     _no_leftovers(chat_home)
 

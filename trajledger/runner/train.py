@@ -328,6 +328,9 @@ def record_checkpoint(
         byproducts=tuple(byproducts),
     ).to_predicate()
     try:
+        # Judged before the files are stored (a refusal leaves no orphan in the store), and
+        # again under the log's lock, just before the append.
+        check_still_admitted(ledger, start, admission)
         return record_files(
             ledger,
             files,
