@@ -470,6 +470,25 @@ def test_a_parent_whose_lineage_fails_is_refused_before_anything_runs(
     _no_leftovers(chat_home)
 
 
+def test_two_runs_racing_for_one_checkpoint_name_record_one(
+    runner: CliRunner, chat_home: Path
+) -> None:
+    # rev6: the name was checked free when each run started; a run that finished meanwhile
+    # under the same NAME@VERSION (here: started by COMMAND itself) left two checkpoints sft@1.
+    write = ("import os, pathlib; "
+             "pathlib.Path(os.environ['TRAJLEDGER_OUTPUT_DIR'], 'w').write_text({!r})")
+    inner = [sys.executable, "-m", "trajledger", "--ledger", str(chat_home), "train", "--dataset",
+             "chat@1", "--key", "trainer", "--name", "sft", "--version", "1", "--",
+             sys.executable, "-c", write.format("inner")]
+    outer = f"import subprocess; subprocess.run({inner!r}, check=True)\n" + write.format("outer")
+    r = run(runner, chat_home, "train", "--dataset", "chat@1", "--key", "trainer", "--name",
+            "sft", "--version", "1", "--", sys.executable, "-c", outer)
+    assert r.exit_code == 3, r.output
+    assert r.stderr.splitlines()[-1].startswith("FAIL: checkpoint sft@1 is already recorded ")
+    assert [e.kind for e in entries(chat_home)].count("checkpoint") == 1
+    _no_leftovers(chat_home)
+
+
 def test_chat_data_and_no_command_names_the_ways_to_train(
     runner: CliRunner, chat_home: Path
 ) -> None:

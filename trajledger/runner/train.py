@@ -302,7 +302,9 @@ def record_checkpoint(
     ``internalParameters`` = the policy's digest, Python and trajledger versions;
     ``resolvedDependencies`` = `lineage_dependencies` then ``dependencies``; the run's
     invocation id and times; ``byproducts``. Subjects: the manifest digest (``NAME@VERSION``),
-    then each file's path and sha256.
+    then each file's path and sha256. Before the files are stored, and again under the log's
+    lock, the rules are judged again (`check_still_admitted`); under the lock, the name must
+    still be free (another run may have taken it).
     """
     from trajledger.ledger.record import record_files
     from trajledger.verify.policy import policy_digest
@@ -327,6 +329,11 @@ def record_checkpoint(
                   "finishedOn": now()},
         byproducts=tuple(byproducts),
     ).to_predicate()
+    def still_free_and_admitted(_size: int) -> None:
+        # Under the log's lock: another run may have taken the name, or the rules changed.
+        check_name_free(ledger, name, version)
+        check_still_admitted(ledger, start, admission)
+
     try:
         # Judged before the files are stored (a refusal leaves no orphan in the store), and
         # again under the log's lock, just before the append.
@@ -341,7 +348,7 @@ def record_checkpoint(
             name=f"{name}@{version}",
             inline_manifest=False,
             file_subjects=True,
-            check=lambda _size: check_still_admitted(ledger, start, admission),
+            check=still_free_and_admitted,
         )
     except DataRefusedError as e:
         command = external.get("command")
