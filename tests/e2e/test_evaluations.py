@@ -445,6 +445,96 @@ def test_release_refused_missing_then_failing_then_accepted(
     assert "success_rate 0 is below the minimum 0.5" in r.stderr
 
 
+def test_a_second_dataset_of_the_suites_name_is_not_the_suite(
+    runner: CliRunner, home: Path, script: Path, tmp_path: Path
+) -> None:
+    # rev6 finding 2: `[release]` names its suite NAME@VERSION, and an evaluation counted when
+    # its suite's record carried that name. A producer's own tooling (here: `record_files`, as
+    # `dataset create` does it, without its name check; or two racing `dataset create`: the
+    # name is checked outside the log's lock) can record a second, easy regression@1;
+    # evaluated on it, bc@2 was released. Versions are immutable: the suite is the first
+    # held-out dataset of that name.
+    from trajledger import Ledger
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.record import record_files, record_statement
+    from trajledger.ledger.signing import canonical_json
+    from trajledger.runner.rollouts import run_policy
+    from trajledger.verify import predicates
+    from trajledger.verify.digest import digest_bytes
+    from trajledger.verify.other_predicates import Release
+    from trajledger.verify.predicates import ArtifactRef, Dataset
+    from trajledger.verify.times import now
+
+    ledger = Ledger.open(home)
+    easy = run_policy(None, "CartPole-v1", 3, 5000, policy_version="random")
+    rb = ledger.record_batch(easy.steps, episodes=easy.episodes, env="cartpole@1",
+                             policy="random", key="vendor", name="easy-batch")
+    listing = tmp_path / "dataset.json"
+    listing.write_text(json.dumps({"name": "regression", "version": "1", "split": "regression",
+                                   "batches": [rb.digest]}))
+    body = Dataset("regression", "1", "regression", (rb.digest,), "train").written("dataset")
+    fake = record_files(ledger, {"dataset.json": listing}, ledger.keys.signer("vendor"),
+                        predicates.DATASET, body, name="regression@1")
+    cited = [evaluate(runner, home, script, "pass", ck, fake.digest) for ck in ("bc@2", "bc@1")]
+    size = log_size(home)
+    r = run(runner, home, "release", "bc@2", "--key", "approver")
+    expect(r, 1)
+    assert "success_rate on regression@1: missing: no verified evaluation" in r.stderr
+    assert log_size(home) == size
+
+    # A release recorded anyway (an approver's own tooling) fails verification.
+    ck = Catalog(ledger).resolve("bc@2")
+    body = Release(ArtifactRef("bc", "2", ck.digest), tuple(sorted(cited)),
+                   {"name": "evals", "serial": 1, "digest": "sha256:" + "0" * 64},
+                   now(), None).written("release")
+    rec = record_statement(ledger, "release of bc@2", digest_bytes(canonical_json(body)),
+                           predicates.RELEASE, body, [ledger.keys.signer("approver")])
+    r = run(runner, home, "verify", rec.digest)
+    expect(r, 1)
+    assert "✗ success_rate on regression@1 — missing: no verified evaluation" in r.stdout
+
+
+def test_one_approver_key_given_twice_is_one_approval_of_a_release(
+    runner: CliRunner, home: Path, script: Path
+) -> None:
+    # rev6 finding 3: `release --key approver --key approver` met `approvals = 2`: the decision
+    # counted the keys given, the verifier counts distinct keys, so a release was recorded
+    # (exit 0) that never verifies.
+    from trajledger import Ledger
+
+    policy = (home / "policy.toml").read_text()
+    (home / "policy-2.toml").write_text(policy.replace("serial = 1", "serial = 2")
+                                        .replace("approvals = 1", "approvals = 2"))
+    Ledger.open(home).set_policy(home / "policy-2.toml", keys=["approver"])
+    for ck in ("bc@1", "bc@2"):
+        evaluate(runner, home, script, "pass", ck)
+    size = log_size(home)
+    r = run(runner, home, "release", "bc@2", "--key", "approver", "--key", "approver")
+    expect(r, 1)
+    assert "FAIL: release of bc@2 > release: signed by 1 approver(s), [release] needs 2" in (
+        r.stderr.splitlines())
+    assert log_size(home) == size
+
+
+def test_revoking_the_latest_evaluation_does_not_bring_back_an_earlier_one(
+    runner: CliRunner, home: Path, script: Path
+) -> None:
+    # rev6 finding 5: bc@2 passed, then failed; an approver revoked the failing run ("flaky")
+    # and the earlier passing run counted again: the release was recorded. The latest run
+    # signed by an evaluator decides; revoked, the requirement is missing until a new run.
+    for mode, ck in (("pass", "bc@1"), ("pass", "bc@2")):
+        evaluate(runner, home, script, mode, ck)
+    failing = evaluate(runner, home, script, "fail", "bc@2")
+    expect(run(runner, home, "revoke", failing, "--key", "approver", "--reason", "flaky"), 0)
+    size = log_size(home)
+    r = run(runner, home, "release", "bc@2", "--key", "approver")
+    expect(r, 1)
+    assert "success_rate on regression@1: missing: " in r.stderr
+    assert log_size(home) == size
+    evaluate(runner, home, script, "pass", "bc@2")  # a new run decides
+    expect(run(runner, home, "release", "bc@2", "--key", "approver"), 0)
+
+
 def standalone_verify(tmp: Path, bundle: Path, policy: Path) -> subprocess.CompletedProcess[str]:
     """``python -m verify BUNDLE --policy P`` from a copy of ``verify/`` alone (trajledger
     cannot be imported)."""

@@ -389,6 +389,106 @@ def test_a_refused_dataset_runs_nothing_and_records_the_refusal(
     assert body["trainer"] == ("command: " + shlex.join(argv))[:200]
 
 
+def test_data_revoked_during_the_run_records_nothing(
+    runner: CliRunner, chat_home: Path
+) -> None:
+    # Admitted at the start, revoked while COMMAND runs: recorded, the checkpoint's lineage
+    # would fail from its first day (rev6 finding 1). The rules are judged again just before
+    # the checkpoint is appended.
+    batch = next(e.subject for e in entries(chat_home) if e.kind == "rollout-batch")
+    code = (
+        "import os, pathlib\n"
+        "from trajledger import Ledger\n"
+        f"Ledger.open({str(chat_home)!r}).revoke({batch!r}, key='approver', reason='PII')\n"
+        "pathlib.Path(os.environ['TRAJLEDGER_OUTPUT_DIR'], 'w.bin').write_bytes(b'w')\n"
+    )
+    before = len(entries(chat_home))
+    objects = {p.name for p in (chat_home / "objects").rglob("*") if p.is_file()}
+    r = run(runner, chat_home, "train", "--dataset", "chat@1", "--key", "trainer", "--name",
+            "sft", "--version", "1", "--", sys.executable, "-c", code)
+    assert r.exit_code == 1, r.output
+    lines = r.stderr.splitlines()
+    assert lines[0] == ("FAIL: dataset chat@1: refused when the checkpoint was to be recorded "
+                        "(the rules changed during the run), 1 problem(s); nothing was "
+                        "recorded"), r.stderr
+    assert "revoked: PII" in lines[1]
+    added = entries(chat_home)[before:]
+    assert [e.kind for e in added] == ["revocation", "refusal"]
+    # Judged before the files are stored: no orphan of the refused checkpoint in the store.
+    new = {p.name for p in (chat_home / "objects").rglob("*") if p.is_file()} - objects
+    assert new == {e.envelope.removeprefix("sha256:") for e in added}
+    assert "Traceback" not in r.output
+    _no_leftovers(chat_home)
+
+
+def test_an_approval_that_expires_during_the_run_records_nothing(
+    runner: CliRunner, chat_home: Path
+) -> None:
+    # The checkpoint's lineage judges approvals at its own log time: recorded after the
+    # approval expired, it would never verify (rev6 finding 1).
+    ledger = Ledger.open(chat_home)
+    batch = next(e.subject for e in entries(chat_home) if e.kind == "rollout-batch")
+    ledger.create_dataset("chat", "2", "train", [batch], key="vendor")
+    ledger.approve("chat@2", key="approver", expires="2s")
+    code = ("import os, pathlib, time; time.sleep(3); "
+            "pathlib.Path(os.environ['TRAJLEDGER_OUTPUT_DIR'], 'w.bin').write_bytes(b'w')")
+    before = len(entries(chat_home))
+    r = run(runner, chat_home, "train", "--dataset", "chat@2", "--key", "trainer", "--name",
+            "sft", "--version", "1", "--", sys.executable, "-c", code)
+    assert r.exit_code == 1, r.output
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("FAIL: dataset chat@2: refused when the checkpoint was to be "
+                               "recorded"), r.stderr
+    assert "approvals: 0 of 1 required approver(s)" in lines[1] and "expired" in lines[1]
+    assert [e.kind for e in entries(chat_home)][before:] == ["refusal"]
+    _no_leftovers(chat_home)
+
+
+def test_a_parent_whose_lineage_fails_is_refused_before_anything_runs(
+    runner: CliRunner, chat_home: Path, tmp_path: Path
+) -> None:
+    # rev6 finding 6: a revoked parent was handed to COMMAND, which trained; the child was
+    # recorded (exit 0) with a lineage that fails through its parent.
+    code = ("import os, pathlib; "
+            "pathlib.Path(os.environ['TRAJLEDGER_OUTPUT_DIR'], 'w').write_text('w')")
+    first = run(runner, chat_home, "train", "--dataset", "chat@1", "--key", "trainer",
+                "--name", "sft", "--version", "1", "--", sys.executable, "-c", code)
+    assert first.exit_code == 0, first.output
+    Ledger.open(chat_home).revoke("sft@1", key="approver", reason="poisoned")
+    marker = tmp_path / "ran"
+    before = len(entries(chat_home))
+    r = run(runner, chat_home, "train", "--dataset", "chat@1", "--key", "trainer", "--name",
+            "sft", "--version", "2", "--parent", "sft@1", "--", sys.executable, "-c",
+            f"open({str(marker)!r}, 'w'); " + code.replace("'w')", "'w2')"))
+    assert r.exit_code == 1, r.output
+    lines = r.stderr.splitlines()
+    assert lines[0] == ("FAIL: parent checkpoint sft@1: its lineage fails, 1 problem(s); "
+                        "nothing was run"), r.stderr
+    assert "revoked: poisoned" in lines[1]
+    assert not marker.exists()
+    assert len(entries(chat_home)) == before
+    _no_leftovers(chat_home)
+
+
+def test_two_runs_racing_for_one_checkpoint_name_record_one(
+    runner: CliRunner, chat_home: Path
+) -> None:
+    # rev6: the name was checked free when each run started; a run that finished meanwhile
+    # under the same NAME@VERSION (here: started by COMMAND itself) left two checkpoints sft@1.
+    write = ("import os, pathlib; "
+             "pathlib.Path(os.environ['TRAJLEDGER_OUTPUT_DIR'], 'w').write_text({!r})")
+    inner = [sys.executable, "-m", "trajledger", "--ledger", str(chat_home), "train", "--dataset",
+             "chat@1", "--key", "trainer", "--name", "sft", "--version", "1", "--",
+             sys.executable, "-c", write.format("inner")]
+    outer = f"import subprocess; subprocess.run({inner!r}, check=True)\n" + write.format("outer")
+    r = run(runner, chat_home, "train", "--dataset", "chat@1", "--key", "trainer", "--name",
+            "sft", "--version", "1", "--", sys.executable, "-c", outer)
+    assert r.exit_code == 3, r.output
+    assert r.stderr.splitlines()[-1].startswith("FAIL: checkpoint sft@1 is already recorded ")
+    assert [e.kind for e in entries(chat_home)].count("checkpoint") == 1
+    _no_leftovers(chat_home)
+
+
 def test_chat_data_and_no_command_names_the_ways_to_train(
     runner: CliRunner, chat_home: Path
 ) -> None:

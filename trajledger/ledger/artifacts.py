@@ -85,6 +85,12 @@ def _refuse_existing(catalog: Catalog, kind: str, name: str, version: str) -> No
             )
 
 
+def _still_free(ledger: LedgerHome, kind: str, name: str, version: str) -> Callable[[int], None]:
+    """`_refuse_existing` again, as `record_files`' append check (under the log's lock): two
+    writers that each found ``name@version`` free log one record of it, not two."""
+    return lambda _size: _refuse_existing(Catalog(ledger), kind, name, version)
+
+
 def _descriptor(tmp: Path, name: str, body: Mapping[str, Any]) -> dict[str, Path]:
     path = tmp / name
     path.write_bytes(json.dumps(body, sort_keys=True, indent=2).encode() + b"\n")
@@ -156,7 +162,8 @@ def register_environment(
                     body[key] = value
             found = _descriptor(Path(tmp), "environment.json", body)
         return record_files(
-            ledger, found, signer, predicates.ENVIRONMENT, predicate, name=f"{name}@{version}"
+            ledger, found, signer, predicates.ENVIRONMENT, predicate, name=f"{name}@{version}",
+            check=_still_free(ledger, "environment", name, version),
         )
 
 
@@ -264,7 +271,8 @@ def register_evaluator(
                 {"name": name, "version": version, "kind": kind, "modelId": model_id},
             )
         return record_files(
-            ledger, found, signer, predicates.EVALUATOR, predicate, name=f"{name}@{version}"
+            ledger, found, signer, predicates.EVALUATOR, predicate, name=f"{name}@{version}",
+            check=_still_free(ledger, "evaluator", name, version),
         )
 
 
@@ -825,7 +833,8 @@ def create_dataset(
         if card is not None:
             found[CARD_PATH] = Path(tmp) / CARD_PATH
             found[CARD_PATH].write_bytes(card.canonical_bytes())
-        recorded = record_files(ledger, found, signer, ptype, predicate, name=f"{name}@{version}")
+        recorded = record_files(ledger, found, signer, ptype, predicate, name=f"{name}@{version}",
+                                check=_still_free(ledger, "dataset", name, version))
     return DatasetResult(recorded, tuple(batches), checked.duplicates, near, checked.warnings)
 
 

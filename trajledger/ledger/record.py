@@ -142,6 +142,7 @@ def record_files(
     file_subjects: bool = False,
     action: str | None = None,
     store_files: bool = True,
+    check: Callable[[int], None] | None = None,
 ) -> Recorded:
     """Record files as one artifact, signed and logged.
 
@@ -179,6 +180,8 @@ def record_files(
         store_files: put the files in the store (default). False for a sealed batch: the
             manifest lists the plaintext files (each a `FileDigest`, hashed as written), the
             caller stores their ciphertexts.
+        check: a precondition run under the log's lock just before the append, with the
+            committed size (`Log.append`); raising aborts with no entry appended.
 
     Returns:
         The artifact digest, the envelope digest and the log index.
@@ -256,7 +259,8 @@ def record_files(
     if file_subjects:
         subjects += [(f.path, f.digest) for f in manifest.files]
     recorded = _sign_store_append(
-        ledger, subjects, manifest_digest, predicate_type, predicate, keys, entry_kind
+        ledger, subjects, manifest_digest, predicate_type, predicate, keys, entry_kind,
+        check=check,
     )
     return Recorded(recorded.digest, recorded.envelope_digest, recorded.index, manifest,
                     recorded.new)

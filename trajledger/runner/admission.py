@@ -54,6 +54,7 @@ __all__ = [
     "DataRefusedError",
     "Dependency",
     "admit",
+    "refuse_erased",
 ]
 
 
@@ -173,10 +174,10 @@ def admit(
             # (3)
             verifier.dataset_use(decision, item.digest, None, purpose=want_purpose)
             # (4)
-            _refuse_erased(verifier, decision, ds_node)
+            refuse_erased(verifier, decision, ds_node)
             for b in ds.batches:
                 batch_node = verifier.artifact(b, "rollout-batch")
-                if _refuse_erased(verifier, decision, batch_node):
+                if refuse_erased(verifier, decision, batch_node):
                     continue
                 # (5)
                 batch = _read_batch(verifier, b, decision, batch_node.label)
@@ -290,7 +291,7 @@ def _contamination(
                      f"and {mine} admitted episodes (re-hashed data, not the audit index)")
 
 
-def _refuse_erased(verifier: LineageVerifier, decision: Node, node: Node) -> bool:
+def refuse_erased(verifier: LineageVerifier, decision: Node, node: Node) -> bool:
     """Erased data is never trained on: refuse the dataset or batch a verified erasure names."""
     for i in verifier.records(node.id, "erasure"):
         r = verifier.record(i)

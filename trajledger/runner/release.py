@@ -63,7 +63,8 @@ def release(
     """Release a checkpoint when the policy's ``[release]`` holds (see the module doc).
 
     Steps:
-        1. Every signer holds the approver role; the policy has ``[release]``.
+        1. Every signer holds the approver role (a key given twice counts once); the policy
+           has ``[release]``.
         2. Verify the checkpoint's lineage; judge the rules (`release_rules`), which choose
            the evaluations; any failure refuses with every one named.
         3. Record the release (subject: the SHA-256 of its RFC 8785 predicate), under the
@@ -87,6 +88,9 @@ def release(
     # (1)
     if not signers:
         raise PolicyError("release: give at least one approver --key")
+    # A key counts once however often (or under however many names) it is given: the
+    # verifier counts a release's distinct signing keys.
+    signers = list({s.keyid: s for s in signers}.values())
     for s in signers:
         if not policy.holds("approver", s.keyid):
             raise PolicyError(f"key {s.name} ({s.keyid[:12]}): does not hold the approver role in "

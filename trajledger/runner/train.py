@@ -86,6 +86,11 @@ PYTHON_BUILD_TYPE: Final = "https://trajledger.dev/build/python/v1"
 """An in-process run (`runner.training`)."""
 BUILDER_ID: Final = "https://trajledger.dev/runner/v1"
 
+RECORDING_MARGIN: Final = 60
+"""Seconds an approval must still hold after the re-check before a checkpoint is recorded
+(`check_still_admitted`): the entry's log time, at which its lineage judges approvals, comes
+a moment later."""
+
 LOGS_DIR: Final = "trajledger-run"
 """Where a command's kept logs go among the checkpoint's files (``--keep-logs``)."""
 
@@ -168,6 +173,7 @@ def start_run(
     Raises:
         PolicyError: the signer does not hold the trainer role.
         RefError: the parent is not a recorded checkpoint.
+        DataRefusedError: the parent's lineage fails (revoked, say).
         LedgerError: a checkpoint ``name@version`` is already recorded.
     """
     from trajledger.ledger.catalog import Catalog
@@ -181,7 +187,26 @@ def start_run(
     parent_item = catalog.resolve(parent, {"checkpoint"}) if parent else None
     if name is not None and version is not None:
         check_name_free(ledger, name, version)
+    if parent_item is not None:
+        _check_parent(ledger, policy, parent_item)
     return RunStart(signer, policy, parent_item, name, version, now())
+
+
+def _check_parent(ledger: LedgerHome, policy: TrustPolicy, parent: CatalogItem) -> None:
+    """A run starts from a parent checkpoint only when the parent's lineage verifies (its
+    files are hashed when they are handed over): a child of a failing parent fails too.
+
+    Raises:
+        DataRefusedError: it does not (nothing has run).
+    """
+    from .verification import verify_ref
+
+    report = verify_ref(ledger, parent.digest, policy, data="size")
+    if not report.ok:
+        failures = report.failures()
+        raise DataRefusedError(f"parent checkpoint {parent.ref}: its lineage fails, "
+                               f"{len(failures)} problem(s); nothing was run\n"
+                               + "\n".join(failures), report)
 
 
 def check_name_free(ledger: LedgerHome, name: str, version: str) -> None:
@@ -277,7 +302,9 @@ def record_checkpoint(
     ``internalParameters`` = the policy's digest, Python and trajledger versions;
     ``resolvedDependencies`` = `lineage_dependencies` then ``dependencies``; the run's
     invocation id and times; ``byproducts``. Subjects: the manifest digest (``NAME@VERSION``),
-    then each file's path and sha256.
+    then each file's path and sha256. Before the files are stored, and again under the log's
+    lock, the rules are judged again (`check_still_admitted`); under the lock, the name must
+    still be free (another run may have taken it).
     """
     from trajledger.ledger.record import record_files
     from trajledger.verify.policy import policy_digest
@@ -302,17 +329,83 @@ def record_checkpoint(
                   "finishedOn": now()},
         byproducts=tuple(byproducts),
     ).to_predicate()
-    return record_files(
-        ledger,
-        files,
-        start.signer,
-        predicates.SLSA_PROVENANCE_V1,
-        provenance,
-        kind="checkpoint",
-        name=f"{name}@{version}",
-        inline_manifest=False,
-        file_subjects=True,
-    )
+    def still_free_and_admitted(_size: int) -> None:
+        # Under the log's lock: another run may have taken the name, or the rules changed.
+        check_name_free(ledger, name, version)
+        check_still_admitted(ledger, start, admission)
+
+    try:
+        # Judged before the files are stored (a refusal leaves no orphan in the store), and
+        # again under the log's lock, just before the append.
+        check_still_admitted(ledger, start, admission)
+        return record_files(
+            ledger,
+            files,
+            start.signer,
+            predicates.SLSA_PROVENANCE_V1,
+            provenance,
+            kind="checkpoint",
+            name=f"{name}@{version}",
+            inline_manifest=False,
+            file_subjects=True,
+            check=still_free_and_admitted,
+        )
+    except DataRefusedError as e:
+        command = external.get("command")
+        label = f"command: {shlex.join(command)}" if isinstance(command, list) else build_type
+        _record_refusal(ledger, admission.dataset, label[:200], start.signer, e)
+        raise
+
+
+def check_still_admitted(ledger: LedgerHome, start: RunStart, admission: Admission) -> None:
+    """Judge again, just before a checkpoint is appended, the rules its lineage is judged by.
+
+    The gate admitted the data when the run started; a checkpoint's lineage is judged at its
+    own log index and time. What changed during the run (a revocation or erasure of the
+    dataset, a batch or the parent; the dataset held out; an approval expired; a key revoked)
+    would make the recorded checkpoint fail verification from the start: the record is
+    refused instead. Approvals must still hold `RECORDING_MARGIN` seconds from now (the entry
+    time comes a moment later). The data's bytes are not hashed again: the run was handed the
+    bytes the gate hashed, whatever the store holds now; their blobs must still be present.
+
+    Raises:
+        DataRefusedError: a rule no longer holds (nothing is recorded).
+    """
+    import datetime as dt
+
+    from trajledger.verify.lineage import Edge, Node
+
+    from .admission import refuse_erased
+    from .verification import decide, ledger_verifier
+
+    verifier = ledger_verifier(ledger, start.policy, data="size")
+    verifier.caller_hashes = frozenset({"rollout-batch"})  # (held in memory since the gate)
+    verifier.now += dt.timedelta(seconds=RECORDING_MARGIN)  # (now, or the log's last time)
+    ref = f"{admission.name}@{admission.version}"
+    decision = Node(f"recording:{admission.dataset}", "admission",
+                    name=f"recording a checkpoint trained on dataset {ref}")
+
+    def walk() -> list[Edge]:
+        node = verifier.artifact(admission.dataset, "dataset")
+        verifier.dataset_use(decision, admission.dataset, None, purpose=admission.purpose)
+        refuse_erased(verifier, decision, node)
+        for b in admission.batches:
+            refuse_erased(verifier, decision, verifier.artifact(b.digest, "rollout-batch"))
+        edges = [Edge(decision.id, admission.dataset, "dataset")]
+        if start.parent is not None:
+            verifier.artifact(start.parent.digest, "checkpoint")
+            edges.append(Edge(decision.id, start.parent.digest, "base-checkpoint"))
+        return edges
+
+    report = decide(verifier, decision, admission.dataset, walk)
+    if not report.ok:
+        failures = report.failures()
+        raise DataRefusedError(
+            f"dataset {ref}: refused when the checkpoint was to be recorded (the rules changed "
+            f"during the run), {len(failures)} problem(s); nothing was recorded\n"
+            + "\n".join(failures),
+            report,
+        )
 
 
 def train(

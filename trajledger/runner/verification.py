@@ -27,8 +27,10 @@ def ledger_verifier(
 ) -> LineageVerifier:
     """A lineage verifier over the live ledger, indexed by the user's trust state; in a
     command's own process, the blobs of a local store re-hashed by forked workers
-    (`ledger.rehash`), else on threads."""
+    (`ledger.rehash`), else on threads. Its ``now`` (a use now, the gate's) is no earlier
+    than the log's last entry."""
     from trajledger.verify.blobs import BlobHasher
+    from trajledger.verify.times import parse_time
 
     state = ledger.trust_state()
     evidence = ledger_evidence(ledger)
@@ -37,8 +39,15 @@ def ledger_verifier(
     # at exit (`ledger.evidence`): a worker's downloads would outlive it. Those stay on threads.
     if ledger.own_process and data == "hash" and ledger.store.is_local:
         from trajledger.ledger.rehash import ForkedHasher as hasher
-    return LineageVerifier(evidence, policy, index=state, data=data,
-                           blobs=hasher(evidence, progress=ledger.progress))
+    verifier = LineageVerifier(evidence, policy, index=state, data=data,
+                               blobs=hasher(evidence, progress=ledger.progress))
+    # A use now (the gate) is judged no earlier than the log's last entry: a clock set back
+    # behind the log does not make an expired approval valid again.
+    assert verifier.checkpoint is not None
+    last = verifier.entry(verifier.checkpoint.size - 1) if verifier.checkpoint.size else None
+    if last is not None:
+        verifier.now = max(verifier.now, parse_time(last.time))
+    return verifier
 
 
 def verify_ref(

@@ -179,11 +179,17 @@ def release_rules(
 def _latest_evaluation(
     v: LineageVerifier, checkpoint: str, suite: str, cited: Iterable[str], before: int
 ) -> Record | None:
-    """The latest verified evaluation record of ``checkpoint`` on the suite ``NAME@VERSION``
-    logged before ``before``, among the index's referrers and the records of ``cited``
-    evaluations. Each record counts on its own (a run whose results equal an earlier run's is
-    a later record of the same artifact)."""
+    """The latest verified evaluation record of ``checkpoint`` on the suite ``NAME@VERSION`` (the
+    first verified holdout or regression dataset of that name) logged before ``before``, among
+    the index's referrers and the records of ``cited`` evaluations, or None when there is none
+    or the latest an evaluator signed does not verify (revoked, say). Each record counts on its
+    own (a run whose results equal an earlier run's is a later record of the same artifact)."""
     found = None
+    # The suite is the first held-out dataset of its NAME@VERSION (versions are immutable): a
+    # later record carrying that name is another suite, whoever signed it.
+    first = next((r.entry.subject for i in v.index.held_out() if i < before
+                  and isinstance(r := v.record(i), Record) and isinstance(p := r.predicate, Dataset)
+                  and f"{p.name}@{p.version}" == suite), None)
     seen = {i for i, role in v.index.referrers(checkpoint) if role == "checkpoint"}
     seen |= {i for d in cited for i in v.records(d, "evaluation")}
     for i in sorted(seen):
@@ -192,13 +198,13 @@ def _latest_evaluation(
             continue
         node = v.artifact(e.subject, "evaluation")
         rec = v.record(i)
-        if not node.ok or not isinstance(rec, Record):
+        if not isinstance(rec, Record):
             continue
         ev = rec.predicate
         assert isinstance(ev, Evaluation)
-        if ev.checkpoint.digest != checkpoint or _suite_problems(v, ev):
+        if ev.checkpoint.digest != checkpoint or ev.suite.digest != first:
             continue
-        s = v.node(ev.suite.digest)
-        if s.ok and f"{s.name}@{s.version}" == suite:
-            found = rec
+        # The latest run an evaluator signed decides: one that fails (revoked, say) leaves
+        # the requirement missing; an earlier, better run does not count again.
+        found = rec if node.ok and not _suite_problems(v, ev) and v.node(first).ok else None
     return found

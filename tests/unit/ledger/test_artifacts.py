@@ -137,6 +137,29 @@ def test_environment_version_is_immutable(ledger: Ledger, alice: Signer) -> None
     assert register_environment(ledger, "cart", "2", alice).index == 1
 
 
+def test_two_writers_racing_for_one_name_log_one_record(
+    ledger: Ledger, alice: Signer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # rev6 (finding 2's root): a name was checked free only before the record's files were
+    # written, outside the log's lock; a writer that took the name meanwhile (here: while the
+    # descriptor is written) was not seen, and the log held two records of cart@1.
+    import trajledger.ledger.artifacts as artifacts
+
+    real = artifacts._descriptor
+    raced: list[bool] = []
+
+    def racing(tmp: Path, name: str, body: dict[str, Any]) -> dict[str, Path]:
+        if not raced:
+            raced.append(True)
+            register_environment(Ledger.open(ledger.root), "cart", "1", alice, source="other")
+        return real(tmp, name, body)
+
+    monkeypatch.setattr(artifacts, "_descriptor", racing)
+    with pytest.raises(PolicyError, match=r"^environment cart@1: already recorded as "):
+        register_environment(ledger, "cart", "1", alice)
+    assert raced and ledger.log.size == 1
+
+
 def test_environment_with_unreadable_rules(ledger: Ledger, alice: Signer, tmp_path: Path) -> None:
     with pytest.raises(LedgerError, match=r"rules\.md: cannot read: No such file or directory$"):
         register_environment(ledger, "cart", "1", alice, rules=tmp_path / "rules.md")

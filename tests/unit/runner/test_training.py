@@ -111,6 +111,51 @@ def test_a_refused_dataset_does_not_start_the_block(chat_home: Path) -> None:
     assert body.predicate["trainer"] == "in-process"
 
 
+def test_a_save_after_the_data_was_revoked_records_nothing(
+    chat_home: Path, tmp_path: Path
+) -> None:
+    # rev6 finding 1: every way to train judges the rules again before it records.
+    ledger = Ledger.open(chat_home)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"\0" * 64)
+    batch = next(LogEntry.from_bytes(e).subject for e in ledger.log.entries(0, ledger.log.size)
+                 if LogEntry.from_bytes(e).kind == "rollout-batch")
+    with ledger.training("chat@1", key="trainer", name="sft", version="1") as run:
+        run.save(model, step=1)
+        ledger.revoke(batch, key="approver", reason="PII")
+        with pytest.raises(DataRefusedError, match="nothing was recorded") as e:
+            run.save(model, step=2)
+    assert "revoked: PII" in str(e.value)
+    assert _kinds(ledger)[-3:] == ["checkpoint", "revocation", "refusal"]
+
+
+def test_a_revocation_while_the_files_are_stored_is_seen_under_the_logs_lock(
+    chat_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # rev6 finding 1: the rules are judged again under the log's lock, just before the append
+    # (the judgement before storing the files can be overtaken while a large model is stored).
+    ledger = Ledger.open(chat_home)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"\0" * 64)
+    batch = next(LogEntry.from_bytes(e).subject for e in ledger.log.entries(0, ledger.log.size)
+                 if LogEntry.from_bytes(e).kind == "rollout-batch")
+    with ledger.training("chat@1", key="trainer", name="sft", version="1") as run:
+        store = run.ledger.store
+        put_file = store.put_file
+
+        def revoke_then_put(*args: object, **kw: object) -> object:
+            Ledger.open(chat_home).revoke(batch, key="approver", reason="PII")
+            monkeypatch.setattr(store, "put_file", put_file)
+            return put_file(*args, **kw)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(store, "put_file", revoke_then_put)
+        with pytest.raises(DataRefusedError, match="nothing was recorded"):
+            run.save(model)
+    assert _kinds(ledger)[-2:] == ["revocation", "refusal"]
+
+
 def test_conversations_of_observation_data_are_refused(chat_home: Path) -> None:
     import pyarrow as pa
 

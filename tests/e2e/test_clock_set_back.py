@@ -1,0 +1,56 @@
+"""A clock set back (rev6 finding 4): the gate judges approvals no earlier than the log's last
+entry.
+
+On a copy of the chat ledger (tests/conftest.py): ``chat@2`` approved for two seconds; once it
+expired and the log took another entry in, the runner's clock is set back ten minutes (the
+verifier's clock, read from the system). Before the fix `admit` judged the expired approval
+valid, and a run would have trained on it. (A log *writer* whose clock is set back still dates
+its entries in the past: docs/SECURITY.md, rev6's design limits.)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import types
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from test_runner_cli import expect  # tests/e2e is on sys.path (its conftest)
+
+from trajledger import Ledger
+from trajledger.runner.cli import main
+from trajledger.verify import lineage
+from trajledger.verify.log_entry import LogEntry
+
+BACK = dt.timedelta(minutes=10)
+
+
+class _Behind(dt.datetime):
+    @classmethod
+    def now(cls, tz: dt.tzinfo | None = None) -> _Behind:  # type: ignore[override]
+        return super().now(tz) - BACK
+
+
+def set_clock_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lineage, "dt", types.SimpleNamespace(
+        datetime=_Behind, UTC=dt.UTC, timedelta=dt.timedelta, timezone=dt.timezone))
+
+
+def test_an_expired_approval_stays_expired_when_the_clock_is_set_back(
+    chat_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger = Ledger.open(chat_home)
+    batch = next(LogEntry.from_bytes(e).subject for e in ledger.log.entries(0, ledger.log.size)
+                 if LogEntry.from_bytes(e).kind == "rollout-batch")
+    ledger.create_dataset("chat", "2", "train", [batch], key="vendor")
+    ledger.approve("chat@2", key="approver", expires="2s")
+    time.sleep(3)
+    ledger.approve("chat@1", key="approver")  # the log moves on past the expiry
+    set_clock_back(monkeypatch)
+    r = CliRunner().invoke(main, ["--ledger", str(chat_home), "admit", "chat@2"],
+                           prog_name="trajledger")
+    expect(r, 1)
+    assert "approvals: 0 of 1 required approver(s) for 'train'; approval" in r.stderr
+    assert "expired at" in r.stderr
