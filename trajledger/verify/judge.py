@@ -88,13 +88,8 @@ class RecordFailure:
 # -- records ---------------------------------------------------------------------------------
 
 
-def judge_record(
-    index: int,
-    entry: LogEntry,
-    data: bytes | None,
-    policy: TrustPolicy,
-    read: Callable[[str], bytes | None],
-) -> Record | RecordFailure:
+def judge_record(index: int, entry: LogEntry, data: bytes | None, policy: TrustPolicy,
+                 read: Callable[[str], bytes | None]) -> Record | RecordFailure:
     """Judge the record of log entry ``index`` (included under the checkpoint: the caller
     checked) from its envelope's bytes ``data`` (None: missing).
 
@@ -271,9 +266,15 @@ def approvals(
            and must not be older than the policy's maximum approval age at ``at_time``.
         3. Distinct approver keys of the counted records reach the approver threshold.
 
+    The threshold and the maximum age are those of the policy in force at the use
+    (`TrustPolicy.policy_at`), as each record's signatures are judged by the policy in force
+    when it was logged: a successor that raises the threshold does not fail what was trained
+    before it (a use now is judged by the policy now).
+
     Adds an ``approvals`` check to ``node`` (failed with every reason a record did not
     count) and returns the keyids that counted.
     """
+    policy = policy.policy_at(before)
     approvers: set[str] = set()
     notes: list[str] = []
     for r in found:
