@@ -93,11 +93,21 @@ def test_a_directory_with_nothing_to_record(chat_home: Path, tmp_path: Path) -> 
             run.save(tmp_path / "empty")
 
 
+def _first_batch(ledger: Ledger) -> str:
+    return next(LogEntry.from_bytes(e).subject for e in ledger.log.entries(0, ledger.log.size)
+                if LogEntry.from_bytes(e).kind == "rollout-batch")
+
+
+def _model(tmp_path: Path) -> Path:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"\0" * 64)
+    return model
+
+
 def test_a_refused_dataset_does_not_start_the_block(chat_home: Path) -> None:
     ledger = Ledger.open(chat_home)
-    batch = next(LogEntry.from_bytes(e).subject for e in ledger.log.entries(0, ledger.log.size)
-                 if LogEntry.from_bytes(e).kind == "rollout-batch")
-    ledger.create_dataset("chat", "2", "train", [batch], key="vendor")
+    ledger.create_dataset("chat", "2", "train", [_first_batch(ledger)], key="vendor")
     entered = False
     with (
         pytest.raises(DataRefusedError, match="dataset chat@2: refused"),
@@ -116,11 +126,7 @@ def test_a_save_after_the_data_was_revoked_records_nothing(
 ) -> None:
     # rev6 finding 1: every way to train judges the rules again before it records.
     ledger = Ledger.open(chat_home)
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "model.safetensors").write_bytes(b"\0" * 64)
-    batch = next(LogEntry.from_bytes(e).subject for e in ledger.log.entries(0, ledger.log.size)
-                 if LogEntry.from_bytes(e).kind == "rollout-batch")
+    model, batch = _model(tmp_path), _first_batch(ledger)
     with ledger.training("chat@1", key="trainer", name="sft", version="1") as run:
         run.save(model, step=1)
         ledger.revoke(batch, key="approver", reason="PII")
@@ -136,11 +142,7 @@ def test_a_revocation_while_the_files_are_stored_is_seen_under_the_logs_lock(
     # rev6 finding 1: the rules are judged again under the log's lock, just before the append
     # (the judgement before storing the files can be overtaken while a large model is stored).
     ledger = Ledger.open(chat_home)
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "model.safetensors").write_bytes(b"\0" * 64)
-    batch = next(LogEntry.from_bytes(e).subject for e in ledger.log.entries(0, ledger.log.size)
-                 if LogEntry.from_bytes(e).kind == "rollout-batch")
+    model, batch = _model(tmp_path), _first_batch(ledger)
     with ledger.training("chat@1", key="trainer", name="sft", version="1") as run:
         store = run.ledger.store
         put_file = store.put_file
