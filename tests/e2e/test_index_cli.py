@@ -213,3 +213,28 @@ def test_help_imports_nothing_heavy(args: list[str]) -> None:
     }
     assert "trajledger.ledger.index_cli" in modules and "trajledger.ledger.index" not in modules
     assert sorted(m for m in modules if m.split(".")[0] in HEAVY) == []
+
+
+def test_stats_names_a_revocation_the_log_holds(
+    runner: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    """stats reads the audit index (unverified by design): a revoked batch's figures printed
+    with nothing but 'OK' read as a clean bill (rev7's left item). The revocation is named."""
+    import shutil
+
+    copy = tmp_path / "ledger"
+    shutil.copytree(home, copy, symlinks=True)
+    tk.pin_log(copy)
+    r = run(runner, copy, "revoke", "chat-batch", "--key", "producer", "--reason", "PII")
+    assert r.exit_code == 0, r.output
+    index = Ledger.open(copy).log.size - 1
+    for json_mode in ([], ["--json"]):
+        result = run(runner, copy, "stats", "chat-batch", *json_mode)
+        assert result.exit_code == 0, result.output
+        digest = json.loads(run(runner, copy, "stats", "chat-batch", "--json").stdout)["digest"]
+        assert result.stderr.splitlines()[-2:] == [
+            f"WARNING: {digest[:19]}…: the log holds a revocation of it (log index {index}); "
+            "these figures are the audit index's, not a verdict: run 'trajledger verify' or "
+            "'trajledger impact' on it",
+            "OK: stats of rollout-batch chat-batch",
+        ]

@@ -339,7 +339,23 @@ def stats(ctx: Context, ref: str, by: str | None, judge_key: str | None, as_json
             click.echo(visible(f"judge {c.judge}: {state}; {c.why}"))
     for w in report.warnings:
         warn(_short(w))
+    for w in _retracted(ctx.ledger(), report.digest, report.batches):
+        warn(w)
     ok(f"stats of {report.kind} {report.ref}")
+
+
+def _retracted(ledger: Any, digest: str, batches: Sequence[str]) -> Iterator[str]:
+    """A warning for each revocation or erasure the log holds about ``digest`` or one of its
+    ``batches``: the figures come from the audit index, derived and unverified by design, and
+    must not read as a clean bill (whether a retraction counts is the verifier's to say)."""
+    state = ledger.trust_state()
+    for d in (digest, *batches):
+        for i in state.about(d):
+            e = state.entry(i)
+            if e is not None and e.kind in ("revocation", "erasure"):
+                yield (f"{d[:19]}…: the log holds a {e.kind} of it (log index {i}); these "
+                       "figures are the audit index's, not a verdict: run 'trajledger verify' "
+                       "or 'trajledger impact' on it")
 
 
 COMMANDS = [reindex, query, stats]
