@@ -254,6 +254,27 @@ def test_known_checkpoint_is_checked_with_the_bundled_consistency_proof(world: W
     )
 
 
+@pytest.mark.parametrize("which", ["another log's", "not a checkpoint"])
+def test_a_known_checkpoint_not_of_this_log_is_named_as_such(
+    world: World, tmp_path: Path, which: str
+) -> None:
+    """The user's own input, not the vendor's fork or rollback (review rev5): the failure
+    says what the file is not and what to pass instead."""
+    note = (Ledger.init(tmp_path / "other", origin="test/other").log.checkpoint_bytes()
+            if which == "another log's" else b"hello\n")
+    with open_(world.bundle) as ev:
+        (failure,) = verify_bundle(ev, world.policy, known_checkpoint=note).failures()
+    assert "fork" not in failure and "rollback" not in failure, failure
+    first = "test/other" if which == "another log's" else "hello"
+    assert failure.startswith(
+        "log test/bundle > consistent with the checkpoint seen before: the checkpoint seen "
+        f"before is not one this log signed (its first line reads '{first}'; "), failure
+    assert failure.endswith(
+        "it is another log's, or another key's, or not a checkpoint; pass a checkpoint of "
+        "test/bundle (the checkpoint member of a bundle of it verified before), or none"
+    ), failure
+
+
 def test_policy_of_another_log_fails(world: World, tmp_path: Path) -> None:
     other = Ledger.init(tmp_path / "other", origin="test/other")
     text = world.policy_file.read_text().replace(Ledger.open(world.home).log.vkey, other.log.vkey)
