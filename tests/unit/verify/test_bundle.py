@@ -14,7 +14,9 @@ import base64
 import hashlib
 import io
 import os
+import shutil
 import stat
+import subprocess
 import sys
 import tarfile
 from collections.abc import Callable
@@ -30,6 +32,7 @@ from trajledger.ledger.exchange import export_bundle
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import record_policy
 from trajledger.verify import bundle as bundle_module
+from trajledger.verify import bundle_stream
 from trajledger.verify.bundle import BundleEvidence, Limits, verify_bundle
 from trajledger.verify.bundle_index import BundleIndex, Member, check_member_name
 from trajledger.verify.errors import DigestMismatchError, FormatError, ProofError, SignatureError
@@ -608,6 +611,35 @@ def test_data_after_the_archive_is_refused(world: World, tmp_path: Path) -> None
     bad = pack(tmp_path / "b.tar.zst", world.members, tail=b"\x00" * 1024 + b"hidden")
     with pytest.raises(FormatError, match="data after the end of the tar archive"):
         open_(bad)
+
+
+def test_zero_padding_after_the_archive_is_bounded(world: World, tmp_path: Path) -> None:
+    """Review rev5: zeros after the tar's end were read to the end of the stream (2 GiB cost
+    1.1 CPU-s) before the bundle was judged; tar pads to a record (10 KiB, as tarfile and
+    trajledger write; 1 MiB with GNU tar -b 2048), so at most 1 MiB of zeros may follow."""
+    limit = bundle_stream.CHUNK
+    assert limit == 1 << 20
+    open_(pack(tmp_path / "ok.tar.zst", world.members, tail=bytes(limit - 10240))).close()
+    bad = pack(tmp_path / "b.tar.zst", world.members, tail=bytes(limit + 1))
+    with pytest.raises(FormatError, match=r"data after the end of the tar archive \(only zero "
+                       r"padding, at most 1048576 bytes, may follow\)"):
+        open_(bad)
+
+
+@pytest.mark.skipif(shutil.which("tar") is None, reason="needs a tar command")
+def test_a_bundle_tar_writes_with_a_1_mib_record_opens(world: World, tmp_path: Path) -> None:
+    """GNU (or BSD) tar's largest common record, ``-b 2048``: the padding bound refuses none."""
+    d = tmp_path / "members"
+    for name, data in world.members:
+        (d / name).parent.mkdir(parents=True, exist_ok=True)
+        (d / name).write_bytes(data)
+    raw = subprocess.run(["tar", "--format=ustar", "-b", "2048", "-cf", "-", "-C", str(d),
+                          *(n for n, _ in world.members)], check=True, capture_output=True).stdout
+    assert len(raw) == 1 << 20  # one record: most of it padding after the end
+    path = tmp_path / "tar.tar.zst"
+    path.write_bytes(zstandard.ZstdCompressor().compress(raw))
+    with open_(path) as ev:
+        assert verify_bundle(ev, world.policy).ok
 
 
 def test_not_zstd_and_truncated_streams_are_refused(world: World, tmp_path: Path) -> None:
