@@ -351,6 +351,32 @@ def test_verify_command_line_refusals(
     )
 
 
+@pytest.mark.parametrize("name", ["d", "d.tar.zst"])
+def test_a_directory_given_as_the_bundle_is_named_as_one(
+    vendor: Vendor, buyer: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """Review rev5: a directory where a bundle file is expected said "no such file" (or, to
+    ``verify``, named no artifact). Every command taking a bundle says it is a directory, one
+    line, exit 3 (operational, as a missing file: the arguments were well formed)."""
+    d = tmp_path / name
+    d.mkdir()
+    want = f"bundle {d}: is a directory, want a .tar.zst bundle file"
+    policy = buyer / "policy.toml"
+    expect(run(buyer, "import", d, "--policy", policy, "--key", "b1"), 3, f"FAIL: {want}\n")
+    assert verify_cli(capsys, d, "--policy", vendor.policy) == (3, "", f"FAIL: {d}: {want}\n")
+    for home in (buyer, tmp_path / "no-ledger"):  # a name of none, or no ledger to look it up
+        r = run(home, "verify", d, "--policy", vendor.policy)
+        expect(r, 3)
+        assert r.stderr.startswith(f"FAIL: {want} (a model's files go with --files DIR); as a "
+                                   f"REF: "), r.stderr
+        assert r.stderr.count("\n") == 1 and r.stdout == "", r.output
+    expect(run(buyer, "fsck", "--repair", "--from", d), 3,
+           f"FAIL: {want} or a ledger directory (it holds no ledger.toml)\n")
+    expect(run(buyer, "fsck", "--repair", "--from", tmp_path / "none.tar.zst"), 3,
+           f"FAIL: bundle {tmp_path / 'none.tar.zst'}: no such file\n")
+    assert store_count(buyer) == 0
+
+
 def test_known_checkpoint_consistency(
     vendor: Vendor, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

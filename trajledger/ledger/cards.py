@@ -44,6 +44,7 @@ from trajledger.verify.predicates import (
     Revocation,
     RolloutBatch,
 )
+from trajledger.verify.report import HIDDEN
 from trajledger.verify.strict_json import load_object
 
 from .signing import canonical_json
@@ -131,7 +132,10 @@ _SECTIONS: dict[str, dict[str, _Field]] = {
 _LANGUAGE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{1,8})*")
 _URL = re.compile(r"https?://[^\s/?#]+[^\s]*")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# What a report escapes (control characters, NEL, line and paragraph separators, bidirectional
+# controls) but tabs and line breaks: prose that holds them could reorder or hide what a reader
+# of the card sees (review rev5), so a card holding any is refused, stored or not.
+_CONTROL = re.compile("[" + "".join(re.escape(chr(c)) for c in HIDDEN if c not in (9, 10)) + "]")
 
 
 def _type_name(value: Any) -> str:
@@ -168,9 +172,11 @@ class _Checker:
             self.problems.append(f"{where} holds {len(text)} characters, want at most "
                                  f"{MAX_TEXT}")
             return None
-        if _CONTROL.search(text):
-            self.problems.append(f"{where} holds a control character, want text (tabs and "
-                                 "line breaks are fine)")
+        if hidden := _CONTROL.search(text):
+            self.problems.append(f"{where} holds {HIDDEN[ord(hidden[0])]}, a control, line "
+                                 "separator or bidirectional control character; want text (tabs "
+                                 "and line breaks are fine; write right-to-left text in its "
+                                 "logical order, without bidirectional controls)")
             return None
         return text
 

@@ -34,6 +34,7 @@ __all__ = [
     "JSON_OPTION",
     "Context",
     "Group",
+    "bundle_file",
     "emit_json",
     "emit_result",
     "fail",
@@ -204,6 +205,19 @@ def style(text: str, **styles: Any) -> str:
     if os.environ.get("NO_COLOR"):
         return text
     return click.style(text, **styles)
+
+
+def bundle_file(path: Path, also: str = "") -> Path:
+    """``path``, an evidence bundle the user named (``import``, ``verify BUNDLE``, ``fsck
+    --repair --from``, as ``python -m verify``): a directory or a missing file is one line,
+    exit 3 (operational, like every missing file: the arguments were well formed; whether the
+    path holds a bundle is a fact of the file system, not of the command line). ``also``
+    names what else the option takes ("or a ledger directory")."""
+    if path.is_dir():
+        raise LedgerError(f"bundle {path}: is a directory, want a .tar.zst bundle file{also}")
+    if not path.is_file():
+        raise LedgerError(f"bundle {path}: no such file")
+    return path
 
 
 def visible(text: str) -> str:

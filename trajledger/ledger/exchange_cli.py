@@ -21,6 +21,7 @@ from .clikit import (
     JSON_OPTION,
     OUT_PATH_OR_URI,
     Context,
+    bundle_file,
     emit_json,
     emit_result,
     ok,
@@ -395,11 +396,7 @@ def import_(
     policy = _policy(ledger, policy_file)
     signers = [ledger.keys.signer(k) for k in keys]
     with tempfile.TemporaryDirectory(prefix="trajledger-import-") as tmp:
-        path = download(file, Path(tmp)) if is_uri(file) else Path(file)
-        if not path.is_file():
-            from .errors import LedgerError
-
-            raise LedgerError(f"bundle {file}: no such file")
+        path = download(file, Path(tmp)) if is_uri(file) else bundle_file(Path(file))
         result = import_bundle(ledger, path, policy, signers)
     changes = result.changes
     if as_json:  # one JSON document: its subject is the digest (or "bundle": updates alone)

@@ -12,7 +12,18 @@ from pathlib import Path
 
 import click
 
-from .clikit import EXIT_FAILED, Context, emit_json, fail, ok, pass_ctx, progress_to, warn
+from .clikit import (
+    EXIT_FAILED,
+    Context,
+    bundle_file,
+    emit_json,
+    fail,
+    ok,
+    pass_ctx,
+    progress_to,
+    warn,
+)
+from .config import CONFIG_NAME
 
 __all__ = ["COMMANDS", "fsck", "gc"]
 
@@ -38,7 +49,7 @@ def _render(report: object, as_json: bool) -> None:
 @click.option(
     "--from",
     "source",
-    type=click.Path(exists=True, path_type=Path),
+    type=click.Path(path_type=Path),
     help="Where to restore from: an exported bundle (.tar.zst) or another ledger directory.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
@@ -63,6 +74,8 @@ def fsck(ctx: Context, repair: bool, source: Path | None, as_json: bool) -> None
         raise click.UsageError("--repair needs --from BUNDLE|LEDGER")
     if source is not None and not repair:
         raise click.UsageError("--from is only used with --repair")
+    if source is not None and not (source / CONFIG_NAME).is_file():  # else a ledger directory
+        bundle_file(source, f" or a ledger directory (it holds no {CONFIG_NAME})")
     ledger = ctx.ledger()
     with progress_to(quiet=ctx.quiet, label="checking objects") as bar:
         report = lib.fsck(ledger, on_progress=bar)

@@ -24,7 +24,7 @@ from trajledger.ledger.clikit import (
     recorded_json,
     visible,
 )
-from trajledger.ledger.errors import AlreadyRecordedError
+from trajledger.ledger.errors import AlreadyRecordedError, LedgerError
 
 __all__ = ["COMMANDS"]
 
@@ -157,7 +157,6 @@ def policy_init(
       trajledger policy init --producer vendor --approver approver-a --trainer trainer
       trajledger policy init --roles producer      # a data vendor: record and export
     """
-    from trajledger.ledger.errors import LedgerError
     from trajledger.ledger.fs import write_file_atomic
     from trajledger.ledger.policy_state import policy_toml
     from trajledger.ledger.suggestions import did_you_mean, suggest
@@ -370,7 +369,6 @@ def policy_show(ctx: Context, as_json: bool) -> None:
     Example:
       trajledger policy show --json
     """
-    from trajledger.ledger.errors import LedgerError
     from trajledger.ledger.policy_state import current_policy
 
     found = current_policy(ctx.ledger())
@@ -845,9 +843,18 @@ def verify(
             click.echo("\n".join(report.render()))
         report_raise(report, str(bundle), skip_data)
         return
-    ledger = ctx.ledger()
-    p = command_policy(ctx, ledger, policy_file)
-    report = ledger.verify(targets[0], policy=p, skip_data=skip_data, files=files_dir)
+    ledger = None
+    try:
+        ledger = ctx.ledger()
+        p = command_policy(ctx, ledger, policy_file)
+        report = ledger.verify(targets[0], policy=p, skip_data=skip_data, files=files_dir)
+    except LedgerError as e:  # no ledger here, or no such name: a directory meant as a bundle?
+        from trajledger.ledger.catalog import RefError
+
+        if bundle.is_dir() and (ledger is None or isinstance(e, RefError)):
+            raise LedgerError(f"bundle {bundle}: is a directory, want a .tar.zst bundle file "
+                              f"(a model's files go with --files DIR); as a REF: {e}") from e
+        raise
     if as_json:
         emit_json(report.to_json())
     else:

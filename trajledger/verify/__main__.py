@@ -66,12 +66,8 @@ def _parser(given: Sequence[str]) -> argparse.ArgumentParser:
     p.given = given
     p.add_argument("bundle", type=Path, help="the bundle (.tar.zst)")
     p.add_argument("-V", "--version", nargs=0, action=_Version, help="show the version and exit")
-    p.add_argument(
-        "--policy",
-        required=True,
-        type=Path,
-        help="your trust policy: TOML (key paths relative to it) or its JSON form",
-    )
+    p.add_argument("--policy", required=True, type=Path,
+                   help="your trust policy: TOML (key paths relative to it) or its JSON form")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument(
         "--skip-data",
@@ -109,8 +105,9 @@ def run(args: argparse.Namespace) -> int:
         known = args.known_checkpoint.read_bytes() if args.known_checkpoint else None
     except OSError as e:
         raise OSError(f"known checkpoint {args.known_checkpoint}: {e.strerror or e}") from e
-    if not args.bundle.is_file():
-        raise OSError(f"bundle {args.bundle}: no such file")
+    if not args.bundle.is_file():  # exit 3 as a missing file (docs/cli.md says why)
+        raise OSError(f"bundle {args.bundle}: " + ("is a directory, want a .tar.zst bundle file"
+                                                   if args.bundle.is_dir() else "no such file"))
     with BundleEvidence.open(args.bundle) as evidence:
         report = verify_bundle(
             evidence, policy, data="size" if args.skip_data else "hash", known_checkpoint=known,

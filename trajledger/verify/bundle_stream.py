@@ -171,7 +171,9 @@ def tar_headers(stream: Bounded, limits: Limits, what: str) -> Iterator[tuple[st
 
     Steps:
         1. Read a 512-byte header; two zero blocks end the archive, and only zero padding may
-           follow them.
+           follow them, at most `CHUNK` (1 MiB) of it: tar pads to a record (10 KiB by default,
+           as ``tarfile`` and trajledger write; 1 MiB with GNU tar's ``-b 2048``), and 2 GiB of
+           zeros there cost 1.1 CPU-s to read before the bundle was judged.
         2. Check the ustar magic and version and the header checksum.
         3. A pax extended header (type ``x``, at most ``limits.pax`` bytes, keys ``path`` and
            ``size`` only) applies to the next header, which must be a regular file.
@@ -186,9 +188,11 @@ def tar_headers(stream: Bounded, limits: Limits, what: str) -> Iterator[tuple[st
             second = stream.exact(BLOCK, f"{what}: tar end-of-archive")
             if second != bytes(BLOCK) or pax is not None:
                 raise FormatError(f"{what}: malformed end of the tar archive")
+            end = stream.count  # a bound on the padding: tar's records are 10 KiB (tarfile, GNU)
             while tail := stream.read(CHUNK):
-                if tail.count(0) != len(tail):
-                    raise FormatError(f"{what}: data after the end of the tar archive")
+                if tail.count(0) != len(tail) or stream.count - end > CHUNK:
+                    raise FormatError(f"{what}: data after the end of the tar archive (only "
+                                      f"zero padding, at most {CHUNK} bytes, may follow)")
             return
         # (2)
         here = f"{what}: tar header {number}"

@@ -231,10 +231,16 @@ def check_known_checkpoint(trusted: TrustedLog, note: bytes,
                 break
             except ProvenanceError as e:
                 problems.append(str(e))
-        if old is None:
-            raise VerificationError(
-                f"{what}: not signed by a trusted log key ({'; '.join(problems)})"
+        if old is None:  # the user's own input: not a fork, say what it is and what to pass
+            first = note.split(b"\n", 1)[0][:100].decode("utf-8", "replace")
+            trusted.log.fail(
+                f"consistent with the {what}",
+                f"the {what} is not one this log signed (its first line reads {first!r}; "
+                f"{'; '.join(problems)}): it is another log's, or another key's, or not a "
+                f"checkpoint; pass a checkpoint of {trusted.checkpoint.origin} (the checkpoint "
+                f"member of a bundle of it verified before), or none",
             )
+            return
         # (2)
         new = trusted.checkpoint
         proof: list[bytes] = []

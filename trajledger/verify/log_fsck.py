@@ -24,16 +24,18 @@ API (for ``log verify`` and ``ledger.log.check``)::
                        on_entry=lambda i, entry: [...problem messages...],  # optional
                        on_progress=lambda done, total: ...,                 # optional
                        on_tile=lambda level, index, items: ...)              # optional
-    result.ok, result.findings           # Finding(file, index, message), sorted by index
-    result.root                          # the root rebuilt from the entries (None if it cannot be)
+    result.ok, result.findings           # Finding(file, index, message): culprits, then by index
+    result.root                          # the root of the tree checked (None if it cannot be)
 
 ``fetch`` raises FileNotFoundError for a path that does not exist (any other OSError is reported
 as unreadable). A partial tile or bundle that is missing is read as the prefix of the full one
 when that exists (tlog-tiles lets a log delete partials once the full tile is there).
 ``on_entry(index, entry)`` is called once per entry that parses, in log order, and returns the
 problems it found (strings, reported against that entry's bundle); ``on_tile(level, index,
-items)`` receives every tile as rebuilt from the entries (level -1: the bundle's entries; level
->= 0: the hashes), so a caller can check other copies of it.
+items)`` receives every tile of the tree the signed root confirms (level -1: the bundle's
+entries; level >= 0: the hashes), so a caller can check other copies of it: the tiles as rebuilt
+from the entries, except where a bundle was changed and its level-0 tile gives the signed root
+(then that tile, and `LEAF_HASHES`: the leaf hashes the bundle's entries must have).
 """
 
 from __future__ import annotations
@@ -56,11 +58,14 @@ from .tiles import (
     tile_path,
 )
 
-__all__ = ["Fetch", "LogCheck", "check_log", "directory_fetch"]
+__all__ = ["LEAF_HASHES", "Fetch", "LogCheck", "check_log", "directory_fetch"]
 
 Fetch = Callable[[str], bytes]
 """Returns the bytes at a path relative to the log root; FileNotFoundError when absent."""
 
+LEAF_HASHES = -2
+"""``on_tile``'s level for the leaf hashes an entry bundle must give, passed instead of its
+entries (level -1) where the signed root confirms the level-0 tile, not the bundle."""
 _MAX_PER_FILE = 5
 _ZERO = bytes(HASH_SIZE)
 
@@ -71,15 +76,19 @@ class LogCheck:
 
     Attributes:
         size: the tree size checked.
-        root: the root rebuilt from the entries (None when entries and tiles are missing).
+        root: the root rebuilt from the entries, or ``root`` when the level-0 tiles give it and
+            the entries do not (None when entries and tiles are missing).
         findings: every problem found, sorted by entry index (file-level ones first).
         entries_checked: entries parsed (``entry_format``) or hashed.
+        culprits: how many of the first findings name the file whose bytes disagree with the
+            signed tree (where a bundle and its tile disagree); the rest may follow from them.
     """
 
     size: int
     root: bytes | None = None
     findings: list[Finding] = field(default_factory=list)
     entries_checked: int = 0
+    culprits: int = 0
 
     @property
     def ok(self) -> bool:
@@ -140,12 +149,8 @@ class _Run:
 
     # (1) (2) (3) a bundle and its level-0 tile
     def bundle(
-        self,
-        b: int,
-        width: int,
-        on_entry: EntryCallback | None,
-        on_tile: Callable[[int, int, Sequence[bytes]], None] | None,
-    ) -> tuple[list[bytes] | None, list[bytes] | None]:
+        self, b: int, width: int, on_entry: EntryCallback | None
+    ) -> tuple[list[bytes] | None, list[bytes] | None, list[bytes] | None]:
         w = None if width == TILE_WIDTH else width
         erel, trel = entries_path(b, w), tile_path(0, b, w)
         first = b * TILE_WIDTH
@@ -158,9 +163,6 @@ class _Run:
                 entries = stored[:width]
             except FormatError as e:
                 self.problem(name, str(e))
-            else:
-                if on_tile is not None:
-                    on_tile(-1, b, entries)
         tile: list[bytes] | None = None
         got = self.read(trel, tile_path(0, b) if w is not None else None)
         if got is not None:
@@ -181,7 +183,7 @@ class _Run:
                 # if any, rather than blame the next bundle for this one.
                 self.prev = tile[-1].hex() if tile is not None else None
         self.result.entries_checked += len(entries) if entries is not None else 0
-        return leaves, tile
+        return entries, leaves, tile
 
     # (4) entries: format and chain
     def entries(
@@ -260,6 +262,16 @@ class _Run:
             level += 1
         return levels
 
+    def follows(self, i: int, held: bytes, rel: str) -> None:
+        """Entry ``i`` was changed in ``rel`` and the signed tree holds ``held`` for it: the
+        next entry's broken ``prev`` (which is ``held``) follows from that change."""
+        broken = f"entry {i + 1}: prev is {held.hex()},"
+        for n, f in enumerate(self.result.findings):
+            if f.index == i + 1 and f.message.startswith(broken):
+                self.result.findings[n] = Finding(f.file, f.index, f"{f.message} (follows from "
+                                                  f"entry {i}, changed in {rel}: this prev is "
+                                                  f"the signed tree's leaf hash of entry {i})")
+
     # (6) which file is wrong where a bundle and its tile disagree
     def blame(self, trusted: bytes, by_entries: bool, by_tiles: bool) -> None:
         for erel, trel, first, bad in self.mismatches:
@@ -278,6 +290,7 @@ class _Run:
                         f"root have {held.hex()}",
                         first + i,
                     )
+                    self.follows(first + i, held, erel)
                 else:
                     self.problem(
                         erel,
@@ -361,7 +374,11 @@ def check_log(
         5. Each tile of level L >= 1 must equal the roots of the tiles rebuilt below it.
         6. The root rebuilt from the entries must equal ``root``; where a bundle and its tile
            disagree, blame the tile when the entries give ``root``, the bundle when the tiles
-           do, else both.
+           do (then the upper tiles are compared with those rebuilt from the level-0 tiles,
+           the root reported is ``root``, and the next entry's broken ``prev`` is said to
+           follow from the change), else both. The findings naming the changed file come
+           first.
+        7. Pass every tile of the tree ``root`` confirms to ``on_tile``.
 
     Args:
         fetch: reads a file of the log (`Fetch`).
@@ -370,7 +387,7 @@ def check_log(
         entry_format: False for logs whose entries are not trajledger entries (Tessera's).
         on_entry: per-entry check (`EntryCallback`), e.g. envelopes and blobs.
         on_progress: called with (entries done, ``size``) after each bundle.
-        on_tile: receives each tile rebuilt from the entries (level -1: the entries).
+        on_tile: receives each tile of the tree ``root`` confirms (see the module docstring).
 
     Returns:
         The `LogCheck`; ``.ok`` is False when anything is wrong.
@@ -389,15 +406,22 @@ def check_log(
     level1_tiles: list[bytes] = []  # the same from the level-0 tiles where readable
     last: tuple[list[bytes], list[bytes]] = ([], [])
     broken = False
+    # Bundles that disagree with their tile, (b, entries, leaves, tile): which copy the signed
+    # tree confirms is known at the end, and the other versions are compared with that one.
+    held: list[tuple[int, list[bytes], list[bytes], list[bytes]]] = []
     full0, width0 = divmod(size, TILE_WIDTH)
     for b in range(full0 + (1 if width0 else 0)):
         width = TILE_WIDTH if b < full0 else width0
-        leaves, tile = run.bundle(b, width, on_entry, on_tile)
+        entries, leaves, tile = run.bundle(b, width, on_entry)
         if leaves is None and tile is None:
             broken = True
         by_entries = leaves or tile or [_ZERO] * width
         by_tiles = tile or leaves or [_ZERO] * width
-        if on_tile is not None:
+        if entries is not None and leaves is not None and tile is not None and leaves != tile:
+            held.append((b, entries, leaves, tile))
+        elif on_tile is not None:
+            if entries is not None:
+                on_tile(-1, b, entries)
             on_tile(0, b, by_entries)
         if width == TILE_WIDTH:
             level1.append(root_from_leaf_hashes(by_entries))
@@ -407,9 +431,18 @@ def check_log(
         if on_progress is not None:
             on_progress(b * TILE_WIDTH + width, size)
     # (5)
-    levels = run.upper_levels(level1, on_tile)
+    upper: list[tuple[int, int, Sequence[bytes]]] = []  # upper tiles, while ``held`` waits
+
+    def later(level: int, index: int, items: Sequence[bytes]) -> None:
+        upper.append((level, index, items))
+
+    mark = len(run.result.findings)
+    levels = run.upper_levels(level1, later if held else on_tile)
+    end = len(run.result.findings)
     # (6)
     result = run.result
+    tiles_trusted = False
+    culprits: set[int] = set()
     if broken:
         run.problem(
             entries_path(0) if size else "tile", "the tree cannot be rebuilt: entries and "
@@ -422,7 +455,15 @@ def check_log(
             by_tiles_root = _root_from_levels(size, _levels_above(size, level1_tiles), last[1])
         result.root = rebuilt
         if root is not None:
+            tiles_trusted = rebuilt != root == by_tiles_root
+            if tiles_trusted:  # an edited bundle: the upper tiles are compared with the tiles'
+                result.root = root
+                del result.findings[mark:end]
+                upper.clear()
+                run.upper_levels(level1_tiles, later)
+            blamed = len(result.findings)
             run.blame(root, rebuilt == root, by_tiles_root == root)
+            culprits = {id(f) for f in result.findings[blamed:]}
             if root not in (rebuilt, by_tiles_root):
                 run.problem(
                     "checkpoint",
@@ -431,5 +472,17 @@ def check_log(
                 )
         else:
             run.blame(rebuilt, False, False)
-    result.findings.sort(key=lambda f: -1 if f.index is None else f.index)
+    # (7)
+    if on_tile is not None:
+        for b, entries, leaves, tile in held:
+            if tiles_trusted:
+                on_tile(LEAF_HASHES, b, tile)
+            else:
+                on_tile(-1, b, entries)
+            on_tile(0, b, tile if tiles_trusted else leaves)
+        for tile_args in upper:
+            on_tile(*tile_args)
+    # The file whose bytes disagree with the signed tree first, then by entry index.
+    result.findings.sort(key=lambda f: (id(f) not in culprits, -1 if f.index is None else f.index))
+    result.culprits = sum(id(f) in culprits for f in result.findings)
     return result

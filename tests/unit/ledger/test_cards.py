@@ -148,8 +148,15 @@ conditions = ["a"]
          "[uses] intended[1] is an integer, want a string"),
         (lambda c: c["uses"].update(biases="one"), "[uses] biases is a string, want a list of "
          "strings"),
-        (lambda c: c.update(description="a\x07b"),
-         "description holds a control character, want text (tabs and line breaks are fine)"),
+        *[(lambda c, ch=ch: c.update(description=f"a{ch}b"),  # C0, DEL, C1 (NEL, CSI),
+           f"description holds \\u{ord(ch):04x}, a control, line separator or bidirectional "
+           "control character; want text (tabs and line breaks are fine; write right-to-left "
+           "text in its logical order, without bidirectional controls)")
+          for ch in "\x07\r\x7f\x85\x9b\u2028\u202e\u2067\u200f\u061c"],  # LS, RLO, RLI...
+        (lambda c: c["uses"].update(biases=["fine", "evil\u202e"]),
+         "[uses] biases[1] holds \\u202e, a control, line separator or bidirectional control "
+         "character; want text (tabs and line breaks are fine; write right-to-left text in its "
+         "logical order, without bidirectional controls)"),
         (lambda c: c.update(description="x" * (MAX_TEXT + 1)),
          f"description holds {MAX_TEXT + 1} characters, want at most {MAX_TEXT}"),
         (lambda c: c.update(tags=["t"] * 257), "tags has 257 items, want at most 256"),
@@ -164,6 +171,15 @@ def test_a_card_is_refused_with_one_line_per_problem(edit: Any, line: str) -> No
     with pytest.raises(FormatError) as e:
         ProducerCard(doc, "card.json")
     assert str(e.value).splitlines() == [f"card.json: {line}"]
+
+
+def test_prose_keeps_tabs_line_breaks_and_right_to_left_text() -> None:
+    """Markdown prose: paragraphs, an indented code block, a tab, Arabic and Hebrew in their
+    logical order (the viewer's bidirectional algorithm shows them; no control is needed)."""
+    doc = ProducerCard.from_toml(GOOD).to_json()
+    text = "One.\n\n    code\n\tmore code\n\nعربي and עברית, 1–2 × ½ “quoted”."
+    doc["description"] = text
+    assert ProducerCard(doc, "card.json").get(None, "description") == text
 
 
 def test_not_toml_and_too_large_are_one_line_each(tmp_path: Any) -> None:

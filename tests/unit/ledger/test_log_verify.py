@@ -245,3 +245,43 @@ def test_report_json(ledger: Ledger, alice: Signer, make_tree: Any) -> None:
         "blobs_checked",
         "data",
     }
+
+
+@pytest.mark.parametrize("older_too", [False, True])
+def test_an_edited_bundle_is_named_first_and_older_partials_are_not_blamed(
+    tmp_path: Path, older_too: bool
+) -> None:
+    """Review rev7: an entry edited in the current partial bundle made `log verify` blame every
+    authentic older partial (compared with the tiles rebuilt from the edited entries), report
+    a root nobody signed, and name the edited file last. Now the bundle comes first, the chain
+    break after it says it follows from it, older partials are compared with the signed tree
+    (one edited as well is still named), and the root is the signed one."""
+    log = Log.create(tmp_path / "log", "example.org/edit", Signer.generate("l"))
+    for i in range(8):  # one append each: older partials 000.p/1 .. 000.p/7 stay
+        log.append([EntrySpec("files", f"sha256:{i:064x}", f"sha256:{i + 100:064x}",
+                              ("a" * 64,))])
+    signed = log.checkpoint().root
+
+    def edit(rel: str, entry: int) -> None:
+        path = log.directory / rel
+        data = bytearray(path.read_bytes())
+        at = data.index(f"sha256:{entry + 100:064x}".encode()) + 7  # its manifest digest
+        data[at] = ord("f")
+        writable(path).write_bytes(bytes(data))
+
+    edit("tile/entries/000.p/8", 2)
+    if older_too:
+        edit("tile/entries/000.p/5", 1)
+    report = verify_log_dir(log.directory)
+    want = [("tile/entries/000.p/8", 2)]
+    if older_too:
+        want.append(("tile/entries/000.p/5", 1))
+    want.append(("tile/entries/000.p/8", 3))
+    assert problems(report) == want, report.problems
+    assert "but tile/0/000.p/8 and the trusted root have" in report.problems[0].message
+    assert report.problems[-1].message.endswith(
+        "the hash chain is broken (follows from entry 2, changed in tile/entries/000.p/8: this "
+        "prev is the signed tree's leaf hash of entry 2)")
+    if older_too:
+        assert report.problems[1].message.endswith("(the signed tree's)")
+    assert report.root == signed

@@ -14,7 +14,9 @@ import base64
 import hashlib
 import io
 import os
+import shutil
 import stat
+import subprocess
 import sys
 import tarfile
 from collections.abc import Callable
@@ -30,6 +32,7 @@ from trajledger.ledger.exchange import export_bundle
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import record_policy
 from trajledger.verify import bundle as bundle_module
+from trajledger.verify import bundle_stream
 from trajledger.verify.bundle import BundleEvidence, Limits, verify_bundle
 from trajledger.verify.bundle_index import BundleIndex, Member, check_member_name
 from trajledger.verify.errors import DigestMismatchError, FormatError, ProofError, SignatureError
@@ -252,6 +255,27 @@ def test_known_checkpoint_is_checked_with_the_bundled_consistency_proof(world: W
         f"bundle holds no consistency proof from size {world.size_before} to 3 "
         f"(export it with --consistency-from {world.size_before})"
     )
+
+
+@pytest.mark.parametrize("which", ["another log's", "not a checkpoint"])
+def test_a_known_checkpoint_not_of_this_log_is_named_as_such(
+    world: World, tmp_path: Path, which: str
+) -> None:
+    """The user's own input, not the vendor's fork or rollback (review rev5): the failure
+    says what the file is not and what to pass instead."""
+    note = (Ledger.init(tmp_path / "other", origin="test/other").log.checkpoint_bytes()
+            if which == "another log's" else b"hello\n")
+    with open_(world.bundle) as ev:
+        (failure,) = verify_bundle(ev, world.policy, known_checkpoint=note).failures()
+    assert "fork" not in failure and "rollback" not in failure, failure
+    first = "test/other" if which == "another log's" else "hello"
+    assert failure.startswith(
+        "log test/bundle > consistent with the checkpoint seen before: the checkpoint seen "
+        f"before is not one this log signed (its first line reads '{first}'; "), failure
+    assert failure.endswith(
+        "it is another log's, or another key's, or not a checkpoint; pass a checkpoint of "
+        "test/bundle (the checkpoint member of a bundle of it verified before), or none"
+    ), failure
 
 
 def test_policy_of_another_log_fails(world: World, tmp_path: Path) -> None:
@@ -587,6 +611,35 @@ def test_data_after_the_archive_is_refused(world: World, tmp_path: Path) -> None
     bad = pack(tmp_path / "b.tar.zst", world.members, tail=b"\x00" * 1024 + b"hidden")
     with pytest.raises(FormatError, match="data after the end of the tar archive"):
         open_(bad)
+
+
+def test_zero_padding_after_the_archive_is_bounded(world: World, tmp_path: Path) -> None:
+    """Review rev5: zeros after the tar's end were read to the end of the stream (2 GiB cost
+    1.1 CPU-s) before the bundle was judged; tar pads to a record (10 KiB, as tarfile and
+    trajledger write; 1 MiB with GNU tar -b 2048), so at most 1 MiB of zeros may follow."""
+    limit = bundle_stream.CHUNK
+    assert limit == 1 << 20
+    open_(pack(tmp_path / "ok.tar.zst", world.members, tail=bytes(limit - 10240))).close()
+    bad = pack(tmp_path / "b.tar.zst", world.members, tail=bytes(limit + 1))
+    with pytest.raises(FormatError, match=r"data after the end of the tar archive \(only zero "
+                       r"padding, at most 1048576 bytes, may follow\)"):
+        open_(bad)
+
+
+@pytest.mark.skipif(shutil.which("tar") is None, reason="needs a tar command")
+def test_a_bundle_tar_writes_with_a_1_mib_record_opens(world: World, tmp_path: Path) -> None:
+    """GNU (or BSD) tar's largest common record, ``-b 2048``: the padding bound refuses none."""
+    d = tmp_path / "members"
+    for name, data in world.members:
+        (d / name).parent.mkdir(parents=True, exist_ok=True)
+        (d / name).write_bytes(data)
+    raw = subprocess.run(["tar", "--format=ustar", "-b", "2048", "-cf", "-", "-C", str(d),
+                          *(n for n, _ in world.members)], check=True, capture_output=True).stdout
+    assert len(raw) == 1 << 20  # one record: most of it padding after the end
+    path = tmp_path / "tar.tar.zst"
+    path.write_bytes(zstandard.ZstdCompressor().compress(raw))
+    with open_(path) as ev:
+        assert verify_bundle(ev, world.policy).ok
 
 
 def test_not_zstd_and_truncated_streams_are_refused(world: World, tmp_path: Path) -> None:

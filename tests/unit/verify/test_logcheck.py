@@ -194,3 +194,26 @@ def test_directory_fetch_refuses_escapes(tmp_path: Path) -> None:
     for rel in ("../secret", "/etc/passwd", "tile//0", "tile/./0"):
         with pytest.raises(FileNotFoundError):
             fetch(rel)
+
+
+def test_an_altered_full_bundle_blames_it_alone(files: tuple[dict[str, bytes], int, bytes]) -> None:
+    """Review rev7: the upper tiles are compared with the tree the signed root confirms (the
+    level-0 tiles'), not with one rebuilt from the edited entries, and the root reported is
+    the signed one; the edited bundle comes first, and the tiles passed on are the signed
+    tree's (the bundle's as leaf hashes)."""
+    data, size, root = files
+    bundle = bytearray(data["tile/entries/000"])
+    i = bundle.index(b'"time":"') + 9
+    bundle[i] = ord("1") if bundle[i] != ord("1") else ord("2")
+    data["tile/entries/000"] = bytes(bundle)
+    tiles: dict[tuple[int, int], list[bytes]] = {}
+    result = check_log(fetcher(data), size, root,
+                       on_tile=lambda lv, ix, items: tiles.update({(lv, ix): list(items)}))
+    assert [(f.file, f.index) for f in result.findings] == [
+        ("tile/entries/000", 0), ("tile/entries/000", 1)], result.findings
+    assert result.findings[1].message.endswith("(follows from entry 0, changed in "
+                                              "tile/entries/000: this prev is the signed "
+                                              "tree's leaf hash of entry 0)")
+    assert (result.root, result.culprits) == (root, 1)
+    assert sorted(tiles) == [(-2, 0), (-1, 1), (0, 0), (0, 1), (1, 0)]
+    assert b"".join(tiles[(-2, 0)]) == b"".join(tiles[(0, 0)]) == data["tile/0/000"]

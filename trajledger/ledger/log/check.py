@@ -35,8 +35,9 @@ from trajledger.verify.errors import (
 )
 from trajledger.verify.keys import PublicKey
 from trajledger.verify.log_entry import LogEntry
-from trajledger.verify.log_fsck import LogCheck, check_log, directory_fetch
+from trajledger.verify.log_fsck import LEAF_HASHES, LogCheck, check_log, directory_fetch
 from trajledger.verify.logcheck import Finding
+from trajledger.verify.merkle import leaf_hash
 from trajledger.verify.note import Verifier, verifier_from_vkey
 from trajledger.verify.statement import Statement
 from trajledger.verify.tiles import (
@@ -45,6 +46,7 @@ from trajledger.verify.tiles import (
     TileReader,
     entries_path,
     format_entry_bundle,
+    parse_entry_bundle,
 )
 from trajledger.verify.tree import manifest_from_statement
 
@@ -299,12 +301,15 @@ class _Files:
 
     def older_versions(self, level: int, index: int, items: Sequence[bytes]) -> None:
         """Other versions of a tile present (older partials, partials of a full tile): each
-        must be a prefix of the tile rebuilt from the entries. Versions past the committed
-        size are leftovers, reported by `leftovers`."""
+        must be a prefix of the tile of the signed tree (`check_log`'s ``on_tile``: rebuilt
+        from the entries, or, where a bundle was changed, its level-0 tile's leaf hashes,
+        `LEAF_HASHES`). Versions past the committed size are leftovers, reported by
+        `leftovers`."""
         current = len(items)
         limit = TILE_WIDTH if current == TILE_WIDTH else current
         for width, rel in sorted(
-            self.present.get((level, index), {}).items(), key=lambda kv: kv[0] or TILE_WIDTH
+            self.present.get((max(level, -1), index), {}).items(),
+            key=lambda kv: kv[0] or TILE_WIDTH,
         ):
             if width is None or width >= limit:
                 continue
@@ -312,6 +317,9 @@ class _Files:
                 data = (self.dir / rel).read_bytes()
             except OSError as e:
                 self.report.problem(rel, f"cannot read: {e.strerror}")
+                continue
+            if level == LEAF_HASHES:
+                self._older_entries(rel, index * TILE_WIDTH, data, items[:width])
                 continue
             want = (
                 format_entry_bundle(items[:width]) if level < 0 else b"".join(items[:width])
@@ -335,11 +343,23 @@ class _Files:
                     if got != exp:
                         self.report.problem(
                             rel,
-                            f"hash {h} is {got.hex()}, want {exp.hex()} (rebuilt from the "
-                            "entries)",
+                            f"hash {h} is {got.hex()}, want {exp.hex()} (the signed tree's)",
                             None if first is None else first + h,
                         )
                         break
+
+    def _older_entries(self, rel: str, first: int, data: bytes, leaves: Sequence[bytes]) -> None:
+        """An older version of a changed bundle: its entries must hash to ``leaves``."""
+        try:
+            entries = parse_entry_bundle(data, width=len(leaves))
+        except FormatError as e:
+            self.report.problem(rel, str(e))
+            return
+        for i, (entry, want) in enumerate(zip(entries, leaves, strict=True), first):
+            if leaf_hash(entry) != want:
+                self.report.problem(rel, f"entry {i} hashes to {leaf_hash(entry).hex()}, want "
+                                         f"{want.hex()} (the signed tree's)", i)
+                break
 
     def leftovers(self, size: int) -> None:
         """Tiles past the committed size: an interrupted append; harmless."""
@@ -572,6 +592,8 @@ def verify_log_dir(
     for f in result.findings:
         file = trusted_file if f.file == CHECKPOINT_FILE else f.file
         report.problem(file, f.message, f.index)
+    culprits = {id(p) for p in report.problems[len(report.problems) - len(result.findings):][
+        : result.culprits]}
     # (6)
     if cp is not None and cp.size < size:
         report.warnings.append(
@@ -604,7 +626,8 @@ def verify_log_dir(
     # (9)
     if verifier is not None:
         _check_handovers(directory, verifier_vkey(verifier), size, report)
-    report.problems.sort(key=lambda p: -1 if p.index is None else p.index)
+    # The changed file first (`LogCheck.culprits`), then by entry index.
+    report.problems.sort(key=lambda p: (id(p) not in culprits, -1 if p.index is None else p.index))
     return report
 
 
