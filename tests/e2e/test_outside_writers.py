@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import io
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import testkit
@@ -160,3 +163,79 @@ def test_verl_score_and_reward_that_differ_are_refused(
         "line 2, column 'reward': both score (0.0) and reward ('0.0') given, and they differ; "
         "want one, or the same number (verl's validation dumps write both)",
     ]))  # fmt: skip
+
+
+# -- minari 0.5.4 -------------------------------------------------------------------------------
+#
+# minari 0.5.4, minari/dataset/minari_storage.py, MinariStorage.new(..., jpeg_encoding=True):
+# "jpeg_encoding" is written to metadata.json (True by default in create_dataset_from_buffers,
+# create_dataset_from_collector_env and DataCollector), and an image space (is_image_space: a
+# uint8 Box of 2 or 3 dimensions, at least 32 x 32, low 0, high 255) is stored JPEG-encoded by
+# both backends (_storages/arrow_storage.py _encode_space, hdf5_storage.py
+# _add_episode_to_group): lossy. Reading decodes it (_decode_space).
+
+
+def _image_dataset(fmt: str, jpeg: bool) -> tuple[Path, np.ndarray]:
+    """Two episodes of three steps of 32 x 32 RGB images, as minari writes them (under
+    MINARI_DATASETS_PATH); and the images the environment gave, final observations included."""
+    import minari
+    from minari.data_collector import EpisodeBuffer
+
+    frames = (np.arange(2 * 4 * 32 * 32 * 3).reshape(2, 4, 32, 32, 3) * 7 % 256).astype(np.uint8)
+    buffers = [
+        EpisodeBuffer(seed=e, observations=frames[e], actions=np.array([e, e, e], np.int64),
+                      rewards=[0.5, 0.25, 1.0], terminations=[False, False, True],
+                      truncations=[False] * 3, infos={})
+        for e in range(2)
+    ]  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = minari.create_dataset_from_buffers(
+            f"test/img-{fmt}-v0", buffers,
+            observation_space=gym.spaces.Box(0, 255, (32, 32, 3), np.uint8),
+            action_space=gym.spaces.Discrete(2), algorithm_name="random", author="tester",
+            author_email="t@example.org", code_permalink="https://example.org/code",
+            data_format=fmt, jpeg_encoding=jpeg,
+        )  # fmt: skip
+    return Path(ds.storage.data_path), frames
+
+
+@pytest.mark.parametrize("jpeg", [True, False], ids=["jpeg", "raw"])
+@pytest.mark.parametrize("fmt", ["arrow", "hdf5"])
+def test_minari_image_dataset_says_whether_its_images_are_jpeg(
+    runner: CliRunner,
+    home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fmt: str,
+    jpeg: bool,
+) -> None:
+    import minari
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+    data, frames = _image_dataset(fmt, jpeg)
+    got = recorded(runner, home, data.parent)
+    # The observations are what minari reads back, value by value (the decoded JPEG when
+    # jpeg_encoding is on: not the frames the environment gave, so the record must say so).
+    read = list(minari.dataset.minari_storage.MinariStorage.read(data).get_episodes([0, 1]))
+    want = [o for ep in read for o in np.asarray(ep["observations"])[:-1]]
+    stored = [np.asarray(s["obs"], np.uint8).reshape(32, 32, 3) for s in got["steps"]]
+    assert len(stored) == len(want) == 6
+    assert all(np.array_equal(a, b) for a, b in zip(stored, want, strict=True))
+    finals = [np.asarray(e["final_obs"], np.uint8).reshape(32, 32, 3) for e in got["episodes"]]
+    for a, ep in zip(finals, read, strict=True):
+        assert np.array_equal(a, np.asarray(ep["observations"])[-1])
+    assert np.array_equal(np.stack(want[:3]), frames[0, :3]) is (not jpeg)
+    show = run(runner, home, "show", "rollouts-cart@1-p0", "--json")
+    predicate = json.loads(show.stdout)["predicate"]
+    source = (json.loads(predicate) if isinstance(predicate, str) else predicate)["source"]
+    assert source["minari"]["jpeg_encoding"] is jpeg
+    assert source["minari"]["data_format"] == fmt
+    # export writes the values as recorded, raw (never JPEG again): minari reads them back
+    out = tmp_path / "export"
+    r = run(runner, home, "export", "rollouts-cart@1-p0", "--format", "minari", "--out", out)
+    assert r.exit_code == 0, r.output
+    assert json.loads((out / "data" / "metadata.json").read_text())["jpeg_encoding"] is False
+    back = list(minari.dataset.minari_storage.MinariStorage.read(out / "data").get_episodes([0, 1]))
+    for a, b in zip(back, read, strict=True):
+        assert np.array_equal(np.asarray(a["observations"]), np.asarray(b["observations"]))
