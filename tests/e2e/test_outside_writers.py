@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import warnings
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import testkit
@@ -239,3 +242,166 @@ def test_minari_image_dataset_says_whether_its_images_are_jpeg(
     back = list(minari.dataset.minari_storage.MinariStorage.read(out / "data").get_episodes([0, 1]))
     for a, b in zip(back, read, strict=True):
         assert np.array_equal(np.asarray(a["observations"]), np.asarray(b["observations"]))
+
+
+def test_verl_nan_score_and_mapped_extra_names_are_refused(
+    runner: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    # json.dumps(entry, ensure_ascii=False) allows NaN: verl writes a NaN score as NaN
+    nan = tmp_path / "nan.jsonl"
+    nan.write_text(json.dumps({"input": "u", "output": "a", "gts": None, "score": math.nan,
+                               "step": 2}) + "\n")  # fmt: skip
+    refused(runner, home, [nan], fail_lines(nan, ["line 1: not valid JSON: NaN is not valid JSON"]))
+    extra = jsonl(tmp_path / "3.jsonl", [
+        {"input": "u", "output": "a", "gts": "1", "score": 1.0, "step": 3, "success": 1.0},
+        {"input": "u", "output": "b", "gts": "1", "score": 0.0, "step": 3, "task_id": 17},
+    ])  # fmt: skip
+    refused(runner, home, [extra], fail_lines(extra, [
+        "line 1, column 'success': number, want a boolean",
+        "line 2, column 'task_id': number, want a string",
+    ]))  # fmt: skip
+
+
+# -- TRL 1.16.0 ---------------------------------------------------------------------------------
+#
+# trl 1.16.0, trl/trainer/grpo_trainer.py, GRPOTrainer.log (log_completions=True): a dict of
+# "step" ([global_step] * n), "prompt" and "completion" (each through
+# trl/trainer/utils.py strip_images_from_messages: an image block becomes {"type": "image"}),
+# one column per reward function (rewards_per_func[:, i].tolist(): float32 values, NaN where the
+# function returned None), the log_extra columns and "advantage", made a pandas DataFrame and
+# written with DataFrame.to_parquet to OUTPUT_DIR/completions/completions_{step:05d}.parquet.
+# Tool-calling completions (_tool_call_loop): the assistant message with "tool_calls"
+# ([{"type": "function", "function": {"name", "arguments": dict}}]), then {"role": "tool",
+# "name": name, "content": str(result)}, then the next assistant message.
+
+
+def _completions(path: Path, table: dict[str, list[Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(table).to_parquet(path)
+    return path
+
+
+def _text(block: str) -> dict[str, Any]:
+    return {"type": "text", "text": block}
+
+
+@pytest.mark.parametrize("fmt", [(), ("--format", "trl-completions")], ids=["detected", "format"])
+def test_trl_multimodal_tool_calling_table(
+    runner: CliRunner, home: Path, tmp_path: Path, fmt: tuple[str, ...]
+) -> None:
+    prompts = [
+        [{"role": "user", "content": [{"type": "image"}, _text("What is in the image?")]}],
+        [{"role": "system", "content": [_text("be brief")]},
+         {"role": "user", "content": [_text("2+2? then look up 'cat'")]}],
+    ]  # fmt: skip
+    completions = [
+        [{"role": "assistant", "content": [_text("A cat.")]}],
+        [{"role": "assistant", "content": [_text("")], "tool_calls": [
+            {"type": "function", "function": {"name": "add", "arguments": {"a": 2, "b": 2}}}]},
+         {"role": "tool", "name": "add", "content": [_text("4")]},
+         {"role": "assistant", "content": [_text("")], "tool_calls": [
+            {"type": "function", "function": {"name": "search", "arguments": {"q": "cat"}}}]},
+         {"role": "tool", "name": "search", "content": [_text("a small feline")]},
+         {"role": "assistant", "content": [_text("4; a small feline")]}],
+    ]  # fmt: skip
+    src = _completions(tmp_path / "completions" / "completions_00003.parquet", {
+        "step": [3, 3], "prompt": prompts, "completion": completions,
+        "accuracy_reward": [1.0, math.nan], "format_reward": [0.5, 0.25],
+        "advantage": [0.7, -0.7],
+    })  # fmt: skip
+    got = recorded(runner, home, src, *fmt)
+    eps = got["episodes"]
+    assert [(e["episode_id"], e["policy_version"], e["return"]) for e in eps] == [
+        ("row-0", "3", 1.5), ("row-1", "3", 0.25)
+    ]  # fmt: skip
+    assert [e["judge_scores"] for e in eps] == [
+        [("accuracy_reward", 1.0), ("format_reward", 0.5)], [("format_reward", 0.25)]
+    ]  # fmt: skip
+    assert [dict(e["extras"]) for e in eps] == [{"advantage": "0.7"}, {"advantage": "-0.7"}]
+    rows = [(s["episode_id"], s["step"], s["role"], s["content"], s["tool_calls"],
+             s["tool_results"], s["reward"]) for s in got["steps"]]  # fmt: skip
+    call = '[{{"type":"function","function":{{"name":"{}","arguments":{}}}}}]'
+    assert rows == [
+        # pyarrow's struct union: the image block's "text" is null in the file
+        ("row-0", 0, "user", '[{"type":"image","text":null},'
+         '{"type":"text","text":"What is in the image?"}]', None, None, 0.0),
+        ("row-0", 1, "assistant", '[{"type":"text","text":"A cat."}]', None, None, 1.5),
+        ("row-1", 0, "system", '[{"type":"text","text":"be brief"}]', None, None, 0.0),
+        ("row-1", 1, "user", '[{"type":"text","text":"2+2? then look up \'cat\'"}]', None, None,
+         0.0),
+        # ... and each call's arguments carry every argument name of the file's calls
+        ("row-1", 2, "assistant", '[{"type":"text","text":""}]',
+         call.format("add", '{"a":2,"b":2,"q":null}'), None, 0.0),
+        ("row-1", 3, "tool", '[{"type":"text","text":"4"}]', None, '{"name":"add"}', 0.0),
+        ("row-1", 4, "assistant", '[{"type":"text","text":""}]',
+         call.format("search", '{"a":null,"b":null,"q":"cat"}'), None, 0.0),
+        ("row-1", 5, "tool", '[{"type":"text","text":"a small feline"}]', None,
+         '{"name":"search"}', 0.0),
+        ("row-1", 6, "assistant", '[{"type":"text","text":"4; a small feline"}]', None, None,
+         0.25),
+    ]  # fmt: skip
+
+
+def test_trl_column_types_kept_exactly(runner: CliRunner, home: Path, tmp_path: Path) -> None:
+    # The Arrow types a completions table (or a copy of it through pyarrow) may hold:
+    # dictionary-encoded and view strings, int32 step, float16 and float32 scores, a NaN
+    # advantage, an empty completion, a log_extra column no row filled (type null)
+    r16 = np.array([0.1, np.nan, 1 / 3], np.float16)
+    r32 = np.array([0.1, 0.2, np.nan], np.float32)
+    src = tmp_path / "completions_00001.parquet"
+    pq.write_table(pa.table({
+        "step": pa.array([1, 1, 1], pa.int32()),
+        "prompt": pa.array(["p", "p", "q"]).dictionary_encode(),
+        "completion": pa.array(["a", "b", ""], pa.string_view()),
+        "r16": pa.array(r16), "r32": pa.array(r32),
+        "note": pa.nulls(3),
+        "advantage": pa.array([math.nan, 0.5, -0.5]),
+    }), src)  # fmt: skip
+    got = recorded(runner, home, src)
+    f16, f32 = [float(x) for x in r16], [float(x) for x in r32]
+    assert [(e["return"], e["judge_scores"], dict(e["extras"])) for e in got["episodes"]] == [
+        (math.fsum([f16[0], f32[0]]), [("r16", f16[0]), ("r32", f32[0])],
+         {"advantage": '{"$f":"nan"}'}),
+        (f32[1], [("r32", f32[1])], {"advantage": "0.5"}),
+        (f16[2], [("r16", f16[2])], {"advantage": "-0.5"}),
+    ]  # fmt: skip
+    assert [s["content"] for s in got["steps"]] == ["p", "a", "p", "b", "q", ""]
+
+
+def test_trl_distillation_table_and_empty_table(
+    runner: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    # trl 1.16.0, trl/trainer/distillation_trainer.py, DistillationTrainer.log: step, prompt,
+    # completion only (decoded texts)
+    src = _completions(tmp_path / "d" / "completions_00004.parquet",
+                       {"step": [4], "prompt": ["Say hi"], "completion": ["hi"]})  # fmt: skip
+    got = recorded(runner, home, src)
+    assert [(e["policy_version"], e["return"], e["extras"]) for e in got["episodes"]] == [
+        ("4", None, None)
+    ]
+    assert [(s["role"], s["content"], s["reward"]) for s in got["steps"]] == [
+        ("user", "Say hi", None), ("assistant", "hi", None)
+    ]  # fmt: skip
+    empty = _completions(tmp_path / "e" / "completions_00005.parquet",
+                         {"step": [], "prompt": [], "completion": [], "advantage": []})  # fmt: skip
+    problem = "the input holds no steps, want at least one"
+    refused(runner, home, [empty], fail_lines(empty, [problem]))
+
+
+def test_trl_dataset_types_not_recorded(runner: CliRunner, home: Path, tmp_path: Path) -> None:
+    # TRL's dataset formats (its documentation, "Dataset formats and types"): stepwise
+    # supervision (prompt, completions, labels) and language modeling (text) have no
+    # prompt/completion pair to make steps of
+    stepwise = {"prompt": ["Solve"], "completions": [["s1", "s2"]], "labels": [[True, False]]}
+    for name, table in (
+        ("stepwise", stepwise),
+        ("lm", {"text": ["The sky is blue."]}),
+    ):
+        src = tmp_path / f"{name}.parquet"
+        pq.write_table(pa.table(table), src)
+        cols = sorted(table)
+        refused(runner, home, [src], fail_lines(src, [
+            f"cannot tell the format from the columns {cols}: want the rollout schema (episode_id, "
+            "step, ...), or the columns of a chat, TRL or verl record (see "
+            "schemas/rollout-inputs.md)"
+        ]))  # fmt: skip
