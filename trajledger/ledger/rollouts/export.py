@@ -337,6 +337,7 @@ def _minari(
     source = dict((record.get("source") or {}).get("minari") or {})
     source.pop("data_format", None)
     source.pop("minari_version", None)
+    source.pop("jpeg_encoding", None)  # written raw (write_minari): the values as recorded
     if dataset_id is not None:
         source["dataset_id"] = dataset_id
     source.setdefault("dataset_id", "trajledger/rollouts-v0")

@@ -65,7 +65,7 @@ _META_NOT_COPIED: Final = frozenset(
     }
 )
 """metadata.json keys that are not dataset metadata: spaces and spec are recorded on their own,
-counts and sizes are derived."""
+counts and sizes are derived, ``jpeg_encoding`` is kept only where it acts (`_meta_of`)."""
 
 
 def require_minari() -> Any:
@@ -231,8 +231,27 @@ def _meta_of(raw: Mapping[str, Any], storage: Any) -> dict[str, Any]:
             value = json.loads(value)
         minari_meta[key] = canonical_numbers(value)
     minari_meta["data_format"] = raw.get("data_format")
+    # minari 0.5.4 stores image spaces JPEG-encoded unless jpeg_encoding is false: the values
+    # read are then the decoded JPEG, not what the environment gave; the record says so.
+    jpeg = raw.get("jpeg_encoding")
+    if isinstance(jpeg, bool) and any(
+        _has_image(s) for s in (storage.observation_space, storage.action_space)
+    ):
+        minari_meta["jpeg_encoding"] = jpeg
     meta["minari"] = minari_meta
     return meta
+
+
+def _has_image(space: Any) -> bool:
+    """Whether ``space`` is, or holds, what minari stores as an image (``is_image_space``)."""
+    import gymnasium as gym
+    from minari.dataset.minari_storage import is_image_space
+
+    if isinstance(space, gym.spaces.Dict):
+        return any(_has_image(s) for s in space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return any(_has_image(s) for s in space.spaces)
+    return bool(is_image_space(space))
 
 
 def iter_minari_chunks(root: Path, batch_rows: int, opts: ReaderOptions) -> Iterator[RolloutChunk]:

@@ -174,11 +174,20 @@ _VERL_FIXED: Final = frozenset(
 )
 
 
+def _same_number(a: object, b: object) -> bool:
+    return (a is None and b is None) or (is_num(a) and is_num(b) and a == b)
+
+
 def map_verl(obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions) -> list[Episode]:
     """A line of verl's rollout dump (``RayPPOTrainer._write_generations``)."""
-    for a, b in (("prompt", "input"), ("response", "output"), ("score", "reward")):
+    for a, b in (("prompt", "input"), ("response", "output")):
         if a in obj and b in obj:
             rec.error(b, f"both {a} and {b} given, want one")
+    # verl's validation dumps write the score twice (reward_extra_infos_dict["reward"]).
+    if "score" in obj and "reward" in obj and not _same_number(obj["score"], obj["reward"]):
+        rec.error("reward", f"both score ({obj['score']!r}) and reward ({obj['reward']!r}) "
+                  "given, and they differ; want one, or the same number (verl's validation "
+                  "dumps write both)")  # fmt: skip
     prompt = obj.get("prompt", obj.get("input"))
     response = obj.get("response", obj.get("output"))
     steps = text_or_messages(prompt, "user", rec, "prompt" if "prompt" in obj else "input")
