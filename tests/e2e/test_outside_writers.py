@@ -311,13 +311,16 @@ def test_trl_multimodal_tool_calling_table(
     })  # fmt: skip
     got = recorded(runner, home, src, *fmt)
     eps = got["episodes"]
+    # TRL's step is the trainer's step at the log, not the generating policy's: kept as the
+    # extra `step`; the policy version is record --policy's.
     assert [(e["episode_id"], e["policy_version"], e["return"]) for e in eps] == [
-        ("row-0", "3", 1.5), ("row-1", "3", 0.25)
+        ("row-0", "p0", 1.5), ("row-1", "p0", 0.25)
     ]  # fmt: skip
     assert [e["judge_scores"] for e in eps] == [
         [("accuracy_reward", 1.0), ("format_reward", 0.5)], [("format_reward", 0.25)]
     ]  # fmt: skip
-    assert [dict(e["extras"]) for e in eps] == [{"advantage": "0.7"}, {"advantage": "-0.7"}]
+    assert [dict(e["extras"]) for e in eps] == [{"step": "3", "advantage": "0.7"},
+                                                {"step": "3", "advantage": "-0.7"}]
     rows = [(s["episode_id"], s["step"], s["role"], s["content"], s["tool_calls"],
              s["tool_results"], s["reward"]) for s in got["steps"]]  # fmt: skip
     call = '[{{"type":"function","function":{{"name":"{}","arguments":{}}}}}]'
@@ -361,9 +364,9 @@ def test_trl_column_types_kept_exactly(runner: CliRunner, home: Path, tmp_path: 
     f16, f32 = [float(x) for x in r16], [float(x) for x in r32]
     assert [(e["return"], e["judge_scores"], dict(e["extras"])) for e in got["episodes"]] == [
         (math.fsum([f16[0], f32[0]]), [("r16", f16[0]), ("r32", f32[0])],
-         {"advantage": '{"$f":"nan"}'}),
-        (f32[1], [("r32", f32[1])], {"advantage": "0.5"}),
-        (f16[2], [("r16", f16[2])], {"advantage": "-0.5"}),
+         {"step": "1", "advantage": '{"$f":"nan"}'}),
+        (f32[1], [("r32", f32[1])], {"step": "1", "advantage": "0.5"}),
+        (f16[2], [("r16", f16[2])], {"step": "1", "advantage": "-0.5"}),
     ]  # fmt: skip
     assert [s["content"] for s in got["steps"]] == ["p", "a", "p", "b", "q", ""]
 
@@ -377,7 +380,7 @@ def test_trl_distillation_table_and_empty_table(
                        {"step": [4], "prompt": ["Say hi"], "completion": ["hi"]})  # fmt: skip
     got = recorded(runner, home, src)
     assert [(e["policy_version"], e["return"], e["extras"]) for e in got["episodes"]] == [
-        ("4", None, None)
+        ("p0", None, [("step", "4")])
     ]
     assert [(s["role"], s["content"], s["reward"]) for s in got["steps"]] == [
         ("user", "Say hi", None), ("assistant", "hi", None)

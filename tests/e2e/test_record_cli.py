@@ -400,8 +400,9 @@ def test_record_full_schema_with_episode_file(
             TRL,
             4,
             [
-                ("line-1", 0.7, "terminated", "120", [("format", 0.2), ("quality", 0.5)]),
-                ("line-2", 1.0, "terminated", "120", [("quality", 1.0)]),
+                # (TRL's step is the log's, kept as an extra: the policy is --policy's)
+                ("line-1", 0.7, "terminated", None, [("format", 0.2), ("quality", 0.5)]),
+                ("line-2", 1.0, "terminated", None, [("quality", 1.0)]),
             ],
             id="trl",
         ),

@@ -593,11 +593,11 @@ def test_trl_completions_jsonl_mapping(tmp_path: Path) -> None:
     assert steps.column("reward").to_pylist() == [0.0, 1.25, 0.0, 0.5, None, None]
     assert chunk.episodes is not None
     eps = chunk.episodes.to_pylist()
-    assert eps[0]["policy_version"] == "10"
+    assert eps[0]["policy_version"] is None  # (TRL's step is the log's: record --policy's)
     assert eps[0]["judge_scores"] == [("fmt", 1.0), ("acc", 0.25)]
     assert eps[1]["judge_scores"] == [("acc", 0.5)]  # a missing score, not a NaN
     assert eps[2]["judge_scores"] is None
-    assert dict(eps[1]["extras"]) == {"advantage": "-0.1"}
+    assert dict(eps[1]["extras"]) == {"step": "10", "advantage": "-0.1"}
 
 
 def test_trl_completions_reward_weights(tmp_path: Path) -> None:
@@ -609,7 +609,7 @@ def test_trl_completions_reward_weights(tmp_path: Path) -> None:
     assert chunk.steps.column("reward").to_pylist() == [0.0, 3.0]
     assert chunk.episodes is not None
     ep = chunk.episodes.to_pylist()[0]
-    assert dict(ep["extras"]) == {"note": "2.0", "advantage": "0.0"}
+    assert dict(ep["extras"]) == {"step": "1", "note": "2.0", "advantage": "0.0"}
     opts = ReaderOptions(reward_column="acc")
     [chunk] = list(iter_rollout_chunks(path, options=opts))
     assert chunk.steps.column("reward").to_pylist() == [0.0, 0.25]

@@ -130,11 +130,11 @@ def test_trl_completions_parquet_recorded_without_conversion(trl_dir: Path, tmp_
     assert rows[0]["judge_scores"] == [("accuracy_reward", 1.0), ("format_reward", 0.5)]
     assert rows[2]["judge_scores"] is None  # NaN is a missing score, never a NaN reward
     assert [dict(r["extras"]) for r in rows] == [
-        {"solution": '"4"', "advantage": "0.7"},
-        {"solution": '"4"', "advantage": "-0.7"},
-        {"solution": '"7"', "advantage": "0.0"},
+        {"step": "10", "solution": '"4"', "advantage": "0.7"},
+        {"step": "10", "solution": '"4"', "advantage": "-0.7"},
+        {"step": "10", "solution": '"7"', "advantage": "0.0"},
     ]
-    assert [r["policy_version"] for r in rows] == ["10"] * 3
+    assert [r["policy_version"] for r in rows] == [None] * 3  # (TRL's step is the log's)
     assert [r["episode_id"] for r in rows] == ["row-0", "row-1", "row-2"]
     assert stats.rewarded_episodes == 2
 
@@ -168,7 +168,7 @@ def test_several_completion_files_make_one_batch(trl_dir: Path, tmp_path: Path) 
     assert len(ids) == len(set(ids)) == 6
     assert ids[0] == "completions_00010.parquet:row-0"
     assert ids[3] == "completions_00020.parquet:row-0"
-    assert [r["policy_version"] for r in eps.to_pylist()] == ["10"] * 3 + ["20"] * 3
+    assert [dict(r["extras"])["step"] for r in eps.to_pylist()] == ["10"] * 3 + ["20"] * 3
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:

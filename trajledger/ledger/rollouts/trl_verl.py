@@ -93,11 +93,14 @@ def map_trl_completions(
         reward = None  # every function returned None: unscorable, no reward
     attrs = {
         "task_id": opt(obj, "task_id", "str", rec, "task_id"),
-        "policy_version": _policy_step(obj, rec),
+        # Not TRL's `step`: it is the trainer's step when the table was logged, after that
+        # step's update (and the buffers hold rows of earlier steps and of evaluations), so it
+        # does not name the policy that generated the completions. It is kept as the extra
+        # `step`; the policy version is `record --policy`'s.
         "judge_scores": scores or None,
         "success": opt(obj, "success", "bool", rec, "success"),
     }
-    extras = extras_of(obj, _TRL_FIXED | set(reward_cols), rec)
+    extras = extras_of(obj, (_TRL_FIXED - {"step"}) | set(reward_cols), rec)
     return [Episode(episode_id_of(obj, rec), steps, attrs, reward, False, extras)]
 
 
