@@ -488,10 +488,17 @@ def verify_sigstore_bundle(
 
 
 def _load_certificate(der: bytes, what: str) -> x509.Certificate:
+    """The certificate, its extensions parsed here (cryptography keeps them): an extension
+    given twice or unreadable is refused once, not raised by whatever reads it next."""
     try:
-        return x509.load_der_x509_certificate(der)
+        cert = x509.load_der_x509_certificate(der)
     except ValueError as e:
         raise FormatError(f"{what}: signing certificate is not valid DER") from e
+    try:
+        cert.extensions  # noqa: B018 (parsed for the check)
+    except (ValueError, x509.DuplicateExtension, x509.UnsupportedGeneralNameType) as e:
+        raise FormatError(f"{what}: signing certificate's extensions cannot be read: {e}") from e
+    return cert
 
 
 def _public_key_of(cert: x509.Certificate, what: str) -> PublicKey:
@@ -664,12 +671,14 @@ def _verify_keyless(
     _quiet_sigstore_logs()
     # The identity first (certificate only, sigstore's own matching), to name the signer when
     # it is not trusted; then the full verification, for the identity that matched.
+    # The certificate is the attacker's until the chain is checked: whatever its extensions
+    # hold (no SAN, text that is not UTF-8) it is refused, never raised through.
     leaf = _load_certificate(bundle.certificates[0], what)
     matched = None
     for ident in identities:
         try:
             SigstoreIdentity(identity=ident.subject, issuer=ident.issuer).verify(leaf)
-        except SigstoreError:
+        except (SigstoreError, ValueError, x509.ExtensionNotFound):
             continue
         matched = ident
         break
@@ -693,7 +702,9 @@ def _verify_keyless(
                 Hashed(algorithm=HashAlgorithm.SHA2_256, digest=digest), sbundle, policy
             )
         cert = sbundle.signing_certificate
-    except (SigstoreError, ValueError) as e:  # pydantic's ValidationError is a ValueError
+    # pydantic's ValidationError is a ValueError; a certificate of the trusted CA without the
+    # key usages sigstore reads raises ExtensionNotFound.
+    except (SigstoreError, ValueError, x509.ExtensionNotFound) as e:
         raise SignatureError(f"{what}: keyless signature does not verify: {_first_line(e)}") from e
     # The ephemeral key identifies nothing; its keyid is reported, never trusted.
     spki = cert.public_key().public_bytes(
