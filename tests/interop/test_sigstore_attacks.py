@@ -32,6 +32,7 @@ from trajledger.verify.keys import Identity
 from trajledger.verify.sigstore_adapter import verify_sigstore_bundle
 
 ISSUER = "https://issuer.test/"
+TOKEN_ISSUER = "https://oidc.test.invalid"  # the private instance's (conftest.TOKEN_ISSUER)
 ALICE = "alice@example.com"
 DIGEST = "ab" * 32
 V1 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.1")
@@ -128,3 +129,85 @@ def test_a_hostile_certificate_is_refused_in_one_line(
         assert r.exit_code == 1, (extra, r.output, r.stderr)
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and "BUG" not in lines[0] and "Sigstore bundle" in lines[0], lines
+
+
+# -- genuine bundles of the private instance, then edited ---------------------------------------
+
+
+def _statement(digest: str) -> bytes:
+    return json.dumps({
+        "_type": "https://in-toto.io/Statement/v1", "predicateType": "https://example.test/p",
+        "predicate": {}, "subject": [{"name": "f.txt", "digest": {"sha256": digest}}]},
+        separators=(",", ":")).encode()  # fmt: skip
+
+
+class Keyless:
+    """Signs statements about ``f.txt`` as an identity of the private instance, and runs
+    ``verify f.txt --sigstore-bundle`` under a policy trusting ``alice@example.com``."""
+
+    def __init__(self, instance: Any, trust: tuple[Path, Path], root: Path, runner: Any,
+                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+        self.instance, self.config, self.root, self.runner = instance, trust[0], root, runner
+        self.monkeypatch = monkeypatch
+        self.file = root / "f.txt"
+        self.file.write_text("signed")
+        import hashlib
+
+        self.digest = hashlib.sha256(b"signed").hexdigest()
+        self.policy = root / "policy.toml"
+        self.policy.write_text(
+            f'name = "p"\nserial = 1\nsigstore_trusted_root = "{trust[1]}"\n[roles.producer]\n'
+            f'identities = [{{issuer = "{TOKEN_ISSUER}", subject = "{ALICE}"}}]\n'
+        )
+
+    def sign(self, email: str = ALICE, digest: str | None = None, **issue: Any) -> dict[str, Any]:
+        from functools import partial
+
+        from trajledger.ledger.sigstore_sign import KeylessSigner
+
+        with self.monkeypatch.context() as m:
+            m.setattr(self.instance, "issue", partial(type(self.instance).issue, self.instance,
+                                                      **issue))  # fmt: skip
+            signer = KeylessSigner(self.instance.token(email), trust_config=self.config)
+            sig = signer.sign_dsse(INTOTO_PAYLOAD_TYPE, _statement(digest or self.digest))
+        out: dict[str, Any] = json.loads(sig.bundle)
+        return out
+
+    def verify(self, bundle: dict[str, Any] | bytes, *extra: str) -> Any:
+        path = self.root / "b.json"
+        path.write_bytes(bundle if isinstance(bundle, bytes) else json.dumps(bundle).encode())
+        return self.runner.invoke(main, ["verify", str(self.file), "--sigstore-bundle", str(path),
+                                         "--policy", str(self.policy), *extra])  # fmt: skip
+
+    def refused(self, bundle: dict[str, Any] | bytes, message: str) -> str:
+        """Refused with one line holding ``message``, with and without --json."""
+        line = ""
+        for extra in ([], ["--json"]):
+            r = self.verify(bundle, *extra)
+            lines = r.stderr.strip().splitlines()
+            assert r.exit_code == 1 and len(lines) == 1, (extra, r.output, r.stderr)
+            assert message in lines[0] and "BUG" not in lines[0], lines[0]
+            line = lines[0]
+        return line
+
+
+@pytest.fixture
+def keyless(sigstore_instance: Any, trust_files: tuple[Path, Path], tmp_path: Path, runner: Any,
+            monkeypatch: pytest.MonkeyPatch) -> Keyless:  # fmt: skip
+    return Keyless(sigstore_instance, trust_files, tmp_path, runner, monkeypatch)
+
+
+def test_the_issuer_extensions_must_agree(keyless: Keyless) -> None:
+    """Fulcio writes the token's issuer twice: raw in the deprecated ``.1.1`` extension and as
+    a DER UTF8String in ``.1.8``. sigstore 4.5.1's identity policy reads ``.1.1`` only, our
+    messages ``.1.8`` first: a certificate whose ``.1.8`` named another issuer verified as
+    the policy's identity, and was reported so (sig5 finding 2). Both must name the policy's
+    issuer; ``.1.1`` alone (older Fulcio) still verifies."""
+    assert keyless.verify(keyless.sign()).exit_code == 0
+    assert keyless.verify(keyless.sign(issuer_v2=None)).exit_code == 0
+    keyless.refused(keyless.sign(issuer_v2="https://evil.test"),
+                    "its OIDC issuer extension 1.3.6.1.4.1.57264.1.8 says 'https://evil.test'")
+    # Only the new extension: sigstore 4.5.1 cannot check it; the refusal says so rather than
+    # calling the policy's own identity untrusted.
+    keyless.refused(keyless.sign(issuer_v1=None),
+                    "has no OIDC issuer extension 1.3.6.1.4.1.57264.1.1")

@@ -518,6 +518,20 @@ _OIDC_ISSUER_V1 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.1")
 _OIDC_ISSUER_V2 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.8")
 
 
+def _issuers(cert: x509.Certificate) -> list[tuple[x509.ObjectIdentifier, str]]:
+    """The OIDC issuer each of Fulcio's two issuer extensions present states."""
+    out: list[tuple[x509.ObjectIdentifier, str]] = []
+    for oid in (_OIDC_ISSUER_V1, _OIDC_ISSUER_V2):
+        try:
+            ext = cert.extensions.get_extension_for_oid(oid).value
+        except x509.ExtensionNotFound:
+            continue
+        raw = ext.value if isinstance(ext, x509.UnrecognizedExtension) else b""
+        out.append((oid, _der_utf8(raw) if oid == _OIDC_ISSUER_V2 else
+                    raw.decode("utf-8", "replace")))
+    return out
+
+
 def certificate_identity(cert_der: bytes) -> tuple[str, str]:
     """The Sigstore identity a Fulcio certificate states: (SAN, OIDC issuer).
 
@@ -684,11 +698,23 @@ def _verify_keyless(
         break
     if matched is None:
         subject, issuer = certificate_identity(bundle.certificates[0])
+        why = ""
+        if Identity(issuer, subject) in identities:  # named by .1.8 only
+            why = (f": its certificate has no OIDC issuer extension {_OIDC_ISSUER_V1.dotted_string}"
+                   ", the one the sigstore package checks")
         raise SignatureError(
             f"{what}: signed by identity {subject or '(none)'} (issuer {issuer or 'none'}), "
             f"which is none of the {len(identities)} trusted identit"
-            f"{'y' if len(identities) == 1 else 'ies'}"
+            f"{'y' if len(identities) == 1 else 'ies'}{why}"
         )
+    # sigstore reads the issuer from .1.1 only; the certificate may say another in .1.8 (which
+    # our messages read first, and newer clients trust): every issuer it states must be ours.
+    for oid, value in _issuers(leaf):
+        if value != matched.issuer:
+            raise SignatureError(
+                f"{what}: signed by identity {matched.subject} (issuer {matched.issuer}), but "
+                f"its OIDC issuer extension {oid.dotted_string} says {value!r}"
+            )
     policy = SigstoreIdentity(identity=matched.subject, issuer=matched.issuer)
     try:
         root = _trusted_root(trusted_root)
