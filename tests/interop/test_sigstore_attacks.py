@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import hashlib
 import json
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from trajledger.ledger.sigstore_sign import KeylessSigner
 from trajledger.runner.cli import main
 from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE
 from trajledger.verify.errors import FormatError, SignatureError
@@ -151,8 +154,6 @@ class Keyless:
         self.monkeypatch = monkeypatch
         self.file = root / "f.txt"
         self.file.write_text("signed")
-        import hashlib
-
         self.digest = hashlib.sha256(b"signed").hexdigest()
         self.policy = root / "policy.toml"
         self.policy.write_text(
@@ -161,10 +162,6 @@ class Keyless:
         )
 
     def sign(self, email: str = ALICE, digest: str | None = None, **issue: Any) -> dict[str, Any]:
-        from functools import partial
-
-        from trajledger.ledger.sigstore_sign import KeylessSigner
-
         with self.monkeypatch.context() as m:
             m.setattr(self.instance, "issue", partial(type(self.instance).issue, self.instance,
                                                       **issue))  # fmt: skip
@@ -211,3 +208,115 @@ def test_the_issuer_extensions_must_agree(keyless: Keyless) -> None:
     # calling the policy's own identity untrusted.
     keyless.refused(keyless.sign(issuer_v1=None),
                     "has no OIDC issuer extension 1.3.6.1.4.1.57264.1.1")
+
+
+def _entry(bundle: dict[str, Any]) -> dict[str, Any]:
+    entry: dict[str, Any] = bundle["verificationMaterial"]["tlogEntries"][0]
+    return entry
+
+
+def _flip(b64: str) -> str:
+    raw = bytearray(base64.b64decode(b64))
+    raw[5] ^= 1
+    return base64.b64encode(bytes(raw)).decode()
+
+
+def _resign_set(instance: Any, bundle: dict[str, Any], integrated: int) -> None:
+    """The entry's integrated time moved, and its SET signed again by the trusted log key."""
+    entry = _entry(bundle)
+    entry["integratedTime"] = str(integrated)
+    payload = json.dumps({"body": entry["canonicalizedBody"], "integratedTime": integrated,
+                          "logID": instance.rekor_log_id.hex(), "logIndex": int(entry["logIndex"])},
+                         sort_keys=True, separators=(",", ":")).encode()  # fmt: skip
+    sig = instance.rekor_key.sign(payload, ec.ECDSA(hashes.SHA256()))
+    entry["inclusionPromise"]["signedEntryTimestamp"] = base64.b64encode(sig).decode()
+
+
+def _chain(bundle: dict[str, Any], media_type: str) -> None:
+    bundle["mediaType"] = media_type
+    vm = bundle["verificationMaterial"]
+    vm["x509CertificateChain"] = {"certificates": [vm.pop("certificate")]}
+
+
+V01 = "application/vnd.dev.sigstore.bundle+json;version=0.1"
+V02 = "application/vnd.dev.sigstore.bundle+json;version=0.2"
+V03 = "application/vnd.dev.sigstore.bundle+json;version=0.3"
+EDITS: dict[str, tuple[Any, str]] = {
+    # (edit(bundle, another bundle of the same signer for another artifact, instance), message)
+    "the entry of another artifact": (
+        lambda b, o, i: b["verificationMaterial"].update(tlogEntries=o["verificationMaterial"][
+            "tlogEntries"]), "log entry payload hash does not match bundle"),
+    "the signature of another artifact": (
+        lambda b, o, i: b["dsseEnvelope"].update(signatures=o["dsseEnvelope"]["signatures"]),
+        "DSSE: invalid signature"),
+    "a root hash flipped": (
+        lambda b, o, i: _entry(b)["inclusionProof"].update(
+            rootHash=_flip(_entry(b)["inclusionProof"]["rootHash"])),
+        "inclusion proof contains invalid root hash"),
+    "the SET flipped": (
+        lambda b, o, i: _entry(b)["inclusionPromise"].update(
+            signedEntryTimestamp=_flip(_entry(b)["inclusionPromise"]["signedEntryTimestamp"])),
+        "SET: invalid inclusion promise"),
+    "the integrated time moved": (
+        lambda b, o, i: _entry(b).update(integratedTime=str(int(_entry(b)["integratedTime"]) + 60)),
+        "SET: invalid inclusion promise"),
+    "a logged time after the certificate expired": (
+        lambda b, o, i: _resign_set(i, b, int(_entry(b)["integratedTime"]) + 3600),
+        "cert is not valid at validation time"),
+    "a logged time before the certificate": (
+        lambda b, o, i: _resign_set(i, b, int(_entry(b)["integratedTime"]) - 3600),
+        "cert is not valid at validation time"),
+    "no inclusion promise nor timestamp": (
+        lambda b, o, i: _entry(b).pop("inclusionPromise"),
+        "bundle must contain an inclusion promise or signed timestamp(s)"),
+    "another log's id": (
+        lambda b, o, i: _entry(b)["logId"].update(keyId=_flip(_entry(b)["logId"]["keyId"])),
+        "SET: invalid inclusion promise"),
+    "an entry of another kind": (
+        lambda b, o, i: _entry(b)["kindVersion"].update(kind="hashedrekord"),
+        "Unsupported DSSE log entry type: hashedrekord/0.0.1"),
+    "the entry twice": (
+        lambda b, o, i: b["verificationMaterial"]["tlogEntries"].append(_entry(b)),
+        "expected exactly one log entry in bundle"),
+    "a timestamp no authority signed": (
+        lambda b, o, i: b["verificationMaterial"].update(timestampVerificationData={
+            "rfc3161Timestamps": [{"signedTimestamp": "AAAA"}]}),
+        "Invalid Timestamp Response"),
+    "v0.1 with a v0.3 certificate": (
+        lambda b, o, i: b.update(mediaType=V01), "expected certificate chain in bundle"),
+    "v0.2 with a v0.3 certificate": (
+        lambda b, o, i: b.update(mediaType=V02), "expected certificate chain in bundle"),
+    "v0.3 with a chain": (lambda b, o, i: _chain(b, V03), "expected certificate in bundle"),
+    "the other artifact's certificate": (
+        lambda b, o, i: b["verificationMaterial"].update(certificate=o["verificationMaterial"][
+            "certificate"]), "DSSE: invalid signature"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(EDITS))
+def test_an_edited_genuine_bundle_is_refused_in_one_line(case: str, keyless: Keyless) -> None:
+    """A genuine keyless bundle, edited the ways the brief lists (an entry or signature of
+    another artifact, proofs and promises that do not verify, a logged time outside the
+    certificate's validity though signed by the log, duplicate entries, a media type that does
+    not match the material): each is refused by the sigstore package, and we print it as one
+    line, exit 1 (found sound: sig5)."""
+    edit, message = EDITS[case]
+    bundle, other = keyless.sign(), keyless.sign(digest="cd" * 32)
+    assert keyless.verify(bundle).exit_code == 0
+    edit(bundle, other, keyless.instance)
+    keyless.refused(bundle, message)
+
+
+def test_older_bundle_versions_and_exact_identities(keyless: Keyless) -> None:
+    """v0.1 and v0.2 bundles (a certificate chain) of the same signature verify; a SAN that
+    differs from the policy's subject in case, by a trailing dot, a prefix or a suffix is
+    another identity (sig5, found sound)."""
+    for media_type in (V01, V02):
+        bundle = keyless.sign()
+        _chain(bundle, media_type)
+        assert keyless.verify(bundle).exit_code == 0, media_type
+    for who in ("Alice@example.com", "alice@Example.com", "alice@example.com.",
+                "xalice@example.com", "alice@example.com.evil", "alice@example.co"):
+        keyless.refused(keyless.sign(email=who),
+                        f"signed by identity {who} (issuer {TOKEN_ISSUER}), which is none of "
+                        "the 1 trusted identity")  # fmt: skip
