@@ -320,3 +320,59 @@ def test_older_bundle_versions_and_exact_identities(keyless: Keyless) -> None:
         keyless.refused(keyless.sign(email=who),
                         f"signed by identity {who} (issuer {TOKEN_ISSUER}), which is none of "
                         "the 1 trusted identity")  # fmt: skip
+
+
+def _ca(name: str, key: ec.EllipticCurvePrivateKey, issuer: tuple[x509.Name, Any] | None,
+        ca: bool) -> x509.Certificate:  # fmt: skip
+    """A CA certificate (``ca``) or a certificate that only claims to issue (not a CA)."""
+    now = dt.datetime.now(dt.UTC)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    issuer_name, issuer_key = issuer if issuer else (subject, key)
+    usage = x509.KeyUsage(False, False, False, False, False, True, True, False, False)
+    return (
+        x509.CertificateBuilder().subject_name(subject).issuer_name(issuer_name)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        .add_extension(usage, critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
+        .sign(issuer_key, hashes.SHA256())
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("listed", ["the intermediate and its root", "the intermediate as not a CA",
+                                    "another intermediate and root"])
+def test_the_chain_must_reach_the_trusted_root_through_cas(
+    listed: str, keyless: Keyless, trust_files: tuple[Path, Path]
+) -> None:
+    """Fulcio issues through an intermediate; the trusted root lists it and the root. The same
+    intermediate key in a certificate that is not a CA (basicConstraints CA:FALSE), or another
+    intermediate and root, refuse the signature (sig5, found sound: the chain is built from
+    the trusted root's certificates only, never the bundle's, by cryptography's web PKI
+    rules; sigstore's signer already refuses a certificate from a non-CA)."""
+    def key() -> ec.EllipticCurvePrivateKey:
+        return ec.generate_private_key(ec.SECP256R1())
+
+    root_key, mid_key = key(), key()
+    root = _ca("root", root_key, None, True)
+    mid = _ca("mid", mid_key, (root.subject, root_key), True)
+    keyless.monkeypatch.setattr(keyless.instance, "ca_key", mid_key)
+    keyless.monkeypatch.setattr(keyless.instance, "ca_cert", mid)
+    bundle = keyless.sign()
+    if listed == "the intermediate as not a CA":
+        mid = _ca("mid", mid_key, (root.subject, root_key), False)
+    elif listed == "another intermediate and root":
+        other_key = key()
+        root = _ca("root", other_key, None, True)
+        mid = _ca("mid", key(), (root.subject, other_key), True)
+    trusted = json.loads(trust_files[1].read_text())
+    trusted["certificateAuthorities"][0]["certChain"]["certificates"] = [
+        {"rawBytes": base64.b64encode(c.public_bytes(serialization.Encoding.DER)).decode()}
+        for c in (mid, root)]  # fmt: skip
+    trust_files[1].write_text(json.dumps(trusted))
+    if listed == "the intermediate and its root":
+        assert keyless.verify(bundle).exit_code == 0
+    elif listed == "the intermediate as not a CA":
+        keyless.refused(bundle, "basicConstraints.cA must be asserted in a CA certificate")
+    else:
+        keyless.refused(bundle, "failed to build timestamp certificate chain")
