@@ -320,6 +320,31 @@ def test_a_symbolic_link_in_a_signed_model_is_a_failed_verification(
         "path": "ssh", "reason": f"a symbolic link (to {tmp_path / 'outside'}), not followed"}
 
 
+def test_a_name_is_compared_byte_for_byte_not_as_text(
+    tmp_path: Path, make_tree: Any, runner: CliRunner
+) -> None:
+    """Unicode normalisation and case (sig5, found sound): a model signed with a name in
+    decomposed form (NFD, as macOS writes it) and renamed to the composed form it displays as
+    the same: the signed file is missing and the other extra, exit 1; two names differing only
+    by case are two files, both signed, both compared (on a file system that folds case only
+    one can exist, and the other is then missing)."""
+    import unicodedata
+
+    nfd, nfc = (unicodedata.normalize(f, "caf\u00e9.bin") for f in ("NFD", "NFC"))
+    model = make_tree({nfd: 10, "A.bin": 20, "a.bin": 30}, tmp_path / "model")
+    priv, _, _ = _key_files(tmp_path, "vendor")
+    sig = tmp_path / "model.sig"
+    ms.signing.Config().use_elliptic_key_signer(private_key=priv).sign(model, sig)
+    policy = _policy(tmp_path, '[roles.producer]\nkeys = ["vendor.pub"]\n')
+    r = _verify(runner, model, sig, policy)
+    assert r.exit_code == 0 and json.loads(r.stdout)["files"] == 3, r.output
+    (model / nfd).rename(model / nfc)
+    r = _verify(runner, model, sig, policy)
+    assert r.exit_code == 1, r.output
+    report = json.loads(r.stdout)
+    assert (report["missing"], report["extra"]) == ([nfd], [nfc])
+
+
 def _ca(root: Path) -> tuple[Path, Path, Path]:
     """A private CA and a leaf certificate for a P-256 key (model_signing's certificate mode)."""
     now = dt.datetime.now(dt.UTC)
