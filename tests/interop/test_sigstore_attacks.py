@@ -202,6 +202,8 @@ def test_the_issuer_extensions_must_agree(keyless: Keyless) -> None:
     issuer; ``.1.1`` alone (older Fulcio) still verifies."""
     assert keyless.verify(keyless.sign()).exit_code == 0
     assert keyless.verify(keyless.sign(issuer_v2=None)).exit_code == 0
+    keyless.refused(keyless.sign(issuer_v1="https://evil.test", issuer_v2="https://evil.test"),
+                    f"signed by identity {ALICE} (issuer https://evil.test), which is none of")
     keyless.refused(keyless.sign(issuer_v2="https://evil.test"),
                     "its OIDC issuer extension 1.3.6.1.4.1.57264.1.8 says 'https://evil.test'")
     # Only the new extension: sigstore 4.5.1 cannot check it; the refusal says so rather than
