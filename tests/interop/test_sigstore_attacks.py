@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from trajledger.ledger.keys import Signer
 from trajledger.ledger.sigstore_sign import KeylessSigner
 from trajledger.runner.cli import main
 from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE
@@ -113,12 +114,19 @@ def test_a_hostile_certificate_is_refused_in_one_line(
     """The identity is matched first, on a certificate nobody has checked yet: a certificate
     without SAN, with an issuer or other-name SAN that is not UTF-8, or with an extension twice
     made ``verify FILE --sigstore-bundle`` exit 4 ("BUG: ExtensionNotFound",
-    "UnicodeDecodeError", "DuplicateExtension") instead of refusing it (sig5 finding 1)."""
+    "UnicodeDecodeError", "DuplicateExtension") instead of refusing it, and an extension twice
+    did so in model_signing's certificate mode too (sig5 finding 1)."""
     bundle = _keyless_bundle(HOSTILE[case]())
     with pytest.raises((FormatError, SignatureError)) as caught:
         verify_sigstore_bundle(bundle, identities=[Identity(ISSUER, ALICE)],
                                artifact_digest="sha256:" + DIGEST)  # fmt: skip
     assert "\n" not in str(caught.value)
+    # Without a log entry it is model_signing's certificate mode (the key pinned): the same.
+    pinned = json.loads(bundle)
+    pinned["verificationMaterial"]["tlogEntries"] = []
+    with pytest.raises((FormatError, SignatureError)):
+        verify_sigstore_bundle(json.dumps(pinned).encode(), keys=[Signer.generate("k").public],
+                               artifact_digest="sha256:" + DIGEST)  # fmt: skip
     (tmp_path / "f.txt").write_text("x")
     (tmp_path / "b.json").write_bytes(bundle)
     (tmp_path / "policy.toml").write_text(
