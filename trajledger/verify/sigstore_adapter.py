@@ -15,7 +15,8 @@ Scope:
     SCT, inclusion proof and checkpoint or promise, signed timestamps, the entry's consistency
     with the bundle, the signature) is done by the ``sigstore`` package, against its production
     trusted root (the copy it ships, never refreshed here) or a ``trusted_root.json`` given as
-    bytes; then the certificate's identity and issuer must be one the policy names;
+    bytes; then the certificate's identity and issuer must be one the policy names (the issuer
+    in each of Fulcio's two issuer extensions present);
 - the keyless signatures of our own envelopes: such a signature's keyid is the hex sha256 of the
   Sigstore bundle that carries its certificate (`bundle_keyid`), and `verify_envelope_signature`
   checks one against its bundle.
@@ -684,9 +685,9 @@ def _verify_keyless(
         raise NotVerifiableHere(f"{what}: keyless Sigstore signature: {NOT_INSTALLED} ({e})") from e
     _quiet_sigstore_logs()
     # The identity first (certificate only, sigstore's own matching), to name the signer when
-    # it is not trusted; then the full verification, for the identity that matched.
-    # The certificate is the attacker's until the chain is checked: whatever its extensions
-    # hold (no SAN, text that is not UTF-8) it is refused, never raised through.
+    # it is not trusted; then the full verification, for the identity that matched. The
+    # certificate is the attacker's until the chain is checked: whatever its extensions hold
+    # (no SAN, text that is not UTF-8) it is refused, never raised through.
     leaf = _load_certificate(bundle.certificates[0], what)
     matched = None
     for ident in identities:
@@ -699,7 +700,7 @@ def _verify_keyless(
     if matched is None:
         subject, issuer = certificate_identity(bundle.certificates[0])
         why = ""
-        if Identity(issuer, subject) in identities:  # named by .1.8 only
+        if Identity(issuer, subject) in identities and _OIDC_ISSUER_V1 not in dict(_issuers(leaf)):
             why = (f": its certificate has no OIDC issuer extension {_OIDC_ISSUER_V1.dotted_string}"
                    ", the one the sigstore package checks")
         raise SignatureError(
