@@ -257,8 +257,20 @@ class SigstoreInstance:
 
     # -- Fulcio ---------------------------------------------------------------------------
 
-    def issue(self, public_key: ec.EllipticCurvePublicKey, email: str) -> x509.Certificate:
-        """A Fulcio-style code-signing certificate for ``email``, with an embedded SCT."""
+    def issue(
+        self,
+        public_key: ec.EllipticCurvePublicKey,
+        email: str,
+        *,
+        issuer_v1: str | None = TOKEN_ISSUER,
+        issuer_v2: str | None = TOKEN_ISSUER,
+        valid: tuple[timedelta, timedelta] = (timedelta(seconds=-30), timedelta(minutes=10)),
+    ) -> x509.Certificate:
+        """A Fulcio-style code-signing certificate for ``email``, with an embedded SCT.
+
+        The keywords make the certificates a faulty or hostile CA would issue: the OIDC issuer
+        in the old (``.1.1``) and new (``.1.8``) extensions (None: left out), and the validity
+        window (start and end, from now)."""
         assert self.ca_cert is not None
         now = datetime.now(UTC)
         builder = (
@@ -267,8 +279,8 @@ class SigstoreInstance:
             .issuer_name(self.ca_cert.subject)
             .public_key(public_key)
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - timedelta(seconds=30))
-            .not_valid_after(now + timedelta(minutes=10))
+            .not_valid_before(now + valid[0])
+            .not_valid_after(now + valid[1])
             .add_extension(
                 x509.KeyUsage(
                     digital_signature=True,
@@ -290,11 +302,15 @@ class SigstoreInstance:
                 False,
             )
             .add_extension(x509.SubjectAlternativeName([x509.RFC822Name(email)]), critical=True)
-            .add_extension(x509.UnrecognizedExtension(ISSUER_V1, TOKEN_ISSUER.encode()), False)
-            .add_extension(
-                x509.UnrecognizedExtension(ISSUER_V2, _der(0x0C, TOKEN_ISSUER.encode())), False
-            )
         )
+        if issuer_v1 is not None:
+            builder = builder.add_extension(
+                x509.UnrecognizedExtension(ISSUER_V1, issuer_v1.encode()), False
+            )
+        if issuer_v2 is not None:
+            builder = builder.add_extension(
+                x509.UnrecognizedExtension(ISSUER_V2, _der(0x0C, issuer_v2.encode())), False
+            )
         precert = builder.sign(self.ca_key, hashes.SHA256())
         tbs = precert.tbs_certificate_bytes
         ts = int(time.time() * 1000)

@@ -284,6 +284,67 @@ def test_files_under_the_signers_ignore_paths_are_named(
         ".gitattributes" in r.stdout.splitlines(), r.output
 
 
+def test_a_symbolic_link_in_a_signed_model_is_a_failed_verification(
+    tmp_path: Path, make_tree: Any, runner: CliRunner
+) -> None:
+    """A link planted in a model signed without links (one to a file outside, one in place of
+    a signed file) made ``verify DIR --sigstore-bundle`` exit 3, "is a symbolic link; only
+    regular files are signed" (an operational error: the input could not be read), and a link
+    under the signer's ignore paths refused a model model_signing verifies (sig5 finding 3).
+    The directory is not what was signed: exit 1, each link named with its target, never
+    followed; under the ignore paths, named in the note like any file there."""
+    model = make_tree(FILES, tmp_path / "model")
+    priv, _, _ = _key_files(tmp_path, "vendor")
+    sig = tmp_path / "model.sig"
+    ms.signing.Config().use_elliptic_key_signer(private_key=priv).sign(model, sig)
+    policy = _policy(tmp_path, '[roles.producer]\nkeys = ["vendor.pub"]\n')
+    (tmp_path / "outside").write_text('{"lr": 0.1}')
+    (model / ".git").symlink_to(tmp_path)
+    r = _verify(runner, model, sig, policy)
+    assert r.exit_code == 0, r.output
+    assert "1 file(s) under the signer's ignore paths, not checked: .git" in json.loads(
+        r.stdout)["notes"], r.stdout
+    (model / "ssh").symlink_to(tmp_path / "outside")
+    (model / "config.json").unlink()
+    (model / "config.json").symlink_to(tmp_path / "outside")  # the same bytes as signed
+    for extra in ([], ["--json"]):
+        r = runner.invoke(main, ["verify", str(model), "--sigstore-bundle", str(sig), "--policy",
+                                 str(policy), *extra])  # fmt: skip
+        assert r.exit_code == 1, r.output
+        assert r.stderr.splitlines() == [
+            f"FAIL: {model}: 2 problem(s)",
+            f"FAIL: config.json: a symbolic link (to {tmp_path / 'outside'}), not followed",
+            f"FAIL: ssh: a symbolic link (to {tmp_path / 'outside'}), not followed",
+        ], r.stderr
+    assert json.loads(r.stdout)["changed"][1] == {
+        "path": "ssh", "reason": f"a symbolic link (to {tmp_path / 'outside'}), not followed"}
+
+
+def test_a_name_is_compared_byte_for_byte_not_as_text(
+    tmp_path: Path, make_tree: Any, runner: CliRunner
+) -> None:
+    """Unicode normalisation and case (sig5, found sound): a model signed with a name in
+    decomposed form (NFD, as macOS writes it) and renamed to the composed form it displays as
+    the same: the signed file is missing and the other extra, exit 1; two names differing only
+    by case are two files, both signed, both compared (on a file system that folds case only
+    one can exist, and the other is then missing)."""
+    import unicodedata
+
+    nfd, nfc = (unicodedata.normalize(f, "caf\u00e9.bin") for f in ("NFD", "NFC"))
+    model = make_tree({nfd: 10, "A.bin": 20, "a.bin": 30}, tmp_path / "model")
+    priv, _, _ = _key_files(tmp_path, "vendor")
+    sig = tmp_path / "model.sig"
+    ms.signing.Config().use_elliptic_key_signer(private_key=priv).sign(model, sig)
+    policy = _policy(tmp_path, '[roles.producer]\nkeys = ["vendor.pub"]\n')
+    r = _verify(runner, model, sig, policy)
+    assert r.exit_code == 0 and json.loads(r.stdout)["files"] == 3, r.output
+    (model / nfd).rename(model / nfc)
+    r = _verify(runner, model, sig, policy)
+    assert r.exit_code == 1, r.output
+    report = json.loads(r.stdout)
+    assert (report["missing"], report["extra"]) == ([nfd], [nfc])
+
+
 def _ca(root: Path) -> tuple[Path, Path, Path]:
     """A private CA and a leaf certificate for a P-256 key (model_signing's certificate mode)."""
     now = dt.datetime.now(dt.UTC)

@@ -38,10 +38,16 @@ from trajledger.verify.sigstore_adapter import (
 )
 from trajledger.verify.statement import Statement
 from trajledger.verify.strict_json import load_object
-from trajledger.verify.tree import TreeDiff, diff_tree, hash_files, manifest_from_statement
+from trajledger.verify.tree import (
+    TreeDiff,
+    diff_tree,
+    hash_files,
+    manifest_from_statement,
+    tree_files,
+)
 
 from .errors import LedgerError
-from .files import collect_files, manifest_for, media_type_for
+from .files import manifest_for, media_type_for
 from .verify_files import read_input
 
 __all__ = ["InteropResult", "verify_with_bundle"]
@@ -179,20 +185,23 @@ def verify_with_bundle(target: Path, bundle_path: Path, policy: TrustPolicy) -> 
     if verified.payload is None or not in_toto:
         raise SignatureError(f"{what}: signs a message digest, which cannot name a directory")
     statement = Statement.from_bytes(verified.payload, f"{what}: statement")
-    files = collect_files([target])
+    files, links = _tree(target)
     inside = _inside(bundle_path, target)
     if statement.predicate_type == model_signing.PREDICATE_TYPE:
         signed = model_signing.ModelSignature.from_statement(statement, what)
         ignore = [*signed.ignore_paths, *([inside] if inside else [])]
         digests = _hash({n: p for n, p in files.items() if not model_signing.is_ignored(n, ignore)})
-        diff = model_signing.diff_model(signed, {n: d.sha256 for n, d in digests.items()})
+        diff = _with_links(
+            model_signing.diff_model(signed, {n: d.sha256 for n, d in digests.items()}),
+            {n: k for n, k in links.items() if not model_signing.is_ignored(n, ignore)},
+        )
         manifest = Manifest.from_files(
             [FileEntry(n, d.size, d.sha256, media_type_for(n)) for n, d in sorted(digests.items())]
         )
         # What the signer left out is not verified: named, so that a file planted there (a
         # .git/config that runs a command) is not passed over in silence.
-        unchecked = sorted(n for n in files if n != inside and model_signing.is_ignored(
-            n, signed.ignore_paths))
+        unchecked = sorted(n for n in [*files, *links] if n != inside and
+                           model_signing.is_ignored(n, signed.ignore_paths))
         return result(
             "model_signing", len(signed.files), diff, manifest.digest if diff.ok else None,
             (f"{len(unchecked)} file(s) under the signer's ignore paths, not checked: "
@@ -203,7 +212,8 @@ def verify_with_bundle(target: Path, bundle_path: Path, policy: TrustPolicy) -> 
         files.pop(inside, None)
     if "manifest" in statement.predicate:
         listed = manifest_from_statement(statement, what)
-        return result("sigstore", len(listed.files), diff_tree(listed, files), listed.digest)
+        return result("sigstore", len(listed.files), _with_links(diff_tree(listed, files), links),
+                      listed.digest)
     ours = manifest_for(files)
     if all(s.digest != ours.digest for s in statement.subjects):
         raise DigestMismatchError(
@@ -212,7 +222,30 @@ def verify_with_bundle(target: Path, bundle_path: Path, policy: TrustPolicy) -> 
             subject=str(target),
             observed=ours.digest,
         )
-    return result("sigstore", len(ours.files), TreeDiff((), (), ()), ours.digest)
+    return result("sigstore", len(ours.files), _with_links(TreeDiff((), (), ()), links),
+                  ours.digest)
+
+
+def _tree(target: Path) -> tuple[dict[str, Path], dict[str, str]]:
+    """The directory's regular files by name, and what every other entry is (`tree_files`: a
+    symbolic link is never followed; it is not what was signed, a failure named by
+    `_with_links`, not an input that cannot be read)."""
+    try:
+        files, others = tree_files(target)
+    except OSError as e:
+        raise LedgerError(f"{e.filename}: cannot list: {e.strerror}") from e
+    if not files and not others:
+        raise LedgerError(f"{target}: holds no files to verify")
+    return files, others
+
+
+def _with_links(diff: TreeDiff, others: dict[str, str]) -> TreeDiff:
+    """``diff`` with each entry that is not a regular file as a problem (saying what it is, a
+    link with its target), in place of its being missing."""
+    if not others:
+        return diff
+    return TreeDiff(tuple(p for p in diff.missing if p not in others), diff.extra,
+                    tuple(sorted([*diff.changed, *others.items()])))
 
 
 def _inside(bundle: Path, directory: Path) -> str | None:

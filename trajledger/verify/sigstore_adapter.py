@@ -15,7 +15,8 @@ Scope:
     SCT, inclusion proof and checkpoint or promise, signed timestamps, the entry's consistency
     with the bundle, the signature) is done by the ``sigstore`` package, against its production
     trusted root (the copy it ships, never refreshed here) or a ``trusted_root.json`` given as
-    bytes; then the certificate's identity and issuer must be one the policy names;
+    bytes; then the certificate's identity and issuer must be one the policy names (the issuer
+    in each of Fulcio's two issuer extensions present);
 - the keyless signatures of our own envelopes: such a signature's keyid is the hex sha256 of the
   Sigstore bundle that carries its certificate (`bundle_keyid`), and `verify_envelope_signature`
   checks one against its bundle.
@@ -488,10 +489,17 @@ def verify_sigstore_bundle(
 
 
 def _load_certificate(der: bytes, what: str) -> x509.Certificate:
+    """The certificate, its extensions parsed here (cryptography keeps them): an extension
+    given twice or unreadable is refused once, not raised by whatever reads it next."""
     try:
-        return x509.load_der_x509_certificate(der)
+        cert = x509.load_der_x509_certificate(der)
     except ValueError as e:
         raise FormatError(f"{what}: signing certificate is not valid DER") from e
+    try:
+        cert.extensions  # noqa: B018 (parsed for the check)
+    except (ValueError, x509.DuplicateExtension, x509.UnsupportedGeneralNameType) as e:
+        raise FormatError(f"{what}: signing certificate's extensions cannot be read: {e}") from e
+    return cert
 
 
 def _public_key_of(cert: x509.Certificate, what: str) -> PublicKey:
@@ -509,6 +517,20 @@ def _public_key_of(cert: x509.Certificate, what: str) -> PublicKey:
 
 _OIDC_ISSUER_V1 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.1")
 _OIDC_ISSUER_V2 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.8")
+
+
+def _issuers(cert: x509.Certificate) -> list[tuple[x509.ObjectIdentifier, str]]:
+    """The OIDC issuer each of Fulcio's two issuer extensions present states."""
+    out: list[tuple[x509.ObjectIdentifier, str]] = []
+    for oid in (_OIDC_ISSUER_V1, _OIDC_ISSUER_V2):
+        try:
+            ext = cert.extensions.get_extension_for_oid(oid).value
+        except x509.ExtensionNotFound:
+            continue
+        raw = ext.value if isinstance(ext, x509.UnrecognizedExtension) else b""
+        out.append((oid, _der_utf8(raw) if oid == _OIDC_ISSUER_V2 else
+                    raw.decode("utf-8", "replace")))
+    return out
 
 
 def certificate_identity(cert_der: bytes) -> tuple[str, str]:
@@ -663,23 +685,37 @@ def _verify_keyless(
         raise NotVerifiableHere(f"{what}: keyless Sigstore signature: {NOT_INSTALLED} ({e})") from e
     _quiet_sigstore_logs()
     # The identity first (certificate only, sigstore's own matching), to name the signer when
-    # it is not trusted; then the full verification, for the identity that matched.
+    # it is not trusted; then the full verification, for the identity that matched. The
+    # certificate is the attacker's until the chain is checked: whatever its extensions hold
+    # (no SAN, text that is not UTF-8) it is refused, never raised through.
     leaf = _load_certificate(bundle.certificates[0], what)
     matched = None
     for ident in identities:
         try:
             SigstoreIdentity(identity=ident.subject, issuer=ident.issuer).verify(leaf)
-        except SigstoreError:
+        except (SigstoreError, ValueError, x509.ExtensionNotFound):
             continue
         matched = ident
         break
     if matched is None:
         subject, issuer = certificate_identity(bundle.certificates[0])
+        why = ""
+        if Identity(issuer, subject) in identities and _OIDC_ISSUER_V1 not in dict(_issuers(leaf)):
+            why = (f": its certificate has no OIDC issuer extension {_OIDC_ISSUER_V1.dotted_string}"
+                   ", the one the sigstore package checks")
         raise SignatureError(
             f"{what}: signed by identity {subject or '(none)'} (issuer {issuer or 'none'}), "
             f"which is none of the {len(identities)} trusted identit"
-            f"{'y' if len(identities) == 1 else 'ies'}"
+            f"{'y' if len(identities) == 1 else 'ies'}{why}"
         )
+    # sigstore reads the issuer from .1.1 only; the certificate may say another in .1.8 (which
+    # our messages read first, and newer clients trust): every issuer it states must be ours.
+    for oid, value in _issuers(leaf):
+        if value != matched.issuer:
+            raise SignatureError(
+                f"{what}: signed by identity {matched.subject} (issuer {matched.issuer}), but "
+                f"its OIDC issuer extension {oid.dotted_string} says {value!r}"
+            )
     policy = SigstoreIdentity(identity=matched.subject, issuer=matched.issuer)
     try:
         root = _trusted_root(trusted_root)
@@ -693,7 +729,9 @@ def _verify_keyless(
                 Hashed(algorithm=HashAlgorithm.SHA2_256, digest=digest), sbundle, policy
             )
         cert = sbundle.signing_certificate
-    except (SigstoreError, ValueError) as e:  # pydantic's ValidationError is a ValueError
+    # pydantic's ValidationError is a ValueError; a certificate of the trusted CA without the
+    # key usages sigstore reads raises ExtensionNotFound.
+    except (SigstoreError, ValueError, x509.ExtensionNotFound) as e:
         raise SignatureError(f"{what}: keyless signature does not verify: {_first_line(e)}") from e
     # The ephemeral key identifies nothing; its keyid is reported, never trusted.
     spki = cert.public_key().public_bytes(

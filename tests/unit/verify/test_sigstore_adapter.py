@@ -150,6 +150,13 @@ def test_message_signatures_in_key_mode() -> None:
         (lambda b: b["dsseEnvelope"].update(payload="%%%"), "payload: is not valid base64"),
         (lambda b: b["dsseEnvelope"]["signatures"][0].update(sig=""), "signature is empty"),
         (lambda b: b["verificationMaterial"].update(tlogEntries={}), "tlogEntries must be a list"),
+        # A message signature over a digest that is not SHA-256 (sig5): refused when parsed.
+        (lambda b: (b.pop("dsseEnvelope"), b.update(messageSignature={"signature": "AA==",
+         "messageDigest": {"algorithm": "SHA2_512", "digest": "AA=="}})),
+         "messageDigest algorithm 'SHA2_512', want SHA2_256"),
+        (lambda b: (b.pop("dsseEnvelope"), b.update(messageSignature={"signature": "AA==",
+         "messageDigest": {"algorithm": "SHA2_256", "digest": "AA=="}})),
+         "messageDigest is 1 bytes, want 32"),
     ],
 )  # fmt: skip
 def test_malformed_bundles_are_refused(mutate: Any, message: str) -> None:
