@@ -204,6 +204,18 @@ def entry_spec(
     )
 
 
+def run_commands(home: Path, *commands: str) -> None:
+    """Run each command line (split on white space) on the ledger ``home`` through the CLI,
+    with the test passphrase set; each must succeed (a template's build)."""
+    from trajledger.runner.cli import main
+
+    runner = new_runner()
+    for args in commands:
+        r = runner.invoke(main, ["--ledger", str(home), *args.split()], prog_name="trajledger",
+                          env={"TRAJLEDGER_PASSPHRASE": TEST_PASSPHRASE})  # fmt: skip
+        assert r.exit_code == 0, r.output
+
+
 def new_runner() -> CliRunner:
     """A CliRunner with stderr kept apart (click < 8.2 needs ``mix_stderr=False``; click 8.2
     removed it and always records both: ``result.output`` interleaves them)."""

@@ -34,15 +34,8 @@ REC = ("--env", "cart@1", "--policy", "p0", *KEY)
 
 def build(home: Path) -> None:
     """A ledger with key alice (encrypted) and environment cart@1."""
-    runner = testkit.new_runner()
-    for args in (
-        "init --origin test/e2e",
-        "key new alice",
-        "env register cart --version 1 --gym-id CartPole-v1 --key alice",
-    ):
-        r = runner.invoke(main, ["--ledger", str(home), *args.split()], prog_name="trajledger",
-                          env={"TRAJLEDGER_PASSPHRASE": testkit.TEST_PASSPHRASE})  # fmt: skip
-        assert r.exit_code == 0, r.output
+    testkit.run_commands(home, "init --origin test/e2e", "key new alice",
+                         "env register cart --version 1 --gym-id CartPole-v1 --key alice")
 
 
 @pytest.fixture(scope="session")

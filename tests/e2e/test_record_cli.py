@@ -178,16 +178,9 @@ VERL = [
 
 def build(home: Path) -> None:
     """A ledger with key alice (encrypted), environment cart@1 and evaluator judge@1."""
-    runner = testkit.new_runner()
-    for args in (
-        "init --origin test/e2e",
-        "key new alice",
-        "env register cart --version 1 --gym-id CartPole-v1 --key alice",
-        "evaluator register judge --version 1 --kind deterministic --key alice",
-    ):
-        r = runner.invoke(main, ["--ledger", str(home), *args.split()], prog_name="trajledger",
-                          env={"TRAJLEDGER_PASSPHRASE": testkit.TEST_PASSPHRASE})  # fmt: skip
-        assert r.exit_code == 0, r.output
+    testkit.run_commands(home, "init --origin test/e2e", "key new alice",
+                         "env register cart --version 1 --gym-id CartPole-v1 --key alice",
+                         "evaluator register judge --version 1 --kind deterministic --key alice")
 
 
 @pytest.fixture(scope="session")
