@@ -216,6 +216,19 @@ def run_commands(home: Path, *commands: str) -> None:
         assert r.exit_code == 0, r.output
 
 
+def snapshot(home: Path) -> tuple[int, frozenset[str]]:
+    """The log size (from ``log info --json``) and every file under the ledger's object store:
+    what a refused command must leave as it was."""
+    from trajledger.runner.cli import main
+
+    info = new_runner().invoke(main, ["--ledger", str(home), "log", "info", "--json"])
+    assert info.exit_code == 0, info.output
+    objects = home / "objects"
+    return json.loads(info.stdout)["size"], frozenset(
+        str(p.relative_to(objects)) for p in objects.rglob("*") if p.is_file()
+    )
+
+
 def new_runner() -> CliRunner:
     """A CliRunner with stderr kept apart (click < 8.2 needs ``mix_stderr=False``; click 8.2
     removed it and always records both: ``result.output`` interleaves them)."""

@@ -32,20 +32,10 @@ KEY = ("--key", "alice")
 REC = ("--env", "cart@1", "--policy", "p0", *KEY)
 
 
-def build(home: Path) -> None:
-    """A ledger with key alice (encrypted) and environment cart@1."""
-    testkit.run_commands(home, "init --origin test/e2e", "key new alice",
-                         "env register cart --version 1 --gym-id CartPole-v1 --key alice")
-
-
-@pytest.fixture(scope="session")
-def template(tmp_path_factory: pytest.TempPathFactory) -> testkit.Template[None]:
-    return testkit.build_template(tmp_path_factory.mktemp("outside-writers"), build)
-
-
 @pytest.fixture
-def home(template: testkit.Template[None], tmp_path: Path, passphrase: str) -> Path:
-    return testkit.copy_template(template, tmp_path / "home")
+def home(alice_home: Path) -> Path:
+    """A ledger with key alice (encrypted), environment cart@1 (tests/e2e/conftest.py)."""
+    return alice_home
 
 
 def run(runner: CliRunner, home: Path, *args: str | Path) -> Result:
@@ -68,22 +58,13 @@ def recorded(runner: CliRunner, home: Path, *args: str | Path) -> dict[str, list
     }
 
 
-def snapshot(runner: CliRunner, home: Path) -> tuple[int, frozenset[str]]:
-    info = run(runner, home, "log", "info", "--json")
-    assert info.exit_code == 0, info.output
-    objects = home / "objects"
-    return json.loads(info.stdout)["size"], frozenset(
-        str(p.relative_to(objects)) for p in objects.rglob("*") if p.is_file()
-    )
-
-
 def refused(runner: CliRunner, home: Path, args: list[str | Path], stderr: str) -> None:
     """``record ARGS`` exits 1 with exactly ``stderr``, no traceback, the ledger unchanged."""
-    before = snapshot(runner, home)
+    before = testkit.snapshot(home)
     r = run(runner, home, "record", *args, *REC)
     assert (r.exit_code, r.stderr, r.stdout) == (1, stderr, ""), r.output
     assert "Traceback" not in r.output
-    assert snapshot(runner, home) == before
+    assert testkit.snapshot(home) == before
 
 
 def fail_lines(subject: Path | str, problems: list[str]) -> str:

@@ -45,23 +45,13 @@ def expect(result: Result, code: int, stderr: str, stdout: str | None = None) ->
         assert result.stdout == stdout
 
 
-def snapshot(runner: CliRunner, home: Path) -> tuple[int, frozenset[str]]:
-    """The log size (from ``log info --json``) and every file under the object store."""
-    info = run(runner, home, "log", "info", "--json")
-    assert info.exit_code == 0, info.output
-    objects = home / "objects"
-    return json.loads(info.stdout)["size"], frozenset(
-        str(p.relative_to(objects)) for p in objects.rglob("*") if p.is_file()
-    )
-
-
 def refused(
     runner: CliRunner, home: Path, args: Sequence[str | Path], code: int, stderr: str
 ) -> None:
     """Run a command that must be refused, and check that the ledger did not change."""
-    before = snapshot(runner, home)
+    before = testkit.snapshot(home)
     expect(run(runner, home, *args), code, stderr, "")
-    assert snapshot(runner, home) == before
+    assert testkit.snapshot(home) == before
 
 
 # -- inputs ---------------------------------------------------------------------------------------
@@ -176,22 +166,11 @@ VERL = [
 ]
 
 
-def build(home: Path) -> None:
-    """A ledger with key alice (encrypted), environment cart@1 and evaluator judge@1."""
-    testkit.run_commands(home, "init --origin test/e2e", "key new alice",
-                         "env register cart --version 1 --gym-id CartPole-v1 --key alice",
-                         "evaluator register judge --version 1 --kind deterministic --key alice")
-
-
-@pytest.fixture(scope="session")
-def template(tmp_path_factory: pytest.TempPathFactory) -> testkit.Template[None]:
-    return testkit.build_template(tmp_path_factory.mktemp("record-cli"), build)
-
-
 @pytest.fixture
-def home(template: testkit.Template[None], tmp_path: Path, passphrase: str) -> Path:
-    """A copy of `build`'s ledger (this test's user built it); its key's passphrase set."""
-    return testkit.copy_template(template, tmp_path / "home")
+def home(alice_home: Path) -> Path:
+    """A copy of a ledger with key alice (encrypted), environment cart@1 and evaluator judge@1
+    (tests/e2e/conftest.py); this test's user built it; its key's passphrase set."""
+    return alice_home
 
 
 def record(
@@ -549,11 +528,11 @@ def test_show_batch_by_its_name(runner: CliRunner, home: Path, tmp_path: Path) -
 def test_record_again_is_idempotent(runner: CliRunner, home: Path, tmp_path: Path) -> None:
     src = write_parquet(tmp_path / "a.parquet", classic())
     digest = record(runner, home, src)
-    before = snapshot(runner, home)
+    before = testkit.snapshot(home)
     r = run(runner, home, "record", src, *REC)
     expect(r, 0, "OK: batch of 2 episode(s), 6 step(s) already recorded at log index 2\n",
            digest + "\n")
-    assert snapshot(runner, home) == before
+    assert testkit.snapshot(home) == before
 
 
 def test_validate_command(runner: CliRunner, tmp_path: Path) -> None:
@@ -686,7 +665,7 @@ def test_episode_without_final_step_refused(runner: CliRunner, home: Path, tmp_p
     cols = classic()
     cols["terminated"][5] = False
     src = write_parquet(tmp_path / "open.parquet", cols)
-    before = snapshot(runner, home)
+    before = testkit.snapshot(home)
     r = run(runner, home, "record", src, *REC)
     assert (r.exit_code, r.stdout) == (1, "")
     assert (
@@ -694,7 +673,7 @@ def test_episode_without_final_step_refused(runner: CliRunner, home: Path, tmp_p
         "is neither terminated nor truncated\n" in r.stderr
     )
     assert "Traceback" not in r.output
-    assert snapshot(runner, home) == before
+    assert testkit.snapshot(home) == before
 
 
 def test_episode_without_final_step_reported_once(
@@ -986,7 +965,7 @@ def test_ambiguous_reference_refused(runner: CliRunner, home: Path, tmp_path: Pa
 
 def test_record_usage_errors(runner: CliRunner, home: Path, tmp_path: Path) -> None:
     src = write_parquet(tmp_path / "a.parquet", classic())
-    before = snapshot(runner, home)
+    before = testkit.snapshot(home)
     r = run(runner, home, "record", src, "--policy", "p0", *KEY)
     assert r.exit_code == 2 and "Missing option '--env'" in r.stderr
     r = run(runner, home, "record", src, "--env", "cart@1", "--policy", "p0", "--key", "bob")
@@ -994,7 +973,7 @@ def test_record_usage_errors(runner: CliRunner, home: Path, tmp_path: Path) -> N
     expect(
         r, 3, f"FAIL: key bob: no private key in {keys}; create it with 'trajledger key new bob'\n"
     )
-    assert snapshot(runner, home) == before
+    assert testkit.snapshot(home) == before
 
 
 def test_erased_rollouts_refused(runner: CliRunner, home: Path, tmp_path: Path) -> None:
