@@ -465,3 +465,83 @@ def test_a_revoked_identity_counts_for_nothing_from_its_compromise_on(
     r = runner.invoke(main, ["--ledger", str(home), "policy", "set", str(path), "--key", "a",
                              "--key", "b", "--yes"])  # fmt: skip
     assert r.exit_code == 1 and "a revoked identity stays revoked" in r.stderr, r.output
+
+
+def test_a_revoked_identity_is_judged_by_the_time_sigstore_verified_too(
+    sigstore_instance: Any,
+    trust_files: tuple[Path, Path],
+    runner: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """revoked_identities with a time: a log operator who backdates an entry does not move a
+    keyless signature before the compromise. The record is logged (backdated) in 2020, signed
+    keylessly now (Rekor's integrated time, bound by its promise, which sigstore verified):
+    revoked from an hour ago, its signature counts for nothing and the failure names the
+    revocation and the verified time; revoked from tomorrow (after both times), it counts."""
+    from datetime import UTC, datetime, timedelta
+
+    import trajledger.ledger.log.writer as writer
+    from trajledger import Ledger
+
+    config, root = trust_files
+    home = tmp_path / "ledger"
+    _ledger(runner, home)
+    monkeypatch.setenv(TRUST_CONFIG_ENV, str(config))
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+
+    def ok(*args: str) -> Any:
+        r = runner.invoke(main, ["--ledger", str(home), *args])
+        assert r.exit_code == 0, r.output
+        return r
+
+    for k in ("a", "b"):
+        ok("key", "new", k, "--no-encrypt")
+    vkey = Ledger.open(home).log.vkey
+    keys = home / "keys"
+
+    def policy(serial: int, producer: str, extra: str = "") -> None:
+        path = tmp_path / f"policy-{serial}.toml"
+        path.write_text(
+            f'name = "keyless"\nserial = {serial}\nsigstore_trusted_root = "{root}"\n{extra}'
+            f"[roles.producer]\n{producer}\n"
+            f'[roles.approver]\nkeys = ["{keys / "a.pub"}", "{keys / "b.pub"}"]\nthreshold = 2\n'
+            f'[roles.log]\nvkeys = ["{vkey}"]\n'
+        )
+        ok("policy", "set", str(path), "--key", "a", "--key", "b", "--yes")
+
+    policy(1, f'identities = [{{issuer = "{ISSUER}", subject = "{ALICE}"}}]')
+    (tmp_path / "f.txt").write_text("signed by alice")
+    with monkeypatch.context() as m:  # the log's operator backdates the entry
+        m.setattr(writer, "_now", lambda: "2020-01-01T00:00:00Z")
+        digest = ok("attest", str(tmp_path / "f.txt"), "--sigstore").stdout.strip().splitlines()[-1]
+    ledger = Ledger.open(home)
+    index = ledger.log.find_subject(digest)[0]
+    assert LogEntry.from_bytes(ledger.log.entry(index)).time == "2020-01-01T00:00:00Z"
+    ok("verify", digest)
+
+    def revoked(since: datetime) -> str:
+        return (f'[[revoked_identities]]\nissuer = "{ISSUER}"\nsubject = "{ALICE}"\n'
+                f'compromised_since = "{since:%Y-%m-%dT%H:%M:%SZ}"\nreason = "token leaked"\n')
+
+    now = datetime.now(UTC)
+    vendor = f'keys = ["{keys / "vendor.pub"}"]'
+    policy(2, vendor, revoked(now - timedelta(hours=1)))
+    r = runner.invoke(main, ["--ledger", str(home), "verify", digest])
+    assert r.exit_code == 1, r.output
+    assert (f"signed by identity {ALICE} (issuer {ISSUER}) at {now:%Y-%m-%d}T") in r.stderr
+    assert (f"(Rekor's integrated time), which the policy revokes: compromised since "
+            f"{now - timedelta(hours=1):%Y-%m-%dT%H:%M:%SZ}: token leaked") in r.stderr
+    assert "signed by 0 of 1 required identities" in r.stderr
+    # Either verified time after the compromise is enough (here a TSA's before it, Rekor's after).
+    import trajledger.verify.sigstore_adapter as adapter
+
+    read = adapter._verified_times
+    with monkeypatch.context() as m:
+        m.setattr(adapter, "_verified_times", lambda *a: (("2020-01-01T00:00:00Z", "a TSA"),
+                                                          *read(*a)))
+        r = runner.invoke(main, ["--ledger", str(home), "verify", digest])
+    assert r.exit_code == 1 and "(Rekor's integrated time), which the policy revokes" in r.stderr
+    # Both times before the compromise: the signature counts.
+    policy(3, vendor, revoked(now + timedelta(days=1)))
+    ok("verify", digest)

@@ -45,6 +45,10 @@ SEAMS: dict[tuple[str, str], str] = {
         "the signer's certificate expires now (sigstore signs only while it is valid)",
     ("interop/test_sigstore_keyless.py", "_signing_context"):
         "a missing trust config is reported when the signing context is first built",
+    ("interop/test_sigstore_keyless.py", "_now"):
+        "the log's operator backdates an entry (the log writer's clock) before a compromise",
+    ("interop/test_sigstore_keyless.py", "_verified_times"):
+        "a verified signing time before the compromise beside Rekor's (the instance has no TSA)",
 }
 """``(test file from tests/, private name): why`` for the private seams reached from a test
 file that does not own them."""

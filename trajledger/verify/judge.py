@@ -137,7 +137,7 @@ def judge_record(index: int, entry: LogEntry, data: bytes | None, policy: TrustP
             from .sigstore_adapter import identity_signers, trusted_root_bytes
 
             found, notes = identity_signers(
-                envelope, read, idents,
+                envelope, read, idents, revoked=lambda i, t: policy.revocation(i, index, t),
                 trusted_root=trusted_root_bytes(policy.sigstore_trusted_root), what=what,
             )
         need = max(threshold - len(found), 0)

@@ -46,6 +46,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
+from .compromise import RevokedIdentity, RevokedKey
 from .digest import parse_digest
 from .dsse import INTOTO_PAYLOAD_TYPE, MAX_ENVELOPE_BYTES, Envelope, Signature, b64decode, pae
 from .errors import FormatError, SignatureError
@@ -326,10 +328,14 @@ class BundleSigner:
         keyid: key and pinned-certificate modes: the trusted key's keyid; keyless mode: the hex
             sha256 of the certificate's DER SPKI (an ephemeral key: it identifies nothing).
         identity: keyless mode: the policy identity the certificate matched; else None.
+        signed_at: keyless mode: the signing times sigstore verified (Rekor's integrated time
+            bound by its promise, each trusted RFC 3161 timestamp's genTime), each
+            ``YYYY-MM-DDTHH:MM:SSZ`` (to the second below) with its source; else empty.
     """
 
     keyid: str
     identity: Identity | None = None
+    signed_at: tuple[tuple[str, str], ...] = ()
 
     def describe(self) -> str:
         """``key 1a2b3c…`` or ``identity SAN (issuer ISSUER)``."""
@@ -729,6 +735,7 @@ def _verify_keyless(
                 Hashed(algorithm=HashAlgorithm.SHA2_256, digest=digest), sbundle, policy
             )
         cert = sbundle.signing_certificate
+        signed_at = _verified_times(verifier, sbundle, what)
     # pydantic's ValidationError is a ValueError; a certificate of the trusted CA without the
     # key usages sigstore reads raises ExtensionNotFound.
     except (SigstoreError, ValueError, x509.ExtensionNotFound) as e:
@@ -737,7 +744,35 @@ def _verify_keyless(
     spki = cert.public_key().public_bytes(
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    return BundleSigner(hashlib.sha256(spki).hexdigest(), matched)
+    return BundleSigner(hashlib.sha256(spki).hexdigest(), matched, signed_at)
+
+
+def _verified_times(verifier: Any, sbundle: Any, what: str) -> tuple[tuple[str, str], ...]:
+    """The signing times sigstore established for a bundle it has just verified, with their
+    sources: its ``_establish_time`` (sigstore 4.x), the times it checked the chain at.
+
+    A revoked identity is judged by them (`identity_signers`). Where the installed ``sigstore``
+    yields none (another version), the signature counts for nothing: fail closed.
+    """
+    establish = getattr(verifier, "_establish_time", None)
+    found = establish(sbundle) if callable(establish) else None
+    if not found:
+        raise SignatureError(
+            f"{what}: the sigstore package verified no signing time that can be read here "
+            "(a revoked identity is judged by it)"
+        )
+    out = []
+    for ts in found:
+        when = ts.time if ts.time.tzinfo else ts.time.replace(tzinfo=UTC)
+        source = _TIME_SOURCES.get(getattr(ts.source, "name", ""), "a time sigstore verified")
+        out.append((when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), source))
+    return tuple(out)
+
+
+_TIME_SOURCES = {
+    "TRANSPARENCY_SERVICE": "Rekor's integrated time",
+    "TIMESTAMP_AUTHORITY": "a signed timestamp's genTime",
+}
 
 
 def _first_line(e: BaseException) -> str:
@@ -840,6 +875,7 @@ def identity_signers(
     identities: Iterable[Identity],
     *,
     trusted_root: bytes | None = None,
+    revoked: Callable[[Identity, str], RevokedKey | RevokedIdentity | None] = lambda i, t: None,
     what: str = "envelope",
 ) -> tuple[frozenset[Identity], tuple[str, ...]]:
     """Which trusted identities signed an envelope by keyless signatures, and notes on the rest.
@@ -848,13 +884,19 @@ def identity_signers(
     Sigstore bundle verifying for it (`verify_envelope_signature`). Signatures whose keyid names
     no blob are key signatures (or keyless ones whose bundle is missing): they are left to
     ``dsse.verify_envelope`` and count for nothing here. A bundle that cannot be verified here,
-    or does not verify, is reported in a note and counts for nothing (fail closed).
+    or does not verify, is reported in a note and counts for nothing (fail closed); so is one
+    whose identity ``revoked`` names a revocation for at any signing time sigstore verified
+    (`BundleSigner.signed_at`): the log entry's time, which ``revoked_identities`` are first
+    judged by (`verify.judge.signing_keys`), is written by the log's operator, who could
+    backdate it before the compromise.
 
     Args:
         envelope: the envelope.
         blob: reads a stored blob by digest, None when absent.
         identities: the identities that may count.
         trusted_root: as `verify_envelope_signature`.
+        revoked: the revocation of an identity at a time (``YYYY-MM-DDTHH:MM:SSZ``), None when
+            its signature counts (`verify.policy.TrustPolicy.revocation` at the record's index).
         what: names the envelope in notes.
 
     Returns:
@@ -877,6 +919,15 @@ def identity_signers(
             notes.append(str(e))
             continue
         assert signer.identity is not None
+        gone = [(t, src, r) for t, src in signer.signed_at if (r := revoked(signer.identity, t))]
+        if gone:
+            t, src, r = gone[0]
+            notes.append(
+                f"{what}: signed by identity {signer.identity.subject} (issuer "
+                f"{signer.identity.issuer}) at {t} ({src}), which the policy revokes: "
+                f"{r.describe()}"
+            )
+            continue
         found.add(signer.identity)
     return frozenset(found), tuple(notes)
 

@@ -295,3 +295,30 @@ def test_a_dsse_bundle_of_another_payload_type_signs_no_artifact() -> None:
         with pytest.raises(FormatError, match=re.escape(
                 "payloadType 'application/x-other', want 'application/vnd.in-toto+json'")):
             verify_sigstore_bundle(data, keys=[signer.public], artifact_digest=D)
+
+
+def test_the_signing_times_sigstore_verified_are_read_to_the_second_or_refused() -> None:
+    """A keyless signature's times (`BundleSigner.signed_at`), which a revoked identity is
+    judged by: each of sigstore's verified times, in UTC, to the second below (a compromise
+    at 12:00:00 covers a timestamp at 12:00:00.9), named by source; none readable (another
+    sigstore, or none established) refuses the signature rather than judging it by the log's
+    time alone."""
+    from types import SimpleNamespace
+
+    from trajledger.verify.sigstore_adapter import _verified_times
+
+    plus2 = dt.timezone(dt.timedelta(hours=2))
+    times = [
+        SimpleNamespace(source=SimpleNamespace(name="TIMESTAMP_AUTHORITY"),
+                        time=dt.datetime(2026, 1, 2, 14, 0, 0, 900000, tzinfo=plus2)),
+        SimpleNamespace(source=SimpleNamespace(name="TRANSPARENCY_SERVICE"),
+                        time=dt.datetime(2026, 1, 2, 12, 0, 5)),  # naive: UTC
+    ]
+    verifier = SimpleNamespace(_establish_time=lambda bundle: times)
+    assert _verified_times(verifier, None, "b") == (
+        ("2026-01-02T12:00:00Z", "a signed timestamp's genTime"),
+        ("2026-01-02T12:00:05Z", "Rekor's integrated time"),
+    )
+    for v in (SimpleNamespace(), SimpleNamespace(_establish_time=lambda bundle: [])):
+        with pytest.raises(SignatureError, match=r"^b: the sigstore package verified no signing "):
+            _verified_times(v, None, "b")
