@@ -494,6 +494,212 @@ def test_a_second_dataset_of_the_suites_name_is_not_the_suite(
     assert "✗ success_rate on regression@1 — missing: no verified evaluation" in r.stdout
 
 
+def second_dataset(home: Path, tmp_path: Path, name: str, version: str, seed: int,
+                   split: str = "regression") -> str:
+    """Record a dataset NAME@VERSION of new episodes as a producer's own tooling can (by
+    `record_files`, without `dataset create`'s name check): its digest."""
+    from trajledger import Ledger
+    from trajledger.ledger.record import record_files
+    from trajledger.runner.rollouts import run_policy
+    from trajledger.verify import predicates
+    from trajledger.verify.predicates import Dataset
+
+    ledger = Ledger.open(home)
+    played = run_policy(None, "CartPole-v1", 3, seed, policy_version="random")
+    rb = ledger.record_batch(played.steps, episodes=played.episodes, env="cartpole@1",
+                             policy="random", key="vendor", name=f"batch-{seed}")
+    listing = tmp_path / f"dataset-{seed}.json"
+    listing.write_text(json.dumps({"name": name, "version": version, "split": split,
+                                   "batches": [rb.digest]}))
+    body = Dataset(name, version, split, (rb.digest,), "train").written("dataset")
+    return record_files(ledger, {"dataset.json": listing}, ledger.keys.signer("vendor"),
+                        predicates.DATASET, body, name=f"{name}@{version}").digest
+
+
+def pinned_policy(home: Path, suite: str, digest: str) -> Path:
+    """Write policy-2.toml, serial 2: [release] requires success_rate >= 0.5 on ``suite``
+    pinned to ``digest`` (no max_drop)."""
+    text = (home / "policy.toml").read_text().replace("serial = 1", "serial = 2").replace(
+        'suite = "regression@1"\nmin = 0.5\nmax_drop = 0.1',
+        f'suite = "{suite}"\ndigest = "{digest}"\nmin = 0.5')
+    assert digest in text
+    (home / "policy-2.toml").write_text(text)
+    return home / "policy-2.toml"
+
+
+def pin_suite(home: Path, suite: str, digest: str) -> Path:
+    """Record `pinned_policy` as the policy in force."""
+    from trajledger import Ledger
+
+    Ledger.open(home).set_policy(pinned_policy(home, suite, digest), keys=["approver"])
+    return home / "policy-2.toml"
+
+
+def test_a_pinned_suite_digest_is_the_suite_whatever_is_logged_first(
+    runner: CliRunner, home: Path, script: Path, tmp_path: Path
+) -> None:
+    # rev6's design limit: the suite was the first held-out dataset of its NAME@VERSION. With
+    # `digest` pinned, only that dataset is the suite: here B, an easy regression@2, is logged
+    # first and A second (a producer's own tooling, or a race); bc@2 passes on B, fails on A.
+    b = second_dataset(home, tmp_path, "regression", "2", 7000)
+    a = second_dataset(home, tmp_path, "regression", "2", 8000)
+    policy = pin_suite(home, "regression@2", a)
+    evaluate(runner, home, script, "pass", "bc@2", b)
+    failing = evaluate(runner, home, script, "fail", "bc@2", a)
+    size = log_size(home)
+    r = run(runner, home, "release", "bc@2", "--key", "approver")
+    expect(r, 1)
+    assert (f"success_rate on regression@2: success_rate 0 is below the minimum 0.5 "
+            f"(evaluation {failing[:19]}… (log index ") in r.stderr
+    assert log_size(home) == size
+    passing = evaluate(runner, home, script, "pass", "bc@2", a)
+    r = run(runner, home, "release", "bc@2", "--key", "approver")
+    expect(r, 0)
+    assert predicate(home, r.stdout.strip(), "release")["evaluations"] == [passing]
+    expect(run(runner, home, "verify", r.stdout.strip()), 0)
+    # policy check / show show the pin; the JSON form carries it.
+    r = run(runner, home, "policy", "check", policy)
+    expect(r, 0)
+    assert f"success_rate on regression@2 (pinned {a[:19]}…) >= 0.5" in r.stdout
+    assert f"success_rate on regression@2 (pinned {a[:19]}…) >= 0.5" in run(
+        runner, home, "policy", "show").stdout
+    r = run(runner, home, "policy", "show", "--json")
+    assert json.loads(r.stdout)["policy"]["release"]["require"] == [
+        {"suite": "regression@2", "metric": "success_rate", "digest": a, "min": "0.5"}]
+
+
+def leave_out(bundle: Path, out: Path, entry: Any, index: int) -> None:
+    """Write ``bundle`` without the log entry at ``index`` (its entry, tlog-proof and
+    envelope), bundle.json listing what is left: what a hostile exporter can send."""
+    import dataclasses
+    import hashlib
+    import io
+    import tarfile
+
+    import zstandard
+
+    from trajledger.ledger.encode import bundle_index_bytes
+    from trajledger.verify.bundle_index import BundleIndex, Member
+
+    raw = zstandard.ZstdDecompressor().stream_reader(bundle.read_bytes()).read()
+    with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+        members = [(i.name, tar.extractfile(i).read()) for i in tar]  # type: ignore[union-attr]
+    gone = {f"entries/{index}", f"proofs/{index}.tlog-proof",
+            f"objects/sha256/{entry.envelope[7:]}"}
+    assert gone <= {n for n, _ in members}
+    kept = [(n, d) for n, d in members[1:] if n not in gone]
+    old = BundleIndex.from_bytes(members[0][1])
+    listed = sorted((Member(n, len(d), hashlib.sha256(d).hexdigest()) for n, d in kept),
+                    key=lambda m: m.name)
+    new = dataclasses.replace(old, members=tuple(listed))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for n, d in [("bundle.json", bundle_index_bytes(new)), *kept]:
+            info = tarfile.TarInfo(n)
+            info.size = len(d)
+            tar.addfile(info, io.BytesIO(d))
+    out.write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
+
+
+def test_a_bundle_without_the_pinned_suite_fails_naming_it(
+    runner: CliRunner, home: Path, script: Path, tmp_path: Path
+) -> None:
+    # rev6's design limit: a bundle holds only the records its exporter chose. A release on a
+    # second, easy regression@1 (B), recorded by an approver's own tooling, fails in the
+    # ledger (the first regression@1, A, is the suite); a bundle leaving A's entry out
+    # verified: its verifier took B as the suite. Pinned to A, it fails, naming the pin.
+    from trajledger import Ledger
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.record import record_statement
+    from trajledger.ledger.signing import canonical_json
+    from trajledger.verify import predicates
+    from trajledger.verify.digest import digest_bytes
+    from trajledger.verify.other_predicates import Release
+    from trajledger.verify.predicates import ArtifactRef
+    from trajledger.verify.times import now
+
+    ledger = Ledger.open(home)
+    a = Catalog(ledger).resolve("regression@1").digest
+    b = second_dataset(home, tmp_path, "regression", "1", 7000)
+    cited = [evaluate(runner, home, script, "pass", ck, b) for ck in ("bc@2", "bc@1")]
+    ck = Catalog(ledger).resolve("bc@2")
+    body = Release(ArtifactRef("bc", "2", ck.digest), tuple(sorted(cited)),
+                   {"name": "evals", "serial": 1, "digest": "sha256:" + "0" * 64},
+                   now(), None).written("release")
+    rec = record_statement(ledger, "release of bc@2", digest_bytes(canonical_json(body)),
+                           predicates.RELEASE, body, [ledger.keys.signer("approver")])
+    bundle, hostile = tmp_path / "release.tar.zst", tmp_path / "hostile.tar.zst"
+    expect(run(runner, home, "export", rec.digest, "--out", bundle), 0)
+    index, entry = next((i, e) for i, e in enumerate(entries(home))
+                        if e.subject == a and e.kind == "dataset")
+    leave_out(bundle, hostile, entry, index)
+    proc = standalone_verify(tmp_path / "whole", bundle, home / "policy.toml")
+    assert proc.returncode == 1 and "missing: no verified evaluation" in proc.stderr
+    proc = standalone_verify(tmp_path / "unpinned", hostile, home / "policy.toml")
+    assert proc.returncode == 0, proc.stderr  # the limit, for a policy that pins nothing
+    pinned = pin_suite(home, "regression@1", a)
+    for evidence in (bundle, hostile):
+        proc = standalone_verify(tmp_path / f"pinned-{evidence.stem}", evidence, pinned)
+        assert proc.returncode == 1, proc.stdout
+    assert (f"success_rate on regression@1: the suite is pinned to {a}: no dataset record "
+            "of it is logged before the release") in proc.stderr
+    r = run(runner, home, "verify", rec.digest)
+    expect(r, 1)
+    assert "success_rate on regression@1 — missing: no verified evaluation" in r.stdout
+
+
+@pytest.mark.parametrize("pinned", ["train@1", "absent", "other-name", "checkpoint"])
+def test_a_pinned_digest_that_is_not_the_held_out_suite_is_refused(
+    runner: CliRunner, home: Path, script: Path, pinned: str
+) -> None:
+    """A pin naming a train split, a digest the log does not hold, a held-out dataset of
+    another name or a checkpoint: `policy set` refuses it (a digest this log holds), and
+    `release` (a policy recorded anyway, by a producer's own tooling) in one line saying what
+    was pinned and what was found."""
+    from trajledger import Ledger
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.policy_state import key_lookup
+    from trajledger.ledger.record import record_statement
+    from trajledger.ledger.signing import canonical_json
+    from trajledger.verify import predicates
+    from trajledger.verify.policy import load_policy_file, policy_digest
+
+    ledger = Ledger.open(home)
+    digest, found = {
+        "train@1": (Catalog(ledger).resolve("train@1").digest,
+                    "found dataset train@1, a 'train' split; suites are holdout or regression"),
+        "absent": ("sha256:" + "ab" * 32, "no dataset record of it is logged before the release"),
+        "other-name": (Catalog(ledger).resolve("holdout@1").digest,
+                       "found dataset holdout@1, not regression@1"),
+        "checkpoint": (Catalog(ledger).resolve("bc@1").digest,
+                       "found a checkpoint record, not a dataset"),
+    }[pinned]
+    line = f"the suite is pinned to {digest}: {found}"
+    pinned_policy(home, "regression@1", digest)
+    size = log_size(home)
+    r = run(runner, home, "policy", "set", home / "policy-2.toml", "--key", "approver", "--yes")
+    if pinned != "absent":
+        expect(r, 1)
+        assert r.stderr.splitlines()[-1] == (
+            f"FAIL: policy 'evals': release: success_rate on regression@1: {line}")
+        assert log_size(home) == size
+        # Recorded anyway, as `policy set` does it without the check (own tooling).
+        policy = load_policy_file(home / "policy-2.toml", key_lookup=key_lookup(ledger))
+        ledger.store.put_bytes(canonical_json(policy.to_json()))
+        record_statement(ledger, "evals#2", policy_digest(policy), predicates.TRUST_POLICY,
+                         {"policy": policy.to_json()}, [ledger.keys.signer("approver")])
+        assert "serial 2" in run(runner, home, "policy", "show").stdout
+    else:
+        expect(r, 0)
+    evaluate(runner, home, script, "pass", "bc@1")
+    size = log_size(home)
+    r = run(runner, home, "release", "bc@1", "--key", "approver")
+    expect(r, 1)
+    assert r.stderr.splitlines()[1:] == [
+        f"FAIL: release of bc@1 > success_rate on regression@1: {line}"]
+    assert log_size(home) == size
+
+
 def test_one_approver_key_given_twice_is_one_approval_of_a_release(
     runner: CliRunner, home: Path, script: Path
 ) -> None:

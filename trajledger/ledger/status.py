@@ -234,7 +234,9 @@ def record_policy(
            its producers, in a policy without approvers: a vendor's) must sign it (whoever
            verifies decides to trust it by its digest or by holding the same file). A later
            policy must have a higher serial and be signed by the threshold of the current
-           policy's approvers, or producers (`verify.succession.check_successor`).
+           policy's approvers, or producers (`verify.succession.check_successor`). A suite
+           pinned by digest in ``[release]`` that this log holds must be a held-out dataset
+           of the requirement's name (`_check_pinned_suites`).
         3. Store its JSON form and record it, signed by every signer; step 2 is checked again
            under the log's lock just before the append, so of two racing successors with the
            same serial one is recorded and the other refused.
@@ -269,6 +271,7 @@ def record_policy(
             check_successor(current[1], new, signer_ids)
 
     may_follow(0)  # fail fast; checked again under the log's lock, just before the append
+    _check_pinned_suites(ledger, new)
     # (3)
     from .signing import canonical_json
 
@@ -284,6 +287,36 @@ def record_policy(
         list(signers),
         check=may_follow,
     )
+
+
+def _check_pinned_suites(ledger: LedgerHome, policy: TrustPolicy) -> None:
+    """Refuse a policy whose ``[release]`` pins a suite by a digest this log records as
+    anything but a verified holdout or regression dataset of the requirement's
+    ``NAME@VERSION`` (`verify.releases.release_suite`, judged under ``policy``, as `release`
+    and every verifier judge it). A digest the log does not hold yet passes: the suite may
+    come by import; `release` refuses until it is logged."""
+    pinned = [r for r in (policy.release.require if policy.release else ()) if r.digest]
+    if not pinned:
+        return
+    from trajledger.verify.lineage import LineageVerifier
+    from trajledger.verify.releases import release_suite
+
+    from .evidence import ledger_evidence
+
+    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
+                               data="size")
+    try:
+        assert verifier.checkpoint is not None
+        for req in pinned:
+            assert req.digest is not None
+            if not verifier.index.about(req.digest):
+                continue
+            problem = release_suite(verifier, req, verifier.checkpoint.size)[1]
+            if problem is not None:
+                raise PolicyError(f"policy {policy.name!r}: release: {req.metric} on "
+                                  f"{req.suite}: {problem}")
+    finally:
+        verifier.close()
 
 
 def revocations(ledger: LedgerHome, digest: str, policy: TrustPolicy | None) -> list[str]:

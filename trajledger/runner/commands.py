@@ -93,6 +93,7 @@ def _describe(p: Any) -> list[str]:
     if p.release is not None:
         lines.append(f"  release   {p.release.approvals} approver(s); requires "
                      + "; ".join(f"{r.metric} on {r.suite}"
+                                 + (f" (pinned {r.digest[:19]}…)" if r.digest else "")
                                  + "".join(f" {op} {v:g}" for op, v in (
                                      (">=", r.min), ("<=", r.max), ("drop <=", r.max_drop))
                                      if v is not None)

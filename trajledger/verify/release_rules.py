@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .digest import parse_digest
 from .errors import FormatError
 
 if TYPE_CHECKING:
@@ -43,18 +44,22 @@ class Requirement:
     passed and failed episodes, by default): at least ``min``, at most ``max``, and no drop of
     more than ``max_drop`` (in the metric's units: 0.02 is 2 points of success rate) below the
     parent checkpoint's evaluation on the same suite (judged by
-    `requirement_problems`)."""
+    `requirement_problems`). With ``digest``, the suite is the dataset of that digest only
+    (it must carry the name and be held out): no other record of the name counts."""
 
     suite: str
     metric: str = "success_rate"
     min: float | None = None
     max: float | None = None
     max_drop: float | None = None
+    digest: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form (bounds as decimal strings: the policy is hashed as RFC 8785 JSON,
         which the verifier canonicalises without floating point)."""
         out: dict[str, Any] = {"suite": self.suite, "metric": self.metric}
+        if self.digest is not None:
+            out["digest"] = self.digest
         for k in ("min", "max", "max_drop"):
             if (v := getattr(self, k)) is not None:
                 out[k] = repr(v)
@@ -75,13 +80,13 @@ class ReleaseRules:
 
 
 _METRIC = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
-_REQUIREMENT = {"suite", "metric", "min", "max", "max_drop"}
+_REQUIREMENT = {"suite", "digest", "metric", "min", "max", "max_drop"}
 
 
 def parse_release(value: object, evaluator: Role, what: str) -> ReleaseRules | None:
     """``[release]``: ``approvals`` (default 1) and ``[[release.require]]`` tables of ``suite``
-    (``NAME@VERSION``), ``metric`` (default ``success_rate``) and ``min`` / ``max`` /
-    ``max_drop`` (at least one)."""
+    (``NAME@VERSION``), optionally its ``digest`` (``sha256:...``), ``metric`` (default
+    ``success_rate``) and ``min`` / ``max`` / ``max_drop`` (at least one)."""
     if value is None:
         return None
     what = f"{what}: release"
@@ -110,7 +115,10 @@ def parse_release(value: object, evaluator: Role, what: str) -> ReleaseRules | N
             raise FormatError(f"{here}: give min, max or max_drop (max_drop >= 0)")
         if any(r.suite == suite and r.metric == metric for r in out):
             raise FormatError(f"{here}: {metric} on {suite} is required twice")
-        out.append(Requirement(suite, metric, **bounds))
+        digest = item.get("digest")
+        if digest is not None:
+            parse_digest(digest, f"{here}: digest")
+        out.append(Requirement(suite, metric, **bounds, digest=digest))
     if not out:
         raise FormatError(f"{what}: require names no suite; add [[release.require]] tables")
     if not (evaluator.keys or evaluator.identities):

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .lineage import LineageVerifier
 
 __all__ = ["evaluation_problems", "judge_use", "release_named", "release_requirement",
-           "release_rules"]
+           "release_rules", "release_suite"]
 
 
 def evaluation_problems(ev: Evaluation, suite: Record | RecordFailure | None) -> list[str]:
@@ -135,8 +135,9 @@ def release_rules(
         1. The policy has ``[release]``; ``approvers`` reach its ``approvals``.
         2. For each requirement, the evaluation that counts is the latest verified one
            (signed by the evaluator role) of the checkpoint on the suite ``NAME@VERSION``
-           (a holdout or regression dataset) logged before ``before``, among those the
-           index knows and those ``cited``; it must exist and, when ``cited`` is given,
+           (`release_suite`: the first holdout or regression dataset of the name, or the
+           one of the pinned ``digest``) logged before ``before``, among those the index
+           knows and those ``cited``; it must exist and, when ``cited`` is given,
            be cited (no choosing an older, better run).
         3. Its metric is within ``min`` / ``max``; with ``max_drop`` and a parent
            checkpoint, the parent's evaluation on the same suite (found as in 2) exists,
@@ -167,29 +168,58 @@ def release_rules(
     parents = [d.digest for d in v.dependencies(checkpoint) if d.role == "base-checkpoint"]
     for req in rules.require:
         # (2)
-        ev = _latest_evaluation(v, checkpoint, req.suite, cited or (), until)
+        suite, problem = release_suite(v, req, until)
+        if problem is not None:
+            node.fail(f"{req.metric} on {req.suite}", problem)
+            continue
+        ev = _latest_evaluation(v, checkpoint, suite, cited or (), until)
         parent = None
         if ev is not None and req.max_drop is not None and parents:
-            parent = _latest_evaluation(v, parents[0], req.suite, cited or (), until)
+            parent = _latest_evaluation(v, parents[0], suite, cited or (), until)
         # (3)
         used |= release_requirement(node, req, checkpoint, ev, parent, parents, cited)
     return used
 
 
+def release_suite(v: LineageVerifier, req: Requirement,
+                  before: int) -> tuple[str | None, str | None]:
+    """The digest of a requirement's suite logged before ``before`` (None: none) and why a
+    pinned one is refused (None: it is not). Unpinned, the suite is the first verified holdout
+    or regression dataset of its ``NAME@VERSION`` (versions are immutable: a later record of
+    the name is another suite, whoever signed it); pinned (``digest``), it is that dataset,
+    which must carry the name and be held out, and no other record of the name counts."""
+    if req.digest is None:
+        return next((r.entry.subject for i in v.index.held_out() if i < before
+                     and isinstance(r := v.record(i), Record)
+                     and isinstance(p := r.predicate, Dataset)
+                     and f"{p.name}@{p.version}" == req.suite), None), None
+    pinned = f"the suite is pinned to {req.digest}: "
+    found = [i for i in v.records(req.digest, "dataset") if i < before]
+    if not found:
+        other = next((e.kind for i in v.index.about(req.digest)
+                      if i < before and (e := v.entry(i)) is not None), None)
+        return None, pinned + (f"found a {other} record, not a dataset" if other else
+                               "no dataset record of it is logged before the release")
+    rec = v.record(found[0])
+    if not isinstance(rec, Record) or not isinstance(ds := rec.predicate, Dataset):
+        return None, pinned + f"its dataset record (log index {found[0]}) does not verify"
+    if ds.split not in HELD_OUT:
+        return None, pinned + (f"found dataset {ds.name}@{ds.version}, a {ds.split!r} split; "
+                               "suites are holdout or regression")
+    if f"{ds.name}@{ds.version}" != req.suite:
+        return None, pinned + f"found dataset {ds.name}@{ds.version}, not {req.suite}"
+    return req.digest, None
+
+
 def _latest_evaluation(
-    v: LineageVerifier, checkpoint: str, suite: str, cited: Iterable[str], before: int
+    v: LineageVerifier, checkpoint: str, suite: str | None, cited: Iterable[str], before: int
 ) -> Record | None:
-    """The latest verified evaluation record of ``checkpoint`` on the suite ``NAME@VERSION`` (the
-    first verified holdout or regression dataset of that name) logged before ``before``, among
-    the index's referrers and the records of ``cited`` evaluations, or None when there is none
-    or the latest an evaluator signed does not verify (revoked, say). Each record counts on its
-    own (a run whose results equal an earlier run's is a later record of the same artifact)."""
+    """The latest verified evaluation record of ``checkpoint`` on the suite of digest ``suite``
+    (`release_suite`) logged before ``before``, among the index's referrers and the records of
+    ``cited`` evaluations, or None when there is none or the latest an evaluator signed does
+    not verify (revoked, say). Each record counts on its own (a run whose results equal an
+    earlier run's is a later record of the same artifact)."""
     found = None
-    # The suite is the first held-out dataset of its NAME@VERSION (versions are immutable): a
-    # later record carrying that name is another suite, whoever signed it.
-    first = next((r.entry.subject for i in v.index.held_out() if i < before
-                  and isinstance(r := v.record(i), Record) and isinstance(p := r.predicate, Dataset)
-                  and f"{p.name}@{p.version}" == suite), None)
     seen = {i for i, role in v.index.referrers(checkpoint) if role == "checkpoint"}
     seen |= {i for d in cited for i in v.records(d, "evaluation")}
     for i in sorted(seen):
@@ -202,9 +232,10 @@ def _latest_evaluation(
             continue
         ev = rec.predicate
         assert isinstance(ev, Evaluation)
-        if ev.checkpoint.digest != checkpoint or ev.suite.digest != first:
+        if ev.checkpoint.digest != checkpoint or ev.suite.digest != suite:
             continue
         # The latest run an evaluator signed decides: one that fails (revoked, say) leaves
         # the requirement missing; an earlier, better run does not count again.
-        found = rec if node.ok and not _suite_problems(v, ev) and v.node(first).ok else None
+        found = (rec if node.ok and not _suite_problems(v, ev) and v.node(ev.suite.digest).ok
+                 else None)
     return found

@@ -183,6 +183,7 @@ RELEASE = """
 approvals = 1
 [[release.require]]
 suite = "regression@3"
+digest = "sha256:abababababababababababababababababababababababababababababababab"
 min = 0.9
 max_drop = "0.02"
 [[release.require]]
@@ -199,13 +200,16 @@ def test_format_2_policy_round_trips(keydir: Path) -> None:
     assert evaluator.keyids == {SIGNERS["evaluator"].keyid}
     assert [k.to_pem().encode() for k in evaluator.encryption_keys] == [X25519]
     assert policy.release is not None and policy.release.require == (
-        Requirement("regression@3", "success_rate", min=0.9, max_drop=0.02),
+        Requirement("regression@3", "success_rate", min=0.9, max_drop=0.02,
+                    digest="sha256:" + "ab" * 32),
         Requirement("regression@3", "mean_return", min=100.0),
     )
     body = policy.to_json()
     assert body["format"] == 2
     assert body["release"]["require"][0] == {"suite": "regression@3", "metric": "success_rate",
+                                             "digest": "sha256:" + "ab" * 32,
                                              "min": "0.9", "max_drop": "0.02"}
+    assert "digest" not in body["release"]["require"][1]  # unpinned: the JSON form of before
     again = TrustPolicy.from_json(body)
     assert again.to_json() == body
     assert policy_digest(again) == policy_digest(policy)  # no float reaches RFC 8785
@@ -238,6 +242,8 @@ def test_format_1_policy_keeps_its_json_form(keydir: Path) -> None:
         (policy_toml("[[release.require]]\nsuite = 'r@1'\nmetric = 'a b'\nmin = 1"),
          "metric 'a b' is not a metric name"),
         (policy_toml("[[release.require]]\nsuite = 'r@1'\nmin = 1\nwhat = 1"), "must be a table"),
+        (policy_toml("[[release.require]]\nsuite = 'r@1'\nmin = 1\ndigest = 'sha256:AB'"),
+         "require item 0: digest: 'sha256:AB' is not of the form sha256:<64 lowercase hex>"),
         (policy_toml("[[release.require]]\nsuite = 'r@1'\nmin = 1\n"
                      "[[release.require]]\nsuite = 'r@1'\nmin = 2"), "required twice"),
         (policy_toml("[[release.require]]\nsuite = 'r@1'\nmin = 1",
