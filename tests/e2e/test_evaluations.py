@@ -195,6 +195,27 @@ def evaluate(runner: CliRunner, home: Path, script: Path, mode: str,
 # -- evaluations --------------------------------------------------------------------------------
 
 
+
+def _forced_release(ledger: Any, cited: list[str]) -> Any:
+    """A release of bc@2 citing ``cited``, recorded by an approver's own tooling (no rule
+    judged): what the verifier must judge."""
+    from trajledger.ledger.catalog import Catalog
+    from trajledger.ledger.record import record_statement
+    from trajledger.ledger.signing import canonical_json
+    from trajledger.verify import predicates
+    from trajledger.verify.digest import digest_bytes
+    from trajledger.verify.other_predicates import Release
+    from trajledger.verify.predicates import ArtifactRef
+    from trajledger.verify.times import now
+
+    ck = Catalog(ledger).resolve("bc@2")
+    body = Release(ArtifactRef("bc", "2", ck.digest), tuple(sorted(cited)),
+                   {"name": "evals", "serial": 1, "digest": "sha256:" + "0" * 64},
+                   now(), None).written("release")
+    return record_statement(ledger, "release of bc@2", digest_bytes(canonical_json(body)),
+                            predicates.RELEASE, body, [ledger.keys.signer("approver")])
+
+
 def test_eval_builtin_replays_the_suite_seeds(runner: CliRunner, home: Path) -> None:
     r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
             "--pass-return", "20")
@@ -455,15 +476,10 @@ def test_a_second_dataset_of_the_suites_name_is_not_the_suite(
     # evaluated on it, bc@2 was released. Versions are immutable: the suite is the first
     # held-out dataset of that name.
     from trajledger import Ledger
-    from trajledger.ledger.catalog import Catalog
-    from trajledger.ledger.record import record_files, record_statement
-    from trajledger.ledger.signing import canonical_json
+    from trajledger.ledger.record import record_files
     from trajledger.runner.rollouts import run_policy
     from trajledger.verify import predicates
-    from trajledger.verify.digest import digest_bytes
-    from trajledger.verify.other_predicates import Release
-    from trajledger.verify.predicates import ArtifactRef, Dataset
-    from trajledger.verify.times import now
+    from trajledger.verify.predicates import Dataset
 
     ledger = Ledger.open(home)
     easy = run_policy(None, "CartPole-v1", 3, 5000, policy_version="random")
@@ -483,12 +499,7 @@ def test_a_second_dataset_of_the_suites_name_is_not_the_suite(
     assert log_size(home) == size
 
     # A release recorded anyway (an approver's own tooling) fails verification.
-    ck = Catalog(ledger).resolve("bc@2")
-    body = Release(ArtifactRef("bc", "2", ck.digest), tuple(sorted(cited)),
-                   {"name": "evals", "serial": 1, "digest": "sha256:" + "0" * 64},
-                   now(), None).written("release")
-    rec = record_statement(ledger, "release of bc@2", digest_bytes(canonical_json(body)),
-                           predicates.RELEASE, body, [ledger.keys.signer("approver")])
+    rec = _forced_release(ledger, cited)
     r = run(runner, home, "verify", rec.digest)
     expect(r, 1)
     assert "✗ success_rate on regression@1 — missing: no verified evaluation" in r.stdout
@@ -610,24 +621,12 @@ def test_a_bundle_without_the_pinned_suite_fails_naming_it(
     # verified: its verifier took B as the suite. Pinned to A, it fails, naming the pin.
     from trajledger import Ledger
     from trajledger.ledger.catalog import Catalog
-    from trajledger.ledger.record import record_statement
-    from trajledger.ledger.signing import canonical_json
-    from trajledger.verify import predicates
-    from trajledger.verify.digest import digest_bytes
-    from trajledger.verify.other_predicates import Release
-    from trajledger.verify.predicates import ArtifactRef
-    from trajledger.verify.times import now
 
     ledger = Ledger.open(home)
     a = Catalog(ledger).resolve("regression@1").digest
     b = second_dataset(home, tmp_path, "regression", "1", 7000)
     cited = [evaluate(runner, home, script, "pass", ck, b) for ck in ("bc@2", "bc@1")]
-    ck = Catalog(ledger).resolve("bc@2")
-    body = Release(ArtifactRef("bc", "2", ck.digest), tuple(sorted(cited)),
-                   {"name": "evals", "serial": 1, "digest": "sha256:" + "0" * 64},
-                   now(), None).written("release")
-    rec = record_statement(ledger, "release of bc@2", digest_bytes(canonical_json(body)),
-                           predicates.RELEASE, body, [ledger.keys.signer("approver")])
+    rec = _forced_release(ledger, cited)
     bundle, hostile = tmp_path / "release.tar.zst", tmp_path / "hostile.tar.zst"
     expect(run(runner, home, "export", rec.digest, "--out", bundle), 0)
     index, entry = next((i, e) for i, e in enumerate(entries(home))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -235,6 +236,43 @@ def _ledger(runner: Any, home: Path) -> None:
     ok("key", "new", "vendor", "--no-encrypt")
 
 
+def _keyless_ledger(
+    runner: Any, home: Path, trust_files: Any, sigstore_instance: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[Callable[..., Any], Callable[..., None]]:
+    """A ledger signing keylessly as ALICE (the test instance's root), approvers a and b (2 of
+    2); returns ``ok`` (a command that must succeed) and ``policy(serial, producer, extra)``,
+    which records a policy of that serial, the producer role's TOML lines given."""
+    from trajledger import Ledger
+
+    config, root = trust_files
+    _ledger(runner, home)
+    monkeypatch.setenv(TRUST_CONFIG_ENV, str(config))
+    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
+
+    def ok(*args: str) -> Any:
+        r = runner.invoke(main, ["--ledger", str(home), *args])
+        assert r.exit_code == 0, r.output
+        return r
+
+    for k in ("a", "b"):
+        ok("key", "new", k, "--no-encrypt")
+    vkey = Ledger.open(home).log.vkey
+    keys = home / "keys"
+
+    def policy(serial: int, producer: str, extra: str = "") -> None:
+        path = home.parent / f"policy-{serial}.toml"
+        path.write_text(
+            f'name = "keyless"\nserial = {serial}\nsigstore_trusted_root = "{root}"\n{extra}'
+            f"[roles.producer]\n{producer}\n"
+            f'[roles.approver]\nkeys = ["{keys / "a.pub"}", "{keys / "b.pub"}"]\nthreshold = 2\n'
+            f'[roles.log]\nvkeys = ["{vkey}"]\n'
+        )
+        ok("policy", "set", str(path), "--key", "a", "--key", "b", "--yes")
+
+    return ok, policy
+
+
 def test_attest_sigstore_stores_the_bundle_the_envelope_names(
     sigstore_instance: Any,
     trust_files: tuple[Path, Path],
@@ -412,31 +450,8 @@ def test_a_revoked_identity_counts_for_nothing_from_its_compromise_on(
     again (what the identity signed before its compromise stays valid)."""
     from trajledger import Ledger
 
-    config, root = trust_files
     home = tmp_path / "ledger"
-    _ledger(runner, home)
-    monkeypatch.setenv(TRUST_CONFIG_ENV, str(config))
-    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
-
-    def ok(*args: str) -> Any:
-        r = runner.invoke(main, ["--ledger", str(home), *args])
-        assert r.exit_code == 0, r.output
-        return r
-
-    for k in ("a", "b"):
-        ok("key", "new", k, "--no-encrypt")
-    vkey = Ledger.open(home).log.vkey
-    keys = home / "keys"
-
-    def policy(serial: int, producer: str, extra: str = "") -> None:
-        path = tmp_path / f"policy-{serial}.toml"
-        path.write_text(
-            f'name = "keyless"\nserial = {serial}\nsigstore_trusted_root = "{root}"\n{extra}'
-            f"[roles.producer]\n{producer}\n"
-            f'[roles.approver]\nkeys = ["{keys / "a.pub"}", "{keys / "b.pub"}"]\nthreshold = 2\n'
-            f'[roles.log]\nvkeys = ["{vkey}"]\n'
-        )
-        ok("policy", "set", str(path), "--key", "a", "--key", "b", "--yes")
+    ok, policy = _keyless_ledger(runner, home, trust_files, sigstore_instance, monkeypatch)
 
     policy(1, f'identities = [{{issuer = "{ISSUER}", subject = "{ALICE}"}}]')
     (tmp_path / "f.txt").write_text("signed by alice")
@@ -448,7 +463,7 @@ def test_a_revoked_identity_counts_for_nothing_from_its_compromise_on(
         return (f'[[revoked_identities]]\nissuer = "{ISSUER}"\nsubject = "{ALICE}"\n'
                 f'compromised_since = {since}\nreason = "token leaked"\n')
 
-    vendor = f'keys = ["{keys / "vendor.pub"}"]'
+    vendor = f'keys = ["{home / "keys" / "vendor.pub"}"]'
     policy(2, vendor, revoked(index))
     r = runner.invoke(main, ["--ledger", str(home), "verify", digest])
     assert r.exit_code == 1, r.output
@@ -484,31 +499,8 @@ def test_a_revoked_identity_is_judged_by_the_time_sigstore_verified_too(
     import trajledger.ledger.log.writer as writer
     from trajledger import Ledger
 
-    config, root = trust_files
     home = tmp_path / "ledger"
-    _ledger(runner, home)
-    monkeypatch.setenv(TRUST_CONFIG_ENV, str(config))
-    monkeypatch.setenv(TOKEN_ENV, sigstore_instance.token(ALICE))
-
-    def ok(*args: str) -> Any:
-        r = runner.invoke(main, ["--ledger", str(home), *args])
-        assert r.exit_code == 0, r.output
-        return r
-
-    for k in ("a", "b"):
-        ok("key", "new", k, "--no-encrypt")
-    vkey = Ledger.open(home).log.vkey
-    keys = home / "keys"
-
-    def policy(serial: int, producer: str, extra: str = "") -> None:
-        path = tmp_path / f"policy-{serial}.toml"
-        path.write_text(
-            f'name = "keyless"\nserial = {serial}\nsigstore_trusted_root = "{root}"\n{extra}'
-            f"[roles.producer]\n{producer}\n"
-            f'[roles.approver]\nkeys = ["{keys / "a.pub"}", "{keys / "b.pub"}"]\nthreshold = 2\n'
-            f'[roles.log]\nvkeys = ["{vkey}"]\n'
-        )
-        ok("policy", "set", str(path), "--key", "a", "--key", "b", "--yes")
+    ok, policy = _keyless_ledger(runner, home, trust_files, sigstore_instance, monkeypatch)
 
     policy(1, f'identities = [{{issuer = "{ISSUER}", subject = "{ALICE}"}}]')
     (tmp_path / "f.txt").write_text("signed by alice")
@@ -525,7 +517,7 @@ def test_a_revoked_identity_is_judged_by_the_time_sigstore_verified_too(
                 f'compromised_since = "{since:%Y-%m-%dT%H:%M:%SZ}"\nreason = "token leaked"\n')
 
     now = datetime.now(UTC)
-    vendor = f'keys = ["{keys / "vendor.pub"}"]'
+    vendor = f'keys = ["{home / "keys" / "vendor.pub"}"]'
     policy(2, vendor, revoked(now - timedelta(hours=1)))
     r = runner.invoke(main, ["--ledger", str(home), "verify", digest])
     assert r.exit_code == 1, r.output
