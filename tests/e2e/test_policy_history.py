@@ -57,3 +57,22 @@ def test_a_raised_approver_threshold_judges_uses_from_then_on(
     assert run(runner, home, "approve", "cartpole-train@2", "--key", "approver-c").exit_code == 0
     r = run(runner, home, "admit", "cartpole-train@2")
     assert r.exit_code == 0, r.output
+
+
+def test_a_policy_naming_another_log_key_fails_cleanly(
+    runner: CliRunner, demo: tuple[Path, str]
+) -> None:
+    """A policy whose log key is not this log's verifies no checkpoint: `verify` and `admit`
+    fail with one line naming it (exit 1), not an internal error (the gate's clock floor read
+    the verified checkpoint unconditionally)."""
+    import re
+
+    home, ckpt = demo
+    vkey = "other.example/log+91e881e8+AeRPSU9F2HZm2ydDZSDzaR6RwPpPcBmOSkXFfQ3i1kT4"
+    policy = (home / "policy.toml").read_text()
+    other = re.sub(r'vkeys = \["[^"]*"\]', f'vkeys = ["{vkey}"]', policy)
+    (home / "other.toml").write_text(other)
+    for args in (("verify", ckpt), ("admit", "cartpole-train@2")):
+        r = run(runner, home, *args, "--policy", str(home / "other.toml"))
+        assert r.exit_code == 1, (args, r.output)
+        assert "BUG" not in r.stderr and "signed by 0 of 1 trusted log key(s)" in r.stderr, r.stderr
