@@ -2,7 +2,8 @@
 
 Scope: a click runner that keeps stderr apart (`testkit.new_runner`); pinning a copied ledger's
 log key ahead for this test's user (`pin_log`: the user knows the ledger; no first-use note); the
-byte mutations (flip one byte, truncate); writing over a read-only store blob; swapping two
+byte mutations (flip one byte, truncate); a bundle's members read and written back, its index
+made to agree (`bundle_members`, `write_bundle`); writing over a read-only store blob; swapping two
 files; a snapshot of a directory's bytes and modes; a pristine tree that work copies are put
 back to between tamperings (`Pristine`); building a quickstart ledger in process with
 its own user state directory; running command lines in a child process that file modes bind even
@@ -48,6 +49,51 @@ def pin_log(home: Path) -> None:
     vkey = (home / "log" / "vkey").read_text().strip()
     r = new_runner().invoke(main, ["trust", vkey])
     assert r.exit_code == 0, r.output
+
+
+def bundle_members(path: Path) -> list[tuple[str, bytes]]:
+    """The members of a test-made (trusted) bundle in tar order, as (name, bytes)."""
+    import io
+    import tarfile
+
+    import zstandard
+
+    raw = zstandard.ZstdDecompressor().stream_reader(path.read_bytes()).read()
+    with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+        return [(i.name, tar.extractfile(i).read()) for i in tar]  # type: ignore[union-attr]
+
+
+def write_bundle(path: Path, members: list[tuple[str, bytes]], *, reindex: bool = False) -> Path:
+    """Write ``members`` (``bundle.json`` first) to ``path`` as a bundle: a pax tar, zstd.
+
+    With ``reindex``, ``bundle.json`` is rewritten to list the other members with their sizes
+    and digests (its subject, origin, key, time and omitted list kept): a tamperer who edits
+    members and makes the unsigned index agree, so that only the signed records can tell."""
+    import dataclasses
+    import io
+    import tarfile
+
+    import zstandard
+
+    from trajledger.ledger.encode import bundle_index_bytes
+    from trajledger.verify.bundle_index import BundleIndex, Member
+
+    if reindex:
+        old = BundleIndex.from_bytes(members[0][1])
+        listed = sorted(
+            (Member(n, len(d), hashlib.sha256(d).hexdigest()) for n, d in members[1:]),
+            key=lambda m: m.name,
+        )
+        index = dataclasses.replace(old, members=tuple(listed))
+        members = [("bundle.json", bundle_index_bytes(index)), *members[1:]]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    path.write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
+    return path
 
 
 def flip(data: bytes) -> bytes:

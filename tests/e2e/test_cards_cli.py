@@ -24,17 +24,14 @@ mlcroissant and huggingface_hub are imported by the tests that use them, not at 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import re
 import shutil
-import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 import tamperkit as tk
-import zstandard
 from click.testing import Result
 from markdown_it import MarkdownIt
 from testkit import new_runner as runner
@@ -172,12 +169,6 @@ def _known_log(world: World) -> None:
     tk.pin_log(world.home)
 
 
-def members(path: Path) -> list[tuple[str, bytes]]:
-    raw = zstandard.ZstdDecompressor().stream_reader(path.read_bytes()).read()
-    with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
-        return [(i.name, tar.extractfile(i).read()) for i in tar]  # type: ignore[union-attr]
-
-
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     import requests
 
@@ -300,7 +291,7 @@ def test_the_croissant_card_validates_with_mlcroissant(
     bundle = tmp_path / "grid.tar.zst"
     expect(run(world.home, "export", "grid@1", "--out", bundle), 0)
     extracted = tmp_path / "extracted"
-    for name, data in members(bundle):
+    for name, data in tk.bundle_members(bundle):
         (extracted / name).parent.mkdir(parents=True, exist_ok=True)
         (extracted / name).write_bytes(data)
     out = extracted / "croissant.json"
@@ -424,7 +415,7 @@ def test_a_bundle_without_data_carries_the_card_and_the_verifier_checks_it(
 ) -> None:
     bundle = tmp_path / "nodata.tar.zst"
     expect(run(world.home, "export", "grid@1", "--no-data", "--out", bundle), 0)
-    items = members(bundle)
+    items = tk.bundle_members(bundle)
     index = BundleIndex.from_bytes(items[0][1])
     manifest = json.loads(dict(items)[f"objects/sha256/{world.digest[7:]}"])
     card = next(f for f in manifest["files"] if f["path"] == "card.json")["digest"]["sha256"]
@@ -440,14 +431,8 @@ def test_a_bundle_without_data_carries_the_card_and_the_verifier_checks_it(
     obj["omitted"] = sorted([*obj["omitted"], f"sha256:{card}"])
     edited = BundleIndex.from_bytes(json.dumps(obj, separators=(",", ":"),
                                                sort_keys=True).encode())
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, data in [("bundle.json", bundle_index_bytes(edited)), *kept]:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    bad = tmp_path / "nocard.tar.zst"
-    bad.write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
+    bad = tk.write_bundle(tmp_path / "nocard.tar.zst",
+                          [("bundle.json", bundle_index_bytes(edited)), *kept])
     assert verify_main([str(bad), "--policy", str(world.policy)]) == 1
     err = capsys.readouterr().err
     assert (f"> card.json: blob sha256:{card[:12]}… is missing (exports carry it, with data or "

@@ -61,7 +61,7 @@ class Vendor:
         self.export_result = r
         self.vkey = Ledger.open(self.home).log.vkey
         self.size = Ledger.open(self.home).log.size
-        members = members_of(self.bundle)
+        members = tk.bundle_members(self.bundle)
         names = [n for n, _ in members]
         self.entries = sum(n.startswith("entries/") for n in names)
         self.objects = sum(n.startswith("objects/") for n in names)
@@ -107,33 +107,6 @@ def verify_cli(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[i
     return code, out.out, out.err
 
 
-def members_of(path: Path) -> list[tuple[str, bytes]]:
-    raw = zstandard.ZstdDecompressor().stream_reader(path.read_bytes()).read()
-    with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
-        return [(i.name, tar.extractfile(i).read()) for i in tar]  # type: ignore[union-attr]
-
-
-def repack(path: Path, members: list[tuple[str, bytes]], *, reindex: bool) -> Path:
-    if reindex:
-        old = BundleIndex.from_bytes(members[0][1])
-        listed = sorted(
-            (Member(n, len(d), hashlib.sha256(d).hexdigest()) for n, d in members[1:]),
-            key=lambda m: m.name,
-        )
-        new = BundleIndex(
-            old.subject, old.origin, old.vkey, old.created, tuple(listed), old.omitted
-        )
-        members = [("bundle.json", bundle_index_bytes(new)), *members[1:]]
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    path.write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
-    return path
-
-
 def store_count(home: Path) -> int:
     return sum(1 for p in (home / "objects").rglob("*") if p.is_file())
 
@@ -171,7 +144,7 @@ def test_export_without_data(
     out = tmp_path / "nodata.tar.zst"
     r = run(vendor.home, "export", vendor.ref, "--out", out, "--no-data")
     expect(r, 0)
-    index = BundleIndex.from_bytes(members_of(out)[0][1])
+    index = BundleIndex.from_bytes(tk.bundle_members(out)[0][1])
     omitted = len(index.omitted)
     assert (
         omitted > 5
@@ -259,11 +232,11 @@ def test_import_record_carries_the_evidence(vendor: Vendor, buyer: Path) -> None
 def test_import_of_a_tampered_bundle_copies_nothing(
     vendor: Vendor, buyer: Path, tmp_path: Path
 ) -> None:
-    members = members_of(vendor.bundle)
+    members = tk.bundle_members(vendor.bundle)
     name, data = max(members[1:], key=lambda m: len(m[1]))  # the biggest data blob
     i = len(data) // 2
     bad = [(n, d[:i] + bytes([d[i] ^ 1]) + d[i + 1 :] if n == name else d) for n, d in members]
-    tampered = repack(tmp_path / "tampered.tar.zst", bad, reindex=True)
+    tampered = tk.write_bundle(tmp_path / "tampered.tar.zst", bad, reindex=True)
     r = run(
         buyer, "import", tampered, "--policy", buyer / "policy.toml", "--key", "b1", "--key", "b2"
     )
@@ -539,7 +512,7 @@ def hostile(vendor: Vendor, where: Path) -> dict[str, tuple[Path, str]]:
     """Bundles made from the vendor's real one that every import must refuse, each with the
     start of the message it is refused with. All but the first three are refused while the
     bundle is read; those three open (every object streamed into staging) and then fail."""
-    members = members_of(vendor.bundle)
+    members = tk.bundle_members(vendor.bundle)
     index = members[0][1]
     name, data = max(members[1:], key=lambda m: len(m[1]))  # the biggest data blob
     flipped = data[:-1] + bytes([data[-1] ^ 1])
@@ -564,7 +537,7 @@ def hostile(vendor: Vendor, where: Path) -> dict[str, tuple[Path, str]]:
     out = {
         "untrusted-policy": (vendor.bundle, f"FAIL: import {b}: "),
         "checkpoint-resigned": (
-            repack(where / "cp.tar.zst", [(n, bad_cp if n == "checkpoint" else d)
+            tk.write_bundle(where / "cp.tar.zst", [(n, bad_cp if n == "checkpoint" else d)
                                           for n, d in members], reindex=True),
             "FAIL: bundle cp.tar.zst: member checkpoint: not signed by the log key in bundle.json"),
         "unused-member": (tar_raw(where / "unused.tar.zst", [_file("bundle.json", spare_index),
@@ -572,7 +545,7 @@ def hostile(vendor: Vendor, where: Path) -> dict[str, tuple[Path, str]]:
                           "FAIL: import unused.tar.zst: 1 of "),
         "digest-mismatch": (tar_raw(where / "digest.tar.zst", swap(at[name], _file(name, flipped))),
                             f"FAIL: bundle digest.tar.zst: member {name}: content hashes to"),
-        "not-its-name": (repack(where / "name.tar.zst", [(n, flipped if n == name else d)
+        "not-its-name": (tk.write_bundle(where / "name.tar.zst", [(n, flipped if n == name else d)
                                                          for n, d in members], reindex=True),
                          f"FAIL: bundle name.tar.zst: member {name}: content hashes to"),
         "size-lie": (tar_raw(where / "size.tar.zst", swap(at[name], _file(name, data[:-1]))),

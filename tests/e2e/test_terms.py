@@ -12,15 +12,13 @@ licence (or none) with exit 1 and says why, copying nothing; a format 1 bundle (
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
-import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-import zstandard
+import tamperkit as tk
 from click.testing import Result
 from testkit import new_runner
 
@@ -100,27 +98,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     return World(tmp_path_factory.mktemp("terms"))
 
 
-def members(path: Path) -> list[tuple[str, bytes]]:
-    raw = zstandard.ZstdDecompressor().stream_reader(path.read_bytes()).read()
-    with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
-        return [(i.name, tar.extractfile(i).read()) for i in tar]  # type: ignore[union-attr]
-
-
-def repack(path: Path, items: list[tuple[str, bytes]]) -> Path:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, data in items:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    path.write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
-    return path
-
-
 def test_the_bundle_states_each_batchs_terms_and_the_erased_blobs(
     world: World, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    index = BundleIndex.from_bytes(members(world.bundle)[0][1])
+    index = BundleIndex.from_bytes(tk.bundle_members(world.bundle)[0][1])
     assert index.format == 2
     got = {t.batch: (t.licence, t.consent, t.retention) for t in index.terms}
     assert got == {
@@ -150,11 +131,11 @@ def test_the_bundle_states_each_batchs_terms_and_the_erased_blobs(
 
 def _edited(world: World, tmp_path: Path, edit: Any) -> Path:
     """The bundle with ``bundle.json`` edited (it is not covered by any member hash)."""
-    items = members(world.bundle)
+    items = tk.bundle_members(world.bundle)
     obj = json.loads(items[0][1])
     edit(obj, items)
     index = BundleIndex.from_bytes(json.dumps(obj, separators=(",", ":"), sort_keys=True).encode())
-    return repack(tmp_path / "edited.tar.zst",
+    return tk.write_bundle(tmp_path / "edited.tar.zst",
                   [("bundle.json", bundle_index_bytes(index)), *items[1:]])
 
 
@@ -192,7 +173,7 @@ def test_a_blob_claimed_erased_that_no_erasure_deleted_fails(
 
 
 def test_the_index_format_is_versioned() -> None:
-    fixture = members(FIXTURES / "checkpoint.tar.zst")[0][1]
+    fixture = tk.bundle_members(FIXTURES / "checkpoint.tar.zst")[0][1]
     old = BundleIndex.from_bytes(fixture)
     assert old.format == 1 and old.terms == () and old.erased == ()
     assert bundle_index_bytes(old) == fixture  # read and written back byte for byte

@@ -12,24 +12,19 @@ only when pip cannot reach a package index.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
-import io
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
-import zstandard
+import tamperkit as tk
 from testkit import installed_distributions, new_runner
 
-from trajledger.ledger.encode import bundle_index_bytes
 from trajledger.runner.cli import main
-from trajledger.verify.bundle_index import BundleIndex, Member
 
 REPO = Path(__file__).resolve().parents[2]
 NETWORK_TROUBLE = (
@@ -48,28 +43,14 @@ ALLOWED = {"cryptography", "cffi", "pycparser", "zstandard", "pip", "setuptools"
 
 def tamper(bundle: Path, out: Path) -> str:
     """Flip one byte of the largest object and rewrite bundle.json to match; returns its name."""
-    raw = zstandard.ZstdDecompressor().stream_reader(bundle.read_bytes()).read()
-    with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
-        members = [(i.name, tar.extractfile(i).read()) for i in tar]  # type: ignore[union-attr]
+    members = tk.bundle_members(bundle)
     name = max((m for m in members if m[0].startswith("objects/")), key=lambda m: len(m[1]))[0]
     changed = []
     for n, d in members:
         if n == name:
             d = d[:100] + bytes([d[100] ^ 1]) + d[101:]
         changed.append((n, d))
-    old = BundleIndex.from_bytes(changed[0][1])
-    listed = sorted(
-        (Member(n, len(d), hashlib.sha256(d).hexdigest()) for n, d in changed[1:]),
-        key=lambda m: m.name,
-    )
-    new = BundleIndex(old.subject, old.origin, old.vkey, old.created, tuple(listed), old.omitted)
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for n, d in [("bundle.json", bundle_index_bytes(new)), *changed[1:]]:
-            info = tarfile.TarInfo(n)
-            info.size = len(d)
-            tar.addfile(info, io.BytesIO(d))
-    out.write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
+    tk.write_bundle(out, changed, reindex=True)
     return name
 
 
