@@ -57,6 +57,7 @@ import pyarrow.compute as pc
 from trajledger.verify.errors import FormatError
 
 from .episode_vectors import TEXT_SLICE, VECTOR_DIM, numeric_features, string_parts, text_vectors
+from .rollouts.dedup import CONTENT_COLUMNS
 from .rollouts.space_values import leaf_arrays
 
 if TYPE_CHECKING:
@@ -77,19 +78,6 @@ __all__ = [
 FEATURE_VERSION = 3
 """Version of the feature definitions (2: vectorised token hashing; 3: numeric vectors are
 count sketches); part of the index format and of every kept features file."""
-
-CONTENT_COLUMNS = (
-    "obs",
-    "action",
-    "reward",
-    "terminated",
-    "truncated",
-    "role",
-    "content",
-    "tool_calls",
-    "tool_results",
-)
-"""The columns the fingerprint covers, in this order (as ``ledger.rollouts.dedup``)."""
 
 FEATURE_COLUMNS = ("episode_id", "step", *CONTENT_COLUMNS, "safety_interventions")
 """The step columns `iter_step_features` reads."""
