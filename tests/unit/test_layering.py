@@ -11,8 +11,10 @@
   package offers the others is its public modules.
 - Every module stands on one floor (`FLOORS`: the house from the ground up, ledger/'s floor
   order written down there and in docs/ARCHITECTURE.md); no import that runs points up a floor,
-  and no modules import each other in a circle: function-level imports count, imports under
-  ``if TYPE_CHECKING:`` (types only) do not.
+  and no modules import each other in a circle: function-level imports count, and so do imports
+  under ``if TYPE_CHECKING:`` (types only: a module that names another's type depends on it,
+  as ``farm-studio look`` draws it), except a package's ``__init__`` (its face: it names, for
+  type checkers, what it hands on lazily).
 - Start-up modules (``runner/cli.py``, ``ledger/cli.py``, ``ledger/clikit.py``) and everything they
   import at module level load no heavy package; checked statically on the import graph and by
   importing ``runner.cli`` in a fresh interpreter.
@@ -300,9 +302,10 @@ def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 # -- the floors: every import that runs points down ----------------------------------------------
 #
 # The house from the ground up (docs/ARCHITECTURE.md draws it). A module imports modules of its
-# own floor or of floors below, never above, and no modules import each other in a circle; both
-# count every import that runs, at module level or inside a function. An import under ``if
-# TYPE_CHECKING:`` never runs (types for annotations only): it may point up, and is not counted.
+# own floor or of floors below, never above; both count every import that runs, at module level
+# or inside a function. An import under ``if TYPE_CHECKING:`` never runs (types for annotations
+# only): it may point up a floor, but it may not close a circle (`typed_graph`): a module that
+# stands below another and names its types takes them from a `typing.Protocol` of its own.
 # ``fnmatch`` patterns on module names; every product module stands on exactly one floor.
 
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -413,9 +416,25 @@ def test_no_import_runs_back_up() -> None:
         "\n".join(bad))
 
 
-def test_no_import_cycles() -> None:
-    """No circle, module-level or function-level imports alike (TYPE_CHECKING ones aside)."""
+def typed_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], Import]]:
+    """`running_graph` and the imports under TYPE_CHECKING, except a package's ``__init__``'s
+    (its face names, for type checkers, what its ``__getattr__`` hands on)."""
     graph, where = running_graph()
+    for path in project_files():
+        if path.name == "__init__.py":
+            continue
+        name = module_name(path)
+        for imp in all_imports(path):
+            if (imp.type_only and imp.root == TOP and imp.module != name
+                    and _local_file(imp.module) is not None):
+                graph[name].add(imp.module)
+                where.setdefault((name, imp.module), imp)
+    return graph, where
+
+
+def test_no_import_cycles() -> None:
+    """No circle: module-level, function-level and TYPE_CHECKING imports alike."""
+    graph, where = typed_graph()
     cycles = import_cycles(graph)
     described = [" <-> ".join(c) + ": " + "; ".join(
         str(where[a, b]) for a in c for b in sorted(graph[a] & set(c))) for c in cycles]

@@ -21,7 +21,8 @@ Layer map (imports run one way: runner -> ledger -> verify):
 - ``model_signing``  OpenSSF model_signing's signed statement and a model directory against it
 - ``evidence``   the read-only `Evidence` protocol; ``ledger_dir`` it over a ledger directory
                  (``bundle`` over an exported bundle)
-- ``report``     the verified graph (nodes, checks, edges), its verdict and text form;
+- ``nodes``      the checks, nodes and edges every check writes (pure data)
+- ``report``     the verified graph over them, its verdict and text form;
                  ``report_json`` its JSON form (loaded only when asked for)
 - ``judge``      pure judgement: a record from its envelope's bytes, approvals, held-out
                  batches, evaluations, releases (no I/O, no threads)

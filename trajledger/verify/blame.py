@@ -11,17 +11,32 @@ Non-scope: which nodes fail (`verify.report.Report.failing`); the text and JSON 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .kinds import KINDS
 
 if TYPE_CHECKING:
-    from .report import Check, Node, Report
+    from collections.abc import Iterator
 
-__all__ = ["blame", "fail_verdict", "failure_lines"]
+    from .nodes import Check, Edge, Node
+
+__all__ = ["Graph", "blame", "fail_verdict", "failure_lines"]
 
 
-def blame(report: Report, failing: set[str]) -> tuple[list[tuple[Node, list[Check], int]], int]:
+class Graph(Protocol):
+    """What the causes are found from: a `verify.report.Report`, which stands above this
+    module and loads it when a node fails."""
+
+    nodes: dict[str, Node]
+
+    def edges_by(self, end: str) -> dict[str, list[Edge]]: ...
+
+    def walk(self) -> Iterator[tuple[int, Edge | None, Node, bool]]: ...
+
+    def failing(self) -> set[str]: ...
+
+
+def blame(report: Graph, failing: set[str]) -> tuple[list[tuple[Node, list[Check], int]], int]:
     """The root causes of ``report`` (`verify.report.Report.causes`: in walk order, then
     nodes no root reaches), and how many records fail only because of one (each once).
     ``failing``: `verify.report.Report.failing`."""
@@ -74,7 +89,7 @@ def failure_lines(causes: list[tuple[Node, list[Check], int]]) -> list[str]:
     return out
 
 
-def fail_verdict(report: Report, subject: str, n: int) -> str:
+def fail_verdict(report: Graph, subject: str, n: int) -> str:
     """The verdict line of a failing ``report`` (`verify.report.Report.verdict`) about
     ``subject`` (its label) after ``n`` checks: ``✗ FAIL: <subject>: P problem(s) in N
     checks, in K node(s); M more fail through their lineage``; a problem is a root cause, and

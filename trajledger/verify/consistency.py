@@ -16,7 +16,7 @@ Spec: c2sp.org/tlog-checkpoint, RFC 6962 section 2.1.2 (consistency proofs).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .checkpoint import Checkpoint, verify_checkpoint
 from .errors import ConsistencyError, FormatError, ProofError, ProvenanceError, VerificationError
@@ -34,9 +34,12 @@ from .note import b64decode_strict, verifier_from_vkey
 from .report import OK
 
 if TYPE_CHECKING:
-    from .trusted_log import TrustedLog
+    from .evidence import Evidence
+    from .log_index import LogIndex
+    from .nodes import Node
 
 __all__ = [
+    "LogView",
     "bundled_proof",
     "check_consistent",
     "check_known_checkpoint",
@@ -45,6 +48,17 @@ __all__ = [
     "root_from_consistency_proof",
     "verify_consistency",
 ]
+
+
+class LogView(Protocol):
+    """The log a checkpoint seen earlier is judged against: a `verify.trusted_log.TrustedLog`,
+    which stands above this module and loads it for such a checkpoint."""
+
+    evidence: Evidence
+    log: Node
+    checkpoint: Checkpoint | None
+    trusted_vkeys: list[str]
+    index: LogIndex
 
 
 def root_from_consistency_proof(
@@ -205,7 +219,7 @@ def check_consistent(old: Checkpoint, new: Checkpoint, proof: Sequence[bytes]) -
         raise fail(f"checkpoints of {new.origin} are not consistent: {e}") from e
 
 
-def check_known_checkpoint(trusted: TrustedLog, note: bytes,
+def check_known_checkpoint(trusted: LogView, note: bytes,
                            what: str = "checkpoint seen before") -> None:
     """Check the checkpoint ``trusted`` verified extends one seen earlier (no fork, no
     rollback).

@@ -10,7 +10,7 @@ Spec: schemas/SPEC.md, section "Dataset cards".
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .digest import digest_bytes
 from .manifest import Manifest
@@ -20,12 +20,22 @@ from .report import short as _short
 from .retractions import erasure_note
 
 if TYPE_CHECKING:
-    from .lineage import LineageVerifier
+    from .evidence import Evidence
+    from .judge import Record
 
-__all__ = ["check_document"]
+__all__ = ["Documents", "check_document"]
 
 
-def check_document(v: LineageVerifier, node: Node, manifest: Manifest, path: str,
+class Documents(Protocol):
+    """Where a document is read from: a `verify.lineage.LineageVerifier`, which stands above
+    this module and loads it for a record that names documents."""
+
+    evidence: Evidence
+
+    def erased_blob(self, blob: str) -> Record | None: ...
+
+
+def check_document(v: Documents, node: Node, manifest: Manifest, path: str,
                    digest: str) -> None:
     """Check a file the signed predicate names as a document (a dataset's card).
 

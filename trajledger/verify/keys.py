@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from .errors import FormatError
 
-__all__ = ["ALGORITHMS", "Identity", "PublicKey", "keyid_of_spki"]
+__all__ = ["ALGORITHMS", "Identity", "KeyLookup", "PublicKey", "keyid_of_spki"]
 
 ALGORITHMS = ("ed25519", "ecdsa-p256")
 """Signature algorithms trajledger accepts, by the name used in key listings and policies."""
@@ -132,3 +132,7 @@ class PublicKey:
         except (InvalidSignature, ValueError):
             return False
         return True
+
+
+KeyLookup = Callable[[str], PublicKey | None]
+"""Finds a public key by keyid (for policies that name keys by keyid), or returns None."""

@@ -440,7 +440,7 @@ class LineageVerifier:
         if sealed is not None:  # its blobs are ciphertexts: their check loads only then
             from .sealed_files import ciphertexts
 
-            stored = ciphertexts(manifest, sealed, node)
+            stored = ciphertexts(manifest, sealed, node.fail)
         rehash = self.data == DataMode.HASH and not caller
         for f in manifest.files:
             if documents.get(f.path) == f.digest or f.path not in stored:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .report import INFO, OK, Status
+from .nodes import INFO, OK, Status
 
 __all__ = ["Mark"]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from . import predicates
 from .digest import HEX64, digest_bytes
 from .errors import FormatError
-from .keys import Identity, PublicKey
+from .keys import Identity, KeyLookup, PublicKey
 from .note import Verifier, verifier_from_vkey
 from .strict_json import json_list, load_object
 
@@ -78,10 +78,6 @@ if TYPE_CHECKING:
     from .compromise import RevokedIdentity, RevokedKey
     from .encryption_key import EncryptionKey
     from .release_rules import ReleaseRules
-
-KeyLookup = Callable[[str], PublicKey | None]
-"""Finds a public key by keyid (for policies that name keys by keyid), or returns None."""
-
 
 def parse_duration(value: object, what: str = "duration") -> int:
     """Seconds in ``"30d"``, ``"12h"``, ``"90m"``, ``"2w"`` or a non-negative integer of seconds.

@@ -18,18 +18,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import FormatError
-from .keys import Identity, PublicKey
+from .keys import Identity, KeyLookup, PublicKey
 from .strict_json import json_list
 
 if TYPE_CHECKING:
+    from .compromise import RevokedIdentity, RevokedKey
     from .encryption_key import EncryptionKey
-    from .policy import KeyLookup, Role, TrustPolicy
+    from .note import Verifier
+    from .release_rules import ReleaseRules
 
 __all__ = [
     "DEFAULT_PUBLISH",
+    "Role",
+    "Settings",
     "check_witnesses",
     "key_by_keyid",
     "licence_problem",
@@ -40,6 +44,47 @@ __all__ = [
     "settings_json",
     "top_settings",
 ]
+
+class Role(Protocol):
+    """A role as its settings are checked against it: a `verify.policy.Role` (``verify.policy``
+    stands above this module and loads it for a policy with such settings)."""
+
+    @property
+    def keys(self) -> tuple[PublicKey, ...]: ...
+
+    @property
+    def identities(self) -> tuple[Identity, ...]: ...
+
+    @property
+    def keyids(self) -> frozenset[str]: ...
+
+    def note_verifiers(self) -> list[Verifier]: ...
+
+
+class Settings(Protocol):
+    """The settings of a `verify.policy.TrustPolicy` this module reads back."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def sigstore_trusted_root(self) -> Mapping[str, Any] | None: ...
+
+    @property
+    def accepted_licences(self) -> tuple[str, ...] | None: ...
+
+    @property
+    def revoked_keys(self) -> tuple[RevokedKey, ...]: ...
+
+    @property
+    def revoked_identities(self) -> tuple[RevokedIdentity, ...]: ...
+
+    @property
+    def release(self) -> ReleaseRules | None: ...
+
+    @property
+    def publish(self) -> tuple[str, ...] | None: ...
+
 
 DEFAULT_PUBLISH = ("revocation", "erasure", "trust-policy")
 """The kinds of record whose envelopes a log publishes (``log serve``, update bundles) when
@@ -195,7 +240,7 @@ def top_settings(
     return out
 
 
-def settings_json(policy: TrustPolicy) -> dict[str, Any]:
+def settings_json(policy: Settings) -> dict[str, Any]:
     """The JSON form of the settings ``policy`` has (for `verify.policy.TrustPolicy.to_json`):
     each only when set, so that older policies keep their digests."""
     optional = {
@@ -226,7 +271,7 @@ def strings(value: object, what: str, item: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def licence_problem(policy: TrustPolicy, licence: str | None) -> str | None:
+def licence_problem(policy: Settings, licence: str | None) -> str | None:
     """Why a batch's ``licence`` is not accepted by ``policy`` (which sets
     ``accepted_licences``), or None when it is."""
     assert policy.accepted_licences is not None
@@ -240,7 +285,7 @@ def licence_problem(policy: TrustPolicy, licence: str | None) -> str | None:
             f"{accepted})")
 
 
-def published(policy: TrustPolicy) -> tuple[str, ...]:
+def published(policy: Settings) -> tuple[str, ...]:
     """The kinds of record whose envelopes the log of ``policy`` publishes (``publish``, else
     `DEFAULT_PUBLISH`)."""
     return DEFAULT_PUBLISH if policy.publish is None else policy.publish

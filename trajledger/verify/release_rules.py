@@ -14,15 +14,26 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .digest import parse_digest
 from .errors import FormatError
 
 if TYPE_CHECKING:
-    from .policy import Role
+    from .keys import Identity, PublicKey
 
-__all__ = ["ReleaseRules", "Requirement", "parse_release", "requirement_problems"]
+__all__ = ["ReleaseRules", "Requirement", "Signers", "parse_release", "requirement_problems"]
+
+
+class Signers(Protocol):
+    """The evaluator role as ``[release]`` is checked against it: a `verify.policy.Role`
+    (``verify.policy`` stands above this module)."""
+
+    @property
+    def keys(self) -> tuple[PublicKey, ...]: ...
+
+    @property
+    def identities(self) -> tuple[Identity, ...]: ...
 
 
 def _decimal(value: object, what: str) -> float:
@@ -83,7 +94,7 @@ _METRIC = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 _REQUIREMENT = {"suite", "digest", "metric", "min", "max", "max_drop"}
 
 
-def parse_release(value: object, evaluator: Role, what: str) -> ReleaseRules | None:
+def parse_release(value: object, evaluator: Signers, what: str) -> ReleaseRules | None:
     """``[release]``: ``approvals`` (default 1) and ``[[release.require]]`` tables of ``suite``
     (``NAME@VERSION``), optionally its ``digest`` (``sha256:...``), ``metric`` (default
     ``success_rate``) and ``min`` / ``max`` / ``max_drop`` (at least one)."""

@@ -17,7 +17,7 @@ Spec: schemas/SPEC.md, sections "Evaluation" and "Release".
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ._jcs import canonical_bytes
 from .digest import digest_bytes
@@ -30,10 +30,41 @@ from .report import OK, Node
 from .report import short as _short
 
 if TYPE_CHECKING:
-    from .lineage import LineageVerifier
+    from .checkpoint import Checkpoint
+    from .kinds import Dependency
+    from .log_entry import LogEntry
+    from .log_index import LogIndex
+    from .policy import TrustPolicy
 
-__all__ = ["evaluation_problems", "judge_use", "release_named", "release_requirement",
+__all__ = ["Walk", "evaluation_problems", "judge_use", "release_named", "release_requirement",
            "release_rules", "release_suite"]
+
+
+class Walk(Protocol):
+    """What evaluations and releases are judged from: a `verify.lineage.LineageVerifier`,
+    which stands above this module and loads it for an evaluation or a release."""
+
+    policy: TrustPolicy
+    checkpoint: Checkpoint | None
+
+    @property
+    def index(self) -> LogIndex: ...
+
+    def entry(self, index: int) -> LogEntry | None: ...
+
+    def kind_at(self, index: int, kind: str) -> LogEntry | None: ...
+
+    def records(self, subject: str, kind: str) -> list[int]: ...
+
+    def record(self, index: int) -> Record | RecordFailure: ...
+
+    def identity_record(self, digest: str, kind: str) -> Record | RecordFailure | None: ...
+
+    def node(self, digest: str) -> Node: ...
+
+    def artifact(self, digest: str, kind: str, *, follow: bool = True) -> Node: ...
+
+    def dependencies(self, digest: str) -> list[Dependency]: ...
 
 
 def evaluation_problems(ev: Evaluation, suite: Record | RecordFailure | None) -> list[str]:
@@ -98,7 +129,7 @@ def release_requirement(
     return {r.entry.subject for r in runs}
 
 
-def judge_use(v: LineageVerifier, node: Node, rec: Record) -> None:
+def judge_use(v: Walk, node: Node, rec: Record) -> None:
     """Add to an evaluation's node whether it ran on a held-out suite, and to a release's
     whether it is named by its content and meets the policy's ``[release]`` on the
     evaluations it cites (`release_rules`); ``rec`` is the artifact's identity record."""
@@ -119,13 +150,13 @@ def judge_use(v: LineageVerifier, node: Node, rec: Record) -> None:
                       len(rec.signers) + len(rec.identities), before=rec.index)
 
 
-def _suite_problems(v: LineageVerifier, ev: Evaluation) -> list[str]:
+def _suite_problems(v: Walk, ev: Evaluation) -> list[str]:
     v.artifact(ev.suite.digest, "dataset")
     return evaluation_problems(ev, v.identity_record(ev.suite.digest, "dataset"))
 
 
 def release_rules(
-    v: LineageVerifier, node: Node, checkpoint: str, cited: Sequence[str] | None,
+    v: Walk, node: Node, checkpoint: str, cited: Sequence[str] | None,
     approvers: int, *, before: int | None = None,
 ) -> set[str]:
     """Check the policy's ``[release]`` for releasing ``checkpoint`` (verified already by
@@ -181,7 +212,7 @@ def release_rules(
     return used
 
 
-def release_suite(v: LineageVerifier, req: Requirement,
+def release_suite(v: Walk, req: Requirement,
                   before: int) -> tuple[str | None, str | None]:
     """The digest of a requirement's suite logged before ``before`` (None: none) and why a
     pinned one is refused (None: it is not). Unpinned, the suite is the first verified holdout
@@ -212,7 +243,7 @@ def release_suite(v: LineageVerifier, req: Requirement,
 
 
 def _latest_evaluation(
-    v: LineageVerifier, checkpoint: str, suite: str | None, cited: Iterable[str], before: int
+    v: Walk, checkpoint: str, suite: str | None, cited: Iterable[str], before: int
 ) -> Record | None:
     """The latest verified evaluation record of ``checkpoint`` on the suite of digest ``suite``
     (`release_suite`) logged before ``before``, among the index's referrers and the records of

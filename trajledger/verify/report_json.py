@@ -10,19 +10,39 @@ Non-scope: which nodes fail and why (``verify.report``); deciding anything.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .report import Report, Status
+    from .marks import Mark
+    from .nodes import Check, Direction, Edge, Node, Status
 
-__all__ = ["REPORT_FORMAT", "report_json"]
+__all__ = ["REPORT_FORMAT", "Graph", "report_json"]
+
+
+class Graph(Protocol):
+    """What the JSON form is written from: a `verify.report.Report`, which stands above this
+    module and loads it when that form is asked for."""
+
+    subject: str
+    roots: list[str]
+    nodes: dict[str, Node]
+    edges: list[Edge]
+    direction: Direction
+    records: list[Mark]
+
+    @property
+    def ok(self) -> bool: ...
+
+    def count(self) -> tuple[int, int]: ...
+
+    def causes(self) -> Sequence[tuple[Node, list[Check], int]]: ...
 
 REPORT_FORMAT = "https://trajledger.dev/report/v1"
 """The ``format`` of a report's JSON form (schemas/report.v1.md)."""
 
 
-def report_json(report: Report, lineage: Mapping[str, Status]) -> dict[str, Any]:
+def report_json(report: Graph, lineage: Mapping[str, Status]) -> dict[str, Any]:
     """The stable JSON form of ``report``; ``lineage`` is each node's status through its
     lineage (``fail`` when it or anything it depends on fails, `Report.failing`).
 

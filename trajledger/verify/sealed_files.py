@@ -16,7 +16,7 @@ Spec: schemas/SPEC.md, section "Sealed suites".
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,6 @@ from .digest import HEX64
 from .errors import FormatError
 from .manifest import Manifest
 from .records import Record, column, field_type, read_members, spec
-from .report import Node
 
 __all__ = ["SEAL_MAGIC", "SEAL_SCHEME", "SEAL_SEGMENT", "Sealed", "SealedEpisode", "ciphertexts"]
 
@@ -150,19 +149,21 @@ class Sealed(Record):
                 raise FormatError(f"{what}: files: {path!r} has size {size}, want >= 0")
 
 
-def ciphertexts(manifest: Manifest, sealed: Sealed, node: Node) -> dict[str, tuple[str, int]]:
+def ciphertexts(manifest: Manifest, sealed: Sealed, fail: Callable[[str, str], object]
+                ) -> dict[str, tuple[str, int]]:
     """Each manifest file's stored blob (digest, size): for a sealed batch its ciphertext, whose
     size must be the sealing's for the plaintext size (`Sealed.ciphertext_size`). A file the
-    sealing does not list has none (the ``sealed`` check of ``node`` fails)."""
+    sealing does not list has none. Each problem is ``fail(what, detail)``: the batch node's
+    `verify.nodes.Node.fail` (the ``sealed`` check, or the file's)."""
     paths = {f.path for f in manifest.files}
     if set(sealed.files) != paths:
-        node.fail("sealed", f"seals {sorted(sealed.files)}, the manifest lists {sorted(paths)}")
+        fail("sealed", f"seals {sorted(sealed.files)}, the manifest lists {sorted(paths)}")
     out = {}
     for f in manifest.files:
         if f.path in sealed.files:
             digest, size = sealed.files[f.path]
             if size != Sealed.ciphertext_size(f.size):
-                node.fail(f.path, f"sealed: ciphertext of {size} bytes for {f.size} plaintext "
+                fail(f.path, f"sealed: ciphertext of {size} bytes for {f.size} plaintext "
                           f"bytes, want {Sealed.ciphertext_size(f.size)}")
             out[f.path] = (digest, size)
     return out

@@ -12,7 +12,7 @@ Spec: schemas/bundle.v1.md.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .bundle_index import INDEX_NAME
 from .compact import CompactRange
@@ -24,10 +24,31 @@ from .merkle import leaf_hash
 from .report import INFO, OK, Node
 
 if TYPE_CHECKING:
-    from .bundle import BundleEvidence
+    from collections.abc import Iterator, Mapping
+    from pathlib import Path
+
+    from .checkpoint import Checkpoint
     from .lineage import LineageVerifier
 
-__all__ = ["check_extension", "extension_inclusion", "extension_root", "extension_start"]
+__all__ = ["ExtensionEvidence", "check_extension", "extension_inclusion", "extension_root",
+           "extension_start"]
+
+
+class ExtensionEvidence(Protocol):
+    """What an extension is read from: a `verify.bundle.BundleEvidence`, which stands above
+    this module and loads it for an update bundle."""
+
+    checkpoint: Checkpoint
+    touched_entries: set[int]
+
+    @property
+    def objects(self) -> Mapping[str, Path]: ...
+
+    def extension(self) -> CompactRange | None: ...
+
+    def entries(self) -> Iterator[tuple[int, bytes]]: ...
+
+    def entry_bytes(self, index: int) -> bytes | None: ...
 
 
 def extension_start(ext: int, ranges: dict[int, bytes], size: int, what: str) -> CompactRange:
@@ -51,7 +72,7 @@ def extension_start(ext: int, ranges: dict[int, bytes], size: int, what: str) ->
     return CompactRange(ext, tuple(parse_consistency_proof(ranges[ext], here) if ext else ()))
 
 
-def extension_root(evidence: BundleEvidence, size: int) -> bytes | None:
+def extension_root(evidence: ExtensionEvidence, size: int) -> bytes | None:
     """The root of the log's first ``size`` entries, rebuilt from the extension (checked
     against the checkpoint when the bundle was opened); None when the extension does not
     cover ``size``."""
@@ -61,7 +82,7 @@ def extension_root(evidence: BundleEvidence, size: int) -> bytes | None:
     return ext.extend(_leaves(evidence, ext.size, size)).root()
 
 
-def extension_inclusion(evidence: BundleEvidence, index: int) -> list[bytes]:
+def extension_inclusion(evidence: ExtensionEvidence, index: int) -> list[bytes]:
     """The proof of inclusion of entry ``index`` of the extension at the checkpoint's size,
     from the compact range it starts from and its entries (the bundle holds them all)."""
     ext = evidence.extension()
@@ -70,13 +91,13 @@ def extension_inclusion(evidence: BundleEvidence, index: int) -> list[bytes]:
     return ext.inclusion_proof(_leaves(evidence, ext.size, evidence.checkpoint.size), index)
 
 
-def _leaves(evidence: BundleEvidence, start: int, end: int) -> list[bytes]:
+def _leaves(evidence: ExtensionEvidence, start: int, end: int) -> list[bytes]:
     """The leaf hashes of the bundled entries ``start`` to ``end - 1`` (all of them are
     bundled from the extension's start on)."""
     return [leaf_hash(data) for i, data in evidence.entries() if start <= i < end]
 
 
-def check_extension(evidence: BundleEvidence, verifier: LineageVerifier, bundle: Node) -> None:
+def check_extension(evidence: ExtensionEvidence, verifier: LineageVerifier, bundle: Node) -> None:
     """Step 5 of `verify_bundle`, for an update bundle: the extension's entries were proven by
     the root they rebuild (the log's check); each one whose envelope the bundle carries (what
     the log publishes: revocations, erasures, policies) is verified as a record, and what it

@@ -34,7 +34,9 @@ lines (``verify.blame``), the node of a key the policy does not hold
 (``verify.untrusted_key``), a bundle's consistency proof for two sizes and Sigstore's trusted
 root as bytes loaded where used, and near-parallel code became one (key and identity
 revocations, the name and version of every kind, a role's fields as a table, one UTF-8
-decoder, one refusal in ``parse_digest`` and one for a batch's terms).
+decoder, one refusal in ``parse_digest`` and one for a batch's terms); 4,479 in 32 after the
+report's checks, nodes and edges moved to ``verify.nodes``, below the report and the modules
+that read it on use (no import circle, type-only imports included).
 """
 
 from __future__ import annotations

@@ -25,14 +25,14 @@ def test_each_file_is_its_ciphertext() -> None:
     node = Node(C, "rollout-batch")
     files = {"episodes.parquet": (A, Sealed.ciphertext_size(100)),
              "steps.parquet": (B, Sealed.ciphertext_size(70000))}
-    got = ciphertexts(manifest(), Sealed((), files, (), 1), node)
+    got = ciphertexts(manifest(), Sealed((), files, (), 1), node.fail)
     assert got == files and node.checks == []
 
 
 def test_a_ciphertext_of_the_wrong_size_or_a_file_not_sealed_fails() -> None:
     node = Node(C, "rollout-batch")
     files = {"steps.parquet": (B, 70000)}
-    got = ciphertexts(manifest(), Sealed((), files, (), 1), node)
+    got = ciphertexts(manifest(), Sealed((), files, (), 1), node.fail)
     assert got == files  # re-hashed all the same: its digest is bound
     assert [(c.what, c.status, c.detail) for c in node.checks] == [
         ("sealed", FAIL, "seals ['steps.parquet'], the manifest lists ['episodes.parquet', "

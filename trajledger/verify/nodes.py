@@ -1,0 +1,133 @@
+"""The nodes of a verified graph: what every check writes, and nothing that reads a graph.
+
+Scope: `Status` (of a check, a node or a record) and its values, `Direction`, `Check`, `Node` (an
+artifact, the log, or a decision, with its checks), `Edge`; `HIDDEN`, the escapes of every line a
+report renders; `short`, a digest cut for a message. Pure data: no I/O, no evidence, no policy.
+Non-scope: the graph and its verdict, causes and forms (``verify.report``, ``verify.blame``,
+``verify.report_json``), which stand above this module and read these types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from .kinds import KINDS
+
+__all__ = ["ERASED", "FAIL", "HIDDEN", "INFO", "OK", "Check", "Direction", "Edge", "Node",
+           "Status", "short"]
+
+
+class Status(StrEnum):
+    """The outcome of a check, a node or a record (str-valued: the JSON form is the value)."""
+
+    OK = "ok"
+    FAIL = "fail"
+    ERASED = "erased"
+    """Blobs deleted by a valid erasure (digests and signed records still verify)."""
+    INFO = "info"
+
+
+class Direction(StrEnum):
+    """Which way a report follows its edges (`Report.direction`)."""
+
+    UPSTREAM = "upstream"
+    DOWNSTREAM = "downstream"
+
+
+OK, FAIL, ERASED, INFO = Status.OK, Status.FAIL, Status.ERASED, Status.INFO
+
+# Escaped (as ``\u001b``) in every line a report renders: control characters, NEL, line and
+# paragraph separators and bidirectional controls. A signer chooses names, licences and reasons:
+# none may erase, redraw, break or reorder what a reader sees (the lines' own breaks remain).
+HIDDEN = {c: f"\\u{c:04x}" for c in (*range(32), *range(127, 160), 0x61C, 0x200E, 0x200F,
+                                      *range(0x2028, 0x202F), *range(0x2066, 0x206A))}
+
+
+def short(digest: str) -> str:
+    """``sha256:1234abcd12…``: a digest cut for a message (other text unchanged)."""
+    return digest[:19] + "…" if len(digest) > 20 else digest
+
+
+@dataclass
+class Check:
+    """One check of a node: what was checked, its outcome and why.
+
+    Attributes:
+        what: e.g. ``files``, ``record``, ``revoked``, ``dataset cartpole@2: approvals``.
+        status: ``ok``, ``fail``, ``erased`` (blobs deleted by a valid erasure) or ``info``.
+        detail: the reason or a short fact.
+    """
+
+    what: str
+    status: Status = OK
+    detail: str = ""
+    cause: str | None = None
+    """For a failure that follows from another node's (a record signed by a key the policy
+    does not hold, a batch left unverified because its checkpoint failed): that node's id."""
+
+
+@dataclass
+class Node:
+    """One node of a report: an artifact (keyed by digest), the log, or a decision.
+
+    Attributes:
+        id: the artifact's digest, ``log``, or ``<decision>:<digest>``.
+        kind: the artifact kind, ``log`` or the decision (``admission``).
+        name, version: from the artifact's signed predicate (empty when unknown).
+        index: the log index of its identity record, when it has one.
+        signers: keyids that signed that record.
+        checks: every check made of it.
+    """
+
+    id: str
+    kind: str
+    name: str = ""
+    version: str = ""
+    index: int | None = None
+    signers: tuple[str, ...] = ()
+    checks: list[Check] = field(default_factory=list)
+
+    def add(self, what: str, status: Status = OK, detail: str = "", cause: str | None = None
+            ) -> Check:
+        """Record a check and return it."""
+        c = Check(what, status, detail, cause)
+        self.checks.append(c)
+        return c
+
+    def fail(self, what: str, detail: str, cause: str | None = None) -> Check:
+        """Record a failed check (``cause``: the node whose failure it follows from)."""
+        return self.add(what, FAIL, detail, cause)
+
+    @property
+    def status(self) -> Status:
+        """``fail`` when a check failed; else ``erased`` when data was erased; else ``ok``."""
+        statuses = {c.status for c in self.checks}
+        if FAIL in statuses:
+            return FAIL
+        return ERASED if ERASED in statuses else OK
+
+    @property
+    def ok(self) -> bool:
+        """True when no check of this node failed."""
+        return self.status != FAIL
+
+    @property
+    def label(self) -> str:
+        """``kind name@version (sha256:1234abcd…)`` (or the node's own name), escaped (`HIDDEN`):
+        messages name nodes by it."""
+        if self.kind in KINDS:
+            ref = (f"{self.name}@{self.version}" if self.version else self.name).translate(HIDDEN)
+            if not ref:
+                return f"{self.kind} {short(self.id)}"
+            return f"{self.kind} {ref} ({short(self.id)})"
+        return (self.name or self.kind).translate(HIDDEN)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """``src`` depends on ``dst`` in the role ``role`` (a dataset's ``batch``...)."""
+
+    src: str
+    dst: str
+    role: str
