@@ -225,7 +225,9 @@ def test_verl_nan_score_and_mapped_extra_names_are_refused(
     nan = tmp_path / "nan.jsonl"
     nan.write_text(json.dumps({"input": "u", "output": "a", "gts": None, "score": math.nan,
                                "step": 2}) + "\n")  # fmt: skip
-    refused(runner, home, [nan], fail_lines(nan, ["line 1: not valid JSON: NaN is not valid JSON"]))
+    refused(runner, home, [nan], fail_lines(nan, [
+        'line 1: not valid JSON: NaN is not valid JSON (field "score"); write null for a number '
+        "that is missing"]))
     extra = jsonl(tmp_path / "3.jsonl", [
         {"input": "u", "output": "a", "gts": "1", "score": 1.0, "step": 3, "success": 1.0},
         {"input": "u", "output": "b", "gts": "1", "score": 0.0, "step": 3, "task_id": 17},

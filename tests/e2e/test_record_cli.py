@@ -756,7 +756,8 @@ BAD_JSONL: dict[str, tuple[list[dict[str, Any] | bytes], list[str], str]] = {
     ),
     "nan-reward": (
         [chat("a"), b'{"messages": [{"role": "user", "content": "x"}], "reward": NaN}'],
-        ["line 2: not valid JSON: NaN is not valid JSON"],
+        ['line 2: not valid JSON: NaN is not valid JSON (field "reward"); write null for a number '
+         "that is missing"],
         "chat-jsonl",
     ),
     "trl-completion-missing": (

@@ -671,7 +671,8 @@ def test_jsonl_nan(tmp_path: Path) -> None:
     expect_line_problem(
         tmp_path,
         ['{"reward": NaN, "messages": [{"role": "user"}]}'],
-        r"line 1: not valid JSON: NaN is not valid JSON",
+        r'line 1: not valid JSON: NaN is not valid JSON \(field "reward"\); write null for a '
+        r"number that is missing",
     )
 
 
@@ -698,7 +699,8 @@ def test_jsonl_without_reward_is_sft_data(tmp_path: Path) -> None:
         (
             "trl-completions",
             {"step": 1, "prompt": "p", "completion": "c", "f": float("inf"), "advantage": 0},
-            "line 1: not valid JSON: Infinity is not valid JSON",
+            'line 1: not valid JSON: Infinity is not valid JSON (field "f"); write null for a '
+            "number that is missing",
         ),
         (
             "verl-jsonl",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -334,6 +335,20 @@ def fast_object(raw: bytes) -> dict[str, Any] | None:
     return obj
 
 
+_CONSTANT = re.compile(r'"([\w.-]{1,64})"\s*:\s*(?:NaN|-?Infinity)\b', re.ASCII)
+
+
+def _constant_field(text: str, error: str) -> str:
+    """`` (field "score"); write null for a number that is missing`` when a NaN or Infinity
+    refused the line and the first such value is a field's with a plain name (as Python's
+    ``json.dumps`` writes a NaN float); else nothing."""
+    if not error.startswith(("NaN ", "Infinity ", "-Infinity ")):
+        return ""
+    m = _CONSTANT.search(text)
+    where = f' (field "{m.group(1)}")' if m else ""  # a plain ASCII name only
+    return f"{where}; write null for a number that is missing"
+
+
 def decode_line(
     decoder: json.JSONDecoder, raw: bytes, rec: RecordProblems
 ) -> dict[str, Any] | None:
@@ -354,7 +369,7 @@ def decode_line(
         if end != len(text):
             raise ValueError(f"extra data after the JSON value at column {end + 1}")
     except ValueError as e:
-        rec.error(None, f"not valid JSON: {e}")
+        rec.error(None, f"not valid JSON: {e}{_constant_field(text, str(e))}")
         return None
     except RecursionError:
         rec.error(None, "not accepted: JSON nested too deeply")
