@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from .home import LedgerHome
 
 __all__ = [
-    "approve", "delete_erased", "erasable_blobs", "erase", "record_policy", "revocations",
-    "revoke",
+    "approve", "delete_erased", "erasable_blobs", "erase", "kept_blobs", "record_policy",
+    "revocations", "revoke",
 ]
 
 APPROVABLE = frozenset({"dataset", "rollout-batch"})
@@ -107,15 +107,21 @@ def revoke(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str) -> Reco
     )
 
 
-def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str) -> tuple[Recorded, int]:
+def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str
+          ) -> tuple[Recorded, int, dict[str, str]]:
     """Delete an artifact's data blobs and record a signed erasure.
 
     The manifest (names, sizes, digests) and every signed record stay, so lineage still
-    verifies and reports "erased". The erasure record is appended first: if deleting fails
-    half-way, the record already explains the missing blobs, and re-running finishes the job.
+    verifies and reports "erased". The store keeps one blob per content: a blob that a file of
+    another artifact here also lists (the same rollouts recorded twice, the same config
+    registered under two names, a vendor's batch) is kept while that artifact is not erased
+    itself, and the record lists only the blobs it deletes (`kept_blobs`); erasing that
+    artifact too deletes it. The erasure record is appended first: if deleting fails half-way,
+    the record already explains the missing blobs, and re-running finishes the job.
 
     Returns:
-        The erasure record and how many blobs were deleted.
+        The erasure record, how many blobs were deleted, and the blobs kept (blob -> the label
+        of an artifact here that holds it).
 
     Raises:
         RefError: ``ref`` names nothing recorded.
@@ -137,13 +143,48 @@ def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str) -> tuple
 
     check_signers(ledger, "erasure", [(signer.name, signer.keyid)], f"erase {item.ref}")
     _check_authority(ledger, item, signer, "erase")
-    blobs = sorted(erasable_blobs(ledger, item.digest))
+    mine = erasable_blobs(ledger, item.digest)
+    kept = kept_blobs(ledger, item.digest, mine)
+    blobs = sorted(mine.difference(kept))
     predicate = Erasure(reason, format_time(_now()), tuple(blobs))
     rec = record_statement(
         ledger, item.ref or item.name, item.digest, predicates.ERASURE,
         predicate.to_predicate(), signer, action=f"erase {item.ref}",
     )
-    return rec, delete_erased(ledger, blobs)
+    return rec, delete_erased(ledger, blobs), kept
+
+
+def kept_blobs(ledger: LedgerHome, subject: str, blobs: set[str]) -> dict[str, str]:
+    """Of ``blobs`` (what an erasure of ``subject`` here would delete), those a file of
+    another artifact here lists that is not erased (blob -> its label): erasing one artifact
+    must not take the data of another that holds the same bytes. An artifact counts as erased
+    when an erasure of it verifies under the policy in force (without a policy, when one is
+    recorded). Reads every artifact's manifest (`updates._files_here`): erasing is rare."""
+    from trajledger.verify.lineage import LineageVerifier
+
+    from .evidence import ledger_evidence
+    from .policy_state import current_policy
+    from .updates import _files_here, _held_elsewhere, label
+
+    files = _files_here(ledger) if blobs else {}
+    if not any(files.get(b, set()) - {subject} for b in blobs):
+        return {}
+    found = current_policy(ledger)
+    if found is None:
+        state, out = ledger.trust_state(), dict[str, str]()
+        for b in sorted(blobs):
+            for h in sorted(files.get(b, set()) - {subject}):
+                if not any((e := state.entry(i)) and e.kind == "erasure"
+                           for i in state.about(h)):
+                    out[b] = label(ledger, h)
+                    break
+        return out
+    verifier = LineageVerifier(ledger_evidence(ledger), found[1], index=ledger.trust_state(),
+                               data="size")
+    try:
+        return _held_elsewhere(ledger, verifier, blobs, subject, files)
+    finally:
+        verifier.close()
 
 
 def delete_erased(ledger: LedgerHome, blobs: Iterable[str]) -> int:

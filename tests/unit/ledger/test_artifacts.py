@@ -524,7 +524,7 @@ def test_erased_rollouts_are_not_restored(
     from trajledger.ledger.status import erase
 
     first = record_batch(registered, rows(), env="cart@1", policy="p", signer=alice)
-    erasure, deleted = erase(registered, first.digest, alice, reason="consent")
+    erasure, deleted, _kept = erase(registered, first.digest, alice, reason="consent")
     assert deleted == 3  # steps.parquet, episodes.parquet and the kept episode features
     before = snapshot(registered)
     with pytest.raises(

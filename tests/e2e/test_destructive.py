@@ -1,0 +1,82 @@
+"""Commands that delete, through the CLI, on copies of the quickstart ledger (rev8, the outside
+check of 2026-12-03's seventh round: docs/SECURITY.md).
+
+- ``erase`` deletes no blob another artifact here still holds (the store keeps one blob per
+  content): it keeps it, says so, and erasing that artifact too deletes it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import testkit
+from click.testing import Result
+
+from trajledger.runner.cli import main
+
+
+@pytest.fixture
+def home(quickstart_template: testkit.Template[str], tmp_path: Path) -> Path:
+    return testkit.copy_template(quickstart_template, tmp_path / "home")
+
+
+def run(home: Path, *args: Any, code: int = 0) -> Result:
+    r = testkit.new_runner().invoke(main, ["--ledger", str(home), *map(str, args)])
+    assert r.exit_code == code, (args, r.output)
+    return r
+
+
+def stored(home: Path, digest: str) -> bool:
+    h = digest.removeprefix("sha256:")
+    return (home / "objects" / "sha256" / h[:2] / h[2:4] / h).is_file()
+
+
+def files(home: Path, ref: str) -> dict[str, str]:
+    got = json.loads(run(home, "show", ref, "--json").stdout)["files"]
+    return {f["path"]: f["digest"] for f in got}
+
+
+def test_erase_keeps_a_blob_another_artifact_here_holds(home: Path, tmp_path: Path) -> None:
+    """The same rollouts recorded twice, under two policies: two batches, one steps.parquet
+    blob (the quickstart's ``cartpole-random``, whose export they are, may hold it too).
+    Erasing ``copy-a`` deleted it, and ``copy-b``, which nobody erased, then verified as
+    "erased" by ``copy-a``'s record (exit 0), no word at the erasure but "N blob(s) deleted";
+    a dataset of it was admitted without it (rev8). Now the blob is kept while another
+    artifact holding it is not erased, the erasure says so and its record lists only what it
+    deleted; erasing the holders too deletes it."""
+    run(home, "export", "cartpole-random", "--format", "parquet", "--out", tmp_path / "ex")
+    for name in ("copy-a", "copy-b"):
+        run(home, "record", tmp_path / "ex" / "steps.parquet", "--env", "cartpole@1",
+            "--policy", f"p-{name}", "--name", name, "--key", "vendor")  # fmt: skip
+    a, b = files(home, "copy-a"), files(home, "copy-b")
+    shared = a["steps.parquet"]
+    assert b["steps.parquet"] == shared and a["episodes.parquet"] != b["episodes.parquet"]
+    holders = {ref: json.loads(run(home, "show", ref, "--json").stdout)["digest"]
+               for ref in ("copy-b", "cartpole-random")}  # fmt: skip
+    labels = {f"rollout-batch {ref} ({d[:19]}…)" for ref, d in holders.items()}
+
+    r = run(home, "erase", "copy-a", "--key", "vendor", "--reason", "consent", "--json")
+    out = json.loads(r.stdout)
+    kept = out["kept"]
+    assert shared in kept and set(kept.values()) <= labels, kept
+    assert r.stderr.splitlines()[0] == (
+        f"WARNING: copy-a: {len(kept)} blob(s) kept: also a file of "
+        f"{', '.join(sorted(set(kept.values())))} (not erased; the store keeps one blob per "
+        "content): erase that too to delete them"), r.stderr
+    said = json.loads(run(home, "show", out["envelope"], "--json").stdout)["predicate"]
+    assert a["episodes.parquet"] in said["blobs"] and not set(kept) & set(said["blobs"]), said
+    assert out["deleted"] == len(said["blobs"])  # the record lists what it deleted
+    assert stored(home, shared)
+    for ref in holders:
+        r = run(home, "verify", ref)
+        assert "erased" not in r.stdout + r.stderr, r.output
+    assert "erased" in run(home, "verify", "copy-a").stderr
+
+    for ref in holders:
+        run(home, "erase", ref, "--key", "vendor", "--reason", "consent")
+    assert not stored(home, shared)
+    for ref in ("copy-a", *holders):
+        assert "erased" in run(home, "verify", ref).stderr
