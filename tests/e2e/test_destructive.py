@@ -80,3 +80,29 @@ def test_erase_keeps_a_blob_another_artifact_here_holds(home: Path, tmp_path: Pa
     assert not stored(home, shared)
     for ref in ("copy-a", *holders):
         assert "erased" in run(home, "verify", ref).stderr
+
+
+def test_init_refuses_a_store_another_ledger_fills(tmp_path: Path, passphrase: str) -> None:
+    """``init --store DIR`` took a store directory outside the ledger whatever it held: two
+    ledgers on one store, and the first ``gc --yes`` of either removed every object of the
+    other as an orphan (its log names none of them: ``fsck`` of the other then failed on
+    every record); an ``erase`` in one deletes blobs the other holds. Now a store directory
+    that already holds objects is refused (exit 3, one line, nothing made); an empty or new
+    one is taken."""
+    shared = tmp_path / "shared"
+    run(tmp_path / "a", "init", "--origin", "t/a", "--store", shared)
+    run(tmp_path / "a", "key", "new", "k")
+    run(tmp_path / "a", "env", "register", "e", "--version", "1", "--gym-id", "CartPole-v1",
+        "--key", "k")  # fmt: skip
+    held = sorted(p.name for p in shared.rglob("*") if p.is_file())
+    assert held
+    for store in (shared, Path("..") / "shared"):
+        r = run(tmp_path / "b", "init", "--origin", "t/b", "--store", store, code=3)
+        assert r.stderr == (
+            f"FAIL: --store {store}: already holds objects (another ledger's?): a ledger's "
+            "'gc --yes' removes what its own log does not name, so two ledgers cannot share a "
+            "store; give an empty or new directory\n"), r.stderr
+        assert not (tmp_path / "b").exists()
+    assert sorted(p.name for p in shared.rglob("*") if p.is_file()) == held
+    run(tmp_path / "c", "init", "--origin", "t/c", "--store", tmp_path / "empty")
+    run(tmp_path / "a", "fsck")
