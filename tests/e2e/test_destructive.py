@@ -106,3 +106,39 @@ def test_init_refuses_a_store_another_ledger_fills(tmp_path: Path, passphrase: s
     assert sorted(p.name for p in shared.rglob("*") if p.is_file()) == held
     run(tmp_path / "c", "init", "--origin", "t/c", "--store", tmp_path / "empty")
     run(tmp_path / "a", "fsck")
+
+
+def test_an_erase_that_cannot_delete_says_what_stands(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The erasure record is appended before the blobs are deleted. With the store read-only
+    from then on (EROFS), ``erase`` printed only ``FAIL: <object path>: Read-only file
+    system`` (exit 3): not that the erasure now stands, nor that the data is all still there,
+    nor what to do (``verify`` says "data deleted" and ``fsck`` is content). Now the line says
+    so, and running the same erase again deletes them."""
+    import errno
+    import pathlib
+
+    unlink = pathlib.Path.unlink
+
+    def read_only(self: pathlib.Path, missing_ok: bool = False) -> None:
+        if "objects" in self.parts:
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        unlink(self, missing_ok=missing_ok)
+
+    blobs = set(files(home, "cartpole-holdout").values())
+    size = json.loads(run(home, "log", "info", "--json").stdout)["size"]
+    with monkeypatch.context() as m:
+        m.setattr(pathlib.Path, "unlink", read_only)
+        r = run(home, "erase", "cartpole-holdout", "--key", "vendor", "--reason", "consent",
+                code=3)  # fmt: skip
+    [line] = r.stderr.splitlines()
+    assert line.startswith(
+        f"FAIL: rollout-batch cartpole-holdout: the erasure is recorded (log index {size}) but "
+        "3 of its 3 blob(s) are still stored: Read-only file system ("), line
+    assert line.endswith("); run the same 'trajledger erase' again once the store is writable: "
+                         "it deletes them"), line
+    assert all(stored(home, b) for b in blobs)
+    r = run(home, "erase", "cartpole-holdout", "--key", "vendor", "--reason", "consent")
+    assert "3 blob(s) deleted" in r.stderr
+    assert not any(stored(home, b) for b in blobs)

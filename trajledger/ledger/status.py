@@ -151,7 +151,18 @@ def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str
         ledger, item.ref or item.name, item.digest, predicates.ERASURE,
         predicate.to_predicate(), signer, action=f"erase {item.ref}",
     )
-    return rec, delete_erased(ledger, blobs), kept
+    try:
+        return rec, delete_erased(ledger, blobs), kept
+    except OSError as e:  # a read-only or failing store: the record stands, the data too
+        from .errors import LedgerError
+
+        left = sum(ledger.store.exists(b) for b in blobs)
+        raise LedgerError(
+            f"{item.kind} {item.ref or item.digest}: the erasure is recorded (log index "
+            f"{rec.index}) but {left} of its {len(blobs)} blob(s) are still stored: "
+            f"{e.strerror or e} ({e.filename or 'the store'}); run the same 'trajledger erase' "
+            "again once the store is writable: it deletes them"
+        ) from e
 
 
 def kept_blobs(ledger: LedgerHome, subject: str, blobs: set[str]) -> dict[str, str]:
