@@ -180,3 +180,16 @@ def test_fsck_names_an_erasure_that_did_not_finish(
     assert "kept" in run(home, "erase", "copy-a", "--key", "vendor", "--reason", "legal").stderr
     r = run(home, "fsck")
     assert "WARNING" not in r.stderr and "unerased\t0\n" in r.stdout, r.output
+
+
+def test_erasing_a_statement_says_so(home: Path) -> None:
+    """``erase quickstart#1`` (the trust policy, a statement with no files) read the policy's
+    JSON as a manifest and failed with ``FAIL: manifest: mediaType is None, want
+    'application/vnd.trajledger.manifest.v1+json'``; now it says what it is. Exit 1, nothing
+    recorded, nothing deleted."""
+    before = testkit.snapshot(home)
+    r = run(home, "erase", "quickstart#1", "--key", "approver-a", "--reason", "legal", code=1)
+    assert r.stderr == (
+        "FAIL: trust-policy quickstart#1: is a statement, not an artifact with files; nothing to "
+        "erase (revoke it, or erase the artifact whose data it is about)\n"), r.stderr
+    assert testkit.snapshot(home) == before

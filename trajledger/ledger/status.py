@@ -135,6 +135,12 @@ def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str
             f"{', '.join(ERASURE_REASONS)}"
         )
     item = _item(ledger, ref)
+    from trajledger.verify.kinds import KINDS
+
+    if not KINDS[item.kind].files:
+        raise PolicyError(f"{item.kind} {item.ref or item.digest}: is a statement, not an "
+                          "artifact with files; nothing to erase (revoke it, or erase the "
+                          "artifact whose data it is about)")
     if not ledger.store.exists(item.digest):
         raise PolicyError(
             f"{item.kind} {item.ref}: has no manifest in this store; nothing to erase"
