@@ -283,8 +283,10 @@ class Ledger(LedgerHome):
 
         return revoke(self, ref, self._key(key), reason=reason)
 
-    def erase(self, ref: str, *, key: str | Signer, reason: str) -> tuple[Recorded, int]:
-        """``trajledger erase``: the erasure record and how many blobs were deleted; see
+    def erase(self, ref: str, *, key: str | Signer, reason: str
+              ) -> tuple[Recorded, int, dict[str, str]]:
+        """``trajledger erase``: the erasure record, how many blobs were deleted, and the blobs
+        kept because another artifact here holds them (blob -> its label); see
         `trajledger.ledger.status.erase`."""
         from trajledger.ledger.status import erase
 

@@ -517,6 +517,20 @@ def _refuse_recorded_otherwise(
                 f"rollout batch {manifest.digest}: these rollouts were erased (log index "
                 f"{index}); recording them again would restore erased data"
             )
+    # The same files under other metadata (another policy, so another episodes table) make
+    # another batch digest: a file whose blob an erasure deleted here is refused too. A blob
+    # still stored (kept for another artifact that holds it) restores nothing.
+    state = ledger.trust_state()
+    for f in manifest.files:
+        if ledger.store.exists(f.digest):
+            continue
+        for i in state.listing(f.digest):
+            if (e := state.entry(i)) is not None and e.kind == "erasure":
+                raise PolicyError(
+                    f"rollout batch {manifest.digest}: {f.path}: these rollouts were erased "
+                    f"(blob {f.digest[:19]}…, deleted by the erasure at log index {i}); "
+                    "recording them again would restore erased data"
+                )
     same: dict[str, Any] | None = None
     for index, entry in entries:
         if entry.kind != "rollout-batch":

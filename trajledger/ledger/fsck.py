@@ -126,6 +126,19 @@ class _Walk:
         self.mentioned: set[str] = set()
         self.erased: set[str] = set()
         self.entries: list[tuple[int, LogEntry | None]] = []
+        self.holders: dict[str, set[str]] = {}  # blob -> the artifacts listing it (fsck)
+        self.erasures: dict[str, int] = {}  # erased blob -> the first erasure listing it
+        self.erased_subjects: set[str] = set()
+
+    def hold(self, blob: str, subject: str) -> None:
+        self.holders.setdefault(blob, set()).add(subject)
+
+    def lingering(self) -> dict[str, int]:
+        """Blobs an erasure lists that no artifact but erased ones holds (blob -> that
+        erasure's index): still stored, the erasure did not finish (or, another log's, was
+        not taken here)."""
+        return {b: i for b, i in self.erasures.items()
+                if not self.holders.get(b, set()) - self.erased_subjects}
 
     def name(self, digest: str, what: str, index: int, required: bool) -> None:
         old = self.named.get(digest)
@@ -160,13 +173,18 @@ class _Walk:
                 # A sealed batch stores its ciphertexts, never the plaintext its manifest lists.
                 plain = False
                 for path, (digest, _size) in sorted(sealed.files.items()):
+                    self.hold(digest, e.subject)
                     self.name(digest, f"sealed blob {path} of entry {i} ({e.subject[:19]}…)", i,
                               required)
             if e.kind == "erasure":
                 self.erased.add(e.subject)
+                self.erased_subjects.add(e.subject)
                 blobs = st.predicate.get("blobs")
                 if isinstance(blobs, list):
                     self.erased.update(b for b in blobs if isinstance(b, str))
+                    for b in blobs:
+                        if isinstance(b, str):
+                            self.erasures.setdefault(b, i)
             inline = st.predicate.get("manifest")
             if isinstance(inline, dict):
                 self.manifest(i, e.subject, inline, plain)
@@ -174,6 +192,7 @@ class _Walk:
             if isinstance(kept, dict) and isinstance(kept.get("digest"), str):
                 # The episode features kept beside a batch: derived data (computed again from
                 # the steps when absent, as in a bundle), checked when present.
+                self.hold(kept["digest"], e.subject)
                 self.name(kept["digest"], f"episode features of entry {i}", i, False)
         if e.kind in FILE_KINDS:
             self.name(e.subject, f"manifest of entry {i}", i, required)
@@ -192,6 +211,7 @@ class _Walk:
         except FormatError:
             return  # 'log verify' / 'verify' report a bad manifest
         for f in manifest.files:
+            self.hold(f.digest, subject)
             self.name(f.digest, f"blob {f.path} of entry {i} ({subject[:19]}…)", i, required)
 
     def imported(self, i: int, st: Statement) -> None:
@@ -234,6 +254,12 @@ def named_objects(
     Raises:
         TamperError: the log is tampered with (it is refused when opened).
     """
+    walk = _walk(ledger, on_progress)
+    return walk.named, walk.erased, walk.mentioned, walk.entries
+
+
+def _walk(ledger: LedgerHome, on_progress: Progress | None) -> _Walk:
+    """`named_objects`' walk, whole."""
     walk = _Walk(ledger.store)
     log = ledger.log
     size = log.size
@@ -254,7 +280,7 @@ def named_objects(
         if old is not None and old.what.startswith("blob "):
             walk.named[digest] = Named(digest, old.what + " (erased)", old.index, False)
     walk.mentioned.update(walk.named)
-    return walk.named, walk.erased, walk.mentioned, walk.entries
+    return walk
 
 
 # -- leftovers ----------------------------------------------------------------------------------
@@ -356,6 +382,9 @@ class FsckReport:
         damaged: named objects present whose bytes do not hash to their name.
         absent_optional: named but optional objects not stored.
         erased: erased blobs (not failures).
+        unerased: blobs an erasure lists that are still stored and that no artifact but erased
+            ones lists (digest -> that erasure's log index): an erasure that did not finish
+            (killed, or the store failed) or another log's erasure not taken here; a warning.
         orphans: stored objects nothing names, with their sizes.
         leftovers: temp files and directories of writers.
         derived: derived caches that disagree with the log.
@@ -368,6 +397,7 @@ class FsckReport:
     damaged: dict[str, str] = field(default_factory=dict)
     absent_optional: int = 0
     erased: int = 0
+    unerased: dict[str, int] = field(default_factory=dict)
     orphans: dict[str, int] = field(default_factory=dict)
     leftovers: list[Leftover] = field(default_factory=list)
     derived: list[str] = field(default_factory=list)
@@ -395,6 +425,7 @@ class FsckReport:
             "damaged": dict(sorted(self.damaged.items())),
             "absent_optional": self.absent_optional,
             "erased": self.erased,
+            "unerased": dict(sorted(self.unerased.items())),
             "orphans": dict(sorted(self.orphans.items())),
             "leftovers": [{"path": str(x.path), "stale": x.stale} for x in self.leftovers],
             "derived": list(self.derived),
@@ -422,7 +453,9 @@ def fsck(ledger: LedgerHome, *, on_progress: Progress | None = None) -> FsckRepo
     report = FsckReport()
     store = ledger.store
     # (1)
-    named, erased, mentioned, entries = named_objects(ledger)
+    walk = _walk(ledger, None)
+    named, erased, mentioned, entries = walk.named, walk.erased, walk.mentioned, walk.entries
+    lingering = walk.lingering()
     report.size = len(entries)
     report.named = len(named)
     # (2)
@@ -431,6 +464,8 @@ def fsck(ledger: LedgerHome, *, on_progress: Progress | None = None) -> FsckRepo
         try:
             store.check_object(digest)
             report.checked += 1
+            if digest in lingering:
+                report.unerased[digest] = lingering[digest]
         except StoreError:
             if digest in erased:
                 report.erased += 1

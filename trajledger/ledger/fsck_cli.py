@@ -39,7 +39,8 @@ def _render(report: object, as_json: bool) -> None:
     click.echo(
         f"log size\t{report.size}\nobjects named\t{report.named}\nre-hashed\t{report.checked}\n"
         f"missing\t{len(report.missing)}\ndamaged\t{len(report.damaged)}\n"
-        f"erased\t{report.erased}\norphans\t{len(report.orphans)}\n"
+        f"erased\t{report.erased}\nunerased\t{len(report.unerased)}\n"
+        f"orphans\t{len(report.orphans)}\n"
         f"leftovers\t{len(report.leftovers)} ({stale} stale)"
     )
 
@@ -58,7 +59,8 @@ def fsck(ctx: Context, repair: bool, source: Path | None, as_json: bool) -> None
     """Check every object the log names: present and re-hashing to its digest.
 
     Reads only. Reports missing and damaged objects (exit 1), orphan objects no record names,
-    leftovers of killed writers (run 'trajledger gc' for those), and derived caches that
+    leftovers of killed writers (run 'trajledger gc' for those), blobs an erasure lists that
+    are still stored (an erase that did not finish: run it again), and derived caches that
     disagree with the log. With --repair --from BUNDLE|LEDGER, missing and damaged objects are
     restored from an exported bundle or another ledger; every byte restored is hashed. Erased
     blobs are never restored. The log's own files are checked by 'trajledger log verify'.
@@ -99,6 +101,12 @@ def fsck(ctx: Context, repair: bool, source: Path | None, as_json: bool) -> None
     stale = [x for x in report.leftovers if x.stale]
     if stale:
         warn(f"{len(stale)} leftover(s) of killed writers; 'trajledger gc' removes them")
+    if report.unerased:
+        at = ", ".join(str(i) for i in sorted(set(report.unerased.values())))
+        warn(f"{len(report.unerased)} blob(s) that the erasure record(s) at log index {at} list "
+             "are still stored, and no artifact that is not erased holds them: an erase that "
+             "did not finish (run the same 'trajledger erase' again to delete them), or "
+             "another log's erasure this ledger did not take")
     if not report.ok:
         for line in report.problems():
             fail(line)

@@ -149,6 +149,28 @@ def local_blob_reader(root: Path) -> Callable[[str], bytes | None]:
     return functools.partial(_read_or_none, ObjectStore(root))
 
 
+def _refuse_a_filled_store(root: Path, store: str, *, remote: bool) -> None:
+    """Refuse a store outside the ledger that already holds an object (a directory made with
+    the ledger is new): ``gc --yes`` removes, as orphans, the objects its own log does not
+    name, so a store shared by two ledgers loses each one's objects to the other's gc. A
+    remote store is listed only when ``remote`` (``trajledger init`` reaches it anyway).
+
+    Raises:
+        LedgerError: the store holds an object.
+    """
+    if _inside(store) or ("://" in store and not remote):
+        return
+    # (a relative store is named from the ledger directory, which may not exist yet)
+    where = store if "://" in store else Path(os.path.normpath(root.absolute() / store))
+    found = next(ObjectStore(where).iter_digests(), None)
+    if found is not None:
+        raise LedgerError(
+            f"--store {store}: already holds objects (another ledger's?): a ledger's 'gc --yes' "
+            "removes what its own log does not name, so two ledgers cannot share a store; give "
+            "an empty or new directory"
+        )
+
+
 def _move_into_place(build: Path, root: Path) -> list[Callable[[], None]]:
     """Move the directory ``build`` to ``root``; return how to undo it."""
     if not root.exists() or not any(root.iterdir()):
@@ -826,6 +848,7 @@ class LedgerHome:
             from .remote import require_reachable
 
             require_reachable(store)
+        _refuse_a_filled_store(root, store, remote=check_store)
         # (1) Everything is made in a directory beside ``root``, then moved into place: a
         # failure at any step leaves nothing (no ledger.toml, no half a ledger).
         root.absolute().parent.mkdir(parents=True, exist_ok=True)

@@ -11,27 +11,30 @@ Non-scope: judging them (``verify.lineage`` and the runner's admission gate do).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trajledger.verify import predicates
-from trajledger.verify.errors import FormatError, PolicyError
+from trajledger.verify.errors import FormatError, PolicyError, ProvenanceError
 from trajledger.verify.policy import TrustPolicy, parse_duration
 from trajledger.verify.predicates import ERASURE_REASONS, Approval, Erasure, Revocation
 from trajledger.verify.succession import check_successor
 from trajledger.verify.times import format_time
 
 from .catalog import Catalog, CatalogItem
+from .errors import LedgerError
 from .keys import Signer
 from .record import Recorded, record_statement
 
 if TYPE_CHECKING:
+    from trajledger.verify.lineage import LineageVerifier
+
     from .home import LedgerHome
 
 __all__ = [
-    "approve", "delete_erased", "erasable_blobs", "erase", "record_policy", "revocations",
-    "revoke",
+    "approve", "delete_erased", "erasable_blobs", "erase", "files_here", "held_elsewhere",
+    "kept_blobs", "label", "record_policy", "revocations", "revoke",
 ]
 
 APPROVABLE = frozenset({"dataset", "rollout-batch"})
@@ -107,15 +110,21 @@ def revoke(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str) -> Reco
     )
 
 
-def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str) -> tuple[Recorded, int]:
+def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str
+          ) -> tuple[Recorded, int, dict[str, str]]:
     """Delete an artifact's data blobs and record a signed erasure.
 
     The manifest (names, sizes, digests) and every signed record stay, so lineage still
-    verifies and reports "erased". The erasure record is appended first: if deleting fails
-    half-way, the record already explains the missing blobs, and re-running finishes the job.
+    verifies and reports "erased". The store keeps one blob per content: a blob that a file of
+    another artifact here also lists (the same rollouts recorded twice, the same config
+    registered under two names, a vendor's batch) is kept while that artifact is not erased
+    itself, and the record lists only the blobs it deletes (`kept_blobs`); erasing that
+    artifact too deletes it. The erasure record is appended first: if deleting fails half-way,
+    the record already explains the missing blobs, and re-running finishes the job.
 
     Returns:
-        The erasure record and how many blobs were deleted.
+        The erasure record, how many blobs were deleted, and the blobs kept (blob -> the label
+        of an artifact here that holds it).
 
     Raises:
         RefError: ``ref`` names nothing recorded.
@@ -129,6 +138,12 @@ def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str) -> tuple
             f"{', '.join(ERASURE_REASONS)}"
         )
     item = _item(ledger, ref)
+    from trajledger.verify.kinds import KINDS
+
+    if not KINDS[item.kind].files:
+        raise PolicyError(f"{item.kind} {item.ref or item.digest}: is a statement, not an "
+                          "artifact with files; nothing to erase (revoke it, or erase the "
+                          "artifact whose data it is about)")
     if not ledger.store.exists(item.digest):
         raise PolicyError(
             f"{item.kind} {item.ref}: has no manifest in this store; nothing to erase"
@@ -137,13 +152,56 @@ def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str) -> tuple
 
     check_signers(ledger, "erasure", [(signer.name, signer.keyid)], f"erase {item.ref}")
     _check_authority(ledger, item, signer, "erase")
-    blobs = sorted(erasable_blobs(ledger, item.digest))
+    mine = erasable_blobs(ledger, item.digest)
+    kept = kept_blobs(ledger, item.digest, mine)
+    blobs = sorted(mine.difference(kept))
     predicate = Erasure(reason, format_time(_now()), tuple(blobs))
     rec = record_statement(
         ledger, item.ref or item.name, item.digest, predicates.ERASURE,
         predicate.to_predicate(), signer, action=f"erase {item.ref}",
     )
-    return rec, delete_erased(ledger, blobs)
+    try:
+        return rec, delete_erased(ledger, blobs), kept
+    except OSError as e:  # a read-only or failing store: the record stands, the data too
+        left = sum(ledger.store.exists(b) for b in blobs)
+        raise LedgerError(
+            f"{item.kind} {item.ref or item.digest}: the erasure is recorded (log index "
+            f"{rec.index}) but {left} of its {len(blobs)} blob(s) are still stored: "
+            f"{e.strerror or e} ({e.filename or 'the store'}); run the same 'trajledger erase' "
+            "again once the store is writable: it deletes them"
+        ) from e
+
+
+def kept_blobs(ledger: LedgerHome, subject: str, blobs: set[str]) -> dict[str, str]:
+    """Of ``blobs`` (what an erasure of ``subject`` here would delete), those a file of
+    another artifact here lists that is not erased (blob -> its label): erasing one artifact
+    must not take the data of another that holds the same bytes. An artifact counts as erased
+    when an erasure of it verifies under the policy in force (without a policy, when one is
+    recorded). Reads every artifact's manifest (`files_here`): erasing is rare."""
+    from trajledger.verify.lineage import LineageVerifier
+
+    from .evidence import ledger_evidence
+    from .policy_state import current_policy
+
+    files = files_here(ledger) if blobs else {}
+    if not any(files.get(b, set()) - {subject} for b in blobs):
+        return {}
+    found = current_policy(ledger)
+    if found is None:
+        state, out = ledger.trust_state(), dict[str, str]()
+        for b in sorted(blobs):
+            for h in sorted(files.get(b, set()) - {subject}):
+                if not any((e := state.entry(i)) and e.kind == "erasure"
+                           for i in state.about(h)):
+                    out[b] = label(ledger, h)
+                    break
+        return out
+    verifier = LineageVerifier(ledger_evidence(ledger), found[1], index=ledger.trust_state(),
+                               data="size")
+    try:
+        return held_elsewhere(ledger, verifier, blobs, subject, files)
+    finally:
+        verifier.close()
 
 
 def delete_erased(ledger: LedgerHome, blobs: Iterable[str]) -> int:
@@ -192,6 +250,66 @@ def erasable_blobs(ledger: LedgerHome, digest: str, identity: tuple[str, str] | 
         assert isinstance(batch, RolloutBatch)
         out |= {d for d, _n in batch.sealed.files.values()} if batch.sealed else set()
         out |= {batch.features.digest} if batch.features is not None else set()
+    return out
+
+
+def label(ledger: LedgerHome, digest: str) -> str:
+    """``kind NAME@VERSION (sha256:…)`` of a record of this ledger, or the digest."""
+    from trajledger.verify.kinds import KINDS, name_version
+    from trajledger.verify.log_index import read_record
+
+    state = ledger.trust_state()
+    for i in state.about(digest):
+        e = state.entry(i)
+        if e is None or not KINDS[e.kind].named:
+            continue
+        try:
+            st, _pred = read_record(e, ledger.read_blob(e.envelope), f"log entry {i}")
+        except ProvenanceError:
+            break
+        n, v = name_version(e.kind, st)
+        return f"{e.kind} {n}{'@' + v if v else ''} ({digest[:19]}…)"
+    return digest
+
+
+def files_here(ledger: LedgerHome) -> dict[str, set[str]]:
+    """Which artifacts here list each blob as a file (blob -> their digests), from every
+    artifact record's manifest: read once per erase, or update bringing an erasure, that
+    would delete something (rare)."""
+    from trajledger.verify.kinds import KINDS
+
+    state, out, seen = ledger.trust_state(), dict[str, set[str]](), set[str]()
+    for kind in (k for k, v in KINDS.items() if v.lineage):
+        for i in state.of_kind(kind):
+            entry = state.entry(i)
+            if entry is None or entry.subject in seen or not ledger.store.exists(entry.subject):
+                continue
+            seen.add(entry.subject)
+            try:
+                blobs = erasable_blobs(ledger, entry.subject, (entry.kind, entry.envelope))
+            except (ProvenanceError, LedgerError):
+                continue  # not a manifest here: lists no file
+            for blob in blobs:
+                out.setdefault(blob, set()).add(entry.subject)
+    return out
+
+
+def held_elsewhere(ledger: LedgerHome, verifier: LineageVerifier, blobs: set[str],
+                   subject: str, files: Mapping[str, set[str]]) -> dict[str, str]:
+    """Of ``blobs`` (what an erasure of ``subject`` would delete here: this ledger's own, or
+    another log's), those a
+    file of another artifact here lists (``files``, `files_here`) that no verified erasure
+    erased (blob -> its label): one blob is kept per content, and a log's erasure stops only
+    its own artifact."""
+    from trajledger.verify.lineage import Record
+
+    out: dict[str, str] = {}
+    for blob in sorted(blobs):
+        for holder in sorted(files.get(blob, set()) - {subject}):
+            if not any(isinstance(verifier.record(j), Record)
+                       for j in verifier.records(holder, "erasure")):
+                out[blob] = label(ledger, holder)
+                break
     return out
 
 

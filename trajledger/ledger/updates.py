@@ -53,7 +53,7 @@ from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.digest import FileDigest
 from trajledger.verify.errors import ProvenanceError
 from trajledger.verify.impact import impact
-from trajledger.verify.kinds import KINDS, name_version
+from trajledger.verify.kinds import KINDS
 from trajledger.verify.lineage import LineageVerifier, Record
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.log_index import read_record
@@ -64,11 +64,12 @@ from trajledger.verify.policy_history import follow_history
 from trajledger.verify.predicates import Erasure, Revocation
 
 from .catalog import Origins, origin_name
-from .errors import LedgerError, StoreError, TamperError
+from .errors import StoreError, TamperError
 from .evidence import ledger_evidence
 from .keys import Signer
 from .log import EntrySpec
 from .record import record_statement
+from .status import delete_erased, erasable_blobs, files_here, held_elsewhere, label
 
 if TYPE_CHECKING:
     from .home import LedgerHome
@@ -490,22 +491,6 @@ def _note_text(note: str) -> bytes:
     return Note.from_bytes(note.encode("utf-8")).text
 
 
-def label(ledger: LedgerHome, digest: str) -> str:
-    """``kind NAME@VERSION (sha256:…)`` of a record of this ledger, or the digest."""
-    state = ledger.trust_state()
-    for i in state.about(digest):
-        e = state.entry(i)
-        if e is None or not KINDS[e.kind].named:
-            continue
-        try:
-            st, _pred = read_record(e, ledger.read_blob(e.envelope), f"log entry {i}")
-        except ProvenanceError:
-            break
-        n, v = name_version(e.kind, st)
-        return f"{e.kind} {n}{'@' + v if v else ''} ({digest[:19]}…)"
-    return digest
-
-
 # -- what the other party says, judged here -------------------------------------------------------
 
 
@@ -514,8 +499,6 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
     """Step 5 of `apply_update`: each revocation and erasure taken in, verified in this ledger
     under ``policy``; an erasure that counts deletes this ledger's copy of its subject's files;
     then what of this ledger's own is built on what stopped."""
-    from .status import delete_erased, erasable_blobs
-
     verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
                                data="size")
     stopped: dict[str, str] = {}
@@ -534,8 +517,8 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
                 if isinstance(pred, Erasure):
                     mine = erasable_blobs(ledger, e.subject).intersection(pred.blobs)
                     if files is None and mine:
-                        files = _files_here(ledger)
-                    kept = _held_elsewhere(ledger, verifier, mine, e.subject, files or {})
+                        files = files_here(ledger)
+                    kept = held_elsewhere(ledger, verifier, mine, e.subject, files or {})
                     facts["deleted"] = delete_erased(ledger, mine.difference(kept))
                     facts["kept"] = sorted(set(kept.values()))
                     facts["keptBlobs"] = len(kept)
@@ -562,43 +545,6 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
                                              "becauseDigest": digest, "because": because})
     finally:
         verifier.close()
-
-
-def _files_here(ledger: LedgerHome) -> dict[str, set[str]]:
-    """Which artifacts here list each blob as a file (blob -> their digests), from every
-    artifact record's manifest: read once per update that brings an erasure (rare)."""
-    from .status import erasable_blobs
-
-    state, out, seen = ledger.trust_state(), dict[str, set[str]](), set[str]()
-    for kind in (k for k, v in KINDS.items() if v.lineage):
-        for i in state.of_kind(kind):
-            entry = state.entry(i)
-            if entry is None or entry.subject in seen or not ledger.store.exists(entry.subject):
-                continue
-            seen.add(entry.subject)
-            try:
-                blobs = erasable_blobs(ledger, entry.subject, (entry.kind, entry.envelope))
-            except (ProvenanceError, LedgerError):
-                continue  # not a manifest here: lists no file
-            for blob in blobs:
-                out.setdefault(blob, set()).add(entry.subject)
-    return out
-
-
-def _held_elsewhere(ledger: LedgerHome, verifier: LineageVerifier, blobs: set[str],
-                    subject: str, files: Mapping[str, set[str]]) -> dict[str, str]:
-    """Of ``blobs`` (what another log's erasure of ``subject`` would delete here), those a
-    file of another artifact here lists (``files``, `_files_here`) that no verified erasure
-    erased (blob -> its label): one blob is kept per content, and a log's erasure stops only
-    its own artifact."""
-    out: dict[str, str] = {}
-    for blob in sorted(blobs):
-        for holder in sorted(files.get(blob, set()) - {subject}):
-            if not any(isinstance(verifier.record(j), Record)
-                       for j in verifier.records(holder, "erasure")):
-                out[blob] = label(ledger, holder)
-                break
-    return out
 
 
 def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signer],

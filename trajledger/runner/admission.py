@@ -353,7 +353,15 @@ def _read_batch(
     for f in manifest.files:
         blob = verifier.evidence.blob(f.digest)
         if blob is None:
-            continue  # the batch node says it is missing (or erased)
+            # A lost blob fails the batch node; one a verified erasure lists only notes it
+            # there ("erased"), whatever that erasure's subject: refused here, never skipped.
+            if (by := verifier.erased_blob(f.digest)) is not None:
+                assert isinstance(by.predicate, Erasure)
+                decision.fail(f"{label} > {f.path}",
+                              f"erased: deleted by the erasure of {by.entry.subject[:19]}… "
+                              f"({by.predicate.reason}, log index {by.index}): erased data is "
+                              "never trained on")
+            continue
         got = digest_bytes(blob)
         if len(blob) != f.size:
             decision.fail(f"{label} > {f.path}",

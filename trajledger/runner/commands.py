@@ -23,6 +23,7 @@ from trajledger.ledger.clikit import (
     pass_ctx,
     recorded_json,
     visible,
+    warn,
 )
 from trajledger.ledger.errors import AlreadyRecordedError, LedgerError
 
@@ -457,10 +458,15 @@ def erase(ctx: Context, ref: str, key: str, reason: str, as_json: bool) -> None:
     Example:
       trajledger erase cartpole-random --key approver-a --reason consent
     """
-    rec, deleted = ctx.ledger().erase(ref, key=key, reason=reason)
+    rec, deleted, kept = ctx.ledger().erase(ref, key=key, reason=reason)
+    if kept:
+        holders = sorted(set(kept.values()))
+        warn(f"{ref}: {len(kept)} blob(s) kept: also a file of {', '.join(holders)} (not erased; "
+             "the store keeps one blob per content): erase that too to delete them")
     ok(f"{ref} erased ({reason}): {deleted} blob(s) deleted, record at log index {rec.index}")
     emit_result(as_json, rec.envelope_digest,
-                _status_json("erasure", rec) | {"reason": reason, "deleted": deleted})
+                _status_json("erasure", rec) | {"reason": reason, "deleted": deleted,
+                                                "kept": {b: kept[b] for b in sorted(kept)}})
 
 
 def _status_json(kind: str, rec: Any) -> dict[str, Any]:

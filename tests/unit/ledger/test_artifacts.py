@@ -517,6 +517,32 @@ def test_unusable_log_key_fails_before_any_work(
     assert snapshot(reopened) == before
 
 
+@pytest.mark.parametrize("change", [{"policy": "q"}, {"name": "again", "policy": "q"}])
+def test_erased_rollouts_are_not_restored_under_another_batch(
+    registered: Ledger, alice: Signer, change: dict[str, Any]
+) -> None:
+    """Only the same batch digest was refused: the same steps recorded under another policy
+    (its episodes table, so the batch digest, differ) stored the erased steps.parquet again
+    and were recorded, exit 0; the erased batch then verified "erased" with its data back
+    (rev8). Now a file whose blob an erasure here deleted is refused likewise."""
+    from trajledger.ledger.status import erase
+
+    first = record_batch(registered, rows(), env="cart@1", policy="p", signer=alice)
+    steps = batch_files(registered, first.digest)["steps.parquet"]
+    erasure, _deleted, _kept = erase(registered, first.digest, alice, reason="consent")
+    before = snapshot(registered)
+    with pytest.raises(PolicyError) as e:
+        record_batch(registered, rows(), env="cart@1", signer=alice,
+                     **{"policy": "p", **change})  # fmt: skip
+    assert str(e.value).endswith(
+        f": steps.parquet: these rollouts were erased (blob {steps[:19]}…, deleted by the "
+        f"erasure at log index {erasure.index}); recording them again would restore erased "
+        "data"), str(e.value)
+    assert snapshot(registered) == before
+    other = record_batch(registered, rows(base=5), env="cart@1", policy="q", signer=alice)
+    assert other.digest != first.digest  # other rollouts are recorded
+
+
 @pytest.mark.parametrize("change", [{}, {"licence": "MIT"}], ids=["same-metadata", "other"])
 def test_erased_rollouts_are_not_restored(
     registered: Ledger, alice: Signer, change: dict[str, Any]
@@ -524,7 +550,7 @@ def test_erased_rollouts_are_not_restored(
     from trajledger.ledger.status import erase
 
     first = record_batch(registered, rows(), env="cart@1", policy="p", signer=alice)
-    erasure, deleted = erase(registered, first.digest, alice, reason="consent")
+    erasure, deleted, _kept = erase(registered, first.digest, alice, reason="consent")
     assert deleted == 3  # steps.parquet, episodes.parquet and the kept episode features
     before = snapshot(registered)
     with pytest.raises(

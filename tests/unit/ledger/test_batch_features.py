@@ -258,7 +258,7 @@ def test_an_erasure_deletes_the_kept_features_and_their_cache(
     item = Catalog(ledger).resolve(hold, {"rollout-batch"})
     pred = batch_predicate(ledger.store, item.envelope)
     assert pred is not None and pred.features is not None
-    rec, _deleted = erase(ledger, hold, alice, reason="consent")
+    rec, _deleted, _kept = erase(ledger, hold, alice, reason="consent")
     assert not cached.exists() and not ledger.store.exists(pred.features.digest)
     # The erasure record lists the kept file among the blobs it deleted.
     envelope = Envelope.from_bytes(ledger.store.get(rec.envelope_digest))
@@ -406,7 +406,7 @@ def test_an_erasure_of_a_sealed_batch_deletes_its_ciphertexts_and_any_cache(
     cached = cache_path(ledger.root / "index" / "features", steps)
     cached.parent.mkdir(parents=True)
     cached.write_bytes(b"derived")
-    rec, deleted = erase(ledger, hold, alice, reason="consent")
+    rec, deleted, _kept = erase(ledger, hold, alice, reason="consent")
     assert deleted == len(ciphertexts) and not cached.exists()
     assert not any(ledger.store.exists(d) for d in ciphertexts)
     envelope = Envelope.from_bytes(ledger.store.get(rec.envelope_digest))

@@ -219,6 +219,40 @@ def test_an_erased_dataset_is_refused(setup: Setup) -> None:
     )
 
 
+def test_a_batch_whose_data_another_erasure_deleted_is_refused_not_dropped(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store keeps one blob per content: ``copy`` (b0's steps recorded again under another
+    policy) shares b0's ``steps.parquet``. An erasure of ``copy`` that lists and deletes it
+    (as every erasure did before rev8; since, one another log brought, or an older ledger's)
+    leaves b0 verifying as "erased", not failed. Admission then skipped b0 without a word:
+    ``ds@1`` was "admitted (0 batch(es))" and a dataset of two batches trained on one, its
+    checkpoint recorded as trained on the whole dataset (rev8). Now the batch is refused,
+    naming the erasure; erased data is never trained on."""
+    from trajledger.ledger import status
+
+    steps = setup.blob(setup.batches[0], "steps.parquet")
+    copy = record_batch(setup.ledger, [steps], env="cartpole@1", evaluator="return@1",
+                        policy="other", signer=setup.keys["vendor"], name="copy"
+                        ).recorded.digest  # fmt: skip
+    assert batch_files(setup.ledger, copy)["steps.parquet"] == batch_files(
+        setup.ledger, setup.batches[0])["steps.parquet"]  # one blob, two batches
+    create_dataset(setup.ledger, "two", "1", "train", setup.batches, setup.keys["vendor"])
+    setup.approve_both("two@1")
+    monkeypatch.setattr(status, "kept_blobs", lambda *_a: {})  # an erasure before rev8's fix
+    erased = erase(setup.ledger, "copy", setup.keys["vendor"], reason="consent")[0]
+    assert not steps.exists()
+    for ds in ("ds@1", "two@1"):
+        with pytest.raises(DataRefusedError) as e:
+            admit(setup.ledger, ds, setup.policy)
+        assert [f for f in e.value.report.failures() if "> steps.parquet" in f] == [
+            f"admission of dataset {ds} ({Catalog(setup.ledger).resolve(ds).digest[:19]}…) > "
+            f"rollout-batch b0 ({setup.batches[0][:19]}…) > steps.parquet: erased: deleted by "
+            f"the erasure of {copy[:19]}… (consent, log index {erased.index}): erased data is "
+            "never trained on"
+        ], e.value.report.failures()
+
+
 def test_a_damaged_dataset_record_fails_the_contamination_check(setup: Setup) -> None:
     """A dataset record whose envelope is gone may be a holdout: contamination cannot be ruled
     out (found by the tamper matrix: the check said "no holdout or regression data" and the

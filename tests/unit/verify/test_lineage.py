@@ -606,7 +606,7 @@ def test_a_damaged_revocation_fails_closed(setup: Setup, damage: str) -> None:
 
 @pytest.mark.parametrize("data", ["hash", "size"])
 def test_an_erasure_is_reported_not_failed(setup: Setup, data: str) -> None:
-    rec, deleted = erase(setup.ledger, setup.batch, setup.keys["vendor"], reason="consent")
+    rec, deleted, _kept = erase(setup.ledger, setup.batch, setup.keys["vendor"], reason="consent")
     assert deleted == 3  # the two data files, and the episode features kept with them
     report = setup.verifier(data=data).verify(setup.checkpoint)
     assert report.ok, report.failures()
