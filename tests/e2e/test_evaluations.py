@@ -896,6 +896,74 @@ def test_a_tampered_ciphertext_fails(runner: CliRunner, home: Path) -> None:
     assert "refused" in r.stderr and "nothing was read" in r.stderr
 
 
+SLEEPER = textwrap.dedent(
+    """
+    # An evaluating command that says where it is and waits to be killed.
+    import os, pathlib, sys, time
+    pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))
+    time.sleep(600)
+    """
+)
+
+LOOKER = textwrap.dedent(
+    """
+    # A training command that looks for step files beside its data in the ledger's tmp/.
+    import json, os, pathlib, sys
+    tmp = pathlib.Path(os.environ["TRAJLEDGER_DATA_DIR"]).parents[1]
+    seen = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*.parquet"))
+    pathlib.Path(sys.argv[1]).write_text(json.dumps(seen))
+    (pathlib.Path(os.environ["TRAJLEDGER_OUTPUT_DIR"]) / "w.bin").write_bytes(b"w")
+    """
+)
+
+
+def test_a_killed_evaluation_leaves_no_plaintext_suite_for_the_next_training_command(
+    runner: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    """rev9 finding 1: an evaluation killed outright (SIGKILL, the OOM killer) cannot remove
+    the unsealed suite it handed its command; a training command run next by the same user
+    found it beside its own data directory (``$TRAJLEDGER_DATA_DIR/../..``), although it holds
+    no passphrase and cannot decrypt the suite. A workspace now removes what dead runs left in
+    the ledger's ``tmp/`` before it hands anything to a command."""
+    import signal
+    import time
+
+    sleeper, started = tmp_path / "sleeper.py", tmp_path / "started"
+    sleeper.write_text(SLEEPER)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trajledger", "--ledger", str(home), "eval", "bc@1", "--suite",
+         "holdout@1", "--key", "evaluator", "--", sys.executable, str(sleeper), str(started)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists() or not started.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, "eval did not start"
+            time.sleep(0.1)
+        proc.kill()  # SIGKILL: nothing of trajledger's runs after this
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if started.exists() and started.read_text():
+            os.killpg(int(started.read_text()), signal.SIGKILL)  # its command's group
+    left = sorted(str(p.relative_to(home / "tmp")) for p in (home / "tmp").rglob("*.parquet"))
+    assert [p.split("/", 1)[1] for p in left] == [
+        f"suite/batches/00000-{sealed_batch(home)[0][7:19]}/{f}"
+        for f in ("episodes.parquet", "steps.parquet")
+    ]  # the killed run's plaintext suite
+    looker, seen = tmp_path / "looker.py", tmp_path / "seen.json"
+    looker.write_text(LOOKER)
+    r = run(runner, home, "train", "--dataset", "train@1", "--key", "trainer", "--name",
+            "after-kill", "--version", "1", "--", sys.executable, looker, seen)
+    expect(r, 0)
+    assert [p.split("/", 1)[1].split("/")[0] for p in json.loads(seen.read_text())] == [
+        "data", "data"
+    ], seen.read_text()
+    assert not list((home / "tmp").rglob("*.parquet"))
+
+
 def test_log_verify_rehashes_a_sealed_batchs_ciphertexts(runner: CliRunner, home: Path) -> None:
     """The store holds a sealed batch's ciphertexts, never the plaintext its manifest lists:
     'log verify' failed every ledger with a sealed suite ("blob steps.parquet ...: not in the
