@@ -88,7 +88,8 @@ DATA_DIR_FORMAT: Final = "trajledger.data-dir/1"
 
 HIDDEN_ENV: Final = "TRAJLEDGER_PASSPHRASE"
 """Variables a command does not inherit (this name, and every per-key ``TRAJLEDGER_PASSPHRASE_*``
-beside it): it needs no key, and its logs may print them."""
+beside it): it needs no key, and its logs may print them. The git commands that describe the
+source tree run without them too (``runner.buildinfo``)."""
 
 MANIFEST_NAME: Final = "manifest.json"
 CARD_NAME: Final = "README.md"
