@@ -515,7 +515,8 @@ class KeyStore:
             if passphrase
             else serialization.NoEncryption()
         )
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)  # as for a signing key
+        folder.mkdir(exist_ok=True, mode=0o700)
         write_file_atomic(
             folder / f"{name}.key",
             key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc),

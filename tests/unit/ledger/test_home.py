@@ -228,8 +228,9 @@ def test_nothing_a_ledger_is_made_of_is_writable_by_others_whatever_the_umask(
 
     root = tmp_path / "led"
     cli = [sys.executable, "-m", "trajledger", "--ledger", str(root)]
-    for args in (["init", "--origin", "test/umask-run"], ["key", "new", "alice", "--no-encrypt"],
-                 ["key", "new", "ev", "--alg", "x25519", "--no-encrypt"],
+    for args in (["init", "--origin", "test/umask-run"],
+                 ["key", "new", "ev", "--alg", "x25519", "--no-encrypt"],  # makes keys/ too
+                 ["key", "new", "alice", "--no-encrypt"],
                  ["env", "register", "cart", "--version", "1", "--gym-id", "CartPole-v1",
                   "--key", "alice"]):
         done = subprocess.run([*cli, *args], capture_output=True, text=True, umask=umask)
@@ -240,6 +241,8 @@ def test_nothing_a_ledger_is_made_of_is_writable_by_others_whatever_the_umask(
         if not p.is_symlink() and p.lstat().st_mode & 0o022
     )
     assert loose == []
+    assert [stat.S_IMODE((root / d).stat().st_mode) for d in ("keys", "keys/x25519")] == [
+        0o700, 0o700]
 
 
 @pytest.mark.parametrize("planted", ["lock", "history"])
