@@ -96,7 +96,8 @@ EVALUATE = textwrap.dedent(
         (suite / "README.md").write_text("changed")
     (out / "results.json").write_text(json.dumps(
         {"format": "trajledger.eval-results/1", "episodes": episodes, "metrics": {"mean": 1.5}}))
-    (out / "notes.txt").write_text("evaluated")
+    if mode != "results-only":
+        (out / "notes.txt").write_text("evaluated")
     print("evaluated", len(episodes))
     """
 )
@@ -894,6 +895,42 @@ def test_a_tampered_ciphertext_fails(runner: CliRunner, home: Path) -> None:
             "--pass-return", "20")
     expect(r, 1)
     assert "refused" in r.stderr and "nothing was read" in r.stderr
+
+
+def test_a_sealed_suites_evaluation_stores_nothing_of_it_in_the_clear(
+    runner: CliRunner, home: Path, script: Path
+) -> None:
+    """rev9 finding 5: an evaluation stores its command's other outputs, and with
+    ``--keep-logs`` its stdout and stderr, in the store in the clear: an evaluating command
+    that printed the held-out episodes, or wrote them out with its answers (as benchmark
+    harnesses do), published the sealed suite to everyone who reads the ledger. For a sealed
+    suite ``--keep-logs`` is refused before anything is unsealed, and outputs other than
+    ``results.json`` (and a lock of the command's environment) refuse the record."""
+    size = log_size(home)
+    r = run(runner, home, "eval", "bc@1", "--suite", "holdout@1", "--key", "evaluator",
+            "--keep-logs", "--", sys.executable, script, "pass")
+    expect(r, 1)
+    assert r.stderr == (
+        "FAIL: suite holdout@1: sealed, and --keep-logs would store the command's output in the "
+        "clear, readable by everyone who reads the ledger; nothing was unsealed (drop "
+        "--keep-logs, and keep its output on this machine if you need it)\n"), r.stderr
+    assert log_size(home) == size  # not even an unsealing
+    r = run(runner, home, "eval", "bc@1", "--suite", "holdout@1", "--key", "evaluator", "--",
+            sys.executable, script, "pass")
+    expect(r, 1)
+    assert r.stderr.endswith(
+        "FAIL: suite holdout@1: sealed, and the command wrote notes.txt besides results.json: it "
+        "would be stored in the clear with the evaluation, readable by everyone who reads the "
+        "ledger; nothing was recorded (write only results.json to $TRAJLEDGER_OUTPUT_DIR, and "
+        "keep anything else outside the ledger)\n"), r.stderr
+    assert [e.kind for e in entries(home)[size:]] == ["unsealing"]
+    r = run(runner, home, "eval", "bc@1", "--suite", "holdout@1", "--key", "evaluator", "--",
+            sys.executable, script, "results-only")
+    expect(r, 0)
+    assert [e.kind for e in entries(home)[size:]] == ["unsealing", "unsealing", "evaluation"]
+    # The plain regression suite keeps what its command writes, as before.
+    expect(run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+               "--keep-logs", "--", sys.executable, script, "pass"), 0)
 
 
 SLEEPER = textwrap.dedent(
