@@ -240,10 +240,23 @@ class KeyStore:
         self._given: dict[str, bytes | None] = {}
 
     def _passphrase_set(self, name: str) -> bytes | None:
-        """The passphrase of key ``name`` from the environment, if set there."""
-        who = self.label or name
-        value = os.environ.get(passphrase_env(who)) or os.environ.get(PASSPHRASE_ENV)
-        return value.encode("utf-8") if value else None
+        """The passphrase of key ``name`` from the environment, if set there (UTF-8).
+
+        Raises:
+            KeyError_: the variable holds bytes that are not UTF-8 (named, its value not shown).
+        """
+        for variable in (passphrase_env(self.label or name), PASSPHRASE_ENV):
+            value = os.environ.get(variable)
+            if not value:
+                continue
+            try:
+                return value.encode("utf-8")
+            except UnicodeEncodeError:  # os.environ holds undecodable bytes as surrogates
+                raise KeyError_(
+                    f"key {name}: {variable} is not UTF-8 text; set the passphrase as UTF-8 "
+                    "(nothing of its value is shown here)"
+                ) from None
+        return None
 
     def _passphrase(self, name: str) -> bytes | None:
         found = self._passphrase_set(name)

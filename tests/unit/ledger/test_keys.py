@@ -519,3 +519,22 @@ def test_a_damaged_key_file_is_not_taken_for_a_wrong_passphrase(
             f"key alice: cannot load {path}: corrupt or truncated key file")):
             store.signer("alice")
     assert asked == []
+
+
+@pytest.mark.parametrize("variable", ["TRAJLEDGER_PASSPHRASE", "TRAJLEDGER_PASSPHRASE_CAROL"])
+def test_a_passphrase_that_is_not_utf8_is_refused_showing_nothing_of_it(
+    keys: KeyStore, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """rev9 finding 6: a passphrase variable holding bytes that are not UTF-8 (``se\\xffcret``)
+    ended in ``BUG: UnicodeEncodeError: 'utf-8' codec can't encode character '\\udcff' in
+    position 2`` (exit 4): a byte of the passphrase and its place, in a CI log. Now one line
+    names the variable, and nothing of its value."""
+    monkeypatch.delenv("TRAJLEDGER_PASSPHRASE", raising=False)
+    monkeypatch.setenv(variable, "se\udcffcret")  # the byte 0xff, as os.environ holds it
+    with pytest.raises(KeyError_) as caught:
+        keys.create("carol")
+    assert str(caught.value) == (
+        f"key carol: {variable} is not UTF-8 text; set the passphrase as UTF-8 (nothing of its "
+        "value is shown here)")
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+    assert not (keys.directory / "carol.key").exists()
