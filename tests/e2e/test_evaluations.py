@@ -96,7 +96,8 @@ EVALUATE = textwrap.dedent(
         (suite / "README.md").write_text("changed")
     (out / "results.json").write_text(json.dumps(
         {"format": "trajledger.eval-results/1", "episodes": episodes, "metrics": {"mean": 1.5}}))
-    (out / "notes.txt").write_text("evaluated")
+    if mode != "results-only":
+        (out / "notes.txt").write_text("evaluated")
     print("evaluated", len(episodes))
     """
 )
@@ -871,6 +872,110 @@ def test_a_tampered_ciphertext_fails(runner: CliRunner, home: Path) -> None:
             "--pass-return", "20")
     expect(r, 1)
     assert "refused" in r.stderr and "nothing was read" in r.stderr
+
+
+def test_a_sealed_suites_evaluation_stores_nothing_of_it_in_the_clear(
+    runner: CliRunner, home: Path, script: Path
+) -> None:
+    """rev9 finding 5: an evaluation stores its command's other outputs, and with
+    ``--keep-logs`` its stdout and stderr, in the store in the clear: an evaluating command
+    that printed the held-out episodes, or wrote them out with its answers (as benchmark
+    harnesses do), published the sealed suite to everyone who reads the ledger. For a sealed
+    suite ``--keep-logs`` is refused before anything is unsealed, and outputs other than
+    ``results.json`` (and a lock of the command's environment) refuse the record."""
+    size = log_size(home)
+    r = run(runner, home, "eval", "bc@1", "--suite", "holdout@1", "--key", "evaluator",
+            "--keep-logs", "--", sys.executable, script, "pass")
+    expect(r, 1)
+    assert r.stderr == (
+        "FAIL: suite holdout@1: sealed, and --keep-logs would store the command's output in the "
+        "clear, readable by everyone who reads the ledger; nothing was unsealed (drop "
+        "--keep-logs, and keep its output on this machine if you need it)\n"), r.stderr
+    assert log_size(home) == size  # not even an unsealing
+    r = run(runner, home, "eval", "bc@1", "--suite", "holdout@1", "--key", "evaluator", "--",
+            sys.executable, script, "pass")
+    expect(r, 1)
+    assert r.stderr.endswith(
+        "FAIL: suite holdout@1: sealed, and the command wrote notes.txt besides results.json: it "
+        "would be stored in the clear with the evaluation, readable by everyone who reads the "
+        "ledger; nothing was recorded (write only results.json to $TRAJLEDGER_OUTPUT_DIR, and "
+        "keep anything else outside the ledger)\n"), r.stderr
+    assert [e.kind for e in entries(home)[size:]] == ["unsealing"]
+    r = run(runner, home, "eval", "bc@1", "--suite", "holdout@1", "--key", "evaluator", "--",
+            sys.executable, script, "results-only")
+    expect(r, 0)
+    assert [e.kind for e in entries(home)[size:]] == ["unsealing", "unsealing", "evaluation"]
+    # The plain regression suite keeps what its command writes, as before.
+    expect(run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+               "--keep-logs", "--", sys.executable, script, "pass"), 0)
+
+
+SLEEPER = textwrap.dedent(
+    """
+    # An evaluating command that says where it is and waits to be killed.
+    import os, pathlib, sys, time
+    pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))
+    time.sleep(600)
+    """
+)
+
+LOOKER = textwrap.dedent(
+    """
+    # A training command that looks for step files beside its data in the ledger's tmp/.
+    import json, os, pathlib, sys
+    tmp = pathlib.Path(os.environ["TRAJLEDGER_DATA_DIR"]).parents[1]
+    seen = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*.parquet"))
+    pathlib.Path(sys.argv[1]).write_text(json.dumps(seen))
+    (pathlib.Path(os.environ["TRAJLEDGER_OUTPUT_DIR"]) / "w.bin").write_bytes(b"w")
+    """
+)
+
+
+def test_a_killed_evaluation_leaves_no_plaintext_suite_for_the_next_training_command(
+    runner: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    """rev9 finding 1: an evaluation killed outright (SIGKILL, the OOM killer) cannot remove
+    the unsealed suite it handed its command; a training command run next by the same user
+    found it beside its own data directory (``$TRAJLEDGER_DATA_DIR/../..``), although it holds
+    no passphrase and cannot decrypt the suite. A workspace now removes what dead runs left in
+    the ledger's ``tmp/`` before it hands anything to a command."""
+    import signal
+    import time
+
+    sleeper, started = tmp_path / "sleeper.py", tmp_path / "started"
+    sleeper.write_text(SLEEPER)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trajledger", "--ledger", str(home), "eval", "bc@1", "--suite",
+         "holdout@1", "--key", "evaluator", "--", sys.executable, str(sleeper), str(started)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists() or not started.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, "eval did not start"
+            time.sleep(0.1)
+        proc.kill()  # SIGKILL: nothing of trajledger's runs after this
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if started.exists() and started.read_text():
+            os.killpg(int(started.read_text()), signal.SIGKILL)  # its command's group
+    left = sorted(str(p.relative_to(home / "tmp")) for p in (home / "tmp").rglob("*.parquet"))
+    assert [p.split("/", 1)[1] for p in left] == [
+        f"suite/batches/00000-{sealed_batch(home)[0][7:19]}/{f}"
+        for f in ("episodes.parquet", "steps.parquet")
+    ]  # the killed run's plaintext suite
+    looker, seen = tmp_path / "looker.py", tmp_path / "seen.json"
+    looker.write_text(LOOKER)
+    r = run(runner, home, "train", "--dataset", "train@1", "--key", "trainer", "--name",
+            "after-kill", "--version", "1", "--", sys.executable, looker, seen)
+    expect(r, 0)
+    assert [p.split("/", 1)[1].split("/")[0] for p in json.loads(seen.read_text())] == [
+        "data", "data"
+    ], seen.read_text()
+    assert not list((home / "tmp").rglob("*.parquet"))
 
 
 def test_log_verify_rehashes_a_sealed_batchs_ciphertexts(runner: CliRunner, home: Path) -> None:

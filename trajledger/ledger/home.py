@@ -101,7 +101,9 @@ def _refuse_writable(root: Path, config: LedgerConfig) -> None:
         "" if config.group_writable
         else " (a ledger shared through its group sets group_writable = true in ledger.toml)"
     )
-    paths = [root, root / CONFIG_NAME, root / "log", root / "objects"]
+    # log/.state: the files the log's writer opens by fixed names (its lock, tree state,
+    # history).
+    paths = [root, root / CONFIG_NAME, root / "log", root / "log" / ".state", root / "objects"]
     for d in (root / "keys", root / LOG_KEY_DIR):
         paths.append(d)
         with contextlib.suppress(OSError):
@@ -109,6 +111,17 @@ def _refuse_writable(root: Path, config: LedgerConfig) -> None:
     for path in paths:
         refuse_writable(path, group=not config.group_writable,
                         hint=hint if path != root / CONFIG_NAME else "")
+
+
+def _private_umask(config: LedgerConfig) -> None:
+    """Take write for others (and for the group, unless the ledger is shared through it) out
+    of this process's umask: the ledger's own directories are made 0755 whatever the umask,
+    but what is made in them later (the log's state and tiles, the store's fan-out, temporary
+    directories) takes the umask, and under 000 (or 002 with a group of others) it would be
+    writable by users `_refuse_writable` keeps out. Bits are only ever added: a stricter umask
+    stays (during the change it is 077, never looser)."""
+    mask = 0o002 if config.group_writable else 0o022
+    os.umask(os.umask(0o077) | mask)
 
 
 def _encrypt_log_key(keys: KeyStore) -> bool:
@@ -851,6 +864,7 @@ class LedgerHome:
         _refuse_a_filled_store(root, store, remote=check_store)
         # (1) Everything is made in a directory beside ``root``, then moved into place: a
         # failure at any step leaves nothing (no ledger.toml, no half a ledger).
+        _private_umask(config)
         root.absolute().parent.mkdir(parents=True, exist_ok=True)
         build = root.absolute().parent / temp_name(".init")
         undo: list[Callable[[], None]] = [lambda: remove_tree(build)]
@@ -917,7 +931,8 @@ class LedgerHome:
         Steps:
             1. Read ``ledger.toml``.
             2. Refuse directories, settings and key files others (or the group, unless the
-               ledger is shared through it) may write.
+               ledger is shared through it) may write; take that write out of the process's
+               umask (`_private_umask`), so nothing made later in the ledger is.
             3. Check the settings against this user's pin of them (`_pin_settings`); pin them
                at this user's first use of the directory.
             4. A ledger of trajledger 0.1.0 that has private keys but records nothing about
@@ -946,6 +961,7 @@ class LedgerHome:
         config = LedgerConfig.from_toml(data, path)
         # (2)
         _refuse_writable(root, config)
+        _private_umask(config)
         keys = KeyStore(root / "keys", passphrase, require_encrypted=config.keys == KEYS_ENCRYPTED,
                         group_writable=config.group_writable)
         ledger = cls(root, config, keys)

@@ -14,6 +14,7 @@ Non-scope: verification (``verify.keys.PublicKey``).
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import stat
@@ -45,6 +46,12 @@ PASSPHRASE_ENV = "TRAJLEDGER_PASSPHRASE"
 ENCRYPTION_DIR = "x25519"
 """The key store's subdirectory of X25519 encryption keys (sealed suites)."""
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+KDF_LIMIT = 10_000_000
+"""The most key-derivation work an encrypted key file may ask for (PBKDF2 rounds, scrypt's
+N·r·p): trajledger writes 2,048 (the ``cryptography`` package's PKCS#8 default), ``openssl pkcs8
+-iter`` a few hundred thousand, 10 million take about a second. The file says how much: one
+edited to 2^31 took minutes per load, to 2^40 crashed the loader (a Rust panic)."""
+_SCRYPT = bytes.fromhex("2b06010401da47040b")  # 1.3.6.1.4.1.11591.4.11
 
 _PrivateKey = ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey
 
@@ -146,6 +153,47 @@ def is_encrypted(pem: bytes) -> bool:
     return b"ENCRYPTED" in pem.split(b"\n", 1)[0]
 
 
+def kdf_cost(pem: bytes) -> int:
+    """The key-derivation work an encrypted PKCS#8 PEM asks for: scrypt's N·r·p, else the
+    largest integer of its algorithm parameters (PBKDF2's or PBES1's rounds).
+
+    Raises:
+        ValueError: not one whole PEM block of DER (a damaged or truncated file).
+    """
+    lines = pem.strip().splitlines()
+    if len(lines) < 3 or lines[0].strip() != b"-----BEGIN ENCRYPTED PRIVATE KEY-----" or (
+        lines[-1].strip() != b"-----END ENCRYPTED PRIVATE KEY-----"
+    ):
+        raise ValueError("not one encrypted PKCS#8 PEM block")
+    der = base64.b64decode(b"".join(line.strip() for line in lines[1:-1]), validate=True)
+    ints, oids, ends, at = [], [], [len(der)], 0
+    while at < len(der):  # DER's primitives in order, constructed ones entered (no recursion)
+        while at == ends[-1] and len(ends) > 1:
+            ends.pop()
+        tag, n, at = der[at], der[at + 1], at + 2
+        if n & 0x80:
+            k = n & 0x7F
+            if not 0 < k <= 4:
+                raise ValueError("bad DER length")
+            n, at = int.from_bytes(der[at : at + k], "big"), at + k
+        if at + n > ends[-1]:
+            raise ValueError("truncated DER")
+        if tag & 0x20:
+            ends.append(at + n)
+            continue
+        if tag == 0x02:
+            ints.append(int.from_bytes(der[at : at + n], "big"))
+        elif tag == 0x06:
+            oids.append(der[at : at + n])
+        at += n
+    if (len(ends) > 1 and at != ends[-1]) or not oids:
+        raise ValueError("truncated DER")
+    if _SCRYPT in oids:
+        n_, r, p = [*ints, 0, 0, 0][:3]
+        return n_ * r * p
+    return max(ints, default=0)
+
+
 def check_key_name(name: str) -> str:
     """Refuse names that are not safe file names.
 
@@ -192,10 +240,23 @@ class KeyStore:
         self._given: dict[str, bytes | None] = {}
 
     def _passphrase_set(self, name: str) -> bytes | None:
-        """The passphrase of key ``name`` from the environment, if set there."""
-        who = self.label or name
-        value = os.environ.get(passphrase_env(who)) or os.environ.get(PASSPHRASE_ENV)
-        return value.encode("utf-8") if value else None
+        """The passphrase of key ``name`` from the environment, if set there (UTF-8).
+
+        Raises:
+            KeyError_: the variable holds bytes that are not UTF-8 (named, its value not shown).
+        """
+        for variable in (passphrase_env(self.label or name), PASSPHRASE_ENV):
+            value = os.environ.get(variable)
+            if not value:
+                continue
+            try:
+                return value.encode("utf-8")
+            except UnicodeEncodeError:  # os.environ holds undecodable bytes as surrogates
+                raise KeyError_(
+                    f"key {name}: {variable} is not UTF-8 text; set the passphrase as UTF-8 "
+                    "(nothing of its value is shown here)"
+                ) from None
+        return None
 
     def _passphrase(self, name: str) -> bytes | None:
         found = self._passphrase_set(name)
@@ -297,9 +358,10 @@ class KeyStore:
             3. Decrypt it; it must be Ed25519 or P-256, and the private half of ``NAME.pub``.
 
         Raises:
-            KeyError_: unknown key, wrong or missing passphrase, corrupt or truncated file,
-                an algorithm other than Ed25519 / P-256; a file or directory others may
-                write, a private key others may read (exit 3).
+            KeyError_: unknown key, wrong or missing passphrase, corrupt or truncated file
+                (told apart from a wrong passphrase), a key derivation asking for more work
+                than `KDF_LIMIT`, an algorithm other than Ed25519 / P-256; a file or directory
+                others may write, a private key others may read (exit 3).
             TamperError: a plaintext key where keys are encrypted, or a private key that is
                 not the pair of ``NAME.pub`` (exit 1).
         """
@@ -406,7 +468,20 @@ class KeyStore:
                     f"yourself, encrypt it with 'trajledger key encrypt {name}'",
                     path,
                 )
-        # (3)
+        # (3) The file's own key-derivation cost is bounded before anything is derived, and a
+        # file that is not whole is named so, not taken for a wrong passphrase.
+        if encrypted:
+            try:
+                cost = kdf_cost(data)
+            except (ValueError, IndexError) as e:
+                raise KeyError_(f"key {name}: cannot load {path}: corrupt or truncated key file"
+                                ) from e
+            if cost > KDF_LIMIT:
+                raise KeyError_(
+                    f"key {name}: cannot load {path}: its key derivation asks for {cost:,} "
+                    f"rounds, more than the {KDF_LIMIT:,} a key file may: a damaged or planted "
+                    f"key file; nothing was {use}"
+                )
         passphrase = self._passphrase(name) if encrypted else None
         if encrypted and not passphrase:
             raise KeyError_(
@@ -453,7 +528,8 @@ class KeyStore:
             if passphrase
             else serialization.NoEncryption()
         )
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)  # as for a signing key
+        folder.mkdir(exist_ok=True, mode=0o700)
         write_file_atomic(
             folder / f"{name}.key",
             key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc),

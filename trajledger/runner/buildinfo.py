@@ -82,6 +82,16 @@ class GitSource:
         )
 
 
+def _git_env() -> dict[str, str]:
+    """git's environment: this process's without the keys' passphrases (git runs what the work
+    tree's configuration names: ``core.fsmonitor``, diff drivers, filters; it needs no key,
+    like a training command: ``runner.workdir.HIDDEN_ENV``), never prompting, in the C locale."""
+    from .workdir import HIDDEN_ENV
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(HIDDEN_ENV)}
+    return {**env, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+
+
 def _git(cwd: Path, *args: str) -> bytes | None:
     try:
         done = subprocess.run(
@@ -90,7 +100,7 @@ def _git(cwd: Path, *args: str) -> bytes | None:
             capture_output=True,
             timeout=_GIT_TIMEOUT,
             check=False,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
+            env=_git_env(),
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -150,7 +160,7 @@ def _diff_into(root: Path, h: hashlib._Hash) -> bool | None:
             cwd=root,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
+            env=_git_env(),
         )
     except OSError:
         return None

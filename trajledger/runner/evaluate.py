@@ -229,10 +229,14 @@ def evaluate(
         4. Run: the built-in Gymnasium replay, or COMMAND in a `Workspace` (exit 0, inputs
            unchanged, ``results.json`` valid).
         5. Record ``results.json`` (and COMMAND's other outputs, its logs with
-           ``keep_logs``) with the evaluation predicate, signed by the evaluator key.
+           ``keep_logs``) with the evaluation predicate, signed by the evaluator key. For a
+           sealed suite, ``keep_logs`` is refused before anything is unsealed, and other
+           outputs than ``results.json`` and a lock of COMMAND's environment refuse the
+           record: they would store what COMMAND saw of the suite in the clear.
 
     Raises:
-        PolicyError: the key is not an evaluator's; a sealed suite and no key it is sealed to.
+        PolicyError: the key is not an evaluator's; a sealed suite and no key it is sealed to,
+            or ``keep_logs``.
         VerificationError: the checkpoint or suite does not verify; COMMAND failed, changed
             its inputs or wrote no valid results (`CommandFailedError`, `DataDirChangedError`).
         FormatError: results.json is malformed; no pass threshold for the built-in evaluator.
@@ -292,6 +296,12 @@ def evaluate(
         raise VerificationError(f"evaluation of {ck.ref} on {suite.ref}: refused, "
                                 f"{len(failures)} problem(s); nothing was read\n"
                                 + "\n".join(failures))
+    if sealed and keep_logs:
+        raise PolicyError(
+            f"suite {suite.ref}: sealed, and --keep-logs would store the command's output in "
+            "the clear, readable by everyone who reads the ledger; nothing was unsealed (drop "
+            "--keep-logs, and keep its output on this machine if you need it)"
+        )
     # (3)
     unsealer = Unsealer.load(ledger, signer, unseal_key) if sealed else None
     purpose = f"evaluation of {ck.ref} ({ck.digest[:19]}…)"
@@ -513,7 +523,7 @@ def _by_command(
     import pyarrow.parquet as pq
 
     from .admission import AdmittedBatch
-    from .buildinfo import environment_lock, git_source
+    from .buildinfo import COMMAND_LOCK_NAMES, environment_lock, git_source
     from .command import run_command
     from .train import (
         LOGS_DIR,
@@ -553,6 +563,19 @@ def _by_command(
             raise CommandFailedError(f"the command wrote {clash[0]} in its output directory, "
                                      f"where trajledger puts its own ({LOGS_DIR}/); nothing "
                                      "was recorded", 0)
+        # A sealed suite's evaluation stores results.json only (and a lock of the command's
+        # environment): anything else the command wrote may hold the suite, in the clear.
+        extra = sorted(p for p in files
+                       if p != RESULTS_FILE and not COMMAND_LOCK_NAMES.fullmatch(p))
+        if described["unsealing"] is not None and extra:
+            raise CommandFailedError(
+                f"suite {suite.name}@{suite.version}: sealed, and the command wrote "
+                f"{', '.join(extra[:5])}{' and more' if len(extra) > 5 else ''} besides "
+                f"{RESULTS_FILE}: {'they' if len(extra) > 1 else 'it'} would be stored in the "
+                "clear with the evaluation, readable by everyone who reads the ledger; nothing "
+                f"was recorded (write only {RESULTS_FILE} to $TRAJLEDGER_OUTPUT_DIR, and keep "
+                "anything else outside the ledger)", 0,
+            )
         if RESULTS_FILE not in files:
             raise CommandFailedError(
                 f"command {shlex.join(argv)!r} exited 0 but wrote no {RESULTS_FILE} in "

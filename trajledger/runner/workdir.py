@@ -28,7 +28,9 @@ by command later):
   (same filesystem as a local store: links work): inputs written by the functions above, each
   named to the command by an environment variable, an output directory (``--output`` or a new
   one), a logs directory; ``check()`` re-hashes every input; leaving removes the inputs and the
-  temporary directory (a given output directory is kept).
+  temporary directory (a given output directory is kept). Entering first removes what dead runs
+  left in that ``tmp/`` (``ledger.fs.is_stale``): a run killed outright leaves its inputs, an
+  evaluation's unsealed suite among them, where the next command could read them.
 
 The dataset card's YAML front matter is written as JSON (YAML 1.2 is a superset of JSON; the
 card parser reads it). Hugging Face ``datasets`` has no Arrow ``map`` type, and reading a
@@ -43,6 +45,7 @@ Non-scope: admission (`runner.admission`), running the command (`runner.command`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -54,7 +57,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
 from trajledger.ledger.errors import LedgerError, StoreError
-from trajledger.ledger.fs import remove_tree, temp_dir
+from trajledger.ledger.fs import is_stale, remove_tree, temp_dir, tmp_entries
 from trajledger.verify.digest import digest_bytes, hash_file
 from trajledger.verify.errors import DigestMismatchError, VerificationError
 from trajledger.verify.manifest import FileEntry, Manifest
@@ -85,7 +88,8 @@ DATA_DIR_FORMAT: Final = "trajledger.data-dir/1"
 
 HIDDEN_ENV: Final = "TRAJLEDGER_PASSPHRASE"
 """Variables a command does not inherit (this name, and every per-key ``TRAJLEDGER_PASSPHRASE_*``
-beside it): it needs no key, and its logs may print them."""
+beside it): it needs no key, and its logs may print them. The git commands that describe the
+source tree run without them too (``runner.buildinfo``)."""
 
 MANIFEST_NAME: Final = "manifest.json"
 CARD_NAME: Final = "README.md"
@@ -496,6 +500,14 @@ class Workspace:
         self.inputs: dict[str, DataDir] = {}
 
     def __enter__(self) -> Workspace:
+        # What dead runs left beside the new directories goes first: a run killed outright
+        # (SIGKILL, the OOM killer) leaves its inputs, an evaluation's unsealed suite among
+        # them, which the command about to start could otherwise read next to its own. A
+        # leftover this user may not remove is another user's, private to them (0700).
+        for path in tmp_entries(self._parent):
+            if is_stale(path):
+                with contextlib.suppress(OSError):
+                    remove_tree(path)
         self._tmp = temp_dir(self._parent)
         self.root = Path(self._tmp.name)
         self.output = self._given if self._given is not None else self.root / "output"

@@ -213,6 +213,72 @@ def test_a_new_ledger_is_private_whatever_the_umask(tmp_path: Path) -> None:
     assert Ledger.open(root).log.size == 0  # nothing group-writable to refuse
 
 
+@pytest.mark.parametrize("umask", [0o000, 0o002])
+def test_nothing_a_ledger_is_made_of_is_writable_by_others_whatever_the_umask(
+    tmp_path: Path, umask: int
+) -> None:
+    """rev9 finding 2: the ledger's own directories were 0755 whatever the umask, but what was
+    made in them later took the umask: under 000, ``log/.state`` (the lock, the tree state, the
+    history), the tile directories and the store's fan-out were 0777 (under 002, 0775 in a ledger
+    not shared through its group), and nothing refused them. Init, two keys and a record, each
+    in a process with that umask: nothing is writable by others (nor the group)."""
+    import stat
+    import subprocess
+    import sys
+
+    root = tmp_path / "led"
+    cli = [sys.executable, "-m", "trajledger", "--ledger", str(root)]
+    for args in (["init", "--origin", "test/umask-run"],
+                 ["key", "new", "ev", "--alg", "x25519", "--no-encrypt"],  # makes keys/ too
+                 ["key", "new", "alice", "--no-encrypt"],
+                 ["env", "register", "cart", "--version", "1", "--gym-id", "CartPole-v1",
+                  "--key", "alice"]):
+        done = subprocess.run([*cli, *args], capture_output=True, text=True, umask=umask)
+        assert done.returncode == 0, done.stderr
+    loose = sorted(
+        f"{stat.S_IMODE(p.lstat().st_mode):04o} {p.relative_to(root)}"
+        for p in [root, *root.rglob("*")]
+        if not p.is_symlink() and p.lstat().st_mode & 0o022
+    )
+    assert loose == []
+    assert [stat.S_IMODE((root / d).stat().st_mode) for d in ("keys", "keys/x25519")] == [
+        0o700, 0o700]
+
+
+@pytest.mark.parametrize("planted", ["lock", "history"])
+def test_a_link_planted_in_the_log_state_is_not_followed(tmp_path: Path, planted: str) -> None:
+    """rev9 finding 2: the log's writer opened ``log/.state/lock`` (and appended to
+    ``history``) following symbolic links: whoever could write ``.state`` (0777 under umask 000)
+    made the next writer write a byte into, or append to, any file the user may write (their
+    ``~/.ssh/authorized_keys``). A link is now refused, the file it names untouched."""
+    from trajledger.ledger.log.layout import STATE_DIR
+
+    root = tmp_path / "led"
+    ledger = Ledger.init(root, origin="test/planted")
+    ledger.keys.create("alice", encrypt=False)
+    ledger.register_environment("cart", "1", key="alice", gym_id="CartPole-v1")
+    outside = tmp_path / "authorized_keys"
+    outside.write_text("ssh-ed25519 AAAA the user's own\n")
+    target = root / "log" / STATE_DIR / planted
+    target.unlink()
+    target.symlink_to(outside)
+    with pytest.raises(LedgerError, match=re.escape(str(target))):
+        Ledger.open(root).register_environment("cart", "2", key="alice", gym_id="CartPole-v1")
+    assert outside.read_text() == "ssh-ed25519 AAAA the user's own\n"
+
+
+def test_a_log_state_directory_others_can_write_is_refused(tmp_path: Path) -> None:
+    """rev9 finding 2: ``log/.state`` holds the files the writer opens by fixed names."""
+    root = tmp_path / "led"
+    Ledger.init(root, origin="test/state-mode")
+    (root / "log" / ".state").chmod(0o777)
+    with pytest.raises(LedgerError, match=re.escape(
+        f"{root / 'log' / '.state'}: writable by its group and other users (mode 0777); run "
+        f"'chmod go-w {root / 'log' / '.state'}'"
+    )):
+        Ledger.open(root)
+
+
 def test_the_settings_are_pinned_per_log_and_a_change_is_refused(tmp_path: Path) -> None:
     from trajledger.ledger.errors import TamperError
 

@@ -6,9 +6,10 @@ import hashlib
 import re
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from trajledger.ledger.errors import KeyError_, LedgerError
@@ -190,8 +191,9 @@ def test_truncated_private_key(
         monkeypatch.delenv("TRAJLEDGER_PASSPHRASE")
     path = keys.directory / "alice.key"
     path.write_bytes(path.read_bytes()[:100])
-    why = "wrong passphrase or corrupt key file" if encrypt else "corrupt or truncated key file"
-    with pytest.raises(KeyError_, match=f"^key alice: cannot load .*: {why}$"):
+    # Encrypted too: a file cut short is not a wrong passphrase (rev9 finding 4).
+    with pytest.raises(KeyError_, match=r"^key alice: cannot load .*: corrupt or truncated key "
+                       r"file$"):
         keys.signer("alice")
 
 
@@ -379,3 +381,160 @@ def test_a_terminal_is_asked_once_per_key(keys: KeyStore) -> None:
     assert log.has_passphrase("next")  # a rotation's next key goes by the log's name
     log.create("next")
     assert asked == ["log"]
+
+
+# -- hostile and damaged key files (rev9 finding 4) ---------------------------------------------
+
+_PBES2 = "1.2.840.113549.1.5.13"
+_PBKDF2 = "1.2.840.113549.1.5.12"
+_SCRYPT = "1.3.6.1.4.1.11591.4.11"
+_HMAC_SHA256 = "1.2.840.113549.2.9"
+_AES256_CBC = "2.16.840.1.101.3.4.1.42"
+
+
+def _tlv(tag: int, body: bytes) -> bytes:
+    n = len(body)
+    size = n.to_bytes(max(1, (n.bit_length() + 7) // 8), "big")
+    return bytes([tag]) + (size if n < 128 else bytes([0x80 | len(size)]) + size) + body
+
+
+def _int(v: int) -> bytes:
+    return _tlv(0x02, v.to_bytes(v.bit_length() // 8 + 1, "big"))
+
+
+def _oid(dotted: str) -> bytes:
+    a, b, *rest = map(int, dotted.split("."))
+    body = bytearray([40 * a + b])
+    for arc in rest:
+        chunk = [arc & 0x7F]
+        while arc > 0x7F:
+            arc >>= 7
+            chunk.insert(0, 0x80 | (arc & 0x7F))
+        body += bytes(chunk)
+    return _tlv(0x06, bytes(body))
+
+
+def _seq(*parts: bytes) -> bytes:
+    return _tlv(0x30, b"".join(parts))
+
+
+def _encrypted_pem(key: object, kdf: bytes, derived: bytes) -> bytes:
+    """An encrypted PKCS#8 PEM of ``key`` made by hand (PBES2, AES-256-CBC), as another tool
+    writes one: ``kdf`` is the key derivation's AlgorithmIdentifier, ``derived`` its key."""
+    import base64
+    import os
+
+    from cryptography.hazmat.primitives import padding
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    plain = key.private_bytes(  # type: ignore[attr-defined]
+        serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption())
+    iv = os.urandom(16)
+    padder = padding.PKCS7(128).padder()
+    enc = Cipher(algorithms.AES(derived), modes.CBC(iv)).encryptor()
+    body = enc.update(padder.update(plain) + padder.finalize()) + enc.finalize()
+    der = _seq(_seq(_oid(_PBES2), _seq(kdf, _seq(_oid(_AES256_CBC), _tlv(0x04, iv)))),
+               _tlv(0x04, body))
+    return (b"-----BEGIN ENCRYPTED PRIVATE KEY-----\n" + base64.encodebytes(der)
+            + b"-----END ENCRYPTED PRIVATE KEY-----\n")
+
+
+def _pbkdf2(passphrase: bytes, salt: bytes, rounds: int) -> bytes:
+    """The key PBKDF2-HMAC-SHA256 derives from ``passphrase`` in ``rounds``."""
+    from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
+
+    return PBKDF2HMAC(hashes.SHA256(), 32, salt, rounds).derive(passphrase)
+
+
+def _pbkdf2_params(salt: bytes, rounds: int) -> bytes:
+    return _seq(_oid(_PBKDF2), _seq(_tlv(0x04, salt), _int(rounds),
+                                    _seq(_oid(_HMAC_SHA256), _tlv(0x05, b""))))
+
+
+@pytest.fixture
+def own_key(keys: KeyStore, passphrase: str) -> tuple[KeyStore, Path, object]:
+    """Key alice of ``keys`` (its .pub, encrypted .key) and its private key object."""
+    keys.create("alice")
+    path = keys.directory / "alice.key"
+    key = serialization.load_pem_private_key(path.read_bytes(), passphrase.encode())
+    return keys, path, key
+
+
+def test_a_key_file_made_by_another_tool_with_more_rounds_loads(
+    own_key: tuple[KeyStore, Path, object], passphrase: str
+) -> None:
+    keys, path, key = own_key
+    salt = b"s" * 16
+    path.write_bytes(_encrypted_pem(key, _pbkdf2_params(salt, 100_000),
+                                    _pbkdf2(passphrase.encode(), salt, 100_000)))
+    assert keys.signer("alice").name == "alice"
+
+
+@pytest.mark.parametrize(
+    ("kdf", "cost"),
+    [
+        (_pbkdf2_params(b"s" * 16, 2**40), 2**40),  # crashed the loader: a Rust panic
+        (_pbkdf2_params(b"s" * 16, 10_000_001), 10_000_001),
+        (_seq(_oid(_SCRYPT), _seq(_tlv(0x04, b"s" * 16), _int(2**17), _int(8), _int(16))),
+         2**17 * 8 * 16),  # 128 MiB, sixteen times over
+    ],
+    ids=["pbkdf2-2^40", "pbkdf2-over", "scrypt"],
+)
+def test_a_key_file_asking_for_a_ruinous_key_derivation_is_refused_at_once(
+    own_key: tuple[KeyStore, Path, object], kdf: bytes, cost: int
+) -> None:
+    """rev9 finding 4: the key derivation's cost is the file's to say. One edited to 2^40
+    PBKDF2 rounds made every command that loads the key end in a Rust panic
+    (``pyo3_runtime.PanicException``, a traceback); 2^31 took minutes of CPU per load; scrypt
+    parameters likewise. It is refused before anything is derived, naming the cost."""
+    keys, path, key = own_key
+    path.write_bytes(_encrypted_pem(key, kdf, b"k" * 32))
+    with pytest.raises(KeyError_, match=re.escape(
+        f"key alice: cannot load {path}: its key derivation asks for {cost:,} rounds, more "
+        "than the 10,000,000 a key file may: a damaged or planted key file; nothing was signed"
+    )):
+        keys.signer("alice")
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [lambda b: b[:100], lambda b: b[:-40], lambda b: b.replace(b"\n", b"\n!", 1),
+     lambda b: b.replace(b"-----END ENCRYPTED PRIVATE KEY-----", b"")],
+    ids=["head", "tail", "not-base64", "no-end"],
+)
+def test_a_damaged_key_file_is_not_taken_for_a_wrong_passphrase(
+    own_key: tuple[KeyStore, Path, object], damage: Any
+) -> None:
+    """rev9 finding 4: a truncated encrypted key file was "wrong passphrase or corrupt key
+    file", the same line as a wrong passphrase; now the file is named damaged, before any
+    passphrase is asked for (no prompt, no terminal needed)."""
+    keys, path, _key = own_key
+    path.write_bytes(damage(path.read_bytes()))
+    asked: list[str] = []
+    store = KeyStore(keys.directory, passphrase=lambda n: asked.append(n) or b"x")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("TRAJLEDGER_PASSPHRASE")
+        with pytest.raises(KeyError_, match=re.escape(
+            f"key alice: cannot load {path}: corrupt or truncated key file")):
+            store.signer("alice")
+    assert asked == []
+
+
+@pytest.mark.parametrize("variable", ["TRAJLEDGER_PASSPHRASE", "TRAJLEDGER_PASSPHRASE_CAROL"])
+def test_a_passphrase_that_is_not_utf8_is_refused_showing_nothing_of_it(
+    keys: KeyStore, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """rev9 finding 6: a passphrase variable holding bytes that are not UTF-8 (``se\\xffcret``)
+    ended in ``BUG: UnicodeEncodeError: 'utf-8' codec can't encode character '\\udcff' in
+    position 2`` (exit 4): a byte of the passphrase and its place, in a CI log. Now one line
+    names the variable, and nothing of its value."""
+    monkeypatch.delenv("TRAJLEDGER_PASSPHRASE", raising=False)
+    monkeypatch.setenv(variable, "se\udcffcret")  # the byte 0xff, as os.environ holds it
+    with pytest.raises(KeyError_) as caught:
+        keys.create("carol")
+    assert str(caught.value) == (
+        f"key carol: {variable} is not UTF-8 text; set the passphrase as UTF-8 (nothing of its "
+        "value is shown here)")
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+    assert not (keys.directory / "carol.key").exists()

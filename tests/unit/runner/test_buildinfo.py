@@ -83,6 +83,26 @@ def test_a_remote_is_named_without_credentials(repo: Path) -> None:
     assert "s3cret" not in str(src.descriptor().to_json())
 
 
+def test_git_runs_without_the_passphrases(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rev9 finding 3: git runs what the work tree's configuration names (``core.fsmonitor``,
+    diff drivers, filters), and it ran with the keys' passphrases in its environment, which
+    the training command itself never gets. A hook that records what it sees sees none."""
+    seen = tmp_path / "seen"
+    hook = tmp_path / "hook.sh"
+    hook.write_text(f'#!/bin/sh\nenv >> "{seen}"\nexit 1\n')
+    hook.chmod(0o755)
+    _git(repo, "config", "core.fsmonitor", str(hook))
+    (repo / "train.py").write_text("print('changed')\n")  # a diff: the index is refreshed
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE", "every key's (TEST ONLY)")
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE_TRAINER", "the trainer's (TEST ONLY)")
+    src = git_source(repo)
+    assert src is not None and src.dirty
+    text = seen.read_text()  # the hook ran
+    assert "PATH=" in text and "TRAJLEDGER_PASSPHRASE" not in text and "TEST ONLY" not in text
+
+
 def test_a_repository_without_a_commit_has_no_source(tmp_path: Path) -> None:
     _git(tmp_path, "init", "-q")
     assert git_source(tmp_path) is None

@@ -10,10 +10,12 @@ and in which order (``writer``; docs/PERFORMANCE.md, "Durable appends", says why
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 from pathlib import Path
 
+from ..errors import LogError
 from ..fs import TMP_PREFIX, FsyncGroup
 
 __all__ = ["SyncRound", "drop_temp_files", "remove", "unlink", "write_new"]
@@ -42,9 +44,30 @@ def drop_temp_files(directory: Path) -> None:
             remove(directory / name)
 
 
+def open_own(path: Path, flags: int) -> int:
+    """``os.open`` a file the log keeps by a name of its own (created 0644 with ``O_CREAT``),
+    never through a symbolic link: whoever planted one, able to write the directory, would
+    make the writer write into any file its user may write.
+
+    Raises:
+        LogError: ``path`` is a symbolic link (nothing was written).
+        OSError: it cannot be opened otherwise.
+    """
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        raise LogError(
+            f"{path}: is a symbolic link where the log keeps a file of its own: planted by "
+            "someone who can write its directory; nothing was written through it (remove it, "
+            "then run 'trajledger log verify')"
+        ) from e
+
+
 def write_new(path: Path, data: bytes) -> int:
     """Create (or truncate) ``path`` and write ``data``; returns it open, not yet fsynced."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = open_own(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
         view = memoryview(data)
         while view:

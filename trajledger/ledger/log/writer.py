@@ -59,7 +59,7 @@ from ..errors import LedgerError, LogError
 from ..fs import TMP_PREFIX, fsync_dir, write_file_atomic
 from ..keys import Signer
 from .edge import ZERO_HASH, Edge
-from .files import SyncRound, unlink, write_new
+from .files import SyncRound, open_own, unlink, write_new
 from .layout import (
     CHECKPOINT_FILE,
     HANDOVER_DIR,
@@ -379,7 +379,7 @@ class Log(LogReader):
     def _append_history(self, size: int, durable: SyncRound) -> None:
         path = self.directory / HISTORY_FILE
         created = not path.exists()
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = open_own(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             os.write(fd, history_record(size))
         except BaseException:
@@ -544,7 +544,7 @@ class Log(LogReader):
             if self._lock_fd is None:
                 path = self.directory / LOCK_FILE
                 try:
-                    self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                    self._lock_fd = open_own(path, os.O_RDWR | os.O_CREAT)
                 except FileNotFoundError as e:
                     self._state_now()  # a missing .state is tampering: say so
                     raise LogError(f"{path}: cannot open the lock: {e.strerror}") from e
