@@ -527,3 +527,36 @@ def test_expected_errors_have_no_traceback_even_with_verbose(signed: Signed,
                              str(signed.data), "--envelope", str(signed.envelope),
                              "--pubkey", str(signed.pubkey)])
     expect(r, 1, "FAIL: README.txt: missing\n")
+
+
+def test_a_weakly_encrypted_key_is_listed_and_re_encrypted_through_the_cli(
+    runner: CliRunner, tmp_path: Path, passphrase: str
+) -> None:
+    """A key encrypted as trajledger did before the seventh round (PBKDF2, 2,048 rounds)
+    loads, is listed ``weak`` (text and --json) and ``key encrypt`` re-encrypts it with
+    scrypt; its signatures are the same key's."""
+    from cryptography.hazmat.primitives import serialization
+
+    from trajledger.ledger.keys import kdf_cost
+
+    home = tmp_path / "home"
+    expect(run(runner, home, "init", "--origin", "test/e2e"), 0, "",
+           f"created ledger {home} (origin test/e2e)\n")
+    assert run(runner, home, "key", "new", "alice").exit_code == 0
+    priv = home / "keys" / "alice.key"
+    key = serialization.load_pem_private_key(priv.read_bytes(), passphrase.encode())
+    priv.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                       serialization.PrivateFormat.PKCS8,
+                                       serialization.BestAvailableEncryption(passphrase.encode())))
+    keyid = KeyStore(home / "keys").public("alice").keyid
+    expect(run(runner, home, "key", "list"), 0, "",
+           f"alice\ted25519\t{keyid}\tencrypted (weak key derivation: 'trajledger key encrypt "
+           "alice' re-encrypts it)\n")
+    listed = json.loads(run(runner, home, "key", "list", "--json").stdout)
+    assert [(k["name"], k["encrypted"], k["weak"]) for k in listed] == [("alice", True, True)]
+    expect(run(runner, home, "key", "encrypt", "alice"), 0, f"OK: key alice: {priv} encrypted\n",
+           "")
+    assert kdf_cost(priv.read_bytes()) == 2**14 * 8
+    expect(run(runner, home, "key", "list"), 0, "", f"alice\ted25519\t{keyid}\tencrypted\n")
+    expect(run(runner, home, "key", "encrypt", "alice"), 0, "OK: key alice: already encrypted\n",
+           "")

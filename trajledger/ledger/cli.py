@@ -149,9 +149,13 @@ def key_new(ctx: Context, name: str, alg: str, no_encrypt: bool, as_json: bool) 
 @key.command("encrypt")
 @click.argument("name", type=KEY_NAME, required=False)
 @click.option("--log", "log_key", is_flag=True, help="Encrypt the log's key (log-key/log.key).")
+@click.option("--x25519", "x25519_key", is_flag=True,
+              help="NAME is an X25519 encryption key (keys/x25519/NAME.key).")
 @pass_ctx
-def key_encrypt(ctx: Context, name: str | None, log_key: bool) -> None:
-    """Encrypt a plaintext private key in place, with its passphrase (as for 'key new').
+def key_encrypt(ctx: Context, name: str | None, log_key: bool, x25519_key: bool) -> None:
+    """Encrypt a plaintext private key in place, with its passphrase (as for 'key new'); or
+    re-encrypt one that 'key list' marks weak (encrypted by trajledger before 2026-12-03 with
+    2,048 PBKDF2 rounds) with scrypt, as keys are written now, under the same passphrase.
 
     Keys written with --no-encrypt, and the log key of a ledger made without a passphrase,
     are plaintext; 'trajledger upgrade' encrypts all of them and records it in ledger.toml.
@@ -160,14 +164,16 @@ def key_encrypt(ctx: Context, name: str | None, log_key: bool) -> None:
     Examples:
       trajledger key encrypt vendor
       TRAJLEDGER_PASSPHRASE_LOG=... trajledger key encrypt --log
+      trajledger key encrypt --x25519 evaluator
     """
-    if (name is None) == (not log_key):
-        raise click.UsageError("give a key NAME or --log")
+    if (name is None) == (not log_key) or (log_key and x25519_key):
+        raise click.UsageError("give a key NAME (with --x25519 for an encryption key) or --log")
     ledger = ctx.ledger()
     store = ledger.log_keys() if log_key else ledger.keys
     who = "log" if log_key else str(name)
-    if store.encrypt(who):
-        ok(f"key {who}: {store.directory / (who + '.key')} encrypted")
+    if store.encrypt(who, x25519_key=x25519_key):
+        folder = store.encryption_directory if x25519_key else store.directory
+        ok(f"key {who}: {folder / (who + '.key')} encrypted")
     else:
         ok(f"key {who}: already encrypted")
 
@@ -184,14 +190,18 @@ def key_list(ctx: Context, as_json: bool) -> None:
       trajledger key list --json
     """
     store = ctx.keystore()
-    rows = [(k.name, k.algorithm, k.keyid, k.encrypted) for k in store.list()]
-    rows += [(n, "x25519", k.keyid, enc) for n, k, enc in store.encryption_keys()]
+    rows = [(k.name, k.algorithm, k.keyid, k.encrypted, k.weak) for k in store.list()]
+    rows += [(n, "x25519", k.keyid, enc, weak) for n, k, enc, weak in store.encryption_keys()]
     if as_json:
-        emit_json([{"name": n, "algorithm": a, "keyid": i, "encrypted": e}
-                   for n, a, i, e in rows])
+        emit_json([{"name": n, "algorithm": a, "keyid": i, "encrypted": e, "weak": w}
+                   for n, a, i, e, w in rows])
         return
-    for n, a, i, e in rows:
-        click.echo(f"{n}\t{a}\t{i}\t{'encrypted' if e else 'PLAIN'}")
+    for n, a, i, e, w in rows:
+        how = "encrypted" if e else "PLAIN"
+        if w:
+            x = " --x25519" if a == "x25519" else ""
+            how += f" (weak key derivation: 'trajledger key encrypt{x} {n}' re-encrypts it)"
+        click.echo(f"{n}\t{a}\t{i}\t{how}")
 
 
 @key.command("export")

@@ -48,10 +48,18 @@ ENCRYPTION_DIR = "x25519"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 KDF_LIMIT = 10_000_000
 """The most key-derivation work an encrypted key file may ask for (PBKDF2 rounds, scrypt's
-N·r·p): trajledger writes 2,048 (the ``cryptography`` package's PKCS#8 default), ``openssl pkcs8
--iter`` a few hundred thousand, 10 million take about a second. The file says how much: one
+N·r·p): trajledger writes scrypt at 2^14·8·1 = 131,072 (`SCRYPT_COST`; before the seventh round
+of 2026-12-03, PBKDF2 at 2,048 rounds), ``openssl pkcs8 -iter`` a few hundred thousand, 10
+million take about a second. The file says how much: one
 edited to 2^31 took minutes per load, to 2^40 crashed the loader (a Rust panic)."""
 _SCRYPT = bytes.fromhex("2b06010401da47040b")  # 1.3.6.1.4.1.11591.4.11
+_PBES2 = bytes.fromhex("2a864886f70d01050d")  # 1.2.840.113549.1.5.13
+_AES256_CBC = bytes.fromhex("60864801650304012a")  # 2.16.840.1.101.3.4.1.42
+SCRYPT_COST = (2**14, 8, 1)
+"""scrypt's N, r and p for the private keys trajledger encrypts: ``openssl pkcs8 -topk8
+-scrypt``'s own, 16 MiB and about 0.05-0.1 CPU-s per load or write here, memory-hard where
+PBKDF2 is not. The most OpenSSL's loader (``cryptography``'s) takes without a memory setting
+is N = 2^14 at r = 8 (its 32 MiB bound)."""
 
 _PrivateKey = ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey
 
@@ -108,15 +116,9 @@ class Signer:
         return cls(name, PublicKey.from_pem(pem), key)
 
     def private_pem(self, passphrase: bytes | None) -> bytes:
-        """The private key as PKCS#8 PEM, encrypted when a passphrase is given."""
-        enc: serialization.KeySerializationEncryption = (
-            serialization.BestAvailableEncryption(passphrase)
-            if passphrase
-            else serialization.NoEncryption()
-        )
-        return self._key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc
-        )
+        """The private key as PKCS#8 PEM, encrypted when a passphrase is given
+        (`encrypted_pkcs8`)."""
+        return private_pem(self._key, passphrase)
 
     def raw_ed25519_private(self) -> bytes:
         """The 32-byte Ed25519 seed (for signed-note keys)."""
@@ -138,6 +140,9 @@ class KeyInfo:
     keyid: str
     encrypted: bool
     public_path: Path
+    weak: bool = False
+    """Encrypted with less key-derivation work than trajledger writes (`weakly_encrypted`):
+    ``trajledger key encrypt NAME`` re-encrypts it."""
 
 
 def passphrase_env(name: str) -> str:
@@ -146,6 +151,76 @@ def passphrase_env(name: str) -> str:
     letter or digit as ``_`` (``approver-a`` -> ``TRAJLEDGER_PASSPHRASE_APPROVER_A``; the log's
     key is ``LOG``)."""
     return f"{PASSPHRASE_ENV}_{re.sub(r'[^A-Z0-9]', '_', name.upper())}"
+
+
+def private_pem(key: _PrivateKey | x25519.X25519PrivateKey, passphrase: bytes | None) -> bytes:
+    """``key`` as PKCS#8 PEM: `encrypted_pkcs8` with a passphrase, else in the clear."""
+    if passphrase:
+        return encrypted_pkcs8(key, passphrase)
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def encrypted_pkcs8(key: _PrivateKey | x25519.X25519PrivateKey, passphrase: bytes) -> bytes:
+    """``key`` as an encrypted PKCS#8 PEM (RFC 5958 ``EncryptedPrivateKeyInfo``): PBES2 (RFC
+    8018) with scrypt (RFC 7914) at `SCRYPT_COST` and AES-256-CBC, a 16-byte salt and IV, as
+    ``openssl pkcs8 -topk8 -scrypt`` writes one (its salt is 8 bytes). ``cryptography``'s own
+    writer (``BestAvailableEncryption``) derives with PBKDF2 at 2,048 rounds and takes no other
+    count for PKCS#8: a guessable passphrase would fall to a cheap offline search."""
+    from cryptography.hazmat.primitives import padding
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
+
+    n, r, p = SCRYPT_COST
+    salt, iv = os.urandom(16), os.urandom(16)
+    kek = Scrypt(salt=salt, length=32, n=n, r=r, p=p).derive(passphrase)
+    padder = padding.PKCS7(128).padder()
+    plain = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption())
+    encryptor = Cipher(algorithms.AES(kek), modes.CBC(iv)).encryptor()
+    sealed = encryptor.update(padder.update(plain) + padder.finalize()) + encryptor.finalize()
+    kdf = _der(0x30, _der(0x06, _SCRYPT) + _der(0x30, _der(0x04, salt) + _der_int(n)
+                                                  + _der_int(r) + _der_int(p)))
+    scheme = _der(0x30, _der(0x06, _AES256_CBC) + _der(0x04, iv))
+    der = _der(0x30, _der(0x30, _der(0x06, _PBES2) + _der(0x30, kdf + scheme))
+               + _der(0x04, sealed))
+    body = base64.encodebytes(der).replace(b"\n", b"")
+    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+    return b"\n".join([b"-----BEGIN ENCRYPTED PRIVATE KEY-----", *lines,
+                       b"-----END ENCRYPTED PRIVATE KEY-----", b""])
+
+
+def _der(tag: int, body: bytes) -> bytes:
+    """One DER element: ``tag``, the definite length of ``body`` (short or long form), ``body``."""
+    n = len(body)
+    if n < 0x80:
+        return bytes([tag, n]) + body
+    size = n.to_bytes((n.bit_length() + 7) // 8, "big")
+    return bytes([tag, 0x80 | len(size)]) + size + body
+
+
+def _der_int(value: int) -> bytes:
+    """A non-negative DER INTEGER: big-endian, minimal, a leading zero when the top bit is set."""
+    return _der(0x02, value.to_bytes(value.bit_length() // 8 + 1, "big"))
+
+
+def _read_or_empty(path: Path) -> bytes:
+    """A private key file's bytes (at most 64 KiB: a key file is far smaller), or none."""
+    try:
+        with path.open("rb") as f:
+            return f.read(65536)
+    except FileNotFoundError:
+        return b""
+
+
+def weakly_encrypted(pem: bytes) -> bool:
+    """Whether an encrypted private key PEM asks for less key-derivation work than
+    `SCRYPT_COST`'s (PBKDF2 rounds or scrypt's N·r·p, `kdf_cost`; a damaged file is not
+    "weak": loading it says what it is)."""
+    try:
+        return kdf_cost(pem) < SCRYPT_COST[0] * SCRYPT_COST[1] * SCRYPT_COST[2]
+    except (ValueError, IndexError):
+        return False
 
 
 def is_encrypted(pem: bytes) -> bool:
@@ -305,26 +380,33 @@ class KeyStore:
         write_file_atomic(self.directory / f"{name}.pub", signer.public.to_pem(), mode=0o644)
         return signer
 
-    def encrypt(self, name: str) -> bool:
-        """Encrypt key ``name``'s private key file in place (its passphrase as for `signer`).
+    def encrypt(self, name: str, *, x25519_key: bool = False) -> bool:
+        """Encrypt key ``name``'s private key file in place (its passphrase as for `signer`), or
+        re-encrypt it with `encrypted_pkcs8` when it is encrypted with less key-derivation work
+        (`weakly_encrypted`: the 2,048 PBKDF2 rounds of keys written before the seventh round of
+        2026-12-03), with the passphrase it loads with. ``x25519_key``: the X25519 encryption
+        key ``name`` (`decrypter`), not the signing key.
 
         Returns:
-            False when it was encrypted already.
+            False when it was encrypted already, with at least `SCRYPT_COST`'s work.
 
         Raises:
-            KeyError_: as `signer`, or no passphrase to encrypt with.
+            KeyError_: as `signer` (or `decrypter`), or no passphrase to encrypt with.
         """
-        path = self.directory / f"{name}.key"
-        signer = self._load(name, allow_plain=True)
-        if is_encrypted(path.read_bytes()):
+        folder = self.encryption_directory if x25519_key else self.directory
+        path = folder / f"{check_key_name(name)}.key"
+        data = path.read_bytes() if path.is_file() else b""
+        if is_encrypted(data) and not weakly_encrypted(data):
             return False
+        key = (self.decrypter(name)[1] if x25519_key
+               else self._load(name, allow_plain=True)._key)  # the refusals of a use
         passphrase = self._passphrase(name)
         if not passphrase:
             raise KeyError_(
                 f"key {name}: no passphrase to encrypt {path} with; set "
                 f"{passphrase_env(self.label or name)} or {PASSPHRASE_ENV}, or run in a terminal"
             )
-        write_file_atomic(path, signer.private_pem(passphrase), mode=0o600)
+        write_file_atomic(path, private_pem(key, passphrase), mode=0o600)
         return True
 
     def public(self, name: str) -> PublicKey:
@@ -523,16 +605,11 @@ class KeyStore:
                 f"or {PASSPHRASE_ENV}, run in a terminal, or pass --no-encrypt for a demo key"
             )
         key = x25519.X25519PrivateKey.generate()
-        enc: serialization.KeySerializationEncryption = (
-            serialization.BestAvailableEncryption(passphrase)
-            if passphrase
-            else serialization.NoEncryption()
-        )
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)  # as for a signing key
         folder.mkdir(exist_ok=True, mode=0o700)
         write_file_atomic(
             folder / f"{name}.key",
-            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc),
+            private_pem(key, passphrase),
             mode=0o600,
         )
         pem = key.public_key().public_bytes(
@@ -583,14 +660,15 @@ class KeyStore:
             )
         return public, key
 
-    def encryption_keys(self) -> list[tuple[str, EncryptionKey, bool]]:
-        """Every X25519 key (name, public key, private key encrypted), sorted by name."""
+    def encryption_keys(self) -> list[tuple[str, EncryptionKey, bool, bool]]:
+        """Every X25519 key (name, public key, private key encrypted, weakly), sorted by name."""
         folder = self.encryption_directory
         out = []
         for pub in sorted(folder.glob("*.pub")) if folder.is_dir() else []:
-            priv = folder / f"{pub.stem}.key"
-            encrypted = priv.exists() and is_encrypted(priv.read_bytes()[:64])
-            out.append((pub.stem, self.encryption_key(pub.stem), encrypted))
+            data = _read_or_empty(folder / f"{pub.stem}.key")
+            encrypted = is_encrypted(data)
+            out.append((pub.stem, self.encryption_key(pub.stem), encrypted,
+                        encrypted and weakly_encrypted(data)))
         return out
 
     def list(self) -> list[KeyInfo]:
@@ -601,7 +679,8 @@ class KeyStore:
         for pub in sorted(self.directory.glob("*.pub")):
             name = pub.stem
             key = self.public(name)
-            priv = self.directory / f"{name}.key"
-            encrypted = priv.exists() and is_encrypted(priv.read_bytes()[:64])
-            out.append(KeyInfo(name, key.algorithm, key.keyid, encrypted, pub))
+            data = _read_or_empty(self.directory / f"{name}.key")
+            encrypted = is_encrypted(data)
+            out.append(KeyInfo(name, key.algorithm, key.keyid, encrypted, pub,
+                               encrypted and weakly_encrypted(data)))
         return out

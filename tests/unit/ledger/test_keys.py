@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import shutil
 import stat
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -538,3 +541,85 @@ def test_a_passphrase_that_is_not_utf8_is_refused_showing_nothing_of_it(
         "value is shown here)")
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
     assert not (keys.directory / "carol.key").exists()
+
+
+def test_private_keys_are_encrypted_with_scrypt_as_openssl_writes_them(
+    own_key: tuple[KeyStore, Path, object], passphrase: str, tmp_path: Path
+) -> None:
+    """Seventh round (rev9's design limit): keys were encrypted by ``cryptography``'s PKCS#8
+    writer, PBKDF2 at 2,048 rounds (a guessable passphrase falls to a cheap offline search).
+    They are PBES2 with scrypt at N = 2^14, r = 8, p = 1 and AES-256-CBC, the structure
+    ``openssl pkcs8 -topk8 -scrypt`` writes, read here by OpenSSL's own parser and decrypter."""
+    from trajledger.ledger.keys import SCRYPT_COST, kdf_cost
+
+    keys, path, key = own_key
+    pem = path.read_bytes()
+    assert SCRYPT_COST == (2**14, 8, 1) and kdf_cost(pem) == 2**14 * 8
+    plain = key.private_bytes(serialization.Encoding.DER,  # type: ignore[attr-defined]
+                              serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command to read the file with another implementation")
+    parsed = subprocess.run(["openssl", "asn1parse", "-in", str(path)], capture_output=True,
+                            text=True, check=True).stdout
+    fields = [line.split(":", 3)[-1].strip() for line in parsed.splitlines()
+              if "OBJECT" in line or "INTEGER" in line]
+    assert fields == ["PBES2", "scrypt", "4000", "08", "01", "aes-256-cbc"], parsed
+    out = subprocess.run(["openssl", "pkcs8", "-in", str(path), "-passin", "env:PW",
+                          "-outform", "DER"], capture_output=True, check=True,
+                         env={**os.environ, "PW": passphrase}).stdout
+    assert out == plain
+    # and a key openssl encrypted with its own scrypt defaults loads
+    (tmp_path / "plain.der").write_bytes(plain)
+    subprocess.run(["openssl", "pkcs8", "-topk8", "-scrypt", "-inform", "DER", "-in",
+                    str(tmp_path / "plain.der"), "-passout", "env:PW", "-out", str(path)],
+                   check=True, env={**os.environ, "PW": passphrase})
+    assert keys.signer("alice").public == keys.public("alice")
+
+
+def test_der_lengths_and_integers() -> None:
+    from trajledger.ledger.keys import _der, _der_int
+
+    assert _der(0x04, b"x" * 127)[:2] == bytes([0x04, 127])
+    assert _der(0x04, b"x" * 200)[:3] == bytes([0x04, 0x81, 200])
+    assert _der(0x04, b"x" * 300)[:4] == bytes([0x04, 0x82, 0x01, 0x2C])
+    assert [_der_int(v) for v in (0, 1, 127, 128, 16384)] == [
+        b"\x02\x01\x00", b"\x02\x01\x01", b"\x02\x01\x7f", b"\x02\x02\x00\x80",
+        b"\x02\x02\x40\x00"]
+
+
+def test_a_key_encrypted_the_old_way_is_listed_weak_and_re_encrypted_in_place(
+    keys: KeyStore, passphrase: str
+) -> None:
+    """Keys written before the seventh round (PBKDF2, 2,048 rounds: ``cryptography``'s
+    ``BestAvailableEncryption``) still load; ``key list`` marks them weak and ``encrypt``
+    re-encrypts them with scrypt under the same passphrase (the signing key and the X25519 one
+    alike), leaving a key written now as it is."""
+    from cryptography.hazmat.primitives.asymmetric import x25519
+
+    from trajledger.ledger.keys import kdf_cost
+
+    keys.create("old")
+    keys.create("new")
+    keys.create_encryption_key("sealer")
+    old_path = keys.directory / "old.key"
+    seal_path = keys.encryption_directory / "sealer.key"
+    pw = passphrase.encode()
+    for path in (old_path, seal_path):
+        key = serialization.load_pem_private_key(path.read_bytes(), pw)
+        path.write_bytes(key.private_bytes(  # type: ignore[union-attr]
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(pw)))
+        assert kdf_cost(path.read_bytes()) == 2048
+    before = keys.signer("old").public
+    assert {k.name: k.weak for k in keys.list()} == {"new": False, "old": True}
+    assert [w for *_r, w in keys.encryption_keys()] == [True]
+    new_bytes = (keys.directory / "new.key").read_bytes()
+    assert keys.encrypt("new") is False and (keys.directory / "new.key").read_bytes() == new_bytes
+    assert keys.encrypt("old") is True and keys.encrypt("sealer", x25519_key=True) is True
+    assert kdf_cost(old_path.read_bytes()) == kdf_cost(seal_path.read_bytes()) == 2**14 * 8
+    assert stat.S_IMODE(old_path.stat().st_mode) == stat.S_IMODE(seal_path.stat().st_mode) == 0o600
+    assert keys.signer("old").public == before
+    assert isinstance(keys.decrypter("sealer")[1], x25519.X25519PrivateKey)
+    assert not any(k.weak for k in keys.list()) and [w for *_r, w in keys.encryption_keys()] == [
+        False]
+    assert keys.encrypt("old") is False
