@@ -242,7 +242,7 @@ def test_x25519_keys_at_rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert b"ENCRYPTED PRIVATE KEY" in path.read_bytes()
     public, _private = store.decrypter("ev")
     assert public == made == store.encryption_key("ev")
-    assert store.encryption_keys() == [("ev", made, True)]
+    assert store.encryption_keys() == [("ev", made, True, False)]
     assert store.list() == []  # signing keys are listed apart
     with pytest.raises(KeyError_, match="already exists"):
         store.create_encryption_key("ev")
