@@ -22,7 +22,8 @@ trickling bytes cannot hold the monitor), gzip decoded within the same bound.
 
 `watch_updates` then applies what the log says about what a ledger holds, as an import of the
 log's extension would (``ledger.updates``): it reads every entry since the size applied from the
-served entry bundles (each proven by the tiles that gave the signed root), fetches the envelopes
+served entry bundles (together they must give the signed root: a server may answer a
+second fetch otherwise than the first), fetches the envelopes
 the log publishes (``envelopes/<hex>``, bounded like the rest) of those about what the ledger
 holds, and takes them in; without approver keys to sign the import it only says what is pending.
 
@@ -467,8 +468,10 @@ def watch_updates(
     Steps:
         1. The size applied of this log (`updates.origin_state`); none (nothing ever imported
            from it): nothing here is about it, nothing to do (None).
-        2. Read every entry from there to the checkpoint's size from the entry bundles; each
-           must hash to the level-0 tile's leaf hash (the tiles gave the signed root).
+        2. Read every entry from there to the checkpoint's size from the entry bundles; their
+           leaf hashes, after the tree's right edge at the size applied, must give the signed
+           root (the tiles are fetched again: what the server answered `monitor` proves
+           nothing about this answer); each inclusion proof recorded is checked against it.
         3. Fetch the published envelope (``envelopes/<hex>``, a 404 is "not published") of each
            entry about what the ledger holds, and of the log's policies; choose what to take in
            (`updates.select`).
@@ -477,14 +480,14 @@ def watch_updates(
            applied.
 
     Raises:
-        ProofError: an entry does not hash to its tile's leaf hash.
+        ProofError: the served entries (or tiles) are not those of the signed tree.
         LedgerError: the log cannot be fetched; StoreError, LogError: the ledger cannot be
             written; PolicyError: ``signers`` may not sign an import.
     """
     from trajledger.verify.digest import digest_bytes
     from trajledger.verify.errors import ProofError
     from trajledger.verify.log_entry import LogEntry
-    from trajledger.verify.merkle import leaf_hash
+    from trajledger.verify.merkle import leaf_hash, verify_inclusion
 
     from .catalog import origin_name
     from .updates import Changes, Update, apply_update, held, label, origin_state, select
@@ -496,13 +499,17 @@ def watch_updates(
     if applied is None or applied >= result.size:
         return None
     # (2)
+    # The tiles are fetched again (a new reader): a server may answer otherwise than it did
+    # to `monitor`, and a level-0 tile under a full tile of level 1 never gave the root. So the
+    # entries themselves, after the right edge of the tree before them, must give the signed
+    # root (as an update bundle's extension must): none can be replaced, dropped or added.
     reader = TileReader(get, result.size)
     raws = reader.entries(applied, result.size)
-    for i, (raw, want) in enumerate(zip(raws, reader.leaf_hashes(applied, result.size),
-                                        strict=True), applied):
-        if leaf_hash(raw) != want:
-            raise ProofError(f"log {result.origin} at {log.url}: entry {i} does not hash to its "
-                             "leaf in the tiles that gave the signed root")
+    leaves = [leaf_hash(raw) for raw in raws]
+    if reader.compact_range(applied).extend(leaves).root() != result.root:
+        raise ProofError(f"log {result.origin} at {log.url}: entries {applied} to "
+                         f"{result.size - 1} as served do not give the root of its checkpoint "
+                         f"of size {result.size}: the served log is not the signed tree")
     entries = dict(enumerate(raws, applied))
     # (3)
     fetched: dict[str, bytes] = {}
@@ -535,9 +542,13 @@ def watch_updates(
                 changes.pending.append({"digest": e.subject, "logIndex": i, "kind": e.kind,
                                         "label": label(ledger, e.subject)})
         return changes
-    update = Update(result.vkey, result.note, entries, taken, consulted,
-                    lambda i: reader.inclusion_proof(i, result.size), fetched, None,
-                    result.size)
+    def inclusion(i: int) -> list[bytes]:  # checked: it goes into the signed import record
+        proof = reader.inclusion_proof(i, result.size)
+        verify_inclusion(i, result.size, leaves[i - applied], proof, result.root)
+        return proof
+
+    update = Update(result.vkey, result.note, entries, taken, consulted, inclusion, fetched,
+                    None, result.size)
     done = apply_update(ledger, policy, signers, update, what=what,
                         floor=lambda: origin.advance_floor(result.note, what=what,
                                                            applied=result.size))
