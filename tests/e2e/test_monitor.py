@@ -451,6 +451,16 @@ def _trickle(sock: socket.socket) -> None:
         threading.Event().wait(0.05)
 
 
+def _slow_head(sock: socket.socket) -> None:
+    """The status line, then a header line now and then, each within the read timeout: before
+    the fix only the body was under the deadline, and this held a fetch for 100 header lines
+    (http.client's most) times the timeout, or for ever a byte at a time."""
+    sock.sendall(b"HTTP/1.1 200 OK\r\n")
+    for _ in range(150):
+        sock.sendall(b"X-Slow: 1\r\n")
+        threading.Event().wait(0.2)
+
+
 @functools.cache
 def _bomb_body() -> bytes:
     """64 MiB of zeros gzipped (64 KiB), compressed once before any server sends it: compressing
@@ -470,6 +480,7 @@ def _bomb(sock: socket.socket) -> None:
          "the server announces 1099511627776 bytes, more than a checkpoint may hold (1048576)"),
         (_endless, "more than 1048576 bytes, the most a checkpoint may hold"),
         (_trickle, "not received within 1 s"),
+        (_slow_head, "not received within 1 s"),
         (_bomb, "decompresses to more than 1048576 bytes"),
         (lambda s: s.sendall(_head("302 Found", Location="http://127.0.0.1:1/checkpoint",
                                    Content_Length="0")),
@@ -478,7 +489,8 @@ def _bomb(sock: socket.socket) -> None:
         (lambda s: s.sendall(_head(Content_Length="5", Content_Encoding="br") + b"abcde"),
          "unsupported Content-Encoding 'br'"),
     ],
-    ids=["huge-length", "endless", "trickle", "gzip-bomb", "redirect", "error", "encoding"],
+    ids=["huge-length", "endless", "trickle", "slow-headers", "gzip-bomb", "redirect", "error",
+         "encoding"],
 )
 def test_a_hostile_server_is_refused_in_bounded_time(
     hostile: Callable[[Callable[[socket.socket], None]], str], behaviour: Any, problem: str,

@@ -18,7 +18,8 @@ whose policy requires witnesses accept the vendor's bundles.
 redirects, every response bounded (a checkpoint 1 MiB, a tile 8 KiB, an entry bundle its spec
 maximum; a larger Content-Length is refused before reading, a longer body as soon as it
 exceeds), every read under a socket timeout and every fetch under an overall deadline (a server
-trickling bytes cannot hold the monitor), gzip decoded within the same bound.
+trickling bytes, in its TLS handshake, status line, headers or body, cannot hold the monitor: a
+timer shuts the connection down), gzip decoded within the same bound.
 
 `watch_updates` then applies what the log says about what a ledger holds, as an import of the
 log's extension would (``ledger.updates``): it reads every entry since the size applied from the
@@ -33,13 +34,16 @@ Spec: c2sp.org/tlog-tiles, c2sp.org/tlog-checkpoint, c2sp.org/tlog-cosignature, 
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import socket
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +108,70 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # the 3xx is then raised as an HTTPError: refused, not followed
 
 
+class _Watchdog:
+    """The sockets of one fetch, shut down when its deadline passes (`arm`, a timer thread), so
+    that a server trickling its TLS handshake, status line or headers (read by http.client, a
+    line at a time under the per-read timeout only) is cut like one trickling its body."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self.fired = False
+
+    def connection(self, cls: type[http.client.HTTPConnection]) -> Callable[..., Any]:
+        """A factory of ``cls`` connections whose sockets this watchdog watches."""
+
+        def make(*args: Any, **kwargs: Any) -> http.client.HTTPConnection:
+            conn = cls(*args, **kwargs)
+            create = conn._create_connection  # type: ignore[attr-defined]
+
+            def connect(*a: Any, **k: Any) -> socket.socket:
+                sock: socket.socket = create(*a, **k)
+                with self._lock:
+                    self._sockets.append(sock)
+                    if self.fired:
+                        sock.shutdown(socket.SHUT_RDWR)
+                return sock
+
+            conn._create_connection = connect  # type: ignore[attr-defined]
+            return conn
+
+        return make
+
+    @contextlib.contextmanager
+    def arm(self, seconds: float) -> Iterator[None]:
+        """Watch the sockets opened inside the block for ``seconds``."""
+        self.fired = False
+        timer = threading.Timer(seconds, self._fire)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+            with self._lock:
+                self._sockets.clear()
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            for sock in self._sockets:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+def _handlers(watchdog: _Watchdog) -> list[urllib.request.BaseHandler]:
+    class Http(urllib.request.HTTPHandler):
+        def http_open(self, req: Any) -> Any:
+            return self.do_open(watchdog.connection(http.client.HTTPConnection), req)
+
+    class Https(urllib.request.HTTPSHandler):
+        def https_open(self, req: Any) -> Any:
+            return self.do_open(watchdog.connection(http.client.HTTPSConnection), req)
+
+    return [Http(), Https(), _NoRedirect()]
+
+
 class HttpLog:
     """Fetches a tiled log's resources over HTTP(S) as hostile input (module docstring)."""
 
@@ -120,7 +188,8 @@ class HttpLog:
             raise FormatError(f"log URL {url!r}: a URL prefix has no query or fragment")
         self.url = url if url.endswith("/") else url + "/"
         self.limits = limits or FetchLimits()
-        self._opener = urllib.request.build_opener(_NoRedirect())
+        self._watchdog = _Watchdog()
+        self._opener = urllib.request.build_opener(*_handlers(self._watchdog))
         self.fetched = 0
         """Resources fetched so far (for reports)."""
 
@@ -143,7 +212,8 @@ class HttpLog:
             where, headers={"Accept-Encoding": "gzip, identity", "User-Agent": "trajledger"}
         )
         try:
-            with self._opener.open(request, timeout=self.limits.timeout) as resp:
+            with (self._watchdog.arm(self.limits.deadline),
+                  self._opener.open(request, timeout=self.limits.timeout) as resp):
                 self.fetched += 1
                 declared = resp.headers.get("Content-Length")
                 if declared is not None and (not declared.isdigit() or int(declared) > cap):
@@ -162,6 +232,8 @@ class HttpLog:
                               + (" (redirects are not followed)" if 300 <= e.code < 400 else "")
                               ) from e  # fmt: skip
         except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+            if self._watchdog.fired:
+                raise self._late(where) from e
             reason = getattr(e, "reason", None) or e
             raise LedgerError(f"{where}: cannot fetch: {reason}") from e
         if encoding == "gzip":
@@ -175,12 +247,11 @@ class HttpLog:
         got = 0
         while True:
             if time.monotonic() - start > self.limits.deadline:
-                raise LedgerError(
-                    f"{where}: not received within {self.limits.deadline:g} s; refusing a "
-                    "server that sends too slowly or without end"
-                )
+                raise self._late(where)
             chunk = resp.read1(_CHUNK)
             if not chunk:
+                if self._watchdog.fired:  # cut by the deadline, not the end of the body
+                    raise self._late(where)
                 return b"".join(parts)
             got += len(chunk)
             if got > cap:
@@ -188,6 +259,10 @@ class HttpLog:
                     f"{where}: more than {cap} bytes, the most a {kind} may hold; refusing it"
                 )
             parts.append(chunk)
+
+    def _late(self, where: str) -> LedgerError:
+        return LedgerError(f"{where}: not received within {self.limits.deadline:g} s; refusing "
+                           "a server that sends too slowly or without end")
 
 
 def _gunzip(data: bytes, cap: int, where: str, kind: str) -> bytes:
