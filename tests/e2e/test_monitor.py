@@ -516,3 +516,23 @@ def test_a_hostile_server_through_the_command(
     assert r.exit_code == 3 and "Traceback" not in r.output
     assert r.stderr == (f"FAIL: {url}checkpoint: the server announces 1099511627776 bytes, more "
                         "than a checkpoint may hold (1048576); refusing it\n")  # fmt: skip
+
+
+def test_a_hostile_servers_words_are_placed_and_capped(
+    hostile: Callable[[Callable[[socket.socket], None]], str], vendor: Vendor
+) -> None:
+    # A 200 with an HTML error page: the refusal says which URL served it (it said only
+    # "signed note has no blank line before its signatures"); a 60,000-character reason phrase
+    # (escaped already) is cut, not printed whole.
+    page = b"<html>\n<body>Service unavailable</body></html>\n"
+    url = hostile(lambda s: s.sendall(_head(Content_Length=str(len(page))) + page))
+    r = run("monitor", url, "--vkey", vendor.vkey, "--timeout", "2")
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert r.stderr == (f"FAIL: {url}checkpoint: not a signed checkpoint: signed note has no "
+                        "blank line before its signatures\n")  # fmt: skip
+    url = hostile(lambda s: s.sendall(_head("500 \x1b[2K" + "A" * 60000, Content_Length="0")))
+    r = run("monitor", url, "--vkey", vendor.vkey, "--timeout", "2")
+    assert r.exit_code == 3 and "Traceback" not in r.output
+    assert r.stderr == (f"FAIL: {url}checkpoint: HTTP 500 \\u001b[2K{'A' * 76}… (60004 "
+                        "characters)\n")  # fmt: skip
+    assert TrustState.open(vendor.vkey).floor() is None

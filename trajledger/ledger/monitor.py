@@ -228,7 +228,7 @@ class HttpLog:
         except urllib.error.HTTPError as e:
             if e.code == 404:
                 raise FileNotFoundError(f"{where}: not found (404)") from e
-            raise LedgerError(f"{where}: HTTP {e.code} {e.reason}"
+            raise LedgerError(f"{where}: HTTP {e.code} {_capped(str(e.reason))}"
                               + (" (redirects are not followed)" if 300 <= e.code < 400 else "")
                               ) from e  # fmt: skip
         except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
@@ -263,6 +263,11 @@ class HttpLog:
     def _late(self, where: str) -> LedgerError:
         return LedgerError(f"{where}: not received within {self.limits.deadline:g} s; refusing "
                            "a server that sends too slowly or without end")
+
+
+def _capped(text: str, most: int = 80) -> str:
+    """The server's words (a reason phrase may be 64 KiB long) cut for one line of a report."""
+    return text if len(text) <= most else f"{text[:most]}… ({len(text)} characters)"
 
 
 def _gunzip(data: bytes, cap: int, where: str, kind: str) -> bytes:
@@ -430,6 +435,8 @@ def monitor(
     handovers: list[bytes] = []
     try:
         cp = verify_checkpoint(note, verifier)
+    except FormatError as e:  # an error page served with 200, another file: say where from
+        raise FormatError(f"{log.url}checkpoint: not a signed checkpoint: {e}") from e
     except SignatureError:
         handovers = _fetch_handovers(get)
         vkey, cp = _follow_rotation(note, vkey, handovers)
