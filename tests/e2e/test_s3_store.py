@@ -253,3 +253,35 @@ def test_keys_in_the_bucket_that_are_not_objects_are_not_read_as_objects(
     assert "removed 1 orphan object(s) (9 bytes)" in r.stderr, r.stderr
     left = [k for k in s3.keys("stray/") if not k.endswith("/")]  # pyarrow leaves a marker
     assert sorted(left) == sorted(strays)  # only the orphan's own key went
+
+
+SECRET = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
+
+
+@pytest.mark.parametrize(
+    ("location", "problem"),
+    [
+        (f"s3://AKIAEXAMPLE:{SECRET}@{BUCKET}/x", "credentials in a location are refused"),
+        (f"s3://AKIAEXAMPLE@{BUCKET}/x", "credentials in a location are refused"),
+        (f"s3://{BUCKET}:9000/x", "want s3://BUCKET[/PREFIX]"),
+        (f"s3://{BUCKET}/x?endpoint_override=http://evil.example", "want s3://BUCKET[/PREFIX]"),
+    ],
+    ids=["key-and-secret", "key", "port", "query"],
+)
+def test_a_location_with_credentials_or_settings_is_refused_without_echoing_them(
+    s3: S3, vendor: Path, tmp_path: Path, location: str, problem: str
+) -> None:
+    # Before: credentials in an s3:// URI (or a port) ended in 'BUG: ArrowInvalid: ... got a
+    # URI: 'AKIAEXAMPLE:<the secret>@ledgers'' (exit 4, the secret printed); a query was
+    # silently ignored (the ledger kept it in ledger.toml, and the endpoint used was another).
+    home = tmp_path / "creds"
+    r = expect(run(home, "init", "--store", location), 3)
+    assert problem in r.stderr and SECRET not in r.output, r.output
+    assert not (home / "ledger.toml").exists()
+    policy = vendor / "policy.toml"
+    bundle = location.rsplit("/", 1)[0] + "/ds.tar.zst"
+    for args in (("import", bundle, "--policy", policy, "--key", "a"),
+                 ("export", "ds@1", "--out", bundle, "--policy", policy)):
+        r = expect(run(vendor, *args), 3)
+        assert problem in r.stderr and SECRET not in r.output, r.output
+        assert r.stderr.count("\n") == 1, r.stderr
