@@ -536,3 +536,13 @@ def test_a_hostile_servers_words_are_placed_and_capped(
     assert r.stderr == (f"FAIL: {url}checkpoint: HTTP 500 \\u001b[2K{'A' * 76}… (60004 "
                         "characters)\n")  # fmt: skip
     assert TrustState.open(vendor.vkey).floor() is None
+
+
+def test_credentials_in_the_log_url_are_refused_unechoed(vendor: Vendor) -> None:
+    # Before: 'FAIL: http://user:s3cr3t@127.0.0.1:1/checkpoint: cannot fetch: [Errno -2] Name
+    # or service not known' (urllib takes no credentials from a URL: it looked the whole of
+    # them up as a host name, and the secret was printed).
+    r = run("monitor", "http://user:s3cr3t@127.0.0.1:1/", "--vkey", vendor.vkey)
+    assert r.exit_code == 1 and "s3cr3t" not in r.output, r.output
+    assert r.stderr == ("FAIL: log URL http://…@127.0.0.1:1/: credentials in the URL are refused "
+                        "(they would be shown in every message); serve the log without them\n")

@@ -179,9 +179,13 @@ class HttpLog:
         """A log at the URL prefix ``url`` (``http://host:port/`` or ``https://host/prefix/``).
 
         Raises:
-            FormatError: not an http or https URL with a host.
+            FormatError: not an http or https URL with a host; credentials in it.
         """
         parsed = urllib.parse.urlsplit(url)
+        if "@" in parsed.netloc:  # never echoed: it may hold a secret
+            shown = f"{parsed.scheme}://…@{parsed.netloc.rsplit('@', 1)[1]}{parsed.path}"
+            raise FormatError(f"log URL {shown}: credentials in the URL are refused (they would "
+                              "be shown in every message); serve the log without them")
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise FormatError(f"log URL {url!r}: want http://HOST[:PORT]/[PREFIX] or https://…")
         if parsed.query or parsed.fragment:
