@@ -116,6 +116,7 @@ class _Watchdog:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
+        self._armed = 0
         self.fired = False
 
     def connection(self, cls: type[http.client.HTTPConnection]) -> Callable[..., Any]:
@@ -141,8 +142,10 @@ class _Watchdog:
     @contextlib.contextmanager
     def arm(self, seconds: float) -> Iterator[None]:
         """Watch the sockets opened inside the block for ``seconds``."""
-        self.fired = False
-        timer = threading.Timer(seconds, self._fire)
+        with self._lock:
+            self._armed += 1
+            self.fired = False
+        timer = threading.Timer(seconds, self._fire, (self._armed,))
         timer.daemon = True
         timer.start()
         try:
@@ -150,10 +153,13 @@ class _Watchdog:
         finally:
             timer.cancel()
             with self._lock:
+                self._armed += 1  # a timer firing late finds another block: it does nothing
                 self._sockets.clear()
 
-    def _fire(self) -> None:
+    def _fire(self, armed: int) -> None:
         with self._lock:
+            if armed != self._armed:
+                return
             self.fired = True
             for sock in self._sockets:
                 with contextlib.suppress(OSError):
