@@ -327,3 +327,22 @@ def test_a_writer_that_touches_an_orphan_gc_set_aside_stores_it_again(home: Path
         m.setattr(store_module.os, "rename", rename_then_writer)
         assert ledger.store.delete_unchanged(digest, mtime)
     assert path.read_bytes() == b"set aside"
+
+
+def test_files_in_the_store_that_are_not_objects_are_not_read_as_objects(home: Path) -> None:
+    # A 64-character name that is not a digest made fsck and gc fail whole (exit 1, 'object
+    # digest: ... is not of the form sha256:<64 lowercase hex>'); a blob's bytes under another
+    # directory are not that object (never reported or removed as an orphan).
+    ledger = Ledger.open(home)
+    orphan = ledger.store.put_bytes(b"nobody names me")
+    stray = home / "objects" / "sha256" / "zz" / "zz" / ("g" * 64)
+    misplaced = home / "objects" / "sha256" / "00" / "00" / orphan[7:]
+    for p in (stray, misplaced):
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"not it")
+    r = run(home, "fsck", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["orphans"] == {orphan: 15}
+    r = run(home, "gc", "--min-age", "0", "--yes")
+    assert r.exit_code == 0 and "removed 1 orphan object(s) (15 bytes)" in r.stderr, r.output
+    assert stray.exists() and misplaced.exists() and not ledger.store.exists(orphan)

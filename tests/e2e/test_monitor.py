@@ -451,6 +451,16 @@ def _trickle(sock: socket.socket) -> None:
         threading.Event().wait(0.05)
 
 
+def _slow_head(sock: socket.socket) -> None:
+    """The status line, then a header line now and then, each within the read timeout: before
+    the fix only the body was under the deadline, and this held a fetch for 100 header lines
+    (http.client's most) times the timeout, or for ever a byte at a time."""
+    sock.sendall(b"HTTP/1.1 200 OK\r\n")
+    for _ in range(150):
+        sock.sendall(b"X-Slow: 1\r\n")
+        threading.Event().wait(0.2)
+
+
 @functools.cache
 def _bomb_body() -> bytes:
     """64 MiB of zeros gzipped (64 KiB), compressed once before any server sends it: compressing
@@ -470,6 +480,7 @@ def _bomb(sock: socket.socket) -> None:
          "the server announces 1099511627776 bytes, more than a checkpoint may hold (1048576)"),
         (_endless, "more than 1048576 bytes, the most a checkpoint may hold"),
         (_trickle, "not received within 1 s"),
+        (_slow_head, "not received within 1 s"),
         (_bomb, "decompresses to more than 1048576 bytes"),
         (lambda s: s.sendall(_head("302 Found", Location="http://127.0.0.1:1/checkpoint",
                                    Content_Length="0")),
@@ -478,7 +489,8 @@ def _bomb(sock: socket.socket) -> None:
         (lambda s: s.sendall(_head(Content_Length="5", Content_Encoding="br") + b"abcde"),
          "unsupported Content-Encoding 'br'"),
     ],
-    ids=["huge-length", "endless", "trickle", "gzip-bomb", "redirect", "error", "encoding"],
+    ids=["huge-length", "endless", "trickle", "slow-headers", "gzip-bomb", "redirect", "error",
+         "encoding"],
 )
 def test_a_hostile_server_is_refused_in_bounded_time(
     hostile: Callable[[Callable[[socket.socket], None]], str], behaviour: Any, problem: str,
@@ -504,3 +516,33 @@ def test_a_hostile_server_through_the_command(
     assert r.exit_code == 3 and "Traceback" not in r.output
     assert r.stderr == (f"FAIL: {url}checkpoint: the server announces 1099511627776 bytes, more "
                         "than a checkpoint may hold (1048576); refusing it\n")  # fmt: skip
+
+
+def test_a_hostile_servers_words_are_placed_and_capped(
+    hostile: Callable[[Callable[[socket.socket], None]], str], vendor: Vendor
+) -> None:
+    # A 200 with an HTML error page: the refusal says which URL served it (it said only
+    # "signed note has no blank line before its signatures"); a 60,000-character reason phrase
+    # (escaped already) is cut, not printed whole.
+    page = b"<html>\n<body>Service unavailable</body></html>\n"
+    url = hostile(lambda s: s.sendall(_head(Content_Length=str(len(page))) + page))
+    r = run("monitor", url, "--vkey", vendor.vkey, "--timeout", "2")
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert r.stderr == (f"FAIL: {url}checkpoint: not a signed checkpoint: signed note has no "
+                        "blank line before its signatures\n")  # fmt: skip
+    url = hostile(lambda s: s.sendall(_head("500 \x1b[2K" + "A" * 60000, Content_Length="0")))
+    r = run("monitor", url, "--vkey", vendor.vkey, "--timeout", "2")
+    assert r.exit_code == 3 and "Traceback" not in r.output
+    assert r.stderr == (f"FAIL: {url}checkpoint: HTTP 500 \\u001b[2K{'A' * 76}… (60004 "
+                        "characters)\n")  # fmt: skip
+    assert TrustState.open(vendor.vkey).floor() is None
+
+
+def test_credentials_in_the_log_url_are_refused_unechoed(vendor: Vendor) -> None:
+    # Before: 'FAIL: http://user:s3cr3t@127.0.0.1:1/checkpoint: cannot fetch: [Errno -2] Name
+    # or service not known' (urllib takes no credentials from a URL: it looked the whole of
+    # them up as a host name, and the secret was printed).
+    r = run("monitor", "http://user:s3cr3t@127.0.0.1:1/", "--vkey", vendor.vkey)
+    assert r.exit_code == 1 and "s3cr3t" not in r.output, r.output
+    assert r.stderr == ("FAIL: log URL http://…@127.0.0.1:1/: credentials in the URL are refused "
+                        "(they would be shown in every message); serve the log without them\n")

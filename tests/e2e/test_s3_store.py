@@ -9,6 +9,7 @@ The server must start: if it cannot, the tests fail (they are not skipped).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -229,3 +230,58 @@ def test_objects_written_by_pyarrow_are_plain_s3_objects(s3: S3, vendor: Path) -
         assert hashlib.sha256(body).hexdigest() == key[-64:]
     assert os.environ["AWS_ENDPOINT_URL"] == s3.endpoint
     assert pa is not None
+
+
+def test_keys_in_the_bucket_that_are_not_objects_are_not_read_as_objects(
+    s3: S3, tmp_path: Path
+) -> None:
+    # Whoever can write the bucket (or another tool) can put any key under the prefix. A key
+    # whose last part was 64 characters but not a digest made `fsck` and `gc` fail whole (exit
+    # 1, 'object digest: ... is not of the form sha256:<64 lowercase hex>'); keys with `..` or
+    # another directory are never read or deleted as objects.
+    home = tmp_path / "stray"
+    expect(run(home, "init", "--origin", "test/s3-stray", "--store", f"s3://{BUCKET}/stray"), 0)
+    digest = Ledger.open(home).store.put_bytes(b"an orphan")
+    hexd = digest[7:]
+    strays = ["stray/sha256/zz/zz/" + "g" * 64, "stray/sha256/AB/CD/" + hexd.upper(),
+              f"stray/sha256/../../elsewhere/{hexd}", f"stray/sha256/00/00/{hexd}"]
+    for key in strays:
+        s3.client.put_object(Bucket=BUCKET, Key=key, Body=b"not it")  # type: ignore[attr-defined]
+    r = expect(run(home, "fsck", "--json"), 0)
+    assert json.loads(r.stdout)["orphans"] == {digest: 9}
+    r = expect(run(home, "gc", "--min-age", "0", "--yes"), 0)
+    assert "removed 1 orphan object(s) (9 bytes)" in r.stderr, r.stderr
+    left = [k for k in s3.keys("stray/") if not k.endswith("/")]  # pyarrow leaves a marker
+    assert sorted(left) == sorted(strays)  # only the orphan's own key went
+
+
+SECRET = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
+
+
+@pytest.mark.parametrize(
+    ("location", "problem"),
+    [
+        (f"s3://AKIAEXAMPLE:{SECRET}@{BUCKET}/x", "credentials in a location are refused"),
+        (f"s3://AKIAEXAMPLE@{BUCKET}/x", "credentials in a location are refused"),
+        (f"s3://{BUCKET}:9000/x", "want s3://BUCKET[/PREFIX]"),
+        (f"s3://{BUCKET}/x?endpoint_override=http://evil.example", "want s3://BUCKET[/PREFIX]"),
+    ],
+    ids=["key-and-secret", "key", "port", "query"],
+)
+def test_a_location_with_credentials_or_settings_is_refused_without_echoing_them(
+    s3: S3, vendor: Path, tmp_path: Path, location: str, problem: str
+) -> None:
+    # Before: credentials in an s3:// URI (or a port) ended in 'BUG: ArrowInvalid: ... got a
+    # URI: 'AKIAEXAMPLE:<the secret>@ledgers'' (exit 4, the secret printed); a query was
+    # silently ignored (the ledger kept it in ledger.toml, and the endpoint used was another).
+    home = tmp_path / "creds"
+    r = expect(run(home, "init", "--store", location), 3)
+    assert problem in r.stderr and SECRET not in r.output, r.output
+    assert not (home / "ledger.toml").exists()
+    policy = vendor / "policy.toml"
+    bundle = location.rsplit("/", 1)[0] + "/ds.tar.zst"
+    for args in (("import", bundle, "--policy", policy, "--key", "a"),
+                 ("export", "ds@1", "--out", bundle, "--policy", policy)):
+        r = expect(run(vendor, *args), 3)
+        assert problem in r.stderr and SECRET not in r.output, r.output
+        assert r.stderr.count("\n") == 1, r.stderr

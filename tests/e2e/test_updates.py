@@ -14,10 +14,15 @@ the buyer's gate then decides.
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -402,3 +407,78 @@ def test_a_vendors_key_compromise_revokes_what_it_signed_here(
     # The buyer's gate refuses what that key signed.
     r = buyer.run("admit", "bh@1", code=1)
     assert "declares compromised (compromised since log index 0: stolen laptop" in r.stderr
+
+
+# -- a network peer between the monitor and the log (review rev10) -----------------------------
+
+
+class _Substituting(http.server.BaseHTTPRequestHandler):
+    """Serves the upstream log, except that each path in ``server.forged`` gets, from its
+    ``server.after``-th request on, the forged bytes: a mirror, a cache or a man in the middle
+    on plain http, holding no key of the vendor's."""
+
+    def do_GET(self) -> None:
+        srv: Any = self.server
+        path = self.path.removeprefix("/")
+        srv.count[path] = srv.count.get(path, 0) + 1
+        if path in srv.forged and srv.count[path] > srv.after.get(path, 0):
+            status, data = 200, srv.forged[path]
+        else:
+            try:
+                with urllib.request.urlopen(srv.upstream + path, timeout=10) as resp:
+                    status, data = resp.status, resp.read()
+            except urllib.error.HTTPError as e:
+                status, data = e.code, b""
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def substituting(upstream: str, forged: dict[str, bytes], after: dict[str, int]
+                 ) -> Iterator[str]:
+    srv: Any = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Substituting)
+    srv.upstream, srv.forged, srv.after, srv.count = upstream, forged, after, {}
+    threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}/"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.mark.parametrize("key", [False, True], ids=["pending", "applied"])
+def test_a_peer_that_serves_other_entries_cannot_hide_a_revocation(
+    trained: tuple[Vendor, Buyer, str], key: bool
+) -> None:
+    # The checkpoint and the tiles that give its root are genuine; the level-0 tile the entries
+    # are checked against is genuine on its first request (the root) and forged on the next,
+    # with the entry bundle: the revocation becomes one of a digest the buyer does not hold.
+    # Before the fix, `monitor` took that as "nothing about this ledger", marked the size
+    # applied, and the revocation never reached the buyer (`admit` passed).
+    from trajledger.verify.merkle import leaf_hash
+    from trajledger.verify.tiles import format_entry_bundle, parse_entry_bundle
+
+    vendor, buyer, _ckpt = trained
+    vendor.run("revoke", vendor.batches[0], "--reason", "consent withdrawn", "--key", "vendor")
+    size = vendor.size()
+    log = vendor.home / "log"
+    entries = parse_entry_bundle((log / f"tile/entries/000.p/{size}").read_bytes())
+    forged = [e.replace(vendor.batches[0][7:].encode(), b"0" * 64) for e in entries]
+    assert forged[-1] != entries[-1]
+    tile, bundle = f"tile/0/000.p/{size}", f"tile/entries/000.p/{size}"
+    for url in served(vendor):
+        with substituting(url, {tile: b"".join(map(leaf_hash, forged)),
+                                bundle: format_entry_bundle(forged)}, {tile: 1}) as peer:
+            args = ("--key", "approver") if key else ()
+            r = buyer.run("monitor", peer, "--vkey", vendor.vkey(), *args, code=1)
+            assert "FAIL: " in r.stderr and "not the signed tree" in r.stderr, r.stderr
+        buyer.run("admit", "bh@1")  # nothing was taken in, nothing marked applied
+        r = buyer.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver", code=0)
+        assert "WARNING: revoked by" in r.stderr, r.stderr
+        r = buyer.run("admit", "bh@1", code=1)
+        assert "revoked: consent withdrawn" in r.stderr

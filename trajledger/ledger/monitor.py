@@ -18,11 +18,13 @@ whose policy requires witnesses accept the vendor's bundles.
 redirects, every response bounded (a checkpoint 1 MiB, a tile 8 KiB, an entry bundle its spec
 maximum; a larger Content-Length is refused before reading, a longer body as soon as it
 exceeds), every read under a socket timeout and every fetch under an overall deadline (a server
-trickling bytes cannot hold the monitor), gzip decoded within the same bound.
+trickling bytes, in its TLS handshake, status line, headers or body, cannot hold the monitor: a
+timer shuts the connection down), gzip decoded within the same bound.
 
 `watch_updates` then applies what the log says about what a ledger holds, as an import of the
 log's extension would (``ledger.updates``): it reads every entry since the size applied from the
-served entry bundles (each proven by the tiles that gave the signed root), fetches the envelopes
+served entry bundles (together they must give the signed root: a server may answer a
+second fetch otherwise than the first), fetches the envelopes
 the log publishes (``envelopes/<hex>``, bounded like the rest) of those about what the ledger
 holds, and takes them in; without approver keys to sign the import it only says what is pending.
 
@@ -32,13 +34,16 @@ Spec: c2sp.org/tlog-tiles, c2sp.org/tlog-checkpoint, c2sp.org/tlog-cosignature, 
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import socket
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -103,6 +108,76 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # the 3xx is then raised as an HTTPError: refused, not followed
 
 
+class _Watchdog:
+    """The sockets of one fetch, shut down when its deadline passes (`arm`, a timer thread), so
+    that a server trickling its TLS handshake, status line or headers (read by http.client, a
+    line at a time under the per-read timeout only) is cut like one trickling its body."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._armed = 0
+        self.fired = False
+
+    def connection(self, cls: type[http.client.HTTPConnection]) -> Callable[..., Any]:
+        """A factory of ``cls`` connections whose sockets this watchdog watches."""
+
+        def make(*args: Any, **kwargs: Any) -> http.client.HTTPConnection:
+            conn = cls(*args, **kwargs)
+            create = conn._create_connection  # type: ignore[attr-defined]
+
+            def connect(*a: Any, **k: Any) -> socket.socket:
+                sock: socket.socket = create(*a, **k)
+                with self._lock:
+                    self._sockets.append(sock)
+                    if self.fired:
+                        sock.shutdown(socket.SHUT_RDWR)
+                return sock
+
+            conn._create_connection = connect  # type: ignore[attr-defined]
+            return conn
+
+        return make
+
+    @contextlib.contextmanager
+    def arm(self, seconds: float) -> Iterator[None]:
+        """Watch the sockets opened inside the block for ``seconds``."""
+        with self._lock:
+            self._armed += 1
+            self.fired = False
+        timer = threading.Timer(seconds, self._fire, (self._armed,))
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+            with self._lock:
+                self._armed += 1  # a timer firing late finds another block: it does nothing
+                self._sockets.clear()
+
+    def _fire(self, armed: int) -> None:
+        with self._lock:
+            if armed != self._armed:
+                return
+            self.fired = True
+            for sock in self._sockets:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+def _handlers(watchdog: _Watchdog) -> list[urllib.request.BaseHandler]:
+    class Http(urllib.request.HTTPHandler):
+        def http_open(self, req: Any) -> Any:
+            return self.do_open(watchdog.connection(http.client.HTTPConnection), req)
+
+    class Https(urllib.request.HTTPSHandler):
+        def https_open(self, req: Any) -> Any:
+            return self.do_open(watchdog.connection(http.client.HTTPSConnection), req)
+
+    return [Http(), Https(), _NoRedirect()]
+
+
 class HttpLog:
     """Fetches a tiled log's resources over HTTP(S) as hostile input (module docstring)."""
 
@@ -110,16 +185,21 @@ class HttpLog:
         """A log at the URL prefix ``url`` (``http://host:port/`` or ``https://host/prefix/``).
 
         Raises:
-            FormatError: not an http or https URL with a host.
+            FormatError: not an http or https URL with a host; credentials in it.
         """
         parsed = urllib.parse.urlsplit(url)
+        if "@" in parsed.netloc:  # never echoed: it may hold a secret
+            shown = f"{parsed.scheme}://…@{parsed.netloc.rsplit('@', 1)[1]}{parsed.path}"
+            raise FormatError(f"log URL {shown}: credentials in the URL are refused (they would "
+                              "be shown in every message); serve the log without them")
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise FormatError(f"log URL {url!r}: want http://HOST[:PORT]/[PREFIX] or https://…")
         if parsed.query or parsed.fragment:
             raise FormatError(f"log URL {url!r}: a URL prefix has no query or fragment")
         self.url = url if url.endswith("/") else url + "/"
         self.limits = limits or FetchLimits()
-        self._opener = urllib.request.build_opener(_NoRedirect())
+        self._watchdog = _Watchdog()
+        self._opener = urllib.request.build_opener(*_handlers(self._watchdog))
         self.fetched = 0
         """Resources fetched so far (for reports)."""
 
@@ -142,7 +222,8 @@ class HttpLog:
             where, headers={"Accept-Encoding": "gzip, identity", "User-Agent": "trajledger"}
         )
         try:
-            with self._opener.open(request, timeout=self.limits.timeout) as resp:
+            with (self._watchdog.arm(self.limits.deadline),
+                  self._opener.open(request, timeout=self.limits.timeout) as resp):
                 self.fetched += 1
                 declared = resp.headers.get("Content-Length")
                 if declared is not None and (not declared.isdigit() or int(declared) > cap):
@@ -157,10 +238,12 @@ class HttpLog:
         except urllib.error.HTTPError as e:
             if e.code == 404:
                 raise FileNotFoundError(f"{where}: not found (404)") from e
-            raise LedgerError(f"{where}: HTTP {e.code} {e.reason}"
+            raise LedgerError(f"{where}: HTTP {e.code} {_capped(str(e.reason))}"
                               + (" (redirects are not followed)" if 300 <= e.code < 400 else "")
                               ) from e  # fmt: skip
         except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+            if self._watchdog.fired:
+                raise self._late(where) from e
             reason = getattr(e, "reason", None) or e
             raise LedgerError(f"{where}: cannot fetch: {reason}") from e
         if encoding == "gzip":
@@ -174,12 +257,11 @@ class HttpLog:
         got = 0
         while True:
             if time.monotonic() - start > self.limits.deadline:
-                raise LedgerError(
-                    f"{where}: not received within {self.limits.deadline:g} s; refusing a "
-                    "server that sends too slowly or without end"
-                )
+                raise self._late(where)
             chunk = resp.read1(_CHUNK)
             if not chunk:
+                if self._watchdog.fired:  # cut by the deadline, not the end of the body
+                    raise self._late(where)
                 return b"".join(parts)
             got += len(chunk)
             if got > cap:
@@ -187,6 +269,15 @@ class HttpLog:
                     f"{where}: more than {cap} bytes, the most a {kind} may hold; refusing it"
                 )
             parts.append(chunk)
+
+    def _late(self, where: str) -> LedgerError:
+        return LedgerError(f"{where}: not received within {self.limits.deadline:g} s; refusing "
+                           "a server that sends too slowly or without end")
+
+
+def _capped(text: str, most: int = 80) -> str:
+    """The server's words (a reason phrase may be 64 KiB long) cut for one line of a report."""
+    return text if len(text) <= most else f"{text[:most]}… ({len(text)} characters)"
 
 
 def _gunzip(data: bytes, cap: int, where: str, kind: str) -> bytes:
@@ -354,6 +445,8 @@ def monitor(
     handovers: list[bytes] = []
     try:
         cp = verify_checkpoint(note, verifier)
+    except FormatError as e:  # an error page served with 200, another file: say where from
+        raise FormatError(f"{log.url}checkpoint: not a signed checkpoint: {e}") from e
     except SignatureError:
         handovers = _fetch_handovers(get)
         vkey, cp = _follow_rotation(note, vkey, handovers)
@@ -467,8 +560,10 @@ def watch_updates(
     Steps:
         1. The size applied of this log (`updates.origin_state`); none (nothing ever imported
            from it): nothing here is about it, nothing to do (None).
-        2. Read every entry from there to the checkpoint's size from the entry bundles; each
-           must hash to the level-0 tile's leaf hash (the tiles gave the signed root).
+        2. Read every entry from there to the checkpoint's size from the entry bundles; their
+           leaf hashes, after the tree's right edge at the size applied, must give the signed
+           root (the tiles are fetched again: what the server answered `monitor` proves
+           nothing about this answer); each inclusion proof recorded is checked against it.
         3. Fetch the published envelope (``envelopes/<hex>``, a 404 is "not published") of each
            entry about what the ledger holds, and of the log's policies; choose what to take in
            (`updates.select`).
@@ -477,14 +572,14 @@ def watch_updates(
            applied.
 
     Raises:
-        ProofError: an entry does not hash to its tile's leaf hash.
+        ProofError: the served entries (or tiles) are not those of the signed tree.
         LedgerError: the log cannot be fetched; StoreError, LogError: the ledger cannot be
             written; PolicyError: ``signers`` may not sign an import.
     """
     from trajledger.verify.digest import digest_bytes
     from trajledger.verify.errors import ProofError
     from trajledger.verify.log_entry import LogEntry
-    from trajledger.verify.merkle import leaf_hash
+    from trajledger.verify.merkle import leaf_hash, verify_inclusion
 
     from .catalog import origin_name
     from .updates import Changes, Update, apply_update, held, label, origin_state, select
@@ -496,13 +591,17 @@ def watch_updates(
     if applied is None or applied >= result.size:
         return None
     # (2)
+    # The tiles are fetched again (a new reader): a server may answer otherwise than it did
+    # to `monitor`, and a level-0 tile under a full tile of level 1 never gave the root. So the
+    # entries themselves, after the right edge of the tree before them, must give the signed
+    # root (as an update bundle's extension must): none can be replaced, dropped or added.
     reader = TileReader(get, result.size)
     raws = reader.entries(applied, result.size)
-    for i, (raw, want) in enumerate(zip(raws, reader.leaf_hashes(applied, result.size),
-                                        strict=True), applied):
-        if leaf_hash(raw) != want:
-            raise ProofError(f"log {result.origin} at {log.url}: entry {i} does not hash to its "
-                             "leaf in the tiles that gave the signed root")
+    leaves = [leaf_hash(raw) for raw in raws]
+    if reader.compact_range(applied).extend(leaves).root() != result.root:
+        raise ProofError(f"log {result.origin} at {log.url}: entries {applied} to "
+                         f"{result.size - 1} as served do not give the root of its checkpoint "
+                         f"of size {result.size}: the served log is not the signed tree")
     entries = dict(enumerate(raws, applied))
     # (3)
     fetched: dict[str, bytes] = {}
@@ -535,9 +634,13 @@ def watch_updates(
                 changes.pending.append({"digest": e.subject, "logIndex": i, "kind": e.kind,
                                         "label": label(ledger, e.subject)})
         return changes
-    update = Update(result.vkey, result.note, entries, taken, consulted,
-                    lambda i: reader.inclusion_proof(i, result.size), fetched, None,
-                    result.size)
+    def inclusion(i: int) -> list[bytes]:  # checked: it goes into the signed import record
+        proof = reader.inclusion_proof(i, result.size)
+        verify_inclusion(i, result.size, leaves[i - applied], proof, result.root)
+        return proof
+
+    update = Update(result.vkey, result.note, entries, taken, consulted, inclusion, fetched,
+                    None, result.size)
     done = apply_update(ledger, policy, signers, update, what=what,
                         floor=lambda: origin.advance_floor(result.note, what=what,
                                                            applied=result.size))

@@ -49,6 +49,9 @@ def _s3(uri: str) -> tuple[Any, str]:
     bucket = parts.netloc
     if not bucket:
         raise StoreError(f"store {uri}: no bucket, want s3://BUCKET[/PREFIX]")
+    if ":" in bucket or parts.query or parts.fragment:
+        raise StoreError(f"store {uri}: want s3://BUCKET[/PREFIX], no port, query or fragment "
+                         "(the endpoint and settings come from the AWS variables)")
     prefix = parts.path.strip("/")
     options: dict[str, Any] = {
         # One PutObject per small object instead of a three-request multipart upload.
@@ -78,9 +81,17 @@ def open_filesystem(uri: str) -> tuple[Any, str]:
     goes to ``pyarrow.fs.FileSystem.from_uri``.
 
     Raises:
-        StoreError: an unknown scheme or a location pyarrow cannot open.
+        StoreError: an unknown scheme or a location pyarrow cannot open; credentials in the
+            location (``scheme://USER:SECRET@…``: refused without echoing them); an ``s3://``
+            location with a port, query or fragment.
     """
-    if urlsplit(uri).scheme == "s3":
+    parts = urlsplit(uri)
+    if "@" in parts.netloc:  # never echoed: it may hold a secret
+        shown = f"{parts.scheme}://…@{parts.netloc.rsplit('@', 1)[1]}{parts.path}"
+        raise StoreError(f"store {shown}: credentials in a location are refused (the location "
+                         "is kept in ledger.toml and shown in messages); for S3 give them in "
+                         "the AWS variables or a profile")
+    if parts.scheme == "s3":
         return _s3(uri)
     import pyarrow.fs as pafs
 

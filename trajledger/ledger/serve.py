@@ -18,11 +18,15 @@ bytes; an entry bundle at most 256 entries of at most 65,535 bytes). The server 
 
 Connections: a fixed number of worker threads (`WORKERS`) answer requests; a connection waiting
 for its next request (HTTP/1.1 keep-alive) or for its first holds no thread (one selector
-watches them all) and is closed after `IDLE_TIMEOUT` seconds. Once a request starts, the client
-has `REQUEST_TIMEOUT` seconds to send all of it (however it spaces its bytes) and to take each
-write of the response. At most `MAX_CONNECTIONS` are open; more are closed at once. A client that
-goes away mid-response (reset, broken pipe) or times out is no error of the server's: nothing is
-printed (a line with ``--verbose``).
+watches them all) and is closed after `IDLE_TIMEOUT` seconds. The selector's thread also reads
+each request's head (request line and headers, at most `MAX_HEAD` bytes) as its bytes come:
+once a request starts, the client has `REQUEST_TIMEOUT` seconds to send all of it (however it
+spaces its bytes), and only a whole request reaches a worker, which reads nothing more (GET and
+HEAD have no body; another method is refused and its connection closed): a client sending
+slowly holds no worker. A worker waits only to write: the client must take each write of the
+response within `REQUEST_TIMEOUT`. At most `MAX_CONNECTIONS` are open; more are closed at once.
+A client that goes away mid-response (reset, broken pipe) or times out is no error of the
+server's: nothing is printed (a line with ``--verbose``).
 
 It binds to 127.0.0.1 by default; put a TLS-terminating reverse proxy in front for the public
 internet, or publish the same files with any static file server (docs/third-party.md shows
@@ -63,6 +67,7 @@ __all__ = [
     "IDLE_TIMEOUT",
     "MAX_CONNECTIONS",
     "MAX_ENVELOPE",
+    "MAX_HEAD",
     "REQUEST_TIMEOUT",
     "TILE_CACHE",
     "WORKERS",
@@ -94,6 +99,8 @@ WORKERS = 8
 """Threads answering requests (connections waiting for a request hold none)."""
 MAX_CONNECTIONS = 256
 """Open connections at most; a connection beyond it is closed at once (the client retries)."""
+MAX_HEAD = 64 << 10
+"""Bytes a request's head (its request line and headers) may hold; a longer one is closed."""
 REQUEST_TIMEOUT = 10.0
 """Seconds a client has to send a whole request once it started, and to take each write."""
 IDLE_TIMEOUT = 30.0
@@ -129,60 +136,39 @@ def max_size(kind: str) -> int:
     return _MAX_CHECKPOINT
 
 
-class _DeadlineIO(socket.SocketIO):
-    """A connection's incoming bytes under one deadline per request: a client that sends a
-    byte now and then cannot hold a worker longer than the request timeout. With no deadline
-    (`_Handler.pipelined`), the socket's own mode is left as it is."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        super().__init__(sock, "rb")
-        self.conn = sock
-        self.deadline: float | None = None
-
-    def readinto(self, b: Any) -> int | None:
-        if self.deadline is not None:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("the request took too long")
-            self.conn.settimeout(left)
-        return super().readinto(b)
+def _head_end(data: bytes | bytearray) -> int:
+    """Where the first request's head ends in ``data`` (after its blank line), or -1."""
+    ends = [i + len(m) for m in (b"\r\n\r\n", b"\n\n") if (i := data.find(m)) >= 0]
+    return min(ends, default=-1)
 
 
 class _Handler(BaseHTTPRequestHandler):
+    """Answers one request whose head the selector's thread has read whole (`_Connections`):
+    it reads nothing from the socket (GET and HEAD have no body; other methods are refused
+    and the connection closed), so a worker waits only to write."""
+
     server: LogServer
     protocol_version = "HTTP/1.1"
     server_version = "trajledger-log"
+
+    def __init__(self, request: Any, client_address: Any, server: LogServer, head: bytes = b""
+                 ) -> None:  # fmt: skip
+        end = _head_end(head)
+        self._head, self.leftover = head[:end], head[end:]
+        """Bytes after this request's head: the start of the client's next request."""
+        super().__init__(request, client_address, server)
 
     def setup(self) -> None:
         super().setup()
         self.connection.settimeout(self.server.request_timeout)  # each sendall's whole duration
         self.rfile.close()
-        self._io = _DeadlineIO(self.connection)
-        self._reader = io.BufferedReader(self._io)
-        self.rfile = self._reader
+        self.rfile = io.BytesIO(self._head)
 
     def handle(self) -> None:
-        """Answer one request, and the next ones a client already sent (pipelined); the
-        connection then goes back to the server's selector (`close_connection` False) or is
-        closed."""
+        """Answer the request; the connection then goes back to the server's selector
+        (`close_connection` False) or is closed."""
         self.close_connection = True
-        while True:
-            self._io.deadline = time.monotonic() + self.server.request_timeout
-            self.handle_one_request()
-            if self.close_connection or not self.pipelined():
-                return
-
-    def pipelined(self) -> bool:
-        """Whether the client already sent more (read into the buffer, or waiting on the
-        socket); checked without blocking."""
-        self._io.deadline = None
-        self.connection.setblocking(False)
-        try:
-            return bool(self._reader.peek(1))
-        except OSError:
-            return False  # reset or closed: the selector sees it and the connection goes
-        finally:
-            self.connection.settimeout(self.server.request_timeout)
+        self.handle_one_request()
 
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.verbose:
@@ -196,6 +182,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _refuse_method(self) -> None:
         self._status(405, "read-only: GET and HEAD only", {"Allow": "GET, HEAD"})
+        self.close_connection = True  # its body, never read, is not the next request
 
     do_POST = do_PUT = do_DELETE = do_PATCH = _refuse_method
 
@@ -437,9 +424,17 @@ class Published:
         self._size = size
 
 
+_Conn = tuple[socket.socket, Any, bytes]
+"""A connection: its socket, the client's address, what it sent of its next request."""
+_CHUNK = 1 << 16
+_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
+              b"Connection: close\r\n\r\n")
+
+
 class _Connections:
-    """The server's open connections: idle ones in a selector (one thread watches them all),
-    readable ones handed to a fixed pool of workers (see the module docstring)."""
+    """The server's open connections in a selector (one thread watches them all and reads each
+    request's head as it comes); whole requests are handed to a fixed pool of workers (see the
+    module docstring)."""
 
     def __init__(self, server: LogServer, workers: int, limit: int, idle: float) -> None:
         self._server = server
@@ -447,9 +442,9 @@ class _Connections:
         self._idle = idle
         self._lock = threading.Lock()
         self._open = 0
-        self._incoming: list[tuple[socket.socket, Any]] = []
+        self._incoming: list[_Conn] = []
         self._closing = False
-        self._ready: queue.SimpleQueue[tuple[socket.socket, Any] | None] = queue.SimpleQueue()
+        self._ready: queue.SimpleQueue[_Conn | None] = queue.SimpleQueue()
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -468,7 +463,7 @@ class _Connections:
             if self._closing or self._open >= self._limit:
                 return False
             self._open += 1
-            self._incoming.append((sock, address))
+            self._incoming.append((sock, address, b""))
         self._wake()
         return True
 
@@ -478,14 +473,25 @@ class _Connections:
 
     def _watch(self) -> None:
         deadlines: dict[socket.socket, float] = {}
+        heads: dict[socket.socket, bytearray] = {}
+
+        def forget(sock: socket.socket) -> None:
+            self._selector.unregister(sock)
+            del deadlines[sock], heads[sock]
+
         while True:
             with self._lock:
                 if self._closing:
                     break
                 incoming, self._incoming = self._incoming, []
             now = time.monotonic()
-            for sock, address in incoming:
-                deadlines[sock] = now + self._idle
+            for sock, address, head in incoming:
+                if _head_end(head) >= 0:  # pipelined: the next request came whole already
+                    self._ready.put((sock, address, head))
+                    continue
+                sock.setblocking(False)
+                heads[sock] = bytearray(head)
+                deadlines[sock] = now + (self._server.request_timeout if head else self._idle)
                 self._selector.register(sock, selectors.EVENT_READ, (sock, address))
             wait = min(deadlines.values(), default=now + self._idle) - now
             for key, _ in self._selector.select(max(0.0, wait)):
@@ -498,13 +504,29 @@ class _Connections:
                             break
                     continue
                 sock, address = key.data
-                self._selector.unregister(sock)
-                del deadlines[sock]
-                self._ready.put((sock, address))
+                try:
+                    data = sock.recv(_CHUNK)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                buf = heads[sock]
+                if not data or len(buf) + len(data) > MAX_HEAD:
+                    if data:  # best effort: the client may not read it
+                        with contextlib.suppress(OSError):
+                            sock.send(_TOO_LARGE)
+                    forget(sock)
+                    self._drop(sock)
+                    continue
+                if not buf:  # a request starts: it has the request timeout to arrive whole
+                    deadlines[sock] = time.monotonic() + self._server.request_timeout
+                buf += data
+                if _head_end(buf) >= 0:
+                    forget(sock)
+                    self._ready.put((sock, address, bytes(buf)))
             now = time.monotonic()
             for sock in [s for s, d in deadlines.items() if d <= now]:
-                self._selector.unregister(sock)
-                del deadlines[sock]
+                forget(sock)
                 self._drop(sock)
         for sock in deadlines:
             self._drop(sock)
@@ -512,17 +534,17 @@ class _Connections:
 
     def _work(self) -> None:
         while (item := self._ready.get()) is not None:
-            sock, address = item
-            keep = False
+            sock, address, head = item
+            keep, leftover = False, b""
             try:
-                handler = _Handler(sock, address, self._server)
-                keep = not handler.close_connection
+                handler = _Handler(sock, address, self._server, head)
+                keep, leftover = not handler.close_connection, handler.leftover
             except Exception:
                 self._server.handle_error(sock, address)
             if keep:
                 with self._lock:
                     if not self._closing:
-                        self._incoming.append((sock, address))
+                        self._incoming.append((sock, address, leftover))
                         self._wake()
                         continue
             self._drop(sock)
@@ -538,7 +560,7 @@ class _Connections:
             self._closing = True
             left = list(self._incoming)
             self._incoming = []
-        for sock, _address in left:
+        for sock, _address, _head in left:
             self._drop(sock)
         for _ in self._threads[1:]:
             self._ready.put(None)

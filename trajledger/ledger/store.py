@@ -36,6 +36,7 @@ from typing import IO, Any
 from trajledger.verify.digest import (
     CHUNK,
     DIGEST_PREFIX,
+    HEX64,
     FileDigest,
     digest_bytes,
     hash_file,
@@ -586,14 +587,15 @@ class ObjectStore:
         return data
 
     def iter_digests(self) -> Iterator[str]:
-        """Every stored digest, in no particular order (temp files skipped)."""
+        """Every stored digest, in no particular order: each file at the place of its name
+        (temp files, and whatever else a store or bucket holds, are not objects)."""
         if self._fs is None:
             base = self.root / "sha256"
             if not base.is_dir():
                 return
-            for _dirpath, _dirs, files in os.walk(base):
+            for dirpath, _dirs, files in os.walk(base):
                 for f in files:
-                    if len(f) == 64 and not f.startswith(TMP_PREFIX):
+                    if HEX64.fullmatch(f) and dirpath == f"{base}/{f[:2]}/{f[2:4]}":
                         yield DIGEST_PREFIX + f
             return
         import pyarrow.fs as pafs
@@ -601,7 +603,8 @@ class ObjectStore:
         sel = pafs.FileSelector(f"{self._prefix}/sha256", recursive=True, allow_not_found=True)
         for info in self._fs.get_file_info(sel):
             name = info.base_name
-            if info.type == pafs.FileType.File and len(name) == 64 and TMP_PREFIX not in name:
+            if (info.type == pafs.FileType.File and HEX64.fullmatch(name)
+                    and info.path == self._location(DIGEST_PREFIX + name)):
                 yield DIGEST_PREFIX + name
 
     def delete(self, digest: str) -> bool:

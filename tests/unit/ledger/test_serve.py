@@ -239,3 +239,31 @@ def test_a_client_that_goes_away_mid_response_prints_nothing(
     server.stop()
     out, err = capfd.readouterr()
     assert (out, err) == ("", "")
+
+
+def test_requests_that_never_end_hold_no_worker(tmp_path: Path) -> None:
+    # Before: the selector handed a connection to a worker at its first byte, and the worker
+    # waited for the rest of the request up to the request timeout: as many connections as
+    # workers, each sending a few bytes now and then, kept every other client waiting (8
+    # connections, 8 bytes each 10 s, stopped `log serve`). Now a request's head is read by
+    # the selector's thread; a worker gets only whole requests.
+    s = LogServer(_log_dir(tmp_path), workers=2, request_timeout=60.0, idle_timeout=60.0)
+    s.start()
+    port = s.server_address[1]
+    request = b"GET /checkpoint HTTP/1.1\r\nHost: x\r\n\r\n"
+    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(6)]
+    try:
+        for i, c in enumerate(held):
+            c.sendall(request[: 1 + i * 6])
+        with socket.create_connection(("127.0.0.1", port)) as c:
+            c.settimeout(10)  # the held requests would have held both workers for 60 s
+            assert _get(c, "checkpoint") == b"HTTP/1.1 200 OK"
+            assert _get(c, "checkpoint", close=True) == b"HTTP/1.1 200 OK"
+        for i, c in enumerate(held):  # each finishes its request and is answered
+            c.settimeout(10)
+            c.sendall(request[1 + i * 6 :])
+            assert _read_response(c) == b"HTTP/1.1 200 OK"
+    finally:
+        for c in held:
+            c.close()
+        s.stop()
