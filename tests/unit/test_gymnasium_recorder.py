@@ -442,7 +442,7 @@ class CounterEnv(gym.Env[Any, Any]):
                "terminated": self.t >= self.length, "truncated": False}  # fmt: skip
         if self.t == self.at:
             out.update(self.hostile)
-        return out["obs"], out["reward"], out["terminated"], out["truncated"], {}
+        return out["obs"], out["reward"], out["terminated"], out["truncated"], out.get("info", {})
 
 
 def counted_episodes(ledger: Ledger, batches: list[str]) -> dict[str, tuple[list[float], float]]:
@@ -471,6 +471,7 @@ HOSTILE_STEPS = [
     ({"obs": None}, r"step\(\) observation None is not a Box"),
     ({"obs": np.array([0.1])}, r"observation is float64, and the space's float32 would change"),
     ({"obs": np.array([1e40])}, r"observation is float64, and the space's float32 would change"),
+    ({"info": {"x": "a" * (1 << 20)}}, r"info has 1048584 bytes, over the limit of 1048576"),
 ]
 
 
@@ -569,3 +570,17 @@ def test_a_failed_flush_in_a_vector_step_leaves_no_hole(
     recorded = counted_episodes(ledger, envs.batches)  # each one whole
     assert {k: len(recorded[k][0]) for k in ("f-0", "f-1", "f-2")} == {"f-0": 2, "f-1": 4, "f-2": 6}
     assert {r.stats["num_episodes"] for r in envs.results} == {1}
+
+
+def test_a_recorder_is_neither_pickled_nor_copied(ledger: Ledger, alice: Signer) -> None:
+    """It holds the ledger and the signing key: refused with a message, not a TypeError about
+    a key class (pickle) or about ``__new__``'s arguments (copy)."""
+    import copy
+    import pickle
+
+    for env in (gym.make("CartPole-v1"), gym.make_vec("CartPole-v1", num_envs=2)):
+        rec = LedgerRecorder(env, ledger, env_ref="cartpole@1", policy="p", signer=alice)
+        for attempt in (pickle.dumps, copy.copy, copy.deepcopy):
+            with pytest.raises(TypeError, match=r"Recorder cannot be pickled or copied: it holds"):
+                attempt(rec)
+        rec.close()

@@ -35,7 +35,8 @@ for a batch: an action must fit the action space (else ``step()`` raises ValueEr
 environment is stepped); a step's observation must fit the observation space (structure and
 shape; a value the space's dtype would change, such as float64 0.1 in a float32 Box, is
 refused rather than rounded), its reward must be a finite number, its flags booleans and its
-``info`` typed JSON, else the episode is discarded and ``step()`` raises ValueError. Values out
+``info`` typed JSON, none over the rollout schema's size limits (1 MiB of ``info`` or text,
+64 MiB a tensor), else the episode is discarded and ``step()`` raises ValueError. Values out
 of a Box's bounds or a Discrete's range are recorded as given.
 
 Only finished episodes (terminated or truncated) are recorded. An episode left unfinished by a
@@ -266,6 +267,14 @@ class _Recorded:
     """The recorders' common face: what was recorded, and `flush`."""
 
     _rec: _Recording
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Refuse pickling and copying, with a message (they failed on the signing key)."""
+        raise TypeError(
+            f"{type(self).__name__} cannot be pickled or copied: it holds the open ledger and a "
+            "signing key, and a copy would repeat its episode ids; build a recorder in each "
+            "process, around that process's environment"
+        )
 
     @property
     def batches(self) -> list[str]:
@@ -667,6 +676,7 @@ def _conform(space: gym.Space[Any], value: Any, where: str) -> Any:
                 f"LedgerRecorder: {where} has shape {list(cast.shape)}, the space "
                 f"{list(space.shape or ())}"
             )
+        _check_bytes(cast.nbytes, "tensor", where)
         return cast
     if isinstance(space, gym.spaces.Dict):
         if not isinstance(value, Mapping) or set(value) != set(space.spaces):
@@ -679,8 +689,10 @@ def _conform(space: gym.Space[Any], value: Any, where: str) -> Any:
                              f"{len(space.spaces)} values")  # fmt: skip
         return tuple(_conform(s, v, f"{where}[{n}]") for n, (s, v) in enumerate(
             zip(space.spaces, value, strict=True)))  # fmt: skip
-    if isinstance(space, gym.spaces.Text) and not isinstance(value, str):
-        raise ValueError(f"LedgerRecorder: {where} is a {type(value).__name__}, want a string")
+    if isinstance(space, gym.spaces.Text):
+        if not isinstance(value, str):
+            raise ValueError(f"LedgerRecorder: {where} is a {type(value).__name__}, want a string")
+        _check_bytes(len(value.encode()), "field", where)
     return copy.deepcopy(value)
 
 
@@ -732,9 +744,27 @@ def _info_text(info: Mapping[str, Any] | None) -> str | None:
     from trajledger.ledger.rollouts import typed_json
 
     try:
-        return typed_json.dumps(dict(info))
+        text = typed_json.dumps(dict(info))
     except typed_json.TypedJSONError as e:
         raise ValueError(f"LedgerRecorder: info {e}") from e
+    _check_bytes(len(text.encode()), "field", "info")
+    return text
+
+
+def _check_bytes(size: int, kind: str, what: str) -> None:
+    """Refuse a value the rollout schema's validation would refuse for its size (a string
+    ``field`` or a ``tensor``).
+
+    Raises:
+        ValueError: ``size`` is over the limit.
+    """
+    from trajledger.ledger.rollouts import validate
+
+    limit = (
+        validate.DEFAULT_MAX_TENSOR_BYTES if kind == "tensor" else validate.DEFAULT_MAX_FIELD_BYTES
+    )
+    if size > limit:
+        raise ValueError(f"LedgerRecorder: {what} has {size} bytes, over the limit of {limit}")
 
 
 def _check_registered_spaces(
