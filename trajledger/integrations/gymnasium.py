@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import secrets
 import time
 import warnings
@@ -397,6 +398,10 @@ class LedgerRecorder(_Recorded, gym.Wrapper[Any, Any, Any, Any]):
         """Reset the environment and start recording a new episode.
 
         An unfinished episode in progress is discarded (with a `RuntimeWarning`).
+
+        Raises:
+            ValueError: the observation or ``info`` cannot be recorded (as in `step`); no
+                episode is started.
         """
         self._rec.drop(self._current, "reset() was called before it terminated or was truncated")
         self._current = None
@@ -655,13 +660,17 @@ def _conform(space: gym.Space[Any], value: Any, where: str) -> Any:
     if _is_tensor_space(space):
         try:
             given = np.asarray(value)
-            if given.dtype.kind not in "biufc":
+            same = given.dtype == space.dtype
+            if same:
+                cast = given.copy()
+            elif given.dtype.kind not in "biufc":
                 raise TypeError(f"{given.dtype} values")
-            with np.errstate(all="ignore"):
-                cast = given.astype(space.dtype)
-                same = given.dtype == cast.dtype or np.array_equal(
-                    cast.astype(given.dtype), given, equal_nan=cast.dtype.kind in "fc"
-                )
+            else:
+                with np.errstate(all="ignore"):
+                    cast = given.astype(space.dtype)
+                    same = np.array_equal(
+                        cast.astype(given.dtype), given, equal_nan=cast.dtype.kind in "fc"
+                    )
         except (TypeError, ValueError) as e:
             raise ValueError(f"LedgerRecorder: {where} {value!r:.80} is not a {space}: "
                              f"{e}") from e  # fmt: skip
@@ -702,13 +711,16 @@ def _reward(reward: Any) -> float:
     Raises:
         ValueError: it is not a real number, or not finite.
     """
-    if isinstance(reward, bool | str | bytes) or np.ndim(reward) != 0:
+    if type(reward) is float:
+        value = reward
+    elif isinstance(reward, bool | str | bytes) or np.ndim(reward) != 0:
         raise ValueError(f"LedgerRecorder: reward {reward!r:.80} is not a number")
-    try:
-        value = float(reward)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"LedgerRecorder: reward {reward!r:.80} is not a number") from e
-    if not np.isfinite(value):
+    else:
+        try:
+            value = float(reward)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"LedgerRecorder: reward {reward!r:.80} is not a number") from e
+    if not math.isfinite(value):
         raise ValueError(f"LedgerRecorder: reward is {value}, want a finite number")
     return value
 
