@@ -464,6 +464,7 @@ HOSTILE_STEPS = [
     ({"reward": float("nan")}, r"reward is nan, want a finite number"),
     ({"reward": float("-inf")}, r"reward is -inf, want a finite number"),
     ({"reward": None}, r"reward None is not a number"),
+    ({"reward": "1.5"}, r"reward '1\.5' is not a number"),
     ({"reward": np.array([1.0, 2.0])}, r"reward array\(\[1\., 2\.\]\) is not a number"),
     ({"terminated": "no"}, r"terminated is 'no', want a boolean"),
     ({"truncated": np.array([True, False])}, r"truncated is array.*want a boolean"),

@@ -713,7 +713,7 @@ def _reward(reward: Any) -> float:
     """
     if type(reward) is float:
         value = reward
-    elif isinstance(reward, bool | str | bytes) or np.ndim(reward) != 0:
+    elif isinstance(reward, str | bytes) or np.ndim(reward) != 0:  # float("1") parses
         raise ValueError(f"LedgerRecorder: reward {reward!r:.80} is not a number")
     else:
         try:
