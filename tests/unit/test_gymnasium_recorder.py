@@ -414,3 +414,174 @@ def test_info_that_cannot_be_kept_is_refused(ledger: Ledger, alice: Signer) -> N
     assert env.discarded_steps == 1
     with pytest.raises(gym.error.ResetNeeded):
         env.step(0)
+
+
+# --- Hostile environments: every value is checked when it arrives (review rev11) -------------
+
+
+class CounterEnv(gym.Env[Any, Any]):
+    """Observation ``[t]`` at step t of an episode of ``length`` steps (2 + the reset seed), so
+    a recorded episode shows whether any of its transitions is missing; ``hostile`` replaces
+    what step ``at`` of an episode returns (reward, flags or observation)."""
+
+    observation_space = gym.spaces.Box(0.0, 100.0, (1,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def __init__(self, hostile: dict[str, Any] | None = None, at: int = 2) -> None:
+        self.hostile, self.at, self.t, self.length, self.steps = hostile or {}, at, 0, 2, 0
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        self.t, self.length = 0, 2 + (seed or 0)
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        self.t += 1
+        self.steps += 1
+        out = {"obs": np.array([self.t], np.float32), "reward": 1.0,
+               "terminated": self.t >= self.length, "truncated": False}  # fmt: skip
+        if self.t == self.at:
+            out.update(self.hostile)
+        return out["obs"], out["reward"], out["terminated"], out["truncated"], out.get("info", {})
+
+
+def counted_episodes(ledger: Ledger, batches: list[str]) -> dict[str, tuple[list[float], float]]:
+    """Each recorded episode's observations and final observation; each must be whole."""
+    steps = steps_of(ledger, batches)
+    eps = pa.concat_tables([stored(ledger, b, "episodes.parquet") for b in batches])
+    out: dict[str, tuple[list[float], float]] = {}
+    finals = dict(zip(eps["episode_id"].to_pylist(), eps["final_obs"].to_pylist(), strict=True))
+    for eid in finals:
+        rows = [i for i, e in enumerate(steps["episode_id"].to_pylist()) if e == eid]
+        obs = [steps["obs"][i].as_py()[0] for i in rows]
+        assert obs == [float(t) for t in range(len(obs))], f"{eid}: a transition is missing"
+        assert finals[eid] == [float(len(obs))]
+        out[eid] = (obs, finals[eid][0])
+    return out
+
+
+HOSTILE_STEPS = [
+    ({"reward": float("nan")}, r"reward is nan, want a finite number"),
+    ({"reward": float("-inf")}, r"reward is -inf, want a finite number"),
+    ({"reward": None}, r"reward None is not a number"),
+    ({"reward": "1.5"}, r"reward '1\.5' is not a number"),
+    ({"reward": np.array([1.0, 2.0])}, r"reward array\(\[1\., 2\.\]\) is not a number"),
+    ({"terminated": "no"}, r"terminated is 'no', want a boolean"),
+    ({"truncated": np.array([True, False])}, r"truncated is array.*want a boolean"),
+    ({"obs": np.zeros(3, np.float32)}, r"step\(\) observation has shape \[3\], the space \[1\]"),
+    ({"obs": None}, r"step\(\) observation None is not a Box"),
+    ({"obs": np.array([0.1])}, r"observation is float64, and the space's float32 would change"),
+    ({"obs": np.array([1e40])}, r"observation is float64, and the space's float32 would change"),
+    ({"info": {"x": "a" * (1 << 20)}}, r"info has 1048584 bytes, over the limit of 1048576"),
+]
+
+
+@pytest.mark.parametrize(("hostile", "message"), HOSTILE_STEPS)
+def test_a_hostile_step_is_refused_and_spoils_no_batch(
+    ledger: Ledger, alice: Signer, hostile: dict[str, Any], message: str
+) -> None:
+    """A bad value is refused at the step that returns it, its episode discarded whole; the
+    episodes around it are recorded (a bad value that reached the batch used to fail every
+    later flush and close, keeping good episodes pending for ever)."""
+    env = LedgerRecorder(CounterEnv(hostile, at=2), ledger, env_ref="cartpole@1", policy="p",
+                         signer=alice, every=10, episode_prefix="h")  # fmt: skip
+    zero = np.zeros(1, np.float32)
+    env.reset(seed=0)
+    env.step(zero)  # step 1 of 2: fine
+    with pytest.raises(ValueError, match=message):
+        env.step(zero)  # step 2 returns the hostile value
+    assert env.discarded_steps == 2 and env.pending_episodes == 0
+    with pytest.raises(gym.error.ResetNeeded):
+        env.step(zero)
+    env.unwrapped.at = -1  # type: ignore[attr-defined]
+    for seed in (1, 0):
+        env.reset(seed=seed)
+        while not any(env.step(zero)[2:4]):
+            pass
+    env.close()
+    assert env.discarded_steps == 2 and env.pending_episodes == 0 and len(env.batches) == 1
+    recorded = counted_episodes(ledger, env.batches)
+    assert {k: len(v[0]) for k, v in recorded.items()} == {"h-1": 3, "h-2": 2}
+
+
+def test_an_action_that_does_not_fit_is_refused_before_the_step(
+    ledger: Ledger, alice: Signer
+) -> None:
+    """The action recorded is the one given: float64 0.1 is no float32 value, so it is refused
+    (not rounded) before the environment moves, and the episode goes on."""
+    env = LedgerRecorder(CounterEnv(), ledger, env_ref="cartpole@1", policy="p", signer=alice,
+                         every=1, episode_prefix="a")  # fmt: skip
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"action is float64, and the space's float32 would"):
+        env.step(np.array([0.1]))
+    with pytest.raises(ValueError, match=r"action has shape \[2\], the space \[1\]"):
+        env.step(np.zeros(2, np.float32))
+    assert env.unwrapped.steps == 0  # type: ignore[attr-defined]
+    env.step(np.array([0.5]))  # float64, but exactly a float32 value
+    env.step([0.25])
+    env.close()
+    steps = steps_of(ledger, env.batches)
+    assert steps["action"].to_pylist() == [[0.5], [0.25]] and env.discarded_steps == 0
+
+
+def test_a_vector_sub_environment_with_a_bad_value_loses_only_its_episode(
+    ledger: Ledger, alice: Signer
+) -> None:
+    envs = LedgerRecorder(
+        gym.vector.SyncVectorEnv([lambda: CounterEnv(), lambda: CounterEnv({"reward": np.nan})]),
+        ledger, env_ref="cartpole@1", policy="p", signer=alice, every=10, episode_prefix="v",
+    )  # fmt: skip
+    envs.reset(seed=[3, 3])
+    actions = np.zeros((2, 1), np.float32)
+    with pytest.warns(RuntimeWarning, match=r"episode v-1 discarded after 2 step\(s\): .*nan"):
+        for _ in range(5):
+            envs.step(actions)
+    envs.close()
+    assert set(counted_episodes(ledger, envs.batches)) == {"v-0"}
+
+
+def test_a_failed_flush_in_a_vector_step_leaves_no_hole(
+    ledger: Ledger, alice: Signer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch that fails to record at a step is recorded after every sub-environment's
+    transition of that step is kept (the sub-environments after the first to finish used to
+    lose that step's transition when the batch failed)."""
+    import trajledger.ledger.artifacts as artifacts
+
+    envs = LedgerRecorder(
+        gym.vector.SyncVectorEnv([CounterEnv, CounterEnv, CounterEnv]), ledger,
+        env_ref="cartpole@1", policy="p", signer=alice, every=1, episode_prefix="f",
+    )  # fmt: skip
+    real = artifacts.record_batch
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise PolicyError("simulated")
+
+    envs.reset(seed=[0, 2, 4])  # episodes of 2, 4 and 6 steps
+    actions = np.zeros((3, 1), np.float32)
+    envs.step(actions)
+    monkeypatch.setattr(artifacts, "record_batch", broken)
+    with pytest.raises(PolicyError, match="simulated"):
+        envs.step(actions)  # sub-environment 0 finishes: its batch fails
+    monkeypatch.setattr(artifacts, "record_batch", real)
+    for _ in range(4):
+        envs.step(actions)
+    with pytest.warns(RuntimeWarning, match="discarded"):
+        envs.close()  # sub-environment 0's automatic episodes are of 2 steps: one is unfinished
+    recorded = counted_episodes(ledger, envs.batches)  # each one whole
+    assert {k: len(recorded[k][0]) for k in ("f-0", "f-1", "f-2")} == {"f-0": 2, "f-1": 4, "f-2": 6}
+    assert {r.stats["num_episodes"] for r in envs.results} == {1}
+
+
+def test_a_recorder_is_neither_pickled_nor_copied(ledger: Ledger, alice: Signer) -> None:
+    """It holds the ledger and the signing key: refused with a message, not a TypeError about
+    a key class (pickle) or about ``__new__``'s arguments (copy)."""
+    import copy
+    import pickle
+
+    for env in (gym.make("CartPole-v1"), gym.make_vec("CartPole-v1", num_envs=2)):
+        rec = LedgerRecorder(env, ledger, env_ref="cartpole@1", policy="p", signer=alice)
+        for attempt in (pickle.dumps, copy.copy, copy.deepcopy):
+            with pytest.raises(TypeError, match=r"Recorder cannot be pickled or copied: it holds"):
+                attempt(rec)
+        rec.close()

@@ -21,7 +21,8 @@ from trajledger import Ledger
 from trajledger.integrations.ray import LedgerWriter, _parse_pae
 from trajledger.ledger.artifacts import register_environment
 from trajledger.ledger.errors import LedgerError
-from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, pae
+from trajledger.ledger.log.spec import EntrySpec
+from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, pae
 from trajledger.verify.errors import FormatError
 from trajledger.verify.log_entry import LogEntry
 
@@ -142,7 +143,12 @@ def test_the_writer_signs_only_stored_rollout_batches(fleet: dict[str, Any]) -> 
         ray.get(writer.actor.sign.remote("producer", pae("text/plain", b"hi")))
     with pytest.raises(ray.exceptions.RayTaskError, match="signs with key producer, not other"):
         ray.get(writer.actor.sign.remote("other", statement(predicates.ROLLOUT_BATCH, stored)))
-    good = statement(predicates.ROLLOUT_BATCH, stored)
+    # A rollout-batch predicate the ledger could not read is not signed (review rev11: an
+    # empty one was).
+    malformed = r"signing request: a malformed rollout-batch: .*schemaVersion is missing"
+    with pytest.raises(ray.exceptions.RayTaskError, match=malformed):
+        ray.get(writer.actor.sign.remote("producer", statement(predicates.ROLLOUT_BATCH, stored)))
+    good = pae(INTOTO_PAYLOAD_TYPE, Envelope.from_bytes(envelope_of(fleet, stored)).payload)
     assert len(ray.get(writer.actor.sign.remote("producer", good))) == 64  # Ed25519
 
 
@@ -171,6 +177,9 @@ def test_reads_are_served_while_an_append_waits_for_the_user_state(tmp_path: Pat
     ledger = Ledger.init(root, origin="test/ray-reads")
     key = ledger.keys.create("producer", encrypt=False)
     writer = _Writer(str(root), "producer", (predicates.ROLLOUT_BATCH,))
+    # This test is about locks: the made-up entry skips the check of what workers may append
+    # (test_a_worker_appends_only_what_the_writer_signed tests that).
+    writer._admit = lambda spec: None  # type: ignore[method-assign]
     size = writer.log_call("size", (), {})
     spec = EntrySpec("files", "sha256:" + "1" * 64, "sha256:" + "2" * 64, (key.keyid,))
     appended: dict[str, Any] = {}
@@ -245,3 +254,56 @@ def test_racing_writers_of_one_digest_make_one_record(ray_instance: None, tmp_pa
             assert outcome == "refused", (lic, detail)
             assert f"already recorded at log index {index}" in detail, detail
     assert ledger.log.verify(store=ledger.store).ok
+
+
+def envelope_of(fleet: dict[str, Any], digest: str) -> bytes:
+    """The stored envelope of the fleet's record of ``digest``."""
+    ledger = Ledger.open(fleet["root"])
+    (index,) = ledger.log.find_subject(digest)
+    return ledger.store.get(LogEntry.from_bytes(ledger.log.entry(index)).envelope)
+
+
+@pytest.mark.slow  # its module starts a Ray instance
+def test_a_worker_appends_only_what_the_writer_signed(fleet: dict[str, Any]) -> None:
+    """Review rev11: the writer appended any entry a worker sent: a backdated revocation of a
+    batch, naming the producer as signer, with an envelope that does not exist, went into the
+    log for good (`show` then reported the batch revoked in 2001; `log verify` failed)."""
+    ledger = Ledger.open(fleet["root"])
+    writer, before = fleet["writer"], ledger.log.size
+    batch, other = fleet["digests"][0], fleet["digests"][1]
+    real = LogEntry.from_bytes(ledger.log.entry(ledger.log.find_subject(batch)[0]))
+    producer = ledger.keys.signer("producer").keyid
+    env_entry = LogEntry.from_bytes(ledger.log.entry(0))  # the environment grid@1
+    absent = "sha256:" + "ab" * 32
+    refused = [
+        (EntrySpec("revocation", batch, absent, (producer,), "2001-01-01T00:00:00Z"),
+         r"not a kind this writer records for workers"),
+        (EntrySpec("approval", batch, real.envelope, (producer,)), r"not a kind this writer"),
+        (EntrySpec("rollout-batch", batch, real.envelope, (producer,), "2001-01-01T00:00:00Z"),
+         r"the writer stamps the time, not a worker \(2001-01-01T00:00:00Z\)"),
+        (EntrySpec("rollout-batch", batch, real.envelope, ("f" * 64,)),
+         r"signers \['f{64}'\], want the writer's key only"),
+        (EntrySpec("rollout-batch", batch, absent, (producer,)),
+         r"not an envelope this writer signed: .*"),
+        (EntrySpec("rollout-batch", env_entry.subject, env_entry.envelope, (producer,)),
+         r"not an envelope this writer signed: .*predicate type"),
+        (EntrySpec("rollout-batch", other, real.envelope, (producer,)),
+         r"the envelope is not a rollout-batch of " + other),
+    ]  # fmt: skip
+    for spec, message in refused:
+        with pytest.raises(ray.exceptions.RayTaskError, match=message):
+            ray.get(writer.actor.append.remote([spec]))
+    assert Ledger.open(fleet["root"]).log.size == before
+
+
+@pytest.mark.slow  # its module starts a Ray instance
+def test_the_writer_serves_only_log_reads(fleet: dict[str, Any], tmp_path: Path) -> None:
+    """Review rev11: any public method of the writer's Log was served, ``create`` (a new log
+    anywhere the writer can write) and ``add_cosignature`` (rewriting the checkpoint) too."""
+    writer = fleet["writer"]
+    assert ray.get(writer.actor.log_call.remote("size", (), {})) >= 12
+    for name in ("create", "add_cosignature", "rotate_key", "exclusive", "require_signer",
+                 "open", "close", "append", "_locked"):  # fmt: skip
+        with pytest.raises(ray.exceptions.RayTaskError, match=f"does not serve log.{name}$"):
+            ray.get(writer.actor.log_call.remote(name, (tmp_path / "log", "x/y", None), {}))
+    assert not (tmp_path / "log").exists()

@@ -30,6 +30,15 @@ episode (``NextStep``: the step that resets it is not a transition and is not re
 ``reset(seed=s)`` is ``s + i`` for sub-environment ``i`` (a list gives each its own), as
 Gymnasium seeds them. Gymnasium 0.29's vector API is refused with a message.
 
+Every value is checked when it arrives, so that nothing half-recorded or unrecordable waits
+for a batch: an action must fit the action space (else ``step()`` raises ValueError before the
+environment is stepped); a step's observation must fit the observation space (structure and
+shape; a value the space's dtype would change, such as float64 0.1 in a float32 Box, is
+refused rather than rounded), its reward must be a finite number, its flags booleans and its
+``info`` typed JSON, none over the rollout schema's size limits (1 MiB of ``info`` or text,
+64 MiB a tensor), else the episode is discarded and ``step()`` raises ValueError. Values out
+of a Box's bounds or a Discrete's range are recorded as given.
+
 Only finished episodes (terminated or truncated) are recorded. An episode left unfinished by a
 new ``reset()`` or by ``close()`` is discarded with a `RuntimeWarning`: recording it would claim
 an end the environment never reported.
@@ -39,6 +48,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import secrets
 import time
 import warnings
@@ -151,17 +161,20 @@ class _Recording:
         ep = _Episode(
             f"{self._prefix}-{self._started}",
             seed,
-            self.value(self.observation_space, obs),
+            self.value(self.observation_space, obs, "reset() observation"),
             _info_text(info),
         )
         self._started += 1
         return ep
 
-    def value(self, space: gym.Space[Any], value: Any) -> Any:
-        """A copy of a space value as it is recorded (the environment may reuse its arrays)."""
-        if _is_tensor_space(space):
-            return np.array(value, dtype=space.dtype)
-        return copy.deepcopy(value)
+    def value(self, space: gym.Space[Any], value: Any, where: str) -> Any:
+        """A copy of a space value as it is recorded (the environment may reuse its arrays).
+
+        Raises:
+            ValueError: the value does not have the space's structure or shape, or the space's
+                dtype would change it (the message names ``where``).
+        """
+        return _conform(space, value, where)
 
     def transition(
         self,
@@ -172,27 +185,37 @@ class _Recording:
         terminated: bool,
         truncated: bool,
         info: Mapping[str, Any] | None,
-    ) -> None:
-        """Add one transition to ``ep``; at the episode's end, finish it (maybe recording).
+    ) -> bool:
+        """Add one transition to ``ep``, whole or not at all; at the episode's end, finish it.
+
+        Every value is checked before ``ep`` changes, so that a finished episode always
+        records (a value the rollout schema refuses would otherwise fail every later flush).
+
+        Returns:
+            Whether ``every`` finished episodes are waiting: the caller then calls
+            `record_ready`.
 
         Raises:
-            ValueError: ``info`` holds a value typed JSON cannot keep (``ep`` is unchanged).
-            RolloutValidationError, PolicyError: recording the batch failed.
+            ValueError: the reward is not a finite number, a flag is not a boolean, the
+                observation does not fit the space, or ``info`` holds a value typed JSON cannot
+                keep (``ep`` is unchanged).
         """
         info_text = _info_text(info)
+        value = _reward(reward)
+        flags = _flag(terminated, "terminated"), _flag(truncated, "truncated")
+        last_obs = self.value(self.observation_space, obs, "step() observation")
         ep.obs.append(ep.last_obs)
         ep.actions.append(action)
-        ep.rewards.append(float(reward))
-        ep.terminated.append(bool(terminated))
-        ep.truncated.append(bool(truncated))
+        ep.rewards.append(value)
+        ep.terminated.append(flags[0])
+        ep.truncated.append(flags[1])
         ep.timestamps.append(self._clock())
         ep.infos.append(info_text)
-        ep.last_obs = self.value(self.observation_space, obs)
-        if terminated or truncated:
+        ep.last_obs = last_obs
+        if flags[0] or flags[1]:
             ep.done = True
             self.finished.append(ep)
-            if len(self.finished) >= self._every:
-                self.flush()
+        return len(self.finished) >= self._every
 
     def drop(self, ep: _Episode | None, why: str, *, steps: int = 0) -> None:
         """Discard an unfinished episode with a `RuntimeWarning` (``steps`` more were lost)."""
@@ -206,13 +229,20 @@ class _Recording:
             stacklevel=3,
         )
 
-    def flush(self) -> str | None:
-        """Record the finished episodes not yet recorded as one batch (see the recorders)."""
+    def record_ready(self) -> None:
+        """Record the finished episodes in batches of ``every``, while that many wait."""
+        while len(self.finished) >= self._every:
+            self.flush(self._every)
+
+    def flush(self, limit: int | None = None) -> str | None:
+        """Record the finished episodes not yet recorded (the first ``limit``) as one batch
+        (see the recorders)."""
         from trajledger.ledger.artifacts import record_batch
 
-        if not self.finished:
+        batch = self.finished[:limit]
+        if not batch:
             return None
-        steps, episodes = _tables(self.finished, self.observation_space, self.action_space)
+        steps, episodes = _tables(batch, self.observation_space, self.action_space)
         result = record_batch(
             self._ledger,
             steps,
@@ -228,7 +258,7 @@ class _Recording:
             retention=self._retention,
             meta=self.meta,
         )
-        self.finished = []
+        self.finished = self.finished[len(batch) :]
         self.batches.append(result.digest)
         self.results.append(result)
         return result.digest
@@ -238,6 +268,14 @@ class _Recorded:
     """The recorders' common face: what was recorded, and `flush`."""
 
     _rec: _Recording
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Refuse pickling and copying, with a message (they failed on the signing key)."""
+        raise TypeError(
+            f"{type(self).__name__} cannot be pickled or copied: it holds the open ledger and a "
+            "signing key, and a copy would repeat its episode ids; build a recorder in each "
+            "process, around that process's environment"
+        )
 
     @property
     def batches(self) -> list[str]:
@@ -360,6 +398,10 @@ class LedgerRecorder(_Recorded, gym.Wrapper[Any, Any, Any, Any]):
         """Reset the environment and start recording a new episode.
 
         An unfinished episode in progress is discarded (with a `RuntimeWarning`).
+
+        Raises:
+            ValueError: the observation or ``info`` cannot be recorded (as in `step`); no
+                episode is started.
         """
         self._rec.drop(self._current, "reset() was called before it terminated or was truncated")
         self._current = None
@@ -375,8 +417,11 @@ class LedgerRecorder(_Recorded, gym.Wrapper[Any, Any, Any, Any]):
 
         Raises:
             gymnasium.error.ResetNeeded: no episode is in progress (call ``reset()``).
-            ValueError: ``info`` holds a value typed JSON cannot keep; the episode in progress
-                is discarded.
+            ValueError: the action does not fit the action space (the environment is not
+                stepped; the episode goes on); or the step returned a reward that is not a
+                finite number, a flag that is not a boolean, an observation that does not fit
+                the observation space, or an ``info`` typed JSON cannot keep: the episode in
+                progress is discarded.
             RolloutValidationError, PolicyError: recording the batch failed; the finished
                 episodes are kept, and recording is retried at the next episode end or flush.
         """
@@ -385,16 +430,20 @@ class LedgerRecorder(_Recorded, gym.Wrapper[Any, Any, Any, Any]):
             raise gym.error.ResetNeeded(
                 "LedgerRecorder: step() without an episode in progress; call reset() first"
             )
-        recorded_action = self._rec.value(self.env.action_space, action)
+        recorded_action = self._rec.value(self.env.action_space, action, "action")
         obs, reward, terminated, truncated, info = self.env.step(action)
         try:
-            self._rec.transition(ep, recorded_action, obs, reward, terminated, truncated, info)
+            ready = self._rec.transition(
+                ep, recorded_action, obs, reward, terminated, truncated, info
+            )
         except ValueError:
             # The transition cannot be recorded whole: the episode is dropped, not recorded
             # with a hole in it (reset() starts the next one).
             self._rec.discarded_steps += len(ep.rewards) + 1
             self._current = None
             raise
+        if ready:
+            self._rec.record_ready()  # a failure keeps the finished episodes pending
         return obs, reward, terminated, truncated, info
 
     def close(self) -> None:
@@ -504,10 +553,12 @@ class VectorLedgerRecorder(_Recorded, gym.vector.VectorWrapper):
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step every sub-environment and record each one's transition.
 
-        Episodes that end are finished (and recorded when ``every`` are waiting); a
-        sub-environment that the vector environment resets on its own starts its next
-        episode. An ``info`` that typed JSON cannot keep drops that sub-environment's episode
-        with a `RuntimeWarning` (the others' transitions are kept, and this step returns).
+        Episodes that end are finished (and recorded, ``every`` to a batch, once every
+        sub-environment's transition is); a sub-environment that the vector environment resets
+        on its own starts its next episode. A value that cannot be recorded (as in
+        `LedgerRecorder.step`) drops that sub-environment's episode with a `RuntimeWarning` (the
+        others' transitions are kept, and this step returns); an action that does not fit
+        raises ValueError before any sub-environment is stepped.
 
         Raises:
             gymnasium.error.ResetNeeded: ``reset()`` was never called.
@@ -519,15 +570,16 @@ class VectorLedgerRecorder(_Recorded, gym.vector.VectorWrapper):
                 "LedgerRecorder: step() without episodes in progress; call reset() first"
             )
         recorded = [
-            self._rec.value(self._rec.action_space, a)
-            for a in gym.vector.utils.iterate(self.env.action_space, actions)
+            self._rec.value(self._rec.action_space, a, f"action of sub-environment {i}")
+            for i, a in enumerate(gym.vector.utils.iterate(self.env.action_space, actions))
         ]
         obs, rewards, terminated, truncated, infos = self.env.step(actions)
         rows = list(gym.vector.utils.iterate(self.env.observation_space, obs))
+        ready = False
         for i in range(self.num_envs):
             if self._autoreset[i]:  # NextStep: this step reset the sub-environment
                 self._autoreset[i] = False
-                self._current[i] = self._rec.start(None, rows[i], _env_info(infos, i))
+                self._current[i] = self._restart(i, rows[i], infos)
                 continue
             ep = self._current[i]
             if ep is None or ep.done:  # Disabled: stepped after its end, before a reset
@@ -538,7 +590,7 @@ class VectorLedgerRecorder(_Recorded, gym.vector.VectorWrapper):
                 final = infos["final_obs"][i]
                 info = _env_info(infos.get("final_info", {}), i)
             try:
-                self._rec.transition(
+                waiting = self._rec.transition(
                     ep, recorded[i], final, rewards[i], terminated[i], truncated[i], info
                 )
             except ValueError as e:
@@ -546,11 +598,24 @@ class VectorLedgerRecorder(_Recorded, gym.vector.VectorWrapper):
                 self._current[i] = None
                 self._autoreset[i] = done and self._mode == "NextStep"
                 continue
+            ready = ready or waiting
             if done and self._mode == "NextStep":
                 self._autoreset[i] = True
             elif done and self._mode == "SameStep":
-                self._current[i] = self._rec.start(None, rows[i], _env_info(infos, i))
+                self._current[i] = self._restart(i, rows[i], infos)
+        if ready:  # after every sub-environment's transition: a failure leaves no hole
+            self._rec.record_ready()
         return obs, rewards, terminated, truncated, infos
+
+    def _restart(self, i: int, obs: Any, infos: Mapping[str, Any]) -> _Episode | None:
+        """Sub-environment ``i``'s next episode after an automatic reset; None, with a
+        `RuntimeWarning`, when its first observation or info cannot be recorded."""
+        try:
+            return self._rec.start(None, obs, _env_info(infos, i))
+        except ValueError as e:
+            warnings.warn(f"LedgerRecorder: sub-environment {i}'s next episode is not "
+                          f"recorded: {e}", RuntimeWarning, stacklevel=3)  # fmt: skip
+            return None
 
     def close(self, **kwargs: Any) -> None:
         """Record the finished episodes, discard unfinished ones, and close the environments.
@@ -584,6 +649,93 @@ def _env_info(infos: Mapping[str, Any], i: int) -> dict[str, Any]:
     return out
 
 
+def _conform(space: gym.Space[Any], value: Any, where: str) -> Any:
+    """A copy of ``value`` as recorded: tensors as numpy arrays of the space's dtype and shape
+    (cast only when no value changes), Dict and Tuple values member by member, Text values as
+    strings; values of other spaces are copied as they are.
+
+    Raises:
+        ValueError: the value does not fit (the message names ``where`` and the member).
+    """
+    if _is_tensor_space(space):
+        try:
+            given = np.asarray(value)
+            same = given.dtype == space.dtype
+            if same:
+                cast = given.copy()
+            elif given.dtype.kind not in "biufc":
+                raise TypeError(f"{given.dtype} values")
+            else:
+                with np.errstate(all="ignore"):
+                    cast = given.astype(space.dtype)
+                    same = np.array_equal(
+                        cast.astype(given.dtype), given, equal_nan=cast.dtype.kind in "fc"
+                    )
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"LedgerRecorder: {where} {value!r:.80} is not a {space}: "
+                             f"{e}") from e  # fmt: skip
+        if not same:
+            raise ValueError(
+                f"LedgerRecorder: {where} is {given.dtype}, and the space's {space.dtype} "
+                f"would change its values ({value!r:.80}): give {space.dtype} values, or "
+                "declare the space with the dtype the environment uses"
+            )
+        if cast.shape != space.shape:
+            raise ValueError(
+                f"LedgerRecorder: {where} has shape {list(cast.shape)}, the space "
+                f"{list(space.shape or ())}"
+            )
+        _check_bytes(cast.nbytes, "tensor", where)
+        return cast
+    if isinstance(space, gym.spaces.Dict):
+        if not isinstance(value, Mapping) or set(value) != set(space.spaces):
+            raise ValueError(f"LedgerRecorder: {where} is not a dict of the space's keys "
+                             f"{sorted(space.spaces)}")  # fmt: skip
+        return {k: _conform(space.spaces[k], value[k], f"{where}[{k!r}]") for k in value}
+    if isinstance(space, gym.spaces.Tuple):
+        if not isinstance(value, tuple) or len(value) != len(space.spaces):
+            raise ValueError(f"LedgerRecorder: {where} is not a tuple of "
+                             f"{len(space.spaces)} values")  # fmt: skip
+        return tuple(_conform(s, v, f"{where}[{n}]") for n, (s, v) in enumerate(
+            zip(space.spaces, value, strict=True)))  # fmt: skip
+    if isinstance(space, gym.spaces.Text):
+        if not isinstance(value, str):
+            raise ValueError(f"LedgerRecorder: {where} is a {type(value).__name__}, want a string")
+        _check_bytes(len(value.encode()), "field", where)
+    return copy.deepcopy(value)
+
+
+def _reward(reward: Any) -> float:
+    """A reward as recorded: a finite real number (the rollout schema keeps no other).
+
+    Raises:
+        ValueError: it is not a real number, or not finite.
+    """
+    if type(reward) is float:
+        value = reward
+    elif isinstance(reward, str | bytes) or np.ndim(reward) != 0:  # float("1") parses
+        raise ValueError(f"LedgerRecorder: reward {reward!r:.80} is not a number")
+    else:
+        try:
+            value = float(reward)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"LedgerRecorder: reward {reward!r:.80} is not a number") from e
+    if not math.isfinite(value):
+        raise ValueError(f"LedgerRecorder: reward is {value}, want a finite number")
+    return value
+
+
+def _flag(value: Any, name: str) -> bool:
+    """``terminated`` or ``truncated`` as recorded: a boolean, not anything truthy.
+
+    Raises:
+        ValueError: it is not a boolean.
+    """
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"LedgerRecorder: {name} is {value!r:.80}, want a boolean")
+    return bool(value)
+
+
 def _is_tensor_space(space: gym.Space[Any]) -> bool:
     """Box, Discrete, MultiDiscrete and MultiBinary values are numpy arrays of the space's
     dtype; Dict, Tuple and Text values are kept as they are (copied)."""
@@ -604,9 +756,27 @@ def _info_text(info: Mapping[str, Any] | None) -> str | None:
     from trajledger.ledger.rollouts import typed_json
 
     try:
-        return typed_json.dumps(dict(info))
+        text = typed_json.dumps(dict(info))
     except typed_json.TypedJSONError as e:
         raise ValueError(f"LedgerRecorder: info {e}") from e
+    _check_bytes(len(text.encode()), "field", "info")
+    return text
+
+
+def _check_bytes(size: int, kind: str, what: str) -> None:
+    """Refuse a value the rollout schema's validation would refuse for its size (a string
+    ``field`` or a ``tensor``).
+
+    Raises:
+        ValueError: ``size`` is over the limit.
+    """
+    from trajledger.ledger.rollouts import validate
+
+    limit = (
+        validate.DEFAULT_MAX_TENSOR_BYTES if kind == "tensor" else validate.DEFAULT_MAX_FIELD_BYTES
+    )
+    if size > limit:
+        raise ValueError(f"LedgerRecorder: {what} has {size} bytes, over the limit of {limit}")
 
 
 def _check_registered_spaces(

@@ -36,6 +36,7 @@ from trajledger.api import Ledger
 from trajledger.ledger.config import LedgerConfig
 from trajledger.ledger.errors import LedgerError
 from trajledger.ledger.keys import Signer
+from trajledger.ledger.log.reader import LogReader
 from trajledger.verify import predicates
 from trajledger.verify.errors import FormatError, PolicyError, ProvenanceError
 from trajledger.verify.keys import PublicKey
@@ -48,6 +49,10 @@ __all__ = ["LedgerWriter", "WriterStats"]
 
 _LOG_VALUES = frozenset({"size", "origin", "vkey"})
 """Log attributes that are values (properties), not methods."""
+
+_LOG_READS = frozenset(n for n in vars(LogReader) if not n.startswith("_")) - {"open", "close"}
+"""What the writer serves workers of its log: reads only (`LogReader`'s), never the writer's
+methods (``create``, ``add_cosignature``, ``rotate_key``, ``exclusive``...) nor ``close``."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +132,7 @@ class _Writer:
         }
 
     def log_call(self, name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
-        if name.startswith("_") or name in ("append", "close"):
+        if name not in _LOG_READS:
             raise AttributeError(f"the ledger writer does not serve log.{name}")
         value = getattr(self._reader, name)  # the reader has its own lock
         if name in _LOG_VALUES:
@@ -139,7 +144,13 @@ class _Writer:
         return result
 
     def append(self, specs: list[EntrySpec]) -> list[int]:
-        """Queue the specs; whoever holds the log next appends every queued request at once."""
+        """Queue the specs; whoever holds the log next appends every queued request at once.
+
+        Raises:
+            PolicyError: an entry a worker may not append (see `_admit`); nothing is appended.
+        """
+        for spec in specs:
+            self._admit(spec)
         slot: dict[str, Any] = {}
         with self._queue_lock:
             self._queue.append((specs, slot))
@@ -173,9 +184,39 @@ class _Writer:
             raise slot["error"]
         return cast(list[int], slot["indices"])
 
+    def _admit(self, spec: EntrySpec) -> None:
+        """Refuse an entry a worker may not append: only a record of a kind the writer signs
+        for workers, stamped with the writer's time, whose stored envelope the writer signed
+        (so `sign` checked it) about the entry's subject. A worker's append is otherwise an
+        entry of any kind, time and claimed signer in a log nobody can edit."""
+        from trajledger.verify.dsse import Envelope, verify_envelope
+        from trajledger.verify.kinds import KINDS
+        from trajledger.verify.statement import Statement
+
+        what = f"append request ({spec.kind} entry, envelope {spec.envelope})"
+        kind = KINDS.get(spec.kind)
+        if kind is None or not self.kinds & set(kind.predicate_types):
+            raise PolicyError(f"{what}: not a kind this writer records for workers")
+        if spec.time is not None:
+            raise PolicyError(f"{what}: the writer stamps the time, not a worker ({spec.time})")
+        if spec.signers != (self.signer.public.keyid,):
+            raise PolicyError(f"{what}: signers {list(spec.signers)}, want the writer's key only")
+        try:
+            envelope = Envelope.from_bytes(self.ledger.store.get_verified(spec.envelope), what)
+            verify_envelope(envelope, [self.signer.public], what=what)
+            statement = Statement.from_bytes(envelope.payload)
+            kind.read(statement, what)
+        except ProvenanceError as e:
+            raise PolicyError(f"{what}: not an envelope this writer signed: {e}") from e
+        if statement.predicate_type not in self.kinds or (
+            statement.subjects[0].digest != spec.subject
+        ):
+            raise PolicyError(f"{what}: the envelope is not a {spec.kind} of {spec.subject}")
+
     def sign(self, name: str, data: bytes) -> bytes:
         """Sign a DSSE PAE for a worker: only an allowed statement about a stored manifest."""
         from trajledger.verify.dsse import INTOTO_PAYLOAD_TYPE
+        from trajledger.verify.kinds import KINDS
         from trajledger.verify.statement import Statement
 
         if name != self.signer.name:
@@ -195,6 +236,12 @@ class _Writer:
                     f"signing request: {subject.digest} is not in the store; a worker stores "
                     "its files and manifest before asking for a signature"
                 )
+        for kind in KINDS.values():  # a predicate the ledger would refuse to read is not signed
+            if statement.predicate_type in kind.predicate_types:
+                try:
+                    kind.read(statement, "predicate")
+                except FormatError as e:
+                    raise PolicyError(f"signing request: a malformed {kind.name}: {e}") from e
         self._signatures += 1
         return self.signer.sign(data)
 

@@ -24,7 +24,9 @@ Each one's SLSA provenance names the dataset, its environments and evaluators, t
 checkpoint, the source tree, the Python environment's lock and the process's command line
 (`Training.save`), plus the trainer (the arguments' class), its configuration (the arguments
 as JSON: tokens are redacted by ``TrainingArguments.to_dict``; non-finite numbers become
-strings, which canonical JSON cannot hold), the seed, the step and the logged metrics.
+strings, which canonical JSON cannot hold), the seed, the step and the logged metrics (the
+latest value of each; one whose latest value is NaN or infinite is left out, not reported with
+an older finite value).
 Only the main process records (``state.is_world_process_zero``).
 
 Non-scope: loading a recorded checkpoint (``trajledger verify`` first; files such as
@@ -66,12 +68,17 @@ def _finite(value: Any) -> Any:
 
 
 def _metrics(state: TrainerState) -> dict[str, float]:
-    """The logged scalar metrics, the latest value of each."""
+    """The logged scalar metrics, the latest value of each: a metric whose latest value is not
+    finite (a diverged loss) is left out, as canonical JSON cannot hold it; an earlier finite
+    value would claim what the run no longer showed."""
     out: dict[str, float] = {}
     for entry in state.log_history:
         for k, v in entry.items():
-            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
-                out[str(k)] = float(v)
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                if math.isfinite(v):
+                    out[str(k)] = float(v)
+                else:
+                    out.pop(str(k), None)
     return out
 
 
