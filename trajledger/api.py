@@ -285,9 +285,10 @@ class Ledger(LedgerHome):
 
     def erase(self, ref: str, *, key: str | Signer, reason: str
               ) -> tuple[Recorded, int, dict[str, str]]:
-        """``trajledger erase``: the erasure record, how many blobs were deleted, and the blobs
-        kept because another artifact here holds them (blob -> its label); see
-        `trajledger.ledger.status.erase`."""
+        """``trajledger erase``: the erasure record (an earlier one, ``new`` False, when the
+        artifact was already erased and only blobs it lists were left), how many blobs were
+        deleted, and the blobs kept because another artifact here holds them (blob -> its
+        label); see `trajledger.ledger.status.erase`."""
         from trajledger.ledger.status import erase
 
         return erase(self, ref, self._key(key), reason=reason)

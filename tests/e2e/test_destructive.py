@@ -193,3 +193,166 @@ def test_erasing_a_statement_says_so(home: Path) -> None:
         "FAIL: trust-policy quickstart#1: is a statement, not an artifact with files; nothing to "
         "erase (revoke it, or erase the artifact whose data it is about)\n"), r.stderr
     assert testkit.snapshot(home) == before
+
+
+def _lock_is_free(home: Path) -> bool:
+    """Whether another open file description could take the log's writer lock now."""
+    import fcntl
+    import os
+
+    fd = os.open(home / "log" / ".state" / "lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # (closing releases a lock taken here)
+    return True
+
+
+def _two_copies(home: Path, tmp_path: Path) -> tuple[str, list[str]]:
+    """The export of ``cartpole-random`` recorded as ``copy-a``: its ``steps.parquet`` blob,
+    and every other artifact here that holds it (erased here, so that only ``copy-a`` and
+    what the test records hold it)."""
+    run(home, "export", "cartpole-random", "--format", "parquet", "--out", tmp_path / "ex")
+    run(home, "record", tmp_path / "ex" / "steps.parquet", "--env", "cartpole@1",
+        "--policy", "p-copy-a", "--name", "copy-a", "--key", "vendor")  # fmt: skip
+    shared = files(home, "copy-a")["steps.parquet"]
+    others = [ref for ref in ("cartpole-random",) if files(home, ref)["steps.parquet"] == shared]
+    for ref in others:
+        run(home, "erase", ref, "--key", "vendor", "--reason", "consent")
+    assert stored(home, shared)
+    return shared, others
+
+
+def test_a_record_racing_an_erase_of_the_same_bytes_never_loses_its_file(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``erase`` decided what to keep before its record and deleted after it, outside the
+    log's lock: a ``record`` of the same rollouts (another policy: another batch) that found
+    the blob stored, then an erase of ``copy-a`` deciding and deleting before the record's
+    append, left the new batch logged without its ``steps.parquet`` (it verified "erased" by
+    ``copy-a``'s erasure). Played deterministically: the erase runs at the record's racy
+    point, after its blobs are stored and before its append. Now the record re-checks its blobs
+    under the lock and is refused (nothing logged; recording again is refused as erased
+    rollouts), and the erase decides and deletes holding the lock (checked from outside)."""
+    from trajledger.ledger import status
+    from trajledger.ledger.store import ObjectStore
+
+    shared, _others = _two_copies(home, tmp_path)
+    held: list[bool] = []
+    kept_blobs, delete_erased = status.kept_blobs, status.delete_erased
+
+    def deciding(*a: Any) -> dict[str, str]:
+        held.append(not _lock_is_free(home))
+        return kept_blobs(*a)
+
+    def deleting(*a: Any) -> int:
+        held.append(not _lock_is_free(home))  # (after the record's own append: still held)
+        return delete_erased(*a)
+
+    monkeypatch.setattr(status, "kept_blobs", deciding)
+    monkeypatch.setattr(status, "delete_erased", deleting)
+    stored_all, erased = ObjectStore.sync_names, []
+
+    def racing(self: ObjectStore, *a: Any, **k: Any) -> Any:
+        got = stored_all(self, *a, **k)  # (the record's files are stored: it appends next)
+        if not erased:  # the erase of copy-a, between the record's storing and its append
+            erased.append(True)
+            run(home, "erase", "copy-a", "--key", "vendor", "--reason", "consent")
+        return got
+
+    size = json.loads(run(home, "log", "info", "--json").stdout)["size"]
+    with monkeypatch.context() as m:
+        m.setattr(ObjectStore, "sync_names", racing)
+        r = run(home, "record", tmp_path / "ex" / "steps.parquet", "--env", "cartpole@1",
+                "--policy", "p-copy-b", "--name", "copy-b", "--key", "vendor", code=1)
+    assert held == [True, True], held
+    [line] = r.stderr.splitlines()  # (the steps, or the features file computed from them)
+    assert line.startswith("FAIL: blob sha256:") and line.endswith(
+        f"…: the erasure at log index {size}, recorded while this record was being made, "
+        "deleted it; recording it now would restore erased data: nothing was recorded"), line
+    assert json.loads(run(home, "log", "info", "--json").stdout)["size"] == size + 1
+    assert not stored(home, shared)
+    run(home, "fsck")
+    r = run(home, "record", tmp_path / "ex" / "steps.parquet", "--env", "cartpole@1",
+            "--policy", "p-copy-b", "--name", "copy-b", "--key", "vendor", code=1)
+    assert "these rollouts were erased" in r.stderr, r.stderr
+
+
+def test_a_record_whose_blob_vanished_before_its_append_is_refused(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A blob deleted between a record's storing and its append (``gc --yes --min-age 0``, or
+    anything else that is not an erasure of this log) was logged as the record's file, missing.
+    Now refused under the lock (exit 3, one line), nothing logged; recording again works."""
+    from trajledger.ledger.store import ObjectStore
+
+    run(home, "export", "cartpole-random", "--format", "parquet", "--out", tmp_path / "ex")
+    before = {p.name for p in (home / "objects").rglob("*") if p.is_file()}
+    stored_all, gone = ObjectStore.sync_names, []
+
+    def vanishing(self: ObjectStore, *a: Any, **k: Any) -> Any:
+        got = stored_all(self, *a, **k)  # (the record's files are stored: it appends next)
+        for p in (home / "objects").rglob("*"):
+            if p.is_file() and p.name not in before:  # (the new episodes table, at least)
+                gone.append(f"sha256:{p.name}")
+                p.unlink()
+        return got
+
+    size = json.loads(run(home, "log", "info", "--json").stdout)["size"]
+    args = ("record", tmp_path / "ex" / "steps.parquet", "--env", "cartpole@1", "--policy",
+            "p-new", "--name", "new", "--key", "vendor")
+    with monkeypatch.context() as m:
+        m.setattr(ObjectStore, "sync_names", vanishing)
+        r = run(home, *args, code=3)
+    assert r.stderr == (
+        f"FAIL: blob {min(gone)[:19]}…: deleted from the store while this record was being "
+        f"made ({len(gone)} blob(s); by 'gc --yes --min-age 0'?); nothing was recorded: record "
+        "it again\n"), r.stderr
+    assert json.loads(run(home, "log", "info", "--json").stdout)["size"] == size
+    run(home, *args)
+    run(home, "fsck")
+
+
+def test_erasing_twice_records_once(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Erasing an artifact again appended a second erasure record (``0 blob(s) deleted``), one
+    per attempt. Now it is refused (exit 1, nothing recorded), naming the first erasure; an
+    erase that did not finish is still finished by running it again (no second record,
+    test_an_erase_that_cannot_delete_says_what_stands); and a blob the first erasure kept for
+    another artifact, erased since, makes a new record listing just those."""
+    size = json.loads(run(home, "log", "info", "--json").stdout)["size"]
+    run(home, "erase", "cartpole-holdout", "--key", "vendor", "--reason", "consent")
+    before = testkit.snapshot(home)
+    r = run(home, "erase", "cartpole-holdout", "--key", "vendor", "--reason", "legal", code=1)
+    assert r.stderr == (
+        f"FAIL: rollout-batch cartpole-holdout: already erased (log index {size}) and every "
+        "blob that erasure lists is deleted; nothing to erase, nothing recorded\n"), r.stderr
+    assert testkit.snapshot(home) == before
+
+    # copy-a's erasure keeps the blob copy-b holds; copy-b's erasure is killed before it
+    # deletes: copy-a's erase again deletes the blob, recording a new erasure of it alone.
+    from trajledger.ledger import status
+
+    shared, _others = _two_copies(home, tmp_path)
+    run(home, "record", tmp_path / "ex" / "steps.parquet", "--env", "cartpole@1",
+        "--policy", "p-copy-b", "--name", "copy-b", "--key", "vendor")  # fmt: skip
+    first = json.loads(run(home, "erase", "copy-a", "--key", "vendor", "--reason", "consent",
+                           "--json").stdout)  # fmt: skip
+    assert shared in first["kept"]
+    with monkeypatch.context() as m:
+        m.setattr(status, "delete_erased", lambda *_a: 0)
+        run(home, "erase", "copy-b", "--key", "vendor", "--reason", "consent")
+    assert stored(home, shared)
+    again = json.loads(run(home, "erase", "copy-a", "--key", "vendor", "--reason", "consent",
+                           "--json").stdout)  # fmt: skip
+    kept = sorted(first["kept"])  # (the steps, and the features file computed from them)
+    assert again["new"] and again["logIndex"] > first["logIndex"]
+    assert again["deleted"] == len(kept) and not again["kept"], again
+    said = json.loads(run(home, "show", again["envelope"], "--json").stdout)["predicate"]
+    assert said["blobs"] == kept, said
+    assert not any(stored(home, b) for b in kept)
+    r = run(home, "erase", "copy-a", "--key", "vendor", "--reason", "consent", code=1)
+    assert f"already erased (log index {first['logIndex']})" in r.stderr, r.stderr

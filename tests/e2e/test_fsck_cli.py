@@ -346,3 +346,38 @@ def test_files_in_the_store_that_are_not_objects_are_not_read_as_objects(home: P
     r = run(home, "gc", "--min-age", "0", "--yes")
     assert r.exit_code == 0 and "removed 1 orphan object(s) (15 bytes)" in r.stderr, r.output
     assert stray.exists() and misplaced.exists() and not ledger.store.exists(orphan)
+
+
+def test_fsck_names_each_directory_others_may_write(home: Path) -> None:
+    """A ledger made under a lax umask before rev9's fix keeps its 0777 (0775) inner
+    directories: log tiles, the store's fan-out; only the few read by fixed name are refused
+    at open, and ``fsck`` said nothing (others could delete or swap evidence there). Now it
+    warns for each, with the chmod to run (exit 0: no data is damaged), and lists them in
+    ``--json``; a sticky directory, like /tmp, passes."""
+    tiles = sorted(p for p in (home / "log").rglob("*") if p.is_dir() and ".state" not in p.parts)
+    fanout = sorted(p for p in (home / "objects" / "sha256").iterdir() if p.is_dir())
+    lax = {tiles[-1]: 0o777, fanout[0]: 0o775, fanout[1]: 0o1777}
+    for path, mode in lax.items():
+        path.chmod(mode)
+    r = run(home, "fsck")
+    assert r.exit_code == 0, r.output
+    assert r.stderr.splitlines()[:2] == [
+        f"WARNING: {p}: writable by {who} (a ledger made under a lax umask): they could delete "
+        f"or replace evidence there; run 'chmod {bits}-w {p}'"
+        for p, who, bits in sorted([(str(tiles[-1]), "its group and other users", "go"),
+                                    (str(fanout[0]), "its group", "g")])]
+    assert r.stdout.endswith("writable dirs\t2\n"), r.stdout
+    doc = json.loads(run(home, "fsck", "--json").stdout)
+    assert doc["writable"] == {str(tiles[-1]): "go", str(fanout[0]): "g"}
+    from dataclasses import replace
+
+    from trajledger.ledger.fsck import writable_dirs
+    from trajledger.ledger.home import LedgerHome
+
+    shared = LedgerHome.open(home)  # a ledger shared through its group: only others count
+    shared.config = replace(shared.config, group_writable=True)
+    assert writable_dirs(shared) == {str(tiles[-1]): "o"}
+    for path in lax:
+        path.chmod(0o755)
+    r = run(home, "fsck")
+    assert "WARNING" not in r.stderr and r.stdout.endswith("writable dirs\t0\n"), r.output

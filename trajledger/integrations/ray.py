@@ -143,15 +143,18 @@ class _Writer:
             return list(result)
         return result
 
-    def append(self, specs: list[EntrySpec]) -> list[int]:
+    def append(self, specs: list[EntrySpec], guard: tuple[list[str], int] | None = None
+               ) -> list[int]:
         """Queue the specs; whoever holds the log next appends every queued request at once.
+        ``guard``: the blobs a worker's record names and the log size it began at, checked
+        under the lock (`record.StillStored`) for every request of the group.
 
         Raises:
             PolicyError: an entry a worker may not append (see `_admit`); nothing is appended.
         """
         for spec in specs:
             self._admit(spec)
-        slot: dict[str, Any] = {}
+        slot: dict[str, Any] = {"guard": guard}
         with self._queue_lock:
             self._queue.append((specs, slot))
             self._appends += 1
@@ -161,7 +164,7 @@ class _Writer:
                     batch, self._queue = self._queue, []
                 flat = [s for specs_, _ in batch for s in specs_]
                 try:
-                    indices = self.ledger.log.append(flat)
+                    indices = self.ledger.log.append(flat, check=self._guards(batch))
                     self._commits += 1
                 except Exception as e:
                     if len(batch) == 1:
@@ -171,7 +174,8 @@ class _Writer:
                         # log's lock) must not fail the others: each is appended alone.
                         for specs_, other in batch:
                             try:
-                                other["indices"] = self.ledger.log.append(specs_)
+                                other["indices"] = self.ledger.log.append(
+                                    specs_, check=self._guards([(specs_, other)]))
                                 self._commits += 1
                             except Exception as one:  # handed to that request's caller
                                 other["error"] = one
@@ -212,6 +216,21 @@ class _Writer:
             statement.subjects[0].digest != spec.subject
         ):
             raise PolicyError(f"{what}: the envelope is not a {spec.kind} of {spec.subject}")
+
+    def _guards(self, batch: Sequence[tuple[Any, dict[str, Any]]]
+                ) -> Callable[[int], None] | None:
+        from trajledger.ledger.record import StillStored
+
+        guards = [StillStored(self.ledger, frozenset(g[0]), g[1])
+                  for _specs, slot in batch if (g := slot["guard"]) is not None]
+        if not guards:
+            return None
+
+        def check(size: int) -> None:
+            for guard in guards:
+                guard(size)
+
+        return check
 
     def sign(self, name: str, data: bytes) -> bytes:
         """Sign a DSSE PAE for a worker: only an allowed statement about a stored manifest."""
@@ -258,10 +277,15 @@ class _LogProxy:
     def append(
         self, specs: Sequence[EntrySpec], check: Callable[[int], None] | None = None
     ) -> list[int]:
-        if check is not None:
+        from trajledger.ledger.record import StillStored
+
+        guard = None
+        if isinstance(check, StillStored) and check.then is None:
+            guard = (sorted(check.blobs), check.since)  # (the actor runs it under its lock)
+        elif check is not None:
             # A precondition is a local callable: it cannot run in the writer actor's process.
             raise LedgerError("a ledger attached to a Ray writer appends without preconditions")
-        return cast(list[int], ray.get(self._actor.append.remote(list(specs))))
+        return cast(list[int], ray.get(self._actor.append.remote(list(specs), guard)))
 
     def require_signer(self) -> None:
         return None  # the writer loaded the log key when it started

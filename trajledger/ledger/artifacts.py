@@ -459,6 +459,7 @@ def record_batch(
             predicate = {**predicate, "failuresOf": failures_of}
         predicate = RolloutBatch.from_predicate(predicate).written("rollout-batch")
         label = name or f"rollouts-{env_item.ref}-{policy}"
+        since = ledger.log.size  # (an erasure from here on is checked again under the lock)
         earlier = _refuse_recorded_otherwise(ledger, files, label, predicate)
         if earlier is not None:
             # The same record again: it keeps the first one's features file (or its lack of
@@ -467,13 +468,15 @@ def record_batch(
             if "features" in earlier:
                 predicate["features"] = earlier["features"]
         # (4)
+        holds = [c.digest for c in ciphertexts.values()]
         if predicate.get("features", {}).get("digest") == features.digest:
             ledger.store.adopt_file(features.path, features)
+            holds.append(features.digest)
         for c in ciphertexts.values():
             ledger.store.adopt_file(c.path, c)
         recorded = record_files(
             ledger, files, signer, predicates.ROLLOUT_BATCH, predicate, name=label,
-            store_files=seal_to is None,
+            store_files=seal_to is None, holds=holds, since=since,
         )
     return BatchResult(recorded, summary, env_item, eval_item)
 

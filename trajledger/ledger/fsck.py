@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -388,6 +389,10 @@ class FsckReport:
         orphans: stored objects nothing names, with their sizes.
         leftovers: temp files and directories of writers.
         derived: derived caches that disagree with the log.
+        writable: the ledger's directories (and a local store's outside it) that other users
+            (or, unless the ledger is shared through its group, the group) may write: made
+            under a lax umask before rev9's fix; a warning (directory -> who: ``g``, ``o``,
+            ``go``, as `fs.refuse_writable` names them), see `writable_dirs`.
     """
 
     size: int = 0
@@ -401,6 +406,7 @@ class FsckReport:
     orphans: dict[str, int] = field(default_factory=dict)
     leftovers: list[Leftover] = field(default_factory=list)
     derived: list[str] = field(default_factory=list)
+    writable: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -429,6 +435,7 @@ class FsckReport:
             "orphans": dict(sorted(self.orphans.items())),
             "leftovers": [{"path": str(x.path), "stale": x.stale} for x in self.leftovers],
             "derived": list(self.derived),
+            "writable": dict(sorted(self.writable.items())),
         }
 
 
@@ -442,6 +449,7 @@ def fsck(ledger: LedgerHome, *, on_progress: Progress | None = None) -> FsckRepo
         3. Stored objects that nothing names are orphans.
         4. List leftovers of writers (`leftovers`).
         5. Run the derived-cache checks (`DERIVED_CHECKS`).
+        6. List the directories others may write (`writable_dirs`).
 
     Args:
         ledger: the ledger.
@@ -489,7 +497,37 @@ def fsck(ledger: LedgerHome, *, on_progress: Progress | None = None) -> FsckRepo
     # (5)
     for check in DERIVED_CHECKS:
         report.derived.extend(check(ledger, entries))
+    # (6)
+    report.writable = writable_dirs(ledger)
     return report
+
+
+def writable_dirs(ledger: LedgerHome) -> dict[str, str]:
+    """Every directory of the ledger (and of a local store outside it) that other users, or
+    its group unless the ledger is shared through it (``group_writable``), may write (path ->
+    ``g``, ``o`` or ``go``). Opening a ledger refuses only the few it reads by fixed name
+    (`home._refuse_writable`); the rest (log tiles, the store's fan-out) kept the mode a lax
+    umask gave them before rev9: what is in them is hashed or signed before use, but others
+    could delete or swap evidence there. Links are not followed; a sticky directory passes."""
+    roots = [ledger.root]
+    store = ledger.store
+    if store.is_local and not store.root.resolve().is_relative_to(ledger.root.resolve()):
+        roots.append(store.root)
+    group = not ledger.config.group_writable
+    out: dict[str, str] = {}
+    for root in roots:
+        for top, _dirs, _files in os.walk(root):
+            try:
+                mode = os.lstat(top).st_mode
+            except OSError:
+                continue
+            if mode & stat.S_ISVTX:
+                continue
+            bits = (("g" if group and mode & stat.S_IWGRP else "")
+                    + ("o" if mode & stat.S_IWOTH else ""))
+            if bits:
+                out[top] = bits
+    return out
 
 
 # -- repair ---------------------------------------------------------------------------------------

@@ -27,6 +27,10 @@ from .config import CONFIG_NAME
 
 __all__ = ["COMMANDS", "fsck", "gc"]
 
+_WRITABLE_SHOWN = 20
+"""Directories others may write named one a line by ``fsck`` (a store's fan-out may hold
+thousands): the rest are counted, and listed in ``--json``."""
+
 
 def _render(report: object, as_json: bool) -> None:
     from .fsck import FsckReport
@@ -41,7 +45,8 @@ def _render(report: object, as_json: bool) -> None:
         f"missing\t{len(report.missing)}\ndamaged\t{len(report.damaged)}\n"
         f"erased\t{report.erased}\nunerased\t{len(report.unerased)}\n"
         f"orphans\t{len(report.orphans)}\n"
-        f"leftovers\t{len(report.leftovers)} ({stale} stale)"
+        f"leftovers\t{len(report.leftovers)} ({stale} stale)\n"
+        f"writable dirs\t{len(report.writable)}"
     )
 
 
@@ -60,10 +65,12 @@ def fsck(ctx: Context, repair: bool, source: Path | None, as_json: bool) -> None
 
     Reads only. Reports missing and damaged objects (exit 1), orphan objects no record names,
     leftovers of killed writers (run 'trajledger gc' for those), blobs an erasure lists that
-    are still stored (an erase that did not finish: run it again), and derived caches that
-    disagree with the log. With --repair --from BUNDLE|LEDGER, missing and damaged objects are
-    restored from an exported bundle or another ledger; every byte restored is hashed. Erased
-    blobs are never restored. The log's own files are checked by 'trajledger log verify'.
+    are still stored (an erase that did not finish: run it again), directories other users
+    (or the group, unless the ledger is shared through it) may write, each with the chmod to
+    run, and derived caches that disagree with the log. With --repair --from BUNDLE|LEDGER,
+    missing and damaged objects are restored from an exported bundle or another ledger; every
+    byte restored is hashed. Erased blobs are never restored. The log's own files are checked
+    by 'trajledger log verify'.
 
     \b
     Examples:
@@ -107,6 +114,16 @@ def fsck(ctx: Context, repair: bool, source: Path | None, as_json: bool) -> None
              "are still stored, and no artifact that is not erased holds them: an erase that "
              "did not finish (run the same 'trajledger erase' again to delete them), or "
              "another log's erasure this ledger did not take")
+    writable = sorted(report.writable.items())
+    for path, bits in writable[:_WRITABLE_SHOWN]:
+        who = {"g": "its group", "o": "other users", "go": "its group and other users"}[bits]
+        warn(f"{path}: writable by {who} (a ledger made under a lax umask): they could delete "
+             f"or replace evidence there; run 'chmod {bits}-w {path}'")
+    if len(writable) > _WRITABLE_SHOWN:
+        bits = "".join(sorted({b for _p, v in writable for b in v}))
+        warn(f"and {len(writable) - _WRITABLE_SHOWN} more such directories (all in --json); "
+             f"'chmod -R {bits}-w {ledger.root}' (and the store's directory, if elsewhere) "
+             "fixes them all")
     if not report.ok:
         for line in report.problems():
             fail(line)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +42,10 @@ from .signing import AnySigner, canonical_json, sign_statement
 if TYPE_CHECKING:
     from .home import LedgerHome
 
-__all__ = ["KIND_BY_PREDICATE", "Recorded", "kind_for", "record_files", "record_statement"]
+__all__ = [
+    "KIND_BY_PREDICATE", "Recorded", "StillStored", "kind_for", "record_files",
+    "record_statement",
+]
 
 KIND_BY_PREDICATE: dict[str, str] = {}
 """The log entry kind of each predicate type (every version). SLSA provenance is a checkpoint
@@ -143,6 +146,8 @@ def record_files(
     action: str | None = None,
     store_files: bool = True,
     check: Callable[[int], None] | None = None,
+    holds: Sequence[str] = (),
+    since: int | None = None,
 ) -> Recorded:
     """Record files as one artifact, signed and logged.
 
@@ -157,7 +162,11 @@ def record_files(
         5. Sign the statement ``subject (name, manifest digest)`` (then, with
            ``file_subjects``, one subject per file: its manifest path and sha256), predicate
            ``{"manifest": ..., **predicate_extra}``, with every signer.
-        6. Store the envelope and append its log entry.
+        6. Store the envelope and append its log entry. Under the log's lock, just before
+           the append, every blob the record names (its files, and ``holds``) must still be
+           stored and listed by no erasure appended since ``since`` (`_refuse_lost`): an
+           `erase` of the same bytes deletes under that lock, so the record either comes first
+           (and the erase keeps the blob for it) or is refused, never logged without its data.
 
     Args:
         ledger: the open ledger.
@@ -182,6 +191,10 @@ def record_files(
             caller stores their ciphertexts.
         check: a precondition run under the log's lock just before the append, with the
             committed size (`Log.append`); raising aborts with no entry appended.
+        holds: blobs the caller stored that the record names besides its files (a sealed
+            batch's ciphertexts, a batch's features file): checked like them.
+        since: the log size when the caller first looked at these blobs (a batch's
+            `artifacts._refuse_recorded_otherwise`); default, the size when this starts.
 
     Returns:
         The artifact digest, the envelope digest and the log index.
@@ -189,6 +202,7 @@ def record_files(
     Raises:
         FormatError: an unknown predicate type or kind, a predicate that cannot be
             canonicalised or that sets ``manifest``, an invalid file name.
+        PolicyError: a blob the record names was erased meanwhile (`_refuse_lost`).
         LedgerError: a missing or unreadable path, a link, no files.
         StoreError: the store cannot be written.
         LogError: the log cannot be appended to.
@@ -205,6 +219,7 @@ def record_files(
     _check_json(extra, "predicate")
     ledger.log.require_signer()
     _check_signers(ledger, entry_kind, keys, action)
+    begun = ledger.log.size if since is None else since
     # (2)
     files: dict[str, Path | FileDigest]
     if isinstance(paths_or_files, Mapping):
@@ -258,12 +273,67 @@ def record_files(
     subjects = [(subject_name, manifest_digest)]
     if file_subjects:
         subjects += [(f.path, f.digest) for f in manifest.files]
+    named_blobs = {*(f.digest for f in manifest.files if store_files), *holds, manifest_digest}
     recorded = _sign_store_append(
         ledger, subjects, manifest_digest, predicate_type, predicate, keys, entry_kind,
-        check=check,
+        check=StillStored(ledger, frozenset(named_blobs), begun, check),
     )
     return Recorded(recorded.digest, recorded.envelope_digest, recorded.index, manifest,
                     recorded.new)
+
+
+@dataclass(frozen=True)
+class StillStored:
+    """`record_files`' precondition under the log's lock: `_refuse_lost` of ``blobs`` since
+    ``since``, then the caller's own ``then``. A value rather than a closure, so that a Ray
+    writer actor runs the same check for its workers' records (`integrations.ray`)."""
+
+    ledger: LedgerHome = field(repr=False)
+    blobs: frozenset[str]
+    since: int
+    then: Callable[[int], None] | None = None
+
+    def __call__(self, size: int) -> None:
+        _refuse_lost(self.ledger, self.blobs, self.since, size)
+        if self.then is not None:
+            self.then(size)
+
+
+def _refuse_lost(ledger: LedgerHome, blobs: frozenset[str], since: int, size: int) -> None:
+    """Under the log's lock: refuse a record whose blobs an erasure appended since ``since``
+    lists (the erase deleted them after this record stored or found them: storing them again
+    would restore erased data), or that the store no longer holds (deleted meanwhile: by such
+    an erase, or by 'gc --yes --min-age 0'). A stat per blob, and the entries appended
+    meanwhile (usually none).
+
+    Raises:
+        PolicyError: an erasure appended meanwhile lists one of the blobs.
+        LedgerError: one of the blobs is no longer stored.
+    """
+    from trajledger.verify.errors import PolicyError
+
+    from .errors import LedgerError
+    from .home import envelope_statement
+
+    for i in range(since, size):
+        entry = LogEntry.from_bytes(ledger.log.entry(i))
+        if entry.kind != "erasure":
+            continue
+        statement = envelope_statement(ledger, entry.envelope)
+        listed = blobs.intersection(statement.predicate.get("blobs", ()) if statement else ())
+        if listed:
+            raise PolicyError(
+                f"blob {min(listed)[:19]}…: the erasure at log index {i}, recorded while this "
+                "record was being made, deleted it; recording it now would restore erased "
+                "data: nothing was recorded"
+            )
+    lost = sorted(b for b in blobs if not ledger.store.exists(b))
+    if lost:
+        raise LedgerError(
+            f"blob {lost[0][:19]}…: deleted from the store while this record was being made "
+            f"({len(lost)} blob(s); by 'gc --yes --min-age 0'?); nothing was recorded: record "
+            "it again"
+        )
 
 
 def record_statement(

@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from .home import LedgerHome
 
 __all__ = [
-    "approve", "delete_erased", "erasable_blobs", "erase", "files_here", "held_elsewhere",
-    "kept_blobs", "label", "record_policy", "revocations", "revoke",
+    "approve", "delete_erased", "erasable_blobs", "erase", "erased_before", "files_here",
+    "held_elsewhere", "kept_blobs", "label", "record_policy", "revocations", "revoke",
 ]
 
 APPROVABLE = frozenset({"dataset", "rollout-batch"})
@@ -122,15 +122,27 @@ def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str
     artifact too deletes it. The erasure record is appended first: if deleting fails half-way,
     the record already explains the missing blobs, and re-running finishes the job.
 
+    What to keep is decided, and the blobs deleted, under the log's writer lock: a `record`
+    of the same bytes either is logged first (and holds the blob, which is kept) or is refused
+    under that lock (`record._refuse_lost`); it never keeps a blob this deletes.
+
+    An artifact already erased (an erasure of it that counts: verified under the policy in
+    force, or any without a policy) gets no second record: running again deletes what that
+    record lists and the store still holds (an erase that did not finish), with nothing to
+    delete it is refused; only blobs it kept then that may now go (their holders erased
+    since) make a new record, listing just those.
+
     Returns:
-        The erasure record, how many blobs were deleted, and the blobs kept (blob -> the label
-        of an artifact here that holds it).
+        The erasure record (the earlier one, ``new`` False, when none was needed), how many
+        blobs were deleted, and the blobs kept (blob -> the label of an artifact here that
+        holds it).
 
     Raises:
         RefError: ``ref`` names nothing recorded.
         FormatError: an unknown reason.
         PolicyError: ``ref`` has no manifest in the store; the signer is neither a producer
-            nor an approver of the policy in force.
+            nor an approver of the policy in force; already erased with nothing left to
+            delete.
     """
     if reason not in ERASURE_REASONS:
         raise FormatError(
@@ -152,24 +164,78 @@ def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str
 
     check_signers(ledger, "erasure", [(signer.name, signer.keyid)], f"erase {item.ref}")
     _check_authority(ledger, item, signer, "erase")
-    mine = erasable_blobs(ledger, item.digest)
-    kept = kept_blobs(ledger, item.digest, mine)
-    blobs = sorted(mine.difference(kept))
-    predicate = Erasure(reason, format_time(_now()), tuple(blobs))
-    rec = record_statement(
-        ledger, item.ref or item.name, item.digest, predicates.ERASURE,
-        predicate.to_predicate(), signer, action=f"erase {item.ref}",
-    )
-    try:
-        return rec, delete_erased(ledger, blobs), kept
-    except OSError as e:  # a read-only or failing store: the record stands, the data too
-        left = sum(ledger.store.exists(b) for b in blobs)
-        raise LedgerError(
-            f"{item.kind} {item.ref or item.digest}: the erasure is recorded (log index "
-            f"{rec.index}) but {left} of its {len(blobs)} blob(s) are still stored: "
-            f"{e.strerror or e} ({e.filename or 'the store'}); run the same 'trajledger erase' "
-            "again once the store is writable: it deletes them"
-        ) from e
+    with ledger.log.exclusive():  # (no writer appends between the decision and the deletion)
+        mine = erasable_blobs(ledger, item.digest)
+        kept = kept_blobs(ledger, item.digest, mine)
+        first, listed = erased_before(ledger, item.digest)
+        blobs = sorted(mine.difference(kept, listed))
+        unfinished = sorted(b for b in mine.intersection(listed).difference(kept)
+                            if ledger.store.exists(b))
+        if first is not None and not blobs:
+            if not unfinished:
+                held = (f" ({len(kept)} blob(s) still kept: also a file of "
+                        f"{', '.join(sorted(set(kept.values())))}, not erased)" if kept else "")
+                raise PolicyError(
+                    f"{item.kind} {item.ref or item.digest}: already erased (log index "
+                    f"{first.index}) and every blob that erasure lists is deleted{held}; "
+                    "nothing to erase, nothing recorded")
+            rec = first
+        else:
+            predicate = Erasure(reason, format_time(_now()), tuple(blobs))
+            rec = record_statement(
+                ledger, item.ref or item.name, item.digest, predicates.ERASURE,
+                predicate.to_predicate(), signer, action=f"erase {item.ref}",
+            )
+        blobs = sorted({*blobs, *unfinished})
+        try:
+            return rec, delete_erased(ledger, blobs), kept
+        except OSError as e:  # a read-only or failing store: the record stands, the data too
+            left = sum(ledger.store.exists(b) for b in blobs)
+            raise LedgerError(
+                f"{item.kind} {item.ref or item.digest}: the erasure is recorded (log index "
+                f"{rec.index}) but {left} of its {len(blobs)} blob(s) are still stored: "
+                f"{e.strerror or e} ({e.filename or 'the store'}); run the same 'trajledger "
+                "erase' again once the store is writable: it deletes them"
+            ) from e
+
+
+def erased_before(ledger: LedgerHome, subject: str) -> tuple[Recorded | None, set[str]]:
+    """The first erasure of ``subject`` here that counts (verified under the policy in force;
+    without a policy, any erasure record), and the blobs every such erasure lists: what an
+    erase again need not record twice."""
+    from trajledger.verify.lineage import LineageVerifier, Record
+    from trajledger.verify.log_index import read_record
+
+    from .evidence import ledger_evidence
+    from .policy_state import current_policy
+
+    state = ledger.trust_state()
+    found = [i for i in state.about(subject)
+             if (e := state.entry(i)) is not None and e.kind == "erasure"]
+    policy = current_policy(ledger) if found else None
+    if policy is not None:
+        verifier = LineageVerifier(ledger_evidence(ledger), policy[1], index=state, data="size")
+        try:
+            found = [j for j in verifier.records(subject, "erasure")
+                     if isinstance(verifier.record(j), Record)]
+        finally:
+            verifier.close()
+    listed: set[str] = set()
+    for i in found:
+        e = state.entry(i)
+        assert e is not None
+        try:
+            _st, pred = read_record(e, ledger.read_blob(e.envelope), f"log entry {i}")
+        except ProvenanceError:
+            continue
+        assert isinstance(pred, Erasure)
+        listed.update(pred.blobs)
+    if not found:
+        return None, listed
+    i = min(found)
+    e = state.entry(i)
+    assert e is not None
+    return Recorded(subject, e.envelope, i, new=False), listed
 
 
 def kept_blobs(ledger: LedgerHome, subject: str, blobs: set[str]) -> dict[str, str]:

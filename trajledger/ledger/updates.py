@@ -504,33 +504,36 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
     stopped: dict[str, str] = {}
     files: dict[str, set[str]] | None = None  # read at the first erasure that deletes here
     try:
-        for i, e in sorted(foreign.items()):
-            if e.kind not in _STOPS:
-                continue
-            rec = verifier.record(here[i])
-            name = label(ledger, e.subject)
-            facts = {"digest": e.subject, "label": name, "logIndex": i, "kind": e.kind}
-            if isinstance(rec, Record):
-                pred = rec.predicate
-                assert isinstance(pred, Revocation | Erasure)
-                facts |= {"reason": pred.reason, "signer": ",".join(sorted(rec.signers))}
-                if isinstance(pred, Erasure):
-                    mine = erasable_blobs(ledger, e.subject).intersection(pred.blobs)
-                    if files is None and mine:
-                        files = files_here(ledger)
-                    kept = held_elsewhere(ledger, verifier, mine, e.subject, files or {})
-                    facts["deleted"] = delete_erased(ledger, mine.difference(kept))
-                    facts["kept"] = sorted(set(kept.values()))
-                    facts["keptBlobs"] = len(kept)
-                    changes.erased.append(facts)
+        # Decided and deleted under the log's writer lock, as `status.erase` does: a record
+        # of the same bytes is logged first (and holds them) or refused under the lock.
+        with ledger.log.exclusive():
+            for i, e in sorted(foreign.items()):
+                if e.kind not in _STOPS:
+                    continue
+                rec = verifier.record(here[i])
+                name = label(ledger, e.subject)
+                facts = {"digest": e.subject, "label": name, "logIndex": i, "kind": e.kind}
+                if isinstance(rec, Record):
+                    pred = rec.predicate
+                    assert isinstance(pred, Revocation | Erasure)
+                    facts |= {"reason": pred.reason, "signer": ",".join(sorted(rec.signers))}
+                    if isinstance(pred, Erasure):
+                        mine = erasable_blobs(ledger, e.subject).intersection(pred.blobs)
+                        if files is None and mine:
+                            files = files_here(ledger)
+                        kept = held_elsewhere(ledger, verifier, mine, e.subject, files or {})
+                        facts["deleted"] = delete_erased(ledger, mine.difference(kept))
+                        facts["kept"] = sorted(set(kept.values()))
+                        facts["keptBlobs"] = len(kept)
+                        changes.erased.append(facts)
+                    else:
+                        changes.revoked.append(facts)
+                    stopped[e.subject] = name
+                elif rec.damaged:
+                    changes.unreadable.append(facts)
+                    stopped[e.subject] = name
                 else:
-                    changes.revoked.append(facts)
-                stopped[e.subject] = name
-            elif rec.damaged:
-                changes.unreadable.append(facts)
-                stopped[e.subject] = name
-            else:
-                changes.ignored.append(facts | {"why": rec.message})
+                    changes.ignored.append(facts | {"why": rec.message})
         for c in changes.compromised:
             stopped.update({d: label(ledger, d) for d in c["revokedHere"]})
         origins = Origins(ledger)

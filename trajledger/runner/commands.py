@@ -463,7 +463,11 @@ def erase(ctx: Context, ref: str, key: str, reason: str, as_json: bool) -> None:
         holders = sorted(set(kept.values()))
         warn(f"{ref}: {len(kept)} blob(s) kept: also a file of {', '.join(holders)} (not erased; "
              "the store keeps one blob per content): erase that too to delete them")
-    ok(f"{ref} erased ({reason}): {deleted} blob(s) deleted, record at log index {rec.index}")
+    if rec.new:
+        ok(f"{ref} erased ({reason}): {deleted} blob(s) deleted, record at log index {rec.index}")
+    else:  # an erase that had not finished: its record stands, no second one
+        ok(f"{ref} erased: {deleted} blob(s) deleted that the erasure at log index {rec.index} "
+           "lists and the store still held (nothing new recorded)")
     emit_result(as_json, rec.envelope_digest,
                 _status_json("erasure", rec) | {"reason": reason, "deleted": deleted,
                                                 "kept": {b: kept[b] for b in sorted(kept)}})

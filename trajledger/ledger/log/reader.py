@@ -90,6 +90,7 @@ class LogReader:
         self._pid = os.getpid()
         self._mutex = threading.RLock()
         self._lock_fd: int | None = None
+        self._lock_depth = 0  # (`Log._locked` nested in this process: the flock is held once)
         self._recovered = False
         self._cleaned = False
         self._state: LogState | None = None
@@ -520,7 +521,7 @@ class LogReader:
         """In a forked child: drop what the parent's process owned (lock descriptor, mutex,
         lookup connection), so this process locks on its own like any other."""
         self._mutex = threading.RLock()
-        fd, self._lock_fd = self._lock_fd, None
+        fd, self._lock_fd, self._lock_depth = self._lock_fd, None, 0
         if fd is not None:
             # The child's copy of the parent's descriptor: closing it does not release the
             # parent's lock (flock belongs to the open file description, still open there).

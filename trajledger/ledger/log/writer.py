@@ -550,11 +550,15 @@ class Log(LogReader):
                     raise LogError(f"{path}: cannot open the lock: {e.strerror}") from e
                 except OSError as e:
                     raise LogError(f"{path}: cannot open the lock: {e.strerror}") from e
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            if not self._lock_depth:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            self._lock_depth += 1  # (nested: an append within `exclusive` keeps the flock)
             try:
                 yield
             finally:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                self._lock_depth -= 1
+                if not self._lock_depth:
+                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def _writer_state(self, signer: Signer) -> LogState:
         """Under the lock: classify, recover forward, republish a committed unsigned tail."""
