@@ -728,6 +728,14 @@ def _synced_ahead(
             wait()  # a failure was raised to whoever needed the data durable
 
 
+def max_bundle_file(limits: Limits | None = None) -> int:
+    """The most bytes a bundle file read within ``limits`` (default `Limits()`) can hold: the
+    uncompressed total plus zstd's worst-case growth (ZSTD_COMPRESSBOUND: 1/256, and frame
+    headers, given 1 MiB)."""
+    total = (limits or Limits()).total
+    return total + (total >> 8) + (1 << 20)
+
+
 def import_bundle(
     ledger: LedgerHome,
     path: Path,
