@@ -59,7 +59,7 @@ from trajledger.verify.bundle_index import (
 from trajledger.verify.checkpoint import verify_checkpoint
 from trajledger.verify.compact import CompactRange
 from trajledger.verify.digest import DIGEST_PREFIX, FileDigest, digest_bytes
-from trajledger.verify.dsse import Envelope
+from trajledger.verify.dsse import MAX_ENVELOPE_BYTES, Envelope
 from trajledger.verify.errors import (
     ConsistencyError,
     FormatError,
@@ -353,7 +353,7 @@ def export_bundle(
     for rec in Catalog(ledger).by_kind("trust-policy"):
         if rec.index >= size:
             continue
-        envelope = ledger.store.get(rec.envelope)
+        envelope = ledger.store.get(rec.envelope, limit=MAX_ENVELOPE_BYTES)
         policies[rec.index] = _policy_bytes(envelope, rec.digest, rec.index)
         indices.add(rec.index)
         evidence.read.add(rec.envelope)
