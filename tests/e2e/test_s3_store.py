@@ -382,3 +382,18 @@ def test_a_bundle_on_s3_is_the_bundle_file_byte_for_byte(
     local = tmp_path / "local.tar.zst"
     local.write_bytes(body)
     expect(run(vendor, "verify", local, "--policy", vendor / "policy.toml"), 0)
+
+
+def test_a_bundle_uri_larger_than_the_free_space_is_refused_unread(
+    s3: S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trajledger.ledger.remote as remote
+    from trajledger.ledger.errors import StoreError
+
+    key = "bundles/roomy.tar.zst"
+    s3.client.put_object(Bucket=BUCKET, Key=key, Body=b"\0" * 4096)  # type: ignore[attr-defined]
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(remote.shutil, "disk_usage", lambda _p: usage._replace(free=100))
+    with pytest.raises(StoreError, match=r"4096 bytes, only 100 free in .*; nothing downloaded$"):
+        remote.download(f"s3://{BUCKET}/{key}", tmp_path, limit=1 << 20)
+    assert list(tmp_path.iterdir()) == []
