@@ -11,7 +11,8 @@ from __future__ import annotations
 import socket
 import struct
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -278,6 +279,15 @@ def _unread(port: int, path: str) -> socket.socket:
     return c
 
 
+def _until(held: Callable[[], bool]) -> None:
+    """Wait (30 s at most) for the server's bytes held for slow readers to be so."""
+    for _ in range(3000):
+        if held():
+            return
+        time.sleep(0.01)
+    raise AssertionError("the server's held bytes never came to the state awaited")
+
+
 def _drain(c: socket.socket) -> int:
     """Bytes the server sends until it closes ``c``."""
     c.settimeout(30)
@@ -321,9 +331,10 @@ def test_a_response_beyond_the_bytes_held_for_slow_readers_is_not_begun(
     port = s.server_address[1]
     first = _unread(port, "tile/entries/000")
     try:
+        _until(lambda: s._connections._pending > 0)  # the first one is held
         with socket.create_connection(("127.0.0.1", port)) as c:
             c.settimeout(10)
-            assert _get(c, "checkpoint") == b"HTTP/1.1 200 OK"  # the first one is held
+            assert _get(c, "checkpoint") == b"HTTP/1.1 200 OK"
         with _unread(port, "tile/entries/000") as second:  # closed after what the socket took
             assert _drain(second) < whole
         first.settimeout(30)
@@ -334,14 +345,13 @@ def test_a_response_beyond_the_bytes_held_for_slow_readers_is_not_begun(
 
 
 def test_a_response_not_taken_within_the_request_timeout_is_closed(tmp_path: Path) -> None:
-    import time
-
     s = LogServer(_log_dir(tmp_path), workers=2, request_timeout=1.0, idle_timeout=60.0)
     s.start()
     port = s.server_address[1]
     try:
         with _unread(port, "tile/entries/000") as c:
-            time.sleep(3)  # past the request timeout: the rest of its response is dropped
+            _until(lambda: s._connections._pending > 0)
+            _until(lambda: s._connections._pending == 0)  # past the request timeout: dropped
             assert _drain(c) < max_size("entries")
         with socket.create_connection(("127.0.0.1", port)) as c:
             c.settimeout(30)
