@@ -299,7 +299,7 @@ def test_a_bundle_uri_larger_than_a_bundle_may_be_is_refused_unread(
     import trajledger.ledger.exchange as exchange
 
     monkeypatch.setattr(exchange, "max_bundle_file", lambda: 1000, raising=False)
-    key = "bundles/huge.tar.zst"
+    key = "probes/huge.tar.zst"
     s3.client.put_object(Bucket=BUCKET, Key=key, Body=b"\0" * 4096)  # type: ignore[attr-defined]
     r = expect(run(vendor, "import", f"s3://{BUCKET}/{key}", "--policy",
                    vendor / "policy.toml", "--key", "a"), 1)  # fmt: skip
@@ -314,7 +314,7 @@ def test_an_interrupted_bundle_download_is_in_the_ledgers_tmp_and_leaves_nothing
 ) -> None:
     import trajledger.ledger.remote as remote
 
-    key = "bundles/interrupted.tar.zst"
+    key = "probes/interrupted.tar.zst"
     s3.client.put_object(Bucket=BUCKET, Key=key, Body=os.urandom(4096))  # type: ignore[attr-defined]
     seen: list[Path] = []
     real = remote.open_filesystem
@@ -373,7 +373,7 @@ def test_a_bundle_on_s3_is_the_bundle_file_byte_for_byte(
     # downloaded (a small object could unpack to any size).
     import zstandard
 
-    key = "bundles/plain.tar.zst"
+    key = "probes/plain.tar.zst"
     expect(run(vendor, "export", "ds@1", "--out", f"s3://{BUCKET}/{key}", "--policy",
                vendor / "policy.toml"), 0)  # fmt: skip
     body = s3.client.get_object(Bucket=BUCKET, Key=key)["Body"].read()  # type: ignore[attr-defined]
@@ -390,7 +390,7 @@ def test_a_bundle_uri_larger_than_the_free_space_is_refused_unread(
     import trajledger.ledger.remote as remote
     from trajledger.ledger.errors import StoreError
 
-    key = "bundles/roomy.tar.zst"
+    key = "probes/roomy.tar.zst"
     s3.client.put_object(Bucket=BUCKET, Key=key, Body=b"\0" * 4096)  # type: ignore[attr-defined]
     usage = shutil.disk_usage(tmp_path)
     monkeypatch.setattr(remote.shutil, "disk_usage", lambda _p: usage._replace(free=100))
