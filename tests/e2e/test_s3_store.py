@@ -285,3 +285,115 @@ def test_a_location_with_credentials_or_settings_is_refused_without_echoing_them
         r = expect(run(vendor, *args), 3)
         assert problem in r.stderr and SECRET not in r.output, r.output
         assert r.stderr.count("\n") == 1, r.stderr
+
+
+def _downloads(home: Path) -> list[Path]:
+    return sorted(p for p in (home / "tmp").rglob("*") if p.is_file())
+
+
+def test_a_bundle_uri_larger_than_a_bundle_may_be_is_refused_unread(
+    s3: S3, vendor: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # rev10: a bundle URI was downloaded whole, unbounded, into the system temp directory
+    # before anything was read (a hostile bucket's huge object filled /tmp first).
+    import trajledger.ledger.exchange as exchange
+
+    monkeypatch.setattr(exchange, "max_bundle_file", lambda: 1000, raising=False)
+    key = "probes/huge.tar.zst"
+    s3.client.put_object(Bucket=BUCKET, Key=key, Body=b"\0" * 4096)  # type: ignore[attr-defined]
+    r = expect(run(vendor, "import", f"s3://{BUCKET}/{key}", "--policy",
+                   vendor / "policy.toml", "--key", "a"), 1)  # fmt: skip
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert (f"s3://{BUCKET}/{key}: 4096 bytes, more than a bundle may hold (1000); nothing "
+            "downloaded") in r.stderr, r.stderr
+    assert _downloads(vendor) == []
+
+
+def test_an_interrupted_bundle_download_is_in_the_ledgers_tmp_and_leaves_nothing(
+    s3: S3, vendor: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trajledger.ledger.remote as remote
+
+    key = "probes/interrupted.tar.zst"
+    s3.client.put_object(Bucket=BUCKET, Key=key, Body=os.urandom(4096))  # type: ignore[attr-defined]
+    seen: list[Path] = []
+    real = remote.open_filesystem
+
+    class Interrupting:
+        def __init__(self, fs: object) -> None:
+            self.fs = fs
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.fs, name)
+
+        def open_input_stream(self, path: str, **options: object) -> object:
+            inner = self.fs.open_input_stream(path, **options)  # type: ignore[attr-defined]
+
+            class Stream:
+                def __enter__(self) -> Stream:
+                    return self
+
+                def __exit__(self, *exc: object) -> None:
+                    inner.close()
+
+                def read(self, n: int) -> bytes:
+                    if seen:  # Ctrl-C on the second read, the first one written
+                        raise KeyboardInterrupt
+                    seen.extend(_downloads(vendor) or [Path("(none in LEDGER/tmp)")])
+                    return bytes(inner.read(min(n, 1024)))
+
+            return Stream()
+
+    def interrupting(uri: str) -> tuple[object, str]:
+        fs, path = real(uri)
+        return Interrupting(fs), path
+
+    monkeypatch.setattr(remote, "open_filesystem", interrupting)
+    r = run(vendor, "import", f"s3://{BUCKET}/{key}", "--policy", vendor / "policy.toml",
+            "--key", "a")  # fmt: skip
+    assert r.exit_code == 130, r.output
+    assert "Traceback" not in r.output
+    assert len(seen) == 1 and seen[0].name.startswith("download-"), seen
+    assert seen[0].parent.parent == vendor / "tmp", seen  # LEDGER/tmp/.tmp-<host>-<pid>-…d/
+    assert _downloads(vendor) == []
+    assert not any((vendor / "tmp").iterdir())
+    # The download itself removes its partial file (not only the directory it is in).
+    seen.clear()
+    with pytest.raises(KeyboardInterrupt):
+        remote.download(f"s3://{BUCKET}/{key}", tmp_path, limit=1 << 20)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bundle_on_s3_is_the_bundle_file_byte_for_byte(
+    s3: S3, vendor: Path, tmp_path: Path
+) -> None:
+    # Found by fix9: pyarrow compresses and decompresses by the name's extension, so a bundle
+    # exported to s3://…/x.tar.zst was stored compressed a second time (another tool's copy of
+    # the object was no bundle), and an import decompressed whatever the bucket held as it
+    # downloaded (a small object could unpack to any size).
+    import zstandard
+
+    key = "probes/plain.tar.zst"
+    expect(run(vendor, "export", "ds@1", "--out", f"s3://{BUCKET}/{key}", "--policy",
+               vendor / "policy.toml"), 0)  # fmt: skip
+    body = s3.client.get_object(Bucket=BUCKET, Key=key)["Body"].read()  # type: ignore[attr-defined]
+    tar = zstandard.ZstdDecompressor().stream_reader(body).read(512)
+    assert tar[257:262] == b"ustar", tar[:8]  # one decompression gives the tar
+    local = tmp_path / "local.tar.zst"
+    local.write_bytes(body)
+    expect(run(vendor, "verify", local, "--policy", vendor / "policy.toml"), 0)
+
+
+def test_a_bundle_uri_larger_than_the_free_space_is_refused_unread(
+    s3: S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trajledger.ledger.remote as remote
+    from trajledger.ledger.errors import StoreError
+
+    key = "probes/roomy.tar.zst"
+    s3.client.put_object(Bucket=BUCKET, Key=key, Body=b"\0" * 4096)  # type: ignore[attr-defined]
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(remote.shutil, "disk_usage", lambda _p: usage._replace(free=100))
+    with pytest.raises(StoreError, match=r"4096 bytes, only 100 free in .*; nothing downloaded$"):
+        remote.download(f"s3://{BUCKET}/{key}", tmp_path, limit=1 << 20)
+    assert list(tmp_path.iterdir()) == []

@@ -551,7 +551,7 @@ def batch_features(
             stored = store.size(ref.digest)  # checked before reading: the size is signed
             if stored is not None and stored != ref.size:
                 raise FormatError(f"{stored} bytes, want {ref.size}")
-            data = store.get_verified(ref.digest)
+            data = store.get_verified(ref.digest, size=ref.size)
             if len(data) != ref.size:
                 raise FormatError(f"{len(data)} bytes, want {ref.size}")
             return BatchFeatures(batch, decode_features(data, digest), "recorded")

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from trajledger.verify.digest import digest_bytes
-from trajledger.verify.dsse import Envelope
+from trajledger.verify.dsse import MAX_ENVELOPE_BYTES, Envelope
 from trajledger.verify.errors import ProvenanceError, VerificationError
 from trajledger.verify.kinds import NAMED, name_version
 from trajledger.verify.log_entry import LogEntry
@@ -359,7 +359,7 @@ class Catalog:
             )
         if check_name:
             try:
-                data = self.ledger.store.get(entry.envelope)
+                data = self.ledger.store.get(entry.envelope, limit=MAX_ENVELOPE_BYTES)
                 if digest_bytes(data) != entry.envelope:
                     raise VerificationError("its envelope does not hash to the entry")
                 statement = Statement.from_bytes(Envelope.from_bytes(data).payload)

@@ -59,7 +59,7 @@ from trajledger.verify.bundle_index import (
 from trajledger.verify.checkpoint import verify_checkpoint
 from trajledger.verify.compact import CompactRange
 from trajledger.verify.digest import DIGEST_PREFIX, FileDigest, digest_bytes
-from trajledger.verify.dsse import Envelope
+from trajledger.verify.dsse import MAX_ENVELOPE_BYTES, Envelope
 from trajledger.verify.errors import (
     ConsistencyError,
     FormatError,
@@ -353,7 +353,7 @@ def export_bundle(
     for rec in Catalog(ledger).by_kind("trust-policy"):
         if rec.index >= size:
             continue
-        envelope = ledger.store.get(rec.envelope)
+        envelope = ledger.store.get(rec.envelope, limit=MAX_ENVELOPE_BYTES)
         policies[rec.index] = _policy_bytes(envelope, rec.digest, rec.index)
         indices.add(rec.index)
         evidence.read.add(rec.envelope)
@@ -726,6 +726,14 @@ def _synced_ahead(
     finally:
         with contextlib.suppress(OSError):
             wait()  # a failure was raised to whoever needed the data durable
+
+
+def max_bundle_file(limits: Limits | None = None) -> int:
+    """The most bytes a bundle file read within ``limits`` (default `Limits()`) can hold: the
+    uncompressed total plus zstd's worst-case growth (ZSTD_COMPRESSBOUND: 1/256, and frame
+    headers, given 1 MiB)."""
+    total = (limits or Limits()).total
+    return total + (total >> 8) + (1 << 20)
 
 
 def import_bundle(

@@ -374,7 +374,8 @@ def import_(
     """Verify the bundle FILE under the policy, then store its objects, log the vendor's records
     in this ledger's log (so they can be approved and trained on here) and record the import.
 
-    FILE may be a URI (s3://bucket/key): it is downloaded to a temporary file first. Nothing is
+    FILE may be a URI (s3://bucket/key): it is downloaded first, into LEDGER/tmp (an object
+    larger than a bundle may be, or than the free space there, is refused unread). Nothing is
     stored unless the whole lineage verifies (licences the policy does not accept, witness
     cosignatures it requires, a rollback or fork of the vendor's log: refused, saying why).
     Importing the same evidence again changes nothing and names the earlier record. The
@@ -389,14 +390,16 @@ def import_(
     Example:
       trajledger import cartpole-train-2.tar.zst --key approver
     """
-    from .exchange import import_bundle
+    from .exchange import import_bundle, max_bundle_file
+    from .fs import temp_dir
     from .remote import download, is_uri
 
     ledger = ctx.ledger()
     policy = _policy(ledger, policy_file)
     signers = [ledger.keys.signer(k) for k in keys]
-    with tempfile.TemporaryDirectory(prefix="trajledger-import-") as tmp:
-        path = download(file, Path(tmp)) if is_uri(file) else bundle_file(Path(file))
+    with temp_dir(ledger.root / "tmp") as tmp:  # a killed import's is swept (`sweep_leftovers`)
+        path = (download(file, Path(tmp), limit=max_bundle_file()) if is_uri(file)
+                else bundle_file(Path(file)))
         result = import_bundle(ledger, path, policy, signers)
     changes = result.changes
     if as_json:  # one JSON document: its subject is the digest (or "bundle": updates alone)

@@ -138,12 +138,13 @@ def _inside(store: str) -> bool:
 def envelope_statement(ledger: LedgerHome, envelope: str) -> Statement | None:
     """The statement of the stored envelope ``envelope``, parsed but not verified; None when it
     is not one (a caller comparing records treats it as different)."""
-    from trajledger.verify.dsse import Envelope
+    from trajledger.verify.dsse import MAX_ENVELOPE_BYTES, Envelope
     from trajledger.verify.errors import ProvenanceError
     from trajledger.verify.statement import Statement
 
     try:
-        return Statement.from_bytes(Envelope.from_bytes(ledger.store.get(envelope)).payload)
+        return Statement.from_bytes(Envelope.from_bytes(
+            ledger.store.get(envelope, limit=MAX_ENVELOPE_BYTES)).payload)
     except ProvenanceError:
         return None
 

@@ -19,10 +19,13 @@ uploads with a CRC64-NVME trailer by default, which some servers refuse; set
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from trajledger.verify.errors import FormatError
 
 from .errors import StoreError
 
@@ -130,32 +133,59 @@ def _one_line(e: BaseException) -> str:
 
 
 def upload(src: Path, uri: str) -> None:
-    """Copy a local file to a remote location (an object appears only once complete).
+    """Copy a local file to a remote location (an object appears only once complete), byte for
+    byte: pyarrow would compress by the name's extension (``.zst``), making the object a
+    second compression of the bundle; `download` likewise decompresses nothing.
 
     Raises:
         StoreError: the location cannot be written.
     """
     fs, path = open_filesystem(uri)
     try:
-        with open(src, "rb") as f, fs.open_output_stream(path) as out:
+        with open(src, "rb") as f, fs.open_output_stream(path, compression=None) as out:
             while chunk := f.read(_COPY_CHUNK):
                 out.write(chunk)
     except OSError as e:
         raise StoreError(f"{uri}: cannot write: {_one_line(e)}") from e
 
 
-def download(uri: str, workdir: Path) -> Path:
-    """Copy a remote file into ``workdir``; returns the local copy.
+def download(uri: str, workdir: Path, *, limit: int) -> Path:
+    """Copy a remote file into ``workdir``; returns the local copy. An object listed larger
+    than ``limit``, or larger than the free space of ``workdir``, is refused before a byte is
+    read; one that sends more than it listed is refused as soon as it does. Nothing is left
+    behind on any error or interruption (Ctrl-C).
 
     Raises:
-        StoreError: the location cannot be read or does not exist.
+        FormatError: the object is larger than ``limit`` (listed, or as it comes).
+        StoreError: the location cannot be read or does not exist; no room for it.
     """
+    import pyarrow.fs as pafs
+
     fs, path = open_filesystem(uri)
+    try:
+        info = fs.get_file_info(path)
+    except OSError as e:
+        raise StoreError(f"{uri}: cannot read: {_one_line(e)}") from e
+    if info.type != pafs.FileType.File:
+        raise StoreError(f"{uri}: no such object")
+    listed = int(info.size)
+    if listed > limit:
+        raise FormatError(f"{uri}: {listed} bytes, more than a bundle may hold ({limit}); "
+                          "nothing downloaded")
+    free = shutil.disk_usage(workdir).free
+    if listed > free:
+        raise StoreError(f"{uri}: {listed} bytes, only {free} free in {workdir}; "
+                         "nothing downloaded")
     fd, name = tempfile.mkstemp(dir=workdir, prefix="download-")
     dest = Path(name)
     try:
-        with os.fdopen(fd, "wb") as out, fs.open_input_stream(path) as f:
-            while chunk := f.read(_COPY_CHUNK):
+        with os.fdopen(fd, "wb") as out, fs.open_input_stream(path, compression=None) as f:
+            done = 0
+            while chunk := f.read(min(_COPY_CHUNK, listed + 1 - done)):
+                done += len(chunk)
+                if done > listed:
+                    raise FormatError(f"{uri}: more bytes than the {listed} it lists; "
+                                      "nothing kept")
                 out.write(chunk)
     except FileNotFoundError as e:
         dest.unlink(missing_ok=True)
@@ -163,4 +193,7 @@ def download(uri: str, workdir: Path) -> Path:
     except OSError as e:
         dest.unlink(missing_ok=True)
         raise StoreError(f"{uri}: cannot read: {_one_line(e)}") from e
+    except BaseException:
+        dest.unlink(missing_ok=True)
+        raise
     return dest

@@ -23,8 +23,12 @@ each request's head (request line and headers, at most `MAX_HEAD` bytes) as its 
 once a request starts, the client has `REQUEST_TIMEOUT` seconds to send all of it (however it
 spaces its bytes), and only a whole request reaches a worker, which reads nothing more (GET and
 HEAD have no body; another method is refused and its connection closed): a client sending
-slowly holds no worker. A worker waits only to write: the client must take each write of the
-response within `REQUEST_TIMEOUT`. At most `MAX_CONNECTIONS` are open; more are closed at once.
+slowly holds no worker. A worker writes nothing to the socket either: it makes the whole
+response, sends what the socket takes at once, and hands the rest to the selector's thread,
+which sends it as the client reads; the client has `REQUEST_TIMEOUT` seconds to take all of it
+(else it is closed), and responses waiting so hold at most `MAX_PENDING` bytes together (a
+response beyond that is not begun: the connection is closed, the client retries): a client
+that does not read holds no worker. At most `MAX_CONNECTIONS` are open; more are closed at once.
 A client that goes away mid-response (reset, broken pipe) or times out is no error of the
 server's: nothing is printed (a line with ``--verbose``).
 
@@ -68,6 +72,7 @@ __all__ = [
     "MAX_CONNECTIONS",
     "MAX_ENVELOPE",
     "MAX_HEAD",
+    "MAX_PENDING",
     "REQUEST_TIMEOUT",
     "TILE_CACHE",
     "WORKERS",
@@ -102,7 +107,11 @@ MAX_CONNECTIONS = 256
 MAX_HEAD = 64 << 10
 """Bytes a request's head (its request line and headers) may hold; a longer one is closed."""
 REQUEST_TIMEOUT = 10.0
-"""Seconds a client has to send a whole request once it started, and to take each write."""
+"""Seconds a client has to send a whole request once it started, and to take a whole response
+(what the socket did not take at once)."""
+MAX_PENDING = 256 << 20
+"""Bytes of responses the selector's thread may hold for clients that read slowly (what the
+eight workers held at most when they wrote responses themselves)."""
 IDLE_TIMEOUT = 30.0
 """Seconds a connection may wait for its next request (or its first) before it is closed."""
 _CONTENT_TYPE = {
@@ -145,7 +154,8 @@ def _head_end(data: bytes | bytearray) -> int:
 class _Handler(BaseHTTPRequestHandler):
     """Answers one request whose head the selector's thread has read whole (`_Connections`):
     it reads nothing from the socket (GET and HEAD have no body; other methods are refused
-    and the connection closed), so a worker waits only to write."""
+    and the connection closed) and writes nothing to it: the response is kept whole in
+    ``response`` for the worker to send (`_Connections._respond`)."""
 
     server: LogServer
     protocol_version = "HTTP/1.1"
@@ -160,9 +170,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.connection.settimeout(self.server.request_timeout)  # each sendall's whole duration
         self.rfile.close()
         self.rfile = io.BytesIO(self._head)
+        self._out = io.BytesIO()
+        self.wfile = self._out
+        self.response = b""
+        """The whole response (set when the handler finishes)."""
+
+    def finish(self) -> None:
+        self.response = self._out.getvalue()
+        super().finish()
 
     def handle(self) -> None:
         """Answer the request; the connection then goes back to the server's selector
@@ -259,7 +276,7 @@ class LogServer(HTTPServer):
             verbose: log each request, and clients that went away, to stderr.
             workers: threads answering requests.
             max_connections: open connections at most.
-            request_timeout: seconds to send a request, and to take each write of a response.
+            request_timeout: seconds to send a request, and to take a response.
             idle_timeout: seconds a connection may wait for its next request.
             published: the envelopes to serve (`Published`); None serves none.
 
@@ -427,6 +444,19 @@ class Published:
 _Conn = tuple[socket.socket, Any, bytes]
 """A connection: its socket, the client's address, what it sent of its next request."""
 _CHUNK = 1 << 16
+_SEND = 1 << 18
+"""Bytes the selector's thread offers a slow reader at a time."""
+
+
+class _Pending:
+    """The rest of a response the selector's thread sends as the client reads it."""
+
+    def __init__(self, sock: socket.socket, address: Any, rest: memoryview, keep: bool,
+                 leftover: bytes) -> None:  # fmt: skip
+        self.sock, self.address, self.rest = sock, address, rest
+        self.held = len(rest)
+        """The bytes counted against `MAX_PENDING`."""
+        self.keep, self.leftover = keep, leftover
 _TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
               b"Connection: close\r\n\r\n")
 
@@ -438,11 +468,14 @@ class _Connections:
 
     def __init__(self, server: LogServer, workers: int, limit: int, idle: float) -> None:
         self._server = server
+        self._max_pending = MAX_PENDING
         self._limit = limit
         self._idle = idle
         self._lock = threading.Lock()
         self._open = 0
         self._incoming: list[_Conn] = []
+        self._writing: list[_Pending] = []
+        self._pending = 0
         self._closing = False
         self._ready: queue.SimpleQueue[_Conn | None] = queue.SimpleQueue()
         self._selector = selectors.DefaultSelector()
@@ -474,25 +507,38 @@ class _Connections:
     def _watch(self) -> None:
         deadlines: dict[socket.socket, float] = {}
         heads: dict[socket.socket, bytearray] = {}
+        writing: dict[socket.socket, _Pending] = {}
 
         def forget(sock: socket.socket) -> None:
             self._selector.unregister(sock)
-            del deadlines[sock], heads[sock]
+            del deadlines[sock]
+            heads.pop(sock, None)
+            if (done := writing.pop(sock, None)) is not None:
+                with self._lock:
+                    self._pending -= done.held
+
+        def watch(sock: socket.socket, address: Any, head: bytes, now: float) -> None:
+            if _head_end(head) >= 0:  # pipelined: the next request came whole already
+                self._ready.put((sock, address, head))
+                return
+            sock.setblocking(False)
+            heads[sock] = bytearray(head)
+            deadlines[sock] = now + (self._server.request_timeout if head else self._idle)
+            self._selector.register(sock, selectors.EVENT_READ, (sock, address))
 
         while True:
             with self._lock:
                 if self._closing:
                     break
                 incoming, self._incoming = self._incoming, []
+                handed, self._writing = self._writing, []
             now = time.monotonic()
             for sock, address, head in incoming:
-                if _head_end(head) >= 0:  # pipelined: the next request came whole already
-                    self._ready.put((sock, address, head))
-                    continue
-                sock.setblocking(False)
-                heads[sock] = bytearray(head)
-                deadlines[sock] = now + (self._server.request_timeout if head else self._idle)
-                self._selector.register(sock, selectors.EVENT_READ, (sock, address))
+                watch(sock, address, head, now)
+            for w in handed:  # the client has the request timeout to take all the rest
+                writing[w.sock] = w
+                deadlines[w.sock] = now + self._server.request_timeout
+                self._selector.register(w.sock, selectors.EVENT_WRITE, w)
             wait = min(deadlines.values(), default=now + self._idle) - now
             for key, _ in self._selector.select(max(0.0, wait)):
                 if key.fileobj is self._wake_r:
@@ -502,6 +548,23 @@ class _Connections:
                                 break
                         except BlockingIOError:
                             break
+                    continue
+                if isinstance(key.data, _Pending):
+                    w = key.data
+                    try:
+                        w.rest = w.rest[w.sock.send(w.rest[:_SEND]):]
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        self._server.handle_error(w.sock, w.address)  # a line with --verbose
+                        w.keep = False
+                        w.rest = w.rest[:0]
+                    if not w.rest:
+                        forget(w.sock)
+                        if w.keep and not self._closing:
+                            watch(w.sock, w.address, w.leftover, time.monotonic())
+                        else:
+                            self._drop(w.sock)
                     continue
                 sock, address = key.data
                 try:
@@ -535,19 +598,45 @@ class _Connections:
     def _work(self) -> None:
         while (item := self._ready.get()) is not None:
             sock, address, head = item
-            keep, leftover = False, b""
             try:
                 handler = _Handler(sock, address, self._server, head)
-                keep, leftover = not handler.close_connection, handler.leftover
             except Exception:
                 self._server.handle_error(sock, address)
-            if keep:
-                with self._lock:
-                    if not self._closing:
-                        self._incoming.append((sock, address, leftover))
-                        self._wake()
-                        continue
+                self._drop(sock)
+                continue
+            self._respond(sock, address, handler.response, not handler.close_connection,
+                          handler.leftover)
+
+    def _respond(self, sock: socket.socket, address: Any, response: bytes, keep: bool,
+                 leftover: bytes) -> None:  # fmt: skip
+        """Send what the socket takes of ``response`` now; hand the rest to the selector's
+        thread (`_Pending`), or close the connection when `MAX_PENDING` is held already."""
+        rest = memoryview(response)
+        try:
+            sock.setblocking(False)
+            while rest:
+                rest = rest[sock.send(rest):]
+        except BlockingIOError:
+            pass
+        except OSError:
+            self._server.handle_error(sock, address)
             self._drop(sock)
+            return
+        with self._lock:
+            if not rest:
+                if keep and not self._closing:
+                    self._incoming.append((sock, address, leftover))
+                    self._wake()
+                    return
+            elif not self._closing and self._pending + len(rest) <= self._max_pending:
+                self._pending += len(rest)
+                self._writing.append(_Pending(sock, address, rest, keep, leftover))
+                self._wake()
+                return
+            elif self._server.verbose:
+                sys.stderr.write(f"{address[0]}: closed, {len(rest)} bytes of a response not "
+                                 f"sent ({self._pending} held for slow readers already)\n")
+        self._drop(sock)
 
     def _drop(self, sock: socket.socket) -> None:
         self._server.shutdown_request(sock)
@@ -558,9 +647,10 @@ class _Connections:
         """Stop the threads and close every connection (those being answered finish first)."""
         with self._lock:
             self._closing = True
-            left = list(self._incoming)
-            self._incoming = []
-        for sock, _address, _head in left:
+            left = [sock for sock, _address, _head in self._incoming]
+            left += [w.sock for w in self._writing]
+            self._incoming, self._writing = [], []
+        for sock in left:
             self._drop(sock)
         for _ in self._threads[1:]:
             self._ready.put(None)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import io
 import os
 import shutil
@@ -42,7 +43,8 @@ from trajledger.verify.digest import (
     hash_file,
     parse_digest,
 )
-from trajledger.verify.errors import DigestMismatchError
+from trajledger.verify.errors import DigestMismatchError, FormatError
+from trajledger.verify.evidence import MAX_BLOB_READ
 
 from .errors import StoreError
 from .fs import TMP_PREFIX, fsync_dir, is_stale, sync_paths, temp_name
@@ -534,26 +536,59 @@ class ObjectStore:
         info = self._fs.get_file_info(self._location(digest))
         return int(info.size) if info.type == pafs.FileType.File else None
 
-    def get(self, digest: str) -> bytes:
+    def get(self, digest: str, *, size: int | None = None, limit: int = MAX_BLOB_READ) -> bytes:
         """The blob's bytes; unchecked on a local disk, checked against the digest when remote.
+
+        A remote blob is streamed, hashed as it comes: one listed at another size than
+        ``size``, or larger than ``limit``, is refused before a byte is read; one that sends
+        more than it listed is refused as soon as it does.
+
+        Args:
+            digest: the blob's name.
+            size: the size its record lists (a manifest's), when known.
+            limit: the most bytes the caller takes (a kind's bound: an envelope's).
 
         Raises:
             StoreError: absent or unreadable.
-            DigestMismatchError: a remote blob whose bytes were altered.
+            DigestMismatchError: a remote blob whose bytes (or listed size) were altered.
+            FormatError: a remote blob listed larger than ``limit``.
         """
-        try:
-            if self._fs is None:
+        if self._fs is None:
+            try:
                 return _read_local(self._location(digest))
-            with self._fs.open_input_stream(self._location(digest)) as f:
+            except FileNotFoundError as e:
+                raise StoreError(f"object {digest}: not in the store") from e
+            except OSError as e:
+                raise StoreError(f"object {digest}: cannot read: {e}") from e
+        # A remote blob is always checked: whoever can write the bucket can change it.
+        what = f"object {digest[:19]}… in {self._prefix}"
+        try:
+            with self._fs.open_input_file(self._location(digest)) as f:
+                listed = f.size()
+                if size is not None and listed != size:
+                    raise DigestMismatchError(f"{what}: {listed} bytes, want {size}",
+                                              subject=what, expected=digest)
+                if listed > limit:
+                    raise FormatError(f"{what}: {listed} bytes, more than the {limit} it may hold")
+                hasher, have = hashlib.sha256(), 0
+                parts: list[bytes] = []
                 # Chunked reads: read() of a whole S3 stream is several times slower.
-                data = b"".join(iter(lambda: bytes(f.read(REMOTE_CHUNK)), b""))
+                while chunk := bytes(f.read(min(REMOTE_CHUNK, listed + 1 - have))):
+                    have += len(chunk)
+                    if have > listed:
+                        raise DigestMismatchError(f"{what}: more bytes than the {listed} listed",
+                                                  subject=what, expected=digest)
+                    hasher.update(chunk)
+                    parts.append(chunk)
         except FileNotFoundError as e:
             raise StoreError(f"object {digest}: not in the store") from e
         except OSError as e:
             raise StoreError(f"object {digest}: cannot read: {e}") from e
-        # A remote blob is always checked: whoever can write the bucket can change it.
-        verify_bytes(data, digest, f"object {digest[:19]}… in {self._prefix}")
-        return data
+        observed = DIGEST_PREFIX + hasher.hexdigest()
+        if observed != digest:
+            raise DigestMismatchError(f"{what}: content hashes to {observed}, want {digest}",
+                                      subject=what, expected=digest, observed=observed)
+        return b"".join(parts)
 
     @contextlib.contextmanager
     def open_input(self, digest: str) -> Iterator[IO[bytes]]:
@@ -574,14 +609,16 @@ class ObjectStore:
         with f:
             yield f
 
-    def get_verified(self, digest: str) -> bytes:
-        """The blob's bytes after checking they hash to ``digest``.
+    def get_verified(self, digest: str, *, size: int | None = None,
+                     limit: int = MAX_BLOB_READ) -> bytes:
+        """The blob's bytes after checking they hash to ``digest`` (``size`` and ``limit``:
+        as for `get`).
 
         Raises:
             StoreError: absent or unreadable.
             DigestMismatchError: the stored bytes were altered.
         """
-        data = self.get(digest)
+        data = self.get(digest, size=size, limit=limit)
         if self._fs is None:  # remote reads are checked by `get`
             verify_bytes(data, digest, f"object {digest[:19]}…")
         return data

@@ -176,7 +176,7 @@ def read_suite(
                 files[f.path] = open_file(ledger.store, keys[b], f.path, pred.sealed.files[f.path],
                                           (f.digest, f.size))
                 continue
-            data = ledger.store.get(f.digest)
+            data = ledger.store.get(f.digest, size=f.size)
             got = digest_bytes(data)
             if got != f.digest:
                 raise DigestMismatchError(f"{f.path} of batch {b[:19]}…: hashes to {got[:19]}…",

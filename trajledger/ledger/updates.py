@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 from trajledger.verify import predicates
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.digest import FileDigest
+from trajledger.verify.dsse import MAX_ENVELOPE_BYTES
 from trajledger.verify.errors import ProvenanceError
 from trajledger.verify.impact import impact
 from trajledger.verify.kinds import KINDS
@@ -250,8 +251,8 @@ def _imports(ledger: LedgerHome, vkey: str | None = None) -> list[tuple[int, Imp
         entry = state.entry(i)
         assert entry is not None
         try:
-            _st, pred = read_record(entry, ledger.store.get(entry.envelope),
-                                    f"import record at log index {i}")
+            data = ledger.store.get(entry.envelope, limit=MAX_ENVELOPE_BYTES)
+            _st, pred = read_record(entry, data, f"import record at log index {i}")
         except (ProvenanceError, StoreError) as e:
             raise TamperError(
                 f"import record at log index {i}: cannot be read ({e}), so what was accepted "

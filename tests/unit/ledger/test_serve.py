@@ -11,7 +11,8 @@ from __future__ import annotations
 import socket
 import struct
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -266,4 +267,94 @@ def test_requests_that_never_end_hold_no_worker(tmp_path: Path) -> None:
     finally:
         for c in held:
             c.close()
+        s.stop()
+
+
+def _unread(port: int, path: str) -> socket.socket:
+    """A connection that asks for ``path`` and reads nothing (a small receive buffer)."""
+    c = socket.socket()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    c.connect(("127.0.0.1", port))
+    c.sendall(f"GET /{path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    return c
+
+
+def _until(held: Callable[[], bool]) -> None:
+    """Wait (30 s at most) for the server's bytes held for slow readers to be so."""
+    for _ in range(3000):
+        if held():
+            return
+        time.sleep(0.01)
+    raise AssertionError("the server's held bytes never came to the state awaited")
+
+
+def _drain(c: socket.socket) -> int:
+    """Bytes the server sends until it closes ``c``."""
+    c.settimeout(30)
+    n = 0
+    while data := c.recv(1 << 20):
+        n += len(data)
+    return n
+
+
+def test_clients_that_do_not_read_hold_no_worker(tmp_path: Path) -> None:
+    # rev10: a worker wrote each response itself, waiting up to the request timeout for the
+    # client to take it: 8 clients asking for a 16 MiB entry bundle and reading nothing
+    # delayed a GET by 9.6 s. Now the selector's thread sends what the socket did not take.
+    s = LogServer(_log_dir(tmp_path), workers=2, request_timeout=60.0, idle_timeout=60.0)
+    s.start()
+    port = s.server_address[1]
+    held = [_unread(port, "tile/entries/000") for _ in range(4)]
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as c:
+            c.settimeout(10)  # the held responses would have held both workers for 60 s
+            assert _get(c, "checkpoint") == b"HTTP/1.1 200 OK"
+        for c in held:  # each is answered whole when it reads, and keeps its connection
+            c.settimeout(30)
+            assert _read_response(c) == b"HTTP/1.1 200 OK"
+            assert _get(c, "checkpoint") == b"HTTP/1.1 200 OK"
+    finally:
+        for c in held:
+            c.close()
+        s.stop()
+
+
+def test_a_response_beyond_the_bytes_held_for_slow_readers_is_not_begun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trajledger.ledger.serve as serve
+
+    whole = max_size("entries")
+    monkeypatch.setattr(serve, "MAX_PENDING", whole + (whole >> 1), raising=False)  # one, not two
+    s = LogServer(_log_dir(tmp_path), workers=2, request_timeout=60.0, idle_timeout=60.0)
+    s.start()
+    port = s.server_address[1]
+    first = _unread(port, "tile/entries/000")
+    try:
+        _until(lambda: s._connections._pending > 0)  # the first one is held
+        with socket.create_connection(("127.0.0.1", port)) as c:
+            c.settimeout(10)
+            assert _get(c, "checkpoint") == b"HTTP/1.1 200 OK"
+        with _unread(port, "tile/entries/000") as second:  # closed after what the socket took
+            assert _drain(second) < whole
+        first.settimeout(30)
+        assert _read_response(first) == b"HTTP/1.1 200 OK"  # the first one is sent whole
+    finally:
+        first.close()
+        s.stop()
+
+
+def test_a_response_not_taken_within_the_request_timeout_is_closed(tmp_path: Path) -> None:
+    s = LogServer(_log_dir(tmp_path), workers=2, request_timeout=1.0, idle_timeout=60.0)
+    s.start()
+    port = s.server_address[1]
+    try:
+        with _unread(port, "tile/entries/000") as c:
+            _until(lambda: s._connections._pending > 0)
+            _until(lambda: s._connections._pending == 0)  # past the request timeout: dropped
+            assert _drain(c) < max_size("entries")
+        with socket.create_connection(("127.0.0.1", port)) as c:
+            c.settimeout(30)
+            assert _get(c, "tile/entries/000") == b"HTTP/1.1 200 OK"
+    finally:
         s.stop()

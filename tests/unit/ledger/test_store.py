@@ -651,3 +651,97 @@ def test_verify_bytes() -> None:
     )
     with pytest.raises(FormatError, match=r"expected digest of blob"):
         verify_bytes(b"abc", ABC, "blob")
+
+
+class _Counting:
+    """A pyarrow filesystem whose input files count the bytes they deliver, and may deliver
+    more than they list (a server that sends past its Content-Length)."""
+
+    def __init__(self, fs: Any, extra: bytes = b"") -> None:
+        self.fs, self.extra, self.delivered = fs, extra, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.fs, name)
+
+    def open_input_file(self, path: str) -> Any:
+        outer, inner = self, self.fs.open_input_file(path)
+
+        class File:
+            def __enter__(self) -> File:
+                return self
+
+            def __exit__(self, *exc: object) -> None:
+                inner.close()
+
+            def size(self) -> int:
+                return int(inner.size())
+
+            def read(self, n: int) -> bytes:
+                data = bytes(inner.read(n))
+                if not data:  # past the end it lists
+                    data, outer.extra = outer.extra[:n], outer.extra[n:]
+                outer.delivered += len(data)
+                return data
+
+        return File()
+
+    open_input_stream = open_input_file
+
+
+def _remote_with(tmp_path: Path, data: bytes, under: str, extra: bytes = b"") -> Any:
+    """A remote store whose object ``under`` holds ``data`` (counted as read)."""
+    fs = _Counting(_pyarrow_fs(tmp_path), extra)
+    store = ObjectStore.with_filesystem(fs, "bucket/objects")
+    h = under.removeprefix("sha256:")
+    fs.create_dir(f"bucket/objects/sha256/{h[:2]}/{h[2:4]}")
+    with fs.open_output_stream(f"bucket/objects/sha256/{h[:2]}/{h[2:4]}/{h}") as out:
+        out.write(data)
+    return store, fs
+
+
+@pytest.mark.parametrize("size", [0, 1, 1023, 1024, 1025, 3 * 1024 + 7])
+def test_a_remote_read_streams_in_chunks_and_gives_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    import trajledger.ledger.store as store_module
+
+    monkeypatch.setattr(store_module, "REMOTE_CHUNK", 1024)
+    data = os.urandom(size)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    store, fs = _remote_with(tmp_path, data, digest)
+    assert store.get(digest) == data
+    assert store.get(digest, size=size, limit=size) == data
+    assert store.get_verified(digest, size=size) == data
+    assert fs.delivered == 3 * size
+
+
+def test_a_remote_blob_larger_than_its_record_or_bound_is_refused_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # rev10: a remote blob was read whole into memory before it was hashed: an envelope
+    # replaced in the bucket by a 50 GB object exhausted memory before the mismatch was found.
+    import trajledger.ledger.store as store_module
+
+    monkeypatch.setattr(store_module, "REMOTE_CHUNK", 1024)
+    store, fs = _remote_with(tmp_path, os.urandom(100_000), HELLO_DIGEST)
+    what = f"object {HELLO_DIGEST[:19]}… in bucket/objects"
+    with pytest.raises(DigestMismatchError, match=f"^{what}: 100000 bytes, want 5$") as info:
+        store.get(HELLO_DIGEST, size=5)  # the size a manifest lists
+    assert info.value.expected == HELLO_DIGEST
+    with pytest.raises(DigestMismatchError, match=r"100000 bytes, want 5$"):
+        store.get_verified(HELLO_DIGEST, size=5)
+    with pytest.raises(FormatError, match=f"^{what}: 100000 bytes, more than the 65536 it may"):
+        store.get(HELLO_DIGEST, limit=1 << 16)  # a kind's bound: an envelope's
+    assert fs.delivered == 0
+
+
+def test_a_remote_blob_sending_more_than_it_lists_is_refused_as_soon_as_it_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trajledger.ledger.store as store_module
+
+    monkeypatch.setattr(store_module, "REMOTE_CHUNK", 1024)
+    store, fs = _remote_with(tmp_path, HELLO, HELLO_DIGEST, extra=os.urandom(100_000))
+    with pytest.raises(DigestMismatchError, match=r"more bytes than the 5 listed$"):
+        store.get(HELLO_DIGEST)
+    assert fs.delivered <= 6

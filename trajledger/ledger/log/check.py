@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
-from trajledger.verify.dsse import Envelope, verify_envelope
+from trajledger.verify.dsse import MAX_ENVELOPE_BYTES, Envelope, verify_envelope
 from trajledger.verify.errors import (
     DigestMismatchError,
     FormatError,
@@ -197,7 +197,7 @@ class _Entries:
     def envelope(self, i: int, entry: LogEntry, store: ObjectStore) -> list[str]:
         what = f"envelope {entry.envelope} of entry {i}"
         try:
-            data = store.get(entry.envelope)
+            data = store.get(entry.envelope, limit=MAX_ENVELOPE_BYTES)
             verify_bytes(data, entry.envelope, what)
             envelope = Envelope.from_bytes(data, what)
             statement = Statement.from_bytes(envelope.payload, f"{what}: statement")
