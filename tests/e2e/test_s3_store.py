@@ -384,6 +384,27 @@ def test_a_bundle_on_s3_is_the_bundle_file_byte_for_byte(
     expect(run(vendor, "verify", local, "--policy", vendor / "policy.toml"), 0)
 
 
+def test_a_bundle_compressed_twice_is_refused_saying_what_to_do(
+    s3: S3, vendor: Path, tmp_path: Path
+) -> None:
+    """What 'export --out s3://...tar.zst' stored before fix9 (the bundle compressed a second
+    time by pyarrow) is refused with the step that makes it importable, from S3 and on disk."""
+    import zstandard
+
+    local = tmp_path / "ds.tar.zst"
+    expect(run(vendor, "export", "ds@1", "--out", local, "--policy", vendor / "policy.toml"), 0)
+    twice = zstandard.ZstdCompressor().compress(local.read_bytes())
+    s3.client.put_object(Bucket=BUCKET, Key="probes/twice.tar.zst", Body=twice)  # type: ignore[attr-defined]
+    (tmp_path / "twice.tar.zst").write_bytes(twice)
+    for where in (f"s3://{BUCKET}/probes/twice.tar.zst", tmp_path / "twice.tar.zst"):
+        r = expect(run(vendor, "import", where, "--policy", vendor / "policy.toml", "--key", "a",
+                       "--key", "b"), 1)
+        assert r.stderr == (
+            f"FAIL: {where}: a bundle compressed twice (as 'export --out s3://...' stored "
+            "bundles before 2026-12-03): copy it down, run 'zstd -d' on it once, and import "
+            "the file that gives; nothing imported\n"), r.stderr
+
+
 def test_a_bundle_uri_larger_than_the_free_space_is_refused_unread(
     s3: S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

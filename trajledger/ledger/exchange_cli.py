@@ -400,6 +400,7 @@ def import_(
     with temp_dir(ledger.root / "tmp") as tmp:  # a killed import's is swept (`sweep_leftovers`)
         path = (download(file, Path(tmp), limit=max_bundle_file()) if is_uri(file)
                 else bundle_file(Path(file)))
+        _refuse_compressed_twice(path, file)
         result = import_bundle(ledger, path, policy, signers)
     changes = result.changes
     if as_json:  # one JSON document: its subject is the digest (or "bundle": updates alone)
@@ -424,6 +425,31 @@ def import_(
         show_changes(changes)
     if not as_json and result.digest:
         click.echo(result.digest)
+
+
+def _refuse_compressed_twice(path: Path, name: str) -> None:
+    """Refuse, with what to do, a bundle whose zstd frame holds another zstd frame: what
+    ``export --out s3://...tar.zst`` stored before 2026-12-03 (pyarrow compressed the bundle
+    again by the name's extension; docs/SECURITY.md, rev10's limits, fix9).
+
+    Raises:
+        FormatError: the file is a bundle compressed twice.
+    """
+    import zstandard
+
+    from trajledger.verify.errors import FormatError
+
+    try:
+        with path.open("rb") as f, zstandard.ZstdDecompressor().stream_reader(f) as inner:
+            twice = inner.read(4) == b"\x28\xb5\x2f\xfd"  # zstd's magic number, again
+    except (OSError, zstandard.ZstdError):
+        return  # not zstd, or unreadable: the bundle reader says what it is
+    if twice:
+        raise FormatError(
+            f"{name}: a bundle compressed twice (as 'export --out s3://...' stored bundles "
+            "before 2026-12-03): copy it down, run 'zstd -d' on it once, and import the "
+            "file that gives; nothing imported"
+        )
 
 
 def show_changes(changes: Any) -> None:
