@@ -353,7 +353,7 @@ def test_an_interrupted_bundle_download_is_in_the_ledgers_tmp_and_leaves_nothing
             "--key", "a")  # fmt: skip
     assert r.exit_code == 130, r.output
     assert "Traceback" not in r.output
-    assert len(seen) == 1 and seen[0].name.startswith("download-"), seen
+    assert len(seen) == 1 and seen[0].name == "interrupted.tar.zst", seen
     assert seen[0].parent.parent == vendor / "tmp", seen  # LEDGER/tmp/.tmp-<host>-<pid>-…d/
     assert _downloads(vendor) == []
     assert not any((vendor / "tmp").iterdir())
@@ -403,6 +403,21 @@ def test_a_bundle_compressed_twice_is_refused_saying_what_to_do(
             f"FAIL: {where}: a bundle compressed twice (as 'export --out s3://...' stored "
             "bundles before 2026-12-03): copy it down, run 'zstd -d' on it once, and import "
             "the file that gives; nothing imported\n"), r.stderr
+
+
+def test_a_downloaded_bundles_refusal_names_the_object_not_a_temporary_file(
+    s3: S3, vendor: Path
+) -> None:
+    # (it said 'FAIL: bundle download-w8vl0st9: ...': the download's temporary name)
+    import zstandard
+
+    key = "probes/not-a-bundle.tar.zst"
+    body = zstandard.ZstdCompressor().compress(b"not a tar" * 100)
+    s3.client.put_object(Bucket=BUCKET, Key=key, Body=body)  # type: ignore[attr-defined]
+    r = expect(run(vendor, "import", f"s3://{BUCKET}/{key}", "--policy", vendor / "policy.toml",
+                   "--key", "a", "--key", "b"), 1)  # fmt: skip
+    assert "bundle not-a-bundle.tar.zst" in r.stderr and "download-" not in r.stderr, r.stderr
+    assert not any((vendor / "tmp").iterdir())
 
 
 def test_a_bundle_uri_larger_than_the_free_space_is_refused_unread(

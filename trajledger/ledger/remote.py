@@ -19,6 +19,7 @@ uploads with a CRC64-NVME trailer by default, which some servers refuse; set
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -149,6 +150,24 @@ def upload(src: Path, uri: str) -> None:
         raise StoreError(f"{uri}: cannot write: {_one_line(e)}") from e
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
+def _local_copy(workdir: Path, path: str) -> tuple[int, Path]:
+    """A new file (0600) in ``workdir`` for the object at ``path``: under the object's own name
+    when that is a plain file name not taken there, so that what is said about the copy names
+    what the user gave (``bundle ds.tar.zst``, not a temporary name); else ``download-*``."""
+    base = path.rsplit("/", 1)[-1]
+    if _PLAIN_NAME.fullmatch(base):
+        dest = workdir / base
+        try:
+            return os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), dest
+        except FileExistsError:
+            pass
+    fd, name = tempfile.mkstemp(dir=workdir, prefix="download-")
+    return fd, Path(name)
+
+
 def download(uri: str, workdir: Path, *, limit: int) -> Path:
     """Copy a remote file into ``workdir``; returns the local copy. An object listed larger
     than ``limit``, or larger than the free space of ``workdir``, is refused before a byte is
@@ -176,8 +195,7 @@ def download(uri: str, workdir: Path, *, limit: int) -> Path:
     if listed > free:
         raise StoreError(f"{uri}: {listed} bytes, only {free} free in {workdir}; "
                          "nothing downloaded")
-    fd, name = tempfile.mkstemp(dir=workdir, prefix="download-")
-    dest = Path(name)
+    fd, dest = _local_copy(workdir, path)
     try:
         with os.fdopen(fd, "wb") as out, fs.open_input_stream(path, compression=None) as f:
             done = 0
