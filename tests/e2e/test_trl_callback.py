@@ -48,43 +48,52 @@ def _tokenizer(texts: list[str]) -> Any:
     return fast
 
 
-def test_sft_with_the_callback_records_checkpoints_that_verify_offline(
-    chat_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runner: CliRunner
-) -> None:
+@pytest.fixture
+def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing downloaded; the train extra installed (else skipped)."""
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.setenv(name, "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     pytest.importorskip("torch", reason="the train extra is not installed")
     pytest.importorskip("trl", reason="the train extra is not installed")
+
+
+def _sft(run: Any, out: Path, callback: Any, max_steps: int = 4) -> Any:
+    """A tiny SFTTrainer on the run's conversations, a checkpoint every two steps into ``out``."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
     from trl import SFTConfig, SFTTrainer
 
+    convs = run.conversations()
+    words = [str(m["content"] or "") for c in convs for m in c["messages"]]
+    tokenizer = _tokenizer(words)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+        num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+        max_position_embeddings=128, pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+    ))
+    args = SFTConfig(
+        output_dir=str(out), max_steps=max_steps, save_steps=2,
+        per_device_train_batch_size=2, logging_steps=1, learning_rate=1e-3, seed=0,
+        report_to="none", use_cpu=True, max_length=64, dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
+    return SFTTrainer(model=model, args=args, processing_class=tokenizer,
+                      train_dataset=run.hf_dataset("conversations"), callbacks=[callback])
+
+
+@pytest.mark.usefixtures("offline")
+def test_sft_with_the_callback_records_checkpoints_that_verify_offline(
+    chat_home: Path, tmp_path: Path, runner: CliRunner
+) -> None:
     from trajledger.integrations.transformers import LedgerCallback
 
     ledger = Ledger.open(chat_home)
     with ledger.training("chat@1", key="trainer", name="sft-tiny", version="1") as run:
-        convs = run.conversations()
-        words = [str(m["content"] or "") for c in convs for m in c["messages"]]
-        tokenizer = _tokenizer(words)
-        torch.manual_seed(0)
-        model = LlamaForCausalLM(LlamaConfig(
-            vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
-            num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
-            max_position_embeddings=128, pad_token_id=tokenizer.pad_token_id,
-            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        ))
-        args = SFTConfig(
-            output_dir=str(tmp_path / "out"), max_steps=4, save_steps=2,
-            per_device_train_batch_size=2, logging_steps=1, learning_rate=1e-3, seed=0,
-            report_to="none", use_cpu=True, max_length=64, dataloader_num_workers=0,
-            disable_tqdm=True,
-        )
         callback = LedgerCallback(run)
-        trainer = SFTTrainer(model=model, args=args, processing_class=tokenizer,
-                             train_dataset=run.hf_dataset("conversations"),
-                             callbacks=[callback])
-        trainer.train()
+        _sft(run, tmp_path / "out", callback).train()
 
     # Each checkpoint the Trainer wrote, then the final model, recorded with its lineage.
     assert [o.digest for o in callback.recorded] == [o.digest for o in run.saved]
@@ -135,3 +144,109 @@ def test_sft_with_the_callback_records_checkpoints_that_verify_offline(
     final_digest = callback.recorded[-1].digest
     assert (final_digest, "dataset", run.admission.dataset) in edges
     assert (run.admission.dataset, "batch", batch) in edges
+
+
+@pytest.mark.usefixtures("offline")
+def test_a_resumed_run_must_name_the_checkpoint_it_resumed_from(
+    chat_home: Path, tmp_path: Path
+) -> None:
+    """rev11's left limit: a run resumed with ``resume_from_checkpoint`` recorded its
+    checkpoints with whatever parent the script named (none, or another checkpoint), so their
+    lineage left out the training before the resumed step. Refused at ``on_train_begin``,
+    before a step runs, unless the parent is the checkpoint resumed from."""
+    from trajledger.integrations.transformers import LedgerCallback
+    from trajledger.ledger.errors import LedgerError
+
+    ledger = Ledger.open(chat_home)
+    with ledger.training("chat@1", key="trainer", name="sft-tiny", version="1") as run:
+        _sft(run, tmp_path / "out", LedgerCallback(run, final=False)).train()
+    step2 = tmp_path / "out" / "checkpoint-2"
+
+    def resume(version: str, parent: str | None, directory: Path) -> list[Any]:
+        out = tmp_path / f"out-{version}"
+        shutil.copytree(directory, out / "checkpoint-2")
+        with ledger.training("chat@1", key="trainer", name="sft-tiny", version=version,
+                             parent=parent) as again:
+            _sft(again, out, LedgerCallback(again, final=False)).train(
+                resume_from_checkpoint=True)
+        return again.saved
+
+    with pytest.raises(LedgerError, match="resumed at step 2 .* names no parent"):
+        resume("2", None, step2)
+    with pytest.raises(LedgerError, match="its parent sft-tiny@1-step4 is not that checkpoint"):
+        resume("3", "sft-tiny@1-step4", step2)
+    altered = tmp_path / "altered"
+    shutil.copytree(step2, altered)
+    (altered / "notes.txt").write_text("a file the recorded step 2 lacks")  # same state
+    with pytest.raises(LedgerError, match="holds other files .* than its parent sft-tiny@1-step2"):
+        resume("4", "sft-tiny@1-step2", altered)
+    from trajledger.ledger.catalog import Catalog
+
+    catalog = Catalog(ledger)
+    for version in ("2", "3", "4"):  # refused before a step: nothing recorded
+        with pytest.raises(Exception, match="sft-tiny@.*-step4"):
+            catalog.resolve(f"sft-tiny@{version}-step4", {"checkpoint"})
+
+    saved = resume("5", "sft-tiny@1-step2", step2)
+    assert len(saved) == 1  # step 4, from the resumed step 2
+    report = ledger.verify("sft-tiny@5-step4")
+    assert report.ok, report.failures()
+    parent = catalog.resolve("sft-tiny@1-step2", {"checkpoint"}).digest
+    assert parent in report.nodes  # its lineage holds the training before step 2
+
+
+RANK_SCRIPT = '''
+import json, os, sys, time
+from pathlib import Path
+import torch.distributed as dist
+from transformers import TrainerControl, TrainerState, TrainingArguments
+from trajledger import Ledger
+from trajledger.integrations.transformers import LedgerCallback
+
+rank, home, out, port = int(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), sys.argv[4]
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+args = TrainingArguments(output_dir=str(out), use_cpu=True, report_to="none", seed=0)
+state = TrainerState(global_step=2, is_world_process_zero=rank == 0)
+directory, flag = out / "checkpoint-2", out / "rank0-recorded"
+if rank == 0:
+    with Ledger.open(home).training("chat@1", key="trainer", name="ddp", version="1") as run:
+        (directory / "model.safetensors").write_bytes(b"rank 0 weights")
+        LedgerCallback(run).on_save(args, state, TrainerControl())
+    flag.touch()
+    from trajledger.ledger.artifacts import batch_files
+    print(json.dumps(sorted(batch_files(run.ledger, run.saved[0].digest))))
+else:
+    # Rank 1 writes its shard late: after rank 0 recorded, or after 3 s when rank 0 waits.
+    deadline = time.monotonic() + 3
+    while not flag.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (directory / "optim_rank1.pt").write_bytes(b"rank 1 optimizer shard")
+    LedgerCallback(None).on_save(args, state, TrainerControl())
+dist.destroy_process_group()
+'''
+
+
+@pytest.mark.usefixtures("offline")
+def test_in_a_distributed_run_the_checkpoint_is_recorded_once_every_rank_saved(
+    chat_home: Path, tmp_path: Path
+) -> None:
+    """rev11's left limit: rank 0 recorded ``checkpoint-<step>`` at its own ``on_save``, while
+    another rank could still be writing its shard (DeepSpeed's optimizer states): the recorded
+    checkpoint lacked it. Two processes (gloo, on this host); rank 1 writes its shard only
+    after rank 0 recorded, or after 3 s: the record must hold it."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    (tmp_path / "out" / "checkpoint-2").mkdir(parents=True)
+    script = tmp_path / "rank.py"
+    script.write_text(RANK_SCRIPT)
+    ranks = [subprocess.Popen(
+        [sys.executable, str(script), str(rank), str(chat_home), str(tmp_path / "out"), port],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ) for rank in (0, 1)]
+    done = [p.communicate(timeout=240) for p in ranks]
+    for p, (_, err) in zip(ranks, done, strict=True):
+        assert p.returncode == 0, err[-3000:]
+    assert json.loads(done[0][0].splitlines()[-1]) == ["model.safetensors", "optim_rank1.pt"]

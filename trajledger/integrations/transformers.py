@@ -27,10 +27,24 @@ as JSON: tokens are redacted by ``TrainingArguments.to_dict``; non-finite number
 strings, which canonical JSON cannot hold), the seed, the step and the logged metrics (the
 latest value of each; one whose latest value is NaN or infinite is left out, not reported with
 an older finite value).
-Only the main process records (``state.is_world_process_zero``).
+Only the main process records (``state.is_world_process_zero``), once every process has saved
+its part: in a distributed run (``torch.distributed`` initialised, more than one process) each
+``on_save`` first waits at a barrier, so that the other ranks' shards (DeepSpeed's optimizer
+states, say) are written before the directory is hashed.
+
+A resumed run (``trainer.train(resume_from_checkpoint=...)``: the Trainer starts at the step its
+``trainer_state.json`` says) must name, as its parent (``ledger.training(..., parent=...)``), the
+recorded checkpoint it resumed from: at ``on_train_begin`` the parent's recorded
+``trainer_state.json`` must hold the step and the log history the Trainer loaded, and
+``OUTPUT_DIR/checkpoint-<step>``, when it is there, must be that checkpoint's files; else
+`LedgerError` stops the run before its first step (its checkpoints would have claimed a lineage
+without the training before the resumed step).
 
 Non-scope: loading a recorded checkpoint (``trajledger verify`` first; files such as
-``training_args.bin`` and ``*.pt`` are pickles: load them only from a source you trust).
+``training_args.bin`` and ``*.pt`` are pickles: load them only from a source you trust). The
+final model of a sharded run (FSDP, DeepSpeed ZeRO-3): ``save_pretrained`` on the main process
+alone does not gather the shards; pass ``final=False``, save with ``trainer.save_model(DIR)``
+and record ``DIR`` with ``run.save`` on the main process.
 Imports ``transformers`` when imported (install the ``train`` extra).
 """
 
@@ -40,11 +54,13 @@ import json
 import math
 import os
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback
 
+from trajledger.ledger.errors import LedgerError
 from trajledger.ledger.fs import temp_dir
 
 if TYPE_CHECKING:
@@ -82,6 +98,31 @@ def _metrics(state: TrainerState) -> dict[str, float]:
     return out
 
 
+def _every_rank_saved() -> None:
+    """Wait until every process of a distributed run has reached this point (each has written
+    its part of the checkpoint); nothing to wait for in a single process."""
+    try:
+        import torch.distributed as dist
+    except ImportError:  # transformers without torch: one process
+        return
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+
+
+def _history(state: Mapping[str, Any]) -> str:
+    """The step and log history of a trainer state, as comparable text (NaN as ``NaN``)."""
+    return json.dumps([state.get("global_step"), state.get("log_history")], sort_keys=True)
+
+
+def _object(data: bytes) -> Mapping[str, Any]:
+    """A JSON object, or an empty one (a recorded file that is not a trainer state)."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 class LedgerCallback(TrainerCallback):
     """Records each checkpoint a Trainer saves, and the final model, into a training run.
 
@@ -117,6 +158,53 @@ class LedgerCallback(TrainerCallback):
             "seed": int(args.seed),
         }
 
+    def on_train_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **kwargs: Any,
+    ) -> None:
+        """A resumed run must name the checkpoint it resumed from as its parent."""
+        if state.global_step and state.is_world_process_zero:
+            self._check_resumed(args, state)
+
+    def _check_resumed(self, args: TrainingArguments, state: TrainerState) -> None:
+        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+        from trajledger.ledger.artifacts import batch_files
+        from trajledger.runner.workdir import output_files
+
+        step, parent = state.global_step, self.run.parent
+        resumed = f"this run resumed at step {step} from a Trainer checkpoint"
+        if parent is None:
+            raise LedgerError(
+                f"{resumed} but names no parent, so its checkpoints would claim a lineage "
+                "without the training before that step: open it with ledger.training(..., "
+                f"parent=<the checkpoint resumed from, e.g. NAME@VERSION-step{step}>), or "
+                "record that checkpoint first"
+            )
+        store = self.run.ledger.store
+        recorded = batch_files(self.run.ledger, parent.digest).get("trainer_state.json")
+        loaded = _history({"global_step": step, "log_history": state.log_history})
+        if recorded is None or _history(_object(store.get_verified(recorded))) != loaded:
+            raise LedgerError(
+                f"{resumed}, but its parent {parent.ref} is not that checkpoint (its "
+                "trainer_state.json holds another step or log history): give as parent the "
+                "checkpoint the run resumed from"
+            )
+        directory = Path(args.output_dir or ".") / f"{PREFIX_CHECKPOINT_DIR}-{step}"
+        if directory.is_dir():
+            from trajledger.ledger.files import manifest_for
+
+            found = manifest_for(output_files(directory)).digest
+            if found != parent.digest:
+                raise LedgerError(
+                    f"{resumed}: {directory} holds other files ({found}) than its parent "
+                    f"{parent.ref} ({parent.digest}): give as parent the checkpoint the run "
+                    "resumed from, recorded from that directory"
+                )
+
     def on_save(
         self,
         args: TrainingArguments,
@@ -124,9 +212,11 @@ class LedgerCallback(TrainerCallback):
         control: TrainerControl,
         **kwargs: Any,
     ) -> None:
-        """Record ``OUTPUT_DIR/checkpoint-<step>`` as ``NAME@VERSION-step<step>``."""
+        """Record ``OUTPUT_DIR/checkpoint-<step>`` as ``NAME@VERSION-step<step>``, once every
+        process of a distributed run has saved its part."""
         from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+        _every_rank_saved()
         if not state.is_world_process_zero:
             return
         directory = Path(args.output_dir or ".") / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     import datasets
     import pyarrow as pa
 
+    from trajledger.ledger.catalog import CatalogItem
     from trajledger.ledger.home import LedgerHome
     from trajledger.verify.predicates import ResourceDescriptor
 
@@ -91,6 +92,11 @@ class Training:
             self._environment.append(source.descriptor())
         self._environment.append(lock_descriptor("python-environment", environment_lock()))
         self._command = [sys.executable, *sys.argv]
+
+    @property
+    def parent(self) -> CatalogItem | None:
+        """The checkpoint the run starts from (``parent=``), verified when the run started."""
+        return self._start.parent
 
     # -- the data ------------------------------------------------------------------------------
 
