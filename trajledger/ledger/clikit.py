@@ -246,6 +246,25 @@ def warn(message: str) -> None:
     click.echo(f"WARNING: {visible(message)}", err=True)
 
 
+def warnings_as_lines() -> None:
+    """Show trajledger's own warnings (classes of its modules, e.g.
+    `remote.CleartextEndpointWarning`) as `warn` lines; others as Python shows them."""
+    import warnings
+
+    shown = warnings.showwarning
+    if getattr(shown, "trajledger", False):  # installed already (one process, many commands)
+        return
+
+    def show(message: Warning | str, category: type[Warning], *args: Any, **kw: Any) -> None:
+        if category.__module__.startswith("trajledger."):
+            warn(str(message))
+        else:
+            shown(message, category, *args, **kw)
+
+    show.trajledger = True  # type: ignore[attr-defined]
+    warnings.showwarning = show
+
+
 def emit_json(value: Any) -> None:
     """Print a JSON document on stdout (sorted keys, one line)."""
     click.echo(json.dumps(value, sort_keys=True, separators=(",", ":")))

@@ -18,10 +18,12 @@ uploads with a CRC64-NVME trailer by default, which some servers refuse; set
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -30,7 +32,20 @@ from trajledger.verify.errors import FormatError
 
 from .errors import StoreError
 
-__all__ = ["download", "is_uri", "open_filesystem", "require_reachable", "upload"]
+__all__ = [
+    "CleartextEndpointWarning",
+    "download",
+    "is_uri",
+    "open_filesystem",
+    "require_reachable",
+    "upload",
+]
+
+
+class CleartextEndpointWarning(UserWarning):
+    """An S3 endpoint on another host over plain ``http://``: integrity holds (every blob is
+    re-hashed, SigV4 never sends the secret), but what travels can be read on the way, a
+    session token included. The command line prints it as one ``WARNING:`` line."""
 
 _COPY_CHUNK = 8 << 20
 _HINT = (
@@ -44,6 +59,16 @@ _HINT = (
 def is_uri(location: str) -> bool:
     """True for a remote location (``scheme://...``, except ``file://``)."""
     return "://" in location and not location.startswith("file://")
+
+
+def _loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (a local test server)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _s3(uri: str) -> tuple[Any, str]:
@@ -61,11 +86,17 @@ def _s3(uri: str) -> tuple[Any, str]:
         # One PutObject per small object instead of a three-request multipart upload.
         "allow_delayed_open": True,
     }
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    variable = "AWS_ENDPOINT_URL_S3" if os.environ.get("AWS_ENDPOINT_URL_S3") else "AWS_ENDPOINT_URL"
+    endpoint = os.environ.get(variable)
     if endpoint:
         ep = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
-        if not ep.netloc:
-            raise StoreError(f"AWS_ENDPOINT_URL {endpoint!r}: not a URL, want http(s)://HOST:PORT")
+        if not ep.netloc or ep.scheme not in ("http", "https"):
+            raise StoreError(f"{variable} {endpoint!r}: not a URL, want http(s)://HOST:PORT")
+        if ep.scheme == "http" and not _loopback(ep.hostname or ""):
+            warnings.warn(CleartextEndpointWarning(
+                f"{variable} http://{ep.hostname}: plain http to another host: the "
+                "objects and the session token travel readable (each blob is still re-hashed); "
+                "use https:// unless the network between is yours"), stacklevel=2)
         options["endpoint_override"] = ep.netloc + ep.path.rstrip("/")
         options["scheme"] = ep.scheme
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")

@@ -18,7 +18,7 @@ from trajledger.ledger import (
     trust_cli,
 )
 from trajledger.ledger import cli as ledger_cli
-from trajledger.ledger.clikit import Context, Group, default_home
+from trajledger.ledger.clikit import Context, Group, default_home, warnings_as_lines
 
 from . import commands as runner_commands
 from . import eval_cli, lineage_cli
@@ -59,6 +59,7 @@ def main(ctx: click.Context, home: Path | None, verbose: bool, quiet: bool) -> N
     """
     from trajledger.api import Ledger
 
+    warnings_as_lines()
     ctx.obj = Context(home or default_home(), verbose, quiet, opener=Ledger.open,
                       found=home is None)
 
