@@ -86,7 +86,8 @@ def _s3(uri: str) -> tuple[Any, str]:
         # One PutObject per small object instead of a three-request multipart upload.
         "allow_delayed_open": True,
     }
-    variable = "AWS_ENDPOINT_URL_S3" if os.environ.get("AWS_ENDPOINT_URL_S3") else "AWS_ENDPOINT_URL"
+    variable = next((v for v in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL") if os.environ.get(v)),
+                    "AWS_ENDPOINT_URL")
     endpoint = os.environ.get(variable)
     if endpoint:
         ep = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
