@@ -216,6 +216,7 @@ def evaluate(
     keep_logs: bool = False,
     unseal_key: str | None = None,
     cwd: Path | None = None,
+    allow_env_modules: Sequence[str] = (),
 ) -> EvalOutcome:
     """Evaluate a checkpoint on a suite and record the signed evaluation (see the module doc).
 
@@ -321,7 +322,7 @@ def evaluate(
         with (ledger.progress or no_progress)(total, "evaluating episodes") as advance:
             return _builtin(ledger, verifier, batches, episodes, signer, described, report,
                             pass_return=pass_return, max_steps=max_steps, output=output,
-                            advance=advance)
+                            advance=advance, allow_env_modules=allow_env_modules)
     return _by_command(ledger, batches, episodes, signer, described, report, list(command),
                        output=output, keep_logs=keep_logs, cwd=cwd)
 
@@ -413,16 +414,22 @@ def _builtin(
     max_steps: int | None,
     output: Path | None,
     advance: Callable[[int], None],
+    allow_env_modules: Sequence[str] = (),
 ) -> EvalOutcome:
     """Replay every suite episode's seed with the checkpoint's policy in its environment
-    (``advance(1)`` after each)."""
+    (``advance(1)`` after each). Each batch's environment is checked first: the module part of
+    an imported record's Gymnasium id is refused unless allowed (`check_env_module`)."""
     import gymnasium as gym
 
     from trajledger.ledger.fs import temp_dir
 
-    from .train import checkpoint_files
+    from .train import check_env_module, checkpoint_files
     from .trainers import load_policy
 
+    for b in batches:
+        env, gym_id = _suite_env(verifier, b)
+        check_env_module(ledger, env.index, gym_id, allow_env_modules, f"environment "
+                         f"{b.predicate.environment.name}@{b.predicate.environment.version}")
     ck = described["ck"]
     _item, ck_files = checkpoint_files(ledger, ck.digest)
     try:
@@ -472,18 +479,10 @@ def _replay(
     import gymnasium as gym
     import pyarrow.parquet as pq
 
-    from trajledger.verify.lineage import Record
-
     from .rollouts import run_policy
 
     out: list[EpisodeResult] = []
-    env = verifier.identity_record(b.predicate.environment.digest, "environment")
-    gym_id = (env.predicate.gymnasium_id if isinstance(env, Record)
-              and isinstance(env.predicate, predicates.Environment) else None)
-    if not gym_id:
-        raise FormatError(f"batch {b.digest[:19]}… of the suite: its environment "
-                          f"{b.predicate.environment.name}@{b.predicate.environment.version} "
-                          "names no Gymnasium id; evaluate with '-- COMMAND'")
+    _env, gym_id = _suite_env(verifier, b)
     table = pq.read_table(io.BytesIO(b.files["episodes.parquet"]),
                           columns=["episode_id", "seed"])
     ids, seeds = table.column("episode_id").to_pylist(), table.column("seed").to_pylist()
@@ -504,6 +503,23 @@ def _replay(
         out.append(EpisodeResult(b.digest, str(eid), ret >= thresholds[gym_id],
                                   {"return": float(ret), "length": float(n)}))
     return out
+
+
+def _suite_env(verifier: Any, b: SuiteBatch) -> tuple[Any, str]:
+    """The verified environment record of a suite batch, and the Gymnasium id it names.
+
+    Raises:
+        FormatError: it names none (the built-in evaluator cannot replay it).
+    """
+    from trajledger.verify.lineage import Record
+
+    env = verifier.identity_record(b.predicate.environment.digest, "environment")
+    if (isinstance(env, Record) and isinstance(env.predicate, predicates.Environment)
+            and env.predicate.gymnasium_id):
+        return env, env.predicate.gymnasium_id
+    raise FormatError(f"batch {b.digest[:19]}… of the suite: its environment "
+                      f"{b.predicate.environment.name}@{b.predicate.environment.version} "
+                      "names no Gymnasium id; evaluate with '-- COMMAND'")
 
 
 def _by_command(
