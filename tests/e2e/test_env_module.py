@@ -81,16 +81,20 @@ def buyer(tmp_path: Path, world: World) -> Path:
 
     home = tmp_path / "buyer"
     assert run(home, "init", "--origin", "buyer/log").exit_code == 0
-    for k in ("b1", "b2", "ev"):
+    for k in ("b1", "b2", "ev", "prod"):
         assert run(home, "key", "new", k, "--no-encrypt").exit_code == 0
+    assert run(home, "key", "new", "ev", "--alg", "x25519", "--no-encrypt").exit_code == 0
     trust = home / "trust"
     trust.mkdir()
     for p in [*(world.vendor / "keys").glob("*.pub"), *(home / "keys").glob("*.pub")]:
         shutil.copy(p, trust / p.name)
+    shutil.copy(home / "keys" / "x25519" / "ev.pub", trust / "ev-x25519.pub")
     vkeys = f'"{world.vkey}", "{Ledger.open(home).log.vkey}"'
-    # The buyer's own ev evaluates (a format-2 policy's evaluator role).
-    policy = "format = 2\n" + testkit.BUYER_POLICY.format(vkeys=vkeys)
-    (home / "policy.toml").write_text(policy + '[roles.evaluator]\nkeys = ["trust/ev.pub"]\n')
+    # The buyer's own ev evaluates (a format-2 policy's evaluator role), prod records.
+    policy = "format = 2\n" + testkit.BUYER_POLICY.format(vkeys=vkeys).replace(
+        '"trust/vendor.pub"]', '"trust/vendor.pub", "trust/prod.pub"]')
+    (home / "policy.toml").write_text(policy + '[roles.evaluator]\nkeys = ["trust/ev.pub"]\n'
+                                      'encryption_keys = ["trust/ev-x25519.pub"]\n')
     for bundle in world.bundles:
         r = run(home, "import", bundle, "--policy", home / "policy.toml", "--key", "b1",
                 "--key", "b2")
@@ -155,3 +159,30 @@ def test_eval_of_a_suite_in_an_imported_environment_cannot_import_its_module(
             policy, "--pass-return", "10", "--allow-env-module", MODULE)
     assert r.exit_code == 0, r.output
     assert mark.read_text() == "imported"
+
+
+def test_a_sealed_suite_in_an_imported_environment_is_refused_before_it_is_unsealed(
+    buyer: Path, world: World, mark: Path
+) -> None:
+    """The buyer's own sealed holdout, played in the vendor's custom@1: refused from the
+    records alone, before an unsealing is logged or a byte decrypted."""
+    from trajledger.runner.rollouts import run_policy
+
+    ledger, policy = Ledger.open(buyer), buyer / "policy.toml"
+    played = run_policy(None, "CartPole-v1", 2, 900, policy_version="random")
+    batch = ledger.record_batch(played.steps, episodes=played.episodes, env="custom@1",
+                                policy="random", key="prod", name="sealed-batch",
+                                seal_to=ledger.seal_recipients(policy))
+    ledger.create_dataset("held", "1", "holdout", [batch.digest], key="prod")
+    size = Ledger.open(buyer).log.size
+    r = run(buyer, "eval", world.checkpoint, "--suite", "held@1", "--key", "ev", "--policy",
+            policy, "--pass-return", "10")
+    assert r.exit_code == 1, r.output
+    assert r.stderr.startswith(f"FAIL: environment custom@1 (imported from "
+                               f"{origin_name(world.vkey)}): its Gymnasium id '{GYM_ID}'")
+    assert Ledger.open(buyer).log.size == size  # no unsealing record
+    assert not mark.exists() and MODULE not in sys.modules
+    r = run(buyer, "eval", world.checkpoint, "--suite", "held@1", "--key", "ev", "--policy",
+            policy, "--pass-return", "10", "--allow-env-module", MODULE)
+    assert r.exit_code == 0, r.output
+    assert "unsealing logged at" in r.stderr and mark.read_text() == "imported"
