@@ -222,8 +222,10 @@ def read_passphrase_file(path: str, variable: str, name: str) -> bytes:
             raise KeyError_(f"{where}: is owned by another user (uid {st.st_uid}), who could "
                             "change it; use a file of your own, mode 600")
         if st.st_mode & 0o077:
+            fix = (f"run 'chmod 600 {path}'" if stat.S_ISREG(st.st_mode)
+                   or stat.S_ISFIFO(st.st_mode) else "give a file of yours, mode 600")
             raise KeyError_(f"{where}: other users may read or change it (mode "
-                            f"{stat.S_IMODE(st.st_mode):04o}); run 'chmod 600 {path}'")
+                            f"{stat.S_IMODE(st.st_mode):04o}); {fix}")
         data = b""
         while len(data) <= PASSPHRASE_FILE_LIMIT:  # a pipe gives what was written, in parts
             part = os.read(fd, PASSPHRASE_FILE_LIMIT + 1 - len(data))

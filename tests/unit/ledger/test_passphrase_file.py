@@ -131,6 +131,20 @@ def test_a_file_other_users_may_read_or_change_is_refused_saying_the_chmod(
     assert not (keys.directory / "alice.key").exists()
 
 
+def test_a_device_others_may_use_is_refused(
+    keys: KeyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/dev/null`` (or ``/dev/stdin`` on a terminal): no chmod to run on it."""
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASEFILE", "/dev/null")
+    with pytest.raises(KeyError_) as caught:
+        keys.create("alice")
+    why = ("other users may read or change it (mode 0666); give a file of yours, mode 600"
+           if os.geteuid() == 0 else "is owned by another user (uid 0), who could change it; "
+           "use a file of your own, mode 600")
+    assert str(caught.value) == (
+        f"key alice: the passphrase file /dev/null (TRAJLEDGER_PASSPHRASEFILE): {why}")
+
+
 def test_a_file_another_user_owns_is_refused(
     keys: KeyStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
