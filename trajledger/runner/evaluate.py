@@ -324,7 +324,7 @@ def evaluate(
         with (ledger.progress or no_progress)(total, "evaluating episodes") as advance:
             return _builtin(ledger, verifier, batches, episodes, signer, described, report,
                             pass_return=pass_return, max_steps=max_steps, output=output,
-                            advance=advance, allow_env_modules=allow_env_modules)
+                            advance=advance)
     return _by_command(ledger, batches, episodes, signer, described, report, list(command),
                        output=output, keep_logs=keep_logs, cwd=cwd)
 
@@ -333,8 +333,8 @@ def _check_env_modules(
     ledger: LedgerHome, verifier: Any, suite: str, allowed: Sequence[str]
 ) -> None:
     """`check_env_module` for the environment of each batch of ``suite``, from the verified
-    records alone (a sealed batch's included: nothing is opened). `_builtin` checks each batch
-    it reads again before replaying it."""
+    records alone (a sealed batch's included: nothing is opened), the records `read_suite`
+    then reads the batches of."""
     from trajledger.verify.lineage import Record
 
     from .train import check_env_module
@@ -442,22 +442,16 @@ def _builtin(
     max_steps: int | None,
     output: Path | None,
     advance: Callable[[int], None],
-    allow_env_modules: Sequence[str] = (),
 ) -> EvalOutcome:
     """Replay every suite episode's seed with the checkpoint's policy in its environment
-    (``advance(1)`` after each). Each batch's environment is checked first: the module part of
-    an imported record's Gymnasium id is refused unless allowed (`check_env_module`)."""
+    (``advance(1)`` after each)."""
     import gymnasium as gym
 
     from trajledger.ledger.fs import temp_dir
 
-    from .train import check_env_module, checkpoint_files
+    from .train import checkpoint_files
     from .trainers import load_policy
 
-    for b in batches:
-        env, gym_id = _suite_env(verifier, b)
-        check_env_module(ledger, env.index, gym_id, allow_env_modules, f"environment "
-                         f"{b.predicate.environment.name}@{b.predicate.environment.version}")
     ck = described["ck"]
     _item, ck_files = checkpoint_files(ledger, ck.digest)
     try:
@@ -507,10 +501,18 @@ def _replay(
     import gymnasium as gym
     import pyarrow.parquet as pq
 
+    from trajledger.verify.lineage import Record
+
     from .rollouts import run_policy
 
     out: list[EpisodeResult] = []
-    _env, gym_id = _suite_env(verifier, b)
+    env = verifier.identity_record(b.predicate.environment.digest, "environment")
+    gym_id = (env.predicate.gymnasium_id if isinstance(env, Record)
+              and isinstance(env.predicate, predicates.Environment) else None)
+    if not gym_id:
+        raise FormatError(f"batch {b.digest[:19]}… of the suite: its environment "
+                          f"{b.predicate.environment.name}@{b.predicate.environment.version} "
+                          "names no Gymnasium id; evaluate with '-- COMMAND'")
     table = pq.read_table(io.BytesIO(b.files["episodes.parquet"]),
                           columns=["episode_id", "seed"])
     ids, seeds = table.column("episode_id").to_pylist(), table.column("seed").to_pylist()
@@ -531,23 +533,6 @@ def _replay(
         out.append(EpisodeResult(b.digest, str(eid), ret >= thresholds[gym_id],
                                   {"return": float(ret), "length": float(n)}))
     return out
-
-
-def _suite_env(verifier: Any, b: SuiteBatch) -> tuple[Any, str]:
-    """The verified environment record of a suite batch, and the Gymnasium id it names.
-
-    Raises:
-        FormatError: it names none (the built-in evaluator cannot replay it).
-    """
-    from trajledger.verify.lineage import Record
-
-    env = verifier.identity_record(b.predicate.environment.digest, "environment")
-    if (isinstance(env, Record) and isinstance(env.predicate, predicates.Environment)
-            and env.predicate.gymnasium_id):
-        return env, env.predicate.gymnasium_id
-    raise FormatError(f"batch {b.digest[:19]}… of the suite: its environment "
-                      f"{b.predicate.environment.name}@{b.predicate.environment.version} "
-                      "names no Gymnasium id; evaluate with '-- COMMAND'")
 
 
 def _by_command(
