@@ -18,9 +18,10 @@ tests/unit/ledger/test_keys.py). That puts no test directory on ``sys.path``: th
 put there, once, so that tests ``import testkit`` (the helpers the packages share: ledger
 templates built once per session and copied per test, log entry specs).
 
-Every test runs with ``TRAJLEDGER_HOME`` and ``TRAJLEDGER_PASSPHRASE`` removed from the
-environment, so a developer's own settings never leak into a result, and with its own
-``TRAJLEDGER_STATE_DIR`` (the user state directory), so no test reads or writes ``~``.
+Every test runs with ``TRAJLEDGER_HOME``, ``TRAJLEDGER_PASSPHRASE`` and
+``TRAJLEDGER_PASSPHRASEFILE`` removed from the environment, so a developer's own settings never
+leak into a result, and with its own ``TRAJLEDGER_STATE_DIR`` (the user state directory), so
+no test reads or writes ``~``.
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ def _module_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
-    for name in ("TRAJLEDGER_HOME", "TRAJLEDGER_PASSPHRASE"):
+    for name in ("TRAJLEDGER_HOME", "TRAJLEDGER_PASSPHRASE", "TRAJLEDGER_PASSPHRASEFILE"):
         monkeypatch.delenv(name, raising=False)
     # Each test has its own user state directory (seen checkpoints, trust state), never ~.
     monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(tmp_path_factory.mktemp("state")))

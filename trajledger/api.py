@@ -435,13 +435,14 @@ class Ledger(LedgerHome):
         key: str | Signer,
         seed: int = 0,
         max_steps: int | None = None,
+        allow_env_modules: Sequence[str] = (),
     ) -> tuple[Any, float]:
         """``trajledger rollout``: the recorded batch and the mean return; see
         `trajledger.runner.train.rollout`."""
         from trajledger.runner.train import rollout
 
         return rollout(self, checkpoint, env, episodes, self._key(key), seed=seed,
-                       max_steps=max_steps)
+                       max_steps=max_steps, allow_env_modules=allow_env_modules)
 
     def evaluate(
         self,
@@ -457,6 +458,7 @@ class Ledger(LedgerHome):
         output: Path | None = None,
         keep_logs: bool = False,
         unseal_key: str | None = None,
+        allow_env_modules: Sequence[str] = (),
     ) -> EvalOutcome:
         """``trajledger eval``: run the checkpoint on a holdout or regression suite (built in
         for Gymnasium policies, or ``command``) and record the signed evaluation; see
@@ -466,7 +468,7 @@ class Ledger(LedgerHome):
         return evaluate(
             self, checkpoint, suite, self._key(key), self.policy(policy), command=command,
             evaluator=evaluator, pass_return=pass_return, max_steps=max_steps, output=output,
-            keep_logs=keep_logs, unseal_key=unseal_key,
+            keep_logs=keep_logs, unseal_key=unseal_key, allow_env_modules=allow_env_modules,
         )
 
     def release(

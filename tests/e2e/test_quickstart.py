@@ -36,7 +36,8 @@ def test_quickstart(runner: CliRunner, tmp_path: Path) -> None:
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest)
     err = r.stderr
     assert err.startswith(
-        "WARNING: TRAJLEDGER_PASSPHRASE is not set: the demo keys are written unencrypted"
+        "WARNING: neither TRAJLEDGER_PASSPHRASE nor TRAJLEDGER_PASSPHRASEFILE is set: the demo "
+        "keys are written unencrypted"
     )
     for step in (
         "==> a ledger in ",

@@ -369,10 +369,12 @@ def test_no_passphrase_and_no_terminal(signed: Signed, runner: CliRunner, tmp_pa
     expect(run(runner, signed.home, "sign", signed.data, "--key", "alice", "--out",
                tmp_path / "x.json"), 3,
            "FAIL: key alice: is encrypted; set TRAJLEDGER_PASSPHRASE_ALICE or "
-           "TRAJLEDGER_PASSPHRASE, or run in a terminal\n")
+           "TRAJLEDGER_PASSPHRASE, name a file holding it in TRAJLEDGER_PASSPHRASEFILE_ALICE or "
+           "TRAJLEDGER_PASSPHRASEFILE, or run in a terminal\n")
     expect(run(runner, signed.home, "key", "new", "carol"), 3,
            "FAIL: key carol: no passphrase; set TRAJLEDGER_PASSPHRASE_CAROL or "
-           "TRAJLEDGER_PASSPHRASE, run in a terminal, or pass --no-encrypt for a demo key\n")
+           "TRAJLEDGER_PASSPHRASE, name a file holding it in TRAJLEDGER_PASSPHRASEFILE_CAROL or "
+           "TRAJLEDGER_PASSPHRASEFILE, run in a terminal, or pass --no-encrypt for a demo key\n")
     assert not (signed.home / "keys" / "carol.key").exists()
 
 

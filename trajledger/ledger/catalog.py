@@ -115,6 +115,17 @@ class Origins:
             return None
         return str(pred.log["vkey"]) if isinstance(pred, Import) else None
 
+    def imported(self, index: int) -> bool:
+        """Whether an import brought the record at ``index``: an import record lists its
+        envelope, whatever that import record says of its log (an unreadable one counts; a
+        record the index does not hold counts too: fail closed)."""
+        state = self.ledger.trust_state()
+        raw = state.entry_bytes(index)
+        if raw is None:
+            return True
+        return any((e := state.entry(j)) is None or e.kind == "import"
+                   for j in state.listing(LogEntry.from_bytes(raw).envelope))
+
     def names(self, index: int) -> list[str]:
         """The origin-qualified forms of the record at ``index`` (its prefix), one per log it
         came from: ``ORIGIN+KEYHASH``."""

@@ -54,14 +54,16 @@ def init(ctx: Context, origin: str | None, store: str, as_json: bool) -> None:
     store must be reachable (its bucket must exist) before anything is created.
 
     The log's key is encrypted with its passphrase (TRAJLEDGER_PASSPHRASE_LOG or
-    TRAJLEDGER_PASSPHRASE; asked twice on a terminal), and ledger.toml records that this
+    TRAJLEDGER_PASSPHRASE, or in the file TRAJLEDGER_PASSPHRASEFILE_LOG or
+    TRAJLEDGER_PASSPHRASEFILE names; asked twice on a terminal), and ledger.toml records that this
     ledger's keys are encrypted: a plaintext key file is then refused as planted. Without a
     passphrase (no terminal, none set) the keys are demo keys, recorded as plain.
     Nothing is left behind when init fails; run it again.
 
     \b
-    Example:
+    Examples:
       TRAJLEDGER_PASSPHRASE_LOG=... trajledger --ledger ./ledger init --origin acme/rollouts
+      TRAJLEDGER_PASSPHRASEFILE=~/.config/trajledger/pass trajledger init
     """
     from .config import KEYS_PLAIN
     from .home import LedgerHome
@@ -73,7 +75,8 @@ def init(ctx: Context, origin: str | None, store: str, as_json: bool) -> None:
         warn(
             "the log key is written unencrypted and this ledger records plain keys (no "
             "passphrase set, no terminal): for demos and tests; set TRAJLEDGER_PASSPHRASE_LOG "
-            "or TRAJLEDGER_PASSPHRASE before init for a ledger an insider cannot sign for"
+            "or TRAJLEDGER_PASSPHRASE (or TRAJLEDGER_PASSPHRASEFILE naming a file) before init "
+            "for a ledger an insider cannot sign for"
         )
     emit_result(as_json, f"created ledger {ledger.root} (origin {ledger.config.origin})",
                 {"ledger": str(ledger.root), "origin": ledger.config.origin,
@@ -116,13 +119,16 @@ def key_new(ctx: Context, name: str, alg: str, no_encrypt: bool, as_json: bool) 
     """Create key NAME: an encrypted PKCS#8 private key (mode 0600) and its public key.
 
     Each key may have its own passphrase: TRAJLEDGER_PASSPHRASE_<NAME> (the name upper-cased,
-    other characters than letters and digits as _), else TRAJLEDGER_PASSPHRASE, else it is
-    asked for (twice) on a terminal. --no-encrypt is refused where the ledger's keys are
-    encrypted.
+    other characters than letters and digits as _) or the file TRAJLEDGER_PASSPHRASEFILE_<NAME>
+    names, else TRAJLEDGER_PASSPHRASE or the file TRAJLEDGER_PASSPHRASEFILE names, else it is
+    asked for (twice) on a terminal. A passphrase file holds the passphrase (one trailing
+    newline is dropped), is yours and mode 600; a pipe works (bash: <(pass show KEY)).
+    --no-encrypt is refused where the ledger's keys are encrypted.
 
     \b
-    Example:
+    Examples:
       TRAJLEDGER_PASSPHRASE_APPROVER_A=... trajledger key new approver-a
+      TRAJLEDGER_PASSPHRASEFILE_VENDOR=~/.secrets/vendor.pass trajledger key new vendor
     """
     from .keys import KeyStore
 

@@ -75,7 +75,8 @@ SETTINGS_PIN = ".settings.json"
 LOG_KEY_DIR = "log-key"
 LOG_KEY_NAME = "log"
 """The log's Ed25519 key, ``log-key/log.key``: apart from the artifact signing keys in ``keys/``
-(it signs checkpoints, nothing else). Encrypted with TRAJLEDGER_PASSPHRASE when that is set at
+(it signs checkpoints, nothing else). Encrypted with its passphrase (``TRAJLEDGER_PASSPHRASE_LOG``,
+``TRAJLEDGER_PASSPHRASE``, or a passphrase file: `keys.passphrase_sources`) when one is given at
 ``init`` (and then needed to append), else plain, because the log signs unattended."""
 NEXT_LOG_KEY_NAME = "next"
 """The log's next key, ``log-key/next.key``, during a rotation (`LedgerHome.rotate_log_key`): it
@@ -389,13 +390,11 @@ class LedgerHome:
     def _refuse_plain_log_key(self) -> None:
         """A plaintext ``log-key/*.key`` where keys are encrypted is refused; in a ledger of
         trajledger 0.1.0 (no ``keys`` setting), one note names the upgrade."""
-        from .keys import PASSPHRASE_ENV, passphrase_env
-
         keys = self.log_keys()
         plain = keys.plaintext()
         if not plain:
             return
-        set_env = os.environ.get(passphrase_env(LOG_KEY_NAME)) or os.environ.get(PASSPHRASE_ENV)
+        set_env = keys.passphrase_given(LOG_KEY_NAME)
         if self.config.keys == KEYS_ENCRYPTED or set_env:
             why = (
                 "this ledger's keys are encrypted (ledger.toml)"

@@ -2,8 +2,10 @@
 
 Scope: private keys in a key directory (``<ledger>/keys`` by default): ``NAME.key`` is an
 encrypted PKCS#8 PEM written with mode 0600, ``NAME.pub`` the public key PEM. Each key's
-passphrase comes from ``TRAJLEDGER_PASSPHRASE_<NAME>`` (`passphrase_env`), else
-``TRAJLEDGER_PASSPHRASE``, else is asked for on a terminal. Keys written with ``encrypt=False``
+passphrase comes from ``TRAJLEDGER_PASSPHRASE_<NAME>`` (`passphrase_env`) or the file
+``TRAJLEDGER_PASSPHRASEFILE_<NAME>`` names (`passphrase_file_env`, `read_passphrase_file`), else
+from ``TRAJLEDGER_PASSPHRASE`` or the file ``TRAJLEDGER_PASSPHRASEFILE`` names, else is asked for
+on a terminal (`passphrase_sources`). Keys written with ``encrypt=False``
 are for demos and tests only: where a ledger's keys are encrypted, or a passphrase for the key is
 set, a plaintext key file is refused as planted. Key files and their directory writable by the
 group or others are refused (a ledger a team shares through its group allows the group).
@@ -34,15 +36,30 @@ from .fs import write_file_atomic
 __all__ = [
     "ENCRYPTION_DIR",
     "PASSPHRASE_ENV",
+    "PASSPHRASE_FILE_ENV",
     "KeyInfo",
     "KeyStore",
     "Signer",
     "is_encrypted",
     "passphrase_env",
+    "passphrase_file_env",
+    "passphrase_sources",
+    "read_passphrase_file",
 ]
 
 PASSPHRASE_ENV = "TRAJLEDGER_PASSPHRASE"
 """The passphrase of every key without one of its own (`passphrase_env`)."""
+PASSPHRASE_FILE_ENV = "TRAJLEDGER_PASSPHRASEFILE"
+"""The file holding the passphrase of every key without one of its own (`passphrase_file_env`).
+No key's variable can take this name or a per-key file's: theirs go on with ``_`` after
+``TRAJLEDGER_PASSPHRASE`` (a key named ``file`` is ``TRAJLEDGER_PASSPHRASE_FILE``), these with
+``F``; and every one of them begins with ``TRAJLEDGER_PASSPHRASE``, the prefix a command and git
+do not inherit (``runner.workdir.HIDDEN_ENV``)."""
+PASSPHRASE_FILE_LIMIT = 65536
+"""The most bytes a passphrase file may hold (a passphrase is far shorter)."""
+_FROM_PIPES: dict[tuple[int, int], bytes] = {}
+"""Passphrases read from pipes and other files that are not regular (``/dev/fd/N``), by device
+and inode: a pipe is read once, and a command may need the passphrase more than once."""
 ENCRYPTION_DIR = "x25519"
 """The key store's subdirectory of X25519 encryption keys (sealed suites)."""
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -151,6 +168,89 @@ def passphrase_env(name: str) -> str:
     letter or digit as ``_`` (``approver-a`` -> ``TRAJLEDGER_PASSPHRASE_APPROVER_A``; the log's
     key is ``LOG``)."""
     return f"{PASSPHRASE_ENV}_{re.sub(r'[^A-Z0-9]', '_', name.upper())}"
+
+
+def passphrase_file_env(name: str) -> str:
+    """The environment variable naming the file of key ``name``'s own passphrase:
+    ``TRAJLEDGER_PASSPHRASEFILE_<NAME>``, the name as in `passphrase_env`."""
+    return f"{PASSPHRASE_FILE_ENV}_{re.sub(r'[^A-Z0-9]', '_', name.upper())}"
+
+
+def passphrase_sources(name: str) -> list[tuple[str, str]]:
+    """Where key ``name``'s passphrase is looked for, first to last: its own variable and file
+    variable, then every key's. At each level the variable and the file variable may not both
+    be set (`KeyStore`); an empty variable is not set."""
+    return [(passphrase_env(name), passphrase_file_env(name)),
+            (PASSPHRASE_ENV, PASSPHRASE_FILE_ENV)]
+
+
+def passphrase_hint(name: str) -> str:
+    """How to give key ``name``'s passphrase, for an error message."""
+    return (f"set {passphrase_env(name)} or {PASSPHRASE_ENV}, name a file holding it in "
+            f"{passphrase_file_env(name)} or {PASSPHRASE_FILE_ENV}")
+
+
+def read_passphrase_file(path: str, variable: str, name: str) -> bytes:
+    """The passphrase in the file ``path`` that ``variable`` names, for key ``name``: its bytes
+    less one trailing newline, as UTF-8.
+
+    The file is opened following symbolic links and judged by what it opened (its owner and
+    mode, read from the open file): ``/dev/fd/N`` and ``/dev/stdin`` are links, to the pipe of
+    a shell's ``<(pass show KEY)`` or to what the shell redirected. A pipe (or any file that is
+    not a regular one) is read once; its passphrase is kept for the rest of the process.
+
+    Raises:
+        KeyError_: the file is missing, unreadable, a directory, owned by another user, open
+            to other users (group or other: ``chmod 600``), empty, longer than
+            `PASSPHRASE_FILE_LIMIT`, or not UTF-8 (nothing of it shown).
+    """
+    where = f"key {name}: the passphrase file {path} ({variable})"
+    try:
+        seen = os.stat(path)
+        if not stat.S_ISREG(seen.st_mode) and (seen.st_dev, seen.st_ino) in _FROM_PIPES:
+            return _FROM_PIPES[seen.st_dev, seen.st_ino]
+        fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise KeyError_(f"{where}: not found") from None
+    except OSError as e:
+        raise KeyError_(f"{where}: cannot be read: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise KeyError_(f"{where}: is a directory, not a file")
+        if st.st_uid != os.geteuid():
+            raise KeyError_(f"{where}: is owned by another user (uid {st.st_uid}), who could "
+                            "change it; use a file of your own, mode 600")
+        if st.st_mode & 0o077:
+            fix = (f"run 'chmod 600 {path}'" if stat.S_ISREG(st.st_mode)
+                   or stat.S_ISFIFO(st.st_mode) else "give a file of yours, mode 600")
+            raise KeyError_(f"{where}: other users may read or change it (mode "
+                            f"{stat.S_IMODE(st.st_mode):04o}); {fix}")
+        data = b""
+        while len(data) <= PASSPHRASE_FILE_LIMIT:  # a pipe gives what was written, in parts
+            part = os.read(fd, PASSPHRASE_FILE_LIMIT + 1 - len(data))
+            if not part:
+                break
+            data += part
+    except OSError as e:
+        raise KeyError_(f"{where}: cannot be read: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > PASSPHRASE_FILE_LIMIT:
+        raise KeyError_(f"{where}: holds more than {PASSPHRASE_FILE_LIMIT:,} bytes: not a "
+                        "passphrase")
+    if data.endswith(b"\n"):
+        data = data[:-1]
+    if not data:
+        raise KeyError_(f"{where}: is empty; write the passphrase in it")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise KeyError_(f"{where}: is not UTF-8 text; write the passphrase as UTF-8 (nothing of "
+                        "it is shown here)") from None
+    if not stat.S_ISREG(st.st_mode):
+        _FROM_PIPES[st.st_dev, st.st_ino] = data
+    return data
 
 
 def private_pem(key: _PrivateKey | x25519.X25519PrivateKey, passphrase: bytes | None) -> bytes:
@@ -315,13 +415,21 @@ class KeyStore:
         self._given: dict[str, bytes | None] = {}
 
     def _passphrase_set(self, name: str) -> bytes | None:
-        """The passphrase of key ``name`` from the environment, if set there (UTF-8).
+        """The passphrase of key ``name`` given in the environment, if any (UTF-8): in a
+        variable, or in the file a variable names (`passphrase_sources`, the first level set).
 
         Raises:
-            KeyError_: the variable holds bytes that are not UTF-8 (named, its value not shown).
+            KeyError_: the variable holds bytes that are not UTF-8 (named, its value not shown);
+                both the variable and the file variable of one level are set; the file is
+                refused (`read_passphrase_file`).
         """
-        for variable in (passphrase_env(self.label or name), PASSPHRASE_ENV):
-            value = os.environ.get(variable)
+        for variable, file_variable in passphrase_sources(self.label or name):
+            value, path = os.environ.get(variable), os.environ.get(file_variable)
+            if value and path:
+                raise KeyError_(f"key {name}: both {variable} and {file_variable} are set: "
+                                "which one holds its passphrase? Unset one")
+            if path:
+                return read_passphrase_file(path, file_variable, name)
             if not value:
                 continue
             try:
@@ -332,6 +440,11 @@ class KeyStore:
                     "(nothing of its value is shown here)"
                 ) from None
         return None
+
+    def passphrase_given(self, name: str) -> bool:
+        """Whether a variable of key ``name``'s passphrase or its file is set (not read)."""
+        return any(os.environ.get(v) for pair in passphrase_sources(self.label or name)
+                   for v in pair)
 
     def _passphrase(self, name: str) -> bytes | None:
         found = self._passphrase_set(name)
@@ -372,8 +485,8 @@ class KeyStore:
         passphrase = self._passphrase(name) if encrypt else None
         if encrypt and not passphrase:
             raise KeyError_(
-                f"key {name}: no passphrase; set {passphrase_env(self.label or name)} or "
-                f"{PASSPHRASE_ENV}, run in a terminal, or pass --no-encrypt for a demo key"
+                f"key {name}: no passphrase; {passphrase_hint(self.label or name)}, run in a "
+                "terminal, or pass --no-encrypt for a demo key"
             )
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         write_file_atomic(priv_path, signer.private_pem(passphrase), mode=0o600)
@@ -403,8 +516,8 @@ class KeyStore:
         passphrase = self._passphrase(name)
         if not passphrase:
             raise KeyError_(
-                f"key {name}: no passphrase to encrypt {path} with; set "
-                f"{passphrase_env(self.label or name)} or {PASSPHRASE_ENV}, or run in a terminal"
+                f"key {name}: no passphrase to encrypt {path} with; "
+                f"{passphrase_hint(self.label or name)}, or run in a terminal"
             )
         write_file_atomic(path, private_pem(key, passphrase), mode=0o600)
         return True
@@ -538,8 +651,8 @@ class KeyStore:
             why = (
                 "this ledger's keys are encrypted (ledger.toml: keys = \"encrypted\")"
                 if self.require_encrypted
-                else f"a passphrase for it is set ({passphrase_env(self.label or name)} or "
-                f"{PASSPHRASE_ENV})"
+                else f"a passphrase for it is set ({passphrase_env(self.label or name)}, "
+                f"{PASSPHRASE_ENV} or a passphrase file)"
                 if self._passphrase_set(name) is not None
                 else None
             )
@@ -567,8 +680,8 @@ class KeyStore:
         passphrase = self._passphrase(name) if encrypted else None
         if encrypted and not passphrase:
             raise KeyError_(
-                f"key {name}: is encrypted; set {passphrase_env(self.label or name)} or "
-                f"{PASSPHRASE_ENV}, or run in a terminal"
+                f"key {name}: is encrypted; {passphrase_hint(self.label or name)}, or run in "
+                "a terminal"
             )
         try:
             return serialization.load_pem_private_key(data, password=passphrase)
@@ -601,8 +714,8 @@ class KeyStore:
         passphrase = self._passphrase(name) if encrypt else None
         if encrypt and not passphrase:
             raise KeyError_(
-                f"encryption key {name}: no passphrase; set {passphrase_env(self.label or name)} "
-                f"or {PASSPHRASE_ENV}, run in a terminal, or pass --no-encrypt for a demo key"
+                f"encryption key {name}: no passphrase; {passphrase_hint(self.label or name)}, "
+                "run in a terminal, or pass --no-encrypt for a demo key"
             )
         key = x25519.X25519PrivateKey.generate()
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)  # as for a signing key

@@ -185,7 +185,8 @@ def log_info(ctx: Context, as_json: bool) -> None:
 def log_rotate_key(ctx: Context, as_json: bool) -> None:
     """Replace the log's signing key (after a theft, or routinely); the log itself is kept.
 
-    A new Ed25519 key is made (encrypted when TRAJLEDGER_PASSPHRASE is set), and the current
+    A new Ed25519 key is made (encrypted with the log key's passphrase: TRAJLEDGER_PASSPHRASE_LOG,
+    TRAJLEDGER_PASSPHRASE, or a file TRAJLEDGER_PASSPHRASEFILE[_LOG] names), and the current
     tree is published signed by BOTH the old key and the new one, with a line naming both: the
     key handover, also kept as log/key-handovers/N and put in every bundle exported from now on.
     Then the new key replaces log-key/log.key (the old private key is deleted) and log/vkey

@@ -91,7 +91,8 @@ def upgrade(ctx: Context, plain_keys: bool) -> None:
     """Bring a ledger of trajledger 0.1.0 up to date, saying each step.
 
     Its private keys (the log's included) that are not encrypted are encrypted, each with its
-    passphrase (TRAJLEDGER_PASSPHRASE_<NAME>, TRAJLEDGER_PASSPHRASE, or asked on a terminal),
+    passphrase (TRAJLEDGER_PASSPHRASE_<NAME>, TRAJLEDGER_PASSPHRASE, a file
+    TRAJLEDGER_PASSPHRASEFILE[_<NAME>] names, or asked on a terminal),
     and ledger.toml records keys = "encrypted": from then on a plaintext key file there is
     refused as planted. With --plain-keys, nothing is encrypted and keys = "plain" is recorded
     (demo ledgers). Nothing else is rewritten; policy files naming keys by path are upgraded

@@ -35,6 +35,15 @@ POLICY_OPTION = click.option(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Trust policy TOML (default: the ledger's policy in force).",
 )
+ALLOW_ENV_MODULE_OPTION = click.option(
+    "--allow-env-module",
+    "allow_env_module",
+    metavar="MODULE",
+    multiple=True,
+    help="Let an imported environment's Gymnasium id MODULE:ID import this Python module "
+    "(repeatable); refused otherwise: a vendor's record does not choose code to run here. This "
+    "ledger's own environments need no such option.",
+)
 
 
 def command_policy(ctx: Context, ledger: Any, policy_file: Path | None) -> Any:
@@ -713,6 +722,7 @@ def _read_config(path: Path) -> dict[str, Any]:
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the first episode.")
 @click.option("--max-steps", type=click.IntRange(min=1), help="Cut episodes at this many steps.")
 @click.option("--key", required=True, help="Producer key recording the rollouts.")
+@ALLOW_ENV_MODULE_OPTION
 @JSON_OPTION
 @pass_ctx
 def rollout(
@@ -723,18 +733,22 @@ def rollout(
     seed: int,
     max_steps: int | None,
     key: str,
+    allow_env_module: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Run a checkpoint's policy in Gymnasium and record the rollouts (policy = the checkpoint).
 
     --env is a registered environment (NAME@VERSION or digest) or the Gymnasium id one names.
+    An imported environment (another origin's record) whose Gymnasium id names a module to
+    import (MODULE:ID) is refused (exit 1) unless --allow-env-module MODULE names it.
 
     \b
     Example:
       trajledger rollout --checkpoint cartpole-bc@2 --env cartpole@1 --episodes 20 --key vendor
     """
     batch, mean = ctx.ledger().rollout(
-        checkpoint, env, episodes, key=key, seed=seed, max_steps=max_steps
+        checkpoint, env, episodes, key=key, seed=seed, max_steps=max_steps,
+        allow_env_modules=allow_env_module,
     )
     ok(
         f"{episodes} episode(s) {batch.recorded.where}, "

@@ -12,7 +12,7 @@ import click
 
 from trajledger.ledger.clikit import JSON_OPTION, Context, emit_json, emit_result, ok, pass_ctx
 
-from .commands import POLICY_OPTION, command_policy
+from .commands import ALLOW_ENV_MODULE_OPTION, POLICY_OPTION, command_policy
 
 __all__ = ["COMMANDS"]
 
@@ -36,6 +36,7 @@ __all__ = ["COMMANDS"]
               "evaluation (only their digests otherwise).")
 @click.option("--unseal-key", metavar="NAME", help="X25519 key (keys/x25519/NAME) that opens a "
               "sealed suite [default: the --key name].")
+@ALLOW_ENV_MODULE_OPTION
 @POLICY_OPTION
 @JSON_OPTION
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARGS]...]")
@@ -51,6 +52,7 @@ def eval_(
     output: Path | None,
     keep_logs: bool,
     unseal_key: str | None,
+    allow_env_module: tuple[str, ...],
     policy_file: Path | None,
     as_json: bool,
     command: tuple[str, ...],
@@ -60,7 +62,9 @@ def eval_(
     \b
     Built in (no COMMAND), for checkpoints of the built-in trainers on Gymnasium
     environments: each suite episode's seed is replayed with the checkpoint's policy; an
-    episode passes when its return reaches --pass-return.
+    episode passes when its return reaches --pass-return. An imported environment whose
+    Gymnasium id names a module to import (MODULE:ID) is refused unless --allow-env-module
+    MODULE names it.
     With a COMMAND: it gets $TRAJLEDGER_CHECKPOINT_DIR (the checkpoint's files),
     $TRAJLEDGER_SUITE_DIR (the suite's verified data, read-only) and an empty
     $TRAJLEDGER_OUTPUT_DIR, and writes results.json there: every suite episode once,
@@ -86,7 +90,7 @@ def eval_(
         checkpoint, suite, key=key, command=list(command) if command else None,
         evaluator=evaluator_ref, pass_return=pass_return, max_steps=max_steps,
         policy=command_policy(ctx, ledger, policy_file), output=output, keep_logs=keep_logs,
-        unseal_key=unseal_key,
+        unseal_key=unseal_key, allow_env_modules=allow_env_module,
     )
     ev = out.evaluation
     sealed = f"; unsealing logged at {out.unsealing}" if out.unsealing is not None else ""

@@ -216,6 +216,7 @@ def evaluate(
     keep_logs: bool = False,
     unseal_key: str | None = None,
     cwd: Path | None = None,
+    allow_env_modules: Sequence[str] = (),
 ) -> EvalOutcome:
     """Evaluate a checkpoint on a suite and record the signed evaluation (see the module doc).
 
@@ -302,6 +303,8 @@ def evaluate(
             "the clear, readable by everyone who reads the ledger; nothing was unsealed (drop "
             "--keep-logs, and keep its output on this machine if you need it)"
         )
+    if command is None:  # before anything is unsealed: the environments the replay would make
+        _check_env_modules(ledger, verifier, suite.digest, allow_env_modules)
     # (3)
     unsealer = Unsealer.load(ledger, signer, unseal_key) if sealed else None
     purpose = f"evaluation of {ck.ref} ({ck.digest[:19]}…)"
@@ -324,6 +327,32 @@ def evaluate(
                             advance=advance)
     return _by_command(ledger, batches, episodes, signer, described, report, list(command),
                        output=output, keep_logs=keep_logs, cwd=cwd)
+
+
+def _check_env_modules(
+    ledger: LedgerHome, verifier: Any, suite: str, allowed: Sequence[str]
+) -> None:
+    """`check_env_module` for the environment of each batch of ``suite``, from the verified
+    records alone (a sealed batch's included: nothing is opened), the records `read_suite`
+    then reads the batches of."""
+    from trajledger.verify.lineage import Record
+
+    from .train import check_env_module
+
+    rec = verifier.identity_record(suite, "dataset")
+    if not isinstance(rec, Record) or not isinstance(rec.predicate, predicates.Dataset):
+        return
+    for digest in rec.predicate.batches:
+        batch = verifier.identity_record(digest, "rollout-batch")
+        if not isinstance(batch, Record) or not isinstance(batch.predicate,
+                                                           predicates.RolloutBatch):
+            continue
+        ref = batch.predicate.environment
+        env = verifier.identity_record(ref.digest, "environment")
+        if (isinstance(env, Record) and isinstance(env.predicate, predicates.Environment)
+                and env.predicate.gymnasium_id):
+            check_env_module(ledger, env.index, env.predicate.gymnasium_id, allowed,
+                             f"environment {ref.name}@{ref.version}")
 
 
 def _split(verifier: Any, suite: str) -> str:

@@ -6,8 +6,9 @@ recorded in the log; an environment and an evaluator registered; random CartPole
 recorded, approved and trained on; the checkpoint's own rollouts recorded; a second iteration;
 the final checkpoint's lineage verified and printed; then the refusals a runner must make (an
 unapproved dataset, a tampered batch, a holdout split). Keys are encrypted when
-``TRAJLEDGER_PASSPHRASE`` is set; otherwise they are demo keys written in the clear, with a
-warning. The last stdout line is the final checkpoint's digest.
+``TRAJLEDGER_PASSPHRASE`` (or the file ``TRAJLEDGER_PASSPHRASEFILE``) is set; otherwise they are
+demo keys written in the clear, with a warning. The last stdout line is the final checkpoint's
+digest.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def _build(directory: Path, episodes: int, as_json: bool) -> None:
     )
     from trajledger.ledger.errors import LedgerError
     from trajledger.ledger.home import LedgerHome
-    from trajledger.ledger.keys import PASSPHRASE_ENV
+    from trajledger.ledger.keys import PASSPHRASE_ENV, PASSPHRASE_FILE_ENV
     from trajledger.ledger.policy_state import policy_toml
     from trajledger.ledger.status import approve, record_policy
     from trajledger.verify.policy import TrustPolicy
@@ -110,7 +111,8 @@ def _build(directory: Path, episodes: int, as_json: bool) -> None:
     ledger = LedgerHome.init(directory, origin=f"trajledger.quickstart/{os.urandom(4).hex()}")
     encrypt = ledger.keys.require_encrypted  # the log key's passphrase was set
     if not encrypt:
-        warn(f"{PASSPHRASE_ENV} is not set: the demo keys are written unencrypted (demo only)")
+        warn(f"neither {PASSPHRASE_ENV} nor {PASSPHRASE_FILE_ENV} is set: the demo keys are "
+             "written unencrypted (demo only)")
     _step(f"a ledger in {directory}, keys for a vendor, two approvers and a trainer")
     keys = {
         n: ledger.keys.create(n, encrypt=encrypt)

@@ -733,17 +733,21 @@ def rollout(
     *,
     seed: int = 0,
     max_steps: int | None = None,
+    allow_env_modules: Sequence[str] = (),
 ) -> tuple[Any, float]:
     """Play a checkpoint's policy and record the episodes as a batch.
 
     ``env`` is a registered environment (NAME@VERSION or digest) or a Gymnasium id that a
-    registered environment names (the newest such registration is used).
+    registered environment names (the newest such registration is used). The module part of
+    an imported record's Gymnasium id is refused unless ``allow_env_modules`` names it
+    (`check_env_module`).
 
     Returns:
         The `BatchResult` and the mean return.
 
     Raises:
         RefError: no such checkpoint or environment.
+        PolicyError: an imported environment's Gymnasium id names a module not allowed.
     """
     from trajledger.ledger.artifacts import record_batch
     from trajledger.ledger.catalog import Catalog, RefError
@@ -775,6 +779,8 @@ def rollout(
                 f"{gym}'", unknown=True,
             ) from None
         env_item, gym_id = envs[-1], env
+    check_env_module(ledger, env_item.index, gym_id, allow_env_modules,
+                     f"environment {env_item.ref}")
     result = run_policy(
         policy, gym_id, episodes, seed, max_steps=max_steps, policy_version=item.digest
     )
@@ -789,6 +795,34 @@ def rollout(
         generator="trajledger rollout",
     )
     return batch, float(result.mean_return)
+
+
+def check_env_module(
+    ledger: LedgerHome, index: int, gym_id: str, allowed: Sequence[str], what: str
+) -> None:
+    """Refuse a Gymnasium id ``MODULE:ID`` (``gymnasium.make`` imports ``MODULE``) in the
+    environment record at log index ``index`` when an import brought it (`Origins.imported`),
+    unless ``allowed`` names ``MODULE``: a vendor's record would choose code to run here (any
+    installed module, or a ``.py`` in the working directory). This ledger's own records are
+    the user's own choice, and pass.
+
+    Raises:
+        PolicyError: imported, with a module part not in ``allowed`` (exit 1).
+    """
+    from trajledger.ledger.catalog import Origins
+
+    module, colon, _name = gym_id.partition(":")
+    if not colon or module in allowed:
+        return
+    origins = Origins(ledger)
+    if not origins.imported(index):
+        return
+    where = ", ".join(origins.names(index)) or "another log"
+    raise PolicyError(
+        f"{what} (imported from {where}): its Gymnasium id {gym_id!r} would import the Python "
+        f"module {module!r}; refused, nothing was run: a record from another origin does not "
+        f"choose code to run here. If you trust that module, pass --allow-env-module {module}"
+    )
 
 
 def _env_gym_id(ledger: LedgerHome, envelope: str) -> str | None:

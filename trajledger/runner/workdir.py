@@ -87,8 +87,9 @@ DATA_DIR_FORMAT: Final = "trajledger.data-dir/1"
 """The ``format`` of a data directory's ``manifest.json``."""
 
 HIDDEN_ENV: Final = "TRAJLEDGER_PASSPHRASE"
-"""Variables a command does not inherit (this name, and every per-key ``TRAJLEDGER_PASSPHRASE_*``
-beside it): it needs no key, and its logs may print them. The git commands that describe the
+"""Variables a command does not inherit (every name beginning so: this one, each per-key
+``TRAJLEDGER_PASSPHRASE_*``, and ``TRAJLEDGER_PASSPHRASEFILE[_*]``, naming passphrase files): it
+needs no key, and its logs may print them. The git commands that describe the
 source tree run without them too (``runner.buildinfo``)."""
 
 MANIFEST_NAME: Final = "manifest.json"

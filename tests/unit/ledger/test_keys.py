@@ -317,7 +317,9 @@ def test_each_key_may_have_its_own_passphrase(
     monkeypatch.delenv("TRAJLEDGER_PASSPHRASE")
     assert keys.signer("approver-a").name == "approver-a"
     with pytest.raises(KeyError_, match=r"^key bob: is encrypted; set "
-                       r"TRAJLEDGER_PASSPHRASE_BOB or TRAJLEDGER_PASSPHRASE, or run in a"):
+                       r"TRAJLEDGER_PASSPHRASE_BOB or TRAJLEDGER_PASSPHRASE, name a file "
+                       r"holding it in TRAJLEDGER_PASSPHRASEFILE_BOB or TRAJLEDGER_PASSPHRASEFILE, "
+                       r"or run in a"):
         keys.signer("bob")
     monkeypatch.setenv("TRAJLEDGER_PASSPHRASE_APPROVER_A", "wrong")
     with pytest.raises(KeyError_, match="wrong passphrase or corrupt key file"):

@@ -97,10 +97,13 @@ def test_git_runs_without_the_passphrases(
     (repo / "train.py").write_text("print('changed')\n")  # a diff: the index is refreshed
     monkeypatch.setenv("TRAJLEDGER_PASSPHRASE", "every key's (TEST ONLY)")
     monkeypatch.setenv("TRAJLEDGER_PASSPHRASE_TRAINER", "the trainer's (TEST ONLY)")
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASEFILE", "/run/every-TEST-ONLY")  # fix10's files
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASEFILE_TRAINER", "/run/trainer-TEST-ONLY")
     src = git_source(repo)
     assert src is not None and src.dirty
     text = seen.read_text()  # the hook ran
     assert "PATH=" in text and "TRAJLEDGER_PASSPHRASE" not in text and "TEST ONLY" not in text
+    assert "TEST-ONLY" not in text
 
 
 def test_a_repository_without_a_commit_has_no_source(tmp_path: Path) -> None:

@@ -246,7 +246,10 @@ def test_a_workspace_names_its_inputs_hides_the_passphrase_and_cleans_up(
     ledger, admission = _admitted(chat_home)
     with Workspace(chat_home / "tmp", ledger.store) as ws:
         data = ws.add("TRAJLEDGER_DATA_DIR", lambda d: _write(ledger, admission, d), "data")
-        env = ws.environment({"PATH": "/bin", "TRAJLEDGER_PASSPHRASE": "secret"})
+        env = ws.environment({"PATH": "/bin", "TRAJLEDGER_PASSPHRASE": "secret",
+                              "TRAJLEDGER_PASSPHRASE_VENDOR": "secret",
+                              "TRAJLEDGER_PASSPHRASEFILE": "/run/secret",
+                              "TRAJLEDGER_PASSPHRASEFILE_VENDOR": "/run/secret"})
         assert env == {"PATH": "/bin", "TRAJLEDGER_DATA_DIR": str(data.path.absolute()),
                        "TRAJLEDGER_OUTPUT_DIR": str(ws.output.absolute())}
         assert ws.output.is_dir() and ws.outputs() == {}
