@@ -63,6 +63,7 @@ from .schema import (
     NAMED_SQL,
     PENDING,
     QueryError,
+    one_expression,
     sql_list,
     sql_message,
 )
@@ -613,14 +614,18 @@ class Index:
         try:
             result: pa.Table = q.limit(limit).to_arrow()
         except (ValueError, RuntimeError) as e:
-            error: BaseException = e
-            if shown and shown != where:
-                # Report the user's filter alone, not the batch restriction added to it.
-                try:
-                    table.search().where(shown).limit(0).to_arrow()
-                except (ValueError, RuntimeError) as alone:
-                    error = alone
-            raise QueryError(f"--where {shown or where!r}: {sql_message(error)}") from e
+            message = sql_message(e)
+            if shown:
+                # Report the user's filter alone, not the parentheses and batch restriction
+                # added to it; when LanceDB takes it alone, what follows its first expression.
+                for alone, hint in ((shown, ""), (one_expression(shown), ": a filter is one "
+                                                   "expression, and nothing may follow it")):
+                    try:
+                        table.search().where(alone).limit(0).to_arrow()
+                    except (ValueError, RuntimeError) as refused:
+                        message = sql_message(refused) + hint
+                        break
+            raise QueryError(f"--where {shown or where!r}: {message}") from e
         return result
 
     def query(
@@ -659,12 +664,12 @@ class Index:
                     f"columns are {', '.join(names)}"
                 )
         where = where if where and where.strip() else None
-        combined = where
+        combined = one_expression(where) if where else None
         if batches is not None:
             if table != EPISODES:
                 raise QueryError("only episodes can be restricted to batches")
             restrict = f"batch IN ({sql_list(batches)})" if batches else "false"
-            combined = f"({where}) AND {restrict}" if where else restrict
+            combined = f"{combined} AND {restrict}" if combined else restrict
         with self.locked():
             self._update(None, rebuild=False)
             if table == EPISODES:
@@ -678,6 +683,36 @@ class Index:
         )
         rows = self.query(ARTIFACTS, where).to_pylist()
         return min(rows, key=lambda r: r["log_index"]) if rows else None
+
+    def left_out(self, batches: Sequence[str], what: str = "figures") -> list[str]:
+        """A warning for each of ``batches`` (indexed already) whose episodes the index does not
+        hold though its data was not erased: its files could not be read when it was taken in
+        (``data = 'missing'``, kept until a rebuild), or it has no row at all. Answers over
+        ``batches`` leave those episodes out; ``what`` names the answer (``figures``, ``rows``).
+        An erased batch is not listed (``stats`` names the erasure)."""
+        if not batches:
+            return []
+        found = self._scan(
+            ARTIFACTS,
+            f"kind = 'rollout-batch' AND digest IN ({sql_list(sorted(set(batches)))})",
+            ["digest", "data"],
+        ).to_pylist()
+        status: dict[str, set[str]] = {}
+        for r in found:
+            status.setdefault(r["digest"], set()).add(r["data"])
+        out = []
+        for d in dict.fromkeys(batches):
+            data = status.get(d, set()) - {"duplicate"}
+            if not data:
+                why = "it has no row in the audit index"
+            elif data <= {"missing"}:
+                why = "its episodes could not be read when the audit index took it in (data " \
+                      "'missing')"
+            else:
+                continue
+            out.append(f"batch {d[:19]}…: {why}: these {what} leave it out; run 'trajledger "
+                       "fsck', and 'trajledger reindex' once it is repaired")
+        return out
 
     def batches_of(self, digest: str, kind: str) -> list[str]:
         """The batches of a batch (itself), a dataset (its members) or a checkpoint (the members
@@ -719,7 +754,12 @@ def query_table(
     if within is not None:
         item = Catalog(ledger).resolve(within, {"rollout-batch", "dataset", "checkpoint"})
         batches = index.batches_of(item.digest, item.kind)
-    return index.query(table, where, columns=columns, limit=limit, batches=batches)
+    with index.locked():
+        result = index.query(table, where, columns=columns, limit=limit, batches=batches)
+        if note is not None:
+            for warning in index.left_out(batches or [], "rows"):
+                note(warning)
+    return result
 
 
 def reindex(

@@ -1,0 +1,211 @@
+"""rev12's outside check of the derived data: what ``stats`` and ``query`` answer when the audit
+index could not read a batch, when a filter holds more than one expression, and when episodes
+have no return (docs/SECURITY.md, "Review of 2026-12-03, eighth round (rev12)").
+
+Each test failed on the code before its fix (said in its docstring).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tamperkit as tk
+from click.testing import CliRunner, Result
+
+from trajledger import Ledger
+from trajledger.ledger.artifacts import create_dataset, record_batch, register_environment
+from trajledger.runner.cli import main
+
+
+def _episode(i: int, reward: float | None) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "episode_id": f"e{i}",
+        "messages": [
+            {"role": "user", "content": f"question {i} about topic {i * 7}"},
+            {"role": "assistant", "content": f"answer {i}"},
+        ],
+        "language": "en" if i % 2 else "de",
+    }
+    if reward is not None:
+        row["reward"] = reward
+    return row
+
+
+def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two batches of 6 episodes in dataset ``both@1``; batch ``mixed`` has a return for the
+    even episodes only (0, 2, 4), batch ``sft`` none (data without rewards)."""
+    root = tmp_path_factory.mktemp("derived") / "ledger"
+    ledger = Ledger.init(root, origin="test/derived")
+    key = ledger.keys.create("producer", encrypt=False)
+    register_environment(ledger, "chat", "1", key)
+    mixed = _jsonl(root.parent / "mixed.jsonl",
+                   [_episode(i, float(i) if i % 2 == 0 else None) for i in range(6)])
+    sft = _jsonl(root.parent / "sft.jsonl", [_episode(i + 10, None) for i in range(6)])
+    a = record_batch(ledger, [mixed], env="chat@1", policy="m1", signer=key, name="mixed")
+    b = record_batch(ledger, [sft], env="chat@1", policy="m1", signer=key, name="sft")
+    create_dataset(ledger, "both", "1", "train", [a.digest, b.digest], key)
+    return root
+
+
+@pytest.fixture
+def copy(home: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "ledger"
+    shutil.copytree(home, out, symlinks=True)
+    tk.pin_log(out)
+    return out
+
+
+def run(home: Path, *args: str) -> Result:
+    return CliRunner().invoke(main, ["--ledger", str(home), *args])
+
+
+def strict_json(text: str) -> Any:
+    """RFC 8259 JSON: ``NaN`` and ``Infinity`` are not JSON (jq and most parsers refuse them)."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"not JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _blob_path(home: Path, digest: str) -> Path:
+    hexd = digest.removeprefix("sha256:")
+    return home / "objects" / "sha256" / hexd[:2] / hexd[2:4] / hexd
+
+
+def _episodes_blob(home: Path, batch_name: str) -> Path:
+    show = json.loads(run(home, "show", batch_name, "--json").stdout)
+    files = {f["path"]: f["digest"] for f in show["files"]}
+    return _blob_path(home, "sha256:" + files["episodes.parquet"]["sha256"]
+                      if isinstance(files["episodes.parquet"], dict)
+                      else files["episodes.parquet"])
+
+
+# --- finding 1: a batch the index could not read is left out of the figures, said ----------
+
+
+def test_stats_and_query_name_a_batch_whose_episodes_they_leave_out(copy: Path) -> None:
+    """Failed before: with batch ``sft``'s episodes.parquet gone from the store when the index
+    was built, ``stats both@1`` printed '2 batch(es), 6 episode(s)' and OK, exit 0, and
+    ``query episodes --in both@1`` the 6 rows of ``mixed``: the other 6 episodes were left out
+    without a word (and stayed out after the file was restored: the batch is indexed once)."""
+    blob = _episodes_blob(copy, "sft")
+    os.chmod(blob, 0o600)
+    blob.rename(copy / "sft-episodes.parquet")
+    sft = json.loads(run(copy, "show", "sft", "--json").stdout)["digest"]
+    want = (f"WARNING: batch {sft[:19]}…: its episodes could not be read when the audit index "
+            "took it in (data 'missing'): these figures leave it out; run 'trajledger fsck', "
+            "and 'trajledger reindex' once it is repaired")
+    r = run(copy, "stats", "both@1")
+    assert r.exit_code == 0, r.output
+    assert want in r.stderr.splitlines(), r.stderr
+    r = run(copy, "stats", "both@1", "--json")
+    assert r.exit_code == 0, r.output
+    assert [w for w in strict_json(r.stdout)["warnings"] if sft[:19] in w], r.stdout
+    r = run(copy, "query", "episodes", "--in", "both@1", "--limit", "0")
+    assert r.exit_code == 0, r.output
+    assert want.replace("these figures leave", "these rows leave") in r.stderr.splitlines()
+    # Restored: still left out (the index took the batch in once), still said.
+    (copy / "sft-episodes.parquet").rename(blob)
+    r = run(copy, "stats", "both@1", "--json")
+    assert strict_json(r.stdout)["aggregate"]["episodes"] == 6
+    assert [w for w in strict_json(r.stdout)["warnings"] if sft[:19] in w]
+    r = run(copy, "reindex")
+    assert r.exit_code == 0, r.output
+    r = run(copy, "stats", "both@1", "--json")
+    assert strict_json(r.stdout)["aggregate"]["episodes"] == 12
+    assert strict_json(r.stdout)["warnings"] == []
+
+
+def test_stats_of_a_whole_dataset_warns_of_nothing(copy: Path) -> None:
+    r = run(copy, "stats", "both@1")
+    assert r.exit_code == 0, r.output
+    assert "WARNING" not in r.stderr
+    r = run(copy, "query", "episodes", "--in", "both@1", "--limit", "0")
+    assert r.exit_code == 0 and "WARNING" not in r.stderr, r.output
+
+
+# --- finding 2: a filter is one expression, and --in cannot be escaped ---------------------
+
+
+@pytest.mark.parametrize(
+    ("where", "within"),
+    [
+        ("return > 1000 garbage", None),
+        ("return > 1000 ORDER BY return", None),
+        ("return > 1000) OR (true", None),
+        ("return > 1000) OR (true", "mixed"),
+        ("true) OR (true", "mixed"),
+        ("return > 1000; DELETE FROM episodes", None),
+    ],
+    ids=["trailing-word", "order-by", "unbalanced", "unbalanced-in", "escape-in", "semicolon"],
+)
+def test_a_filter_that_is_not_one_expression_is_a_usage_error(
+    copy: Path, where: str, within: str | None
+) -> None:
+    """Failed before: LanceDB reads the first expression of a filter and ignores the rest, so
+    'return > 1000 garbage' ran as 'return > 1000' (exit 0), and with --in the filter was
+    pasted before the batch restriction: 'true) OR (true' --in mixed gave the rows of every
+    batch (12, not 6), labelled as mixed's."""
+    args = ["query", "episodes", "--where", where, "--limit", "0", "--json"]
+    r = run(copy, *args, *(["--in", within] if within else []))
+    assert r.exit_code == 2, r.output
+    assert r.stdout == ""
+    assert r.stderr.startswith(f"FAIL: --where {where!r}: "), r.stderr
+    assert len(r.stderr.splitlines()) == 1 and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize(
+    ("where", "rows"),
+    [
+        ("(return >= 2) AND language = 'de'", 2),
+        ("return >= 2 -- a comment ) (", 2),
+        ("return >= 2 /* ) */", 2),
+        ("language = 'de)' OR language = ')('", 0),
+        ('"return" >= 2', 2),
+        ("  ", 6),
+    ],
+    ids=["parens", "line-comment", "block-comment", "quoted-parens", "quoted-column", "blank"],
+)
+def test_a_filter_of_one_expression_still_runs(copy: Path, where: str, rows: int) -> None:
+    r = run(copy, "query", "episodes", "--in", "mixed", "--where", where, "--limit", "0",
+            "--json")
+    assert r.exit_code == 0, r.output
+    assert len(strict_json(r.stdout)) == rows
+
+
+# --- finding 3: episodes without a return ---------------------------------------------------
+
+
+def test_stats_of_episodes_without_returns_is_json(copy: Path) -> None:
+    """Failed before: ``stats sft --json`` printed '"return_std":NaN' (not JSON: jq refuses
+    it), and for ``mixed`` (returns 0, 2, 4 and three nulls) too: the standard deviation was
+    taken over the nulls, so the far-below warning on mean return could never fire when any
+    episode had no return."""
+    r = run(copy, "stats", "sft", "--json", "--by", "language")
+    assert r.exit_code == 0, r.output
+    report = strict_json(r.stdout)
+    assert report["aggregate"]["return_std"] is None
+    assert report["aggregate"]["mean_return"] is None
+    r = run(copy, "stats", "mixed", "--json", "--by", "language")
+    assert r.exit_code == 0, r.output
+    report = strict_json(r.stdout)
+    assert report["aggregate"]["mean_return"] == 2.0
+    assert math.isclose(report["aggregate"]["return_std"], float(np.std([0, 2, 4], ddof=1)))
+    de = next(s for s in report["segments"] if s["label"] == "language=de")
+    assert math.isclose(de["return_std"], float(np.std([0, 2, 4], ddof=1)))
+    en = next(s for s in report["segments"] if s["label"] == "language=en")
+    assert en["return_std"] is None and en["mean_return"] is None
