@@ -11,6 +11,7 @@ import json
 import math
 import os
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +210,114 @@ def test_stats_of_episodes_without_returns_is_json(copy: Path) -> None:
     assert math.isclose(de["return_std"], float(np.std([0, 2, 4], ddof=1)))
     en = next(s for s in report["segments"] if s["label"] == "language=en")
     assert en["return_std"] is None and en["mean_return"] is None
+
+
+# --- finding 4: reindex while another command of the user reads its state --------------------
+
+
+def test_a_command_reading_the_state_while_reindex_runs_never_finds_it_empty(
+    copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Failed before: ``reindex`` deleted the trust state's rows in one transaction and derived
+    them again in the next, reading the whole log (minutes at scale). A command of the same
+    user that had synced before (``impact``, ``verify``, a training run) and read the rows
+    meanwhile found none: probed, ``impact`` of a revoked batch answered '✓ OK: … 4 checks
+    passed', the revocation 'ignored: … signed by producer key …, which did not produce' the
+    batch, and no dataset or checkpoint built on it. Here the reindex is held while it reads
+    the log, and the reader's answers must be the ones from before."""
+    from trajledger.ledger.trust_state import TrustState
+
+    Ledger.open(copy).revoke("mixed", key="producer", reason="PII")
+    mixed = json.loads(run(copy, "show", "mixed", "--json").stdout)["digest"]
+    reader = Ledger.open(copy).trust_state()
+
+    def answers() -> tuple[object, ...]:
+        return (reader.about(mixed), reader.referrers(mixed), reader.listing(mixed),
+                [reader.entry(i) for i in reader.about(mixed)])
+
+    before = answers()
+    assert len(before[0]) == 2 and before[2]  # the batch's record and its revocation; a dataset
+    writer = Ledger.open(copy)
+    held = writer.log_state(writer.log.vkey)
+    reading, resume = threading.Event(), threading.Event()
+    read_run = TrustState._read_run
+
+    def held_read_run(self: TrustState, *args: Any) -> Any:
+        if self is held and not reading.is_set():
+            reading.set()
+            assert resume.wait(60)
+        return read_run(self, *args)
+
+    monkeypatch.setattr(TrustState, "_read_run", held_read_run)
+    failed: list[BaseException] = []
+
+    def reindex() -> None:
+        try:
+            writer.rebuild_trust_state()
+        except BaseException as e:  # reported by the test's thread
+            failed.append(e)
+
+    thread = threading.Thread(target=reindex)
+    thread.start()
+    try:
+        assert reading.wait(60)
+        during = answers()
+    finally:
+        resume.set()
+        thread.join(60)
+    assert not failed, failed
+    assert during == before
+    assert answers() == before
+    assert reader.disagreements(Ledger.open(copy).log.entries, Ledger.open(copy).read_blob) == []
+
+
+# --- finding 5: reindex --check did not look at the audit index ------------------------------
+
+
+def _edit_index(home: Path, table: str, where: str, values: dict[str, Any]) -> None:
+    import lancedb
+
+    lancedb.connect(str(home / "index" / "lance")).open_table(table).update(
+        where=where, values=values)
+
+
+@pytest.mark.parametrize(
+    ("table", "where", "values", "first"),
+    [
+        ("artifacts", "kind = 'dataset'", {"split": "holdout"}, "log entry 3"),
+        ("artifacts", "kind = 'rollout-batch' AND name = 'sft'", {"revoked": True}, "log entry 2"),
+        ("episodes", "episode_id = 'e2'", {"return": 500.0}, "batch "),
+    ],
+    ids=["dataset-split", "revoked-flag", "episode-return"],
+)
+def test_reindex_check_finds_an_edited_audit_index(
+    copy: Path, table: str, where: str, values: dict[str, Any], first: str
+) -> None:
+    """Failed before: ``reindex --check`` compared the trust state alone and said OK (exit 0)
+    of an audit index whose rows were edited (a dataset's split, a revoked flag, a return):
+    every later ``query`` and ``stats`` answered from the edited rows without a word."""
+    r = run(copy, "query", "episodes", "--limit", "1")
+    assert r.exit_code == 0, r.output
+    r = run(copy, "reindex", "--check")
+    assert r.exit_code == 0, r.output
+    _edit_index(copy, table, where, values)
+    r = run(copy, "reindex", "--check")
+    assert r.exit_code == 1, r.output
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"FAIL: audit index {copy / 'index' / 'lance'}: table {table}: "
+                               "the rows of 1 ")
+    assert f"(first: {first}" in lines[0]
+    assert lines[0].endswith("rebuild it with 'trajledger reindex'")
+    assert run(copy, "reindex").exit_code == 0
+    r = run(copy, "reindex", "--check")
+    assert r.exit_code == 0, r.output
+
+
+def test_reindex_check_of_a_partly_built_index_agrees(copy: Path) -> None:
+    """Batches not asked about yet are pending: the check derives only what the index holds."""
+    assert run(copy, "query", "episodes", "--in", "sft", "--limit", "1").exit_code == 0
+    r = run(copy, "reindex", "--check")
+    assert r.exit_code == 0, r.output
+    assert r.stderr.splitlines()[-1] == (f"OK: audit index {copy / 'index' / 'lance'}: agrees "
+                                         "with the log and the store, as far as it is built")

@@ -450,6 +450,25 @@ class LedgerHome:
                 note = newer
         return state
 
+    def rebuild_trust_state(
+        self, *, on_progress: Callable[[int], None] | None = None
+    ) -> TrustState:
+        """Derive this user's index of the log again from the whole log, keeping the floor
+        (``trajledger reindex``). The old rows are forgotten in the transaction that derives
+        the new ones: the user's commands running meanwhile (``impact``, ``verify``, a
+        training run), which read the rows after their own sync, see the old rows or the new,
+        never none: an empty index answers nothing revoked, built on or held out.
+
+        Raises:
+            As `trust_state`.
+        """
+        state = self.log_state(self.log_vkey() or self.log.vkey)
+        state.rebuild(at_next_sync=True)
+        synced = self.trust_state(on_progress=on_progress)
+        if state is not synced:  # another key's state (log.pub is not the log's): as before
+            state.rebuild()
+        return synced
+
     def read_blob(self, digest: str) -> bytes | None:
         """A stored blob's bytes, unverified, or None when it is missing or unreadable (what
         the user's state reads to learn what a record lists: never what to believe)."""

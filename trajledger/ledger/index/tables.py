@@ -186,6 +186,14 @@ class _Sink:
         self.rows, self.revoked, self.erased = [], set(), set()
 
 
+def _rows_by(table: pa.Table, key: str) -> dict[Any, list[str]]:
+    """A table's rows grouped by column ``key``, each group's rows as sorted JSON texts."""
+    out: dict[Any, list[str]] = {}
+    for row in table.to_pylist():
+        out.setdefault(row[key], []).append(json.dumps(row, sort_keys=True, default=str))
+    return {k: sorted(v) for k, v in out.items()}
+
+
 # --------------------------------------------------------------------------------------------
 # The index
 
@@ -413,9 +421,11 @@ class Index:
             self._update(None, rebuild=False)
             return self._index_batches(digests)
 
-    def _update(self, on_progress: Callable[[int], None] | None, *, rebuild: bool) -> IndexUpdate:
+    def _update(
+        self, on_progress: Callable[[int], None] | None, *, rebuild: bool, upto: int | None = None
+    ) -> IndexUpdate:
         log = self.ledger.log
-        size = log.size
+        size = log.size if upto is None else upto
         state = None if rebuild else self._read_state()
         artifacts, episodes = self._table(ARTIFACTS), self._table(EPISODES)
         usable = (
@@ -589,6 +599,53 @@ class Index:
             table.add(pa.concat_tables(buffered))
             count += rows
         return count
+
+    # -- checking ---------------------------------------------------------------------------
+
+    def disagreements(self) -> list[str]:
+        """Derive the index again, in a temporary directory, up to the size the index holds and
+        with the batches it indexed, and compare table by table (``trajledger reindex
+        --check``): nothing of the ledger's index changes. An empty list when they agree.
+
+        Raises:
+            LogError / StoreError: the log or the store cannot be read.
+        """
+        with self.locked():
+            state = self._read_state()
+            artifacts, episodes = self._table(ARTIFACTS), self._table(EPISODES)
+            if state is None or state.get("batch") or artifacts is None or episodes is None:
+                return []  # none, or one the next query rebuilds or repairs: nothing believed
+            live = {
+                ARTIFACTS: artifacts.search().limit(None).to_arrow(),
+                EPISODES: episodes.search().limit(None).to_arrow(),
+            }
+        done = [r["digest"] for r in live[ARTIFACTS].to_pylist()
+                if r["kind"] == "rollout-batch" and r["data"] not in (PENDING, "duplicate")]
+        with tempfile.TemporaryDirectory(prefix="trajledger-index-check-") as tmp:
+            scratch = Index(self.ledger)
+            scratch.dir = Path(tmp) / "lance"
+            scratch.state_path = scratch.dir / "state.json"
+            scratch._tmp_root, scratch._features_cache = Path(tmp) / "tmp", None
+            with scratch.locked():
+                scratch._update(None, rebuild=True, upto=int(state["size"]))
+                scratch._index_batches(done)
+                again = {name: scratch._table(name).search().limit(None).to_arrow()
+                         for name in (ARTIFACTS, EPISODES)}
+        out = []
+        for name, key in ((ARTIFACTS, "log_index"), (EPISODES, "batch")):
+            a, b = (_rows_by(t, key) for t in (live[name], again[name]))
+            differ = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+            if not differ:
+                continue
+            first = (f"log entry {differ[0]}" if name == ARTIFACTS
+                     else f"batch {str(differ[0])[:19]}…")
+            out.append(
+                f"audit index {self.dir}: table {name}: the rows of {len(differ)} "
+                f"{'log entries' if name == ARTIFACTS else 'batch(es)'} differ from those derived "
+                f"again from the log and the store (first: {first}): edited outside trajledger, "
+                "or built from data repaired since; rebuild it with 'trajledger reindex'"
+            )
+        return out
 
     # -- reading ----------------------------------------------------------------------------
 
