@@ -453,21 +453,12 @@ class LedgerHome:
     def rebuild_trust_state(
         self, *, on_progress: Callable[[int], None] | None = None
     ) -> TrustState:
-        """Derive this user's index of the log again from the whole log, keeping the floor
-        (``trajledger reindex``). The old rows are forgotten in the transaction that derives
-        the new ones: the user's commands running meanwhile (``impact``, ``verify``, a
-        training run), which read the rows after their own sync, see the old rows or the new,
-        never none: an empty index answers nothing revoked, built on or held out.
-
-        Raises:
-            As `trust_state`.
-        """
-        state = self.log_state(self.log_vkey() or self.log.vkey)
-        state.rebuild(at_next_sync=True)
-        synced = self.trust_state(on_progress=on_progress)
-        if state is not synced:  # another key's state (log.pub is not the log's): as before
-            state.rebuild()
-        return synced
+        """`trust_state`, derived again from the whole log, the floor kept (``trajledger
+        reindex``): the old rows are forgotten in the transaction that derives the new ones, so
+        the user's commands running meanwhile read the old rows or the new, never none (which
+        would answer nothing revoked, built on or held out)."""
+        self.log_state(self.log.vkey).rebuild(at_next_sync=True)  # the state trust_state syncs
+        return self.trust_state(on_progress=on_progress)
 
     def read_blob(self, digest: str) -> bytes | None:
         """A stored blob's bytes, unverified, or None when it is missing or unreadable (what
