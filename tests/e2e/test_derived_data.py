@@ -321,3 +321,73 @@ def test_reindex_check_of_a_partly_built_index_agrees(copy: Path) -> None:
     assert r.exit_code == 0, r.output
     assert r.stderr.splitlines()[-1] == (f"OK: audit index {copy / 'index' / 'lance'}: agrees "
                                          "with the log and the store, as far as it is built")
+
+
+# --- finding 6: a producer's unvalidated NaN and infinities in --json ------------------------
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> Path:
+    """A batch whose returns are NaN, Infinity and 1.0, signed by its producer: a vendor's
+    code that skipped validation (an import verifies signatures and digests; the gate
+    validates, ``query`` and ``stats`` read the rows as they are). The summary statistics
+    the record must hold are finite or null (canonical JSON), as such a vendor would write."""
+    from trajledger.ledger import rollouts
+    from trajledger.ledger.rollouts import checks
+
+    root = tmp_path / "hostile"
+    write = rollouts.write_steps_parquet
+
+    class Finite:
+        def __init__(self, stats: Any) -> None:
+            self.stats = stats
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.stats, name)
+
+        def summary(self) -> dict[str, Any]:
+            return {k: None if isinstance(v, float) and not math.isfinite(v) else v
+                    for k, v in self.stats.summary().items()}
+
+    def unchecked(*args: Any, **kwargs: Any) -> Any:
+        return Finite(write(*args, **kwargs))
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(checks, "_check_finite", lambda *a, **k: None)
+        m.setattr(rollouts, "write_steps_parquet", unchecked)
+        ledger = Ledger.init(root, origin="test/hostile-values")
+        key = ledger.keys.create("producer", encrypt=False)
+        register_environment(ledger, "chat", "1", key)
+        rows = []
+        for i in range(6):
+            last = [math.nan, math.inf, 1.0][i % 3]
+            rows += [{"episode_id": f"e{i}", "step": s, "role": role, "content": "c",
+                      "reward": 0.0 if s == 0 else last, "terminated": s == 1,
+                      "truncated": False} for s, role in ((0, "user"), (1, "assistant"))]
+        record_batch(ledger, rows, env="chat@1", policy="m1", signer=key, name="hostile")
+    tk.pin_log(root)
+    return root
+
+
+def test_json_of_a_producers_nan_and_infinities_is_json(hostile: Path) -> None:
+    """Failed before: ``query episodes --json`` printed '"return":NaN' and '"return":Infinity',
+    ``stats --json`` '"mean_return":Infinity,"return_std":NaN' (no JSON: jq refuses it), and
+    stats a numpy RuntimeWarning on stderr."""
+    r = run(hostile, "query", "episodes", "--json", "--columns", "episode_id,return")
+    assert r.exit_code == 0, r.output
+    rows = strict_json(r.stdout)
+    assert [row["return"] for row in rows] == [None, None, 1.0, None, None, 1.0]
+    assert r.stderr.splitlines() == [
+        "WARNING: 4 value(s) that JSON cannot hold (NaN or an infinity) are printed as null; "
+        "the output without --json shows them",
+        "OK: 6 row(s) of episodes",
+    ]
+    r = run(hostile, "query", "episodes", "--columns", "episode_id,return")
+    assert r.exit_code == 0, r.output
+    assert [line.split()[1] for line in r.stdout.splitlines()[1:]] == [
+        "nan", "inf", "1", "nan", "inf", "1"]
+    r = run(hostile, "stats", "hostile", "--json")
+    assert r.exit_code == 0, r.output
+    report = strict_json(r.stdout)
+    assert report["aggregate"]["mean_return"] is None  # Infinity
+    assert "RuntimeWarning" not in r.stderr and r.stderr.startswith("WARNING: 2 value(s)")

@@ -192,13 +192,15 @@ class _Columns:
         known = cost[~np.isnan(cost)]
         total = float(known.sum()) if len(known) else None
         solved = len({self.task[i] for i in idx[success == 1.0]})
+        with np.errstate(invalid="ignore"):  # inf - inf in a producer's unvalidated returns
+            std = float(np.std(ret, ddof=1)) if len(ret) >= 2 else None
         return Metrics(
             episodes=len(idx),
             labelled=int(labelled.sum()),
             successes=successes,
             success_rate=successes / int(labelled.sum()) if labelled.any() else None,
             mean_return=_mean(ret),
-            return_std=float(np.std(ret, ddof=1)) if len(ret) >= 2 else None,
+            return_std=std,
             mean_length=_mean(self.steps[idx]),
             invalid_rate=_mean(np.nan_to_num(self.invalid[idx]) == 1.0),
             intervention_rate=_mean(safety > 0),
