@@ -11,7 +11,6 @@ import json
 import math
 import os
 import shutil
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -212,65 +211,6 @@ def test_stats_of_episodes_without_returns_is_json(copy: Path) -> None:
     assert en["return_std"] is None and en["mean_return"] is None
 
 
-# --- finding 4: reindex while another command of the user reads its state --------------------
-
-
-def test_a_command_reading_the_state_while_reindex_runs_never_finds_it_empty(
-    copy: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Failed before: ``reindex`` deleted the trust state's rows in one transaction and derived
-    them again in the next, reading the whole log (minutes at scale). A command of the same
-    user that had synced before (``impact``, ``verify``, a training run) and read the rows
-    meanwhile found none: probed, ``impact`` of a revoked batch answered '✓ OK: … 4 checks
-    passed', the revocation 'ignored: … signed by producer key …, which did not produce' the
-    batch, and no dataset or checkpoint built on it. Here the reindex is held while it reads
-    the log, and the reader's answers must be the ones from before."""
-    from trajledger.ledger.trust_state import TrustState
-
-    Ledger.open(copy).revoke("mixed", key="producer", reason="PII")
-    mixed = json.loads(run(copy, "show", "mixed", "--json").stdout)["digest"]
-    reader = Ledger.open(copy).trust_state()
-
-    def answers() -> tuple[object, ...]:
-        return (reader.about(mixed), reader.referrers(mixed), reader.listing(mixed),
-                [reader.entry(i) for i in reader.about(mixed)])
-
-    before = answers()
-    assert len(before[0]) == 2 and before[2]  # the batch's record and its revocation; a dataset
-    writer = Ledger.open(copy)
-    held = writer.log_state(writer.log.vkey)
-    reading, resume = threading.Event(), threading.Event()
-    read_run = TrustState._read_run
-
-    def held_read_run(self: TrustState, *args: Any) -> Any:
-        if self is held and not reading.is_set():
-            reading.set()
-            assert resume.wait(60)
-        return read_run(self, *args)
-
-    monkeypatch.setattr(TrustState, "_read_run", held_read_run)
-    failed: list[BaseException] = []
-
-    def reindex() -> None:
-        try:
-            writer.rebuild_trust_state()
-        except BaseException as e:  # reported by the test's thread
-            failed.append(e)
-
-    thread = threading.Thread(target=reindex)
-    thread.start()
-    try:
-        assert reading.wait(60)
-        during = answers()
-    finally:
-        resume.set()
-        thread.join(60)
-    assert not failed, failed
-    assert during == before
-    assert answers() == before
-    assert reader.disagreements(Ledger.open(copy).log.entries, Ledger.open(copy).read_blob) == []
-
-
 # --- finding 5: reindex --check did not look at the audit index ------------------------------
 
 
@@ -328,43 +268,37 @@ def test_reindex_check_of_a_partly_built_index_agrees(copy: Path) -> None:
 
 @pytest.fixture
 def hostile(tmp_path: Path) -> Path:
-    """A batch whose returns are NaN, Infinity and 1.0, signed by its producer: a vendor's
-    code that skipped validation (an import verifies signatures and digests; the gate
-    validates, ``query`` and ``stats`` read the rows as they are). The summary statistics
-    the record must hold are finite or null (canonical JSON), as such a vendor would write."""
-    from trajledger.ledger import rollouts
-    from trajledger.ledger.rollouts import checks
+    """Batch ``hostile``: a batch's files with returns NaN, Infinity and 1.0 in its episode
+    file, recorded and signed by its producer as they are (a vendor's code that skips
+    validation: an import verifies signatures and digests, the gate validates, ``query`` and
+    ``stats`` read the rows as they are)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from trajledger.ledger.index.rows import statement_of
+    from trajledger.ledger.record import record_files
+    from trajledger.verify import predicates
 
     root = tmp_path / "hostile"
-    write = rollouts.write_steps_parquet
-
-    class Finite:
-        def __init__(self, stats: Any) -> None:
-            self.stats = stats
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.stats, name)
-
-        def summary(self) -> dict[str, Any]:
-            return {k: None if isinstance(v, float) and not math.isfinite(v) else v
-                    for k, v in self.stats.summary().items()}
-
-    def unchecked(*args: Any, **kwargs: Any) -> Any:
-        return Finite(write(*args, **kwargs))
-
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(checks, "_check_finite", lambda *a, **k: None)
-        m.setattr(rollouts, "write_steps_parquet", unchecked)
-        ledger = Ledger.init(root, origin="test/hostile-values")
-        key = ledger.keys.create("producer", encrypt=False)
-        register_environment(ledger, "chat", "1", key)
-        rows = []
-        for i in range(6):
-            last = [math.nan, math.inf, 1.0][i % 3]
-            rows += [{"episode_id": f"e{i}", "step": s, "role": role, "content": "c",
-                      "reward": 0.0 if s == 0 else last, "terminated": s == 1,
-                      "truncated": False} for s, role in ((0, "user"), (1, "assistant"))]
-        record_batch(ledger, rows, env="chat@1", policy="m1", signer=key, name="hostile")
+    ledger = Ledger.init(root, origin="test/hostile-values")
+    key = ledger.keys.create("producer", encrypt=False)
+    register_environment(ledger, "chat", "1", key)
+    rows = [{"episode_id": f"e{i}", "step": s, "role": role, "content": "c",
+             "reward": float(s), "terminated": s == 1, "truncated": False}
+            for i in range(6) for s, role in ((0, "user"), (1, "assistant"))]
+    good = record_batch(ledger, rows, env="chat@1", policy="m1", signer=key, name="good")
+    files = {f.path: "sha256:" + f.sha256 for f in good.recorded.manifest.files}
+    steps, episodes = tmp_path / "steps.parquet", tmp_path / "episodes.parquet"
+    steps.write_bytes(ledger.store.get(files["steps.parquet"]))
+    table = pq.read_table(pa.BufferReader(ledger.store.get(files["episodes.parquet"])))
+    table = table.set_column(table.schema.get_field_index("return"), "return",
+                             pa.array([math.nan, math.inf, 1.0] * 2, pa.float64()))
+    pq.write_table(table, episodes)
+    statement = statement_of(ledger, good.recorded.envelope_digest)
+    assert statement is not None
+    predicate = {k: v for k, v in statement.predicate.items() if k != "manifest"}
+    record_files(ledger, {"steps.parquet": steps, "episodes.parquet": episodes}, key,
+                 predicates.ROLLOUT_BATCH, predicate, kind="rollout-batch", name="hostile")
     tk.pin_log(root)
     return root
 
@@ -373,7 +307,8 @@ def test_json_of_a_producers_nan_and_infinities_is_json(hostile: Path) -> None:
     """Failed before: ``query episodes --json`` printed '"return":NaN' and '"return":Infinity',
     ``stats --json`` '"mean_return":Infinity,"return_std":NaN' (no JSON: jq refuses it), and
     stats a numpy RuntimeWarning on stderr."""
-    r = run(hostile, "query", "episodes", "--json", "--columns", "episode_id,return")
+    r = run(hostile, "query", "episodes", "--in", "hostile", "--json", "--columns",
+            "episode_id,return")
     assert r.exit_code == 0, r.output
     rows = strict_json(r.stdout)
     assert [row["return"] for row in rows] == [None, None, 1.0, None, None, 1.0]
@@ -382,7 +317,7 @@ def test_json_of_a_producers_nan_and_infinities_is_json(hostile: Path) -> None:
         "the output without --json shows them",
         "OK: 6 row(s) of episodes",
     ]
-    r = run(hostile, "query", "episodes", "--columns", "episode_id,return")
+    r = run(hostile, "query", "episodes", "--in", "hostile", "--columns", "episode_id,return")
     assert r.exit_code == 0, r.output
     assert [line.split()[1] for line in r.stdout.splitlines()[1:]] == [
         "nan", "inf", "1", "nan", "inf", "1"]
