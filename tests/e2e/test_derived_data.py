@@ -326,3 +326,11 @@ def test_json_of_a_producers_nan_and_infinities_is_json(hostile: Path) -> None:
     report = strict_json(r.stdout)
     assert report["aggregate"]["mean_return"] is None  # Infinity
     assert "RuntimeWarning" not in r.stderr and r.stderr.startswith("WARNING: 2 value(s)")
+
+
+def test_reindex_check_without_an_index_makes_none(copy: Path) -> None:
+    """The check reads only: a ledger without an audit index gets no index directory or lock."""
+    assert not (copy / "index" / "lance").exists()
+    r = run(copy, "reindex", "--check")
+    assert r.exit_code == 0, r.output
+    assert not (copy / "index" / "lance").exists()

@@ -610,6 +610,8 @@ class Index:
         Raises:
             LogError / StoreError: the log or the store cannot be read.
         """
+        if not self.state_path.is_file():
+            return []  # no index (and no lock file made for it: a check writes nothing)
         with self.locked():
             state = self._read_state()
             artifacts, episodes = self._table(ARTIFACTS), self._table(EPISODES)
