@@ -334,3 +334,43 @@ def test_reindex_check_without_an_index_makes_none(copy: Path) -> None:
     r = run(copy, "reindex", "--check")
     assert r.exit_code == 0, r.output
     assert not (copy / "index" / "lance").exists()
+
+
+# --- finding 7: query --in of an erased batch; a row deleted from the index -----------------
+
+
+def test_query_in_names_an_erased_batch_and_stats_an_erasure(copy: Path) -> None:
+    """Failed before: ``query episodes --in both@1`` after batch ``sft`` was erased printed the
+    6 rows of ``mixed`` and 'OK: 6 row(s)', nothing about the other batch; stats said 'the log
+    holds a erasure'."""
+    assert run(copy, "query", "episodes", "--limit", "1").exit_code == 0  # indexed before
+    r = run(copy, "erase", "sft", "--key", "producer", "--reason", "consent")
+    assert r.exit_code == 0, r.output
+    sft = json.loads(run(copy, "show", "sft", "--json").stdout)["digest"]
+    r = run(copy, "query", "episodes", "--in", "both@1", "--limit", "0")
+    assert r.exit_code == 0, r.output
+    assert r.stderr.splitlines() == [
+        f"WARNING: batch {sft[:19]}…: erased: the audit index keeps none of its episodes, so "
+        "these rows leave it out",
+        "OK: 6 row(s) of episodes",
+    ]
+    r = run(copy, "stats", "both@1")
+    assert r.exit_code == 0, r.output
+    assert f"WARNING: {sft[:19]}…: the log holds an erasure of it" in r.stderr
+
+
+def test_a_row_deleted_from_the_index_says_what_to_run(copy: Path) -> None:
+    assert run(copy, "stats", "both@1").exit_code == 0
+    _edit_index_delete(copy, "kind = 'dataset'")
+    r = run(copy, "stats", "both@1")
+    assert r.exit_code == 3, r.output
+    assert r.stderr.startswith("FAIL: dataset sha256:") and r.stderr.endswith(
+        "(edited or damaged: the log holds it); rebuild it with 'trajledger reindex'\n")
+    assert run(copy, "reindex").exit_code == 0
+    assert run(copy, "stats", "both@1").exit_code == 0
+
+
+def _edit_index_delete(home: Path, where: str) -> None:
+    import lancedb
+
+    lancedb.connect(str(home / "index" / "lance")).open_table("artifacts").delete(where)

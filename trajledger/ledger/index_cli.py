@@ -359,7 +359,8 @@ def _retracted(ledger: Any, digest: str, batches: Sequence[str]) -> Iterator[str
         for i in state.about(d):
             e = state.entry(i)
             if e is not None and e.kind in ("revocation", "erasure"):
-                yield (f"{d[:19]}…: the log holds a {e.kind} of it (log index {i}); these "
+                yield (f"{d[:19]}…: the log holds {'an' if e.kind == 'erasure' else 'a'} "
+                       f"{e.kind} of it (log index {i}); these "
                        "figures are the audit index's, not a verdict: run 'trajledger verify' "
                        "or 'trajledger impact' on it")
 

@@ -743,12 +743,14 @@ class Index:
         rows = self.query(ARTIFACTS, where).to_pylist()
         return min(rows, key=lambda r: r["log_index"]) if rows else None
 
-    def left_out(self, batches: Sequence[str], what: str = "figures") -> list[str]:
+    def left_out(
+        self, batches: Sequence[str], what: str = "figures", *, erased: bool = False
+    ) -> list[str]:
         """A warning for each of ``batches`` (indexed already) whose episodes the index does not
-        hold though its data was not erased: its files could not be read when it was taken in
-        (``data = 'missing'``, kept until a rebuild), or it has no row at all. Answers over
+        hold: its files could not be read when it was taken in (``data = 'missing'``, kept
+        until a rebuild), it has no row at all, or (with ``erased``) it was erased. Answers over
         ``batches`` leave those episodes out; ``what`` names the answer (``figures``, ``rows``).
-        An erased batch is not listed (``stats`` names the erasure)."""
+        ``stats`` names erasures itself, from the trust state."""
         if not batches:
             return []
         found = self._scan(
@@ -767,6 +769,10 @@ class Index:
             elif data <= {"missing"}:
                 why = "its episodes could not be read when the audit index took it in (data " \
                       "'missing')"
+            elif erased and data <= {"erased"}:
+                out.append(f"batch {d[:19]}…: erased: the audit index keeps none of its "
+                           f"episodes, so these {what} leave it out")
+                continue
             else:
                 continue
             out.append(f"batch {d[:19]}…: {why}: these {what} leave it out; run 'trajledger "
@@ -784,7 +790,8 @@ class Index:
             return [digest]
         row = self.artifact(digest, kind)
         if row is None:
-            raise RefError(f"{kind} {digest}: not in the index")
+            raise RefError(f"{kind} {digest}: not in the audit index {self.dir} (edited or "
+                           "damaged: the log holds it); rebuild it with 'trajledger reindex'")
         if kind == "dataset":
             return list(row["batches"] or [])
         if kind == "checkpoint":
@@ -816,7 +823,7 @@ def query_table(
     with index.locked():
         result = index.query(table, where, columns=columns, limit=limit, batches=batches)
         if note is not None:
-            for warning in index.left_out(batches or [], "rows"):
+            for warning in index.left_out(batches or [], "rows", erased=True):
                 note(warning)
     return result
 
