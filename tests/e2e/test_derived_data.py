@@ -1,8 +1,11 @@
 """rev12's outside check of the derived data: what ``stats`` and ``query`` answer when the audit
-index could not read a batch, when a filter holds more than one expression, and when episodes
-have no return (docs/SECURITY.md, "Review of 2026-12-03, eighth round (rev12)").
+index could not read a batch or a batch was erased, when a filter holds more than one
+expression, when episodes have no return or a producer's hold NaN, and what ``reindex --check``
+finds in an edited audit index (docs/SECURITY.md, "Review of 2026-12-03, eighth round (rev12)",
+whose finding numbers the sections below use; finding 1 is tested in
+tests/unit/ledger/test_trust_state.py, finding 8 in tests/unit/ledger/test_home.py).
 
-Each test failed on the code before its fix (said in its docstring).
+Each finding's test failed on the code before its fix (said in its docstring).
 """
 
 from __future__ import annotations
@@ -94,7 +97,7 @@ def _episodes_blob(home: Path, batch_name: str) -> Path:
                       else files["episodes.parquet"])
 
 
-# --- finding 1: a batch the index could not read is left out of the figures, said ----------
+# --- finding 2: a batch the index could not read is left out of the figures, said ----------
 
 
 def test_stats_and_query_name_a_batch_whose_episodes_they_leave_out(copy: Path) -> None:
@@ -138,7 +141,7 @@ def test_stats_of_a_whole_dataset_warns_of_nothing(copy: Path) -> None:
     assert r.exit_code == 0 and "WARNING" not in r.stderr, r.output
 
 
-# --- finding 2: a filter is one expression, and --in cannot be escaped ---------------------
+# --- finding 3: a filter is one expression, and --in cannot be escaped ---------------------
 
 
 @pytest.mark.parametrize(
@@ -187,7 +190,7 @@ def test_a_filter_of_one_expression_still_runs(copy: Path, where: str, rows: int
     assert len(strict_json(r.stdout)) == rows
 
 
-# --- finding 3: episodes without a return ---------------------------------------------------
+# --- finding 5: episodes without a return ---------------------------------------------------
 
 
 def test_stats_of_episodes_without_returns_is_json(copy: Path) -> None:
@@ -211,7 +214,7 @@ def test_stats_of_episodes_without_returns_is_json(copy: Path) -> None:
     assert en["return_std"] is None and en["mean_return"] is None
 
 
-# --- finding 5: reindex --check did not look at the audit index ------------------------------
+# --- finding 4: reindex --check did not look at the audit index ------------------------------
 
 
 def _edit_index(home: Path, table: str, where: str, values: dict[str, Any]) -> None:

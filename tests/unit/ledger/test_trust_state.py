@@ -613,7 +613,7 @@ def test_a_batch_the_fast_reading_cannot_read_goes_to_the_strict_one(statement: 
 def test_a_command_reading_the_state_while_reindex_runs_never_finds_it_empty(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """rev12, finding 4. Failed before: ``reindex`` deleted the rows in one transaction and
+    """rev12, finding 1. Failed before: ``reindex`` deleted the rows in one transaction and
     derived them again in the next, reading the whole log (minutes at scale). A command of the
     same user that had synced before (``impact``, ``verify``, a training run) and read the
     rows meanwhile found none: probed, ``impact`` of a revoked batch answered '✓ OK: … 4 checks
