@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import sys
 import traceback
@@ -266,8 +267,26 @@ def warnings_as_lines() -> None:
 
 
 def emit_json(value: Any) -> None:
-    """Print a JSON document on stdout (sorted keys, one line)."""
-    click.echo(json.dumps(value, sort_keys=True, separators=(",", ":")))
+    """Print a JSON document on stdout (sorted keys, one line). A float JSON cannot hold (NaN,
+    an infinity: a producer's data that skipped validation, read by ``query``) is printed as
+    null, and a warning says how many: ``NaN`` is no JSON, and most parsers refuse it."""
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        nulled = [0]
+
+        def finite(v: Any) -> Any:
+            if isinstance(v, float) and not math.isfinite(v):
+                nulled[0] += 1
+                return None
+            if isinstance(v, dict):
+                return {k: finite(x) for k, x in v.items()}
+            return [finite(x) for x in v] if isinstance(v, list | tuple) else v
+
+        text = json.dumps(finite(value), sort_keys=True, separators=(",", ":"))
+        warn(f"{nulled[0]} value(s) that JSON cannot hold (NaN or an infinity) are printed as "
+             "null; the output without --json shows them")
+    click.echo(text)
 
 
 JSON_OPTION = click.option(

@@ -141,8 +141,10 @@ def setting_changes(old: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]
         out.append(f"store is {now['store']!r}, but it was {old.get('store')!r} when you last "
                    "used this ledger (blobs would be read from and written to another place)")
     if old.get("keys") == KEYS_ENCRYPTED and now["keys"] != KEYS_ENCRYPTED:
-        out.append(f"keys is {now['keys']!r}, but this ledger's keys were {KEYS_ENCRYPTED!r} "
-                   "when you last used it (plaintext keys would be accepted)")
+        out.append(f"keys is {now['keys']!r}" if now["keys"] else "keys is not set (as in a "
+                   "ledger of trajledger 0.1.0)")
+        out[-1] += (f", but this ledger's keys were {KEYS_ENCRYPTED!r} when you last used it "
+                    "(plaintext keys would be accepted)")
     if not old.get("group_writable") and now["group_writable"]:
         out.append("group_writable is true, but it was not when you last used this ledger "
                    "(members of its group could replace keys and evidence)")

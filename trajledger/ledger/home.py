@@ -449,6 +449,16 @@ class LedgerHome:
                 note = newer
         return state
 
+    def rebuild_trust_state(
+        self, *, on_progress: Callable[[int], None] | None = None
+    ) -> TrustState:
+        """`trust_state`, derived again from the whole log, the floor kept (``trajledger
+        reindex``): the old rows are forgotten in the transaction that derives the new ones, so
+        the user's commands running meanwhile read the old rows or the new, never none (which
+        would answer nothing revoked, built on or held out)."""
+        self.log_state(self.log.vkey).rebuild(at_next_sync=True)  # the state trust_state syncs
+        return self.trust_state(on_progress=on_progress)
+
     def read_blob(self, digest: str) -> bytes | None:
         """A stored blob's bytes, unverified, or None when it is missing or unreadable (what
         the user's state reads to learn what a record lists: never what to believe)."""

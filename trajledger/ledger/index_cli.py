@@ -84,8 +84,9 @@ def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
 
 @click.command()
 @click.option("--check", is_flag=True,
-              help="Read only: derive your trust state's rows again from the log and report "
-              "every table that disagrees (exit 1), rebuilding nothing.")
+              help="Read only: derive your trust state's rows and the audit index again from "
+              "the log and the store and report every table that disagrees (exit 1), "
+              "rebuilding nothing.")
 @pass_ctx
 def reindex(ctx: Context, check: bool) -> None:
     """Rebuild the derived indexes from the log: your trust state's index of the log (names,
@@ -99,8 +100,10 @@ def reindex(ctx: Context, check: bool) -> None:
     (<ledger>/index/features/) are dropped with it. Both passes show progress.
 
     With --check, nothing is rebuilt: the rows of your trust state that decide what is revoked,
-    erased, held out or built on are derived again from the log and compared; a state that
-    disagrees (edited by a writer of your state directory) exits 1, naming each table.
+    erased, held out or built on are derived again from the log and compared, and so is the
+    audit index, as far as it is built (its log entries, and the batches it indexed, derived
+    again in a temporary directory: about as long as rebuilding those); what disagrees
+    (edited by a writer of your state directory or of the ledger) exits 1, naming each table.
 
     \b
     Examples:
@@ -113,11 +116,8 @@ def reindex(ctx: Context, check: bool) -> None:
     from .index import reindex as rebuild
 
     ledger = ctx.ledger()
-    vkey = ledger.log_vkey()
-    if vkey is not None:
-        ledger.log_state(vkey).rebuild()
-        with progress(ledger.log.size, "reading the log", quiet=ctx.quiet) as advance:
-            ledger.trust_state(on_progress=advance)
+    with progress(ledger.log.size, "reading the log", quiet=ctx.quiet) as advance:
+        ledger.rebuild_trust_state(on_progress=advance)
     with progress(ledger.log.size, "indexing log entries", quiet=ctx.quiet) as advance:
         result = rebuild(ledger, on_progress=advance, progress=_progress(ctx))
     ok(
@@ -127,16 +127,22 @@ def reindex(ctx: Context, check: bool) -> None:
 
 
 def _check_state(ctx: Context) -> None:
-    """``reindex --check``: the trust state's rows against the log, read only."""
+    """``reindex --check``: the trust state's rows and the audit index against the log (and
+    the store), read only."""
     from trajledger.verify.errors import VerificationError
+
+    from .index import Index
 
     ledger = ctx.ledger()
     state = ledger.log_state(ledger.log_vkey() or ledger.log.vkey)
     problems = state.disagreements(ledger.log.entries, ledger.read_blob)
+    problems += Index(ledger).disagreements()
     if problems:
         raise VerificationError("\n".join(problems))
     ok(f"trust state {state.path}: its {state.size} indexed entries and every row derived from "
        "them agree with the log")
+    ok(f"audit index {Index(ledger).dir}: agrees with the log and the store, as far as it is "
+       "built")
 
 
 def _query_options(f: F) -> F:
@@ -353,7 +359,8 @@ def _retracted(ledger: Any, digest: str, batches: Sequence[str]) -> Iterator[str
         for i in state.about(d):
             e = state.entry(i)
             if e is not None and e.kind in ("revocation", "erasure"):
-                yield (f"{d[:19]}…: the log holds a {e.kind} of it (log index {i}); these "
+                yield (f"{d[:19]}…: the log holds {'an' if e.kind == 'erasure' else 'a'} "
+                       f"{e.kind} of it (log index {i}); these "
                        "figures are the audit index's, not a verdict: run 'trajledger verify' "
                        "or 'trajledger impact' on it")
 

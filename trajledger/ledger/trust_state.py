@@ -214,6 +214,9 @@ class TrustState(TrustIndex):
         self._verified: tuple[bytes, Checkpoint] | None = None
         """The last note this object verified by `verifier`, parsed: the floor read back with
         the same bytes is not verified again (one Ed25519 verification per publication)."""
+        self._rederive = False
+        """Set by ``rebuild(at_next_sync=True)``: the next `sync` forgets the rows and derives
+        them again in its own transaction."""
 
     @classmethod
     def open(cls, vkey: str, directory: Path | None = None) -> TrustState:
@@ -467,6 +470,22 @@ class TrustState(TrustIndex):
         on_progress: Callable[[int], None] | None = None,
         blob_reader: Callable[[], Callable[[str], bytes | None]] | None = None,
     ) -> None:
+        """Extend the state to the signed checkpoint ``note`` (`_sync`); after
+        ``rebuild(at_next_sync=True)``, from an empty index, in the same transaction."""
+        self._sync(note, read_entries, read_blob, what=what, on_progress=on_progress,
+                   blob_reader=blob_reader)
+        self._rederive = False  # committed
+
+    def _sync(
+        self,
+        note: bytes,
+        read_entries: Callable[[int, int], Sequence[bytes]],
+        read_blob: Callable[[str], bytes | None],
+        *,
+        what: str = "log/checkpoint",
+        on_progress: Callable[[int], None] | None = None,
+        blob_reader: Callable[[], Callable[[str], bytes | None]] | None = None,
+    ) -> None:
         """Extend the state to the signed checkpoint ``note``.
 
         Steps:
@@ -494,6 +513,8 @@ class TrustState(TrustIndex):
         """
         cp = self._checkpoint(note)  # (1)
         with self._write(), _reading_kept(self.path):
+            if self._rederive:  # in this transaction: no reader ever finds the rows gone
+                self._forget_rows()
             self._size, self._range, self._note, self._last = self._read_meta()
             self._check_counts()
             floor = self.floor_checkpoint()
@@ -694,14 +715,29 @@ class TrustState(TrustIndex):
                 self._put("checkpoint", note)
                 self._note = note
 
-    def rebuild(self) -> None:
+    def rebuild(self, *, at_next_sync: bool = False) -> None:
         """Forget the index (not the floor): the next `sync` re-reads the whole log, which must
-        still extend the checkpoint seen before."""
+        still extend the checkpoint seen before.
+
+        Args:
+            at_next_sync: forget it in the next `sync`'s transaction, not now (``trajledger
+                reindex``): the user's other commands, which read the rows while they run
+                (after their own sync), would otherwise find none until the log is read
+                again, and no revocation, reference or held-out row reads as nothing revoked,
+                built on or held out.
+        """
+        if at_next_sync:
+            self._rederive = True
+            return
         with self._write():
-            for table in _TABLES:
-                self._db.execute(f"DELETE FROM {table}")
-            self._db.execute("DELETE FROM meta WHERE key IN ('range', 'counts')")
+            self._forget_rows()
         self._size, self._range, self._note, self._last = self._read_meta()
+
+    def _forget_rows(self) -> None:
+        """Delete every derived row and the indexed range, in the caller's transaction."""
+        for table in _TABLES:
+            self._db.execute(f"DELETE FROM {table}")
+        self._db.execute("DELETE FROM meta WHERE key IN ('range', 'counts')")
 
     def _read_run(
         self, read_entries: Callable[[int, int], Sequence[bytes]], start: int, end: int,

@@ -308,6 +308,12 @@ def test_the_settings_are_pinned_per_log_and_a_change_is_refused(tmp_path: Path)
     toml.write_text(toml.read_text().replace('keys = "encrypted"', 'keys = "plain"'))
     with pytest.raises(TamperError, match="keys is 'plain', but this ledger's keys were "):
         Ledger.open(root)
+    # rev12: the setting removed (a 0.1.0 copy of an upgraded ledger) said "keys is None".
+    toml.write_text(toml.read_text().replace('keys = "plain"', ""))
+    with pytest.raises(TamperError, match=re.escape(
+            "keys is not set (as in a ledger of trajledger 0.1.0), but this ledger's keys were "
+            "'encrypted' when you last used it (plaintext keys would be accepted)")):
+        Ledger.open(root)
 
 
 def test_first_use_is_announced_once_or_refused_when_a_pin_is_required(

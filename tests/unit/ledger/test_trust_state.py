@@ -608,3 +608,67 @@ def test_a_batch_the_fast_reading_cannot_read_goes_to_the_strict_one(statement: 
                      b"[" * 100_000):
         digest = "sha256:" + hashlib.sha256(envelope).hexdigest()
         assert trust_rows.batch_fields(digest, "sha256:" + "1" * 64, envelope) is None
+
+
+def test_a_command_reading_the_state_while_reindex_runs_never_finds_it_empty(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rev12, finding 1. Failed before: ``reindex`` deleted the rows in one transaction and
+    derived them again in the next, reading the whole log (minutes at scale). A command of the
+    same user that had synced before (``impact``, ``verify``, a training run) and read the
+    rows meanwhile found none: probed, ``impact`` of a revoked batch answered '✓ OK: … 4 checks
+    passed', the revocation 'ignored: … signed by producer key …, which did not produce' the
+    batch, and no dataset or checkpoint built on it. Here the reindex is held while it reads
+    the log (`LedgerHome.rebuild_trust_state`), and the reader's answers must be the ones from
+    before; they failed (all empty) with ``rebuild()`` then ``trust_state()``."""
+    from trajledger.ledger.artifacts import create_dataset, record_batch, register_environment
+
+    ledger = Ledger.open(home)
+    key = ledger.keys.create("p", encrypt=False)
+    register_environment(ledger, "e", "1", key)
+    rows = [{"episode_id": "x", "step": 0, "obs": [0.0], "action": [0.0], "reward": 1.0,
+             "terminated": True, "truncated": False}]
+    batch = record_batch(ledger, rows, env="e@1", policy="p", signer=key).recorded.digest
+    create_dataset(ledger, "d", "1", "train", [batch], key)
+    Ledger.open(home).revoke(batch, key="p", reason="PII")
+    reader = Ledger.open(home).trust_state()
+
+    def answers() -> tuple[object, ...]:
+        return (reader.about(batch), reader.referrers(batch), reader.listing(batch),
+                [reader.entry(i) for i in reader.about(batch)])
+
+    before = answers()
+    assert len(before[0]) == 2 and before[2]  # the batch's record and its revocation; a dataset
+    writer = Ledger.open(home)
+    held = writer.log_state(writer.log.vkey)
+    reading, resume = threading.Event(), threading.Event()
+    read_run = TrustState._read_run
+
+    def held_read_run(self: TrustState, *args: Any) -> Any:
+        if self is held and not reading.is_set():
+            reading.set()
+            assert resume.wait(60)
+        return read_run(self, *args)
+
+    monkeypatch.setattr(TrustState, "_read_run", held_read_run)
+    failed: list[BaseException] = []
+
+    def reindex() -> None:
+        try:
+            writer.rebuild_trust_state()
+        except BaseException as e:  # reported by the test's thread
+            failed.append(e)
+
+    thread = threading.Thread(target=reindex)
+    thread.start()
+    try:
+        assert reading.wait(60)
+        during = answers()
+    finally:
+        resume.set()
+        thread.join(60)
+    assert not failed, failed
+    assert during == before
+    assert answers() == before
+    fresh = Ledger.open(home)
+    assert reader.disagreements(fresh.log.entries, fresh.read_blob) == []

@@ -30,6 +30,7 @@ __all__ = [
     "NAMED_SQL",
     "PENDING",
     "QueryError",
+    "one_expression",
     "sql_list",
     "sql_message",
 ]
@@ -119,6 +120,38 @@ def sql_message(e: BaseException) -> str:
         return f"SQL syntax error: {parse.group(1)}"
     message = message.split("Invalid user input: ", 1)[-1]
     return re.sub(r",? /\S+\.rs:\d+:\d+", "", message)
+
+
+def one_expression(where: str) -> str:
+    """A user's filter as one parenthesised expression, as LanceDB must run it.
+
+    LanceDB parses the first expression of a filter and ignores what follows it: ``return > 1
+    garbage`` ran as ``return > 1``, and ``x) OR (true`` pasted before another condition (the
+    batches of ``--in``) closed the parenthesis around it and dropped that condition. So a
+    ``)`` outside quotes and comments that closes more than the filter opened is refused, and
+    the filter is wrapped in parentheses (the closing one on a line of its own, after a line
+    comment): LanceDB then refuses whatever follows the first expression (``Expected: ),
+    found: garbage``).
+
+    Raises:
+        QueryError: a ``)`` the filter did not open.
+    """
+    depth, i = 0, 0
+    ends = {"'": "'", '"': '"', "`": "`", "--": "\n", "/*": "*/"}
+    while i < len(where):
+        start = next((s for s in ends if where.startswith(s, i)), None)
+        if start is not None:  # a quoted string or name, or a comment: skipped whole
+            end = where.find(ends[start], i + len(start))
+            if end < 0:
+                break  # unterminated: LanceDB says so
+            i = end + len(ends[start])
+            continue
+        depth += {"(": 1, ")": -1}.get(where[i], 0)
+        if depth < 0:
+            raise QueryError(f"--where {where!r}: the ')' at character {i + 1} closes a "
+                             "parenthesis the filter did not open; a filter is one expression")
+        i += 1
+    return f"(\n{where}\n)"
 
 
 def sql_list(values: Iterable[str]) -> str:

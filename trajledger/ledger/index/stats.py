@@ -71,8 +71,9 @@ class Metrics:
         labelled: episodes whose termination_reason is ``success`` or ``failure``.
         successes: episodes labelled ``success``.
         success_rate: successes / labelled; None when nothing is labelled.
-        mean_return: mean of ``return``.
-        return_std: sample standard deviation of ``return`` (None below 2 episodes).
+        mean_return: mean of ``return`` over the episodes that have one; None when none do.
+        return_std: sample standard deviation of ``return`` over the episodes that have one
+            (None below 2 such episodes).
         mean_length: mean of ``num_steps``.
         invalid_rate: fraction of episodes flagged ``invalid``.
         intervention_rate: fraction with at least one safety intervention, over the episodes
@@ -180,6 +181,7 @@ class _Columns:
 
     def metrics(self, idx: npt.NDArray[np.int64]) -> Metrics:
         ret, success = self.ret[idx], self.success[idx]
+        ret = ret[~np.isnan(ret)]  # a null return (data without rewards) is no value
         labelled = ~np.isnan(success)
         successes = int(np.sum(success[labelled] == 1.0))
         safety = self.safety[idx]
@@ -190,13 +192,15 @@ class _Columns:
         known = cost[~np.isnan(cost)]
         total = float(known.sum()) if len(known) else None
         solved = len({self.task[i] for i in idx[success == 1.0]})
+        with np.errstate(invalid="ignore"):  # inf - inf in a producer's unvalidated returns
+            std = float(np.std(ret, ddof=1)) if len(ret) >= 2 else None
         return Metrics(
             episodes=len(idx),
             labelled=int(labelled.sum()),
             successes=successes,
             success_rate=successes / int(labelled.sum()) if labelled.any() else None,
-            mean_return=_mean(ret[~np.isnan(ret)]),
-            return_std=float(np.std(ret, ddof=1)) if len(ret) >= 2 else None,
+            mean_return=_mean(ret),
+            return_std=std,
             mean_length=_mean(self.steps[idx]),
             invalid_rate=_mean(np.nan_to_num(self.invalid[idx]) == 1.0),
             intervention_rate=_mean(safety > 0),
@@ -285,11 +289,14 @@ class StatsReport:
     segments: tuple[Segment, ...]
     calibration: Calibration | None = None
     evaluations: tuple[EvaluationRow, ...] = ()
+    left_out: tuple[str, ...] = ()
+    """Why a batch's episodes are not in the figures (`Index.left_out`)."""
 
     @property
     def warnings(self) -> list[str]:
-        """Every segment warning, as ``<segment>: <why>``."""
-        return [f"{s.label}: {w}" for s in self.segments for w in s.warnings]
+        """The batches left out of the figures, then every segment warning, as
+        ``<segment>: <why>``."""
+        return [*self.left_out, *(f"{s.label}: {w}" for s in self.segments for w in s.warnings)]
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON (stable keys)."""
@@ -374,11 +381,12 @@ def segment_stats(
     with index.locked():
         batches = index.batches_of(item.digest, item.kind)
         aggregate, segments = episode_stats(index, batches, by, judge_key=judge_key)
+        left_out = tuple(index.left_out(batches))
         calibration = _calibration(ledger, index, judge_key) if judge_key else None
     evaluations = _evaluations(ledger, item.digest) if item.kind == "checkpoint" else ()
     return StatsReport(
         item.kind, item.ref, item.digest, tuple(batches), tuple(by), aggregate, segments,
-        calibration, evaluations,
+        calibration, evaluations, left_out,
     )
 
 

@@ -63,6 +63,7 @@ from .schema import (
     NAMED_SQL,
     PENDING,
     QueryError,
+    one_expression,
     sql_list,
     sql_message,
 )
@@ -183,6 +184,14 @@ class _Sink:
             )
             self.episodes.delete(f"batch IN ({gone})")
         self.rows, self.revoked, self.erased = [], set(), set()
+
+
+def _rows_by(table: pa.Table, key: str) -> dict[Any, list[str]]:
+    """A table's rows grouped by column ``key``, each group's rows as sorted JSON texts."""
+    out: dict[Any, list[str]] = {}
+    for row in table.to_pylist():
+        out.setdefault(row[key], []).append(json.dumps(row, sort_keys=True, default=str))
+    return {k: sorted(v) for k, v in out.items()}
 
 
 # --------------------------------------------------------------------------------------------
@@ -412,9 +421,11 @@ class Index:
             self._update(None, rebuild=False)
             return self._index_batches(digests)
 
-    def _update(self, on_progress: Callable[[int], None] | None, *, rebuild: bool) -> IndexUpdate:
+    def _update(
+        self, on_progress: Callable[[int], None] | None, *, rebuild: bool, upto: int | None = None
+    ) -> IndexUpdate:
         log = self.ledger.log
-        size = log.size
+        size = log.size if upto is None else upto
         state = None if rebuild else self._read_state()
         artifacts, episodes = self._table(ARTIFACTS), self._table(EPISODES)
         usable = (
@@ -589,6 +600,55 @@ class Index:
             count += rows
         return count
 
+    # -- checking ---------------------------------------------------------------------------
+
+    def disagreements(self) -> list[str]:
+        """Derive the index again, in a temporary directory, up to the size the index holds and
+        with the batches it indexed, and compare table by table (``trajledger reindex
+        --check``): nothing of the ledger's index changes. An empty list when they agree.
+
+        Raises:
+            LogError / StoreError: the log or the store cannot be read.
+        """
+        if not self.state_path.is_file():
+            return []  # no index (and no lock file made for it: a check writes nothing)
+        with self.locked():
+            state = self._read_state()
+            artifacts, episodes = self._table(ARTIFACTS), self._table(EPISODES)
+            if state is None or state.get("batch") or artifacts is None or episodes is None:
+                return []  # none, or one the next query rebuilds or repairs: nothing believed
+            live = {
+                ARTIFACTS: artifacts.search().limit(None).to_arrow(),
+                EPISODES: episodes.search().limit(None).to_arrow(),
+            }
+        done = [r["digest"] for r in live[ARTIFACTS].to_pylist()
+                if r["kind"] == "rollout-batch" and r["data"] not in (PENDING, "duplicate")]
+        with tempfile.TemporaryDirectory(prefix="trajledger-index-check-") as tmp:
+            scratch = Index(self.ledger)
+            scratch.dir = Path(tmp) / "lance"
+            scratch.state_path = scratch.dir / "state.json"
+            scratch._tmp_root, scratch._features_cache = Path(tmp) / "tmp", None
+            with scratch.locked():
+                scratch._update(None, rebuild=True, upto=int(state["size"]))
+                scratch._index_batches(done)
+                again = {name: scratch._table(name).search().limit(None).to_arrow()
+                         for name in (ARTIFACTS, EPISODES)}
+        out = []
+        for name, key in ((ARTIFACTS, "log_index"), (EPISODES, "batch")):
+            a, b = (_rows_by(t, key) for t in (live[name], again[name]))
+            differ = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+            if not differ:
+                continue
+            first = (f"log entry {differ[0]}" if name == ARTIFACTS
+                     else f"batch {str(differ[0])[:19]}…")
+            out.append(
+                f"audit index {self.dir}: table {name}: the rows of {len(differ)} "
+                f"{'log entries' if name == ARTIFACTS else 'batch(es)'} differ from those derived "
+                f"again from the log and the store (first: {first}): edited outside trajledger, "
+                "or built from data repaired since; rebuild it with 'trajledger reindex'"
+            )
+        return out
+
     # -- reading ----------------------------------------------------------------------------
 
     def _scan(
@@ -613,14 +673,18 @@ class Index:
         try:
             result: pa.Table = q.limit(limit).to_arrow()
         except (ValueError, RuntimeError) as e:
-            error: BaseException = e
-            if shown and shown != where:
-                # Report the user's filter alone, not the batch restriction added to it.
-                try:
-                    table.search().where(shown).limit(0).to_arrow()
-                except (ValueError, RuntimeError) as alone:
-                    error = alone
-            raise QueryError(f"--where {shown or where!r}: {sql_message(error)}") from e
+            message = sql_message(e)
+            if shown:
+                # Report the user's filter alone, not the parentheses and batch restriction
+                # added to it; when LanceDB takes it alone, what follows its first expression.
+                for alone, hint in ((shown, ""), (one_expression(shown), ": a filter is one "
+                                                   "expression, and nothing may follow it")):
+                    try:
+                        table.search().where(alone).limit(0).to_arrow()
+                    except (ValueError, RuntimeError) as refused:
+                        message = sql_message(refused) + hint
+                        break
+            raise QueryError(f"--where {shown or where!r}: {message}") from e
         return result
 
     def query(
@@ -659,12 +723,12 @@ class Index:
                     f"columns are {', '.join(names)}"
                 )
         where = where if where and where.strip() else None
-        combined = where
+        combined = one_expression(where) if where else None
         if batches is not None:
             if table != EPISODES:
                 raise QueryError("only episodes can be restricted to batches")
             restrict = f"batch IN ({sql_list(batches)})" if batches else "false"
-            combined = f"({where}) AND {restrict}" if where else restrict
+            combined = f"{combined} AND {restrict}" if combined else restrict
         with self.locked():
             self._update(None, rebuild=False)
             if table == EPISODES:
@@ -679,6 +743,42 @@ class Index:
         rows = self.query(ARTIFACTS, where).to_pylist()
         return min(rows, key=lambda r: r["log_index"]) if rows else None
 
+    def left_out(
+        self, batches: Sequence[str], what: str = "figures", *, erased: bool = False
+    ) -> list[str]:
+        """A warning for each of ``batches`` (indexed already) whose episodes the index does not
+        hold: its files could not be read when it was taken in (``data = 'missing'``, kept
+        until a rebuild), it has no row at all, or (with ``erased``) it was erased. Answers over
+        ``batches`` leave those episodes out; ``what`` names the answer (``figures``, ``rows``).
+        ``stats`` names erasures itself, from the trust state."""
+        if not batches:
+            return []
+        found = self._scan(
+            ARTIFACTS,
+            f"kind = 'rollout-batch' AND digest IN ({sql_list(sorted(set(batches)))})",
+            ["digest", "data"],
+        ).to_pylist()
+        status: dict[str, set[str]] = {}
+        for r in found:
+            status.setdefault(r["digest"], set()).add(r["data"])
+        out = []
+        for d in dict.fromkeys(batches):
+            data = status.get(d, set()) - {"duplicate"}
+            if not data:
+                why = "it has no row in the audit index"
+            elif data <= {"missing"}:
+                why = "its episodes could not be read when the audit index took it in (data " \
+                      "'missing')"
+            elif erased and data <= {"erased"}:
+                out.append(f"batch {d[:19]}…: erased: the audit index keeps none of its "
+                           f"episodes, so these {what} leave it out")
+                continue
+            else:
+                continue
+            out.append(f"batch {d[:19]}…: {why}: these {what} leave it out; run 'trajledger "
+                       "fsck', and 'trajledger reindex' once it is repaired")
+        return out
+
     def batches_of(self, digest: str, kind: str) -> list[str]:
         """The batches of a batch (itself), a dataset (its members) or a checkpoint (the members
         of the datasets it was trained on), from the index.
@@ -690,7 +790,8 @@ class Index:
             return [digest]
         row = self.artifact(digest, kind)
         if row is None:
-            raise RefError(f"{kind} {digest}: not in the index")
+            raise RefError(f"{kind} {digest}: not in the audit index {self.dir} (edited or "
+                           "damaged: the log holds it); rebuild it with 'trajledger reindex'")
         if kind == "dataset":
             return list(row["batches"] or [])
         if kind == "checkpoint":
@@ -719,7 +820,12 @@ def query_table(
     if within is not None:
         item = Catalog(ledger).resolve(within, {"rollout-batch", "dataset", "checkpoint"})
         batches = index.batches_of(item.digest, item.kind)
-    return index.query(table, where, columns=columns, limit=limit, batches=batches)
+    with index.locked():
+        result = index.query(table, where, columns=columns, limit=limit, batches=batches)
+        if note is not None:
+            for warning in index.left_out(batches or [], "rows", erased=True):
+                note(warning)
+    return result
 
 
 def reindex(
