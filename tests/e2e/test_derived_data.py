@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 import tamperkit as tk
+import testkit
 from click.testing import CliRunner, Result
 
 from trajledger import Ledger
@@ -377,3 +378,31 @@ def _edit_index_delete(home: Path, where: str) -> None:
     import lancedb
 
     lancedb.connect(str(home / "index" / "lance")).open_table("artifacts").delete(where)
+
+
+def test_a_producers_revocation_whose_subject_the_lookup_lost_fails_closed(
+    quickstart_template: testkit.Template[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rev12's left item, closed by the lead: a producer's revocation has authority over what
+    that producer made, judged by the subject's own record; when the look-up of that record
+    came back empty (a state read while it was derived again, as in finding 1) the revocation
+    was 'ignored' and the revoked batch, and the checkpoint built on it, verified OK. Now it is
+    unknown, and fails. Here the look-up of the batch's kind is made to come back empty; the
+    checkpoint verified OK before the fix."""
+    from trajledger.verify.lineage import LineageVerifier
+
+    home = testkit.copy_template(quickstart_template, tmp_path / "q")
+    checkpoint = quickstart_template.value
+    first = Ledger.open(home).verify(checkpoint)
+    assert first.ok
+    batch = next(n.id for n in first.nodes.values() if n.kind == "rollout-batch")
+    Ledger.open(home).revoke(batch, key="vendor", reason="PII")
+    assert not Ledger.open(home).verify(checkpoint).ok  # revoked by its producer
+    real = LineageVerifier.primary_kind
+    monkeypatch.setattr(LineageVerifier, "primary_kind",
+                        lambda self, d: None if d == batch else real(self, d))
+    report = Ledger.open(home).verify(checkpoint)
+    assert not report.ok
+    details = [c.detail for c in report.nodes[batch].checks if c.status.name == "FAIL"]
+    assert any("no record of" in d and "whether that key produced it" in d for d in details), \
+        details

@@ -247,8 +247,8 @@ class LineageVerifier:
             kind = self.primary_kind(entry.subject)
             made = self.identity_record(entry.subject, kind) if kind is not None else None
             problem = authority(rec, self.policy, kind, made)
-            if problem is not None:
-                return RecordFailure(index, problem, False)
+            if problem is not None:  # no record of the subject to judge by: unknown (fail closed)
+                return RecordFailure(index, problem, made is None)
         return rec
 
     def node(self, digest: str) -> Node:

@@ -52,6 +52,9 @@ def authority(rec: Record, policy: TrustPolicy, kind: str | None,
     who = ", ".join(k[:12] for k in sorted(rec.signers)) or "an identity"
     subject = _short(rec.entry.subject)
     what = f"{kind} {subject}" if kind else subject
+    if made is None:
+        return (f"{rec.entry.kind} record {rec.index}: signed by producer key {who}, but no "
+                f"record of {subject} was found to tell whether that key produced it")
     return (f"{rec.entry.kind} record {rec.index}: signed by producer key {who}, which did "
             f"not produce {what}: a producer may revoke or erase only what it produced, "
             "an approver anything")
