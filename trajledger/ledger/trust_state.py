@@ -263,10 +263,10 @@ class TrustState(TrustIndex):
         elif stored.decode() != vkey:
             raise LedgerError(f"trust state {base}: belongs to another log key")
         elif state._meta("format") != str(STATE_FORMAT).encode():
-            # An older state lacks what this version indexes: re-read the log (the floor stays).
-            state.rebuild()
-            with state._write():
-                state._put("format", str(STATE_FORMAT).encode())
+            # An older state lacks what this version indexes: the log is read again (the floor
+            # stays) at the first sync, in its transaction, which marks the format: a command
+            # reading the rows meanwhile finds the old ones, never none (review rev12).
+            state.rebuild(at_next_sync=True)
         state._register()
         return state
 
@@ -515,6 +515,7 @@ class TrustState(TrustIndex):
         with self._write(), _reading_kept(self.path):
             if self._rederive:  # in this transaction: no reader ever finds the rows gone
                 self._forget_rows()
+                self._put("format", str(STATE_FORMAT).encode())
             self._size, self._range, self._note, self._last = self._read_meta()
             self._check_counts()
             floor = self.floor_checkpoint()
