@@ -1,0 +1,121 @@
+"""Races between two commands of one user, each played in two real processes with a
+deterministic interleaving (rev13): the first process stops at a barrier placed in front of a
+method of the library (a file ``ready`` appears; it goes on when the test makes ``go``), the
+second command runs whole meanwhile, then the first finishes. No sleep decides an outcome.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from testkit import new_runner
+
+from trajledger.runner.cli import main
+
+WORKER = r"""
+import importlib, sys, time
+from pathlib import Path
+from trajledger.runner.cli import main
+
+gate, target, args = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+module, cls, name = target.rsplit(".", 2)
+owner = getattr(importlib.import_module(module), cls)
+original = getattr(owner, name)
+
+def paused(*a, **kw):
+    (gate / "ready").touch()
+    deadline = time.monotonic() + 120
+    while not (gate / "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return original(*a, **kw)
+
+setattr(owner, name, paused)
+main(args, prog_name="trajledger")
+"""
+
+
+class Paused:
+    """A CLI command in another process, stopped at its first call of ``target``
+    (``module.Class.method``) until `resume`."""
+
+    def __init__(self, gate: Path, target: str, *args: str | Path) -> None:
+        gate.mkdir()
+        self.gate = gate
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(gate), target, *map(str, args)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not (gate / "ready").exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                _out, err = self.proc.communicate()
+                raise AssertionError(f"never reached {target}: {self.proc.returncode}\n{err}")
+            time.sleep(0.005)
+
+    def resume(self) -> tuple[int, str, str]:
+        (self.gate / "go").touch()
+        out, err = self.proc.communicate(timeout=120)
+        return self.proc.returncode, out, err
+
+
+def cli(home: Path, *args: str | Path) -> tuple[int, str, str]:
+    r = new_runner().invoke(main, ["--ledger", str(home), *map(str, args)])
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    return r.exit_code, r.stdout, r.stderr
+
+
+def rollouts(path: Path, n: int) -> Path:
+    pq.write_table(pa.table({
+        "episode_id": [f"ep-{n}"] * 2, "step": [0, 1], "obs": [[0.0], [float(n)]],
+        "action": [[0.0], [1.0]], "reward": [1.0, float(n)],
+        "terminated": [False, True], "truncated": [False, False],
+    }), path)  # fmt: skip
+    return path
+
+
+def log_size(home: Path) -> int:
+    code, out, err = cli(home, "log", "info")
+    assert code == 0, err
+    return int(next(line.split()[1] for line in out.splitlines() if line.startswith("size")))
+
+
+# -- the log key rotated while another command holds the old one ----------------------------------
+
+
+@pytest.mark.slow
+def test_a_record_that_loaded_the_log_key_before_a_rotation_appends_nothing(
+    alice_home: Path, tmp_path: Path
+) -> None:
+    """``record`` loads the log's key when it starts; ``log rotate-key`` hands the log over
+    before it appends. Signing with the old key would publish a checkpoint the log's key
+    (now the new one) never signed: every command then refuses the log as tampered. The
+    record must append nothing and say why; the log stays whole; run again, it records."""
+    home = alice_home
+    data = rollouts(tmp_path / "b.parquet", 1)
+    record = ("--ledger", home, "record", data, "--env", "cart@1", "--policy", "p0",
+              "--key", "alice", "--name", "b1")
+    size = log_size(home)
+    worker = Paused(tmp_path / "gate", "trajledger.ledger.log.Log.append", *record)
+    code, out, err = cli(home, "log", "rotate-key")
+    assert code == 0, err
+    code, out, err = worker.resume()
+    assert code == 3, (code, out, err)
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].endswith(
+        "its key was rotated by another command while this one ran (the log's vkey file now "
+        "names another key); nothing was appended: run the command again"), err
+    code, out, err = cli(home, "log", "verify")
+    assert code == 0, out + err
+    assert log_size(home) == size
+    code, out, err = cli(home, *record[2:])
+    assert code == 0, err
+    assert log_size(home) == size + 1
+    assert cli(home, "log", "verify")[0] == 0
+
