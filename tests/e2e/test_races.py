@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,30 +21,48 @@ from testkit import new_runner
 from trajledger.runner.cli import main
 
 WORKER = r"""
-import importlib, sys, time
+import fcntl, importlib, sys, time
 from pathlib import Path
 from trajledger.runner.cli import main
 
 gate, target, args = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
-module, cls, name = target.rsplit(".", 2)
-owner = getattr(importlib.import_module(module), cls)
-original = getattr(owner, name)
+flock = fcntl.flock
 
-def paused(*a, **kw):
-    (gate / "ready").touch()
-    deadline = time.monotonic() + 120
-    while not (gate / "go").exists() and time.monotonic() < deadline:
-        time.sleep(0.005)
-    return original(*a, **kw)
+def told(fd, op):
+    # A lock this process would wait for says so (the file ``blocked``), then waits.
+    if op == fcntl.LOCK_EX:
+        try:
+            return flock(fd, op | fcntl.LOCK_NB)
+        except BlockingIOError:
+            (gate / "blocked").touch()
+    return flock(fd, op)
 
-setattr(owner, name, paused)
+fcntl.flock = told
+if target != "-":
+    where, name = target.rsplit(".", 1)
+    try:  # a module's function
+        owner = importlib.import_module(where)
+    except ModuleNotFoundError:  # a class's method
+        module, cls = where.rsplit(".", 1)
+        owner = getattr(importlib.import_module(module), cls)
+    original = getattr(owner, name)
+
+    def paused(*a, **kw):
+        (gate / "ready").touch()
+        deadline = time.monotonic() + 120
+        while not (gate / "go").exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return original(*a, **kw)
+
+    setattr(owner, name, paused)
 main(args, prog_name="trajledger")
 """
 
 
 class Paused:
     """A CLI command in another process, stopped at its first call of ``target``
-    (``module.Class.method``) until `resume`."""
+    (``module.function`` or ``module.Class.method``) until `resume`; ``target`` "-": not
+    stopped (`wait_blocked_or_done` then follows it)."""
 
     def __init__(self, gate: Path, target: str, *args: str | Path) -> None:
         gate.mkdir()
@@ -52,12 +71,25 @@ class Paused:
             [sys.executable, "-c", WORKER, str(gate), target, *map(str, args)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
         )  # fmt: skip
+        if target != "-":
+            self._until(lambda: (gate / "ready").exists(), f"never reached {target}")
+
+    def _until(self, cond: Callable[[], bool], why: str) -> None:
         deadline = time.monotonic() + 120
-        while not (gate / "ready").exists():
+        while not cond():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 _out, err = self.proc.communicate()
-                raise AssertionError(f"never reached {target}: {self.proc.returncode}\n{err}")
+                raise AssertionError(f"{why}: {self.proc.returncode}\n{err}")
             time.sleep(0.005)
+
+    def wait_blocked_or_done(self) -> bool:
+        """Wait until the command waits for a lock another process holds (True) or exits."""
+        deadline = time.monotonic() + 120
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            if (self.gate / "blocked").exists():
+                return True
+            time.sleep(0.005)
+        return False
 
     def resume(self) -> tuple[int, str, str]:
         (self.gate / "go").touch()
@@ -118,4 +150,63 @@ def test_a_record_that_loaded_the_log_key_before_a_rotation_appends_nothing(
     assert code == 0, err
     assert log_size(home) == size + 1
     assert cli(home, "log", "verify")[0] == 0
+
+
+# -- a successor policy recorded while COMMAND trains ----------------------------------------------
+
+SUCCESSOR = """\
+name = "chat"
+serial = 2
+max_approval_age = "90d"
+
+[roles.producer]
+keys = ["keys/vendor.pub"]
+
+[roles.approver]
+keys = ["keys/approver.pub", "keys/approver2.pub"]
+threshold = 2
+
+[roles.trainer]
+keys = ["keys/trainer.pub"]
+
+[roles.log]
+vkeys = ["{vkey}"]
+"""
+
+
+@pytest.mark.slow
+def test_a_policy_raising_the_threshold_during_the_run_refuses_the_checkpoint(
+    chat_home: Path,
+) -> None:
+    """The gate admitted chat@1 under serial 1 (one approval). COMMAND, as the approvers would
+    meanwhile, records serial 2 (two approvals). The checkpoint, logged after serial 2, is
+    judged by serial 2 (`verify` says 1 of 2): it must be refused, not recorded with
+    'OK'. Before the fix the re-check judged under the policy loaded at the start."""
+    from trajledger import Ledger
+
+    home = chat_home
+    ledger = Ledger.open(home)
+    ledger.keys.create("approver2", encrypt=False)
+    successor = home / "policy-2.toml"
+    successor.write_text(SUCCESSOR.format(vkey=ledger.log.vkey))
+    code = (
+        "import os, pathlib\n"
+        "from trajledger import Ledger\n"
+        f"Ledger.open({str(home)!r}).set_policy({str(successor)!r}, keys=['approver'])\n"
+        "pathlib.Path(os.environ['TRAJLEDGER_OUTPUT_DIR'], 'w.bin').write_bytes(b'w')\n"
+    )
+    size = log_size(home)
+    rc, out, err = cli(home, "train", "--dataset", "chat@1", "--key", "trainer", "--name",
+                       "sft", "--version", "1", "--", sys.executable, "-c", code)
+    assert rc == 1, (out, err)
+    lines = err.splitlines()
+    assert lines[0] == ("FAIL: dataset chat@1: refused when the checkpoint was to be recorded "
+                        "(the rules changed during the run), 1 problem(s); nothing was "
+                        "recorded"), err
+    assert lines[1].endswith("approvals: 1 of 2 required approver(s) for 'train'"), err
+    assert "Traceback" not in err
+    shown = cli(home, "log", "show")[1].splitlines()
+    kinds = [line.split("\t")[1] for line in shown if "\t" in line]
+    assert kinds[size:] == ["trust-policy", "refusal"], kinds
+
 
