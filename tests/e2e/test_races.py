@@ -7,6 +7,7 @@ second command runs whole meanwhile, then the first finishes. No sleep decides a
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -16,9 +17,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import tamperkit as tk
+import testkit
 from testkit import new_runner
 
 from trajledger.runner.cli import main
+from trajledger.verify.log_entry import LogEntry
 
 WORKER = r"""
 import fcntl, importlib, sys, time
@@ -210,3 +214,75 @@ def test_a_policy_raising_the_threshold_during_the_run_refuses_the_checkpoint(
     assert kinds[size:] == ["trust-policy", "refusal"], kinds
 
 
+
+# -- two imports of one vendor's log at once ------------------------------------------------------
+
+
+def _view(quickstart: testkit.Template[str], root: Path, note: str) -> tuple[Path, Path]:
+    """A copy of the quickstart's ledger (same log key) with one more approval appended, by a
+    vendor user of its own, and a bundle of its final checkpoint: two calls give two views of
+    one log at one size (a fork). Returns (the vendor's home, the bundle)."""
+    (root / "vendor-state").mkdir(parents=True)
+    with testkit.user_state(root / "vendor-state"):
+        home = testkit.copy_template(quickstart, root / "vendor")
+        code, _out, err = cli(home, "approve", "cartpole-train@2", "--key", "approver-a",
+                              "--note", note)
+        assert code == 0, err
+        bundle = root / "view.tar.zst"
+        code, _out, err = cli(home, "export", quickstart.value, "--out", bundle)
+        assert code == 0, err
+    return home, bundle
+
+
+def _buyer(home: Path, vendor: Path) -> Path:
+    """A buyer ledger trusting the vendor's keys and log, its approvers b1 and b2 (2 of 4);
+    returns its policy file."""
+    from trajledger import Ledger
+
+    assert cli(home, "init", "--origin", "buyer/log")[0] == 0
+    for k in ("b1", "b2"):
+        assert cli(home, "key", "new", k, "--no-encrypt")[0] == 0
+    trust = home / "trust"
+    trust.mkdir()
+    for p in [*(vendor / "keys").glob("*.pub"), *(home / "keys").glob("b*.pub")]:
+        shutil.copy(p, trust / p.name)
+    vkeys = f'"{(vendor / "log" / "vkey").read_text().strip()}", "{Ledger.open(home).log.vkey}"'
+    policy = home / "policy.toml"
+    policy.write_text(testkit.BUYER_POLICY.format(vkeys=vkeys))
+    return policy
+
+
+@pytest.mark.slow
+def test_two_imports_of_a_forked_log_at_once_take_in_one_view(
+    quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """A vendor shows two views of its log (same key, same size, other roots) in two bundles.
+    One after the other, the second import is refused as a fork, nothing of it logged. At
+    once: import A stops where it takes its view in (`updates.apply_update`), having checked
+    it against what was accepted before (nothing yet); import B runs meanwhile, until it
+    waits for A's lock or ends; then A goes on. Exactly one view must be taken in, and the
+    other import refused as a fork with nothing of it logged. Before the fix both passed the
+    check, B imported (exit 0) and A, refused at its end, had logged its view already."""
+    one, a = _view(quickstart_template, tmp_path / "a", "view one")
+    _two, b = _view(quickstart_template, tmp_path / "b", "view two")
+    buyer = tmp_path / "buyer"
+    policy = _buyer(buyer, one)
+    args = ("--policy", policy, "--key", "b1", "--key", "b2")
+    size = log_size(buyer)
+    first = Paused(tmp_path / "gate-a", "trajledger.ledger.updates.apply_update",
+                   "--ledger", buyer, "import", a, *args)
+    second = Paused(tmp_path / "gate-b", "-", "--ledger", buyer, "import", b, *args)
+    second.wait_blocked_or_done()
+    results = [first.resume(), second.resume()]
+    assert sorted(code for code, _o, _e in results) == [0, 1], results
+    loser = next(err for code, _o, err in results if code == 1)
+    assert ": fork: two roots at one size: " in loser, loser
+    assert all("Traceback" not in err for _c, _o, err in results)
+    shown = cli(buyer, "log", "show")[1].splitlines()
+    kinds = [line.split("\t")[1] for line in shown if "\t" in line]
+    assert kinds.count("import") == 1, kinds
+    # One view: its bundle's entries (trust policies are not logged again) and the import.
+    view = [LogEntry.from_bytes(data).kind for name, data in tk.bundle_members(a)
+            if name.startswith("entries/")]
+    assert len(kinds) == size + len(view) - view.count("trust-policy") + 1, kinds
+    assert cli(buyer, "log", "verify")[0] == 0
