@@ -286,3 +286,44 @@ def test_two_imports_of_a_forked_log_at_once_take_in_one_view(
             if name.startswith("entries/")]
     assert len(kinds) == size + len(view) - view.count("trust-policy") + 1, kinds
     assert cli(buyer, "log", "verify")[0] == 0
+
+
+# -- the signer's role taken away while a record is being made ---------------------------------
+
+
+@pytest.mark.slow
+def test_a_record_whose_key_lost_its_role_meanwhile_appends_nothing(
+    chat_home: Path, tmp_path: Path
+) -> None:
+    """``record`` checks that its key holds the producer role when it starts; a successor
+    policy replacing that producer is recorded before it appends. Appended, the batch would
+    fail verification from its first day (signed by a key without the role at its log
+    index). It must be refused, under the log's lock."""
+    from trajledger import Ledger
+
+    home = chat_home
+    ledger = Ledger.open(home)
+    ledger.keys.create("vendor2", encrypt=False)
+    successor = home / "policy-2.toml"
+    successor.write_text(SUCCESSOR.format(vkey=ledger.log.vkey)
+                         .replace('"keys/approver.pub", "keys/approver2.pub"',
+                                  '"keys/approver.pub"')
+                         .replace("threshold = 2\n", "")
+                         .replace("keys/vendor.pub", "keys/vendor2.pub"))
+    data = rollouts(tmp_path / "b.parquet", 1)
+    size = log_size(home)
+    worker = Paused(tmp_path / "gate", "trajledger.ledger.log.Log.append",
+                    "--ledger", home, "record", data, "--env", "chat@1", "--policy", "p0",
+                    "--key", "vendor", "--name", "late")
+    code, _out, err = cli(home, "policy", "set", successor, "--key", "approver", "--yes")
+    assert code == 0, err
+    code, out, err = worker.resume()
+    assert code == 1, (code, out, err)
+    assert err.splitlines()[-1].startswith("FAIL: key vendor ("), err
+    assert err.splitlines()[-1].endswith(
+        "): cannot sign a rollout-batch record: it holds no role in policy 'chat' serial 2, "
+        "want producer (fingerprint " + ledger.keys.public("vendor").keyid[:16] + "; the "
+        "policy's producer key(s): " + ledger.keys.public("vendor2").keyid[:16] + "); nothing "
+        "was signed"), err
+    assert "Traceback" not in err
+    assert log_size(home) == size + 1  # the successor only

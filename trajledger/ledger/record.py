@@ -276,7 +276,8 @@ def record_files(
     named_blobs = {*(f.digest for f in manifest.files if store_files), *holds, manifest_digest}
     recorded = _sign_store_append(
         ledger, subjects, manifest_digest, predicate_type, predicate, keys, entry_kind,
-        check=StillStored(ledger, frozenset(named_blobs), begun, check),
+        check=StillStored(ledger, frozenset(named_blobs), begun, check), since=begun,
+        action=action,
     )
     return Recorded(recorded.digest, recorded.envelope_digest, recorded.index, manifest,
                     recorded.new)
@@ -386,11 +387,12 @@ def record_statement(
     entry_kind = _check_kind(predicate_type, kind)
     _check_json(predicate, "predicate")
     ledger.log.require_signer()
+    since = ledger.log.size
     _check_signers(ledger, entry_kind, keys, action)
     # (2)
     return _sign_store_append(
         ledger, [(subject_name, subject_digest)], subject_digest, predicate_type, dict(predicate),
-        keys, entry_kind, check=check,
+        keys, entry_kind, check=check, since=since, action=action,
     )
 
 
@@ -404,9 +406,23 @@ def _sign_store_append(
     kind: str,
     *,
     check: Callable[[int], None] | None = None,
+    since: int,
+    action: str | None = None,
 ) -> Recorded:
+    """Sign, store the envelope, append. Under the log's lock, before ``check``: when a
+    trust-policy record was appended since ``since`` (the size when the signers were checked),
+    the signers are checked again under the policy now in force (a successor may have taken
+    their role away or revoked a key meanwhile: the record would never verify; rev13)."""
     # The first subject is the artifact's identity: the log entry's subject.
     assert subjects[0][1] == subject_digest
+
+    def signers_still_hold(size: int) -> None:
+        if any(LogEntry.from_bytes(ledger.log.entry(i)).kind == "trust-policy"
+               for i in range(since, size)):
+            _check_signers(ledger, kind, signers, action)
+        if check is not None:
+            check(size)
+
     # Keyless signatures' Sigstore bundles are stored before the envelope that names them.
     envelope = sign_statement(
         subjects,
@@ -423,7 +439,7 @@ def _sign_store_append(
         signers=tuple(s.keyid for s in envelope.signatures),
     )
     before = ledger.log.find_envelope(envelope_digest)
-    (index,) = ledger.log.append([spec], check=check)
+    (index,) = ledger.log.append([spec], check=signers_still_hold)
     logged = LogEntry.from_bytes(ledger.log.entry(index)).envelope
     return Recorded(subject_digest, logged, index,
                     new=before is None and logged == envelope_digest)
