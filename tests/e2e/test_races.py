@@ -1,7 +1,9 @@
 """Races between two commands of one user, each played in two real processes with a
 deterministic interleaving (rev13): the first process stops at a barrier placed in front of a
 method of the library (a file ``ready`` appears; it goes on when the test makes ``go``), the
-second command runs whole meanwhile, then the first finishes. No sleep decides an outcome.
+second command runs whole meanwhile (or until it waits for the first one's lock), then the
+first finishes. No sleep decides an outcome. The findings: docs/SECURITY.md, "Review of
+2026-12-03, eighth round (rev13)".
 """
 
 from __future__ import annotations
