@@ -329,3 +329,32 @@ def test_a_record_whose_key_lost_its_role_meanwhile_appends_nothing(
         "was signed"), err
     assert "Traceback" not in err
     assert log_size(home) == size + 1  # the successor only
+
+
+# -- two rotations of the log key at once --------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_two_key_rotations_at_once_keep_the_log_key(alice_home: Path, tmp_path: Path) -> None:
+    """Rotation B has checked that no next key exists and stops before writing it; rotation A
+    makes its next key, loads it and stops holding the log's lock, before the handover; B
+    writes its own next key and waits for the lock; A hands the log over. Before the fix B's
+    write replaced A's ``log-key/next.key``, and A installed B's key as ``log.key`` while
+    ``log/vkey`` named A's: the log's key was lost, no append could be signed again. Now B's
+    next key is not written over A's: one rotation is made, and the log takes appends."""
+    home = alice_home
+    second = Paused(tmp_path / "gate-b", "trajledger.ledger.keys.write_file_atomic",
+                    "--ledger", home, "log", "rotate-key")
+    first = Paused(tmp_path / "gate-a", "trajledger.ledger.log.Log._writer_state",
+                   "--ledger", home, "log", "rotate-key")
+    (second.gate / "go").touch()
+    second.wait_blocked_or_done()
+    results = [first.resume(), second.resume()]
+    assert [code for code, _o, _e in results] == [0, 3], results
+    assert all("Traceback" not in err for _c, _o, err in results)
+    assert "already exists" in results[1][2], results
+    assert cli(home, "log", "verify")[0] == 0
+    data = rollouts(tmp_path / "b.parquet", 1)
+    code, _out, err = cli(home, "record", data, "--env", "cart@1", "--policy", "p0", "--key",
+                          "alice", "--name", "after")
+    assert code == 0, err
