@@ -342,6 +342,35 @@ def test_eval_by_command(runner: CliRunner, home: Path, script: Path) -> None:
     assert "on regression@1: FAILED, success rate 0.500 over 6 episode(s)" in r.stdout
 
 
+@pytest.mark.parametrize(("revoked", "why"), [
+    ("regression@1", "dataset regression@1"),
+    ("bc@1", "checkpoint bc@1"),
+])
+def test_a_suite_or_checkpoint_revoked_during_the_run_records_no_evaluation(
+    runner: CliRunner, home: Path, tmp_path: Path, revoked: str, why: str
+) -> None:
+    """The command revokes the suite (or the checkpoint) while it evaluates, as an approver
+    would meanwhile. Before rev13 the evaluation was recorded, 'OK' (exit 0), and failed
+    verification from its first day (its suite revoked): the release then said 'missing: run
+    eval'. Now it is judged again before it is stored and under the log's lock."""
+    evaluate_py = tmp_path / "evaluate.py"
+    evaluate_py.write_text(
+        "from trajledger import Ledger\n"
+        f"Ledger.open({str(home)!r}).revoke({revoked!r}, key='approver', reason='leaked')\n"
+        + EVALUATE)
+    before = log_size(home)
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+            "--", sys.executable, evaluate_py, "pass")
+    expect(r, 1)
+    lines = [line for line in r.stderr.splitlines() if line.startswith("FAIL: ")]
+    assert lines[0] == ("FAIL: evaluation of bc@1 on regression@1: refused when it was to be "
+                        "recorded (the rules changed during the run), 1 problem(s); nothing "
+                        "was recorded"), r.stderr
+    assert lines[1].startswith(f"FAIL: {why} (sha256:"), r.stderr
+    assert lines[1].endswith("> revoked: leaked (log index 11)"), r.stderr
+    assert [e.kind for e in entries(home)[before:]] == ["revocation"]
+
+
 def test_eval_refusals(runner: CliRunner, home: Path, script: Path) -> None:
     size = log_size(home)
     cmd = ["--", sys.executable, str(script)]

@@ -160,22 +160,23 @@ def test_an_object_held_with_other_bytes_is_replaced(parties: tuple[Vendor, Buye
 def test_two_imports_of_one_bundle_at_once_record_it_once(
     parties: tuple[Vendor, Buyer], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A second import of the same bundle runs whole between the first one's move into the
-    store and its log commit (as another process could): its sweep of leftovers spares the
-    first one's staging, and the first one's commit then adds nothing twice."""
-    from trajledger.ledger.log import Log
+    """A second import of the same bundle runs whole after the first one staged its objects,
+    before it takes the log's lock (as another process could; from there to its log commit
+    the first holds the lock since rev13, so another import waits): its sweep of leftovers
+    spares the first one's staging, and the first one then adds nothing twice."""
+    from trajledger.ledger import exchange
 
     vendor, buyer = parties
-    real = Log.append
+    real = exchange.verify_bundle
     inner: list[Any] = []
 
-    def other_import_first(self: Log, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("foreign") and not inner:
-            inner.append(None)  # once: the second import's own append goes straight through
+    def other_import_first(*args: Any, **kwargs: Any) -> Any:
+        if not inner:
+            inner.append(None)  # once: the second import's own verification goes through
             inner[0] = buyer.run("import", vendor.bundle, "--key", "approver")
-        return real(self, *args, **kwargs)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(Log, "append", other_import_first)
+    monkeypatch.setattr(exchange, "verify_bundle", other_import_first)
     outer = buyer.run("import", vendor.bundle, "--key", "approver")
     monkeypatch.undo()
     assert inner and inner[0].stdout == outer.stdout  # the dataset's digest

@@ -221,8 +221,11 @@ class _Writer:
                 ) -> Callable[[int], None] | None:
         from trajledger.ledger.record import StillStored
 
-        guards = [StillStored(self.ledger, frozenset(g[0]), g[1])
-                  for _specs, slot in batch if (g := slot["guard"]) is not None]
+        # The writer's own key, judged again for each kind it appends (a worker says nothing
+        # about who signs: `_admit` holds it to the writer's key).
+        me = ((self.signer.name, self.signer.public.keyid),)
+        guards = [StillStored(self.ledger, frozenset(g[0]), g[1], None, me, specs[0].kind)
+                  for specs, slot in batch if (g := slot["guard"]) is not None and specs]
         if not guards:
             return None
 

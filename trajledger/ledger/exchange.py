@@ -770,7 +770,9 @@ def import_bundle(
            extension's entries about what this ledger holds or asks for; then take it in and
            record the import (`updates.apply_update`: objects renamed in, records logged in their
            order, the import statement signed, revocations, erasures and key compromises
-           judged here). The floor and the size applied advance.
+           judged here). The floor and the size applied advance. Steps 4 and 5 hold the log's
+           writer lock: two imports of one log at once (two views of a fork) are judged one
+           after the other, as if run in turn.
 
     Raises:
         PolicyError: the signers are not enough approvers.
@@ -798,69 +800,73 @@ def import_bundle(
                 f"import {path.name}: {failed} of {n} checks failed; nothing imported\n"
                 + "\n".join(report.failures())
             )
-        cp = ev.checkpoint
-        what = f"import {path.name}: the log {origin_name(ev.index.vkey)}"
-        # (4)
-        note_bytes = ev.checkpoint_note()
-        origin = origin_state(ledger, ev.index.vkey, distinct=policy.role("log").vkeys,
-                              handovers=ev.key_handovers(), proof=ev.consistency_proof,
-                              note=note_bytes)
-        prior = origin.floor_checkpoint()
-        proof: list[bytes] = []
-        if prior is not None and 0 < prior.size < cp.size:
-            with contextlib.suppress(FileNotFoundError):
-                proof = ev.consistency_proof(prior.size, cp.size)
-        applied = origin.applied()
-        ext = ev.extension()
-        root_at = functools.partial(extension_root, ev)  # the roots the extension rebuilds
-        if applied is not None and cp.size > applied and (ext is None or ext.size > applied):
-            raise ConsistencyError(
-                f"{what}: unprovable: the bundle does not carry the log since size {applied}, "
-                f"what you applied of it ("
-                + (f"its extension starts at {ext.size}" if ext is not None else
-                   "it holds no extension") + f"; its checkpoint has size {cp.size}): ask for "
-                f"a bundle exported with --updates-since {applied}",
-                old=prior, new=cp,
+        # (4) and (5) hold the log's writer lock: the check against what was accepted
+        # from this log before, and taking this view in, are one step (another import of
+        # the same log, a fork of this view, may have been taken in since step 3: rev13)
+        with ledger.log.exclusive():
+            cp = ev.checkpoint
+            what = f"import {path.name}: the log {origin_name(ev.index.vkey)}"
+            # (4)
+            note_bytes = ev.checkpoint_note()
+            origin = origin_state(ledger, ev.index.vkey, distinct=policy.role("log").vkeys,
+                                  handovers=ev.key_handovers(), proof=ev.consistency_proof,
+                                  note=note_bytes)
+            prior = origin.floor_checkpoint()
+            proof: list[bytes] = []
+            if prior is not None and 0 < prior.size < cp.size:
+                with contextlib.suppress(FileNotFoundError):
+                    proof = ev.consistency_proof(prior.size, cp.size)
+            applied = origin.applied()
+            ext = ev.extension()
+            root_at = functools.partial(extension_root, ev)  # the roots the extension rebuilds
+            if applied is not None and cp.size > applied and (ext is None or ext.size > applied):
+                raise ConsistencyError(
+                    f"{what}: unprovable: the bundle does not carry the log since size {applied}, "
+                    f"what you applied of it ("
+                    + (f"its extension starts at {ext.size}" if ext is not None else
+                       "it holds no extension") + f"; its checkpoint has size {cp.size}): ask for "
+                    f"a bundle exported with --updates-since {applied}",
+                    old=prior, new=cp,
+                )
+            origin.check_extends(note_bytes, proof, what=what, root_at=root_at)
+            # (5)
+            subject = ev.subject
+            artifact = None
+            if subject is not None:
+                index, entry, statement = _primary(ev, subject)
+                name = next(s.name for s in statement.subjects if s.digest == subject)
+                artifact = {"digest": subject, "kind": entry.kind, "name": name, "logIndex": index}
+            elif applied is not None and cp.size <= applied:
+                return ImportResult(None, "", "", origin_name(ev.index.vkey), -1, False, 0, report,
+                                    (), Changes(origin_name(ev.index.vkey)))
+            entries = dict(ev.entries())
+            start = ext.size if ext is not None else None
+            logs = {ev.index.vkey}  # this log's keys: its current one and those it rotated from
+            for h in ev.key_handovers():  # verified by verify_bundle
+                logs |= {parse_handover(h).old, parse_handover(h).new}
+            objects = {d: FileDigest(p, ev.index.by_name[f"objects/sha256/{d[7:]}"].size, d[7:])
+                       for d, p in ev.objects.items()}
+            taken, consulted = select(ledger, entries, extension=start,
+                                      asked=set(report.nodes),
+                                      have=lambda d: d in objects or ledger.store.exists(d),
+                                      logs=logs)
+            if subject is None:
+                # An update alone carries envelopes only (of its policies and of its extension's
+                # records: a member nothing used refuses the bundle). Those of records neither
+                # taken in nor consulted are about what this ledger does not hold: stored, no
+                # record here would name them (orphans, a vendor's to send at will).
+                used = {LogEntry.from_bytes(entries[i]).envelope for i in (*taken, *consulted)}
+                objects = {d: f for d, f in objects.items() if d in used}
+            update = Update(ev.index.vkey, note_bytes, entries, taken, consulted,
+                            lambda i: ev.inclusion_proof(i, cp.size), objects, artifact,
+                            cp.size, not ev.index.omitted, synced,
+                            disk.sync if disk is not None else None, frozenset(logs))
+            done = apply_update(
+                ledger, policy, keys, update, what=f"import {path.name}",
+                floor=lambda: origin.advance_floor(note_bytes, proof, what=what,
+                                                   root_at=root_at, applied=cp.size),
             )
-        origin.check_extends(note_bytes, proof, what=what, root_at=root_at)
-        # (5)
-        subject = ev.subject
-        artifact = None
-        if subject is not None:
-            index, entry, statement = _primary(ev, subject)
-            name = next(s.name for s in statement.subjects if s.digest == subject)
-            artifact = {"digest": subject, "kind": entry.kind, "name": name, "logIndex": index}
-        elif applied is not None and cp.size <= applied:
-            return ImportResult(None, "", "", origin_name(ev.index.vkey), -1, False, 0, report,
-                                (), Changes(origin_name(ev.index.vkey)))
-        entries = dict(ev.entries())
-        start = ext.size if ext is not None else None
-        logs = {ev.index.vkey}  # this log's keys: its current one and those it rotated from
-        for h in ev.key_handovers():  # verified by verify_bundle
-            logs |= {parse_handover(h).old, parse_handover(h).new}
-        objects = {d: FileDigest(p, ev.index.by_name[f"objects/sha256/{d[7:]}"].size, d[7:])
-                   for d, p in ev.objects.items()}
-        taken, consulted = select(ledger, entries, extension=start,
-                                  asked=set(report.nodes),
-                                  have=lambda d: d in objects or ledger.store.exists(d),
-                                  logs=logs)
-        if subject is None:
-            # An update alone carries envelopes only (of its policies and of its extension's
-            # records: a member nothing used refuses the bundle). Those of records neither
-            # taken in nor consulted are about what this ledger does not hold: stored, no
-            # record here would name them (orphans, a vendor's to send at will).
-            used = {LogEntry.from_bytes(entries[i]).envelope for i in (*taken, *consulted)}
-            objects = {d: f for d, f in objects.items() if d in used}
-        update = Update(ev.index.vkey, note_bytes, entries, taken, consulted,
-                        lambda i: ev.inclusion_proof(i, cp.size), objects, artifact,
-                        cp.size, not ev.index.omitted, synced,
-                        disk.sync if disk is not None else None, frozenset(logs))
-        done = apply_update(
-            ledger, policy, keys, update, what=f"import {path.name}",
-            floor=lambda: origin.advance_floor(note_bytes, proof, what=what,
-                                               root_at=root_at, applied=cp.size),
-        )
-        return ImportResult(subject, str(artifact["kind"]) if artifact else "",
-                            str(artifact["name"]) if artifact else "", origin_name(ev.index.vkey),
-                            done.index, done.recorded, len(objects), report, done.logged,
-                            done.changes)
+            return ImportResult(subject, str(artifact["kind"]) if artifact else "",
+                                str(artifact["name"]) if artifact else "",
+                                origin_name(ev.index.vkey), done.index, done.recorded,
+                                len(objects), report, done.logged, done.changes)

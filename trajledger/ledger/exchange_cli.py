@@ -377,7 +377,8 @@ def import_(
     FILE may be a URI (s3://bucket/key): it is downloaded first, into LEDGER/tmp (an object
     larger than a bundle may be, or than the free space there, is refused unread). Nothing is
     stored unless the whole lineage verifies (licences the policy does not accept, witness
-    cosignatures it requires, a rollback or fork of the vendor's log: refused, saying why).
+    cosignatures it requires, a rollback or fork of the vendor's log: refused, saying why;
+    two imports at once are judged one after the other, under the log's lock, for that too).
     Importing the same evidence again changes nothing and names the earlier record. The
     objects are read once, hashed as read, into a staging directory under LEDGER/tmp (it needs
     their size free on the ledger's disk) and moved into the store only once everything

@@ -590,12 +590,16 @@ class FileSystemSync:
         return _on_thread(run, "trajledger-syncfs-behind", stop)
 
 
-def write_file_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:
+def write_file_atomic(
+    path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True, exclusive: bool = False
+) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, never a mix.
 
     The temp file (`temp_name`, in the same directory) is created with ``mode`` from the start
     (a private key is never briefly world-readable), fsynced, renamed over ``path``, and the
-    directory fsynced.
+    directory fsynced. ``exclusive``: linked to ``path`` instead of renamed, so that a file
+    another process made there meanwhile is never replaced (`FileExistsError`; where the file
+    system has no hard links, a rename after a check that nothing is there).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / temp_name()
@@ -610,7 +614,21 @@ def write_file_atomic(path: Path, data: bytes, *, mode: int = 0o644, durable: bo
                 os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        if exclusive:
+            try:
+                os.link(tmp, path)
+            except OSError as e:
+                if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
+                    raise
+                # A file system without hard links: a rename over nothing, checked just
+                # before (a narrower window, not none).
+                if os.path.lexists(path):
+                    raise FileExistsError(errno.EEXIST, "File exists", str(path)) from e
+                os.rename(tmp, path)
+            else:
+                os.unlink(tmp)
+        else:
+            os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -489,8 +489,17 @@ class KeyStore:
                 "terminal, or pass --no-encrypt for a demo key"
             )
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        write_file_atomic(priv_path, signer.private_pem(passphrase), mode=0o600)
-        write_file_atomic(self.directory / f"{name}.pub", signer.public.to_pem(), mode=0o644)
+        # Neither file is written over one made meanwhile: two processes creating one name
+        # (two 'log rotate-key' at once) would otherwise each keep a private key the other's
+        # write replaced on disk (rev13 finding 6).
+        try:
+            write_file_atomic(priv_path, signer.private_pem(passphrase), mode=0o600,
+                              exclusive=True)
+            write_file_atomic(self.directory / f"{name}.pub", signer.public.to_pem(),
+                              mode=0o644, exclusive=True)
+        except FileExistsError as e:
+            raise KeyError_(f"key {name}: already exists in {self.directory} (made by another "
+                            "process meanwhile); pick another name") from e
         return signer
 
     def encrypt(self, name: str, *, x25519_key: bool = False) -> bool:

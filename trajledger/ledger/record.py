@@ -122,13 +122,17 @@ def _check_json(value: Mapping[str, Any], what: str) -> None:
         raise FormatError(f"{what}: cannot be canonicalised (RFC 8785): {e}") from e
 
 
+def _signer_ids(signers: Sequence[AnySigner]) -> tuple[tuple[str, str], ...]:
+    """``(name, keyid)`` of each key signer (keyless signers are judged by the verifier)."""
+    return tuple((s.name, s.keyid) for s in signers if isinstance(s, Signer))
+
+
 def _check_signers(
     ledger: LedgerHome, kind: str, signers: Sequence[AnySigner], action: str | None
 ) -> None:
     from .policy_state import check_signers
 
-    check_signers(ledger, kind, [(s.name, s.keyid) for s in signers if isinstance(s, Signer)],
-                  action)
+    check_signers(ledger, kind, list(_signer_ids(signers)), action)
 
 
 def record_files(
@@ -276,7 +280,8 @@ def record_files(
     named_blobs = {*(f.digest for f in manifest.files if store_files), *holds, manifest_digest}
     recorded = _sign_store_append(
         ledger, subjects, manifest_digest, predicate_type, predicate, keys, entry_kind,
-        check=StillStored(ledger, frozenset(named_blobs), begun, check),
+        check=StillStored(ledger, frozenset(named_blobs), begun, check,
+                          _signer_ids(keys), entry_kind, action),
     )
     return Recorded(recorded.digest, recorded.envelope_digest, recorded.index, manifest,
                     recorded.new)
@@ -284,17 +289,29 @@ def record_files(
 
 @dataclass(frozen=True)
 class StillStored:
-    """`record_files`' precondition under the log's lock: `_refuse_lost` of ``blobs`` since
-    ``since``, then the caller's own ``then``. A value rather than a closure, so that a Ray
-    writer actor runs the same check for its workers' records (`integrations.ray`)."""
+    """A record's precondition under the log's lock: `_refuse_lost` of ``blobs`` since
+    ``since``; when a trust-policy record was appended since ``since`` (the size when the
+    signers were checked), the ``signers`` checked again under the policy now in force (a
+    successor may have taken their role away or revoked a key meanwhile: the record would
+    never verify; rev13 finding 5); then the caller's own ``then``. A value rather than a
+    closure, so that a Ray writer actor runs the same check for its workers' records
+    (`integrations.ray`)."""
 
     ledger: LedgerHome = field(repr=False)
     blobs: frozenset[str]
     since: int
     then: Callable[[int], None] | None = None
+    signers: tuple[tuple[str, str], ...] = ()
+    kind: str = ""
+    action: str | None = None
 
     def __call__(self, size: int) -> None:
         _refuse_lost(self.ledger, self.blobs, self.since, size)
+        if self.signers and any(LogEntry.from_bytes(self.ledger.log.entry(i)).kind
+                                == "trust-policy" for i in range(self.since, size)):
+            from .policy_state import check_signers
+
+            check_signers(self.ledger, self.kind, list(self.signers), self.action)
         if self.then is not None:
             self.then(size)
 
@@ -386,11 +403,14 @@ def record_statement(
     entry_kind = _check_kind(predicate_type, kind)
     _check_json(predicate, "predicate")
     ledger.log.require_signer()
+    since = ledger.log.size
     _check_signers(ledger, entry_kind, keys, action)
     # (2)
     return _sign_store_append(
         ledger, [(subject_name, subject_digest)], subject_digest, predicate_type, dict(predicate),
-        keys, entry_kind, check=check,
+        keys, entry_kind,
+        check=StillStored(ledger, frozenset(), since, check, _signer_ids(keys), entry_kind,
+                          action),
     )
 
 

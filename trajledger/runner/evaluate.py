@@ -46,6 +46,7 @@ from trajledger.verify.predicates import ArtifactRef, ResourceDescriptor
 from trajledger.verify.times import now
 
 if TYPE_CHECKING:
+    from trajledger.ledger.catalog import CatalogItem
     from trajledger.ledger.home import LedgerHome
     from trajledger.ledger.keys import Signer
     from trajledger.ledger.suites import SuiteBatch
@@ -246,9 +247,7 @@ def evaluate(
     """
     from trajledger.ledger.catalog import Catalog
     from trajledger.ledger.suites import Unsealer, read_suite, sealed_batches
-    from trajledger.verify.lineage import Edge, Node
 
-    from .verification import decide, ledger_verifier
     from .workdir import check_output_dir
 
     # (1)
@@ -272,25 +271,8 @@ def evaluate(
     if command is not None and not command:
         raise LedgerError("no command given after '--' (trajledger eval ... -- COMMAND)")
     # (2)
-    verifier = ledger_verifier(ledger, policy)
-    decision = Node(f"evaluation:{ck.digest}", "evaluation-run",
-                    name=f"evaluation of {ck.ref} on {suite.ref}")
-
-    def walk() -> list[Edge]:
-        links = [Edge(decision.id, ck.digest, "checkpoint"),
-                 Edge(decision.id, suite.digest, "suite")]
-        verifier.artifact(ck.digest, "checkpoint")
-        suite_node = verifier.artifact(suite.digest, "dataset")
-        if ev_item is not None:
-            verifier.artifact(ev_item.digest, "evaluator")
-            links.append(Edge(decision.id, ev_item.digest, "evaluator"))
-        split = _split(verifier, suite.digest)
-        if split not in predicates.HELD_OUT:
-            decision.fail("suite", f"{suite_node.label} is a {split!r} split; evaluate on a "
-                          "holdout or regression dataset (training data proves nothing)")
-        return links
-
-    report = decide(verifier, decision, ck.digest, walk)
+    verifier, report = _judge(ledger, policy, ck, suite, ev_item,
+                              f"evaluation of {ck.ref} on {suite.ref}")
     sealed = sealed_batches(verifier, suite.digest)
     if not report.ok:
         failures = report.failures()
@@ -314,7 +296,8 @@ def evaluate(
     ck_ref = ArtifactRef(ck.name, ck.version or ck.digest[7:19], ck.digest)
     described = {"ck": ck_ref, "suite": ArtifactRef(suite.name, suite.version, suite.digest),
                  "evaluator": ArtifactRef(ev_item.name, ev_item.version, ev_item.digest)
-                 if ev_item else None, "unsealing": unsealing}
+                 if ev_item else None, "unsealing": unsealing,
+                 "still": lambda: _check_still_valid(ledger, policy, ck, suite, ev_item)}
     episodes = {b.digest: _episode_ids(b) for b in batches}
     if command is None:
         from trajledger.ledger.progress import no_progress
@@ -353,6 +336,62 @@ def _check_env_modules(
                 and env.predicate.gymnasium_id):
             check_env_module(ledger, env.index, env.predicate.gymnasium_id, allowed,
                              f"environment {ref.name}@{ref.version}")
+
+
+def _judge(
+    ledger: LedgerHome, policy: TrustPolicy, ck: CatalogItem, suite: CatalogItem,
+    ev_item: CatalogItem | None, name: str, *, data: str = "hash",
+) -> tuple[Any, Report]:
+    """Verify the checkpoint's lineage, the suite (a holdout or regression split) and the
+    evaluator version under ``policy``; returns the verifier and the decision's report."""
+    from trajledger.verify.lineage import Edge, Node
+
+    from .verification import decide, ledger_verifier
+
+    verifier = ledger_verifier(ledger, policy, data=data)
+    decision = Node(f"evaluation:{ck.digest}", "evaluation-run", name=name)
+
+    def walk() -> list[Edge]:
+        links = [Edge(decision.id, ck.digest, "checkpoint"),
+                 Edge(decision.id, suite.digest, "suite")]
+        verifier.artifact(ck.digest, "checkpoint")
+        suite_node = verifier.artifact(suite.digest, "dataset")
+        if ev_item is not None:
+            verifier.artifact(ev_item.digest, "evaluator")
+            links.append(Edge(decision.id, ev_item.digest, "evaluator"))
+        split = _split(verifier, suite.digest)
+        if split not in predicates.HELD_OUT:
+            decision.fail("suite", f"{suite_node.label} is a {split!r} split; evaluate on a "
+                          "holdout or regression dataset (training data proves nothing)")
+        return links
+
+    return verifier, decide(verifier, decision, ck.digest, walk)
+
+
+def _check_still_valid(
+    ledger: LedgerHome, policy: TrustPolicy, ck: CatalogItem, suite: CatalogItem,
+    ev_item: CatalogItem | None,
+) -> None:
+    """Judge again, before the evaluation's files are stored and under the log's lock just
+    before its append, what was judged before the run (`_judge`, sizes only: the run had the
+    bytes read then), under the policy in force now: a checkpoint or suite revoked or erased,
+    or a successor policy, while the run ran would make the evaluation fail verification
+    from its first day (rev13 finding 4).
+
+    Raises:
+        VerificationError: the checkpoint, the suite or the evaluator no longer verifies.
+    """
+    from .train import policy_in_force
+
+    _verifier, report = _judge(ledger, policy_in_force(ledger, policy), ck, suite, ev_item,
+                               f"recording the evaluation of {ck.ref} on {suite.ref}",
+                               data="size")
+    if not report.ok:
+        failures = report.failures()
+        raise VerificationError(
+            f"evaluation of {ck.ref} on {suite.ref}: refused when it was to be recorded (the "
+            f"rules changed during the run), {len(failures)} problem(s); nothing was "
+            "recorded\n" + "\n".join(failures))
 
 
 def _split(verifier: Any, suite: str) -> str:
@@ -417,6 +456,8 @@ def _record(
         "run": list(run.argv) if run is not None else BUILTIN_EVALUATOR,
     }, sort_keys=True, indent=1) + "\n")
     files = {**files, f"{LOGS_DIR}/evaluation.json": run_file}
+    still: Callable[[], None] = described["still"]
+    still()  # (before anything is stored; again under the log's lock)
     body = Evaluation(
         "FAILED" if failed else "PASSED", ck, suite, passed, failed,
         results.predicate_metrics(), when, evaluator, tuple(config),
@@ -424,7 +465,7 @@ def _record(
     rec = record_files(ledger, files, signer, predicates.EVALUATION,
                        body.written(f"evaluation of {ck.name}@{ck.version}"),
                        name=f"evaluation of {ck.name}@{ck.version} on "
-                       f"{suite.name}@{suite.version}")
+                       f"{suite.name}@{suite.version}", check=lambda _size: still())
     return EvalOutcome(rec.digest, rec.index, body, report, run,
                        unsealing[0] if unsealing is not None else None)
 

@@ -357,16 +357,29 @@ def record_checkpoint(
         raise
 
 
+def policy_in_force(ledger: LedgerHome, policy: TrustPolicy) -> TrustPolicy:
+    """``policy`` followed again through the log's trust-policy records from the same start
+    (the policy given or the log's first): a successor recorded since ``policy`` was loaded is
+    in force for a record logged now, and judges it (rev13 finding 2)."""
+    from trajledger.ledger.policy_state import current_policy
+
+    anchor = policy.earlier[0][1] if policy.earlier else policy
+    found = current_policy(ledger, anchor)
+    return policy if found is None else found[1]
+
+
 def check_still_admitted(ledger: LedgerHome, start: RunStart, admission: Admission) -> None:
     """Judge again, just before a checkpoint is appended, the rules its lineage is judged by.
 
     The gate admitted the data when the run started; a checkpoint's lineage is judged at its
     own log index and time. What changed during the run (a revocation or erasure of the
-    dataset, a batch or the parent; the dataset held out; an approval expired; a key revoked)
-    would make the recorded checkpoint fail verification from the start: the record is
-    refused instead. Approvals must still hold `RECORDING_MARGIN` seconds from now (the entry
-    time comes a moment later). The data's bytes are not hashed again: the run was handed the
-    bytes the gate hashed, whatever the store holds now; their blobs must still be present.
+    dataset, a batch or the parent; the dataset held out; an approval expired; a key revoked;
+    a successor policy with a higher threshold or a shorter approval age, judged as the policy
+    in force now, `policy_in_force`) would make the recorded checkpoint fail verification from
+    the start: the record is refused instead. Approvals must still hold `RECORDING_MARGIN`
+    seconds from now (the entry time comes a moment later). The data's bytes are not hashed
+    again: the run was handed the bytes the gate hashed, whatever the store holds now; their
+    blobs must still be present.
 
     Raises:
         DataRefusedError: a rule no longer holds (nothing is recorded).
@@ -378,7 +391,7 @@ def check_still_admitted(ledger: LedgerHome, start: RunStart, admission: Admissi
     from .admission import refuse_erased
     from .verification import decide, ledger_verifier
 
-    verifier = ledger_verifier(ledger, start.policy, data="size")
+    verifier = ledger_verifier(ledger, policy_in_force(ledger, start.policy), data="size")
     verifier.caller_hashes = frozenset({"rollout-batch"})  # (held in memory since the gate)
     verifier.now += dt.timedelta(seconds=RECORDING_MARGIN)  # (now, or the log's last time)
     ref = f"{admission.name}@{admission.version}"

@@ -561,7 +561,9 @@ class Log(LogReader):
                     fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def _writer_state(self, signer: Signer) -> LogState:
-        """Under the lock: classify, recover forward, republish a committed unsigned tail."""
+        """Under the lock: the log's key is still this object's; classify, recover forward,
+        republish a committed unsigned tail."""
+        self._check_key_unrotated()
         st = self._state_now()
         legacy = self.directory / INFLIGHT_FILE
         crashed = self._inflight() or legacy.exists()
@@ -595,6 +597,29 @@ class Log(LogReader):
                 self._mark_inflight(False)
                 unlink(legacy)
         return st
+
+    def _check_key_unrotated(self) -> None:
+        """Under the lock: the ``vkey`` file still names the key this object signs with.
+
+        Another process may have rotated the log's key (`rotate_key`) after this one opened
+        the log and loaded the old key (a ``record`` or ``train`` loads it when it starts):
+        signing now would publish a checkpoint the log's key never signed, which every reader
+        refuses as tampering, and would keep the retired key signing (rev13 finding 1).
+
+        Raises:
+            LogError: the key was rotated meanwhile (nothing written), or ``vkey`` is unreadable.
+        """
+        path = self.directory / VKEY_FILE
+        try:
+            own = path.read_text("utf-8").strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise LogError(f"{path}: cannot read: {e}") from e
+        if own != self.vkey:
+            raise LogError(
+                f"log {self.origin}: its key was rotated by another command while this one ran "
+                "(the log's vkey file now names another key); nothing was appended: run the "
+                "command again"
+            )
 
     def _inflight(self) -> bool:
         """Under the lock: whether an append marked itself in flight and never finished."""

@@ -1,0 +1,360 @@
+"""Races between two commands of one user, each played in two real processes with a
+deterministic interleaving (rev13): the first process stops at a barrier placed in front of a
+method of the library (a file ``ready`` appears; it goes on when the test makes ``go``), the
+second command runs whole meanwhile (or until it waits for the first one's lock), then the
+first finishes. No sleep decides an outcome. The findings: docs/SECURITY.md, "Review of
+2026-12-03, eighth round (rev13)".
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import tamperkit as tk
+import testkit
+from testkit import new_runner
+
+from trajledger.runner.cli import main
+from trajledger.verify.log_entry import LogEntry
+
+WORKER = r"""
+import fcntl, importlib, sys, time
+from pathlib import Path
+from trajledger.runner.cli import main
+
+gate, target, args = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+flock = fcntl.flock
+
+def told(fd, op):
+    # A lock this process would wait for says so (the file ``blocked``), then waits.
+    if op == fcntl.LOCK_EX:
+        try:
+            return flock(fd, op | fcntl.LOCK_NB)
+        except BlockingIOError:
+            (gate / "blocked").touch()
+    return flock(fd, op)
+
+fcntl.flock = told
+if target != "-":
+    where, name = target.rsplit(".", 1)
+    try:  # a module's function
+        owner = importlib.import_module(where)
+    except ModuleNotFoundError:  # a class's method
+        module, cls = where.rsplit(".", 1)
+        owner = getattr(importlib.import_module(module), cls)
+    original = getattr(owner, name)
+
+    def paused(*a, **kw):
+        (gate / "ready").touch()
+        deadline = time.monotonic() + 120
+        while not (gate / "go").exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return original(*a, **kw)
+
+    setattr(owner, name, paused)
+main(args, prog_name="trajledger")
+"""
+
+
+class Paused:
+    """A CLI command in another process, stopped at its first call of ``target``
+    (``module.function`` or ``module.Class.method``) until `resume`; ``target`` "-": not
+    stopped (`wait_blocked_or_done` then follows it)."""
+
+    def __init__(self, gate: Path, target: str, *args: str | Path) -> None:
+        gate.mkdir()
+        self.gate = gate
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(gate), target, *map(str, args)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+        )  # fmt: skip
+        if target != "-":
+            self._until(lambda: (gate / "ready").exists(), f"never reached {target}")
+
+    def _until(self, cond: Callable[[], bool], why: str) -> None:
+        deadline = time.monotonic() + 120
+        while not cond():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                _out, err = self.proc.communicate()
+                raise AssertionError(f"{why}: {self.proc.returncode}\n{err}")
+            time.sleep(0.005)
+
+    def wait_blocked_or_done(self) -> bool:
+        """Wait until the command waits for a lock another process holds (True) or exits."""
+        deadline = time.monotonic() + 120
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            if (self.gate / "blocked").exists():
+                return True
+            time.sleep(0.005)
+        return False
+
+    def resume(self) -> tuple[int, str, str]:
+        (self.gate / "go").touch()
+        out, err = self.proc.communicate(timeout=120)
+        return self.proc.returncode, out, err
+
+
+def cli(home: Path, *args: str | Path) -> tuple[int, str, str]:
+    r = new_runner().invoke(main, ["--ledger", str(home), *map(str, args)])
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    return r.exit_code, r.stdout, r.stderr
+
+
+def rollouts(path: Path, n: int) -> Path:
+    pq.write_table(pa.table({
+        "episode_id": [f"ep-{n}"] * 2, "step": [0, 1], "obs": [[0.0], [float(n)]],
+        "action": [[0.0], [1.0]], "reward": [1.0, float(n)],
+        "terminated": [False, True], "truncated": [False, False],
+    }), path)  # fmt: skip
+    return path
+
+
+def log_size(home: Path) -> int:
+    code, out, err = cli(home, "log", "info")
+    assert code == 0, err
+    return int(next(line.split()[1] for line in out.splitlines() if line.startswith("size")))
+
+
+# -- the log key rotated while another command holds the old one ----------------------------------
+
+
+@pytest.mark.slow
+def test_a_record_that_loaded_the_log_key_before_a_rotation_appends_nothing(
+    alice_home: Path, tmp_path: Path
+) -> None:
+    """``record`` loads the log's key when it starts; ``log rotate-key`` hands the log over
+    before it appends. Signing with the old key would publish a checkpoint the log's key
+    (now the new one) never signed: every command then refuses the log as tampered. The
+    record must append nothing and say why; the log stays whole; run again, it records."""
+    home = alice_home
+    data = rollouts(tmp_path / "b.parquet", 1)
+    record = ("--ledger", home, "record", data, "--env", "cart@1", "--policy", "p0",
+              "--key", "alice", "--name", "b1")
+    size = log_size(home)
+    worker = Paused(tmp_path / "gate", "trajledger.ledger.log.Log.append", *record)
+    code, out, err = cli(home, "log", "rotate-key")
+    assert code == 0, err
+    code, out, err = worker.resume()
+    assert code == 3, (code, out, err)
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].endswith(
+        "its key was rotated by another command while this one ran (the log's vkey file now "
+        "names another key); nothing was appended: run the command again"), err
+    code, out, err = cli(home, "log", "verify")
+    assert code == 0, out + err
+    assert log_size(home) == size
+    code, out, err = cli(home, *record[2:])
+    assert code == 0, err
+    assert log_size(home) == size + 1
+    assert cli(home, "log", "verify")[0] == 0
+
+
+# -- a successor policy recorded while COMMAND trains ----------------------------------------------
+
+SUCCESSOR = """\
+name = "chat"
+serial = 2
+max_approval_age = "90d"
+
+[roles.producer]
+keys = ["keys/vendor.pub"]
+
+[roles.approver]
+keys = ["keys/approver.pub", "keys/approver2.pub"]
+threshold = 2
+
+[roles.trainer]
+keys = ["keys/trainer.pub"]
+
+[roles.log]
+vkeys = ["{vkey}"]
+"""
+
+
+@pytest.mark.slow
+def test_a_policy_raising_the_threshold_during_the_run_refuses_the_checkpoint(
+    chat_home: Path,
+) -> None:
+    """The gate admitted chat@1 under serial 1 (one approval). COMMAND, as the approvers would
+    meanwhile, records serial 2 (two approvals). The checkpoint, logged after serial 2, is
+    judged by serial 2 (`verify` says 1 of 2): it must be refused, not recorded with
+    'OK'. Before the fix the re-check judged under the policy loaded at the start."""
+    from trajledger import Ledger
+
+    home = chat_home
+    ledger = Ledger.open(home)
+    ledger.keys.create("approver2", encrypt=False)
+    successor = home / "policy-2.toml"
+    successor.write_text(SUCCESSOR.format(vkey=ledger.log.vkey))
+    code = (
+        "import os, pathlib\n"
+        "from trajledger import Ledger\n"
+        f"Ledger.open({str(home)!r}).set_policy({str(successor)!r}, keys=['approver'])\n"
+        "pathlib.Path(os.environ['TRAJLEDGER_OUTPUT_DIR'], 'w.bin').write_bytes(b'w')\n"
+    )
+    size = log_size(home)
+    rc, out, err = cli(home, "train", "--dataset", "chat@1", "--key", "trainer", "--name",
+                       "sft", "--version", "1", "--", sys.executable, "-c", code)
+    assert rc == 1, (out, err)
+    lines = err.splitlines()
+    assert lines[0] == ("FAIL: dataset chat@1: refused when the checkpoint was to be recorded "
+                        "(the rules changed during the run), 1 problem(s); nothing was "
+                        "recorded"), err
+    assert lines[1].endswith("approvals: 1 of 2 required approver(s) for 'train'"), err
+    assert "Traceback" not in err
+    shown = cli(home, "log", "show")[1].splitlines()
+    kinds = [line.split("\t")[1] for line in shown if "\t" in line]
+    assert kinds[size:] == ["trust-policy", "refusal"], kinds
+
+
+
+# -- two imports of one vendor's log at once ------------------------------------------------------
+
+
+def _view(quickstart: testkit.Template[str], root: Path, note: str) -> tuple[Path, Path]:
+    """A copy of the quickstart's ledger (same log key) with one more approval appended, by a
+    vendor user of its own, and a bundle of its final checkpoint: two calls give two views of
+    one log at one size (a fork). Returns (the vendor's home, the bundle)."""
+    (root / "vendor-state").mkdir(parents=True)
+    with testkit.user_state(root / "vendor-state"):
+        home = testkit.copy_template(quickstart, root / "vendor")
+        code, _out, err = cli(home, "approve", "cartpole-train@2", "--key", "approver-a",
+                              "--note", note)
+        assert code == 0, err
+        bundle = root / "view.tar.zst"
+        code, _out, err = cli(home, "export", quickstart.value, "--out", bundle)
+        assert code == 0, err
+    return home, bundle
+
+
+def _buyer(home: Path, vendor: Path) -> Path:
+    """A buyer ledger trusting the vendor's keys and log, its approvers b1 and b2 (2 of 4);
+    returns its policy file."""
+    from trajledger import Ledger
+
+    assert cli(home, "init", "--origin", "buyer/log")[0] == 0
+    for k in ("b1", "b2"):
+        assert cli(home, "key", "new", k, "--no-encrypt")[0] == 0
+    trust = home / "trust"
+    trust.mkdir()
+    for p in [*(vendor / "keys").glob("*.pub"), *(home / "keys").glob("b*.pub")]:
+        shutil.copy(p, trust / p.name)
+    vkeys = f'"{(vendor / "log" / "vkey").read_text().strip()}", "{Ledger.open(home).log.vkey}"'
+    policy = home / "policy.toml"
+    policy.write_text(testkit.BUYER_POLICY.format(vkeys=vkeys))
+    return policy
+
+
+@pytest.mark.slow
+def test_two_imports_of_a_forked_log_at_once_take_in_one_view(
+    quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """A vendor shows two views of its log (same key, same size, other roots) in two bundles.
+    One after the other, the second import is refused as a fork, nothing of it logged. At
+    once: import A stops where it takes its view in (`updates.apply_update`), having checked
+    it against what was accepted before (nothing yet); import B runs meanwhile, until it
+    waits for A's lock or ends; then A goes on. Exactly one view must be taken in, and the
+    other import refused as a fork with nothing of it logged. Before the fix both passed the
+    check, B imported (exit 0) and A, refused at its end, had logged its view already."""
+    one, a = _view(quickstart_template, tmp_path / "a", "view one")
+    _two, b = _view(quickstart_template, tmp_path / "b", "view two")
+    buyer = tmp_path / "buyer"
+    policy = _buyer(buyer, one)
+    args = ("--policy", policy, "--key", "b1", "--key", "b2")
+    size = log_size(buyer)
+    first = Paused(tmp_path / "gate-a", "trajledger.ledger.updates.apply_update",
+                   "--ledger", buyer, "import", a, *args)
+    second = Paused(tmp_path / "gate-b", "-", "--ledger", buyer, "import", b, *args)
+    second.wait_blocked_or_done()
+    results = [first.resume(), second.resume()]
+    assert sorted(code for code, _o, _e in results) == [0, 1], results
+    loser = next(err for code, _o, err in results if code == 1)
+    assert ": fork: two roots at one size: " in loser, loser
+    assert all("Traceback" not in err for _c, _o, err in results)
+    shown = cli(buyer, "log", "show")[1].splitlines()
+    kinds = [line.split("\t")[1] for line in shown if "\t" in line]
+    assert kinds.count("import") == 1, kinds
+    # One view: its bundle's entries (trust policies are not logged again) and the import.
+    view = [LogEntry.from_bytes(data).kind for name, data in tk.bundle_members(a)
+            if name.startswith("entries/")]
+    assert len(kinds) == size + len(view) - view.count("trust-policy") + 1, kinds
+    assert cli(buyer, "log", "verify")[0] == 0
+
+
+# -- the signer's role taken away while a record is being made ---------------------------------
+
+
+@pytest.mark.slow
+def test_a_record_whose_key_lost_its_role_meanwhile_appends_nothing(
+    chat_home: Path, tmp_path: Path
+) -> None:
+    """``record`` checks that its key holds the producer role when it starts; a successor
+    policy replacing that producer is recorded before it appends. Appended, the batch would
+    fail verification from its first day (signed by a key without the role at its log
+    index). It must be refused, under the log's lock."""
+    from trajledger import Ledger
+
+    home = chat_home
+    ledger = Ledger.open(home)
+    ledger.keys.create("vendor2", encrypt=False)
+    successor = home / "policy-2.toml"
+    successor.write_text(SUCCESSOR.format(vkey=ledger.log.vkey)
+                         .replace('"keys/approver.pub", "keys/approver2.pub"',
+                                  '"keys/approver.pub"')
+                         .replace("threshold = 2\n", "")
+                         .replace("keys/vendor.pub", "keys/vendor2.pub"))
+    data = rollouts(tmp_path / "b.parquet", 1)
+    size = log_size(home)
+    worker = Paused(tmp_path / "gate", "trajledger.ledger.log.Log.append",
+                    "--ledger", home, "record", data, "--env", "chat@1", "--policy", "p0",
+                    "--key", "vendor", "--name", "late")
+    code, _out, err = cli(home, "policy", "set", successor, "--key", "approver", "--yes")
+    assert code == 0, err
+    code, out, err = worker.resume()
+    assert code == 1, (code, out, err)
+    assert err.splitlines()[-1].startswith("FAIL: key vendor ("), err
+    assert err.splitlines()[-1].endswith(
+        "): cannot sign a rollout-batch record: it holds no role in policy 'chat' serial 2, "
+        "want producer (fingerprint " + ledger.keys.public("vendor").keyid[:16] + "; the "
+        "policy's producer key(s): " + ledger.keys.public("vendor2").keyid[:16] + "); nothing "
+        "was signed"), err
+    assert "Traceback" not in err
+    assert log_size(home) == size + 1  # the successor only
+
+
+# -- two rotations of the log key at once --------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_two_key_rotations_at_once_keep_the_log_key(alice_home: Path, tmp_path: Path) -> None:
+    """Rotation B has checked that no next key exists and stops before writing it; rotation A
+    makes its next key, loads it and stops holding the log's lock, before the handover; B
+    writes its own next key and waits for the lock; A hands the log over. Before the fix B's
+    write replaced A's ``log-key/next.key``, and A installed B's key as ``log.key`` while
+    ``log/vkey`` named A's: the log's key was lost, no append could be signed again. Now B's
+    next key is not written over A's: one rotation is made, and the log takes appends."""
+    home = alice_home
+    second = Paused(tmp_path / "gate-b", "trajledger.ledger.keys.write_file_atomic",
+                    "--ledger", home, "log", "rotate-key")
+    first = Paused(tmp_path / "gate-a", "trajledger.ledger.log.Log._writer_state",
+                   "--ledger", home, "log", "rotate-key")
+    (second.gate / "go").touch()
+    second.wait_blocked_or_done()
+    results = [first.resume(), second.resume()]
+    assert [code for code, _o, _e in results] == [0, 3], results
+    assert all("Traceback" not in err for _c, _o, err in results)
+    assert "already exists" in results[1][2], results
+    assert cli(home, "log", "verify")[0] == 0
+    data = rollouts(tmp_path / "b.parquet", 1)
+    code, _out, err = cli(home, "record", data, "--env", "cart@1", "--policy", "p0", "--key",
+                          "alice", "--name", "after")
+    assert code == 0, err
