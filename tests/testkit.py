@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from trajledger.ledger.log import EntrySpec
 
@@ -227,6 +227,18 @@ def snapshot(home: Path) -> tuple[int, frozenset[str]]:
     return json.loads(info.stdout)["size"], frozenset(
         str(p.relative_to(objects)) for p in objects.rglob("*") if p.is_file()
     )
+
+
+def invoke(home: Path, *args: str | Path) -> Result:
+    """``trajledger --ledger HOME ARGS...`` in process (`new_runner`), as a user types it: a
+    raised exception other than the command's exit, or a traceback in the output, fails."""
+    from trajledger.runner.cli import main
+
+    r = new_runner().invoke(main, ["--ledger", str(home), *map(str, args)],
+                            prog_name="trajledger")
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    assert "Traceback" not in r.output
+    return r
 
 
 def new_runner() -> CliRunner:

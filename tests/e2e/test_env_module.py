@@ -16,23 +16,15 @@ from pathlib import Path
 
 import pytest
 import testkit
-from click.testing import Result
-from testkit import new_runner
 
 from trajledger import Ledger
 from trajledger.ledger.catalog import origin_name
-from trajledger.runner.cli import main
 
 MODULE = "fix10_mark_env"
 GYM_ID = f"{MODULE}:CartPole-v1"
 
 
-def run(home: Path, *args: str | Path) -> Result:
-    r = new_runner().invoke(main, ["--ledger", str(home), *map(str, args)],
-                            prog_name="trajledger")
-    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
-    assert "Traceback" not in r.output
-    return r
+run = testkit.invoke
 
 
 class World:

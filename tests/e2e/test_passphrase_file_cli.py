@@ -13,11 +13,8 @@ import os
 from pathlib import Path
 
 import pytest
-from click.testing import Result
+import testkit
 from cryptography.hazmat.primitives import serialization
-from testkit import new_runner
-
-from trajledger.runner.cli import main
 
 STEPS = """\
 {"episode_id": "ep-0", "step": 0, "obs": [0.01, 0.02, 0.03, 0.04], "action": 1, "reward": 1.0, \
@@ -27,12 +24,7 @@ STEPS = """\
 """
 
 
-def run(home: Path, *args: str | Path) -> Result:
-    r = new_runner().invoke(main, ["--ledger", str(home), *map(str, args)],
-                            prog_name="trajledger")
-    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
-    assert "Traceback" not in r.output
-    return r
+run = testkit.invoke
 
 
 def ok(home: Path, *args: str | Path) -> str:
