@@ -241,6 +241,22 @@ class LedgerHome:
         return self._store
 
     @property
+    def scratch(self) -> Path:
+        """Where commands write the files they will hash, store and sign (descriptors, converted
+        rollouts, a run's workspace, an import's staging): ``<ledger>/tmp``; in a ledger
+        shared through its group, ``<state>/tmp`` instead, private to this user (0700). A
+        group member may rename any directory of a shared ledger and put theirs in its place
+        between a command's write and its hash, and have their bytes signed (rev14); nothing
+        the group can write is on the path to a private directory of the state.
+
+        Raises:
+            LedgerError: the state directory is writable by others (`private_dir`).
+        """
+        if not self.config.group_writable:
+            return self.root / "tmp"
+        return private_dir(state_dir() / "tmp")
+
+    @property
     def log_dir(self) -> Path:
         """Where the log lives."""
         return self.root / "log"
@@ -802,14 +818,16 @@ class LedgerHome:
 
     def sweep_leftovers(self) -> None:
         """Remove what killed writers left that no live writer can own (`fs.is_stale`) where
-        writers put it now: temp objects of the store (``objects/sha256/.tmp-*``) and
-        ``<ledger>/tmp/*``. Run by the log's writer under its lock, before its first append;
-        cheap (two directories listed); ``ledger.fsck`` finds leftovers everywhere."""
+        writers put it now: temp objects of the store (``objects/sha256/.tmp-*``),
+        ``<ledger>/tmp/*`` and `scratch` (a shared ledger's). Run by the log's writer under its
+        lock, before its first append; cheap (a few directories listed); ``ledger.fsck`` finds
+        leftovers everywhere."""
         if self.store.is_local:
             self.store.drop_temp_files()
-        for path in tmp_entries(self.root / "tmp"):
-            if is_stale(path):
-                remove_tree(path)
+        for parent in dict.fromkeys((self.root / "tmp", self.scratch)):
+            for path in tmp_entries(parent):
+                if is_stale(path):
+                    remove_tree(path)
 
     @classmethod
     def init(

@@ -474,7 +474,7 @@ def check_output_dir(output: Path) -> None:
 class Workspace:
     """One command run's directories (see the module doc). Use as a context manager::
 
-        with Workspace(ledger.root / "tmp", ledger.store) as ws:
+        with Workspace(ledger.scratch, ledger.store) as ws:
             ws.add("TRAJLEDGER_DATA_DIR", lambda d: write_data_dir(d, store, ...), "data")
             result = run_command(argv, env=ws.environment(os.environ), keep_logs=ws.logs)
             ws.check()
