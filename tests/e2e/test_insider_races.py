@@ -65,3 +65,44 @@ def test_a_group_member_cannot_swap_what_a_record_signs_in_the_ledgers_tmp(
     code, out, err = worker.resume()
     assert code == 0, (code, out, err)
     assert FORGED not in _stored(home)
+
+
+@pytest.mark.slow
+def test_removing_the_log_lock_during_an_append_lets_no_second_writer_in(
+    alice_home: Path, tmp_path: Path
+) -> None:
+    """A group member removes ``log/.state/lock`` while alice's ``record`` holds it (stopped
+    under the lock, before it appends); bob's ``record`` then opens a new lock file and takes
+    it at once. Two writers appending at the same index: one's entry (and the checkpoint the
+    log key signed for it) must not be lost or forked. Before the fix both said `OK: …
+    recorded at log index 2` (exit 0), one entry was lost and `log verify` failed
+    (`log/.state/history: sizes are not strictly increasing`): the log key had signed two
+    trees of size 3. Now the writer that held the removed lock appends nothing and says why."""
+    from test_races import log_size, rollouts
+
+    home = alice_home
+    _share_through_group(home)
+    size = log_size(home)
+    a = rollouts(tmp_path / "a.parquet", 1)
+    b = rollouts(tmp_path / "b.parquet", 2)
+    worker = Paused(tmp_path / "gate", "trajledger.ledger.log.Log._commit",
+                    "--ledger", home, "record", a, "--env", "cart@1", "--policy", "p0",
+                    "--key", "alice", "--name", "a1")  # fmt: skip
+    (home / "log" / ".state" / "lock").unlink()
+    second = cli(home, "record", b, "--env", "cart@1", "--policy", "p0", "--key", "alice",
+                 "--name", "b1")
+    first = worker.resume()
+    assert second[0] == 0, second
+    code, out, err = first
+    assert code == 3 and "Traceback" not in err, first
+    assert err.strip().splitlines()[-1].endswith(
+        "/log/.state/lock: the log's lock file was removed or replaced while this command held "
+        "it, so another command may be appending; nothing was appended: find who writes this "
+        "ledger's files, then run the command again"), err
+    code, out, err = cli(home, "log", "verify")
+    assert code == 0, (first, second, out + err)
+    assert log_size(home) == size + 1
+    code, out, err = cli(home, "record", a, "--env", "cart@1", "--policy", "p0", "--key",
+                         "alice", "--name", "a1")
+    assert code == 0, err
+    assert log_size(home) == size + 2
