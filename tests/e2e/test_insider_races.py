@@ -8,6 +8,8 @@ acts, the command goes on. The findings: docs/SECURITY.md, "Review of 2026-12-03
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,64 @@ def test_removing_the_log_lock_during_an_append_lets_no_second_writer_in(
                          "alice", "--name", "a1")
     assert code == 0, err
     assert log_size(home) == size + 2
+
+
+COMMAND = r"""
+import os, pathlib, sys, time
+gate = pathlib.Path(sys.argv[1])
+def wait(name):
+    deadline = time.monotonic() + 60
+    while not (gate / name).exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
+data = sorted(pathlib.Path(os.environ["TRAJLEDGER_DATA_DIR"]).glob("batches/*/steps.parquet"))[0]
+(gate / "started").write_text(str(data))
+wait("swapped")
+pathlib.Path(os.environ["TRAJLEDGER_OUTPUT_DIR"], "w.bin").write_bytes(data.read_bytes())
+(gate / "read").touch()
+wait("restored")
+"""
+
+
+@pytest.mark.slow
+def test_a_group_member_cannot_change_the_data_a_command_trains_on_through_a_hard_link(
+    chat_home: Path, tmp_path: Path
+) -> None:
+    """In a shared ledger, an object another member stored is their file: they may write it
+    whenever they like. The run's data directory hard-linked the store's object, hashed the
+    link, and the command then read it: the owner rewrites it in place while the command reads
+    and puts the verified bytes back before the check after the run. Before the fix the
+    checkpoint (exit 0) was trained on the insider's bytes, and every check passed. Now a
+    link is kept only to an object this user owns that no one else may write."""
+    import threading
+
+    home = chat_home
+    _share_through_group(home)
+    for obj in (home / "objects" / "sha256").rglob("*"):
+        if obj.is_file() and not obj.name.startswith("."):
+            obj.chmod(0o666)  # what the insider, their owner, may do to the objects they stored
+    gate = tmp_path / "gate"
+    gate.mkdir()
+
+    def insider() -> None:
+        deadline = time.monotonic() + 60
+        while not (gate / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        seen = Path((gate / "started").read_text()).read_bytes()
+        owned = [p for p in (home / "objects" / "sha256").rglob("*")
+                 if p.is_file() and p.read_bytes() == seen]
+        for p in owned:
+            p.write_bytes(FORGED)  # in place: the same inode
+        (gate / "swapped").touch()
+        while not (gate / "read").exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        for p in owned:
+            p.write_bytes(seen)
+        (gate / "restored").touch()
+
+    actor = threading.Thread(target=insider)
+    actor.start()
+    code, out, err = cli(home, "train", "--dataset", "chat@1", "--key", "trainer", "--name",
+                         "sft", "--version", "1", "--", sys.executable, "-c", COMMAND, gate)
+    actor.join(60)
+    assert code == 0, (out, err)
+    assert FORGED not in _stored(home)
