@@ -49,6 +49,7 @@ from .user_state import (
     origin_dir,
     private_dir,
     require_pin,
+    scratch_dir,
     state_dir,
 )
 
@@ -242,19 +243,8 @@ class LedgerHome:
 
     @property
     def scratch(self) -> Path:
-        """Where commands write the files they will hash, store and sign (descriptors, converted
-        rollouts, a run's workspace, an import's staging): ``<ledger>/tmp``; in a ledger
-        shared through its group, ``<state>/tmp`` instead, private to this user (0700). A
-        group member may rename any directory of a shared ledger and put theirs in its place
-        between a command's write and its hash, and have their bytes signed (rev14); nothing
-        the group can write is on the path to a private directory of the state.
-
-        Raises:
-            LedgerError: the state directory is writable by others (`private_dir`).
-        """
-        if not self.config.group_writable:
-            return self.root / "tmp"
-        return private_dir(state_dir() / "tmp")
+        """Where commands write what they will hash, store and sign (`user_state.scratch_dir`)."""
+        return scratch_dir(self.root, shared=self.config.group_writable)
 
     @property
     def log_dir(self) -> Path:
