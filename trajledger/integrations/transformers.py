@@ -238,7 +238,7 @@ class LedgerCallback(TrainerCallback):
         if not self.final or not state.is_world_process_zero or model is None:
             return
         tokenizer = processing_class if processing_class is not None else kwargs.get("tokenizer")
-        with temp_dir(self.run.ledger.root / "tmp") as tmp:
+        with temp_dir(self.run.ledger.scratch) as tmp:
             out = os.path.join(tmp, "model")
             model.save_pretrained(out)  # safetensors (the default since transformers 4.35)
             if tokenizer is not None and hasattr(tokenizer, "save_pretrained"):

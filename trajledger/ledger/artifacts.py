@@ -142,7 +142,7 @@ def register_environment(
         action_space=action_space,
         env_spec=env_spec,
     ).written(f"environment {name}@{version}")
-    with temp_dir(ledger.root / "tmp") as tmp:
+    with temp_dir(ledger.scratch) as tmp:
         if files or rules:
             found = collect_files([*files, *([rules] if rules else [])])
         else:
@@ -261,7 +261,7 @@ def register_evaluator(
         calibration=ArtifactRef(calib.name, calib.version, calib.digest) if calib else None,
     ).written(f"evaluator {name}@{version}")
     extra = [p for p in (rubric, prompt) if p is not None]
-    with temp_dir(ledger.root / "tmp") as tmp:
+    with temp_dir(ledger.scratch) as tmp:
         if files or extra:
             found = collect_files([*files, *extra])
         else:
@@ -399,7 +399,7 @@ def record_batch(
     )
     subject = ", ".join(str(p) for p in source) if _is_paths(source) else "rollouts"
     # (2)
-    with temp_dir(ledger.root / "tmp") as tmp:
+    with temp_dir(ledger.scratch) as tmp:
         steps_path, episodes_path = Path(tmp) / "steps.parquet", Path(tmp) / "episodes.parquet"
         recorder = FeatureRecorder(Path(tmp))
         stats = write_steps_parquet(
@@ -841,7 +841,7 @@ def create_dataset(
         )
     near = tuple(str(f) for f in findings if f.kind != "exact")
     # (5)
-    with temp_dir(ledger.root / "tmp") as tmp:
+    with temp_dir(ledger.scratch) as tmp:
         found = _descriptor(
             Path(tmp),
             "dataset.json",

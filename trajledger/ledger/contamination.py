@@ -525,7 +525,7 @@ def check_dataset(
     if split not in SPLITS:
         raise FormatError(f"split {split!r}: unknown, want one of {', '.join(SPLITS)}")
     mine = sorted(set(batches))
-    with temp_dir(ledger.root / "tmp") as tmp:
+    with temp_dir(ledger.scratch) as tmp:
         reader = _Reader(ledger, Path(tmp), progress)
         # (1) (2)
         own = list(reader.features(mine))

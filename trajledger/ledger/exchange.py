@@ -667,7 +667,7 @@ def _whole_disk(ledger: LedgerHome) -> Iterator[FileSystemSync | None]:
     if not (ledger.store.is_local and ledger.store.durable):
         yield None
         return
-    disk = FileSystemSync.open(ledger.root / "tmp", ledger.store.root)
+    disk = FileSystemSync.open(ledger.scratch, ledger.store.root)
     if disk is None:
         yield None
         return
@@ -787,7 +787,7 @@ def import_bundle(
     _check_signers(policy, keys)
     ledger.log.require_signer()
     # (2)
-    with (temp_dir(ledger.root / "tmp") as staging,
+    with (temp_dir(ledger.scratch) as staging,
           _whole_disk(ledger) as disk,
           _synced_behind(ledger, Path(staging), disk) as read,
           BundleEvidence.open(path, limits=limits, workdir=Path(staging)) as ev,

@@ -398,7 +398,7 @@ def import_(
     ledger = ctx.ledger()
     policy = _policy(ledger, policy_file)
     signers = [ledger.keys.signer(k) for k in keys]
-    with temp_dir(ledger.root / "tmp") as tmp:  # a killed import's is swept (`sweep_leftovers`)
+    with temp_dir(ledger.scratch) as tmp:  # a killed import's is swept (`sweep_leftovers`)
         path = (download(file, Path(tmp), limit=max_bundle_file()) if is_uri(file)
                 else bundle_file(Path(file)))
         _refuse_compressed_twice(path, file)

@@ -49,6 +49,7 @@ from .user_state import (
     origin_dir,
     private_dir,
     require_pin,
+    scratch_dir,
     state_dir,
 )
 
@@ -239,6 +240,11 @@ class LedgerHome:
             loc = self.config.store
             self._store = ObjectStore(loc if "://" in loc else self.root / loc)
         return self._store
+
+    @property
+    def scratch(self) -> Path:
+        """Where commands write what they will hash, store and sign (`user_state.scratch_dir`)."""
+        return scratch_dir(self.root, shared=self.config.group_writable)
 
     @property
     def log_dir(self) -> Path:
@@ -802,14 +808,16 @@ class LedgerHome:
 
     def sweep_leftovers(self) -> None:
         """Remove what killed writers left that no live writer can own (`fs.is_stale`) where
-        writers put it now: temp objects of the store (``objects/sha256/.tmp-*``) and
-        ``<ledger>/tmp/*``. Run by the log's writer under its lock, before its first append;
-        cheap (two directories listed); ``ledger.fsck`` finds leftovers everywhere."""
+        writers put it now: temp objects of the store (``objects/sha256/.tmp-*``),
+        ``<ledger>/tmp/*`` and `scratch` (a shared ledger's). Run by the log's writer under its
+        lock, before its first append; cheap (a few directories listed); ``ledger.fsck`` finds
+        leftovers everywhere."""
         if self.store.is_local:
             self.store.drop_temp_files()
-        for path in tmp_entries(self.root / "tmp"):
-            if is_stale(path):
-                remove_tree(path)
+        for parent in dict.fromkeys((self.root / "tmp", self.scratch)):
+            for path in tmp_entries(parent):
+                if is_stale(path):
+                    remove_tree(path)
 
     @classmethod
     def init(

@@ -28,6 +28,7 @@ __all__ = [
     "origin_dir",
     "private_dir",
     "require_pin",
+    "scratch_dir",
     "state_dir",
 ]
 
@@ -113,6 +114,20 @@ def private_dir(path: Path, *, parent: bool = True) -> Path:
     if parent:
         refuse_writable(path.parent)
     return path
+
+
+def scratch_dir(ledger: Path, *, shared: bool) -> Path:
+    """Where commands write the files they will hash, store and sign (descriptors, converted
+    rollouts, a run's workspace, an import's staging): ``<ledger>/tmp``; for a ledger shared
+    through its group (``shared``), ``<state>/tmp`` instead, private to this user (0700). A
+    group member may rename any directory of a shared ledger and put theirs in its place
+    between a command's write and its hash, and have their bytes signed (rev14); nothing the
+    group can write is on the path to a private directory of the state.
+
+    Raises:
+        LedgerError: the state directory is writable by others (`private_dir`).
+    """
+    return private_dir(state_dir() / "tmp") if shared else ledger / "tmp"
 
 
 def origin_dir(origin: str, directory: Path | None = None) -> Path:

@@ -519,7 +519,7 @@ def _builtin(
         annotations={"role": "evaluator-code", "passReturn": thresholds,
                      "maxSteps": max_steps, "gymnasium": gym.__version__},
     )]
-    with temp_dir(ledger.root / "tmp") as tmp:
+    with temp_dir(ledger.scratch) as tmp:
         where = output if output is not None else Path(tmp)
         where.mkdir(parents=True, exist_ok=True)
         (where / RESULTS_FILE).write_bytes(data)
@@ -614,7 +614,7 @@ def _by_command(
     ]
     listing = {"name": suite.name, "version": suite.version, "digest": suite.digest,
                "split": "suite"}
-    with Workspace(ledger.root / "tmp", ledger.store, output=output) as ws:
+    with Workspace(ledger.scratch, ledger.store, output=output) as ws:
         ws.add("TRAJLEDGER_CHECKPOINT_DIR",
                lambda d: write_checkpoint_dir(ledger, ck.digest, d), "checkpoint")
         ws.add("TRAJLEDGER_SUITE_DIR",

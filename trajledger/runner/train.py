@@ -478,7 +478,7 @@ def train(
         lock_descriptor("dependency-lock", environment_lock()),
     ]
     metrics = dict(result.metrics)
-    with temp_dir(ledger.root / "tmp") as tmp:
+    with temp_dir(ledger.scratch) as tmp:
         files: dict[str, Path] = {}
         for rel, data in result.files.items():
             p = Path(tmp) / rel
@@ -565,7 +565,7 @@ def train_command(
     # (1)
     if not argv:
         raise LedgerError("no command given: put it after '--' (trajledger train ... -- COMMAND)")
-    workspace = Workspace(ledger.root / "tmp", ledger.store, output=output)
+    workspace = Workspace(ledger.scratch, ledger.store, output=output)
     start = start_run(ledger, signer, policy, parent=parent, name=name, version=version)
     # (2)
     admission = admit_for_training(ledger, dataset_ref, start, f"command: {shlex.join(argv)}"[:200])

@@ -13,8 +13,9 @@ by command later):
       batches/00001-<12 hex>/...
 
   Batch directories sort in the dataset's order. A file is hard-linked from the local object
-  store when it can be (same filesystem), else written from the bytes admission verified; a
-  linked file is hashed once linked, so what the command reads is what was verified. Files are
+  store when it can be (same filesystem, an object this user owns and no one else may write),
+  else written from the bytes admission verified; a linked file is hashed once linked, so
+  what the command reads is what was verified. Files are
   made read-only (0444) and directories 0555.
 - `write_tree`: the same for any verified files (a checkpoint's, for a run that starts from a
   parent checkpoint), linked or copied from the store and hashed when not in memory.
@@ -289,8 +290,12 @@ def _link(store: ObjectStore, digest: str, path: Path, size: int) -> bool:
         return False  # another filesystem, no such object, links not supported: copy
     try:
         # A regular file holding exactly the verified bytes (an object replaced by a symbolic
-        # link would hand over whatever it points to).
-        if stat.S_ISREG(os.lstat(path).st_mode):
+        # link would hand over whatever it points to), that only this user may write: in a
+        # shared ledger an object another member stored is theirs, and they could rewrite it
+        # while the command reads it and put it back before the check after the run (rev14).
+        st = os.lstat(path)
+        if (stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
+                and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
             got = hash_file(path)
             if got.size == size and "sha256:" + got.sha256 == digest:
                 return True
@@ -474,7 +479,7 @@ def check_output_dir(output: Path) -> None:
 class Workspace:
     """One command run's directories (see the module doc). Use as a context manager::
 
-        with Workspace(ledger.root / "tmp", ledger.store) as ws:
+        with Workspace(ledger.scratch, ledger.store) as ws:
             ws.add("TRAJLEDGER_DATA_DIR", lambda d: write_data_dir(d, store, ...), "data")
             result = run_command(argv, env=ws.environment(os.environ), keep_logs=ws.logs)
             ws.check()

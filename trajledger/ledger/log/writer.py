@@ -305,6 +305,7 @@ class Log(LogReader):
         cp, note = self._sign(signer, new_edge)  # before any write: a refusal leaves nothing
         ts_tmp = self.directory / STATE_DIR / (TMP_PREFIX + "treeState")
         cp_tmp = self.directory / (TMP_PREFIX + CHECKPOINT_FILE)
+        self._check_lock_held()
         try:
             self._mark_inflight(True)
             # (5)
@@ -315,6 +316,10 @@ class Log(LogReader):
                 durable.file(write_new(ts_tmp, ts))
                 durable.file(write_new(cp_tmp, note))
             # (6)
+            if not self._lock_is_the_files():
+                unlink(ts_tmp)
+                unlink(cp_tmp)
+                self._check_lock_held()
             os.replace(ts_tmp, self.directory / TREE_STATE_FILE)
             fsync_dir(self.directory / STATE_DIR)
         except OSError as e:
@@ -541,8 +546,8 @@ class Log(LogReader):
         if self._pid != os.getpid():
             self._forget_after_fork()  # forked without the at-fork hook (it normally runs)
         with self._mutex:
+            path = self.directory / LOCK_FILE
             if self._lock_fd is None:
-                path = self.directory / LOCK_FILE
                 try:
                     self._lock_fd = open_own(path, os.O_RDWR | os.O_CREAT)
                 except FileNotFoundError as e:
@@ -552,6 +557,17 @@ class Log(LogReader):
                     raise LogError(f"{path}: cannot open the lock: {e.strerror}") from e
             if not self._lock_depth:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+                for _ in range(8):  # a lock file removed since this object opened it
+                    if self._lock_is_the_files():
+                        break
+                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                    os.close(self._lock_fd)
+                    self._lock_fd = None
+                    try:
+                        self._lock_fd = open_own(path, os.O_RDWR | os.O_CREAT)
+                    except OSError as e:
+                        raise LogError(f"{path}: cannot open the lock: {e.strerror}") from e
+                    fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
             self._lock_depth += 1  # (nested: an append within `exclusive` keeps the flock)
             try:
                 yield
@@ -559,6 +575,32 @@ class Log(LogReader):
                 self._lock_depth -= 1
                 if not self._lock_depth:
                     fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def _lock_is_the_files(self) -> bool:
+        """The lock this object holds is on the file the lock's path names now."""
+        if self._lock_fd is None:
+            return False
+        try:
+            held, named = os.fstat(self._lock_fd), os.stat(self.directory / LOCK_FILE)
+        except OSError:
+            return False
+        return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
+
+    def _check_lock_held(self) -> None:
+        """Under the lock, before the first write and before the commit: no one removed or
+        replaced the lock file meanwhile. Whoever may write the ledger could, and a second
+        writer would then take a new lock file at once: two appends at one index, one lost,
+        and the log's key signing two trees of one size (rev14).
+
+        Raises:
+            LogError: the lock file is not the one this object locked; nothing is committed.
+        """
+        if not self._lock_is_the_files():
+            raise LogError(
+                f"{self.directory / LOCK_FILE}: the log's lock file was removed or replaced "
+                "while this command held it, so another command may be appending; nothing "
+                "was appended: find who writes this ledger's files, then run the command again"
+            )
 
     def _writer_state(self, signer: Signer) -> LogState:
         """Under the lock: the log's key is still this object's; classify, recover forward,
