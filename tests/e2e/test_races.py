@@ -290,6 +290,41 @@ def test_two_imports_of_a_forked_log_at_once_take_in_one_view(
     assert cli(buyer, "log", "verify")[0] == 0
 
 
+@pytest.mark.slow
+def test_a_monitor_of_a_forked_view_during_an_import_leaves_it_unlogged(
+    quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """An import checks the bundle's view against the floor (nothing yet) under the log's
+    lock and stops before it chooses what to take in (`updates.select`); meanwhile ``monitor``
+    (no lock of this ledger: it may run without one) remembers the other view of the same log
+    at the same size. The import must be refused as a fork with nothing of it logged. Before
+    the fix (fix11) it logged its view and was told ``fork`` only at its floor's advance,
+    after the last append."""
+    from trajledger.ledger.serve import LogServer
+
+    one, a = _view(quickstart_template, tmp_path / "a", "view one")
+    two, _b = _view(quickstart_template, tmp_path / "b", "view two")
+    buyer = tmp_path / "buyer"
+    policy = _buyer(buyer, one)
+    size = log_size(buyer)
+    importing = Paused(tmp_path / "gate", "trajledger.ledger.updates.select",
+                       "--ledger", buyer, "import", a, "--policy", policy,
+                       "--key", "b1", "--key", "b2")
+    server = LogServer(two / "log")
+    server.start()
+    try:
+        vkey = (two / "log" / "vkey").read_text().strip()
+        code, _out, err = cli(tmp_path / "no-ledger", "monitor", server.url, "--vkey", vkey)
+    finally:
+        server.stop()
+    assert code == 0, err
+    code, _out, err = importing.resume()
+    assert code == 1, err
+    assert ": fork: two roots at one size: " in err and "Traceback" not in err, err
+    assert log_size(buyer) == size
+    assert cli(buyer, "log", "verify")[0] == 0
+
+
 # -- the signer's role taken away while a record is being made ---------------------------------
 
 

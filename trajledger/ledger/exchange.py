@@ -770,9 +770,11 @@ def import_bundle(
            extension's entries about what this ledger holds or asks for; then take it in and
            record the import (`updates.apply_update`: objects renamed in, records logged in their
            order, the import statement signed, revocations, erasures and key compromises
-           judged here). The floor and the size applied advance. Steps 4 and 5 hold the log's
-           writer lock: two imports of one log at once (two views of a fork) are judged one
-           after the other, as if run in turn.
+           judged here). The floor advances before the first append (checked again in the
+           state's transaction: a `monitor` of the same log, which holds no lock of this
+           ledger, may have advanced it meanwhile), the size applied after the import record.
+           Steps 4 and 5 hold the log's writer lock: two imports of one log at once (two views
+           of a fork) are judged one after the other, as if run in turn.
 
     Raises:
         PolicyError: the signers are not enough approvers.
@@ -861,6 +863,10 @@ def import_bundle(
                             lambda i: ev.inclusion_proof(i, cp.size), objects, artifact,
                             cp.size, not ev.index.omitted, synced,
                             disk.sync if disk is not None else None, frozenset(logs))
+            # The floor advances before anything is appended, checked again in the state's
+            # write transaction: a monitor of this log (which takes no ledger's lock) may have
+            # advanced it to another view since step 4; the size applied, after (fix11)
+            origin.advance_floor(note_bytes, proof, what=what, root_at=root_at)
             done = apply_update(
                 ledger, policy, keys, update, what=f"import {path.name}",
                 floor=lambda: origin.advance_floor(note_bytes, proof, what=what,
