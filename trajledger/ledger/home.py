@@ -420,8 +420,9 @@ class LedgerHome:
                 entries do not give its signed root.
             LogError: the log cannot be read.
         """
-        state = self.log_state(self.log.vkey)
-        behind = self.log.size - state.size
+        size = self.log.size  # (read first: a rotation published meanwhile is followed)
+        state = self._current_state()
+        behind = size - state.size
         if on_progress is None and self.progress is not None and behind >= _BAR_FROM:
             with self.progress(behind, "reading the log into your state") as advance:
                 seen = [0]
@@ -444,9 +445,17 @@ class LedgerHome:
                 # Another process may have published (and raised the floor) after this one
                 # read the checkpoint: it is then on disk, newer. The same note is a rollback.
                 newer = self.log.checkpoint_bytes()
+                state = self._current_state()  # (a rotation followed: the new key's)
                 if newer == note or attempt == 7:
                     raise
                 note = newer
+        return state
+
+    def _current_state(self) -> TrustState:
+        """This user's state of the log's key, continued after a rotation the log followed."""
+        state = self.log_state(self.log.vkey)
+        if self.log.followed is not None and state.floor() is None:
+            self._continue_trust(state)
         return state
 
     def rebuild_trust_state(
