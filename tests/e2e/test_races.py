@@ -325,6 +325,33 @@ def test_a_monitor_of_a_forked_view_during_an_import_leaves_it_unlogged(
     assert cli(buyer, "log", "verify")[0] == 0
 
 
+@pytest.mark.slow
+def test_a_verification_racing_reindex_decides_as_alone(
+    quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """``admit`` stops where its verification starts (`LineageVerifier.__init__`, its trust
+    state already extended); ``reindex`` stops where it derives the state again
+    (`TrustState.sync`, the rebuild asked for); ``admit`` goes on and must decide as alone
+    (exit 0), then ``reindex`` ends. rev13 probed it refused (``not recorded in the log as
+    dataset``) while ``reindex`` emptied the rows in one transaction and derived them in the
+    next; rev12's fix (forgotten in the transaction that derives them again) closed it: with
+    ``rebuild_trust_state`` calling ``rebuild()`` then syncing again, this test fails
+    (checked by fix11)."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "home")
+    alone = cli(home, "admit", "cartpole-train@2")
+    assert alone[0] == 0, alone
+    admitting = Paused(tmp_path / "gate-a", "trajledger.verify.lineage.LineageVerifier.__init__",
+                       "--ledger", home, "admit", "cartpole-train@2")
+    reindexing = Paused(tmp_path / "gate-r", "trajledger.ledger.trust_state.TrustState.sync",
+                        "--ledger", home, "reindex")
+    code, out, err = admitting.resume()
+    assert (code, out) == (0, alone[1]), err
+    assert "Traceback" not in err
+    code, _out, err = reindexing.resume()
+    assert code == 0, err
+    assert cli(home, "admit", "cartpole-train@2")[:2] == alone[:2]
+
+
 # -- the signer's role taken away while a record is being made ---------------------------------
 
 
