@@ -700,7 +700,7 @@ class LedgerHome:
             One line per step taken.
 
         Raises:
-            KeyError_: a key cannot be loaded or has no passphrase (nothing is recorded).
+            KeyError_: a key cannot be loaded, has no passphrase, or is a link (nothing recorded).
             LedgerError: ``keys = "encrypted"`` is recorded and ``plain`` was asked.
         """
         want = KEYS_PLAIN if plain else KEYS_ENCRYPTED
@@ -714,10 +714,10 @@ class LedgerHome:
         steps = []
         # (1)
         if not plain:
-            for store in (self.keys, self.log_keys()):
-                for path in store.plaintext():
-                    store.encrypt(path.stem)
-                    steps.append(f"{path}: encrypted")
+            todo = [(s, p) for s in (self.keys, self.log_keys()) for p in s.plaintext_to_encrypt()]
+            for store, path in todo:  # (a key file that is a link refused before any is changed)
+                store.encrypt(path.stem)
+                steps.append(f"{path}: encrypted")
         # (2)
         self.config = replace(self.config, keys=want)
         write_file_atomic(self.root / CONFIG_NAME, self.config.to_toml())
