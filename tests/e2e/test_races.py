@@ -352,6 +352,33 @@ def test_a_verification_racing_reindex_decides_as_alone(
     assert cli(home, "admit", "cartpole-train@2")[:2] == alone[:2]
 
 
+@pytest.mark.slow
+def test_an_export_racing_an_erase_says_the_object_was_removed_meanwhile(
+    quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """``export`` stops before it writes the bundle (`exchange._write_bundle`, its lineage
+    walked); ``erase`` of a batch in it runs whole meanwhile; ``export`` goes on. It is refused
+    as before (exit 3, no bundle), and now says the object was removed meanwhile, not only
+    'No such file or directory' (rev13's wording item, fixed by fix11)."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "home")
+    size = log_size(home)
+    out = tmp_path / "holdout.tar.zst"
+    exporting = Paused(tmp_path / "gate", "trajledger.ledger.exchange._write_bundle",
+                       "--ledger", home, "export", "cartpole-holdout@1", "--out", out)
+    code, _out, err = cli(home, "erase", "cartpole-holdout", "--key", "vendor", "--reason",
+                          "consent")
+    assert code == 0, err
+    code, _out, err = exporting.resume()
+    assert code == 3, err
+    [line] = err.splitlines()
+    assert line.startswith(f"FAIL: export: {home}/objects/sha256/"), line
+    assert line.endswith(f": stored when the lineage was walked at log size {size}, and gone "
+                         f"now: removed meanwhile (the log grew to {size + 1} entries since: "
+                         "an 'erase' ran, say); nothing was written: run the export again, "
+                         "which judges the log as it is now"), line
+    assert not out.exists() and not list(tmp_path.glob(".tmp-*"))
+
+
 # -- the signer's role taken away while a record is being made ---------------------------------
 
 

@@ -426,7 +426,8 @@ def export_bundle(
     terms = [t for _batch, t in sorted(signed_terms(verifier, report).items())]
     # (8)
     members = [Member(n, len(b), hashlib.sha256(b).hexdigest()) for n, b in small.items()]
-    members += [Member(n, p.stat().st_size, n.rsplit("/", 1)[1]) for n, p in files.items()]
+    with _still_stored(ledger, files, size):
+        members += [Member(n, p.stat().st_size, n.rsplit("/", 1)[1]) for n, p in files.items()]
     members.sort(key=lambda m: m.name)
     fmt = (EXTENSION_FORMAT if updates_since is not None
            else HANDOVER_FORMAT if handovers else BUNDLE_FORMAT)
@@ -444,8 +445,9 @@ def export_bundle(
     )
     from .progress import no_progress
 
-    with (ledger.progress or no_progress)(sum(m.size for m in index.members),
-                                          "writing the bundle") as advance:
+    with (_still_stored(ledger, files, size),
+          (ledger.progress or no_progress)(sum(m.size for m in index.members),
+                                           "writing the bundle") as advance):
         written = _write_bundle(out, index, small, files, advance)
     return ExportResult(
         path=out,
@@ -460,6 +462,29 @@ def export_bundle(
         terms=tuple(terms),
         extension=len(extension),
     )
+
+
+@contextlib.contextmanager
+def _still_stored(ledger: LedgerHome, files: dict[str, Path], size: int) -> Iterator[None]:
+    """An object of the bundle the walk found stored and that is gone when it is written was
+    removed meanwhile (by an ``erase`` or a ``gc``): say so, not only which file is missing.
+
+    Raises:
+        StoreError: such an object (the bundle is not written).
+    """
+    try:
+        yield
+    except FileNotFoundError as e:
+        if str(e.filename) not in {str(p) for p in files.values()}:
+            raise
+        now = ledger.log.size
+        raise StoreError(
+            f"export: {e.filename}: stored when the lineage was walked at log size {size}, and "
+            "gone now: removed meanwhile ("
+            + (f"the log grew to {now} entries since: an 'erase' ran, say" if now > size
+               else "a 'gc' or an 'erase' ran, say")
+            + "); nothing was written: run the export again, which judges the log as it is now"
+        ) from e
 
 
 class _NodeCache(TileReader):
