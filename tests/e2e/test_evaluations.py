@@ -1255,3 +1255,23 @@ def test_lineage_draws_evaluations_and_releases(
         index = next(i for i, e in enumerate(entries(home)) if e.subject == digest)
         assert f"<title>{'release' if digest == release else 'evaluation'} at log index " \
                f"{index}\n" in page
+
+
+def test_a_release_on_a_revoked_suite_says_so_not_run_eval(
+    runner: CliRunner, home: Path, script: Path
+) -> None:
+    """rev13 (fixed by fix11): with the suite's dataset revoked, ``release`` said ``missing: …
+    run 'trajledger eval …'``, which cannot help (an evaluation on a revoked suite never
+    verifies). It is refused as before (exit 1, nothing recorded), naming the suite."""
+    evaluate(runner, home, script, "pass")
+    expect(run(runner, home, "revoke", "regression@1", "--key", "vendor", "--reason", "leak"), 0)
+    size = log_size(home)
+    r = run(runner, home, "release", "bc@1", "--key", "approver")
+    expect(r, 1)
+    line = r.stderr.splitlines()[1]
+    assert line.startswith("FAIL: release of bc@1 > success_rate on regression@1: missing: the "
+                           "latest evaluation of sha256:"), line
+    assert line.endswith(" does not count: the suite does not verify (revoked, say), and no new "
+                         "evaluation on it can; see 'trajledger verify regression@1'"), line
+    assert "trajledger eval" not in r.stderr
+    assert log_size(home) == size

@@ -35,7 +35,9 @@ from testkit import new_runner
 
 from trajledger import Ledger
 from trajledger.ledger.encode import checkpoint_text, format_signature_line, vkey_string
+from trajledger.ledger.errors import LogError, TamperError
 from trajledger.ledger.keys import KeyStore, Signer
+from trajledger.ledger.log import EntrySpec
 from trajledger.ledger.serve import LogServer
 from trajledger.ledger.trust_state import TrustState
 from trajledger.ledger.user_state import STATE_DIR_ENV
@@ -558,3 +560,48 @@ def test_an_interrupted_rotation_is_finished_by_running_it_again(world: World) -
     assert sorted(p.name for p in (world.home / "log-key").iterdir()) == ["log.key", "log.pub"]
     expect(run(world.home, "verify", "ds-old@1"), 0)
     assert len(list((world.home / "log" / "key-handovers").iterdir())) == 1
+
+
+def test_a_reader_opened_before_a_rotation_follows_its_handover(world: World) -> None:
+    """A process that opened the log under the old key reads a checkpoint published after a
+    rotation (signed by the new key only): it follows the handover the old key signed, and
+    its state continues (fix11; it reported tampering before: 'not a checkpoint signed by the
+    log key')."""
+    reader = world.ledger
+    seen = reader.trust_state().size
+    reader.log.require_signer()  # (as a record does when it starts: the key of then)
+    assert reader.log.vkey == world.v1
+    v2 = rotate(world.home)
+    world.batch("vendor")  # signed by the new key only
+    assert reader.log.size == seen + 1
+    assert reader.log.vkey == v2
+    assert reader.trust_state().size == seen + 1
+    assert TrustState.open(v2).floor_checkpoint().size == seen + 1  # type: ignore[union-attr]
+    expect(run(world.home, "verify", "ds-old@1"), 0)
+    # It follows to read only: it never signs (it may hold the retired key: rev13 finding 1).
+    with pytest.raises(LogError, match="its key was rotated by another command"):
+        reader.log.append([EntrySpec("files", "sha256:" + "0" * 64, "sha256:" + "1" * 64,
+                                     [world.keyid("vendor")])])
+    assert world.size() == seen + 1
+
+
+def test_a_reader_opened_before_a_replaced_key_does_not_follow_it(world: World) -> None:
+    """A key no handover signed by the reader's key names (here: none at all; or one signed
+    by the new key alone) is still refused as tampering by a reader already open."""
+    reader = world.ledger
+    reader.trust_state()
+    forged = forge_key(world)
+    with pytest.raises(TamperError, match="not a checkpoint signed by the log key"):
+        reader.log.checkpoint()
+    vkey = vkey_string(ORIGIN, forged.public.raw_ed25519())
+    tree = Checkpoint.from_text(Note.from_bytes(
+        (world.home / "log" / "checkpoint").read_bytes()).text)
+    text = checkpoint_text(Checkpoint(tree.origin, tree.size, tree.root,
+                      (f"trajledger.dev/log-key-handover {world.v1} {vkey}",)))
+    kh = bytes.fromhex(vkey.split("+")[1])
+    (world.home / "log" / "key-handovers").mkdir()
+    (world.home / "log" / "key-handovers" / "1").write_bytes(
+        text + b"\n" + format_signature_line(ORIGIN, kh, forged.sign(text)))
+    with pytest.raises(TamperError, match="not a checkpoint signed by the log key"):
+        reader.log.checkpoint()
+    assert reader.log.vkey == world.v1

@@ -290,6 +290,95 @@ def test_two_imports_of_a_forked_log_at_once_take_in_one_view(
     assert cli(buyer, "log", "verify")[0] == 0
 
 
+@pytest.mark.slow
+def test_a_monitor_of_a_forked_view_during_an_import_leaves_it_unlogged(
+    quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """An import checks the bundle's view against the floor (nothing yet) under the log's
+    lock and stops before it chooses what to take in (`updates.select`); meanwhile ``monitor``
+    (no lock of this ledger: it may run without one) remembers the other view of the same log
+    at the same size. The import must be refused as a fork with nothing of it logged. Before
+    the fix (fix11) it logged its view and was told ``fork`` only at its floor's advance,
+    after the last append."""
+    from trajledger.ledger.serve import LogServer
+
+    one, a = _view(quickstart_template, tmp_path / "a", "view one")
+    two, _b = _view(quickstart_template, tmp_path / "b", "view two")
+    buyer = tmp_path / "buyer"
+    policy = _buyer(buyer, one)
+    size = log_size(buyer)
+    importing = Paused(tmp_path / "gate", "trajledger.ledger.updates.select",
+                       "--ledger", buyer, "import", a, "--policy", policy,
+                       "--key", "b1", "--key", "b2")
+    server = LogServer(two / "log")
+    server.start()
+    try:
+        vkey = (two / "log" / "vkey").read_text().strip()
+        code, _out, err = cli(tmp_path / "no-ledger", "monitor", server.url, "--vkey", vkey)
+    finally:
+        server.stop()
+    assert code == 0, err
+    code, _out, err = importing.resume()
+    assert code == 1, err
+    assert ": fork: two roots at one size: " in err and "Traceback" not in err, err
+    assert log_size(buyer) == size
+    assert cli(buyer, "log", "verify")[0] == 0
+
+
+@pytest.mark.slow
+def test_a_verification_racing_reindex_decides_as_alone(
+    quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """``admit`` stops where its verification starts (`LineageVerifier.__init__`, its trust
+    state already extended); ``reindex`` stops where it derives the state again
+    (`TrustState.sync`, the rebuild asked for); ``admit`` goes on and must decide as alone
+    (exit 0), then ``reindex`` ends. rev13 probed it refused (``not recorded in the log as
+    dataset``) while ``reindex`` emptied the rows in one transaction and derived them in the
+    next; rev12's fix (forgotten in the transaction that derives them again) closed it: with
+    ``rebuild_trust_state`` calling ``rebuild()`` then syncing again, this test fails
+    (checked by fix11)."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "home")
+    alone = cli(home, "admit", "cartpole-train@2")
+    assert alone[0] == 0, alone
+    admitting = Paused(tmp_path / "gate-a", "trajledger.verify.lineage.LineageVerifier.__init__",
+                       "--ledger", home, "admit", "cartpole-train@2")
+    reindexing = Paused(tmp_path / "gate-r", "trajledger.ledger.trust_state.TrustState.sync",
+                        "--ledger", home, "reindex")
+    code, out, err = admitting.resume()
+    assert (code, out) == (0, alone[1]), err
+    assert "Traceback" not in err
+    code, _out, err = reindexing.resume()
+    assert code == 0, err
+    assert cli(home, "admit", "cartpole-train@2")[:2] == alone[:2]
+
+
+@pytest.mark.slow
+def test_an_export_racing_an_erase_says_the_object_was_removed_meanwhile(
+    quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """``export`` stops before it writes the bundle (`exchange._write_bundle`, its lineage
+    walked); ``erase`` of a batch in it runs whole meanwhile; ``export`` goes on. It is refused
+    as before (exit 3, no bundle), and now says the object was removed meanwhile, not only
+    'No such file or directory' (rev13's wording item, fixed by fix11)."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "home")
+    size = log_size(home)
+    out = tmp_path / "holdout.tar.zst"
+    exporting = Paused(tmp_path / "gate", "trajledger.ledger.exchange._write_bundle",
+                       "--ledger", home, "export", "cartpole-holdout@1", "--out", out)
+    code, _out, err = cli(home, "erase", "cartpole-holdout", "--key", "vendor", "--reason",
+                          "consent")
+    assert code == 0, err
+    code, _out, err = exporting.resume()
+    assert code == 3, err
+    [line] = err.splitlines()
+    assert line.startswith(f"FAIL: export: {home}/objects/sha256/"), line
+    assert line.endswith(f": stored when the lineage was walked at log size {size}, and gone "
+                         f"now: removed meanwhile (the log grew to {size + 1} entries since: "
+                         "an 'erase' ran, say); nothing was written: run the export again, "
+                         "which judges the log as it is now"), line
+    assert not out.exists() and not list(tmp_path.glob(".tmp-*"))
+
+
 # -- the signer's role taken away while a record is being made ---------------------------------
 
 

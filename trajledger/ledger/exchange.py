@@ -426,7 +426,8 @@ def export_bundle(
     terms = [t for _batch, t in sorted(signed_terms(verifier, report).items())]
     # (8)
     members = [Member(n, len(b), hashlib.sha256(b).hexdigest()) for n, b in small.items()]
-    members += [Member(n, p.stat().st_size, n.rsplit("/", 1)[1]) for n, p in files.items()]
+    with _still_stored(ledger, files, size):
+        members += [Member(n, p.stat().st_size, n.rsplit("/", 1)[1]) for n, p in files.items()]
     members.sort(key=lambda m: m.name)
     fmt = (EXTENSION_FORMAT if updates_since is not None
            else HANDOVER_FORMAT if handovers else BUNDLE_FORMAT)
@@ -444,8 +445,9 @@ def export_bundle(
     )
     from .progress import no_progress
 
-    with (ledger.progress or no_progress)(sum(m.size for m in index.members),
-                                          "writing the bundle") as advance:
+    with (_still_stored(ledger, files, size),
+          (ledger.progress or no_progress)(sum(m.size for m in index.members),
+                                           "writing the bundle") as advance):
         written = _write_bundle(out, index, small, files, advance)
     return ExportResult(
         path=out,
@@ -460,6 +462,29 @@ def export_bundle(
         terms=tuple(terms),
         extension=len(extension),
     )
+
+
+@contextlib.contextmanager
+def _still_stored(ledger: LedgerHome, files: dict[str, Path], size: int) -> Iterator[None]:
+    """An object of the bundle the walk found stored and that is gone when it is written was
+    removed meanwhile (by an ``erase`` or a ``gc``): say so, not only which file is missing.
+
+    Raises:
+        StoreError: such an object (the bundle is not written).
+    """
+    try:
+        yield
+    except FileNotFoundError as e:
+        if str(e.filename) not in {str(p) for p in files.values()}:
+            raise
+        now = ledger.log.size
+        raise StoreError(
+            f"export: {e.filename}: stored when the lineage was walked at log size {size}, and "
+            "gone now: removed meanwhile ("
+            + (f"the log grew to {now} entries since: an 'erase' ran, say" if now > size
+               else "a 'gc' or an 'erase' ran, say")
+            + "); nothing was written: run the export again, which judges the log as it is now"
+        ) from e
 
 
 class _NodeCache(TileReader):
@@ -770,9 +795,11 @@ def import_bundle(
            extension's entries about what this ledger holds or asks for; then take it in and
            record the import (`updates.apply_update`: objects renamed in, records logged in their
            order, the import statement signed, revocations, erasures and key compromises
-           judged here). The floor and the size applied advance. Steps 4 and 5 hold the log's
-           writer lock: two imports of one log at once (two views of a fork) are judged one
-           after the other, as if run in turn.
+           judged here). The floor advances before the first append (checked again in the
+           state's transaction: a `monitor` of the same log, which holds no lock of this
+           ledger, may have advanced it meanwhile), the size applied after the import record.
+           Steps 4 and 5 hold the log's writer lock: two imports of one log at once (two views
+           of a fork) are judged one after the other, as if run in turn.
 
     Raises:
         PolicyError: the signers are not enough approvers.
@@ -861,6 +888,10 @@ def import_bundle(
                             lambda i: ev.inclusion_proof(i, cp.size), objects, artifact,
                             cp.size, not ev.index.omitted, synced,
                             disk.sync if disk is not None else None, frozenset(logs))
+            # The floor advances before anything is appended, checked again in the state's
+            # write transaction: a monitor of this log (which takes no ledger's lock) may have
+            # advanced it to another view since step 4; the size applied, after (fix11)
+            origin.advance_floor(note_bytes, proof, what=what, root_at=root_at)
             done = apply_update(
                 ledger, policy, keys, update, what=f"import {path.name}",
                 floor=lambda: origin.advance_floor(note_bytes, proof, what=what,

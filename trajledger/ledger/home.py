@@ -426,8 +426,9 @@ class LedgerHome:
                 entries do not give its signed root.
             LogError: the log cannot be read.
         """
-        state = self.log_state(self.log.vkey)
-        behind = self.log.size - state.size
+        size = self.log.size  # (read first: a rotation published meanwhile is followed)
+        state = self._current_state()
+        behind = size - state.size
         if on_progress is None and self.progress is not None and behind >= _BAR_FROM:
             with self.progress(behind, "reading the log into your state") as advance:
                 seen = [0]
@@ -450,9 +451,17 @@ class LedgerHome:
                 # Another process may have published (and raised the floor) after this one
                 # read the checkpoint: it is then on disk, newer. The same note is a rollback.
                 newer = self.log.checkpoint_bytes()
+                state = self._current_state()  # (a rotation followed: the new key's)
                 if newer == note or attempt == 7:
                     raise
                 note = newer
+        return state
+
+    def _current_state(self) -> TrustState:
+        """This user's state of the log's key, continued after a rotation the log followed."""
+        state = self.log_state(self.log.vkey)
+        if self.log.followed is not None and state.floor() is None:
+            self._continue_trust(state)
         return state
 
     def rebuild_trust_state(
@@ -697,7 +706,7 @@ class LedgerHome:
             One line per step taken.
 
         Raises:
-            KeyError_: a key cannot be loaded or has no passphrase (nothing is recorded).
+            KeyError_: a key cannot be loaded, has no passphrase, or is a link (nothing recorded).
             LedgerError: ``keys = "encrypted"`` is recorded and ``plain`` was asked.
         """
         want = KEYS_PLAIN if plain else KEYS_ENCRYPTED
@@ -711,10 +720,10 @@ class LedgerHome:
         steps = []
         # (1)
         if not plain:
-            for store in (self.keys, self.log_keys()):
-                for path in store.plaintext():
-                    store.encrypt(path.stem)
-                    steps.append(f"{path}: encrypted")
+            todo = [(s, p) for s in (self.keys, self.log_keys()) for p in s.plaintext_to_encrypt()]
+            for store, path in todo:  # (a key file that is a link refused before any is changed)
+                store.encrypt(path.stem)
+                steps.append(f"{path}: encrypted")
         # (2)
         self.config = replace(self.config, keys=want)
         write_file_atomic(self.root / CONFIG_NAME, self.config.to_toml())

@@ -313,6 +313,21 @@ def _read_or_empty(path: Path) -> bytes:
         return b""
 
 
+def _refuse_link(path: Path) -> None:
+    """Refuse a private key file that is a symbolic link, as an ``O_NOFOLLOW`` reader would:
+    encrypting it replaces the link and leaves its target in the clear where it is.
+
+    Raises:
+        KeyError_: ``path`` is a link (its target named).
+    """
+    if path.is_symlink():
+        raise KeyError_(
+            f"{path}: is a symbolic link (to {os.readlink(path)}); encrypting it would replace "
+            "the link and leave its target in the clear: put the key file itself there (or "
+            "remove it); nothing was encrypted"
+        )
+
+
 def weakly_encrypted(pem: bytes) -> bool:
     """Whether an encrypted private key PEM asks for less key-derivation work than
     `SCRYPT_COST`'s (PBKDF2 rounds or scrypt's N·r·p, `kdf_cost`; a damaged file is not
@@ -517,6 +532,7 @@ class KeyStore:
         """
         folder = self.encryption_directory if x25519_key else self.directory
         path = folder / f"{check_key_name(name)}.key"
+        _refuse_link(path)
         data = path.read_bytes() if path.is_file() else b""
         if is_encrypted(data) and not weakly_encrypted(data):
             return False
@@ -616,6 +632,17 @@ class KeyStore:
     def plaintext(self) -> list[Path]:
         """The private key files of this directory that are not encrypted."""
         return [p for p in self.list_private() if not is_encrypted(p.read_bytes()[:64])]
+
+    def plaintext_to_encrypt(self) -> list[Path]:
+        """`plaintext`, none of them a symbolic link (`encrypt` refuses one).
+
+        Raises:
+            KeyError_: one is a link, named with its target.
+        """
+        found = self.plaintext()
+        for path in found:
+            _refuse_link(path)
+        return found
 
     def _private(
         self, name: str, path: Path, pub_path: Path, option: str, *, allow_plain: bool = False,

@@ -94,9 +94,11 @@ def upgrade(ctx: Context, plain_keys: bool) -> None:
     passphrase (TRAJLEDGER_PASSPHRASE_<NAME>, TRAJLEDGER_PASSPHRASE, a file
     TRAJLEDGER_PASSPHRASEFILE[_<NAME>] names, or asked on a terminal),
     and ledger.toml records keys = "encrypted": from then on a plaintext key file there is
-    refused as planted. With --plain-keys, nothing is encrypted and keys = "plain" is recorded
-    (demo ledgers). Nothing else is rewritten; policy files naming keys by path are upgraded
-    with 'trajledger policy inline FILE'.
+    refused as planted. A key file that is a symbolic link is refused (exit 3), naming it,
+    before any key is changed: encrypting it would leave its target in the clear. With
+    --plain-keys, nothing is encrypted and keys = "plain" is recorded (demo ledgers). Nothing
+    else is rewritten; policy files naming keys by path are upgraded with 'trajledger policy
+    inline FILE'.
 
     \b
     Example:

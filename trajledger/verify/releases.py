@@ -97,12 +97,20 @@ def release_named(rec: Record) -> str | None:
 def release_requirement(
     node: Node, req: Requirement, checkpoint: str, ev: Record | None,
     parent: Record | None, parents: Sequence[str], cited: Sequence[str] | None,
+    suite_failed: int | None = None,
 ) -> set[str]:
     """Judge one requirement of the policy's ``[release]`` for ``checkpoint``: ``ev`` is its
     latest verified evaluation on the suite, ``parent`` that of its parent (``parents[0]``)
     when the rule has ``max_drop``; both must be ``cited`` when it is given. Adds a check to
-    ``node``; returns the digests of the evaluations used."""
+    ``node``; returns the digests of the evaluations used. ``suite_failed``: the log index of
+    the latest evaluation, not counted because its suite does not verify (no new run helps)."""
     label = f"{req.metric} on {req.suite}"
+    if ev is None and suite_failed is not None:
+        node.fail(label, f"missing: the latest evaluation of {_short(checkpoint)} on "
+                  f"{req.suite} (log index {suite_failed}) does not count: the suite does not "
+                  f"verify (revoked, say), and no new evaluation on it can; see 'trajledger "
+                  f"verify {req.suite}'")
+        return set()
     if ev is None:
         node.fail(label, f"missing: no verified evaluation of {_short(checkpoint)} on "
                   f"{req.suite}; run 'trajledger eval {checkpoint} --suite {req.suite}'")
@@ -203,12 +211,12 @@ def release_rules(
         if problem is not None:
             node.fail(f"{req.metric} on {req.suite}", problem)
             continue
-        ev = _latest_evaluation(v, checkpoint, suite, cited or (), until)
+        ev, failed = _latest_evaluation(v, checkpoint, suite, cited or (), until)
         parent = None
         if ev is not None and req.max_drop is not None and parents:
-            parent = _latest_evaluation(v, parents[0], suite, cited or (), until)
+            parent = _latest_evaluation(v, parents[0], suite, cited or (), until)[0]
         # (3)
-        used |= release_requirement(node, req, checkpoint, ev, parent, parents, cited)
+        used |= release_requirement(node, req, checkpoint, ev, parent, parents, cited, failed)
     return used
 
 
@@ -244,13 +252,14 @@ def release_suite(v: Walk, req: Requirement,
 
 def _latest_evaluation(
     v: Walk, checkpoint: str, suite: str | None, cited: Iterable[str], before: int
-) -> Record | None:
+) -> tuple[Record | None, int | None]:
     """The latest verified evaluation record of ``checkpoint`` on the suite of digest ``suite``
     (`release_suite`) logged before ``before``, among the index's referrers and the records of
     ``cited`` evaluations, or None when there is none or the latest an evaluator signed does
     not verify (revoked, say). Each record counts on its own (a run whose results equal an
-    earlier run's is a later record of the same artifact)."""
-    found = None
+    earlier run's is a later record of the same artifact). Second: the log index of the latest
+    when it does not count because its suite's node fails (None otherwise)."""
+    found, failed = None, None
     seen = {i for i, role in v.index.referrers(checkpoint) if role == "checkpoint"}
     seen |= {i for d in cited for i in v.records(d, "evaluation")}
     for i in sorted(seen):
@@ -269,4 +278,13 @@ def _latest_evaluation(
         # the requirement missing; an earlier, better run does not count again.
         found = (rec if node.ok and not _suite_problems(v, ev) and v.node(ev.suite.digest).ok
                  else None)
-    return found
+        failed = i if found is None and not _verified(v, ev.suite.digest) else None
+    return found, failed
+
+
+def _verified(v: Walk, digest: str) -> bool:
+    """Whether ``digest``'s node, when verified already, passes (True when it was not)."""
+    try:
+        return v.node(digest).ok
+    except KeyError:
+        return True

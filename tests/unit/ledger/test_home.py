@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -418,3 +419,33 @@ def test_upgrade_encrypts_the_keys_of_a_010_ledger(
     assert ledger.keys.signer("vendor").name == "vendor"
     assert ledger.log.size == 0 and capsys.readouterr().err == ""
     assert ledger.upgrade() == [f"{toml}: keys = 'encrypted' already; nothing to do"]
+
+
+def test_upgrade_refuses_a_key_file_that_is_a_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rev12's left item (fixed by fix11): a key file that is a link out of keys/ was encrypted
+    through it, the link replaced by the encrypted key and its target left in the clear,
+    unsaid. It is refused, naming the link and its target, before any key is changed."""
+    from trajledger.ledger.keys import KeyError_
+
+    root = tmp_path / "led"
+    made = Ledger.init(root, origin="test/old")
+    made.keys.create("vendor", encrypt=False)
+    toml = root / CONFIG_NAME
+    toml.write_text(toml.read_text().replace('keys = "plain"\n', ""))  # as 0.1.0 wrote it
+    outside = tmp_path / "elsewhere.key"
+    link = root / "keys" / "vendor.key"
+    os.replace(link, outside)
+    link.symlink_to(outside)
+    plain = outside.read_bytes()
+    log_key = (root / "log-key" / "log.key").read_bytes()
+    monkeypatch.setenv("TRAJLEDGER_PASSPHRASE", "upgrade passphrase")
+    with pytest.raises(KeyError_, match=re.escape(
+            f"{link}: is a symbolic link (to {outside}); encrypting it would replace")):
+        Ledger.open(root).upgrade()
+    assert link.is_symlink() and outside.read_bytes() == plain
+    assert (root / "log-key" / "log.key").read_bytes() == log_key  # none changed
+    assert "keys =" not in toml.read_text()
+    with pytest.raises(KeyError_, match="is a symbolic link"):  # nor through 'key encrypt'
+        Ledger.open(root).keys.encrypt("vendor")

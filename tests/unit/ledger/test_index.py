@@ -1123,3 +1123,30 @@ def test_duplicates_from_kept_features_equal_those_from_the_bytes(
     assert [f.to_json() for f in gate.findings] == [
         {**f.to_json(), "train_datasets": []} for f in kept["holdout"].findings
     ]
+
+
+def test_the_far_below_warning_on_mean_return_counts_the_returns() -> None:
+    """rev12's left item (fixed by fix11): the standard error of a segment's mean return was
+    taken over all its episodes, those without a return (null: data without rewards) too, so
+    a segment mixing both warned more readily, with an n that counted episodes. Here a segment
+    of 2 returns and 8 nulls, 2.8 below an aggregate of deviation 2.1: within 2 standard errors
+    for n = 2 (no warning), beyond them for n = 10 (the warning given before); one of 10
+    returns warns, with n=10."""
+    from trajledger.ledger.index.stats import _Columns, _warnings
+
+    def columns(ret: list[float]) -> _Columns:
+        nan = np.full(len(ret), np.nan)
+        return _Columns(np.array(ret), nan, nan, nan, nan, nan, nan,
+                        [f"t{i}" for i in range(len(ret))])
+
+    others = [9.0, 13.0] * 15
+    mixed = columns(others + [8.0, 8.0] + [math.nan] * 8)
+    everything = np.arange(40)
+    seg = mixed.metrics(np.arange(30, 40))
+    agg = mixed.metrics(everything)
+    assert (seg.episodes, seg.returns, agg.returns) == (10, 2, 32)
+    assert _warnings(seg, agg) == ()
+    full = columns(others + [7.5] * 10)
+    seg, agg = full.metrics(np.arange(30, 40)), full.metrics(everything)
+    (warning,) = _warnings(seg, agg)
+    assert warning.startswith("mean return 7.5 is far below ") and warning.endswith(", n=10)")

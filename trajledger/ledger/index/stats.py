@@ -71,6 +71,7 @@ class Metrics:
         labelled: episodes whose termination_reason is ``success`` or ``failure``.
         successes: episodes labelled ``success``.
         success_rate: successes / labelled; None when nothing is labelled.
+        returns: episodes that have a ``return`` (data without rewards has none).
         mean_return: mean of ``return`` over the episodes that have one; None when none do.
         return_std: sample standard deviation of ``return`` over the episodes that have one
             (None below 2 such episodes).
@@ -91,6 +92,7 @@ class Metrics:
     labelled: int
     successes: int
     success_rate: float | None
+    returns: int
     mean_return: float | None
     return_std: float | None
     mean_length: float | None
@@ -199,6 +201,7 @@ class _Columns:
             labelled=int(labelled.sum()),
             successes=successes,
             success_rate=successes / int(labelled.sum()) if labelled.any() else None,
+            returns=len(ret),
             mean_return=_mean(ret),
             return_std=std,
             mean_length=_mean(self.steps[idx]),
@@ -227,12 +230,12 @@ def _warnings(seg: Metrics, agg: Metrics) -> tuple[str, ...]:
             )
     if seg.mean_return is not None and agg.mean_return is not None and agg.return_std is not None:
         m = agg.mean_return
-        se = agg.return_std / math.sqrt(seg.episodes)
+        se = agg.return_std / math.sqrt(seg.returns)  # (a mean return has one or more)
         gap = m - seg.mean_return
         if gap > WARN_STANDARD_ERRORS * se and gap >= WARN_RELATIVE * abs(m) and gap > 0:
             out.append(
                 f"mean return {seg.mean_return:.4g} is far below {m:.4g} overall "
-                f"({gap / se if se else math.inf:.1f} standard errors, n={seg.episodes})"
+                f"({gap / se if se else math.inf:.1f} standard errors, n={seg.returns})"
             )
     return tuple(out)
 

@@ -33,7 +33,7 @@ from trajledger.verify.tiles import TileReader
 from trajledger.verify.tlog_proof import TlogProof, verify_tlog_proof
 
 from ..encode import verifier_vkey
-from ..errors import LogError
+from ..errors import LogError, TamperError
 from ..keys import Signer
 from .layout import CHECKPOINT_FILE, TREE_STATE_FILE, VKEY_FILE
 from .lookup import CACHE_DIR, Lookup
@@ -95,6 +95,9 @@ class LogReader:
         self._cleaned = False
         self._state: LogState | None = None
         self._floor = floor
+        self.followed: str | None = None
+        """The key this object was opened under, once it followed a rotation another process
+        published (`_follow_rotation`): it then reads, and never signs."""
         self._readers: dict[int, TileReader] = {}
         self._dirs: set[Path] = set()
         self._lookup = Lookup(cache_dir / CACHE_DIR if cache_dir else None, verifier.name)
@@ -223,7 +226,13 @@ class LogReader:
                 ts = b""
             if (cp, ts) == st.key:
                 return st
-        st = read_state(self.directory, self.verifier)
+        try:
+            st = read_state(self.directory, self.verifier)
+        except TamperError:
+            followed = self._follow_rotation()
+            if followed is None:
+                raise
+            st = followed
         self._readers = {}
         if self._floor is not None:
             check_floor(self.directory, self._floor, st, self._reader_for(st))
@@ -232,6 +241,43 @@ class LogReader:
         ):
             self._floor = st.checkpoint
         self._state = st
+        return st
+
+    def _follow_rotation(self) -> LogState | None:
+        """The state after a `Log.rotate_key` another process published since this object read
+        the log (its checkpoint then verifies by the new key only): the ``vkey`` file's key is
+        taken when the handovers signed by this object's key lead to it (`key_chain`, each
+        signed by both keys it names) and the tiles give every handover's tree; the caller then
+        checks the floor as always. None when no verified handover leads to it (a replaced key:
+        the caller's error stands).
+
+        Raises:
+            TamperError: the new key's checkpoint does not verify, or a handover's tree is not
+                the log's.
+        """
+        from trajledger.verify.errors import ProvenanceError
+        from trajledger.verify.log_key import key_chain
+        from trajledger.verify.merkle import EMPTY_ROOT
+
+        try:
+            own = (self.directory / VKEY_FILE).read_text("utf-8").strip()
+            chain = key_chain(self.vkey, self.key_handovers())
+        except (OSError, UnicodeDecodeError, ProvenanceError, LogError):
+            return None
+        reached = [h.new for h in chain]
+        if own == self.vkey or own not in reached:
+            return None
+        verifier = verifier_from_vkey(own)
+        st = read_state(self.directory, verifier)
+        reader = TileReader(self._fetch, st.tree_size)
+        for h in chain[: reached.index(own) + 1]:
+            n = h.checkpoint.size
+            if n > st.published or (reader.subtree_root(0, n) if n else EMPTY_ROOT) != (
+                    h.checkpoint.root):
+                raise tamper(self.directory / VKEY_FILE, f"names {own!r}, handed over at size "
+                             f"{n}, but the log's tiles are another tree at that size")
+        self.followed = self.followed or self.vkey
+        self.verifier = verifier
         return st
 
     def _reader_for(self, st: LogState) -> TileReader:

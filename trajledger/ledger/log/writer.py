@@ -656,7 +656,7 @@ class Log(LogReader):
             own = path.read_text("utf-8").strip()
         except (OSError, UnicodeDecodeError) as e:
             raise LogError(f"{path}: cannot read: {e}") from e
-        if own != self.vkey:
+        if own != self.vkey or self.followed is not None:  # (as a reader, it followed it)
             raise LogError(
                 f"log {self.origin}: its key was rotated by another command while this one ran "
                 "(the log's vkey file now names another key); nothing was appended: run the "
