@@ -48,6 +48,7 @@ __all__ = [
     "fsync_all",
     "fsync_dir",
     "is_stale",
+    "move_into_place",
     "only_thread",
     "refuse_writable",
     "remove_tree",
@@ -665,3 +666,25 @@ def refuse_writable(path: Path, *, group: bool = True, hint: str = "") -> None:
         f"{path}: writable by {who} (mode {stat.S_IMODE(mode):04o}); run "
         f"'chmod {bits}-w {path}'{hint}"
     )
+
+
+def move_into_place(build: Path, root: Path, *, last: str) -> list[Callable[[], None]]:
+    """Move the directory ``build`` to ``root`` (into it when it holds files, ``last`` moved
+    last, each name refused when ``root`` has it already); return how to undo it."""
+    if not root.exists() or not any(root.iterdir()):
+        os.replace(build, root)  # onto an empty directory too (rename(2) replaces it)
+        fsync_dir(root.absolute().parent)
+        return [lambda: remove_tree(root)]
+    undo: list[Callable[[], None]] = [lambda: remove_tree(build)]
+    parts = sorted(build.iterdir(), key=lambda p: p.name == last)
+    for part in parts:
+        dst = root / part.name
+        if dst.exists() or dst.is_symlink():
+            raise LedgerError(f"{dst}: exists; init a ledger in an empty or new directory")
+    for part in parts:
+        dst = root / part.name
+        os.rename(part, dst)
+        undo.append(lambda dst=dst: remove_tree(dst))  # type: ignore[misc]
+    fsync_dir(root)
+    remove_tree(build)
+    return undo

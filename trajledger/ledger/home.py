@@ -38,7 +38,15 @@ from .config import (
     setting_changes,
 )
 from .errors import AlreadyRecordedError, LedgerError, TamperError
-from .fs import fsync_dir, is_stale, remove_tree, temp_name, tmp_entries, write_file_atomic
+from .fs import (
+    fsync_dir,
+    is_stale,
+    move_into_place,
+    remove_tree,
+    temp_name,
+    tmp_entries,
+    write_file_atomic,
+)
 from .keys import KeyStore
 from .store import ObjectStore
 from .user_state import (
@@ -185,27 +193,6 @@ def _refuse_a_filled_store(root: Path, store: str, *, remote: bool) -> None:
             "removes what its own log does not name, so two ledgers cannot share a store; give "
             "an empty or new directory"
         )
-
-
-def _move_into_place(build: Path, root: Path) -> list[Callable[[], None]]:
-    """Move the directory ``build`` to ``root``; return how to undo it."""
-    if not root.exists() or not any(root.iterdir()):
-        os.replace(build, root)  # onto an empty directory too (rename(2) replaces it)
-        fsync_dir(root.absolute().parent)
-        return [lambda: remove_tree(root)]
-    undo: list[Callable[[], None]] = [lambda: remove_tree(build)]
-    parts = sorted(build.iterdir(), key=lambda p: p.name == CONFIG_NAME)
-    for part in parts:
-        dst = root / part.name
-        if dst.exists() or dst.is_symlink():
-            raise LedgerError(f"{dst}: exists; init a ledger in an empty or new directory")
-    for part in parts:
-        dst = root / part.name
-        os.rename(part, dst)
-        undo.append(lambda dst=dst: remove_tree(dst))  # type: ignore[misc]
-    fsync_dir(root)
-    remove_tree(build)
-    return undo
 
 
 class LedgerHome:
@@ -909,7 +896,7 @@ class LedgerHome:
                 os.chmod(d, 0o700 if d.name in (LOG_KEY_DIR, "keys") else 0o755)
             # (2) Into place: the whole directory at once (a new or empty ``root``), else its
             # parts, ledger.toml last (a directory without it is no ledger).
-            undo += _move_into_place(build, root)
+            undo += move_into_place(build, root, last=CONFIG_NAME)
             if "://" not in store and not _inside(store) and not (root / store).exists():
                 (root / store).mkdir(parents=True)
                 undo.append(lambda: remove_tree(root / store))
