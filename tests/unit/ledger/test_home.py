@@ -162,7 +162,7 @@ def test_init_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: s
         raise OSError(28, "No space left on device")
 
     target = {
-        "log key": (Keys, "create"), "log": (Log, "create"), "move": (home, "_move_into_place"),
+        "log key": (Keys, "create"), "log": (Log, "create"), "move": (home, "move_into_place"),
         "pin": (Ledger, "_pin_settings"), "state": (TrustState, "pin"),
     }.get(step)
     with monkeypatch.context() as m:
