@@ -862,6 +862,12 @@ def verify(
             f"signed by {', '.join(result.signers)}"
         )
         return
+    given = click.get_current_context().get_parameter_source
+    if pubkey or given("threshold") is not click.core.ParameterSource.DEFAULT:
+        # Not read in REF or bundle mode: taken silently, it would look like a key pinned.
+        raise click.UsageError("--pubkey and --threshold are for files signed by 'trajledger "
+                               "sign' (with --envelope); a REF or bundle is verified against "
+                               "its policy (--policy)")
     if len(targets) != 1:
         raise click.UsageError("give one REF to verify (or PATH... with --envelope)")
     bundle = Path(targets[0])
