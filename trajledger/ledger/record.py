@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     from .home import LedgerHome
 
 __all__ = [
-    "KIND_BY_PREDICATE", "Recorded", "StillStored", "kind_for", "record_files",
-    "record_statement",
+    "KIND_BY_PREDICATE", "Recorded", "StillStored", "check_subject_name", "kind_for",
+    "record_files", "record_statement",
 ]
 
 KIND_BY_PREDICATE: dict[str, str] = {}
@@ -112,6 +112,15 @@ def _check_kind(predicate_type: str, kind: str | None) -> str:
     if kind not in KINDS:
         raise FormatError(f"log entry kind {kind!r} is unknown, want one of {sorted(KINDS)}")
     return kind
+
+
+def check_subject_name(name: str) -> None:
+    """A subject name is printable text: not empty, no control character (an escape sequence
+    in a signed name would be recorded for good, and is nobody's name)."""
+    if not name:
+        raise FormatError("subject name is empty")
+    if not name.isprintable():
+        raise FormatError(f"subject name {name!r} holds a control character")
 
 
 def _check_json(value: Mapping[str, Any], what: str) -> None:
@@ -235,8 +244,7 @@ def record_files(
         files = dict(collect_files(paths_or_files).items())
         first = Path(paths_or_files[0]).resolve().name if paths_or_files else "files"
     subject_name = name if name is not None else (first or "files")
-    if not subject_name:
-        raise FormatError("subject name is empty")
+    check_subject_name(subject_name)
     if file_subjects and subject_name in files:
         raise FormatError(
             f"subject name {subject_name!r} is also a file's name; subject names must be unique"
@@ -398,8 +406,7 @@ def record_statement(
     # (1)
     keys = _signers(signers)
     parse_digest(subject_digest, "subject digest")
-    if not subject_name:
-        raise FormatError("subject name is empty")
+    check_subject_name(subject_name)
     entry_kind = _check_kind(predicate_type, kind)
     _check_json(predicate, "predicate")
     ledger.log.require_signer()
