@@ -149,10 +149,6 @@ ACCEPTED: dict[tuple[str, str, str], str] = {
 """(command, parameter, value) that may succeed, each with why it means something."""
 
 KNOWN: dict[tuple[str, str, str], str] = {
-    **{c: 'a record refused as recorded otherwise left its envelope in the store'
-       for c in [
-        ('attest', 'name', '..'),
-    ]},
     **{c: 'stats --judge NAME of no judge reported nothing judged (exit 0)'
        for c in [
         ('stats', 'judge_key', 'nosuch'),
@@ -412,6 +408,21 @@ def test_an_empty_policy_trusts_nothing(
     r = led.runner.invoke(main, ["--ledger", str(led.home), "admit", "cartpole-train@1",
                                  "--policy", empty])
     assert r.exit_code == 1 and "refused" in r.stderr, r.output
+
+
+def test_a_record_refused_as_recorded_otherwise_leaves_no_envelope(
+        quickstart_template: testkit.Template[str], tmp_path: Path) -> None:
+    """The sweep's finding 5: a digest recorded again with other signed metadata was refused
+    (exit 1, "nothing was recorded") yet left its signed envelope in the store, an orphan."""
+    led = Ledger(quickstart_template, tmp_path)
+    attest = ["--ledger", str(led.home), "attest", led.value("@file"), "--key", "vendor"]
+    r = led.runner.invoke(main, [*attest, "--name", "first"])
+    assert r.exit_code == 0, r.output
+    before = led.state()
+    r = led.runner.invoke(main, [*attest, "--name", "second"])
+    assert r.exit_code == 1 and "with other signed metadata (name: 'first' vs 'second')" in (
+        r.stderr), r.output
+    assert led.state() == before
 
 
 @pytest.mark.parametrize("extra", [["--pubkey", "@file"], ["--threshold", "2"],

@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trajledger.verify import kinds, predicates
-from trajledger.verify.digest import FileDigest, parse_digest, result_of
+from trajledger.verify.digest import FileDigest, digest_bytes, parse_digest, result_of
 from trajledger.verify.errors import FormatError
 from trajledger.verify.log_entry import KINDS, LogEntry
 from trajledger.verify.manifest import FileEntry, Manifest, check_path
 
 from .encode import envelope_bytes
+from .errors import AlreadyRecordedError
 from .files import collect_files, media_type_for
 from .keys import Signer
 from .log import EntrySpec
@@ -442,7 +443,9 @@ def _sign_store_append(
         signers,
         on_bundle=ledger.store.put_bytes,
     )
-    envelope_digest = ledger.store.put_bytes(envelope_bytes(envelope))
+    data = envelope_bytes(envelope)
+    stored_before = ledger.store.exists(digest_bytes(data))
+    envelope_digest = ledger.store.put_bytes(data)
     spec = EntrySpec(
         kind=kind,
         subject=subject_digest,
@@ -450,7 +453,14 @@ def _sign_store_append(
         signers=tuple(s.keyid for s in envelope.signatures),
     )
     before = ledger.log.find_envelope(envelope_digest)
-    (index,) = ledger.log.append([spec], check=check)
+    try:
+        (index,) = ledger.log.append([spec], check=check)
+    except AlreadyRecordedError:
+        # Refused before the append: no entry names the envelope (an entry naming these very
+        # bytes would be the same record, not refused), and one made here is nobody's.
+        if not stored_before:
+            ledger.store.delete(envelope_digest)
+        raise
     logged = LogEntry.from_bytes(ledger.log.entry(index)).envelope
     return Recorded(subject_digest, logged, index,
                     new=before is None and logged == envelope_digest)
