@@ -19,6 +19,9 @@ ledger with the copy as it was), in process, with ``--json`` where the command t
 run through a real process. A value that cannot mean anything must not succeed (exit 0): the
 exceptions are listed in `ACCEPTED`, each with why.
 
+Its findings, and what it probed and found sound: docs/SECURITY.md, "Review of 2026-12-03,
+eighth round (rev15)". A finding not yet fixed is listed in `KNOWN`.
+
 Parameters are swept one at a time (the others keep the plausible values of `BASE`), with
 every bad value of the parameter's kind: 826 cases over the 51 commands, about 14 CPU-s.
 """
