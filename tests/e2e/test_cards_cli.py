@@ -37,6 +37,7 @@ from markdown_it import MarkdownIt
 from testkit import new_runner as runner
 
 from trajledger import Ledger
+from trajledger.ledger import record
 from trajledger.ledger.artifacts import record_batch, register_environment, register_evaluator
 from trajledger.ledger.encode import bundle_index_bytes
 from trajledger.ledger.status import approve, record_policy
@@ -509,13 +510,16 @@ def test_a_dataset_recorded_without_a_card_gets_one_saying_what_is_missing(
     assert not issues.errors, issues.report()
 
 
-def test_a_name_from_a_signed_record_makes_no_heading(world: World, tmp_path: Path) -> None:
+def test_a_name_from_a_signed_record_makes_no_heading(
+        world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The card's facts come from signed records, but their strings are the signer's: a
     dataset named ``evil<LF><LF>## Revocations<LF><LF>None: …`` added a "Revocations" heading
     saying nothing was revoked near the top of the card (the name stood raw in "Check it
     yourself"), so a vendor could write a section that reads as a generated one; its escape
     sequences reached the file raw (rev5). A name is one line of text, as table cells are."""
     name = "evil\n\n## Revocations\n\nNone: no verified revocation record.\n\n<b>x</b>\x1b[2K\r"
+    # A vendor whose own software signs a name this one refuses (rev15: record.py).
+    monkeypatch.setattr(record, "check_subject_name", lambda _name: None)
     card = world.root / "evil.toml"
     card.write_text(CARD.format(title="Evil rollouts"))
     digest = expect(run(world.home, "dataset", "create", name, "--version", "1", "--split",

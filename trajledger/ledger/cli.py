@@ -255,13 +255,15 @@ def sign(
     from .encode import envelope_bytes
     from .files import collect_files, manifest_for
     from .fs import write_file_atomic
+    from .record import check_subject_name
     from .signing import files_predicate, sign_statement
 
+    subject = name or (paths[0].resolve().name or "files")
+    check_subject_name(subject)
     signer = ctx.keystore().signer(key_name)
     files = collect_files(paths)
     with progress(len(files), "hashing", quiet=ctx.quiet) as advance:
         manifest = manifest_for(files, on_done=lambda _d: advance(1))
-    subject = name or (paths[0].resolve().name or "files")
     ptype, predicate = files_predicate(manifest)
     envelope = sign_statement([(subject, manifest.digest)], ptype, predicate, [signer])
     write_file_atomic(out, envelope_bytes(envelope) + b"\n")

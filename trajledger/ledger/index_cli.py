@@ -157,10 +157,10 @@ def _query_options(f: F) -> F:
             click.option("--columns", metavar="COL[,COL]", help="Columns to show."),
             click.option(
                 "--limit",
-                type=click.IntRange(min=0),
+                type=click.IntRange(min=0, max=2**31 - 1),
                 default=50,
                 show_default=True,
-                help="At most this many rows; 0 for all.",
+                help="At most this many rows (up to 2147483647); 0 for all.",
             ),
             click.option("--json", "as_json", is_flag=True, help="Print JSON rows (all columns)."),
         ]

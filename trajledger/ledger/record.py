@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trajledger.verify import kinds, predicates
-from trajledger.verify.digest import FileDigest, parse_digest, result_of
+from trajledger.verify.digest import FileDigest, digest_bytes, parse_digest, result_of
 from trajledger.verify.errors import FormatError
 from trajledger.verify.log_entry import KINDS, LogEntry
 from trajledger.verify.manifest import FileEntry, Manifest, check_path
 
 from .encode import envelope_bytes
+from .errors import AlreadyRecordedError
 from .files import collect_files, media_type_for
 from .keys import Signer
 from .log import EntrySpec
@@ -43,8 +44,8 @@ if TYPE_CHECKING:
     from .home import LedgerHome
 
 __all__ = [
-    "KIND_BY_PREDICATE", "Recorded", "StillStored", "kind_for", "record_files",
-    "record_statement",
+    "KIND_BY_PREDICATE", "Recorded", "StillStored", "check_subject_name", "kind_for",
+    "record_files", "record_statement",
 ]
 
 KIND_BY_PREDICATE: dict[str, str] = {}
@@ -112,6 +113,17 @@ def _check_kind(predicate_type: str, kind: str | None) -> str:
     if kind not in KINDS:
         raise FormatError(f"log entry kind {kind!r} is unknown, want one of {sorted(KINDS)}")
     return kind
+
+
+def check_subject_name(name: str) -> None:
+    """A subject name is printable text: not empty, no control character (an escape sequence
+    in a signed name would be recorded for good, and is nobody's name)."""
+    if not name:
+        raise FormatError("subject name is empty")
+    if any("\ud800" <= c <= "\udfff" for c in name):
+        return  # a lone surrogate: refused where the statement is encoded ('lone surrogate')
+    if not name.isprintable():
+        raise FormatError(f"subject name {name!r} holds a control character")
 
 
 def _check_json(value: Mapping[str, Any], what: str) -> None:
@@ -235,8 +247,7 @@ def record_files(
         files = dict(collect_files(paths_or_files).items())
         first = Path(paths_or_files[0]).resolve().name if paths_or_files else "files"
     subject_name = name if name is not None else (first or "files")
-    if not subject_name:
-        raise FormatError("subject name is empty")
+    check_subject_name(subject_name)
     if file_subjects and subject_name in files:
         raise FormatError(
             f"subject name {subject_name!r} is also a file's name; subject names must be unique"
@@ -398,7 +409,7 @@ def record_statement(
     # (1)
     keys = _signers(signers)
     parse_digest(subject_digest, "subject digest")
-    if not subject_name:
+    if not subject_name:  # (not check_subject_name: an import names what another signed)
         raise FormatError("subject name is empty")
     entry_kind = _check_kind(predicate_type, kind)
     _check_json(predicate, "predicate")
@@ -435,7 +446,9 @@ def _sign_store_append(
         signers,
         on_bundle=ledger.store.put_bytes,
     )
-    envelope_digest = ledger.store.put_bytes(envelope_bytes(envelope))
+    data = envelope_bytes(envelope)
+    stored_before = ledger.store.exists(digest_bytes(data))
+    envelope_digest = ledger.store.put_bytes(data)
     spec = EntrySpec(
         kind=kind,
         subject=subject_digest,
@@ -443,7 +456,14 @@ def _sign_store_append(
         signers=tuple(s.keyid for s in envelope.signatures),
     )
     before = ledger.log.find_envelope(envelope_digest)
-    (index,) = ledger.log.append([spec], check=check)
+    try:
+        (index,) = ledger.log.append([spec], check=check)
+    except AlreadyRecordedError:
+        # Refused before the append: no entry names the envelope (an entry naming these very
+        # bytes would be the same record, not refused), and one made here is nobody's.
+        if not stored_before:
+            ledger.store.delete(envelope_digest)
+        raise
     logged = LogEntry.from_bytes(ledger.log.entry(index)).envelope
     return Recorded(subject_digest, logged, index,
                     new=before is None and logged == envelope_digest)

@@ -73,12 +73,16 @@ def approve(
     seconds = parse_duration(expires, "--expires")
     if seconds == 0:
         raise FormatError("--expires: an approval must last longer than 0 seconds")
+    try:
+        until = when + dt.timedelta(seconds=seconds)
+    except OverflowError:  # past datetime's year 9999
+        raise FormatError(f"--expires: {expires!r} ends after the year 9999") from None
     if not purpose.strip():
         raise FormatError("--purpose: say what the data is approved for")
     predicate = Approval(
         purpose,
         format_time(when),
-        format_time(when + dt.timedelta(seconds=seconds)),
+        format_time(until),
         note,
         validation_report,
     )

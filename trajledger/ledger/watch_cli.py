@@ -9,6 +9,7 @@ Spec: docs/third-party.md ("Watching a vendor's log"); c2sp.org/tlog-tiles and t
 from __future__ import annotations
 
 import ipaddress
+import math
 from pathlib import Path
 
 import click
@@ -16,6 +17,13 @@ import click
 from .clikit import JSON_OPTION, OUT_PATH, VKEY, Context, emit_json, emit_result, ok, pass_ctx, warn
 
 __all__ = ["log_add_cosignature", "log_serve", "monitor"]
+
+
+def _not_nan(_ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """``value``, unless it is NaN (which passes every range: no comparison holds for it)."""
+    if math.isnan(value):
+        raise click.BadParameter("nan is not a number of seconds", param=param)
+    return value
 
 
 @click.command("serve")
@@ -109,8 +117,9 @@ def log_add_cosignature(ctx: Context, file: Path, witnesses: tuple[str, ...]) ->
 @click.option("--out", type=OUT_PATH,
               help="With --cosign-key: write the cosigned checkpoint here, for the log's operator "
               "('trajledger log add-cosignature FILE --witness VKEY').")
-@click.option("--timeout", default=20.0, show_default=True, type=click.FloatRange(min=0.1),
-              help="Seconds any one network read may wait.")
+@click.option("--timeout", default=20.0, show_default=True,
+              type=click.FloatRange(min=0.1, max=86400.0), callback=_not_nan,
+              help="Seconds any one network read may wait (at most a day).")
 @click.option("--key", "keys", multiple=True,
               help="Approver key signing the import of what the log says about what this "
               "ledger holds (repeat up to the approver threshold); without it, that is only "

@@ -29,6 +29,9 @@ from trajledger.ledger.errors import AlreadyRecordedError, LedgerError
 
 __all__ = ["COMMANDS"]
 
+SEED_MAX = 2**63 - 1
+"""The largest episode seed (a signed 64-bit integer, as the rollouts table stores it)."""
+
 POLICY_OPTION = click.option(
     "--policy",
     "policy_file",
@@ -719,7 +722,8 @@ def _read_config(path: Path) -> dict[str, Any]:
     type=click.IntRange(min=1),
     help="Episodes to play.",
 )
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the first episode.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0, max=SEED_MAX),
+              help="Seed of the first episode (the next get the next seeds).")
 @click.option("--max-steps", type=click.IntRange(min=1), help="Cut episodes at this many steps.")
 @click.option("--key", required=True, help="Producer key recording the rollouts.")
 @ALLOW_ENV_MODULE_OPTION
@@ -746,6 +750,9 @@ def rollout(
     Example:
       trajledger rollout --checkpoint cartpole-bc@2 --env cartpole@1 --episodes 20 --key vendor
     """
+    if seed + episodes - 1 > SEED_MAX:
+        raise click.UsageError(f"--seed {seed} and --episodes {episodes}: the last episode's "
+                               f"seed would pass {SEED_MAX} (seeds are 64-bit)")
     batch, mean = ctx.ledger().rollout(
         checkpoint, env, episodes, key=key, seed=seed, max_steps=max_steps,
         allow_env_modules=allow_env_module,
@@ -855,6 +862,12 @@ def verify(
             f"signed by {', '.join(result.signers)}"
         )
         return
+    given = click.get_current_context().get_parameter_source
+    if pubkey or given("threshold") is not click.core.ParameterSource.DEFAULT:
+        # Not read in REF or bundle mode: taken silently, it would look like a key pinned.
+        raise click.UsageError("--pubkey and --threshold are for files signed by 'trajledger "
+                               "sign' (with --envelope); a REF or bundle is verified against "
+                               "its policy (--policy)")
     if len(targets) != 1:
         raise click.UsageError("give one REF to verify (or PATH... with --envelope)")
     bundle = Path(targets[0])

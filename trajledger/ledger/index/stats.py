@@ -377,20 +377,41 @@ def segment_stats(
 
     Raises:
         RefError: ``ref`` names no batch, dataset or checkpoint.
-        QueryError: a ``by`` column is not an episode column.
+        QueryError: a ``by`` column is not an episode column; ``judge_key`` names no judge
+            of these episodes and no evaluator.
     """
     item = Catalog(ledger).resolve(ref, {"rollout-batch", "dataset", "checkpoint"})
     index = Index(ledger, progress=progress, note=note)
     with index.locked():
         batches = index.batches_of(item.digest, item.kind)
+        calibration = _calibration(ledger, index, judge_key) if judge_key else None
+        if judge_key is not None and (calibration is None or calibration.evaluator is None):
+            _refuse_unknown_judge(index, batches, judge_key)
         aggregate, segments = episode_stats(index, batches, by, judge_key=judge_key)
         left_out = tuple(index.left_out(batches))
-        calibration = _calibration(ledger, index, judge_key) if judge_key else None
     evaluations = _evaluations(ledger, item.digest) if item.kind == "checkpoint" else ()
     return StatsReport(
         item.kind, item.ref, item.digest, tuple(batches), tuple(by), aggregate, segments,
         calibration, evaluations, left_out,
     )
+
+
+def _refuse_unknown_judge(index: Index, batches: Sequence[str], judge: str) -> None:
+    """Refuse ``--judge NAME`` when no episode of ``batches`` has that judge's score and no
+    evaluator is called so: a mistyped judge reported every judged figure as missing, exit 0.
+
+    Raises:
+        QueryError: naming the judges the episodes have.
+    """
+    t = index.query(EPISODES, columns=["judge_scores"], batches=batches)
+    seen: set[str] = set()
+    for s in t.column("judge_scores").to_pylist():
+        if s is not None:
+            seen |= set(json.loads(s))
+    if judge not in seen:
+        judges = ", ".join(sorted(seen)) or "none"
+        raise QueryError(f"--judge {judge!r}: no episode here has that judge's score and no "
+                         f"evaluator is called so (judges here: {judges})")
 
 
 def _record_predicate(ledger: LedgerHome, kind: str, envelope: str) -> Predicate | None:
