@@ -305,6 +305,27 @@ def test_export_refusals(vendor: Vendor, tmp_path: Path) -> None:
     expect(run(vendor.home, "export", vendor.ref), 2)
 
 
+@pytest.mark.parametrize(("fmt", "option"), [
+    ("bundle", ["--dataset-id", "x/y-v0"]),
+    ("bundle", ["--minari-backend", "arrow"]),
+    ("parquet", ["--key", "trainer"]),
+    ("jsonl", ["--dataset-id", "x/y-v0"]),
+    ("sigstore", ["--minari-backend", "hdf5"]),  # given, even as the default
+])
+def test_an_option_of_another_format_is_a_usage_error(
+    vendor: Vendor, tmp_path: Path, fmt: str, option: list[str]
+) -> None:
+    """Review rev15's left item: options another format reads were silently ignored (a
+    ``--key`` meant to choose the signature, a ``--dataset-id``); the bundle was written, exit
+    0. Now exit 2, naming the option and where it applies; nothing is written."""
+    tk.pin_log(vendor.home)
+    out = tmp_path / "out"
+    r = run(vendor.home, "export", vendor.ref, "--format", fmt, "--out", out, *option)
+    expect(r, 2)
+    assert f"{option[0]} applies to --format" in r.stderr and f"not {fmt}" in r.stderr
+    assert not out.exists()
+
+
 def test_verify_command_line_refusals(
     vendor: Vendor, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -167,6 +167,7 @@ def export(
     if ref is None and (fmt != "bundle" or updates_since is None):
         raise click.UsageError("name what to export (REF), or give --updates-since SIZE for an "
                                "update bundle")
+    _refuse_options_of_other_formats(fmt, key, dataset_id)
     if fmt != "bundle":
         assert ref is not None
         if no_data or consistency_from or updates_since is not None:
@@ -200,8 +201,6 @@ def export(
                            if fmt == "sigstore" else Path(out) / "revocations.json",
                            digest, revoked)
         return
-    if key is not None:
-        raise click.UsageError("--key applies to --format sigstore and model-signing")
     if not is_uri(out) and Path(out).is_dir():
         raise click.UsageError(f"--out {out}: is a directory; an evidence bundle is a file")
     ledger = ctx.ledger()
@@ -244,6 +243,21 @@ def export(
         "objects": result.objects, "omitted": result.omitted, "erased": len(result.erased),
         "size": result.size, "checkpointSize": result.checkpoint_size,
         "extension": result.extension, "failures": result.report.failures()})
+
+
+def _refuse_options_of_other_formats(fmt: str, key: str | None, dataset_id: str | None) -> None:
+    """An option another format reads is a usage error, not silently ignored (a ``--key`` the
+    user meant to choose the signature with, say; review rev15)."""
+    from click.core import ParameterSource
+
+    given = click.get_current_context().get_parameter_source("minari_backend")
+    for option, applies in (("--key", key is None or fmt in ("sigstore", "model-signing")),
+                            ("--dataset-id", dataset_id is None or fmt == "minari"),
+                            ("--minari-backend", given is not ParameterSource.COMMANDLINE
+                             or fmt == "minari")):
+        if not applies:
+            formats = "sigstore and model-signing" if option == "--key" else "minari"
+            raise click.UsageError(f"{option} applies to --format {formats}, not {fmt}")
 
 
 def _revoked(ledger: LedgerHome, ref: str, policy_file: Path | None, include: bool) -> list[str]:
