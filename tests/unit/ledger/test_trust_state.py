@@ -238,6 +238,20 @@ def test_the_held_out_datasets_are_indexed(home: Path) -> None:
     assert list(memory.held_out()) == [holdout, regression]
 
 
+def _one_batch_dataset(ledger: Ledger, split: str) -> str:
+    """Key ``p``, environment ``e@1``, a one-step batch and dataset ``d@1`` of ``split``:
+    the batch's digest."""
+    from trajledger.ledger.artifacts import create_dataset, record_batch, register_environment
+
+    key = ledger.keys.create("p", encrypt=False)
+    register_environment(ledger, "e", "1", key)
+    rows = [{"episode_id": "x", "step": 0, "obs": [0.0], "action": [0.0], "reward": 1.0,
+             "terminated": True, "truncated": False}]
+    batch = record_batch(ledger, rows, env="e@1", policy="p", signer=key).recorded.digest
+    create_dataset(ledger, "d", "1", split, [batch], key)
+    return batch
+
+
 def test_a_state_of_an_older_format_reads_the_log_again(home: Path) -> None:
     import sqlite3
 
@@ -364,15 +378,8 @@ def test_each_use_of_the_state_verifies_a_checkpoint_it_has_not_verified(
 def test_a_row_deleted_or_added_is_refused_and_reported(home: Path, table: str) -> None:
     import sqlite3
 
-    from trajledger.ledger.artifacts import create_dataset, record_batch, register_environment
-
     ledger = Ledger.open(home)
-    key = ledger.keys.create("p", encrypt=False)
-    register_environment(ledger, "e", "1", key)
-    rows = [{"episode_id": "x", "step": 0, "obs": [0.0], "action": [0.0], "reward": 1.0,
-             "terminated": True, "truncated": False}]
-    batch = record_batch(ledger, rows, env="e@1", policy="p", signer=key).recorded.digest
-    create_dataset(ledger, "d", "1", "holdout", [batch], key)
+    _one_batch_dataset(ledger, "holdout")
     state = ledger.trust_state()
     db = state.path / "state.sqlite"
     con = sqlite3.connect(db)
@@ -634,15 +641,8 @@ def test_a_command_reading_the_state_while_reindex_runs_never_finds_it_empty(
     batch, and no dataset or checkpoint built on it. Here the reindex is held while it reads
     the log (`LedgerHome.rebuild_trust_state`), and the reader's answers must be the ones from
     before; they failed (all empty) with ``rebuild()`` then ``trust_state()``."""
-    from trajledger.ledger.artifacts import create_dataset, record_batch, register_environment
-
     ledger = Ledger.open(home)
-    key = ledger.keys.create("p", encrypt=False)
-    register_environment(ledger, "e", "1", key)
-    rows = [{"episode_id": "x", "step": 0, "obs": [0.0], "action": [0.0], "reward": 1.0,
-             "terminated": True, "truncated": False}]
-    batch = record_batch(ledger, rows, env="e@1", policy="p", signer=key).recorded.digest
-    create_dataset(ledger, "d", "1", "train", [batch], key)
+    batch = _one_batch_dataset(ledger, "train")
     Ledger.open(home).revoke(batch, key="p", reason="PII")
     reader = Ledger.open(home).trust_state()
 
