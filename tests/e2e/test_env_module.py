@@ -94,6 +94,14 @@ def buyer(tmp_path: Path, world: World) -> Path:
     return home
 
 
+def refusal(world: World) -> str:
+    """What ``rollout`` and ``eval`` say of the vendor's environment ``custom@1``."""
+    return (f"FAIL: environment custom@1 (imported from {origin_name(world.vkey)}): its "
+            f"Gymnasium id '{GYM_ID}' would import the Python module '{MODULE}'; refused, "
+            "nothing was run: a record from another origin does not choose code to run here. "
+            f"If you trust that module, pass --allow-env-module {MODULE}\n")
+
+
 def test_an_imported_environment_cannot_choose_a_module_to_import(
     world: World, buyer: Path, mark: Path
 ) -> None:
@@ -103,11 +111,7 @@ def test_an_imported_environment_cannot_choose_a_module_to_import(
         r = run(buyer, "rollout", "--checkpoint", world.checkpoint, "--env", "custom@1",
                 "--episodes", "1", "--key", "b1", *allowed)
         assert r.exit_code == 1, r.output
-        assert r.stderr == (
-            f"FAIL: environment custom@1 (imported from {origin_name(world.vkey)}): its "
-            f"Gymnasium id '{GYM_ID}' would import the Python module '{MODULE}'; refused, "
-            "nothing was run: a record from another origin does not choose code to run here. "
-            f"If you trust that module, pass --allow-env-module {MODULE}\n")
+        assert r.stderr == refusal(world)
     # Asked for by its Gymnasium id: the same record, the same refusal.
     r = run(buyer, "rollout", "--checkpoint", world.checkpoint, "--env", GYM_ID, "--episodes",
             "1", "--key", "b1")
@@ -140,11 +144,7 @@ def test_eval_of_a_suite_in_an_imported_environment_cannot_import_its_module(
     r = run(buyer, "eval", world.checkpoint, "--suite", "suite@1", "--key", "ev", "--policy",
             policy, "--pass-return", "10")
     assert r.exit_code == 1, r.output
-    assert r.stderr == (
-        f"FAIL: environment custom@1 (imported from {origin_name(world.vkey)}): its Gymnasium "
-        f"id '{GYM_ID}' would import the Python module '{MODULE}'; refused, nothing was run: a "
-        "record from another origin does not choose code to run here. If you trust that "
-        f"module, pass --allow-env-module {MODULE}\n")
+    assert r.stderr == refusal(world)
     assert not mark.exists() and MODULE not in sys.modules
     assert Ledger.open(buyer).log.size == size
     r = run(buyer, "eval", world.checkpoint, "--suite", "suite@1", "--key", "ev", "--policy",
