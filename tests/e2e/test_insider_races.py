@@ -8,8 +8,10 @@ acts, the command goes on. The findings: docs/SECURITY.md, "Review of 2026-12-03
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -169,3 +171,157 @@ def test_a_group_member_cannot_change_the_data_a_command_trains_on_through_a_har
     actor.join(60)
     assert code == 0, (out, err)
     assert FORGED not in _stored(home)
+
+
+# -- the other holders of the log's lock (fix12) ---------------------------------------------------
+
+LOCK_REMOVED = ("/log/.state/lock: the log's lock file was removed or replaced while this "
+                "command held it, so another command may be appending; ")
+AGAIN = ": find who writes this ledger's files, then run the command again"
+
+
+def _remove_the_lock_once_taken(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    """The insider unlinks ``log/.state/lock`` each time the command has just taken it (the
+    moment rev14 finding 2 played with `Paused`, here in this process: the command runs in
+    `cli`): a second writer could now take a new lock file at once."""
+    import contextlib
+
+    from trajledger.ledger.log import Log
+
+    taken = Log._locked
+
+    @contextlib.contextmanager
+    def locked(self: Log) -> Iterator[None]:
+        with taken(self):
+            (home / "log" / ".state" / "lock").unlink(missing_ok=True)
+            yield
+
+    monkeypatch.setattr(Log, "_locked", locked)
+
+
+def _refused(result: tuple[int, str, str], nothing: str) -> None:
+    code, _out, err = result
+    assert code == 3 and "Traceback" not in err, result
+    assert err.strip().splitlines()[-1].endswith(LOCK_REMOVED + nothing + AGAIN), err
+
+
+def _old_orphan(home: Path) -> Path:
+    from trajledger import Ledger
+
+    store = Ledger.open(home).store
+    path = store.path_of(store.put_bytes(b"an orphan gc may remove"))
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(path, (two_days_ago, two_days_ago))
+    return path
+
+
+@pytest.mark.slow
+def test_gc_removes_nothing_once_the_log_lock_is_removed(alice_home: Path) -> None:
+    """``gc --yes`` holds the log's lock (`Log.exclusive`) so that no writer names an orphan
+    while it removes it. A group member who removes the lock file lets a writer in at once:
+    gc must remove nothing and say why. Before the fix it removed the orphan (exit 0)."""
+    home = alice_home
+    _share_through_group(home)
+    orphan = _old_orphan(home)
+    with pytest.MonkeyPatch.context() as insider:
+        _remove_the_lock_once_taken(insider, home)
+        _refused(cli(home, "gc", "--yes"), "nothing was removed")
+    assert orphan.exists()
+    code, _out, err = cli(home, "gc", "--yes")
+    assert code == 0 and not orphan.exists(), err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("writes_before", [0, 1, 2])
+def test_rotate_key_does_not_rotate_once_the_log_lock_is_removed(
+    alice_home: Path, writes_before: int
+) -> None:
+    """``log rotate-key`` writes the handover, then the checkpoint, then ``vkey``, under the
+    lock. The insider removes the lock file when it is taken (0), or after the first or second
+    of those writes: the command must stop before its next write, the key not rotated (the
+    ``vkey`` file unchanged: an interrupted rotation, as after a crash there); run again, it
+    finishes the rotation and the log verifies. Before the fix it
+    rotated (exit 0) with another writer free to append under the old key."""
+    from trajledger.ledger.log import writer
+
+    home = alice_home
+    _share_through_group(home)
+    vkey = (home / "log" / "vkey").read_bytes()
+    write, done = writer.write_file_atomic, []
+
+    def write_then_insider(path: Path, data: bytes) -> None:
+        write(path, data)
+        done.append(path)
+        if len(done) == writes_before:
+            (home / "log" / ".state" / "lock").unlink()
+
+    with pytest.MonkeyPatch.context() as insider:
+        if writes_before == 0:
+            _remove_the_lock_once_taken(insider, home)
+        insider.setattr(writer, "write_file_atomic", write_then_insider)  # (counts the writes)
+        _refused(cli(home, "log", "rotate-key"), "the log's key was not rotated")
+    assert (home / "log" / "vkey").read_bytes() == vkey
+    assert len(done) == writes_before
+    code, _out, err = cli(home, "log", "rotate-key")
+    assert code == 0, err
+    assert (home / "log" / "vkey").read_bytes() != vkey
+    code, out, err = cli(home, "log", "verify")
+    assert code == 0, out + err
+
+
+@pytest.mark.slow
+def test_add_cosignature_writes_nothing_once_the_log_lock_is_removed(
+    alice_home: Path, tmp_path: Path
+) -> None:
+    """``log add-cosignature`` replaces the checkpoint under the lock; with the lock file
+    removed, another writer may be publishing a new one: it must write nothing. Before the
+    fix it wrote the checkpoint (exit 0)."""
+    from trajledger.ledger.keys import Signer
+    from trajledger.ledger.log.witness import cosign_note
+    from trajledger.ledger.monitor import witness_vkey
+
+    home = alice_home
+    _share_through_group(home)
+    witness = Signer.generate("witness")
+    checkpoint = home / "log" / "checkpoint"
+    before = checkpoint.read_bytes()
+    cosigned = tmp_path / "cosigned"
+    cosigned.write_bytes(cosign_note(before, witness))
+    args = ("log", "add-cosignature", cosigned, "--witness", witness_vkey(witness))
+    with pytest.MonkeyPatch.context() as insider:
+        _remove_the_lock_once_taken(insider, home)
+        _refused(cli(home, *args), "the cosignature was not added")
+    assert checkpoint.read_bytes() == before
+    code, _out, err = cli(home, *args)
+    assert code == 0, err
+    assert checkpoint.read_bytes() == cosigned.read_bytes()
+
+
+@pytest.mark.slow
+def test_fsck_and_gc_list_the_leftovers_of_a_shared_ledgers_private_scratch(
+    alice_home: Path,
+) -> None:
+    """A shared ledger's commands write in ``<state>/tmp`` (finding 1); what a killed one left
+    there is a leftover `fsck` lists and ``gc --yes`` removes, as in ``<ledger>/tmp``. Before
+    the fix only ``<ledger>/tmp`` was listed (the log's writer swept both)."""
+    import json
+
+    from trajledger import Ledger
+    from trajledger.ledger.fs import STALE_AFTER
+
+    home = alice_home
+    _share_through_group(home)
+    scratch = Ledger.open(home).scratch
+    assert not scratch.is_relative_to(home)
+    dead = scratch / "tmpdead123"
+    dead.mkdir(parents=True)
+    (dead / "steps.parquet").write_bytes(b"half")
+    past = time.time() - STALE_AFTER - 60
+    for p in (dead / "steps.parquet", dead):
+        os.utime(p, (past, past))
+    code, out, err = cli(home, "fsck", "--json")
+    assert {"path": str(dead), "stale": True} in json.loads(out)["leftovers"], (code, out, err)
+    code, out, err = cli(home, "gc", "--json")
+    assert code == 0 and json.loads(out)["leftovers"] == [str(dead)], (out, err)
+    code, out, err = cli(home, "gc", "--yes")
+    assert code == 0 and not dead.exists(), (out, err)

@@ -16,8 +16,8 @@ Scope:
   (a recorder stores blobs before it logs them: the grace period protects one in progress) and
   leftovers no live writer can own (``ledger.fs.is_stale``).
 - `LedgerHome.sweep_leftovers` (``ledger.home``): what every writer does under the log's lock
-  before its first append: the same leftover rule on ``objects/sha256/.tmp-*`` and
-  ``<ledger>/tmp/*`` (cheap: two directories).
+  before its first append: the same leftover rule on ``objects/sha256/.tmp-*``,
+  ``<ledger>/tmp/*`` and a shared ledger's ``<state>/tmp/*`` (cheap: a few directories).
 
 Non-scope: the log itself (``log verify`` checks every tile and entry; a tampered log is refused
 when opened), lineage and policy (``verify``).
@@ -301,7 +301,9 @@ class Leftover:
 
 
 def leftovers(ledger: LedgerHome, *, everywhere: bool = True) -> list[Leftover]:
-    """Temp files of the store and ``<ledger>/tmp/`` entries, each judged stale or not.
+    """Temp files of the store, and entries of ``<ledger>/tmp/`` and of `LedgerHome.scratch`
+    (a shared ledger's ``<state>/tmp``, where its commands write since rev14), each judged stale
+    or not.
 
     Args:
         ledger: the ledger.
@@ -309,7 +311,8 @@ def leftovers(ledger: LedgerHome, *, everywhere: bool = True) -> list[Leftover]:
             object) and in the log's directories, not only where writers write them now.
     """
     paths: list[Path] = list(ledger.store.temp_files(everywhere=everywhere))
-    paths.extend(tmp_entries(ledger.root / "tmp"))
+    for parent in dict.fromkeys((ledger.root / "tmp", ledger.scratch)):
+        paths.extend(tmp_entries(parent))
     if everywhere:
         for dirpath, _dirs, files in os.walk(ledger.log_dir):
             paths.extend(Path(dirpath) / f for f in files if f.startswith(TMP_PREFIX))
@@ -679,10 +682,13 @@ def gc(ledger: LedgerHome, *, apply: bool = False, min_age: float = 86400.0) -> 
         4. With ``apply``: remove them, holding the log's lock, after reading any entries
            appended since step 1 (an orphan they name is kept), each only if its mtime is
            still the one seen in step 2 (a writer about to name it touched it:
-           `store.ObjectStore.delete_unchanged`).
+           `store.ObjectStore.delete_unchanged`), and only while the log's lock file is
+           still the one locked (`Log.check_lock_held`, before each removal: a group member
+           who removed it lets a writer in that may name an orphan meanwhile).
 
     Raises:
         TamperError: the log is tampered with.
+        LogError: the log's lock file was removed or replaced meanwhile; nothing more removed.
     """
     store = ledger.store
     result = GcResult()
@@ -715,10 +721,21 @@ def gc(ledger: LedgerHome, *, apply: bool = False, min_age: float = 86400.0) -> 
             _again, _e, newer, _ents = named_objects(ledger)
             for digest in newer & set(result.orphans):
                 del result.orphans[digest]
+        removed = 0
         for digest in list(result.orphans):
-            if not store.delete_unchanged(digest, seen[digest]):  # a writer keeps it
+            log.check_lock_held(_nothing_more(removed))
+            if store.delete_unchanged(digest, seen[digest]):
+                removed += 1
+            else:  # a writer keeps it
                 del result.orphans[digest]
         for path in result.leftovers:
+            log.check_lock_held(_nothing_more(removed))
             remove_tree(path)
+            removed += 1
     result.applied = True
     return result
+
+
+def _nothing_more(removed: int) -> str:
+    """What a ``gc --yes`` refused under a removed lock file did not do (`Log.check_lock_held`)."""
+    return f"{removed} removed, nothing more" if removed else "nothing was removed"

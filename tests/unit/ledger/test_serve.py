@@ -8,12 +8,14 @@ the log writer produces (`verify.tiles.tile_path`, `entries_path`) is accepted.
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,16 +67,18 @@ def test_every_path_the_writer_makes_is_served(index: int) -> None:
 def test_oversized_and_special_files_are_not_served(tmp_path: Path) -> None:
     log = tmp_path / "log"
     (log / "tile" / "0").mkdir(parents=True)
-    (log / "checkpoint").write_bytes(b"example.com/log\n1024\n" + b"A" * 44 + b"\n")
+    (log / "checkpoint").write_bytes(b"example.com/log\n1280\n" + b"A" * 44 + b"\n")
     (log / "tile" / "0" / "000").write_bytes(b"\0" * max_size("tile"))
     (log / "tile" / "0" / "001").write_bytes(b"\0" * (max_size("tile") + 1))
     (log / "tile" / "0" / "002").mkdir()
+    os.mkfifo(log / "tile" / "0" / "004")
     server = LogServer(log)
     try:
         assert server.read("tile/0/000", "tile") == b"\0" * 8192
         assert server.read("tile/0/001", "tile") is None  # larger than a full tile
         assert server.read("tile/0/002", "tile") is None  # a directory
         assert server.read("tile/0/003", "tile") is None  # absent
+        assert server.read("tile/0/004", "tile") is None  # a FIFO: refused without waiting
         assert server.url.startswith("http://127.0.0.1:")
     finally:
         server.server_close()
@@ -106,6 +110,61 @@ def test_only_what_the_published_checkpoint_covers_is_served(tmp_path: Path) -> 
         assert served == set(files)  # older partial widths stay served for older checkpoints
     finally:
         server.server_close()
+
+
+def _swap_for_a_link_at_the_first_open(
+    monkeypatch: pytest.MonkeyPatch, directory: Path, outside: Path
+) -> list[str]:
+    """The insider (a group member, who may rename the log's directories) swaps ``directory``
+    for a link to ``outside`` just as the server opens its first file for a request: after
+    any check of the path the server made before, before its open. Returns what was opened."""
+    from trajledger.ledger import serve
+
+    real_open, opened = os.open, []
+
+    def open_after_the_swap(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if not opened:
+            directory.rename(directory.with_name(directory.name + ".aside"))
+            directory.symlink_to(outside, target_is_directory=True)
+        opened.append(str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(serve.os, "open", open_after_the_swap)
+    return opened
+
+
+@pytest.mark.parametrize("swapped", ["tile/0", "tile", "tile/entries"])
+def test_a_directory_swapped_for_a_link_before_the_open_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swapped: str
+) -> None:
+    """rev14: ``log serve`` checked that a tile's directories resolve inside the log, then
+    opened the path: a directory swapped for a link between the two was followed, and the
+    file under it served. Now each component is opened relative to the last, none followed."""
+    log = tmp_path / "log"
+    for d in ("tile/0", "tile/entries"):
+        (log / d).mkdir(parents=True)
+    (log / "checkpoint").write_bytes(b"example.com/log\n256\n" + b"A" * 44 + b"\n")
+    (log / "tile" / "0" / "000").write_bytes(b"\0" * 8192)
+    (log / "tile" / "entries" / "000").write_bytes(b"\0" * 10)
+    outside = tmp_path / "outside"
+    secret = b"not the log's: the insider's" + b"\1" * 100
+    for d in ("", "0", "entries", "0/0", "0/entries"):  # whatever the link's target is
+        (outside / d).mkdir(parents=True, exist_ok=True)
+        (outside / d / "000").write_bytes(secret)
+    rel = "tile/entries/000" if swapped == "tile/entries" else "tile/0/000"
+    opened = _swap_for_a_link_at_the_first_open(monkeypatch, log / swapped, outside)
+    s = LogServer(log)
+    s.start()
+    try:
+        with socket.create_connection(("127.0.0.1", s.server_address[1])) as c:
+            c.settimeout(5)
+            assert _get(c, rel) == b"HTTP/1.1 404 Not Found"
+        assert opened
+        monkeypatch.undo()
+        assert (log / rel).read_bytes() == secret  # the link leads to the insider's file
+        assert s.read(rel, resource_kind(rel) or "") is None  # a link standing: refused too
+    finally:
+        s.stop()
 
 
 # -- connections: bounded threads, timeouts, clients that go away -------------------------------

@@ -305,7 +305,7 @@ class Log(LogReader):
         cp, note = self._sign(signer, new_edge)  # before any write: a refusal leaves nothing
         ts_tmp = self.directory / STATE_DIR / (TMP_PREFIX + "treeState")
         cp_tmp = self.directory / (TMP_PREFIX + CHECKPOINT_FILE)
-        self._check_lock_held()
+        self.check_lock_held()
         try:
             self._mark_inflight(True)
             # (5)
@@ -319,7 +319,7 @@ class Log(LogReader):
             if not self._lock_is_the_files():
                 unlink(ts_tmp)
                 unlink(cp_tmp)
-                self._check_lock_held()
+                self.check_lock_held()
             os.replace(ts_tmp, self.directory / TREE_STATE_FILE)
             fsync_dir(self.directory / STATE_DIR)
         except OSError as e:
@@ -447,6 +447,7 @@ class Log(LogReader):
                 raise LogError(
                     f"log {self.origin}: the checkpoint changed while cosigning; run again"
                 )
+            self.check_lock_held("the cosignature was not added")
             try:
                 write_file_atomic(self.directory / CHECKPOINT_FILE, note)
             except OSError as e:
@@ -512,10 +513,14 @@ class Log(LogReader):
                             f"{last.new}; finish it with that key"
                         )
                     number -= 1
+            unrotated = "the log's key was not rotated"  # (until `vkey` names the new key)
             try:
+                self.check_lock_held(unrotated)
                 (self.directory / HANDOVER_DIR).mkdir(exist_ok=True)
                 write_file_atomic(self.directory / HANDOVER_DIR / str(number), note)
+                self.check_lock_held(unrotated)
                 write_file_atomic(self.directory / CHECKPOINT_FILE, note)
+                self.check_lock_held(unrotated)
                 write_file_atomic(self.directory / VKEY_FILE,
                                   verifier_vkey(target).encode() + b"\n")
             except OSError as e:
@@ -586,20 +591,25 @@ class Log(LogReader):
             return False
         return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
 
-    def _check_lock_held(self) -> None:
-        """Under the lock, before the first write and before the commit: no one removed or
-        replaced the lock file meanwhile. Whoever may write the ledger could, and a second
-        writer would then take a new lock file at once: two appends at one index, one lost,
-        and the log's key signing two trees of one size (rev14).
+    def check_lock_held(self, nothing: str = "nothing was appended") -> None:
+        """Under the lock, before each write of its holder (an append's first write and its
+        commit; `rotate_key`'s and `add_cosignature`'s; each removal of ``gc --yes``, which
+        holds `exclusive`): no one removed or replaced the lock file meanwhile. Whoever may
+        write the ledger could, and a second writer would then take a new lock file at once:
+        two appends at one index, one lost, and the log's key signing two trees of one size
+        (rev14); or an append naming an object ``gc`` then removes (fix12).
+
+        Args:
+            nothing: what the refusal says was not done.
 
         Raises:
-            LogError: the lock file is not the one this object locked; nothing is committed.
+            LogError: the lock file is not the one this object locked; nothing is written.
         """
         if not self._lock_is_the_files():
             raise LogError(
                 f"{self.directory / LOCK_FILE}: the log's lock file was removed or replaced "
-                "while this command held it, so another command may be appending; nothing "
-                "was appended: find who writes this ledger's files, then run the command again"
+                f"while this command held it, so another command may be appending; {nothing}: "
+                "find who writes this ledger's files, then run the command again"
             )
 
     def _writer_state(self, signer: Signer) -> LogState:
