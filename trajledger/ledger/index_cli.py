@@ -135,14 +135,14 @@ def _check_state(ctx: Context) -> None:
 
     ledger = ctx.ledger()
     state = ledger.log_state(ledger.log_vkey() or ledger.log.vkey)
+    index = Index(ledger)
     problems = state.disagreements(ledger.log.entries, ledger.read_blob)
-    problems += Index(ledger).disagreements()
+    problems += index.disagreements()
     if problems:
         raise VerificationError("\n".join(problems))
     ok(f"trust state {state.path}: its {state.size} indexed entries and every row derived from "
        "them agree with the log")
-    ok(f"audit index {Index(ledger).dir}: agrees with the log and the store, as far as it is "
-       "built")
+    ok(f"audit index {index.dir}: agrees with the log and the store, as far as it is built")
 
 
 def _query_options(f: F) -> F:

@@ -258,6 +258,13 @@ class Index:
         self._read_only = False
         self._scratch: Callable[[], Any] | None = None  # removes the temporary copy
 
+    def _move_to(self, where: Path, tmp: Path) -> None:
+        """Work on the index in the directory ``where`` (a temporary one), temporary files in
+        ``tmp``, no features kept (computed again: the cache is the ledger's to keep)."""
+        self.dir, self.state_path = where, where / "state.json"
+        self._tmp_root, self._features_cache = tmp, None
+        self._db = None
+
     # -- state and locking ----------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -322,10 +329,7 @@ class Index:
                 "in a temporary copy for this command (run 'trajledger reindex' where the "
                 "ledger can be written to keep one)"
             )
-        self.dir, self.state_path = where, where / "state.json"
-        self._tmp_root = tmp / "tmp"
-        self._features_cache = None  # read-only: features computed again, not kept
-        self._db = None
+        self._move_to(where, tmp / "tmp")
         self._read_only = False
 
     def _connect(self) -> Any:
@@ -625,9 +629,7 @@ class Index:
                 if r["kind"] == "rollout-batch" and r["data"] not in (PENDING, "duplicate")]
         with tempfile.TemporaryDirectory(prefix="trajledger-index-check-") as tmp:
             scratch = Index(self.ledger)
-            scratch.dir = Path(tmp) / "lance"
-            scratch.state_path = scratch.dir / "state.json"
-            scratch._tmp_root, scratch._features_cache = Path(tmp) / "tmp", None
+            scratch._move_to(Path(tmp) / "lance", Path(tmp) / "tmp")
             with scratch.locked():
                 scratch._update(None, rebuild=True, upto=int(state["size"]))
                 scratch._index_batches(done)
