@@ -226,6 +226,31 @@ def test_import_record_carries_the_evidence(vendor: Vendor, buyer: Path) -> None
         verify_inclusion(e["index"], vendor.size, leaf_hash(e["entry"].encode()), proof, root)
 
 
+def test_show_names_the_log_an_import_brought_a_record_from(vendor: Vendor, buyer: Path) -> None:
+    import json
+
+    policy = buyer / "policy.toml"
+    expect(run(buyer, "import", vendor.bundle, "--policy", policy, "--key", "b1", "--key", "b2"), 0)
+    origin = origin_name(vendor.vkey)
+    shown = run(buyer, "show", vendor.ref, "--json")
+    expect(shown, 0)
+    assert json.loads(shown.stdout)["origins"] == [origin]
+    text = run(buyer, "show", vendor.ref)
+    expect(text, 0)
+    assert f"  imported    from the log {origin}\n" in text.stdout
+    # A record shown by its envelope digest (the vendor's approval) names it too.
+    approval = next(e for e in vendor.relogged if e.kind == "approval")
+    by_envelope = run(buyer, "show", approval.envelope, "--json")
+    expect(by_envelope, 0)
+    assert json.loads(by_envelope.stdout)["origins"] == [origin]
+    # The buyer's own records, and the vendor's in its own ledger, name none.
+    own = LogEntry.from_bytes(Ledger.open(buyer).log.entry(Ledger.open(buyer).log.size - 1))
+    assert json.loads(run(buyer, "show", own.envelope, "--json").stdout)["origins"] == []
+    home = run(vendor.home, "show", vendor.ref)
+    expect(home, 0)
+    assert "imported" not in home.stdout
+
+
 # -- refusals ------------------------------------------------------------------------------------
 
 

@@ -502,11 +502,13 @@ def test_show_by_name_digest_and_prefix(runner: CliRunner, home: Path) -> None:
         "envelope",
         "time",
         "signers",
+        "origins",
         "predicateType",
         "predicate",
         "files",
         "status",
     }
+    assert info["origins"] == []
     assert (info["kind"], info["ref"], info["index"], info["status"]) == (
         "environment",
         "cart@1",

@@ -561,6 +561,9 @@ def show(ctx: Context, ref: str, as_json: bool) -> None:
     """Show a recorded artifact: NAME@VERSION, a digest, or a unique digest prefix; or a
     record (approval, revocation...) by the envelope digest that printed it.
 
+    A record an import brought from another log names that log (`imported from the log
+    ORIGIN+KEYHASH`; `origins` with --json). Descriptive only: `trajledger verify` judges.
+
     \b
     Examples:
       trajledger show cartpole-train@1
@@ -580,6 +583,8 @@ def show(ctx: Context, ref: str, as_json: bool) -> None:
     _line(f"  log index   {info['index']}")
     _line(f"  envelope    {info['envelope']}")
     _line(f"  signers     {', '.join(info['signers'])}")
+    for origin in info["origins"]:
+        _line(f"  imported    from the log {origin}")
     _line(f"  predicate   {info['predicateType']}")
     for k, v in info["predicate"].items():
         if k != "manifest":

@@ -1,10 +1,11 @@
 """``trajledger show``: describe a recorded artifact from the log and the store.
 
 Scope: resolve a reference, read its record, envelope, statement and manifest, and list its
-status records (approvals, revocations, erasures). A record that is not an artifact (an
-approval, a revocation: what ``approve`` and ``revoke`` print is its envelope digest) is shown
-by its envelope digest, with the artifact it is about. Descriptive only: ``trajledger verify``
-judges.
+status records (approvals, revocations, erasures), and the logs an import brought the record
+from (``origins``: ``ORIGIN+KEYHASH`` each; empty for this ledger's own records). A record that
+is not an artifact (an approval, a revocation: what ``approve`` and ``revoke`` print is its
+envelope digest) is shown by its envelope digest, with the artifact it is about. Descriptive
+only: ``trajledger verify`` judges.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from trajledger.verify.manifest import Manifest
 from trajledger.verify.statement import Statement
 from trajledger.verify.strict_json import load_object
 
-from .catalog import Catalog, RefError
+from .catalog import Catalog, Origins, RefError
 
 if TYPE_CHECKING:
     from .home import LedgerHome
@@ -56,6 +57,7 @@ def describe(ledger: LedgerHome, ref: str) -> dict[str, Any]:
         "envelope": item.envelope,
         "time": entry.time,
         "signers": list(entry.signers),
+        "origins": Origins(ledger).names(item.index),
         "predicateType": statement.predicate_type,
         "predicate": statement.predicate,
     }
@@ -119,6 +121,7 @@ def _describe_record(ledger: LedgerHome, catalog: Catalog, index: int) -> dict[s
         "about": about,
         "time": entry.time,
         "signers": list(entry.signers),
+        "origins": Origins(ledger).names(index),
         "predicateType": statement.predicate_type,
         "predicate": statement.predicate,
         "status": [],
