@@ -285,6 +285,45 @@ def test_monitor_applies_the_vendors_revocations_and_erasures(
         assert "revoked by" not in r.stderr
 
 
+def test_monitor_reads_a_long_extension_one_entry_bundle_at_a_time(
+    trained: tuple[Vendor, Buyer, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two and a half tiles of the vendor's own records about nothing the buyer holds, then a
+    # revocation of what it does hold. The extension is read bundle by bundle (the memory of
+    # a watch follows what can matter here, not the extension: rev10's left item), and the
+    # revocation still reaches the buyer.
+    import hashlib
+
+    from trajledger import Ledger
+    from trajledger.ledger.log import EntrySpec
+    from trajledger.verify.tiles import TILE_WIDTH, TileReader
+
+    vendor, buyer, _ckpt = trained
+    monkeypatch.setenv("TRAJLEDGER_STATE_DIR", str(vendor.state))
+    ledger = Ledger.open(vendor.home)
+    signer = ledger.keys.signer("vendor")
+    filler = [EntrySpec("files", "sha256:" + hashlib.sha256(b"%d" % n).hexdigest(),
+                        "sha256:" + hashlib.sha256(b"e%d" % n).hexdigest(), (signer.keyid,))
+              for n in range(TILE_WIDTH * 5 // 2)]  # fmt: skip
+    ledger.log.append(filler)
+    vendor.run("revoke", vendor.batches[0], "--reason", "consent withdrawn", "--key", "vendor")
+    spans: list[tuple[int, int]] = []
+    real = TileReader.entries
+
+    def spy(self: TileReader, start: int, end: int) -> list[bytes]:
+        spans.append((start, end))
+        return real(self, start, end)
+
+    monkeypatch.setattr(TileReader, "entries", spy)
+    for url in served(vendor):
+        r = buyer.run("monitor", url, "--vkey", vendor.vkey(), "--key", "approver")
+        assert "WARNING: revoked by" in r.stderr, r.stderr
+    assert sum(end - start for start, end in spans) >= len(filler) + 1
+    assert max(end - start for start, end in spans) <= TILE_WIDTH
+    r = buyer.run("admit", "bh@1", code=1)
+    assert "revoked: consent withdrawn" in r.stderr
+
+
 # -- item 7: origins bound to their log keys -------------------------------------------------------
 
 

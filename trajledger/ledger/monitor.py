@@ -60,7 +60,7 @@ from trajledger.verify.note import (
     verifier_from_vkey,
     verify_note,
 )
-from trajledger.verify.tiles import TileReader
+from trajledger.verify.tiles import TILE_WIDTH, TileReader
 
 from .encode import signature_line, vkey_string
 from .errors import LedgerError, TamperError
@@ -560,13 +560,15 @@ def watch_updates(
     Steps:
         1. The size applied of this log (`updates.origin_state`); none (nothing ever imported
            from it): nothing here is about it, nothing to do (None).
-        2. Read every entry from there to the checkpoint's size from the entry bundles; their
-           leaf hashes, after the tree's right edge at the size applied, must give the signed
-           root (the tiles are fetched again: what the server answered `monitor` proves
-           nothing about this answer); each inclusion proof recorded is checked against it.
+        2. Read every entry from there to the checkpoint's size from the entry bundles, one
+           bundle at a time; their leaf hashes, after the tree's right edge at the size
+           applied, must give the signed root (the tiles are fetched again: what the server
+           answered `monitor` proves nothing about this answer); each inclusion proof recorded
+           is checked against it. Only the entries that can matter here are kept (the log's
+           policies and entries about what the ledger holds: all `updates.select` and the key
+           compromises look at in an extension), so memory follows them, not the extension.
         3. Fetch the published envelope (``envelopes/<hex>``, a 404 is "not published") of each
-           entry about what the ledger holds, and of the log's policies; choose what to take in
-           (`updates.select`).
+           kept entry; choose what to take in (`updates.select`).
         4. Without ``signers``: nothing is recorded; what would be taken in is listed as
            pending. With them: take it in (`updates.apply_update`), and advance the size
            applied.
@@ -596,19 +598,36 @@ def watch_updates(
     # entries themselves, after the right edge of the tree before them, must give the signed
     # root (as an update bundle's extension must): none can be replaced, dropped or added.
     reader = TileReader(get, result.size)
-    raws = reader.entries(applied, result.size)
-    leaves = [leaf_hash(raw) for raw in raws]
-    if reader.compact_range(applied).extend(leaves).root() != result.root:
+    edge = reader.compact_range(applied)
+    entries: dict[int, bytes] = {}
+    leaves: dict[int, bytes] = {}
+    unreadable: ProvenanceError | None = None  # raised once the entries proved the root
+    start = applied
+    while start < result.size:
+        end = min(result.size, (start // TILE_WIDTH + 1) * TILE_WIDTH)
+        raws = reader.entries(start, end)
+        hashes = [leaf_hash(raw) for raw in raws]
+        edge = edge.extend(hashes)
+        for i, raw, h in zip(range(start, end), raws, hashes, strict=True):
+            try:
+                entry = LogEntry.from_bytes(raw)
+            except ProvenanceError as error:
+                unreadable = unreadable or error
+                continue
+            if entry.kind == "trust-policy" or held(ledger, entry.subject):
+                entries[i], leaves[i] = raw, h
+        start = end
+    if edge.root() != result.root:
         raise ProofError(f"log {result.origin} at {log.url}: entries {applied} to "
                          f"{result.size - 1} as served do not give the root of its checkpoint "
                          f"of size {result.size}: the served log is not the signed tree")
-    entries = dict(enumerate(raws, applied))
+    if unreadable is not None:
+        raise unreadable  # the signed tree holds an entry that cannot be read
     # (3)
     fetched: dict[str, bytes] = {}
-    for raw in raws:
+    for raw in entries.values():
         entry = LogEntry.from_bytes(raw)
-        if entry.envelope in fetched or ledger.store.exists(entry.envelope) or not (
-                entry.kind == "trust-policy" or held(ledger, entry.subject)):
+        if entry.envelope in fetched or ledger.store.exists(entry.envelope):
             continue
         try:
             data = get(f"envelopes/{entry.envelope[7:]}")
@@ -636,7 +655,7 @@ def watch_updates(
         return changes
     def inclusion(i: int) -> list[bytes]:  # checked: it goes into the signed import record
         proof = reader.inclusion_proof(i, result.size)
-        verify_inclusion(i, result.size, leaves[i - applied], proof, result.root)
+        verify_inclusion(i, result.size, leaves[i], proof, result.root)
         return proof
 
     update = Update(result.vkey, result.note, entries, taken, consulted, inclusion, fetched,

@@ -186,7 +186,9 @@ class Update:
             over to).
         note: the signed checkpoint accepted.
         entries: every entry examined, by its index there (the lineage asked for and the
-            extension), unverified bytes proven under ``note``.
+            extension), unverified bytes proven under ``note``; a monitor keeps of its
+            extension only the entries that can matter here (the log's policies, entries about
+            what the ledger holds: all `select` and the key compromises look at there).
         taken: the entries to log here (`select`).
         consulted: entries listed in the import record without being logged (policies).
         inclusion: ``index -> inclusion proof`` under ``note``.
