@@ -433,3 +433,19 @@ def test_verify_names_a_damaged_key_file_and_checks_the_rest(
     assert "entries\t1\n" in r.stdout and "problems\t1\n" in r.stdout
     got = json.loads(run(runner, home, "log", "verify", "--json").stdout)
     assert got["ok"] is False and got["problems"] == [] and len(got["key_problems"]) == 1
+
+
+def test_serve_on_a_port_in_use_says_so(runner: CliRunner, home: Path) -> None:
+    # socketserver closes the server when it cannot bind, before LogServer had its connection
+    # threads: `log serve` on a taken port ended in `BUG: AttributeError` (exit 4).
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = run(runner, home, "log", "serve", "--port", str(port))
+    expect(r, 3)
+    assert r.stderr.startswith(f"FAIL: cannot listen on 127.0.0.1 port {port}: "), r.stderr
+    assert "choose another --port (0: any free one); nothing was served" in r.stderr
+    assert "BUG" not in r.output and len(r.stderr.splitlines()) == 1

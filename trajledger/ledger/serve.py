@@ -290,8 +290,14 @@ class LogServer(HTTPServer):
         self.request_timeout = request_timeout
         self.published = published
         self._thread: threading.Thread | None = None
-        super().__init__((host, port), _Handler)
+        super().__init__((host, port), _Handler, bind_and_activate=False)
         self._connections = _Connections(self, workers, max_connections, idle_timeout)
+        try:
+            self.server_bind()
+            self.server_activate()
+        except BaseException:
+            self.server_close()
+            raise
 
     @property
     def url(self) -> str:

@@ -8,6 +8,7 @@ Spec: docs/third-party.md ("Watching a vendor's log"); c2sp.org/tlog-tiles and t
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import math
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import click
 
 from .clikit import JSON_OPTION, OUT_PATH, VKEY, Context, emit_json, emit_result, ok, pass_ctx, warn
+from .errors import LedgerError
 
 __all__ = ["log_add_cosignature", "log_serve", "monitor"]
 
@@ -64,8 +66,16 @@ def log_serve(ctx: Context, host: str, port: int, as_json: bool) -> None:
         warn(f"serving on {host}: anyone who can reach it can read the log (it is public by "
              "design: entries name digests, not data); use TLS in front of it")  # fmt: skip
     published = Published(ledger.log.directory, ledger.read_blob, kinds)
-    server = LogServer(ledger.log.directory, host, port, verbose=ctx.verbose,
-                       published=published)
+    try:
+        server = LogServer(ledger.log.directory, host, port, verbose=ctx.verbose,
+                           published=published)
+    except OSError as e:
+        if e.filename is not None:
+            raise  # the log directory: named by the error itself
+        hint = ("another program listens there: choose another --port (0: any free one)"
+                if e.errno == errno.EADDRINUSE else "check --host and --port")
+        raise LedgerError(f"cannot listen on {host} port {port}: "
+                          f"{e.strerror or e}; {hint}; nothing was served") from e
     shown = ", ".join(kinds) if kinds else "none"
     ok(f"log {ledger.log.origin} served read-only at {server.url} (vkey {ledger.log.vkey}); "
        f"envelopes published: {shown}; Ctrl-C stops")  # fmt: skip
