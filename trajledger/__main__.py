@@ -30,6 +30,7 @@ def main() -> None:
     """Load the command line and run it."""
     from trajledger._platform import UnsupportedPlatformError
 
+    _standard_streams()
     gc.disable()  # (`_loaded_for_good`)
     try:
         from trajledger.runner.cli import main as command
@@ -50,6 +51,34 @@ def main() -> None:
         status.append(_exit_status(e.code))
         raise
     status.append(0)
+
+
+def _standard_streams() -> None:
+    """Open ``/dev/null`` on a standard stream the command was started without.
+
+    A command started with a standard stream closed (``trajledger verify X 2>&-``) has no
+    ``sys.stderr`` (the interpreter sets it to None), and the next file it opens takes that
+    descriptor: an object being stored, a key file, whatever a training command's output then
+    goes into, as its stderr. So each of descriptors 0, 1 and 2 that is not open gets
+    ``/dev/null`` (as OpenSSH does), and its Python stream is made again: what would have been
+    printed there is discarded, and the exit code still says how it went (a closed stderr made
+    `verify` exit 4 on a lineage that verified).
+    """
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    if sys.stdin is None:
+        sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 (for good)
+    if sys.stdout is None:
+        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace",  # noqa: SIM115
+                          closefd=False)
 
 
 def _loaded_for_good() -> None:

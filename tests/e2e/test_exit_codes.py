@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+import testkit
 
 SCRIPT = Path(sys.executable).with_name("trajledger")
 
@@ -291,3 +292,52 @@ def test_policy_init_writes_a_policy_from_the_keys_by_role(ledger: Path) -> None
     assert "threshold = 2" in text and "[roles.log]" in text and ".pub" not in text
     again = run("--ledger", ledger, "policy", "init", "--out", out)
     assert again.exit_code == 3 and "already exists" in again.stderr
+
+
+@pytest.mark.parametrize("closed", ["0<&-", "1>&-", "2>&-", "0<&- 1>&- 2>&-"],
+                         ids=["stdin", "stdout", "stderr", "all"])
+def test_a_command_started_with_a_standard_stream_closed_exits_as_it_went(
+    closed: str, quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    # With stderr closed, `verify` of a sound lineage exited 4 (the progress bar asked
+    # `sys.stderr`, None, whether it is a terminal); and the first file a command opened took
+    # the closed descriptor's number. Now each closed one is /dev/null: the exit code says how
+    # it went, and the command's own files get other descriptors.
+    import shlex
+
+    home = testkit.copy_template(quickstart_template, tmp_path / "q")
+    ref = quickstart_template.value
+
+    def verify() -> int:
+        line = shlex.join(cli("--ledger", home, "verify", ref)) + " " + closed
+        return subprocess.run(["bash", "-c", line], timeout=120).returncode
+
+    assert verify() == 0
+    # One byte of the checkpoint's first file changed: refused, exit 1, whatever is closed.
+    def blob(digest: str) -> Path:
+        return home / "objects" / "sha256" / digest[7:9] / digest[9:11] / digest[7:]
+
+    first = "sha256:" + json.loads(blob(ref).read_bytes())["files"][0]["digest"]["sha256"]
+    data = bytearray(blob(first).read_bytes())
+    data[len(data) // 2] ^= 1
+    blob(first).chmod(0o644)
+    blob(first).write_bytes(bytes(data))
+    assert verify() == 1
+
+
+def test_the_standalone_verifier_with_stderr_closed_keeps_its_report_off_stdout(
+    quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    # `python -m trajledger.verify ... --json 2>&-` printed the text report (meant for stderr,
+    # then None) on stdout, before the JSON: no longer one JSON document.
+    import shlex
+
+    home = testkit.copy_template(quickstart_template, tmp_path / "q")
+    bundle = tmp_path / "b.tar.zst"
+    subprocess.run(cli("--ledger", home, "export", quickstart_template.value, "--out", bundle),
+                   check=True, capture_output=True, timeout=120)
+    line = shlex.join([sys.executable, "-m", "trajledger.verify", str(bundle), "--policy",
+                       str(home / "policy.toml"), "--json"]) + " 2>&-"
+    r = subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0
+    assert json.loads(r.stdout)["ok"] is True

@@ -23,6 +23,7 @@ from .clikit import (
     Group,
     emit_json,
     emit_result,
+    is_terminal,
     ok,
     pass_ctx,
     progress,
@@ -374,7 +375,7 @@ def _step_progress(
     bytes read for other files (JSON lines, plain or compressed: their sizes are known); a
     running count of steps otherwise (a Minari directory that does not state its size).
     """
-    if quiet or not sys.stderr.isatty():
+    if quiet or not is_terminal(sys.stderr):
         yield (lambda n: None), (lambda n: None)
         return
     total = _parquet_rows(paths)

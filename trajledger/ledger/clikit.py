@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
@@ -39,6 +39,7 @@ __all__ = [
     "emit_json",
     "emit_result",
     "fail",
+    "is_terminal",
     "loading",
     "ok",
     "pass_ctx",
@@ -184,7 +185,13 @@ OUT_PATH_OR_URI = OutPath(uri=True)
 
 def interactive() -> bool:
     """Whether a person can answer a prompt (standard input is a terminal)."""
-    return sys.stdin.isatty()
+    return is_terminal(sys.stdin)
+
+
+def is_terminal(stream: IO[str] | None) -> bool:
+    """Whether ``stream`` is a terminal: False for none (a process without one, as the
+    interpreter leaves ``sys.stderr`` when descriptor 2 was closed)."""
+    return stream is not None and stream.isatty()
 
 
 def ask_passphrase(name: str, *, confirm: bool = False) -> bytes | None:
@@ -342,7 +349,7 @@ def progress(total: int, label: str, *, quiet: bool = False) -> Iterator[Callabl
     Yields:
         ``advance(n)``: move the bar ``n`` units.
     """
-    if quiet or not sys.stderr.isatty() or total <= 0:
+    if quiet or not is_terminal(sys.stderr) or total <= 0:
         yield lambda n: None
         return
     with click.progressbar(length=total, label=label, file=sys.stderr) as bar:

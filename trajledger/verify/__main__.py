@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -128,6 +129,10 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; returns the exit code (argparse exits 2 on usage errors itself)."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):  # started closed: /dev/null, so the report
+        if getattr(sys, name) is None:  # is not printed on stdout, nor a file opened there
+            os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+            setattr(sys, name, open(fd, "w", encoding="utf-8", closefd=False))  # noqa: SIM115
     argv = sys.argv[1:] if argv is None else argv
     args = _parser(argv).parse_args(argv)
     try:
