@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -449,3 +450,22 @@ def test_serve_on_a_port_in_use_says_so(runner: CliRunner, home: Path) -> None:
     assert r.stderr.startswith(f"FAIL: cannot listen on 127.0.0.1 port {port}: "), r.stderr
     assert "choose another --port (0: any free one); nothing was served" in r.stderr
     assert "BUG" not in r.output and len(r.stderr.splitlines()) == 1
+
+
+def test_a_file_name_that_is_not_utf8_is_refused_by_name(
+    runner: CliRunner, home: Path, alice: str, tmp_path: Path
+) -> None:
+    # It was refused as `FAIL: manifest: contains a lone surrogate, not valid Unicode`, exit 1,
+    # naming no file.
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    (data / "ok.txt").write_text("fine\n")
+    os.makedirs(os.fsencode(data / "sub") + b"/\xff", exist_ok=True)
+    with open(os.fsencode(data / "sub") + b"/\xff/x\xfe.bin", "wb") as f:
+        f.write(b"x")
+    for args in (("attest", data, "--key", "alice"),
+                 ("sign", data, "--key", "alice", "--out", tmp_path / "s.json")):  # fmt: skip
+        r = run(runner, home, *args)
+        expect(r, 3, f"FAIL: {data}/sub/\\xff/x\\xfe.bin: its name is not UTF-8, which a "
+                     "manifest's names are: rename it; nothing was signed\n")
+    assert Ledger.open(home).log.size == 0 and not (tmp_path / "s.json").exists()

@@ -51,6 +51,12 @@ def collect_files(paths: Sequence[str | os.PathLike[str]]) -> dict[str, Path]:
 
     def add(name: str, path: Path) -> None:
         try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:  # os.walk's undecodable bytes (surrogateescape)
+            shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+            raise LedgerError(f"{shown}: its name is not UTF-8, which a manifest's names are: "
+                              "rename it; nothing was signed") from None
+        try:
             check_path(name, f"file name {name!r}")
         except FormatError as e:
             raise LedgerError(str(e)) from e
