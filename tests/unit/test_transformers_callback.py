@@ -31,3 +31,38 @@ def test_a_diverged_metric_is_left_out_not_reported_stale(bad: float) -> None:
     assert _metrics(state) == {"step": 20.0}
     state.log_history.append({"loss": 0.75, "step": 30})  # it came back: that value counts
     assert _metrics(state) == {"loss": 0.75, "step": 30.0}
+
+
+@pytest.mark.parametrize("how", ["fsdp-argument", "accelerate-fsdp", "deepspeed-zero3"])
+def test_a_sharded_run_recording_its_final_model_is_refused_before_it_starts(
+    how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # save_pretrained on the main process alone would record a model without the other ranks'
+    # shards (rev11's left item): refused at on_train_begin, on every rank.
+    from types import SimpleNamespace
+    from typing import Any
+
+    import transformers.integrations
+
+    from trajledger.integrations.transformers import LedgerCallback
+    from trajledger.ledger.errors import LedgerError
+
+    monkeypatch.delenv("ACCELERATE_USE_FSDP", raising=False)
+    args: Any = SimpleNamespace(fsdp=how == "fsdp-argument", output_dir=".")
+    if how == "accelerate-fsdp":
+        monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    if how == "deepspeed-zero3":
+        monkeypatch.setattr(transformers.integrations, "is_deepspeed_zero3_enabled",
+                            lambda: True)
+    run: Any = object()
+    state = TrainerState()
+    state.is_world_process_zero = False
+    with pytest.raises(LedgerError, match=r"this run shards its model \((FSDP|DeepSpeed "
+                                          r"ZeRO-3)\): .* LedgerCallback\(run, final=False\)"):
+        LedgerCallback(run).on_train_begin(args, state, None)  # type: ignore[arg-type]
+    LedgerCallback(run, final=False).on_train_begin(args, state, None)  # type: ignore[arg-type]
+    # Unsharded: nothing to refuse.
+    monkeypatch.delenv("ACCELERATE_USE_FSDP", raising=False)
+    monkeypatch.setattr(transformers.integrations, "is_deepspeed_zero3_enabled", lambda: False)
+    LedgerCallback(run).on_train_begin(SimpleNamespace(fsdp=False, output_dir="."), state,
+                                       None)  # type: ignore[arg-type]

@@ -40,11 +40,13 @@ recorded checkpoint it resumed from: at ``on_train_begin`` the parent's recorded
 `LedgerError` stops the run before its first step (its checkpoints would have claimed a lineage
 without the training before the resumed step).
 
+The final model of a sharded run (FSDP, DeepSpeed ZeRO-3): ``save_pretrained`` on the main
+process alone does not gather the shards, so such a run with ``final=True`` (the default) is
+refused at ``on_train_begin``, before its first step: pass ``final=False``, save with
+``trainer.save_model(DIR)`` and record ``DIR`` with ``run.save`` on the main process.
+
 Non-scope: loading a recorded checkpoint (``trajledger verify`` first; files such as
-``training_args.bin`` and ``*.pt`` are pickles: load them only from a source you trust). The
-final model of a sharded run (FSDP, DeepSpeed ZeRO-3): ``save_pretrained`` on the main process
-alone does not gather the shards; pass ``final=False``, save with ``trainer.save_model(DIR)``
-and record ``DIR`` with ``run.save`` on the main process.
+``training_args.bin`` and ``*.pt`` are pickles: load them only from a source you trust).
 Imports ``transformers`` when imported (install the ``train`` extra).
 """
 
@@ -109,6 +111,20 @@ def _every_rank_saved() -> None:
         dist.barrier()
 
 
+def _sharded(args: TrainingArguments) -> str | None:
+    """How the run shards its model across processes, when it does (FSDP, in the arguments or
+    from ``accelerate launch``; DeepSpeed ZeRO-3), so that ``save_pretrained`` on the main
+    process alone would not save the trained model (its shards are not gathered)."""
+    if getattr(args, "fsdp", None) or os.environ.get("ACCELERATE_USE_FSDP", "").lower() in (
+            "1", "true"):
+        return "FSDP"
+    try:
+        from transformers.integrations import is_deepspeed_zero3_enabled
+    except ImportError:  # a transformers without it: no DeepSpeed either
+        return None
+    return "DeepSpeed ZeRO-3" if is_deepspeed_zero3_enabled() else None
+
+
 def _history(state: Mapping[str, Any]) -> str:
     """The step and log history of a trainer state, as comparable text (NaN as ``NaN``)."""
     return json.dumps([state.get("global_step"), state.get("log_history")], sort_keys=True)
@@ -165,7 +181,15 @@ class LedgerCallback(TrainerCallback):
         control: TrainerControl,
         **kwargs: Any,
     ) -> None:
-        """A resumed run must name the checkpoint it resumed from as its parent."""
+        """A run that shards its model records no final model; a resumed run must name the
+        checkpoint it resumed from as its parent."""
+        if self.final and (how := _sharded(args)) is not None:
+            raise LedgerError(
+                f"this run shards its model ({how}): the final model the main process would "
+                "save alone is not the trained one: pass LedgerCallback(run, final=False), save "
+                "it with trainer.save_model(DIR) and record DIR with run.save(DIR) on the main "
+                "process"
+            )
         if state.global_step and state.is_world_process_zero:
             self._check_resumed(args, state)
 
