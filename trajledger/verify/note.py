@@ -34,23 +34,12 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from .errors import FormatError, SignatureError
+from .keys import check_ed25519
 from .strict_json import utf8_text
 
-__all__ = [
-    "ALG_COSIGNATURE_V1",
-    "ALG_ED25519",
-    "MAX_SIGNATURES",
-    "Note",
-    "NoteSignature",
-    "Verifier",
-    "b64decode_strict",
-    "check_key_name",
-    "check_text_bytes",
-    "key_hash",
-    "verified_signatures",
-    "verifier_from_vkey",
-    "verify_note",
-]
+__all__ = ["ALG_COSIGNATURE_V1", "ALG_ED25519", "MAX_SIGNATURES", "Note", "NoteSignature",
+           "Verifier", "b64decode_strict", "check_key_name", "check_text_bytes", "key_hash",
+           "verified_signatures", "verifier_from_vkey", "verify_note"]
 
 ALG_ED25519 = 0x01
 """Signature type of plain Ed25519 note signatures."""
@@ -236,7 +225,8 @@ class Verifier:
         """Check name, type and key size.
 
         Raises:
-            FormatError: invalid name, unsupported type or a key that is not 32 bytes.
+            FormatError: invalid name, unsupported type, a key that is not 32 bytes, or one of
+                small order (`verify.keys.check_ed25519`).
         """
         check_key_name(self.name, "verifier key")
         if self.alg not in (ALG_ED25519, ALG_COSIGNATURE_V1):
@@ -248,6 +238,7 @@ class Verifier:
             raise FormatError(
                 f"verifier key {self.name}: public key has {len(self.public_key)} bytes, want 32"
             )
+        check_ed25519(self.public_key, f"verifier key {self.name}")
 
     @property
     def key_hash(self) -> bytes:
