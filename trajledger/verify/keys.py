@@ -2,7 +2,8 @@
 
 Scope: load a public key (PEM or DER SubjectPublicKeyInfo), name it by its keyid, and check a
 signature with it. Only Ed25519 and ECDSA P-256 with SHA-256 are accepted; anything else is
-refused when the key is loaded, so a verifier can never be handed a weaker algorithm.
+refused when the key is loaded, so a verifier can never be handed a weaker algorithm; so is an
+Ed25519 key of small order or not canonically encoded (`check_ed25519`), which anyone can sign as.
 Non-scope: private keys (ledger/keys.py holds those).
 Spec: schemas/SPEC.md section "Key identifiers": keyid = lowercase hex SHA-256 of the DER
 SubjectPublicKeyInfo.

@@ -17,7 +17,9 @@ Spec: c2sp.org/signed-note, c2sp.org/tlog-cosignature (Ed25519 signed message).
 Parsing is strict: valid UTF-8 without control characters other than newline; the text ends in
 a newline and is separated from the signatures by the last blank line; every line after it is a
 signature line with the em dash U+2014, a valid key name (non-empty, no Unicode space, no '+'),
-one space and canonical standard base64 of at least 5 bytes; at most 100 signatures.
+one space and canonical standard base64 of at least 5 bytes; at most 100 signatures. A verifier
+key of small order or not canonically encoded is refused (`verify.keys.check_ed25519`): OpenSSL
+would verify a signature no key made.
 `Note.from_bytes` only parses: the text must be ignored until `verify_note` accepted it.
 """
 
