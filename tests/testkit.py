@@ -358,3 +358,20 @@ class DigestFiles:
         """The path of blob ``digest``, or None when nothing stands at its name."""
         path = self.root / digest.removeprefix("sha256:")
         return path if path.exists() else None
+
+
+P25519 = 2**255 - 19
+# The y of the eight points of small order (orders 1, 2, 4, 8), and the two non-canonical
+# spellings of small-order points (y + p < 2**255 only for y = 0 and 1).
+SMALL_ORDER_Y = (1, P25519 - 1, 0,
+                 2707385501144840649318225287225658788936804267575313519463743609750303402022,
+                 55188659117513257062467267217118295137698188065244968500265048394206261417927,
+                 P25519, P25519 + 1)
+
+
+def weak_ed25519_keys() -> list[bytes]:
+    """Every encoding of a point of small order, both signs of x; and y = p + 2 (not
+    canonical)."""
+    out = [(y | sign << 255).to_bytes(32, "little") for y in SMALL_ORDER_Y for sign in (0, 1)]
+    return [*out, (P25519 + 2).to_bytes(32, "little")]
+

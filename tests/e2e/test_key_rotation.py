@@ -463,7 +463,7 @@ def test_bundles_after_a_rotation_verify_for_either_key(
     bundle = tmp_path / "after.tar.zst"
     ok(world.home, "export", "ds-after@1", "--out", bundle)
     for vkeys, code in (((world.v1,), 0), ((v2,), 0), ((world.v1, v2), 0),
-                        ((vkey_string(ORIGIN, bytes(32)),), 1)):
+                        ((vkey_string(ORIGIN, Signer.generate("x").public.raw_ed25519()),), 1)):
         policy = world.policy_file(9, vkeys=vkeys)
         assert verify_main([str(bundle), "--policy", str(policy)]) == code, capsys.readouterr()
     capsys.readouterr()

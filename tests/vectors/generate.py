@@ -403,6 +403,19 @@ def note_cases() -> dict[str, Case]:
         "does not verify",
         vkeys=(WITNESS_VKEY,),
     )
+    identity = (1).to_bytes(32, "little")  # the neutral point: a key of order 1
+    weak_vkey = (f"{LOG_NAME}+{key_hash(LOG_NAME, ALG_ED25519, identity).hex()}+"
+                 + b64(bytes([ALG_ED25519]) + identity))
+    case(
+        "small-order-key",
+        "a vkey holding a point of small order (here the identity): R = identity, S = 0 "
+        "verifies as its signature of any text in OpenSSL, so the key is refused when read",
+        signed(text, format_signature_line(
+            LOG_NAME, key_hash(LOG_NAME, ALG_ED25519, identity), identity + bytes(32))),
+        "FormatError",
+        "small order or not canonical",
+        vkeys=(weak_vkey,),
+    )
     return cases
 
 
@@ -539,7 +552,8 @@ def checkpoint_cases() -> dict[str, Case]:
         "2 lines, want at least 3",
     )
     body_case(
-        "empty-origin", "an empty first line", f"\n{size}\n{root}\n".encode(), "origin is empty"
+        "empty-origin", "an empty first line", f"\n{size}\n{root}\n".encode(),
+        "origin line is empty",
     )
     body_case(
         "empty-extension-line",

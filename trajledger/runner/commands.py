@@ -874,12 +874,12 @@ def verify(
     # A file named like a bundle is read as one even when its bytes are not (then refused as
     # not zstd), rather than looked up as an artifact name.
     if bundle.is_file() and (_is_zstd(bundle) or bundle.name.endswith(".zst")):
-        report = _verify_bundle(ctx, bundle, policy_file, skip_data, files_dir)
+        report, omitted = _verify_bundle(ctx, bundle, policy_file, skip_data, files_dir)
         if as_json:
             emit_json(report.to_json())
         else:
             click.echo("\n".join(report.render()))
-        report_raise(report, str(bundle), skip_data)
+        report_raise(report, str(bundle), skip_data, omitted)
         return
     ledger = None
     try:
@@ -926,19 +926,22 @@ def _is_zstd(path: Path) -> bool:
 
 def _verify_bundle(
     ctx: Context, path: Path, policy_file: Path | None, skip_data: bool, files: Path | None
-) -> Any:
-    """Verify an exported bundle offline with the given policy (no ledger needed)."""
+) -> tuple[Any, int]:
+    """Verify an exported bundle offline with the given policy (no ledger needed): the report,
+    and how many data blobs the bundle leaves out."""
     from trajledger.verify.bundle import BundleEvidence, verify_bundle
 
     if policy_file is None:
         raise click.UsageError("verifying a bundle needs --policy FILE (the policy you trust)")
     with BundleEvidence.open(path) as evidence:
         return verify_bundle(evidence, _policy_file(ctx, policy_file),
-                             data="size" if skip_data else "hash", files=files)
+                             data="size" if skip_data else "hash", files=files
+                             ), len(evidence.index.omitted)
 
 
-def report_raise(report: Any, subject: str, skip_data: bool = False) -> None:
-    """OK line, or a VerificationError listing every failure."""
+def report_raise(report: Any, subject: str, skip_data: bool = False, omitted: int = 0) -> None:
+    """OK line, or a VerificationError listing every failure. The OK line says what was not
+    checked: data blobs a bundle does not hold (``omitted``), data compared by size only."""
     from trajledger.verify.errors import VerificationError
 
     n, failed = report.count()
@@ -950,6 +953,8 @@ def report_raise(report: Any, subject: str, skip_data: bool = False) -> None:
     ok(
         f"{subject}: {n} checks passed"
         + (f" ({erased} erased: data deleted, digests verified)" if erased else "")
+        + (f" ({omitted} data blob(s) not in the bundle: their bytes not checked)" if omitted
+           else "")
         + (" (data: sizes only, not re-hashed)" if skip_data else "")
     )
 

@@ -122,7 +122,11 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         _fail(subject, f"{failed} of {n} checks failed\n" + "\n".join(report.failures()))
         return EXIT_FAILED
-    how = "" if not args.skip_data else " (data: sizes only, not re-hashed)"
+    # What was not checked is said where the verdict is read: data left out (``--no-data``, or
+    # stripped by whoever handed the bundle over) like data compared by size only.
+    omitted = len(evidence.index.omitted)
+    how = (f" ({omitted} data blob(s) not in the bundle: their bytes not checked)" if omitted
+           else "") + (" (data: sizes only, not re-hashed)" if args.skip_data else "")
     print(f"OK: {subject}: {n} checks passed{how}".translate(HIDDEN), file=sys.stderr)
     return EXIT_OK
 

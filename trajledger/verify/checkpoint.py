@@ -66,8 +66,6 @@ class Checkpoint:
             FormatError: empty origin, a field holding a newline or control character, a size
                 outside ``[0, 2**64)``, a root that is not 32 bytes, or an empty extension line.
         """
-        if not self.origin:
-            raise FormatError("checkpoint origin is empty")
         for what, line in [("origin", self.origin), *(("extension", e) for e in self.extensions)]:
             if not line:
                 raise FormatError(f"checkpoint {what} line is empty")

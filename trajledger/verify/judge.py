@@ -47,6 +47,7 @@ __all__ = ["CLOCK_SKEW", "REPAIR_HINT", "Record", "RecordFailure", "approvals", 
 CLOCK_SKEW = 300
 """Seconds a signed time may run ahead of the time the log integrated its record (clocks
 differ a little); more, and the signed time is not believed."""
+_YEAR_1 = dt.datetime.min.replace(tzinfo=dt.UTC)
 REPAIR_HINT = "restore it from a copy with 'trajledger fsck --repair --from BUNDLE|LEDGER'"
 
 
@@ -285,10 +286,10 @@ def approvals(
         # (2)
         i, p = r.index, r.predicate
         assert isinstance(p, Approval)
-        logged = parse_time(r.entry.time)
-        signed = parse_time(p.approved_at)
-        # The approval lasts what its signer gave it, from when the log took it in.
-        expires = min(parse_time(p.expires), logged + (parse_time(p.expires) - signed))
+        logged, signed, until = (parse_time(t) for t in (r.entry.time, p.approved_at, p.expires))
+        # It lasts what its signer gave it, from when the log took it in, or to its expiry: as
+        # timedeltas from the log time (no date of year 1 or 9999 overflows), at least to year 1.
+        lasts = max(min(until - logged, until - signed), _YEAR_1 - logged)
         if p.purpose != purpose:
             notes.append(f"approval {i} is for {p.purpose!r}, not {purpose!r}")
         elif i > before:
@@ -299,8 +300,8 @@ def approvals(
                 f"{r.entry.time} (more than {CLOCK_SKEW // 60} minutes): a signer's clock "
                 "does not decide how old an approval is"
             )
-        elif expires <= at_time:
-            notes.append(f"approval {i} expired at {format_time(expires)} (logged "
+        elif lasts <= at_time - logged:
+            notes.append(f"approval {i} expired at {format_time(logged + lasts)} (logged "
                          f"{r.entry.time}; judged at {format_time(at_time)})")
         elif (at_time - logged).total_seconds() > policy.max_approval_age:
             notes.append(

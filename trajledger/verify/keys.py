@@ -2,7 +2,8 @@
 
 Scope: load a public key (PEM or DER SubjectPublicKeyInfo), name it by its keyid, and check a
 signature with it. Only Ed25519 and ECDSA P-256 with SHA-256 are accepted; anything else is
-refused when the key is loaded, so a verifier can never be handed a weaker algorithm.
+refused when the key is loaded, so a verifier can never be handed a weaker algorithm; so is an
+Ed25519 key of small order or not canonically encoded (`check_ed25519`), which anyone can sign as.
 Non-scope: private keys (ledger/keys.py holds those).
 Spec: schemas/SPEC.md section "Key identifiers": keyid = lowercase hex SHA-256 of the DER
 SubjectPublicKeyInfo.
@@ -20,12 +21,14 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from .errors import FormatError
 
-__all__ = ["ALGORITHMS", "Identity", "KeyLookup", "PublicKey", "keyid_of_spki"]
+__all__ = ["ALGORITHMS", "Identity", "KeyLookup", "PublicKey", "check_ed25519", "keyid_of_spki"]
 
 ALGORITHMS = ("ed25519", "ecdsa-p256")
 """Signature algorithms trajledger accepts, by the name used in key listings and policies."""
 
 _PublicKeyType = ed25519.Ed25519PublicKey | ec.EllipticCurvePublicKey
+_P, _C8 = 2**255 - 19, 2707385501144840649318225287225658788936804267575313519463743609750303402022
+_SMALL_ORDER_Y = frozenset((0, 1, _P - 1, _C8, _P - _C8))  # the points of order 1, 2, 4 and 8
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,21 @@ class Identity:
 
     issuer: str
     subject: str
+
+
+def check_ed25519(raw: bytes, what: str) -> None:
+    """Refuse a 32-byte Ed25519 public key no private key stands behind: a point of small order
+    (then R = that point or the identity, S = 0, verifies as its signature of almost any
+    message: ``cryptography``, like OpenSSL, accepts it) or a non-canonical encoding (y >= p,
+    which no key generator writes). libsodium refuses both; so does every loader here.
+
+    Raises:
+        FormatError: such a key.
+    """
+    y = int.from_bytes(raw, "little") & ((1 << 255) - 1)  # (the sign of x is the top bit)
+    if y >= _P or y in _SMALL_ORDER_Y:
+        raise FormatError(f"{what}: an Ed25519 key of small order or not canonical: anyone "
+                          "can sign as it")
 
 
 def keyid_of_spki(spki_der: bytes) -> str:
@@ -88,6 +106,7 @@ class PublicKey:
             ) from e
         if isinstance(key, ed25519.Ed25519PublicKey):
             algorithm = "ed25519"
+            check_ed25519(key.public_bytes_raw(), what)
         elif isinstance(key, ec.EllipticCurvePublicKey) and isinstance(key.curve, ec.SECP256R1):
             algorithm = "ecdsa-p256"
         else:

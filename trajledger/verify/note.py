@@ -17,7 +17,9 @@ Spec: c2sp.org/signed-note, c2sp.org/tlog-cosignature (Ed25519 signed message).
 Parsing is strict: valid UTF-8 without control characters other than newline; the text ends in
 a newline and is separated from the signatures by the last blank line; every line after it is a
 signature line with the em dash U+2014, a valid key name (non-empty, no Unicode space, no '+'),
-one space and canonical standard base64 of at least 5 bytes; at most 100 signatures.
+one space and canonical standard base64 of at least 5 bytes; at most 100 signatures. A verifier
+key of small order or not canonically encoded is refused (`verify.keys.check_ed25519`): OpenSSL
+would verify a signature no key made.
 `Note.from_bytes` only parses: the text must be ignored until `verify_note` accepted it.
 """
 
@@ -34,23 +36,12 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from .errors import FormatError, SignatureError
+from .keys import check_ed25519
 from .strict_json import utf8_text
 
-__all__ = [
-    "ALG_COSIGNATURE_V1",
-    "ALG_ED25519",
-    "MAX_SIGNATURES",
-    "Note",
-    "NoteSignature",
-    "Verifier",
-    "b64decode_strict",
-    "check_key_name",
-    "check_text_bytes",
-    "key_hash",
-    "verified_signatures",
-    "verifier_from_vkey",
-    "verify_note",
-]
+__all__ = ["ALG_COSIGNATURE_V1", "ALG_ED25519", "MAX_SIGNATURES", "Note", "NoteSignature",
+           "Verifier", "b64decode_strict", "check_key_name", "check_text_bytes", "key_hash",
+           "verified_signatures", "verifier_from_vkey", "verify_note"]
 
 ALG_ED25519 = 0x01
 """Signature type of plain Ed25519 note signatures."""
@@ -236,7 +227,8 @@ class Verifier:
         """Check name, type and key size.
 
         Raises:
-            FormatError: invalid name, unsupported type or a key that is not 32 bytes.
+            FormatError: invalid name, unsupported type, a key that is not 32 bytes, or one of
+                small order (`verify.keys.check_ed25519`).
         """
         check_key_name(self.name, "verifier key")
         if self.alg not in (ALG_ED25519, ALG_COSIGNATURE_V1):
@@ -248,6 +240,7 @@ class Verifier:
             raise FormatError(
                 f"verifier key {self.name}: public key has {len(self.public_key)} bytes, want 32"
             )
+        check_ed25519(self.public_key, f"verifier key {self.name}")
 
     @property
     def key_hash(self) -> bytes:

@@ -17,10 +17,11 @@ TIME_PATTERN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2
 
 
 def format_time(when: dt.datetime) -> str:
-    """``when`` in UTC as ``YYYY-MM-DDTHH:MM:SSZ`` (a naive time is taken as UTC)."""
+    """``when`` in UTC as ``YYYY-MM-DDTHH:MM:SSZ`` (a naive time is taken as UTC; a year
+    below 1000 has its four digits too, which ``strftime("%Y")`` does not write)."""
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
-    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return when.astimezone(dt.UTC).replace(tzinfo=None, microsecond=0).isoformat() + "Z"
 
 
 def now() -> str:

@@ -105,7 +105,7 @@ def test_strict_text(body: bytes, message: str) -> None:
 
 def test_checkpoint_invariants() -> None:
     root = EMPTY_ROOT
-    with pytest.raises(FormatError, match="origin is empty"):
+    with pytest.raises(FormatError, match="origin line is empty"):
         Checkpoint("", 0, root)
     with pytest.raises(FormatError, match="origin line 'a\\\\nb' holds a control character"):
         Checkpoint("a\nb", 0, root)

@@ -166,3 +166,40 @@ def test_approvals_from_in_memory_records() -> None:
     other = Node("decision", "admission")
     assert approvals(other, "ds@1", [rec], POLICY, "eval", 10, at) == set()
     assert "is for 'train', not 'eval'" in other.checks[-1].detail
+
+
+def _approval(approved_at: str, expires: str, logged: str) -> Record:
+    ds = digest("dataset")
+    env = sign_statement([("dataset", ds)], predicates.APPROVAL, {
+        "purpose": "train", "approvedAt": approved_at, "expires": expires}, [APPROVER])
+    data = envelope_bytes(env)
+    entry = log_entry("approval", ds, "sha256:" + hashlib.sha256(data).hexdigest(),
+                      (APPROVER.keyid,), logged, GENESIS_PREV)
+    rec = judge_record(4, entry, data, POLICY, nothing)
+    assert isinstance(rec, Record), rec
+    return rec
+
+
+def test_approval_dates_at_the_ends_of_the_calendar_are_judged() -> None:
+    """rev16: an approval's lifetime (``expires - approvedAt``) was added to its log time as
+    a datetime: an approver's record dated 0001 and expiring 9999 (or the reverse, or expiring
+    in year 1 and dated a minute ahead of its log time) ended every verification judging it in
+    ``OverflowError`` (exit 4, a traceback) instead of a verdict."""
+    logged, at = "2026-01-02T00:00:10Z", dt.datetime(2026, 1, 10, tzinfo=dt.UTC)
+    cases = [  # (approvedAt, expires): the approval counts, or the reason it does not
+        ("0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", None),
+        ("9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "after the log took it in"),
+        ("2026-01-02T00:00:00Z", "0001-01-01T00:00:00Z", "expired at 0001-01-01T00:00:00Z"),
+        ("2026-01-02T00:01:10Z", "0001-01-01T00:00:30Z", "expired at 0001-01-01T00:00:00Z"),
+        # (and as before: the signed expiry, or the lifetime from the log time, whichever is
+        # first; an approval dated 0001 lasts from its log time as long as it says)
+        ("2026-01-02T00:00:00Z", "2026-01-05T00:00:00Z", "expired at 2026-01-05T00:00:00Z"),
+        ("2026-01-02T00:02:00Z", "2026-01-09T00:02:00Z", "expired at 2026-01-09T00:00:10Z"),
+        ("2025-12-30T00:00:00Z", "2026-01-12T00:00:00Z", None),
+    ]
+    for approved_at, expires, why in cases:
+        node = Node("decision", "admission")
+        got = approvals(node, "ds@1", [_approval(approved_at, expires, logged)], POLICY, "train",
+                        10, at)
+        assert got == (set() if why else {APPROVER.keyid}), (approved_at, expires)
+        assert why is None or why in node.checks[-1].detail, node.checks[-1].detail

@@ -10,6 +10,7 @@ import stat
 from pathlib import Path
 
 import pytest
+import testkit
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa, x25519
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
@@ -206,3 +207,18 @@ def test_key_at_rest_truncated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     path.write_bytes(path.read_bytes()[:50])
     with pytest.raises(KeyError_, match=r"corrupt or truncated key file"):
         store.signer("demo")
+
+
+def test_a_key_of_small_order_is_refused_where_it_would_verify_anything() -> None:
+    """rev16: ``cryptography`` (OpenSSL) takes the identity point as an Ed25519 public key and
+    verifies R = identity, S = 0 as its signature of every message; the policy's keys were
+    loaded as they came. No private key stands behind such a key, and a policy listing one
+    trusts whoever signs."""
+    identity = (1).to_bytes(32, "little")
+    forged = identity + bytes(32)
+    raw = ed25519.Ed25519PublicKey.from_public_bytes(identity)
+    raw.verify(forged, b"any message at all")  # what the library does: no exception
+    for key in testkit.weak_ed25519_keys():
+        with pytest.raises(FormatError, match="small order or not canonical"):
+            PublicKey.from_der(ED25519_SPKI_PREFIX + key)
+    assert PublicKey.from_der(ED25519_SPKI_PREFIX + RFC8032_PUBLIC).algorithm == "ed25519"

@@ -443,7 +443,7 @@ def test_an_unknown_digest(setup: Setup) -> None:
 
 
 def test_a_checkpoint_by_another_log_key(setup: Setup) -> None:
-    other = vkey_string("test/lineage", bytes(32))
+    other = vkey_string("test/lineage", Signer.generate("x").public.raw_ed25519())
     policy = TrustPolicy.from_toml(
         POLICY.format(threshold=2, vkey=other, extra="").encode(), setup.root
     )

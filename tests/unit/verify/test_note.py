@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import testkit
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from trajledger.ledger.encode import format_signature_line, note_bytes, verifier_vkey, vkey_string
@@ -223,3 +224,22 @@ def test_note_round_trips_text_with_blank_lines() -> None:
         assert note.text == text
         assert note_bytes(note) == data
         assert verify_note(data, [Verifier(NAME, ALG_ED25519, PUB)]) == [NAME]
+
+
+def test_a_verifier_key_of_small_order_is_refused() -> None:
+    """rev16: a vkey holding the identity point verified a note "signed" with R = identity,
+    S = 0 (OpenSSL's Ed25519 accepts it); every encoding of a point of small order, and any
+    non-canonical one, is now refused when the key is read."""
+    identity = (1).to_bytes(32, "little")
+    for key in testkit.weak_ed25519_keys():
+        with pytest.raises(FormatError, match="small order or not canonical"):
+            Verifier(NAME, ALG_ED25519, key)
+        for alg in (ALG_ED25519, ALG_COSIGNATURE_V1):
+            vkey = (f"{NAME}+{key_hash(NAME, alg, key).hex()}+"
+                    + base64.b64encode(bytes([alg]) + key).decode())
+            with pytest.raises(FormatError, match="small order or not canonical"):
+                verifier_from_vkey(vkey)
+    forged = format_signature_line(NAME, key_hash(NAME, ALG_ED25519, identity),
+                                   identity + bytes(32))
+    with pytest.raises(FormatError, match="small order"):
+        verify_note(TEXT + b"\n" + forged, [Verifier(NAME, ALG_ED25519, identity)])
