@@ -4,7 +4,7 @@ lineage with ``verify/`` alone.
 A quickstart ledger exports its final checkpoint; the model's files are written to a directory
 from the bundle's own objects. Every report names the checkpoint's files with their digests;
 with ``--files`` each is found in the directory by path and hashed: a match exits 0, a changed
-or missing file exits 1 naming it, an extra file is reported and does not fail, and a symbolic
+or missing file exits 1 naming it, and so does an extra file (a loader may read it); a symbolic
 link (to a file or a directory outside) is never followed.
 """
 
@@ -124,16 +124,16 @@ def test_a_changed_and_a_missing_file_fail_naming_each(
     ]
 
 
-def test_an_extra_file_is_reported_and_does_not_fail(
-    exported: tuple[Path, Manifest, str], tmp_path: Path
-) -> None:
+def test_an_extra_file_fails(exported: tuple[Path, Manifest, str], tmp_path: Path) -> None:
+    # It was information and exit 0: a loader may read a file the checkpoint does not list
+    # (rev16's left item).
     work, _, ref = exported
     model = model_copy(exported, tmp_path)
     (model / "notes").mkdir()
     (model / "notes" / "README.md").write_text("not part of the checkpoint\n")
     r = verify(work, "--files", str(model))
-    assert r.returncode == 0, r.stderr
-    assert (f"    · extra file notes/README.md — in {model}, not listed by checkpoint "
+    assert r.returncode == 1, r.stderr
+    assert (f"    ✗ extra file notes/README.md — in {model}, not listed by checkpoint "
             f"cartpole-bc@2 ({ref[:19]}…)\n") in r.stdout
 
 
@@ -153,7 +153,7 @@ def test_symbolic_links_are_not_followed(
     assert r.returncode == 1, r.stderr
     link = f": missing from {model} ({model / first.path} is a symbolic link "
     assert (f"{line(first, link, ':')}(to {outside / first.path}), not followed)\n") in r.stderr
-    assert (f"    · extra file elsewhere — in {model}: a symbolic link (to {outside}), not "
+    assert (f"    ✗ extra file elsewhere — in {model}: a symbolic link (to {outside}), not "
             "followed\n") in r.stdout
 
 

@@ -805,8 +805,8 @@ def rollout(
     "files_dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="REF or bundle mode: a directory of the artifact's files (the model), each checked "
-    "against its manifest by path and SHA-256 and named OK, differs or missing (exit 1 for "
-    "the last two); symbolic links are not followed.",
+    "against its manifest by path and SHA-256 and named OK, differs or missing; a file it "
+    "does not list is extra (exit 1 for the last three); symbolic links are not followed.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_ctx

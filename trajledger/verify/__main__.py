@@ -87,8 +87,8 @@ def _parser(given: Sequence[str]) -> argparse.ArgumentParser:
         type=Path,
         metavar="DIR",
         help="a directory of the subject's files (the model): each file its manifest lists is "
-        "found there by path and hashed, and named OK, differs or missing (exit 1 for the last "
-        "two); files it does not list are reported as extra; symbolic links are not followed",
+        "found there by path and hashed, and named OK, differs or missing; a file it does not "
+        "list is extra (exit 1 for the last three); symbolic links are not followed",
     )
     return p
 

@@ -26,7 +26,7 @@ from typing import Any
 from .digest import FileDigest, hash_file, result_of
 from .errors import DigestMismatchError, FormatError
 from .manifest import Manifest
-from .report import INFO, OK, Node
+from .report import OK, Node
 
 __all__ = ["TreeDiff", "check_tree", "diff_tree", "hash_files", "manifest_from_statement",
            "tree_files"]
@@ -216,8 +216,10 @@ def check_tree(node: Node, manifest: Manifest, files: Path) -> None:
         1. The directory's regular files by path (`tree_files`: no symbolic link is followed,
            so nothing outside it is read), compared with the manifest (`diff_tree`: sizes,
            then SHA-256).
-        2. Each listed file matches, differs or is missing (the last two fail); files the
-           manifest does not list are reported as extra (information).
+        2. Each listed file matches, differs or is missing (the last two fail); so does a
+           file the manifest does not list, or a link or special file there: a loader may read
+           it (``model.safetensors`` beside a listed ``pytorch_model.bin``), so the directory
+           is the artifact only when it holds exactly its files.
 
     Raises:
         OSError: ``files`` is not a directory, or cannot be listed.
@@ -241,7 +243,7 @@ def check_tree(node: Node, manifest: Manifest, files: Path) -> None:
         else:
             node.add(what, OK, f"{want}: matches {files / f.path}")
     for rel in diff.extra:
-        node.add(f"extra file {rel}", INFO, f"in {files}, not listed by {node.label}")
+        node.fail(f"extra file {rel}", f"in {files}, not listed by {node.label}")
     for rel, kind in sorted(other.items()):
         if rel not in manifest.by_path():
-            node.add(f"extra file {rel}", INFO, f"in {files}: {kind}")
+            node.fail(f"extra file {rel}", f"in {files}: {kind}")
