@@ -663,10 +663,11 @@ class Log(LogReader):
     def _key_now(self, signer: Signer, *, follow: bool) -> Signer:
         """Under the lock: the key to sign with, the one the ``vkey`` file names.
 
-        Another process may have rotated the log's key (`rotate_key`) after this one loaded the
-        old key (``record``, ``train``, ``eval``, ``import`` load it when they start): signing
-        with it now would publish a checkpoint the log's key never signed, which every reader
-        refuses as tampering, and would keep the retired key signing (rev13 finding 1). With
+        Another process may have rotated the log's key (`rotate_key`) after this one opened the
+        log under the old key, or loaded it (``record`` and ``import`` when they start,
+        ``train`` and ``eval`` when they record): signing with it now would publish a
+        checkpoint the log's key never signed, which every reader refuses as tampering, and
+        would keep the retired key signing (rev13 finding 1). With
         ``follow`` and a `reload_signer`, the writer follows the rotation instead (fix13): the
         handovers signed by the key this object trusts (the one it was opened under, or
         followed to before) must lead to the key ``vkey`` names (`_follow_rotation`: each
@@ -678,7 +679,7 @@ class Log(LogReader):
 
         Raises:
             LogError: the key was rotated meanwhile and is not followed (no verified handover
-                from the key held, no `reload_signer`, a passphrase that cannot be had without
+                from the key trusted, no `reload_signer`, a passphrase that cannot be had without
                 asking, another key loaded): nothing written; or ``vkey`` is unreadable.
             TamperError: a handed-over tree is not the log's, or the key file loaded again is
                 not the pair of its public key (planted).
