@@ -157,7 +157,7 @@ def test_fsck_names_an_erasure_that_did_not_finish(
     blobs = set(files(home, "cartpole-holdout").values())
     size = json.loads(run(home, "log", "info", "--json").stdout)["size"]
     with monkeypatch.context() as m:
-        m.setattr(status, "delete_erased", lambda *_a: 0)  # killed right after the record
+        m.setattr(status, "delete_erased", lambda *_a, **_k: 0)  # killed right after the record
         run(home, "erase", "cartpole-holdout", "--key", "vendor", "--reason", "consent")
     r = run(home, "fsck")
     assert (
@@ -247,9 +247,9 @@ def test_a_record_racing_an_erase_of_the_same_bytes_never_loses_its_file(
         held.append(not _lock_is_free(home))
         return kept_blobs(*a)
 
-    def deleting(*a: Any) -> int:
+    def deleting(*a: Any, **k: Any) -> int:
         held.append(not _lock_is_free(home))  # (after the record's own append: still held)
-        return delete_erased(*a)
+        return delete_erased(*a, **k)
 
     monkeypatch.setattr(status, "kept_blobs", deciding)
     monkeypatch.setattr(status, "delete_erased", deleting)
@@ -343,7 +343,7 @@ def test_erasing_twice_records_once(
                            "--json").stdout)  # fmt: skip
     assert shared in first["kept"]
     with monkeypatch.context() as m:
-        m.setattr(status, "delete_erased", lambda *_a: 0)
+        m.setattr(status, "delete_erased", lambda *_a, **_k: 0)
         run(home, "erase", "copy-b", "--key", "vendor", "--reason", "consent")
     assert stored(home, shared)
     again = json.loads(run(home, "erase", "copy-a", "--key", "vendor", "--reason", "consent",

@@ -371,6 +371,30 @@ def test_a_suite_or_checkpoint_revoked_during_the_run_records_no_evaluation(
     assert [e.kind for e in entries(home)[before:]] == ["revocation"]
 
 
+def test_an_evaluation_racing_a_key_rotation_is_recorded_under_the_new_key(
+    runner: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    """The command rotates the log's key while it evaluates (``log rotate-key`` of another
+    process). rev13 refused the record (exit 3: the key was rotated while it ran); since
+    fix13 the writer follows the handover the old key signed and signs with the new key."""
+    from trajledger.verify.checkpoint import verify_checkpoint
+    from trajledger.verify.note import Note, verifier_from_vkey
+
+    evaluate_py = tmp_path / "evaluate.py"
+    evaluate_py.write_text(
+        "from trajledger import Ledger\n"
+        f"Ledger.open({str(home)!r}).rotate_log_key()\n" + EVALUATE)
+    before = log_size(home)
+    r = run(runner, home, "eval", "bc@1", "--suite", "regression@1", "--key", "evaluator",
+            "--", sys.executable, evaluate_py, "pass")
+    expect(r, 0)
+    assert [e.kind for e in entries(home)[before:]] == ["evaluation"]
+    note = (home / "log" / "checkpoint").read_bytes()
+    assert len(Note.from_bytes(note).signatures) == 1
+    verify_checkpoint(note, verifier_from_vkey((home / "log" / "vkey").read_text().strip()))
+    expect(run(runner, home, "log", "verify"), 0)
+
+
 def test_eval_refusals(runner: CliRunner, home: Path, script: Path) -> None:
     size = log_size(home)
     cmd = ["--", sys.executable, str(script)]

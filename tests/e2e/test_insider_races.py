@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_races import Paused, cli
@@ -325,3 +326,176 @@ def test_fsck_and_gc_list_the_leftovers_of_a_shared_ledgers_private_scratch(
     assert code == 0 and json.loads(out)["leftovers"] == [str(dead)], (out, err)
     code, out, err = cli(home, "gc", "--yes")
     assert code == 0 and not dead.exists(), (out, err)
+
+
+# -- the other holders of the log's lock that write (fix13) ---------------------------------------
+
+
+def _remove_the_lock_after(monkeypatch: pytest.MonkeyPatch, home: Path, module: object,
+                           name: str) -> None:
+    """The insider unlinks ``log/.state/lock`` once the command's call of ``module.name``
+    returns (an append, say: its own checks passed), while the command still holds the lock
+    for the writes that follow."""
+    original = getattr(module, name)
+
+    def then_insider(*a: object, **kw: object) -> object:
+        result = original(*a, **kw)
+        (home / "log" / ".state" / "lock").unlink(missing_ok=True)
+        return result
+
+    monkeypatch.setattr(module, name, then_insider)
+
+
+def _blobs_of(home: Path, digest: str) -> list[Path]:
+    from trajledger import Ledger
+    from trajledger.ledger.status import erasable_blobs
+
+    ledger = Ledger.open(home)
+    return [ledger.store.path_of(b) for b in sorted(erasable_blobs(ledger, digest))]
+
+
+@pytest.mark.slow
+def test_erase_deletes_nothing_once_the_log_lock_is_removed(
+    alice_home: Path, tmp_path: Path
+) -> None:
+    """``erase`` decides what to delete, records the erasure and deletes, all under the log's
+    lock (`Log.exclusive`), so that no writer names a blob while it goes. A group member who
+    removes the lock file once the erasure is recorded lets a writer in at once: the erase
+    must delete nothing more and say what it did. Before the fix (fix13) it deleted every
+    blob (exit 0). Run again, it deletes them (an erasure not finished)."""
+    from test_races import log_size, rollouts
+
+    from trajledger.ledger import status
+
+    home = alice_home
+    _share_through_group(home)
+    code, out, err = cli(home, "record", rollouts(tmp_path / "b.parquet", 1), "--env",
+                         "cart@1", "--policy", "p0", "--key", "alice", "--name", "b1")
+    assert code == 0, err
+    batch = out.strip().splitlines()[-1]
+    blobs = _blobs_of(home, batch)
+    assert blobs and all(b.exists() for b in blobs)
+    with pytest.MonkeyPatch.context() as insider:
+        _remove_the_lock_after(insider, home, status, "record_statement")
+        code, out, err = cli(home, "erase", batch, "--reason", "consent", "--key", "alice")
+    index = log_size(home) - 1
+    _refused((code, out, err), f"the erasure is recorded (log index {index}) and 0 of its "
+             f"{len(blobs)} blob(s) are deleted, nothing more")
+    assert all(b.exists() for b in blobs)
+    code, out, err = cli(home, "erase", batch, "--reason", "consent", "--key", "alice")
+    assert code == 0 and not any(b.exists() for b in blobs), err
+
+
+def _vendor_and_buyer(root: Path) -> tuple[Any, Any]:
+    """tests/e2e/test_updates.py's vendor (two batches in dataset bh@1, exported) and a
+    buyer trusting it."""
+    from test_updates import Buyer, Vendor
+
+    vendor = Vendor(root, "vendor", "vendor.example/log")
+    return vendor, Buyer(root, [vendor])
+
+
+def _refused_run(result: Any, nothing: str) -> None:
+    assert result.exit_code == 3, result.output
+    assert result.stderr.strip().splitlines()[-1].endswith(LOCK_REMOVED + nothing + AGAIN), (
+        result.stderr)
+
+
+def _origin(buyer: Any, vkey: str) -> tuple[int | None, int | None]:
+    """The buyer's floor (size) and size applied of the log ``vkey``."""
+    from testkit import user_state
+
+    from trajledger.ledger.trust_state import TrustState
+
+    with user_state(buyer.state):
+        origin = TrustState.open(vkey)
+        try:
+            floor = origin.floor_checkpoint()
+            return (floor.size if floor is not None else None), origin.applied()
+        finally:
+            origin.close()
+
+
+def _objects(home: Path) -> set[str]:
+    return {p.name for p in (home / "objects" / "sha256").rglob("*") if p.is_file()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["taken", "floor advanced"])
+def test_an_import_moves_nothing_in_once_the_log_lock_is_removed(
+    tmp_path: Path, when: str
+) -> None:
+    """``import`` holds the log's lock from its check against what was accepted from the log
+    before to its last append (rev13 finding 3): it advances the log's floor, moves the staged
+    objects into the store, then appends. A group member who removes the lock file when it is
+    taken (or once the floor is advanced) lets another import (of a fork, say) in: nothing
+    (more) must be written. Before the fix (fix13) the floor advanced and every object was
+    moved in (then the first append refused, exit 3, leaving them orphans)."""
+    from trajledger.ledger.trust_state import TrustState
+
+    vendor, buyer = _vendor_and_buyer(tmp_path)
+    before, vkey = _objects(buyer.home), vendor.vkey()
+    with pytest.MonkeyPatch.context() as insider:
+        if when == "taken":
+            _remove_the_lock_once_taken(insider, buyer.home)
+        else:
+            _remove_the_lock_after(insider, buyer.home, TrustState, "advance_floor")
+        _refused_run(buyer.run("import", vendor.bundle, "--key", "approver", code=3),
+                     "nothing was imported")
+    assert _objects(buyer.home) == before
+    assert _origin(buyer, vkey) == ((None if when == "taken" else vendor.size()), None)
+    buyer.run("import", vendor.bundle, "--key", "approver")
+    assert _origin(buyer, vkey) == (vendor.size(), vendor.size())
+
+
+@pytest.mark.slow
+def test_an_import_notes_nothing_after_its_record_once_the_log_lock_is_removed(
+    tmp_path: Path,
+) -> None:
+    """After the import record, still under the lock, the import notes the size applied of
+    the vendor's log (the floor's mark) and judges what it brings. With the lock file removed
+    once the record is appended, it writes nothing more and says so. Before the fix (fix13)
+    it noted the size applied (exit 0). Run again, it notes it."""
+    from trajledger.ledger import updates
+
+    vendor, buyer = _vendor_and_buyer(tmp_path)
+    vkey = vendor.vkey()
+    with pytest.MonkeyPatch.context() as insider:
+        _remove_the_lock_after(insider, buyer.home, updates, "record_statement")
+        r = buyer.run("import", vendor.bundle, "--key", "approver", code=3)
+    _refused_run(r, f"the import is recorded (log index {buyer.size() - 1}), nothing after it "
+                 "was done (the size applied noted; key compromises, revocations and erasures "
+                 "judged here)")
+    assert _origin(buyer, vkey) == (vendor.size(), None)
+    buyer.run("import", vendor.bundle, "--key", "approver")
+    assert _origin(buyer, vkey) == (vendor.size(), vendor.size())
+
+
+@pytest.mark.slow
+def test_an_import_deletes_no_erased_blob_once_the_log_lock_is_removed(tmp_path: Path) -> None:
+    """An update that brings the vendor's erasure of a batch this ledger holds deletes this
+    ledger's copy of its blobs, under the log's lock (as ``erase`` does: no writer names a blob
+    while it goes). With the lock file removed once the import is recorded, it deletes nothing
+    and says so. Before the fix (fix13) it deleted them (exit 0)."""
+    from testkit import user_state
+
+    from trajledger.ledger import updates
+
+    vendor, buyer = _vendor_and_buyer(tmp_path)
+    buyer.run("import", vendor.bundle, "--key", "approver")
+    applied = vendor.size()
+    vendor.run("erase", vendor.batches[1], "--reason", "consent", "--key", "vendor")
+    update = tmp_path / "update.tar.zst"
+    vendor.run("export", "--updates-since", str(applied), "--out", update)
+    with user_state(buyer.state):
+        listed = _blobs_of(buyer.home, vendor.batches[1])  # (an erasure counts missing ones)
+    blobs = [b for b in listed if b.exists()]
+    assert blobs
+    with pytest.MonkeyPatch.context() as insider:
+        _remove_the_lock_after(insider, buyer.home, updates, "_compromises")
+        r = buyer.run("import", update, "--key", "approver", code=3)
+    label = f"rollout-batch vendor-2 ({vendor.batches[1][:19]}…)"
+    _refused_run(r, f"the import is recorded (log index {buyer.size() - 1}) and 0 of the "
+                 f"{len(listed)} blob(s) its erasure of {label} deletes here are deleted, "
+                 "nothing more")
+    assert all(b.exists() for b in blobs)

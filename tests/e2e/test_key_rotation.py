@@ -43,8 +43,8 @@ from trajledger.ledger.trust_state import TrustState
 from trajledger.ledger.user_state import STATE_DIR_ENV
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
-from trajledger.verify.checkpoint import Checkpoint
-from trajledger.verify.note import Note
+from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
+from trajledger.verify.note import Note, verifier_from_vkey
 
 ORIGIN = "test/rotation"
 KEYS = ("vendor", "vendor2", "approver-a", "approver-b", "approver-c", "trainer")
@@ -578,11 +578,56 @@ def test_a_reader_opened_before_a_rotation_follows_its_handover(world: World) ->
     assert reader.trust_state().size == seen + 1
     assert TrustState.open(v2).floor_checkpoint().size == seen + 1  # type: ignore[union-attr]
     expect(run(world.home, "verify", "ds-old@1"), 0)
-    # It follows to read only: it never signs (it may hold the retired key: rev13 finding 1).
-    with pytest.raises(LogError, match="its key was rotated by another command"):
-        reader.log.append([EntrySpec("files", "sha256:" + "0" * 64, "sha256:" + "1" * 64,
+    # It holds the retired key (rev13 finding 1): it never signs with it, but with the key
+    # it followed to, loaded again (fix13; rev13 refused the append).
+    reader.record_batch(pq.read_table(world.parquet()), env="cart@1", policy="p0",
+                        key="vendor", name="after")
+    assert world.size() == seen + 2
+    note = (world.home / "log" / "checkpoint").read_bytes()
+    assert len(Note.from_bytes(note).signatures) == 1
+    verify_checkpoint(note, verifier_from_vkey(v2))
+    assert TrustState.open(v2).floor_checkpoint().size == seen + 2  # type: ignore[union-attr]
+    expect(run(world.home, "log", "verify"), 0)
+
+
+def _log_files(home: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(home / "log")): p.read_bytes()
+            for p in sorted((home / "log").rglob("*")) if p.is_file() and p.name != "lock"}
+
+
+@pytest.mark.parametrize("handover", ["none", "signed by the new key alone"])
+def test_a_writer_holding_the_log_key_does_not_follow_a_replaced_key(
+    world: World, handover: str
+) -> None:
+    """A writer holding the log's key (loaded when it started) finds the log's key replaced:
+    ``vkey`` names a key no verified handover leads to (none at all; one signed by the new
+    key alone), whose private key is in ``log-key/`` and which signed the checkpoint again.
+    It is refused as in rev13: nothing appended, the replaced key never signs. fix13 follows
+    only a verified rotation: each case fails with the chain check removed from the writer's
+    follow (the planted key then signs the append)."""
+    writer = world.ledger
+    seen = writer.trust_state().size
+    writer.log.require_signer()
+    planted = forge_key(world, "planted")
+    vkey = vkey_string(ORIGIN, planted.public.raw_ed25519())
+    if handover != "none":
+        tree = Checkpoint.from_text(Note.from_bytes(
+            (world.home / "log" / "checkpoint").read_bytes()).text)
+        text = checkpoint_text(Checkpoint(tree.origin, tree.size, tree.root,
+                               (f"trajledger.dev/log-key-handover {world.v1} {vkey}",)))
+        (world.home / "log" / "key-handovers").mkdir()
+        (world.home / "log" / "key-handovers" / "1").write_bytes(
+            text + b"\n" + format_signature_line(ORIGIN, bytes.fromhex(vkey.split("+")[1]),
+                                                 planted.sign(text)))
+    before = _log_files(world.home)
+    with pytest.raises(LogError) as refused:
+        writer.log.append([EntrySpec("files", "sha256:" + "0" * 64, "sha256:" + "1" * 64,
                                      [world.keyid("vendor")])])
-    assert world.size() == seen + 1
+    assert str(refused.value) == (
+        f"log {ORIGIN}: its key was rotated by another command while this one ran (the log's "
+        "vkey file now names another key); nothing was appended: run the command again")
+    assert _log_files(world.home) == before
+    assert TrustState.open(world.v1).floor_checkpoint().size == seen  # type: ignore[union-attr]
 
 
 def test_a_reader_opened_before_a_replaced_key_does_not_follow_it(world: World) -> None:

@@ -127,14 +127,29 @@ def log_size(home: Path) -> int:
 # -- the log key rotated while another command holds the old one ----------------------------------
 
 
+def _signed_by_the_new_key_only(home: Path, vkey: str) -> None:
+    """The published checkpoint is signed by ``vkey`` alone (not a handover, not the old key)."""
+    from trajledger.verify.checkpoint import verify_checkpoint
+    from trajledger.verify.note import Note, verifier_from_vkey
+
+    note = (home / "log" / "checkpoint").read_bytes()
+    assert (home / "log" / "vkey").read_text().strip() == vkey
+    assert len(Note.from_bytes(note).signatures) == 1
+    verify_checkpoint(note, verifier_from_vkey(vkey))
+
+
 @pytest.mark.slow
-def test_a_record_that_loaded_the_log_key_before_a_rotation_appends_nothing(
+def test_a_record_that_loaded_the_log_key_before_a_rotation_signs_with_the_new_key(
     alice_home: Path, tmp_path: Path
 ) -> None:
     """``record`` loads the log's key when it starts; ``log rotate-key`` hands the log over
     before it appends. Signing with the old key would publish a checkpoint the log's key
-    (now the new one) never signed: every command then refuses the log as tampered. The
-    record must append nothing and say why; the log stays whole; run again, it records."""
+    (now the new one) never signed: every command would then refuse the log as tampered.
+    rev13 refused the record (exit 3, nothing appended); now (fix13) the writer follows the
+    handover the old key signed, loads the new key the way it loaded the old one (its
+    passphrase from the same variable) and signs with it: recorded, the log whole."""
+    from trajledger.ledger.trust_state import TrustState
+
     home = alice_home
     data = rollouts(tmp_path / "b.parquet", 1)
     record = ("--ledger", home, "record", data, "--env", "cart@1", "--policy", "p0",
@@ -143,19 +158,100 @@ def test_a_record_that_loaded_the_log_key_before_a_rotation_appends_nothing(
     worker = Paused(tmp_path / "gate", "trajledger.ledger.log.Log.append", *record)
     code, out, err = cli(home, "log", "rotate-key")
     assert code == 0, err
+    new = out.strip()
     code, out, err = worker.resume()
-    assert code == 3, (code, out, err)
+    assert code == 0, (code, out, err)
     assert "Traceback" not in err
-    assert err.strip().splitlines()[-1].endswith(
-        "its key was rotated by another command while this one ran (the log's vkey file now "
-        "names another key); nothing was appended: run the command again"), err
+    assert log_size(home) == size + 1
+    _signed_by_the_new_key_only(home, new)
+    assert TrustState.open(new).floor_checkpoint().size == size + 1  # type: ignore[union-attr]
     code, out, err = cli(home, "log", "verify")
     assert code == 0, out + err
-    assert log_size(home) == size
-    code, out, err = cli(home, *record[2:])
-    assert code == 0, err
+
+
+@pytest.mark.slow
+def test_a_writer_whose_log_key_passphrase_was_asked_for_does_not_follow_a_rotation(
+    alice_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log key's passphrase was asked for (a prompt: no variable, no file) when the
+    writer loaded the key; the rotation's new key is encrypted with the passphrase of its
+    variable. The writer cannot be asked again mid-run: refused as in rev13, nothing
+    appended, no second prompt; run again, it records (fix13 follows a rotation only with a
+    passphrase it can have without asking)."""
+    from testkit import TEST_PASSPHRASE
+
+    from trajledger import Ledger
+    from trajledger.ledger.errors import LogError
+
+    home = alice_home
+    asked: list[str] = []
+
+    def prompt(who: str) -> bytes:
+        asked.append(who)
+        return TEST_PASSPHRASE.encode()
+
+    monkeypatch.delenv("TRAJLEDGER_PASSPHRASE")
+    writer = Ledger.open(home, passphrase=prompt)
+    writer.log.require_signer()  # (as a record does when it starts)
+    assert asked == ["log"]
+    with monkeypatch.context() as rotating:
+        rotating.setenv("TRAJLEDGER_PASSPHRASE", TEST_PASSPHRASE)
+        code, _out, err = cli(home, "log", "rotate-key")
+        assert code == 0, err
+        size = log_size(home)
+    before = (home / "log" / "checkpoint").read_bytes()
+    table = pq.read_table(rollouts(tmp_path / "b.parquet", 1))
+    with pytest.raises(LogError) as refused:
+        writer.record_batch(table, env="cart@1", policy="p0", key="alice", name="b1")
+    assert str(refused.value) == (
+        "log test/e2e: its key was rotated by another command while this one ran (the log's "
+        "vkey file now names another key); nothing was appended: run the command again")
+    assert asked == ["log", "alice"]  # (alice's key when the record started; the log's once)
+    assert (home / "log" / "checkpoint").read_bytes() == before
+    again = Ledger.open(home, passphrase=prompt)
+    again.record_batch(table, env="cart@1", policy="p0", key="alice", name="b1")
     assert log_size(home) == size + 1
-    assert cli(home, "log", "verify")[0] == 0
+
+
+TRAIN_ROTATING = (
+    "import os, pathlib, subprocess, sys\n"
+    "done = subprocess.run([sys.executable, '-m', 'trajledger', '--ledger', sys.argv[1], 'log',"
+    " 'rotate-key'], capture_output=True, text=True)\n"
+    "pathlib.Path(sys.argv[2]).write_text(f'{done.returncode}\\n{done.stdout}{done.stderr}')\n"
+    "pathlib.Path(os.environ['TRAJLEDGER_OUTPUT_DIR'], 'w.bin').write_bytes(b'w')\n"
+)
+
+
+@pytest.mark.slow
+def test_a_train_racing_a_key_rotation_records_its_checkpoint_under_the_new_key(
+    chat_home: Path, tmp_path: Path
+) -> None:
+    """``train`` loads the log's key when it starts; while COMMAND runs, ``log rotate-key``
+    (run by COMMAND, another process) hands the log over. rev13 refused the checkpoint's
+    record (exit 3: 'its key was rotated by another command while this one ran'; the run's
+    files stored, unrecorded); now (fix13) the checkpoint is recorded, signed by the new key,
+    it verifies, and the user's floor continues under the new key."""
+    from trajledger.ledger.trust_state import TrustState
+
+    home = chat_home
+    size = log_size(home)
+    said = tmp_path / "rotation.txt"
+    code, out, err = cli(home, "train", "--dataset", "chat@1", "--key", "trainer", "--name",
+                         "sft", "--version", "1", "--", sys.executable, "-c", TRAIN_ROTATING,
+                         home, said)
+    rotated, new = said.read_text().splitlines()[:2]
+    assert rotated == "0", said.read_text()
+    assert code == 0, (out, err)
+    assert "Traceback" not in err
+    assert err.splitlines()[-1].startswith("OK: checkpoint sft@1 recorded"), err
+    assert log_size(home) == size + 1
+    _signed_by_the_new_key_only(home, new)
+    floor = TrustState.open(new).floor_checkpoint()
+    assert floor is not None and floor.size == size + 1
+    code, out, err = cli(home, "verify", "sft@1")
+    assert code == 0, out + err
+    code, out, err = cli(home, "log", "verify")
+    assert code == 0, out + err
 
 
 # -- a successor policy recorded while COMMAND trains ----------------------------------------------

@@ -890,12 +890,15 @@ def import_bundle(
                             disk.sync if disk is not None else None, frozenset(logs))
             # The floor advances before anything is appended, checked again in the state's
             # write transaction: a monitor of this log (which takes no ledger's lock) may have
-            # advanced it to another view since step 4; the size applied, after (fix11)
+            # advanced it to another view since step 4; the size applied, after (fix11). The
+            # first write under the lock: it must still be the lock file's (fix13)
+            ledger.log.check_lock_held("nothing was imported")
             origin.advance_floor(note_bytes, proof, what=what, root_at=root_at)
             done = apply_update(
                 ledger, policy, keys, update, what=f"import {path.name}",
                 floor=lambda: origin.advance_floor(note_bytes, proof, what=what,
                                                    root_at=root_at, applied=cp.size),
+                locked=True,
             )
             return ImportResult(subject, str(artifact["kind"]) if artifact else "",
                                 str(artifact["name"]) if artifact else "",

@@ -111,8 +111,7 @@ def _refuse_writable(root: Path, config: LedgerConfig) -> None:
         "" if config.group_writable
         else " (a ledger shared through its group sets group_writable = true in ledger.toml)"
     )
-    # log/.state: the files the log's writer opens by fixed names (its lock, tree state,
-    # history).
+    # log/.state: the files the log's writer opens by fixed names (its lock, tree state, history).
     paths = [root, root / CONFIG_NAME, root / "log", root / "log" / ".state", root / "objects"]
     for d in (root / "keys", root / LOG_KEY_DIR):
         paths.append(d)
@@ -304,10 +303,11 @@ class LedgerHome:
                 cache_dir=self.cache_dir,
                 cleanup=self.sweep_leftovers,
                 floor=state.floor() if state is not None else None,
-                on_publish=state.published if state is not None else None,
+                on_publish=None if state is None else functools.partial(self._published, state),
             )
             self._log.one_record = OneRecord(
                 frozenset(k.name for k in KINDS.values() if k.lineage), self._one_record)
+            self._log.reload_signer = functools.partial(self._log_signer, ask=False)
             if first_use and state is not None:
                 pinned = self.trust_state()
                 notice(
@@ -369,12 +369,12 @@ class LedgerHome:
         first use of this ledger's log under one of them is not a blind one."""
         self._pinned_ahead |= set(vkeys)
 
-    def log_keys(self) -> KeyStore:
+    def log_keys(self, *, ask: bool = True) -> KeyStore:
         """The log's key directory: its keys go by ``log`` for their passphrase
-        (``TRAJLEDGER_PASSPHRASE_LOG``, a prompt for the log key)."""
+        (``TRAJLEDGER_PASSPHRASE_LOG``; a prompt, unless not ``ask``: `Log.reload_signer`)."""
         return KeyStore(
             self.root / LOG_KEY_DIR,
-            self.keys._ask,
+            self.keys._ask if ask else None,
             label=LOG_KEY_NAME,
             require_encrypted=self.keys.require_encrypted,
             group_writable=self.config.group_writable,
@@ -443,6 +443,11 @@ class LedgerHome:
                     raise
                 note = newer
         return state
+
+    def _published(self, opened: TrustState, note: bytes) -> None:
+        """The log's ``on_publish``: this user's floor raised in ``opened`` (the key the log was
+        opened under's), or in the key's it followed a rotation to (`_current_state`)."""
+        (opened if self.log.followed is None else self._current_state()).published(note)
 
     def _current_state(self) -> TrustState:
         """This user's state of the log's key, continued after a rotation the log followed."""
@@ -519,9 +524,9 @@ class LedgerHome:
         except FormatError as e:
             raise LedgerError(f"{path}: the log key: {e}") from e
 
-    def _log_signer(self) -> Signer:
+    def _log_signer(self, *, ask: bool = True) -> Signer:
         """The log's private key: ``next`` while a rotation that published it is unfinished."""
-        keys = self.log_keys()
+        keys = self.log_keys(ask=ask)
         nxt = self._log_key_vkey(NEXT_LOG_KEY_NAME)
         if nxt is not None and nxt == self.log_vkey() and (
             self.root / LOG_KEY_DIR / f"{NEXT_LOG_KEY_NAME}.key"

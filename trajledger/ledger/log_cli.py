@@ -196,8 +196,9 @@ def log_rotate_key(ctx: Context, as_json: bool) -> None:
     names the old vkey, monitors (trajledger monitor). A checkpoint signed by a new key that no
     handover by a trusted key names is still refused. Tell buyers and witnesses the new vkey
     (printed); see docs/SECURITY.md, "A stolen key". Interrupted, run it again to finish.
-    A command already running with the old key (a train, a record) appends nothing after the
-    handover: it says the key was rotated while it ran (exit 3); run it again.
+    A command already running with the old key (a train, a record) follows the handover and
+    signs with the new key, loaded from log-key/ with the passphrase of the same variable or
+    file; one that was asked for it at a prompt appends nothing (exit 3): run it again.
 
     \b
     Example:

@@ -159,8 +159,12 @@ class ForkedHasher(BlobHasher):
         busy = {w.answers: w for w in self.workers or () if w.owed}
         if not busy:
             return
-        ready, _, _ = select.select(list(busy), [], [], None if block else 0)
-        for fd in ready:
+        # poll, not select: a descriptor numbered 1024 or more (a process holding many open
+        # files, a long test session) is refused by select ("filedescriptor out of range")
+        poller = select.poll()
+        for fd in busy:
+            poller.register(fd, select.POLLIN)
+        for fd, _event in poller.poll(None if block else 0):  # (an exited worker: POLLHUP)
             if not busy[fd].read():
                 self._lost(busy[fd])
 

@@ -11,7 +11,7 @@ Non-scope: judging them (``verify.lineage`` and the runner's admission gate do).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -191,8 +191,11 @@ def erase(ledger: LedgerHome, ref: str, signer: Signer, *, reason: str
                 predicate.to_predicate(), signer, action=f"erase {item.ref}",
             )
         blobs = sorted({*blobs, *unfinished})
+        told = (f"the erasure is recorded (log index {rec.index})" if rec is not first
+                else "nothing was recorded")
         try:
-            return rec, delete_erased(ledger, blobs), kept
+            return rec, delete_erased(ledger, blobs, done=lambda n: (
+                f"{told} and {n} of its {len(blobs)} blob(s) are deleted, nothing more")), kept
         except OSError as e:  # a read-only or failing store: the record stands, the data too
             left = sum(ledger.store.exists(b) for b in blobs)
             raise LedgerError(
@@ -274,13 +277,22 @@ def kept_blobs(ledger: LedgerHome, subject: str, blobs: set[str]) -> dict[str, s
         verifier.close()
 
 
-def delete_erased(ledger: LedgerHome, blobs: Iterable[str]) -> int:
+def delete_erased(ledger: LedgerHome, blobs: Iterable[str], *, done: Callable[[int], str]
+                  ) -> int:
     """Delete erased blobs from the store, and the episode features cached from any of them
-    (nothing derived from erased data is kept); how many blobs were deleted."""
+    (nothing derived from erased data is kept); how many blobs were deleted. The caller holds
+    the log's lock (`Log.exclusive`): before each deletion it must still be the lock file's
+    (`Log.check_lock_held`, fix13), else a writer may be naming the blob meanwhile; the
+    refusal says ``done(n)``, n blobs deleted.
+
+    Raises:
+        LogError: the lock file was removed or replaced (nothing more deleted).
+    """
     from .batch_features import forget_cached
 
     deleted = 0
     for d in sorted(blobs):
+        ledger.log.check_lock_held(done(deleted))
         deleted += ledger.store.delete(d)
         forget_cached(ledger.cache_dir / "features", d)
     return deleted

@@ -377,7 +377,7 @@ def select(
 
 def apply_update(
     ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Signer], update: Update, *,
-    what: str, floor: Callable[[], None] | None = None,
+    what: str, floor: Callable[[], None] | None = None, locked: bool = False,
 ) -> Applied:
     """Take an update in: store its objects, log what it takes in, record the import, and make
     what it says take effect here (the module docstring).
@@ -399,8 +399,13 @@ def apply_update(
            that cannot be read, those that do not count; then the affected artifacts of this
            ledger's own, and name clashes.
 
+    ``locked``: the caller holds the log's lock (`Log.exclusive`: an import): before the
+    objects are stored and before ``floor``, the lock file must still be the one it locked
+    (`Log.check_lock_held`, fix13; appends and step 5's deletions check it always).
+
     Raises:
-        StoreError, LogError: the store or the log cannot be written.
+        StoreError, LogError: the store or the log cannot be written; the lock file was
+            removed or replaced (what was done is said; nothing more is written).
         PolicyError: ``signers`` may not sign here.
     """
     cp = update.checkpoint
@@ -411,6 +416,8 @@ def apply_update(
 
     staged = [o for o in update.objects.values() if isinstance(o, FileDigest)]
     total = sum(o.size if isinstance(o, FileDigest) else len(o) for o in update.objects.values())
+    if locked:
+        ledger.log.check_lock_held("nothing was imported")
     with (ledger.progress or no_progress)(total, "moving into the store") as bar:
         for digest, obj in update.objects.items():
             if isinstance(obj, bytes):
@@ -432,6 +439,9 @@ def apply_update(
     earlier = _earlier_import(ledger, subject, (cp.origin, cp.size, cp.root))
     if earlier is not None and ledger.log.size == before:
         if floor is not None:
+            if locked:
+                ledger.log.check_lock_held(f"nothing was imported (imported before: log index "
+                                           f"{earlier})")
             floor()
         return Applied(earlier, False, logged, changes)
     predicate: dict[str, Any] = {
@@ -449,6 +459,10 @@ def apply_update(
         predicate["artifact"] = dict(update.artifact)
     recorded = record_statement(ledger, name, subject, predicates.IMPORT, predicate,
                                 list(signers), kind="import")
+    if locked:
+        ledger.log.check_lock_held(
+            f"the import is recorded (log index {recorded.index}), nothing after it was done "
+            "(the size applied noted; key compromises, revocations and erasures judged here)")
     if floor is not None:
         floor()
     # (4)
@@ -457,7 +471,7 @@ def apply_update(
     for i in sorted(fresh):
         e = foreign[i]
         changes.new.setdefault(e.kind, []).append(e.subject)
-    _judge(ledger, policy, foreign, here, changes)
+    _judge(ledger, policy, foreign, here, changes, recorded.index)
     _clashes(ledger, [here[i] for i in sorted(fresh)], changes)
     return Applied(recorded.index, True, logged, changes)
 
@@ -498,10 +512,11 @@ def _note_text(note: str) -> bytes:
 
 
 def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEntry],
-           here: Mapping[int, int], changes: Changes) -> None:
-    """Step 5 of `apply_update`: each revocation and erasure taken in, verified in this ledger
-    under ``policy``; an erasure that counts deletes this ledger's copy of its subject's files;
-    then what of this ledger's own is built on what stopped."""
+           here: Mapping[int, int], changes: Changes, recorded: int) -> None:
+    """Step 5 of `apply_update` (``recorded``: the import record's index): each revocation and
+    erasure taken in, verified in this ledger under ``policy``; an erasure that counts deletes
+    this ledger's copy of its subject's files; then what of this ledger's own is built on what
+    stopped."""
     verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
                                data="size")
     stopped: dict[str, str] = {}
@@ -525,7 +540,11 @@ def _judge(ledger: LedgerHome, policy: TrustPolicy, foreign: Mapping[int, LogEnt
                         if files is None and mine:
                             files = files_here(ledger)
                         kept = held_elsewhere(ledger, verifier, mine, e.subject, files or {})
-                        facts["deleted"] = delete_erased(ledger, mine.difference(kept))
+                        gone = mine.difference(kept)
+                        told = (f"the import is recorded (log index {recorded}) and {{}} of "
+                                f"the {len(gone)} blob(s) its erasure of {name} deletes here "
+                                "are deleted, nothing more")
+                        facts["deleted"] = delete_erased(ledger, gone, done=told.format)
                         facts["kept"] = sorted(set(kept.values()))
                         facts["keptBlobs"] = len(kept)
                         changes.erased.append(facts)

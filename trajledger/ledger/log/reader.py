@@ -97,7 +97,8 @@ class LogReader:
         self._floor = floor
         self.followed: str | None = None
         """The key this object was opened under, once it followed a rotation another process
-        published (`_follow_rotation`): it then reads, and never signs."""
+        published (`_follow_rotation`): it then signs only with the key it followed to, loaded
+        again (`Log._key_now`)."""
         self._readers: dict[int, TileReader] = {}
         self._dirs: set[Path] = set()
         self._lookup = Lookup(cache_dir / CACHE_DIR if cache_dir else None, verifier.name)

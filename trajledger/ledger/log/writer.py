@@ -55,7 +55,7 @@ from trajledger.verify.note import (
 )
 
 from ..encode import checkpoint_text, format_signature_line, verifier_vkey, vkey_string
-from ..errors import LedgerError, LogError
+from ..errors import KeyError_, LedgerError, LogError
 from ..fs import TMP_PREFIX, fsync_dir, write_file_atomic
 from ..keys import Signer
 from .edge import ZERO_HASH, Edge
@@ -106,6 +106,12 @@ class Log(LogReader):
         directory: the log directory.
         verifier: the log's public key as a signed-note verifier.
     """
+
+    reload_signer: Callable[[], Signer] | None = None
+    """Set by the ledger: the log's key loaded again from where it was loaded (the ledger's
+    ``log-key/``), its passphrase only from where a running command can have it (a variable or
+    a file, never a prompt); an append follows with it a rotation published meanwhile
+    (`_key_now`). None: a rotated key is refused."""
 
     # -- creating and opening -----------------------------------------------------------------
 
@@ -161,7 +167,10 @@ class Log(LogReader):
                 signer = self._signer_source
             else:
                 signer = self._signer_source()
-            self._check_signer(signer)
+            if self.reload_signer is None or self._vkey_file() == self.vkey:
+                self._check_signer(signer)
+            # (else loaded after a rotation published since the log was read: judged under the
+            # lock before it signs, `_key_now`, which follows the rotation or refuses)
             self._signer = signer
         return self._signer
 
@@ -227,12 +236,12 @@ class Log(LogReader):
         signer = self._get_signer()
         with self._locked():
             # (1)
-            st = self._writer_state(signer)
+            st, signer = self._writer_state(signer)
             edge = st.edge
             # (2)
             if check is not None:
                 check(edge.size)
-                st = self._writer_state(signer)  # the check only reads; make sure of it
+                st, signer = self._writer_state(signer)  # the check only reads; make sure of it
                 edge = st.edge
             # (3)
             existing = self._find("env", [s.envelope for s in specs], st, writer=True)
@@ -492,7 +501,7 @@ class Log(LogReader):
                 return last
             old = self._get_signer()
             # (1)
-            st = self._writer_state(old)
+            st, _ = self._writer_state(old, follow=False)  # (another rotation meanwhile: refused)
             # (2)
             cp = handover_checkpoint(Checkpoint(self.origin, st.edge.size, st.edge.root),
                                      self.vkey, verifier_vkey(target))
@@ -612,10 +621,11 @@ class Log(LogReader):
                 "find who writes this ledger's files, then run the command again"
             )
 
-    def _writer_state(self, signer: Signer) -> LogState:
-        """Under the lock: the log's key is still this object's; classify, recover forward,
-        republish a committed unsigned tail."""
-        self._check_key_unrotated()
+    def _writer_state(self, signer: Signer, *, follow: bool = True) -> tuple[LogState, Signer]:
+        """Under the lock: the key to sign with (`_key_now`: ``signer``, or the key a rotation
+        published meanwhile handed over to, when ``follow``); classify, recover forward,
+        republish a committed unsigned tail. Returns the state and that key."""
+        signer = self._key_now(signer, follow=follow)
         st = self._state_now()
         legacy = self.directory / INFLIGHT_FILE
         crashed = self._inflight() or legacy.exists()
@@ -648,30 +658,68 @@ class Log(LogReader):
             with contextlib.suppress(OSError):
                 self._mark_inflight(False)
                 unlink(legacy)
-        return st
+        return st, signer
 
-    def _check_key_unrotated(self) -> None:
-        """Under the lock: the ``vkey`` file still names the key this object signs with.
+    def _key_now(self, signer: Signer, *, follow: bool) -> Signer:
+        """Under the lock: the key to sign with, the one the ``vkey`` file names.
 
-        Another process may have rotated the log's key (`rotate_key`) after this one opened
-        the log and loaded the old key (a ``record`` or ``train`` loads it when it starts):
-        signing now would publish a checkpoint the log's key never signed, which every reader
-        refuses as tampering, and would keep the retired key signing (rev13 finding 1).
+        Another process may have rotated the log's key (`rotate_key`) after this one opened the
+        log under the old key, or loaded it (``record`` and ``import`` when they start,
+        ``train`` and ``eval`` when they record): signing with it now would publish a
+        checkpoint the log's key never signed, which every reader refuses as tampering, and
+        would keep the retired key signing (rev13 finding 1). With
+        ``follow`` and a `reload_signer`, the writer follows the rotation instead (fix13): the
+        handovers signed by the key this object trusts (the one it was opened under, or
+        followed to before) must lead to the key ``vkey`` names (`_follow_rotation`: each
+        signed by both keys it names, each handed-over tree the log's), and the key it signs
+        with (loaded again, when the one held is the old) must be that one. No other key signs.
+
+        Returns:
+            ``signer``, or the key it handed over to (kept for the next appends).
 
         Raises:
-            LogError: the key was rotated meanwhile (nothing written), or ``vkey`` is unreadable.
+            LogError: the key was rotated meanwhile and is not followed (no verified handover
+                from the key trusted, no `reload_signer`, a passphrase that cannot be had without
+                asking, another key loaded): nothing written; or ``vkey`` is unreadable.
+            TamperError: a handed-over tree is not the log's, or the key file loaded again is
+                not the pair of its public key (planted).
+        """
+        own = self._vkey_file()
+        held = note_key_bytes(signer, "log")
+        if own == self.vkey and held == self.verifier.public_key:
+            return signer
+        if own == self.vkey and self.followed is None:
+            self._check_signer(signer)  # (raises: a key that is not the log's, no rotation)
+        reload = self.reload_signer if follow else None
+        if reload is not None and own != self.vkey:
+            if self._follow_rotation() is None:  # (from the key this object trusts)
+                reload = None
+            self._state = None  # (read again, under the key followed: the floor checked)
+        if reload is not None:
+            if held == self.verifier.public_key:
+                return signer  # (loaded after the rotation: the key it handed over to)
+            with contextlib.suppress(KeyError_):  # (no passphrase without asking: refused)
+                new = reload()
+                if note_key_bytes(new, "log") == self.verifier.public_key:
+                    self._signer = new
+                    return new
+        raise LogError(
+            f"log {self.origin}: its key was rotated by another command while this one ran "
+            "(the log's vkey file now names another key); nothing was appended: run the "
+            "command again"
+        )
+
+    def _vkey_file(self) -> str:
+        """The key the ``vkey`` file names now.
+
+        Raises:
+            LogError: it cannot be read.
         """
         path = self.directory / VKEY_FILE
         try:
-            own = path.read_text("utf-8").strip()
+            return path.read_text("utf-8").strip()
         except (OSError, UnicodeDecodeError) as e:
             raise LogError(f"{path}: cannot read: {e}") from e
-        if own != self.vkey or self.followed is not None:  # (as a reader, it followed it)
-            raise LogError(
-                f"log {self.origin}: its key was rotated by another command while this one ran "
-                "(the log's vkey file now names another key); nothing was appended: run the "
-                "command again"
-            )
 
     def _inflight(self) -> bool:
         """Under the lock: whether an append marked itself in flight and never finished."""
