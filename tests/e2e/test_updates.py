@@ -229,6 +229,38 @@ def test_a_revocation_reaches_the_buyer_in_an_update_bundle(
     assert "revoked by" not in r.stderr
 
 
+def test_an_import_stopped_after_its_record_judges_its_erasures_when_run_again(
+    trained: tuple[Vendor, Buyer, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Killed (or refused by the lock check) between its import record and its judgement, an
+    # import left the vendor's erasure unapplied: the buyer kept its copy of the erased bytes,
+    # and running the import again said "already imported ... nothing new recorded" and stopped
+    # there (fix13's left item).
+    from trajledger.ledger import updates
+
+    vendor, buyer, _ckpt = trained
+    applied = vendor.size()
+    vendor.run("erase", vendor.batches[1], "--reason", "consent", "--key", "vendor")
+    bundle = tmp_path / "again.tar.zst"
+    vendor.run("export", "bh@1", "--out", bundle, "--updates-since", str(applied))
+    blobs = {p.name for p in (buyer.home / "objects").rglob("*") if p.is_file()}
+
+    def killed(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(updates, "_judge", killed)
+        buyer.run("import", bundle, "--key", "approver", code=130)
+    size = buyer.size()
+    assert blobs <= {p.name for p in (buyer.home / "objects").rglob("*") if p.is_file()}
+    r = buyer.run("import", bundle, "--key", "approver")
+    assert "already imported at log index" in r.stderr, r.stderr
+    assert f"erased by {vendor.origin}" in r.stderr, r.stderr
+    assert buyer.size() == size  # nothing logged twice
+    left = {p.name for p in (buyer.home / "objects").rglob("*") if p.is_file()}
+    assert blobs - left, "the buyer's copy of the erased batch's files is deleted"
+
+
 def test_an_update_bundle_that_omits_entries_is_refused(
     trained: tuple[Vendor, Buyer, str], tmp_path: Path
 ) -> None:

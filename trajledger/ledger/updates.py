@@ -391,7 +391,9 @@ def apply_update(
         3. Unless an import record of the same thing under the same tree exists (and nothing
            new was logged), record one signed by ``signers``: the artifact (if any), the log
            and its checkpoint, each entry taken in or consulted with its inclusion proof, the
-           size applied. ``floor`` (advancing the marks) runs right after it.
+           size applied. ``floor`` (advancing the marks) runs right after it. When one exists,
+           steps 4 and 5 still run: an import stopped after its record left them undone, and
+           each does only what is not done yet.
         4. The other party's key compromises: each held artifact it says a compromised key
            signed from then on is revoked here.
         5. Judge what was taken in under ``policy`` in this ledger: revocations and erasures
@@ -443,6 +445,10 @@ def apply_update(
                 ledger.log.check_lock_held(f"nothing was imported (imported before: log index "
                                            f"{earlier})")
             floor()
+        # Steps 4 and 5 again (each does what is not done yet, and says what counts): an
+        # import stopped after its record (killed, or the lock check) left them undone.
+        _compromises(ledger, policy, signers, update, here, changes, foreign)
+        _judge(ledger, policy, foreign, here, changes, earlier)
         return Applied(earlier, False, logged, changes)
     predicate: dict[str, Any] = {
         "log": {"origin": cp.origin, "vkey": update.vkey,
