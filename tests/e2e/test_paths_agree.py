@@ -1,0 +1,589 @@
+"""The outside check of rev18: every path that answers "may this be trusted?" answers alike.
+
+One question ("may this checkpoint / dataset be trusted?") is answered by several paths; where
+one says yes and another no on the same evidence, an attacker picks the lenient one. This module
+builds scenarios (`SCENARIOS`: a genuine ledger, then each attack of the tamper and attack kits),
+runs every path that applies on the same evidence, records each `Outcome` (accept or refuse, the
+exit code, the first problem named) and checks:
+
+1. **Agreement**: the paths that judge one claim agree on accept/refuse, but where the design
+   makes them differ: `EXCEPTIONS`, each argued in docs/SECURITY.md (rev18).
+2. **Order**: a stricter question implies a laxer one: a dataset admitted (``admit``, the
+   ``train`` gate) verifies as a record (``verify DS``); a checkpoint whose data is re-hashed and
+   verifies verifies with ``--skip-data``.
+3. **Exit codes** follow the design: 0 accepted, 1 refused, 3 operational; never 2 or 4, never
+   a traceback; a refusal names a problem (a ``FAIL:`` line).
+4. **Text and JSON agree**: the exit code, the ``FAIL:`` lines and the verdict (``ok`` /
+   ``admitted``, and for ``impact`` the subject's status in the graph).
+5. **The expected verdict**: each scenario says whether its claims are to be accepted
+   (`Scenario.accept`): a path that agrees with the others on the wrong answer fails too.
+
+Claims and their paths (`CHECKPOINT_PATHS`, `DATASET_PATHS`):
+
+- checkpoint CK: ``verify CK`` (text, ``--json``, ``--skip-data``), ``lineage CK`` (text,
+  ``--json``), ``impact`` of a batch of its lineage (CK's node in the graph), the library's
+  ``Ledger.verify`` and ``Ledger.lineage``, ``export CK`` then ``verify BUNDLE`` and
+  ``python -m trajledger.verify BUNDLE`` (under the ledger's policy in force, as JSON);
+  in the exchange world, also the buyer's ``import`` of the vendor's bundle.
+- dataset DS: ``admit DS`` (text, ``--json``), ``Ledger.admit``, ``train --dataset DS`` (the
+  runner's gate; a refusal is recorded, an admission trains); ``verify DS`` (the record only:
+  the order property, not agreement: approvals and splits are rules of use).
+
+Each scenario runs on a fresh copy of a template (a quickstart ledger, or the exchange tests'
+vendor and buyer) with its user's state. Size: 12 scenarios, about 25 paths each; about 60 CPU-s
+in all (``-n 2``: two cases of about 30 s), the cost being the paths themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import io
+import json
+import os
+import re
+import shutil
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import testkit
+from click.testing import Result
+
+from trajledger import Ledger
+from trajledger.runner.cli import main
+
+# -- outcomes ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one path answered: accept or refuse, its exit code, the first problem named."""
+
+    accept: bool
+    exit: int
+    problem: str = ""
+
+    def __str__(self) -> str:
+        verdict = "accept" if self.accept else "refuse"
+        return f"{verdict} (exit {self.exit}){': ' + self.problem if self.problem else ''}"
+
+
+@dataclass
+class World:
+    """A ledger a scenario runs on: its directory, its user's state, what it holds."""
+
+    home: Path
+    state: Path
+    checkpoint: str
+    dataset: str
+    root_batch: str
+    """A batch of the checkpoint's lineage (``impact`` starts from it)."""
+    work: Path
+    root: Path
+    """The trust root's policy file (`root_policy`)."""
+    vendor: Any = None
+    """(exchange world) the vendor (`test_updates.Vendor`) whose bundle the buyer imported."""
+    notes: list[str] = field(default_factory=list)
+    """Problems of the harness's own checks (exit codes, text against JSON)."""
+    ahead: dt.timedelta = dt.timedelta(0)
+    """How far ahead of the system's clock the verifiers' clock is set while judging."""
+    exporter: Path | None = None
+    """The state of the user who exports the bundle (None: this world's user); the forked
+    log's bundle comes from the one who forked it."""
+
+    def run(self, *args: str | Path, state: Path | None = None) -> Result:
+        r = testkit.new_runner().invoke(
+            main, ["--ledger", str(self.home), *map(str, args)],
+            env={testkit.STATE_ENV: str(state or self.state), "TRAJLEDGER_PASSPHRASE": ""},
+        )  # fmt: skip
+        return r
+
+    @contextlib.contextmanager
+    def as_user(self) -> Any:
+        with pytest.MonkeyPatch.context() as m:
+            m.setenv(testkit.STATE_ENV, str(self.state))
+            yield
+
+
+def fail_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("FAIL: ")]
+
+
+def first_problem(stderr: str) -> str:
+    """The first problem a refusal names: the line after the ``N of M checks failed`` summary,
+    else the first ``FAIL:`` line, without its ``FAIL: <subject>: `` prefix."""
+    lines = fail_lines(stderr)
+    if len(lines) > 1 and " checks failed" in lines[0]:
+        lines = lines[1:]
+    if not lines:
+        return ""
+    return lines[0].removeprefix("FAIL: ").split(": ", 1)[-1][:200]
+
+
+def outcome(world: World, name: str, r: Result) -> Outcome:
+    """The `Outcome` of a command; checks the design of its exit code on the way."""
+    if r.exit_code not in (0, 1, 3) or "Traceback" in r.output or "BUG:" in r.stderr:
+        world.notes.append(f"{name}: exit {r.exit_code} (not 0, 1 or 3)\n{r.output[-800:]}")
+    elif r.exit_code != 0 and not fail_lines(r.stderr):
+        world.notes.append(f"{name}: exit {r.exit_code} with no FAIL line\n{r.stderr[-800:]}")
+    return Outcome(r.exit_code == 0, r.exit_code, first_problem(r.stderr))
+
+
+def text_and_json(world: World, name: str, args: list[str], verdict: str) -> Outcome:
+    """Run ``args`` in text and with ``--json``; they must agree: the exit code, the ``FAIL:``
+    lines, the JSON's ``verdict`` member with the exit code, and its check counts with the
+    text's ``N of M checks failed``."""
+    text, as_json = world.run(*args), world.run(*args, "--json")
+    got = outcome(world, name, text)
+    lines = fail_lines(text.stderr)
+    if (text.exit_code, lines) != (as_json.exit_code, fail_lines(as_json.stderr)):
+        world.notes.append(f"{name}: text and --json differ: exit {text.exit_code} vs "
+                           f"{as_json.exit_code}\n{text.stderr[-600:]}\n--\n"
+                           f"{as_json.stderr[-600:]}")  # fmt: skip
+    if as_json.exit_code not in (0, 1) or not as_json.stdout:
+        return got  # no report: an operational error, or refused before any graph (a fork)
+    try:
+        report = json.loads(as_json.stdout)
+        said = report[verdict]
+    except (ValueError, KeyError, TypeError) as e:
+        world.notes.append(f"{name} --json: no {verdict!r}: {e}: {as_json.stdout[:300]}")
+        return got
+    if said is not (as_json.exit_code == 0):
+        world.notes.append(f"{name} --json: {verdict} {said} with exit {as_json.exit_code}")
+    counts = re.search(r": (\d+) of (\d+) checks failed$", lines[0]) if lines else None
+    report = report.get("report", report)  # admit nests the report
+    if counts and (int(counts[1]), int(counts[2])) != (report.get("failed"), report.get("checks")):
+        world.notes.append(f"{name}: text says {counts[0]!r}, --json failed "
+                           f"{report.get('failed')} of {report.get('checks')}")
+    return got
+
+
+# -- the paths -----------------------------------------------------------------------------------
+
+
+def p_verify(w: World) -> Outcome:
+    return text_and_json(w, "verify", ["verify", w.checkpoint], "ok")
+
+
+def p_verify_skip_data(w: World) -> Outcome:
+    return text_and_json(w, "verify --skip-data", ["verify", w.checkpoint, "--skip-data"], "ok")
+
+
+def p_lineage(w: World) -> Outcome:
+    return text_and_json(w, "lineage", ["lineage", w.checkpoint], "ok")
+
+
+def p_impact(w: World) -> Outcome:
+    """``impact`` of a batch of the checkpoint's lineage: the checkpoint's node in the graph
+    (``impact`` exits 0 when its answer is whole, whatever it lists: docs/cli.md). Accepted:
+    its status and lineage ``ok``."""
+    r = w.run("impact", w.root_batch, "--json")
+    got = outcome(w, "impact", r)
+    if not r.stdout:  # refused before any graph (the log): the refusal is the answer
+        return got
+    report = json.loads(r.stdout)
+    digest = json.loads(w.run("show", w.checkpoint, "--json").stdout)["digest"]
+    node = next((n for n in report["nodes"] if n["id"] == digest), None)
+    if node is None:
+        return Outcome(False, r.exit_code, "the checkpoint is not in the impact graph")
+    bad = [c for c in node["checks"] if c["status"] == "fail"]
+    problem = f"{bad[0]['what']}: {bad[0]['detail']}" if bad else ""
+    if node["lineage"] != "ok" and not problem:
+        problem = "its lineage fails"
+    return Outcome(node["status"] != "fail" and node["lineage"] == "ok", r.exit_code, problem)
+
+
+def _api(w: World, name: str, call: Callable[[Ledger], Any]) -> Outcome:
+    from trajledger.runner.admission import DataRefusedError
+
+    with w.as_user():
+        try:
+            report = call(Ledger.open(w.home))
+        except DataRefusedError as e:
+            return Outcome(False, 1, str(e).splitlines()[-1][:200])
+        except Exception as e:  # what the command line maps to 1 or 3
+            return Outcome(False, 1, f"{type(e).__name__}: {str(e)[:200]}")
+    ok = getattr(report, "ok", True)
+    return Outcome(ok, 0 if ok else 1, "" if ok else report.failures()[0][:200])
+
+
+def p_api_verify(w: World) -> Outcome:
+    return _api(w, "Ledger.verify", lambda led: led.verify(w.checkpoint))
+
+
+def p_api_lineage(w: World) -> Outcome:
+    return _api(w, "Ledger.lineage", lambda led: led.lineage(w.checkpoint))
+
+
+def root_policy(w: World) -> Path:
+    """The trust root: the ledger's first policy, as the world was built (``policy.toml``,
+    keys inline). The ledger's own paths start from its log's first policy and follow its
+    signed successions; a policy given (``--policy``) is a trust root too, whose successors
+    are followed, and records before it are judged by it. So every path is given this one."""
+    return w.root
+
+
+def p_verify_root(w: World) -> Outcome:
+    return text_and_json(w, "verify --policy", ["verify", w.checkpoint, "--policy",
+                                                root_policy(w)], "ok")
+
+
+def _bundle(w: World) -> Path | Outcome:
+    out = w.work / "ck.tar.zst"
+    if not out.exists():
+        r = w.run("export", w.checkpoint, "--out", out, state=w.exporter)
+        if r.exit_code != 0:
+            return outcome(w, "export", r)
+    return out
+
+
+def p_verify_bundle(w: World) -> Outcome:
+    b = _bundle(w)
+    if isinstance(b, Outcome):
+        return b
+    return text_and_json(w, "verify BUNDLE", ["verify", b, "--policy", root_policy(w)], "ok")
+
+
+def standalone(w: World, bundle: Path, policy: Path) -> Outcome:
+    """``python -m trajledger.verify BUNDLE --policy P`` in process (its ``main``)."""
+    from trajledger.verify.__main__ import main as verify_main
+
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = verify_main([str(bundle), "--policy", str(policy)])
+    if code not in (0, 1, 3):
+        w.notes.append(f"python -m trajledger.verify: exit {code}\n{err.getvalue()[-800:]}")
+    return Outcome(code == 0, code, first_problem(err.getvalue()))
+
+
+def p_standalone(w: World) -> Outcome:
+    b = _bundle(w)
+    if isinstance(b, Outcome):
+        return b
+    return standalone(w, b, root_policy(w))
+
+
+def p_admit(w: World) -> Outcome:
+    return text_and_json(w, "admit", ["admit", w.dataset], "admitted")
+
+
+def p_api_admit(w: World) -> Outcome:
+    return _api(w, "Ledger.admit", lambda led: led.admit(w.dataset))
+
+
+def p_train(w: World) -> Outcome:
+    """The runner's gate: ``train --dataset DS`` (last: an admission trains and records)."""
+    return outcome(w, "train", w.run("train", "--dataset", w.dataset, "--key", "trainer",
+                                     "--name", "rev18-gate", "--version", "1", "--seed", "18"))
+
+
+def p_verify_dataset(w: World) -> Outcome:
+    return text_and_json(w, "verify DS", ["verify", w.dataset], "ok")
+
+
+CHECKPOINT_PATHS: dict[str, Callable[[World], Outcome]] = {
+    "verify": p_verify,
+    "verify --skip-data": p_verify_skip_data,
+    "verify --policy ROOT": p_verify_root,
+    "lineage": p_lineage,
+    "impact": p_impact,
+    "Ledger.verify": p_api_verify,
+    "Ledger.lineage": p_api_lineage,
+    "verify BUNDLE": p_verify_bundle,
+    "python -m trajledger.verify": p_standalone,
+}
+"""The paths that judge "may this checkpoint be trusted?" (the reference: ``verify``)."""
+
+DATASET_PATHS: dict[str, Callable[[World], Outcome]] = {
+    "admit": p_admit,
+    "Ledger.admit": p_api_admit,
+    "train": p_train,
+}
+"""The paths that judge "may this dataset be trained on?" (the reference: ``admit``)."""
+
+
+# -- the scenarios -------------------------------------------------------------------------------
+
+
+def _blob(w: World, ref: str, path: str) -> Path:
+    """The store file of the file ``path`` of artifact ``ref``."""
+    files = json.loads(w.run("show", ref, "--json").stdout)["files"]
+    digest = next(f["digest"] for f in files if f["path"] == path)[7:]
+    return w.home / "objects" / "sha256" / digest[:2] / digest[2:4] / digest
+
+
+def revoke_batch(w: World) -> None:
+    r = w.run("revoke", w.root_batch, "--key", "approver-a", "--reason", "leak")
+    assert r.exit_code == 0, r.output
+
+
+def unapproved(w: World) -> None:
+    w.dataset = "cartpole-unapproved@1"
+
+
+def holdout_in_training(w: World) -> None:
+    w.dataset = "cartpole-holdout@1"
+
+
+def expired_approval(w: World) -> None:
+    """A dataset approved for a day and trained on at once; judged two days later (`AHEAD`):
+    the checkpoint's use was approved, the dataset is not to be trained on again."""
+    for args in (["dataset", "create", "cartpole-brief", "--version", "1", "--split", "train",
+                  "--batch", w.root_batch, "--key", "vendor"],
+                 ["approve", "cartpole-brief@1", "--key", "approver-a", "--expires", "1d"],
+                 ["approve", "cartpole-brief@1", "--key", "approver-b", "--expires", "1d"],
+                 ["train", "--dataset", "cartpole-brief@1", "--key", "trainer", "--name", "brief",
+                  "--version", "1", "--seed", "7"]):
+        r = w.run(*args)
+        assert r.exit_code == 0, r.output
+    w.checkpoint, w.dataset = "brief@1", "cartpole-brief@1"
+    w.ahead = AHEAD
+
+
+AHEAD = dt.timedelta(days=2)
+
+
+def set_clock_ahead(monkeypatch: pytest.MonkeyPatch, ahead: dt.timedelta) -> None:
+    """The verifiers' clock (`trajledger.verify.lineage`'s, read from the system) ``ahead``:
+    every path judges in this process (tests/e2e/test_clock_set_back.py sets it back)."""
+    from trajledger.verify import lineage
+
+    class Ahead(dt.datetime):
+        @classmethod
+        def now(cls, tz: dt.tzinfo | None = None) -> Ahead:  # type: ignore[override]
+            return super().now(tz) + ahead
+
+    monkeypatch.setattr(lineage, "dt", types.SimpleNamespace(
+        datetime=Ahead, UTC=dt.UTC, timedelta=dt.timedelta, timezone=dt.timezone))
+
+
+def forked_log(w: World) -> None:
+    """The user saw the log with one more entry; the ledger now holds another log of the same
+    key and size whose last entry differs (a fork, as a log writer with the key can make)."""
+    other = w.work / "fork"
+    shutil.copytree(w.home, other, symlinks=True)
+    elsewhere = w.work / "fork-state"
+    shutil.copytree(w.state, elsewhere)
+    for home, state, note in ((w.home, w.state, "seen"), (other, elsewhere, "forked")):
+        r = testkit.new_runner().invoke(
+            main, ["--ledger", str(home), "approve", "cartpole-unapproved@1", "--key",
+                   "approver-a", "--note", note], env={testkit.STATE_ENV: str(state)})
+        assert r.exit_code == 0, r.output
+    shutil.rmtree(w.home)
+    shutil.copytree(other, w.home, symlinks=True)
+    w.exporter = elsewhere
+
+
+def rotated_log_key(w: World) -> None:
+    r = w.run("log", "rotate-key")
+    assert r.exit_code == 0, r.output
+
+
+def erased_batch(w: World) -> None:
+    r = w.run("erase", w.root_batch, "--key", "approver-a", "--reason", "consent")
+    assert r.exit_code == 0, r.output
+
+
+def missing_object(w: World) -> None:
+    _blob(w, w.root_batch, "steps.parquet").unlink()
+
+
+def flipped_blob(w: World) -> None:
+    p = _blob(w, w.root_batch, "steps.parquet")
+    p.chmod(0o644)
+    data = bytearray(p.read_bytes())
+    data[len(data) // 2] ^= 1
+    p.write_bytes(bytes(data))
+
+
+def successor_policy_without_trainer(w: World) -> None:
+    """A signed successor policy that no longer holds the trainer's key (the vendor's instead):
+    what the trainer signed before it is judged by the roles it was signed under, so it stands
+    (a key to distrust is revoked, ``revoked_keys``); the trainer records nothing more."""
+    policy = w.home / "policy.toml"
+    text = policy.read_text().replace("serial = 1", "serial = 2")
+    pem = "-----BEGIN PUBLIC KEY-----"
+    vendor = text[text.index(pem):text.index("-----END PUBLIC KEY-----") + 24]
+    start = text.index("[roles.trainer]")
+    end = text.index("[roles.log]")
+    text = (text[:start] + f'[roles.trainer]\nkeys = ["""{vendor}\n"""]\nthreshold = 1\n\n'
+            + text[end:])
+    two = w.work / "policy-2.toml"
+    two.write_text(text)
+    r = w.run("policy", "set", two, "--key", "approver-a", "--key", "approver-b", "--yes")
+    assert r.exit_code == 0, r.output
+
+
+def replaced_policy_draft(w: World) -> None:
+    """The attacker writes ``policy.toml`` (the user's draft): a policy that trusts nothing.
+    Decisions apply the signed policy in force."""
+    (w.home / "policy.toml").write_text('name = "attacker"\nserial = 9\n')
+
+
+def vendor_revokes_after_import(w: World) -> None:
+    """The vendor revokes its batch after the buyer imported, approved and trained on it; the
+    buyer imports the vendor's update bundle."""
+    vendor = w.vendor
+    applied = vendor.size()
+    vendor.run("revoke", w.root_batch, "--key", "vendor", "--reason", "consent withdrawn")
+    update = w.work / "update.tar.zst"
+    vendor.run("export", "--updates-since", str(applied), "--out", update)
+    r = w.run("import", update, "--key", "approver")
+    assert r.exit_code == 0, r.output
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    world: str
+    """``quickstart`` or ``exchange``."""
+    mutate: Callable[[World], None]
+    checkpoint: bool
+    """Whether "may the checkpoint be trusted?" is to be answered yes."""
+    dataset: bool
+    """Whether "may the dataset be trained on?" is to be answered yes."""
+
+
+def nothing(_w: World) -> None:
+    pass
+
+
+SCENARIOS = [
+    Scenario("genuine", "quickstart", nothing, True, True),
+    Scenario("revoked batch", "quickstart", revoke_batch, False, False),
+    Scenario("unapproved dataset", "quickstart", unapproved, True, False),
+    Scenario("holdout split in training", "quickstart", holdout_in_training, True, False),
+    Scenario("expired approval", "quickstart", expired_approval, True, False),
+    Scenario("forked log", "quickstart", forked_log, False, False),
+    Scenario("rotated log key", "quickstart", rotated_log_key, True, True),
+    Scenario("erased batch", "quickstart", erased_batch, True, False),
+    Scenario("missing object", "quickstart", missing_object, False, False),
+    Scenario("flipped data blob", "quickstart", flipped_blob, False, False),
+    Scenario("successor policy without the trainer", "quickstart",
+             successor_policy_without_trainer, True, True),
+    Scenario("replaced policy draft", "quickstart", replaced_policy_draft, True, True),
+    Scenario("imported from a vendor", "exchange", nothing, True, True),
+    Scenario("vendor revocation after import", "exchange", vendor_revokes_after_import, False,
+             False),
+]
+
+
+def judge(w: World, paths: dict[str, Callable[[World], Outcome]]) -> dict[str, Outcome]:
+    return {name: path(w) for name, path in paths.items()}
+
+
+@pytest.fixture(scope="module")
+def quickstart(quickstart_template: testkit.Template[str]) -> testkit.Template[str]:
+    return quickstart_template
+
+
+def quickstart_world(t: testkit.Template[str], tmp_path: Path) -> World:
+    home = testkit.copy_template(t, tmp_path / "home")
+    state = Path(os.environ[testkit.STATE_ENV])
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(home / "policy.toml", work / "policy-root.toml")
+    w = World(home, state, t.value, "cartpole-train@2", "cartpole-random", work,
+              work / "policy-root.toml")
+    r = w.run("show", t.value, "--json")
+    w.checkpoint = json.loads(r.stdout)["digest"]
+    return w
+
+
+def exchange_world(tmp_path: Path) -> World:
+    """The exchange tests' vendor and buyer (tests/e2e/test_updates.py): the buyer imported
+    the vendor's dataset, approved it and trained on it."""
+    from test_updates import Buyer, Vendor
+
+    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
+    buyer = Buyer(tmp_path, [vendor])
+    buyer.run("import", vendor.bundle, "--key", "approver")
+    buyer.run("approve", "bh@1", "--key", "approver")
+    ckpt = buyer.last("train", "--dataset", "bh@1", "--key", "trainer", "--name", "bh-policy",
+                      "--version", "1")  # fmt: skip
+    work = tmp_path / "work"
+    work.mkdir()
+    return World(buyer.home, buyer.state, ckpt, "bh@1", vendor.batches[0], work,
+                 buyer.home / "policy.toml", vendor=vendor)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_paths_agree(
+    scenario: Scenario,
+    quickstart: testkit.Template[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if scenario.world == "quickstart":
+        w = quickstart_world(quickstart, tmp_path)
+    else:
+        w = exchange_world(tmp_path)
+    scenario.mutate(w)
+    if w.ahead:
+        set_clock_ahead(monkeypatch, w.ahead)
+    got = {**judge(w, CHECKPOINT_PATHS), **judge(w, DATASET_PATHS)}
+    got["verify DS"] = p_verify_dataset(w)
+    table = "\n".join(f"  {k:28} {v}" for k, v in got.items())
+    print(f"\n{scenario.name}:\n{table}")
+    problems = disagreements(scenario, got) + w.notes
+    assert not problems, f"{scenario.name}:\n{table}\n\n" + "\n".join(problems)
+
+
+# -- the properties ------------------------------------------------------------------------------
+
+
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("flipped data blob", "verify --skip-data"):
+        "compares each blob's size with its manifest, never its bytes: a blob changed in place "
+        "passes (the report says 'size only, not re-hashed')",
+    ("forked log", "python -m trajledger.verify"):
+        "holds no user state, so no checkpoint seen before: a fork of a log is visible only "
+        "against one (--known-checkpoint FILE gives it); the ledger's paths use the user's",
+    ("successor policy without the trainer", "train"):
+        "the gate admits the data (admit agrees); the run is refused because the key that "
+        "would sign the checkpoint no longer holds the trainer role: who may record, not the data",
+}
+"""Where a path answers otherwise than its claim's expected verdict by design: (scenario, path)
+-> why (each argued in docs/SECURITY.md, rev18). An entry whose path answers as the others is
+a failure too, so the list holds only what is true."""
+
+REFERENCE = {"checkpoint": "verify", "dataset": "admit"}
+CLI_CHECKPOINT = ("verify", "verify --skip-data", "verify --policy ROOT", "lineage")
+"""The ledger's own command lines on a checkpoint: one verifier, so one first problem."""
+
+
+def disagreements(scenario: Scenario, got: dict[str, Outcome]) -> list[str]:
+    """Every property the outcomes of one scenario break (module docstring)."""
+    out = []
+    want = {**dict.fromkeys(CHECKPOINT_PATHS, scenario.checkpoint),
+            **dict.fromkeys(DATASET_PATHS, scenario.dataset)}
+    for path, expected in want.items():
+        o, why = got[path], EXCEPTIONS.get((scenario.name, path))
+        if why is None and o.accept != expected:
+            out.append(f"{path}: {o}, want {'accept' if expected else 'refuse'} (as "
+                       f"{REFERENCE['checkpoint' if path in CHECKPOINT_PATHS else 'dataset']})")
+        elif why is not None and o.accept == expected:
+            out.append(f"{path}: listed in EXCEPTIONS ({why}) but answers as the others: {o}")
+    # Order: stricter questions imply laxer ones.
+    if got["admit"].accept and not got["verify DS"].accept:
+        out.append(f"admit accepts a dataset whose record fails: verify DS {got['verify DS']}")
+    if got["verify"].accept and not got["verify --skip-data"].accept:
+        out.append("verify accepts, verify --skip-data refuses")
+    # Exit codes: 0 accepted, 1 refused (no scenario is an operational problem).
+    for path, o in got.items():
+        if path == "impact" and o.exit == 0:
+            pass  # its answer is whole: it exits 0 whatever it lists (docs/cli.md)
+        elif o.exit != (0 if o.accept else 1):
+            out.append(f"{path}: {o}: want exit {0 if o.accept else 1}")
+        if not o.accept and not o.problem:
+            out.append(f"{path}: refuses naming no problem")
+    # One verifier behind the ledger's command lines: the same first problem.
+    named = {got[p].problem for p in CLI_CHECKPOINT
+             if not got[p].accept and (scenario.name, p) not in EXCEPTIONS}
+    if len(named) > 1:
+        out.append(f"the command lines name different first problems: {sorted(named)}")
+    return out
