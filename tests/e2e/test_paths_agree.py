@@ -436,6 +436,14 @@ def vendor_revokes_after_import(w: World) -> None:
     assert r.exit_code == 0, r.output
 
 
+def bundle_then_revocation(w: World) -> None:
+    """The bundle was exported before the batch was revoked (a vendor handing an old bundle,
+    which hides the revocation): the user has seen the log since."""
+    out = _bundle(w)
+    assert isinstance(out, Path), out
+    revoke_batch(w)
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -459,6 +467,8 @@ SCENARIOS = [
     Scenario("holdout split in training", "quickstart", holdout_in_training, True, False),
     Scenario("expired approval", "quickstart", expired_approval, True, False),
     Scenario("forked log", "quickstart", forked_log, False, False),
+    Scenario("bundle older than a revocation", "quickstart", bundle_then_revocation, False,
+             False),
     Scenario("rotated log key", "quickstart", rotated_log_key, True, True),
     Scenario("erased batch", "quickstart", erased_batch, True, False),
     Scenario("missing object", "quickstart", missing_object, False, False),
@@ -543,6 +553,9 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("forked log", "python -m trajledger.verify"):
         "holds no user state, so no checkpoint seen before: a fork of a log is visible only "
         "against one (--known-checkpoint FILE gives it); the ledger's paths use the user's",
+    ("bundle older than a revocation", "python -m trajledger.verify"):
+        "holds no user state: an older checkpoint of the log is a rollback only against a newer "
+        "one seen (--known-checkpoint FILE); the bundle says what was true at its size",
     ("successor policy without the trainer", "train"):
         "the gate admits the data (admit agrees); the run is refused because the key that "
         "would sign the checkpoint no longer holds the trainer role: who may record, not the data",
