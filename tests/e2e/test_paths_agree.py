@@ -1,37 +1,44 @@
 """The outside check of rev18: every path that answers "may this be trusted?" answers alike.
 
-One question ("may this checkpoint / dataset be trusted?") is answered by several paths; where
-one says yes and another no on the same evidence, an attacker picks the lenient one. This module
-builds scenarios (`SCENARIOS`: a genuine ledger, then each attack of the tamper and attack kits),
-runs every path that applies on the same evidence, records each `Outcome` (accept or refuse, the
-exit code, the first problem named) and checks:
+One question ("may this checkpoint / batch / dataset be trusted?") is answered by several
+paths; where one says yes and another no on the same evidence, an attacker picks the lenient
+one, and an auditor trusts the answer they were shown. This module builds scenarios
+(`SCENARIOS`: genuine ledgers, then the attacks of the tamper and attack kits), runs every path
+that applies on the same evidence, records each `Outcome` (accept or refuse, the exit code, the
+first problem named) and checks (`disagreements`):
 
-1. **Agreement**: the paths that judge one claim agree on accept/refuse, but where the design
-   makes them differ: `EXCEPTIONS`, each argued in docs/SECURITY.md (rev18).
-2. **Order**: a stricter question implies a laxer one: a dataset admitted (``admit``, the
-   ``train`` gate) verifies as a record (``verify DS``); a checkpoint whose data is re-hashed and
-   verifies verifies with ``--skip-data``.
-3. **Exit codes** follow the design: 0 accepted, 1 refused, 3 operational; never 2 or 4, never
-   a traceback; a refusal names a problem (a ``FAIL:`` line).
-4. **Text and JSON agree**: the exit code, the ``FAIL:`` lines and the verdict (``ok`` /
-   ``admitted``, and for ``impact`` the subject's status in the graph).
-5. **The expected verdict**: each scenario says whether its claims are to be accepted
-   (`Scenario.accept`): a path that agrees with the others on the wrong answer fails too.
+1. **The expected verdict, on every path**: each scenario says whether its checkpoint may be
+   trusted, its dataset trained on (and, in the evaluation world, the checkpoint released); a
+   path that answers otherwise fails, unless the pair is in `EXCEPTIONS` (where the design
+   makes that path differ, each argued in docs/SECURITY.md, rev18), and an exception that no
+   longer holds fails too. The record paths (``verify DS``, the vendor's bundle) must answer
+   as ``verify DS``.
+2. **Order**: a dataset admitted verifies as a record; a checkpoint that verifies with its data
+   re-hashed verifies with ``--skip-data``; a release is of a checkpoint that verifies.
+3. **Exit codes**: 0 accepted, 1 refused (no scenario is an operational problem; ``impact``
+   exits 0 when its answer is whole, whatever it lists); never 2 or 4 or a traceback; a
+   refusal names a problem (a ``FAIL:`` line).
+4. **Text and JSON agree**: the exit code, the ``FAIL:`` lines, the verdict (``ok`` /
+   ``admitted``) and the check counts against ``N of M checks failed``.
+5. **One verifier, one answer**: the ledger's command lines on a checkpoint (``verify``,
+   ``--skip-data``, ``--policy ROOT``, ``lineage``) name the same first problem.
 
-Claims and their paths (`CHECKPOINT_PATHS`, `DATASET_PATHS`):
+Paths (`CHECKPOINT_PATHS`, `DATASET_PATHS`, `RECORD_PATHS`, and `p_release` / `p_eval`):
 
-- checkpoint CK: ``verify CK`` (text, ``--json``, ``--skip-data``), ``lineage CK`` (text,
-  ``--json``), ``impact`` of a batch of its lineage (CK's node in the graph), the library's
-  ``Ledger.verify`` and ``Ledger.lineage``, ``export CK`` then ``verify BUNDLE`` and
-  ``python -m trajledger.verify BUNDLE`` (under the ledger's policy in force, as JSON);
-  in the exchange world, also the buyer's ``import`` of the vendor's bundle.
-- dataset DS: ``admit DS`` (text, ``--json``), ``Ledger.admit``, ``train --dataset DS`` (the
-  runner's gate; a refusal is recorded, an admission trains); ``verify DS`` (the record only:
-  the order property, not agreement: approvals and splits are rules of use).
+- checkpoint CK: ``verify CK`` (text and ``--json``, ``--skip-data``, ``--policy ROOT``: the
+  ledger's first policy), ``lineage CK``, ``impact`` of a batch of its lineage (CK's node in
+  the graph), ``Ledger.verify`` and ``Ledger.lineage``, ``export CK`` then ``verify BUNDLE`` and
+  ``python -m trajledger.verify BUNDLE`` under the same root policy, another organisation's
+  ``import`` then ``verify`` (quickstart world), ``eval`` (evaluation world);
+- dataset DS: ``admit DS``, ``Ledger.admit``, ``train --dataset DS`` (the runner's gate);
+- release: ``release CK`` (evaluation world);
+- record: ``verify DS``; the vendor's first bundle by ``verify BUNDLE`` and ``python -m
+  trajledger.verify`` (exchange world).
 
-Each scenario runs on a fresh copy of a template (a quickstart ledger, or the exchange tests'
-vendor and buyer) with its user's state. Size: 12 scenarios, about 25 paths each; about 60 CPU-s
-in all (``-n 2``: two cases of about 30 s), the cost being the paths themselves.
+Worlds, each a fresh copy per scenario with its user's state: the quickstart ledger (and a
+buyer of it: `build_buyer`), the exchange tests' vendor and buyer (tests/e2e/test_updates.py),
+the evaluation tests' ledger, smaller (`build_evals`). Size: 19 scenarios, 12 to 16 paths each
+(about 330 command runs); about 15 CPU-s in all (``-n 2``: 14 s user, 3 s system, load 10).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -94,11 +102,24 @@ class World:
     exporter: Path | None = None
     """The state of the user who exports the bundle (None: this world's user); the forked
     log's bundle comes from the one who forked it."""
+    approver: str = "approver-a"
+    """A key of the approver role (revokes)."""
+    suite: str | None = None
+    """(evaluation world) the regression suite the release rules name; ``eval`` and
+    ``release`` are paths of this world only."""
+    script: Path | None = None
+    """(evaluation world) the evaluating command (`test_evaluations.EVALUATE`)."""
+    passphrase: str | None = None
+    """The keys' passphrase (None: keys in the clear)."""
+    buyer: tuple[Path, Path] | None = None
+    """(quickstart world) another organisation's ledger and user state, whose policy trusts
+    the quickstart's keys and log (`build_buyer`): ``import`` then ``verify`` there."""
 
     def run(self, *args: str | Path, state: Path | None = None) -> Result:
         r = testkit.new_runner().invoke(
             main, ["--ledger", str(self.home), *map(str, args)],
-            env={testkit.STATE_ENV: str(state or self.state), "TRAJLEDGER_PASSPHRASE": ""},
+            env={testkit.STATE_ENV: str(state or self.state),
+                 "TRAJLEDGER_PASSPHRASE": self.passphrase},
         )  # fmt: skip
         return r
 
@@ -114,10 +135,11 @@ def fail_lines(stderr: str) -> list[str]:
 
 
 def first_problem(stderr: str) -> str:
-    """The first problem a refusal names: the line after the ``N of M checks failed`` summary,
-    else the first ``FAIL:`` line, without its ``FAIL: <subject>: `` prefix."""
+    """The first problem a refusal names: the line after the summary (``N of M checks
+    failed``, ``refused, N problem(s)``), else the first ``FAIL:`` line, without its
+    ``FAIL: <subject>: `` prefix."""
     lines = fail_lines(stderr)
-    if len(lines) > 1 and " checks failed" in lines[0]:
+    if len(lines) > 1 and re.search(r": \d+ of \d+ checks failed|: refused[ ,]", lines[0]):
         lines = lines[1:]
     if not lines:
         return ""
@@ -267,6 +289,24 @@ def p_standalone(w: World) -> Outcome:
     return standalone(w, b, root_policy(w))
 
 
+def p_buyer(w: World) -> Outcome | None:
+    """Another organisation takes the bundle in (``import``: verified under its policy) and
+    verifies the checkpoint in its own ledger. Accepted when both exit 0 (an import of a
+    revoked lineage takes it in as revoked: the verify there refuses)."""
+    if w.buyer is None:
+        return None  # the quickstart world's only
+    b = _bundle(w)
+    if isinstance(b, Outcome):
+        return b
+    home, state = w.buyer
+    buyer = World(home, state, w.checkpoint, "", "", w.work, home / "policy.toml", notes=w.notes,
+                  passphrase=testkit.TEST_PASSPHRASE)
+    r = buyer.run("import", b, "--key", "b1", "--key", "b2")
+    if r.exit_code != 0:
+        return outcome(w, "import", r)
+    return text_and_json(buyer, "verify (buyer)", ["verify", w.checkpoint], "ok")
+
+
 def p_admit(w: World) -> Outcome:
     return text_and_json(w, "admit", ["admit", w.dataset], "admitted")
 
@@ -281,11 +321,38 @@ def p_train(w: World) -> Outcome:
                                      "--name", "rev18-gate", "--version", "1", "--seed", "18"))
 
 
+def p_eval(w: World, mode: str = "pass") -> Outcome:
+    """``eval CK --suite S -- COMMAND`` (every episode passed): the checkpoint's lineage is
+    verified before anything is read."""
+    assert w.suite is not None and w.script is not None
+    return outcome(w, "eval", w.run("eval", w.checkpoint, "--suite", w.suite, "--key",
+                                    "evaluator", "--", sys.executable, w.script, mode))
+
+
+def p_release(w: World) -> Outcome:
+    """``release CK``: the policy's [release] rules over the checkpoint's evaluations, and its
+    lineage verified."""
+    return outcome(w, "release", w.run("release", w.checkpoint, "--key", w.approver))
+
+
 def p_verify_dataset(w: World) -> Outcome:
     return text_and_json(w, "verify DS", ["verify", w.dataset], "ok")
 
 
-CHECKPOINT_PATHS: dict[str, Callable[[World], Outcome]] = {
+def p_vendor_bundle(w: World) -> Outcome | None:
+    """(exchange world) the vendor's first bundle (its dataset), verified by the buyer's
+    user under the buyer's policy: what ``verify DS`` answers in the buyer's ledger."""
+    if w.vendor is None:
+        return None
+    return text_and_json(w, "verify BUNDLE (vendor's)",
+                         ["verify", w.vendor.bundle, "--policy", w.root], "ok")
+
+
+def p_vendor_standalone(w: World) -> Outcome | None:
+    return None if w.vendor is None else standalone(w, w.vendor.bundle, w.root)
+
+
+CHECKPOINT_PATHS: dict[str, Callable[[World], Outcome | None]] = {
     "verify": p_verify,
     "verify --skip-data": p_verify_skip_data,
     "verify --policy ROOT": p_verify_root,
@@ -295,15 +362,25 @@ CHECKPOINT_PATHS: dict[str, Callable[[World], Outcome]] = {
     "Ledger.lineage": p_api_lineage,
     "verify BUNDLE": p_verify_bundle,
     "python -m trajledger.verify": p_standalone,
+    "import, verify (buyer)": p_buyer,
 }
 """The paths that judge "may this checkpoint be trusted?" (the reference: ``verify``)."""
 
-DATASET_PATHS: dict[str, Callable[[World], Outcome]] = {
+DATASET_PATHS: dict[str, Callable[[World], Outcome | None]] = {
     "admit": p_admit,
     "Ledger.admit": p_api_admit,
     "train": p_train,
 }
 """The paths that judge "may this dataset be trained on?" (the reference: ``admit``)."""
+
+RECORD_PATHS: dict[str, Callable[[World], Outcome | None]] = {
+    "verify DS": p_verify_dataset,
+    "verify BUNDLE (vendor's)": p_vendor_bundle,
+    "python -m trajledger.verify (vendor's)": p_vendor_standalone,
+}
+"""The paths that judge "is this dataset's record sound (signed, logged, not revoked)?": the
+reference is ``verify DS``, whose answer the others must give (no expected verdict: the
+order property ties it to ``admit``)."""
 
 
 # -- the scenarios -------------------------------------------------------------------------------
@@ -317,7 +394,7 @@ def _blob(w: World, ref: str, path: str) -> Path:
 
 
 def revoke_batch(w: World) -> None:
-    r = w.run("revoke", w.root_batch, "--key", "approver-a", "--reason", "leak")
+    r = w.run("revoke", w.root_batch, "--key", w.approver, "--reason", "leak")
     assert r.exit_code == 0, r.output
 
 
@@ -400,22 +477,35 @@ def flipped_blob(w: World) -> None:
     p.write_bytes(bytes(data))
 
 
-def successor_policy_without_trainer(w: World) -> None:
-    """A signed successor policy that no longer holds the trainer's key (the vendor's instead):
-    what the trainer signed before it is judged by the roles it was signed under, so it stands
-    (a key to distrust is revoked, ``revoked_keys``); the trainer records nothing more."""
-    policy = w.home / "policy.toml"
-    text = policy.read_text().replace("serial = 1", "serial = 2")
+def _successor_without_trainer(w: World, more: str = "") -> None:
+    """Record policy serial 2: the trainer role held by the vendor's key instead of the
+    trainer's, and ``more`` (TOML) appended."""
+    text = (w.home / "policy.toml").read_text().replace("serial = 1", "serial = 2")
     pem = "-----BEGIN PUBLIC KEY-----"
     vendor = text[text.index(pem):text.index("-----END PUBLIC KEY-----") + 24]
-    start = text.index("[roles.trainer]")
-    end = text.index("[roles.log]")
+    start, end = text.index("[roles.trainer]"), text.index("[roles.log]")
     text = (text[:start] + f'[roles.trainer]\nkeys = ["""{vendor}\n"""]\nthreshold = 1\n\n'
-            + text[end:])
+            + text[end:] + more)
     two = w.work / "policy-2.toml"
     two.write_text(text)
     r = w.run("policy", "set", two, "--key", "approver-a", "--key", "approver-b", "--yes")
     assert r.exit_code == 0, r.output
+
+
+def successor_policy_without_trainer(w: World) -> None:
+    """A signed successor policy that no longer holds the trainer's key (the vendor's instead):
+    what the trainer signed before it is judged by the roles it was signed under, so it stands
+    (a key to distrust is revoked, ``revoked_keys``); the trainer records nothing more."""
+    _successor_without_trainer(w)
+
+
+def compromised_trainer_key(w: World) -> None:
+    """A signed successor policy declares the trainer's key compromised since the start
+    (``revoked_keys``, ``compromised_since = 0``): what it signed counts for nothing."""
+    keys = json.loads(w.run("key", "list", "--json").stdout)
+    trainer = next(k["keyid"] for k in keys if k["name"] == "trainer")
+    _successor_without_trainer(w, f'\n[[revoked_keys]]\nkey = "{trainer}"\n'
+                                  'compromised_since = 0\nreason = "stolen laptop"\n')
 
 
 def replaced_policy_draft(w: World) -> None:
@@ -444,6 +534,12 @@ def bundle_then_revocation(w: World) -> None:
     revoke_batch(w)
 
 
+def failing_evaluation(w: World) -> None:
+    """After the passing evaluation, a failing one on the same suite (the newest counts: a
+    release may not hide it)."""
+    assert p_eval(w, "fail").exit == 0
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -454,6 +550,8 @@ class Scenario:
     """Whether "may the checkpoint be trusted?" is to be answered yes."""
     dataset: bool
     """Whether "may the dataset be trained on?" is to be answered yes."""
+    release: bool | None = None
+    """(evaluation world) whether "may the checkpoint be released?" is to be answered yes."""
 
 
 def nothing(_w: World) -> None:
@@ -475,30 +573,62 @@ SCENARIOS = [
     Scenario("flipped data blob", "quickstart", flipped_blob, False, False),
     Scenario("successor policy without the trainer", "quickstart",
              successor_policy_without_trainer, True, True),
+    Scenario("trainer key compromised", "quickstart", compromised_trainer_key, False, False),
     Scenario("replaced policy draft", "quickstart", replaced_policy_draft, True, True),
     Scenario("imported from a vendor", "exchange", nothing, True, True),
     Scenario("vendor revocation after import", "exchange", vendor_revokes_after_import, False,
              False),
+    Scenario("evaluated", "evals", nothing, True, True, True),
+    Scenario("revoked after evaluation", "evals", revoke_batch, False, False, False),
+    Scenario("failing evaluation after a passing one", "evals", failing_evaluation, True, True,
+             False),
 ]
 
 
-def judge(w: World, paths: dict[str, Callable[[World], Outcome]]) -> dict[str, Outcome]:
-    return {name: path(w) for name, path in paths.items()}
+def judge(
+    w: World, paths: dict[str, Callable[[World], Outcome | None]]
+) -> dict[str, Outcome]:
+    """Each path's outcome (a path that does not apply to the world answers None)."""
+    return {name: o for name, path in paths.items() if (o := path(w)) is not None}
+
+
+def build_buyer(home: Path, vendor: Path) -> None:
+    """Another organisation: its own log, approvers b1 and b2, and `testkit.BUYER_POLICY`
+    trusting the quickstart ledger ``vendor``'s keys and log (tests/e2e/test_progress.py)."""
+    testkit.run_commands(home, "init --origin buyer/log", "key new b1", "key new b2")
+    trust = home / "trust"
+    trust.mkdir()
+    for pub in [*(vendor / "keys").glob("*.pub"), *(home / "keys").glob("b*.pub")]:
+        shutil.copy(pub, trust / pub.name)
+    # The vendor's key read from its file: the buyer has not used the vendor's log.
+    vkeys = f'"{(vendor / "log" / "vkey").read_text().strip()}", "{Ledger.open(home).log.vkey}"'
+    (home / "policy.toml").write_text(testkit.BUYER_POLICY.format(vkeys=vkeys))
+    testkit.run_commands(home, f"policy set {home / 'policy.toml'} --key b1 --key b2 --yes")
 
 
 @pytest.fixture(scope="module")
-def quickstart(quickstart_template: testkit.Template[str]) -> testkit.Template[str]:
-    return quickstart_template
+def quickstart(
+    quickstart_template: testkit.Template[str], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[testkit.Template[str], testkit.Template[None]]:
+    """The quickstart ledger, and a buyer of it."""
+    buyer = testkit.build_template(tmp_path_factory.mktemp("buyer"),
+                                   lambda home: build_buyer(home, quickstart_template.home))
+    return quickstart_template, buyer
 
 
-def quickstart_world(t: testkit.Template[str], tmp_path: Path) -> World:
+def quickstart_world(
+    templates: tuple[testkit.Template[str], testkit.Template[None]], tmp_path: Path
+) -> World:
+    t, buyer = templates
     home = testkit.copy_template(t, tmp_path / "home")
     state = Path(os.environ[testkit.STATE_ENV])
     work = tmp_path / "work"
     work.mkdir()
+    with testkit.user_state(tmp_path / "buyer-state") as buyer_state:
+        buyer_home = testkit.copy_template(buyer, tmp_path / "buyer")
     shutil.copy(home / "policy.toml", work / "policy-root.toml")
     w = World(home, state, t.value, "cartpole-train@2", "cartpole-random", work,
-              work / "policy-root.toml")
+              work / "policy-root.toml", buyer=(buyer_home, buyer_state))
     r = w.run("show", t.value, "--json")
     w.checkpoint = json.loads(r.stdout)["digest"]
     return w
@@ -521,22 +651,67 @@ def exchange_world(tmp_path: Path) -> World:
                  buyer.home / "policy.toml", vendor=vendor)
 
 
+def build_evals(home: Path) -> str:
+    """The evaluation tests' ledger (tests/e2e/test_evaluations.py: format-2 policy whose
+    [release] wants success_rate >= 0.5 on regression@1), smaller: bc@1 on train@1 (10
+    episodes), regression@1 (4 episodes)."""
+    from test_evaluations import cartpole_ledger
+
+    from trajledger.runner.rollouts import run_policy
+
+    ledger = cartpole_ledger(home, 10)
+    ledger.train("train@1", key="trainer", name="bc", version="1", seed=1)
+    reg = run_policy(None, "CartPole-v1", 4, 1000, policy_version="random")
+    rb = ledger.record_batch(reg.steps, episodes=reg.episodes, env="cartpole@1",
+                             policy="random", key="vendor", name="regression-batch")
+    ledger.create_dataset("regression", "1", "regression", [rb.digest], key="vendor")
+    return "bc@1"
+
+
+@pytest.fixture(scope="module")
+def evals(tmp_path_factory: pytest.TempPathFactory) -> testkit.Template[str]:
+    return testkit.build_template(tmp_path_factory.mktemp("evals"), build_evals)
+
+
+def evals_world(t: testkit.Template[str], tmp_path: Path) -> World:
+    """A copy of the evaluation ledger, bc@1 evaluated on regression@1 (every episode
+    passed): a release would be recorded."""
+    from test_evaluations import EVALUATE
+
+    home = testkit.copy_template(t, tmp_path / "home")
+    work = tmp_path / "work"
+    work.mkdir()
+    w = World(home, Path(os.environ[testkit.STATE_ENV]), t.value, "train@1", "train-batch",
+              work, home / "policy.toml", approver="approver", suite="regression@1",
+              script=work / "evaluate.py")
+    w.script.write_text(EVALUATE)  # type: ignore[union-attr]
+    assert p_eval(w).exit == 0
+    w.checkpoint = json.loads(w.run("show", t.value, "--json").stdout)["digest"]
+    return w
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_paths_agree(
     scenario: Scenario,
-    quickstart: testkit.Template[str],
+    quickstart: tuple[testkit.Template[str], testkit.Template[None]],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     if scenario.world == "quickstart":
         w = quickstart_world(quickstart, tmp_path)
+    elif scenario.world == "evals":
+        w = evals_world(request.getfixturevalue("evals"), tmp_path)
     else:
         w = exchange_world(tmp_path)
     scenario.mutate(w)
     if w.ahead:
         set_clock_ahead(monkeypatch, w.ahead)
     got = {**judge(w, CHECKPOINT_PATHS), **judge(w, DATASET_PATHS)}
-    got["verify DS"] = p_verify_dataset(w)
+    got.update(judge(w, RECORD_PATHS))
+    if w.suite is not None:
+        got["release"] = p_release(w)  # before eval, which records an evaluation
+        got["eval"] = p_eval(w)
     table = "\n".join(f"  {k:28} {v}" for k, v in got.items())
     print(f"\n{scenario.name}:\n{table}")
     problems = disagreements(scenario, got) + w.notes
@@ -556,6 +731,16 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("bundle older than a revocation", "python -m trajledger.verify"):
         "holds no user state: an older checkpoint of the log is a rollback only against a newer "
         "one seen (--known-checkpoint FILE); the bundle says what was true at its size",
+    ("forked log", "import, verify (buyer)"):
+        "another organisation that has not used this log holds no checkpoint of it: the "
+        "bundle is the first view of the log it takes (a later fork of that view is refused: "
+        "tests/e2e/test_exchange_cli.py)",
+    ("bundle older than a revocation", "import, verify (buyer)"):
+        "another organisation that has not used this log cannot know it grew; the revocation "
+        "reaches it in an update bundle ('vendor revocation after import')",
+    ("vendor revocation after import", "python -m trajledger.verify (vendor's)"):
+        "holds no user state: the vendor's first bundle says what was true at its size; the "
+        "buyer's own paths, which saw the update, refuse it (a rollback)",
     ("successor policy without the trainer", "train"):
         "the gate admits the data (admit agrees); the run is refused because the key that "
         "would sign the checkpoint no longer holds the trainer role: who may record, not the data",
@@ -564,7 +749,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
 -> why (each argued in docs/SECURITY.md, rev18). An entry whose path answers as the others is
 a failure too, so the list holds only what is true."""
 
-REFERENCE = {"checkpoint": "verify", "dataset": "admit"}
 CLI_CHECKPOINT = ("verify", "verify --skip-data", "verify --policy ROOT", "lineage")
 """The ledger's own command lines on a checkpoint: one verifier, so one first problem."""
 
@@ -574,11 +758,15 @@ def disagreements(scenario: Scenario, got: dict[str, Outcome]) -> list[str]:
     out = []
     want = {**dict.fromkeys(CHECKPOINT_PATHS, scenario.checkpoint),
             **dict.fromkeys(DATASET_PATHS, scenario.dataset)}
+    want.update(dict.fromkeys(RECORD_PATHS, got["verify DS"].accept))
+    if "eval" in got:
+        want.update({"eval": scenario.checkpoint, "release": scenario.release})
     for path, expected in want.items():
+        if path not in got:
+            continue
         o, why = got[path], EXCEPTIONS.get((scenario.name, path))
         if why is None and o.accept != expected:
-            out.append(f"{path}: {o}, want {'accept' if expected else 'refuse'} (as "
-                       f"{REFERENCE['checkpoint' if path in CHECKPOINT_PATHS else 'dataset']})")
+            out.append(f"{path}: {o}, want {'accept' if expected else 'refuse'}")
         elif why is not None and o.accept == expected:
             out.append(f"{path}: listed in EXCEPTIONS ({why}) but answers as the others: {o}")
     # Order: stricter questions imply laxer ones.
@@ -586,6 +774,8 @@ def disagreements(scenario: Scenario, got: dict[str, Outcome]) -> list[str]:
         out.append(f"admit accepts a dataset whose record fails: verify DS {got['verify DS']}")
     if got["verify"].accept and not got["verify --skip-data"].accept:
         out.append("verify accepts, verify --skip-data refuses")
+    if "release" in got and got["release"].accept and not got["verify"].accept:
+        out.append(f"release accepts a checkpoint verify refuses: {got['verify']}")
     # Exit codes: 0 accepted, 1 refused (no scenario is an operational problem).
     for path, o in got.items():
         if path == "impact" and o.exit == 0:
