@@ -790,3 +790,24 @@ def disagreements(scenario: Scenario, got: dict[str, Outcome]) -> list[str]:
     if len(named) > 1:
         out.append(f"the command lines name different first problems: {sorted(named)}")
     return out
+
+
+def test_verify_bundle_of_a_log_never_seen_makes_no_state(
+    quickstart: tuple[testkit.Template[str], testkit.Template[None]], tmp_path: Path
+) -> None:
+    """Finding 1's check reads the user's state of the bundle's log only when there is one: a
+    user who never used the log verifies the bundle (exit 0) and is left with no state of it;
+    the user who has seen it since a revocation refuses it (a rollback)."""
+    from trajledger.ledger.user_state import log_id
+
+    w = quickstart_world(quickstart, tmp_path)
+    bundle = _bundle(w)
+    assert isinstance(bundle, Path), bundle
+    revoke_batch(w)
+    stranger = tmp_path / "stranger-state"
+    r = w.run("verify", bundle, "--policy", w.root, state=stranger)
+    assert r.exit_code == 0, r.output
+    vkey = (w.home / "log" / "vkey").read_text().strip()
+    assert not (stranger / "logs" / log_id(vkey)).exists()
+    r = w.run("verify", bundle, "--policy", w.root)
+    assert r.exit_code == 1 and "log fork or rollback: checkpoint rollback" in r.stderr, r.output
