@@ -54,7 +54,7 @@ import re
 import shutil
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,7 @@ class World:
     root_batch: str
     """A batch of the checkpoint's lineage (``impact`` starts from it)."""
     work: Path
+    """A directory of the test's for what the paths write (bundles, policies)."""
     root: Path
     """The trust root's policy file (`root_policy`)."""
     vendor: Any = None
@@ -118,15 +119,17 @@ class World:
     the quickstart's keys and log (`build_buyer`): ``import`` then ``verify`` there."""
 
     def run(self, *args: str | Path, state: Path | None = None) -> Result:
-        r = testkit.new_runner().invoke(
+        """``trajledger --ledger HOME ARGS`` in process, as this world's user (or as the user
+        of the state directory ``state``)."""
+        return testkit.new_runner().invoke(
             main, ["--ledger", str(self.home), *map(str, args)],
             env={testkit.STATE_ENV: str(state or self.state),
                  "TRAJLEDGER_PASSPHRASE": self.passphrase},
         )  # fmt: skip
-        return r
 
     @contextlib.contextmanager
-    def as_user(self) -> Any:
+    def as_user(self) -> Iterator[None]:
+        """The block runs as this world's user (its state directory)."""
         with pytest.MonkeyPatch.context() as m:
             m.setenv(testkit.STATE_ENV, str(self.state))
             yield
@@ -221,26 +224,32 @@ def p_impact(w: World) -> Outcome:
     return Outcome(node["status"] != "fail" and node["lineage"] == "ok", r.exit_code, problem)
 
 
-def _api(w: World, name: str, call: Callable[[Ledger], Any]) -> Outcome:
+def _api(w: World, call: Callable[[Ledger], Any]) -> Outcome:
+    """A library call as this world's user: a report (its ``ok``), or an exception, whose
+    exit code is the one the command line would map it to (`clikit.exit_code_for`); one that
+    maps to a bug is raised."""
+    from trajledger.ledger.clikit import EXIT_BUG, exit_code_for
     from trajledger.runner.admission import DataRefusedError
 
     with w.as_user():
         try:
             report = call(Ledger.open(w.home))
         except DataRefusedError as e:
-            return Outcome(False, 1, str(e).splitlines()[-1][:200])
-        except Exception as e:  # what the command line maps to 1 or 3
-            return Outcome(False, 1, f"{type(e).__name__}: {str(e)[:200]}")
+            return Outcome(False, exit_code_for(e), str(e).splitlines()[-1][:200])
+        except Exception as e:
+            if exit_code_for(e) == EXIT_BUG:
+                raise
+            return Outcome(False, exit_code_for(e), f"{type(e).__name__}: {str(e)[:200]}")
     ok = getattr(report, "ok", True)
     return Outcome(ok, 0 if ok else 1, "" if ok else report.failures()[0][:200])
 
 
 def p_api_verify(w: World) -> Outcome:
-    return _api(w, "Ledger.verify", lambda led: led.verify(w.checkpoint))
+    return _api(w, lambda led: led.verify(w.checkpoint))
 
 
 def p_api_lineage(w: World) -> Outcome:
-    return _api(w, "Ledger.lineage", lambda led: led.lineage(w.checkpoint))
+    return _api(w, lambda led: led.lineage(w.checkpoint))
 
 
 def root_policy(w: World) -> Path:
@@ -314,17 +323,18 @@ def p_admit(w: World) -> Outcome:
 
 
 def p_api_admit(w: World) -> Outcome:
-    return _api(w, "Ledger.admit", lambda led: led.admit(w.dataset))
+    return _api(w, lambda led: led.admit(w.dataset))
 
 
 def p_training(w: World) -> Outcome:
     """``Ledger.training(DS, ...)``, the in-process run (its gate on entry; left at once,
     nothing saved)."""
+
     def enter(led: Ledger) -> None:
         with led.training(w.dataset, key="trainer", name="rev18-run", version="1"):
             pass
 
-    return _api(w, "Ledger.training", enter)
+    return _api(w, enter)
 
 
 def p_train(w: World) -> Outcome:
@@ -376,7 +386,8 @@ CHECKPOINT_PATHS: dict[str, Callable[[World], Outcome | None]] = {
     "python -m trajledger.verify": p_standalone,
     "import, verify (buyer)": p_buyer,
 }
-"""The paths that judge "may this checkpoint be trusted?" (the reference: ``verify``)."""
+"""The paths that judge "may this checkpoint be trusted?": each must answer
+`Scenario.checkpoint` (a path that does not apply to a world answers None)."""
 
 DATASET_PATHS: dict[str, Callable[[World], Outcome | None]] = {
     "admit": p_admit,
@@ -384,7 +395,8 @@ DATASET_PATHS: dict[str, Callable[[World], Outcome | None]] = {
     "Ledger.training": p_training,
     "train": p_train,
 }
-"""The paths that judge "may this dataset be trained on?" (the reference: ``admit``)."""
+"""The paths that judge "may this dataset be trained on?": each must answer
+`Scenario.dataset` (the last two record a refusal; an admission by ``train`` trains)."""
 
 RECORD_PATHS: dict[str, Callable[[World], Outcome | None]] = {
     "verify DS": p_verify_dataset,
