@@ -62,6 +62,7 @@ from trajledger.verify.digest import DIGEST_PREFIX, FileDigest, digest_bytes
 from trajledger.verify.dsse import MAX_ENVELOPE_BYTES, Envelope
 from trajledger.verify.errors import (
     ConsistencyError,
+    DigestMismatchError,
     FormatError,
     PolicyError,
     ProvenanceError,
@@ -603,10 +604,13 @@ def _compress_members(
             with open(files[m.name], "rb", buffering=0) as fh:
                 got, size = copy_hashing(fh, put)
             if (size, got) != (m.size, DIGEST_PREFIX + m.sha256):
-                raise StoreError(
+                # Changed behind the ledger's back: refused as every verifying path refuses
+                # it (exit 1), not as an operational error (rev18 finding 2).
+                raise DigestMismatchError(
                     f"export: object sha256:{m.sha256} in the store is {size} bytes "
                     f"hashing to {got}, want {m.size} bytes (run 'trajledger log "
-                    "verify --deep')"
+                    "verify --deep')",
+                    subject=str(files[m.name]), expected=DIGEST_PREFIX + m.sha256, observed=got,
                 )
             put(bytes(-m.size % _BLOCK))
             advance(m.size)

@@ -22,9 +22,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trajledger.ledger.encode import bundle_index_bytes
-from trajledger.ledger.errors import StoreError
 from trajledger.ledger.exchange import _tar_header, _write_bundle
 from trajledger.verify.bundle_index import BundleIndex, Member
+from trajledger.verify.errors import DigestMismatchError
 
 
 def _members(tmp_path: Path, sizes: list[int]) -> tuple[dict[str, bytes], dict[str, Path]]:
@@ -97,8 +97,8 @@ def test_an_object_that_changed_in_the_store_is_refused(tmp_path: Path) -> None:
     path = next(iter(files.values()))
     path.write_bytes(b"x" * 1000)  # same size, other bytes
     out = tmp_path / "b.tar.zst"
-    with pytest.raises(StoreError, match=f"object sha256:{path.name} in the store is 1000 "
-                                         "bytes hashing to sha256:"):
+    with pytest.raises(DigestMismatchError, match=f"object sha256:{path.name} in the store "
+                                                  "is 1000 bytes hashing to sha256:"):
         _write_bundle(out, index, small, files, lambda _n: None)
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == [path.name]
 
