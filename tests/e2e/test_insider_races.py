@@ -8,6 +8,7 @@ acts, the command goes on. The findings: docs/SECURITY.md, "Review of 2026-12-03
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import time
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_races import Paused, cli
+from test_races import Paused, cli, log_size
 
 FORGED = b'{"forged-by":"the insider"}'
 
@@ -325,3 +326,44 @@ def test_fsck_and_gc_list_the_leftovers_of_a_shared_ledgers_private_scratch(
     assert code == 0 and json.loads(out)["leftovers"] == [str(dead)], (out, err)
     code, out, err = cli(home, "gc", "--yes")
     assert code == 0 and not dead.exists(), (out, err)
+
+
+def _swap_for_a_link(directory: Path, outside: Path) -> None:
+    """What a group member can do to a directory of the ledger (its parent group-writable):
+    move it aside and put a symbolic link to a directory of their own in its place."""
+    outside.mkdir(parents=True, exist_ok=True)
+    if directory.is_dir():
+        directory.rename(directory.with_name(directory.name + ".aside"))
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    directory.symlink_to(outside, target_is_directory=True)
+
+
+def _refused_link(result: tuple[int, str, str], link: Path) -> None:
+    code, out, err = result
+    assert code == 3, (code, out, err)
+    assert f"{link}: is a symbolic link (to " in err and "'trajledger fsck'" in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("level", ["sha256", "fan", "leaf"])
+def test_a_fan_out_directory_swapped_for_a_link_is_not_written_through(
+    alice_home: Path, tmp_path: Path, level: str
+) -> None:
+    """A group member replaces a directory of the store (``objects/sha256``, or a fan-out
+    directory of the object ``attest`` is about to store) by a link to a directory of theirs.
+    Before the fix the command followed it: the object (and its temp file) was written there,
+    and ``attest`` said OK (exit 0). Now nothing is written outside and the command fails
+    (exit 3), naming the link and ``trajledger fsck``."""
+    home = alice_home
+    _share_through_group(home)
+    data = tmp_path / "weights.bin"
+    data.write_bytes(b"the bytes alice attests\n")
+    h = hashlib.sha256(data.read_bytes()).hexdigest()
+    link = home / "objects" / {"sha256": "sha256", "fan": f"sha256/{h[:2]}",
+                               "leaf": f"sha256/{h[:2]}/{h[2:4]}"}[level]
+    outside = tmp_path / "insider"
+    _swap_for_a_link(link, outside)
+    size = log_size(home)
+    _refused_link(cli(home, "attest", data, "--name", "w", "--key", "alice"), link)
+    assert list(outside.rglob("*")) == []
+    assert log_size(home) == size
