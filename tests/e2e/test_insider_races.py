@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -328,14 +329,23 @@ def test_fsck_and_gc_list_the_leftovers_of_a_shared_ledgers_private_scratch(
     assert code == 0 and not dead.exists(), (out, err)
 
 
-def _swap_for_a_link(directory: Path, outside: Path) -> None:
+def _swap_for_a_link(directory: Path, outside: Path) -> dict[str, bytes]:
     """What a group member can do to a directory of the ledger (its parent group-writable):
-    move it aside and put a symbolic link to a directory of their own in its place."""
-    outside.mkdir(parents=True, exist_ok=True)
+    copy it to a directory of their own (readers see the same files), move it aside and put a
+    symbolic link to the copy in its place. Returns the copy's files."""
     if directory.is_dir():
+        shutil.copytree(directory, outside)
         directory.rename(directory.with_name(directory.name + ".aside"))
-    directory.parent.mkdir(parents=True, exist_ok=True)
+    else:
+        outside.mkdir(parents=True)
+        directory.parent.mkdir(parents=True, exist_ok=True)
     directory.symlink_to(outside, target_is_directory=True)
+    return _files(outside)
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() if p.is_file() else b"/"
+            for p in directory.rglob("*")}
 
 
 def _refused_link(result: tuple[int, str, str], link: Path) -> None:
@@ -362,8 +372,29 @@ def test_a_fan_out_directory_swapped_for_a_link_is_not_written_through(
     link = home / "objects" / {"sha256": "sha256", "fan": f"sha256/{h[:2]}",
                                "leaf": f"sha256/{h[:2]}/{h[2:4]}"}[level]
     outside = tmp_path / "insider"
-    _swap_for_a_link(link, outside)
+    before = _swap_for_a_link(link, outside)
     size = log_size(home)
     _refused_link(cli(home, "attest", data, "--name", "w", "--key", "alice"), link)
-    assert list(outside.rglob("*")) == []
+    assert _files(outside) == before
+    assert log_size(home) == size
+
+
+@pytest.mark.parametrize("rel", ["tile", "tile/0", "tile/entries"])
+def test_a_tile_directory_swapped_for_a_link_is_not_written_through(
+    alice_home: Path, tmp_path: Path, rel: str
+) -> None:
+    """The same in the log: a group member replaces ``log/tile`` (or a level's directory, or
+    the entry bundles') by a link to a directory of theirs. Before the fix the append wrote its
+    tile or bundle there (``000.p/N``) and said OK (exit 0); now nothing is written outside,
+    nothing is appended, and the command fails (exit 3) naming the link."""
+    home = alice_home
+    _share_through_group(home)
+    data = tmp_path / "weights.bin"
+    data.write_bytes(b"the bytes alice attests\n")
+    size = log_size(home)
+    link = home / "log" / rel
+    outside = tmp_path / "insider"
+    before = _swap_for_a_link(link, outside)
+    _refused_link(cli(home, "attest", data, "--name", "w", "--key", "alice"), link)
+    assert _files(outside) == before
     assert log_size(home) == size

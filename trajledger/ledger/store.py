@@ -47,8 +47,9 @@ from trajledger.verify.errors import DigestMismatchError, FormatError
 from trajledger.verify.evidence import MAX_BLOB_READ
 
 from .errors import StoreError
-from .fs import TMP_PREFIX, is_stale, sync_paths, temp_name
+from .fs import TMP_PREFIX, is_stale, open_dirs_below, sync_paths, temp_name
 from .hashing import copy_hashing
+from .store_sink import DirectSink
 
 __all__ = ["REMOTE_CHUNK", "ObjectStore", "verify_bytes"]
 
@@ -194,38 +195,19 @@ class ObjectStore:
             StoreError: a component is a symbolic link, or not a directory.
             OSError: a directory cannot be opened or made.
         """
-        if at is None:
-            base = self._prefix
-            try:
-                cur = os.open(base, _ROOT)
-            except FileNotFoundError:
-                if not make:
-                    raise
-                os.makedirs(base, exist_ok=True)
-                cur = os.open(base, _ROOT)
-        else:
-            cur = at
+        if at is not None:
+            return open_dirs_below(at, base, parts, StoreError, make=make, made=made)
         try:
-            for part in parts:
-                try:
-                    nxt = _open_below(part, cur, base)
-                except FileNotFoundError:
-                    if not make:
-                        raise
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(part, dir_fd=cur)
-                        if made is not None:
-                            made.add(base)
-                    nxt = _open_below(part, cur, base)
-                if cur != at:
-                    os.close(cur)
-                cur = nxt
-                base = f"{base}/{part}"
-        except BaseException:
-            if cur != at:
-                os.close(cur)
-            raise
-        return cur
+            root = os.open(self._prefix, _ROOT)
+        except FileNotFoundError:
+            if not make:
+                raise
+            os.makedirs(self._prefix, exist_ok=True)
+            root = os.open(self._prefix, _ROOT)
+        try:
+            return open_dirs_below(root, self._prefix, parts, StoreError, make=make, made=made)
+        finally:
+            os.close(root)
 
     def put_file(
         self, path: str | os.PathLike[str], *, names: set[Path] | None = None
@@ -293,7 +275,7 @@ class ObjectStore:
                     source = stream if isinstance(stream, io.BufferedIOBase | io.RawIOBase) else (
                         stream.read
                     )
-                    with _Sink(tmp.open, direct=self.durable) as out:
+                    with DirectSink(tmp.open, direct=self.durable) as out:
                         digest, size = copy_hashing(source, out.write, CHUNK)
                         if self.durable:
                             os.fsync(out.fd)
@@ -857,120 +839,8 @@ class ObjectStore:
             )
 
 
-class _Sink:
-    """The temp file of an object being stored from a stream (`ObjectStore.put_stream`).
-
-    A durable store writes a large object around the page cache (``O_DIRECT``) when the file
-    system allows it: its bytes go from the hashing buffer to the disk once, instead of being
-    copied into the page cache and written back by the fsync in this process (which, for a
-    GiB, costs more CPU than hashing it). Chunks are direct while they are whole blocks from
-    an aligned buffer (`copy_hashing` reads files into a page-aligned one); of the first chunk
-    that is not, the whole blocks still go direct, and what follows them (the file's last
-    partial block, under 4 KiB), like everything after a buffer direct I/O refuses, is written
-    through the page cache at the same offset. The object reads the same either way; it is
-    just not cached after it is stored.
-    """
-
-    BLOCK = 4096
-    """Direct writes are whole multiples of this (the largest logical block size in use)."""
-
-    def __init__(self, opener: Callable[[int], int], *, direct: bool) -> None:
-        self._opener = opener
-        self._direct_ok = direct and hasattr(os, "O_DIRECT")
-        self._direct = False
-        self._fd: int | None = None
-        self._offset = 0
-
-    @property
-    def fd(self) -> int:
-        """The descriptor (for fsync), once something was written; else the file opened now."""
-        if self._fd is None:
-            self._fd = self._opener(os.O_WRONLY)
-        return self._fd
-
-    def __enter__(self) -> _Sink:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def write(self, data: bytes | memoryview) -> None:
-        """Write ``data`` at the end (every byte: short writes are continued)."""
-        view = memoryview(data).cast("B")
-        if self._fd is None:
-            self._open_for(len(view))
-        while view:
-            part = view
-            if self._direct and len(view) % self.BLOCK:
-                # The whole blocks still go direct; only the last partial one (under 4 KiB)
-                # through the page cache.
-                part = view[: len(view) - len(view) % self.BLOCK]
-                if not part:
-                    self._through_cache()
-                    part = view
-            try:
-                n = os.write(self.fd, part)
-            except OSError as e:
-                if not (self._direct and e.errno == errno.EINVAL):
-                    raise
-                self._through_cache()  # an unaligned buffer, or a file system that refuses
-                continue
-            view = view[n:]
-            self._offset += n
-
-    def _open_for(self, first: int) -> None:
-        if self._direct_ok and first >= CHUNK and first % self.BLOCK == 0:
-            try:
-                self._fd = self._opener(os.O_WRONLY | os.O_DIRECT)
-                self._direct = True
-                return
-            except OSError as e:
-                if e.errno != errno.EINVAL:  # a file system without direct I/O (tmpfs)
-                    raise
-        self._fd = self._opener(os.O_WRONLY)
-
-    def _through_cache(self) -> None:
-        """Continue at the same offset through the page cache."""
-        assert self._fd is not None
-        os.close(self._fd)
-        self._fd = None
-        self._direct = False
-        os.lseek(self.fd, self._offset, os.SEEK_SET)
-
-
 _ROOT = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 """How the store's root is opened: as configured, a link followed (the user's own setting)."""
-
-_BELOW = _ROOT | os.O_NOFOLLOW
-"""How every directory below the root is opened (`ObjectStore._open_dir`)."""
-
-
-def _open_below(name: str, at: int, base: str) -> int:
-    """Open the directory ``name`` of the directory ``at`` (at the path ``base``), not
-    following a link.
-
-    Raises:
-        StoreError: it is a symbolic link, or not a directory.
-        OSError: it cannot be opened otherwise (FileNotFoundError: it is missing).
-    """
-    try:
-        return os.open(name, _BELOW, dir_fd=at)
-    except OSError as e:
-        if e.errno not in (errno.ENOTDIR, errno.ELOOP):
-            raise
-        path = f"{base}/{name}"
-        try:
-            target = f"a symbolic link (to {os.readlink(name, dir_fd=at)})"
-        except OSError:
-            target = "not a directory"
-        raise StoreError(
-            f"{path}: is {target} where the object store keeps a directory of its own: "
-            "planted by someone who can write the store; nothing was written through it "
-            "(remove it, then run 'trajledger fsck')"
-        ) from e
-
 
 class _Temp:
     """A temp file of a local store (``sha256/.tmp-…``), made and renamed relative to a

@@ -800,7 +800,7 @@ def test_no_write_goes_through_a_directory_swapped_for_a_link(
     outside.mkdir()
     link = _link_in_place(store, rel[level], outside)
     with pytest.raises(StoreError, match=rf"^{link}: is a symbolic link \(to {outside}\) "
-                       r"where the object store keeps a directory of its own: .*'trajledger "
+                       r"where trajledger keeps a directory of its own: .*'trajledger "
                        r"fsck'"):
         _writes(tmp_path)[write](store, [data])
     assert list(outside.iterdir()) == []
@@ -831,6 +831,6 @@ def test_a_file_where_the_store_keeps_a_directory_is_refused(tmp_path: Path) -> 
     h = hashlib.sha256(HELLO).hexdigest()
     (tmp_path / "objects" / "sha256").mkdir(parents=True)
     (tmp_path / "objects" / "sha256" / h[:2]).write_bytes(b"")
-    with pytest.raises(StoreError, match=r"is not a directory where the object store keeps"):
+    with pytest.raises(StoreError, match=r"is not a directory where trajledger keeps"):
         store.put_bytes(HELLO)
     assert store.temp_files() == []

@@ -99,7 +99,6 @@ class LogReader:
         """The key this object was opened under, once it followed a rotation another process
         published (`_follow_rotation`): it then reads, and never signs."""
         self._readers: dict[int, TileReader] = {}
-        self._dirs: set[Path] = set()
         self._lookup = Lookup(cache_dir / CACHE_DIR if cache_dir else None, verifier.name)
         self.one_record: OneRecord | None = None
         """Set by the ledger: appends of a digest already recorded are judged by it, under the
