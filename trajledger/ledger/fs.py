@@ -199,15 +199,18 @@ def open_dirs_below(
     try:
         for part in parts:
             try:
-                nxt = _open_below(part, cur, base, refuse)
-            except FileNotFoundError:
-                if not make:
-                    raise
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, dir_fd=cur)
-                    if made is not None:
-                        made.add(base)
-                nxt = _open_below(part, cur, base, refuse)
+                try:
+                    nxt = _open_below(part, cur, base, refuse)
+                except FileNotFoundError:
+                    if not make:
+                        raise
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, dir_fd=cur)
+                        if made is not None:
+                            made.add(base)
+                    nxt = _open_below(part, cur, base, refuse)
+            except OSError as e:  # named by its path, not by the part alone
+                raise OSError(e.errno, e.strerror, f"{base}/{part}") from e
             if cur != at:
                 os.close(cur)
             cur = nxt

@@ -670,7 +670,10 @@ class ObjectStore:
                 h = self._rel(digest).rpartition("/")[2]
                 leaf = self._open_dir(("sha256", h[:2], h[2:4]), make=False)
                 try:
-                    os.unlink(h, dir_fd=leaf)
+                    try:
+                        os.unlink(h, dir_fd=leaf)
+                    except OSError as e:  # named by its path
+                        raise OSError(e.errno, e.strerror, self._location(digest)) from e
                     if self.durable:
                         os.fsync(leaf)
                 finally:
