@@ -355,6 +355,13 @@ def _refused_link(result: tuple[int, str, str], link: Path) -> None:
     assert "Traceback" not in err
 
 
+def _fsck_names(home: Path, link: Path) -> None:
+    """What the refusal says to run names the link (a failure: exit 1)."""
+    code, out, err = cli(home, "fsck")
+    assert code == 1 and f"FAIL: {link}: a symbolic link where trajledger keeps a directory " \
+        "of its own" in err, (code, out, err)
+
+
 @pytest.mark.parametrize("level", ["sha256", "fan", "leaf"])
 def test_a_fan_out_directory_swapped_for_a_link_is_not_written_through(
     alice_home: Path, tmp_path: Path, level: str
@@ -377,6 +384,7 @@ def test_a_fan_out_directory_swapped_for_a_link_is_not_written_through(
     _refused_link(cli(home, "attest", data, "--name", "w", "--key", "alice"), link)
     assert _files(outside) == before
     assert log_size(home) == size
+    _fsck_names(home, link)
 
 
 @pytest.mark.parametrize("rel", ["tile", "tile/0", "tile/entries"])
@@ -398,3 +406,4 @@ def test_a_tile_directory_swapped_for_a_link_is_not_written_through(
     _refused_link(cli(home, "attest", data, "--name", "w", "--key", "alice"), link)
     assert _files(outside) == before
     assert log_size(home) == size
+    _fsck_names(home, link)
