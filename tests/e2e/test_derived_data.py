@@ -406,3 +406,52 @@ def test_a_producers_revocation_whose_subject_the_lookup_lost_fails_closed(
     details = [c.detail for c in report.nodes[batch].checks if c.status.name == "FAIL"]
     assert any("no record of" in d and "whether that key produced it" in d for d in details), \
         details
+
+
+# --- rev12 "Left": query artifacts printed the revoked / erased cells the index holds -------
+
+
+def _warnings(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("WARNING: audit index")]
+
+
+def test_query_artifacts_prints_the_flags_the_trust_state_holds(copy: Path) -> None:
+    """Failed before (fix14): whoever can write the ledger edited the audit index so that a
+    revoked batch reads ``revoked false`` (and another, never revoked nor erased, reads
+    ``revoked true``, ``erased true``); ``query artifacts`` printed the edited cells, OK, exit
+    0, with and without ``--json``. Now each returned row's flags are those of the user's
+    trust state, and each cell that differed is named in a WARNING with what to run."""
+    r = run(copy, "revoke", "sft", "--key", "producer", "--reason", "PII")
+    assert r.exit_code == 0, r.output
+    assert run(copy, "query", "artifacts", "--limit", "1").exit_code == 0  # (indexed)
+    _edit_index(copy, "artifacts", "kind = 'rollout-batch' AND name = 'sft'", {"revoked": False})
+    _edit_index(copy, "artifacts", "kind = 'rollout-batch' AND name = 'mixed'",
+                {"revoked": True, "erased": True})
+    where = "kind = 'rollout-batch'"
+    r = run(copy, "query", "artifacts", "--where", where, "--json")
+    assert r.exit_code == 0, r.output
+    rows = {row["name"]: row for row in strict_json(r.stdout)}
+    assert (rows["sft"]["revoked"], rows["sft"]["erased"]) == (True, False)
+    assert (rows["mixed"]["revoked"], rows["mixed"]["erased"]) == (False, False)
+    warnings = _warnings(r.stderr)
+    assert len(warnings) == 3, r.stderr
+    sft = next(w for w in warnings if "sft@" in w or "(rollout-batch sft" in w)
+    assert "says revoked false, but your trust state says true (the log holds a revocation " \
+           "of it)" in sft and sft.endswith("rebuild it with 'trajledger reindex'")
+    assert sum("says erased true, but your trust state says false" in w for w in warnings) == 1
+    # The table shows the same; columns the user did not ask for are not added.
+    r = run(copy, "query", "artifacts", "--where", where, "--columns", "name,revoked")
+    assert r.exit_code == 0, r.output
+    table = {line.split()[0]: line.split()[1] for line in r.stdout.splitlines()[1:]}
+    assert table == {"mixed": "False", "sft": "True"}, r.stdout
+    assert len(_warnings(r.stderr)) == 3
+    # A filter on the flag that the index answered is checked for the rows it returned: the
+    # edited row it let through is printed as revoked; the one it kept out is not found (the
+    # help says so: reindex --check finds it).
+    r = run(copy, "query", "artifacts", "--where", f"{where} AND NOT revoked", "--json")
+    assert r.exit_code == 0, r.output
+    assert [(row["name"], row["revoked"]) for row in strict_json(r.stdout)] == [("sft", True)]
+    assert len(_warnings(r.stderr)) == 1
+    assert run(copy, "reindex").exit_code == 0
+    r = run(copy, "query", "artifacts", "--where", where, "--json")
+    assert r.exit_code == 0 and _warnings(r.stderr) == [], r.output

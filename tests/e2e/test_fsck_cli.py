@@ -317,8 +317,8 @@ def test_a_writer_that_touches_an_orphan_gc_set_aside_stores_it_again(home: Path
     mtime = path.stat().st_mtime
     real_rename = os.rename
 
-    def rename_then_writer(src: Any, dst: Any) -> None:
-        real_rename(src, dst)
+    def rename_then_writer(src: Any, dst: Any, **kw: Any) -> None:
+        real_rename(src, dst, **kw)
         assert ledger.store.put_bytes(b"set aside") == digest  # the writer, meanwhile
 
     import trajledger.ledger.store as store_module

@@ -46,14 +46,14 @@ def fails_at_rename(monkeypatch: pytest.MonkeyPatch, nth: int, error: BaseExcept
     real = os.replace
     seen = [0]
 
-    def replace(src: Any, dst: Any) -> None:
+    def replace(src: Any, dst: Any, **kw: Any) -> None:
         if staged(src):
             seen[0] += 1
             if seen[0] == nth and isinstance(error, OSError):
                 raise OSError(error.errno, error.strerror, src, None, dst)
             if seen[0] == nth:
                 raise error
-        real(src, dst)
+        real(src, dst, **kw)
 
     monkeypatch.setattr(store_module.os, "replace", replace)
 
@@ -131,10 +131,10 @@ def test_another_filesystem_copies_each_object(
     before = buyer.size()
     real = os.replace
 
-    def exdev(src: Any, dst: Any) -> None:
+    def exdev(src: Any, dst: Any, **kw: Any) -> None:
         if staged(src):
             raise OSError(errno.EXDEV, "Invalid cross-device link", src, None, dst)
-        real(src, dst)
+        real(src, dst, **kw)
 
     monkeypatch.setattr(store_module.os, "replace", exdev)
     buyer.run("import", vendor.bundle, "--key", "approver")

@@ -8,7 +8,9 @@ acts, the command goes on. The findings: docs/SECURITY.md, "Review of 2026-12-03
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_races import Paused, cli
+from test_races import Paused, cli, log_size
 
 FORGED = b'{"forged-by":"the insider"}'
 
@@ -499,3 +501,83 @@ def test_an_import_deletes_no_erased_blob_once_the_log_lock_is_removed(tmp_path:
                  f"{len(listed)} blob(s) its erasure of {label} deletes here are deleted, "
                  "nothing more")
     assert all(b.exists() for b in blobs)
+
+
+def _swap_for_a_link(directory: Path, outside: Path) -> dict[str, bytes]:
+    """What a group member can do to a directory of the ledger (its parent group-writable):
+    copy it to a directory of their own (readers see the same files), move it aside and put a
+    symbolic link to the copy in its place. Returns the copy's files."""
+    if directory.is_dir():
+        shutil.copytree(directory, outside)
+        directory.rename(directory.with_name(directory.name + ".aside"))
+    else:
+        outside.mkdir(parents=True)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+    directory.symlink_to(outside, target_is_directory=True)
+    return _files(outside)
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() if p.is_file() else b"/"
+            for p in directory.rglob("*")}
+
+
+def _refused_link(result: tuple[int, str, str], link: Path) -> None:
+    code, out, err = result
+    assert code == 3, (code, out, err)
+    assert f"{link}: is a symbolic link (to " in err and "'trajledger fsck'" in err, err
+    assert "Traceback" not in err
+
+
+def _fsck_names(home: Path, link: Path) -> None:
+    """What the refusal says to run names the link (a failure: exit 1)."""
+    code, out, err = cli(home, "fsck")
+    assert code == 1 and f"FAIL: {link}: a symbolic link where trajledger keeps a directory " \
+        "of its own" in err, (code, out, err)
+
+
+@pytest.mark.parametrize("level", ["sha256", "fan", "leaf"])
+def test_a_fan_out_directory_swapped_for_a_link_is_not_written_through(
+    alice_home: Path, tmp_path: Path, level: str
+) -> None:
+    """A group member replaces a directory of the store (``objects/sha256``, or a fan-out
+    directory of the object ``attest`` is about to store) by a link to a directory of theirs.
+    Before the fix the command followed it: the object (and its temp file) was written there,
+    and ``attest`` said OK (exit 0). Now nothing is written outside and the command fails
+    (exit 3), naming the link and ``trajledger fsck``."""
+    home = alice_home
+    _share_through_group(home)
+    data = tmp_path / "weights.bin"
+    data.write_bytes(b"the bytes alice attests\n")
+    h = hashlib.sha256(data.read_bytes()).hexdigest()
+    link = home / "objects" / {"sha256": "sha256", "fan": f"sha256/{h[:2]}",
+                               "leaf": f"sha256/{h[:2]}/{h[2:4]}"}[level]
+    outside = tmp_path / "insider"
+    before = _swap_for_a_link(link, outside)
+    size = log_size(home)
+    _refused_link(cli(home, "attest", data, "--name", "w", "--key", "alice"), link)
+    assert _files(outside) == before
+    assert log_size(home) == size
+    _fsck_names(home, link)
+
+
+@pytest.mark.parametrize("rel", ["tile", "tile/0", "tile/entries"])
+def test_a_tile_directory_swapped_for_a_link_is_not_written_through(
+    alice_home: Path, tmp_path: Path, rel: str
+) -> None:
+    """The same in the log: a group member replaces ``log/tile`` (or a level's directory, or
+    the entry bundles') by a link to a directory of theirs. Before the fix the append wrote its
+    tile or bundle there (``000.p/N``) and said OK (exit 0); now nothing is written outside,
+    nothing is appended, and the command fails (exit 3) naming the link."""
+    home = alice_home
+    _share_through_group(home)
+    data = tmp_path / "weights.bin"
+    data.write_bytes(b"the bytes alice attests\n")
+    size = log_size(home)
+    link = home / "log" / rel
+    outside = tmp_path / "insider"
+    before = _swap_for_a_link(link, outside)
+    _refused_link(cli(home, "attest", data, "--name", "w", "--key", "alice"), link)
+    assert _files(outside) == before
+    assert log_size(home) == size
+    _fsck_names(home, link)

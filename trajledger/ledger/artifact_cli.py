@@ -223,13 +223,19 @@ REWARD_COLUMN = click.option(
 )
 
 
-def _reader_options(reward_weights: str | None, reward_column: str | None) -> Any:
-    """The reader options from the TRL flags; large JSON lines are parsed on every core."""
+def _reader_options(reward_weights: str | None, reward_column: str | None,
+                    paths: Sequence[Path], fmt: str | None) -> Any:
+    """The reader options from the TRL flags; large JSON lines are parsed on every core.
+
+    The TRL flags apply to TRL's completions table only: given for an input of another format
+    (``--format``, or as detected), they would be ignored, so they are a usage error."""
     from .rollouts import ReaderOptions
 
     workers = os.cpu_count() or 1
     if reward_weights is None and reward_column is None:
         return ReaderOptions(workers=workers)
+    _refuse_reward_options_of_other_formats(
+        "--reward-weights" if reward_weights is not None else "--reward-column", paths, fmt)
 
     weights: dict[str, float] | None = None
     if reward_weights is not None:
@@ -254,6 +260,26 @@ def _reader_options(reward_weights: str | None, reward_column: str | None) -> An
                     param_hint="--reward-weights",
                 ) from None
     return ReaderOptions(reward_weights=weights, reward_column=reward_column, workers=workers)
+
+
+def _refuse_reward_options_of_other_formats(
+    option: str, paths: Sequence[Path], fmt: str | None
+) -> None:
+    """A TRL flag given for an input that is not TRL's completions table (review rev15: an
+    option another format reads is refused, not ignored). An input whose format cannot be
+    told is left to the reader, which names its problem."""
+    from trajledger.verify.errors import FormatError
+
+    from .rollouts.readers import detect_format
+
+    for path in paths:
+        try:
+            kind = fmt if fmt is not None else detect_format(path)
+        except (OSError, FormatError):
+            continue
+        if kind != "trl-completions":
+            raise click.UsageError(f"{option} applies to TRL's completions table (--format "
+                                   f"trl-completions), not {kind} ({path})")
 
 
 @click.command()
@@ -329,7 +355,7 @@ def record(
     from .rollouts.reader_process import freed_memory_returned
 
     ledger = ctx.ledger()
-    options = _reader_options(reward_weights, reward_column)
+    options = _reader_options(reward_weights, reward_column, paths, fmt)
     signer = _signer(ctx, key)
     seal_to = ledger.seal_recipients() if seal else None
     with freed_memory_returned(), _step_progress(paths, quiet=ctx.quiet) as (advance, read):
@@ -625,7 +651,8 @@ def validate(
     """
     from .validate_files import validate_files
 
-    report = validate_files(list(paths), fmt, _reader_options(reward_weights, reward_column))
+    report = validate_files(list(paths), fmt,
+                            _reader_options(reward_weights, reward_column, paths, fmt))
     if as_json:
         emit_json(report.to_json())
     report.raise_if_failed()

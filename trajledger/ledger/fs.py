@@ -50,6 +50,7 @@ __all__ = [
     "is_stale",
     "move_into_place",
     "only_thread",
+    "open_dirs_below",
     "refuse_writable",
     "remove_tree",
     "sync_paths",
@@ -170,6 +171,72 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+DIR_BELOW = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+"""How a writer opens a directory below its root (`open_dirs_below`)."""
+
+
+def open_dirs_below(
+    at: int, base: str, parts: Sequence[str], refuse: Callable[[str], LedgerError], *,
+    make: bool = True, made: set[str] | None = None,
+) -> int:
+    """A new descriptor of the directory ``base/parts...``, opened from ``at`` (a descriptor
+    of ``base``, left open) one component at a time, each relative to the last and none
+    followed if it is a link (``O_NOFOLLOW | O_DIRECTORY``; Python 3.11 has no ``openat2``
+    ``RESOLVE_BENEATH``). A missing component is made (its parent's path added to ``made``,
+    when given, to be made durable), unless ``make`` is false (then FileNotFoundError).
+    Whoever can write a ledger's directories cannot have a writer write through a directory
+    they replaced by a link to one of theirs (rev14): the writer creates and renames relative
+    to the descriptor returned.
+
+    Raises:
+        LedgerError: ``refuse(message)`` for a component that is a link or not a directory:
+            the message names it and says nothing was written through it.
+        OSError: a directory cannot be opened or made.
+    """
+    cur = at
+    try:
+        for part in parts:
+            try:
+                try:
+                    nxt = _open_below(part, cur, base, refuse)
+                except FileNotFoundError:
+                    if not make:
+                        raise
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, dir_fd=cur)
+                        if made is not None:
+                            made.add(base)
+                    nxt = _open_below(part, cur, base, refuse)
+            except OSError as e:  # named by its path, not by the part alone
+                raise OSError(e.errno, e.strerror, f"{base}/{part}") from e
+            if cur != at:
+                os.close(cur)
+            cur = nxt
+            base = f"{base}/{part}"
+    except BaseException:
+        if cur != at:
+            os.close(cur)
+        raise
+    return cur if cur != at else os.dup(at)
+
+
+def _open_below(name: str, at: int, base: str, refuse: Callable[[str], LedgerError]) -> int:
+    try:
+        return os.open(name, DIR_BELOW, dir_fd=at)
+    except OSError as e:
+        if e.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+        try:
+            what = f"a symbolic link (to {os.readlink(name, dir_fd=at)})"
+        except OSError:
+            what = "not a directory"
+        raise refuse(
+            f"{base}/{name}: is {what} where trajledger keeps a directory of its own: planted "
+            "by someone who can write the ledger's directories; nothing was written through "
+            "it (remove it, then run 'trajledger fsck')"
+        ) from e
 
 
 _SYNC_THREADS = 8

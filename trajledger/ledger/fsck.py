@@ -396,6 +396,8 @@ class FsckReport:
             (or, unless the ledger is shared through its group, the group) may write: made
             under a lax umask before rev9's fix; a warning (directory -> who: ``g``, ``o``,
             ``go``, as `fs.refuse_writable` names them), see `writable_dirs`.
+        links: symbolic links where trajledger keeps directories of its own (the store's
+            fan-out, the log's tiles), see `planted_links`: writers refuse them (fix14).
     """
 
     size: int = 0
@@ -410,17 +412,22 @@ class FsckReport:
     leftovers: list[Leftover] = field(default_factory=list)
     derived: list[str] = field(default_factory=list)
     writable: dict[str, str] = field(default_factory=dict)
+    links: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        """No missing or damaged object and no disagreeing cache (orphans and leftovers are
-        reported, not failures)."""
-        return not (self.missing or self.damaged or self.derived)
+        """No missing or damaged object, no disagreeing cache and no planted link (orphans and
+        leftovers are reported, not failures)."""
+        return not (self.missing or self.damaged or self.derived or self.links)
 
     def problems(self) -> list[str]:
         """One line per failure."""
         out = [f"object {d}: missing ({why})" for d, why in sorted(self.missing.items())]
         out += [f"object {d}: damaged: {why}" for d, why in sorted(self.damaged.items())]
+        out += [f"{p}: a symbolic link where trajledger keeps a directory of its own: planted by "
+                "someone who can write the ledger's directories (writers refuse it; reads follow "
+                "it): remove it, then run 'trajledger fsck' again for what it hid" for p in
+                self.links]
         return out + list(self.derived)
 
     def to_json(self) -> dict[str, Any]:
@@ -439,6 +446,7 @@ class FsckReport:
             "leftovers": [{"path": str(x.path), "stale": x.stale} for x in self.leftovers],
             "derived": list(self.derived),
             "writable": dict(sorted(self.writable.items())),
+            "links": list(self.links),
         }
 
 
@@ -453,6 +461,7 @@ def fsck(ledger: LedgerHome, *, on_progress: Progress | None = None) -> FsckRepo
         4. List leftovers of writers (`leftovers`).
         5. Run the derived-cache checks (`DERIVED_CHECKS`).
         6. List the directories others may write (`writable_dirs`).
+        7. List the links planted where directories belong (`planted_links`).
 
     Args:
         ledger: the ledger.
@@ -502,7 +511,42 @@ def fsck(ledger: LedgerHome, *, on_progress: Progress | None = None) -> FsckRepo
         report.derived.extend(check(ledger, entries))
     # (6)
     report.writable = writable_dirs(ledger)
+    # (7)
+    report.links = planted_links(ledger)
     return report
+
+
+def planted_links(ledger: LedgerHome) -> list[str]:
+    """The symbolic links among the directories trajledger keeps of its own: ``sha256/`` and
+    its two fan-out levels in a local store, every directory under the log's ``tile/`` (and
+    any link there). A writer refuses each (`fs.open_dirs_below`); a reader follows it, to
+    what it hashes. One ``scandir`` per directory (the store's objects are not listed)."""
+    found: list[str] = []
+
+    def scan(top: str, depth: int | None) -> None:
+        try:
+            entries = list(os.scandir(top))
+        except OSError:
+            return
+        for e in entries:
+            if e.is_symlink():
+                found.append(e.path)
+            elif e.is_dir(follow_symlinks=False) and (depth is None or depth > 1):
+                scan(e.path, None if depth is None else depth - 1)
+
+    store = ledger.store
+    if store.is_local:
+        sha = store.root / "sha256"
+        if sha.is_symlink():
+            found.append(str(sha))
+        else:
+            scan(str(sha), 2)  # the fan-out directories, not the objects in them
+    tile = ledger.log_dir / "tile"
+    if tile.is_symlink():
+        found.append(str(tile))
+    else:
+        scan(str(tile), None)
+    return sorted(found)
 
 
 def writable_dirs(ledger: LedgerHome) -> dict[str, str]:

@@ -67,10 +67,11 @@ def fsck(ctx: Context, repair: bool, source: Path | None, as_json: bool) -> None
     leftovers of killed writers (run 'trajledger gc' for those), blobs an erasure lists that
     are still stored (an erase that did not finish: run it again), directories other users
     (or the group, unless the ledger is shared through it) may write, each with the chmod to
-    run, and derived caches that disagree with the log. With --repair --from BUNDLE|LEDGER,
-    missing and damaged objects are restored from an exported bundle or another ledger; every
-    byte restored is hashed. Erased blobs are never restored. The log's own files are checked
-    by 'trajledger log verify'.
+    run, derived caches that disagree with the log, and symbolic links planted where the
+    store's fan-out or the log's tiles keep directories (exit 1: writers refuse them). With
+    --repair --from BUNDLE|LEDGER, missing and damaged objects are restored from an exported
+    bundle or another ledger; every byte restored is hashed. Erased blobs are never restored.
+    The log's own files are checked by 'trajledger log verify'.
 
     \b
     Examples:

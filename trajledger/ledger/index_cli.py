@@ -253,6 +253,12 @@ def query_artifacts(
     num_episodes, num_steps, batches, datasets, reason, revoked, erased, data,
     episodes_indexed.
 
+    The revoked and erased cells of the rows returned are your trust state's (the log holds
+    a revocation, an erasure, of the digest): where the index holds another value (edited),
+    the trust state's is printed, --json too, with a WARNING naming the row. A row that an
+    edited flag keeps out of a --where filter is not returned: only 'trajledger reindex
+    --check' finds it.
+
     \b
     Example:
       trajledger query artifacts --where "kind = 'approval'" --json

@@ -374,6 +374,9 @@ def log_verify(ctx: Context, as_json: bool, skip_data: bool, no_store: bool) -> 
     Example:
       trajledger log verify --skip-data
     """
+    if skip_data and no_store:
+        raise click.UsageError("--skip-data applies to the store's blobs, which --no-store does "
+                               "not read")
     from .errors import KeyError_, TamperError
     from .log import verify_log_dir
 

@@ -47,8 +47,9 @@ from trajledger.verify.errors import DigestMismatchError, FormatError
 from trajledger.verify.evidence import MAX_BLOB_READ
 
 from .errors import StoreError
-from .fs import TMP_PREFIX, fsync_dir, is_stale, sync_paths, temp_name
+from .fs import TMP_PREFIX, is_stale, open_dirs_below, sync_paths, temp_name
 from .hashing import copy_hashing
+from .store_sink import DirectSink
 
 __all__ = ["REMOTE_CHUNK", "ObjectStore", "verify_bytes"]
 
@@ -159,46 +160,54 @@ class ObjectStore:
         if self._fs is not None:
             self._remote_put(digest, len(data), lambda: io.BytesIO(data))
             return digest
-        if self._fs is None:
-            final = self.path_of(digest)
-            if _holds(final, data):
-                return digest
-            tmp: Path | None = None
-            try:
-                tmp = self._new_temp()
-                with open(tmp, "wb") as f:
-                    f.write(data)
+        final = self.path_of(digest)
+        if _holds(final, data):
+            return digest
+        try:
+            with _Temp(self) as tmp:
+                fd = tmp.open(os.O_WRONLY)
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
                     if self.durable:
-                        f.flush()
-                        os.fsync(f.fileno())
-                self._install(tmp, final)
-            except BaseException as e:
-                if tmp is not None:
-                    _unlink(str(tmp))
-                if isinstance(e, OSError):
-                    raise StoreError(f"object {digest}: cannot write: {e.strerror or e}") from e
-                raise
+                        os.fsync(fd)
+                    os.fchmod(fd, 0o444)
+                finally:
+                    os.close(fd)
+                tmp.install(digest)
+        except OSError as e:
+            raise StoreError(f"object {digest}: cannot write: {e.strerror or e}") from e
         return digest
 
-    def _new_temp(self) -> Path:
-        """A new temp file (``objects/sha256/.tmp-...``), owned by this process."""
-        tmpdir = self.root / "sha256"
-        tmpdir.mkdir(parents=True, exist_ok=True)
-        tmp = tmpdir / temp_name()
-        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        return tmp
+    def _open_dir(self, parts: Sequence[str], *, at: int | None = None, base: str = "",
+                  made: set[str] | None = None, make: bool = True) -> int:
+        """A descriptor of the store's directory ``parts`` (``sha256``, its two fan-out
+        levels), opened one component at a time relative to the last, none followed if it is
+        a link (``O_NOFOLLOW | O_DIRECTORY``), from ``at`` (a descriptor of the directory
+        ``base``) or else from the root (the store's location as configured: followed). A
+        missing component is made (its parent's path added to ``made``, when given, for the
+        caller to make durable), unless ``make`` is false (then FileNotFoundError). Whoever
+        can write the store cannot have a writer write through a fan-out directory they
+        replaced by a link to a directory of theirs (rev14).
 
-    def _install(self, tmp: Path, final: Path, names: set[Path] | None = None) -> None:
-        """Rename a complete temp file to its object path (replacing a damaged object); the
-        directory that gained the name is fsynced, or added to ``names`` (`sync_names`)."""
-        os.chmod(tmp, 0o444)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, final)
-        if self.durable:
-            if names is None:
-                fsync_dir(final.parent)
-            else:
-                names.add(final.parent)
+        Raises:
+            StoreError: a component is a symbolic link, or not a directory.
+            OSError: a directory cannot be opened or made.
+        """
+        if at is not None:
+            return open_dirs_below(at, base, parts, StoreError, make=make, made=made)
+        try:
+            root = os.open(self._prefix, _ROOT)
+        except FileNotFoundError:
+            if not make:
+                raise
+            os.makedirs(self._prefix, exist_ok=True)
+            root = os.open(self._prefix, _ROOT)
+        try:
+            return open_dirs_below(root, self._prefix, parts, StoreError, make=make, made=made)
+        finally:
+            os.close(root)
 
     def put_file(
         self, path: str | os.PathLike[str], *, names: set[Path] | None = None
@@ -261,34 +270,27 @@ class ObjectStore:
             DigestMismatchError: the bytes do not hash to ``expect``.
         """
         if self._fs is None:
-            local: Path | None = None
             try:
-                local = self._new_temp()
-                source = stream if isinstance(stream, io.BufferedIOBase | io.RawIOBase) else (
-                    stream.read
-                )
-                with _Sink(local, direct=self.durable) as out:
-                    digest, size = copy_hashing(source, out.write, CHUNK)
-                    if self.durable:
-                        os.fsync(out.fd)
-                if expect is not None and digest != expect:
-                    raise DigestMismatchError(
-                        f"{name}: content hashes to {digest}, want {expect}",
-                        subject=name,
-                        expected=expect,
-                        observed=digest,
+                with _Temp(self) as tmp:
+                    source = stream if isinstance(stream, io.BufferedIOBase | io.RawIOBase) else (
+                        stream.read
                     )
-                final = self.path_of(digest)
-                if _intact(final, size, digest[len(DIGEST_PREFIX):]):
-                    _unlink(str(local))
-                else:
-                    self._install(local, final, names)
-            except BaseException as e:
-                if local is not None:
-                    _unlink(str(local))
-                if isinstance(e, OSError):
-                    raise StoreError(f"{name}: cannot store: {e.strerror or e}") from e
-                raise
+                    with DirectSink(tmp.open, direct=self.durable) as out:
+                        digest, size = copy_hashing(source, out.write, CHUNK)
+                        if self.durable:
+                            os.fsync(out.fd)
+                        os.fchmod(out.fd, 0o444)
+                    if expect is not None and digest != expect:
+                        raise DigestMismatchError(
+                            f"{name}: content hashes to {digest}, want {expect}",
+                            subject=name,
+                            expected=expect,
+                            observed=digest,
+                        )
+                    if not _intact(self._location(digest), size, digest[len(DIGEST_PREFIX):]):
+                        tmp.install(digest, names)
+            except OSError as e:
+                raise StoreError(f"{name}: cannot store: {e.strerror or e}") from e
             return FileDigest(Path(name), size, digest[len(DIGEST_PREFIX):])
         # Remote: spool to a local temporary file (hashing), then upload under the digest.
         with tempfile.NamedTemporaryFile(prefix=TMP_PREFIX) as spool:
@@ -356,16 +358,20 @@ class ObjectStore:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-            final.parent.mkdir(parents=True, exist_ok=True)
             os.chmod(src, 0o444)
+            h = known.sha256
+            leaf = self._open_dir(("sha256", h[:2], h[2:4]))
             try:
-                os.replace(src, final)
-            except OSError as e:
-                if e.errno != 18:  # EXDEV: another filesystem; copy instead
-                    raise
-                return self._adopt_by_copy(src, known)
-            if self.durable:
-                fsync_dir(final.parent)
+                try:
+                    os.replace(src, h, dst_dir_fd=leaf)
+                except OSError as e:
+                    if e.errno != errno.EXDEV:  # another filesystem: copy instead
+                        raise
+                    return self._adopt_by_copy(src, known)
+                if self.durable:
+                    os.fsync(leaf)
+            finally:
+                os.close(leaf)
         except OSError as e:
             raise StoreError(f"{src}: cannot move into the store: {e.strerror or e}") from e
         return FileDigest(Path(path), known.size, known.sha256)
@@ -452,24 +458,37 @@ class ObjectStore:
         advance: Callable[[int], None],
     ) -> tuple[set[str], set[str]]:
         """Rename each staged file (its data already durable) to its place, read-only (made so
-        when its flag says it is not), making its directories; adds to ``named`` the
+        when its flag says it is not), making its directories (walked by descriptors, none
+        followed if it is a link: `_open_dir`; the first level's kept open for the batch);
+        adds to ``named`` the
         directories that gained a name and to ``made`` the parents of those made
         (`adopt_files`, which fsyncs them all); returns both."""
-        for f, final, writable in todo:
-            if writable:
-                os.chmod(f.path, 0o444)
-            parent = final.rpartition("/")[0]
-            if parent not in named:
-                _make_dirs(parent, made)
-            try:
-                os.replace(f.path, final)
-            except OSError as e:
-                if e.errno != errno.EXDEV:
-                    raise
-                self._adopt_by_copy(f.path, f)  # another filesystem: copied, made durable
-            else:
-                named.add(parent)
-            advance(f.size)
+        under = f"{self._prefix}/sha256"
+        sha = self._open_dir(("sha256",), made=made)
+        fans: dict[str, int] = {}
+        try:
+            for f, final, writable in todo:
+                if writable:
+                    os.chmod(f.path, 0o444)
+                h = f.sha256
+                fan = fans.get(h[:2])
+                if fan is None:
+                    fan = fans[h[:2]] = self._open_dir((h[:2],), at=sha, base=under, made=made)
+                leaf = self._open_dir((h[2:4],), at=fan, base=f"{under}/{h[:2]}", made=made)
+                try:
+                    os.replace(f.path, h, dst_dir_fd=leaf)
+                except OSError as e:
+                    if e.errno != errno.EXDEV:
+                        raise OSError(e.errno, e.strerror, f.path, None, final) from e
+                    self._adopt_by_copy(f.path, f)  # another filesystem: copied, made durable
+                else:
+                    named.add(final.rpartition("/")[0])
+                finally:
+                    os.close(leaf)
+                advance(f.size)
+        finally:
+            for fd in (sha, *fans.values()):
+                os.close(fd)
         return named, made
 
     def _adopt_by_copy(self, path: Path, known: FileDigest) -> FileDigest:
@@ -648,9 +667,17 @@ class ObjectStore:
         """Remove a blob (erasure). Returns False when it was already absent."""
         try:
             if self._fs is None:
-                self.path_of(digest).unlink()
-                if self.durable:
-                    fsync_dir(self.path_of(digest).parent)
+                h = self._rel(digest).rpartition("/")[2]
+                leaf = self._open_dir(("sha256", h[:2], h[2:4]), make=False)
+                try:
+                    try:
+                        os.unlink(h, dir_fd=leaf)
+                    except OSError as e:  # named by its path
+                        raise OSError(e.errno, e.strerror, self._location(digest)) from e
+                    if self.durable:
+                        os.fsync(leaf)
+                finally:
+                    os.close(leaf)
             else:
                 self._fs.delete_file(self._location(digest))
         except FileNotFoundError:
@@ -676,20 +703,28 @@ class ObjectStore:
                 if self.modified(digest) != mtime:
                     return False
                 return self.delete(digest)
-            final = self.path_of(digest)
-            aside = final.with_name(temp_name())
+            h = self._rel(digest).rpartition("/")[2]
             try:
-                os.rename(final, aside)
+                leaf = self._open_dir(("sha256", h[:2], h[2:4]), make=False)
             except FileNotFoundError:
                 return False
-            if os.stat(aside).st_mtime != mtime:
-                with contextlib.suppress(FileExistsError):  # a writer stored it again meanwhile
-                    os.link(aside, final)
-                os.unlink(aside)
-                return False
-            os.unlink(aside)
-            if self.durable:
-                fsync_dir(final.parent)
+            try:
+                aside = temp_name()
+                try:
+                    os.rename(h, aside, src_dir_fd=leaf, dst_dir_fd=leaf)
+                except FileNotFoundError:
+                    return False
+                if os.stat(aside, dir_fd=leaf, follow_symlinks=False).st_mtime != mtime:
+                    with contextlib.suppress(FileExistsError):  # a writer stored it again
+                        os.link(aside, h, src_dir_fd=leaf, dst_dir_fd=leaf,
+                                follow_symlinks=False)
+                    os.unlink(aside, dir_fd=leaf)
+                    return False
+                os.unlink(aside, dir_fd=leaf)
+                if self.durable:
+                    os.fsync(leaf)
+            finally:
+                os.close(leaf)
         except OSError as e:
             raise StoreError(f"object {digest}: cannot remove: {e.strerror or e}") from e
         return True
@@ -807,87 +842,59 @@ class ObjectStore:
             )
 
 
-class _Sink:
-    """The temp file of an object being stored from a stream (`ObjectStore.put_stream`).
+_ROOT = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+"""How the store's root is opened: as configured, a link followed (the user's own setting)."""
 
-    A durable store writes a large object around the page cache (``O_DIRECT``) when the file
-    system allows it: its bytes go from the hashing buffer to the disk once, instead of being
-    copied into the page cache and written back by the fsync in this process (which, for a
-    GiB, costs more CPU than hashing it). Chunks are direct while they are whole blocks from
-    an aligned buffer (`copy_hashing` reads files into a page-aligned one); of the first chunk
-    that is not, the whole blocks still go direct, and what follows them (the file's last
-    partial block, under 4 KiB), like everything after a buffer direct I/O refuses, is written
-    through the page cache at the same offset. The object reads the same either way; it is
-    just not cached after it is stored.
-    """
+class _Temp:
+    """A temp file of a local store (``sha256/.tmp-…``), made and renamed relative to a
+    descriptor of ``sha256`` opened from the root (`ObjectStore._open_dir`), never through a
+    link. Removed on leaving the block unless `install` named it."""
 
-    BLOCK = 4096
-    """Direct writes are whole multiples of this (the largest logical block size in use)."""
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
+        self.dir_fd = store._open_dir(("sha256",))
+        self.name = temp_name()
+        self._kept = False
+        try:
+            os.close(self.open(os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+        except BaseException:
+            os.close(self.dir_fd)
+            raise
 
-    def __init__(self, path: Path, *, direct: bool) -> None:
-        self._path = path
-        self._direct_ok = direct and hasattr(os, "O_DIRECT")
-        self._direct = False
-        self._fd: int | None = None
-        self._offset = 0
+    def open(self, flags: int) -> int:
+        """Open the temp file (never a link planted in its place) with ``flags``."""
+        return os.open(self.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                       dir_fd=self.dir_fd)
 
-    @property
-    def fd(self) -> int:
-        """The descriptor (for fsync), once something was written; else the file opened now."""
-        if self._fd is None:
-            self._fd = os.open(self._path, os.O_WRONLY | os.O_CLOEXEC)
-        return self._fd
+    def install(self, digest: str, names: set[Path] | None = None) -> None:
+        """Rename the complete temp file (read-only, its bytes durable) to the object's name
+        (replacing a damaged object), its fan-out directories walked from ``sha256``
+        (`ObjectStore._open_dir`); the directory that gained the name is fsynced by the
+        descriptor of that walk, or added to ``names`` (`ObjectStore.sync_names`)."""
+        h = digest[len(DIGEST_PREFIX):]
+        store = self._store
+        leaf = store._open_dir((h[:2], h[2:4]), at=self.dir_fd, base=f"{store._prefix}/sha256")
+        try:
+            os.replace(self.name, h, src_dir_fd=self.dir_fd, dst_dir_fd=leaf)
+            self._kept = True
+            if store.durable:
+                if names is None:
+                    os.fsync(leaf)
+                else:
+                    names.add(Path(store._location(digest)).parent)
+        finally:
+            os.close(leaf)
 
-    def __enter__(self) -> _Sink:
+    def __enter__(self) -> _Temp:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def write(self, data: bytes | memoryview) -> None:
-        """Write ``data`` at the end (every byte: short writes are continued)."""
-        view = memoryview(data).cast("B")
-        if self._fd is None:
-            self._open_for(len(view))
-        while view:
-            part = view
-            if self._direct and len(view) % self.BLOCK:
-                # The whole blocks still go direct; only the last partial one (under 4 KiB)
-                # through the page cache.
-                part = view[: len(view) - len(view) % self.BLOCK]
-                if not part:
-                    self._through_cache()
-                    part = view
-            try:
-                n = os.write(self.fd, part)
-            except OSError as e:
-                if not (self._direct and e.errno == errno.EINVAL):
-                    raise
-                self._through_cache()  # an unaligned buffer, or a file system that refuses
-                continue
-            view = view[n:]
-            self._offset += n
-
-    def _open_for(self, first: int) -> None:
-        if self._direct_ok and first >= CHUNK and first % self.BLOCK == 0:
-            try:
-                self._fd = os.open(self._path, os.O_WRONLY | os.O_CLOEXEC | os.O_DIRECT)
-                self._direct = True
-                return
-            except OSError as e:
-                if e.errno != errno.EINVAL:  # a file system without direct I/O (tmpfs)
-                    raise
-        self._fd = os.open(self._path, os.O_WRONLY | os.O_CLOEXEC)
-
-    def _through_cache(self) -> None:
-        """Continue at the same offset through the page cache."""
-        assert self._fd is not None
-        os.close(self._fd)
-        self._fd = None
-        self._direct = False
-        os.lseek(self.fd, self._offset, os.SEEK_SET)
+        try:
+            if not self._kept:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.name, dir_fd=self.dir_fd)
+        finally:
+            os.close(self.dir_fd)
 
 
 def _unlink(path: str) -> None:
@@ -919,7 +926,7 @@ def _holds(path: Path, data: bytes) -> bool:
         _touch(path)
         with open(path, "rb") as f:
             return f.read(len(data) + 1) == data
-    except (FileNotFoundError, IsADirectoryError):
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return False
 
 
@@ -956,5 +963,5 @@ def _intact(path: str | Path, size: int, hexdigest: str) -> bool:
         if os.stat(path).st_size != size:
             return False
         return hash_file(path).sha256 == hexdigest
-    except (FileNotFoundError, IsADirectoryError):
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return False

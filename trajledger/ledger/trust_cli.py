@@ -56,6 +56,9 @@ def trust(
     """
     from .home import LedgerHome
 
+    if as_json and (vkey is not None or settings):
+        raise click.UsageError("--json applies to showing what you trust (no VKEY, no "
+                               "--settings)")
     if vkey is not None:
         if settings:
             raise click.UsageError("give a VKEY to pin, or --settings, not both")

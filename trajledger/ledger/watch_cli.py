@@ -179,9 +179,9 @@ def monitor(
     if out is not None and cosign_key is None:
         raise click.UsageError("--out writes the cosigned checkpoint: it needs --cosign-key")
     has_ledger = (ctx.home / "ledger.toml").exists()
-    if (keys or policy_file) and not has_ledger:
-        raise click.UsageError("--key and --policy apply what the log says to a ledger: run "
-                               "it in one (--ledger DIR)")
+    if (keys or policy_file or fail_on_revocation) and not has_ledger:
+        raise click.UsageError("--key, --policy and --fail-on-revocation apply what the log says "
+                               "to a ledger: run it in one (--ledger DIR)")
     ledger = ctx.ledger() if has_ledger or cosign_key else None
     witness = ledger.keys.signer(cosign_key) if cosign_key and ledger is not None else None
     log = HttpLog(url, FetchLimits(timeout=timeout, deadline=max(60.0, 3 * timeout)))

@@ -843,9 +843,16 @@ def verify(
     if files_dir is not None and (sigstore_bundle is not None or envelope is not None):
         raise click.UsageError("--files is for a REF or a bundle; the files of --envelope or "
                                "--sigstore-bundle mode are the PATHs given")
+    given = click.get_current_context().get_parameter_source
+    threshold_given = given("threshold") is not click.core.ParameterSource.DEFAULT
     if sigstore_bundle is not None:
         if envelope is not None or pubkey:
             raise click.UsageError("--sigstore-bundle and --envelope/--pubkey: choose one mode")
+        if skip_data or threshold_given:
+            # Not read there: every PATH is hashed, and the policy says whose signature counts.
+            raise click.UsageError("--skip-data and --threshold do not apply to "
+                                   "--sigstore-bundle mode (its PATHs are hashed; --policy says "
+                                   "whose signature counts)")
         _verify_sigstore(ctx, targets, sigstore_bundle, policy_file, as_json)
         return
     if envelope is not None:
@@ -853,6 +860,10 @@ def verify(
 
         if not pubkey:
             raise click.UsageError("files mode needs --pubkey")
+        if policy_file is not None or skip_data:
+            raise click.UsageError("--policy and --skip-data are for a REF or bundle; files mode "
+                                   "(--envelope) hashes the PATHs and checks them against "
+                                   "--pubkey")
         result = verify_files([Path(t) for t in targets], envelope, pubkey, threshold=threshold)
         if as_json:
             emit_json(result.to_json())
@@ -862,8 +873,7 @@ def verify(
             f"signed by {', '.join(result.signers)}"
         )
         return
-    given = click.get_current_context().get_parameter_source
-    if pubkey or given("threshold") is not click.core.ParameterSource.DEFAULT:
+    if pubkey or threshold_given:
         # Not read in REF or bundle mode: taken silently, it would look like a key pinned.
         raise click.UsageError("--pubkey and --threshold are for files signed by 'trajledger "
                                "sign' (with --envelope); a REF or bundle is verified against "

@@ -86,6 +86,9 @@ def eval_(
                                "not with a COMMAND")
     if not command and keep_logs:
         raise click.UsageError("--keep-logs goes with a COMMAND (after '--')")
+    if command and allow_env_module:
+        raise click.UsageError("--allow-env-module is for the built-in evaluator (it replays the "
+                               "suite's environments), not with a COMMAND")
     out = ledger.evaluate(
         checkpoint, suite, key=key, command=list(command) if command else None,
         evaluator=evaluator_ref, pass_return=pass_return, max_steps=max_steps,

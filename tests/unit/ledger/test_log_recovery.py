@@ -302,7 +302,7 @@ def trace(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str]]]:
         fd = real_open(path, flags, *a, **kw)
         if flags & os.O_CREAT:
             with lock:
-                events.append(("create", os.fspath(path)))
+                events.append(("create", os.readlink(f"/proc/self/fd/{fd}")))
         return fd
 
     def fsync(fd: Any) -> None:

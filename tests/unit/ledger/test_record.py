@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -257,13 +259,14 @@ def test_the_copies_names_are_made_durable_before_the_manifest_and_the_log_name_
         events.append("append")
         return real_append(self, *a, **kw)
 
-    def fsync_dir(path: Path) -> None:  # (the manifest's and the envelope's own)
-        events.append("dir")
-        real_fsync_dir(path)
+    def fsync(fd: int) -> None:  # a directory's: the manifest's and the envelope's own
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            events.append("dir")
+        real_fsync(fd)
 
-    real_fsync_dir = store_module.fsync_dir
+    real_fsync = os.fsync
     monkeypatch.setattr(store_module, "sync_paths", sync_paths)
-    monkeypatch.setattr(store_module, "fsync_dir", fsync_dir)
+    monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(type(ledger.store), "put_bytes", put_bytes)
     monkeypatch.setattr(type(ledger.log), "append", append)
     rec = record_files(ledger, [data], alice, name="batch-7")

@@ -745,3 +745,92 @@ def test_a_remote_blob_sending_more_than_it_lists_is_refused_as_soon_as_it_does(
     with pytest.raises(DigestMismatchError, match=r"more bytes than the 5 listed$"):
         store.get(HELLO_DIGEST)
     assert fs.delivered <= 6
+
+
+def _link_in_place(store: ObjectStore, rel: str, outside: Path) -> Path:
+    """A directory of the store at ``rel`` replaced by a link to ``outside`` (what a member of
+    a shared store's group can do, rev14); returns the link."""
+    link = store.root / rel
+    if link.is_dir():
+        link.rename(link.with_name(link.name + ".aside"))
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(outside, target_is_directory=True)
+    return link
+
+
+def _writes(tmp_path: Path) -> dict[str, Callable[[ObjectStore, list[bytes]], object]]:
+    from trajledger.ledger.store import MOVE_IN_SPLIT
+    from trajledger.verify.digest import FileDigest
+
+    def adopt_one(store: ObjectStore, blobs: list[bytes]) -> object:
+        f = _staged(tmp_path / "staging", blobs[:1])[0]
+        return store.adopt_file(f.path, FileDigest(f.path, f.size, f.sha256))
+
+    def many(blobs: list[bytes]) -> list[bytes]:  # the first one's fan-out, on two threads
+        return blobs + [b"more %d" % n for n in range(MOVE_IN_SPLIT)]
+
+    return {
+        "put_bytes": lambda store, blobs: store.put_bytes(blobs[0]),
+        "put_stream": lambda store, blobs: store.put_stream(io.BytesIO(blobs[0])),
+        "put_file": lambda store, blobs: store.put_file(_staged(tmp_path / "src", blobs)[0].path),
+        "adopt_file": adopt_one,
+        "adopt_files": lambda store, blobs: store.adopt_files(_staged(tmp_path / "st", blobs)),
+        "adopt_files_threads": lambda store, blobs: store.adopt_files(
+            _staged(tmp_path / "st2", many(blobs))),
+    }
+
+
+@pytest.mark.parametrize("level", ["sha256", "fan", "leaf"])
+@pytest.mark.parametrize("write", ["put_bytes", "put_stream", "put_file", "adopt_file",
+                                   "adopt_files", "adopt_files_threads"])
+@pytest.mark.parametrize("size", [5, 3 << 20])
+def test_no_write_goes_through_a_directory_swapped_for_a_link(
+    tmp_path: Path, level: str, write: str, size: int
+) -> None:
+    """Every way a local store writes an object walks its directories by descriptors, none
+    followed if it is a link: a store directory replaced by a link to a directory the user may
+    write gets nothing (no object, no temp file), and the write is a StoreError naming the
+    link and ``trajledger fsck`` (exit 3 at the command line). Before, each was followed."""
+    store = ObjectStore(tmp_path / "objects")
+    store.put_bytes(b"something already stored")
+    data = os.urandom(size)
+    h = hashlib.sha256(data).hexdigest()
+    rel = {"sha256": "sha256", "fan": f"sha256/{h[:2]}", "leaf": f"sha256/{h[:2]}/{h[2:4]}"}
+    outside = tmp_path / "insider"
+    outside.mkdir()
+    link = _link_in_place(store, rel[level], outside)
+    with pytest.raises(StoreError, match=rf"^{link}: is a symbolic link \(to {outside}\) "
+                       r"where trajledger keeps a directory of its own: .*'trajledger "
+                       r"fsck'"):
+        _writes(tmp_path)[write](store, [data])
+    assert list(outside.iterdir()) == []
+
+
+@pytest.mark.parametrize("remove", ["delete", "delete_unchanged"])
+def test_no_removal_goes_through_a_directory_swapped_for_a_link(
+    tmp_path: Path, remove: str
+) -> None:
+    """Erasure and ``gc`` remove an object by the same walk: a fan-out directory replaced by a
+    link to one holding a file of the object's name leaves that file as it is."""
+    store = ObjectStore(tmp_path / "objects")
+    digest = store.put_bytes(HELLO)
+    path = store.path_of(digest)
+    mtime = path.stat().st_mtime
+    outside = tmp_path / "insider"
+    outside.mkdir()
+    (outside / path.name).write_bytes(b"the insider's file")
+    link = _link_in_place(store, f"sha256/{path.parent.parent.name}/{path.parent.name}", outside)
+    with pytest.raises(StoreError, match=rf"^{link}: is a symbolic link"):
+        store.delete(digest) if remove == "delete" else store.delete_unchanged(digest, mtime)
+    assert [(p.name, p.read_bytes()) for p in outside.iterdir()] == [
+        (path.name, b"the insider's file")]
+
+
+def test_a_file_where_the_store_keeps_a_directory_is_refused(tmp_path: Path) -> None:
+    store = ObjectStore(tmp_path / "objects")
+    h = hashlib.sha256(HELLO).hexdigest()
+    (tmp_path / "objects" / "sha256").mkdir(parents=True)
+    (tmp_path / "objects" / "sha256" / h[:2]).write_bytes(b"")
+    with pytest.raises(StoreError, match=r"is not a directory where trajledger keeps"):
+        store.put_bytes(HELLO)
+    assert store.temp_files() == []

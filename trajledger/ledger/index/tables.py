@@ -822,12 +822,61 @@ def query_table(
     if within is not None:
         item = Catalog(ledger).resolve(within, {"rollout-batch", "dataset", "checkpoint"})
         batches = index.batches_of(item.digest, item.kind)
+    flags = table == ARTIFACTS
+    wanted = list(columns) if columns is not None else None
+    if flags and wanted is not None:
+        columns = [*wanted, *(c for c in _FLAG_KEYS if c not in wanted)]
     with index.locked():
         result = index.query(table, where, columns=columns, limit=limit, batches=batches)
+        if flags:
+            state = index._read_state()
+            result = _flags_as_the_trust_state_says(
+                ledger, result, state["size"] if state else ledger.log.size, note)
+            if wanted is not None:
+                result = result.select(wanted)
         if note is not None:
             for warning in index.left_out(batches or [], "rows", erased=True):
                 note(warning)
     return result
+
+
+_FLAG_KEYS = ("log_index", "kind", "ref", "digest", "revoked", "erased")
+"""The columns `_flags_as_the_trust_state_says` reads of each artifact row."""
+
+
+def _flags_as_the_trust_state_says(
+    ledger: LedgerHome, rows: pa.Table, size: int, note: Callable[[str], None] | None
+) -> pa.Table:
+    """``rows`` of the artifacts table with each row's ``revoked`` and ``erased`` cells as the
+    user's trust state says (the log holds a revocation, an erasure, of its digest among its
+    first ``size`` entries, which the index was built from; named kinds only, as the index
+    flags them), one look-up of the rows' digests in all. The index is derived data anyone
+    who can write the ledger may edit: a cell that says otherwise (a revocation hidden) is
+    printed as the trust state says, with a WARNING naming the row and what to run (rev12). A
+    row an edited flag kept out of a ``--where`` filter is not among ``rows``: only
+    ``reindex --check`` finds it."""
+    if rows.num_rows == 0:
+        return rows
+    digests = rows.column("digest").to_pylist()
+    about = ledger.trust_state().entries_about(sorted(set(digests)))
+    held = {(e.kind, e.subject) for i, (e, _raw) in about.items() if i < size}
+    cells: dict[str, list[bool]] = {"revoked": [], "erased": []}
+    for row in rows.select(list(_FLAG_KEYS)).to_pylist():
+        for flag, kind in (("revoked", "revocation"), ("erased", "erasure")):
+            want = row["kind"] in NAMED_KINDS and (kind, row["digest"]) in held
+            cells[flag].append(want)
+            if bool(row[flag]) != want and note is not None:
+                note(f"audit index: the row of log entry {row['log_index']} ({row['kind']} "
+                     f"{row['ref']}) says {flag} {str(bool(row[flag])).lower()}, but your "
+                     f"trust state says {str(want).lower()} (the log "
+                     f"{'holds' if want else 'holds no'} {'an' if kind == 'erasure' else 'a'} "
+                     f"{kind} of it): printed as your trust state says; the index was edited "
+                     "outside trajledger, or built from another log: rebuild it with "
+                     "'trajledger reindex'")
+    for flag, values in cells.items():
+        at = rows.schema.get_field_index(flag)
+        rows = rows.set_column(at, rows.schema.field(at), pa.array(values, pa.bool_()))
+    return rows
 
 
 def reindex(

@@ -44,17 +44,19 @@ def drop_temp_files(directory: Path) -> None:
             remove(directory / name)
 
 
-def open_own(path: Path, flags: int) -> int:
+def open_own(path: Path, flags: int, *, dir_fd: int | None = None) -> int:
     """``os.open`` a file the log keeps by a name of its own (created 0644 with ``O_CREAT``),
     never through a symbolic link: whoever planted one, able to write the directory, would
-    make the writer write into any file its user may write.
+    make the writer write into any file its user may write. With ``dir_fd`` (a descriptor of
+    ``path``'s directory, walked to by `fs.open_dirs_below`), the name is opened relative to it.
 
     Raises:
         LogError: ``path`` is a symbolic link (nothing was written).
         OSError: it cannot be opened otherwise.
     """
     try:
-        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        return os.open(path if dir_fd is None else path.name,
+                       flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
     except OSError as e:
         if e.errno != errno.ELOOP:
             raise
@@ -65,9 +67,10 @@ def open_own(path: Path, flags: int) -> int:
         ) from e
 
 
-def write_new(path: Path, data: bytes) -> int:
-    """Create (or truncate) ``path`` and write ``data``; returns it open, not yet fsynced."""
-    fd = open_own(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+def write_new(path: Path, data: bytes, *, dir_fd: int | None = None) -> int:
+    """Create (or truncate) ``path`` and write ``data``; returns it open, not yet fsynced.
+    ``dir_fd``: as `open_own`."""
+    fd = open_own(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, dir_fd=dir_fd)
     try:
         view = memoryview(data)
         while view:
@@ -90,6 +93,7 @@ class SyncRound:
     def __init__(self) -> None:
         self._fds: list[int] = []
         self._dirs: set[Path] = set()
+        self._dir_fds: dict[Path, int] = {}
         self._group = FsyncGroup()
 
     def __enter__(self) -> SyncRound:
@@ -106,6 +110,15 @@ class SyncRound:
         """Fsync this directory too, at the end (a name was created or renamed in it)."""
         self._dirs.add(path)
 
+    def directory_fd(self, path: Path, fd: int) -> None:
+        """Fsync the directory ``path`` too, at the end, by ``fd``: the descriptor its name
+        was created by (taken: closed with the round; a second one of the same path is closed
+        now)."""
+        if path in self._dir_fds:
+            os.close(fd)
+        else:
+            self._dir_fds[path] = fd
+
     def _finish(self) -> None:
         try:
             self._group.wait()
@@ -115,12 +128,17 @@ class SyncRound:
                 os.close(fd)
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        held, self._dir_fds = self._dir_fds, {}
         if kind is not None:
+            self._fds.extend(held.values())
             with contextlib.suppress(OSError):
                 self._finish()
             return
         try:
-            for d in sorted(self._dirs):
+            for fd in held.values():
+                self._fds.append(fd)
+                self._group.start(fd)
+            for d in sorted(self._dirs - held.keys()):
                 fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
                 self._fds.append(fd)
                 self._group.start(fd)

@@ -100,7 +100,6 @@ class LogReader:
         published (`_follow_rotation`): it then signs only with the key it followed to, loaded
         again (`Log._key_now`)."""
         self._readers: dict[int, TileReader] = {}
-        self._dirs: set[Path] = set()
         self._lookup = Lookup(cache_dir / CACHE_DIR if cache_dir else None, verifier.name)
         self.one_record: OneRecord | None = None
         """Set by the ledger: appends of a digest already recorded are judged by it, under the

@@ -56,7 +56,7 @@ from trajledger.verify.note import (
 
 from ..encode import checkpoint_text, format_signature_line, verifier_vkey, vkey_string
 from ..errors import KeyError_, LedgerError, LogError
-from ..fs import TMP_PREFIX, fsync_dir, write_file_atomic
+from ..fs import TMP_PREFIX, fsync_dir, open_dirs_below, write_file_atomic
 from ..keys import Signer
 from .edge import ZERO_HASH, Edge
 from .files import SyncRound, open_own, unlink, write_new
@@ -354,7 +354,6 @@ class Log(LogReader):
         for rel in completed:
             pdir = self.directory / (rel + ".p")
             shutil.rmtree(pdir, ignore_errors=True)
-            self._dirs.discard(pdir)
         self._lookup.add(edge.size, [(s.envelope, s.subject) for s in specs], new_edge.prev)
         # (8)
         if self._on_publish is not None:
@@ -369,26 +368,29 @@ class Log(LogReader):
         makes it durable, and one an interrupted append leaves (whole, cut short, or with bytes
         a power cut lost) is a leftover the next writer removes (docs/PERFORMANCE.md,
         "Durable appends").
-        """
-        path = self.directory / rel
-        self._ensure_dir(path.parent, durable)
-        fd = write_new(path, data)
-        durable.directory(path.parent)
-        return fd
 
-    def _ensure_dir(self, directory: Path, durable: SyncRound) -> None:
-        if directory in self._dirs:
-            return
-        missing: list[Path] = []
-        d = directory
-        while not d.is_dir():
-            missing.append(d)
-            d = d.parent
-        for m in reversed(missing):
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(m)
-            durable.directory(m.parent)
-        self._dirs.add(directory)
+        The directories on the way are walked from the log's directory by descriptors, none
+        followed if it is a link (`fs.open_dirs_below`), and the file is created relative to
+        the last, whose descriptor the round fsyncs: a tile directory a group member replaced
+        by a link to one of theirs is refused, nothing written through it (rev14).
+        """
+        parts = rel.split("/")[:-1]
+        made: set[str] = set()
+        top = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            at = open_dirs_below(top, str(self.directory), parts, LogError, made=made)
+        finally:
+            os.close(top)
+        path = self.directory / rel
+        try:
+            fd = write_new(path, data, dir_fd=at)
+        except BaseException:
+            os.close(at)
+            raise
+        for m in made:
+            durable.directory(Path(m))
+        durable.directory_fd(path.parent, at)
+        return fd
 
     def _append_history(self, size: int, durable: SyncRound) -> None:
         path = self.directory / HISTORY_FILE
@@ -630,7 +632,6 @@ class Log(LogReader):
         legacy = self.directory / INFLIGHT_FILE
         crashed = self._inflight() or legacy.exists()
         if not self._recovered or crashed:
-            self._dirs.clear()
             try:
                 remove_leftovers(self.directory, st.tree_size)
                 truncate_history(self.directory, st.tree_size)
