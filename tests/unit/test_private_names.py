@@ -37,6 +37,8 @@ TOP = ("verify", "ledger", "runner")
 SEAMS: dict[tuple[str, str], str] = {
     ("e2e/test_log_tamper_cli.py", "_publish"):
         "a crash between committing entries and publishing their checkpoint, seen by commands",
+    ("e2e/test_updates.py", "_judge"):
+        "an import killed between its import record and its judgement, then run again",
     ("unit/test_ray_integration.py", "_write"):
         "holds the user state's write lock (TrustState) while a Ray worker appends",
     ("unit/ledger/test_trust_state.py", "_BAR_FROM"):
