@@ -4,7 +4,8 @@ Scope: resolve a reference, read its record, envelope, statement and manifest, a
 status records (approvals, revocations, erasures). A record that is not an artifact (an
 approval, a revocation: what ``approve`` and ``revoke`` print is its envelope digest) is shown
 by its envelope digest, with the artifact it is about. Descriptive only: ``trajledger verify``
-judges.
+judges; but what is shown is the envelope its log entry names, re-hashed (other bytes in its
+place are refused, exit 1: they would be shown as the record).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def describe(ledger: LedgerHome, ref: str) -> dict[str, Any]:
     Raises:
         RefError: the reference resolves to nothing or to several artifacts.
         StoreError: the envelope is missing from the store.
+        DigestMismatchError: the stored envelope does not hash to the digest its entry names.
     """
     catalog = Catalog(ledger)
     try:
@@ -43,7 +45,9 @@ def describe(ledger: LedgerHome, ref: str) -> dict[str, Any]:
         if index is None:
             raise
         return _describe_record(ledger, catalog, index)
-    envelope = Envelope.from_bytes(ledger.store.get(item.envelope))
+    # The envelope the log names, or nothing: bytes put in its place would be shown as the
+    # record (review rev17: another training config, exit 0).
+    envelope = Envelope.from_bytes(ledger.store.get_verified(item.envelope))
     statement = Statement.from_bytes(envelope.payload)
     entry = LogEntry.from_bytes(ledger.log.entry(item.index))
     info: dict[str, Any] = {
