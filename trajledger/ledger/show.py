@@ -4,8 +4,7 @@ Scope: resolve a reference, read its record, envelope, statement and manifest, a
 status records (approvals, revocations, erasures). A record that is not an artifact (an
 approval, a revocation: what ``approve`` and ``revoke`` print is its envelope digest) is shown
 by its envelope digest, with the artifact it is about. Descriptive only: ``trajledger verify``
-judges; but what is shown is the envelope its log entry names, re-hashed (other bytes in its
-place are refused, exit 1: they would be shown as the record).
+judges.
 """
 
 from __future__ import annotations
@@ -30,7 +29,8 @@ STATUS_KINDS = ("approval", "revocation", "erasure", "refusal")
 
 
 def describe(ledger: LedgerHome, ref: str) -> dict[str, Any]:
-    """A JSON-ready description of the artifact ``ref`` names.
+    """A JSON-ready description of the artifact ``ref`` names, from the envelope its log entry
+    names (re-hashed: other bytes in its place are refused, never shown as the record).
 
     Raises:
         RefError: the reference resolves to nothing or to several artifacts.
