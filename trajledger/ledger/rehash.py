@@ -159,8 +159,12 @@ class ForkedHasher(BlobHasher):
         busy = {w.answers: w for w in self.workers or () if w.owed}
         if not busy:
             return
-        ready, _, _ = select.select(list(busy), [], [], None if block else 0)
-        for fd in ready:
+        # poll, not select: a caller holding over 1,024 descriptors gets pipes select cannot
+        # take (exit 4 before; review rev17). A dead worker's pipe polls as hung up: read.
+        poller = select.poll()
+        for fd in busy:
+            poller.register(fd, select.POLLIN)
+        for fd, _event in poller.poll(None if block else 0):
             if not busy[fd].read():
                 self._lost(busy[fd])
 
