@@ -89,3 +89,23 @@ def test_a_worker_killed_mid_walk_changes_nothing_the_command_reports(
     assert killed, "the workers' groups were hashed by the command"
     assert r.exit_code == (1 if tampered else 0), r.output
     assert settled(json.loads(r.stdout)) == settled(library)
+
+
+def test_the_workers_are_waited_on_whatever_the_descriptor_numbers(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process holding more than 1,024 descriptors (a long-lived caller; a worker of this
+    suite reached 1,056) gets pipes numbered past ``select``'s limit: ``verify`` ended with
+    ``BUG: ValueError: filedescriptor out of range in select()`` (exit 4). Found by the rev17
+    review's full suite run."""
+    monkeypatch.setattr(blobs_module, "GROUP_BLOBS", 1)
+    monkeypatch.setattr(rehash, "can_fork", lambda: True)
+    held = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        r = testkit.new_runner().invoke(main, ["--ledger", str(home), "verify", REF, "--json"])
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert r.exit_code == 0, r.output

@@ -31,6 +31,8 @@ __all__ = [
 FORMAT_VERSION = 1
 CONFIG_NAME = "ledger.toml"
 KEYS_ENCRYPTED, KEYS_PLAIN = "encrypted", "plain"
+_SETTINGS = ("format", "origin", "store", "keys", "group_writable")
+"""Every setting of ``[ledger]``."""
 
 
 def _toml_str(value: str) -> str:
@@ -99,7 +101,8 @@ class LedgerConfig:
         """Parse and check ``ledger.toml``.
 
         Raises:
-            LedgerError: not TOML, missing or ill-typed settings, an unknown format version.
+            LedgerError: not TOML, missing, unknown or ill-typed settings, an unknown format
+                version.
         """
         try:
             doc: dict[str, Any] = tomllib.loads(data.decode("utf-8"))
@@ -115,6 +118,14 @@ class LedgerConfig:
             raise LedgerError(
                 f"{where}: format {fmt!r}, this trajledger reads format {FORMAT_VERSION}"
             )
+        # A setting misspelt would be a default taken in silence (`key = "encrypted"`: keys
+        # in the clear accepted; review rev17).
+        if other := sorted(set(doc) - {"ledger"}):
+            raise LedgerError(f"{where}: unknown table or setting {other[0]!r} (ledger.toml "
+                              "holds [ledger] only)")
+        if unknown := sorted(set(section) - set(_SETTINGS)):
+            raise LedgerError(f"{where}: unknown setting {unknown[0]!r} in [ledger] (the "
+                              f"settings are {', '.join(_SETTINGS)})")
         origin = section.get("origin")
         store = section.get("store", "objects")
         if (

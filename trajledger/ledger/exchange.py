@@ -65,6 +65,7 @@ from trajledger.verify.errors import (
     DigestMismatchError,
     FormatError,
     PolicyError,
+    ProofError,
     ProvenanceError,
     VerificationError,
 )
@@ -676,6 +677,20 @@ def _check_signers(policy: TrustPolicy, signers: Sequence[Signer]) -> None:
         )
 
 
+def _checked_proof(ev: BundleEvidence, index: int, entry: bytes, what: str) -> list[bytes]:
+    """The bundle's inclusion proof of entry ``index`` under its checkpoint, checked.
+
+    Raises:
+        ProofError: it leads to another root.
+    """
+    proof = ev.inclusion_proof(index, ev.checkpoint.size)
+    try:
+        verify_inclusion(index, ev.checkpoint.size, leaf_hash(entry), proof, ev.checkpoint.root)
+    except ProofError as e:
+        raise ProofError(f"{what}: proofs/{index}.tlog-proof: {e}") from e
+    return proof
+
+
 def _primary(ev: BundleEvidence, subject: str) -> tuple[int, LogEntry, Statement]:
     """The foreign artifact's own record in the bundle (verified by `verify_bundle`)."""
     for i, data in ev.entries():
@@ -790,7 +805,9 @@ def import_bundle(
            revocations, the policy history. A failure refuses the whole bundle, and nothing
            has been stored (the staging is removed), unless every failure is a revocation that
            counts under ``policy`` (the artifact is then taken in as revoked: its records are
-           kept and every decision refuses them).
+           kept and every decision refuses them). Each bundled inclusion proof must lead to the
+           checkpoint's root (it goes into the import record; the verification of a bundle of
+           the whole tree rebuilds the root instead and reads none).
         4. The bundle's log must extend what was accepted from it before (`updates.origin_state`:
            the size checked and the size applied, per log key): no rollback, no fork; and
            when the log grew past the size applied, the bundle must carry its extension from
@@ -831,6 +848,11 @@ def import_bundle(
                 f"import {path.name}: {failed} of {n} checks failed; nothing imported\n"
                 + "\n".join(report.failures())
             )
+        # Each inclusion proof taken into the import record signed here is checked against the
+        # root first: a bundle of the whole tree is verified by rebuilding the root, which
+        # reads none (a proof changed in transit was signed; review rev17).
+        inclusion = {i: _checked_proof(ev, i, data, f"import {path.name}")
+                     for i, data in ev.entries()}
         # (4) and (5) hold the log's writer lock: the check against what was accepted
         # from this log before, and taking this view in, are one step (another import of
         # the same log, a fork of this view, may have been taken in since step 3: rev13)
@@ -889,7 +911,7 @@ def import_bundle(
                 used = {LogEntry.from_bytes(entries[i]).envelope for i in (*taken, *consulted)}
                 objects = {d: f for d, f in objects.items() if d in used}
             update = Update(ev.index.vkey, note_bytes, entries, taken, consulted,
-                            lambda i: ev.inclusion_proof(i, cp.size), objects, artifact,
+                            inclusion.__getitem__, objects, artifact,
                             cp.size, not ev.index.omitted, synced,
                             disk.sync if disk is not None else None, frozenset(logs))
             # The floor advances before anything is appended, checked again in the state's

@@ -30,11 +30,13 @@ STATUS_KINDS = ("approval", "revocation", "erasure", "refusal")
 
 
 def describe(ledger: LedgerHome, ref: str) -> dict[str, Any]:
-    """A JSON-ready description of the artifact ``ref`` names.
+    """A JSON-ready description of the artifact ``ref`` names, from the envelope its log entry
+    names (re-hashed: other bytes in its place are refused, never shown as the record).
 
     Raises:
         RefError: the reference resolves to nothing or to several artifacts.
         StoreError: the envelope is missing from the store.
+        DigestMismatchError: the stored envelope does not hash to the digest its entry names.
     """
     catalog = Catalog(ledger)
     try:
@@ -44,7 +46,9 @@ def describe(ledger: LedgerHome, ref: str) -> dict[str, Any]:
         if index is None:
             raise
         return _describe_record(ledger, catalog, index)
-    envelope = Envelope.from_bytes(ledger.store.get(item.envelope))
+    # The envelope the log names, or nothing: bytes put in its place would be shown as the
+    # record (review rev17: another training config, exit 0).
+    envelope = Envelope.from_bytes(ledger.store.get_verified(item.envelope))
     statement = Statement.from_bytes(envelope.payload)
     entry = LogEntry.from_bytes(ledger.log.entry(item.index))
     info: dict[str, Any] = {

@@ -101,6 +101,13 @@ def test_settings_round_trip_any_string(value: str, tmp_path: Path) -> None:
         ("[ledger]\nformat = 1\n", "origin must be a non-empty string"),
         ('[ledger]\nformat = 1\norigin = "o"\nstore = 5\n', "store must be a non-empty string"),
         ('[ledger]\nformat = 1\norigin = "o"\nstore = ""\n', "store must be a non-empty string"),
+        # Review rev17: a setting misspelt was ignored, so `key = "encrypted"` left plaintext
+        # keys accepted without a word.
+        ('[ledger]\nformat = 1\norigin = "o"\nkey = "encrypted"\n',
+         "unknown setting 'key' in \\[ledger\\] \\(the settings are format, origin, store, "
+         "keys, group_writable\\)"),
+        ('[ledger]\nformat = 1\norigin = "o"\n[ledgr]\nkeys = "encrypted"\n',
+         "unknown table or setting 'ledgr' \\(ledger.toml holds \\[ledger\\] only\\)"),
     ],
 )
 def test_invalid_settings(tmp_path: Path, text: str, error: str) -> None:
