@@ -70,8 +70,6 @@ def write_bundle(path: Path, members: list[tuple[str, bytes]], *, reindex: bool 
     and digests (its subject, origin, key, time and omitted list kept): a tamperer who edits
     members and makes the unsigned index agree, so that only the signed records can tell."""
     import dataclasses
-    import io
-    import tarfile
 
     import zstandard
 
@@ -86,14 +84,22 @@ def write_bundle(path: Path, members: list[tuple[str, bytes]], *, reindex: bool 
         )
         index = dataclasses.replace(old, members=tuple(listed))
         members = [("bundle.json", bundle_index_bytes(index)), *members[1:]]
+    path.write_bytes(zstandard.ZstdCompressor().compress(tar_bytes(members)))
+    return path
+
+
+def tar_bytes(members: list[tuple[str, bytes]]) -> bytes:
+    """``members`` as a pax tar, in their order (a bundle's container before zstd)."""
+    import io
+    import tarfile
+
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name, data in members:
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    path.write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
-    return path
+    return buf.getvalue()
 
 
 def flip(data: bytes) -> bytes:

@@ -735,14 +735,9 @@ def mutated_bundle(draw: st.DrawFn, members: list[tuple[str, bytes]], part: str
     """``(target, op, members or the whole file's bytes)``: a bundle with one mutation, of a
     member of the kind ``part`` (`BUNDLE_PARTS`), its ``structure`` or its ``file``."""
     if part == "file":
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            for name, data in members:
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
+        tarred = tk.tar_bytes(members)
         plain = draw(st.booleans())  # mutate the tar stream, or the compressed bytes
-        blob = buf.getvalue() if plain else zstandard.ZstdCompressor().compress(buf.getvalue())
+        blob = tarred if plain else zstandard.ZstdCompressor().compress(tarred)
         op, bad = draw(mutate(blob))
         return ("bundle:tar" if plain else "bundle:zstd"), op, (
             zstandard.ZstdCompressor().compress(bad) if plain else bad)

@@ -662,14 +662,9 @@ def quickstart_world(
 def exchange_world(tmp_path: Path) -> World:
     """The exchange tests' vendor and buyer (tests/e2e/test_updates.py): the buyer imported
     the vendor's dataset, approved it and trained on it."""
-    from test_updates import Buyer, Vendor
+    from test_updates import train_a_buyer
 
-    vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
-    buyer = Buyer(tmp_path, [vendor])
-    buyer.run("import", vendor.bundle, "--key", "approver")
-    buyer.run("approve", "bh@1", "--key", "approver")
-    ckpt = buyer.last("train", "--dataset", "bh@1", "--key", "trainer", "--name", "bh-policy",
-                      "--version", "1")  # fmt: skip
+    vendor, buyer, ckpt = train_a_buyer(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
     return World(buyer.home, buyer.state, ckpt, "bh@1", vendor.batches[0], work,

@@ -121,6 +121,11 @@ class Buyer(Party):
 @pytest.fixture
 def trained(tmp_path: Path) -> tuple[Vendor, Buyer, str]:
     """The vendor's dataset imported, approved and trained on by the buyer."""
+    return train_a_buyer(tmp_path)
+
+
+def train_a_buyer(tmp_path: Path) -> tuple[Vendor, Buyer, str]:
+    """`trained`, for other modules (tests/e2e/test_paths_agree.py)."""
     vendor = Vendor(tmp_path, "vendor", "vendor.example/log")
     buyer = Buyer(tmp_path, [vendor])
     buyer.run("import", vendor.bundle, "--key", "approver")

@@ -83,8 +83,12 @@ def verify_bytes(data: bytes, expected: str, subject: str) -> None:
         DigestMismatchError: the bytes hash to something else.
     """
     parse_digest(expected, f"expected digest of {subject}")
-    observed = digest_bytes(data)
-    if observed != expected:
+    _refuse_other(subject, digest_bytes(data), expected)
+
+
+def _refuse_other(subject: str, observed: str, expected: str | None) -> None:
+    """Raise `DigestMismatchError` when ``expected`` is given and is not ``observed``."""
+    if expected is not None and observed != expected:
         raise DigestMismatchError(
             f"{subject}: content hashes to {observed}, want {expected}",
             subject=subject,
@@ -280,13 +284,7 @@ class ObjectStore:
                         if self.durable:
                             os.fsync(out.fd)
                         os.fchmod(out.fd, 0o444)
-                    if expect is not None and digest != expect:
-                        raise DigestMismatchError(
-                            f"{name}: content hashes to {digest}, want {expect}",
-                            subject=name,
-                            expected=expect,
-                            observed=digest,
-                        )
+                    _refuse_other(name, digest, expect)
                     if not _intact(self._location(digest), size, digest[len(DIGEST_PREFIX):]):
                         tmp.install(digest, names)
             except OSError as e:
@@ -312,13 +310,7 @@ class ObjectStore:
         except OSError as e:
             raise StoreError(f"{name}: cannot read: {e.strerror}") from e
         digest, size = hashed.digest, hashed.size
-        if expect is not None and digest != expect:
-            raise DigestMismatchError(
-                f"{name}: content hashes to {digest}, want {expect}",
-                subject=name,
-                expected=expect,
-                observed=digest,
-            )
+        _refuse_other(name, digest, expect)
 
         self._remote_put(digest, size, lambda: open(path, "rb"))  # noqa: SIM115 - closed by _remote_put
         return FileDigest(Path(name), size, hashed.sha256)
