@@ -833,3 +833,8 @@ def test_verify_bundle_of_a_log_never_seen_makes_no_state(
     assert not (stranger / "logs" / log_id(vkey)).exists()
     r = w.run("verify", bundle, "--policy", w.root)
     assert r.exit_code == 1 and "log fork or rollback: checkpoint rollback" in r.stderr, r.output
+    assert ("WARNING: the checkpoint seen before is the newest of this log you have seen (your "
+            "trust state): a bundle that does not extend it is a fork, or older and may hide "
+            "what the log recorded since (a revocation); ask its sender for one exported "
+            "now\n") in r.stderr, r.stderr
+    assert "WARNING" not in w.run("verify", bundle, "--policy", w.root, state=stranger).stderr
