@@ -341,3 +341,29 @@ def test_the_standalone_verifier_with_stderr_closed_keeps_its_report_off_stdout(
     r = subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0
     assert json.loads(r.stdout)["ok"] is True
+
+
+def test_running_out_of_memory_is_operational_not_a_bug(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A MemoryError (a ulimit, a container's limit: rev17 refused a 64 MiB bundle.json under
+    # 256 MiB) ended in 'BUG: ... please report it', exit 4, in both command lines.
+    from click.testing import CliRunner
+
+    import trajledger.ledger.show as show
+    import trajledger.verify.__main__ as standalone
+    from trajledger.runner.cli import main
+
+    def exhausted(*args: object, **kwargs: object) -> None:
+        raise MemoryError
+
+    monkeypatch.setattr(standalone, "run", exhausted)
+    assert standalone.main(["b.tar.zst", "--policy", "p.toml"]) == 3
+    assert capsys.readouterr().err == "FAIL: b.tar.zst: out of memory: nothing was decided\n"
+    monkeypatch.setattr(show, "describe", exhausted)
+    home = tmp_path / "l"
+    assert CliRunner().invoke(main, ["--ledger", str(home), "init"]).exit_code == 0
+    r = CliRunner().invoke(main, ["--ledger", str(home), "show", "x@1"])
+    assert r.exit_code == 3, r.output
+    assert r.stderr == ("FAIL: out of memory; an append or a store write either completed or "
+                        "left nothing (give the command more memory, or smaller input)\n")

@@ -538,6 +538,10 @@ class Group(click.Group):
             where = f"{e.filename}: " if e.filename else ""
             fail(f"{where}{e.strerror or e}")
             raise click.exceptions.Exit(EXIT_OPERATIONAL) from e
+        except MemoryError as e:  # this machine's limit (a ulimit, a container), not a bug
+            fail("out of memory; an append or a store write either completed or left nothing "
+                 "(give the command more memory, or smaller input)")
+            raise click.exceptions.Exit(EXIT_OPERATIONAL) from e
         except Exception as e:
             verbose = bool(ctx.find_object(Context) and ctx.find_object(Context).verbose)  # type: ignore[union-attr]
             if verbose:

@@ -144,8 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (VerificationError, FormatError) as e:
         _fail(str(args.bundle), str(e))
         return EXIT_FAILED
-    except (ProvenanceError, OSError) as e:
-        _fail(str(args.bundle), str(e))
+    except (ProvenanceError, OSError, MemoryError) as e:  # (the last: this machine's limit)
+        _fail(str(args.bundle), str(e) if str(e) else "out of memory: nothing was decided")
         return EXIT_OPERATIONAL
     except Exception as e:  # the last resort of a command line: report, never a bare traceback
         traceback.print_exc()
