@@ -64,7 +64,30 @@ class Ledger(LedgerHome):
     `create_dataset`, `approve`, `revoke`, `erase`, `set_policy`, `export`, `import_bundle`,
     `policy`) call the ledger's services; the runner's (`admit`, `train`, `training`,
     `rollout`, `evaluate`, `release`, `verify`, `lineage`, `impact`) verify before they act.
+
+    ``with Ledger.open(path) as ledger: ...`` closes it at the end (`close`).
     """
+
+    def close(self) -> None:
+        """Release what the handle holds open: the log's lock file and lookup cache, and this
+        user's state of the log (an SQLite database). A handle used again opens them again.
+        Without it they are released when the handle is garbage-collected (it refers to
+        itself through its log, so only at a collection: a process opening ledgers in a loop
+        holds a few descriptors each until then)."""
+        log, state = self._log, self._state
+        self._log = self._state = None
+        if log is not None:
+            log.close()
+        if state is not None:
+            state.close()
+
+    def __enter__(self) -> Ledger:
+        """Use the ledger in a ``with`` block; it is closed at the end."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close the ledger (`close`)."""
+        self.close()
 
     # -- the ledger ------------------------------------------------------------------------------
 
