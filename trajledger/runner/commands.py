@@ -889,7 +889,7 @@ def verify(
             emit_json(report.to_json())
         else:
             click.echo("\n".join(report.render()))
-        if any(f"> {SEEN_BEFORE}: " in line for line in report.failures()):
+        if any("> consistent with the checkpoint seen before: " in f for f in report.failures()):
             warn("the checkpoint seen before is the newest of this log you have seen (your "
                  "trust state): a bundle that does not extend it is a fork, or older and may "
                  "hide what the log recorded since (a revocation); ask its sender for one "
@@ -954,10 +954,6 @@ def _verify_bundle(
                              data="size" if skip_data else "hash", files=files,
                              known_checkpoint=_seen_checkpoint(evidence.index.vkey)
                              ), len(evidence.index.omitted)
-
-
-SEEN_BEFORE = "consistent with the checkpoint seen before"
-"""The bundle check `_seen_checkpoint`'s checkpoint adds (`verify.bundle`'s name for it)."""
 
 
 def _seen_checkpoint(vkey: str) -> bytes | None:
