@@ -928,25 +928,6 @@ import's thousands of ``mkdir`` and ``rename`` calls are the kernel's work, whic
 share (a new store makes a directory for nearly every object)."""
 
 
-def _make_dirs(path: str, made: set[str]) -> None:
-    """Make the directory ``path`` and its missing parents (``mkdir -p``), adding to ``made``
-    the parent of each directory made: each gained a name to make durable. One ``mkdir`` for
-    a directory that exists or whose parent does (every object's in a store that has its
-    fan-out), instead of a ``stat`` per level first."""
-    parent = os.path.dirname(path) or "."
-    try:
-        os.mkdir(path)
-    except FileExistsError:
-        return
-    except FileNotFoundError:
-        _make_dirs(parent, made)
-        try:
-            os.mkdir(path)
-        except FileExistsError:
-            return
-    made.add(parent)
-
-
 def _intact(path: str | Path, size: int, hexdigest: str) -> bool:
     """Whether the object file at ``path`` exists and hashes to ``hexdigest`` (touched first:
     `_touch`)."""

@@ -219,6 +219,22 @@ class TrustState(TrustIndex):
         them again in its own transaction."""
 
     @classmethod
+    def floor_seen(cls, vkey: str, directory: Path | None = None) -> bytes | None:
+        """The floor of this user's state of the log ``vkey`` (the newest signed checkpoint of
+        it they have seen), or None when they hold no state of it: then none is made.
+
+        Raises:
+            LedgerError: the state exists and cannot be read.
+        """
+        if not ((directory or state_dir()) / "logs" / log_id(vkey) / "state.sqlite").is_file():
+            return None
+        state = cls.open(vkey, directory)
+        try:
+            return state.floor()
+        finally:
+            state.close()
+
+    @classmethod
     def open(cls, vkey: str, directory: Path | None = None) -> TrustState:
         """Open (creating when new) the state of the log with verifier key ``vkey``.
 

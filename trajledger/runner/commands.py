@@ -944,7 +944,12 @@ def _verify_bundle(
 ) -> tuple[Any, int]:
     """Verify an exported bundle offline with the given policy (no ledger needed): the report,
     and how many data blobs the bundle leaves out. Its log must extend the newest checkpoint
-    of that log this user has seen (`_seen_checkpoint`)."""
+    of that log this user has seen (their own ledger's log, one they imported from or monitor:
+    `TrustState.floor_seen`), as ``python -m verify --known-checkpoint`` checks and as
+    ``import`` requires: without it, ``verify BUNDLE`` said OK to a fork or a rollback (hiding
+    a later revocation) that every other path of this user refuses (docs/SECURITY.md, rev18
+    finding 1)."""
+    from trajledger.ledger.trust_state import TrustState
     from trajledger.verify.bundle import BundleEvidence, verify_bundle
 
     if policy_file is None:
@@ -952,27 +957,8 @@ def _verify_bundle(
     with BundleEvidence.open(path) as evidence:
         return verify_bundle(evidence, _policy_file(ctx, policy_file),
                              data="size" if skip_data else "hash", files=files,
-                             known_checkpoint=_seen_checkpoint(evidence.index.vkey)
+                             known_checkpoint=TrustState.floor_seen(evidence.index.vkey)
                              ), len(evidence.index.omitted)
-
-
-def _seen_checkpoint(vkey: str) -> bytes | None:
-    """The newest signed checkpoint of the log ``vkey`` this user has seen (the floor of their
-    trust state: their own ledger's log, or one they imported from or monitor), or None when
-    they hold no state of it (none is made). A bundle of that log must extend it, as
-    ``python -m verify --known-checkpoint`` checks and as ``import`` requires: without it,
-    ``verify BUNDLE`` said OK to a fork or a rollback (hiding a later revocation) that every
-    other path of this user refuses (docs/SECURITY.md, rev18 finding 1)."""
-    from trajledger.ledger.trust_state import TrustState
-    from trajledger.ledger.user_state import log_id, state_dir
-
-    if not (state_dir() / "logs" / log_id(vkey) / "state.sqlite").is_file():
-        return None
-    state = TrustState.open(vkey)
-    try:
-        return state.floor()
-    finally:
-        state.close()
 
 
 def report_raise(report: Any, subject: str, skip_data: bool = False, omitted: int = 0) -> None:
