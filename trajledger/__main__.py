@@ -2,8 +2,10 @@
 
 Only the standard library is imported here, so that a Ctrl-C while the command's modules load
 (click, cryptography, pyarrow: most of a second on a cold cache) exits 130 with one line, as a
-Ctrl-C during the command does (``ledger.clikit.Group.invoke``), not with a traceback. On a
-system that is not POSIX, the command says so in one line and exits 3 (``trajledger._platform``).
+Ctrl-C during the command does (``ledger.clikit.Group.invoke``), not with a traceback. SIGTERM
+and SIGHUP stop the command the same way, with 128 + the signal's number
+(`trajledger._signals`). On a system that is not POSIX, the command says so in one line and
+exits 3 (``trajledger._platform``).
 """
 
 from __future__ import annotations
@@ -29,11 +31,16 @@ _NATIVE_POOLS = ("pyarrow", "lancedb")
 def main() -> None:
     """Load the command line and run it."""
     from trajledger._platform import UnsupportedPlatformError
+    from trajledger._signals import Terminated, stop_on_termination
 
     _standard_streams()
+    stop_on_termination()
     gc.disable()  # (`_loaded_for_good`)
     try:
         from trajledger.runner.cli import main as command
+    except Terminated as e:
+        sys.stderr.write(f"FAIL: stopped by {e.name}; nothing was half-written\n")
+        raise SystemExit(e.status) from None
     except KeyboardInterrupt:
         sys.stderr.write("FAIL: interrupted; nothing was half-written\n")
         raise SystemExit(130) from None

@@ -1,7 +1,10 @@
 """Exit codes that are rules of the whole command line (DESIGN §8), one test per rule.
 
 - Ctrl-C exits 130 (128 + SIGINT) at once, saying nothing was half-written, and leaves nothing
-  behind: the output file is not written and the ledger still verifies.
+  behind: the output file is not written and the ledger still verifies. SIGTERM and SIGHUP (a
+  scheduler's stop, a closed terminal) do the same with 143 and 129; a signal the command was
+  started with ignored (``nohup``) stays ignored. A command's worker processes end with it,
+  however it ended.
 """
 
 from __future__ import annotations
@@ -53,60 +56,165 @@ def _to_a_worker_thread(pid: int, sig: int) -> None:
     assert rc == 0, os.strerror(ctypes.get_errno())
 
 
+STOPS = [(signal.SIGINT, 130, "FAIL: interrupted; nothing was half-written\n"),
+         (signal.SIGTERM, 143, "FAIL: stopped by SIGTERM; nothing was half-written\n"),
+         (signal.SIGHUP, 129, "FAIL: stopped by SIGHUP; nothing was half-written\n")]
+
+
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc")
 @pytest.mark.parametrize("to", ["process", "worker-thread"])
-def test_ctrl_c_exits_130_at_once_with_nothing_half_written(tmp_path: Path, to: str) -> None:
+@pytest.mark.parametrize(("sig", "code", "said"), STOPS, ids=["INT", "TERM", "HUP"])
+def test_ctrl_c_exits_130_at_once_with_nothing_half_written(
+    tmp_path: Path, to: str, sig: int, code: int, said: str
+) -> None:
     """SIGINT during hashing: exit 130 within a chunk, nothing written. Also when the kernel
     hands the signal to a hashing thread: the main thread, waiting on a file that takes hours,
-    must still see it (it hung before: found by a CI run)."""
+    must still see it (it hung before: found by a CI run). SIGTERM and SIGHUP alike, with
+    their own status (before, they ended the process where it stood: -15, no line, its
+    temporary files and worker processes left behind)."""
     if to == "worker-thread" and platform.machine() not in ("x86_64", "aarch64"):
         libc = ctypes.CDLL(None)
         if not hasattr(libc, "tgkill"):
             pytest.skip("no tgkill here")
+    proc, home, out = _signing_a_huge_file(tmp_path)
+    if to == "process":
+        proc.send_signal(sig)
+    else:
+        _to_a_worker_thread(proc.pid, sig)
+    try:
+        _out, err = proc.communicate(timeout=30)  # within one chunk per worker, not hours
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"{signal.Signals(sig).name} did not stop the command")
+    assert proc.returncode == code, err
+    assert err.endswith(said), err
+    assert "Traceback" not in err
+    assert not out.exists()
+    assert not list(tmp_path.glob("*.tmp*")) and not list((tmp_path / "data").glob(".*"))
+    r = subprocess.run(cli("--ledger", home, "log", "verify"), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc")
+def test_a_stop_the_command_was_started_ignoring_stays_ignored(tmp_path: Path) -> None:
+    """``nohup trajledger ...``: the command starts with SIGHUP ignored, and a hang-up does
+    not stop it; Ctrl-C still does."""
+    proc, _home, _out = _signing_a_huge_file(
+        tmp_path, ignored=(signal.SIGHUP,))
+    proc.send_signal(signal.SIGHUP)
+    time.sleep(1.0)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs Linux /proc")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["TERM", "KILL"])
+def test_a_commands_worker_processes_end_with_it(
+    quickstart_template: testkit.Template[str], tmp_path: Path, sig: int
+) -> None:
+    """``record`` of a large JSON-lines file parses it in worker processes. Stopped (SIGTERM)
+    or killed (SIGKILL, the out-of-memory killer), its workers end too: before, they waited for
+    their next task for ever, holding the caller's pipes open (``out=$(trajledger record ...)``
+    never returned). Stopped, it also leaves nothing: no batch, no temporary files."""
+    from trajledger.ledger.rollouts.reader_process import PROCESS_MIN_BYTES
+
+    home = testkit.copy_template(quickstart_template, tmp_path / "ledger")
+    chats = tmp_path / "chats.jsonl"
+    line = json.dumps({"messages": [{"role": "user", "content": "q" * 400},
+                                    {"role": "assistant", "content": "a" * 600}],
+                       "reward": 0.5}) + "\n"
+    chats.write_text(line * ((PROCESS_MIN_BYTES + (16 << 20)) // len(line)))
+    before = testkit.snapshot(home)
+    proc = subprocess.Popen(
+        cli("--ledger", home, "record", chats, "--env", "cartpole@1", "--policy", "p",
+            "--key", "vendor"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (workers := _children(proc.pid)):
+        if proc.poll() is not None:
+            pytest.fail(f"record finished before its workers were seen: {proc.communicate()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("record started no worker within 60 s")
+        time.sleep(0.02)
+    proc.send_signal(sig)
+    try:
+        _out, err = proc.communicate(timeout=60)  # returns once every holder of the pipes ended
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"the workers {workers} outlived the command")
+    deadline = time.monotonic() + 30
+    while alive := [pid for pid in workers if _running(pid)]:
+        assert time.monotonic() < deadline, f"workers {alive} outlived the command"
+        time.sleep(0.1)
+    assert testkit.snapshot(home) == before
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 143, err
+        assert err.endswith("FAIL: stopped by SIGTERM; nothing was half-written\n"), err
+        assert not list((home / "tmp").iterdir())
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # it exited while listed
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie waiting for its parent to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _signing_a_huge_file(
+    tmp_path: Path, ignored: tuple[int, ...] = ()
+) -> tuple[subprocess.Popen[str], Path, Path]:
+    """``trajledger sign`` of a directory holding a 1 TiB sparse file, started with the default
+    action for SIGINT (and the signals ``ignored`` ignored), once it hashes: ``(process, the
+    ledger, the envelope it would write)``."""
     home = tmp_path / "ledger"
-    env = dict(os.environ)
     for args in (["init"], ["key", "new", "k", "--no-encrypt"]):
-        subprocess.run(cli("--ledger", home, *args), check=True, env=env, capture_output=True)
+        subprocess.run(cli("--ledger", home, *args), check=True, capture_output=True)
     data = tmp_path / "data"
     data.mkdir()
     with open(data / "huge.bin", "wb") as f:
         f.truncate(1 << 40)  # 1 TiB, sparse: hashing it takes far longer than the wait below
     out = tmp_path / "envelope.json"
-    proc = subprocess.Popen(
-        cli("--ledger", home, "sign", data, "--key", "k", "--out", out),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+
+    def dispositions() -> None:
         # A run started in the background inherits SIGINT ignored, and then Python rightly
         # keeps ignoring it: the child gets the default disposition, as in a terminal.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        for signum in ignored:
+            signal.signal(signum, signal.SIG_IGN)
+
+    proc = subprocess.Popen(
+        cli("--ledger", home, "sign", data, "--key", "k", "--out", out),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=dispositions,
     )
-    # Interrupt it while it hashes (not while a loaded machine still starts the interpreter up:
-    # a fixed wait once hit the imports of a fresh venv's first run): it has the file open.
+    # Stop it while it hashes (not while a loaded machine still starts the interpreter up: a
+    # fixed wait once hit the imports of a fresh venv's first run): it has the file open.
     deadline = time.monotonic() + 60
     while not _has_open(proc.pid, data / "huge.bin"):
         if proc.poll() is not None:
-            pytest.fail(f"sign finished before it could be interrupted: {proc.communicate()}")
+            pytest.fail(f"sign finished before it could be stopped: {proc.communicate()}")
         if time.monotonic() > deadline:
             proc.kill()
             pytest.fail("sign did not start hashing within 60 s")
         time.sleep(0.05)
     time.sleep(0.5)
-    if to == "process":
-        proc.send_signal(signal.SIGINT)
-    else:
-        _to_a_worker_thread(proc.pid, signal.SIGINT)
-    try:
-        _out, err = proc.communicate(timeout=30)  # within one chunk per worker, not hours
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        pytest.fail("Ctrl-C did not stop the command")
-    assert proc.returncode == 130, err
-    assert err.endswith("FAIL: interrupted; nothing was half-written\n"), err
-    assert "Traceback" not in err
-    assert not out.exists()
-    assert not list(tmp_path.glob("*.tmp*")) and not list(data.glob(".*"))
-    r = subprocess.run(cli("--ledger", home, "log", "verify"), capture_output=True, text=True,
-                       env=env)
-    assert r.returncode == 0, r.stderr
+    return proc, home, out
 
 
 def test_ctrl_c_while_the_command_loads_exits_130(monkeypatch: pytest.MonkeyPatch,
@@ -367,3 +475,37 @@ def test_running_out_of_memory_is_operational_not_a_bug(
     assert r.exit_code == 3, r.output
     assert r.stderr == ("FAIL: out of memory; an append or a store write either completed or "
                         "left nothing (give the command more memory, or smaller input)\n")
+
+
+@pytest.mark.parametrize("command", [
+    ["record", "{p}", "--env", "cartpole@1", "--policy", "p", "--key", "vendor"],
+    ["validate", "{p}", "--format", "chat-jsonl"],
+    ["import", "{p}", "--policy", "{policy}", "--key", "vendor"],
+    ["verify", "{p}", "--policy", "{policy}"],
+    ["python -m trajledger.verify", "{p}", "--policy", "{policy}"],
+], ids=["record", "validate", "import", "verify-bundle", "standalone"])
+def test_a_pipe_given_as_a_file_is_refused_saying_so(
+    ledger: Path, tmp_path: Path, command: list[str]
+) -> None:
+    """``record <(zcat chats.jsonl.gz)``, ``import /dev/stdin``: each reads its input more than
+    once, so a pipe is refused as one (exit 3), before anything is read from it; before, the
+    refusal named a line that was not the problem, or a file or artifact that did not exist."""
+    pipe = tmp_path / "input.jsonl"
+    os.mkfifo(pipe)
+    policy = tmp_path / "policy.toml"
+    policy.write_text("")  # never read: the input is refused first
+    args = [a.format(p=pipe, policy=policy) for a in command[1:]]
+    if command[0] == "record":
+        r = run("--ledger", ledger, "env", "register", "cartpole", "--version", "1", "--gym-id",
+                "CartPole-v1", "--key", "vendor")
+        assert r.exit_code == 0, r.output
+    before = testkit.snapshot(ledger)
+    line = ([sys.executable, "-m", "trajledger.verify", *args] if command[0].startswith("python")
+            else cli("--ledger", ledger, command[0], *args))
+    try:  # (a process: read, the pipe would block for ever with no writer)
+        r = subprocess.run(line, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{command[0]} waited for the pipe's bytes instead of refusing it")
+    assert r.returncode == 3, r.stderr
+    assert "not a regular file" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert testkit.snapshot(ledger) == before

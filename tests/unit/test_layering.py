@@ -309,7 +309,7 @@ def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 # ``fnmatch`` patterns on module names; every product module stands on exactly one floor.
 
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("platform", ("trajledger._platform",)),
+    ("platform: the system and the process", ("trajledger._platform", "trajledger._signals")),
     ("verify: formats and verification", ("trajledger.verify", "trajledger.verify.*")),
     # ledger/, its floor order:
     ("ledger ground: what the handle is made of", (

@@ -45,6 +45,7 @@ from .fs import temp_dir
 from .home import envelope_statement
 from .keys import Signer
 from .record import Recorded, record_files
+from .validate_files import check_inputs
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -645,9 +646,7 @@ def _chunks(
                 "pyarrow Table, or one mapping per step"
             )
         paths = [Path(p) for p in source]
-        for p in paths:
-            if not p.exists():
-                raise LedgerError(f"{p}: no such file or directory")
+        check_inputs(paths)
         if isinstance(episodes, pa.Table):
             raise FormatError("with steps given as files, give episodes as a file too")
         if episodes is not None:

@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
+from trajledger._signals import Terminated
 from trajledger.verify.errors import FormatError, ProvenanceError, VerificationError
 
 from .errors import LedgerError
@@ -215,6 +216,10 @@ def style(text: str, **styles: Any) -> str:
     return click.style(text, **styles)
 
 
+PIPED = "not a regular file (a pipe, a device): save the bundle to a file and give that"
+"""Why a bundle that is neither a file nor a directory is refused: it is read more than once."""
+
+
 def bundle_file(path: Path, also: str = "") -> Path:
     """``path``, an evidence bundle the user named (``import``, ``verify BUNDLE``, ``fsck
     --repair --from``, as ``python -m verify``): a directory or a missing file is one line,
@@ -224,7 +229,7 @@ def bundle_file(path: Path, also: str = "") -> Path:
     if path.is_dir():
         raise LedgerError(f"bundle {path}: is a directory, want a .tar.zst bundle file{also}")
     if not path.is_file():
-        raise LedgerError(f"bundle {path}: no such file")
+        raise LedgerError(f"bundle {path}: " + (PIPED if path.exists() else "no such file"))
     return path
 
 
@@ -517,6 +522,9 @@ class Group(click.Group):
             return super().invoke(ctx)
         except click.NoSuchOption as e:  # a subcommand's option mistyped
             raise _closest(e) from None
+        except Terminated as e:  # SIGTERM, SIGHUP: as Ctrl-C, with the shell's status for them
+            click.echo(f"FAIL: stopped by {e.name}; nothing was half-written", err=True)
+            raise click.exceptions.Exit(e.status) from e
         except (KeyboardInterrupt, click.exceptions.Abort) as e:
             # Ctrl-C (or an aborted prompt): every write is a temp file renamed into place and an
             # append commits all or nothing, so stopping anywhere leaves no half-written state;

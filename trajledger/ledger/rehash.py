@@ -41,6 +41,7 @@ from collections import deque
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
+from trajledger._signals import default_stops
 from trajledger.verify import blobs
 from trajledger.verify.blobs import BlobHasher
 
@@ -237,6 +238,7 @@ class ForkedHasher(BlobHasher):
             # Ctrl-C is the parent's to handle (it kills the workers): ignored before the
             # signal mask the parent held it back with is restored.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            default_stops()  # (SIGTERM and SIGHUP: the command's handler is not the worker's)
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             for fd in others:
                 os.close(fd)

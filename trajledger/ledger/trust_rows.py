@@ -97,10 +97,13 @@ _worker_read: Callable[[str], bytes | None] | None = None
 def _start_worker(blob_reader: Callable[[], Callable[[str], bytes | None]]) -> None:
     import signal
 
+    from trajledger._signals import exit_with_parent
+
     global _worker_read
     # Ctrl-C reaches the whole process group: the parent stops the reading and the pool; a
     # worker interrupted too would print its own traceback on the user's terminal.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent()
     _worker_read = blob_reader()
 
 

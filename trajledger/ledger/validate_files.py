@@ -20,7 +20,7 @@ from .errors import LedgerError
 if TYPE_CHECKING:
     from .rollouts.chunks import ReaderOptions
 
-__all__ = ["FilesReport", "validate_files"]
+__all__ = ["FilesReport", "check_inputs", "validate_files"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,24 @@ class FilesReport:
             raise self.error
 
 
+def check_inputs(paths: Sequence[Path]) -> None:
+    """Refuse rollout inputs that are missing, or that are neither a regular file nor a directory.
+
+    An input is read more than once (its format is detected, then its records are read): a pipe
+    (``<(zcat chats.jsonl.gz)``) would give its first bytes to the detection and the rest as
+    the records, and the refusal would name a line that is not the problem.
+
+    Raises:
+        LedgerError: the first such input, named.
+    """
+    for p in paths:
+        if not p.exists():
+            raise LedgerError(f"{p}: no such file or directory")
+        if not (p.is_file() or p.is_dir()):
+            raise LedgerError(f"{p}: not a regular file or a directory (an input is read more "
+                              "than once: its format, then its records): write it to a file first")
+
+
 def validate_files(
     paths: Sequence[Path], fmt: str | None = None, options: ReaderOptions | None = None
 ) -> FilesReport:
@@ -57,9 +75,7 @@ def validate_files(
     """
     from .rollouts import RolloutValidationError, iter_batch_inputs, write_steps_parquet
 
-    for p in paths:
-        if not p.exists():
-            raise LedgerError(f"{p}: no such file or directory")
+    check_inputs(paths)
 
     def chunks() -> Any:
         yield from iter_batch_inputs(paths, fmt, options=options)

@@ -17,6 +17,7 @@ from trajledger.ledger.clikit import (
     OUT_PATH,
     Context,
     Group,
+    bundle_file,
     emit_json,
     emit_result,
     ok,
@@ -881,6 +882,8 @@ def verify(
     if len(targets) != 1:
         raise click.UsageError("give one REF to verify (or PATH... with --envelope)")
     bundle = Path(targets[0])
+    if bundle.exists() and not (bundle.is_file() or bundle.is_dir()):
+        bundle_file(bundle)  # a pipe (``verify /dev/stdin``), a device: refused, saying why
     # A file named like a bundle is read as one even when its bytes are not (then refused as
     # not zstd), rather than looked up as an artifact name.
     if bundle.is_file() and (_is_zstd(bundle) or bundle.name.endswith(".zst")):

@@ -107,8 +107,9 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         raise OSError(f"known checkpoint {args.known_checkpoint}: {e.strerror or e}") from e
     if not args.bundle.is_file():  # exit 3 as a missing file (docs/cli.md says why)
-        raise OSError(f"bundle {args.bundle}: " + ("is a directory, want a .tar.zst bundle file"
-                                                   if args.bundle.is_dir() else "no such file"))
+        raise OSError(f"bundle {args.bundle}: " + (
+            "is a directory, want a .tar.zst bundle file" if args.bundle.is_dir() else
+            "not a regular file: save it to a file" if args.bundle.exists() else "no such file"))
     with BundleEvidence.open(args.bundle) as evidence:
         report = verify_bundle(
             evidence, policy, data="size" if args.skip_data else "hash", known_checkpoint=known,

@@ -65,6 +65,8 @@ from typing import Any, Final
 import numpy as np
 import pyarrow as pa
 
+from trajledger._signals import exit_with_parent
+
 from .chunk_builder import ChunkBuilder, repeated_id
 from .chunks import CHUNK_TEXT_BYTES, ReaderOptions, RecordProblems, RolloutChunk
 from .formats import map_record
@@ -517,10 +519,12 @@ its passes. Cycles are still collected (measured, issue 21 item 5)."""
 
 def _worker_start() -> None:
     """A worker leaves Ctrl-C to the recording process, which stops it (no traceback of its own:
-    the terminal sends the signal to the whole process group), allocates Arrow's memory
+    the terminal sends the signal to the whole process group), ends with that process
+    (`trajledger._signals.exit_with_parent`), allocates Arrow's memory
     as `freed_memory_returned` says, keeps freed scratch in its heap (`WORKER_HEAP`), refuses
     pandas (`_NoPandas`) and collects garbage less often (`GC_THRESHOLD`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent()
     if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
         pa.set_memory_pool(pa.system_memory_pool())
     if "pandas" not in sys.modules:

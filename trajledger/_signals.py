@@ -1,0 +1,94 @@
+"""How the ``trajledger`` command and its worker processes end when they are told to.
+
+Scope: the command's own process turns SIGTERM and SIGHUP into `Terminated`, a
+``KeyboardInterrupt``, so that a scheduler's or a closed terminal's stop takes the path Ctrl-C
+takes: every ``finally`` runs, worker pools are shut down, temporary files go, and the command
+prints one line and exits 128 + the signal's number (143 for SIGTERM, as shells report it).
+Before this, SIGTERM ended the process where it stood: its worker processes lived on, holding
+the caller's pipes open (``out=$(trajledger record ...)`` waited for ever), and its
+temporary files stayed until a later writer found them an hour old.
+
+Worker processes call `exit_with_parent` when they start: they take the default action of
+SIGTERM and SIGHUP (a forked worker inherits the command's handler, and must not print an
+interruption of its own; one the command was started with ignored stays ignored), and they exit
+as soon as their parent is gone, however it went (SIGKILL, the kernel's out-of-memory killer): a
+``concurrent.futures`` worker otherwise waits for its next task for ever, because every worker
+holds the writing end of the queue it reads.
+
+Non-scope: a library user's process. Only the command's entry point installs the handlers
+(`stop_on_termination`); a signal a user's program already ignores (``nohup`` ignores SIGHUP)
+stays ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from types import FrameType
+
+__all__ = ["STOPPING", "Terminated", "default_stops", "exit_with_parent", "stop_on_termination"]
+
+STOPPING = (signal.SIGTERM, signal.SIGHUP)
+"""The signals that stop the command as Ctrl-C does."""
+
+
+class Terminated(KeyboardInterrupt):
+    """The command was told to stop by `signum` (SIGTERM or SIGHUP)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        """The signal's name, e.g. ``SIGTERM``."""
+        return signal.Signals(self.signum).name
+
+    @property
+    def status(self) -> int:
+        """The exit status a shell reports for a process this signal ended: 128 + its number."""
+        return 128 + self.signum
+
+
+def stop_on_termination() -> None:
+    """In the command's process: raise `Terminated` where SIGTERM or SIGHUP arrives, unless the
+    process was started with that signal ignored."""
+    for signum in STOPPING:
+        if signal.getsignal(signum) is signal.SIG_DFL:
+            signal.signal(signum, _raise_terminated)
+
+
+def _raise_terminated(signum: int, _frame: FrameType | None) -> None:
+    raise Terminated(signum)
+
+
+def exit_with_parent() -> None:
+    """In a worker process, at its start: `default_stops`, and an end as soon as the parent
+    process is gone (a daemon thread waits on the parent's sentinel).
+
+    For a worker made by ``multiprocessing`` (fork or spawn); a worker forked by hand, which
+    ends when its request pipe does, only resets the signals (`default_stops`).
+    """
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    default_stops()
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+    sentinel = parent.sentinel
+
+    def watch() -> None:
+        wait([sentinel])
+        os._exit(1)  # nothing of the parent's to flush or finalize: it is gone
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def default_stops() -> None:
+    """In a forked process: the default action again for SIGTERM and SIGHUP where it inherited
+    the command's handler (a signal the command was started with ignored stays ignored)."""
+    for signum in STOPPING:
+        if signal.getsignal(signum) is _raise_terminated:
+            signal.signal(signum, signal.SIG_DFL)
