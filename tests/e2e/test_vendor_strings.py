@@ -144,3 +144,71 @@ def test_a_buyer_importing_it_reads_every_line_as_written(
     assert "\nOK: rollout-batch evil\\u001b[2K\\u000d" in out, out
     assert "\nWARNING: revoked by " in out and ": oops\\u000d\\u001b[2K" in out, out
     assert not any(line.startswith(("FORGED", "forged")) for line in out.splitlines()), out
+
+
+@pytest.mark.parametrize(("name", "said"), [
+    ("c\u0430rtpole", "mixes letters of the Cyrillic and Latin scripts in 'c\u0430rtpole'"),
+    ("cartpole-\u0442rain", "mixes letters of the Cyrillic and Latin scripts in '\u0442rain'"),
+    ("\u03a9mega", "mixes letters of the Greek and Latin scripts"),
+    ("cafe\u0301", "is not in Unicode normal form NFKC (U+0065, U+0301)"),
+    ("\uff43\uff41\uff52\uff54", "is not in Unicode normal form NFKC"),
+    ("\u00b5P", "is not in Unicode normal form NFKC (U+00B5)"),
+    ("\u0441\u0440\u0435\u0434\u0430", None),  # Cyrillic alone
+    ("\u03ba\u03b1\u03bb\u03b7-v1", None),  # a Greek word and a Latin one
+    ("\u8bad\u7ec3v2", None),  # Han beside Latin: no shapes in common
+    ("caf\u00e9", None),
+])
+def test_a_name_that_can_pass_for_another_is_refused(
+    quickstart_template: testkit.Template[str], tmp_path: Path, name: str, said: str | None
+) -> None:
+    """Two names that look the same on a screen are two artifacts to the ledger: a reviewer
+    who approves ``cаrtpole-train`` (a Cyrillic ``а``) believes they approved
+    ``cartpole-train``. A name spelt so is refused when it is recorded; before, both were
+    recorded side by side (an environment ``café`` twice, composed and decomposed)."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "q")
+    code, out = run(home, "env", "register", name, "--version", "1", "--gym-id", "CartPole-v1",
+                    "--key", "vendor")
+    if said is None:
+        assert code == 0, out
+    else:
+        assert code == 1 and said in out and out.count("\n") == 1, out
+        assert "spell it in one script, in NFKC form" in out, out
+
+
+def test_a_buyer_is_warned_of_a_vendor_name_that_can_pass_for_another(
+    quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """A vendor's software that does not refuse such a name signs it: the buyer takes the
+    batch in as signed, warned once, and told to refer to it by its digest."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "vendor")
+    steps = tmp_path / "steps.jsonl"
+    steps.write_text("".join(
+        f'{{"episode_id": "e{e}", "step": {s}, "obs": [0.1], "action": 1, "reward": 1.0, '
+        f'"terminated": {str(s == 2).lower()}, "truncated": false}}\n'
+        for e in range(2) for s in range(3)))
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(record, "check_subject_name", lambda _name: None)
+        code, out = run(home, "record", steps, "--env", "cartpole@1", "--policy", "random",
+                        "--key", "vendor", "--name", "c\u0430rtpole-train")
+    assert code == 0, out
+    digest = out.strip().splitlines()[-1]
+    bundle = tmp_path / "b.tar.zst"
+    assert run(home, "export", digest, "--out", bundle)[0] == 0
+    buyer = tmp_path / "buyer"
+    assert run(buyer, "init", "--origin", "buyer/log")[0] == 0
+    trust = buyer / "trust"
+    trust.mkdir()
+    for k in ("b1", "b2"):
+        assert run(buyer, "key", "new", k, "--no-encrypt")[0] == 0
+    for p in [*(home / "keys").glob("*.pub"), *(buyer / "keys").glob("b*.pub")]:
+        shutil.copy(p, trust / p.name)
+    vkeys = f'"{Ledger.open(home).log.vkey}", "{Ledger.open(buyer).log.vkey}"'
+    (buyer / "policy.toml").write_text(testkit.BUYER_POLICY.format(vkeys=vkeys))
+    code, out = run(buyer, "import", bundle, "--policy", buyer / "policy.toml", "--key", "b1",
+                    "--key", "b2")
+    assert code == 0, out
+    warned = [line for line in out.splitlines() if "can pass for another name" in line]
+    assert warned == ["WARNING: imported name 'c\u0430rtpole-train' mixes letters of the "
+                      "Cyrillic and Latin scripts in 'c\u0430rtpole', whose shapes look alike "
+                      "(Cyrillic '\u0430', Latin 'a'): it can pass for another name; refer to "
+                      "it by its digest"], out

@@ -26,6 +26,7 @@ from .clikit import (
     emit_result,
     ok,
     pass_ctx,
+    visible,
     warn,
 )
 
@@ -438,8 +439,20 @@ def import_(
         ok(f"{what}: already imported at log index {result.index}; nothing new recorded")
     if changes is not None:
         show_changes(changes)
+    _warn_lookalikes(result.report)
     if not as_json and result.digest:
         click.echo(result.digest)
+
+
+def _warn_lookalikes(report: Any) -> None:
+    """One WARNING for each name the vendor signed that this ledger would refuse to record
+    (`record.lookalike`): it is theirs, kept as signed, and may be made to pass for another."""
+    from .record import lookalike
+
+    for name in sorted({node.name for node in report.nodes.values() if node.name}):
+        problem = lookalike(name)
+        if problem:
+            warn(f"imported name {visible(name)!r} {problem}; refer to it by its digest")
 
 
 def _refuse_compressed_twice(path: Path, name: str) -> None:

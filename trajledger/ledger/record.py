@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from .home import LedgerHome
 
 __all__ = [
-    "KIND_BY_PREDICATE", "Recorded", "StillStored", "check_subject_name", "kind_for",
+    "KIND_BY_PREDICATE", "LOOKALIKE_SCRIPTS", "Recorded", "StillStored", "check_subject_name",
+    "kind_for", "lookalike",
     "record_files", "record_statement",
 ]
 
@@ -117,13 +118,54 @@ def _check_kind(predicate_type: str, kind: str | None) -> str:
 
 def check_subject_name(name: str) -> None:
     """A subject name is printable text: not empty, no control character (an escape sequence
-    in a signed name would be recorded for good, and is nobody's name)."""
+    in a signed name would be recorded for good, and is nobody's name), and not spelt so that
+    it looks like another name (`lookalike`)."""
     if not name:
         raise FormatError("subject name is empty")
     if any("\ud800" <= c <= "\udfff" for c in name):
         return  # a lone surrogate: refused where the statement is encoded ('lone surrogate')
     if not name.isprintable():
         raise FormatError(f"subject name {name!r} holds a control character")
+    problem = lookalike(name)
+    if problem:
+        raise FormatError(f"subject name {name!r} {problem}; spell it in one script, in NFKC form")
+
+
+LOOKALIKE_SCRIPTS = frozenset({"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"})
+"""Scripts whose letters share shapes (Latin ``a``, Cyrillic ``а``, Greek ``α``...): a name
+mixing them can be made to look like another (UTS #39's "moderately restrictive" profile)."""
+
+
+def lookalike(name: str) -> str:
+    """Why ``name`` could pass for another name, or ``""``.
+
+    Names are told apart by people reading listings, approvals and reports. Two spellings of
+    one look are refused: a name not in Unicode normal form NFKC (``café`` with a combining
+    accent beside ``café``; fullwidth ``ｃａｒｔｐｏｌｅ``), and one with a word (a run of
+    letters) that mixes scripts that share shapes (``cаrtpole`` with a Cyrillic ``а``, beside
+    ``cartpole``). Words each in one script (``среда@v1``), or Latin beside any script outside
+    `LOOKALIKE_SCRIPTS` (``训练v2``), pass.
+    """
+    import unicodedata
+
+    normal = unicodedata.normalize("NFKC", name)
+    if normal != name:
+        odd = ", ".join(sorted({f"U+{ord(c):04X}" for c in name if c not in normal}))
+        return (f"is not in Unicode normal form NFKC ({odd or 'its order of marks'}): it looks "
+                f"like {normal!r}, which is another name")
+    word = ""
+    for c in name + " ":
+        if c.isalpha():
+            word += c
+            continue
+        scripts = {unicodedata.name(letter, "?").split(" ", 1)[0] for letter in word}
+        mixed = sorted(scripts & LOOKALIKE_SCRIPTS)
+        if len(mixed) > 1:
+            return (f"mixes letters of the {' and '.join(s.title() for s in mixed)} scripts in "
+                    f"{word!r}, whose shapes look alike (Cyrillic 'а', Latin 'a'): it can pass "
+                    "for another name")
+        word = ""
+    return ""
 
 
 def _check_json(value: Mapping[str, Any], what: str) -> None:
