@@ -509,3 +509,30 @@ def test_a_pipe_given_as_a_file_is_refused_saying_so(
     assert r.returncode == 3, r.stderr
     assert "not a regular file" in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert testkit.snapshot(ledger) == before
+
+
+@pytest.mark.parametrize(("command", "out"), [
+    (["export", "{ref}"], "log/checkpoint"),
+    (["export", "{ref}"], "ledger.toml"),
+    (["lineage", "{ref}", "--format", "html"], "keys/lineage.html"),
+    (["policy", "init"], "objects/policy.toml"),
+    (["log", "proof", "1"], "log-key/proof.json"),
+    (["sign", "{home}/policy.toml", "--key", "vendor"], "tmp/x.intoto.json"),
+], ids=["export-checkpoint", "export-settings", "lineage", "policy", "proof", "sign"])
+def test_an_output_over_the_ledgers_own_files_is_refused(
+    quickstart_template: testkit.Template[str], tmp_path: Path, command: list[str], out: str
+) -> None:
+    """``export REF --out LEDGER/log/checkpoint`` wrote the bundle over the log's signed
+    checkpoint: the ledger no longer opened. An output path under the ledger's own files is a
+    usage error, and nothing is written; a file of the user's beside them is written."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "q")
+    ref = quickstart_template.value
+    args = [a.format(ref=ref, home=home) for a in command]
+    before = {p: p.read_bytes() for p in home.rglob("*") if p.is_file()}
+    r = run("--ledger", home, *args, "--out", home / out)
+    assert r.exit_code == 2, r.output
+    assert "inside the ledger's own files" in r.output, r.output
+    assert {p: p.read_bytes() for p in home.rglob("*") if p.is_file()} == before
+    beside = home / "lineage.html"
+    r = run("--ledger", home, "lineage", ref, "--format", "html", "--out", beside)
+    assert r.exit_code == 0 and beside.is_file(), r.output

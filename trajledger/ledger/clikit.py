@@ -34,6 +34,7 @@ __all__ = [
     "EXIT_OPERATIONAL",
     "EXIT_USAGE",
     "JSON_OPTION",
+    "MANAGED",
     "Context",
     "Group",
     "bundle_file",
@@ -47,6 +48,7 @@ __all__ = [
     "progress",
     "progress_to",
     "recorded_json",
+    "refuse_outputs_in",
     "style",
 ]
 
@@ -63,13 +65,15 @@ class Context:
     verbose: bool = False
     quiet: bool = False
     opener: Callable[..., Any] | None = None
-    found: bool = False
-    """``home`` was found by walking up from the current directory (not given)."""
     """Opens the ledger: the public API's ``Ledger.open`` (the runner passes it), so commands
     call the same methods a Python user does."""
+    found: bool = False
+    """``home`` was found by walking up from the current directory (not given)."""
 
     def ledger(self) -> Any:
-        """Open the ledger at ``home`` (raises LedgerError when there is none)."""
+        """Open the ledger at ``home`` (raises LedgerError when there is none); first refuse
+        an output path of the command inside the ledger's own files (`refuse_outputs_in`)."""
+        refuse_outputs_in(self.home)
         if self.opener is None:
             from .home import LedgerHome
 
@@ -84,6 +88,7 @@ class Context:
     def keystore(self) -> Any:
         """The key store of ``home``: the ledger's (with its settings), or, before ``init``, a
         plain key directory."""
+        refuse_outputs_in(self.home)
         from .keys import KeyStore
 
         if (self.home / "ledger.toml").exists():
@@ -131,6 +136,37 @@ class KeyName(_StrParam):
             return check_key_name(str(value))
         except KeyError_ as e:
             self.fail(str(e).removeprefix("key name "), param, ctx)
+
+
+MANAGED = ("ledger.toml", "log", "log-key", "keys", "objects", "index", "tmp")
+"""What a ledger directory holds of its own (beside files a user keeps there: a policy.toml)."""
+
+
+def refuse_outputs_in(home: Path) -> None:
+    """Refuse, as a usage error, an output path (`OutPath`) of the running command that names
+    one of the ledger's own files or a path under its own directories (`MANAGED`): ``export
+    --out demo/log/checkpoint`` wrote the bundle over the log's signed checkpoint, and the
+    ledger no longer opened.
+
+    Raises:
+        click.UsageError: the option and value, and where to write instead.
+    """
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return
+    own = [(home / name).resolve() for name in MANAGED]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        if not isinstance(param.type, OutPath) or not isinstance(value, str | Path):
+            continue
+        if "://" in str(value):
+            continue
+        out = Path(value).expanduser().resolve()
+        if any(out == d or d in out.parents for d in own):
+            raise click.UsageError(
+                f"{param.opts[0]} {value}: inside the ledger's own files ({home}: "
+                f"{', '.join(MANAGED)}); writing there would break the ledger: write it "
+                "elsewhere", ctx)
 
 
 class OutPath(_AnyParam):
