@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
+import io
 import os
 import sys
 from types import ModuleType
@@ -86,6 +87,9 @@ def _standard_streams() -> None:
     if sys.stderr is None:
         sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace",  # noqa: SIM115
                           closefd=False)
+    for stream in (sys.stdout, sys.stderr):  # a terminal that cannot show ✓ (a Latin-1
+        if isinstance(stream, io.TextIOWrapper):  # locale) gets \u2713, not a BUG, exit 4
+            stream.reconfigure(errors="backslashreplace")
 
 
 def _loaded_for_good() -> None:

@@ -536,3 +536,25 @@ def test_an_output_over_the_ledgers_own_files_is_refused(
     beside = home / "lineage.html"
     r = run("--ledger", home, "lineage", ref, "--format", "html", "--out", beside)
     assert r.exit_code == 0 and beside.is_file(), r.output
+
+
+@pytest.mark.parametrize("encoding", ["latin-1", "ascii"])
+def test_a_terminal_that_cannot_show_the_marks_gets_them_escaped(
+    quickstart_template: testkit.Template[str], tmp_path: Path, encoding: str
+) -> None:
+    """A Latin-1 locale's terminal cannot show ✓: the reports print ``\\u2713`` there and exit
+    as they went (before, ``BUG: UnicodeEncodeError``, exit 4, in both command lines)."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "q")
+    ref = quickstart_template.value
+    bundle = tmp_path / "ck.tar.zst"
+    assert run("--ledger", home, "export", ref, "--out", bundle).exit_code == 0
+    env = {**os.environ, "PYTHONIOENCODING": encoding}
+    for line in (cli("--ledger", home, "lineage", ref),
+                 [sys.executable, "-m", "trajledger.verify", str(bundle), "--policy",
+                  str(home / "policy.toml")]):
+        r = subprocess.run(line, capture_output=True, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr
+        shown = (r.stdout + r.stderr).decode("latin-1")  # (any bytes: click writes UTF-8)
+        assert "BUG" not in shown and "OK" in shown, shown
+        if encoding == "latin-1":  # (click writes UTF-8 where a stream says ASCII)
+            assert "\\u2713" in shown, shown

@@ -15,6 +15,7 @@ file, zstandard not installed); 4 internal bug.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -138,6 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(sys, name) is None:  # is not printed on stdout, nor a file opened there
             os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
             setattr(sys, name, open(fd, "w", encoding="utf-8", closefd=False))  # noqa: SIM115
+        stream = getattr(sys, name)  # a terminal that cannot show ✓ (Latin-1) gets \u2713,
+        if isinstance(stream, io.TextIOWrapper):  # not a BUG
+            stream.reconfigure(errors="backslashreplace")
     argv = sys.argv[1:] if argv is None else argv
     args = _parser(argv).parse_args(argv)
     try:
