@@ -51,7 +51,6 @@ from typing import Any
 import _common as c
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 OBS, ACT, EPISODE = 17, 6, 1000
 VOCAB = [f"w{i:04d}" for i in range(20_000)]
@@ -162,8 +161,7 @@ def new_features(path: Path) -> int:
         parquet_batches,
     )
 
-    with pq.ParquetFile(path) as pf:
-        return sum(len(c) for c in iter_step_features(parquet_batches(pf, FEATURE_COLUMNS)))
+    return sum(len(c) for c in iter_step_features(parquet_batches(path, FEATURE_COLUMNS)))
 
 
 # ------------------------------------------------------------------------------------------

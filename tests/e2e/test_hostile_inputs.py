@@ -295,6 +295,66 @@ def test_a_newline_bomb_is_refused_in_bounded_time(world: World, codec: str) -> 
     assert world.size() == size
 
 
+@pytest.mark.parametrize("encoding", ["dictionary", "plain"])
+def test_a_parquet_bomb_is_refused_before_it_is_decoded(world: World, encoding: str) -> None:
+    """A valid step table whose ``info`` is one 100 MiB string in every one of its 20 rows
+    (the first two, plainly encoded, so that the test writes no more), a few kilobytes of
+    zstd: 2 GiB as pyarrow decodes it. Refused from its pages' headers, naming the column
+    (``ledger.rollouts.parquet_read``)."""
+    n, big = 20, pa.array(['"' + "a" * (100 << 20) + '"'])
+    good = pq.read_table(world.good)
+    if encoding == "plain":
+        good, n = good.slice(18), 2
+    info = (pa.DictionaryArray.from_arrays(pa.array([0] * n, pa.int32()), big)
+            if encoding == "dictionary" else pa.chunked_array([big] * n))
+    path = world.inputs / f"bomb-{encoding}.parquet"
+    pq.write_table(good.append_column("info", info), path, compression="zstd",
+                   store_schema=False, use_dictionary=encoding == "dictionary")
+    del big, info
+    assert path.stat().st_size < 1 << 20
+    for args in (record(path), ("validate", path)):
+        r = refused(world, *args, match="column 'info': a page of 1 value(s) decompresses to "
+                                        "104,857,")
+        assert "bytes, so one is over 67,108,864 (MAX_VALUE_BYTES): refused as a possible " \
+            "decompression bomb" in r.stderr
+
+
+def test_a_signed_batch_holding_a_parquet_bomb_is_refused_by_the_gate(world: World) -> None:
+    """A producer (a vendor, say, whose bundle was imported) signs a batch whose steps.parquet
+    is a bomb, which ``record`` would have refused: ``dataset create`` warns, ``admit``
+    refuses it as unreadable, in a few hundred megabytes, not gigabytes."""
+    from trajledger import Ledger
+    from trajledger.ledger.record import record_files
+    from trajledger.verify import predicates
+
+    good = world.ok(*record(world.good), "--name", "gate-good").split()[-1]
+    shown = json.loads(world.ok("show", good, "--json"))
+    with Ledger.open(world.home) as ledger:
+        files = {f["path"]: ledger.store.path_of(f["digest"]) for f in shown["files"]}
+        steps = pq.read_table(files["steps.parquet"])
+        info = pa.DictionaryArray.from_arrays(pa.array([0] * steps.num_rows, pa.int32()),
+                                              pa.array(['"' + "a" * (100 << 20) + '"']))
+        bomb = world.inputs / "gate-bomb.parquet"
+        pq.write_table(steps.append_column("info", info), bomb, compression="zstd",
+                       store_schema=False)
+        del info
+        predicate = {k: v for k, v in shown["predicate"].items()
+                     if k not in ("manifest", "features")}
+        record_files(ledger, {"steps.parquet": bomb, "episodes.parquet": files["episodes.parquet"]},
+                     KeyStore(world.home / "keys").signer("alice"), predicates.ROLLOUT_BATCH,
+                     predicate, name="gate-bomb")
+    created = world.run("dataset", "create", "gate-bomb-ds", "--version", "1", "--batch",
+                        "gate-bomb", "--split", "train", "--key", "alice")
+    assert created.exit_code == 0, created.output
+    assert "its steps.parquet cannot be read (column 'info': a page of 1 value(s)" in created.stderr
+    for k in ("a", "b"):
+        world.ok("approve", "gate-bomb-ds@1", "--purpose", "train", "--key", k)
+    r = refused(world, "admit", "gate-bomb-ds@1",
+                match="> rollout-batch gate-bomb (sha256:")
+    assert "schema: not readable Parquet: column 'info': a page of 1 value(s) decompresses to " \
+        "104,857," in r.stderr and "refused as a possible decompression bomb" in r.stderr
+
+
 # -- policies --------------------------------------------------------------------------------------
 
 

@@ -126,8 +126,8 @@ def test_recorded_features_equal_those_of_the_stored_bytes(
     )  # fmt: skip
     kept = recorder.finish(stats.steps_file.digest)
     recorded = decode_features(kept.path.read_bytes(), stats.steps_file.digest)
-    with pq.ParquetFile(tmp / "steps.parquet") as pf:
-        again = FeatureChunk.concat(list(iter_step_features(parquet_batches(pf, FEATURE_COLUMNS))))
+    again = FeatureChunk.concat(
+        list(iter_step_features(parquet_batches(tmp / "steps.parquet", FEATURE_COLUMNS))))
     assert recorded.episode_ids == again.episode_ids
     assert recorded.fingerprints == again.fingerprints
     assert recorded.modality == again.modality and recorded.safety == again.safety

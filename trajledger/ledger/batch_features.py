@@ -386,14 +386,11 @@ class FeatureRecorder:
         if self._source == "file":
             if steps_path is None:
                 raise ValueError("features: some chunks came without them, want steps_path")
-            import pyarrow.parquet as pq
-
             if self._spool is not None:
                 self._spool.close()
             self._spool, self._held, self._episodes = None, [], 0
-            with pq.ParquetFile(steps_path) as pf:
-                for chunk in iter_step_features(parquet_batches(pf, FEATURE_COLUMNS)):
-                    self._keep(chunk, last=False)
+            for chunk in iter_step_features(parquet_batches(steps_path, FEATURE_COLUMNS)):
+                self._keep(chunk, last=False)
         self._keep(self._stream.finish(), last=True)
         assert self._spool is not None
         self._spool.close()
@@ -583,14 +580,11 @@ def batch_features(
 
 
 def _from_steps(store: ObjectStore, digest: str, size: int, workdir: Path) -> FeatureChunk:
-    import pyarrow.parquet as pq
-
     path = verified_local_copy(store, digest, workdir, private=False)
     try:
         if size >= 0 and path.stat().st_size != size:
             raise FormatError(f"{path.stat().st_size} bytes, want {size}")
-        with pq.ParquetFile(path) as pf:
-            chunks = list(iter_step_features(parquet_batches(pf, FEATURE_COLUMNS)))
+        chunks = list(iter_step_features(parquet_batches(path, FEATURE_COLUMNS)))
     finally:
         if path.parent == workdir:
             path.unlink(missing_ok=True)

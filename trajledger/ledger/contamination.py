@@ -284,8 +284,6 @@ def _steps_digest(store: ObjectStore, batch: str) -> tuple[str, int]:
 
 def _verified_chunks(store: ObjectStore, batch: str, workdir: Path) -> Iterator[FeatureChunk]:
     """Features of a batch's episodes, from a private copy of its re-hashed step file."""
-    import pyarrow.parquet as pq
-
     digest, size = _steps_digest(store, batch)
     path = verified_local_copy(store, digest, workdir, private=True)
     try:
@@ -296,8 +294,7 @@ def _verified_chunks(store: ObjectStore, batch: str, workdir: Path) -> Iterator[
             raise DigestMismatchError(
                 f"steps.parquet of batch {batch[:19]}…: {got} bytes, want {size}"
             )
-        with pq.ParquetFile(path) as pf:
-            yield from iter_step_features(parquet_batches(pf, FEATURE_COLUMNS))
+        yield from iter_step_features(parquet_batches(path, FEATURE_COLUMNS))
     finally:
         path.unlink(missing_ok=True)
 

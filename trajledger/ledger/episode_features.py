@@ -47,7 +47,7 @@ import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -58,11 +58,8 @@ from trajledger.verify.errors import FormatError
 
 from .episode_vectors import TEXT_SLICE, VECTOR_DIM, numeric_features, string_parts, text_vectors
 from .rollouts.dedup import CONTENT_COLUMNS
+from .rollouts.parquet_read import Source, iter_parquet
 from .rollouts.space_values import leaf_arrays
-
-if TYPE_CHECKING:
-    import pyarrow.parquet as pq
-
 
 __all__ = [
     "CONTENT_COLUMNS",
@@ -502,9 +499,11 @@ def whole_episodes(steps: pa.RecordBatch) -> FeatureChunk:
     return _features(pa.Table.from_batches([steps]), None)
 
 
-def parquet_batches(pf: pq.ParquetFile, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
-    """The record batches of the columns of ``pf`` that exist (row group by row group)."""
-    present = set(pf.schema_arrow.names)
-    cols = [c for c in columns if c in present]
-    for g in range(pf.metadata.num_row_groups):
-        yield from pf.read_row_group(g, columns=cols).to_batches()
+def parquet_batches(source: Source, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+    """The record batches of the columns of the Parquet file ``source`` (a path or its bytes)
+    that exist, read as `rollouts.parquet_read` reads a file of unknown origin."""
+    import pyarrow.parquet as pq
+
+    present = set(pq.read_schema(pa.BufferReader(source) if isinstance(source, bytes) else source)
+                  .names)
+    yield from iter_parquet(source, [c for c in columns if c in present])

@@ -271,10 +271,7 @@ def fingerprints(steps: str | os.PathLike[str] | bytes) -> tuple[SealedEpisode, 
     Raises:
         FormatError: the file cannot be read for features.
     """
-    import io
-
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from .batch_features import published_episodes
     from .episode_features import (
@@ -283,14 +280,13 @@ def fingerprints(steps: str | os.PathLike[str] | bytes) -> tuple[SealedEpisode, 
         iter_step_features,
         parquet_batches,
     )
+    from .rollouts.parquet_read import ParquetBombError
 
-    source = io.BytesIO(steps) if isinstance(steps, bytes) else steps
     try:
-        with pq.ParquetFile(source) as pf:
-            chunk = FeatureChunk.concat(
-                list(iter_step_features(parquet_batches(pf, FEATURE_COLUMNS)))
-            )
-    except (OSError, pa.ArrowException) as e:
+        chunk = FeatureChunk.concat(
+            list(iter_step_features(parquet_batches(steps, FEATURE_COLUMNS)))
+        )
+    except (OSError, ParquetBombError, pa.ArrowException) as e:
         raise FormatError(f"steps.parquet: cannot be read for fingerprints: {e}") from e
     return published_episodes(chunk)
 

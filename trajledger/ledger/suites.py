@@ -20,7 +20,6 @@ Non-scope: verifying the suite's lineage (the caller verifies it first: ``runner
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -292,7 +291,6 @@ def suite_from_failures(
     """
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     from trajledger.verify.errors import VerificationError
     from trajledger.verify.lineage import LineageVerifier, Record
@@ -302,6 +300,7 @@ def suite_from_failures(
     from .catalog import Catalog
     from .evidence import ledger_evidence
     from .policy_state import load_policy
+    from .rollouts.parquet_read import read_parquet
 
     # (1)
     if split not in predicates.HELD_OUT:
@@ -334,8 +333,8 @@ def suite_from_failures(
         keep = sorted(failed.get(sb.digest, ()))
         if not keep:
             continue
-        steps = pq.read_table(io.BytesIO(sb.files["steps.parquet"]))
-        episodes = pq.read_table(io.BytesIO(sb.files["episodes.parquet"]))
+        steps = read_parquet(sb.files["steps.parquet"])
+        episodes = read_parquet(sb.files["episodes.parquet"])
         absent = set(keep) - set(episodes.column("episode_id").to_pylist())
         if absent:
             raise FormatError(f"evaluation {item.ref}: failed episode {sorted(absent)[0]!r} is "

@@ -24,7 +24,6 @@ Non-scope: training (``runner.train``).
 from __future__ import annotations
 
 import datetime as dt
-import io
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -328,9 +327,9 @@ def _read_batch(
     these, and the store is not read again.
     """
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from trajledger.ledger.rollouts import validate_episodes, validate_steps
+    from trajledger.ledger.rollouts.parquet_read import read_parquet
     from trajledger.verify.digest import digest_bytes
     from trajledger.verify.manifest import Manifest
     from trajledger.verify.strict_json import load_object
@@ -379,8 +378,8 @@ def _read_batch(
         decision.fail(f"{label}: schema", f"the batch has no {' and no '.join(missing)}")
         return None
     try:
-        steps = pq.read_table(io.BytesIO(data["steps.parquet"]))
-        episodes = pq.read_table(io.BytesIO(data["episodes.parquet"]))
+        steps = read_parquet(data["steps.parquet"])
+        episodes = read_parquet(data["episodes.parquet"])
     except (OSError, ValueError, pa.ArrowException) as e:
         decision.fail(f"{label}: schema", f"not readable Parquet: {e}")
         return None

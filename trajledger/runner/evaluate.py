@@ -27,7 +27,6 @@ Non-scope: deciding releases (``runner.release``), reading suites (``ledger.suit
 from __future__ import annotations
 
 import base64
-import io
 import json
 import math
 import os
@@ -414,9 +413,9 @@ def _last_unsealing(ledger: LedgerHome, suite: str) -> tuple[int, str]:
 
 
 def _episode_ids(batch: SuiteBatch) -> list[str]:
-    import pyarrow.parquet as pq
+    from trajledger.ledger.rollouts.parquet_read import read_parquet
 
-    table = pq.read_table(io.BytesIO(batch.files["episodes.parquet"]), columns=["episode_id"])
+    table = read_parquet(batch.files["episodes.parquet"], columns=["episode_id"])
     return [str(e) for e in table.column("episode_id").to_pylist()]
 
 
@@ -540,8 +539,8 @@ def _replay(
 ) -> list[EpisodeResult]:
     """Replay one suite batch's episodes (their seeds, in the environment it names)."""
     import gymnasium as gym
-    import pyarrow.parquet as pq
 
+    from trajledger.ledger.rollouts.parquet_read import read_parquet
     from trajledger.verify.lineage import Record
 
     from .rollouts import run_policy
@@ -554,8 +553,7 @@ def _replay(
         raise FormatError(f"batch {b.digest[:19]}… of the suite: its environment "
                           f"{b.predicate.environment.name}@{b.predicate.environment.version} "
                           "names no Gymnasium id; evaluate with '-- COMMAND'")
-    table = pq.read_table(io.BytesIO(b.files["episodes.parquet"]),
-                          columns=["episode_id", "seed"])
+    table = read_parquet(b.files["episodes.parquet"], columns=["episode_id", "seed"])
     ids, seeds = table.column("episode_id").to_pylist(), table.column("seed").to_pylist()
     if any(s is None for s in seeds):
         first = ids[seeds.index(None)]
@@ -590,7 +588,7 @@ def _by_command(
     cwd: Path | None,
 ) -> EvalOutcome:
     """Run COMMAND on the checkpoint and suite directories; its results.json is the result."""
-    import pyarrow.parquet as pq
+    from trajledger.ledger.rollouts.parquet_read import read_parquet
 
     from .admission import AdmittedBatch
     from .buildinfo import COMMAND_LOCK_NAMES, environment_lock, git_source
@@ -607,9 +605,8 @@ def _by_command(
 
     ck, suite = described["ck"], described["suite"]
     admitted = [
-        AdmittedBatch(b.digest, b.index, pq.read_table(io.BytesIO(b.files["steps.parquet"])),
-                      pq.read_table(io.BytesIO(b.files["episodes.parquet"])), b.predicate,
-                      b.files)
+        AdmittedBatch(b.digest, b.index, read_parquet(b.files["steps.parquet"]),
+                      read_parquet(b.files["episodes.parquet"]), b.predicate, b.files)
         for b in batches
     ]
     listing = {"name": suite.name, "version": suite.version, "digest": suite.digest,

@@ -119,8 +119,8 @@ def kept_path(ledger: Ledger, batch: str) -> Path:
 
 def reread(ledger: Ledger, batch: str) -> tuple[str, FeatureChunk]:
     steps = batch_files(ledger, batch)["steps.parquet"]
-    with pq.ParquetFile(ledger.store.path_of(steps)) as pf:
-        chunks = list(iter_step_features(parquet_batches(pf, FEATURE_COLUMNS)))
+    chunks = list(iter_step_features(parquet_batches(ledger.store.path_of(steps),
+                                                     FEATURE_COLUMNS)))
     return steps, FeatureChunk.concat(chunks)
 
 

@@ -207,8 +207,7 @@ def test_published_fingerprints_are_the_gates_features(tmp_path: Path) -> None:
     pq.write_table(played.steps, path)
     published = fingerprints(path)
     assert published == fingerprints(path.read_bytes())
-    with pq.ParquetFile(path) as pf:
-        want = FeatureChunk.concat(list(iter_step_features(parquet_batches(pf, FEATURE_COLUMNS))))
+    want = FeatureChunk.concat(list(iter_step_features(parquet_batches(path, FEATURE_COLUMNS))))
     for e, i in zip(published, range(len(want)), strict=True):
         assert e.sketch is not None and want.valid[i]
         raw = base64.b64decode(e.sketch)

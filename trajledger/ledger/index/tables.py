@@ -588,17 +588,17 @@ class Index:
         table = self._episodes_table()
         count, buffered, rows = 0, [], 0
         labels_success = batch_labels_success(episodes_path)
-        with pq.ParquetFile(episodes_path) as epf:
-            chunks = iter([features]) if features is not None else None
-            for ep, feats in aligned(parquet_batches(epf, epf.schema_arrow.names), chunks):
-                part = episode_table(ep, row, feats, labels_success)
-                buffered.append(part)
-                rows += part.num_rows
-                steps = pc.sum(part.column("num_steps")).as_py()
-                advance(int(steps or 0))
-                if rows >= _FLUSH_EPISODES:
-                    table.add(pa.concat_tables(buffered))
-                    count, buffered, rows = count + rows, [], 0
+        chunks = iter([features]) if features is not None else None
+        names = pq.read_schema(episodes_path).names
+        for ep, feats in aligned(parquet_batches(episodes_path, names), chunks):
+            part = episode_table(ep, row, feats, labels_success)
+            buffered.append(part)
+            rows += part.num_rows
+            steps = pc.sum(part.column("num_steps")).as_py()
+            advance(int(steps or 0))
+            if rows >= _FLUSH_EPISODES:
+                table.add(pa.concat_tables(buffered))
+                count, buffered, rows = count + rows, [], 0
         if buffered:
             table.add(pa.concat_tables(buffered))
             count += rows

@@ -28,7 +28,6 @@ Spec: ``schemas/rollout.v3.md`` section "Export".
 from __future__ import annotations
 
 import datetime as dt
-import io
 import json
 import math
 import os
@@ -44,6 +43,7 @@ import pyarrow.parquet as pq
 
 from . import typed_json
 from .minari_io import is_composite, stack_infos, unflatten_batch, write_minari
+from .parquet_read import read_parquet
 from .schema import tensor_shape
 from .space_values import column_values
 from .spaces import SpaceError, space_from_json, space_to_json
@@ -75,7 +75,7 @@ class ExportResult:
 
 
 def _read(data: bytes) -> pa.Table:
-    return pq.read_table(io.BytesIO(data))
+    return read_parquet(data)
 
 
 def export_rollouts(

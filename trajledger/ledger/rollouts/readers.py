@@ -43,6 +43,7 @@ from .jsonl import (
 )
 from .minari_io import iter_minari_chunks, minari_root
 from .normalise import normalise_episodes
+from .parquet_read import ParquetBombError, iter_parquet, read_parquet
 from .problems import ProblemCollector, RolloutValidationError, refusal
 from .reader_process import PROCESS_MIN_BYTES, iter_jsonl_parallel
 from .rows import rows_to_columns
@@ -414,7 +415,9 @@ def _read_episode_file(path: str | os.PathLike[str]) -> pa.RecordBatch:
     container = _container(p)
     if container == "parquet":
         try:
-            table = pq.read_table(path)
+            table = read_parquet(path)
+        except ParquetBombError as e:
+            raise refusal(path, f"episode file: Parquet file: {e}") from e
         except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
             raise refusal(path, f"episode file: Parquet file cannot be read: {e}") from e
     elif container in ("arrow", "arrow-stream"):
@@ -460,29 +463,31 @@ def _fixed_row_bytes(schema: pa.Schema) -> int | None:
 def _iter_arrow(path: Path, kind: str, batch_rows: int) -> Iterator[pa.RecordBatch]:
     """The batches of a Parquet or Arrow IPC input; data pyarrow cannot decode (a corrupt page,
     a bad IPC message, a column name that is not UTF-8) refuses the file, naming it."""
+    what = "Parquet file" if kind == "parquet" else "Arrow IPC file"
     try:
         yield from _arrow_batches(path, kind, batch_rows)
+    except ParquetBombError as e:
+        raise refusal(path, f"{what}: {e}") from e
     except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
-        what = "Parquet file" if kind == "parquet" else "Arrow IPC file"
         raise refusal(path, f"{what} cannot be read: {e}") from e
 
 
 def _arrow_batches(path: Path, kind: str, batch_rows: int) -> Iterator[pa.RecordBatch]:
     if kind == "parquet":
-        # Streamed through a 1 MiB buffer: pyarrow's default reads whole column chunks of a
-        # row group into memory before the first row (all of a 1 GB row group, slowly).
-        pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
-        meta = pf.metadata
+        # Streamed (`parquet_read`: strings read as dictionaries first, so a decompression
+        # bomb is refused before it is expanded).
+        with pq.ParquetFile(path) as pf:
+            rows, arrow = pf.metadata.num_rows, pf.schema_arrow
         # The row size in memory: from the schema when every column has a fixed width, else
         # from the first rows read (the file's sizes are of encoded data, which can be far
         # smaller); a later batch still over the bound is sliced.
-        fixed = _fixed_row_bytes(pf.schema_arrow)
+        fixed = _fixed_row_bytes(arrow)
         if fixed is not None:
-            size = fixed * meta.num_rows
+            size = fixed * rows
         else:
-            probe = next(pf.iter_batches(batch_size=16), None)
-            size = 0 if probe is None else probe.nbytes * meta.num_rows // max(1, len(probe))
-        for batch in pf.iter_batches(batch_size=_rows_for(batch_rows, size, meta.num_rows)):
+            probe = next(iter_parquet(path, batch_rows=16), None)
+            size = 0 if probe is None else probe.nbytes * rows // max(1, len(probe))
+        for batch in iter_parquet(path, batch_rows=_rows_for(batch_rows, size, rows)):
             step = _rows_for(batch_rows, batch.nbytes, batch.num_rows)
             for start in range(0, max(batch.num_rows, 1), step):
                 yield batch.slice(start, step)

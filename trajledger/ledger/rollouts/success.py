@@ -60,11 +60,13 @@ def batch_labels_success(episodes_path: str | os.PathLike[str]) -> bool:
     """Whether a batch's ``episodes.parquet`` labels success (reads two columns only)."""
     import pyarrow.parquet as pq
 
-    pf = pq.ParquetFile(episodes_path)
-    cols = [c for c in ("success", "termination_reason") if c in pf.schema_arrow.names]
+    from .parquet_read import read_parquet
+
+    names = pq.read_schema(episodes_path).names
+    cols = [c for c in ("success", "termination_reason") if c in names]
     if not cols:
         return False
-    return bool(success_flags(pf.read(columns=cols))[1].any())
+    return bool(success_flags(read_parquet(episodes_path, columns=cols))[1].any())
 
 
 def _bools(arr: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:

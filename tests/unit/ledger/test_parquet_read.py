@@ -1,0 +1,192 @@
+"""Parquet of unknown origin (``ledger.rollouts.parquet_read``): read as pyarrow reads it, and
+a decompression bomb refused before it is expanded."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trajledger.ledger.rollouts import parquet_read
+from trajledger.ledger.rollouts.parquet_read import ParquetBombError, iter_parquet, read_parquet
+
+MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+
+
+def _table(n: int = 7) -> pa.Table:
+    """Strings at every depth, nulls, binary and numbers."""
+    return pa.table({
+        "id": pa.array(range(n), pa.int64()),
+        "text": pa.array([None if i % 3 == 2 else "t" * (i % 5) for i in range(n)]),
+        "blob": pa.array([bytes([i % 256]) * (i % 9) for i in range(n)], pa.large_binary()),
+        "extras": pa.array([[("k", "v" * i)] if i % 2 else None for i in range(n)],
+                           pa.map_(pa.string(), pa.string())),
+        "messages": pa.array([[{"role": "user", "content": "c" * i}, {"role": None,
+                               "content": None}] if i % 4 else [] for i in range(n)], MESSAGES),
+        "pair": pa.FixedSizeListArray.from_arrays(pa.array([str(i) for i in range(2 * n)]), 2),
+        "obs": pa.FixedSizeListArray.from_arrays(pa.array(np.arange(3 * n, dtype=np.float32)), 3),
+    })  # fmt: skip
+
+
+def _bytes(table: pa.Table, **kw: object) -> bytes:
+    out = io.BytesIO()
+    pq.write_table(table, out, **kw)  # type: ignore[arg-type]
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("options", [
+    {}, {"use_dictionary": False}, {"compression": "zstd", "row_group_size": 3},
+    {"data_page_version": "2.0", "compression": "snappy"},
+])  # fmt: skip
+def test_tables_read_as_pyarrow_reads_them(tmp_path: Path, options: dict[str, object]) -> None:
+    want = _table()
+    data = _bytes(want, **options)
+    (path := tmp_path / "t.parquet").write_bytes(data)
+    for source in (data, path):
+        assert read_parquet(source).equals(want)
+        for rows in (1, 2, 1000):
+            got = pa.Table.from_batches(list(iter_parquet(source, batch_rows=rows)))
+            assert got.equals(want)
+        assert read_parquet(source, columns=["messages", "id"]).equals(
+            pq.read_table(io.BytesIO(data), columns=["messages", "id"]))
+    numbers = want.select(["id", "obs"])
+    assert read_parquet(_bytes(numbers)).equals(numbers)
+
+
+def test_batches_hold_at_most_chunk_bytes_of_strings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parquet_read, "CHUNK_BYTES", 100)
+    table = pa.table({"text": ["x" * 30] * 10 + ["y" * 150] + ["z" * 30] * 3})
+    batches = list(iter_parquet(_bytes(table)))
+    assert pa.Table.from_batches(batches).equals(table)
+    sizes = [sum(len(s) for s in b.column(0).to_pylist()) for b in batches]
+    assert all(s <= 100 or b.num_rows == 1 for s, b in zip(sizes, batches, strict=True))
+    assert len(batches) > 3
+
+
+def _one_value_many_times(value_bytes: int, rows: int, **kw: object) -> bytes:
+    """``rows`` rows all holding one string of ``value_bytes``: a dictionary of one value
+    (built as one, so that making it costs the value's bytes, not the rows')."""
+    info = pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, np.int32)),
+                                          pa.array(["a" * value_bytes]))
+    table = pa.table({"id": pa.array(range(rows)), "info": info})
+    # (without pyarrow's own schema, which would tell a reader to keep the dictionary)
+    return _bytes(table, compression="zstd", store_schema=False, **kw)
+
+
+def test_a_value_over_its_limit_is_refused_before_it_is_expanded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(parquet_read, "MAX_VALUE_BYTES", 1000)
+    data = _one_value_many_times(1001, 50)
+    with pytest.raises(ParquetBombError, match="column 'info': a value of 1,001 bytes"):
+        read_parquet(data)
+    with pytest.raises(ParquetBombError, match="decompression bomb"):
+        list(iter_parquet(data))
+    assert read_parquet(_one_value_many_times(1000, 50)).num_rows == 50
+
+
+def test_a_row_and_a_file_over_their_limits_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One row's list points at one short value many times (the value passes, the row does not).
+    table = pa.table({"messages": pa.array([[{"role": "r" * 100, "content": None}] * 50],
+                                           MESSAGES)})
+    data = _bytes(table)
+    monkeypatch.setattr(parquet_read, "MAX_ROW_BYTES", 4999)
+    with pytest.raises(ParquetBombError, match=r"decodes to 5,000 bytes .*MAX_ROW_BYTES"):
+        list(iter_parquet(data))
+    monkeypatch.setattr(parquet_read, "MAX_ROW_BYTES", 5000)
+    assert read_parquet(data).equals(table)
+    many = _one_value_many_times(100, 1000)
+    monkeypatch.setattr(parquet_read, "MAX_DECODED_BYTES", 50_000)
+    with pytest.raises(ParquetBombError, match="MAX_DECODED_BYTES"):
+        list(iter_parquet(many, batch_rows=100))
+    monkeypatch.setattr(parquet_read, "MAX_TABLE_BYTES", 99_999)
+    with pytest.raises(ParquetBombError, match="100,000 bytes, over the 99,999"):
+        read_parquet(many)
+
+
+def test_a_page_over_its_limit_is_refused_from_its_header(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parquet_read, "MAX_PAGE_BYTES", 1 << 16)
+    data = _bytes(pa.table({"x": pa.array(np.zeros(1 << 15))}), use_dictionary=False,
+                  compression="zstd", data_page_size=1 << 20)
+    with pytest.raises(ParquetBombError, match=r"column 'x': a page decompresses to .*"
+                                               r"MAX_PAGE_BYTES"):
+        read_parquet(data)
+
+
+@pytest.mark.parametrize("options", [
+    {}, {"compression": "zstd", "data_page_size": 64}, {"data_page_version": "2.0"},
+    {"use_dictionary": False, "write_statistics": False},
+])  # fmt: skip
+def test_page_headers_add_up_to_the_footers_sizes(options: dict[str, object]) -> None:
+    """Known answer: each chunk's pages (header + body) fill its compressed size exactly, and
+    their declared sizes (header + decompressed body) its uncompressed size."""
+    data = _bytes(_table(300), **options)
+    meta = pq.ParquetFile(io.BytesIO(data)).metadata
+    f = io.BytesIO(data)
+    for g in range(meta.num_row_groups):
+        for c in range(meta.num_columns):
+            chunk = meta.row_group(g).column(c)
+            pos = chunk.dictionary_page_offset if chunk.has_dictionary_page else (
+                chunk.data_page_offset)
+            end, plain = pos + chunk.total_compressed_size, 0
+            while pos < end:
+                got = parquet_read._read_header(f, pos, end - pos)
+                assert got is not None
+                size, compressed, length, _ = got
+                pos, plain = pos + length + compressed, plain + length + size
+            assert pos == end
+            assert plain == chunk.total_uncompressed_size
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_any_bytes_as_a_page_header_give_sizes_or_none(junk: bytes) -> None:
+    got = parquet_read._read_header(io.BytesIO(junk), 0, len(junk))
+    assert got is None or all(isinstance(v, int) for v in got)
+
+
+def test_a_header_nested_past_any_real_one_is_not_a_header() -> None:
+    deep = b"\x1c" * 10_000  # field 1, a struct, inside each other
+    assert parquet_read._read_header(io.BytesIO(deep), 0, len(deep)) is None
+
+
+def _peak_rss_of(code: str) -> tuple[int, str]:
+    """Run ``code`` in a new interpreter: its own peak resident memory (bytes: its VmHWM,
+    which a new program starts afresh, unlike rusage, which keeps its parent's at a fork), and
+    its stderr."""
+    tail = "\nprint(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])"
+    done = subprocess.run([sys.executable, "-c", code + tail], capture_output=True, text=True,
+                          check=True)
+    return int(done.stdout.split()[-1]) * 1024, done.stderr
+
+
+@pytest.mark.slow
+def test_a_bomb_costs_kilobytes_of_memory_not_gigabytes(tmp_path: Path) -> None:
+    """Each of these few-kilobyte files decodes to gigabytes as pyarrow reads it: a row whose
+    list points 300 times at one 1 MiB string (300 MiB: refused from the dictionaries, before
+    any row is decoded); a dictionary of one 80 MiB string that 16 rows use (1.25 GiB: refused
+    from its page's header, one value in 80 MiB); one 260 MiB page (its header)."""
+    refs = pa.ListArray.from_arrays(pa.array([0, 300], pa.int32()), pa.DictionaryArray.from_arrays(
+        pa.array(np.zeros(300, np.int32)), pa.array(["m" * (1 << 20)])))
+    row = _bytes(pa.table({"contents": refs}), compression="zstd", store_schema=False)
+    for name, data in (("row", row),
+                       ("value", _one_value_many_times(80 << 20, 16)),
+                       ("page", _one_value_many_times(260 << 20, 1, use_dictionary=False))):
+        path = tmp_path / f"{name}.parquet"
+        path.write_bytes(data)
+        assert path.stat().st_size < 200_000
+        peak, err = _peak_rss_of(
+            "from trajledger.ledger.rollouts.parquet_read import ParquetBombError, read_parquet\n"
+            f"try:\n    read_parquet({str(path)!r})\nexcept ParquetBombError as e:\n"
+            "    import sys; print(e, file=sys.stderr)\nelse:\n    raise SystemExit('read')"
+        )
+        assert "decompression bomb" in err
+        assert peak < 300 << 20, (name, peak)

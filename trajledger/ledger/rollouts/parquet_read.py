@@ -1,0 +1,451 @@
+"""Reading Parquet of unknown origin without expanding a decompression bomb.
+
+Scope: every Parquet file trajledger reads rows of (a rollout input given to ``record`` or
+``validate``, and the step and episode files of a recorded or imported batch, read by the
+admission gate, evaluations, sealed suites, exports and the audit index) is read here.
+`iter_parquet` yields its record batches and `read_parquet` its whole table, decoded as usual,
+after checking what they decode to:
+
+- string and binary columns (at any depth: a map's values, a list of messages' contents) are
+  read as dictionaries first, so a dictionary page is never expanded before its cost is known;
+- the bytes each row decodes to are summed from the lengths of the dictionary values it uses,
+  and the file is refused (`ParquetBombError`) when one value is over `MAX_VALUE_BYTES`, one row
+  over `MAX_ROW_BYTES`, or the file over `MAX_DECODED_BYTES` (`read_parquet`, which holds the
+  whole table: over `MAX_TABLE_BYTES`);
+- the rows are decoded in slices of at most `CHUNK_BYTES` of such bytes.
+
+Why: a Parquet page may hold a dictionary of values and indices into it. A 9,779-byte file of
+eight rows that all point at one 256 MiB string decoded to 2 GiB (4.3 GB resident, 7 s) before
+the schema's value limits refused it; with more rows it takes every byte of memory. The same
+is true of a batch a vendor signed and the buyer imported, read in full by the gate.
+
+Not covered: fixed-width columns (numbers, flags, tensors) decode to at most their row count
+times their width, which the footer states; a footer that states a vast row count for a few
+bytes is refused by pyarrow when the pages do not hold those rows, after decoding the pages
+there are. The costs are those of the data: string columns are hashed into dictionaries as
+they are read where their pages are plainly encoded.
+Spec: docs/SECURITY.md ("Decompression bombs in Parquet").
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator, Sequence
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from trajledger.verify.errors import FormatError
+
+from .chunks import CHUNK_BYTES
+
+__all__ = [
+    "MAX_DECODED_BYTES",
+    "MAX_PAGE_BYTES",
+    "MAX_ROW_BYTES",
+    "MAX_TABLE_BYTES",
+    "MAX_VALUE_BYTES",
+    "ParquetBombError",
+    "Source",
+    "iter_parquet",
+    "read_parquet",
+]
+
+MAX_VALUE_BYTES: Final = 64 << 20
+"""Longest string or binary value read from a Parquet file: the schema's largest value (a 64 MiB
+tensor, ``validate.DEFAULT_MAX_TENSOR_BYTES``); strings are held to 1 MiB after reading."""
+MAX_ROW_BYTES: Final = 256 << 20
+"""Most string and binary bytes one row may decode to (a step with its largest tensor and its
+texts, or a record's list of messages, is far below it)."""
+MAX_DECODED_BYTES: Final = 64 << 30
+"""Most string and binary bytes a file may decode to, as for a compressed JSON lines file
+(``jsonl.MAX_DECOMPRESSED_BYTES``): split larger inputs into several files."""
+MAX_TABLE_BYTES: Final = 16 << 30
+"""Most string and binary bytes of a file read whole into memory (`read_parquet`)."""
+MAX_PAGE_BYTES: Final = 256 << 20
+"""Largest page, decompressed. Writers cut pages at about 1 MiB (pyarrow, parquet-mr, Arrow's
+Rust writer, by default) and dictionaries at 1 MiB; a page is decompressed whole before any of
+its values can be judged, so a few kilobytes of zstd declaring a 1 GiB page cost 4 GiB of
+memory."""
+
+_BYTE_ARRAY_LOGICAL: Final = frozenset({"STRING", "NONE", "JSON", "ENUM", "BSON"})
+"""Logical types of a BYTE_ARRAY leaf that pyarrow reads as strings or binary."""
+
+Source = str | os.PathLike[str] | bytes
+
+
+class ParquetBombError(FormatError):
+    """A Parquet file decodes to more than the limits above allow (refused as malformed)."""
+
+
+def iter_parquet(
+    source: Source, columns: Sequence[str] | None = None, batch_rows: int = 65536
+) -> Iterator[pa.RecordBatch]:
+    """The record batches of ``source`` (a path or the file's bytes), decoded, each of at most
+    ``batch_rows`` rows and `CHUNK_BYTES` of string and binary bytes (a single larger row
+    alone).
+
+    Raises:
+        ParquetBombError: a value, a row or the file over its limit; nothing of it decoded.
+        pyarrow.ArrowException, OSError: not a readable Parquet file.
+    """
+    dense, coded = _open(source, columns)
+    try:
+        yield from _decoded(dense, coded, columns, batch_rows)
+    finally:
+        _close(dense, coded)
+
+
+def _decoded(
+    dense: pq.ParquetFile, coded: pq.ParquetFile | None, columns: Sequence[str] | None,
+    batch_rows: int,
+) -> Iterator[pa.RecordBatch]:
+    if coded is None:
+        yield from dense.iter_batches(batch_size=batch_rows, columns=columns)
+        return
+    total = 0
+    for batch in _coded_batches(coded, batch_rows, columns):
+        schema = _dense_schema(batch.schema, dense.schema_arrow)
+        sizes = _checked_rows(batch)
+        total += int(sizes.sum())
+        if total > MAX_DECODED_BYTES:
+            raise ParquetBombError(
+                f"its string and binary values decode to over {MAX_DECODED_BYTES:,} bytes "
+                "(MAX_DECODED_BYTES): refused as a possible decompression bomb; split larger "
+                "inputs into several files"
+            )
+        for lo, hi in _slices(sizes):
+            part = batch.slice(lo, hi - lo)
+            yield pa.RecordBatch.from_arrays(
+                [col.cast(f.type) for col, f in zip(part.columns, schema, strict=True)],
+                schema=schema,
+            )
+
+
+def read_parquet(source: Source, columns: Sequence[str] | None = None) -> pa.Table:
+    """The whole table of ``source`` (a path or the file's bytes), decoded, once what it
+    decodes to is known to be within `MAX_TABLE_BYTES`.
+
+    Raises:
+        ParquetBombError: a value, a row or the table over its limit; nothing of it decoded.
+        pyarrow.ArrowException, OSError: not a readable Parquet file.
+    """
+    dense, coded = _open(source, columns)
+    try:
+        return _whole(dense, coded, columns)
+    finally:
+        _close(dense, coded)
+
+
+def _whole(
+    dense: pq.ParquetFile, coded: pq.ParquetFile | None, columns: Sequence[str] | None
+) -> pa.Table:
+    if coded is None:
+        return dense.read(columns=columns)
+    batches = list(_coded_batches(coded, 1 << 16, columns))
+    size = sum(int(_checked_rows(b).sum()) for b in batches)
+    if size > MAX_TABLE_BYTES:
+        raise ParquetBombError(
+            f"its string and binary values decode to {size:,} bytes, over the "
+            f"{MAX_TABLE_BYTES:,} (MAX_TABLE_BYTES) read whole into memory: refused as a "
+            "possible decompression bomb"
+        )
+    if not batches:
+        return dense.read(columns=columns)
+    schema = _dense_schema(batches[0].schema, dense.schema_arrow)
+    return pa.Table.from_batches([b.cast(schema) for b in batches], schema=schema)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _open(
+    source: Source, columns: Sequence[str] | None
+) -> tuple[pq.ParquetFile, pq.ParquetFile | None]:
+    """The file as pyarrow reads it, and (when it has string or binary leaves among
+    ``columns``) the same file with those leaves read as dictionaries."""
+
+    def handle() -> str | os.PathLike[str] | io.BytesIO:
+        return io.BytesIO(source) if isinstance(source, bytes) else source
+
+    # Streamed through a 1 MiB buffer: pyarrow's default reads whole column chunks of a row
+    # group into memory before the first row.
+    dense = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20)
+    try:
+        _check_pages(source, dense.metadata)
+    except BaseException:
+        dense.close()
+        raise
+    schema = dense.metadata.schema
+    wanted = None if columns is None else set(columns)
+    leaves = []
+    for j in range(len(schema)):
+        leaf = schema.column(j)
+        if leaf.physical_type != "BYTE_ARRAY" or leaf.logical_type.type not in _BYTE_ARRAY_LOGICAL:
+            continue
+        if wanted is None or leaf.path.split(".", 1)[0] in wanted:
+            leaves.append(leaf.path)
+    if not leaves:
+        return dense, None
+    coded = pq.ParquetFile(handle(), pre_buffer=False, buffer_size=1 << 20, read_dictionary=leaves)
+    return dense, coded
+
+
+def _close(*files: pq.ParquetFile | None) -> None:
+    for f in files:
+        if f is not None:
+            f.close()
+
+
+def _coded_batches(
+    coded: pq.ParquetFile, rows: int, columns: Sequence[str] | None
+) -> Iterator[pa.RecordBatch]:
+    """The batches of ``coded``, row group by row group: pyarrow cannot read a nested
+    dictionary column across row groups ("Nested data conversions not implemented for chunked
+    array outputs")."""
+    for g in range(coded.metadata.num_row_groups):
+        yield from coded.iter_batches(batch_size=rows, row_groups=[g], columns=columns)
+
+
+def _dense_schema(coded: pa.Schema, dense: pa.Schema) -> pa.Schema:
+    """The fields of ``coded`` (read with dictionaries) as pyarrow reads them without."""
+    return pa.schema([dense.field(name) for name in coded.names], metadata=coded.metadata)
+
+
+def _checked_rows(batch: pa.RecordBatch) -> npt.NDArray[np.int64]:
+    """The string and binary bytes each row of ``batch`` (read with dictionaries) decodes to;
+    `ParquetBombError` when a value or a row is over its limit."""
+    sizes = np.zeros(batch.num_rows, dtype=np.int64)
+    for name, col in zip(batch.schema.names, batch.columns, strict=True):
+        sizes += _row_bytes(col, name)
+    if len(sizes) and int(sizes.max()) > MAX_ROW_BYTES:
+        row = int(sizes.argmax())
+        raise ParquetBombError(
+            f"a row (number {row} of its batch) decodes to {int(sizes[row]):,} bytes of strings "
+            f"and binary values, over {MAX_ROW_BYTES:,} (MAX_ROW_BYTES): refused as a possible "
+            "decompression bomb"
+        )
+    return sizes
+
+
+def _row_bytes(arr: pa.Array, name: str) -> npt.NDArray[np.int64]:
+    """Bytes of dictionary values each element of ``arr`` decodes to, at any depth."""
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        lengths = pc.binary_length(arr.dictionary).fill_null(0).to_numpy(zero_copy_only=False)
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if len(lengths) and int(lengths.max()) > MAX_VALUE_BYTES:
+            raise ParquetBombError(
+                f"column {name!r}: a value of {int(lengths.max()):,} bytes, over "
+                f"{MAX_VALUE_BYTES:,} (MAX_VALUE_BYTES): refused as a possible decompression "
+                "bomb"
+            )
+        indices = arr.indices.fill_null(0).to_numpy(zero_copy_only=False)
+        out = lengths[np.asarray(indices, dtype=np.int64)] if len(lengths) else np.zeros(
+            len(arr), dtype=np.int64)
+        if arr.null_count:
+            out[np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)] = 0
+        return out
+    if pa.types.is_struct(t):
+        out = np.zeros(len(arr), dtype=np.int64)
+        for i, child in enumerate(arr.flatten()):
+            out += _row_bytes(child, f"{name}.{t.field(i).name}")
+        return out
+    if pa.types.is_fixed_size_list(t):
+        child = _row_bytes(arr.flatten(), name)
+        return np.asarray(child.reshape(len(arr), t.list_size).sum(axis=1), dtype=np.int64)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        # Offsets index the whole child (a slice's too), a null's sub-list included.
+        child = _row_bytes(arr.values, name)
+        offsets = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+        sums = np.concatenate(([0], np.cumsum(child)))
+        out = np.asarray(sums[offsets[1:]] - sums[offsets[:-1]], dtype=np.int64)
+        if arr.null_count:
+            out[np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)] = 0
+        return out
+    return np.zeros(len(arr), dtype=np.int64)
+
+
+def _slices(sizes: npt.NDArray[np.int64]) -> Iterator[tuple[int, int]]:
+    """Consecutive row ranges of at most `CHUNK_BYTES` of ``sizes`` (a larger row alone)."""
+    n, lo = len(sizes), 0
+    if int(sizes.sum()) <= CHUNK_BYTES:
+        if n:
+            yield 0, n
+        return
+    ends = np.cumsum(sizes)
+    while lo < n:
+        base = int(ends[lo - 1]) if lo else 0
+        hi = int(np.searchsorted(ends, base + CHUNK_BYTES, side="right"))
+        hi = max(hi, lo + 1)
+        yield lo, hi
+        lo = hi
+
+
+# --------------------------------------------------------------------------------------------
+# Page headers (Thrift compact protocol: parquet.thrift's PageHeader), read before any page is
+# decompressed
+
+
+def _check_pages(source: Source, meta: pq.FileMetaData) -> None:
+    """Refuse a page whose declared decompressed size is over `MAX_PAGE_BYTES`, or a file whose
+    pages declare over `MAX_DECODED_BYTES` in all, reading only the pages' headers."""
+    f: io.BufferedIOBase
+    f = io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")  # noqa: SIM115
+    with f:
+        total = 0
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            for c in range(group.num_columns):
+                chunk = group.column(c)
+                start = chunk.data_page_offset
+                if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
+                    start = chunk.dictionary_page_offset
+                pos, end = start, start + chunk.total_compressed_size
+                while pos < end:
+                    got = _read_header(f, pos, end - pos)
+                    if got is None:
+                        return  # not a page header: pyarrow refuses the file as it reads it
+                    size, compressed, length, values = got
+                    if values >= 0 and size > values * (MAX_VALUE_BYTES + 16) + 4096:
+                        raise ParquetBombError(
+                            f"column {chunk.path_in_schema!r}: a page of {values:,} value(s) "
+                            f"decompresses to {size:,} bytes, so one is over {MAX_VALUE_BYTES:,}"
+                            " (MAX_VALUE_BYTES): refused as a possible decompression bomb"
+                        )
+                    if size > MAX_PAGE_BYTES:
+                        raise ParquetBombError(
+                            f"column {chunk.path_in_schema!r}: a page decompresses to {size:,} "
+                            f"bytes, over {MAX_PAGE_BYTES:,} (MAX_PAGE_BYTES): refused as a "
+                            "possible decompression bomb"
+                        )
+                    total += size
+                    if total > MAX_DECODED_BYTES:
+                        raise ParquetBombError(
+                            f"its pages decompress to over {MAX_DECODED_BYTES:,} bytes "
+                            "(MAX_DECODED_BYTES): refused as a possible decompression bomb; "
+                            "split larger inputs into several files"
+                        )
+                    pos += length + max(compressed, 0)
+
+
+_HEADER_READ: Final = 4 << 10
+"""Bytes read first for one page header (more when its statistics are longer)."""
+_MAX_HEADER: Final = 16 << 20
+"""Longest page header read (Arrow's C++ reader refuses a longer one)."""
+
+
+def _read_header(f: io.BufferedIOBase, pos: int, left: int) -> tuple[int, int, int, int] | None:
+    """`_page_header` of the page at ``pos``, None when there is no valid header there."""
+    n = _HEADER_READ
+    while True:
+        f.seek(pos)
+        head = f.read(min(n, left))
+        try:
+            return _page_header(head)
+        except IndexError:  # cut short: read more
+            if n >= min(_MAX_HEADER, left):
+                return None
+            n *= 4
+        except (ValueError, RecursionError):
+            return None
+
+
+_WANT: Final = ((2,), (3,), (5, 1), (7, 1), (8, 1))
+"""The PageHeader's uncompressed_page_size, compressed_page_size, and the num_values of its
+data_page_header, dictionary_page_header or data_page_header_v2."""
+
+
+def _page_header(b: bytes) -> tuple[int, int, int, int]:
+    """``(uncompressed_page_size, compressed_page_size, header length, num_values)`` of the
+    PageHeader struct at the start of ``b`` (num_values -1 for a page without values: an index
+    page); every other field skipped."""
+    got = dict.fromkeys(_WANT, -1)
+    pos = _skip_struct(b, 0, got)
+    if got[2,] < 0 or got[3,] < 0:
+        raise ValueError("a page header without its sizes")
+    return got[2,], got[3,], pos, max(got[5, 1], got[7, 1], got[8, 1])
+
+
+def _varint(b: bytes, pos: int) -> tuple[int, int]:
+    out = shift = 0
+    while True:
+        byte = b[pos]
+        pos += 1
+        out |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return out, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def _skip_struct(
+    b: bytes, pos: int, want: dict[tuple[int, ...], int] | None = None, depth: int = 0,
+    path: tuple[int, ...] = (),
+) -> int:
+    """Skip the struct at ``pos``; the i32 fields of ``want`` (by their path of field ids from
+    the outer struct) are stored in it."""
+    field = 0
+    while True:
+        head = b[pos]
+        pos += 1
+        if head == 0:  # STOP
+            return pos
+        kind, delta = head & 0x0F, head >> 4
+        if delta:
+            field += delta
+        else:
+            raw, pos = _varint(b, pos)
+            field = (raw >> 1) ^ -(raw & 1)
+        here = (*path, field)
+        if want is not None and here in want and kind == 5:  # i32
+            raw, pos = _varint(b, pos)
+            want[here] = (raw >> 1) ^ -(raw & 1)
+        elif want is not None and kind == 12 and any(k[: len(here)] == here for k in want):
+            pos = _skip_struct(b, pos, want, depth + 1, here)
+        else:
+            pos = _skip(b, pos, kind, depth)
+
+
+def _skip(b: bytes, pos: int, kind: int, depth: int = 0) -> int:
+    """Skip one value of compact type ``kind`` at ``pos``."""
+    if depth > 32:
+        raise ValueError("nested too deeply")
+    if kind in (1, 2):  # a boolean field: in its header
+        return pos
+    if kind == 3:  # byte
+        return pos + 1
+    if kind in (4, 5, 6):  # zigzag varints
+        return _varint(b, pos)[1]
+    if kind == 7:  # double
+        return pos + 8
+    if kind == 8:  # binary
+        n, pos = _varint(b, pos)
+        return pos + n
+    if kind in (9, 10):  # list, set
+        head = b[pos]
+        pos += 1
+        n, elem = head >> 4, head & 0x0F
+        if n == 15:
+            n, pos = _varint(b, pos)
+        for _ in range(n):
+            pos = pos + 1 if elem in (1, 2) else _skip(b, pos, elem, depth + 1)
+        return pos
+    if kind == 11:  # map
+        n, pos = _varint(b, pos)
+        if n:
+            types = b[pos]
+            pos += 1
+            for _ in range(n):
+                pos = _skip(b, pos, types >> 4, depth + 1)
+                pos = _skip(b, pos, types & 0x0F, depth + 1)
+        return pos
+    if kind == 12:  # struct
+        return _skip_struct(b, pos, None, depth + 1)
+    raise ValueError(f"unknown compact type {kind}")
