@@ -319,6 +319,29 @@ def test_a_parquet_bomb_is_refused_before_it_is_decoded(world: World, encoding: 
             "decompression bomb" in r.stderr
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["file", "stream"])
+def test_a_compressed_arrow_ipc_bomb_is_refused_before_it_is_decompressed(
+    world: World, stream: bool
+) -> None:
+    """A valid step table of two rows whose ``info`` is a 150 MiB string each, written as
+    Arrow IPC with zstd: a few kilobytes that pyarrow decompresses whole before anything can
+    be judged (``ledger.rollouts.ipc_read``)."""
+    good = pq.read_table(world.good).slice(18)
+    info = pa.chunked_array([pa.array(['"' + "a" * (150 << 20) + '"'])] * 2)
+    table = good.append_column("info", info).combine_chunks()
+    path = world.inputs / f"bomb-{'stream' if stream else 'file'}.arrow"
+    options = pa.ipc.IpcWriteOptions(compression="zstd")
+    new = pa.ipc.new_stream if stream else pa.ipc.new_file
+    with new(path, table.schema, options=options) as w:
+        w.write_table(table)
+    del info, table
+    assert path.stat().st_size < 1 << 20
+    for args in (record(path), ("validate", path)):
+        refused(world, *args, match="Arrow IPC file: a record batch of ")
+    assert "decompression bomb; write it uncompressed or in smaller batches" in refused(
+        world, "validate", path).stderr
+
+
 def test_a_signed_batch_holding_a_parquet_bomb_is_refused_by_the_gate(world: World) -> None:
     """A producer (a vendor, say, whose bundle was imported) signs a batch whose steps.parquet
     is a bomb, which ``record`` would have refused: ``dataset create`` warns, ``admit``

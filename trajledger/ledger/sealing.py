@@ -280,13 +280,13 @@ def fingerprints(steps: str | os.PathLike[str] | bytes) -> tuple[SealedEpisode, 
         iter_step_features,
         parquet_batches,
     )
-    from .rollouts.parquet_read import ParquetBombError
+    from .rollouts.parquet_read import BombError
 
     try:
         chunk = FeatureChunk.concat(
             list(iter_step_features(parquet_batches(steps, FEATURE_COLUMNS)))
         )
-    except (OSError, ParquetBombError, pa.ArrowException) as e:
+    except (OSError, BombError, pa.ArrowException) as e:
         raise FormatError(f"steps.parquet: cannot be read for fingerprints: {e}") from e
     return published_episodes(chunk)
 

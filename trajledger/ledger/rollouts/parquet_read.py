@@ -9,7 +9,7 @@ after checking what they decode to:
 - string and binary columns (at any depth: a map's values, a list of messages' contents) are
   read as dictionaries first, so a dictionary page is never expanded before its cost is known;
 - the bytes each row decodes to are summed from the lengths of the dictionary values it uses,
-  and the file is refused (`ParquetBombError`) when one value is over `MAX_VALUE_BYTES`, one row
+  and the file is refused (`BombError`) when one value is over `MAX_VALUE_BYTES`, one row
   over `MAX_ROW_BYTES`, or the file over `MAX_DECODED_BYTES` (`read_parquet`, which holds the
   whole table: over `MAX_TABLE_BYTES`);
 - the rows are decoded in slices of at most `CHUNK_BYTES` of such bytes.
@@ -50,7 +50,7 @@ __all__ = [
     "MAX_ROW_BYTES",
     "MAX_TABLE_BYTES",
     "MAX_VALUE_BYTES",
-    "ParquetBombError",
+    "BombError",
     "Source",
     "iter_parquet",
     "read_parquet",
@@ -79,8 +79,9 @@ _BYTE_ARRAY_LOGICAL: Final = frozenset({"STRING", "NONE", "JSON", "ENUM", "BSON"
 Source = str | os.PathLike[str] | bytes
 
 
-class ParquetBombError(FormatError):
-    """A Parquet file decodes to more than the limits above allow (refused as malformed)."""
+class BombError(FormatError):
+    """An input decodes to more than its limits allow (refused as malformed): a Parquet file
+    here, an Arrow IPC file in `check_ipc`."""
 
 
 def iter_parquet(
@@ -91,7 +92,7 @@ def iter_parquet(
     alone).
 
     Raises:
-        ParquetBombError: a value, a row or the file over its limit; nothing of it decoded.
+        BombError: a value, a row or the file over its limit; nothing of it decoded.
         pyarrow.ArrowException, OSError: not a readable Parquet file.
     """
     dense, coded = _open(source, columns)
@@ -114,7 +115,7 @@ def _decoded(
         sizes = _checked_rows(batch)
         total += int(sizes.sum())
         if total > MAX_DECODED_BYTES:
-            raise ParquetBombError(
+            raise BombError(
                 f"its string and binary values decode to over {MAX_DECODED_BYTES:,} bytes "
                 "(MAX_DECODED_BYTES): refused as a possible decompression bomb; split larger "
                 "inputs into several files"
@@ -132,7 +133,7 @@ def read_parquet(source: Source, columns: Sequence[str] | None = None) -> pa.Tab
     decodes to is known to be within `MAX_TABLE_BYTES`.
 
     Raises:
-        ParquetBombError: a value, a row or the table over its limit; nothing of it decoded.
+        BombError: a value, a row or the table over its limit; nothing of it decoded.
         pyarrow.ArrowException, OSError: not a readable Parquet file.
     """
     dense, coded = _open(source, columns)
@@ -150,7 +151,7 @@ def _whole(
     batches = list(_coded_batches(coded, 1 << 16, columns))
     size = sum(int(_checked_rows(b).sum()) for b in batches)
     if size > MAX_TABLE_BYTES:
-        raise ParquetBombError(
+        raise BombError(
             f"its string and binary values decode to {size:,} bytes, over the "
             f"{MAX_TABLE_BYTES:,} (MAX_TABLE_BYTES) read whole into memory: refused as a "
             "possible decompression bomb"
@@ -219,13 +220,13 @@ def _dense_schema(coded: pa.Schema, dense: pa.Schema) -> pa.Schema:
 
 def _checked_rows(batch: pa.RecordBatch) -> npt.NDArray[np.int64]:
     """The string and binary bytes each row of ``batch`` (read with dictionaries) decodes to;
-    `ParquetBombError` when a value or a row is over its limit."""
+    `BombError` when a value or a row is over its limit."""
     sizes = np.zeros(batch.num_rows, dtype=np.int64)
     for name, col in zip(batch.schema.names, batch.columns, strict=True):
         sizes += _row_bytes(col, name)
     if len(sizes) and int(sizes.max()) > MAX_ROW_BYTES:
         row = int(sizes.argmax())
-        raise ParquetBombError(
+        raise BombError(
             f"a row (number {row} of its batch) decodes to {int(sizes[row]):,} bytes of strings "
             f"and binary values, over {MAX_ROW_BYTES:,} (MAX_ROW_BYTES): refused as a possible "
             "decompression bomb"
@@ -240,7 +241,7 @@ def _row_bytes(arr: pa.Array, name: str) -> npt.NDArray[np.int64]:
         lengths = pc.binary_length(arr.dictionary).fill_null(0).to_numpy(zero_copy_only=False)
         lengths = np.asarray(lengths, dtype=np.int64)
         if len(lengths) and int(lengths.max()) > MAX_VALUE_BYTES:
-            raise ParquetBombError(
+            raise BombError(
                 f"column {name!r}: a value of {int(lengths.max()):,} bytes, over "
                 f"{MAX_VALUE_BYTES:,} (MAX_VALUE_BYTES): refused as a possible decompression "
                 "bomb"
@@ -313,20 +314,20 @@ def _check_pages(source: Source, meta: pq.FileMetaData) -> None:
                         return  # not a page header: pyarrow refuses the file as it reads it
                     size, compressed, length, values = got
                     if values >= 0 and size > values * (MAX_VALUE_BYTES + 16) + 4096:
-                        raise ParquetBombError(
+                        raise BombError(
                             f"column {chunk.path_in_schema!r}: a page of {values:,} value(s) "
                             f"decompresses to {size:,} bytes, so one is over {MAX_VALUE_BYTES:,}"
                             " (MAX_VALUE_BYTES): refused as a possible decompression bomb"
                         )
                     if size > MAX_PAGE_BYTES:
-                        raise ParquetBombError(
+                        raise BombError(
                             f"column {chunk.path_in_schema!r}: a page decompresses to {size:,} "
                             f"bytes, over {MAX_PAGE_BYTES:,} (MAX_PAGE_BYTES): refused as a "
                             "possible decompression bomb"
                         )
                     total += size
                     if total > MAX_DECODED_BYTES:
-                        raise ParquetBombError(
+                        raise BombError(
                             f"its pages decompress to over {MAX_DECODED_BYTES:,} bytes "
                             "(MAX_DECODED_BYTES): refused as a possible decompression bomb; "
                             "split larger inputs into several files"

@@ -33,6 +33,7 @@ from . import typed_json
 from .chunk_builder import ChunkBuilder
 from .chunks import CHUNK_BYTES, ReaderOptions, RecordProblems, RolloutChunk
 from .formats import RECORD_FORMATS, kind_of_record, map_record
+from .ipc_read import check_ipc
 from .jsonl import (
     JSON_SPACE_BYTES,
     InputError,
@@ -43,7 +44,7 @@ from .jsonl import (
 )
 from .minari_io import iter_minari_chunks, minari_root
 from .normalise import normalise_episodes
-from .parquet_read import ParquetBombError, iter_parquet, read_parquet
+from .parquet_read import BombError, iter_parquet, read_parquet
 from .problems import ProblemCollector, RolloutValidationError, refusal
 from .reader_process import PROCESS_MIN_BYTES, iter_jsonl_parallel
 from .rows import rows_to_columns
@@ -416,7 +417,7 @@ def _read_episode_file(path: str | os.PathLike[str]) -> pa.RecordBatch:
     if container == "parquet":
         try:
             table = read_parquet(path)
-        except ParquetBombError as e:
+        except BombError as e:
             raise refusal(path, f"episode file: Parquet file: {e}") from e
         except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
             raise refusal(path, f"episode file: Parquet file cannot be read: {e}") from e
@@ -466,8 +467,8 @@ def _iter_arrow(path: Path, kind: str, batch_rows: int) -> Iterator[pa.RecordBat
     what = "Parquet file" if kind == "parquet" else "Arrow IPC file"
     try:
         yield from _arrow_batches(path, kind, batch_rows)
-    except ParquetBombError as e:
-        raise refusal(path, f"{what}: {e}") from e
+    except BombError as e:
+        raise refusal(path, str(e) if kind != "parquet" else f"{what}: {e}") from e
     except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
         raise refusal(path, f"{what} cannot be read: {e}") from e
 
@@ -493,6 +494,9 @@ def _arrow_batches(path: Path, kind: str, batch_rows: int) -> Iterator[pa.Record
                 yield batch.slice(start, step)
         return
     with pa.memory_map(str(path)) as source:
+        # Compressed batches are decompressed whole when read: their declared sizes first.
+        check_ipc(memoryview(source.read_buffer()), "Arrow IPC file")
+        source.seek(0)
         reader: Any = ipc.open_file(source) if kind == "arrow" else ipc.open_stream(source)
         batches: Iterable[pa.RecordBatch] = (
             (reader.get_batch(i) for i in range(reader.num_record_batches))
