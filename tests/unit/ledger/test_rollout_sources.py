@@ -425,6 +425,39 @@ def test_minari_dataset_recorded_without_conversion(
     assert validate_steps(steps).ok
 
 
+@pytest.mark.parametrize("fmt", ["arrow", "hdf5"])
+def test_a_minari_dataset_declaring_far_more_than_it_stores_is_refused_unread(
+    minari_root: Path, fmt: str, tmp_path: Path
+) -> None:
+    """An episode's rewards replaced by 320 MB that the file does not hold: an HDF5 dataset
+    whose chunks were never written (a 48 KB file of 1.6 GB took 21 GB and the OOM killer
+    before this check), or an Arrow file whose zstd batch declares them."""
+    import shutil
+
+    import h5py
+    import pyarrow.ipc as ipc
+
+    src = tmp_path / "data"
+    shutil.copytree(data_dir(minari_root, "cartpole", fmt), src)
+    n = 40_000_000
+    if fmt == "hdf5":
+        with h5py.File(src / "main_data.hdf5", "a") as f:
+            del f["episode_0"]["rewards"]
+            f["episode_0"].create_dataset("rewards", shape=(n,), dtype="f8", chunks=(1 << 20,))
+        want = "dataset 'episode_0/rewards' declares 320,000,000 bytes ((40000000,) float64)"
+    else:
+        part = src / "0" / "part-0.arrow"
+        big = pa.table({"rewards": pa.array(np.zeros(n))})
+        with ipc.new_file(part, big.schema,
+                          options=ipc.IpcWriteOptions(compression="zstd")) as w:
+            w.write_table(big)
+        want = "0/part-0.arrow: a record batch of "
+    assert sum(p.stat().st_size for p in src.rglob("*") if p.is_file()) < 5 << 20
+    with pytest.raises(RolloutValidationError) as info:
+        record([src], tmp_path / "out")
+    assert want in problems(info)[0] and "decompression bomb" in problems(info)[0]
+
+
 @pytest.mark.parametrize("name", ["cartpole", "shapes"])
 @pytest.mark.parametrize("fmt", ["arrow", "hdf5"])
 def test_minari_round_trip(minari_root: Path, name: str, fmt: str, tmp_path: Path) -> None:

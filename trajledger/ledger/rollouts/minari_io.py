@@ -32,6 +32,8 @@ import pyarrow as pa
 
 from . import typed_json
 from .chunks import CHUNK_BYTES, ReaderOptions, RolloutChunk
+from .ipc_read import MAX_RATIO, check_ipc
+from .parquet_read import MAX_DECODED_BYTES, MAX_PAGE_BYTES, BombError
 from .problems import refusal
 from .schema import EPISODE_ATTR_SCHEMA, STEP_SCHEMA, with_columns
 from .space_values import in_space_order, space_column
@@ -39,6 +41,7 @@ from .spaces import SpaceError, space_to_json
 
 __all__ = [
     "MINARI_EXTRA",
+    "check_declared_sizes",
     "dataset_spaces",
     "is_composite",
     "iter_minari_chunks",
@@ -273,6 +276,7 @@ def iter_minari_chunks(root: Path, batch_rows: int, opts: ReaderOptions) -> Iter
     subject = str(root)
     try:
         raw = minari.dataset.minari_storage.MinariStorage.read_raw_metadata(root)
+        check_declared_sizes(root, str(raw.get("data_format")))
         storage = minari.dataset.minari_storage.MinariStorage.read(root)
         meta: dict[str, Any] | None = _meta_of(raw, storage)
         total = int(storage.total_episodes)
@@ -290,11 +294,60 @@ def iter_minari_chunks(root: Path, batch_rows: int, opts: ReaderOptions) -> Iter
                 meta, pending, rows, held = None, [], 0, 0
         if pending or meta is not None:
             yield _chunk(pending, obs_space, act_space, opts, meta)
-    except (SpaceError, typed_json.TypedJSONError, _SeedError) as e:
+    except (SpaceError, typed_json.TypedJSONError, _SeedError, BombError) as e:
         raise refusal(subject, f"{root}: {e}") from e
     except (OSError, ValueError, KeyError, AssertionError, OverflowError) as e:
         # (OverflowError: minari's HDF5 storage takes `int` of an infinite seed)
         raise refusal(subject, f"{root}: Minari dataset cannot be read: {e!r}") from e
+
+
+def check_declared_sizes(root: Path, data_format: str) -> None:
+    """Refuse a Minari dataset whose data declare far more than they store, before minari
+    reads an episode whole: an HDF5 dataset states its shape and the bytes it holds (chunks
+    never written hold nothing and read as zeros), an Arrow file its compressed batches'
+    sizes (`ipc_read.check_ipc`). Past `MAX_PAGE_BYTES` declared, a dataset, or the file, that
+    declares over `ipc_read.MAX_RATIO` times what it stores is refused, as is a dataset over
+    `MAX_DECODED_BYTES` declared.
+
+    Raises:
+        BombError: the sizes above.
+    """
+    if data_format == "arrow":
+        for path in sorted(root.rglob("*.arrow")):
+            with pa.memory_map(str(path)) as source:
+                check_ipc(memoryview(source.read_buffer()), f"{path.relative_to(root)}")
+        return
+    if data_format != "hdf5" or not (root / "main_data.hdf5").is_file():
+        return  # minari refuses what it cannot read
+    import h5py
+
+    totals = [0, 0]
+
+    def visit(name: str, node: Any) -> None:
+        if not isinstance(node, h5py.Dataset) or node.dtype.kind == "O":
+            return
+        declared, stored = int(node.size) * node.dtype.itemsize, int(node.id.get_storage_size())
+        totals[0] += declared
+        totals[1] += stored
+        if declared > MAX_DECODED_BYTES or (
+            declared > MAX_PAGE_BYTES and declared > MAX_RATIO * max(stored, 1)
+        ):
+            raise BombError(
+                f"main_data.hdf5: dataset {name!r} declares {declared:,} bytes "
+                f"({node.shape} {node.dtype}) and stores {stored:,}: refused as a possible "
+                "decompression bomb"
+            )
+
+    with h5py.File(root / "main_data.hdf5", "r") as f:
+        f.visititems(visit)
+    declared, stored = totals
+    if declared > MAX_DECODED_BYTES or (
+        declared > MAX_PAGE_BYTES and declared > MAX_RATIO * max(stored, 1)
+    ):
+        raise BombError(
+            f"main_data.hdf5: its datasets declare {declared:,} bytes and store {stored:,}: "
+            "refused as a possible decompression bomb"
+        )
 
 
 class _SeedError(ValueError):
