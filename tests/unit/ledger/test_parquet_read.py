@@ -33,6 +33,8 @@ def _table(n: int = 7) -> pa.Table:
                                "content": None}] if i % 4 else [] for i in range(n)], MESSAGES),
         "pair": pa.FixedSizeListArray.from_arrays(pa.array([str(i) for i in range(2 * n)]), 2),
         "obs": pa.FixedSizeListArray.from_arrays(pa.array(np.arange(3 * n, dtype=np.float32)), 3),
+        # (a view cannot be cast from a dictionary: read as it is)
+        "view": pa.array([f"v{i}" for i in range(n)], pa.string_view()),
     })  # fmt: skip
 
 

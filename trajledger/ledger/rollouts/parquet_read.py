@@ -183,13 +183,16 @@ def _open(
         dense.close()
         raise
     schema = dense.metadata.schema
-    wanted = None if columns is None else set(columns)
+    wanted = set(dense.schema_arrow.names if columns is None else columns)
+    # (pyarrow cannot cast a dictionary to a string view: such columns are read as they are,
+    # their pages still checked)
+    wanted -= {f.name for f in dense.schema_arrow if _has_view(f.type)}
     leaves = []
     for j in range(len(schema)):
         leaf = schema.column(j)
         if leaf.physical_type != "BYTE_ARRAY" or leaf.logical_type.type not in _BYTE_ARRAY_LOGICAL:
             continue
-        if wanted is None or leaf.path.split(".", 1)[0] in wanted:
+        if leaf.path.split(".", 1)[0] in wanted:
             leaves.append(leaf.path)
     if not leaves:
         return dense, None
@@ -211,6 +214,12 @@ def _coded_batches(
     array outputs")."""
     for g in range(coded.metadata.num_row_groups):
         yield from coded.iter_batches(batch_size=rows, row_groups=[g], columns=columns)
+
+
+def _has_view(t: pa.DataType) -> bool:
+    if pa.types.is_string_view(t) or pa.types.is_binary_view(t):
+        return True
+    return any(_has_view(t.field(i).type) for i in range(t.num_fields))
 
 
 def _dense_schema(coded: pa.Schema, dense: pa.Schema) -> pa.Schema:
