@@ -177,6 +177,11 @@ def decode_features(data: bytes | pa.Buffer, steps: str) -> FeatureChunk:
         FormatError: not a features file, another version, another step file, or a value out
             of range.
     """
+    from .rollouts.ipc_read import check_ipc
+
+    # A vendor's features file is read whole: its declared sizes first (a compressed batch
+    # is decompressed whole).
+    check_ipc(memoryview(data), "features file")
     try:
         reader = pa.ipc.open_file(pa.BufferReader(data))
         table = reader.read_all()

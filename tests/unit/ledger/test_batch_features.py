@@ -193,6 +193,23 @@ def test_the_features_file_refuses_what_it_does_not_describe() -> None:
         decode_features(written(bad.schema.with_metadata(good.schema.metadata), bad), steps)
 
 
+def test_a_features_file_declaring_a_decompression_bomb_is_refused_unread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A vendor's features file is read whole; a zstd batch declaring far more than it holds
+    is refused from its declared sizes (``rollouts.ipc_read``), with the limit lowered here."""
+    from trajledger.ledger.rollouts import ipc_read
+
+    monkeypatch.setattr(ipc_read, "MAX_PAGE_BYTES", 1 << 20)
+    sink = pa.BufferOutputStream()
+    zeros = pa.table({"vector": pa.array(np.zeros(1 << 19))})
+    with pa.ipc.new_file(sink, zeros.schema,
+                         options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+        w.write_table(zeros)
+    with pytest.raises(FormatError, match=r"^features file: a record batch of .*bomb"):
+        decode_features(sink.getvalue().to_pybytes(), "sha256:" + "1" * 64)
+
+
 def test_recording_again_keeps_the_first_record(
     ledger: Ledger, alice: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
