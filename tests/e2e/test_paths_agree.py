@@ -533,6 +533,42 @@ def compromised_trainer_key(w: World) -> None:
                                   'compromised_since = 0\nreason = "stolen laptop"\n')
 
 
+def compromised_key(w: World, name: str, instead: str, reason: str = "phished") -> None:
+    """A signed successor policy in which the key ``name`` is replaced, in every role it held,
+    by the key ``instead`` (made when the ledger has none of that name), and declared
+    compromised since the start (``revoked_keys``, ``compromised_since = 0``): whatever
+    ``name`` signed counts for nothing (redo20)."""
+    if not (w.home / "keys" / f"{instead}.pub").exists():
+        r = w.run("key", "new", instead, "--no-encrypt")
+        assert r.exit_code == 0, r.output
+    text = (w.home / "policy.toml").read_text().replace("serial = 1", "serial = 2")
+    pem = {k.stem: k.read_text().strip() for k in (w.home / "keys").glob("*.pub")}
+    assert pem[name] in text, name
+    text = text.replace(pem[name], pem[instead])
+    keys = json.loads(w.run("key", "list", "--json").stdout)
+    keyid = next(k["keyid"] for k in keys if k["name"] == name)
+    text += (f'\n[[revoked_keys]]\nkey = "{keyid}"\ncompromised_since = 0\n'
+             f'reason = "{reason}"\n')
+    two = w.work / "policy-2.toml"
+    two.write_text(text)
+    r = w.run("policy", "set", two, "--key", "approver-a", "--key", "approver-b", "--yes")
+    assert r.exit_code == 0, r.output
+
+
+def compromised_producer_key(w: World) -> None:
+    """The vendor's key (the producer's: every batch and dataset) is declared compromised; the
+    trainer's key records for the producer role from then on."""
+    compromised_key(w, "vendor", "trainer")
+
+
+def void_approval(w: World) -> None:
+    """An approval that no longer counts: the key of approver-a, which approved every dataset,
+    is declared compromised (a new key, approver-c, approves in its place), so each dataset
+    has one approval of the two its use needs."""
+    compromised_key(w, "approver-a", "approver-c")
+    w.approver = "approver-b"
+
+
 def replaced_policy_draft(w: World) -> None:
     """The attacker writes ``policy.toml`` (the user's draft): a policy that trusts nothing.
     Decisions apply the signed policy in force."""

@@ -1,0 +1,71 @@
+"""Review redo20: what leaves in a plain format, and what ``stats`` says, of a lineage that
+fails verification.
+
+Finding 1: ``export --format sigstore|model-signing|minari|parquet|jsonl`` refused a revoked
+lineage (rev4) but wrote one that fails otherwise (a record signed by a key the policy declares
+compromised, approvals that no longer count), exit 0: the plain format carries no verdict, so
+the recipient's own verifier (sigstore, model_signing, a data loader) took it. Now the export
+refuses it as ``verify REF`` does, the same lines, exit 1, nothing written. model-signing:
+tests/interop/test_model_signing.py; minari: tests/e2e/test_rollout_io_cli.py.
+
+Finding 2: ``stats`` printed a checkpoint's figures, ``OK``, with no word that its record is
+signed by a key the policy declares compromised; it warns now, as it does of a revocation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import testkit
+from test_paths_agree import (
+    compromised_producer_key,
+    compromised_trainer_key,
+    quickstart,  # noqa: F401  (the fixture)
+    quickstart_world,
+    void_approval,
+)
+
+CASES = {
+    "trainer key compromised": (compromised_trainer_key, "checkpoint", ["sigstore"]),
+    "approval no longer counts": (void_approval, "checkpoint", ["sigstore"]),
+    "producer key compromised": (compromised_producer_key, "batch",
+                                 ["sigstore", "parquet", "jsonl"]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_plain_export_refuses_what_verify_refuses(
+    case: str, quickstart: tuple[testkit.Template[str], testkit.Template[None]],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    w = quickstart_world(quickstart, tmp_path)
+    mutate, what, formats = CASES[case]
+    mutate(w)
+    ref = w.checkpoint if what == "checkpoint" else w.root_batch
+    verified = w.run("verify", ref, "--skip-data")
+    assert verified.exit_code == 1, verified.output
+    before = testkit.snapshot(w.home)
+    for fmt in formats:
+        for more in ((), ("--include-revoked",)):
+            out = tmp_path / f"out-{fmt}"
+            r = w.run("export", ref, "--format", fmt, "--out", out, *more)
+            assert r.exit_code == 1, (fmt, r.output)
+            assert r.stderr == verified.stderr, (fmt, r.stderr, verified.stderr)
+            assert not out.exists() and not out.with_name(out.name + ".revocations.json").exists()
+            assert testkit.snapshot(w.home) == before
+    if what == "checkpoint":  # the evidence bundle carries it, and says so (as before)
+        r = w.run("export", ref, "--out", tmp_path / "b.tar.zst")
+        assert r.exit_code == 0 and "the lineage does not verify" in r.stderr, r.output
+
+
+def test_a_plain_export_of_a_lineage_that_verifies_is_written(
+    quickstart: tuple[testkit.Template[str], testkit.Template[None]],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The check refuses only what verify refuses: a rotated log key changes nothing."""
+    w = quickstart_world(quickstart, tmp_path)
+    assert w.run("log", "rotate-key").exit_code == 0
+    for ref, fmt in ((w.checkpoint, "sigstore"), (w.root_batch, "parquet")):
+        r = w.run("export", ref, "--format", fmt, "--out", tmp_path / f"out-{fmt}")
+        assert r.exit_code == 0, r.output
