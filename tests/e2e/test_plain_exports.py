@@ -69,3 +69,22 @@ def test_a_plain_export_of_a_lineage_that_verifies_is_written(
     for ref, fmt in ((w.checkpoint, "sigstore"), (w.root_batch, "parquet")):
         r = w.run("export", ref, "--format", fmt, "--out", tmp_path / f"out-{fmt}")
         assert r.exit_code == 0, r.output
+
+
+def test_stats_warns_of_a_record_signed_by_a_compromised_key(
+    quickstart: tuple[testkit.Template[str], testkit.Template[None]],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    w = quickstart_world(quickstart, tmp_path)
+    assert "WARNING" not in w.run("stats", w.checkpoint).stderr
+    compromised_trainer_key(w)
+    for args in ((), ("--json",)):
+        r = w.run("stats", w.checkpoint, *args)
+        assert r.exit_code == 0, r.output
+        warnings = [x for x in r.stderr.splitlines() if x.startswith("WARNING: ")]
+        assert len(warnings) == 1, r.stderr
+        assert (f"WARNING: {w.checkpoint[:19]}…: its checkpoint record (log index 12) is signed "
+                "by key ") in warnings[0]
+        assert ("which the policy in force declares compromised since log index 0: stolen "
+                "laptop; these figures are the audit index's, not a verdict: run 'trajledger "
+                "verify'") in warnings[0]
