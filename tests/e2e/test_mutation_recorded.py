@@ -12,8 +12,9 @@ operations, in place in the store, as an insider with write access to the ledger
 
 The readers, each where it applies: ``verify REF --json`` (data re-hashed), ``export REF
 --format parquet`` (a batch's data, each blob checked as read), ``card DS --format hf`` (the
-dataset's lineage verified, its card read), ``stats CK`` and ``release CK`` do not judge
-(derived figures, not a verdict) and are left out.
+dataset's lineage verified, its card read), ``export REF --format sigstore`` (the envelope,
+after the lineage is verified as ``verify`` does: finding 1); ``stats CK`` and ``release CK``
+do not judge (derived figures, not a verdict) and are left out.
 
 The properties, for every case (as the rev17 harness's): (1) exit 0-3, no traceback, no ``BUG:``;
 (2) a stored object is bound to its digest (a manifest, a blob) or to its log entry (an
@@ -152,7 +153,7 @@ def _build(root: Path, template: testkit.Template[str]) -> Recorded:
     for target, ref in refs.items():
         refs[target], objects[target] = _objects(parties[target], ref)
         for reader, run in READERS[target].items():
-            got = run(parties[target], refs[target], root / "genuine-out")
+            got = run(parties[target], refs[target], root / f"genuine-{reader}")
             assert not hasattr(got, "exit_code"), (target, reader, got.output)
             genuine[target, reader] = got
     for party in parties.values():
@@ -174,16 +175,22 @@ def _export(party: Party, ref: str, out: Path) -> Any:
     return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
 
 
+def _sigstore(party: Party, ref: str, out: Path) -> Any:
+    out.unlink(missing_ok=True)
+    r = party.run("export", ref, "--format", "sigstore", "--out", out)
+    return r if judged(r, f"export {ref} --format sigstore") else out.read_bytes()
+
+
 def _card(party: Party, ref: str, _out: Path) -> Any:
     r = party.run("card", ref, "--format", "hf")
     return r if judged(r, f"card {ref}") else r.stdout
 
 
 READERS: dict[str, dict[str, Callable[[Party, str, Path], Any]]] = {
-    "trl": {"verify": _verify, "export parquet": _export},
-    "verl": {"verify": _verify, "export parquet": _export},
-    "dataset": {"verify": _verify, "card": _card},
-    "evaluation": {"verify": _verify},
+    "trl": {"verify": _verify, "export parquet": _export, "export sigstore": _sigstore},
+    "verl": {"verify": _verify, "export parquet": _export, "export sigstore": _sigstore},
+    "dataset": {"verify": _verify, "card": _card, "export sigstore": _sigstore},
+    "evaluation": {"verify": _verify, "export sigstore": _sigstore},
 }
 
 
@@ -211,7 +218,7 @@ def test_recorded_objects(recorded: Recorded, target: str) -> None:
         tk.overwrite(path, bad)
         before = tk.snapshot(party.home)
         what = f"{reader} of {target}: {part} {op} {bad[:200]!r}"
-        got = READERS[target][reader](party, ref, recorded.root / "mutated-out")
+        got = READERS[target][reader](party, ref, recorded.root / f"mutated-{reader}")
         if not hasattr(got, "exit_code"):  # exit 0: it read the mutated object as genuine
             verified(f"{target}:{part}", op, what, got == recorded.genuine[target, reader],
                      HARMLESS.get(part))

@@ -164,6 +164,14 @@ def outcome(world: World, name: str, r: Result) -> Outcome:
     return Outcome(r.exit_code == 0, r.exit_code, first_problem(r.stderr))
 
 
+def _untimed(lines: list[str]) -> list[str]:
+    """The lines without the clock's reading (``judged at <time>``): the two runs of
+    `text_and_json` may fall in different seconds (a flake of the 'expired approval'
+    scenario under load, redo20)."""
+    return [re.sub(r"judged at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "judged at T", x)
+            for x in lines]
+
+
 def text_and_json(world: World, name: str, args: list[str], verdict: str) -> Outcome:
     """Run ``args`` in text and with ``--json``; they must agree: the exit code, the ``FAIL:``
     lines, the JSON's ``verdict`` member with the exit code, and its check counts with the
@@ -171,7 +179,8 @@ def text_and_json(world: World, name: str, args: list[str], verdict: str) -> Out
     text, as_json = world.run(*args), world.run(*args, "--json")
     got = outcome(world, name, text)
     lines = fail_lines(text.stderr)
-    if (text.exit_code, lines) != (as_json.exit_code, fail_lines(as_json.stderr)):
+    if (text.exit_code, _untimed(lines)) != (as_json.exit_code,
+                                             _untimed(fail_lines(as_json.stderr))):
         world.notes.append(f"{name}: text and --json differ: exit {text.exit_code} vs "
                            f"{as_json.exit_code}\n{text.stderr[-600:]}\n--\n"
                            f"{as_json.stderr[-600:]}")  # fmt: skip
@@ -861,12 +870,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
         "would sign the checkpoint no longer holds the trainer role: who may record, not the data",
     ("successor policy without the trainer", "Ledger.training"):
         "as 'train': the run's signing key is refused before the data is judged",
-    ("flipped data blob", "export --format sigstore"):
-        "a plain export verifies the lineage as verify --skip-data does (redo20, finding 1): "
-        "its Sigstore bundle carries the signed envelope alone, byte for byte, none of the "
-        "data; the data formats check each blob's bytes as they read them (they refuse)",
-    ("flipped data blob", "export BATCH --format sigstore"):
-        "as 'export --format sigstore': the envelope alone leaves, never the changed blob",
     ("erased batch", "export BATCH --format parquet"):
         "the batch's record verifies, its data was erased: there is nothing to write (exit 3, "
         "'not in the store (erased ...)'); the record's envelope still leaves as sigstore",

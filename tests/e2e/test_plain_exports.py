@@ -43,7 +43,7 @@ def test_a_plain_export_refuses_what_verify_refuses(
     mutate, what, formats = CASES[case]
     mutate(w)
     ref = w.checkpoint if what == "checkpoint" else w.root_batch
-    verified = w.run("verify", ref, "--skip-data")
+    verified = w.run("verify", ref)
     assert verified.exit_code == 1, verified.output
     before = testkit.snapshot(w.home)
     for fmt in formats:
@@ -88,3 +88,25 @@ def test_stats_warns_of_a_record_signed_by_a_compromised_key(
         assert ("which the policy in force declares compromised since log index 0: stolen "
                 "laptop; these figures are the audit index's, not a verdict: run 'trajledger "
                 "verify'") in warnings[0]
+
+
+def test_a_plain_export_refuses_a_data_blob_changed_in_the_store(
+    quickstart: tuple[testkit.Template[str], testkit.Template[None]],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The lineage is verified as ``verify`` verifies it, data re-hashed: a blob of the
+    lineage changed in place (its size kept) is refused by the Sigstore export too, although
+    the bundle would carry only the envelope (the mutation harness found it accepted when the
+    check compared sizes only)."""
+    from test_paths_agree import flipped_blob
+
+    w = quickstart_world(quickstart, tmp_path)
+    flipped_blob(w)
+    verified = w.run("verify", w.checkpoint)
+    assert verified.exit_code == 1, verified.output
+    for ref in (w.checkpoint, w.root_batch):
+        r = w.run("export", ref, "--format", "sigstore", "--out", tmp_path / "out.json")
+        assert r.exit_code == 1 and "content hashes to" in r.stderr, r.output
+        assert not (tmp_path / "out.json").exists()
+    r = w.run("export", w.checkpoint, "--format", "sigstore", "--out", tmp_path / "out.json")
+    assert r.stderr == verified.stderr

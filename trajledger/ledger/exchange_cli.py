@@ -148,9 +148,10 @@ def export(
     These plain formats carry no revocation: exporting a REF that is revoked, or built on
     something revoked (a checkpoint trained on a revoked batch), exits 1 naming the
     revocation, unless --include-revoked, which writes it into the output's metadata. Nor
-    do they carry a verdict: REF's lineage is verified first (as 'verify REF --skip-data'),
-    and one that fails otherwise (a record signed by a key the policy declares compromised,
-    approvals that no longer count) exits 1 with the lines 'verify' prints. An evidence
+    do they carry a verdict: REF's lineage is verified first (as 'verify REF', data
+    re-hashed), and one that fails otherwise (a record signed by a key the policy declares
+    compromised, approvals that no longer count, a blob changed in the store) exits 1 with
+    the lines 'verify' prints. An evidence
     bundle may carry revoked artifacts: it says so, and so does its verification.
 
     With --updates-since SIZE, the bundle also carries this log's extension since SIZE, so a
@@ -305,16 +306,15 @@ def _revocation(check: Any) -> bool:
 
 
 def _lineage_report(ledger: LedgerHome, digest: str, policy: TrustPolicy) -> Any:
-    """``digest``'s lineage verified as ``verify --skip-data`` verifies it: every record, its
-    signatures under the policy, approvals, revocations and the log; each data blob by its
-    size (a plain data format checks each blob's bytes as it reads it; model-signing hashes
-    the files it signs)."""
+    """``digest``'s lineage verified as ``verify REF`` verifies it: every record, its
+    signatures under the policy, approvals, revocations, the log, and every data blob
+    re-hashed (what leaves in a plain format carries no verdict: a blob changed in the store
+    fails here as it fails ``verify``; the cost is ``verify``'s)."""
     from trajledger.verify.lineage import LineageVerifier, name_files
 
     from .evidence import ledger_evidence
 
-    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
-                               data="size")
+    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state())
     try:
         report = verifier.verify(digest)
         name_files(report.nodes[digest], verifier.evidence)  # as `verify REF` counts them
