@@ -147,16 +147,16 @@ TRL = [  # rows of TRL's completions table, as pandas writes them as JSON lines
         "step": 120,
         "prompt": "Write a haiku about rain.",
         "completion": "Soft rain on the roof",
-        "format": 0.2,
-        "quality": 0.5,
+        "format_reward": 0.2,
+        "quality_reward": 0.5,
         "advantage": 0.1,
     },
     {
         "step": 120,
         "prompt": [{"role": "user", "content": "2+3?"}],
         "completion": [{"role": "assistant", "content": "5"}],
-        "format": None,
-        "quality": 1.0,
+        "format_reward": None,
+        "quality_reward": 1.0,
         "advantage": -0.1,
     },
 ]
@@ -373,8 +373,9 @@ def test_record_full_schema_with_episode_file(
             4,
             [
                 # (TRL's step is the log's, kept as an extra: the policy is --policy's)
-                ("line-1", 0.7, "terminated", None, [("format", 0.2), ("quality", 0.5)]),
-                ("line-2", 1.0, "terminated", None, [("quality", 1.0)]),
+                ("line-1", 0.7, "terminated", None,
+                 [("format_reward", 0.2), ("quality_reward", 0.5)]),
+                ("line-2", 1.0, "terminated", None, [("quality_reward", 1.0)]),
             ],
             id="trl",
         ),
@@ -763,7 +764,7 @@ BAD_JSONL: dict[str, tuple[list[dict[str, Any] | bytes], list[str], str]] = {
         "chat-jsonl",
     ),
     "trl-completion-missing": (
-        [{"step": 1, "prompt": "p", "fmt": 1.0, "advantage": 0.0}],
+        [{"step": 1, "prompt": "p", "fmt_reward": 1.0, "advantage": 0.0}],
         ["line 1, column 'completion': null, want a string or a list of messages"],
         "trl-completions",
     ),

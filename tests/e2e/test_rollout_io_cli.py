@@ -240,3 +240,48 @@ def test_reward_weights_must_be_finite(
     r = run(runner, home, "record", chat, "--env", "llm@1", "--policy", "p",
             "--reward-weights", f"a={weight}", *KEY)  # fmt: skip
     assert r.exit_code == 2 and "want NAME=WEIGHT with a finite number" in r.stderr
+
+
+def test_a_typo_in_a_reward_column_is_refused_not_summed(
+    runner: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    """Review redo20, finding 3: without --reward-weights every number column of TRL's table
+    was summed into the reward, so ``rewrad_fn`` (a typo) added 5 to each episode's return,
+    exit 0. Now the record is refused naming the column; --reward-weights records it."""
+    path = tmp_path / "completions" / "completions_00007.parquet"
+    path.parent.mkdir()
+    pd.DataFrame({"step": [7, 7], "prompt": ["2+2?", "3+3?"], "completion": ["4", "6"],
+                  "accuracy_reward": [1.0, 1.0], "rewrad_fn": [5.0, 5.0],
+                  "advantage": [0.0, 0.0]}).to_parquet(path)  # fmt: skip
+    r = run(runner, home, "record", path, "--env", "llm@1", "--policy", "grpo-7", *KEY)
+    assert r.exit_code == 1, r.output
+    assert "column 'rewrad_fn': a number column not named like a reward function" in r.stderr
+    assert "Traceback" not in r.output
+    batch = ok(run(runner, home, "record", path, "--env", "llm@1", "--policy", "grpo-7",
+                   "--reward-weights", "accuracy_reward=1", *KEY))  # fmt: skip
+    assert predicate(runner, home, batch)["stats"]["reward_sum"] == 2.0
+
+
+def test_minari_export_refuses_a_batch_verify_refuses(
+    runner: CliRunner, home: Path, minari_data: Path, tmp_path: Path
+) -> None:
+    """Review redo20, finding 1: a batch whose producer's key the policy declares compromised
+    left as a Minari dataset (exit 0); now the export refuses it as ``verify`` does."""
+    from trajledger import Ledger
+
+    batch = ok(run(runner, home, "record", minari_data, "--env", "cart@1", "--policy", "random",
+                   *KEY))  # fmt: skip
+    ledger = Ledger.open(home)
+    alice = ledger.keys.signer("alice").keyid
+    policy = tmp_path / "policy.toml"
+    ok(run(runner, home, "key", "new", "bob"))
+    (tmp_path / "bob.pub").write_bytes((home / "keys" / "bob.pub").read_bytes())
+    policy.write_text(f'[roles.producer]\nkeys = ["bob.pub"]\n[roles.log]\nvkeys = '
+                      f'["{ledger.log.vkey}"]\n[[revoked_keys]]\nkey = "{alice}"\n'
+                      'compromised_since = 0\nreason = "leaked"\n')
+    verified = run(runner, home, "verify", batch, "--policy", policy)
+    assert verified.exit_code == 1 and "compromised since log index 0: leaked" in verified.stderr
+    out = tmp_path / "export"
+    r = run(runner, home, "export", batch, "--format", "minari", "--out", out, "--policy", policy)
+    assert r.exit_code == 1, r.output
+    assert r.stderr == verified.stderr and not out.exists()

@@ -30,7 +30,6 @@ from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 from cryptography.x509.oid import NameOID  # noqa: E402
 
 from trajledger import Ledger  # noqa: E402
-from trajledger.ledger.record import record_files  # noqa: E402
 from trajledger.runner.cli import main  # noqa: E402
 from trajledger.verify import predicates  # noqa: E402
 from trajledger.verify.dsse import Envelope  # noqa: E402
@@ -42,40 +41,39 @@ FILES = {"policy.npz": 3000, "config.json": '{"lr": 0.1}', "sub/extra.bin": 700}
 
 
 class World:
-    """A ledger with a recorded checkpoint, a P-256 trainer key and an Ed25519 one."""
+    """A ledger with a P-256 trainer key and an Ed25519 one, and a checkpoint (the files of
+    `FILES`) trained by the P-256 key on an approved dataset: a lineage ``verify`` accepts, as
+    ``export`` requires of a plain format (review redo20)."""
 
     def __init__(self, root: Path, make_tree: Any) -> None:
+        from trajledger.runner.rollouts import run_policy
+
         self.root = root
         self.home = root / "ledger"
         ledger = Ledger.init(self.home, origin="test.example/model-signing")
         self.trainer = ledger.keys.create("trainer", "ecdsa-p256", encrypt=False)
         self.trainer_ed = ledger.keys.create("trainer-ed", encrypt=False)
         self.other = ledger.keys.create("other", "ecdsa-p256", encrypt=False)
-        for k in (self.trainer, self.trainer_ed, self.other):
+        vendor = ledger.keys.create("vendor", encrypt=False)
+        approver = ledger.keys.create("approver", encrypt=False)
+        for k in (self.trainer, self.trainer_ed, self.other, vendor, approver):
             (root / f"{k.name}.pub").write_bytes(k.public.to_pem())
         self.policy = root / "policy.toml"
         self.policy.write_text(
-            '[roles.trainer]\nkeys = ["trainer.pub", "trainer-ed.pub"]\n'
+            '[roles.producer]\nkeys = ["vendor.pub"]\n[roles.approver]\nkeys = '
+            '["approver.pub"]\n[roles.trainer]\nkeys = ["trainer.pub", "trainer-ed.pub"]\n'
             f'[roles.log]\nvkeys = ["{ledger.log.vkey}"]\n'
         )
+        ledger.set_policy(self.policy, keys=["approver"])
+        ledger.register_environment("cartpole", "1", key="vendor", gym_id="CartPole-v1")
+        played = run_policy(None, "CartPole-v1", 2, 0, policy_version="random")
+        batch = ledger.record_batch(played.steps, episodes=played.episodes, env="cartpole@1",
+                                    policy="random", key="vendor", name="train-batch")
+        ledger.create_dataset("train", "1", "train", [batch.digest], key="vendor")
+        ledger.approve("train@1", key="approver")
         model = make_tree(FILES, root / "model")
-        rec = record_files(
-            ledger,
-            {n: model / n for n in FILES},
-            self.trainer,
-            predicates.SLSA_PROVENANCE_V1,
-            {
-                "buildDefinition": {
-                    "buildType": "https://trajledger.dev/trainer/bc/v1",
-                    "externalParameters": {"name": "cartpole-bc", "version": "1"},
-                },
-                "runDetails": {"builder": {"id": "https://trajledger.dev/runner"}},
-            },
-            kind="checkpoint",
-            name="cartpole-bc@1",
-            inline_manifest=False,
-        )
-        self.checkpoint = rec.digest
+        with ledger.training("train@1", key="trainer", name="cartpole-bc", version="1") as run:
+            self.checkpoint = run.save(model).digest
 
     def run(self, runner: CliRunner, *args: str | Path) -> Any:
         return runner.invoke(main, ["--ledger", str(self.home), *map(str, args)])
@@ -182,6 +180,29 @@ def test_export_model_signing_refusals_change_nothing(world: World, runner: CliR
     assert world.ledger().log.size == size
     assert not out.exists() and [p.name for p in busy.iterdir()] == ["keep.txt"]
     assert not [p for p in world.root.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_export_model_signing_refuses_a_lineage_verify_refuses(
+    world: World, runner: CliRunner
+) -> None:
+    """Review redo20, finding 1: under a policy that declares the key that signed the
+    checkpoint compromised (another key holding the trainer role), ``verify`` refuses the
+    checkpoint, but ``export --format model-signing --key other`` signed its files for
+    model_signing, recorded the signature and exited 0. Now it refuses as verify does."""
+    size = world.ledger().log.size
+    policy = world.root / "compromised.toml"
+    policy.write_text('[roles.trainer]\nkeys = ["other.pub"]\n'
+                      f'[roles.log]\nvkeys = ["{world.ledger().log.vkey}"]\n'
+                      f'[[revoked_keys]]\nkey = "{world.trainer.keyid}"\n'
+                      'compromised_since = 0\nreason = "stolen"\n')
+    verified = world.run(runner, "verify", "cartpole-bc@1", "--policy", policy)
+    assert verified.exit_code == 1 and "compromised since log index 0: stolen" in verified.stderr
+    out = world.root / "x"
+    r = world.run(runner, "export", "cartpole-bc@1", "--format", "model-signing", "--key",
+                  "other", "--out", out, "--policy", policy)
+    assert r.exit_code == 1, r.output
+    assert r.stderr == verified.stderr
+    assert world.ledger().log.size == size and not out.exists()
 
 
 # -- directories signed by model_signing, verified by trajledger ---------------------------------

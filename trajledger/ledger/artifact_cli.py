@@ -216,7 +216,8 @@ REWARD_WEIGHTS = click.option(
     "--reward-weights",
     help="TRL completions: the reward-function columns and weights, NAME=W,NAME=W (TRL's "
     "reward_weights); the reward is their weighted sum over the scores present. Default: every "
-    "numeric column, weight 1.",
+    "number column named like a reward function (…reward…), weight 1; another number column "
+    "is refused.",
 )
 REWARD_COLUMN = click.option(
     "--reward-column", help="TRL completions: take the reward from this one column instead."

@@ -147,8 +147,12 @@ def export(
 
     These plain formats carry no revocation: exporting a REF that is revoked, or built on
     something revoked (a checkpoint trained on a revoked batch), exits 1 naming the
-    revocation, unless --include-revoked, which writes it into the output's metadata. An
-    evidence bundle may carry revoked artifacts: it says so, and so does its verification.
+    revocation, unless --include-revoked, which writes it into the output's metadata. Nor
+    do they carry a verdict: REF's lineage is verified first (as 'verify REF', data
+    re-hashed), and one that fails otherwise (a record signed by a key the policy declares
+    compromised, approvals that no longer count, a blob changed in the store) exits 1 with
+    the lines 'verify' prints. An evidence
+    bundle may carry revoked artifacts: it says so, and so does its verification.
 
     With --updates-since SIZE, the bundle also carries this log's extension since SIZE, so a
     buyer that applied SIZE takes in what changed about what it holds (a revocation, an
@@ -264,7 +268,10 @@ def _refuse_options_of_other_formats(fmt: str, key: str | None, dataset_id: str 
 def _revoked(ledger: LedgerHome, ref: str, policy_file: Path | None, include: bool) -> list[str]:
     """The revocations of the artifact REF names and of its lineage (what it was built on: a
     checkpoint's data, a dataset's batches), under the policy; refused unless ``include``
-    (then they go into the output's metadata)."""
+    (then they go into the output's metadata). Any other failure of the lineage (a record
+    signed by a key the policy declares compromised, an approval that does not count, a
+    missing object) is refused as ``verify`` refuses it, ``include`` or not: a plain format
+    carries no verdict, so an outside verifier would take what this ledger's refuses."""
     from trajledger.verify.errors import PolicyError
 
     from .catalog import Catalog
@@ -275,36 +282,56 @@ def _revoked(ledger: LedgerHome, ref: str, policy_file: Path | None, include: bo
     in_force = current_policy(ledger) if policy_file is None else None
     policy = _policy(ledger, policy_file) if policy_file is not None or in_force else None
     found = revocations(ledger, item.digest, policy)
-    if policy is not None:
-        found += [f"in its lineage: {line}" for line in _revoked_lineage(ledger, item.digest,
-                                                                          policy)]
+    report = None if policy is None else _lineage_report(ledger, item.digest, policy)
+    causes = [] if report is None else report.causes()
+    found += [f"in its lineage: {line}" for line in _revoked_lineage(item.digest, causes)]
     if found and not include:
         raise PolicyError(
             f"{item.kind} {item.ref or item.digest}: {'; '.join(found)}: a plain format does "
             "not carry that, so nothing was written; export an evidence bundle, or pass "
             "--include-revoked to write the revocation into the output's metadata"
         )
+    if report is not None and any(not all(_revocation(c) for c in checks)
+                                  for _node, checks, _n in causes):
+        from trajledger.verify.errors import VerificationError
+
+        n, failed = report.count()  # what `verify REF` prints (`runner.commands.report_raise`)
+        raise VerificationError(f"{ref}: {failed} of {n} checks failed\n"
+                                + "\n".join(report.failures()))
     return found
 
 
-def _revoked_lineage(ledger: LedgerHome, digest: str, policy: TrustPolicy) -> list[str]:
-    """The root causes of ``digest``'s lineage (verified by size) that are revocations, or
-    revocation records that cannot be read, of other artifacts than ``digest``."""
-    from trajledger.verify.blame import failure_lines
-    from trajledger.verify.lineage import LineageVerifier
+def _revocation(check: Any) -> bool:
+    return bool(check.what == "revoked" or check.what.startswith("revocation record"))
+
+
+def _lineage_report(ledger: LedgerHome, digest: str, policy: TrustPolicy) -> Any:
+    """``digest``'s lineage verified as ``verify REF`` verifies it: every record, its
+    signatures under the policy, approvals, revocations, the log, and every data blob
+    re-hashed (what leaves in a plain format carries no verdict: a blob changed in the store
+    fails here as it fails ``verify``; the cost is ``verify``'s)."""
+    from trajledger.verify.lineage import LineageVerifier, name_files
 
     from .evidence import ledger_evidence
 
-    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state(),
-                               data="size")
+    verifier = LineageVerifier(ledger_evidence(ledger), policy, index=ledger.trust_state())
     try:
         report = verifier.verify(digest)
+        name_files(report.nodes[digest], verifier.evidence)  # as `verify REF` counts them
     finally:
         verifier.close()
+    return report
+
+
+def _revoked_lineage(digest: str, causes: list[Any]) -> list[str]:
+    """The root causes of ``digest``'s lineage (``causes``: `Report.causes`) that are
+    revocations, or revocation records that cannot be read, of other artifacts than
+    ``digest``."""
+    from trajledger.verify.blame import failure_lines
+
     return failure_lines([
-        (node, stops, dependents) for node, checks, dependents in report.causes()
-        if node.id != digest and (stops := [c for c in checks if c.what == "revoked"
-                                            or c.what.startswith("revocation record")])])
+        (node, stops, dependents) for node, checks, dependents in causes
+        if node.id != digest and (stops := [c for c in checks if _revocation(c)])])
 
 
 def _write_revocations(path: Path, digest: str, revoked: list[str]) -> None:

@@ -313,7 +313,10 @@ def stats(ctx: Context, ref: str, by: str | None, judge_key: str | None, as_json
     invalid-action and safety-intervention rates, judge agreement, cost per episode and per
     solved task. A segment far below the aggregate (more than 2 standard errors and 20%)
     gets a WARNING line. With --judge NAME, a judge is called calibrated only on the expert
-    labels of the calibration dataset its evaluator version names.
+    labels of the calibration dataset its evaluator version names. The figures are the audit
+    index's, not a verdict: a revocation or erasure of REF or of one of its batches, and a
+    record of theirs signed by a key the policy in force declares compromised, each get a
+    WARNING line (exit 0; 'trajledger verify REF' judges).
 
     \b
     Example:
@@ -358,17 +361,33 @@ def stats(ctx: Context, ref: str, by: str | None, judge_key: str | None, as_json
 
 def _retracted(ledger: Any, digest: str, batches: Sequence[str]) -> Iterator[str]:
     """A warning for each revocation or erasure the log holds about ``digest`` or one of its
-    ``batches``: the figures come from the audit index, derived and unverified by design, and
-    must not read as a clean bill (whether a retraction counts is the verifier's to say)."""
+    ``batches``, and for each of their records signed by a key the policy in force declares
+    compromised (``revoked_keys``): the figures come from the audit index, derived and
+    unverified by design, and must not read as a clean bill (whether a retraction or a
+    signature counts is the verifier's to say)."""
+    from .policy_state import current_policy
+
     state = ledger.trust_state()
+    in_force = current_policy(ledger)
+    verdict = ("these figures are the audit index's, not a verdict: run 'trajledger verify' "
+               "or 'trajledger impact' on it")
     for d in (digest, *batches):
         for i in state.about(d):
             e = state.entry(i)
             if e is not None and e.kind in ("revocation", "erasure"):
                 yield (f"{d[:19]}…: the log holds {'an' if e.kind == 'erasure' else 'a'} "
-                       f"{e.kind} of it (log index {i}); these "
-                       "figures are the audit index's, not a verdict: run 'trajledger verify' "
-                       "or 'trajledger impact' on it")
+                       f"{e.kind} of it (log index {i}); {verdict}")
+            elif e is not None and in_force is not None and e.kind in _RECORDS:
+                for keyid in e.signers:
+                    rk = in_force[1].revocation(keyid, i, e.time)
+                    if rk is not None:
+                        yield (f"{d[:19]}…: its {e.kind} record (log index {i}) is signed by "
+                               f"key {keyid[:12]}, which the policy in force declares "
+                               f"{rk.describe()}; {verdict}")
+
+
+_RECORDS = frozenset({"rollout-batch", "dataset", "checkpoint"})
+"""The records ``stats`` sums (a checkpoint's, its datasets' batches)."""
 
 
 COMMANDS = [reindex, query, stats]
