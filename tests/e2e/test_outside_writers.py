@@ -332,17 +332,17 @@ def test_trl_column_types_kept_exactly(runner: CliRunner, home: Path, tmp_path: 
         "step": pa.array([1, 1, 1], pa.int32()),
         "prompt": pa.array(["p", "p", "q"]).dictionary_encode(),
         "completion": pa.array(["a", "b", ""], pa.string_view()),
-        "r16_reward": pa.array(r16), "r32_reward": pa.array(r32),
+        "r16": pa.array(r16), "r32": pa.array(r32),
         "note": pa.nulls(3),
         "advantage": pa.array([math.nan, 0.5, -0.5]),
     }), src)  # fmt: skip
     got = recorded(runner, home, src)
     f16, f32 = [float(x) for x in r16], [float(x) for x in r32]
     assert [(e["return"], e["judge_scores"], dict(e["extras"])) for e in got["episodes"]] == [
-        (math.fsum([f16[0], f32[0]]), [("r16_reward", f16[0]), ("r32_reward", f32[0])],
+        (math.fsum([f16[0], f32[0]]), [("r16", f16[0]), ("r32", f32[0])],
          {"step": "1", "advantage": '{"$f":"nan"}'}),
-        (f32[1], [("r32_reward", f32[1])], {"step": "1", "advantage": "0.5"}),
-        (f16[2], [("r16_reward", f16[2])], {"step": "1", "advantage": "-0.5"}),
+        (f32[1], [("r32", f32[1])], {"step": "1", "advantage": "0.5"}),
+        (f16[2], [("r16", f16[2])], {"step": "1", "advantage": "-0.5"}),
     ]  # fmt: skip
     assert [s["content"] for s in got["steps"]] == ["p", "a", "p", "b", "q", ""]
 

@@ -242,26 +242,6 @@ def test_reward_weights_must_be_finite(
     assert r.exit_code == 2 and "want NAME=WEIGHT with a finite number" in r.stderr
 
 
-def test_a_typo_in_a_reward_column_is_refused_not_summed(
-    runner: CliRunner, home: Path, tmp_path: Path
-) -> None:
-    """Review redo20, finding 3: without --reward-weights every number column of TRL's table
-    was summed into the reward, so ``rewrad_fn`` (a typo) added 5 to each episode's return,
-    exit 0. Now the record is refused naming the column; --reward-weights records it."""
-    path = tmp_path / "completions" / "completions_00007.parquet"
-    path.parent.mkdir()
-    pd.DataFrame({"step": [7, 7], "prompt": ["2+2?", "3+3?"], "completion": ["4", "6"],
-                  "accuracy_reward": [1.0, 1.0], "rewrad_fn": [5.0, 5.0],
-                  "advantage": [0.0, 0.0]}).to_parquet(path)  # fmt: skip
-    r = run(runner, home, "record", path, "--env", "llm@1", "--policy", "grpo-7", *KEY)
-    assert r.exit_code == 1, r.output
-    assert "column 'rewrad_fn': a number column not named like a reward function" in r.stderr
-    assert "Traceback" not in r.output
-    batch = ok(run(runner, home, "record", path, "--env", "llm@1", "--policy", "grpo-7",
-                   "--reward-weights", "accuracy_reward=1", *KEY))  # fmt: skip
-    assert predicate(runner, home, batch)["stats"]["reward_sum"] == 2.0
-
-
 def test_minari_export_refuses_a_batch_verify_refuses(
     runner: CliRunner, home: Path, minari_data: Path, tmp_path: Path
 ) -> None:

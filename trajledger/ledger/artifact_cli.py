@@ -216,8 +216,7 @@ REWARD_WEIGHTS = click.option(
     "--reward-weights",
     help="TRL completions: the reward-function columns and weights, NAME=W,NAME=W (TRL's "
     "reward_weights); the reward is their weighted sum over the scores present. Default: every "
-    "number column named like a reward function (…reward…), weight 1; another number column "
-    "is refused.",
+    "numeric column, weight 1.",
 )
 REWARD_COLUMN = click.option(
     "--reward-column", help="TRL completions: take the reward from this one column instead."

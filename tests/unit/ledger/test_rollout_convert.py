@@ -573,15 +573,14 @@ def test_chat_jsonl_per_message_rewards_and_truncation(tmp_path: Path) -> None:
 
 
 def test_trl_completions_jsonl_mapping(tmp_path: Path) -> None:
-    """Rows of TRL's completions table as pandas writes them as JSON lines (NaN as null); its
-    reward functions' columns named after them (`accuracy_reward`...)."""
+    """Rows of TRL's completions table as pandas writes them as JSON lines (NaN as null)."""
     recs = [
-        {"step": 10, "prompt": "Say hi", "completion": "hi", "fmt_reward": 1.0, "acc_reward": 0.25,
+        {"step": 10, "prompt": "Say hi", "completion": "hi", "fmt": 1.0, "acc": 0.25,
          "advantage": 0.1},
         {"step": 10, "prompt": [{"role": "user", "content": "x"}],
          "completion": [{"role": "assistant", "content": "y", "reasoning_content": "think"}],
-         "fmt_reward": None, "acc_reward": 0.5, "advantage": -0.1},
-        {"step": 10, "prompt": "p", "completion": "c", "fmt_reward": None, "acc_reward": None,
+         "fmt": None, "acc": 0.5, "advantage": -0.1},
+        {"step": 10, "prompt": "p", "completion": "c", "fmt": None, "acc": None,
          "advantage": 0.0},
     ]  # fmt: skip
     path = write_jsonl(tmp_path / "t.jsonl", recs)
@@ -595,8 +594,8 @@ def test_trl_completions_jsonl_mapping(tmp_path: Path) -> None:
     assert chunk.episodes is not None
     eps = chunk.episodes.to_pylist()
     assert eps[0]["policy_version"] is None  # (TRL's step is the log's: record --policy's)
-    assert eps[0]["judge_scores"] == [("fmt_reward", 1.0), ("acc_reward", 0.25)]
-    assert eps[1]["judge_scores"] == [("acc_reward", 0.5)]  # a missing score, not a NaN
+    assert eps[0]["judge_scores"] == [("fmt", 1.0), ("acc", 0.25)]
+    assert eps[1]["judge_scores"] == [("acc", 0.5)]  # a missing score, not a NaN
     assert eps[2]["judge_scores"] is None
     assert dict(eps[1]["extras"]) == {"step": "10", "advantage": "-0.1"}
 
@@ -822,9 +821,9 @@ DUMPS: dict[str, list[Any]] = {
         dict(CHAT, episode_id="ep-3"),
     ],
     "trl-completions": [
-        {"step": 10, "prompt": "Say hi", "completion": "hi", "fmt_reward": 0.5, "advantage": 0.1},
-        {"step": 10, "prompt": "p", "completion": "c", "fmt_reward": 1.0, "advantage": -0.1},
-        {"step": 10, "prompt": "q", "completion": "d", "fmt_reward": None, "advantage": 0.0},
+        {"step": 10, "prompt": "Say hi", "completion": "hi", "fmt": 0.5, "advantage": 0.1},
+        {"step": 10, "prompt": "p", "completion": "c", "fmt": 1.0, "advantage": -0.1},
+        {"step": 10, "prompt": "q", "completion": "d", "fmt": None, "advantage": 0.0},
     ],
     "verl-jsonl": [
         {"input": "q", "output": "a", "score": 1.0, "step": 2, "gts": "a", "acc": True},

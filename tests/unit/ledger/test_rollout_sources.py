@@ -648,7 +648,7 @@ def test_success_rate_counts_every_episode_of_a_labelling_batch(tmp_path: Path) 
     verl = verl_dump(tmp_path / "verl", 1, ["q", "q"], ["a", "b"], [None, None], [1.0, 0.0],
                      {"success": [True, False]})  # fmt: skip
     trl = write_jsonl(tmp_path / "trl.jsonl", [
-        {"step": 1, "prompt": "p", "completion": "c", "f_reward": 1.0, "success": True,
+        {"step": 1, "prompt": "p", "completion": "c", "f": 1.0, "success": True,
          "advantage": 0.0},
     ])  # fmt: skip
     stats, _, eps = record([verl, trl], tmp_path / "labels")

@@ -63,8 +63,7 @@ class ReaderOptions:
     Attributes:
         reward_weights: TRL completions: the reward-function columns and their weights (TRL's
             ``reward_weights``); the reward is their weighted sum over the scores present
-            (``nansum``). None: every number column named like a reward function
-            (``…reward…``) is one, of weight 1; another number column is a problem.
+            (``nansum``). None: every numeric column is a reward function of weight 1.
         reward_column: TRL completions: take the reward from this one column instead.
         id_prefix: prefix of default episode ids (``<prefix>line-<n>``), so that several files
             of one batch give unique ids.

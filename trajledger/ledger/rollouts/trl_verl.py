@@ -40,25 +40,6 @@ def _policy_step(obj: dict[str, Any], rec: RecordProblems) -> str | None:
 _TRL_FIXED: Final = frozenset({"episode_id", "task_id", "step", "prompt", "completion", "success"})
 
 
-def _named_like_rewards(
-    obj: dict[str, Any], columns: list[str], rec: RecordProblems
-) -> list[str]:
-    """Of the number columns, those summed into the reward when no ``--reward-weights`` says
-    which: the ones named like a reward function (TRL names each column after its function:
-    ``accuracy_reward``, ``format_reward``). Any other holding a number is a problem: a typo
-    (``rewrad_fn``) or a ``log_extra`` number was summed into the reward unseen."""
-    out = []
-    for name in columns:
-        if "reward" in name.lower():
-            out.append(name)
-        elif obj[name] is not None:
-            rec.error(name, "a number column not named like a reward function (…reward…) "
-                      "would be summed into the reward: say which columns are reward functions "
-                      "with --reward-weights NAME=W,... (the trainer's reward_weights), or take "
-                      "the reward from one with --reward-column NAME")
-    return out
-
-
 def map_trl_completions(
     obj: dict[str, Any], rec: RecordProblems, opts: ReaderOptions
 ) -> list[Episode]:
@@ -77,8 +58,6 @@ def map_trl_completions(
             for k, v in obj.items()
             if k not in _TRL_FIXED and k != "advantage" and (v is None or is_num(v))
         ]
-        if opts.reward_column is None:
-            reward_cols = _named_like_rewards(obj, reward_cols, rec)
     scores: list[tuple[str, float]] = []
     for name in reward_cols:
         v = obj.get(name)
