@@ -373,9 +373,8 @@ def test_record_full_schema_with_episode_file(
             4,
             [
                 # (TRL's step is the log's, kept as an extra: the policy is --policy's)
-                ("line-1", 0.7, "terminated", None,
-                 [("format_reward", 0.2), ("quality_reward", 0.5)]),
-                ("line-2", 1.0, "terminated", None, [("quality_reward", 1.0)]),
+                ("line-1", 0.7, "terminated", None, [("format", 0.2), ("quality", 0.5)]),
+                ("line-2", 1.0, "terminated", None, [("quality", 1.0)]),
             ],
             id="trl",
         ),
