@@ -413,6 +413,33 @@ def test_a_rollback_across_the_rotation_is_refused(world: World, tmp_path: Path)
     assert "checkpoint rollback" in r.stderr and "nothing was changed" in r.stderr
 
 
+def test_verify_bundle_applies_the_floor_seen_under_the_old_key(
+    world: World, tmp_path: Path
+) -> None:
+    """redo15 finding 2: a bundle signed by the new key showing an older tree than this user
+    saw under the old key is a rollback across the handover (before: OK, no floor was held
+    under the new key)."""
+    seed = tmp_path / "seed"
+    shutil.copytree(world.home, seed, symlinks=True)  # the log at size n, old key
+    other = tmp_path / "other-user"
+    world.batch("vendor")
+    world.batch("vendor")
+    expect(run(world.home, "verify", "ds-old@1", state=other), 0)  # saw size n + 2, old key
+    seen = world.size()
+    # Whoever holds the old ledger rotates it at size n and exports from the new key.
+    rotate(seed, state=tmp_path / "operator")
+    bundle = tmp_path / "rolled-back.tar.zst"
+    expect(run(seed, "export", "ds-old@1", "--out", bundle, state=tmp_path / "operator"), 0)
+    r = run(world.home, "verify", bundle, "--policy", world.policy_file(1), state=other)
+    expect(r, 1)
+    assert "log fork or rollback" in r.stderr, r.output
+    assert f"size {seen} seen under key {short(world.v1)}" in r.stderr, r.output
+    # The same user with a floor no newer than the bundle's tree verifies it.
+    fresh = tmp_path / "fresh-user"
+    r = run(world.home, "verify", bundle, "--policy", world.policy_file(1), state=fresh)
+    expect(r, 0)
+
+
 def forge_key(world: World, name: str = "forged") -> Signer:
     """Replace the log's key by an unknown one, re-signing the checkpoint (no handover)."""
     forged = Signer.generate(name)

@@ -530,6 +530,7 @@ def verify_bundle(
     now: dt.datetime | None = None,
     data: str = "hash",
     known_checkpoint: bytes | None = None,
+    known_what: str = "checkpoint seen before",
     files: Path | None = None,
 ) -> Report:
     """Verify the artifact a bundle is for, and its whole lineage, under ``policy``.
@@ -561,6 +562,7 @@ def verify_bundle(
         now: the time approvals are judged at (default now).
         data: ``"hash"`` re-hashes data blobs; ``"size"`` compares their sizes only.
         known_checkpoint: a signed checkpoint of the same log seen earlier.
+        known_what: names it in the report (whose checkpoint, under which key).
         files: a directory of the subject's files (a model) to check against its manifest.
 
     Returns:
@@ -597,7 +599,7 @@ def verify_bundle(
     verifier = LineageVerifier(evidence, in_force, now=now, data=data)
     # (3)
     if known_checkpoint is not None:
-        verifier.check_known_checkpoint(known_checkpoint)
+        verifier.check_known_checkpoint(known_checkpoint, known_what)
     # (4)
     subject = evidence.subject
     if subject is not None:
