@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,12 @@ from click.testing import Result
 from testkit import new_runner
 
 from trajledger import Ledger
-from trajledger.ledger.encode import checkpoint_text, format_signature_line, vkey_string
+from trajledger.ledger.encode import (
+    bundle_index_bytes,
+    checkpoint_text,
+    format_signature_line,
+    vkey_string,
+)
 from trajledger.ledger.errors import LogError, TamperError
 from trajledger.ledger.keys import KeyStore, Signer
 from trajledger.ledger.log import EntrySpec
@@ -43,6 +49,7 @@ from trajledger.ledger.trust_state import TrustState
 from trajledger.ledger.user_state import STATE_DIR_ENV
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
+from trajledger.verify.bundle_index import BundleIndex
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.note import Note, verifier_from_vkey
 
@@ -438,6 +445,32 @@ def test_verify_bundle_applies_the_floor_seen_under_the_old_key(
     fresh = tmp_path / "fresh-user"
     r = run(world.home, "verify", bundle, "--policy", world.policy_file(1), state=fresh)
     expect(r, 0)
+
+
+def test_a_log_key_spelt_in_upper_case_is_refused(world: World, tmp_path: Path) -> None:
+    """redo15 finding 1: the same log key with its key ID in upper case was another key to
+    this user's state (keyed by the vkey string): a bundle naming it so escaped the floor
+    held under the key, and a rollback verified. Now such a vkey is refused where it is read
+    (exit 1 for a bundle, 2 for a user's argument)."""
+    seed = tmp_path / "seed"
+    shutil.copytree(world.home, seed, symlinks=True)  # the log at size n
+    bundle = tmp_path / "old.tar.zst"
+    ok(seed, "export", "ds-old@1", "--out", bundle)
+    world.batch("vendor")
+    expect(run(world.home, "verify", "ds-old@1"), 0)  # this user saw size n + 1
+    expect(run(world.home, "verify", bundle, "--policy", world.policy_file(1)), 1)  # rollback
+    name, key_id, key = world.v1.split("+", 2)
+    assert key_id != key_id.upper()
+    members = tk.bundle_members(bundle)
+    index = replace(BundleIndex.from_bytes(members[0][1]), vkey=f"{name}+{key_id.upper()}+{key}")
+    spelt = tk.write_bundle(tmp_path / "spelt.tar.zst", [
+        ("bundle.json", bundle_index_bytes(index)), *members[1:]])
+    r = run(world.home, "verify", spelt, "--policy", world.policy_file(1))
+    expect(r, 1)
+    assert "8 lower-case hex digits" in r.stderr and len(r.stderr.splitlines()) == 1, r.output
+    r = run(world.home, "trust", f"{name}+{key_id.upper()}+{key}")
+    expect(r, 2)
+    assert "8 lower-case hex digits" in r.stderr, r.output
 
 
 def forge_key(world: World, name: str = "forged") -> Signer:
