@@ -291,8 +291,10 @@ class BundleEvidence:
                for byte.
             4. The entries pass the one chain-and-root checker (`verify.logcheck.check_entries`):
                each parses and lies inside the tree, neighbours chain by ``prev``, each is
-               included under the checkpoint; the extension's entries (every one from its first
-               size on) extend its compact range (``proofs/<n>.range``) to the root.
+               included under the checkpoint, and each proof carried leads to its root (also
+               when the entries are the whole tree and rebuild it); the extension's entries
+               (every one from its first size on) extend its compact range
+               (``proofs/<n>.range``) to the root.
             5. Each ``policy/<i>.json`` is the preimage of trust-policy entry ``i``'s subject
                and parses as a policy; every bundled trust-policy entry has one.
             6. The key handovers are numbered 1, 2, ... without a gap, and each parses and is
@@ -361,6 +363,7 @@ class BundleEvidence:
             lambda i: self._proofs[i].inclusion,
             name=lambda i: f"entries/{i} and proofs/{i}.tlog-proof",
             start=self.extension(),
+            carried=self._proofs,  # each proof carried is checked, the whole tree's too
         )
         if findings:
             raise ProofError(f"{what}: members {findings[0].file}: {findings[0].message}")

@@ -697,3 +697,35 @@ def test_a_bundle_that_cannot_fit_on_disk_writes_nothing(
                        r"larger disk\)"):
         open_(world.bundle, workdir=tmp_path)
     assert list(tmp_path.iterdir()) == []  # the temporary directory is gone, nothing written
+
+
+def test_a_wrong_proof_is_refused_when_the_bundle_holds_the_whole_tree(tmp_path: Path) -> None:
+    """redo15 finding 6: when a bundle holds every entry of the tree, the root is rebuilt
+    from them and the inclusion proofs it must carry were not checked: a corrupt one (here,
+    its hashes replaced) passed silently. Every proof a bundle carries is checked against its
+    checkpoint."""
+    home = tmp_path / "home"
+    ledger = Ledger.init(home, origin="test/whole")
+    vendor = ledger.keys.create("vendor", encrypt=False)
+    approver = ledger.keys.create("approver", encrypt=False)
+    policy_file = home / "policy.toml"
+    policy_file.write_text(POLICY.format(vkey=ledger.log.vkey))
+    record_policy(ledger, policy_file, [approver])
+    (tmp_path / "a.txt").write_text("alpha\n")
+    digest = record_files(ledger, {"a.txt": tmp_path / "a.txt"}, vendor).digest
+    export_bundle(ledger, digest, tmp_path / "whole.tar.zst", now=CREATED)
+    policy = TrustPolicy.from_toml(policy_file.read_bytes(), home, "policy")
+    members = unpack(tmp_path / "whole.tar.zst")
+    with open_(tmp_path / "whole.tar.zst") as ev:
+        assert ev.checkpoint is not None and ev.checkpoint.size == 2  # the whole tree
+        report = verify_bundle(ev, policy)
+        assert report.ok, report.failures()
+        assert any("root recomputed from all 2 entries" in c.detail
+                   for n in report.nodes.values() for c in n.checks)
+    name = "proofs/0.tlog-proof"
+    proof = TlogProof.from_bytes(dict(members)[name])
+    assert proof.inclusion
+    wrong = tlog_proof_bytes(replace(proof, inclusion=tuple(bytes(32) for _ in proof.inclusion)))
+    bad = pack(tmp_path / "bad.tar.zst", reindex(changed(members, name, lambda _d: wrong)))
+    with pytest.raises(ProofError, match=f"{name}.*not included under the tree"):
+        open_(bad).close()
