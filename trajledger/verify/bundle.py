@@ -130,10 +130,10 @@ class BundleEvidence:
             1. Open the zstd stream with its bounds (a first frame declaring more than
                ``limits.total`` is refused unread).
             2. Read the tar: ``bundle.json`` first (parsed strictly, its sizes summed against
-               the limits), then each member: listed, not seen before, of the listed size,
-               within its kind's cap; hash it while reading it.
-            3. After the stream: every listed member arrived; every hash matched (all
-               mismatches are reported together); objects hash to their names.
+               the limits), then each member: the next the index lists (its order), of the
+               listed size, within its kind's cap, hashing as listed (an object to its name)
+               as it is read; reading stops at the first member that is not as listed.
+            3. After the stream: every listed member arrived.
             4. Cross-check the members (`_check_members`).
 
         Args:
@@ -193,17 +193,22 @@ class BundleEvidence:
                 f"{free} are free in {objects_dir.parent.parent}; free space "
                 "there (or, to verify only, set TMPDIR to a larger disk)"
             )
-        seen = {INDEX_NAME}
-        mismatches: list[str] = []
+        # Members come in the index's order; reading stops at the first that is not the next
+        # listed, as listed: no more of a hostile archive is read than its first lie.
+        seen, listed_in_order = {INDEX_NAME}, iter(index.members)
         for name, size in headers:
             kind, key = check_member_name(name)
             here = f"{what}: member {name}"
+            listed = next(listed_in_order, None)
             if name in seen:
                 raise FormatError(f"{here}: appears twice (duplicate member)")
-            seen.add(name)
-            listed = index.by_name.get(name)
-            if listed is None:
+            if name not in index.by_name:
                 raise FormatError(f"{here}: not listed in {INDEX_NAME} (extra member)")
+            if listed is None or listed.name != name:
+                raise FormatError(f"{what}: member {listed.name if listed else name}: listed "
+                                  f"in {INDEX_NAME} but missing, or out of order ({name} "
+                                  "came in its place; members come in the index's order)")
+            seen.add(name)
             # Equal to the listed size, which `_read_index` held to the kind's cap.
             if size != listed.size:
                 raise FormatError(f"{here}: {size} bytes, {INDEX_NAME} says {listed.size}")
@@ -228,20 +233,16 @@ class BundleEvidence:
             if pad.count(0) != len(pad):
                 raise FormatError(f"{here}: non-zero tar padding")
             got = h.hexdigest()
-            if got != listed.sha256:
-                mismatches.append(
-                    f"{here}: content hashes to sha256:{got[:16]}…, {INDEX_NAME} says "
-                    f"sha256:{listed.sha256[:16]}…"
-                )
-            elif kind == "object" and got != key:
-                mismatches.append(f"{here}: content hashes to sha256:{got[:16]}…, not its name")
-        # (3) The first 20 problems, then how many more (an index may list a million members).
-        missing = [f"{what}: member {n}: listed in {INDEX_NAME} but missing"
-                   for n in index.by_name if n not in seen]
-        if bad := missing + mismatches:
-            text = "\n".join(bad[:20] + [f"{what}: and {len(bad) - 20} more member(s) missing "
-                                         "or not as listed"] * (len(bad) > 20))
-            raise FormatError(text) if missing else DigestMismatchError(text, subject=what)
+            if got != listed.sha256 or (kind == "object" and got != key):
+                raise DigestMismatchError(
+                    f"{here}: content hashes to sha256:{got[:16]}…, " + (
+                        "not its name" if got == listed.sha256 else
+                        f"{INDEX_NAME} says sha256:{listed.sha256[:16]}…"), subject=what)
+        # (3)
+        if (missing := next(listed_in_order, None)) is not None:
+            more = len(index.members) - len(seen)  # (seen holds the index, not a member)
+            raise FormatError(f"{what}: member {missing.name}: listed in {INDEX_NAME} but "
+                              f"missing" + (f" (and {more} more after it)" if more else ""))
         self.index = index
 
     @staticmethod
