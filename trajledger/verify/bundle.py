@@ -193,22 +193,19 @@ class BundleEvidence:
                 f"{free} are free in {objects_dir.parent.parent}; free space "
                 "there (or, to verify only, set TMPDIR to a larger disk)"
             )
-        # Members come in the index's order; reading stops at the first that is not the next
-        # listed, as listed: no more of a hostile archive is read than its first lie.
-        seen, listed_in_order = {INDEX_NAME}, iter(index.members)
+        # Members come in the index's (name) order; reading stops at the first that is not the
+        # next listed, as listed: no more of a hostile archive is read than its first lie. So a
+        # listed name before the next listed one was read already.
+        listed_in_order = iter(index.members)
         for name, size in headers:
             kind, key = check_member_name(name)
             here = f"{what}: member {name}"
-            listed = next(listed_in_order, None)
-            if name in seen:
-                raise FormatError(f"{here}: appears twice (duplicate member)")
-            if name not in index.by_name:
-                raise FormatError(f"{here}: not listed in {INDEX_NAME} (extra member)")
-            if listed is None or listed.name != name:
-                raise FormatError(f"{what}: member {listed.name if listed else name}: listed "
-                                  f"in {INDEX_NAME} but missing, or out of order ({name} "
-                                  "came in its place; members come in the index's order)")
-            seen.add(name)
+            if (listed := next(listed_in_order, None)) is None or listed.name != name:
+                raise FormatError(
+                    f"{here}: not listed in {INDEX_NAME} (extra member)" if name not in
+                    index.by_name else f"{here}: appears twice (duplicate member)" if listed is
+                    None or name < listed.name else f"{what}: member {listed.name}: listed in "
+                    f"{INDEX_NAME} but missing, or out of order ({name} came in its place)")
             # Equal to the listed size, which `_read_index` held to the kind's cap.
             if size != listed.size:
                 raise FormatError(f"{here}: {size} bytes, {INDEX_NAME} says {listed.size}")
@@ -240,7 +237,7 @@ class BundleEvidence:
                         f"{INDEX_NAME} says sha256:{listed.sha256[:16]}…"), subject=what)
         # (3)
         if (missing := next(listed_in_order, None)) is not None:
-            more = len(index.members) - len(seen)  # (seen holds the index, not a member)
+            more = len(index.members) - index.members.index(missing) - 1
             raise FormatError(f"{what}: member {missing.name}: listed in {INDEX_NAME} but "
                               f"missing" + (f" (and {more} more after it)" if more else ""))
         self.index = index
