@@ -72,13 +72,7 @@ from .tlog_proof import TlogProof
 if TYPE_CHECKING:
     from .compact import CompactRange
 
-__all__ = [
-    "BundleEvidence",
-    "BundleIndex",
-    "Limits",
-    "signed_terms",
-    "verify_bundle",
-]
+__all__ = ["BundleEvidence", "BundleIndex", "Limits", "signed_terms", "verify_bundle"]
 
 class BundleEvidence:
     """`verify.evidence.Evidence` over an exported bundle. Build it with `open`.
@@ -629,6 +623,10 @@ def verify_bundle(
         for name in evidence.unused():
             bundle.fail("members", f"member {name} is not used by the lineage of "
                         f"{(subject or 'the extension')[:19]}…")
+    if not report.ok and records:  # evidence the exporter's policy made it leave out, and why
+        from .left_out import explain_left_out
+
+        explain_left_out(report, evidence.entry_bytes, records)
     # (8)
     if subject is not None:
         name_files(report.nodes[subject], evidence, files)
