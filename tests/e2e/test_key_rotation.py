@@ -403,13 +403,20 @@ def test_a_user_who_trusted_the_old_key_continues(world: World, tmp_path: Path) 
     assert TrustState.open(v2, other).floor_checkpoint().size == seen + 1  # type: ignore[union-attr]
 
 
-def test_a_rollback_across_the_rotation_is_refused(world: World, tmp_path: Path) -> None:
+def seen_ahead(world: World, tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the ledger at size n (old key), and the state of another user who then saw
+    it at size n + 2."""
     seed = tmp_path / "seed"
     shutil.copytree(world.home, seed, symlinks=True)  # the log at size n, old key
     other = tmp_path / "other-user"
     world.batch("vendor")
     world.batch("vendor")
     expect(run(world.home, "verify", "ds-old@1", state=other), 0)  # saw size n + 2, old key
+    return seed, other
+
+
+def test_a_rollback_across_the_rotation_is_refused(world: World, tmp_path: Path) -> None:
+    seed, other = seen_ahead(world, tmp_path)
     # Whoever holds the old ledger rotates it and grows another history from size n.
     shutil.rmtree(world.home)
     shutil.copytree(seed, world.home, symlinks=True)
@@ -426,12 +433,7 @@ def test_verify_bundle_applies_the_floor_seen_under_the_old_key(
     """redo15 finding 2: a bundle signed by the new key showing an older tree than this user
     saw under the old key is a rollback across the handover (before: OK, no floor was held
     under the new key)."""
-    seed = tmp_path / "seed"
-    shutil.copytree(world.home, seed, symlinks=True)  # the log at size n, old key
-    other = tmp_path / "other-user"
-    world.batch("vendor")
-    world.batch("vendor")
-    expect(run(world.home, "verify", "ds-old@1", state=other), 0)  # saw size n + 2, old key
+    seed, other = seen_ahead(world, tmp_path)
     seen = world.size()
     # Whoever holds the old ledger rotates it at size n and exports from the new key.
     rotate(seed, state=tmp_path / "operator")

@@ -47,15 +47,20 @@ def pem(s: Signer) -> str:
                             serialization.PublicFormat.SubjectPublicKeyInfo).decode()
 
 
-POLICY = TrustPolicy.from_toml(f'''
+def judge_policy(serial: int, approver: Signer, extra: str = "") -> TrustPolicy:
+    """The policy of these tests: ``approver`` approves; ``extra`` is TOML after the roles."""
+    return TrustPolicy.from_toml(f'''
 name = "judge"
-serial = 1
+serial = {serial}
 [roles.producer]
 keys = ["""{pem(PRODUCER)}"""]
 [roles.approver]
-keys = ["""{pem(APPROVER)}"""]
+keys = ["""{pem(approver)}"""]
 threshold = 1
-'''.encode())
+{extra}'''.encode())
+
+
+POLICY = judge_policy(1, APPROVER)
 
 
 def digest(text: str) -> str:
@@ -214,18 +219,8 @@ def test_a_compromised_key_without_its_keyid_is_named_with_its_compromise() -> N
 
     from trajledger.verify.dsse import Envelope
 
-    successor = TrustPolicy.from_toml(f'''
-name = "judge"
-serial = 2
-[roles.producer]
-keys = ["""{pem(PRODUCER)}"""]
-[roles.approver]
-keys = ["""{pem(STRANGER)}"""]
-[[revoked_keys]]
-key = "{APPROVER.keyid}"
-compromised_since = 5
-reason = "laptop stolen"
-'''.encode())
+    successor = judge_policy(2, STRANGER, f'[[revoked_keys]]\nkey = "{APPROVER.keyid}"\n'
+                                          'compromised_since = 5\nreason = "laptop stolen"\n')
     policy = dataclasses.replace(successor, earlier=((9, POLICY),))  # serial 1 until index 9
     entry, data = revocation(digest("batch"), APPROVER)
     env = Envelope.from_bytes(data)
