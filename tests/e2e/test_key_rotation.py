@@ -475,6 +475,30 @@ def test_a_log_key_spelt_in_upper_case_is_refused(world: World, tmp_path: Path) 
     assert "8 lower-case hex digits" in r.stderr, r.output
 
 
+def test_the_floor_seen_under_the_old_key_holds_for_a_policy_of_the_new_key(
+    world: World, tmp_path: Path
+) -> None:
+    """Finding 2 with a policy that names only the new key: the floor this user saw under the
+    old key is a checkpoint of the same log (the bundle's handovers lead from that key to the
+    trusted one), so a genuine bundle that extends it verifies, and a rollback behind it is
+    refused (before: 'not one this log signed' for both)."""
+    seed, other = seen_ahead(world, tmp_path)
+    seen = world.size()
+    v2 = rotate(world.home, state=tmp_path / "operator")
+    policy = world.policy_file(9, vkeys=(v2,))
+    genuine = tmp_path / "genuine.tar.zst"
+    ok(world.home, "export", "ds-old@1", "--out", genuine, "--consistency-from", str(seen))
+    expect(run(world.home, "verify", genuine, "--policy", policy, state=other), 0)
+    rotate(seed, state=tmp_path / "operator2")  # another new key, from the old size
+    rolled = tmp_path / "rolled-back.tar.zst"
+    expect(run(seed, "export", "ds-old@1", "--out", rolled, state=tmp_path / "operator2"), 0)
+    r = run(world.home, "verify", rolled, "--policy", world.policy_file(10, vkeys=(
+        (seed / "log" / "vkey").read_text().strip(),)), state=other)
+    expect(r, 1)
+    assert f"size {seen} seen under key {short(world.v1)}" in r.stderr, r.output
+    assert "log fork or rollback" in r.stderr, r.output
+
+
 def forge_key(world: World, name: str = "forged") -> Signer:
     """Replace the log's key by an unknown one, re-signing the checkpoint (no handover)."""
     forged = Signer.generate(name)
