@@ -225,9 +225,9 @@ def check_known_checkpoint(trusted: LogView, note: bytes,
     rollback).
 
     Steps:
-        1. Verify the earlier checkpoint by the policy's log key, a key it handed over to, or
-           a key that handed over to it (`_predecessors`: a floor kept from before a
-           rotation).
+        1. Verify the earlier checkpoint by a key of ``trusted.trusted_vkeys``: the policy's
+           log keys, the keys they handed over to and those that handed over to them (a floor
+           kept from before a rotation, `verify.log_key.predecessors`).
         2. Check it is consistent with the current one (`check_consistent`), using a proof
            from the evidence; or,
            when the evidence holds the log's extension from a size at or below the earlier
@@ -241,7 +241,7 @@ def check_known_checkpoint(trusted: LogView, note: bytes,
         # (1)
         old = None
         problems: list[str] = []
-        for vkey in [*trusted.trusted_vkeys, *_predecessors(trusted)]:
+        for vkey in trusted.trusted_vkeys:
             try:
                 old = verify_checkpoint(note, verifier_from_vkey(vkey))
                 break
@@ -277,26 +277,6 @@ def check_known_checkpoint(trusted: LogView, note: bytes,
         trusted.log.add(f"consistent with the {what}", OK, f"size {old.size} -> {new.size}")
     except (ProvenanceError, OSError) as e:
         trusted.log.fail(f"consistent with the {what}", f"log fork or rollback: {e}")
-
-
-def _predecessors(trusted: LogView) -> list[str]:
-    """The keys the evidence's key handovers lead from to a key of ``trusted``: a checkpoint
-    seen under one, before the log's key rotated, is of this log too, also for a policy that
-    names only the new key (docs/SECURITY.md, redo15 finding 2)."""
-    handovers = trusted.evidence.key_handovers()
-    if not handovers:
-        return []
-    from .log_key import key_chain, parse_handover  # a log whose key rotated
-
-    out = []
-    for note in handovers:
-        try:
-            old = parse_handover(note).old
-            if {h.new for h in key_chain(old, handovers)} & set(trusted.trusted_vkeys):
-                out.append(old)
-        except ProvenanceError:
-            continue  # a bad handover leads nowhere (the log's own check names it)
-    return [k for k in out if k not in trusted.trusted_vkeys]
 
 
 def bundled_proof(
