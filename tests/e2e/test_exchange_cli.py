@@ -585,6 +585,7 @@ def hostile(vendor: Vendor, where: Path) -> dict[str, tuple[Path, str]]:
     listed = BundleIndex.from_bytes(index)
     spare_index = bundle_index_bytes(dataclasses.replace(listed, members=tuple(sorted(
         [*listed.members, Member(spare, 5, spare[15:])], key=lambda m: m.name))))
+    with_spare = sorted([*plain[1:], _file(spare, b"spare")], key=lambda m: m[0].name)  # listed
     link = tarfile.TarInfo(name)
     link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
     whole = vendor.bundle.read_bytes()
@@ -595,7 +596,7 @@ def hostile(vendor: Vendor, where: Path) -> dict[str, tuple[Path, str]]:
                                           for n, d in members], reindex=True),
             "FAIL: bundle cp.tar.zst: member checkpoint: not signed by the log key in bundle.json"),
         "unused-member": (tar_raw(where / "unused.tar.zst", [_file("bundle.json", spare_index),
-                                                            *plain[1:], _file(spare, b"spare")]),
+                                                            *with_spare]),
                           "FAIL: import unused.tar.zst: 1 of "),
         "digest-mismatch": (tar_raw(where / "digest.tar.zst", swap(at[name], _file(name, flipped))),
                             f"FAIL: bundle digest.tar.zst: member {name}: content hashes to"),

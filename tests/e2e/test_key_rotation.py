@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,12 @@ from click.testing import Result
 from testkit import new_runner
 
 from trajledger import Ledger
-from trajledger.ledger.encode import checkpoint_text, format_signature_line, vkey_string
+from trajledger.ledger.encode import (
+    bundle_index_bytes,
+    checkpoint_text,
+    format_signature_line,
+    vkey_string,
+)
 from trajledger.ledger.errors import LogError, TamperError
 from trajledger.ledger.keys import KeyStore, Signer
 from trajledger.ledger.log import EntrySpec
@@ -43,6 +49,7 @@ from trajledger.ledger.trust_state import TrustState
 from trajledger.ledger.user_state import STATE_DIR_ENV
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
+from trajledger.verify.bundle_index import BundleIndex
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.note import Note, verifier_from_vkey
 
@@ -396,13 +403,20 @@ def test_a_user_who_trusted_the_old_key_continues(world: World, tmp_path: Path) 
     assert TrustState.open(v2, other).floor_checkpoint().size == seen + 1  # type: ignore[union-attr]
 
 
-def test_a_rollback_across_the_rotation_is_refused(world: World, tmp_path: Path) -> None:
+def seen_ahead(world: World, tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the ledger at size n (old key), and the state of another user who then saw
+    it at size n + 2."""
     seed = tmp_path / "seed"
     shutil.copytree(world.home, seed, symlinks=True)  # the log at size n, old key
     other = tmp_path / "other-user"
     world.batch("vendor")
     world.batch("vendor")
     expect(run(world.home, "verify", "ds-old@1", state=other), 0)  # saw size n + 2, old key
+    return seed, other
+
+
+def test_a_rollback_across_the_rotation_is_refused(world: World, tmp_path: Path) -> None:
+    seed, other = seen_ahead(world, tmp_path)
     # Whoever holds the old ledger rotates it and grows another history from size n.
     shutil.rmtree(world.home)
     shutil.copytree(seed, world.home, symlinks=True)
@@ -411,6 +425,78 @@ def test_a_rollback_across_the_rotation_is_refused(world: World, tmp_path: Path)
     expect(r, 1)
     assert "does not extend the tree of size" in r.stderr
     assert "checkpoint rollback" in r.stderr and "nothing was changed" in r.stderr
+
+
+def test_verify_bundle_applies_the_floor_seen_under_the_old_key(
+    world: World, tmp_path: Path
+) -> None:
+    """redo15 finding 2: a bundle signed by the new key showing an older tree than this user
+    saw under the old key is a rollback across the handover (before: OK, no floor was held
+    under the new key)."""
+    seed, other = seen_ahead(world, tmp_path)
+    seen = world.size()
+    # Whoever holds the old ledger rotates it at size n and exports from the new key.
+    rotate(seed, state=tmp_path / "operator")
+    bundle = tmp_path / "rolled-back.tar.zst"
+    expect(run(seed, "export", "ds-old@1", "--out", bundle, state=tmp_path / "operator"), 0)
+    r = run(world.home, "verify", bundle, "--policy", world.policy_file(1), state=other)
+    expect(r, 1)
+    assert "log fork or rollback" in r.stderr, r.output
+    assert f"size {seen} seen under key {short(world.v1)}" in r.stderr, r.output
+    # The same user with a floor no newer than the bundle's tree verifies it.
+    fresh = tmp_path / "fresh-user"
+    r = run(world.home, "verify", bundle, "--policy", world.policy_file(1), state=fresh)
+    expect(r, 0)
+
+
+def test_a_log_key_spelt_in_upper_case_is_refused(world: World, tmp_path: Path) -> None:
+    """redo15 finding 1: the same log key with its key ID in upper case was another key to
+    this user's state (keyed by the vkey string): a bundle naming it so escaped the floor
+    held under the key, and a rollback verified. Now such a vkey is refused where it is read
+    (exit 1 for a bundle, 2 for a user's argument)."""
+    seed = tmp_path / "seed"
+    shutil.copytree(world.home, seed, symlinks=True)  # the log at size n
+    bundle = tmp_path / "old.tar.zst"
+    ok(seed, "export", "ds-old@1", "--out", bundle)
+    world.batch("vendor")
+    expect(run(world.home, "verify", "ds-old@1"), 0)  # this user saw size n + 1
+    expect(run(world.home, "verify", bundle, "--policy", world.policy_file(1)), 1)  # rollback
+    name, key_id, key = world.v1.split("+", 2)
+    assert key_id != key_id.upper()
+    members = tk.bundle_members(bundle)
+    index = replace(BundleIndex.from_bytes(members[0][1]), vkey=f"{name}+{key_id.upper()}+{key}")
+    spelt = tk.write_bundle(tmp_path / "spelt.tar.zst", [
+        ("bundle.json", bundle_index_bytes(index)), *members[1:]])
+    r = run(world.home, "verify", spelt, "--policy", world.policy_file(1))
+    expect(r, 1)
+    assert "8 lower-case hex digits" in r.stderr and len(r.stderr.splitlines()) == 1, r.output
+    r = run(world.home, "trust", f"{name}+{key_id.upper()}+{key}")
+    expect(r, 2)
+    assert "8 lower-case hex digits" in r.stderr, r.output
+
+
+def test_the_floor_seen_under_the_old_key_holds_for_a_policy_of_the_new_key(
+    world: World, tmp_path: Path
+) -> None:
+    """Finding 2 with a policy that names only the new key: the floor this user saw under the
+    old key is a checkpoint of the same log (the bundle's handovers lead from that key to the
+    trusted one), so a genuine bundle that extends it verifies, and a rollback behind it is
+    refused (before: 'not one this log signed' for both)."""
+    seed, other = seen_ahead(world, tmp_path)
+    seen = world.size()
+    v2 = rotate(world.home, state=tmp_path / "operator")
+    policy = world.policy_file(9, vkeys=(v2,))
+    genuine = tmp_path / "genuine.tar.zst"
+    ok(world.home, "export", "ds-old@1", "--out", genuine, "--consistency-from", str(seen))
+    expect(run(world.home, "verify", genuine, "--policy", policy, state=other), 0)
+    rotate(seed, state=tmp_path / "operator2")  # another new key, from the old size
+    rolled = tmp_path / "rolled-back.tar.zst"
+    expect(run(seed, "export", "ds-old@1", "--out", rolled, state=tmp_path / "operator2"), 0)
+    r = run(world.home, "verify", rolled, "--policy", world.policy_file(10, vkeys=(
+        (seed / "log" / "vkey").read_text().strip(),)), state=other)
+    expect(r, 1)
+    assert f"size {seen} seen under key {short(world.v1)}" in r.stderr, r.output
+    assert "log fork or rollback" in r.stderr, r.output
 
 
 def forge_key(world: World, name: str = "forged") -> Signer:

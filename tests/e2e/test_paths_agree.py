@@ -960,3 +960,29 @@ def test_verify_bundle_of_a_log_never_seen_makes_no_state(
             "what the log recorded since (a revocation); ask its sender for one exported "
             "now\n") in r.stderr, r.stderr
     assert "WARNING" not in w.run("verify", bundle, "--policy", w.root, state=stranger).stderr
+
+
+def test_a_buyer_refusing_what_a_compromised_key_signed_is_told_why(
+    quickstart: tuple[testkit.Template[str], testkit.Template[None]], tmp_path: Path
+) -> None:
+    """redo15 finding 3 (rev18 "Left"): the vendor declares its trainer's key compromised and
+    exports the checkpoint that key signed; its export, under its policy, reads nothing of that
+    record and leaves its manifest out. The buyer, whose policy trusts the key, refused with
+    "manifest … is missing" only. Now the line names the key, the vendor's policy that declares
+    it compromised and since when (its reason)."""
+    w = quickstart_world(quickstart, tmp_path)
+    compromised_trainer_key(w)
+    keys = json.loads(w.run("key", "list", "--json").stdout)
+    trainer = next(k["keyid"] for k in keys if k["name"] == "trainer")
+    bundle = _bundle(w)
+    assert isinstance(bundle, Path), bundle
+    assert w.buyer is not None
+    home, state = w.buyer
+    buyer = World(home, state, w.checkpoint, "", "", w.work, home / "policy.toml", notes=w.notes,
+                  passphrase=testkit.TEST_PASSPHRASE)
+    r = buyer.run("import", bundle, "--key", "b1", "--key", "b2")
+    assert r.exit_code == 1, r.output
+    assert re.search(
+        r"manifest sha256:\w{12}… is missing: the exporter left it out, its record \(log index "
+        rf"\d+\) signed by key {trainer[:12]}, which the exporter's policy 'quickstart' serial "
+        r"2 declares compromised since log index 0: stolen laptop\n", r.stderr), r.stderr

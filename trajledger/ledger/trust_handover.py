@@ -3,26 +3,30 @@
 Scope: `continue_trust`: a key of a log seen for the first time inherits the floor this user
 holds under the log's earlier keys, when the log's key handovers lead to it and its checkpoint
 extends every tree seen or handed over on the way; otherwise it is key confusion
-(`TamperError`).
+(`TamperError`). `floor_across`: the floor a checkpoint of a key must extend, the newest seen
+under it or under a key handed over to it (for a verification that stores nothing).
 Non-scope: the state itself (`trajledger.ledger.trust_state`), writing handovers
 (``ledger.log``), rotating a ledger's key (`trajledger.ledger.home.LedgerHome.rotate_log_key`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.errors import ProvenanceError
+from trajledger.verify.note import verifier_from_vkey
 
 from .errors import LedgerError, TamperError
 
 if TYPE_CHECKING:
     from .trust_state import TrustState
 
-__all__ = ["continue_trust"]
+__all__ = ["continue_trust", "floor_across"]
 
 
 def continue_trust(
@@ -69,7 +73,7 @@ def continue_trust(
     carried = 0
     try:
         for old in earlier:
-            if state.vkey in distinct and not _reaches(old, handovers, state.vkey):
+            if state.vkey in distinct and not _reaches(old.vkey, handovers, state.vkey):
                 continue  # another log of the same origin name, trusted on its own
             _check_continuation(state, cp, old, handovers, proof, what)
             carried += 1
@@ -81,14 +85,48 @@ def continue_trust(
         state.continue_from(note)
 
 
-def _reaches(old: TrustState, handovers: Sequence[bytes], vkey: str) -> bool:
-    """Whether the key handovers lead from ``old``'s key to ``vkey`` (a rotation)."""
+def _reaches(old: str, handovers: Sequence[bytes], vkey: str) -> bool:
+    """Whether the key handovers lead from the key ``old`` to ``vkey`` (a rotation)."""
     from trajledger.verify.log_key import key_chain
 
     try:
-        return vkey in [h.new for h in key_chain(old.vkey, handovers)]
+        return vkey in [h.new for h in key_chain(old, handovers)]
     except ProvenanceError:
         return False
+
+
+def floor_across(vkey: str, handovers: Sequence[bytes], directory: Path | None = None
+                 ) -> tuple[bytes, str] | None:
+    """The floor a checkpoint signed by ``vkey`` must extend, and what to call it: the newest
+    checkpoint this user has seen of that log under ``vkey`` or under an earlier key of the
+    same origin from which ``handovers`` lead to ``vkey`` (the size seen under the old key is
+    a floor for the new key too: a bundle signed by the new key showing an older tree is a
+    rollback, docs/SECURITY.md redo15 finding 2). None when they hold none; no state is made.
+
+    Raises:
+        LedgerError: a state exists and cannot be read.
+    """
+    from .trust_state import TrustState
+    from .user_state import origin_dir
+
+    keys = [vkey]
+    with contextlib.suppress(ProvenanceError, OSError):  # no other key of the log noted
+        origin = origin_dir(verifier_from_vkey(vkey).name, directory)
+        keys += [(origin / n).read_text("utf-8", "replace").strip()
+                 for n in sorted(os.listdir(origin)) if not n.startswith(".")]
+    floors = []
+    for key in dict.fromkeys(keys):
+        if key != vkey and not _reaches(key, handovers, vkey):
+            continue
+        note = TrustState.floor_seen(key, directory)
+        if note is not None:
+            floors.append((verify_checkpoint(note, verifier_from_vkey(key)).size, note, key))
+    if not floors:
+        return None
+    size, note, key = max(floors)
+    return note, ("checkpoint seen before" if key == vkey else
+                  f"checkpoint of size {size} seen under key {_short_vkey(key)}, which "
+                  f"handed over to {_short_vkey(vkey)}")
 
 
 def _check_continuation(

@@ -952,16 +952,17 @@ def _verify_bundle(
     ``import`` requires: without it, ``verify BUNDLE`` said OK to a fork or a rollback (hiding
     a later revocation) that every other path of this user refuses (docs/SECURITY.md, rev18
     finding 1)."""
-    from trajledger.ledger.trust_state import TrustState
+    from trajledger.ledger.trust_handover import floor_across
     from trajledger.verify.bundle import BundleEvidence, verify_bundle
 
     if policy_file is None:
         raise click.UsageError("verifying a bundle needs --policy FILE (the policy you trust)")
     with BundleEvidence.open(path) as evidence:
+        # The floor seen under this key or a key it took over from (redo15 finding 2).
+        known, what = floor_across(evidence.index.vkey, evidence.key_handovers()) or (None, "")
         return verify_bundle(evidence, _policy_file(ctx, policy_file),
                              data="size" if skip_data else "hash", files=files,
-                             known_checkpoint=TrustState.floor_seen(evidence.index.vkey)
-                             ), len(evidence.index.omitted)
+                             known_checkpoint=known, known_what=what), len(evidence.index.omitted)
 
 
 def report_raise(report: Any, subject: str, skip_data: bool = False, omitted: int = 0) -> None:

@@ -72,13 +72,7 @@ from .tlog_proof import TlogProof
 if TYPE_CHECKING:
     from .compact import CompactRange
 
-__all__ = [
-    "BundleEvidence",
-    "BundleIndex",
-    "Limits",
-    "signed_terms",
-    "verify_bundle",
-]
+__all__ = ["BundleEvidence", "BundleIndex", "Limits", "signed_terms", "verify_bundle"]
 
 class BundleEvidence:
     """`verify.evidence.Evidence` over an exported bundle. Build it with `open`.
@@ -130,10 +124,10 @@ class BundleEvidence:
             1. Open the zstd stream with its bounds (a first frame declaring more than
                ``limits.total`` is refused unread).
             2. Read the tar: ``bundle.json`` first (parsed strictly, its sizes summed against
-               the limits), then each member: listed, not seen before, of the listed size,
-               within its kind's cap; hash it while reading it.
-            3. After the stream: every listed member arrived; every hash matched (all
-               mismatches are reported together); objects hash to their names.
+               the limits), then each member: the next the index lists (its order), of the
+               listed size, within its kind's cap, hashing as listed (an object to its name)
+               as it is read; reading stops at the first member that is not as listed.
+            3. After the stream: every listed member arrived.
             4. Cross-check the members (`_check_members`).
 
         Args:
@@ -193,17 +187,19 @@ class BundleEvidence:
                 f"{free} are free in {objects_dir.parent.parent}; free space "
                 "there (or, to verify only, set TMPDIR to a larger disk)"
             )
-        seen = {INDEX_NAME}
-        mismatches: list[str] = []
+        # Members come in the index's (name) order; reading stops at the first that is not the
+        # next listed, as listed: no more of a hostile archive is read than its first lie. So a
+        # listed name before the next listed one was read already.
+        listed_in_order = iter(index.members)
         for name, size in headers:
             kind, key = check_member_name(name)
             here = f"{what}: member {name}"
-            if name in seen:
-                raise FormatError(f"{here}: appears twice (duplicate member)")
-            seen.add(name)
-            listed = index.by_name.get(name)
-            if listed is None:
-                raise FormatError(f"{here}: not listed in {INDEX_NAME} (extra member)")
+            if (listed := next(listed_in_order, None)) is None or listed.name != name:
+                raise FormatError(
+                    f"{here}: not listed in {INDEX_NAME} (extra member)" if name not in
+                    index.by_name else f"{here}: appears twice (duplicate member)" if listed is
+                    None or name < listed.name else f"{what}: member {listed.name}: listed in "
+                    f"{INDEX_NAME} but missing, or out of order ({name} came in its place)")
             # Equal to the listed size, which `_read_index` held to the kind's cap.
             if size != listed.size:
                 raise FormatError(f"{here}: {size} bytes, {INDEX_NAME} says {listed.size}")
@@ -228,20 +224,16 @@ class BundleEvidence:
             if pad.count(0) != len(pad):
                 raise FormatError(f"{here}: non-zero tar padding")
             got = h.hexdigest()
-            if got != listed.sha256:
-                mismatches.append(
-                    f"{here}: content hashes to sha256:{got[:16]}…, {INDEX_NAME} says "
-                    f"sha256:{listed.sha256[:16]}…"
-                )
-            elif kind == "object" and got != key:
-                mismatches.append(f"{here}: content hashes to sha256:{got[:16]}…, not its name")
-        # (3) The first 20 problems, then how many more (an index may list a million members).
-        missing = [f"{what}: member {n}: listed in {INDEX_NAME} but missing"
-                   for n in index.by_name if n not in seen]
-        if bad := missing + mismatches:
-            text = "\n".join(bad[:20] + [f"{what}: and {len(bad) - 20} more member(s) missing "
-                                         "or not as listed"] * (len(bad) > 20))
-            raise FormatError(text) if missing else DigestMismatchError(text, subject=what)
+            if got != listed.sha256 or (kind == "object" and got != key):
+                raise DigestMismatchError(
+                    f"{here}: content hashes to sha256:{got[:16]}…, " + (
+                        "not its name" if got == listed.sha256 else
+                        f"{INDEX_NAME} says sha256:{listed.sha256[:16]}…"), subject=what)
+        # (3)
+        if (missing := next(listed_in_order, None)) is not None:
+            more = len(index.members) - index.members.index(missing) - 1
+            raise FormatError(f"{what}: member {missing.name}: listed in {INDEX_NAME} but "
+                              f"missing" + (f" (and {more} more after it)" if more else ""))
         self.index = index
 
     @staticmethod
@@ -291,8 +283,10 @@ class BundleEvidence:
                for byte.
             4. The entries pass the one chain-and-root checker (`verify.logcheck.check_entries`):
                each parses and lies inside the tree, neighbours chain by ``prev``, each is
-               included under the checkpoint; the extension's entries (every one from its first
-               size on) extend its compact range (``proofs/<n>.range``) to the root.
+               included under the checkpoint, and each proof carried leads to its root (also
+               when the entries are the whole tree and rebuild it); the extension's entries
+               (every one from its first size on) extend its compact range
+               (``proofs/<n>.range``) to the root.
             5. Each ``policy/<i>.json`` is the preimage of trust-policy entry ``i``'s subject
                and parses as a policy; every bundled trust-policy entry has one.
             6. The key handovers are numbered 1, 2, ... without a gap, and each parses and is
@@ -361,6 +355,7 @@ class BundleEvidence:
             lambda i: self._proofs[i].inclusion,
             name=lambda i: f"entries/{i} and proofs/{i}.tlog-proof",
             start=self.extension(),
+            carried=self._proofs,  # each proof carried is checked, the whole tree's too
         )
         if findings:
             raise ProofError(f"{what}: members {findings[0].file}: {findings[0].message}")
@@ -530,6 +525,7 @@ def verify_bundle(
     now: dt.datetime | None = None,
     data: str = "hash",
     known_checkpoint: bytes | None = None,
+    known_what: str = "checkpoint seen before",
     files: Path | None = None,
 ) -> Report:
     """Verify the artifact a bundle is for, and its whole lineage, under ``policy``.
@@ -561,6 +557,7 @@ def verify_bundle(
         now: the time approvals are judged at (default now).
         data: ``"hash"`` re-hashes data blobs; ``"size"`` compares their sizes only.
         known_checkpoint: a signed checkpoint of the same log seen earlier.
+        known_what: names it in the report (whose checkpoint, under which key).
         files: a directory of the subject's files (a model) to check against its manifest.
 
     Returns:
@@ -597,7 +594,7 @@ def verify_bundle(
     verifier = LineageVerifier(evidence, in_force, now=now, data=data)
     # (3)
     if known_checkpoint is not None:
-        verifier.check_known_checkpoint(known_checkpoint)
+        verifier.check_known_checkpoint(known_checkpoint, known_what)
     # (4)
     subject = evidence.subject
     if subject is not None:
@@ -626,6 +623,10 @@ def verify_bundle(
         for name in evidence.unused():
             bundle.fail("members", f"member {name} is not used by the lineage of "
                         f"{(subject or 'the extension')[:19]}…")
+    if not report.ok and records:  # evidence the exporter's policy made it leave out, and why
+        from .left_out import explain_left_out
+
+        explain_left_out(report, evidence.entry_bytes, records)
     # (8)
     if subject is not None:
         name_files(report.nodes[subject], evidence, files)

@@ -3,7 +3,8 @@ compromised.
 
 Scope: `RevokedKey` and `RevokedIdentity` (from which log index or time on their signatures do
 not count, and why) and the parsing of a policy's ``revoked_keys`` and ``revoked_identities``
-(`revoked_keys`, `revoked_identities`, for ``verify.policy``). Loaded only for a policy that
+(`revoked_keys`, `revoked_identities`, for ``verify.policy``), and the one spelling of a
+keyid a policy may write (`lower_keyid`). Loaded only for a policy that
 names some: which signatures a revocation voids is `verify.policy.TrustPolicy.revocation`.
 Non-scope: the rest of the policy (``verify.policy``), revocation records of artifacts
 (``verify.predicates.Revocation``).
@@ -23,7 +24,7 @@ from .keys import Identity, PublicKey
 from .strict_json import json_list
 from .times import parse_time
 
-__all__ = ["RevokedIdentity", "RevokedKey", "revoked_identities", "revoked_keys"]
+__all__ = ["RevokedIdentity", "RevokedKey", "lower_keyid", "revoked_identities", "revoked_keys"]
 
 _REVOKED_KEYS = {"key", "compromised_since", "reason"}
 _REVOKED_IDENTITIES = {"issuer", "subject", "compromised_since", "reason"}
@@ -123,14 +124,26 @@ def revoked_keys(value: object, what: str, load_key: Callable[[object, str], Pub
         if unknown:
             raise FormatError(f"{here}: unknown field(s) {', '.join(sorted(unknown))}")
         spec = item.get("key")
-        if isinstance(spec, str) and HEX64.fullmatch(spec.removeprefix("sha256:")):
-            keyid = spec.removeprefix("sha256:")
+        if isinstance(spec, str) and HEX64.fullmatch(spec.removeprefix("sha256:").lower()):
+            keyid = lower_keyid(spec.removeprefix("sha256:"), f"{here}: key")
         else:
             keyid = load_key(spec, f"{here}: key").keyid
         if any(r.keyid == keyid for r in out):
             raise FormatError(f"{here}: key {keyid[:16]} is listed twice")
         out.append(RevokedKey(keyid, *_compromise(item, here)))
     return tuple(out)
+
+
+def lower_keyid(keyid: str, what: str) -> str:
+    """``keyid`` (64 hex digits), refused unless in lower case: keyids are compared as
+    written, and another spelling named no key (docs/SECURITY.md, redo15 finding 1).
+
+    Raises:
+        FormatError: upper-case hex digits.
+    """
+    if not HEX64.fullmatch(keyid):
+        raise FormatError(f"{what}: keyid {keyid[:16]}… must be written in lower-case hex")
+    return keyid
 
 
 def revoked_identities(value: object, what: str) -> tuple[RevokedIdentity, ...]:

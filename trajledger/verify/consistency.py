@@ -225,7 +225,9 @@ def check_known_checkpoint(trusted: LogView, note: bytes,
     rollback).
 
     Steps:
-        1. Verify the earlier checkpoint by the policy's log key.
+        1. Verify the earlier checkpoint by a key of ``trusted.trusted_vkeys``: the policy's
+           log keys, the keys they handed over to and those that handed over to them (a floor
+           kept from before a rotation, `verify.log_key.predecessors`).
         2. Check it is consistent with the current one (`check_consistent`), using a proof
            from the evidence; or,
            when the evidence holds the log's extension from a size at or below the earlier

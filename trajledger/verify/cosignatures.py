@@ -14,6 +14,7 @@ Spec: c2sp.org/tlog-cosignature, c2sp.org/tlog-checkpoint, c2sp.org/signed-note.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,7 @@ from .cosigned import signed_timestamp
 from .errors import ProvenanceError, SignatureError
 from .note import ALG_COSIGNATURE_V1, Note, Verifier, verified_signatures, verifier_from_vkey
 from .report import OK, Node
+from .times import COSIGNATURE_SKEW
 
 if TYPE_CHECKING:
     from .policy import Role
@@ -49,13 +51,15 @@ def check_witnesses(log: Node, note: bytes, witness: Role, log_vkeys: Sequence[s
     (`verify_cosignatures`), for `verify.trusted_log.TrustedLog`. A witness key that is one of
     ``log_vkeys`` (the keys that verified the checkpoint: the policy's, and those the log was
     handed over to, which `policy check` cannot see) does not count: a log cannot witness
-    itself, or it would cosign its own forks."""
+    itself, or it would cosign its own forks. A cosignature dated more than `COSIGNATURE_SKEW`
+    seconds ahead of this clock fails the check (redo15 finding 5)."""
     own = {verifier_from_vkey(v).public_key for v in log_vkeys}
     counted = [w for w in witness.note_verifiers() if w.public_key not in own]
     why = "".join(f"; witness {w.name} is a key of the log itself: not counted"
                   for w in witness.note_verifiers() if w.public_key in own)
-    try:
-        names = verify_cosignatures(note, counted, threshold=witness.threshold)
+    try:  # dated ahead of this clock: a witness's clock, wrong or lying, made it look fresh
+        names = verify_cosignatures(note, counted, threshold=witness.threshold,
+                                    not_after=int(time.time()) + COSIGNATURE_SKEW)
         log.add("witnesses", OK, f"cosigned by {', '.join(sorted(names))}{why}")
     except ProvenanceError as e:
         log.fail("witnesses", f"{e}{why}")
@@ -108,7 +112,8 @@ def verify_cosignatures(
         # (3)
         if not_after is not None and ts is not None and ts > not_after:
             raise SignatureError(
-                f"cosignature by {w.name} is timestamped {ts}, want at most {not_after}"
+                f"cosignature by {w.name} is timestamped {ts}, want at most {not_after}: "
+                "dated in the future (a witness's clock ahead, or a checkpoint made to look fresh)"
             )
         # A witness counts once by its key, whatever name its line carries: the signed
         # message does not name the witness, so a line copied under another name verifies too.

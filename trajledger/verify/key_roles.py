@@ -4,15 +4,16 @@ verify carries.
 Scope: `signed_by`, what `verify.judge.judge_record` adds to a failed record's message (and to
 the note of a key the policy does not hold, `verify.untrusted_key`): each keyid the envelope
 names, with the roles it holds under the policy in force when the record was logged, or the
-revocation that took it out. Pure, as `verify.judge`; loaded only when a record's signatures
-do not verify.
+revocation that took it out (a signature whose keyid names no key held then is also tried
+against the compromised keys of the roles: its keyid may have been left out or changed).
+Pure, as `verify.judge`; loaded only when a record's signatures do not verify.
 Non-scope: verifying signatures (`verify.dsse`), choosing the keys that may sign
 (`verify.judge.signing_keys`).
 """
 
 from __future__ import annotations
 
-from .dsse import Envelope
+from .dsse import Envelope, pae
 from .policy import KEY_ROLES, TrustPolicy
 
 __all__ = ["signed_by"]
@@ -23,15 +24,25 @@ def signed_by(policy: TrustPolicy, envelope: Envelope, roles: tuple[str, ...], i
     """Which policy roles the keys an envelope names hold (the keyids are only hints)."""
     then = policy.policy_at(index)
     by = f"policy {policy.name!r} serial {policy.serial}"
+    # A keyid is a hint only: a signature by a compromised key whose keyid was left out or
+    # changed is found by verifying it, so the refusal says why (redo15 finding 3).
+    compromised = [k for r in roles for k in then.role(r).keys
+                   if policy.revocation(k.keyid, index, time) is not None]
+    message = pae(envelope.payload_type, envelope.payload)
     named = []
     for sig in envelope.signatures:
-        revoked = policy.revocation(sig.keyid, index, time) if sig.keyid else None
-        held = [r for r in KEY_ROLES if sig.keyid and then.holds(r, sig.keyid)]
+        keyid = sig.keyid
+        if not (keyid and any(then.holds(r, keyid) for r in KEY_ROLES)):
+            keyid = next((k.keyid for k in compromised if k.verify(sig.sig, message)), keyid)
+        revoked = policy.revocation(keyid, index, time) if keyid else None
+        held = [r for r in KEY_ROLES if keyid and then.holds(r, keyid)]
         if revoked is not None:
             who = f"revoked by {by}: {revoked.describe()}"
         else:
             who = f"{', '.join(held)} role" if held else "not in the policy"
-        named.append(f"key {sig.keyid[:12] or '(no keyid)'} ({who})")
+        found = (f" (found by its signature; the envelope names {sig.keyid[:12] or 'no keyid'})"
+                 if keyid != sig.keyid else "")
+        named.append(f"key {keyid[:12] or '(no keyid)'}{found} ({who})")
     out = f"the envelope names {'; '.join(named)}, want {' or '.join(roles)} key(s)"
     for ident in (i for r in roles for i in then.role(r).identities):
         gone = policy.revocation(ident, index, time)

@@ -213,6 +213,22 @@ def key_chain(trusted: str, notes: Sequence[bytes]) -> list[Handover]:
     return chain
 
 
+def predecessors(trusted: Sequence[str], notes: Sequence[bytes]) -> list[str]:
+    """The keys from which the handovers ``notes`` lead to a key of ``trusted``: the same log
+    before its key rotated (a checkpoint seen under one is of this log too, also for a policy
+    that names only the new key: docs/SECURITY.md, redo15 finding 2). A handover that does not
+    parse or verify leads nowhere (the log's own check names it)."""
+    out = []
+    for note in notes:
+        try:
+            old = parse_handover(note).old
+            if old not in trusted and {h.new for h in key_chain(old, notes)} & set(trusted):
+                out.append(old)
+        except ProvenanceError:
+            continue
+    return out
+
+
 def follow_handovers(
     note: bytes, vkey: str, evidence: Evidence, unsigned: SignatureError
 ) -> tuple[Checkpoint, list[Handover]]:

@@ -23,7 +23,7 @@ API (for the lineage verifier and evidence bundles)::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -70,6 +70,7 @@ def check_entries(
     name: Callable[[int], str] = lambda i: f"entry {i}",
     on_entry: EntryCallback | None = None,
     start: CompactRange | None = None,
+    carried: Container[int] = (),
 ) -> list[Finding]:
     """Check a subset of a log's entries against a tree (size and root).
 
@@ -82,7 +83,8 @@ def check_entries(
            must be given) extend ``start`` to the root (no proofs needed); so do all of them
            when they are the whole tree (every index below ``size``: ``start`` is the empty
            range). Each other entry's inclusion proof (``proof_of(i)``, for the tree of
-           ``size``) must lead to ``root``.
+           ``size``) must lead to ``root``, and so must those of ``carried`` (an evidence
+           bundle's proofs: one that is wrong is refused, not ignored, redo15 finding 6).
 
     Args:
         entries: entry bytes by index.
@@ -94,6 +96,7 @@ def check_entries(
         on_entry: per-entry check (`EntryCallback`).
         start: the compact range of the tree's first ``start.size`` entries (unverified: the
             rebuilt root decides), from which ``entries`` hold every entry to ``size``.
+        carried: the entries whose proofs are checked even when the rebuilt root proves them.
 
     Returns:
         Every problem found, in index order; empty when the subset holds.
@@ -137,7 +140,7 @@ def check_entries(
                     )
                 )
         # (4)
-        if i >= rebuilt:
+        if i >= rebuilt and i not in carried:
             continue
         try:
             proof = proof_of(i)

@@ -57,7 +57,7 @@ _KEY_HASH_SIZE = 4
 _ED25519_KEY_SIZE = 32
 _ED25519_SIG_SIZE = 64
 # Unicode spaces: Python's str.isspace() covers the White_Space property Go's unicode.IsSpace tests.
-_HEX8 = re.compile(r"[0-9a-fA-F]{8}")
+_HEX8 = re.compile(r"[0-9a-f]{8}")  # lower case only: vkeys are compared as strings
 
 
 def check_key_name(name: str, what: str) -> None:
@@ -277,7 +277,9 @@ class Verifier:
 
 
 def verifier_from_vkey(vkey: str) -> Verifier:
-    """Parse a verifier key ``<name>+<8 hex key ID>+<base64(type || public key)>``.
+    """Parse a verifier key ``<name>+<8 hex key ID>+<base64(type || public key)>``, its key ID
+    in lower case: vkeys are compared as strings (a user's state, pins, key handovers), and an
+    upper-case spelling of a key escaped what names it (Go's parser accepts it; redo15).
 
     Args:
         vkey: the verifier key string.
@@ -286,13 +288,14 @@ def verifier_from_vkey(vkey: str) -> Verifier:
         The verifier.
 
     Raises:
-        FormatError: malformed string, unsupported type, wrong key size, or a key ID that does
-            not match the name and key.
+        FormatError: malformed string (a key ID not in lower case), unsupported type, wrong key
+            size, or a key ID that does not match the name and key.
     """
     name, sep1, rest = vkey.partition("+")
     hash_hex, sep2, key_b64 = rest.partition("+")
     if not (sep1 and sep2) or not _HEX8.fullmatch(hash_hex):
-        raise FormatError(f"verifier key {vkey!r}: want <name>+<8 hex digits>+<base64 key>")
+        raise FormatError(
+            f"verifier key {vkey!r}: want <name>+<8 lower-case hex digits>+<base64 key>")
     check_key_name(name, "verifier key")
     key = b64decode_strict(key_b64, f"verifier key {name}")
     if len(key) < 2:
@@ -300,7 +303,7 @@ def verifier_from_vkey(vkey: str) -> Verifier:
     verifier = Verifier(name=name, alg=key[0], public_key=key[1:])
     if verifier.key_hash != bytes.fromhex(hash_hex):
         raise FormatError(
-            f"verifier key {name}: key ID {hash_hex.lower()} does not match the key, "
+            f"verifier key {name}: key ID {hash_hex} does not match the key, "
             f"want {verifier.key_hash.hex()}"
         )
     return verifier

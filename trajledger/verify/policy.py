@@ -428,7 +428,7 @@ def _load_key(
             return PublicKey.from_pem(spec.encode("ascii"), what)
         except UnicodeEncodeError as e:
             raise FormatError(f"{what}: an inline PEM must be ASCII") from e
-    if HEX64.fullmatch(spec.removeprefix("sha256:")):  # a key of a ledger's key store
+    if HEX64.fullmatch(spec.removeprefix("sha256:").lower()):  # a key of a ledger's key store
         from .policy_settings import key_by_keyid
 
         return key_by_keyid(spec.removeprefix("sha256:"), key_lookup, what)

@@ -111,8 +111,12 @@ def key_by_keyid(keyid: str, key_lookup: KeyLookup | None, what: str) -> PublicK
     ledger's key store; without one, every keyid is refused).
 
     Raises:
-        FormatError: no key has that keyid, or the key found has another.
+        FormatError: a keyid not in lower case, no key has that keyid, or the key found has
+            another.
     """
+    from .compromise import lower_keyid
+
+    lower_keyid(keyid, what)
     found = key_lookup(keyid) if key_lookup is not None else None
     if found is None:
         raise FormatError(

@@ -11,7 +11,9 @@ import re
 
 from .errors import FormatError
 
-__all__ = ["TIME_PATTERN", "format_time", "now", "parse_time"]
+__all__ = ["COSIGNATURE_SKEW", "TIME_PATTERN", "format_time", "now", "parse_time"]
+
+COSIGNATURE_SKEW = 300  # seconds a witness's cosignature may be dated ahead of this clock
 
 TIME_PATTERN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 

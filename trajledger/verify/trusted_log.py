@@ -53,8 +53,8 @@ class TrustedLog:
         self.used: set[int] = set()
         """Indices of the log entries the verification relied on (an export bundles these)."""
         self.trusted_vkeys: list[str] = []
-        """The policy's log keys that verified the checkpoint and the keys they handed over
-        to (a checkpoint seen earlier may be signed by any of them)."""
+        """The policy's log keys that verified the checkpoint, the keys they handed over to and
+        their predecessors (a checkpoint seen earlier may be signed by any of them)."""
         self._proven_root: bytes | None = None
         self._proven: set[int] = set()  # entries checked under the checkpoint already
         self.index: LogIndex = index if index is not None else MemoryIndex(0, evidence)
@@ -79,6 +79,10 @@ class TrustedLog:
             verified.append(cp)
             handed += chain
             self.trusted_vkeys += [vkey, *(h.new for h in chain)]
+        if handovers := self.evidence.key_handovers():  # a rotated key: the log's keys before it
+            from .log_key import predecessors
+
+            self.trusted_vkeys += predecessors(self.trusted_vkeys, handovers)
         need = max(log_role.threshold, 1)
         if len(verified) < need:
             self.log.fail(

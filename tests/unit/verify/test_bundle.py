@@ -366,16 +366,17 @@ def test_absolute_path_is_refused(world: World, tmp_path: Path) -> None:
 
 def test_symlink_is_refused(world: World, tmp_path: Path) -> None:
     name = world.named("objects/")
-    members = [m for m in world.members if m[0] != name]
-    bad = pack(tmp_path / "b.tar.zst", [*members, link(name, tarfile.SYMTYPE, "/etc/passwd")])
+    members = [link(name, tarfile.SYMTYPE, "/etc/passwd") if m[0] == name else m
+               for m in world.members]
+    bad = pack(tmp_path / "b.tar.zst", members)  # in its place: members come in order
     with pytest.raises(FormatError, match=rf"member '{name}' is a symbolic link"):
         open_(bad)
 
 
 def test_hardlink_is_refused(world: World, tmp_path: Path) -> None:
     name = world.named("objects/")
-    members = [m for m in world.members if m[0] != name]
-    bad = pack(tmp_path / "b.tar.zst", [*members, link(name, tarfile.LNKTYPE)])
+    members = [link(name, tarfile.LNKTYPE) if m[0] == name else m for m in world.members]
+    bad = pack(tmp_path / "b.tar.zst", members)  # in its place: members come in order
     with pytest.raises(FormatError, match=rf"member '{name}' is a hard link"):
         open_(bad)
 
@@ -469,26 +470,49 @@ def test_missing_member_is_refused(world: World, tmp_path: Path) -> None:
         open_(bad)
 
 
-def test_a_thousand_absent_members_are_twenty_lines(world: World, tmp_path: Path) -> None:
+def test_a_thousand_absent_members_are_one_line(world: World, tmp_path: Path) -> None:
     """An index listing members the archive does not hold is refused naming them; one
-    listing 200,000 made every verifier print 200,000 FAIL lines (33 MB) (rev5). The first
-    20 problems are named, then how many more there are (missing and mismatching alike)."""
+    listing 200,000 made every verifier print 200,000 FAIL lines (33 MB) (rev5). Reading stops
+    at the first member not as listed, and says how many more the index lists (redo15)."""
     index = BundleIndex.from_bytes(world.members[0][1])
-    absent = [Member(f"entries/{1000 + i}", 2, "0" * 64) for i in range(1000)]
+    absent = [Member(f"objects/sha256/{i:064x}", 2, "0" * 64) for i in range(1000)]
     listed = tuple(sorted([*index.members, *absent], key=lambda m: m.name))
     members = [("bundle.json", bundle_index_bytes(replace(index, members=listed))),
                *world.members[1:]]
     with pytest.raises(FormatError) as e:
         open_(pack(tmp_path / "b.tar.zst", members))
-    lines = str(e.value).splitlines()
-    assert len(lines) == 21 and all("listed in bundle.json but missing" in x for x in lines[:20])
-    assert lines[20] == "bundle b.tar.zst: and 980 more member(s) missing or not as listed"
-    flipped = [(n, flip(d) if n.startswith("entries/") else d) for n, d in members]
-    with pytest.raises(FormatError) as e:  # absent and mismatching: one count
-        open_(pack(tmp_path / "c.tar.zst", flipped))
-    flips = sum(n.startswith("entries/") for n, _ in members)
-    assert str(e.value).splitlines()[20].endswith(
-        f"and {1000 + flips - 20} more member(s) missing or not as listed")
+    (line,) = str(e.value).splitlines()
+    first = listed.index(absent[0])
+    assert line.startswith(f"bundle b.tar.zst: member {absent[0].name}: listed in bundle.json "
+                           f"but missing, or out of order ({listed[first + 1000].name} came "
+                           "in its place")
+    # Absent from the end of the archive on: the first named, then how many more.
+    last = [Member(f"proofs/{9 * 10**6 + i}.tlog-proof", 2, "0" * 64) for i in range(1000)]
+    listed = tuple(sorted([*index.members, *last], key=lambda m: m.name))
+    assert listed[-1000:] == tuple(last)
+    members = [("bundle.json", bundle_index_bytes(replace(index, members=listed))),
+               *world.members[1:]]
+    with pytest.raises(FormatError) as e:
+        open_(pack(tmp_path / "c.tar.zst", members))
+    assert str(e.value) == (f"bundle c.tar.zst: member {listed[-1000].name}: listed in "
+                            "bundle.json but missing (and 999 more after it)")
+
+
+def test_reading_stops_at_the_first_member_not_as_listed(world: World, tmp_path: Path) -> None:
+    """redo15 finding 4: the reader went on through the whole archive after a member that is
+    not as listed (hash mismatches were gathered to the end): 200,000 members listed with
+    other hashes cost 4.5 CPU-s before the refusal. Now the first member that is not the next
+    one the index lists, as listed, ends the reading: here nothing after it is looked at (a
+    symbolic link later would be named otherwise), and members out of the index's order are
+    refused."""
+    first = world.members[1][0]
+    bad = [*changed(world.members, first, flip), link("objects/x", tarfile.SYMTYPE, "/")]
+    with pytest.raises(DigestMismatchError, match=rf"member {first}: content hashes to "):
+        open_(pack(tmp_path / "b.tar.zst", bad))
+    reordered = [world.members[0], *reversed(world.members[1:])]
+    with pytest.raises(FormatError, match=rf"member {first}: listed in bundle\.json but "
+                                          rf"missing, or out of order \({reordered[1][0]} came"):
+        open_(pack(tmp_path / "c.tar.zst", reordered))
 
 
 def test_extra_member_is_refused(world: World, tmp_path: Path) -> None:
@@ -500,7 +524,8 @@ def test_extra_member_is_refused(world: World, tmp_path: Path) -> None:
 def test_extra_listed_but_unused_member_fails_verification(world: World, tmp_path: Path) -> None:
     junk = b"smuggled bytes"
     name = f"objects/sha256/{hashlib.sha256(junk).hexdigest()}"
-    bad = pack(tmp_path / "b.tar.zst", reindex([*world.members, (name, junk)]))
+    listed = reindex([*world.members, (name, junk)])
+    bad = pack(tmp_path / "b.tar.zst", [listed[0], *sorted(listed[1:])])  # the index's order
     with open_(bad) as ev:
         report = verify_bundle(ev, world.policy)
     assert report.failures()[-1].endswith(
@@ -697,3 +722,35 @@ def test_a_bundle_that_cannot_fit_on_disk_writes_nothing(
                        r"larger disk\)"):
         open_(world.bundle, workdir=tmp_path)
     assert list(tmp_path.iterdir()) == []  # the temporary directory is gone, nothing written
+
+
+def test_a_wrong_proof_is_refused_when_the_bundle_holds_the_whole_tree(tmp_path: Path) -> None:
+    """redo15 finding 6: when a bundle holds every entry of the tree, the root is rebuilt
+    from them and the inclusion proofs it must carry were not checked: a corrupt one (here,
+    its hashes replaced) passed silently. Every proof a bundle carries is checked against its
+    checkpoint."""
+    home = tmp_path / "home"
+    ledger = Ledger.init(home, origin="test/whole")
+    vendor = ledger.keys.create("vendor", encrypt=False)
+    approver = ledger.keys.create("approver", encrypt=False)
+    policy_file = home / "policy.toml"
+    policy_file.write_text(POLICY.format(vkey=ledger.log.vkey))
+    record_policy(ledger, policy_file, [approver])
+    (tmp_path / "a.txt").write_text("alpha\n")
+    digest = record_files(ledger, {"a.txt": tmp_path / "a.txt"}, vendor).digest
+    export_bundle(ledger, digest, tmp_path / "whole.tar.zst", now=CREATED)
+    policy = TrustPolicy.from_toml(policy_file.read_bytes(), home, "policy")
+    members = unpack(tmp_path / "whole.tar.zst")
+    with open_(tmp_path / "whole.tar.zst") as ev:
+        assert ev.checkpoint is not None and ev.checkpoint.size == 2  # the whole tree
+        report = verify_bundle(ev, policy)
+        assert report.ok, report.failures()
+        assert any("root recomputed from all 2 entries" in c.detail
+                   for n in report.nodes.values() for c in n.checks)
+    name = "proofs/0.tlog-proof"
+    proof = TlogProof.from_bytes(dict(members)[name])
+    assert proof.inclusion
+    wrong = tlog_proof_bytes(replace(proof, inclusion=tuple(bytes(32) for _ in proof.inclusion)))
+    bad = pack(tmp_path / "bad.tar.zst", reindex(changed(members, name, lambda _d: wrong)))
+    with pytest.raises(ProofError, match=f"{name}.*not included under the tree"):
+        open_(bad).close()

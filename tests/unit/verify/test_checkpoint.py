@@ -9,6 +9,7 @@ import base64
 import hashlib
 import json
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,31 @@ def test_cosigned_tessera_checkpoint() -> None:
     }
     with pytest.raises(SignatureError, match="timestamped 1700000000, want at most 1699999999"):
         verify_cosignatures(note, [WITNESS], not_after=1_699_999_999)
+
+
+def test_a_witnessed_log_refuses_a_cosignature_from_the_future() -> None:
+    """redo15 finding 5: a verification's ``witnesses`` check took a cosignature dated years
+    ahead (a witness with a wrong or malicious clock makes a checkpoint look fresh); now one
+    more than `COSIGNATURE_SKEW` seconds ahead of this clock fails, saying so."""
+    from trajledger.ledger.encode import vkey_string
+    from trajledger.verify.cosignatures import check_witnesses
+    from trajledger.verify.policy import Role
+    from trajledger.verify.report import Node
+    from trajledger.verify.times import COSIGNATURE_SKEW
+
+    origin = Checkpoint.from_text(Note.from_bytes(tessera(15)).text).origin
+    role = Role("witness", 1, vkeys=(vkey_string(WITNESS.name, WITNESS_PUB, ALG_COSIGNATURE_V1),),
+                logs=(origin,))
+    now = int(time.time())
+    for ts, ok in ((now, True), (now + COSIGNATURE_SKEW // 2, True),
+                   (now + COSIGNATURE_SKEW + 60, False), (now + 10 * 365 * 86400, False)):
+        log = Node("log", "log", name="log")
+        check_witnesses(log, cosign(tessera(15), ts), role)
+        assert log.ok is ok, (ts - now, [c.detail for c in log.checks])
+        if not ok:
+            (check,) = log.checks
+            assert f"cosignature by {WITNESS.name} is timestamped {ts}, want at most " \
+                in check.detail and "dated in the future" in check.detail
 
 
 def test_cosignatures_threshold_counts_distinct_witnesses() -> None:

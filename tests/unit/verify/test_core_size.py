@@ -38,7 +38,11 @@ decoder, one refusal in ``parse_digest`` and one for a batch's terms); 4,479 in 
 report's checks, nodes and edges moved to ``verify.nodes``, below the report and the modules
 that read it on use (no import circle, type-only imports included); 4,477 after rev16's
 refusal of Ed25519 keys of small order and its OK line naming data not in the bundle, paid by a
-checkpoint's origin checked with its other lines and ``verify.note``'s ``__all__`` in three.
+checkpoint's origin checked with its other lines and ``verify.note``'s ``__all__`` in three;
+4,487 after redo15's floor named by whose checkpoint it is (and the keys before a rotation),
+lower-case key IDs, the bound on cosignature times, every carried proof checked and why an exporter left evidence out (loaded
+on a failure, ``verify.left_out``), paid by a bundle's members read in order without a set of
+names seen and ``verify.bundle``'s ``__all__`` on one line.
 """
 
 from __future__ import annotations
@@ -70,7 +74,7 @@ ON_USE = ("log_key", "succession", "releases", "release_rules", "tree", "encrypt
           "policy_settings", "consistency", "compromise", "compact", "cosignatures",
           "update_bundle", "documents", "did_you_mean", "report_json", "hash_bar",
           "sealed_files", "marks", "retractions", "rebuild", "other_predicates", "cosigned",
-          "record_json", "blame", "untrusted_key")
+          "record_json", "blame", "untrusted_key", "left_out")
 """Modules of ``verify/`` that load only when used: a rotated log key, a policy succession,
 evaluations and ``[release]``, files on disk (``--files``), an evaluator's encryption keys,
 a checkpoint seen before (and consistency proofs), revoked keys, a tree rebuilt from its
@@ -79,7 +83,8 @@ dataset's card, the settings a key-signed policy does without, the suggestion fo
 option, the JSON form of a report, the re-hashing bar, a sealed batch (its format, its
 ciphertexts), the predicates of kinds a checkpoint's lineage does not hold (evaluations,
 releases, unsealings, imports, refusals, model signatures), the writer of records' JSON, the
-root causes of a report that fails, the node of a key the policy does not hold."""
+root causes of a report that fails, the node of a key the policy does not hold, why an
+exporter left evidence out."""
 SKIP = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENDMARKER)
 

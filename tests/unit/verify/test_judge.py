@@ -47,15 +47,20 @@ def pem(s: Signer) -> str:
                             serialization.PublicFormat.SubjectPublicKeyInfo).decode()
 
 
-POLICY = TrustPolicy.from_toml(f'''
+def judge_policy(serial: int, approver: Signer, extra: str = "") -> TrustPolicy:
+    """The policy of these tests: ``approver`` approves; ``extra`` is TOML after the roles."""
+    return TrustPolicy.from_toml(f'''
 name = "judge"
-serial = 1
+serial = {serial}
 [roles.producer]
 keys = ["""{pem(PRODUCER)}"""]
 [roles.approver]
-keys = ["""{pem(APPROVER)}"""]
+keys = ["""{pem(approver)}"""]
 threshold = 1
-'''.encode())
+{extra}'''.encode())
+
+
+POLICY = judge_policy(1, APPROVER)
 
 
 def digest(text: str) -> str:
@@ -203,3 +208,36 @@ def test_approval_dates_at_the_ends_of_the_calendar_are_judged() -> None:
                         10, at)
         assert got == (set() if why else {APPROVER.keyid}), (approved_at, expires)
         assert why is None or why in node.checks[-1].detail, node.checks[-1].detail
+
+
+def test_a_compromised_key_without_its_keyid_is_named_with_its_compromise() -> None:
+    """redo15 finding 3: a record signed by a key the policy declares compromised is refused
+    naming the key, the policy that says so and from when. A keyid is only a hint: with the
+    envelope's keyid left out (or another one written), the refusal said "(no keyid) (not in
+    the policy)", hiding why. Now the compromised key that made the signature is found."""
+    import dataclasses
+
+    from trajledger.verify.dsse import Envelope
+
+    successor = judge_policy(2, STRANGER, f'[[revoked_keys]]\nkey = "{APPROVER.keyid}"\n'
+                                          'compromised_since = 5\nreason = "laptop stolen"\n')
+    policy = dataclasses.replace(successor, earlier=((9, POLICY),))  # serial 1 until index 9
+    entry, data = revocation(digest("batch"), APPROVER)
+    env = Envelope.from_bytes(data)
+    for keyid in ("", STRANGER.keyid, "0" * 64):
+        unnamed = dataclasses.replace(env, signatures=tuple(
+            dataclasses.replace(s, keyid=keyid) for s in env.signatures))
+        raw = envelope_bytes(unnamed)
+        rec = judge_record(7, dataclasses.replace(entry, envelope=digest_of(raw)), raw, policy,
+                           nothing)
+        assert isinstance(rec, RecordFailure) and not rec.damaged
+        assert (f"key {APPROVER.keyid[:12]} (found by its signature; the envelope names "
+                f"{keyid[:12] or 'no keyid'}) (revoked by policy 'judge' serial 2: compromised "
+                "since log index 5: laptop stolen)") in rec.message, (keyid, rec.message)
+    # Before the compromise the same signature counts.
+    ok = judge_record(4, entry, data, policy, nothing)
+    assert isinstance(ok, Record) and ok.signers == {APPROVER.keyid}
+
+
+def digest_of(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()

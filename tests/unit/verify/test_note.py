@@ -79,17 +79,23 @@ def test_vkey_string_round_trip() -> None:
         assert (v.name, v.alg, v.public_key, verifier_vkey(v)) == (NAME, alg, PUB, vkey)
 
 
-def test_vkey_accepts_uppercase_key_id_like_go() -> None:
+def test_vkey_refuses_an_upper_case_key_id() -> None:
+    """redo15 finding 1: Go's parser takes upper-case hex, but vkeys are compared as strings
+    here (a user's state, pins and handovers are keyed by them): another spelling of the same
+    key escaped what names it. One spelling only, the canonical lower-case one."""
     name, hash_hex, key64 = EXAMPLE["vkey"].split("+", 2)
-    assert verifier_from_vkey(f"{name}+{hash_hex.upper()}+{key64}").key_hash.hex() == hash_hex
+    for spelt in (hash_hex.upper(), hash_hex[:7] + hash_hex[7].upper()):
+        assert spelt != hash_hex
+        with pytest.raises(FormatError, match="want <name>\\+<8 lower-case hex digits>"):
+            verifier_from_vkey(f"{name}+{spelt}+{key64}")
 
 
 @pytest.mark.parametrize(
     ("vkey", "message"),
     [
-        ("example.com/foo", "want <name>\\+<8 hex digits>\\+<base64 key>"),
-        ("example.com/foo+530d903+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k", "8 hex digits"),
-        ("example.com/foo+530d903g+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k", "8 hex digits"),
+        ("example.com/foo", "want <name>\\+<8 lower-case hex digits>\\+<base64 key>"),
+        ("example.com/foo+530d903+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k", "8 lower-case"),
+        ("example.com/foo+530d903g+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k", "8 lower-case"),
         (
             "example.com/foo+530d903b+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k",
             "key ID 530d903b does not match the key, want 530d903a",

@@ -673,3 +673,23 @@ def test_readme_shows_the_example_policy() -> None:
     blocks = re.findall(r"```toml\n(.*?)```", readme, re.S)
     example = (ROOT / "keys" / "example-policy.toml").read_text("utf-8")
     assert example in blocks
+
+
+def test_a_keyid_not_in_lower_case_is_refused(keydir: Path) -> None:
+    """redo15 finding 1: keyids are compared as written; an upper-case one was read as a file
+    name (TOML) or refused as not inline PEM (JSON, a vendor's signed policy), never with the
+    reason. One line saying it, in a role, in ``revoked_keys`` and in the JSON form."""
+    upper = SIGNERS["c"].keyid.upper()
+    found = {SIGNERS["c"].keyid: SIGNERS["c"].public}
+    for spec in (upper, f"sha256:{upper}"):
+        data = f'[roles.approver]\nkeys = ["{spec}"]\n'.encode()
+        with pytest.raises(FormatError, match=f"keyid {upper[:16]}… must be written in "
+                                              "lower-case hex"):
+            TrustPolicy.from_toml(data, keydir, key_lookup=found.get)
+    extra = f'[[revoked_keys]]\nkey = "{upper}"\ncompromised_since = 0\n'.encode()
+    with pytest.raises(FormatError, match=r"revoked_keys item 0: key: keyid .* lower-case hex"):
+        parse(keydir, toml() + extra)
+    body = parse(keydir, toml()).to_json()
+    body["revoked_keys"] = [{"key": upper, "compromised_since": 0}]
+    with pytest.raises(FormatError, match="lower-case hex"):
+        TrustPolicy.from_json(body)
