@@ -40,9 +40,10 @@ that read it on use (no import circle, type-only imports included); 4,477 after 
 refusal of Ed25519 keys of small order and its OK line naming data not in the bundle, paid by a
 checkpoint's origin checked with its other lines and ``verify.note``'s ``__all__`` in three;
 4,487 after redo15's floor named by whose checkpoint it is (and the keys before a rotation),
-lower-case key IDs, the bound on cosignature times, every carried proof checked and why an exporter left evidence out (loaded
-on a failure, ``verify.left_out``), paid by a bundle's members read in order without a set of
-names seen and ``verify.bundle``'s ``__all__`` on one line.
+lower-case key IDs, the bound on cosignature times, every carried proof checked and why an
+exporter left evidence out (loaded on a failure, ``verify.left_out``), paid by a bundle's
+members read in order without a set of names seen and ``verify.bundle``'s ``__all__`` on one
+line.
 """
 
 from __future__ import annotations
