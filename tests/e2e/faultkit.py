@@ -69,6 +69,7 @@ class Faults:
             return False
 
     def rel(self, path: str) -> str:
+        """``path`` named from its root's name."""
         for root in self.roots:
             if os.path.abspath(path).startswith(root):
                 return f"{Path(root).name}/{os.path.relpath(path, root)}"
@@ -189,8 +190,9 @@ class _Connection:
         self._faults, self._path, self._db = faults, path, db
 
     def _check(self, sql: str) -> None:
-        if sql.lstrip().upper().startswith(_SQL_WRITES):
-            self._faults.hit("sqlite", self._path)
+        verb = sql.lstrip().split(" ", 1)[0].upper()
+        if verb.startswith(_SQL_WRITES):
+            self._faults.hit("sqlite", f"{self._path} {verb}")
 
     def execute(self, sql: str, *a: Any) -> Any:
         self._check(sql)
@@ -245,6 +247,7 @@ class Restorer:
                 if not linked:
                     self.data[rel] = Path(dirpath, f).read_bytes()
         shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
         for d in sorted(self.dirs):
             (work / d).mkdir(parents=True, exist_ok=True)
         for rel in self.files:

@@ -384,15 +384,20 @@ class TrustState(TrustIndex):
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[None]:
+        """A write transaction: committed, or rolled back whatever stops it. A statement or a
+        commit SQLite cannot write (a full disk, an I/O error) is a `LedgerError` (exit 3)."""
         with self._db.lock:
             self._begin()
             try:
                 yield
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            else:
                 self._db.execute("COMMIT")
+            except BaseException as e:
+                with contextlib.suppress(sqlite3.Error):  # none left after a failed COMMIT
+                    self._db.execute("ROLLBACK")
+                if isinstance(e, sqlite3.Error):
+                    raise LedgerError(f"trust state {self.path}: cannot write: {e}; nothing "
+                                      "was changed in it") from e
+                raise
 
     def _begin(self) -> None:
         """Begin a write transaction. When another process of this user holds the state, wait
