@@ -4,7 +4,7 @@ tests/e2e/test_fault_sweep.py); they ``import faultkit``.
 Scope:
 
 - `Faults`: wraps ``os.open``/``os.write``/``os.fsync``/``os.replace``/``os.rename``/
-  ``os.mkdir``, Python's ``open`` and (``sqlite=True``) the statements that write of the SQLite
+  ``os.link``/``os.mkdir``, Python's ``open`` and (``sqlite=True``) the statements that write of the SQLite
   connections trajledger opens, for paths inside its roots; a first run counts the calls an
   operation makes, then each run fails call k: with the ``OSError`` the OS would give (a
   SQLite statement: the ``sqlite3.OperationalError`` SQLite gives for it), or a real SIGKILL
@@ -36,6 +36,7 @@ _real = {
     "fsync": os.fsync,
     "replace": os.replace,
     "rename": os.rename,
+    "link": os.link,
     "mkdir": os.mkdir,
     "builtins.open": builtins.open,
     "connect": sqlite3.connect,
@@ -148,6 +149,7 @@ class Faults:
             (os, "fsync", ffsync),
             (os, "replace", frename("replace")),
             (os, "rename", frename("rename")),
+            (os, "link", frename("link")),
             (os, "mkdir", fmkdir),
             (builtins, "open", bopen),
             (io, "open", bopen),

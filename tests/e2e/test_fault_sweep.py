@@ -319,3 +319,34 @@ def test_a_directory_fsync_failing_after_the_commit_says_it_was_recorded(
         r.stderr), r.stderr
     assert work.run(["log", "verify"]).exit_code == 0
     assert work.run(COMMANDS["attest"]).exit_code == 0 and size(work) == 21
+
+
+def test_a_rotation_stopped_between_the_next_keys_two_files_is_finished_by_the_next_run(
+        work: Work, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding 4: ``log-key/next.key`` written, ``next.pub`` not: every later ``rotate-key``
+    was refused ("key next: already exists"), the rotation could not be finished."""
+    monkeypatch.setenv(testkit.STATE_ENV, str(work.state))
+    r = fault_at(work, "log rotate-key", "rename", "log-key/next.pub")
+    assert r.exit_code == 3 and one_line(r) is None, r.output
+    assert (work.home / "log-key" / "next.key").exists()
+    assert not (work.home / "log-key" / "next.pub").exists()
+    r = work.run(COMMANDS["log rotate-key"])
+    assert r.exit_code == 0, r.output
+    r = work.run(["log", "verify"])
+    assert r.exit_code == 0 and "WARNING" not in r.stderr, r.output
+
+
+def test_an_unfinished_rotation_is_a_warning_of_log_verify_naming_how_to_finish(
+        work: Work, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding 5: a rotation stopped after its handover was published, before ``log/vkey``
+    named the new key, failed ``log verify`` (handovers that do not lead to the log's key)."""
+    monkeypatch.setenv(testkit.STATE_ENV, str(work.state))
+    r = fault_at(work, "log rotate-key", "rename", "home/log/vkey")
+    assert r.exit_code == 3 and one_line(r) is None, r.output
+    r = work.run(["log", "verify"])
+    assert r.exit_code == 0, r.output
+    assert "key-handovers/1: an unfinished key rotation" in r.stderr, r.stderr
+    assert "run 'trajledger log rotate-key' to finish it" in r.stderr, r.stderr
+    assert work.run(COMMANDS["log rotate-key"]).exit_code == 0
+    r = work.run(["log", "verify"])
+    assert r.exit_code == 0 and "WARNING" not in r.stderr, r.output

@@ -778,8 +778,8 @@ class LedgerHome:
         keys = self.log_keys()
         directory = self.root / LOG_KEY_DIR
         # (1)
-        if not (directory / f"{NEXT_LOG_KEY_NAME}.pub").exists():
-            keys.create(NEXT_LOG_KEY_NAME, encrypt=_encrypt_log_key(keys))
+        if not (directory / f"{NEXT_LOG_KEY_NAME}.pub").exists():  # (or finish it)
+            keys.create_or_finish(NEXT_LOG_KEY_NAME, encrypt=_encrypt_log_key(keys))
         if (directory / f"{NEXT_LOG_KEY_NAME}.key").exists():
             new = keys.signer(NEXT_LOG_KEY_NAME)
         else:  # step 3 was interrupted after the private key moved

@@ -17,6 +17,7 @@ Non-scope: verification (``verify.keys.PublicKey``).
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import re
 import stat
@@ -516,6 +517,25 @@ class KeyStore:
             raise KeyError_(f"key {name}: already exists in {self.directory} (made by another "
                             "process meanwhile); pick another name") from e
         return signer
+
+    def create_or_finish(self, name: str, *, encrypt: bool = True) -> Signer:
+        """`create` an Ed25519 key, or finish one whose creation stopped between its two files
+        (a kill, a full disk): a private key without its public key gets the public key,
+        derived from it (the private key passes `signer`'s checks first).
+
+        Raises:
+            KeyError_, TamperError: as `create`, or the private key cannot be loaded.
+        """
+        path, pub_path = self.directory / f"{name}.key", self.directory / f"{name}.pub"
+        if not path.exists() or pub_path.exists() or pub_path.is_symlink():
+            return self.create(name, encrypt=encrypt)
+        key = self._private(name, path, pub_path, "", allow_plain=not encrypt)
+        if not isinstance(key, ed25519.Ed25519PrivateKey):
+            raise KeyError_(f"key {name}: {path} is not an Ed25519 key; remove it to start over")
+        signer = Signer.from_private(name, key)
+        with contextlib.suppress(FileExistsError):  # another process finished it meanwhile
+            write_file_atomic(pub_path, signer.public.to_pem(), mode=0o644, exclusive=True)
+        return self.signer(name)
 
     def encrypt(self, name: str, *, x25519_key: bool = False) -> bool:
         """Encrypt key ``name``'s private key file in place (its passphrase as for `signer`), or
