@@ -4,12 +4,12 @@ tests/e2e/test_fault_sweep.py); they ``import faultkit``.
 Scope:
 
 - `Faults`: wraps ``os.open``/``os.write``/``os.fsync``/``os.replace``/``os.rename``/
-  ``os.link``/``os.mkdir``, Python's ``open`` and (``sqlite=True``) the statements that write of the SQLite
-  connections trajledger opens, for paths inside its roots; a first run counts the calls an
-  operation makes, then each run fails call k: with the ``OSError`` the OS would give (a
-  SQLite statement: the ``sqlite3.OperationalError`` SQLite gives for it), or a real SIGKILL
-  (`killed`: in a forked child; no ``finally`` runs). ``fsync`` is a fault point but is not
-  performed: durability is not what is tested (a kill keeps the page cache).
+  ``os.link``/``os.mkdir``, Python's ``open`` and (``sqlite=True``) the statements that write
+  of the SQLite connections trajledger opens, for paths inside its roots; a first run counts
+  the calls an operation makes, then each run fails call k: with the ``OSError`` the OS would
+  give (a SQLite statement: the ``sqlite3.OperationalError`` SQLite gives for it), or a real
+  SIGKILL (`killed`: in a forked child; no ``finally`` runs). ``fsync`` is a fault point but
+  is not performed: durability is not what is tested (a kill keeps the page cache).
 - `Restorer`: puts a work copy of a directory back to its pristine state between faults.
 
 Non-scope: what an operation must leave after a fault (each test module's checks).

@@ -70,9 +70,28 @@ COMMANDS: dict[str, list[str]] = {
     "fsck --repair": ["fsck", "--repair", "--from", "@bundle"],
     "gc": ["gc", "--yes", "--min-age", "0"],
     "reindex": ["reindex"],
-    "trust": ["trust", "--settings"],
+    "trust": ["trust", "@other"],
+    "release": ["release", "cartpole-bc@1", "--key", "approver-a", "--key", "approver-b"],
+    "policy set": ["policy", "set", "@policy", "--key", "approver-a", "--key", "approver-b",
+                   "--yes"],
 }
 """Each writing command, with ``@...`` placeholders made per ledger (`Work.value`)."""
+
+
+RELEASE = """
+[roles.evaluator]
+keys = ["{keys}/vendor.pub"]
+threshold = 1
+
+[release]
+approvals = 2
+
+[[release.require]]
+suite = "cartpole-holdout@1"
+metric = "success_rate"
+min = 0.0
+"""
+"""What the policies the setup records add to the quickstart's (eval, release)."""
 
 
 @dataclass
@@ -91,7 +110,7 @@ class Work:
         live = root / "live"
         self.home, self.state, self.files = live / "home", live / "state", live / "files"
         self.runner = testkit.new_runner()
-        self.batch = ""
+        self.batch = self.other = ""
         os.environ[testkit.STATE_ENV] = str(self.state)
         testkit.copy_template(template, self.home)
         self.files.mkdir(parents=True)
@@ -103,6 +122,19 @@ class Work:
         self.batch = next(e["subject"] for e in map(json.loads, self.ok(
             "log", "show", "--json").splitlines()) if e["kind"] == "rollout-batch")
         self.ok("export", "cartpole-train@1", "--out", str(self.files / "bundle.tar.zst"))
+        # A policy with an evaluator and a release rule (eval, release), and the next one.
+        text = (self.home / "policy.toml").read_text()
+        for serial in (2, 3):
+            (self.files / f"policy-{serial}.toml").write_text(
+                "format = 2\n" + text.replace("serial = 1", f"serial = {serial}")
+                + RELEASE.format(keys=self.home / "keys"))
+        self.ok("policy", "set", str(self.files / "policy-2.toml"), "--key", "approver-a",
+                "--key", "approver-b", "--yes")
+        self.ok(*COMMANDS["eval"])
+        other = self.runner.invoke(main, ["--ledger", str(self.files / "other"), "init",
+                                          "--origin", "test/other", "--json"])
+        assert other.exit_code == 0, other.output
+        self.other = json.loads(other.stdout)["vkey"]  # a log to pin (trust)
         digest = next(e["subject"] for e in map(json.loads, self.ok(
             "log", "show", "--json").splitlines()) if e["kind"] == "dataset")
         self.damaged = Ledger.open(self.home).store.path_of(digest)
@@ -123,7 +155,8 @@ class Work:
     def value(self, v: str) -> str:
         return {"@rows": str(self.files / "rows.jsonl"), "@file": str(self.files / "file.txt"),
                 "@out": str(self.files / "out"), "@out-bundle": str(self.files / "out.tar.zst"),
-                "@bundle": str(self.files / "bundle.tar.zst"), "@batch": self.batch}.get(v, v)
+                "@bundle": str(self.files / "bundle.tar.zst"), "@batch": self.batch,
+                "@policy": str(self.files / "policy-3.toml"), "@other": self.other}.get(v, v)
 
     def restore(self, name: str) -> None:
         """Put everything back as it was (for ``fsck --repair``: with an object lost).
@@ -350,3 +383,39 @@ def test_an_unfinished_rotation_is_a_warning_of_log_verify_naming_how_to_finish(
     assert work.run(COMMANDS["log rotate-key"]).exit_code == 0
     r = work.run(["log", "verify"])
     assert r.exit_code == 0 and "WARNING" not in r.stderr, r.output
+
+
+@pytest.mark.parametrize(("name", "where"), [
+    ("log rotate-key", "log/key-handovers/.tmp-"),
+    ("log rotate-key", "log-key/.tmp-"),
+    ("key new", "keys/.tmp-"),
+    ("fsck --repair", "objects/sha256/.tmp-"),
+    ("sign", "files/.tmp-"),
+    ("card", "files/.tmp-"),
+    ("export", "files/.tmp-"),
+    ("reindex", "index/lance/.tmp-"),
+])
+def test_the_temp_file_of_a_killed_command_is_removed_by_the_next_run(
+        work: Work, monkeypatch: pytest.MonkeyPatch, name: str, where: str) -> None:
+    """Findings 6 and 7, and the two the earlier sweep left: a command killed while it wrote
+    a temp file (a key handover, a key, a repaired object, an output beside ``--out``, the
+    index's state) left it there for good; the next run removes it (its owner is gone)."""
+    monkeypatch.setenv(testkit.STATE_ENV, str(work.state))
+    work.restore(name)
+    counting = work.faults()
+    with counting.active():
+        assert work.run(COMMANDS[name]).exit_code == 0
+    at = next(k for k, (c, p) in enumerate(counting.calls)
+              if c in ("write", "fsync") and where in p)
+    work.restore(name)
+    faults = work.faults(fail_at=at, kill=True)
+
+    def run() -> None:
+        with faults.active():
+            work.run(COMMANDS[name])
+
+    assert killed(run)
+    assert any(where in str(p) for p in work.root.rglob(".tmp-*")), "no temp file to remove"
+    r = work.run(COMMANDS[name])
+    assert r.exit_code == 0, r.output
+    assert work.temps() == []

@@ -254,7 +254,7 @@ def sign(
     """
     from .encode import envelope_bytes
     from .files import collect_files, manifest_for
-    from .fs import write_file_atomic
+    from .fs import write_output
     from .record import check_subject_name
     from .signing import files_predicate, sign_statement
 
@@ -266,7 +266,7 @@ def sign(
         manifest = manifest_for(files, on_done=lambda _d: advance(1))
     ptype, predicate = files_predicate(manifest)
     envelope = sign_statement([(subject, manifest.digest)], ptype, predicate, [signer])
-    write_file_atomic(out, envelope_bytes(envelope) + b"\n")
+    write_output(out, envelope_bytes(envelope) + b"\n")
     emit_result(as_json, manifest.digest, {
         "digest": manifest.digest, "name": subject, "envelope": str(out),
         "files": len(manifest.files), "size": manifest.total_size, "keyid": signer.keyid})

@@ -32,7 +32,7 @@ from trajledger.verify.encryption_key import EncryptionKey
 from trajledger.verify.keys import ALGORITHMS, PublicKey
 
 from .errors import KeyError_, TamperError
-from .fs import write_file_atomic
+from .fs import drop_stale_temps, write_file_atomic
 
 __all__ = [
     "ENCRYPTION_DIR",
@@ -505,6 +505,7 @@ class KeyStore:
                 "terminal, or pass --no-encrypt for a demo key"
             )
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        drop_stale_temps(self.directory)  # a killed creation's
         # Neither file is written over one made meanwhile: two processes creating one name
         # (two 'log rotate-key' at once) would otherwise each keep a private key the other's
         # write replaced on disk (rev13 finding 6).
@@ -527,6 +528,7 @@ class KeyStore:
             KeyError_, TamperError: as `create`, or the private key cannot be loaded.
         """
         path, pub_path = self.directory / f"{name}.key", self.directory / f"{name}.pub"
+        drop_stale_temps(self.directory)  # a killed creation's
         if not path.exists() or pub_path.exists() or pub_path.is_symlink():
             return self.create(name, encrypt=encrypt)
         key = self._private(name, path, pub_path, "", allow_plain=not encrypt)
