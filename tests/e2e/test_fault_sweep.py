@@ -433,28 +433,32 @@ def test_an_unfinished_rotation_is_a_warning_of_log_verify_naming_how_to_finish(
     assert r.exit_code == 0 and "WARNING" not in r.stderr, r.output
 
 
-@pytest.mark.parametrize(("name", "where"), [
-    ("log rotate-key", "log/key-handovers/.tmp-"),
-    ("log rotate-key", "log-key/.tmp-"),
-    ("key new", "keys/.tmp-"),
-    ("fsck --repair", "objects/sha256/.tmp-"),
-    ("sign", "files/.tmp-"),
-    ("card", "files/.tmp-"),
-    ("export", "files/.tmp-"),
-    ("reindex", "index/lance/.tmp-"),
+@pytest.mark.parametrize(("name", "where", "last"), [
+    ("log rotate-key", "log/key-handovers/.tmp-", False),
+    ("log rotate-key", "log-key/.tmp-", False),  # next.key
+    ("log rotate-key", "log-key/.tmp-", True),  # log.pub (step 3)
+    ("key new", "keys/.tmp-", False),  # fresh.key
+    ("key new", "keys/.tmp-", True),  # fresh.pub: fresh.key is there
+    ("fsck --repair", "objects/sha256/.tmp-", False),
+    ("sign", "files/.tmp-", False),
+    ("card", "files/.tmp-", False),
+    ("export", "files/.tmp-", False),
+    ("reindex", "index/lance/.tmp-", False),
+    ("log cosign", "witness/.tmp-", False),
 ])
 def test_the_temp_file_of_a_killed_command_is_removed_by_the_next_run(
-        work: Work, monkeypatch: pytest.MonkeyPatch, name: str, where: str) -> None:
+        work: Work, monkeypatch: pytest.MonkeyPatch, name: str, where: str, last: bool) -> None:
     """Findings 6 and 7, and the two the earlier sweep left: a command killed while it wrote
     a temp file (a key handover, a key, a repaired object, an output beside ``--out``, the
-    index's state) left it there for good; the next run removes it (its owner is gone)."""
+    index's state, a witness's state) left it there for good; the next run removes it (its
+    owner is gone), and finishes a key whose public half was not written yet."""
     monkeypatch.setenv(testkit.STATE_ENV, str(work.state))
     work.restore(name)
     counting = work.faults()
     with counting.active():
         assert work.run(COMMANDS[name]).exit_code == 0
-    at = next(k for k, (c, p) in enumerate(counting.calls)
-              if c in ("write", "fsync") and where in p)
+    at = [k for k, (c, p) in enumerate(counting.calls)
+          if c in ("write", "fsync") and where in p][-1 if last else 0]
     work.restore(name)
     faults = work.faults(fail_at=at, kill=True)
 

@@ -143,7 +143,7 @@ def key_new(ctx: Context, name: str, alg: str, no_encrypt: bool, as_json: bool) 
             "name": name, "algorithm": "x25519", "keyid": enc.keyid, "encrypted": not no_encrypt})
         ok(f"encryption key {name} written to {store.encryption_directory}")
         return
-    signer = store.create(
+    signer = store.create_or_finish(  # (a creation killed between the key's two files)
         name, "ecdsa-p256" if alg == "p256" else "ed25519", encrypt=not no_encrypt
     )
     emit_result(as_json, f"{name} {signer.public.algorithm} {signer.keyid}", {

@@ -677,8 +677,9 @@ def drop_stale_temps(directory: Path) -> int:
 
 
 def write_output(path: Path, data: bytes) -> None:
-    """Write a command's output file (``--out``) atomically (`write_file_atomic`), first
-    removing the temp files a killed run left beside it (`drop_stale_temps`)."""
+    """Write a file whole, atomically (`write_file_atomic`: a command's ``--out``, a witness's
+    state, a key file), first removing the temp files a killed run left beside it
+    (`drop_stale_temps`)."""
     drop_stale_temps(path.parent)
     write_file_atomic(path, data)
 

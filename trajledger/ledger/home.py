@@ -46,6 +46,7 @@ from .fs import (
     temp_name,
     tmp_entries,
     write_file_atomic,
+    write_output,
 )
 from .keys import KeyStore
 from .store import ObjectStore
@@ -789,9 +790,8 @@ class LedgerHome:
         # (3)
         try:
             pub = (directory / f"{NEXT_LOG_KEY_NAME}.pub").read_bytes()
-            write_file_atomic(directory / f"{LOG_KEY_NAME}.pub", pub)
-            nxt = directory / f"{NEXT_LOG_KEY_NAME}.key"
-            if nxt.exists():
+            write_output(directory / f"{LOG_KEY_NAME}.pub", pub)  # (a killed one's temp gone)
+            if (nxt := directory / f"{NEXT_LOG_KEY_NAME}.key").exists():
                 os.replace(nxt, directory / f"{LOG_KEY_NAME}.key")
             os.unlink(directory / f"{NEXT_LOG_KEY_NAME}.pub")
             fsync_dir(directory)

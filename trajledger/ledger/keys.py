@@ -490,6 +490,7 @@ class KeyStore:
         """
         check_key_name(name)
         priv_path = self.directory / f"{name}.key"
+        drop_stale_temps(self.directory)  # a killed creation's
         if priv_path.exists() or (self.directory / f"{name}.pub").exists():
             raise KeyError_(f"key {name}: already exists in {self.directory}; pick another name")
         if not encrypt and self.require_encrypted:
@@ -505,7 +506,6 @@ class KeyStore:
                 "terminal, or pass --no-encrypt for a demo key"
             )
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        drop_stale_temps(self.directory)  # a killed creation's
         # Neither file is written over one made meanwhile: two processes creating one name
         # (two 'log rotate-key' at once) would otherwise each keep a private key the other's
         # write replaced on disk (rev13 finding 6).
@@ -519,10 +519,11 @@ class KeyStore:
                             "process meanwhile); pick another name") from e
         return signer
 
-    def create_or_finish(self, name: str, *, encrypt: bool = True) -> Signer:
-        """`create` an Ed25519 key, or finish one whose creation stopped between its two files
-        (a kill, a full disk): a private key without its public key gets the public key,
-        derived from it (the private key passes `signer`'s checks first).
+    def create_or_finish(self, name: str, algorithm: str = "ed25519", *,
+                         encrypt: bool = True) -> Signer:
+        """`create` a key, or finish one whose creation stopped between its two files (a kill,
+        a full disk): a private key of ``algorithm`` without its public key gets the public
+        key, derived from it (the private key passes `signer`'s checks first).
 
         Raises:
             KeyError_, TamperError: as `create`, or the private key cannot be loaded.
@@ -530,11 +531,14 @@ class KeyStore:
         path, pub_path = self.directory / f"{name}.key", self.directory / f"{name}.pub"
         drop_stale_temps(self.directory)  # a killed creation's
         if not path.exists() or pub_path.exists() or pub_path.is_symlink():
-            return self.create(name, encrypt=encrypt)
+            return self.create(name, algorithm, encrypt=encrypt)
         key = self._private(name, path, pub_path, "", allow_plain=not encrypt)
-        if not isinstance(key, ed25519.Ed25519PrivateKey):
-            raise KeyError_(f"key {name}: {path} is not an Ed25519 key; remove it to start over")
-        signer = Signer.from_private(name, key)
+        signer = (Signer.from_private(name, key) if isinstance(key, ed25519.Ed25519PrivateKey
+                                                                | ec.EllipticCurvePrivateKey)
+                  else None)
+        if signer is None or signer.public.algorithm != algorithm:
+            raise KeyError_(f"key {name}: {path} is not an {algorithm} key; remove it (a "
+                            "creation that stopped) to start over")
         with contextlib.suppress(FileExistsError):  # another process finished it meanwhile
             write_file_atomic(pub_path, signer.public.to_pem(), mode=0o644, exclusive=True)
         return self.signer(name)
