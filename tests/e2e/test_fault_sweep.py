@@ -301,7 +301,7 @@ def work(quickstart_template: testkit.Template[str],
         m.setenv(testkit.STATE_ENV, str(root / "live" / "state"))
         m.setattr(os, "fsync", lambda fd: None)  # fault points, not performed (faultkit)
         # A transaction a fault left open fails the next command soon, not in half an hour.
-        m.setattr(trust_state, "_WAIT_LIMIT", 10.0)
+        m.setattr(trust_state, "WAIT_LIMIT", 10.0)
         yield Work(quickstart_template, root)
 
 

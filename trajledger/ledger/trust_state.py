@@ -123,7 +123,7 @@ _INDEXES = {line.split()[5]: line for line in _SCHEMA.splitlines()
 _BUSY_TIMEOUT = 60.0
 """Seconds a write waits for another process's transaction on the same state."""
 
-_WAIT_LIMIT = 1800.0
+WAIT_LIMIT = 1800.0
 """Seconds a process waits for another one that holds the state (`_begin`)."""
 
 _QUIET_WAIT = 5.0
@@ -401,7 +401,7 @@ class TrustState(TrustIndex):
 
     def _begin(self) -> None:
         """Begin a write transaction. When another process of this user holds the state, wait
-        for up to `_WAIT_LIMIT` seconds; say so once when that process is reading the log for
+        for up to `WAIT_LIMIT` seconds; say so once when that process is reading the log for
         the first time (it holds the state throughout, and keeps `_READING` up to date: its
         progress is drawn) or when the wait passes `_QUIET_WAIT` seconds (another writer's
         commit is usually shorter)."""
@@ -419,10 +419,10 @@ class TrustState(TrustIndex):
                     notice(f"waiting for another trajledger process of yours, which holds your "
                            f"state of this log ({self.path}); reading a large log for the first "
                            "time takes about 0.1 ms per entry")
-                if waited > _WAIT_LIMIT:
+                if waited > WAIT_LIMIT:
                     raise LedgerError(
                         f"trust state {self.path}: still held by another trajledger process of "
-                        f"yours after {_WAIT_LIMIT:.0f} s; let it finish, then run this again")
+                        f"yours after {WAIT_LIMIT:.0f} s; let it finish, then run this again")
                 if advance is None and total and self.progress is not None:
                     advance = bar.enter_context(
                         self.progress(total, "waiting: another process reads the log"))
