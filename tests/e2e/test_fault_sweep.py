@@ -197,6 +197,23 @@ class Work:
         if name == "fsck --repair":
             self.damaged.unlink()
 
+    def calls(self, name: str) -> list[tuple[str, str]]:
+        """The fault points of command ``name`` (run once, on the ledger put back)."""
+        self.restore(name)
+        counting = self.faults()
+        with counting.active():
+            r = self.run(COMMANDS[name])
+        assert r.exit_code == 0, r.output
+        return counting.calls
+
+    def killed(self, argv: list[str], faults: Faults) -> bool:
+        """Run ``argv`` in a forked child killed at ``faults``'s point; True when it was."""
+        def run() -> None:
+            with faults.active():
+                self.run(argv)
+
+        return killed(run)
+
     def faults(self, **kw: object) -> Faults:
         return Faults((str(self.home), str(self.state), str(self.files)), sqlite=True,
                       **kw)  # type: ignore[arg-type]
@@ -251,12 +268,8 @@ def after(work: Work, argv: list[str], again: int, kill: bool) -> list[str]:
 def sweep(work: Work, name: str) -> Outcome:
     argv = COMMANDS[name]
     work.restore(name)
-    counting = work.faults()
-    with counting.active():
-        first = work.run(argv)
-    assert first.exit_code == 0, first.output
+    calls = work.calls(name)
     again = work.run(argv).exit_code
-    calls = counting.calls
     assert calls, f"{name}: writes nothing"
     out = Outcome(points=len(calls))
     modes = [("EIO", errno.EIO, False), ("ENOSPC", errno.ENOSPC, False), ("kill", 0, True)]
@@ -274,11 +287,7 @@ def sweep(work: Work, name: str) -> Outcome:
         where = f"{name}: {mode} at {k} ({calls[k][0]} {calls[k][1]})"
         problems: list[str] = []
         if kill:
-            def run(faults: Faults = faults) -> None:
-                with faults.active():
-                    work.run(argv)
-
-            if not killed(run):
+            if not work.killed(argv, faults):
                 problems.append("not killed")
         else:
             with faults.active():
@@ -346,12 +355,9 @@ def fault_at(work: Work, name: str, kind: str, where: str, *, last: bool = False
              code: int = errno.EIO) -> Result:
     """Run command ``name`` with its first (``last``: its last) ``kind`` call whose path
     contains ``where`` failing with ``code``."""
-    work.restore(name)
-    counting = work.faults()
-    with counting.active():
-        assert work.run(COMMANDS[name]).exit_code == 0
-    found = [k for k, (c, p) in enumerate(counting.calls) if c == kind and where in p]
-    assert found, counting.calls
+    calls = work.calls(name)
+    found = [k for k, (c, p) in enumerate(calls) if c == kind and where in p]
+    assert found, calls
     work.restore(name)
     with work.faults(fail_at=found[-1 if last else 0], code=code).active():
         return work.run(COMMANDS[name])
@@ -453,20 +459,10 @@ def test_the_temp_file_of_a_killed_command_is_removed_by_the_next_run(
     index's state, a witness's state) left it there for good; the next run removes it (its
     owner is gone), and finishes a key whose public half was not written yet."""
     monkeypatch.setenv(testkit.STATE_ENV, str(work.state))
-    work.restore(name)
-    counting = work.faults()
-    with counting.active():
-        assert work.run(COMMANDS[name]).exit_code == 0
-    at = [k for k, (c, p) in enumerate(counting.calls)
+    at = [k for k, (c, p) in enumerate(work.calls(name))
           if c in ("write", "fsync") and where in p][-1 if last else 0]
     work.restore(name)
-    faults = work.faults(fail_at=at, kill=True)
-
-    def run() -> None:
-        with faults.active():
-            work.run(COMMANDS[name])
-
-    assert killed(run)
+    assert work.killed(COMMANDS[name], work.faults(fail_at=at, kill=True))
     assert any(where in str(p) for p in work.root.rglob(".tmp-*")), "no temp file to remove"
     r = work.run(COMMANDS[name])
     assert r.exit_code == 0, r.output
