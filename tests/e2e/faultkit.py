@@ -24,6 +24,9 @@ import os
 import shutil
 import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -57,6 +60,9 @@ class Faults:
     sqlite: bool = False
     """Whether the statements that write of SQLite databases under the roots are fault points
     (SQLite's own writes are below Python: its statement fails as SQLite would fail it)."""
+    where: str | None = None
+    """Fail the first write or fsync of a path containing this instead of call ``fail_at``
+    (a process other than the one that counted makes other calls before it)."""
     calls: list[tuple[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -79,7 +85,8 @@ class Faults:
     def hit(self, kind: str, path: str) -> None:
         n = len(self.calls)
         self.calls.append((kind, self.rel(path)))
-        if n == self.fail_at:
+        if n == self.fail_at or (self.where is not None and kind in ("write", "fsync")
+                                 and self.where in self.calls[-1][1]):
             if self.kill:
                 os.kill(os.getpid(), signal.SIGKILL)
             if kind == "sqlite":
@@ -212,16 +219,49 @@ class _Connection:
         return getattr(self._db, name)
 
 
+HANG = 120.0
+"""Seconds a forked child may run before it is taken as hung (a guard, not a measure)."""
+
+
 def killed(run: Callable[[], object]) -> bool:
-    """Run ``run`` in a forked child (its `Faults` set to kill); True when it was killed."""
+    """Run ``run`` in a forked child (its `Faults` set to kill); True when it was killed at
+    the point, False when it ended or hung (killed after `HANG` seconds): a library whose
+    threads do not survive a fork (lance's runtime) may wait for them for ever in the child."""
     pid = os.fork()
     if pid == 0:
         try:
             run()
         finally:
             os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    deadline = time.monotonic() + HANG
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return False
+    return os.WIFSIGNALED(done[1]) and os.WTERMSIG(done[1]) == signal.SIGKILL
+
+
+CHILD = """
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from click.testing import CliRunner
+from faultkit import Faults
+from trajledger.runner.cli import main
+with Faults(tuple(sys.argv[2].split("\\n")), kill=True, sqlite=True, where=sys.argv[3]).active():
+    CliRunner().invoke(main, sys.argv[4:])
+"""
+"""A process of its own that runs the command ``argv[4:]`` killed at the first write or fsync
+of a path containing ``argv[3]`` under the roots ``argv[2]`` (`killed_process`)."""
+
+
+def killed_process(roots: tuple[str, ...], where: str, argv: list[str]) -> bool:
+    """`killed`, in a new process (nothing of this one's threads or caches in it); True when
+    it was killed at the point."""
+    r = subprocess.run([sys.executable, "-c", CHILD, os.path.dirname(__file__),
+                        "\n".join(roots), where, *argv], timeout=HANG, check=False)
+    return r.returncode == -signal.SIGKILL
 
 
 class Restorer:

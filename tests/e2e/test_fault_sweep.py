@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 import testkit
 from click.testing import Result
-from faultkit import Faults, Restorer, killed
+from faultkit import Faults, Restorer, killed, killed_process
 
 from trajledger import Ledger
 from trajledger.ledger import trust_state
@@ -84,6 +84,11 @@ COMMANDS: dict[str, list[str]] = {
 }
 """Each writing command, with ``@...`` placeholders made per ledger (`Work.value`). Commands
 that only read still write the user's state (its floor and index: ``verify``, ``admit``)."""
+
+FORK_UNSAFE = {"reindex": "lance's runtime threads do not survive a fork: a forked child of a "
+                          "process that used it may wait for them for ever"}
+"""Commands not killed in a forked child by the sweep; their targeted test kills a process of
+its own (`faultkit.killed_process`)."""
 
 NOT_SWEPT = {
     **{c: "reads only (the user's state is brought up to date as by verify, swept)" for c in (
@@ -215,8 +220,10 @@ class Work:
         return killed(run)
 
     def faults(self, **kw: object) -> Faults:
-        return Faults((str(self.home), str(self.state), str(self.files)), sqlite=True,
-                      **kw)  # type: ignore[arg-type]
+        return Faults(self.roots(), sqlite=True, **kw)  # type: ignore[arg-type]
+
+    def roots(self) -> tuple[str, ...]:
+        return (str(self.home), str(self.state), str(self.files))
 
     def temps(self) -> list[str]:
         """Temporary files left anywhere but ``<ledger>/tmp`` (see the module docstring)."""
@@ -281,6 +288,7 @@ def sweep(work: Work, name: str) -> Outcome:
         plan = [(k, *modes[i % 2]) for i, k in enumerate(range(len(calls) - 1, -1, -step))
                 if i < SAMPLE]
         plan.append((len(calls) // 2, *modes[2]))
+    plan = [p for p in plan if not (p[3] and name in FORK_UNSAFE)]
     for k, mode, code, kill in plan:
         work.restore(name)
         faults = work.faults(fail_at=k, kill=kill, code=code or errno.EIO)
@@ -462,7 +470,11 @@ def test_the_temp_file_of_a_killed_command_is_removed_by_the_next_run(
     at = [k for k, (c, p) in enumerate(work.calls(name))
           if c in ("write", "fsync") and where in p][-1 if last else 0]
     work.restore(name)
-    assert work.killed(COMMANDS[name], work.faults(fail_at=at, kill=True))
+    if name in FORK_UNSAFE:
+        argv = ["--ledger", str(work.home), *map(work.value, COMMANDS[name])]
+        assert killed_process(work.roots(), where, argv)
+    else:
+        assert work.killed(COMMANDS[name], work.faults(fail_at=at, kill=True))
     assert any(where in str(p) for p in work.root.rglob(".tmp-*")), "no temp file to remove"
     r = work.run(COMMANDS[name])
     assert r.exit_code == 0, r.output
