@@ -676,12 +676,12 @@ def drop_stale_temps(directory: Path) -> int:
     return n
 
 
-def write_output(path: Path, data: bytes) -> None:
+def write_output(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Write a file whole, atomically (`write_file_atomic`: a command's ``--out``, a witness's
     state, a key file), first removing the temp files a killed run left beside it
     (`drop_stale_temps`)."""
     drop_stale_temps(path.parent)
-    write_file_atomic(path, data)
+    write_file_atomic(path, data, durable=durable)
 
 
 def write_file_atomic(
