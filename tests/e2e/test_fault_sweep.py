@@ -480,3 +480,17 @@ def test_the_temp_file_of_a_killed_command_is_removed_by_the_next_run(
     r = work.run(COMMANDS[name])
     assert r.exit_code == 0, r.output
     assert work.temps() == []
+
+
+def test_a_release_run_again_after_its_commit_was_not_confirmed_goes_through(
+        work: Work, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The full sweep's finding: a release whose entry was committed but not published (the
+    fsync after its commit failed) was refused when run again ("the log grew from N to N+1
+    entries while the release was judged"): the judge read the published checkpoint, the
+    append then published the tail first. The tail is now published before judging."""
+    monkeypatch.setenv(testkit.STATE_ENV, str(work.state))
+    r = fault_at(work, "release", "fsync", "home/log/.state", last=True)
+    assert r.exit_code == 3 and "recorded (committed)" in r.stderr, r.output
+    r = work.run(COMMANDS["release"])
+    assert r.exit_code == 0, r.output
+    assert size(work) == work.size + 1

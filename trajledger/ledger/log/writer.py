@@ -456,6 +456,12 @@ class Log(LogReader):
         self._readers = {}
         self._floor = cp
 
+    def publish_tail(self) -> None:
+        """Publish the committed tail a writer that stopped left (as the next append would
+        first), so that what is judged from the checkpoint includes it; nothing when none."""
+        with self._locked():
+            self._writer_state(self._get_signer())
+
     def _publish_new(self, signer: Signer, edge: Edge, ts: bytes) -> None:
         """Sign and publish the checkpoint of a tree committed earlier (a new log, a committed
         tail left by a writer that stopped), then call ``on_publish``."""
