@@ -1,12 +1,13 @@
 """Fault injection: every write, fsync, rename, mkdir and open-for-writing of an append and of a
 whole ``record_batch`` fails in turn (EIO, then ENOSPC), or the process is killed exactly there.
 
-The harness (`Faults`) wraps ``os.open``/``os.write``/``os.fsync``/``os.replace``/``os.rename``/
-``os.mkdir`` and Python's ``open`` for paths inside the ledger directory; a first run counts the
-calls an operation makes, then each run fails call k. An error is raised as the ``OSError`` the
-OS would give; a kill is a real SIGKILL of a forked child at call k (no ``finally`` runs).
-Pyarrow's own C++ writes (the Parquet files in ``<ledger>/tmp``) are below Python and not
-counted; the derived lookup cache's writes are (a failure there leaves the operation done).
+The harness (`faultkit.Faults`) wraps ``os.open``/``os.write``/``os.fsync``/``os.replace``/
+``os.rename``/``os.mkdir`` and Python's ``open`` for paths inside the ledger directory; a first
+run counts the calls an operation makes, then each run fails call k. An error is raised as the
+``OSError`` the OS would give; a kill is a real SIGKILL of a forked child at call k (no
+``finally`` runs). Pyarrow's own C++ writes (the Parquet files in ``<ledger>/tmp``) are below
+Python and not counted; the derived lookup cache's writes are (a failure there leaves the
+operation done).
 
 After each fault: the operation failed cleanly (an operational error, never a bug); the log is
 exactly the one before the operation or the one after it; ``log verify`` passes; the earlier
@@ -22,21 +23,18 @@ fault point but is not performed: durability is not what is tested (a kill keeps
 
 from __future__ import annotations
 
-import builtins
 import errno
 import hashlib
-import io
 import os
 import shutil
-import signal
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from faultkit import Faults, Restorer, killed
 
 from trajledger import Ledger
 from trajledger.ledger.artifacts import register_environment
@@ -47,6 +45,7 @@ from trajledger.ledger.log import EntrySpec, verify_log_dir
 from trajledger.ledger.record import record_statement
 from trajledger.ledger.signing import sign_statement
 from trajledger.ledger.status import record_policy
+from trajledger.ledger.user_state import state_dir
 from trajledger.runner.cli import main
 from trajledger.verify import predicates
 from trajledger.verify.errors import ProvenanceError
@@ -54,137 +53,9 @@ from trajledger.verify.log_entry import LogEntry
 
 ALL = os.environ.get("TRAJLEDGER_FAULTS") == "all"
 
-_real = {
-    "open": os.open,
-    "write": os.write,
-    "fsync": os.fsync,
-    "replace": os.replace,
-    "rename": os.rename,
-    "mkdir": os.mkdir,
-    "builtins.open": builtins.open,
-}
-_WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-
-
 NewArtifact = Callable[[Ledger, int], "str | None"]
 """Given the ledger and the size before the operation, the digest of the artifact it recorded
 (to verify), or None when the log's own checks cover it."""
-
-
-@dataclass
-class Faults:
-    """Counts (and fails one of) the filesystem writes under ``root``."""
-
-    root: str
-    fail_at: int | None = None
-    kill: bool = False
-    code: int = errno.EIO
-    calls: list[tuple[str, str]] = field(default_factory=list)
-
-    def inside(self, path: Any) -> bool:
-        try:
-            return os.path.abspath(os.fspath(path)).startswith(self.root)
-        except TypeError:
-            return False
-
-    def hit(self, kind: str, path: str) -> None:
-        n = len(self.calls)
-        self.calls.append((kind, os.path.relpath(path, self.root)))
-        if n == self.fail_at:
-            if self.kill:
-                os.kill(os.getpid(), signal.SIGKILL)
-            raise OSError(self.code, os.strerror(self.code), path)
-
-    def path_of_fd(self, fd: int) -> str | None:
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            return None
-        return target if self.inside(target) else None
-
-    @contextmanager
-    def active(self) -> Iterator[Faults]:
-        faults = self
-
-        def fopen(path: Any, flags: int, mode: int = 0o777, *a: Any, **kw: Any) -> int:
-            if flags & _WRITING and faults.inside(path):
-                faults.hit("open", os.fspath(path))
-            return _real["open"](path, flags, mode, *a, **kw)  # type: ignore[no-any-return]
-
-        def fwrite(fd: int, data: Any) -> int:
-            p = faults.path_of_fd(fd)
-            if p is not None:
-                faults.hit("write", p)
-            return _real["write"](fd, data)  # type: ignore[no-any-return]
-
-        def ffsync(fd: Any) -> None:
-            # A fault point; not performed: durability is not under test (a kill keeps the
-            # page cache) and fsyncs would make the sweep slow.
-            n = fd if isinstance(fd, int) else fd.fileno()
-            p = faults.path_of_fd(n)
-            if p is not None:
-                faults.hit("fsync", p)
-
-        def frename(kind: str) -> Callable[..., None]:
-            def f(src: Any, dst: Any, *a: Any, **kw: Any) -> None:
-                if faults.inside(dst):
-                    faults.hit("rename", os.fspath(dst))
-                _real[kind](src, dst, *a, **kw)
-
-            return f
-
-        def fmkdir(path: Any, *a: Any, **kw: Any) -> None:
-            if faults.inside(path):
-                faults.hit("mkdir", os.fspath(path))
-            _real["mkdir"](path, *a, **kw)
-
-        def bopen(file: Any, mode: str = "r", *a: Any, **kw: Any) -> Any:
-            writing = any(c in mode for c in "wax+")
-            if writing and not isinstance(file, int) and faults.inside(file):
-                faults.hit("open", os.fspath(file))
-                real = _real["builtins.open"](file, mode, *a, **kw)
-                return _Writer(faults, os.fspath(file), real)
-            return _real["builtins.open"](file, mode, *a, **kw)
-
-        patches = [
-            (os, "open", fopen),
-            (os, "write", fwrite),
-            (os, "fsync", ffsync),
-            (os, "replace", frename("replace")),
-            (os, "rename", frename("rename")),
-            (os, "mkdir", fmkdir),
-            (builtins, "open", bopen),
-            (io, "open", bopen),
-        ]
-        saved = [(mod, name, getattr(mod, name)) for mod, name, _fn in patches]
-        for mod, name, fn in patches:
-            setattr(mod, name, fn)
-        try:
-            yield self
-        finally:
-            for mod, name, fn in saved:
-                setattr(mod, name, fn)
-
-
-class _Writer:
-    """A file opened for writing: each write is a fault point."""
-
-    def __init__(self, faults: Faults, path: str, f: Any) -> None:
-        self._faults, self._path, self._f = faults, path, f
-
-    def write(self, data: Any) -> int:
-        self._faults.hit("write", self._path)
-        return int(self._f.write(data))
-
-    def __enter__(self) -> _Writer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._f.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._f, name)
-
 
 # -- the ledger and the operations ------------------------------------------------------------
 
@@ -345,88 +216,7 @@ def run_op(home: Path, op: Callable[[Ledger], object], faults: Faults) -> BaseEx
 
 def run_killed(home: Path, op: Callable[[Ledger], object], faults: Faults) -> bool:
     """Run ``op`` in a forked child killed at the fault point; True when it was killed."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            run_op(home, op, faults)
-        finally:
-            os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
-
-
-class Restorer:
-    """Puts a work copy of a ledger back to its pristine state between faults, touching only
-    what changed (deleting and re-creating the whole tree costs far more than the operation).
-
-    Write-once files (objects, tiles) are hard links to the pristine ones: each is replaced by a
-    rename when written, so an inode other than the pristine one means it changed. Other files
-    are copies, compared byte for byte.
-    """
-
-    def __init__(self, pristine: Path, work: Path) -> None:
-        self.pristine, self.work = pristine, work
-        self.files: dict[str, tuple[bool, int]] = {}  # rel -> (hard-linked, pristine inode)
-        self.data: dict[str, bytes] = {}  # rel -> the pristine bytes of a copied file
-        self.dirs: set[str] = set()
-        for dirpath, dirnames, filenames in os.walk(pristine):
-            rel_dir = os.path.relpath(dirpath, pristine)
-            self.dirs.update(os.path.normpath(os.path.join(rel_dir, d)) for d in dirnames)
-            for f in filenames:
-                rel = os.path.normpath(os.path.join(rel_dir, f))
-                linked = rel.startswith(("objects" + os.sep, os.path.join("log", "tile") + os.sep))
-                self.files[rel] = (linked, os.stat(os.path.join(dirpath, f)).st_ino)
-                if not linked:
-                    self.data[rel] = Path(dirpath, f).read_bytes()
-        shutil.rmtree(work, ignore_errors=True)
-        for d in sorted(self.dirs):
-            (work / d).mkdir(parents=True, exist_ok=True)
-        for rel in self.files:
-            self._put(rel)
-
-    def _put(self, rel: str) -> None:
-        src, dst = os.path.join(self.pristine, rel), os.path.join(self.work, rel)
-        if self.files[rel][0]:
-            os.link(src, dst)
-        else:
-            shutil.copy2(src, dst)
-
-    def restore(self) -> None:
-        """Make the work copy equal to the pristine ledger again."""
-        present: set[str] = set()
-        for dirpath, dirnames, filenames in os.walk(self.work, topdown=False):
-            rel_dir = os.path.relpath(dirpath, self.work)
-            for f in filenames:
-                rel = os.path.normpath(os.path.join(rel_dir, f))
-                path = os.path.join(dirpath, f)
-                want = self.files.get(rel)
-                if want is None:
-                    os.unlink(path)
-                    continue
-                if want[0]:
-                    if os.stat(path).st_ino != want[1]:
-                        os.unlink(path)
-                        self._put(rel)
-                else:
-                    with open(path, "rb") as fh:
-                        same = fh.read() == self.data[rel]
-                    if not same:
-                        os.unlink(path)
-                        self._put(rel)
-                present.add(rel)
-            for d in dirnames:
-                rel = os.path.normpath(os.path.join(rel_dir, d))
-                if rel not in self.dirs:
-                    shutil.rmtree(os.path.join(dirpath, d))
-        for d in sorted(self.dirs):
-            os.makedirs(os.path.join(self.work, d), exist_ok=True)
-        for rel in self.files.keys() - present:
-            self._put(rel)
-        # Putting the older ledger back is a rollback for the user who saw the newer one: each
-        # fault starts as a user who has not seen the work copy yet.
-        from trajledger.ledger.user_state import state_dir
-
-        shutil.rmtree(state_dir() / "logs", ignore_errors=True)
+    return killed(lambda: run_op(home, op, faults))
 
 
 def sweep(
@@ -450,6 +240,9 @@ def sweep(
             if not ALL and (k % kill_every if kill else (k + m) % 2):
                 continue
             copy.restore()
+            # Putting the older ledger back is a rollback for the user who saw the newer one:
+            # each fault starts as a user who has not seen the work copy yet.
+            shutil.rmtree(state_dir() / "logs", ignore_errors=True)
             faults = Faults(str(work), fail_at=k, kill=kill, code=code or errno.EIO)
             where = f"{name} at call {k} ({counting.calls[k][0]} {counting.calls[k][1]})"
             if kill:

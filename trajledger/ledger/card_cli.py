@@ -62,7 +62,7 @@ def card(
     """
     from .card_formats import render
     from .cards import dataset_card
-    from .fs import write_file_atomic
+    from .fs import write_output
 
     ledger = ctx.ledger()
     facts = dataset_card(ledger, dataset, ledger.policy(policy_file),
@@ -78,7 +78,7 @@ def card(
     if out is None:
         click.echo(data.decode("utf-8"), nl=False)
     else:
-        write_file_atomic(out, data)
+        write_output(out, data)
     ok(f"card of dataset {facts.ref} ({fmt}) " + (f"written to {out}" if out else "printed"))
 
 

@@ -143,7 +143,7 @@ def key_new(ctx: Context, name: str, alg: str, no_encrypt: bool, as_json: bool) 
             "name": name, "algorithm": "x25519", "keyid": enc.keyid, "encrypted": not no_encrypt})
         ok(f"encryption key {name} written to {store.encryption_directory}")
         return
-    signer = store.create(
+    signer = store.create_or_finish(  # (a creation killed between the key's two files)
         name, "ecdsa-p256" if alg == "p256" else "ed25519", encrypt=not no_encrypt
     )
     emit_result(as_json, f"{name} {signer.public.algorithm} {signer.keyid}", {
@@ -254,7 +254,7 @@ def sign(
     """
     from .encode import envelope_bytes
     from .files import collect_files, manifest_for
-    from .fs import write_file_atomic
+    from .fs import write_output
     from .record import check_subject_name
     from .signing import files_predicate, sign_statement
 
@@ -266,7 +266,7 @@ def sign(
         manifest = manifest_for(files, on_done=lambda _d: advance(1))
     ptype, predicate = files_predicate(manifest)
     envelope = sign_statement([(subject, manifest.digest)], ptype, predicate, [signer])
-    write_file_atomic(out, envelope_bytes(envelope) + b"\n")
+    write_output(out, envelope_bytes(envelope) + b"\n")
     emit_result(as_json, manifest.digest, {
         "digest": manifest.digest, "name": subject, "envelope": str(out),
         "files": len(manifest.files), "size": manifest.total_size, "keyid": signer.keyid})

@@ -39,7 +39,6 @@ import datetime as dt
 import functools
 import hashlib
 import os
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -87,13 +86,14 @@ from .encode import bundle_index_bytes, consistency_proof_bytes, tlog_proof_byte
 from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
 from .fs import (
-    TMP_PREFIX,
     FileSystemSync,
     SyncBehind,
+    drop_stale_temps,
     fsync_dir,
     sync_paths_ahead,
     sync_tree_behind,
     temp_dir,
+    temp_name,
 )
 from .hashing import copy_hashing
 from .keys import Signer
@@ -535,7 +535,9 @@ def _write_bundle(
     content padded to 512 bytes; two zero blocks and zero padding to a 10,240-byte record at
     the end), without its 16 KiB copy loop. The file's data goes to the disk on a thread as it
     grows (`fs.SyncBehind`), while the rest is compressed; it is fsynced once complete."""
-    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=out.parent)
+    drop_stale_temps(out.parent)  # a killed export's
+    tmp = str(out.parent / temp_name())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
         with os.fdopen(fd, "wb") as raw:
             behind = SyncBehind(raw.fileno())

@@ -658,6 +658,32 @@ class FileSystemSync:
         return _on_thread(run, "trajledger-syncfs-behind", stop)
 
 
+def drop_stale_temps(directory: Path) -> int:
+    """Remove the temp files and directories (named by `temp_name`) that a process of this
+    host left in ``directory`` and that is gone (killed: its pid is not alive); those of
+    another host, of a live process or named otherwise are kept. Housekeeping: an error is
+    ignored. Returns how many were removed."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return 0
+    n = 0
+    for name in names:
+        m = _OWNED.fullmatch(name)
+        if m is not None and m.group(1) == _HOST and not _pid_alive(int(m.group(2))):
+            remove_tree(directory / name)
+            n += 1
+    return n
+
+
+def write_output(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write a file whole, atomically (`write_file_atomic`: a command's ``--out``, a witness's
+    state, a key file), first removing the temp files a killed run left beside it
+    (`drop_stale_temps`)."""
+    drop_stale_temps(path.parent)
+    write_file_atomic(path, data, durable=durable)
+
+
 def write_file_atomic(
     path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True, exclusive: bool = False
 ) -> None:

@@ -656,6 +656,8 @@ def repair(
     """
     if not source.exists():
         raise LedgerError(f"{source}: no such bundle or ledger directory")
+    if ledger.store.is_local:
+        ledger.store.drop_temp_files()  # a killed repair's (or another writer's)
     # (1)
     before = report if report is not None else fsck(ledger)
     wanted = sorted(set(before.missing) | set(before.damaged))

@@ -46,6 +46,7 @@ from .fs import (
     temp_name,
     tmp_entries,
     write_file_atomic,
+    write_output,
 )
 from .keys import KeyStore
 from .store import ObjectStore
@@ -778,8 +779,8 @@ class LedgerHome:
         keys = self.log_keys()
         directory = self.root / LOG_KEY_DIR
         # (1)
-        if not (directory / f"{NEXT_LOG_KEY_NAME}.pub").exists():
-            keys.create(NEXT_LOG_KEY_NAME, encrypt=_encrypt_log_key(keys))
+        if not (directory / f"{NEXT_LOG_KEY_NAME}.pub").exists():  # (or finish it)
+            keys.create_or_finish(NEXT_LOG_KEY_NAME, encrypt=_encrypt_log_key(keys))
         if (directory / f"{NEXT_LOG_KEY_NAME}.key").exists():
             new = keys.signer(NEXT_LOG_KEY_NAME)
         else:  # step 3 was interrupted after the private key moved
@@ -789,9 +790,8 @@ class LedgerHome:
         # (3)
         try:
             pub = (directory / f"{NEXT_LOG_KEY_NAME}.pub").read_bytes()
-            write_file_atomic(directory / f"{LOG_KEY_NAME}.pub", pub)
-            nxt = directory / f"{NEXT_LOG_KEY_NAME}.key"
-            if nxt.exists():
+            write_output(directory / f"{LOG_KEY_NAME}.pub", pub)  # (a killed one's temp gone)
+            if (nxt := directory / f"{NEXT_LOG_KEY_NAME}.key").exists():
                 os.replace(nxt, directory / f"{LOG_KEY_NAME}.key")
             os.unlink(directory / f"{NEXT_LOG_KEY_NAME}.pub")
             fsync_dir(directory)

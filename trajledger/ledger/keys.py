@@ -17,6 +17,7 @@ Non-scope: verification (``verify.keys.PublicKey``).
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import re
 import stat
@@ -31,7 +32,7 @@ from trajledger.verify.encryption_key import EncryptionKey
 from trajledger.verify.keys import ALGORITHMS, PublicKey
 
 from .errors import KeyError_, TamperError
-from .fs import write_file_atomic
+from .fs import drop_stale_temps, write_file_atomic
 
 __all__ = [
     "ENCRYPTION_DIR",
@@ -489,6 +490,7 @@ class KeyStore:
         """
         check_key_name(name)
         priv_path = self.directory / f"{name}.key"
+        drop_stale_temps(self.directory)  # a killed creation's
         if priv_path.exists() or (self.directory / f"{name}.pub").exists():
             raise KeyError_(f"key {name}: already exists in {self.directory}; pick another name")
         if not encrypt and self.require_encrypted:
@@ -516,6 +518,30 @@ class KeyStore:
             raise KeyError_(f"key {name}: already exists in {self.directory} (made by another "
                             "process meanwhile); pick another name") from e
         return signer
+
+    def create_or_finish(self, name: str, algorithm: str = "ed25519", *,
+                         encrypt: bool = True) -> Signer:
+        """`create` a key, or finish one whose creation stopped between its two files (a kill,
+        a full disk): a private key of ``algorithm`` without its public key gets the public
+        key, derived from it (the private key passes `signer`'s checks first).
+
+        Raises:
+            KeyError_, TamperError: as `create`, or the private key cannot be loaded.
+        """
+        path, pub_path = self.directory / f"{name}.key", self.directory / f"{name}.pub"
+        drop_stale_temps(self.directory)  # a killed creation's
+        if not path.exists() or pub_path.exists() or pub_path.is_symlink():
+            return self.create(name, algorithm, encrypt=encrypt)
+        key = self._private(name, path, pub_path, "", allow_plain=not encrypt)
+        signer = (Signer.from_private(name, key) if isinstance(key, ed25519.Ed25519PrivateKey
+                                                                | ec.EllipticCurvePrivateKey)
+                  else None)
+        if signer is None or signer.public.algorithm != algorithm:
+            raise KeyError_(f"key {name}: {path} is not an {algorithm} key; remove it (a "
+                            "creation that stopped) to start over")
+        with contextlib.suppress(FileExistsError):  # another process finished it meanwhile
+            write_file_atomic(pub_path, signer.public.to_pem(), mode=0o644, exclusive=True)
+        return self.signer(name)
 
     def encrypt(self, name: str, *, x25519_key: bool = False) -> bool:
         """Encrypt key ``name``'s private key file in place (its passphrase as for `signer`), or

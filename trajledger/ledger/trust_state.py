@@ -123,7 +123,7 @@ _INDEXES = {line.split()[5]: line for line in _SCHEMA.splitlines()
 _BUSY_TIMEOUT = 60.0
 """Seconds a write waits for another process's transaction on the same state."""
 
-_WAIT_LIMIT = 1800.0
+WAIT_LIMIT = 1800.0
 """Seconds a process waits for another one that holds the state (`_begin`)."""
 
 _QUIET_WAIT = 5.0
@@ -384,19 +384,24 @@ class TrustState(TrustIndex):
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[None]:
+        """A write transaction: committed, or rolled back whatever stops it. A statement or a
+        commit SQLite cannot write (a full disk, an I/O error) is a `LedgerError` (exit 3)."""
         with self._db.lock:
             self._begin()
             try:
                 yield
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            else:
                 self._db.execute("COMMIT")
+            except BaseException as e:
+                with contextlib.suppress(sqlite3.Error):  # none left after a failed COMMIT
+                    self._db.execute("ROLLBACK")
+                if isinstance(e, sqlite3.Error):
+                    raise LedgerError(f"trust state {self.path}: cannot write: {e}; nothing "
+                                      "was changed in it") from e
+                raise
 
     def _begin(self) -> None:
         """Begin a write transaction. When another process of this user holds the state, wait
-        for up to `_WAIT_LIMIT` seconds; say so once when that process is reading the log for
+        for up to `WAIT_LIMIT` seconds; say so once when that process is reading the log for
         the first time (it holds the state throughout, and keeps `_READING` up to date: its
         progress is drawn) or when the wait passes `_QUIET_WAIT` seconds (another writer's
         commit is usually shorter)."""
@@ -414,10 +419,10 @@ class TrustState(TrustIndex):
                     notice(f"waiting for another trajledger process of yours, which holds your "
                            f"state of this log ({self.path}); reading a large log for the first "
                            "time takes about 0.1 ms per entry")
-                if waited > _WAIT_LIMIT:
+                if waited > WAIT_LIMIT:
                     raise LedgerError(
                         f"trust state {self.path}: still held by another trajledger process of "
-                        f"yours after {_WAIT_LIMIT:.0f} s; let it finish, then run this again")
+                        f"yours after {WAIT_LIMIT:.0f} s; let it finish, then run this again")
                 if advance is None and total and self.progress is not None:
                     advance = bar.enter_context(
                         self.progress(total, "waiting: another process reads the log"))

@@ -172,7 +172,7 @@ def policy_init(
       trajledger policy init --producer vendor --approver approver-a --trainer trainer
       trajledger policy init --roles producer      # a data vendor: record and export
     """
-    from trajledger.ledger.fs import write_file_atomic
+    from trajledger.ledger.fs import write_output
     from trajledger.ledger.policy_state import policy_toml
     from trajledger.ledger.suggestions import did_you_mean, suggest
     from trajledger.ledger.user_state import notice
@@ -228,7 +228,7 @@ def policy_init(
         "setting.\n# Keys are inline: compare each fingerprint with its owner's 'trajledger key "
         "list'.",
     )
-    write_file_atomic(out, text.encode("utf-8"), durable=False)
+    write_output(out, text.encode("utf-8"), durable=False)
     try:
         load_policy_file(out)
     except Exception:

@@ -102,6 +102,7 @@ def release(
         )
     ck = Catalog(ledger).resolve(checkpoint_ref, {"checkpoint"})
     # (2)
+    ledger.log.publish_tail()  # entries committed by a writer that stopped are judged too
     verifier = ledger_verifier(ledger, policy)
     decision = Node(f"release:{ck.digest}", "release-decision", name=f"release of {ck.ref}")
     used: set[str] = set()

@@ -60,7 +60,7 @@ def test_a_state_held_too_long_by_another_process_says_what_to_do(
 ) -> None:
     vkey = Ledger.open(home).log.vkey
     holder = TrustState.open(vkey)  # another process, reading a large log for the first time
-    monkeypatch.setattr(trust_state, "_WAIT_LIMIT", 0.0)  # gives up at the first look: told first
+    monkeypatch.setattr(trust_state, "WAIT_LIMIT", 0.0)  # gives up at the first look: told first
     monkeypatch.setattr(trust_state, "_QUIET_WAIT", 0.0)  # it says so at once
     waiting = TrustState.open(vkey)
     try:
@@ -127,7 +127,7 @@ def test_a_process_waiting_for_another_reading_the_log_shows_its_progress(
         yield advance
 
     waiting.progress = bar
-    monkeypatch.setattr(trust_state, "_WAIT_LIMIT", 60.0)  # a hang fails, not the CI's clock
+    monkeypatch.setattr(trust_state, "WAIT_LIMIT", 60.0)  # a hang fails, not the CI's clock
     entered = threading.Event()
     try:
         with holder._write():

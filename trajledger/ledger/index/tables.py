@@ -50,7 +50,7 @@ from ..episode_features import (
     parquet_batches,
 )
 from ..errors import LedgerError
-from ..fs import write_file_atomic
+from ..fs import drop_stale_temps, write_file_atomic
 from ..progress import ProgressFactory
 from ..rollouts.success import batch_labels_success
 from .rows import UNUSABLE, UNUSABLE_BATCH, aligned, artifact_row, episode_table, statement_of
@@ -369,6 +369,7 @@ class Index:
             "pending": pending,
             "batch": batch,
         }
+        drop_stale_temps(self.dir)  # a killed reindex's
         write_file_atomic(self.state_path, json.dumps(body, sort_keys=True).encode(), durable=False)
 
     def _last_hash(self, size: int) -> str:

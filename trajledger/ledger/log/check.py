@@ -645,7 +645,12 @@ def _check_handovers(directory: Path, vkey: str, size: int, report: LogReport) -
     except (FormatError, VerificationError) as e:
         report.problem(HANDOVER_DIR, str(e))
         return
-    if len(chain) != len(notes) or chain[-1].new != vkey:
+    if len(chain) == len(notes) and chain[-1].old == vkey:  # signed by the log's own key
+        report.warnings.append(
+            f"{HANDOVER_DIR}/{len(notes)}: an unfinished key rotation: it hands the log over "
+            f"to {chain[-1].new}, but the log's key is still {vkey}; run 'trajledger log "
+            "rotate-key' to finish it")
+    elif len(chain) != len(notes) or chain[-1].new != vkey:
         report.problem(
             HANDOVER_DIR,
             f"the {len(notes)} key handover(s) do not lead from the first key to the log's key "

@@ -15,15 +15,23 @@ from pathlib import Path
 from trajledger.verify.tiles import TILE_HEIGHT, TILE_WIDTH
 
 from .files import drop_temp_files, remove
-from .layout import HISTORY_FILE, HISTORY_RECORD, STATE_DIR, parse_history, tile_rel
+from .layout import (
+    HANDOVER_DIR,
+    HISTORY_FILE,
+    HISTORY_RECORD,
+    STATE_DIR,
+    parse_history,
+    tile_rel,
+)
 from .state import tamper
 
 __all__ = ["remove_leftovers", "truncate_history"]
 
 
 def remove_leftovers(directory: Path, size: int) -> None:
-    """Remove temp files and every tile or bundle past the committed size."""
-    for d in (directory, directory / STATE_DIR):
+    """Remove temp files (of the log, its state and its key handovers) and every tile or
+    bundle past the committed size."""
+    for d in (directory, directory / STATE_DIR, directory / HANDOVER_DIR):
         drop_temp_files(d)
     levels = [-1]
     level = 0

@@ -30,7 +30,7 @@ from trajledger.verify.note import (
 
 from ..encode import format_signature_line, signature_line, vkey_string
 from ..errors import LogError
-from ..fs import write_file_atomic
+from ..fs import write_output
 from ..keys import Signer
 from .spec import note_key_bytes
 from .writer import Log
@@ -156,7 +156,7 @@ def cosign(log: Log, witness: Signer, state_dir: Path, *, now: int | None = None
     }
     try:
         state_dir.mkdir(parents=True, exist_ok=True)
-        write_file_atomic(path, json.dumps(doc, sort_keys=True, indent=1).encode() + b"\n")
+        write_output(path, json.dumps(doc, sort_keys=True, indent=1).encode() + b"\n")
     except OSError as e:
         raise LogError(f"witness state {path}: cannot write: {e.strerror}") from e
     return CosignResult(log.origin, old_size, new.size, witness_vkey, timestamp)

@@ -55,7 +55,7 @@ from trajledger.verify.note import (
 )
 
 from ..encode import checkpoint_text, format_signature_line, verifier_vkey, vkey_string
-from ..errors import KeyError_, LedgerError, LogError
+from ..errors import KeyError_, LedgerError, LogError, TamperError
 from ..fs import TMP_PREFIX, fsync_dir, open_dirs_below, write_file_atomic
 from ..keys import Signer
 from .edge import ZERO_HASH, Edge
@@ -330,11 +330,19 @@ class Log(LogReader):
                 unlink(cp_tmp)
                 self.check_lock_held()
             os.replace(ts_tmp, self.directory / TREE_STATE_FILE)
-            fsync_dir(self.directory / STATE_DIR)
         except OSError as e:
             for tmp in (ts_tmp, cp_tmp):
                 unlink(tmp)
             raise LogError(f"log {self.origin}: cannot append: {e.strerror or e}") from e
+        entries = f"entries {edge.size}..{new_edge.size - 1}"
+        try:  # committed (renamed): a failure from here on must not say it is not
+            fsync_dir(self.directory / STATE_DIR)
+        except OSError as e:
+            unlink(cp_tmp)
+            raise LogError(
+                f"log {self.origin}: {entries} are recorded (committed), but the disk did not "
+                f"confirm it is durable: {e.strerror or e}; the next command publishes them"
+            ) from e
         self._state = LogState((st.note, ts), st.checkpoint, st.note, new_edge.size,
                                new_edge.root, new_edge)  # fmt: skip
         self._readers = {}
@@ -344,9 +352,9 @@ class Log(LogReader):
         except OSError as e:
             unlink(cp_tmp)
             raise LogError(
-                f"log {self.origin}: entries {edge.size}..{new_edge.size - 1} are committed but "
-                f"the checkpoint could not be written: {e.strerror or e} (the next append "
-                "publishes them)"
+                f"log {self.origin}: {entries} are recorded (committed), but their checkpoint "
+                f"could not be published or confirmed durable: {e.strerror or e}; the next "
+                "command publishes them"
             ) from e
         # After publication: housekeeping whose failure changes nothing.
         with contextlib.suppress(OSError):
@@ -356,8 +364,24 @@ class Log(LogReader):
             shutil.rmtree(pdir, ignore_errors=True)
         self._lookup.add(edge.size, [(s.envelope, s.subject) for s in specs], new_edge.prev)
         # (8)
-        if self._on_publish is not None:
+        self._tell_published(note, f"{entries} are recorded and published")
+
+    def _tell_published(self, note: bytes, done: str) -> None:
+        """Call ``on_publish`` with ``note``, published: a failure there (the user's state could
+        not be written) says what was ``done``, and that the state catches up later.
+
+        Raises:
+            LogError: ``on_publish`` failed (a `LedgerError`).
+        """
+        if self._on_publish is None:
+            return
+        try:
             self._on_publish(note)
+        except LedgerError as e:
+            if isinstance(e, TamperError):
+                raise
+            raise LogError(f"log {self.origin}: {done}, but your state of the log was not "
+                           f"updated ({e}); it catches up on the next command") from e
 
     def _write(self, rel: str, data: bytes, durable: SyncRound) -> int:
         """Write a tile or bundle under its own name, left open for the commit's fsync round
@@ -432,13 +456,18 @@ class Log(LogReader):
         self._readers = {}
         self._floor = cp
 
+    def publish_tail(self) -> None:
+        """Publish the committed tail a writer that stopped left (as the next append would
+        first), so that what is judged from the checkpoint includes it; nothing when none."""
+        with self._locked():
+            self._writer_state(self._get_signer())
+
     def _publish_new(self, signer: Signer, edge: Edge, ts: bytes) -> None:
         """Sign and publish the checkpoint of a tree committed earlier (a new log, a committed
         tail left by a writer that stopped), then call ``on_publish``."""
         cp, note = self._sign(signer, edge)
         self._publish(cp, note, edge, ts)
-        if self._on_publish is not None:
-            self._on_publish(note)
+        self._tell_published(note, f"its checkpoint of size {edge.size} is published")
 
     def add_cosignature(self, expected: bytes, note: bytes) -> None:
         """Replace the checkpoint ``expected`` by ``note``, the same signed tree with other
@@ -543,8 +572,7 @@ class Log(LogReader):
             self._readers = {}
             self._floor = cp
             # (4)
-            if self._on_publish is not None:
-                self._on_publish(note)
+            self._tell_published(note, f"its key is rotated (key handover {number})")
             return handover
 
     # -- locking and recovery -------------------------------------------------------------------
