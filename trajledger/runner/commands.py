@@ -952,16 +952,17 @@ def _verify_bundle(
     ``import`` requires: without it, ``verify BUNDLE`` said OK to a fork or a rollback (hiding
     a later revocation) that every other path of this user refuses (docs/SECURITY.md, rev18
     finding 1)."""
+    from trajledger.ledger.exchange import bundle_log_key
     from trajledger.ledger.trust_state import TrustState
     from trajledger.verify.bundle import BundleEvidence, verify_bundle
 
     if policy_file is None:
         raise click.UsageError("verifying a bundle needs --policy FILE (the policy you trust)")
     with BundleEvidence.open(path) as evidence:
-        return verify_bundle(evidence, _policy_file(ctx, policy_file),
-                             data="size" if skip_data else "hash", files=files,
-                             known_checkpoint=TrustState.floor_seen(evidence.index.vkey)
-                             ), len(evidence.index.omitted)
+        policy = _policy_file(ctx, policy_file)
+        seen = TrustState.floor_seen(bundle_log_key(evidence, policy, f"bundle {path.name}"))
+        return verify_bundle(evidence, policy, data="size" if skip_data else "hash", files=files,
+                             known_checkpoint=seen), len(evidence.index.omitted)
 
 
 def report_raise(report: Any, subject: str, skip_data: bool = False, omitted: int = 0) -> None:
