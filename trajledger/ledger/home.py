@@ -500,10 +500,12 @@ class LedgerHome:
         Raises:
             LedgerError: ``log.pub`` or ``next.pub`` cannot be read, or is not an Ed25519 key.
         """
+        from trajledger.verify.ledger_dir import read_regular
+
         nxt = self._log_key_vkey(NEXT_LOG_KEY_NAME)
         if nxt is not None:
             try:
-                published = (self.log_dir / "vkey").read_text("utf-8").strip()
+                published = read_regular(self.log_dir / "vkey").decode("utf-8").strip()
             except (OSError, UnicodeDecodeError):
                 published = None
             if published == nxt:
@@ -538,10 +540,11 @@ class LedgerHome:
         """The verifier key the log's own ``vkey`` file names, or None when unreadable (the
         log then refuses to open, saying why)."""
         from trajledger.verify.errors import FormatError
+        from trajledger.verify.ledger_dir import read_regular
         from trajledger.verify.note import verifier_from_vkey
 
         try:
-            text = (self.log_dir / "vkey").read_text("utf-8").strip()
+            text = read_regular(self.log_dir / "vkey").decode("utf-8").strip()
             verifier_from_vkey(text)
         except (OSError, UnicodeDecodeError, FormatError):
             return None
