@@ -969,11 +969,13 @@ class LedgerHome:
                 writable by others.
             TamperError: the settings differ from this user's pin of them.
         """
+        from trajledger.verify.ledger_dir import read_regular
+
         # (1)
         root = Path(root)
         path = root / CONFIG_NAME
         try:
-            data = path.read_bytes()
+            data = read_regular(path)
         except FileNotFoundError as e:
             raise LedgerError(
                 f"{root}: no ledger here; run 'trajledger init' or pass --ledger DIR"
