@@ -29,6 +29,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
+from trajledger.verify.errors import FormatError
+from trajledger.verify.ledger_dir import read_regular
+from trajledger.verify.note import verifier_from_vkey
+
 from .config import (
     CONFIG_NAME,
     KEYS_ENCRYPTED,
@@ -500,8 +504,6 @@ class LedgerHome:
         Raises:
             LedgerError: ``log.pub`` or ``next.pub`` cannot be read, or is not an Ed25519 key.
         """
-        from trajledger.verify.ledger_dir import read_regular
-
         nxt = self._log_key_vkey(NEXT_LOG_KEY_NAME)
         if nxt is not None:
             try:
@@ -539,10 +541,6 @@ class LedgerHome:
     def _published_vkey(self) -> str | None:
         """The verifier key the log's own ``vkey`` file names, or None when unreadable (the
         log then refuses to open, saying why)."""
-        from trajledger.verify.errors import FormatError
-        from trajledger.verify.ledger_dir import read_regular
-        from trajledger.verify.note import verifier_from_vkey
-
         try:
             text = read_regular(self.log_dir / "vkey").decode("utf-8").strip()
             verifier_from_vkey(text)
@@ -969,17 +967,14 @@ class LedgerHome:
                 writable by others.
             TamperError: the settings differ from this user's pin of them.
         """
-        from trajledger.verify.ledger_dir import read_regular
-
         # (1)
         root = Path(root)
         path = root / CONFIG_NAME
         try:
             data = read_regular(path)
         except FileNotFoundError as e:
-            raise LedgerError(
-                f"{root}: no ledger here; run 'trajledger init' or pass --ledger DIR"
-            ) from e
+            raise LedgerError(f"{root}: no ledger here; run 'trajledger init' or pass --ledger "
+                              "DIR") from e
         except OSError as e:
             raise LedgerError(f"{path}: cannot read: {e.strerror}") from e
         config = LedgerConfig.from_toml(data, path)
