@@ -243,6 +243,26 @@ def test_monitor_refuses_a_rollback(
     assert floor is not None and floor.size == new.size  # unchanged
 
 
+def test_a_second_spelling_of_the_key_is_the_same_trust_state(
+    vendor: Vendor, serve: Callable[[Path], LogServer], tmp_path: Path, record_property: Any
+) -> None:
+    """The key's ID in capitals is the same key (`verifier_from_vkey` reads both): before,
+    it was another string, so another state, with no floor: a rollback passed (exit 0)
+    (docs/SECURITY.md, review redo21, finding 4)."""
+    old = vendor.checkpoint()
+    earlier = vendor.copy(tmp_path / "earlier")
+    vendor.add(2)
+    new = vendor.checkpoint()
+    name, hexid, b64 = vendor.vkey.split("+", 2)
+    if hexid.upper() == hexid:
+        pytest.skip("this key's ID has no letter to spell in capitals")
+    capitals = f"{name}+{hexid.upper()}+{b64}"
+    assert run("monitor", serve(vendor.home).url, "--vkey", vendor.vkey).exit_code == 0
+    r = run("monitor", serve(earlier.home).url, "--vkey", capitals)
+    _refused(r, "rollback", new, old, record_property)
+    assert TrustState.open(capitals).vkey == vendor.vkey
+
+
 def test_monitor_refuses_a_fork(
     vendor: Vendor, serve: Callable[[Path], LogServer], tmp_path: Path, record_property: Any
 ) -> None:

@@ -71,7 +71,7 @@ from trajledger.verify.errors import (
 from trajledger.verify.ledger_dir import LedgerDirEvidence
 from trajledger.verify.lineage import LineageVerifier, Report
 from trajledger.verify.log_entry import LogEntry
-from trajledger.verify.log_key import HANDOVER_DIR, parse_handover
+from trajledger.verify.log_key import HANDOVER_DIR, key_chain, parse_handover
 from trajledger.verify.merkle import leaf_hash, verify_inclusion
 from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.policy import Role, TrustPolicy
@@ -82,7 +82,7 @@ from trajledger.verify.tlog_proof import TlogProof
 from trajledger.verify.update_bundle import extension_root
 
 from .catalog import Catalog, origin_name
-from .encode import bundle_index_bytes, consistency_proof_bytes, tlog_proof_bytes
+from .encode import bundle_index_bytes, consistency_proof_bytes, tlog_proof_bytes, verifier_vkey
 from .errors import LedgerError, StoreError
 from .evidence import ledger_evidence
 from .fs import (
@@ -103,7 +103,7 @@ if TYPE_CHECKING:
     from .home import LedgerHome
     from .updates import Changes
 
-__all__ = ["ExportResult", "ImportResult", "export_bundle", "import_bundle"]
+__all__ = ["ExportResult", "ImportResult", "bundle_log_key", "export_bundle", "import_bundle"]
 
 ZSTD_LEVEL = 3
 """zstd's default level, as ``tar --zstd`` uses: bundles are mostly data that compresses
@@ -782,6 +782,37 @@ def max_bundle_file(limits: Limits | None = None) -> int:
     return total + (total >> 8) + (1 << 20)
 
 
+def bundle_log_key(ev: BundleEvidence, policy: TrustPolicy, what: str) -> str:
+    """The log key this user's floor of a bundle's log is looked up by (`TrustState`,
+    `updates.origin_state`), from what is verified: the key that signed its checkpoint among
+    the log keys ``policy`` trusts and those they handed over to (the bundle's handovers),
+    spelled as keys are written (`encode.verifier_vkey`). ``bundle.json``, which nobody signs,
+    must name that key: another string (a throwaway key of the origin's name that added its
+    own signature line, or the key's ID in capitals) found no floor, and a rollback or a fork
+    of a log the user had seen passed (docs/SECURITY.md, review redo21, finding 1).
+
+    When no trusted key signed the checkpoint, the index's key in that spelling: the
+    verification refuses the bundle, unless a policy the bundle's history carries names it.
+
+    Raises:
+        VerificationError: ``bundle.json`` names another key than the trusted one that signed.
+    """
+    note, signed = ev.checkpoint_note(), []
+    for trusted in policy.role("log").vkeys:
+        with contextlib.suppress(ProvenanceError):  # a bad handover: the verification says so
+            for key in (trusted, *(h.new for h in key_chain(trusted, ev.key_handovers()))):
+                with contextlib.suppress(ProvenanceError):
+                    verify_checkpoint(note, verifier := verifier_from_vkey(key))
+                    signed.append(verifier_vkey(verifier))
+    if not signed:
+        return verifier_vkey(verifier_from_vkey(ev.index.vkey))  # checked by BundleEvidence.open
+    if ev.index.vkey not in signed:
+        raise VerificationError(
+            f"{what}: {INDEX_NAME} names the log key {ev.index.vkey}, but the key that signed "
+            f"its checkpoint, trusted by the policy, is {signed[0]} ({INDEX_NAME} is not signed)")
+    return ev.index.vkey
+
+
 def import_bundle(
     ledger: LedgerHome,
     path: Path,
@@ -855,15 +886,16 @@ def import_bundle(
         # reads none (a proof changed in transit was signed; review rev17).
         inclusion = {i: _checked_proof(ev, i, data, f"import {path.name}")
                      for i, data in ev.entries()}
+        vkey = bundle_log_key(ev, policy, f"import {path.name}")  # never bundle.json's word
         # (4) and (5) hold the log's writer lock: the check against what was accepted
         # from this log before, and taking this view in, are one step (another import of
         # the same log, a fork of this view, may have been taken in since step 3: rev13)
         with ledger.log.exclusive():
             cp = ev.checkpoint
-            what = f"import {path.name}: the log {origin_name(ev.index.vkey)}"
+            what = f"import {path.name}: the log {origin_name(vkey)}"
             # (4)
             note_bytes = ev.checkpoint_note()
-            origin = origin_state(ledger, ev.index.vkey, distinct=policy.role("log").vkeys,
+            origin = origin_state(ledger, vkey, distinct=policy.role("log").vkeys,
                                   handovers=ev.key_handovers(), proof=ev.consistency_proof,
                                   note=note_bytes)
             prior = origin.floor_checkpoint()
@@ -892,11 +924,11 @@ def import_bundle(
                 name = next(s.name for s in statement.subjects if s.digest == subject)
                 artifact = {"digest": subject, "kind": entry.kind, "name": name, "logIndex": index}
             elif applied is not None and cp.size <= applied:
-                return ImportResult(None, "", "", origin_name(ev.index.vkey), -1, False, 0, report,
-                                    (), Changes(origin_name(ev.index.vkey)))
+                return ImportResult(None, "", "", origin_name(vkey), -1, False, 0, report,
+                                    (), Changes(origin_name(vkey)))
             entries = dict(ev.entries())
             start = ext.size if ext is not None else None
-            logs = {ev.index.vkey}  # this log's keys: its current one and those it rotated from
+            logs = {vkey}  # this log's keys: its current one and those it rotated from
             for h in ev.key_handovers():  # verified by verify_bundle
                 logs |= {parse_handover(h).old, parse_handover(h).new}
             objects = {d: FileDigest(p, ev.index.by_name[f"objects/sha256/{d[7:]}"].size, d[7:])
@@ -912,7 +944,7 @@ def import_bundle(
                 # record here would name them (orphans, a vendor's to send at will).
                 used = {LogEntry.from_bytes(entries[i]).envelope for i in (*taken, *consulted)}
                 objects = {d: f for d, f in objects.items() if d in used}
-            update = Update(ev.index.vkey, note_bytes, entries, taken, consulted,
+            update = Update(vkey, note_bytes, entries, taken, consulted,
                             inclusion.__getitem__, objects, artifact,
                             cp.size, not ev.index.omitted, synced,
                             disk.sync if disk is not None else None, frozenset(logs))
@@ -930,5 +962,5 @@ def import_bundle(
             )
             return ImportResult(subject, str(artifact["kind"]) if artifact else "",
                                 str(artifact["name"]) if artifact else "",
-                                origin_name(ev.index.vkey), done.index, done.recorded,
+                                origin_name(vkey), done.index, done.recorded,
                                 len(objects), report, done.logged, done.changes)

@@ -39,6 +39,7 @@ from typing import IO, TYPE_CHECKING, Any
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import DigestMismatchError, FormatError, ProvenanceError
 from trajledger.verify.kinds import KINDS
+from trajledger.verify.ledger_dir import open_regular
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.manifest import Manifest
 from trajledger.verify.sealed_files import Sealed
@@ -587,11 +588,14 @@ class RepairResult:
     Attributes:
         restored: objects installed from the source, each re-hashed while copied.
         unavailable: objects the source does not hold (or holds with other bytes).
+        unreadable: objects the source holds in a file it cannot open, or in a FIFO, a device
+            or a socket (not read: a FIFO blocks, a device may never end), each with why.
         after: `fsck` after the repair.
     """
 
     restored: list[str] = field(default_factory=list)
     unavailable: list[str] = field(default_factory=list)
+    unreadable: dict[str, str] = field(default_factory=dict)
     after: FsckReport | None = None
 
 
@@ -619,7 +623,7 @@ def _source(path: Path) -> tuple[Callable[[str], IO[bytes] | None], Callable[[],
     def from_ledger(digest: str) -> IO[bytes] | None:
         if store.is_local:
             try:
-                return open(store.path_of(digest), "rb")
+                return open_regular(store.path_of(digest))
             except FileNotFoundError:
                 return None
         try:
@@ -647,6 +651,9 @@ def repair(
         2. For each: open it in the source (a bundle's objects, or another ledger's store),
            copy it into the store hashing while copying; bytes that do not give the digest
            are refused (nothing installed); a damaged object is replaced by an atomic rename.
+           A file of the source that cannot be opened, or is not a regular file (a FIFO or a
+           device planted there: `verify.ledger_dir.open_regular`), is not read: it is
+           named in ``unreadable`` and the others are restored.
         3. Check again (`fsck`).
 
     Raises:
@@ -667,9 +674,14 @@ def repair(
         fetch, close = _source(source)
         try:
             for n, digest in enumerate(wanted, 1):
-                stream = fetch(digest)
+                try:
+                    stream = fetch(digest)
+                except OSError as e:  # not read; the others are restored
+                    result.unreadable[digest] = f"{e.filename}: {e.strerror or e}"
+                    stream = None
                 if stream is None:
-                    result.unavailable.append(digest)
+                    if digest not in result.unreadable:
+                        result.unavailable.append(digest)
                 else:
                     with stream:
                         try:

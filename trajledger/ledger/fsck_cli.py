@@ -97,6 +97,8 @@ def fsck(ctx: Context, repair: bool, source: Path | None, as_json: bool) -> None
             ok(f"object {digest}: restored from {source}")
         for digest in result.unavailable:
             fail(f"object {digest}: not in {source} (or not with these bytes)")
+        for digest, why in result.unreadable.items():
+            fail(f"object {digest}: {why}; not read")
         assert result.after is not None
         report = result.after
     _render(report, as_json)

@@ -29,6 +29,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
+from trajledger.verify.errors import FormatError
+from trajledger.verify.ledger_dir import read_regular
+from trajledger.verify.note import verifier_from_vkey
+
 from .config import (
     CONFIG_NAME,
     KEYS_ENCRYPTED,
@@ -504,7 +508,7 @@ class LedgerHome:
         nxt = self._log_key_vkey(NEXT_LOG_KEY_NAME)
         if nxt is not None:
             try:
-                published = (self.log_dir / "vkey").read_text("utf-8").strip()
+                published = read_regular(self.log_dir / "vkey").decode("utf-8").strip()
             except (OSError, UnicodeDecodeError):
                 published = None
             if published == nxt:
@@ -538,11 +542,8 @@ class LedgerHome:
     def _published_vkey(self) -> str | None:
         """The verifier key the log's own ``vkey`` file names, or None when unreadable (the
         log then refuses to open, saying why)."""
-        from trajledger.verify.errors import FormatError
-        from trajledger.verify.note import verifier_from_vkey
-
         try:
-            text = (self.log_dir / "vkey").read_text("utf-8").strip()
+            text = read_regular(self.log_dir / "vkey").decode("utf-8").strip()
             verifier_from_vkey(text)
         except (OSError, UnicodeDecodeError, FormatError):
             return None
@@ -970,11 +971,10 @@ class LedgerHome:
         root = Path(root)
         path = root / CONFIG_NAME
         try:
-            data = path.read_bytes()
+            data = read_regular(path)
         except FileNotFoundError as e:
-            raise LedgerError(
-                f"{root}: no ledger here; run 'trajledger init' or pass --ledger DIR"
-            ) from e
+            raise LedgerError(f"{root}: no ledger here; run 'trajledger init' or pass --ledger "
+                              "DIR") from e
         except OSError as e:
             raise LedgerError(f"{path}: cannot read: {e.strerror}") from e
         config = LedgerConfig.from_toml(data, path)

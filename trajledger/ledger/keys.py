@@ -579,10 +579,12 @@ class KeyStore:
         Raises:
             KeyError_: unknown key, or an unreadable / invalid public key file.
         """
+        from trajledger.verify.ledger_dir import read_regular
+
         check_key_name(name)
         path = self.directory / f"{name}.pub"
         try:
-            data = path.read_bytes()
+            data = read_regular(path)
         except FileNotFoundError as e:
             raise KeyError_(self._unknown(name, self.directory, "see 'trajledger key list'")) from e
         except OSError as e:

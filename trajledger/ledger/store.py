@@ -62,11 +62,16 @@ _SMALL = 1 << 16
 
 def _read_local(path: str) -> bytes:
     """The bytes of a local file: a small one in one ``read`` (and a ``pread`` of one byte
-    past it that finds the end), a larger one whole, in one read sized by the file."""
-    fd = os.open(path, os.O_RDONLY)
+    past it that finds the end), a larger one whole, in one read sized by the file. A FIFO
+    planted in the store does not block the open (``O_NONBLOCK``: nothing for a regular file)
+    and fails the ``pread``; a device (``/dev/zero`` never ends) is refused before it is read
+    whole (review redo21)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     try:
         data = os.read(fd, _SMALL)
         if len(data) == _SMALL or os.pread(fd, 1, len(data)):
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file", path)
             os.lseek(fd, 0, os.SEEK_SET)
             with open(fd, "rb", buffering=0, closefd=False) as f:
                 data = f.readall()
@@ -777,7 +782,10 @@ class ObjectStore:
         try:
             if self._fs is None:
                 path = self.path_of(digest)
-                have = path.stat().st_size
+                st = path.stat()
+                if not stat.S_ISREG(st.st_mode):  # a FIFO or a device planted: never read
+                    raise OSError(errno.EINVAL, "not a regular file", str(path))
+                have = st.st_size
                 got = hash_file(path).sha256 if rehash and (size is None or have == size) else None
             else:
                 import pyarrow.fs as pafs

@@ -80,6 +80,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Pinned",
     "TrustState",
+    "one_spelling",
     "pin_log_key",
 ]
 
@@ -198,6 +199,20 @@ def pin_log_key(vkey: str, checkpoint: bytes | None = None, directory: Path | No
         state.close()
 
 
+def one_spelling(vkey: str) -> str:
+    """``vkey`` as keys are written (`encode.verifier_vkey`: the key ID in lower case): one
+    key, one state. The key's ID in capitals is the same key to `verifier_from_vkey`; as
+    another string it opened another state, with no floor: a rollback passed ``monitor``
+    (docs/SECURITY.md, review redo21, finding 4).
+
+    Raises:
+        FormatError: not a verifier key.
+    """
+    from .encode import verifier_vkey
+
+    return verifier_vkey(verifier_from_vkey(vkey))
+
+
 class TrustState(TrustIndex):
     """The trusted state of one log for this user. Build with `TrustState.open`."""
 
@@ -226,6 +241,7 @@ class TrustState(TrustIndex):
         Raises:
             LedgerError: the state exists and cannot be read.
         """
+        vkey = one_spelling(vkey)
         if not ((directory or state_dir()) / "logs" / log_id(vkey) / "state.sqlite").is_file():
             return None
         state = cls.open(vkey, directory)
@@ -247,6 +263,7 @@ class TrustState(TrustIndex):
         """
         from .fs import refuse_writable
 
+        vkey = one_spelling(vkey)
         root = private_dir(directory or state_dir(), parent=False)
         base = private_dir(private_dir(root / "logs") / log_id(vkey))
         file = base / "state.sqlite"

@@ -952,16 +952,20 @@ def _verify_bundle(
     ``import`` requires: without it, ``verify BUNDLE`` said OK to a fork or a rollback (hiding
     a later revocation) that every other path of this user refuses (docs/SECURITY.md, rev18
     finding 1)."""
+    from trajledger.ledger.exchange import bundle_log_key
     from trajledger.ledger.trust_handover import floor_across
     from trajledger.verify.bundle import BundleEvidence, verify_bundle
 
     if policy_file is None:
         raise click.UsageError("verifying a bundle needs --policy FILE (the policy you trust)")
     with BundleEvidence.open(path) as evidence:
-        # The floor seen under this key or a key it took over from (redo15 finding 2).
-        known, what = floor_across(evidence.index.vkey, evidence.key_handovers()) or (None, "")
-        return verify_bundle(evidence, _policy_file(ctx, policy_file),
-                             data="size" if skip_data else "hash", files=files,
+        policy = _policy_file(ctx, policy_file)
+        # The log key is the one that signed the checkpoint, never bundle.json's (redo21
+        # finding 1); the floor is the one seen under it or a key it took over from (redo15
+        # finding 2).
+        vkey = bundle_log_key(evidence, policy, f"bundle {path.name}")
+        known, what = floor_across(vkey, evidence.key_handovers()) or (None, "")
+        return verify_bundle(evidence, policy, data="size" if skip_data else "hash", files=files,
                              known_checkpoint=known, known_what=what), len(evidence.index.omitted)
 
 

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import FormatError
+from .ledger_dir import read_regular
 from .log_entry import GENESIS_PREV, LogEntry
 from .logcheck import EntryCallback, Finding
 from .merkle import EMPTY_ROOT, HASH_SIZE, leaf_hash, node_hash, root_from_leaf_hashes
@@ -110,7 +111,7 @@ def directory_fetch(root: Path) -> Fetch:
         parts = rel.split("/")
         if rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
             raise FileNotFoundError(2, "not a relative log path", rel)
-        return (root / os.path.join(*parts)).read_bytes()
+        return read_regular(root / os.path.join(*parts))
 
     return fetch
 

@@ -34,6 +34,7 @@ from trajledger.verify.errors import (
     VerificationError,
 )
 from trajledger.verify.keys import PublicKey
+from trajledger.verify.ledger_dir import read_regular
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.log_fsck import LEAF_HASHES, LogCheck, check_log, directory_fetch
 from trajledger.verify.logcheck import Finding
@@ -160,7 +161,7 @@ def _b64(h: bytes) -> str:
 
 def _read(directory: Path, rel: str, report: LogReport, why: str) -> bytes | None:
     try:
-        return (directory / rel).read_bytes()
+        return read_regular(directory / rel)
     except FileNotFoundError:
         report.problem(rel, f"missing: {why}")
     except OSError as e:
@@ -314,7 +315,7 @@ class _Files:
             if width is None or width >= limit:
                 continue
             try:
-                data = (self.dir / rel).read_bytes()
+                data = read_regular(self.dir / rel)
             except OSError as e:
                 self.report.problem(rel, f"cannot read: {e.strerror}")
                 continue
@@ -377,7 +378,7 @@ class _Files:
         report = self.report
         path = self.dir / HISTORY_FILE
         try:
-            data = path.read_bytes()
+            data = read_regular(path)
         except FileNotFoundError:
             if size and required:
                 report.problem(

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Self
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.digest import parse_digest
 from trajledger.verify.errors import FormatError, SignatureError, VerificationError
-from trajledger.verify.ledger_dir import read_handovers
+from trajledger.verify.ledger_dir import read_handovers, read_regular
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.note import Verifier, verifier_from_vkey
 from trajledger.verify.tiles import TileReader
@@ -154,7 +154,7 @@ class LogReader:
         # (1)
         path = directory / VKEY_FILE
         try:
-            own = path.read_text("utf-8").strip()
+            own = read_regular(path).decode("utf-8").strip()
         except FileNotFoundError as e:
             raise LogError(f"{directory}: no log here (no {VKEY_FILE} file)") from e
         except (OSError, UnicodeDecodeError) as e:
@@ -215,13 +215,13 @@ class LogReader:
         st = self._state
         if st is not None:
             try:
-                cp = (self.directory / CHECKPOINT_FILE).read_bytes()
+                cp = read_regular(self.directory / CHECKPOINT_FILE)
             except FileNotFoundError:
                 cp = None
             except OSError as e:
                 raise LogError(f"{self.directory / CHECKPOINT_FILE}: cannot read: {e}") from e
             try:
-                ts = (self.directory / TREE_STATE_FILE).read_bytes()
+                ts = read_regular(self.directory / TREE_STATE_FILE)
             except OSError:
                 ts = b""
             if (cp, ts) == st.key:
@@ -260,7 +260,7 @@ class LogReader:
         from trajledger.verify.merkle import EMPTY_ROOT
 
         try:
-            own = (self.directory / VKEY_FILE).read_text("utf-8").strip()
+            own = read_regular(self.directory / VKEY_FILE).decode("utf-8").strip()
             chain = key_chain(self.vkey, self.key_handovers())
         except (OSError, UnicodeDecodeError, ProvenanceError, LogError):
             return None
@@ -288,7 +288,7 @@ class LogReader:
         return reader
 
     def _fetch(self, rel: str) -> bytes:
-        return (self.directory / rel).read_bytes()
+        return read_regular(self.directory / rel)
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[None]:

@@ -37,6 +37,7 @@ from pathlib import Path
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.consistency import check_consistent
 from trajledger.verify.errors import ConsistencyError, FormatError, ProofError, SignatureError
+from trajledger.verify.ledger_dir import read_regular
 from trajledger.verify.merkle import EMPTY_ROOT
 from trajledger.verify.note import Verifier
 from trajledger.verify.tiles import TILE_WIDTH, TileReader, tile_width
@@ -163,13 +164,13 @@ def read_state(directory: Path, verifier: Verifier) -> LogState:
     # (1)
     note: bytes | None
     try:
-        note = cp_path.read_bytes()
+        note = read_regular(cp_path)
     except FileNotFoundError:
         note = None
     except OSError as e:
         raise LogError(f"{cp_path}: cannot read: {e.strerror}") from e
     try:
-        ts_bytes = ts_path.read_bytes()
+        ts_bytes = read_regular(ts_path)
     except FileNotFoundError as e:
         if note is None and _fresh(directory):
             # Creation stopped before its first treeState: an empty, unpublished log.
@@ -208,7 +209,7 @@ def read_state(directory: Path, verifier: Verifier) -> LogState:
             f"root at size {size} is {_b64(root)}, but the signed checkpoint says {_b64(cp.root)}",
         )
     # (4)
-    reader = TileReader(lambda rel: (directory / rel).read_bytes(), size)
+    reader = TileReader(lambda rel: read_regular(directory / rel), size)
     try:
         edge = load_edge(reader)
         at_cp = reader.subtree_root(0, cp.size) if cp is not None and cp.size < size else None

@@ -44,6 +44,7 @@ from typing import Self
 
 from trajledger.verify.checkpoint import Checkpoint, verify_checkpoint
 from trajledger.verify.errors import FormatError
+from trajledger.verify.ledger_dir import read_regular
 from trajledger.verify.log_entry import GENESIS_PREV, LogEntry
 from trajledger.verify.log_key import Handover, handover_checkpoint, parse_handover
 from trajledger.verify.merkle import EMPTY_ROOT, leaf_hash
@@ -746,7 +747,7 @@ class Log(LogReader):
         """
         path = self.directory / VKEY_FILE
         try:
-            return path.read_text("utf-8").strip()
+            return read_regular(path).decode("utf-8").strip()
         except (OSError, UnicodeDecodeError) as e:
             raise LogError(f"{path}: cannot read: {e}") from e
 

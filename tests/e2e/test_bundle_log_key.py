@@ -1,0 +1,143 @@
+"""End to end: the unsigned ``vkey`` of a bundle's ``bundle.json`` does not choose the floor a
+bundle is judged by (docs/SECURITY.md, "Review of 2026-12-04, tenth round (redo21)", finding 1).
+
+A buyer has taken in a newer view of a vendor's log; the vendor (or anyone between) hands it
+the older bundle again, a rollback hiding what was logged since, with ``bundle.json`` naming
+another log key: a throwaway key of the same origin name that adds its own signature line to
+the checkpoint (no secret of the vendor's needed), or another spelling of the vendor's key.
+Its user state holds no floor under that string: before the fix, ``verify BUNDLE`` said OK
+(exit 0) and ``import`` took the rollback in. Both now refuse it (exit 1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import tamperkit as tk
+import testkit
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from test_exchange_cli import Vendor, _grown, expect, run, store_count
+
+from trajledger import Ledger
+from trajledger.ledger.encode import bundle_index_bytes, format_signature_line, vkey_string
+from trajledger.verify.bundle_index import BundleIndex
+from trajledger.verify.note import ALG_ED25519, Note, key_hash
+
+
+@pytest.fixture(scope="module")
+def vendor(
+    quickstart_template: testkit.Template[str], tmp_path_factory: pytest.TempPathFactory
+) -> Vendor:
+    root = tmp_path_factory.mktemp("bundle-log-key")
+    return testkit.as_own_user(root, lambda r: Vendor(r, quickstart_template))
+
+
+@pytest.fixture
+def buyer(tmp_path: Path, vendor: Vendor) -> Path:
+    """A buyer that trusts the vendor's log and has imported a newer view of it (size + 1)."""
+    home = tmp_path / "buyer"
+    expect(run(home, "init", "--origin", "buyer/log"), 0)
+    for k in ("b1", "b2"):
+        expect(run(home, "key", "new", k, "--no-encrypt"), 0)
+    trust = home / "trust"
+    trust.mkdir()
+    for p in [*(vendor.home / "keys").glob("*.pub"), *(home / "keys").glob("b*.pub")]:
+        trust.joinpath(p.name).write_bytes(p.read_bytes())
+    vkeys = f'"{vendor.vkey}", "{Ledger.open(home).log.vkey}"'
+    (home / "policy.toml").write_text(testkit.BUYER_POLICY.format(vkeys=vkeys))
+    grown = _grown(vendor, tmp_path, "later")
+    newer = tmp_path / "newer.tar.zst"
+    expect(run(grown, "export", vendor.ref, "--out", newer, state=tmp_path / "vendor-state"), 0)
+    expect(run(home, "import", newer, "--policy", home / "policy.toml", "--key", "b1",
+               "--key", "b2"), 0)
+    return home
+
+
+def _throwaway(vendor: Vendor, members: list[tuple[str, bytes]]) -> tuple[str, bytes]:
+    """A key of the vendor log's origin name nobody trusts, and the checkpoint with its
+    signature line added (the vendor's own line kept: the trusted key still verifies it)."""
+    name = vendor.vkey.split("+")[0]
+    key = Ed25519PrivateKey.generate()
+    pub = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    cp = dict(members)["checkpoint"]
+    line = format_signature_line(name, key_hash(name, ALG_ED25519, pub),
+                                 key.sign(Note.from_bytes(cp).text))
+    return vkey_string(name, pub), cp + line
+
+
+def _renamed(vendor: Vendor, where: Path, how: str) -> tuple[Path, str]:
+    """The vendor's (older) bundle with ``bundle.json`` naming another key string."""
+    members = tk.bundle_members(vendor.bundle)
+    if how == "throwaway key":
+        old = dict(members)["checkpoint"]
+        vkey, cp = _throwaway(vendor, members)  # each inclusion proof carries the checkpoint
+        members = [(n, d.replace(old, cp) if n == "checkpoint" or n.endswith(".tlog-proof")
+                    else d) for n, d in members]
+    else:  # the same key, its key ID in capitals: another string, another user state
+        name, hexid, b64 = vendor.vkey.split("+", 2)
+        if hexid.upper() == hexid:
+            pytest.skip("this vendor key's ID has no letter to spell in capitals")
+        vkey = f"{name}+{hexid.upper()}+{b64}"
+    index = dataclasses.replace(BundleIndex.from_bytes(members[0][1]), vkey=vkey)
+    members = [("bundle.json", bundle_index_bytes(index)), *members[1:]]
+    return tk.write_bundle(where / "renamed.tar.zst", members, reindex=True), vkey
+
+
+HOW = ["throwaway key", "capital key ID"]
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_verify_bundle_judges_by_the_key_that_signed_not_the_index(
+    vendor: Vendor, buyer: Path, tmp_path: Path, how: str
+) -> None:
+    policy = buyer / "policy.toml"
+    r = run(buyer, "verify", vendor.bundle, "--policy", policy)
+    expect(r, 1)  # the plain rollback: refused since rev18
+    assert "checkpoint rollback for " in r.stderr, r.stderr
+    bundle, vkey = _renamed(vendor, tmp_path, how)
+    r = run(buyer, "verify", bundle, "--policy", policy)
+    expect(r, 1)
+    assert r.stderr == (
+        f"FAIL: bundle {bundle.name}: bundle.json names the log key {vkey}, but the key that "
+        f"signed its checkpoint, trusted by the policy, is {vendor.vkey} (bundle.json is not "
+        "signed)\n"), r.stderr
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_import_judges_by_the_key_that_signed_not_the_index(
+    vendor: Vendor, buyer: Path, tmp_path: Path, how: str
+) -> None:
+    """In a fresh user state (the floor kept in the ledger's signed import records, looked up
+    by log key): the index's string found no record, and the rollback was taken in."""
+    policy = buyer / "policy.toml"
+    fresh, other = tmp_path / "fresh-state", tmp_path / "other-fresh-state"
+    fresh.mkdir()
+    other.mkdir()
+    args = ("import", "--policy", policy, "--key", "b1", "--key", "b2")
+    r = run(buyer, *args[:1], vendor.bundle, *args[1:], state=other)
+    expect(r, 1)  # the plain rollback: refused by the import records
+    assert ": rollback: " in r.stderr, r.stderr
+    before = store_count(buyer), Ledger.open(buyer).log.size
+    bundle, vkey = _renamed(vendor, tmp_path, how)
+    r = run(buyer, *args[:1], bundle, *args[1:], state=fresh)
+    expect(r, 1)
+    assert r.stderr == (
+        f"FAIL: import {bundle.name}: bundle.json names the log key {vkey}, but the key that "
+        f"signed its checkpoint, trusted by the policy, is {vendor.vkey} (bundle.json is not "
+        "signed)\n"), r.stderr
+    assert (store_count(buyer), Ledger.open(buyer).log.size) == before
+    r = run(buyer, *args[:1], bundle, *args[1:])  # the user's own state: refused too
+    expect(r, 1)
+
+
+def test_a_bundle_whose_index_names_the_signer_is_judged_by_its_floor(
+    vendor: Vendor, buyer: Path
+) -> None:
+    """The honest case, unchanged: the floor of the key that signed refuses the rollback."""
+    policy = buyer / "policy.toml"
+    r = run(buyer, "import", vendor.bundle, "--policy", policy, "--key", "b1", "--key", "b2")
+    expect(r, 1)
+    assert ": rollback: " in r.stderr, r.stderr

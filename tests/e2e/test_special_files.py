@@ -1,0 +1,184 @@
+"""End to end: a FIFO or a device planted in a ledger's ``log/`` (docs/SECURITY.md §1: an
+insider who can write the ledger's files) is refused, not read (review redo21, finding 3); so
+is one in the ledger ``fsck --repair --from DIR`` restores objects from (finding 2).
+
+Before the fix, a FIFO at ``log/checkpoint``, ``log/vkey``, ``log/.state/treeState``, a tile,
+an entry bundle or a key handover made ``log verify``, ``log info``, ``verify REF`` and
+``fsck`` block for ever in ``open``; a symbolic link there to ``/dev/zero`` made them read
+until memory ran out. Each now ends with one ``FAIL:`` line naming the file (exit 1 or 3).
+
+The commands run in one child process each target (`_child`), in process there, each under
+an alarm (a hang is reported, not waited for), an address-space limit (``/dev/zero`` read
+whole is a MemoryError there, not the machine's memory) and a file-size limit (``/dev/zero``
+copied into the store fails there, not the disk).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import testkit
+
+from trajledger import Ledger
+from trajledger.ledger.catalog import Catalog
+
+HANG_AFTER = 20
+"""Seconds after which a command is called hung (each takes well under one here)."""
+MEMORY = 3 << 30
+"""The child's address-space limit: /dev/zero read whole fails there, not on the machine."""
+FILE_SIZE = 256 << 20
+"""The child's file-size limit: /dev/zero copied into a file fails there, not on the disk."""
+
+TARGETS = {
+    "checkpoint": "log/checkpoint",
+    "vkey": "log/vkey",
+    "treeState": "log/.state/treeState",
+    "hash tile": "log/tile/0/000.p/{width}",
+    "entry bundle": "log/tile/entries/000.p/{width}",
+    "key handover": "log/key-handovers/1",
+    "settings": "ledger.toml",
+    "log key": "log-key/log.pub",
+    "object": "objects/{object}",
+}
+ZERO = {"checkpoint", "hash tile", "key handover", "object"}
+"""Targets also planted as a symbolic link to /dev/zero (a device that never ends)."""
+
+
+@pytest.fixture(scope="module")
+def pristine(
+    quickstart_template: testkit.Template[str], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, str]:
+    root = tmp_path_factory.mktemp("special-files")
+    home = testkit.as_own_user(root, lambda r: testkit.copy_template(quickstart_template,
+                                                                      r / "ledger"))
+    return home, quickstart_template.value
+
+
+def _plant(home: Path, rel: str, kind: str) -> None:
+    path = home / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_a_special_file_in_the_log_is_refused_not_read(
+    pristine: tuple[Path, str], tmp_path: Path, target: str
+) -> None:
+    source, ref = pristine
+    ledger = Ledger.open(source)
+    final = ledger.store.path_of(ref).relative_to(source / "objects")  # the checkpoint's manifest
+    rel = TARGETS[target].format(width=ledger.log.size % 256, object=final)
+    named = ref if target == "object" else rel  # an object is named by its digest
+    commands: list[list[str]] = []
+    for kind in ("fifo", "zero") if target in ZERO else ("fifo",):
+        home = tmp_path / kind
+        shutil.copytree(source, home, symlinks=True)
+        _plant(home, rel, kind)
+        for args in (["log", "verify"], ["log", "info"], ["fsck"],
+                     ["verify", ref, "--policy", str(source / "policy.toml")]):
+            commands.append(["--ledger", str(home), *args])
+    wrong = []
+    for r in _run(commands):
+        line = f"{' '.join(r['args'][2:])} ({Path(r['args'][1]).name} at {rel})"
+        if r["hung"]:
+            wrong.append(f"{line}: hung")
+        elif r["exit"] not in (0, 1, 3) or "Traceback" in r["stderr"]:
+            wrong.append(f"{line}: exit {r['exit']}\n{r['stderr'][-800:]}")
+        elif r["exit"] and not any(x.startswith("FAIL: ") and named in x
+                                   for x in r["stderr"].splitlines()):
+            wrong.append(f"{line}: exit {r['exit']} without naming it\n{r['stderr'][-800:]}")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_repair_from_a_ledger_refuses_its_special_files_and_restores_the_rest(
+    pristine: tuple[Path, str], tmp_path: Path
+) -> None:
+    source, _ref = pristine
+    home, other = tmp_path / "ledger", tmp_path / "other"
+    shutil.copytree(source, home, symlinks=True)
+    shutil.copytree(source, other, symlinks=True)
+    lost = [i.digest for i in Catalog(Ledger.open(home)).items()
+            if i.kind != "trust-policy"][:3]  # manifests the log names
+    for digest in lost:
+        Ledger.open(home).store.path_of(digest).unlink()
+    fifo, zero, kept = lost
+    there = Ledger.open(other).store
+    _plant(other, str(there.path_of(fifo).relative_to(other)), "fifo")
+    _plant(other, str(there.path_of(zero).relative_to(other)), "zero")
+    [r] = _run([["--ledger", str(home), "fsck", "--repair", "--from", str(other)]])
+    assert not r["hung"]
+    assert r["exit"] == 1, r["stderr"]
+    lines = r["stderr"].splitlines()
+    assert f"OK: object {kept}: restored from {other}" in lines
+    for digest, what in ((fifo, "a FIFO"), (zero, "a character device")):
+        assert (f"FAIL: object {digest}: {there.path_of(digest)}: not a regular file but {what}; "
+                "not read") in lines, r["stderr"]
+        assert f"FAIL: object {digest}: missing" in "\n".join(lines), r["stderr"]
+        assert not Ledger.open(home).store.path_of(digest).exists()
+    assert "Traceback" not in r["stderr"]
+
+
+def _run(commands: list[list[str]]) -> list[dict[str, Any]]:
+    """Run trajledger command lines in a child (`_child`): ``[{"args", "exit", "stderr",
+    "hung"}]``."""
+    tests = str(Path(__file__).resolve().parents[1])  # testkit
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [tests, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run([sys.executable, __file__], input=json.dumps(commands), env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    out: list[dict[str, Any]] = json.loads(done.stdout)
+    return out
+
+
+class _Hung(BaseException):
+    """Raised by the alarm in a command that blocked."""
+
+
+def _child() -> None:
+    """Run trajledger command lines (JSON on stdin) in process, each under an alarm; results
+    as JSON on stdout: ``[{"args", "exit", "stderr", "hung"}]``."""
+    import resource
+    import signal
+
+    from testkit import new_runner
+
+    from trajledger.runner.cli import main
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE, FILE_SIZE))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past it fails (EFBIG) instead
+
+    def hung(_signum: int, _frame: object) -> None:
+        raise _Hung
+
+    signal.signal(signal.SIGALRM, hung)
+    runner = new_runner()
+    out = []
+    for args in json.load(sys.stdin):
+        signal.alarm(HANG_AFTER)
+        try:
+            r = runner.invoke(main, args)
+            out.append({"args": args, "exit": r.exit_code, "stderr": r.stderr, "hung": False})
+        except _Hung:
+            out.append({"args": args, "exit": None, "stderr": "", "hung": True})
+        finally:
+            signal.alarm(0)
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    _child()
