@@ -43,7 +43,7 @@ from trajledger.ledger.user_state import STATE_DIR_ENV
 from trajledger.runner.cli import main
 from trajledger.verify.__main__ import main as verify_main
 from trajledger.verify.checkpoint import Checkpoint
-from trajledger.verify.errors import ConsistencyError
+from trajledger.verify.errors import ConsistencyError, FormatError
 from trajledger.verify.note import Note
 
 
@@ -246,9 +246,10 @@ def test_monitor_refuses_a_rollback(
 def test_a_second_spelling_of_the_key_is_the_same_trust_state(
     vendor: Vendor, serve: Callable[[Path], LogServer], tmp_path: Path, record_property: Any
 ) -> None:
-    """The key's ID in capitals is the same key (`verifier_from_vkey` reads both): before,
-    it was another string, so another state, with no floor: a rollback passed (exit 0)
-    (docs/SECURITY.md, review redo21, finding 4)."""
+    """The key's ID in capitals was another string, so another state, with no floor: a
+    rollback passed (exit 0) (docs/SECURITY.md, review redo21, finding 4). Key IDs are now
+    read in lower case only (redo15 finding 1): the capitals are refused before any state
+    is opened, and a state is only ever opened by the one spelling."""
     old = vendor.checkpoint()
     earlier = vendor.copy(tmp_path / "earlier")
     vendor.add(2)
@@ -259,8 +260,11 @@ def test_a_second_spelling_of_the_key_is_the_same_trust_state(
     capitals = f"{name}+{hexid.upper()}+{b64}"
     assert run("monitor", serve(vendor.home).url, "--vkey", vendor.vkey).exit_code == 0
     r = run("monitor", serve(earlier.home).url, "--vkey", capitals)
+    assert r.exit_code == 2 and "want <name>+<8 lower-case hex digits>" in r.stderr, r.output
+    r = run("monitor", serve(earlier.home).url, "--vkey", vendor.vkey)
     _refused(r, "rollback", new, old, record_property)
-    assert TrustState.open(capitals).vkey == vendor.vkey
+    with pytest.raises(FormatError, match="lower-case hex digits"):
+        TrustState.open(capitals)
 
 
 def test_monitor_refuses_a_fork(
