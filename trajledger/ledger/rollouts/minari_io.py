@@ -329,9 +329,7 @@ def check_declared_sizes(root: Path, data_format: str) -> None:
         declared, stored = int(node.size) * node.dtype.itemsize, int(node.id.get_storage_size())
         totals[0] += declared
         totals[1] += stored
-        if declared > MAX_DECODED_BYTES or (
-            declared > MAX_PAGE_BYTES and declared > MAX_RATIO * max(stored, 1)
-        ):
+        if _bomb(declared, stored):
             raise BombError(
                 f"main_data.hdf5: dataset {name!r} declares {declared:,} bytes "
                 f"({node.shape} {node.dtype}) and stores {stored:,}: refused as a possible "
@@ -341,13 +339,18 @@ def check_declared_sizes(root: Path, data_format: str) -> None:
     with h5py.File(root / "main_data.hdf5", "r") as f:
         f.visititems(visit)
     declared, stored = totals
-    if declared > MAX_DECODED_BYTES or (
-        declared > MAX_PAGE_BYTES and declared > MAX_RATIO * max(stored, 1)
-    ):
+    if _bomb(declared, stored):
         raise BombError(
             f"main_data.hdf5: its datasets declare {declared:,} bytes and store {stored:,}: "
             "refused as a possible decompression bomb"
         )
+
+
+def _bomb(declared: int, stored: int) -> bool:
+    """Whether ``declared`` bytes, of which ``stored`` are held, pass for a bomb."""
+    return declared > MAX_DECODED_BYTES or (
+        declared > MAX_PAGE_BYTES and declared > MAX_RATIO * max(stored, 1)
+    )
 
 
 class _SeedError(ValueError):
