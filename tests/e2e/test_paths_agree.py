@@ -881,10 +881,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
         "that log (approvals are not revocable artifacts), and the import says 'your policy "
         "still trusts it as approver: record a successor without it' (docs/SECURITY.md, "
         "redo20)",
-    ("approval no longer counts", "impact"):
-        "LEFT (redo20): impact verifies each artifact downstream of the batch without its own "
-        "lineage (follow=False), so a checkpoint's use of its dataset (its approvals) is not "
-        "judged there; the checkpoint's own paths refuse it (docs/SECURITY.md, redo20, Left)",
 }
 """Where a path answers otherwise than its claim's expected verdict by design: (scenario, path)
 -> why (each argued in docs/SECURITY.md, rev18). An entry whose path answers as the others is

@@ -59,7 +59,7 @@ def _unknown_users(verifier: LineageVerifier, node: Node, found: set[str]) -> No
 def _downstream(verifier: LineageVerifier, digest: str, kind: str) -> list[Edge]:
     """Verify ``digest`` and walk the referrers: the edges reaching it (a referrer whose
     record does not verify comes with the index's edge, failing)."""
-    verifier.artifact(digest, kind, follow=False)
+    _judge_use(verifier, verifier.artifact(digest, kind, follow=False))
     down: list[Edge] = []
     seen = {digest}
     todo = [digest]
@@ -83,7 +83,23 @@ def _downstream(verifier: LineageVerifier, digest: str, kind: str) -> list[Edge]
             if src not in seen:
                 seen.add(src)
                 todo.append(src)
+                _judge_use(verifier, src_node)
     return down
+
+
+def _judge_use(verifier: LineageVerifier, node: Node) -> None:
+    """A downstream checkpoint's use of each dataset it names (split, holdouts, approvals at
+    the time of its record: `LineageVerifier.dataset_use`), the checks `verify CK` adds when
+    it follows the checkpoint's lineage, without following it: without them a checkpoint
+    whose dataset's approvals no longer count was ``ok`` here (redo20, Left). Once a node: a
+    verifier may answer several impacts (`ledger.updates`) or have followed it already."""
+    rec = verifier.identity_record(node.id, node.kind)
+    if node.kind != "checkpoint" or not isinstance(rec, Record) or any(
+            c.what.startswith(("dataset ", "training on dataset ")) for c in node.checks):
+        return
+    for dep in verifier.dependencies(node.id):
+        if dep.role == "dataset":
+            verifier.dataset_use(node, dep.digest, rec)
 
 
 def with_records(verifier: LineageVerifier, report: Report) -> Report:

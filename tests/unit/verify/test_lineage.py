@@ -797,6 +797,31 @@ def test_impact_reaches_the_checkpoint_through_the_dataset(setup: Setup) -> None
     assert any(ln.startswith("        dataset → ✓ checkpoint m@1 (") for ln in lines)
 
 
+def test_impact_judges_a_downstream_checkpoint_s_use_of_its_dataset(setup: Setup) -> None:
+    """'What was built on this batch, and does it hold?' A checkpoint whose dataset's
+    approvals no longer count (a third approver required now, who never approved) is refused
+    by `verify CK`; `impact BATCH` verified it without its lineage and showed it ok (redo20,
+    Left). Its node now carries the checkpoint's use of each dataset, with the line `verify`
+    prints, once however many times the verifier is asked."""
+    setup.ledger.keys.create("c", encrypt=False)
+    policy = TrustPolicy.from_toml(
+        POLICY.format(threshold=3, vkey=setup.ledger.log.vkey, extra="")
+        .replace('"keys/b.pub"]', '"keys/b.pub", "keys/c.pub"]').encode(), setup.root)
+    line = (f"{label('checkpoint', setup.checkpoint, 'm@1')} > dataset ds@1: approvals: 2 of 3 "
+            "required approver(s) for 'train'")
+    assert setup.verifier(policy=policy).verify(setup.checkpoint).failures() == [line]
+    v = setup.verifier(policy=policy)
+    down = impact(v, setup.batch)
+    assert not down.ok and down.nodes[setup.checkpoint].status == FAIL
+    assert down.failures() == [line]
+    for subject in (setup.dataset, setup.checkpoint):  # the checkpoint itself: judged too
+        again = impact(v, subject)
+        assert again.failures()[0] == line
+        assert [c.what for c in again.nodes[setup.checkpoint].checks].count(
+            "dataset ds@1: approvals") == 1
+    assert impact(setup.verifier(), setup.batch).ok  # the ledger's own policy: 2 of 2
+
+
 def _weights(g: int) -> bytes:
     return b"generation %d" % g
 
