@@ -56,10 +56,11 @@ def buyer(tmp_path: Path, vendor: Vendor) -> Path:
     return home
 
 
-def _throwaway(vendor: Vendor, members: list[tuple[str, bytes]]) -> tuple[str, bytes]:
-    """A key of the vendor log's origin name nobody trusts, and the checkpoint with its
-    signature line added (the vendor's own line kept: the trusted key still verifies it)."""
-    name = vendor.vkey.split("+")[0]
+def _throwaway(vkey: str, members: list[tuple[str, bytes]]) -> tuple[str, bytes]:
+    """A key of the origin name of the log key ``vkey`` nobody trusts, and the checkpoint
+    with its signature line added (the log's own line kept: the trusted key still verifies
+    it)."""
+    name = vkey.split("+")[0]
     key = Ed25519PrivateKey.generate()
     pub = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
     cp = dict(members)["checkpoint"]
@@ -68,16 +69,17 @@ def _throwaway(vendor: Vendor, members: list[tuple[str, bytes]]) -> tuple[str, b
     return vkey_string(name, pub), cp + line
 
 
-def _renamed(vendor: Vendor, where: Path, how: str) -> tuple[Path, str]:
-    """The vendor's (older) bundle with ``bundle.json`` naming another key string."""
-    members = tk.bundle_members(vendor.bundle)
+def _renamed(bundle: Path, log_vkey: str, where: Path, how: str) -> tuple[Path, str]:
+    """``bundle`` (of the log whose key is ``log_vkey``) with ``bundle.json`` naming another
+    key string."""
+    members = tk.bundle_members(bundle)
     if how == "throwaway key":
         old = dict(members)["checkpoint"]
-        vkey, cp = _throwaway(vendor, members)  # each inclusion proof carries the checkpoint
+        vkey, cp = _throwaway(log_vkey, members)  # each inclusion proof carries the checkpoint
         members = [(n, d.replace(old, cp) if n == "checkpoint" or n.endswith(".tlog-proof")
                     else d) for n, d in members]
     else:  # the same key, its key ID in capitals: another string, another user state
-        name, hexid, b64 = vendor.vkey.split("+", 2)
+        name, hexid, b64 = log_vkey.split("+", 2)
         if hexid.upper() == hexid:
             pytest.skip("this vendor key's ID has no letter to spell in capitals")
         vkey = f"{name}+{hexid.upper()}+{b64}"
@@ -89,14 +91,14 @@ def _renamed(vendor: Vendor, where: Path, how: str) -> tuple[Path, str]:
 HOW = ["throwaway key", "capital key ID"]
 
 
-def _refusal(what: str, bundle: Path, vkey: str, vendor: Vendor, how: str) -> str:
+def _refusal(what: str, bundle: Path, vkey: str, signer: str, how: str) -> str:
     """The one line: another key is refused as not the signer's; the same key with its ID in
     capitals is not a key at all (redo15 finding 1: key IDs are read in lower case only)."""
     if how == "capital key ID":
         return (f"FAIL: bundle {bundle.name}: bundle.json: vkey: verifier key {vkey!r}: want "
                 "<name>+<8 lower-case hex digits>+<base64 key>\n")
     return (f"FAIL: {what}: bundle.json names the log key {vkey}, but the key that signed its "
-            f"checkpoint, trusted by the policy, is {vendor.vkey} (bundle.json is not signed)\n")
+            f"checkpoint, trusted by the policy, is {signer} (bundle.json is not signed)\n")
 
 
 @pytest.mark.parametrize("how", HOW)
@@ -107,10 +109,10 @@ def test_verify_bundle_judges_by_the_key_that_signed_not_the_index(
     r = run(buyer, "verify", vendor.bundle, "--policy", policy)
     expect(r, 1)  # the plain rollback: refused since rev18
     assert "checkpoint rollback for " in r.stderr, r.stderr
-    bundle, vkey = _renamed(vendor, tmp_path, how)
+    bundle, vkey = _renamed(vendor.bundle, vendor.vkey, tmp_path, how)
     r = run(buyer, "verify", bundle, "--policy", policy)
     expect(r, 1)
-    assert r.stderr == _refusal(f"bundle {bundle.name}", bundle, vkey, vendor, how), r.stderr
+    assert r.stderr == _refusal(f"bundle {bundle.name}", bundle, vkey, vendor.vkey, how), r.stderr
 
 
 @pytest.mark.parametrize("how", HOW)
@@ -128,10 +130,10 @@ def test_import_judges_by_the_key_that_signed_not_the_index(
     expect(r, 1)  # the plain rollback: refused by the import records
     assert ": rollback: " in r.stderr, r.stderr
     before = store_count(buyer), Ledger.open(buyer).log.size
-    bundle, vkey = _renamed(vendor, tmp_path, how)
+    bundle, vkey = _renamed(vendor.bundle, vendor.vkey, tmp_path, how)
     r = run(buyer, *args[:1], bundle, *args[1:], state=fresh)
     expect(r, 1)
-    assert r.stderr == _refusal(f"import {bundle.name}", bundle, vkey, vendor, how), r.stderr
+    assert r.stderr == _refusal(f"import {bundle.name}", bundle, vkey, vendor.vkey, how), r.stderr
     assert (store_count(buyer), Ledger.open(buyer).log.size) == before
     r = run(buyer, *args[:1], bundle, *args[1:])  # the user's own state: refused too
     expect(r, 1)
@@ -145,3 +147,39 @@ def test_a_bundle_whose_index_names_the_signer_is_judged_by_its_floor(
     r = run(buyer, "import", vendor.bundle, "--policy", policy, "--key", "b1", "--key", "b2")
     expect(r, 1)
     assert ": rollback: " in r.stderr, r.stderr
+
+
+def test_a_log_key_only_a_later_policy_names_is_the_one_that_signed(tmp_path: Path) -> None:
+    """The eleventh round (left22) finding 2, redo21's Left 1: the user holds the vendor's
+    policy of serial 2, which names another log key (one the log never had); its successor,
+    serial 3, signed by the approvers and carried by the bundle, names the log's key.
+    `bundle_log_key` found no key of the policy given that signed the checkpoint, and took
+    ``bundle.json``'s word unchecked: a throwaway key named there held no floor, and an older
+    bundle (a rollback hiding what was logged since) verified, exit 0. Now the log keys of the
+    policy in force (the history followed first) are looked in: the throwaway is refused as
+    not the key that signed; the honest older bundle is refused as a rollback, and a current
+    one verifies."""
+    import test_key_rotation as kr
+
+    w = kr.World(tmp_path / "w")
+    never = vkey_string(kr.ORIGIN, Ed25519PrivateKey.generate().public_key().public_bytes(
+        Encoding.Raw, PublicFormat.Raw))
+    kr.expect(w.policy(2, vkeys=(never,)), 0)
+    kr.expect(w.policy(3), 0)  # the log's key again
+    theirs = w.policy_file(2, vkeys=(never,))  # the user's copy of serial 2
+    older = tmp_path / "older.tar.zst"
+    kr.ok(w.home, "export", "ds-old@1", "--out", older)
+    w.batch("vendor")
+    seen = tmp_path / "seen"
+    kr.expect(kr.run(w.home, "verify", "ds-old@1", state=seen), 0)  # the floor: the log grown
+    r = kr.run(w.home, "verify", older, "--policy", theirs, state=seen)
+    kr.expect(r, 1)
+    assert "checkpoint rollback for " in r.stderr, r.stderr
+    renamed, vkey = _renamed(older, w.v1, tmp_path, "throwaway key")
+    r = kr.run(w.home, "verify", renamed, "--policy", theirs, state=seen)
+    kr.expect(r, 1)
+    assert r.stderr == _refusal(f"bundle {renamed.name}", renamed, vkey, w.v1,
+                                "throwaway key"), r.stderr
+    current = tmp_path / "current.tar.zst"
+    kr.ok(w.home, "export", "ds-old@1", "--out", current)
+    kr.expect(kr.run(w.home, "verify", current, "--policy", theirs, state=seen), 0)

@@ -75,6 +75,7 @@ from trajledger.verify.log_key import HANDOVER_DIR, key_chain, parse_handover
 from trajledger.verify.merkle import leaf_hash, verify_inclusion
 from trajledger.verify.note import verifier_from_vkey
 from trajledger.verify.policy import Role, TrustPolicy
+from trajledger.verify.policy_history import follow_history
 from trajledger.verify.policy_settings import published
 from trajledger.verify.statement import Statement
 from trajledger.verify.tiles import TileReader
@@ -791,14 +792,20 @@ def bundle_log_key(ev: BundleEvidence, policy: TrustPolicy, what: str) -> str:
     own signature line, or the key's ID in capitals) found no floor, and a rollback or a fork
     of a log the user had seen passed (docs/SECURITY.md, review redo21, finding 1).
 
-    When no trusted key signed the checkpoint, the index's key in that spelling: the
-    verification refuses the bundle, unless a policy the bundle's history carries names it.
+    The log keys looked in are those of ``policy`` and of the policy in force after the
+    bundle's policy history (`follow_history`, as `verify_bundle`): a log key only a later
+    policy names was taken from ``bundle.json`` unchecked (review left22, finding 2). When
+    no trusted key signed the checkpoint, the index's key in that spelling: the
+    verification refuses the bundle.
 
     Raises:
         VerificationError: ``bundle.json`` names another key than the trusted one that signed.
     """
-    note, signed = ev.checkpoint_note(), []
-    for trusted in policy.role("log").vkeys:
+    note, signed, in_force = ev.checkpoint_note(), [], policy
+    with contextlib.suppress(ProvenanceError):  # a history not followed: the verification says
+        in_force = follow_history(policy, [(i, e.subject, env) for i, e, env
+                                           in ev.policy_records() if env is not None])[0] or policy
+    for trusted in dict.fromkeys([*policy.role("log").vkeys, *in_force.role("log").vkeys]):
         with contextlib.suppress(ProvenanceError):  # a bad handover: the verification says so
             for key in (trusted, *(h.new for h in key_chain(trusted, ev.key_handovers()))):
                 with contextlib.suppress(ProvenanceError):
