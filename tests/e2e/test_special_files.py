@@ -131,9 +131,68 @@ def test_repair_from_a_ledger_refuses_its_special_files_and_restores_the_rest(
     assert "Traceback" not in r["stderr"]
 
 
+DERIVED = ("index state", "features cache", "ledger pin", "settings pin")
+"""Review left22, finding 3: derived files a command rebuilds (the audit index's state, the
+episode features computed from a batch's steps) and small files of the user's state directory
+(the pins of a ledger directory and of its log's settings)."""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+@pytest.mark.parametrize("target", DERIVED)
+def test_a_special_file_in_a_cache_or_the_user_state_is_not_waited_on(
+    pristine: tuple[Path, str], tmp_path: Path, target: str
+) -> None:
+    """A FIFO (or a link to ``/dev/zero``) planted where a command reads a derived file or
+    the user's state: ``stats`` waited for ever on the index's ``state.json`` (or read the
+    device until memory ran out), ``dataset create`` on the features cache of a batch whose
+    kept features file is gone, and every command that opens the ledger on the pins. Now a
+    derived file is not read and is made again (exit 0, a regular file there after), and a
+    pin is refused with one line naming it (exit 3)."""
+    from trajledger.ledger.batch_features import batch_predicate, cache_path, steps_file_of
+
+    source, ref = pristine
+    commands, planted = [], []
+    for kind in ("fifo", "zero"):
+        home, state = tmp_path / kind, tmp_path / f"{kind}-state"
+        shutil.copytree(source, home, symlinks=True)
+        with testkit.user_state(state):
+            ledger = Ledger.open(home)  # (pins the ledger and its settings in that state)
+        args = ["verify", ref, "--policy", str(source / "policy.toml")]
+        if target == "index state":
+            where, args = home / "index/lance/state.json", ["stats", ref]
+        elif target == "features cache":  # a batch whose kept features file is gone
+            item = next(i for i in Catalog(ledger).items() if i.kind == "rollout-batch")
+            pred = batch_predicate(ledger.store, item.envelope)
+            assert pred is not None and pred.features is not None
+            steps = steps_file_of(pred)
+            assert steps is not None
+            ledger.store.path_of(pred.features.digest).unlink()
+            where = cache_path(home / "index/features", steps[0])
+            args = ["dataset", "create", "again", "--version", "1", "--split", "train",
+                    "--batch", item.digest, "--key", "vendor"]
+        elif target == "ledger pin":
+            [where] = (state / "ledgers").glob("*.json")
+        else:
+            [where] = (state / "origins").glob("*/.settings.json")
+        _plant(where.parent, where.name, kind)
+        planted.append(where)
+        commands.append(["--state", str(state), "--ledger", str(home), *args])
+    for where, r in zip(planted, _run(commands), strict=True):
+        line = f"{' '.join(r['args'][4:6])} ({where})"
+        assert not r["hung"], f"{line}: hung"
+        assert "Traceback" not in r["stderr"], r["stderr"]
+        if target.endswith("pin"):
+            assert r["exit"] == 3, f"{line}: {r['stderr']}"
+            fails = [x for x in r["stderr"].splitlines() if x.startswith("FAIL: ")]
+            assert len(fails) == 1 and str(where) in fails[0], f"{line}: {r['stderr']}"
+        else:
+            assert r["exit"] == 0, f"{line}: {r['stderr']}"
+            assert where.is_file() and not where.is_symlink(), f"{line}: not made again"
+
+
 def _run(commands: list[list[str]]) -> list[dict[str, Any]]:
     """Run trajledger command lines in a child (`_child`): ``[{"args", "exit", "stderr",
-    "hung"}]``."""
+    "hung"}]``; a line may start with ``--state DIR``, the user state directory it runs with."""
     tests = str(Path(__file__).resolve().parents[1])  # testkit
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [tests, *filter(None, [os.environ.get("PYTHONPATH")])])}
@@ -169,9 +228,12 @@ def _child() -> None:
     runner = new_runner()
     out = []
     for args in json.load(sys.stdin):
+        env = {}
+        if args[0] == "--state":  # the user state directory of this line
+            env = {"TRAJLEDGER_STATE_DIR": args[1]}
         signal.alarm(HANG_AFTER)
         try:
-            r = runner.invoke(main, args)
+            r = runner.invoke(main, args[2:] if env else args, env=env)
             out.append({"args": args, "exit": r.exit_code, "stderr": r.stderr, "hung": False})
         except _Hung:
             out.append({"args": args, "exit": None, "stderr": "", "hung": True})

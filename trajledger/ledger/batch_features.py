@@ -62,6 +62,7 @@ import pyarrow as pa
 
 from trajledger.verify.digest import DIGEST_PREFIX, FileDigest, hash_file, parse_digest
 from trajledger.verify.errors import DigestMismatchError, FormatError, ProvenanceError
+from trajledger.verify.ledger_dir import read_regular
 
 from .episode_features import (
     FEATURE_COLUMNS,
@@ -564,7 +565,7 @@ def batch_features(
     chunk = None
     if where is not None:
         with contextlib.suppress(OSError, FormatError):
-            chunk = decode_features(where.read_bytes(), digest)
+            chunk = decode_features(read_regular(where), digest)  # (a FIFO there: not read)
     source = "cache"
     # (4)
     if chunk is None:

@@ -61,6 +61,7 @@ from .user_state import (
     notice,
     origin_dir,
     private_dir,
+    read_state_file,
     require_pin,
     scratch_dir,
     state_dir,
@@ -596,8 +597,7 @@ class LedgerHome:
 
         from .fs import refuse_writable
 
-        config = self.root / CONFIG_NAME
-        pin, settings = self._pin_path(), self._settings_path()
+        config, pin, settings = self.root / CONFIG_NAME, self._pin_path(), self._settings_path()
         now = self._settings_pin()
         changes: list[str] = []
         try:
@@ -606,7 +606,7 @@ class LedgerHome:
                 refuse_writable(path)
             known = not replace and pin.exists()
             if known:
-                doc = json.loads(pin.read_text("utf-8"))
+                doc = json.loads(read_state_file(pin))
                 if doc.get("origin") != now["origin"]:
                     raise TamperError(
                         f"{config}: this ledger directory held the log "
@@ -619,7 +619,7 @@ class LedgerHome:
                 where = {"root": str(self.root.resolve()), "origin": now["origin"]}
                 write_file_atomic(pin, json.dumps(where).encode(), mode=0o600)
             if not replace and settings.exists():
-                old = json.loads(settings.read_text("utf-8"))
+                old = json.loads(read_state_file(settings))
                 changes = setting_changes(old, now)
                 if changes and not accept:
                     raise TamperError(
@@ -668,7 +668,7 @@ class LedgerHome:
         import json
 
         pin = self._settings_path()
-        doc = json.loads(pin.read_text("utf-8")) if pin.exists() else {}
+        doc = json.loads(read_state_file(pin)) if pin.exists() else {}
         vkey = self.log_vkey() or self._published_vkey()
         out: dict[str, Any] = {
             "ledger": str(self.root),

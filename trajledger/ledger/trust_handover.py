@@ -107,12 +107,12 @@ def floor_across(vkey: str, handovers: Sequence[bytes], directory: Path | None =
         LedgerError: a state exists and cannot be read.
     """
     from .trust_state import TrustState
-    from .user_state import origin_dir
+    from .user_state import origin_dir, read_state_file
 
     keys = [vkey]
     with contextlib.suppress(ProvenanceError, OSError):  # no other key of the log noted
         origin = origin_dir(verifier_from_vkey(vkey).name, directory)
-        keys += [(origin / n).read_text("utf-8", "replace").strip()
+        keys += [read_state_file(origin / n, "replace").strip()
                  for n in sorted(os.listdir(origin)) if not n.startswith(".")]
     floors = []
     for key in dict.fromkeys(keys):

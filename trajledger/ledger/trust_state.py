@@ -71,6 +71,7 @@ from .user_state import (
     notice,
     origin_dir,
     private_dir,
+    read_state_file,
     state_dir,
 )
 
@@ -361,7 +362,7 @@ class TrustState(TrustIndex):
             if name == log_id(self.vkey) or name.startswith("."):
                 continue
             try:
-                vkey = (directory / name).read_text("utf-8").strip()
+                vkey = read_state_file(directory / name).strip()
                 other = TrustState.open(vkey, self._root)
             except (OSError, UnicodeDecodeError, ProvenanceError):
                 continue  # not a key: nothing this user trusted
@@ -467,7 +468,7 @@ class TrustState(TrustIndex):
         """How far another process's reading of the log is (entries done, total), from the
         file it keeps beside the state while it reads; (0, 0) when there is none."""
         try:
-            done, total = (self.path / _READING).read_text().split()
+            done, total = read_state_file(self.path / _READING).split()
             return int(done), int(total)
         except (OSError, ValueError):
             return 0, 0

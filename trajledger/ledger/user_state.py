@@ -15,6 +15,8 @@ import os
 import sys
 from pathlib import Path
 
+from trajledger.verify.ledger_dir import read_regular
+
 from .errors import LedgerError
 from .fs import refuse_writable
 
@@ -27,6 +29,7 @@ __all__ = [
     "notice",
     "origin_dir",
     "private_dir",
+    "read_state_file",
     "require_pin",
     "scratch_dir",
     "state_dir",
@@ -36,6 +39,8 @@ STATE_DIR_ENV = "TRAJLEDGER_STATE_DIR"
 REQUIRE_PIN_ENV = "TRAJLEDGER_REQUIRE_PIN"
 """Set to 1: the first use of a log whose key was not pinned ahead (`trajledger trust`, a
 ``--policy`` naming it, ``init``) is refused instead of announced (`require_pin`)."""
+STATE_FILE_BYTES = 1 << 20
+"""The most read of a small file of the user's state (`read_state_file`): a pin, a key."""
 
 
 def require_pin() -> bool:
@@ -148,3 +153,17 @@ def known_origin(origin: str, directory: Path | None = None) -> Path | None:
 def log_id(vkey: str) -> str:
     """The name of a log's (or an origin's) directory in the state: a hash of its key."""
     return hashlib.sha256(vkey.encode()).hexdigest()[:32]
+
+
+def read_state_file(path: Path, errors: str = "strict") -> str:
+    """A small file of the user's state (a ledger's pin or settings, a log key noted for an
+    origin, a reading's progress) as text, at most `STATE_FILE_BYTES`, opened as
+    `verify.ledger_dir.read_regular` opens it: a FIFO, a device or a socket planted there is
+    refused before a byte is read, where ``Path.read_text`` waited for ever for a writer or
+    read ``/dev/zero`` until memory ran out (docs/SECURITY.md, review left22, finding 3).
+
+    Raises:
+        OSError: it cannot be opened, is not a regular file, or cannot be read.
+        UnicodeDecodeError: not UTF-8 (with ``errors="strict"``).
+    """
+    return read_regular(path, STATE_FILE_BYTES).decode("utf-8", errors)

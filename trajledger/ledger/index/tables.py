@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 
 from trajledger.verify.errors import FormatError
 from trajledger.verify.kinds import NAMED as NAMED_KINDS
+from trajledger.verify.ledger_dir import read_regular
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.merkle import leaf_hash
 
@@ -75,6 +76,8 @@ __all__ = ["Index", "IndexUpdate", "query_table", "reindex"]
 
 _FLUSH_EPISODES = 50_000
 _READ_ONLY_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS)
+_STATE_BYTES = 1 << 16
+"""The most read of ``state.json`` (a few hundred bytes): more is not one this index wrote."""
 """Why an index directory cannot be written (then it is read in place, changed in a copy)."""
 _ENTRY_CHUNK = 256
 
@@ -350,7 +353,8 @@ class Index:
 
     def _read_state(self) -> dict[str, Any] | None:
         try:
-            state = json.loads(self.state_path.read_bytes())
+            # (not waiting on a FIFO planted there, nor reading a device: left22 finding 3)
+            state = json.loads(read_regular(self.state_path, _STATE_BYTES))
         except (OSError, ValueError):
             return None
         if not isinstance(state, dict) or state.get("format") != INDEX_FORMAT:
