@@ -49,7 +49,7 @@ class Limits:
         index: bytes of ``bundle.json`` (default 16 MiB). Both fit a lineage of 10,000
             batches, ten times the project's largest measured one (schemas/bundle.v1.md,
             "Reading"); parsing an index takes about 7 times its bytes in memory, so a hostile
-            one at this cap costs about 120 MB to refuse (it cost 470 MB at 64 MiB).
+            one at this cap costs about 160 MB to refuse (it cost 470 MB at 64 MiB).
         small: bytes of a checkpoint, a proof or a policy (held in memory).
         memory: bytes of all members but objects together (entries, proofs, policies, the
             checkpoint: they are held in memory; objects go to disk).

@@ -76,9 +76,9 @@ __all__ = ["Index", "IndexUpdate", "query_table", "reindex"]
 
 _FLUSH_EPISODES = 50_000
 _READ_ONLY_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS)
+"""Why an index directory cannot be written (then it is read in place, changed in a copy)."""
 _STATE_BYTES = 1 << 16
 """The most read of ``state.json`` (a few hundred bytes): more is not one this index wrote."""
-"""Why an index directory cannot be written (then it is read in place, changed in a copy)."""
 _ENTRY_CHUNK = 256
 
 
