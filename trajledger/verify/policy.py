@@ -12,7 +12,8 @@ takes effect only when the threshold of the current policy's approvers (or produ
 policy without approvers) signed it; see
 `verify.succession.check_successor`).
 The settings a key-signed policy does without (Sigstore identities and root, witnesses, an
-evaluator's encryption keys, licences, revocations, ``[release]``, ``publish``) are read by
+evaluator's encryption keys, licences, revocations, ``[release]``, ``publish``,
+``[contamination]``) are read by
 ``verify.policy_settings``, loaded only for a policy that has one.
 Spec: keys/README.md (the TOML form, with a full example) and
 ``schemas/trust-policy.v1.schema.json`` (the JSON form).
@@ -59,7 +60,7 @@ ROLES = KEY_ROLES + NOTE_ROLES
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _SETTINGS = frozenset({"sigstore_trusted_root", "accepted_licences", "revoked_keys",
-                       "revoked_identities", "release", "publish"})
+                       "revoked_identities", "release", "publish", "contamination"})
 """The settings of `_TOP_KEYS` a key-signed policy does without: `verify.policy_settings`
 reads them (and a role's identities, logs and encryption keys, and witnesses), loaded only for
 a policy that has one."""
@@ -76,6 +77,7 @@ _NEWER = {"release": 2, "publish": 3}
 
 if TYPE_CHECKING:
     from .compromise import RevokedIdentity, RevokedKey
+    from .contamination_rules import ContaminationRules
     from .encryption_key import EncryptionKey
     from .release_rules import ReleaseRules
 
@@ -156,6 +158,9 @@ class TrustPolicy:
     """``publish`` (format 3): the kinds of record whose envelopes the log publishes to those
     watching it (``log serve``) and puts in update bundles; None: the default
     (`verify.policy_settings.published`)."""
+    contamination: ContaminationRules | None = None
+    """``[contamination]``: whether ``dataset create`` and the admission gate refuse near
+    duplicates of held-out episodes too; None: exact ones only."""
     earlier: tuple[tuple[int, TrustPolicy], ...] = field(default=(), repr=False, compare=False)
     """The policies in force before this one, oldest first, each with the log index of the
     record of the policy that replaced it: records logged up to that index (the replacing
