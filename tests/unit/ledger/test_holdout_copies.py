@@ -340,3 +340,15 @@ def test_the_command_line(template: testkit.Template[dict[str, str]], ledger: Le
     lines = r.stderr.splitlines()
     assert len(lines) == 3 and all(x.startswith("FAIL: ") for x in lines), r.stderr
     assert "once text is normalised" in lines[1] and "near duplicate" in lines[2]
+
+
+def test_normalised_texts() -> None:
+    """ASCII texts take the short path (lower case, ASCII white space), the others NFKC and
+    Unicode white space: both end the same for the same words."""
+    import pyarrow as pa
+
+    from trajledger.ledger.text_fingerprint import normalised_texts
+
+    got = normalised_texts(pa.array([" A \t b\n\nC ", "Ａ\u3000b\u00a0\u200bc", "\ufb01ne\u2028x",
+                                     None, "", " \v "]))
+    assert got.to_pylist() == ["a b c", "a b c", "fine x", None, "", ""]
