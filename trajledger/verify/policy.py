@@ -35,19 +35,8 @@ from .keys import Identity, KeyLookup, PublicKey
 from .note import Verifier, verifier_from_vkey
 from .strict_json import json_list, load_object
 
-__all__ = [
-    "KEY_ROLES",
-    "NOTE_ROLES",
-    "POLICY_FORMAT",
-    "POLICY_FORMATS",
-    "ROLES",
-    "KeyLookup",
-    "Role",
-    "TrustPolicy",
-    "load_policy_file",
-    "parse_duration",
-    "policy_digest",
-]
+__all__ = ["KEY_ROLES", "NOTE_ROLES", "POLICY_FORMAT", "POLICY_FORMATS", "ROLES", "KeyLookup",
+           "Role", "TrustPolicy", "load_policy_file", "parse_duration", "policy_digest"]
 
 POLICY_FORMAT = 3
 """The newest policy format: 2 adds the ``evaluator`` role (with X25519 ``encryption_keys``)
@@ -159,8 +148,7 @@ class TrustPolicy:
     watching it (``log serve``) and puts in update bundles; None: the default
     (`verify.policy_settings.published`)."""
     contamination: ContaminationRules | None = None
-    """``[contamination]``: whether ``dataset create`` and the admission gate refuse near
-    duplicates of held-out episodes too; None: exact ones only."""
+    """``[contamination]``: near duplicates of held-out episodes refused too (None: exact)."""
     earlier: tuple[tuple[int, TrustPolicy], ...] = field(default=(), repr=False, compare=False)
     """The policies in force before this one, oldest first, each with the log index of the
     record of the policy that replaced it: records logged up to that index (the replacing

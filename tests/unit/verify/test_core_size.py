@@ -43,7 +43,9 @@ checkpoint's origin checked with its other lines and ``verify.note``'s ``__all__
 lower-case key IDs, the bound on cosignature times, every carried proof checked and why an
 exporter left evidence out (loaded on a failure, ``verify.left_out``), paid by a bundle's
 members read in order without a set of names seen and ``verify.bundle``'s ``__all__`` on one
-line.
+line; 4,479 after holdout22's ``[contamination]`` (a field and a type-only import in
+``verify.policy``; its parser, ``verify.contamination_rules``, loads on use), paid by
+``verify.policy``'s ``__all__`` on two lines.
 """
 
 from __future__ import annotations
