@@ -83,7 +83,8 @@ CHAT: dict[str, Spec] = {
     "case": users(str.upper),
     "look-alikes": users(lambda c: c.translate(LOOK_ALIKES)),
     "full-width": users(full_width),
-    "zero-width spaces": users(lambda c: c.replace(" ", " \u200b")),
+    "zero-width space in words": users(lambda c: " ".join(w[:1] + "\u200b" + w[1:]
+                                                          for w in c.split(" "))),
     "punctuation": users(lambda c: c.replace(" ", ", ") + "!"),
     "system prompt": [("system", "You are a helpful assistant."), *HELD_CHAT],
     "turn added": [*HELD_CHAT, ("user", "Thanks, anything else?"), ("assistant", "No.")],
@@ -119,7 +120,7 @@ TRANSFORMS = [
     Row("text", "case", "near", "normalised"),
     Row("text", "look-alikes", "near", "near"),
     Row("text", "full-width", "nothing", "normalised"),
-    Row("text", "zero-width spaces", "nothing", "normalised"),
+    Row("text", "zero-width space in words", "nothing", "normalised"),
     Row("text", "punctuation", "near", "near"),
     Row("text", "system prompt", "near", "normalised"),
     Row("text", "turn added", "near", "near"),
@@ -216,7 +217,8 @@ def test_each_transform_of_a_held_out_episode(
 ) -> None:
     """What ``dataset create`` finds of each copy, and refuses under either policy. Before
     this round, white space, case and the system prompt were near duplicates only (reported,
-    never refused by default), and full-width letters or zero-width spaces nothing at all."""
+    never refused by default), and full-width letters or a zero-width space inside words
+    nothing at all."""
     found = check_dataset(ledger, "train", [template.value[f"{row.modality} {row.name}"]])
     got = [("normalised" if f.normalised else f.kind) for f in found.findings]
     assert got == ([] if row.now == "nothing" else [row.now])
