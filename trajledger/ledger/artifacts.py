@@ -828,9 +828,10 @@ def create_dataset(
     if conflicts:
         raise PolicyError(f"dataset {name}@{version} ({split}): " + "; ".join(conflicts))
     # (3) (4)
-    from .contamination import check_dataset, policy_rules, refusal
+    from .contamination import check_dataset, refusal
+    from .policy_state import contamination_rules
 
-    rules = policy_rules(ledger)
+    rules = contamination_rules(ledger)
     checked = check_dataset(ledger, split, digests, progress=progress,
                             thresholds=rules.thresholds())
     findings = checked.findings

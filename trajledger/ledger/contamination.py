@@ -20,9 +20,15 @@ modality). Two front ends feed it:
   publishes (no key). No kept features or index rows are trusted, so neither a producer's
   features nor an edited cache can hide a holdout duplicate.
 
+Exact findings include text episodes equal once normalised (``ledger.text_fingerprint``); near
+ones are made at the thresholds given (a policy's ``[contamination]``, which may lower them).
+`refusal` words what ``dataset create`` refuses (exact findings, and near ones under
+``refuse = "near"``).
 Non-scope: the decision (``dataset create`` refuses exact duplicates across splits and reports
-near ones and duplicates within; the runner fails on exact duplicates), verifying the dataset
-records `check_dataset` reads (its checks only add refusals: the gate decides).
+near ones, or refuses them too under the policy's ``[contamination]``, and duplicates within;
+the runner fails likewise), reading the policy (``ledger.policy_state.contamination_rules``),
+verifying the dataset records `check_dataset` reads (its checks only add refusals: the gate
+decides).
 Spec: docs/audit-index.md ("Duplicates and contamination between splits").
 """
 
@@ -72,7 +78,6 @@ __all__ = [
     "check_dataset",
     "contamination_findings",
     "duplicate_lines",
-    "policy_rules",
     "refusal",
     "verified_contamination",
 ]
@@ -92,7 +97,8 @@ class Finding:
     """An episode of a holdout / regression batch that duplicates a train episode.
 
     Attributes:
-        kind: ``exact`` (same content fingerprint) or ``near`` (similar features).
+        kind: ``exact`` (same content fingerprint, or same normalised text fingerprint:
+            ``normalised``) or ``near`` (similar features).
         similarity: cosine similarity of the feature vectors (1.0 for exact).
         train_batch / train_episode: the best-matching train episode.
         other_batch / other_episode: the holdout or regression episode.
@@ -664,18 +670,6 @@ def check_dataset(
     ] + unread
     sources = {batch: source for batch, source, _missing, _problems in done}
     return DatasetCheck(tuple(duplicates), tuple(findings), tuple(warnings), sources)
-
-
-def policy_rules(ledger: LedgerHome) -> ContaminationRules:
-    """The ``[contamination]`` of the ledger's policy in force (`policy_state.current_policy`);
-    the default (exact duplicates refused) without one."""
-    from trajledger.verify.contamination_rules import ContaminationRules
-
-    from .policy_state import current_policy
-
-    found = current_policy(ledger)
-    rules = found[1].contamination if found is not None else None
-    return rules or ContaminationRules()
 
 
 def refusal(what: str, findings: Sequence[Finding], rules: ContaminationRules) -> str | None:

@@ -23,7 +23,8 @@ import testkit
 
 from trajledger import Ledger
 from trajledger.ledger.artifacts import create_dataset, record_batch, register_environment
-from trajledger.ledger.contamination import check_dataset, policy_rules, refusal
+from trajledger.ledger.contamination import check_dataset, refusal
+from trajledger.ledger.policy_state import contamination_rules as policy_rules
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import approve, record_policy
 from trajledger.runner.admission import DataRefusedError, admit
