@@ -515,8 +515,10 @@ def dataset_create(
     """Record dataset NAME at --version; prints its digest.
 
     Refuses a batch already in a dataset of another split, and an episode that exactly
-    duplicates one on the other side (train vs holdout / regression); reports duplicate
-    episodes within the dataset and near duplicates across splits. With --card, the card is
+    duplicates one on the other side (train vs holdout / regression; for chats, also once
+    white space, case and Unicode forms are normalised); reports duplicate episodes within the
+    dataset and near duplicates across splits, or refuses those too when the policy in force
+    says [contamination] refuse = "near" (one FAIL line each). With --card, the card is
     checked first (every problem listed) and its digest signed in the dataset's record; write
     it out for others with 'trajledger card NAME@VERSION --format hf|croissant'.
 

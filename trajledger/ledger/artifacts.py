@@ -699,8 +699,8 @@ class DatasetResult:
             episode's (reported, not refused).
         near_duplicates: one line per episode that nearly duplicates an episode of a dataset
             of the other side (train vs holdout / regression), from the batches' kept
-            episode features (reported, not refused; exact duplicates across splits are
-            refused).
+            episode features (reported, not refused, unless the policy in force says
+            ``[contamination] refuse = "near"``; exact duplicates across splits are refused).
         warnings: one line per batch whose episodes could not all be compared (its data
             cannot be read) or whose kept features could not be used.
     """
@@ -741,8 +741,10 @@ def create_dataset(
         4. Check contamination against the datasets of the other side (train vs holdout /
            regression) from the batches' episode features, kept with each batch since it was
            recorded (`contamination.check_dataset`; no audit index): an exact duplicate
-           episode is refused (the same episode would be both trained on and held out); near
-           duplicates are reported. The check is unverified: it can only add refusals, never
+           episode (byte for byte, or once its text is normalised) is refused (the same
+           episode would be both trained on and held out); near duplicates are reported, or
+           refused when the policy in force says ``[contamination] refuse = "near"`` (at its
+           thresholds). The check is unverified: it can only add refusals, never
            admit anything (the admission gate checks again from verified bytes).
         5. Record the dataset: its manifest lists a descriptor file, ``dataset.json``, and
            with a card ``card.json`` (the card's canonical bytes), whose digest the
@@ -826,18 +828,16 @@ def create_dataset(
     if conflicts:
         raise PolicyError(f"dataset {name}@{version} ({split}): " + "; ".join(conflicts))
     # (3) (4)
-    from .contamination import check_dataset
+    from .contamination import check_dataset, refusal
+    from .policy_state import contamination_rules
 
-    checked = check_dataset(ledger, split, digests, progress=progress)
+    rules = contamination_rules(ledger)
+    checked = check_dataset(ledger, split, digests, progress=progress,
+                            thresholds=rules.thresholds())
     findings = checked.findings
-    exact = [f for f in findings if f.kind == "exact"]
-    if exact:
-        listed = "; ".join(str(f) for f in exact[:10])
-        more = f"; ... and {len(exact) - 10} more" if len(exact) > 10 else ""
-        raise PolicyError(
-            f"dataset {name}@{version} ({split}): {len(exact)} episode(s) exactly duplicate "
-            f"episodes of the other split: {listed}{more}"
-        )
+    refused = refusal(f"dataset {name}@{version} ({split})", findings, rules)
+    if refused is not None:
+        raise PolicyError(refused)
     near = tuple(str(f) for f in findings if f.kind != "exact")
     # (5)
     with temp_dir(ledger.scratch) as tmp:

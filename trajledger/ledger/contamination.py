@@ -20,9 +20,15 @@ modality). Two front ends feed it:
   publishes (no key). No kept features or index rows are trusted, so neither a producer's
   features nor an edited cache can hide a holdout duplicate.
 
+Exact findings include text episodes equal once normalised (``ledger.text_fingerprint``); near
+ones are made at the thresholds given (a policy's ``[contamination]``, which may lower them).
+`refusal` words what ``dataset create`` refuses (exact findings, and near ones under
+``refuse = "near"``).
 Non-scope: the decision (``dataset create`` refuses exact duplicates across splits and reports
-near ones and duplicates within; the runner fails on exact duplicates), verifying the dataset
-records `check_dataset` reads (its checks only add refusals: the gate decides).
+near ones, or refuses them too under the policy's ``[contamination]``, and duplicates within;
+the runner fails likewise), reading the policy (``ledger.policy_state.contamination_rules``),
+verifying the dataset records `check_dataset` reads (its checks only add refusals: the gate
+decides).
 Spec: docs/audit-index.md ("Duplicates and contamination between splits").
 """
 
@@ -37,6 +43,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from trajledger.verify.contamination_rules import NEAR_NUMERIC_THRESHOLD, NEAR_TEXT_THRESHOLD
+
 from .batch_features import private_workdir, published_features, verified_local_copy
 from .episode_features import (
     FEATURE_COLUMNS,
@@ -45,10 +53,12 @@ from .episode_features import (
     parquet_batches,
 )
 from .progress import ProgressFactory, no_progress
+from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints, stored_normalised
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from trajledger.verify.contamination_rules import ContaminationRules
     from trajledger.verify.predicates import Dataset, RolloutBatch
     from trajledger.verify.sealed_files import Sealed
 
@@ -68,16 +78,11 @@ __all__ = [
     "check_dataset",
     "contamination_findings",
     "duplicate_lines",
+    "refusal",
     "verified_contamination",
 ]
 
 SPLITS = ("train", "holdout", "regression")
-
-NEAR_TEXT_THRESHOLD = 0.8
-"""Text episodes are near duplicates at this cosine similarity or above (docs/audit-index.md)."""
-
-NEAR_NUMERIC_THRESHOLD = 0.995
-"""Numeric episodes are near duplicates at this cosine similarity or above."""
 
 MIN_NEAR_STEPS = 16
 """Numeric episodes shorter than this are compared exactly only: too little content to tell a
@@ -92,7 +97,8 @@ class Finding:
     """An episode of a holdout / regression batch that duplicates a train episode.
 
     Attributes:
-        kind: ``exact`` (same content fingerprint) or ``near`` (similar features).
+        kind: ``exact`` (same content fingerprint, or same normalised text fingerprint:
+            ``normalised``) or ``near`` (similar features).
         similarity: cosine similarity of the feature vectors (1.0 for exact).
         train_batch / train_episode: the best-matching train episode.
         other_batch / other_episode: the holdout or regression episode.
@@ -110,10 +116,13 @@ class Finding:
     matches: int = 1
     train_datasets: tuple[str, ...] = field(default=())
     other_datasets: tuple[str, ...] = field(default=())
+    normalised: bool = False
+    """An exact duplicate once text is normalised (`text_fingerprint`), not byte for byte."""
 
     def __str__(self) -> str:
         what = (
-            "an exact duplicate"
+            "an exact duplicate" + (" once text is normalised (Unicode NFKC, case, white "
+                                    "space, the system prompt)" if self.normalised else "")
             if self.kind == "exact"
             else f"a near duplicate (similarity {self.similarity:.4f})"
         )
@@ -132,6 +141,8 @@ class Finding:
             list(self.train_datasets),
             list(self.other_datasets),
         )
+        if not self.normalised:
+            del out["normalised"]  # the JSON of a byte-for-byte finding is what it was
         return out
 
 
@@ -155,10 +166,18 @@ class Matcher:
         self,
         train_labels: Mapping[str, Sequence[str]] | None = None,
         other_labels: Mapping[str, Sequence[str]] | None = None,
+        thresholds: Mapping[str, float] | None = None,
     ) -> None:
-        """Start empty; `hold` the other side, then `feed` the train side."""
+        """Start empty; `hold` the other side, then `feed` the train side. ``thresholds``:
+        modality -> the near-duplicate similarity (default `_THRESHOLDS`; a policy's
+        ``[contamination]`` may lower them)."""
         self.train_labels = dict(train_labels or {})
         self.other_labels = dict(other_labels or {})
+        self.thresholds = {**_THRESHOLDS, **(thresholds or {})}
+        self._where: dict[tuple[str, str], int] = {}
+        self._norm: dict[str, list[int]] = {}
+        self._norm_first: dict[int, tuple[str, str]] = {}
+        self._norm_count: dict[int, int] = {}
         self._batches: list[str] = []
         self._episodes: list[str] = []
         self._fp: dict[str, list[int]] = {}
@@ -178,10 +197,27 @@ class Matcher:
         base = len(self._episodes)
         self._batches.extend([batch] * len(chunk))
         self._episodes.extend(chunk.episode_ids)
+        for i, episode in enumerate(chunk.episode_ids):
+            self._where.setdefault((batch, episode), base + i)
         for i, fp in enumerate(chunk.fingerprints):
             if fp is not None:
                 self._fp.setdefault(fp, []).append(base + i)
         self._held.append(chunk)
+
+    def hold_normalised(self, batch: str, pairs: Iterable[tuple[str, str]]) -> None:
+        """Add the normalised text fingerprints (`text_fingerprint`) of held episodes of
+        ``batch``, after `hold` of their features."""
+        for episode, fp in pairs:
+            if (i := self._where.get((batch, episode))) is not None:
+                self._norm.setdefault(fp, []).append(i)
+
+    def feed_normalised(self, batch: str, pairs: Iterable[tuple[str, str]]) -> None:
+        """Match the normalised text fingerprints of train episodes of ``batch``."""
+        self._freeze()
+        for episode, fp in pairs:
+            for i in self._norm.get(fp, ()):
+                self._norm_first.setdefault(i, (batch, episode))
+                self._norm_count[i] = self._norm_count.get(i, 0) + 1
 
     def _freeze(self) -> None:
         if self._frozen:
@@ -189,7 +225,7 @@ class Matcher:
         self._frozen = True
         held = FeatureChunk.concat(self._held)
         self._held = []
-        for modality in _THRESHOLDS:
+        for modality in self.thresholds:
             rows = np.flatnonzero(_near_mask(held, modality)) if len(held) else np.zeros(0, int)
             self._near[modality] = (rows.astype(np.int64), held.vectors[rows])
         n = len(self._episodes)
@@ -208,7 +244,7 @@ class Matcher:
                 self._exact_first.setdefault(i, (batch, chunk.episode_ids[j]))
                 self._exact_count[i] = self._exact_count.get(i, 0) + 1
         # Near: cosine similarity per modality, blockwise.
-        for modality, threshold in _THRESHOLDS.items():
+        for modality, threshold in self.thresholds.items():
             rows, held = self._near[modality]
             cols = np.flatnonzero(_near_mask(chunk, modality))
             if not len(rows) or not len(cols):
@@ -232,9 +268,13 @@ class Matcher:
         out = []
         for i in range(len(self._episodes)):
             b, e = self._batches[i], self._episodes[i]
+            normalised = i not in self._exact_first and i in self._norm_first
             if i in self._exact_first:
                 tb, te = self._exact_first[i]
                 kind, sim, matches = "exact", 1.0, self._exact_count[i]
+            elif normalised:
+                tb, te = self._norm_first[i]
+                kind, sim, matches = "exact", 1.0, self._norm_count[i]
             elif self._count[i] > 0 and self._best_of[i] is not None:
                 tb, te = self._best_of[i]  # type: ignore[misc]
                 kind, sim, matches = (
@@ -246,7 +286,8 @@ class Matcher:
                 continue
             train_labels = tuple(self.train_labels.get(tb, ()))
             other_labels = tuple(self.other_labels.get(b, ()))
-            out.append(Finding(kind, sim, tb, te, b, e, matches, train_labels, other_labels))
+            out.append(Finding(kind, sim, tb, te, b, e, matches, train_labels, other_labels,
+                               normalised))
         out.sort(key=lambda f: (f.kind != "exact", f.other_batch, f.other_episode))
         return out
 
@@ -282,8 +323,12 @@ def _steps_digest(store: ObjectStore, batch: str) -> tuple[str, int]:
     raise FormatError(f"batch {batch[:19]}…: its manifest lists no steps.parquet")
 
 
-def _verified_chunks(store: ObjectStore, batch: str, workdir: Path) -> Iterator[FeatureChunk]:
-    """Features of a batch's episodes, from a private copy of its re-hashed step file."""
+def _verified_chunks(
+    store: ObjectStore, batch: str, workdir: Path, normalised: list[tuple[str, str]]
+) -> Iterator[FeatureChunk]:
+    """Features of a batch's episodes, from a private copy of its re-hashed step file; once
+    they are all given, the normalised text fingerprints of a batch with text episodes are
+    added to ``normalised``, from the same copy."""
     digest, size = _steps_digest(store, batch)
     path = verified_local_copy(store, digest, workdir, private=True)
     try:
@@ -294,7 +339,12 @@ def _verified_chunks(store: ObjectStore, batch: str, workdir: Path) -> Iterator[
             raise DigestMismatchError(
                 f"steps.parquet of batch {batch[:19]}…: {got} bytes, want {size}"
             )
-        yield from iter_step_features(parquet_batches(path, FEATURE_COLUMNS))
+        text = False
+        for chunk in iter_step_features(parquet_batches(path, FEATURE_COLUMNS)):
+            text = text or "text" in chunk.modality
+            yield chunk
+        if text:
+            normalised += normalised_fingerprints(parquet_batches(path, NORMALISED_COLUMNS))
     finally:
         path.unlink(missing_ok=True)
 
@@ -307,6 +357,7 @@ def verified_contamination(
     train_labels: Mapping[str, Sequence[str]] | None = None,
     workdir: Path | None = None,
     sealed: Mapping[str, Sealed] | None = None,
+    thresholds: Mapping[str, float] | None = None,
 ) -> ContaminationReport:
     """Contamination of verified train data by holdout / regression batches, from re-hashed
     blobs only (for the admission gate).
@@ -316,11 +367,15 @@ def verified_contamination(
            hashes to the batch digest; copy its ``steps.parquet`` into a private directory,
            checking size and digest on the way; compute its episodes' features from that copy.
            A batch that fails any of this is listed in ``unchecked`` (not skipped silently). A
-           sealed batch is held by the fingerprints of its verified record (``sealed``).
-        2. For each train batch: compute features from the table given (the bytes the caller
-           verified), or, when the table is None, from the store as in (1) (a train batch that
-           cannot be verified is listed in ``unchecked`` too).
-        3. Match (`Matcher`): exact duplicates by fingerprint, near ones by feature vectors.
+           sealed batch is held by the fingerprints of its verified record (``sealed``). A
+           batch with text episodes: their normalised text fingerprints too, from the same
+           copy (`text_fingerprint`).
+        2. For each train batch: compute features (and, with text episodes, normalised text
+           fingerprints) from the table given (the bytes the caller verified), or, when the
+           table is None, from the store as in (1) (a train batch that cannot be verified is
+           listed in ``unchecked`` too).
+        3. Match (`Matcher`): exact duplicates by fingerprint or normalised text fingerprint,
+           near ones by feature vectors at ``thresholds`` (default `_THRESHOLDS`).
 
     Args:
         store: the object store holding the batches.
@@ -332,6 +387,7 @@ def verified_contamination(
         sealed: other-side batch digest -> its verified record's ``sealed``, for sealed
             batches: compared by the fingerprints it publishes (their bytes are not readable
             here); published with other feature definitions, the batch is ``unchecked``.
+        thresholds: modality -> near-duplicate similarity (a policy's ``[contamination]``).
 
     Returns:
         The findings and the batches that could not be checked. Nothing is read from the
@@ -343,35 +399,44 @@ def verified_contamination(
 
     # Anything that stops a batch from being read and checked makes it "unchecked".
     unusable = (ProvenanceError, LedgerError, OSError, ValueError, TypeError, KeyError)
-    matcher = Matcher(train_labels, others)
+    matcher = Matcher(train_labels, others, thresholds)
     unchecked: list[str] = []
     held = fed = 0
     with private_workdir(workdir) as tmp:
         # (1)
         for batch in sorted(others):
+            pairs: list[tuple[str, str]] = []
             try:
                 if sealed and batch in sealed:
                     chunks = [published_features(sealed[batch])]
                 else:
-                    chunks = list(_verified_chunks(store, batch, Path(tmp)))
+                    chunks = list(_verified_chunks(store, batch, Path(tmp), pairs))
             except unusable as e:
                 unchecked.append(f"holdout/regression batch {batch[:19]}…: {e}")
                 continue
             for chunk in chunks:
                 matcher.hold(batch, chunk)
                 held += len(chunk)
+            matcher.hold_normalised(batch, pairs)
         # (2) (3)
         for batch in sorted(train):
             table = train[batch]
+            pairs = []
             try:
                 chunks_iter: Iterable[FeatureChunk] = (
                     iter_step_features(table.to_batches(max_chunksize=1 << 16))
                     if table is not None
-                    else _verified_chunks(store, batch, Path(tmp))
+                    else _verified_chunks(store, batch, Path(tmp), pairs)
                 )
+                text = False
                 for chunk in chunks_iter:
                     matcher.feed(batch, chunk)
                     fed += len(chunk)
+                    text = text or "text" in chunk.modality
+                if text and table is not None:
+                    cols = [c for c in NORMALISED_COLUMNS if c in table.column_names]
+                    pairs += normalised_fingerprints(table.select(cols).to_batches(1 << 16))
+                matcher.feed_normalised(batch, pairs)
             except unusable as e:
                 unchecked.append(f"train batch {batch[:19]}…: {e}")
     return ContaminationReport(tuple(matcher.findings()), tuple(unchecked), (held, fed))
@@ -464,6 +529,27 @@ class _Reader:
                     return pred
         return None
 
+    def normalised(self, f: BatchFeatures, problems: list[str]) -> list[tuple[str, str]]:
+        """The normalised text fingerprints of a batch with text episodes, from its step file
+        (unverified, as its features; `text_fingerprint.stored_normalised`); a problem line
+        when it cannot be read."""
+        from trajledger.verify.errors import ProvenanceError
+
+        from .batch_features import batch_files, steps_file_of
+        from .errors import LedgerError
+
+        if f.chunk is None or f.source == "sealed" or "text" not in f.chunk.modality:
+            return []
+        try:
+            pred = self.batch(f.batch)
+            steps = steps_file_of(pred) if pred is not None else None
+            digest = steps[0] if steps else batch_files(self.ledger.store, f.batch)["steps.parquet"]
+            return stored_normalised(self.ledger.store, digest, self.workdir, private=False)
+        except (ProvenanceError, LedgerError, OSError, ValueError, TypeError, KeyError) as e:
+            problems.append(f"batch {f.batch[:19]}…: its text episodes were not compared once "
+                            f"normalised ({e})")
+            return []
+
     def erased(self, digest: str) -> bool:
         return any((e := self.state.entry(i)) is not None and e.kind == "erasure"
                    for i in self.state.about(digest))  # fmt: skip
@@ -494,6 +580,7 @@ def check_dataset(
     batches: Sequence[str],
     *,
     progress: ProgressFactory | None = None,
+    thresholds: Mapping[str, float] | None = None,
 ) -> DatasetCheck:
     """Duplicates within a set of batches meant for ``split``, and its contamination with the
     recorded datasets of the other side, from the batches' kept features.
@@ -506,7 +593,10 @@ def check_dataset(
            and regression dataset; for a holdout or regression set, every train dataset. Their
            records are read from envelopes that hash to their log entries; each batch's labels
            name the datasets holding it.
-        4. Match (`Matcher`): the other side held, the train side fed.
+        4. Match (`Matcher`): the other side held, the train side fed; near duplicates at
+           ``thresholds`` (modality -> similarity; default `_THRESHOLDS`). Batches with text
+           episodes are also matched by their normalised text fingerprints, from their step
+           files (`text_fingerprint`).
 
     Unverified: signatures are not checked here and the features are a producer's (or a
     cache's); nothing this finds admits anything. The admission gate checks contamination
@@ -553,10 +643,11 @@ def check_dataset(
         # (4) The other side (holdout, regression) is held; the train side streams through.
         train_labels = mine_labels if split == "train" else other_labels
         held_labels = other_labels if split == "train" else mine_labels
-        matcher = Matcher(train_labels, held_labels)
+        matcher = Matcher(train_labels, held_labels, thresholds)
         # What is kept of each batch once compared: where its features came from, whether
         # there were any, and the problems met (never the features of the streamed side).
         done: list[tuple[str, str, bool, tuple[str, ...]]] = []
+        unread: list[str] = []  # batches whose text episodes could not be normalised
 
         def note(f: BatchFeatures) -> BatchFeatures:
             done.append((f.batch, f.source, f.chunk is None, f.problems))
@@ -565,18 +656,39 @@ def check_dataset(
         for f in map(note, own) if split != "train" else map(note, others):
             if f.chunk is not None:
                 matcher.hold(f.batch, f.chunk)
+                matcher.hold_normalised(f.batch, reader.normalised(f, unread))
         for f in map(note, own) if split == "train" else map(note, others):
             if f.chunk is not None:
                 matcher.feed(f.batch, f.chunk)
+                matcher.feed_normalised(f.batch, reader.normalised(f, unread))
         findings = matcher.findings() if other_labels and mine else []
     warnings = [
         line
         for batch, _source, missing, problems in done
         for line in problems
         if not (missing and reader.erased(batch))
-    ]
+    ] + unread
     sources = {batch: source for batch, source, _missing, _problems in done}
     return DatasetCheck(tuple(duplicates), tuple(findings), tuple(warnings), sources)
+
+
+def refusal(what: str, findings: Sequence[Finding], rules: ContaminationRules) -> str | None:
+    """Why ``dataset create`` refuses a set (``what``), one line per refused finding (at most
+    20), or None: exact duplicates, and near ones when ``rules.refuse`` is ``"near"``."""
+    refused = [f for f in findings if f.kind == "exact" or rules.refuse == "near"]
+    if not refused:
+        return None
+    if rules.refuse != "near":  # today's message, on one line
+        listed = "; ".join(str(f) for f in refused[:10])
+        more = f"; ... and {len(refused) - 10} more" if len(refused) > 10 else ""
+        return (f"{what}: {len(refused)} episode(s) exactly duplicate episodes of the other "
+                f"split: {listed}{more}")
+    lines = [f"{what}: {len(refused)} episode(s) duplicate episodes of the other split, "
+             "exactly or nearly (the policy's [contamination] refuses near duplicates):"]
+    lines += [f"  {f}" for f in refused[:20]]
+    if len(refused) > 20:
+        lines.append(f"  ... and {len(refused) - 20} more")
+    return "\n".join(lines)
 
 
 def contamination_findings(

@@ -28,6 +28,7 @@ from .errors import LedgerError, StoreError, TamperError
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 if TYPE_CHECKING:
+    from trajledger.verify.contamination_rules import ContaminationRules
     from trajledger.verify.encryption_key import EncryptionKey
     from trajledger.verify.keys import PublicKey
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "check_signers",
+    "contamination_rules",
     "current_policy",
     "inline_keys_toml",
     "inline_paths",
@@ -94,6 +96,21 @@ def current_policy(
     """
     policy, notes = follow_history(trusted, policy_records(ledger))
     return None if policy is None else (notes, policy)
+
+
+def contamination_rules(ledger: LedgerHome) -> ContaminationRules:
+    """The ``[contamination]`` of the policy in force (`current_policy`): what ``dataset
+    create`` refuses of a train set's duplicates of held-out episodes; the default (exact
+    duplicates only) without a policy or without the table.
+
+    Raises:
+        TamperError: as `current_policy` (a damaged policy record: fail closed).
+    """
+    from trajledger.verify.contamination_rules import ContaminationRules
+
+    found = current_policy(ledger)
+    rules = found[1].contamination if found is not None else None
+    return rules or ContaminationRules()
 
 
 def key_lookup(ledger: LedgerHome) -> KeyLookup:

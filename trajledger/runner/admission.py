@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from trajledger.ledger.home import LedgerHome
+    from trajledger.verify.contamination_rules import ContaminationRules
 
 __all__ = [
     "Admission",
@@ -184,7 +185,8 @@ def admit(
                     batches.append(batch)
                     _dependencies(verifier, batch, deps)
             # (6)
-            _contamination(ledger, verifier, decision, batches, f"train {item.ref}")
+            _contamination(ledger, verifier, decision, batches, f"train {item.ref}",
+                           policy.contamination)
         else:
             decision.fail("dataset", "the dataset record does not verify (see the dataset node)")
         verifier.finish()
@@ -218,8 +220,11 @@ def _contamination(
     decision: Node,
     batches: list[AdmittedBatch],
     label: str,
+    rules: ContaminationRules | None,
 ) -> None:
-    """Exact duplicates of held-out episodes fail; near duplicates are information.
+    """Exact duplicates of held-out episodes fail (byte for byte, or once their text is
+    normalised); near duplicates are information, or fail too when the policy's
+    ``[contamination]`` (``rules``) says ``refuse = "near"`` (at its thresholds).
 
     Read from verified bytes only, never from the audit index (editing the index cannot hide a
     duplicate): the admitted batches' tables (the bytes the gate hashed), and every holdout or
@@ -265,24 +270,27 @@ def _contamination(
         if (isinstance(found, Record) and isinstance(found.predicate, RolloutBatch)
                 and found.predicate.sealed is not None):
             sealed[b] = found.predicate.sealed
+    refuse_near = rules is not None and rules.refuse == "near"
     report = verified_contamination(
         ledger.store,
         {b.digest: b.steps for b in batches},
         others,
         train_labels={b.digest: [label] for b in batches},
         sealed=sealed,
+        thresholds=rules.thresholds() if rules is not None else None,
     )
     for line in report.unchecked:
         decision.fail(what, f"cannot be checked: {line}")
     # A batch in both splits is reported by the split rule; here, only episodes that reached
     # the other side in another batch.
-    exact = [f for f in report.findings if f.kind == "exact" and f.train_batch != f.other_batch]
+    exact = [f for f in report.findings if f.train_batch != f.other_batch
+             and (f.kind == "exact" or refuse_near)]
     for f in exact[:20]:
-        decision.fail(what, f"exact duplicate: {f}")
+        decision.fail(what, f"{f.kind} duplicate: {f}")
     if len(exact) > 20:
-        decision.fail(what, f"... and {len(exact) - 20} more exact duplicates")
+        decision.fail(what, f"... and {len(exact) - 20} more duplicates")
     near = [f for f in report.findings if f.kind != "exact"]
-    if near:
+    if near and not refuse_near:
         decision.add(what, INFO, f"{len(near)} near duplicate(s) (first: {near[0]})")
     if not exact and not report.unchecked and not damaged:
         held, mine = report.episodes

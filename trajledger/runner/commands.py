@@ -112,6 +112,7 @@ def _describe(p: Any) -> list[str]:
                                      (">=", r.min), ("<=", r.max), ("drop <=", r.max_drop))
                                      if v is not None)
                                  for r in p.release.require))
+    lines += [p.contamination.describe()] if p.contamination is not None else []
     for rk in p.revoked_keys:
         lines.append(f"  revoked   {rk.keyid[:16]}: {rk.describe()}")
     for ri in p.revoked_identities:

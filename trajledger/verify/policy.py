@@ -12,7 +12,8 @@ takes effect only when the threshold of the current policy's approvers (or produ
 policy without approvers) signed it; see
 `verify.succession.check_successor`).
 The settings a key-signed policy does without (Sigstore identities and root, witnesses, an
-evaluator's encryption keys, licences, revocations, ``[release]``, ``publish``) are read by
+evaluator's encryption keys, licences, revocations, ``[release]``, ``publish``,
+``[contamination]``) are read by
 ``verify.policy_settings``, loaded only for a policy that has one.
 Spec: keys/README.md (the TOML form, with a full example) and
 ``schemas/trust-policy.v1.schema.json`` (the JSON form).
@@ -34,19 +35,8 @@ from .keys import Identity, KeyLookup, PublicKey
 from .note import Verifier, verifier_from_vkey
 from .strict_json import json_list, load_object
 
-__all__ = [
-    "KEY_ROLES",
-    "NOTE_ROLES",
-    "POLICY_FORMAT",
-    "POLICY_FORMATS",
-    "ROLES",
-    "KeyLookup",
-    "Role",
-    "TrustPolicy",
-    "load_policy_file",
-    "parse_duration",
-    "policy_digest",
-]
+__all__ = ["KEY_ROLES", "NOTE_ROLES", "POLICY_FORMAT", "POLICY_FORMATS", "ROLES", "KeyLookup",
+           "Role", "TrustPolicy", "load_policy_file", "parse_duration", "policy_digest"]
 
 POLICY_FORMAT = 3
 """The newest policy format: 2 adds the ``evaluator`` role (with X25519 ``encryption_keys``)
@@ -59,7 +49,7 @@ ROLES = KEY_ROLES + NOTE_ROLES
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _SETTINGS = frozenset({"sigstore_trusted_root", "accepted_licences", "revoked_keys",
-                       "revoked_identities", "release", "publish"})
+                       "revoked_identities", "release", "publish", "contamination"})
 """The settings of `_TOP_KEYS` a key-signed policy does without: `verify.policy_settings`
 reads them (and a role's identities, logs and encryption keys, and witnesses), loaded only for
 a policy that has one."""
@@ -76,6 +66,7 @@ _NEWER = {"release": 2, "publish": 3}
 
 if TYPE_CHECKING:
     from .compromise import RevokedIdentity, RevokedKey
+    from .contamination_rules import ContaminationRules
     from .encryption_key import EncryptionKey
     from .release_rules import ReleaseRules
 
@@ -156,6 +147,8 @@ class TrustPolicy:
     """``publish`` (format 3): the kinds of record whose envelopes the log publishes to those
     watching it (``log serve``) and puts in update bundles; None: the default
     (`verify.policy_settings.published`)."""
+    contamination: ContaminationRules | None = None
+    """``[contamination]``: near duplicates of held-out episodes refused too (None: exact)."""
     earlier: tuple[tuple[int, TrustPolicy], ...] = field(default=(), repr=False, compare=False)
     """The policies in force before this one, oldest first, each with the log index of the
     record of the policy that replaced it: records logged up to that index (the replacing

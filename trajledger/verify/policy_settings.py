@@ -2,8 +2,9 @@
 one: Sigstore identities and ``sigstore_trusted_root`` (keyless signing), witnesses (the
 ``witness`` role's keys and ``logs``), an evaluator's ``encryption_keys`` (sealed suites),
 ``accepted_licences``, ``revoked_keys`` and ``revoked_identities`` (with `verify.compromise`),
-``[release]`` (with `verify.release_rules`), ``publish`` (what a vendor's log publishes), and
-keys named by keyid (found in a ledger's key store).
+``[release]`` (with `verify.release_rules`), ``publish`` (what a vendor's log publishes),
+``[contamination]`` (with `verify.contamination_rules`), and keys named by keyid (found in a
+ledger's key store).
 
 Scope: reading and checking those settings for ``verify.policy`` (`role_identities`,
 `role_logs`, `role_encryption_keys`, `check_witnesses`, `top_settings`, `key_by_keyid`), and
@@ -26,6 +27,7 @@ from .strict_json import json_list
 
 if TYPE_CHECKING:
     from .compromise import RevokedIdentity, RevokedKey
+    from .contamination_rules import ContaminationRules
     from .encryption_key import EncryptionKey
     from .note import Verifier
     from .release_rules import ReleaseRules
@@ -84,6 +86,9 @@ class Settings(Protocol):
 
     @property
     def publish(self) -> tuple[str, ...] | None: ...
+
+    @property
+    def contamination(self) -> ContaminationRules | None: ...
 
 
 DEFAULT_PUBLISH = ("revocation", "erasure", "trust-policy")
@@ -185,7 +190,8 @@ def top_settings(
         3. ``revoked_keys`` and ``revoked_identities`` (`verify.compromise`).
         4. ``[release]`` (`verify.release_rules.parse_release`).
         5. ``publish``: kinds of record (log entry kinds), each once.
-        6. No revoked key or identity holds a role: it would be trusted and distrusted at once.
+        6. ``[contamination]`` (`verify.contamination_rules.parse_contamination`).
+        7. No revoked key or identity holds a role: it would be trusted and distrusted at once.
 
     Raises:
         FormatError: a setting is malformed.
@@ -226,6 +232,11 @@ def top_settings(
                               f"{', '.join(sorted(KINDS))}")
         out["publish"] = kinds
     # (6)
+    if doc.get("contamination") is not None:
+        from .contamination_rules import parse_contamination
+
+        out["contamination"] = parse_contamination(doc["contamination"], what)
+    # (7)
     for rk in out.get("revoked_keys", ()):
         held = [name for name, role in roles.items() if rk.keyid in role.keyids]
         if held:
@@ -256,6 +267,7 @@ def settings_json(policy: Settings) -> dict[str, Any]:
         "revoked_identities": [r.to_json() for r in policy.revoked_identities] or None,
         "release": policy.release and policy.release.to_json(),
         "publish": None if policy.publish is None else list(policy.publish),
+        "contamination": policy.contamination and policy.contamination.to_json(),
     }
     return {k: v for k, v in optional.items() if v is not None}
 

@@ -22,7 +22,8 @@ from .errors import FormatError
 if TYPE_CHECKING:
     from .keys import Identity, PublicKey
 
-__all__ = ["ReleaseRules", "Requirement", "Signers", "parse_release", "requirement_problems"]
+__all__ = ["ReleaseRules", "Requirement", "Signers", "finite_number", "parse_release",
+           "requirement_problems"]
 
 
 class Signers(Protocol):
@@ -36,8 +37,9 @@ class Signers(Protocol):
     def identities(self) -> tuple[Identity, ...]: ...
 
 
-def _decimal(value: object, what: str) -> float:
-    """A finite number (TOML or JSON number, or a decimal string as the JSON form writes)."""
+def finite_number(value: object, what: str) -> float:
+    """A finite number (TOML or JSON number, or a decimal string as the JSON form writes; also
+    for ``[contamination]``, `verify.contamination_rules`)."""
     try:
         if type(value) in (int, float) or isinstance(value, str):
             number = float(value)  # type: ignore[arg-type]
@@ -120,7 +122,7 @@ def parse_release(value: object, evaluator: Signers, what: str) -> ReleaseRules 
             raise FormatError(f"{here}: suite {suite!r} must be NAME@VERSION")
         if not isinstance(metric, str) or not _METRIC.fullmatch(metric):
             raise FormatError(f"{here}: metric {metric!r} is not a metric name")
-        bounds = {k: _decimal(item[k], f"{here}: {k}") for k in ("min", "max", "max_drop")
+        bounds = {k: finite_number(item[k], f"{here}: {k}") for k in ("min", "max", "max_drop")
                   if k in item}
         if not bounds or bounds.get("max_drop", 0) < 0:
             raise FormatError(f"{here}: give min, max or max_drop (max_drop >= 0)")

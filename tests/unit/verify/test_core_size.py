@@ -43,7 +43,9 @@ checkpoint's origin checked with its other lines and ``verify.note``'s ``__all__
 lower-case key IDs, the bound on cosignature times, every carried proof checked and why an
 exporter left evidence out (loaded on a failure, ``verify.left_out``), paid by a bundle's
 members read in order without a set of names seen and ``verify.bundle``'s ``__all__`` on one
-line.
+line; 4,479 after holdout22's ``[contamination]`` (a field and a type-only import in
+``verify.policy``; its parser, ``verify.contamination_rules``, loads on use), paid by
+``verify.policy``'s ``__all__`` on two lines.
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ ON_USE = ("log_key", "succession", "releases", "release_rules", "tree", "encrypt
           "policy_settings", "consistency", "compromise", "compact", "cosignatures",
           "update_bundle", "documents", "did_you_mean", "report_json", "hash_bar",
           "sealed_files", "marks", "retractions", "rebuild", "other_predicates", "cosigned",
-          "record_json", "blame", "untrusted_key", "left_out")
+          "record_json", "blame", "untrusted_key", "left_out",
+          "contamination_rules")
 """Modules of ``verify/`` that load only when used: a rotated log key, a policy succession,
 evaluations and ``[release]``, files on disk (``--files``), an evaluator's encryption keys,
 a checkpoint seen before (and consistency proofs), revoked keys, a tree rebuilt from its
@@ -85,7 +88,8 @@ option, the JSON form of a report, the re-hashing bar, a sealed batch (its forma
 ciphertexts), the predicates of kinds a checkpoint's lineage does not hold (evaluations,
 releases, unsealings, imports, refusals, model signatures), the writer of records' JSON, the
 root causes of a report that fails, the node of a key the policy does not hold, why an
-exporter left evidence out."""
+exporter left evidence out, a policy's ``[contamination]`` (read by dataset create and the
+gate, never by the verifier of a bundle)."""
 SKIP = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENDMARKER)
 

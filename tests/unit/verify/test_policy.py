@@ -693,3 +693,52 @@ def test_a_keyid_not_in_lower_case_is_refused(keydir: Path) -> None:
     body["revoked_keys"] = [{"key": upper, "compromised_since": 0}]
     with pytest.raises(FormatError, match="lower-case hex"):
         TrustPolicy.from_json(body)
+
+
+# -- [contamination] (holdout22) ---------------------------------------------------------------
+
+
+def test_contamination_is_optional_and_keeps_old_digests(keydir: Path) -> None:
+    """A policy without ``[contamination]`` refuses exact duplicates only, as before, and its
+    JSON form (so its digest) has no such key; ``refuse = "exact"`` written out is another
+    policy (another digest) that behaves the same."""
+    old = parse(keydir, toml())
+    assert old.contamination is None and "contamination" not in old.to_json()
+    same = parse(keydir, toml(extra='[contamination]\nrefuse = "exact"'))
+    assert same.contamination is not None and same.contamination.refuse == "exact"
+    assert same.contamination.thresholds() == {"text": 0.8, "numeric": 0.995}
+    assert policy_digest(same) != policy_digest(old)
+
+
+def test_contamination_round_trips_through_json(keydir: Path) -> None:
+    p = parse(keydir, toml(extra='[contamination]\nrefuse = "near"\ntext_threshold = 0.7'))
+    assert p.to_json()["contamination"] == {"refuse": "near", "text_threshold": "0.7"}
+    again = TrustPolicy.from_json(p.to_json())
+    assert again.contamination == p.contamination
+    assert policy_digest(again) == policy_digest(p)
+    assert again.contamination is not None
+    assert again.contamination.thresholds() == {"text": 0.7, "numeric": 0.995}
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ('refuse = "all"', "contamination: refuse 'all', want \"exact\" or \"near\""),
+        ("refuse = 1", "contamination: refuse 1, want"),
+        ('refuse = "near"\ntext_threshold = 0.81', "text_threshold 0.81 must be above 0 and at "
+                                                   "most the default 0.8"),
+        ('refuse = "near"\nnumeric_threshold = 0', "numeric_threshold 0 must be above 0"),
+        ('refuse = "near"\nnumeric_threshold = "x"', "numeric_threshold: 'x' is not a finite"),
+        ('refuse = "near"\ntext_threshold = nan', "text_threshold: nan is not a finite"),
+        ("text_threshold = 0.5", "text_threshold is set but refuse is \"exact\""),
+        ('refuse = "near"\nthreshold = 0.5', "contamination: must be a table of "
+                                             "numeric_threshold, refuse, text_threshold"),
+    ],
+)
+def test_contamination_refusals(keydir: Path, table: str, message: str) -> None:
+    """A threshold may only be lowered: a higher one would admit near duplicates the default
+    reports; a threshold while only exact duplicates are refused would change nothing."""
+    with pytest.raises(FormatError, match=re.escape(message)):
+        parse(keydir, toml(extra=f"[contamination]\n{table}"))
+    with pytest.raises(FormatError, match="contamination: must be a table"):
+        parse(keydir, toml(extra='contamination = "near"'))

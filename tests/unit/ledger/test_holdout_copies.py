@@ -1,0 +1,357 @@
+"""Trivially changed copies of held-out episodes in a train set (holdout22): what ``dataset
+create`` and the admission gate say of each, and the policy setting that refuses near
+duplicates (``[contamination] refuse = "near"``, `verify.contamination_rules`).
+
+One ledger is built per module: a holdout dataset of a chat episode (two user turns) and a
+numeric (CartPole-like, 60 steps) episode, and one train batch per transform of either, not in
+any dataset. `TRANSFORMS` is the probe table of docs/SECURITY.md (eleventh round, holdout22):
+for each transform, what the checks said before this round, and what they say now under the
+default policy and under one that refuses near duplicates.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import testkit
+
+from trajledger import Ledger
+from trajledger.ledger.artifacts import create_dataset, record_batch, register_environment
+from trajledger.ledger.contamination import check_dataset, refusal
+from trajledger.ledger.policy_state import contamination_rules as policy_rules
+from trajledger.ledger.record import record_files
+from trajledger.ledger.status import approve, record_policy
+from trajledger.runner.admission import DataRefusedError, admit
+from trajledger.verify import predicates
+from trajledger.verify.contamination_rules import ContaminationRules
+from trajledger.verify.errors import PolicyError
+from trajledger.verify.policy import TrustPolicy
+from trajledger.verify.predicates import Dataset
+
+POLICY = (  # one key per role (dotted keys), and ``extra`` tables
+    'name = "holdout-copies"\nserial = {serial}\n'
+    + "".join(f'roles.{r}.keys = ["keys/{r}.pub"]\n' for r in ("producer", "approver", "trainer"))
+    .replace("producer.pub", "vendor.pub")
+    + 'roles.log.vkeys = ["{vkey}"]\n{extra}'
+)
+NEAR = '[contamination]\nrefuse = "near"\n'
+
+# -- the held-out episodes and their copies ------------------------------------------------------
+
+VOCAB = [f"w{i}" for i in range(300)]
+
+
+def words(seed: int, n: int = 40) -> str:
+    return " ".join(VOCAB[i] for i in np.random.default_rng(seed).integers(len(VOCAB), size=n))
+
+
+HELD_CHAT = [("user", "Solve the following task carefully: " + words(1)),
+             ("assistant", "The answer is 42."),
+             ("user", "Now explain why the answer holds for " + words(2, 20)),
+             ("assistant", "Because it is.")]
+LOOK_ALIKES = str.maketrans({"a": "\u0430", "e": "\u0435", "o": "\u043e", "p": "\u0440"})
+
+
+def users(change: Callable[[str], str]) -> list[tuple[str, str]]:
+    return [(r, change(c) if r == "user" else c) for r, c in HELD_CHAT]
+
+
+def full_width(s: str) -> str:
+    return "".join(chr(ord(ch) + 0xFEE0) if "!" <= ch <= "~" else ch for ch in s)
+
+
+def one_word(s: str) -> str:
+    w = s.split(" ")
+    w[10] = "different"
+    return " ".join(w)
+
+
+STEPS = 60
+OBS = np.cumsum(np.random.default_rng(1).normal(0, 0.05, size=(STEPS, 4)), axis=0)
+ACT = [int(a) for a in np.random.default_rng(9).integers(2, size=STEPS)]
+MORE = np.cumsum(np.random.default_rng(2).normal(0, 0.05, size=(10, 4)), axis=0) + OBS[-1]
+
+Spec = Any  # a chat (role, content) list, or a list of numeric episodes (obs, actions)
+CHAT: dict[str, Spec] = {
+    "id changed": HELD_CHAT,
+    "white space": users(lambda c: "  " + c.replace(" ", "   ") + " \n"),
+    "case": users(str.upper),
+    "look-alikes": users(lambda c: c.translate(LOOK_ALIKES)),
+    "full-width": users(full_width),
+    "zero-width space in words": users(lambda c: " ".join(w[:1] + "\u200b" + w[1:]
+                                                          for w in c.split(" "))),
+    "punctuation": users(lambda c: c.replace(" ", ", ") + "!"),
+    "system prompt": [("system", "You are a helpful assistant."), *HELD_CHAT],
+    "turn added": [*HELD_CHAT, ("user", "Thanks, anything else?"), ("assistant", "No.")],
+    "turn dropped": HELD_CHAT[:2],
+    "one word": users(one_word),
+}
+NUMERIC: dict[str, Spec] = {
+    "id changed": [(OBS, ACT)],
+    "scaled 1.000001": [(OBS * 1.000001, ACT)],
+    "rounded 3 decimals": [(np.round(OBS, 3), ACT)],
+    "float32": [(OBS.astype(np.float32).astype(np.float64), ACT)],
+    "10 steps appended": [(np.vstack([OBS, MORE]), ACT + [0] * 10)],
+    "first step dropped": [(OBS[1:], ACT[1:])],
+    "split 30+30": [(OBS[:30], ACT[:30]), (OBS[30:], ACT[30:])],
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One transform: what was said before this round (``exact``, ``near``, ``nothing``), and
+    now: the finding (``exact``, ``normalised``: exact once text is normalised, ``near``,
+    ``nothing``)."""
+
+    modality: str
+    name: str
+    before: str
+    now: str
+
+
+TRANSFORMS = [
+    Row("text", "id changed", "exact", "exact"),
+    Row("text", "white space", "near", "normalised"),
+    Row("text", "case", "near", "normalised"),
+    Row("text", "look-alikes", "near", "near"),
+    Row("text", "full-width", "nothing", "normalised"),
+    Row("text", "zero-width space in words", "nothing", "normalised"),
+    Row("text", "punctuation", "near", "near"),
+    Row("text", "system prompt", "near", "normalised"),
+    Row("text", "turn added", "near", "near"),
+    Row("text", "turn dropped", "near", "near"),
+    Row("text", "one word", "near", "near"),
+    Row("numeric", "id changed", "exact", "exact"),
+    Row("numeric", "scaled 1.000001", "near", "near"),
+    Row("numeric", "rounded 3 decimals", "near", "near"),
+    Row("numeric", "float32", "near", "near"),
+    Row("numeric", "10 steps appended", "nothing", "nothing"),
+    Row("numeric", "first step dropped", "nothing", "nothing"),
+    Row("numeric", "split 30+30", "nothing", "nothing"),
+]
+
+
+def chat_line(episode: str, messages: list[tuple[str, str]]) -> str:
+    return json.dumps({"episode_id": episode, "reward": 1.0,
+                       "messages": [{"role": r, "content": c} for r, c in messages]})
+
+
+def numeric_rows(episode: str, obs: np.ndarray, actions: list[int]) -> list[dict[str, Any]]:
+    return [{"episode_id": episode, "step": t, "obs": [float(v) for v in obs[t]],
+             "action": [float(actions[t])], "reward": 1.0, "terminated": t == len(obs) - 1,
+             "truncated": False} for t in range(len(obs))]
+
+
+def build(home: Path) -> dict[str, str]:
+    """The module's ledger; returns ``"<modality> <transform>"`` -> its train batch."""
+    ledger = Ledger.init(home, origin="test/holdout-copies")
+    keys = {k: ledger.keys.create(k, encrypt=False) for k in ("vendor", "approver", "trainer")}
+    path = home / "policy.toml"
+    path.write_text(POLICY.format(serial=1, vkey=ledger.log.vkey, extra=""))
+    record_policy(ledger, path, [keys["approver"]])
+    register_environment(ledger, "chat", "1", keys["vendor"])
+    register_environment(ledger, "grid", "1", keys["vendor"])
+    held = home / "held.jsonl"
+    held.write_text(chat_line("held-chat", HELD_CHAT) + "\n"
+                    + chat_line("other-chat", [("user", words(77))]) + "\n")
+    text = record_batch(ledger, [held], env="chat@1", policy="m", signer=keys["vendor"],
+                        name="held-text").recorded.digest
+    other = np.cumsum(np.random.default_rng(5).normal(0, 0.05, size=(STEPS, 4)), axis=0)
+    numeric = record_batch(ledger, numeric_rows("held-num", OBS, ACT)
+                           + numeric_rows("other-num", other, ACT), env="grid@1", policy="p",
+                           signer=keys["vendor"], name="held-num").recorded.digest
+    create_dataset(ledger, "held", "1", "holdout", [text, numeric], keys["vendor"])
+    out = {}
+    for n, (name, messages) in enumerate(CHAT.items()):
+        src = home / f"copy{n}.jsonl"
+        src.write_text(chat_line(f"copy-{n}", messages) + "\n")
+        out[f"text {name}"] = record_batch(ledger, [src], env="chat@1", policy="m",
+                                           signer=keys["vendor"]).recorded.digest
+    for n, (name, episodes) in enumerate(NUMERIC.items()):
+        rows = [r for i, (o, a) in enumerate(episodes) for r in numeric_rows(f"n{n}-{i}", o, a)]
+        out[f"numeric {name}"] = record_batch(ledger, rows, env="grid@1", policy="p",
+                                              signer=keys["vendor"]).recorded.digest
+    return out
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> testkit.Template[dict[str, str]]:
+    return testkit.build_template(tmp_path_factory.mktemp("holdout-copies"), build)
+
+
+@pytest.fixture
+def ledger(template: testkit.Template[dict[str, str]], tmp_path: Path) -> Ledger:
+    return Ledger.open(testkit.copy_template(template, tmp_path / "home"))
+
+
+def refuse_near(ledger: Ledger, extra: str = NEAR) -> TrustPolicy:
+    """Record policy serial 2: the first with ``extra`` (by default, refuse near duplicates)."""
+    path = ledger.root / "policy2.toml"
+    path.write_text(POLICY.format(serial=2, vkey=ledger.log.vkey, extra=extra))
+    record_policy(ledger, path, [ledger.keys.signer("approver")])
+    return TrustPolicy.from_toml(path.read_bytes(), path.parent)
+
+
+def train_set(ledger: Ledger, name: str, batch: str) -> None:
+    """A train dataset of ``batch`` recorded without the check (as an older writer could),
+    approved."""
+    body = Dataset(name, "1", "train", (batch,)).to_predicate()
+    path = ledger.root / f"{name}.json"
+    path.write_text(json.dumps(body))
+    record_files(ledger, {"dataset.json": path}, ledger.keys.signer("vendor"),
+                 predicates.DATASET, body, name=f"{name}@1")
+    approve(ledger, f"{name}@1", ledger.keys.signer("approver"))
+
+
+# -- the probe table ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("row", TRANSFORMS, ids=[f"{r.modality}-{r.name}" for r in TRANSFORMS])
+def test_each_transform_of_a_held_out_episode(
+    template: testkit.Template[dict[str, str]], ledger: Ledger, row: Row
+) -> None:
+    """What ``dataset create`` finds of each copy, and refuses under either policy. Before
+    this round, white space, case and the system prompt were near duplicates only (reported,
+    never refused by default), and full-width letters or a zero-width space inside words
+    nothing at all."""
+    found = check_dataset(ledger, "train", [template.value[f"{row.modality} {row.name}"]])
+    got = [("normalised" if f.normalised else f.kind) for f in found.findings]
+    assert got == ([] if row.now == "nothing" else [row.now])
+    if found.findings:
+        assert found.findings[0].other_episode == ("held-chat" if row.modality == "text"
+                                                   else "held-num")
+    default = refusal("d", found.findings, ContaminationRules())
+    near = refusal("d", found.findings, ContaminationRules("near"))
+    assert (default is not None) == (row.now in ("exact", "normalised"))
+    assert (near is not None) == (row.now != "nothing")
+
+
+# -- refusing near duplicates: dataset create and the gate --------------------------------------
+
+NEAR_COPIES = [("text", "one word", "held-chat"), ("numeric", "scaled 1.000001", "held-num")]
+
+
+@pytest.mark.parametrize(("modality", "name", "held"), NEAR_COPIES, ids=["text", "numeric"])
+def test_dataset_create_refuses_near_duplicates_when_the_policy_says(
+    template: testkit.Template[dict[str, str]], ledger: Ledger, modality: str, name: str,
+    held: str,
+) -> None:
+    """Under the default policy a near copy is recorded (and reported); once the policy in
+    force says ``refuse = "near"`` it is refused: one line per finding, the log unchanged."""
+    batch = template.value[f"{modality} {name}"]
+    vendor = ledger.keys.signer("vendor")
+    assert policy_rules(ledger) == ContaminationRules()  # an old policy: today's behaviour
+    made = create_dataset(ledger, "ok", "1", "train", [batch], vendor)
+    assert len(made.near_duplicates) == 1
+    assert f"episode {held} of batch " in made.near_duplicates[0]
+    refuse_near(ledger)
+    size = ledger.log.size
+    with pytest.raises(PolicyError) as e:
+        create_dataset(ledger, "no", "1", "train", [batch], vendor)
+    head, line = str(e.value).splitlines()
+    assert head == ("dataset no@1 (train): 1 episode(s) duplicate episodes of the other split, "
+                    "exactly or nearly (the policy's [contamination] refuses near duplicates):")
+    assert line.startswith(f"  episode {held} of batch ") and "is a near duplicate" in line
+    assert ledger.log.size == size
+
+
+@pytest.mark.parametrize(("modality", "name", "held"), NEAR_COPIES, ids=["text", "numeric"])
+def test_the_gate_refuses_near_duplicates_when_the_policy_says(
+    template: testkit.Template[dict[str, str]], ledger: Ledger, modality: str, name: str,
+    held: str,
+) -> None:
+    what = "no episode duplicates a holdout or regression episode"
+    train_set(ledger, "copies", template.value[f"{modality} {name}"])
+    path = ledger.root / "policy.toml"
+    report = admit(ledger, "copies@1", TrustPolicy.from_toml(path.read_bytes(), path.parent))
+    assert any(what in x and "0 exact, 1 near" in x for x in report.report.render())
+    policy = refuse_near(ledger)
+    with pytest.raises(DataRefusedError) as e:
+        admit(ledger, "copies@1", policy)
+    [failure] = e.value.report.failures()
+    assert f"{what}: near duplicate: episode {held} of batch " in failure
+
+
+def test_a_lower_threshold_refuses_more(
+    template: testkit.Template[dict[str, str]], ledger: Ledger
+) -> None:
+    """A policy may lower a threshold (refusing more): a chat sharing 30 of its first 40 words
+    with the held one (similarity 0.58) is a near duplicate at 0.5, not at the default 0.8."""
+    policy = refuse_near(ledger, NEAR + "text_threshold = 0.5\n")
+    assert policy.contamination == ContaminationRules("near", text_threshold=0.5)
+    assert policy_rules(ledger).thresholds() == {"text": 0.5, "numeric": 0.995}
+    far = home_chat(ledger, [("user", words(1, 30) + " " + words(3, 10))])
+    found = check_dataset(ledger, "train", [far], thresholds={"text": 0.5}).findings
+    assert [(f.kind, f.other_episode) for f in found] == [("near", "held-chat")]
+    assert 0.5 <= found[0].similarity < 0.8
+    assert check_dataset(ledger, "train", [far]).findings == ()
+    with pytest.raises(PolicyError, match=r"\n  episode held-chat of batch .* near duplicate "
+                       r"\(similarity 0\.5"):
+        create_dataset(ledger, "far", "1", "train", [far], ledger.keys.signer("vendor"))
+
+
+def home_chat(ledger: Ledger, messages: list[tuple[str, str]]) -> str:
+    src = ledger.root / "far.jsonl"
+    src.write_text(chat_line("far", messages) + "\n")
+    return record_batch(ledger, [src], env="chat@1", policy="m",
+                        signer=ledger.keys.signer("vendor")).recorded.digest
+
+
+# -- the command line --------------------------------------------------------------------------
+
+
+def test_the_command_line(template: testkit.Template[dict[str, str]], ledger: Ledger) -> None:
+    """``policy check`` / ``show`` print the setting; a bad value is one FAIL line (exit 1, as
+    every invalid policy); ``dataset create`` refuses a near copy: a FAIL line per line."""
+    home = ledger.root
+    bad = home / "bad.toml"
+    for extra, message in [
+        ('[contamination]\nrefuse = "nearly"\n', "refuse 'nearly', want \"exact\" or \"near\""),
+        (NEAR + "text_threshold = 0.9\n", "text_threshold 0.9 must be above 0 and at most "
+                                          "the default 0.8"),
+        ('[contamination]\nnumeric_threshold = 0.9\n', "numeric_threshold is set but refuse "
+                                                       "is \"exact\""),
+        ('[contamination]\nrefuse = "near"\nsimilarity = 1\n', "must be a table of "),
+    ]:
+        bad.write_text(POLICY.format(serial=2, vkey=ledger.log.vkey, extra=extra))
+        r = testkit.invoke(home, "policy", "check", bad)
+        assert r.exit_code == 1, r.output
+        [line] = r.stderr.splitlines()
+        assert line.startswith(f"FAIL: policy {bad}: contamination: ") and message in line, line
+    good = home / "good.toml"
+    good.write_text(POLICY.format(serial=2, vkey=ledger.log.vkey,
+                                  extra=NEAR + "numeric_threshold = 0.99\n"))
+    r = testkit.invoke(home, "policy", "check", good)
+    assert r.exit_code == 0, r.output
+    assert ("  contamination refuses exact and near duplicates of held-out episodes (text "
+            "similarity >= 0.8, numeric >= 0.99)") in r.stdout.splitlines()
+    assert "contamination" not in testkit.invoke(home, "policy", "show").stdout
+    record_policy(ledger, good, [ledger.keys.signer("approver")])
+    shown = testkit.invoke(home, "policy", "show", "--json")
+    assert json.loads(shown.stdout)["policy"]["contamination"] == {
+        "refuse": "near", "numeric_threshold": "0.99"}
+    r = testkit.invoke(home, "dataset", "create", "leak", "--version", "1", "--split", "train",
+                       "--batch", template.value["text white space"],
+                       "--batch", template.value["numeric float32"], "--key", "vendor")
+    assert r.exit_code == 1, r.output
+    lines = r.stderr.splitlines()
+    assert len(lines) == 3 and all(x.startswith("FAIL: ") for x in lines), r.stderr
+    assert "once text is normalised" in lines[1] and "near duplicate" in lines[2]
+
+
+def test_normalised_texts() -> None:
+    """ASCII texts take the short path (lower case, ASCII white space), the others NFKC and
+    Unicode white space: both end the same for the same words."""
+    import pyarrow as pa
+
+    from trajledger.ledger.text_fingerprint import normalised_texts
+
+    got = normalised_texts(pa.array([" A \t b\n\nC ", "Ａ\u3000b\u00a0\u200bc", "\ufb01ne\u2028x",
+                                     None, "", " \v "]))
+    assert got.to_pylist() == ["a b c", "a b c", "fine x", None, "", ""]

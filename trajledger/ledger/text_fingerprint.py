@@ -1,0 +1,112 @@
+"""The normalised text fingerprint of a chat episode: its conversation once trivial changes are
+undone, so that a copy of a held-out episode with other whitespace, case, compatibility
+characters (full-width letters, ligatures), invisible format characters or another system
+prompt is still an exact duplicate.
+
+Scope: `normalised_fingerprints` (episode id -> fingerprint, for each text episode of a run of
+step record batches, streamed) and `stored_normalised` (the same, from a step file of the
+store, hashed as it is read). The fingerprint is SHA-256 over the episode's rows in step order
+that hold text and whose role is not ``system``: each row's role and its text (``content``,
+``tool_calls``, ``tool_results`` joined by newlines) after Unicode NFKC, lower-casing, NFKC
+again, removal of format characters (``\\p{Cf}``: zero-width spaces and joiners, soft hyphens)
+and collapsing every run of white space (``\\s``, ``\\p{Z}``) into one space, trimmed.
+Computed where it is compared (``dataset create`` from the step files, the admission gate
+from the bytes it verified), never kept: the kept episode features (``ledger.batch_features``,
+``episode_features.FEATURE_VERSION``) and their "exact" fingerprint are unchanged.
+Non-scope: comparing (``ledger.contamination.Matcher``); look-alike letters of other scripts
+(Cyrillic ``а`` for Latin ``a``), which NFKC leaves as they are.
+Spec: docs/audit-index.md ("Duplicates and contamination between splits").
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .episode_features import parquet_batches
+
+if TYPE_CHECKING:
+    from .store import ObjectStore
+
+__all__ = ["NORMALISED_COLUMNS", "normalised_fingerprints", "normalised_texts",
+           "stored_normalised"]
+
+NORMALISED_COLUMNS = ("episode_id", "role", "content", "tool_calls", "tool_results")
+"""The step columns the normalised fingerprint reads."""
+_TEXT = ("content", "tool_calls", "tool_results")
+
+
+def normalised_texts(texts: pa.Array) -> pa.Array:
+    """Each text NFKC-normalised, lower-cased, without format characters, white space
+    collapsed and trimmed (nulls stay null). ASCII texts, which NFKC leaves as they are and
+    which hold no format character, are only lower-cased before the white space: the Unicode
+    steps run on the others alone (a regular expression over every text cost twice the
+    episode features)."""
+    t = pc.utf8_lower(texts)
+    other = pc.invert(pc.fill_null(pc.string_is_ascii(texts), True))
+    if pc.any(other).as_py():
+        u = pc.utf8_normalize(texts.filter(other), form="NFKC")
+        u = pc.utf8_normalize(pc.utf8_lower(u), form="NFKC")
+        u = pc.replace_substring_regex(u, pattern=r"\p{Cf}+", replacement="")
+        # Runs of Unicode white space (as NFKC leaves them: U+3000 is one) become one space.
+        t = pc.replace_with_mask(t, other, pc.binary_join(pc.utf8_split_whitespace(u), " "))
+    # Runs of ASCII white space become one space (a quarter of the cost of splitting every
+    # text at Unicode white space), then the ends are trimmed.
+    t = pc.replace_substring_regex(t, pattern=r"[ \t\n\v\f\r]{2,}|[\t\n\v\f\r]", replacement=" ")
+    return pc.utf8_trim_whitespace(t)
+
+
+def normalised_fingerprints(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, str]]:
+    """``(episode id, fingerprint)`` of each episode of the steps with text outside system
+    rows, in file order (episodes are contiguous, as schema validation guarantees); an
+    episode may run across record batches."""
+    current: str | None = None
+    h = hashlib.sha256()
+    rows = 0
+    for batch in batches:
+        names = set(batch.schema.names)
+        cols = [batch.column(c).cast(pa.string()) for c in _TEXT if c in names]
+        if not cols:
+            texts = pa.nulls(batch.num_rows, pa.string())
+        else:
+            texts = pc.binary_join_element_wise(*cols, pa.scalar("\n", pa.string()),
+                                                null_handling="skip") if len(cols) > 1 else cols[0]
+        texts = normalised_texts(texts)
+        roles = (batch.column("role").cast(pa.string()).fill_null("") if "role" in names
+                 else pa.array([""] * batch.num_rows, pa.string()))
+        for eid, role, text in zip(batch.column("episode_id").to_pylist(), roles.to_pylist(),
+                                   texts.to_pylist(), strict=True):
+            if eid != current:
+                if current is not None and rows:
+                    yield current, h.hexdigest()
+                current, h, rows = eid, hashlib.sha256(), 0
+            if text and role != "system":
+                row = f"{role}\x1f{text}".encode()
+                h.update(b"%d:" % len(row) + row)
+                rows += 1
+    if current is not None and rows:
+        yield current, h.hexdigest()
+
+
+def stored_normalised(
+    store: ObjectStore, steps: str, workdir: Path, *, private: bool
+) -> list[tuple[str, str]]:
+    """`normalised_fingerprints` of the step file ``steps`` (a blob digest), read from a copy
+    whose bytes hashed to it (`batch_features.verified_local_copy`; ``private`` as there).
+
+    Raises:
+        StoreError / DigestMismatchError: the blob is missing or altered.
+    """
+    from .batch_features import verified_local_copy
+
+    path = verified_local_copy(store, steps, workdir, private=private)
+    try:
+        return list(normalised_fingerprints(parquet_batches(path, NORMALISED_COLUMNS)))
+    finally:
+        if path.parent == workdir:
+            path.unlink(missing_ok=True)

@@ -1,0 +1,108 @@
+"""``[contamination]`` of a trust policy: whether near duplicates of held-out episodes are
+refused, and at which similarity.
+
+Scope: `ContaminationRules` (``refuse``: ``"exact"``, the default, or ``"near"``; optional
+per-modality thresholds) and its parsing (`parse_contamination`, for ``verify.policy`` through
+``verify.policy_settings``); the default near-duplicate thresholds (`NEAR_TEXT_THRESHOLD`,
+`NEAR_NUMERIC_THRESHOLD`), which ``ledger.contamination`` compares at. Loaded only for a policy
+with ``[contamination]`` and by the ledger's duplicate checks.
+Non-scope: finding duplicates and refusing them (``ledger.contamination`` at ``dataset
+create``, ``runner.admission`` at the gate): the verifier of a bundle does not read episodes.
+Spec: keys/README.md (``[contamination]``), docs/audit-index.md ("Duplicates and contamination
+between splits").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import FormatError
+from .release_rules import finite_number
+
+__all__ = [
+    "NEAR_NUMERIC_THRESHOLD",
+    "NEAR_TEXT_THRESHOLD",
+    "REFUSE",
+    "ContaminationRules",
+    "parse_contamination",
+]
+
+NEAR_TEXT_THRESHOLD = 0.8
+"""Text episodes are near duplicates at this cosine similarity or above (docs/audit-index.md)."""
+
+NEAR_NUMERIC_THRESHOLD = 0.995
+"""Numeric episodes are near duplicates at this cosine similarity or above."""
+
+REFUSE = ("exact", "near")
+"""What ``refuse`` may say: exact duplicates only (today's rule), or near ones too."""
+
+_DEFAULTS = {"text": NEAR_TEXT_THRESHOLD, "numeric": NEAR_NUMERIC_THRESHOLD}
+_KEYS = {"refuse", "text_threshold", "numeric_threshold"}
+
+
+@dataclass(frozen=True)
+class ContaminationRules:
+    """``[contamination]``: with ``refuse = "near"``, ``dataset create`` and the admission gate
+    refuse near duplicates of holdout / regression episodes as they refuse exact ones. A
+    modality's threshold may only be lowered from its default (a lower similarity finds, and
+    refuses, more): a policy that refuses near duplicates never refuses fewer than the default
+    reports as near."""
+
+    refuse: str = "exact"
+    text_threshold: float | None = None
+    numeric_threshold: float | None = None
+
+    def thresholds(self) -> dict[str, float]:
+        """The similarity at or above which each modality's episodes are near duplicates."""
+        return {"text": self.text_threshold or NEAR_TEXT_THRESHOLD,
+                "numeric": self.numeric_threshold or NEAR_NUMERIC_THRESHOLD}
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (thresholds as decimal strings, as ``[release]``'s bounds: the policy
+        is hashed as RFC 8785 JSON, which the verifier canonicalises without floating point)."""
+        out: dict[str, Any] = {"refuse": self.refuse}
+        for k in ("text_threshold", "numeric_threshold"):
+            if (v := getattr(self, k)) is not None:
+                out[k] = repr(v)
+        return out
+
+    def describe(self) -> str:
+        """One line for ``policy show`` / ``policy check``."""
+        if self.refuse == "exact":
+            return "  contamination refuses exact duplicates of held-out episodes"
+        t = self.thresholds()
+        return ("  contamination refuses exact and near duplicates of held-out episodes "
+                f"(text similarity >= {t['text']:g}, numeric >= {t['numeric']:g})")
+
+
+def parse_contamination(value: object, what: str) -> ContaminationRules:
+    """``[contamination]``: ``refuse`` (``"exact"`` or ``"near"``, default ``"exact"``) and,
+    with ``"near"``, optionally ``text_threshold`` / ``numeric_threshold``, each above 0 and at
+    most its default (`NEAR_TEXT_THRESHOLD`, `NEAR_NUMERIC_THRESHOLD`).
+
+    Raises:
+        FormatError: another setting, another ``refuse``, a threshold out of range or one set
+            while only exact duplicates are refused (it would change nothing).
+    """
+    what = f"{what}: contamination"
+    if not isinstance(value, dict) or set(value) - _KEYS:
+        raise FormatError(f"{what}: must be a table of {', '.join(sorted(_KEYS))}")
+    refuse = value.get("refuse", "exact")
+    if refuse not in REFUSE:
+        raise FormatError(f"{what}: refuse {refuse!r}, want \"exact\" or \"near\"")
+    out: dict[str, float] = {}
+    for modality, default in _DEFAULTS.items():
+        key = f"{modality}_threshold"
+        if key not in value:
+            continue
+        if refuse != "near":
+            raise FormatError(f"{what}: {key} is set but refuse is \"exact\", so it would "
+                              "refuse nothing more; set refuse = \"near\"")
+        number = finite_number(value[key], f"{what}: {key}")
+        if not 0 < number <= default:
+            raise FormatError(f"{what}: {key} {number:g} must be above 0 and at most the "
+                              f"default {default:g} (a lower similarity refuses more; a higher "
+                              "one would admit near duplicates the default reports)")
+        out[key] = number
+    return ContaminationRules(refuse, **out)
