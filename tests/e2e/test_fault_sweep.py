@@ -182,6 +182,7 @@ class Work:
         gc.collect()
         shutil.copytree(live, pristine, symlinks=True)
         self.copies = [Restorer(pristine / d, live / d) for d in ("home", "state", "files")]
+        self.counted: dict[str, list[tuple[str, str]]] = {}
 
     def ok(self, *args: str) -> str:
         r = self.run(list(args))
@@ -212,13 +213,23 @@ class Work:
             self.damaged.unlink()
 
     def calls(self, name: str) -> list[tuple[str, str]]:
-        """The fault points of command ``name`` (run once, on the ledger put back)."""
+        """The fault points of command ``name`` (run once, on the ledger put back; left as
+        that run left it)."""
         self.restore(name)
         counting = self.faults()
         with counting.active():
             r = self.run(COMMANDS[name])
         assert r.exit_code == 0, r.output
+        self.counted[name] = counting.calls
         return counting.calls
+
+    def points(self, name: str) -> list[tuple[str, str]]:
+        """`calls` of ``name``, counted once per module (every run starts from the ledger
+        put back, so each counts the same calls: the sweep's plans rest on that too); the
+        ledger is left to be put back."""
+        if name not in self.counted:
+            self.calls(name)
+        return self.counted[name]
 
     def killed(self, argv: list[str], faults: Faults) -> bool:
         """Run ``argv`` in a forked child killed at ``faults``'s point; True when it was."""
@@ -400,7 +411,7 @@ def fault_at(work: Work, name: str, kind: str, where: str, *, last: bool = False
              code: int = errno.EIO) -> Result:
     """Run command ``name`` with its first (``last``: its last) ``kind`` call whose path
     contains ``where`` failing with ``code``."""
-    calls = work.calls(name)
+    calls = work.points(name)
     found = [k for k, (c, p) in enumerate(calls) if c == kind and where in p]
     assert found, calls
     work.restore(name)
@@ -505,7 +516,7 @@ def test_the_temp_file_of_a_killed_command_is_removed_by_the_next_run(
     index's state, a witness's state) left it there for good; the next run removes it (its
     owner is gone), and finishes a key whose public half was not written yet."""
     monkeypatch.setenv(testkit.STATE_ENV, str(work.state))
-    at = [k for k, (c, p) in enumerate(work.calls(name))
+    at = [k for k, (c, p) in enumerate(work.points(name))
           if c in ("write", "fsync") and where in p][-1 if last else 0]
     work.restore(name)
     if name in FORK_UNSAFE:
