@@ -18,9 +18,14 @@ statement), or by a SIGKILL of a forked child at that point. After each fault:
   process is gone: `fsck.leftovers`; a run again that finds its entry recorded appends
   nothing).
 
-CI runs a sample of the fault points of each command (`SAMPLE` errors and one kill);
-``TRAJLEDGER_FAULTS=all`` runs EIO, ENOSPC and a kill at every point of every command. The counts
-and the CPU time are printed (``-s``).
+CI runs a deterministic sample (`plan`): of each command, one error fault (EIO or ENOSPC) at one
+of `SPREAD` points spread over its calls, and one kill; the commands take the spread points and
+the two errors in turn, so the sweep fails every command both ways (an error, a kill) and tries
+EIO and ENOSPC both. ``TRAJLEDGER_FAULTS_SEED=N`` (default 0) rotates which point and which error
+each command gets, and where its kill lands; ``TRAJLEDGER_FAULTS=sample`` runs every spread
+point of every command (the sample before the eleventh round, tfast3: `SPREAD` errors and one
+kill each); ``TRAJLEDGER_FAULTS=all`` runs EIO, ENOSPC and a kill at every point of every
+command. The counts and the CPU time are printed (``-s``).
 """
 
 from __future__ import annotations
@@ -45,9 +50,13 @@ from trajledger.ledger import trust_state
 from trajledger.ledger.fsck import leftovers
 from trajledger.runner.cli import main
 
-ALL = os.environ.get("TRAJLEDGER_FAULTS") == "all"
-SAMPLE = 3
-"""Error faults per command in CI (spread over its points, EIO and ENOSPC alternating); one kill."""
+MODE = os.environ.get("TRAJLEDGER_FAULTS", "")
+"""``all``: every point of every command, three ways; ``sample``: every spread point; else one."""
+SEED = int(os.environ.get("TRAJLEDGER_FAULTS_SEED", "0"))
+"""Rotates the default sample (which spread point and error each command gets, its kill)."""
+SPREAD = 3
+"""Points spread over a command's calls (its last, then every ``len // SPREAD`` back), EIO and
+ENOSPC alternating; the default sample takes one of them per command, in turn."""
 
 COMMANDS: dict[str, list[str]] = {
     "record": ["record", "@rows", "--env", "cartpole@1", "--policy", "p", "--key", "vendor"],
@@ -173,6 +182,7 @@ class Work:
         gc.collect()
         shutil.copytree(live, pristine, symlinks=True)
         self.copies = [Restorer(pristine / d, live / d) for d in ("home", "state", "files")]
+        self.counted: dict[str, list[tuple[str, str]]] = {}
 
     def ok(self, *args: str) -> str:
         r = self.run(list(args))
@@ -203,13 +213,23 @@ class Work:
             self.damaged.unlink()
 
     def calls(self, name: str) -> list[tuple[str, str]]:
-        """The fault points of command ``name`` (run once, on the ledger put back)."""
+        """The fault points of command ``name`` (run once, on the ledger put back; left as
+        that run left it)."""
         self.restore(name)
         counting = self.faults()
         with counting.active():
             r = self.run(COMMANDS[name])
         assert r.exit_code == 0, r.output
+        self.counted[name] = counting.calls
         return counting.calls
+
+    def points(self, name: str) -> list[tuple[str, str]]:
+        """`calls` of ``name``, counted once per module (every run starts from the ledger
+        put back, so each counts the same calls: the sweep's plans rest on that too); the
+        ledger is left to be put back."""
+        if name not in self.counted:
+            self.calls(name)
+        return self.counted[name]
 
     def killed(self, argv: list[str], faults: Faults) -> bool:
         """Run ``argv`` in a forked child killed at ``faults``'s point; True when it was."""
@@ -272,6 +292,26 @@ def after(work: Work, argv: list[str], again: int, kill: bool) -> list[str]:
     return problems
 
 
+MODES = [("EIO", errno.EIO, False), ("ENOSPC", errno.ENOSPC, False), ("kill", 0, True)]
+
+
+def plan(name: str, points: int, mode: str = MODE, seed: int = SEED
+         ) -> list[tuple[int, str, int, bool]]:
+    """The faults tried in command ``name`` of ``points`` fault points: (point, mode, errno,
+    kill) (module docstring)."""
+    if mode == "all":
+        out = [(k, *m) for k in range(points) for m in MODES]
+    else:
+        step = max(1, points // SPREAD)
+        spread = [(k, *MODES[i % 2]) for i, k in enumerate(range(points - 1, -1, -step))
+                  if i < SPREAD]  # fmt: skip
+        if mode != "sample":
+            turn = sorted(COMMANDS).index(name) + seed
+            spread = [spread[turn % len(spread)]]
+        out = [*spread, ((points // 2 + seed) % points, *MODES[2])]
+    return [p for p in out if not (p[3] and name in FORK_UNSAFE)]
+
+
 def sweep(work: Work, name: str) -> Outcome:
     argv = COMMANDS[name]
     work.restore(name)
@@ -279,17 +319,7 @@ def sweep(work: Work, name: str) -> Outcome:
     again = work.run(argv).exit_code
     assert calls, f"{name}: writes nothing"
     out = Outcome(points=len(calls))
-    modes = [("EIO", errno.EIO, False), ("ENOSPC", errno.ENOSPC, False), ("kill", 0, True)]
-    plan: list[tuple[int, str, int, bool]] = []
-    if ALL:
-        plan = [(k, *m) for k in range(len(calls)) for m in modes]
-    else:
-        step = max(1, len(calls) // SAMPLE)
-        plan = [(k, *modes[i % 2]) for i, k in enumerate(range(len(calls) - 1, -1, -step))
-                if i < SAMPLE]
-        plan.append((len(calls) // 2, *modes[2]))
-    plan = [p for p in plan if not (p[3] and name in FORK_UNSAFE)]
-    for k, mode, code, kill in plan:
+    for k, mode, code, kill in plan(name, len(calls)):
         work.restore(name)
         faults = work.faults(fail_at=k, kill=kill, code=code or errno.EIO)
         where = f"{name}: {mode} at {k} ({calls[k][0]} {calls[k][1]})"
@@ -342,6 +372,24 @@ def test_faults_in_a_writing_command(name: str, work: Work, monkeypatch: pytest.
     assert not out.problems, "\n".join(out.problems[:20])
 
 
+def test_the_default_sample_fails_every_command_both_ways_and_tries_both_errors() -> None:
+    """Whatever the seed: one error and (fork-safe commands) one kill per command; EIO and
+    ENOSPC both over the commands; the seeds 0 to SPREAD - 1 together try every spread point."""
+    for seed in range(2 * SPREAD):
+        errors = set()
+        for name in COMMANDS:
+            got = plan(name, 10, mode="", seed=seed)
+            assert [p[3] for p in got] == [False] + ([] if name in FORK_UNSAFE else [True])
+            assert all(0 <= p[0] < 10 for p in got)
+            errors.add(got[0][1])
+        assert errors == {"EIO", "ENOSPC"}
+    for name in COMMANDS:
+        tried = {p for seed in range(SPREAD) for p in plan(name, 10, mode="", seed=seed)
+                 if not p[3]}  # fmt: skip
+        assert tried == {p for p in plan(name, 10, mode="sample") if not p[3]}
+    assert plan("record", 1, mode="") == [(0, "EIO", errno.EIO, False), (0, "kill", 0, True)]
+
+
 def test_every_command_of_the_cli_is_swept_or_said_why_not() -> None:
     import click
 
@@ -363,7 +411,7 @@ def fault_at(work: Work, name: str, kind: str, where: str, *, last: bool = False
              code: int = errno.EIO) -> Result:
     """Run command ``name`` with its first (``last``: its last) ``kind`` call whose path
     contains ``where`` failing with ``code``."""
-    calls = work.calls(name)
+    calls = work.points(name)
     found = [k for k, (c, p) in enumerate(calls) if c == kind and where in p]
     assert found, calls
     work.restore(name)
@@ -468,7 +516,7 @@ def test_the_temp_file_of_a_killed_command_is_removed_by_the_next_run(
     index's state, a witness's state) left it there for good; the next run removes it (its
     owner is gone), and finishes a key whose public half was not written yet."""
     monkeypatch.setenv(testkit.STATE_ENV, str(work.state))
-    at = [k for k, (c, p) in enumerate(work.calls(name))
+    at = [k for k, (c, p) in enumerate(work.points(name))
           if c in ("write", "fsync") and where in p][-1 if last else 0]
     work.restore(name)
     if name in FORK_UNSAFE:

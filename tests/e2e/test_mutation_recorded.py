@@ -207,6 +207,8 @@ def test_recorded_objects(recorded: Recorded, target: str) -> None:
     evaluation, mutated in place: every reader refuses it, and writes nothing."""
     party, ref = recorded.parties[target], recorded.refs[target]
     parts = sorted(recorded.objects[target])
+    party.reset()
+    pristine = tk.snapshot(party.home)  # each case's ledger, but for the object it mutates
 
     @cases(CASES)
     @given(part=st.sampled_from(parts), reader=st.sampled_from(sorted(READERS[target])),
@@ -216,7 +218,7 @@ def test_recorded_objects(recorded: Recorded, target: str) -> None:
         path = party.home / recorded.objects[target][part]
         op, bad = data.draw(mutate(path.read_bytes()))
         tk.overwrite(path, bad)
-        before = tk.snapshot(party.home)
+        before = tk.snapshot_changed(pristine, party.home, [recorded.objects[target][part]])
         what = f"{reader} of {target}: {part} {op} {bad[:200]!r}"
         got = READERS[target][reader](party, ref, recorded.root / f"mutated-{reader}")
         if not hasattr(got, "exit_code"):  # exit 0: it read the mutated object as genuine

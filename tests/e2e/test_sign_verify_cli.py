@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import testkit
 from click.testing import CliRunner, Result
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -85,14 +86,31 @@ class Signed:
         return json.loads(self.envelope.read_bytes())  # type: ignore[no-any-return]
 
 
+def build_signer(home: Path) -> str:
+    """A ledger (origin ``test/e2e``) with the key ``alice``, encrypted with the test
+    passphrase; its key ID."""
+    r = testkit.new_runner()
+    env = {"TRAJLEDGER_PASSPHRASE": testkit.TEST_PASSPHRASE}
+    assert r.invoke(main, ["--ledger", str(home), "init", "--origin", "test/e2e"],
+                    env=env).exit_code == 0  # fmt: skip
+    made = r.invoke(main, ["--ledger", str(home), "key", "new", "alice"], env=env)
+    assert made.exit_code == 0, made.output
+    return made.stdout.split()[2]
+
+
+@pytest.fixture(scope="module")
+def signer(tmp_path_factory: pytest.TempPathFactory) -> testkit.Template[str]:
+    """`build_signer`'s ledger, built once for the module (`signed` copies it per test)."""
+    return testkit.build_template(tmp_path_factory.mktemp("signer"), build_signer)
+
+
 @pytest.fixture
 def signed(runner: CliRunner, tmp_path: Path, make_tree: Callable[..., Path],
-           passphrase: str) -> Signed:
-    home = tmp_path / "home"
-    assert run(runner, home, "init", "--origin", "test/e2e").exit_code == 0
-    made = run(runner, home, "key", "new", "alice")
-    assert made.exit_code == 0, made.output
-    keyid = made.stdout.split()[2]
+           passphrase: str, signer: testkit.Template[str]) -> Signed:
+    """A copy of the `signer` ledger made by this test's user (its home at ``tmp_path/home``),
+    and `TREE` signed by alice."""
+    home = testkit.copy_template(signer, tmp_path / "home")
+    keyid = signer.value
     data = make_tree(TREE, tmp_path / "data")
     envelope = tmp_path / "out" / "data.dsse.json"
     envelope.parent.mkdir()

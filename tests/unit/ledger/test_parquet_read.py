@@ -155,6 +155,18 @@ def test_any_bytes_as_a_page_header_give_sizes_or_none(junk: bytes) -> None:
     assert got is None or all(isinstance(v, int) for v in got)
 
 
+def test_a_list_counting_more_elements_than_bytes_is_not_a_header() -> None:
+    """tfast3: field 1 a list of booleans counting 2^62 (11 bytes in all) made `_skip` loop for
+    ever (a boolean element never indexes the buffer). Run in a child: before the fix it does
+    not return, and the child's timeout fails the test."""
+    code = ("import io; from trajledger.ledger.rollouts import parquet_read as p; "
+            "junk = bytes([0x19, 0xf1]) + b'\\xff' * 8 + b'\\x3f'; "
+            "print(p._read_header(io.BytesIO(junk), 0, len(junk)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0 and done.stdout == "None\n", done.stderr[-2000:]
+
+
 def test_a_header_nested_past_any_real_one_is_not_a_header() -> None:
     deep = b"\x1c" * 10_000  # field 1, a struct, inside each other
     assert parquet_read._read_header(io.BytesIO(deep), 0, len(deep)) is None

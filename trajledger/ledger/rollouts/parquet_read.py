@@ -444,11 +444,15 @@ def _skip(b: bytes, pos: int, kind: int, depth: int = 0) -> int:
         n, elem = head >> 4, head & 0x0F
         if n == 15:
             n, pos = _varint(b, pos)
+        if n > len(b) - pos:  # each element takes a byte at least: cut short (or a lie)
+            raise IndexError("a list longer than the bytes read")
         for _ in range(n):
             pos = pos + 1 if elem in (1, 2) else _skip(b, pos, elem, depth + 1)
         return pos
     if kind == 11:  # map
         n, pos = _varint(b, pos)
+        if n > len(b) - pos:  # each entry takes a byte at least: cut short (or a lie)
+            raise IndexError("a map longer than the bytes read")
         if n:
             types = b[pos]
             pos += 1
