@@ -204,3 +204,19 @@ def test_a_bomb_costs_kilobytes_of_memory_not_gigabytes(tmp_path: Path) -> None:
         )
         assert "decompression bomb" in err
         assert peak < 300 << 20, (name, peak)
+
+
+def test_a_junk_header_in_one_leaf_does_not_end_the_other_leaves_checks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A leaf nobody reads may hold junk where its first page header should be: pyarrow reads
+    only the columns asked for. The pages of the leaves after it are still checked (they were
+    not: the check stopped at the first header it could not read)."""
+    monkeypatch.setattr(parquet_read, "MAX_PAGE_BYTES", 1 << 16)
+    table = pa.table({"junk": ["j"] * (1 << 15), "x": pa.array(np.zeros(1 << 15))})
+    data = bytearray(_bytes(table, use_dictionary=False, compression="zstd",
+                            data_page_size=1 << 20))
+    junk = pq.ParquetFile(io.BytesIO(bytes(data))).metadata.row_group(0).column(0)
+    data[junk.data_page_offset : junk.data_page_offset + 8] = b"\xff" * 8
+    with pytest.raises(BombError, match=r"column 'x': a page decompresses to .*MAX_PAGE_BYTES"):
+        read_parquet(bytes(data), columns=["x"])

@@ -320,7 +320,10 @@ def _check_pages(source: Source, meta: pq.FileMetaData) -> None:
                 while pos < end:
                     got = _read_header(f, pos, end - pos)
                     if got is None:
-                        return  # not a page header: pyarrow refuses the file as it reads it
+                        # Not a page header: pyarrow refuses this leaf if it reads it. The
+                        # other leaves' pages are still checked: pyarrow reads only the columns
+                        # asked for, so junk may stand in a leaf nobody reads.
+                        break
                     size, compressed, length, values = got
                     if values >= 0 and size > values * (MAX_VALUE_BYTES + 16) + 4096:
                         raise BombError(
