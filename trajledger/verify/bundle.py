@@ -54,7 +54,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from .bundle_index import CHECKPOINT_NAME, INDEX_NAME, BundleIndex, Terms, check_member_name
-from .bundle_stream import BLOCK, LIMIT, SMALL_KINDS, Bounded, Limits, open_zstd, tar_headers
+from .bundle_stream import BLOCK, SMALL_KINDS, Bounded, Limits, open_zstd, tar_headers
 from .checkpoint import Checkpoint, verify_checkpoint
 from .digest import digest_bytes, parse_digest
 from .errors import DigestMismatchError, FormatError, ProofError, ProvenanceError, SignatureError
@@ -175,7 +175,7 @@ class BundleEvidence:
         if check_member_name(name)[0] != "index":
             raise FormatError(f"{here}: the first member must be {INDEX_NAME}")
         if size > limits.index:
-            raise FormatError(f"{here}: {size} bytes, limit {limits.index} (Limits.index){LIMIT}")
+            raise FormatError(f"{here}: {size} bytes, limit {limits.index}")
         index = self._read_index(stream.exact(size, here), limits, what)
         stream.exact(-size % BLOCK, here)
         # Objects go to disk: refuse before writing any when they cannot fit.
@@ -243,8 +243,9 @@ class BundleEvidence:
         except FormatError as e:
             raise FormatError(f"{what}: member {e}") from e
         if len(index.members) + 1 > limits.members:
-            raise FormatError(f"{what}: {INDEX_NAME} lists {len(index.members)} members, limit "
-                              f"{limits.members} (Limits.members){LIMIT}")
+            raise FormatError(
+                f"{what}: {INDEX_NAME} lists {len(index.members)} members, limit {limits.members}"
+            )
         total = sum(m.size for m in index.members)
         if total > limits.total:
             raise FormatError(

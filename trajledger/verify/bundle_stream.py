@@ -32,10 +32,6 @@ SMALL_KINDS = ("checkpoint", "entry", "proof", "consistency", "range", "policy",
 """The kinds of member (`verify.bundle_index.check_member_name`) held in memory, each under
 its kind's cap (`Limits.cap`); objects stream to disk."""
 _PAX_KEYS = frozenset({"path", "size"})
-# Said of `Limits.index` and `Limits.members` when a bundle exceeds them (no option of the
-# command lines raises them; ``Limits(...)`` given to `verify.bundle.BundleEvidence.open` or
-# ``ledger.exchange.import_bundle`` does). A comment, not a docstring: the core's line cap.
-LIMIT = ": the default fits a lineage of 10,000 batches (schemas/bundle.v1.md, Reading)"
 
 
 @dataclass(frozen=True)
@@ -45,11 +41,8 @@ class Limits:
     Attributes:
         total: uncompressed bytes of the whole tar stream (default 64 GiB).
         member: bytes of any one member (default 64 GiB).
-        members: number of members (default 80,000).
-        index: bytes of ``bundle.json`` (default 16 MiB). Both fit a lineage of 10,000
-            batches, ten times the project's largest measured one (schemas/bundle.v1.md,
-            "Reading"); parsing an index takes about 7 times its bytes in memory, so a hostile
-            one at this cap costs about 160 MB to refuse (it cost 470 MB at 64 MiB).
+        members: number of members.
+        index: bytes of ``bundle.json``.
         small: bytes of a checkpoint, a proof or a policy (held in memory).
         memory: bytes of all members but objects together (entries, proofs, policies, the
             checkpoint: they are held in memory; objects go to disk).
@@ -58,8 +51,8 @@ class Limits:
 
     total: int = 64 << 30
     member: int = 64 << 30
-    members: int = 80_000
-    index: int = 16 << 20
+    members: int = 1_000_000
+    index: int = 64 << 20
     small: int = 1 << 20
     memory: int = 1 << 30
     pax: int = 1 << 16

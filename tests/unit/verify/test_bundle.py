@@ -435,42 +435,6 @@ def test_index_declaring_more_than_the_limits_is_refused(world: World, tmp_path:
         open_(world.bundle, limits=Limits(memory=1000))
 
 
-def test_an_index_over_the_default_caps_is_refused_naming_the_limit(
-    world: World, tmp_path: Path
-) -> None:
-    """Review left22, finding 4 (rev17 and redo15 "Left"): a ``bundle.json`` of 64 MiB listing
-    370,000 members took 470 MB and 4-5 CPU-s to refuse (parsing it takes about 7 times its
-    bytes). The defaults are now what a lineage of 10,000 batches needs: an index over 16 MiB
-    is refused from its tar header, before a byte of it is read, naming the limit and what it
-    fits; one listing more members than the limit likewise, after its parse."""
-    big = (16 << 20) + 1
-    bad = pack(tmp_path / "b.tar.zst", [("bundle.json", b" " * big), *world.members[1:]])
-    with pytest.raises(FormatError, match=(
-            rf"member bundle\.json: {big} bytes, limit {16 << 20} \(Limits\.index\): the "
-            r"default fits a lineage of 10,000 batches \(schemas/bundle\.v1\.md, Reading\)$")):
-        open_(bad)
-    n = len(world.members) - 1
-    with pytest.raises(FormatError, match=(
-            rf"bundle\.json lists {n} members, limit {n} \(Limits\.members\): the default fits")):
-        open_(world.bundle, limits=Limits(members=n))
-
-
-def test_the_default_caps_fit_a_lineage_of_ten_thousand_batches() -> None:
-    """The arithmetic of schemas/bundle.v1.md "Reading": a batch brings 7 members (its log
-    entry, inclusion proof, envelope, manifest and three data files), each listed in at most
-    191 bytes (an object's name and digest, the largest size), and its terms (at most 256
-    bytes with the usual licence, consent and retention strings). Without its data (``export
-    --no-data``) it brings 4 members and 3 omitted digests of 74 bytes: less."""
-    from trajledger.verify.bundle_index import canonical_bytes
-
-    longest = len(canonical_bytes({"name": "objects/sha256/" + "f" * 64, "sha256": "f" * 64,
-                                   "size": 2**53 - 1})) + 1  # (and its comma)
-    assert longest == 191
-    batches = 10_000
-    assert Limits().members >= 7 * batches
-    assert Limits().index >= batches * (7 * longest + 256) > batches * (4 * longest + 3 * 74)
-
-
 def test_member_hash_mismatch_is_refused(world: World, tmp_path: Path) -> None:
     name = world.named("entries/")
     bad = pack(tmp_path / "b.tar.zst", changed(world.members, name, flip))
