@@ -19,6 +19,8 @@ import click
 
 from .clikit import (
     JSON_OPTION,
+    NEW_NAME,
+    NEW_VERSION,
     Context,
     Group,
     emit_json,
@@ -50,7 +52,8 @@ INPUT_FORMATS = (
 """The input formats (``ledger.rollouts.FORMATS``), listed here so --help loads no pyarrow."""
 
 VERSION_OPTION = click.option(
-    "--version", "version", required=True, help="Version string; NAME@VERSION is immutable."
+    "--version", "version", required=True, type=NEW_VERSION,
+    help="Version string; NAME@VERSION is immutable.",
 )
 
 
@@ -69,7 +72,7 @@ def env() -> None:
 
 
 @env.command("register")
-@click.argument("name")
+@click.argument("name", type=NEW_NAME)
 @VERSION_OPTION
 @click.option(
     "--file",
@@ -145,7 +148,7 @@ def evaluator() -> None:
 
 
 @evaluator.command("register")
-@click.argument("name")
+@click.argument("name", type=NEW_NAME)
 @VERSION_OPTION
 @click.option(
     "--kind",
@@ -469,7 +472,7 @@ def dataset() -> None:
 
 
 @dataset.command("create")
-@click.argument("name")
+@click.argument("name", type=NEW_NAME)
 @VERSION_OPTION
 @click.option(
     "--split",

@@ -138,6 +138,25 @@ class KeyName(_StrParam):
             self.fail(str(e).removeprefix("key name "), param, ctx)
 
 
+class RecordName(_StrParam):
+    """A new record's NAME or VERSION (`names.check_name`): one off the grammar is a usage
+    error (exit 2) saying the grammar, before the ledger is opened or anything is signed."""
+
+    def __init__(self, *, version: bool = False) -> None:
+        """A name type; ``version`` for a version (at most `names.VERSION_MAX` long)."""
+        self.name = "version" if version else "name"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        """Check the value against the grammar."""
+        from .names import NAME_MAX, VERSION_MAX, check_name
+
+        try:
+            return check_name(str(value), self.name,
+                              VERSION_MAX if self.name == "version" else NAME_MAX)
+        except FormatError as e:
+            self.fail(str(e), param, ctx)
+
+
 MANAGED = ("ledger.toml", "log", "log-key", "keys", "objects", "index", "tmp")
 """What a ledger directory holds of its own (beside files a user keeps there: a policy.toml)."""
 
@@ -215,6 +234,8 @@ class VKey(_StrParam):
 
 DURATION = Duration()
 KEY_NAME = KeyName()
+NEW_NAME = RecordName()
+NEW_VERSION = RecordName(version=True)
 VKEY = VKey()
 OUT_PATH = OutPath()
 OUT_PATH_OR_URI = OutPath(uri=True)

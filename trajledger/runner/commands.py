@@ -14,6 +14,8 @@ import click
 from trajledger.ledger.clikit import (
     DURATION,
     JSON_OPTION,
+    NEW_NAME,
+    NEW_VERSION,
     OUT_PATH,
     Context,
     Group,
@@ -544,10 +546,10 @@ def admit(
 @click.option("--seed", type=int, help="Training seed [default: 0]; plug-ins only.")
 @click.option("--parent", help="Parent checkpoint (recorded in the provenance; a COMMAND gets "
               "its files in $TRAJLEDGER_PARENT_DIR).")
-@click.option("--name", help="Checkpoint name (required with a COMMAND; default "
-              "<dataset>-<trainer>).")
-@click.option("--version", "version", help="Checkpoint version (required with a COMMAND; default "
-              "seed<N>-<random>).")
+@click.option("--name", type=NEW_NAME, help="Checkpoint name (required with a COMMAND; "
+              "default <dataset>-<trainer>).")
+@click.option("--version", "version", type=NEW_VERSION, help="Checkpoint version (required "
+              "with a COMMAND; default seed<N>-<random>).")
 @click.option(
     "--output",
     type=click.Path(file_okay=False, path_type=Path),

@@ -216,7 +216,9 @@ def check_name_free(ledger: LedgerHome, name: str, version: str) -> None:
         LedgerError: it is.
     """
     from trajledger.ledger.catalog import Catalog, RefError
+    from trajledger.ledger.names import check_new
 
+    check_new(ledger.trust_state(), "checkpoint", name, version)
     ref = f"{name}@{version}"
     try:
         item = Catalog(ledger).resolve(ref, {"checkpoint"})

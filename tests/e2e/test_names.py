@@ -1,0 +1,149 @@
+"""The names and versions of new records (the outside check of 2026-12-04, eleventh round: rev22).
+
+A new environment, evaluator, dataset or checkpoint is named and versioned by one grammar
+(`trajledger.ledger.names`, schemas/SPEC.md "Names and versions"): off it is a usage error,
+exit 2, one line saying the grammar, before the ledger is opened or anything is signed. A name
+equal to a recorded one but for letter case is refused (exit 1). Records already in a log keep
+the name they were signed with and still verify. docs/SECURITY.md, "Review of 2026-12-04,
+eleventh round (rev22)".
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import testkit
+from testkit import new_runner
+
+from trajledger.ledger import artifacts, clikit
+from trajledger.runner.cli import main
+
+GRAMMAR = "[A-Za-z0-9][A-Za-z0-9._-]{0,"
+
+HOSTILE = [
+    "cartpole\u2010train",  # U+2010 HYPHEN: looks like cartpole-train
+    "c\u0430rtpole-train",  # a Cyrillic a
+    "../x", "a/b", "/etc/x", "..", ".hidden", "_x", "x" * 5000,
+    "a\u202eb", "a\nb", "a\x1bb", "", " a", "a b",
+    "a+b", "ORIGIN+cartpole",  # '+' follows an origin
+    "a@b",  # '@' ends a name
+    "x" * 129,
+]
+
+COMMANDS = {
+    "env": ["env", "register", "{name}", "--version", "{version}", "--gym-id", "CartPole-v1",
+            "--key", "vendor"],
+    "evaluator": ["evaluator", "register", "{name}", "--version", "{version}", "--kind",
+                  "deterministic", "--key", "vendor"],
+    "dataset": ["dataset", "create", "{name}", "--version", "{version}", "--split", "train",
+                "--batch", "{batch}", "--key", "vendor"],
+    "checkpoint": ["train", "--dataset", "cartpole-train@1", "--key", "trainer", "--name",
+                   "{name}", "--version", "{version}", "--", "python", "-c", "pass"],
+}
+
+
+def run(home: Path, *args: str | Path) -> tuple[int, str]:
+    r = new_runner().invoke(main, ["--ledger", str(home), *map(str, args)])
+    assert "Traceback" not in r.output, r.output
+    return r.exit_code, r.output
+
+
+def stdout(home: Path, *args: str) -> str:
+    r = new_runner().invoke(main, ["--ledger", str(home), *args])
+    assert r.exit_code == 0, r.output
+    return r.stdout
+
+
+def log_size(home: Path) -> int:
+    return int(json.loads(stdout(home, "log", "info", "--json"))["size"])
+
+
+@pytest.fixture(scope="module")
+def home(quickstart_template: testkit.Template[str], tmp_path_factory: pytest.TempPathFactory
+         ) -> Path:
+    return testkit.copy_template(quickstart_template, tmp_path_factory.mktemp("names") / "q")
+
+
+def argv(home: Path, kind: str, name: str, version: str) -> list[str]:
+    shown = stdout(home, "log", "show", "--json").splitlines()
+    batch = next(e["subject"] for e in map(json.loads, shown) if e["kind"] == "rollout-batch")
+    return [a.format(name=name, version=version, batch=batch) if a.startswith("{") else a
+            for a in COMMANDS[kind]]
+
+
+@pytest.mark.parametrize("kind", sorted(COMMANDS))
+@pytest.mark.parametrize("where", ["name", "version"])
+def test_a_new_name_or_version_off_the_grammar_is_a_usage_error(
+    home: Path, kind: str, where: str
+) -> None:
+    """Before, ``dataset create`` recorded ``cartpole‐train`` (U+2010, beside the quickstart's
+    ``cartpole-train``), ``../x``, ``a/b`` and 5,000 ``x``s with exit 0, and refused a control
+    character or an empty name only when it came to record it (exit 1)."""
+    size = log_size(home)
+    for value in HOSTILE:
+        name, version = (value, "7") if where == "name" else (f"fresh-{kind}", value)
+        code, out = run(home, *argv(home, kind, name, version))
+        assert code == 2, (value, out)
+        assert GRAMMAR in out and out.count("\nError:") == 1, (value, out)
+        if len(value) > 80:
+            assert len(out) < 1000, out  # the value is cut, not printed whole
+    assert log_size(home) == size
+
+
+def test_the_longest_names_of_the_grammar_are_recorded(home: Path) -> None:
+    """The grammar's edges: 128 characters of name, 64 of version, every character it has."""
+    name = "A9._-" + "z" * 123
+    code, out = run(home, *argv(home, "env", name, "1._-Z" + "0" * 59))
+    assert code == 0, out
+    code, out = run(home, "verify", f"{name}@1._-Z" + "0" * 59)
+    assert code == 0, out
+
+
+@pytest.mark.parametrize(("kind", "name", "version", "twin"), [
+    ("dataset", "Cartpole-train", "9", "dataset cartpole-train"),
+    ("env", "CARTPOLE", "1", "environment cartpole"),
+    ("evaluator", "Cartpole", "5", "environment cartpole"),  # another kind: one name to people
+    ("checkpoint", "CartPole-BC", "3", "checkpoint cartpole-bc"),
+    ("env", "cartpole", "V1", None),  # no letter in '1': another version
+])
+def test_a_name_equal_to_a_recorded_one_but_for_case_is_refused(
+    home: Path, kind: str, name: str, version: str, twin: str | None
+) -> None:
+    """``Cartpole-train`` beside ``cartpole-train``: a reviewer reads one for the other, and
+    they are one file name on macOS's file system. Before, recorded (exit 0)."""
+    size = log_size(home)
+    code, out = run(home, *argv(home, kind, name, version))
+    if twin is None:
+        assert code == 0, out
+        return
+    assert code == 1, out
+    assert f"{twin} is recorded" in out and "but for letter case" in out, out
+    assert log_size(home) == size
+
+
+def test_a_version_equal_to_a_recorded_one_but_for_case_is_refused(home: Path) -> None:
+    code, out = run(home, *argv(home, "env", "shop", "v1"))
+    assert code == 0, out
+    code, out = run(home, *argv(home, "env", "shop", "V1"))
+    assert code == 1 and "environment shop@v1 is recorded" in out, out
+
+
+def test_an_older_record_named_off_the_grammar_still_verifies(
+    quickstart_template: testkit.Template[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger from before the grammar (or another vendor's, imported) holds names it would
+    now refuse: they are found, shown and verified as they were signed."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "q")
+    monkeypatch.setattr(artifacts, "check_new", lambda *_a: None)
+    monkeypatch.setattr(clikit.RecordName, "convert", lambda _self, value, *_a: value)
+    for name in ("cartpole\u2010train", "a/b", "Cartpole"):
+        code, out = run(home, *argv(home, "env", name, "1"))
+        assert code == 0, out
+    monkeypatch.undo()
+    for name in ("cartpole\u2010train", "a/b", "Cartpole"):
+        for args in (["verify", f"{name}@1"], ["show", f"{name}@1"],
+                     ["lineage", f"{name}@1", "--format", "mermaid"]):
+            code, out = run(home, *args)
+            assert code == 0, (args, out)

@@ -1,0 +1,73 @@
+"""The one grammar of the names and versions a new record is given.
+
+Scope: `check_name` (a NAME or a VERSION of an environment, evaluator, dataset or checkpoint
+this ledger records, and a key's name), `GRAMMAR` (what it says when it refuses), and
+`check_new` (that, and no recorded name or version the new one equals but for letter
+case). Names are what people
+approve and audit by (``approve cartpole-train@1``): a new one is ASCII letters, digits,
+``.``, ``_`` and ``-``, starting with a letter or digit, so that it cannot pass for another
+(``cartpole‐train`` with U+2010), become a path (``../x``, ``a/b``), hold a control character or
+clash with the reference syntax (``@`` ends a name, ``+`` follows an origin: ``ORIGIN+NAME@V``).
+Non-scope: records already in a log, this ledger's older ones and another vendor's imported
+ones: they keep the name they were signed with and still verify (the verifier never judges a
+name); where they are shown, they are escaped (`verify.report`) and an import warns of
+look-alikes (`record.lookalike`). Batch names (unversioned, ``rollouts-ENV@V-seedN``) and
+the subject names of ``record`` / ``sign`` / ``attest`` (a file's name) keep
+`record.check_subject_name`.
+Spec: ``schemas/SPEC.md`` ("Names and versions").
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from trajledger.verify.errors import FormatError, PolicyError
+from trajledger.verify.report import HIDDEN
+
+if TYPE_CHECKING:
+    from .trust_index import TrustIndex
+
+__all__ = ["GRAMMAR", "NAME_MAX", "VERSION_MAX", "check_name", "check_new"]
+
+NAME_MAX = 128
+VERSION_MAX = 64
+GRAMMAR = ("1-{n} ASCII letters, digits, '.', '_' or '-', starting with a letter or digit "
+           "([A-Za-z0-9][A-Za-z0-9._-]{{0,{m}}})")
+_FIRST, _REST = "A-Za-z0-9", "A-Za-z0-9._-"
+
+
+def check_name(value: str, what: str, longest: int = NAME_MAX) -> str:
+    """``value`` if it is a new record's name (or version, with ``longest=VERSION_MAX``).
+
+    Raises:
+        FormatError: one line: ``what``, the value (escaped: `ascii`), and the grammar.
+    """
+    if not re.fullmatch(f"[{_FIRST}][{_REST}]{{0,{longest - 1}}}", value):
+        shown = (ascii(value) if len(value) <= 80
+                 else f"{value[:40]!a}... ({len(value)} characters)")
+        raise FormatError(f"{what} {shown}: use {GRAMMAR.format(n=longest, m=longest - 1)}")
+    return value
+
+
+def check_new(state: TrustIndex, kind: str, name: str, version: str) -> None:
+    """Refuse a new record's ``name`` and ``version`` off the grammar, or one that differs
+    from a recorded name (any kind, this ledger's or imported), or a recorded version of that
+    name, only in letter case (``Cartpole-train`` beside ``cartpole-train``: one would pass
+    for the other in a listing, and they are one directory on a case-insensitive file system).
+
+    Raises:
+        FormatError: off the grammar.
+        PolicyError: a twin in letter case is recorded.
+    """
+    check_name(name, f"{kind} name")
+    check_name(version, f"{kind} version", VERSION_MAX)
+    for r in state.by_folded_name(name):
+        other_version = r.version != version and r.version.lower() == version.lower()
+        twin = r.name if r.name != name else f"{name}@{r.version}" if other_version else None
+        if twin is not None:
+            raise PolicyError(
+                f"{kind} {name}@{version}: {r.kind} {twin.translate(HIDDEN)} is recorded (log "
+                f"index {r.index}), the same name but for letter case; use that spelling or "
+                "another name"
+            )
