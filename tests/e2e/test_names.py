@@ -11,12 +11,16 @@ eleventh round (rev22)".
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import testkit
 from testkit import new_runner
 
+from trajledger import Ledger
 from trajledger.ledger import artifacts, clikit
 from trajledger.runner.cli import main
 
@@ -58,6 +62,15 @@ def stdout(home: Path, *args: str) -> str:
 
 def log_size(home: Path) -> int:
     return int(json.loads(stdout(home, "log", "info", "--json"))["size"])
+
+
+@contextmanager
+def off_the_grammar() -> Iterator[None]:
+    """Record as a ledger from before the grammar did (or another vendor's software does)."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(artifacts, "check_new", lambda *_a: None)
+        m.setattr(clikit.RecordName, "convert", lambda _self, value, *_a: value)
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -131,19 +144,77 @@ def test_a_version_equal_to_a_recorded_one_but_for_case_is_refused(home: Path) -
 
 
 def test_an_older_record_named_off_the_grammar_still_verifies(
-    quickstart_template: testkit.Template[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    quickstart_template: testkit.Template[str], tmp_path: Path
 ) -> None:
     """A ledger from before the grammar (or another vendor's, imported) holds names it would
     now refuse: they are found, shown and verified as they were signed."""
     home = testkit.copy_template(quickstart_template, tmp_path / "q")
-    monkeypatch.setattr(artifacts, "check_new", lambda *_a: None)
-    monkeypatch.setattr(clikit.RecordName, "convert", lambda _self, value, *_a: value)
-    for name in ("cartpole\u2010train", "a/b", "Cartpole"):
-        code, out = run(home, *argv(home, "env", name, "1"))
-        assert code == 0, out
-    monkeypatch.undo()
+    with off_the_grammar():
+        for name in ("cartpole\u2010train", "a/b", "Cartpole"):
+            code, out = run(home, *argv(home, "env", name, "1"))
+            assert code == 0, out
     for name in ("cartpole\u2010train", "a/b", "Cartpole"):
         for args in (["verify", f"{name}@1"], ["show", f"{name}@1"],
                      ["lineage", f"{name}@1", "--format", "mermaid"]):
             code, out = run(home, *args)
             assert code == 0, (args, out)
+
+
+def test_the_nastiest_name_a_log_can_carry_is_escaped_in_every_lineage_format(
+    quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """An older or imported record's name may hold what ends a mermaid label (``"]``, ``-->``),
+    a dot string (``"``, a last ``\\``) or opens an HTML tag: a guard (sound on main too)."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "q")
+    name = 'e"]-->x<b>&#;\\'
+    with off_the_grammar():
+        assert run(home, *argv(home, "env", name, "1"))[0] == 0
+    out = {f: stdout(home, "lineage", f"{name}@1", "--format", f)
+           for f in ("mermaid", "dot", "html", "json")}
+    assert 'e#quot;]--#gt;x#lt;b#gt;#38;#35;;\\@1' in out["mermaid"], out["mermaid"]
+    assert not any('"]' in line.split('["', 1)[1].removesuffix('"]')
+                   for line in out["mermaid"].splitlines() if '["' in line), out["mermaid"]
+    assert 'label="environment\\ne\\"]-->x<b>&#;\\\\@1' in out["dot"], out["dot"]
+    assert "x<b>" not in out["html"] and "e&quot;]--&gt;x&lt;b&gt;&amp;#;\\@1" in out["html"]
+    assert json.loads(out["json"])["nodes"][1]["name"] == name
+
+
+def test_a_buyer_is_warned_of_an_imported_name_off_the_grammar_or_a_twin_in_case(
+    quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """A vendor's software signs names this one refuses: ``cartpole‐train`` (U+2010) reads as
+    the vendor's ``cartpole-train`` in every listing, and ``CARTPOLE`` as ``cartpole``. The
+    buyer takes them in as signed (they verify), warned once each, the name escaped so the
+    difference shows. Before, imported without a word (`record.lookalike` sees one script)."""
+    vendor = testkit.copy_template(quickstart_template, tmp_path / "vendor")
+    with off_the_grammar():
+        for name in ("cartpole\u2010train", "CARTPOLE"):
+            assert run(vendor, *argv(vendor, "env", name, "1"))[0] == 0
+    buyer = tmp_path / "buyer"
+    assert run(buyer, "init", "--origin", "buyer/log")[0] == 0
+    (buyer / "trust").mkdir()
+    for k in ("b1", "b2"):
+        assert run(buyer, "key", "new", k, "--no-encrypt")[0] == 0
+    for p in [*(vendor / "keys").glob("*.pub"), *(buyer / "keys").glob("b*.pub")]:
+        shutil.copy(p, buyer / "trust" / p.name)
+    vkeys = f'"{Ledger.open(vendor).log.vkey}", "{Ledger.open(buyer).log.vkey}"'
+    (buyer / "policy.toml").write_text(testkit.BUYER_POLICY.format(vkeys=vkeys))
+    warned = []
+    for ref in ("cartpole@1", "cartpole\u2010train@1", "CARTPOLE@1"):
+        bundle = tmp_path / f"{len(warned)}.tar.zst"
+        assert run(vendor, "export", ref, "--out", bundle)[0] == 0
+        code, out = run(buyer, "import", bundle, "--policy", buyer / "policy.toml",
+                        "--key", "b1", "--key", "b2")
+        assert code == 0, out
+        warned.append([line for line in out.splitlines() if line.startswith("WARNING: imp")])
+    assert warned[0] == [], warned
+    assert len(warned[1]) == 1 and warned[1][0].startswith(
+        "WARNING: imported environment 'cartpole\\u2010train'@'1' is off the grammar of this "
+        "ledger's names ([A-Za-z0-9][A-Za-z0-9._-]{0,127}, a version {0,63}): it may pass for "
+        "another name; refer to it by its digest sha256:"), warned
+    assert len(warned[2]) == 1 and warned[2][0].startswith(
+        "WARNING: imported environment 'CARTPOLE'@'1' differs from the recorded name "
+        "'cartpole' only in letter case; refer to it by its digest sha256:"), warned
+    for ref in ("cartpole\u2010train@1", "CARTPOLE@1"):
+        code, out = run(buyer, "verify", ref, "--policy", buyer / "policy.toml")
+        assert code == 0, out

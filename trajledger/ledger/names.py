@@ -28,12 +28,13 @@ from trajledger.verify.report import HIDDEN
 if TYPE_CHECKING:
     from .trust_index import TrustIndex
 
-__all__ = ["GRAMMAR", "NAME_MAX", "VERSION_MAX", "check_name", "check_new"]
+__all__ = ["GRAMMAR", "NAME_MAX", "VERSION_MAX", "check_name", "check_new", "imported_problem"]
 
 NAME_MAX = 128
 VERSION_MAX = 64
+_FORM = "[A-Za-z0-9][A-Za-z0-9._-]{{0,{m}}}"
 GRAMMAR = ("1-{n} ASCII letters, digits, '.', '_' or '-', starting with a letter or digit "
-           "([A-Za-z0-9][A-Za-z0-9._-]{{0,{m}}})")
+           f"({_FORM})")
 _FIRST, _REST = "A-Za-z0-9", "A-Za-z0-9._-"
 
 
@@ -71,3 +72,20 @@ def check_new(state: TrustIndex, kind: str, name: str, version: str) -> None:
                 f"index {r.index}), the same name but for letter case; use that spelling or "
                 "another name"
             )
+
+
+def imported_problem(state: TrustIndex, name: str, version: str) -> str:
+    """Why an imported record's ``name`` and ``version`` could mislead a reader of this
+    ledger, or ``""``: off the grammar (``cartpole‐train`` with U+2010, which no listing tells
+    from ``cartpole-train``), or equal to another recorded name but for letter case. The
+    record is another log's, signed as it is: it is kept, and the caller warns."""
+    try:
+        check_name(name, "name")
+        check_name(version, "version", VERSION_MAX)
+    except FormatError:
+        return (f"is off the grammar of this ledger's names ({_FORM.format(m=NAME_MAX - 1)}, "
+                f"a version {{0,{VERSION_MAX - 1}}}): it may pass for another name")
+    twin = next((r.name for r in state.by_folded_name(name) if r.name != name), None)
+    if twin is None:
+        return ""
+    return f"differs from the recorded name {twin.translate(HIDDEN)!r} only in letter case"
