@@ -41,7 +41,7 @@ import click
 import pytest
 import testkit
 
-from trajledger.ledger.clikit import OutPath, RecordName, VKey
+from trajledger.ledger.clikit import KeyName, OutPath, RecordName, VKey
 from trajledger.runner.cli import main
 
 SKIP = {
@@ -245,6 +245,8 @@ def per_command() -> dict[tuple[str, ...], list[Case]]:
 CASES = per_command()
 NEW_NAMES = {(path, p.name) for path, cmd in leaves() for p in cmd.params
              if isinstance(p.type, RecordName)}
+KEY_NAMES = {(path, p.name) for path, cmd in leaves() for p in cmd.params
+             if isinstance(p.type, KeyName)}
 
 
 class Ledger:
@@ -328,6 +330,8 @@ def check(case: Case, argv: list[str], code: int, stdout: str, stderr: str,
     accepted = (" ".join(case.command), case.param, case.value) in ACCEPTED
     if (case.command, case.param) in NEW_NAMES:
         assert code == 2 and "[A-Za-z0-9][A-Za-z0-9._-]{0," in stderr, where
+    if (case.command, case.param) in KEY_NAMES and case.value != "nosuch":  # (rev22)
+        assert code == 2 and "use 1-64 letters, digits" in stderr, where
     assert code in ((0, 1, 2, 3) if accepted else (1, 2, 3)), where
     if "--json" in argv and stdout.strip():
         documents = stdout.splitlines() if case.command in JSON_LINES else [stdout]

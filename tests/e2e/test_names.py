@@ -218,3 +218,40 @@ def test_a_buyer_is_warned_of_an_imported_name_off_the_grammar_or_a_twin_in_case
     for ref in ("cartpole\u2010train@1", "CARTPOLE@1"):
         code, out = run(buyer, "verify", ref, "--policy", buyer / "policy.toml")
         assert code == 0, out
+
+
+KEY_OPTIONS = {"key", "keys", "key_name", "key_names", "cosign_key", "evaluator_key",
+               "unseal_key"}
+NOT_A_KEY_NAME = {(("export",), "key"): "a key name or a keyid (the signature to export)"}
+
+
+def test_every_key_option_takes_a_key_name() -> None:
+    """``--key ../vendor`` was refused only when the key was loaded, as an operational error
+    (exit 3, after the ledger was opened); ``key new`` alone checked the name as a usage error.
+    Every option naming a key of the ledger now has the key name's type (exit 2)."""
+    import click
+
+    def leaves(cmd: click.Command, path: tuple[str, ...] = ()) -> Iterator[
+            tuple[tuple[str, ...], click.Command]]:
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                yield from leaves(sub, (*path, name))
+        else:
+            yield path, cmd
+
+    untyped = [(path, p.name) for path, cmd in leaves(main) for p in cmd.params
+               if p.name in KEY_OPTIONS and (path, p.name) not in NOT_A_KEY_NAME
+               and not isinstance(p.type, clikit.KeyName)]
+    assert untyped == [], untyped
+    assert len([1 for _, cmd in leaves(main) for p in cmd.params if p.name in KEY_OPTIONS]) > 20
+
+
+def test_a_key_name_that_is_a_path_is_a_usage_error(home: Path) -> None:
+    size = log_size(home)
+    for args in (argv(home, "dataset", "d9", "1"), ["approve", "cartpole-train@1"],
+                 ["attest", home / "policy.toml"], ["revoke", "cartpole@1", "--reason", "x"]):
+        for key in ("../vendor", "a/b", ""):
+            args = [a for a in args if a not in ("--key", "vendor")]
+            code, out = run(home, *args, "--key", key)
+            assert code == 2 and "use 1-64 letters, digits" in out, (args, out)
+    assert log_size(home) == size

@@ -229,7 +229,7 @@ def key_export(ctx: Context, name: str, as_json: bool) -> None:
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--key", "key_name", required=True, help="Name of the signing key.")
+@click.option("--key", "key_name", required=True, type=KEY_NAME, help="Name of the signing key.")
 @click.option(
     "--out",
     required=True,

@@ -19,6 +19,7 @@ import click
 
 from .clikit import (
     JSON_OPTION,
+    KEY_NAME,
     OUT_PATH_OR_URI,
     Context,
     bundle_file,
@@ -406,6 +407,7 @@ def _export_interop(
     "keys",
     multiple=True,
     required=True,
+    type=KEY_NAME,
     help="Approver key signing the import record (repeat up to the approver threshold).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the verification report as JSON.")

@@ -14,6 +14,7 @@ import click
 from trajledger.ledger.clikit import (
     DURATION,
     JSON_OPTION,
+    KEY_NAME,
     NEW_NAME,
     NEW_VERSION,
     OUT_PATH,
@@ -298,6 +299,7 @@ def _note_paths(file: Path, p: Any) -> None:
     "keys",
     multiple=True,
     required=True,
+    type=KEY_NAME,
     help="Approver key signing the policy (repeat up to the threshold); producer keys for a "
     "policy without approvers.",
 )
@@ -407,7 +409,7 @@ def policy_show(ctx: Context, as_json: bool) -> None:
 
 @click.command()
 @click.argument("ref")
-@click.option("--key", required=True, help="Approver key.")
+@click.option("--key", required=True, type=KEY_NAME, help="Approver key.")
 @click.option(
     "--purpose", default="train", show_default=True, help="What the data is approved for."
 )
@@ -439,7 +441,7 @@ def approve(
 
 @click.command()
 @click.argument("ref")
-@click.option("--key", required=True, help="Producer or approver key.")
+@click.option("--key", required=True, type=KEY_NAME, help="Producer or approver key.")
 @click.option("--reason", required=True, help="Why it must no longer be used.")
 @JSON_OPTION
 @pass_ctx
@@ -457,7 +459,7 @@ def revoke(ctx: Context, ref: str, key: str, reason: str, as_json: bool) -> None
 
 @click.command()
 @click.argument("ref")
-@click.option("--key", required=True, help="Producer or approver key.")
+@click.option("--key", required=True, type=KEY_NAME, help="Producer or approver key.")
 @click.option(
     "--reason",
     required=True,
@@ -561,7 +563,7 @@ def admit(
               "with the checkpoint (trajledger-run/*.log); without it only their digests are "
               "recorded (logs can hold secrets).")
 @POLICY_OPTION
-@click.option("--key", required=True, help="Trainer key.")
+@click.option("--key", required=True, type=KEY_NAME, help="Trainer key.")
 @JSON_OPTION
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARGS]...]")
 @pass_ctx
@@ -728,7 +730,7 @@ def _read_config(path: Path) -> dict[str, Any]:
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0, max=SEED_MAX),
               help="Seed of the first episode (the next get the next seeds).")
 @click.option("--max-steps", type=click.IntRange(min=1), help="Cut episodes at this many steps.")
-@click.option("--key", required=True, help="Producer key recording the rollouts.")
+@click.option("--key", required=True, type=KEY_NAME, help="Producer key recording the rollouts.")
 @ALLOW_ENV_MODULE_OPTION
 @JSON_OPTION
 @pass_ctx
