@@ -255,3 +255,27 @@ def test_a_key_name_that_is_a_path_is_a_usage_error(home: Path) -> None:
             code, out = run(home, *args, "--key", key)
             assert code == 2 and "use 1-64 letters, digits" in out, (args, out)
     assert log_size(home) == size
+
+
+def test_a_default_checkpoint_name_off_the_grammar_is_refused_before_training(
+    quickstart_template: testkit.Template[str], tmp_path: Path
+) -> None:
+    """``train`` with a plug-in names the checkpoint ``<dataset>-<trainer>`` by default: from
+    an older ledger's dataset ``café`` that is ``café-bc``, off the grammar. It is refused after
+    admission and before training, saying to give --name (not after training, at the record)."""
+    home = testkit.copy_template(quickstart_template, tmp_path / "q")
+    with off_the_grammar():
+        code, out = run(home, *argv(home, "dataset", "caf\u00e9", "1"))
+        assert code == 0, out
+    for key in ("approver-a", "approver-b"):
+        code, out = run(home, "approve", "caf\u00e9@1", "--key", key, "--purpose", "train")
+        assert code == 0, out
+    size = log_size(home)
+    code, out = run(home, "train", "--dataset", "caf\u00e9@1", "--key", "trainer")
+    assert code == 1, out
+    assert "checkpoint name 'caf\\xe9-bc': use 1-128 ASCII" in out, out
+    assert out.rstrip().endswith("; give --name and --version"), out
+    assert log_size(home) == size
+    code, out = run(home, "train", "--dataset", "caf\u00e9@1", "--key", "trainer",
+                    "--name", "cafe-bc", "--seed", "7")
+    assert code == 0, out
