@@ -279,3 +279,19 @@ def test_a_default_checkpoint_name_off_the_grammar_is_refused_before_training(
     code, out = run(home, "train", "--dataset", "caf\u00e9@1", "--key", "trainer",
                     "--name", "cafe-bc", "--seed", "7")
     assert code == 0, out
+
+
+def test_a_key_named_as_another_but_for_case_or_punctuation_is_refused(home: Path) -> None:
+    """``key new Vendor`` beside ``vendor`` (or ``approver_a`` beside ``approver-a``) was
+    written: two keys that read as one, one file on macOS, one TRAJLEDGER_PASSPHRASE_VENDOR."""
+    for name, twin in (("Vendor", "vendor"), ("approver_a", "approver-a"),
+                       ("TRAINER", "trainer"), ("approver.B", "approver-b")):
+        code, out = run(home, "key", "new", name, "--no-encrypt")
+        assert code == 3 and f"key {name}: key {twin} is in " in out, out
+        assert not (home / "keys" / f"{name}.pub").exists()
+    code, out = run(home, "key", "new", "vendor2", "--no-encrypt")
+    assert code == 0, out
+    code, out = run(home, "key", "new", "Vendor2", "--no-encrypt", "--alg", "x25519")
+    assert code == 0, out  # another folder: the evaluators' X25519 keys
+    code, out = run(home, "key", "new", "VENDOR2", "--no-encrypt", "--alg", "x25519")
+    assert code == 3 and "encryption key VENDOR2: key Vendor2 is in " in out, out
