@@ -295,3 +295,27 @@ def test_a_key_named_as_another_but_for_case_or_punctuation_is_refused(home: Pat
     assert code == 0, out  # another folder: the evaluators' X25519 keys
     code, out = run(home, "key", "new", "VENDOR2", "--no-encrypt", "--alg", "x25519")
     assert code == 3 and "encryption key VENDOR2: key Vendor2 is in " in out, out
+
+
+def test_a_policy_s_names_and_suites_reach_the_terminal_escaped(
+    home: Path, tmp_path: Path
+) -> None:
+    """``policy check FILE`` is how a reviewer reads a proposed policy: its name and its
+    release suites (``NAME@VERSION``) were printed as written, so an escape sequence cleared
+    the screen or repainted the lines before it, and U+202E reordered the line, on the
+    reviewer's terminal (click strips only colour codes, and only when not on a terminal)."""
+    policy = (home / "policy.toml").read_text()
+    trainer_pub = home / "keys" / "trainer.pub"
+    policy = policy.replace('name = "quickstart"', 'name = "quick\\u001b[2Jstart"').replace(
+        "serial = 1\n", "serial = 1\nformat = 2\n")
+    policy += (f'\n[roles.evaluator]\nkeys = ["{trainer_pub}"]\nthreshold = 1\n\n'
+               '[release]\napprovals = 1\n[[release.require]]\n'
+               'suite = "hold\\u001b[2J\\u001b[1AFORGED\\u202eout@1"\nmin = 0.5\n')
+    file = tmp_path / "proposed.toml"
+    file.write_text(policy)
+    r = new_runner().invoke(main, ["--ledger", str(home), "policy", "check", str(file)],
+                            color=True)  # as on a terminal: nothing stripped
+    assert r.exit_code == 0, r.output
+    assert "\x1b" not in r.output and "\u202e" not in r.output, ascii(r.output)
+    assert "policy quick\\u001b[2Jstart serial 1" in r.output, r.output
+    assert "success_rate on hold\\u001b[2J\\u001b[1AFORGED\\u202eout@1 >= 0.5" in r.output

@@ -123,7 +123,7 @@ def _describe(p: Any) -> list[str]:
         f"  max approval age {p.max_approval_age}s; "
         f"{len(p.allowed_predicate_types)} predicate type(s) allowed"
     )
-    return lines
+    return [visible(line) for line in lines]  # names, suites, reasons: the policy author's text
 
 
 _FORBIDS = {
@@ -337,7 +337,7 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool, as_js
     found = current_policy(ledger)
     lines, changed = membership_changes(found[1] if found is not None else None, new)
     for line in lines:
-        click.echo(line, err=True)
+        click.echo(visible(line), err=True)
     if changed and not yes:
         confirmed = interactive() and click.prompt(
             "These members change: type 'yes' to record the policy", default="", err=True,
