@@ -254,6 +254,8 @@ def test_a_key_name_that_is_a_path_is_a_usage_error(home: Path) -> None:
             args = [a for a in args if a not in ("--key", "vendor")]
             code, out = run(home, *args, "--key", key)
             assert code == 2 and "use 1-64 letters, digits" in out, (args, out)
+    code, out = run(home, "key", "export", "../keys/vendor")
+    assert code == 2 and "use 1-64 letters, digits" in out, out
     assert log_size(home) == size
 
 

@@ -211,7 +211,7 @@ def key_list(ctx: Context, as_json: bool) -> None:
 
 
 @key.command("export")
-@click.argument("name")
+@click.argument("name", type=KEY_NAME)
 @JSON_OPTION
 @pass_ctx
 def key_export(ctx: Context, name: str, as_json: bool) -> None:
