@@ -321,3 +321,18 @@ def test_a_policy_s_names_and_suites_reach_the_terminal_escaped(
     assert "\x1b" not in r.output and "\u202e" not in r.output, ascii(r.output)
     assert "policy quick\\u001b[2Jstart serial 1" in r.output, r.output
     assert "success_rate on hold\\u001b[2J\\u001b[1AFORGED\\u202eout@1 >= 0.5" in r.output
+
+
+def test_a_new_log_origin_off_the_grammar_is_a_usage_error(tmp_path: Path) -> None:
+    """A log's origin names it to people (``imported ... from ORIGIN+KEYHASH``): before,
+    ``init --origin`` took ``vendor‐example/log`` (U+2010) and ``../../x``, and refused a
+    control character only as the first checkpoint was signed (exit 1)."""
+    for i, origin in enumerate(["vendor\u2010example/log", "../../x", "/log", "a\x1bb", "",
+                                "a b", "a+b", "x" * 256]):
+        code, out = run(tmp_path / f"l{i}", "init", "--origin", origin)
+        assert code == 2 and "use 1-255 ASCII letters, digits, '.', '_', '-', '/' or ':'" in out, (
+            origin, out)
+        assert not (tmp_path / f"l{i}").exists()
+    for i, origin in enumerate(["vendor.example/log", "lab.example/log:2026_v-1", "x" * 255]):
+        code, out = run(tmp_path / f"ok{i}", "init", "--origin", origin)
+        assert code == 0, out

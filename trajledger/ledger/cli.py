@@ -18,6 +18,7 @@ from .clikit import (
     HOME_ENV,
     JSON_OPTION,
     KEY_NAME,
+    NEW_ORIGIN,
     OUT_PATH,
     Context,
     Group,
@@ -36,7 +37,8 @@ __all__ = ["COMMANDS"]
 
 @click.command()
 @click.option(
-    "--origin", help="Log origin (a unique name, no spaces); default: trajledger/<host>/<random>."
+    "--origin", type=NEW_ORIGIN, help="Log origin (a unique name: ASCII letters, digits, '.', "
+    "'_', '-', '/', ':'); default: trajledger/<host>/<random>."
 )
 @click.option(
     "--store",

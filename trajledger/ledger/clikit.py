@@ -139,18 +139,21 @@ class KeyName(_StrParam):
 
 
 class RecordName(_StrParam):
-    """A new record's NAME or VERSION (`names.check_name`): one off the grammar is a usage
-    error (exit 2) saying the grammar, before the ledger is opened or anything is signed."""
+    """A new record's NAME or VERSION, or a new log's origin (`names.check_name`,
+    `names.check_origin`): one off the grammar is a usage error (exit 2) saying the grammar,
+    before the ledger is opened or anything is signed."""
 
-    def __init__(self, *, version: bool = False) -> None:
-        """A name type; ``version`` for a version (at most `names.VERSION_MAX` long)."""
-        self.name = "version" if version else "name"
+    def __init__(self, kind: str = "name") -> None:
+        """A name type; ``kind`` ``version`` (at most `names.VERSION_MAX` long) or ``origin``."""
+        self.name = kind
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         """Check the value against the grammar."""
-        from .names import NAME_MAX, VERSION_MAX, check_name
+        from .names import NAME_MAX, VERSION_MAX, check_name, check_origin
 
         try:
+            if self.name == "origin":
+                return check_origin(str(value))
             return check_name(str(value), self.name,
                               VERSION_MAX if self.name == "version" else NAME_MAX)
         except FormatError as e:
@@ -235,7 +238,8 @@ class VKey(_StrParam):
 DURATION = Duration()
 KEY_NAME = KeyName()
 NEW_NAME = RecordName()
-NEW_VERSION = RecordName(version=True)
+NEW_VERSION = RecordName("version")
+NEW_ORIGIN = RecordName("origin")
 VKEY = VKey()
 OUT_PATH = OutPath()
 OUT_PATH_OR_URI = OutPath(uri=True)

@@ -1,7 +1,8 @@
 """The one grammar of the names and versions a new record is given.
 
 Scope: `check_name` (a NAME or a VERSION of an environment, evaluator, dataset or checkpoint
-this ledger records, and a key's name), `GRAMMAR` (what it says when it refuses), and
+this ledger records, and a key's name), `check_origin` (a new log's origin: the same with
+``/`` and ``:``), `GRAMMAR` (what it says when it refuses), and
 `check_new` (that, and no recorded name or version the new one equals but for letter
 case). Names are what people
 approve and audit by (``approve cartpole-train@1``): a new one is ASCII letters, digits,
@@ -28,10 +29,12 @@ from trajledger.verify.report import HIDDEN
 if TYPE_CHECKING:
     from .trust_index import TrustIndex
 
-__all__ = ["GRAMMAR", "NAME_MAX", "VERSION_MAX", "check_name", "check_new", "imported_problem"]
+__all__ = ["GRAMMAR", "NAME_MAX", "ORIGIN_MAX", "VERSION_MAX", "check_name", "check_new",
+           "check_origin", "imported_problem"]
 
 NAME_MAX = 128
 VERSION_MAX = 64
+ORIGIN_MAX = 255
 _FORM = "[A-Za-z0-9][A-Za-z0-9._-]{{0,{m}}}"
 GRAMMAR = ("1-{n} ASCII letters, digits, '.', '_' or '-', starting with a letter or digit "
            f"({_FORM})")
@@ -45,10 +48,28 @@ def check_name(value: str, what: str, longest: int = NAME_MAX) -> str:
         FormatError: one line: ``what``, the value (escaped: `ascii`), and the grammar.
     """
     if not re.fullmatch(f"[{_FIRST}][{_REST}]{{0,{longest - 1}}}", value):
-        shown = (ascii(value) if len(value) <= 80
-                 else f"{value[:40]!a}... ({len(value)} characters)")
-        raise FormatError(f"{what} {shown}: use {GRAMMAR.format(n=longest, m=longest - 1)}")
+        raise FormatError(f"{what} {_shown(value)}: use "
+                          f"{GRAMMAR.format(n=longest, m=longest - 1)}")
     return value
+
+
+def check_origin(value: str) -> str:
+    """``value`` if it is a new log's origin (``init --origin``): the grammar of names with
+    ``/`` and ``:`` too (``vendor.example/log``; C2SP note key names hold no ``+`` and no
+    space), so that a log's name shown to a buyer (``imported ... from ORIGIN+KEYHASH``)
+    cannot pass for another's (``vendor‐example/log``, U+2010).
+
+    Raises:
+        FormatError: one line: the value (escaped) and the grammar.
+    """
+    if not re.fullmatch(f"[{_FIRST}][/:{_REST}]{{0,{ORIGIN_MAX - 1}}}", value):
+        raise FormatError(f"origin {_shown(value)}: use 1-{ORIGIN_MAX} ASCII letters, digits, "
+                          f"'.', '_', '-', '/' or ':', starting with a letter or digit")
+    return value
+
+
+def _shown(value: str) -> str:
+    return ascii(value) if len(value) <= 80 else f"{value[:40]!a}... ({len(value)} characters)"
 
 
 def check_new(state: TrustIndex, kind: str, name: str, version: str) -> None:
