@@ -1,14 +1,14 @@
 """The one grammar of the names and versions a new record is given.
 
 Scope: `check_name` (a NAME or a VERSION of an environment, evaluator, dataset or checkpoint
-this ledger records, and a key's name), `check_origin` (a new log's origin: the same with
-``/`` and ``:``), `GRAMMAR` (what it says when it refuses), and
-`check_new` (that, and no recorded name or version the new one equals but for letter
-case). Names are what people
-approve and audit by (``approve cartpole-train@1``): a new one is ASCII letters, digits,
-``.``, ``_`` and ``-``, starting with a letter or digit, so that it cannot pass for another
-(``cartpole‐train`` with U+2010), become a path (``../x``, ``a/b``), hold a control character or
-clash with the reference syntax (``@`` ends a name, ``+`` follows an origin: ``ORIGIN+NAME@V``).
+this ledger records, and a key's name), `check_origin` (a new log's origin: the same with ``/``
+and ``:``), `GRAMMAR` (what it says when it refuses), `check_new` (the grammar, and no recorded
+name or version the new one equals but for letter case) and `imported_problem` (why an
+imported name could mislead: the caller warns). Names are what people approve and audit by
+(``approve cartpole-train@1``): a new one is ASCII letters, digits, ``.``, ``_`` and ``-``,
+starting with a letter or digit, so that it cannot pass for another (``cartpole‐train`` with
+U+2010), become a path (``../x``, ``a/b``), hold a control character or clash with the
+reference syntax (``@`` ends a name, ``+`` follows an origin: ``ORIGIN+NAME@V``).
 Non-scope: records already in a log, this ledger's older ones and another vendor's imported
 ones: they keep the name they were signed with and still verify (the verifier never judges a
 name); where they are shown, they are escaped (`verify.report`) and an import warns of
