@@ -41,7 +41,7 @@ import click
 import pytest
 import testkit
 
-from trajledger.ledger.clikit import OutPath, VKey
+from trajledger.ledger.clikit import KeyName, OutPath, RecordName, VKey
 from trajledger.runner.cli import main
 
 SKIP = {
@@ -103,6 +103,8 @@ DATES = {"within"}
 REF_VALUES = ["nosuch@1", "sha256:zz", "sha256:" + "a" * 63, "a/../b@1", "x\x1by@1", ""]
 KEY_VALUES = ["nosuch", "../vendor", "a/b", "x\x1by", ""]
 NAME_VALUES = ["a/b", "..", "x\x1by", ""]
+NEW_NAME_VALUES = [*NAME_VALUES, "cartpole\u2010train", "a+b", "a@b", "x" * 5000]
+"""A new record's name or version (`RecordName`, rev22): each is a usage error (exit 2)."""
 DURATION_VALUES = ["-1d", "soon", "", "99999999999999999999d"]
 DATE_VALUES = ["yesterday", "2026-13-45", ""]
 INT_VALUES = ["-1", "0", str(10**30), "x"]
@@ -136,12 +138,10 @@ ACCEPTED: dict[tuple[str, str, str], str] = {
         ("approve", "note"), ("approve", "purpose"), ("revoke", "reason"),
         ("rollout", "allow_env_module"), ("export", "dataset_id")]},
     **{(c, p, v): NAMESPACE for c, p in [
-        ("env register", "name"), ("env register", "version"), ("attest", "name"),
-        ("sign", "name"), ("export", "dataset_id")] for v in ("a/b", "..")},
+        ("attest", "name"), ("sign", "name"), ("export", "dataset_id")] for v in ("a/b", "..")},
     **{(c, "paths", v): ANY_BYTES for c in ("attest", "sign") for v in ("@empty", "@random")},
     ("env register", "files", "@empty"): ANY_BYTES,
-    **{("train", p, v): SAME_CHECKPOINT for p in ("name", "version", "trainer_name")
-       for v in ("", "a/b", "..", "x\x1by")},
+    **{("train", "trainer_name", v): SAME_CHECKPOINT for v in ("", "a/b", "..", "x\x1by")},
     **{(c, "--ledger", v): NO_LEDGER for c in (
         "init", "key list", "policy check", "policy inline") for v in ("@missing", "@dir")},
     **{(c, p, "@empty"): EMPTY_POLICY for c, p in [
@@ -192,6 +192,8 @@ def bad_values(param: click.Parameter) -> list[str]:
         return out
     if isinstance(t, OutPath):
         return ["@under-file", "@under-missing"]
+    if isinstance(t, RecordName):
+        return NEW_NAME_VALUES
     if isinstance(t, VKey):
         return ["nosuch+00000000+AAAA", "x\x1by", ""]
     if isinstance(t, (click.IntRange, click.types.IntParamType)):
@@ -241,6 +243,18 @@ def per_command() -> dict[tuple[str, ...], list[Case]]:
 
 
 CASES = per_command()
+NEW_NAMES = {(path, p.name): p.type for path, cmd in leaves() for p in cmd.params
+             if isinstance(p.type, RecordName)}
+
+
+def refused_by_type(t: click.ParamType | None, value: str) -> bool:
+    """Whether the parameter type ``t`` refuses ``value`` (a usage error, exit 2)."""
+    try:
+        return t is not None and t.convert(value, None, None) is None
+    except click.BadParameter:
+        return True
+KEY_NAMES = {(path, p.name) for path, cmd in leaves() for p in cmd.params
+             if isinstance(p.type, KeyName)}
 
 
 class Ledger:
@@ -322,6 +336,10 @@ def check(case: Case, argv: list[str], code: int, stdout: str, stderr: str,
     assert exception is None or isinstance(exception, SystemExit), where
     assert "Traceback" not in stdout + stderr and "BUG:" not in stdout + stderr, where
     accepted = (" ".join(case.command), case.param, case.value) in ACCEPTED
+    if refused_by_type(NEW_NAMES.get((case.command, case.param)), case.value):
+        assert code == 2 and "starting with a letter or digit" in stderr, where
+    if (case.command, case.param) in KEY_NAMES and case.value != "nosuch":  # (rev22)
+        assert code == 2 and "use 1-64 letters, digits" in stderr, where
     assert code in ((0, 1, 2, 3) if accepted else (1, 2, 3)), where
     if "--json" in argv and stdout.strip():
         documents = stdout.splitlines() if case.command in JSON_LINES else [stdout]

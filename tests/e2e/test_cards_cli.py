@@ -37,7 +37,7 @@ from markdown_it import MarkdownIt
 from testkit import new_runner as runner
 
 from trajledger import Ledger
-from trajledger.ledger import record
+from trajledger.ledger import artifacts, clikit, record
 from trajledger.ledger.artifacts import record_batch, register_environment, register_evaluator
 from trajledger.ledger.encode import bundle_index_bytes
 from trajledger.ledger.status import approve, record_policy
@@ -518,8 +518,11 @@ def test_a_name_from_a_signed_record_makes_no_heading(
     yourself"), so a vendor could write a section that reads as a generated one; its escape
     sequences reached the file raw (rev5). A name is one line of text, as table cells are."""
     name = "evil\n\n## Revocations\n\nNone: no verified revocation record.\n\n<b>x</b>\x1b[2K\r"
-    # A vendor whose own software signs a name this one refuses (rev15: record.py).
+    # A vendor whose own software signs a name this one refuses (rev15: record.py; rev22:
+    # names.py, the grammar of new names).
     monkeypatch.setattr(record, "check_subject_name", lambda _name: None)
+    monkeypatch.setattr(artifacts, "check_new", lambda *_a: None)
+    monkeypatch.setattr(clikit.RecordName, "convert", lambda _self, value, *_a: value)
     card = world.root / "evil.toml"
     card.write_text(CARD.format(title="Evil rollouts"))
     digest = expect(run(world.home, "dataset", "create", name, "--version", "1", "--split",

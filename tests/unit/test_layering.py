@@ -325,7 +325,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.ledger.episode_features",
         "trajledger.ledger.rollouts", "trajledger.ledger.rollouts.*",
         "trajledger.ledger.log", "trajledger.ledger.log.*",
-        "trajledger.ledger.trust_rows", "trajledger.ledger.trust_index",
+        "trajledger.ledger.trust_rows", "trajledger.ledger.trust_index", "trajledger.ledger.names",
         "trajledger.ledger.trust_state",
         "trajledger.ledger.trust_handover",
     )),

@@ -19,6 +19,9 @@ import click
 
 from .clikit import (
     JSON_OPTION,
+    KEY_NAME,
+    NEW_NAME,
+    NEW_VERSION,
     Context,
     Group,
     emit_json,
@@ -50,7 +53,8 @@ INPUT_FORMATS = (
 """The input formats (``ledger.rollouts.FORMATS``), listed here so --help loads no pyarrow."""
 
 VERSION_OPTION = click.option(
-    "--version", "version", required=True, help="Version string; NAME@VERSION is immutable."
+    "--version", "version", required=True, type=NEW_VERSION,
+    help="Version string; NAME@VERSION is immutable.",
 )
 
 
@@ -69,7 +73,7 @@ def env() -> None:
 
 
 @env.command("register")
-@click.argument("name")
+@click.argument("name", type=NEW_NAME)
 @VERSION_OPTION
 @click.option(
     "--file",
@@ -91,7 +95,7 @@ def env() -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Take the observation/action spaces and the env spec from this Minari dataset.",
 )
-@click.option("--key", required=True, help="Signing key (a producer).")
+@click.option("--key", required=True, type=KEY_NAME, help="Signing key (a producer).")
 @JSON_OPTION
 @pass_ctx
 def env_register(
@@ -145,7 +149,7 @@ def evaluator() -> None:
 
 
 @evaluator.command("register")
-@click.argument("name")
+@click.argument("name", type=NEW_NAME)
 @VERSION_OPTION
 @click.option(
     "--kind",
@@ -173,7 +177,7 @@ def evaluator() -> None:
 )
 @click.option("--calibration", metavar="DATASET", help="Expert-labelled dataset the judge is "
               "calibrated on ('trajledger stats REF --judge NAME' reports its agreement there).")
-@click.option("--key", required=True, help="Signing key (a producer).")
+@click.option("--key", required=True, type=KEY_NAME, help="Signing key (a producer).")
 @JSON_OPTION
 @pass_ctx
 def evaluator_register(
@@ -315,7 +319,7 @@ def _refuse_reward_options_of_other_formats(
               "keys (the policy's evaluator encryption_keys): a sealed holdout or regression "
               "suite that only 'trajledger eval' opens; its episodes' duplicate fingerprints "
               "stay in the clear for the gate.")
-@click.option("--key", required=True, help="Signing key (a producer).")
+@click.option("--key", required=True, type=KEY_NAME, help="Signing key (a producer).")
 @JSON_OPTION
 @pass_ctx
 def record(
@@ -469,7 +473,7 @@ def dataset() -> None:
 
 
 @dataset.command("create")
-@click.argument("name")
+@click.argument("name", type=NEW_NAME)
 @VERSION_OPTION
 @click.option(
     "--split",
@@ -486,8 +490,9 @@ def dataset() -> None:
 @click.option("--from-failures", "evaluation", metavar="EVALUATION", help="Make a regression "
               "suite of the failed episodes of EVALUATION (digest or prefix): one new batch per "
               "suite batch, linked to it (with --batch: plus those).")
-@click.option("--evaluator-key", metavar="KEY", help="With --from-failures of a sealed suite: the "
-              "evaluator key that logs the unsealing (its X25519 key of the same name opens it).")
+@click.option("--evaluator-key", metavar="KEY", type=KEY_NAME, help="With --from-failures of "
+              "a sealed suite: the evaluator key that logs the unsealing (its X25519 key of the "
+              "same name opens it).")
 @click.option("--purpose", default="train", show_default=True, help="Purpose approvals must name.")
 @click.option(
     "--card",
@@ -496,7 +501,7 @@ def dataset() -> None:
     help="The producer's card (TOML: description, collection, consent, retention, personal "
     "information, uses, access; docs/cards.md), signed with the dataset.",
 )
-@click.option("--key", required=True, help="Signing key (a producer).")
+@click.option("--key", required=True, type=KEY_NAME, help="Signing key (a producer).")
 @JSON_OPTION
 @pass_ctx
 def dataset_create(

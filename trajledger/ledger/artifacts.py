@@ -44,6 +44,7 @@ from .files import collect_files
 from .fs import temp_dir
 from .home import envelope_statement
 from .keys import Signer
+from .names import check_new
 from .record import Recorded, record_files
 from .validate_files import check_inputs
 
@@ -77,6 +78,7 @@ GENERATOR = "trajledger"
 def _refuse_existing(catalog: Catalog, kind: str, name: str, version: str) -> None:
     # Looked up by name and version in the user's index (not a pass over every record). Only
     # this ledger's own records count: an imported one of that name is another origin's.
+    check_new(catalog.ledger.trust_state(), kind, name, version)
     origins = Origins(catalog.ledger)
     for row in catalog.ledger.trust_state().by_name(name, version):
         if row.kind == kind and not origins.of(row.index):

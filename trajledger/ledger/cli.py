@@ -18,6 +18,7 @@ from .clikit import (
     HOME_ENV,
     JSON_OPTION,
     KEY_NAME,
+    NEW_ORIGIN,
     OUT_PATH,
     Context,
     Group,
@@ -36,7 +37,8 @@ __all__ = ["COMMANDS"]
 
 @click.command()
 @click.option(
-    "--origin", help="Log origin (a unique name, no spaces); default: trajledger/<host>/<random>."
+    "--origin", type=NEW_ORIGIN, help="Log origin (a unique name: ASCII letters, digits, '.', "
+    "'_', '-', '/', ':'); default: trajledger/<host>/<random>."
 )
 @click.option(
     "--store",
@@ -211,7 +213,7 @@ def key_list(ctx: Context, as_json: bool) -> None:
 
 
 @key.command("export")
-@click.argument("name")
+@click.argument("name", type=KEY_NAME)
 @JSON_OPTION
 @pass_ctx
 def key_export(ctx: Context, name: str, as_json: bool) -> None:
@@ -229,7 +231,7 @@ def key_export(ctx: Context, name: str, as_json: bool) -> None:
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--key", "key_name", required=True, help="Name of the signing key.")
+@click.option("--key", "key_name", required=True, type=KEY_NAME, help="Name of the signing key.")
 @click.option(
     "--out",
     required=True,

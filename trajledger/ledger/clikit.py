@@ -138,6 +138,28 @@ class KeyName(_StrParam):
             self.fail(str(e).removeprefix("key name "), param, ctx)
 
 
+class RecordName(_StrParam):
+    """A new record's NAME or VERSION, or a new log's origin (`names.check_name`,
+    `names.check_origin`): one off the grammar is a usage error (exit 2) saying the grammar,
+    before the ledger is opened or anything is signed."""
+
+    def __init__(self, kind: str = "name") -> None:
+        """A name type; ``kind`` ``version`` (at most `names.VERSION_MAX` long) or ``origin``."""
+        self.name = kind
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        """Check the value against the grammar."""
+        from .names import NAME_MAX, VERSION_MAX, check_name, check_origin
+
+        try:
+            if self.name == "origin":
+                return check_origin(str(value))
+            return check_name(str(value), self.name,
+                              VERSION_MAX if self.name == "version" else NAME_MAX)
+        except FormatError as e:
+            self.fail(str(e), param, ctx)
+
+
 MANAGED = ("ledger.toml", "log", "log-key", "keys", "objects", "index", "tmp")
 """What a ledger directory holds of its own (beside files a user keeps there: a policy.toml)."""
 
@@ -215,6 +237,9 @@ class VKey(_StrParam):
 
 DURATION = Duration()
 KEY_NAME = KeyName()
+NEW_NAME = RecordName()
+NEW_VERSION = RecordName("version")
+NEW_ORIGIN = RecordName("origin")
 VKEY = VKey()
 OUT_PATH = OutPath()
 OUT_PATH_OR_URI = OutPath(uri=True)

@@ -19,6 +19,7 @@ import click
 
 from .clikit import (
     JSON_OPTION,
+    KEY_NAME,
     OUT_PATH_OR_URI,
     Context,
     bundle_file,
@@ -406,6 +407,7 @@ def _export_interop(
     "keys",
     multiple=True,
     required=True,
+    type=KEY_NAME,
     help="Approver key signing the import record (repeat up to the approver threshold).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the verification report as JSON.")
@@ -466,20 +468,30 @@ def import_(
         ok(f"{what}: already imported at log index {result.index}; nothing new recorded")
     if changes is not None:
         show_changes(changes)
-    _warn_lookalikes(result.report)
+    _warn_lookalikes(ledger, result.report)
     if not as_json and result.digest:
         click.echo(result.digest)
 
 
-def _warn_lookalikes(report: Any) -> None:
+def _warn_lookalikes(ledger: Any, report: Any) -> None:
     """One WARNING for each name the vendor signed that this ledger would refuse to record
-    (`record.lookalike`): it is theirs, kept as signed, and may be made to pass for another."""
+    (`record.lookalike`, `names.imported_problem`): it is theirs, kept as signed, and may be
+    made to pass for another."""
+    from trajledger.verify.kinds import NAMED
+
+    from .names import imported_problem
     from .record import lookalike
 
     for name in sorted({node.name for node in report.nodes.values() if node.name}):
         problem = lookalike(name)
         if problem:
             warn(f"imported name {visible(name)!r} {problem}; refer to it by its digest")
+    state = ledger.trust_state()
+    for n in sorted((n for n in report.nodes.values() if n.kind in NAMED and n.version),
+                    key=lambda n: n.id):
+        if not lookalike(n.name) and (problem := imported_problem(state, n.name, n.version)):
+            warn(f"imported {n.kind} {n.name!a}@{n.version!a} {problem}; refer to it by its "
+                 f"digest {n.id[:19]}…")
 
 
 def _refuse_compressed_twice(path: Path, name: str) -> None:

@@ -46,6 +46,7 @@ __all__ = [
     "passphrase_file_env",
     "passphrase_sources",
     "read_passphrase_file",
+    "refuse_twin",
 ]
 
 PASSPHRASE_ENV = "TRAJLEDGER_PASSPHRASE"
@@ -169,6 +170,24 @@ def passphrase_env(name: str) -> str:
     letter or digit as ``_`` (``approver-a`` -> ``TRAJLEDGER_PASSPHRASE_APPROVER_A``; the log's
     key is ``LOG``)."""
     return f"{PASSPHRASE_ENV}_{re.sub(r'[^A-Z0-9]', '_', name.upper())}"
+
+
+def refuse_twin(folder: Path, name: str, what: str) -> None:
+    """Refuse a new key ``name`` beside a key whose name differs only in letter case or in
+    ``.``, ``-`` and ``_`` (``Vendor``, ``vendor_a`` beside ``vendor``, ``vendor-a``): one is
+    typed for the other, they share a passphrase variable (`passphrase_env`), and the first
+    two are one file on a case-insensitive file system.
+
+    Raises:
+        KeyError_: such a key is in ``folder``.
+    """
+    mine = passphrase_env(name)
+    twin = next((p.stem for p in sorted(folder.glob("*.[kp][eu][yb]"))
+                 if p.suffix in (".key", ".pub") and p.stem != name
+                 and passphrase_env(p.stem) == mine), None)
+    if twin is not None:
+        raise KeyError_(f"{what} {name}: key {twin} is in {folder}, the same name but for letter "
+                        f"case or '.', '-', '_' (both read {mine}); pick another name")
 
 
 def passphrase_file_env(name: str) -> str:
@@ -493,6 +512,7 @@ class KeyStore:
         drop_stale_temps(self.directory)  # a killed creation's
         if priv_path.exists() or (self.directory / f"{name}.pub").exists():
             raise KeyError_(f"key {name}: already exists in {self.directory}; pick another name")
+        refuse_twin(self.directory, name, "key")
         if not encrypt and self.require_encrypted:
             raise KeyError_(
                 f"key {name}: this ledger's keys are encrypted (ledger.toml: keys = "
@@ -775,6 +795,7 @@ class KeyStore:
         folder = self.encryption_directory
         if (folder / f"{name}.key").exists() or (folder / f"{name}.pub").exists():
             raise KeyError_(f"encryption key {name}: already exists in {folder}; pick another name")
+        refuse_twin(folder, name, "encryption key")
         passphrase = self._passphrase(name) if encrypt else None
         if encrypt and not passphrase:
             raise KeyError_(

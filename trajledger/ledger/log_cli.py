@@ -22,6 +22,7 @@ import click
 from .clikit import (
     EXIT_FAILED,
     JSON_OPTION,
+    KEY_NAME,
     OUT_PATH,
     Context,
     Group,
@@ -67,6 +68,7 @@ def _load_predicate(path: Path) -> dict[str, Any]:
     "--key",
     "key_names",
     multiple=True,
+    type=KEY_NAME,
     help="Signing key name (repeatable: co-signing).",
 )
 @click.option(
@@ -436,7 +438,8 @@ def log_verify(ctx: Context, as_json: bool, skip_data: bool, no_store: bool) -> 
 
 
 @log.command("cosign")
-@click.option("--key", "key_name", required=True, help="The witness's Ed25519 key name.")
+@click.option("--key", "key_name", required=True, type=KEY_NAME,
+              help="The witness's Ed25519 key name.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 def log_cosign(ctx: Context, key_name: str, as_json: bool) -> None:

@@ -170,6 +170,11 @@ class TrustIndex:
         """Named records with this name and version."""
         return self._names("name = ? AND version = ?", (name, version))
 
+    def by_folded_name(self, name: str) -> list[NameRow]:
+        """Named records whose name equals ``name`` but for ASCII letter case (SQLite's
+        ``lower``; `names.case_twin` picks those that differ)."""
+        return self._names("lower(name) = lower(?)", (name,))
+
     def by_prefix(self, hexprefix: str) -> list[NameRow]:
         """Named records whose subject digest starts with ``sha256:<hexprefix>``."""
         lo = "sha256:" + hexprefix

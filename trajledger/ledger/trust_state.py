@@ -110,6 +110,7 @@ CREATE TABLE IF NOT EXISTS names (
     subject TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS names_ref ON names (name, version);
 CREATE INDEX IF NOT EXISTS names_subject ON names (subject);
+CREATE INDEX IF NOT EXISTS names_folded ON names (lower(name));
 CREATE TABLE IF NOT EXISTS listing (digest TEXT NOT NULL, idx INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS listing_digest ON listing (digest);
 CREATE TABLE IF NOT EXISTS refs (dst TEXT NOT NULL, idx INTEGER NOT NULL, role TEXT NOT NULL);

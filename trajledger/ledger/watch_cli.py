@@ -15,7 +15,18 @@ from pathlib import Path
 
 import click
 
-from .clikit import JSON_OPTION, OUT_PATH, VKEY, Context, emit_json, emit_result, ok, pass_ctx, warn
+from .clikit import (
+    JSON_OPTION,
+    KEY_NAME,
+    OUT_PATH,
+    VKEY,
+    Context,
+    emit_json,
+    emit_result,
+    ok,
+    pass_ctx,
+    warn,
+)
 from .errors import LedgerError
 
 __all__ = ["log_add_cosignature", "log_serve", "monitor"]
@@ -122,7 +133,7 @@ def log_add_cosignature(ctx: Context, file: Path, witnesses: tuple[str, ...]) ->
 @click.argument("url")
 @click.option("--vkey", required=True, type=VKEY,
               help="The log's verifier key (its operator's 'log info'), got out of band.")
-@click.option("--cosign-key", "cosign_key",
+@click.option("--cosign-key", "cosign_key", type=KEY_NAME,
               help="Cosign the checkpoint as a witness with this Ed25519 key of the ledger.")
 @click.option("--out", type=OUT_PATH,
               help="With --cosign-key: write the cosigned checkpoint here, for the log's operator "
@@ -130,7 +141,7 @@ def log_add_cosignature(ctx: Context, file: Path, witnesses: tuple[str, ...]) ->
 @click.option("--timeout", default=20.0, show_default=True,
               type=click.FloatRange(min=0.1, max=86400.0), callback=_not_nan,
               help="Seconds any one network read may wait (at most a day).")
-@click.option("--key", "keys", multiple=True,
+@click.option("--key", "keys", multiple=True, type=KEY_NAME,
               help="Approver key signing the import of what the log says about what this "
               "ledger holds (repeat up to the approver threshold); without it, that is only "
               "reported as pending.")

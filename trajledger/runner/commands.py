@@ -14,6 +14,9 @@ import click
 from trajledger.ledger.clikit import (
     DURATION,
     JSON_OPTION,
+    KEY_NAME,
+    NEW_NAME,
+    NEW_VERSION,
     OUT_PATH,
     Context,
     Group,
@@ -121,7 +124,7 @@ def _describe(p: Any) -> list[str]:
         f"  max approval age {p.max_approval_age}s; "
         f"{len(p.allowed_predicate_types)} predicate type(s) allowed"
     )
-    return lines
+    return [visible(line) for line in lines]  # names, suites, reasons: the policy author's text
 
 
 _FORBIDS = {
@@ -297,6 +300,7 @@ def _note_paths(file: Path, p: Any) -> None:
     "keys",
     multiple=True,
     required=True,
+    type=KEY_NAME,
     help="Approver key signing the policy (repeat up to the threshold); producer keys for a "
     "policy without approvers.",
 )
@@ -334,7 +338,7 @@ def policy_set(ctx: Context, file: Path, keys: tuple[str, ...], yes: bool, as_js
     found = current_policy(ledger)
     lines, changed = membership_changes(found[1] if found is not None else None, new)
     for line in lines:
-        click.echo(line, err=True)
+        click.echo(visible(line), err=True)
     if changed and not yes:
         confirmed = interactive() and click.prompt(
             "These members change: type 'yes' to record the policy", default="", err=True,
@@ -406,7 +410,7 @@ def policy_show(ctx: Context, as_json: bool) -> None:
 
 @click.command()
 @click.argument("ref")
-@click.option("--key", required=True, help="Approver key.")
+@click.option("--key", required=True, type=KEY_NAME, help="Approver key.")
 @click.option(
     "--purpose", default="train", show_default=True, help="What the data is approved for."
 )
@@ -438,7 +442,7 @@ def approve(
 
 @click.command()
 @click.argument("ref")
-@click.option("--key", required=True, help="Producer or approver key.")
+@click.option("--key", required=True, type=KEY_NAME, help="Producer or approver key.")
 @click.option("--reason", required=True, help="Why it must no longer be used.")
 @JSON_OPTION
 @pass_ctx
@@ -456,7 +460,7 @@ def revoke(ctx: Context, ref: str, key: str, reason: str, as_json: bool) -> None
 
 @click.command()
 @click.argument("ref")
-@click.option("--key", required=True, help="Producer or approver key.")
+@click.option("--key", required=True, type=KEY_NAME, help="Producer or approver key.")
 @click.option(
     "--reason",
     required=True,
@@ -545,10 +549,10 @@ def admit(
 @click.option("--seed", type=int, help="Training seed [default: 0]; plug-ins only.")
 @click.option("--parent", help="Parent checkpoint (recorded in the provenance; a COMMAND gets "
               "its files in $TRAJLEDGER_PARENT_DIR).")
-@click.option("--name", help="Checkpoint name (required with a COMMAND; default "
-              "<dataset>-<trainer>).")
-@click.option("--version", "version", help="Checkpoint version (required with a COMMAND; default "
-              "seed<N>-<random>).")
+@click.option("--name", type=NEW_NAME, help="Checkpoint name (required with a COMMAND; "
+              "default <dataset>-<trainer>).")
+@click.option("--version", "version", type=NEW_VERSION, help="Checkpoint version (required "
+              "with a COMMAND; default seed<N>-<random>).")
 @click.option(
     "--output",
     type=click.Path(file_okay=False, path_type=Path),
@@ -560,7 +564,7 @@ def admit(
               "with the checkpoint (trajledger-run/*.log); without it only their digests are "
               "recorded (logs can hold secrets).")
 @POLICY_OPTION
-@click.option("--key", required=True, help="Trainer key.")
+@click.option("--key", required=True, type=KEY_NAME, help="Trainer key.")
 @JSON_OPTION
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARGS]...]")
 @pass_ctx
@@ -727,7 +731,7 @@ def _read_config(path: Path) -> dict[str, Any]:
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0, max=SEED_MAX),
               help="Seed of the first episode (the next get the next seeds).")
 @click.option("--max-steps", type=click.IntRange(min=1), help="Cut episodes at this many steps.")
-@click.option("--key", required=True, help="Producer key recording the rollouts.")
+@click.option("--key", required=True, type=KEY_NAME, help="Producer key recording the rollouts.")
 @ALLOW_ENV_MODULE_OPTION
 @JSON_OPTION
 @pass_ctx

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import click
 
-from trajledger.ledger.clikit import JSON_OPTION, Context, emit_json, emit_result, ok, pass_ctx
+from trajledger.ledger.clikit import (
+    JSON_OPTION,
+    KEY_NAME,
+    Context,
+    emit_json,
+    emit_result,
+    ok,
+    pass_ctx,
+)
 
 from .commands import ALLOW_ENV_MODULE_OPTION, POLICY_OPTION, command_policy
 
@@ -21,8 +29,9 @@ __all__ = ["COMMANDS"]
 @click.argument("checkpoint")
 @click.option("--suite", required=True, help="Holdout or regression dataset (NAME@VERSION or "
               "digest) to evaluate on.")
-@click.option("--key", required=True, help="Evaluator key (roles.evaluator); a sealed suite is "
-              "opened with the X25519 key of the same name (--unseal-key to name another).")
+@click.option("--key", required=True, type=KEY_NAME, help="Evaluator key (roles.evaluator); a "
+              "sealed suite is opened with the X25519 key of the same name (--unseal-key to name "
+              "another).")
 @click.option("--evaluator", "evaluator_ref", help="Registered evaluator version the evaluation "
               "names (NAME@VERSION or digest).")
 @click.option("--pass-return", type=float, help="Built-in evaluator: an episode passes with at "
@@ -34,8 +43,8 @@ __all__ = ["COMMANDS"]
               "[default: a temporary directory, removed].")
 @click.option("--keep-logs", is_flag=True, help="Also store COMMAND's stdout and stderr with the "
               "evaluation (only their digests otherwise).")
-@click.option("--unseal-key", metavar="NAME", help="X25519 key (keys/x25519/NAME) that opens a "
-              "sealed suite [default: the --key name].")
+@click.option("--unseal-key", metavar="NAME", type=KEY_NAME, help="X25519 key "
+              "(keys/x25519/NAME) that opens a sealed suite [default: the --key name].")
 @ALLOW_ENV_MODULE_OPTION
 @POLICY_OPTION
 @JSON_OPTION
@@ -112,7 +121,7 @@ def eval_(
 
 @click.command()
 @click.argument("checkpoint")
-@click.option("--key", "keys", multiple=True, required=True,
+@click.option("--key", "keys", multiple=True, required=True, type=KEY_NAME,
               help="Approver key (roles.approver); repeat when [release] approvals > 1.")
 @click.option("--note", help="Free text kept with the release.")
 @click.option("--json", "as_json", is_flag=True, help="Print the decision's report as JSON.")

@@ -38,7 +38,7 @@ from trajledger.ledger.errors import LedgerError
 from trajledger.ledger.fs import temp_dir
 from trajledger.verify import predicates
 from trajledger.verify.digest import FileDigest, digest_bytes
-from trajledger.verify.errors import PolicyError, VerificationError
+from trajledger.verify.errors import FormatError, PolicyError, VerificationError
 from trajledger.verify.other_predicates import Refusal
 from trajledger.verify.predicates import Provenance, ResourceDescriptor
 from trajledger.verify.times import now
@@ -216,7 +216,9 @@ def check_name_free(ledger: LedgerHome, name: str, version: str) -> None:
         LedgerError: it is.
     """
     from trajledger.ledger.catalog import Catalog, RefError
+    from trajledger.ledger.names import check_new
 
+    check_new(ledger.trust_state(), "checkpoint", name, version)
     ref = f"{name}@{version}"
     try:
         item = Catalog(ledger).resolve(ref, {"checkpoint"})
@@ -465,13 +467,17 @@ def train(
     start = start_run(ledger, signer, policy, parent=parent, name=name, version=version)
     # (2)
     admission = admit_for_training(ledger, dataset_ref, start, trainer_name)
+    ckpt_name = name or f"{admission.name}-{trainer_name}"
+    ckpt_version = version or f"seed{seed}-{uuid.uuid4().hex[:8]}"
+    try:  # a default name too, before training: an older dataset's name may be off the grammar
+        check_name_free(ledger, ckpt_name, ckpt_version)
+    except FormatError as e:
+        raise FormatError(f"{e}; give --name and --version" if name is None else str(e)) from e
     # (3)
     steps, episodes = admission_tables(admission)
     tables = TrainingData(steps, episodes, progress=ledger.progress or no_progress)
     result = trainer.train(tables, dict(config or {}), seed)
     # (4)
-    ckpt_name = name or f"{admission.name}-{trainer_name}"
-    ckpt_version = version or f"seed{seed}-{uuid.uuid4().hex[:8]}"
     deps = [
         ResourceDescriptor.of(f"trainer-code:{trainer_name}", trainer_code_digest(trainer),
                               role="trainer-code"),

@@ -685,3 +685,17 @@ def test_a_command_reading_the_state_while_reindex_runs_never_finds_it_empty(
     assert answers() == before
     fresh = Ledger.open(home)
     assert reader.disagreements(fresh.log.entries, fresh.read_blob) == []
+
+
+def test_a_name_is_looked_up_folded_in_case_by_an_index() -> None:
+    """`TrustIndex.by_folded_name` (rev22: a new name equal to a recorded one but for case is
+    refused, on every new environment, evaluator, dataset and checkpoint, twice) reads the
+    ``names_folded`` index, not every named row (270 ms at a million rows without it)."""
+    import sqlite3
+
+    db = sqlite3.connect(":memory:")
+    db.executescript(trust_state._SCHEMA)
+    db.execute("INSERT INTO names VALUES (0, 'dataset', 'cartpole-train', '1', 'sha256:00')")
+    plan = db.execute("EXPLAIN QUERY PLAN SELECT idx FROM names WHERE lower(name) = lower(?) "
+                      "AND idx < ? ORDER BY idx", ("Cartpole-Train", 1)).fetchall()
+    assert "USING INDEX names_folded" in str(plan), plan
