@@ -570,3 +570,22 @@ def test_credentials_in_the_log_url_are_refused_unechoed(vendor: Vendor) -> None
     assert r.exit_code == 1 and "s3cr3t" not in r.output, r.output
     assert r.stderr == ("FAIL: log URL http://…@127.0.0.1:1/: credentials in the URL are refused "
                         "(they would be shown in every message); serve the log without them\n")
+
+
+def test_monitor_warns_of_a_log_origin_off_the_grammar(
+    tmp_path: Path, serve: Callable[[Path], LogServer]
+) -> None:
+    """A watched log named ``vendor‐example/log`` (U+2010) reads as ``vendor-example/log`` in
+    every line: the log is judged by the key given (``--vkey``), and its origin is shown escaped
+    with one WARNING (names.origin_problem; before, without a word). A log named within the
+    grammar gets none (test_monitor_remembers_a_growing_log: its stderr is one OK line)."""
+    odd = Vendor(tmp_path / "odd", origin="vendor\u2010example/log")
+    odd.add(1)
+    server = serve(odd.home)
+    r = run("monitor", server.url, "--vkey", odd.vkey)
+    assert r.exit_code == 0, r.output
+    assert r.stderr.splitlines() == [
+        f"OK: log vendor\u2010example/log at {server.url}: size 1, first seen: remembered",
+        "WARNING: the log's origin 'vendor\\u2010example/log' is off the grammar of log origins "
+        "([A-Za-z0-9][A-Za-z0-9._/:-]{0,254}): it may pass for another log's; tell it by its "
+        "key (--vkey)"], r.stderr

@@ -336,3 +336,45 @@ def test_a_new_log_origin_off_the_grammar_is_a_usage_error(tmp_path: Path) -> No
     for i, origin in enumerate(["vendor.example/log", "lab.example/log:2026_v-1", "x" * 255]):
         code, out = run(tmp_path / f"ok{i}", "init", "--origin", origin)
         assert code == 0, out
+
+
+def test_a_buyer_is_warned_of_a_vendor_log_origin_off_the_grammar(
+    quickstart_template: testkit.Template[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log's origin names it to people (``imported ... from ORIGIN+KEYHASH``): a vendor whose
+    log was made before the grammar, or by other software, may call it ``vendor‐example/log``
+    (U+2010), which every listing shows as ``vendor-example/log``. The buyer takes the bundle
+    in (the log is trusted by its key), warned once with the origin escaped. Before, without a
+    word (rev22's "Left"); a vendor whose origin follows the grammar gets no warning."""
+    from trajledger.ledger.home import LedgerHome
+
+    real = LedgerHome.init  # (the quickstart names its log trajledger.quickstart/<hex>)
+    monkeypatch.setattr(LedgerHome, "init", staticmethod(
+        lambda d, origin: real(d, origin="vendor\u2010example/log")))
+    odd = tmp_path / "odd"
+    assert new_runner().invoke(main, ["quickstart", "--episodes", "10", str(odd)]).exit_code == 0
+    monkeypatch.undo()
+    plain = testkit.copy_template(quickstart_template, tmp_path / "plain")
+    warned = []
+    for vendor in (plain, odd):
+        buyer = tmp_path / f"buyer-of-{vendor.name}"
+        code, out = run(buyer, "init", "--origin", f"{buyer.name}/log")
+        assert code == 0, out
+        (buyer / "trust").mkdir()
+        for k in ("b1", "b2"):
+            assert run(buyer, "key", "new", k, "--no-encrypt")[0] == 0
+        for p in [*(vendor / "keys").glob("*.pub"), *(buyer / "keys").glob("b*.pub")]:
+            shutil.copy(p, buyer / "trust" / p.name)
+        vkeys = f'"{Ledger.open(vendor).log.vkey}", "{Ledger.open(buyer).log.vkey}"'
+        (buyer / "policy.toml").write_text(testkit.BUYER_POLICY.format(vkeys=vkeys))
+        bundle = tmp_path / f"{vendor.name}.tar.zst"
+        assert run(vendor, "export", "cartpole@1", "--out", bundle)[0] == 0
+        code, out = run(buyer, "import", bundle, "--policy", buyer / "policy.toml", "--key",
+                        "b1", "--key", "b2")
+        assert code == 0, out
+        warned.append([line for line in out.splitlines() if "origin" in line])
+    key = Ledger.open(odd).log.vkey.split("+")[1]
+    assert warned == [[], [
+        "WARNING: the log's origin 'vendor\\u2010example/log' is off the grammar of log origins "
+        "([A-Za-z0-9][A-Za-z0-9._/:-]{0,254}): it may pass for another log's; tell it by its "
+        f"key hash {key}"]], warned

@@ -468,9 +468,22 @@ def import_(
         ok(f"{what}: already imported at log index {result.index}; nothing new recorded")
     if changes is not None:
         show_changes(changes)
+    warn_origin(result.origin)
     _warn_lookalikes(ledger, result.report)
     if not as_json and result.digest:
         click.echo(result.digest)
+
+
+def warn_origin(log: str) -> None:
+    """One WARNING when the origin of another party's log (``log``: ``ORIGIN`` or
+    ``ORIGIN+KEYHASH``, `catalog.origin_name`) is off the grammar of this ledger's origins
+    (`names.origin_problem`): the log is trusted by its key, and named to people by this."""
+    from .names import origin_problem
+
+    origin, _, key = log.partition("+")
+    if problem := origin_problem(origin):
+        tell = f"; tell it by its key hash {key}" if key else "; tell it by its key (--vkey)"
+        warn(f"the log's origin {origin!a} {problem}{tell}")
 
 
 def _warn_lookalikes(ledger: Any, report: Any) -> None:

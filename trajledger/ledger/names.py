@@ -3,8 +3,9 @@
 Scope: `check_name` (a NAME or a VERSION of an environment, evaluator, dataset or checkpoint
 this ledger records, and a key's name), `check_origin` (a new log's origin: the same with ``/``
 and ``:``), `GRAMMAR` (what it says when it refuses), `check_new` (the grammar, and no recorded
-name or version the new one equals but for letter case) and `imported_problem` (why an
-imported name could mislead: the caller warns). Names are what people approve and audit by
+name or version the new one equals but for letter case), `imported_problem` (why an
+imported name could mislead: the caller warns) and `origin_problem` (likewise another log's
+origin, at ``import`` and ``monitor``). Names are what people approve and audit by
 (``approve cartpole-train@1``): a new one is ASCII letters, digits, ``.``, ``_`` and ``-``,
 starting with a letter or digit, so that it cannot pass for another (``cartpole‐train`` with
 U+2010), become a path (``../x``, ``a/b``), hold a control character or clash with the
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from .trust_index import TrustIndex
 
 __all__ = ["GRAMMAR", "NAME_MAX", "ORIGIN_MAX", "VERSION_MAX", "check_name", "check_new",
-           "check_origin", "imported_problem"]
+           "check_origin", "imported_problem", "origin_problem"]
 
 NAME_MAX = 128
 VERSION_MAX = 64
@@ -66,6 +67,19 @@ def check_origin(value: str) -> str:
         raise FormatError(f"origin {_shown(value)}: use 1-{ORIGIN_MAX} ASCII letters, digits, "
                           f"'.', '_', '-', '/' or ':', starting with a letter or digit")
     return value
+
+
+def origin_problem(origin: str) -> str:
+    """Why another log's ``origin`` could mislead a reader of this ledger, or ``""``: off the
+    grammar of new origins (`check_origin`), as ``vendor‐example/log`` (U+2010) that every
+    listing shows as ``vendor-example/log``. The log is trusted by its key, never by this
+    name: the caller warns."""
+    try:
+        check_origin(origin)
+    except FormatError:
+        return ("is off the grammar of log origins ([A-Za-z0-9][A-Za-z0-9._/:-]{0,254}): it "
+                "may pass for another log's")
+    return ""
 
 
 def _shown(value: str) -> str:

@@ -182,7 +182,7 @@ def monitor(
     """
     from trajledger.verify.errors import ConsistencyError, VerificationError
 
-    from .exchange_cli import show_changes
+    from .exchange_cli import show_changes, warn_origin
     from .fs import write_file_atomic
     from .monitor import FetchLimits, HttpLog, watch_updates
     from .monitor import monitor as run_monitor
@@ -227,6 +227,7 @@ def monitor(
     else:
         how = "unchanged since last seen"
     ok(f"log {result.origin} at {result.url}: size {result.size}, {how}")
+    warn_origin(result.origin)
     if result.vkey != vkey:
         warn(f"the log's key was rotated: the key you gave handed over to {result.vkey}; "
              "pass that one with --vkey from now on")
