@@ -378,3 +378,31 @@ def test_a_buyer_is_warned_of_a_vendor_log_origin_off_the_grammar(
         "WARNING: the log's origin 'vendor\\u2010example/log' is off the grammar of log origins "
         "([A-Za-z0-9][A-Za-z0-9._/:-]{0,254}): it may pass for another log's; tell it by its "
         f"key hash {key}"]], warned
+
+
+def test_policy_check_warns_of_a_release_suite_named_off_the_grammar(
+    home: Path, tmp_path: Path
+) -> None:
+    """A release suite is named as its record was signed (the verifier core takes any
+    ``NAME@VERSION``: it may be another vendor's), so a proposed policy may require
+    ``regression‐suite@1`` (U+2010), which a reviewer reads as ``regression-suite@1``.
+    ``policy check`` now warns once per such suite, escaped (rev22's "Left"); it warned of
+    none before. A suite within the grammar gets no warning."""
+    trainer_pub = home / "keys" / "trainer.pub"
+    base = (home / "policy.toml").read_text().replace("serial = 1\n", "serial = 1\nformat = 2\n")
+    warned = []
+    for suite in ("regression-suite@1", "regression\u2010suite@1", "hold/out@1"):
+        file = tmp_path / "proposed.toml"
+        file.write_text(base + f'\n[roles.evaluator]\nkeys = ["{trainer_pub}"]\nthreshold = 1\n\n'
+                        f'[release]\napprovals = 1\n[[release.require]]\nsuite = "{suite}"\n'
+                        'min = 0.5\n')
+        r = new_runner().invoke(main, ["--ledger", str(home), "policy", "check", str(file)])
+        assert r.exit_code == 0, r.output
+        warned.append([line for line in r.stderr.splitlines() if line.startswith("WARNING")])
+    assert warned[0] == [], warned
+    assert warned[1] == [
+        "WARNING: [[release.require]] suite 'regression\\u2010suite@1': its name "
+        "'regression\\u2010suite': use 1-128 ASCII letters, digits, '.', '_' or '-', starting "
+        "with a letter or digit ([A-Za-z0-9][A-Za-z0-9._-]{0,127}); is it the suite you mean? "
+        '(pin it with digest = "sha256:...")'], warned
+    assert len(warned[2]) == 1 and "suite 'hold/out@1': its name 'hold/out'" in warned[2][0]

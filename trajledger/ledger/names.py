@@ -4,8 +4,9 @@ Scope: `check_name` (a NAME or a VERSION of an environment, evaluator, dataset o
 this ledger records, and a key's name), `check_origin` (a new log's origin: the same with ``/``
 and ``:``), `GRAMMAR` (what it says when it refuses), `check_new` (the grammar, and no recorded
 name or version the new one equals but for letter case), `imported_problem` (why an
-imported name could mislead: the caller warns) and `origin_problem` (likewise another log's
-origin, at ``import`` and ``monitor``). Names are what people approve and audit by
+imported name could mislead: the caller warns), `origin_problem` (likewise another log's
+origin, at ``import`` and ``monitor``) and `suite_problems` (a policy's release suites, at
+``policy check`` and ``policy set``). Names are what people approve and audit by
 (``approve cartpole-train@1``): a new one is ASCII letters, digits, ``.``, ``_`` and ``-``,
 starting with a letter or digit, so that it cannot pass for another (``cartpole‐train`` with
 U+2010), become a path (``../x``, ``a/b``), hold a control character or clash with the
@@ -22,7 +23,7 @@ Spec: ``schemas/SPEC.md`` ("Names and versions").
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from trajledger.verify.errors import FormatError, PolicyError
 from trajledger.verify.report import HIDDEN
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from .trust_index import TrustIndex
 
 __all__ = ["GRAMMAR", "NAME_MAX", "ORIGIN_MAX", "VERSION_MAX", "check_name", "check_new",
-           "check_origin", "imported_problem", "origin_problem"]
+           "check_origin", "imported_problem", "origin_problem", "suite_problems"]
 
 NAME_MAX = 128
 VERSION_MAX = 64
@@ -80,6 +81,23 @@ def origin_problem(origin: str) -> str:
         return ("is off the grammar of log origins ([A-Za-z0-9][A-Za-z0-9._/:-]{0,254}): it "
                 "may pass for another log's")
     return ""
+
+
+def suite_problems(policy: Any) -> list[str]:
+    """One line for each ``[[release.require]] suite`` of ``policy`` (a `TrustPolicy`) whose
+    NAME or VERSION is off the grammar: the verifier takes it as signed (a suite may be
+    another vendor's, named before the grammar), but a suite named ``regression‐suite@1``
+    (U+2010) is not the ``regression-suite@1`` its reviewer reads."""
+    out = []
+    for req in policy.release.require if policy.release is not None else ():
+        name, _, version = req.suite.rpartition("@")
+        try:
+            check_name(name, "name")
+            check_name(version, "version", VERSION_MAX)
+        except FormatError as e:
+            out.append(f"[[release.require]] suite {req.suite!a}: its {e}; is it the suite you "
+                       "mean? (pin it with digest = \"sha256:...\")")
+    return out
 
 
 def _shown(value: str) -> str:

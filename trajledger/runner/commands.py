@@ -280,10 +280,13 @@ def policy_check(ctx: Context, file: Path, as_json: bool) -> None:
 
 
 def _note_paths(file: Path, p: Any) -> None:
-    """One note when a policy file names keys by path (read again each time it is read)."""
+    """A note for keys named by path (read again on each read); a warning per odd suite name."""
+    from trajledger.ledger.names import suite_problems
     from trajledger.ledger.policy_state import path_entries
     from trajledger.ledger.user_state import notice
 
+    for line in suite_problems(p):
+        warn(line)
     paths = path_entries(p)
     if paths:
         notice(
