@@ -86,6 +86,20 @@ def argv(home: Path, kind: str, name: str, version: str) -> list[str]:
             for a in COMMANDS[kind]]
 
 
+def buyer_of(vendor: Path, buyer: Path) -> Path:
+    """A buyer ledger (origin ``<its directory's name>/log``, approvers b1 and b2) whose
+    ``policy.toml`` trusts ``vendor``'s keys and log (testkit.BUYER_POLICY)."""
+    assert run(buyer, "init", "--origin", f"{buyer.name}/log")[0] == 0
+    (buyer / "trust").mkdir()
+    for k in ("b1", "b2"):
+        assert run(buyer, "key", "new", k, "--no-encrypt")[0] == 0
+    for p in [*(vendor / "keys").glob("*.pub"), *(buyer / "keys").glob("b*.pub")]:
+        shutil.copy(p, buyer / "trust" / p.name)
+    vkeys = f'"{Ledger.open(vendor).log.vkey}", "{Ledger.open(buyer).log.vkey}"'
+    (buyer / "policy.toml").write_text(testkit.BUYER_POLICY.format(vkeys=vkeys))
+    return buyer
+
+
 @pytest.mark.parametrize("kind", sorted(COMMANDS))
 @pytest.mark.parametrize("where", ["name", "version"])
 def test_a_new_name_or_version_off_the_grammar_is_a_usage_error(
@@ -190,15 +204,7 @@ def test_a_buyer_is_warned_of_an_imported_name_off_the_grammar_or_a_twin_in_case
     with off_the_grammar():
         for name in ("cartpole\u2010train", "CARTPOLE"):
             assert run(vendor, *argv(vendor, "env", name, "1"))[0] == 0
-    buyer = tmp_path / "buyer"
-    assert run(buyer, "init", "--origin", "buyer/log")[0] == 0
-    (buyer / "trust").mkdir()
-    for k in ("b1", "b2"):
-        assert run(buyer, "key", "new", k, "--no-encrypt")[0] == 0
-    for p in [*(vendor / "keys").glob("*.pub"), *(buyer / "keys").glob("b*.pub")]:
-        shutil.copy(p, buyer / "trust" / p.name)
-    vkeys = f'"{Ledger.open(vendor).log.vkey}", "{Ledger.open(buyer).log.vkey}"'
-    (buyer / "policy.toml").write_text(testkit.BUYER_POLICY.format(vkeys=vkeys))
+    buyer = buyer_of(vendor, tmp_path / "buyer")
     warned = []
     for ref in ("cartpole@1", "cartpole\u2010train@1", "CARTPOLE@1"):
         bundle = tmp_path / f"{len(warned)}.tar.zst"
@@ -357,16 +363,7 @@ def test_a_buyer_is_warned_of_a_vendor_log_origin_off_the_grammar(
     plain = testkit.copy_template(quickstart_template, tmp_path / "plain")
     warned = []
     for vendor in (plain, odd):
-        buyer = tmp_path / f"buyer-of-{vendor.name}"
-        code, out = run(buyer, "init", "--origin", f"{buyer.name}/log")
-        assert code == 0, out
-        (buyer / "trust").mkdir()
-        for k in ("b1", "b2"):
-            assert run(buyer, "key", "new", k, "--no-encrypt")[0] == 0
-        for p in [*(vendor / "keys").glob("*.pub"), *(buyer / "keys").glob("b*.pub")]:
-            shutil.copy(p, buyer / "trust" / p.name)
-        vkeys = f'"{Ledger.open(vendor).log.vkey}", "{Ledger.open(buyer).log.vkey}"'
-        (buyer / "policy.toml").write_text(testkit.BUYER_POLICY.format(vkeys=vkeys))
+        buyer = buyer_of(vendor, tmp_path / f"buyer-of-{vendor.name}")
         bundle = tmp_path / f"{vendor.name}.tar.zst"
         assert run(vendor, "export", "cartpole@1", "--out", bundle)[0] == 0
         code, out = run(buyer, "import", bundle, "--policy", buyer / "policy.toml", "--key",
