@@ -462,7 +462,8 @@ def test_a_log_key_spelt_in_upper_case_is_refused(world: World, tmp_path: Path) 
     expect(run(world.home, "verify", "ds-old@1"), 0)  # this user saw size n + 1
     expect(run(world.home, "verify", bundle, "--policy", world.policy_file(1)), 1)  # rollback
     name, key_id, key = world.v1.split("+", 2)
-    assert key_id != key_id.upper()
+    if key_id == key_id.upper():  # about 1 run in 40: a random key ID of digits only
+        pytest.skip(f"this run's log key ID {key_id} has no letter, so no other spelling")
     members = tk.bundle_members(bundle)
     index = replace(BundleIndex.from_bytes(members[0][1]), vkey=f"{name}+{key_id.upper()}+{key}")
     spelt = tk.write_bundle(tmp_path / "spelt.tar.zst", [

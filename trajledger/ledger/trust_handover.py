@@ -11,7 +11,6 @@ Non-scope: the state itself (`trajledger.ledger.trust_state`), writing handovers
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
@@ -104,16 +103,28 @@ def floor_across(vkey: str, handovers: Sequence[bytes], directory: Path | None =
     rollback, docs/SECURITY.md redo15 finding 2). None when they hold none; no state is made.
 
     Raises:
-        LedgerError: a state exists and cannot be read.
+        LedgerError: a state exists and cannot be read, or a key noted for the log's origin
+            cannot be read (its floor would be left out: fail closed).
     """
     from .trust_state import TrustState
     from .user_state import origin_dir, read_state_file
 
     keys = [vkey]
-    with contextlib.suppress(ProvenanceError, OSError):  # no other key of the log noted
-        origin = origin_dir(verifier_from_vkey(vkey).name, directory)
-        keys += [read_state_file(origin / n, "replace").strip()
-                 for n in sorted(os.listdir(origin)) if not n.startswith(".")]
+    origin = origin_dir(verifier_from_vkey(vkey).name, directory)
+    try:
+        noted = sorted(n for n in os.listdir(origin) if not n.startswith("."))
+    except FileNotFoundError:
+        noted = []  # no other key of the log noted
+    except OSError as e:
+        raise LedgerError(f"{origin}: cannot list the keys noted for this origin: "
+                          f"{e.strerror or e}") from e
+    for n in noted:
+        try:
+            keys.append(read_state_file(origin / n, "replace").strip())
+        except OSError as e:  # a FIFO or a device planted there, unreadable: not skipped
+            raise LedgerError(f"{origin / n}: cannot read a log key noted for this origin "
+                              f"({e.strerror or e}): its floor cannot be applied; remove the "
+                              "file if it is not yours") from e
     floors = []
     for key in dict.fromkeys(keys):
         if key != vkey and not _reaches(key, handovers, vkey):

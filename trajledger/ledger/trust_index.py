@@ -172,7 +172,7 @@ class TrustIndex:
 
     def by_folded_name(self, name: str) -> list[NameRow]:
         """Named records whose name equals ``name`` but for ASCII letter case (SQLite's
-        ``lower``; `names.case_twin` picks those that differ)."""
+        ``lower``; `names.check_new` and `names.imported_problem` pick those that differ)."""
         return self._names("lower(name) = lower(?)", (name,))
 
     def by_prefix(self, hexprefix: str) -> list[NameRow]:

@@ -41,7 +41,9 @@ def explain_left_out(report: Report, entry_bytes: Callable[[int], bytes | None],
     if theirs is None or not theirs.revoked_keys:
         return
     for node in report.nodes.values():
-        raw = entry_bytes(node.index) if node.index is not None else None
+        missing = [i for i, c in enumerate(node.checks)
+                   if c.status == FAIL and c.detail.endswith(" is missing")]
+        raw = entry_bytes(node.index) if missing and node.index is not None else None
         if raw is None or node.index is None:
             continue
         entry = LogEntry.from_bytes(raw)  # checked when the bundle was opened
@@ -50,8 +52,7 @@ def explain_left_out(report: Report, entry_bytes: Callable[[int], bytes | None],
             f"{theirs.serial} declares {rk.describe()}"
             for rk in theirs.revoked_keys
             if rk.keyid in entry.signers and rk.covers(node.index, entry.time))
-        for i, c in enumerate(node.checks):
-            if why and c.status == FAIL and c.detail.endswith(" is missing"):
-                node.checks[i] = dataclasses.replace(c, detail=(
-                    f"{c.detail}: the exporter left it out, its record (log index "
-                    f"{node.index}) {why}"))
+        for i in missing if why else ():
+            node.checks[i] = dataclasses.replace(node.checks[i], detail=(
+                f"{node.checks[i].detail}: the exporter left it out, its record (log index "
+                f"{node.index}) {why}"))
