@@ -146,3 +146,60 @@ def test_a_vendor_cannot_answer_to_another_vendors_qualified_name(tmp_path: Path
     for squat, origin in zip(squats, (one.origin, bare), strict=True):
         shown = json.loads(buyer.run("show", f"{two.origin}+{origin}+one-3", "--json").stdout)
         assert shown["digest"] == squat
+
+
+def test_a_key_its_vendor_declared_compromised_is_named_when_another_log_brings_its_data(
+    tmp_path: Path,
+) -> None:
+    """Vendor one declares its producer key compromised; the buyer takes that in. The thief
+    (vendor two, a log the buyer also trusts) lists the stolen key in its policy, records a
+    dataset with it and sells it. Before the fix the import took it in without a word and
+    `approve`, `admit` and `train` passed: one's declaration stops only what one's log brought
+    (a policy may list anyone's key, rev4), and the buyer's policy still trusts the key until
+    it records a successor. The import now names the key, who declared it and what it signed
+    (rev24 finding 1)."""
+    import shutil
+
+    one = Vendor(tmp_path, "one", "one.example/log")
+    two = Vendor(tmp_path, "two", "two.example/log", seeds=(3, 4))
+    buyer = Buyer(tmp_path, [one, two])
+    buyer.run("import", one.bundle, "--key", "approver")
+    applied, stolen = one.size(), keyid(one, "vendor")
+    one.run("key", "new", "vendor-new", "--no-encrypt")
+    new = tmp_path / "new.toml"
+    one.run("policy", "init", "--roles", "producer", "--producer", "vendor-new", "--out", new)
+    new.write_text(new.read_text().replace("serial = 1", "serial = 2") + f'\n[[revoked_keys]]\n'
+                   f'key = "{stolen}"\ncompromised_since = 0\nreason = "stolen laptop"\n')
+    one.run("policy", "set", new, "--key", "vendor", "--yes")
+    update = tmp_path / "update.tar.zst"
+    one.run("export", "--updates-since", str(applied), "--out", update)
+    assert " is compromised " in buyer.run("import", update, "--key", "approver").stderr
+    r = buyer.run("import", two.bundle, "--key", "approver")  # signed by two's own key
+    seen = two.size()
+    assert " declares compromised" not in r.stderr, r.stderr
+    for end in ("key", "pub"):
+        shutil.copy(one.home / "keys" / f"vendor.{end}", two.home / "keys" / f"stolen.{end}")
+    policy = two.home / "policy.toml"
+    policy.write_text(policy.read_text().replace("serial = 1", "serial = 2")
+                      .replace("keys = [", 'keys = ["keys/stolen.pub", ', 1))  # fmt: skip
+    two.run("policy", "set", policy, "--key", "vendor", "--yes")
+    two.run("env", "register", "loot", "--version", "1", "--source", "sim", "--key", "stolen")
+    batch = two.last("record", rollouts(tmp_path / "loot.parquet", 11), "--env", "loot@1",
+                     "--policy", "scripted", "--name", "loot-1", "--licence", "CC-BY-4.0",
+                     "--key", "stolen")  # fmt: skip
+    loot = two.last("dataset", "create", "loot", "--version", "2", "--split", "train",
+                    "--batch", batch, "--key", "stolen")  # fmt: skip
+    bundle = tmp_path / "loot.tar.zst"
+    two.run("export", "loot@2", "--updates-since", str(seen), "--out", bundle)
+    r = buyer.run("import", bundle, "--key", "approver", "--json")
+    line = next((x for x in r.stderr.splitlines() if x.startswith(f"WARNING: key {stolen[:16]}")),
+                r.stderr)  # fmt: skip
+    assert line.startswith(f"WARNING: key {stolen[:16]}, which {one.origin} declares compromised "
+                           "(compromised since log index 0: stolen laptop; its policy "
+                           f"'one.example/log' serial 2), signed what was just taken in from "
+                           f"{two.origin}: "), line  # fmt: skip
+    assert f"rollout-batch loot-1 ({short(batch)})" in line and f"dataset loot@2 ({short(loot)})" \
+        in line and line.endswith(f'record a successor with [[revoked_keys]] key = "{stolen}"')
+    suspect = json.loads(r.stdout)["import"]["suspect"]
+    assert [(s["key"], s["declaredBy"], loot in s["digests"]) for s in suspect] == \
+        [(stolen, one.origin, True)]  # fmt: skip

@@ -114,6 +114,8 @@ class Changes:
         clashes: names of imported records that are also names of other records here.
         pending: revocations and erasures a monitor found about what this ledger holds but did
             not take in (no approver key to sign the import).
+        suspect: records just taken in that a key signed which another log here declares
+            compromised (`_declared_elsewhere`): warned of, not revoked.
     """
 
     origin: str
@@ -126,6 +128,7 @@ class Changes:
     affected: list[dict[str, Any]] = field(default_factory=list)
     clashes: list[str] = field(default_factory=list)
     pending: list[dict[str, Any]] = field(default_factory=list)
+    suspect: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def stopped(self) -> bool:
@@ -149,7 +152,7 @@ class Changes:
                         f"{r['deleted']} blob(s) deleted here"
                         + (f"; {r['keptBlobs']} kept: also a file of {', '.join(r['kept'])}"
                            if r.get("kept") else "")))
-        for r in self.compromised:
+        for r in self.compromised + self.suspect:
             out.append(("warning", r["text"]))
         for r in self.unreadable:
             out.append(("warning", f"{r['kind']} at log index {r['logIndex']} of "
@@ -174,7 +177,8 @@ class Changes:
         return {"origin": self.origin, "new": self.new, "revoked": self.revoked,
                 "erased": self.erased, "compromised": self.compromised,
                 "unreadable": self.unreadable, "ignored": self.ignored,
-                "affected": self.affected, "clashes": self.clashes, "pending": self.pending}
+                "affected": self.affected, "clashes": self.clashes, "pending": self.pending,
+                "suspect": self.suspect}
 
 
 @dataclass(frozen=True)
@@ -601,34 +605,16 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
     """
     from .status import revoke
 
+    imports = _imports(ledger)
+    _declared_elsewhere(ledger, policy, update, parsed, changes, imports)
     # (1) (an entry this update brings is its own: what import records say of that index,
     # this one's included, is not parsed only to be replaced)
-    seen: dict[int, LogEntry] = {}
-    for _i, pred in _imports(ledger, update.vkey):
-        for item in pred.entries:
-            raw, at = item.get("entry"), item.get("index")
-            if isinstance(raw, str) and isinstance(at, int) and at not in update.entries:
-                try:
-                    seen[int(at)] = LogEntry.from_bytes(raw.encode("utf-8"))
-                except ProvenanceError:
-                    continue
+    seen = _entries_of(update.vkey, imports, skip=update.entries)
     seen |= {i: parsed[i] if i in parsed else LogEntry.from_bytes(update.entries[i])
              for i in update.entries}
-    records = []
-    for i, e in sorted(seen.items()):
-        data = ledger.read_blob(e.envelope) if e.kind == "trust-policy" else None
-        if data is not None:
-            records.append((i, e.subject, data))
-    if not records:
+    theirs, own = _their_compromises(ledger, seen)
+    if theirs is None:
         return
-    theirs, _notes = follow_history(None, records)
-    if theirs is None or not theirs.revoked_keys:
-        return
-    # A party declares compromised only keys its own policies held: not another party's whose
-    # records it imported into its log.
-    own = {k for p in (theirs, *(q for _i, q in theirs.earlier))
-           for role in ("producer", "approver", "trainer", "evaluator")
-           for k in p.role(role).keyids}
     state = ledger.trust_state()
     verifier = LineageVerifier(ledger_evidence(ledger), policy, index=state, data="size")
     origins, logs = Origins(ledger), {update.vkey, *update.logs}
@@ -678,6 +664,73 @@ def _compromises(ledger: LedgerHome, policy: TrustPolicy, signers: Sequence[Sign
                                             "revokedHere": revoked})
     finally:
         verifier.close()
+
+
+def _entries_of(vkey: str, imports: Sequence[tuple[int, Import]],
+                skip: Collection[int] = ()) -> dict[int, LogEntry]:
+    """The entries of the log ``vkey`` that this ledger's import records list, by index
+    (those at ``skip`` left out; one that does not parse is skipped)."""
+    seen: dict[int, LogEntry] = {}
+    for _i, pred in imports:
+        if pred.log.get("vkey") != vkey:
+            continue
+        for item in pred.entries:
+            raw, at = item.get("entry"), item.get("index")
+            if isinstance(raw, str) and isinstance(at, int) and at not in skip:
+                try:
+                    seen[int(at)] = LogEntry.from_bytes(raw.encode("utf-8"))
+                except ProvenanceError:
+                    continue
+    return seen
+
+
+def _their_compromises(ledger: LedgerHome, seen: Mapping[int, LogEntry]
+                       ) -> tuple[TrustPolicy | None, set[str]]:
+    """Step 1 of `_compromises` for one log: its policy in force, followed by its own rules
+    from its policy records among ``seen`` (None when it declares no key compromised), and the
+    keys its own policies held (a party declares compromised only those: not another party's
+    whose records it imported into its log)."""
+    records = []
+    for i, e in sorted(seen.items()):
+        data = ledger.read_blob(e.envelope) if e.kind == "trust-policy" else None
+        if data is not None:
+            records.append((i, e.subject, data))
+    theirs = follow_history(None, records)[0] if records else None
+    if theirs is None or not theirs.revoked_keys:
+        return None, set()
+    return theirs, {k for p in (theirs, *(q for _i, q in theirs.earlier))
+                    for role in ("producer", "approver", "trainer", "evaluator")
+                    for k in p.role(role).keyids}
+
+
+def _declared_elsewhere(ledger: LedgerHome, policy: TrustPolicy, update: Update,
+                        taken: Mapping[int, LogEntry], changes: Changes,
+                        imports: Sequence[tuple[int, Import]]) -> None:
+    """A record this update takes in that is signed by a key another log here declares
+    compromised (a key of that log's own policies, which this ledger's policy does not
+    revoke yet) is named in a warning (``changes.suspect``). Not revoked: a policy may list
+    anyone's key, so a log's word stops only what it alone brought here (`_compromises`);
+    before, such a record was taken in silently (docs/SECURITY.md, rev24 finding 1)."""
+    signed = {k for e in taken.values() if KINDS[e.kind].lineage for k in e.signers}
+    if not signed:
+        return
+    revoked_here = {x.keyid for x in policy.revoked_keys}
+    logs = {vk for _i, p in imports if isinstance(vk := p.log.get("vkey"), str)}
+    for vkey in sorted(logs - {update.vkey, *update.logs}):
+        theirs, own = _their_compromises(ledger, _entries_of(vkey, imports))
+        for rk in theirs.revoked_keys if theirs is not None else ():
+            if theirs is None or rk.keyid not in own & signed or rk.keyid in revoked_here:
+                continue
+            hit = {e.subject: label(ledger, e.subject) for _i, e in sorted(taken.items())
+                   if KINDS[e.kind].lineage and rk.keyid in e.signers}
+            changes.suspect.append({
+                "key": rk.keyid, "declaredBy": origin_name(vkey), "digests": list(hit),
+                "text": f"key {rk.keyid[:16]}, which {origin_name(vkey)} declares compromised "
+                        f"({rk.describe()}; its policy {theirs.name!r} serial "
+                        f"{theirs.serial}), signed what was just taken in from "
+                        f"{changes.origin}: {', '.join(hit.values())}; not revoked here (a log "
+                        "stops only what it brought): if the key is theirs, record a successor "
+                        f"with [[revoked_keys]] key = \"{rk.keyid}\""})
 
 
 def _brought_by(state: TrustState, origins: Origins, digest: str, logs: Collection[str]
