@@ -426,6 +426,27 @@ def test_one_missing_key_is_one_root_cause(
     assert len(terms) == 2 and all(c["cause"] == ckpt for c in terms)
 
 
+def test_an_update_after_a_rotation_of_the_vendors_log_key_is_taken_in(
+    trained: tuple[Vendor, Buyer, str], tmp_path: Path
+) -> None:
+    """The vendor revokes a batch, rotates its log key (as after a theft) and sends what the
+    buyer's import asks for, ``export --updates-since N``. Before the fix the buyer refused it
+    (following the handover needs a consistency proof from N, which only ``--consistency-from
+    N`` added), so the revocation waited for a second round trip (rev24 finding 2)."""
+    vendor, buyer, ckpt = trained
+    applied = vendor.size()
+    vendor.run("revoke", vendor.batches[0], "--reason", "consent", "--key", "vendor")
+    vendor.run("log", "rotate-key")
+    update = tmp_path / "update.tar.zst"
+    vendor.run("export", "--updates-since", str(applied), "--out", update)
+    r = buyer.run("import", update, "--key", "approver")
+    rotated = "+".join(vendor.vkey().split("+")[:2])
+    assert rotated != vendor.origin
+    assert f"WARNING: revoked by {rotated}: rollout-batch vendor-1" in r.stderr, r.stderr
+    r = buyer.run("verify", ckpt, code=1)
+    assert "revoked: consent" in r.stderr, r.stderr
+
+
 # -- item 3: what the vendor publishes; an envelope withheld fails closed, for its own data only --
 
 

@@ -390,7 +390,9 @@ def export_bundle(
     if updates_since:
         small[f"proofs/{updates_since}.range"] = consistency_proof_bytes(
             list(tiles.compact_range(updates_since).hashes))
-    for old in sorted(set(consistency_from)):
+    # An update proves itself from the size applied; a recipient following a key rotation also
+    # needs that as a consistency proof (rev24 finding 2).
+    for old in sorted({*consistency_from, *([updates_since] if updates_since else [])}):
         if not 0 < old <= size:
             raise LedgerError(
                 f"export: consistency from size {old}: want 1..{size} (the checkpoint's size)"

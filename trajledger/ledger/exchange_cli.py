@@ -107,8 +107,9 @@ POLICY = click.option(
     type=click.IntRange(min=0),
     metavar="SIZE",
     help="An update bundle: every entry of this log since tree SIZE (what the recipient "
-    "applied: its 'import' and 'monitor' say), with the envelopes this policy publishes "
-    "(revocations, erasures, policies by default); REF may then be left out.",
+    "applied: its 'import' and 'monitor' say), a consistency proof from SIZE, and the "
+    "envelopes this policy publishes (revocations, erasures, policies by default); REF may "
+    "then be left out.",
 )
 @click.option(
     "--include-revoked",
