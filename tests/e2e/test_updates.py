@@ -447,6 +447,47 @@ def test_an_update_after_a_rotation_of_the_vendors_log_key_is_taken_in(
     assert "revoked: consent" in r.stderr, r.stderr
 
 
+def test_a_retired_log_key_cannot_show_another_history_after_its_handover(
+    trained: tuple[Vendor, Buyer, str], tmp_path: Path
+) -> None:
+    """The vendor rotates its log key (after a theft) and the buyer follows the handover; its
+    policy still names the old key, as most buyers' will. The thief holds a copy of the
+    vendor's ledger with the old log key, appends its own entry and sends an update signed by
+    the old key: another tree of the log after the rotation. Before the fix the buyer took it
+    in (the old key is trusted on its own and that tree extends what it saw under it), and
+    then took the vendor's tree of the same size under the new key too: two histories of one
+    log accepted, neither refused; a monitor kept on the old key's view the same way.
+    Now a key the buyer followed a handover from signs nothing beyond the handed-over tree
+    (rev24 finding 3)."""
+    import shutil
+
+    from testkit import Party
+
+    vendor, buyer, _ckpt = trained
+    applied = vendor.size()
+    thief = Party(tmp_path, "thief")
+    shutil.copytree(vendor.home, thief.home)
+    vendor.run("log", "rotate-key")
+    update = tmp_path / "update.tar.zst"
+    vendor.run("export", "--updates-since", str(applied), "--out", update)
+    buyer.run("import", update, "--key", "approver")  # follows the handover
+    thief.run("env", "register", "grid", "--version", "2", "--source", "sim", "--key", "vendor")
+    forged = tmp_path / "forged.tar.zst"
+    thief.run("export", "--updates-since", str(applied), "--out", forged)
+    before = buyer.size()
+    r = buyer.run("import", forged, "--key", "approver", code=1)
+    assert f"key {vendor.origin} handed the log over to " in r.stderr and " at size " \
+        f"{applied} (a rotation you followed), yet signs a tree of size {applied + 1} " \
+        in r.stderr, r.stderr  # fmt: skip
+    assert buyer.size() == before
+    for url in served(thief):
+        r = buyer.run("monitor", url, "--vkey", thief.vkey(), code=1)  # the old key
+        assert " handed the log over to " in r.stderr, r.stderr
+    vendor.run("revoke", vendor.batches[0], "--reason", "consent", "--key", "vendor")
+    vendor.run("export", "--updates-since", str(applied), "--out", update)
+    assert "WARNING: revoked by " in buyer.run("import", update, "--key", "approver").stderr
+
+
 # -- item 3: what the vendor publishes; an envelope withheld fails closed, for its own data only --
 
 

@@ -47,7 +47,8 @@ def continue_trust(
            trusted handed over to (key confusion): `TamperError`, nothing stored.
         3. ``note``, the log's checkpoint signed by ``state``'s key, must extend that floor and
            every handover's tree on the way (consistency proofs from ``proof``).
-        4. Store ``note`` as ``state``'s floor.
+        4. Store ``note`` as ``state``'s floor, and note each earlier key as retired at its
+           handover (`TrustState.retire`): a larger tree it signs later is refused.
 
     Args:
         state: the state of the log's current key, without a floor.
@@ -69,19 +70,20 @@ def continue_trust(
     # (1)
     earlier = state.siblings()
     # (2) (3)
-    carried = 0
+    carried = []
     try:
         for old in earlier:
             if state.vkey in distinct and not _reaches(old.vkey, handovers, state.vkey):
                 continue  # another log of the same origin name, trusted on its own
-            _check_continuation(state, cp, old, handovers, proof, what)
-            carried += 1
+            carried.append((old, _check_continuation(state, cp, old, handovers, proof, what)))
+        # (4)
+        if carried:
+            state.continue_from(note)
+        for old, handover in carried:
+            old.retire(handover)
     finally:
         for old in earlier:
             old.close()
-    # (4)
-    if carried:
-        state.continue_from(note)
 
 
 def _reaches(old: str, handovers: Sequence[bytes], vkey: str) -> bool:
@@ -147,8 +149,9 @@ def _check_continuation(
     handovers: Sequence[bytes],
     proof: Callable[[int, int], Sequence[bytes]],
     what: str,
-) -> None:
-    """Steps 2 and 3 of `continue_trust` for one earlier key ``old``."""
+) -> bytes:
+    """Steps 2 and 3 of `continue_trust` for one earlier key ``old``; the handover note from
+    it."""
     from trajledger.verify.consistency import check_consistent
     from trajledger.verify.log_key import key_chain
 
@@ -183,6 +186,7 @@ def _check_continuation(
                 f"{_short_vkey(old.vkey)}: {e}; nothing was changed",
                 Path(what),
             ) from e
+    return chain[0].note
 
 
 def _short_vkey(vkey: str) -> str:

@@ -330,6 +330,13 @@ class TrustState(TrustIndex):
         raw = self._meta("pinned")
         return None if raw is None else raw.decode("utf-8", "replace")
 
+    def retire(self, handover: bytes) -> None:
+        """Note that this key handed the log over (``handover``, a key handover note from it
+        that `trust_handover.continue_trust` followed): `check_extends` then refuses a tree it
+        signs beyond the handed-over one (rev24 finding 3)."""
+        with self._write():
+            self._put("retired", handover)
+
     def _register(self) -> None:
         """Note this key under its log's origin (``origins/<id>/<key id>`` holds the vkey), so
         that a state for another key of the same log can find it (`siblings`)."""
@@ -673,6 +680,8 @@ class TrustState(TrustIndex):
         # (1)
         new = verify_checkpoint(note, self.verifier)
         self._size, self._range, self._note, self._last = self._read_meta()
+        if (retired := self._meta("retired")) is not None:
+            self._check_retired(retired, new, what)
         old = self.floor_checkpoint()
         if old is None:
             return True
@@ -706,6 +715,28 @@ class TrustState(TrustIndex):
             raise ConsistencyError(f"{what}: fork: {both}: {e}", old=old, new=new,
                                    proof=list(proof)) from e
         return True
+
+    def _check_retired(self, handover: bytes, new: Checkpoint, what: str) -> None:
+        """Step 1 of `check_extends` for a key that handed the log over (`retire`): a tree it
+        signs beyond the handed-over one, or another at its size, is not the log's (its
+        successor signs from there on): a thief of the old key's fork.
+
+        Raises:
+            ConsistencyError: such a tree.
+        """
+        from trajledger.verify.errors import ConsistencyError
+        from trajledger.verify.log_key import key_id, parse_handover
+
+        h = parse_handover(handover)
+        if new.size > h.checkpoint.size or (new.size == h.checkpoint.size
+                                           and new.root != h.checkpoint.root):
+            raise ConsistencyError(
+                f"{what}: key {key_id(self.vkey)} handed the log over to {key_id(h.new)} at "
+                f"size {h.checkpoint.size} (a rotation you followed), yet signs a tree of size "
+                f"{new.size} (root {new.root.hex()[:16]}…): after its handover only "
+                f"{key_id(h.new)} signs, so this is another history (the old key's holder, "
+                "or a thief of it); nothing was changed: keep the checkpoint as evidence",
+                old=h.checkpoint, new=new)
 
     def advance_floor(self, note: bytes, proof: Sequence[bytes] = (), *, what: str,
                       root_at: Callable[[int], bytes | None] | None = None,
