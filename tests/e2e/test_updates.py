@@ -456,9 +456,9 @@ def test_a_retired_log_key_cannot_show_another_history_after_its_handover(
     the old key: another tree of the log after the rotation. Before the fix the buyer took it
     in (the old key is trusted on its own and that tree extends what it saw under it), and
     then took the vendor's tree of the same size under the new key too: two histories of one
-    log accepted, neither refused; a monitor kept on the old key's view the same way.
-    Now a key the buyer followed a handover from signs nothing beyond the handed-over tree
-    (rev24 finding 3)."""
+    log accepted, neither refused; a monitor kept on the old key's view the same way, and
+    `verify BUNDLE` said OK. Now a key the buyer followed a handover from signs nothing beyond
+    the handed-over tree (rev24 finding 3)."""
     import shutil
 
     from testkit import Party
@@ -480,6 +480,8 @@ def test_a_retired_log_key_cannot_show_another_history_after_its_handover(
         f"{applied} (a rotation you followed), yet signs a tree of size {applied + 1} " \
         in r.stderr, r.stderr  # fmt: skip
     assert buyer.size() == before
+    r = buyer.run("verify", forged, "--policy", buyer.home / "policy.toml", code=1)
+    assert " handed the log over to " in r.stderr, r.stderr
     for url in served(thief):
         r = buyer.run("monitor", url, "--vkey", thief.vkey(), code=1)  # the old key
         assert " handed the log over to " in r.stderr, r.stderr

@@ -96,17 +96,21 @@ def _reaches(old: str, handovers: Sequence[bytes], vkey: str) -> bool:
         return False
 
 
-def floor_across(vkey: str, handovers: Sequence[bytes], directory: Path | None = None
-                 ) -> tuple[bytes, str] | None:
+def floor_across(vkey: str, handovers: Sequence[bytes], directory: Path | None = None, *,
+                 tree: Checkpoint | None = None) -> tuple[bytes, str] | None:
     """The floor a checkpoint signed by ``vkey`` must extend, and what to call it: the newest
     checkpoint this user has seen of that log under ``vkey`` or under an earlier key of the
     same origin from which ``handovers`` lead to ``vkey`` (the size seen under the old key is
     a floor for the new key too: a bundle signed by the new key showing an older tree is a
     rollback, docs/SECURITY.md redo15 finding 2). None when they hold none; no state is made.
 
+    ``tree``, the checkpoint ``vkey`` signed that is to be judged, is refused when this user
+    followed a handover from ``vkey`` before it (`TrustState.check_retired`, rev24 finding 3).
+
     Raises:
         LedgerError: a state exists and cannot be read, or a key noted for the log's origin
             cannot be read (its floor would be left out: fail closed).
+        ConsistencyError: ``tree`` is beyond ``vkey``'s handover.
     """
     from .trust_state import TrustState
     from .user_state import origin_dir, read_state_file
@@ -131,7 +135,7 @@ def floor_across(vkey: str, handovers: Sequence[bytes], directory: Path | None =
     for key in dict.fromkeys(keys):
         if key != vkey and not _reaches(key, handovers, vkey):
             continue
-        note = TrustState.floor_seen(key, directory)
+        note = TrustState.floor_seen(key, directory, tree if key == vkey else None)
         if note is not None:
             floors.append((verify_checkpoint(note, verifier_from_vkey(key)).size, note, key))
     if not floors:

@@ -236,18 +236,23 @@ class TrustState(TrustIndex):
         them again in its own transaction."""
 
     @classmethod
-    def floor_seen(cls, vkey: str, directory: Path | None = None) -> bytes | None:
+    def floor_seen(cls, vkey: str, directory: Path | None = None, tree: Checkpoint | None = None
+                   ) -> bytes | None:
         """The floor of this user's state of the log ``vkey`` (the newest signed checkpoint of
-        it they have seen), or None when they hold no state of it: then none is made.
+        it they have seen), or None when they hold no state of it: then none is made. With
+        ``tree`` (a checkpoint ``vkey`` signed), first `check_retired`.
 
         Raises:
             LedgerError: the state exists and cannot be read.
+            ConsistencyError: ``tree`` is beyond this key's handover.
         """
         vkey = one_spelling(vkey)
         if not ((directory or state_dir()) / "logs" / log_id(vkey) / "state.sqlite").is_file():
             return None
         state = cls.open(vkey, directory)
         try:
+            if tree is not None:
+                state.check_retired(tree, f"log {tree.origin}")
             return state.floor()
         finally:
             state.close()
@@ -680,8 +685,7 @@ class TrustState(TrustIndex):
         # (1)
         new = verify_checkpoint(note, self.verifier)
         self._size, self._range, self._note, self._last = self._read_meta()
-        if (retired := self._meta("retired")) is not None:
-            self._check_retired(retired, new, what)
+        self.check_retired(new, what)
         old = self.floor_checkpoint()
         if old is None:
             return True
@@ -716,10 +720,10 @@ class TrustState(TrustIndex):
                                    proof=list(proof)) from e
         return True
 
-    def _check_retired(self, handover: bytes, new: Checkpoint, what: str) -> None:
-        """Step 1 of `check_extends` for a key that handed the log over (`retire`): a tree it
-        signs beyond the handed-over one, or another at its size, is not the log's (its
-        successor signs from there on): a thief of the old key's fork.
+    def check_retired(self, new: Checkpoint, what: str) -> None:
+        """For a key that handed the log over (`retire`; step 1 of `check_extends`): a tree
+        ``new`` it signs beyond the handed-over one, or another at its size, is not the log's
+        (its successor signs from there on): a thief of the old key's fork.
 
         Raises:
             ConsistencyError: such a tree.
@@ -727,6 +731,8 @@ class TrustState(TrustIndex):
         from trajledger.verify.errors import ConsistencyError
         from trajledger.verify.log_key import key_id, parse_handover
 
+        if (handover := self._meta("retired")) is None:
+            return
         h = parse_handover(handover)
         if new.size > h.checkpoint.size or (new.size == h.checkpoint.size
                                            and new.root != h.checkpoint.root):

@@ -958,8 +958,7 @@ def _verify_bundle(
     of that log this user has seen (their own ledger's log, one they imported from or monitor:
     `TrustState.floor_seen`), as ``python -m verify --known-checkpoint`` checks and as
     ``import`` requires: without it, ``verify BUNDLE`` said OK to a fork or a rollback (hiding
-    a later revocation) that every other path of this user refuses (docs/SECURITY.md, rev18
-    finding 1)."""
+    a later revocation) that every other path of this user refuses (SECURITY.md, rev18 #1)."""
     from trajledger.ledger.exchange import bundle_log_key
     from trajledger.ledger.trust_handover import floor_across
     from trajledger.verify.bundle import BundleEvidence, verify_bundle
@@ -972,7 +971,8 @@ def _verify_bundle(
         # finding 1); the floor is the one seen under it or a key it took over from (redo15
         # finding 2).
         vkey = bundle_log_key(evidence, policy, f"bundle {path.name}")
-        known, what = floor_across(vkey, evidence.key_handovers()) or (None, "")
+        known, what = floor_across(vkey, evidence.key_handovers(),
+                                   tree=evidence.checkpoint) or (None, "")
         return verify_bundle(evidence, policy, data="size" if skip_data else "hash", files=files,
                              known_checkpoint=known, known_what=what), len(evidence.index.omitted)
 
