@@ -490,6 +490,65 @@ def test_a_retired_log_key_cannot_show_another_history_after_its_handover(
     assert "WARNING: revoked by " in buyer.run("import", update, "--key", "approver").stderr
 
 
+def test_a_vendor_sharing_an_origin_name_with_another_can_rotate_its_log_key(
+    tmp_path: Path,
+) -> None:
+    """Two vendors use one origin name (each log told apart by its key, as the policy names
+    both). Vendor b rotates its log key and revokes a batch. Before the fix the buyer refused
+    b's update as key confusion against vendor a's key ("no key handover signed by that key
+    leads to the new one"), advising to remove a's state (its floor): b's revocation could not
+    reach the buyer after a rotation (rev24 finding 4)."""
+    a = Vendor(tmp_path, "a", "shared.example/log")
+    b = Vendor(tmp_path, "b", "shared.example/log", seeds=(3, 4))
+    buyer = Buyer(tmp_path, [a, b])
+    for v in (a, b):
+        buyer.run("import", v.bundle, "--key", "approver")
+    applied = b.size()
+    b.run("log", "rotate-key")
+    b.run("revoke", b.batches[0], "--reason", "consent", "--key", "vendor")
+    update = tmp_path / "update.tar.zst"
+    b.run("export", "--updates-since", str(applied), "--out", update)
+    r = buyer.run("import", update, "--key", "approver")
+    assert "WARNING: revoked by shared.example/log+" in r.stderr and "rollout-batch b-1" \
+        in r.stderr, r.stderr  # fmt: skip
+
+
+def test_a_followed_key_has_no_second_successor(
+    trained: tuple[Vendor, Buyer, str], tmp_path: Path
+) -> None:
+    """The buyer followed the vendor's rotation and, as docs/SECURITY.md section 5 advises,
+    names the new log key in its policy too. A thief with a copy of the vendor's ledger from
+    before (the old log key) rotates it to a key of its own and sends that log: a second
+    successor of the key the buyer followed, refused as a fork of the log's identity (the
+    guard finding 4's rule for two logs of one origin name needs; rev24)."""
+    import shutil
+
+    from testkit import Party
+
+    vendor, buyer, _ckpt = trained
+    applied, old = vendor.size(), vendor.vkey()
+    thief = Party(tmp_path, "thief")
+    shutil.copytree(vendor.home, thief.home)
+    vendor.run("log", "rotate-key")
+    vendor.run("revoke", vendor.batches[1], "--reason", "consent", "--key", "vendor")
+    update = tmp_path / "update.tar.zst"
+    vendor.run("export", "--updates-since", str(applied), "--out", update)
+    buyer.run("import", update, "--key", "approver")  # follows the handover
+    policy = buyer.home / "policy.toml"
+    policy.write_text("serial = 2\n" + policy.read_text().replace(
+        f'"{old}"', f'"{old}", "{vendor.vkey()}"'))  # fmt: skip
+    buyer.run("policy", "set", policy, "--key", "approver", "--yes")
+    thief.run("log", "rotate-key")
+    thief.run("env", "register", "grid", "--version", "2", "--source", "sim", "--key", "vendor")
+    forged = tmp_path / "forged.tar.zst"
+    thief.run("export", "--updates-since", str(applied), "--out", forged)
+    before = buyer.size()
+    r = buyer.run("import", forged, "--key", "approver", code=1)
+    assert "(a rotation you followed), and now to " in r.stderr and "two successors of one " \
+        "key, a fork of the log's identity" in r.stderr, r.stderr  # fmt: skip
+    assert buyer.size() == before
+
+
 # -- item 3: what the vendor publishes; an envelope withheld fails closed, for its own data only --
 
 

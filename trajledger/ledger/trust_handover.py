@@ -44,7 +44,8 @@ def continue_trust(
            ahead (`TrustState.siblings`); none: the log is new to this user, nothing to carry.
         2. For each: the key handovers (``verify.log_key.key_chain``) from it must reach
            ``state``'s key; otherwise the checkpoint is signed by a key that nobody this user
-           trusted handed over to (key confusion): `TamperError`, nothing stored.
+           trusted handed over to (key confusion): `TamperError`, nothing stored; so is a
+           chain from a key this user already followed to another successor (`retired_to`).
         3. ``note``, the log's checkpoint signed by ``state``'s key, must extend that floor and
            every handover's tree on the way (consistency proofs from ``proof``).
         4. Store ``note`` as ``state``'s floor, and note each earlier key as retired at its
@@ -59,7 +60,9 @@ def continue_trust(
         distinct: log keys the caller trusts on their own (a policy's ``roles.log``): when
             ``state``'s key is one, a key of the same origin whose handovers do not lead to it
             is another log that happens to use the same origin name (two vendors), not key
-            confusion, and nothing is carried over from it.
+            confusion, and nothing is carried over from it; so is such a key that is one
+            when another key's handovers lead to ``state``'s (that vendor rotated its key:
+            rev24 finding 4).
 
     Raises:
         TamperError: key confusion, a bad handover, or a checkpoint that does not extend what
@@ -70,10 +73,12 @@ def continue_trust(
     # (1)
     earlier = state.siblings()
     # (2) (3)
+    reaching = {old.vkey for old in earlier if _reaches(old.vkey, handovers, state.vkey)}
     carried = []
     try:
         for old in earlier:
-            if state.vkey in distinct and not _reaches(old.vkey, handovers, state.vkey):
+            if old.vkey not in reaching and (state.vkey in distinct
+                                             or (reaching and old.vkey in distinct)):
                 continue  # another log of the same origin name, trusted on its own
             carried.append((old, _check_continuation(state, cp, old, handovers, proof, what)))
         # (4)
@@ -164,7 +169,13 @@ def _check_continuation(
         chain = key_chain(old.vkey, handovers)
     except ProvenanceError as e:
         raise TamperError(f"{what}: log {cp.origin}: its key handovers: {e}", None) from e
-    # (2)
+    # (2) (a key this user followed to one successor has no other: rev24 finding 4)
+    if chain and (before := old.retired_to()) not in (None, chain[0].new):
+        raise TamperError(
+            f"{what}: log {cp.origin}: key {_short_vkey(old.vkey)} handed over to "
+            f"{_short_vkey(str(before))} before (a rotation you followed), and now to "
+            f"{_short_vkey(chain[0].new)}: two successors of one key, a fork of the log's "
+            "identity; nothing was changed", Path(what))
     reached = [h.new for h in chain]
     if state.vkey not in reached:
         raise TamperError(

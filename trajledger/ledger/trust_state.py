@@ -720,6 +720,13 @@ class TrustState(TrustIndex):
                                    proof=list(proof)) from e
         return True
 
+    def retired_to(self) -> str | None:
+        """The key this one handed the log over to (`retire`), or None."""
+        from trajledger.verify.log_key import parse_handover
+
+        handover = self._meta("retired")
+        return None if handover is None else parse_handover(handover).new
+
     def check_retired(self, new: Checkpoint, what: str) -> None:
         """For a key that handed the log over (`retire`; step 1 of `check_extends`): a tree
         ``new`` it signs beyond the handed-over one, or another at its size, is not the log's
