@@ -871,6 +871,10 @@ def import_bundle(
     from .updates import Changes, Update, apply_update, origin_state, select
 
     keys = [signers] if isinstance(signers, Signer) else list(signers)
+    # Another log's records are judged by the policy in force alone: the policies it replaced
+    # (`TrustPolicy.earlier`) hold from log indices of this ledger's log, not of the bundle's
+    # (a vendor's record 4 was judged by the buyer's policy in force at the buyer's index 4).
+    policy = dataclasses.replace(policy, earlier=())
     # (1)
     _check_signers(policy, keys)
     ledger.log.require_signer()
