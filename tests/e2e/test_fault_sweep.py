@@ -525,6 +525,7 @@ def test_an_unfinished_rotation_is_a_warning_of_log_verify_naming_how_to_finish(
     ("reindex", "index/lance/.tmp-", False),
     ("log cosign", "witness/.tmp-", False),
     ("policy init", "files/.tmp-", False),
+    ("import", "state/origins/", False),  # the log key noted for the seller's origin
 ])
 def test_the_temp_file_of_a_killed_command_is_removed_by_the_next_run(
         work: Work, monkeypatch: pytest.MonkeyPatch, name: str, where: str, last: bool) -> None:
