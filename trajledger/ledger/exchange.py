@@ -942,7 +942,8 @@ def import_bundle(
             logs = {vkey}  # this log's keys: its current one and those it rotated from
             for h in ev.key_handovers():  # verified by verify_bundle
                 logs |= {parse_handover(h).old, parse_handover(h).new}
-            objects = {d: FileDigest(p, ev.index.by_name[f"objects/sha256/{d[7:]}"].size, d[7:])
+            sizes = {m.name: m.size for m in ev.index.members}
+            objects = {d: FileDigest(p, sizes[f"objects/sha256/{d[7:]}"], d[7:])
                        for d, p in ev.objects.items()}
             taken, consulted = select(ledger, entries, extension=start,
                                       asked=set(report.nodes),
