@@ -39,6 +39,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import testkit
@@ -90,6 +91,7 @@ COMMANDS: dict[str, list[str]] = {
     "release": ["release", "cartpole-bc@1", "--key", "approver-a", "--key", "approver-b"],
     "policy set": ["policy", "set", "@policy", "--key", "approver-a", "--key", "approver-b",
                    "--yes"],
+    "import": ["import", "@seller-bundle", "--key", "approver-a", "--key", "approver-b"],
 }
 """Each writing command, with ``@...`` placeholders made per ledger (`Work.value`). Commands
 that only read still write the user's state (its floor and index: ``verify``, ``admit``)."""
@@ -106,7 +108,6 @@ NOT_SWEPT = {
         "query episodes", "show", "stats", "validate", "key list", "key export", "fsck")},
     "init": "makes a new ledger: a failure leaves a directory to remove (test_destructive.py)",
     "quickstart": "init, then the commands swept here",
-    "import": "needs a second party's bundle and policy: test_import_faults.py",
     "key encrypt": "needs the passphrase, which every other command here must not have set",
     "log add-cosignature": "needs a witness's cosignature: left (docs/SECURITY.md, redo19)",
     "log serve": "serves until stopped; writes nothing",
@@ -153,6 +154,10 @@ class Work:
         os.environ[testkit.STATE_ENV] = str(self.state)
         testkit.copy_template(template, self.home)
         self.files.mkdir(parents=True)
+        # Another organisation's dataset to import (its bundle outside what is put back).
+        from test_updates import Vendor
+
+        self.seller = Vendor(root, "seller", "seller.example/log")
         (self.files / "file.txt").write_text("some content\n")
         (self.files / "rows.jsonl").write_text("".join(
             f'{{"episode_id": "f", "step": {t}, "obs": [{t}.0], "action": [0.0], '
@@ -161,8 +166,9 @@ class Work:
         self.batch = next(e["subject"] for e in map(json.loads, self.ok(
             "log", "show", "--json").splitlines()) if e["kind"] == "rollout-batch")
         self.ok("export", "cartpole-train@1", "--out", str(self.files / "bundle.tar.zst"))
-        # A policy with an evaluator and a release rule (eval, release), and the next one.
-        text = (self.home / "policy.toml").read_text()
+        # A policy with an evaluator and a release rule (eval, release), and the next one; both
+        # trust the seller's producer key and log (import).
+        text = trusting((self.home / "policy.toml").read_text(), self.seller)
         for serial in (2, 3):
             (self.files / f"policy-{serial}.toml").write_text(
                 "format = 2\n" + text.replace("serial = 1", f"serial = {serial}")
@@ -197,7 +203,8 @@ class Work:
         return {"@rows": str(self.files / "rows.jsonl"), "@file": str(self.files / "file.txt"),
                 "@out": str(self.files / "out"), "@out-bundle": str(self.files / "out.tar.zst"),
                 "@bundle": str(self.files / "bundle.tar.zst"), "@batch": self.batch,
-                "@policy": str(self.files / "policy-3.toml"), "@other": self.other}.get(v, v)
+                "@policy": str(self.files / "policy-3.toml"), "@other": self.other,
+                "@seller-bundle": str(self.seller.bundle)}.get(v, v)
 
     def restore(self, name: str) -> None:
         """Put everything back as it was (for ``fsck --repair``: with an object lost).
@@ -256,6 +263,16 @@ class Work:
                         out.append(str(p.relative_to(self.root)))
         out += [str(x.path) for x in leftovers(Ledger.open(self.home)) if x.stale]
         return out
+
+
+def trusting(policy: str, seller: Any) -> str:
+    """The quickstart's ``policy`` text trusting also ``seller``'s producer key and log."""
+    pem = (seller.home / "keys" / "vendor.pub").read_text().strip()
+    policy = policy.replace("[roles.producer]  # who may record environments, evaluators, "
+                            "rollouts, datasets\nkeys = [\n",
+                            f'[roles.producer]\nkeys = [\n  """{pem}\n""",\n', 1)
+    assert pem in policy, policy
+    return policy.replace('vkeys = ["', f'vkeys = ["{seller.vkey()}", "', 1)
 
 
 def one_line(r: Result) -> str | None:
@@ -508,6 +525,7 @@ def test_an_unfinished_rotation_is_a_warning_of_log_verify_naming_how_to_finish(
     ("reindex", "index/lance/.tmp-", False),
     ("log cosign", "witness/.tmp-", False),
     ("policy init", "files/.tmp-", False),
+    ("import", "state/origins/", False),  # the log key noted for the seller's origin
 ])
 def test_the_temp_file_of_a_killed_command_is_removed_by_the_next_run(
         work: Work, monkeypatch: pytest.MonkeyPatch, name: str, where: str, last: bool) -> None:

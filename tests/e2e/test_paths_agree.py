@@ -370,6 +370,28 @@ def p_release(w: World) -> Outcome:
     return outcome(w, "release", w.run("release", w.checkpoint, "--key", w.approver))
 
 
+def judged(w: World) -> dict[str, Outcome]:
+    """(evaluation world) Each evaluation and release of the ledger, in log order, by two
+    paths: ``verify REF`` and REF's node in ``impact`` of the root batch (as `p_impact`), which
+    must answer alike (left23: an evaluation on a suite revoked since was ``ok`` there)."""
+    arts = json.loads(w.run("query", "artifacts", "--json").stdout)
+    refs = sorted((a["log_index"], a["kind"], a["digest"]) for a in arts
+                  if a["kind"] in ("evaluation", "release"))
+    r = w.run("impact", w.root_batch, "--json")
+    nodes = {n["id"]: n for n in json.loads(r.stdout)["nodes"]} if r.stdout else {}
+    out = {}
+    for i, kind, digest in refs:
+        out[f"verify {kind} {i}"] = text_and_json(w, f"verify {kind} {i}", ["verify", digest],
+                                                  "ok")
+        node = nodes.get(digest)
+        bad = [c for c in node["checks"] if c["status"] == "fail"] if node else []
+        out[f"impact: {kind} {i}"] = Outcome(
+            node is not None and not bad and node["lineage"] == "ok", r.exit_code,
+            f"{bad[0]['what']}: {bad[0]['detail']}" if bad else
+            "" if node is not None and node["lineage"] == "ok" else "its lineage fails")
+    return out
+
+
 def p_verify_dataset(w: World) -> Outcome:
     return text_and_json(w, "verify DS", ["verify", w.dataset], "ok")
 
@@ -659,6 +681,14 @@ def bundle_then_revocation(w: World) -> None:
     revoke_batch(w)
 
 
+def revoked_suite(w: World) -> None:
+    """A release of the evaluated checkpoint, then its suite revoked: the evaluation and the
+    release no longer hold (``verify`` of each refuses); the checkpoint does."""
+    assert p_release(w).exit == 0
+    r = w.run("revoke", w.suite, "--key", w.approver, "--reason", "leaked into training")
+    assert r.exit_code == 0, r.output
+
+
 def failing_evaluation(w: World) -> None:
     """After the passing evaluation, a failing one on the same suite (the newest counts: a
     release may not hide it)."""
@@ -710,6 +740,7 @@ SCENARIOS = [
     Scenario("revoked after evaluation", "evals", revoke_batch, False, False, False),
     Scenario("failing evaluation after a passing one", "evals", failing_evaluation, True, True,
              False),
+    Scenario("suite revoked after a release", "evals", revoked_suite, True, True, False),
 ]
 
 
@@ -836,6 +867,7 @@ def test_paths_agree(
     if w.suite is not None:
         got["release"] = p_release(w)  # before eval, which records an evaluation
         got["eval"] = p_eval(w)
+        got.update(judged(w))
     table = "\n".join(f"  {k:28} {v}" for k, v in got.items())
     print(f"\n{scenario.name}:\n{table}")
     problems = disagreements(scenario, got) + w.notes
@@ -875,6 +907,9 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
         "'not in the store (erased ...)'); the record's envelope still leaves as sigstore",
     ("erased batch", "export BATCH --format jsonl"):
         "as 'export BATCH --format parquet': erased data cannot be exported",
+    ("suite revoked after a release", "eval"):
+        "the checkpoint holds, its suite does not: an evaluation on a revoked suite counts for "
+        "nothing (as 'release' says), so eval refuses before it runs the evaluating command",
     ("approval no longer counts", "import, verify (buyer)"):
         "the buyer's own policy lists approver-a among its approvers: a vendor's declared "
         "compromise revokes here only the records of a lineage the key signed that came from "
@@ -899,6 +934,9 @@ def disagreements(scenario: Scenario, got: dict[str, Outcome]) -> list[str]:
     want.update(dict.fromkeys(BATCH_PATHS, got["verify BATCH"].accept))
     if "eval" in got:
         want.update({"eval": scenario.checkpoint, "release": scenario.release})
+        # Each evaluation's and release's node in the impact graph answers as ``verify REF``.
+        want.update({p: got[p.replace("impact: ", "verify ")].accept for p in got
+                     if p.startswith("impact: ")})
     for path, expected in want.items():
         if path not in got:
             continue
@@ -916,7 +954,7 @@ def disagreements(scenario: Scenario, got: dict[str, Outcome]) -> list[str]:
         out.append(f"release accepts a checkpoint verify refuses: {got['verify']}")
     # Exit codes: 0 accepted, 1 refused (no scenario is an operational problem).
     for path, o in got.items():
-        if path == "impact" and o.exit == 0:
+        if path.startswith("impact") and o.exit == 0:
             pass  # its answer is whole: it exits 0 whatever it lists (docs/cli.md)
         elif o.exit == 3 and (scenario.name, path) in EXCEPTIONS:
             pass  # an operational refusal argued there (erased data cannot be exported)

@@ -190,6 +190,52 @@ def test_a_special_file_in_a_cache_or_the_user_state_is_not_waited_on(
             assert where.is_file() and not where.is_symlink(), f"{line}: not made again"
 
 
+LANCE = {
+    "episodes data file": "episodes.lance/data/*.lance",
+    "artifacts data file": "artifacts.lance/data/*.lance",
+    "artifacts manifest": "artifacts.lance/_versions/*.manifest",
+}
+"""Lance's own files in the audit index (`index/lance/`), opened by lance (Rust)."""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_special_file_among_the_audit_index_s_own_files_makes_it_be_built_again(
+    pristine: tuple[Path, str], tmp_path: Path
+) -> None:
+    """left22's Left: a FIFO among lance's files of the audit index (a data file, a manifest)
+    made ``stats`` wait for ever; a link to ``/dev/zero`` at a data file ended it with exit 2
+    (usage) and lance's ``file does not appear to be a Lance file``. The index is derived: now
+    it is built again (exit 0, the same answer, one warning naming the file, and no file there
+    that is not regular after)."""
+    source, ref = pristine
+    base = tmp_path / "base"
+    shutil.copytree(source, base, symlinks=True)
+    [first] = _run([["--ledger", str(base), "stats", ref]])  # builds the index
+    assert first["exit"] == 0, first["stderr"]
+    commands, planted = [], []
+    for target, pattern in sorted(LANCE.items()):
+        for kind in ("fifo", "zero"):
+            home = tmp_path / f"{target.replace(' ', '-')}-{kind}"
+            shutil.copytree(base, home, symlinks=True)
+            where = sorted((home / "index/lance").glob(pattern))[0]
+            _plant(where.parent, where.name, kind)
+            planted.append((home, where, kind))
+            commands.append(["--ledger", str(home), "stats", ref])
+    wrong = []
+    for (home, where, kind), r in zip(planted, _run(commands), strict=True):
+        line = f"stats ({where.relative_to(tmp_path)}, {kind})"
+        if r["hung"]:
+            wrong.append(f"{line}: hung")
+        elif r["exit"] != 0 or "Traceback" in r["stderr"] or r["stdout"] != first["stdout"]:
+            wrong.append(f"{line}: exit {r['exit']}\n{r['stderr'][-600:]}")
+        elif f"WARNING: the audit index holds {where}, not a regular file" not in r["stderr"]:
+            wrong.append(f"{line}: no warning naming it\n{r['stderr'][-600:]}")
+        elif odd := [p for p in (home / "index/lance").rglob("*")
+                     if p.is_symlink() or not (p.is_dir() or p.is_file())]:
+            wrong.append(f"{line}: {odd} still there")
+    assert not wrong, "\n".join(wrong)
+
+
 def _run(commands: list[list[str]]) -> list[dict[str, Any]]:
     """Run trajledger command lines in a child (`_child`): ``[{"args", "exit", "stderr",
     "hung"}]``; a line may start with ``--state DIR``, the user state directory it runs with."""
@@ -234,7 +280,8 @@ def _child() -> None:
         signal.alarm(HANG_AFTER)
         try:
             r = runner.invoke(main, args[2:] if env else args, env=env)
-            out.append({"args": args, "exit": r.exit_code, "stderr": r.stderr, "hung": False})
+            out.append({"args": args, "exit": r.exit_code, "stdout": r.stdout,
+                        "stderr": r.stderr, "hung": False})
         except _Hung:
             out.append({"args": args, "exit": None, "stderr": "", "hung": True})
         finally:

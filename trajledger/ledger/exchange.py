@@ -873,6 +873,10 @@ def import_bundle(
     from .updates import Changes, Update, apply_update, origin_state, select
 
     keys = [signers] if isinstance(signers, Signer) else list(signers)
+    # Another log's records are judged by the policy in force alone: the policies it replaced
+    # (`TrustPolicy.earlier`) hold from log indices of this ledger's log, not of the bundle's
+    # (a vendor's record 4 was judged by the buyer's policy in force at the buyer's index 4).
+    policy = dataclasses.replace(policy, earlier=())
     # (1)
     _check_signers(policy, keys)
     ledger.log.require_signer()
@@ -940,7 +944,8 @@ def import_bundle(
             logs = {vkey}  # this log's keys: its current one and those it rotated from
             for h in ev.key_handovers():  # verified by verify_bundle
                 logs |= {parse_handover(h).old, parse_handover(h).new}
-            objects = {d: FileDigest(p, ev.index.by_name[f"objects/sha256/{d[7:]}"].size, d[7:])
+            sizes = {m.name: m.size for m in ev.index.members}
+            objects = {d: FileDigest(p, sizes[f"objects/sha256/{d[7:]}"], d[7:])
                        for d, p in ev.objects.items()}
             taken, consulted = select(ledger, entries, extension=start,
                                       asked=set(report.nodes),

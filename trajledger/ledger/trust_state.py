@@ -61,7 +61,7 @@ from trajledger.verify.merkle import leaf_hash
 from trajledger.verify.note import Verifier, verifier_from_vkey
 
 from .errors import LedgerError, TamperError
-from .fs import write_file_atomic
+from .fs import drop_stale_temps, write_file_atomic
 from .trust_index import LockedDB, TrustIndex
 from .trust_rows import WORKERS, DerivedRows, Workers, derive, read_or_none, reads_envelope
 from .user_state import (
@@ -350,6 +350,7 @@ class TrustState(TrustIndex):
             return
         try:
             private_dir(private_dir(self._root / "origins") / mark.parent.name)
+            drop_stale_temps(mark.parent)  # a killed import's (left23's fault sweep)
             write_file_atomic(mark, self.vkey.encode() + b"\n", mode=0o600)
         except OSError as e:
             raise LedgerError(f"trust state {mark}: cannot write: {e.strerror}") from e

@@ -196,8 +196,8 @@ class BundleEvidence:
             here = f"{what}: member {name}"
             if (listed := next(listed_in_order, None)) is None or listed.name != name:
                 raise FormatError(
-                    f"{here}: not listed in {INDEX_NAME} (extra member)" if name not in
-                    index.by_name else f"{here}: appears twice (duplicate member)" if listed is
+                    f"{here}: not listed in {INDEX_NAME} (extra member)" if index.member(name)
+                    is None else f"{here}: appears twice (duplicate member)" if listed is
                     None or name < listed.name else f"{what}: member {listed.name}: listed in "
                     f"{INDEX_NAME} but missing, or out of order ({name} came in its place)")
             # Equal to the listed size, which `_read_index` held to the kind's cap.
@@ -231,7 +231,7 @@ class BundleEvidence:
                         f"{INDEX_NAME} says sha256:{listed.sha256[:16]}…"), subject=what)
         # (3)
         if (missing := next(listed_in_order, None)) is not None:
-            more = len(index.members) - index.members.index(missing) - 1
+            more = sum(1 for _ in listed_in_order)
             raise FormatError(f"{what}: member {missing.name}: listed in {INDEX_NAME} but "
                               f"missing" + (f" (and {more} more after it)" if more else ""))
         self.index = index

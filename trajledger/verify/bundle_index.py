@@ -15,7 +15,10 @@ Spec: schemas/bundle.v1.md.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ._jcs import canonical_bytes
 from .checkpoint import HANDOVER_DIR
@@ -71,6 +74,33 @@ class Member:
     name: str
     size: int
     sha256: str
+
+
+# One member as canonical ``bundle.json`` lists it, then the ``,`` or ``]`` after it.
+_MEMBER = re.compile(
+    rb'{"name":"([^"\\]*)","sha256":"([^"\\]*)","size":(0|[1-9][0-9]{0,15})}([],])')
+_CANONICAL = '{"name":…,"sha256":…,"size":…} in canonical form'
+_WHOLE = 1 << 20
+
+
+class Members:
+    """The members ``bundle.json`` lists, read from its bytes when used: the parse keeps one
+    offset a member (8 bytes), not an object (a hostile index listing 350,000 absent members
+    cost 460 MB parsed whole; left23)."""
+
+    def __init__(self, data: bytes, starts: array[int]) -> None:
+        self._data, self._starts = data, starts
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def __iter__(self) -> Iterator[Member]:
+        return (self[i] for i in range(len(self)))
+
+    def __getitem__(self, i: int) -> Member:
+        m = _MEMBER.match(self._data, self._starts[i])
+        assert m is not None  # (matched when the index was read)
+        return Member(m[1].decode("latin-1"), int(m[3]), m[2].decode("latin-1"))
 
 
 @dataclass(frozen=True)
@@ -173,13 +203,12 @@ class BundleIndex:
     origin: str
     vkey: str
     created: str
-    members: tuple[Member, ...]
+    members: tuple[Member, ...] | Members
     omitted: tuple[str, ...] = ()
     format: int = BUNDLE_FORMAT
     terms: tuple[Terms, ...] = ()
     erased: tuple[str, ...] = ()
     extension: int | None = None
-    by_name: dict[str, Member] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         """Check every field, so that an invalid index cannot exist.
@@ -205,7 +234,8 @@ class BundleIndex:
             raise FormatError(f"{what}: vkey must be a string")
         parse_time(self.created, f"{what}: created")
         kinds: set[str] = set()
-        for i, m in enumerate(self.members):
+        before = ""
+        for m in self.members:
             kind, _ = check_member_name(m.name, f"{what}: ")
             kinds.add(kind)
             if kind == "index":
@@ -221,9 +251,10 @@ class BundleIndex:
                 raise FormatError(f"{what}: member {m.name}: size {m.size!r}, want 0..2^53-1")
             if not isinstance(m.sha256, str) or not HEX64.fullmatch(m.sha256):
                 raise FormatError(f"{what}: member {m.name}: sha256 must be 64 lowercase hex")
-            if i and (before := self.members[i - 1].name) >= m.name:
+            if before >= m.name:
                 problem = "listed twice" if before == m.name else "out of order"
                 raise FormatError(f"{what}: member {m.name}: {problem} (want sorted, unique)")
+            before = m.name
         for key, digests in (("omitted", self.omitted), ("erased", self.erased)):
             for i, d in enumerate(digests):
                 parse_digest(d, f"{what}: {key}[{i}]")
@@ -234,12 +265,11 @@ class BundleIndex:
                 raise FormatError(f"{what}: terms must be sorted by batch, one per batch")
         if self.format == HANDOVER_FORMAT and "handover" not in kinds:
             raise FormatError(f"{what}: format {HANDOVER_FORMAT} without key handovers")
-        object.__setattr__(self, "by_name", {m.name: m for m in self.members})
         for d in self.omitted:
-            if f"objects/sha256/{d[7:]}" in self.by_name:
+            if self.member(f"objects/sha256/{d[7:]}"):
                 raise FormatError(f"{what}: {d} is both a member and omitted")
         for d in self.erased:
-            if f"objects/sha256/{d[7:]}" in self.by_name or d in self.omitted:
+            if self.member(f"objects/sha256/{d[7:]}") or d in self.omitted:
                 raise FormatError(f"{what}: {d} is listed as erased and also present or omitted")
 
     @classmethod
@@ -250,24 +280,26 @@ class BundleIndex:
             FormatError: not strict JSON, missing or unknown members, invalid values, or bytes
                 other than the canonical encoding.
         """
+        # Canonical JSON lists the members after "format" (the keys before it hold no ',"'
+        # outside a nested object, and none holds one): each is matched in place, kept as its
+        # offset; the rest is parsed without them.
+        raw, pos = data, data.find(b',"members":[')
+        starts, at = array("Q"), pos + 11 + (data[pos + 12:pos + 13] == b"]")  # "[" ("]": none)
+        while pos >= 0 and data[at:at + 1] != b"]":
+            if (m := _MEMBER.match(data, at + 1)) is None:
+                raise FormatError(f"{INDEX_NAME}: members[{len(starts)}] is not " + _CANONICAL)
+            starts.append(at + 1)
+            at = m.end() - 1  # at the "," or "]" after it
+        # (without that list, only its first _WHOLE bytes are parsed, to say what is wrong)
+        data = data[:pos + 12] + data[at:] if pos >= 0 else data[:_WHOLE]
         obj = load_object(data, INDEX_NAME)
         fmt = _check_format(obj.get("format"))
         keys = INDEX_KEYS[fmt]
         if set(obj) != keys:
             missing, extra = sorted(keys - set(obj)), sorted(set(obj) - keys)
             raise FormatError(f"{INDEX_NAME}: missing {missing}, unknown {extra}")
-        raw_members = obj["members"]
-        if not isinstance(raw_members, list):
-            raise FormatError(f"{INDEX_NAME}: members must be a list")
-        members = []
-        for i, m in enumerate(raw_members):
-            if not isinstance(m, dict) or set(m) != _MEMBER_KEYS:
-                raise FormatError(
-                    f"{INDEX_NAME}: members[{i}] must have exactly name, sha256, size"
-                )
-            if not isinstance(m["name"], str):
-                raise FormatError(f"{INDEX_NAME}: members[{i}].name must be a string")
-            members.append(Member(m["name"], m["size"], m["sha256"]))
+        if obj["members"] != [] or pos < 0:
+            raise FormatError(f"{INDEX_NAME}: members must be a list of " + _CANONICAL)
         omitted = obj["omitted"]
         if not isinstance(omitted, list):
             raise FormatError(f"{INDEX_NAME}: omitted must be a list")
@@ -280,7 +312,7 @@ class BundleIndex:
             origin=obj["origin"],
             vkey=obj["vkey"],
             created=obj["created"],
-            members=tuple(members),
+            members=Members(raw, starts),
             omitted=tuple(omitted),
             format=fmt,
             terms=tuple(
@@ -292,3 +324,9 @@ class BundleIndex:
         if canonical_bytes(obj, INDEX_NAME) != data:
             raise FormatError(f"{INDEX_NAME}: not in canonical form (RFC 8785, no whitespace)")
         return index
+
+    def member(self, name: str) -> Member | None:
+        """The member listed as ``name`` (they are sorted), or None."""
+        i = bisect_left(range(len(self.members)), name, key=lambda j: self.members[j].name)
+        found = self.members[i] if i < len(self.members) else None
+        return found if found is not None and found.name == name else None

@@ -84,6 +84,7 @@ def _downstream(verifier: LineageVerifier, digest: str, kind: str) -> list[Edge]
                 seen.add(src)
                 todo.append(src)
                 _judge_use(verifier, src_node)
+    _judge_rules(verifier, seen)
     return down
 
 
@@ -100,6 +101,29 @@ def _judge_use(verifier: LineageVerifier, node: Node) -> None:
     for dep in verifier.dependencies(node.id):
         if dep.role == "dataset":
             verifier.dataset_use(node, dep.digest, rec)
+
+
+def _judge_rules(verifier: LineageVerifier, graph: set[str]) -> None:
+    """An evaluation or a release built on the subject, judged as `verify REF` judges it: it
+    is followed (once: `LineageVerifier.artifact`), which adds its rules (`verify.releases.
+    judge_use`: the suite is held out, the policy's ``[release]``), and a dependency it names
+    off this graph (an evaluation's suite, the checkpoint of an evaluation reached through its
+    suite) that does not verify, with its lineage, fails it, naming the first problem there.
+    Without this, an evaluation on a suite revoked since showed ``ok`` here where ``verify
+    EVAL`` exits 1 (left22, Left). A checkpoint's other datasets are judged by `_judge_use`."""
+    for nid in sorted(graph):
+        node = verifier.node(nid)
+        if node.kind not in ("evaluation", "release") or not isinstance(
+                verifier.identity_record(nid, node.kind), Record):
+            continue
+        verifier.artifact(nid, node.kind)
+        for dep in verifier.dependencies(nid):
+            if dep.digest in graph or any(c.cause == dep.digest for c in node.checks):
+                continue
+            up = verifier.report(dep.digest, [dep.digest])
+            if dep.digest in up.failing():
+                node.fail(dep.role, f"{_short(dep.digest)} does not verify: "
+                          f"{up.failures()[0]}", dep.digest)
 
 
 def with_records(verifier: LineageVerifier, report: Report) -> Report:

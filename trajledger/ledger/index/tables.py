@@ -22,6 +22,7 @@ import fcntl
 import json
 import os
 import shutil
+import stat
 import tempfile
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -189,6 +190,18 @@ class _Sink:
         self.rows, self.revoked, self.erased = [], set(), set()
 
 
+def _not_regular(root: Path) -> Path | None:
+    """The first entry under ``root`` that is neither a directory nor a regular file (a FIFO,
+    a device, a symbolic link), read with ``lstat``; None when there is none."""
+    for top, dirs, files in os.walk(root):
+        for name in dirs + files:
+            with contextlib.suppress(FileNotFoundError):  # (removed meanwhile)
+                mode = os.lstat(os.path.join(top, name)).st_mode
+                if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                    return Path(top, name)
+    return None
+
+
 def _rows_by(table: pa.Table, key: str) -> dict[Any, list[str]]:
     """A table's rows grouped by column ``key``, each group's rows as sorted JSON texts."""
     out: dict[Any, list[str]] = {}
@@ -339,8 +352,24 @@ class Index:
         if self._db is None:
             import lancedb
 
+            if (odd := _not_regular(self.dir)) is not None:
+                self._drop_tables(odd)
             self._db = lancedb.connect(str(self.dir))
         return self._db
+
+    def _drop_tables(self, odd: Path) -> None:
+        """The index holds ``odd``, neither a directory nor a regular file (lance makes none):
+        a FIFO there made lance wait for ever, a link to ``/dev/zero`` read until memory ran
+        out or ended the command with exit 2 (left22, Left). Derived data: the tables are
+        dropped before lance opens them, so they are built again (in a temporary copy of the
+        regular files when the directory cannot be written: `_to_scratch`)."""
+        if self.note is not None:
+            self.note(f"the audit index holds {odd}, not a regular file: it is built again")
+        if self._read_only:
+            self._to_scratch()
+            return
+        for table in (ARTIFACTS, EPISODES):
+            shutil.rmtree(self.dir / f"{table}.lance", ignore_errors=True)
 
     def _table(self, name: str) -> Any:
         """The table, or None when it is absent or cannot be opened (then it is rebuilt)."""
