@@ -17,6 +17,7 @@ from trajledger.ledger.clikit import (
     KEY_NAME,
     NEW_NAME,
     NEW_VERSION,
+    OUT_DIR,
     OUT_PATH,
     Context,
     Group,
@@ -558,7 +559,7 @@ def admit(
               "with a COMMAND; default seed<N>-<random>).")
 @click.option(
     "--output",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=OUT_DIR,
     help="Where the checkpoint's files go, new or empty, kept: COMMAND's output directory "
     "($TRAJLEDGER_OUTPUT_DIR), or a trainer plug-in's files copied out once recorded "
     "[default: a temporary directory in the ledger, removed; none for a plug-in].",
