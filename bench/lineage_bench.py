@@ -69,7 +69,8 @@ def build(home: Path, iterations: int, marks: list[int], on_mark: Any) -> None:
         ckpt = train(ledger, f"ds@{n}", "bc", keys["trainer"], policy, name="m", version=str(n),
                      parent=parent, config={"epochs": 2}).digest
         parent = f"m@{n}"
-        res, _ = rollout(ledger, parent, "cartpole@1", 2, keys["vendor"], seed=n, max_steps=40)
+        res, _ = rollout(ledger, parent, "cartpole@1", 2, keys["vendor"], policy, seed=n,
+                         max_steps=40)
         batch = res.digest
         if n in marks:
             on_mark(n, ckpt, f"ds@{n}", first)

@@ -459,13 +459,15 @@ class Ledger(LedgerHome):
         seed: int = 0,
         max_steps: int | None = None,
         allow_env_modules: Sequence[str] = (),
+        policy: str | Path | TrustPolicy | None = None,
     ) -> tuple[Any, float]:
-        """``trajledger rollout``: the recorded batch and the mean return; see
+        """``trajledger rollout``: the recorded batch and the mean return (the checkpoint and
+        the environment must verify under ``policy``, by default the one in force); see
         `trajledger.runner.train.rollout`."""
         from trajledger.runner.train import rollout
 
-        return rollout(self, checkpoint, env, episodes, self._key(key), seed=seed,
-                       max_steps=max_steps, allow_env_modules=allow_env_modules)
+        return rollout(self, checkpoint, env, episodes, self._key(key), self.policy(policy),
+                       seed=seed, max_steps=max_steps, allow_env_modules=allow_env_modules)
 
     def evaluate(
         self,

@@ -109,17 +109,18 @@ def test_an_imported_environment_cannot_choose_a_module_to_import(
     for allowed in ((), ("--allow-env-module", "fix10_mark"),
                     ("--allow-env-module", "os")):  # naming another module is no blanket switch
         r = run(buyer, "rollout", "--checkpoint", world.checkpoint, "--env", "custom@1",
-                "--episodes", "1", "--key", "b1", *allowed)
+                "--episodes", "1", "--key", "b1", "--policy", buyer / "policy.toml", *allowed)
         assert r.exit_code == 1, r.output
         assert r.stderr == refusal(world)
     # Asked for by its Gymnasium id: the same record, the same refusal.
     r = run(buyer, "rollout", "--checkpoint", world.checkpoint, "--env", GYM_ID, "--episodes",
-            "1", "--key", "b1")
+            "1", "--key", "b1", "--policy", buyer / "policy.toml")
     assert r.exit_code == 1 and "--allow-env-module fix10_mark_env" in r.stderr, r.output
     assert not mark.exists() and MODULE not in sys.modules
     assert Ledger.open(buyer).log.size == size
     r = run(buyer, "rollout", "--checkpoint", world.checkpoint, "--env", "custom@1",
-            "--episodes", "1", "--key", "b1", "--allow-env-module", MODULE)
+            "--episodes", "1", "--key", "b1", "--policy", buyer / "policy.toml",
+            "--allow-env-module", MODULE)
     assert r.exit_code == 0, r.output
     assert mark.read_text() == "imported"
 
@@ -127,10 +128,11 @@ def test_an_imported_environment_cannot_choose_a_module_to_import(
 def test_an_environment_of_this_ledger_may_name_a_module(
     world: World, buyer: Path, mark: Path
 ) -> None:
-    """The buyer's own record of the same id: its own choice, as before fix10."""
-    Ledger.open(buyer).register_environment("mine", "1", key="b1", gym_id=GYM_ID)
+    """The buyer's own record of the same id: its own choice, as before fix10 (registered by
+    its producer key: rollout plays only in an environment that verifies, rev23)."""
+    Ledger.open(buyer).register_environment("mine", "1", key="prod", gym_id=GYM_ID)
     r = run(buyer, "rollout", "--checkpoint", world.checkpoint, "--env", "mine@1",
-            "--episodes", "1", "--key", "b1")
+            "--episodes", "1", "--key", "prod", "--policy", buyer / "policy.toml")
     assert r.exit_code == 0, r.output
     assert mark.read_text() == "imported"
 

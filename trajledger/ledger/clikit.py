@@ -198,16 +198,19 @@ class OutPath(_AnyParam):
 
     name = "path"
 
-    def __init__(self, *, uri: bool = False) -> None:
-        """A path type; ``uri`` also accepts URIs."""
-        self.uri = uri
+    def __init__(self, *, uri: bool = False, directory: bool = False) -> None:
+        """A path type; ``uri`` also accepts URIs; ``directory``: a directory to make or fill
+        (``train --output``), not a file."""
+        self.uri, self.directory = uri, directory
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        """Check the parent directory exists."""
+        """Check the parent directory exists (and that a ``directory`` is not a file)."""
         text = os.fspath(value)
         if self.uri and "://" in text:
             return text
         path = Path(text).expanduser()
+        if self.directory and path.exists() and not path.is_dir():
+            self.fail(f"{text}: is a file, want a directory", param, ctx)
         if not path.absolute().parent.is_dir():
             self.fail(
                 f"{text}: directory {path.absolute().parent} does not exist; create it first",
@@ -243,6 +246,7 @@ NEW_ORIGIN = RecordName("origin")
 VKEY = VKey()
 OUT_PATH = OutPath()
 OUT_PATH_OR_URI = OutPath(uri=True)
+OUT_DIR = OutPath(directory=True)
 
 
 def interactive() -> bool:

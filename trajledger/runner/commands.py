@@ -17,6 +17,7 @@ from trajledger.ledger.clikit import (
     KEY_NAME,
     NEW_NAME,
     NEW_VERSION,
+    OUT_DIR,
     OUT_PATH,
     Context,
     Group,
@@ -558,7 +559,7 @@ def admit(
               "with a COMMAND; default seed<N>-<random>).")
 @click.option(
     "--output",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=OUT_DIR,
     help="Where the checkpoint's files go, new or empty, kept: COMMAND's output directory "
     "($TRAJLEDGER_OUTPUT_DIR), or a trainer plug-in's files copied out once recorded "
     "[default: a temporary directory in the ledger, removed; none for a plug-in].",
@@ -724,18 +725,14 @@ def _read_config(path: Path) -> dict[str, Any]:
     required=True,
     help="Registered environment (NAME@VERSION) or the Gymnasium id it names.",
 )
-@click.option(
-    "--episodes",
-    default=10,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Episodes to play.",
-)
+@click.option("--episodes", default=10, show_default=True, type=click.IntRange(min=1),
+              help="Episodes to play.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0, max=SEED_MAX),
               help="Seed of the first episode (the next get the next seeds).")
 @click.option("--max-steps", type=click.IntRange(min=1), help="Cut episodes at this many steps.")
 @click.option("--key", required=True, type=KEY_NAME, help="Producer key recording the rollouts.")
 @ALLOW_ENV_MODULE_OPTION
+@POLICY_OPTION
 @JSON_OPTION
 @pass_ctx
 def rollout(
@@ -747,11 +744,13 @@ def rollout(
     max_steps: int | None,
     key: str,
     allow_env_module: tuple[str, ...],
+    policy_file: Path | None,
     as_json: bool,
 ) -> None:
     """Run a checkpoint's policy in Gymnasium and record the rollouts (policy = the checkpoint).
 
     --env is a registered environment (NAME@VERSION or digest) or the Gymnasium id one names.
+    The checkpoint's lineage and the environment's must verify under the policy first (exit 1).
     An imported environment (another origin's record) whose Gymnasium id names a module to
     import (MODULE:ID) is refused (exit 1) unless --allow-env-module MODULE names it.
 
@@ -762,14 +761,12 @@ def rollout(
     if seed + episodes - 1 > SEED_MAX:
         raise click.UsageError(f"--seed {seed} and --episodes {episodes}: the last episode's "
                                f"seed would pass {SEED_MAX} (seeds are 64-bit)")
-    batch, mean = ctx.ledger().rollout(
+    ledger = ctx.ledger()
+    batch, mean = ledger.rollout(
         checkpoint, env, episodes, key=key, seed=seed, max_steps=max_steps,
-        allow_env_modules=allow_env_module,
+        allow_env_modules=allow_env_module, policy=command_policy(ctx, ledger, policy_file),
     )
-    ok(
-        f"{episodes} episode(s) {batch.recorded.where}, "
-        f"mean return {mean:.1f}"
-    )
+    ok(f"{episodes} episode(s) {batch.recorded.where}, mean return {mean:.1f}")
     emit_result(as_json, batch.recorded.digest, recorded_json("rollout-batch", batch.recorded)
                 | {"episodes": episodes, "meanReturn": mean,
                    "environment": batch.environment.ref, "checkpoint": checkpoint})

@@ -13,6 +13,7 @@ import click
 from trajledger.ledger.clikit import (
     JSON_OPTION,
     KEY_NAME,
+    OUT_DIR,
     Context,
     emit_json,
     emit_result,
@@ -38,7 +39,7 @@ __all__ = ["COMMANDS"]
               "least this return [default: the environment spec's reward_threshold].")
 @click.option("--max-steps", type=click.IntRange(min=1), help="Built-in evaluator: cut "
               "episodes at this many steps.")
-@click.option("--output", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--output", type=OUT_DIR,
               help="Where results.json (and COMMAND's outputs) go, new or empty, kept "
               "[default: a temporary directory, removed].")
 @click.option("--keep-logs", is_flag=True, help="Also store COMMAND's stdout and stderr with the "

@@ -162,7 +162,8 @@ def _build(directory: Path, episodes: int, as_json: bool) -> None:
 
     _step("rollouts of checkpoint 1, recorded with the checkpoint as their policy")
     batch_ckpt1, mean1 = rollout(
-        ledger, ckpt1.digest, "cartpole@1", max(10, episodes // 2), keys["vendor"], seed=1000
+        ledger, ckpt1.digest, "cartpole@1", max(10, episodes // 2), keys["vendor"], policy,
+        seed=1000,
     )
     _say(f"batch {batch_ckpt1.recorded.digest[:23]}…  mean return {mean1:.1f}")
 

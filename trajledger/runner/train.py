@@ -61,10 +61,12 @@ __all__ = [
     "COMMAND_BUILD_TYPE",
     "LOGS_DIR",
     "PYTHON_BUILD_TYPE",
+    "REFUSED_ROLLOUT",
     "CommandFailedError",
     "RunStart",
     "TrainOutcome",
     "admit_for_training",
+    "check_lineage",
     "dependency_lock_digest",
     "environment_dependencies",
     "exit_message",
@@ -199,14 +201,26 @@ def _check_parent(ledger: LedgerHome, policy: TrustPolicy, parent: CatalogItem) 
     Raises:
         DataRefusedError: it does not (nothing has run).
     """
+    check_lineage(ledger, policy, parent, "parent checkpoint", "nothing was run")
+
+
+def check_lineage(
+    ledger: LedgerHome, policy: TrustPolicy, item: CatalogItem, what: str, consequence: str
+) -> None:
+    """Refuse to use ``item`` (a parent checkpoint, a checkpoint or environment to play) when
+    its lineage fails: what is built on it would fail from its first day.
+
+    Raises:
+        DataRefusedError: ``WHAT REF: its lineage fails, N problem(s); CONSEQUENCE``, then one
+            line per problem.
+    """
     from .verification import verify_ref
 
-    report = verify_ref(ledger, parent.digest, policy, data="size")
+    report = verify_ref(ledger, item.digest, policy, data="size")
     if not report.ok:
         failures = report.failures()
-        raise DataRefusedError(f"parent checkpoint {parent.ref}: its lineage fails, "
-                               f"{len(failures)} problem(s); nothing was run\n"
-                               + "\n".join(failures), report)
+        raise DataRefusedError(f"{what} {item.ref}: its lineage fails, {len(failures)} "
+                               f"problem(s); {consequence}\n" + "\n".join(failures), report)
 
 
 def check_name_free(ledger: LedgerHome, name: str, version: str) -> None:
@@ -743,18 +757,26 @@ def copy_checkpoint_files(ledger: LedgerHome, ref: str, dest: Path) -> list[str]
     return sorted(files)
 
 
+REFUSED_ROLLOUT: Final = "nothing was played or recorded"
+"""How a refused `rollout` ends its first line."""
+
+
 def rollout(
     ledger: LedgerHome,
     checkpoint_ref: str,
     env: str,
     episodes: int,
     signer: Signer,
+    trust: TrustPolicy,
     *,
     seed: int = 0,
     max_steps: int | None = None,
     allow_env_modules: Sequence[str] = (),
 ) -> tuple[Any, float]:
     """Play a checkpoint's policy and record the episodes as a batch.
+
+    The checkpoint's lineage and the environment's must verify under ``trust`` before anything
+    is played (`check_lineage`): the batch names both, and would fail with them.
 
     ``env`` is a registered environment (NAME@VERSION or digest) or a Gymnasium id that a
     registered environment names (the newest such registration is used). The module part of
@@ -766,6 +788,7 @@ def rollout(
 
     Raises:
         RefError: no such checkpoint or environment.
+        DataRefusedError: the checkpoint's or the environment's lineage fails.
         PolicyError: an imported environment's Gymnasium id names a module not allowed.
     """
     from trajledger.ledger.artifacts import record_batch
@@ -775,9 +798,11 @@ def rollout(
     from .rollouts import run_policy
     from .trainers import load_policy
 
-    item, files = checkpoint_files(ledger, checkpoint_ref)
-    policy = load_policy(files)
     catalog = Catalog(ledger)
+    item = catalog.resolve(checkpoint_ref, {"checkpoint"})
+    check_lineage(ledger, trust, item, "checkpoint", REFUSED_ROLLOUT)
+    _item, files = checkpoint_files(ledger, item.digest)
+    policy = load_policy(files)
     try:
         env_item = catalog.resolve(env, {"environment"})
         gym_id = _env_gym_id(ledger, env_item.envelope) or env
@@ -800,6 +825,7 @@ def rollout(
         env_item, gym_id = envs[-1], env
     check_env_module(ledger, env_item.index, gym_id, allow_env_modules,
                      f"environment {env_item.ref}")
+    check_lineage(ledger, trust, env_item, "environment", REFUSED_ROLLOUT)
     result = run_policy(
         policy, gym_id, episodes, seed, max_steps=max_steps, policy_version=item.digest
     )
