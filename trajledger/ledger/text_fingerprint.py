@@ -4,8 +4,7 @@ characters (full-width letters, ligatures), invisible format characters or anoth
 prompt is still an exact duplicate.
 
 Scope: `normalised_fingerprints` (episode id -> fingerprint, for each text episode of a run of
-step record batches, streamed) and `stored_normalised` (the same, from a step file of the
-store, hashed as it is read). The fingerprint is SHA-256 over the episode's rows in step order
+step record batches, streamed). The fingerprint is SHA-256 over the episode's rows in step order
 that hold text and whose role is not ``system``: each row's role and its text (``content``,
 ``tool_calls``, ``tool_results`` joined by newlines) after Unicode NFKC, lower-casing, NFKC
 again, removal of format characters (``\\p{Cf}``: zero-width spaces and joiners, soft hyphens)
@@ -22,19 +21,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .episode_features import parquet_batches
-
-if TYPE_CHECKING:
-    from .store import ObjectStore
-
-__all__ = ["NORMALISED_COLUMNS", "normalised_fingerprints", "normalised_texts",
-           "stored_normalised"]
+__all__ = ["NORMALISED_COLUMNS", "normalised_fingerprints", "normalised_texts"]
 
 NORMALISED_COLUMNS = ("episode_id", "role", "content", "tool_calls", "tool_results")
 """The step columns the normalised fingerprint reads."""
@@ -92,21 +83,3 @@ def normalised_fingerprints(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple
     if current is not None and rows:
         yield current, h.hexdigest()
 
-
-def stored_normalised(
-    store: ObjectStore, steps: str, workdir: Path, *, private: bool
-) -> list[tuple[str, str]]:
-    """`normalised_fingerprints` of the step file ``steps`` (a blob digest), read from a copy
-    whose bytes hashed to it (`batch_features.verified_local_copy`; ``private`` as there).
-
-    Raises:
-        StoreError / DigestMismatchError: the blob is missing or altered.
-    """
-    from .batch_features import verified_local_copy
-
-    path = verified_local_copy(store, steps, workdir, private=private)
-    try:
-        return list(normalised_fingerprints(parquet_batches(path, NORMALISED_COLUMNS)))
-    finally:
-        if path.parent == workdir:
-            path.unlink(missing_ok=True)
