@@ -440,3 +440,25 @@ def test_padding_shared_by_unrelated_episodes_is_not_a_run(ledger: Ledger) -> No
                          signer=vendor).recorded.digest
     found = check_dataset(ledger, "train", [train]).findings
     assert [f for f in found if f.other_episode == "held-pad"] == []
+
+
+def test_normalised_fingerprints_of_steps_without_text() -> None:
+    """A numeric step (no text in any column) among chat steps: pyarrow's join dropped its
+    row, so the texts no longer lined up with the steps and the whole batch raised
+    ``ValueError`` (``dataset create``: the chats were not compared once normalised, the gate:
+    "unchecked", refused). Now such a row holds no text, and the chat's fingerprint is that of
+    the chat alone."""
+    import pyarrow as pa
+
+    from trajledger.ledger.text_fingerprint import normalised_fingerprints
+
+    def steps(rows: list[tuple[str, str | None, str | None]]) -> pa.RecordBatch:
+        return pa.record_batch({
+            "episode_id": [e for e, _, _ in rows], "role": [r for _, r, _ in rows],
+            "content": pa.array([c for _, _, c in rows], pa.string()),
+            "tool_calls": pa.nulls(len(rows), pa.string())})
+
+    chat = [("c", "user", "Hello there"), ("c", "assistant", "Hi")]
+    alone = dict(normalised_fingerprints([steps(chat)]))
+    mixed = dict(normalised_fingerprints([steps([("n", None, None), *chat, ("m", None, None)])]))
+    assert mixed == alone and set(alone) == {"c"}
