@@ -421,6 +421,11 @@ def _extras(path: Path, wanted: tuple[bool, bool], held: bool, normalised: list[
         windows += iter_windows(parquet_batches(path, WINDOW_COLUMNS), held=held)
 
 
+def _published_normalised(sealed: Sealed) -> list[tuple[str, str]]:
+    """The normalised text fingerprints a sealed batch publishes (none before holdout23)."""
+    return [(e.episode_id, e.normalised) for e in sealed.episodes if e.normalised]
+
+
 def _verified_chunks(
     store: ObjectStore, batch: str, workdir: Path, normalised: list[tuple[str, str]],
     windows: list[StepWindows], held: bool,
@@ -510,6 +515,7 @@ def verified_contamination(
             try:
                 if sealed and batch in sealed:
                     chunks = [published_features(sealed[batch])]
+                    pairs = _published_normalised(sealed[batch])
                 else:
                     chunks = list(_verified_chunks(store, batch, Path(tmp), pairs, windows, True))
             except unusable as e:
@@ -650,10 +656,13 @@ class _Reader:
         pairs: list[tuple[str, str]] = []
         windows: list[StepWindows] = []
         wanted = _wanted(f.chunk) if f.chunk is not None else (False, False)
-        if f.source == "sealed" or not any(wanted):
+        if not any(wanted):
             return pairs, windows
         try:
             pred = self.batch(f.batch)
+            if f.source == "sealed":  # its published normalised fingerprints; no windows
+                sealed = pred.sealed if pred is not None else None
+                return (_published_normalised(sealed) if sealed is not None else []), []
             steps = steps_file_of(pred) if pred is not None else None
             digest = steps[0] if steps else batch_files(self.ledger.store, f.batch)["steps.parquet"]
             path = verified_local_copy(self.ledger.store, digest, self.workdir, private=False)

@@ -25,7 +25,10 @@ from collections.abc import Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["NORMALISED_COLUMNS", "normalised_fingerprints", "normalised_texts"]
+from .episode_features import parquet_batches
+from .rollouts.parquet_read import Source
+
+__all__ = ["NORMALISED_COLUMNS", "normalised_fingerprints", "normalised_of", "normalised_texts"]
 
 NORMALISED_COLUMNS = ("episode_id", "role", "content", "tool_calls", "tool_results")
 """The step columns the normalised fingerprint reads."""
@@ -92,3 +95,8 @@ def normalised_fingerprints(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple
         yield current, h.hexdigest()
 
 
+
+def normalised_of(steps: Source) -> dict[str, str]:
+    """Episode id -> normalised fingerprint of the text episodes of a step file (a path or
+    its bytes): what a sealed batch publishes (``sealed.episodes[].normalised``)."""
+    return dict(normalised_fingerprints(parquet_batches(steps, NORMALISED_COLUMNS)))
