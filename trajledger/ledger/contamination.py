@@ -124,33 +124,26 @@ class Finding:
     last step shared (counted from 1) and its number of steps; ``exact`` too."""
 
     def __str__(self) -> str:
+        more = f" and {self.matches - 1} more" if self.matches > 1 else ""
+        o = f" ({', '.join(self.other_datasets)})" if self.other_datasets else ""
+        t = f" ({', '.join(self.train_datasets)})" if self.train_datasets else ""
+        train = f"train episode {self.train_episode} of batch {self.train_batch[:19]}…{t}"
         if self.shared is not None:
-            return self._run()
+            a, b, n = self.shared
+            return (
+                f"{train} shares {b - a + 1} consecutive steps (steps {a}-{b} of {n} of held-out "
+                f"episode {self.other_episode} of batch {self.other_batch[:19]}…{o})"
+                f"{more.replace(' more', ' more train episodes')}: a copy of a run of its "
+                "observations (equal to 3 significant digits)"
+            )
         what = (
             "an exact duplicate" + (" once text is normalised (Unicode NFKC, case, white "
                                     "space, the system prompt)" if self.normalised else "")
             if self.kind == "exact"
             else f"a near duplicate (similarity {self.similarity:.4f})"
         )
-        more = f" and {self.matches - 1} more" if self.matches > 1 else ""
-        o = f" ({', '.join(self.other_datasets)})" if self.other_datasets else ""
-        t = f" ({', '.join(self.train_datasets)})" if self.train_datasets else ""
-        return (
-            f"episode {self.other_episode} of batch {self.other_batch[:19]}…{o} is {what} of "
-            f"train episode {self.train_episode} of batch {self.train_batch[:19]}…{t}{more}"
-        )
-
-    def _run(self) -> str:
-        a, b, n = self.shared or (0, 0, 0)
-        more = f" (and {self.matches - 1} more train episodes)" if self.matches > 1 else ""
-        o = f" ({', '.join(self.other_datasets)})" if self.other_datasets else ""
-        t = f" ({', '.join(self.train_datasets)})" if self.train_datasets else ""
-        return (
-            f"train episode {self.train_episode} of batch {self.train_batch[:19]}…{t} shares "
-            f"{b - a + 1} consecutive steps (steps {a}-{b} of {n} of held-out episode "
-            f"{self.other_episode} of batch {self.other_batch[:19]}…{o}){more}: a copy of a run "
-            "of its observations (equal to 3 significant digits)"
-        )
+        return (f"episode {self.other_episode} of batch {self.other_batch[:19]}…{o} is {what} "
+                f"of {train}{more}")
 
     def to_json(self) -> dict[str, Any]:
         """The finding as JSON."""

@@ -399,7 +399,7 @@ def test_a_shared_run_of_steps_says_what_was_shared(
     assert first.to_json()["shared"] == [2, 60, 60]
     [split] = check_dataset(ledger, "train", [template.value["numeric split 30+30"]]).findings
     assert (split.shared, split.matches, split.train_episode) == ((1, 30, 60), 2, "n6-0")
-    assert "(and 1 more train episodes)" in str(split)
+    assert ") and 1 more train episodes: a copy" in str(split)
     with pytest.raises(PolicyError, match=r"1 episode\(s\) exactly duplicate .* shares 59 "
                                           r"consecutive steps \(steps 2-60 of 60 "):
         create_dataset(ledger, "cut", "1", "train", [template.value["numeric first step dropped"]],
