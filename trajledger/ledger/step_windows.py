@@ -7,14 +7,16 @@ Scope: `step_hashes` (one 64-bit hash per step of an observation column) and `it
 batches, streamed, with where it starts). A step's hash is over its observation alone: every
 value cast to float32 (so a float64 episode and its float32 copy agree), rounded to 10 bits of
 mantissa (about three significant digits, so that float64 -> float32 -> shifted copies and
-copies perturbed in the last digits still agree), -0.0 taken as 0.0, each value's position in
-the row and the row's length. Actions and rewards are left out: they are labels a copier may
-change at will (rewards are rescaled, actions re-encoded), and the observations alone of 16
+copies perturbed in the last digits still agree), -0.0 taken as 0.0; values paired in row order
+(two 32-bit values in one 64-bit word), each pair mixed (SplitMix64) with its position, summed,
+then mixed with the row's length. Actions and rewards are left out: they are labels a copier
+may change at will (rewards are rescaled, actions re-encoded), and the observations alone of 16
 steps identify a trajectory of any environment whose state moves. A window is the hash of its
-`WINDOW` step hashes in order. Held-out windows with fewer than `MIN_DISTINCT` distinct steps
-(padding, static frames, an agent standing still) are left out: such runs repeat in unrelated
-episodes. Computed where it is compared (``dataset create`` from the step files, the gate from
-the bytes it verified), never kept: ``episode_features.FEATURE_VERSION`` is unchanged.
+`WINDOW` step hashes in order (a polynomial mod 2**64, then SplitMix64). Held-out windows with
+fewer than `MIN_DISTINCT` distinct steps (padding, static frames, an agent standing still) are
+left out: such runs repeat in unrelated episodes. Computed where it is compared (``dataset
+create`` from the step files, the gate from the bytes it verified), never kept:
+``episode_features.FEATURE_VERSION`` is unchanged.
 Non-scope: comparing (``ledger.contamination.Matcher``); episodes shorter than `WINDOW` (their
 exact fingerprint only); observations that are not numbers (strings).
 Spec: docs/audit-index.md ("Duplicates and contamination between splits").
@@ -46,17 +48,22 @@ WINDOW_COLUMNS = ("episode_id", "obs")
 
 _U64 = np.uint64
 _SALT = _U64(0xD6E8FEB86659FD93)
+_POLY = _U64(0x100000001B3)  # odd: the window polynomial's base
 _ROUND = np.uint32(1 << 12)  # half of the 13 mantissa bits dropped
 _KEEP = np.uint32(0xFFFFE000)
 
 
-def _quantised(values: npt.NDArray[np.float64]) -> npt.NDArray[np.uint64]:
-    """Each value as float32 rounded to 10 bits of mantissa (nearest), -0.0 as 0.0."""
+def _quantised(values: pa.Array) -> npt.NDArray[np.uint32]:
+    """Each value as float32 rounded to 10 bits of mantissa (nearest), -0.0 as 0.0, a null as
+    NaN (integers through float64, as a float64 copy of them)."""
+    if not pa.types.is_floating(values.type):
+        values = values.cast(pa.float64())
+    if values.null_count:
+        values = values.fill_null(float("nan"))
     with np.errstate(over="ignore", invalid="ignore"):
-        f = np.asarray(values, dtype=np.float32) + np.float32(0.0)
-    u = f.view(np.uint32)
+        f = np.asarray(values.to_numpy(zero_copy_only=False)).astype(np.float32) + np.float32(0)
     with np.errstate(over="ignore"):
-        return ((u + _ROUND) & _KEEP).astype(np.uint64)
+        return np.asarray((f.view(np.uint32) + _ROUND) & _KEEP, dtype=np.uint32)
 
 
 def _leaf_rows(arr: pa.Array) -> tuple[pa.Array, npt.NDArray[np.int64]]:
@@ -71,26 +78,75 @@ def _leaf_rows(arr: pa.Array) -> tuple[pa.Array, npt.NDArray[np.int64]]:
     return arr, rows
 
 
+def _width(arr: pa.Array) -> int | None:
+    """The one length of a list column of numbers without null rows (a tensor), else None."""
+    if arr.null_count or not len(arr) or not (
+            pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)
+            or pa.types.is_fixed_size_list(arr.type)):
+        return None
+    t = arr.type.value_type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
+        return None
+    if pa.types.is_fixed_size_list(arr.type):
+        return int(arr.type.list_size)
+    bounds = pc.min_max(pc.list_value_length(arr)).as_py()
+    return int(bounds["min"]) if bounds["min"] == bounds["max"] else None
+
+
+def _salts(leaf: int, pairs: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    with np.errstate(over="ignore"):
+        return splitmix64(pairs + _SALT * _U64(leaf + 1))
+
+
+def _row_sums(arr: pa.Array, leaf: int, n: int) -> tuple[npt.NDArray[np.uint64],
+                                                         npt.NDArray[np.uint64]] | None:
+    """Per row: the sum of the mixed pairs of its quantised values (value 2j in the low and
+    2j + 1 in the high half of pair j, salted by j) and its number of values; None when a
+    value is not a number. A tensor column takes a matrix path with the same result."""
+    width = _width(arr)
+    if width is not None:
+        q = _quantised(pc.list_flatten(arr)).reshape(n, width)
+        if width % 2:
+            q = np.hstack((q, np.zeros((n, 1), dtype=np.uint32)))
+        pairs = q[:, 0::2].astype(np.uint64) | (q[:, 1::2].astype(np.uint64) << _U64(32))
+        salts = _salts(leaf, np.arange(pairs.shape[1], dtype=np.uint64))
+        mixed = splitmix64(pairs ^ salts[None, :])
+        return mixed.sum(axis=1, dtype=np.uint64), np.full(n, width, dtype=np.uint64)
+    values, rows = _leaf_rows(arr)
+    t = values.type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
+        return None
+    starts = np.searchsorted(rows, np.arange(n))
+    ends = np.searchsorted(rows, np.arange(n), side="right")
+    sums = np.zeros(n, dtype=np.uint64)
+    if len(rows):
+        at = np.arange(len(rows)) - starts[rows]
+        shifted = _quantised(values).astype(np.uint64) << ((at % 2) * 32).astype(np.uint64)
+        first = np.flatnonzero(at % 2 == 0)
+        mixed = splitmix64(np.add.reduceat(shifted, first) ^ _salts(
+            leaf, (at[first] // 2).astype(np.uint64)))
+        by_row = np.concatenate(([_U64(0)], np.cumsum(mixed, dtype=np.uint64)))
+        p0, p1 = np.searchsorted(first, starts), np.searchsorted(first, ends)
+        with np.errstate(over="ignore"):
+            sums = by_row[p1] - by_row[p0]
+    return sums, (ends - starts).astype(np.uint64)
+
+
 def step_hashes(col: pa.Array) -> npt.NDArray[np.uint64] | None:
     """One hash per row of an observation column (lists of numbers, nested lists, a Dict or
     Tuple space of them, or numbers); None when a value is not a number (a string)."""
     n = len(col)
     total = np.zeros(n, dtype=np.uint64)
     for k, (_, leaf) in enumerate(leaf_arrays("", col)):
-        values, rows = _leaf_rows(leaf)
-        t = values.type
-        if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
+        got = _row_sums(leaf, k, n)
+        if got is None:
             return None
-        x = np.asarray(values.cast(pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False))
-        starts = np.searchsorted(rows, np.arange(n))
-        ends = np.searchsorted(rows, np.arange(n), side="right")
-        position = (np.arange(len(rows)) - starts[rows]).astype(np.uint64)
-        with np.errstate(over="ignore"):
-            mixed = splitmix64(_quantised(x) ^ splitmix64(position + _SALT * _U64(k + 1)))
-            sums = np.concatenate(([_U64(0)], np.cumsum(mixed, dtype=np.uint64)))
+        sums, length = got
+        if leaf.null_count:
             nulls = np.asarray(leaf.is_null().to_numpy(zero_copy_only=False), dtype=np.uint64)
-            length = (ends - starts).astype(np.uint64) + nulls * _U64(1 << 40)
-            total += splitmix64((sums[ends] - sums[starts]) ^ splitmix64(length + _U64(k)))
+            length = length + nulls * _U64(1 << 40)
+        with np.errstate(over="ignore"):
+            total += splitmix64(sums ^ splitmix64(length + _U64(k)))
     return splitmix64(total)
 
 
@@ -125,16 +181,23 @@ def _windows(
     m = n - WINDOW + 1
     acc = np.zeros(m, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        for k in range(WINDOW):  # a sum of position-salted mixes: order matters
-            acc += splitmix64(h[k : k + m] ^ _U64(k + 1) * _SALT)
+        for k in range(WINDOW):  # a polynomial over the (mixed) step hashes: order matters
+            acc = acc * _POLY + h[k : k + m]
     hashes = splitmix64(acc)
     first = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
     episode = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)[:m]
     start = np.arange(m, dtype=np.int64) - first[episode]
     keep = start + WINDOW <= lengths[episode]  # not across two episodes
     if held:
-        runs = np.sort(np.lib.stride_tricks.sliding_window_view(h, WINDOW), axis=1)
-        keep &= (runs[:, 1:] != runs[:, :-1]).sum(axis=1) + 1 >= MIN_DISTINCT
+        # Only a window holding a step seen again within it can have few distinct steps:
+        # those alone are sorted and counted.
+        again = np.zeros(n, dtype=bool)
+        for d in range(1, WINDOW):
+            again[d:] |= h[d:] == h[:-d]
+        maybe = np.flatnonzero(np.lib.stride_tricks.sliding_window_view(again, WINDOW)
+                               [:, 1:].any(axis=1))
+        runs = np.sort(np.lib.stride_tricks.sliding_window_view(h, WINDOW)[maybe], axis=1)
+        keep[maybe] &= (runs[:, 1:] != runs[:, :-1]).sum(axis=1) + 1 >= MIN_DISTINCT
     return StepWindows(ids, lengths, episode[keep], start[keep], hashes[keep])
 
 

@@ -57,3 +57,18 @@ def test_unrelated_walks_share_no_window() -> None:
     held = windows(batch([(f"h{i}", walk(i, 60)) for i in range(200)]), held=True)
     train = windows(batch([(f"t{i}", walk(1000 + i, 60)) for i in range(200)]))
     assert not {h for v in held.values() for h in v} & {h for v in train.values() for h in v}
+
+
+def test_a_tensor_column_hashes_as_any_list_of_the_same_values() -> None:
+    """The matrix path (a tensor column) and the general one (lists of any lengths) agree, for
+    even and odd widths; a shorter row is another row."""
+    for width in (4, 5):
+        o = walk(7, 30)[:, :4].repeat(2, axis=1)[:, :width]
+        fixed = step_hashes(batch([("a", o)]).column("obs"))
+        lists = step_hashes(pa.array([list(map(float, r)) for r in o], pa.list_(pa.float64())))
+        ragged = step_hashes(pa.array([list(map(float, r)) for r in o] + [[1.0]],
+                                      pa.list_(pa.float64())))
+        assert fixed is not None and lists is not None and ragged is not None
+        assert fixed.tolist() == lists.tolist() == ragged[:-1].tolist()
+    a, b = step_hashes(pa.array([[1.0, 2.0], [1.0, 2.0, 0.0]])).tolist()  # type: ignore[union-attr]
+    assert a != b
