@@ -172,9 +172,10 @@ def _near_mask(chunk: FeatureChunk, modality: str) -> npt.NDArray[np.bool_]:
 class Matcher:
     """Held other-side episodes, matched against train episodes fed in chunks.
 
-    Memory: the other side's fingerprints and vectors (about 600 bytes per episode), never the
-    train side. The comparison is exact (blockwise matrix products, no approximate index), so
-    nothing above a threshold is missed.
+    Memory: the other side's fingerprints and vectors (about 600 bytes per episode) and its
+    step windows (24 bytes per step of a numeric episode), never the train side (but one
+    batch's windows at a time). The comparison is exact (blockwise matrix products, no
+    approximate index), so nothing above a threshold is missed.
     """
 
     def __init__(
