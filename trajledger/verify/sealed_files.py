@@ -99,7 +99,7 @@ class SealedEpisode(Record):
     modality: str = spec("modality", choices=("numeric", "text"))
     fingerprint: str = spec("fingerprint")
     sketch: str | None = spec("sketch", required=False)
-    normalised: str | None = spec("normalised", required=False)
+    normalised: str | None = spec("normalised", required=False, default=None)
 
     def _check(self, what: str) -> None:
         if self.steps < 1 or not HEX64.fullmatch(self.fingerprint) or not HEX64.fullmatch(
