@@ -26,6 +26,15 @@ written, as an installed package starts), wall time beside the child's CPU time 
    (``scale_bench.Filler``: 97 batches, a train dataset and two approvals per 100 entries, the
    fillers' data not stored), its user's state caught up; ``trajledger dataset create`` of one
    new batch (train), first call, then the same call again (warm).
+4. **The holdout checks' cost** (holdout23), in this process: for a numeric shape (the steps
+   of part 1) and a chat shape (``index_bench.chat_table``), ``--holdout-train`` train
+   batches recorded in a ledger without a holdout and in one per scale of
+   ``--holdout-scales`` with a holdout of 10 batches (numeric: ``--steps`` x scale steps
+   each, 1x being part 1's default holdout; chat: ``--chat-holdout`` x scale episodes each);
+   then, interleaved, ``dataset create`` of the train batches without a holdout, with it, and
+   with it but neither the step windows nor the normalised text fingerprints computed (the
+   check as before the eleventh round, for their share); medians of ``--repeat``, CPU beside
+   wall. The bound is issue 21's: max(0.1 x the train batches' recording, 1 s + 5 ms a batch).
 
 Usage::
 
@@ -220,6 +229,79 @@ def large_run(root: Path, args: argparse.Namespace) -> dict[str, Any]:
             "again": again}  # fmt: skip
 
 
+def holdout_run(root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Part 4: dataset create with a holdout at each scale, without one, and without this
+    round's checks; interleaved, medians."""
+    import index_bench
+
+    from trajledger.ledger import contamination
+
+    shapes = {
+        "numeric": (lambda n, seed: c.steps_table(n * args.steps, seed), f"{args.steps:,} steps"),
+        "chat": (lambda n, seed: index_bench.chat_table(n * args.chat_holdout, seed),
+                 f"{args.chat_holdout:,} chats"),
+    }
+    real = contamination._wanted
+    out = []
+    for shape, (make, unit) in shapes.items():
+        def train(ledger: Any, make: Any = make) -> tuple[list[str], float, float]:
+            got, wall, cpu = [], 0.0, 0.0
+            for i in range(args.holdout_train):
+                table = make(1, 5000 + i)
+                w, p = c.wall_cpu(lambda t=table: got.append(ledger.record_batch(
+                    t, env="bench-env@1", policy="random", key="vendor").digest))
+                wall, cpu = wall + w, cpu + p
+            return got, wall, cpu
+
+        bare, _keys = c.new_ledger(root / f"{shape}-none", f"bench.local/holdout-{shape}-0")
+        bare_batches, _w, _p = train(bare)
+        for scale in (int(x) for x in args.holdout_scales.split(",")):
+            ledger, _keys = c.new_ledger(root / f"{shape}-{scale}",
+                                         f"bench.local/holdout-{shape}-{scale}")
+            hold = [ledger.record_batch(make(scale, 900_000 + i), env="bench-env@1",
+                                        policy="random", key="vendor").digest
+                    for i in range(10)]  # fmt: skip
+            ledger.create_dataset("holdout", "1", "holdout", hold, key="vendor")
+            mb = sum(p.stat().st_size for p in stored_blobs(ledger, hold)) / 1e6
+            batches, rec_wall, rec_cpu = train(ledger)
+            times: dict[str, list[tuple[float, float]]] = {"none": [], "with": [], "before": []}
+            for r in range(args.repeat):
+                for mode in times:
+                    lg, bs = (bare, bare_batches) if mode == "none" else (ledger, batches)
+                    if mode == "before":
+                        contamination._wanted = lambda chunk: (False, False)  # type: ignore[assignment]
+                    try:
+                        times[mode].append(c.wall_cpu(lambda lg=lg, bs=bs, k=f"{mode}-{scale}-{r}":
+                                                      lg.create_dataset(f"t-{k}", "1", "train",
+                                                                        bs, key="vendor")))
+                    finally:
+                        contamination._wanted = real  # type: ignore[assignment]
+                    scale_label = f"{scale}x: 10 batches of {scale} x {unit}, {mb:.0f} MB"
+            out.append({"shape": shape, "holdout": scale_label, "rec": (rec_wall, rec_cpu),
+                        **{m: c.median_wall_cpu(v) for m, v in times.items()}})
+            shutil.rmtree(root / f"{shape}-{scale}", ignore_errors=True)
+            print(f"  holdout {shape} {scale}x done", file=sys.stderr, flush=True)
+    return out
+
+
+def render_holdout(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    n = args.holdout_train
+    body = []
+    for r in rows:
+        (w0, p0), (w1, p1), (wb, pb) = r["none"], r["with"], r["before"]
+        bound = max(0.1 * r["rec"][0], 1.0 + 0.005 * n)
+        body.append([r["shape"], r["holdout"], f"{r['rec'][0]:.2f} / {r['rec'][1]:.2f}",
+                     f"{w0:.2f} / {p0:.2f}", f"{w1:.2f} / {p1:.2f}", f"{wb:.2f} / {pb:.2f}",
+                     f"{w1 - w0:.2f} / {p1 - p0:.2f}", f"{w1 - wb:.2f} / {p1 - pb:.2f}",
+                     f"{bound:.2f}", c.met(w1 - w0 <= bound)])  # fmt: skip
+    return c.table(
+        ["shape", "holdout", f"recording the {n} train batches: s wall / CPU",
+         f"dataset create of them, no holdout (median of {args.repeat}): s wall / CPU",
+         "with the holdout", "with it, no step windows nor normalised text",
+         "the holdout checks' share", "of which windows + normalised text", "bound s",
+         "share within the bound"], body)  # fmt: skip
+
+
 def render(creates: list[dict[str, Any]], shares: list[dict[str, Any]],
            large: dict[str, Any] | None, args: argparse.Namespace) -> str:
     lines = [f"`{c.command_line()}`; {c.machine()}.", ""]
@@ -286,6 +368,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--entries", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--skip-large", action="store_true", help="leave out part 3")
+    ap.add_argument("--only-holdout", action="store_true", help="part 4 alone")
+    ap.add_argument("--holdout-train", type=int, default=10)
+    ap.add_argument("--holdout-scales", default="1,10,100")
+    ap.add_argument("--chat-holdout", type=int, default=200)
     ap.add_argument("--write-doc", action="store_true", help="update docs/PERFORMANCE.md")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: check the script runs")
     args = ap.parse_args(argv)
@@ -294,9 +380,17 @@ def main(argv: list[str] | None = None) -> int:
         args.batches, args.steps, args.big_steps, args.holdout = "1", 400, 2000, 1
         args.chat_episodes = 20
         args.entries, args.repeat = 110, 1  # 110: every kind of filler record (slots 97-99)
+        args.holdout_train, args.holdout_scales, args.chat_holdout = 2, "1", 5
     shutil.rmtree(args.dir, ignore_errors=True)
     args.dir.mkdir(parents=True)
     os.environ["TRAJLEDGER_STATE_DIR"] = str(args.dir / "state")  # never the user's own
+    if args.only_holdout:
+        text = render_holdout(holdout_run(args.dir / "holdout", args), args)
+        print(text)
+        if args.write_doc:
+            c.write_section("dataset_bench_holdout", "## Dataset create (issue 21 item 1)", text)
+        shutil.rmtree(args.dir, ignore_errors=True)
+        return 0
     creates = []
     for n in (int(x) for x in args.batches.split(",")):
         creates.append(create_run(args.dir / f"ledger-{n}", args, n))
@@ -305,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     print("  features' share done", file=sys.stderr, flush=True)
     large = None if args.skip_large else large_run(args.dir / "large", args)
     text = render(creates, shares, large, args)
+    text += "\n\n" + render_holdout(holdout_run(args.dir / "holdout", args), args)
     print(text)
     if args.write_doc:
         c.write_section("dataset_bench", "## Dataset create (issue 21 item 1)", text)

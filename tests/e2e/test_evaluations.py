@@ -1065,8 +1065,8 @@ def test_false_fingerprints_are_caught_when_unsealed(
     from trajledger.runner.rollouts import run_policy
 
     real = batch_features.published_episodes
-    monkeypatch.setattr(batch_features, "published_episodes", lambda chunk: tuple(
-        dataclasses.replace(e, fingerprint="00" * 32) for e in real(chunk)))
+    monkeypatch.setattr(batch_features, "published_episodes", lambda chunk, *more: tuple(
+        dataclasses.replace(e, fingerprint="00" * 32) for e in real(chunk, *more)))
     ledger = Ledger.open(home)
     played = run_policy(None, "CartPole-v1", 2, 3000, policy_version="random")
     b = ledger.record_batch(played.steps, episodes=played.episodes, env="cartpole@1",

@@ -449,6 +449,7 @@ def record_batch(
         if seal_to is not None:
             from .batch_features import decode_features, published_episodes
             from .sealing import seal_files
+            from .text_fingerprint import normalised_of
 
             wrapped, ciphertexts = seal_files(_manifest_of(files).digest, files, seal_to,
                                               Path(tmp))
@@ -456,7 +457,9 @@ def record_batch(
             # file would hold (and the gate computes from the plaintext), no second pass.
             chunk = decode_features(features.path.read_bytes(), stats.steps_file.digest)
             sealed = Sealed(wrapped, {p: (c.digest, c.size) for p, c in ciphertexts.items()},
-                            published_episodes(chunk), FEATURE_VERSION)
+                            published_episodes(chunk, normalised_of(steps_path)
+                                               if "text" in chunk.modality else None),
+                            FEATURE_VERSION)
             predicate = {**predicate, "sealed": sealed.to_json()}
         if failures_of is not None:
             predicate = {**predicate, "failuresOf": failures_of}

@@ -53,6 +53,7 @@ import errno
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -233,10 +234,14 @@ def decode_features(data: bytes | pa.Buffer, steps: str) -> FeatureChunk:
     )
 
 
-def published_episodes(chunk: FeatureChunk) -> tuple[SealedEpisode, ...]:
+def published_episodes(
+    chunk: FeatureChunk, normalised: Mapping[str, str] | None = None
+) -> tuple[SealedEpisode, ...]:
     """Features as a sealed batch's record publishes them (``sealed.episodes``), in order:
-    the fingerprint, modality and step count, and the vector's 128 float32 (little endian,
-    base64) where the episode has one. The safety counts are not published."""
+    the fingerprint, modality and step count, the vector's 128 float32 (little endian,
+    base64) where the episode has one, and the ``normalised`` text fingerprint of each text
+    episode (episode id -> fingerprint, `text_fingerprint.normalised_of`). The safety counts
+    are not published."""
     import base64
 
     from trajledger.verify.sealed_files import SealedEpisode
@@ -249,6 +254,7 @@ def published_episodes(chunk: FeatureChunk) -> tuple[SealedEpisode, ...]:
             chunk.modality[i],
             chunk.fingerprints[i],
             base64.b64encode(vectors[i].tobytes()).decode("ascii") if chunk.valid[i] else None,
+            (normalised or {}).get(eid),
         )
         for i, eid in enumerate(chunk.episode_ids)
     )

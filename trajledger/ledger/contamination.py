@@ -53,7 +53,8 @@ from .episode_features import (
     parquet_batches,
 )
 from .progress import ProgressFactory, no_progress
-from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints, stored_normalised
+from .step_windows import WINDOW, WINDOW_COLUMNS, StepWindows, iter_windows
+from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -118,21 +119,31 @@ class Finding:
     other_datasets: tuple[str, ...] = field(default=())
     normalised: bool = False
     """An exact duplicate once text is normalised (`text_fingerprint`), not byte for byte."""
+    shared: tuple[int, int, int] | None = None
+    """A train episode shares a run of observations with it (`step_windows`): its first and
+    last step shared (counted from 1) and its number of steps; ``exact`` too."""
 
     def __str__(self) -> str:
+        more = f" and {self.matches - 1} more" if self.matches > 1 else ""
+        o = f" ({', '.join(self.other_datasets)})" if self.other_datasets else ""
+        t = f" ({', '.join(self.train_datasets)})" if self.train_datasets else ""
+        train = f"train episode {self.train_episode} of batch {self.train_batch[:19]}…{t}"
+        if self.shared is not None:
+            a, b, n = self.shared
+            return (
+                f"{train} shares {b - a + 1} consecutive steps (steps {a}-{b} of {n} of held-out "
+                f"episode {self.other_episode} of batch {self.other_batch[:19]}…{o})"
+                f"{more.replace(' more', ' more train episodes')}: a copy of a run of its "
+                "observations (equal to 3 significant digits)"
+            )
         what = (
             "an exact duplicate" + (" once text is normalised (Unicode NFKC, case, white "
                                     "space, the system prompt)" if self.normalised else "")
             if self.kind == "exact"
             else f"a near duplicate (similarity {self.similarity:.4f})"
         )
-        more = f" and {self.matches - 1} more" if self.matches > 1 else ""
-        o = f" ({', '.join(self.other_datasets)})" if self.other_datasets else ""
-        t = f" ({', '.join(self.train_datasets)})" if self.train_datasets else ""
-        return (
-            f"episode {self.other_episode} of batch {self.other_batch[:19]}…{o} is {what} of "
-            f"train episode {self.train_episode} of batch {self.train_batch[:19]}…{t}{more}"
-        )
+        return (f"episode {self.other_episode} of batch {self.other_batch[:19]}…{o} is {what} "
+                f"of {train}{more}")
 
     def to_json(self) -> dict[str, Any]:
         """The finding as JSON."""
@@ -143,6 +154,10 @@ class Finding:
         )
         if not self.normalised:
             del out["normalised"]  # the JSON of a byte-for-byte finding is what it was
+        if self.shared is None:
+            del out["shared"]
+        else:
+            out["shared"] = list(self.shared)
         return out
 
 
@@ -157,9 +172,10 @@ def _near_mask(chunk: FeatureChunk, modality: str) -> npt.NDArray[np.bool_]:
 class Matcher:
     """Held other-side episodes, matched against train episodes fed in chunks.
 
-    Memory: the other side's fingerprints and vectors (about 600 bytes per episode), never the
-    train side. The comparison is exact (blockwise matrix products, no approximate index), so
-    nothing above a threshold is missed.
+    Memory: the other side's fingerprints and vectors (about 600 bytes per episode) and its
+    step windows (24 bytes per step of a numeric episode), never the train side (but one
+    batch's windows at a time). The comparison is exact (blockwise matrix products, no
+    approximate index), so nothing above a threshold is missed.
     """
 
     def __init__(
@@ -188,6 +204,12 @@ class Matcher:
         self._best: npt.NDArray[np.float64] = np.zeros(0)
         self._count: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._best_of: list[tuple[str, str] | None] = []
+        self._runs: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64],
+                               npt.NDArray[np.int64]]] = []
+        self._steps: dict[int, int] = {}
+        self._run_first: dict[int, tuple[str, str]] = {}
+        self._run_starts: dict[int, set[int]] = {}
+        self._run_trains: dict[int, set[tuple[str, str]]] = {}
         self._frozen = False
 
     def hold(self, batch: str, chunk: FeatureChunk) -> None:
@@ -211,6 +233,47 @@ class Matcher:
             if (i := self._where.get((batch, episode))) is not None:
                 self._norm.setdefault(fp, []).append(i)
 
+    def hold_windows(self, batch: str, windows: Iterable[StepWindows]) -> None:
+        """Add the step windows (`step_windows.iter_windows` with ``held``) of held episodes of
+        ``batch``, after `hold` of their features."""
+        for w in windows:
+            where = np.array([self._where.get((batch, e), -1) for e in w.episode_ids], np.int64)
+            for e, i in enumerate(where.tolist()):
+                if i >= 0:
+                    self._steps[i] = int(w.lengths[e])
+            i = where[w.episode]
+            ok = i >= 0
+            self._runs.append((w.hashes[ok], i[ok], w.start[ok]))
+
+    def feed_windows(self, batch: str, windows: Iterable[StepWindows]) -> None:
+        """Match the step windows of train episodes of ``batch``: a train episode sharing a
+        window with a held one shares a run of `step_windows.WINDOW` steps with it."""
+        self._freeze()
+        held, rows, starts = self._runs[0]
+        for w in windows:
+            lo = np.searchsorted(held, w.hashes)
+            hi = np.searchsorted(held, w.hashes, side="right")
+            hit = np.flatnonzero(hi > lo)
+            counts = (hi - lo)[hit]
+            at = np.repeat(lo[hit], counts) + (
+                np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
+            train = np.repeat(w.episode[hit], counts)
+            for i, s, t in zip(rows[at].tolist(), starts[at].tolist(), train.tolist(),
+                               strict=True):
+                te = (batch, w.episode_ids[t])
+                self._run_trains.setdefault(i, set()).add(te)
+                if self._run_first.setdefault(i, te) == te:
+                    self._run_starts.setdefault(i, set()).add(s)
+
+    def _shared(self, i: int) -> tuple[int, int, int]:
+        """The longest run of steps held episode ``i`` shares with its first train match."""
+        s = np.array(sorted(self._run_starts[i]), dtype=np.int64)
+        breaks = np.flatnonzero(np.diff(s) != 1)
+        firsts = np.concatenate(([0], breaks + 1))
+        lasts = np.concatenate((breaks, [len(s) - 1]))
+        k = int(np.argmax(lasts - firsts))
+        return int(s[firsts[k]]) + 1, int(s[lasts[k]]) + WINDOW, self._steps.get(i, 0)
+
     def feed_normalised(self, batch: str, pairs: Iterable[tuple[str, str]]) -> None:
         """Match the normalised text fingerprints of train episodes of ``batch``."""
         self._freeze()
@@ -232,6 +295,12 @@ class Matcher:
         self._best = np.full(n, -2.0)
         self._count = np.zeros(n, dtype=np.int64)
         self._best_of = [None] * n
+        runs = self._runs or [(np.zeros(0, np.uint64), np.zeros(0, np.int64),
+                               np.zeros(0, np.int64))]
+        hashes = np.concatenate([r[0] for r in runs])
+        order = np.argsort(hashes, kind="stable")
+        self._runs = [(hashes[order], np.concatenate([r[1] for r in runs])[order],
+                       np.concatenate([r[2] for r in runs])[order])]
 
     def feed(self, batch: str, chunk: FeatureChunk) -> None:
         """Match train episodes of ``batch`` against every held episode."""
@@ -269,12 +338,17 @@ class Matcher:
         for i in range(len(self._episodes)):
             b, e = self._batches[i], self._episodes[i]
             normalised = i not in self._exact_first and i in self._norm_first
+            shared = None
             if i in self._exact_first:
                 tb, te = self._exact_first[i]
                 kind, sim, matches = "exact", 1.0, self._exact_count[i]
             elif normalised:
                 tb, te = self._norm_first[i]
                 kind, sim, matches = "exact", 1.0, self._norm_count[i]
+            elif i in self._run_first:
+                tb, te = self._run_first[i]
+                kind, sim, matches = "exact", 1.0, len(self._run_trains[i])
+                shared = self._shared(i)
             elif self._count[i] > 0 and self._best_of[i] is not None:
                 tb, te = self._best_of[i]  # type: ignore[misc]
                 kind, sim, matches = (
@@ -287,7 +361,7 @@ class Matcher:
             train_labels = tuple(self.train_labels.get(tb, ()))
             other_labels = tuple(self.other_labels.get(b, ()))
             out.append(Finding(kind, sim, tb, te, b, e, matches, train_labels, other_labels,
-                               normalised))
+                               normalised, shared))
         out.sort(key=lambda f: (f.kind != "exact", f.other_batch, f.other_episode))
         return out
 
@@ -323,12 +397,37 @@ def _steps_digest(store: ObjectStore, batch: str) -> tuple[str, int]:
     raise FormatError(f"batch {batch[:19]}…: its manifest lists no steps.parquet")
 
 
+def _wanted(chunk: FeatureChunk) -> tuple[bool, bool]:
+    """Whether a batch with these episodes is compared by normalised text fingerprints (it
+    has text episodes) and by step windows (it has numeric episodes of `WINDOW` steps)."""
+    long = chunk.num_steps >= WINDOW
+    return "text" in chunk.modality, any(
+        m == "numeric" and bool(x) for m, x in zip(chunk.modality, long, strict=True))
+
+
+def _extras(path: Path, wanted: tuple[bool, bool], held: bool, normalised: list[tuple[str, str]],
+            windows: list[StepWindows]) -> None:
+    """Add the normalised text fingerprints and the step windows (``held``: of the held
+    side) of a step file to ``normalised`` and ``windows``, as ``wanted`` (`_wanted`)."""
+    if wanted[0]:
+        normalised += normalised_fingerprints(parquet_batches(path, NORMALISED_COLUMNS))
+    if wanted[1]:
+        windows += iter_windows(parquet_batches(path, WINDOW_COLUMNS), held=held)
+
+
+def _published_normalised(sealed: Sealed) -> list[tuple[str, str]]:
+    """The normalised text fingerprints a sealed batch publishes (none before holdout23)."""
+    return [(e.episode_id, e.normalised) for e in sealed.episodes if e.normalised]
+
+
 def _verified_chunks(
-    store: ObjectStore, batch: str, workdir: Path, normalised: list[tuple[str, str]]
+    store: ObjectStore, batch: str, workdir: Path, normalised: list[tuple[str, str]],
+    windows: list[StepWindows], held: bool,
 ) -> Iterator[FeatureChunk]:
     """Features of a batch's episodes, from a private copy of its re-hashed step file; once
-    they are all given, the normalised text fingerprints of a batch with text episodes are
-    added to ``normalised``, from the same copy."""
+    they are all given, the normalised text fingerprints of a batch with text episodes and
+    the step windows of one with numeric episodes are added to ``normalised`` and
+    ``windows``, from the same copy (`_extras`)."""
     digest, size = _steps_digest(store, batch)
     path = verified_local_copy(store, digest, workdir, private=True)
     try:
@@ -339,12 +438,12 @@ def _verified_chunks(
             raise DigestMismatchError(
                 f"steps.parquet of batch {batch[:19]}…: {got} bytes, want {size}"
             )
-        text = False
+        wanted = (False, False)
         for chunk in iter_step_features(parquet_batches(path, FEATURE_COLUMNS)):
-            text = text or "text" in chunk.modality
+            more = _wanted(chunk)
+            wanted = (wanted[0] or more[0], wanted[1] or more[1])
             yield chunk
-        if text:
-            normalised += normalised_fingerprints(parquet_batches(path, NORMALISED_COLUMNS))
+        _extras(path, wanted, held, normalised, windows)
     finally:
         path.unlink(missing_ok=True)
 
@@ -406,11 +505,13 @@ def verified_contamination(
         # (1)
         for batch in sorted(others):
             pairs: list[tuple[str, str]] = []
+            windows: list[StepWindows] = []
             try:
                 if sealed and batch in sealed:
                     chunks = [published_features(sealed[batch])]
+                    pairs = _published_normalised(sealed[batch])
                 else:
-                    chunks = list(_verified_chunks(store, batch, Path(tmp), pairs))
+                    chunks = list(_verified_chunks(store, batch, Path(tmp), pairs, windows, True))
             except unusable as e:
                 unchecked.append(f"holdout/regression batch {batch[:19]}…: {e}")
                 continue
@@ -418,25 +519,31 @@ def verified_contamination(
                 matcher.hold(batch, chunk)
                 held += len(chunk)
             matcher.hold_normalised(batch, pairs)
+            matcher.hold_windows(batch, windows)
         # (2) (3)
         for batch in sorted(train):
             table = train[batch]
-            pairs = []
+            pairs, windows = [], []
             try:
                 chunks_iter: Iterable[FeatureChunk] = (
                     iter_step_features(table.to_batches(max_chunksize=1 << 16))
                     if table is not None
-                    else _verified_chunks(store, batch, Path(tmp), pairs)
+                    else _verified_chunks(store, batch, Path(tmp), pairs, windows, False)
                 )
-                text = False
+                wanted = (False, False)
                 for chunk in chunks_iter:
                     matcher.feed(batch, chunk)
                     fed += len(chunk)
-                    text = text or "text" in chunk.modality
-                if text and table is not None:
+                    got = _wanted(chunk)
+                    wanted = (wanted[0] or got[0], wanted[1] or got[1])
+                if wanted[0] and table is not None:
                     cols = [c for c in NORMALISED_COLUMNS if c in table.column_names]
                     pairs += normalised_fingerprints(table.select(cols).to_batches(1 << 16))
+                if wanted[1] and table is not None:
+                    cols = [c for c in WINDOW_COLUMNS if c in table.column_names]
+                    windows += iter_windows(table.select(cols).to_batches(1 << 16))
                 matcher.feed_normalised(batch, pairs)
+                matcher.feed_windows(batch, windows)
             except unusable as e:
                 unchecked.append(f"train batch {batch[:19]}…: {e}")
     return ContaminationReport(tuple(matcher.findings()), tuple(unchecked), (held, fed))
@@ -529,26 +636,42 @@ class _Reader:
                     return pred
         return None
 
-    def normalised(self, f: BatchFeatures, problems: list[str]) -> list[tuple[str, str]]:
-        """The normalised text fingerprints of a batch with text episodes, from its step file
-        (unverified, as its features; `text_fingerprint.stored_normalised`); a problem line
-        when it cannot be read."""
+    def compared(
+        self, f: BatchFeatures, problems: list[str], held: bool
+    ) -> tuple[list[tuple[str, str]], list[StepWindows]]:
+        """The normalised text fingerprints of a batch with text episodes and the step windows
+        of one with numeric episodes (``held``: of the held side), from its step file
+        (unverified, as its features; `_extras`); a problem line when it cannot be read."""
         from trajledger.verify.errors import ProvenanceError
 
-        from .batch_features import batch_files, steps_file_of
+        from .batch_features import batch_files, steps_file_of, verified_local_copy
         from .errors import LedgerError
 
-        if f.chunk is None or f.source == "sealed" or "text" not in f.chunk.modality:
-            return []
+        pairs: list[tuple[str, str]] = []
+        windows: list[StepWindows] = []
+        wanted = _wanted(f.chunk) if f.chunk is not None else (False, False)
+        if not any(wanted):
+            return pairs, windows
         try:
             pred = self.batch(f.batch)
+            if f.source == "sealed":  # its published normalised fingerprints; no windows
+                sealed = pred.sealed if pred is not None else None
+                return (_published_normalised(sealed) if sealed is not None else []), []
             steps = steps_file_of(pred) if pred is not None else None
             digest = steps[0] if steps else batch_files(self.ledger.store, f.batch)["steps.parquet"]
-            return stored_normalised(self.ledger.store, digest, self.workdir, private=False)
+            path = verified_local_copy(self.ledger.store, digest, self.workdir, private=False)
+            try:
+                _extras(path, wanted, held, pairs, windows)
+            finally:
+                if path.parent == self.workdir:
+                    path.unlink(missing_ok=True)
         except (ProvenanceError, LedgerError, OSError, ValueError, TypeError, KeyError) as e:
-            problems.append(f"batch {f.batch[:19]}…: its text episodes were not compared once "
-                            f"normalised ({e})")
-            return []
+            what = " and ".join(w for w, on in zip(("text episodes were not compared once "
+                                                    "normalised", "numeric episodes were not "
+                                                    "compared by runs of steps"), wanted,
+                                                   strict=True) if on)
+            problems.append(f"batch {f.batch[:19]}…: its {what} ({e})")
+        return pairs, windows
 
     def erased(self, digest: str) -> bool:
         return any((e := self.state.entry(i)) is not None and e.kind == "erasure"
@@ -656,11 +779,15 @@ def check_dataset(
         for f in map(note, own) if split != "train" else map(note, others):
             if f.chunk is not None:
                 matcher.hold(f.batch, f.chunk)
-                matcher.hold_normalised(f.batch, reader.normalised(f, unread))
+                pairs, windows = reader.compared(f, unread, True)
+                matcher.hold_normalised(f.batch, pairs)
+                matcher.hold_windows(f.batch, windows)
         for f in map(note, own) if split == "train" else map(note, others):
             if f.chunk is not None:
                 matcher.feed(f.batch, f.chunk)
-                matcher.feed_normalised(f.batch, reader.normalised(f, unread))
+                pairs, windows = reader.compared(f, unread, False)
+                matcher.feed_normalised(f.batch, pairs)
+                matcher.feed_windows(f.batch, windows)
         findings = matcher.findings() if other_labels and mine else []
     warnings = [
         line

@@ -47,6 +47,7 @@ __all__ = [
     "fold",
     "numeric_features",
     "numeric_vectors",
+    "splitmix64",
     "string_parts",
     "text_vectors",
     "token_hashes",
@@ -82,6 +83,9 @@ def _splitmix64(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
         z = (z ^ (z >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> _U64(27))) * _U64(0x94D049BB133111EB)
         return np.asarray(z ^ (z >> _U64(31)), dtype=np.uint64)
+
+
+splitmix64 = _splitmix64  # shared with ``ledger.step_windows``
 
 
 _POLY_INVERSE = _U64(pow(int(_POLY), -1, 1 << 64))  # P is odd: invertible mod 2**64

@@ -281,14 +281,16 @@ def fingerprints(steps: str | os.PathLike[str] | bytes) -> tuple[SealedEpisode, 
         parquet_batches,
     )
     from .rollouts.parquet_read import BombError
+    from .text_fingerprint import normalised_of
 
     try:
         chunk = FeatureChunk.concat(
             list(iter_step_features(parquet_batches(steps, FEATURE_COLUMNS)))
         )
+        normalised = normalised_of(steps) if "text" in chunk.modality else None
     except (OSError, BombError, pa.ArrowException) as e:
         raise FormatError(f"steps.parquet: cannot be read for fingerprints: {e}") from e
-    return published_episodes(chunk)
+    return published_episodes(chunk, normalised)
 
 
 def seal_recipients(policy: TrustPolicy) -> tuple[EncryptionKey, ...]:

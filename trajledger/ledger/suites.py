@@ -221,6 +221,8 @@ def _check_fingerprints(batch: str, pred: RolloutBatch, files: Mapping[str, byte
     ]:
         problems.append("episode ids, lengths or exact fingerprints differ")
     for mine, theirs in zip(got, published, strict=False):
+        if theirs.normalised is not None and theirs.normalised != mine.normalised:
+            problems.append(f"episode {mine.episode_id}: its normalised fingerprint differs")
         if (mine.sketch is None) != (theirs.sketch is None):
             problems.append(f"episode {mine.episode_id}: a sketch is missing")
         elif mine.sketch is not None and theirs.sketch is not None:

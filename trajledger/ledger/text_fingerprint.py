@@ -4,8 +4,7 @@ characters (full-width letters, ligatures), invisible format characters or anoth
 prompt is still an exact duplicate.
 
 Scope: `normalised_fingerprints` (episode id -> fingerprint, for each text episode of a run of
-step record batches, streamed) and `stored_normalised` (the same, from a step file of the
-store, hashed as it is read). The fingerprint is SHA-256 over the episode's rows in step order
+step record batches, streamed). The fingerprint is SHA-256 over the episode's rows in step order
 that hold text and whose role is not ``system``: each row's role and its text (``content``,
 ``tool_calls``, ``tool_results`` joined by newlines) after Unicode NFKC, lower-casing, NFKC
 again, removal of format characters (``\\p{Cf}``: zero-width spaces and joiners, soft hyphens)
@@ -22,19 +21,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .episode_features import parquet_batches
+from .rollouts.parquet_read import Source
 
-if TYPE_CHECKING:
-    from .store import ObjectStore
-
-__all__ = ["NORMALISED_COLUMNS", "normalised_fingerprints", "normalised_texts",
-           "stored_normalised"]
+__all__ = ["NORMALISED_COLUMNS", "normalised_fingerprints", "normalised_of", "normalised_texts"]
 
 NORMALISED_COLUMNS = ("episode_id", "role", "content", "tool_calls", "tool_results")
 """The step columns the normalised fingerprint reads."""
@@ -71,6 +65,14 @@ def normalised_fingerprints(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple
     for batch in batches:
         names = set(batch.schema.names)
         cols = [batch.column(c).cast(pa.string()) for c in _TEXT if c in names]
+        if len(cols) > 1:
+            # "skip" drops a row whose columns are all null (pyarrow 26: fewer rows than the
+            # batch, and a numeric step among text ones made the batch unreadable): such a
+            # row holds no text, as "" says.
+            none = pc.is_null(cols[0])
+            for c in cols[1:]:
+                none = pc.and_(none, pc.is_null(c))
+            cols[0] = pc.if_else(none, pa.scalar("", pa.string()), cols[0])
         if not cols:
             texts = pa.nulls(batch.num_rows, pa.string())
         else:
@@ -93,20 +95,8 @@ def normalised_fingerprints(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple
         yield current, h.hexdigest()
 
 
-def stored_normalised(
-    store: ObjectStore, steps: str, workdir: Path, *, private: bool
-) -> list[tuple[str, str]]:
-    """`normalised_fingerprints` of the step file ``steps`` (a blob digest), read from a copy
-    whose bytes hashed to it (`batch_features.verified_local_copy`; ``private`` as there).
 
-    Raises:
-        StoreError / DigestMismatchError: the blob is missing or altered.
-    """
-    from .batch_features import verified_local_copy
-
-    path = verified_local_copy(store, steps, workdir, private=private)
-    try:
-        return list(normalised_fingerprints(parquet_batches(path, NORMALISED_COLUMNS)))
-    finally:
-        if path.parent == workdir:
-            path.unlink(missing_ok=True)
+def normalised_of(steps: Source) -> dict[str, str]:
+    """Episode id -> normalised fingerprint of the text episodes of a step file (a path or
+    its bytes): what a sealed batch publishes (``sealed.episodes[].normalised``)."""
+    return dict(normalised_fingerprints(parquet_batches(steps, NORMALISED_COLUMNS)))

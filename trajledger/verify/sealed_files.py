@@ -89,18 +89,23 @@ field_type("rows", _rows, _rows_json)
 class SealedEpisode(Record):
     """What a sealed batch shows of one episode: the duplicate fingerprints the admission gate
     compares (``ledger.episode_features``): the exact content ``fingerprint`` (hex SHA-256),
-    the ``modality`` and step count, and the near-duplicate ``sketch`` (128 float32, little
-    endian, base64; None where the episode has no vector)."""
+    the ``modality`` and step count, the near-duplicate ``sketch`` (128 float32, little
+    endian, base64; None where the episode has no vector) and, for a text episode, its
+    ``normalised`` text fingerprint (``ledger.text_fingerprint``; absent from records made
+    before it was published, which are compared without it)."""
 
     episode_id: str = spec("episodeId")
     steps: int = spec("steps", "integer")
     modality: str = spec("modality", choices=("numeric", "text"))
     fingerprint: str = spec("fingerprint")
     sketch: str | None = spec("sketch", required=False)
+    normalised: str | None = spec("normalised", required=False, default=None)
 
     def _check(self, what: str) -> None:
-        if self.steps < 1 or not HEX64.fullmatch(self.fingerprint):
-            raise FormatError(f"{what}: steps must be >= 1 and fingerprint 64 lowercase hex")
+        if self.steps < 1 or not HEX64.fullmatch(self.fingerprint) or not HEX64.fullmatch(
+                self.normalised or self.fingerprint):
+            raise FormatError(f"{what}: steps must be >= 1 and fingerprint (and normalised) 64 "
+                              "lowercase hex")
         if self.sketch is not None:
             try:
                 raw = base64.b64decode(self.sketch, validate=True)

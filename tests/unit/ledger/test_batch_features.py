@@ -408,6 +408,37 @@ def test_duplicates_of_a_sealed_holdout_are_found_from_its_published_fingerprint
         assert np.array(r["vector"], dtype="<f4").tobytes() == base64.b64decode(e.sketch)
 
 
+def test_a_sealed_holdout_publishes_normalised_text_fingerprints(
+    ledger: Ledger, alice: Signer
+) -> None:
+    """A sealed held-out chat publishes its normalised text fingerprint (holdout23; before,
+    none: a train copy in upper case with other white space was only a near duplicate,
+    recorded and admitted). ``dataset create`` and the gate refuse such a copy; a sealed
+    record of before (no ``normalised``) is still read and compared as it was."""
+    prompt = "Please translate the following sentence into French: the cat sat on the mat"
+    hold = sealed(ledger, alice, chat("h0", prompt), "hold")
+    create_dataset(ledger, "h", "1", "holdout", [hold], alice)
+    pred = predicate_of(ledger, hold)
+    assert pred.sealed is not None
+    [episode] = pred.sealed.episodes
+    assert episode.normalised is not None and len(episode.normalised) == 64
+    train = record(ledger, alice, chat("t0", "  " + prompt.upper().replace(" ", " \n ")), "t")
+    check = check_dataset(ledger, "train", [train])
+    assert [(f.kind, f.normalised, f.other_episode) for f in check.findings] == [
+        ("exact", True, "h0")]
+    with pytest.raises(PolicyError, match="once text is normalised"):
+        create_dataset(ledger, "t", "1", "train", [train], alice)
+    gate = verified_contamination(ledger.store, {train: None}, {hold: ["holdout h@1"]},
+                                  sealed={hold: pred.sealed})  # fmt: skip
+    assert [(f.kind, f.normalised) for f in gate.findings] == [("exact", True)]
+    old = dataclasses.replace(pred.sealed, episodes=(dataclasses.replace(episode,
+                                                                        normalised=None),))
+    assert "normalised" not in old.to_json()["episodes"][0]
+    gate = verified_contamination(ledger.store, {train: None}, {hold: ["holdout h@1"]},
+                                  sealed={hold: old})  # fmt: skip
+    assert gate.unchecked == () and [f.kind for f in gate.findings] == ["near"]
+
+
 def test_an_erasure_of_a_sealed_batch_deletes_its_ciphertexts_and_any_cache(
     ledger: Ledger, alice: Signer
 ) -> None:

@@ -100,14 +100,24 @@ NUMERIC: dict[str, Spec] = {
     "10 steps appended": [(np.vstack([OBS, MORE]), ACT + [0] * 10)],
     "first step dropped": [(OBS[1:], ACT[1:])],
     "split 30+30": [(OBS[:30], ACT[:30]), (OBS[30:], ACT[30:])],
+    # holdout23: more cuts and shifts, and copies that are not caught (see `Row.now`)
+    "split 50+10": [(OBS[:50], ACT[:50]), (OBS[50:], ACT[50:])],
+    "float32, 5 steps dropped": [(OBS.astype(np.float32).astype(np.float64)[5:], ACT[5:])],
+    "inside unrelated steps": [(np.vstack([OBS[:5] + 3, OBS[20:40], OBS[:5] - 3]),
+                                ACT[:5] + ACT[20:40] + ACT[:5])],
+    "actions and rewards changed": [(OBS[3:], [1 - a for a in ACT[3:]])],
+    "rounded 3 decimals, shifted": [(np.round(OBS, 3)[1:], ACT[1:])],
+    "reversed": [(OBS[::-1], ACT[::-1])],
+    "every other step": [(OBS[::2], ACT[::2])],
+    "columns duplicated": [(np.hstack([OBS, OBS]), ACT)],
 }
 
 
 @dataclass(frozen=True)
 class Row:
     """One transform: what was said before this round (``exact``, ``near``, ``nothing``), and
-    now: the finding (``exact``, ``normalised``: exact once text is normalised, ``near``,
-    ``nothing``)."""
+    now: the finding (``exact``, ``normalised``: exact once text is normalised, ``run``: exact,
+    a train episode shares a run of `step_windows.WINDOW` steps, ``near``, ``nothing``)."""
 
     modality: str
     name: str
@@ -128,12 +138,23 @@ TRANSFORMS = [
     Row("text", "turn dropped", "near", "near"),
     Row("text", "one word", "near", "near"),
     Row("numeric", "id changed", "exact", "exact"),
-    Row("numeric", "scaled 1.000001", "near", "near"),
+    Row("numeric", "scaled 1.000001", "near", "run"),
     Row("numeric", "rounded 3 decimals", "near", "near"),
-    Row("numeric", "float32", "near", "near"),
-    Row("numeric", "10 steps appended", "nothing", "nothing"),
-    Row("numeric", "first step dropped", "nothing", "nothing"),
-    Row("numeric", "split 30+30", "nothing", "nothing"),
+    Row("numeric", "float32", "near", "run"),
+    Row("numeric", "10 steps appended", "nothing", "run"),
+    Row("numeric", "first step dropped", "nothing", "run"),
+    Row("numeric", "split 30+30", "nothing", "run"),
+    Row("numeric", "split 50+10", "nothing", "run"),
+    Row("numeric", "float32, 5 steps dropped", "nothing", "run"),
+    Row("numeric", "inside unrelated steps", "nothing", "run"),
+    Row("numeric", "actions and rewards changed", "nothing", "run"),
+    # Not caught (docs/SECURITY.md, twelfth round, holdout23's Left): rounding to 3 decimals
+    # moves values across the 3-significant-digit steps the windows compare at, and a
+    # reversed, subsampled or widened copy is another sequence of observations.
+    Row("numeric", "rounded 3 decimals, shifted", "nothing", "nothing"),
+    Row("numeric", "reversed", "nothing", "nothing"),
+    Row("numeric", "every other step", "nothing", "nothing"),
+    Row("numeric", "columns duplicated", "nothing", "nothing"),
 ]
 
 
@@ -221,20 +242,21 @@ def test_each_transform_of_a_held_out_episode(
     never refused by default), and full-width letters or a zero-width space inside words
     nothing at all."""
     found = check_dataset(ledger, "train", [template.value[f"{row.modality} {row.name}"]])
-    got = [("normalised" if f.normalised else f.kind) for f in found.findings]
+    got = [("normalised" if f.normalised else "run" if f.shared else f.kind)
+           for f in found.findings]
     assert got == ([] if row.now == "nothing" else [row.now])
     if found.findings:
         assert found.findings[0].other_episode == ("held-chat" if row.modality == "text"
                                                    else "held-num")
     default = refusal("d", found.findings, ContaminationRules())
     near = refusal("d", found.findings, ContaminationRules("near"))
-    assert (default is not None) == (row.now in ("exact", "normalised"))
+    assert (default is not None) == (row.now in ("exact", "normalised", "run"))
     assert (near is not None) == (row.now != "nothing")
 
 
 # -- refusing near duplicates: dataset create and the gate --------------------------------------
 
-NEAR_COPIES = [("text", "one word", "held-chat"), ("numeric", "scaled 1.000001", "held-num")]
+NEAR_COPIES = [("text", "one word", "held-chat"), ("numeric", "rounded 3 decimals", "held-num")]
 
 
 @pytest.mark.parametrize(("modality", "name", "held"), NEAR_COPIES, ids=["text", "numeric"])
@@ -338,7 +360,8 @@ def test_the_command_line(template: testkit.Template[dict[str, str]], ledger: Le
         "refuse": "near", "numeric_threshold": "0.99"}
     r = testkit.invoke(home, "dataset", "create", "leak", "--version", "1", "--split", "train",
                        "--batch", template.value["text white space"],
-                       "--batch", template.value["numeric float32"], "--key", "vendor")
+                       "--batch", template.value["numeric rounded 3 decimals"],
+                       "--key", "vendor")
     assert r.exit_code == 1, r.output
     lines = r.stderr.splitlines()
     assert len(lines) == 3 and all(x.startswith("FAIL: ") for x in lines), r.stderr
@@ -355,3 +378,87 @@ def test_normalised_texts() -> None:
     got = normalised_texts(pa.array([" A \t b\n\nC ", "Ａ\u3000b\u00a0\u200bc", "\ufb01ne\u2028x",
                                      None, "", " \v "]))
     assert got.to_pylist() == ["a b c", "a b c", "fine x", None, "", ""]
+
+
+# -- shared runs of steps (holdout23) ----------------------------------------------------------
+
+
+def test_a_shared_run_of_steps_says_what_was_shared(
+    template: testkit.Template[dict[str, str]], ledger: Ledger
+) -> None:
+    """A copy cut, shifted or split shares runs of observations with the held episode: an
+    exact finding naming the longest run shared with the first train episode found, refused
+    by ``dataset create`` under the default policy (before holdout23: nothing found)."""
+    [first] = check_dataset(ledger, "train", [template.value["numeric first step dropped"]]
+                            ).findings
+    assert (first.kind, first.shared, first.train_episode) == ("exact", (2, 60, 60), "n5-0")
+    assert str(first).startswith("train episode n5-0 of batch sha256:")
+    assert "shares 59 consecutive steps (steps 2-60 of 60 of held-out episode held-num of " \
+           "batch sha256:" in str(first)
+    assert "(holdout held@1)" in str(first)
+    assert first.to_json()["shared"] == [2, 60, 60]
+    [split] = check_dataset(ledger, "train", [template.value["numeric split 30+30"]]).findings
+    assert (split.shared, split.matches, split.train_episode) == ((1, 30, 60), 2, "n6-0")
+    assert ") and 1 more train episodes: a copy" in str(split)
+    with pytest.raises(PolicyError, match=r"1 episode\(s\) exactly duplicate .* shares 59 "
+                                          r"consecutive steps \(steps 2-60 of 60 "):
+        create_dataset(ledger, "cut", "1", "train", [template.value["numeric first step dropped"]],
+                       ledger.keys.signer("vendor"))
+
+
+def test_the_gate_refuses_a_shared_run_of_steps(
+    template: testkit.Template[dict[str, str]], ledger: Ledger
+) -> None:
+    """The gate finds the run from the bytes it verified, and fails under the default policy."""
+    train_set(ledger, "cut", template.value["numeric split 50+10"])
+    path = ledger.root / "policy.toml"
+    with pytest.raises(DataRefusedError) as e:
+        admit(ledger, "cut@1", TrustPolicy.from_toml(path.read_bytes(), path.parent))
+    [failure] = e.value.report.failures()
+    assert ("exact duplicate: train episode n7-0 of batch " in failure
+            and "shares 50 consecutive steps (steps 1-50 of 60 of held-out episode held-num"
+            in failure), failure
+
+
+def test_padding_shared_by_unrelated_episodes_is_not_a_run(ledger: Ledger) -> None:
+    """Unrelated episodes that share 30 steps of padding (all zeros) and 20 of a static
+    scene flickering between two frames are not copies: windows of fewer than
+    `step_windows.MIN_DISTINCT` distinct steps are not compared."""
+    rng = np.random.default_rng(11)
+    pad = np.zeros((30, 4))
+    flicker = np.array([[1.0, 0, 0, 0], [0, 1.0, 0, 0]] * 10)
+
+    def episode(name: str) -> list[dict[str, Any]]:
+        walk = np.cumsum(rng.normal(0, 0.05, size=(20, 4)), axis=0)
+        return numeric_rows(name, np.vstack([walk, pad, flicker]), [0] * 70)
+
+    vendor = ledger.keys.signer("vendor")
+    held = record_batch(ledger, episode("held-pad"), env="grid@1", policy="p",
+                        signer=vendor).recorded.digest
+    create_dataset(ledger, "held-pad", "1", "holdout", [held], vendor)
+    train = record_batch(ledger, episode("train-pad"), env="grid@1", policy="p",
+                         signer=vendor).recorded.digest
+    found = check_dataset(ledger, "train", [train]).findings
+    assert [f for f in found if f.other_episode == "held-pad"] == []
+
+
+def test_normalised_fingerprints_of_steps_without_text() -> None:
+    """A numeric step (no text in any column) among chat steps: pyarrow's join dropped its
+    row, so the texts no longer lined up with the steps and the whole batch raised
+    ``ValueError`` (``dataset create``: the chats were not compared once normalised, the gate:
+    "unchecked", refused). Now such a row holds no text, and the chat's fingerprint is that of
+    the chat alone."""
+    import pyarrow as pa
+
+    from trajledger.ledger.text_fingerprint import normalised_fingerprints
+
+    def steps(rows: list[tuple[str, str | None, str | None]]) -> pa.RecordBatch:
+        return pa.record_batch({
+            "episode_id": [e for e, _, _ in rows], "role": [r for _, r, _ in rows],
+            "content": pa.array([c for _, _, c in rows], pa.string()),
+            "tool_calls": pa.nulls(len(rows), pa.string())})
+
+    chat = [("c", "user", "Hello there"), ("c", "assistant", "Hi")]
+    alone = dict(normalised_fingerprints([steps(chat)]))
+    mixed = dict(normalised_fingerprints([steps([("n", None, None), *chat, ("m", None, None)])]))
+    assert mixed == alone and set(alone) == {"c"}

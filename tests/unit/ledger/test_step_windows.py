@@ -1,0 +1,74 @@
+"""The step windows of numeric episodes (`ledger.step_windows`): what makes two steps equal,
+and that the windows do not depend on how the steps are cut into record batches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from trajledger.ledger.step_windows import WINDOW, iter_windows, step_hashes
+
+
+def batch(episodes: list[tuple[str, np.ndarray]], dtype: pa.DataType | None = None
+          ) -> pa.RecordBatch:
+    ids = [e for e, o in episodes for _ in range(len(o))]
+    flat = np.vstack([o for _, o in episodes])
+    values = pa.array(flat.ravel(), dtype or pa.float64())
+    obs = pa.FixedSizeListArray.from_arrays(values, flat.shape[1])
+    return pa.record_batch({"episode_id": pa.array(ids), "obs": obs})
+
+
+def walk(seed: int, n: int = 40) -> np.ndarray:
+    return np.cumsum(np.random.default_rng(seed).normal(0, 0.05, size=(n, 4)), axis=0)
+
+
+def windows(*batches: pa.RecordBatch, held: bool = False) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for w in iter_windows(batches, held=held):
+        for e, h in zip(w.episode.tolist(), w.hashes.tolist(), strict=True):
+            out.setdefault(w.episode_ids[e], []).append(h)
+    return out
+
+
+def test_steps_equal_to_three_significant_digits_hash_alike() -> None:
+    o = walk(1)
+    same = [batch([("a", o)]), batch([("a", o)], pa.float32()), batch([("a", o * 1.000001)]),
+            batch([("a", o + 0.0 * -1)])]
+    hashes = [step_hashes(b.column("obs")).tolist() for b in same]  # type: ignore[union-attr]
+    assert all(h == hashes[0] for h in hashes)
+    other = step_hashes(batch([("a", o * 1.01)]).column("obs"))
+    assert other is not None and not set(other.tolist()) & set(hashes[0])
+    assert step_hashes(pa.array([["x"], ["y"]])) is None  # not numbers: no windows
+    obs = pa.array([{"pos": [1.0, 2.0], "v": 3}, {"pos": [2.0, 1.0], "v": 3}])
+    a, b = step_hashes(obs).tolist()  # type: ignore[union-attr]
+    assert a != b  # a Dict space: each member, each value in its place
+
+
+def test_windows_do_not_depend_on_record_batches() -> None:
+    a, b, c = walk(1), walk(2, 10), walk(3)
+    whole = windows(batch([("a", a), ("b", b), ("c", c)]))
+    cut = windows(batch([("a", a[:7])]), batch([("a", a[7:]), ("b", b), ("c", c[:3])]),
+                  batch([("c", c[3:20])]), batch([("c", c[20:])]))
+    assert whole == cut
+    assert sorted(whole) == ["a", "c"] and len(whole["a"]) == 40 - WINDOW + 1  # b: too short
+
+
+def test_unrelated_walks_share_no_window() -> None:
+    held = windows(batch([(f"h{i}", walk(i, 60)) for i in range(200)]), held=True)
+    train = windows(batch([(f"t{i}", walk(1000 + i, 60)) for i in range(200)]))
+    assert not {h for v in held.values() for h in v} & {h for v in train.values() for h in v}
+
+
+def test_a_tensor_column_hashes_as_any_list_of_the_same_values() -> None:
+    """The matrix path (a tensor column) and the general one (lists of any lengths) agree, for
+    even and odd widths; a shorter row is another row."""
+    for width in (4, 5):
+        o = walk(7, 30)[:, :4].repeat(2, axis=1)[:, :width]
+        fixed = step_hashes(batch([("a", o)]).column("obs"))
+        lists = step_hashes(pa.array([list(map(float, r)) for r in o], pa.list_(pa.float64())))
+        ragged = step_hashes(pa.array([list(map(float, r)) for r in o] + [[1.0]],
+                                      pa.list_(pa.float64())))
+        assert fixed is not None and lists is not None and ragged is not None
+        assert fixed.tolist() == lists.tolist() == ragged[:-1].tolist()
+    a, b = step_hashes(pa.array([[1.0, 2.0], [1.0, 2.0, 0.0]])).tolist()  # type: ignore[union-attr]
+    assert a != b

@@ -1,0 +1,235 @@
+"""Shared runs of steps: the windows of `WINDOW` consecutive observations of numeric episodes,
+so that a held-out episode copied into training data cut, extended, shifted or split in parts
+is still found.
+
+Scope: `step_hashes` (one 64-bit hash per step of an observation column) and `iter_windows`
+(the hash of every run of `WINDOW` consecutive steps of each episode of a run of step record
+batches, streamed, with where it starts). A step's hash is over its observation alone: every
+value cast to float32 (so a float64 episode and its float32 copy agree), rounded to 10 bits of
+mantissa (about three significant digits, so that float64 -> float32 -> shifted copies and
+copies perturbed in the last digits still agree), -0.0 taken as 0.0; values paired in row order
+(two 32-bit values in one 64-bit word), each pair mixed (SplitMix64) with its position, summed,
+then mixed with the row's length. Actions and rewards are left out: they are labels a copier
+may change at will (rewards are rescaled, actions re-encoded), and the observations alone of 16
+steps identify a trajectory of any environment whose state moves. A window is the hash of its
+`WINDOW` step hashes in order (a polynomial mod 2**64, then SplitMix64). Held-out windows with
+fewer than `MIN_DISTINCT` distinct steps (padding, static frames, an agent standing still) are
+left out: such runs repeat in unrelated episodes. Computed where it is compared (``dataset
+create`` from the step files, the gate from the bytes it verified), never kept:
+``episode_features.FEATURE_VERSION`` is unchanged.
+Non-scope: comparing (``ledger.contamination.Matcher``); episodes shorter than `WINDOW` (their
+exact fingerprint only); observations that are not numbers (strings).
+Spec: docs/audit-index.md ("Duplicates and contamination between splits").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .episode_vectors import splitmix64
+from .rollouts.space_values import leaf_arrays
+
+__all__ = ["MIN_DISTINCT", "WINDOW", "WINDOW_COLUMNS", "StepWindows", "iter_windows",
+           "step_hashes"]
+
+WINDOW = 16
+"""Steps in a window: the shortest shared run found. Shorter runs (a fixed start, an opening)
+recur in unrelated episodes of one environment; 16 is also `contamination.MIN_NEAR_STEPS`."""
+MIN_DISTINCT = 8
+"""Distinct steps a held-out window needs to be compared: padding and static frames are not."""
+WINDOW_COLUMNS = ("episode_id", "obs")
+"""The step columns `iter_windows` reads."""
+
+_U64 = np.uint64
+_SALT = _U64(0xD6E8FEB86659FD93)
+_POLY = _U64(0x100000001B3)  # odd: the window polynomial's base
+_ROUND = np.uint32(1 << 12)  # half of the 13 mantissa bits dropped
+_KEEP = np.uint32(0xFFFFE000)
+
+
+def _quantised(values: pa.Array) -> npt.NDArray[np.uint32]:
+    """Each value as float32 rounded to 10 bits of mantissa (nearest), -0.0 as 0.0, a null as
+    NaN (integers through float64, as a float64 copy of them)."""
+    if not pa.types.is_floating(values.type):
+        values = values.cast(pa.float64())
+    if values.null_count:
+        values = values.fill_null(float("nan"))
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = np.asarray(values.to_numpy(zero_copy_only=False)).astype(np.float32) + np.float32(0)
+    with np.errstate(over="ignore"):
+        return np.asarray((f.view(np.uint32) + _ROUND) & _KEEP, dtype=np.uint32)
+
+
+def _leaf_rows(arr: pa.Array) -> tuple[pa.Array, npt.NDArray[np.int64]]:
+    """The values of a (nested) list column and the row of each."""
+    rows: npt.NDArray[np.int64] = np.arange(len(arr), dtype=np.int64)
+    while pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type) or (
+        pa.types.is_fixed_size_list(arr.type)
+    ):
+        parents = np.asarray(pc.list_parent_indices(arr).to_numpy(zero_copy_only=False))
+        rows = rows[parents.astype(np.int64)]
+        arr = pc.list_flatten(arr)
+    return arr, rows
+
+
+def _width(arr: pa.Array) -> int | None:
+    """The one length of a list column of numbers without null rows (a tensor), else None."""
+    if arr.null_count or not len(arr) or not (
+            pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)
+            or pa.types.is_fixed_size_list(arr.type)):
+        return None
+    t = arr.type.value_type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
+        return None
+    if pa.types.is_fixed_size_list(arr.type):
+        return int(arr.type.list_size)
+    bounds = pc.min_max(pc.list_value_length(arr)).as_py()
+    return int(bounds["min"]) if bounds["min"] == bounds["max"] else None
+
+
+def _salts(leaf: int, pairs: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    with np.errstate(over="ignore"):
+        return splitmix64(pairs + _SALT * _U64(leaf + 1))
+
+
+def _row_sums(arr: pa.Array, leaf: int, n: int) -> tuple[npt.NDArray[np.uint64],
+                                                         npt.NDArray[np.uint64]] | None:
+    """Per row: the sum of the mixed pairs of its quantised values (value 2j in the low and
+    2j + 1 in the high half of pair j, salted by j) and its number of values; None when a
+    value is not a number. A tensor column takes a matrix path with the same result."""
+    width = _width(arr)
+    if width is not None:
+        q = _quantised(pc.list_flatten(arr)).reshape(n, width)
+        if width % 2:
+            q = np.hstack((q, np.zeros((n, 1), dtype=np.uint32)))
+        pairs = q[:, 0::2].astype(np.uint64) | (q[:, 1::2].astype(np.uint64) << _U64(32))
+        salts = _salts(leaf, np.arange(pairs.shape[1], dtype=np.uint64))
+        mixed = splitmix64(pairs ^ salts[None, :])
+        return mixed.sum(axis=1, dtype=np.uint64), np.full(n, width, dtype=np.uint64)
+    values, rows = _leaf_rows(arr)
+    t = values.type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
+        return None
+    starts = np.searchsorted(rows, np.arange(n))
+    ends = np.searchsorted(rows, np.arange(n), side="right")
+    sums = np.zeros(n, dtype=np.uint64)
+    if len(rows):
+        at = np.arange(len(rows)) - starts[rows]
+        shifted = _quantised(values).astype(np.uint64) << ((at % 2) * 32).astype(np.uint64)
+        first = np.flatnonzero(at % 2 == 0)
+        mixed = splitmix64(np.add.reduceat(shifted, first) ^ _salts(
+            leaf, (at[first] // 2).astype(np.uint64)))
+        by_row = np.concatenate(([_U64(0)], np.cumsum(mixed, dtype=np.uint64)))
+        p0, p1 = np.searchsorted(first, starts), np.searchsorted(first, ends)
+        with np.errstate(over="ignore"):
+            sums = by_row[p1] - by_row[p0]
+    return sums, (ends - starts).astype(np.uint64)
+
+
+def step_hashes(col: pa.Array) -> npt.NDArray[np.uint64] | None:
+    """One hash per row of an observation column (lists of numbers, nested lists, a Dict or
+    Tuple space of them, or numbers); None when a value is not a number (a string)."""
+    n = len(col)
+    total = np.zeros(n, dtype=np.uint64)
+    for k, (_, leaf) in enumerate(leaf_arrays("", col)):
+        got = _row_sums(leaf, k, n)
+        if got is None:
+            return None
+        sums, length = got
+        if leaf.null_count:
+            nulls = np.asarray(leaf.is_null().to_numpy(zero_copy_only=False), dtype=np.uint64)
+            length = length + nulls * _U64(1 << 40)
+        with np.errstate(over="ignore"):
+            total += splitmix64(sums ^ splitmix64(length + _U64(k)))
+    return splitmix64(total)
+
+
+@dataclass(frozen=True)
+class StepWindows:
+    """The windows of the episodes of some steps.
+
+    Attributes:
+        episode_ids: the episodes, in file order.
+        lengths: each episode's number of steps.
+        episode: the index (into ``episode_ids``) of each window's episode.
+        start: each window's first step, counted from 0 within its episode.
+        hashes: each window's hash.
+    """
+
+    episode_ids: list[str]
+    lengths: npt.NDArray[np.int64]
+    episode: npt.NDArray[np.int64]
+    start: npt.NDArray[np.int64]
+    hashes: npt.NDArray[np.uint64]
+
+
+def _windows(
+    ids: list[str], lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64], held: bool
+) -> StepWindows:
+    """The windows of whole episodes (``lengths`` steps each, ``h`` their step hashes in
+    order); with ``held``, only those of at least `MIN_DISTINCT` distinct steps."""
+    n = len(h)
+    empty = np.zeros(0, dtype=np.int64)
+    if n < WINDOW:
+        return StepWindows(ids, lengths, empty, empty, np.zeros(0, dtype=np.uint64))
+    m = n - WINDOW + 1
+    acc = np.zeros(m, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for k in range(WINDOW):  # a polynomial over the (mixed) step hashes: order matters
+            acc = acc * _POLY + h[k : k + m]
+    hashes = splitmix64(acc)
+    first = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+    episode = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)[:m]
+    start = np.arange(m, dtype=np.int64) - first[episode]
+    keep = start + WINDOW <= lengths[episode]  # not across two episodes
+    if held:
+        # Only a window holding a step seen again within it can have few distinct steps:
+        # those alone are sorted and counted.
+        again = np.zeros(n, dtype=bool)
+        for d in range(1, WINDOW):
+            again[d:] |= h[d:] == h[:-d]
+        maybe = np.flatnonzero(np.lib.stride_tricks.sliding_window_view(again, WINDOW)
+                               [:, 1:].any(axis=1))
+        runs = np.sort(np.lib.stride_tricks.sliding_window_view(h, WINDOW)[maybe], axis=1)
+        keep[maybe] &= (runs[:, 1:] != runs[:, :-1]).sum(axis=1) + 1 >= MIN_DISTINCT
+    return StepWindows(ids, lengths, episode[keep], start[keep], hashes[keep])
+
+
+def iter_windows(batches: Iterable[pa.RecordBatch], *, held: bool = False) -> Iterator[StepWindows]:
+    """The windows of the episodes of step record batches (episodes contiguous, steps in
+    order, as schema validation guarantees), one `StepWindows` per batch of whole episodes;
+    an episode may run across record batches. Nothing for steps without numeric
+    observations. ``held``: leave out windows of too few distinct steps (`MIN_DISTINCT`)."""
+    carry_id: str | None = None
+    carry = np.zeros(0, dtype=np.uint64)
+    for batch in batches:
+        if "obs" not in batch.schema.names or not batch.num_rows:
+            continue
+        obs = batch.column("obs")
+        h = step_hashes(obs) if obs.null_count < len(obs) else None
+        if h is None:
+            continue
+        eids = batch.column("episode_id").cast(pa.string())
+        change = np.flatnonzero(np.asarray(
+            pc.not_equal(eids[1:], eids[:-1]).to_numpy(zero_copy_only=False), dtype=bool)) + 1
+        firsts = np.concatenate(([0], change)).astype(np.int64)
+        ids = [str(eids[int(i)].as_py()) for i in firsts]
+        lengths = np.diff(np.concatenate((firsts, [len(h)]))).astype(np.int64)
+        if carry_id is not None and ids[0] == carry_id:
+            h = np.concatenate((carry, h))
+            lengths[0] += len(carry)
+        elif carry_id is not None:
+            h = np.concatenate((carry, h))
+            ids.insert(0, carry_id)
+            lengths = np.concatenate(([len(carry)], lengths))
+        carry_id, carry = ids[-1], h[len(h) - int(lengths[-1]):]
+        if len(ids) > 1:
+            yield _windows(ids[:-1], lengths[:-1], h[: len(h) - int(lengths[-1])], held)
+    if carry_id is not None:
+        yield _windows([carry_id], np.array([len(carry)], dtype=np.int64), carry, held)
