@@ -833,13 +833,13 @@ def create_dataset(
     if conflicts:
         raise PolicyError(f"dataset {name}@{version} ({split}): " + "; ".join(conflicts))
     # (3) (4)
-    from .contamination import check_dataset, refusal
+    from .contamination import check_dataset, refusal, ruled
     from .policy_state import contamination_rules
 
     rules = contamination_rules(ledger)
     checked = check_dataset(ledger, split, digests, progress=progress,
                             thresholds=rules.thresholds())
-    findings = checked.findings
+    findings = ruled(checked.findings, rules)
     refused = refusal(f"dataset {name}@{version} ({split})", findings, rules)
     if refused is not None:
         raise PolicyError(refused)

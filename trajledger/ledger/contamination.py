@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +80,7 @@ __all__ = [
     "contamination_findings",
     "duplicate_lines",
     "refusal",
+    "ruled",
     "verified_contamination",
 ]
 
@@ -797,6 +798,16 @@ def check_dataset(
     ] + unread
     sources = {batch: source for batch, source, _missing, _problems in done}
     return DatasetCheck(tuple(duplicates), tuple(findings), tuple(warnings), sources)
+
+
+def ruled(findings: Sequence[Finding], rules: ContaminationRules | None) -> list[Finding]:
+    """``findings`` as the policy's ``[contamination]`` ranks them: with ``runs = "near"``, a
+    shared run of steps (`Finding.shared`) is a near duplicate, not an exact one (its
+    similarity stays 1: what was shared was equal)."""
+    if rules is None or rules.runs != "near":
+        return list(findings)
+    return [replace(f, kind="near") if f.shared is not None and f.kind == "exact" else f
+            for f in findings]
 
 
 def refusal(what: str, findings: Sequence[Finding], rules: ContaminationRules) -> str | None:

@@ -234,7 +234,7 @@ def _contamination(
     its entry): its split is unknown, and it may be a holdout. A record that is intact but not
     trusted by the policy is no holdout of this policy's.
     """
-    from trajledger.ledger.contamination import verified_contamination
+    from trajledger.ledger.contamination import ruled, verified_contamination
 
     what = "no episode duplicates a holdout or regression episode"
     admitted = {b.digest for b in batches}
@@ -283,13 +283,14 @@ def _contamination(
         decision.fail(what, f"cannot be checked: {line}")
     # A batch in both splits is reported by the split rule; here, only episodes that reached
     # the other side in another batch.
-    exact = [f for f in report.findings if f.train_batch != f.other_batch
+    findings = ruled(report.findings, rules)
+    exact = [f for f in findings if f.train_batch != f.other_batch
              and (f.kind == "exact" or refuse_near)]
     for f in exact[:20]:
         decision.fail(what, f"{f.kind} duplicate: {f}")
     if len(exact) > 20:
         decision.fail(what, f"... and {len(exact) - 20} more duplicates")
-    near = [f for f in report.findings if f.kind != "exact"]
+    near = [f for f in findings if f.kind != "exact"]
     if near and not refuse_near:
         decision.add(what, INFO, f"{len(near)} near duplicate(s) (first: {near[0]})")
     if not exact and not report.unchecked and not damaged:

@@ -2,7 +2,7 @@
 refused, and at which similarity.
 
 Scope: `ContaminationRules` (``refuse``: ``"exact"``, the default, or ``"near"``; optional
-per-modality thresholds) and its parsing (`parse_contamination`, for ``verify.policy`` through
+per-modality thresholds; ``runs``: whether a shared run of steps is exact, the default, or near) and its parsing (`parse_contamination`, for ``verify.policy`` through
 ``verify.policy_settings``); the default near-duplicate thresholds (`NEAR_TEXT_THRESHOLD`,
 `NEAR_NUMERIC_THRESHOLD`), which ``ledger.contamination`` compares at. Loaded only for a policy
 with ``[contamination]`` and by the ledger's duplicate checks.
@@ -38,7 +38,7 @@ REFUSE = ("exact", "near")
 """What ``refuse`` may say: exact duplicates only (today's rule), or near ones too."""
 
 _DEFAULTS = {"text": NEAR_TEXT_THRESHOLD, "numeric": NEAR_NUMERIC_THRESHOLD}
-_KEYS = {"refuse", "text_threshold", "numeric_threshold"}
+_KEYS = {"refuse", "runs", "text_threshold", "numeric_threshold"}
 
 
 @dataclass(frozen=True)
@@ -47,11 +47,17 @@ class ContaminationRules:
     refuse near duplicates of holdout / regression episodes as they refuse exact ones. A
     modality's threshold may only be lowered from its default (a lower similarity finds, and
     refuses, more): a policy that refuses near duplicates never refuses fewer than the default
-    reports as near."""
+    reports as near.
+
+    ``runs = "near"`` makes a train episode that shares a run of steps with a held one
+    (``ledger.step_windows``) a near duplicate instead of an exact one: for environments whose
+    genuine episodes share openings (a fixed start and deterministic moves), where the
+    approvers, who sign the policy, judge such runs not to be copies."""
 
     refuse: str = "exact"
     text_threshold: float | None = None
     numeric_threshold: float | None = None
+    runs: str = "exact"
 
     def thresholds(self) -> dict[str, float]:
         """The similarity at or above which each modality's episodes are near duplicates."""
@@ -62,6 +68,8 @@ class ContaminationRules:
         """The JSON form (thresholds as decimal strings, as ``[release]``'s bounds: the policy
         is hashed as RFC 8785 JSON, which the verifier canonicalises without floating point)."""
         out: dict[str, Any] = {"refuse": self.refuse}
+        if self.runs != "exact":  # (a policy without it keeps its digest)
+            out["runs"] = self.runs
         for k in ("text_threshold", "numeric_threshold"):
             if (v := getattr(self, k)) is not None:
                 out[k] = repr(v)
@@ -69,21 +77,23 @@ class ContaminationRules:
 
     def describe(self) -> str:
         """One line for ``policy show`` / ``policy check``."""
+        runs = ("; a shared run of steps is a near duplicate" if self.runs == "near" else "")
         if self.refuse == "exact":
-            return "  contamination refuses exact duplicates of held-out episodes"
+            return f"  contamination refuses exact duplicates of held-out episodes{runs}"
         t = self.thresholds()
         return ("  contamination refuses exact and near duplicates of held-out episodes "
-                f"(text similarity >= {t['text']:g}, numeric >= {t['numeric']:g})")
+                f"(text similarity >= {t['text']:g}, numeric >= {t['numeric']:g}){runs}")
 
 
 def parse_contamination(value: object, what: str) -> ContaminationRules:
     """``[contamination]``: ``refuse`` (``"exact"`` or ``"near"``, default ``"exact"``) and,
     with ``"near"``, optionally ``text_threshold`` / ``numeric_threshold``, each above 0 and at
-    most its default (`NEAR_TEXT_THRESHOLD`, `NEAR_NUMERIC_THRESHOLD`).
+    most its default (`NEAR_TEXT_THRESHOLD`, `NEAR_NUMERIC_THRESHOLD`); ``runs`` (``"exact"``
+    or ``"near"``, default ``"exact"``).
 
     Raises:
-        FormatError: another setting, another ``refuse``, a threshold out of range or one set
-            while only exact duplicates are refused (it would change nothing).
+        FormatError: another setting, another ``refuse`` or ``runs``, a threshold out of range
+            or one set while only exact duplicates are refused (it would change nothing).
     """
     what = f"{what}: contamination"
     if not isinstance(value, dict) or set(value) - _KEYS:
@@ -91,6 +101,11 @@ def parse_contamination(value: object, what: str) -> ContaminationRules:
     refuse = value.get("refuse", "exact")
     if refuse not in REFUSE:
         raise FormatError(f"{what}: refuse {refuse!r}, want \"exact\" or \"near\"")
+    runs = value.get("runs", "exact")
+    if runs not in REFUSE:
+        raise FormatError(f"{what}: runs {runs!r}, want \"exact\" or \"near\" (whether a "
+                          "train episode sharing a run of steps with a held one is an exact "
+                          "or a near duplicate)")
     out: dict[str, float] = {}
     for modality, default in _DEFAULTS.items():
         key = f"{modality}_threshold"
@@ -105,4 +120,4 @@ def parse_contamination(value: object, what: str) -> ContaminationRules:
                               f"default {default:g} (a lower similarity refuses more; a higher "
                               "one would admit near duplicates the default reports)")
         out[key] = number
-    return ContaminationRules(refuse, **out)
+    return ContaminationRules(refuse, runs=runs, **out)

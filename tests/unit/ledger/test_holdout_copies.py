@@ -211,10 +211,11 @@ def ledger(template: testkit.Template[dict[str, str]], tmp_path: Path) -> Ledger
     return Ledger.open(testkit.copy_template(template, tmp_path / "home"))
 
 
-def refuse_near(ledger: Ledger, extra: str = NEAR) -> TrustPolicy:
-    """Record policy serial 2: the first with ``extra`` (by default, refuse near duplicates)."""
-    path = ledger.root / "policy2.toml"
-    path.write_text(POLICY.format(serial=2, vkey=ledger.log.vkey, extra=extra))
+def refuse_near(ledger: Ledger, extra: str = NEAR, serial: int = 2) -> TrustPolicy:
+    """Record policy ``serial``: the first with ``extra`` (by default, refuse near
+    duplicates)."""
+    path = ledger.root / f"policy{serial}.toml"
+    path.write_text(POLICY.format(serial=serial, vkey=ledger.log.vkey, extra=extra))
     record_policy(ledger, path, [ledger.keys.signer("approver")])
     return TrustPolicy.from_toml(path.read_bytes(), path.parent)
 
@@ -418,6 +419,27 @@ def test_the_gate_refuses_a_shared_run_of_steps(
     assert ("exact duplicate: train episode n7-0 of batch " in failure
             and "shares 50 consecutive steps (steps 1-50 of 60 of held-out episode held-num"
             in failure), failure
+
+
+def test_the_policy_may_rank_shared_runs_as_near(
+    template: testkit.Template[dict[str, str]], ledger: Ledger
+) -> None:
+    """An environment whose genuine episodes share openings: the approvers sign ``runs =
+    "near"``, and a shared run is then a near duplicate: reported by ``dataset create`` and the
+    gate, not refused, unless ``refuse = "near"`` too (the lead, twelfth round)."""
+    cut = template.value["numeric first step dropped"]
+    policy = refuse_near(ledger, '[contamination]\nruns = "near"\n')
+    made = create_dataset(ledger, "cut", "1", "train", [cut], ledger.keys.signer("vendor"))
+    assert [n for n in made.near_duplicates if "shares 59 consecutive steps" in n], made
+    approve(ledger, "cut@1", ledger.keys.signer("approver"))
+    report = admit(ledger, "cut@1", policy).report
+    assert not report.failures()
+    assert "1 near duplicate(s) (first: train episode n5-0 of batch" in "\n".join(
+        report.render())
+    policy = refuse_near(ledger, '[contamination]\nruns = "near"\nrefuse = "near"\n', 3)
+    with pytest.raises(DataRefusedError) as e:
+        admit(ledger, "cut@1", policy)
+    assert any("near duplicate: train episode n5-0" in f for f in e.value.report.failures())
 
 
 def test_padding_shared_by_unrelated_episodes_is_not_a_run(ledger: Ledger) -> None:

@@ -720,6 +720,20 @@ def test_contamination_round_trips_through_json(keydir: Path) -> None:
     assert again.contamination.thresholds() == {"text": 0.7, "numeric": 0.995}
 
 
+def test_contamination_runs_near_is_written_only_when_set(keydir: Path) -> None:
+    """``runs = "near"`` (the lead, twelfth round) is in the JSON form and the policy's line;
+    ``runs = "exact"``, the default, is not written, so it is the same policy as without it."""
+    p = parse(keydir, toml(extra='[contamination]\nruns = "near"'))
+    assert p.contamination is not None and p.contamination.runs == "near"
+    assert p.to_json()["contamination"] == {"refuse": "exact", "runs": "near"}
+    assert TrustPolicy.from_json(p.to_json()).contamination == p.contamination
+    assert p.contamination.describe() == ("  contamination refuses exact duplicates of held-out "
+                                          "episodes; a shared run of steps is a near duplicate")
+    plain = parse(keydir, toml(extra='[contamination]\nrefuse = "exact"\nruns = "exact"'))
+    assert policy_digest(plain) == policy_digest(
+        parse(keydir, toml(extra='[contamination]\nrefuse = "exact"')))
+
+
 @pytest.mark.parametrize(
     ("table", "message"),
     [
@@ -732,7 +746,8 @@ def test_contamination_round_trips_through_json(keydir: Path) -> None:
         ('refuse = "near"\ntext_threshold = nan', "text_threshold: nan is not a finite"),
         ("text_threshold = 0.5", "text_threshold is set but refuse is \"exact\""),
         ('refuse = "near"\nthreshold = 0.5', "contamination: must be a table of "
-                                             "numeric_threshold, refuse, text_threshold"),
+                                             "numeric_threshold, refuse, runs, text_threshold"),
+        ('runs = "off"', "contamination: runs 'off', want \"exact\" or \"near\""),
     ],
 )
 def test_contamination_refusals(keydir: Path, table: str, message: str) -> None:
