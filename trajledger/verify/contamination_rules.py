@@ -2,7 +2,8 @@
 refused, and at which similarity.
 
 Scope: `ContaminationRules` (``refuse``: ``"exact"``, the default, or ``"near"``; optional
-per-modality thresholds; ``runs``: whether a shared run of steps is exact, the default, or near) and its parsing (`parse_contamination`, for ``verify.policy`` through
+per-modality thresholds; ``runs``: whether a shared run of steps is exact, the default, or
+near) and its parsing (`parse_contamination`, for ``verify.policy`` through
 ``verify.policy_settings``); the default near-duplicate thresholds (`NEAR_TEXT_THRESHOLD`,
 `NEAR_NUMERIC_THRESHOLD`), which ``ledger.contamination`` compares at. Loaded only for a policy
 with ``[contamination]`` and by the ledger's duplicate checks.
