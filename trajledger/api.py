@@ -159,6 +159,12 @@ class Ledger(LedgerHome):
 
     # -- helpers -----------------------------------------------------------------------------
 
+    def _policy_in_force(self) -> TrustPolicy | None:
+        from trajledger.ledger.policy_state import current_policy
+
+        found = current_policy(self)
+        return None if found is None else found[1]
+
     def _key(self, key: str | Signer) -> Signer:
         from trajledger.ledger.keys import Signer
 
@@ -295,9 +301,22 @@ class Ledger(LedgerHome):
         expires: str = "30d",
         note: str | None = None,
     ) -> Recorded:
-        """``trajledger approve``: see `trajledger.ledger.status.approve`."""
-        from trajledger.ledger.status import approve
+        """``trajledger approve``: see `trajledger.ledger.status.approve`. Under a policy in
+        force, the data's lineage must verify first: an approval of a revoked batch, or of a
+        dataset holding one, would count for nothing (a revocation is for good) after the
+        approver was told OK.
 
+        Raises:
+            DataRefusedError: its lineage fails (nothing is recorded).
+        """
+        from trajledger.ledger.catalog import Catalog
+        from trajledger.ledger.status import APPROVABLE, approve
+        from trajledger.runner.train import check_lineage
+
+        trust = self._policy_in_force()
+        if trust is not None:
+            item = Catalog(self).resolve(ref, APPROVABLE)
+            check_lineage(self, trust, item, item.kind, "nothing was approved")
         return approve(self, ref, self._key(key), purpose=purpose, expires=expires, note=note)
 
     def revoke(self, ref: str, *, key: str | Signer, reason: str) -> Recorded:

@@ -238,14 +238,20 @@ def test_a_producer_key_is_replaced_by_a_policy_succession(world: World) -> None
     )
     stolen = world.batch("vendor", checked=False)
     assert world.index_of(stolen) > size
-    world.dataset("ds-stolen", "vendor2", stolen)
-    r = run(world.home, "admit", "ds-stolen@1")
-    expect(r, 1)
-    assert (
+    world.dataset("ds-stolen", "vendor2", stolen, approvers=())
+    refused = (
         f"record: rollout-batch record {world.index_of(stolen)}: no signature by a trusted key: "
         f"0 of 1 required signature(s) verified; the envelope names key "
         f"{world.keyid('vendor')[:12]} (not in the policy), want producer key(s)"
-    ) in r.stderr
+    )
+    # An approver is not told OK for it (approve23), and the gate refuses it.
+    for a in ("approver-a", "approver-b"):
+        r = run(world.home, "approve", "ds-stolen@1", "--key", a)
+        expect(r, 1)
+        assert refused in r.stderr and "nothing was approved" in r.stderr, r.stderr
+    r = run(world.home, "admit", "ds-stolen@1")
+    expect(r, 1)
+    assert refused in r.stderr
     # The new key counts.
     fresh = world.batch("vendor2")
     world.dataset("ds-new", "vendor2", fresh)

@@ -561,9 +561,11 @@ def test_a_batch_the_index_takes_but_the_strict_read_refuses_fails_closed(
     """First use reads a rollout batch's name and links without the strict parse; a record
     that gives them but that the strict read refuses (here: a negative episode count, signed
     by the vendor) is indexed by its name, and every decision that uses it reads it strictly
-    and fails: verifying it, and a dataset listing it, are refused."""
+    and fails: verifying it, and a dataset listing it, are refused, and so is approving that
+    dataset."""
     from trajledger import Ledger as Api
     from trajledger.ledger.record import record_statement
+    from trajledger.runner.admission import DataRefusedError
     from trajledger.verify.errors import FormatError
     from trajledger.verify.log_index import read_record
     from trajledger.verify.predicates import ROLLOUT_BATCH
@@ -595,7 +597,8 @@ def test_a_batch_the_index_takes_but_the_strict_read_refuses_fails_closed(
     assert not report.ok
     assert any("counts.episodes is -1" in str(f) for f in report.failures())
     fresh.create_dataset("uses-bad", "1", "train", [bad.digest], key="vendor")
-    fresh.approve("uses-bad@1", key="approver")
+    with pytest.raises(DataRefusedError, match=r"counts\.episodes is -1"):
+        fresh.approve("uses-bad@1", key="approver")  # approving it is a decision too
     uses = fresh.verify("uses-bad@1")
     assert not uses.ok
     assert any("counts.episodes is -1" in str(f) for f in uses.failures())
