@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -165,6 +166,26 @@ class Ledger(LedgerHome):
         found = current_policy(self)
         return None if found is None else found[1]
 
+    def _failing_batches(self, refs: Sequence[str]) -> list[str]:
+        """One line per problem of each batch of ``refs`` whose lineage fails under the policy
+        in force (data sizes, not re-hashed, as `check_lineage`); a reference that names no
+        batch is left to `create_dataset` to refuse."""
+        from trajledger.ledger.catalog import Catalog, RefError
+        from trajledger.runner.verification import verify_ref
+
+        trust = self._policy_in_force()
+        if trust is None:
+            return []
+        catalog, out = Catalog(self), []
+        for ref in dict.fromkeys(refs):
+            try:
+                digest = catalog.resolve(ref, {"rollout-batch"}).digest
+            except RefError:
+                continue
+            out += [f"{line}: a dataset of it cannot be approved nor used while its lineage "
+                    "fails" for line in verify_ref(self, digest, trust, data="size").failures()]
+        return out
+
     def _key(self, key: str | Signer) -> Signer:
         from trajledger.ledger.keys import Signer
 
@@ -243,14 +264,18 @@ class Ledger(LedgerHome):
         progress: ProgressFactory | None = None,
     ) -> DatasetResult:
         """``trajledger dataset create``: see `trajledger.ledger.artifacts.create_dataset`;
-        ``card`` is a ``card.toml`` file or a `ProducerCard` (`trajledger.ledger.cards`)."""
+        ``card`` is a ``card.toml`` file or a `ProducerCard` (`trajledger.ledger.cards`). A
+        batch whose lineage fails under the policy in force (revoked, say) is a warning, one
+        per problem: the dataset is recorded, and cannot be approved (`approve`)."""
         from trajledger.ledger.artifacts import create_dataset
         from trajledger.ledger.cards import ProducerCard
 
         if card is not None and not isinstance(card, ProducerCard):
             card = ProducerCard.from_file(Path(card))
-        return create_dataset(self, name, version, split, batches, self._key(key),
-                              purpose=purpose, card=card, progress=progress)
+        failing = self._failing_batches(batches)
+        result = create_dataset(self, name, version, split, batches, self._key(key),
+                                purpose=purpose, card=card, progress=progress)
+        return replace(result, warnings=(*failing, *result.warnings)) if failing else result
 
     def card(
         self,

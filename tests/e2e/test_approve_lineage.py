@@ -61,3 +61,23 @@ def test_data_that_verifies_is_approved(runner: CliRunner, home: Path) -> None:
     r = run(runner, home, "approve", "again@1", "--key", "approver")
     assert r.exit_code == 0, r.output
     assert lines(r) == ["OK: again@1 approved for 'train' by approver for 30d (log index 7)"]
+
+
+def test_a_dataset_of_a_batch_whose_lineage_fails_is_warned_of(runner: CliRunner, home: Path
+                                                               ) -> None:
+    Ledger.open(home).revoke("b2", key="vendor", reason="personal data")
+    r = run(runner, home, "dataset", "create", "again", "--version", "1", "--split", "train",
+            "--batch", "b2", "--key", "vendor")
+    assert r.exit_code == 0, r.output
+    warnings = [x for x in lines(r) if x.startswith("WARNING:")]
+    assert len(warnings) == 1, lines(r)
+    assert "rollout-batch b2" in warnings[0] and "revoked: personal data" in warnings[0], lines(r)
+    assert "cannot be approved" in warnings[0], lines(r)
+
+
+def test_a_dataset_of_batches_that_verify_has_no_lineage_warning(runner: CliRunner, home: Path
+                                                                 ) -> None:
+    r = run(runner, home, "dataset", "create", "again", "--version", "1", "--split", "train",
+            "--batch", "b2", "--key", "vendor")
+    assert r.exit_code == 0, r.output
+    assert not [x for x in lines(r) if x.startswith("WARNING:")], lines(r)
