@@ -361,6 +361,7 @@ def record(
     ledger = ctx.ledger()
     options = _reader_options(reward_weights, reward_column, paths, fmt)
     signer = _signer(ctx, key)
+    _check_generator(ledger, policy)
     seal_to = ledger.seal_recipients() if seal else None
     with freed_memory_returned(), _step_progress(paths, quiet=ctx.quiet) as (advance, read):
         result = record_batch(
@@ -392,6 +393,45 @@ def record(
                 recorded_json("rollout-batch", result.recorded, named)
                 | {"episodes": s["num_episodes"], "steps": s["num_steps"],
                    "sealed": bool(seal_to)})
+
+
+def _check_generator(ledger: Any, policy: str) -> None:
+    """``--policy CK``, the digest of a recorded checkpoint, names what generated the batch (the
+    lineage links it): under the policy in force, CK's lineage must verify (data sizes, not
+    re-hashed), as ``rollout`` refuses to play it; otherwise the batch fails from its first day.
+
+    Raises:
+        PolicyError: it does not: ``checkpoint CK: its lineage fails, N problem(s); nothing was
+            recorded``, then one line per problem.
+    """
+    import re
+
+    from trajledger.verify.errors import PolicyError
+    from trajledger.verify.lineage import LineageVerifier
+
+    from .catalog import Catalog, RefError
+    from .evidence import ledger_evidence
+    from .policy_state import current_policy
+
+    if not re.fullmatch(r"sha256:[0-9a-f]{64}", policy):
+        return  # a version that is not a digest names no checkpoint (`verify.kinds`)
+    found = current_policy(ledger)
+    if found is None:
+        return
+    try:
+        item = Catalog(ledger).resolve(policy, {"checkpoint"})
+    except RefError:
+        return  # no checkpoint recorded under it: no lineage to fail
+    verifier = LineageVerifier(ledger_evidence(ledger), found[1], index=ledger.trust_state(),
+                               data="size")
+    try:
+        report = verifier.verify(item.digest)
+    finally:
+        verifier.close()
+    if not report.ok:
+        failures = report.failures()
+        raise PolicyError(f"checkpoint {item.ref}: its lineage fails, {len(failures)} "
+                          "problem(s); nothing was recorded\n" + "\n".join(failures))
 
 
 @contextmanager
