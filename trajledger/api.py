@@ -269,12 +269,15 @@ class Ledger(LedgerHome):
         per problem: the dataset is recorded, and cannot be approved (`approve`)."""
         from trajledger.ledger.artifacts import create_dataset
         from trajledger.ledger.cards import ProducerCard
+        from trajledger.ledger.record import judged_again
 
         if card is not None and not isinstance(card, ProducerCard):
             card = ProducerCard.from_file(Path(card))
-        failing = self._failing_batches(batches)
+        failing: list[str] = []  # (judged again under the log's lock if the log grew)
+        check = judged_again(self, lambda: failing.__setitem__(
+            slice(None), self._failing_batches(batches)))
         result = create_dataset(self, name, version, split, batches, self._key(key),
-                                purpose=purpose, card=card, progress=progress)
+                                purpose=purpose, card=card, progress=progress, check=check)
         return replace(result, warnings=(*failing, *result.warnings)) if failing else result
 
     def card(
@@ -327,22 +330,28 @@ class Ledger(LedgerHome):
         note: str | None = None,
     ) -> Recorded:
         """``trajledger approve``: see `trajledger.ledger.status.approve`. Under a policy in
-        force, the data's lineage must verify first: an approval of a revoked batch, or of a
-        dataset holding one, would count for nothing (a revocation is for good) after the
-        approver was told OK.
+        force, the data's lineage must verify first, and again under the log's lock when
+        another writer appended meanwhile (`ledger.record.judged_again`): an approval of a
+        revoked batch, or of a dataset holding one, would count for nothing (a revocation is
+        for good) after the approver was told OK.
 
         Raises:
             DataRefusedError: its lineage fails (nothing is recorded).
         """
         from trajledger.ledger.catalog import Catalog
+        from trajledger.ledger.record import judged_again
         from trajledger.ledger.status import APPROVABLE, approve
-        from trajledger.runner.train import check_lineage
 
-        trust = self._policy_in_force()
-        if trust is not None:
-            item = Catalog(self).resolve(ref, APPROVABLE)
-            check_lineage(self, trust, item, item.kind, "nothing was approved")
-        return approve(self, ref, self._key(key), purpose=purpose, expires=expires, note=note)
+        def judge() -> None:
+            from trajledger.runner.train import check_lineage
+
+            trust = self._policy_in_force()
+            if trust is not None:
+                item = Catalog(self).resolve(ref, APPROVABLE)
+                check_lineage(self, trust, item, item.kind, "nothing was approved")
+
+        return approve(self, ref, self._key(key), purpose=purpose, expires=expires, note=note,
+                       check=judged_again(self, judge))
 
     def revoke(self, ref: str, *, key: str | Signer, reason: str) -> Recorded:
         """``trajledger revoke``: see `trajledger.ledger.status.revoke`."""

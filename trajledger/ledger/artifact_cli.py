@@ -356,12 +356,14 @@ def record(
     """
     from .artifacts import record_batch
     from .catalog import Catalog
+    from .record import judged_again
     from .rollouts.reader_process import freed_memory_returned
 
     ledger = ctx.ledger()
     options = _reader_options(reward_weights, reward_column, paths, fmt)
     signer = _signer(ctx, key)
-    _check_generator(ledger, policy)
+    # Judged again under the log's lock if another writer appended while the input was read.
+    check = judged_again(ledger, lambda: _check_generator(ledger, policy))
     seal_to = ledger.seal_recipients() if seal else None
     with freed_memory_returned(), _step_progress(paths, quiet=ctx.quiet) as (advance, read):
         result = record_batch(
@@ -381,6 +383,7 @@ def record(
             options=options,
             on_read=read,
             seal_to=seal_to,
+            check=check,
         )
     s = result.stats
     how = f", sealed to {len(seal_to)} evaluator key(s)" if seal_to else ""

@@ -88,10 +88,16 @@ def _refuse_existing(catalog: Catalog, kind: str, name: str, version: str) -> No
             )
 
 
-def _still_free(ledger: LedgerHome, kind: str, name: str, version: str) -> Callable[[int], None]:
+def _still_free(ledger: LedgerHome, kind: str, name: str, version: str,
+                then: Callable[[int], None] | None = None) -> Callable[[int], None]:
     """`_refuse_existing` again, as `record_files`' append check (under the log's lock): two
-    writers that each found ``name@version`` free log one record of it, not two."""
-    return lambda _size: _refuse_existing(Catalog(ledger), kind, name, version)
+    writers that each found ``name@version`` free log one record of it, not two; then the
+    caller's ``then``."""
+    def check(size: int) -> None:
+        _refuse_existing(Catalog(ledger), kind, name, version)
+        if then is not None:
+            then(size)
+    return check
 
 
 def _descriptor(tmp: Path, name: str, body: Mapping[str, Any]) -> dict[str, Path]:
@@ -322,6 +328,7 @@ def record_batch(
     on_read: Callable[[int], None] | None = None,
     seal_to: Sequence[EncryptionKey] | None = None,
     failures_of: str | None = None,
+    check: Callable[[int], None] | None = None,
 ) -> BatchResult:
     """Record a rollout batch from files (streamed), an Arrow table, or Python rows.
 
@@ -371,6 +378,8 @@ def record_batch(
             policy's evaluator ``encryption_keys``): the store never holds its plaintext.
         failures_of: the evaluation whose failed episodes these are (``dataset create
             --from-failures``): a lineage edge to it.
+        check: a precondition run under the log's lock just before the append
+            (`record.record_files`; `record.judged_again` judges a lineage there again).
 
     Returns:
         The recorded batch, its statistics and the resolved references.
@@ -482,7 +491,7 @@ def record_batch(
             ledger.store.adopt_file(c.path, c)
         recorded = record_files(
             ledger, files, signer, predicates.ROLLOUT_BATCH, predicate, name=label,
-            store_files=seal_to is None, holds=holds, since=since,
+            store_files=seal_to is None, holds=holds, since=since, check=check,
         )
     return BatchResult(recorded, summary, env_item, eval_item)
 
@@ -733,6 +742,7 @@ def create_dataset(
     purpose: str = "train",
     card: ProducerCard | None = None,
     progress: ProgressFactory | None = None,
+    check: Callable[[int], None] | None = None,
 ) -> DatasetResult:
     """Record a dataset: a named, versioned set of batches in one split, with its card.
 
@@ -754,6 +764,8 @@ def create_dataset(
         5. Record the dataset: its manifest lists a descriptor file, ``dataset.json``, and
            with a card ``card.json`` (the card's canonical bytes), whose digest the
            ``dataset/v2`` predicate names (without a card, a ``dataset/v1`` predicate).
+           Under the log's lock, NAME@VERSION must still be free, then ``check`` runs (the
+           caller's, as `record.record_files`').
 
     Raises:
         PolicyError: a batch is in another split, an episode exactly duplicates one on the
@@ -855,7 +867,7 @@ def create_dataset(
             found[CARD_PATH] = Path(tmp) / CARD_PATH
             found[CARD_PATH].write_bytes(card.canonical_bytes())
         recorded = record_files(ledger, found, signer, ptype, predicate, name=f"{name}@{version}",
-                                check=_still_free(ledger, "dataset", name, version))
+                                check=_still_free(ledger, "dataset", name, version, check))
     return DatasetResult(recorded, tuple(batches), checked.duplicates, near, checked.warnings)
 
 

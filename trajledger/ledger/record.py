@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KIND_BY_PREDICATE", "LOOKALIKE_SCRIPTS", "Recorded", "StillStored", "check_subject_name",
-    "kind_for", "lookalike",
+    "judged_again", "kind_for", "lookalike",
     "record_files", "record_statement",
 ]
 
@@ -367,6 +367,19 @@ class StillStored:
             check_signers(self.ledger, self.kind, list(self.signers), self.action)
         if self.then is not None:
             self.then(size)
+
+
+def judged_again(ledger: LedgerHome, judge: Callable[[], None]) -> Callable[[int], None]:
+    """Run ``judge`` (a check that raises, such as a lineage verification) now, and return a
+    ``check`` for `record_files` / `record_statement` that runs it again under the log's lock
+    when the log grew meanwhile: a revocation or a successor policy that another writer
+    appended between this check and the append (a few milliseconds, or the whole time an
+    input is read) is then judged before the record lands over it. The size is read before
+    judging, so an entry appended while judging counts; a log that did not grow costs nothing.
+    """
+    size = ledger.log.size
+    judge()
+    return lambda now: judge() if now != size else None
 
 
 def _refuse_lost(ledger: LedgerHome, blobs: frozenset[str], since: int, size: int) -> None:

@@ -58,10 +58,14 @@ def approve(
     note: str | None = None,
     validation_report: str | None = None,
     now: dt.datetime | None = None,
+    check: Callable[[int], None] | None = None,
 ) -> Recorded:
     """Record an approval of a dataset or batch for ``purpose``, valid for ``expires``.
 
     The signer must hold the approver role of the ledger's policy in force, when there is one.
+    The data's lineage is not verified here (the raw recorder, which tests use to build
+    ledgers): `trajledger.Ledger.approve`, what the CLI calls, verifies it first and again
+    under the log's lock (``check``, run there as `record.record_statement`'s).
 
     Raises:
         RefError: ``ref`` names no dataset or batch.
@@ -88,7 +92,7 @@ def approve(
     )
     return record_statement(
         ledger, item.ref or item.name, item.digest, predicates.APPROVAL,
-        predicate.to_predicate(), signer, action=f"approve {item.ref}",
+        predicate.to_predicate(), signer, action=f"approve {item.ref}", check=check,
     )
 
 

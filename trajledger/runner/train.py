@@ -776,7 +776,9 @@ def rollout(
     """Play a checkpoint's policy and record the episodes as a batch.
 
     The checkpoint's lineage and the environment's must verify under ``trust`` before anything
-    is played (`check_lineage`): the batch names both, and would fail with them.
+    is played (`check_lineage`): the batch names both, and would fail with them. They are
+    judged again under the log's lock when another writer appended meanwhile (a revocation
+    while the episodes were played): refused then, the batch's blobs are left for ``gc``.
 
     ``env`` is a registered environment (NAME@VERSION or digest) or a Gymnasium id that a
     registered environment names (the newest such registration is used). The module part of
@@ -800,6 +802,7 @@ def rollout(
 
     catalog = Catalog(ledger)
     item = catalog.resolve(checkpoint_ref, {"checkpoint"})
+    since = ledger.log.size  # (judged again under the log's lock if it grew: `judged_again`)
     check_lineage(ledger, trust, item, "checkpoint", REFUSED_ROLLOUT)
     _item, files = checkpoint_files(ledger, item.digest)
     policy = load_policy(files)
@@ -826,6 +829,12 @@ def rollout(
     check_env_module(ledger, env_item.index, gym_id, allow_env_modules,
                      f"environment {env_item.ref}")
     check_lineage(ledger, trust, env_item, "environment", REFUSED_ROLLOUT)
+
+    def again(size: int) -> None:
+        if size != since:  # another writer appended while this one checked or played
+            for it, what in ((item, "checkpoint"), (env_item, "environment")):
+                check_lineage(ledger, trust, it, what, "the episodes played were not recorded")
+
     result = run_policy(
         policy, gym_id, episodes, seed, max_steps=max_steps, policy_version=item.digest
     )
@@ -838,6 +847,7 @@ def rollout(
         signer=signer,
         name=f"rollouts-{item.ref}-seed{seed}",
         generator="trajledger rollout",
+        check=again,
     )
     return batch, float(result.mean_return)
 
