@@ -126,3 +126,32 @@ def test_a_log_that_did_not_grow_is_not_judged_again(
     assert entries(home)[-1] == "approval"
     assert len(calls) == 1, calls
 
+
+# -- record --env E / --evaluator V: what the batch names must verify -------------------------
+
+
+@pytest.mark.parametrize("revoked", ["environment", "evaluator", None])
+def test_a_batch_in_a_revoked_environment_or_by_a_revoked_evaluator_is_not_recorded(
+        runner: CliRunner, home: Path, tmp_path: Path, revoked: str | None) -> None:  # noqa: F811
+    """The batch names its environment and evaluator: with either revoked it failed from its
+    first day (`verify BATCH`), exit 0, as a batch of a failing ``--policy CK`` did."""
+    ledger = Ledger.open(home)
+    ledger.register_environment("cartpole-b", "1", key="vendor", gym_id="CartPole-v1")
+    ledger.register_evaluator("judge", "1", "deterministic", key="vendor")
+    if revoked is not None:
+        ledger.revoke("cartpole-b@1" if revoked == "environment" else "judge@1", key="vendor",
+                      reason="wrong physics")
+    before = entries(home)
+    r = run(runner, home, "record", steps_file(tmp_path), "--env", "cartpole-b@1",
+            "--evaluator", "judge@1", "--policy", "random", "--key", "vendor")
+    got = lines(r)
+    if revoked is None:
+        assert r.exit_code == 0, r.output
+        return
+    assert r.exit_code == 1, r.output
+    ref = "cartpole-b@1" if revoked == "environment" else "judge@1"
+    assert got[0] == (f"FAIL: {revoked} {ref}: its lineage fails, 1 problem(s); nothing was "
+                      "recorded"), got
+    assert "revoked: wrong physics" in got[1], got
+    assert len(got) == 2, got
+    assert entries(home) == before
