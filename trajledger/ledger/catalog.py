@@ -36,7 +36,7 @@ from trajledger.verify.kinds import NAMED, name_version
 from trajledger.verify.log_entry import LogEntry
 from trajledger.verify.statement import Statement
 
-from .errors import LedgerError
+from .errors import LedgerError, StoreError
 from .suggestions import did_you_mean, suggest
 
 if TYPE_CHECKING:
@@ -375,6 +375,9 @@ class Catalog:
                     raise VerificationError("its envelope does not hash to the entry")
                 statement = Statement.from_bytes(Envelope.from_bytes(data).payload)
             except (ProvenanceError, OSError) as e:
+                if isinstance(e, OSError) or (isinstance(e, StoreError) and isinstance(
+                        e.__cause__, OSError) and not isinstance(e.__cause__, FileNotFoundError)):
+                    raise  # unreadable (an I/O error): operational, exit 3, not a mismatch
                 raise CatalogMismatchError(
                     f"{row.kind} {row.name}@{row.version} (log entry {row.index}): its signed "
                     f"statement cannot be read to confirm the name: {e}"

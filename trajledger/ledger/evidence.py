@@ -17,9 +17,10 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trajledger.verify.errors import FormatError
 from trajledger.verify.ledger_dir import LedgerDirEvidence
 
-from .errors import StoreError
+from .errors import LogError, StoreError
 
 if TYPE_CHECKING:
     from .home import LedgerHome
@@ -79,4 +80,19 @@ def ledger_evidence(ledger: LedgerHome) -> LedgerDirEvidence:
     """The ledger's log and store as evidence for ``verify.lineage``, pinned to the signed
     checkpoint the user's trust state was last extended to (so the two agree)."""
     state = ledger.trust_state()
-    return LedgerDirEvidence(ledger.root, StoreBlobs(ledger.store), note=state.floor())
+    return _LedgerLog(ledger.root, StoreBlobs(ledger.store), note=state.floor())
+
+
+class _LedgerLog(LedgerDirEvidence):
+    """`LedgerDirEvidence` whose key handover that cannot be read (an I/O error, not bad bytes)
+    is an operational `LogError` (exit 3), as the ledger's own log reader says
+    (`LogReader.key_handovers`): the verifier's reader calls it a `FormatError`, which would
+    fail the lineage judged (exit 1) for a fault of this machine."""
+
+    def key_handovers(self) -> list[bytes]:
+        try:
+            return super().key_handovers()
+        except FormatError as e:
+            if isinstance(e.__cause__, OSError):
+                raise LogError(str(e)) from e
+            raise
