@@ -65,35 +65,25 @@ def test_a_revocation_appended_after_approve_s_check_is_seen(
     assert entries(home) == [*before, "revocation"]  # no approval after it
 
 
-def test_a_revocation_appended_after_record_s_check_is_seen(
-        runner: CliRunner, home: Path, tmp_path: Path,  # noqa: F811
+@pytest.mark.parametrize(("command", "consequence"), [
+    ("record", "nothing was recorded"),
+    ("rollout", "the episodes played were not recorded"),
+])
+def test_a_revocation_appended_after_a_batch_s_check_is_seen(
+        runner: CliRunner, home: Path, tmp_path: Path, command: str, consequence: str,  # noqa: F811
         after_first_check: Callable[[Callable[[], Any]], None]) -> None:
+    """The batch names checkpoint bc@1 as its policy (``record --policy CK``, ``rollout``):
+    bc@1's training data is revoked after the check."""
     ledger = Ledger.open(home)
     ck = ledger.train("train@1", key="trainer", name="bc", version="1", seed=1).digest
     before = entries(home)
     after_first_check(lambda: Ledger.open(home).revoke("train@1", key="approver", reason="pii"))
-    r = run(runner, home, "record", steps_file(tmp_path), "--env", "cartpole@1", "--policy",
-            ck, "--key", "vendor")
+    args = ([command, steps_file(tmp_path), "--policy", ck] if command == "record" else
+            [command, "--checkpoint", "bc@1", "--episodes", "2"])
+    r = run(runner, home, *args, "--env", "cartpole@1", "--key", "vendor")
     got = lines(r)
     assert r.exit_code == 1, r.output
-    assert got[0] == ("FAIL: checkpoint bc@1: its lineage fails, 1 problem(s); nothing was "
-                      "recorded"), got
-    assert "dataset train@1" in got[1] and "revoked: pii" in got[1], got
-    assert entries(home) == [*before, "revocation"]
-
-
-def test_a_revocation_appended_after_rollout_s_check_is_seen(
-        runner: CliRunner, home: Path,  # noqa: F811
-        after_first_check: Callable[[Callable[[], Any]], None]) -> None:
-    Ledger.open(home).train("train@1", key="trainer", name="bc", version="1", seed=1)
-    before = entries(home)
-    after_first_check(lambda: Ledger.open(home).revoke("train@1", key="approver", reason="pii"))
-    r = run(runner, home, "rollout", "--checkpoint", "bc@1", "--env", "cartpole@1",
-            "--episodes", "2", "--key", "vendor")
-    got = lines(r)
-    assert r.exit_code == 1, r.output
-    assert got[0] == ("FAIL: checkpoint bc@1: its lineage fails, 1 problem(s); the episodes "
-                      "played were not recorded"), got
+    assert got[0] == f"FAIL: checkpoint bc@1: its lineage fails, 1 problem(s); {consequence}", got
     assert "dataset train@1" in got[1] and "revoked: pii" in got[1], got
     assert entries(home) == [*before, "revocation"]
 
@@ -105,9 +95,8 @@ def test_a_revocation_appended_after_dataset_create_s_check_is_warned_of(
     r = run(runner, home, "dataset", "create", "again", "--version", "1", "--split", "train",
             "--batch", "b2", "--key", "vendor")
     assert r.exit_code == 0, r.output
-    warnings = [x for x in lines(r) if x.startswith("WARNING:")]
-    assert len(warnings) == 1, lines(r)
-    assert "rollout-batch b2" in warnings[0] and "revoked: pii" in warnings[0], lines(r)
+    warned = [x for x in lines(r) if x.startswith("WARNING: rollout-batch b2")]
+    assert len(warned) == 1 and "revoked: pii" in warned[0], lines(r)
 
 
 def test_a_log_that_did_not_grow_is_not_judged_again(
