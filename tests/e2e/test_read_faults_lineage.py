@@ -16,6 +16,7 @@ its index (exit 1).
 from __future__ import annotations
 
 import errno
+import json
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ from trajledger import Ledger
 from trajledger.ledger.catalog import Catalog
 from trajledger.ledger.errors import StoreError
 from trajledger.ledger.store import ObjectStore
+from trajledger.verify.manifest import Manifest
 
 COMMANDS = {
     "approve": ["approve", "b2", "--key", "approver"],
@@ -81,3 +83,22 @@ def test_an_envelope_the_store_cannot_read_is_an_operational_error(
     assert r.exit_code == 3, r.output
     assert got == [f"FAIL: object {envelope}: cannot read: [Errno 5] Input/output error"], got
     assert entries(home) == before
+
+
+def test_a_directory_at_a_blob_s_place_is_missing_not_tampered(
+        runner: CliRunner, home: Path) -> None:  # noqa: F811
+    """`ObjectStore.exists` (a regular file) said the blob was absent, `ObjectStore.size` gave
+    the directory's own size: ``approve`` (sizes) blamed tampering (``tampered: 4096 bytes,
+    want 7249``) where ``verify`` (hashes) said missing."""
+    ledger = Ledger.open(home)
+    item = Catalog(ledger).resolve("b2")
+    files = Manifest.from_json(json.loads(ledger.store.get(item.digest))).files
+    blob = next(f.digest for f in files if f.path == "steps.parquet")
+    place = ledger.store.path_of(blob)
+    place.unlink()
+    place.mkdir()
+    assert ledger.store.size(blob) is None
+    r = run(runner, home, "approve", "b2", "--key", "approver")
+    got = lines(r)
+    assert r.exit_code == 1, r.output
+    assert "steps.parquet: blob sha256:" in got[1] and got[1].endswith("is missing"), got

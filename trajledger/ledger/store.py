@@ -541,12 +541,14 @@ class ObjectStore:
         return bool(info.type == pafs.FileType.File)
 
     def size(self, digest: str) -> int | None:
-        """The stored size of a blob, or None when it is absent."""
+        """The stored size of a blob, or None when it is absent (no regular file there, as
+        `exists` says: a directory's own size is no blob's)."""
         if self._fs is None:
             try:
-                return os.stat(self._location(digest)).st_size
+                st = os.stat(self._location(digest))
             except FileNotFoundError:
                 return None
+            return st.st_size if stat.S_ISREG(st.st_mode) else None
         import pyarrow.fs as pafs
 
         info = self._fs.get_file_info(self._location(digest))
