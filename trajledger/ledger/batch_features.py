@@ -494,8 +494,10 @@ def batch_predicate(store: ObjectStore, envelope: str) -> RolloutBatch | None:
 
 def forget_cached(cache: Path, steps: str) -> None:
     """Delete the cached features computed from step file ``steps`` (erased data: nothing
-    derived from it is kept), of every feature version."""
-    for old in cache.glob(f"v*/{parse_digest(steps, 'step file digest')}.arrow"):
+    derived from it is kept), of every feature version, and its kept step windows and
+    normalised text fingerprints (``window_cache``) of every version."""
+    hexa = parse_digest(steps, "step file digest")
+    for old in [*cache.glob(f"v*/{hexa}.arrow"), *cache.glob(f"w*/{hexa}.windows")]:
         old.unlink(missing_ok=True)
 
 

@@ -10,9 +10,11 @@ modality). Two front ends feed it:
 - `check_dataset` (``dataset create``) and `contamination_findings` (an audit of a recorded
   dataset): each batch's features as kept with it since recording
   (``ledger.batch_features``; computed from its step file for older batches; a sealed batch's
-  are the fingerprints its record publishes), the other side's datasets from the user's index
-  of the log. No LanceDB: the cost is that of the batches compared, not of the ledger's
-  history. Also `duplicate_lines`, exact duplicates within the set;
+  are the fingerprints its record publishes), its step windows and normalised text
+  fingerprints as kept in the derived cache (``ledger.window_cache``; computed from its step
+  file the first time), the other side's datasets from the user's index of the log. No
+  LanceDB: the cost is that of the batches compared, not of the ledger's history. Also
+  `duplicate_lines`, exact duplicates within the set;
 - `verified_contamination`, for the runner's admission gate: the other side is read from
   blobs re-hashed on the way (the batch manifest from the batch digest, then
   ``steps.parquet`` from the manifest's digest, each checked) and the train side from tables
@@ -55,6 +57,7 @@ from .episode_features import (
 from .progress import ProgressFactory, no_progress
 from .step_windows import WINDOW, WINDOW_COLUMNS, StepWindows, iter_windows
 from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
+from .window_cache import cache_file, compute, keep, read_kept
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -677,8 +680,9 @@ class _Reader:
         self, f: BatchFeatures, problems: list[str], held: bool
     ) -> tuple[list[tuple[str, str]], list[StepWindows]]:
         """The normalised text fingerprints of a batch with text episodes and the step windows
-        of one with numeric episodes (``held``: of the held side), from its step file
-        (unverified, as its features; `_extras`); a problem line when it cannot be read."""
+        of one with numeric episodes (``held``: of the held side), as kept in the derived cache
+        (`window_cache`), else from its step file, then kept (unverified, as its features); a
+        problem line when it cannot be read, or when what was kept cannot be used."""
         from trajledger.verify.errors import ProvenanceError
 
         from .batch_features import batch_files, steps_file_of, verified_local_copy
@@ -696,12 +700,20 @@ class _Reader:
                 return (_published_normalised(sealed) if sealed is not None else []), []
             steps = steps_file_of(pred) if pred is not None else None
             digest = steps[0] if steps else batch_files(self.ledger.store, f.batch)["steps.parquet"]
-            path = verified_local_copy(self.ledger.store, digest, self.workdir, private=False)
-            try:
-                _extras(path, wanted, held, pairs, windows)
-            finally:
-                if path.parent == self.workdir:
-                    path.unlink(missing_ok=True)
+            got, why = read_kept(self.cache, digest, wanted)
+            if why:
+                problems.append(f"batch {f.batch[:19]}…: its kept runs of steps and normalised "
+                                f"text ({cache_file(self.cache, digest)}) cannot be used ({why}): "
+                                "computed from its steps.parquet again")
+            if got is None:
+                path = verified_local_copy(self.ledger.store, digest, self.workdir, private=False)
+                try:
+                    got = compute(path, wanted)
+                finally:
+                    if path.parent == self.workdir:
+                        path.unlink(missing_ok=True)
+                keep(self.cache, digest, got)
+            return got.normalised or [], got.step_windows(held)
         except (ProvenanceError, LedgerError, OSError, ValueError, TypeError, KeyError) as e:
             what = " and ".join(w for w, on in zip(("text episodes were not compared once "
                                                     "normalised", "numeric episodes were not "

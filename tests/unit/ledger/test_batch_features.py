@@ -64,6 +64,7 @@ from trajledger.ledger.fsck import fsck
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.rollouts.dedup import episode_fingerprints
 from trajledger.ledger.status import erase
+from trajledger.ledger.window_cache import cache_file
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import FormatError, PolicyError
 from trajledger.verify.predicates import RolloutBatch
@@ -311,12 +312,14 @@ def test_an_erasure_deletes_the_kept_features_and_their_cache(
     assert check_dataset(ledger, "holdout", [hold]).sources[hold] == "computed"
     steps = batch_files(ledger, hold)["steps.parquet"]
     cached = cache_path(ledger.root / "index" / "features", steps)
-    assert cached.exists()
+    windows = cache_file(ledger.root / "index" / "features", steps)  # its runs of steps
+    assert cached.exists() and windows.exists()
     item = Catalog(ledger).resolve(hold, {"rollout-batch"})
     pred = batch_predicate(ledger.store, item.envelope)
     assert pred is not None and pred.features is not None
     rec, _deleted, _kept = erase(ledger, hold, alice, reason="consent")
     assert not cached.exists() and not ledger.store.exists(pred.features.digest)
+    assert not windows.exists()  # (before cache24: kept after the erasure)
     # The erasure record lists the kept file among the blobs it deleted.
     envelope = Envelope.from_bytes(ledger.store.get(rec.envelope_digest))
     assert pred.features.digest in Statement.from_bytes(envelope.payload).predicate["blobs"]
