@@ -212,6 +212,7 @@ class Matcher:
                                npt.NDArray[np.int64]]] = []
         self._steps: dict[int, int] = {}
         self._groups: npt.NDArray[np.int64] = np.zeros(1, dtype=np.int64)
+        self._uniq: npt.NDArray[np.uint64] = np.zeros(0, dtype=np.uint64)
         self._group_trains: dict[int, dict[tuple[str, str], None]] = {}
         self._run_info: dict[int, tuple[tuple[str, str], int, tuple[int, int, int]]] | None = None
         self._frozen = False
@@ -255,7 +256,7 @@ class Matcher:
         windows are grouped by hash: a train window costs one step per group it hits, never
         one per held episode holding it (a deterministic environment's identical episodes)."""
         self._freeze()
-        uniq = self._runs[0][0][self._groups[:-1]]
+        uniq = self._uniq
         for w in windows:
             g = np.searchsorted(uniq, w.hashes)
             hit = g < len(uniq)
@@ -341,6 +342,7 @@ class Matcher:
         bounds = np.flatnonzero(np.diff(hashes) != 0) + 1
         self._groups = (np.concatenate(([0], bounds, [len(hashes)])).astype(np.int64)
                         if len(hashes) else np.zeros(1, dtype=np.int64))
+        self._uniq = hashes[self._groups[:-1]]  # each group's hash
 
     def feed(self, batch: str, chunk: FeatureChunk) -> None:
         """Match train episodes of ``batch`` against every held episode."""
