@@ -313,6 +313,11 @@ UNREAD = [
     # The log's lookup cache gives candidates, each confirmed on the entry; an unreadable cache
     # is rebuilt from the entries (a readable one that disagrees is reported by fsck).
     Unread("index/log-lookup/*", "derived lookup cache, confirmed on the log, rebuilt"),
+    # dataset create's kept runs of steps and normalised texts (ledger/window_cache.py): bound
+    # to the step file's digest, their version and their body's SHA-256, so damage is computed
+    # again from the step file (with a warning); the admission gate never reads them.
+    Unread("index/features/w*/*.windows", "derived runs of steps and normalised text, checked "
+           "against their digest, computed again; the gate never reads them"),
     # flock()ed by writers; its bytes are never read, and a writer creates it.
     Unread("log/.state/lock", "the writers' lock file, never read"),
     Unread("keys/*.key", "a private key: only writers read it"),

@@ -334,7 +334,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "trajledger.ledger.policy_state", "trajledger.ledger.record", "trajledger.ledger.catalog",
         "trajledger.ledger.sealing",
         "trajledger.ledger.evidence", "trajledger.ledger.batch_features",
-        "trajledger.ledger.text_fingerprint",
+        "trajledger.ledger.text_fingerprint", "trajledger.ledger.window_cache",
         "trajledger.ledger.contamination", "trajledger.ledger.cards",
         "trajledger.ledger.card_formats", "trajledger.ledger.artifacts",
         "trajledger.ledger.status", "trajledger.ledger.suites", "trajledger.ledger.updates",

@@ -56,9 +56,10 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from trajledger.verify.digest import DIGEST_PREFIX, FileDigest, hash_file, parse_digest
@@ -211,13 +212,16 @@ def decode_features(data: bytes | pa.Buffer, steps: str) -> FeatureChunk:
             f"features file: {table.num_rows} rows of {table.schema.names}, want "
             f"{info.get('episodes')!r} rows of {FEATURES_SCHEMA.names}"
         )
-    steps_col = np.asarray(table.column("num_steps").to_numpy(), dtype=np.int64)
+    steps_col = _primitive(table.column("num_steps").combine_chunks(), np.int64)
     modality = table.column("modality").to_pylist()
     if table.num_rows and (steps_col.min() < 1 or not set(modality) <= set(_MODALITIES)):
         raise FormatError("features file: an episode without steps or of an unknown modality")
     vec = table.column("vector").combine_chunks()
-    valid = np.asarray(vec.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    child = np.asarray(vec.values.to_numpy(zero_copy_only=False), dtype=np.float32)
+    valid = np.ones(len(vec), dtype=bool)
+    if vec.null_count:
+        bits = np.frombuffer(vec.buffers()[0], dtype=np.uint8)
+        valid = np.unpackbits(bits, bitorder="little")[vec.offset : vec.offset + len(vec)] == 1
+    child = _primitive(vec.values, np.float32)
     values = child[vec.offset * VECTOR_DIM : (vec.offset + len(vec)) * VECTOR_DIM].copy()
     values = values.reshape(len(vec), VECTOR_DIM)
     values[~valid] = 0.0
@@ -232,6 +236,17 @@ def decode_features(data: bytes | pa.Buffer, steps: str) -> FeatureChunk:
         valid,
         table.column("safety_interventions").to_pylist(),
     )
+
+
+def _primitive(arr: pa.Array, dtype: type[np.generic]) -> npt.NDArray[Any]:
+    """The values of an array of numbers, read from its buffer when it has no nulls (nulls:
+    NaN or as pyarrow converts them). Not pyarrow's ``to_numpy``, which imports pandas the
+    first time it runs: a quarter of a second of a ``dataset create`` that reads kept
+    features alone."""
+    if arr.null_count:
+        return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=dtype)
+    size = np.dtype(dtype).itemsize
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr), offset=arr.offset * size)
 
 
 def published_episodes(
@@ -479,8 +494,10 @@ def batch_predicate(store: ObjectStore, envelope: str) -> RolloutBatch | None:
 
 def forget_cached(cache: Path, steps: str) -> None:
     """Delete the cached features computed from step file ``steps`` (erased data: nothing
-    derived from it is kept), of every feature version."""
-    for old in cache.glob(f"v*/{parse_digest(steps, 'step file digest')}.arrow"):
+    derived from it is kept), of every feature version, and its kept step windows and
+    normalised text fingerprints (``window_cache``) of every version."""
+    hexa = parse_digest(steps, "step file digest")
+    for old in [*cache.glob(f"v*/{hexa}.arrow"), *cache.glob(f"w*/{hexa}.windows")]:
         old.unlink(missing_ok=True)
 
 

@@ -10,9 +10,11 @@ modality). Two front ends feed it:
 - `check_dataset` (``dataset create``) and `contamination_findings` (an audit of a recorded
   dataset): each batch's features as kept with it since recording
   (``ledger.batch_features``; computed from its step file for older batches; a sealed batch's
-  are the fingerprints its record publishes), the other side's datasets from the user's index
-  of the log. No LanceDB: the cost is that of the batches compared, not of the ledger's
-  history. Also `duplicate_lines`, exact duplicates within the set;
+  are the fingerprints its record publishes), its step windows and normalised text
+  fingerprints as kept in the derived cache (``ledger.window_cache``; computed from its step
+  file the first time), the other side's datasets from the user's index of the log. No
+  LanceDB: the cost is that of the batches compared, not of the ledger's history. Also
+  `duplicate_lines`, exact duplicates within the set;
 - `verified_contamination`, for the runner's admission gate: the other side is read from
   blobs re-hashed on the way (the batch manifest from the batch digest, then
   ``steps.parquet`` from the manifest's digest, each checked) and the train side from tables
@@ -55,6 +57,7 @@ from .episode_features import (
 from .progress import ProgressFactory, no_progress
 from .step_windows import WINDOW, WINDOW_COLUMNS, StepWindows, iter_windows
 from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
+from .window_cache import cache_file, compute, keep, read_kept
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -208,9 +211,10 @@ class Matcher:
         self._runs: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64],
                                npt.NDArray[np.int64]]] = []
         self._steps: dict[int, int] = {}
-        self._run_first: dict[int, tuple[str, str]] = {}
-        self._run_starts: dict[int, set[int]] = {}
-        self._run_trains: dict[int, set[tuple[str, str]]] = {}
+        self._groups: npt.NDArray[np.int64] = np.zeros(1, dtype=np.int64)
+        self._uniq: npt.NDArray[np.uint64] = np.zeros(0, dtype=np.uint64)
+        self._group_trains: dict[int, dict[tuple[str, str], None]] = {}
+        self._run_info: dict[int, tuple[tuple[str, str], int, tuple[int, int, int]]] | None = None
         self._frozen = False
 
     def hold(self, batch: str, chunk: FeatureChunk) -> None:
@@ -248,27 +252,58 @@ class Matcher:
 
     def feed_windows(self, batch: str, windows: Iterable[StepWindows]) -> None:
         """Match the step windows of train episodes of ``batch``: a train episode sharing a
-        window with a held one shares a run of `step_windows.WINDOW` steps with it."""
+        window with a held one shares a run of `step_windows.WINDOW` steps with it. Held
+        windows are grouped by hash: a train window costs one step per group it hits, never
+        one per held episode holding it (a deterministic environment's identical episodes)."""
         self._freeze()
-        held, rows, starts = self._runs[0]
+        uniq = self._uniq
         for w in windows:
-            lo = np.searchsorted(held, w.hashes)
-            hi = np.searchsorted(held, w.hashes, side="right")
-            hit = np.flatnonzero(hi > lo)
-            counts = (hi - lo)[hit]
-            at = np.repeat(lo[hit], counts) + (
-                np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
-            train = np.repeat(w.episode[hit], counts)
-            for i, s, t in zip(rows[at].tolist(), starts[at].tolist(), train.tolist(),
-                               strict=True):
-                te = (batch, w.episode_ids[t])
-                self._run_trains.setdefault(i, set()).add(te)
-                if self._run_first.setdefault(i, te) == te:
-                    self._run_starts.setdefault(i, set()).add(s)
+            g = np.searchsorted(uniq, w.hashes)
+            hit = g < len(uniq)
+            hit[hit] = uniq[g[hit]] == w.hashes[hit]
+            g, t = g[hit], w.episode[hit]
+            # Each (group, train episode) once, in the order the train windows meet them.
+            _, first = np.unique(g * max(len(w.episode_ids), 1) + t, return_index=True)
+            first.sort()
+            for gi, ti in zip(g[first].tolist(), t[first].tolist(), strict=True):
+                self._group_trains.setdefault(gi, {})[(batch, w.episode_ids[ti])] = None
+        self._run_info = None
 
-    def _shared(self, i: int) -> tuple[int, int, int]:
-        """The longest run of steps held episode ``i`` shares with its first train match."""
-        s = np.array(sorted(self._run_starts[i]), dtype=np.int64)
+    def _runs_of(self) -> dict[int, tuple[tuple[str, str], int, tuple[int, int, int]]]:
+        """Per held episode sharing a run with train episodes: the first train episode met
+        (in the order fed), how many train episodes share a run with it, and the longest run
+        it shares with the first (`_shared`). Groups are expanded to held episodes here, once."""
+        if self._run_info is not None:
+            return self._run_info
+        _hashes, rows, starts = self._runs[0]
+        # The first train episode met of each group is its dict's first: groups are ranked
+        # by when that was, so a held episode's first train episode is its first group's.
+        order = {g: k for k, g in enumerate(self._group_trains)}
+        met: dict[int, list[int]] = {}  # held episode -> its groups hit
+        at: dict[int, list[tuple[int, int]]] = {}  # held episode -> (group, start)
+        for g in self._group_trains:
+            lo, hi = int(self._groups[g]), int(self._groups[g + 1])
+            for i, s in zip(rows[lo:hi].tolist(), starts[lo:hi].tolist(), strict=True):
+                met.setdefault(i, []).append(g)
+                at.setdefault(i, []).append((g, s))
+        firsts = {g: next(iter(trains)) for g, trains in self._group_trains.items()}
+        union: dict[tuple[int, ...], int] = {}  # held episodes of the same groups: counted once
+        out = {}
+        for i, groups in met.items():
+            g0 = min(groups, key=order.__getitem__)
+            te = firsts[g0]
+            key = tuple(sorted(set(groups)))
+            if key not in union:
+                union[key] = len(set().union(*(self._group_trains[g] for g in key)))
+            shared = {s for g, s in at[i] if te in self._group_trains[g]}
+            out[i] = (te, union[key], self._shared(shared, i))
+        self._run_info = out
+        return out
+
+    def _shared(self, starts: set[int], i: int) -> tuple[int, int, int]:
+        """The longest run of steps held episode ``i`` shares with its first train match (the
+        ``starts`` of its windows that train episode shares)."""
+        s = np.array(sorted(starts), dtype=np.int64)
         breaks = np.flatnonzero(np.diff(s) != 1)
         firsts = np.concatenate(([0], breaks + 1))
         lasts = np.concatenate((breaks, [len(s) - 1]))
@@ -300,8 +335,14 @@ class Matcher:
                                np.zeros(0, np.int64))]
         hashes = np.concatenate([r[0] for r in runs])
         order = np.argsort(hashes, kind="stable")
-        self._runs = [(hashes[order], np.concatenate([r[1] for r in runs])[order],
+        hashes = hashes[order]
+        self._runs = [(hashes, np.concatenate([r[1] for r in runs])[order],
                        np.concatenate([r[2] for r in runs])[order])]
+        # Groups of equal hashes: group g is rows _groups[g] to _groups[g + 1] - 1.
+        bounds = np.flatnonzero(np.diff(hashes) != 0) + 1
+        self._groups = (np.concatenate(([0], bounds, [len(hashes)])).astype(np.int64)
+                        if len(hashes) else np.zeros(1, dtype=np.int64))
+        self._uniq = hashes[self._groups[:-1]]  # each group's hash
 
     def feed(self, batch: str, chunk: FeatureChunk) -> None:
         """Match train episodes of ``batch`` against every held episode."""
@@ -335,6 +376,7 @@ class Matcher:
     def findings(self) -> list[Finding]:
         """One finding per held episode with a match: exact first, then by batch and episode."""
         self._freeze()
+        runs = self._runs_of()
         out = []
         for i in range(len(self._episodes)):
             b, e = self._batches[i], self._episodes[i]
@@ -346,10 +388,9 @@ class Matcher:
             elif normalised:
                 tb, te = self._norm_first[i]
                 kind, sim, matches = "exact", 1.0, self._norm_count[i]
-            elif i in self._run_first:
-                tb, te = self._run_first[i]
-                kind, sim, matches = "exact", 1.0, len(self._run_trains[i])
-                shared = self._shared(i)
+            elif i in runs:
+                (tb, te), matches, shared = runs[i]
+                kind, sim = "exact", 1.0
             elif self._count[i] > 0 and self._best_of[i] is not None:
                 tb, te = self._best_of[i]  # type: ignore[misc]
                 kind, sim, matches = (
@@ -641,8 +682,9 @@ class _Reader:
         self, f: BatchFeatures, problems: list[str], held: bool
     ) -> tuple[list[tuple[str, str]], list[StepWindows]]:
         """The normalised text fingerprints of a batch with text episodes and the step windows
-        of one with numeric episodes (``held``: of the held side), from its step file
-        (unverified, as its features; `_extras`); a problem line when it cannot be read."""
+        of one with numeric episodes (``held``: of the held side), as kept in the derived cache
+        (`window_cache`), else from its step file, then kept (unverified, as its features); a
+        problem line when it cannot be read, or when what was kept cannot be used."""
         from trajledger.verify.errors import ProvenanceError
 
         from .batch_features import batch_files, steps_file_of, verified_local_copy
@@ -660,12 +702,20 @@ class _Reader:
                 return (_published_normalised(sealed) if sealed is not None else []), []
             steps = steps_file_of(pred) if pred is not None else None
             digest = steps[0] if steps else batch_files(self.ledger.store, f.batch)["steps.parquet"]
-            path = verified_local_copy(self.ledger.store, digest, self.workdir, private=False)
-            try:
-                _extras(path, wanted, held, pairs, windows)
-            finally:
-                if path.parent == self.workdir:
-                    path.unlink(missing_ok=True)
+            got, why = read_kept(self.cache, digest, wanted)
+            if why:
+                problems.append(f"batch {f.batch[:19]}…: its kept runs of steps and normalised "
+                                f"text ({cache_file(self.cache, digest)}) cannot be used ({why}): "
+                                "computed from its steps.parquet again")
+            if got is None:
+                path = verified_local_copy(self.ledger.store, digest, self.workdir, private=False)
+                try:
+                    got = compute(path, wanted)
+                finally:
+                    if path.parent == self.workdir:
+                        path.unlink(missing_ok=True)
+                keep(self.cache, digest, got)
+            return got.normalised or [], got.step_windows(held)
         except (ProvenanceError, LedgerError, OSError, ValueError, TypeError, KeyError) as e:
             what = " and ".join(w for w, on in zip(("text episodes were not compared once "
                                                     "normalised", "numeric episodes were not "

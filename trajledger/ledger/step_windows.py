@@ -4,7 +4,8 @@ is still found.
 
 Scope: `step_hashes` (one 64-bit hash per step of an observation column) and `iter_windows`
 (the hash of every run of `WINDOW` consecutive steps of each episode of a run of step record
-batches, streamed, with where it starts). A step's hash is over its observation alone: every
+batches, streamed, with where it starts; `iter_marked`: every window, each marked when it has
+too few distinct steps). A step's hash is over its observation alone: every
 value cast to float32 (so a float64 episode and its float32 copy agree), rounded to 10 bits of
 mantissa (about three significant digits, so that float64 -> float32 -> shifted copies and
 copies perturbed in the last digits still agree), -0.0 taken as 0.0; values paired in row order
@@ -14,9 +15,10 @@ may change at will (rewards are rescaled, actions re-encoded), and the observati
 steps identify a trajectory of any environment whose state moves. A window is the hash of its
 `WINDOW` step hashes in order (a polynomial mod 2**64, then SplitMix64). Held-out windows with
 fewer than `MIN_DISTINCT` distinct steps (padding, static frames, an agent standing still) are
-left out: such runs repeat in unrelated episodes. Computed where it is compared (``dataset
-create`` from the step files, the gate from the bytes it verified), never kept:
-``episode_features.FEATURE_VERSION`` is unchanged.
+left out: such runs repeat in unrelated episodes. The gate computes them from the bytes it
+verified; ``dataset create`` keeps them in the derived cache (``window_cache``, bound to the
+step file's digest and ``window_cache.WINDOWS_VERSION``: a change here takes a new number),
+never in the kept features (``episode_features.FEATURE_VERSION`` is unchanged).
 Non-scope: comparing (``ledger.contamination.Matcher``); episodes shorter than `WINDOW` (their
 exact fingerprint only); observations that are not numbers (strings).
 Spec: docs/audit-index.md ("Duplicates and contamination between splits").
@@ -35,8 +37,8 @@ import pyarrow.compute as pc
 from .episode_vectors import splitmix64
 from .rollouts.space_values import leaf_arrays
 
-__all__ = ["MIN_DISTINCT", "WINDOW", "WINDOW_COLUMNS", "StepWindows", "iter_windows",
-           "step_hashes"]
+__all__ = ["MIN_DISTINCT", "WINDOW", "WINDOW_COLUMNS", "StepWindows", "iter_marked", "iter_windows",
+           "kept", "step_hashes"]
 
 WINDOW = 16
 """Steps in a window: the shortest shared run found. Shorter runs (a fixed start, an opening)
@@ -169,15 +171,22 @@ class StepWindows:
     hashes: npt.NDArray[np.uint64]
 
 
-def _windows(
-    ids: list[str], lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64], held: bool
-) -> StepWindows:
-    """The windows of whole episodes (``lengths`` steps each, ``h`` their step hashes in
-    order); with ``held``, only those of at least `MIN_DISTINCT` distinct steps."""
+def kept(w: StepWindows, keep: npt.NDArray[np.bool_]) -> StepWindows:
+    """The windows of ``w`` where ``keep`` is true (the episodes stay)."""
+    return StepWindows(w.episode_ids, w.lengths, w.episode[keep], w.start[keep], w.hashes[keep])
+
+
+def _marked(
+    ids: list[str], lengths: npt.NDArray[np.int64], h: npt.NDArray[np.uint64], mark: bool
+) -> tuple[StepWindows, npt.NDArray[np.bool_]]:
+    """Every window of whole episodes (``lengths`` steps each, ``h`` their step hashes in
+    order), in order, and per window whether it has fewer than `MIN_DISTINCT` distinct steps
+    (with ``mark``; else all false)."""
     n = len(h)
     empty = np.zeros(0, dtype=np.int64)
     if n < WINDOW:
-        return StepWindows(ids, lengths, empty, empty, np.zeros(0, dtype=np.uint64))
+        return (StepWindows(ids, lengths, empty, empty, np.zeros(0, dtype=np.uint64)),
+                np.zeros(0, dtype=bool))
     m = n - WINDOW + 1
     acc = np.zeros(m, dtype=np.uint64)
     with np.errstate(over="ignore"):
@@ -188,7 +197,8 @@ def _windows(
     episode = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)[:m]
     start = np.arange(m, dtype=np.int64) - first[episode]
     keep = start + WINDOW <= lengths[episode]  # not across two episodes
-    if held:
+    few = np.zeros(m, dtype=bool)
+    if mark:
         # Only a window holding a step seen again within it can have few distinct steps:
         # those alone are sorted and counted.
         again = np.zeros(n, dtype=bool)
@@ -197,8 +207,17 @@ def _windows(
         maybe = np.flatnonzero(np.lib.stride_tricks.sliding_window_view(again, WINDOW)
                                [:, 1:].any(axis=1))
         runs = np.sort(np.lib.stride_tricks.sliding_window_view(h, WINDOW)[maybe], axis=1)
-        keep[maybe] &= (runs[:, 1:] != runs[:, :-1]).sum(axis=1) + 1 >= MIN_DISTINCT
-    return StepWindows(ids, lengths, episode[keep], start[keep], hashes[keep])
+        few[maybe] = (runs[:, 1:] != runs[:, :-1]).sum(axis=1) + 1 < MIN_DISTINCT
+    return StepWindows(ids, lengths, episode[keep], start[keep], hashes[keep]), few[keep]
+
+
+def iter_marked(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[StepWindows,
+                                                                     npt.NDArray[np.bool_]]]:
+    """Every window of the episodes of step record batches, one `StepWindows` per batch of
+    whole episodes, each window with whether it has too few distinct steps for a held-out
+    one (`MIN_DISTINCT`): what `iter_windows` gives with ``held`` is the windows not so
+    marked. Every episode's windows are there, each start from 0 to its length - `WINDOW`."""
+    return _iter(batches, True)
 
 
 def iter_windows(batches: Iterable[pa.RecordBatch], *, held: bool = False) -> Iterator[StepWindows]:
@@ -206,6 +225,12 @@ def iter_windows(batches: Iterable[pa.RecordBatch], *, held: bool = False) -> It
     order, as schema validation guarantees), one `StepWindows` per batch of whole episodes;
     an episode may run across record batches. Nothing for steps without numeric
     observations. ``held``: leave out windows of too few distinct steps (`MIN_DISTINCT`)."""
+    for w, few in _iter(batches, held):
+        yield kept(w, ~few) if held else w
+
+
+def _iter(batches: Iterable[pa.RecordBatch], mark: bool) -> Iterator[tuple[
+        StepWindows, npt.NDArray[np.bool_]]]:
     carry_id: str | None = None
     carry = np.zeros(0, dtype=np.uint64)
     for batch in batches:
@@ -230,6 +255,6 @@ def iter_windows(batches: Iterable[pa.RecordBatch], *, held: bool = False) -> It
             lengths = np.concatenate(([len(carry)], lengths))
         carry_id, carry = ids[-1], h[len(h) - int(lengths[-1]):]
         if len(ids) > 1:
-            yield _windows(ids[:-1], lengths[:-1], h[: len(h) - int(lengths[-1])], held)
+            yield _marked(ids[:-1], lengths[:-1], h[: len(h) - int(lengths[-1])], mark)
     if carry_id is not None:
-        yield _windows([carry_id], np.array([len(carry)], dtype=np.int64), carry, held)
+        yield _marked([carry_id], np.array([len(carry)], dtype=np.int64), carry, mark)

@@ -9,9 +9,11 @@ that hold text and whose role is not ``system``: each row's role and its text (`
 ``tool_calls``, ``tool_results`` joined by newlines) after Unicode NFKC, lower-casing, NFKC
 again, removal of format characters (``\\p{Cf}``: zero-width spaces and joiners, soft hyphens)
 and collapsing every run of white space (``\\s``, ``\\p{Z}``) into one space, trimmed.
-Computed where it is compared (``dataset create`` from the step files, the admission gate
-from the bytes it verified), never kept: the kept episode features (``ledger.batch_features``,
-``episode_features.FEATURE_VERSION``) and their "exact" fingerprint are unchanged.
+The admission gate computes it from the bytes it verified; ``dataset create`` keeps it in the
+derived cache (``window_cache``, bound to the step file's digest and
+``window_cache.WINDOWS_VERSION``: a change here takes a new number); the kept episode features
+(``ledger.batch_features``, ``episode_features.FEATURE_VERSION``) and their "exact"
+fingerprint are unchanged.
 Non-scope: comparing (``ledger.contamination.Matcher``); look-alike letters of other scripts
 (Cyrillic ``а`` for Latin ``a``), which NFKC leaves as they are.
 Spec: docs/audit-index.md ("Duplicates and contamination between splits").

@@ -44,6 +44,7 @@ from trajledger.ledger.artifacts import (
 from trajledger.ledger.batch_features import (
     FEATURES_SCHEMA,
     METADATA_KEY,
+    ROWS_PER_BATCH,
     batch_features,
     batch_predicate,
     cache_path,
@@ -63,6 +64,7 @@ from trajledger.ledger.fsck import fsck
 from trajledger.ledger.keys import Signer
 from trajledger.ledger.rollouts.dedup import episode_fingerprints
 from trajledger.ledger.status import erase
+from trajledger.ledger.window_cache import cache_file
 from trajledger.verify.dsse import Envelope
 from trajledger.verify.errors import FormatError, PolicyError
 from trajledger.verify.predicates import RolloutBatch
@@ -193,6 +195,45 @@ def test_the_features_file_refuses_what_it_does_not_describe() -> None:
         decode_features(written(bad.schema.with_metadata(good.schema.metadata), bad), steps)
 
 
+def test_reading_a_features_file_does_not_import_pandas(tmp_path: Path) -> None:
+    """pyarrow's ``to_numpy`` imports pandas the first time it runs (0.25 s of a 10-batch
+    ``dataset create``, cache24): a features file is read from its buffers, with the same
+    values, over several record batches, vectors missing among them, and an element missing
+    in a vector still refused."""
+    import subprocess
+    import sys
+
+    n = ROWS_PER_BATCH + 7
+    rng = np.random.default_rng(4)
+    valid = rng.random(n) > 0.2
+    vectors = rng.normal(size=(n, 128)).astype(np.float32) * valid[:, None]
+    chunk = FeatureChunk([f"e{i}" for i in range(n)], np.arange(1, n + 1, dtype=np.int64),
+                         [f"{i:064x}" for i in range(n)], ["numeric"] * n, vectors, valid,
+                         [None] * n)
+    steps = "sha256:" + "3" * 64
+    path = tmp_path / "features.arrow"
+    path.write_bytes(encode_features(chunk, steps))
+    assert same(decode_features(path.read_bytes(), steps), chunk)
+    code = ("import sys\nfrom pathlib import Path\n"
+            "from trajledger.ledger.batch_features import decode_features\n"
+            f"c = decode_features(Path({str(path)!r}).read_bytes(), {steps!r})\n"
+            "print(len(c), int(c.valid.sum()), int(c.num_steps.sum()), 'pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == [str(n), str(int(valid.sum())), str(n * (n + 1) // 2), "False"]
+    table = pa.ipc.open_file(pa.BufferReader(path.read_bytes())).read_all()
+    child = pa.array(np.ones(2 * 128, np.float32), mask=np.arange(2 * 128) == 5)
+    holed = table.slice(0, 2).set_column(4, "vector",
+                                         pa.FixedSizeListArray.from_arrays(child, 128))
+    meta = json.loads(table.schema.metadata[METADATA_KEY])
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, FEATURES_SCHEMA.with_metadata(
+            {METADATA_KEY: json.dumps({**meta, "episodes": 2}).encode()})) as w:
+        w.write_table(holed)
+    with pytest.raises(FormatError, match="not finite"):
+        decode_features(sink.getvalue().to_pybytes(), steps)
+
+
 def test_a_features_file_declaring_a_decompression_bomb_is_refused_unread(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -271,12 +312,14 @@ def test_an_erasure_deletes_the_kept_features_and_their_cache(
     assert check_dataset(ledger, "holdout", [hold]).sources[hold] == "computed"
     steps = batch_files(ledger, hold)["steps.parquet"]
     cached = cache_path(ledger.root / "index" / "features", steps)
-    assert cached.exists()
+    windows = cache_file(ledger.root / "index" / "features", steps)  # its runs of steps
+    assert cached.exists() and windows.exists()
     item = Catalog(ledger).resolve(hold, {"rollout-batch"})
     pred = batch_predicate(ledger.store, item.envelope)
     assert pred is not None and pred.features is not None
     rec, _deleted, _kept = erase(ledger, hold, alice, reason="consent")
     assert not cached.exists() and not ledger.store.exists(pred.features.digest)
+    assert not windows.exists()  # (before cache24: kept after the erasure)
     # The erasure record lists the kept file among the blobs it deleted.
     envelope = Envelope.from_bytes(ledger.store.get(rec.envelope_digest))
     assert pred.features.digest in Statement.from_bytes(envelope.payload).predicate["blobs"]

@@ -11,7 +11,9 @@ default policy and under one that refuses near duplicates.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +25,7 @@ import testkit
 
 from trajledger import Ledger
 from trajledger.ledger.artifacts import create_dataset, record_batch, register_environment
-from trajledger.ledger.contamination import check_dataset, refusal
+from trajledger.ledger.contamination import DatasetCheck, check_dataset, refusal
 from trajledger.ledger.policy_state import contamination_rules as policy_rules
 from trajledger.ledger.record import record_files
 from trajledger.ledger.status import approve, record_policy
@@ -484,3 +486,79 @@ def test_normalised_fingerprints_of_steps_without_text() -> None:
     alone = dict(normalised_fingerprints([steps(chat)]))
     mixed = dict(normalised_fingerprints([steps([("n", None, None), *chat, ("m", None, None)])]))
     assert mixed == alone and set(alone) == {"c"}
+
+
+def kept_files(ledger: Ledger) -> dict[str, Path]:
+    """The kept runs of steps and normalised texts (`window_cache`), by the episodes named."""
+    from trajledger.ledger.window_cache import decode
+
+    out = {}
+    for path in sorted((ledger.root / "index" / "features").glob("w*/*.windows")):
+        got = decode(path.read_bytes(), "sha256:" + path.stem)
+        names = (got.windows.episode_ids if got.windows else []) + [
+            e for e, _ in got.normalised or []]
+        out[",".join(names)] = path
+    return out
+
+
+def test_kept_runs_and_texts_decide_as_the_step_files(
+    template: testkit.Template[dict[str, str]], ledger: Ledger
+) -> None:
+    """Issue 21's rule, the fast path decides as the slow one: the held side's and the train
+    side's windows and normalised fingerprints, kept in index/features by the first check,
+    give the findings computed from the step files; a truncated, damaged, another step file's
+    or another version's kept file is computed again, with a warning, and rewritten."""
+    def each() -> dict[str, DatasetCheck]:  # one set per transform: each finding is seen
+        return {b: check_dataset(ledger, "train", [b]) for b in template.value.values()}
+
+    first = each()  # keeps the train side's
+    kept = kept_files(ledger)
+    held = kept["held-num,other-num"]
+    assert {"held-chat,other-chat", "held-num,other-num"} <= set(kept) and len(kept) > 2
+    found = [f for c in first.values() for f in c.findings]
+    assert [f for f in found if f.shared] and [f for f in found if f.normalised]
+    assert each() == first  # everything from the kept files
+    assert not [w for c in first.values() for w in c.warnings]
+    shutil.rmtree(ledger.root / "index" / "features")
+    assert each() == first  # from the step files
+    good = held.read_bytes()
+    other = kept["held-chat,other-chat"].read_bytes()
+    cut = template.value["numeric first step dropped"]
+    for bad in (good[:-5], good[:-100] + bytes([good[-100] ^ 4]) + good[-99:],
+                other, good.replace(b'"version":1', b'"version":7')):
+        held.write_bytes(bad)
+        check = check_dataset(ledger, "train", [cut])
+        assert check.findings == first[cut].findings
+        [warning] = check.warnings
+        assert "its kept runs of steps and normalised text (" in warning
+        assert "computed from its steps.parquet again" in warning
+        assert held.read_bytes() == good  # rewritten
+
+
+def test_a_forged_kept_file_does_not_reach_the_gate(
+    template: testkit.Template[dict[str, str]], ledger: Ledger
+) -> None:
+    """Whoever writes the ledger's directory can write a well-formed kept file without the
+    held episode's windows: ``dataset create`` trusts the derived cache as it trusts the
+    cached features (docs/SECURITY.md, thirteenth round, cache24), but the gate computes the
+    windows from the bytes it verified and still refuses the copy."""
+    from trajledger.ledger.window_cache import Compared, decode, encode
+
+    cut = template.value["numeric first step dropped"]
+    assert [f for f in check_dataset(ledger, "train", [cut]).findings if f.shared]
+    held = kept_files(ledger)["held-num,other-num"]
+    steps = "sha256:" + held.stem
+    real = decode(held.read_bytes(), steps)
+    assert real.windows is not None
+    none = dataclasses.replace(real.windows, episode_ids=[], lengths=real.windows.lengths[:0],
+                               episode=real.windows.episode[:0], start=real.windows.start[:0],
+                               hashes=real.windows.hashes[:0])
+    forged = encode(Compared(none, real.few[:0], real.normalised), steps)
+    assert forged is not None
+    held.write_bytes(forged)
+    assert not [f for f in check_dataset(ledger, "train", [cut]).findings if f.shared]
+    train_set(ledger, "cut", cut)
+    path = ledger.root / "policy.toml"
+    with pytest.raises(DataRefusedError) as e:
+        admit(ledger, "cut@1", TrustPolicy.from_toml(path.read_bytes(), path.parent))
+    assert any("shares 59 consecutive steps" in f for f in e.value.report.failures())

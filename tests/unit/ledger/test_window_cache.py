@@ -1,0 +1,119 @@
+"""The step windows and normalised text fingerprints kept in the derived cache
+(`ledger.window_cache`): read back as computed, and never used when truncated, damaged,
+another step file's or another version's."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from trajledger.ledger import window_cache
+from trajledger.ledger.step_windows import WINDOW_COLUMNS, iter_windows
+from trajledger.ledger.window_cache import MAGIC, Compared, compute, decode, encode, keep, read_kept
+from trajledger.verify.errors import FormatError
+
+STEPS = "sha256:" + "ab" * 32
+OTHER = "sha256:" + "cd" * 32
+
+
+def step_file(tmp_path: Path) -> Path:
+    """Numeric episodes of 40, 10 (too short for a window) and 30 steps (its last 20 steps
+    padding), then two chats, one with a system prompt."""
+    rng = np.random.default_rng(3)
+    rows: list[dict[str, object]] = []
+    for e, n in (("é-0", 40), ("e-1", 10), ("e-2", 30)):
+        obs = np.cumsum(rng.normal(size=(n, 3)), axis=0)
+        if e == "e-2":
+            obs[10:] = 0.0
+        rows += [{"episode_id": e, "obs": [float(v) for v in obs[t]], "role": None,
+                  "content": None} for t in range(n)]
+    for e, turns in (("c-0", [("system", "Be brief"), ("user", "Hello  World")]),
+                     ("c-1", [("user", "ＡＢＣ"), ("assistant", "ok")])):
+        rows += [{"episode_id": e, "obs": None, "role": r, "content": c} for r, c in turns]
+    path = tmp_path / "steps.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=17)
+    return path
+
+
+def same(a: Compared, b: Compared) -> None:
+    assert a.normalised == b.normalised
+    for held in (False, True):
+        [x], [y] = a.step_windows(held), b.step_windows(held)
+        assert x.episode_ids == y.episode_ids
+        for f in ("lengths", "episode", "start", "hashes"):
+            assert np.array_equal(getattr(x, f), getattr(y, f)), f
+
+
+def test_kept_reads_back_as_computed(tmp_path: Path) -> None:
+    path = step_file(tmp_path)
+    got = compute(path, (True, True))
+    assert got.normalised is not None and [e for e, _ in got.normalised] == ["c-0", "c-1"]
+    # The windows are those `iter_windows` gives, held or not.
+    for held in (False, True):
+        [w] = got.step_windows(held)
+        direct = list(iter_windows(pq.ParquetFile(path).iter_batches(
+            batch_size=17, columns=list(WINDOW_COLUMNS)), held=held))
+        assert np.array_equal(w.hashes, np.concatenate([d.hashes for d in direct]))
+    assert got.few.any() and not got.few.all()  # e-2's padding
+    data = encode(got, STEPS)
+    assert data is not None and data.startswith(MAGIC)
+    same(decode(data, STEPS), got)
+    keep(tmp_path / "cache", STEPS, got)
+    kept, why = read_kept(tmp_path / "cache", STEPS, (True, True))
+    assert why == "" and kept is not None
+    same(kept, got)
+    # A part not kept is not there: computed again, silently.
+    only_text = compute(path, (True, False))
+    keep(tmp_path / "cache", STEPS, only_text)
+    assert read_kept(tmp_path / "cache", STEPS, (False, True)) == (None, "")
+    assert read_kept(tmp_path / "nothing", STEPS, (True, True)) == (None, "")
+
+
+def edit_header(data: bytes, key: str, value: object) -> bytes:
+    size = struct.unpack_from("<I", data, len(MAGIC))[0]
+    at = len(MAGIC) + 4
+    header = json.loads(data[at : at + size])
+    header[key] = value
+    head = json.dumps(header).encode()
+    return MAGIC + struct.pack("<I", len(head)) + head + data[at + size :]
+
+
+@pytest.mark.parametrize("damage", ["truncated", "a byte changed", "another step file's",
+                                    "another version's", "more windows said", "not one",
+                                    "empty", "resealed with an id out of range"])
+def test_a_damaged_or_foreign_entry_is_not_used(tmp_path: Path, damage: str) -> None:
+    got = compute(step_file(tmp_path), (True, True))
+    data = encode(got, STEPS)
+    assert data is not None
+    body_at = len(data) - 40
+    bad = {
+        "truncated": data[:-9],
+        "a byte changed": data[:body_at] + bytes([data[body_at] ^ 1]) + data[body_at + 1 :],
+        "another step file's": encode(got, OTHER),
+        "another version's": edit_header(data, "version", window_cache.WINDOWS_VERSION + 1),
+        "more windows said": edit_header(data, "windows", 10**12),
+        "not one": b"PAR1" + data,
+        "empty": b"",
+    }.get(damage)
+    if bad is None:  # a body rewritten, its digest too: offsets that run past the ids
+        size = struct.unpack_from("<I", data, len(MAGIC))[0]
+        at = len(MAGIC) + 4 + size
+        header = json.loads(data[len(MAGIC) + 4 : at])
+        body = bytearray(data[at:])
+        ids_at = 8 * header["episodes"] + 8 * header["windows"] + (header["windows"] + 7) // 8
+        body[ids_at + 8 : ids_at + 16] = struct.pack("<q", 1 << 40)
+        bad = edit_header(data[:at] + bytes(body), "sha256", hashlib.sha256(body).hexdigest())
+    with pytest.raises(FormatError):
+        decode(bad, STEPS)
+    where = window_cache.cache_file(tmp_path / "cache", STEPS)
+    where.parent.mkdir(parents=True)
+    where.write_bytes(bad)
+    kept, why = read_kept(tmp_path / "cache", STEPS, (True, True))
+    assert kept is None and why  # a reason, for the warning

@@ -1,0 +1,260 @@
+"""The step windows and normalised text fingerprints of a batch's step file, kept in the
+derived cache so that ``dataset create`` reads them (8 bytes a window) instead of its step
+files at every call.
+
+Scope: `Compared` (what ``ledger.contamination`` compares of a batch besides its features:
+every step window of its numeric episodes, `step_windows.iter_marked`, and the normalised text
+fingerprints of its text episodes, `text_fingerprint.normalised_fingerprints`); `compute`
+(from a step file whose bytes the caller checked); the cache file and its place
+(``<ledger>/index/features/w<WINDOWS_VERSION>/<hex of the step file's digest>.windows``):
+`encode`, `decode`, `read_kept`, `keep`.
+
+The file: `MAGIC`, a 4-byte little-endian length, a JSON header (``steps``: the step file's
+digest, ``version``: `WINDOWS_VERSION`, ``parts``, the counts of each array and ``sha256``:
+the body's digest), then the body: the episodes' lengths (int64), every window's hash
+(uint64), one bit a window (too few distinct steps), the episode ids (UTF-8 and their int64
+offsets), the text episodes' ids and their 32-byte fingerprints. Which episode and start each
+window has follows from the lengths (every start from 0 to length - `step_windows.WINDOW`).
+
+Trust: the same as the kept features' derived cache (``batch_features``): whoever writes the
+ledger's directory can write this file, so what ``dataset create`` reports from it is as
+good as that directory (the admission gate never reads it: it computes windows and
+fingerprints from the bytes it verified). An entry is used only when it names the step file
+(and is the file of its name), is of this version and its body hashes to the digest its
+header gives; anything else (truncated, damaged, another file's, another version's) is
+computed again from the step file, with a warning, and rewritten.
+
+Non-scope: the definitions (``step_windows``, ``text_fingerprint``), comparing
+(``contamination.Matcher``), erasure (``batch_features.forget_cached`` deletes these too).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from trajledger.verify.digest import parse_digest
+from trajledger.verify.errors import FormatError
+from trajledger.verify.ledger_dir import read_regular
+
+from .episode_features import parquet_batches
+from .fs import write_file_atomic
+from .step_windows import WINDOW, WINDOW_COLUMNS, StepWindows, iter_marked, kept
+from .text_fingerprint import NORMALISED_COLUMNS, normalised_fingerprints
+
+__all__ = ["MAGIC", "WINDOWS_VERSION", "Compared", "cache_file", "compute", "decode", "encode",
+           "keep", "read_kept"]
+
+WINDOWS_VERSION = 1
+"""The definitions of `step_windows` and `text_fingerprint` the kept files hold: a change of
+either (a step's or a window's hash, `MIN_DISTINCT`, the normalisation) takes a new number,
+and the files of other numbers are not read."""
+MAGIC = b"trajledger-compared\n"
+_HEADER_BYTES = 1 << 12
+_PARTS = ("windows", "normalised")
+
+
+@dataclass(frozen=True)
+class Compared:
+    """What is compared of a batch besides its features.
+
+    Attributes:
+        windows: every window of its numeric episodes (one `StepWindows`), or None when not
+            computed (the batch has no numeric episode of `WINDOW` steps).
+        few: per window, whether it has too few distinct steps to be compared as held out.
+        normalised: ``(episode id, fingerprint)`` of its text episodes, or None when not
+            computed.
+    """
+
+    windows: StepWindows | None
+    few: npt.NDArray[np.bool_]
+    normalised: list[tuple[str, str]] | None
+
+    def has(self, wanted: tuple[bool, bool]) -> bool:
+        """Whether it holds the parts ``wanted`` (normalised text, windows)."""
+        return (not wanted[0] or self.normalised is not None) and (
+            not wanted[1] or self.windows is not None)
+
+    def step_windows(self, held: bool) -> list[StepWindows]:
+        """The windows to compare: all of them, or (``held``) those of enough distinct steps."""
+        if self.windows is None:
+            return []
+        return [kept(self.windows, ~self.few) if held else self.windows]
+
+
+def compute(path: Path, wanted: tuple[bool, bool]) -> Compared:
+    """The parts ``wanted`` (normalised text, windows) of the step file at ``path``."""
+    normalised = (list(normalised_fingerprints(parquet_batches(path, NORMALISED_COLUMNS)))
+                  if wanted[0] else None)  # fmt: skip
+    if not wanted[1]:
+        return Compared(None, np.zeros(0, dtype=bool), normalised)
+    ids: list[str] = []
+    lengths, episode, start, hashes, few = [], [], [], [], []
+    for w, marks in iter_marked(parquet_batches(path, WINDOW_COLUMNS)):
+        episode.append(w.episode + len(ids))
+        ids += w.episode_ids
+        lengths.append(w.lengths)
+        start.append(w.start)
+        hashes.append(w.hashes)
+        few.append(marks)
+
+    def cat(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
+        return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+
+    windows = StepWindows(ids, cat(lengths), cat(episode), cat(start),
+                          np.concatenate(hashes) if hashes else np.zeros(0, np.uint64))
+    return Compared(windows, np.concatenate(few) if few else np.zeros(0, bool), normalised)
+
+
+def _placed(lengths: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],
+                                                     npt.NDArray[np.int64]]:
+    """The episode and start of every window of episodes of ``lengths`` steps, in order."""
+    counts = np.maximum(lengths - (WINDOW - 1), 0)
+    episode = np.repeat(np.arange(len(lengths), dtype=np.int64), counts)
+    firsts = np.cumsum(counts) - counts
+    return episode, np.arange(len(episode), dtype=np.int64) - firsts[episode]
+
+
+def _strings(values: list[str]) -> tuple[bytes, bytes]:
+    data = [v.encode("utf-8", "surrogatepass") for v in values]
+    offsets = np.concatenate(([0], np.cumsum([len(d) for d in data], dtype=np.int64)))
+    return offsets.astype("<i8").tobytes(), b"".join(data)
+
+
+def encode(c: Compared, steps: str) -> bytes | None:
+    """The cache file of ``c``, computed from step file ``steps``; None when its windows are
+    not every window of its episodes in order (then nothing is kept)."""
+    parts = [p for p, on in zip(_PARTS, (c.windows is not None, c.normalised is not None),
+                                strict=True) if on]
+    w = c.windows or StepWindows([], np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                 np.zeros(0, np.int64), np.zeros(0, np.uint64))
+    episode, start = _placed(w.lengths)
+    if not (np.array_equal(episode, w.episode) and np.array_equal(start, w.start)
+            and len(c.few) == len(w.hashes)):
+        return None
+    norm = c.normalised or []
+    ids_at, ids = _strings(w.episode_ids)
+    norm_at, norm_ids = _strings([e for e, _ in norm])
+    body = b"".join((
+        w.lengths.astype("<i8").tobytes(), w.hashes.astype("<u8").tobytes(),
+        np.packbits(c.few, bitorder="little").tobytes(), ids_at, ids, norm_at, norm_ids,
+        b"".join(bytes.fromhex(fp) for _, fp in norm)))  # fmt: skip
+    header = {"steps": steps, "version": WINDOWS_VERSION, "parts": parts,
+              "episodes": len(w.episode_ids), "windows": len(w.hashes), "ids": len(ids),
+              "normalised": len(norm), "normalised_ids": len(norm_ids),
+              "sha256": hashlib.sha256(body).hexdigest()}  # fmt: skip
+    head = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    return MAGIC + struct.pack("<I", len(head)) + head + body
+
+
+def _count(header: dict[str, object], key: str, most: int) -> int:
+    v = header.get(key)
+    if type(v) is not int or not 0 <= v <= most:
+        raise FormatError(f"{key} {v!r}: want a count of at most {most}")
+    return v
+
+
+def decode(data: bytes, steps: str) -> Compared:
+    """Read a cache file, checking that it is of this version, was computed from step file
+    ``steps`` and is whole.
+
+    Raises:
+        FormatError: anything else (not such a file, truncated, damaged, another step file's
+            or another version's).
+    """
+    if not data.startswith(MAGIC) or len(data) < len(MAGIC) + 4:
+        raise FormatError("not a cache file of step windows")
+    (size,) = struct.unpack_from("<I", data, len(MAGIC))
+    at = len(MAGIC) + 4
+    if size > _HEADER_BYTES or at + size > len(data):
+        raise FormatError(f"a header of {size} bytes")
+    try:
+        header = json.loads(data[at : at + size])
+    except ValueError as e:
+        raise FormatError(f"its header is not JSON ({e})") from e
+    if not isinstance(header, dict):
+        raise FormatError("its header is not a JSON object")
+    if header.get("version") != WINDOWS_VERSION:
+        raise FormatError(f"version {header.get('version')!r}, want {WINDOWS_VERSION}")
+    if header.get("steps") != steps:
+        raise FormatError(f"computed from step file {str(header.get('steps'))[:19]}…, want "
+                          f"{steps[:19]}…")
+    parts = header.get("parts")
+    if not isinstance(parts, list) or not set(parts) <= set(_PARTS):
+        raise FormatError(f"parts {parts!r}")
+    body = memoryview(data)[at + size :]
+    n = len(body)
+    eps, w, k = (_count(header, key, n) for key in ("episodes", "windows", "normalised"))
+    sizes = (8 * eps, 8 * w, (w + 7) // 8, 8 * (eps + 1), _count(header, "ids", n), 8 * (k + 1),
+             _count(header, "normalised_ids", n), 32 * k)
+    if sum(sizes) != n:
+        raise FormatError(f"a body of {n} bytes, want {sum(sizes)}")
+    if hashlib.sha256(body).hexdigest() != header.get("sha256"):
+        raise FormatError("its body does not hash to the digest its header gives")
+    cuts = np.cumsum((0, *sizes))
+    piece = [body[cuts[i] : cuts[i + 1]] for i in range(len(sizes))]
+    lengths = np.frombuffer(piece[0], dtype="<i8").astype(np.int64)
+    hashes = np.frombuffer(piece[1], dtype="<u8").astype(np.uint64)
+    few = np.unpackbits(np.frombuffer(piece[2], dtype=np.uint8), bitorder="little")[:w] == 1
+    if (lengths < 1).any() or int(np.maximum(lengths - (WINDOW - 1), 0).sum()) != w:
+        raise FormatError("its episodes' lengths do not give its number of windows")
+    ids = _read_strings(piece[3], piece[4], eps)
+    norm_ids = _read_strings(piece[5], piece[6], k)
+    fps = bytes(piece[7])
+    episode, start = _placed(lengths)
+    windows = StepWindows(ids, lengths, episode, start, hashes) if "windows" in parts else None
+    normalised = ([(i, fps[32 * j : 32 * j + 32].hex()) for j, i in enumerate(norm_ids)]
+                  if "normalised" in parts else None)  # fmt: skip
+    return Compared(windows, few, normalised)
+
+
+def _read_strings(offsets: memoryview, data: memoryview, n: int) -> list[str]:
+    at = np.frombuffer(offsets, dtype="<i8").astype(np.int64)
+    if len(at) != n + 1 or at[0] != 0 or at[-1] != len(data) or (np.diff(at) < 0).any():
+        raise FormatError("its string offsets are out of order")
+    raw = bytes(data)
+    try:
+        return [raw[a:b].decode("utf-8", "surrogatepass") for a, b in
+                zip(at[:-1].tolist(), at[1:].tolist(), strict=True)]
+    except UnicodeDecodeError as e:
+        raise FormatError(f"an episode id is not UTF-8 ({e})") from e
+
+
+def cache_file(cache: Path, steps: str) -> Path:
+    """Where the cache keeps what was computed from step file ``steps``."""
+    return cache / f"w{WINDOWS_VERSION}" / f"{parse_digest(steps, 'step file digest')}.windows"
+
+
+def read_kept(cache: Path, steps: str, wanted: tuple[bool, bool]) -> tuple[Compared | None, str]:
+    """The kept parts of step file ``steps``, when they hold what is ``wanted``; else None
+    and why (empty when nothing is kept: no warning)."""
+    try:
+        data = read_regular(cache_file(cache, steps))  # (a FIFO there: not read)
+    except FileNotFoundError:
+        return None, ""
+    except OSError as e:
+        return None, e.strerror or type(e).__name__
+    try:
+        got = decode(data, steps)
+    except FormatError as e:
+        return None, " ".join(str(e).split())
+    return (got, "") if got.has(wanted) else (None, "")
+
+
+def keep(cache: Path, steps: str, c: Compared) -> None:
+    """Keep what was computed from step file ``steps`` (derived data: a cache that cannot be
+    written is no error)."""
+    data = encode(c, steps)
+    if data is None:
+        return
+    where = cache_file(cache, steps)
+    with contextlib.suppress(OSError):  # read-only, full, a file in the way: computed next time
+        where.parent.mkdir(parents=True, exist_ok=True)
+        write_file_atomic(where, data, durable=False)
