@@ -138,3 +138,36 @@ def test_an_option_that_takes_one_value_given_twice_is_a_usage_error(
     expect(r, 0)
     assert json.loads(r.stdout)["nodes"]
     expect(run(runner, home, "-q", "verify", "cartpole-bc@2", "-q"), 0)
+
+
+def test_a_ledger_given_as_the_directory_that_holds_it_is_named_and_never_doubled(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """``cd lab && trajledger init`` makes ``lab/.trajledger``; from the parent, ``--ledger lab``
+    said "no ledger here; run 'trajledger init'", and ``trajledger --ledger lab init`` then made
+    a second, empty ledger in ``lab`` that every command run in ``lab`` found first, hiding the
+    first one and all it recorded. Now the refusal names ``lab/.trajledger`` and init refuses."""
+    from trajledger.ledger.errors import LedgerError
+
+    lab = tmp_path / "lab"
+    inner = lab / ".trajledger"
+    expect(run(runner, inner, "init"), 0)
+    before = sorted(p.name for p in lab.iterdir())
+    named = (f"{lab}: no ledger here, but {inner} is one (made by 'trajledger init' in {lab}): "
+             f"give that (--ledger {inner}; Ledger.open({str(inner)!r}))")
+    expect(run(runner, lab, "log", "info"), 3, f"FAIL: {named}\n")
+    with pytest.raises(LedgerError) as e:
+        Ledger.open(lab)
+    assert str(e.value) == named
+    expect(run(runner, lab, "init"), 3,
+           f"FAIL: {lab}: holds the ledger {inner}: a second ledger here would hide it from every "
+           f"command run in {lab}; give --ledger {inner} to use it, or another directory for a "
+           "new ledger\n")
+    assert sorted(p.name for p in lab.iterdir()) == before == [".trajledger"]
+    with pytest.raises(LedgerError):
+        Ledger.init(lab)
+    assert sorted(p.name for p in lab.iterdir()) == [".trajledger"]
+    # Nothing near: the advice is unchanged.
+    expect(run(runner, tmp_path / "none", "log", "info"), 3,
+           f"FAIL: {tmp_path / 'none'}: no ledger here; run 'trajledger init' or pass --ledger "
+           "DIR\n")

@@ -25,6 +25,7 @@ import click
 from trajledger._signals import Terminated
 from trajledger.verify.errors import FormatError, ProvenanceError, VerificationError
 
+from .config import DEFAULT_HOME
 from .errors import LedgerError
 
 __all__ = [
@@ -54,7 +55,6 @@ __all__ = [
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_OPERATIONAL, EXIT_BUG = 0, 1, 2, 3, 4
 HOME_ENV = "TRAJLEDGER_HOME"
-DEFAULT_HOME = ".trajledger"
 
 
 @dataclass
