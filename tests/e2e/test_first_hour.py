@@ -171,3 +171,43 @@ def test_a_ledger_given_as_the_directory_that_holds_it_is_named_and_never_double
     expect(run(runner, tmp_path / "none", "log", "info"), 3,
            f"FAIL: {tmp_path / 'none'}: no ledger here; run 'trajledger init' or pass --ledger "
            "DIR\n")
+
+
+def test_a_column_under_gymnasiums_or_another_name_gets_the_schemas_name(
+    runner: CliRunner, home: Path, tmp_path: Path
+) -> None:
+    """A Gymnasium user writes ``observation`` and ``done``: the refusal said only "unknown
+    column ... keep other fields in 'extras'", and ``extras`` was the wrong advice. Now it names
+    the column of the schema meant (from a table of common names, else the closest name)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    size = Ledger.open(home).log.size
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(
+        {"episode_id": "e", "step": i, "observation": [0.1, 0.2, 0.3, 0.4], "action": 0,
+         "rewrd": 1.0, "terminated": i == 1, "truncated": False}) + "\n" for i in range(2)))
+    r = run(runner, home, "record", rows, "--env", "cartpole@1", "--policy", "p", "--key",
+            "vendor")
+    expect(r, 1)
+    assert r.stderr.splitlines()[1:] == [
+        "FAIL:   column 'observation': unknown step field: rollout schema v3 has no such column; "
+        "did you mean 'obs'? (keep other fields in 'extras')",
+        "FAIL:   column 'rewrd': unknown step field: rollout schema v3 has no such column; "
+        "did you mean 'reward'? (keep other fields in 'extras')"]
+    table = tmp_path / "steps.parquet"
+    pq.write_table(pa.table({
+        "episode_id": ["e", "e"], "step": [0, 1], "obs": [[0.1], [0.2]], "actions": [0, 1],
+        "reward": [1.0, 1.0], "done": [False, True], "colour": ["a", "b"]}), table)
+    r = run(runner, home, "record", table, "--env", "cartpole@1", "--policy", "p", "--key",
+            "vendor")
+    expect(r, 1)
+    assert r.stderr.splitlines()[1:4] == [
+        "FAIL:   column 'actions': unknown column: rollout schema v3 has no such column; did you "
+        "mean 'action'? (see schemas/rollout.v3.md; keep other fields in 'extras')",
+        "FAIL:   column 'done': unknown column: rollout schema v3 has no such column; did you "
+        "mean 'terminated' and 'truncated'? ('done' is either: give both) (see "
+        "schemas/rollout.v3.md; keep other fields in 'extras')",
+        "FAIL:   column 'colour': unknown column: rollout schema v3 has no such column (see "
+        "schemas/rollout.v3.md; keep other fields in 'extras')"]
+    assert Ledger.open(home).log.size == size
