@@ -211,3 +211,25 @@ def test_a_column_under_gymnasiums_or_another_name_gets_the_schemas_name(
         "FAIL:   column 'colour': unknown column: rollout schema v3 has no such column (see "
         "schemas/rollout.v3.md; keep other fields in 'extras')"]
     assert Ledger.open(home).log.size == size
+
+
+def test_an_empty_reference_says_a_shell_variable_was_left_empty(
+    runner: CliRunner, home: Path
+) -> None:
+    """The tour keeps each digest in a variable (``BATCH=$(trajledger record ...)``): when that
+    command failed, the next one got ``--batch ""`` and said "FAIL: : no rollout-batch has this
+    name" (``verify ""``: "bundle .: is a directory"). Now it says the reference is empty, and
+    why it may be."""
+    size = Ledger.open(home).log.size
+    hint = ("a shell variable left empty? REF=$(trajledger ...) is empty when that command "
+            "failed; give NAME@VERSION, sha256:<hex> or a digest prefix of 6+ hex characters")
+    r = run(runner, home, "dataset", "create", "x", "--version", "1", "--split", "train",
+            "--batch", "", "--key", "vendor")
+    expect(r, 3, f"FAIL: an empty reference where a rollout-batch is wanted ({hint})\n")
+    for args in (["show", ""], ["lineage", " "], ["train", "--dataset", "", "--key", "trainer"]):
+        r = run(runner, home, *args)
+        expect(r, 3)
+        assert r.stderr.startswith("FAIL: an empty reference where ") and hint in r.stderr, args
+    r = run(runner, home, "verify", "")  # not "bundle .: is a directory"
+    expect(r, 3, f"FAIL: an empty reference where an artifact is wanted ({hint})\n")
+    assert Ledger.open(home).log.size == size
