@@ -233,3 +233,22 @@ def test_an_empty_reference_says_a_shell_variable_was_left_empty(
     r = run(runner, home, "verify", "")  # not "bundle .: is a directory"
     expect(r, 3, f"FAIL: an empty reference where an artifact is wanted ({hint})\n")
     assert Ledger.open(home).log.size == size
+
+
+def test_an_option_that_took_the_next_option_as_its_value_says_so(
+    runner: CliRunner, home: Path
+) -> None:
+    """``--batch $BATCH --key vendor`` with BATCH empty and unquoted: click took ``--key`` as
+    the batch and then said "Missing option '--key'", about the one option that was given. Now
+    the usage error names the option left without its value."""
+    size = Ledger.open(home).log.size
+    r = run(runner, home, "dataset", "create", "x", "--version", "1", "--split", "train",
+            "--batch", "--key", "vendor")
+    expect(r, 2)
+    assert r.stderr.splitlines()[-1] == (
+        "Error: --batch took the option --key as its value: give --batch a value first (an "
+        "unquoted shell variable left empty?)")
+    r = run(runner, home, "approve", "cartpole-train@2", "--expires", "--key", "approver-a")
+    expect(r, 2)
+    assert r.stderr.splitlines()[-1].startswith("Error: --expires took the option --key ")
+    assert Ledger.open(home).log.size == size
