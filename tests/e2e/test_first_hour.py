@@ -252,3 +252,19 @@ def test_an_option_that_took_the_next_option_as_its_value_says_so(
     expect(r, 2)
     assert r.stderr.splitlines()[-1].startswith("Error: --expires took the option --key ")
     assert Ledger.open(home).log.size == size
+
+
+def test_init_inside_a_ledger_directory_is_refused(runner: CliRunner, tmp_path: Path) -> None:
+    """README: 'cd demo' after the quickstart; 'trajledger init' there made demo/.trajledger, a
+    ledger inside the ledger that no command run in demo found, and in demo/keys one that every
+    command run there found instead of demo. Now both are refused, nothing made."""
+    demo = tmp_path / "demo"
+    expect(run(runner, demo, "init"), 0)
+    before = sorted(p.relative_to(demo) for p in demo.rglob("*"))
+    for where in (demo / ".trajledger", demo / "keys" / ".trajledger", demo / "log" / "x"):
+        expect(run(runner, where, "init"), 3,
+               f"FAIL: {where}: inside the ledger {demo}, which commands run there would find "
+               "first or which this one would hide: make a new ledger outside it (--ledger "
+               "DIR)\n")
+    assert sorted(p.relative_to(demo) for p in demo.rglob("*")) == before
+    expect(run(runner, tmp_path / "beside", "init"), 0)  # beside it: as before

@@ -185,11 +185,17 @@ def no_ledger(root: Path) -> str:
 
 
 def init_refusal(root: Path) -> str | None:
-    """Why no ledger may be made at ``root``: one is there, or in ``root/.trajledger``, which a
-    ledger at ``root`` would hide from every command run in ``root`` (they find ``root`` first).
-    None when it may."""
+    """Why no ledger may be made at ``root``: one is there; ``root`` is inside a ledger's
+    directory (its ``.trajledger`` or ``keys/``), where one of the two would hide the other; or
+    one is in ``root/.trajledger``, which a ledger at ``root`` would hide from every command run
+    in ``root`` (they find ``root`` first). None when it may."""
     if (root / CONFIG_NAME).exists():
         return f"{root}: a ledger already exists here"
+    outer = next((d for d in root.absolute().parents
+                  if (d / CONFIG_NAME).is_file() and (d / "log").is_dir()), None)
+    if outer is not None:  # 'cd demo && trajledger init' after the quickstart
+        return (f"{root}: inside the ledger {outer}, which commands run there would find first "
+                "or which this one would hide: make a new ledger outside it (--ledger DIR)")
     inner = _inner(root)
     if inner is None:
         return None
